@@ -1,0 +1,72 @@
+/* args.h: declarative option parsing for every subcommand.
+ *
+ * A command lists its options once, in an lb_arg_spec table; the same table parses argv,
+ * checks values (type and range) and prints --help, so the help text can never drift from
+ * what the code accepts. Options take "--name value" or "--name=value". The options every
+ * command shares (-v, -q, --json, --db, --help) are handled here. A bad argument is one
+ * line on stderr naming the command, the option, what was given and what is expected;
+ * the parser then returns LB_ERR_USAGE (exit 2). */
+#ifndef LB_CLI_ARGS_H
+#define LB_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef enum {
+    LB_ARG_FLAG,   /* bool*: present or not */
+    LB_ARG_INT,    /* int64_t*, checked against [min, max] */
+    LB_ARG_DOUBLE, /* double*, checked against [min, max] */
+    LB_ARG_STRING, /* const char** pointing into argv */
+    LB_ARG_CHOICE, /* const char**: one of the '|'-separated words in choices */
+    LB_ARG_LIST,   /* lb_arg_list*: the option may repeat; each value is kept */
+} lb_arg_type;
+
+#define LB_ARG_LIST_MAX 64
+
+typedef struct {
+    int n;
+    const char *items[LB_ARG_LIST_MAX];
+} lb_arg_list;
+
+typedef struct {
+    const char *name;    /* "--batch" */
+    lb_arg_type type;
+    void *dest;
+    const char *metavar; /* "B" (shown in help) */
+    const char *help;    /* one line; the default is part of it */
+    double min, max;     /* for INT and DOUBLE; both 0 means no range check */
+    const char *choices; /* for CHOICE: "fp32|fp16|bf16" */
+} lb_arg_spec;
+
+typedef struct {
+    bool json;           /* --json: one JSON document on stdout */
+    const char *db_path; /* --db PATH, NULL when not given */
+    int verbosity;       /* -q: -1, default 0, -v: 1, -vv: 2 */
+} lb_cli_common;
+
+typedef struct {
+    const char *command;  /* "train", "results export" */
+    const char *usage;    /* "[options]" or "ID" */
+    const char *summary;  /* one paragraph for --help */
+    const lb_arg_spec *specs;
+    int n_specs;
+    int min_positional, max_positional;
+} lb_cli_command;
+
+/* Parses argv[1..argc-1] (argv[0] is the command word). Positional arguments are kept in
+ * positional[] (pointers into argv). Returns LB_OK, LB_ERR_USAGE after printing the error
+ * line, or LB_ERR_INTERRUPTED-free LB_OK with *help_shown set when --help was asked (the
+ * help is then already printed and the caller exits 0). Applies the verbosity to the
+ * logger. */
+lb_status lb_args_parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_common *common,
+                        const char **positional, int *n_positional, bool *help_shown);
+
+void lb_args_print_help(const lb_cli_command *cmd);
+
+/* Prints "llmbench <command>: <message>" on stderr and returns LB_ERR_USAGE. */
+lb_status lb_args_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,52 @@
+/* cmd_env.c: `llmbench env`: print what this machine is (the provenance every run
+ * carries), as a table or as JSON. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/provenance.h"
+#include "gpu/devinfo.h"
+
+static void print_value(const char *key, json_t *v, int indent) {
+    if (json_is_object(v)) {
+        printf("%*s%s:\n", indent, "", key);
+        const char *k;
+        json_t *sub;
+        json_object_foreach(v, k, sub) print_value(k, sub, indent + 2);
+        return;
+    }
+    char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    printf("%*s%-18s %s\n", indent, "", key, text ? text : json_string_value(v));
+    free(text);
+}
+
+int lb_cmd_env(int argc, char **argv) {
+    static const lb_cli_command cmd = {
+        .command = "env",
+        .usage = "[options]",
+        .summary = "Prints what this machine is: host, OS, CPU, memory, GPUs, driver, CUDA "
+                   "runtime, NCCL, MPI, library versions and the recorded environment.",
+        .specs = NULL,
+        .n_specs = 0,
+    };
+    lb_cli_common common;
+    const char *pos[1];
+    int npos;
+    bool help;
+    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
+    if (st != LB_OK) return lb_status_exit_code(st);
+    if (help) return 0;
+    json_t *p = lb_provenance_collect(0, NULL);
+    lb_devinfo_add(p);
+    if (common.json) {
+        json_dumpf(p, stdout, JSON_INDENT(2));
+        printf("\n");
+    } else {
+        const char *k;
+        json_t *v;
+        json_object_foreach(p, k, v) print_value(k, v, 0);
+    }
+    json_decref(p);
+    return 0;
+}

@@ -1,0 +1,9 @@
+/* commands.h: one entry point per subcommand. Each takes the argv that starts at the
+ * command word and returns the process exit code (0, 1 failed run, 2 usage, 130
+ * interrupted). */
+#ifndef LB_CLI_COMMANDS_H
+#define LB_CLI_COMMANDS_H
+
+int lb_cmd_env(int argc, char **argv);
+
+#endif

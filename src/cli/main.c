@@ -1,0 +1,51 @@
+/* main.c: llmbench's entry point: dispatch to a subcommand, --help and --version.
+ *
+ * Only this file and the cmd_*.c files decide exit codes. Signals are installed here so
+ * that every long-running command sees SIGINT/SIGTERM as a flag (core/signals.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "core/signals.h"
+#include "core/version.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"env", lb_cmd_env, "what this machine is: CPU, memory, GPUs, driver, CUDA, NCCL, MPI"},
+};
+
+static void print_help(void) {
+    printf("llmbench %s: benchmarks for LLM training and inference on GPU clusters\n\n"
+           "usage: llmbench <command> [options]\n       llmbench <command> --help\n\n"
+           "commands:\n",
+           lb_version_string);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        printf("  %-10s %s\n", commands[i].name, commands[i].summary);
+    printf("\noptions:\n  --help     this help\n  --version  version and git commit\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        print_help();
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("llmbench %s (commit %s)\n", lb_version_string, lb_version_commit);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            lb_signals_install();
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "llmbench: unknown command '%s' (see 'llmbench --help' for the list)\n",
+            argv[1]);
+    return 2;
+}

@@ -1,0 +1,143 @@
+/* provenance.c: host facts, library versions and the filtered environment. */
+#include "core/provenance.h"
+
+#include <curl/curl.h>
+#include <microhttpd.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "core/version.h"
+
+extern char **environ;
+
+static const char *const recorded_prefixes[] = {"CUDA_",  "NCCL_",      "OMP_",   "LLMBENCH_",
+                                                "MASTER_", "SLURM_",    NULL};
+static const char *const recorded_names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", NULL};
+static const char *const secret_words[] = {"KEY", "TOKEN", "SECRET", "PASSWORD", NULL};
+
+bool lb_provenance_env_is_recorded(const char *name) {
+    for (int i = 0; recorded_prefixes[i]; i++)
+        if (strncmp(name, recorded_prefixes[i], strlen(recorded_prefixes[i])) == 0) return true;
+    for (int i = 0; recorded_names[i]; i++)
+        if (strcmp(name, recorded_names[i]) == 0) return true;
+    return false;
+}
+
+bool lb_provenance_env_is_secret(const char *name) {
+    for (int i = 0; secret_words[i]; i++)
+        if (strcasestr(name, secret_words[i]) != NULL) return true;
+    return false;
+}
+
+/* Value of the first line "key<sep>value" in a text file, trimmed; false if absent. */
+static bool read_keyed_line(const char *path, const char *key, char sep, char *out, size_t len) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return false;
+    char line[512];
+    bool found = false;
+    size_t key_len = strlen(key);
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, key_len) != 0) continue;
+        char *p = strchr(line + key_len, sep);
+        if (p == NULL) continue;
+        p++;
+        while (*p == ' ' || *p == '\t' || *p == '"') p++;
+        size_t n = strcspn(p, "\"\n");
+        if (n >= len) n = len - 1;
+        memcpy(out, p, n);
+        out[n] = '\0';
+        found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+long long lb_provenance_host_mem_bytes(void) {
+    char v[64];
+    if (!read_keyed_line("/proc/meminfo", "MemTotal", ':', v, sizeof v)) return 0;
+    return atoll(v) * 1024LL;
+}
+
+long long lb_provenance_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (long long)ru.ru_maxrss * 1024LL;
+}
+
+static json_t *library_versions(void) {
+    char pcre[64] = "";
+    pcre2_config(PCRE2_CONFIG_VERSION, pcre);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s}", "sqlite", sqlite3_libversion(), "jansson",
+                     JANSSON_VERSION, "libcurl", curl_version_info(CURLVERSION_NOW)->version,
+                     "libmicrohttpd", MHD_get_version(), "pcre2", pcre);
+}
+
+static json_t *recorded_env(void) {
+    json_t *env = json_object();
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (eq == NULL) continue;
+        char name[256];
+        size_t n = (size_t)(eq - *e);
+        if (n >= sizeof name) continue;
+        memcpy(name, *e, n);
+        name[n] = '\0';
+        if (!lb_provenance_env_is_recorded(name)) continue;
+        json_object_set_new(env, name,
+                            json_string(lb_provenance_env_is_secret(name) ? "***" : eq + 1));
+    }
+    return env;
+}
+
+json_t *lb_provenance_collect(int argc, char **argv) {
+    json_t *p = json_object();
+    char host[256] = "unknown";
+    gethostname(host, sizeof host - 1);
+    json_object_set_new(p, "hostname", json_string(host));
+
+    char os[256] = "unknown";
+    read_keyed_line("/etc/os-release", "PRETTY_NAME", '=', os, sizeof os);
+    json_object_set_new(p, "os", json_string(os));
+    struct utsname u;
+    if (uname(&u) == 0) {
+        json_object_set_new(p, "kernel", json_string(u.release));
+        json_object_set_new(p, "arch", json_string(u.machine));
+    }
+    char cpu[256] = "unknown";
+    read_keyed_line("/proc/cpuinfo", "model name", ':', cpu, sizeof cpu);
+    json_object_set_new(p, "cpu_model", json_string(cpu));
+    json_object_set_new(p, "cpu_cores", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+    json_object_set_new(p, "host_mem_bytes", json_integer(lb_provenance_host_mem_bytes()));
+    json_object_set_new(p, "llmbench_version", json_string(lb_version_string));
+    json_object_set_new(p, "llmbench_commit", json_string(lb_version_commit));
+
+    json_t *cmd = json_array();
+    for (int i = 0; argv != NULL && i < argc; i++) {
+        /* A secret may also travel on the command line as --api-key=...: hide the value. */
+        const char *eq = strchr(argv[i], '=');
+        char prefix[128];
+        size_t n = eq ? (size_t)(eq - argv[i]) : 0;
+        if (eq != NULL && n < sizeof prefix) {
+            memcpy(prefix, argv[i], n);
+            prefix[n] = '\0';
+            if (lb_provenance_env_is_secret(prefix)) {
+                char masked[160];
+                snprintf(masked, sizeof masked, "%s=***", prefix);
+                json_array_append_new(cmd, json_string(masked));
+                continue;
+            }
+        }
+        json_array_append_new(cmd, json_string(argv[i]));
+    }
+    json_object_set_new(p, "command_line", cmd);
+    json_object_set_new(p, "libraries", library_versions());
+    json_object_set_new(p, "env", recorded_env());
+    return p;
+}

@@ -1,0 +1,148 @@
+/* nvml.c: the dlopen'ed subset of NVML that llmbench uses.
+ *
+ * The function signatures below follow NVML's public C API (nvml.h); only opaque handles
+ * and plain integers cross it, so no NVML header is needed at build time. */
+#include "gpu/nvml.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef void *nvml_device;
+typedef struct {
+    unsigned long long total, free, used;
+} nvml_memory;
+typedef struct {
+    unsigned int gpu, memory;
+} nvml_utilization;
+
+#define NVML_SUCCESS 0
+#define NVML_CLOCK_SM 1
+
+static struct {
+    void *lib;
+    int refs;
+    int (*init)(void);
+    int (*shutdown)(void);
+    int (*count)(unsigned int *);
+    int (*handle)(unsigned int, nvml_device *);
+    int (*name)(nvml_device, char *, unsigned int);
+    int (*memory)(nvml_device, nvml_memory *);
+    int (*driver)(char *, unsigned int);
+    int (*util)(nvml_device, nvml_utilization *);
+    int (*power)(nvml_device, unsigned int *);
+    int (*energy)(nvml_device, unsigned long long *);
+    int (*clock)(nvml_device, int, unsigned int *);
+} g_nvml;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+bool lb_nvml_open(char *why, size_t why_len) {
+    pthread_mutex_lock(&g_lock);
+    bool ok = true;
+    if (g_nvml.refs == 0) {
+        void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (lib == NULL) {
+            snprintf(why, why_len, "NVML not found (libnvidia-ml.so.1: no NVIDIA driver)");
+            ok = false;
+        } else {
+#define LOAD(field, sym) *(void **)(&g_nvml.field) = dlsym(lib, sym)
+            LOAD(init, "nvmlInit_v2");
+            LOAD(shutdown, "nvmlShutdown");
+            LOAD(count, "nvmlDeviceGetCount_v2");
+            LOAD(handle, "nvmlDeviceGetHandleByIndex_v2");
+            LOAD(name, "nvmlDeviceGetName");
+            LOAD(memory, "nvmlDeviceGetMemoryInfo");
+            LOAD(driver, "nvmlSystemGetDriverVersion");
+            LOAD(util, "nvmlDeviceGetUtilizationRates");
+            LOAD(power, "nvmlDeviceGetPowerUsage");
+            LOAD(energy, "nvmlDeviceGetTotalEnergyConsumption");
+            LOAD(clock, "nvmlDeviceGetClockInfo");
+#undef LOAD
+            if (g_nvml.init == NULL || g_nvml.count == NULL || g_nvml.handle == NULL ||
+                g_nvml.init() != NVML_SUCCESS) {
+                snprintf(why, why_len, "NVML present but failed to initialise");
+                dlclose(lib);
+                memset(&g_nvml, 0, sizeof g_nvml);
+                ok = false;
+            } else {
+                g_nvml.lib = lib;
+            }
+        }
+    }
+    if (ok) g_nvml.refs++;
+    pthread_mutex_unlock(&g_lock);
+    return ok;
+}
+
+void lb_nvml_close(void) {
+    pthread_mutex_lock(&g_lock);
+    if (g_nvml.refs > 0 && --g_nvml.refs == 0) {
+        if (g_nvml.shutdown) g_nvml.shutdown();
+        dlclose(g_nvml.lib);
+        memset(&g_nvml, 0, sizeof g_nvml);
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static bool device(int index, nvml_device *dev) {
+    return g_nvml.lib != NULL && g_nvml.handle((unsigned)index, dev) == NVML_SUCCESS;
+}
+
+int lb_nvml_device_count(void) {
+    unsigned int n = 0;
+    if (g_nvml.lib == NULL || g_nvml.count(&n) != NVML_SUCCESS) return 0;
+    return (int)n;
+}
+
+bool lb_nvml_device_name(int index, char *name, size_t len) {
+    nvml_device d;
+    return device(index, &d) && g_nvml.name && g_nvml.name(d, name, (unsigned)len) == NVML_SUCCESS;
+}
+
+bool lb_nvml_device_memory(int index, uint64_t *total_bytes, uint64_t *used_bytes) {
+    nvml_device d;
+    nvml_memory m;
+    if (!device(index, &d) || g_nvml.memory == NULL || g_nvml.memory(d, &m) != NVML_SUCCESS)
+        return false;
+    if (total_bytes) *total_bytes = m.total;
+    if (used_bytes) *used_bytes = m.used;
+    return true;
+}
+
+bool lb_nvml_driver_version(char *version, size_t len) {
+    return g_nvml.lib != NULL && g_nvml.driver && g_nvml.driver(version, (unsigned)len) == NVML_SUCCESS;
+}
+
+bool lb_nvml_sample_device(int index, lb_nvml_sample *out) {
+    memset(out, 0, sizeof *out);
+    nvml_device d;
+    if (!device(index, &d)) return false;
+    nvml_utilization u;
+    if (g_nvml.util && g_nvml.util(d, &u) == NVML_SUCCESS) {
+        out->gpu_util_pct = u.gpu;
+        out->has_util = true;
+    }
+    nvml_memory m;
+    if (g_nvml.memory && g_nvml.memory(d, &m) == NVML_SUCCESS) {
+        out->mem_used_bytes = m.used;
+        out->has_mem = true;
+    }
+    unsigned int mw;
+    if (g_nvml.power && g_nvml.power(d, &mw) == NVML_SUCCESS) {
+        out->power_w = mw / 1000.0;
+        out->has_power = true;
+    }
+    unsigned long long mj;
+    if (g_nvml.energy && g_nvml.energy(d, &mj) == NVML_SUCCESS) {
+        out->energy_mj = mj;
+        out->has_energy = true;
+    }
+    unsigned int mhz;
+    if (g_nvml.clock && g_nvml.clock(d, NVML_CLOCK_SM, &mhz) == NVML_SUCCESS) {
+        out->sm_clock_mhz = mhz;
+        out->has_clock = true;
+    }
+    return true;
+}
