@@ -1,0 +1,80 @@
+/* result.h: what every workload returns: the run's description, raw samples and summary.
+ *
+ * A workload (train, infer, load, comm) fills an lb_result and returns it; it never opens
+ * the database or prints tables (DESIGN.md). The CLI stores the result (store/store.h)
+ * and prints it. Raw samples are named series of doubles (every step time, every loss,
+ * every query's latencies), so each summary metric can be recomputed from them; summary
+ * metrics are (name, value, unit) triples computed by the functions in docs/METRICS.md.
+ *
+ * Ownership: the result owns every JSON object and array it holds; lb_result_free frees
+ * them. Series values are copied in. */
+#ifndef LB_CORE_RESULT_H
+#define LB_CORE_RESULT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "core/status.h"
+
+#define LB_NAME_BYTES 64
+#define LB_UNIT_BYTES 24
+
+typedef enum {
+    LB_RUN_RUNNING = 0, /* begun, not finished (a crash leaves it so) */
+    LB_RUN_OK,
+    LB_RUN_FAILED,
+    LB_RUN_INTERRUPTED,
+} lb_run_status;
+
+typedef struct {
+    char name[LB_NAME_BYTES];
+    char unit[LB_UNIT_BYTES];
+    double value;
+} lb_metric;
+
+typedef struct {
+    char name[LB_NAME_BYTES];
+    char unit[LB_UNIT_BYTES];
+    double *values;
+    size_t n, cap;
+} lb_series;
+
+typedef struct {
+    char kind[16];           /* "train", "infer", "load", "comm" */
+    char name[128];          /* user-chosen or derived ("gpt2-124m-cpu-fp32") */
+    json_t *tags;            /* array of strings */
+    json_t *config;          /* object: every option that shaped the run */
+    json_t *provenance;      /* object: core/provenance.h, plus gpu/devinfo.h */
+    lb_metric *metrics;
+    size_t n_metrics, cap_metrics;
+    lb_series *series;
+    size_t n_series, cap_series;
+    lb_run_status status;
+    char failure[LB_ERR_MSG_BYTES]; /* why it failed or was interrupted; "" when ok */
+    double start_wall_s, end_wall_s; /* seconds since the epoch */
+} lb_result;
+
+/* Returns a new result with empty tags, config and provenance objects; NULL on no memory. */
+lb_result *lb_result_new(const char *kind, const char *name);
+void lb_result_free(lb_result *r);
+
+/* Adds or replaces a summary metric. */
+lb_status lb_result_set_metric(lb_result *r, const char *name, double value, const char *unit);
+/* The metric's value, or NaN when absent. */
+double lb_result_metric(const lb_result *r, const char *name);
+
+/* Finds the series of this name or creates it. Returns NULL on no memory. The pointer is
+ * valid until the next call that creates a series. */
+lb_series *lb_result_series(lb_result *r, const char *name, const char *unit);
+const lb_series *lb_result_find_series(const lb_result *r, const char *name);
+lb_status lb_series_push(lb_series *s, double value);
+
+const char *lb_run_status_name(lb_run_status status);
+/* Parses "running", "ok", "failed", "interrupted"; returns -1 for anything else. */
+int lb_run_status_parse(const char *name);
+
+/* The whole result as JSON (new reference): kind, name, tags, status, failure, start and
+ * end times, config, provenance, metrics [{name,value,unit}], series {name:{unit,values}}. */
+json_t *lb_result_to_json(const lb_result *r);
+
+#endif
