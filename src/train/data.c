@@ -1,0 +1,152 @@
+/* data.c: synthetic batches and validated llm.c token shards (see data.h). */
+#include "train/data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/stats.h"
+
+typedef enum { SRC_SYNTHETIC, SRC_REPEAT, SRC_SHARD } source_kind;
+
+struct lb_data_loader {
+    source_kind kind;
+    int32_t vocab_size;
+    int64_t batch, seq;
+    lb_rng rng;
+    int32_t *fixed;         /* SRC_REPEAT: the one batch of batch*seq+1 tokens */
+    const uint16_t *tokens; /* SRC_SHARD: mapped token array */
+    void *map;
+    size_t map_bytes;
+    int64_t n_tokens, pos;
+};
+
+static void fill_uniform(lb_data_loader *d, int32_t *out, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (int32_t)lb_rng_below(&d->rng, (uint64_t)d->vocab_size);
+}
+
+static lb_status open_shard(lb_data_loader *d, const char *path, lb_err *err) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return lb_fail(err, LB_ERR_IO, "cannot open token shard %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return lb_fail(err, LB_ERR_IO, "cannot stat token shard %s: %s", path, strerror(errno));
+    }
+    size_t header_bytes = LB_SHARD_HEADER_INTS * sizeof(int32_t);
+    if ((size_t)st.st_size < header_bytes) {
+        close(fd);
+        return lb_fail(err, LB_ERR_FORMAT,
+                       "token shard %s is truncated: %lld bytes, shorter than the %zu-byte header",
+                       path, (long long)st.st_size, header_bytes);
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED)
+        return lb_fail(err, LB_ERR_IO, "cannot map token shard %s: %s", path, strerror(errno));
+    d->map = map;
+    d->map_bytes = (size_t)st.st_size;
+    const int32_t *header = map;
+    if (header[0] != LB_SHARD_MAGIC)
+        return lb_fail(err, LB_ERR_FORMAT,
+                       "%s is not a token shard: magic at offset 0 is %d, expected %d", path,
+                       header[0], LB_SHARD_MAGIC);
+    if (header[1] != LB_SHARD_VERSION)
+        return lb_fail(err, LB_ERR_FORMAT,
+                       "token shard %s has version %d at offset 4, expected %d (uint16 tokens)",
+                       path, header[1], LB_SHARD_VERSION);
+    int64_t n = header[2];
+    size_t want = header_bytes + (size_t)n * sizeof(uint16_t);
+    if (n < 0 || (size_t)st.st_size != want)
+        return lb_fail(err, LB_ERR_FORMAT,
+                       "token shard %s is truncated or oversized: the count at offset 8 says "
+                       "%lld tokens (%zu bytes in all), the file has %lld bytes",
+                       path, (long long)n, want, (long long)st.st_size);
+    d->tokens = (const uint16_t *)((const char *)map + header_bytes);
+    d->n_tokens = n;
+    for (int64_t i = 0; i < n; i++) {
+        if (d->tokens[i] >= d->vocab_size)
+            return lb_fail(err, LB_ERR_FORMAT,
+                           "token shard %s: token %u at offset %zu is outside the vocabulary "
+                           "(size %d)",
+                           path, d->tokens[i], header_bytes + (size_t)i * sizeof(uint16_t),
+                           d->vocab_size);
+    }
+    int64_t need = d->batch * d->seq + 1;
+    if (n < need)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "token shard %s has %lld tokens, fewer than one batch needs (%lld = "
+                       "batch x seq + 1)",
+                       path, (long long)n, (long long)need);
+    return LB_OK;
+}
+
+lb_status lb_data_open(const char *spec, int32_t vocab_size, int64_t batch, int64_t seq,
+                       uint64_t seed, lb_data_loader **out, lb_err *err) {
+    *out = NULL;
+    lb_data_loader *d = calloc(1, sizeof *d);
+    if (d == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the data loader");
+    d->vocab_size = vocab_size;
+    d->batch = batch;
+    d->seq = seq;
+    lb_rng_seed(&d->rng, seed);
+    lb_status st = LB_OK;
+    if (strcmp(spec, "synthetic") == 0) {
+        d->kind = SRC_SYNTHETIC;
+    } else if (strcmp(spec, "repeat") == 0) {
+        d->kind = SRC_REPEAT;
+        d->fixed = malloc((size_t)(batch * seq + 1) * sizeof *d->fixed);
+        if (d->fixed == NULL)
+            st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the repeated batch");
+        else
+            fill_uniform(d, d->fixed, batch * seq + 1);
+    } else {
+        d->kind = SRC_SHARD;
+        st = open_shard(d, spec, err);
+    }
+    if (st != LB_OK) {
+        lb_data_close(d);
+        return st;
+    }
+    *out = d;
+    return LB_OK;
+}
+
+void lb_data_next(lb_data_loader *d, int32_t *inputs, int32_t *targets) {
+    int64_t n = d->batch * d->seq;
+    switch (d->kind) {
+    case SRC_SYNTHETIC:
+        fill_uniform(d, inputs, n);
+        fill_uniform(d, targets, n);
+        break;
+    case SRC_REPEAT:
+        memcpy(inputs, d->fixed, (size_t)n * sizeof *inputs);
+        memcpy(targets, d->fixed + 1, (size_t)n * sizeof *targets);
+        break;
+    case SRC_SHARD:
+        if (d->pos + n + 1 > d->n_tokens) d->pos = 0;
+        for (int64_t i = 0; i < n; i++) {
+            inputs[i] = d->tokens[d->pos + i];
+            targets[i] = d->tokens[d->pos + i + 1];
+        }
+        d->pos += n;
+        break;
+    }
+}
+
+int64_t lb_data_shard_tokens(const lb_data_loader *d) {
+    return d->kind == SRC_SHARD ? d->n_tokens : 0;
+}
+
+void lb_data_close(lb_data_loader *d) {
+    if (d == NULL) return;
+    if (d->map != NULL) munmap(d->map, d->map_bytes);
+    free(d->fixed);
+    free(d);
+}

@@ -1,0 +1,37 @@
+/* data.h: token batches for training.
+ *
+ * Three sources behind one loader:
+ *   "synthetic"  a fresh batch every step, tokens uniform over the vocabulary (seeded);
+ *   "repeat"     one synthetic batch returned every step: an overfitting check whose
+ *                loss must fall;
+ *   FILE.bin     an llm.c-compatible token shard: a header of 256 little-endian int32
+ *                (magic 20240520, version 1, token count, rest zero) then that many
+ *                uint16 tokens. Batches are read as consecutive windows of B*T+1
+ *                tokens (targets are inputs shifted by one), wrapping at the end.
+ * A shard is validated completely when opened (magic, version, size, every token id below
+ * the vocabulary), so a bad file fails before anything runs, with the file and the byte
+ * offset of the problem in the message. The loader does not shuffle or shard across
+ * ranks; data-parallel training gives each rank its own seed or offset. */
+#ifndef LB_TRAIN_DATA_H
+#define LB_TRAIN_DATA_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define LB_SHARD_MAGIC 20240520
+#define LB_SHARD_VERSION 1
+#define LB_SHARD_HEADER_INTS 256
+
+typedef struct lb_data_loader lb_data_loader;
+
+/* spec: "synthetic", "repeat" or a path to a .bin shard. Caller frees with lb_data_close. */
+lb_status lb_data_open(const char *spec, int32_t vocab_size, int64_t batch, int64_t seq,
+                       uint64_t seed, lb_data_loader **out, lb_err *err);
+/* Fills inputs and targets, each batch*seq token ids. */
+void lb_data_next(lb_data_loader *d, int32_t *inputs, int32_t *targets);
+/* Number of tokens in the shard (0 for synthetic sources). */
+int64_t lb_data_shard_tokens(const lb_data_loader *d);
+void lb_data_close(lb_data_loader *d);
+
+#endif

@@ -1,0 +1,60 @@
+/* train.h: the training benchmark workload.
+ *
+ * lb_train_run() resolves the model preset, refuses configurations that cannot work
+ * before anything runs, opens the data, runs W warm-up steps (measured and kept apart)
+ * and N timed steps on the CPU reference or on a CUDA device, and fills an lb_result:
+ * the configuration, raw series (warmup_step_ms, warmup_loss, step_ms, loss: one value
+ * per step) and the summary metrics of docs/METRICS.md. Interrupted (core/signals.h), it
+ * returns LB_ERR_INTERRUPTED with every step measured so far in the result. It does not
+ * touch the results store and prints nothing but progress on stderr. */
+#ifndef LB_TRAIN_TRAIN_H
+#define LB_TRAIN_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/precision.h"
+#include "core/result.h"
+#include "core/status.h"
+#include "model/config.h"
+
+typedef enum {
+    LB_DEVICE_AUTO = 0, /* CUDA when a GPU is present, else the CPU (said on stderr) */
+    LB_DEVICE_CPU,
+    LB_DEVICE_CUDA,
+} lb_device_kind;
+
+typedef struct {
+    const char *model;      /* preset name (model/config.h) */
+    lb_device_kind device;
+    int device_index;       /* CUDA device ordinal for LB_DEVICE_CUDA */
+    int64_t batch;          /* sequences per step */
+    int64_t seq;            /* tokens per sequence */
+    int64_t steps;          /* timed steps */
+    int64_t warmup;         /* untimed steps before them */
+    lb_precision precision;
+    double lr;              /* AdamW learning rate */
+    double beta1, beta2, eps;
+    double weight_decay;    /* applied to 2-D weight matrices only */
+    double grad_clip;       /* global-norm clip; 0 disables */
+    const char *data;       /* "synthetic", "repeat" or a .bin token shard path */
+    uint64_t seed;
+    bool tf32;              /* CUDA fp32: allow TF32 matrix products */
+    bool recompute;         /* CUDA: recompute activations in backward to save memory */
+    double peak_tflops;     /* dense peak for MFU; 0 = look the GPU up in the table */
+    bool progress;          /* a progress line on stderr */
+} lb_train_params;
+
+lb_train_params lb_train_default_params(void);
+
+/* Checks the parameters against the model; LB_ERR_USAGE with a sentence naming the
+ * option when a configuration cannot work. */
+lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg, lb_err *err);
+
+/* Runs the benchmark into r (created by the caller with kind "train"). */
+lb_status lb_train_run(const lb_train_params *p, lb_result *r, lb_err *err);
+
+/* Computes the summary metrics from r's series (shared by the CPU and CUDA paths). */
+lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cfg, lb_result *r);
+
+#endif
