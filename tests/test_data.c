@@ -1,0 +1,155 @@
+/* test_data.c: token shards are validated when opened, and batches come out right. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "test_util.h"
+#include "train/data.h"
+
+static char g_dir[64];
+
+/* Writes a shard with the given header fields and tokens; extra_bytes appends garbage. */
+static void write_shard(const char *path, int32_t magic, int32_t version, int32_t count,
+                        const uint16_t *tokens, int n_tokens) {
+    int32_t header[LB_SHARD_HEADER_INTS] = {0};
+    header[0] = magic;
+    header[1] = version;
+    header[2] = count;
+    FILE *f = fopen(path, "wb");
+    fwrite(header, sizeof header, 1, f);
+    fwrite(tokens, sizeof *tokens, (size_t)n_tokens, f);
+    fclose(f);
+}
+
+static void shard_path(char *buf, size_t cap, const char *name) {
+    snprintf(buf, cap, "%s/%s", g_dir, name);
+}
+
+static void test_data_shard_batches_are_consecutive_windows(void **state) {
+    (void)state;
+    uint16_t tokens[20];
+    for (int i = 0; i < 20; i++) tokens[i] = (uint16_t)(i * 3);
+    char path[128];
+    shard_path(path, sizeof path, "good.bin");
+    write_shard(path, LB_SHARD_MAGIC, LB_SHARD_VERSION, 20, tokens, 20);
+    lb_data_loader *d = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_data_open(path, 100, 2, 4, 1, &d, &err), LB_OK);
+    assert_int_equal(lb_data_shard_tokens(d), 20);
+    int32_t in[8], tg[8];
+    lb_data_next(d, in, tg);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(in[i], i * 3);
+        assert_int_equal(tg[i], (i + 1) * 3);
+    }
+    lb_data_next(d, in, tg); /* tokens 8..16 */
+    assert_int_equal(in[0], 24);
+    assert_int_equal(tg[7], 48);
+    lb_data_next(d, in, tg); /* 16 + 9 > 20: wraps to the start */
+    assert_int_equal(in[0], 0);
+    lb_data_close(d);
+}
+
+static void expect_refused(const char *name, int32_t magic, int32_t version, int32_t count,
+                           int n_written, uint16_t bad_token, const char *needle) {
+    uint16_t tokens[16];
+    for (int i = 0; i < 16; i++) tokens[i] = (uint16_t)i;
+    tokens[5] = bad_token;
+    char path[128];
+    shard_path(path, sizeof path, name);
+    write_shard(path, magic, version, count, tokens, n_written);
+    lb_data_loader *d = (lb_data_loader *)1;
+    lb_err err = {{0}};
+    assert_int_equal(lb_data_open(path, 50, 1, 4, 1, &d, &err), LB_ERR_FORMAT);
+    assert_null(d);
+    assert_non_null(strstr(err.msg, path));
+    if (strstr(err.msg, needle) == NULL) fail_msg("'%s' lacks '%s'", err.msg, needle);
+}
+
+static void test_data_shard_with_wrong_magic_is_refused(void **state) {
+    (void)state;
+    expect_refused("magic.bin", 12345, 1, 16, 16, 5, "magic at offset 0 is 12345");
+}
+
+static void test_data_shard_with_wrong_version_is_refused(void **state) {
+    (void)state;
+    expect_refused("version.bin", LB_SHARD_MAGIC, 2, 16, 16, 5, "version 2 at offset 4");
+}
+
+static void test_data_truncated_shard_is_refused(void **state) {
+    (void)state;
+    expect_refused("short.bin", LB_SHARD_MAGIC, 1, 16, 10, 5, "says 16 tokens");
+}
+
+static void test_data_token_outside_vocabulary_names_offset(void **state) {
+    (void)state;
+    /* token 5 sits at byte 1024 + 5*2 = 1034 */
+    expect_refused("vocab.bin", LB_SHARD_MAGIC, 1, 16, 16, 50, "token 50 at offset 1034");
+}
+
+static void test_data_missing_file_is_an_io_error(void **state) {
+    (void)state;
+    lb_data_loader *d = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_data_open("/nonexistent/x.bin", 50, 1, 4, 1, &d, &err), LB_ERR_IO);
+    assert_non_null(strstr(err.msg, "/nonexistent/x.bin"));
+}
+
+static void test_data_repeat_returns_the_same_batch(void **state) {
+    (void)state;
+    lb_data_loader *d = NULL;
+    assert_int_equal(lb_data_open("repeat", 1000, 2, 8, 3, &d, NULL), LB_OK);
+    int32_t a[16], b[16], ta[16], tb[16];
+    lb_data_next(d, a, ta);
+    lb_data_next(d, b, tb);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_equal(ta, tb, sizeof ta);
+    for (int i = 0; i < 15; i++) assert_int_equal(ta[i], a[i + 1]);
+    lb_data_close(d);
+}
+
+static void test_data_synthetic_is_seeded_and_in_vocabulary(void **state) {
+    (void)state;
+    lb_data_loader *d1 = NULL, *d2 = NULL;
+    assert_int_equal(lb_data_open("synthetic", 37, 4, 16, 9, &d1, NULL), LB_OK);
+    assert_int_equal(lb_data_open("synthetic", 37, 4, 16, 9, &d2, NULL), LB_OK);
+    int32_t a[64], b[64], t[64];
+    lb_data_next(d1, a, t);
+    lb_data_next(d2, b, t);
+    assert_memory_equal(a, b, sizeof a);
+    int distinct = 0;
+    int seen[37] = {0};
+    for (int i = 0; i < 64; i++) {
+        assert_in_range(a[i], 0, 36);
+        if (!seen[a[i]]++) distinct++;
+    }
+    assert_true(distinct > 20);
+    lb_data_next(d1, b, t);
+    assert_memory_not_equal(a, b, sizeof a);
+    lb_data_close(d1);
+    lb_data_close(d2);
+}
+
+static int setup(void **state) {
+    (void)state;
+    lb_test_tmpdir(g_dir, sizeof g_dir);
+    return g_dir[0] ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_data_shard_batches_are_consecutive_windows),
+        cmocka_unit_test(test_data_shard_with_wrong_magic_is_refused),
+        cmocka_unit_test(test_data_shard_with_wrong_version_is_refused),
+        cmocka_unit_test(test_data_truncated_shard_is_refused),
+        cmocka_unit_test(test_data_token_outside_vocabulary_names_offset),
+        cmocka_unit_test(test_data_missing_file_is_an_io_error),
+        cmocka_unit_test(test_data_repeat_returns_the_same_batch),
+        cmocka_unit_test(test_data_synthetic_is_seeded_and_in_vocabulary),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

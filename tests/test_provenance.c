@@ -1,0 +1,59 @@
+/* test_provenance.c: the recorded environment is filtered and secrets never leave. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/provenance.h"
+
+static void test_provenance_secrets_are_redacted(void **state) {
+    (void)state;
+    setenv("LLMBENCH_API_KEY", "hunter2-env", 1);
+    setenv("NCCL_IB_PASSWORD", "hunter2-nccl", 1);
+    setenv("SLURM_JOB_TOKEN", "hunter2-slurm", 1);
+    setenv("NCCL_DEBUG", "INFO", 1);
+    char *argv[] = {"llmbench", "load", "--api-key=hunter2-argv", "--model", "m"};
+    json_t *p = lb_provenance_collect(5, argv);
+    char *text = json_dumps(p, JSON_COMPACT);
+    assert_null(strstr(text, "hunter2"));
+    json_t *env = json_object_get(p, "env");
+    assert_string_equal(json_string_value(json_object_get(env, "LLMBENCH_API_KEY")), "***");
+    assert_string_equal(json_string_value(json_object_get(env, "NCCL_IB_PASSWORD")), "***");
+    assert_string_equal(json_string_value(json_object_get(env, "SLURM_JOB_TOKEN")), "***");
+    assert_string_equal(json_string_value(json_object_get(env, "NCCL_DEBUG")), "INFO");
+    json_t *cmd = json_object_get(p, "command_line");
+    assert_string_equal(json_string_value(json_array_get(cmd, 2)), "--api-key=***");
+    assert_string_equal(json_string_value(json_array_get(cmd, 4)), "m");
+    free(text);
+    json_decref(p);
+}
+
+static void test_provenance_records_only_run_shaping_variables(void **state) {
+    (void)state;
+    setenv("HOME_GROWN_VAR", "x", 1);
+    setenv("OMP_NUM_THREADS", "3", 1);
+    setenv("RANK", "0", 1);
+    setenv("RANKING", "no", 1);
+    json_t *p = lb_provenance_collect(0, NULL);
+    json_t *env = json_object_get(p, "env");
+    assert_null(json_object_get(env, "HOME_GROWN_VAR"));
+    assert_null(json_object_get(env, "RANKING"));
+    assert_string_equal(json_string_value(json_object_get(env, "OMP_NUM_THREADS")), "3");
+    assert_string_equal(json_string_value(json_object_get(env, "RANK")), "0");
+    assert_true(json_integer_value(json_object_get(p, "cpu_cores")) >= 1);
+    assert_true(json_integer_value(json_object_get(p, "host_mem_bytes")) > 0);
+    assert_non_null(json_string_value(json_object_get(p, "hostname")));
+    assert_non_null(json_object_get(json_object_get(p, "libraries"), "sqlite"));
+    json_decref(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_provenance_secrets_are_redacted),
+        cmocka_unit_test(test_provenance_records_only_run_shaping_variables),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

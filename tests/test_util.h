@@ -1,0 +1,70 @@
+/* test_util.h: helpers shared by the tests: run the llmbench program and capture its
+ * output, and make a fresh temporary directory. Header-only so each test program stays one
+ * file; everything is static. */
+#ifndef LB_TEST_UTIL_H
+#define LB_TEST_UTIL_H
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Reads all of fd into buf (NUL-terminated, truncated to cap-1). */
+static inline void lb_test_slurp(int fd, char *buf, size_t cap) {
+    size_t n = 0;
+    for (;;) {
+        char tmp[4096];
+        ssize_t r = read(fd, tmp, sizeof tmp);
+        if (r <= 0) break;
+        size_t take = (size_t)r;
+        if (n + take > cap - 1) take = cap - 1 - n;
+        memcpy(buf + n, tmp, take);
+        n += take;
+    }
+    buf[n] = '\0';
+}
+
+/* Runs LB_TEST_BIN with args (NULL-terminated, without argv[0]); captures stdout and
+ * stderr (either may be NULL). Returns the exit code, or 128+signal. */
+static inline int lb_test_run(const char *const *args, char *out, size_t out_cap, char *errbuf,
+                       size_t err_cap) {
+    char out_path[] = "/tmp/lbtest-outXXXXXX", err_path[] = "/tmp/lbtest-errXXXXXX";
+    int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+        const char *argv[64];
+        int n = 0;
+        argv[n++] = LB_TEST_BIN;
+        for (int i = 0; args[i] != NULL && n < 63; i++) argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(LB_TEST_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (out) {
+        lseek(out_fd, 0, SEEK_SET);
+        lb_test_slurp(out_fd, out, out_cap);
+    }
+    if (errbuf) {
+        lseek(err_fd, 0, SEEK_SET);
+        lb_test_slurp(err_fd, errbuf, err_cap);
+    }
+    close(out_fd);
+    close(err_fd);
+    unlink(out_path);
+    unlink(err_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Makes a fresh directory under /tmp and writes its path into dir (>= 32 bytes). */
+static inline void lb_test_tmpdir(char *dir, size_t cap) {
+    snprintf(dir, cap, "/tmp/lbtest-XXXXXX");
+    if (mkdtemp(dir) == NULL) dir[0] = '\0';
+}
+
+#endif
