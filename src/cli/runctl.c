@@ -1,0 +1,84 @@
+/* runctl.c: begin, work, finish: the stored-run lifecycle behind runctl.h. */
+#include "cli/runctl.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/provenance.h"
+#include "core/signals.h"
+#include "gpu/devinfo.h"
+#include "store/store.h"
+
+/* What the host says, merged under anything the command already put in r->provenance. */
+static lb_status fill_provenance(lb_result *r, int argc, char **argv, lb_err *err) {
+    json_t *p = lb_provenance_collect(argc, argv);
+    if (p == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to collect provenance");
+    lb_devinfo_add(p);
+    if (r->provenance != NULL && json_object_update(p, r->provenance) != 0) {
+        json_decref(p);
+        return lb_fail(err, LB_ERR_NOMEM, "no memory to collect provenance");
+    }
+    json_decref(r->provenance);
+    r->provenance = p;
+    return LB_OK;
+}
+
+static void set_outcome(lb_result *r, lb_status work_status, const lb_err *work_err) {
+    if (work_status == LB_ERR_INTERRUPTED || lb_interrupted()) {
+        int signo = lb_interrupt_signal();
+        r->status = LB_RUN_INTERRUPTED;
+        if (work_status == LB_ERR_INTERRUPTED && work_err->msg[0])
+            snprintf(r->failure, sizeof r->failure, "%s", work_err->msg);
+        else
+            snprintf(r->failure, sizeof r->failure, "interrupted by %s",
+                     signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "a signal");
+    } else if (work_status != LB_OK) {
+        r->status = LB_RUN_FAILED;
+        snprintf(r->failure, sizeof r->failure, "%s",
+                 work_err->msg[0] ? work_err->msg : lb_status_name(work_status));
+    } else {
+        r->status = LB_RUN_OK;
+        r->failure[0] = '\0';
+    }
+}
+
+lb_status lb_runctl_run(const lb_cli_common *common, int argc, char **argv, lb_result *r,
+                        lb_runctl_work_fn work, void *ctx, int64_t *run_id, lb_err *err) {
+    *run_id = -1;
+    lb_store *store = NULL;
+    LB_TRY(lb_store_open(common->db_path, &store, err));
+    lb_status status = fill_provenance(r, argc, argv, err);
+    if (status == LB_OK) {
+        r->start_wall_s = lb_clock_wall_s();
+        r->status = LB_RUN_RUNNING;
+        status = lb_store_run_begin(store, r, run_id, err);
+    }
+    if (status != LB_OK) {
+        lb_store_close(store);
+        return status;
+    }
+
+    lb_err work_err = {{0}};
+    lb_status work_status = work(ctx, r, &work_err);
+    r->end_wall_s = lb_clock_wall_s();
+    set_outcome(r, work_status, &work_err);
+
+    lb_err store_err = {{0}};
+    status = lb_store_run_finish(store, *run_id, r, &store_err);
+    if (status != LB_OK) {
+        lb_fail(err, status, "run %lld (%s) could not be stored: %s", (long long)*run_id,
+                lb_run_status_name(r->status), store_err.msg);
+    } else {
+        if (common->verbosity >= 0)
+            fprintf(stderr, "llmbench: stored run %lld (%s) in %s\n", (long long)*run_id,
+                    lb_run_status_name(r->status), lb_store_path(store));
+        status = r->status == LB_RUN_OK            ? LB_OK
+                 : r->status == LB_RUN_INTERRUPTED ? LB_ERR_INTERRUPTED
+                                                   : work_status;
+        if (status != LB_OK) lb_fail(err, status, "%s", r->failure);
+    }
+    lb_store_close(store);
+    return status;
+}

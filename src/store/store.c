@@ -1,0 +1,759 @@
+/* store.c: the SQLite results database behind store.h.
+ *
+ * Design: a run row is inserted as `running` when work starts and completed by one
+ * BEGIN IMMEDIATE transaction when it ends, so a reader sees either the begun run or the
+ * whole finished one. Raw samples go into a WITHOUT ROWID table keyed (run, series number,
+ * index) through one prepared statement, which keeps a million samples to about a second;
+ * series names live once in the series table. Durability is chosen over speed
+ * (synchronous=FULL): a run commits twice, so the fsyncs cost nothing measurable. The
+ * schema grows only by appending to `migrations`; each step runs in its own transaction
+ * together with its user_version bump. Not here: metric computation, redaction, printing. */
+#include "store/store.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <sqlite3.h>
+
+#include "core/clock.h"
+#include "core/version.h"
+
+struct lb_store {
+    sqlite3 *db;
+    char path[LB_STORE_PATH_BYTES];
+};
+
+/* migrations[v] upgrades schema version v to v + 1. Append only; never edit a shipped
+ * step. Times are seconds since the epoch; JSON columns hold compact JSON text. */
+static const char *const migrations[] = {
+    /* 0 -> 1: runs, their metrics, series and raw samples. */
+    "CREATE TABLE runs ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  kind TEXT NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  tags TEXT NOT NULL DEFAULT '[]',"
+    "  start_wall_s REAL NOT NULL,"
+    "  end_wall_s REAL,"
+    "  status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted')),"
+    "  failure TEXT NOT NULL DEFAULT '',"
+    "  config TEXT NOT NULL DEFAULT '{}',"
+    "  provenance TEXT NOT NULL DEFAULT '{}');"
+    "CREATE INDEX runs_by_kind ON runs (kind, id);"
+    "CREATE INDEX runs_by_status ON runs (status, id);"
+    "CREATE TABLE metrics ("
+    "  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
+    "  name TEXT NOT NULL,"
+    "  value REAL,"
+    "  unit TEXT NOT NULL DEFAULT '',"
+    "  UNIQUE (run_id, name));"
+    "CREATE TABLE series ("
+    "  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
+    "  series_no INTEGER NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  unit TEXT NOT NULL DEFAULT '',"
+    "  n INTEGER NOT NULL,"
+    "  PRIMARY KEY (run_id, series_no),"
+    "  UNIQUE (run_id, name));"
+    "CREATE TABLE samples ("
+    "  run_id INTEGER NOT NULL,"
+    "  series_no INTEGER NOT NULL,"
+    "  idx INTEGER NOT NULL,"
+    "  value REAL,"
+    "  PRIMARY KEY (run_id, series_no, idx),"
+    "  FOREIGN KEY (run_id, series_no) REFERENCES series (run_id, series_no) ON DELETE CASCADE"
+    ") WITHOUT ROWID;",
+};
+_Static_assert(sizeof migrations / sizeof migrations[0] == LB_STORE_SCHEMA_VERSION,
+               "one migration per schema version");
+
+/* ---- errors and small helpers ---- */
+
+static lb_status db_fail(const lb_store *s, lb_err *err, const char *what) {
+    return lb_fail(err, LB_ERR_DB, "results database %s: %s: %s", s->path, what,
+                   sqlite3_errmsg(s->db));
+}
+
+static lb_status exec(lb_store *s, const char *sql, lb_err *err) {
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) == SQLITE_OK) return LB_OK;
+    lb_status st = lb_fail(err, LB_ERR_DB, "results database %s: %s", s->path,
+                           msg ? msg : sqlite3_errmsg(s->db));
+    sqlite3_free(msg);
+    return st;
+}
+
+static lb_status prepare(lb_store *s, const char *sql, sqlite3_stmt **stmt, lb_err *err) {
+    if (sqlite3_prepare_v2(s->db, sql, -1, stmt, NULL) == SQLITE_OK) return LB_OK;
+    *stmt = NULL;
+    return db_fail(s, err, "cannot prepare a statement");
+}
+
+static void rollback(lb_store *s) { sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); }
+
+/* NaN has no SQL form: it is stored as NULL and read back as NaN. */
+static void bind_real(sqlite3_stmt *st, int col, double v) {
+    if (isnan(v))
+        sqlite3_bind_null(st, col);
+    else
+        sqlite3_bind_double(st, col, v);
+}
+
+static double column_real(sqlite3_stmt *st, int col) {
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? NAN : sqlite3_column_double(st, col);
+}
+
+static const char *column_text(sqlite3_stmt *st, int col) {
+    const unsigned char *t = sqlite3_column_text(st, col);
+    return t ? (const char *)t : "";
+}
+
+static void copy_text(char *dst, size_t cap, const char *src) {
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* Compact JSON text of v (an empty object or array stands in for NULL); caller frees. */
+static char *json_text(const json_t *v, const char *empty) {
+    return v ? json_dumps(v, JSON_COMPACT) : strdup(empty);
+}
+
+/* ---- path and opening ---- */
+
+static lb_status format_path(char *out, size_t out_bytes, lb_err *err, const char *a,
+                             const char *b) {
+    int n = snprintf(out, out_bytes, "%s%s", a, b);
+    if (n < 0 || (size_t)n >= out_bytes)
+        return lb_fail(err, LB_ERR_USAGE, "results database path '%s%s' is too long", a, b);
+    return LB_OK;
+}
+
+static const char *nonempty_env(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] ? v : NULL;
+}
+
+lb_status lb_store_resolve_path(const char *path_or_null, char *out, size_t out_bytes,
+                                lb_err *err) {
+    if (path_or_null && path_or_null[0]) return format_path(out, out_bytes, err, path_or_null, "");
+    const char *env = nonempty_env("LLMBENCH_DB");
+    if (env) return format_path(out, out_bytes, err, env, "");
+    /* The XDG base directory spec ignores a relative XDG_DATA_HOME. */
+    const char *xdg = nonempty_env("XDG_DATA_HOME");
+    if (xdg && xdg[0] == '/') return format_path(out, out_bytes, err, xdg, "/llmbench/results.db");
+    const char *home = nonempty_env("HOME");
+    if (home) return format_path(out, out_bytes, err, home, "/.local/share/llmbench/results.db");
+    return lb_fail(err, LB_ERR_USAGE,
+                   "no place for the results database: none of --db, LLMBENCH_DB, "
+                   "XDG_DATA_HOME or HOME is set (give --db PATH)");
+}
+
+/* mkdir -p of the folder holding path; new folders are private (0700, as XDG asks). */
+static lb_status make_parents(const char *path, lb_err *err) {
+    char dir[LB_STORE_PATH_BYTES];
+    copy_text(dir, sizeof dir, path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir) return LB_OK;
+    *slash = '\0';
+    for (char *p = dir + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p != '/' && !end) continue;
+        *p = '\0';
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+            return lb_fail(err, LB_ERR_IO, "cannot create folder %s for the results database: %s",
+                           dir, strerror(errno));
+        if (end) break;
+        *p = '/';
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return lb_fail(err, LB_ERR_IO, "%s is not a folder, so it cannot hold the results database",
+                       dir);
+    return LB_OK;
+}
+
+static lb_status read_user_version(lb_store *s, int *version, lb_err *err) {
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s, "PRAGMA user_version", &st, err));
+    int rc = sqlite3_step(st);
+    *version = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) return db_fail(s, err, "cannot read the schema version");
+    return LB_OK;
+}
+
+static lb_status refuse_newer(const lb_store *s, int version, lb_err *err) {
+    return lb_fail(err, LB_ERR_DB,
+                   "results database %s has schema version %d: it was written by a newer "
+                   "llmbench; this llmbench %s reads schema versions up to %d (upgrade "
+                   "llmbench, or choose another file with --db)",
+                   s->path, version, lb_version_string, LB_STORE_SCHEMA_VERSION);
+}
+
+/* Brings the schema to LB_STORE_SCHEMA_VERSION, one step per transaction. The version is
+ * re-read under the write lock, so two processes opening an old file migrate it once. */
+static lb_status migrate(lb_store *s, lb_err *err) {
+    for (;;) {
+        int version;
+        LB_TRY(exec(s, "BEGIN IMMEDIATE", err));
+        lb_status st = read_user_version(s, &version, err);
+        if (st == LB_OK && version > LB_STORE_SCHEMA_VERSION) st = refuse_newer(s, version, err);
+        if (st != LB_OK || version == LB_STORE_SCHEMA_VERSION) {
+            rollback(s);
+            return st;
+        }
+        char bump[64];
+        snprintf(bump, sizeof bump, "PRAGMA user_version = %d", version + 1);
+        st = exec(s, migrations[version], err);
+        if (st == LB_OK) st = exec(s, bump, err);
+        if (st == LB_OK) st = exec(s, "COMMIT", err);
+        if (st != LB_OK) {
+            rollback(s);
+            return st;
+        }
+    }
+}
+
+lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err) {
+    *out = NULL;
+    lb_store *s = calloc(1, sizeof *s);
+    if (s == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to open the results database");
+    lb_status st = lb_store_resolve_path(path_or_null, s->path, sizeof s->path, err);
+    if (st == LB_OK) st = make_parents(s->path, err);
+    if (st != LB_OK) {
+        free(s);
+        return st;
+    }
+    if (sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        st = db_fail(s, err, "cannot open");
+        lb_store_close(s);
+        return st;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, 10000);
+    /* The version is checked before anything (WAL included) changes the file. */
+    int version = 0;
+    st = read_user_version(s, &version, err);
+    if (st == LB_OK && version > LB_STORE_SCHEMA_VERSION) st = refuse_newer(s, version, err);
+    if (st == LB_OK)
+        st = exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "
+                     "PRAGMA foreign_keys = ON",
+                  err);
+    if (st == LB_OK) st = migrate(s, err);
+    if (st != LB_OK) {
+        lb_store_close(s);
+        return st;
+    }
+    *out = s;
+    return LB_OK;
+}
+
+void lb_store_close(lb_store *s) {
+    if (s == NULL) return;
+    sqlite3_close(s->db);
+    free(s);
+}
+
+const char *lb_store_path(const lb_store *s) { return s->path; }
+
+/* ---- writing ---- */
+
+lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, lb_err *err) {
+    *run_id = -1;
+    char *tags = json_text(r->tags, "[]");
+    char *config = json_text(r->config, "{}");
+    char *prov = json_text(r->provenance, "{}");
+    sqlite3_stmt *st = NULL;
+    lb_status status = LB_OK;
+    if (tags == NULL || config == NULL || prov == NULL)
+        status = lb_fail(err, LB_ERR_NOMEM, "no memory to encode run '%s'", r->name);
+    if (status == LB_OK)
+        status = prepare(s,
+                         "INSERT INTO runs (kind, name, tags, start_wall_s, status, config, "
+                         "provenance) VALUES (?, ?, ?, ?, 'running', ?, ?)",
+                         &st, err);
+    if (status == LB_OK) {
+        sqlite3_bind_text(st, 1, r->kind, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, r->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, tags, -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 4, r->start_wall_s > 0 ? r->start_wall_s : lb_clock_wall_s());
+        sqlite3_bind_text(st, 5, config, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, prov, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            status = db_fail(s, err, "cannot record the start of a run");
+        else
+            *run_id = sqlite3_last_insert_rowid(s->db);
+    }
+    sqlite3_finalize(st);
+    free(tags);
+    free(config);
+    free(prov);
+    return status;
+}
+
+static lb_status check_running(lb_store *s, int64_t run_id, lb_err *err) {
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s, "SELECT status FROM runs WHERE id = ?", &st, err));
+    sqlite3_bind_int64(st, 1, run_id);
+    int rc = sqlite3_step(st);
+    lb_status status = LB_OK;
+    if (rc == SQLITE_DONE)
+        status = lb_fail(err, LB_ERR_DB, "results database %s has no run %lld to finish", s->path,
+                         (long long)run_id);
+    else if (rc != SQLITE_ROW)
+        status = db_fail(s, err, "cannot read a run");
+    else if (strcmp(column_text(st, 0), "running") != 0)
+        status = lb_fail(err, LB_ERR_DB, "run %lld is already finished (%s); it is not rewritten",
+                         (long long)run_id, column_text(st, 0));
+    sqlite3_finalize(st);
+    return status;
+}
+
+static lb_status write_series(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {
+    sqlite3_stmt *head = NULL, *sample = NULL;
+    lb_status status = prepare(s,
+                               "INSERT INTO series (run_id, series_no, name, unit, n) "
+                               "VALUES (?, ?, ?, ?, ?)",
+                               &head, err);
+    if (status == LB_OK)
+        status = prepare(s,
+                         "INSERT INTO samples (run_id, series_no, idx, value) VALUES (?, ?, ?, ?)",
+                         &sample, err);
+    for (size_t i = 0; status == LB_OK && i < r->n_series; i++) {
+        const lb_series *ser = &r->series[i];
+        sqlite3_bind_int64(head, 1, run_id);
+        sqlite3_bind_int64(head, 2, (int64_t)i);
+        sqlite3_bind_text(head, 3, ser->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(head, 4, ser->unit, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(head, 5, (int64_t)ser->n);
+        if (sqlite3_step(head) != SQLITE_DONE) status = db_fail(s, err, "cannot write a series");
+        sqlite3_reset(head);
+        sqlite3_bind_int64(sample, 1, run_id);
+        sqlite3_bind_int64(sample, 2, (int64_t)i);
+        for (size_t k = 0; status == LB_OK && k < ser->n; k++) {
+            sqlite3_bind_int64(sample, 3, (int64_t)k);
+            bind_real(sample, 4, ser->values[k]);
+            if (sqlite3_step(sample) != SQLITE_DONE)
+                status = db_fail(s, err, "cannot write a sample");
+            sqlite3_reset(sample);
+        }
+    }
+    sqlite3_finalize(head);
+    sqlite3_finalize(sample);
+    return status;
+}
+
+static lb_status write_metrics(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s, "INSERT INTO metrics (run_id, name, value, unit) VALUES (?, ?, ?, ?)", &st,
+                   err));
+    lb_status status = LB_OK;
+    for (size_t i = 0; status == LB_OK && i < r->n_metrics; i++) {
+        sqlite3_bind_int64(st, 1, run_id);
+        sqlite3_bind_text(st, 2, r->metrics[i].name, -1, SQLITE_STATIC);
+        bind_real(st, 3, r->metrics[i].value);
+        sqlite3_bind_text(st, 4, r->metrics[i].unit, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) != SQLITE_DONE) status = db_fail(s, err, "cannot write a metric");
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    return status;
+}
+
+static lb_status write_outcome(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {
+    char *tags = json_text(r->tags, "[]");
+    char *config = json_text(r->config, "{}");
+    char *prov = json_text(r->provenance, "{}");
+    sqlite3_stmt *st = NULL;
+    lb_status status = LB_OK;
+    if (tags == NULL || config == NULL || prov == NULL)
+        status = lb_fail(err, LB_ERR_NOMEM, "no memory to encode run '%s'", r->name);
+    if (status == LB_OK)
+        status = prepare(s,
+                         "UPDATE runs SET name = ?, tags = ?, config = ?, provenance = ?, "
+                         "status = ?, failure = ?, end_wall_s = ? WHERE id = ?",
+                         &st, err);
+    if (status == LB_OK) {
+        sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, tags, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, config, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, prov, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, lb_run_status_name(r->status), -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, r->failure, -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 7, r->end_wall_s > 0 ? r->end_wall_s : lb_clock_wall_s());
+        sqlite3_bind_int64(st, 8, run_id);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            status = db_fail(s, err, "cannot record the end of a run");
+    }
+    sqlite3_finalize(st);
+    free(tags);
+    free(config);
+    free(prov);
+    return status;
+}
+
+lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {
+    if (r->status == LB_RUN_RUNNING || lb_run_status_parse(lb_run_status_name(r->status)) < 0)
+        return lb_fail(err, LB_ERR_RUNTIME,
+                       "run %lld cannot be finished with status '%s': expected ok, failed or "
+                       "interrupted",
+                       (long long)run_id, lb_run_status_name(r->status));
+    LB_TRY(exec(s, "BEGIN IMMEDIATE", err));
+    lb_status status = check_running(s, run_id, err);
+    if (status == LB_OK) status = write_series(s, run_id, r, err);
+    if (status == LB_OK) status = write_metrics(s, run_id, r, err);
+    if (status == LB_OK) status = write_outcome(s, run_id, r, err);
+    if (status == LB_OK) status = exec(s, "COMMIT", err);
+    if (status != LB_OK) rollback(s);
+    return status;
+}
+
+/* ---- reading ---- */
+
+lb_store_filter lb_store_default_filter(void) {
+    return (lb_store_filter){.kind = NULL, .status = -1, .limit = 0};
+}
+
+lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info **out,
+                        size_t *n, lb_err *err) {
+    *out = NULL;
+    *n = 0;
+    lb_store_filter all = lb_store_default_filter();
+    if (f == NULL) f = &all;
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s,
+                   "SELECT id, kind, name, status, failure, start_wall_s, end_wall_s, "
+                   "(SELECT coalesce(sum(n), 0) FROM series WHERE series.run_id = runs.id) "
+                   "FROM runs WHERE (?1 IS NULL OR kind = ?1) AND (?2 IS NULL OR status = ?2) "
+                   "ORDER BY id DESC LIMIT ?3",
+                   &st, err));
+    if (f->kind) sqlite3_bind_text(st, 1, f->kind, -1, SQLITE_STATIC);
+    if (f->status >= 0) sqlite3_bind_text(st, 2, lb_run_status_name(f->status), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, f->limit > 0 ? f->limit : -1);
+    lb_status status = LB_OK;
+    size_t cap = 0;
+    int rc;
+    while (status == LB_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 32;
+            lb_store_run_info *grown = realloc(*out, cap * sizeof *grown);
+            if (grown == NULL) {
+                status = lb_fail(err, LB_ERR_NOMEM, "no memory to list runs");
+                break;
+            }
+            *out = grown;
+        }
+        lb_store_run_info *info = &(*out)[(*n)++];
+        info->id = sqlite3_column_int64(st, 0);
+        copy_text(info->kind, sizeof info->kind, column_text(st, 1));
+        copy_text(info->name, sizeof info->name, column_text(st, 2));
+        int run_status = lb_run_status_parse(column_text(st, 3));
+        info->status = run_status < 0 ? LB_RUN_FAILED : (lb_run_status)run_status;
+        copy_text(info->failure, sizeof info->failure, column_text(st, 4));
+        info->start_wall_s = column_real(st, 5);
+        info->end_wall_s = column_real(st, 6);
+        info->n_samples = sqlite3_column_int64(st, 7);
+    }
+    if (status == LB_OK && rc != SQLITE_DONE) status = db_fail(s, err, "cannot list runs");
+    sqlite3_finalize(st);
+    if (status != LB_OK) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return status;
+}
+
+lb_status lb_store_run_exists(lb_store *s, int64_t id, bool *exists, lb_err *err) {
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s, "SELECT 1 FROM runs WHERE id = ?", &st, err));
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db_fail(s, err, "cannot look up a run");
+    *exists = rc == SQLITE_ROW;
+    return LB_OK;
+}
+
+/* Replaces *slot with the JSON parsed from text. */
+static lb_status load_json(json_t **slot, const char *text, int64_t id, const char *what,
+                           lb_err *err) {
+    json_error_t jerr;
+    json_t *v = json_loads(text, 0, &jerr);
+    if (v == NULL)
+        return lb_fail(err, LB_ERR_FORMAT, "run %lld: stored %s is not valid JSON: %s",
+                       (long long)id, what, jerr.text);
+    json_decref(*slot);
+    *slot = v;
+    return LB_OK;
+}
+
+static lb_status load_run_row(lb_store *s, int64_t id, lb_result **out, lb_err *err) {
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s,
+                   "SELECT kind, name, tags, start_wall_s, end_wall_s, status, failure, config, "
+                   "provenance FROM runs WHERE id = ?",
+                   &st, err));
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    lb_status status = LB_OK;
+    lb_result *r = NULL;
+    if (rc == SQLITE_DONE)
+        status = lb_fail(err, LB_ERR_DB, "no run %lld in results database %s", (long long)id,
+                         s->path);
+    else if (rc != SQLITE_ROW)
+        status = db_fail(s, err, "cannot read a run");
+    else if ((r = lb_result_new(column_text(st, 0), column_text(st, 1))) == NULL)
+        status = lb_fail(err, LB_ERR_NOMEM, "no memory to load run %lld", (long long)id);
+    if (status == LB_OK) {
+        r->start_wall_s = column_real(st, 3);
+        r->end_wall_s = column_real(st, 4);
+        int run_status = lb_run_status_parse(column_text(st, 5));
+        r->status = run_status < 0 ? LB_RUN_FAILED : (lb_run_status)run_status;
+        copy_text(r->failure, sizeof r->failure, column_text(st, 6));
+        status = load_json(&r->tags, column_text(st, 2), id, "tags", err);
+        if (status == LB_OK) status = load_json(&r->config, column_text(st, 7), id, "config", err);
+        if (status == LB_OK)
+            status = load_json(&r->provenance, column_text(st, 8), id, "provenance", err);
+    }
+    sqlite3_finalize(st);
+    if (status != LB_OK) {
+        lb_result_free(r);
+        return status;
+    }
+    *out = r;
+    return LB_OK;
+}
+
+static lb_status load_metrics(lb_store *s, int64_t id, lb_result *r, lb_err *err) {
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s, "SELECT name, value, unit FROM metrics WHERE run_id = ? ORDER BY rowid",
+                   &st, err));
+    sqlite3_bind_int64(st, 1, id);
+    lb_status status = LB_OK;
+    int rc;
+    while (status == LB_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (lb_result_set_metric(r, column_text(st, 0), column_real(st, 1), column_text(st, 2)) !=
+            LB_OK)
+            status = lb_fail(err, LB_ERR_NOMEM, "no memory to load run %lld", (long long)id);
+    if (status == LB_OK && rc != SQLITE_DONE) status = db_fail(s, err, "cannot read metrics");
+    sqlite3_finalize(st);
+    return status;
+}
+
+static lb_status load_samples(lb_store *s, int64_t id, int64_t series_no, lb_series *ser,
+                              int64_t n, lb_err *err) {
+    if (n > 0) {
+        double *values = realloc(ser->values, (size_t)n * sizeof *values);
+        if (values == NULL)
+            return lb_fail(err, LB_ERR_NOMEM, "no memory for %lld samples of run %lld",
+                           (long long)n, (long long)id);
+        ser->values = values;
+        ser->cap = (size_t)n;
+    }
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s,
+                   "SELECT value FROM samples WHERE run_id = ? AND series_no = ? ORDER BY idx",
+                   &st, err));
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, series_no);
+    lb_status status = LB_OK;
+    int rc;
+    while (status == LB_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (lb_series_push(ser, column_real(st, 0)) != LB_OK)
+            status = lb_fail(err, LB_ERR_NOMEM, "no memory to load run %lld", (long long)id);
+    if (status == LB_OK && rc != SQLITE_DONE) status = db_fail(s, err, "cannot read samples");
+    sqlite3_finalize(st);
+    return status;
+}
+
+static lb_status load_series(lb_store *s, int64_t id, lb_result *r, lb_err *err) {
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s,
+                   "SELECT series_no, name, unit, n FROM series WHERE run_id = ? "
+                   "ORDER BY series_no",
+                   &st, err));
+    sqlite3_bind_int64(st, 1, id);
+    lb_status status = LB_OK;
+    int rc;
+    while (status == LB_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        lb_series *ser = lb_result_series(r, column_text(st, 1), column_text(st, 2));
+        if (ser == NULL)
+            status = lb_fail(err, LB_ERR_NOMEM, "no memory to load run %lld", (long long)id);
+        else
+            status = load_samples(s, id, sqlite3_column_int64(st, 0), ser,
+                                  sqlite3_column_int64(st, 3), err);
+    }
+    if (status == LB_OK && rc != SQLITE_DONE) status = db_fail(s, err, "cannot read series");
+    sqlite3_finalize(st);
+    return status;
+}
+
+lb_status lb_store_run_load(lb_store *s, int64_t id, lb_result **out, lb_err *err) {
+    *out = NULL;
+    lb_result *r = NULL;
+    /* One read transaction, so a concurrent finish is seen whole or not at all. */
+    LB_TRY(exec(s, "BEGIN", err));
+    lb_status status = load_run_row(s, id, &r, err);
+    if (status == LB_OK) status = load_metrics(s, id, r, err);
+    if (status == LB_OK) status = load_series(s, id, r, err);
+    rollback(s);
+    if (status != LB_OK) {
+        lb_result_free(r);
+        return status;
+    }
+    *out = r;
+    return LB_OK;
+}
+
+/* ---- export ---- */
+
+/* Shortest of %.15g, %.16g, %.17g that reads back as the same double; "" for NaN. */
+static void format_exact(char *buf, size_t cap, double v) {
+    if (isnan(v)) {
+        buf[0] = '\0';
+        return;
+    }
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, cap, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+/* One CSV field, quoted (RFC 4180) only when it holds a comma, quote or line break. */
+static void csv_field(FILE *out, const char *text) {
+    if (strpbrk(text, ",\"\r\n") == NULL) {
+        fputs(text, out);
+        return;
+    }
+    fputc('"', out);
+    for (const char *p = text; *p; p++) {
+        if (*p == '"') fputc('"', out);
+        fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void csv_row(FILE *out, int64_t id, const lb_result *r, const char *record,
+                    const char *key, const char *index, const char *value, const char *unit) {
+    fprintf(out, "%lld,", (long long)id);
+    csv_field(out, r->kind);
+    fputc(',', out);
+    csv_field(out, r->name);
+    fprintf(out, ",%s,%s,", lb_run_status_name(r->status), record);
+    csv_field(out, key);
+    fprintf(out, ",%s,", index);
+    csv_field(out, value);
+    fputc(',', out);
+    csv_field(out, unit);
+    fputc('\n', out);
+}
+
+/* CSV rows of one run: its config keys (value as JSON text, strings bare), its metrics,
+ * then every sample. */
+static void write_csv_run(FILE *out, int64_t id, const lb_result *r) {
+    const char *key;
+    json_t *v;
+    json_object_foreach(r->config, key, v) {
+        char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        csv_row(out, id, r, "config", key, "", text ? text : json_string_value(v), "");
+        free(text);
+    }
+    char num[32];
+    for (size_t i = 0; i < r->n_metrics; i++) {
+        format_exact(num, sizeof num, r->metrics[i].value);
+        csv_row(out, id, r, "metric", r->metrics[i].name, "", num, r->metrics[i].unit);
+    }
+    for (size_t i = 0; i < r->n_series; i++) {
+        const lb_series *ser = &r->series[i];
+        char index[24];
+        for (size_t k = 0; k < ser->n; k++) {
+            snprintf(index, sizeof index, "%zu", k);
+            format_exact(num, sizeof num, ser->values[k]);
+            csv_row(out, id, r, "sample", ser->name, index, num, ser->unit);
+        }
+    }
+}
+
+static lb_status write_json_run(FILE *out, int64_t id, const lb_result *r, bool first,
+                                lb_err *err) {
+    json_t *body = lb_result_to_json(r);
+    json_t *run = json_pack("{s:I}", "id", (json_int_t)id);
+    if (body == NULL || run == NULL || json_object_update(run, body) != 0) {
+        json_decref(body);
+        json_decref(run);
+        return lb_fail(err, LB_ERR_NOMEM, "no memory to export run %lld", (long long)id);
+    }
+    fputs(first ? "\n" : ",\n", out);
+    json_dumpf(run, out, JSON_COMPACT);
+    json_decref(body);
+    json_decref(run);
+    return LB_OK;
+}
+
+static lb_status all_run_ids(lb_store *s, int64_t **ids, size_t *n, lb_err *err) {
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s, "SELECT id FROM runs ORDER BY id", &st, err));
+    lb_status status = LB_OK;
+    size_t cap = 0;
+    int rc;
+    while (status == LB_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 64;
+            int64_t *grown = realloc(*ids, cap * sizeof *grown);
+            if (grown == NULL) {
+                status = lb_fail(err, LB_ERR_NOMEM, "no memory to list runs");
+                break;
+            }
+            *ids = grown;
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+    }
+    if (status == LB_OK && rc != SQLITE_DONE) status = db_fail(s, err, "cannot list runs");
+    sqlite3_finalize(st);
+    return status;
+}
+
+lb_status lb_store_export(lb_store *s, const int64_t *ids, size_t n_ids, lb_store_format format,
+                          FILE *out, lb_err *err) {
+    int64_t *every = NULL;
+    if (n_ids == 0) {
+        LB_TRY(all_run_ids(s, &every, &n_ids, err));
+        ids = every;
+    }
+    lb_status status = LB_OK;
+    for (size_t i = 0; status == LB_OK && i < n_ids; i++) {
+        bool exists = false;
+        status = lb_store_run_exists(s, ids[i], &exists, err);
+        if (status == LB_OK && !exists)
+            status = lb_fail(err, LB_ERR_DB, "no run %lld in results database %s",
+                             (long long)ids[i], s->path);
+    }
+    if (status == LB_OK)
+        fputs(format == LB_STORE_FORMAT_JSON
+                  ? "["
+                  : "run_id,kind,name,status,record,series_or_metric,index,value,unit\n",
+              out);
+    for (size_t i = 0; status == LB_OK && i < n_ids; i++) {
+        lb_result *r;
+        status = lb_store_run_load(s, ids[i], &r, err);
+        if (status != LB_OK) break;
+        if (format == LB_STORE_FORMAT_JSON)
+            status = write_json_run(out, ids[i], r, i == 0, err);
+        else
+            write_csv_run(out, ids[i], r);
+        lb_result_free(r);
+    }
+    if (status == LB_OK && format == LB_STORE_FORMAT_JSON) fputs("\n]\n", out);
+    free(every);
+    if (status == LB_OK && (fflush(out) != 0 || ferror(out)))
+        status = lb_fail(err, LB_ERR_IO, "cannot write the export: %s", strerror(errno));
+    return status;
+}

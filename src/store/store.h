@@ -1,0 +1,99 @@
+/* store.h: the results database, one SQLite file that never loses a run.
+ *
+ * A run is written twice: lb_store_run_begin records it as `running` with its config and
+ * provenance before any work starts, and lb_store_run_finish writes its raw samples,
+ * summary metrics, final status and end time in one transaction. A crash between the two
+ * leaves the run visible as `running`; a half-written finish is never visible. Reading
+ * gives a run back as the lb_result (core/result.h) it was stored from, or exports runs
+ * as JSON or CSV with every raw sample, so every summary metric can be recomputed.
+ *
+ * The schema is versioned with PRAGMA user_version and upgraded by forward migrations
+ * when a database is opened; a database written by a newer llmbench is refused, never
+ * rewritten. The layout is in docs/ARCHITECTURE.md. This module stores what it is given:
+ * it does not compute metrics, and it does not redact (core/provenance.c hides secrets
+ * before they reach a result). Only the CLI, sweep and report layers use it; workloads
+ * never do (DESIGN.md). One lb_store is used by one thread at a time; several processes
+ * may share a file (WAL mode, busy timeout). */
+#ifndef LB_STORE_STORE_H
+#define LB_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/result.h"
+#include "core/status.h"
+
+#define LB_STORE_SCHEMA_VERSION 1 /* the newest schema this build reads and writes */
+#define LB_STORE_PATH_BYTES 4096
+
+typedef struct lb_store lb_store;
+
+/* Where the database is: path_or_null (--db) if not NULL, else $LLMBENCH_DB, else
+ * $XDG_DATA_HOME/llmbench/results.db, else $HOME/.local/share/llmbench/results.db. Empty
+ * variables count as unset. Writes the path into out (out_bytes >= LB_STORE_PATH_BYTES is
+ * always enough); creates nothing. */
+lb_status lb_store_resolve_path(const char *path_or_null, char *out, size_t out_bytes,
+                                lb_err *err);
+
+/* Opens (creating it and its parent folders when missing) and upgrades the database at
+ * lb_store_resolve_path(path_or_null). *out is owned by the caller: lb_store_close. */
+lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err);
+void lb_store_close(lb_store *s); /* accepts NULL */
+const char *lb_store_path(const lb_store *s);
+
+/* Records r as a new `running` run: kind, name, tags, config, provenance and start time
+ * (r->start_wall_s, or now when it is 0). Writes the new id into *run_id. */
+lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, lb_err *err);
+
+/* Completes a run begun with lb_store_run_begin, in one transaction: every series with
+ * its samples, every metric, r->status (ok, failed or interrupted; not running),
+ * r->failure, the end time (r->end_wall_s, or now when it is 0), and the final name, tags,
+ * config and provenance. A run that is not `running` any more is refused. */
+lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err);
+
+/* Which runs lb_store_list returns. */
+typedef struct {
+    const char *kind; /* only runs of this kind; NULL: every kind */
+    int status;       /* only runs with this lb_run_status; -1: every status */
+    int64_t limit;    /* at most this many runs; 0: no limit */
+} lb_store_filter;
+
+lb_store_filter lb_store_default_filter(void);
+
+/* One line of `results list`. */
+typedef struct {
+    int64_t id;
+    char kind[16];
+    char name[128];
+    lb_run_status status;
+    char failure[LB_ERR_MSG_BYTES];
+    double start_wall_s; /* seconds since the epoch */
+    double end_wall_s;   /* seconds since the epoch; NaN while running */
+    int64_t n_samples;   /* raw samples over every series */
+} lb_store_run_info;
+
+/* Runs matching f (NULL: every run), newest first. *out is a malloc'd array the caller
+ * frees with free() (NULL when *n is 0). */
+lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info **out,
+                        size_t *n, lb_err *err);
+
+/* True in *exists when a run with this id is stored. */
+lb_status lb_store_run_exists(lb_store *s, int64_t id, bool *exists, lb_err *err);
+
+/* Loads run `id` into a new lb_result with everything stored (caller frees it with
+ * lb_result_free). A missing id is LB_ERR_DB with a sentence naming the id. */
+lb_status lb_store_run_load(lb_store *s, int64_t id, lb_result **out, lb_err *err);
+
+typedef enum {
+    LB_STORE_FORMAT_JSON, /* an array of lb_result_to_json objects, each with "id" */
+    LB_STORE_FORMAT_CSV,  /* long format, one value per row: see docs/ARCHITECTURE.md */
+} lb_store_format;
+
+/* Writes runs ids[0..n_ids-1] (n_ids == 0: every run, oldest first) to out. Every id is
+ * checked before the first byte is written; one run is in memory at a time. */
+lb_status lb_store_export(lb_store *s, const int64_t *ids, size_t n_ids, lb_store_format format,
+                          FILE *out, lb_err *err);
+
+#endif

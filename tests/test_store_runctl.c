@@ -1,0 +1,276 @@
+/* test_store_runctl.c: the stored-run lifecycle (cli/runctl.h) against a real database:
+ * ok, failed and interrupted workloads, a store that cannot be opened, secrets that must
+ * never reach the file or an export, and a run of a million samples. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <signal.h>
+
+#include "cli/runctl.h"
+#include "core/clock.h"
+#include "core/signals.h"
+#include "lb_testutil.h"
+#include "store/store.h"
+
+#define SECRET "s3cr3t-abc-77f1"
+
+typedef struct {
+    char dir[256];
+    char db[300];
+    lb_cli_common common;
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    lb_test_mkdtemp(f->dir, sizeof f->dir);
+    snprintf(f->db, sizeof f->db, "%s/results.db", f->dir);
+    f->common.db_path = f->db;
+    f->common.verbosity = -1;
+    lb_interrupt_reset();
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    lb_interrupt_reset();
+    lb_test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+/* What a workload does, in miniature: steps that each push a step time and a loss. */
+typedef struct {
+    int steps;            /* steps to run */
+    int fail_at;          /* step that fails; -1: none */
+    int interrupt_at;     /* step at which SIGINT "arrives"; -1: none */
+    int calls;            /* how often the work ran */
+} toy_work;
+
+static lb_status toy_run(void *ctx, lb_result *r, lb_err *err) {
+    toy_work *w = ctx;
+    w->calls++;
+    lb_series *step = lb_result_series(r, "step_ms", "ms");
+    lb_series *loss = lb_result_series(r, "loss", "nats");
+    for (int i = 0; i < w->steps; i++) {
+        if (i == w->interrupt_at) lb_interrupt_raise(SIGINT);
+        if (lb_interrupted()) return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted at step %d", i);
+        if (i == w->fail_at)
+            return lb_fail(err, LB_ERR_RUNTIME, "loss became NaN at step %d", i);
+        LB_TRY(lb_series_push(step, 10.0 + i));
+        LB_TRY(lb_series_push(loss, 5.0 / (i + 1)));
+    }
+    return lb_result_set_metric(r, "final_loss", loss->values[loss->n - 1], "nats");
+}
+
+static lb_result *load(const fixture *f, int64_t id) {
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_open(f->db, &s, &err), LB_OK);
+    lb_result *r = NULL;
+    assert_int_equal(lb_store_run_load(s, id, &r, &err), LB_OK);
+    lb_store_close(s);
+    return r;
+}
+
+static lb_status run_toy(fixture *f, toy_work *w, int argc, char **argv, int64_t *id,
+                         lb_err *err) {
+    lb_result *r = lb_result_new("train", "toy");
+    json_object_set_new(r->config, "steps", json_integer(w->steps));
+    lb_status st = lb_runctl_run(&f->common, argc, argv, r, toy_run, w, id, err);
+    lb_result_free(r);
+    return st;
+}
+
+static void test_runctl_ok_run_is_stored_with_provenance(void **state) {
+    fixture *f = *state;
+    toy_work w = {.steps = 8, .fail_at = -1, .interrupt_at = -1};
+    char *argv[] = {"llmbench", "train", "--steps", "8"};
+    int64_t id = -1;
+    lb_err err = {{0}};
+    double before = lb_clock_wall_s();
+    assert_int_equal(run_toy(f, &w, 4, argv, &id, &err), LB_OK);
+    assert_true(id > 0);
+    lb_result *r = load(f, id);
+    assert_int_equal(r->status, LB_RUN_OK);
+    assert_string_equal(r->failure, "");
+    assert_int_equal(lb_result_find_series(r, "loss")->n, 8);
+    assert_true(lb_result_metric(r, "final_loss") == 5.0 / 8);
+    assert_int_equal(json_integer_value(json_object_get(r->config, "steps")), 8);
+    assert_true(r->start_wall_s >= before && r->end_wall_s >= r->start_wall_s);
+    json_t *cmd = json_object_get(r->provenance, "command_line");
+    assert_int_equal(json_array_size(cmd), 4);
+    assert_string_equal(json_string_value(json_array_get(cmd, 1)), "train");
+    assert_non_null(json_object_get(r->provenance, "hostname"));
+    lb_result_free(r);
+}
+
+static void test_runctl_failed_run_keeps_the_reason(void **state) {
+    fixture *f = *state;
+    toy_work w = {.steps = 8, .fail_at = 3, .interrupt_at = -1};
+    int64_t id = -1;
+    lb_err err = {{0}};
+    assert_int_equal(run_toy(f, &w, 0, NULL, &id, &err), LB_ERR_RUNTIME);
+    assert_string_equal(err.msg, "loss became NaN at step 3");
+    lb_result *r = load(f, id);
+    assert_int_equal(r->status, LB_RUN_FAILED);
+    assert_string_equal(r->failure, "loss became NaN at step 3");
+    assert_int_equal(lb_result_find_series(r, "step_ms")->n, 3);
+    lb_result_free(r);
+}
+
+static void test_runctl_interrupted_run_is_marked_and_keeps_samples(void **state) {
+    fixture *f = *state;
+    toy_work w = {.steps = 100, .fail_at = -1, .interrupt_at = 5};
+    int64_t id = -1;
+    lb_err err = {{0}};
+    assert_int_equal(run_toy(f, &w, 0, NULL, &id, &err), LB_ERR_INTERRUPTED);
+    assert_int_equal(lb_status_exit_code(LB_ERR_INTERRUPTED), 130);
+    lb_result *r = load(f, id);
+    assert_int_equal(r->status, LB_RUN_INTERRUPTED);
+    assert_string_equal(r->failure, "interrupted at step 5");
+    const lb_series *step = lb_result_find_series(r, "step_ms");
+    assert_int_equal(step->n, 5);
+    assert_true(step->values[4] == 14.0);
+    lb_result_free(r);
+}
+
+static void test_runctl_signal_after_work_marks_interrupted(void **state) {
+    fixture *f = *state;
+    /* No step left to run, so the workload never polls the flag and returns LB_OK. */
+    toy_work w = {.steps = 0, .fail_at = -1, .interrupt_at = -1};
+    lb_interrupt_raise(SIGTERM);
+    int64_t id = -1;
+    lb_err err = {{0}};
+    lb_result *r = lb_result_new("train", "toy");
+    lb_series_push(lb_result_series(r, "loss", "nats"), 1.0);
+    lb_status st = lb_runctl_run(&f->common, 0, NULL, r, toy_run, &w, &id, &err);
+    assert_int_equal(st, LB_ERR_INTERRUPTED);
+    assert_string_equal(r->failure, "interrupted by SIGTERM");
+    lb_result_free(r);
+    r = load(f, id);
+    assert_int_equal(r->status, LB_RUN_INTERRUPTED);
+    lb_result_free(r);
+}
+
+static void test_runctl_unusable_store_runs_nothing(void **state) {
+    fixture *f = *state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/plain-file", f->dir);
+    FILE *file = fopen(path, "w");
+    assert_non_null(file);
+    fclose(file);
+    snprintf(f->db, sizeof f->db, "%s/plain-file/results.db", f->dir);
+    toy_work w = {.steps = 3, .fail_at = -1, .interrupt_at = -1};
+    int64_t id = 0;
+    lb_err err = {{0}};
+    assert_int_equal(run_toy(f, &w, 0, NULL, &id, &err), LB_ERR_IO);
+    assert_int_equal(w.calls, 0);
+    assert_int_equal(id, -1);
+    assert_non_null(strstr(err.msg, "plain-file"));
+}
+
+static bool contains(const char *hay, size_t n, const char *needle) {
+    return memmem(hay, n, needle, strlen(needle)) != NULL;
+}
+
+static void test_runctl_secrets_never_reach_the_database_or_exports(void **state) {
+    fixture *f = *state;
+    setenv("FOO_API_KEY", SECRET, 1);
+    setenv("LLMBENCH_API_KEY", SECRET, 1);
+    setenv("NCCL_SECRET_TOKEN", SECRET, 1);
+    char *argv[] = {"llmbench", "load", "--api-key=" SECRET, "--url", "http://h:8000"};
+    toy_work w = {.steps = 2, .fail_at = -1, .interrupt_at = -1};
+    int64_t id = -1;
+    lb_err err = {{0}};
+    assert_int_equal(run_toy(f, &w, 5, argv, &id, &err), LB_OK);
+    unsetenv("FOO_API_KEY");
+    unsetenv("LLMBENCH_API_KEY");
+    unsetenv("NCCL_SECRET_TOKEN");
+
+    /* The provenance kept the variables' names and the option, not the value. */
+    lb_result *r = load(f, id);
+    json_t *env = json_object_get(r->provenance, "env");
+    assert_string_equal(json_string_value(json_object_get(env, "LLMBENCH_API_KEY")), "***");
+    assert_string_equal(json_string_value(json_object_get(env, "NCCL_SECRET_TOKEN")), "***");
+    lb_result_free(r);
+
+    /* Every byte the database holds: the file and any write-ahead log left beside it. */
+    const char *suffixes[] = {"", "-wal", "-journal"};
+    for (int i = 0; i < 3; i++) {
+        char path[340];
+        snprintf(path, sizeof path, "%s%s", f->db, suffixes[i]);
+        size_t n = 0;
+        char *bytes = lb_test_read_file(path, &n);
+        if (i == 0) assert_non_null(bytes);
+        if (bytes) assert_false(contains(bytes, n, SECRET));
+        free(bytes);
+    }
+    lb_store *s = NULL;
+    assert_int_equal(lb_store_open(f->db, &s, &err), LB_OK);
+    for (int fmt = LB_STORE_FORMAT_JSON; fmt <= LB_STORE_FORMAT_CSV; fmt++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        assert_int_equal(lb_store_export(s, NULL, 0, (lb_store_format)fmt, out, &err), LB_OK);
+        fclose(out);
+        assert_true(len > 0);
+        assert_false(contains(buf, len, SECRET));
+        if (fmt == LB_STORE_FORMAT_JSON) assert_true(contains(buf, len, "--api-key=***"));
+        free(buf);
+    }
+    lb_store_close(s);
+}
+
+static lb_status million_samples(void *ctx, lb_result *r, lb_err *err) {
+    (void)ctx, (void)err;
+    lb_series *lat = lb_result_series(r, "latency_ms", "ms");
+    for (int i = 0; i < 1000000; i++) LB_TRY(lb_series_push(lat, i * 0.001));
+    return LB_OK;
+}
+
+static void test_runctl_million_samples_are_stored_whole(void **state) {
+    fixture *f = *state;
+    lb_result *r = lb_result_new("infer", "big");
+    int64_t id = -1;
+    lb_err err = {{0}};
+    int64_t t0 = lb_clock_now_ns();
+    assert_int_equal(lb_runctl_run(&f->common, 0, NULL, r, million_samples, NULL, &id, &err),
+                     LB_OK);
+    int64_t t1 = lb_clock_now_ns();
+    lb_result_free(r);
+    r = load(f, id);
+    int64_t t2 = lb_clock_now_ns();
+    print_message("1e6 samples: run+store %.2f s, load %.2f s\n", (t1 - t0) * 1e-9,
+                  (t2 - t1) * 1e-9);
+    const lb_series *lat = lb_result_find_series(r, "latency_ms");
+    assert_int_equal(lat->n, 1000000);
+    assert_true(lat->values[0] == 0.0);
+    assert_true(lat->values[123456] == 123456 * 0.001);
+    assert_true(lat->values[999999] == 999999 * 0.001);
+    lb_result_free(r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_runctl_ok_run_is_stored_with_provenance, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_failed_run_keeps_the_reason, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_interrupted_run_is_marked_and_keeps_samples,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_signal_after_work_marks_interrupted, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_unusable_store_runs_nothing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_secrets_never_reach_the_database_or_exports,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_million_samples_are_stored_whole, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
