@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "core/stats.h"
-#include "lb_testutil.h"
+#include "test_util.h"
 #include "store/store.h"
 
 typedef struct {
@@ -24,7 +24,8 @@ typedef struct {
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
-    lb_test_mkdtemp(f->dir, sizeof f->dir);
+    lb_test_tmpdir(f->dir, sizeof f->dir);
+    assert_true(f->dir[0] != '\0');
     snprintf(f->db, sizeof f->db, "%s/sub/dir/results.db", f->dir);
     lb_err err = {{0}};
     if (lb_store_open(f->db, &f->store, &err) != LB_OK) {

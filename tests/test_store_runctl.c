@@ -13,7 +13,7 @@
 #include "cli/runctl.h"
 #include "core/clock.h"
 #include "core/signals.h"
-#include "lb_testutil.h"
+#include "test_util.h"
 #include "store/store.h"
 
 #define SECRET "s3cr3t-abc-77f1"
@@ -26,7 +26,8 @@ typedef struct {
 
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof *f);
-    lb_test_mkdtemp(f->dir, sizeof f->dir);
+    lb_test_tmpdir(f->dir, sizeof f->dir);
+    assert_true(f->dir[0] != '\0');
     snprintf(f->db, sizeof f->db, "%s/results.db", f->dir);
     f->common.db_path = f->db;
     f->common.verbosity = -1;

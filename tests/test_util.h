@@ -5,6 +5,7 @@
 #define LB_TEST_UTIL_H
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,36 @@ static inline int lb_test_run(const char *const *args, char *out, size_t out_cap
 static inline void lb_test_tmpdir(char *dir, size_t cap) {
     snprintf(dir, cap, "/tmp/lbtest-XXXXXX");
     if (mkdtemp(dir) == NULL) dir[0] = '\0';
+}
+
+static inline int lb_test_rm_entry(const char *path, const struct stat *sb, int flag,
+                                   struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* Removes a directory made by lb_test_tmpdir with everything in it. */
+static inline void lb_test_rmtree(const char *dir) {
+    nftw(dir, lb_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The whole file, NUL-terminated (caller frees); NULL when it cannot be read. */
+static inline char *lb_test_read_file(const char *path, size_t *n_bytes) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf == NULL) return NULL;
+    buf[n] = '\0';
+    if (n_bytes) *n_bytes = (size_t)n;
+    return buf;
 }
 
 #endif
