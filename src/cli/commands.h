@@ -5,5 +5,6 @@
 #define LB_CLI_COMMANDS_H
 
 int lb_cmd_env(int argc, char **argv);
+int lb_cmd_results(int argc, char **argv);
 
 #endif

@@ -1,0 +1,389 @@
+/* cmd_results.c: `llmbench results list|show|export`: read the results store.
+ *
+ * list: stored runs, newest first, filtered by kind and status. show ID: one run's
+ * config, provenance summary, metrics and series (names and sample counts; the samples
+ * themselves come out through export). export [ID...]: runs with every raw sample as JSON
+ * or CSV (store/store.h defines both), on stdout or into a file that appears whole or not
+ * at all (temporary file, fsync, rename). Exit codes: 2 for bad usage (unknown
+ * subcommand or option, a malformed or missing ID), 1 when a run is not found or the
+ * database cannot be read, 0 otherwise. This command never writes to the database. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/clock.h"
+#include "store/store.h"
+
+#define MAX_EXPORT_IDS 1024
+
+/* "llmbench results show: <sentence>" on stderr; returns the exit code for status. */
+static int report_failure(const char *command, lb_status status, const lb_err *err) {
+    fprintf(stderr, "llmbench %s: %s\n", command, err->msg);
+    return lb_status_exit_code(status);
+}
+
+/* A run id is a positive decimal integer; anything else is a usage error naming it. */
+static lb_status parse_id(const char *command, const char *text, int64_t *id) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (!isdigit((unsigned char)text[0]) || errno != 0 || *end != '\0' || v <= 0)
+        return lb_args_usage_error(command,
+                                   "malformed run ID '%s': expected a positive integer such as "
+                                   "12, as shown by 'llmbench results list'",
+                                   text);
+    *id = (int64_t)v;
+    return LB_OK;
+}
+
+static void format_time(double wall_s, char *buf, size_t cap) {
+    if (isnan(wall_s))
+        snprintf(buf, cap, "-");
+    else
+        lb_clock_format_iso(wall_s, buf, cap);
+}
+
+static void format_duration(double start_s, double end_s, char *buf, size_t cap) {
+    if (isnan(start_s) || isnan(end_s))
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.1f s", end_s - start_s);
+}
+
+/* JSON has no NaN: an unknown time is null. */
+static json_t *json_time(double wall_s) { return isnan(wall_s) ? json_null() : json_real(wall_s); }
+
+static lb_status open_store(const char *command, const lb_cli_common *common, lb_store **s,
+                            int *exit_code) {
+    lb_err err = {{0}};
+    lb_status st = lb_store_open(common->db_path, s, &err);
+    if (st != LB_OK) *exit_code = report_failure(command, st, &err);
+    return st;
+}
+
+/* ---- list ---- */
+
+static void print_list_json(const lb_store *s, const lb_store_run_info *runs, size_t n) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(
+            arr, json_pack("{s:I, s:s, s:s, s:s, s:s, s:o, s:o, s:I}", "id",
+                           (json_int_t)runs[i].id, "kind", runs[i].kind, "name", runs[i].name,
+                           "status", lb_run_status_name(runs[i].status), "failure",
+                           runs[i].failure, "start_wall_s", json_time(runs[i].start_wall_s),
+                           "end_wall_s", json_time(runs[i].end_wall_s), "n_samples",
+                           (json_int_t)runs[i].n_samples));
+    json_t *doc = json_pack("{s:s, s:o}", "db", lb_store_path(s), "runs", arr);
+    json_dumpf(doc, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(doc);
+}
+
+static void print_list_table(const lb_store *s, const lb_store_run_info *runs, size_t n,
+                             int64_t limit) {
+    if (n == 0) {
+        printf("no runs in %s\n", lb_store_path(s));
+        return;
+    }
+    printf("%-6s %-11s %-8s %-24s %10s %9s  %s\n", "ID", "STATUS", "KIND", "START", "DURATION",
+           "SAMPLES", "NAME");
+    for (size_t i = 0; i < n; i++) {
+        char start[40], duration[32];
+        format_time(runs[i].start_wall_s, start, sizeof start);
+        format_duration(runs[i].start_wall_s, runs[i].end_wall_s, duration, sizeof duration);
+        printf("%-6" PRId64 " %-11s %-8s %-24s %10s %9" PRId64 "  %s\n", runs[i].id,
+               lb_run_status_name(runs[i].status), runs[i].kind, start, duration,
+               runs[i].n_samples, runs[i].name);
+    }
+    if (limit > 0 && (int64_t)n == limit)
+        printf("(the %" PRId64 " newest runs; --limit 0 lists all)\n", limit);
+}
+
+static int results_list(int argc, char **argv) {
+    const char *kind = NULL, *status = NULL;
+    int64_t limit = 50;
+    const lb_arg_spec specs[] = {
+        {"--kind", LB_ARG_STRING, &kind, "KIND", "only runs of this kind (train, infer, ...)", 0,
+         0, NULL},
+        {"--status", LB_ARG_CHOICE, &status, NULL, "only runs with this status", 0, 0,
+         "running|ok|failed|interrupted"},
+        {"--limit", LB_ARG_INT, &limit, "N", "at most N runs, newest first; 0: all (default 50)",
+         0, 1e12, NULL},
+    };
+    const lb_cli_command cmd = {
+        .command = "results list",
+        .usage = "[options]",
+        .summary = "Lists stored runs, newest first: id, status, kind, start time, duration, "
+                   "number of raw samples and name. A run still marked running was either in "
+                   "progress or ended by a crash.",
+        .specs = specs,
+        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+    };
+    lb_cli_common common;
+    const char *pos[1];
+    int npos;
+    bool help;
+    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
+    if (st != LB_OK || help) return lb_status_exit_code(st);
+
+    int code = 0;
+    lb_store *s = NULL;
+    if (open_store(cmd.command, &common, &s, &code) != LB_OK) return code;
+    lb_store_filter filter = lb_store_default_filter();
+    filter.kind = kind;
+    filter.status = status ? lb_run_status_parse(status) : -1;
+    filter.limit = limit;
+    lb_store_run_info *runs = NULL;
+    size_t n = 0;
+    lb_err err = {{0}};
+    st = lb_store_list(s, &filter, &runs, &n, &err);
+    if (st != LB_OK)
+        code = report_failure(cmd.command, st, &err);
+    else if (common.json)
+        print_list_json(s, runs, n);
+    else
+        print_list_table(s, runs, n, limit);
+    free(runs);
+    lb_store_close(s);
+    return code;
+}
+
+/* ---- show ---- */
+
+static void print_json_value(const char *key, const json_t *v, int indent) {
+    char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    printf("%*s%-20s %s\n", indent, "", key, text ? text : json_string_value(v));
+    free(text);
+}
+
+static const char *prov_text(const json_t *prov, const char *key) {
+    const char *v = json_string_value(json_object_get(prov, key));
+    return v ? v : "?";
+}
+
+static void print_provenance_summary(const json_t *prov) {
+    printf("provenance:\n");
+    printf("  %-20s %s\n", "host", prov_text(prov, "hostname"));
+    printf("  %-20s %s, kernel %s\n", "os", prov_text(prov, "os"), prov_text(prov, "kernel"));
+    printf("  %-20s %s (%" JSON_INTEGER_FORMAT " cores)\n", "cpu", prov_text(prov, "cpu_model"),
+           json_integer_value(json_object_get(prov, "cpu_cores")));
+    const json_t *gpus = json_object_get(prov, "gpus");
+    printf("  %-20s ", "gpus");
+    if (json_array_size(gpus) == 0) printf("none");
+    size_t i;
+    const json_t *g;
+    json_array_foreach(gpus, i, g) {
+        const char *name = json_string_value(json_object_get(g, "name"));
+        printf("%s%s", i ? ", " : "", name ? name : "?");
+    }
+    printf("\n  %-20s %s (commit %s)\n", "llmbench", prov_text(prov, "llmbench_version"),
+           prov_text(prov, "llmbench_commit"));
+    printf("  %-20s", "command");
+    const json_t *arg;
+    json_array_foreach(json_object_get(prov, "command_line"), i, arg)
+        printf(" %s", json_string_value(arg) ? json_string_value(arg) : "?");
+    printf("\n");
+}
+
+static void print_show_text(int64_t id, const lb_result *r) {
+    char start[40], end[40], duration[32];
+    format_time(r->start_wall_s, start, sizeof start);
+    format_time(r->end_wall_s, end, sizeof end);
+    format_duration(r->start_wall_s, r->end_wall_s, duration, sizeof duration);
+    printf("run %" PRId64 ": %s (%s)\n", id, r->name, r->kind);
+    printf("  %-20s %s\n", "status", lb_run_status_name(r->status));
+    if (r->failure[0]) printf("  %-20s %s\n", "failure", r->failure);
+    printf("  %-20s %s\n  %-20s %s\n  %-20s %s\n", "started", start, "ended", end, "duration",
+           duration);
+    char *tags = json_dumps(r->tags, JSON_COMPACT);
+    printf("  %-20s %s\n", "tags", tags ? tags : "[]");
+    free(tags);
+
+    printf("config:\n");
+    const char *key;
+    json_t *v;
+    json_object_foreach(r->config, key, v) print_json_value(key, v, 2);
+    print_provenance_summary(r->provenance);
+
+    printf("metrics:\n");
+    if (r->n_metrics == 0) printf("  none\n");
+    for (size_t i = 0; i < r->n_metrics; i++)
+        printf("  %-32s %16.6g  %s\n", r->metrics[i].name, r->metrics[i].value,
+               r->metrics[i].unit);
+    printf("series (raw samples: 'llmbench results export %" PRId64 "'):\n", id);
+    if (r->n_series == 0) printf("  none\n");
+    for (size_t i = 0; i < r->n_series; i++)
+        printf("  %-32s %10zu samples  %s\n", r->series[i].name, r->series[i].n,
+               r->series[i].unit);
+}
+
+/* The show view as JSON: the whole result with its id, but each series as its unit and
+ * sample count (export gives the samples). */
+static void print_show_json(int64_t id, const lb_result *r) {
+    json_t *body = lb_result_to_json(r);
+    json_t *series = json_object();
+    for (size_t i = 0; i < r->n_series; i++)
+        json_object_set_new(series, r->series[i].name,
+                            json_pack("{s:s, s:I}", "unit", r->series[i].unit, "n",
+                                      (json_int_t)r->series[i].n));
+    json_object_set_new(body, "series", series);
+    json_t *doc = json_pack("{s:I}", "id", (json_int_t)id);
+    json_object_update(doc, body);
+    json_dumpf(doc, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(body);
+    json_decref(doc);
+}
+
+static int results_show(int argc, char **argv) {
+    const lb_cli_command cmd = {
+        .command = "results show",
+        .usage = "ID [options]",
+        .summary = "Shows one stored run: status, times, config, where it ran, its summary "
+                   "metrics and its series of raw samples (names and counts). Exit code 2 for "
+                   "a malformed ID, 1 when no run has this ID.",
+        .specs = NULL,
+        .n_specs = 0,
+        .max_positional = 1,
+    };
+    lb_cli_common common;
+    const char *pos[1];
+    int npos;
+    bool help;
+    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
+    if (st != LB_OK || help) return lb_status_exit_code(st);
+    if (npos == 0)
+        return lb_status_exit_code(lb_args_usage_error(
+            cmd.command, "missing run ID: expected one ID such as 12, as shown by "
+                         "'llmbench results list'"));
+    int64_t id;
+    if (parse_id(cmd.command, pos[0], &id) != LB_OK) return 2;
+
+    int code = 0;
+    lb_store *s = NULL;
+    if (open_store(cmd.command, &common, &s, &code) != LB_OK) return code;
+    lb_result *r = NULL;
+    lb_err err = {{0}};
+    st = lb_store_run_load(s, id, &r, &err);
+    if (st != LB_OK)
+        code = report_failure(cmd.command, st, &err);
+    else if (common.json)
+        print_show_json(id, r);
+    else
+        print_show_text(id, r);
+    lb_result_free(r);
+    lb_store_close(s);
+    return code;
+}
+
+/* ---- export ---- */
+
+/* Writes the export into path through a temporary file beside it, renamed over path only
+ * once everything is written and synced: a failure leaves no partial file. */
+static lb_status export_to_file(lb_store *s, const int64_t *ids, size_t n_ids,
+                                lb_store_format format, const char *path, lb_err *err) {
+    char tmp[LB_STORE_PATH_BYTES];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
+        return lb_fail(err, LB_ERR_USAGE, "output path '%s' is too long", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return lb_fail(err, LB_ERR_IO, "cannot create a file next to %s: %s", path,
+                       strerror(errno));
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask); /* the permissions a plain new file would get */
+    FILE *out = fdopen(fd, "w");
+    if (out == NULL) {
+        close(fd);
+        unlink(tmp);
+        return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    }
+    lb_status st = lb_store_export(s, ids, n_ids, format, out, err);
+    if (st == LB_OK && (fflush(out) != 0 || fsync(fileno(out)) != 0))
+        st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    if (fclose(out) != 0 && st == LB_OK)
+        st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    if (st == LB_OK && rename(tmp, path) != 0)
+        st = lb_fail(err, LB_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (st != LB_OK) unlink(tmp);
+    return st;
+}
+
+static int results_export(int argc, char **argv) {
+    const char *format = "json", *out_path = NULL;
+    const lb_arg_spec specs[] = {
+        {"--format", LB_ARG_CHOICE, &format, NULL, "output format (default json)", 0, 0,
+         "json|csv"},
+        {"--out", LB_ARG_STRING, &out_path, "FILE",
+         "write into FILE (replaced whole, never half-written) instead of stdout", 0, 0, NULL},
+    };
+    const lb_cli_command cmd = {
+        .command = "results export",
+        .usage = "[ID...] [options]",
+        .summary = "Exports runs (no ID: every run, oldest first) with their config, "
+                   "provenance, summary metrics and every raw sample, so each metric can be "
+                   "recomputed. json: an array of runs. csv: one value per row, columns "
+                   "run_id,kind,name,status,record,series_or_metric,index,value,unit, record "
+                   "being config, metric or sample. Exit code 2 for a malformed ID, 1 when "
+                   "an ID is not found (nothing is written then).",
+        .specs = specs,
+        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+        .max_positional = MAX_EXPORT_IDS,
+    };
+    lb_cli_common common;
+    static const char *pos[MAX_EXPORT_IDS];
+    int npos;
+    bool help;
+    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
+    if (st != LB_OK || help) return lb_status_exit_code(st);
+    static int64_t ids[MAX_EXPORT_IDS];
+    for (int i = 0; i < npos; i++)
+        if (parse_id(cmd.command, pos[i], &ids[i]) != LB_OK) return 2;
+
+    int code = 0;
+    lb_store *s = NULL;
+    if (open_store(cmd.command, &common, &s, &code) != LB_OK) return code;
+    lb_store_format fmt = strcmp(format, "csv") == 0 ? LB_STORE_FORMAT_CSV : LB_STORE_FORMAT_JSON;
+    lb_err err = {{0}};
+    st = out_path ? export_to_file(s, ids, (size_t)npos, fmt, out_path, &err)
+                  : lb_store_export(s, ids, (size_t)npos, fmt, stdout, &err);
+    if (st != LB_OK) code = report_failure(cmd.command, st, &err);
+    lb_store_close(s);
+    return code;
+}
+
+/* ---- dispatch ---- */
+
+static void print_overview(void) {
+    printf("usage: llmbench results list [--kind K] [--status S] [--limit N] [--json]\n"
+           "       llmbench results show ID [--json]\n"
+           "       llmbench results export [ID...] [--format json|csv] [--out FILE]\n\n"
+           "Reads the results store (--db PATH, else $LLMBENCH_DB, else "
+           "$XDG_DATA_HOME/llmbench/results.db,\nelse ~/.local/share/llmbench/results.db).\n"
+           "'llmbench results <subcommand> --help' describes each. Exit codes: 0 ok, 1 run not\n"
+           "found or database unreadable, 2 bad usage (including a malformed ID).\n");
+}
+
+int lb_cmd_results(int argc, char **argv) {
+    if (argc < 2)
+        return lb_status_exit_code(
+            lb_args_usage_error("results", "missing subcommand: expected list, show or export"));
+    const char *sub = argv[1];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
+        print_overview();
+        return 0;
+    }
+    if (strcmp(sub, "list") == 0) return results_list(argc - 1, argv + 1);
+    if (strcmp(sub, "show") == 0) return results_show(argc - 1, argv + 1);
+    if (strcmp(sub, "export") == 0) return results_export(argc - 1, argv + 1);
+    return lb_status_exit_code(lb_args_usage_error(
+        "results", "unknown subcommand '%s': expected list, show or export", sub));
+}

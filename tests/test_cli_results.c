@@ -1,0 +1,240 @@
+/* test_cli_results.c: `llmbench results list|show|export` as a user runs them: exit
+ * codes, one-line errors naming the bad input, and the documents printed or written. The
+ * database is a temporary one named by LLMBENCH_DB, filled through store/store.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <sqlite3.h>
+
+#include "store/store.h"
+#include "test_util.h"
+
+static char out[1 << 20], err[1 << 16];
+static char dir[256], db[300];
+static int64_t ok_id, running_id;
+
+static int run(const char *const *args) {
+    return lb_test_run(args, out, sizeof out, err, sizeof err);
+}
+
+/* The exit code is want and stderr is one line containing needle. */
+static void expect_error(const char *const *args, int want, const char *needle) {
+    assert_int_equal(run(args), want);
+    if (strstr(err, needle) == NULL) fail_msg("stderr '%s' lacks '%s'", err, needle);
+    assert_non_null(strchr(err, '\n'));
+    assert_null(strchr(strchr(err, '\n') + 1, '\n'));
+}
+
+/* Two runs: a finished training run with samples and metrics, then one left running. */
+static int setup(void **state) {
+    (void)state;
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/results.db", dir);
+    setenv("LLMBENCH_DB", db, 1);
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    if (lb_store_open(NULL, &s, &e) != LB_OK) return -1;
+    lb_result *r = lb_result_new("train", "gpt2-tiny-cpu-fp32");
+    json_object_set_new(r->config, "batch", json_integer(4));
+    json_object_set_new(r->provenance, "hostname", json_string("node-7"));
+    lb_series *step = lb_result_series(r, "step_ms", "ms");
+    for (int i = 0; i < 20; i++) lb_series_push(step, 100.0 + i);
+    lb_result_set_metric(r, "tok_per_s", 1234.5, "tok/s");
+    lb_status st = lb_store_run_begin(s, r, &ok_id, &e);
+    r->status = LB_RUN_OK;
+    if (st == LB_OK) st = lb_store_run_finish(s, ok_id, r, &e);
+    lb_result_free(r);
+    r = lb_result_new("infer", "crashed-run");
+    if (st == LB_OK) st = lb_store_run_begin(s, r, &running_id, &e);
+    lb_result_free(r);
+    lb_store_close(s);
+    return st == LB_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    lb_test_rmtree(dir);
+    unsetenv("LLMBENCH_DB");
+    return 0;
+}
+
+static void test_cli_results_without_subcommand_exits_2(void **state) {
+    (void)state;
+    expect_error((const char *[]){"results", NULL}, 2, "expected list, show or export");
+}
+
+static void test_cli_results_unknown_subcommand_exits_2_naming_it(void **state) {
+    (void)state;
+    expect_error((const char *[]){"results", "frobnicate", NULL}, 2, "'frobnicate'");
+}
+
+static void test_cli_results_malformed_id_exits_2_naming_it(void **state) {
+    (void)state;
+    expect_error((const char *[]){"results", "show", "abc", NULL}, 2, "malformed run ID 'abc'");
+    expect_error((const char *[]){"results", "show", "12x", NULL}, 2, "'12x'");
+    expect_error((const char *[]){"results", "show", "0", NULL}, 2, "positive integer");
+    expect_error((const char *[]){"results", "export", "1", "two", NULL}, 2, "'two'");
+}
+
+static void test_cli_results_show_without_id_exits_2(void **state) {
+    (void)state;
+    expect_error((const char *[]){"results", "show", NULL}, 2, "missing run ID");
+}
+
+static void test_cli_results_unknown_id_exits_1_naming_it(void **state) {
+    (void)state;
+    expect_error((const char *[]){"results", "show", "999", NULL}, 1, "no run 999");
+    expect_error((const char *[]){"results", "export", "999", NULL}, 1, "no run 999");
+    assert_string_equal(out, "");
+}
+
+static void test_cli_results_bad_format_exits_2_naming_it(void **state) {
+    (void)state;
+    expect_error((const char *[]){"results", "export", "--format", "xml", NULL}, 2, "'xml'");
+    assert_non_null(strstr(err, "json|csv"));
+}
+
+static void test_cli_results_bad_list_options_exit_2(void **state) {
+    (void)state;
+    expect_error((const char *[]){"results", "list", "--status", "done", NULL}, 2, "'done'");
+    expect_error((const char *[]){"results", "list", "--limit", "-3", NULL}, 2, "--limit");
+}
+
+static void test_cli_results_list_shows_running_run_first(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"results", "list", "--json", NULL}), 0);
+    json_error_t je;
+    json_t *doc = json_loads(out, 0, &je);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "db")), db);
+    json_t *runs = json_object_get(doc, "runs");
+    assert_int_equal(json_array_size(runs), 2);
+    json_t *first = json_array_get(runs, 0), *second = json_array_get(runs, 1);
+    assert_int_equal(json_integer_value(json_object_get(first, "id")), running_id);
+    assert_string_equal(json_string_value(json_object_get(first, "status")), "running");
+    assert_true(json_is_null(json_object_get(first, "end_wall_s")));
+    assert_int_equal(json_integer_value(json_object_get(second, "n_samples")), 20);
+    json_decref(doc);
+
+    assert_int_equal(run((const char *[]){"results", "list", "--status", "ok", NULL}), 0);
+    assert_non_null(strstr(out, "gpt2-tiny-cpu-fp32"));
+    assert_null(strstr(out, "crashed-run"));
+    assert_int_equal(run((const char *[]){"results", "list", "--kind", "infer", NULL}), 0);
+    assert_non_null(strstr(out, "running"));
+    assert_null(strstr(out, "gpt2-tiny-cpu-fp32"));
+}
+
+static void test_cli_results_show_prints_metrics_and_series(void **state) {
+    (void)state;
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)ok_id);
+    assert_int_equal(run((const char *[]){"results", "show", id, NULL}), 0);
+    assert_non_null(strstr(out, "tok_per_s"));
+    assert_non_null(strstr(out, "1234.5"));
+    assert_non_null(strstr(out, "node-7"));
+    assert_non_null(strstr(out, "step_ms"));
+    assert_non_null(strstr(out, "20 samples"));
+
+    assert_int_equal(run((const char *[]){"results", "show", id, "--json", NULL}), 0);
+    json_error_t je;
+    json_t *doc = json_loads(out, 0, &je);
+    assert_non_null(doc);
+    assert_int_equal(json_integer_value(json_object_get(doc, "id")), ok_id);
+    json_t *step = json_object_get(json_object_get(doc, "series"), "step_ms");
+    assert_int_equal(json_integer_value(json_object_get(step, "n")), 20);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "config"), "batch")),
+                     4);
+    json_decref(doc);
+}
+
+static int count_entries(const char *path) {
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+static void test_cli_results_export_out_replaces_file_whole(void **state) {
+    (void)state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/export.json", dir);
+    FILE *old = fopen(path, "w");
+    fputs("old contents", old);
+    fclose(old);
+    int before = count_entries(dir);
+    assert_int_equal(run((const char *[]){"results", "export", "--out", path, NULL}), 0);
+    assert_int_equal(count_entries(dir), before); /* no temporary file left behind */
+    char *text = lb_test_read_file(path, NULL);
+    json_error_t je;
+    json_t *doc = json_loads(text, 0, &je);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(doc), 2);
+    json_t *values = json_object_get(
+        json_object_get(json_object_get(json_array_get(doc, 0), "series"), "step_ms"), "values");
+    assert_int_equal(json_array_size(values), 20);
+    assert_true(json_real_value(json_array_get(values, 19)) == 119.0);
+    json_decref(doc);
+    free(text);
+
+    /* An unknown ID fails before anything is written: the old file stays as it was. */
+    expect_error((const char *[]){"results", "export", "1", "77", "--format", "csv", "--out",
+                                  path, NULL},
+                 1, "no run 77");
+    assert_int_equal(count_entries(dir), before);
+    text = lb_test_read_file(path, NULL);
+    assert_non_null(strstr(text, "\"step_ms\""));
+    free(text);
+}
+
+static void test_cli_results_export_csv_to_stdout(void **state) {
+    (void)state;
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)ok_id);
+    assert_int_equal(run((const char *[]){"results", "export", id, "--format", "csv", NULL}), 0);
+    assert_non_null(
+        strstr(out, "run_id,kind,name,status,record,series_or_metric,index,value,unit\n"));
+    char row[128];
+    snprintf(row, sizeof row, "%s,train,gpt2-tiny-cpu-fp32,ok,sample,step_ms,19,119,ms\n", id);
+    assert_non_null(strstr(out, row));
+    snprintf(row, sizeof row, "%s,train,gpt2-tiny-cpu-fp32,ok,metric,tok_per_s,,1234.5,tok/s\n",
+             id);
+    assert_non_null(strstr(out, row));
+}
+
+static void test_cli_results_newer_database_exits_1_saying_so(void **state) {
+    (void)state;
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    expect_error((const char *[]){"results", "list", NULL}, 1, "newer llmbench");
+    assert_non_null(strstr(err, "schema version 99"));
+}
+
+int main(void) {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_cli_results_without_subcommand_exits_2),
+        T(test_cli_results_unknown_subcommand_exits_2_naming_it),
+        T(test_cli_results_malformed_id_exits_2_naming_it),
+        T(test_cli_results_show_without_id_exits_2),
+        T(test_cli_results_unknown_id_exits_1_naming_it),
+        T(test_cli_results_bad_format_exits_2_naming_it),
+        T(test_cli_results_bad_list_options_exit_2),
+        T(test_cli_results_list_shows_running_run_first),
+        T(test_cli_results_show_prints_metrics_and_series),
+        T(test_cli_results_export_out_replaces_file_whole),
+        T(test_cli_results_export_csv_to_stdout),
+        T(test_cli_results_newer_database_exits_1_saying_so),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
