@@ -1,18 +1,20 @@
 /* test_cli_results.c: `llmbench results list|show|export` as a user runs them: exit
  * codes, one-line errors naming the bad input, and the documents printed or written. The
  * database is a temporary one named by LLMBENCH_DB, filled through store/store.h. */
+/* cmocka.h needs these four first. */
+/* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
 #include <cmocka.h>
-
-#include <dirent.h>
-#include <sqlite3.h>
+/* clang-format on */
 
 #include "store/store.h"
 #include "test_util.h"
+
+#include <dirent.h>
+#include <sqlite3.h>
 
 static char out[1 << 20], err[1 << 16];
 static char dir[256], db[300];
@@ -43,7 +45,8 @@ static int setup(void **state) {
     json_object_set_new(r->config, "batch", json_integer(4));
     json_object_set_new(r->provenance, "hostname", json_string("node-7"));
     lb_series *step = lb_result_series(r, "step_ms", "ms");
-    for (int i = 0; i < 20; i++) lb_series_push(step, 100.0 + i);
+    for (int i = 0; i < 20; i++)
+        lb_series_push(step, 100.0 + i);
     lb_result_set_metric(r, "tok_per_s", 1234.5, "tok/s");
     lb_status st = lb_store_run_begin(s, r, &ok_id, &e);
     r->status = LB_RUN_OK;
@@ -166,9 +169,7 @@ static void test_cli_results_export_out_replaces_file_whole(void **state) {
     (void)state;
     char path[320];
     snprintf(path, sizeof path, "%s/export.json", dir);
-    FILE *old = fopen(path, "w");
-    fputs("old contents", old);
-    fclose(old);
+    assert_true(lb_test_write_file(path, "old contents"));
     int before = count_entries(dir);
     assert_int_equal(run((const char *[]){"results", "export", "--out", path, NULL}), 0);
     assert_int_equal(count_entries(dir), before); /* no temporary file left behind */
@@ -185,9 +186,9 @@ static void test_cli_results_export_out_replaces_file_whole(void **state) {
     free(text);
 
     /* An unknown ID fails before anything is written: the old file stays as it was. */
-    expect_error((const char *[]){"results", "export", "1", "77", "--format", "csv", "--out",
-                                  path, NULL},
-                 1, "no run 77");
+    expect_error(
+        (const char *[]){"results", "export", "1", "77", "--format", "csv", "--out", path, NULL}, 1,
+        "no run 77");
     assert_int_equal(count_entries(dir), before);
     text = lb_test_read_file(path, NULL);
     assert_non_null(strstr(text, "\"step_ms\""));

@@ -1,20 +1,22 @@
 /* test_store.c: the results database: round trip, interrupted and unfinished runs,
  * schema versions, filters, path resolution and exports. Each test uses its own
  * temporary folder and database. */
+/* cmocka.h needs these four first. */
+/* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
 #include <cmocka.h>
+/* clang-format on */
+
+#include "core/stats.h"
+#include "store/store.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
-
-#include "core/stats.h"
-#include "test_util.h"
-#include "store/store.h"
 
 typedef struct {
     char dir[256];
@@ -60,7 +62,8 @@ static lb_result *make_result(const char *name, size_t n_steps, uint64_t seed) {
     lb_series *step = lb_result_series(r, "step_ms", "ms");
     lb_rng rng;
     lb_rng_seed(&rng, seed);
-    for (size_t i = 0; i < n_steps; i++) lb_series_push(step, 10.0 + lb_rng_normal(&rng));
+    for (size_t i = 0; i < n_steps; i++)
+        lb_series_push(step, 10.0 + lb_rng_normal(&rng));
     lb_series *loss = lb_result_series(r, "loss", "nats");
     lb_series_push(loss, -0.0);
     lb_series_push(loss, INFINITY);
@@ -221,7 +224,8 @@ static void test_store_list_filters_newest_first(void **state) {
     lb_store_filter flt = lb_store_default_filter();
     assert_int_equal(lb_store_list(f->store, &flt, &runs, &n, &err), LB_OK);
     assert_int_equal(n, 4);
-    for (int i = 0; i < 4; i++) assert_int_equal(runs[i].id, ids[3 - i]);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(runs[i].id, ids[3 - i]);
     assert_int_equal(runs[0].n_samples, 10 + 4);
     free(runs);
 
@@ -299,10 +303,7 @@ static void test_store_rejects_a_file_that_is_not_a_database(void **state) {
     fixture *f = *state;
     char path[320];
     snprintf(path, sizeof path, "%s/notes.db", f->dir);
-    FILE *out = fopen(path, "w");
-    assert_non_null(out);
-    fputs("these are not the results you are looking for, not even close to a header\n", out);
-    fclose(out);
+    assert_true(lb_test_write_file(path, "plain text, not even close to an SQLite header\n"));
     lb_err err = {{0}};
     lb_store *s = NULL;
     assert_int_equal(lb_store_open(path, &s, &err), LB_ERR_DB);
@@ -373,8 +374,8 @@ static void test_store_json_export_round_trips(void **state) {
     assert_string_equal(json_string_value(json_object_get(jb, "status")), "failed");
     assert_string_equal(json_string_value(json_object_get(jb, "failure")), "out of memory");
     assert_true(json_equal(json_object_get(ja, "config"), a->config));
-    json_t *steps = json_object_get(json_object_get(json_object_get(ja, "series"), "step_ms"),
-                                    "values");
+    json_t *steps =
+        json_object_get(json_object_get(json_object_get(ja, "series"), "step_ms"), "values");
     assert_int_equal(json_array_size(steps), 200);
     for (size_t k = 0; k < 200; k++)
         assert_same_double(json_real_value(json_array_get(steps, k)), a->series[0].values[k]);
@@ -427,8 +428,7 @@ static void test_store_csv_export_has_every_sample_and_metric(void **state) {
 
     char *save = NULL;
     char *line = strtok_r(text, "\n", &save);
-    assert_string_equal(line,
-                        "run_id,kind,name,status,record,series_or_metric,index,value,unit");
+    assert_string_equal(line, "run_id,kind,name,status,record,series_or_metric,index,value,unit");
     size_t n_config = 0, n_metric = 0, n_step = 0, n_loss = 0;
     double steps[50];
     while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
@@ -482,14 +482,12 @@ static void test_store_csv_quotes_names_with_commas(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_store_round_trip_keeps_values_exact, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_round_trip_keeps_values_exact, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_interrupted_run_is_marked_and_keeps_samples,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_unfinished_run_lists_as_running, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_store_finished_run_is_not_rewritten, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_finished_run_is_not_rewritten, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_list_filters_newest_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_newer_schema_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_old_schema_is_migrated, setup, teardown),
@@ -502,8 +500,7 @@ int main(void) {
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_csv_export_has_every_sample_and_metric, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_store_csv_quotes_names_with_commas, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_csv_quotes_names_with_commas, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,20 +1,22 @@
 /* test_store_runctl.c: the stored-run lifecycle (cli/runctl.h) against a real database:
  * ok, failed and interrupted workloads, a store that cannot be opened, secrets that must
  * never reach the file or an export, and a run of a million samples. */
+/* cmocka.h needs these four first. */
+/* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
 #include <cmocka.h>
-
-#include <signal.h>
+/* clang-format on */
 
 #include "cli/runctl.h"
 #include "core/clock.h"
 #include "core/signals.h"
-#include "test_util.h"
 #include "store/store.h"
+#include "test_util.h"
+
+#include <signal.h>
 
 #define SECRET "s3cr3t-abc-77f1"
 
@@ -46,10 +48,10 @@ static int teardown(void **state) {
 
 /* What a workload does, in miniature: steps that each push a step time and a loss. */
 typedef struct {
-    int steps;            /* steps to run */
-    int fail_at;          /* step that fails; -1: none */
-    int interrupt_at;     /* step at which SIGINT "arrives"; -1: none */
-    int calls;            /* how often the work ran */
+    int steps;        /* steps to run */
+    int fail_at;      /* step that fails; -1: none */
+    int interrupt_at; /* step at which SIGINT "arrives"; -1: none */
+    int calls;        /* how often the work ran */
 } toy_work;
 
 static lb_status toy_run(void *ctx, lb_result *r, lb_err *err) {
@@ -60,8 +62,7 @@ static lb_status toy_run(void *ctx, lb_result *r, lb_err *err) {
     for (int i = 0; i < w->steps; i++) {
         if (i == w->interrupt_at) lb_interrupt_raise(SIGINT);
         if (lb_interrupted()) return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted at step %d", i);
-        if (i == w->fail_at)
-            return lb_fail(err, LB_ERR_RUNTIME, "loss became NaN at step %d", i);
+        if (i == w->fail_at) return lb_fail(err, LB_ERR_RUNTIME, "loss became NaN at step %d", i);
         LB_TRY(lb_series_push(step, 10.0 + i));
         LB_TRY(lb_series_push(loss, 5.0 / (i + 1)));
     }
@@ -78,8 +79,7 @@ static lb_result *load(const fixture *f, int64_t id) {
     return r;
 }
 
-static lb_status run_toy(fixture *f, toy_work *w, int argc, char **argv, int64_t *id,
-                         lb_err *err) {
+static lb_status run_toy(fixture *f, toy_work *w, int argc, char **argv, int64_t *id, lb_err *err) {
     lb_result *r = lb_result_new("train", "toy");
     json_object_set_new(r->config, "steps", json_integer(w->steps));
     lb_status st = lb_runctl_run(&f->common, argc, argv, r, toy_run, w, id, err);
@@ -162,9 +162,7 @@ static void test_runctl_unusable_store_runs_nothing(void **state) {
     fixture *f = *state;
     char path[320];
     snprintf(path, sizeof path, "%s/plain-file", f->dir);
-    FILE *file = fopen(path, "w");
-    assert_non_null(file);
-    fclose(file);
+    assert_true(lb_test_write_file(path, ""));
     snprintf(f->db, sizeof f->db, "%s/plain-file/results.db", f->dir);
     toy_work w = {.steps = 3, .fail_at = -1, .interrupt_at = -1};
     int64_t id = 0;
@@ -230,7 +228,8 @@ static void test_runctl_secrets_never_reach_the_database_or_exports(void **state
 static lb_status million_samples(void *ctx, lb_result *r, lb_err *err) {
     (void)ctx, (void)err;
     lb_series *lat = lb_result_series(r, "latency_ms", "ms");
-    for (int i = 0; i < 1000000; i++) LB_TRY(lb_series_push(lat, i * 0.001));
+    for (int i = 0; i < 1000000; i++)
+        LB_TRY(lb_series_push(lat, i * 0.001));
     return LB_OK;
 }
 
@@ -260,14 +259,12 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_runctl_ok_run_is_stored_with_provenance, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_runctl_failed_run_keeps_the_reason, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_failed_run_keeps_the_reason, setup, teardown),
         cmocka_unit_test_setup_teardown(test_runctl_interrupted_run_is_marked_and_keeps_samples,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_runctl_signal_after_work_marks_interrupted, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_runctl_unusable_store_runs_nothing, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_unusable_store_runs_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_runctl_secrets_never_reach_the_database_or_exports,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_runctl_million_samples_are_stored_whole, setup,

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,14 @@ static inline char *lb_test_read_file(const char *path, size_t *n_bytes) {
     buf[n] = '\0';
     if (n_bytes) *n_bytes = (size_t)n;
     return buf;
+}
+
+/* Creates or replaces path with text; false when it cannot be written. */
+static inline bool lb_test_write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (f == NULL) return false;
+    bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok;
 }
 
 #endif

@@ -7,6 +7,11 @@
  * at all (temporary file, fsync, rename). Exit codes: 2 for bad usage (unknown
  * subcommand or option, a malformed or missing ID), 1 when a run is not found or the
  * database cannot be read, 0 otherwise. This command never writes to the database. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/clock.h"
+#include "store/store.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -16,11 +21,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include "cli/args.h"
-#include "cli/commands.h"
-#include "core/clock.h"
-#include "store/store.h"
 
 #define MAX_EXPORT_IDS 1024
 
@@ -59,7 +59,9 @@ static void format_duration(double start_s, double end_s, char *buf, size_t cap)
 }
 
 /* JSON has no NaN: an unknown time is null. */
-static json_t *json_time(double wall_s) { return isnan(wall_s) ? json_null() : json_real(wall_s); }
+static json_t *json_time(double wall_s) {
+    return isnan(wall_s) ? json_null() : json_real(wall_s);
+}
 
 static lb_status open_store(const char *command, const lb_cli_common *common, lb_store **s,
                             int *exit_code) {
@@ -75,12 +77,12 @@ static void print_list_json(const lb_store *s, const lb_store_run_info *runs, si
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(
-            arr, json_pack("{s:I, s:s, s:s, s:s, s:s, s:o, s:o, s:I}", "id",
-                           (json_int_t)runs[i].id, "kind", runs[i].kind, "name", runs[i].name,
-                           "status", lb_run_status_name(runs[i].status), "failure",
-                           runs[i].failure, "start_wall_s", json_time(runs[i].start_wall_s),
-                           "end_wall_s", json_time(runs[i].end_wall_s), "n_samples",
-                           (json_int_t)runs[i].n_samples));
+            arr,
+            json_pack("{s:I, s:s, s:s, s:s, s:s, s:o, s:o, s:I}", "id", (json_int_t)runs[i].id,
+                      "kind", runs[i].kind, "name", runs[i].name, "status",
+                      lb_run_status_name(runs[i].status), "failure", runs[i].failure,
+                      "start_wall_s", json_time(runs[i].start_wall_s), "end_wall_s",
+                      json_time(runs[i].end_wall_s), "n_samples", (json_int_t)runs[i].n_samples));
     json_t *doc = json_pack("{s:s, s:o}", "db", lb_store_path(s), "runs", arr);
     json_dumpf(doc, stdout, JSON_INDENT(2));
     printf("\n");
@@ -100,8 +102,8 @@ static void print_list_table(const lb_store *s, const lb_store_run_info *runs, s
         format_time(runs[i].start_wall_s, start, sizeof start);
         format_duration(runs[i].start_wall_s, runs[i].end_wall_s, duration, sizeof duration);
         printf("%-6" PRId64 " %-11s %-8s %-24s %10s %9" PRId64 "  %s\n", runs[i].id,
-               lb_run_status_name(runs[i].status), runs[i].kind, start, duration,
-               runs[i].n_samples, runs[i].name);
+               lb_run_status_name(runs[i].status), runs[i].kind, start, duration, runs[i].n_samples,
+               runs[i].name);
     }
     if (limit > 0 && (int64_t)n == limit)
         printf("(the %" PRId64 " newest runs; --limit 0 lists all)\n", limit);
@@ -111,12 +113,12 @@ static int results_list(int argc, char **argv) {
     const char *kind = NULL, *status = NULL;
     int64_t limit = 50;
     const lb_arg_spec specs[] = {
-        {"--kind", LB_ARG_STRING, &kind, "KIND", "only runs of this kind (train, infer, ...)", 0,
-         0, NULL},
+        {"--kind", LB_ARG_STRING, &kind, "KIND", "only runs of this kind (train, infer, ...)", 0, 0,
+         NULL},
         {"--status", LB_ARG_CHOICE, &status, NULL, "only runs with this status", 0, 0,
          "running|ok|failed|interrupted"},
-        {"--limit", LB_ARG_INT, &limit, "N", "at most N runs, newest first; 0: all (default 50)",
-         0, 1e12, NULL},
+        {"--limit", LB_ARG_INT, &limit, "N", "at most N runs, newest first; 0: all (default 50)", 0,
+         1e12, NULL},
     };
     const lb_cli_command cmd = {
         .command = "results list",
@@ -216,13 +218,11 @@ static void print_show_text(int64_t id, const lb_result *r) {
     printf("metrics:\n");
     if (r->n_metrics == 0) printf("  none\n");
     for (size_t i = 0; i < r->n_metrics; i++)
-        printf("  %-32s %16.6g  %s\n", r->metrics[i].name, r->metrics[i].value,
-               r->metrics[i].unit);
+        printf("  %-32s %16.6g  %s\n", r->metrics[i].name, r->metrics[i].value, r->metrics[i].unit);
     printf("series (raw samples: 'llmbench results export %" PRId64 "'):\n", id);
     if (r->n_series == 0) printf("  none\n");
     for (size_t i = 0; i < r->n_series; i++)
-        printf("  %-32s %10zu samples  %s\n", r->series[i].name, r->series[i].n,
-               r->series[i].unit);
+        printf("  %-32s %10zu samples  %s\n", r->series[i].name, r->series[i].n, r->series[i].unit);
 }
 
 /* The show view as JSON: the whole result with its id, but each series as its unit and
@@ -231,9 +231,9 @@ static void print_show_json(int64_t id, const lb_result *r) {
     json_t *body = lb_result_to_json(r);
     json_t *series = json_object();
     for (size_t i = 0; i < r->n_series; i++)
-        json_object_set_new(series, r->series[i].name,
-                            json_pack("{s:s, s:I}", "unit", r->series[i].unit, "n",
-                                      (json_int_t)r->series[i].n));
+        json_object_set_new(
+            series, r->series[i].name,
+            json_pack("{s:s, s:I}", "unit", r->series[i].unit, "n", (json_int_t)r->series[i].n));
     json_object_set_new(body, "series", series);
     json_t *doc = json_pack("{s:I}", "id", (json_int_t)id);
     json_object_update(doc, body);

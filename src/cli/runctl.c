@@ -1,15 +1,15 @@
 /* runctl.c: begin, work, finish: the stored-run lifecycle behind runctl.h. */
 #include "cli/runctl.h"
 
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-
 #include "core/clock.h"
 #include "core/provenance.h"
 #include "core/signals.h"
 #include "gpu/devinfo.h"
 #include "store/store.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
 
 /* What the host says, merged under anything the command already put in r->provenance. */
 static lb_status fill_provenance(lb_result *r, int argc, char **argv, lb_err *err) {
@@ -33,7 +33,9 @@ static void set_outcome(lb_result *r, lb_status work_status, const lb_err *work_
             snprintf(r->failure, sizeof r->failure, "%s", work_err->msg);
         else
             snprintf(r->failure, sizeof r->failure, "interrupted by %s",
-                     signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "a signal");
+                     signo == SIGINT    ? "SIGINT"
+                     : signo == SIGTERM ? "SIGTERM"
+                                        : "a signal");
     } else if (work_status != LB_OK) {
         r->status = LB_RUN_FAILED;
         snprintf(r->failure, sizeof r->failure, "%s",

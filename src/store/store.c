@@ -10,16 +10,15 @@
  * together with its user_version bump. Not here: metric computation, redaction, printing. */
 #include "store/store.h"
 
+#include "core/clock.h"
+#include "core/version.h"
+
 #include <errno.h>
 #include <math.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-#include <sqlite3.h>
-
-#include "core/clock.h"
-#include "core/version.h"
 
 struct lb_store {
     sqlite3 *db;
@@ -91,7 +90,9 @@ static lb_status prepare(lb_store *s, const char *sql, sqlite3_stmt **stmt, lb_e
     return db_fail(s, err, "cannot prepare a statement");
 }
 
-static void rollback(lb_store *s) { sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL); }
+static void rollback(lb_store *s) {
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
 
 /* NaN has no SQL form: it is stored as NULL and read back as NaN. */
 static void bind_real(sqlite3_stmt *st, int col, double v) {
@@ -117,9 +118,25 @@ static void copy_text(char *dst, size_t cap, const char *src) {
     dst[n] = '\0';
 }
 
-/* Compact JSON text of v (an empty object or array stands in for NULL); caller frees. */
-static char *json_text(const json_t *v, const char *empty) {
-    return v ? json_dumps(v, JSON_COMPACT) : strdup(empty);
+/* The JSON columns of a run, as compact text (malloc'd; run_json_free frees them). */
+typedef struct {
+    char *tags, *config, *provenance;
+} run_json;
+
+static void run_json_free(run_json *j) {
+    free(j->tags);
+    free(j->config);
+    free(j->provenance);
+}
+
+/* A NULL member is encoded as an empty array or object. */
+static lb_status run_json_encode(const lb_result *r, run_json *j, lb_err *err) {
+    j->tags = r->tags ? json_dumps(r->tags, JSON_COMPACT) : strdup("[]");
+    j->config = r->config ? json_dumps(r->config, JSON_COMPACT) : strdup("{}");
+    j->provenance = r->provenance ? json_dumps(r->provenance, JSON_COMPACT) : strdup("{}");
+    if (j->tags && j->config && j->provenance) return LB_OK;
+    run_json_free(j);
+    return lb_fail(err, LB_ERR_NOMEM, "no memory to encode run '%s'", r->name);
 }
 
 /* ---- path and opening ---- */
@@ -241,8 +258,9 @@ lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err) {
     st = read_user_version(s, &version, err);
     if (st == LB_OK && version > LB_STORE_SCHEMA_VERSION) st = refuse_newer(s, version, err);
     if (st == LB_OK)
-        st = exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "
-                     "PRAGMA foreign_keys = ON",
+        st = exec(s,
+                  "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "
+                  "PRAGMA foreign_keys = ON",
                   err);
     if (st == LB_OK) st = migrate(s, err);
     if (st != LB_OK) {
@@ -259,40 +277,35 @@ void lb_store_close(lb_store *s) {
     free(s);
 }
 
-const char *lb_store_path(const lb_store *s) { return s->path; }
+const char *lb_store_path(const lb_store *s) {
+    return s->path;
+}
 
 /* ---- writing ---- */
 
 lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, lb_err *err) {
     *run_id = -1;
-    char *tags = json_text(r->tags, "[]");
-    char *config = json_text(r->config, "{}");
-    char *prov = json_text(r->provenance, "{}");
+    run_json j;
+    LB_TRY(run_json_encode(r, &j, err));
     sqlite3_stmt *st = NULL;
-    lb_status status = LB_OK;
-    if (tags == NULL || config == NULL || prov == NULL)
-        status = lb_fail(err, LB_ERR_NOMEM, "no memory to encode run '%s'", r->name);
-    if (status == LB_OK)
-        status = prepare(s,
-                         "INSERT INTO runs (kind, name, tags, start_wall_s, status, config, "
-                         "provenance) VALUES (?, ?, ?, ?, 'running', ?, ?)",
-                         &st, err);
+    lb_status status = prepare(s,
+                               "INSERT INTO runs (kind, name, tags, start_wall_s, status, config, "
+                               "provenance) VALUES (?, ?, ?, ?, 'running', ?, ?)",
+                               &st, err);
     if (status == LB_OK) {
         sqlite3_bind_text(st, 1, r->kind, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, r->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, tags, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, j.tags, -1, SQLITE_STATIC);
         sqlite3_bind_double(st, 4, r->start_wall_s > 0 ? r->start_wall_s : lb_clock_wall_s());
-        sqlite3_bind_text(st, 5, config, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 6, prov, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, j.config, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, j.provenance, -1, SQLITE_STATIC);
         if (sqlite3_step(st) != SQLITE_DONE)
             status = db_fail(s, err, "cannot record the start of a run");
         else
             *run_id = sqlite3_last_insert_rowid(s->db);
     }
     sqlite3_finalize(st);
-    free(tags);
-    free(config);
-    free(prov);
+    run_json_free(&j);
     return status;
 }
 
@@ -321,9 +334,9 @@ static lb_status write_series(lb_store *s, int64_t run_id, const lb_result *r, l
                                "VALUES (?, ?, ?, ?, ?)",
                                &head, err);
     if (status == LB_OK)
-        status = prepare(s,
-                         "INSERT INTO samples (run_id, series_no, idx, value) VALUES (?, ?, ?, ?)",
-                         &sample, err);
+        status =
+            prepare(s, "INSERT INTO samples (run_id, series_no, idx, value) VALUES (?, ?, ?, ?)",
+                    &sample, err);
     for (size_t i = 0; status == LB_OK && i < r->n_series; i++) {
         const lb_series *ser = &r->series[i];
         sqlite3_bind_int64(head, 1, run_id);
@@ -366,23 +379,18 @@ static lb_status write_metrics(lb_store *s, int64_t run_id, const lb_result *r, 
 }
 
 static lb_status write_outcome(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {
-    char *tags = json_text(r->tags, "[]");
-    char *config = json_text(r->config, "{}");
-    char *prov = json_text(r->provenance, "{}");
+    run_json j;
+    LB_TRY(run_json_encode(r, &j, err));
     sqlite3_stmt *st = NULL;
-    lb_status status = LB_OK;
-    if (tags == NULL || config == NULL || prov == NULL)
-        status = lb_fail(err, LB_ERR_NOMEM, "no memory to encode run '%s'", r->name);
-    if (status == LB_OK)
-        status = prepare(s,
-                         "UPDATE runs SET name = ?, tags = ?, config = ?, provenance = ?, "
-                         "status = ?, failure = ?, end_wall_s = ? WHERE id = ?",
-                         &st, err);
+    lb_status status = prepare(s,
+                               "UPDATE runs SET name = ?, tags = ?, config = ?, provenance = ?, "
+                               "status = ?, failure = ?, end_wall_s = ? WHERE id = ?",
+                               &st, err);
     if (status == LB_OK) {
         sqlite3_bind_text(st, 1, r->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 2, tags, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, config, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 4, prov, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, j.tags, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, j.config, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, j.provenance, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 5, lb_run_status_name(r->status), -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 6, r->failure, -1, SQLITE_STATIC);
         sqlite3_bind_double(st, 7, r->end_wall_s > 0 ? r->end_wall_s : lb_clock_wall_s());
@@ -391,9 +399,7 @@ static lb_status write_outcome(lb_store *s, int64_t run_id, const lb_result *r, 
             status = db_fail(s, err, "cannot record the end of a run");
     }
     sqlite3_finalize(st);
-    free(tags);
-    free(config);
-    free(prov);
+    run_json_free(&j);
     return status;
 }
 
@@ -419,8 +425,8 @@ lb_store_filter lb_store_default_filter(void) {
     return (lb_store_filter){.kind = NULL, .status = -1, .limit = 0};
 }
 
-lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info **out,
-                        size_t *n, lb_err *err) {
+lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info **out, size_t *n,
+                        lb_err *err) {
     *out = NULL;
     *n = 0;
     lb_store_filter all = lb_store_default_filter();
@@ -504,8 +510,8 @@ static lb_status load_run_row(lb_store *s, int64_t id, lb_result **out, lb_err *
     lb_status status = LB_OK;
     lb_result *r = NULL;
     if (rc == SQLITE_DONE)
-        status = lb_fail(err, LB_ERR_DB, "no run %lld in results database %s", (long long)id,
-                         s->path);
+        status =
+            lb_fail(err, LB_ERR_DB, "no run %lld in results database %s", (long long)id, s->path);
     else if (rc != SQLITE_ROW)
         status = db_fail(s, err, "cannot read a run");
     else if ((r = lb_result_new(column_text(st, 0), column_text(st, 1))) == NULL)
@@ -532,8 +538,8 @@ static lb_status load_run_row(lb_store *s, int64_t id, lb_result **out, lb_err *
 
 static lb_status load_metrics(lb_store *s, int64_t id, lb_result *r, lb_err *err) {
     sqlite3_stmt *st;
-    LB_TRY(prepare(s, "SELECT name, value, unit FROM metrics WHERE run_id = ? ORDER BY rowid",
-                   &st, err));
+    LB_TRY(prepare(s, "SELECT name, value, unit FROM metrics WHERE run_id = ? ORDER BY rowid", &st,
+                   err));
     sqlite3_bind_int64(st, 1, id);
     lb_status status = LB_OK;
     int rc;
@@ -546,8 +552,8 @@ static lb_status load_metrics(lb_store *s, int64_t id, lb_result *r, lb_err *err
     return status;
 }
 
-static lb_status load_samples(lb_store *s, int64_t id, int64_t series_no, lb_series *ser,
-                              int64_t n, lb_err *err) {
+static lb_status load_samples(lb_store *s, int64_t id, int64_t series_no, lb_series *ser, int64_t n,
+                              lb_err *err) {
     if (n > 0) {
         double *values = realloc(ser->values, (size_t)n * sizeof *values);
         if (values == NULL)
@@ -557,8 +563,7 @@ static lb_status load_samples(lb_store *s, int64_t id, int64_t series_no, lb_ser
         ser->cap = (size_t)n;
     }
     sqlite3_stmt *st;
-    LB_TRY(prepare(s,
-                   "SELECT value FROM samples WHERE run_id = ? AND series_no = ? ORDER BY idx",
+    LB_TRY(prepare(s, "SELECT value FROM samples WHERE run_id = ? AND series_no = ? ORDER BY idx",
                    &st, err));
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, series_no);
@@ -639,8 +644,8 @@ static void csv_field(FILE *out, const char *text) {
     fputc('"', out);
 }
 
-static void csv_row(FILE *out, int64_t id, const lb_result *r, const char *record,
-                    const char *key, const char *index, const char *value, const char *unit) {
+static void csv_row(FILE *out, int64_t id, const lb_result *r, const char *record, const char *key,
+                    const char *index, const char *value, const char *unit) {
     fprintf(out, "%lld,", (long long)id);
     csv_field(out, r->kind);
     fputc(',', out);

@@ -17,16 +17,16 @@
 #ifndef LB_STORE_STORE_H
 #define LB_STORE_STORE_H
 
+#include "core/result.h"
+#include "core/status.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "core/result.h"
-#include "core/status.h"
-
 #define LB_STORE_SCHEMA_VERSION 1 /* the newest schema this build reads and writes */
-#define LB_STORE_PATH_BYTES 4096
+#define LB_STORE_PATH_BYTES     4096
 
 typedef struct lb_store lb_store;
 
@@ -34,8 +34,7 @@ typedef struct lb_store lb_store;
  * $XDG_DATA_HOME/llmbench/results.db, else $HOME/.local/share/llmbench/results.db. Empty
  * variables count as unset. Writes the path into out (out_bytes >= LB_STORE_PATH_BYTES is
  * always enough); creates nothing. */
-lb_status lb_store_resolve_path(const char *path_or_null, char *out, size_t out_bytes,
-                                lb_err *err);
+lb_status lb_store_resolve_path(const char *path_or_null, char *out, size_t out_bytes, lb_err *err);
 
 /* Opens (creating it and its parent folders when missing) and upgrades the database at
  * lb_store_resolve_path(path_or_null). *out is owned by the caller: lb_store_close. */
@@ -76,8 +75,8 @@ typedef struct {
 
 /* Runs matching f (NULL: every run), newest first. *out is a malloc'd array the caller
  * frees with free() (NULL when *n is 0). */
-lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info **out,
-                        size_t *n, lb_err *err);
+lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info **out, size_t *n,
+                        lb_err *err);
 
 /* True in *exists when a run with this id is stored. */
 lb_status lb_store_run_exists(lb_store *s, int64_t id, bool *exists, lb_err *err);
