@@ -480,6 +480,49 @@ static void test_store_csv_quotes_names_with_commas(void **state) {
     lb_result_free(a);
 }
 
+/* Writers in separate processes share one file: every run of every writer is stored
+ * whole (the busy timeout and BEGIN IMMEDIATE serialize them). */
+static void test_store_concurrent_writers_lose_no_run(void **state) {
+    fixture *f = *state;
+    enum { WRITERS = 4, RUNS = 10, SAMPLES = 2000 };
+    pid_t pids[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        pids[w] = fork();
+        assert_true(pids[w] >= 0);
+        if (pids[w] > 0) continue;
+        lb_store *s = NULL;
+        lb_err err = {{0}};
+        int bad = lb_store_open(f->db, &s, &err) != LB_OK;
+        for (int i = 0; !bad && i < RUNS; i++) {
+            lb_result *r = make_result("writer", SAMPLES, (uint64_t)(w * RUNS + i));
+            int64_t id;
+            r->status = LB_RUN_OK;
+            bad = lb_store_run_begin(s, r, &id, &err) != LB_OK ||
+                  lb_store_run_finish(s, id, r, &err) != LB_OK;
+            lb_result_free(r);
+        }
+        if (bad) fprintf(stderr, "writer %d: %s\n", w, err.msg);
+        lb_store_close(s);
+        _exit(bad);
+    }
+    for (int w = 0; w < WRITERS; w++) {
+        int status = 0;
+        assert_int_equal(waitpid(pids[w], &status, 0), pids[w]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    lb_store_run_info *runs = NULL;
+    size_t n = 0;
+    lb_err err = {{0}};
+    lb_store_filter flt = lb_store_default_filter();
+    flt.status = LB_RUN_OK;
+    assert_int_equal(lb_store_list(f->store, &flt, &runs, &n, &err), LB_OK);
+    assert_int_equal(n, WRITERS * RUNS);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(runs[i].n_samples, SAMPLES + 4);
+    free(runs);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_store_round_trip_keeps_values_exact, setup, teardown),
@@ -501,6 +544,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_store_csv_export_has_every_sample_and_metric, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_csv_quotes_names_with_commas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_concurrent_writers_lose_no_run, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

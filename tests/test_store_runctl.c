@@ -225,6 +225,65 @@ static void test_runctl_secrets_never_reach_the_database_or_exports(void **state
     lb_store_close(s);
 }
 
+/* Steps until a signal arrives; the first step's end is announced on a pipe. */
+typedef struct {
+    int ready_fd;
+} until_signal;
+
+static lb_status run_until_signal(void *ctx, lb_result *r, lb_err *err) {
+    until_signal *u = ctx;
+    lb_series *step = lb_result_series(r, "step_ms", "ms");
+    for (int i = 0; !lb_interrupted(); i++) {
+        usleep(1000);
+        LB_TRY(lb_series_push(step, 1.0 + i));
+        if (i == 0 && write(u->ready_fd, "x", 1) != 1)
+            return lb_fail(err, LB_ERR_IO, "cannot tell the parent");
+    }
+    return lb_fail(err, LB_ERR_INTERRUPTED, "stopped by a signal");
+}
+
+static void test_runctl_real_sigint_stores_interrupted_run_and_exits_130(void **state) {
+    fixture *f = *state;
+    int pipe_fd[2];
+    assert_int_equal(pipe(pipe_fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(pipe_fd[0]);
+        lb_signals_install();
+        until_signal u = {.ready_fd = pipe_fd[1]};
+        lb_result *r = lb_result_new("train", "until-sigint");
+        int64_t id;
+        lb_err err = {{0}};
+        lb_status st = lb_runctl_run(&f->common, 0, NULL, r, run_until_signal, &u, &id, &err);
+        lb_result_free(r);
+        _exit(lb_status_exit_code(st));
+    }
+    close(pipe_fd[1]);
+    char c;
+    assert_int_equal(read(pipe_fd[0], &c, 1), 1); /* the workload is running */
+    close(pipe_fd[0]);
+    usleep(20000);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_open(f->db, &s, &err), LB_OK);
+    lb_store_run_info *runs = NULL;
+    size_t n = 0;
+    assert_int_equal(lb_store_list(s, NULL, &runs, &n, &err), LB_OK);
+    lb_store_close(s);
+    assert_int_equal(n, 1);
+    assert_int_equal(runs[0].status, LB_RUN_INTERRUPTED);
+    assert_string_equal(runs[0].failure, "stopped by a signal");
+    assert_true(runs[0].n_samples >= 1);
+    free(runs);
+}
+
 static lb_status million_samples(void *ctx, lb_result *r, lb_err *err) {
     (void)ctx, (void)err;
     lb_series *lat = lb_result_series(r, "latency_ms", "ms");
@@ -267,6 +326,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_runctl_unusable_store_runs_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_runctl_secrets_never_reach_the_database_or_exports,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_runctl_real_sigint_stores_interrupted_run_and_exits_130, setup, teardown),
         cmocka_unit_test_setup_teardown(test_runctl_million_samples_are_stored_whole, setup,
                                         teardown),
     };
