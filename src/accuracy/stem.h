@@ -8,9 +8,10 @@
  * after a consonant that is not the first letter, step 2's "alli" tried first and
  * re-entered, "fulli" and "logi" rules, and the two-letter vowel-consonant *o condition.
  *
- * What it does not do: Unicode. A byte is a letter; ASCII upper case is folded to lower
- * case first. Callers pass words made of [a-z0-9] (rouge tokens), for which the result is
- * byte-for-byte NLTK's (tests/test_stem.c checks a large word list against NLTK). */
+ * What it does not do: Unicode or case folding. A byte is a letter, and only a, e, i, o, u
+ * (and y after a consonant) are vowels. Callers pass lower-case words made of [a-z0-9]
+ * (rouge tokens), for which the result is byte-for-byte NLTK's (tests/test_stem.c checks
+ * a large word list against NLTK). */
 #ifndef LB_ACCURACY_STEM_H
 #define LB_ACCURACY_STEM_H
 
