@@ -45,13 +45,13 @@ static const preset presets[] = {
       .n_layer = 2, .n_head = 4, .n_kv_head = 4, .d_model = 32, .d_ff = 128,
       .norm_eps = 1e-5f, .tied_embeddings = 1, .qkv_bias = 1, .linear_bias = 1}},
     /* GQA (4 query heads share 2 kv heads), head_dim 16, llama3 scaling with
-     * original_max_pos 16: wavelengths 6.3 (smooth band) and >= 20 (divided by factor), so
-     * scaling changes every frequency but the first at the test's positions. d_ff 96 is not
-     * a multiple of d_model, to catch transposed shapes. */
+     * original_max_pos 32 so all three bands occur: wavelength 6.3 (< 8, unchanged), 19.9
+     * (between 8 and 32, smoothed), >= 63 (divided by factor). d_ff 96 is not a multiple
+     * of d_model, to catch transposed shapes. */
     {"llama-tiny",
      {.name = "llama-tiny", .family = LB_FAMILY_LLAMA, .vocab_size = 128, .max_seq = 64,
       .n_layer = 2, .n_head = 4, .n_kv_head = 2, .d_model = 64, .d_ff = 96,
-      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_scaling = {1, 8.0f, 1.0f, 4.0f, 16},
+      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_scaling = {1, 8.0f, 1.0f, 4.0f, 32},
       .tied_embeddings = 0}},
 };
 

@@ -94,6 +94,10 @@ typedef struct {
     lb_activation_grads dacts;
     float *act_arena;   /* owns every activation and activation gradient */
     size_t act_floats;  /* floats in act_arena */
+    lb_param_tensor *layout; /* [n_tensors] lb_param_layout of cfg; owned */
+    int n_tensors;
+    int32_t *inputs;    /* [B*T] copy of the last forward's inputs; owned */
+    int32_t *targets;   /* [B*T] copy of its targets; owned */
     int last_B, last_T; /* shape of the last forward */
     int have_targets;   /* 1 when the last forward computed losses */
     float mean_loss;    /* of the last forward with targets */
@@ -110,7 +114,8 @@ void lb_model_free(lb_model *m);
 /* Replaces the parameters with those of a safetensors file (format above). */
 lb_status lb_model_load_weights(lb_model *m, const char *path, lb_err *err);
 
-/* Forward pass of inputs [B,T] (B <= m->B, T <= m->T). With targets [B,T] it also computes
+/* Forward pass of inputs [B,T] (B <= m->B, T <= m->T, every token id in [0, vocab_size):
+ * the caller checks these; they are asserted here). With targets [B,T] it also computes
  * the per-position losses and writes their mean to *loss_out (loss_out may be NULL);
  * targets may be NULL (inference: logits only, *loss_out untouched). Logits are in
  * m->acts.logits, laid out [B,T,V] for this call's B and T. */

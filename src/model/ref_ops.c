@@ -1,0 +1,444 @@
+/* ref_ops.c: fp32 reference forward and backward of every transformer op (ref_ops.h).
+ *
+ * Each function is the textbook formula in loops, with sums carried in double so the
+ * results sit within a few float ulps of a float64 computation. OpenMP parallelizes the
+ * outer loops of the matmuls and attention over independent outputs only, so no two
+ * threads ever write the same element and the results do not depend on the thread count.
+ * Not here: blocking, vectorization tricks, reduced precision. */
+#include "model/ref_ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- embeddings --------------------------------------------------------------------- */
+
+void lb_ref_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
+                            int B, int T, int C) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((int64_t)b * T + t) * C;
+            const float *e = wte + (int64_t)inp[b * T + t] * C;
+            const float *p = wpe + (int64_t)t * C;
+            for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+        }
+}
+
+void lb_ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp,
+                             int B, int T, int C) {
+    lb_ref_embedding_backward(dwte, dout, inp, B, T, C);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((int64_t)b * T + t) * C;
+            float *p = dwpe + (int64_t)t * C;
+            for (int c = 0; c < C; c++) p[c] += d[c];
+        }
+}
+
+void lb_ref_embedding_forward(float *out, const int32_t *inp, const float *wte, int B, int T,
+                              int C) {
+    for (int64_t i = 0; i < (int64_t)B * T; i++)
+        memcpy(out + i * C, wte + (int64_t)inp[i] * C, (size_t)C * sizeof(float));
+}
+
+void lb_ref_embedding_backward(float *dwte, const float *dout, const int32_t *inp, int B, int T,
+                               int C) {
+    for (int64_t i = 0; i < (int64_t)B * T; i++) {
+        float *e = dwte + (int64_t)inp[i] * C;
+        const float *d = dout + i * C;
+        for (int c = 0; c < C; c++) e[c] += d[c];
+    }
+}
+
+/* --- norms -------------------------------------------------------------------------- */
+
+void lb_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                              const float *weight, const float *bias, int B, int T, int C,
+                              float eps) {
+    for (int64_t i = 0; i < (int64_t)B * T; i++) {
+        const float *x = inp + i * C;
+        double m = 0.0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        double var = 0.0;
+        for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+        var /= C;
+        double s = 1.0 / sqrt(var + eps);
+        float *o = out + i * C;
+        for (int c = 0; c < C; c++)
+            o[c] = (float)((x[c] - m) * s * weight[c] + (bias ? bias[c] : 0.0f));
+        mean[i] = (float)m;
+        rstd[i] = (float)s;
+    }
+}
+
+void lb_ref_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                               const float *inp, const float *weight, const float *mean,
+                               const float *rstd, int B, int T, int C) {
+    for (int64_t i = 0; i < (int64_t)B * T; i++) {
+        const float *x = inp + i * C, *dy = dout + i * C;
+        float *dx = dinp + i * C;
+        const double m = mean[i], s = rstd[i];
+        /* xhat = (x - m) s; dxhat = dy * w;
+         * dx = s (dxhat - mean(dxhat) - xhat mean(dxhat xhat)) */
+        double mean_d = 0.0, mean_dx = 0.0;
+        for (int c = 0; c < C; c++) {
+            double xhat = (x[c] - m) * s, dxhat = (double)dy[c] * weight[c];
+            mean_d += dxhat;
+            mean_dx += dxhat * xhat;
+        }
+        mean_d /= C;
+        mean_dx /= C;
+        for (int c = 0; c < C; c++) {
+            double xhat = (x[c] - m) * s, dxhat = (double)dy[c] * weight[c];
+            if (dbias) dbias[c] += dy[c];
+            dweight[c] += (float)(xhat * dy[c]);
+            dx[c] += (float)(s * (dxhat - mean_d - xhat * mean_dx));
+        }
+    }
+}
+
+void lb_ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
+                            int B, int T, int C, float eps) {
+    for (int64_t i = 0; i < (int64_t)B * T; i++) {
+        const float *x = inp + i * C;
+        double ss = 0.0;
+        for (int c = 0; c < C; c++) ss += (double)x[c] * x[c];
+        double s = 1.0 / sqrt(ss / C + eps);
+        float *o = out + i * C;
+        for (int c = 0; c < C; c++) o[c] = (float)(x[c] * s * weight[c]);
+        rstd[i] = (float)s;
+    }
+}
+
+void lb_ref_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                             const float *weight, const float *rstd, int B, int T, int C) {
+    for (int64_t i = 0; i < (int64_t)B * T; i++) {
+        const float *x = inp + i * C, *dy = dout + i * C;
+        float *dx = dinp + i * C;
+        const double s = rstd[i];
+        /* y = x s w with s = (mean(x^2) + eps)^-1/2:
+         * dx = s (dxhat - xhat mean(dxhat xhat)), xhat = x s, dxhat = dy w */
+        double mean_dx = 0.0;
+        for (int c = 0; c < C; c++) mean_dx += (double)dy[c] * weight[c] * x[c] * s;
+        mean_dx /= C;
+        for (int c = 0; c < C; c++) {
+            double xhat = x[c] * s;
+            dweight[c] += (float)(xhat * dy[c]);
+            dx[c] += (float)(s * ((double)dy[c] * weight[c] - xhat * mean_dx));
+        }
+    }
+}
+
+/* --- matmul ------------------------------------------------------------------------- */
+
+void lb_ref_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                           int B, int T, int C, int OC) {
+    const int64_t N = (int64_t)B * T;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) {
+            const float *x = inp + i * C, *w = weight + (int64_t)o * C;
+            double acc = bias ? bias[o] : 0.0;
+            for (int c = 0; c < C; c++) acc += (double)x[c] * w[c];
+            out[i * OC + o] = (float)acc;
+        }
+}
+
+void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                            const float *inp, const float *weight, int B, int T, int C, int OC) {
+    const int64_t N = (int64_t)B * T;
+    if (dinp) {
+        /* dinp[i,c] += sum_o dout[i,o] W[o,c] */
+#pragma omp parallel for collapse(2) schedule(static)
+        for (int64_t i = 0; i < N; i++)
+            for (int c = 0; c < C; c++) {
+                const float *dy = dout + i * OC;
+                double acc = 0.0;
+                for (int o = 0; o < OC; o++) acc += (double)dy[o] * weight[(int64_t)o * C + c];
+                dinp[i * C + c] += (float)acc;
+            }
+    }
+    /* dweight[o,c] += sum_i dout[i,o] inp[i,c]; dbias[o] += sum_i dout[i,o] */
+#pragma omp parallel for schedule(static)
+    for (int o = 0; o < OC; o++) {
+        for (int c = 0; c < C; c++) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < N; i++) acc += (double)dout[i * OC + o] * inp[i * C + c];
+            dweight[(int64_t)o * C + c] += (float)acc;
+        }
+        if (dbias) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < N; i++) acc += dout[i * OC + o];
+            dbias[o] += (float)acc;
+        }
+    }
+}
+
+/* --- attention ---------------------------------------------------------------------- */
+
+void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+                              int NKV, int HD) {
+    const int QW = (NH + 2 * NKV) * HD, group = NH / NKV;
+    const double scale = 1.0 / sqrt((double)HD);
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const int kvh = h / group;
+                const float *q = qkv + ((int64_t)b * T + t) * QW + h * HD;
+                float *a = att + (((int64_t)b * NH + h) * T + t) * T;
+                /* scores, then a stable softmax over t2 <= t, in double */
+                double *e = malloc((size_t)(t + 1) * sizeof(double));
+                double mx = -INFINITY, sum = 0.0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((int64_t)b * T + t2) * QW + (NH + kvh) * HD;
+                    double s = 0.0;
+                    for (int i = 0; i < HD; i++) s += (double)q[i] * k[i];
+                    e[t2] = s * scale;
+                    if (e[t2] > mx) mx = e[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    e[t2] = exp(e[t2] - mx);
+                    sum += e[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) a[t2] = (float)(e[t2] / sum);
+                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+                float *o = out + ((int64_t)b * T + t) * (NH * HD) + h * HD;
+                for (int i = 0; i < HD; i++) {
+                    double acc = 0.0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const float *v =
+                            qkv + ((int64_t)b * T + t2) * QW + (NH + NKV + kvh) * HD;
+                        acc += e[t2] / sum * v[i];
+                    }
+                    o[i] = (float)acc;
+                }
+                free(e);
+            }
+}
+
+void lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int NH, int NKV, int HD) {
+    const int QW = (NH + 2 * NKV) * HD, group = NH / NKV;
+    const double scale = 1.0 / sqrt((double)HD);
+    /* One task per (batch, kv head): it owns the k and v gradients of that kv head and the
+     * q gradients of the query heads that read it, so tasks never write the same element. */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int kvh = 0; kvh < NKV; kvh++) {
+            double *dpre = malloc((size_t)T * sizeof(double));
+            for (int h = kvh * group; h < (kvh + 1) * group; h++)
+                for (int t = 0; t < T; t++) {
+                    const float *a = att + (((int64_t)b * NH + h) * T + t) * T;
+                    const float *dy = dout + ((int64_t)b * T + t) * (NH * HD) + h * HD;
+                    const float *q = qkv + ((int64_t)b * T + t) * QW + h * HD;
+                    float *dq = dqkv + ((int64_t)b * T + t) * QW + h * HD;
+                    /* datt[t2] = dy . v[t2]; dv[t2] += att[t2] dy */
+                    double dot = 0.0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const int64_t row = ((int64_t)b * T + t2) * QW;
+                        const float *v = qkv + row + (NH + NKV + kvh) * HD;
+                        float *dv = dqkv + row + (NH + NKV + kvh) * HD;
+                        double datt = 0.0;
+                        for (int i = 0; i < HD; i++) {
+                            datt += (double)dy[i] * v[i];
+                            dv[i] += (float)((double)a[t2] * dy[i]);
+                        }
+                        dpre[t2] = datt;
+                        dot += datt * a[t2];
+                    }
+                    /* softmax backward, then through the scaled dot products */
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        const int64_t row = ((int64_t)b * T + t2) * QW;
+                        const float *k = qkv + row + (NH + kvh) * HD;
+                        float *dk = dqkv + row + (NH + kvh) * HD;
+                        double ds = a[t2] * (dpre[t2] - dot) * scale;
+                        for (int i = 0; i < HD; i++) {
+                            dq[i] += (float)(ds * k[i]);
+                            dk[i] += (float)(ds * q[i]);
+                        }
+                    }
+                }
+            free(dpre);
+        }
+}
+
+/* --- rope --------------------------------------------------------------------------- */
+
+void lb_ref_rope_freqs(const lb_model_config *cfg, float *inv_freq) {
+    const int HD = lb_model_head_dim(cfg);
+    const lb_rope_scaling *s = &cfg->rope_scaling;
+    for (int i = 0; i < HD / 2; i++) {
+        double f = pow((double)cfg->rope_theta, -2.0 * i / HD);
+        if (s->enabled) {
+            const double pi = 3.14159265358979323846;
+            double wavelen = 2.0 * pi / f;
+            double low_wavelen = s->original_max_pos / (double)s->low_freq_factor;
+            double high_wavelen = s->original_max_pos / (double)s->high_freq_factor;
+            if (wavelen > low_wavelen) {
+                f /= s->factor;
+            } else if (wavelen >= high_wavelen) {
+                double smooth = (s->original_max_pos / wavelen - s->low_freq_factor) /
+                                ((double)s->high_freq_factor - s->low_freq_factor);
+                f = (1.0 - smooth) * f / s->factor + smooth * f;
+            }
+        }
+        inv_freq[i] = (float)f;
+    }
+}
+
+/* Rotates q and k heads by sign * t * inv_freq; copies v. */
+static void rope_rotate(float *out, const float *inp, const float *inv_freq, int B, int T,
+                        int NH, int NKV, int HD, double sign) {
+    const int QW = (NH + 2 * NKV) * HD, half = HD / 2;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const int64_t row = ((int64_t)b * T + t) * QW;
+            for (int h = 0; h < NH + NKV; h++) {
+                const float *x = inp + row + h * HD;
+                float *y = out + row + h * HD;
+                for (int i = 0; i < half; i++) {
+                    double ang = sign * t * (double)inv_freq[i];
+                    double c = cos(ang), s = sin(ang);
+                    double x0 = x[i], x1 = x[i + half];
+                    y[i] = (float)(x0 * c - x1 * s);
+                    y[i + half] = (float)(x1 * c + x0 * s);
+                }
+            }
+            if (out != inp)
+                memcpy(out + row + (NH + NKV) * HD, inp + row + (NH + NKV) * HD,
+                       (size_t)NKV * HD * sizeof(float));
+        }
+}
+
+void lb_ref_rope_forward(float *out, const float *inp, const float *inv_freq, int B, int T,
+                         int NH, int NKV, int HD) {
+    rope_rotate(out, inp, inv_freq, B, T, NH, NKV, HD, 1.0);
+}
+
+void lb_ref_rope_backward(float *dinp, const float *dout, const float *inv_freq, int B, int T,
+                          int NH, int NKV, int HD) {
+    rope_rotate(dinp, dout, inv_freq, B, T, NH, NKV, HD, -1.0);
+}
+
+/* --- activations -------------------------------------------------------------------- */
+
+#define GELU_SCALE 0.7978845608028654 /* sqrt(2 / pi) */
+
+void lb_ref_gelu_forward(float *out, const float *inp, int64_t N) {
+    for (int64_t i = 0; i < N; i++) {
+        double x = inp[i];
+        out[i] = (float)(0.5 * x * (1.0 + tanh(GELU_SCALE * (x + 0.044715 * x * x * x))));
+    }
+}
+
+void lb_ref_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t N) {
+    for (int64_t i = 0; i < N; i++) {
+        double x = inp[i];
+        double u = GELU_SCALE * (x + 0.044715 * x * x * x);
+        double th = tanh(u);
+        double du = GELU_SCALE * (1.0 + 3.0 * 0.044715 * x * x);
+        double grad = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du;
+        dinp[i] += (float)(grad * dout[i]);
+    }
+}
+
+void lb_ref_swiglu_forward(float *out, const float *inp, int B, int T, int F) {
+    for (int64_t r = 0; r < (int64_t)B * T; r++) {
+        const float *gate = inp + r * 2 * F, *up = gate + F;
+        float *o = out + r * F;
+        for (int i = 0; i < F; i++) {
+            double g = gate[i];
+            o[i] = (float)(g / (1.0 + exp(-g)) * up[i]);
+        }
+    }
+}
+
+void lb_ref_swiglu_backward(float *dinp, const float *dout, const float *inp, int B, int T,
+                            int F) {
+    for (int64_t r = 0; r < (int64_t)B * T; r++) {
+        const float *gate = inp + r * 2 * F, *up = gate + F;
+        float *dgate = dinp + r * 2 * F, *dup = dgate + F;
+        const float *dy = dout + r * F;
+        for (int i = 0; i < F; i++) {
+            double g = gate[i], sig = 1.0 / (1.0 + exp(-g));
+            dgate[i] += (float)(dy[i] * (double)up[i] * sig * (1.0 + g * (1.0 - sig)));
+            dup[i] += (float)(dy[i] * g * sig);
+        }
+    }
+}
+
+/* --- residual ----------------------------------------------------------------------- */
+
+void lb_ref_residual_forward(float *out, const float *a, const float *b, int64_t N) {
+    for (int64_t i = 0; i < N; i++) out[i] = a[i] + b[i];
+}
+
+void lb_ref_residual_backward(float *da, float *db, const float *dout, int64_t N) {
+    for (int64_t i = 0; i < N; i++) {
+        da[i] += dout[i];
+        db[i] += dout[i];
+    }
+}
+
+/* --- loss --------------------------------------------------------------------------- */
+
+void lb_ref_softmax_crossentropy_forward(float *losses, float *probs, const float *logits,
+                                         const int32_t *targets, int B, int T, int V) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < (int64_t)B * T; r++) {
+        const float *z = logits + r * V;
+        float *p = probs + r * V;
+        double mx = -INFINITY;
+        for (int i = 0; i < V; i++)
+            if (z[i] > mx) mx = z[i];
+        double sum = 0.0;
+        for (int i = 0; i < V; i++) sum += exp(z[i] - mx);
+        for (int i = 0; i < V; i++) p[i] = (float)(exp(z[i] - mx) / sum);
+        /* -log softmax computed from the logits, not from the rounded probability */
+        losses[r] = (float)(log(sum) - (z[targets[r]] - mx));
+    }
+}
+
+void lb_ref_softmax_crossentropy_backward(float *dlogits, const float *probs,
+                                          const int32_t *targets, float dloss, int B, int T,
+                                          int V) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < (int64_t)B * T; r++) {
+        const float *p = probs + r * V;
+        float *d = dlogits + r * V;
+        for (int i = 0; i < V; i++)
+            d[i] += (float)(((double)p[i] - (i == targets[r] ? 1.0 : 0.0)) * dloss);
+    }
+}
+
+/* --- optimizer ---------------------------------------------------------------------- */
+
+double lb_ref_sum_squares(const float *x, int64_t n) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; i++) acc += (double)x[i] * x[i];
+    return acc;
+}
+
+float lb_ref_clip_scale(double norm, float max_norm) {
+    if (max_norm <= 0.0f) return 1.0f;
+    double s = max_norm / (norm + 1e-6);
+    return s < 1.0 ? (float)s : 1.0f;
+}
+
+void lb_ref_adamw_update(float *param, const float *grad, float *m, float *v, int64_t n,
+                         float lr, float beta1, float beta2, float eps, float weight_decay,
+                         float grad_scale, int step) {
+    const double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
+    const double step_size = lr / bc1, bc2_sqrt = sqrt(bc2);
+    for (int64_t i = 0; i < n; i++) {
+        double g = (double)grad[i] * grad_scale;
+        double p = param[i] * (1.0 - (double)lr * weight_decay);
+        double mi = beta1 * (double)m[i] + (1.0 - beta1) * g;
+        double vi = beta2 * (double)v[i] + (1.0 - beta2) * g * g;
+        m[i] = (float)mi;
+        v[i] = (float)vi;
+        param[i] = (float)(p - step_size * mi / (sqrt(vi) / bc2_sqrt + eps));
+    }
+}
