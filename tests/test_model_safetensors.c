@@ -1,0 +1,111 @@
+/* The safetensors reader on well-formed and malformed images: every malformed header is an
+ * LB_ERR_FORMAT naming what is wrong, never an out-of-bounds read. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "model/safetensors.h"
+
+/* Builds header length + JSON + data bytes into buf; returns the image size. */
+static size_t image(unsigned char *buf, const char *json, const void *data, size_t data_bytes) {
+    uint64_t n = strlen(json);
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(n >> (8 * i));
+    memcpy(buf + 8, json, n);
+    memcpy(buf + 8 + n, data, data_bytes);
+    return 8 + n + data_bytes;
+}
+
+static lb_status parse(const unsigned char *buf, size_t n, lb_safetensors *st, lb_err *err) {
+    memset(st, 0, sizeof *st);
+    snprintf(st->path, sizeof st->path, "mem");
+    return lb_safetensors_parse(st, buf, n, err);
+}
+
+static void test_model_safetensors_reads_tensors_and_metadata(void **state) {
+    (void)state;
+    unsigned char buf[512];
+    const float x[3] = {1.5f, -2.0f, 0.25f};
+    const int32_t k[2] = {7, -1};
+    unsigned char data[20];
+    memcpy(data, k, 8);
+    memcpy(data + 8, x, 12);
+    size_t n = image(buf,
+                     "{\"__metadata__\":{\"model\":\"tiny\"},"
+                     "\"x\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[8,20]},"
+                     "\"k\":{\"dtype\":\"I32\",\"shape\":[1,2],\"data_offsets\":[0,8]}}",
+                     data, sizeof data);
+    lb_safetensors st;
+    lb_err err;
+    assert_int_equal(parse(buf, n, &st, &err), LB_OK);
+    assert_int_equal(st.n_tensors, 2);
+    const lb_st_tensor *t = lb_safetensors_find(&st, "x");
+    assert_non_null(t);
+    assert_int_equal(t->dtype, LB_ST_F32);
+    assert_int_equal(t->ndim, 1);
+    assert_int_equal(t->numel, 3);
+    assert_memory_equal(t->data, x, sizeof x);
+    t = lb_safetensors_find(&st, "k");
+    assert_int_equal(t->shape[1], 2);
+    assert_int_equal(((const int32_t *)t->data)[1], -1);
+    assert_null(lb_safetensors_find(&st, "y"));
+    assert_string_equal(lb_safetensors_meta(&st, "model"), "tiny");
+    assert_null(lb_safetensors_meta(&st, "seed"));
+    lb_safetensors_close(&st);
+}
+
+static void expect_format_error(const char *json, size_t data_bytes, const char *needle) {
+    unsigned char buf[512], data[64] = {0};
+    size_t n = image(buf, json, data, data_bytes);
+    lb_safetensors st;
+    lb_err err;
+    assert_int_equal(parse(buf, n, &st, &err), LB_ERR_FORMAT);
+    if (!strstr(err.msg, needle)) fail_msg("message '%s' lacks '%s'", err.msg, needle);
+    assert_int_equal(st.n_tensors, 0);
+    assert_null(st.tensors);
+}
+
+static void test_model_safetensors_refuses_malformed_headers(void **state) {
+    (void)state;
+    expect_format_error("[1,2]", 0, "not a JSON object");
+    expect_format_error("{\"x\":", 0, "not a JSON object");
+    expect_format_error("{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8,
+                        "outside");
+    expect_format_error("{\"x\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,16]}}", 16,
+                        "shape needs 12");
+    expect_format_error("{\"x\":{\"dtype\":\"Q4\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+                        "unknown dtype");
+    expect_format_error("{\"x\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4,
+                        "dimension 0");
+    expect_format_error("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,4]}}", 8,
+                        "outside");
+    expect_format_error("{\"x\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "data_offsets");
+    expect_format_error("{\"__metadata__\":{\"a\":1}}", 0, "not a string");
+}
+
+static void test_model_safetensors_refuses_truncated_files(void **state) {
+    (void)state;
+    unsigned char buf[64] = {0};
+    lb_safetensors st;
+    lb_err err;
+    assert_int_equal(parse(buf, 5, &st, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "8-byte"));
+    buf[0] = 200; /* header length 200 in a 64-byte file */
+    assert_int_equal(parse(buf, sizeof buf, &st, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "past the end"));
+    assert_int_equal(lb_safetensors_open(&st, "/nonexistent/w.safetensors", &err), LB_ERR_IO);
+    assert_non_null(strstr(err.msg, "/nonexistent/w.safetensors"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_safetensors_reads_tensors_and_metadata),
+        cmocka_unit_test(test_model_safetensors_refuses_malformed_headers),
+        cmocka_unit_test(test_model_safetensors_refuses_truncated_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
