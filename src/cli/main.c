@@ -18,6 +18,7 @@ typedef struct {
 static const command commands[] = {
     {"env", lb_cmd_env, "what this machine is: CPU, memory, GPUs, driver, CUDA, NCCL, MPI"},
     {"results", lb_cmd_results, "stored runs: list, show ID, export [ID...] as JSON or CSV"},
+    {"serve", lb_cmd_serve, "OpenAI-compatible HTTP server (synthetic tokens for now)"},
 };
 
 static void print_help(void) {

@@ -1,0 +1,149 @@
+/* cmd_serve.c: `llmbench serve`: an OpenAI-compatible HTTP server (sut/server.h).
+ *
+ * With --synthetic the tokens come from the synthetic source (sut/synthetic.h) with the
+ * given timing; the built-in engine is not part of this build yet, and saying so is the
+ * only thing serve does without --synthetic. The first line on stdout is
+ * "listening on http://HOST:PORT" (flushed), so scripts and tests can start it on port 0
+ * and read the port. It serves until SIGINT or SIGTERM, then drains and exits 0; the
+ * counters go to stderr, or as one JSON document to stdout with --json. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "sut/server.h"
+#include "sut/synthetic.h"
+
+/* Each connection is a descriptor: allow as many as the hard limit does. */
+static void raise_fd_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            LB_WARN("serve: could not raise the open-file limit: %s", strerror(errno));
+    }
+}
+
+static void print_stats(const lb_server_stats *st, double uptime_s, bool json) {
+    if (json) {
+        printf("{\"requests\":%llu,\"streamed\":%llu,\"completed\":%llu,\"faults\":%llu,"
+               "\"client_errors\":%llu,\"aborted\":%llu,\"tokens\":%llu,\"uptime_s\":%.3f}\n",
+               (unsigned long long)st->requests, (unsigned long long)st->streamed,
+               (unsigned long long)st->completed, (unsigned long long)st->faults,
+               (unsigned long long)st->client_errors, (unsigned long long)st->aborted,
+               (unsigned long long)st->tokens, uptime_s);
+        fflush(stdout);
+        return;
+    }
+    fprintf(stderr,
+            "serve: %llu completion requests (%llu streamed): %llu completed, %llu faults, "
+            "%llu client errors, %llu aborted; %llu tokens sent in %.1f s\n",
+            (unsigned long long)st->requests, (unsigned long long)st->streamed,
+            (unsigned long long)st->completed, (unsigned long long)st->faults,
+            (unsigned long long)st->client_errors, (unsigned long long)st->aborted,
+            (unsigned long long)st->tokens, uptime_s);
+}
+
+int lb_cmd_serve(int argc, char **argv) {
+    lb_server_params sp = lb_server_default_params();
+    lb_synthetic_params syn = lb_synthetic_default_params();
+    bool synthetic = false;
+    const char *fault = "none";
+    int64_t port = sp.port, threads = 0, max_tokens = sp.max_tokens, seed = 1;
+    double drain_s = 5.0;
+    const lb_arg_spec specs[] = {
+        {"--synthetic", LB_ARG_FLAG, &synthetic, NULL,
+         "serve synthetic tokens with the timing below (required: the built-in engine is "
+         "not available yet)", 0, 0, NULL},
+        {"--host", LB_ARG_STRING, &sp.host, "ADDR", "address to listen on (default 127.0.0.1)",
+         0, 0, NULL},
+        {"--port", LB_ARG_INT, &port, "P", "TCP port; 0 picks a free one (default 8000)", 0,
+         65535, NULL},
+        {"--ttft-ms", LB_ARG_DOUBLE, &syn.ttft_ms, "MS",
+         "first token this long after the request arrives (default 0)", 0, 3.6e6, NULL},
+        {"--tpot-ms", LB_ARG_DOUBLE, &syn.tpot_ms, "MS",
+         "each further token this long after the previous one (default 0)", 0, 3.6e6, NULL},
+        {"--max-tokens", LB_ARG_INT, &max_tokens, "N",
+         "cap on output tokens per request; a request without max_tokens gets 16 "
+         "(default 4096)", 1, 1e7, NULL},
+        {"--model", LB_ARG_STRING, &sp.model, "NAME",
+         "model id for /v1/models and for requests that name none (default synthetic)", 0, 0,
+         NULL},
+        {"--threads", LB_ARG_INT, &threads, "N", "worker threads (default: online cores)", 0,
+         4096, NULL},
+        {"--fault", LB_ARG_CHOICE, &fault, "MODE",
+         "make requests fail: drop, stall, bad-json, 500, truncate (default none)", 0, 0,
+         "none|drop|stall|bad-json|500|truncate"},
+        {"--fault-rate", LB_ARG_DOUBLE, &sp.fault_rate, "R",
+         "fraction of completion requests that get the fault (default 1)", 0, 1, NULL},
+        {"--seed", LB_ARG_INT, &seed, "S", "seed of the token text and the fault draw (default 1)",
+         0, 0, NULL},
+        {"--drain", LB_ARG_DOUBLE, &drain_s, "S",
+         "on SIGINT/SIGTERM, seconds in-flight requests get to finish (default 5)", 0, 3600,
+         NULL},
+    };
+    static const char summary[] =
+        "Serves an OpenAI-compatible HTTP API (POST /v1/completions, POST "
+        "/v1/chat/completions, GET /v1/models, GET /health), streamed (SSE) or not. With "
+        "--synthetic the tokens are pseudo-words timed by --ttft-ms and --tpot-ms: the peer "
+        "for testing 'llmbench load' and measuring its capacity. Prints 'listening on "
+        "http://HOST:PORT' first; runs until SIGINT or SIGTERM; prints its counters on exit.";
+    const lb_cli_command cmd = {
+        .command = "serve",
+        .usage = "--synthetic [options]",
+        .summary = summary,
+        .specs = specs,
+        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+    };
+    lb_cli_common common;
+    const char *pos[1];
+    int npos;
+    bool help;
+    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
+    if (st != LB_OK) return lb_status_exit_code(st);
+    if (help) return 0;
+    if (!synthetic) {
+        fprintf(stderr, "llmbench serve: the built-in inference engine is not available in "
+                        "this version; use --synthetic to serve synthetic tokens\n");
+        return 2;
+    }
+    sp.port = (int)port;
+    sp.threads = (int)threads;
+    sp.max_tokens = max_tokens;
+    sp.fault = (lb_fault_mode)lb_fault_mode_parse(fault);
+    sp.seed = (uint64_t)seed;
+    syn.seed = (uint64_t)seed;
+
+    raise_fd_limit();
+    lb_err err = {{0}};
+    lb_token_source src = {0};
+    lb_server *srv = NULL;
+    st = lb_synthetic_init(&syn, &src, &err);
+    if (st == LB_OK) st = lb_server_start(&sp, &src, &srv, &err);
+    if (st != LB_OK) {
+        fprintf(stderr, "llmbench serve: %s\n", err.msg);
+        lb_synthetic_free(&src);
+        return lb_status_exit_code(st);
+    }
+    int64_t t0 = lb_clock_now_ns();
+    bool v6 = strchr(sp.host, ':') != NULL;
+    printf("listening on http://%s%s%s:%d\n", v6 ? "[" : "", sp.host, v6 ? "]" : "",
+           lb_server_port(srv));
+    fflush(stdout);
+
+    while (!lb_interrupted()) nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+    LB_INFO("serve: signal %d: draining", lb_interrupt_signal());
+    lb_server_shutdown(srv, drain_s);
+    lb_server_stats stats;
+    lb_server_get_stats(srv, &stats);
+    print_stats(&stats, (double)(lb_clock_now_ns() - t0) / 1e9, common.json);
+    lb_server_free(srv);
+    lb_synthetic_free(&src);
+    return 0;
+}

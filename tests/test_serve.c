@@ -1,0 +1,482 @@
+/* test_serve.c: the OpenAI-compatible server (sut/server.h) over the synthetic source,
+ * exercised with real HTTP on 127.0.0.1 through libcurl, in process. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+
+#include "core/clock.h"
+#include "sut/server.h"
+#include "sut/synthetic.h"
+
+#define MAX_EVENTS 512
+
+/* ---- a small client ---- */
+
+typedef struct {
+    CURLcode rc;
+    long status;
+    char *body;
+    size_t len, cap;
+    int64_t t0_ns;
+    size_t scan;                  /* SSE: bytes already split into events */
+    int n_events;
+    char *events[MAX_EVENTS];     /* data payloads, in order */
+    double event_ms[MAX_EVENTS];  /* when each event was complete, ms after the send */
+} reply;
+
+static size_t on_data(char *data, size_t size, size_t nmemb, void *cls) {
+    reply *r = cls;
+    size_t n = size * nmemb;
+    if (r->len + n + 1 > r->cap) {
+        r->cap = (r->len + n + 1) * 2;
+        r->body = realloc(r->body, r->cap);
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = '\0';
+    double ms = (double)(lb_clock_now_ns() - r->t0_ns) / 1e6;
+    char *end;
+    while ((end = strstr(r->body + r->scan, "\n\n")) != NULL) {
+        const char *ev = r->body + r->scan;
+        if (strncmp(ev, "data: ", 6) == 0 && r->n_events < MAX_EVENTS) {
+            r->events[r->n_events] = strndup(ev + 6, (size_t)(end - ev - 6));
+            r->event_ms[r->n_events++] = ms;
+        }
+        r->scan = (size_t)(end - r->body) + 2;
+    }
+    return n;
+}
+
+static void reply_free(reply *r) {
+    free(r->body);
+    for (int i = 0; i < r->n_events; i++) free(r->events[i]);
+    memset(r, 0, sizeof *r);
+}
+
+static CURL *make_request(int port, const char *method, const char *path, const char *body,
+                          reply *out, long timeout_ms) {
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    out->t0_ns = lb_clock_now_ns();
+    return c;
+}
+
+static void http(int port, const char *method, const char *path, const char *body, reply *out,
+                 long timeout_ms) {
+    memset(out, 0, sizeof *out);
+    CURL *c = make_request(port, method, path, body, out, timeout_ms);
+    out->rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+    curl_easy_cleanup(c);
+}
+
+static void post(int port, const char *path, const char *body, reply *out) {
+    http(port, "POST", path, body, out, 10000);
+}
+
+/* ---- a server per test ---- */
+
+typedef struct {
+    lb_token_source src;
+    lb_server *srv;
+    int port;
+} fixture;
+
+static void start(fixture *f, double ttft_ms, double tpot_ms, lb_fault_mode fault, double rate,
+                  uint64_t seed) {
+    lb_synthetic_params sp = lb_synthetic_default_params();
+    sp.ttft_ms = ttft_ms;
+    sp.tpot_ms = tpot_ms;
+    lb_err err = {{0}};
+    assert_int_equal(lb_synthetic_init(&sp, &f->src, &err), LB_OK);
+    lb_server_params p = lb_server_default_params();
+    p.port = 0;
+    p.threads = 2;
+    p.max_tokens = 64;
+    p.fault = fault;
+    p.fault_rate = rate;
+    p.seed = seed;
+    lb_status st = lb_server_start(&p, &f->src, &f->srv, &err);
+    if (st != LB_OK) fail_msg("server did not start: %s", err.msg);
+    f->port = lb_server_port(f->srv);
+    assert_true(f->port > 0);
+}
+
+static void stop(fixture *f) {
+    lb_server_free(f->srv);
+    lb_synthetic_free(&f->src);
+}
+
+static json_t *parse(const char *text) {
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    if (!j) fail_msg("not JSON (%s): %s", je.text, text);
+    return j;
+}
+
+static int64_t get_int(json_t *j, const char *path1, const char *path2) {
+    json_t *v = json_object_get(j, path1);
+    if (path2) v = json_object_get(v, path2);
+    assert_true(json_is_integer(v));
+    return json_integer_value(v);
+}
+
+static int count_words(const char *s) {
+    return (int)lb_synthetic_count_words(s, strlen(s));
+}
+
+/* ---- tests ---- */
+
+static void test_serve_completion_body_has_text_and_usage(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    post(f.port, "/v1/completions",
+         "{\"model\":\"m-1\",\"prompt\":\"one two  three\\nfour\",\"max_tokens\":5,"
+         "\"temperature\":0.7}",
+         &r);
+    assert_int_equal(r.rc, CURLE_OK);
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(r.body);
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "text_completion");
+    assert_string_equal(json_string_value(json_object_get(j, "model")), "m-1");
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    const char *text = json_string_value(json_object_get(c0, "text"));
+    assert_non_null(text);
+    assert_int_equal(count_words(text), 5);
+    assert_memory_equal(text, "tok", 3);
+    assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "length");
+    assert_int_equal(get_int(j, "usage", "prompt_tokens"), 4);
+    assert_int_equal(get_int(j, "usage", "completion_tokens"), 5);
+    assert_int_equal(get_int(j, "usage", "total_tokens"), 9);
+    json_decref(j);
+    reply_free(&r);
+    stop(&f);
+}
+
+static void test_serve_chat_body_has_message_and_usage(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    post(f.port, "/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+         "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hello there you\"}]}],"
+         "\"max_tokens\":50,\"max_completion_tokens\":3}",
+         &r);
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(r.body);
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion");
+    assert_string_equal(json_string_value(json_object_get(j, "model")), "synthetic");
+    json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    assert_string_equal(json_string_value(json_object_get(msg, "role")), "assistant");
+    assert_int_equal(count_words(json_string_value(json_object_get(msg, "content"))), 3);
+    assert_int_equal(get_int(j, "usage", "prompt_tokens"), 5);
+    assert_int_equal(get_int(j, "usage", "completion_tokens"), 3);
+    json_decref(j);
+    reply_free(&r);
+    stop(&f);
+}
+
+static void test_serve_max_tokens_defaults_to_16_and_is_capped(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    post(f.port, "/v1/completions", "{\"prompt\":\"x\"}", &r);
+    json_t *j = parse(r.body);
+    assert_int_equal(get_int(j, "usage", "completion_tokens"), 16);
+    json_decref(j);
+    reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1000}", &r);
+    j = parse(r.body);
+    assert_int_equal(get_int(j, "usage", "completion_tokens"), 64); /* the fixture's cap */
+    json_decref(j);
+    reply_free(&r);
+    stop(&f);
+}
+
+static void test_serve_prompt_arrays_count_every_part(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    post(f.port, "/v1/completions", "{\"prompt\":[\"a b\",\"c\"],\"max_tokens\":1}", &r);
+    json_t *j = parse(r.body);
+    assert_int_equal(get_int(j, "usage", "prompt_tokens"), 3);
+    json_decref(j);
+    reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":[101,7,9,12],\"max_tokens\":1}", &r);
+    j = parse(r.body);
+    assert_int_equal(get_int(j, "usage", "prompt_tokens"), 4);
+    json_decref(j);
+    reply_free(&r);
+    stop(&f);
+}
+
+/* Checks a streamed completion: n token events of one word each, the usage event when
+ * asked for, [DONE] last; returns the streamed text (caller frees). */
+static char *check_stream(const reply *r, int n, bool chat, bool usage) {
+    assert_int_equal(r->rc, CURLE_OK);
+    assert_int_equal(r->status, 200);
+    assert_int_equal(r->n_events, n + (usage ? 1 : 0) + 1);
+    assert_string_equal(r->events[r->n_events - 1], "[DONE]");
+    char *text = calloc(1, 64 * (size_t)n + 1);
+    for (int i = 0; i < n; i++) {
+        json_t *j = parse(r->events[i]);
+        assert_string_equal(json_string_value(json_object_get(j, "object")),
+                            chat ? "chat.completion.chunk" : "text_completion");
+        json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+        const char *tok = chat ? json_string_value(json_object_get(
+                                     json_object_get(c0, "delta"), "content"))
+                               : json_string_value(json_object_get(c0, "text"));
+        assert_non_null(tok);
+        assert_int_equal(count_words(tok), 1);
+        strcat(text, tok);
+        json_t *fr = json_object_get(c0, "finish_reason");
+        if (i == n - 1)
+            assert_string_equal(json_string_value(fr), "length");
+        else
+            assert_true(json_is_null(fr));
+        json_decref(j);
+    }
+    if (usage) {
+        json_t *j = parse(r->events[n]);
+        assert_int_equal(json_array_size(json_object_get(j, "choices")), 0);
+        assert_int_equal(get_int(j, "usage", "completion_tokens"), n);
+        json_decref(j);
+    }
+    return text;
+}
+
+static void test_serve_stream_sends_one_chunk_per_token_then_usage_then_done(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    post(f.port, "/v1/completions",
+         "{\"prompt\":\"same prompt\",\"max_tokens\":7,\"stream\":true,"
+         "\"stream_options\":{\"include_usage\":true}}",
+         &r);
+    char *streamed = check_stream(&r, 7, false, true);
+    json_t *u = parse(r.events[7]);
+    assert_int_equal(get_int(u, "usage", "prompt_tokens"), 2);
+    json_decref(u);
+    reply_free(&r);
+    /* The same prompt, not streamed, gives the same text. */
+    post(f.port, "/v1/completions", "{\"prompt\":\"same prompt\",\"max_tokens\":7}", &r);
+    json_t *j = parse(r.body);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text")),
+        streamed);
+    json_decref(j);
+    free(streamed);
+    reply_free(&r);
+    stop(&f);
+}
+
+static void test_serve_chat_stream_without_usage_ends_with_done(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    post(f.port, "/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4,"
+         "\"stream\":true}",
+         &r);
+    free(check_stream(&r, 4, true, false));
+    json_t *first = parse(r.events[0]);
+    json_t *delta = json_object_get(json_array_get(json_object_get(first, "choices"), 0), "delta");
+    assert_string_equal(json_string_value(json_object_get(delta, "role")), "assistant");
+    json_decref(first);
+    reply_free(&r);
+    stop(&f);
+}
+
+static void test_serve_stream_timing_follows_ttft_and_tpot(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 50, 10, LB_FAULT_NONE, 0, 1);
+    reply r;
+    post(f.port, "/v1/completions", "{\"prompt\":\"t\",\"max_tokens\":11,\"stream\":true}", &r);
+    free(check_stream(&r, 11, false, false));
+    double ttft = r.event_ms[0];
+    double tpot = (r.event_ms[10] - r.event_ms[0]) / 10.0;
+    /* Never early; late by at most 20 ms on a loaded CI machine. */
+    assert_true(ttft >= 49.0);
+    assert_true(ttft <= 70.0);
+    assert_true(tpot >= 9.0);
+    assert_true(tpot <= 13.0);
+    reply_free(&r);
+    /* A whole response arrives when its last token is due: 50 + 10 * 10 ms. */
+    post(f.port, "/v1/completions", "{\"prompt\":\"t\",\"max_tokens\":11}", &r);
+    assert_int_equal(r.status, 200);
+    double total_ms = (double)(lb_clock_now_ns() - r.t0_ns) / 1e6;
+    assert_true(total_ms >= 149.0);
+    assert_true(total_ms <= 200.0);
+    reply_free(&r);
+    stop(&f);
+}
+
+/* 200 streams of 16 tokens, 20 ms apart, on 2 server threads: if a delay held a thread,
+ * they would take 200 * 300 ms / 2 = 30 s; parked connections finish in about 300 ms. */
+static void test_serve_delays_do_not_block_threads(void **state) {
+    (void)state;
+    enum { N = 200 };
+    fixture f;
+    start(&f, 0, 20, LB_FAULT_NONE, 0, 1);
+    CURLM *m = curl_multi_init();
+    curl_multi_setopt(m, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)N);
+    reply *rs = calloc(N, sizeof *rs);
+    CURL *hs[N];
+    int64_t t0 = lb_clock_now_ns();
+    for (int i = 0; i < N; i++) {
+        hs[i] = make_request(f.port, "POST", "/v1/completions",
+                             "{\"prompt\":\"p\",\"max_tokens\":16,\"stream\":true}", &rs[i],
+                             20000);
+        curl_multi_add_handle(m, hs[i]);
+    }
+    int running = 1;
+    while (running) {
+        curl_multi_perform(m, &running);
+        if (running) curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    double wall_ms = (double)(lb_clock_now_ns() - t0) / 1e6;
+    CURLMsg *msg;
+    int left, ok = 0;
+    while ((msg = curl_multi_info_read(m, &left)) != NULL)
+        if (msg->msg == CURLMSG_DONE && msg->data.result == CURLE_OK) ok++;
+    assert_int_equal(ok, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(rs[i].n_events, 17);
+        curl_multi_remove_handle(m, hs[i]);
+        curl_easy_cleanup(hs[i]);
+        reply_free(&rs[i]);
+    }
+    free(rs);
+    curl_multi_cleanup(m);
+    assert_true(wall_ms >= 300.0);
+    assert_true(wall_ms < 3000.0);
+    lb_server_stats st;
+    lb_server_get_stats(f.srv, &st);
+    assert_int_equal(st.completed, N);
+    assert_int_equal(st.tokens, N * 16);
+    stop(&f);
+}
+
+static void test_serve_rejects_malformed_requests_with_openai_errors(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    struct {
+        const char *method, *path, *body;
+        long status;
+    } cases[] = {
+        {"POST", "/v1/completions", "{\"prompt\":", 400},
+        {"POST", "/v1/completions", "[1,2]", 400},
+        {"POST", "/v1/completions", "{\"max_tokens\":3}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":0}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":\"9\"}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":[[1,2],[3]]}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":2}", 400},
+        {"POST", "/v1/chat/completions", "{\"prompt\":\"x\"}", 400},
+        {"POST", "/v1/chat/completions", "{\"messages\":[]}", 400},
+        {"GET", "/v1/completions", NULL, 405},
+        {"POST", "/v1/models", "{}", 405},
+        {"GET", "/v2/anything", NULL, 404},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        reply r;
+        http(f.port, cases[i].method, cases[i].path, cases[i].body, &r, 5000);
+        if (r.status != cases[i].status)
+            fail_msg("case %zu (%s %s %s): status %ld, expected %ld", i, cases[i].method,
+                     cases[i].path, cases[i].body ? cases[i].body : "", r.status,
+                     cases[i].status);
+        json_t *j = parse(r.body);
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        assert_non_null(msg);
+        assert_true(strlen(msg) > 10);
+        json_decref(j);
+        reply_free(&r);
+    }
+    lb_server_stats st;
+    lb_server_get_stats(f.srv, &st);
+    assert_int_equal(st.client_errors, sizeof cases / sizeof cases[0]);
+    assert_int_equal(st.completed, 0);
+    stop(&f);
+}
+
+static void test_serve_lists_models_and_reports_health(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    http(f.port, "GET", "/v1/models", NULL, &r, 5000);
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(r.body);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(j, "data"), 0), "id")),
+        "synthetic");
+    json_decref(j);
+    reply_free(&r);
+    http(f.port, "GET", "/health", NULL, &r, 5000);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    stop(&f);
+}
+
+static void test_serve_keeps_connections_alive(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r = {0};
+    CURL *c = make_request(f.port, "POST", "/v1/completions", "{\"prompt\":\"a\"}", &r, 5000);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(curl_easy_perform(c), CURLE_OK);
+        long new_connections = -1;
+        curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &new_connections);
+        assert_int_equal(new_connections, i == 0 ? 1 : 0);
+    }
+    curl_easy_cleanup(c);
+    reply_free(&r);
+    stop(&f);
+}
+
+int main(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_serve_completion_body_has_text_and_usage),
+        cmocka_unit_test(test_serve_chat_body_has_message_and_usage),
+        cmocka_unit_test(test_serve_max_tokens_defaults_to_16_and_is_capped),
+        cmocka_unit_test(test_serve_prompt_arrays_count_every_part),
+        cmocka_unit_test(test_serve_stream_sends_one_chunk_per_token_then_usage_then_done),
+        cmocka_unit_test(test_serve_chat_stream_without_usage_ends_with_done),
+        cmocka_unit_test(test_serve_stream_timing_follows_ttft_and_tpot),
+        cmocka_unit_test(test_serve_delays_do_not_block_threads),
+        cmocka_unit_test(test_serve_rejects_malformed_requests_with_openai_errors),
+        cmocka_unit_test(test_serve_lists_models_and_reports_health),
+        cmocka_unit_test(test_serve_keeps_connections_alive),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return failed;
+}
