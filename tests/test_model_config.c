@@ -1,14 +1,17 @@
 /* Model presets, parameter counts against published figures, the parameter layout and
  * the FLOPs-per-token formula. */
+/* cmocka.h needs these four first. */
+/* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
-
 #include <cmocka.h>
+/* clang-format on */
 
 #include "model/config.h"
+
+#include <string.h>
 
 static int64_t count_of(const char *name) {
     lb_model_config c;

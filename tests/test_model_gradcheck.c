@@ -1,19 +1,22 @@
 /* The reference model's backward against central finite differences of its own forward,
  * for both tiny models, independent of the PyTorch fixture; and the llama3 RoPE
  * frequency bands against hand-computed values. */
-#include <math.h>
+/* cmocka.h needs these four first. */
+/* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include <cmocka.h>
+/* clang-format on */
 
 #include "core/stats.h"
 #include "model/model.h"
 #include "model/ref_ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 enum { B = 2, T = 12 };
 
@@ -28,8 +31,9 @@ static void randomize(lb_model *m, uint64_t seed) {
         int norm_w = strstr(t->name, "norm") && dot && strcmp(dot, ".w") == 0;
         for (int64_t j = 0; j < t->numel; j++) {
             double z = lb_rng_normal(&rng);
-            m->params[t->offset + j] =
-                (float)(t->ndim == 2 ? 0.2 * z : norm_w ? 1.0 + 0.1 * z : 0.05 * z);
+            m->params[t->offset + j] = (float)(t->ndim == 2 ? 0.2 * z
+                                               : norm_w     ? 1.0 + 0.1 * z
+                                                            : 0.05 * z);
         }
     }
 }
@@ -80,8 +84,8 @@ static void gradcheck(const char *preset) {
             fail_msg("%s %s[%lld]: finite difference %.6g, backward %.6g", preset, t->name,
                      (long long)(best - t->offset), fd, an);
     }
-    print_message("%s: worst |fd - backward| / tolerance = %.3f over %d tensors\n", preset,
-                  worst, m.n_tensors);
+    print_message("%s: worst |fd - backward| / tolerance = %.3f over %d tensors\n", preset, worst,
+                  m.n_tensors);
     lb_model_free(&m);
 }
 
@@ -127,7 +131,8 @@ static void test_model_rope_backward_inverts_forward(void **state) {
     lb_ref_rope_freqs(&cfg, inv);
     lb_rng rng;
     lb_rng_seed(&rng, 3);
-    for (int i = 0; i < n; i++) x[i] = (float)lb_rng_normal(&rng);
+    for (int i = 0; i < n; i++)
+        x[i] = (float)lb_rng_normal(&rng);
     lb_ref_rope_forward(y, x, inv, B, T, NH, NKV, HD);
     /* position 0 is not rotated, a later one is */
     assert_memory_equal(y, x, QW * sizeof(float));
@@ -135,7 +140,8 @@ static void test_model_rope_backward_inverts_forward(void **state) {
     assert_memory_equal(y + 5 * QW + (NH + NKV) * HD, x + 5 * QW + (NH + NKV) * HD,
                         NKV * HD * sizeof(float));
     lb_ref_rope_backward(y, y, inv, B, T, NH, NKV, HD);
-    for (int i = 0; i < n; i++) assert_float_equal(y[i], x[i], 1e-5f);
+    for (int i = 0; i < n; i++)
+        assert_float_equal(y[i], x[i], 1e-5f);
     free(x);
     free(y);
 }

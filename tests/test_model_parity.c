@@ -4,21 +4,24 @@
  * floor so near-zero entries are held to the precision of the tensor as a whole), and the
  * losses of 10 AdamW steps (with clipping and weight decay) within 1e-5. Prints the
  * largest errors seen. */
-#include <math.h>
+/* cmocka.h needs these four first. */
+/* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include <cmocka.h>
+/* clang-format on */
 
 #include "model/model.h"
 #include "model/safetensors.h"
 
-#define RTOL 1e-4
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RTOL      1e-4
 #define LOSS_ATOL 1e-5
 
 typedef struct {
@@ -68,7 +71,8 @@ static void close_fixture(fixture *f) {
  * |got - ref| / (|ref| + rms(ref)), the scaled error. */
 static double compare(const char *what, const float *got, const float *ref, int64_t n) {
     double ss = 0.0;
-    for (int64_t i = 0; i < n; i++) ss += (double)ref[i] * ref[i];
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)ref[i] * ref[i];
     const double rms = sqrt(ss / (double)n);
     double worst = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -140,8 +144,7 @@ static void check_adamw(const char *preset) {
         if (dl > LOSS_ATOL)
             fail_msg("%s step %d: loss %.8f, PyTorch %.8f", preset, s, loss, ref_loss[s - 1]);
         if (dn > RTOL * ref_norm[s - 1])
-            fail_msg("%s step %d: grad norm %.8f, PyTorch %.8f", preset, s, norm,
-                     ref_norm[s - 1]);
+            fail_msg("%s step %d: grad norm %.8f, PyTorch %.8f", preset, s, norm, ref_norm[s - 1]);
         clipped += ref_norm[s - 1] > p.grad_clip;
     }
     /* The fixture must exercise clipping, and training must have moved the loss. */
@@ -149,8 +152,7 @@ static void check_adamw(const char *preset) {
     assert_true(ref_loss[steps - 1] < ref_loss[0] - 1.0);
     print_message("%s: %d AdamW steps, loss %.6f -> %.6f, max |loss diff| %.2e, max grad "
                   "norm rel err %.2e, %d steps clipped\n",
-                  preset, steps, ref_loss[0], ref_loss[steps - 1], worst_loss, worst_norm,
-                  clipped);
+                  preset, steps, ref_loss[0], ref_loss[steps - 1], worst_loss, worst_norm, clipped);
     close_fixture(&f);
 }
 

@@ -1,23 +1,35 @@
 /* The safetensors reader on well-formed and malformed images: every malformed header is an
  * LB_ERR_FORMAT naming what is wrong, never an out-of-bounds read. */
+/* cmocka.h needs these four first. */
+/* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
 #include <cmocka.h>
+/* clang-format on */
 
 #include "model/safetensors.h"
 
-/* Builds header length + JSON + data bytes into buf; returns the image size. */
-static size_t image(unsigned char *buf, const char *json, const void *data, size_t data_bytes) {
+#include <stdio.h>
+#include <string.h>
+
+/* Builds header length + JSON (space-padded to a multiple of 8 when pad) + data bytes into
+ * buf, which must be 8-byte aligned; returns the image size. */
+static size_t image_padded(unsigned char *buf, const char *json, const void *data,
+                           size_t data_bytes, int pad) {
     uint64_t n = strlen(json);
-    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(n >> (8 * i));
     memcpy(buf + 8, json, n);
+    while (pad && n % 8)
+        buf[8 + n++] = ' ';
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(n >> (8 * i));
     memcpy(buf + 8 + n, data, data_bytes);
     return 8 + n + data_bytes;
+}
+
+static size_t image(unsigned char *buf, const char *json, const void *data, size_t data_bytes) {
+    return image_padded(buf, json, data, data_bytes, 1);
 }
 
 static lb_status parse(const unsigned char *buf, size_t n, lb_safetensors *st, lb_err *err) {
@@ -28,7 +40,7 @@ static lb_status parse(const unsigned char *buf, size_t n, lb_safetensors *st, l
 
 static void test_model_safetensors_reads_tensors_and_metadata(void **state) {
     (void)state;
-    unsigned char buf[512];
+    _Alignas(8) unsigned char buf[512];
     const float x[3] = {1.5f, -2.0f, 0.25f};
     const int32_t k[2] = {7, -1};
     unsigned char data[20];
@@ -59,7 +71,8 @@ static void test_model_safetensors_reads_tensors_and_metadata(void **state) {
 }
 
 static void expect_format_error(const char *json, size_t data_bytes, const char *needle) {
-    unsigned char buf[512], data[64] = {0};
+    _Alignas(8) unsigned char buf[512];
+    unsigned char data[64] = {0};
     size_t n = image(buf, json, data, data_bytes);
     lb_safetensors st;
     lb_err err;
@@ -87,6 +100,19 @@ static void test_model_safetensors_refuses_malformed_headers(void **state) {
     expect_format_error("{\"__metadata__\":{\"a\":1}}", 0, "not a string");
 }
 
+static void test_model_safetensors_refuses_misaligned_data(void **state) {
+    (void)state;
+    _Alignas(8) unsigned char buf[128];
+    const float x = 1.0f;
+    /* 61-byte header, unpadded: the F32 data would start at an odd address */
+    size_t n = image_padded(buf, "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                            &x, sizeof x, 0);
+    lb_safetensors st;
+    lb_err err;
+    assert_int_equal(parse(buf, n, &st, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "aligned"));
+}
+
 static void test_model_safetensors_refuses_truncated_files(void **state) {
     (void)state;
     unsigned char buf[64] = {0};
@@ -106,6 +132,7 @@ int main(void) {
         cmocka_unit_test(test_model_safetensors_reads_tensors_and_metadata),
         cmocka_unit_test(test_model_safetensors_refuses_malformed_headers),
         cmocka_unit_test(test_model_safetensors_refuses_truncated_files),
+        cmocka_unit_test(test_model_safetensors_refuses_misaligned_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

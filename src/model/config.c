@@ -9,50 +9,87 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-    const char *name;
-    lb_model_config cfg;
-} preset;
+#define GPT2(nm, L, NH, D)                                                                         \
+    {                                                                                              \
+        .name = nm, .family = LB_FAMILY_GPT2, .vocab_size = 50257, .max_seq = 1024, .n_layer = L,  \
+        .n_head = NH, .n_kv_head = NH, .d_model = D, .d_ff = 4 * (D), .norm_eps = 1e-5f,           \
+        .tied_embeddings = 1, .qkv_bias = 1, .linear_bias = 1                                      \
+    }
 
-#define GPT2(nm, L, NH, D)                                                                  \
-    {nm,                                                                                   \
-     {.name = nm, .family = LB_FAMILY_GPT2, .vocab_size = 50257, .max_seq = 1024,         \
-      .n_layer = L, .n_head = NH, .n_kv_head = NH, .d_model = D, .d_ff = 4 * (D),         \
-      .norm_eps = 1e-5f, .tied_embeddings = 1, .qkv_bias = 1, .linear_bias = 1}}
-
-static const preset presets[] = {
+static const lb_model_config presets[] = {
     GPT2("gpt2-124m", 12, 12, 768),
     GPT2("gpt2-350m", 24, 16, 1024),
     GPT2("gpt2-774m", 36, 20, 1280),
     GPT2("gpt2-1558m", 48, 25, 1600),
-    {"llama3.2-1b",
-     {.name = "llama3.2-1b", .family = LB_FAMILY_LLAMA, .vocab_size = 128256,
-      .max_seq = 131072, .n_layer = 16, .n_head = 32, .n_kv_head = 8, .d_model = 2048,
-      .d_ff = 8192, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
-      .rope_scaling = {1, 32.0f, 1.0f, 4.0f, 8192}, .tied_embeddings = 1}},
-    {"llama3.1-8b",
-     {.name = "llama3.1-8b", .family = LB_FAMILY_LLAMA, .vocab_size = 128256,
-      .max_seq = 131072, .n_layer = 32, .n_head = 32, .n_kv_head = 8, .d_model = 4096,
-      .d_ff = 14336, .norm_eps = 1e-5f, .rope_theta = 500000.0f,
-      .rope_scaling = {1, 8.0f, 1.0f, 4.0f, 8192}, .tied_embeddings = 0}},
-    {"mistral-7b",
-     {.name = "mistral-7b", .family = LB_FAMILY_LLAMA, .vocab_size = 32000, .max_seq = 32768,
-      .n_layer = 32, .n_head = 32, .n_kv_head = 8, .d_model = 4096, .d_ff = 14336,
-      .norm_eps = 1e-5f, .rope_theta = 1000000.0f, .tied_embeddings = 0}},
+    {.name = "llama3.2-1b",
+     .family = LB_FAMILY_LLAMA,
+     .vocab_size = 128256,
+     .max_seq = 131072,
+     .n_layer = 16,
+     .n_head = 32,
+     .n_kv_head = 8,
+     .d_model = 2048,
+     .d_ff = 8192,
+     .norm_eps = 1e-5f,
+     .rope_theta = 500000.0f,
+     .rope_scaling = {1, 32.0f, 1.0f, 4.0f, 8192},
+     .tied_embeddings = 1},
+    {.name = "llama3.1-8b",
+     .family = LB_FAMILY_LLAMA,
+     .vocab_size = 128256,
+     .max_seq = 131072,
+     .n_layer = 32,
+     .n_head = 32,
+     .n_kv_head = 8,
+     .d_model = 4096,
+     .d_ff = 14336,
+     .norm_eps = 1e-5f,
+     .rope_theta = 500000.0f,
+     .rope_scaling = {1, 8.0f, 1.0f, 4.0f, 8192},
+     .tied_embeddings = 0},
+    {.name = "mistral-7b",
+     .family = LB_FAMILY_LLAMA,
+     .vocab_size = 32000,
+     .max_seq = 32768,
+     .n_layer = 32,
+     .n_head = 32,
+     .n_kv_head = 8,
+     .d_model = 4096,
+     .d_ff = 14336,
+     .norm_eps = 1e-5f,
+     .rope_theta = 1000000.0f,
+     .tied_embeddings = 0},
     /* Test models: small enough for a PyTorch fixture under 1 MB each. */
-    {"gpt2-tiny",
-     {.name = "gpt2-tiny", .family = LB_FAMILY_GPT2, .vocab_size = 128, .max_seq = 32,
-      .n_layer = 2, .n_head = 4, .n_kv_head = 4, .d_model = 32, .d_ff = 128,
-      .norm_eps = 1e-5f, .tied_embeddings = 1, .qkv_bias = 1, .linear_bias = 1}},
+    {.name = "gpt2-tiny",
+     .family = LB_FAMILY_GPT2,
+     .vocab_size = 128,
+     .max_seq = 32,
+     .n_layer = 2,
+     .n_head = 4,
+     .n_kv_head = 4,
+     .d_model = 32,
+     .d_ff = 128,
+     .norm_eps = 1e-5f,
+     .tied_embeddings = 1,
+     .qkv_bias = 1,
+     .linear_bias = 1},
     /* GQA (4 query heads share 2 kv heads), head_dim 16, llama3 scaling with
      * original_max_pos 32 so all three bands occur: wavelength 6.3 (< 8, unchanged), 19.9
      * (between 8 and 32, smoothed), >= 63 (divided by factor). d_ff 96 is not a multiple
      * of d_model, to catch transposed shapes. */
-    {"llama-tiny",
-     {.name = "llama-tiny", .family = LB_FAMILY_LLAMA, .vocab_size = 128, .max_seq = 64,
-      .n_layer = 2, .n_head = 4, .n_kv_head = 2, .d_model = 64, .d_ff = 96,
-      .norm_eps = 1e-5f, .rope_theta = 10000.0f, .rope_scaling = {1, 8.0f, 1.0f, 4.0f, 32},
-      .tied_embeddings = 0}},
+    {.name = "llama-tiny",
+     .family = LB_FAMILY_LLAMA,
+     .vocab_size = 128,
+     .max_seq = 64,
+     .n_layer = 2,
+     .n_head = 4,
+     .n_kv_head = 2,
+     .d_model = 64,
+     .d_ff = 96,
+     .norm_eps = 1e-5f,
+     .rope_theta = 10000.0f,
+     .rope_scaling = {1, 8.0f, 1.0f, 4.0f, 32},
+     .tied_embeddings = 0},
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
@@ -60,22 +97,22 @@ static const preset presets[] = {
 const char *const *lb_model_preset_names(void) {
     static const char *names[N_PRESETS + 1];
     if (!names[0])
-        for (size_t i = 0; i < N_PRESETS; i++) names[i] = presets[i].name;
+        for (size_t i = 0; i < N_PRESETS; i++)
+            names[i] = presets[i].name;
     return names;
 }
 
 lb_status lb_model_config_preset(const char *name, lb_model_config *out, lb_err *err) {
     for (size_t i = 0; i < N_PRESETS; i++) {
         if (name && strcmp(name, presets[i].name) == 0) {
-            *out = presets[i].cfg;
+            *out = presets[i];
             return LB_OK;
         }
     }
     char list[256] = "";
     size_t used = 0;
     for (size_t i = 0; i < N_PRESETS; i++) {
-        int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
-                         presets[i].name);
+        int n = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", presets[i].name);
         if (n < 0 || (size_t)n >= sizeof list - used) break;
         used += (size_t)n;
     }
@@ -94,9 +131,8 @@ lb_status lb_model_config_check(const lb_model_config *c, lb_err *err) {
         return lb_fail(err, LB_ERR_USAGE, "model '%s': d_model %d is not a multiple of n_head %d",
                        c->name, c->d_model, c->n_head);
     if (c->n_head % c->n_kv_head != 0)
-        return lb_fail(err, LB_ERR_USAGE,
-                       "model '%s': n_head %d is not a multiple of n_kv_head %d", c->name,
-                       c->n_head, c->n_kv_head);
+        return lb_fail(err, LB_ERR_USAGE, "model '%s': n_head %d is not a multiple of n_kv_head %d",
+                       c->name, c->n_head, c->n_kv_head);
     if (c->family == LB_FAMILY_LLAMA && lb_model_head_dim(c) % 2 != 0)
         return lb_fail(err, LB_ERR_USAGE, "model '%s': RoPE needs an even head_dim, got %d",
                        c->name, lb_model_head_dim(c));
@@ -125,15 +161,15 @@ static int64_t layout_walk(const lb_model_config *c, layout_visit visit, void *c
     const int norm_bias = c->family == LB_FAMILY_GPT2;
     int64_t at = 0;
     char name[48];
-#define EMIT(nm, layer, ndim, rows, cols)                                                   \
-    do {                                                                                   \
-        if (visit) visit(ctx, nm, layer, at, ndim, rows, cols);                           \
-        at += (int64_t)(rows) * (cols);                                                    \
+#define EMIT(nm, layer, ndim, rows, cols)                                                          \
+    do {                                                                                           \
+        if (visit) visit(ctx, nm, layer, at, ndim, rows, cols);                                    \
+        at += (int64_t)(rows) * (cols);                                                            \
     } while (0)
-#define EMIT_L(suffix, ndim, rows, cols)                                                    \
-    do {                                                                                   \
-        snprintf(name, sizeof name, "h.%d.%s", l, suffix);                                \
-        EMIT(name, l, ndim, rows, cols);                                                   \
+#define EMIT_L(suffix, ndim, rows, cols)                                                           \
+    do {                                                                                           \
+        snprintf(name, sizeof name, "h.%d.%s", l, suffix);                                         \
+        EMIT(name, l, ndim, rows, cols);                                                           \
     } while (0)
     EMIT("wte", -1, 2, V, d);
     if (c->family == LB_FAMILY_GPT2) EMIT("wpe", -1, 2, c->max_seq, d);
@@ -194,41 +230,65 @@ static void offsets_visit(void *vctx, const char *name, int layer, int64_t offse
     lb_param_offsets *o = vctx;
     if (layer > 0) return;
     if (layer < 0) {
-        if (strcmp(name, "wte") == 0) o->wte = offset;
-        else if (strcmp(name, "wpe") == 0) o->wpe = offset;
-        else if (strcmp(name, "normf.w") == 0) o->normf_w = offset;
-        else if (strcmp(name, "normf.b") == 0) o->normf_b = offset;
-        else if (strcmp(name, "lm_head") == 0) o->lm_head = offset;
+        if (strcmp(name, "wte") == 0)
+            o->wte = offset;
+        else if (strcmp(name, "wpe") == 0)
+            o->wpe = offset;
+        else if (strcmp(name, "normf.w") == 0)
+            o->normf_w = offset;
+        else if (strcmp(name, "normf.b") == 0)
+            o->normf_b = offset;
+        else if (strcmp(name, "lm_head") == 0)
+            o->lm_head = offset;
         return;
     }
     if (o->layers < 0) o->layers = offset;
     const char *suffix = name + strlen("h.0.");
     int64_t rel = offset - o->layers;
     lb_layer_offsets *L = &o->layer;
-    if (strcmp(suffix, "norm1.w") == 0) L->norm1_w = rel;
-    else if (strcmp(suffix, "norm1.b") == 0) L->norm1_b = rel;
-    else if (strcmp(suffix, "qkv.w") == 0) L->qkv_w = rel;
-    else if (strcmp(suffix, "qkv.b") == 0) L->qkv_b = rel;
-    else if (strcmp(suffix, "attn_out.w") == 0) L->attn_out_w = rel;
-    else if (strcmp(suffix, "attn_out.b") == 0) L->attn_out_b = rel;
-    else if (strcmp(suffix, "norm2.w") == 0) L->norm2_w = rel;
-    else if (strcmp(suffix, "norm2.b") == 0) L->norm2_b = rel;
-    else if (strcmp(suffix, "mlp_in.w") == 0) L->mlp_in_w = rel;
-    else if (strcmp(suffix, "mlp_in.b") == 0) L->mlp_in_b = rel;
-    else if (strcmp(suffix, "mlp_out.w") == 0) L->mlp_out_w = rel;
-    else if (strcmp(suffix, "mlp_out.b") == 0) L->mlp_out_b = rel;
+    if (strcmp(suffix, "norm1.w") == 0)
+        L->norm1_w = rel;
+    else if (strcmp(suffix, "norm1.b") == 0)
+        L->norm1_b = rel;
+    else if (strcmp(suffix, "qkv.w") == 0)
+        L->qkv_w = rel;
+    else if (strcmp(suffix, "qkv.b") == 0)
+        L->qkv_b = rel;
+    else if (strcmp(suffix, "attn_out.w") == 0)
+        L->attn_out_w = rel;
+    else if (strcmp(suffix, "attn_out.b") == 0)
+        L->attn_out_b = rel;
+    else if (strcmp(suffix, "norm2.w") == 0)
+        L->norm2_w = rel;
+    else if (strcmp(suffix, "norm2.b") == 0)
+        L->norm2_b = rel;
+    else if (strcmp(suffix, "mlp_in.w") == 0)
+        L->mlp_in_w = rel;
+    else if (strcmp(suffix, "mlp_in.b") == 0)
+        L->mlp_in_b = rel;
+    else if (strcmp(suffix, "mlp_out.w") == 0)
+        L->mlp_out_w = rel;
+    else if (strcmp(suffix, "mlp_out.b") == 0)
+        L->mlp_out_b = rel;
     o->layer_numel = offset + rows * cols - o->layers; /* grows to the end of layer 0 */
 }
 
 void lb_param_offsets_compute(const lb_model_config *cfg, lb_param_offsets *o) {
     const lb_layer_offsets none = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-    *o = (lb_param_offsets){.wte = -1, .wpe = -1, .layers = -1, .layer = none,
-                            .normf_w = -1, .normf_b = -1, .lm_head = -1};
+    *o = (lb_param_offsets){.wte = -1,
+                            .wpe = -1,
+                            .layers = -1,
+                            .layer = none,
+                            .normf_w = -1,
+                            .normf_b = -1,
+                            .lm_head = -1};
     o->total = layout_walk(cfg, offsets_visit, o);
     if (cfg->tied_embeddings) o->lm_head = o->wte;
 }
 
-int64_t lb_model_param_count(const lb_model_config *cfg) { return layout_walk(cfg, NULL, NULL); }
+int64_t lb_model_param_count(const lb_model_config *cfg) {
+    return layout_walk(cfg, NULL, NULL);
+}
 
 double lb_model_train_flops_per_token(const lb_model_config *cfg, int64_t seq_len) {
     return 6.0 * (double)lb_model_param_count(cfg) +

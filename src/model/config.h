@@ -42,9 +42,9 @@
 #ifndef LB_MODEL_CONFIG_H
 #define LB_MODEL_CONFIG_H
 
-#include <stdint.h>
-
 #include "core/status.h"
+
+#include <stdint.h>
 
 typedef enum { LB_FAMILY_GPT2, LB_FAMILY_LLAMA } lb_model_family;
 
@@ -64,19 +64,19 @@ typedef struct {
 typedef struct {
     char name[32];
     lb_model_family family;
-    int vocab_size;         /* tokens (true vocabulary, not padded) */
-    int max_seq;            /* longest context, tokens */
+    int vocab_size; /* tokens (true vocabulary, not padded) */
+    int max_seq;    /* longest context, tokens */
     int n_layer;
-    int n_head;             /* query heads */
-    int n_kv_head;          /* key/value heads; == n_head for multi-head attention */
-    int d_model;            /* residual width */
-    int d_ff;               /* MLP hidden width (per branch for SwiGLU) */
+    int n_head;    /* query heads */
+    int n_kv_head; /* key/value heads; == n_head for multi-head attention */
+    int d_model;   /* residual width */
+    int d_ff;      /* MLP hidden width (per branch for SwiGLU) */
     float norm_eps;
-    float rope_theta;       /* RoPE base; unused by GPT-2 */
+    float rope_theta; /* RoPE base; unused by GPT-2 */
     lb_rope_scaling rope_scaling;
-    int tied_embeddings;    /* 1: the output head is wte */
-    int qkv_bias;           /* 1: h.l.qkv.b exists */
-    int linear_bias;        /* 1: attn_out.b, mlp_in.b, mlp_out.b exist */
+    int tied_embeddings; /* 1: the output head is wte */
+    int qkv_bias;        /* 1: h.l.qkv.b exists */
+    int linear_bias;     /* 1: attn_out.b, mlp_in.b, mlp_out.b exist */
 } lb_model_config;
 
 /* Fills out with the preset of this name. Unknown name: LB_ERR_USAGE naming the valid
@@ -88,7 +88,9 @@ const char *const *lb_model_preset_names(void);
  * divisible by n_kv_head, odd head_dim for RoPE, ...). */
 lb_status lb_model_config_check(const lb_model_config *cfg, lb_err *err);
 
-static inline int lb_model_head_dim(const lb_model_config *cfg) { return cfg->d_model / cfg->n_head; }
+static inline int lb_model_head_dim(const lb_model_config *cfg) {
+    return cfg->d_model / cfg->n_head;
+}
 /* Width of one token's qkv projection output: (n_head + 2 * n_kv_head) * head_dim. */
 static inline int lb_model_qkv_dim(const lb_model_config *cfg) {
     return (cfg->n_head + 2 * cfg->n_kv_head) * lb_model_head_dim(cfg);
@@ -118,21 +120,21 @@ typedef struct {
     int64_t layer_numel;    /* elements per layer */
     lb_layer_offsets layer; /* relative to a layer's start */
     int64_t normf_w, normf_b;
-    int64_t lm_head;        /* == wte when tied */
-    int64_t total;          /* elements in the whole array */
+    int64_t lm_head; /* == wte when tied */
+    int64_t total;   /* elements in the whole array */
 } lb_param_offsets;
 
 void lb_param_offsets_compute(const lb_model_config *cfg, lb_param_offsets *out);
 
 /* One named tensor of the layout. */
 typedef struct {
-    char name[48];          /* "wte", "h.3.qkv.w", "normf.b", ... */
-    int64_t offset;         /* elements from the start of the array */
-    int ndim;               /* 1 or 2 */
-    int64_t shape[2];       /* [out, in] for matrices; shape[1] = 1 when ndim == 1 */
+    char name[48];    /* "wte", "h.3.qkv.w", "normf.b", ... */
+    int64_t offset;   /* elements from the start of the array */
+    int ndim;         /* 1 or 2 */
+    int64_t shape[2]; /* [out, in] for matrices; shape[1] = 1 when ndim == 1 */
     int64_t numel;
-    int layer;              /* -1 for wte, wpe, normf, lm_head */
-    int decay;              /* 1: AdamW weight decay applies (ndim == 2) */
+    int layer; /* -1 for wte, wpe, normf, lm_head */
+    int decay; /* 1: AdamW weight decay applies (ndim == 2) */
 } lb_param_tensor;
 
 /* Writes up to max entries of the layout, in storage order, into out (out may be NULL

@@ -7,22 +7,28 @@
  * families share one code path. Not here: mixed precision, recomputation, data. */
 #include "model/model.h"
 
+#include "core/stats.h"
+#include "model/ref_ops.h"
+#include "model/safetensors.h"
+
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/stats.h"
-#include "model/ref_ops.h"
-#include "model/safetensors.h"
-
 lb_adamw_params lb_adamw_default_params(void) {
-    return (lb_adamw_params){.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                             .weight_decay = 0.1f, .grad_clip = 1.0f};
+    return (lb_adamw_params){.lr = 3e-4f,
+                             .beta1 = 0.9f,
+                             .beta2 = 0.95f,
+                             .eps = 1e-8f,
+                             .weight_decay = 0.1f,
+                             .grad_clip = 1.0f};
 }
 
 /* base + off, or NULL for an absent tensor (offset -1). */
-static float *at(float *base, int64_t off) { return off < 0 ? NULL : base + off; }
+static float *at(float *base, int64_t off) {
+    return off < 0 ? NULL : base + off;
+}
 
 /* Carves the activation arena; with arena NULL only counts. Returns floats needed. */
 static size_t carve_activations(lb_model *m, float *arena) {
@@ -33,10 +39,10 @@ static size_t carve_activations(lb_model *m, float *arena) {
     const size_t att = (size_t)m->B * c->n_head * m->T * m->T;
     const size_t mean = c->family == LB_FAMILY_GPT2 ? 1 : 0;
     size_t used = 0;
-#define TAKE(field, n)                                                                     \
-    do {                                                                                   \
-        if (arena) field = ((n) > 0) ? arena + used : NULL;                                \
-        used += (n);                                                                       \
+#define TAKE(field, n)                                                                             \
+    do {                                                                                           \
+        if (arena) field = ((n) > 0) ? arena + used : NULL;                                        \
+        used += (n);                                                                               \
     } while (0)
     lb_activations *a = &m->acts;
     TAKE(a->encoded, BT * C);
@@ -83,10 +89,12 @@ static void init_weights(lb_model *m, uint64_t seed) {
         if (t->ndim == 2) {
             int resid = strstr(t->name, "attn_out.w") || strstr(t->name, "mlp_out.w");
             double s = resid ? std_resid : std;
-            for (int64_t j = 0; j < t->numel; j++) p[j] = (float)(s * lb_rng_normal(&rng));
+            for (int64_t j = 0; j < t->numel; j++)
+                p[j] = (float)(s * lb_rng_normal(&rng));
         } else {
             float fill = strstr(t->name, "norm") && dot && strcmp(dot, ".w") == 0 ? 1.0f : 0.0f;
-            for (int64_t j = 0; j < t->numel; j++) p[j] = fill;
+            for (int64_t j = 0; j < t->numel; j++)
+                p[j] = fill;
         }
     }
 }
@@ -117,8 +125,8 @@ lb_status lb_model_init(lb_model *m, const lb_model_config *cfg, int B, int T, u
     m->act_arena = calloc(m->act_floats, sizeof(float));
     if (cfg->family == LB_FAMILY_LLAMA)
         m->inv_freq = malloc((size_t)lb_model_head_dim(cfg) / 2 * sizeof(float));
-    if (!m->layout || !m->params || !m->grads || !m->m || !m->v || !m->inputs ||
-        !m->targets || !m->act_arena || (cfg->family == LB_FAMILY_LLAMA && !m->inv_freq)) {
+    if (!m->layout || !m->params || !m->grads || !m->m || !m->v || !m->inputs || !m->targets ||
+        !m->act_arena || (cfg->family == LB_FAMILY_LLAMA && !m->inv_freq)) {
         size_t bytes = ((size_t)m->n_params * 4 + m->act_floats) * sizeof(float);
         lb_model_free(m);
         return lb_fail(err, LB_ERR_NOMEM,
@@ -154,16 +162,16 @@ lb_status lb_model_load_weights(lb_model *m, const char *path, lb_err *err) {
         const lb_param_tensor *t = &m->layout[i];
         const lb_st_tensor *s = lb_safetensors_find(&st, t->name);
         if (!s) {
-            rc = lb_fail(err, LB_ERR_FORMAT, "%s: no tensor '%s', which model '%s' needs",
-                         path, t->name, m->cfg.name);
+            rc = lb_fail(err, LB_ERR_FORMAT, "%s: no tensor '%s', which model '%s' needs", path,
+                         t->name, m->cfg.name);
             break;
         }
         int shape_ok = s->ndim == t->ndim && s->shape[0] == t->shape[0] &&
                        (t->ndim == 1 || s->shape[1] == t->shape[1]);
         if (s->dtype != LB_ST_F32 || !shape_ok)
             rc = lb_fail(err, LB_ERR_FORMAT,
-                         "%s: tensor '%s' must be F32 of shape [%lld%s%lld] for model '%s'",
-                         path, t->name, (long long)t->shape[0], t->ndim == 2 ? ", " : "",
+                         "%s: tensor '%s' must be F32 of shape [%lld%s%lld] for model '%s'", path,
+                         t->name, (long long)t->shape[0], t->ndim == 2 ? ", " : "",
                          t->ndim == 2 ? (long long)t->shape[1] : 0LL, m->cfg.name);
         else
             memcpy(m->params + t->offset, s->data, s->bytes);
@@ -173,8 +181,8 @@ lb_status lb_model_load_weights(lb_model *m, const char *path, lb_err *err) {
 }
 
 /* LayerNorm (GPT-2) or RMSNorm (Llama). mean is unused by RMSNorm. */
-static void norm_forward(const lb_model *m, float *out, float *mean, float *rstd,
-                         const float *inp, const float *w, const float *b, int B, int T) {
+static void norm_forward(const lb_model *m, float *out, float *mean, float *rstd, const float *inp,
+                         const float *w, const float *b, int B, int T) {
     const int C = m->cfg.d_model;
     if (m->cfg.family == LB_FAMILY_GPT2)
         lb_ref_layernorm_forward(out, mean, rstd, inp, w, b, B, T, C, m->cfg.norm_eps);
@@ -182,9 +190,9 @@ static void norm_forward(const lb_model *m, float *out, float *mean, float *rstd
         lb_ref_rmsnorm_forward(out, rstd, inp, w, B, T, C, m->cfg.norm_eps);
 }
 
-static void norm_backward(const lb_model *m, float *dinp, float *dw, float *db,
-                          const float *dout, const float *inp, const float *w,
-                          const float *mean, const float *rstd, int B, int T) {
+static void norm_backward(const lb_model *m, float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, const float *mean, const float *rstd,
+                          int B, int T) {
     const int C = m->cfg.d_model;
     if (m->cfg.family == LB_FAMILY_GPT2)
         lb_ref_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, B, T, C);
@@ -258,24 +266,24 @@ void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets
         if (c->family == LB_FAMILY_LLAMA)
             lb_ref_rope_forward(x.qkv, x.qkv, m->inv_freq, B, T, NH, NKV, HD);
         lb_ref_attention_forward(x.atty, x.att, x.qkv, B, T, NH, NKV, HD);
-        lb_ref_matmul_forward(a->branch, x.atty, lp + lo->attn_out_w, at(lp, lo->attn_out_b),
-                              B, T, C, C);
+        lb_ref_matmul_forward(a->branch, x.atty, lp + lo->attn_out_w, at(lp, lo->attn_out_b), B, T,
+                              C, C);
         lb_ref_residual_forward(x.residual2, x.input, a->branch, BT * C);
         norm_forward(m, x.norm2, x.norm2_mean, x.norm2_rstd, x.residual2, lp + lo->norm2_w,
                      at(lp, lo->norm2_b), B, T);
-        lb_ref_matmul_forward(x.mlp_in, x.norm2, lp + lo->mlp_in_w, at(lp, lo->mlp_in_b), B, T,
-                              C, F);
+        lb_ref_matmul_forward(x.mlp_in, x.norm2, lp + lo->mlp_in_w, at(lp, lo->mlp_in_b), B, T, C,
+                              F);
         if (c->family == LB_FAMILY_GPT2)
             lb_ref_gelu_forward(x.mlp_act, x.mlp_in, BT * H);
         else
             lb_ref_swiglu_forward(x.mlp_act, x.mlp_in, B, T, H);
-        lb_ref_matmul_forward(a->branch, x.mlp_act, lp + lo->mlp_out_w, at(lp, lo->mlp_out_b),
-                              B, T, H, C);
+        lb_ref_matmul_forward(a->branch, x.mlp_act, lp + lo->mlp_out_w, at(lp, lo->mlp_out_b), B, T,
+                              H, C);
         lb_ref_residual_forward(x.residual3, x.residual2, a->branch, BT * C);
     }
     const float *last = layer_at(m, c->n_layer - 1).residual3;
-    norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, last, p + o->normf_w,
-                 at(p, o->normf_b), B, T);
+    norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, last, p + o->normf_w, at(p, o->normf_b),
+                 B, T);
     lb_ref_matmul_forward(a->logits, a->normf, p + o->lm_head, NULL, B, T, C, V);
 
     m->have_targets = targets != NULL;
@@ -283,7 +291,8 @@ void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets
     memcpy(m->targets, targets, (size_t)BT * sizeof(int32_t));
     lb_ref_softmax_crossentropy_forward(a->losses, a->probs, a->logits, targets, B, T, V);
     double sum = 0.0;
-    for (int64_t i = 0; i < BT; i++) sum += a->losses[i];
+    for (int64_t i = 0; i < BT; i++)
+        sum += a->losses[i];
     m->mean_loss = (float)(sum / (double)BT);
     if (loss_out) *loss_out = m->mean_loss;
 }
@@ -311,8 +320,8 @@ void lb_model_backward(lb_model *m) {
     lb_ref_softmax_crossentropy_backward(d->dlogits, a->probs, m->targets,
                                          (float)(1.0 / (double)BT), B, T, V);
     ZERO(d->dnorm, BT * C);
-    lb_ref_matmul_backward(d->dnorm, g + o->lm_head, NULL, d->dlogits, a->normf,
-                           p + o->lm_head, B, T, C, V);
+    lb_ref_matmul_backward(d->dnorm, g + o->lm_head, NULL, d->dlogits, a->normf, p + o->lm_head, B,
+                           T, C, V);
     ZERO(d->dresidual, BT * C);
     norm_backward(m, d->dresidual, g + o->normf_w, at(g, o->normf_b), d->dnorm,
                   layer_at(m, c->n_layer - 1).residual3, p + o->normf_w, a->normf_mean,
@@ -325,8 +334,8 @@ void lb_model_backward(lb_model *m) {
         const lb_layer_offsets *lo = &o->layer;
         /* MLP branch: d(branch) = dresidual, which also flows straight to residual2. */
         ZERO(d->dmlp_act, BT * H);
-        lb_ref_matmul_backward(d->dmlp_act, lg + lo->mlp_out_w, at(lg, lo->mlp_out_b),
-                               d->dresidual, x.mlp_act, lp + lo->mlp_out_w, B, T, H, C);
+        lb_ref_matmul_backward(d->dmlp_act, lg + lo->mlp_out_w, at(lg, lo->mlp_out_b), d->dresidual,
+                               x.mlp_act, lp + lo->mlp_out_w, B, T, H, C);
         ZERO(d->dmlp_in, BT * F);
         if (c->family == LB_FAMILY_GPT2)
             lb_ref_gelu_backward(d->dmlp_in, x.mlp_in, d->dmlp_act, BT * H);
@@ -335,12 +344,12 @@ void lb_model_backward(lb_model *m) {
         ZERO(d->dnorm, BT * C);
         lb_ref_matmul_backward(d->dnorm, lg + lo->mlp_in_w, at(lg, lo->mlp_in_b), d->dmlp_in,
                                x.norm2, lp + lo->mlp_in_w, B, T, C, F);
-        norm_backward(m, d->dresidual, lg + lo->norm2_w, at(lg, lo->norm2_b), d->dnorm,
-                      x.residual2, lp + lo->norm2_w, x.norm2_mean, x.norm2_rstd, B, T);
+        norm_backward(m, d->dresidual, lg + lo->norm2_w, at(lg, lo->norm2_b), d->dnorm, x.residual2,
+                      lp + lo->norm2_w, x.norm2_mean, x.norm2_rstd, B, T);
         /* Attention branch, likewise from residual2 back to the layer input. */
         ZERO(d->datty, BT * C);
-        lb_ref_matmul_backward(d->datty, lg + lo->attn_out_w, at(lg, lo->attn_out_b),
-                               d->dresidual, x.atty, lp + lo->attn_out_w, B, T, C, C);
+        lb_ref_matmul_backward(d->datty, lg + lo->attn_out_w, at(lg, lo->attn_out_b), d->dresidual,
+                               x.atty, lp + lo->attn_out_w, B, T, C, C);
         ZERO(d->dqkv, BT * Q);
         lb_ref_attention_backward(d->dqkv, d->datty, x.qkv, x.att, B, T, NH, NKV, HD);
         if (c->family == LB_FAMILY_LLAMA)
@@ -348,8 +357,8 @@ void lb_model_backward(lb_model *m) {
         ZERO(d->dnorm, BT * C);
         lb_ref_matmul_backward(d->dnorm, lg + lo->qkv_w, at(lg, lo->qkv_b), d->dqkv, x.norm1,
                                lp + lo->qkv_w, B, T, C, Q);
-        norm_backward(m, d->dresidual, lg + lo->norm1_w, at(lg, lo->norm1_b), d->dnorm,
-                      x.input, lp + lo->norm1_w, x.norm1_mean, x.norm1_rstd, B, T);
+        norm_backward(m, d->dresidual, lg + lo->norm1_w, at(lg, lo->norm1_b), d->dnorm, x.input,
+                      lp + lo->norm1_w, x.norm1_mean, x.norm1_rstd, B, T);
     }
     if (c->family == LB_FAMILY_GPT2)
         lb_ref_encoder_backward(g + o->wte, g + o->wpe, d->dresidual, m->inputs, B, T, C);

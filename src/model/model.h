@@ -25,11 +25,11 @@
 #ifndef LB_MODEL_MODEL_H
 #define LB_MODEL_MODEL_H
 
-#include <stddef.h>
-#include <stdint.h>
-
 #include "core/status.h"
 #include "model/config.h"
+
+#include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     float lr;           /* learning rate */
@@ -47,53 +47,53 @@ lb_adamw_params lb_adamw_default_params(void);
  * Q = qkv dim, F = mlp_in dim (d_ff or 2 d_ff), H = d_ff, L = n_layer, NH = n_head.
  * mean fields exist for LayerNorm only (NULL for Llama). */
 typedef struct {
-    float *encoded;     /* [B,T,C] embedding output, input of layer 0 */
-    float *norm1;       /* [L,B,T,C] */
-    float *norm1_mean;  /* [L,B,T] */
-    float *norm1_rstd;  /* [L,B,T] */
-    float *qkv;         /* [L,B,T,Q] after rope (Llama) */
-    float *att;         /* [L,B,NH,T,T] attention probabilities */
-    float *atty;        /* [L,B,T,C] attention output before attn_out */
-    float *residual2;   /* [L,B,T,C] x + attention branch */
-    float *norm2;       /* [L,B,T,C] */
-    float *norm2_mean;  /* [L,B,T] */
-    float *norm2_rstd;  /* [L,B,T] */
-    float *mlp_in;      /* [L,B,T,F] */
-    float *mlp_act;     /* [L,B,T,H] gelu or swiglu output */
-    float *residual3;   /* [L,B,T,C] layer output */
-    float *branch;      /* [B,T,C] scratch: attn_out / mlp_out before the residual add */
-    float *normf;       /* [B,T,C] */
-    float *normf_mean;  /* [B,T] */
-    float *normf_rstd;  /* [B,T] */
-    float *logits;      /* [B,T,V] */
-    float *probs;       /* [B,T,V] */
-    float *losses;      /* [B,T] */
+    float *encoded;    /* [B,T,C] embedding output, input of layer 0 */
+    float *norm1;      /* [L,B,T,C] */
+    float *norm1_mean; /* [L,B,T] */
+    float *norm1_rstd; /* [L,B,T] */
+    float *qkv;        /* [L,B,T,Q] after rope (Llama) */
+    float *att;        /* [L,B,NH,T,T] attention probabilities */
+    float *atty;       /* [L,B,T,C] attention output before attn_out */
+    float *residual2;  /* [L,B,T,C] x + attention branch */
+    float *norm2;      /* [L,B,T,C] */
+    float *norm2_mean; /* [L,B,T] */
+    float *norm2_rstd; /* [L,B,T] */
+    float *mlp_in;     /* [L,B,T,F] */
+    float *mlp_act;    /* [L,B,T,H] gelu or swiglu output */
+    float *residual3;  /* [L,B,T,C] layer output */
+    float *branch;     /* [B,T,C] scratch: attn_out / mlp_out before the residual add */
+    float *normf;      /* [B,T,C] */
+    float *normf_mean; /* [B,T] */
+    float *normf_rstd; /* [B,T] */
+    float *logits;     /* [B,T,V] */
+    float *probs;      /* [B,T,V] */
+    float *losses;     /* [B,T] */
 } lb_activations;
 
 /* Activation gradients of one layer, reused for every layer during backward. */
 typedef struct {
-    float *dresidual;   /* [B,T,C] gradient of the residual stream */
-    float *dnorm;       /* [B,T,C] gradient of a norm output */
-    float *dqkv;        /* [B,T,Q] */
-    float *datty;       /* [B,T,C] */
-    float *dmlp_in;     /* [B,T,F] */
-    float *dmlp_act;    /* [B,T,H] */
-    float *dlogits;     /* [B,T,V] */
+    float *dresidual; /* [B,T,C] gradient of the residual stream */
+    float *dnorm;     /* [B,T,C] gradient of a norm output */
+    float *dqkv;      /* [B,T,Q] */
+    float *datty;     /* [B,T,C] */
+    float *dmlp_in;   /* [B,T,F] */
+    float *dmlp_act;  /* [B,T,H] */
+    float *dlogits;   /* [B,T,V] */
 } lb_activation_grads;
 
 typedef struct {
     lb_model_config cfg;
     lb_param_offsets off;
-    int64_t n_params;   /* elements of params (== lb_model_param_count) */
-    float *params;      /* [n_params], layout of config.h; owned */
-    float *grads;       /* [n_params]; owned */
-    float *m, *v;       /* [n_params] AdamW moments, zero until the first step; owned */
-    float *inv_freq;    /* [head_dim/2] RoPE frequencies (Llama), NULL for GPT-2 */
-    int B, T;           /* the largest batch and sequence the activations hold */
+    int64_t n_params; /* elements of params (== lb_model_param_count) */
+    float *params;    /* [n_params], layout of config.h; owned */
+    float *grads;     /* [n_params]; owned */
+    float *m, *v;     /* [n_params] AdamW moments, zero until the first step; owned */
+    float *inv_freq;  /* [head_dim/2] RoPE frequencies (Llama), NULL for GPT-2 */
+    int B, T;         /* the largest batch and sequence the activations hold */
     lb_activations acts;
     lb_activation_grads dacts;
-    float *act_arena;   /* owns every activation and activation gradient */
-    size_t act_floats;  /* floats in act_arena */
+    float *act_arena;        /* owns every activation and activation gradient */
+    size_t act_floats;       /* floats in act_arena */
     lb_param_tensor *layout; /* [n_tensors] lb_param_layout of cfg; owned */
     int n_tensors;
     int32_t *inputs;    /* [B*T] copy of the last forward's inputs; owned */

@@ -20,18 +20,20 @@ void lb_ref_encoder_forward(float *out, const int32_t *inp, const float *wte, co
             float *o = out + ((int64_t)b * T + t) * C;
             const float *e = wte + (int64_t)inp[b * T + t] * C;
             const float *p = wpe + (int64_t)t * C;
-            for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+            for (int c = 0; c < C; c++)
+                o[c] = e[c] + p[c];
         }
 }
 
-void lb_ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp,
-                             int B, int T, int C) {
+void lb_ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
+                             int T, int C) {
     lb_ref_embedding_backward(dwte, dout, inp, B, T, C);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *d = dout + ((int64_t)b * T + t) * C;
             float *p = dwpe + (int64_t)t * C;
-            for (int c = 0; c < C; c++) p[c] += d[c];
+            for (int c = 0; c < C; c++)
+                p[c] += d[c];
         }
 }
 
@@ -46,7 +48,8 @@ void lb_ref_embedding_backward(float *dwte, const float *dout, const int32_t *in
     for (int64_t i = 0; i < (int64_t)B * T; i++) {
         float *e = dwte + (int64_t)inp[i] * C;
         const float *d = dout + i * C;
-        for (int c = 0; c < C; c++) e[c] += d[c];
+        for (int c = 0; c < C; c++)
+            e[c] += d[c];
     }
 }
 
@@ -58,10 +61,12 @@ void lb_ref_layernorm_forward(float *out, float *mean, float *rstd, const float 
     for (int64_t i = 0; i < (int64_t)B * T; i++) {
         const float *x = inp + i * C;
         double m = 0.0;
-        for (int c = 0; c < C; c++) m += x[c];
+        for (int c = 0; c < C; c++)
+            m += x[c];
         m /= C;
         double var = 0.0;
-        for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+        for (int c = 0; c < C; c++)
+            var += (x[c] - m) * (x[c] - m);
         var /= C;
         double s = 1.0 / sqrt(var + eps);
         float *o = out + i * C;
@@ -98,15 +103,17 @@ void lb_ref_layernorm_backward(float *dinp, float *dweight, float *dbias, const 
     }
 }
 
-void lb_ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
-                            int B, int T, int C, float eps) {
+void lb_ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int B,
+                            int T, int C, float eps) {
     for (int64_t i = 0; i < (int64_t)B * T; i++) {
         const float *x = inp + i * C;
         double ss = 0.0;
-        for (int c = 0; c < C; c++) ss += (double)x[c] * x[c];
+        for (int c = 0; c < C; c++)
+            ss += (double)x[c] * x[c];
         double s = 1.0 / sqrt(ss / C + eps);
         float *o = out + i * C;
-        for (int c = 0; c < C; c++) o[c] = (float)(x[c] * s * weight[c]);
+        for (int c = 0; c < C; c++)
+            o[c] = (float)(x[c] * s * weight[c]);
         rstd[i] = (float)s;
     }
 }
@@ -120,7 +127,8 @@ void lb_ref_rmsnorm_backward(float *dinp, float *dweight, const float *dout, con
         /* y = x s w with s = (mean(x^2) + eps)^-1/2:
          * dx = s (dxhat - xhat mean(dxhat xhat)), xhat = x s, dxhat = dy w */
         double mean_dx = 0.0;
-        for (int c = 0; c < C; c++) mean_dx += (double)dy[c] * weight[c] * x[c] * s;
+        for (int c = 0; c < C; c++)
+            mean_dx += (double)dy[c] * weight[c] * x[c] * s;
         mean_dx /= C;
         for (int c = 0; c < C; c++) {
             double xhat = x[c] * s;
@@ -140,7 +148,8 @@ void lb_ref_matmul_forward(float *out, const float *inp, const float *weight, co
         for (int o = 0; o < OC; o++) {
             const float *x = inp + i * C, *w = weight + (int64_t)o * C;
             double acc = bias ? bias[o] : 0.0;
-            for (int c = 0; c < C; c++) acc += (double)x[c] * w[c];
+            for (int c = 0; c < C; c++)
+                acc += (double)x[c] * w[c];
             out[i * OC + o] = (float)acc;
         }
 }
@@ -155,7 +164,8 @@ void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
             for (int c = 0; c < C; c++) {
                 const float *dy = dout + i * OC;
                 double acc = 0.0;
-                for (int o = 0; o < OC; o++) acc += (double)dy[o] * weight[(int64_t)o * C + c];
+                for (int o = 0; o < OC; o++)
+                    acc += (double)dy[o] * weight[(int64_t)o * C + c];
                 dinp[i * C + c] += (float)acc;
             }
     }
@@ -164,12 +174,14 @@ void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
     for (int o = 0; o < OC; o++) {
         for (int c = 0; c < C; c++) {
             double acc = 0.0;
-            for (int64_t i = 0; i < N; i++) acc += (double)dout[i * OC + o] * inp[i * C + c];
+            for (int64_t i = 0; i < N; i++)
+                acc += (double)dout[i * OC + o] * inp[i * C + c];
             dweight[(int64_t)o * C + c] += (float)acc;
         }
         if (dbias) {
             double acc = 0.0;
-            for (int64_t i = 0; i < N; i++) acc += dout[i * OC + o];
+            for (int64_t i = 0; i < N; i++)
+                acc += dout[i * OC + o];
             dbias[o] += (float)acc;
         }
     }
@@ -194,7 +206,8 @@ void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, i
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float *k = qkv + ((int64_t)b * T + t2) * QW + (NH + kvh) * HD;
                     double s = 0.0;
-                    for (int i = 0; i < HD; i++) s += (double)q[i] * k[i];
+                    for (int i = 0; i < HD; i++)
+                        s += (double)q[i] * k[i];
                     e[t2] = s * scale;
                     if (e[t2] > mx) mx = e[t2];
                 }
@@ -202,14 +215,15 @@ void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, i
                     e[t2] = exp(e[t2] - mx);
                     sum += e[t2];
                 }
-                for (int t2 = 0; t2 <= t; t2++) a[t2] = (float)(e[t2] / sum);
-                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++)
+                    a[t2] = (float)(e[t2] / sum);
+                for (int t2 = t + 1; t2 < T; t2++)
+                    a[t2] = 0.0f;
                 float *o = out + ((int64_t)b * T + t) * (NH * HD) + h * HD;
                 for (int i = 0; i < HD; i++) {
                     double acc = 0.0;
                     for (int t2 = 0; t2 <= t; t2++) {
-                        const float *v =
-                            qkv + ((int64_t)b * T + t2) * QW + (NH + NKV + kvh) * HD;
+                        const float *v = qkv + ((int64_t)b * T + t2) * QW + (NH + NKV + kvh) * HD;
                         acc += e[t2] / sum * v[i];
                     }
                     o[i] = (float)acc;
@@ -218,8 +232,8 @@ void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, i
             }
 }
 
-void lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int NH, int NKV, int HD) {
+void lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
+                               int B, int T, int NH, int NKV, int HD) {
     const int QW = (NH + 2 * NKV) * HD, group = NH / NKV;
     const double scale = 1.0 / sqrt((double)HD);
     /* One task per (batch, kv head): it owns the k and v gradients of that kv head and the
@@ -289,8 +303,8 @@ void lb_ref_rope_freqs(const lb_model_config *cfg, float *inv_freq) {
 }
 
 /* Rotates q and k heads by sign * t * inv_freq; copies v. */
-static void rope_rotate(float *out, const float *inp, const float *inv_freq, int B, int T,
-                        int NH, int NKV, int HD, double sign) {
+static void rope_rotate(float *out, const float *inp, const float *inv_freq, int B, int T, int NH,
+                        int NKV, int HD, double sign) {
     const int QW = (NH + 2 * NKV) * HD, half = HD / 2;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -312,8 +326,8 @@ static void rope_rotate(float *out, const float *inp, const float *inv_freq, int
         }
 }
 
-void lb_ref_rope_forward(float *out, const float *inp, const float *inv_freq, int B, int T,
-                         int NH, int NKV, int HD) {
+void lb_ref_rope_forward(float *out, const float *inp, const float *inv_freq, int B, int T, int NH,
+                         int NKV, int HD) {
     rope_rotate(out, inp, inv_freq, B, T, NH, NKV, HD, 1.0);
 }
 
@@ -355,8 +369,7 @@ void lb_ref_swiglu_forward(float *out, const float *inp, int B, int T, int F) {
     }
 }
 
-void lb_ref_swiglu_backward(float *dinp, const float *dout, const float *inp, int B, int T,
-                            int F) {
+void lb_ref_swiglu_backward(float *dinp, const float *dout, const float *inp, int B, int T, int F) {
     for (int64_t r = 0; r < (int64_t)B * T; r++) {
         const float *gate = inp + r * 2 * F, *up = gate + F;
         float *dgate = dinp + r * 2 * F, *dup = dgate + F;
@@ -372,7 +385,8 @@ void lb_ref_swiglu_backward(float *dinp, const float *dout, const float *inp, in
 /* --- residual ----------------------------------------------------------------------- */
 
 void lb_ref_residual_forward(float *out, const float *a, const float *b, int64_t N) {
-    for (int64_t i = 0; i < N; i++) out[i] = a[i] + b[i];
+    for (int64_t i = 0; i < N; i++)
+        out[i] = a[i] + b[i];
 }
 
 void lb_ref_residual_backward(float *da, float *db, const float *dout, int64_t N) {
@@ -394,8 +408,10 @@ void lb_ref_softmax_crossentropy_forward(float *losses, float *probs, const floa
         for (int i = 0; i < V; i++)
             if (z[i] > mx) mx = z[i];
         double sum = 0.0;
-        for (int i = 0; i < V; i++) sum += exp(z[i] - mx);
-        for (int i = 0; i < V; i++) p[i] = (float)(exp(z[i] - mx) / sum);
+        for (int i = 0; i < V; i++)
+            sum += exp(z[i] - mx);
+        for (int i = 0; i < V; i++)
+            p[i] = (float)(exp(z[i] - mx) / sum);
         /* -log softmax computed from the logits, not from the rounded probability */
         losses[r] = (float)(log(sum) - (z[targets[r]] - mx));
     }
@@ -417,7 +433,8 @@ void lb_ref_softmax_crossentropy_backward(float *dlogits, const float *probs,
 
 double lb_ref_sum_squares(const float *x, int64_t n) {
     double acc = 0.0;
-    for (int64_t i = 0; i < n; i++) acc += (double)x[i] * x[i];
+    for (int64_t i = 0; i < n; i++)
+        acc += (double)x[i] * x[i];
     return acc;
 }
 
@@ -427,9 +444,9 @@ float lb_ref_clip_scale(double norm, float max_norm) {
     return s < 1.0 ? (float)s : 1.0f;
 }
 
-void lb_ref_adamw_update(float *param, const float *grad, float *m, float *v, int64_t n,
-                         float lr, float beta1, float beta2, float eps, float weight_decay,
-                         float grad_scale, int step) {
+void lb_ref_adamw_update(float *param, const float *grad, float *m, float *v, int64_t n, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                         int step) {
     const double bc1 = 1.0 - pow(beta1, step), bc2 = 1.0 - pow(beta2, step);
     const double step_size = lr / bc1, bc2_sqrt = sqrt(bc2);
     for (int64_t i = 0; i < n; i++) {

@@ -16,17 +16,17 @@
 #ifndef LB_MODEL_REF_OPS_H
 #define LB_MODEL_REF_OPS_H
 
-#include <stdint.h>
-
 #include "model/config.h"
+
+#include <stdint.h>
 
 /* --- embeddings --------------------------------------------------------------------- */
 /* GPT-2 encoder: out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]. inp [B,T] in [0,V). */
 void lb_ref_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
                             int B, int T, int C);
 /* dwte[V,C] += rows of dout by token; dwpe[maxT,C] += dout summed over b. */
-void lb_ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp,
-                             int B, int T, int C);
+void lb_ref_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B,
+                             int T, int C);
 /* Llama embedding: out[B,T,C] = wte[inp[b,t], :]. */
 void lb_ref_embedding_forward(float *out, const int32_t *inp, const float *wte, int B, int T,
                               int C);
@@ -46,8 +46,8 @@ void lb_ref_layernorm_backward(float *dinp, float *dweight, float *dbias, const 
                                const float *inp, const float *weight, const float *mean,
                                const float *rstd, int B, int T, int C);
 /* RMSNorm over C: out = inp * rstd * weight, rstd[B,T] = 1/sqrt(mean(inp^2) + eps). */
-void lb_ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight,
-                            int B, int T, int C, float eps);
+void lb_ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int B,
+                            int T, int C, float eps);
 /* dinp[B,T,C] +=, dweight[C] +=. */
 void lb_ref_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                              const float *weight, const float *rstd, int B, int T, int C);
@@ -72,8 +72,8 @@ void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, i
                               int NKV, int HD);
 /* dqkv [B,T,(NH+2*NKV)*HD] += gradient of q, k and v given dout [B,T,NH*HD], the forward
  * qkv and att. */
-void lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                               const float *att, int B, int T, int NH, int NKV, int HD);
+void lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
+                               int B, int T, int NH, int NKV, int HD);
 
 /* --- rope --------------------------------------------------------------------------- */
 /* inv_freq[HD/2]: theta^(-2i/HD), i = 0..HD/2-1, then llama3 scaling when
@@ -84,8 +84,8 @@ void lb_ref_rope_freqs(const lb_model_config *cfg, float *inv_freq);
  * Llama: pairs (x[i], x[i + HD/2]), i < HD/2:
  *   out[i] = x[i] cos - x[i+HD/2] sin;  out[i+HD/2] = x[i+HD/2] cos + x[i] sin.
  * Overwrites out; out == inp is allowed (in place). */
-void lb_ref_rope_forward(float *out, const float *inp, const float *inv_freq, int B, int T,
-                         int NH, int NKV, int HD);
+void lb_ref_rope_forward(float *out, const float *inp, const float *inv_freq, int B, int T, int NH,
+                         int NKV, int HD);
 /* The transpose (rotation by -angle): dinp = R^T dout. Overwrites dinp; in place allowed. */
 void lb_ref_rope_backward(float *dinp, const float *dout, const float *inv_freq, int B, int T,
                           int NH, int NKV, int HD);
@@ -99,8 +99,7 @@ void lb_ref_gelu_backward(float *dinp, const float *inp, const float *dout, int6
  * out[B,T,F] = silu(gate) * up, silu(x) = x / (1 + exp(-x)). */
 void lb_ref_swiglu_forward(float *out, const float *inp, int B, int T, int F);
 /* dinp [B,T,2F] += (d gate, d up) given dout [B,T,F]. */
-void lb_ref_swiglu_backward(float *dinp, const float *dout, const float *inp, int B, int T,
-                            int F);
+void lb_ref_swiglu_backward(float *dinp, const float *dout, const float *inp, int B, int T, int F);
 
 /* --- residual ----------------------------------------------------------------------- */
 /* out[N] = a + b (out may alias a or b). */
@@ -116,8 +115,7 @@ void lb_ref_softmax_crossentropy_forward(float *losses, float *probs, const floa
 /* dlogits[B,T,V] += (probs - onehot(target)) * dloss, where dloss is d(total loss) /
  * d(losses[b,t]) (1/(B*T) for the mean). */
 void lb_ref_softmax_crossentropy_backward(float *dlogits, const float *probs,
-                                          const int32_t *targets, float dloss, int B, int T,
-                                          int V);
+                                          const int32_t *targets, float dloss, int B, int T, int V);
 
 /* --- optimizer ---------------------------------------------------------------------- */
 /* Sum of squares of n gradients, in double (sum these over tensors, then sqrt, for the
@@ -132,8 +130,8 @@ float lb_ref_clip_scale(double norm, float max_norm);
  *   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
  *   param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
  * Pass weight_decay 0 for tensors that take no decay. */
-void lb_ref_adamw_update(float *param, const float *grad, float *m, float *v, int64_t n,
-                         float lr, float beta1, float beta2, float eps, float weight_decay,
-                         float grad_scale, int step);
+void lb_ref_adamw_update(float *param, const float *grad, float *m, float *v, int64_t n, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                         int step);
 
 #endif

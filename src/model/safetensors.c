@@ -2,7 +2,8 @@
  *
  * The JSON header is parsed with jansson; each entry is checked (dtype known or skipped,
  * non-negative shape whose product times the dtype size equals end - begin, begin <= end
- * <= data size) before any tensor pointer is handed out. Not here: writing files. */
+ * <= data size, data aligned to the element size so it can be read through a typed
+ * pointer) before any tensor pointer is handed out. Not here: writing files. */
 #include "model/safetensors.h"
 
 #include <fcntl.h>
@@ -18,10 +19,10 @@ static const struct {
     lb_st_dtype dtype;
     size_t bytes;
 } dtypes[] = {
-    {"F32", LB_ST_F32, 4}, {"F64", LB_ST_F64, 8}, {"I32", LB_ST_I32, 4},
-    {"I64", LB_ST_I64, 8}, {"F16", LB_ST_F16, 2}, {"BF16", LB_ST_BF16, 2},
-    {"I8", LB_ST_OTHER, 1}, {"U8", LB_ST_OTHER, 1}, {"BOOL", LB_ST_OTHER, 1},
-    {"I16", LB_ST_OTHER, 2}, {"U16", LB_ST_OTHER, 2}, {"U32", LB_ST_OTHER, 4},
+    {"F32", LB_ST_F32, 4},   {"F64", LB_ST_F64, 8},       {"I32", LB_ST_I32, 4},
+    {"I64", LB_ST_I64, 8},   {"F16", LB_ST_F16, 2},       {"BF16", LB_ST_BF16, 2},
+    {"I8", LB_ST_OTHER, 1},  {"U8", LB_ST_OTHER, 1},      {"BOOL", LB_ST_OTHER, 1},
+    {"I16", LB_ST_OTHER, 2}, {"U16", LB_ST_OTHER, 2},     {"U32", LB_ST_OTHER, 4},
     {"U64", LB_ST_OTHER, 8}, {"F8_E4M3", LB_ST_OTHER, 1}, {"F8_E5M2", LB_ST_OTHER, 1},
 };
 
@@ -47,8 +48,8 @@ static lb_status parse_entry(lb_safetensors *st, const char *key, json_t *val,
         return lb_fail(err, LB_ERR_FORMAT, "%s: tensor '%s' has unknown dtype '%s'", p, key,
                        json_string_value(dt));
     if (json_array_size(shape) > LB_ST_MAX_DIMS)
-        return lb_fail(err, LB_ERR_FORMAT, "%s: tensor '%s' has more than %d dimensions", p,
-                       key, LB_ST_MAX_DIMS);
+        return lb_fail(err, LB_ERR_FORMAT, "%s: tensor '%s' has more than %d dimensions", p, key,
+                       LB_ST_MAX_DIMS);
     t->ndim = (int)json_array_size(shape);
     int64_t numel = 1;
     for (int i = 0; i < t->ndim; i++) {
@@ -56,12 +57,11 @@ static lb_status parse_entry(lb_safetensors *st, const char *key, json_t *val,
         if (!json_is_integer(d) || json_integer_value(d) < 0 ||
             json_integer_value(d) > ((int64_t)1 << 40))
             return lb_fail(err, LB_ERR_FORMAT,
-                           "%s: tensor '%s' dimension %d is not an integer in [0, 2^40]", p,
-                           key, i);
+                           "%s: tensor '%s' dimension %d is not an integer in [0, 2^40]", p, key,
+                           i);
         t->shape[i] = json_integer_value(d);
         if (t->shape[i] && numel > ((int64_t)1 << 40) / t->shape[i])
-            return lb_fail(err, LB_ERR_FORMAT, "%s: tensor '%s' has too many elements", p,
-                           key);
+            return lb_fail(err, LB_ERR_FORMAT, "%s: tensor '%s' has too many elements", p, key);
         numel *= t->shape[i];
     }
     json_t *b = json_array_get(offs, 0), *e = json_array_get(offs, 1);
@@ -73,9 +73,13 @@ static lb_status parse_entry(lb_safetensors *st, const char *key, json_t *val,
                        data_bytes);
     size_t begin = (size_t)json_integer_value(b), end = (size_t)json_integer_value(e);
     if ((uint64_t)numel * esize != end - begin)
+        return lb_fail(err, LB_ERR_FORMAT, "%s: tensor '%s' holds %zu bytes, its shape needs %llu",
+                       p, key, end - begin, (unsigned long long)numel * esize);
+    if ((uintptr_t)(data + begin) % esize != 0)
         return lb_fail(err, LB_ERR_FORMAT,
-                       "%s: tensor '%s' holds %zu bytes, its shape needs %llu", p, key,
-                       end - begin, (unsigned long long)numel * esize);
+                       "%s: tensor '%s' data is not aligned to its %zu-byte elements (pad the "
+                       "header to a multiple of 8 bytes)",
+                       p, key, esize);
     t->numel = numel;
     t->bytes = end - begin;
     t->data = data + begin;
@@ -85,7 +89,8 @@ static lb_status parse_entry(lb_safetensors *st, const char *key, json_t *val,
 }
 
 static void free_parsed(lb_safetensors *st) {
-    for (size_t i = 0; i < st->n_tensors; i++) free(st->tensors[i].name);
+    for (size_t i = 0; i < st->n_tensors; i++)
+        free(st->tensors[i].name);
     free(st->tensors);
     json_decref(st->metadata);
     st->tensors = NULL;
@@ -100,10 +105,11 @@ lb_status lb_safetensors_parse(lb_safetensors *st, const void *bytes, size_t n, 
     st->n_tensors = 0;
     const char *p = st->path;
     if (n < 8)
-        return lb_fail(err, LB_ERR_FORMAT,
-                       "%s: %zu bytes, shorter than the 8-byte header length", p, n);
+        return lb_fail(err, LB_ERR_FORMAT, "%s: %zu bytes, shorter than the 8-byte header length",
+                       p, n);
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | u[i];
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | u[i];
     if (hlen > n - 8)
         return lb_fail(err, LB_ERR_FORMAT,
                        "%s: header length %llu runs past the end of the file (%zu bytes)", p,
@@ -112,8 +118,8 @@ lb_status lb_safetensors_parse(lb_safetensors *st, const void *bytes, size_t n, 
     json_t *root = json_loadb((const char *)u + 8, (size_t)hlen, 0, &jerr);
     if (!root || !json_is_object(root)) {
         json_decref(root);
-        return lb_fail(err, LB_ERR_FORMAT, "%s: header is not a JSON object (%s at byte %d)",
-                       p, root ? "not an object" : jerr.text, root ? 0 : jerr.position + 8);
+        return lb_fail(err, LB_ERR_FORMAT, "%s: header is not a JSON object (%s at byte %d)", p,
+                       root ? "not an object" : jerr.text, root ? 0 : jerr.position + 8);
     }
     const unsigned char *data = u + 8 + hlen;
     const size_t data_bytes = n - 8 - (size_t)hlen;

@@ -6,15 +6,17 @@
  * strings to strings), then the data. The file is mapped read-only; tensors point into the
  * mapping, so they stay valid until lb_safetensors_close. Every offset, shape and dtype
  * is checked against the file size on open, so a truncated or malformed file is an error,
- * never an out-of-bounds read. Data are little-endian as written (this build assumes a
- * little-endian host). Not here: writing, dtype conversion, big-endian hosts. */
+ * never an out-of-bounds read; tensor data must be aligned to its element size (writers pad
+ * the header to a multiple of 8 bytes), so it can be read through a typed pointer. Data are
+ * little-endian as written (this build assumes a little-endian host). Not here: writing, dtype
+ * conversion, big-endian hosts. */
 #ifndef LB_MODEL_SAFETENSORS_H
 #define LB_MODEL_SAFETENSORS_H
 
+#include "core/status.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-#include "core/status.h"
 
 typedef enum {
     LB_ST_F32,
@@ -29,12 +31,12 @@ typedef enum {
 #define LB_ST_MAX_DIMS 8
 
 typedef struct {
-    char *name;                      /* owned by the lb_safetensors */
+    char *name; /* owned by the lb_safetensors */
     lb_st_dtype dtype;
     int ndim;
     int64_t shape[LB_ST_MAX_DIMS];
     int64_t numel;
-    const void *data;                /* into the mapping; size numel * dtype size */
+    const void *data; /* into the mapping, aligned to the element size */
     size_t bytes;
 } lb_st_tensor;
 
@@ -43,8 +45,8 @@ typedef struct {
     size_t map_bytes;
     lb_st_tensor *tensors;
     size_t n_tensors;
-    void *metadata;                  /* json_t object or NULL, owned */
-    char path[256];                  /* for messages */
+    void *metadata; /* json_t object or NULL, owned */
+    char path[256]; /* for messages */
 } lb_safetensors;
 
 /* Maps and validates the file. On failure st is left closed and err names the file and
