@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <curl/curl.h>
@@ -376,6 +377,7 @@ static void test_serve_delays_do_not_block_threads(void **state) {
     assert_true(wall_ms >= 300.0);
     assert_true(wall_ms < 3000.0);
     lb_server_stats st;
+    lb_server_shutdown(f.srv, 2.0); /* the counters are final once it returns */
     lb_server_get_stats(f.srv, &st);
     assert_int_equal(st.completed, N);
     assert_int_equal(st.tokens, N * 16);
@@ -419,6 +421,7 @@ static void test_serve_rejects_malformed_requests_with_openai_errors(void **stat
         reply_free(&r);
     }
     lb_server_stats st;
+    lb_server_shutdown(f.srv, 2.0); /* the counters are final once it returns */
     lb_server_get_stats(f.srv, &st);
     assert_int_equal(st.client_errors, sizeof cases / sizeof cases[0]);
     assert_int_equal(st.completed, 0);
@@ -461,6 +464,209 @@ static void test_serve_keeps_connections_alive(void **state) {
     stop(&f);
 }
 
+/* ---- faults: each is seen by a client as the failure it stands for ---- */
+
+static const char STREAM8[] = "{\"prompt\":\"f\",\"max_tokens\":8,\"stream\":true,"
+                              "\"stream_options\":{\"include_usage\":true}}";
+static const char WHOLE8[] = "{\"prompt\":\"f\",\"max_tokens\":8}";
+
+static void test_serve_fault_drop_cuts_the_connection(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_DROP, 1.0, 1);
+    reply r;
+    post(f.port, "/v1/completions", STREAM8, &r);
+    assert_true(r.rc == CURLE_PARTIAL_FILE || r.rc == CURLE_RECV_ERROR);
+    assert_int_equal(r.n_events, 4); /* half the tokens, then nothing */
+    reply_free(&r);
+    post(f.port, "/v1/completions", WHOLE8, &r);
+    assert_int_equal(r.rc, CURLE_PARTIAL_FILE);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    lb_server_stats st;
+    lb_server_shutdown(f.srv, 2.0); /* the counters are final once it returns */
+    lb_server_get_stats(f.srv, &st);
+    assert_int_equal(st.faults, 2);
+    assert_int_equal(st.completed, 0);
+    stop(&f);
+}
+
+static void test_serve_fault_stall_holds_the_connection_until_shutdown(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_STALL, 1.0, 1);
+    reply r;
+    http(f.port, "POST", "/v1/completions", STREAM8, &r, 400);
+    assert_int_equal(r.rc, CURLE_OPERATION_TIMEDOUT);
+    assert_int_equal(r.n_events, 4);
+    reply_free(&r);
+    http(f.port, "POST", "/v1/completions", WHOLE8, &r, 400);
+    assert_int_equal(r.rc, CURLE_OPERATION_TIMEDOUT);
+    assert_int_equal(r.len, 0);
+    reply_free(&r);
+    /* Parked connections are let go at shutdown: it does not wait for them. */
+    int64_t t0 = lb_clock_now_ns();
+    lb_server_shutdown(f.srv, 5.0);
+    assert_true(lb_clock_now_ns() - t0 < 1000000000);
+    lb_server_stats st;
+    lb_server_get_stats(f.srv, &st);
+    assert_int_equal(st.faults, 2);
+    assert_int_equal(st.in_flight, 0);
+    stop(&f);
+}
+
+static void test_serve_fault_bad_json_sends_unparseable_data(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_BAD_JSON, 1.0, 1);
+    reply r;
+    post(f.port, "/v1/completions", STREAM8, &r);
+    assert_int_equal(r.rc, CURLE_OK);
+    assert_int_equal(r.n_events, 4 + 1 + 4 + 1 + 1); /* tokens, bad, tokens, usage, DONE */
+    json_error_t je;
+    for (int i = 0; i < r.n_events - 1; i++) {
+        json_t *j = json_loads(r.events[i], 0, &je);
+        if (i == 4)
+            assert_null(j);
+        else
+            assert_non_null(j);
+        json_decref(j);
+    }
+    reply_free(&r);
+    post(f.port, "/v1/completions", WHOLE8, &r);
+    assert_int_equal(r.rc, CURLE_OK);
+    assert_int_equal(r.status, 200);
+    assert_true(r.len > 20);
+    assert_null(json_loads(r.body, 0, &je));
+    reply_free(&r);
+    stop(&f);
+}
+
+static void test_serve_fault_500_answers_with_an_error_body(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_500, 1.0, 1);
+    const char *bodies[] = {STREAM8, WHOLE8};
+    for (int i = 0; i < 2; i++) {
+        reply r;
+        post(f.port, "/v1/completions", bodies[i], &r);
+        assert_int_equal(r.rc, CURLE_OK);
+        assert_int_equal(r.status, 500);
+        json_t *j = parse(r.body);
+        json_t *e = json_object_get(j, "error");
+        assert_non_null(json_string_value(json_object_get(e, "message")));
+        assert_string_equal(json_string_value(json_object_get(e, "type")), "server_error");
+        json_decref(j);
+        reply_free(&r);
+    }
+    stop(&f);
+}
+
+static void test_serve_fault_truncate_ends_cleanly_without_usage_or_done(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_TRUNCATE, 1.0, 1);
+    reply r;
+    post(f.port, "/v1/completions", STREAM8, &r);
+    assert_int_equal(r.rc, CURLE_OK);
+    assert_int_equal(r.n_events, 4);
+    for (int i = 0; i < 4; i++) {
+        json_t *j = parse(r.events[i]);
+        assert_null(json_object_get(j, "usage"));
+        json_decref(j);
+    }
+    reply_free(&r);
+    post(f.port, "/v1/completions", WHOLE8, &r);
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(r.body);
+    assert_null(json_object_get(j, "usage"));
+    const char *text =
+        json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+    assert_int_equal(count_words(text), 4);
+    json_decref(j);
+    reply_free(&r);
+    stop(&f);
+}
+
+/* Which of 100 requests fail: about the rate, and the same for the same seed. */
+static void fault_pattern(double rate, uint64_t seed, char *pattern, int n) {
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_500, rate, seed);
+    for (int i = 0; i < n; i++) {
+        reply r;
+        post(f.port, "/v1/completions", "{\"prompt\":\"r\",\"max_tokens\":1}", &r);
+        assert_true(r.status == 200 || r.status == 500);
+        pattern[i] = r.status == 500 ? 'F' : '.';
+        reply_free(&r);
+    }
+    pattern[n] = '\0';
+    lb_server_stats st;
+    lb_server_shutdown(f.srv, 2.0); /* the counters are final once it returns */
+    lb_server_get_stats(f.srv, &st);
+    int faults = 0;
+    for (int i = 0; i < n; i++) faults += pattern[i] == 'F';
+    assert_int_equal(st.faults, faults);
+    assert_int_equal(st.completed, n - faults);
+    stop(&f);
+}
+
+static void test_serve_fault_rate_picks_a_repeatable_fraction(void **state) {
+    (void)state;
+    enum { N = 100 };
+    char a[N + 1], b[N + 1], c[N + 1], none[N + 1];
+    fault_pattern(0.3, 7, a, N);
+    fault_pattern(0.3, 7, b, N);
+    fault_pattern(0.3, 8, c, N);
+    fault_pattern(0.0, 7, none, N);
+    assert_string_equal(a, b);
+    assert_string_not_equal(a, c);
+    int faults = 0;
+    for (int i = 0; i < N; i++) faults += a[i] == 'F';
+    assert_in_range(faults, 15, 45); /* binomial(100, 0.3): mean 30, sd 4.6 */
+    assert_null(strchr(none, 'F'));
+}
+
+/* ---- shutdown ---- */
+
+typedef struct {
+    int port;
+    reply r;
+} client_job;
+
+static void *client_main(void *arg) {
+    client_job *job = arg;
+    post(job->port, "/v1/completions", "{\"prompt\":\"s\",\"max_tokens\":60,\"stream\":true}",
+         &job->r);
+    return NULL;
+}
+
+static void test_serve_shutdown_finishes_inflight_streams(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 50, LB_FAULT_NONE, 0, 1); /* 60 tokens: 3 s if left alone */
+    client_job job = {.port = f.port};
+    pthread_t th;
+    pthread_create(&th, NULL, client_main, &job);
+    nanosleep(&(struct timespec){.tv_nsec = 300000000}, NULL);
+    int64_t t0 = lb_clock_now_ns();
+    lb_server_shutdown(f.srv, 5.0);
+    double shutdown_ms = (double)(lb_clock_now_ns() - t0) / 1e6;
+    pthread_join(th, NULL);
+    assert_true(shutdown_ms < 1000.0);
+    free(check_stream(&job.r, 60, false, false));
+    reply_free(&job.r);
+    lb_server_stats st;
+    lb_server_get_stats(f.srv, &st);
+    assert_int_equal(st.completed, 1);
+    assert_int_equal(st.tokens, 60);
+    /* Nothing listens any more. */
+    reply r;
+    post(f.port, "/v1/completions", WHOLE8, &r);
+    assert_int_equal(r.rc, CURLE_COULDNT_CONNECT);
+    reply_free(&r);
+    stop(&f);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
@@ -475,6 +681,13 @@ int main(void) {
         cmocka_unit_test(test_serve_rejects_malformed_requests_with_openai_errors),
         cmocka_unit_test(test_serve_lists_models_and_reports_health),
         cmocka_unit_test(test_serve_keeps_connections_alive),
+        cmocka_unit_test(test_serve_fault_drop_cuts_the_connection),
+        cmocka_unit_test(test_serve_fault_stall_holds_the_connection_until_shutdown),
+        cmocka_unit_test(test_serve_fault_bad_json_sends_unparseable_data),
+        cmocka_unit_test(test_serve_fault_500_answers_with_an_error_body),
+        cmocka_unit_test(test_serve_fault_truncate_ends_cleanly_without_usage_or_done),
+        cmocka_unit_test(test_serve_fault_rate_picks_a_repeatable_fraction),
+        cmocka_unit_test(test_serve_shutdown_finishes_inflight_streams),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
