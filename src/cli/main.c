@@ -19,6 +19,7 @@ static const command commands[] = {
     {"env", lb_cmd_env, "what this machine is: CPU, memory, GPUs, driver, CUDA, NCCL, MPI"},
     {"results", lb_cmd_results, "stored runs: list, show ID, export [ID...] as JSON or CSV"},
     {"serve", lb_cmd_serve, "OpenAI-compatible HTTP server (synthetic tokens for now)"},
+    {"rouge", lb_cmd_rouge, "ROUGE accuracy of generated summaries, checked against MLPerf targets"},
 };
 
 static void print_help(void) {
