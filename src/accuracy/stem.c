@@ -72,14 +72,15 @@ static bool ends_cvc(const char *b, size_t n) {
     return n == 2 && !consonant_at(b, 0) && consonant_at(b, 1);
 }
 
+/* The last letter is compared first: most suffixes fail there. */
 static bool ends_with(const word *w, const char *suffix, size_t len) {
-    return w->k >= len && memcmp(w->b + w->k - len, suffix, len) == 0;
+    return w->k >= len && w->b[w->k - 1] == suffix[len - 1] &&
+           memcmp(w->b + w->k - len, suffix, len - 1) == 0;
 }
 
-/* Replaces the last cut bytes with rep (never longer than what it replaces plus the
- * room a shortened word already has). */
-static void set_tail(word *w, size_t cut, const char *rep) {
-    size_t n = strlen(rep);
+/* Replaces the last cut bytes with rep[0..n) (never longer than what it replaces plus
+ * the room a shortened word already has). */
+static void set_tail(word *w, size_t cut, const char *rep, size_t n) {
     memcpy(w->b + w->k - cut, rep, n);
     w->k = w->k - cut + n;
 }
@@ -93,9 +94,13 @@ typedef enum {
 
 typedef struct {
     const char *suffix;
+    size_t suffix_len;
     const char *rep;
+    size_t rep_len;
     rule_cond cond;
 } rule;
+
+#define RULE(suffix, rep, cond) {suffix, sizeof suffix - 1, rep, sizeof rep - 1, cond}
 
 static bool cond_holds(const word *w, size_t stem_len, rule_cond cond) {
     switch (cond) {
@@ -112,9 +117,10 @@ static bool cond_holds(const word *w, size_t stem_len, rule_cond cond) {
 /* The first rule whose suffix matches decides; returns whether one matched. */
 static bool apply_rules(word *w, const rule *rules, size_t n_rules) {
     for (size_t i = 0; i < n_rules; i++) {
-        size_t len = strlen(rules[i].suffix);
-        if (!ends_with(w, rules[i].suffix, len)) continue;
-        if (cond_holds(w, w->k - len, rules[i].cond)) set_tail(w, len, rules[i].rep);
+        const rule *r = &rules[i];
+        if (!ends_with(w, r->suffix, r->suffix_len)) continue;
+        if (cond_holds(w, w->k - r->suffix_len, r->cond))
+            set_tail(w, r->suffix_len, r->rep, r->rep_len);
         return true;
     }
     return false;
@@ -176,39 +182,39 @@ static void step2(word *w) {
         return;
     }
     static const rule rules[] = {
-        {"ational", "ate", COND_M_GT0}, {"tional", "tion", COND_M_GT0},
-        {"enci", "ence", COND_M_GT0},   {"anci", "ance", COND_M_GT0},
-        {"izer", "ize", COND_M_GT0},    {"bli", "ble", COND_M_GT0},
-        {"alli", "al", COND_M_GT0},     {"entli", "ent", COND_M_GT0},
-        {"eli", "e", COND_M_GT0},       {"ousli", "ous", COND_M_GT0},
-        {"ization", "ize", COND_M_GT0}, {"ation", "ate", COND_M_GT0},
-        {"ator", "ate", COND_M_GT0},    {"alism", "al", COND_M_GT0},
-        {"iveness", "ive", COND_M_GT0}, {"fulness", "ful", COND_M_GT0},
-        {"ousness", "ous", COND_M_GT0}, {"aliti", "al", COND_M_GT0},
-        {"iviti", "ive", COND_M_GT0},   {"biliti", "ble", COND_M_GT0},
-        {"fulli", "ful", COND_M_GT0},   {"logi", "log", COND_LOGI},
+        RULE("ational", "ate", COND_M_GT0), RULE("tional", "tion", COND_M_GT0),
+        RULE("enci", "ence", COND_M_GT0),   RULE("anci", "ance", COND_M_GT0),
+        RULE("izer", "ize", COND_M_GT0),    RULE("bli", "ble", COND_M_GT0),
+        RULE("alli", "al", COND_M_GT0),     RULE("entli", "ent", COND_M_GT0),
+        RULE("eli", "e", COND_M_GT0),       RULE("ousli", "ous", COND_M_GT0),
+        RULE("ization", "ize", COND_M_GT0), RULE("ation", "ate", COND_M_GT0),
+        RULE("ator", "ate", COND_M_GT0),    RULE("alism", "al", COND_M_GT0),
+        RULE("iveness", "ive", COND_M_GT0), RULE("fulness", "ful", COND_M_GT0),
+        RULE("ousness", "ous", COND_M_GT0), RULE("aliti", "al", COND_M_GT0),
+        RULE("iviti", "ive", COND_M_GT0),   RULE("biliti", "ble", COND_M_GT0),
+        RULE("fulli", "ful", COND_M_GT0),   RULE("logi", "log", COND_LOGI),
     };
     apply_rules(w, rules, sizeof rules / sizeof rules[0]);
 }
 
 static void step3(word *w) {
     static const rule rules[] = {
-        {"icate", "ic", COND_M_GT0}, {"ative", "", COND_M_GT0}, {"alize", "al", COND_M_GT0},
-        {"iciti", "ic", COND_M_GT0}, {"ical", "ic", COND_M_GT0}, {"ful", "", COND_M_GT0},
-        {"ness", "", COND_M_GT0},
+        RULE("icate", "ic", COND_M_GT0), RULE("ative", "", COND_M_GT0), RULE("alize", "al", COND_M_GT0),
+        RULE("iciti", "ic", COND_M_GT0), RULE("ical", "ic", COND_M_GT0), RULE("ful", "", COND_M_GT0),
+        RULE("ness", "", COND_M_GT0),
     };
     apply_rules(w, rules, sizeof rules / sizeof rules[0]);
 }
 
 static void step4(word *w) {
     static const rule rules[] = {
-        {"al", "", COND_M_GT1},    {"ance", "", COND_M_GT1}, {"ence", "", COND_M_GT1},
-        {"er", "", COND_M_GT1},    {"ic", "", COND_M_GT1},   {"able", "", COND_M_GT1},
-        {"ible", "", COND_M_GT1},  {"ant", "", COND_M_GT1},  {"ement", "", COND_M_GT1},
-        {"ment", "", COND_M_GT1},  {"ent", "", COND_M_GT1},  {"ion", "", COND_ION},
-        {"ou", "", COND_M_GT1},    {"ism", "", COND_M_GT1},  {"ate", "", COND_M_GT1},
-        {"iti", "", COND_M_GT1},   {"ous", "", COND_M_GT1},  {"ive", "", COND_M_GT1},
-        {"ize", "", COND_M_GT1},
+        RULE("al", "", COND_M_GT1),    RULE("ance", "", COND_M_GT1), RULE("ence", "", COND_M_GT1),
+        RULE("er", "", COND_M_GT1),    RULE("ic", "", COND_M_GT1),   RULE("able", "", COND_M_GT1),
+        RULE("ible", "", COND_M_GT1),  RULE("ant", "", COND_M_GT1),  RULE("ement", "", COND_M_GT1),
+        RULE("ment", "", COND_M_GT1),  RULE("ent", "", COND_M_GT1),  RULE("ion", "", COND_ION),
+        RULE("ou", "", COND_M_GT1),    RULE("ism", "", COND_M_GT1),  RULE("ate", "", COND_M_GT1),
+        RULE("iti", "", COND_M_GT1),   RULE("ous", "", COND_M_GT1),  RULE("ive", "", COND_M_GT1),
+        RULE("ize", "", COND_M_GT1),
     };
     apply_rules(w, rules, sizeof rules / sizeof rules[0]);
 }
@@ -228,23 +234,26 @@ static void step5b(word *w) {
 
 typedef struct {
     const char *form;
+    size_t form_len;
     const char *stem;
 } irregular;
 
+#define IRREGULAR(form, stem) {form, sizeof form - 1, stem}
+
 /* NLTK's pool: forms the rules get wrong, with the stem to use instead. */
 static const irregular irregular_forms[] = {
-    {"sky", "sky"},         {"skies", "sky"},       {"dying", "die"},
-    {"lying", "lie"},       {"tying", "tie"},       {"news", "news"},
-    {"innings", "inning"},  {"inning", "inning"},   {"outings", "outing"},
-    {"outing", "outing"},   {"cannings", "canning"}, {"canning", "canning"},
-    {"howe", "howe"},       {"proceed", "proceed"}, {"exceed", "exceed"},
-    {"succeed", "succeed"},
+    IRREGULAR("sky", "sky"),         IRREGULAR("skies", "sky"),       IRREGULAR("dying", "die"),
+    IRREGULAR("lying", "lie"),       IRREGULAR("tying", "tie"),       IRREGULAR("news", "news"),
+    IRREGULAR("innings", "inning"),  IRREGULAR("inning", "inning"),   IRREGULAR("outings", "outing"),
+    IRREGULAR("outing", "outing"),   IRREGULAR("cannings", "canning"), IRREGULAR("canning", "canning"),
+    IRREGULAR("howe", "howe"),       IRREGULAR("proceed", "proceed"), IRREGULAR("exceed", "exceed"),
+    IRREGULAR("succeed", "succeed"),
 };
 
 size_t lb_stem_word(const char *in, size_t len, char *out) {
     for (size_t i = 0; i < sizeof irregular_forms / sizeof irregular_forms[0]; i++) {
         const irregular *f = &irregular_forms[i];
-        if (strlen(f->form) == len && memcmp(f->form, in, len) == 0) {
+        if (f->form_len == len && f->form[0] == in[0] && memcmp(f->form, in, len) == 0) {
             size_t n = strlen(f->stem); /* never longer than the form */
             memmove(out, f->stem, n);
             out[n] = '\0';
