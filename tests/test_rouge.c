@@ -234,8 +234,8 @@ static void test_rouge_matches_oracle_exactly(void **state) {
         json_error_t je;
         json_t *rec = json_loads(line, 0, &je);
         if (rec == NULL) fail_msg("%s:%d: %s", path, n, je.text);
-        const char *pred = json_string_value(json_object_get(rec, "pred"));
-        const char *ref = json_string_value(json_object_get(rec, "ref"));
+        const char *pred = json_string_value(json_object_get(rec, "prediction"));
+        const char *ref = json_string_value(json_object_get(rec, "reference"));
         lb_rouge_scores s;
         lb_err err;
         assert_int_equal(lb_rouge_acc_add(&acc, pred, ref, &s, &err), LB_OK);

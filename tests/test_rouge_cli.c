@@ -117,6 +117,38 @@ static void test_rouge_cli_reads_lines_jsonl_and_json_alike(void **state) {
     expect_json_matches_library();
 }
 
+/* The oracle corpus (tools/rouge_oracle.py) read as both files: its mean F x 100. */
+static void test_rouge_cli_matches_oracle_means(void **state) {
+    (void)state;
+    const char *path = LB_TEST_FIXTURES "/rouge/oracle.jsonl";
+    const char *args[] = {"rouge", "--pred", path, "--ref", path, "--no-split", "--json", NULL};
+    assert_int_equal(lb_test_run(args, out, sizeof out, err, sizeof err), 0);
+    json_error_t je;
+    json_t *doc = json_loads(out, 0, &je);
+    assert_non_null(doc);
+    char *buf = lb_test_read_file(path, NULL);
+    assert_non_null(buf);
+    double sum[LB_ROUGE_N_TYPES] = {0};
+    int n = 0;
+    for (char *line = strtok(buf, "\n"); line != NULL; line = strtok(NULL, "\n"), n++) {
+        json_t *rec = json_loads(line, 0, &je);
+        assert_non_null(rec);
+        for (int t = 0; t < LB_ROUGE_N_TYPES; t++)
+            sum[t] += json_number_value(
+                json_array_get(json_object_get(rec, lb_rouge_type_name((lb_rouge_type)t)), 2));
+        json_decref(rec);
+    }
+    assert_int_equal(n, 300);
+    assert_int_equal(json_integer_value(json_object_get(doc, "gen_num")), 300);
+    for (int t = 0; t < LB_ROUGE_N_TYPES; t++) {
+        double got = json_number_value(json_object_get(doc, lb_rouge_type_name((lb_rouge_type)t)));
+        if (fabs(got - sum[t] / n * 100) > 1e-9)
+            fail_msg("%s: %.12f, oracle %.12f", lb_rouge_type_name((lb_rouge_type)t), got, sum[t] / n * 100);
+    }
+    json_decref(doc);
+    free(buf);
+}
+
 static void test_rouge_cli_table_names_metrics_and_verdict(void **state) {
     (void)state;
     const char *p = write_tmp("same.txt", "The cat sat on the mat.\n");
@@ -176,6 +208,7 @@ static void test_rouge_cli_usage_errors_exit_2(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rouge_cli_reads_lines_jsonl_and_json_alike),
+        cmocka_unit_test(test_rouge_cli_matches_oracle_means),
         cmocka_unit_test(test_rouge_cli_table_names_metrics_and_verdict),
         cmocka_unit_test(test_rouge_cli_count_mismatch_names_both_files),
         cmocka_unit_test(test_rouge_cli_malformed_jsonl_names_file_and_line),

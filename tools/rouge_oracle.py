@@ -9,6 +9,9 @@ tests/fixtures/rouge/oracle.jsonl, which tests/test_rouge.c checks llmbench agai
   tools/rouge_oracle.py fixture --seed 1 --pairs 300 --out tests/fixtures/rouge/oracle.jsonl
   tools/rouge_oracle.py score --pred "text" --ref "text"
 
+Each fixture record holds "prediction", "reference" and the oracle's [P, R, F] per ROUGE
+type, so the file also works as both --pred and --ref of `llmbench rouge`.
+
 Algorithm (rouge_score, use_stemmer=True, texts as given: no sentence splitting):
   tokens: lower(); runs outside [a-z0-9] become one space; split; stem tokens longer than
           3 characters; drop empty tokens.
@@ -212,7 +215,7 @@ def make_fixture(args):
             sep = lambda: rng.choice(["\n", "\n", "\n", " ", "\n\n", " \n"])
             ref = "".join(s + sep() for s in ref_sents).rstrip(" ")
             pred = "".join(s + sep() for s in pred_sents).rstrip(" ")
-            rec = {"pred": pred, "ref": ref}
+            rec = {"prediction": pred, "reference": ref}
             rec.update({t: list(v) for t, v in score(ref, pred).items()})
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     print("%s: %d pairs" % (args.out, args.pairs))
