@@ -72,16 +72,22 @@ static const char *record_text(const json_t *rec, lb_textfile_role role, size_t 
     return NULL;
 }
 
+/* The next line of buf[*pos..n) without its "\n"; false at the end. */
+static bool next_line(const char *buf, size_t n, size_t *pos, const char **line, size_t *len) {
+    if (*pos >= n) return false;
+    const char *nl = memchr(buf + *pos, '\n', n - *pos);
+    size_t end = nl ? (size_t)(nl - buf) : n;
+    *line = buf + *pos;
+    *len = end - *pos;
+    *pos = end + 1;
+    return true;
+}
+
 static lb_status read_jsonl(const char *path, const char *buf, size_t n, lb_textfile_role role,
                             lb_textfile *f, size_t *cap, lb_err *err) {
-    size_t line_no = 0;
-    for (size_t i = 0; i < n;) {
-        const char *nl = memchr(buf + i, '\n', n - i);
-        size_t end = nl ? (size_t)(nl - buf) : n;
-        const char *line = buf + i;
-        size_t len = end - i;
-        i = end + 1;
-        line_no++;
+    const char *line;
+    size_t len, pos = 0;
+    for (size_t line_no = 1; next_line(buf, n, &pos, &line, &len); line_no++) {
         size_t k = 0;
         while (k < len && strchr(" \t\r\f\v", line[k]) != NULL) k++;
         if (k == len) continue;
@@ -125,14 +131,9 @@ static lb_status read_json_array(const char *path, const char *buf, size_t n,
 
 static lb_status read_lines(const char *path, const char *buf, size_t n, lb_textfile *f,
                             size_t *cap, lb_err *err) {
-    size_t line_no = 0;
-    for (size_t i = 0; i < n;) {
-        const char *nl = memchr(buf + i, '\n', n - i);
-        size_t end = nl ? (size_t)(nl - buf) : n;
-        const char *line = buf + i;
-        size_t len = end - i;
-        i = end + 1;
-        line_no++;
+    const char *line;
+    size_t len, pos = 0;
+    for (size_t line_no = 1; next_line(buf, n, &pos, &line, &len); line_no++) {
         if (len > 0 && line[len - 1] == '\r') len--;
         for (size_t k = 0; k < len;) {
             uint32_t cp;
