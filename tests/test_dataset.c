@@ -128,7 +128,7 @@ static void test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones(void
 
 static void test_dataset_synthetic_is_seeded_and_follows_lengths(void **state) {
     (void)state;
-    lb_synthetic_params p = lb_synthetic_default_params();
+    lb_dataset_synthetic_params p = lb_dataset_synthetic_default_params();
     p.n_samples = 200;
     lb_err err = {""};
     assert_int_equal(lb_len_dist_parse("uniform:10:20", &p.input, &err), LB_OK);
