@@ -17,6 +17,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/runctl.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/result.h"
@@ -41,6 +42,17 @@ static void print_progress(void *user, const lb_progress *p) {
             (long long)p->failed, (long long)p->inflight, p->rate_per_s, p->elapsed_s, eta,
             ps->tty ? "" : "\n");
     fflush(stderr);
+}
+
+typedef struct {
+    const lb_loadgen_params *p;
+    const lb_dataset *ds;
+    lb_loadgen_report rep;
+} load_work;
+
+static lb_status do_load(void *ctx, lb_result *r, lb_err *err) {
+    load_work *w = ctx;
+    return lb_loadgen_run(w->p, w->ds, r, &w->rep, err);
 }
 
 static lb_status parse_sweep(const char *text, lb_loadgen_params *p) {
@@ -149,7 +161,7 @@ int lb_cmd_load(int argc, char **argv) {
     const char *scenario = NULL, *mode = "performance", *api = "completions", *model = NULL;
     const char *api_key_env = NULL, *dataset = NULL, *format = "auto", *sweep = NULL;
     const char *model_key = NULL, *slo = NULL, *out_dir = NULL, *in_len = "fixed:128";
-    const char *out_len = "fixed:128";
+    const char *out_len = NULL;
     int64_t synthetic = 0, min_queries = 0, max_inflight = 1024, seed = 1, retries = 2;
     int64_t eject_after = 5, concurrency = 0, max_tokens = 128;
     double qps = 0, min_duration = 0, timeout_s = 600, drain_s = 10, temperature = 0;
@@ -183,7 +195,7 @@ int lb_cmd_load(int argc, char **argv) {
         {"--input-len", LB_ARG_STRING, &in_len, "DIST",
          "synthetic prompt words: fixed:N|uniform:A:B|normal:M:S (default fixed:128)", 0, 0, NULL},
         {"--output-len", LB_ARG_STRING, &out_len, "DIST",
-         "synthetic max_tokens distribution (default fixed:128)", 0, 0, NULL},
+         "synthetic max_tokens distribution (default fixed:--max-tokens)", 0, 0, NULL},
         {"--max-tokens", LB_ARG_INT, &max_tokens, "N",
          "output tokens when the dataset does not say (default 128)", 1, 1e7, NULL},
         {"--min-duration", LB_ARG_DOUBLE, &min_duration, "S", "run at least S seconds (default 0)",
@@ -294,6 +306,9 @@ int lb_cmd_load(int argc, char **argv) {
         lb_dataset_synthetic_params sp = lb_dataset_synthetic_default_params();
         sp.n_samples = (size_t)synthetic;
         sp.seed = (uint64_t)seed;
+        char fixed[32];
+        snprintf(fixed, sizeof fixed, "fixed:%lld", (long long)max_tokens);
+        if (out_len == NULL) out_len = fixed;
         if (lb_len_dist_parse(in_len, &sp.input, &err) != LB_OK ||
             lb_len_dist_parse(out_len, &sp.output, &err) != LB_OK)
             return lb_status_exit_code(lb_args_usage_error("load", "%s", err.msg));
@@ -318,8 +333,13 @@ int lb_cmd_load(int argc, char **argv) {
     }
 
     lb_result *r = lb_result_new("load", model ? model : "load");
-    lb_loadgen_report rep;
-    st = lb_loadgen_run(&p, &ds, r, &rep, &err);
+    load_work w = {.p = &p, .ds = &ds};
+    lb_loadgen_report *rep = &w.rep;
+    json_decref(r->config);
+    r->config = lb_loadgen_config_json(&p, &ds);
+    int64_t run_id = -1;
+    /* runctl records main's command line: this argv starts one word after main's. */
+    st = lb_runctl_run(&common, argc + 1, argv - 1, r, do_load, &w, &run_id, &err);
     if (ps.tty && p.progress) fprintf(stderr, "\r\033[K");
     char sut[600];
     snprintf(sut, sizeof sut, "%s%s%s%s", endpoints.items[0],
@@ -330,17 +350,17 @@ int lb_cmd_load(int argc, char **argv) {
     } else {
         if (common.json) {
             json_t *j = lb_result_to_json(r);
-            json_object_set_new(j, "verdicts", verdicts_json(&rep));
+            json_object_set_new(j, "verdicts", verdicts_json(rep));
             json_dumpf(j, stdout, JSON_INDENT(1));
             printf("\n");
             json_decref(j);
         } else {
-            for (size_t i = 0; i < rep.n_steps; i++) lb_loadgen_summary_write(stdout, &rep.steps[i], sut);
+            for (size_t i = 0; i < rep->n_steps; i++) lb_loadgen_summary_write(stdout, &rep->steps[i], sut);
         }
-        if (out_dir && write_out(out_dir, r, &rep, &ds, sut) != LB_OK && st == LB_OK) st = LB_ERR_IO;
+        if (out_dir && write_out(out_dir, r, rep, &ds, sut) != LB_OK && st == LB_OK) st = LB_ERR_IO;
         if (st == LB_ERR_INTERRUPTED) fprintf(stderr, "llmbench load: %s\n", err.msg);
     }
-    lb_loadgen_report_free(&rep);
+    lb_loadgen_report_free(rep);
     lb_result_free(r);
     lb_dataset_free(&ds);
     return lb_status_exit_code(st);

@@ -68,6 +68,10 @@ typedef struct {
 
 void lb_loadgen_report_free(lb_loadgen_report *r);
 
+/* Every option that shapes the run, as JSON (new reference). The API key appears only as
+ * the name of its environment variable. lb_loadgen_run stores it as the result's config. */
+json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds);
+
 /* Runs the load. Fills `out` (config, series, metrics; status ok, or interrupted when
  * SIGINT stopped it) and, when report is not NULL, *report (caller frees with
  * lb_loadgen_report_free). Returns LB_OK or LB_ERR_INTERRUPTED with everything measured

@@ -117,6 +117,12 @@ typedef struct {
     bool perf_ok, min_duration_ok, min_queries_ok, early_stop_ok, no_failures, valid;
     lb_early_stop es_ttft, es_tpot, es_latency;
     char reasons[768];          /* why INVALID, "; "-separated; "" when valid */
+    /* accuracy mode with references (accuracy/rouge.h) */
+    bool has_rouge;
+    double rouge[4];            /* rouge1, rouge2, rougeL, rougeLsum: mean F x 100 */
+    int64_t gen_len, gen_num;   /* characters and samples scored */
+    bool rouge_checked;         /* the MLPerf llama3.1-8b targets applied (full data set) */
+    bool rouge_pass;
 } lb_loadgen_summary;
 
 /* Fills the measured part of s from queries q[0..n) and every inter-token gap

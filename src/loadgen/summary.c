@@ -125,6 +125,14 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     if (c->slo_ttft_ms > 0 || c->slo_tpot_ms > 0)
         fprintf(f, "Goodput (samples/s with TTFT <= %g ms, TPOT <= %g ms) : %.2f (%lld queries)\n",
                 c->slo_ttft_ms, c->slo_tpot_ms, s->goodput_per_s, (long long)s->good);
+    if (s->has_rouge)
+        fprintf(f, "ROUGE (F x 100) : rouge1 %.4f, rouge2 %.4f, rougeL %.4f, rougeLsum %.4f\n"
+                   "gen_len : %lld characters, gen_num : %lld\nAccuracy targets (MLPerf llama3.1-8b) : %s\n",
+                s->rouge[0], s->rouge[1], s->rouge[2], s->rouge[3], (long long)s->gen_len,
+                (long long)s->gen_num,
+                !s->rouge_checked ? "not applied (they hold for the full 13,368-sample cnn_eval set)"
+                : s->rouge_pass   ? "PASS"
+                                  : "FAIL");
     fprintf(f, "\n");
     dist_ns(f, &s->itl_ms, "Min inter-token latency (ns)    ", "Max inter-token latency (ns)    ",
             "Mean inter-token latency (ns)   ", "inter-token latency (ns)   ");

@@ -39,7 +39,6 @@ typedef struct xfer {
     int http_status;
     int64_t prompt_tokens, completion_tokens;
     int32_t n_chunks;
-    size_t bytes_in;
     lb_sse_parser sse;
     char *buf; /* body */
     size_t len, cap;
@@ -164,7 +163,6 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
     xfer *x = ud;
     size_t n = size * nmemb;
     if (!x->headers_seen) look_at_headers(x);
-    x->bytes_in += n;
     if (x->as_body) {
         bool error = x->http_status < 200 || x->http_status >= 300;
         size_t limit = error ? MAX_ERROR_BODY : MAX_BODY_BYTES;
@@ -216,15 +214,15 @@ static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
     return 0;
 }
 
-static lb_qerr map_curl(CURLcode rc, const xfer *x) {
+static lb_qerr map_curl(CURLcode rc) {
     switch (rc) {
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST: return LB_QERR_CONNECT;
     case CURLE_OPERATION_TIMEDOUT: return LB_QERR_TIMEOUT;
     case CURLE_GOT_NOTHING:
     case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR: return x->bytes_in > 0 ? LB_QERR_TRUNCATED : LB_QERR_DROPPED;
-    case CURLE_PARTIAL_FILE: return LB_QERR_TRUNCATED;
+    case CURLE_RECV_ERROR:
+    case CURLE_PARTIAL_FILE: return LB_QERR_DROPPED;
     default: return LB_QERR_OTHER;
     }
 }
@@ -241,7 +239,7 @@ static void classify(xfer *x, CURLcode rc, lb_http_outcome *o) {
         return;
     }
     if (rc != CURLE_OK) {
-        o->error = map_curl(rc, x);
+        o->error = map_curl(rc);
         snprintf(o->detail, sizeof o->detail, "%s", curl_easy_strerror(rc));
         return;
     }
@@ -446,7 +444,6 @@ lb_status lb_http_submit(lb_http_client *c, const char *url, const lb_http_reque
     x->http_status = 0;
     x->prompt_tokens = x->completion_tokens = -1;
     x->n_chunks = 0;
-    x->bytes_in = 0;
     x->len = 0;
     x->text_len = 0;
     lb_sse_reset(&x->sse);

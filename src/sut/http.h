@@ -29,8 +29,8 @@ typedef enum {
     LB_QERR_NONE = 0,
     LB_QERR_CONNECT,      /* connection refused or unreachable */
     LB_QERR_TIMEOUT,      /* no complete answer within --timeout */
-    LB_QERR_DROPPED,      /* connection closed or reset before any answer */
-    LB_QERR_TRUNCATED,    /* the answer stopped short: no [DONE], short body */
+    LB_QERR_DROPPED,      /* the connection closed or broke before the answer was complete */
+    LB_QERR_TRUNCATED,    /* the answer ended cleanly but short: a stream without [DONE] */
     LB_QERR_BAD_SSE,      /* not an event stream, or an event over the size limit */
     LB_QERR_BAD_JSON,     /* an event's data or the body is not a completion in JSON */
     LB_QERR_HTTP_4XX,     /* the server refused the request */
