@@ -20,6 +20,7 @@ static const command commands[] = {
     {"results", lb_cmd_results, "stored runs: list, show ID, export [ID...] as JSON or CSV"},
     {"serve", lb_cmd_serve, "OpenAI-compatible HTTP server (synthetic tokens for now)"},
     {"rouge", lb_cmd_rouge, "ROUGE accuracy of generated summaries, checked against MLPerf targets"},
+    {"load", lb_cmd_load, "MLPerf-style load against OpenAI-compatible servers (replicas)"},
 };
 
 static void print_help(void) {

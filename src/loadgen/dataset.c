@@ -1,0 +1,435 @@
+/* dataset.c: dataset parsers and the synthetic prompt generator (see dataset.h).
+ *
+ * Each parser validates every record before the run starts: a dataset that fails half
+ * way through a ten-hour run is worse than one refused at once. Records are copied out of
+ * the jansson tree so the tree can be freed right after parsing. */
+#include "loadgen/dataset.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "unknown";
+}
+
+static lb_status push_sample(lb_dataset *d, size_t *cap, lb_sample s) {
+    if (d->n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 256;
+        lb_sample *p = realloc(d->samples, ncap * sizeof *p);
+        if (p == NULL) return LB_ERR_NOMEM;
+        d->samples = p;
+        *cap = ncap;
+    }
+    d->samples[d->n++] = s;
+    return LB_OK;
+}
+
+static void sample_free(lb_sample *s) {
+    free(s->prompt);
+    free(s->reference);
+}
+
+void lb_dataset_free(lb_dataset *d) {
+    if (d == NULL) return;
+    for (size_t i = 0; i < d->n; i++) sample_free(&d->samples[i]);
+    free(d->samples);
+    memset(d, 0, sizeof *d);
+}
+
+static void dataset_start(lb_dataset *d, const char *format) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->format, sizeof d->format, "%s", format);
+}
+
+static char *dup_string(const json_t *v) {
+    size_t n = json_string_length(v);
+    char *s = malloc(n + 1);
+    if (s == NULL) return NULL;
+    memcpy(s, json_string_value(v), n);
+    s[n] = '\0';
+    return s;
+}
+
+/* The template with "{input}" replaced by the article. */
+static char *apply_cnn_template(const json_t *input) {
+    static const char tmpl[] = LB_CNN_PROMPT_TEMPLATE;
+    const char *hole = strstr(tmpl, "{input}");
+    size_t head = (size_t)(hole - tmpl), tail = strlen(hole + 7), n = json_string_length(input);
+    char *s = malloc(head + n + tail + 1);
+    if (s == NULL) return NULL;
+    memcpy(s, tmpl, head);
+    memcpy(s + head, json_string_value(input), n);
+    memcpy(s + head + n, hole + 7, tail + 1);
+    return s;
+}
+
+/* Parses a whole JSON document that must be an array. */
+static lb_status load_array(const char *buf, size_t len, const char *name, json_t **out,
+                            lb_err *err) {
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_ALLOW_NUL, &je);
+    if (root == NULL)
+        return lb_fail(err, LB_ERR_FORMAT, "dataset %s: not valid JSON at line %d column %d: %s",
+                       name, je.line, je.column, je.text);
+    if (!json_is_array(root)) {
+        lb_status st = lb_fail(err, LB_ERR_FORMAT,
+                               "dataset %s: the top level must be an array of records, got %s",
+                               name, json_kind(root));
+        json_decref(root);
+        return st;
+    }
+    *out = root;
+    return LB_OK;
+}
+
+static lb_status finish(lb_dataset *out, const char *name, lb_status st, lb_err *err) {
+    if (st == LB_OK && out->n == 0)
+        st = lb_fail(err, LB_ERR_FORMAT, "dataset %s: no usable records", name);
+    if (st != LB_OK) lb_dataset_free(out);
+    return st;
+}
+
+lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb_dataset *out,
+                               lb_err *err) {
+    dataset_start(out, "cnn");
+    json_t *root;
+    LB_TRY(load_array(buf, len, name, &root, err));
+    size_t cap = 0, i;
+    json_t *rec;
+    lb_status st = LB_OK;
+    json_array_foreach(root, i, rec) {
+        if (!json_is_object(rec)) {
+            st = lb_fail(err, LB_ERR_FORMAT, "dataset %s: record %zu must be an object, got %s",
+                         name, i, json_kind(rec));
+            break;
+        }
+        json_t *input = json_object_get(rec, "input");
+        json_t *output = json_object_get(rec, "output");
+        json_t *tok = json_object_get(rec, "tok_input");
+        if (!json_is_string(input)) {
+            st = lb_fail(err, LB_ERR_FORMAT,
+                         "dataset %s: record %zu: field \"input\" must be a string, got %s", name,
+                         i, input ? json_kind(input) : "nothing");
+            break;
+        }
+        if (output != NULL && !json_is_string(output)) {
+            st = lb_fail(err, LB_ERR_FORMAT,
+                         "dataset %s: record %zu: field \"output\" must be a string, got %s",
+                         name, i, json_kind(output));
+            break;
+        }
+        int32_t n_tok = -1;
+        if (tok != NULL) {
+            size_t k;
+            json_t *t;
+            bool ok = json_is_array(tok);
+            if (ok) json_array_foreach(tok, k, t) ok = ok && json_is_integer(t);
+            if (!ok) {
+                st = lb_fail(err, LB_ERR_FORMAT,
+                             "dataset %s: record %zu: field \"tok_input\" must be an array of "
+                             "integers (token ids)",
+                             name, i);
+                break;
+            }
+            n_tok = (int32_t)json_array_size(tok);
+        }
+        lb_sample s = {.prompt = apply_cnn_template(input),
+                       .reference = output ? dup_string(output) : NULL,
+                       .max_tokens = LB_CNN_MAX_TOKENS,
+                       .input_tokens = n_tok};
+        if (s.prompt == NULL || (output && s.reference == NULL) ||
+            push_sample(out, &cap, s) != LB_OK) {
+            sample_free(&s);
+            st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at record %zu", name, i);
+            break;
+        }
+    }
+    json_decref(root);
+    return finish(out, name, st, err);
+}
+
+/* One JSONL record (line `line_no`, 1-based). */
+static lb_status jsonl_record(const char *line, size_t n, size_t line_no, const char *name,
+                              lb_dataset *out, size_t *cap, lb_err *err) {
+    json_error_t je;
+    json_t *rec = json_loadb(line, n, JSON_ALLOW_NUL, &je);
+    if (rec == NULL)
+        return lb_fail(err, LB_ERR_FORMAT, "dataset %s: line %zu: not valid JSON (column %d: %s)",
+                       name, line_no, je.column, je.text);
+    lb_status st = LB_OK;
+    json_t *prompt = json_object_get(rec, "prompt");
+    json_t *ref = json_object_get(rec, "reference");
+    json_t *maxt = json_object_get(rec, "max_tokens");
+    if (!json_is_object(rec))
+        st = lb_fail(err, LB_ERR_FORMAT, "dataset %s: line %zu must be a JSON object, got %s",
+                     name, line_no, json_kind(rec));
+    else if (!json_is_string(prompt))
+        st = lb_fail(err, LB_ERR_FORMAT,
+                     "dataset %s: line %zu: field \"prompt\" must be a string, got %s", name,
+                     line_no, prompt ? json_kind(prompt) : "nothing");
+    else if (ref != NULL && !json_is_string(ref))
+        st = lb_fail(err, LB_ERR_FORMAT,
+                     "dataset %s: line %zu: field \"reference\" must be a string, got %s", name,
+                     line_no, json_kind(ref));
+    else if (maxt != NULL && (!json_is_integer(maxt) || json_integer_value(maxt) < 1 ||
+                              json_integer_value(maxt) > 1000000))
+        st = lb_fail(err, LB_ERR_FORMAT,
+                     "dataset %s: line %zu: field \"max_tokens\" must be an integer in "
+                     "[1, 1000000]",
+                     name, line_no);
+    if (st == LB_OK) {
+        lb_sample s = {.prompt = dup_string(prompt),
+                       .reference = ref ? dup_string(ref) : NULL,
+                       .max_tokens = maxt ? (int32_t)json_integer_value(maxt) : 0,
+                       .input_tokens = -1};
+        if (s.prompt == NULL || (ref && s.reference == NULL) || push_sample(out, cap, s) != LB_OK) {
+            sample_free(&s);
+            st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at line %zu", name,
+                         line_no);
+        }
+    }
+    json_decref(rec);
+    return st;
+}
+
+lb_status lb_dataset_parse_jsonl(const char *buf, size_t len, const char *name, lb_dataset *out,
+                                 lb_err *err) {
+    dataset_start(out, "jsonl");
+    size_t cap = 0, line_no = 0;
+    lb_status st = LB_OK;
+    for (size_t pos = 0; pos < len && st == LB_OK;) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        size_t end = nl ? (size_t)(nl - buf) : len;
+        line_no++;
+        size_t a = pos, b = end;
+        while (a < b && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\r')) a++;
+        while (b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t' || buf[b - 1] == '\r')) b--;
+        if (b > a) st = jsonl_record(buf + a, b - a, line_no, name, out, &cap, err);
+        pos = end + 1;
+    }
+    return finish(out, name, st, err);
+}
+
+static bool turn_from(const json_t *turn, const char *a, const char *b) {
+    const char *from = json_string_value(json_object_get(turn, "from"));
+    if (from == NULL) from = json_string_value(json_object_get(turn, "role"));
+    return from != NULL && (strcmp(from, a) == 0 || strcmp(from, b) == 0);
+}
+
+lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *name,
+                                    lb_dataset *out, lb_err *err) {
+    dataset_start(out, "sharegpt");
+    json_t *root;
+    LB_TRY(load_array(buf, len, name, &root, err));
+    size_t cap = 0, i;
+    json_t *rec;
+    lb_status st = LB_OK;
+    json_array_foreach(root, i, rec) {
+        json_t *conv = json_object_get(rec, "conversations");
+        if (!json_is_object(rec) || !json_is_array(conv)) {
+            st = lb_fail(err, LB_ERR_FORMAT,
+                         "dataset %s: record %zu: field \"conversations\" must be an array of "
+                         "turns, got %s",
+                         name, i, conv ? json_kind(conv) : json_is_object(rec) ? "nothing"
+                                                                            : json_kind(rec));
+            break;
+        }
+        size_t k;
+        json_t *turn;
+        json_array_foreach(conv, k, turn) {
+            if (!json_is_string(json_object_get(turn, "value"))) {
+                st = lb_fail(err, LB_ERR_FORMAT,
+                             "dataset %s: record %zu: turn %zu: field \"value\" must be a string",
+                             name, i, k);
+                break;
+            }
+        }
+        if (st != LB_OK) break;
+        json_t *q = json_array_get(conv, 0), *a = json_array_get(conv, 1);
+        if (q == NULL || a == NULL || !turn_from(q, "human", "user") ||
+            !turn_from(a, "gpt", "assistant")) {
+            out->skipped++;
+            continue;
+        }
+        lb_sample s = {.prompt = dup_string(json_object_get(q, "value")),
+                       .reference = dup_string(json_object_get(a, "value")),
+                       .max_tokens = 0,
+                       .input_tokens = -1};
+        if (s.prompt == NULL || s.reference == NULL || push_sample(out, &cap, s) != LB_OK) {
+            sample_free(&s);
+            st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at record %zu", name, i);
+            break;
+        }
+    }
+    json_decref(root);
+    return finish(out, name, st, err);
+}
+
+lb_status lb_len_dist_parse(const char *text, lb_len_dist *out, lb_err *err) {
+    char kind[16] = "";
+    double a = NAN, b = NAN;
+    char *end;
+    errno = 0;
+    double bare = strtod(text, &end);
+    if (end != text && *end == '\0' && errno == 0) {
+        kind[0] = 'f';
+        a = bare;
+    } else {
+        char tail;
+        int n = sscanf(text, "%15[a-z]:%lf:%lf%c", kind, &a, &b, &tail);
+        if (n < 2 || n > 3) kind[0] = '\0';
+        if ((strcmp(kind, "fixed") == 0) != (n == 2)) kind[0] = '\0';
+    }
+    if (kind[0] == 'f' && a >= 1) {
+        *out = (lb_len_dist){LB_LEN_FIXED, floor(a), 0};
+        return LB_OK;
+    }
+    if (strcmp(kind, "uniform") == 0 && a >= 1 && b >= a) {
+        *out = (lb_len_dist){LB_LEN_UNIFORM, floor(a), floor(b)};
+        return LB_OK;
+    }
+    if (strcmp(kind, "normal") == 0 && a >= 1 && b >= 0) {
+        *out = (lb_len_dist){LB_LEN_NORMAL, a, b};
+        return LB_OK;
+    }
+    return lb_fail(err, LB_ERR_USAGE,
+                   "length distribution '%s' is not one of fixed:N, uniform:LO:HI (1 <= LO <= HI), "
+                   "normal:MEAN:STD (MEAN >= 1)",
+                   text);
+}
+
+int32_t lb_len_dist_draw(const lb_len_dist *d, lb_rng *rng) {
+    double v = d->a;
+    if (d->kind == LB_LEN_UNIFORM) v = d->a + (double)lb_rng_below(rng, (uint64_t)(d->b - d->a) + 1);
+    if (d->kind == LB_LEN_NORMAL) v = round(d->a + d->b * lb_rng_normal(rng));
+    if (v < 1) v = 1;
+    if (v > 1e7) v = 1e7;
+    return (int32_t)v;
+}
+
+lb_dataset_synthetic_params lb_dataset_synthetic_default_params(void) {
+    return (lb_dataset_synthetic_params){
+        .n_samples = 1000,
+        .input = {LB_LEN_FIXED, 128, 0},
+        .output = {LB_LEN_FIXED, 128, 0},
+        .seed = 1,
+    };
+}
+
+/* Short common English words: each is about one token for the usual BPE vocabularies,
+ * so a prompt of N words is about N tokens long. */
+static const char *const words[] = {
+    "the", "of", "and", "to", "in", "is", "was", "for", "on", "as", "with", "by", "he",
+    "at", "from", "his", "an", "were", "are", "which", "this", "also", "be", "had", "it",
+    "first", "one", "their", "its", "new", "after", "but", "who", "not", "they", "have",
+    "her", "she", "two", "been", "other", "when", "there", "all", "during", "into", "time",
+    "year", "city", "more", "most", "only", "over", "some", "such", "state", "world",
+    "would", "where", "later", "up", "made", "about", "than", "many", "under", "known",
+    "school", "while", "people", "part", "since", "may", "used", "both", "then", "film",
+    "three", "through", "each", "team", "between", "well", "season", "him", "these",
+};
+
+lb_status lb_dataset_synthetic(const lb_dataset_synthetic_params *p, lb_dataset *out, lb_err *err) {
+    dataset_start(out, "synthetic");
+    if (p->n_samples == 0)
+        return lb_fail(err, LB_ERR_USAGE, "a synthetic dataset needs at least one sample");
+    lb_rng rng;
+    lb_rng_seed(&rng, p->seed);
+    size_t cap = 0;
+    const size_t n_words = sizeof words / sizeof words[0];
+    for (size_t i = 0; i < p->n_samples; i++) {
+        int32_t n_in = lb_len_dist_draw(&p->input, &rng);
+        int32_t n_out = lb_len_dist_draw(&p->output, &rng);
+        char *s = malloc((size_t)n_in * 9 + 1);
+        if (s == NULL) {
+            lb_dataset_free(out);
+            return lb_fail(err, LB_ERR_NOMEM, "synthetic dataset: out of memory");
+        }
+        size_t len = 0;
+        for (int32_t w = 0; w < n_in; w++) {
+            const char *word = words[lb_rng_below(&rng, n_words)];
+            if (w > 0) s[len++] = ' ';
+            size_t wl = strlen(word);
+            memcpy(s + len, word, wl);
+            len += wl;
+        }
+        s[len] = '\0';
+        lb_sample smp = {.prompt = s, .reference = NULL, .max_tokens = n_out, .input_tokens = n_in};
+        if (push_sample(out, &cap, smp) != LB_OK) {
+            free(s);
+            lb_dataset_free(out);
+            return lb_fail(err, LB_ERR_NOMEM, "synthetic dataset: out of memory");
+        }
+    }
+    return LB_OK;
+}
+
+static lb_status read_file(const char *path, char **buf, size_t *len, lb_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return lb_fail(err, LB_ERR_IO, "dataset %s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b != NULL) {
+        n += fread(b + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = realloc(b, cap * 2);
+        if (nb == NULL) free(b);
+        b = nb;
+        cap *= 2;
+    }
+    bool bad = b == NULL || ferror(f);
+    fclose(f);
+    if (bad) {
+        free(b);
+        return lb_fail(err, LB_ERR_IO, "dataset %s: read failed", path);
+    }
+    *buf = b;
+    *len = n;
+    return LB_OK;
+}
+
+/* Guesses the format of a JSON array from its first record. */
+static const char *sniff(const char *path, const char *buf, size_t len) {
+    size_t plen = strlen(path);
+    if (plen >= 6 && strcmp(path + plen - 6, ".jsonl") == 0) return "jsonl";
+    size_t i = 0;
+    while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')) i++;
+    if (i < len && buf[i] == '{') return "jsonl";
+    const char *conv = memmem(buf, len < 4096 ? len : 4096, "\"conversations\"", 15);
+    return conv ? "sharegpt" : "cnn";
+}
+
+lb_status lb_dataset_load(const char *path, const char *format, lb_dataset *out, lb_err *err) {
+    memset(out, 0, sizeof *out);
+    char *buf = NULL;
+    size_t len = 0;
+    LB_TRY(read_file(path, &buf, &len, err));
+    if (strcmp(format, "auto") == 0) format = sniff(path, buf, len);
+    lb_status st;
+    if (strcmp(format, "cnn") == 0)
+        st = lb_dataset_parse_cnn(buf, len, path, out, err);
+    else if (strcmp(format, "jsonl") == 0)
+        st = lb_dataset_parse_jsonl(buf, len, path, out, err);
+    else if (strcmp(format, "sharegpt") == 0)
+        st = lb_dataset_parse_sharegpt(buf, len, path, out, err);
+    else
+        st = lb_fail(err, LB_ERR_USAGE,
+                     "dataset format '%s' is not one of auto, cnn, jsonl, sharegpt", format);
+    free(buf);
+    return st;
+}

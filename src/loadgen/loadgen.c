@@ -1,0 +1,591 @@
+/* loadgen.c: the scheduler loop behind loadgen.h.
+ *
+ * One thread: the loop issues every query that is due, then lets the pool serve the
+ * network until the next query is due (or a completion frees a slot, or the progress tick
+ * comes). Open-loop scenarios (Offline, Server) have their whole schedule drawn before
+ * t0; closed-loop ones (SingleStream, concurrency) schedule a query when a slot frees.
+ * Request bodies are built once per sample before t0, so sending costs no JSON work.
+ * Inter-token gaps of a query are held per query until it completes (a retried attempt
+ * drops its gaps) and then appended to one run-wide array for the ITL distribution. */
+#include "loadgen/loadgen.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "core/stats.h"
+#include "accuracy/rouge.h"
+
+#define PROGRESS_NS 500000000LL
+#define FAILURES_LOGGED 5
+
+typedef struct {
+    float *v;
+    uint32_t n, cap;
+} gapbuf;
+
+typedef struct {
+    const lb_loadgen_params *p;
+    const lb_dataset *ds;
+    lb_pool *pool;
+    char **bodies;
+    size_t *body_len;
+    /* the step being run */
+    lb_query *q;
+    gapbuf *gb;
+    size_t n_q, cap_q;
+    size_t n_planned; /* open loop: schedule length */
+    size_t next;      /* next query to issue */
+    int64_t t0;
+    int64_t inflight, completed, failed, logged;
+    bool open_loop;
+    double target_qps;
+    int64_t slots; /* closed loop: queries in flight at most */
+    /* sample order */
+    uint32_t *order;
+    size_t order_pos;
+    lb_rng sample_rng;
+    /* run-wide */
+    float *gaps;
+    size_t n_gaps, cap_gaps;
+    char **texts;
+    lb_status oom;
+} run;
+
+lb_loadgen_params lb_loadgen_default_params(void) {
+    lb_loadgen_params p;
+    memset(&p, 0, sizeof p);
+    p.scenario = LB_SCENARIO_SERVER;
+    p.mode = LB_MODE_PERFORMANCE;
+    p.qps = 1.0;
+    p.concurrency = 1;
+    p.min_duration_s = 0.0;
+    p.min_queries = 0;
+    p.max_inflight = 1024;
+    p.sample_seed = 1;
+    p.schedule_seed = 2;
+    p.max_tokens = 128;
+    p.constraints = lb_constraints_default();
+    p.drain_s = 10.0;
+    p.request = (lb_openai_request){.api = LB_API_COMPLETIONS, .model = NULL, .stream = true,
+                                    .ignore_eos = false, .temperature = 0.0};
+    p.pool = lb_pool_default_params();
+    return p;
+}
+
+void lb_loadgen_report_free(lb_loadgen_report *r) {
+    if (r == NULL) return;
+    free(r->steps);
+    for (size_t i = 0; i < r->n_texts; i++) free(r->texts[i]);
+    free(r->texts);
+    memset(r, 0, sizeof *r);
+}
+
+static lb_status reserve_queries(run *R, size_t need) {
+    if (need <= R->cap_q) return LB_OK;
+    size_t cap = R->cap_q ? R->cap_q : 1024;
+    while (cap < need) cap *= 2;
+    lb_query *q = realloc(R->q, cap * sizeof *q);
+    if (q == NULL) return LB_ERR_NOMEM;
+    R->q = q;
+    gapbuf *g = realloc(R->gb, cap * sizeof *g);
+    if (g == NULL) return LB_ERR_NOMEM;
+    R->gb = g;
+    memset(R->q + R->cap_q, 0, (cap - R->cap_q) * sizeof *q);
+    memset(R->gb + R->cap_q, 0, (cap - R->cap_q) * sizeof *g);
+    R->cap_q = cap;
+    return LB_OK;
+}
+
+static uint32_t next_sample(run *R) {
+    size_t n = R->ds->n;
+    if (R->p->mode == LB_MODE_ACCURACY) return (uint32_t)(R->order_pos++ % n);
+    if (R->order_pos == n) R->order_pos = 0;
+    if (R->order_pos == 0) /* a fresh seeded permutation per pass */
+        for (size_t i = n - 1; i > 0; i--) {
+            size_t j = (size_t)lb_rng_below(&R->sample_rng, i + 1);
+            uint32_t t = R->order[i];
+            R->order[i] = R->order[j];
+            R->order[j] = t;
+        }
+    return R->order[R->order_pos++];
+}
+
+static int64_t queries_wanted(const run *R) {
+    if (R->p->mode == LB_MODE_ACCURACY) return (int64_t)R->ds->n;
+    return R->p->min_queries > 0 ? R->p->min_queries : (int64_t)R->ds->n;
+}
+
+/* Open loop: the whole schedule. Server draws exponential gaps at the target rate until
+ * both minimums are met; Offline schedules every query at 0. */
+static lb_status plan_open_loop(run *R, uint64_t seed) {
+    int64_t want = queries_wanted(R);
+    double min_ns = R->p->mode == LB_MODE_ACCURACY ? 0.0 : R->p->min_duration_s * 1e9;
+    lb_rng rng;
+    lb_rng_seed(&rng, seed);
+    double t = 0.0;
+    size_t n = 0;
+    for (;;) {
+        if ((int64_t)n >= want &&
+            (R->p->scenario != LB_SCENARIO_SERVER || R->p->mode == LB_MODE_ACCURACY || t >= min_ns))
+            break;
+        LB_TRY(reserve_queries(R, n + 1));
+        lb_query *x = &R->q[n];
+        memset(x, 0, sizeof *x);
+        if (R->p->scenario == LB_SCENARIO_SERVER) {
+            x->scheduled_ns = (int64_t)t;
+            t += -log(1.0 - lb_rng_uniform(&rng)) / R->target_qps * 1e9;
+        }
+        x->sample = next_sample(R);
+        x->scheduled_send = true;
+        n++;
+    }
+    R->n_planned = n;
+    return LB_OK;
+}
+
+/* Closed loop: is another query wanted at t (ns since t0)? */
+static bool closed_loop_wants(const run *R, int64_t t) {
+    int64_t issued = (int64_t)R->next;
+    if (R->p->mode == LB_MODE_ACCURACY) return issued < (int64_t)R->ds->n;
+    return issued < queries_wanted(R) || (double)t < R->p->min_duration_s * 1e9;
+}
+
+static void issue(run *R, size_t i, int64_t now_rel) {
+    lb_query *x = &R->q[i];
+    x->issued = true;
+    x->attempts = 1;
+    x->replica = -1;
+    x->input_tokens = -1;
+    if (!R->open_loop) x->scheduled_ns = now_rel;
+    R->inflight++;
+    lb_err err;
+    if (lb_pool_submit(R->pool, i, R->bodies[x->sample], R->body_len[x->sample], &err) != LB_OK) {
+        /* libcurl refused: count it as a failure of this query and go on. */
+        x->finished = true;
+        x->error = LB_QERR_OTHER;
+        x->sent_ns = x->done_ns = now_rel;
+        R->inflight--;
+        R->failed++;
+        LB_WARN("query %zu could not be sent: %s", i, err.msg);
+    }
+}
+
+static void on_token(void *user, uint64_t tag, int64_t t_ns) {
+    run *R = user;
+    lb_query *x = &R->q[tag];
+    int64_t t = t_ns - R->t0;
+    if (x->first_ns != 0) {
+        gapbuf *g = &R->gb[tag];
+        if (g->n == g->cap) {
+            uint32_t cap = g->cap ? g->cap * 2 : 64;
+            float *v = realloc(g->v, cap * sizeof *v);
+            if (v == NULL) {
+                R->oom = LB_ERR_NOMEM;
+                return;
+            }
+            g->v = v;
+            g->cap = cap;
+        }
+        g->v[g->n++] = (float)((double)(t - x->last_ns) / 1e6);
+    } else {
+        x->first_ns = t;
+    }
+    x->last_ns = t;
+}
+
+static void on_retry(void *user, uint64_t tag, const lb_http_outcome *failed) {
+    run *R = user;
+    lb_query *x = &R->q[tag];
+    x->first_ns = x->last_ns = 0;
+    R->gb[tag].n = 0;
+    x->attempts++;
+    LB_INFO("query %llu: %s on %d (%s), sent again", (unsigned long long)tag,
+            lb_qerr_name(failed->error), failed->req.replica, failed->detail);
+}
+
+static void on_done(void *user, const lb_http_outcome *o) {
+    run *R = user;
+    uint64_t tag = o->req.tag;
+    lb_query *x = &R->q[tag];
+    gapbuf *g = &R->gb[tag];
+    int64_t now_rel = lb_clock_now_ns() - R->t0;
+    x->finished = true;
+    x->error = (uint8_t)o->error;
+    x->http_status = (int16_t)o->http_status;
+    x->replica = (int16_t)o->req.replica;
+    x->attempts = (uint8_t)(o->req.attempt + 1);
+    x->sent_ns = o->sent_ns ? o->sent_ns - R->t0 : now_rel;
+    x->done_ns = o->done_ns ? o->done_ns - R->t0 : now_rel;
+    R->inflight--;
+    if (o->error != LB_QERR_NONE) {
+        R->failed++;
+        if (R->logged++ < FAILURES_LOGGED)
+            LB_WARN("query %llu (sample %u) failed: %s: %s", (unsigned long long)tag, x->sample,
+                    lb_qerr_name(o->error), o->detail);
+        g->n = 0;
+        return;
+    }
+    R->completed++;
+    x->first_ns = o->first_ns - R->t0;
+    x->n_chunks = o->n_chunks;
+    x->usage_tokens = o->completion_tokens >= 0;
+    x->output_tokens = x->usage_tokens ? (int32_t)o->completion_tokens : o->n_chunks;
+    x->input_tokens = o->prompt_tokens >= 0 ? (int32_t)o->prompt_tokens
+                                            : R->ds->samples[x->sample].input_tokens;
+    float mx = 0.0f;
+    if (R->n_gaps + g->n > R->cap_gaps) {
+        size_t cap = R->cap_gaps ? R->cap_gaps : 4096;
+        while (cap < R->n_gaps + g->n) cap *= 2;
+        float *v = realloc(R->gaps, cap * sizeof *v);
+        if (v == NULL) {
+            R->oom = LB_ERR_NOMEM;
+            return;
+        }
+        R->gaps = v;
+        R->cap_gaps = cap;
+    }
+    for (uint32_t k = 0; k < g->n; k++) {
+        if (g->v[k] > mx) mx = g->v[k];
+        R->gaps[R->n_gaps++] = g->v[k];
+    }
+    x->itl_max_ms = mx;
+    free(g->v);
+    *g = (gapbuf){0};
+    if (R->texts != NULL && o->text != NULL && R->texts[x->sample] == NULL) {
+        R->texts[x->sample] = strndup(o->text, o->text_len);
+        if (R->texts[x->sample] == NULL) R->oom = LB_ERR_NOMEM;
+    }
+}
+
+static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t *last_done) {
+    if (R->p->progress == NULL || now_rel - *last_tick < PROGRESS_NS) return;
+    int64_t done = R->completed + R->failed;
+    lb_progress pr = {.issued = (int64_t)R->next, .completed = R->completed,
+                      .failed = R->failed, .inflight = R->inflight, .planned = -1,
+                      .elapsed_s = (double)now_rel / 1e9, .eta_s = NAN};
+    pr.rate_per_s = (double)(done - *last_done) / ((double)(now_rel - *last_tick) / 1e9);
+    if (R->open_loop) pr.planned = (int64_t)R->n_planned;
+    else if (R->p->mode == LB_MODE_ACCURACY || R->p->min_duration_s <= 0)
+        pr.planned = queries_wanted(R);
+    if (pr.planned >= 0 && pr.rate_per_s > 0)
+        pr.eta_s = (double)(pr.planned - done) / pr.rate_per_s;
+    if (R->p->scenario == LB_SCENARIO_SERVER && R->open_loop && R->n_planned > 0) {
+        double left = (double)(R->q[R->n_planned - 1].scheduled_ns - now_rel) / 1e9;
+        if (left > 0 && !(pr.eta_s > left)) pr.eta_s = left;
+    } else if (pr.planned < 0) {
+        pr.eta_s = R->p->min_duration_s - pr.elapsed_s;
+        if (pr.eta_s < 0) pr.eta_s = 0;
+    }
+    R->p->progress(R->p->progress_user, &pr);
+    *last_tick = now_rel;
+    *last_done = done;
+}
+
+/* Runs one step (the whole run unless sweeping). Returns true when interrupted. */
+static bool run_step(run *R) {
+    const lb_loadgen_params *p = R->p;
+    bool stopping = false;
+    int64_t drain_deadline = 0, last_tick = 0, last_done = 0;
+    R->t0 = lb_clock_now_ns();
+    for (;;) {
+        int64_t now = lb_clock_now_ns() - R->t0;
+        if (!stopping && lb_interrupted()) {
+            stopping = true;
+            drain_deadline = now + (int64_t)(p->drain_s * 1e9);
+            LB_WARN("interrupted: no new queries; waiting up to %.0f s for %lld in flight",
+                    p->drain_s, (long long)R->inflight);
+        }
+        if (!stopping) {
+            if (R->open_loop) {
+                while (R->next < R->n_planned && R->q[R->next].scheduled_ns <= now &&
+                       (p->max_inflight <= 0 || R->inflight < p->max_inflight))
+                    issue(R, R->next++, now);
+            } else {
+                while (R->inflight < R->slots && closed_loop_wants(R, now)) {
+                    if (reserve_queries(R, R->next + 1) != LB_OK) {
+                        R->oom = LB_ERR_NOMEM;
+                        break;
+                    }
+                    memset(&R->q[R->next], 0, sizeof R->q[0]);
+                    R->q[R->next].sample = next_sample(R);
+                    issue(R, R->next++, now);
+                }
+            }
+        }
+        bool more = !stopping && R->oom == LB_OK &&
+                    (R->open_loop ? R->next < R->n_planned : closed_loop_wants(R, now));
+        if (!more && R->inflight == 0) break;
+        if (stopping && now >= drain_deadline) {
+            lb_pool_abort_all(R->pool, LB_QERR_INTERRUPTED);
+            break;
+        }
+        int64_t wake = now + PROGRESS_NS;
+        if (stopping && drain_deadline < wake) wake = drain_deadline;
+        if (more && R->open_loop && (p->max_inflight <= 0 || R->inflight < p->max_inflight)) {
+            int64_t due = R->q[R->next].scheduled_ns;
+            if (due < wake) wake = due;
+        }
+        lb_pool_run(R->pool, R->t0 + wake);
+        report_progress(R, lb_clock_now_ns() - R->t0, &last_tick, &last_done);
+    }
+    return stopping;
+}
+
+static lb_status build_bodies(run *R, lb_err *err) {
+    size_t n = R->ds->n;
+    R->bodies = calloc(n, sizeof *R->bodies);
+    R->body_len = calloc(n, sizeof *R->body_len);
+    R->order = malloc(n * sizeof *R->order);
+    if (R->bodies == NULL || R->body_len == NULL || R->order == NULL)
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory for %zu request bodies", n);
+    for (size_t i = 0; i < n; i++) {
+        const lb_sample *s = &R->ds->samples[i];
+        int32_t mt = s->max_tokens > 0 ? s->max_tokens : R->p->max_tokens;
+        R->bodies[i] = lb_openai_body(&R->p->request, s->prompt, mt, &R->body_len[i]);
+        if (R->bodies[i] == NULL)
+            return lb_fail(err, LB_ERR_NOMEM, "out of memory building request %zu", i);
+        R->order[i] = (uint32_t)i;
+    }
+    return LB_OK;
+}
+
+/* Accuracy mode: ROUGE of every sample's text against its reference (a failed sample
+ * scores as an empty text), MLPerf's targets when the whole cnn_eval set was run. */
+static lb_status score_accuracy(const run *R, lb_loadgen_summary *s, lb_result *out, lb_err *err) {
+    const lb_dataset *ds = R->ds;
+    for (size_t i = 0; i < ds->n; i++)
+        if (ds->samples[i].reference == NULL) return LB_OK;
+    lb_rouge_params rp = lb_rouge_default_params();
+    lb_rouge_acc acc;
+    lb_rouge_acc_init(&acc, &rp);
+    lb_status st = LB_OK;
+    for (size_t i = 0; i < ds->n && st == LB_OK; i++)
+        st = lb_rouge_acc_add(&acc, R->texts[i] ? R->texts[i] : "", ds->samples[i].reference,
+                              NULL, err);
+    lb_rouge_targets targets = lb_rouge_targets_mlperf_llama31_8b();
+    s->rouge_checked = strcmp(ds->format, "cnn") == 0 && ds->n == 13368;
+    if (st == LB_OK) {
+        lb_rouge_summary rs = lb_rouge_acc_finish(&acc);
+        s->has_rouge = true;
+        for (int k = 0; k < 4; k++) s->rouge[k] = rs.score[k];
+        s->gen_len = rs.gen_len;
+        s->gen_num = rs.gen_num;
+        s->rouge_pass = s->rouge_checked && lb_rouge_check(&rs, &targets).pass;
+        st = lb_rouge_add_to_result(&acc, s->rouge_checked ? &targets : NULL, true, out);
+    }
+    lb_rouge_acc_free(&acc);
+    return st;
+}
+
+static void free_run(run *R) {
+    lb_pool_free(R->pool);
+    if (R->bodies)
+        for (size_t i = 0; i < R->ds->n; i++) free(R->bodies[i]);
+    free(R->bodies);
+    free(R->body_len);
+    free(R->order);
+    for (size_t i = 0; i < R->cap_q; i++) free(R->gb ? R->gb[i].v : NULL);
+    free(R->gb);
+    free(R->q);
+    free(R->gaps);
+    if (R->texts)
+        for (size_t i = 0; i < R->ds->n; i++) free(R->texts[i]);
+    free(R->texts);
+}
+
+json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds) {
+    json_t *eps = json_array();
+    for (size_t i = 0; i < p->pool.n_endpoints; i++)
+        json_array_append_new(eps, json_string(p->pool.endpoints[i]));
+    json_t *sweep = json_array();
+    for (size_t i = 0; i < p->n_sweep; i++) json_array_append_new(sweep, json_real(p->sweep_qps[i]));
+    const lb_constraints *c = &p->constraints;
+    return json_pack(
+        "{s:s, s:s, s:f, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, s:f, s:f, s:f, s:f},"
+        " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I}}",
+        "scenario", lb_scenario_name(p->scenario), "mode", lb_mode_name(p->mode), "qps", p->qps,
+        "sweep_qps", sweep, "concurrency", (json_int_t)p->concurrency, "min_duration_s",
+        p->min_duration_s, "min_queries", (json_int_t)p->min_queries, "max_inflight",
+        (json_int_t)p->max_inflight, "sample_seed", (json_int_t)p->sample_seed, "schedule_seed",
+        (json_int_t)p->schedule_seed, "max_tokens", (int)p->max_tokens, "constraints",
+        "ttft_limit_ms", c->ttft_limit_ms, "tpot_limit_ms", c->tpot_limit_ms, "percentile",
+        c->percentile, "confidence", c->confidence, "slo_ttft_ms", c->slo_ttft_ms, "slo_tpot_ms",
+        c->slo_tpot_ms, "drain_s", p->drain_s, "api", lb_api_name(p->request.api), "model",
+        p->request.model, "stream", p->request.stream, "ignore_eos", p->request.ignore_eos,
+        "temperature", p->request.temperature, "endpoints", eps, "timeout_ms",
+        (json_int_t)p->pool.http.timeout_ms, "retries", (json_int_t)p->pool.retries,
+        "eject_after", (json_int_t)p->pool.eject_after, "model_key", p->model_key,
+        "api_key_env", p->api_key_env, "dataset", "path", p->dataset_path, "format",
+        ds->format, "samples", (json_int_t)ds->n);
+}
+
+/* Appends the step's per-query series to r. */
+static lb_status add_series(const run *R, lb_result *r, bool sweep) {
+    static const struct {
+        const char *name, *unit;
+    } defs[] = {{"scheduled_s", "s"},   {"sent_s", "s"},        {"first_token_s", "s"},
+                {"done_s", "s"},        {"ttft_ms", "ms"},      {"tpot_ms", "ms"},
+                {"latency_ms", "ms"},   {"queue_ms", "ms"},     {"itl_max_ms", "ms"},
+                {"output_tokens", "tokens"}, {"input_tokens", "tokens"}, {"status", "lb_qerr"},
+                {"http_status", "code"}, {"replica", "index"},  {"attempts", "count"},
+                {"sample", "index"},    {"target_qps", "queries/s"}};
+    enum { N_DEFS = sizeof defs / sizeof defs[0] };
+    lb_series *s[N_DEFS];
+    for (size_t d = 0; d < N_DEFS; d++) {
+        if (!sweep && strcmp(defs[d].name, "target_qps") == 0) {
+            s[d] = NULL;
+            continue;
+        }
+        if ((s[d] = lb_result_series(r, defs[d].name, defs[d].unit)) == NULL) return LB_ERR_NOMEM;
+    }
+    /* lb_result_series may move earlier series when it grows: look them up again. */
+    for (size_t d = 0; d < N_DEFS; d++)
+        if (s[d] != NULL) s[d] = (lb_series *)lb_result_find_series(r, defs[d].name);
+    for (size_t i = 0; i < R->next; i++) {
+        const lb_query *x = &R->q[i];
+        bool ok = x->finished && x->error == LB_QERR_NONE;
+        double tpot = ok && x->output_tokens > 1
+                          ? (double)(x->done_ns - x->first_ns) / 1e6 / (x->output_tokens - 1)
+                          : NAN;
+        double v[N_DEFS] = {
+            (double)x->scheduled_ns / 1e9,
+            (double)x->sent_ns / 1e9,
+            ok ? (double)x->first_ns / 1e9 : NAN,
+            x->finished ? (double)x->done_ns / 1e9 : NAN,
+            ok ? (double)(x->first_ns - x->scheduled_ns) / 1e6 : NAN,
+            tpot,
+            ok ? (double)(x->done_ns - x->scheduled_ns) / 1e6 : NAN,
+            (double)(x->sent_ns - x->scheduled_ns) / 1e6,
+            ok ? x->itl_max_ms : NAN,
+            ok ? x->output_tokens : NAN,
+            x->input_tokens >= 0 ? x->input_tokens : NAN,
+            x->finished ? x->error : LB_QERR_INTERRUPTED,
+            x->http_status,
+            x->replica,
+            x->attempts,
+            x->sample,
+            R->target_qps,
+        };
+        for (size_t d = 0; d < N_DEFS; d++)
+            if (s[d] != NULL) LB_TRY(lb_series_push(s[d], v[d]));
+    }
+    return LB_OK;
+}
+
+lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_result *out,
+                         lb_loadgen_report *report, lb_err *err) {
+    if (report != NULL) memset(report, 0, sizeof *report);
+    if (ds->n == 0) return lb_fail(err, LB_ERR_USAGE, "the dataset has no samples");
+    if (p->scenario == LB_SCENARIO_SERVER && p->n_sweep == 0 && !(p->qps > 0))
+        return lb_fail(err, LB_ERR_USAGE, "the Server scenario needs --qps > 0");
+    if (p->scenario == LB_SCENARIO_CONCURRENCY && p->concurrency < 1)
+        return lb_fail(err, LB_ERR_USAGE, "--concurrency must be at least 1");
+    run R;
+    memset(&R, 0, sizeof R);
+    R.p = p;
+    R.ds = ds;
+    lb_status st = build_bodies(&R, err);
+    lb_pool_params pp = p->pool;
+    pp.http.stream = p->request.stream;
+    pp.http.api = p->request.api;
+    pp.http.keep_text = p->mode == LB_MODE_ACCURACY;
+    lb_pool_callbacks cb = {.on_token = on_token, .on_retry = on_retry, .on_done = on_done};
+    if (st == LB_OK) st = lb_pool_init(&R.pool, &pp, &cb, &R, err);
+    if (st == LB_OK && p->mode == LB_MODE_ACCURACY &&
+        (R.texts = calloc(ds->n, sizeof *R.texts)) == NULL)
+        st = lb_fail(err, LB_ERR_NOMEM, "out of memory for the generated texts");
+    size_t n_steps = p->scenario == LB_SCENARIO_SERVER && p->n_sweep > 0 ? p->n_sweep : 1;
+    lb_loadgen_summary *steps = st == LB_OK ? calloc(n_steps, sizeof *steps) : NULL;
+    if (st == LB_OK && steps == NULL) st = lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    if (st != LB_OK) {
+        free_run(&R);
+        return st;
+    }
+    json_decref(out->config);
+    out->config = lb_loadgen_config_json(p, ds);
+    out->start_wall_s = lb_clock_wall_s();
+    lb_rng_seed(&R.sample_rng, p->sample_seed);
+    int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* wake-ups within a microsecond */
+
+    bool interrupted = false;
+    size_t done_steps = 0;
+    for (size_t k = 0; k < n_steps && !interrupted && st == LB_OK; k++) {
+        R.next = R.n_planned = 0;
+        R.inflight = R.completed = R.failed = 0;
+        R.n_gaps = 0;
+        R.open_loop = p->scenario == LB_SCENARIO_OFFLINE || p->scenario == LB_SCENARIO_SERVER;
+        R.slots = p->scenario == LB_SCENARIO_SINGLE_STREAM ? 1 : p->concurrency;
+        R.target_qps = p->n_sweep > 0 ? p->sweep_qps[k] : p->qps;
+        if (p->scenario != LB_SCENARIO_SERVER) R.target_qps = 0;
+        R.order_pos = 0;
+        if (R.open_loop && (st = plan_open_loop(&R, p->schedule_seed + k)) != LB_OK) {
+            st = lb_fail(err, LB_ERR_NOMEM, "out of memory for the query schedule");
+            break;
+        }
+        if (n_steps > 1)
+            LB_INFO("sweep step %zu of %zu: %g queries/s", k + 1, n_steps, R.target_qps);
+        interrupted = run_step(&R);
+        if (R.oom != LB_OK) {
+            st = lb_fail(err, LB_ERR_NOMEM, "out of memory while recording queries");
+            break;
+        }
+        lb_loadgen_summary *s = &steps[k];
+        s->scenario = p->scenario;
+        s->mode = p->mode;
+        s->target_qps = R.target_qps;
+        s->concurrency = R.open_loop ? 0 : R.slots;
+        s->constraints = p->constraints;
+        s->min_duration_s = p->mode == LB_MODE_ACCURACY ? 0 : p->min_duration_s;
+        s->min_queries = queries_wanted(&R);
+        s->max_inflight = p->max_inflight;
+        s->sample_seed = p->sample_seed;
+        s->schedule_seed = p->schedule_seed + k;
+        s->n_samples = ds->n;
+        const lb_replica *reps = lb_pool_replicas(R.pool, &s->n_replicas);
+        memcpy(s->replicas, reps, s->n_replicas * sizeof *reps);
+        if ((st = lb_loadgen_summarize(R.q, R.next, R.gaps, R.n_gaps, s)) != LB_OK) {
+            st = lb_fail(err, LB_ERR_NOMEM, "out of memory summarizing");
+            break;
+        }
+        if (p->mode == LB_MODE_ACCURACY && (st = score_accuracy(&R, s, out, err)) != LB_OK) break;
+        char prefix[32] = "";
+        if (n_steps > 1) snprintf(prefix, sizeof prefix, "qps%g/", R.target_qps);
+        if (lb_loadgen_summary_to_result(s, prefix, out) != LB_OK ||
+            add_series(&R, out, n_steps > 1) != LB_OK) {
+            st = lb_fail(err, LB_ERR_NOMEM, "out of memory storing the result");
+            break;
+        }
+        done_steps++;
+    }
+    prctl(PR_SET_TIMERSLACK, (unsigned long)(old_slack > 0 ? old_slack : 50000), 0, 0, 0);
+    out->end_wall_s = lb_clock_wall_s();
+    if (st == LB_OK && interrupted) {
+        out->status = LB_RUN_INTERRUPTED;
+        snprintf(out->failure, sizeof out->failure,
+                 "interrupted by signal %d after %zu of %zu steps", lb_interrupt_signal(),
+                 done_steps, n_steps);
+        st = lb_fail(err, LB_ERR_INTERRUPTED, "%s", out->failure);
+    } else if (st == LB_OK) {
+        out->status = LB_RUN_OK;
+    }
+    if (report != NULL && done_steps > 0) {
+        report->steps = steps;
+        report->n_steps = done_steps;
+        steps = NULL;
+        if (R.texts != NULL) {
+            report->texts = R.texts;
+            report->n_texts = ds->n;
+            R.texts = NULL;
+        }
+    }
+    free(steps);
+    free_run(&R);
+    return st;
+}

@@ -1,0 +1,82 @@
+/* loadgen.h: the load generator: MLPerf-style scenarios against a replica pool.
+ *
+ * lb_loadgen_run() turns a dataset and a scenario into a schedule of queries, sends each
+ * at its scheduled time through the pool (sut/pool.h), times every query from its
+ * scheduled time (so a server or client that falls behind shows up as queueing in TTFT
+ * and latency, with no coordinated omission), and fills an lb_result: the config, one
+ * series per per-query quantity (timestamps, TTFT, TPOT, latency, queueing, tokens,
+ * status) and the summary metrics of metrics.h. It runs on the calling thread; the pool's
+ * event loop is its clock. It never prints (except through the progress callback the
+ * CLI gives it) and never touches the store.
+ *
+ * Scenarios: Offline (every query scheduled at t0, sent as fast as max_inflight allows),
+ * Server (Poisson arrivals at qps from a seeded generator; a sweep repeats it per rate),
+ * SingleStream (one query at a time) and fixed concurrency N (closed loop: a query is
+ * scheduled the moment a slot frees). Performance mode cycles through the dataset in a
+ * seeded order until min_queries and min_duration are both met; accuracy mode sends
+ * every sample exactly once and keeps the generated texts. */
+#ifndef LB_LOADGEN_LOADGEN_H
+#define LB_LOADGEN_LOADGEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/result.h"
+#include "core/status.h"
+#include "loadgen/dataset.h"
+#include "loadgen/metrics.h"
+#include "sut/pool.h"
+
+#define LB_LOADGEN_MAX_SWEEP 32
+
+typedef struct {
+    lb_scenario scenario;
+    lb_mode mode;
+    double qps;                                /* Server: mean arrival rate, queries/s */
+    double sweep_qps[LB_LOADGEN_MAX_SWEEP];    /* Server rates run one after the other */
+    size_t n_sweep;                            /* 0: just qps */
+    int64_t concurrency;                       /* CONCURRENCY: queries in flight */
+    double min_duration_s;                     /* performance mode: run at least this long */
+    int64_t min_queries;                       /* performance mode: at least this many; 0 = dataset size */
+    int64_t max_inflight;                      /* Offline/Server cap on queries in flight; 0 = none */
+    uint64_t sample_seed;                      /* sample order */
+    uint64_t schedule_seed;                    /* Poisson arrivals */
+    int32_t max_tokens;                        /* output tokens when the sample does not say */
+    lb_constraints constraints;                /* Server latency bounds, SLO, early stopping */
+    double drain_s;                            /* after SIGINT: wait this long for in-flight */
+    lb_openai_request request;                 /* body fields (api, model, stream, ...) */
+    lb_pool_params pool;                       /* endpoints, HTTP, retries, ejection */
+    const char *model_key;                     /* "llama3.1-8b", for the record */
+    const char *api_key_env;                   /* the variable's NAME only, for the record */
+    const char *dataset_path;                  /* for the record */
+    /* Called about twice a second while running (may be NULL). */
+    void (*progress)(void *user, const lb_progress *p);
+    void *progress_user;
+} lb_loadgen_params;
+
+lb_loadgen_params lb_loadgen_default_params(void);
+
+/* What a run leaves besides the lb_result: one summary per step (one unless sweeping),
+ * and in accuracy mode the generated text of every sample (NULL where it failed). */
+typedef struct {
+    lb_loadgen_summary *steps; /* owned */
+    size_t n_steps;
+    char **texts; /* owned; n_texts == dataset size in accuracy mode, else 0 */
+    size_t n_texts;
+} lb_loadgen_report;
+
+void lb_loadgen_report_free(lb_loadgen_report *r);
+
+/* Every option that shapes the run, as JSON (new reference). The API key appears only as
+ * the name of its environment variable. lb_loadgen_run stores it as the result's config. */
+json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds);
+
+/* Runs the load. Fills `out` (config, series, metrics; status ok, or interrupted when
+ * SIGINT stopped it) and, when report is not NULL, *report (caller frees with
+ * lb_loadgen_report_free). Returns LB_OK or LB_ERR_INTERRUPTED with everything measured
+ * kept, or another status when the run could not start. */
+lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_result *out,
+                         lb_loadgen_report *report, lb_err *err);
+
+#endif

@@ -1,0 +1,146 @@
+/* metrics.h: per-query records and the numbers a load run is judged by.
+ *
+ * Every query keeps its timestamps (scheduled, sent, first token, done; ns since the
+ * run's t0) and counts; lb_loadgen_summarize() turns them into the summary: TTFT (from
+ * the scheduled time), TPOT = (latency - TTFT) / (output tokens - 1), inter-token
+ * latency (every gap between streamed pieces, across all queries), latency, queueing
+ * (sent - scheduled), send lag (sent - scheduled, for scheduled sends only), throughput,
+ * goodput against an SLO, and the MLPerf verdict: VALID only when the latency bounds
+ * (Server), min duration, min queries and early stopping all hold and no query failed,
+ * with each reason spelled out otherwise. The formulas are listed in docs/METRICS.md;
+ * percentiles are core/stats.h's (linear interpolation). */
+#ifndef LB_LOADGEN_METRICS_H
+#define LB_LOADGEN_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/result.h"
+#include "core/status.h"
+#include "loadgen/early_stop.h"
+#include "sut/pool.h"
+
+typedef enum {
+    LB_SCENARIO_OFFLINE = 0,
+    LB_SCENARIO_SERVER,
+    LB_SCENARIO_SINGLE_STREAM,
+    LB_SCENARIO_CONCURRENCY,
+} lb_scenario;
+
+typedef enum {
+    LB_MODE_PERFORMANCE = 0,
+    LB_MODE_ACCURACY,
+} lb_mode;
+
+const char *lb_scenario_name(lb_scenario s); /* "Offline", "Server", "SingleStream", "Concurrency" */
+const char *lb_mode_name(lb_mode m);         /* "PerformanceOnly", "AccuracyOnly" */
+
+typedef struct {
+    int64_t scheduled_ns; /* when it was due (t0-relative) */
+    int64_t sent_ns;      /* when the (last) attempt's request went out */
+    int64_t first_ns;     /* first generated text of the last attempt */
+    int64_t last_ns;      /* latest generated text (for inter-token gaps) */
+    int64_t done_ns;      /* answer complete, or failure known */
+    uint32_t sample;      /* dataset index */
+    int32_t input_tokens;  /* usage, else the dataset's count, else -1 */
+    int32_t output_tokens; /* usage, else streamed pieces */
+    int32_t n_chunks;      /* streamed pieces with text */
+    float itl_max_ms;      /* largest gap between pieces */
+    uint8_t error;         /* lb_qerr */
+    uint8_t attempts;      /* 1 + retries */
+    int16_t http_status;
+    int16_t replica;      /* replica of the last attempt, -1 when none */
+    bool usage_tokens;    /* output_tokens came from the server's usage */
+    bool scheduled_send;  /* sent at its scheduled time (Offline/Server), not when a slot freed */
+    bool issued;
+    bool finished;
+} lb_query;
+
+/* Server latency bounds, goodput SLO, early stopping parameters. */
+typedef struct {
+    double ttft_limit_ms;  /* Server: p-th percentile TTFT must not exceed this; 0 = none */
+    double tpot_limit_ms;  /* Server: p-th percentile TPOT must not exceed this; 0 = none */
+    double percentile;     /* for the bounds and early stopping (99) */
+    double confidence;     /* early stopping confidence (0.99) */
+    double slo_ttft_ms;    /* goodput: a query counts when TTFT <= this; 0 = no bound */
+    double slo_tpot_ms;    /* goodput: ... and TPOT <= this; 0 = no bound */
+} lb_constraints;
+
+/* The MLPerf latency bounds of a model key ("llama3.1-8b", "llama3.1-8b-interactive",
+ * ...). LB_ERR_USAGE, naming the known keys, for an unknown one. */
+lb_status lb_constraints_for_model(const char *key, lb_constraints *out, lb_err *err);
+lb_constraints lb_constraints_default(void);
+
+#define LB_N_PCTL 6
+extern const double lb_pctl_levels[LB_N_PCTL]; /* 50, 90, 95, 97, 99, 99.9 */
+
+typedef struct {
+    size_t n;
+    double min, max, mean;
+    double p[LB_N_PCTL];
+} lb_dist;
+
+/* The summary of one run (or one sweep step). The caller fills the setup part, then
+ * lb_loadgen_summarize() fills the measured part. */
+typedef struct {
+    /* setup */
+    lb_scenario scenario;
+    lb_mode mode;
+    double target_qps;      /* Server */
+    int64_t concurrency;    /* SingleStream 1, Concurrency N, else 0 */
+    lb_constraints constraints;
+    double min_duration_s;
+    int64_t min_queries;
+    int64_t max_inflight;
+    uint64_t sample_seed, schedule_seed;
+    size_t n_samples;       /* dataset size (MLPerf's performance_sample_count) */
+    lb_replica replicas[LB_POOL_MAX_REPLICAS];
+    size_t n_replicas;
+    /* measured */
+    int64_t issued, completed, failed, retries;
+    int64_t failures[LB_QERR_COUNT];
+    double duration_s;          /* t0 to the last completion */
+    double final_scheduled_s;   /* the last query's scheduled time */
+    double final_issued_s;      /* the last query's send time */
+    double samples_per_s;       /* completed / duration */
+    double mlperf_samples_per_s;/* MLPerf: (completed - 1) / last done (Server), completed / duration */
+    double scheduled_qps;       /* (issued - 1) / final scheduled time (Server) */
+    double output_tok_per_s;
+    double total_tok_per_s;
+    double goodput_per_s;       /* completed within the SLO per second */
+    int64_t good;               /* completed within the SLO */
+    int64_t output_tokens, input_tokens;
+    bool input_tokens_known;
+    const char *token_source;   /* "usage", "chunks" or "usage+chunks" */
+    lb_dist ttft_ms, tpot_ms, itl_ms, latency_ms, queue_ms, send_lag_ms;
+    bool perf_ok, min_duration_ok, min_queries_ok, early_stop_ok, no_failures, valid;
+    lb_early_stop es_ttft, es_tpot, es_latency;
+    char reasons[768];          /* why INVALID, "; "-separated; "" when valid */
+    /* accuracy mode with references (accuracy/rouge.h) */
+    bool has_rouge;
+    double rouge[4];            /* rouge1, rouge2, rougeL, rougeLsum: mean F x 100 */
+    int64_t gen_len, gen_num;   /* characters and samples scored */
+    bool rouge_checked;         /* the MLPerf llama3.1-8b targets applied (full data set) */
+    bool rouge_pass;
+} lb_loadgen_summary;
+
+/* Fills the measured part of s from queries q[0..n) and every inter-token gap
+ * gaps_ms[0..n_gaps). LB_ERR_NOMEM only. */
+lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms, size_t n_gaps,
+                               lb_loadgen_summary *s);
+
+/* Adds s's numbers to r as metrics, each name prefixed with `prefix` ("" or "qps8/"). */
+lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *prefix,
+                                       lb_result *r);
+
+/* What the progress line shows. */
+typedef struct {
+    int64_t issued, completed, failed, inflight;
+    int64_t planned;   /* queries the run will issue; -1 when it depends on time */
+    double elapsed_s;
+    double rate_per_s; /* completions per second over the last interval */
+    double eta_s;      /* NaN when unknown */
+} lb_progress;
+
+#endif

@@ -1,0 +1,180 @@
+/* summary.c: the mlperf_log_summary.txt-style text writer (summary.h). */
+#include "loadgen/summary.h"
+
+#include <math.h>
+
+#define RULE "================================================\n"
+
+static long long ns_of(double ms) { return isfinite(ms) ? llround(ms * 1e6) : -1; }
+
+static const char *yes(bool b) { return b ? "Yes" : "NO"; }
+
+/* "Min latency (ns) : ..." and the percentiles, MLPerf's labels. */
+static void dist_ns(FILE *f, const lb_dist *d, const char *min_label, const char *max_label,
+                    const char *mean_label, const char *pct_label) {
+    fprintf(f, "%s: %lld\n", min_label, ns_of(d->min));
+    fprintf(f, "%s: %lld\n", max_label, ns_of(d->max));
+    fprintf(f, "%s: %lld\n", mean_label, ns_of(d->mean));
+    for (int i = 0; i < LB_N_PCTL; i++)
+        fprintf(f, "%.2f percentile %s: %lld\n", lb_pctl_levels[i], pct_label, ns_of(d->p[i]));
+}
+
+static void early_stop_server(FILE *f, const lb_early_stop *e) {
+    if (e->ok)
+        fprintf(f, " * Run successful.\n");
+    else
+        fprintf(f,
+                " * Run unsuccessful.\n * Processed %lld queries.\n * Would need to run at least "
+                "%lld more queries,\n with the run being successful if every additional\n query "
+                "were under latency.\n",
+                (long long)e->n, (long long)(e->needed - e->n));
+}
+
+static void early_stop_estimate(FILE *f, const lb_early_stop *e, double pct) {
+    if (!e->ok) {
+        fprintf(f, " * Only processed %lld queries.\n * Need to process at least %lld queries for "
+                   "early stopping.\n",
+                (long long)e->n, (long long)e->needed);
+        return;
+    }
+    fprintf(f,
+            " * Processed at least %lld queries (%lld).\n * Would discard %lld highest latency "
+            "queries.\n * Early stopping %.0fth percentile estimate: %lld\n",
+            (long long)e->needed, (long long)e->n, (long long)(e->t - 1), pct,
+            ns_of(e->estimate));
+}
+
+void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *sut_name) {
+    const lb_constraints *c = &s->constraints;
+    bool server = s->scenario == LB_SCENARIO_SERVER;
+    bool offline = s->scenario == LB_SCENARIO_OFFLINE;
+    fprintf(f, RULE "MLPerf Results Summary\n" RULE);
+    fprintf(f, "SUT name : %s\n", sut_name);
+    fprintf(f, "Scenario : %s\n", lb_scenario_name(s->scenario));
+    fprintf(f, "Mode     : %s\n", lb_mode_name(s->mode));
+    if (server) {
+        fprintf(f, "Completed samples per second    : %.2f\n", s->mlperf_samples_per_s);
+        fprintf(f, "Completed tokens per second: %.2f\n", s->output_tok_per_s);
+    } else if (offline) {
+        fprintf(f, "Samples per second: %g\n", s->samples_per_s);
+        fprintf(f, "Tokens per second: %g\n", s->output_tok_per_s);
+    } else {
+        fprintf(f, "90th percentile latency (ns) : %lld\n", ns_of(s->latency_ms.p[1]));
+        fprintf(f, "90th first token percentile latency (ns) : %lld\n", ns_of(s->ttft_ms.p[1]));
+    }
+    fprintf(f, "Result is : %s\n", s->valid ? "VALID" : "INVALID");
+    if (server) fprintf(f, "  Performance constraints satisfied : %s\n", yes(s->perf_ok));
+    fprintf(f, "  Min duration satisfied : %s\n", yes(s->min_duration_ok));
+    fprintf(f, "  Min queries satisfied : %s\n", yes(s->min_queries_ok));
+    fprintf(f, "  Early stopping satisfied: %s\n", yes(s->early_stop_ok));
+    fprintf(f, "  Every query completed : %s\n", yes(s->no_failures));
+    if (!s->valid) fprintf(f, "Recommendations:\n * %s\n", s->reasons);
+    if (server && s->mode == LB_MODE_PERFORMANCE) {
+        fprintf(f, "TTFT Early Stopping Result:\n");
+        early_stop_server(f, &s->es_ttft);
+        fprintf(f, "TPOT Early Stopping Result:\n");
+        early_stop_server(f, &s->es_tpot);
+    } else if (!offline && s->mode == LB_MODE_PERFORMANCE) {
+        fprintf(f, "Early Stopping Result:\n");
+        early_stop_estimate(f, &s->es_latency, 90);
+        fprintf(f, "TTFT Early Stopping Result:\n");
+        early_stop_estimate(f, &s->es_ttft, c->percentile);
+    }
+
+    fprintf(f, "\n" RULE "Additional Stats\n" RULE);
+    if (server) {
+        fprintf(f, "Scheduled samples per second : %.2f\n", s->scheduled_qps);
+    } else if (!offline) {
+        fprintf(f, "QPS w/ loadgen overhead         : %.2f\n", s->mlperf_samples_per_s);
+        fprintf(f, "QPS w/o loadgen overhead        : %.2f\n",
+                s->latency_ms.mean > 0 ? (double)(s->concurrency ? s->concurrency : 1) * 1e3 /
+                                             s->latency_ms.mean
+                                       : NAN);
+    }
+    fprintf(f, "\n");
+    dist_ns(f, &s->latency_ms, "Min latency (ns)                ",
+            "Max latency (ns)                ", "Mean latency (ns)               ",
+            "latency (ns)   ");
+    fprintf(f, "\n");
+    if (server) fprintf(f, "Completed tokens per second                 : %.2f\n", s->output_tok_per_s);
+    dist_ns(f, &s->ttft_ms, "Min First Token latency (ns)                ",
+            "Max First Token latency (ns)                ",
+            "Mean First Token latency (ns)               ", "first token latency (ns)   ");
+    fprintf(f, "\n");
+    dist_ns(f, &s->tpot_ms, "Min Time to Output Token (ns)                ",
+            "Max Time to Output Token (ns)                ",
+            "Mean Time to Output Token (ns)               ", "time to output token (ns)   ");
+
+    fprintf(f, "\n" RULE "llmbench Stats\n" RULE);
+    fprintf(f, "Issued queries : %lld\n", (long long)s->issued);
+    fprintf(f, "Completed queries : %lld\n", (long long)s->completed);
+    fprintf(f, "Failed queries : %lld\n", (long long)s->failed);
+    for (int e = 1; e < LB_QERR_COUNT; e++)
+        if (s->failures[e] > 0)
+            fprintf(f, "  %s : %lld\n", lb_qerr_name((lb_qerr)e), (long long)s->failures[e]);
+    fprintf(f, "Retries : %lld\n", (long long)s->retries);
+    fprintf(f, "Duration (s) : %.3f\n", s->duration_s);
+    fprintf(f, "Samples per second : %.2f\n", s->samples_per_s);
+    fprintf(f, "Output tokens : %lld (counted from %s)\n", (long long)s->output_tokens,
+            s->token_source);
+    fprintf(f, "Output tokens per second : %.2f\n", s->output_tok_per_s);
+    if (isfinite(s->total_tok_per_s))
+        fprintf(f, "Total tokens per second : %.2f\n", s->total_tok_per_s);
+    else
+        fprintf(f, "Total tokens per second : unknown (prompt lengths not reported)\n");
+    if (c->slo_ttft_ms > 0 || c->slo_tpot_ms > 0)
+        fprintf(f, "Goodput (samples/s with TTFT <= %g ms, TPOT <= %g ms) : %.2f (%lld queries)\n",
+                c->slo_ttft_ms, c->slo_tpot_ms, s->goodput_per_s, (long long)s->good);
+    if (s->has_rouge)
+        fprintf(f, "ROUGE (F x 100) : rouge1 %.4f, rouge2 %.4f, rougeL %.4f, rougeLsum %.4f\n"
+                   "gen_len : %lld characters, gen_num : %lld\nAccuracy targets (MLPerf llama3.1-8b) : %s\n",
+                s->rouge[0], s->rouge[1], s->rouge[2], s->rouge[3], (long long)s->gen_len,
+                (long long)s->gen_num,
+                !s->rouge_checked ? "not applied (they hold for the full 13,368-sample cnn_eval set)"
+                : s->rouge_pass   ? "PASS"
+                                  : "FAIL");
+    fprintf(f, "\n");
+    dist_ns(f, &s->itl_ms, "Min inter-token latency (ns)    ", "Max inter-token latency (ns)    ",
+            "Mean inter-token latency (ns)   ", "inter-token latency (ns)   ");
+    fprintf(f, "\n");
+    dist_ns(f, &s->queue_ms, "Min queueing delay (ns)         ", "Max queueing delay (ns)         ",
+            "Mean queueing delay (ns)        ", "queueing delay (ns)   ");
+    if (s->send_lag_ms.n > 0)
+        fprintf(f, "\nSend lag (sent - scheduled) p50 / p99 / max (ns) : %lld / %lld / %lld\n",
+                ns_of(s->send_lag_ms.p[0]), ns_of(s->send_lag_ms.p[4]), ns_of(s->send_lag_ms.max));
+    fprintf(f, "\nReplicas : %zu\n", s->n_replicas);
+    for (size_t i = 0; i < s->n_replicas; i++) {
+        const lb_replica *r = &s->replicas[i];
+        fprintf(f, "  [%zu] %s : sent %lld, completed %lld, failed %lld%s%s\n", i, r->url,
+                (long long)r->sent, (long long)r->completed, (long long)r->failed,
+                r->ejected ? ", OUT OF ROTATION: " : "", r->ejected ? r->eject_reason : "");
+    }
+
+    fprintf(f, "\n" RULE "Test Parameters Used\n" RULE);
+    fprintf(f, "samples_per_query : 1\n");
+    fprintf(f, "target_qps : %g\n", s->target_qps);
+    fprintf(f, "ttft_latency (ns): %lld\n", ns_of(c->ttft_limit_ms));
+    fprintf(f, "tpot_latency (ns): %lld\n", ns_of(c->tpot_limit_ms));
+    fprintf(f, "max_async_queries : %lld\n",
+            (long long)(s->concurrency ? s->concurrency : s->max_inflight));
+    fprintf(f, "min_duration (ms): %lld\n", llround(s->min_duration_s * 1e3));
+    fprintf(f, "max_duration (ms): 0\n");
+    fprintf(f, "min_query_count : %lld\n", (long long)s->min_queries);
+    fprintf(f, "max_query_count : 0\n");
+    fprintf(f, "qsl_rng_seed : 0\n");
+    fprintf(f, "sample_index_rng_seed : %llu\n", (unsigned long long)s->sample_seed);
+    fprintf(f, "schedule_rng_seed : %llu\n", (unsigned long long)s->schedule_seed);
+    fprintf(f, "accuracy_log_rng_seed : 0\n");
+    fprintf(f, "accuracy_log_probability : 0\n");
+    fprintf(f, "accuracy_log_sampling_target : 0\n");
+    fprintf(f, "print_timestamps : 0\n");
+    fprintf(f, "performance_issue_unique : 0\n");
+    fprintf(f, "performance_issue_same : 0\n");
+    fprintf(f, "performance_issue_same_index : 0\n");
+    fprintf(f, "performance_sample_count : %zu\n", s->n_samples);
+    fprintf(f, "\nNo warnings encountered during test.\n\n");
+    if (s->failed > 0)
+        fprintf(f, "%lld errors encountered during test.\n", (long long)s->failed);
+    else
+        fprintf(f, "No errors encountered during test.\n");
+}

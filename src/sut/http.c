@@ -1,0 +1,531 @@
+/* http.c: libcurl multi + epoll + timerfd event loop behind http.h.
+ *
+ * One epoll set holds libcurl's sockets and one timerfd. The timerfd is armed at the
+ * earlier of libcurl's own timer and (caller's deadline - spin_ns), with nanosecond
+ * precision, so the thread sleeps until just before it must act and then polls; a plain
+ * millisecond poll timeout would make every scheduled send up to a millisecond late.
+ * Transfers ("xfers") are pooled with their easy handles and buffers. */
+#include "sut/http.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "sut/http_sse.h"
+
+#define MAX_EVENT_BYTES (4u << 20) /* one SSE event or line */
+#define MAX_BODY_BYTES (64u << 20) /* a whole non-streamed answer */
+#define MAX_ERROR_BODY 512         /* kept of an error answer, for the detail */
+
+typedef struct xfer {
+    CURL *easy;
+    lb_http_client *c;
+    struct xfer *next_free;
+    bool in_use;
+    lb_http_request req;
+    int64_t start_ns, first_ns, event_ns;
+    bool headers_seen; /* status and content type looked at */
+    bool as_body;      /* collect the answer as a body (not streamed, or an error) */
+    bool saw_done;
+    lb_qerr parse_error;
+    char parse_detail[120];
+    int http_status;
+    int64_t prompt_tokens, completion_tokens;
+    int32_t n_chunks;
+    lb_sse_parser sse;
+    char *buf; /* body */
+    size_t len, cap;
+    char *text; /* generated text (keep_text) */
+    size_t text_len, text_cap;
+} xfer;
+
+struct lb_http_client {
+    CURLM *multi;
+    int epfd, tfd;
+    int64_t curl_deadline_ns; /* libcurl's timer, -1 when none */
+    int64_t armed_ns;         /* what the timerfd is set to, -1 when disarmed */
+    lb_http_params p;
+    lb_http_callbacks cb;
+    void *user;
+    struct curl_slist *headers;
+    xfer **all; /* every xfer ever made */
+    size_t n_all, cap_all;
+    xfer *free_list;
+    size_t inflight;
+    int finished;
+};
+
+const char *lb_qerr_name(lb_qerr e) {
+    static const char *const names[LB_QERR_COUNT] = {
+        "none",     "connect",  "timeout",  "dropped",      "truncated",  "bad_sse",     "bad_json",
+        "http_4xx", "http_5xx", "server_error", "no_replica", "interrupted", "other"};
+    return (unsigned)e < LB_QERR_COUNT ? names[e] : "unknown";
+}
+
+lb_http_params lb_http_default_params(void) {
+    return (lb_http_params){
+        .api = LB_API_COMPLETIONS,
+        .stream = true,
+        .keep_text = false,
+        .timeout_ms = 600000,
+        .connect_timeout_ms = 10000,
+        .api_key = NULL,
+        .max_connections = 1024,
+        .spin_ns = 150000,
+    };
+}
+
+static int grow(char **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    size_t ncap = *cap ? *cap : 1024;
+    while (ncap < need) ncap *= 2;
+    char *b = realloc(*buf, ncap);
+    if (b == NULL) return -1;
+    *buf = b;
+    *cap = ncap;
+    return 0;
+}
+
+static void set_parse_error(xfer *x, lb_qerr e, const char *fmt, const char *data, size_t len) {
+    if (x->parse_error != LB_QERR_NONE) return;
+    x->parse_error = e;
+    char shown[48];
+    size_t n = len < sizeof shown - 1 ? len : sizeof shown - 1;
+    for (size_t i = 0; i < n; i++) shown[i] = (data[i] >= 32 && data[i] < 127) ? data[i] : '?';
+    shown[n] = '\0';
+    snprintf(x->parse_detail, sizeof x->parse_detail, fmt, shown);
+}
+
+/* Takes in one parsed piece (streamed event or whole body). Returns non-zero to stop. */
+static int take_piece(xfer *x, const lb_openai_piece *piece) {
+    if (piece->error != NULL) {
+        set_parse_error(x, LB_QERR_SERVER_ERROR, "server error: %s", piece->error,
+                        strlen(piece->error));
+        return 1;
+    }
+    if (piece->prompt_tokens >= 0) x->prompt_tokens = piece->prompt_tokens;
+    if (piece->completion_tokens >= 0) x->completion_tokens = piece->completion_tokens;
+    if (piece->text_len > 0) {
+        x->n_chunks++;
+        if (x->first_ns == 0) x->first_ns = x->event_ns;
+        if (x->c->p.keep_text) {
+            if (grow(&x->text, &x->text_cap, x->text_len + piece->text_len + 1) != 0) return 1;
+            memcpy(x->text + x->text_len, piece->text, piece->text_len);
+            x->text_len += piece->text_len;
+            x->text[x->text_len] = '\0';
+        }
+    }
+    return 0;
+}
+
+static int on_event(void *ud, const char *data, size_t len) {
+    xfer *x = ud;
+    if (x->saw_done) return 0;
+    lb_openai_piece piece;
+    if (lb_openai_parse(x->c->p.api, true, data, len, &piece) != LB_OK) {
+        set_parse_error(x, LB_QERR_BAD_JSON, "event data is not a completion chunk: '%s'", data,
+                        len);
+        return 1;
+    }
+    if (piece.done) {
+        x->saw_done = true;
+        return 0;
+    }
+    int stop = take_piece(x, &piece);
+    bool token = piece.text_len > 0;
+    lb_openai_piece_clear(&piece);
+    if (!stop && token && x->c->cb.on_token)
+        x->c->cb.on_token(x->c->user, x->req.tag, x->event_ns);
+    return stop;
+}
+
+static void look_at_headers(xfer *x) {
+    long code = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    x->http_status = (int)code;
+    x->headers_seen = true;
+    x->as_body = !x->c->p.stream || code < 200 || code >= 300;
+    if (!x->as_body) {
+        const char *ct = NULL;
+        curl_easy_getinfo(x->easy, CURLINFO_CONTENT_TYPE, &ct);
+        if (ct != NULL && strncasecmp(ct, "text/event-stream", 17) != 0) x->as_body = true;
+    }
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
+    xfer *x = ud;
+    size_t n = size * nmemb;
+    if (!x->headers_seen) look_at_headers(x);
+    if (x->as_body) {
+        bool error = x->http_status < 200 || x->http_status >= 300;
+        size_t limit = error ? MAX_ERROR_BODY : MAX_BODY_BYTES;
+        size_t take = x->len + n > limit ? (x->len < limit ? limit - x->len : 0) : n;
+        if (!error && take < n) {
+            set_parse_error(x, LB_QERR_BAD_JSON, "answer larger than 64 MiB%s", "", 0);
+            return 0;
+        }
+        if (take > 0) {
+            if (grow(&x->buf, &x->cap, x->len + take + 1) != 0) return 0;
+            memcpy(x->buf + x->len, ptr, take);
+            x->len += take;
+            x->buf[x->len] = '\0';
+        }
+        return n;
+    }
+    x->event_ns = lb_clock_now_ns();
+    int rc = lb_sse_feed(&x->sse, ptr, n, on_event, x);
+    if (rc == LB_SSE_TOO_LARGE) set_parse_error(x, LB_QERR_BAD_SSE, "event over 4 MiB%s", "", 0);
+    if (rc == LB_SSE_NOMEM) set_parse_error(x, LB_QERR_OTHER, "out of memory%s", "", 0);
+    return rc == 0 ? n : 0;
+}
+
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
+    (void)easy;
+    lb_http_client *c = userp;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(c->epfd, EPOLL_CTL_DEL, s, NULL);
+        curl_multi_assign(c->multi, s, NULL);
+        return 0;
+    }
+    struct epoll_event ev = {.events = 0, .data.fd = s};
+    if (what & CURL_POLL_IN) ev.events |= EPOLLIN;
+    if (what & CURL_POLL_OUT) ev.events |= EPOLLOUT;
+    if (socketp == NULL) {
+        if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST)
+            epoll_ctl(c->epfd, EPOLL_CTL_MOD, s, &ev);
+        curl_multi_assign(c->multi, s, c);
+    } else if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, s, &ev) != 0 && errno == ENOENT) {
+        epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev);
+    }
+    return 0;
+}
+
+static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
+    (void)multi;
+    lb_http_client *c = userp;
+    c->curl_deadline_ns = timeout_ms < 0 ? -1 : lb_clock_now_ns() + (int64_t)timeout_ms * 1000000;
+    return 0;
+}
+
+static lb_qerr map_curl(CURLcode rc) {
+    switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST: return LB_QERR_CONNECT;
+    case CURLE_OPERATION_TIMEDOUT: return LB_QERR_TIMEOUT;
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_PARTIAL_FILE: return LB_QERR_DROPPED;
+    default: return LB_QERR_OTHER;
+    }
+}
+
+/* Decides how the transfer went; fills o. */
+static void classify(xfer *x, CURLcode rc, lb_http_outcome *o) {
+    lb_http_client *c = x->c;
+    if (!x->headers_seen) look_at_headers(x);
+    o->http_status = x->http_status;
+    bool error_status = x->http_status < 200 || x->http_status >= 300;
+    if (x->parse_error != LB_QERR_NONE) {
+        o->error = x->parse_error;
+        snprintf(o->detail, sizeof o->detail, "%s", x->parse_detail);
+        return;
+    }
+    if (rc != CURLE_OK) {
+        o->error = map_curl(rc);
+        snprintf(o->detail, sizeof o->detail, "%s", curl_easy_strerror(rc));
+        return;
+    }
+    if (error_status) {
+        o->error = x->http_status >= 500   ? LB_QERR_HTTP_5XX
+                   : x->http_status >= 400 ? LB_QERR_HTTP_4XX
+                                           : LB_QERR_OTHER;
+        size_t n = x->len < 100 ? x->len : 100;
+        for (size_t i = 0; i < n; i++)
+            if (x->buf[i] < 32 || x->buf[i] >= 127) x->buf[i] = ' ';
+        snprintf(o->detail, sizeof o->detail, "HTTP %d: %.*s", x->http_status, (int)n,
+                 n ? x->buf : "");
+        return;
+    }
+    if (!x->as_body) {
+        if (!x->saw_done) {
+            o->error = LB_QERR_TRUNCATED;
+            snprintf(o->detail, sizeof o->detail,
+                     "stream ended without [DONE] after %d text events%s", x->n_chunks,
+                     lb_sse_pending(&x->sse) ? " and inside an event" : "");
+        }
+        return;
+    }
+    /* A whole body: the non-streamed answer, or a streamed request answered without SSE. */
+    lb_openai_piece piece;
+    if (lb_openai_parse(c->p.api, false, x->buf ? x->buf : "", x->len, &piece) != LB_OK) {
+        set_parse_error(x, c->p.stream ? LB_QERR_BAD_SSE : LB_QERR_BAD_JSON,
+                        c->p.stream ? "not an event stream: '%s'" : "body is not a completion: '%s'",
+                        x->buf ? x->buf : "", x->len);
+        o->error = x->parse_error;
+        snprintf(o->detail, sizeof o->detail, "%s", x->parse_detail);
+        return;
+    }
+    x->event_ns = o->done_ns;
+    take_piece(x, &piece);
+    lb_openai_piece_clear(&piece);
+    if (x->parse_error != LB_QERR_NONE) {
+        o->error = x->parse_error;
+        snprintf(o->detail, sizeof o->detail, "%s", x->parse_detail);
+    } else if (c->p.stream) {
+        o->error = LB_QERR_BAD_SSE;
+        snprintf(o->detail, sizeof o->detail, "a streamed request was answered with one body");
+    }
+}
+
+static void recycle(xfer *x) {
+    lb_http_client *c = x->c;
+    x->in_use = false;
+    x->next_free = c->free_list;
+    c->free_list = x;
+}
+
+static void finish(xfer *x, CURLcode rc) {
+    lb_http_client *c = x->c;
+    lb_http_outcome o = {.req = x->req, .error = LB_QERR_NONE, .start_ns = x->start_ns};
+    o.done_ns = lb_clock_now_ns();
+    curl_off_t pre_us = 0;
+    if (curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &pre_us) == CURLE_OK && pre_us > 0)
+        o.sent_ns = x->start_ns + (int64_t)pre_us * 1000;
+    else
+        o.sent_ns = x->start_ns;
+    classify(x, rc, &o);
+    curl_multi_remove_handle(c->multi, x->easy);
+    c->inflight--;
+    c->finished++;
+    o.first_ns = x->first_ns ? x->first_ns : o.done_ns;
+    o.prompt_tokens = x->prompt_tokens;
+    o.completion_tokens = x->completion_tokens;
+    o.n_chunks = x->n_chunks;
+    o.text = c->p.keep_text ? (x->text ? x->text : "") : NULL;
+    o.text_len = x->text_len;
+    /* The callback may submit a retry: this xfer goes back to the pool only afterwards,
+     * so o.text stays valid during the call. */
+    c->cb.on_done(c->user, &o);
+    recycle(x);
+}
+
+static void drain_done(lb_http_client *c) {
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
+        if (m->msg != CURLMSG_DONE) continue;
+        xfer *x = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        finish(x, m->data.result);
+    }
+}
+
+lb_status lb_http_init(lb_http_client **out, const lb_http_params *p,
+                       const lb_http_callbacks *cb, void *user, lb_err *err) {
+    *out = NULL;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return lb_fail(err, LB_ERR_RUNTIME, "libcurl failed to initialize");
+    lb_http_client *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        curl_global_cleanup();
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory for the HTTP client");
+    }
+    c->p = *p;
+    c->cb = *cb;
+    c->user = user;
+    c->curl_deadline_ns = -1;
+    c->armed_ns = -1;
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    c->multi = curl_multi_init();
+    c->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    c->headers = curl_slist_append(c->headers, "Expect:");
+    c->headers = curl_slist_append(c->headers, p->stream ? "Accept: text/event-stream"
+                                                         : "Accept: application/json");
+    if (p->api_key != NULL) {
+        char *h = NULL;
+        if (asprintf(&h, "Authorization: Bearer %s", p->api_key) > 0) {
+            c->headers = curl_slist_append(c->headers, h);
+            memset(h, 0, strlen(h));
+            free(h);
+        }
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = c->tfd};
+    if (c->epfd < 0 || c->tfd < 0 || c->multi == NULL || c->headers == NULL ||
+        epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->tfd, &ev) != 0) {
+        lb_http_free(c);
+        return lb_fail(err, LB_ERR_RUNTIME, "cannot set up the HTTP event loop: %s",
+                       strerror(errno));
+    }
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)p->max_connections);
+    *out = c;
+    return LB_OK;
+}
+
+void lb_http_free(lb_http_client *c) {
+    if (c == NULL) return;
+    for (size_t i = 0; i < c->n_all; i++) {
+        xfer *x = c->all[i];
+        if (x->in_use) curl_multi_remove_handle(c->multi, x->easy);
+        curl_easy_cleanup(x->easy);
+        lb_sse_free(&x->sse);
+        free(x->buf);
+        free(x->text);
+        free(x);
+    }
+    free(c->all);
+    if (c->multi) curl_multi_cleanup(c->multi);
+    if (c->headers) {
+        for (struct curl_slist *h = c->headers; h; h = h->next) memset(h->data, 0, strlen(h->data));
+        curl_slist_free_all(c->headers);
+    }
+    if (c->epfd >= 0) close(c->epfd);
+    if (c->tfd >= 0) close(c->tfd);
+    free(c);
+    curl_global_cleanup();
+}
+
+static xfer *new_xfer(lb_http_client *c) {
+    if (c->n_all == c->cap_all) {
+        size_t cap = c->cap_all ? c->cap_all * 2 : 64;
+        xfer **a = realloc(c->all, cap * sizeof *a);
+        if (a == NULL) return NULL;
+        c->all = a;
+        c->cap_all = cap;
+    }
+    xfer *x = calloc(1, sizeof *x);
+    if (x == NULL) return NULL;
+    x->easy = curl_easy_init();
+    if (x->easy == NULL) {
+        free(x);
+        return NULL;
+    }
+    x->c = c;
+    lb_sse_init(&x->sse, MAX_EVENT_BYTES);
+    CURL *e = x->easy;
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->p.timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->p.connect_timeout_ms);
+    c->all[c->n_all++] = x;
+    return x;
+}
+
+lb_status lb_http_submit(lb_http_client *c, const char *url, const lb_http_request *req,
+                         lb_err *err) {
+    xfer *x = c->free_list;
+    if (x != NULL)
+        c->free_list = x->next_free;
+    else if ((x = new_xfer(c)) == NULL)
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory for a new HTTP transfer");
+    x->in_use = true;
+    x->req = *req;
+    x->first_ns = x->event_ns = 0;
+    x->headers_seen = x->as_body = x->saw_done = false;
+    x->parse_error = LB_QERR_NONE;
+    x->parse_detail[0] = '\0';
+    x->http_status = 0;
+    x->prompt_tokens = x->completion_tokens = -1;
+    x->n_chunks = 0;
+    x->len = 0;
+    x->text_len = 0;
+    lb_sse_reset(&x->sse);
+    curl_easy_setopt(x->easy, CURLOPT_URL, url);
+    curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, req->body);
+    curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    x->start_ns = lb_clock_now_ns();
+    CURLMcode mc = curl_multi_add_handle(c->multi, x->easy);
+    if (mc != CURLM_OK) {
+        recycle(x);
+        return lb_fail(err, LB_ERR_RUNTIME, "libcurl refused a transfer: %s",
+                       curl_multi_strerror(mc));
+    }
+    c->inflight++;
+    return LB_OK;
+}
+
+static void arm(lb_http_client *c, int64_t at_ns) {
+    if (at_ns == c->armed_ns) return;
+    struct itimerspec its = {.it_interval = {0, 0},
+                             .it_value = {at_ns / 1000000000, at_ns % 1000000000}};
+    timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    c->armed_ns = at_ns;
+}
+
+int lb_http_run(lb_http_client *c, int64_t until_ns) {
+    struct epoll_event evs[64];
+    c->finished = 0;
+    for (;;) {
+        int64_t now = lb_clock_now_ns();
+        if (c->curl_deadline_ns >= 0 && now >= c->curl_deadline_ns) {
+            int running;
+            c->curl_deadline_ns = -1;
+            curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+            drain_done(c);
+            now = lb_clock_now_ns();
+        }
+        if (c->finished > 0 || now >= until_ns) return c->finished;
+        int64_t wake = until_ns - c->p.spin_ns;
+        if (c->curl_deadline_ns >= 0 && c->curl_deadline_ns < wake) wake = c->curl_deadline_ns;
+        int timeout = 0;
+        if (wake > now) {
+            arm(c, wake);
+            timeout = -1;
+        }
+        int n = epoll_wait(c->epfd, evs, 64, timeout);
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == c->tfd) {
+                uint64_t ticks;
+                if (read(c->tfd, &ticks, sizeof ticks) < 0) ticks = 0;
+                c->armed_ns = -1;
+                continue;
+            }
+            int flags = 0, running;
+            if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) flags |= CURL_CSELECT_IN;
+            if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+            if (evs[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
+            curl_multi_socket_action(c->multi, fd, flags, &running);
+        }
+        drain_done(c);
+    }
+}
+
+size_t lb_http_inflight(const lb_http_client *c) { return c->inflight; }
+
+void lb_http_abort_all(lb_http_client *c, lb_qerr why) {
+    for (size_t i = 0; i < c->n_all; i++) {
+        xfer *x = c->all[i];
+        if (!x->in_use) continue;
+        curl_multi_remove_handle(c->multi, x->easy);
+        c->inflight--;
+        lb_http_outcome o = {.req = x->req, .error = why, .http_status = x->http_status,
+                             .start_ns = x->start_ns, .sent_ns = x->start_ns};
+        o.done_ns = lb_clock_now_ns();
+        o.first_ns = x->first_ns ? x->first_ns : o.done_ns;
+        o.prompt_tokens = o.completion_tokens = -1;
+        o.n_chunks = x->n_chunks;
+        snprintf(o.detail, sizeof o.detail, "still in flight when the run stopped");
+        x->in_use = false; /* on_done must not see it as abortable again */
+        c->cb.on_done(c->user, &o);
+        x->next_free = c->free_list;
+        c->free_list = x;
+    }
+}

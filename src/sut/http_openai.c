@@ -1,0 +1,100 @@
+/* http_openai.c: request bodies and response parsing for the OpenAI-compatible API. */
+#include "sut/http_openai.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *lb_api_name(lb_api api) { return api == LB_API_CHAT ? "chat" : "completions"; }
+
+int lb_api_parse(const char *name) {
+    if (strcmp(name, "completions") == 0) return LB_API_COMPLETIONS;
+    if (strcmp(name, "chat") == 0) return LB_API_CHAT;
+    return -1;
+}
+
+const char *lb_api_path(lb_api api) {
+    return api == LB_API_CHAT ? "/v1/chat/completions" : "/v1/completions";
+}
+
+char *lb_openai_body(const lb_openai_request *req, const char *prompt, int32_t max_tokens,
+                     size_t *len) {
+    json_t *o = json_object();
+    if (req->model) json_object_set_new(o, "model", json_string(req->model));
+    if (req->api == LB_API_CHAT)
+        json_object_set_new(o, "messages",
+                            json_pack("[{s:s, s:s}]", "role", "user", "content", prompt));
+    else
+        json_object_set_new(o, "prompt", json_string(prompt));
+    json_object_set_new(o, "max_tokens", json_integer(max_tokens));
+    json_object_set_new(o, "temperature", json_real(req->temperature));
+    if (req->ignore_eos) json_object_set_new(o, "ignore_eos", json_true());
+    if (req->stream) {
+        json_object_set_new(o, "stream", json_true());
+        json_object_set_new(o, "stream_options", json_pack("{s:b}", "include_usage", 1));
+    }
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (s != NULL) *len = strlen(s);
+    return s;
+}
+
+void lb_openai_piece_clear(lb_openai_piece *p) {
+    json_decref(p->root);
+    *p = (lb_openai_piece){.text = "", .prompt_tokens = -1, .completion_tokens = -1};
+}
+
+static int64_t usage_count(json_t *usage, const char *key) {
+    json_t *v = json_object_get(usage, key);
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
+}
+
+lb_status lb_openai_parse(lb_api api, bool streamed, const char *data, size_t len,
+                          lb_openai_piece *out) {
+    *out = (lb_openai_piece){.text = "", .prompt_tokens = -1, .completion_tokens = -1};
+    if (streamed && len == 6 && memcmp(data, "[DONE]", 6) == 0) {
+        out->done = true;
+        return LB_OK;
+    }
+    json_t *root = json_loadb(data, len, 0, NULL);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return LB_ERR_FORMAT;
+    }
+    out->root = root;
+    json_t *error = json_object_get(root, "error");
+    if (error != NULL && !json_is_null(error)) {
+        const char *msg = json_string_value(json_object_get(error, "message"));
+        if (msg == NULL) msg = json_string_value(error);
+        out->error = msg ? msg : "error without a message";
+        return LB_OK;
+    }
+    json_t *choices = json_object_get(root, "choices");
+    json_t *usage = json_object_get(root, "usage");
+    if (!json_is_array(choices) || (!streamed && json_array_size(choices) == 0)) {
+        lb_openai_piece_clear(out);
+        return LB_ERR_FORMAT;
+    }
+    if (json_is_object(usage)) {
+        out->prompt_tokens = usage_count(usage, "prompt_tokens");
+        out->completion_tokens = usage_count(usage, "completion_tokens");
+    }
+    json_t *c0 = json_array_get(choices, 0);
+    if (c0 == NULL) return LB_OK; /* the usage-only event */
+    if (!json_is_object(c0)) {
+        lb_openai_piece_clear(out);
+        return LB_ERR_FORMAT;
+    }
+    json_t *text;
+    if (api == LB_API_CHAT)
+        text = json_object_get(json_object_get(c0, streamed ? "delta" : "message"), "content");
+    else
+        text = json_object_get(c0, "text");
+    if (json_is_string(text)) {
+        out->text = json_string_value(text);
+        out->text_len = json_string_length(text);
+    } else if (text != NULL && !json_is_null(text)) {
+        lb_openai_piece_clear(out);
+        return LB_ERR_FORMAT;
+    }
+    return LB_OK;
+}

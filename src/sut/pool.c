@@ -1,0 +1,185 @@
+/* pool.c: replica choice, retries and ejection on top of one http client (pool.h). */
+#include "sut/pool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+struct lb_pool {
+    lb_pool_params p;
+    lb_pool_callbacks cb;
+    void *user;
+    lb_http_client *http;
+    lb_replica *replicas;
+    size_t n;
+    size_t next; /* round-robin start for ties */
+};
+
+lb_pool_params lb_pool_default_params(void) {
+    return (lb_pool_params){
+        .endpoints = NULL,
+        .n_endpoints = 0,
+        .http = lb_http_default_params(),
+        .retries = 2,
+        .eject_after = 5,
+    };
+}
+
+void lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t buf_len) {
+    if (strstr(endpoint, "/v1/") != NULL) {
+        snprintf(buf, buf_len, "%s", endpoint);
+        return;
+    }
+    size_t n = strlen(endpoint);
+    while (n > 0 && endpoint[n - 1] == '/') n--;
+    if (n >= 3 && memcmp(endpoint + n - 3, "/v1", 3) == 0) n -= 3;
+    snprintf(buf, buf_len, "%.*s%s", (int)n, endpoint, lb_api_path(api));
+}
+
+static size_t in_rotation(const lb_pool *pool) {
+    size_t k = 0;
+    for (size_t i = 0; i < pool->n; i++) k += !pool->replicas[i].ejected;
+    return k;
+}
+
+/* Fewest in flight among replicas in rotation, preferring ones not in `avoid`; -1 when
+ * none is in rotation. */
+static int pick(lb_pool *pool, uint64_t avoid) {
+    int best = -1, best_avoided = 1;
+    for (size_t k = 0; k < pool->n; k++) {
+        size_t i = (pool->next + k) % pool->n;
+        const lb_replica *r = &pool->replicas[i];
+        if (r->ejected) continue;
+        int avoided = (avoid >> i) & 1;
+        if (best < 0 || avoided < best_avoided ||
+            (avoided == best_avoided && r->inflight < pool->replicas[best].inflight)) {
+            best = (int)i;
+            best_avoided = avoided;
+        }
+    }
+    pool->next = (pool->next + 1) % pool->n;
+    return best;
+}
+
+static lb_status send_to(lb_pool *pool, int replica, const lb_http_request *req, lb_err *err) {
+    lb_replica *r = &pool->replicas[replica];
+    lb_http_request q = *req;
+    q.replica = replica;
+    q.tried_mask |= (uint64_t)1 << replica;
+    LB_TRY(lb_http_submit(pool->http, r->url, &q, err));
+    r->inflight++;
+    r->sent++;
+    return LB_OK;
+}
+
+static void end_without_replica(lb_pool *pool, const lb_http_request *req, lb_qerr why,
+                                const char *detail) {
+    lb_http_outcome o = {.req = *req, .error = why, .prompt_tokens = -1,
+                         .completion_tokens = -1};
+    o.start_ns = o.sent_ns = o.first_ns = o.done_ns = 0;
+    snprintf(o.detail, sizeof o.detail, "%s", detail);
+    pool->cb.on_done(pool->user, &o);
+}
+
+static void on_token(void *user, uint64_t tag, int64_t t_ns) {
+    lb_pool *pool = user;
+    if (pool->cb.on_token) pool->cb.on_token(pool->user, tag, t_ns);
+}
+
+static void on_done(void *user, const lb_http_outcome *o) {
+    lb_pool *pool = user;
+    lb_replica *r = &pool->replicas[o->req.replica];
+    r->inflight--;
+    if (o->error == LB_QERR_NONE) {
+        r->completed++;
+        r->consecutive_failures = 0;
+        pool->cb.on_done(pool->user, o);
+        return;
+    }
+    r->failed++;
+    r->consecutive_failures++;
+    if (pool->p.eject_after > 0 && !r->ejected &&
+        r->consecutive_failures >= pool->p.eject_after && in_rotation(pool) > 1) {
+        r->ejected = true;
+        snprintf(r->eject_reason, sizeof r->eject_reason, "%lld failures in a row, last: %s (%s)",
+                 (long long)r->consecutive_failures, lb_qerr_name(o->error), o->detail);
+        LB_WARN("replica %s taken out of rotation: %s", r->url, r->eject_reason);
+    }
+    if (o->error == LB_QERR_INTERRUPTED || o->req.attempt >= pool->p.retries) {
+        pool->cb.on_done(pool->user, o);
+        return;
+    }
+    int next = pick(pool, o->req.tried_mask);
+    if (next < 0) {
+        pool->cb.on_done(pool->user, o);
+        return;
+    }
+    if (pool->cb.on_retry) pool->cb.on_retry(pool->user, o->req.tag, o);
+    lb_http_request again = o->req;
+    again.attempt++;
+    lb_err err;
+    if (send_to(pool, next, &again, &err) != LB_OK)
+        end_without_replica(pool, &again, LB_QERR_OTHER, err.msg);
+}
+
+lb_status lb_pool_init(lb_pool **out, const lb_pool_params *p, const lb_pool_callbacks *cb,
+                       void *user, lb_err *err) {
+    *out = NULL;
+    if (p->n_endpoints == 0 || p->n_endpoints > LB_POOL_MAX_REPLICAS)
+        return lb_fail(err, LB_ERR_USAGE, "the replica pool needs 1 to %d endpoints, got %zu",
+                       LB_POOL_MAX_REPLICAS, p->n_endpoints);
+    lb_pool *pool = calloc(1, sizeof *pool);
+    lb_replica *reps = calloc(p->n_endpoints, sizeof *reps);
+    if (pool == NULL || reps == NULL) {
+        free(pool);
+        free(reps);
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory for the replica pool");
+    }
+    pool->p = *p;
+    pool->cb = *cb;
+    pool->user = user;
+    pool->replicas = reps;
+    pool->n = p->n_endpoints;
+    for (size_t i = 0; i < pool->n; i++)
+        lb_pool_endpoint_url(p->endpoints[i], p->http.api, reps[i].url, sizeof reps[i].url);
+    lb_http_callbacks hcb = {.on_token = on_token, .on_done = on_done};
+    lb_status st = lb_http_init(&pool->http, &p->http, &hcb, pool, err);
+    if (st != LB_OK) {
+        lb_pool_free(pool);
+        return st;
+    }
+    *out = pool;
+    return LB_OK;
+}
+
+void lb_pool_free(lb_pool *pool) {
+    if (pool == NULL) return;
+    lb_http_free(pool->http);
+    free(pool->replicas);
+    free(pool);
+}
+
+lb_status lb_pool_submit(lb_pool *pool, uint64_t tag, const char *body, size_t body_len,
+                         lb_err *err) {
+    lb_http_request req = {.tag = tag, .replica = -1, .attempt = 0, .tried_mask = 0,
+                           .body = body, .body_len = body_len};
+    int r = pick(pool, 0);
+    if (r < 0) {
+        end_without_replica(pool, &req, LB_QERR_NO_REPLICA, "every replica is out of rotation");
+        return LB_OK;
+    }
+    return send_to(pool, r, &req, err);
+}
+
+int lb_pool_run(lb_pool *pool, int64_t until_ns) { return lb_http_run(pool->http, until_ns); }
+
+size_t lb_pool_inflight(const lb_pool *pool) { return lb_http_inflight(pool->http); }
+
+void lb_pool_abort_all(lb_pool *pool, lb_qerr why) { lb_http_abort_all(pool->http, why); }
+
+const lb_replica *lb_pool_replicas(const lb_pool *pool, size_t *n) {
+    *n = pool->n;
+    return pool->replicas;
+}

@@ -1,0 +1,74 @@
+/* pool.h: a set of replicas of one model behind one submit call.
+ *
+ * Each request goes to the replica in rotation with the fewest requests in flight (ties
+ * go round-robin), so a slow GPU simply gets fewer requests than a fast one. A request
+ * that fails is sent again, to a replica it has not tried yet when there is one, up to
+ * `retries` more times; its owner hears of every retry (to restart its token clock) and
+ * of exactly one final outcome. A replica that fails `eject_after` requests in a row is
+ * taken out of rotation and the reason kept for the summary; the last replica in
+ * rotation is never taken out, so a run against one broken server still ends with every
+ * sample failed with its own reason instead of "no replica". Nothing is re-admitted
+ * during a run. */
+#ifndef LB_SUT_POOL_H
+#define LB_SUT_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sut/http.h"
+
+#define LB_POOL_MAX_REPLICAS 64
+
+typedef struct {
+    const char *const *endpoints; /* base URLs ("http://host:8000") or full URLs */
+    size_t n_endpoints;
+    lb_http_params http;
+    int64_t retries;     /* further attempts after a failure */
+    int64_t eject_after; /* consecutive failures that take a replica out; 0 = never */
+} lb_pool_params;
+
+lb_pool_params lb_pool_default_params(void);
+
+typedef struct {
+    char url[512];
+    int64_t inflight;
+    int64_t sent;      /* attempts sent here */
+    int64_t completed; /* attempts that completed here */
+    int64_t failed;    /* attempts that failed here */
+    int64_t consecutive_failures;
+    bool ejected;
+    char eject_reason[200];
+} lb_replica;
+
+typedef struct {
+    void (*on_token)(void *user, uint64_t tag, int64_t t_ns);
+    /* An attempt failed and the request was sent again. */
+    void (*on_retry)(void *user, uint64_t tag, const lb_http_outcome *failed);
+    /* The final outcome (attempt counts retries). */
+    void (*on_done)(void *user, const lb_http_outcome *o);
+} lb_pool_callbacks;
+
+typedef struct lb_pool lb_pool;
+
+lb_status lb_pool_init(lb_pool **out, const lb_pool_params *p, const lb_pool_callbacks *cb,
+                       void *user, lb_err *err);
+void lb_pool_free(lb_pool *pool);
+
+/* Sends a request (body stays owned by the caller until on_done). When no replica is in
+ * rotation the request ends at once with LB_QERR_NO_REPLICA through on_done. */
+lb_status lb_pool_submit(lb_pool *pool, uint64_t tag, const char *body, size_t body_len,
+                         lb_err *err);
+
+/* lb_http_run on the pool's client. */
+int lb_pool_run(lb_pool *pool, int64_t until_ns);
+size_t lb_pool_inflight(const lb_pool *pool);
+void lb_pool_abort_all(lb_pool *pool, lb_qerr why);
+
+const lb_replica *lb_pool_replicas(const lb_pool *pool, size_t *n);
+
+/* The URL a request is posted to: an endpoint that names a path (contains "/v1/") is kept,
+ * otherwise the API path is appended (a trailing "/v1" or "/" is dropped first). */
+void lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t buf_len);
+
+#endif

@@ -1,0 +1,214 @@
+/* test_dataset.c: dataset parsers on good and bad buffers, the synthetic generator and
+ * file loading with format detection. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loadgen/dataset.h"
+
+static lb_status parse(lb_status (*fn)(const char *, size_t, const char *, lb_dataset *, lb_err *),
+                       const char *text, lb_dataset *ds, lb_err *err) {
+    return fn(text, strlen(text), "data.json", ds, err);
+}
+
+static void test_dataset_cnn_applies_mlperf_template(void **state) {
+    (void)state;
+    lb_dataset ds;
+    lb_err err = {""};
+    const char *text = "[{\"input\": \"A cat sat.\", \"tok_input\": [1, 2, 3, 4], "
+                       "\"output\": \"Cat sits.\"}, {\"input\": \"Dog.\", \"output\": \"D\"}]";
+    assert_int_equal(parse(lb_dataset_parse_cnn, text, &ds, &err), LB_OK);
+    assert_int_equal(ds.n, 2);
+    assert_string_equal(ds.samples[0].prompt,
+                        "Summarize the following news article in 128 tokens. Please output the "
+                        "summary only, without any other text.\n\nArticle:\nA cat sat.\n\nSummary:");
+    assert_string_equal(ds.samples[0].reference, "Cat sits.");
+    assert_int_equal(ds.samples[0].max_tokens, 128);
+    assert_int_equal(ds.samples[0].input_tokens, 4);
+    assert_int_equal(ds.samples[1].input_tokens, -1);
+    assert_string_equal(ds.format, "cnn");
+    lb_dataset_free(&ds);
+}
+
+static void test_dataset_cnn_bad_field_names_file_record_and_field(void **state) {
+    (void)state;
+    lb_dataset ds;
+    lb_err err = {""};
+    const char *text = "[{\"input\": \"ok\"}, {\"input\": 42}]";
+    assert_int_equal(parse(lb_dataset_parse_cnn, text, &ds, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "data.json"));
+    assert_non_null(strstr(err.msg, "record 1"));
+    assert_non_null(strstr(err.msg, "\"input\""));
+    assert_non_null(strstr(err.msg, "an integer"));
+    assert_int_equal(ds.n, 0);
+
+    assert_int_equal(parse(lb_dataset_parse_cnn, "[{\"input\": \"x\", \"tok_input\": [1, \"a\"]}]",
+                           &ds, &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "tok_input"));
+    assert_int_equal(parse(lb_dataset_parse_cnn, "{\"input\": \"x\"}", &ds, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "array"));
+    assert_int_equal(parse(lb_dataset_parse_cnn, "[{\"input\": \"x\"", &ds, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "not valid JSON"));
+    assert_int_equal(parse(lb_dataset_parse_cnn, "[]", &ds, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "no usable records"));
+}
+
+static void test_dataset_jsonl_reads_prompt_reference_and_max_tokens(void **state) {
+    (void)state;
+    lb_dataset ds;
+    lb_err err = {""};
+    const char *text = "{\"prompt\": \"hello\", \"reference\": \"hi\", \"max_tokens\": 7}\r\n"
+                       "\n"
+                       "  {\"prompt\": \"second\"}  \n";
+    assert_int_equal(parse(lb_dataset_parse_jsonl, text, &ds, &err), LB_OK);
+    assert_int_equal(ds.n, 2);
+    assert_string_equal(ds.samples[0].prompt, "hello");
+    assert_string_equal(ds.samples[0].reference, "hi");
+    assert_int_equal(ds.samples[0].max_tokens, 7);
+    assert_string_equal(ds.samples[1].prompt, "second");
+    assert_null(ds.samples[1].reference);
+    assert_int_equal(ds.samples[1].max_tokens, 0);
+    lb_dataset_free(&ds);
+}
+
+static void test_dataset_jsonl_bad_line_is_named(void **state) {
+    (void)state;
+    lb_dataset ds;
+    lb_err err = {""};
+    assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\"}\n{\"text\": \"b\"}\n", &ds,
+                           &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "line 2"));
+    assert_non_null(strstr(err.msg, "\"prompt\""));
+    assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\"}\n{oops\n", &ds, &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "line 2: not valid JSON"));
+    assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\", \"max_tokens\": 0}", &ds,
+                           &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "max_tokens"));
+    assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\", \"reference\": [1]}", &ds,
+                           &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "reference"));
+}
+
+static void test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones(void **state) {
+    (void)state;
+    lb_dataset ds;
+    lb_err err = {""};
+    const char *text =
+        "[{\"id\": \"a\", \"conversations\": [{\"from\": \"human\", \"value\": \"Q1\"},"
+        " {\"from\": \"gpt\", \"value\": \"A1\"}, {\"from\": \"human\", \"value\": \"Q2\"}]},"
+        " {\"id\": \"b\", \"conversations\": [{\"from\": \"human\", \"value\": \"alone\"}]},"
+        " {\"id\": \"c\", \"conversations\": [{\"from\": \"gpt\", \"value\": \"x\"},"
+        " {\"from\": \"human\", \"value\": \"y\"}]}]";
+    assert_int_equal(parse(lb_dataset_parse_sharegpt, text, &ds, &err), LB_OK);
+    assert_int_equal(ds.n, 1);
+    assert_int_equal(ds.skipped, 2);
+    assert_string_equal(ds.samples[0].prompt, "Q1");
+    assert_string_equal(ds.samples[0].reference, "A1");
+    lb_dataset_free(&ds);
+
+    assert_int_equal(parse(lb_dataset_parse_sharegpt,
+                           "[{\"conversations\": [{\"from\": \"human\", \"value\": 3}]}]", &ds,
+                           &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "record 0: turn 0"));
+    assert_int_equal(parse(lb_dataset_parse_sharegpt, "[{\"id\": 1}]", &ds, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "conversations"));
+}
+
+static void test_dataset_synthetic_is_seeded_and_follows_lengths(void **state) {
+    (void)state;
+    lb_dataset_synthetic_params p = lb_dataset_synthetic_default_params();
+    p.n_samples = 200;
+    lb_err err = {""};
+    assert_int_equal(lb_len_dist_parse("uniform:10:20", &p.input, &err), LB_OK);
+    assert_int_equal(lb_len_dist_parse("normal:50:5", &p.output, &err), LB_OK);
+    lb_dataset a, b;
+    assert_int_equal(lb_dataset_synthetic(&p, &a, &err), LB_OK);
+    assert_int_equal(lb_dataset_synthetic(&p, &b, &err), LB_OK);
+    double out_sum = 0;
+    int lo_seen = 0, hi_seen = 0;
+    for (size_t i = 0; i < a.n; i++) {
+        assert_string_equal(a.samples[i].prompt, b.samples[i].prompt);
+        int words = 1;
+        for (const char *c = a.samples[i].prompt; *c; c++) words += *c == ' ';
+        assert_int_equal(words, a.samples[i].input_tokens);
+        assert_true(words >= 10 && words <= 20);
+        lo_seen |= words == 10;
+        hi_seen |= words == 20;
+        out_sum += a.samples[i].max_tokens;
+    }
+    assert_true(lo_seen && hi_seen);
+    assert_float_equal(out_sum / (double)a.n, 50.0, 1.5);
+    lb_dataset_free(&a);
+    lb_dataset_free(&b);
+}
+
+static void test_len_dist_parse_rejects_bad_specs(void **state) {
+    (void)state;
+    lb_len_dist d;
+    lb_err err = {""};
+    assert_int_equal(lb_len_dist_parse("64", &d, &err), LB_OK);
+    assert_int_equal(d.kind, LB_LEN_FIXED);
+    assert_float_equal(d.a, 64, 0);
+    assert_int_equal(lb_len_dist_parse("fixed:32", &d, &err), LB_OK);
+    assert_float_equal(d.a, 32, 0);
+    assert_int_equal(lb_len_dist_parse("uniform:5:4", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_len_dist_parse("gamma:1:2", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_len_dist_parse("fixed:0", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_len_dist_parse("normal:10", &d, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "normal:10"));
+}
+
+static void test_dataset_load_detects_format_from_file(void **state) {
+    (void)state;
+    char dir[] = "/tmp/lb_dataset_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/p.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"prompt\": \"x\"}\n", f);
+    fclose(f);
+    lb_dataset ds;
+    lb_err err = {""};
+    assert_int_equal(lb_dataset_load(path, "auto", &ds, &err), LB_OK);
+    assert_string_equal(ds.format, "jsonl");
+    lb_dataset_free(&ds);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/s.json", dir);
+    f = fopen(path, "w");
+    fputs("[{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, "
+          "{\"from\": \"gpt\", \"value\": \"a\"}]}]", f);
+    fclose(f);
+    assert_int_equal(lb_dataset_load(path, "auto", &ds, &err), LB_OK);
+    assert_string_equal(ds.format, "sharegpt");
+    lb_dataset_free(&ds);
+    unlink(path);
+    assert_int_equal(lb_dataset_load(path, "auto", &ds, &err), LB_ERR_IO);
+    assert_non_null(strstr(err.msg, path));
+    rmdir(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dataset_cnn_applies_mlperf_template),
+        cmocka_unit_test(test_dataset_cnn_bad_field_names_file_record_and_field),
+        cmocka_unit_test(test_dataset_jsonl_reads_prompt_reference_and_max_tokens),
+        cmocka_unit_test(test_dataset_jsonl_bad_line_is_named),
+        cmocka_unit_test(test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones),
+        cmocka_unit_test(test_dataset_synthetic_is_seeded_and_follows_lengths),
+        cmocka_unit_test(test_len_dist_parse_rejects_bad_specs),
+        cmocka_unit_test(test_dataset_load_detects_format_from_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

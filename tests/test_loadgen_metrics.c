@@ -1,0 +1,154 @@
+/* test_loadgen_metrics.c: the summary computed from hand-made query records (TTFT from
+ * the scheduled time, TPOT, failures, goodput, the MLPerf verdict) and its text form. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loadgen/metrics.h"
+#include "loadgen/summary.h"
+
+#define MS 1000000LL
+
+static lb_query done_query(int64_t sched_ms, int64_t sent_us, int64_t first_ms, int64_t done_ms,
+                           int32_t tokens) {
+    return (lb_query){.scheduled_ns = sched_ms * MS, .sent_ns = sent_us * 1000,
+                      .first_ns = first_ms * MS, .done_ns = done_ms * MS, .output_tokens = tokens,
+                      .input_tokens = 10, .usage_tokens = true, .issued = true, .finished = true,
+                      .scheduled_send = true, .attempts = 1};
+}
+
+static lb_loadgen_summary setup(lb_scenario sc) {
+    lb_loadgen_summary s;
+    memset(&s, 0, sizeof s);
+    s.scenario = sc;
+    s.mode = LB_MODE_PERFORMANCE;
+    s.constraints = lb_constraints_default();
+    s.n_samples = 3;
+    return s;
+}
+
+static void test_metrics_ttft_from_scheduled_and_tpot_formula(void **state) {
+    (void)state;
+    lb_query q[3] = {
+        done_query(0, 1000, 101, 201, 11),   /* TTFT 101, TPOT (201-101)/10 = 10 */
+        done_query(100, 100500, 150, 250, 6), /* TTFT 50, TPOT (250-150)/5 = 20 */
+        {.scheduled_ns = 200 * MS, .sent_ns = 200 * MS, .done_ns = 300 * MS, .issued = true,
+         .finished = true, .error = LB_QERR_TIMEOUT, .attempts = 3},
+    };
+    float gaps[] = {10.0f, 10.0f, 30.0f};
+    lb_loadgen_summary s = setup(LB_SCENARIO_OFFLINE);
+    s.constraints.slo_ttft_ms = 60;
+    assert_int_equal(lb_loadgen_summarize(q, 3, gaps, 3, &s), LB_OK);
+    assert_int_equal(s.issued, 3);
+    assert_int_equal(s.completed, 2);
+    assert_int_equal(s.failed, 1);
+    assert_int_equal(s.failures[LB_QERR_TIMEOUT], 1);
+    assert_int_equal(s.retries, 2);
+    assert_float_equal(s.duration_s, 0.3, 1e-12);
+    assert_float_equal(s.samples_per_s, 2 / 0.3, 1e-9);
+    assert_int_equal(s.output_tokens, 17);
+    assert_float_equal(s.output_tok_per_s, 17 / 0.3, 1e-9);
+    assert_float_equal(s.total_tok_per_s, 37 / 0.3, 1e-9);
+    assert_string_equal(s.token_source, "usage");
+    assert_float_equal(s.ttft_ms.min, 50, 1e-9);
+    assert_float_equal(s.ttft_ms.max, 101, 1e-9);
+    assert_float_equal(s.ttft_ms.p[0], 75.5, 1e-9);
+    assert_float_equal(s.tpot_ms.mean, 15, 1e-9);
+    assert_float_equal(s.latency_ms.max, 201, 1e-9);
+    assert_float_equal(s.queue_ms.min, 0.5, 1e-9);
+    assert_float_equal(s.queue_ms.max, 1.0, 1e-9);
+    assert_float_equal(s.itl_ms.p[0], 10, 1e-6);
+    assert_float_equal(s.itl_ms.max, 30, 1e-6);
+    assert_int_equal(s.good, 1);
+    assert_float_equal(s.goodput_per_s, 1 / 0.3, 1e-9);
+    assert_false(s.no_failures);
+    assert_false(s.valid);
+    assert_non_null(strstr(s.reasons, "1 of 3 queries did not complete (timeout 1)"));
+}
+
+static void test_metrics_server_bound_exceeded_is_invalid_with_reason(void **state) {
+    (void)state;
+    lb_query q[10];
+    for (int i = 0; i < 10; i++) q[i] = done_query(i * 100, i * 100000, i * 100 + 3000, i * 100 + 3500, 11);
+    lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
+    lb_err err;
+    assert_int_equal(lb_constraints_for_model("llama3.1-8b", &s.constraints, &err), LB_OK);
+    assert_float_equal(s.constraints.ttft_limit_ms, 2000, 0);
+    assert_float_equal(s.constraints.tpot_limit_ms, 100, 0);
+    assert_int_equal(lb_loadgen_summarize(q, 10, NULL, 0, &s), LB_OK);
+    assert_false(s.perf_ok);
+    assert_true(s.no_failures);
+    assert_false(s.early_stop_ok);
+    assert_int_equal(s.es_ttft.t, 10);
+    assert_false(s.valid);
+    assert_non_null(strstr(s.reasons, "TTFT 3000.0 ms exceeds the 2000 ms bound"));
+    assert_null(strstr(s.reasons, "TPOT 50"));
+    assert_float_equal(s.scheduled_qps, 9 / 0.9, 1e-9);
+    assert_float_equal(s.mlperf_samples_per_s, 9 / 4.4, 1e-9);
+}
+
+static void test_metrics_server_run_long_enough_is_valid(void **state) {
+    (void)state;
+    enum { N = 500 };
+    lb_query *q = calloc(N, sizeof *q);
+    for (int i = 0; i < N; i++) q[i] = done_query(i * 10, i * 10000, i * 10 + 200, i * 10 + 700, 51);
+    lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
+    lb_err err;
+    assert_int_equal(lb_constraints_for_model("llama3.1-8b-interactive", &s.constraints, &err), LB_OK);
+    s.min_duration_s = 4.0;
+    s.min_queries = 500;
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, 0, &s), LB_OK);
+    assert_true(s.perf_ok);          /* TTFT 200 <= 500, TPOT 10 <= 30 */
+    assert_true(s.early_stop_ok);    /* 0 misses: 459 queries needed */
+    assert_int_equal(s.es_ttft.needed, 459);
+    assert_true(s.min_duration_ok);  /* last scheduled at 4.99 s */
+    assert_true(s.min_queries_ok);
+    assert_true(s.valid);
+    assert_string_equal(s.reasons, "");
+    s.min_duration_s = 10.0;
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, 0, &s), LB_OK);
+    assert_false(s.valid);
+    assert_non_null(strstr(s.reasons, "raise --min-duration"));
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    lb_loadgen_summary_write(f, &s, "test-sut");
+    fclose(f);
+    assert_non_null(strstr(text, "================================================\nMLPerf Results "
+                                 "Summary\n================================================\n"
+                                 "SUT name : test-sut\nScenario : Server\nMode     : PerformanceOnly\n"));
+    assert_non_null(strstr(text, "Result is : INVALID\n"));
+    assert_non_null(strstr(text, "  Min duration satisfied : NO\n"));
+    assert_non_null(strstr(text, "TTFT Early Stopping Result:\n * Run successful.\n"));
+    assert_non_null(strstr(text, "50.00 percentile first token latency (ns)   : 200000000\n"));
+    assert_non_null(strstr(text, "ttft_latency (ns): 500000000\n"));
+    assert_non_null(strstr(text, "performance_sample_count : 3\n"));
+    free(text);
+    free(q);
+}
+
+static void test_metrics_unknown_model_key_lists_known_ones(void **state) {
+    (void)state;
+    lb_constraints c;
+    lb_err err = {""};
+    assert_int_equal(lb_constraints_for_model("gpt-9", &c, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "gpt-9"));
+    assert_non_null(strstr(err.msg, "llama3.1-8b-interactive"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metrics_ttft_from_scheduled_and_tpot_formula),
+        cmocka_unit_test(test_metrics_server_bound_exceeded_is_invalid_with_reason),
+        cmocka_unit_test(test_metrics_server_run_long_enough_is_valid),
+        cmocka_unit_test(test_metrics_unknown_model_key_lists_known_ones),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
