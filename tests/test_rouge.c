@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "accuracy/rouge.h"
+#include "core/stats.h"
 
 /* rouge_score's scorer on the texts as given (no MLPerf sentence splitting). */
 static lb_rouge_scores score_raw(const char *pred, const char *ref, bool stem) {
@@ -256,6 +257,36 @@ static void test_rouge_matches_oracle_exactly(void **state) {
     lb_rouge_acc_free(&acc);
 }
 
+/* Random bytes (malformed UTF-8, punctuation, line breaks, long y-runs) never break the
+ * scorer: every score stays in [0, 1], identical texts score 1 unless they have no token,
+ * and a prediction has at most as many characters as bytes. */
+static void test_rouge_random_bytes_stay_in_range(void **state) {
+    (void)state;
+    static const char alphabet[] = "aeiouyYbcdlst .!?\n\t\"'(),0123456789\xc4\xb0\xe2\x84\xaa\xff\x80";
+    lb_rng rng;
+    lb_rng_seed(&rng, 42);
+    char pred[300], ref[300];
+    for (int iter = 0; iter < 2000; iter++) {
+        size_t np = lb_rng_below(&rng, sizeof pred), nr = lb_rng_below(&rng, sizeof ref);
+        for (size_t i = 0; i < np; i++) pred[i] = alphabet[lb_rng_below(&rng, sizeof alphabet - 1)];
+        for (size_t i = 0; i < nr; i++) ref[i] = alphabet[lb_rng_below(&rng, sizeof alphabet - 1)];
+        pred[np] = ref[nr] = '\0';
+        lb_rouge_params p = lb_rouge_default_params();
+        p.mlperf_postprocess = iter % 2 == 0;
+        lb_rouge_scores s;
+        assert_int_equal(lb_rouge_score_pair(&p, pred, ref, &s, NULL), LB_OK);
+        assert_true(s.pred_chars >= 0 && s.pred_chars <= (int64_t)np);
+        for (int t = 0; t < LB_ROUGE_N_TYPES; t++) {
+            assert_true(s.s[t].precision >= 0 && s.s[t].precision <= 1);
+            assert_true(s.s[t].recall >= 0 && s.s[t].recall <= 1);
+            assert_true(s.s[t].f >= 0 && s.s[t].f <= 1);
+        }
+        assert_int_equal(lb_rouge_score_pair(&p, pred, pred, &s, NULL), LB_OK);
+        assert_true(s.s[LB_ROUGE_1].f == 1.0 || s.s[LB_ROUGE_1].f == 0.0);
+        assert_true(s.s[LB_ROUGE_LSUM].f == s.s[LB_ROUGE_1].f);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rouge_hand_computed_word_overlap),
@@ -269,6 +300,7 @@ int main(void) {
         cmocka_unit_test(test_rouge_acc_means_f_measures_times_100),
         cmocka_unit_test(test_rouge_check_applies_mlperf_targets),
         cmocka_unit_test(test_rouge_matches_oracle_exactly),
+        cmocka_unit_test(test_rouge_random_bytes_stay_in_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
