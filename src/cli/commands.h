@@ -8,5 +8,7 @@ int lb_cmd_env(int argc, char **argv);
 int lb_cmd_results(int argc, char **argv);
 int lb_cmd_serve(int argc, char **argv);
 int lb_cmd_rouge(int argc, char **argv);
+int lb_cmd_run(int argc, char **argv);
+int lb_cmd_train(int argc, char **argv);
 
 #endif
