@@ -15,8 +15,9 @@ static void test_provenance_secrets_are_redacted(void **state) {
     setenv("NCCL_IB_PASSWORD", "hunter2-nccl", 1);
     setenv("SLURM_JOB_TOKEN", "hunter2-slurm", 1);
     setenv("NCCL_DEBUG", "INFO", 1);
-    char *argv[] = {"llmbench", "load", "--api-key=hunter2-argv", "--model", "m"};
-    json_t *p = lb_provenance_collect(5, argv);
+    char *argv[] = {"llmbench", "load", "--api-key=hunter2-argv", "--model", "m",
+                    "--hf-token",  "hunter2-spaced"};
+    json_t *p = lb_provenance_collect(7, argv);
     char *text = json_dumps(p, JSON_COMPACT);
     assert_null(strstr(text, "hunter2"));
     json_t *env = json_object_get(p, "env");
@@ -27,6 +28,8 @@ static void test_provenance_secrets_are_redacted(void **state) {
     json_t *cmd = json_object_get(p, "command_line");
     assert_string_equal(json_string_value(json_array_get(cmd, 2)), "--api-key=***");
     assert_string_equal(json_string_value(json_array_get(cmd, 4)), "m");
+    assert_string_equal(json_string_value(json_array_get(cmd, 5)), "--hf-token");
+    assert_string_equal(json_string_value(json_array_get(cmd, 6)), "***");
     free(text);
     json_decref(p);
 }

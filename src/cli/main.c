@@ -16,6 +16,8 @@ typedef struct {
 } command;
 
 static const command commands[] = {
+    {"run", lb_cmd_run, "the default suite for this machine (CPU, and the GPU when present)"},
+    {"train", lb_cmd_train, "training benchmark: GPT-2 and Llama, CPU or CUDA, fp32/fp16/bf16"},
     {"env", lb_cmd_env, "what this machine is: CPU, memory, GPUs, driver, CUDA, NCCL, MPI"},
     {"results", lb_cmd_results, "stored runs: list, show ID, export [ID...] as JSON or CSV"},
     {"serve", lb_cmd_serve, "OpenAI-compatible HTTP server (synthetic tokens for now)"},

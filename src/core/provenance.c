@@ -119,22 +119,34 @@ json_t *lb_provenance_collect(int argc, char **argv) {
     json_object_set_new(p, "llmbench_commit", json_string(lb_version_commit));
 
     json_t *cmd = json_array();
+    bool hide_next = false;
     for (int i = 0; argv != NULL && i < argc; i++) {
-        /* A secret may also travel on the command line as --api-key=...: hide the value. */
-        const char *eq = strchr(argv[i], '=');
-        char prefix[128];
-        size_t n = eq ? (size_t)(eq - argv[i]) : 0;
-        if (eq != NULL && n < sizeof prefix) {
-            memcpy(prefix, argv[i], n);
-            prefix[n] = '\0';
-            if (lb_provenance_env_is_secret(prefix)) {
-                char masked[160];
-                snprintf(masked, sizeof masked, "%s=***", prefix);
-                json_array_append_new(cmd, json_string(masked));
-                continue;
+        /* A secret may also travel on the command line, as --api-key=VALUE or as
+         * --api-key VALUE: keep the option's name, hide the value. */
+        const char *arg = argv[i];
+        if (hide_next) {
+            hide_next = false;
+            json_array_append_new(cmd, json_string("***"));
+            continue;
+        }
+        const char *eq = strchr(arg, '=');
+        char name[128];
+        size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (arg[0] == '-' && n < sizeof name) {
+            memcpy(name, arg, n);
+            name[n] = '\0';
+            if (lb_provenance_env_is_secret(name)) {
+                if (eq == NULL) {
+                    hide_next = true;
+                } else {
+                    char masked[160];
+                    snprintf(masked, sizeof masked, "%s=***", name);
+                    json_array_append_new(cmd, json_string(masked));
+                    continue;
+                }
             }
         }
-        json_array_append_new(cmd, json_string(argv[i]));
+        json_array_append_new(cmd, json_string(arg));
     }
     json_object_set_new(p, "command_line", cmd);
     json_object_set_new(p, "libraries", library_versions());

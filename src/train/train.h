@@ -51,7 +51,14 @@ lb_train_params lb_train_default_params(void);
  * option when a configuration cannot work. */
 lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg, lb_err *err);
 
-/* Runs the benchmark into r (created by the caller with kind "train"). */
+/* Everything that can be refused before a run starts: looks the model up (into *cfg),
+ * turns LB_DEVICE_AUTO into CPU or CUDA (saying so on stderr when it falls back to the
+ * CPU), validates the parameters and opens the data once to validate it. Updates *p.
+ * LB_ERR_USAGE, LB_ERR_FORMAT or LB_ERR_IO for bad input; LB_ERR_UNSUPPORTED when CUDA
+ * was asked for and is not there. */
+lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err);
+
+/* Runs the benchmark into r (created by the caller with kind "train"); resolves p first. */
 lb_status lb_train_run(const lb_train_params *p, lb_result *r, lb_err *err);
 
 /* Computes the summary metrics from r's series (shared by the CPU and CUDA paths). */

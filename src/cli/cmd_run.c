@@ -1,0 +1,140 @@
+/* cmd_run.c: `llmbench run`: the default suite for this machine.
+ *
+ * What is present decides what runs: every machine trains a small GPT-2 and a small
+ * Llama configuration on the CPU reference; a machine with a CUDA GPU also trains GPT-2
+ * 124M on it. Each benchmark is its own stored run; the command ends with one table of
+ * all of them and their run ids. A benchmark that fails does not stop the others; the
+ * exit code is 1 if any failed, 130 if interrupted. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "cli/runctl.h"
+#include "core/signals.h"
+#include "gpu/devinfo.h"
+#include "train/train.h"
+
+typedef struct {
+    const char *model;
+    lb_device_kind device;
+    lb_precision precision;
+    int64_t batch, seq, steps, warmup;
+} suite_item;
+
+static const suite_item cpu_suite[] = {
+    {"gpt2-tiny", LB_DEVICE_CPU, LB_PREC_FP32, 8, 32, 30, 3},
+    {"llama-tiny", LB_DEVICE_CPU, LB_PREC_FP32, 8, 64, 30, 3},
+};
+
+static const suite_item gpu_suite[] = {
+    {"gpt2-124m", LB_DEVICE_CUDA, LB_PREC_BF16, 16, 1024, 30, 5},
+};
+
+typedef struct {
+    lb_train_params params;
+} item_ctx;
+
+static lb_status work(void *ctx, lb_result *r, lb_err *err) {
+    return lb_train_run(&((item_ctx *)ctx)->params, r, err);
+}
+
+/* Runs one item as a stored run; returns its status and fills *out (caller frees). */
+static lb_status run_item(const lb_cli_common *common, int argc, char **argv, const suite_item *it,
+                          lb_result **out, int64_t *run_id) {
+    item_ctx ctx = {.params = lb_train_default_params()};
+    lb_train_params *p = &ctx.params;
+    p->model = it->model;
+    p->device = it->device;
+    p->precision = it->precision;
+    p->batch = it->batch;
+    p->seq = it->seq;
+    p->steps = it->steps;
+    p->warmup = it->warmup;
+    char name[128];
+    snprintf(name, sizeof name, "%s-%s-%s", it->model, it->device == LB_DEVICE_CUDA ? "cuda" : "cpu",
+             lb_precision_name(it->precision));
+    lb_result *r = lb_result_new("train", name);
+    *out = r;
+    if (r == NULL) return LB_ERR_NOMEM;
+    json_array_append_new(r->tags, json_string("suite"));
+    lb_err err = {{0}};
+    lb_status st = lb_runctl_run(common, argc, argv, r, work, &ctx, run_id, &err);
+    if (st != LB_OK) fprintf(stderr, "llmbench run: %s: %s\n", name, err.msg);
+    return st;
+}
+
+int lb_cmd_run(int argc, char **argv) {
+    bool cpu_only = false;
+    const lb_arg_spec specs[] = {
+        {"--cpu-only", LB_ARG_FLAG, &cpu_only, NULL, "skip the GPU benchmarks even when a GPU is present"},
+    };
+    const lb_cli_command cmd = {
+        .command = "run",
+        .usage = "[options]",
+        .summary = "The default suite for this machine: a short training benchmark of a small "
+                   "GPT-2 and a small Llama configuration on the CPU, and GPT-2 124M in bf16 on "
+                   "the GPU when one is present. Every benchmark is stored as its own run; a "
+                   "summary table with the run ids ends the output.",
+        .specs = specs,
+        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+    };
+    lb_cli_common common;
+    const char *pos[1];
+    int npos;
+    bool help;
+    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
+    if (st != LB_OK || help) return lb_status_exit_code(st);
+
+    suite_item items[8];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof cpu_suite / sizeof cpu_suite[0]; i++) items[n++] = cpu_suite[i];
+    int gpus = lb_devinfo_cuda_device_count();
+    if (!cpu_only && gpus > 0)
+        for (size_t i = 0; i < sizeof gpu_suite / sizeof gpu_suite[0]; i++) items[n++] = gpu_suite[i];
+    if (gpus == 0 && !common.json)
+        fprintf(stderr, "llmbench run: no CUDA GPU found: running the CPU suite only\n");
+
+    lb_result *results[8] = {0};
+    int64_t ids[8];
+    int exit_code = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* main passes argv + 1: argv - 1 is the program's whole command line */
+        lb_status s = run_item(&common, argc + 1, argv - 1, &items[i], &results[i], &ids[i]);
+        if (s == LB_ERR_INTERRUPTED || lb_interrupted()) {
+            exit_code = 130;
+            n = i + 1;
+            break;
+        }
+        if (s != LB_OK) exit_code = 1;
+    }
+
+    if (common.json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++) {
+            if (results[i] == NULL) continue;
+            json_t *doc = lb_result_to_json(results[i]);
+            json_object_set_new(doc, "id", ids[i] >= 0 ? json_integer(ids[i]) : json_null());
+            json_array_append_new(arr, doc);
+        }
+        json_dumpf(arr, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+        json_decref(arr);
+    } else {
+        printf("\n%-6s %-24s %-12s %12s %14s %11s %12s\n", "run", "benchmark", "status", "tokens/s",
+               "step ms (p50)", "final loss", "GFLOP/s");
+        for (size_t i = 0; i < n; i++) {
+            const lb_result *r = results[i];
+            if (r == NULL) continue;
+            printf("%-6lld %-24s %-12s %12.1f %14.3f %11.4f %12.2f\n", (long long)ids[i], r->name,
+                   lb_run_status_name(r->status), lb_result_metric(r, "tokens_per_s"),
+                   lb_result_metric(r, "step_ms_median"), lb_result_metric(r, "final_loss"),
+                   lb_result_metric(r, "achieved_gflops"));
+        }
+        printf("\nEach run's raw samples: llmbench results show ID; all of them: llmbench results "
+               "export --format json\n");
+    }
+    for (size_t i = 0; i < n; i++) lb_result_free(results[i]);
+    return exit_code;
+}

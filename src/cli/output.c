@@ -1,0 +1,45 @@
+/* output.c: result tables and JSON documents on stdout. */
+#include "cli/output.h"
+
+#include <math.h>
+#include <string.h>
+
+void lb_output_format_value(char *buf, size_t cap, double value, const char *unit) {
+    if (!isfinite(value)) {
+        snprintf(buf, cap, "n/a");
+        return;
+    }
+    if (strcmp(unit, "bytes") == 0) {
+        static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+        int k = 0;
+        while (fabs(value) >= 1024.0 && k < 4) {
+            value /= 1024.0;
+            k++;
+        }
+        snprintf(buf, cap, k == 0 ? "%.0f %s" : "%.2f %s", value, units[k]);
+        return;
+    }
+    double a = fabs(value);
+    const char *fmt = a == 0.0 || (a >= 0.01 && a < 1e9) ? (a >= 1000 ? "%.1f %s" : "%.4g %s")
+                                                         : "%.4e %s";
+    snprintf(buf, cap, fmt, value, unit);
+}
+
+void lb_output_result_table(FILE *f, const lb_result *r, int64_t run_id) {
+    fprintf(f, "run %lld  %s  %s  %s\n", (long long)run_id, r->kind, r->name,
+            lb_run_status_name(r->status));
+    if (r->failure[0] != '\0') fprintf(f, "  reason: %s\n", r->failure);
+    for (size_t i = 0; i < r->n_metrics; i++) {
+        char v[64];
+        lb_output_format_value(v, sizeof v, r->metrics[i].value, r->metrics[i].unit);
+        fprintf(f, "  %-26s %s\n", r->metrics[i].name, v);
+    }
+}
+
+void lb_output_result_json(FILE *f, const lb_result *r, int64_t run_id) {
+    json_t *doc = lb_result_to_json(r);
+    json_object_set_new(doc, "id", run_id >= 0 ? json_integer(run_id) : json_null());
+    json_dumpf(doc, f, JSON_INDENT(2));
+    fputc('\n', f);
+    json_decref(doc);
+}

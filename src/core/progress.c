@@ -1,0 +1,53 @@
+/* progress.c: the rate-limited progress line behind progress.h. */
+#include "core/progress.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#define TTY_INTERVAL_NS 200000000LL
+#define FILE_INTERVAL_NS 5000000000LL
+
+void lb_progress_init(lb_progress *p, bool enabled) {
+    p->enabled = enabled && lb_log_get_level() > LB_LOG_ERROR;
+    p->tty = isatty(STDERR_FILENO) == 1;
+    p->last_ns = 0;
+    p->last_len = 0;
+}
+
+void lb_progress_update(lb_progress *p, bool force, const char *fmt, ...) {
+    if (!p->enabled) return;
+    int64_t now = lb_clock_now_ns();
+    int64_t interval = p->tty ? TTY_INTERVAL_NS : FILE_INTERVAL_NS;
+    if (!force && p->last_ns != 0 && now - p->last_ns < interval) return;
+    if (p->last_ns == 0 && !force) {
+        /* the first call only starts the clock: short work prints nothing */
+        p->last_ns = now;
+        return;
+    }
+    p->last_ns = now;
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (len > (int)sizeof line - 1) len = (int)sizeof line - 1;
+    if (p->tty) {
+        int pad = p->last_len > len ? p->last_len - len : 0;
+        fprintf(stderr, "\r%s%*s", line, pad, "");
+        p->last_len = len;
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+}
+
+void lb_progress_done(lb_progress *p) {
+    if (p->enabled && p->tty && p->last_len > 0) {
+        fprintf(stderr, "\n");
+        p->last_len = 0;
+    }
+}

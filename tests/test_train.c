@@ -1,0 +1,128 @@
+/* test_train.c: the CPU training workload: loss falls on a repeated batch for both
+ * families, impossible configurations are refused before anything runs, and the summary
+ * is the one the raw series give. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "core/signals.h"
+#include "train/train.h"
+
+static lb_train_params tiny_params(const char *model) {
+    lb_train_params p = lb_train_default_params();
+    p.model = model;
+    p.device = LB_DEVICE_CPU;
+    p.batch = 4;
+    p.seq = 16;
+    p.steps = 20;
+    p.warmup = 0;
+    p.lr = 1e-2;
+    p.weight_decay = 0.0;
+    p.data = "repeat";
+    p.progress = false;
+    return p;
+}
+
+static void expect_loss_falls(const char *model) {
+    lb_train_params p = tiny_params(model);
+    lb_result *r = lb_result_new("train", model);
+    lb_err err = {{0}};
+    assert_int_equal(lb_train_run(&p, r, &err), LB_OK);
+    const lb_series *loss = lb_result_find_series(r, "loss");
+    assert_non_null(loss);
+    assert_int_equal(loss->n, 20);
+    /* Untrained, the loss is near ln(128) = 4.85; 20 steps on one batch memorise it. */
+    assert_float_equal(loss->values[0], log(128.0), 0.5);
+    if (!(loss->values[19] < 0.5 * loss->values[0]))
+        fail_msg("%s: loss went from %f to %f", model, loss->values[0], loss->values[19]);
+    for (size_t i = 0; i < loss->n; i++) assert_true(isfinite(loss->values[i]));
+    lb_result_free(r);
+}
+
+static void test_train_gpt2_loss_falls_on_repeated_batch(void **state) {
+    (void)state;
+    expect_loss_falls("gpt2-tiny");
+}
+
+static void test_train_llama_loss_falls_on_repeated_batch(void **state) {
+    (void)state;
+    expect_loss_falls("llama-tiny");
+}
+
+static void expect_refused(lb_train_params p, const char *needle) {
+    lb_model_config cfg;
+    lb_err err = {{0}};
+    assert_int_equal(lb_train_resolve(&p, &cfg, &err), LB_ERR_USAGE);
+    if (strstr(err.msg, needle) == NULL) fail_msg("'%s' lacks '%s'", err.msg, needle);
+}
+
+static void test_train_impossible_configs_are_refused(void **state) {
+    (void)state;
+    lb_train_params p = tiny_params("gpt2-tiny");
+    p.seq = 33; /* gpt2-tiny's context is 32 */
+    expect_refused(p, "--seq 33");
+    p = tiny_params("gpt2-tiny");
+    p.batch = 0;
+    expect_refused(p, "--batch");
+    p = tiny_params("no-such-model");
+    expect_refused(p, "no-such-model");
+    p = tiny_params("gpt2-tiny");
+    p.precision = LB_PREC_BF16;
+    expect_refused(p, "--precision bf16 needs --device cuda");
+}
+
+static void test_train_summary_is_computed_from_the_series(void **state) {
+    (void)state;
+    lb_train_params p = tiny_params("gpt2-tiny");
+    p.data = "synthetic";
+    p.steps = 6;
+    p.warmup = 2;
+    lb_result *r = lb_result_new("train", "summary");
+    assert_int_equal(lb_train_run(&p, r, NULL), LB_OK);
+    const lb_series *ms = lb_result_find_series(r, "step_ms");
+    assert_int_equal(ms->n, 6);
+    assert_int_equal(lb_result_find_series(r, "warmup_step_ms")->n, 2);
+    assert_int_equal(lb_result_find_series(r, "warmup_loss")->n, 2);
+    double total_s = 0;
+    for (size_t i = 0; i < ms->n; i++) total_s += ms->values[i] / 1e3;
+    assert_float_equal(lb_result_metric(r, "tokens_per_s"), 4.0 * 16 * 6 / total_s, 1e-6);
+    assert_float_equal(lb_result_metric(r, "samples_per_s"), 4.0 * 6 / total_s, 1e-9);
+    const lb_series *loss = lb_result_find_series(r, "loss");
+    assert_float_equal(lb_result_metric(r, "final_loss"), loss->values[5], 0);
+    lb_model_config cfg;
+    lb_model_config_preset("gpt2-tiny", &cfg, NULL);
+    double fpt = lb_model_train_flops_per_token(&cfg, 16);
+    assert_float_equal(lb_result_metric(r, "flops_per_token"), fpt, 0);
+    assert_float_equal(lb_result_metric(r, "achieved_gflops"),
+                       fpt * lb_result_metric(r, "tokens_per_s") / 1e9, 1e-9);
+    assert_true(lb_result_metric(r, "peak_host_mem_bytes") > 1e6);
+    assert_string_equal(json_string_value(json_object_get(r->config, "model")), "gpt2-tiny");
+    lb_result_free(r);
+}
+
+static void test_train_interrupt_keeps_steps_measured(void **state) {
+    (void)state;
+    lb_train_params p = tiny_params("gpt2-tiny");
+    lb_interrupt_raise(2);
+    lb_result *r = lb_result_new("train", "interrupted");
+    lb_err err = {{0}};
+    assert_int_equal(lb_train_run(&p, r, &err), LB_ERR_INTERRUPTED);
+    assert_non_null(strstr(err.msg, "interrupted after 0 of 20 steps"));
+    lb_interrupt_reset();
+    lb_result_free(r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_train_gpt2_loss_falls_on_repeated_batch),
+        cmocka_unit_test(test_train_llama_loss_falls_on_repeated_batch),
+        cmocka_unit_test(test_train_impossible_configs_are_refused),
+        cmocka_unit_test(test_train_summary_is_computed_from_the_series),
+        cmocka_unit_test(test_train_interrupt_keeps_steps_measured),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
