@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/provenance.h"
+#include "comm/comminfo.h"
 #include "gpu/devinfo.h"
 
 static void print_value(const char *key, json_t *v, int indent) {
@@ -39,6 +40,7 @@ int lb_cmd_env(int argc, char **argv) {
     if (help) return 0;
     json_t *p = lb_provenance_collect(0, NULL);
     lb_devinfo_add(p);
+    lb_comminfo_add(p);
     if (common.json) {
         json_dumpf(p, stdout, JSON_INDENT(2));
         printf("\n");

@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/provenance.h"
 #include "core/signals.h"
+#include "comm/comminfo.h"
 #include "gpu/devinfo.h"
 #include "store/store.h"
 
@@ -16,6 +17,7 @@ static lb_status fill_provenance(lb_result *r, int argc, char **argv, lb_err *er
     json_t *p = lb_provenance_collect(argc, argv);
     if (p == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to collect provenance");
     lb_devinfo_add(p);
+    lb_comminfo_add(p);
     if (r->provenance != NULL && json_object_update(p, r->provenance) != 0) {
         json_decref(p);
         return lb_fail(err, LB_ERR_NOMEM, "no memory to collect provenance");
