@@ -840,9 +840,14 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
                                            : (unsigned)(cores > 0 ? cores : 1);
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    /* One thread is no pool: libmicrohttpd warns when given a pool size below 2. */
+    struct MHD_OptionItem pool[] = {
+        {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0u,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_ARRAY, pool,
         MHD_OPTION_CONNECTION_LIMIT, params->connection_limit, MHD_OPTION_LISTEN_BACKLOG_SIZE,
         4096u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     freeaddrinfo(ai);
