@@ -510,6 +510,38 @@ static void test_serve_keeps_connections_alive(void **state) {
     stop(&f);
 }
 
+/* The longest model name, all control characters (6 bytes each once escaped), comes back
+ * intact in every chunk; one byte more is refused. */
+static void test_serve_echoes_the_longest_model_name(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    for (int len = 256; len <= 257; len++) {
+        char body[4096];
+        size_t n = (size_t)snprintf(body, sizeof body, "{\"model\":\"");
+        for (int i = 0; i < len; i++) n += (size_t)snprintf(body + n, sizeof body - n, "\\u0001");
+        snprintf(body + n, sizeof body - n,
+                 "\",\"prompt\":\"m\",\"max_tokens\":3,\"stream\":true,"
+                 "\"stream_options\":{\"include_usage\":true}}");
+        reply r;
+        post(f.port, "/v1/completions", body, &r);
+        if (len == 257) {
+            assert_int_equal(r.status, 400);
+        } else {
+            free(check_stream(&r, 3, false, true));
+            for (int i = 0; i < 4; i++) {
+                json_t *j = parse(r.events[i]);
+                const char *model = json_string_value(json_object_get(j, "model"));
+                assert_int_equal(strlen(model), 256);
+                assert_int_equal(model[255], 1);
+                json_decref(j);
+            }
+        }
+        reply_free(&r);
+    }
+    stop(&f);
+}
+
 /* ---- faults: each is seen by a client as the failure it stands for ---- */
 
 static const char STREAM8[] = "{\"prompt\":\"f\",\"max_tokens\":8,\"stream\":true,"
@@ -777,6 +809,7 @@ int main(void) {
         cmocka_unit_test(test_serve_rejects_malformed_requests_with_openai_errors),
         cmocka_unit_test(test_serve_lists_models_and_reports_health),
         cmocka_unit_test(test_serve_keeps_connections_alive),
+        cmocka_unit_test(test_serve_echoes_the_longest_model_name),
         cmocka_unit_test(test_serve_fault_drop_cuts_the_connection),
         cmocka_unit_test(test_serve_fault_stall_holds_the_connection_until_shutdown),
         cmocka_unit_test(test_serve_fault_bad_json_sends_unparseable_data),

@@ -40,7 +40,12 @@
 #define BODY_INLINE_BYTES 4096
 #define BODY_MAX_BYTES ((size_t)64 << 20)
 #define MODEL_MAX_BYTES 256
-#define HEAD_BYTES (MODEL_MAX_BYTES * 6 + 128)
+/* The head's fixed part is at most 111 bytes ("chatcmpl-" + 20-digit index, the longest
+ * object name, a 20-character time); the model name escapes to at most 6 bytes a byte. */
+#define HEAD_FIXED_MAX_BYTES 111
+#define HEAD_BYTES (MODEL_MAX_BYTES * 6 + 160)
+_Static_assert(HEAD_BYTES >= HEAD_FIXED_MAX_BYTES + MODEL_MAX_BYTES * 6 + 2,
+               "the head buffer must hold the longest head");
 #define TOKEN_JSON_MAX_BYTES (LB_TOKEN_TEXT_MAX_BYTES * 6)
 /* An SSE event is "data: " + head + at most this many bytes. */
 #define EVENT_TAIL_BYTES (TOKEN_JSON_MAX_BYTES + 192)
