@@ -1,0 +1,216 @@
+/* matmul.c: the cuBLASLt wrapper (gpu/matmul.h).
+ *
+ * Row-major D[m,n] is column-major D^T[n,m] = B'^T A'^T, so every problem becomes a
+ * column-major product with the operands swapped: cuBLASLt's "A" is our B (rows n), its
+ * "B" is our A. A prepared problem keeps its descriptors and algorithm in a small table
+ * searched linearly (a training step has a few dozen distinct shapes). */
+#include "gpu/matmul.h"
+
+#ifdef LB_HAVE_CUDA
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/check.h"
+
+#define MAX_CACHED 128
+
+typedef struct {
+    int64_t m, n, k, lda, ldb, ldd;
+    int trans_a, trans_b, ab_type, d_type, epilogue, has_c, align;
+} key;
+
+typedef struct {
+    key k;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc, ld;
+    cublasLtMatmulAlgo_t algo;
+} prepared;
+
+struct lb_gpu_blas {
+    cublasLtHandle_t lt;
+    void *workspace;
+    size_t workspace_bytes;
+    bool allow_tf32;
+    prepared cache[MAX_CACHED];
+    int n_cached;
+};
+
+static cudaDataType_t cuda_type(lb_gpu_dtype t) {
+    return t == LB_DT_F32 ? CUDA_R_32F : t == LB_DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+static int alignment_of(const void *p) {
+    uintptr_t v = (uintptr_t)p;
+    int a = 256;
+    while (a > 1 && (v % (uintptr_t)a) != 0) a /= 2;
+    return a;
+}
+
+lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_bytes,
+                           bool allow_tf32, lb_err *err) {
+    *out = NULL;
+    lb_gpu_blas *h = calloc(1, sizeof *h);
+    if (h == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the cuBLASLt handle");
+    cublasStatus_t s = cublasLtCreate(&h->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        free(h);
+        return lb_gpu_fail_at(err, "cuBLASLt", (int)s, cublasLtGetStatusString(s),
+                              "cublasLtCreate", __func__, __FILE__, __LINE__);
+    }
+    h->workspace = workspace;
+    h->workspace_bytes = workspace_bytes;
+    h->allow_tf32 = allow_tf32;
+    *out = h;
+    return LB_OK;
+}
+
+static void release(prepared *p) {
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->ld) cublasLtMatrixLayoutDestroy(p->ld);
+    memset(p, 0, sizeof *p);
+}
+
+void lb_gpu_blas_free(lb_gpu_blas *h) {
+    if (h == NULL) return;
+    for (int i = 0; i < h->n_cached; i++) release(&h->cache[i]);
+    cublasLtDestroy(h->lt);
+    free(h);
+}
+
+int lb_gpu_blas_cached(const lb_gpu_blas *h) { return h ? h->n_cached : 0; }
+
+static cublasLtEpilogue_t lt_epilogue(lb_gpu_epilogue e) {
+    switch (e) {
+    case LB_EPI_NONE: return CUBLASLT_EPILOGUE_DEFAULT;
+    case LB_EPI_BIAS: return CUBLASLT_EPILOGUE_BIAS;
+    case LB_EPI_GELU_AUX_BIAS: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case LB_EPI_DGELU: return CUBLASLT_EPILOGUE_DGELU;
+    }
+    return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+/* Builds descriptors and asks the heuristic for the best algorithm. */
+static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err) {
+    memset(p, 0, sizeof *p);
+    p->k = *k;
+    cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
+    if (k->ab_type == LB_DT_F32 && h->allow_tf32) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+    LB_CUBLAS_TRY(err, cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
+    /* column-major: op "A" = our B, op "B" = our A */
+    cublasOperation_t ta = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    cublasLtEpilogue_t epi = lt_epilogue((lb_gpu_epilogue)k->epilogue);
+    LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (k->epilogue == LB_EPI_GELU_AUX_BIAS || k->epilogue == LB_EPI_DGELU) {
+        int64_t ld_aux = k->ldd;
+        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                          &ld_aux, sizeof ld_aux));
+    }
+    cudaDataType_t abt = cuda_type((lb_gpu_dtype)k->ab_type), dt = cuda_type((lb_gpu_dtype)k->d_type);
+    /* our B' as stored: [k,n] row-major = col-major n x k (ld n) when !trans_b;
+     * [n,k] row-major = col-major k x n (ld k) when trans_b */
+    LB_CUBLAS_TRY(err, cublasLtMatrixLayoutCreate(&p->la, abt, k->trans_b ? k->k : k->n,
+                                                   k->trans_b ? k->n : k->k, k->ldb));
+    LB_CUBLAS_TRY(err, cublasLtMatrixLayoutCreate(&p->lb, abt, k->trans_a ? k->m : k->k,
+                                                   k->trans_a ? k->k : k->m, k->lda));
+    LB_CUBLAS_TRY(err, cublasLtMatrixLayoutCreate(&p->lc, dt, k->n, k->m, k->ldd));
+    LB_CUBLAS_TRY(err, cublasLtMatrixLayoutCreate(&p->ld, dt, k->n, k->m, k->ldd));
+
+    cublasLtMatmulPreference_t pref;
+    LB_CUBLAS_TRY(err, cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = h->workspace_bytes;
+    uint32_t al = (uint32_t)k->align;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h->lt, p->op, p->la, p->lb, p->lc, p->ld,
+                                                      pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+        lb_status st = lb_fail(err, LB_ERR_UNSUPPORTED,
+                               "cuBLASLt has no algorithm for %s x %s -> %s, m=%lld n=%lld k=%lld, "
+                               "epilogue %d (status %s)",
+                               lb_dtype_name((lb_gpu_dtype)k->ab_type), lb_dtype_name((lb_gpu_dtype)k->ab_type),
+                               lb_dtype_name((lb_gpu_dtype)k->d_type), (long long)k->m,
+                               (long long)k->n, (long long)k->k, k->epilogue,
+                               cublasLtGetStatusString(s));
+        release(p);
+        return st;
+    }
+    p->algo = res.algo;
+    return LB_OK;
+}
+
+lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {
+    key k;
+    memset(&k, 0, sizeof k);
+    k.m = g->m, k.n = g->n, k.k = g->k;
+    k.lda = g->lda, k.ldb = g->ldb, k.ldd = g->ldd;
+    k.trans_a = g->trans_a, k.trans_b = g->trans_b;
+    k.ab_type = g->ab_type, k.d_type = g->d_type, k.epilogue = g->epilogue;
+    k.has_c = g->c != NULL;
+    int al = alignment_of(g->a);
+    int al2 = alignment_of(g->b), al3 = alignment_of(g->d);
+    if (al2 < al) al = al2;
+    if (al3 < al) al = al3;
+    if (g->c != NULL && alignment_of(g->c) < al) al = alignment_of(g->c);
+    k.align = al;
+    prepared *p = NULL;
+    for (int i = 0; i < h->n_cached; i++)
+        if (memcmp(&h->cache[i].k, &k, sizeof k) == 0) {
+            p = &h->cache[i];
+            break;
+        }
+    if (p == NULL) {
+        if (h->n_cached == MAX_CACHED) {
+            release(&h->cache[MAX_CACHED - 1]);
+            h->n_cached--;
+        }
+        LB_TRY(prepare(h, &k, &h->cache[h->n_cached], err));
+        p = &h->cache[h->n_cached++];
+    }
+    if (g->epilogue != LB_EPI_NONE && g->epilogue != LB_EPI_DGELU)
+        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                          &g->bias, sizeof g->bias));
+    if (g->epilogue == LB_EPI_GELU_AUX_BIAS || g->epilogue == LB_EPI_DGELU)
+        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                          &g->aux, sizeof g->aux));
+    float beta = g->c != NULL ? g->beta : 0.0f;
+    const void *c = g->c != NULL ? g->c : g->d;
+    LB_CUBLAS_TRY(err, cublasLtMatmul(h->lt, p->op, &g->alpha, g->b, p->la, g->a, p->lb, &beta, c,
+                                      p->lc, g->d, p->ld, &p->algo, h->workspace,
+                                      h->workspace_bytes, (cudaStream_t)stream));
+    return LB_OK;
+}
+
+#else /* no CUDA */
+
+lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_bytes,
+                           bool allow_tf32, lb_err *err) {
+    (void)workspace, (void)workspace_bytes, (void)allow_tf32;
+    *out = NULL;
+    return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA");
+}
+void lb_gpu_blas_free(lb_gpu_blas *h) { (void)h; }
+lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {
+    (void)h, (void)g, (void)stream;
+    return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA");
+}
+int lb_gpu_blas_cached(const lb_gpu_blas *h) {
+    (void)h;
+    return 0;
+}
+
+#endif
