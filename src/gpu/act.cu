@@ -1,0 +1,136 @@
+/* act.cu: element-wise kernels (act.cuh). Grid-stride loops, one element per step; the
+ * arithmetic is fp32 whatever the storage type. */
+#include "gpu/act.cuh"
+#include "gpu/common.cuh"
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+
+#define GRID_LOOP(i, n)                                                                     \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);              \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+template <typename T> __global__ void gelu_forward_kernel(T *out, const T *inp, int64_t n) {
+    GRID_LOOP(i, n) {
+        float x = lb_to_f(inp[i]);
+        float u = GELU_K * (x + 0.044715f * x * x * x);
+        out[i] = lb_from_f<T>(0.5f * x * (1.0f + tanhf(u)));
+    }
+}
+
+template <typename T>
+__global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, int64_t n) {
+    GRID_LOOP(i, n) {
+        float x = lb_to_f(inp[i]);
+        float u = GELU_K * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = lb_from_f<T>(g * lb_to_f(dout[i]));
+    }
+}
+
+template <typename T>
+__global__ void swiglu_forward_kernel(T *out, const T *inp, int64_t N, int F) {
+    GRID_LOOP(i, N * F) {
+        int64_t r = i / F;
+        int f = (int)(i % F);
+        float g = lb_to_f(inp[r * 2 * F + f]), u = lb_to_f(inp[r * 2 * F + F + f]);
+        out[i] = lb_from_f<T>(g / (1.0f + expf(-g)) * u);
+    }
+}
+
+template <typename T>
+__global__ void swiglu_backward_kernel(T *dinp, const T *dout, const T *inp, int64_t N, int F) {
+    GRID_LOOP(i, N * F) {
+        int64_t r = i / F;
+        int f = (int)(i % F);
+        float g = lb_to_f(inp[r * 2 * F + f]), u = lb_to_f(inp[r * 2 * F + F + f]);
+        float sg = 1.0f / (1.0f + expf(-g));
+        float d = lb_to_f(dout[i]);
+        dinp[r * 2 * F + f] = lb_from_f<T>(d * u * sg * (1.0f + g * (1.0f - sg)));
+        dinp[r * 2 * F + F + f] = lb_from_f<T>(d * g * sg);
+    }
+}
+
+/* Block (32, 8): 32 columns, 8 row lanes over a chunk of rows; grid.y splits the rows. */
+template <typename T>
+__global__ void bias_backward_kernel(float *dbias, const T *dout, int64_t N, int OC, int64_t ld,
+                                     int64_t rows_per_chunk) {
+    __shared__ float part[8][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int64_t r0 = blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk;
+    if (r1 > N) r1 = N;
+    float acc = 0.0f;
+    if (c < OC)
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) acc += lb_to_f(dout[r * ld + c]);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < OC) {
+        for (int j = 1; j < 8; j++) acc += part[j][threadIdx.x];
+        atomicAdd(&dbias[c], acc);
+    }
+}
+
+template <typename TO, typename TI>
+__global__ void convert_kernel(TO *out, const TI *in, int64_t n) {
+    GRID_LOOP(i, n) out[i] = lb_from_f<TO>(lb_to_f(in[i]));
+}
+
+extern "C" lb_status lb_gpu_gelu_forward(void *out, const void *inp, int64_t n, lb_gpu_dtype dt,
+                                         cudaStream_t s, lb_err *err) {
+    LB_DISPATCH_DTYPE(dt, E,
+        gelu_forward_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>((E *)out, (const E *)inp, n));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_gelu_backward(void *dinp, const void *inp, const void *dout, int64_t n,
+                                          lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    LB_DISPATCH_DTYPE(dt, E,
+        gelu_backward_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
+            (E *)dinp, (const E *)inp, (const E *)dout, n));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_swiglu_forward(void *out, const void *inp, int64_t N, int F,
+                                           lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    LB_DISPATCH_DTYPE(dt, E,
+        swiglu_forward_kernel<E><<<lb_grid_cap(N * F, 256), 256, 0, s>>>(
+            (E *)out, (const E *)inp, N, F));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_swiglu_backward(void *dinp, const void *dout, const void *inp,
+                                            int64_t N, int F, lb_gpu_dtype dt, cudaStream_t s,
+                                            lb_err *err) {
+    LB_DISPATCH_DTYPE(dt, E,
+        swiglu_backward_kernel<E><<<lb_grid_cap(N * F, 256), 256, 0, s>>>(
+            (E *)dinp, (const E *)dout, (const E *)inp, N, F));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_bias_backward(float *dbias, const void *dout, int64_t N, int OC,
+                                          int64_t ld, lb_gpu_dtype dt, cudaStream_t s,
+                                          lb_err *err) {
+    int64_t chunks = (N + 255) / 256;
+    if (chunks > 64) chunks = 64;
+    int64_t rows = (N + chunks - 1) / chunks;
+    dim3 grid((unsigned)((OC + 31) / 32), (unsigned)chunks), block(32, 8);
+    LB_DISPATCH_DTYPE(dt, E,
+        bias_backward_kernel<E><<<grid, block, 0, s>>>(dbias, (const E *)dout, N, OC, ld, rows));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_convert(void *out, lb_gpu_dtype dt_out, const void *in,
+                                    lb_gpu_dtype dt_in, int64_t n, cudaStream_t s, lb_err *err) {
+    unsigned g = lb_grid_cap(n, 256);
+    LB_DISPATCH_DTYPE(dt_out, EO,
+        LB_DISPATCH_DTYPE(dt_in, EI,
+            convert_kernel<EO, EI><<<g, 256, 0, s>>>((EO *)out, (const EI *)in, n)));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}

@@ -1,0 +1,51 @@
+/* attention.cuh: causal scaled-dot-product attention with grouped-query heads, forward and
+ * backward, that never materialises the T x T score matrix (C-callable).
+ *
+ * Layouts as model/ref_ops.h: qkv [B,T,(NH+2*NKV)*HD] (q heads, k heads, v heads per
+ * token), out [B,T,NH*HD]; query head h reads kv head h / (NH/NKV); scores scaled by
+ * 1/sqrt(HD). Instead of the reference's probabilities the forward keeps the row
+ * log-sum-exp lse [B,NH,T] (fp32, natural log), from which backward recomputes them.
+ * Backward OVERWRITES dqkv (every element of it: q, k and v parts).
+ *
+ * Two implementations behind one interface. The tensor-core one (fp16/bf16, HD 64) is a
+ * flash-attention style kernel with mma.sync m16n8k16 and fp32 accumulation: forward per
+ * 64-query tile with an online softmax in registers; backward per 64-key tile (all query
+ * heads of the group, so dK and dV need no atomics) with dQ summed in an fp32 scratch
+ * buffer by atomics. The scalar one (any type, HD 32/64/128; fp32 math in CUDA cores)
+ * serves fp32 and other head sizes: one thread per query row (forward, dQ) or per key row
+ * (dK, dV). */
+#ifndef LB_GPU_ATTENTION_CUH
+#define LB_GPU_ATTENTION_CUH
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+
+#include "core/status.h"
+#include "gpu/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    LB_ATTN_AUTO = 0, /* tensor cores where supported, else scalar */
+    LB_ATTN_SCALAR,   /* always the scalar kernels (tests, fp32) */
+} lb_gpu_attn_impl;
+
+/* Device scratch backward needs: D = rowsum(dout * out) [B,NH,T] and the fp32 dQ
+ * accumulator [B,T,NH*HD]. */
+size_t lb_gpu_attention_scratch_bytes(int B, int T, int NH, int HD);
+
+lb_status lb_gpu_attention_forward(void *out, float *lse, const void *qkv, int B, int T, int NH,
+                                   int NKV, int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
+                                   cudaStream_t s, lb_err *err);
+lb_status lb_gpu_attention_backward(void *dqkv, void *scratch, const void *dout, const void *qkv,
+                                    const void *out, const float *lse, int B, int T, int NH,
+                                    int NKV, int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
+                                    cudaStream_t s, lb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

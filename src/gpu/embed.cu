@@ -1,0 +1,66 @@
+/* embed.cu: embedding kernels (embed.cuh). One thread per output element; the gather is
+ * coalesced along C. */
+#include "gpu/common.cuh"
+#include "gpu/embed.cuh"
+
+template <typename T>
+__global__ void embed_forward_kernel(T *out, const int32_t *inp, const T *wte, const T *wpe,
+                                     int T_, int C, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t bt = i / C;
+        int c = (int)(i % C);
+        int t = (int)(bt % T_);
+        float v = lb_to_f(wte[(int64_t)inp[bt] * C + c]);
+        if (wpe) v += lb_to_f(wpe[(int64_t)t * C + c]);
+        out[i] = lb_from_f<T>(v);
+    }
+}
+
+template <typename T>
+__global__ void embed_backward_wte_kernel(float *dwte, const T *dout, const int32_t *inp, int C,
+                                          int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t bt = i / C;
+        int c = (int)(i % C);
+        atomicAdd(&dwte[(int64_t)inp[bt] * C + c], lb_to_f(dout[i]));
+    }
+}
+
+template <typename T>
+__global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int B, int T_, int C) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= (int64_t)T_ * C) return;
+    float acc = 0.0f;
+    for (int b = 0; b < B; b++) acc += lb_to_f(dout[(int64_t)b * T_ * C + i]);
+    dwpe[i] += acc;
+}
+
+extern "C" lb_status lb_gpu_embed_forward(void *out, const int32_t *inp, const void *wte,
+                                          const void *wpe, int B, int T, int C, lb_gpu_dtype dt,
+                                          cudaStream_t s, lb_err *err) {
+    int64_t n = (int64_t)B * T * C;
+    LB_DISPATCH_DTYPE(dt, E,
+        embed_forward_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
+            (E *)out, inp, (const E *)wte, (const E *)wpe, T, C, n));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_embed_backward(float *dwte, float *dwpe, const void *dout,
+                                           const int32_t *inp, int B, int T, int C,
+                                           lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    int64_t n = (int64_t)B * T * C;
+    LB_DISPATCH_DTYPE(dt, E,
+        embed_backward_wte_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
+            dwte, (const E *)dout, inp, C, n));
+    LB_CUDA_LAUNCH_TRY(err);
+    if (dwpe != NULL) {
+        LB_DISPATCH_DTYPE(dt, E,
+            embed_backward_wpe_kernel<E><<<lb_blocks((int64_t)T * C, 256), 256, 0, s>>>(
+                dwpe, (const E *)dout, B, T, C));
+        LB_CUDA_LAUNCH_TRY(err);
+    }
+    return LB_OK;
+}
