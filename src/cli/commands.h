@@ -11,5 +11,6 @@ int lb_cmd_rouge(int argc, char **argv);
 int lb_cmd_load(int argc, char **argv);
 int lb_cmd_run(int argc, char **argv);
 int lb_cmd_train(int argc, char **argv);
+int lb_cmd_selftest(int argc, char **argv);
 
 #endif

@@ -134,3 +134,36 @@ extern "C" lb_status lb_gpu_convert(void *out, lb_gpu_dtype dt_out, const void *
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
+
+__global__ void fill_kernel(float *x, int64_t n, float value) {
+    GRID_LOOP(i, n) x[i] = value;
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+__global__ void fill_normal_kernel(float *x, int64_t n, float std, uint64_t seed, int64_t first) {
+    GRID_LOOP(i, n) {
+        uint64_t r = splitmix64(seed ^ splitmix64((uint64_t)(first + i)));
+        float u1 = ((float)(r >> 40) + 1.0f) * (1.0f / 16777216.0f); /* (0, 1] */
+        float u2 = (float)((r >> 16) & 0xffffffu) * (1.0f / 16777216.0f);
+        x[i] = std * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+    }
+}
+
+extern "C" lb_status lb_gpu_fill(float *x, int64_t n, float value, cudaStream_t s, lb_err *err) {
+    fill_kernel<<<lb_grid_cap(n, 256), 256, 0, s>>>(x, n, value);
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_fill_normal(float *x, int64_t n, float std, uint64_t seed,
+                                        int64_t first_index, cudaStream_t s, lb_err *err) {
+    fill_normal_kernel<<<lb_grid_cap(n, 256), 256, 0, s>>>(x, n, std, seed, first_index);
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}

@@ -17,12 +17,13 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "core/status.h"
-#include "gpu/dtype.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "core/status.h"
+#include "gpu/dtype.h"
+
 
 /* Lives in device memory; the host initialises it and reads it back to report. */
 typedef struct {

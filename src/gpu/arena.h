@@ -17,11 +17,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "core/status.h"
+
 
 #define LB_GPU_ARENA_ALIGN 256 /* bytes: every piece starts on this boundary */
 

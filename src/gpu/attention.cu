@@ -625,12 +625,14 @@ static lb_status bwd_mma(void *dqkv, float *Dsum, float *dq_acc, const void *dou
 
 #define HD_DISPATCH(HD, ...)                                                                \
     switch (HD) {                                                                          \
+    case 8: { constexpr int HDC = 8; __VA_ARGS__; } break;                                 \
+    case 16: { constexpr int HDC = 16; __VA_ARGS__; } break;                               \
     case 32: { constexpr int HDC = 32; __VA_ARGS__; } break;                               \
     case 64: { constexpr int HDC = 64; __VA_ARGS__; } break;                               \
     case 128: { constexpr int HDC = 128; __VA_ARGS__; } break;                             \
     default:                                                                               \
         return lb_fail(err, LB_ERR_UNSUPPORTED,                                            \
-                       "attention supports head sizes 32, 64 and 128, not %d", HD);        \
+                       "attention supports head sizes 8, 16, 32, 64 and 128, not %d", HD);        \
     }
 
 static lb_status check_heads(int NH, int NKV, lb_err *err) {

@@ -11,7 +11,7 @@
  * flash-attention style kernel with mma.sync m16n8k16 and fp32 accumulation: forward per
  * 64-query tile with an online softmax in registers; backward per 64-key tile (all query
  * heads of the group, so dK and dV need no atomics) with dQ summed in an fp32 scratch
- * buffer by atomics. The scalar one (any type, HD 32/64/128; fp32 math in CUDA cores)
+ * buffer by atomics. The scalar one (any type, HD 8/16/32/64/128; fp32 math in CUDA cores)
  * serves fp32 and other head sizes: one thread per query row (forward, dQ) or per key row
  * (dK, dV). */
 #ifndef LB_GPU_ATTENTION_CUH
@@ -20,12 +20,13 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
-#include "core/status.h"
-#include "gpu/dtype.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "core/status.h"
+#include "gpu/dtype.h"
+
 
 typedef enum {
     LB_ATTN_AUTO = 0, /* tensor cores where supported, else scalar */

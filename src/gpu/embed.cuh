@@ -9,12 +9,13 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "core/status.h"
-#include "gpu/dtype.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "core/status.h"
+#include "gpu/dtype.h"
+
 
 lb_status lb_gpu_embed_forward(void *out, const int32_t *inp, const void *wte, const void *wpe,
                                int B, int T, int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);

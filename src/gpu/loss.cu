@@ -8,7 +8,7 @@
 
 template <typename T>
 __global__ void xent_kernel(T *logits, float *losses, const int32_t *targets, int V, int64_t ld,
-                            float dloss, int write_grad) {
+                            float dloss, const float *dloss_scale, int write_grad) {
     __shared__ float scratch[32];
     int64_t row = blockIdx.x;
     T *x = logits + row * ld;
@@ -31,6 +31,7 @@ __global__ void xent_kernel(T *logits, float *losses, const int32_t *targets, in
     if (threadIdx.x == 0) losses[row] = lse - xt;
     if (!write_grad) return;
     float inv = 1.0f / gs;
+    if (dloss_scale) dloss *= *dloss_scale;
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
         float p = __expf(lb_to_f(x[i]) - gm) * inv;
         x[i] = lb_from_f<T>((p - (i == tgt ? 1.0f : 0.0f)) * dloss);
@@ -47,11 +48,11 @@ __global__ void mean_kernel(float *mean, const float *x, int64_t n) {
 
 extern "C" lb_status lb_gpu_softmax_xent(void *logits, float *losses, const int32_t *targets,
                                          int64_t N, int V, int64_t ld, float dloss,
-                                         int dlogits_out, lb_gpu_dtype dt, cudaStream_t s,
+                                         const float *dloss_scale, int dlogits_out, lb_gpu_dtype dt, cudaStream_t s,
                                          lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
         xent_kernel<E><<<(unsigned)N, XENT_THREADS, 0, s>>>((E *)logits, losses, targets, V, ld,
-                                                            dloss, dlogits_out));
+                                                            dloss, dloss_scale, dlogits_out));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

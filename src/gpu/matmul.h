@@ -18,12 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/status.h"
-#include "gpu/dtype.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "core/status.h"
+#include "gpu/dtype.h"
+
 
 typedef enum {
     LB_EPI_NONE = 0,

@@ -10,12 +10,13 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "core/status.h"
-#include "gpu/dtype.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "core/status.h"
+#include "gpu/dtype.h"
+
 
 lb_status lb_gpu_layernorm_forward(void *out, float *mean, float *rstd, const void *inp,
                                    const void *weight, const void *bias, int64_t N, int C,

@@ -7,12 +7,13 @@
 
 #include <cuda_runtime.h>
 
-#include "core/status.h"
-#include "gpu/dtype.h"
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "core/status.h"
+#include "gpu/dtype.h"
+
 
 lb_status lb_gpu_rope_forward(void *qkv, const float *inv_freq, int B, int T, int NH, int NKV,
                               int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);

@@ -1,0 +1,494 @@
+/* model_gpu.c: the transformer on one CUDA device (gpu/model_gpu.h).
+ *
+ * One layout function carves every buffer out of an arena; it runs once on a sizing arena
+ * (to learn the total) and once on the real one. Forward, backward and the optimizer are
+ * straight-line sequences of kernel launches and cuBLASLt calls on one stream, following
+ * model/model.h's description of a layer; backward keeps a single residual-gradient buffer
+ * that the norm backward kernels add into (llm.c's scheme), so a residual add costs
+ * nothing in backward. */
+#include "gpu/model_gpu.h"
+
+#ifdef LB_HAVE_CUDA
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/act.cuh"
+#include "gpu/attention.cuh"
+#include "gpu/check.h"
+#include "gpu/embed.cuh"
+#include "gpu/loss.cuh"
+#include "gpu/matmul.h"
+#include "gpu/norm.cuh"
+#include "gpu/rope.cuh"
+#include "model/ref_ops.h"
+
+#define OOM_HINT "try a smaller --batch or --recompute"
+
+struct lb_gpu_model {
+    lb_model_config cfg;
+    lb_gpu_model_params p;
+    lb_param_offsets off;
+    int64_t n_params;
+    int B, T, C, L, NH, NKV, HD, Q, F, H, V, Vp;
+    int64_t BT;
+    size_t es; /* bytes per activation element */
+    lb_gpu_dtype dt;
+    bool llama;
+    lb_gpu_arena arena;
+    lb_gpu_blas *blas;
+    cudaStream_t stream;
+    /* parameters and optimizer state */
+    float *master, *grads, *m, *v;
+    void *params; /* working copy (== master in fp32) */
+    int64_t *seg_start;
+    int32_t *seg_decay;
+    int n_seg;
+    lb_gpu_optstate *opt;
+    float *inv_freq;
+    int32_t *tokens, *targets;
+    int32_t *host_tok[2];
+    cudaEvent_t host_done[2];
+    int host_idx;
+    float *loss_slots;
+    /* activations */
+    void *encoded, *res2, *res3, *ln1, *ln2, *qkv, *atty, *fch, *fact, *lnf, *logits;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *lse, *losses;
+    /* activation gradients (one layer) and scratch */
+    void *dres, *dc, *dqkv, *dfch, *dact, *attn_scratch, *blas_ws;
+};
+
+static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_model_params *p) {
+    m->cfg = *cfg;
+    m->p = *p;
+    lb_param_offsets_compute(cfg, &m->off);
+    m->n_params = m->off.total;
+    m->B = p->B, m->T = p->T, m->BT = (int64_t)p->B * p->T;
+    m->C = cfg->d_model, m->L = cfg->n_layer, m->NH = cfg->n_head, m->NKV = cfg->n_kv_head;
+    m->HD = lb_model_head_dim(cfg), m->Q = lb_model_qkv_dim(cfg), m->F = lb_model_mlp_in_dim(cfg);
+    m->H = cfg->d_ff, m->V = cfg->vocab_size, m->Vp = (cfg->vocab_size + 63) / 64 * 64;
+    m->dt = p->precision == LB_PREC_BF16 ? LB_DT_BF16 : p->precision == LB_PREC_FP16 ? LB_DT_F16 : LB_DT_F32;
+    m->es = lb_dtype_bytes(m->dt);
+    m->llama = cfg->family == LB_FAMILY_LLAMA;
+    m->n_seg = lb_param_layout(cfg, NULL, 0);
+}
+
+#define TAKE(ptr, name, bytes)                                                             \
+    do {                                                                                   \
+        void *tmp_;                                                                        \
+        LB_TRY(lb_gpu_arena_alloc(a, name, (size_t)(bytes), &tmp_, err));                  \
+        *(void **)&(ptr) = tmp_;                                                           \
+    } while (0)
+
+static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
+    size_t es = m->es, np = (size_t)m->n_params, BT = (size_t)m->BT, C = (size_t)m->C;
+    size_t L = (size_t)m->L, keep = m->p.recompute ? 1 : L;
+    TAKE(m->master, "param.master", np * 4);
+    if (m->dt != LB_DT_F32) TAKE(m->params, "param.work", np * es);
+    else m->params = m->master;
+    TAKE(m->grads, "param.grad", np * 4);
+    TAKE(m->m, "opt.m", np * 4);
+    TAKE(m->v, "opt.v", np * 4);
+    TAKE(m->seg_start, "opt.seg_start", (size_t)m->n_seg * 8);
+    TAKE(m->seg_decay, "opt.seg_decay", (size_t)m->n_seg * 4);
+    TAKE(m->opt, "opt.state", sizeof(lb_gpu_optstate));
+    if (m->llama) TAKE(m->inv_freq, "rope.inv_freq", (size_t)m->HD / 2 * 4);
+    TAKE(m->tokens, "data.tokens", 2 * BT * 4);
+    TAKE(m->loss_slots, "data.loss_slots", (size_t)(m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1) * 4);
+    TAKE(m->encoded, "act.encoded", BT * C * es);
+    TAKE(m->res2, "act.res2", L * BT * C * es);
+    TAKE(m->res3, "act.res3", L * BT * C * es);
+    TAKE(m->ln1, "act.ln1", keep * BT * C * es);
+    TAKE(m->ln2, "act.ln2", keep * BT * C * es);
+    if (!m->llama) {
+        TAKE(m->ln1_mean, "act.ln1_mean", L * BT * 4);
+        TAKE(m->ln2_mean, "act.ln2_mean", L * BT * 4);
+        TAKE(m->lnf_mean, "act.lnf_mean", BT * 4);
+    }
+    TAKE(m->ln1_rstd, "act.ln1_rstd", L * BT * 4);
+    TAKE(m->ln2_rstd, "act.ln2_rstd", L * BT * 4);
+    TAKE(m->lnf_rstd, "act.lnf_rstd", BT * 4);
+    TAKE(m->qkv, "act.qkv", L * BT * (size_t)m->Q * es);
+    TAKE(m->atty, "act.atty", L * BT * C * es);
+    TAKE(m->lse, "act.lse", L * BT * (size_t)m->NH * 4);
+    TAKE(m->fch, "act.mlp_in", L * BT * (size_t)m->F * es);
+    TAKE(m->fact, "act.mlp_act", keep * BT * (size_t)m->H * es);
+    TAKE(m->lnf, "act.lnf", BT * C * es);
+    TAKE(m->logits, "act.logits", BT * (size_t)m->Vp * es);
+    TAKE(m->losses, "act.losses", BT * 4);
+    TAKE(m->dres, "grad.residual", BT * C * es);
+    TAKE(m->dc, "grad.width_c", BT * C * es);
+    TAKE(m->dqkv, "grad.qkv", BT * (size_t)m->Q * es);
+    TAKE(m->dfch, "grad.mlp_in", BT * (size_t)m->F * es);
+    TAKE(m->dact, "grad.mlp_act", BT * (size_t)m->H * es);
+    TAKE(m->attn_scratch, "scratch.attention", lb_gpu_attention_scratch_bytes(m->B, m->T, m->NH, m->HD));
+    TAKE(m->blas_ws, "scratch.cublaslt", LB_GPU_BLAS_WORKSPACE_BYTES);
+    m->targets = m->tokens + BT;
+    return LB_OK;
+}
+
+size_t lb_gpu_model_arena_bytes(const lb_model_config *cfg, const lb_gpu_model_params *p) {
+    lb_gpu_model m;
+    memset(&m, 0, sizeof m);
+    set_dims(&m, cfg, p);
+    lb_gpu_arena a;
+    lb_gpu_arena_init_sizing(&a);
+    lb_err err;
+    size_t bytes = layout(&m, &a, &err) == LB_OK ? a.used_bytes : 0;
+    lb_gpu_arena_free(&a);
+    return bytes;
+}
+
+static lb_status reset_optimizer(lb_gpu_model *m, lb_err *err) {
+    LB_CUDA_TRY(err, cudaMemsetAsync(m->m, 0, (size_t)m->n_params * 4, m->stream));
+    LB_CUDA_TRY(err, cudaMemsetAsync(m->v, 0, (size_t)m->n_params * 4, m->stream));
+    lb_gpu_optstate st;
+    memset(&st, 0, sizeof st);
+    st.loss_scale = m->dt == LB_DT_F16 ? 65536.0f : 1.0f;
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->opt, &st, sizeof st, cudaMemcpyHostToDevice, m->stream));
+    return LB_OK;
+}
+
+static lb_status sync_working_copy(lb_gpu_model *m, lb_err *err) {
+    if (m->dt == LB_DT_F32) return LB_OK;
+    return lb_gpu_convert(m->params, m->dt, m->master, LB_DT_F32, m->n_params, m->stream, err);
+}
+
+static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    int64_t *start = malloc((size_t)m->n_seg * 8);
+    int32_t *decay = malloc((size_t)m->n_seg * 4);
+    lb_status st = LB_OK;
+    if (!t || !start || !decay) {
+        st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    } else {
+        lb_param_layout(&m->cfg, t, m->n_seg);
+        for (int i = 0; i < m->n_seg; i++) start[i] = t[i].offset, decay[i] = t[i].decay;
+        if (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8, cudaMemcpyHostToDevice) != cudaSuccess ||
+            cudaMemcpy(m->seg_decay, decay, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
+    }
+    if (st == LB_OK && m->llama) {
+        float f[512];
+        lb_ref_rope_freqs(&m->cfg, f);
+        if (cudaMemcpy(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the RoPE frequencies to the device");
+    }
+    free(t);
+    free(start);
+    free(decay);
+    return st;
+}
+
+lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
+                            const lb_gpu_model_params *p, lb_err *err) {
+    *out = NULL;
+    if (lb_model_head_dim(cfg) > 1024)
+        return lb_fail(err, LB_ERR_UNSUPPORTED, "head size %d is too large", lb_model_head_dim(cfg));
+    lb_gpu_model *m = calloc(1, sizeof *m);
+    if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
+    set_dims(m, cfg, p);
+    lb_gpu_arena sizing;
+    lb_gpu_arena_init_sizing(&sizing);
+    lb_status st = layout(m, &sizing, err);
+    size_t need = sizing.used_bytes;
+    lb_gpu_arena_free(&sizing);
+    if (st == LB_OK) st = lb_gpu_arena_init(&m->arena, need, OOM_HINT, err);
+    if (st == LB_OK) st = layout(m, &m->arena, err);
+    if (st == LB_OK && cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA stream");
+    if (st == LB_OK)
+        st = lb_gpu_blas_init(&m->blas, m->blas_ws, LB_GPU_BLAS_WORKSPACE_BYTES,
+                              p->tf32 && m->dt == LB_DT_F32, err);
+    for (int i = 0; st == LB_OK && i < 2; i++) {
+        if (cudaMallocHost((void **)&m->host_tok[i], 2 * (size_t)m->BT * 4) != cudaSuccess ||
+            cudaEventCreateWithFlags(&m->host_done[i], cudaEventDisableTiming) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_NOMEM, "no pinned host memory for token batches");
+    }
+    if (st == LB_OK) st = init_tables(m, err);
+    if (st == LB_OK) st = reset_optimizer(m, err);
+    if (st != LB_OK) {
+        cudaGetLastError();
+        lb_gpu_model_free(m);
+        return st;
+    }
+    *out = m;
+    return LB_OK;
+}
+
+void lb_gpu_model_free(lb_gpu_model *m) {
+    if (m == NULL) return;
+    if (m->stream) cudaStreamSynchronize(m->stream);
+    lb_gpu_blas_free(m->blas);
+    for (int i = 0; i < 2; i++) {
+        if (m->host_tok[i]) cudaFreeHost(m->host_tok[i]);
+        if (m->host_done[i]) cudaEventDestroy(m->host_done[i]);
+    }
+    if (m->stream) cudaStreamDestroy(m->stream);
+    lb_gpu_arena_free(&m->arena);
+    free(m);
+}
+
+lb_status lb_gpu_model_init_weights(lb_gpu_model *m, uint64_t seed, lb_err *err) {
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    lb_param_layout(&m->cfg, t, m->n_seg);
+    const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)m->L);
+    lb_status st = LB_OK;
+    for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
+        float *p = m->master + t[i].offset;
+        if (t[i].ndim == 2) {
+            bool resid = strstr(t[i].name, "attn_out.w") || strstr(t[i].name, "mlp_out.w");
+            st = lb_gpu_fill_normal(p, t[i].numel, resid ? std_resid : std, seed, t[i].offset,
+                                    m->stream, err);
+        } else {
+            const char *dot = strrchr(t[i].name, '.');
+            bool one = strstr(t[i].name, "norm") && dot && strcmp(dot, ".w") == 0;
+            st = lb_gpu_fill(p, t[i].numel, one ? 1.0f : 0.0f, m->stream, err);
+        }
+    }
+    free(t);
+    LB_TRY(st);
+    LB_TRY(sync_working_copy(m, err));
+    return reset_optimizer(m, err);
+}
+
+lb_status lb_gpu_model_set_params(lb_gpu_model *m, const float *host, lb_err *err) {
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->master, host, (size_t)m->n_params * 4,
+                                     cudaMemcpyHostToDevice, m->stream));
+    LB_TRY(sync_working_copy(m, err));
+    LB_TRY(reset_optimizer(m, err));
+    return lb_gpu_model_sync(m, err);
+}
+
+lb_status lb_gpu_model_sync(lb_gpu_model *m, lb_err *err) {
+    LB_CUDA_TRY(err, cudaStreamSynchronize(m->stream));
+    return LB_OK;
+}
+
+static lb_status copy_out(lb_gpu_model *m, float *host, const void *dev, size_t bytes, lb_err *err) {
+    LB_CUDA_TRY(err, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, m->stream));
+    return lb_gpu_model_sync(m, err);
+}
+
+lb_status lb_gpu_model_get_params(lb_gpu_model *m, float *host, lb_err *err) {
+    return copy_out(m, host, m->master, (size_t)m->n_params * 4, err);
+}
+lb_status lb_gpu_model_get_grads(lb_gpu_model *m, float *host, lb_err *err) {
+    return copy_out(m, host, m->grads, (size_t)m->n_params * 4, err);
+}
+lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *err) {
+    return copy_out(m, host, m->loss_slots, (size_t)n * 4, err);
+}
+lb_status lb_gpu_model_read_optstate(lb_gpu_model *m, lb_gpu_optstate *out, lb_err *err) {
+    return copy_out(m, (float *)out, m->opt, sizeof *out, err);
+}
+void *lb_gpu_model_stream(lb_gpu_model *m) { return m->stream; }
+const lb_gpu_arena *lb_gpu_model_arena(const lb_gpu_model *m) { return &m->arena; }
+int64_t lb_gpu_model_n_params(const lb_gpu_model *m) { return m->n_params; }
+
+/* ---- building blocks ----------------------------------------------------------------- */
+
+static void *W(lb_gpu_model *m, int64_t off) {
+    return off < 0 ? NULL : (char *)m->params + (size_t)off * m->es;
+}
+static float *G(lb_gpu_model *m, int64_t off) { return off < 0 ? NULL : m->grads + off; }
+static void *at(lb_gpu_model *m, void *base, int64_t index, int64_t row_elems) {
+    return (char *)base + (size_t)index * (size_t)m->BT * (size_t)row_elems * m->es;
+}
+
+/* out[N, OC] (row stride ldo) = inp[N, IC] W^T + bias (+ residual, same stride) */
+static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void *inp, int IC,
+                            int OC, int64_t w_off, int64_t b_off, const void *residual,
+                            lb_err *err) {
+    lb_gpu_gemm g;
+    memset(&g, 0, sizeof g);
+    g.m = m->BT, g.n = OC, g.k = IC;
+    g.a = inp, g.lda = IC;
+    g.b = W(m, w_off), g.ldb = IC, g.trans_b = true;
+    g.ab_type = m->dt;
+    g.c = residual, g.beta = 1.0f, g.alpha = 1.0f;
+    g.d = out, g.ldd = ldo, g.d_type = m->dt;
+    g.epilogue = b_off >= 0 ? LB_EPI_BIAS : LB_EPI_NONE;
+    g.bias = W(m, b_off);
+    return lb_gpu_gemm_run(m->blas, &g, m->stream, err);
+}
+
+/* dinp[N, IC] = dout W (when dinp); dW += dout^T inp; db += column sums of dout */
+static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
+                            const void *inp, int IC, int OC, int64_t w_off, int64_t b_off,
+                            lb_err *err) {
+    lb_gpu_gemm g;
+    memset(&g, 0, sizeof g);
+    g.ab_type = m->dt, g.alpha = 1.0f;
+    if (dinp != NULL) {
+        g.m = m->BT, g.n = IC, g.k = OC;
+        g.a = dout, g.lda = ld_dout;
+        g.b = W(m, w_off), g.ldb = IC;
+        g.d = dinp, g.ldd = IC, g.d_type = m->dt;
+        LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+    }
+    memset(&g, 0, sizeof g);
+    g.ab_type = m->dt, g.alpha = 1.0f, g.beta = 1.0f;
+    g.m = OC, g.n = IC, g.k = m->BT;
+    g.a = dout, g.lda = ld_dout, g.trans_a = true;
+    g.b = inp, g.ldb = IC;
+    g.d = G(m, w_off), g.c = g.d, g.ldd = IC, g.d_type = LB_DT_F32;
+    LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+    if (b_off >= 0)
+        LB_TRY(lb_gpu_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
+    return LB_OK;
+}
+
+static lb_status norm_fwd(lb_gpu_model *m, void *out, float *mean, float *rstd, const void *inp,
+                          int64_t w_off, int64_t b_off, lb_err *err) {
+    if (m->llama)
+        return lb_gpu_rmsnorm_forward(out, rstd, inp, W(m, w_off), m->BT, m->C, m->cfg.norm_eps,
+                                      m->dt, m->stream, err);
+    return lb_gpu_layernorm_forward(out, mean, rstd, inp, W(m, w_off), W(m, b_off), m->BT, m->C,
+                                    m->cfg.norm_eps, m->dt, m->stream, err);
+}
+
+static lb_status norm_bwd(lb_gpu_model *m, const void *dout, const void *inp, const float *mean,
+                          const float *rstd, int64_t w_off, int64_t b_off, lb_err *err) {
+    if (m->llama)
+        return lb_gpu_rmsnorm_backward(m->dres, G(m, w_off), dout, inp, W(m, w_off), rstd, m->BT,
+                                       m->C, m->dt, m->stream, err);
+    return lb_gpu_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), dout, inp, W(m, w_off),
+                                     mean, rstd, m->BT, m->C, m->dt, m->stream, err);
+}
+
+static lb_status act_fwd(lb_gpu_model *m, void *out, const void *inp, lb_err *err) {
+    if (m->llama) return lb_gpu_swiglu_forward(out, inp, m->BT, m->H, m->dt, m->stream, err);
+    return lb_gpu_gelu_forward(out, inp, m->BT * m->H, m->dt, m->stream, err);
+}
+
+/* ---- one step --------------------------------------------------------------------------- */
+
+static int64_t lo(lb_gpu_model *m, int l, int64_t rel) {
+    return rel < 0 ? -1 : m->off.layers + (int64_t)l * m->off.layer_numel + rel;
+}
+
+static lb_status forward(lb_gpu_model *m, int slot, lb_err *err) {
+    const lb_layer_offsets *o = &m->off.layer;
+    int C = m->C;
+    LB_TRY(lb_gpu_embed_forward(m->encoded, m->tokens, W(m, m->off.wte), W(m, m->off.wpe), m->B,
+                                m->T, C, m->dt, m->stream, err));
+    for (int l = 0; l < m->L; l++) {
+        int keep = m->p.recompute ? 0 : l;
+        const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
+        void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, C);
+        void *qkv = at(m, m->qkv, l, m->Q), *atty = at(m, m->atty, l, C);
+        void *res2 = at(m, m->res2, l, C), *res3 = at(m, m->res3, l, C);
+        void *fch = at(m, m->fch, l, m->F), *fact = at(m, m->fact, keep, m->H);
+        float *lse = m->lse + (size_t)l * m->BT * m->NH;
+        LB_TRY(norm_fwd(m, ln1, m->ln1_mean ? m->ln1_mean + l * m->BT : NULL,
+                        m->ln1_rstd + l * m->BT, x, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b), err));
+        LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b), NULL, err));
+        if (m->llama)
+            LB_TRY(lb_gpu_rope_forward(qkv, m->inv_freq, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                       m->stream, err));
+        LB_TRY(lb_gpu_attention_forward(atty, lse, qkv, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                        m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
+                                        m->stream, err));
+        LB_TRY(linear_fwd(m, res2, C, atty, C, C, lo(m, l, o->attn_out_w), lo(m, l, o->attn_out_b), x, err));
+        LB_TRY(norm_fwd(m, ln2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
+                        m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
+        LB_TRY(linear_fwd(m, fch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w), lo(m, l, o->mlp_in_b), NULL, err));
+        LB_TRY(act_fwd(m, fact, fch, err));
+        LB_TRY(linear_fwd(m, res3, C, fact, m->H, C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
+    }
+    LB_TRY(norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C), m->off.normf_w,
+                    m->off.normf_b, err));
+    LB_TRY(linear_fwd(m, m->logits, m->Vp, m->lnf, C, m->V, m->off.lm_head, -1, NULL, err));
+    LB_TRY(lb_gpu_softmax_xent(m->logits, m->losses, m->targets, m->BT, m->V, m->Vp,
+                               1.0f / (float)m->BT, m->dt == LB_DT_F16 ? &m->opt->loss_scale : NULL,
+                               1, m->dt, m->stream, err));
+    return lb_gpu_mean(m->loss_slots + slot, m->losses, m->BT, m->stream, err);
+}
+
+static lb_status backward(lb_gpu_model *m, lb_err *err) {
+    const lb_layer_offsets *o = &m->off.layer;
+    int C = m->C;
+    LB_TRY(linear_bwd(m, m->dc, m->logits, m->Vp, m->lnf, C, m->V, m->off.lm_head, -1, err));
+    LB_CUDA_TRY(err, cudaMemsetAsync(m->dres, 0, (size_t)m->BT * C * m->es, m->stream));
+    LB_TRY(norm_bwd(m, m->dc, at(m, m->res3, m->L - 1, C), m->lnf_mean, m->lnf_rstd,
+                    m->off.normf_w, m->off.normf_b, err));
+    for (int l = m->L - 1; l >= 0; l--) {
+        int keep = m->p.recompute ? 0 : l;
+        const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
+        void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, C);
+        void *qkv = at(m, m->qkv, l, m->Q), *atty = at(m, m->atty, l, C);
+        void *res2 = at(m, m->res2, l, C);
+        void *fch = at(m, m->fch, l, m->F), *fact = at(m, m->fact, keep, m->H);
+        float *lse = m->lse + (size_t)l * m->BT * m->NH;
+        const float *ln1_mean = m->ln1_mean ? m->ln1_mean + l * m->BT : NULL;
+        const float *ln2_mean = m->ln2_mean ? m->ln2_mean + l * m->BT : NULL;
+        const float *ln1_rstd = m->ln1_rstd + l * m->BT, *ln2_rstd = m->ln2_rstd + l * m->BT;
+        if (m->p.recompute) {
+            LB_TRY(act_fwd(m, fact, fch, err));
+            LB_TRY(lb_gpu_norm_recompute(ln2, res2, W(m, lo(m, l, o->norm2_w)), W(m, lo(m, l, o->norm2_b)),
+                                         ln2_mean, ln2_rstd, m->BT, C, m->dt, m->stream, err));
+        }
+        /* MLP */
+        LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w),
+                          lo(m, l, o->mlp_out_b), err));
+        if (m->llama)
+            LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream, err));
+        else
+            LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream, err));
+        LB_TRY(linear_bwd(m, m->dc, m->dfch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w),
+                          lo(m, l, o->mlp_in_b), err));
+        LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
+        /* attention */
+        LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, lo(m, l, o->attn_out_w),
+                          lo(m, l, o->attn_out_b), err));
+        LB_TRY(lb_gpu_attention_backward(m->dqkv, m->attn_scratch, m->dc, qkv, atty, lse, m->B, m->T,
+                                         m->NH, m->NKV, m->HD, m->dt,
+                                         m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
+                                         m->stream, err));
+        if (m->llama)
+            LB_TRY(lb_gpu_rope_backward(m->dqkv, m->inv_freq, m->B, m->T, m->NH, m->NKV, m->HD,
+                                        m->dt, m->stream, err));
+        if (m->p.recompute)
+            LB_TRY(lb_gpu_norm_recompute(ln1, x, W(m, lo(m, l, o->norm1_w)), W(m, lo(m, l, o->norm1_b)),
+                                         ln1_mean, ln1_rstd, m->BT, C, m->dt, m->stream, err));
+        LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, m->Q, lo(m, l, o->qkv_w),
+                          lo(m, l, o->qkv_b), err));
+        LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b), err));
+    }
+    return lb_gpu_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B,
+                                 m->T, C, m->dt, m->stream, err);
+}
+
+lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
+                                        const int32_t *targets, int slot, lb_err *err) {
+    if (slot < 0 || slot >= (m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1))
+        return lb_fail(err, LB_ERR_RUNTIME, "loss slot %d out of range", slot);
+    int k = m->host_idx;
+    m->host_idx ^= 1;
+    LB_CUDA_TRY(err, cudaEventSynchronize(m->host_done[k]));
+    memcpy(m->host_tok[k], inputs, (size_t)m->BT * 4);
+    memcpy(m->host_tok[k] + m->BT, targets, (size_t)m->BT * 4);
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->tokens, m->host_tok[k], 2 * (size_t)m->BT * 4,
+                                     cudaMemcpyHostToDevice, m->stream));
+    LB_CUDA_TRY(err, cudaEventRecord(m->host_done[k], m->stream));
+    LB_CUDA_TRY(err, cudaMemsetAsync(m->grads, 0, (size_t)m->n_params * 4, m->stream));
+    LB_TRY(forward(m, slot, err));
+    return backward(m, err);
+}
+
+lb_status lb_gpu_model_adamw(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err *err) {
+    lb_gpu_adamw_params q = *p;
+    q.dynamic_scaling = m->dt == LB_DT_F16;
+    if (q.growth_interval <= 0) q.growth_interval = 2000;
+    LB_TRY(lb_gpu_grad_sumsq(m->opt, m->grads, m->n_params, m->stream, err));
+    LB_TRY(lb_gpu_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params, m->dt, m->grads, m->m,
+                        m->v, m->n_params, m->seg_start, m->seg_decay, m->n_seg, &q, m->opt,
+                        m->stream, err));
+    return lb_gpu_opt_finish(m->opt, &q, m->stream, err);
+}
+
+#endif

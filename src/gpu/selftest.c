@@ -1,0 +1,664 @@
+/* selftest.c: kernel and model checks against the CPU reference (gpu/selftest.h).
+ *
+ * A check allocates its device buffers through a small context that frees them at the
+ * end and remembers the first CUDA failure, so each check reads as: make inputs, run the
+ * reference, run the kernel, compare. */
+#include "gpu/selftest.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/stats.h"
+
+lb_selftest_params lb_selftest_default_params(void) {
+    lb_selftest_params p = {.device = 0, .seed = 0, .kernels = true, .model = true, .only = NULL};
+    return p;
+}
+
+void lb_selftest_report_free(lb_selftest_report *rep) {
+    if (rep == NULL) return;
+    free(rep->rows);
+    memset(rep, 0, sizeof *rep);
+}
+
+#ifndef LB_HAVE_CUDA
+
+lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err) {
+    (void)p;
+    memset(rep, 0, sizeof *rep);
+    return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA: no GPU kernels to test");
+}
+
+#else
+
+#include <cuda_runtime.h>
+
+#include "gpu/act.cuh"
+#include "gpu/adamw.cuh"
+#include "gpu/attention.cuh"
+#include "gpu/check.h"
+#include "gpu/embed.cuh"
+#include "gpu/loss.cuh"
+#include "gpu/matmul.h"
+#include "gpu/model_gpu.h"
+#include "gpu/norm.cuh"
+#include "gpu/rope.cuh"
+#include "model/model.h"
+#include "model/ref_ops.h"
+
+typedef struct {
+    lb_gpu_dtype dt;
+    lb_precision prec;
+    const char *name;
+    double atol, rtol; /* per element, kernels */
+    double model_rel;  /* relative L2 bound, whole model */
+} prec_t;
+
+static const prec_t PRECS[3] = {
+    {LB_DT_F32, LB_PREC_FP32, "fp32", 1e-4, 2e-3, 2e-3},
+    {LB_DT_F16, LB_PREC_FP16, "fp16", 2e-3, 1e-2, 2e-2},
+    {LB_DT_BF16, LB_PREC_BF16, "bf16", 1e-2, 4e-2, 6e-2},
+};
+
+#define MAX_BUFS 64
+
+typedef struct {
+    void *bufs[MAX_BUFS];
+    int n;
+    lb_status st;
+    lb_err *err;
+    lb_rng rng;
+    lb_selftest_report *rep;
+    const lb_selftest_params *p;
+} ctx;
+
+static void *dev(ctx *c, size_t bytes) {
+    if (c->st != LB_OK) return NULL;
+    void *ptr = NULL;
+    cudaError_t e = cudaMalloc(&ptr, bytes > 0 ? bytes : 4);
+    if (e != cudaSuccess || c->n == MAX_BUFS) {
+        c->st = lb_gpu_fail_at(c->err, "CUDA", (int)e, cudaGetErrorString(e), "cudaMalloc",
+                               __func__, __FILE__, __LINE__);
+        return NULL;
+    }
+    cudaMemset(ptr, 0, bytes);
+    c->bufs[c->n++] = ptr;
+    return ptr;
+}
+
+static void release(ctx *c) {
+    cudaDeviceSynchronize();
+    for (int i = 0; i < c->n; i++) cudaFree(c->bufs[i]);
+    c->n = 0;
+}
+
+static void check(ctx *c, lb_status st) {
+    if (c->st == LB_OK && st != LB_OK) c->st = st;
+}
+
+static void check_cuda(ctx *c, cudaError_t e, const char *what) {
+    if (c->st == LB_OK && e != cudaSuccess)
+        c->st = lb_gpu_fail_at(c->err, "CUDA", (int)e, cudaGetErrorString(e), what, __func__,
+                               __FILE__, __LINE__);
+}
+
+static float *hnew(size_t n) { return calloc(n > 0 ? n : 1, sizeof(float)); }
+
+static void randn(ctx *c, float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = scale * (float)lb_rng_normal(&c->rng);
+}
+
+/* Host fp32 -> device buffer of type dt; host is rounded to dt in place. */
+static void *up(ctx *c, float *host, size_t n, lb_gpu_dtype dt) {
+    float *f = dev(c, n * 4);
+    void *d = dt == LB_DT_F32 ? f : dev(c, n * lb_dtype_bytes(dt));
+    if (c->st != LB_OK) return NULL;
+    check_cuda(c, cudaMemcpy(f, host, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy up");
+    if (dt != LB_DT_F32) {
+        check(c, lb_gpu_convert(d, dt, f, LB_DT_F32, (int64_t)n, 0, c->err));
+        check(c, lb_gpu_convert(f, LB_DT_F32, d, dt, (int64_t)n, 0, c->err));
+        check_cuda(c, cudaMemcpy(host, f, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy round");
+    }
+    return d;
+}
+
+static void down(ctx *c, float *host, const void *d, size_t n, lb_gpu_dtype dt) {
+    if (c->st != LB_OK) return;
+    if (dt == LB_DT_F32) {
+        check_cuda(c, cudaMemcpy(host, d, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy down");
+        return;
+    }
+    float *f = dev(c, n * 4);
+    if (c->st != LB_OK) return;
+    check(c, lb_gpu_convert(f, LB_DT_F32, d, dt, (int64_t)n, 0, c->err));
+    check_cuda(c, cudaMemcpy(host, f, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy down");
+}
+
+static void *upi(ctx *c, const int32_t *host, size_t n) {
+    void *d = dev(c, n * 4);
+    if (d) check_cuda(c, cudaMemcpy(d, host, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy ids");
+    return d;
+}
+
+static lb_selftest_row *add_row(ctx *c, const char *op, const char *shape, const char *prec) {
+    lb_selftest_report *r = c->rep;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 64;
+        lb_selftest_row *nr = realloc(r->rows, cap * sizeof *nr);
+        if (nr == NULL) return NULL;
+        r->rows = nr;
+        r->cap = cap;
+    }
+    lb_selftest_row *row = &r->rows[r->n++];
+    memset(row, 0, sizeof *row);
+    snprintf(row->op, sizeof row->op, "%s", op);
+    snprintf(row->shape, sizeof row->shape, "%s", shape);
+    snprintf(row->precision, sizeof row->precision, "%s", prec);
+    return row;
+}
+
+/* Element-wise comparison; a NaN anywhere fails. */
+static void compare(ctx *c, const char *op, const char *shape, const prec_t *pr, const float *gpu,
+                    const float *ref, size_t n) {
+    if (c->st != LB_OK) return;
+    lb_selftest_row *row = add_row(c, op, shape, pr->name);
+    if (row == NULL) return;
+    double worst = 0.0, max_abs = 0.0;
+    bool nan = false;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)gpu[i] - (double)ref[i]);
+        if (isnan(d) || isnan(gpu[i])) nan = true;
+        double ratio = d / (pr->atol + pr->rtol * fabs((double)ref[i]));
+        if (ratio > worst) worst = ratio;
+        if (d > max_abs) max_abs = d;
+    }
+    row->err_ratio = nan ? INFINITY : worst;
+    row->max_abs = nan ? NAN : max_abs;
+    row->pass = !nan && worst <= 1.0;
+    if (!row->pass) c->rep->n_failed++;
+}
+
+/* Relative L2 comparison against a bound. */
+static void compare_l2(ctx *c, const char *op, const char *shape, const prec_t *pr, double bound,
+                       const float *gpu, const float *ref, size_t n) {
+    lb_selftest_row *row = add_row(c, op, shape, pr->name);
+    if (row == NULL) return;
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)gpu[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    double rel = sqrt(num) / (sqrt(den) + 1e-30);
+    row->max_abs = rel;
+    row->err_ratio = isnan(rel) ? INFINITY : rel / bound;
+    row->pass = !isnan(rel) && rel <= bound;
+    if (!row->pass) c->rep->n_failed++;
+}
+
+static bool wanted(ctx *c, const char *op) {
+    return c->p->only == NULL || strncmp(op, c->p->only, strlen(c->p->only)) == 0;
+}
+
+/* ---- kernels ----------------------------------------------------------------------------- */
+
+static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bool pos) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "B%d T%d C%d V%d%s", B, T, C, V, pos ? " +pos" : "");
+    size_t n = (size_t)B * T * C;
+    float *wte = hnew((size_t)V * C), *wpe = hnew((size_t)T * C), *out = hnew(n), *ref = hnew(n);
+    float *dout = hnew(n), *dwte = hnew((size_t)V * C), *dwpe = hnew((size_t)T * C);
+    float *gdwte = hnew((size_t)V * C), *gdwpe = hnew((size_t)T * C);
+    int32_t *ids = malloc(sizeof(int32_t) * B * T);
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
+    randn(c, wte, (size_t)V * C, 1.0f);
+    randn(c, wpe, (size_t)T * C, 1.0f);
+    randn(c, dout, n, 1.0f);
+    void *d_wte = up(c, wte, (size_t)V * C, pr->dt), *d_wpe = up(c, wpe, (size_t)T * C, pr->dt);
+    void *d_dout = up(c, dout, n, pr->dt), *d_ids = upi(c, ids, (size_t)B * T);
+    void *d_out = dev(c, n * lb_dtype_bytes(pr->dt));
+    float *d_dwte = dev(c, (size_t)V * C * 4), *d_dwpe = dev(c, (size_t)T * C * 4);
+    if (c->st == LB_OK) {
+        if (pos) lb_ref_encoder_forward(ref, ids, wte, wpe, B, T, C);
+        else lb_ref_embedding_forward(ref, ids, wte, B, T, C);
+        check(c, lb_gpu_embed_forward(d_out, d_ids, d_wte, pos ? d_wpe : NULL, B, T, C, pr->dt, 0, c->err));
+        down(c, out, d_out, n, pr->dt);
+        compare(c, "embed.fwd", shape, pr, out, ref, n);
+        if (pos) lb_ref_encoder_backward(dwte, dwpe, dout, ids, B, T, C);
+        else lb_ref_embedding_backward(dwte, dout, ids, B, T, C);
+        check(c, lb_gpu_embed_backward(d_dwte, pos ? d_dwpe : NULL, d_dout, d_ids, B, T, C, pr->dt, 0, c->err));
+        down(c, gdwte, d_dwte, (size_t)V * C, LB_DT_F32);
+        compare(c, "embed.bwd.dwte", shape, pr, gdwte, dwte, (size_t)V * C);
+        if (pos) {
+            down(c, gdwpe, d_dwpe, (size_t)T * C, LB_DT_F32);
+            compare(c, "embed.bwd.dwpe", shape, pr, gdwpe, dwpe, (size_t)T * C);
+        }
+    }
+    release(c);
+    free(wte), free(wpe), free(out), free(ref), free(dout), free(dwte), free(dwpe), free(gdwte), free(gdwpe), free(ids);
+}
+
+static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "N%d C%d", N, C);
+    size_t n = (size_t)N * C;
+    float *x = hnew(n), *w = hnew(C), *b = hnew(C), *dout = hnew(n);
+    float *ref = hnew(n), *out = hnew(n), *mean = hnew(N), *rstd = hnew(N);
+    float *dx = hnew(n), *dw = hnew(C), *db = hnew(C), *gdx = hnew(n), *gdw = hnew(C), *gdb = hnew(C);
+    randn(c, x, n, 2.0f);
+    for (size_t i = 0; i < n; i++) x[i] += 0.5f;
+    randn(c, w, C, 1.0f);
+    randn(c, b, C, 1.0f);
+    randn(c, dout, n, 1.0f);
+    void *d_x = up(c, x, n, pr->dt), *d_w = up(c, w, C, pr->dt), *d_b = up(c, b, C, pr->dt);
+    void *d_dout = up(c, dout, n, pr->dt), *d_out = dev(c, n * lb_dtype_bytes(pr->dt));
+    void *d_dx = dev(c, n * lb_dtype_bytes(pr->dt));
+    float *d_mean = dev(c, N * 4), *d_rstd = dev(c, N * 4), *d_dw = dev(c, C * 4), *d_db = dev(c, C * 4);
+    const char *fw = layer ? "layernorm.fwd" : "rmsnorm.fwd";
+    if (c->st == LB_OK) {
+        if (layer) {
+            lb_ref_layernorm_forward(ref, mean, rstd, x, w, b, 1, N, C, 1e-5f);
+            check(c, lb_gpu_layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f, pr->dt, 0, c->err));
+            lb_ref_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, 1, N, C);
+        } else {
+            lb_ref_rmsnorm_forward(ref, rstd, x, w, 1, N, C, 1e-5f);
+            check(c, lb_gpu_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f, pr->dt, 0, c->err));
+            lb_ref_rmsnorm_backward(dx, dw, dout, x, w, rstd, 1, N, C);
+        }
+        down(c, out, d_out, n, pr->dt);
+        compare(c, fw, shape, pr, out, ref, n);
+        /* backward from the GPU's own statistics (they are checked through the output) */
+        if (layer)
+            check(c, lb_gpu_layernorm_backward(d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C, pr->dt, 0, c->err));
+        else
+            check(c, lb_gpu_rmsnorm_backward(d_dx, d_dw, d_dout, d_x, d_w, d_rstd, N, C, pr->dt, 0, c->err));
+        down(c, gdx, d_dx, n, pr->dt);
+        down(c, gdw, d_dw, C, LB_DT_F32);
+        compare(c, layer ? "layernorm.bwd.dinp" : "rmsnorm.bwd.dinp", shape, pr, gdx, dx, n);
+        compare(c, layer ? "layernorm.bwd.dweight" : "rmsnorm.bwd.dweight", shape, pr, gdw, dw, C);
+        if (layer) {
+            down(c, gdb, d_db, C, LB_DT_F32);
+            compare(c, "layernorm.bwd.dbias", shape, pr, gdb, db, C);
+        }
+        /* recompute gives the forward's output */
+        check(c, lb_gpu_norm_recompute(d_dx, d_x, d_w, layer ? d_b : NULL, layer ? d_mean : NULL, d_rstd, N, C, pr->dt, 0, c->err));
+        down(c, gdx, d_dx, n, pr->dt);
+        compare(c, layer ? "layernorm.recompute" : "rmsnorm.recompute", shape, pr, gdx, ref, n);
+    }
+    release(c);
+    free(x), free(w), free(b), free(dout), free(ref), free(out), free(mean), free(rstd);
+    free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb);
+}
+
+static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int IC, int OC) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "N%d IC%d OC%d", N, IC, OC);
+    size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
+    float *x = hnew(ni), *w = hnew(nw), *b = hnew(OC), *dout = hnew(no), *ref = hnew(no), *out = hnew(no);
+    float *dx = hnew(ni), *dw = hnew(nw), *db = hnew(OC), *gdx = hnew(ni), *gdw = hnew(nw), *gdb = hnew(OC);
+    randn(c, x, ni, 1.0f);
+    randn(c, w, nw, 0.1f);
+    randn(c, b, OC, 1.0f);
+    randn(c, dout, no, 1.0f);
+    size_t es = lb_dtype_bytes(pr->dt);
+    void *d_x = up(c, x, ni, pr->dt), *d_w = up(c, w, nw, pr->dt), *d_b = up(c, b, OC, pr->dt);
+    void *d_dout = up(c, dout, no, pr->dt), *d_out = dev(c, no * es), *d_dx = dev(c, ni * es);
+    float *d_dw = dev(c, nw * 4), *d_db = dev(c, OC * 4);
+    if (c->st == LB_OK) {
+        lb_ref_matmul_forward(ref, x, w, b, 1, N, IC, OC);
+        lb_gpu_gemm g = {.m = N, .n = OC, .k = IC, .a = d_x, .lda = IC, .b = d_w, .ldb = IC,
+                         .trans_b = true, .ab_type = pr->dt, .d = d_out, .ldd = OC, .d_type = pr->dt,
+                         .alpha = 1.0f, .epilogue = LB_EPI_BIAS, .bias = d_b};
+        check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
+        down(c, out, d_out, no, pr->dt);
+        compare(c, "matmul.fwd+bias", shape, pr, out, ref, no);
+        lb_ref_matmul_backward(dx, dw, db, dout, x, w, 1, N, IC, OC);
+        lb_gpu_gemm gi = {.m = N, .n = IC, .k = OC, .a = d_dout, .lda = OC, .b = d_w, .ldb = IC,
+                          .ab_type = pr->dt, .d = d_dx, .ldd = IC, .d_type = pr->dt, .alpha = 1.0f};
+        check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
+        lb_gpu_gemm gw = {.m = OC, .n = IC, .k = N, .a = d_dout, .lda = OC, .trans_a = true,
+                          .b = d_x, .ldb = IC, .ab_type = pr->dt, .c = d_dw, .d = d_dw, .ldd = IC,
+                          .d_type = LB_DT_F32, .alpha = 1.0f, .beta = 1.0f};
+        check(c, lb_gpu_gemm_run(blas, &gw, NULL, c->err));
+        check(c, lb_gpu_bias_backward(d_db, d_dout, N, OC, OC, pr->dt, 0, c->err));
+        down(c, gdx, d_dx, ni, pr->dt);
+        down(c, gdw, d_dw, nw, LB_DT_F32);
+        down(c, gdb, d_db, OC, LB_DT_F32);
+        compare(c, "matmul.bwd.dinp", shape, pr, gdx, dx, ni);
+        compare(c, "matmul.bwd.dweight", shape, pr, gdw, dw, nw);
+        compare(c, "matmul.bwd.dbias", shape, pr, gdb, db, OC);
+    }
+    release(c);
+    free(x), free(w), free(b), free(dout), free(ref), free(out), free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb);
+}
+
+static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD,
+                            lb_gpu_attn_impl impl) {
+    char shape[56];
+    bool mma = impl == LB_ATTN_AUTO && pr->dt != LB_DT_F32 && HD == 64;
+    snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d %s", B, T, NH, NKV, HD, mma ? "mma" : "scalar");
+    int W = (NH + 2 * NKV) * HD;
+    size_t nq = (size_t)B * T * W, no = (size_t)B * T * NH * HD, na = (size_t)B * NH * T * T;
+    float *qkv = hnew(nq), *dout = hnew(no), *ref = hnew(no), *att = hnew(na), *out = hnew(no);
+    float *dqkv = hnew(nq), *gdqkv = hnew(nq);
+    randn(c, qkv, nq, 1.0f);
+    randn(c, dout, no, 1.0f);
+    size_t es = lb_dtype_bytes(pr->dt);
+    void *d_qkv = up(c, qkv, nq, pr->dt), *d_dout = up(c, dout, no, pr->dt);
+    void *d_out = dev(c, no * es), *d_dqkv = dev(c, nq * es);
+    float *d_lse = dev(c, (size_t)B * NH * T * 4);
+    void *d_scr = dev(c, lb_gpu_attention_scratch_bytes(B, T, NH, HD));
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemset(d_dqkv, 0xff, nq * es), "poison dqkv"); /* every element must be written */
+        lb_ref_attention_forward(ref, att, qkv, B, T, NH, NKV, HD);
+        check(c, lb_gpu_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HD, pr->dt, impl, 0, c->err));
+        down(c, out, d_out, no, pr->dt);
+        compare(c, "attention.fwd", shape, pr, out, ref, no);
+        lb_ref_attention_backward(dqkv, dout, qkv, att, B, T, NH, NKV, HD);
+        check(c, lb_gpu_attention_backward(d_dqkv, d_scr, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HD, pr->dt, impl, 0, c->err));
+        down(c, gdqkv, d_dqkv, nq, pr->dt);
+        compare(c, "attention.bwd", shape, pr, gdqkv, dqkv, nq);
+    }
+    release(c);
+    free(qkv), free(dout), free(ref), free(att), free(out), free(dqkv), free(gdqkv);
+}
+
+static void check_rope(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d llama3", B, T, NH, NKV, HD);
+    lb_model_config cfg;
+    lb_err e2;
+    if (lb_model_config_preset("llama3.2-1b", &cfg, &e2) != LB_OK) return;
+    cfg.d_model = NH * HD, cfg.n_head = NH, cfg.n_kv_head = NKV;
+    int W = (NH + 2 * NKV) * HD;
+    size_t n = (size_t)B * T * W;
+    float *x = hnew(n), *ref = hnew(n), *out = hnew(n), *freq = hnew(HD / 2);
+    randn(c, x, n, 1.0f);
+    lb_ref_rope_freqs(&cfg, freq);
+    void *d_x = up(c, x, n, pr->dt);
+    float *d_f = dev(c, (size_t)HD / 2 * 4);
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemcpy(d_f, freq, (size_t)HD / 2 * 4, cudaMemcpyHostToDevice), "freqs");
+        lb_ref_rope_forward(ref, x, freq, B, T, NH, NKV, HD);
+        check(c, lb_gpu_rope_forward(d_x, d_f, B, T, NH, NKV, HD, pr->dt, 0, c->err));
+        down(c, out, d_x, n, pr->dt);
+        compare(c, "rope.fwd", shape, pr, out, ref, n);
+        /* backward: R^T applied to the forward output gives the input back in the ref */
+        lb_ref_rope_backward(ref, out, freq, B, T, NH, NKV, HD);
+        check(c, lb_gpu_rope_backward(d_x, d_f, B, T, NH, NKV, HD, pr->dt, 0, c->err));
+        down(c, out, d_x, n, pr->dt);
+        compare(c, "rope.bwd", shape, pr, out, ref, n);
+    }
+    release(c);
+    free(x), free(ref), free(out), free(freq);
+}
+
+static void check_act(ctx *c, const prec_t *pr, int N, int F) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "N%d F%d", N, F);
+    size_t n = (size_t)N * F, n2 = 2 * n;
+    float *x = hnew(n2), *dout = hnew(n), *ref = hnew(n2), *out = hnew(n2), *dref = hnew(n2);
+    randn(c, x, n2, 2.0f);
+    randn(c, dout, n, 1.0f);
+    size_t es = lb_dtype_bytes(pr->dt);
+    void *d_x = up(c, x, n2, pr->dt), *d_dout = up(c, dout, n, pr->dt);
+    void *d_out = dev(c, n2 * es), *d_din = dev(c, n2 * es);
+    if (c->st == LB_OK) {
+        lb_ref_gelu_forward(ref, x, (int64_t)n);
+        check(c, lb_gpu_gelu_forward(d_out, d_x, (int64_t)n, pr->dt, 0, c->err));
+        down(c, out, d_out, n, pr->dt);
+        compare(c, "gelu.fwd", shape, pr, out, ref, n);
+        memset(dref, 0, n2 * 4);
+        lb_ref_gelu_backward(dref, x, dout, (int64_t)n);
+        check(c, lb_gpu_gelu_backward(d_din, d_x, d_dout, (int64_t)n, pr->dt, 0, c->err));
+        down(c, out, d_din, n, pr->dt);
+        compare(c, "gelu.bwd", shape, pr, out, dref, n);
+        lb_ref_swiglu_forward(ref, x, 1, N, F);
+        check(c, lb_gpu_swiglu_forward(d_out, d_x, N, F, pr->dt, 0, c->err));
+        down(c, out, d_out, n, pr->dt);
+        compare(c, "swiglu.fwd", shape, pr, out, ref, n);
+        memset(dref, 0, n2 * 4);
+        lb_ref_swiglu_backward(dref, dout, x, 1, N, F);
+        check(c, lb_gpu_swiglu_backward(d_din, d_dout, d_x, N, F, pr->dt, 0, c->err));
+        down(c, out, d_din, n2, pr->dt);
+        compare(c, "swiglu.bwd", shape, pr, out, dref, n2);
+    }
+    release(c);
+    free(x), free(dout), free(ref), free(out), free(dref);
+}
+
+static void check_xent(ctx *c, const prec_t *pr, int N, int V) {
+    char shape[56];
+    int ld = (V + 63) / 64 * 64;
+    snprintf(shape, sizeof shape, "N%d V%d ld%d", N, V, ld);
+    size_t n = (size_t)N * ld;
+    float *logits = hnew(n), *packed = hnew((size_t)N * V), *probs = hnew((size_t)N * V);
+    float *losses = hnew(N), *glosses = hnew(N), *dref = hnew((size_t)N * V), *gd = hnew(n);
+    float *gpacked = hnew((size_t)N * V);
+    int32_t *tg = malloc(sizeof(int32_t) * N);
+    randn(c, logits, n, 3.0f);
+    for (int i = 0; i < N; i++) tg[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
+    void *d_logits = up(c, logits, n, pr->dt), *d_tg = upi(c, tg, N);
+    float *d_losses = dev(c, (size_t)N * 4);
+    if (c->st == LB_OK) {
+        for (int r = 0; r < N; r++) memcpy(packed + (size_t)r * V, logits + (size_t)r * ld, (size_t)V * 4);
+        lb_ref_softmax_crossentropy_forward(losses, probs, packed, tg, 1, N, V);
+        lb_ref_softmax_crossentropy_backward(dref, probs, tg, 1.0f / N, 1, N, V);
+        check(c, lb_gpu_softmax_xent(d_logits, d_losses, d_tg, N, V, ld, 1.0f / N, NULL, 1, pr->dt, 0, c->err));
+        down(c, glosses, d_losses, N, LB_DT_F32);
+        down(c, gd, d_logits, n, pr->dt);
+        for (int r = 0; r < N; r++) memcpy(gpacked + (size_t)r * V, gd + (size_t)r * ld, (size_t)V * 4);
+        compare(c, "softmax_xent.loss", shape, pr, glosses, losses, N);
+        /* the gradient is O(1/N): compare it scaled back to O(1) */
+        for (size_t i = 0; i < (size_t)N * V; i++) gpacked[i] *= N, dref[i] *= N;
+        compare(c, "softmax_xent.dlogits", shape, pr, gpacked, dref, (size_t)N * V);
+    }
+    release(c);
+    free(logits), free(packed), free(probs), free(losses), free(glosses), free(dref), free(gd), free(gpacked), free(tg);
+}
+
+static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "n%lld 3 tensors", (long long)n);
+    float *w = hnew(n), *g = hnew(n), *m = hnew(n), *v = hnew(n), *gw = hnew(n), *gm = hnew(n);
+    randn(c, w, n, 1.0f);
+    randn(c, g, n, 1.0f);
+    randn(c, m, n, 0.1f);
+    for (int64_t i = 0; i < n; i++) v[i] = 0.01f * (float)lb_rng_uniform(&c->rng);
+    int64_t starts[3] = {0, n / 3, n / 2};
+    int32_t decay[3] = {1, 0, 1};
+    float *d_w = up(c, w, n, LB_DT_F32), *d_g = up(c, g, n, LB_DT_F32);
+    float *d_m = up(c, m, n, LB_DT_F32), *d_v = up(c, v, n, LB_DT_F32);
+    void *d_lp = pr->dt == LB_DT_F32 ? NULL : dev(c, n * lb_dtype_bytes(pr->dt));
+    int64_t *d_s = dev(c, sizeof starts);
+    int32_t *d_dec = dev(c, sizeof decay);
+    lb_gpu_optstate *d_st = dev(c, sizeof(lb_gpu_optstate));
+    if (c->st == LB_OK) {
+        lb_gpu_optstate st;
+        memset(&st, 0, sizeof st);
+        st.loss_scale = 1.0f;
+        st.step = 4; /* the step taken is the 5th */
+        check_cuda(c, cudaMemcpy(d_s, starts, sizeof starts, cudaMemcpyHostToDevice), "segs");
+        check_cuda(c, cudaMemcpy(d_dec, decay, sizeof decay, cudaMemcpyHostToDevice), "segs");
+        check_cuda(c, cudaMemcpy(d_st, &st, sizeof st, cudaMemcpyHostToDevice), "state");
+        lb_gpu_adamw_params ap = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                  .weight_decay = 0.1f, .grad_clip = 1.0f, .growth_interval = 2000};
+        check(c, lb_gpu_grad_sumsq(d_st, d_g, n, 0, c->err));
+        check(c, lb_gpu_adamw(d_w, d_lp, pr->dt, d_g, d_m, d_v, n, d_s, d_dec, 3, &ap, d_st, 0, c->err));
+        check(c, lb_gpu_opt_finish(d_st, &ap, 0, c->err));
+        double norm = sqrt(lb_ref_sum_squares(g, n));
+        float clip = lb_ref_clip_scale(norm, 1.0f);
+        for (int s = 0; s < 3; s++) {
+            int64_t a = starts[s], b = s < 2 ? starts[s + 1] : n;
+            lb_ref_adamw_update(w + a, g + a, m + a, v + a, b - a, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                                decay[s] ? 0.1f : 0.0f, clip, 5);
+        }
+        down(c, gw, d_w, n, LB_DT_F32);
+        down(c, gm, d_m, n, LB_DT_F32);
+        compare(c, "adamw.param", shape, &PRECS[0], gw, w, n);
+        compare(c, "adamw.m", shape, &PRECS[0], gm, m, n);
+        if (d_lp) {
+            down(c, gm, d_lp, n, pr->dt);
+            compare(c, "adamw.working_copy", shape, pr, gm, w, n);
+        }
+        check_cuda(c, cudaMemcpy(&st, d_st, sizeof st, cudaMemcpyDeviceToHost), "state");
+        float ref_norm = (float)norm;
+        float gnorm = st.last_norm;
+        compare(c, "adamw.grad_norm", shape, &PRECS[0], &gnorm, &ref_norm, 1);
+    }
+    release(c);
+    free(w), free(g), free(m), free(v), free(gw), free(gm);
+}
+
+/* ---- whole model --------------------------------------------------------------------------- */
+
+static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, int B, int T) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "%s B%d T%d", cfg->name, B, T);
+    lb_model cpu;
+    lb_err e2;
+    if (lb_model_init(&cpu, cfg, B, T, lb_rng_next(&c->rng), &e2) != LB_OK) {
+        c->st = lb_fail(c->err, LB_ERR_NOMEM, "CPU reference model: %s", e2.msg);
+        return;
+    }
+    int64_t np = cpu.n_params;
+    enum { STEPS = 10 };
+    lb_gpu_model_params gp = {.B = B, .T = T, .precision = pr->prec, .max_loss_slots = STEPS + 1};
+    lb_gpu_model *gm = NULL;
+    float *grads = hnew(np);
+    int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)cfg->vocab_size);
+        tg[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)cfg->vocab_size);
+    }
+    check(c, lb_gpu_model_init(&gm, cfg, &gp, c->err));
+    if (c->st == LB_OK) check(c, lb_gpu_model_set_params(gm, cpu.params, c->err));
+    float ref_loss = 0.0f, gloss[STEPS + 1], rloss[STEPS + 1];
+    if (c->st == LB_OK) {
+        lb_model_forward(&cpu, in, tg, B, T, &ref_loss);
+        lb_model_zero_grad(&cpu);
+        lb_model_backward(&cpu);
+        check(c, lb_gpu_model_forward_backward(gm, in, tg, 0, c->err));
+        lb_gpu_optstate st;
+        if (c->st == LB_OK) check(c, lb_gpu_model_read_optstate(gm, &st, c->err));
+        if (c->st == LB_OK) check(c, lb_gpu_model_get_grads(gm, grads, c->err));
+        if (c->st == LB_OK) check(c, lb_gpu_model_read_losses(gm, gloss, 1, c->err));
+        if (c->st == LB_OK) {
+            for (int64_t i = 0; i < np; i++) grads[i] /= st.loss_scale;
+            compare_l2(c, "model.loss", shape, pr, pr->model_rel / 10, gloss, &ref_loss, 1);
+            compare_l2(c, "model.grads", shape, pr, pr->model_rel, grads, cpu.grads, (size_t)np);
+        }
+    }
+    if (c->st == LB_OK) {
+        lb_adamw_params ap = lb_adamw_default_params();
+        ap.lr = 1e-3f;
+        lb_gpu_adamw_params gap = {.lr = ap.lr, .beta1 = ap.beta1, .beta2 = ap.beta2, .eps = ap.eps,
+                                   .weight_decay = ap.weight_decay, .grad_clip = ap.grad_clip};
+        for (int s = 0; s < STEPS && c->st == LB_OK; s++) {
+            lb_model_forward(&cpu, in, tg, B, T, &rloss[s]);
+            lb_model_zero_grad(&cpu);
+            lb_model_backward(&cpu);
+            lb_model_adamw_step(&cpu, &ap, s + 1, NULL);
+            check(c, lb_gpu_model_forward_backward(gm, in, tg, s + 1, c->err));
+            if (c->st == LB_OK) check(c, lb_gpu_model_adamw(gm, &gap, c->err));
+        }
+        if (c->st == LB_OK) check(c, lb_gpu_model_read_losses(gm, gloss, STEPS + 1, c->err));
+        if (c->st == LB_OK)
+            compare_l2(c, "model.10step_losses", shape, pr, pr->model_rel / 2, gloss + 1, rloss, STEPS);
+    }
+    lb_gpu_model_free(gm);
+    lb_model_free(&cpu);
+    free(grads), free(in), free(tg);
+}
+
+/* A GPT-2 and a Llama test model with head size 64, so the tensor-core attention runs too;
+ * vocabulary sizes not multiples of 64 exercise the padded logits. */
+static void test_configs(lb_model_config *gpt, lb_model_config *llama) {
+    lb_err e;
+    lb_model_config_preset("gpt2-tiny", gpt, &e);
+    snprintf(gpt->name, sizeof gpt->name, "gpt2-test");
+    gpt->vocab_size = 500, gpt->max_seq = 128, gpt->n_layer = 2, gpt->n_head = 4;
+    gpt->n_kv_head = 4, gpt->d_model = 256, gpt->d_ff = 1024;
+    lb_model_config_preset("llama-tiny", llama, &e);
+    snprintf(llama->name, sizeof llama->name, "llama-test");
+    llama->vocab_size = 300, llama->max_seq = 128, llama->n_layer = 2, llama->n_head = 4;
+    llama->n_kv_head = 2, llama->d_model = 256, llama->d_ff = 344;
+}
+
+lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err) {
+    memset(rep, 0, sizeof *rep);
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return lb_fail(err, LB_ERR_UNSUPPORTED, "no CUDA device: the selftest needs an NVIDIA GPU");
+    }
+    if (p->device < 0 || p->device >= n)
+        return lb_fail(err, LB_ERR_USAGE, "--device %d: this machine has CUDA devices 0..%d", p->device, n - 1);
+    LB_CUDA_TRY(err, cudaSetDevice(p->device));
+    ctx c;
+    memset(&c, 0, sizeof c);
+    c.err = err;
+    c.rep = rep;
+    c.p = p;
+    rep->seed = p->seed ? p->seed : (uint64_t)lb_clock_now_ns();
+    lb_rng_seed(&c.rng, rep->seed);
+    lb_gpu_blas *blas = NULL;
+    void *ws = dev(&c, LB_GPU_BLAS_WORKSPACE_BYTES);
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&blas, ws, LB_GPU_BLAS_WORKSPACE_BYTES, false, err));
+    void *keep_ws = c.n > 0 ? c.bufs[--c.n] : NULL; /* the workspace outlives per-check releases */
+    for (int k = 0; p->kernels && k < 3 && c.st == LB_OK; k++) {
+        const prec_t *pr = &PRECS[k];
+        if (wanted(&c, "embed")) {
+            check_embed(&c, pr, 2, 64, 96, 100, true);
+            check_embed(&c, pr, 3, 17, 64, 50, false);
+        }
+        if (wanted(&c, "layernorm")) {
+            check_norm(&c, pr, 130, 96, true);
+            check_norm(&c, pr, 16, 2048, true);
+        }
+        if (wanted(&c, "rmsnorm")) {
+            check_norm(&c, pr, 130, 96, false);
+            check_norm(&c, pr, 16, 2048, false);
+        }
+        if (wanted(&c, "matmul")) {
+            check_matmul(&c, pr, blas, 96, 64, 200);
+            check_matmul(&c, pr, blas, 64, 256, 50);
+        }
+        if (wanted(&c, "attention")) {
+            check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_AUTO);
+            check_attention(&c, pr, 1, 130, 8, 2, 64, LB_ATTN_AUTO);
+            check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_SCALAR);
+            check_attention(&c, pr, 2, 40, 4, 2, 16, LB_ATTN_SCALAR);
+            check_attention(&c, pr, 1, 33, 2, 1, 128, LB_ATTN_SCALAR);
+        }
+        if (wanted(&c, "rope")) check_rope(&c, pr, 2, 50, 4, 2, 64);
+        if (wanted(&c, "gelu") || wanted(&c, "swiglu")) check_act(&c, pr, 50, 96);
+        if (wanted(&c, "softmax_xent")) {
+            check_xent(&c, pr, 64, 1000);
+            check_xent(&c, pr, 8, 50257);
+        }
+        if (wanted(&c, "adamw")) check_adamw(&c, pr, 10001);
+    }
+    if (p->model && wanted(&c, "model")) {
+        lb_model_config gpt, llama, tiny_g, tiny_l;
+        test_configs(&gpt, &llama);
+        lb_err e;
+        lb_model_config_preset("gpt2-tiny", &tiny_g, &e);
+        lb_model_config_preset("llama-tiny", &tiny_l, &e);
+        for (int k = 0; k < 3 && c.st == LB_OK; k++) {
+            check_model(&c, &PRECS[k], &gpt, 2, 128);
+            check_model(&c, &PRECS[k], &llama, 2, 128);
+            check_model(&c, &PRECS[k], &tiny_g, 4, 32);
+            check_model(&c, &PRECS[k], &tiny_l, 3, 20);
+        }
+    }
+    lb_gpu_blas_free(blas);
+    if (keep_ws) cudaFree(keep_ws);
+    release(&c);
+    return c.st;
+}
+
+#endif
