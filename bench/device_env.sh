@@ -1,7 +1,16 @@
-# device_env.sh: sourced by the bench scripts on the GPU machine. Puts the carried
-# shared libraries (.carry/gpu) first on the loader path and adds the directory of the
-# NCCL library that the machine's PyTorch wheels ship (the CUDA toolkit there has none).
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# device_env.sh: sourced by the bench scripts on the GPU machine.
+# Finds the llmbench binary and the PyTorch baseline either beside this script (the way
+# they travel to a lent GPU machine: binary, scripts and the shared libraries that machine
+# lacks in one folder) or in the source tree (build/llmbench, tools/). Adds that folder and
+# the NCCL library of the machine's PyTorch wheels to the loader path.
+bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ -x "$bench_dir/llmbench" ]; then
+    LLMBENCH=${LLMBENCH:-$bench_dir/llmbench}
+    BASELINE=${BASELINE:-$bench_dir/pytorch_gpt2_baseline.py}
+else
+    LLMBENCH=${LLMBENCH:-$bench_dir/../build/llmbench}
+    BASELINE=${BASELINE:-$bench_dir/../tools/pytorch_gpt2_baseline.py}
+fi
 nccl=$(find /opt /usr/local /usr/lib -name 'libnccl.so.2' 2>/dev/null | head -1)
-export LD_LIBRARY_PATH="$here/.carry/gpu${nccl:+:$(dirname "$nccl")}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export LLMBENCH="$here/.carry/gpu/llmbench"
+export LD_LIBRARY_PATH="$bench_dir${nccl:+:$(dirname "$nccl")}:${LD_LIBRARY_PATH:-}"
+export LLMBENCH BASELINE

@@ -1,14 +1,183 @@
-/* train_cuda.c: the CUDA path's entry point. A build without CUDA refuses here; the GPU
- * engine replaces the CUDA half when it lands (until then it refuses too, honestly). */
+/* train_cuda.c: the CUDA path of `llmbench train` (train_cuda.h).
+ *
+ * The loop enqueues each step (batch copy, forward, backward, AdamW) on the model's stream
+ * without waiting for it, with a CUDA event before and after every step; the host only
+ * blocks when the double-buffered pinned batch it is about to refill is still in flight.
+ * Step times are the event intervals (device time of the step, launch gaps included);
+ * losses are read back once at the end. An NVML sampler (gpu/telemetry.h) runs during
+ * the timed steps only. MFU = tokens/s x FLOPs/token (model/config.h) over the dense peak
+ * of gpu/peak.h for the precision (TF32 rate for fp32 with --tf32), or --peak-tflops. A
+ * build without CUDA refuses. */
 #include "train/train_cuda.h"
+
+#ifndef LB_HAVE_CUDA
 
 lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg,
                             lb_data_loader *data, lb_result *r, lb_err *err) {
-#ifdef LB_HAVE_CUDA
-    return lb_fail(err, LB_ERR_UNSUPPORTED,
-                   "the CUDA training engine is not in this build yet; use --device cpu");
-#else
+    (void)p, (void)cfg, (void)data, (void)r;
     return lb_fail(err, LB_ERR_UNSUPPORTED,
                    "--device cuda was asked but this llmbench was built without CUDA");
-#endif
 }
+
+#else
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/signals.h"
+#include "gpu/check.h"
+#include "gpu/model_gpu.h"
+#include "gpu/peak.h"
+#include "gpu/telemetry.h"
+
+typedef struct {
+    lb_gpu_model *m;
+    cudaEvent_t *ev; /* 2 per step */
+    float *losses;
+    int32_t *inputs, *targets;
+} run_state;
+
+static void state_free(run_state *s, int64_t n_events) {
+    lb_gpu_model_free(s->m);
+    if (s->ev)
+        for (int64_t i = 0; i < n_events; i++)
+            if (s->ev[i]) cudaEventDestroy(s->ev[i]);
+    free(s->ev);
+    free(s->losses);
+    free(s->inputs);
+    free(s->targets);
+}
+
+static lb_status set_device_metrics(const lb_train_params *p, const lb_model_config *cfg,
+                                    run_state *s, const lb_gpu_telemetry_summary *tel,
+                                    double timed_s, int64_t timed_steps, lb_result *r,
+                                    lb_err *err) {
+    const lb_gpu_arena *a = lb_gpu_model_arena(s->m);
+    LB_TRY(lb_result_set_metric(r, "peak_device_bytes", (double)a->used_bytes, "bytes"));
+    LB_TRY(lb_result_set_metric(r, "driver_peak_device_bytes", (double)a->driver_used_peak_bytes, "bytes"));
+    struct cudaDeviceProp prop;
+    LB_CUDA_TRY(err, cudaGetDeviceProperties(&prop, p->device_index));
+    json_object_set_new(r->config, "device_name", json_string(prop.name));
+    lb_peak_kind kind = p->precision != LB_PREC_FP32 ? LB_PEAK_BF16 : p->tf32 ? LB_PEAK_TF32 : LB_PEAK_FP32;
+    double peak = p->peak_tflops > 0 ? p->peak_tflops * 1e12 : lb_peak_flops(lb_peak_lookup(prop.name), kind);
+    double tokens = (double)p->batch * (double)p->seq * (double)timed_steps;
+    if (timed_s > 0 && peak > 0) {
+        double achieved = tokens / timed_s * lb_model_train_flops_per_token(cfg, p->seq);
+        LB_TRY(lb_result_set_metric(r, "peak_tflops", peak / 1e12, "TFLOP/s"));
+        LB_TRY(lb_result_set_metric(r, "mfu", lb_peak_mfu(achieved, peak), "ratio"));
+    } else if (peak <= 0) {
+        LB_WARN("no dense peak known for '%s': give --peak-tflops to get MFU", prop.name);
+    }
+    if (tel->has_util) LB_TRY(lb_result_set_metric(r, "gpu_util_mean_pct", tel->mean_util_pct, "%"));
+    if (tel->has_power) LB_TRY(lb_result_set_metric(r, "gpu_power_mean_w", tel->mean_power_w, "W"));
+    if (tel->has_clock) LB_TRY(lb_result_set_metric(r, "sm_clock_mean_mhz", tel->mean_sm_clock_mhz, "MHz"));
+    if (tel->has_mem) LB_TRY(lb_result_set_metric(r, "nvml_peak_mem_bytes", tel->peak_mem_bytes, "bytes"));
+    if (tel->has_energy && tokens > 0) {
+        LB_TRY(lb_result_set_metric(r, "energy_j", tel->energy_j, "J"));
+        LB_TRY(lb_result_set_metric(r, "energy_j_per_token", tel->energy_j / tokens, "J/token"));
+    }
+    LB_TRY(lb_result_set_metric(r, "telemetry_samples", (double)tel->n_samples, "samples"));
+    lb_gpu_optstate os;
+    LB_TRY(lb_gpu_model_read_optstate(s->m, &os, err));
+    LB_TRY(lb_result_set_metric(r, "skipped_steps", (double)os.skipped, "steps"));
+    if (p->precision == LB_PREC_FP16)
+        LB_TRY(lb_result_set_metric(r, "loss_scale_final", os.loss_scale, "x"));
+    return LB_OK;
+}
+
+lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg,
+                            lb_data_loader *data, lb_result *r, lb_err *err) {
+    LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
+    int64_t total = p->warmup + p->steps;
+    if (total > INT32_MAX / 2) return lb_fail(err, LB_ERR_USAGE, "too many steps: %lld", (long long)total);
+    size_t BT = (size_t)p->batch * (size_t)p->seq;
+    run_state s;
+    memset(&s, 0, sizeof s);
+    lb_gpu_model_params gp = {.B = (int)p->batch, .T = (int)p->seq, .precision = p->precision,
+                              .recompute = p->recompute, .tf32 = p->tf32,
+                              .max_loss_slots = (int)total};
+    lb_status st = lb_gpu_model_init(&s.m, cfg, &gp, err);
+    if (st == LB_OK) st = lb_gpu_model_init_weights(s.m, p->seed, err);
+    s.ev = calloc((size_t)(2 * total), sizeof *s.ev);
+    s.losses = calloc((size_t)total, sizeof *s.losses);
+    s.inputs = malloc(BT * sizeof *s.inputs);
+    s.targets = malloc(BT * sizeof *s.targets);
+    if (st == LB_OK && (!s.ev || !s.losses || !s.inputs || !s.targets))
+        st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for %lld steps", (long long)total);
+    for (int64_t i = 0; st == LB_OK && i < 2 * total; i++)
+        if (cudaEventCreate(&s.ev[i]) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events");
+    if (st != LB_OK) {
+        state_free(&s, 2 * total);
+        return st;
+    }
+    lb_result_series(r, "warmup_step_ms", "ms"); /* the CPU path's order */
+    lb_result_series(r, "warmup_loss", "nats");
+    lb_result_series(r, "step_ms", "ms");
+    lb_result_series(r, "loss", "nats");
+
+    lb_gpu_adamw_params ap = {.lr = (float)p->lr, .beta1 = (float)p->beta1, .beta2 = (float)p->beta2,
+                              .eps = (float)p->eps, .weight_decay = (float)p->weight_decay,
+                              .grad_clip = (float)p->grad_clip, .growth_interval = 2000};
+    cudaStream_t stream = (cudaStream_t)lb_gpu_model_stream(s.m);
+    lb_progress prog;
+    lb_progress_init(&prog, p->progress);
+    lb_gpu_telemetry *tel = NULL;
+    int64_t done = 0;
+    for (int64_t step = 0; step < total; step++) {
+        if (lb_interrupted()) {
+            st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
+                         (long long)step, (long long)total);
+            break;
+        }
+        if (step == p->warmup) {
+            if (lb_gpu_model_sync(s.m, err) != LB_OK) break;
+            tel = lb_gpu_telemetry_start(p->device_index, 100);
+        }
+        lb_data_next(data, s.inputs, s.targets);
+        if (cudaEventRecord(s.ev[2 * step], stream) != cudaSuccess) {
+            st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
+            break;
+        }
+        st = lb_gpu_model_forward_backward(s.m, s.inputs, s.targets, (int)step, err);
+        if (st == LB_OK) st = lb_gpu_model_adamw(s.m, &ap, err);
+        if (st == LB_OK && cudaEventRecord(s.ev[2 * step + 1], stream) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
+        if (st != LB_OK) break;
+        done = step + 1;
+        lb_progress_update(&prog, false, "train %s cuda: step %lld/%lld%s queued", cfg->name,
+                           (long long)done, (long long)total, step < p->warmup ? " (warm-up)" : "");
+    }
+    lb_status sync = lb_gpu_model_sync(s.m, st == LB_OK ? err : NULL);
+    if (st == LB_OK) st = sync;
+    lb_gpu_telemetry_summary ts;
+    lb_gpu_telemetry_stop(tel, &ts, NULL, NULL);
+    lb_progress_done(&prog);
+    lb_gpu_arena_sample_driver((lb_gpu_arena *)lb_gpu_model_arena(s.m));
+    double timed_s = 0.0;
+    int64_t timed = 0;
+    if (done > 0 && sync == LB_OK && lb_gpu_model_read_losses(s.m, s.losses, (int)done, err) == LB_OK) {
+        for (int64_t i = 0; i < done; i++) {
+            float ms = 0.0f;
+            cudaEventElapsedTime(&ms, s.ev[2 * i], s.ev[2 * i + 1]);
+            bool warm = i < p->warmup;
+            lb_series_push(lb_result_series(r, warm ? "warmup_step_ms" : "step_ms", "ms"), ms);
+            lb_series_push(lb_result_series(r, warm ? "warmup_loss" : "loss", "nats"), s.losses[i]);
+            if (!warm) timed_s += ms / 1e3, timed++;
+        }
+        for (int64_t i = 0; i < done && st == LB_OK; i++)
+            if (!isfinite(s.losses[i]))
+                st = lb_fail(err, LB_ERR_RUNTIME, "loss is %f at step %lld: training diverged",
+                             s.losses[i], (long long)i);
+        lb_status mst = set_device_metrics(p, cfg, &s, &ts, timed_s, timed, r, st == LB_OK ? err : NULL);
+        if (st == LB_OK) st = mst;
+    }
+    state_free(&s, 2 * total);
+    return st;
+}
+
+#endif

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""bench_table.py OUTDIR SHAPE...: the table of bench/train_vs_pytorch.sh from its JSON
+files (llmbench's `train --json` result, the PyTorch baseline's JSON line)."""
+import json
+import os
+import sys
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+        return json.loads(text.splitlines()[-1] if text.startswith("{\"impl\"") else text)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def metric(res, name):
+    for m in (res or {}).get("metrics", []):
+        if m["name"] == name:
+            return m["value"]
+    return None
+
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+out = sys.argv[1]
+print("| shape | precision | llmbench tok/s | PyTorch tok/s | ratio | MFU | peak mem (GiB) | GPU util % | final loss (ours / torch) |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+for s in sys.argv[2:]:
+    m, b, t, p = s.split(":")
+    tag = f"{m}_{b}x{t}_{p}"
+    ours = load(os.path.join(out, f"llmbench_{tag}.json"))
+    torch = load(os.path.join(out, f"torch_{tag}.json"))
+    ot = metric(ours, "tokens_per_s")
+    tt = torch.get("tokens_per_s") if torch else None
+    ratio = ot / tt if ot and tt else None
+    mem = metric(ours, "peak_device_bytes")
+    tmem = torch.get("peak_mem_bytes") if torch else None
+    memtxt = f"{fmt(mem and mem / 2**30, '.1f')} / {fmt(tmem and tmem / 2**30, '.1f')}"
+    print(f"| {m} {b}x{t} | {p} | {fmt(ot, ',.0f')} | {fmt(tt, ',.0f')} | {fmt(ratio, '.2f')} | "
+          f"{fmt(metric(ours, 'mfu'), '.3f')} | {memtxt} | {fmt(metric(ours, 'gpu_util_mean_pct'), '.0f')} | "
+          f"{fmt(metric(ours, 'final_loss'), '.3f')} / {fmt(torch and torch.get('final_loss'), '.3f')} |")

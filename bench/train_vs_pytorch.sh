@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# train_vs_pytorch.sh: llmbench's CUDA training against a PyTorch baseline of the same
+# model, in one call on one GPU: selftest first (a failure is reported, the timings still
+# run), then each shape with llmbench and with PyTorch (torch.compile, autocast, fused
+# AdamW: tools/pytorch_gpt2_baseline.py), then one table.
+#
+# usage: bench/train_vs_pytorch.sh            all shapes below
+#        SHAPES="gpt2-124m:16:1024:bf16" bench/train_vs_pytorch.sh
+#        TORCH=0 bench/train_vs_pytorch.sh    llmbench only
+# Raw JSON and logs go to $OUT (or /tmp/llmbench-bench).
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+out=${OUT:-/tmp/llmbench-bench}
+mkdir -p "$out"
+SHAPES=${SHAPES:-"gpt2-124m:32:128:fp32 gpt2-124m:32:128:fp16 gpt2-124m:32:128:bf16 gpt2-124m:16:1024:bf16 gpt2-124m:64:1024:bf16 llama3.2-1b:8:1024:bf16"}
+STEPS=${STEPS:-30}
+WARMUP=${WARMUP:-8}
+TORCH=${TORCH:-1}
+SELFTEST=${SELFTEST:-1}
+export PYTHONUNBUFFERED=1
+
+if [ "$SELFTEST" = 1 ]; then
+    "$LLMBENCH" selftest > "$out/selftest.txt" 2>&1
+    echo "selftest exit $?: $(tail -1 "$out/selftest.txt")"
+    grep FAIL "$out/selftest.txt" | head -20
+fi
+for s in $SHAPES; do
+    IFS=: read -r m b t p <<< "$s"
+    tag="${m}_${b}x${t}_${p}"
+    "$LLMBENCH" train --model "$m" --batch "$b" --seq "$t" --precision "$p" --device cuda \
+        --steps "$STEPS" --warmup "$WARMUP" --json --no-progress --db "$out/bench.db" \
+        > "$out/llmbench_$tag.json" 2> "$out/llmbench_$tag.err"
+    echo "llmbench $tag exit $? $(tail -c 300 "$out/llmbench_$tag.err" | tr '\n' ' ')"
+    if [ "$TORCH" = 1 ]; then
+        python3 "$BASELINE" --model "$m" --batch "$b" --seq "$t" --precision "$p" \
+            --steps "$STEPS" --warmup "$WARMUP" > "$out/torch_$tag.json" 2> "$out/torch_$tag.err"
+        echo "torch $tag exit $? $(tail -c 300 "$out/torch_$tag.err" | tr '\n' ' ')"
+    fi
+done
+python3 "$(dirname "${BASH_SOURCE[0]}")/bench_table.py" "$out" $SHAPES | tee "$out/table.md"

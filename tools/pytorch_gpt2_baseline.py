@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""PyTorch baseline for `llmbench train`: the same GPT-2 and Llama models, trained the way a
+PyTorch user would (torch.compile, autocast, fused AdamW), timed with CUDA events.
+
+Plain modules written here (no transformers library): GPT-2 (LayerNorm, GELU-tanh MLP,
+learned positions, tied embeddings, biases) and Llama (RMSNorm, SwiGLU, RoPE with llama3
+scaling, grouped-query attention, tied embeddings), attention through
+F.scaled_dot_product_attention(is_causal=True). AdamW: lr 3e-4, betas (0.9, 0.95), eps
+1e-8, weight decay 0.1 on 2-D tensors only, global-norm clip 1.0 (llmbench's defaults).
+fp16 uses a GradScaler; fp32 leaves TF32 off (PyTorch's default for matmuls). Random
+token batches, a fresh one per step. Prints one JSON line with the median step time,
+tokens/s and peak memory."""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+PRESETS = {
+    "gpt2-124m": dict(family="gpt2", vocab=50257, max_seq=1024, n_layer=12, n_head=12, n_kv=12,
+                      d=768, d_ff=3072, eps=1e-5),
+    "llama3.2-1b": dict(family="llama", vocab=128256, max_seq=131072, n_layer=16, n_head=32,
+                        n_kv=8, d=2048, d_ff=8192, eps=1e-5, theta=500000.0,
+                        scaling=(32.0, 1.0, 4.0, 8192)),
+}
+
+
+def rope_freqs(c):
+    hd = c["d"] // c["n_head"]
+    inv = 1.0 / (c["theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    factor, lo, hi, orig = c["scaling"]
+    wavelen = 2 * math.pi / inv
+    smooth = (orig / wavelen - lo) / (hi - lo)
+    scaled = torch.where(wavelen > orig / lo, inv / factor, inv)
+    mid = (wavelen >= orig / hi) & (wavelen <= orig / lo)
+    return torch.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled).float()
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        d, hd = c["d"], c["d"] // c["n_head"]
+        llama = c["family"] == "llama"
+        Norm = (lambda n: nn.RMSNorm(n, eps=c["eps"])) if llama else (lambda n: nn.LayerNorm(n, eps=c["eps"]))
+        self.norm1, self.norm2 = Norm(d), Norm(d)
+        self.qkv = nn.Linear(d, (c["n_head"] + 2 * c["n_kv"]) * hd, bias=not llama)
+        self.attn_out = nn.Linear(d, d, bias=not llama)
+        self.mlp_in = nn.Linear(d, (2 if llama else 1) * c["d_ff"], bias=not llama)
+        self.mlp_out = nn.Linear(c["d_ff"], d, bias=not llama)
+
+    def forward(self, x, cos, sin):
+        c = self.c
+        B, T, d = x.shape
+        nh, nkv, hd = c["n_head"], c["n_kv"], d // c["n_head"]
+        qkv = self.qkv(self.norm1(x))
+        q, k, v = qkv.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
+        q = q.view(B, T, nh, hd).transpose(1, 2)
+        k = k.view(B, T, nkv, hd).transpose(1, 2)
+        v = v.view(B, T, nkv, hd).transpose(1, 2)
+        if cos is not None:
+            def rot(t):
+                t1, t2 = t[..., : hd // 2], t[..., hd // 2:]
+                return t * cos + torch.cat([-t2, t1], dim=-1) * sin
+            q, k = rot(q), rot(k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=nkv != nh)
+        x = x + self.attn_out(y.transpose(1, 2).reshape(B, T, d))
+        h = self.mlp_in(self.norm2(x))
+        if c["family"] == "llama":
+            g, u = h.chunk(2, dim=-1)
+            h = F.silu(g) * u
+        else:
+            h = F.gelu(h, approximate="tanh")
+        return x + self.mlp_out(h)
+
+
+class Model(nn.Module):
+    def __init__(self, c, T):
+        super().__init__()
+        self.c = c
+        self.wte = nn.Embedding(c["vocab"], c["d"])
+        llama = c["family"] == "llama"
+        self.wpe = None if llama else nn.Embedding(c["max_seq"], c["d"])
+        self.blocks = nn.ModuleList([Block(c) for _ in range(c["n_layer"])])
+        self.normf = nn.RMSNorm(c["d"], eps=c["eps"]) if llama else nn.LayerNorm(c["d"], eps=c["eps"])
+        std_resid = 0.02 / math.sqrt(2 * c["n_layer"])
+        for n, p in self.named_parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, 0.0, std_resid if n.endswith(("attn_out.weight", "mlp_out.weight")) else 0.02)
+            elif n.endswith("bias"):
+                nn.init.zeros_(p)
+        if llama:
+            pos = torch.arange(T, dtype=torch.float32)[:, None] * rope_freqs(c)[None, :]
+            ang = torch.cat([pos, pos], dim=-1)
+            self.register_buffer("cos", ang.cos(), persistent=False)
+            self.register_buffer("sin", ang.sin(), persistent=False)
+        else:
+            self.cos = self.sin = None
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx)
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(T, device=idx.device))
+        for b in self.blocks:
+            x = b(x, self.cos, self.sin)
+        logits = F.linear(self.normf(x), self.wte.weight)
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="gpt2-124m", choices=list(PRESETS))
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--precision", default="bf16", choices=["fp32", "fp16", "bf16"])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--no-compile", action="store_true")
+    a = ap.parse_args()
+    torch.manual_seed(1337)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = "cuda"
+    c = PRESETS[a.model]
+    model = Model(c, a.seq).to(dev)
+    n_params = sum(p.numel() for p in model.parameters())
+    decay = [p for p in model.parameters() if p.dim() == 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[a.precision]
+    scaler = torch.amp.GradScaler("cuda", enabled=a.precision == "fp16")
+    fwd = model if a.no_compile else torch.compile(model)
+
+    def step(x, y):
+        with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+            loss = fwd(x, y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    g = torch.Generator(device=dev).manual_seed(1)
+    batches = [(torch.randint(0, c["vocab"], (a.batch, a.seq), device=dev, generator=g),
+                torch.randint(0, c["vocab"], (a.batch, a.seq), device=dev, generator=g))
+               for _ in range(4)]
+    t0 = time.time()
+    for i in range(a.warmup):
+        step(*batches[i % 4])
+    torch.cuda.synchronize()
+    warm_s = time.time() - t0
+    torch.cuda.reset_peak_memory_stats()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(a.steps)]
+    losses = []
+    for i in range(a.steps):
+        ev[i][0].record()
+        losses.append(step(*batches[i % 4]))
+        ev[i][1].record()
+    torch.cuda.synchronize()
+    ms = sorted(e0.elapsed_time(e1) for e0, e1 in ev)
+    med = ms[len(ms) // 2]
+    total_s = sum(ms) / 1e3
+    print(json.dumps({"impl": "pytorch" + ("" if a.no_compile else "+compile"), "torch": torch.__version__,
+                      "model": a.model, "batch": a.batch, "seq": a.seq, "precision": a.precision,
+                      "params": n_params, "step_ms_median": med,
+                      "tokens_per_s": a.batch * a.seq * a.steps / total_s,
+                      "peak_mem_bytes": torch.cuda.max_memory_allocated(),
+                      "final_loss": float(losses[-1]), "warmup_s": warm_s,
+                      "device": torch.cuda.get_device_name()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
