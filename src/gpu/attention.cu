@@ -9,7 +9,8 @@
  * [n][k] (K for Q K^T) is read with 32-bit shared loads; one stored [k][n] (V for P V) with
  * ldmatrix.trans. Softmax runs in base 2 (scores pre-multiplied by log2 e / sqrt(HD)).
  * Tiles go global -> shared with 16-byte loads; rows are padded by 8 elements so the
- * fragment loads hit 32 distinct banks. */
+ * fragment loads hit 32 distinct banks. Backward is two kernels (dK/dV per key tile, dQ
+ * per query tile) so that no gradient needs atomics; each recomputes the probabilities. */
 #include "gpu/attention.cuh"
 #include "gpu/common.cuh"
 
@@ -198,17 +199,17 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int T_, int NH, int NKV) {
     }
 }
 
-/* Backward per 64-key tile; warp w owns keys w*16..w*16+15 (dK, dV in registers) and, for
- * the dQ product, queries w*16..w*16+15 of the current query tile. */
+/* dK, dV per 64-key tile; warp w owns keys w*16..w*16+15, whose dK and dV stay in
+ * registers over every query tile of every head of the group. It works on transposed
+ * scores (S^T = K Q^T) so that P^T and dS^T are A operands straight from registers. */
 template <typename T, int HD>
 __global__ void __launch_bounds__(128)
-attn_bwd_mma_kernel(T *dqkv, float *dq_acc, const T *dout, const T *qkv, const float *lse,
-                    const float *Dsum, int T_, int NH, int NKV) {
-    constexpr int LDS = HD + 8, LDP = TILE + 8;
+attn_bwd_kv_mma_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse,
+                       const float *Dsum, int T_, int NH, int NKV) {
+    constexpr int LDS = HD + 8;
     extern __shared__ __align__(16) unsigned char smem[];
     T *sK = (T *)smem, *sV = sK + TILE * LDS, *sQ = sV + TILE * LDS, *sdO = sQ + TILE * LDS;
-    T *sdS = sdO + TILE * LDS;
-    float *sL = (float *)(sdS + TILE * LDP), *sD = sL + TILE;
+    float *sL = (float *)(sdO + TILE * LDS), *sD = sL + TILE;
     int kt = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, G = NH / NKV;
     int64_t W = (int64_t)(NH + 2 * NKV) * HD, ldo = (int64_t)NH * HD;
     const T *base = qkv + (int64_t)b * T_ * W;
@@ -292,51 +293,18 @@ attn_bwd_mma_kernel(T *dqkv, float *dq_acc, const T *dout, const T *qkv, const f
                     ds[nt][e] = st[nt][e] * (ds[nt][e] - sD[ql]);
                 }
             }
-            /* dK_w += dS^T Q (scale applied at the end); dS^T to shared for dQ */
+            /* dK_w += dS^T Q (scale applied at the end) */
 #pragma unroll
             for (int kk = 0; kk < TILE / 16; kk++) {
                 uint32_t a[4] = {mma_op<T>::pack(ds[2 * kk][0], ds[2 * kk][1]),
                                  mma_op<T>::pack(ds[2 * kk][2], ds[2 * kk][3]),
                                  mma_op<T>::pack(ds[2 * kk + 1][0], ds[2 * kk + 1][1]),
                                  mma_op<T>::pack(ds[2 * kk + 1][2], ds[2 * kk + 1][3])};
-                *(uint32_t *)(sdS + (warp * 16 + g) * LDP + kk * 16 + 2 * t) = a[0];
-                *(uint32_t *)(sdS + (warp * 16 + g + 8) * LDP + kk * 16 + 2 * t) = a[1];
-                *(uint32_t *)(sdS + (warp * 16 + g) * LDP + kk * 16 + 8 + 2 * t) = a[2];
-                *(uint32_t *)(sdS + (warp * 16 + g + 8) * LDP + kk * 16 + 8 + 2 * t) = a[3];
 #pragma unroll
                 for (int d = 0; d < HD / 8; d++) {
                     uint32_t b0, b1;
                     ldsm_x2_trans(b0, b1, sQ + (kk * 16 + (lane & 15)) * LDS + d * 8);
                     mma_op<T>::run(dk[d], a, b0, b1);
-                }
-            }
-            __syncthreads();
-            /* dQ rows w*16.. of this query tile = dS (queries x 64 keys) K */
-            float dq[HD / 8][4];
-#pragma unroll
-            for (int i = 0; i < HD / 8; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < TILE / 16; kk++) {
-                int mi = lane >> 3, r = lane & 7;
-                uint32_t a[4];
-                ldsm_x4_trans(a, sdS + (kk * 16 + r + ((mi & 2) ? 8 : 0)) * LDP + warp * 16 +
-                                     ((mi & 1) ? 8 : 0));
-#pragma unroll
-                for (int d = 0; d < HD / 8; d++) {
-                    uint32_t b0, b1;
-                    ldsm_x2_trans(b0, b1, sK + (kk * 16 + (lane & 15)) * LDS + d * 8);
-                    mma_op<T>::run(dq[d], a, b0, b1);
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                int q = q0 + warp * 16 + g + 8 * i;
-                if (q >= T_) continue;
-                float *dst = dq_acc + ((int64_t)b * T_ + q) * ldo + h * HD;
-#pragma unroll
-                for (int d = 0; d < HD / 8; d++) {
-                    atomicAdd(dst + d * 8 + 2 * t, dq[d][2 * i] * scale);
-                    atomicAdd(dst + d * 8 + 2 * t + 1, dq[d][2 * i + 1] * scale);
                 }
             }
         }
@@ -352,6 +320,91 @@ attn_bwd_mma_kernel(T *dqkv, float *dq_acc, const T *dout, const T *qkv, const f
             *(uint32_t *)(row + (NH + NKV + kvh) * HD + d * 8 + 2 * t) =
                 mma_op<T>::pack(dv[d][2 * i], dv[d][2 * i + 1]);
         }
+    }
+}
+
+/* dQ per 64-query tile (the forward's shape): warp w owns queries w*16..w*16+15 and walks
+ * the key tiles up to the diagonal, recomputing P and dP; no atomics. */
+template <typename T, int HD>
+__global__ void __launch_bounds__(128)
+attn_bwd_q_mma_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dsum,
+                      int T_, int NH, int NKV) {
+    constexpr int LDS = HD + 8;
+    extern __shared__ __align__(16) unsigned char smem[];
+    T *sQ = (T *)smem, *sdO = sQ + TILE * LDS, *sK = sdO + TILE * LDS, *sV = sK + TILE * LDS;
+    int qt = gridDim.x - 1 - blockIdx.x;
+    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
+    int64_t W = (int64_t)(NH + 2 * NKV) * HD, ldo = (int64_t)NH * HD;
+    const T *base = qkv + (int64_t)b * T_ * W;
+    int q0 = qt * TILE;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float scale = rsqrtf((float)HD), sl2 = scale * LOG2E;
+    load_tile<T, HD>(sQ, base + h * HD, W, q0, T_);
+    load_tile<T, HD>(sdO, dout + (int64_t)b * T_ * ldo + h * HD, ldo, q0, T_);
+    __syncthreads();
+    uint32_t qf[HD / 16][4], of[HD / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++) {
+        load_afrag<LDS>(qf[ks], sQ, warp * 16, ks, g, t);
+        load_afrag<LDS>(of[ks], sdO, warp * 16, ks, g, t);
+    }
+    int qrow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float L2[2], Dq[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int64_t idx = ((int64_t)b * NH + h) * T_ + qrow[i];
+        L2[i] = qrow[i] < T_ ? lse[idx] * LOG2E : INFINITY;
+        Dq[i] = qrow[i] < T_ ? Dsum[idx] : 0.0f;
+    }
+    float dq[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
+    int kend = min(q0 + TILE, T_);
+    for (int k0 = 0; k0 < kend; k0 += TILE) {
+        __syncthreads();
+        load_tile<T, HD>(sK, base + (NH + kvh) * HD, W, k0, T_);
+        load_tile<T, HD>(sV, base + (NH + NKV + kvh) * HD, W, k0, T_);
+        __syncthreads();
+        float ds[TILE / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < TILE / 8; nt++) {
+            float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int ks = 0; ks < HD / 16; ks++) {
+                const T *pk = sK + (nt * 8 + g) * LDS + ks * 16 + 2 * t;
+                const T *pv = sV + (nt * 8 + g) * LDS + ks * 16 + 2 * t;
+                mma_op<T>::run(sc, qf[ks], lds32(pk), lds32(pk + 8));
+                mma_op<T>::run(dp, of[ks], lds32(pv), lds32(pv + 8));
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = k0 + nt * 8 + 2 * t + (e & 1);
+                float p = (key <= qrow[e >> 1]) ? exp2f(sc[e] * sl2 - L2[e >> 1]) : 0.0f;
+                ds[nt][e] = p * (dp[e] - Dq[e >> 1]);
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < TILE / 16; kk++) {
+            uint32_t a[4] = {mma_op<T>::pack(ds[2 * kk][0], ds[2 * kk][1]),
+                             mma_op<T>::pack(ds[2 * kk][2], ds[2 * kk][3]),
+                             mma_op<T>::pack(ds[2 * kk + 1][0], ds[2 * kk + 1][1]),
+                             mma_op<T>::pack(ds[2 * kk + 1][2], ds[2 * kk + 1][3])};
+#pragma unroll
+            for (int d = 0; d < HD / 8; d++) {
+                uint32_t b0, b1;
+                ldsm_x2_trans(b0, b1, sK + (kk * 16 + (lane & 15)) * LDS + d * 8);
+                mma_op<T>::run(dq[d], a, b0, b1);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (qrow[i] >= T_) continue;
+        T *row = dqkv + ((int64_t)b * T_ + qrow[i]) * W + h * HD;
+#pragma unroll
+        for (int d = 0; d < HD / 8; d++)
+            *(uint32_t *)(row + d * 8 + 2 * t) =
+                mma_op<T>::pack(dq[d][2 * i] * scale, dq[d][2 * i + 1] * scale);
     }
 }
 
@@ -410,9 +463,9 @@ __global__ void attn_fwd_scalar_kernel(T *out, float *lse, const T *qkv, int T_,
     lse[((int64_t)b * NH + h) * T_ + qi] = m + logf(l);
 }
 
-/* D[b,h,t] = sum_d dout * out, one warp per row. Also clears the dQ accumulator rows. */
+/* D[b,h,t] = sum_d dout * out, one warp per row. */
 template <typename T>
-__global__ void attn_dsum_kernel(float *Dsum, float *dq_acc, const T *dout, const T *out, int B,
+__global__ void attn_dsum_kernel(float *Dsum, const T *dout, const T *out, int B,
                                  int T_, int NH, int HD) {
     int64_t row = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); /* (b, t, h) */
     int lane = threadIdx.x & 31;
@@ -423,7 +476,6 @@ __global__ void attn_dsum_kernel(float *Dsum, float *dq_acc, const T *dout, cons
     float s = 0.0f;
     for (int d = lane; d < HD; d += 32) {
         s += lb_to_f(a[d]) * lb_to_f(o[d]);
-        if (dq_acc) dq_acc[row * HD + d] = 0.0f;
     }
     s = lb_warp_sum(s);
     if (lane == 0) Dsum[((bt / T_) * NH + h) * T_ + bt % T_] = s;
@@ -543,16 +595,6 @@ __global__ void attn_bwd_q_scalar_kernel(T *dqkv, const T *dout, const T *qkv, c
     for (int d = 0; d < HD; d++) row[d] = lb_from_f<T>(dq[d]);
 }
 
-/* dqkv q part = dq_acc */
-template <typename T>
-__global__ void attn_dq_store_kernel(T *dqkv, const float *dq_acc, int64_t BT, int NH, int NKV,
-                                     int HD) {
-    int64_t w = (int64_t)NH * HD, W = (int64_t)(NH + 2 * NKV) * HD, n = BT * w;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dqkv[(i / w) * W + i % w] = lb_from_f<T>(dq_acc[i]);
-}
-
 /* ------------------------------------------------------------------------------------ */
 /* launchers                                                                             */
 
@@ -561,7 +603,8 @@ static bool use_mma(lb_gpu_dtype dt, int HD, lb_gpu_attn_impl impl) {
 }
 
 extern "C" size_t lb_gpu_attention_scratch_bytes(int B, int T, int NH, int HD) {
-    return ((size_t)B * NH * T + (size_t)B * T * NH * HD) * sizeof(float);
+    (void)HD;
+    return (size_t)B * NH * T * sizeof(float);
 }
 
 template <typename T, int HD>
@@ -605,20 +648,22 @@ static lb_status fwd_mma(void *out, float *lse, const void *qkv, int B, int T_, 
 }
 
 template <typename T>
-static lb_status bwd_mma(void *dqkv, float *Dsum, float *dq_acc, const void *dout,
-                         const void *qkv, const float *lse, int B, int T_, int NH, int NKV,
-                         cudaStream_t s, lb_err *err) {
+static lb_status bwd_mma(void *dqkv, float *Dsum, const void *dout, const void *qkv,
+                         const float *lse, int B, int T_, int NH, int NKV, cudaStream_t s,
+                         lb_err *err) {
     constexpr int HD = 64;
-    size_t smem = (4 * TILE * (HD + 8) + TILE * (TILE + 8)) * sizeof(T) + 2 * TILE * sizeof(float);
-    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_mma_kernel<T, HD>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((unsigned)((T_ + TILE - 1) / TILE), (unsigned)NKV, (unsigned)B);
-    attn_bwd_mma_kernel<T, HD><<<grid, 128, smem, s>>>((T *)dqkv, dq_acc, (const T *)dout,
-                                                       (const T *)qkv, lse, Dsum, T_, NH, NKV);
+    size_t smem_kv = 4 * TILE * (HD + 8) * sizeof(T) + 2 * TILE * sizeof(float);
+    size_t smem_q = 4 * TILE * (HD + 8) * sizeof(T);
+    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_kv_mma_kernel<T, HD>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv));
+    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_q_mma_kernel<T, HD>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
+    unsigned nt = (unsigned)((T_ + TILE - 1) / TILE);
+    attn_bwd_kv_mma_kernel<T, HD><<<dim3(nt, (unsigned)NKV, (unsigned)B), 128, smem_kv, s>>>(
+        (T *)dqkv, (const T *)dout, (const T *)qkv, lse, Dsum, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
-    int64_t n = (int64_t)B * T_ * NH * HD;
-    attn_dq_store_kernel<T><<<lb_grid_cap(n, 256), 256, 0, s>>>((T *)dqkv, dq_acc, (int64_t)B * T_,
-                                                                 NH, NKV, HD);
+    attn_bwd_q_mma_kernel<T, HD><<<dim3(nt, (unsigned)NH, (unsigned)B), 128, smem_q, s>>>(
+        (T *)dqkv, (const T *)dout, (const T *)qkv, lse, Dsum, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -661,18 +706,18 @@ extern "C" lb_status lb_gpu_attention_backward(void *dqkv, void *scratch, const 
                                                int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
                                                cudaStream_t s, lb_err *err) {
     LB_TRY(check_heads(NH, NKV, err));
-    float *Dsum = (float *)scratch, *dq_acc = Dsum + (size_t)B * NH * T;
+    float *Dsum = (float *)scratch;
     bool mma = use_mma(dt, HD, impl);
     int64_t rows = (int64_t)B * T * NH;
     LB_DISPATCH_DTYPE(dt, E,
-        attn_dsum_kernel<E><<<lb_blocks(rows, 8), 256, 0, s>>>(Dsum, mma ? dq_acc : NULL,
+        attn_dsum_kernel<E><<<lb_blocks(rows, 8), 256, 0, s>>>(Dsum,
                                                                 (const E *)dout, (const E *)out,
                                                                 B, T, NH, HD));
     LB_CUDA_LAUNCH_TRY(err);
     if (mma) {
         if (dt == LB_DT_BF16)
-            return bwd_mma<__nv_bfloat16>(dqkv, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err);
-        return bwd_mma<__half>(dqkv, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err);
+            return bwd_mma<__nv_bfloat16>(dqkv, Dsum, dout, qkv, lse, B, T, NH, NKV, s, err);
+        return bwd_mma<__half>(dqkv, Dsum, dout, qkv, lse, B, T, NH, NKV, s, err);
     }
     HD_DISPATCH(HD, LB_DISPATCH_DTYPE(dt, E,
         return (bwd_scalar<E, HDC>(dqkv, Dsum, dout, qkv, lse, B, T, NH, NKV, s, err))));

@@ -9,9 +9,9 @@
  *
  * Two implementations behind one interface. The tensor-core one (fp16/bf16, HD 64) is a
  * flash-attention style kernel with mma.sync m16n8k16 and fp32 accumulation: forward per
- * 64-query tile with an online softmax in registers; backward per 64-key tile (all query
- * heads of the group, so dK and dV need no atomics) with dQ summed in an fp32 scratch
- * buffer by atomics. The scalar one (any type, HD 8/16/32/64/128; fp32 math in CUDA cores)
+ * 64-query tile with an online softmax in registers; backward as one kernel per 64-key
+ * tile (dK, dV over all query heads of the group) and one per 64-query tile (dQ), both
+ * recomputing the probabilities from lse, so no gradient needs atomics. The scalar one (any type, HD 8/16/32/64/128; fp32 math in CUDA cores)
  * serves fp32 and other head sizes: one thread per query row (forward, dQ) or per key row
  * (dK, dV). */
 #ifndef LB_GPU_ATTENTION_CUH
@@ -33,8 +33,7 @@ typedef enum {
     LB_ATTN_SCALAR,   /* always the scalar kernels (tests, fp32) */
 } lb_gpu_attn_impl;
 
-/* Device scratch backward needs: D = rowsum(dout * out) [B,NH,T] and the fp32 dQ
- * accumulator [B,T,NH*HD]. */
+/* Device scratch backward needs: D = rowsum(dout * out) [B,NH,T] (fp32). */
 size_t lb_gpu_attention_scratch_bytes(int B, int T, int NH, int HD);
 
 lb_status lb_gpu_attention_forward(void *out, float *lse, const void *qkv, int B, int T, int NH,
