@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include "gpu/check.h"
+
+static double gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 #endif
 
 static size_t align_up(size_t n) {
@@ -18,8 +20,6 @@ void lb_gpu_arena_init_sizing(lb_gpu_arena *a) {
     memset(a, 0, sizeof *a);
     a->sizing = true;
 }
-
-static double gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
 
 lb_status lb_gpu_arena_init(lb_gpu_arena *a, size_t capacity_bytes, const char *hint,
                             lb_err *err) {

@@ -6,9 +6,9 @@
  * model/model.h's description of a layer; backward keeps a single residual-gradient buffer
  * that the norm backward kernels add into (llm.c's scheme), so a residual add costs
  * nothing in backward. */
-#include "gpu/model_gpu.h"
-
 #ifdef LB_HAVE_CUDA
+
+#include "gpu/model_gpu.h"
 
 #include <cuda_runtime.h>
 #include <math.h>

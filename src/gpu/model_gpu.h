@@ -12,7 +12,7 @@
  * stride, and the fused cross-entropy overwrites them with their gradient.
  * A step is enqueued on the model's stream without any host synchronisation: the loss of
  * each step goes to a device slot the caller reads when it wants. Not here: data loading,
- * timing, multi-GPU. */
+ * timing, multi-GPU. Only in CUDA builds (it needs the CUDA headers). */
 #ifndef LB_GPU_MODEL_GPU_H
 #define LB_GPU_MODEL_GPU_H
 
