@@ -140,50 +140,71 @@ void lb_ref_rmsnorm_backward(float *dinp, float *dweight, const float *dout, con
 
 /* --- matmul ------------------------------------------------------------------------- */
 
+/* Rows of inp per task: each task reads every weight row once for all its rows, so the
+ * weights stream from memory N / MM_ROWS times instead of N times. */
+#define MM_ROWS 8
+
 void lb_ref_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int B, int T, int C, int OC) {
-    const int64_t N = (int64_t)B * T;
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int64_t i = 0; i < N; i++)
+    const int64_t N = (int64_t)B * T, n_tasks = (N + MM_ROWS - 1) / MM_ROWS;
+#pragma omp parallel for schedule(static)
+    for (int64_t task = 0; task < n_tasks; task++) {
+        const int64_t i0 = task * MM_ROWS, i1 = i0 + MM_ROWS < N ? i0 + MM_ROWS : N;
         for (int o = 0; o < OC; o++) {
-            const float *x = inp + i * C, *w = weight + (int64_t)o * C;
-            double acc = bias ? bias[o] : 0.0;
-            for (int c = 0; c < C; c++)
-                acc += (double)x[c] * w[c];
-            out[i * OC + o] = (float)acc;
+            const float *w = weight + (int64_t)o * C;
+            for (int64_t i = i0; i < i1; i++) {
+                const float *x = inp + i * C;
+                double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+                for (int c = 0; c < C; c++)
+                    acc += (double)x[c] * w[c];
+                out[i * OC + o] = (float)(acc + (bias ? bias[o] : 0.0));
+            }
         }
+    }
 }
 
 void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int B, int T, int C, int OC) {
-    const int64_t N = (int64_t)B * T;
+    const int64_t N = (int64_t)B * T, n_tasks = (N + MM_ROWS - 1) / MM_ROWS;
     if (dinp) {
-        /* dinp[i,c] += sum_o dout[i,o] W[o,c] */
-#pragma omp parallel for collapse(2) schedule(static)
-        for (int64_t i = 0; i < N; i++)
-            for (int c = 0; c < C; c++) {
-                const float *dy = dout + i * OC;
-                double acc = 0.0;
-                for (int o = 0; o < OC; o++)
-                    acc += (double)dy[o] * weight[(int64_t)o * C + c];
-                dinp[i * C + c] += (float)acc;
+        /* dinp[i,:] += sum_o dout[i,o] W[o,:], MM_ROWS rows per task */
+#pragma omp parallel for schedule(static)
+        for (int64_t task = 0; task < n_tasks; task++) {
+            const int64_t i0 = task * MM_ROWS, i1 = i0 + MM_ROWS < N ? i0 + MM_ROWS : N;
+            double *acc = calloc((size_t)MM_ROWS * C, sizeof(double));
+            for (int o = 0; o < OC; o++) {
+                const float *w = weight + (int64_t)o * C;
+                for (int64_t i = i0; i < i1; i++) {
+                    const double d = dout[i * OC + o];
+                    double *a = acc + (i - i0) * C;
+#pragma omp simd
+                    for (int c = 0; c < C; c++)
+                        a[c] += d * w[c];
+                }
             }
+            for (int64_t i = i0; i < i1; i++)
+                for (int c = 0; c < C; c++)
+                    dinp[i * C + c] += (float)acc[(i - i0) * C + c];
+            free(acc);
+        }
     }
-    /* dweight[o,c] += sum_i dout[i,o] inp[i,c]; dbias[o] += sum_i dout[i,o] */
+    /* dweight[o,:] += sum_i dout[i,o] inp[i,:]; dbias[o] += sum_i dout[i,o] */
 #pragma omp parallel for schedule(static)
     for (int o = 0; o < OC; o++) {
-        for (int c = 0; c < C; c++) {
-            double acc = 0.0;
-            for (int64_t i = 0; i < N; i++)
-                acc += (double)dout[i * OC + o] * inp[i * C + c];
-            dweight[(int64_t)o * C + c] += (float)acc;
+        double *acc = calloc((size_t)C, sizeof(double)), bacc = 0.0;
+        for (int64_t i = 0; i < N; i++) {
+            const double d = dout[i * OC + o];
+            const float *x = inp + i * C;
+            bacc += d;
+#pragma omp simd
+            for (int c = 0; c < C; c++)
+                acc[c] += d * x[c];
         }
-        if (dbias) {
-            double acc = 0.0;
-            for (int64_t i = 0; i < N; i++)
-                acc += dout[i * OC + o];
-            dbias[o] += (float)acc;
-        }
+        for (int c = 0; c < C; c++)
+            dweight[(int64_t)o * C + c] += (float)acc[c];
+        if (dbias) dbias[o] += (float)bacc;
+        free(acc);
     }
 }
 
