@@ -5,7 +5,8 @@
  * * dloss IN PLACE over the logits: no fp32 copy of the logits or of the probabilities
  * ever exists. losses[N] (fp32) = logsumexp - logit[target]. dloss is d(loss)/d(losses[r])
  * times the loss scale (1/N for the mean, times S under fp16 loss scaling). With
- * dlogits_out == 0 only the losses are written (evaluation). dloss_scale, when not NULL,
+ * dlogits_out == 0 only the losses are written (evaluation); with it, the padding columns
+ * [V, ld) are set to zero. dloss_scale, when not NULL,
  * is a device scalar (the dynamic loss scale) that multiplies dloss. */
 #ifndef LB_GPU_LOSS_CUH
 #define LB_GPU_LOSS_CUH

@@ -43,6 +43,8 @@ struct lb_gpu_model {
     /* parameters and optimizer state */
     float *master, *grads, *m, *v;
     void *params; /* working copy (== master in fp32) */
+    void *lm_w;   /* the output head's working copy padded to [Vp, C], rows >= V zero */
+    float *lm_dw; /* its gradient [Vp, C], added into grads after each backward */
     int64_t *seg_start;
     int32_t *seg_decay;
     int n_seg;
@@ -88,7 +90,9 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->master, "param.master", np * 4);
     if (m->dt != LB_DT_F32) TAKE(m->params, "param.work", np * es);
     else m->params = m->master;
+    TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
     TAKE(m->grads, "param.grad", np * 4);
+    TAKE(m->lm_dw, "grad.lm_head_padded", (size_t)m->Vp * C * 4);
     TAKE(m->m, "opt.m", np * 4);
     TAKE(m->v, "opt.v", np * 4);
     TAKE(m->seg_start, "opt.seg_start", (size_t)m->n_seg * 8);
@@ -151,9 +155,18 @@ static lb_status reset_optimizer(lb_gpu_model *m, lb_err *err) {
     return LB_OK;
 }
 
+/* The padded head is a copy of the head's first V rows; its padding rows stay zero. */
+static lb_status refresh_lm_head(lb_gpu_model *m, lb_err *err) {
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->lm_w, (char *)m->params + (size_t)m->off.lm_head * m->es,
+                                     (size_t)m->V * m->C * m->es, cudaMemcpyDeviceToDevice,
+                                     m->stream));
+    return LB_OK;
+}
+
 static lb_status sync_working_copy(lb_gpu_model *m, lb_err *err) {
-    if (m->dt == LB_DT_F32) return LB_OK;
-    return lb_gpu_convert(m->params, m->dt, m->master, LB_DT_F32, m->n_params, m->stream, err);
+    if (m->dt != LB_DT_F32)
+        LB_TRY(lb_gpu_convert(m->params, m->dt, m->master, LB_DT_F32, m->n_params, m->stream, err));
+    return refresh_lm_head(m, err);
 }
 
 static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
@@ -207,6 +220,8 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
             cudaEventCreateWithFlags(&m->host_done[i], cudaEventDisableTiming) != cudaSuccess)
             st = lb_fail(err, LB_ERR_NOMEM, "no pinned host memory for token batches");
     }
+    if (st == LB_OK && cudaMemset(m->lm_w, 0, (size_t)m->Vp * m->C * m->es) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "could not clear the padded output head");
     if (st == LB_OK) st = init_tables(m, err);
     if (st == LB_OK) st = reset_optimizer(m, err);
     if (st != LB_OK) {
@@ -360,6 +375,12 @@ static lb_status norm_bwd(lb_gpu_model *m, const void *dout, const void *inp, co
                                      mean, rstd, m->BT, m->C, m->dt, m->stream, err);
 }
 
+/* GPT-2's MLP with biases: GELU and its derivative run in cuBLASLt's epilogues (the
+ * tanh approximation, as the reference), saving two passes over [B,T,d_ff] each way. */
+static bool fuse_gelu(const lb_gpu_model *m) {
+    return !m->llama && m->cfg.linear_bias && !m->p.no_fused_gelu;
+}
+
 static lb_status act_fwd(lb_gpu_model *m, void *out, const void *inp, lb_err *err) {
     if (m->llama) return lb_gpu_swiglu_forward(out, inp, m->BT, m->H, m->dt, m->stream, err);
     return lb_gpu_gelu_forward(out, inp, m->BT * m->H, m->dt, m->stream, err);
@@ -396,13 +417,25 @@ static lb_status forward(lb_gpu_model *m, int slot, lb_err *err) {
         LB_TRY(linear_fwd(m, res2, C, atty, C, C, lo(m, l, o->attn_out_w), lo(m, l, o->attn_out_b), x, err));
         LB_TRY(norm_fwd(m, ln2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
                         m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
-        LB_TRY(linear_fwd(m, fch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w), lo(m, l, o->mlp_in_b), NULL, err));
-        LB_TRY(act_fwd(m, fact, fch, err));
+        if (fuse_gelu(m)) {
+            lb_gpu_gemm g = {.m = m->BT, .n = m->F, .k = C, .a = ln2, .lda = C,
+                             .b = W(m, lo(m, l, o->mlp_in_w)), .ldb = C, .trans_b = true,
+                             .ab_type = m->dt, .d = fact, .ldd = m->F, .d_type = m->dt,
+                             .alpha = 1.0f, .epilogue = LB_EPI_GELU_AUX_BIAS,
+                             .bias = W(m, lo(m, l, o->mlp_in_b)), .aux = fch};
+            LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+        } else {
+            LB_TRY(linear_fwd(m, fch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w), lo(m, l, o->mlp_in_b), NULL, err));
+            LB_TRY(act_fwd(m, fact, fch, err));
+        }
         LB_TRY(linear_fwd(m, res3, C, fact, m->H, C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
     }
     LB_TRY(norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C), m->off.normf_w,
                     m->off.normf_b, err));
-    LB_TRY(linear_fwd(m, m->logits, m->Vp, m->lnf, C, m->V, m->off.lm_head, -1, NULL, err));
+    lb_gpu_gemm g = {.m = m->BT, .n = m->Vp, .k = C, .a = m->lnf, .lda = C, .b = m->lm_w,
+                     .ldb = C, .trans_b = true, .ab_type = m->dt, .d = m->logits, .ldd = m->Vp,
+                     .d_type = m->dt, .alpha = 1.0f};
+    LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     LB_TRY(lb_gpu_softmax_xent(m->logits, m->losses, m->targets, m->BT, m->V, m->Vp,
                                1.0f / (float)m->BT, m->dt == LB_DT_F16 ? &m->opt->loss_scale : NULL,
                                1, m->dt, m->stream, err));
@@ -412,7 +445,16 @@ static lb_status forward(lb_gpu_model *m, int slot, lb_err *err) {
 static lb_status backward(lb_gpu_model *m, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
-    LB_TRY(linear_bwd(m, m->dc, m->logits, m->Vp, m->lnf, C, m->V, m->off.lm_head, -1, err));
+    /* output head over the padded width (padding logits' gradients are zero) */
+    lb_gpu_gemm gi = {.m = m->BT, .n = C, .k = m->Vp, .a = m->logits, .lda = m->Vp, .b = m->lm_w,
+                      .ldb = C, .ab_type = m->dt, .d = m->dc, .ldd = C, .d_type = m->dt,
+                      .alpha = 1.0f};
+    LB_TRY(lb_gpu_gemm_run(m->blas, &gi, m->stream, err));
+    lb_gpu_gemm gw = {.m = m->Vp, .n = C, .k = m->BT, .a = m->logits, .lda = m->Vp,
+                      .trans_a = true, .b = m->lnf, .ldb = C, .ab_type = m->dt, .d = m->lm_dw,
+                      .ldd = C, .d_type = LB_DT_F32, .alpha = 1.0f};
+    LB_TRY(lb_gpu_gemm_run(m->blas, &gw, m->stream, err));
+    LB_TRY(lb_gpu_add_f32(G(m, m->off.lm_head), m->lm_dw, (int64_t)m->V * C, m->stream, err));
     LB_CUDA_TRY(err, cudaMemsetAsync(m->dres, 0, (size_t)m->BT * C * m->es, m->stream));
     LB_TRY(norm_bwd(m, m->dc, at(m, m->res3, m->L - 1, C), m->lnf_mean, m->lnf_rstd,
                     m->off.normf_w, m->off.normf_b, err));
@@ -433,12 +475,22 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                                          ln2_mean, ln2_rstd, m->BT, C, m->dt, m->stream, err));
         }
         /* MLP */
-        LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w),
-                          lo(m, l, o->mlp_out_b), err));
-        if (m->llama)
-            LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream, err));
-        else
-            LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream, err));
+        if (fuse_gelu(m)) { /* dfch = (dres Wout) * gelu'(fch) in one product */
+            lb_gpu_gemm g = {.m = m->BT, .n = m->H, .k = C, .a = m->dres, .lda = C,
+                             .b = W(m, lo(m, l, o->mlp_out_w)), .ldb = m->H, .ab_type = m->dt,
+                             .d = m->dfch, .ldd = m->H, .d_type = m->dt, .alpha = 1.0f,
+                             .epilogue = LB_EPI_DGELU, .aux = fch};
+            LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+            LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w),
+                              lo(m, l, o->mlp_out_b), err));
+        } else {
+            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w),
+                              lo(m, l, o->mlp_out_b), err));
+            if (m->llama)
+                LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream, err));
+            else
+                LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream, err));
+        }
         LB_TRY(linear_bwd(m, m->dc, m->dfch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w),
                           lo(m, l, o->mlp_in_b), err));
         LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
@@ -488,7 +540,8 @@ lb_status lb_gpu_model_adamw(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_e
     LB_TRY(lb_gpu_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params, m->dt, m->grads, m->m,
                         m->v, m->n_params, m->seg_start, m->seg_decay, m->n_seg, &q, m->opt,
                         m->stream, err));
-    return lb_gpu_opt_finish(m->opt, &q, m->stream, err);
+    LB_TRY(lb_gpu_opt_finish(m->opt, &q, m->stream, err));
+    return refresh_lm_head(m, err);
 }
 
 #endif

@@ -36,6 +36,7 @@ typedef struct {
     bool recompute;         /* rebuild norm outputs and MLP activations in backward */
     bool tf32;              /* fp32 matmuls may use TF32 */
     int attn_scalar;        /* 1: always the scalar attention kernels (tests) */
+    int no_fused_gelu;      /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */
     int max_loss_slots;     /* device slots for per-step mean losses */
 } lb_gpu_model_params;
 

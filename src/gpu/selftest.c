@@ -330,6 +330,29 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
         compare(c, "matmul.bwd.dinp", shape, pr, gdx, dx, ni);
         compare(c, "matmul.bwd.dweight", shape, pr, gdw, dw, nw);
         compare(c, "matmul.bwd.dbias", shape, pr, gdb, db, OC);
+        /* GELU epilogues: forward D = gelu(x W^T + b) with aux = pre-activation; backward
+         * D = (dout W) * gelu'(aux) */
+        float *gelu = hnew(no), *dpre = hnew(ni);
+        lb_ref_gelu_forward(gelu, ref, (int64_t)no);
+        void *d_aux = dev(c, no * es);
+        g.epilogue = LB_EPI_GELU_AUX_BIAS, g.aux = d_aux;
+        check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
+        down(c, out, d_out, no, pr->dt);
+        compare(c, "matmul.fwd+bias+gelu", shape, pr, out, gelu, no);
+        down(c, out, d_aux, no, pr->dt);
+        compare(c, "matmul.fwd.gelu_aux", shape, pr, out, ref, no);
+        if (IC == OC) { /* DGELU needs aux shaped like D: [N, IC] */
+            float *pre = hnew(ni);
+            randn(c, pre, ni, 1.5f);
+            void *d_pre = up(c, pre, ni, pr->dt);
+            lb_ref_gelu_backward(dpre, pre, dx, (int64_t)ni);
+            gi.epilogue = LB_EPI_DGELU, gi.aux = d_pre;
+            check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
+            down(c, gdx, d_dx, ni, pr->dt);
+            compare(c, "matmul.bwd.dgelu", shape, pr, gdx, dpre, ni);
+            free(pre);
+        }
+        free(gelu), free(dpre);
     }
     release(c);
     free(x), free(w), free(b), free(dout), free(ref), free(out), free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb);
@@ -515,9 +538,11 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
 
 /* ---- whole model --------------------------------------------------------------------------- */
 
-static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, int B, int T) {
+static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, int B, int T,
+                        bool recompute, bool plain) {
     char shape[56];
-    snprintf(shape, sizeof shape, "%s B%d T%d", cfg->name, B, T);
+    snprintf(shape, sizeof shape, "%s B%d T%d%s%s", cfg->name, B, T, recompute ? " recomp" : "",
+             plain ? " plain" : "");
     lb_model cpu;
     lb_err e2;
     if (lb_model_init(&cpu, cfg, B, T, lb_rng_next(&c->rng), &e2) != LB_OK) {
@@ -526,7 +551,8 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
     }
     int64_t np = cpu.n_params;
     enum { STEPS = 10 };
-    lb_gpu_model_params gp = {.B = B, .T = T, .precision = pr->prec, .max_loss_slots = STEPS + 1};
+    lb_gpu_model_params gp = {.B = B, .T = T, .precision = pr->prec, .max_loss_slots = STEPS + 1,
+                              .recompute = recompute, .attn_scalar = plain, .no_fused_gelu = plain};
     lb_gpu_model *gm = NULL;
     float *grads = hnew(np);
     int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
@@ -625,7 +651,8 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         }
         if (wanted(&c, "matmul")) {
             check_matmul(&c, pr, blas, 96, 64, 200);
-            check_matmul(&c, pr, blas, 64, 256, 50);
+            check_matmul(&c, pr, blas, 64, 256, 56);
+            check_matmul(&c, pr, blas, 128, 192, 192);
         }
         if (wanted(&c, "attention")) {
             check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_AUTO);
@@ -649,10 +676,13 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         lb_model_config_preset("gpt2-tiny", &tiny_g, &e);
         lb_model_config_preset("llama-tiny", &tiny_l, &e);
         for (int k = 0; k < 3 && c.st == LB_OK; k++) {
-            check_model(&c, &PRECS[k], &gpt, 2, 128);
-            check_model(&c, &PRECS[k], &llama, 2, 128);
-            check_model(&c, &PRECS[k], &tiny_g, 4, 32);
-            check_model(&c, &PRECS[k], &tiny_l, 3, 20);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, false, false);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, true, false);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, false, true);
+            check_model(&c, &PRECS[k], &llama, 2, 128, false, false);
+            check_model(&c, &PRECS[k], &llama, 2, 128, true, false);
+            check_model(&c, &PRECS[k], &tiny_g, 4, 32, false, false);
+            check_model(&c, &PRECS[k], &tiny_l, 3, 20, false, false);
         }
     }
     lb_gpu_blas_free(blas);
