@@ -48,6 +48,16 @@ template <> struct mma_op<__half> {
     }
 };
 
+/* Two adjacent 16x8 accumulator tiles (keys 0-7 and 8-15 of a 16-key step) as the A
+ * fragment of the next product, rounded to T. */
+template <typename T>
+__device__ __forceinline__ void afrag_from_c(uint32_t a[4], const float c0[4], const float c1[4]) {
+    a[0] = mma_op<T>::pack(c0[0], c0[1]);
+    a[1] = mma_op<T>::pack(c0[2], c0[3]);
+    a[2] = mma_op<T>::pack(c1[0], c1[1]);
+    a[3] = mma_op<T>::pack(c1[2], c1[3]);
+}
+
 __device__ __forceinline__ void ldsm_x2_trans(uint32_t &r0, uint32_t &r1, const void *p) {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
@@ -168,10 +178,8 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int T_, int NH, int NKV) {
         }
 #pragma unroll
         for (int kk = 0; kk < TILE / 16; kk++) {
-            uint32_t a[4] = {mma_op<T>::pack(sc[2 * kk][0], sc[2 * kk][1]),
-                             mma_op<T>::pack(sc[2 * kk][2], sc[2 * kk][3]),
-                             mma_op<T>::pack(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                             mma_op<T>::pack(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+            uint32_t a[4];
+                afrag_from_c<T>(a, sc[2 * kk], sc[2 * kk + 1]);
 #pragma unroll
             for (int d = 0; d < HD / 8; d++) {
                 uint32_t b0, b1;
@@ -266,10 +274,8 @@ attn_bwd_kv_mma_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse,
             /* dV_w += P^T dO */
 #pragma unroll
             for (int kk = 0; kk < TILE / 16; kk++) {
-                uint32_t a[4] = {mma_op<T>::pack(st[2 * kk][0], st[2 * kk][1]),
-                                 mma_op<T>::pack(st[2 * kk][2], st[2 * kk][3]),
-                                 mma_op<T>::pack(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                                 mma_op<T>::pack(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+                uint32_t a[4];
+                afrag_from_c<T>(a, st[2 * kk], st[2 * kk + 1]);
 #pragma unroll
                 for (int d = 0; d < HD / 8; d++) {
                     uint32_t b0, b1;
@@ -296,10 +302,8 @@ attn_bwd_kv_mma_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse,
             /* dK_w += dS^T Q (scale applied at the end) */
 #pragma unroll
             for (int kk = 0; kk < TILE / 16; kk++) {
-                uint32_t a[4] = {mma_op<T>::pack(ds[2 * kk][0], ds[2 * kk][1]),
-                                 mma_op<T>::pack(ds[2 * kk][2], ds[2 * kk][3]),
-                                 mma_op<T>::pack(ds[2 * kk + 1][0], ds[2 * kk + 1][1]),
-                                 mma_op<T>::pack(ds[2 * kk + 1][2], ds[2 * kk + 1][3])};
+                uint32_t a[4];
+                afrag_from_c<T>(a, ds[2 * kk], ds[2 * kk + 1]);
 #pragma unroll
                 for (int d = 0; d < HD / 8; d++) {
                     uint32_t b0, b1;
@@ -385,10 +389,8 @@ attn_bwd_q_mma_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, co
         }
 #pragma unroll
         for (int kk = 0; kk < TILE / 16; kk++) {
-            uint32_t a[4] = {mma_op<T>::pack(ds[2 * kk][0], ds[2 * kk][1]),
-                             mma_op<T>::pack(ds[2 * kk][2], ds[2 * kk][3]),
-                             mma_op<T>::pack(ds[2 * kk + 1][0], ds[2 * kk + 1][1]),
-                             mma_op<T>::pack(ds[2 * kk + 1][2], ds[2 * kk + 1][3])};
+            uint32_t a[4];
+                afrag_from_c<T>(a, ds[2 * kk], ds[2 * kk + 1]);
 #pragma unroll
             for (int d = 0; d < HD / 8; d++) {
                 uint32_t b0, b1;
