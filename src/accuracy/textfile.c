@@ -172,6 +172,14 @@ lb_status lb_textfile_read(const char *path, lb_textfile_role role, lb_textfile 
         free(buf);
         return lb_fail(err, LB_ERR_USAGE, "cannot read %s: read error", path);
     }
+    lb_status st = lb_textfile_parse(buf, n, path, role, out, err);
+    free(buf);
+    return st;
+}
+
+lb_status lb_textfile_parse(const char *buf, size_t n, const char *name, lb_textfile_role role,
+                            lb_textfile *out, lb_err *err) {
+    memset(out, 0, sizeof *out);
     size_t first = 0;
     while (first < n && strchr(" \t\r\n\f\v", buf[first]) != NULL && buf[first] != '\0') first++;
     char c = first < n ? buf[first] : '\0';
@@ -179,15 +187,14 @@ lb_status lb_textfile_read(const char *path, lb_textfile_role role, lb_textfile 
     lb_status st;
     if (c == '{' || c == '"') {
         out->format = "jsonl";
-        st = read_jsonl(path, buf, n, role, out, &text_cap, err);
+        st = read_jsonl(name, buf, n, role, out, &text_cap, err);
     } else if (c == '[') {
         out->format = "json";
-        st = read_json_array(path, buf, n, role, out, &text_cap, err);
+        st = read_json_array(name, buf, n, role, out, &text_cap, err);
     } else {
         out->format = "lines";
-        st = read_lines(path, buf, n, out, &text_cap, err);
+        st = read_lines(name, buf, n, out, &text_cap, err);
     }
-    free(buf);
     if (st != LB_OK) lb_textfile_free(out);
     return st;
 }

@@ -38,6 +38,10 @@ typedef struct {
  * message names the file and line) or LB_ERR_NOMEM; *out is then empty. */
 lb_status lb_textfile_read(const char *path, lb_textfile_role role, lb_textfile *out,
                            lb_err *err);
+/* The same for a file already in memory, buf[0..n) (need not be NUL-terminated); name
+ * labels messages in place of the path. */
+lb_status lb_textfile_parse(const char *buf, size_t n, const char *name, lb_textfile_role role,
+                            lb_textfile *out, lb_err *err);
 void lb_textfile_free(lb_textfile *f);
 
 #endif
