@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-asan clean
+.PHONY: all deps build run test test-asan fuzz clean
 
 all: build
 
@@ -31,5 +31,20 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
+# Every libFuzzer target of tests/fuzz for FUZZ_SECONDS each (needs clang; not part of CI,
+# which replays the seed corpora in `make test`). New inputs go to $(FUZZ_BUILD)/corpus/,
+# a crashing input to $(FUZZ_BUILD)/crash-*.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DLB_FUZZ=ON -DLB_ENABLE_CUDA=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz
+	for dir in tests/fuzz/corpus/*/; do name=$$(basename $$dir); \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$name && \
+		$(FUZZ_BUILD)/tests/fuzz/fuzz_$$name -max_total_time=$(FUZZ_SECONDS) \
+			-artifact_prefix=$(FUZZ_BUILD)/ $(FUZZ_BUILD)/corpus/$$name $$dir || exit 1; \
+	done
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
