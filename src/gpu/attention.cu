@@ -5,12 +5,13 @@
  *   B (16x8, k x n): b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., n g)
  *   C (16x8): c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1)
  * so two adjacent C tiles of a score matrix are exactly the A fragment of the next
- * product (P V): probabilities never leave registers in the forward. A B operand stored
- * [n][k] (K for Q K^T) is read with 32-bit shared loads; one stored [k][n] (V for P V) with
- * ldmatrix.trans. Softmax runs in base 2 (scores pre-multiplied by log2 e / sqrt(HD)).
- * Tiles go global -> shared with 16-byte loads; rows are padded by 8 elements so the
- * fragment loads hit 32 distinct banks. Backward is two kernels (dK/dV per key tile, dQ
- * per query tile) so that no gradient needs atomics; each recomputes the probabilities. */
+ * product (P V): probabilities never leave registers. Every shared operand is read with
+ * ldmatrix.x4 (.trans where it is stored [k][n]); rows are padded by 8 elements so the
+ * eight rows of each 8x8 matrix hit distinct banks. Tiles go global -> shared through
+ * cp.async in a two-stage pipeline. Softmax runs in base 2 (scores times log2 e /
+ * sqrt(HD)); only tiles that cross the diagonal or the sequence end are masked. Backward
+ * is one kernel per key block (dK, dV in registers) whose dQ contributions are added with
+ * fp32 atomics, so dQ's summation order, and its last bits, can vary between runs. */
 #include "gpu/attention.cuh"
 #include "gpu/common.cuh"
 
@@ -48,7 +49,7 @@ template <> struct mma_op<__half> {
     }
 };
 
-/* Two adjacent 16x8 accumulator tiles (keys 0-7 and 8-15 of a 16-key step) as the A
+/* Two adjacent 16x8 accumulator tiles (columns 0-7 and 8-15 of a 16-wide step) as the A
  * fragment of the next product, rounded to T. */
 template <typename T>
 __device__ __forceinline__ void afrag_from_c(uint32_t a[4], const float c0[4], const float c1[4]) {
@@ -58,10 +59,10 @@ __device__ __forceinline__ void afrag_from_c(uint32_t a[4], const float c0[4], c
     a[3] = mma_op<T>::pack(c1[2], c1[3]);
 }
 
-__device__ __forceinline__ void ldsm_x2_trans(uint32_t &r0, uint32_t &r1, const void *p) {
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-                 : "=r"(r0), "=r"(r1)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
 __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p) {
@@ -70,245 +71,346 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
-__device__ __forceinline__ uint32_t lds32(const void *p) { return *(const uint32_t *)p; }
 
-#define TILE 64 /* queries and keys per tile */
+/* Asynchronous global -> shared copies; an invalid source copies nothing and zero-fills. */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid) {
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+                 "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
-/* rows [row0, row0+64) of a [*, ld] matrix (columns col0..col0+HD) into s[64][HD+8];
- * rows at or past n_rows are zero. */
-template <typename T, int HD>
-__device__ __forceinline__ void load_tile(T *s, const T *g, int64_t ld, int row0, int n_rows) {
-    constexpr int VPR = HD / 8, LDS = HD + 8;
-    for (int i = threadIdx.x; i < TILE * VPR; i += blockDim.x) {
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+#define HDM 64   /* the tensor-core path's head size */
+#define LDS 72   /* shared row stride in elements: HDM + 8 */
+#define KT 64    /* forward: keys per tile */
+#define FQ 128   /* forward: queries per block, 16 per warp */
+#define BK 128   /* backward: keys per block, 16 per warp */
+#define BQ 64    /* backward: queries per tile */
+
+/* Starts copying rows [row0, row0+ROWS) of a [*, ld] matrix (HDM columns from g) into
+ * s[ROWS][LDS]; rows at or past n_rows become zero. */
+template <typename T, int ROWS>
+__device__ __forceinline__ void tile_async(T *s, const T *g, int64_t ld, int row0, int n_rows) {
+    constexpr int VPR = HDM / 8;
+    for (int i = threadIdx.x; i < ROWS * VPR; i += blockDim.x) {
         int r = i / VPR, c = (i % VPR) * 8;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (row0 + r < n_rows) v = *(const uint4 *)(g + (int64_t)(row0 + r) * ld + c);
-        *(uint4 *)(s + r * LDS + c) = v;
+        bool ok = row0 + r < n_rows;
+        cp_async16(s + r * LDS + c, g + (int64_t)(ok ? row0 + r : 0) * ld + c, ok);
     }
 }
 
-/* A fragments of rows r0..r0+15 of a [*][LDS] shared tile, k = 16 ks .. 16 ks + 15. */
-template <int LDS, typename T>
-__device__ __forceinline__ void load_afrag(uint32_t a[4], const T *s, int r0, int ks, int g,
-                                           int t) {
-    const T *p = s + (r0 + g) * LDS + ks * 16 + 2 * t;
-    a[0] = lds32(p);
-    a[1] = lds32(p + 8 * LDS);
-    a[2] = lds32(p + 8);
-    a[3] = lds32(p + 8 * LDS + 8);
+/* A fragments (16 rows from r0, all HDM columns) of a [*][LDS] shared tile. */
+template <typename T>
+__device__ __forceinline__ void afrags(uint32_t a[HDM / 16][4], const T *s, int r0, int lane) {
+#pragma unroll
+    for (int ks = 0; ks < HDM / 16; ks++)
+        ldsm_x4(a[ks], s + (r0 + (lane & 15)) * LDS + ks * 16 + (lane >> 4) * 8);
 }
 
-template <typename T, int HD>
-__global__ void __launch_bounds__(128)
+/* acc[nt] += A (16 x HDM) * S^T for the 8 rows nt*8.. of a [rows][LDS] shared tile S: the
+ * product of A with 64 rows of S (keys for Q K^T, queries for K Q^T). */
+template <typename T>
+__device__ __forceinline__ void mma_abt(float acc[8][4], const uint32_t a[HDM / 16][4],
+                                        const T *s, int lane) {
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+        uint32_t b[8];
+        const T *p = s + (nt * 8 + (lane & 7)) * LDS + (lane >> 3) * 8;
+        ldsm_x4(b, p);
+        ldsm_x4(b + 4, p + 32);
+        mma_op<T>::run(acc[nt], a[0], b[0], b[1]);
+        mma_op<T>::run(acc[nt], a[1], b[2], b[3]);
+        mma_op<T>::run(acc[nt], a[2], b[4], b[5]);
+        mma_op<T>::run(acc[nt], a[3], b[6], b[7]);
+    }
+}
+
+/* acc[d] += P (16 x 64, accumulator layout) * S (64 rows x HDM) for a [64][LDS] shared
+ * tile S (V for P V, dO for P^T dO, Q for dS^T Q): P is the A operand straight from
+ * registers, S's fragments come through ldmatrix.trans. */
+template <typename T>
+__device__ __forceinline__ void mma_pv(float acc[8][4], const float p[8][4], const T *s,
+                                       int lane) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t a[4];
+        afrag_from_c<T>(a, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, s + (kk * 16 + (lane & 15)) * LDS + (2 * dp + (lane >> 4)) * 8);
+            mma_op<T>::run(acc[2 * dp], a, b[0], b[1]);
+            mma_op<T>::run(acc[2 * dp + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+static __device__ __forceinline__ void zero8x4(float x[8][4]) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
+}
+
+/* Forward: one block per 128 queries of one head, warp w owning queries w*16..w*16+15.
+ * K/V tiles of 64 keys stream through a two-stage cp.async pipeline; only tiles that
+ * cross the diagonal or the sequence end are masked, and a warp skips tiles wholly above
+ * its diagonal. */
+template <typename T>
+__global__ void __launch_bounds__(256, 2)
 attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int T_, int NH, int NKV) {
-    constexpr int LDS = HD + 8;
     extern __shared__ __align__(16) unsigned char smem[];
-    T *sQ = (T *)smem, *sK = sQ + TILE * LDS, *sV = sK + TILE * LDS;
+    T *sQ = (T *)smem, *sK = sQ + FQ * LDS, *sV = sK + 2 * KT * LDS;
     int qt = gridDim.x - 1 - blockIdx.x; /* the longest tiles first */
     int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
-    int64_t W = (int64_t)(NH + 2 * NKV) * HD;
+    int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
     const T *base = qkv + (int64_t)b * T_ * W;
-    int q0 = qt * TILE;
+    const T *gK = base + (NH + kvh) * HDM, *gV = base + (NH + NKV + kvh) * HDM;
+    int q0 = qt * FQ;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int n_kt = (min(q0 + FQ, T_) + KT - 1) / KT;
+    int wq0 = q0 + warp * 16;
+    int qrow[2] = {wq0 + g, wq0 + g + 8};
+    const float sl2 = rsqrtf((float)HDM) * LOG2E;
 
-    load_tile<T, HD>(sQ, base + h * HD, W, q0, T_);
-    __syncthreads();
-    uint32_t qf[HD / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < HD / 16; ks++) load_afrag<LDS>(qf[ks], sQ, warp * 16, ks, g, t);
+    tile_async<T, FQ>(sQ, base + h * HDM, W, q0, T_);
+    tile_async<T, KT>(sK, gK, W, 0, T_);
+    tile_async<T, KT>(sV, gV, W, 0, T_);
+    cp_async_commit();
 
-    float o[HD / 8][4];
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    uint32_t qf[HDM / 16][4];
+    float o[8][4];
+    zero8x4(o);
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
-    const float sl2 = rsqrtf((float)HD) * LOG2E;
-    int qrow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    int kend = min(q0 + TILE, T_);
-    for (int k0 = 0; k0 < kend; k0 += TILE) {
+    for (int j = 0; j < n_kt; j++) {
+        if (j + 1 < n_kt) {
+            int nb = (j + 1) & 1;
+            tile_async<T, KT>(sK + nb * KT * LDS, gK, W, (j + 1) * KT, T_);
+            tile_async<T, KT>(sV + nb * KT * LDS, gV, W, (j + 1) * KT, T_);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
-        load_tile<T, HD>(sK, base + (NH + kvh) * HD, W, k0, T_);
-        load_tile<T, HD>(sV, base + (NH + NKV + kvh) * HD, W, k0, T_);
+        if (j == 0) afrags(qf, sQ, warp * 16, lane);
+        int k0 = j * KT;
+        if (k0 <= wq0 + 15 && wq0 < T_) {
+            const T *cK = sK + (j & 1) * KT * LDS, *cV = sV + (j & 1) * KT * LDS;
+            float sc[8][4];
+            zero8x4(sc);
+            mma_abt<T>(sc, qf, cK, lane);
+            if (k0 + KT - 1 > wq0 || k0 + KT > T_) {
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int key = k0 + nt * 8 + 2 * t + (e & 1);
+                        if (key > qrow[e >> 1] || key >= T_) sc[nt][e] = -INFINITY;
+                    }
+            }
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                mx[0] = fmaxf(mx[0], fmaxf(sc[nt][0], sc[nt][1]));
+                mx[1] = fmaxf(mx[1], fmaxf(sc[nt][2], sc[nt][3]));
+            }
+            float corr[2], ms[2], ls[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+                float mnew = fmaxf(mrow[i], mx[i] * sl2);
+                ms[i] = mnew == -INFINITY ? 0.0f : mnew;
+                corr[i] = fast_exp2(mrow[i] - ms[i]);
+                mrow[i] = mnew;
+            }
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = fast_exp2(fmaf(sc[nt][e], sl2, -ms[e >> 1]));
+                    sc[nt][e] = p;
+                    ls[e >> 1] += p;
+                }
+#pragma unroll
+            for (int i = 0; i < 2; i++) lrow[i] = lrow[i] * corr[i] + ls[i];
+#pragma unroll
+            for (int d = 0; d < 8; d++) {
+                o[d][0] *= corr[0];
+                o[d][1] *= corr[0];
+                o[d][2] *= corr[1];
+                o[d][3] *= corr[1];
+            }
+            mma_pv<T>(o, sc, cV, lane);
+        }
         __syncthreads();
-        float sc[TILE / 8][4];
-#pragma unroll
-        for (int nt = 0; nt < TILE / 8; nt++) {
-            sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
-#pragma unroll
-            for (int ks = 0; ks < HD / 16; ks++) {
-                const T *p = sK + (nt * 8 + g) * LDS + ks * 16 + 2 * t;
-                mma_op<T>::run(sc[nt], qf[ks], lds32(p), lds32(p + 8));
-            }
-        }
-        float mx[2] = {mrow[0], mrow[1]};
-#pragma unroll
-        for (int nt = 0; nt < TILE / 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = k0 + nt * 8 + 2 * t + (e & 1);
-                float v = sc[nt][e] * sl2;
-                if (key > qrow[e >> 1] || key >= T_) v = -INFINITY;
-                sc[nt][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
-            }
-        float corr[2], ms[2], ls[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-            ms[i] = mx[i] == -INFINITY ? 0.0f : mx[i];
-            corr[i] = exp2f(mrow[i] - ms[i]);
-            mrow[i] = mx[i];
-        }
-#pragma unroll
-        for (int nt = 0; nt < TILE / 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = exp2f(sc[nt][e] - ms[e >> 1]);
-                sc[nt][e] = p;
-                ls[e >> 1] += p;
-            }
-#pragma unroll
-        for (int i = 0; i < 2; i++) lrow[i] = lrow[i] * corr[i] + ls[i];
-#pragma unroll
-        for (int d = 0; d < HD / 8; d++) {
-            o[d][0] *= corr[0];
-            o[d][1] *= corr[0];
-            o[d][2] *= corr[1];
-            o[d][3] *= corr[1];
-        }
-#pragma unroll
-        for (int kk = 0; kk < TILE / 16; kk++) {
-            uint32_t a[4];
-                afrag_from_c<T>(a, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-            for (int d = 0; d < HD / 8; d++) {
-                uint32_t b0, b1;
-                ldsm_x2_trans(b0, b1, sV + (kk * 16 + (lane & 15)) * LDS + d * 8);
-                mma_op<T>::run(o[d], a, b0, b1);
-            }
-        }
     }
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         lrow[i] += __shfl_xor_sync(0xffffffffu, lrow[i], 1);
         lrow[i] += __shfl_xor_sync(0xffffffffu, lrow[i], 2);
     }
-    int64_t ldo = (int64_t)NH * HD;
+    int64_t ldo = (int64_t)NH * HDM;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         if (qrow[i] >= T_) continue;
         float inv = 1.0f / lrow[i];
-        T *orow = out + ((int64_t)b * T_ + qrow[i]) * ldo + h * HD;
+        T *orow = out + ((int64_t)b * T_ + qrow[i]) * ldo + h * HDM;
 #pragma unroll
-        for (int d = 0; d < HD / 8; d++)
+        for (int d = 0; d < 8; d++)
             *(uint32_t *)(orow + d * 8 + 2 * t) =
                 mma_op<T>::pack(o[d][2 * i] * inv, o[d][2 * i + 1] * inv);
         if (t == 0) lse[((int64_t)b * NH + h) * T_ + qrow[i]] = mrow[i] * LN2 + logf(lrow[i]);
     }
 }
 
-/* dK, dV per 64-key tile; warp w owns keys w*16..w*16+15, whose dK and dV stay in
- * registers over every query tile of every head of the group. It works on transposed
- * scores (S^T = K Q^T) so that P^T and dS^T are A operands straight from registers. */
-template <typename T, int HD>
-__global__ void __launch_bounds__(128)
-attn_bwd_kv_mma_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse,
-                       const float *Dsum, int T_, int NH, int NKV) {
-    constexpr int LDS = HD + 8;
+/* Backward: one block per 128 keys of one kv head, warp w owning keys w*16..w*16+15, whose
+ * dK and dV stay in registers over every 64-query tile of every query head of the group
+ * (Q, dO, lse and D tiles stream through a two-stage cp.async pipeline). The block works
+ * on transposed scores (S^T = K Q^T), so P^T and dS^T are A operands straight from
+ * registers; dS^T also goes to shared memory, from which the block forms the tile's dQ
+ * contribution (dS K) and adds it into an fp32 accumulator [B,T,NH,HD] with vector
+ * atomics. A later pass scales and rounds dQ into dqkv. */
+template <typename T>
+__global__ void __launch_bounds__(256, 1)
+attn_bwd_mma_kernel(T *dqkv, float *dq_acc, const T *dout, const T *qkv, const float *lse,
+                    const float *Dsum, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) unsigned char smem[];
-    T *sK = (T *)smem, *sV = sK + TILE * LDS, *sQ = sV + TILE * LDS, *sdO = sQ + TILE * LDS;
-    float *sL = (float *)(sdO + TILE * LDS), *sD = sL + TILE;
-    int kt = blockIdx.x, kvh = blockIdx.y, b = blockIdx.z, G = NH / NKV;
-    int64_t W = (int64_t)(NH + 2 * NKV) * HD, ldo = (int64_t)NH * HD;
+    T *sK = (T *)smem, *sV = sK + BK * LDS, *sQ = sV + BK * LDS, *sdO = sQ + 2 * BQ * LDS;
+    T *sdS = sdO + 2 * BQ * LDS; /* dS^T [BK][LDS] (query columns) */
+    float *sL = (float *)(sdS + BK * LDS), *sD = sL + 2 * BQ;
+    int kvh = blockIdx.y, b = blockIdx.z, G = NH / NKV;
+    int64_t W = (int64_t)(NH + 2 * NKV) * HDM, ldo = (int64_t)NH * HDM;
     const T *base = qkv + (int64_t)b * T_ * W;
-    int k0 = kt * TILE;
+    int k0 = blockIdx.x * BK;
+    int nq = (T_ - k0 + BQ - 1) / BQ, n_it = G * nq;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const float scale = rsqrtf((float)HD), sl2 = scale * LOG2E;
+    int kw0 = k0 + warp * 16;
+    int key[2] = {kw0 + g, kw0 + g + 8};
+    const float scale = rsqrtf((float)HDM), sl2 = scale * LOG2E;
 
-    load_tile<T, HD>(sK, base + (NH + kvh) * HD, W, k0, T_);
-    load_tile<T, HD>(sV, base + (NH + NKV + kvh) * HD, W, k0, T_);
-    __syncthreads();
-    uint32_t kf[HD / 16][4], vf[HD / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < HD / 16; ks++) {
-        load_afrag<LDS>(kf[ks], sK, warp * 16, ks, g, t);
-        load_afrag<LDS>(vf[ks], sV, warp * 16, ks, g, t);
-    }
-    float dk[HD / 8][4], dv[HD / 8][4];
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) dk[i][e] = dv[i][e] = 0.0f;
-    int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+    tile_async<T, BK>(sK, base + (NH + kvh) * HDM, W, k0, T_);
+    tile_async<T, BK>(sV, base + (NH + NKV + kvh) * HDM, W, k0, T_);
+    /* stage `it` of the query stream into buffer it & 1 */
+    auto issue = [&](int it) {
+        int h = kvh * G + it / nq, q0 = k0 + (it % nq) * BQ, buf = it & 1;
+        tile_async<T, BQ>(sQ + buf * BQ * LDS, base + h * HDM, W, q0, T_);
+        tile_async<T, BQ>(sdO + buf * BQ * LDS, dout + (int64_t)b * T_ * ldo + h * HDM, ldo, q0,
+                          T_);
+        int i = threadIdx.x;
+        if (i < 2 * BQ) {
+            int r = i & (BQ - 1), q = q0 + r;
+            const float *src = (i < BQ ? lse : Dsum) + ((int64_t)b * NH + h) * T_;
+            cp_async4((i < BQ ? sL : sD) + buf * BQ + r, src + (q < T_ ? q : 0), q < T_);
+        }
+        cp_async_commit();
+    };
+    issue(0);
 
-    for (int hh = 0; hh < G; hh++) {
-        int h = kvh * G + hh;
-        for (int q0 = k0; q0 < T_; q0 += TILE) {
-            __syncthreads();
-            load_tile<T, HD>(sQ, base + h * HD, W, q0, T_);
-            load_tile<T, HD>(sdO, dout + (int64_t)b * T_ * ldo + h * HD, ldo, q0, T_);
-            for (int i = threadIdx.x; i < TILE; i += blockDim.x) {
-                int q = q0 + i;
-                int64_t idx = ((int64_t)b * NH + h) * T_ + q;
-                sL[i] = q < T_ ? lse[idx] * LOG2E : INFINITY;
-                sD[i] = q < T_ ? Dsum[idx] : 0.0f;
-            }
-            __syncthreads();
-            /* S^T = K_w Q^T (16 keys x 64 queries), then P^T */
-            float st[TILE / 8][4];
+    uint32_t kf[HDM / 16][4], vf[HDM / 16][4];
+    float dk[8][4], dv[8][4];
+    zero8x4(dk);
+    zero8x4(dv);
+    for (int it = 0; it < n_it; it++) {
+        if (it + 1 < n_it) {
+            issue(it + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (it == 0) {
+            afrags(kf, sK, warp * 16, lane);
+            afrags(vf, sV, warp * 16, lane);
+        }
+        int h = kvh * G + it / nq, q0 = k0 + (it % nq) * BQ, buf = it & 1;
+        const T *cQ = sQ + buf * BQ * LDS, *cdO = sdO + buf * BQ * LDS;
+        const float *cL = sL + buf * BQ, *cD = sD + buf * BQ;
+        int n_kk = min(BK / 16, (q0 + BQ - k0) / 16); /* 16-key groups below the diagonal */
+        if (warp < n_kk) {
+            float st[8][4];
+            zero8x4(st);
+            mma_abt<T>(st, kf, cQ, lane);
+            bool diag = q0 < kw0 + 15;
 #pragma unroll
-            for (int nt = 0; nt < TILE / 8; nt++) {
-                st[nt][0] = st[nt][1] = st[nt][2] = st[nt][3] = 0.0f;
-#pragma unroll
-                for (int ks = 0; ks < HD / 16; ks++) {
-                    const T *p = sQ + (nt * 8 + g) * LDS + ks * 16 + 2 * t;
-                    mma_op<T>::run(st[nt], kf[ks], lds32(p), lds32(p + 8));
-                }
+            for (int nt = 0; nt < 8; nt++) {
+                float2 L = *(const float2 *)(cL + nt * 8 + 2 * t);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    int ql = nt * 8 + 2 * t + (e & 1);
-                    int q = q0 + ql;
-                    st[nt][e] = (q >= key[e >> 1]) ? exp2f(st[nt][e] * sl2 - sL[ql]) : 0.0f;
+                    int q = q0 + nt * 8 + 2 * t + (e & 1);
+                    float p = fast_exp2(fmaf(st[nt][e], sl2, -((e & 1) ? L.y : L.x) * LOG2E));
+                    st[nt][e] = (diag && q < key[e >> 1]) ? 0.0f : p;
                 }
             }
-            /* dV_w += P^T dO */
+            mma_pv<T>(dv, st, cdO, lane); /* dV += P^T dO */
+            float ds[8][4];
+            zero8x4(ds);
+            mma_abt<T>(ds, vf, cdO, lane); /* dP^T = V dO^T */
 #pragma unroll
-            for (int kk = 0; kk < TILE / 16; kk++) {
-                uint32_t a[4];
-                afrag_from_c<T>(a, st[2 * kk], st[2 * kk + 1]);
+            for (int nt = 0; nt < 8; nt++) {
+                float2 D = *(const float2 *)(cD + nt * 8 + 2 * t);
+                ds[nt][0] = st[nt][0] * (ds[nt][0] - D.x);
+                ds[nt][1] = st[nt][1] * (ds[nt][1] - D.y);
+                ds[nt][2] = st[nt][2] * (ds[nt][2] - D.x);
+                ds[nt][3] = st[nt][3] * (ds[nt][3] - D.y);
+            }
+            mma_pv<T>(dk, ds, cQ, lane); /* dK += dS^T Q (scale applied at the end) */
+            T *srow = sdS + (warp * 16 + g) * LDS + 2 * t;
 #pragma unroll
-                for (int d = 0; d < HD / 8; d++) {
-                    uint32_t b0, b1;
-                    ldsm_x2_trans(b0, b1, sdO + (kk * 16 + (lane & 15)) * LDS + d * 8);
-                    mma_op<T>::run(dv[d], a, b0, b1);
+            for (int nt = 0; nt < 8; nt++) {
+                *(uint32_t *)(srow + nt * 8) = mma_op<T>::pack(ds[nt][0], ds[nt][1]);
+                *(uint32_t *)(srow + 8 * LDS + nt * 8) = mma_op<T>::pack(ds[nt][2], ds[nt][3]);
+            }
+        }
+        __syncthreads();
+        /* dQ tile (64 queries x 64) += dS (queries x keys) K: warp w takes queries
+         * (w & 3) * 16.. and head columns (w >> 2) * 32.. */
+        {
+            int mq = (warp & 3) * 16, dc = (warp >> 2) * 32;
+            float dq[4][4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                if (kk < n_kk) {
+                    uint32_t a[4], bk[4];
+                    ldsm_x4_trans(a, sdS + (kk * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + mq +
+                                         ((lane >> 3) & 1) * 8);
+#pragma unroll
+                    for (int dp = 0; dp < 2; dp++) {
+                        ldsm_x4_trans(bk, sK + (kk * 16 + (lane & 15)) * LDS + dc +
+                                              (2 * dp + (lane >> 4)) * 8);
+                        mma_op<T>::run(dq[2 * dp], a, bk[0], bk[1]);
+                        mma_op<T>::run(dq[2 * dp + 1], a, bk[2], bk[3]);
+                    }
                 }
             }
-            /* dP^T = V_w dO^T, then dS^T = P^T (dP^T - D) */
-            float ds[TILE / 8][4];
 #pragma unroll
-            for (int nt = 0; nt < TILE / 8; nt++) {
-                ds[nt][0] = ds[nt][1] = ds[nt][2] = ds[nt][3] = 0.0f;
+            for (int i = 0; i < 2; i++) {
+                int q = q0 + mq + g + 8 * i;
+                if (q >= T_) continue;
+                float *row = dq_acc + (((int64_t)b * T_ + q) * NH + h) * HDM + dc + 2 * t;
 #pragma unroll
-                for (int ks = 0; ks < HD / 16; ks++) {
-                    const T *p = sdO + (nt * 8 + g) * LDS + ks * 16 + 2 * t;
-                    mma_op<T>::run(ds[nt], vf[ks], lds32(p), lds32(p + 8));
-                }
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int ql = nt * 8 + 2 * t + (e & 1);
-                    ds[nt][e] = st[nt][e] * (ds[nt][e] - sD[ql]);
-                }
-            }
-            /* dK_w += dS^T Q (scale applied at the end) */
-#pragma unroll
-            for (int kk = 0; kk < TILE / 16; kk++) {
-                uint32_t a[4];
-                afrag_from_c<T>(a, ds[2 * kk], ds[2 * kk + 1]);
-#pragma unroll
-                for (int d = 0; d < HD / 8; d++) {
-                    uint32_t b0, b1;
-                    ldsm_x2_trans(b0, b1, sQ + (kk * 16 + (lane & 15)) * LDS + d * 8);
-                    mma_op<T>::run(dk[d], a, b0, b1);
+                for (int nt = 0; nt < 4; nt++) {
+#if __CUDA_ARCH__ >= 900
+                    atomicAdd((float2 *)(row + nt * 8), make_float2(dq[nt][2 * i], dq[nt][2 * i + 1]));
+#else
+                    atomicAdd(row + nt * 8, dq[nt][2 * i]);
+                    atomicAdd(row + nt * 8 + 1, dq[nt][2 * i + 1]);
+#endif
                 }
             }
         }
@@ -318,95 +420,29 @@ attn_bwd_kv_mma_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse,
         if (key[i] >= T_) continue;
         T *row = dqkv + ((int64_t)b * T_ + key[i]) * W;
 #pragma unroll
-        for (int d = 0; d < HD / 8; d++) {
-            *(uint32_t *)(row + (NH + kvh) * HD + d * 8 + 2 * t) =
+        for (int d = 0; d < 8; d++) {
+            *(uint32_t *)(row + (NH + kvh) * HDM + d * 8 + 2 * t) =
                 mma_op<T>::pack(dk[d][2 * i] * scale, dk[d][2 * i + 1] * scale);
-            *(uint32_t *)(row + (NH + NKV + kvh) * HD + d * 8 + 2 * t) =
+            *(uint32_t *)(row + (NH + NKV + kvh) * HDM + d * 8 + 2 * t) =
                 mma_op<T>::pack(dv[d][2 * i], dv[d][2 * i + 1]);
         }
     }
 }
 
-/* dQ per 64-query tile (the forward's shape): warp w owns queries w*16..w*16+15 and walks
- * the key tiles up to the diagonal, recomputing P and dP; no atomics. */
-template <typename T, int HD>
-__global__ void __launch_bounds__(128)
-attn_bwd_q_mma_kernel(T *dqkv, const T *dout, const T *qkv, const float *lse, const float *Dsum,
-                      int T_, int NH, int NKV) {
-    constexpr int LDS = HD + 8;
-    extern __shared__ __align__(16) unsigned char smem[];
-    T *sQ = (T *)smem, *sdO = sQ + TILE * LDS, *sK = sdO + TILE * LDS, *sV = sK + TILE * LDS;
-    int qt = gridDim.x - 1 - blockIdx.x;
-    int h = blockIdx.y, b = blockIdx.z, kvh = h / (NH / NKV);
-    int64_t W = (int64_t)(NH + 2 * NKV) * HD, ldo = (int64_t)NH * HD;
-    const T *base = qkv + (int64_t)b * T_ * W;
-    int q0 = qt * TILE;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const float scale = rsqrtf((float)HD), sl2 = scale * LOG2E;
-    load_tile<T, HD>(sQ, base + h * HD, W, q0, T_);
-    load_tile<T, HD>(sdO, dout + (int64_t)b * T_ * ldo + h * HD, ldo, q0, T_);
-    __syncthreads();
-    uint32_t qf[HD / 16][4], of[HD / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < HD / 16; ks++) {
-        load_afrag<LDS>(qf[ks], sQ, warp * 16, ks, g, t);
-        load_afrag<LDS>(of[ks], sdO, warp * 16, ks, g, t);
-    }
-    int qrow[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    float L2[2], Dq[2];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        int64_t idx = ((int64_t)b * NH + h) * T_ + qrow[i];
-        L2[i] = qrow[i] < T_ ? lse[idx] * LOG2E : INFINITY;
-        Dq[i] = qrow[i] < T_ ? Dsum[idx] : 0.0f;
-    }
-    float dq[HD / 8][4];
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
-    int kend = min(q0 + TILE, T_);
-    for (int k0 = 0; k0 < kend; k0 += TILE) {
-        __syncthreads();
-        load_tile<T, HD>(sK, base + (NH + kvh) * HD, W, k0, T_);
-        load_tile<T, HD>(sV, base + (NH + NKV + kvh) * HD, W, k0, T_);
-        __syncthreads();
-        float ds[TILE / 8][4];
-#pragma unroll
-        for (int nt = 0; nt < TILE / 8; nt++) {
-            float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int ks = 0; ks < HD / 16; ks++) {
-                const T *pk = sK + (nt * 8 + g) * LDS + ks * 16 + 2 * t;
-                const T *pv = sV + (nt * 8 + g) * LDS + ks * 16 + 2 * t;
-                mma_op<T>::run(sc, qf[ks], lds32(pk), lds32(pk + 8));
-                mma_op<T>::run(dp, of[ks], lds32(pv), lds32(pv + 8));
-            }
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = k0 + nt * 8 + 2 * t + (e & 1);
-                float p = (key <= qrow[e >> 1]) ? exp2f(sc[e] * sl2 - L2[e >> 1]) : 0.0f;
-                ds[nt][e] = p * (dp[e] - Dq[e >> 1]);
-            }
-        }
-#pragma unroll
-        for (int kk = 0; kk < TILE / 16; kk++) {
-            uint32_t a[4];
-                afrag_from_c<T>(a, ds[2 * kk], ds[2 * kk + 1]);
-#pragma unroll
-            for (int d = 0; d < HD / 8; d++) {
-                uint32_t b0, b1;
-                ldsm_x2_trans(b0, b1, sK + (kk * 16 + (lane & 15)) * LDS + d * 8);
-                mma_op<T>::run(dq[d], a, b0, b1);
-            }
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        if (qrow[i] >= T_) continue;
-        T *row = dqkv + ((int64_t)b * T_ + qrow[i]) * W + h * HD;
-#pragma unroll
-        for (int d = 0; d < HD / 8; d++)
-            *(uint32_t *)(row + d * 8 + 2 * t) =
-                mma_op<T>::pack(dq[d][2 * i] * scale, dq[d][2 * i + 1] * scale);
+/* dqkv's query part = scale * dq_acc, four elements per thread. */
+template <typename T>
+__global__ void attn_dq_store_kernel(T *dqkv, const float *dq_acc, int64_t BT, int NH, int NKV,
+                                     float scale) {
+    int64_t n4 = BT * NH * HDM / 4;
+    int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float4 v = ((const float4 *)dq_acc)[i];
+        int64_t e = 4 * i, bt = e / ((int64_t)NH * HDM);
+        T *dst = dqkv + bt * W + e % ((int64_t)NH * HDM);
+        uint2 pk = make_uint2(mma_op<T>::pack(v.x * scale, v.y * scale),
+                              mma_op<T>::pack(v.z * scale, v.w * scale));
+        *(uint2 *)dst = pk;
     }
 }
 
@@ -465,9 +501,10 @@ __global__ void attn_fwd_scalar_kernel(T *out, float *lse, const T *qkv, int T_,
     lse[((int64_t)b * NH + h) * T_ + qi] = m + logf(l);
 }
 
-/* D[b,h,t] = sum_d dout * out, one warp per row. */
+/* D[b,h,t] = sum_d dout * out, one warp per row; also clears that row of the tensor-core
+ * backward's dQ accumulator [B,T,NH,HD] when there is one. */
 template <typename T>
-__global__ void attn_dsum_kernel(float *Dsum, const T *dout, const T *out, int B,
+__global__ void attn_dsum_kernel(float *Dsum, float *dq_acc, const T *dout, const T *out, int B,
                                  int T_, int NH, int HD) {
     int64_t row = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); /* (b, t, h) */
     int lane = threadIdx.x & 31;
@@ -478,6 +515,7 @@ __global__ void attn_dsum_kernel(float *Dsum, const T *dout, const T *out, int B
     float s = 0.0f;
     for (int d = lane; d < HD; d += 32) {
         s += lb_to_f(a[d]) * lb_to_f(o[d]);
+        if (dq_acc) dq_acc[row * HD + d] = 0.0f;
     }
     s = lb_warp_sum(s);
     if (lane == 0) Dsum[((bt / T_) * NH + h) * T_ + bt % T_] = s;
@@ -601,12 +639,16 @@ __global__ void attn_bwd_q_scalar_kernel(T *dqkv, const T *dout, const T *qkv, c
 /* launchers                                                                             */
 
 static bool use_mma(lb_gpu_dtype dt, int HD, lb_gpu_attn_impl impl) {
-    return impl == LB_ATTN_AUTO && dt != LB_DT_F32 && HD == 64;
+    return impl == LB_ATTN_AUTO && dt != LB_DT_F32 && HD == HDM;
+}
+
+/* Scratch: D [B,NH,T] fp32, rounded up to 256 bytes, then the dQ accumulator [B,T,NH,HD]. */
+static size_t dsum_bytes(int B, int T, int NH) {
+    return ((size_t)B * NH * T * sizeof(float) + 255) / 256 * 256;
 }
 
 extern "C" size_t lb_gpu_attention_scratch_bytes(int B, int T, int NH, int HD) {
-    (void)HD;
-    return (size_t)B * NH * T * sizeof(float);
+    return dsum_bytes(B, T, NH) + (size_t)B * T * NH * HD * sizeof(float);
 }
 
 template <typename T, int HD>
@@ -641,31 +683,29 @@ static lb_status bwd_scalar(void *dqkv, float *Dsum, const void *dout, const voi
 template <typename T>
 static lb_status fwd_mma(void *out, float *lse, const void *qkv, int B, int T_, int NH, int NKV,
                          cudaStream_t s, lb_err *err) {
-    constexpr int HD = 64;
-    size_t smem = 3 * TILE * (HD + 8) * sizeof(T);
-    dim3 grid((unsigned)((T_ + TILE - 1) / TILE), (unsigned)NH, (unsigned)B);
-    attn_fwd_mma_kernel<T, HD><<<grid, 128, smem, s>>>((T *)out, lse, (const T *)qkv, T_, NH, NKV);
+    size_t smem = (size_t)(FQ + 4 * KT) * LDS * sizeof(T);
+    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_fwd_mma_kernel<T>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((unsigned)((T_ + FQ - 1) / FQ), (unsigned)NH, (unsigned)B);
+    attn_fwd_mma_kernel<T><<<grid, 256, smem, s>>>((T *)out, lse, (const T *)qkv, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
 
 template <typename T>
-static lb_status bwd_mma(void *dqkv, float *Dsum, const void *dout, const void *qkv,
-                         const float *lse, int B, int T_, int NH, int NKV, cudaStream_t s,
-                         lb_err *err) {
-    constexpr int HD = 64;
-    size_t smem_kv = 4 * TILE * (HD + 8) * sizeof(T) + 2 * TILE * sizeof(float);
-    size_t smem_q = 4 * TILE * (HD + 8) * sizeof(T);
-    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_kv_mma_kernel<T, HD>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv));
-    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_q_mma_kernel<T, HD>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
-    unsigned nt = (unsigned)((T_ + TILE - 1) / TILE);
-    attn_bwd_kv_mma_kernel<T, HD><<<dim3(nt, (unsigned)NKV, (unsigned)B), 128, smem_kv, s>>>(
-        (T *)dqkv, (const T *)dout, (const T *)qkv, lse, Dsum, T_, NH, NKV);
+static lb_status bwd_mma(void *dqkv, float *Dsum, float *dq_acc, const void *dout,
+                         const void *qkv, const float *lse, int B, int T_, int NH, int NKV,
+                         cudaStream_t s, lb_err *err) {
+    size_t smem = (size_t)(3 * BK + 4 * BQ) * LDS * sizeof(T) + 4 * BQ * sizeof(float);
+    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_mma_kernel<T>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    attn_bwd_mma_kernel<T><<<dim3((unsigned)((T_ + BK - 1) / BK), (unsigned)NKV, (unsigned)B), 256,
+                             smem, s>>>((T *)dqkv, dq_acc, (const T *)dout, (const T *)qkv, lse,
+                                        Dsum, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
-    attn_bwd_q_mma_kernel<T, HD><<<dim3(nt, (unsigned)NH, (unsigned)B), 128, smem_q, s>>>(
-        (T *)dqkv, (const T *)dout, (const T *)qkv, lse, Dsum, T_, NH, NKV);
+    int64_t BT = (int64_t)B * T_;
+    attn_dq_store_kernel<T><<<lb_grid_cap(BT * NH * HDM / 4, 256), 256, 0, s>>>(
+        (T *)dqkv, dq_acc, BT, NH, NKV, rsqrtf((float)HDM));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -710,16 +750,17 @@ extern "C" lb_status lb_gpu_attention_backward(void *dqkv, void *scratch, const 
     LB_TRY(check_heads(NH, NKV, err));
     float *Dsum = (float *)scratch;
     bool mma = use_mma(dt, HD, impl);
+    float *dq_acc = mma ? (float *)((char *)scratch + dsum_bytes(B, T, NH)) : NULL;
     int64_t rows = (int64_t)B * T * NH;
     LB_DISPATCH_DTYPE(dt, E,
-        attn_dsum_kernel<E><<<lb_blocks(rows, 8), 256, 0, s>>>(Dsum,
+        attn_dsum_kernel<E><<<lb_blocks(rows, 8), 256, 0, s>>>(Dsum, dq_acc,
                                                                 (const E *)dout, (const E *)out,
                                                                 B, T, NH, HD));
     LB_CUDA_LAUNCH_TRY(err);
     if (mma) {
         if (dt == LB_DT_BF16)
-            return bwd_mma<__nv_bfloat16>(dqkv, Dsum, dout, qkv, lse, B, T, NH, NKV, s, err);
-        return bwd_mma<__half>(dqkv, Dsum, dout, qkv, lse, B, T, NH, NKV, s, err);
+            return bwd_mma<__nv_bfloat16>(dqkv, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err);
+        return bwd_mma<__half>(dqkv, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err);
     }
     HD_DISPATCH(HD, LB_DISPATCH_DTYPE(dt, E,
         return (bwd_scalar<E, HDC>(dqkv, Dsum, dout, qkv, lse, B, T, NH, NKV, s, err))));

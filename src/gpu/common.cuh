@@ -27,6 +27,29 @@ template <> __device__ __forceinline__ __nv_bfloat16 lb_from_f<__nv_bfloat16>(fl
     return __float2bfloat16_rn(x);
 }
 
+/* Eight consecutive elements (16-byte aligned; 32 bytes for fp32) to and from fp32. */
+__device__ __forceinline__ void lb_ld8(float f[8], const float *p) {
+    float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+template <typename T> __device__ __forceinline__ void lb_ld8(float f[8], const T *p) {
+    uint4 raw = *(const uint4 *)p;
+    const T *e = (const T *)&raw;
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = lb_to_f(e[i]);
+}
+__device__ __forceinline__ void lb_st8(float *p, const float f[8]) {
+    ((float4 *)p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    ((float4 *)p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+template <typename T> __device__ __forceinline__ void lb_st8(T *p, const float f[8]) {
+    uint4 raw;
+    T *e = (T *)&raw;
+#pragma unroll
+    for (int i = 0; i < 8; i++) e[i] = lb_from_f<T>(f[i]);
+    *(uint4 *)p = raw;
+}
+
 __device__ __forceinline__ float lb_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

@@ -1,10 +1,13 @@
 /* norm.cu: LayerNorm and RMSNorm kernels (norm.cuh).
  *
- * Forward: one warp per row; the row is read once for the statistics (two-pass: mean,
- * then the centred sum of squares, both over values the warp re-reads from L1) and once
- * to write. Backward: one warp per row, eight warps per block over a grid-stride range of
- * rows; the weight/bias gradients of the rows a block sees are summed in shared memory
- * and added to global memory once per block. */
+ * Widths that are a multiple of 8 up to 2048 (every model's d_model) take the vector
+ * kernels: one warp per row, lane l owning the 8-element vectors l, l+32, ... of every
+ * row it sees, loaded with 16-byte accesses. Forward keeps the row in registers (one read,
+ * one write). Backward walks a grid-stride range of rows per warp, keeps its lanes'
+ * weight/bias gradient partials in registers across those rows, and merges them once per
+ * block (shared atomics, then one global atomicAdd per channel). Other widths take the
+ * scalar kernels: same structure, one element at a time, partials in shared memory per
+ * row. */
 #include "gpu/common.cuh"
 #include "gpu/norm.cuh"
 
@@ -40,6 +43,148 @@ __global__ void norm_forward_kernel(T *out, float *mean_out, float *rstd_out, co
         rstd_out[row] = rstd;
     }
 }
+
+/* ---- vector kernels: C % 8 == 0, C <= 256 * VPL (VPL vectors per lane) ---- */
+
+template <typename T, bool LAYER, int VPL>
+__global__ void __launch_bounds__(NORM_WARPS * 32)
+norm_forward_vec_kernel(T *out, float *mean_out, float *rstd_out, const T *inp, const T *w,
+                        const T *b, int64_t N, int C, float eps) {
+    int lane = threadIdx.x & 31;
+    int64_t row = (int64_t)blockIdx.x * NORM_WARPS + (threadIdx.x >> 5);
+    if (row >= N) return;
+    const T *x = inp + row * C;
+    float v[VPL][8];
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPL; i++) {
+        int c = (lane + 32 * i) * 8;
+        if (c < C) {
+            lb_ld8(v[i], x + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++) s += v[i][k];
+        }
+    }
+    float mean = LAYER ? lb_warp_sum(s) / C : 0.0f;
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VPL; i++)
+        if ((lane + 32 * i) * 8 < C)
+#pragma unroll
+            for (int k = 0; k < 8; k++) ss += (v[i][k] - mean) * (v[i][k] - mean);
+    float rstd = rsqrtf(lb_warp_sum(ss) / C + eps);
+#pragma unroll
+    for (int i = 0; i < VPL; i++) {
+        int c = (lane + 32 * i) * 8;
+        if (c < C) {
+            float wv[8], bv[8], o[8];
+            lb_ld8(wv, w + c);
+            if (LAYER && b) lb_ld8(bv, b + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                o[k] = (v[i][k] - mean) * rstd * wv[k] + (LAYER && b ? bv[k] : 0.0f);
+            lb_st8(out + row * C + c, o);
+        }
+    }
+    if (lane == 0) {
+        if (LAYER) mean_out[row] = mean;
+        rstd_out[row] = rstd;
+    }
+}
+
+template <typename T, bool LAYER, int VPL>
+__global__ void __launch_bounds__(NORM_WARPS * 32)
+norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, const T *inp,
+                         const T *w, const float *mean, const float *rstd, int64_t N, int C) {
+    extern __shared__ float sh[]; /* dweight partials [C], then dbias partials [C] */
+    float *sdw = sh, *sdb = sh + C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        sdw[c] = 0.0f;
+        if (LAYER) sdb[c] = 0.0f;
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float adw[VPL][8], adb[VPL][8];
+#pragma unroll
+    for (int i = 0; i < VPL; i++)
+#pragma unroll
+        for (int k = 0; k < 8; k++) adw[i][k] = adb[i][k] = 0.0f;
+    for (int64_t row = (int64_t)blockIdx.x * NORM_WARPS + warp; row < N;
+         row += (int64_t)gridDim.x * NORM_WARPS) {
+        const T *x = inp + row * C, *dy = dout + row * C;
+        float mu = LAYER ? mean[row] : 0.0f, rs = rstd[row];
+        float s1 = 0.0f, s2 = 0.0f; /* sum dnorm, sum dnorm * xhat */
+#pragma unroll
+        for (int i = 0; i < VPL; i++) {
+            int c = (lane + 32 * i) * 8;
+            if (c < C) {
+                float xv[8], gv[8], wv[8];
+                lb_ld8(xv, x + c);
+                lb_ld8(gv, dy + c);
+                lb_ld8(wv, w + c);
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    float xhat = (xv[k] - mu) * rs, dn = gv[k] * wv[k];
+                    s1 += dn;
+                    s2 += dn * xhat;
+                    adw[i][k] += gv[k] * xhat;
+                    adb[i][k] += gv[k];
+                }
+            }
+        }
+        s1 = lb_warp_sum(s1) / C;
+        s2 = lb_warp_sum(s2) / C;
+#pragma unroll
+        for (int i = 0; i < VPL; i++) {
+            int c = (lane + 32 * i) * 8;
+            if (c < C) {
+                float xv[8], gv[8], wv[8], dx[8];
+                lb_ld8(xv, x + c);
+                lb_ld8(gv, dy + c);
+                lb_ld8(wv, w + c);
+                lb_ld8(dx, dinp + row * C + c);
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    float xhat = (xv[k] - mu) * rs, dn = gv[k] * wv[k];
+                    dx[k] += LAYER ? (dn - s1 - xhat * s2) * rs : (dn - xhat * s2) * rs;
+                }
+                lb_st8(dinp + row * C + c, dx);
+            }
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < VPL; i++) {
+        int c = (lane + 32 * i) * 8;
+        if (c < C)
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                atomicAdd(&sdw[c + k], adw[i][k]);
+                if (LAYER) atomicAdd(&sdb[c + k], adb[i][k]);
+            }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        atomicAdd(&dweight[c], sdw[c]);
+        if (LAYER && dbias) atomicAdd(&dbias[c], sdb[c]);
+    }
+}
+
+/* Vectors per lane for width C, or 0 when the scalar kernels must run. */
+static int norm_vpl(int C, const void *a, const void *b, const void *c) {
+    bool aligned = ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 == 0;
+    if (C % 8 != 0 || !aligned) return 0;
+    int v = (C + 255) / 256;
+    return v <= 4 ? v : v <= 8 ? 8 : 0;
+}
+
+#define VPL_DISPATCH(vpl, ...)                                                              \
+    switch (vpl) {                                                                         \
+    case 1: { constexpr int VPL = 1; __VA_ARGS__; } break;                                  \
+    case 2: { constexpr int VPL = 2; __VA_ARGS__; } break;                                  \
+    case 3: { constexpr int VPL = 3; __VA_ARGS__; } break;                                  \
+    case 4: { constexpr int VPL = 4; __VA_ARGS__; } break;                                  \
+    default: { constexpr int VPL = 8; __VA_ARGS__; } break;                                 \
+    }
 
 template <typename T, bool LAYER>
 __global__ void norm_recompute_kernel(T *out, const T *inp, const T *w, const T *b,
@@ -104,11 +249,20 @@ static lb_status launch_backward(void *dinp, float *dw, float *db, const void *d
                                  const float *rstd, int64_t N, int C, cudaStream_t s,
                                  lb_err *err) {
     size_t smem = (size_t)(LAYER ? 2 : 1) * C * sizeof(float);
+    int64_t blocks = (N + NORM_WARPS - 1) / NORM_WARPS;
+    int vpl = norm_vpl(C, dinp, dout, inp) ? norm_vpl(C, w, w, w) : 0;
+    if (vpl) {
+        if (blocks > 132 * 2) blocks = 132 * 2;
+        VPL_DISPATCH(vpl,
+            norm_backward_vec_kernel<T, LAYER, VPL><<<(unsigned)blocks, NORM_WARPS * 32, smem, s>>>(
+                (T *)dinp, dw, db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C));
+        LB_CUDA_LAUNCH_TRY(err);
+        return LB_OK;
+    }
     if (smem > 48 * 1024)
         LB_CUDA_TRY(err, cudaFuncSetAttribute(norm_backward_kernel<T, LAYER>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               (int)smem));
-    int64_t blocks = (N + NORM_WARPS - 1) / NORM_WARPS;
     if (blocks > 132 * 4) blocks = 132 * 4;
     norm_backward_kernel<T, LAYER><<<(unsigned)blocks, NORM_WARPS * 32, smem, s>>>(
         (T *)dinp, dw, db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
@@ -121,9 +275,16 @@ extern "C" lb_status lb_gpu_layernorm_forward(void *out, float *mean, float *rst
                                               const void *bias, int64_t N, int C, float eps,
                                               lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     unsigned blocks = lb_blocks(N, NORM_WARPS);
-    LB_DISPATCH_DTYPE(dt, E,
-        norm_forward_kernel<E, true><<<blocks, NORM_WARPS * 32, 0, s>>>(
-            (E *)out, mean, rstd, (const E *)inp, (const E *)weight, (const E *)bias, N, C, eps));
+    int vpl = norm_vpl(C, out, inp, weight) ? norm_vpl(C, bias, bias, bias) : 0;
+    if (vpl) {
+        LB_DISPATCH_DTYPE(dt, E, VPL_DISPATCH(vpl,
+            norm_forward_vec_kernel<E, true, VPL><<<blocks, NORM_WARPS * 32, 0, s>>>(
+                (E *)out, mean, rstd, (const E *)inp, (const E *)weight, (const E *)bias, N, C, eps)));
+    } else {
+        LB_DISPATCH_DTYPE(dt, E,
+            norm_forward_kernel<E, true><<<blocks, NORM_WARPS * 32, 0, s>>>(
+                (E *)out, mean, rstd, (const E *)inp, (const E *)weight, (const E *)bias, N, C, eps));
+    }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -132,9 +293,16 @@ extern "C" lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *
                                             const void *weight, int64_t N, int C, float eps,
                                             lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     unsigned blocks = lb_blocks(N, NORM_WARPS);
-    LB_DISPATCH_DTYPE(dt, E,
-        norm_forward_kernel<E, false><<<blocks, NORM_WARPS * 32, 0, s>>>(
-            (E *)out, NULL, rstd, (const E *)inp, (const E *)weight, NULL, N, C, eps));
+    int vpl = norm_vpl(C, out, inp, weight);
+    if (vpl) {
+        LB_DISPATCH_DTYPE(dt, E, VPL_DISPATCH(vpl,
+            norm_forward_vec_kernel<E, false, VPL><<<blocks, NORM_WARPS * 32, 0, s>>>(
+                (E *)out, NULL, rstd, (const E *)inp, (const E *)weight, NULL, N, C, eps)));
+    } else {
+        LB_DISPATCH_DTYPE(dt, E,
+            norm_forward_kernel<E, false><<<blocks, NORM_WARPS * 32, 0, s>>>(
+                (E *)out, NULL, rstd, (const E *)inp, (const E *)weight, NULL, N, C, eps));
+    }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

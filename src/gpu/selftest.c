@@ -375,7 +375,10 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
     float *d_lse = dev(c, (size_t)B * NH * T * 4);
     void *d_scr = dev(c, lb_gpu_attention_scratch_bytes(B, T, NH, HD));
     if (c->st == LB_OK) {
-        check_cuda(c, cudaMemset(d_dqkv, 0xff, nq * es), "poison dqkv"); /* every element must be written */
+        /* every element must be written: outputs start as NaN */
+        check_cuda(c, cudaMemset(d_dqkv, 0xff, nq * es), "poison dqkv");
+        check_cuda(c, cudaMemset(d_out, 0xff, no * es), "poison out");
+        check_cuda(c, cudaMemset(d_lse, 0xff, (size_t)B * NH * T * 4), "poison lse");
         lb_ref_attention_forward(ref, att, qkv, B, T, NH, NKV, HD);
         check(c, lb_gpu_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HD, pr->dt, impl, 0, c->err));
         down(c, out, d_out, no, pr->dt);
@@ -644,10 +647,14 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         if (wanted(&c, "layernorm")) {
             check_norm(&c, pr, 130, 96, true);
             check_norm(&c, pr, 16, 2048, true);
+            check_norm(&c, pr, 600, 768, true);
+            check_norm(&c, pr, 40, 100, true); /* not a multiple of 8: scalar kernels */
         }
         if (wanted(&c, "rmsnorm")) {
             check_norm(&c, pr, 130, 96, false);
             check_norm(&c, pr, 16, 2048, false);
+            check_norm(&c, pr, 600, 768, false);
+            check_norm(&c, pr, 40, 100, false); /* not a multiple of 8: scalar kernels */
         }
         if (wanted(&c, "matmul")) {
             check_matmul(&c, pr, blas, 96, 64, 200);
@@ -657,12 +664,18 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         if (wanted(&c, "attention")) {
             check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_AUTO);
             check_attention(&c, pr, 1, 130, 8, 2, 64, LB_ATTN_AUTO);
+            check_attention(&c, pr, 1, 77, 4, 2, 64, LB_ATTN_AUTO);
+            check_attention(&c, pr, 1, 256, 2, 2, 64, LB_ATTN_AUTO);
+            check_attention(&c, pr, 1, 1000, 2, 1, 64, LB_ATTN_AUTO);
             check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_SCALAR);
             check_attention(&c, pr, 2, 40, 4, 2, 16, LB_ATTN_SCALAR);
             check_attention(&c, pr, 1, 33, 2, 1, 128, LB_ATTN_SCALAR);
         }
         if (wanted(&c, "rope")) check_rope(&c, pr, 2, 50, 4, 2, 64);
-        if (wanted(&c, "gelu") || wanted(&c, "swiglu")) check_act(&c, pr, 50, 96);
+        if (wanted(&c, "gelu") || wanted(&c, "swiglu")) {
+            check_act(&c, pr, 50, 96);
+            check_act(&c, pr, 7, 20); /* d_ff not a multiple of 8: scalar SwiGLU */
+        }
         if (wanted(&c, "softmax_xent")) {
             check_xent(&c, pr, 64, 1000);
             check_xent(&c, pr, 8, 50257);
