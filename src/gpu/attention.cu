@@ -97,7 +97,8 @@ __device__ __forceinline__ float fast_exp2(float x) {
 #define HDM 64   /* the tensor-core path's head size */
 #define LDS 72   /* shared row stride in elements: HDM + 8 */
 #define KT 64    /* forward: keys per tile */
-#define FQ 128   /* forward: queries per block, 16 per warp */
+#define FQ 128   /* forward: queries per block */
+#define FW 4     /* forward: warps per block, 32 queries each */
 #define BK 128   /* backward: keys per block, 16 per warp */
 #define BQ 64    /* backward: queries per tile */
 
@@ -164,12 +165,13 @@ static __device__ __forceinline__ void zero8x4(float x[8][4]) {
     for (int i = 0; i < 8; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
 
-/* Forward: one block per 128 queries of one head, warp w owning queries w*16..w*16+15.
- * K/V tiles of 64 keys stream through a two-stage cp.async pipeline; only tiles that
- * cross the diagonal or the sequence end are masked, and a warp skips tiles wholly above
- * its diagonal. */
+/* Forward: one block per 128 queries of one head, 4 warps, warp w owning queries
+ * w*32..w*32+31 as two 16-row m-tiles, so that every K and V fragment read from shared
+ * memory feeds two products. K/V tiles of 64 keys stream through a two-stage cp.async
+ * pipeline; only tiles that cross the diagonal or the sequence end are masked, and a warp
+ * skips tiles wholly above its diagonal. */
 template <typename T>
-__global__ void __launch_bounds__(256, 2)
+__global__ void __launch_bounds__(FW * 32, 2)
 attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) unsigned char smem[];
     T *sQ = (T *)smem, *sK = sQ + FQ * LDS, *sV = sK + 2 * KT * LDS;
@@ -181,8 +183,8 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int T_, int NH, int NKV) {
     int q0 = qt * FQ;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int n_kt = (min(q0 + FQ, T_) + KT - 1) / KT;
-    int wq0 = q0 + warp * 16;
-    int qrow[2] = {wq0 + g, wq0 + g + 8};
+    int wq0 = q0 + warp * 32;
+    int qrow[2][2] = {{wq0 + g, wq0 + g + 8}, {wq0 + 16 + g, wq0 + 24 + g}};
     const float sl2 = rsqrtf((float)HDM) * LOG2E;
 
     tile_async<T, FQ>(sQ, base + h * HDM, W, q0, T_);
@@ -190,10 +192,12 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int T_, int NH, int NKV) {
     tile_async<T, KT>(sV, gV, W, 0, T_);
     cp_async_commit();
 
-    uint32_t qf[HDM / 16][4];
-    float o[8][4];
-    zero8x4(o);
-    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+    uint32_t qf[2][HDM / 16][4];
+    float o[2][8][4];
+    zero8x4(o[0]);
+    zero8x4(o[1]);
+    float mrow[2][2] = {{-INFINITY, -INFINITY}, {-INFINITY, -INFINITY}};
+    float lrow[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
     for (int j = 0; j < n_kt; j++) {
         if (j + 1 < n_kt) {
             int nb = (j + 1) & 1;
@@ -205,76 +209,112 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int T_, int NH, int NKV) {
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (j == 0) afrags(qf, sQ, warp * 16, lane);
+        if (j == 0) {
+            afrags(qf[0], sQ, warp * 32, lane);
+            afrags(qf[1], sQ, warp * 32 + 16, lane);
+        }
         int k0 = j * KT;
-        if (k0 <= wq0 + 15 && wq0 < T_) {
+        if (k0 <= wq0 + 31 && wq0 < T_) {
             const T *cK = sK + (j & 1) * KT * LDS, *cV = sV + (j & 1) * KT * LDS;
-            float sc[8][4];
-            zero8x4(sc);
-            mma_abt<T>(sc, qf, cK, lane);
+            float sc[2][8][4];
+            zero8x4(sc[0]);
+            zero8x4(sc[1]);
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                uint32_t kb[8];
+                const T *p = cK + (nt * 8 + (lane & 7)) * LDS + (lane >> 3) * 8;
+                ldsm_x4(kb, p);
+                ldsm_x4(kb + 4, p + 32);
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int ks = 0; ks < 4; ks++)
+                        mma_op<T>::run(sc[mt][nt], qf[mt][ks], kb[2 * ks], kb[2 * ks + 1]);
+            }
             if (k0 + KT - 1 > wq0 || k0 + KT > T_) {
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            int key = k0 + nt * 8 + 2 * t + (e & 1);
+                            if (key > qrow[mt][e >> 1] || key >= T_) sc[mt][nt][e] = -INFINITY;
+                        }
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++) {
+                    mx[0] = fmaxf(mx[0], fmaxf(sc[mt][nt][0], sc[mt][nt][1]));
+                    mx[1] = fmaxf(mx[1], fmaxf(sc[mt][nt][2], sc[mt][nt][3]));
+                }
+                float corr[2], ms[2], ls[2] = {0.0f, 0.0f};
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+                    float mnew = fmaxf(mrow[mt][i], mx[i] * sl2);
+                    ms[i] = mnew == -INFINITY ? 0.0f : mnew;
+                    corr[i] = fast_exp2(mrow[mt][i] - ms[i]);
+                    mrow[mt][i] = mnew;
+                }
 #pragma unroll
                 for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
-                        int key = k0 + nt * 8 + 2 * t + (e & 1);
-                        if (key > qrow[e >> 1] || key >= T_) sc[nt][e] = -INFINITY;
+                        float p = fast_exp2(fmaf(sc[mt][nt][e], sl2, -ms[e >> 1]));
+                        sc[mt][nt][e] = p;
+                        ls[e >> 1] += p;
                     }
-            }
-            float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                mx[0] = fmaxf(mx[0], fmaxf(sc[nt][0], sc[nt][1]));
-                mx[1] = fmaxf(mx[1], fmaxf(sc[nt][2], sc[nt][3]));
-            }
-            float corr[2], ms[2], ls[2] = {0.0f, 0.0f};
+                for (int i = 0; i < 2; i++) lrow[mt][i] = lrow[mt][i] * corr[i] + ls[i];
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-                float mnew = fmaxf(mrow[i], mx[i] * sl2);
-                ms[i] = mnew == -INFINITY ? 0.0f : mnew;
-                corr[i] = fast_exp2(mrow[i] - ms[i]);
-                mrow[i] = mnew;
-            }
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float p = fast_exp2(fmaf(sc[nt][e], sl2, -ms[e >> 1]));
-                    sc[nt][e] = p;
-                    ls[e >> 1] += p;
+                for (int d = 0; d < 8; d++) {
+                    o[mt][d][0] *= corr[0];
+                    o[mt][d][1] *= corr[0];
+                    o[mt][d][2] *= corr[1];
+                    o[mt][d][3] *= corr[1];
                 }
-#pragma unroll
-            for (int i = 0; i < 2; i++) lrow[i] = lrow[i] * corr[i] + ls[i];
-#pragma unroll
-            for (int d = 0; d < 8; d++) {
-                o[d][0] *= corr[0];
-                o[d][1] *= corr[0];
-                o[d][2] *= corr[1];
-                o[d][3] *= corr[1];
             }
-            mma_pv<T>(o, sc, cV, lane);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                uint32_t a[2][4];
+                afrag_from_c<T>(a[0], sc[0][2 * kk], sc[0][2 * kk + 1]);
+                afrag_from_c<T>(a[1], sc[1][2 * kk], sc[1][2 * kk + 1]);
+#pragma unroll
+                for (int dp = 0; dp < 4; dp++) {
+                    uint32_t vb[4];
+                    ldsm_x4_trans(vb, cV + (kk * 16 + (lane & 15)) * LDS + (2 * dp + (lane >> 4)) * 8);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        mma_op<T>::run(o[mt][2 * dp], a[mt], vb[0], vb[1]);
+                        mma_op<T>::run(o[mt][2 * dp + 1], a[mt], vb[2], vb[3]);
+                    }
+                }
+            }
         }
         __syncthreads();
     }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        lrow[i] += __shfl_xor_sync(0xffffffffu, lrow[i], 1);
-        lrow[i] += __shfl_xor_sync(0xffffffffu, lrow[i], 2);
-    }
     int64_t ldo = (int64_t)NH * HDM;
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        if (qrow[i] >= T_) continue;
-        float inv = 1.0f / lrow[i];
-        T *orow = out + ((int64_t)b * T_ + qrow[i]) * ldo + h * HDM;
+    for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-        for (int d = 0; d < 8; d++)
-            *(uint32_t *)(orow + d * 8 + 2 * t) =
-                mma_op<T>::pack(o[d][2 * i] * inv, o[d][2 * i + 1] * inv);
-        if (t == 0) lse[((int64_t)b * NH + h) * T_ + qrow[i]] = mrow[i] * LN2 + logf(lrow[i]);
-    }
+        for (int i = 0; i < 2; i++) {
+            float l = lrow[mt][i];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            int q = qrow[mt][i];
+            if (q >= T_) continue;
+            float inv = 1.0f / l;
+            T *orow = out + ((int64_t)b * T_ + q) * ldo + h * HDM;
+#pragma unroll
+            for (int d = 0; d < 8; d++)
+                *(uint32_t *)(orow + d * 8 + 2 * t) =
+                    mma_op<T>::pack(o[mt][d][2 * i] * inv, o[mt][d][2 * i + 1] * inv);
+            if (t == 0) lse[((int64_t)b * NH + h) * T_ + q] = mrow[mt][i] * LN2 + logf(l);
+        }
 }
 
 /* Backward: one block per 128 keys of one kv head, warp w owning keys w*16..w*16+15, whose
@@ -449,6 +489,16 @@ __global__ void attn_dq_store_kernel(T *dqkv, const float *dq_acc, int64_t BT, i
 /* ------------------------------------------------------------------------------------ */
 /* scalar path                                                                           */
 
+/* Dot product of two HD-vectors with four independent partial sums (the latency of one
+ * long dependent chain of fused multiply-adds dominated these kernels). */
+template <int HD>
+__device__ __forceinline__ float dot4(const float *a, const float *b) {
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int d = 0; d < HD; d++) s[d & 3] += a[d] * b[d];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 #define SQ 64 /* queries (or keys) per block, one per thread */
 #define SK 32 /* keys (or queries) staged in shared memory at a time */
 
@@ -478,9 +528,7 @@ __global__ void attn_fwd_scalar_kernel(T *out, float *lse, const T *qkv, int T_,
         __syncthreads();
         if (qi >= T_) continue;
         for (int j = 0; j < SK && k0 + j <= qi; j++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int d = 0; d < HD; d++) s += q[d] * sK[j][d];
+            float s = dot4<HD>(q, sK[j]);
             if (s > m) {
                 float c = __expf(m - s);
                 l *= c;
@@ -501,24 +549,33 @@ __global__ void attn_fwd_scalar_kernel(T *out, float *lse, const T *qkv, int T_,
     lse[((int64_t)b * NH + h) * T_ + qi] = m + logf(l);
 }
 
-/* D[b,h,t] = sum_d dout * out, one warp per row; also clears that row of the tensor-core
+/* D[b,h,t] = sum_d dout * out: one thread per 8 elements, HD/8 adjacent lanes per row
+ * (HD a multiple of 8, at most 256); also clears those elements of the tensor-core
  * backward's dQ accumulator [B,T,NH,HD] when there is one. */
 template <typename T>
-__global__ void attn_dsum_kernel(float *Dsum, float *dq_acc, const T *dout, const T *out, int B,
-                                 int T_, int NH, int HD) {
-    int64_t row = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); /* (b, t, h) */
-    int lane = threadIdx.x & 31;
-    if (row >= (int64_t)B * T_ * NH) return;
-    int h = (int)(row % NH);
-    int64_t bt = row / NH;
-    const T *a = dout + row * HD, *o = out + row * HD;
+__global__ void attn_dsum_kernel(float *Dsum, float *dq_acc, const T *dout, const T *out,
+                                 int64_t rows, int T_, int NH, int HD) {
+    int cpr = HD / 8; /* a power of two dividing 32 */
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, row = i / cpr;
     float s = 0.0f;
-    for (int d = lane; d < HD; d += 32) {
-        s += lb_to_f(a[d]) * lb_to_f(o[d]);
-        if (dq_acc) dq_acc[row * HD + d] = 0.0f;
+    if (row < rows) {
+        float a[8], o[8];
+        lb_ld8(a, dout + i * 8);
+        lb_ld8(o, out + i * 8);
+#pragma unroll
+        for (int k = 0; k < 8; k++) s += a[k] * o[k];
+        if (dq_acc) {
+            float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            ((float4 *)(dq_acc + i * 8))[0] = z;
+            ((float4 *)(dq_acc + i * 8))[1] = z;
+        }
     }
-    s = lb_warp_sum(s);
-    if (lane == 0) Dsum[((bt / T_) * NH + h) * T_ + bt % T_] = s;
+    for (int o = cpr / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (row < rows && i % cpr == 0) {
+        int h = (int)(row % NH);
+        int64_t bt = row / NH;
+        Dsum[((bt / T_) * NH + h) * T_ + bt % T_] = s;
+    }
 }
 
 /* dK, dV: one thread per key; query rows of every head of the group staged in shared. */
@@ -560,12 +617,7 @@ __global__ void attn_bwd_kv_scalar_kernel(T *dqkv, const T *dout, const T *qkv, 
             for (int r = 0; r < SK; r++) {
                 if (qs + r < kj) continue;
                 const float *qr = sq + r * HD, *dor = sdo + r * HD;
-                float s = 0.0f, dp = 0.0f;
-#pragma unroll
-                for (int d = 0; d < HD; d++) {
-                    s += qr[d] * myk[d];
-                    dp += dor[d] * myv[d];
-                }
+                float s = dot4<HD>(qr, myk), dp = dot4<HD>(dor, myv);
                 float p = __expf(s * scale - sl[r]);
                 float ds = p * (dp - sd[r]) * scale;
 #pragma unroll
@@ -617,12 +669,7 @@ __global__ void attn_bwd_q_scalar_kernel(T *dqkv, const T *dout, const T *qkv, c
         __syncthreads();
         if (qi >= T_) continue;
         for (int j = 0; j < SK && k0 + j <= qi; j++) {
-            float s = 0.0f, dp = 0.0f;
-#pragma unroll
-            for (int d = 0; d < HD; d++) {
-                s += q[d] * sk[j * HD + d];
-                dp += mydo[d] * sv[j * HD + d];
-            }
+            float s = dot4<HD>(q, sk + j * HD), dp = dot4<HD>(mydo, sv + j * HD);
             float p = __expf(s * scale - L);
             float ds = p * (dp - Dq) * scale;
 #pragma unroll
@@ -687,7 +734,7 @@ static lb_status fwd_mma(void *out, float *lse, const void *qkv, int B, int T_, 
     LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_fwd_mma_kernel<T>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)((T_ + FQ - 1) / FQ), (unsigned)NH, (unsigned)B);
-    attn_fwd_mma_kernel<T><<<grid, 256, smem, s>>>((T *)out, lse, (const T *)qkv, T_, NH, NKV);
+    attn_fwd_mma_kernel<T><<<grid, FW * 32, smem, s>>>((T *)out, lse, (const T *)qkv, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -722,17 +769,20 @@ static lb_status bwd_mma(void *dqkv, float *Dsum, float *dq_acc, const void *dou
                        "attention supports head sizes 8, 16, 32, 64 and 128, not %d", HD);        \
     }
 
-static lb_status check_heads(int NH, int NKV, lb_err *err) {
+static lb_status check_heads(int NH, int NKV, int HD, lb_err *err) {
     if (NKV <= 0 || NH % NKV != 0)
         return lb_fail(err, LB_ERR_UNSUPPORTED, "attention needs n_head (%d) divisible by "
                        "n_kv_head (%d)", NH, NKV);
+    if (HD != 8 && HD != 16 && HD != 32 && HD != 64 && HD != 128)
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "attention supports head sizes 8, 16, 32, 64 and 128, not %d", HD);
     return LB_OK;
 }
 
 extern "C" lb_status lb_gpu_attention_forward(void *out, float *lse, const void *qkv, int B, int T,
                                               int NH, int NKV, int HD, lb_gpu_dtype dt,
                                               lb_gpu_attn_impl impl, cudaStream_t s, lb_err *err) {
-    LB_TRY(check_heads(NH, NKV, err));
+    LB_TRY(check_heads(NH, NKV, HD, err));
     if (use_mma(dt, HD, impl)) {
         if (dt == LB_DT_BF16) return fwd_mma<__nv_bfloat16>(out, lse, qkv, B, T, NH, NKV, s, err);
         return fwd_mma<__half>(out, lse, qkv, B, T, NH, NKV, s, err);
@@ -747,15 +797,14 @@ extern "C" lb_status lb_gpu_attention_backward(void *dqkv, void *scratch, const 
                                                const float *lse, int B, int T, int NH, int NKV,
                                                int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
                                                cudaStream_t s, lb_err *err) {
-    LB_TRY(check_heads(NH, NKV, err));
+    LB_TRY(check_heads(NH, NKV, HD, err));
     float *Dsum = (float *)scratch;
     bool mma = use_mma(dt, HD, impl);
     float *dq_acc = mma ? (float *)((char *)scratch + dsum_bytes(B, T, NH)) : NULL;
     int64_t rows = (int64_t)B * T * NH;
     LB_DISPATCH_DTYPE(dt, E,
-        attn_dsum_kernel<E><<<lb_blocks(rows, 8), 256, 0, s>>>(Dsum, dq_acc,
-                                                                (const E *)dout, (const E *)out,
-                                                                B, T, NH, HD));
+        attn_dsum_kernel<E><<<lb_blocks(rows * (HD / 8), 256), 256, 0, s>>>(
+            Dsum, dq_acc, (const E *)dout, (const E *)out, rows, T, NH, HD));
     LB_CUDA_LAUNCH_TRY(err);
     if (mma) {
         if (dt == LB_DT_BF16)

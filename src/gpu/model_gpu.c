@@ -39,6 +39,7 @@ struct lb_gpu_model {
     bool llama;
     lb_gpu_arena arena;
     lb_gpu_blas *blas;
+    bool no_bgrad; /* cuBLASLt lacked the bias-gradient epilogue once: reduce separately */
     cudaStream_t stream;
     /* parameters and optimizer state */
     float *master, *grads, *m, *v;
@@ -48,8 +49,10 @@ struct lb_gpu_model {
     int64_t *seg_start;
     int32_t *seg_decay;
     int n_seg;
+    int64_t (*clear)[2]; /* host: [start, count] runs of gradients cleared before a step */
+    int n_clear;
     lb_gpu_optstate *opt;
-    float *inv_freq;
+    float *inv_freq, *rope_cs;
     int32_t *tokens, *targets;
     int32_t *host_tok[2];
     cudaEvent_t host_done[2];
@@ -98,7 +101,10 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->seg_start, "opt.seg_start", (size_t)m->n_seg * 8);
     TAKE(m->seg_decay, "opt.seg_decay", (size_t)m->n_seg * 4);
     TAKE(m->opt, "opt.state", sizeof(lb_gpu_optstate));
-    if (m->llama) TAKE(m->inv_freq, "rope.inv_freq", (size_t)m->HD / 2 * 4);
+    if (m->llama) {
+        TAKE(m->inv_freq, "rope.inv_freq", (size_t)m->HD / 2 * 4);
+        TAKE(m->rope_cs, "rope.table", (size_t)m->T * m->HD * 4);
+    }
     TAKE(m->tokens, "data.tokens", 2 * BT * 4);
     TAKE(m->loss_slots, "data.loss_slots", (size_t)(m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1) * 4);
     TAKE(m->encoded, "act.encoded", BT * C * es);
@@ -179,8 +185,18 @@ static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
     } else {
         lb_param_layout(&m->cfg, t, m->n_seg);
         for (int i = 0; i < m->n_seg; i++) start[i] = t[i].offset, decay[i] = t[i].decay;
-        if (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8, cudaMemcpyHostToDevice) != cudaSuccess ||
-            cudaMemcpy(m->seg_decay, decay, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+        m->clear = malloc((size_t)m->n_seg * sizeof *m->clear);
+        if (m->clear == NULL) st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the gradient table");
+        for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
+            if (t[i].layer >= 0 && t[i].ndim == 2) continue; /* written whole by its product */
+            if (m->n_clear > 0 && m->clear[m->n_clear - 1][0] + m->clear[m->n_clear - 1][1] == t[i].offset)
+                m->clear[m->n_clear - 1][1] += t[i].numel;
+            else
+                m->clear[m->n_clear][0] = t[i].offset, m->clear[m->n_clear++][1] = t[i].numel;
+        }
+        if (st == LB_OK &&
+            (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8, cudaMemcpyHostToDevice) != cudaSuccess ||
+             cudaMemcpy(m->seg_decay, decay, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice) != cudaSuccess))
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
     }
     if (st == LB_OK && m->llama) {
@@ -188,6 +204,7 @@ static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
         lb_ref_rope_freqs(&m->cfg, f);
         if (cudaMemcpy(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the RoPE frequencies to the device");
+        if (st == LB_OK) st = lb_gpu_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
     }
     free(t);
     free(start);
@@ -243,6 +260,7 @@ void lb_gpu_model_free(lb_gpu_model *m) {
     }
     if (m->stream) cudaStreamDestroy(m->stream);
     lb_gpu_arena_free(&m->arena);
+    free(m->clear);
     free(m);
 }
 
@@ -331,7 +349,11 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
     return lb_gpu_gemm_run(m->blas, &g, m->stream, err);
 }
 
-/* dinp[N, IC] = dout W (when dinp); dW += dout^T inp; db += column sums of dout */
+/* dinp[N, IC] = dout W (when dinp); dW = dout^T inp (written: layer matrices get no other
+ * gradient and are not cleared, see clear_grads); db = column sums of dout, in the
+ * weight product's epilogue where cuBLASLt has one (db is written, not added to: the
+ * gradients are cleared at the start of each step and a bias has one product), else by
+ * a separate reduction. */
 static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
                             const void *inp, int IC, int OC, int64_t w_off, int64_t b_off,
                             lb_err *err) {
@@ -346,11 +368,18 @@ static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64
         LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     }
     memset(&g, 0, sizeof g);
-    g.ab_type = m->dt, g.alpha = 1.0f, g.beta = 1.0f;
+    g.ab_type = m->dt, g.alpha = 1.0f;
     g.m = OC, g.n = IC, g.k = m->BT;
     g.a = dout, g.lda = ld_dout, g.trans_a = true;
     g.b = inp, g.ldb = IC;
-    g.d = G(m, w_off), g.c = g.d, g.ldd = IC, g.d_type = LB_DT_F32;
+    g.d = G(m, w_off), g.ldd = IC, g.d_type = LB_DT_F32;
+    if (b_off >= 0 && !m->no_bgrad && (uintptr_t)G(m, b_off) % 16 == 0) {
+        g.epilogue = LB_EPI_BGRAD_A, g.bgrad = G(m, b_off);
+        lb_status st = lb_gpu_gemm_run(m->blas, &g, m->stream, err);
+        if (st != LB_ERR_UNSUPPORTED) return st;
+        m->no_bgrad = true; /* no such epilogue for this problem: reduce separately */
+        g.epilogue = LB_EPI_NONE, g.bgrad = NULL;
+    }
     LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     if (b_off >= 0)
         LB_TRY(lb_gpu_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
@@ -409,7 +438,7 @@ static lb_status forward(lb_gpu_model *m, int slot, lb_err *err) {
                         m->ln1_rstd + l * m->BT, x, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b), err));
         LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b), NULL, err));
         if (m->llama)
-            LB_TRY(lb_gpu_rope_forward(qkv, m->inv_freq, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+            LB_TRY(lb_gpu_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                        m->stream, err));
         LB_TRY(lb_gpu_attention_forward(atty, lse, qkv, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                         m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
@@ -502,7 +531,7 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                                          m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
                                          m->stream, err));
         if (m->llama)
-            LB_TRY(lb_gpu_rope_backward(m->dqkv, m->inv_freq, m->B, m->T, m->NH, m->NKV, m->HD,
+            LB_TRY(lb_gpu_rope_backward(m->dqkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD,
                                         m->dt, m->stream, err));
         if (m->p.recompute)
             LB_TRY(lb_gpu_norm_recompute(ln1, x, W(m, lo(m, l, o->norm1_w)), W(m, lo(m, l, o->norm1_b)),
@@ -527,7 +556,9 @@ lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
     LB_CUDA_TRY(err, cudaMemcpyAsync(m->tokens, m->host_tok[k], 2 * (size_t)m->BT * 4,
                                      cudaMemcpyHostToDevice, m->stream));
     LB_CUDA_TRY(err, cudaEventRecord(m->host_done[k], m->stream));
-    LB_CUDA_TRY(err, cudaMemsetAsync(m->grads, 0, (size_t)m->n_params * 4, m->stream));
+    for (int i = 0; i < m->n_clear; i++)
+        LB_CUDA_TRY(err, cudaMemsetAsync(m->grads + m->clear[i][0], 0, (size_t)m->clear[i][1] * 4,
+                                         m->stream));
     LB_TRY(forward(m, slot, err));
     return backward(m, err);
 }

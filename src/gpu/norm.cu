@@ -3,8 +3,9 @@
  * Widths that are a multiple of 8 up to 2048 (every model's d_model) take the vector
  * kernels: one warp per row, lane l owning the 8-element vectors l, l+32, ... of every
  * row it sees, loaded with 16-byte accesses. Forward keeps the row in registers (one read,
- * one write). Backward walks a grid-stride range of rows per warp, keeps its lanes'
- * weight/bias gradient partials in registers across those rows, and merges them once per
+ * one write). Backward walks a grid-stride range of rows per warp (fetching x, dy and the
+ * residual gradient of a row together), keeps its lanes' weight/bias gradient partials
+ * in registers across those rows, and merges them once per
  * block (shared atomics, then one global atomicAdd per channel). Other widths take the
  * scalar kernels: same structure, one element at a time, partials in shared memory per
  * row. */
@@ -92,8 +93,28 @@ norm_forward_vec_kernel(T *out, float *mean_out, float *rstd_out, const T *inp, 
     }
 }
 
+/* Eight elements of T kept packed in registers (loaded early, converted late). */
+template <typename T> struct raw8 {
+    uint4 u[sizeof(T) / 2];
+};
+template <typename T> __device__ __forceinline__ void ld_raw8(raw8<T> &r, const T *p) {
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(T) / 2); i++) r.u[i] = ((const uint4 *)p)[i];
+}
+template <typename T> __device__ __forceinline__ void unpack8(float f[8], const raw8<T> &r) {
+    const T *e = (const T *)r.u;
+#pragma unroll
+    for (int k = 0; k < 8; k++) f[k] = lb_to_f(e[k]);
+}
+
+/* Backward blocks: 8 warps (2 blocks an SM) up to 1024 channels, 4 warps (3 an SM) above,
+ * where the partials take more registers. */
+template <int VPL> struct bwd_shape {
+    static constexpr int WARPS = VPL <= 4 ? 8 : 4, MIN_BLOCKS = VPL <= 4 ? 2 : 3;
+};
+
 template <typename T, bool LAYER, int VPL>
-__global__ void __launch_bounds__(NORM_WARPS * 32)
+__global__ void __launch_bounds__(bwd_shape<VPL>::WARPS * 32, bwd_shape<VPL>::MIN_BLOCKS)
 norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, const T *inp,
                          const T *w, const float *mean, const float *rstd, int64_t N, int C) {
     extern __shared__ float sh[]; /* dweight partials [C], then dbias partials [C] */
@@ -108,16 +129,19 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, c
     for (int i = 0; i < VPL; i++)
 #pragma unroll
         for (int k = 0; k < 8; k++) adw[i][k] = adb[i][k] = 0.0f;
-    for (int64_t row = (int64_t)blockIdx.x * NORM_WARPS + warp; row < N;
-         row += (int64_t)gridDim.x * NORM_WARPS) {
+    constexpr int WARPS = bwd_shape<VPL>::WARPS;
+    for (int64_t row = (int64_t)blockIdx.x * WARPS + warp; row < N;
+         row += (int64_t)gridDim.x * WARPS) {
         const T *x = inp + row * C, *dy = dout + row * C;
         float mu = LAYER ? mean[row] : 0.0f, rs = rstd[row];
         float s1 = 0.0f, s2 = 0.0f; /* sum dnorm, sum dnorm * xhat */
+        raw8<T> dxr[VPL]; /* the residual gradient, fetched with the row */
 #pragma unroll
         for (int i = 0; i < VPL; i++) {
             int c = (lane + 32 * i) * 8;
             if (c < C) {
                 float xv[8], gv[8], wv[8];
+                ld_raw8(dxr[i], dinp + row * C + c);
                 lb_ld8(xv, x + c);
                 lb_ld8(gv, dy + c);
                 lb_ld8(wv, w + c);
@@ -141,7 +165,7 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, c
                 lb_ld8(xv, x + c);
                 lb_ld8(gv, dy + c);
                 lb_ld8(wv, w + c);
-                lb_ld8(dx, dinp + row * C + c);
+                unpack8(dx, dxr[i]);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
                     float xhat = (xv[k] - mu) * rs, dn = gv[k] * wv[k];
@@ -252,9 +276,11 @@ static lb_status launch_backward(void *dinp, float *dw, float *db, const void *d
     int64_t blocks = (N + NORM_WARPS - 1) / NORM_WARPS;
     int vpl = norm_vpl(C, dinp, dout, inp) ? norm_vpl(C, w, w, w) : 0;
     if (vpl) {
-        if (blocks > 132 * 2) blocks = 132 * 2;
         VPL_DISPATCH(vpl,
-            norm_backward_vec_kernel<T, LAYER, VPL><<<(unsigned)blocks, NORM_WARPS * 32, smem, s>>>(
+            constexpr int WARPS = bwd_shape<VPL>::WARPS;
+            int64_t vblocks = (N + WARPS - 1) / WARPS;
+            if (vblocks > 132 * bwd_shape<VPL>::MIN_BLOCKS) vblocks = 132 * bwd_shape<VPL>::MIN_BLOCKS;
+            norm_backward_vec_kernel<T, LAYER, VPL><<<(unsigned)vblocks, WARPS * 32, smem, s>>>(
                 (T *)dinp, dw, db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C));
         LB_CUDA_LAUNCH_TRY(err);
         return LB_OK;
