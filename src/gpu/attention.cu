@@ -489,16 +489,6 @@ __global__ void attn_dq_store_kernel(T *dqkv, const float *dq_acc, int64_t BT, i
 /* ------------------------------------------------------------------------------------ */
 /* scalar path                                                                           */
 
-/* Dot product of two HD-vectors with four independent partial sums (the latency of one
- * long dependent chain of fused multiply-adds dominated these kernels). */
-template <int HD>
-__device__ __forceinline__ float dot4(const float *a, const float *b) {
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int d = 0; d < HD; d++) s[d & 3] += a[d] * b[d];
-    return (s[0] + s[1]) + (s[2] + s[3]);
-}
-
 #define SQ 64 /* queries (or keys) per block, one per thread */
 #define SK 32 /* keys (or queries) staged in shared memory at a time */
 
@@ -528,7 +518,9 @@ __global__ void attn_fwd_scalar_kernel(T *out, float *lse, const T *qkv, int T_,
         __syncthreads();
         if (qi >= T_) continue;
         for (int j = 0; j < SK && k0 + j <= qi; j++) {
-            float s = dot4<HD>(q, sK[j]);
+            float s = 0.0f;
+#pragma unroll
+            for (int d = 0; d < HD; d++) s += q[d] * sK[j][d];
             if (s > m) {
                 float c = __expf(m - s);
                 l *= c;
@@ -617,7 +609,12 @@ __global__ void attn_bwd_kv_scalar_kernel(T *dqkv, const T *dout, const T *qkv, 
             for (int r = 0; r < SK; r++) {
                 if (qs + r < kj) continue;
                 const float *qr = sq + r * HD, *dor = sdo + r * HD;
-                float s = dot4<HD>(qr, myk), dp = dot4<HD>(dor, myv);
+                float s = 0.0f, dp = 0.0f;
+#pragma unroll
+                for (int d = 0; d < HD; d++) {
+                    s += qr[d] * myk[d];
+                    dp += dor[d] * myv[d];
+                }
                 float p = __expf(s * scale - sl[r]);
                 float ds = p * (dp - sd[r]) * scale;
 #pragma unroll
@@ -669,7 +666,12 @@ __global__ void attn_bwd_q_scalar_kernel(T *dqkv, const T *dout, const T *qkv, c
         __syncthreads();
         if (qi >= T_) continue;
         for (int j = 0; j < SK && k0 + j <= qi; j++) {
-            float s = dot4<HD>(q, sk + j * HD), dp = dot4<HD>(mydo, sv + j * HD);
+            float s = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int d = 0; d < HD; d++) {
+                s += q[d] * sk[j * HD + d];
+                dp += mydo[d] * sv[j * HD + d];
+            }
             float p = __expf(s * scale - L);
             float ds = p * (dp - Dq) * scale;
 #pragma unroll

@@ -91,7 +91,6 @@ static cublasLtEpilogue_t lt_epilogue(lb_gpu_epilogue e) {
     case LB_EPI_BIAS: return CUBLASLT_EPILOGUE_BIAS;
     case LB_EPI_GELU_AUX_BIAS: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case LB_EPI_DGELU: return CUBLASLT_EPILOGUE_DGELU;
-    case LB_EPI_BGRAD_A: return CUBLASLT_EPILOGUE_BGRADB; /* our A is cuBLASLt's B */
     }
     return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -185,9 +184,6 @@ lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb
     if (g->epilogue == LB_EPI_BIAS || g->epilogue == LB_EPI_GELU_AUX_BIAS)
         LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                           &g->bias, sizeof g->bias));
-    if (g->epilogue == LB_EPI_BGRAD_A)
-        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                          &g->bgrad, sizeof g->bgrad));
     if (g->epilogue == LB_EPI_GELU_AUX_BIAS || g->epilogue == LB_EPI_DGELU)
         LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                           &g->aux, sizeof g->aux));

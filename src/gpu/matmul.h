@@ -31,7 +31,6 @@ typedef enum {
     LB_EPI_BIAS,          /* + bias[n] */
     LB_EPI_GELU_AUX_BIAS, /* aux = AB + bias (pre-activation); D = gelu_tanh(aux) */
     LB_EPI_DGELU,         /* D = (AB) * gelu_tanh'(aux): backward through the GELU */
-    LB_EPI_BGRAD_A,       /* D as without epilogue; bgrad[m] = sum over k of A'[m,k] */
 } lb_gpu_epilogue;
 
 typedef struct {
@@ -51,7 +50,6 @@ typedef struct {
     lb_gpu_epilogue epilogue;
     const void *bias; /* d_type elements, [n] */
     void *aux;        /* d_type, [m,n] with stride ldd */
-    void *bgrad;      /* LB_EPI_BGRAD_A: d_type, [m], overwritten (not added to) */
 } lb_gpu_gemm;
 
 typedef struct lb_gpu_blas lb_gpu_blas;

@@ -39,7 +39,6 @@ struct lb_gpu_model {
     bool llama;
     lb_gpu_arena arena;
     lb_gpu_blas *blas;
-    bool no_bgrad; /* cuBLASLt lacked the bias-gradient epilogue once: reduce separately */
     cudaStream_t stream;
     /* parameters and optimizer state */
     float *master, *grads, *m, *v;
@@ -349,11 +348,10 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
     return lb_gpu_gemm_run(m->blas, &g, m->stream, err);
 }
 
-/* dinp[N, IC] = dout W (when dinp); dW = dout^T inp (written: layer matrices get no other
- * gradient and are not cleared, see clear_grads); db = column sums of dout, in the
- * weight product's epilogue where cuBLASLt has one (db is written, not added to: the
- * gradients are cleared at the start of each step and a bias has one product), else by
- * a separate reduction. */
+/* dinp[N, IC] = dout W (when dinp); dW = dout^T inp (written, not added: a layer matrix
+ * gets no other gradient, so its gradient is not cleared before the step); db += column
+ * sums of dout (a separate reduction: cuBLASLt's bias-gradient epilogue ran as an extra,
+ * slower pass on the H200). */
 static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
                             const void *inp, int IC, int OC, int64_t w_off, int64_t b_off,
                             lb_err *err) {
@@ -373,13 +371,6 @@ static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64
     g.a = dout, g.lda = ld_dout, g.trans_a = true;
     g.b = inp, g.ldb = IC;
     g.d = G(m, w_off), g.ldd = IC, g.d_type = LB_DT_F32;
-    if (b_off >= 0 && !m->no_bgrad && (uintptr_t)G(m, b_off) % 16 == 0) {
-        g.epilogue = LB_EPI_BGRAD_A, g.bgrad = G(m, b_off);
-        lb_status st = lb_gpu_gemm_run(m->blas, &g, m->stream, err);
-        if (st != LB_ERR_UNSUPPORTED) return st;
-        m->no_bgrad = true; /* no such epilogue for this problem: reduce separately */
-        g.epilogue = LB_EPI_NONE, g.bgrad = NULL;
-    }
     LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     if (b_off >= 0)
         LB_TRY(lb_gpu_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
