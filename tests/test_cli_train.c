@@ -37,6 +37,9 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--data", "/nonexistent.bin",
                                   "--db", g_db, NULL},
                  "/nonexistent.bin");
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
+                                  "--gemm-heuristic-only", "--db", g_db, NULL},
+                 "--gemm-heuristic-only applies to --device cuda only");
     /* nothing was stored for any of them */
     assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 0);
     json_t *list = json_loads(out, 0, NULL);

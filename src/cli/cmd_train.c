@@ -60,6 +60,7 @@ int lb_cmd_train(int argc, char **argv) {
         {"--seed", LB_ARG_INT, &seed, "S", "seed of weights and synthetic data (default 1337)", 0, 9.2e18},
         {"--tf32", LB_ARG_FLAG, &p->tf32, NULL, "CUDA fp32: let matrix products use TF32"},
         {"--recompute", LB_ARG_FLAG, &p->recompute, NULL, "CUDA: recompute activations in backward to save memory"},
+        {"--gemm-heuristic-only", LB_ARG_FLAG, &p->gemm_heuristic_only, NULL, "CUDA: take cuBLASLt's first heuristic algorithm for each product instead of timing its candidates (the same algorithms in every run)"},
         {"--peak-tflops", LB_ARG_DOUBLE, &p->peak_tflops, "X", "dense peak TFLOP/s for MFU when the GPU is not in the table", 1e-3, 1e6},
         {"--name", LB_ARG_STRING, &name, "NAME", "name of the stored run (default MODEL-DEVICE-PRECISION)"},
         {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)"},

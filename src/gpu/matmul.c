@@ -3,7 +3,16 @@
  * Row-major D[m,n] is column-major D^T[n,m] = B'^T A'^T, so every problem becomes a
  * column-major product with the operands swapped: cuBLASLt's "A" is our B (rows n), its
  * "B" is our A. A prepared problem keeps its descriptors and algorithm in a small table
- * searched linearly (a training step has a few dozen distinct shapes). */
+ * searched linearly (a training step has a few dozen distinct shapes).
+ *
+ * Algorithm choice: the heuristic's first answer is often not the fastest (on the H200 it
+ * picked an older kernel for the GELU-backward epilogue and for fp32), so with tuning on,
+ * the first run of a problem asks for up to TUNE_CANDIDATES algorithms and times each on
+ * the problem's own buffers (one untimed run, then TUNE_REPS runs between two events),
+ * keeping the fastest. The winner can differ between processes, so results may differ
+ * in rounding between runs; tuning off takes the heuristic's first answer every time.
+ * A problem whose C is D itself with beta != 0 is not tuned: repeated runs would
+ * accumulate into D. */
 #include "gpu/matmul.h"
 
 #ifdef LB_HAVE_CUDA
@@ -13,9 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "gpu/check.h"
 
 #define MAX_CACHED 128
+#define TUNE_CANDIDATES 16
+#define TUNE_REPS 5
 
 typedef struct {
     int64_t m, n, k, lda, ldb, ldd;
@@ -27,13 +39,16 @@ typedef struct {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc, ld;
     cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t cand[TUNE_CANDIDATES]; /* heuristic order; cand[0] is its choice */
+    int n_cand;
+    bool tuned; /* algo is final */
 } prepared;
 
 struct lb_gpu_blas {
     cublasLtHandle_t lt;
     void *workspace;
     size_t workspace_bytes;
-    bool allow_tf32;
+    bool allow_tf32, tune;
     prepared cache[MAX_CACHED];
     int n_cached;
 };
@@ -50,7 +65,7 @@ static int alignment_of(const void *p) {
 }
 
 lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_bytes,
-                           bool allow_tf32, lb_err *err) {
+                           bool allow_tf32, bool tune, lb_err *err) {
     *out = NULL;
     lb_gpu_blas *h = calloc(1, sizeof *h);
     if (h == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the cuBLASLt handle");
@@ -63,6 +78,7 @@ lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_
     h->workspace = workspace;
     h->workspace_bytes = workspace_bytes;
     h->allow_tf32 = allow_tf32;
+    h->tune = tune;
     *out = h;
     return LB_OK;
 }
@@ -95,7 +111,7 @@ static cublasLtEpilogue_t lt_epilogue(lb_gpu_epilogue e) {
     return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-/* Builds descriptors and asks the heuristic for the best algorithm. */
+/* Builds descriptors and asks the heuristic for its best algorithms (one without tuning). */
 static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err) {
     memset(p, 0, sizeof *p);
     p->k = *k;
@@ -133,10 +149,11 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[TUNE_CANDIDATES];
     int found = 0;
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h->lt, p->op, p->la, p->lb, p->lc, p->ld,
-                                                      pref, 1, &res, &found);
+                                                      pref, h->tune ? TUNE_CANDIDATES : 1, res,
+                                                      &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
         lb_status st = lb_fail(err, LB_ERR_UNSUPPORTED,
@@ -149,7 +166,56 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
         release(p);
         return st;
     }
-    p->algo = res.algo;
+    for (int i = 0; i < found; i++) p->cand[i] = res[i].algo;
+    p->n_cand = found;
+    p->algo = res[0].algo;
+    p->tuned = found == 1;
+    return LB_OK;
+}
+
+/* Times every candidate of p on g's buffers and keeps the fastest in p->algo. A candidate
+ * that fails to run is skipped; the heuristic's choice stays if none beats it. */
+static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, float beta,
+                      const void *c, cudaStream_t stream, lb_err *err) {
+    cudaEvent_t ev[2] = {NULL, NULL};
+    lb_status st = LB_OK;
+    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events to time cuBLASLt algorithms");
+    float best_ms = 0.0f, first_ms = 0.0f;
+    int best = -1;
+    for (int i = 0; st == LB_OK && i < p->n_cand; i++) {
+        bool ok = true;
+        for (int r = 0; ok && r <= TUNE_REPS; r++) {
+            if (r == 1) ok = cudaEventRecord(ev[0], stream) == cudaSuccess;
+            ok = ok && cublasLtMatmul(h->lt, p->op, &g->alpha, g->b, p->la, g->a, p->lb, &beta, c,
+                                      p->lc, g->d, p->ld, &p->cand[i], h->workspace,
+                                      h->workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+        }
+        float ms = 0.0f;
+        ok = ok && cudaEventRecord(ev[1], stream) == cudaSuccess &&
+             cudaEventSynchronize(ev[1]) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, ev[0], ev[1]) == cudaSuccess;
+        if (!ok) {
+            /* a candidate that cannot run here is skipped; a sticky fault is not */
+            cudaError_t e = cudaStreamSynchronize(stream);
+            if (e != cudaSuccess)
+                st = lb_gpu_fail_at(err, "CUDA", (int)e, cudaGetErrorString(e),
+                                    "timing cuBLASLt candidates", __func__, __FILE__, __LINE__);
+            continue;
+        }
+        if (i == 0) first_ms = ms;
+        if (best < 0 || ms < best_ms) best = i, best_ms = ms;
+    }
+    if (ev[0]) cudaEventDestroy(ev[0]);
+    if (ev[1]) cudaEventDestroy(ev[1]);
+    if (st != LB_OK) return st;
+    if (best >= 0) p->algo = p->cand[best];
+    p->tuned = true;
+    LB_DEBUG("cuBLASLt m=%lld n=%lld k=%lld %s epilogue %d: candidate %d of %d, %.1f us "
+             "(heuristic's first %.1f us)",
+             (long long)g->m, (long long)g->n, (long long)g->k, lb_dtype_name(g->ab_type),
+             (int)g->epilogue, best, p->n_cand, 1e3 * best_ms / TUNE_REPS,
+             1e3 * first_ms / TUNE_REPS);
     return LB_OK;
 }
 
@@ -189,6 +255,10 @@ lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb
                                                           &g->aux, sizeof g->aux));
     float beta = g->c != NULL ? g->beta : 0.0f;
     const void *c = g->c != NULL ? g->c : g->d;
+    if (!p->tuned) {
+        if (c == g->d && beta != 0.0f) p->tuned = true; /* in place: keep the heuristic's */
+        else LB_TRY(tune(h, p, g, beta, c, (cudaStream_t)stream, err));
+    }
     LB_CUBLAS_TRY(err, cublasLtMatmul(h->lt, p->op, &g->alpha, g->b, p->la, g->a, p->lb, &beta, c,
                                       p->lc, g->d, p->ld, &p->algo, h->workspace,
                                       h->workspace_bytes, (cudaStream_t)stream));
@@ -198,8 +268,8 @@ lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb
 #else /* no CUDA */
 
 lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_bytes,
-                           bool allow_tf32, lb_err *err) {
-    (void)workspace, (void)workspace_bytes, (void)allow_tf32;
+                           bool allow_tf32, bool tune, lb_err *err) {
+    (void)workspace, (void)workspace_bytes, (void)allow_tf32, (void)tune;
     *out = NULL;
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA");
 }

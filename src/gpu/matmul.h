@@ -8,9 +8,11 @@
  * weight gradients). C, when given, has D's type and stride and may be D itself (that is
  * how gradients accumulate and how the residual add fuses into a projection).
  * The wrapper maps the row-major problem onto column-major cuBLASLt by swapping the
- * operands, and caches a prepared descriptor set plus the heuristic's chosen algorithm per
- * distinct problem (shape, types, strides, epilogue, pointer alignment), so a training
- * step sets up each shape once. Not here: batched or strided-batched products, fp8. */
+ * operands, and caches a prepared descriptor set plus one algorithm per distinct problem
+ * (shape, types, strides, epilogue, pointer alignment), so a training step sets up each
+ * shape once. With tuning on, that algorithm is the fastest of the heuristic's candidates
+ * timed on the problem's first run (matmul.c says how); with it off, the heuristic's first
+ * choice. Not here: batched or strided-batched products, fp8. */
 #ifndef LB_GPU_MATMUL_H
 #define LB_GPU_MATMUL_H
 
@@ -55,9 +57,11 @@ typedef struct {
 typedef struct lb_gpu_blas lb_gpu_blas;
 
 /* Creates the cuBLASLt handle. workspace (device memory, owned by the caller, e.g. an
- * arena piece) may be NULL with workspace_bytes 0. Caller frees with lb_gpu_blas_free. */
+ * arena piece) may be NULL with workspace_bytes 0. tune: time the heuristic's candidates
+ * on each problem's first run (that run takes longer) instead of taking its first choice.
+ * Caller frees with lb_gpu_blas_free. */
 lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_bytes,
-                           bool allow_tf32, lb_err *err);
+                           bool allow_tf32, bool tune, lb_err *err);
 void lb_gpu_blas_free(lb_gpu_blas *h);
 
 /* Runs g on `stream` (a cudaStream_t; NULL for the default stream). LB_ERR_UNSUPPORTED
@@ -67,7 +71,8 @@ lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb
 /* Number of distinct problems prepared so far (the heuristic cache's size). */
 int lb_gpu_blas_cached(const lb_gpu_blas *h);
 
-#define LB_GPU_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+/* split-K and stream-K algorithms need workspace; more than 32 MiB widens their choice */
+#define LB_GPU_BLAS_WORKSPACE_BYTES ((size_t)64 << 20)
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@ typedef struct {
     lb_precision precision;
     bool recompute;         /* rebuild norm outputs and MLP activations in backward */
     bool tf32;              /* fp32 matmuls may use TF32 */
+    bool gemm_heuristic_only; /* cuBLASLt's first heuristic algorithm, no timing (gpu/matmul.h) */
     int attn_scalar;        /* 1: always the scalar attention kernels (tests) */
     int no_fused_gelu;      /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */
     int max_loss_slots;     /* device slots for per-step mean losses */

@@ -643,7 +643,7 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
     lb_rng_seed(&c.rng, rep->seed);
     lb_gpu_blas *blas = NULL;
     void *ws = dev(&c, LB_GPU_BLAS_WORKSPACE_BYTES);
-    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&blas, ws, LB_GPU_BLAS_WORKSPACE_BYTES, false, err));
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&blas, ws, LB_GPU_BLAS_WORKSPACE_BYTES, false, true, err));
     void *keep_ws = c.n > 0 ? c.bufs[--c.n] : NULL; /* the workspace outlives per-check releases */
     for (int k = 0; p->kernels && k < 3 && c.st == LB_OK; k++) {
         const prec_t *pr = &PRECS[k];

@@ -41,6 +41,7 @@ lb_train_params lb_train_default_params(void) {
         .seed = 1337,
         .tf32 = false,
         .recompute = false,
+        .gemm_heuristic_only = false,
         .peak_tflops = 0.0,
         .progress = true,
     };
@@ -67,9 +68,9 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
         return lb_fail(err, LB_ERR_USAGE,
                        "--precision %s needs --device cuda: the CPU reference computes in fp32",
                        lb_precision_name(p->precision));
-    if (p->device == LB_DEVICE_CPU && (p->tf32 || p->recompute))
+    if (p->device == LB_DEVICE_CPU && (p->tf32 || p->recompute || p->gemm_heuristic_only))
         return lb_fail(err, LB_ERR_USAGE, "%s applies to --device cuda only",
-                       p->tf32 ? "--tf32" : "--recompute");
+                       p->tf32 ? "--tf32" : p->recompute ? "--recompute" : "--gemm-heuristic-only");
     if (p->batch * p->seq > INT32_MAX)
         return lb_fail(err, LB_ERR_USAGE, "--batch x --seq = %lld tokens per step is too many",
                        (long long)(p->batch * p->seq));
@@ -101,6 +102,7 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "seed", json_integer((json_int_t)p->seed));
     json_object_set_new(c, "tf32", json_boolean(p->tf32));
     json_object_set_new(c, "recompute", json_boolean(p->recompute));
+    json_object_set_new(c, "gemm_heuristic_only", json_boolean(p->gemm_heuristic_only));
     json_object_set_new(c, "params", json_integer(lb_model_param_count(cfg)));
     json_object_set_new(c, "n_layer", json_integer(cfg->n_layer));
     json_object_set_new(c, "d_model", json_integer(cfg->d_model));

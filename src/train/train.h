@@ -41,6 +41,7 @@ typedef struct {
     uint64_t seed;
     bool tf32;              /* CUDA fp32: allow TF32 matrix products */
     bool recompute;         /* CUDA: recompute activations in backward to save memory */
+    bool gemm_heuristic_only; /* CUDA: cuBLASLt's first heuristic algorithm, no timing */
     double peak_tflops;     /* dense peak for MFU; 0 = look the GPU up in the table */
     bool progress;          /* a progress line on stderr */
 } lb_train_params;

@@ -6,8 +6,10 @@
  * Step times are the event intervals (device time of the step, launch gaps included);
  * losses are read back once at the end. An NVML sampler (gpu/telemetry.h) runs during
  * the timed steps only. MFU = tokens/s x FLOPs/token (model/config.h) over the dense peak
- * of gpu/peak.h for the precision (TF32 rate for fp32 with --tf32), or --peak-tflops. A
- * build without CUDA refuses. */
+ * of gpu/peak.h for the precision (TF32 rate for fp32 with --tf32), or --peak-tflops. The
+ * timed steps sit between cudaProfilerStart and cudaProfilerStop, so a profiler started
+ * with collection off (ncu --profile-from-start off) sees them and not the warm-up, where
+ * cuBLASLt algorithms are timed. A build without CUDA refuses. */
 #include "train/train_cuda.h"
 
 #ifndef LB_HAVE_CUDA
@@ -21,6 +23,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
 
 #else
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
@@ -99,6 +102,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     memset(&s, 0, sizeof s);
     lb_gpu_model_params gp = {.B = (int)p->batch, .T = (int)p->seq, .precision = p->precision,
                               .recompute = p->recompute, .tf32 = p->tf32,
+                              .gemm_heuristic_only = p->gemm_heuristic_only,
                               .max_loss_slots = (int)total};
     lb_status st = lb_gpu_model_init(&s.m, cfg, &gp, err);
     if (st == LB_OK) st = lb_gpu_model_init_weights(s.m, p->seed, err);
@@ -137,6 +141,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
         if (step == p->warmup) {
             if (lb_gpu_model_sync(s.m, err) != LB_OK) break;
             tel = lb_gpu_telemetry_start(p->device_index, 100);
+            cudaProfilerStart();
         }
         lb_data_next(data, s.inputs, s.targets);
         if (cudaEventRecord(s.ev[2 * step], stream) != cudaSuccess) {
@@ -154,6 +159,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     }
     lb_status sync = lb_gpu_model_sync(s.m, st == LB_OK ? err : NULL);
     if (st == LB_OK) st = sync;
+    cudaProfilerStop();
     lb_gpu_telemetry_summary ts;
     lb_gpu_telemetry_stop(tel, &ts, NULL, NULL);
     lb_progress_done(&prog);
