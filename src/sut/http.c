@@ -275,6 +275,7 @@ static void classify(xfer *x, CURLcode rc, lb_http_outcome *o) {
     }
     x->event_ns = o->done_ns;
     take_piece(x, &piece);
+    x->n_chunks = 0; /* a whole answer has no streamed pieces to count tokens by */
     lb_openai_piece_clear(&piece);
     if (x->parse_error != LB_QERR_NONE) {
         o->error = x->parse_error;
