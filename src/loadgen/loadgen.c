@@ -22,6 +22,7 @@
 #include "accuracy/rouge.h"
 
 #define PROGRESS_NS 500000000LL
+#define WARMUP_TAG (UINT64_C(1) << 62) /* marks unrecorded warm-up requests */
 #define FAILURES_LOGGED 5
 
 typedef struct {
@@ -43,6 +44,7 @@ typedef struct {
     size_t next;      /* next query to issue */
     int64_t t0;
     int64_t inflight, completed, failed, logged;
+    int64_t warm_inflight;
     bool open_loop;
     double target_qps;
     int64_t slots; /* closed loop: queries in flight at most */
@@ -178,6 +180,7 @@ static void issue(run *R, size_t i, int64_t now_rel) {
 
 static void on_token(void *user, uint64_t tag, int64_t t_ns) {
     run *R = user;
+    if (tag & WARMUP_TAG) return;
     lb_query *x = &R->q[tag];
     int64_t t = t_ns - R->t0;
     if (x->first_ns != 0) {
@@ -201,6 +204,7 @@ static void on_token(void *user, uint64_t tag, int64_t t_ns) {
 
 static void on_retry(void *user, uint64_t tag, const lb_http_outcome *failed) {
     run *R = user;
+    if (tag & WARMUP_TAG) return;
     lb_query *x = &R->q[tag];
     x->first_ns = x->last_ns = 0;
     R->gb[tag].n = 0;
@@ -212,6 +216,10 @@ static void on_retry(void *user, uint64_t tag, const lb_http_outcome *failed) {
 static void on_done(void *user, const lb_http_outcome *o) {
     run *R = user;
     uint64_t tag = o->req.tag;
+    if (tag & WARMUP_TAG) {
+        R->warm_inflight--;
+        return;
+    }
     lb_query *x = &R->q[tag];
     gapbuf *g = &R->gb[tag];
     int64_t now_rel = lb_clock_now_ns() - R->t0;
@@ -221,6 +229,7 @@ static void on_done(void *user, const lb_http_outcome *o) {
     x->replica = (int16_t)o->req.replica;
     x->attempts = (uint8_t)(o->req.attempt + 1);
     x->sent_ns = o->sent_ns ? o->sent_ns - R->t0 : now_rel;
+    x->handover_ns = o->start_ns ? o->start_ns - R->t0 : now_rel;
     x->done_ns = o->done_ns ? o->done_ns - R->t0 : now_rel;
     R->inflight--;
     if (o->error != LB_QERR_NONE) {
@@ -285,6 +294,27 @@ static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t
     R->p->progress(R->p->progress_user, &pr);
     *last_tick = now_rel;
     *last_done = done;
+}
+
+/* Sends warmup_queries unrecorded requests, as many at once as the step may have in
+ * flight, so the connections the step needs are open before its t0. */
+static void warm_up(run *R) {
+    const lb_loadgen_params *p = R->p;
+    int64_t n = p->warmup_queries, sent = 0;
+    int64_t slots = R->open_loop ? (p->max_inflight > 0 ? p->max_inflight : n) : R->slots;
+    R->warm_inflight = 0;
+    while ((sent < n && !lb_interrupted()) || R->warm_inflight > 0) {
+        while (sent < n && R->warm_inflight < slots && !lb_interrupted()) {
+            uint32_t k = (uint32_t)(sent % (int64_t)R->ds->n);
+            lb_err err;
+            if (lb_pool_submit(R->pool, WARMUP_TAG | (uint64_t)sent, R->bodies[k], R->body_len[k],
+                               &err) != LB_OK)
+                return;
+            R->warm_inflight++;
+            sent++;
+        }
+        lb_pool_run(R->pool, lb_clock_now_ns() + PROGRESS_NS);
+    }
 }
 
 /* Runs one step (the whole run unless sweeping). Returns true when interrupted. */
@@ -407,12 +437,13 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
     for (size_t i = 0; i < p->n_sweep; i++) json_array_append_new(sweep, json_real(p->sweep_qps[i]));
     const lb_constraints *c = &p->constraints;
     return json_pack(
-        "{s:s, s:s, s:f, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, s:f, s:f, s:f, s:f},"
+        "{s:s, s:s, s:f, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, s:f, s:f, s:f, s:f},"
         " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I}}",
         "scenario", lb_scenario_name(p->scenario), "mode", lb_mode_name(p->mode), "qps", p->qps,
         "sweep_qps", sweep, "concurrency", (json_int_t)p->concurrency, "min_duration_s",
         p->min_duration_s, "min_queries", (json_int_t)p->min_queries, "max_inflight",
-        (json_int_t)p->max_inflight, "sample_seed", (json_int_t)p->sample_seed, "schedule_seed",
+        (json_int_t)p->max_inflight, "warmup_queries", (json_int_t)p->warmup_queries,
+        "sample_seed", (json_int_t)p->sample_seed, "schedule_seed",
         (json_int_t)p->schedule_seed, "max_tokens", (int)p->max_tokens, "constraints",
         "ttft_limit_ms", c->ttft_limit_ms, "tpot_limit_ms", c->tpot_limit_ms, "percentile",
         c->percentile, "confidence", c->confidence, "slo_ttft_ms", c->slo_ttft_ms, "slo_tpot_ms",
@@ -531,6 +562,11 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
         }
         if (n_steps > 1)
             LB_INFO("sweep step %zu of %zu: %g queries/s", k + 1, n_steps, R.target_qps);
+        lb_replica base[LB_POOL_MAX_REPLICAS];
+        size_t n_reps;
+        if (p->warmup_queries > 0) warm_up(&R);
+        const lb_replica *before = lb_pool_replicas(R.pool, &n_reps);
+        memcpy(base, before, n_reps * sizeof *base);
         interrupted = run_step(&R);
         if (R.oom != LB_OK) {
             st = lb_fail(err, LB_ERR_NOMEM, "out of memory while recording queries");
@@ -548,8 +584,15 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
         s->sample_seed = p->sample_seed;
         s->schedule_seed = p->schedule_seed + k;
         s->n_samples = ds->n;
+        /* This step's own counts: what the replicas did before it (warm-up, earlier sweep
+         * steps) is subtracted. */
         const lb_replica *reps = lb_pool_replicas(R.pool, &s->n_replicas);
         memcpy(s->replicas, reps, s->n_replicas * sizeof *reps);
+        for (size_t i = 0; i < s->n_replicas; i++) {
+            s->replicas[i].sent -= base[i].sent;
+            s->replicas[i].completed -= base[i].completed;
+            s->replicas[i].failed -= base[i].failed;
+        }
         if ((st = lb_loadgen_summarize(R.q, R.next, R.gaps, R.n_gaps, s)) != LB_OK) {
             st = lb_fail(err, LB_ERR_NOMEM, "out of memory summarizing");
             break;

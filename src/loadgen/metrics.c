@@ -289,6 +289,11 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
         if (q[i].issued && q[i].scheduled_send && q[i].sent_ns > 0)
             a[k++] = ms(q[i].sent_ns - q[i].scheduled_ns);
     s->send_lag_ms = dist_of(a, k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (q[i].issued && q[i].scheduled_send && q[i].handover_ns > 0)
+            a[k++] = ms(q[i].handover_ns - q[i].scheduled_ns);
+    s->handover_lag_ms = dist_of(a, k);
     for (size_t i = 0; i < n_gaps; i++) a[i] = gaps_ms[i];
     s->itl_ms = dist_of(a, n_gaps);
 
@@ -350,6 +355,7 @@ lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *
     LB_TRY(put_dist(r, prefix, "latency", &s->latency_ms));
     LB_TRY(put_dist(r, prefix, "queue", &s->queue_ms));
     LB_TRY(put_dist(r, prefix, "send_lag", &s->send_lag_ms));
+    LB_TRY(put_dist(r, prefix, "handover_lag", &s->handover_lag_ms));
     LB_TRY(put(r, prefix, "valid", s->valid ? 1.0 : 0.0, "bool"));
     LB_TRY(put(r, prefix, "early_stop_needed_queries",
                (double)(s->es_ttft.needed > s->es_tpot.needed ? s->es_ttft.needed

@@ -38,6 +38,7 @@ const char *lb_mode_name(lb_mode m);         /* "PerformanceOnly", "AccuracyOnly
 
 typedef struct {
     int64_t scheduled_ns; /* when it was due (t0-relative) */
+    int64_t handover_ns;  /* when the (last) attempt was handed to the HTTP client */
     int64_t sent_ns;      /* when the (last) attempt's request went out */
     int64_t first_ns;     /* first generated text of the last attempt */
     int64_t last_ns;      /* latest generated text (for inter-token gaps) */
@@ -114,6 +115,7 @@ typedef struct {
     bool input_tokens_known;
     const char *token_source;   /* "usage", "chunks" or "usage+chunks" */
     lb_dist ttft_ms, tpot_ms, itl_ms, latency_ms, queue_ms, send_lag_ms;
+    lb_dist handover_lag_ms; /* handover - scheduled: the scheduler's own lateness */
     bool perf_ok, min_duration_ok, min_queries_ok, early_stop_ok, no_failures, valid;
     lb_early_stop es_ttft, es_tpot, es_latency;
     char reasons[768];          /* why INVALID, "; "-separated; "" when valid */

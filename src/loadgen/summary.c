@@ -139,9 +139,13 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "\n");
     dist_ns(f, &s->queue_ms, "Min queueing delay (ns)         ", "Max queueing delay (ns)         ",
             "Mean queueing delay (ns)        ", "queueing delay (ns)   ");
-    if (s->send_lag_ms.n > 0)
+    if (s->send_lag_ms.n > 0) {
         fprintf(f, "\nSend lag (sent - scheduled) p50 / p99 / max (ns) : %lld / %lld / %lld\n",
                 ns_of(s->send_lag_ms.p[0]), ns_of(s->send_lag_ms.p[4]), ns_of(s->send_lag_ms.max));
+        fprintf(f, "Hand-over lag (to libcurl - scheduled) p50 / p99 / max (ns) : %lld / %lld / %lld\n",
+                ns_of(s->handover_lag_ms.p[0]), ns_of(s->handover_lag_ms.p[4]),
+                ns_of(s->handover_lag_ms.max));
+    }
     fprintf(f, "\nReplicas : %zu\n", s->n_replicas);
     for (size_t i = 0; i < s->n_replicas; i++) {
         const lb_replica *r = &s->replicas[i];
