@@ -504,6 +504,8 @@ int lb_http_run(lb_http_client *c, int64_t until_ns) {
             if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
             if (evs[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
             curl_multi_socket_action(c->multi, fd, flags, &running);
+            /* A send is due: leave the other ready sockets (epoll reports them again). */
+            if (lb_clock_now_ns() >= until_ns) break;
         }
         drain_done(c);
     }
