@@ -106,8 +106,9 @@ void lb_args_print_help(const lb_cli_command *cmd) {
     printf("  %-28s %s\n", "-h, --help", "show this help");
 }
 
-lb_status lb_args_parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_common *common,
-                        const char **positional, int *n_positional, bool *help_shown) {
+/* The parser proper; *help_shown is set when --help was printed. */
+static lb_status parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_common *common,
+                       const char **positional, int *n_positional, bool *help_shown) {
     *help_shown = false;
     *n_positional = 0;
     common->json = false;
@@ -183,4 +184,11 @@ lb_status lb_args_parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli
                      : common->verbosity == 1 ? LB_LOG_INFO
                                               : LB_LOG_DEBUG);
     return LB_OK;
+}
+
+int lb_args_parse(const lb_cli_command *cmd, int argc, char **argv, lb_args *out) {
+    bool help = false;
+    lb_status st = parse(cmd, argc, argv, &out->common, out->pos, &out->n_pos, &help);
+    if (st != LB_OK) return lb_status_exit_code(st);
+    return help ? 0 : LB_ARGS_GO_ON;
 }

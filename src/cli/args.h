@@ -55,13 +55,24 @@ typedef struct {
     int min_positional, max_positional;
 } lb_cli_command;
 
-/* Parses argv[1..argc-1] (argv[0] is the command word). Positional arguments are kept in
- * positional[] (pointers into argv). Returns LB_OK, LB_ERR_USAGE after printing the error
- * line, or LB_ERR_INTERRUPTED-free LB_OK with *help_shown set when --help was asked (the
- * help is then already printed and the caller exits 0). Applies the verbosity to the
- * logger. */
-lb_status lb_args_parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_common *common,
-                        const char **positional, int *n_positional, bool *help_shown);
+#define LB_ARGS_MAX_POSITIONAL 1024
+#define LB_ARGS_GO_ON (-1)
+
+/* What a command line parsed into: the shared options and the positional arguments
+ * (pointers into argv). */
+typedef struct {
+    lb_cli_common common;
+    const char *pos[LB_ARGS_MAX_POSITIONAL];
+    int n_pos;
+} lb_args;
+
+/* Fills .specs and .n_specs of an lb_cli_command from a spec array. */
+#define LB_ARG_SPECS(array) .specs = (array), .n_specs = (int)(sizeof(array) / sizeof((array)[0]))
+
+/* Parses argv[1..argc-1] (argv[0] is the command word) into *out and applies the
+ * verbosity to the logger. Returns LB_ARGS_GO_ON when the command should run, or the exit
+ * code to return at once: 0 after printing --help, 2 after printing a usage error. */
+int lb_args_parse(const lb_cli_command *cmd, int argc, char **argv, lb_args *out);
 
 void lb_args_print_help(const lb_cli_command *cmd);
 

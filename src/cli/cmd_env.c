@@ -31,17 +31,13 @@ int lb_cmd_env(int argc, char **argv) {
         .specs = NULL,
         .n_specs = 0,
     };
-    lb_cli_common common;
-    const char *pos[1];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK) return lb_status_exit_code(st);
-    if (help) return 0;
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
     json_t *p = lb_provenance_collect(0, NULL);
     lb_devinfo_add(p);
     lb_comminfo_add(p);
-    if (common.json) {
+    if (a.common.json) {
         json_dumpf(p, stdout, JSON_INDENT(2));
         printf("\n");
     } else {

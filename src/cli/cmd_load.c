@@ -243,13 +243,10 @@ int lb_cmd_load(int argc, char **argv) {
     lb_cli_command cmd = cmd_template;
     cmd.specs = specs;
     cmd.n_specs = (int)(sizeof specs / sizeof specs[0]);
-    lb_cli_common common;
-    const char *pos[1];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK) return lb_status_exit_code(st);
-    if (help) return 0;
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
+    lb_status st;
 
     if (endpoints.n == 0) return lb_status_exit_code(lb_args_usage_error("load", "give at least one --endpoint URL"));
     if ((dataset == NULL) == (synthetic == 0))
@@ -330,7 +327,7 @@ int lb_cmd_load(int argc, char **argv) {
                 p.dataset_path, ds.skipped);
     raise_fd_limit();
     progress_state ps = {.tty = isatty(STDERR_FILENO) != 0, .last_print_s = 0};
-    if (common.verbosity >= 0) {
+    if (a.common.verbosity >= 0) {
         p.progress = print_progress;
         p.progress_user = &ps;
     }
@@ -342,7 +339,7 @@ int lb_cmd_load(int argc, char **argv) {
     r->config = lb_loadgen_config_json(&p, &ds);
     int64_t run_id = -1;
     /* runctl records main's command line: this argv starts one word after main's. */
-    st = lb_runctl_run(&common, argc + 1, argv - 1, r, do_load, &w, &run_id, &err);
+    st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, do_load, &w, &run_id, &err);
     if (ps.tty && p.progress) fprintf(stderr, "\r\033[K");
     char sut[600];
     snprintf(sut, sizeof sut, "%s%s%s%s", endpoints.items[0],
@@ -351,7 +348,7 @@ int lb_cmd_load(int argc, char **argv) {
     if (st != LB_OK && st != LB_ERR_INTERRUPTED) {
         fprintf(stderr, "llmbench load: %s\n", err.msg);
     } else {
-        if (common.json) {
+        if (a.common.json) {
             json_t *j = lb_result_to_json(r);
             json_object_set_new(j, "verdicts", verdicts_json(rep));
             json_dumpf(j, stdout, JSON_INDENT(1));

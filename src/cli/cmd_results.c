@@ -126,19 +126,15 @@ static int results_list(int argc, char **argv) {
         .summary = "Lists stored runs, newest first: id, status, kind, start time, duration, "
                    "number of raw samples and name. A run still marked running was either in "
                    "progress or ended by a crash.",
-        .specs = specs,
-        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+        LB_ARG_SPECS(specs),
     };
-    lb_cli_common common;
-    const char *pos[1];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK || help) return lb_status_exit_code(st);
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
 
     int code = 0;
     lb_store *s = NULL;
-    if (open_store(cmd.command, &common, &s, &code) != LB_OK) return code;
+    if (open_store(cmd.command, &a.common, &s, &code) != LB_OK) return code;
     lb_store_filter filter = lb_store_default_filter();
     filter.kind = kind;
     filter.status = status ? lb_run_status_parse(status) : -1;
@@ -146,10 +142,10 @@ static int results_list(int argc, char **argv) {
     lb_store_run_info *runs = NULL;
     size_t n = 0;
     lb_err err = {{0}};
-    st = lb_store_list(s, &filter, &runs, &n, &err);
+    lb_status st = lb_store_list(s, &filter, &runs, &n, &err);
     if (st != LB_OK)
         code = report_failure(cmd.command, st, &err);
-    else if (common.json)
+    else if (a.common.json)
         print_list_json(s, runs, n);
     else
         print_list_table(s, runs, n, limit);
@@ -254,28 +250,25 @@ static int results_show(int argc, char **argv) {
         .n_specs = 0,
         .max_positional = 1,
     };
-    lb_cli_common common;
-    const char *pos[1];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK || help) return lb_status_exit_code(st);
-    if (npos == 0)
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
+    if (a.n_pos == 0)
         return lb_status_exit_code(lb_args_usage_error(
             cmd.command, "missing run ID: expected one ID such as 12, as shown by "
                          "'llmbench results list'"));
     int64_t id;
-    if (parse_id(cmd.command, pos[0], &id) != LB_OK) return 2;
+    if (parse_id(cmd.command, a.pos[0], &id) != LB_OK) return 2;
 
     int code = 0;
     lb_store *s = NULL;
-    if (open_store(cmd.command, &common, &s, &code) != LB_OK) return code;
+    if (open_store(cmd.command, &a.common, &s, &code) != LB_OK) return code;
     lb_result *r = NULL;
     lb_err err = {{0}};
-    st = lb_store_run_load(s, id, &r, &err);
+    lb_status st = lb_store_run_load(s, id, &r, &err);
     if (st != LB_OK)
         code = report_failure(cmd.command, st, &err);
-    else if (common.json)
+    else if (a.common.json)
         print_show_json(id, r);
     else
         print_show_text(id, r);
@@ -334,27 +327,23 @@ static int results_export(int argc, char **argv) {
                    "run_id,kind,name,status,record,series_or_metric,index,value,unit, record "
                    "being config, metric or sample. Exit code 2 for a malformed ID, 1 when "
                    "an ID is not found (nothing is written then).",
-        .specs = specs,
-        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+        LB_ARG_SPECS(specs),
         .max_positional = MAX_EXPORT_IDS,
     };
-    lb_cli_common common;
-    static const char *pos[MAX_EXPORT_IDS];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK || help) return lb_status_exit_code(st);
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
     static int64_t ids[MAX_EXPORT_IDS];
-    for (int i = 0; i < npos; i++)
-        if (parse_id(cmd.command, pos[i], &ids[i]) != LB_OK) return 2;
+    for (int i = 0; i < a.n_pos; i++)
+        if (parse_id(cmd.command, a.pos[i], &ids[i]) != LB_OK) return 2;
 
     int code = 0;
     lb_store *s = NULL;
-    if (open_store(cmd.command, &common, &s, &code) != LB_OK) return code;
+    if (open_store(cmd.command, &a.common, &s, &code) != LB_OK) return code;
     lb_store_format fmt = strcmp(format, "csv") == 0 ? LB_STORE_FORMAT_CSV : LB_STORE_FORMAT_JSON;
     lb_err err = {{0}};
-    st = out_path ? export_to_file(s, ids, (size_t)npos, fmt, out_path, &err)
-                  : lb_store_export(s, ids, (size_t)npos, fmt, stdout, &err);
+    lb_status st = out_path ? export_to_file(s, ids, (size_t)a.n_pos, fmt, out_path, &err)
+                  : lb_store_export(s, ids, (size_t)a.n_pos, fmt, stdout, &err);
     if (st != LB_OK) code = report_failure(cmd.command, st, &err);
     lb_store_close(s);
     return code;

@@ -94,23 +94,18 @@ int lb_cmd_rouge(int argc, char **argv) {
                    "rouge_score 0.1.2 with the Porter stemmer), gen_len (characters) and "
                    "gen_num, and checks them against MLPerf's targets. Record i of --pred is "
                    "scored against record i of --ref.",
-        .specs = specs,
-        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+        LB_ARG_SPECS(specs),
     };
-    lb_cli_common common;
-    const char *pos[1];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK) return lb_status_exit_code(st);
-    if (help) return 0;
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
     if (pred_path == NULL || ref_path == NULL)
         return lb_status_exit_code(lb_args_usage_error(
             "rouge", "both --pred FILE and --ref FILE are required"));
 
     lb_textfile preds, refs;
     lb_err err = {{0}};
-    st = lb_textfile_read(pred_path, LB_TEXTFILE_PREDICTIONS, &preds, &err);
+    lb_status st = lb_textfile_read(pred_path, LB_TEXTFILE_PREDICTIONS, &preds, &err);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench rouge: %s\n", err.msg);
         return lb_status_exit_code(st);
@@ -145,7 +140,7 @@ int lb_cmd_rouge(int argc, char **argv) {
         lb_rouge_summary s = lb_rouge_acc_finish(&acc);
         lb_rouge_targets t = lb_rouge_targets_mlperf_llama31_8b();
         lb_rouge_verdict v = lb_rouge_check(&s, &t);
-        if (common.json)
+        if (a.common.json)
             print_json(&params, &s, &t, &v);
         else
             print_table(pred_path, &s, &t, &v);

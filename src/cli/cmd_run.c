@@ -77,15 +77,11 @@ int lb_cmd_run(int argc, char **argv) {
                    "GPT-2 and a small Llama configuration on the CPU, and GPT-2 124M in bf16 on "
                    "the GPU when one is present. Every benchmark is stored as its own run; a "
                    "summary table with the run ids ends the output.",
-        .specs = specs,
-        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+        LB_ARG_SPECS(specs),
     };
-    lb_cli_common common;
-    const char *pos[1];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK || help) return lb_status_exit_code(st);
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
 
     suite_item items[8];
     size_t n = 0;
@@ -93,7 +89,7 @@ int lb_cmd_run(int argc, char **argv) {
     int gpus = lb_devinfo_cuda_device_count();
     if (!cpu_only && gpus > 0)
         for (size_t i = 0; i < sizeof gpu_suite / sizeof gpu_suite[0]; i++) items[n++] = gpu_suite[i];
-    if (gpus == 0 && !common.json)
+    if (gpus == 0 && !a.common.json)
         fprintf(stderr, "llmbench run: no CUDA GPU found: running the CPU suite only\n");
 
     lb_result *results[8] = {0};
@@ -101,7 +97,7 @@ int lb_cmd_run(int argc, char **argv) {
     int exit_code = 0;
     for (size_t i = 0; i < n; i++) {
         /* main passes argv + 1: argv - 1 is the program's whole command line */
-        lb_status s = run_item(&common, argc + 1, argv - 1, &items[i], &results[i], &ids[i]);
+        lb_status s = run_item(&a.common, argc + 1, argv - 1, &items[i], &results[i], &ids[i]);
         if (s == LB_ERR_INTERRUPTED || lb_interrupted()) {
             exit_code = 130;
             n = i + 1;
@@ -110,7 +106,7 @@ int lb_cmd_run(int argc, char **argv) {
         if (s != LB_OK) exit_code = 1;
     }
 
-    if (common.json) {
+    if (a.common.json) {
         json_t *arr = json_array();
         for (size_t i = 0; i < n; i++) {
             if (results[i] == NULL) continue;

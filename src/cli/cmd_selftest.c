@@ -34,13 +34,9 @@ int lb_cmd_selftest(int argc, char **argv) {
     };
     cmd.specs = specs;
     cmd.n_specs = (int)(sizeof specs / sizeof specs[0]);
-    lb_cli_common common;
-    const char *pos[1];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK) return lb_status_exit_code(st);
-    if (help) return 0;
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
     lb_selftest_params p = lb_selftest_default_params();
     p.device = (int)device;
     p.seed = (uint64_t)seed;
@@ -49,8 +45,8 @@ int lb_cmd_selftest(int argc, char **argv) {
     p.kernels = !no_kernels;
     lb_selftest_report rep;
     lb_err err = {{0}};
-    st = lb_gpu_selftest_run(&p, &rep, &err);
-    if (common.json) {
+    lb_status st = lb_gpu_selftest_run(&p, &rep, &err);
+    if (a.common.json) {
         json_t *rows = json_array();
         for (size_t i = 0; i < rep.n; i++) {
             const lb_selftest_row *r = &rep.rows[i];

@@ -98,16 +98,11 @@ int lb_cmd_serve(int argc, char **argv) {
         .command = "serve",
         .usage = "--synthetic [options]",
         .summary = summary,
-        .specs = specs,
-        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+        LB_ARG_SPECS(specs),
     };
-    lb_cli_common common;
-    const char *pos[1];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK) return lb_status_exit_code(st);
-    if (help) return 0;
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
     if (!synthetic) {
         fprintf(stderr, "llmbench serve: the built-in inference engine is not available in "
                         "this version; use --synthetic to serve synthetic tokens\n");
@@ -124,7 +119,7 @@ int lb_cmd_serve(int argc, char **argv) {
     lb_err err = {{0}};
     lb_token_source src = {0};
     lb_server *srv = NULL;
-    st = lb_synthetic_init(&syn, &src, &err);
+    lb_status st = lb_synthetic_init(&syn, &src, &err);
     if (st == LB_OK) st = lb_server_start(&sp, &src, &srv, &err);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench serve: %s\n", err.msg);
@@ -142,7 +137,7 @@ int lb_cmd_serve(int argc, char **argv) {
     lb_server_shutdown(srv, drain_s);
     lb_server_stats stats;
     lb_server_get_stats(srv, &stats);
-    print_stats(&stats, (double)(lb_clock_now_ns() - t0) / 1e9, common.json);
+    print_stats(&stats, (double)(lb_clock_now_ns() - t0) / 1e9, a.common.json);
     lb_server_free(srv);
     lb_synthetic_free(&src);
     return 0;

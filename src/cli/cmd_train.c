@@ -79,15 +79,11 @@ int lb_cmd_train(int argc, char **argv) {
         .command = "train",
         .usage = "[options]",
         .summary = summary,
-        .specs = specs,
-        .n_specs = (int)(sizeof specs / sizeof specs[0]),
+        LB_ARG_SPECS(specs),
     };
-    lb_cli_common common;
-    const char *pos[1];
-    int npos;
-    bool help;
-    lb_status st = lb_args_parse(&cmd, argc, argv, &common, pos, &npos, &help);
-    if (st != LB_OK || help) return lb_status_exit_code(st);
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
     if (device != NULL && parse_device(device, p) != LB_OK) return 2;
     lb_precision_parse(precision, &p->precision);
     p->seed = (uint64_t)seed;
@@ -95,7 +91,7 @@ int lb_cmd_train(int argc, char **argv) {
 
     lb_err err = {{0}};
     lb_model_config cfg;
-    st = lb_train_resolve(p, &cfg, &err);
+    lb_status st = lb_train_resolve(p, &cfg, &err);
     if (st != LB_OK) {
         if (st == LB_ERR_USAGE || st == LB_ERR_FORMAT || st == LB_ERR_IO) {
             fprintf(stderr, "llmbench train: %s\n", err.msg);
@@ -118,8 +114,8 @@ int lb_cmd_train(int argc, char **argv) {
     for (int i = 0; i < tags.n; i++) json_array_append_new(r->tags, json_string(tags.items[i]));
     int64_t run_id = -1;
     /* main passes argv + 1: argv - 1 is the program's whole command line */
-    st = lb_runctl_run(&common, argc + 1, argv - 1, r, work, &ctx, &run_id, &err);
-    if (common.json)
+    st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, work, &ctx, &run_id, &err);
+    if (a.common.json)
         lb_output_result_json(stdout, r, run_id);
     else
         lb_output_result_table(stdout, r, run_id);
