@@ -232,17 +232,15 @@ int lb_cmd_load(int argc, char **argv) {
         {"--out", LB_ARG_STRING, &out_dir, "DIR",
          "write summary.txt, detail.json (and generated.jsonl) there", 0, 0, NULL},
     };
-    static const lb_cli_command cmd_template = {
+    const lb_cli_command cmd = {
         .command = "load",
+        LB_ARG_SPECS(specs),
         .usage = "--endpoint URL [--endpoint URL ...] (--dataset FILE | --synthetic N) [options]",
         .summary = "MLPerf-style load (Offline, Server, SingleStream, fixed concurrency, QPS sweep) "
                    "against OpenAI-compatible servers; every request to the replica with the "
                    "fewest in flight; TTFT, TPOT, ITL, latency, throughput, goodput, VALID or "
                    "INVALID with reasons.",
     };
-    lb_cli_command cmd = cmd_template;
-    cmd.specs = specs;
-    cmd.n_specs = (int)(sizeof specs / sizeof specs[0]);
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;

@@ -22,8 +22,9 @@ int lb_cmd_selftest(int argc, char **argv) {
         {"--no-kernels", LB_ARG_FLAG, &no_kernels, NULL, "skip the per-kernel checks", 0, 0, NULL},
         {"--failed", LB_ARG_FLAG, &failed_only, NULL, "print only failed rows", 0, 0, NULL},
     };
-    static lb_cli_command cmd = {
+    const lb_cli_command cmd = {
         .command = "selftest",
+        LB_ARG_SPECS(specs),
         .usage = "[options]",
         .summary = "Checks every GPU kernel, forward and backward, in fp32, fp16 and bf16 against "
                    "the CPU reference on fresh random inputs, then one training step (loss and "
@@ -32,8 +33,6 @@ int lb_cmd_selftest(int argc, char **argv) {
                    "relative L2 error over its bound) and the max absolute error; exits 1 on "
                    "any failure.",
     };
-    cmd.specs = specs;
-    cmd.n_specs = (int)(sizeof specs / sizeof specs[0]);
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
@@ -61,7 +60,7 @@ int lb_cmd_selftest(int argc, char **argv) {
         json_dumpf(doc, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(doc);
-    } else {
+    } else if (rep.n > 0 || st == LB_OK) {
         printf("%-24s %-28s %-5s %10s %11s %s\n", "op", "shape", "prec", "err/tol", "max_abs", "result");
         for (size_t i = 0; i < rep.n; i++) {
             const lb_selftest_row *r = &rep.rows[i];
