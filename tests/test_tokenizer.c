@@ -1,0 +1,393 @@
+/* test_tokenizer.c: the BPE tokenizer (model/tokenizer.h) against real vocabularies and the
+ * ids that other encoders give.
+ *
+ * Fixtures (tests/fixtures/tokenizer/, made by tools/make_tokenizer_fixtures.mjs): GPT-2's
+ * whole ranks file, the part of Llama 3's that the fixture texts can reach (exact for these
+ * texts: see the tool), and 420 texts with the ids of js-tiktoken (gpt2) and
+ * llama3-tokenizer-js. With LB_TOKENIZER_LLAMA3 set to Llama 3's whole ranks file
+ * (Meta's tokenizer.model, or the tool's third output), the Llama 3 parity test also runs
+ * on it; otherwise that test is skipped. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/stats.h"
+#include "model/tokenizer.h"
+
+#define FIX LB_TEST_FIXTURES "/tokenizer/"
+
+static json_t *texts; /* the fixture's "texts" array */
+
+static int load_texts(void **state) {
+    (void)state;
+    json_error_t je;
+    json_t *root = json_load_file(FIX "texts.json", 0, &je);
+    if (root == NULL) {
+        fprintf(stderr, "texts.json: %s (line %d)\n", je.text, je.line);
+        return -1;
+    }
+    texts = json_incref(json_object_get(root, "texts"));
+    json_decref(root);
+    return json_is_array(texts) && json_array_size(texts) > 0 ? 0 : -1;
+}
+
+static int free_texts(void **state) {
+    (void)state;
+    json_decref(texts);
+    return 0;
+}
+
+static lb_tokenizer *load(const char *path, lb_tok_pattern pattern, lb_tok_special special) {
+    lb_tokenizer_params p = lb_tokenizer_default_params();
+    p.pattern = pattern;
+    p.special = special;
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    if (lb_tokenizer_load(&tok, path, &p, &err) != LB_OK) fail_msg("%s", err.msg);
+    return tok;
+}
+
+static uint32_t *encode(const lb_tokenizer *tok, const char *s, size_t n, size_t *n_ids) {
+    uint32_t *ids = NULL;
+    lb_err err = {{0}};
+    if (lb_tokenizer_encode(tok, s, n, &ids, n_ids, &err) != LB_OK) fail_msg("%s", err.msg);
+    return ids;
+}
+
+static int64_t count(const lb_tokenizer *tok, const char *s, size_t n) {
+    int64_t c = -1;
+    lb_err err = {{0}};
+    if (lb_tokenizer_count(tok, s, n, &c, &err) != LB_OK) fail_msg("%s", err.msg);
+    return c;
+}
+
+/* decode(ids) must give s[0..n) back byte for byte. */
+static void expect_round_trip(const lb_tokenizer *tok, const uint32_t *ids, size_t n_ids,
+                              const char *s, size_t n) {
+    char *back = NULL;
+    size_t back_len = 0;
+    lb_err err = {{0}};
+    if (lb_tokenizer_decode(tok, ids, n_ids, &back, &back_len, &err) != LB_OK)
+        fail_msg("%s", err.msg);
+    if (back_len != n || memcmp(back, s, n) != 0)
+        fail_msg("decode(encode(x)) != x for a text of %zu bytes (got %zu bytes)", n, back_len);
+    assert_int_equal(back[back_len], '\0');
+    free(back);
+}
+
+/* Every fixture text: ids equal to the field's, count equal to their number, round trip. */
+static void expect_fixture_parity(const lb_tokenizer *tok, const char *field) {
+    size_t i, mismatches = 0;
+    json_t *rec;
+    json_array_foreach(texts, i, rec) {
+        const char *s = json_string_value(json_object_get(rec, "text"));
+        size_t n = json_string_length(json_object_get(rec, "text"));
+        json_t *want = json_object_get(rec, field);
+        size_t n_ids = 0;
+        uint32_t *ids = encode(tok, s, n, &n_ids);
+        bool same = n_ids == json_array_size(want);
+        for (size_t k = 0; same && k < n_ids; k++)
+            same = (json_int_t)ids[k] == json_integer_value(json_array_get(want, k));
+        if (!same && mismatches++ < 5) {
+            fprintf(stderr, "%s text %zu (%zu bytes): %zu ids, expected %zu; \"%.60s\"\n", field, i,
+                    n, n_ids, json_array_size(want), s);
+            for (size_t k = 0; k < n_ids && k < json_array_size(want); k++) {
+                if ((json_int_t)ids[k] != json_integer_value(json_array_get(want, k))) {
+                    fprintf(stderr, "  first difference at id %zu: %u, expected %lld\n", k, ids[k],
+                            (long long)json_integer_value(json_array_get(want, k)));
+                    break;
+                }
+            }
+        }
+        assert_int_equal(count(tok, s, n), (int64_t)n_ids);
+        expect_round_trip(tok, ids, n_ids, s, n);
+        free(ids);
+    }
+    if (mismatches)
+        fail_msg("%zu of %zu texts differ from the %s ids", mismatches, json_array_size(texts),
+                 field);
+}
+
+static void test_tokenizer_gpt2_ids_match_js_tiktoken(void **state) {
+    (void)state;
+    lb_tokenizer *tok = load(FIX "gpt2.tiktoken", LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO);
+    const lb_tokenizer_info *info = lb_tokenizer_get_info(tok);
+    assert_int_equal(info->pattern, LB_TOK_PATTERN_GPT2);
+    assert_int_equal(info->special, LB_TOK_SPECIAL_GPT2);
+    assert_int_equal(info->n_ranks, 50256);
+    assert_int_equal(info->n_special, 1);
+    assert_int_equal(info->max_id, 50256);
+    expect_fixture_parity(tok, "gpt2");
+    lb_tokenizer_free(tok);
+}
+
+static void test_tokenizer_llama3_subset_ids_match_llama3_tokenizer_js(void **state) {
+    (void)state;
+    lb_tokenizer *tok =
+        load(FIX "llama3-subset.tiktoken", LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO);
+    const lb_tokenizer_info *info = lb_tokenizer_get_info(tok);
+    assert_int_equal(info->pattern, LB_TOK_PATTERN_LLAMA3);
+    assert_int_equal(info->special, LB_TOK_SPECIAL_LLAMA3);
+    assert_int_equal(info->n_special, 256);
+    assert_int_equal(info->max_id, 128255);
+    expect_fixture_parity(tok, "llama3");
+    lb_tokenizer_free(tok);
+}
+
+static void test_tokenizer_llama3_full_vocabulary_ids_match(void **state) {
+    (void)state;
+    const char *path = getenv("LB_TOKENIZER_LLAMA3");
+    if (path == NULL || path[0] == '\0') skip();
+    lb_tokenizer *tok = load(path, LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO);
+    assert_int_equal(lb_tokenizer_get_info(tok)->n_ranks, 128000);
+    assert_int_equal(lb_tokenizer_get_info(tok)->pattern, LB_TOK_PATTERN_LLAMA3);
+    expect_fixture_parity(tok, "llama3");
+    lb_tokenizer_free(tok);
+}
+
+/* Concatenated encodings of the parts (each a whole pre-split piece or an invalid run). */
+static void expect_ids_of_parts(const lb_tokenizer *tok, const char *whole, size_t n,
+                                const char *const *parts, size_t n_parts) {
+    size_t n_ids = 0, k = 0;
+    uint32_t *ids = encode(tok, whole, n, &n_ids);
+    for (size_t p = 0; p < n_parts; p++) {
+        size_t np = 0;
+        uint32_t *part = encode(tok, parts[p], strlen(parts[p]), &np);
+        for (size_t j = 0; j < np; j++, k++) {
+            assert_true(k < n_ids);
+            assert_int_equal(ids[k], part[j]);
+        }
+        free(part);
+    }
+    assert_int_equal(k, n_ids);
+    free(ids);
+}
+
+static void test_tokenizer_invalid_utf8_passes_bytes_through(void **state) {
+    (void)state;
+    lb_tokenizer *toks[2] = {
+        load(FIX "gpt2.tiktoken", LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO),
+        load(FIX "llama3-subset.tiktoken", LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO)};
+#define CASE(lit)                                                                                  \
+    { lit, sizeof lit - 1 }
+    static const struct {
+        const char *s;
+        size_t n;
+    } cases[] = {CASE("\xff"),
+                 CASE("\x80\x80\x80"),
+                 CASE("abc\xc3"),
+                 CASE("\xe2\x82"),
+                 CASE("\xc0\x80 overlong"),
+                 CASE("\xed\xa0\x80 surrogate"),
+                 CASE("\xf4\x90\x80\x80 above U+10FFFF"),
+                 CASE("caf\xc3\xa9\xff\xfe"),
+                 CASE("\xf0\x9f\x98"),
+                 CASE("a\0b"),
+                 CASE("<|endoftext\xff|>"),
+                 CASE("\xff<|eot_id|>\xfe")};
+#undef CASE
+    lb_rng rng;
+    lb_rng_seed(&rng, 7);
+    for (int t = 0; t < 2; t++) {
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            size_t n_ids = 0;
+            uint32_t *ids = encode(toks[t], cases[c].s, cases[c].n, &n_ids);
+            assert_true(n_ids > 0);
+            assert_int_equal(count(toks[t], cases[c].s, cases[c].n), (int64_t)n_ids);
+            expect_round_trip(toks[t], ids, n_ids, cases[c].s, cases[c].n);
+            free(ids);
+        }
+        for (int r = 0; r < 200; r++) {
+            char buf[300];
+            size_t n = 1 + lb_rng_below(&rng, sizeof buf);
+            for (size_t i = 0; i < n; i++)
+                buf[i] = (char)lb_rng_below(&rng, 256);
+            size_t n_ids = 0;
+            uint32_t *ids = encode(toks[t], buf, n, &n_ids);
+            assert_int_equal(count(toks[t], buf, n), (int64_t)n_ids);
+            expect_round_trip(toks[t], ids, n_ids, buf, n);
+            free(ids);
+        }
+        /* A bad byte splits the text: what surrounds it encodes as it would alone. */
+        static const char *const parts[] = {"hello", "\xff", " world", "\xc3", "!"};
+        expect_ids_of_parts(toks[t], "hello\xff world\xc3!", 14, parts, 5);
+    }
+    lb_tokenizer_free(toks[0]);
+    lb_tokenizer_free(toks[1]);
+}
+
+static void expect_refused(const char *text, const char *needle) {
+    lb_tokenizer *tok = (lb_tokenizer *)1;
+    lb_err err = {{0}};
+    lb_status st = lb_tokenizer_parse(&tok, text, strlen(text), "bad.tiktoken", NULL, &err);
+    assert_int_equal(st, LB_ERR_FORMAT);
+    assert_null(tok);
+    if (strstr(err.msg, needle) == NULL) fail_msg("\"%s\" does not say \"%s\"", err.msg, needle);
+}
+
+/* A vocabulary of the 256 single bytes (ranks 0..255) followed by extra lines. */
+static char *bytes_vocab(const char *extra) {
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t cap = 256 * 16 + strlen(extra) + 1, n = 0;
+    char *s = malloc(cap);
+    for (int b = 0; b < 256; b++)
+        n += (size_t)snprintf(s + n, cap - n, "%c%c== %d\n", b64[b >> 2], b64[(b & 3) << 4], b);
+    snprintf(s + n, cap - n, "%s", extra);
+    return s;
+}
+
+static void test_tokenizer_malformed_ranks_file_is_refused_with_file_and_line(void **state) {
+    (void)state;
+    expect_refused("IQ== 0\nIg==1\n", "bad.tiktoken:2: no space");
+    expect_refused("IQ== 0\n\nI!== 1\n", "bad.tiktoken:3: \"I!==\" is not base64");
+    expect_refused("IQ 0\n", "bad.tiktoken:1: \"IQ\" is not base64");
+    expect_refused("IQ== 0\nIg== x1\n", "bad.tiktoken:2: rank \"x1\"");
+    expect_refused("IQ== 0\nIg== \n", "bad.tiktoken:2: no rank");
+    expect_refused("IQ== 99999999999999\n", "bad.tiktoken:1: rank");
+    expect_refused("", "bad.tiktoken: no tokens");
+    expect_refused("\n\n", "bad.tiktoken: no tokens");
+    expect_refused("IQ== 0\nIg== 1\nIQ== 2\n", "bad.tiktoken:3: the token of line 1 again");
+    expect_refused("IQ== 0\nIg== 1\nIw== 1\n", "bad.tiktoken:3: rank 1 was given on line 2");
+    expect_refused("IQ== 0\n", "bad.tiktoken: byte 0x00 has no rank");
+
+    char *ok = bytes_vocab("aGk= 256\r\n");
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_tokenizer_parse(&tok, ok, strlen(ok), "ok.tiktoken", NULL, &err), LB_OK);
+    assert_int_equal(lb_tokenizer_get_info(tok)->n_ranks, 257);
+    assert_int_equal(count(tok, "hi", 2), 1);
+    lb_tokenizer_free(tok);
+    free(ok);
+
+    char *dup = bytes_vocab("aGk= 3\n");
+    assert_int_equal(lb_tokenizer_parse(&tok, dup, strlen(dup), "bad.tiktoken", NULL, &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "bad.tiktoken:257: rank 3 was given on line 4"));
+    free(dup);
+
+    assert_int_equal(lb_tokenizer_load(&tok, "/nonexistent/x.tiktoken", NULL, &err), LB_ERR_USAGE);
+    assert_null(tok);
+    assert_non_null(strstr(err.msg, "/nonexistent/x.tiktoken"));
+}
+
+static void test_tokenizer_pattern_is_chosen_by_name_or_detected(void **state) {
+    (void)state;
+    lb_tok_pattern p;
+    lb_err err = {{0}};
+    assert_int_equal(lb_tokenizer_pattern_parse("llama3", &p, &err), LB_OK);
+    assert_int_equal(p, LB_TOK_PATTERN_LLAMA3);
+    assert_int_equal(lb_tokenizer_pattern_parse("r50k", &p, &err), LB_OK);
+    assert_int_equal(p, LB_TOK_PATTERN_GPT2);
+    assert_int_equal(lb_tokenizer_pattern_parse("bert", &p, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "\"bert\""));
+    assert_non_null(strstr(err.msg, "llama3"));
+
+    /* GPT-2's ranks with Llama 3's pattern: digits go in threes, and its special tokens
+     * (which AUTO ties to the pattern's family) are gone. */
+    lb_tokenizer *gpt2 = load(FIX "gpt2.tiktoken", LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO);
+    lb_tokenizer *forced = load(FIX "gpt2.tiktoken", LB_TOK_PATTERN_LLAMA3, LB_TOK_SPECIAL_AUTO);
+    assert_int_equal(lb_tokenizer_get_info(forced)->pattern, LB_TOK_PATTERN_LLAMA3);
+    assert_int_equal(lb_tokenizer_get_info(forced)->n_special, 0);
+    static const char *const threes[] = {"123", "456", "7"};
+    expect_ids_of_parts(forced, "1234567", 7, threes, 3);
+    /* GPT-2's own pattern keeps the number whole, and merging cuts it elsewhere. */
+    static const char *const merged[] = {"123", "45", "67"};
+    expect_ids_of_parts(gpt2, "1234567", 7, merged, 3);
+    lb_tokenizer_free(forced);
+    lb_tokenizer_free(gpt2);
+}
+
+static void test_tokenizer_special_tokens_are_optional(void **state) {
+    (void)state;
+    lb_tokenizer *with = load(FIX "gpt2.tiktoken", LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO);
+    lb_tokenizer *without = load(FIX "gpt2.tiktoken", LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_NONE);
+    const char *s = "a<|endoftext|>b";
+    size_t n_ids = 0;
+    uint32_t *ids = encode(with, s, strlen(s), &n_ids);
+    assert_int_equal(n_ids, 3);
+    assert_int_equal(ids[1], 50256);
+    free(ids);
+    assert_true(count(without, s, strlen(s)) > 3);
+
+    uint32_t eot = 50256;
+    char *text = NULL;
+    size_t len = 0;
+    lb_err err = {{0}};
+    assert_int_equal(lb_tokenizer_decode(with, &eot, 1, &text, &len, &err), LB_OK);
+    assert_string_equal(text, "<|endoftext|>");
+    free(text);
+    assert_int_equal(lb_tokenizer_decode(without, &eot, 1, &text, &len, &err), LB_ERR_USAGE);
+    assert_null(text);
+    assert_non_null(strstr(err.msg, "token id 50256"));
+    lb_tokenizer_free(with);
+    lb_tokenizer_free(without);
+}
+
+typedef struct {
+    const lb_tokenizer *tok;
+    int64_t total; /* tokens counted over all texts */
+} thread_arg;
+
+static void *count_all(void *p) {
+    thread_arg *a = p;
+    size_t i;
+    json_t *rec;
+    for (int rep = 0; rep < 3; rep++) {
+        json_array_foreach(texts, i, rec) {
+            int64_t c = 0;
+            lb_err err;
+            json_t *t = json_object_get(rec, "text");
+            if (lb_tokenizer_count(a->tok, json_string_value(t), json_string_length(t), &c, &err) !=
+                LB_OK)
+                return NULL;
+            a->total += c;
+        }
+    }
+    return p;
+}
+
+static void test_tokenizer_counts_from_many_threads_at_once(void **state) {
+    (void)state;
+    lb_tokenizer *tok = load(FIX "gpt2.tiktoken", LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO);
+    int64_t want = 0;
+    size_t i;
+    json_t *rec;
+    json_array_foreach(texts, i, rec) want +=
+        3 * (int64_t)json_array_size(json_object_get(rec, "gpt2"));
+    pthread_t th[4];
+    thread_arg args[4];
+    for (int k = 0; k < 4; k++) {
+        args[k] = (thread_arg){tok, 0};
+        assert_int_equal(pthread_create(&th[k], NULL, count_all, &args[k]), 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        void *ret = NULL;
+        pthread_join(th[k], &ret);
+        assert_non_null(ret);
+        assert_int_equal(args[k].total, want);
+    }
+    lb_tokenizer_free(tok);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tokenizer_gpt2_ids_match_js_tiktoken),
+        cmocka_unit_test(test_tokenizer_llama3_subset_ids_match_llama3_tokenizer_js),
+        cmocka_unit_test(test_tokenizer_llama3_full_vocabulary_ids_match),
+        cmocka_unit_test(test_tokenizer_invalid_utf8_passes_bytes_through),
+        cmocka_unit_test(test_tokenizer_malformed_ranks_file_is_refused_with_file_and_line),
+        cmocka_unit_test(test_tokenizer_pattern_is_chosen_by_name_or_detected),
+        cmocka_unit_test(test_tokenizer_special_tokens_are_optional),
+        cmocka_unit_test(test_tokenizer_counts_from_many_threads_at_once),
+    };
+    return cmocka_run_group_tests(tests, load_texts, free_texts);
+}
