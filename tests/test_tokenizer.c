@@ -22,6 +22,7 @@
 
 #include "core/stats.h"
 #include "model/tokenizer.h"
+#include "test_util.h"
 
 #define FIX LB_TEST_FIXTURES "/tokenizer/"
 
@@ -378,6 +379,29 @@ static void test_tokenizer_counts_from_many_threads_at_once(void **state) {
     lb_tokenizer_free(tok);
 }
 
+static void test_tokenizer_cli_prints_ids_counts_and_refuses_a_bad_file(void **state) {
+    (void)state;
+    char dir[64], path[128], out[4096], errbuf[1024];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t.txt", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("Hello world!<|endoftext|>", f);
+    fclose(f);
+    const char *ids[] = {"tokenize", "--tokenizer", FIX "gpt2.tiktoken", "--ids", path, NULL};
+    assert_int_equal(lb_test_run(ids, out, sizeof out, errbuf, sizeof errbuf), 0);
+    assert_string_equal(out, "15496 995 0 50256\n");
+    const char *cnt[] = {"tokenize", "--tokenizer", FIX "gpt2.tiktoken", "--repeat", "3",
+                         path, NULL};
+    assert_int_equal(lb_test_run(cnt, out, sizeof out, errbuf, sizeof errbuf), 0);
+    assert_non_null(strstr(out, "pattern gpt2"));
+    assert_non_null(strstr(out, ": 4 tokens, 25 bytes"));
+    const char *bad[] = {"tokenize", "--tokenizer", path, path, NULL};
+    assert_int_equal(lb_test_run(bad, out, sizeof out, errbuf, sizeof errbuf), 2);
+    assert_non_null(strstr(errbuf, "t.txt:1: \"Hello\" is not base64"));
+    lb_test_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenizer_gpt2_ids_match_js_tiktoken),
@@ -388,6 +412,7 @@ int main(void) {
         cmocka_unit_test(test_tokenizer_pattern_is_chosen_by_name_or_detected),
         cmocka_unit_test(test_tokenizer_special_tokens_are_optional),
         cmocka_unit_test(test_tokenizer_counts_from_many_threads_at_once),
+        cmocka_unit_test(test_tokenizer_cli_prints_ids_counts_and_refuses_a_bad_file),
     };
     return cmocka_run_group_tests(tests, load_texts, free_texts);
 }

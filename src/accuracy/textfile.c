@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "accuracy/utf8.h"
+#include "core/file.h"
 
 static const char *const pred_fields[] = {"prediction", "text", "output"};
 static const char *const ref_fields[] = {"reference", "text", "output"};
@@ -152,26 +153,9 @@ static lb_status read_lines(const char *path, const char *buf, size_t n, lb_text
 lb_status lb_textfile_read(const char *path, lb_textfile_role role, lb_textfile *out,
                            lb_err *err) {
     memset(out, 0, sizeof *out);
-    FILE *fp = fopen(path, "rb");
-    if (fp == NULL)
-        return lb_fail(err, LB_ERR_USAGE, "cannot read %s: %s", path, strerror(errno));
-    size_t n = 0, cap = 1 << 16;
-    char *buf = malloc(cap);
-    while (buf != NULL) {
-        n += fread(buf + n, 1, cap - n, fp);
-        if (n < cap) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (bigger == NULL) free(buf);
-        buf = bigger;
-        cap *= 2;
-    }
-    bool read_error = ferror(fp) != 0;
-    fclose(fp);
-    if (buf == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", path);
-    if (read_error) {
-        free(buf);
-        return lb_fail(err, LB_ERR_USAGE, "cannot read %s: read error", path);
-    }
+    char *buf = NULL;
+    size_t n = 0;
+    LB_TRY(lb_file_read(path, &buf, &n, err));
     lb_status st = lb_textfile_parse(buf, n, path, role, out, err);
     free(buf);
     return st;

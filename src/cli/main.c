@@ -23,6 +23,7 @@ static const command commands[] = {
     {"serve", lb_cmd_serve, "OpenAI-compatible HTTP server (synthetic tokens for now)"},
     {"rouge", lb_cmd_rouge, "ROUGE accuracy of generated summaries, checked against MLPerf targets"},
     {"load", lb_cmd_load, "MLPerf-style load against OpenAI-compatible servers (replicas)"},
+    {"tokenize", lb_cmd_tokenize, "token counts (or ids) of text files with a BPE vocabulary"},
     {"selftest", lb_cmd_selftest, "every GPU kernel and a whole training step against the CPU reference"},
 };
 

@@ -15,17 +15,14 @@
  * per-thread copies, and whole-piece lookups already serve common words. */
 #include "model/tokenizer.h"
 
+#include "core/file.h"
+
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <errno.h>
-#include <fcntl.h>
 #include <pcre2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define NO_RANK        UINT32_MAX
 #define MAX_RANK       0x3fffffffu /* ranks above this are refused (ids stay well in uint32) */
@@ -384,6 +381,17 @@ const char *lb_tokenizer_pattern_name(lb_tok_pattern pattern) {
     return "?";
 }
 
+lb_status lb_tokenizer_special_parse(const char *name, lb_tok_special *out, lb_err *err) {
+    for (int k = LB_TOK_SPECIAL_AUTO; k <= LB_TOK_SPECIAL_GPT2; k++) {
+        if (strcmp(name, lb_tokenizer_special_name((lb_tok_special)k)) == 0) {
+            *out = (lb_tok_special)k;
+            return LB_OK;
+        }
+    }
+    return lb_fail(err, LB_ERR_USAGE,
+                   "special tokens \"%s\" are unknown; use auto, none, llama3 or gpt2", name);
+}
+
 const char *lb_tokenizer_special_name(lb_tok_special special) {
     switch (special) {
     case LB_TOK_SPECIAL_AUTO: return "auto";
@@ -493,24 +501,14 @@ lb_status lb_tokenizer_parse(lb_tokenizer **out, const char *bytes, size_t n, co
     return LB_OK;
 }
 
-lb_status lb_tokenizer_load(lb_tokenizer **out, const char *path, const lb_tokenizer_params *params,
-                            lb_err *err) {
+lb_status lb_tokenizer_load(lb_tokenizer **out, const char *path,
+                            const lb_tokenizer_params *params, lb_err *err) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return lb_fail(err, LB_ERR_USAGE, "cannot read %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return lb_fail(err, LB_ERR_USAGE, "%s is not a regular file (a tiktoken ranks file)", path);
-    }
-    size_t n = (size_t)sb.st_size;
-    void *map = n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-    int map_errno = errno;
-    close(fd);
-    if (map == MAP_FAILED)
-        return lb_fail(err, LB_ERR_IO, "cannot map %s: %s", path, strerror(map_errno));
-    lb_status st = lb_tokenizer_parse(out, map, n, path, params, err);
-    if (map) munmap(map, n);
+    char *buf = NULL;
+    size_t n = 0;
+    LB_TRY(lb_file_read(path, &buf, &n, err));
+    lb_status st = lb_tokenizer_parse(out, buf, n, path, params, err);
+    free(buf);
     return st;
 }
 

@@ -66,6 +66,8 @@ lb_tokenizer_params lb_tokenizer_default_params(void);
  * that lists the good ones. */
 lb_status lb_tokenizer_pattern_parse(const char *name, lb_tok_pattern *out, lb_err *err);
 const char *lb_tokenizer_pattern_name(lb_tok_pattern pattern);
+/* "auto", "none", "llama3", "gpt2" to a set of special tokens; likewise. */
+lb_status lb_tokenizer_special_parse(const char *name, lb_tok_special *out, lb_err *err);
 const char *lb_tokenizer_special_name(lb_tok_special special);
 
 /* Reads a ranks file. *out is the caller's, freed with lb_tokenizer_free. A malformed

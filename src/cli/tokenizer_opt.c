@@ -1,0 +1,19 @@
+/* tokenizer_opt.c: opening the tokenizer that --tokenizer and its companions name. */
+#include "cli/tokenizer_opt.h"
+
+#include <stdio.h>
+
+lb_status lb_tokenizer_opt_open(const lb_tokenizer_opt *opt, lb_tokenizer **out, lb_err *err) {
+    lb_tokenizer_params p = lb_tokenizer_default_params();
+    LB_TRY(lb_tokenizer_pattern_parse(opt->pattern, &p.pattern, err));
+    LB_TRY(lb_tokenizer_special_parse(opt->special, &p.special, err));
+    return lb_tokenizer_load(out, opt->path, &p, err);
+}
+
+void lb_tokenizer_opt_describe(const lb_tokenizer_opt *opt, const lb_tokenizer *tok, char *buf,
+                               size_t cap) {
+    const lb_tokenizer_info *in = lb_tokenizer_get_info(tok);
+    snprintf(buf, cap, "%s: %zu ranks + %zu special (%s), pattern %s%s", opt->path, in->n_ranks,
+             in->n_special, lb_tokenizer_special_name(in->special),
+             lb_tokenizer_pattern_name(in->pattern), in->jit ? " (PCRE2 JIT)" : "");
+}
