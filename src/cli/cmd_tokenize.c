@@ -114,7 +114,7 @@ int lb_cmd_tokenize(int argc, char **argv) {
                 json_object_set_new(rec, "repeats", json_integer(repeat));
                 json_object_set_new(rec, "tok_per_s", json_real(tok_per_s));
             } else if (st == LB_OK) {
-                printf("%s: %" PRId64 " tokens, %zu bytes; count %.4f s (median of %" PRId64
+                printf("%s: %" PRId64 " tokens, %zu bytes; count %.3g s (median of %" PRId64
                        "), %.2f M tok/s, %.1f MB/s on one thread\n",
                        a.pos[i], tokens, n, sec, repeat, tok_per_s / 1e6,
                        sec > 0 ? (double)n / sec / 1e6 : 0);
