@@ -2,10 +2,10 @@
  *
  * Turns options into lb_loadgen_params and a dataset, runs lb_loadgen_run, prints the
  * MLPerf-style summary (or JSON with --json), and with --out DIR writes summary.txt,
- * detail.json and, in accuracy mode, generated.jsonl. The progress line lives here: on a
- * terminal it is redrawn twice a second, otherwise one line every five seconds. The API
- * key is read from the environment variable named by --api-key-env and handed to the HTTP
- * client only; the recorded config holds the variable's name. */
+ * detail.json and, in accuracy mode, generated.jsonl. The progress line is drawn here
+ * through core/progress.h. The API key is read from the environment variable named by
+ * --api-key-env and handed to the HTTP client only; the recorded config holds the
+ * variable's name. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,28 +20,22 @@
 #include "cli/runctl.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/result.h"
 #include "loadgen/loadgen.h"
 #include "loadgen/summary.h"
 
-typedef struct {
-    bool tty;
-    double last_print_s;
-} progress_state;
-
-static void print_progress(void *user, const lb_progress *p) {
-    progress_state *ps = user;
-    if (!ps->tty && p->elapsed_s - ps->last_print_s < 5.0) return;
-    ps->last_print_s = p->elapsed_s;
+/* The loadgen calls this every progress tick; core/progress.h rate-limits and draws. */
+static void print_progress(void *user, const lb_loadgen_progress *p) {
     char total[32] = "";
     if (p->planned >= 0) snprintf(total, sizeof total, "/%lld", (long long)p->planned);
     char eta[32] = "?";
     if (isfinite(p->eta_s)) snprintf(eta, sizeof eta, "%.0f s", p->eta_s);
-    fprintf(stderr, "%sload: %lld%s done, %lld failed, %lld in flight, %.1f/s, %.0f s elapsed, ETA %s%s",
-            ps->tty ? "\r\033[K" : "", (long long)(p->completed + p->failed), total,
-            (long long)p->failed, (long long)p->inflight, p->rate_per_s, p->elapsed_s, eta,
-            ps->tty ? "" : "\n");
-    fflush(stderr);
+    lb_progress_update(user, false,
+                       "load: %lld%s done, %lld failed, %lld in flight, %.1f/s, %.0f s elapsed, "
+                       "ETA %s",
+                       (long long)(p->completed + p->failed), total, (long long)p->failed,
+                       (long long)p->inflight, p->rate_per_s, p->elapsed_s, eta);
 }
 
 typedef struct {
@@ -324,11 +318,10 @@ int lb_cmd_load(int argc, char **argv) {
         LB_WARN("dataset %s: %zu records without a prompt and a reply were skipped",
                 p.dataset_path, ds.skipped);
     raise_fd_limit();
-    progress_state ps = {.tty = isatty(STDERR_FILENO) != 0, .last_print_s = 0};
-    if (a.common.verbosity >= 0) {
-        p.progress = print_progress;
-        p.progress_user = &ps;
-    }
+    lb_progress prog;
+    lb_progress_init(&prog, a.common.verbosity >= 0);
+    p.progress = print_progress;
+    p.progress_user = &prog;
 
     lb_result *r = lb_result_new("load", model ? model : "load");
     load_work w = {.p = &p, .ds = &ds};
@@ -338,7 +331,7 @@ int lb_cmd_load(int argc, char **argv) {
     int64_t run_id = -1;
     /* runctl records main's command line: this argv starts one word after main's. */
     st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, do_load, &w, &run_id, &err);
-    if (ps.tty && p.progress) fprintf(stderr, "\r\033[K");
+    lb_progress_done(&prog);
     char sut[600];
     snprintf(sut, sizeof sut, "%s%s%s%s", endpoints.items[0],
              endpoints.n > 1 ? " and other replicas" : "", model ? ", model " : "",

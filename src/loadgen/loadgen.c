@@ -275,7 +275,7 @@ static void on_done(void *user, const lb_http_outcome *o) {
 static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t *last_done) {
     if (R->p->progress == NULL || now_rel - *last_tick < PROGRESS_NS) return;
     int64_t done = R->completed + R->failed;
-    lb_progress pr = {.issued = (int64_t)R->next, .completed = R->completed,
+    lb_loadgen_progress pr = {.issued = (int64_t)R->next, .completed = R->completed,
                       .failed = R->failed, .inflight = R->inflight, .planned = -1,
                       .elapsed_s = (double)now_rel / 1e9, .eta_s = NAN};
     pr.rate_per_s = (double)(done - *last_done) / ((double)(now_rel - *last_tick) / 1e9);

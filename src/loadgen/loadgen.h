@@ -52,7 +52,7 @@ typedef struct {
     const char *api_key_env;                   /* the variable's NAME only, for the record */
     const char *dataset_path;                  /* for the record */
     /* Called about twice a second while running (may be NULL). */
-    void (*progress)(void *user, const lb_progress *p);
+    void (*progress)(void *user, const lb_loadgen_progress *p);
     void *progress_user;
 } lb_loadgen_params;
 

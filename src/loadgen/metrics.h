@@ -143,6 +143,6 @@ typedef struct {
     double elapsed_s;
     double rate_per_s; /* completions per second over the last interval */
     double eta_s;      /* NaN when unknown */
-} lb_progress;
+} lb_loadgen_progress;
 
 #endif
