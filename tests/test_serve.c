@@ -13,7 +13,12 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 #include <jansson.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "sut/server.h"
@@ -548,6 +553,93 @@ static const char STREAM8[] = "{\"prompt\":\"f\",\"max_tokens\":8,\"stream\":tru
                               "\"stream_options\":{\"include_usage\":true}}";
 static const char WHOLE8[] = "{\"prompt\":\"f\",\"max_tokens\":8}";
 
+/* A source that wraps the synthetic one and, for a prompt starting with "hold", keeps the
+ * server thread busy for HOLD_MS inside start(): the way to make many requests arrive
+ * while the thread cannot look. */
+#define HOLD_MS 200
+static lb_status holding_start(void *ctx, const lb_token_request *req, void *stream,
+                               int64_t *prompt_tokens, lb_err *err) {
+    const lb_token_source *inner = ctx;
+    if (req->prompt_len >= 4 && memcmp(req->prompt, "hold", 4) == 0)
+        nanosleep(&(struct timespec){.tv_nsec = HOLD_MS * 1000000L}, NULL);
+    return inner->start(inner->ctx, req, stream, prompt_tokens, err);
+}
+static lb_token_state holding_next(void *ctx, void *stream, int64_t now_ns, char *text,
+                                   size_t *len, int64_t *due_ns) {
+    const lb_token_source *inner = ctx;
+    return inner->next(inner->ctx, stream, now_ns, text, len, due_ns);
+}
+static void holding_done(void *ctx, void *stream) {
+    const lb_token_source *inner = ctx;
+    inner->done(inner->ctx, stream);
+}
+
+static int connect_to(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+static void send_post(int fd, const char *body) {
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+}
+
+/* 128 requests that arrive together on 128 open connections to one worker thread are all
+ * answered at once. libmicrohttpd's epoll loop takes 128 events a call and, after a full
+ * batch, waits again with the blocking timeout: a worker that found exactly 128 ready
+ * connections slept until some other event came (here: forever). */
+static void test_serve_answers_128_requests_that_arrive_together(void **state) {
+    (void)state;
+    enum { N = 128 };
+    fixture f;
+    lb_synthetic_params sp = lb_synthetic_default_params();
+    lb_err err = {{0}};
+    assert_int_equal(lb_synthetic_init(&sp, &f.src, &err), LB_OK);
+    lb_token_source holding = {.name = "holding", .ctx = &f.src,
+                               .stream_bytes = f.src.stream_bytes, .start = holding_start,
+                               .next = holding_next, .done = holding_done};
+    lb_server_params p = lb_server_default_params();
+    p.port = 0;
+    p.threads = 1;
+    if (lb_server_start(&p, &holding, &f.srv, &err) != LB_OK)
+        fail_msg("server did not start: %s", err.msg);
+    int port = lb_server_port(f.srv);
+    int fds[N], holder = connect_to(port);
+    for (int i = 0; i < N; i++) fds[i] = connect_to(port);
+    nanosleep(&(struct timespec){.tv_nsec = 50000000L}, NULL); /* all accepted, idle */
+    send_post(holder, "{\"prompt\":\"hold\",\"max_tokens\":2}");
+    nanosleep(&(struct timespec){.tv_nsec = 20000000L}, NULL); /* the thread is held */
+    for (int i = 0; i < N; i++) send_post(fds[i], "{\"prompt\":\"x\",\"max_tokens\":2}");
+    struct pollfd pf[N];
+    for (int i = 0; i < N; i++) pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    int answered = 0;
+    int64_t deadline = lb_clock_now_ns() + 3000000000LL;
+    while (answered < N && lb_clock_now_ns() < deadline) {
+        if (poll(pf, N, 100) <= 0) continue;
+        for (int i = 0; i < N; i++) {
+            if (pf[i].fd < 0 || !(pf[i].revents & POLLIN)) continue;
+            char buf[2048];
+            ssize_t got = read(fds[i], buf, sizeof buf - 1);
+            assert_true(got > 12);
+            buf[got] = '\0';
+            assert_non_null(strstr(buf, "HTTP/1.1 200"));
+            pf[i].fd = -1; /* poll skips it from now on */
+            answered++;
+        }
+    }
+    assert_int_equal(answered, N);
+    for (int i = 0; i < N; i++) close(fds[i]);
+    close(holder);
+    stop(&f);
+}
+
 static void test_serve_fault_drop_cuts_the_connection(void **state) {
     (void)state;
     fixture f;
@@ -809,6 +901,7 @@ int main(void) {
         cmocka_unit_test(test_serve_rejects_malformed_requests_with_openai_errors),
         cmocka_unit_test(test_serve_lists_models_and_reports_health),
         cmocka_unit_test(test_serve_keeps_connections_alive),
+        cmocka_unit_test(test_serve_answers_128_requests_that_arrive_together),
         cmocka_unit_test(test_serve_echoes_the_longest_model_name),
         cmocka_unit_test(test_serve_fault_drop_cuts_the_connection),
         cmocka_unit_test(test_serve_fault_stall_holds_the_connection_until_shutdown),

@@ -843,7 +843,12 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     unsigned threads = params->threads > 0 ? (unsigned)params->threads
                                            : (unsigned)(cores > 0 ? cores : 1);
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    /* poll(), not epoll: libmicrohttpd's epoll loop (seen in 0.9.75) fetches 128 events
+     * a call and, after a full batch, waits again with the blocking timeout, so a worker
+     * that finds exactly 128 (256, ...) connections ready sleeps with them unserved until
+     * some other event comes: tens of ms under load, forever when the client waits.
+     * poll() costs O(connections of the thread) a wake-up, small next to the requests. */
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     /* One thread is no pool: libmicrohttpd warns when given a pool size below 2. */
     struct MHD_OptionItem pool[] = {

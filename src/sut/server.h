@@ -8,7 +8,7 @@
  * max_completion_tokens first), 16 when absent, capped by params.max_tokens; the token
  * source (sut/token_source.h) counts prompt tokens and times every token.
  *
- * Design: libmicrohttpd with a pool of epoll worker threads. A token that is not due yet
+ * Design: libmicrohttpd with a pool of poll() worker threads. A token that is not due yet
  * never blocks a thread: the connection is suspended and a timer thread resumes it when
  * the token is due (sut/server_timer.h), so thousands of slow streams share a few threads,
  * and with zero delays every due token of a request goes out in one write.
