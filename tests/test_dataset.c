@@ -100,6 +100,46 @@ static void test_dataset_jsonl_bad_line_is_named(void **state) {
     assert_non_null(strstr(err.msg, "reference"));
 }
 
+/* "\u0000" inside a text would silently cut the prompt short as a C string: refused, with
+ * the file, record and field named. */
+static void test_dataset_text_with_nul_is_refused_by_name(void **state) {
+    (void)state;
+    lb_dataset ds;
+    lb_err err = {""};
+    assert_int_equal(parse(lb_dataset_parse_jsonl,
+                           "{\"prompt\": \"ok\"}\n{\"prompt\": \"Hi\\u0000there\"}\n", &ds, &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "data.json"));
+    assert_non_null(strstr(err.msg, "line 2"));
+    assert_non_null(strstr(err.msg, "\"prompt\""));
+    assert_non_null(strstr(err.msg, "NUL"));
+    assert_int_equal(parse(lb_dataset_parse_jsonl,
+                           "{\"prompt\": \"a\", \"reference\": \"b\\u0000\"}", &ds, &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "\"reference\""));
+    assert_int_equal(parse(lb_dataset_parse_cnn,
+                           "[{\"input\": \"a\"}, {\"input\": \"\\u0000b\", \"output\": \"c\"}]",
+                           &ds, &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "record 1: field \"input\""));
+    assert_int_equal(parse(lb_dataset_parse_cnn, "[{\"input\": \"a\", \"output\": \"c\\u0000\"}]",
+                           &ds, &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "record 0: field \"output\""));
+    assert_int_equal(parse(lb_dataset_parse_sharegpt,
+                           "[{\"conversations\": [{\"from\": \"human\", \"value\": \"Q\"},"
+                           " {\"from\": \"gpt\", \"value\": \"A\\u0000\"}]}]",
+                           &ds, &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "record 0: turn 1: field \"value\""));
+    assert_non_null(strstr(err.msg, "NUL"));
+    /* A NUL-free text still parses. */
+    assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"Hi\\u0001there\"}", &ds, &err),
+                     LB_OK);
+    assert_int_equal(strlen(ds.samples[0].prompt), 8);
+    lb_dataset_free(&ds);
+}
+
 static void test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones(void **state) {
     (void)state;
     lb_dataset ds;
@@ -205,6 +245,7 @@ int main(void) {
         cmocka_unit_test(test_dataset_cnn_bad_field_names_file_record_and_field),
         cmocka_unit_test(test_dataset_jsonl_reads_prompt_reference_and_max_tokens),
         cmocka_unit_test(test_dataset_jsonl_bad_line_is_named),
+        cmocka_unit_test(test_dataset_text_with_nul_is_refused_by_name),
         cmocka_unit_test(test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones),
         cmocka_unit_test(test_dataset_synthetic_is_seeded_and_follows_lengths),
         cmocka_unit_test(test_len_dist_parse_rejects_bad_specs),

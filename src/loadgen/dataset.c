@@ -2,7 +2,9 @@
  *
  * Each parser validates every record before the run starts: a dataset that fails half
  * way through a ten-hour run is worse than one refused at once. Records are copied out of
- * the jansson tree so the tree can be freed right after parsing. */
+ * the jansson tree so the tree can be freed right after parsing. Texts become C strings,
+ * so a string with a NUL inside ("\u0000") is refused by name instead of being cut short
+ * (jansson parses with JSON_ALLOW_NUL only so that the error can name the field). */
 #include "loadgen/dataset.h"
 
 #include <errno.h>
@@ -54,6 +56,11 @@ void lb_dataset_free(lb_dataset *d) {
 static void dataset_start(lb_dataset *d, const char *format) {
     memset(d, 0, sizeof *d);
     snprintf(d->format, sizeof d->format, "%s", format);
+}
+
+/* A JSON string that a C string cannot hold: it has a NUL inside. */
+static bool has_nul(const json_t *v) {
+    return strlen(json_string_value(v)) != json_string_length(v);
 }
 
 static char *dup_string(const json_t *v) {
@@ -133,6 +140,16 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
                          name, i, json_kind(output));
             break;
         }
+        const char *nul_field = NULL;
+        if (output != NULL && has_nul(output)) nul_field = "output";
+        if (has_nul(input)) nul_field = "input";
+        if (nul_field != NULL) {
+            st = lb_fail(err, LB_ERR_FORMAT,
+                         "dataset %s: record %zu: field \"%s\" contains a NUL character "
+                         "(\\u0000): texts must be free of NUL",
+                         name, i, nul_field);
+            break;
+        }
         int32_t n_tok = -1;
         if (tok != NULL) {
             size_t k;
@@ -192,6 +209,11 @@ static lb_status jsonl_record(const char *line, size_t n, size_t line_no, const 
                      "dataset %s: line %zu: field \"max_tokens\" must be an integer in "
                      "[1, 1000000]",
                      name, line_no);
+    else if (has_nul(prompt) || (ref != NULL && has_nul(ref)))
+        st = lb_fail(err, LB_ERR_FORMAT,
+                     "dataset %s: line %zu: field \"%s\" contains a NUL character (\\u0000): "
+                     "texts must be free of NUL",
+                     name, line_no, has_nul(prompt) ? "prompt" : "reference");
     if (st == LB_OK) {
         lb_sample s = {.prompt = dup_string(prompt),
                        .reference = ref ? dup_string(ref) : NULL,
@@ -252,9 +274,17 @@ lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *nam
         size_t k;
         json_t *turn;
         json_array_foreach(conv, k, turn) {
-            if (!json_is_string(json_object_get(turn, "value"))) {
+            json_t *value = json_object_get(turn, "value");
+            if (!json_is_string(value)) {
                 st = lb_fail(err, LB_ERR_FORMAT,
                              "dataset %s: record %zu: turn %zu: field \"value\" must be a string",
+                             name, i, k);
+                break;
+            }
+            if (has_nul(value)) {
+                st = lb_fail(err, LB_ERR_FORMAT,
+                             "dataset %s: record %zu: turn %zu: field \"value\" contains a NUL "
+                             "character (\\u0000): texts must be free of NUL",
                              name, i, k);
                 break;
             }
