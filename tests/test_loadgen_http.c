@@ -18,6 +18,7 @@
 
 #include "core/signals.h"
 #include "loadgen/loadgen.h"
+#include "loadgen/summary.h"
 
 typedef struct {
     pid_t pid;
@@ -294,6 +295,43 @@ static void test_loadgen_fault_modes_become_failure_reasons(void **state) {
     lb_dataset_free(&ds);
 }
 
+/* A whole answer without a usage field (the truncate fault drops it from the body):
+ * completed, but its token count is unknown, not 0, and so are the token rates. */
+static void test_loadgen_answers_without_usage_count_tokens_as_unknown(void **state) {
+    (void)state;
+    const char *args[] = {"--fault", "truncate", NULL};
+    server s = start_server(args);
+    const char *urls[] = {s.url};
+    lb_loadgen_params p = params_for(urls, 1);
+    p.scenario = LB_SCENARIO_OFFLINE;
+    p.pool.retries = 0;
+    p.request.stream = false;
+    lb_dataset ds = small_dataset(4, 6);
+    outcome o = run(&p, &ds);
+    const lb_loadgen_summary *sm = &o.rep.steps[0];
+    assert_int_equal(sm->completed, 4);
+    assert_int_equal(sm->counted[LB_TOKENS_UNKNOWN], 4);
+    assert_int_equal(sm->output_tokens, 0);
+    assert_string_equal(sm->token_source, "unknown");
+    assert_true(isnan(sm->output_tok_per_s));
+    assert_true(isnan(sm->total_tok_per_s));
+    assert_int_equal(sm->tpot_ms.n, 0);
+    const lb_series *tokens = lb_result_find_series(o.r, "output_tokens");
+    assert_int_equal(tokens->n, 4);
+    for (size_t i = 0; i < tokens->n; i++) assert_true(isnan(tokens->values[i]));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    lb_loadgen_summary_write(f, sm, "test");
+    fclose(f);
+    assert_non_null(strstr(text, "counted from unknown: usage 0, streamed chunks 0, unknown 4"));
+    assert_non_null(strstr(text, "Output tokens per second : unknown (4 whole answers without"));
+    free(text);
+    outcome_free(&o);
+    lb_dataset_free(&ds);
+    stop_server(&s);
+}
+
 static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **state) {
     (void)state;
     const char *args[] = {"--fault", "stall", NULL};
@@ -396,6 +434,7 @@ int main(void) {
         cmocka_unit_test(test_loadgen_offline_singlestream_concurrency_and_sweep),
         cmocka_unit_test(test_loadgen_replica_killed_mid_run_loses_no_sample),
         cmocka_unit_test(test_loadgen_fault_modes_become_failure_reasons),
+        cmocka_unit_test(test_loadgen_answers_without_usage_count_tokens_as_unknown),
         cmocka_unit_test(test_loadgen_sigint_drains_then_marks_the_rest_interrupted),
         cmocka_unit_test(test_load_cli_writes_out_dir_and_never_records_the_key),
     };

@@ -19,7 +19,7 @@ static lb_query done_query(int64_t sched_ms, int64_t sent_us, int64_t first_ms, 
                            int32_t tokens) {
     return (lb_query){.scheduled_ns = sched_ms * MS, .sent_ns = sent_us * 1000,
                       .first_ns = first_ms * MS, .done_ns = done_ms * MS, .output_tokens = tokens,
-                      .input_tokens = 10, .usage_tokens = true, .issued = true, .finished = true,
+                      .input_tokens = 10, .counted = LB_TOKENS_USAGE, .issued = true, .finished = true,
                       .scheduled_send = true, .attempts = 1};
 }
 
@@ -72,6 +72,30 @@ static void test_metrics_ttft_from_scheduled_and_tpot_formula(void **state) {
     assert_non_null(strstr(s.reasons, "1 of 3 queries did not complete (timeout 1)"));
 }
 
+
+/* Counts by usage and by streamed pieces add up; one count that is unknown makes the
+ * token rates unknown (NaN) instead of low, and its query has no TPOT. */
+static void test_metrics_unknown_token_counts_make_token_rates_unknown(void **state) {
+    (void)state;
+    lb_query q[3] = {done_query(0, 0, 10, 110, 11), done_query(0, 0, 10, 60, 6),
+                     done_query(0, 0, 100, 100, -1)};
+    q[1].counted = LB_TOKENS_CHUNKS;
+    lb_loadgen_summary s = setup(LB_SCENARIO_OFFLINE);
+    assert_int_equal(lb_loadgen_summarize(q, 2, NULL, 0, &s), LB_OK);
+    assert_string_equal(s.token_source, "usage+chunks");
+    assert_int_equal(s.output_tokens, 17);
+    assert_float_equal(s.output_tok_per_s, 17 / 0.11, 1e-9);
+    q[2].counted = LB_TOKENS_UNKNOWN;
+    assert_int_equal(lb_loadgen_summarize(q, 3, NULL, 0, &s), LB_OK);
+    assert_string_equal(s.token_source, "usage+chunks+unknown");
+    assert_int_equal(s.counted[LB_TOKENS_USAGE], 1);
+    assert_int_equal(s.counted[LB_TOKENS_CHUNKS], 1);
+    assert_int_equal(s.counted[LB_TOKENS_UNKNOWN], 1);
+    assert_int_equal(s.output_tokens, 17);
+    assert_true(isnan(s.output_tok_per_s));
+    assert_true(isnan(s.total_tok_per_s));
+    assert_int_equal(s.tpot_ms.n, 2);
+}
 static void test_metrics_server_bound_exceeded_is_invalid_with_reason(void **state) {
     (void)state;
     lb_query q[10];
@@ -146,6 +170,7 @@ static void test_metrics_unknown_model_key_lists_known_ones(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_ttft_from_scheduled_and_tpot_formula),
+        cmocka_unit_test(test_metrics_unknown_token_counts_make_token_rates_unknown),
         cmocka_unit_test(test_metrics_server_bound_exceeded_is_invalid_with_reason),
         cmocka_unit_test(test_metrics_server_run_long_enough_is_valid),
         cmocka_unit_test(test_metrics_unknown_model_key_lists_known_ones),

@@ -243,8 +243,17 @@ static void on_done(void *user, const lb_http_outcome *o) {
     R->completed++;
     x->first_ns = o->first_ns - R->t0;
     x->n_chunks = o->n_chunks;
-    x->usage_tokens = o->completion_tokens >= 0;
-    x->output_tokens = x->usage_tokens ? (int32_t)o->completion_tokens : o->n_chunks;
+    /* usage, else (streamed) the pieces of text; a whole answer without usage: unknown */
+    if (o->completion_tokens >= 0) {
+        x->counted = LB_TOKENS_USAGE;
+        x->output_tokens = (int32_t)o->completion_tokens;
+    } else if (R->p->request.stream) {
+        x->counted = LB_TOKENS_CHUNKS;
+        x->output_tokens = o->n_chunks;
+    } else {
+        x->counted = LB_TOKENS_UNKNOWN;
+        x->output_tokens = -1;
+    }
     x->input_tokens = o->prompt_tokens >= 0 ? (int32_t)o->prompt_tokens
                                             : R->ds->samples[x->sample].input_tokens;
     float mx = 0.0f;
@@ -494,7 +503,7 @@ static lb_status add_series(const run *R, lb_result *r, bool sweep) {
             ok ? (double)(x->done_ns - x->scheduled_ns) / 1e6 : NAN,
             (double)(x->sent_ns - x->scheduled_ns) / 1e6,
             ok ? x->itl_max_ms : NAN,
-            ok ? x->output_tokens : NAN,
+            ok && x->output_tokens >= 0 ? x->output_tokens : NAN,
             x->input_tokens >= 0 ? x->input_tokens : NAN,
             x->finished ? x->error : LB_QERR_INTERRUPTED,
             x->http_status,

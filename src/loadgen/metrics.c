@@ -207,10 +207,10 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
     s->issued = s->completed = s->failed = s->retries = 0;
     memset(s->failures, 0, sizeof s->failures);
     s->output_tokens = s->input_tokens = 0;
+    memset(s->counted, 0, sizeof s->counted);
     s->input_tokens_known = true;
     s->reasons[0] = '\0';
     int64_t last_done = 0, last_sched = 0, last_sent = 0;
-    size_t n_usage = 0;
     for (size_t i = 0; i < n; i++) {
         const lb_query *x = &q[i];
         if (!x->issued) continue;
@@ -226,22 +226,29 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
             continue;
         }
         s->completed++;
-        s->output_tokens += x->output_tokens;
-        n_usage += x->usage_tokens;
+        s->counted[x->counted < LB_TOKENS_COUNT ? x->counted : LB_TOKENS_UNKNOWN]++;
+        if (x->output_tokens >= 0) s->output_tokens += x->output_tokens;
         if (x->input_tokens >= 0)
             s->input_tokens += x->input_tokens;
         else
             s->input_tokens_known = false;
     }
-    s->token_source = n_usage == (size_t)s->completed ? "usage" : n_usage == 0 ? "chunks"
-                                                                               : "usage+chunks";
+    static const char *const sources[] = {
+        "none",    "usage",         "chunks",         "usage+chunks",
+        "unknown", "usage+unknown", "chunks+unknown", "usage+chunks+unknown"};
+    unsigned seen = 0;
+    for (int k = 0; k < LB_TOKENS_COUNT; k++)
+        seen |= (unsigned)(s->counted[k] > 0) << k;
+    s->token_source = sources[seen];
+    /* One answer of unknown length makes every token rate unknown, not low. */
+    bool out_known = s->counted[LB_TOKENS_UNKNOWN] == 0;
     s->duration_s = ms(last_done) / 1e3;
     s->final_scheduled_s = ms(last_sched) / 1e3;
     s->final_issued_s = ms(last_sent) / 1e3;
     double dur = s->duration_s > 0 ? s->duration_s : NAN;
     s->samples_per_s = (double)s->completed / dur;
-    s->output_tok_per_s = (double)s->output_tokens / dur;
-    s->total_tok_per_s = s->input_tokens_known
+    s->output_tok_per_s = out_known ? (double)s->output_tokens / dur : NAN;
+    s->total_tok_per_s = s->input_tokens_known && out_known
                              ? (double)(s->output_tokens + s->input_tokens) / dur
                              : NAN;
     switch (s->scenario) {
@@ -348,6 +355,8 @@ lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *
         LB_TRY(put(r, prefix, name, (double)s->failures[e], "queries"));
     }
     LB_TRY(put(r, prefix, "output_tokens", (double)s->output_tokens, "tokens"));
+    LB_TRY(put(r, prefix, "output_tokens_unknown", (double)s->counted[LB_TOKENS_UNKNOWN],
+               "queries"));
     LB_TRY(put(r, prefix, "duration_s", s->duration_s, "s"));
     LB_TRY(put_dist(r, prefix, "ttft", &s->ttft_ms));
     LB_TRY(put_dist(r, prefix, "tpot", &s->tpot_ms));

@@ -36,6 +36,14 @@ typedef enum {
 const char *lb_scenario_name(lb_scenario s); /* "Offline", "Server", "SingleStream", "Concurrency" */
 const char *lb_mode_name(lb_mode m);         /* "PerformanceOnly", "AccuracyOnly" */
 
+/* Where a completed query's output token count came from. */
+typedef enum {
+    LB_TOKENS_USAGE = 0, /* the server's usage field */
+    LB_TOKENS_CHUNKS,    /* streamed pieces with text (no usage in the stream) */
+    LB_TOKENS_UNKNOWN,   /* a whole answer without usage: not known */
+    LB_TOKENS_COUNT
+} lb_token_count;
+
 typedef struct {
     int64_t scheduled_ns; /* when it was due (t0-relative) */
     int64_t handover_ns;  /* when the (last) attempt was handed to the HTTP client */
@@ -45,14 +53,14 @@ typedef struct {
     int64_t done_ns;      /* answer complete, or failure known */
     uint32_t sample;      /* dataset index */
     int32_t input_tokens;  /* usage, else the dataset's count, else -1 */
-    int32_t output_tokens; /* usage, else streamed pieces */
+    int32_t output_tokens; /* usage, else streamed pieces, else -1 (unknown) */
     int32_t n_chunks;      /* streamed pieces with text */
     float itl_max_ms;      /* largest gap between pieces */
     uint8_t error;         /* lb_qerr */
     uint8_t attempts;      /* 1 + retries */
     int16_t http_status;
     int16_t replica;      /* replica of the last attempt, -1 when none */
-    bool usage_tokens;    /* output_tokens came from the server's usage */
+    uint8_t counted;      /* lb_token_count: where output_tokens came from */
     bool scheduled_send;  /* sent at its scheduled time (Offline/Server), not when a slot freed */
     bool issued;
     bool finished;
@@ -111,9 +119,10 @@ typedef struct {
     double total_tok_per_s;
     double goodput_per_s;       /* completed within the SLO per second */
     int64_t good;               /* completed within the SLO */
-    int64_t output_tokens, input_tokens;
+    int64_t output_tokens, input_tokens; /* output: of the queries whose count is known */
     bool input_tokens_known;
-    const char *token_source;   /* "usage", "chunks" or "usage+chunks" */
+    int64_t counted[LB_TOKENS_COUNT]; /* completed queries by where their count came from */
+    const char *token_source;   /* the sources seen: "usage", "chunks", "usage+unknown", ... */
     lb_dist ttft_ms, tpot_ms, itl_ms, latency_ms, queue_ms, send_lag_ms;
     lb_dist handover_lag_ms; /* handover - scheduled: the scheduler's own lateness */
     bool perf_ok, min_duration_ok, min_queries_ok, early_stop_ok, no_failures, valid;

@@ -115,13 +115,21 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "Retries : %lld\n", (long long)s->retries);
     fprintf(f, "Duration (s) : %.3f\n", s->duration_s);
     fprintf(f, "Samples per second : %.2f\n", s->samples_per_s);
-    fprintf(f, "Output tokens : %lld (counted from %s)\n", (long long)s->output_tokens,
-            s->token_source);
-    fprintf(f, "Output tokens per second : %.2f\n", s->output_tok_per_s);
+    const int64_t *n = s->counted;
+    fprintf(f, "Output tokens : %lld (counted from %s: usage %lld, streamed chunks %lld, "
+               "unknown %lld queries)\n",
+            (long long)s->output_tokens, s->token_source, (long long)n[LB_TOKENS_USAGE],
+            (long long)n[LB_TOKENS_CHUNKS], (long long)n[LB_TOKENS_UNKNOWN]);
+    if (n[LB_TOKENS_UNKNOWN] > 0)
+        fprintf(f, "Output tokens per second : unknown (%lld whole answers without usage)\n",
+                (long long)n[LB_TOKENS_UNKNOWN]);
+    else
+        fprintf(f, "Output tokens per second : %.2f\n", s->output_tok_per_s);
     if (isfinite(s->total_tok_per_s))
         fprintf(f, "Total tokens per second : %.2f\n", s->total_tok_per_s);
     else
-        fprintf(f, "Total tokens per second : unknown (prompt lengths not reported)\n");
+        fprintf(f, "Total tokens per second : unknown (%s lengths not reported)\n",
+                n[LB_TOKENS_UNKNOWN] > 0 ? "answer" : "prompt");
     if (c->slo_ttft_ms > 0 || c->slo_tpot_ms > 0)
         fprintf(f, "Goodput (samples/s with TTFT <= %g ms, TPOT <= %g ms) : %.2f (%lld queries)\n",
                 c->slo_ttft_ms, c->slo_tpot_ms, s->goodput_per_s, (long long)s->good);
