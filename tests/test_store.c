@@ -432,7 +432,7 @@ static void test_store_csv_export_has_every_sample_and_metric(void **state) {
     size_t n_config = 0, n_metric = 0, n_step = 0, n_loss = 0;
     double steps[50];
     while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
-        char *c[10];
+        char *c[10] = {0};
         assert_int_equal(split_csv(line, c, 10), 9);
         assert_int_equal(strtoll(c[0], NULL, 10), id);
         assert_string_equal(c[1], "train");

@@ -257,7 +257,7 @@ static int results_show(int argc, char **argv) {
         return lb_status_exit_code(lb_args_usage_error(
             cmd.command, "missing run ID: expected one ID such as 12, as shown by "
                          "'llmbench results list'"));
-    int64_t id;
+    int64_t id = 0;
     if (parse_id(cmd.command, a.pos[0], &id) != LB_OK) return 2;
 
     int code = 0;

@@ -79,7 +79,7 @@ static void end_without_replica(lb_pool *pool, const lb_http_request *req, lb_qe
     lb_http_outcome o = {.req = *req, .error = why, .prompt_tokens = -1,
                          .completion_tokens = -1};
     o.start_ns = o.sent_ns = o.first_ns = o.done_ns = 0;
-    snprintf(o.detail, sizeof o.detail, "%s", detail);
+    snprintf(o.detail, sizeof o.detail, "%.*s", (int)sizeof o.detail - 1, detail); /* cut */
     pool->cb.on_done(pool->user, &o);
 }
 
