@@ -312,7 +312,7 @@ static lb_tok_pattern detect_pattern(const lb_tokenizer *t) {
 static lb_status add_special(lb_tokenizer *t, const char *name, uint32_t id, lb_err *err) {
     char text[64];
     int n = snprintf(text, sizeof text, "<|%s|>", name);
-    uint32_t e;
+    uint32_t e = 0;
     LB_TRY(add_entry(t, (const uint8_t *)text, (size_t)n, id, &e, err));
     map_insert(t, &t->special, e);
     return LB_OK;
