@@ -194,6 +194,45 @@ static void test_dataset_synthetic_is_seeded_and_follows_lengths(void **state) {
     lb_dataset_free(&b);
 }
 
+/* With a tokenizer, prompts without a count (JSONL) or with an estimate (synthetic: words)
+ * get the tokenizer's count; cnn_eval.json's own tok_input stays. */
+static void test_dataset_count_tokens_replaces_missing_and_estimated_counts(void **state) {
+    (void)state;
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    if (lb_tokenizer_load(&tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, &err) != LB_OK)
+        fail_msg("%s", err.msg);
+    const char *jsonl = "{\"prompt\": \"Hello world!\"}\n{\"prompt\": \"1234567\"}\n";
+    lb_dataset d;
+    assert_int_equal(lb_dataset_parse_jsonl(jsonl, strlen(jsonl), "p.jsonl", &d, &err), LB_OK);
+    assert_int_equal(d.samples[0].input_tokens, -1);
+    assert_int_equal(lb_dataset_count_tokens(&d, tok, &err), LB_OK);
+    assert_int_equal(d.samples[0].input_tokens, 3); /* Hello| world|! */
+    assert_int_equal(d.samples[1].input_tokens, 3); /* 123|45|67 */
+    lb_dataset_free(&d);
+
+    lb_dataset_synthetic_params sp = lb_dataset_synthetic_default_params();
+    sp.n_samples = 4;
+    assert_int_equal(lb_dataset_synthetic(&sp, &d, &err), LB_OK);
+    assert_int_equal(lb_dataset_count_tokens(&d, tok, &err), LB_OK);
+    for (size_t i = 0; i < d.n; i++) {
+        int64_t n = 0;
+        assert_int_equal(lb_tokenizer_count(tok, d.samples[i].prompt, strlen(d.samples[i].prompt),
+                                            &n, &err),
+                         LB_OK);
+        assert_int_equal(d.samples[i].input_tokens, n);
+    }
+    lb_dataset_free(&d);
+
+    const char *cnn = "[{\"input\": \"An article.\", \"tok_input\": [1, 2, 3, 4], "
+                      "\"output\": \"A summary.\"}]";
+    assert_int_equal(lb_dataset_parse_cnn(cnn, strlen(cnn), "cnn.json", &d, &err), LB_OK);
+    assert_int_equal(lb_dataset_count_tokens(&d, tok, &err), LB_OK);
+    assert_int_equal(d.samples[0].input_tokens, 4);
+    lb_dataset_free(&d);
+    lb_tokenizer_free(tok);
+}
+
 static void test_len_dist_parse_rejects_bad_specs(void **state) {
     (void)state;
     lb_len_dist d;
@@ -248,6 +287,7 @@ int main(void) {
         cmocka_unit_test(test_dataset_text_with_nul_is_refused_by_name),
         cmocka_unit_test(test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones),
         cmocka_unit_test(test_dataset_synthetic_is_seeded_and_follows_lengths),
+        cmocka_unit_test(test_dataset_count_tokens_replaces_missing_and_estimated_counts),
         cmocka_unit_test(test_len_dist_parse_rejects_bad_specs),
         cmocka_unit_test(test_dataset_load_detects_format_from_file),
     };

@@ -324,12 +324,59 @@ static void test_loadgen_answers_without_usage_count_tokens_as_unknown(void **st
     FILE *f = open_memstream(&text, &len);
     lb_loadgen_summary_write(f, sm, "test");
     fclose(f);
-    assert_non_null(strstr(text, "counted from unknown: usage 0, streamed chunks 0, unknown 4"));
+    assert_non_null(
+        strstr(text, "counted from unknown: usage 0, tokenizer 0, streamed chunks 0, unknown 4"));
     assert_non_null(strstr(text, "Output tokens per second : unknown (4 whole answers without"));
     free(text);
     outcome_free(&o);
     lb_dataset_free(&ds);
     stop_server(&s);
+}
+
+/* The same answers without usage, with a tokenizer: each answer's tokens are the
+ * tokenizer's count of its text, and the token rates are known again. */
+static void test_loadgen_answers_without_usage_are_counted_with_the_tokenizer(void **state) {
+    (void)state;
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    if (lb_tokenizer_load(&tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, &err) != LB_OK)
+        fail_msg("%s", err.msg);
+    const char *args[] = {"--fault", "truncate", NULL};
+    server s = start_server(args);
+    const char *urls[] = {s.url};
+    lb_loadgen_params p = params_for(urls, 1);
+    p.scenario = LB_SCENARIO_OFFLINE;
+    p.mode = LB_MODE_ACCURACY; /* keeps the texts, to count them here */
+    p.pool.retries = 0;
+    p.request.stream = false;
+    p.tokenizer = tok;
+    lb_dataset ds = small_dataset(4, 6);
+    outcome o = run(&p, &ds);
+    const lb_loadgen_summary *sm = &o.rep.steps[0];
+    assert_int_equal(sm->completed, 4);
+    assert_int_equal(sm->counted[LB_TOKENS_TOKENIZER], 4);
+    assert_string_equal(sm->token_source, "tokenizer");
+    int64_t want = 0;
+    for (size_t i = 0; i < o.rep.n_texts; i++) {
+        int64_t n = 0;
+        assert_non_null(o.rep.texts[i]);
+        assert_int_equal(
+            lb_tokenizer_count(tok, o.rep.texts[i], strlen(o.rep.texts[i]), &n, &err), LB_OK);
+        assert_true(n > 0);
+        want += n;
+    }
+    assert_int_equal(sm->output_tokens, want);
+    assert_true(isfinite(sm->output_tok_per_s) && sm->output_tok_per_s > 0);
+    outcome_free(&o);
+    /* Performance mode keeps no texts for the report, yet counts them all the same. */
+    p.mode = LB_MODE_PERFORMANCE;
+    o = run(&p, &ds);
+    assert_int_equal(o.rep.steps[0].counted[LB_TOKENS_TOKENIZER], 4);
+    assert_int_equal(o.rep.steps[0].output_tokens, want);
+    outcome_free(&o);
+    lb_dataset_free(&ds);
+    stop_server(&s);
+    lb_tokenizer_free(tok);
 }
 
 static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **state) {
@@ -427,6 +474,44 @@ static void test_load_cli_writes_out_dir_and_never_records_the_key(void **state)
     stop_server(&s);
 }
 
+/* --tokenizer: the synthetic server reports usage, so usage stays the count's source; the
+ * tokenizer is recorded; a malformed ranks file is refused before anything is sent. */
+static void test_load_cli_with_tokenizer_prefers_usage_and_refuses_bad_ranks(void **state) {
+    (void)state;
+    server s = start_server(NULL);
+    char dir[] = "/tmp/lb_load_tok_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[1024], path[512];
+    snprintf(cmd, sizeof cmd,
+             "%s load --endpoint %s --synthetic 6 --no-stream --tokenizer %s --out %s/out "
+             "--db %s/r.db -q > /dev/null 2> %s/stderr.txt",
+             LB_TEST_BIN, s.url, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/out/summary.txt", dir);
+    char *summary = slurp(path);
+    assert_non_null(strstr(summary, "(counted from usage: usage 6, tokenizer 0,"));
+    snprintf(path, sizeof path, "%s/out/detail.json", dir);
+    char *detail = slurp(path);
+    assert_non_null(strstr(detail, "\"tokenizer\": \"" LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken\""));
+    free(summary);
+    free(detail);
+    snprintf(path, sizeof path, "%s/bad.tiktoken", dir);
+    FILE *f = fopen(path, "w");
+    fputs("IQ== 0\nIg==\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s load --endpoint %s --synthetic 2 --tokenizer %s --db %s/r.db "
+             "2> %s/err.txt", LB_TEST_BIN, s.url, path, dir, dir);
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    snprintf(path, sizeof path, "%s/err.txt", dir);
+    char *errtext = slurp(path);
+    assert_non_null(strstr(errtext, "bad.tiktoken:2: no space before the rank"));
+    free(errtext);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    stop_server(&s);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
@@ -435,8 +520,10 @@ int main(void) {
         cmocka_unit_test(test_loadgen_replica_killed_mid_run_loses_no_sample),
         cmocka_unit_test(test_loadgen_fault_modes_become_failure_reasons),
         cmocka_unit_test(test_loadgen_answers_without_usage_count_tokens_as_unknown),
+        cmocka_unit_test(test_loadgen_answers_without_usage_are_counted_with_the_tokenizer),
         cmocka_unit_test(test_loadgen_sigint_drains_then_marks_the_rest_interrupted),
         cmocka_unit_test(test_load_cli_writes_out_dir_and_never_records_the_key),
+        cmocka_unit_test(test_load_cli_with_tokenizer_prefers_usage_and_refuses_bad_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* test_loadgen_metrics.c: the summary computed from hand-made query records (TTFT from
- * the scheduled time, TPOT, failures, goodput, the MLPerf verdict) and its text form. */
+ * the scheduled time, TPOT, failures, goodput, the MLPerf verdict, where token counts come
+ * from) and its text form. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -158,6 +159,48 @@ static void test_metrics_server_run_long_enough_is_valid(void **state) {
     free(q);
 }
 
+/* Usage first, then the tokenizer on the generated text, then the streamed pieces, else
+ * unknown; the summary names every source used, in that order. */
+static void test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks(void **state) {
+    (void)state;
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    if (lb_tokenizer_load(&tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, &err) != LB_OK)
+        fail_msg("%s", err.msg);
+    const char *text = "Hello world! The answer is 42.";
+    size_t len = strlen(text);
+    lb_query q[5];
+    for (int i = 0; i < 5; i++) {
+        q[i] = done_query(0, 0, 10, 20, 0);
+        q[i].n_chunks = 5;
+    }
+    assert_int_equal(lb_query_count_output(&q[0], 7, true, tok, text, len, &err), LB_OK);
+    assert_int_equal(q[0].output_tokens, 7);
+    assert_int_equal(q[0].counted, LB_TOKENS_USAGE);
+    /* Hello| world|!| The| answer| is| 42|. */
+    assert_int_equal(lb_query_count_output(&q[1], -1, false, tok, text, len, &err), LB_OK);
+    assert_int_equal(q[1].output_tokens, 8);
+    assert_int_equal(q[1].counted, LB_TOKENS_TOKENIZER);
+    assert_int_equal(lb_query_count_output(&q[2], -1, true, NULL, text, len, &err), LB_OK);
+    assert_int_equal(q[2].output_tokens, 5);
+    assert_int_equal(q[2].counted, LB_TOKENS_CHUNKS);
+    assert_int_equal(lb_query_count_output(&q[3], -1, true, tok, NULL, 0, &err), LB_OK);
+    assert_int_equal(q[3].counted, LB_TOKENS_CHUNKS);
+    assert_int_equal(lb_query_count_output(&q[4], -1, false, NULL, text, len, &err), LB_OK);
+    assert_int_equal(q[4].output_tokens, -1);
+    assert_int_equal(q[4].counted, LB_TOKENS_UNKNOWN);
+
+    lb_loadgen_summary s = setup(LB_SCENARIO_OFFLINE);
+    assert_int_equal(lb_loadgen_summarize(q, 3, NULL, 0, &s), LB_OK);
+    assert_int_equal(s.output_tokens, 7 + 8 + 5);
+    assert_string_equal(s.token_source, "usage+tokenizer+chunks");
+    assert_int_equal(s.counted[LB_TOKENS_TOKENIZER], 1);
+    assert_true(isfinite(s.output_tok_per_s));
+    assert_int_equal(lb_loadgen_summarize(&q[1], 1, NULL, 0, &s), LB_OK);
+    assert_string_equal(s.token_source, "tokenizer");
+    lb_tokenizer_free(tok);
+}
+
 static void test_metrics_unknown_model_key_lists_known_ones(void **state) {
     (void)state;
     lb_constraints c;
@@ -173,6 +216,7 @@ int main(void) {
         cmocka_unit_test(test_metrics_unknown_token_counts_make_token_rates_unknown),
         cmocka_unit_test(test_metrics_server_bound_exceeded_is_invalid_with_reason),
         cmocka_unit_test(test_metrics_server_run_long_enough_is_valid),
+        cmocka_unit_test(test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks),
         cmocka_unit_test(test_metrics_unknown_model_key_lists_known_ones),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

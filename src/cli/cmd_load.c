@@ -18,6 +18,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/runctl.h"
+#include "cli/tokenizer_opt.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -161,6 +162,7 @@ int lb_cmd_load(int argc, char **argv) {
     double qps = 0, min_duration = 0, timeout_s = 600, drain_s = 10, temperature = 0;
     double ttft_limit = -1, tpot_limit = -1;
     bool no_stream = false, ignore_eos = false;
+    lb_tokenizer_opt topt = LB_TOKENIZER_OPT_DEFAULT;
     const lb_arg_spec specs[] = {
         {"--endpoint", LB_ARG_LIST, &endpoints, "URL",
          "server base URL (http://host:8000); repeat for replicas", 0, 0, NULL},
@@ -225,6 +227,7 @@ int lb_cmd_load(int argc, char **argv) {
          100, NULL},
         {"--out", LB_ARG_STRING, &out_dir, "DIR",
          "write summary.txt, detail.json (and generated.jsonl) there", 0, 0, NULL},
+        LB_TOKENIZER_ARG_SPECS(&topt),
     };
     const lb_cli_command cmd = {
         .command = "load",
@@ -317,6 +320,20 @@ int lb_cmd_load(int argc, char **argv) {
     if (ds.skipped > 0)
         LB_WARN("dataset %s: %zu records without a prompt and a reply were skipped",
                 p.dataset_path, ds.skipped);
+    /* Answers without usage are counted with the tokenizer; so are the prompts, before t0. */
+    lb_tokenizer *tok = NULL;
+    if (topt.path != NULL) {
+        st = lb_tokenizer_opt_open(&topt, &tok, &err);
+        if (st == LB_OK) st = lb_dataset_count_tokens(&ds, tok, &err);
+        if (st != LB_OK) {
+            fprintf(stderr, "llmbench load: %s\n", err.msg);
+            lb_tokenizer_free(tok);
+            lb_dataset_free(&ds);
+            return lb_status_exit_code(st == LB_ERR_FORMAT ? LB_ERR_USAGE : st);
+        }
+        p.tokenizer = tok;
+        p.tokenizer_path = topt.path;
+    }
     raise_fd_limit();
     lb_progress prog;
     lb_progress_init(&prog, a.common.verbosity >= 0);
@@ -354,5 +371,6 @@ int lb_cmd_load(int argc, char **argv) {
     lb_loadgen_report_free(rep);
     lb_result_free(r);
     lb_dataset_free(&ds);
+    lb_tokenizer_free(tok);
     return lb_status_exit_code(st);
 }

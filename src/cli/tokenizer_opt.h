@@ -17,30 +17,18 @@ typedef struct {
     { NULL, "auto", "auto" }
 
 /* Three lb_arg_spec rows filling *opt (an lb_tokenizer_opt). */
-#define LB_TOKENIZER_ARG_SPECS(opt)                                                                \
-    {"--tokenizer",                                                                                \
-     LB_ARG_STRING,                                                                                \
-     &(opt)->path,                                                                                 \
-     "FILE",                                                                                       \
-     "tiktoken ranks file (\"base64 rank\" lines: Llama 3's tokenizer.model, *.tiktoken)",         \
-     0,                                                                                            \
-     0,                                                                                            \
-     NULL},                                                                                        \
-        {"--tokenizer-pattern",                                                                    \
-         LB_ARG_CHOICE,                                                                            \
-         &(opt)->pattern,                                                                          \
-         NULL,                                                                                     \
-         "pre-split expression (default auto: gpt2 when a token holds four digits in a "           \
-         "row, else llama3)",                                                                      \
-         0,                                                                                        \
-         0,                                                                                        \
-         "auto|llama3|gpt2"},                                                                      \
-    {                                                                                              \
-        "--tokenizer-special", LB_ARG_CHOICE, &(opt)->special, NULL,                               \
-            "special tokens (default auto: the pattern's family when the ranks end where it "      \
-            "starts them, 128000 or 50256)",                                                       \
-            0, 0, "auto|none|llama3|gpt2"                                                          \
-    }
+/* clang-format off */
+#define LB_TOKENIZER_ARG_SPECS(opt)                                                          \
+    {"--tokenizer", LB_ARG_STRING, &(opt)->path, "FILE",                                     \
+     "count tokens with this BPE vocabulary in tiktoken's ranks format (Llama 3's "          \
+     "tokenizer.model, *.tiktoken)", 0, 0, NULL},                                            \
+    {"--tokenizer-pattern", LB_ARG_CHOICE, &(opt)->pattern, NULL,                            \
+     "pre-split expression (default auto: gpt2 when a token holds four digits in a row, "    \
+     "else llama3)", 0, 0, "auto|llama3|gpt2"},                                              \
+    {"--tokenizer-special", LB_ARG_CHOICE, &(opt)->special, NULL,                            \
+     "special tokens (default auto: the pattern's family when the ranks end where it "       \
+     "starts them, 128000 or 50256)", 0, 0, "auto|none|llama3|gpt2"}
+/* clang-format on */
 
 /* Loads what opt names; opt->path must be set. */
 lb_status lb_tokenizer_opt_open(const lb_tokenizer_opt *opt, lb_tokenizer **out, lb_err *err);

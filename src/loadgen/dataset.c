@@ -46,6 +46,17 @@ static void sample_free(lb_sample *s) {
     free(s->reference);
 }
 
+lb_status lb_dataset_count_tokens(lb_dataset *d, const lb_tokenizer *tok, lb_err *err) {
+    if (strcmp(d->format, "cnn") == 0) return LB_OK;
+    for (size_t i = 0; i < d->n; i++) {
+        int64_t n = 0;
+        LB_TRY(lb_tokenizer_count(tok, d->samples[i].prompt, strlen(d->samples[i].prompt), &n,
+                                  err));
+        d->samples[i].input_tokens = n > INT32_MAX ? INT32_MAX : (int32_t)n;
+    }
+    return LB_OK;
+}
+
 void lb_dataset_free(lb_dataset *d) {
     if (d == NULL) return;
     for (size_t i = 0; i < d->n; i++) sample_free(&d->samples[i]);

@@ -18,6 +18,7 @@
 
 #include "core/stats.h"
 #include "core/status.h"
+#include "model/tokenizer.h"
 
 typedef struct {
     char *prompt;         /* the text sent, template applied (owned) */
@@ -78,6 +79,10 @@ lb_status lb_dataset_synthetic(const lb_dataset_synthetic_params *p, lb_dataset 
  * is JSONL; a JSON array whose first record has "conversations" is ShareGPT, one with
  * "input" is cnn_eval). */
 lb_status lb_dataset_load(const char *path, const char *format, lb_dataset *out, lb_err *err);
+
+/* Counts every prompt with tok where the dataset carries no token count (JSONL, ShareGPT)
+ * or only an estimate (synthetic: one per word); cnn_eval.json's tok_input is kept. */
+lb_status lb_dataset_count_tokens(lb_dataset *d, const lb_tokenizer *tok, lb_err *err);
 
 void lb_dataset_free(lb_dataset *d);
 

@@ -243,16 +243,11 @@ static void on_done(void *user, const lb_http_outcome *o) {
     R->completed++;
     x->first_ns = o->first_ns - R->t0;
     x->n_chunks = o->n_chunks;
-    /* usage, else (streamed) the pieces of text; a whole answer without usage: unknown */
-    if (o->completion_tokens >= 0) {
-        x->counted = LB_TOKENS_USAGE;
-        x->output_tokens = (int32_t)o->completion_tokens;
-    } else if (R->p->request.stream) {
-        x->counted = LB_TOKENS_CHUNKS;
-        x->output_tokens = o->n_chunks;
-    } else {
-        x->counted = LB_TOKENS_UNKNOWN;
-        x->output_tokens = -1;
+    lb_err cerr;
+    if (lb_query_count_output(x, o->completion_tokens, R->p->request.stream, R->p->tokenizer,
+                              o->text, o->text_len, &cerr) != LB_OK) {
+        R->oom = LB_ERR_NOMEM; /* the only way a count fails */
+        return;
     }
     x->input_tokens = o->prompt_tokens >= 0 ? (int32_t)o->prompt_tokens
                                             : R->ds->samples[x->sample].input_tokens;
@@ -447,7 +442,8 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
     const lb_constraints *c = &p->constraints;
     return json_pack(
         "{s:s, s:s, s:f, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, s:f, s:f, s:f, s:f},"
-        " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I}}",
+        " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I},"
+        " s:s?}",
         "scenario", lb_scenario_name(p->scenario), "mode", lb_mode_name(p->mode), "qps", p->qps,
         "sweep_qps", sweep, "concurrency", (json_int_t)p->concurrency, "min_duration_s",
         p->min_duration_s, "min_queries", (json_int_t)p->min_queries, "max_inflight",
@@ -462,7 +458,7 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
         (json_int_t)p->pool.http.timeout_ms, "retries", (json_int_t)p->pool.retries,
         "eject_after", (json_int_t)p->pool.eject_after, "model_key", p->model_key,
         "api_key_env", p->api_key_env, "dataset", "path", p->dataset_path, "format",
-        ds->format, "samples", (json_int_t)ds->n);
+        ds->format, "samples", (json_int_t)ds->n, "tokenizer", p->tokenizer_path);
 }
 
 /* Appends the step's per-query series to r. */
@@ -534,7 +530,7 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
     lb_pool_params pp = p->pool;
     pp.http.stream = p->request.stream;
     pp.http.api = p->request.api;
-    pp.http.keep_text = p->mode == LB_MODE_ACCURACY;
+    pp.http.keep_text = p->mode == LB_MODE_ACCURACY || p->tokenizer != NULL;
     lb_pool_callbacks cb = {.on_token = on_token, .on_retry = on_retry, .on_done = on_done};
     if (st == LB_OK) st = lb_pool_init(&R.pool, &pp, &cb, &R, err);
     if (st == LB_OK && p->mode == LB_MODE_ACCURACY &&

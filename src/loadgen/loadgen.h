@@ -51,6 +51,9 @@ typedef struct {
     const char *model_key;                     /* "llama3.1-8b", for the record */
     const char *api_key_env;                   /* the variable's NAME only, for the record */
     const char *dataset_path;                  /* for the record */
+    const lb_tokenizer *tokenizer;             /* counts the output of answers without usage
+                                                  (at completion); NULL: none */
+    const char *tokenizer_path;                /* for the record */
     /* Called about twice a second while running (may be NULL). */
     void (*progress)(void *user, const lb_loadgen_progress *p);
     void *progress_user;

@@ -98,6 +98,37 @@ static void add_reason(lb_loadgen_summary *s, const char *fmt, ...) {
 
 static double ms(int64_t ns) { return (double)ns / 1e6; }
 
+const char *lb_token_count_name(lb_token_count c) {
+    switch (c) {
+    case LB_TOKENS_USAGE: return "usage";
+    case LB_TOKENS_TOKENIZER: return "tokenizer";
+    case LB_TOKENS_CHUNKS: return "chunks";
+    case LB_TOKENS_UNKNOWN: return "unknown";
+    case LB_TOKENS_COUNT: break;
+    }
+    return "?";
+}
+
+lb_status lb_query_count_output(lb_query *q, int64_t usage_tokens, bool streamed,
+                                const lb_tokenizer *tok, const char *text, size_t text_len,
+                                lb_err *err) {
+    int64_t n = -1;
+    lb_token_count c = LB_TOKENS_UNKNOWN;
+    if (usage_tokens >= 0) {
+        n = usage_tokens;
+        c = LB_TOKENS_USAGE;
+    } else if (tok != NULL && text != NULL) {
+        LB_TRY(lb_tokenizer_count(tok, text, text_len, &n, err));
+        c = LB_TOKENS_TOKENIZER;
+    } else if (streamed) {
+        n = q->n_chunks;
+        c = LB_TOKENS_CHUNKS;
+    }
+    q->output_tokens = n > INT32_MAX ? INT32_MAX : (int32_t)n;
+    q->counted = (uint8_t)c;
+    return LB_OK;
+}
+
 /* TTFT, TPOT of one completed query (ms); TPOT is NaN below two tokens. */
 static double query_ttft(const lb_query *q) { return ms(q->first_ns - q->scheduled_ns); }
 static double query_tpot(const lb_query *q) {
@@ -233,13 +264,13 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
         else
             s->input_tokens_known = false;
     }
-    static const char *const sources[] = {
-        "none",    "usage",         "chunks",         "usage+chunks",
-        "unknown", "usage+unknown", "chunks+unknown", "usage+chunks+unknown"};
-    unsigned seen = 0;
-    for (int k = 0; k < LB_TOKENS_COUNT; k++)
-        seen |= (unsigned)(s->counted[k] > 0) << k;
-    s->token_source = sources[seen];
+    size_t used = 0;
+    for (int k = 0; k < LB_TOKENS_COUNT; k++) {
+        if (s->counted[k] == 0) continue;
+        used += (size_t)snprintf(s->token_source + used, sizeof s->token_source - used, "%s%s",
+                                 used ? "+" : "", lb_token_count_name((lb_token_count)k));
+    }
+    if (used == 0) snprintf(s->token_source, sizeof s->token_source, "none");
     /* One answer of unknown length makes every token rate unknown, not low. */
     bool out_known = s->counted[LB_TOKENS_UNKNOWN] == 0;
     s->duration_s = ms(last_done) / 1e3;

@@ -19,6 +19,7 @@
 #include "core/result.h"
 #include "core/status.h"
 #include "loadgen/early_stop.h"
+#include "model/tokenizer.h"
 #include "sut/pool.h"
 
 typedef enum {
@@ -36,13 +37,16 @@ typedef enum {
 const char *lb_scenario_name(lb_scenario s); /* "Offline", "Server", "SingleStream", "Concurrency" */
 const char *lb_mode_name(lb_mode m);         /* "PerformanceOnly", "AccuracyOnly" */
 
-/* Where a completed query's output token count came from. */
+/* Where a completed query's output token count came from, in order of preference. */
 typedef enum {
     LB_TOKENS_USAGE = 0, /* the server's usage field */
+    LB_TOKENS_TOKENIZER, /* the load generator's tokenizer on the generated text */
     LB_TOKENS_CHUNKS,    /* streamed pieces with text (no usage in the stream) */
-    LB_TOKENS_UNKNOWN,   /* a whole answer without usage: not known */
+    LB_TOKENS_UNKNOWN,   /* a whole answer without usage, no tokenizer: not known */
     LB_TOKENS_COUNT
 } lb_token_count;
+
+const char *lb_token_count_name(lb_token_count c); /* "usage", "tokenizer", "chunks", ... */
 
 typedef struct {
     int64_t scheduled_ns; /* when it was due (t0-relative) */
@@ -53,7 +57,7 @@ typedef struct {
     int64_t done_ns;      /* answer complete, or failure known */
     uint32_t sample;      /* dataset index */
     int32_t input_tokens;  /* usage, else the dataset's count, else -1 */
-    int32_t output_tokens; /* usage, else streamed pieces, else -1 (unknown) */
+    int32_t output_tokens; /* usage, else tokenizer, else streamed pieces, else -1 (unknown) */
     int32_t n_chunks;      /* streamed pieces with text */
     float itl_max_ms;      /* largest gap between pieces */
     uint8_t error;         /* lb_qerr */
@@ -122,7 +126,9 @@ typedef struct {
     int64_t output_tokens, input_tokens; /* output: of the queries whose count is known */
     bool input_tokens_known;
     int64_t counted[LB_TOKENS_COUNT]; /* completed queries by where their count came from */
-    const char *token_source;   /* the sources seen: "usage", "chunks", "usage+unknown", ... */
+    char token_source[40];      /* the sources seen, '+'-joined in preference order:
+                                   "usage", "tokenizer+chunks", "usage+unknown", ...;
+                                   "none" without completions */
     lb_dist ttft_ms, tpot_ms, itl_ms, latency_ms, queue_ms, send_lag_ms;
     lb_dist handover_lag_ms; /* handover - scheduled: the scheduler's own lateness */
     bool perf_ok, min_duration_ok, min_queries_ok, early_stop_ok, no_failures, valid;
@@ -135,6 +141,14 @@ typedef struct {
     bool rouge_checked;         /* the MLPerf llama3.1-8b targets applied (full data set) */
     bool rouge_pass;
 } lb_loadgen_summary;
+
+/* Sets q->output_tokens and q->counted for a completed query whose n_chunks is set: the
+ * server's usage when it gave one (usage_tokens >= 0), else tok's count of the generated
+ * text[0..text_len) when tok and text are not NULL, else the streamed pieces when the
+ * answer was streamed, else unknown (-1). Fails only when the tokenizer does (memory). */
+lb_status lb_query_count_output(lb_query *q, int64_t usage_tokens, bool streamed,
+                                const lb_tokenizer *tok, const char *text, size_t text_len,
+                                lb_err *err);
 
 /* Fills the measured part of s from queries q[0..n) and every inter-token gap
  * gaps_ms[0..n_gaps). LB_ERR_NOMEM only. */

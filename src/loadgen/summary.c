@@ -116,10 +116,11 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "Duration (s) : %.3f\n", s->duration_s);
     fprintf(f, "Samples per second : %.2f\n", s->samples_per_s);
     const int64_t *n = s->counted;
-    fprintf(f, "Output tokens : %lld (counted from %s: usage %lld, streamed chunks %lld, "
-               "unknown %lld queries)\n",
+    fprintf(f, "Output tokens : %lld (counted from %s: usage %lld, tokenizer %lld, streamed "
+               "chunks %lld, unknown %lld queries)\n",
             (long long)s->output_tokens, s->token_source, (long long)n[LB_TOKENS_USAGE],
-            (long long)n[LB_TOKENS_CHUNKS], (long long)n[LB_TOKENS_UNKNOWN]);
+            (long long)n[LB_TOKENS_TOKENIZER], (long long)n[LB_TOKENS_CHUNKS],
+            (long long)n[LB_TOKENS_UNKNOWN]);
     if (n[LB_TOKENS_UNKNOWN] > 0)
         fprintf(f, "Output tokens per second : unknown (%lld whole answers without usage)\n",
                 (long long)n[LB_TOKENS_UNKNOWN]);
