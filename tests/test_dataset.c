@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "loadgen/dataset.h"
+#include "test_util.h"
 
 static lb_status parse(lb_status (*fn)(const char *, size_t, const char *, lb_dataset *, lb_err *),
                        const char *text, lb_dataset *ds, lb_err *err) {
@@ -198,10 +199,9 @@ static void test_dataset_synthetic_is_seeded_and_follows_lengths(void **state) {
  * get the tokenizer's count; cnn_eval.json's own tok_input stays. */
 static void test_dataset_count_tokens_replaces_missing_and_estimated_counts(void **state) {
     (void)state;
-    lb_tokenizer *tok = NULL;
+    lb_tokenizer *tok = lb_test_gpt2_tokenizer();
+    assert_non_null(tok);
     lb_err err = {{0}};
-    if (lb_tokenizer_load(&tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, &err) != LB_OK)
-        fail_msg("%s", err.msg);
     const char *jsonl = "{\"prompt\": \"Hello world!\"}\n{\"prompt\": \"1234567\"}\n";
     lb_dataset d;
     assert_int_equal(lb_dataset_parse_jsonl(jsonl, strlen(jsonl), "p.jsonl", &d, &err), LB_OK);

@@ -19,6 +19,7 @@
 #include "core/signals.h"
 #include "loadgen/loadgen.h"
 #include "loadgen/summary.h"
+#include "test_util.h"
 
 typedef struct {
     pid_t pid;
@@ -337,10 +338,9 @@ static void test_loadgen_answers_without_usage_count_tokens_as_unknown(void **st
  * tokenizer's count of its text, and the token rates are known again. */
 static void test_loadgen_answers_without_usage_are_counted_with_the_tokenizer(void **state) {
     (void)state;
-    lb_tokenizer *tok = NULL;
+    lb_tokenizer *tok = lb_test_gpt2_tokenizer();
+    assert_non_null(tok);
     lb_err err = {{0}};
-    if (lb_tokenizer_load(&tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, &err) != LB_OK)
-        fail_msg("%s", err.msg);
     const char *args[] = {"--fault", "truncate", NULL};
     server s = start_server(args);
     const char *urls[] = {s.url};

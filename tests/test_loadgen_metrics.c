@@ -13,6 +13,7 @@
 
 #include "loadgen/metrics.h"
 #include "loadgen/summary.h"
+#include "test_util.h"
 
 #define MS 1000000LL
 
@@ -163,10 +164,9 @@ static void test_metrics_server_run_long_enough_is_valid(void **state) {
  * unknown; the summary names every source used, in that order. */
 static void test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks(void **state) {
     (void)state;
-    lb_tokenizer *tok = NULL;
+    lb_tokenizer *tok = lb_test_gpt2_tokenizer();
+    assert_non_null(tok);
     lb_err err = {{0}};
-    if (lb_tokenizer_load(&tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, &err) != LB_OK)
-        fail_msg("%s", err.msg);
     const char *text = "Hello world! The answer is 42.";
     size_t len = strlen(text);
     lb_query q[5];

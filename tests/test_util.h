@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "model/tokenizer.h"
+
 /* Reads all of fd into buf (NUL-terminated, truncated to cap-1). */
 static inline void lb_test_slurp(int fd, char *buf, size_t cap) {
     size_t n = 0;
@@ -105,6 +107,16 @@ static inline bool lb_test_write_file(const char *path, const char *text) {
     if (f == NULL) return false;
     bool ok = fputs(text, f) >= 0;
     return fclose(f) == 0 && ok;
+}
+
+/* GPT-2's tokenizer from tests/fixtures/tokenizer/gpt2.tiktoken; NULL, with the reason on
+ * stderr, when it cannot be loaded. The caller frees it with lb_tokenizer_free. */
+static inline lb_tokenizer *lb_test_gpt2_tokenizer(void) {
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    if (lb_tokenizer_load(&tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, &err) != LB_OK)
+        fprintf(stderr, "%s\n", err.msg);
+    return tok;
 }
 
 #endif
