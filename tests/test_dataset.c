@@ -273,7 +273,7 @@ static void test_dataset_load_detects_format_from_file(void **state) {
     assert_string_equal(ds.format, "sharegpt");
     lb_dataset_free(&ds);
     unlink(path);
-    assert_int_equal(lb_dataset_load(path, "auto", &ds, &err), LB_ERR_IO);
+    assert_int_equal(lb_dataset_load(path, "auto", &ds, &err), LB_ERR_USAGE);
     assert_non_null(strstr(err.msg, path));
     rmdir(dir);
 }

@@ -7,6 +7,8 @@
  * (jansson parses with JSON_ALLOW_NUL only so that the error can name the field). */
 #include "loadgen/dataset.h"
 
+#include "core/file.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -420,30 +422,6 @@ lb_status lb_dataset_synthetic(const lb_dataset_synthetic_params *p, lb_dataset 
     return LB_OK;
 }
 
-static lb_status read_file(const char *path, char **buf, size_t *len, lb_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return lb_fail(err, LB_ERR_IO, "dataset %s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b != NULL) {
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = realloc(b, cap * 2);
-        if (nb == NULL) free(b);
-        b = nb;
-        cap *= 2;
-    }
-    bool bad = b == NULL || ferror(f);
-    fclose(f);
-    if (bad) {
-        free(b);
-        return lb_fail(err, LB_ERR_IO, "dataset %s: read failed", path);
-    }
-    *buf = b;
-    *len = n;
-    return LB_OK;
-}
-
 /* Guesses the format of a JSON array from its first record. */
 static const char *sniff(const char *path, const char *buf, size_t len) {
     size_t plen = strlen(path);
@@ -459,7 +437,7 @@ lb_status lb_dataset_load(const char *path, const char *format, lb_dataset *out,
     memset(out, 0, sizeof *out);
     char *buf = NULL;
     size_t len = 0;
-    LB_TRY(read_file(path, &buf, &len, err));
+    LB_TRY(lb_file_read(path, &buf, &len, err));
     if (strcmp(format, "auto") == 0) format = sniff(path, buf, len);
     lb_status st;
     if (strcmp(format, "cnn") == 0)
