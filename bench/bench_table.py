@@ -30,9 +30,13 @@ out = sys.argv[1]
 print("| shape | precision | llmbench tok/s | PyTorch tok/s | ratio | MFU | peak mem (GiB) | GPU util % | final loss (ours / torch) |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for s in sys.argv[2:]:
-    m, b, t, p = s.split(":")
-    tag = f"{m}_{b}x{t}_{p}"
+    m, b, t, p, *mode = s.split(":")
+    tag = f"{m}_{b}x{t}_{p}" + (f"_{mode[0]}" if mode else "")
     ours = load(os.path.join(out, f"llmbench_{tag}.json"))
+    # the precision column says how fp32 products ran, from the run's own config
+    fp32_mode = ((ours or {}).get("config") or {}).get("fp32_matmul", "ieee")
+    if p == "fp32" and fp32_mode != "ieee":
+        p = "fp32 (3xTF32)" if fp32_mode == "3xtf32" else "fp32 (TF32)"
     torch = load(os.path.join(out, f"torch_{tag}.json"))
     ot = metric(ours, "tokens_per_s")
     tt = torch.get("tokens_per_s") if torch else None

@@ -6,13 +6,15 @@
 #
 # usage: bench/train_vs_pytorch.sh            all shapes below
 #        SHAPES="gpt2-124m:16:1024:bf16" bench/train_vs_pytorch.sh
+# A shape is MODEL:BATCH:SEQ:PRECISION[:FP32_MATMUL]; the fifth field (ieee, tf32, 3xtf32)
+# is passed to llmbench as --fp32-matmul (PyTorch runs its default fp32 products).
 #        TORCH=0 bench/train_vs_pytorch.sh    llmbench only
 # Raw JSON and logs go to $OUT (or /tmp/llmbench-bench).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 out=${OUT:-/tmp/llmbench-bench}
 mkdir -p "$out"
-SHAPES=${SHAPES:-"gpt2-124m:32:128:fp32 gpt2-124m:32:128:fp16 gpt2-124m:32:128:bf16 gpt2-124m:16:1024:bf16 gpt2-124m:64:1024:bf16 llama3.2-1b:8:1024:bf16"}
+SHAPES=${SHAPES:-"gpt2-124m:32:128:fp32 gpt2-124m:32:128:fp32:3xtf32 gpt2-124m:32:128:fp16 gpt2-124m:32:128:bf16 gpt2-124m:16:1024:bf16 gpt2-124m:64:1024:bf16 llama3.2-1b:8:1024:bf16"}
 STEPS=${STEPS:-30}
 WARMUP=${WARMUP:-8}
 TORCH=${TORCH:-1}
@@ -25,9 +27,10 @@ if [ "$SELFTEST" = 1 ]; then
     grep FAIL "$out/selftest.txt" | head -20
 fi
 for s in $SHAPES; do
-    IFS=: read -r m b t p <<< "$s"
-    tag="${m}_${b}x${t}_${p}"
+    IFS=: read -r m b t p mode <<< "$s"
+    tag="${m}_${b}x${t}_${p}${mode:+_$mode}"
     "$LLMBENCH" train --model "$m" --batch "$b" --seq "$t" --precision "$p" --device cuda \
+        ${mode:+--fp32-matmul "$mode"} \
         --steps "$STEPS" --warmup "$WARMUP" --json --no-progress --db "$out/bench.db" \
         > "$out/llmbench_$tag.json" 2> "$out/llmbench_$tag.err"
     echo "llmbench $tag exit $? $(tail -c 300 "$out/llmbench_$tag.err" | tr '\n' ' ')"

@@ -40,6 +40,15 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
                                   "--gemm-heuristic-only", "--db", g_db, NULL},
                  "--gemm-heuristic-only applies to --device cuda only");
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
+                                  "--fp32-matmul", "3xtf32", "--db", g_db, NULL},
+                 "--fp32-matmul 3xtf32 (or --tf32) applies to --device cuda only");
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
+                                  "--tf32", "--db", g_db, NULL},
+                 "--fp32-matmul tf32 (or --tf32) applies to --device cuda only");
+    expect_usage((const char *[]){"train", "--fp32-matmul", "bf16x9", NULL}, "ieee|tf32|3xtf32");
+    expect_usage((const char *[]){"train", "--tf32", "--fp32-matmul", "3xtf32", NULL},
+                 "--tf32 contradicts --fp32-matmul 3xtf32");
     /* nothing was stored for any of them */
     assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 0);
     json_t *list = json_loads(out, 0, NULL);
@@ -59,6 +68,9 @@ static void test_cli_train_stores_run_with_raw_samples(void **state) {
     json_int_t id = json_integer_value(json_object_get(doc, "id"));
     assert_true(id > 0);
     assert_string_equal(json_string_value(json_object_get(doc, "status")), "ok");
+    json_t *config = json_object_get(doc, "config");
+    assert_string_equal(json_string_value(json_object_get(config, "fp32_matmul")), "ieee");
+    assert_true(json_is_false(json_object_get(config, "tf32")));
     json_decref(doc);
 
     char id_s[32];

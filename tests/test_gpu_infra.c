@@ -1,5 +1,6 @@
 /* test_gpu_infra.c: the GPU infrastructure logic that runs without a GPU: arena sizing
  * and accounting, the dense peak table and MFU, telemetry summaries, check messages. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,7 +13,9 @@
 
 #include "gpu/arena.h"
 #include "gpu/check.h"
+#include "gpu/matmul.h"
 #include "gpu/peak.h"
+#include "gpu/tf32.h"
 #include "gpu/telemetry.h"
 
 static void test_arena_sizing_adds_aligned_pieces(void **state) {
@@ -69,9 +72,68 @@ static void test_peak_table_matches_specific_names_first(void **state) {
     assert_true(fabs(lb_peak_flops(h, LB_PEAK_BF16) - 989.4e12) < 1e6);
     assert_true(fabs(lb_peak_flops(h, LB_PEAK_TF32) - 494.7e12) < 1e6);
     assert_true(fabs(lb_peak_flops(h, LB_PEAK_FP32) - 67e12) < 1e6);
+    assert_true(fabs(lb_peak_flops(h, LB_PEAK_3XTF32) - 494.7e12 / 3) < 1e6);
     assert_true(lb_peak_flops(NULL, LB_PEAK_BF16) == 0.0);
     assert_true(fabs(lb_peak_mfu(494.7e12, 989.4e12) - 0.5) < 1e-12);
     assert_true(isnan(lb_peak_mfu(1e12, 0.0)));
+}
+
+static uint32_t bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static void test_tf32_split_rounds_to_nearest_and_is_exact(void **state) {
+    (void)state;
+    float hi, lo;
+    /* 1 + 2^-11 is a tie between 1 and 1 + 2^-10: away from zero */
+    lb_tf32_split(1.0f + 0x1p-11f, &hi, &lo);
+    assert_true(hi == 1.0f + 0x1p-10f && lo == -0x1p-11f);
+    lb_tf32_split(-(1.0f + 0x1p-11f), &hi, &lo);
+    assert_true(hi == -(1.0f + 0x1p-10f) && lo == 0x1p-11f);
+    /* just below a tie rounds down; a TF32 value is its own head */
+    lb_tf32_split(1.0f + 0x1p-11f - 0x1p-23f, &hi, &lo);
+    assert_true(hi == 1.0f && lo == 0x1p-11f - 0x1p-23f);
+    lb_tf32_split(1.5f, &hi, &lo);
+    assert_true(hi == 1.5f && lo == 0.0f);
+    /* mantissa all ones rounds up into the next binade */
+    lb_tf32_split(2.0f - 0x1p-23f, &hi, &lo);
+    assert_true(hi == 2.0f && lo == -0x1p-23f);
+    /* the largest finite value would round to infinity: truncated instead */
+    lb_tf32_split(FLT_MAX, &hi, &lo);
+    assert_true(isfinite(hi) && (bits(hi) & 0x1fffu) == 0 && (double)hi + lo == (double)FLT_MAX);
+    /* non-finite values are their own head with a zero tail */
+    lb_tf32_split(INFINITY, &hi, &lo);
+    assert_true(isinf(hi) && hi > 0 && lo == 0.0f);
+    lb_tf32_split(NAN, &hi, &lo);
+    assert_true(isnan(hi) && lo == 0.0f);
+    /* every other value: hi has 13 clear low bits, |lo| <= half its unit, hi + lo == x */
+    uint64_t s = 7;
+    for (int i = 0; i < 200000; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (uint32_t)(s >> 32);
+        float x;
+        memcpy(&x, &u, 4);
+        if (!isfinite(x)) continue;
+        lb_tf32_split(x, &hi, &lo);
+        assert_true(isfinite(hi) && isfinite(lo));
+        assert_int_equal(bits(hi) & 0x1fffu, 0);
+        assert_true(hi + lo == x);
+        if (fabsf(hi) < 3.0e38f) assert_true(fabs((double)lo) <= fabs((double)x) * 0x1p-11 * 1.0000001 + 0x1p-137);
+    }
+}
+
+static void test_fp32_mode_names_round_trip(void **state) {
+    (void)state;
+    lb_gpu_fp32_mode m = LB_GPU_FP32_IEEE;
+    assert_true(lb_gpu_fp32_mode_parse("3xtf32", &m));
+    assert_int_equal(m, LB_GPU_FP32_3XTF32);
+    assert_string_equal(lb_gpu_fp32_mode_name(m), "3xtf32");
+    assert_true(lb_gpu_fp32_mode_parse("tf32", &m) && m == LB_GPU_FP32_TF32);
+    assert_true(lb_gpu_fp32_mode_parse("ieee", &m) && m == LB_GPU_FP32_IEEE);
+    assert_false(lb_gpu_fp32_mode_parse("TF32", &m));
+    assert_false(lb_gpu_fp32_mode_parse(NULL, &m));
 }
 
 static void test_telemetry_summary_uses_energy_counter_or_power(void **state) {
@@ -137,6 +199,8 @@ int main(void) {
         cmocka_unit_test(test_arena_sizing_adds_aligned_pieces),
         cmocka_unit_test(test_arena_overflow_names_the_piece),
         cmocka_unit_test(test_peak_table_matches_specific_names_first),
+        cmocka_unit_test(test_tf32_split_rounds_to_nearest_and_is_exact),
+        cmocka_unit_test(test_fp32_mode_names_round_trip),
         cmocka_unit_test(test_telemetry_summary_uses_energy_counter_or_power),
         cmocka_unit_test(test_telemetry_without_gpu_stops_cleanly),
         cmocka_unit_test(test_check_message_names_expression_and_place),

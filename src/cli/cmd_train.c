@@ -41,7 +41,8 @@ static lb_status work(void *ctx, lb_result *r, lb_err *err) {
 int lb_cmd_train(int argc, char **argv) {
     train_ctx ctx = {.params = lb_train_default_params()};
     lb_train_params *p = &ctx.params;
-    const char *device = NULL, *precision = "fp32", *name = NULL;
+    const char *device = NULL, *precision = "fp32", *name = NULL, *fp32_matmul = NULL;
+    bool tf32 = false;
     int64_t seed = (int64_t)p->seed;
     bool no_progress = false;
     lb_arg_list tags = {0};
@@ -58,7 +59,8 @@ int lb_cmd_train(int argc, char **argv) {
         {"--grad-clip", LB_ARG_DOUBLE, &p->grad_clip, "X", "global gradient-norm clip, 0 = off (default 1.0)", 0, 1e9},
         {"--data", LB_ARG_STRING, &p->data, "SRC", "synthetic (default), repeat (one batch every step) or FILE.bin (llm.c token shard)"},
         {"--seed", LB_ARG_INT, &seed, "S", "seed of weights and synthetic data (default 1337)", 0, 9.2e18},
-        {"--tf32", LB_ARG_FLAG, &p->tf32, NULL, "CUDA fp32: let matrix products use TF32"},
+        {"--tf32", LB_ARG_FLAG, &tf32, NULL, "CUDA fp32: matrix products in one TF32 tensor-core pass (same as --fp32-matmul tf32)"},
+        {"--fp32-matmul", LB_ARG_CHOICE, &fp32_matmul, NULL, "CUDA fp32 matrix products: ieee = fp32 on CUDA cores (default); tf32 = one TF32 pass, relative error ~1e-5 to 4e-5; 3xtf32 = each operand split into a TF32 head and tail and three TF32 passes: fp32-level error (~2^-22 relative), more device memory for the split copies", 0, 0, LB_GPU_FP32_MODE_CHOICES},
         {"--recompute", LB_ARG_FLAG, &p->recompute, NULL, "CUDA: recompute activations in backward to save memory"},
         {"--gemm-heuristic-only", LB_ARG_FLAG, &p->gemm_heuristic_only, NULL, "CUDA: take cuBLASLt's first heuristic algorithm for each product instead of timing its candidates (the same algorithms in every run)"},
         {"--peak-tflops", LB_ARG_DOUBLE, &p->peak_tflops, "X", "dense peak TFLOP/s for MFU when the GPU is not in the table", 1e-3, 1e6},
@@ -86,6 +88,12 @@ int lb_cmd_train(int argc, char **argv) {
     if (rc != LB_ARGS_GO_ON) return rc;
     if (device != NULL && parse_device(device, p) != LB_OK) return 2;
     lb_precision_parse(precision, &p->precision);
+    if (fp32_matmul != NULL) lb_gpu_fp32_mode_parse(fp32_matmul, &p->fp32_matmul);
+    if (tf32 && fp32_matmul != NULL && p->fp32_matmul != LB_GPU_FP32_TF32) {
+        lb_args_usage_error("train", "--tf32 contradicts --fp32-matmul %s: give one of them", fp32_matmul);
+        return 2;
+    }
+    if (tf32) p->fp32_matmul = LB_GPU_FP32_TF32;
     p->seed = (uint64_t)seed;
     p->progress = !no_progress;
 

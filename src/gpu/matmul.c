@@ -12,8 +12,37 @@
  * keeping the fastest. The winner can differ between processes, so results may differ
  * in rounding between runs; tuning off takes the heuristic's first answer every time.
  * A problem whose C is D itself with beta != 0 is not tuned: repeated runs would
- * accumulate into D. */
+ * accumulate into D.
+ *
+ * 3xTF32: the two operands are split into scratch copies with compact strides (rows
+ * padded to 16 bytes), then three TF32 products run over them. The first carries the
+ * caller's beta, C and bias; the other two add into D (beta 1, C = D) and share one
+ * prepared problem, which is tuned before the first product runs (with beta 0, D is free
+ * then) unless the caller accumulates into D, when it keeps the heuristic's choice. */
 #include "gpu/matmul.h"
+
+#include <string.h>
+
+static const char *const MODE_NAMES[] = {"ieee", "tf32", "3xtf32"};
+
+const char *lb_gpu_fp32_mode_name(lb_gpu_fp32_mode m) {
+    return (unsigned)m < 3 ? MODE_NAMES[m] : "?";
+}
+
+bool lb_gpu_fp32_mode_parse(const char *s, lb_gpu_fp32_mode *out) {
+    for (int i = 0; s != NULL && i < 3; i++)
+        if (strcmp(s, MODE_NAMES[i]) == 0) {
+            *out = (lb_gpu_fp32_mode)i;
+            return true;
+        }
+    return false;
+}
+
+lb_gpu_blas_params lb_gpu_blas_default_params(void) {
+    return (lb_gpu_blas_params){.workspace = NULL, .workspace_bytes = 0,
+                                .fp32_mode = LB_GPU_FP32_IEEE, .tune = true,
+                                .split_scratch = NULL, .split_scratch_bytes = 0};
+}
 
 #ifdef LB_HAVE_CUDA
 
@@ -24,6 +53,7 @@
 
 #include "core/log.h"
 #include "gpu/check.h"
+#include "gpu/tf32.cuh"
 
 #define MAX_CACHED 128
 #define TUNE_CANDIDATES 16
@@ -32,6 +62,7 @@
 typedef struct {
     int64_t m, n, k, lda, ldb, ldd;
     int trans_a, trans_b, ab_type, d_type, epilogue, has_c, align;
+    int tf32; /* compute type: 1 CUBLAS_COMPUTE_32F_FAST_TF32, 0 the plain one */
 } key;
 
 typedef struct {
@@ -46,9 +77,7 @@ typedef struct {
 
 struct lb_gpu_blas {
     cublasLtHandle_t lt;
-    void *workspace;
-    size_t workspace_bytes;
-    bool allow_tf32, tune;
+    lb_gpu_blas_params p;
     prepared cache[MAX_CACHED];
     int n_cached;
 };
@@ -64,8 +93,7 @@ static int alignment_of(const void *p) {
     return a;
 }
 
-lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_bytes,
-                           bool allow_tf32, bool tune, lb_err *err) {
+lb_status lb_gpu_blas_init(lb_gpu_blas **out, const lb_gpu_blas_params *p, lb_err *err) {
     *out = NULL;
     lb_gpu_blas *h = calloc(1, sizeof *h);
     if (h == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the cuBLASLt handle");
@@ -75,10 +103,7 @@ lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_
         return lb_gpu_fail_at(err, "cuBLASLt", (int)s, cublasLtGetStatusString(s),
                               "cublasLtCreate", __func__, __FILE__, __LINE__);
     }
-    h->workspace = workspace;
-    h->workspace_bytes = workspace_bytes;
-    h->allow_tf32 = allow_tf32;
-    h->tune = tune;
+    h->p = *p;
     *out = h;
     return LB_OK;
 }
@@ -115,8 +140,7 @@ static cublasLtEpilogue_t lt_epilogue(lb_gpu_epilogue e) {
 static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err) {
     memset(p, 0, sizeof *p);
     p->k = *k;
-    cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
-    if (k->ab_type == LB_DT_F32 && h->allow_tf32) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+    cublasComputeType_t ct = k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     LB_CUBLAS_TRY(err, cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
     /* column-major: op "A" = our B, op "B" = our A */
     cublasOperation_t ta = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -142,7 +166,7 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
 
     cublasLtMatmulPreference_t pref;
     LB_CUBLAS_TRY(err, cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = h->workspace_bytes;
+    uint64_t ws = h->p.workspace_bytes;
     uint32_t al = (uint32_t)k->align;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
@@ -152,7 +176,7 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
     cublasLtMatmulHeuristicResult_t res[TUNE_CANDIDATES];
     int found = 0;
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h->lt, p->op, p->la, p->lb, p->lc, p->ld,
-                                                      pref, h->tune ? TUNE_CANDIDATES : 1, res,
+                                                      pref, h->p.tune ? TUNE_CANDIDATES : 1, res,
                                                       &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
@@ -188,8 +212,8 @@ static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, float b
         for (int r = 0; ok && r <= TUNE_REPS; r++) {
             if (r == 1) ok = cudaEventRecord(ev[0], stream) == cudaSuccess;
             ok = ok && cublasLtMatmul(h->lt, p->op, &g->alpha, g->b, p->la, g->a, p->lb, &beta, c,
-                                      p->lc, g->d, p->ld, &p->cand[i], h->workspace,
-                                      h->workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+                                      p->lc, g->d, p->ld, &p->cand[i], h->p.workspace,
+                                      h->p.workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
         }
         float ms = 0.0f;
         ok = ok && cudaEventRecord(ev[1], stream) == cudaSuccess &&
@@ -219,7 +243,9 @@ static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, float b
     return LB_OK;
 }
 
-lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {
+/* The prepared problem for g with the given compute type (found or made). */
+static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, bool tf32, prepared **out,
+                        lb_err *err) {
     key k;
     memset(&k, 0, sizeof k);
     k.m = g->m, k.n = g->n, k.k = g->k;
@@ -227,26 +253,32 @@ lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb
     k.trans_a = g->trans_a, k.trans_b = g->trans_b;
     k.ab_type = g->ab_type, k.d_type = g->d_type, k.epilogue = g->epilogue;
     k.has_c = g->c != NULL;
+    k.tf32 = tf32;
     int al = alignment_of(g->a);
     int al2 = alignment_of(g->b), al3 = alignment_of(g->d);
     if (al2 < al) al = al2;
     if (al3 < al) al = al3;
     if (g->c != NULL && alignment_of(g->c) < al) al = alignment_of(g->c);
     k.align = al;
-    prepared *p = NULL;
     for (int i = 0; i < h->n_cached; i++)
         if (memcmp(&h->cache[i].k, &k, sizeof k) == 0) {
-            p = &h->cache[i];
-            break;
+            *out = &h->cache[i];
+            return LB_OK;
         }
-    if (p == NULL) {
-        if (h->n_cached == MAX_CACHED) {
-            release(&h->cache[MAX_CACHED - 1]);
-            h->n_cached--;
-        }
-        LB_TRY(prepare(h, &k, &h->cache[h->n_cached], err));
-        p = &h->cache[h->n_cached++];
+    if (h->n_cached == MAX_CACHED) {
+        release(&h->cache[MAX_CACHED - 1]);
+        h->n_cached--;
     }
+    LB_TRY(prepare(h, &k, &h->cache[h->n_cached], err));
+    *out = &h->cache[h->n_cached++];
+    return LB_OK;
+}
+
+/* One cuBLASLt product: g exactly as given, with the given compute type. */
+static lb_status run_one(lb_gpu_blas *h, const lb_gpu_gemm *g, bool tf32, cudaStream_t stream,
+                         lb_err *err) {
+    prepared *p = NULL;
+    LB_TRY(lookup(h, g, tf32, &p, err));
     if (g->epilogue == LB_EPI_BIAS || g->epilogue == LB_EPI_GELU_AUX_BIAS)
         LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                           &g->bias, sizeof g->bias));
@@ -257,19 +289,75 @@ lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb
     const void *c = g->c != NULL ? g->c : g->d;
     if (!p->tuned) {
         if (c == g->d && beta != 0.0f) p->tuned = true; /* in place: keep the heuristic's */
-        else LB_TRY(tune(h, p, g, beta, c, (cudaStream_t)stream, err));
+        else LB_TRY(tune(h, p, g, beta, c, stream, err));
     }
     LB_CUBLAS_TRY(err, cublasLtMatmul(h->lt, p->op, &g->alpha, g->b, p->la, g->a, p->lb, &beta, c,
-                                      p->lc, g->d, p->ld, &p->algo, h->workspace,
-                                      h->workspace_bytes, (cudaStream_t)stream));
+                                      p->lc, g->d, p->ld, &p->algo, h->p.workspace,
+                                      h->p.workspace_bytes, stream));
     return LB_OK;
+}
+
+static int64_t pad4(int64_t n) { return (n + 3) / 4 * 4; }
+static size_t piece(int64_t rows, int64_t ld) {
+    return ((size_t)rows * (size_t)ld * 4 + 255) / 256 * 256;
+}
+
+size_t lb_gpu_gemm_split_bytes(int64_t m, int64_t n, int64_t k) {
+    size_t a1 = piece(m, pad4(k)), a2 = piece(k, pad4(m));
+    size_t b1 = piece(k, pad4(n)), b2 = piece(n, pad4(k));
+    return 2 * (a1 > a2 ? a1 : a2) + 2 * (b1 > b2 ? b1 : b2);
+}
+
+/* g as three TF32 products over hi/lo copies of its operands (see the file comment). */
+static lb_status run_split(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t stream, lb_err *err) {
+    int64_t ra = g->trans_a ? g->k : g->m, ca = g->trans_a ? g->m : g->k;
+    int64_t rb = g->trans_b ? g->n : g->k, cb = g->trans_b ? g->k : g->n;
+    int64_t lda = pad4(ca), ldb = pad4(cb);
+    size_t sa = piece(ra, lda), sb = piece(rb, ldb), need = 2 * sa + 2 * sb;
+    if (need > h->p.split_scratch_bytes)
+        return lb_fail(err, LB_ERR_NOMEM,
+                       "the 3xTF32 split of an fp32 product m=%lld n=%lld k=%lld needs %.1f MiB "
+                       "of scratch; the cuBLASLt handle was given %.1f MiB",
+                       (long long)g->m, (long long)g->n, (long long)g->k, (double)need / 1048576.0,
+                       (double)h->p.split_scratch_bytes / 1048576.0);
+    char *base = h->p.split_scratch;
+    float *a_hi = (float *)base, *a_lo = (float *)(base + sa);
+    float *b_hi = (float *)(base + 2 * sa), *b_lo = (float *)(base + 2 * sa + sb);
+    LB_TRY(lb_gpu_tf32_split(a_hi, a_lo, lda, g->a, g->lda, ra, ca, stream, err));
+    LB_TRY(lb_gpu_tf32_split(b_hi, b_lo, ldb, g->b, g->ldb, rb, cb, stream, err));
+    lb_gpu_gemm big = *g, small = *g;
+    big.a = a_hi, big.lda = lda, big.b = b_hi, big.ldb = ldb;
+    small.lda = lda, small.ldb = ldb;
+    small.c = g->d, small.beta = 1.0f;
+    small.epilogue = LB_EPI_NONE, small.bias = NULL, small.aux = NULL;
+    /* The two corrections share a prepared problem that runs in place: tune it now, while
+     * D holds nothing needed, unless the caller accumulates into D. */
+    prepared *p = NULL;
+    small.a = a_hi, small.b = b_lo;
+    LB_TRY(lookup(h, &small, true, &p, err));
+    if (!p->tuned) {
+        if (g->c == g->d && g->beta != 0.0f) p->tuned = true;
+        else LB_TRY(tune(h, p, &small, 0.0f, g->d, stream, err));
+    }
+    LB_TRY(run_one(h, &big, true, stream, err));
+    LB_TRY(run_one(h, &small, true, stream, err));
+    small.a = a_lo, small.b = b_hi;
+    return run_one(h, &small, true, stream, err);
+}
+
+lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {
+    cudaStream_t s = (cudaStream_t)stream;
+    if (g->ab_type != LB_DT_F32 || h->p.fp32_mode == LB_GPU_FP32_IEEE) return run_one(h, g, false, s, err);
+    if (h->p.fp32_mode == LB_GPU_FP32_TF32) return run_one(h, g, true, s, err);
+    if (g->epilogue == LB_EPI_GELU_AUX_BIAS || g->epilogue == LB_EPI_DGELU)
+        return run_one(h, g, false, s, err); /* not split: plain fp32 */
+    return run_split(h, g, s, err);
 }
 
 #else /* no CUDA */
 
-lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_bytes,
-                           bool allow_tf32, bool tune, lb_err *err) {
-    (void)workspace, (void)workspace_bytes, (void)allow_tf32, (void)tune;
+lb_status lb_gpu_blas_init(lb_gpu_blas **out, const lb_gpu_blas_params *p, lb_err *err) {
+    (void)p;
     *out = NULL;
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA");
 }
@@ -280,6 +368,10 @@ lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb
 }
 int lb_gpu_blas_cached(const lb_gpu_blas *h) {
     (void)h;
+    return 0;
+}
+size_t lb_gpu_gemm_split_bytes(int64_t m, int64_t n, int64_t k) {
+    (void)m, (void)n, (void)k;
     return 0;
 }
 

@@ -3,16 +3,27 @@
  * D[m,n] = alpha * A'[m,k] B'[k,n] + beta * C[m,n] (+ bias[n]) (then the epilogue), where
  * A' is A stored row-major as [m,k] or, with trans_a, as [k,m]; likewise B' and trans_b
  * ([k,n] or [n,k]). All leading dimensions are row strides in elements. Inputs may be
- * fp32, fp16 or bf16 (A and B of one type); accumulation is always fp32 (TF32 only when
- * the handle was created with allow_tf32); D may be fp32 even for 16-bit inputs (fp32
- * weight gradients). C, when given, has D's type and stride and may be D itself (that is
+ * fp32, fp16 or bf16 (A and B of one type); accumulation is always fp32; D may be fp32 even
+ * for 16-bit inputs (fp32 weight gradients). How fp32 inputs are multiplied is the
+ * handle's fp32 mode (lb_gpu_fp32_mode below). C, when given, has D's type and stride and may be D itself (that is
  * how gradients accumulate and how the residual add fuses into a projection).
  * The wrapper maps the row-major problem onto column-major cuBLASLt by swapping the
  * operands, and caches a prepared descriptor set plus one algorithm per distinct problem
  * (shape, types, strides, epilogue, pointer alignment), so a training step sets up each
  * shape once. With tuning on, that algorithm is the fastest of the heuristic's candidates
  * timed on the problem's first run (matmul.c says how); with it off, the heuristic's first
- * choice. Not here: batched or strided-batched products, fp8. */
+ * choice.
+ *
+ * fp32 modes: IEEE runs cuBLASLt's fp32 kernels (CUDA cores); TF32 one tensor-core pass
+ * with the inputs rounded to TF32 (relative error ~1e-5 to 4e-5); 3XTF32 splits each
+ * operand X into hi (X rounded to TF32) and lo = X - hi (gpu/tf32.h) and runs
+ * D = A_hi B_hi (with the caller's beta, C and bias), then D += A_hi B_lo, D += A_lo B_hi
+ * as TF32 tensor-core products (A_lo B_lo, ~2^-22 relative, is dropped): the error is the
+ * size of fp32's own, at three tensor-core products' cost. The copies live in a scratch
+ * buffer the caller gives the handle (lb_gpu_gemm_split_bytes sizes it). The GELU
+ * epilogues are not split: their problems run as IEEE fp32 products in that mode (the
+ * model computes fp32 GELU with its own kernels, so it never asks for them).
+ * Not here: batched or strided-batched products, fp8. */
 #ifndef LB_GPU_MATMUL_H
 #define LB_GPU_MATMUL_H
 
@@ -54,15 +65,42 @@ typedef struct {
     void *aux;        /* d_type, [m,n] with stride ldd */
 } lb_gpu_gemm;
 
+typedef enum {
+    LB_GPU_FP32_IEEE = 0, /* fp32 kernels on CUDA cores */
+    LB_GPU_FP32_TF32,     /* one TF32 tensor-core pass (--tf32) */
+    LB_GPU_FP32_3XTF32,   /* hi/lo split, three TF32 passes: fp32-level error */
+} lb_gpu_fp32_mode;
+
+#define LB_GPU_FP32_MODE_CHOICES "ieee|tf32|3xtf32"
+
+/* "ieee", "tf32", "3xtf32" */
+const char *lb_gpu_fp32_mode_name(lb_gpu_fp32_mode m);
+/* false when s is none of the names */
+bool lb_gpu_fp32_mode_parse(const char *s, lb_gpu_fp32_mode *out);
+
+typedef struct {
+    void *workspace;          /* device memory for cuBLASLt (caller's, e.g. an arena piece) */
+    size_t workspace_bytes;   /* bytes of workspace; 0 with NULL */
+    lb_gpu_fp32_mode fp32_mode; /* how fp32 inputs are multiplied */
+    bool tune;                /* time the heuristic's candidates on each problem's first run */
+    void *split_scratch;      /* device memory for the 3xTF32 copies (caller's) */
+    size_t split_scratch_bytes; /* bytes of split_scratch: at least lb_gpu_gemm_split_bytes
+                                 * of every fp32 problem run in 3XTF32 mode */
+} lb_gpu_blas_params;
+
+lb_gpu_blas_params lb_gpu_blas_default_params(void);
+
 typedef struct lb_gpu_blas lb_gpu_blas;
 
-/* Creates the cuBLASLt handle. workspace (device memory, owned by the caller, e.g. an
- * arena piece) may be NULL with workspace_bytes 0. tune: time the heuristic's candidates
- * on each problem's first run (that run takes longer) instead of taking its first choice.
- * Caller frees with lb_gpu_blas_free. */
-lb_status lb_gpu_blas_init(lb_gpu_blas **out, void *workspace, size_t workspace_bytes,
-                           bool allow_tf32, bool tune, lb_err *err);
+/* Creates the cuBLASLt handle; the device buffers in p stay the caller's. A problem that
+ * needs more split scratch than p gives fails with LB_ERR_NOMEM when it runs. Caller frees
+ * with lb_gpu_blas_free. */
+lb_status lb_gpu_blas_init(lb_gpu_blas **out, const lb_gpu_blas_params *p, lb_err *err);
 void lb_gpu_blas_free(lb_gpu_blas *h);
+
+/* Bytes of split scratch an m x n x k fp32 problem needs in 3XTF32 mode (hi and lo copies
+ * of both operands, rows padded to 16 bytes), whatever its transposes. No device needed. */
+size_t lb_gpu_gemm_split_bytes(int64_t m, int64_t n, int64_t k);
 
 /* Runs g on `stream` (a cudaStream_t; NULL for the default stream). LB_ERR_UNSUPPORTED
  * when cuBLASLt has no algorithm for the combination. */

@@ -62,6 +62,8 @@ struct lb_gpu_model {
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *lse, *losses;
     /* activation gradients (one layer) and scratch */
     void *dres, *dc, *dqkv, *dfch, *dact, *attn_scratch, *blas_ws;
+    void *split_scratch; /* 3xTF32 operand copies (NULL in other modes) */
+    size_t split_bytes;
 };
 
 static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_model_params *p) {
@@ -77,6 +79,25 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
     m->es = lb_dtype_bytes(m->dt);
     m->llama = cfg->family == LB_FAMILY_LLAMA;
     m->n_seg = lb_param_layout(cfg, NULL, 0);
+}
+
+static bool split_products(const lb_gpu_model *m) {
+    return m->dt == LB_DT_F32 && m->p.fp32_mode == LB_GPU_FP32_3XTF32;
+}
+
+/* Split scratch for the largest product of a step: each linear map (IC -> OC) runs forward
+ * (BT x OC x IC), input gradient (BT x IC x OC) and weight gradient (OC x IC x BT). */
+static size_t split_need(const lb_gpu_model *m) {
+    const int64_t maps[5][2] = {{m->C, m->Q}, {m->C, m->C}, {m->C, m->F}, {m->H, m->C}, {m->C, m->Vp}};
+    size_t need = 0;
+    for (int i = 0; i < 5; i++) {
+        int64_t ic = maps[i][0], oc = maps[i][1];
+        size_t b[3] = {lb_gpu_gemm_split_bytes(m->BT, oc, ic), lb_gpu_gemm_split_bytes(m->BT, ic, oc),
+                       lb_gpu_gemm_split_bytes(oc, ic, m->BT)};
+        for (int j = 0; j < 3; j++)
+            if (b[j] > need) need = b[j];
+    }
+    return need;
 }
 
 #define TAKE(ptr, name, bytes)                                                             \
@@ -134,6 +155,8 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->dact, "grad.mlp_act", BT * (size_t)m->H * es);
     TAKE(m->attn_scratch, "scratch.attention", lb_gpu_attention_scratch_bytes(m->B, m->T, m->NH, m->HD));
     TAKE(m->blas_ws, "scratch.cublaslt", LB_GPU_BLAS_WORKSPACE_BYTES);
+    m->split_bytes = split_products(m) ? split_need(m) : 0;
+    if (m->split_bytes > 0) TAKE(m->split_scratch, "scratch.tf32_split", m->split_bytes);
     m->targets = m->tokens + BT;
     return LB_OK;
 }
@@ -228,9 +251,14 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
     if (st == LB_OK) st = layout(m, &m->arena, err);
     if (st == LB_OK && cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA stream");
-    if (st == LB_OK)
-        st = lb_gpu_blas_init(&m->blas, m->blas_ws, LB_GPU_BLAS_WORKSPACE_BYTES,
-                              p->tf32 && m->dt == LB_DT_F32, !p->gemm_heuristic_only, err);
+    if (st == LB_OK) {
+        lb_gpu_blas_params bp = lb_gpu_blas_default_params();
+        bp.workspace = m->blas_ws, bp.workspace_bytes = LB_GPU_BLAS_WORKSPACE_BYTES;
+        bp.fp32_mode = m->dt == LB_DT_F32 ? p->fp32_mode : LB_GPU_FP32_IEEE;
+        bp.tune = !p->gemm_heuristic_only;
+        bp.split_scratch = m->split_scratch, bp.split_scratch_bytes = m->split_bytes;
+        st = lb_gpu_blas_init(&m->blas, &bp, err);
+    }
     for (int i = 0; st == LB_OK && i < 2; i++) {
         if (cudaMallocHost((void **)&m->host_tok[i], 2 * (size_t)m->BT * 4) != cudaSuccess ||
             cudaEventCreateWithFlags(&m->host_done[i], cudaEventDisableTiming) != cudaSuccess)
@@ -398,7 +426,7 @@ static lb_status norm_bwd(lb_gpu_model *m, const void *dout, const void *inp, co
 /* GPT-2's MLP with biases: GELU and its derivative run in cuBLASLt's epilogues (the
  * tanh approximation, as the reference), saving two passes over [B,T,d_ff] each way. Not
  * in fp32: there cuBLASLt runs the epilogue as a separate pass, slower than ours (on the
- * H200 at 32x128: 40 and 100 us a layer). */
+ * H200 at 32x128: 40 and 100 us a layer), and the 3xTF32 mode could not split them. */
 static bool fuse_gelu(const lb_gpu_model *m) {
     return !m->llama && m->cfg.linear_bias && !m->p.no_fused_gelu && m->dt != LB_DT_F32;
 }

@@ -9,7 +9,9 @@
  * and rebuilt from the saved residuals and statistics during backward. Matrix products go
  * through cuBLASLt (gpu/matmul.h) with the residual add fused in (beta = 1); the logits are
  * kept in the activation type, with the vocabulary padded to a multiple of 64 in the row
- * stride, and the fused cross-entropy overwrites them with their gradient.
+ * stride, and the fused cross-entropy overwrites them with their gradient. In fp32 with
+ * the 3xTF32 mode the arena also holds the split scratch, sized for the step's largest
+ * product (the output head's, over the logits gradient).
  * A step is enqueued on the model's stream without any host synchronisation: the loss of
  * each step goes to a device slot the caller reads when it wants. Not here: data loading,
  * timing, multi-GPU. Only in CUDA builds (it needs the CUDA headers). */
@@ -24,6 +26,7 @@
 #include "core/status.h"
 #include "gpu/adamw.cuh"
 #include "gpu/arena.h"
+#include "gpu/matmul.h"
 #include "model/config.h"
 
 #ifdef __cplusplus
@@ -34,7 +37,7 @@ typedef struct {
     int B, T;               /* batch and sequence the arena is laid out for */
     lb_precision precision;
     bool recompute;         /* rebuild norm outputs and MLP activations in backward */
-    bool tf32;              /* fp32 matmuls may use TF32 */
+    lb_gpu_fp32_mode fp32_mode; /* how fp32 products run (gpu/matmul.h); ignored in 16-bit */
     bool gemm_heuristic_only; /* cuBLASLt's first heuristic algorithm, no timing (gpu/matmul.h) */
     int attn_scalar;        /* 1: always the scalar attention kernels (tests) */
     int no_fused_gelu;      /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */

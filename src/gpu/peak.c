@@ -44,6 +44,7 @@ double lb_peak_flops(const lb_peak_entry *e, lb_peak_kind kind) {
     switch (kind) {
     case LB_PEAK_FP32: return e->fp32_tflops * 1e12;
     case LB_PEAK_TF32: return e->tf32_tflops * 1e12;
+    case LB_PEAK_3XTF32: return e->tf32_tflops * 1e12 / 3.0;
     case LB_PEAK_BF16: return e->bf16_tflops * 1e12;
     }
     return 0.0;

@@ -3,7 +3,8 @@
  * The table holds the vendors' published dense (not 2:4 sparse) figures for the SXM/PCIe
  * parts named below; a GPU is matched by substrings of its CUDA/NVML name, most specific
  * first (so "H100 NVL" is not read as an H100 SXM, nor an A100 as an A10). fp32 without
- * TF32 counts the plain FP32 rate; fp32 with TF32 the TF32 tensor rate; fp16 and bf16 the
+ * TF32 counts the plain FP32 rate; fp32 with TF32 the TF32 tensor rate; fp32 by the 3xTF32 split a third of it (each product
+ * is three TF32 products); fp16 and bf16 the
  * 16-bit tensor rate. A GPU not in the table has no peak (0) and MFU is then reported only
  * when the user gives --peak-tflops. Not here: clocks (figures are at boost clock). */
 #ifndef LB_GPU_PEAK_H
@@ -18,6 +19,7 @@ extern "C" {
 typedef enum {
     LB_PEAK_FP32 = 0, /* plain fp32 (CUDA cores) */
     LB_PEAK_TF32,     /* fp32 storage, TF32 tensor cores */
+    LB_PEAK_3XTF32,   /* fp32-accurate products as three TF32 passes: TF32 rate / 3 */
     LB_PEAK_BF16,     /* bf16 and fp16 tensor cores, fp32 accumulate */
 } lb_peak_kind;
 

@@ -46,6 +46,8 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
 #include "gpu/model_gpu.h"
 #include "gpu/norm.cuh"
 #include "gpu/rope.cuh"
+#include "gpu/tf32.cuh"
+#include "gpu/tf32.h"
 #include "model/model.h"
 #include "model/ref_ops.h"
 
@@ -55,6 +57,7 @@ typedef struct {
     const char *name;
     double atol, rtol; /* per element, kernels */
     double model_rel;  /* relative L2 bound, whole model */
+    lb_gpu_fp32_mode fp32_mode; /* how the model's fp32 products run */
 } prec_t;
 
 static const prec_t PRECS[3] = {
@@ -62,6 +65,13 @@ static const prec_t PRECS[3] = {
     {LB_DT_F16, LB_PREC_FP16, "fp16", 2e-3, 1e-2, 2e-2},
     {LB_DT_BF16, LB_PREC_BF16, "bf16", 1e-2, 4e-2, 6e-2},
 };
+/* fp32 with 3xTF32 products: fp32's tolerances, the mode's own label */
+static const prec_t SPLIT = {LB_DT_F32, LB_PREC_FP32, "3xtf32", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_3XTF32};
+
+/* matmul.accuracy bound on |d - ref| / (sum_k |a b| + |beta c| + |bias|) against an fp64
+ * reference: fp32 products stay near 1e-7; one TF32 pass (2^-11 per term) lands near
+ * 5e-4 / sqrt(k), above it for every k the check uses. */
+#define FP32_SCALED_BOUND 4e-6
 
 #define MAX_BUFS 64
 
@@ -358,6 +368,108 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
     free(x), free(w), free(b), free(dout), free(ref), free(out), free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb);
 }
 
+/* The split kernel against the host rule, bit for bit, on a strided matrix with special
+ * values (infinities, NaN, the largest finite values, subnormals, rounding ties). */
+static void check_tf32_split(ctx *c, int rows, int cols, int ld_src, int ld_dst) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "%dx%d ld %d->%d", rows, cols, ld_src, ld_dst);
+    size_t ns = (size_t)rows * ld_src, nd = (size_t)rows * ld_dst;
+    float *x = hnew(ns), *hi = hnew(nd), *lo = hnew(nd);
+    randn(c, x, ns, 1.0f);
+    for (size_t i = 0; i < ns; i++) x[i] = ldexpf(x[i], (int)lb_rng_below(&c->rng, 60) - 30);
+    const float special[] = {INFINITY, -INFINITY, NAN, 3.4028235e38f, -3.4028235e38f,
+                             1e-40f, -3e-39f, 1.0f + 0x1p-11f, -(1.0f + 0x1p-11f), 0.0f};
+    for (int i = 0; i < (int)(sizeof special / sizeof special[0]); i++)
+        x[(size_t)(i % rows) * ld_src + (size_t)(i * 3 % cols)] = special[i];
+    float *d_x = up(c, x, ns, LB_DT_F32), *d_hi = dev(c, nd * 4), *d_lo = dev(c, nd * 4);
+    if (c->st == LB_OK) {
+        check(c, lb_gpu_tf32_split(d_hi, d_lo, ld_dst, d_x, ld_src, rows, cols, 0, c->err));
+        down(c, hi, d_hi, nd, LB_DT_F32);
+        down(c, lo, d_lo, nd, LB_DT_F32);
+        int64_t wrong = 0;
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < cols; k++) {
+                float h, l, gh = hi[(size_t)r * ld_dst + k], gl = lo[(size_t)r * ld_dst + k];
+                lb_tf32_split(x[(size_t)r * ld_src + k], &h, &l);
+                if (memcmp(&h, &gh, 4) != 0 || memcmp(&l, &gl, 4) != 0) wrong++;
+            }
+        lb_selftest_row *row = c->st == LB_OK ? add_row(c, "tf32.split", shape, "fp32") : NULL;
+        if (row != NULL) {
+            row->err_ratio = (double)wrong;
+            row->max_abs = (double)wrong;
+            row->pass = wrong == 0;
+            if (!row->pass) c->rep->n_failed++;
+        }
+    }
+    release(c);
+    free(x), free(hi), free(lo);
+}
+
+/* One fp32 product with strides, transposes, alpha, bias and (accumulate) beta against an
+ * fp64 reference, scaled by the magnitudes summed (see FP32_SCALED_BOUND). */
+static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, int m, int n,
+                                  int k, bool ta, bool tb, int pad, bool accumulate) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "m%d n%d k%d %c%c +%d%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
+             pad, accumulate ? " beta1" : "");
+    int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+    int lda = ca + pad, ldb = cb + pad, ldd = n + pad;
+    size_t na = (size_t)ra * lda, nb = (size_t)rb * ldb, nd = (size_t)m * ldd;
+    float *a = hnew(na), *b = hnew(nb), *d0 = hnew(nd), *d = hnew(nd), *bias = hnew(n);
+    randn(c, a, na, 1.0f);
+    randn(c, b, nb, 1.0f);
+    randn(c, d0, nd, 4.0f);
+    randn(c, bias, n, 1.0f);
+    const float alpha = 0.75f, beta = accumulate ? 1.0f : 0.0f;
+    float *d_a = up(c, a, na, LB_DT_F32), *d_b = up(c, b, nb, LB_DT_F32);
+    float *d_d = up(c, d0, nd, LB_DT_F32), *d_bias = up(c, bias, n, LB_DT_F32);
+    if (c->st == LB_OK) {
+        lb_gpu_gemm g = {.m = m, .n = n, .k = k, .a = d_a, .lda = lda, .trans_a = ta, .b = d_b,
+                         .ldb = ldb, .trans_b = tb, .ab_type = LB_DT_F32, .c = accumulate ? d_d : NULL,
+                         .d = d_d, .ldd = ldd, .d_type = LB_DT_F32, .alpha = alpha, .beta = beta,
+                         .epilogue = LB_EPI_BIAS, .bias = d_bias};
+        check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
+        down(c, d, d_d, nd, LB_DT_F32);
+    }
+    if (c->st == LB_OK) {
+        lb_selftest_row *row = add_row(c, "matmul.accuracy", shape, label);
+        double worst = 0.0;
+        for (int i = 0; row != NULL && i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double ref = 0.0, scale = 0.0;
+                for (int q = 0; q < k; q++) {
+                    double x = ta ? a[(size_t)q * lda + i] : a[(size_t)i * lda + q];
+                    double y = tb ? b[(size_t)j * ldb + q] : b[(size_t)q * ldb + j];
+                    ref += x * y;
+                    scale += fabs(x * y);
+                }
+                double cin = beta * d0[(size_t)i * ldd + j];
+                ref = alpha * ref + cin + bias[j];
+                scale = alpha * scale + fabs(cin) + fabs(bias[j]);
+                double e = fabs(d[(size_t)i * ldd + j] - ref) / (scale + 1e-30);
+                if (!(e <= worst)) worst = e; /* NaN sticks */
+            }
+        if (row != NULL) {
+            row->max_abs = worst;
+            row->err_ratio = isnan(worst) ? INFINITY : worst / FP32_SCALED_BOUND;
+            row->pass = worst <= FP32_SCALED_BOUND;
+            if (!row->pass) c->rep->n_failed++;
+        }
+    }
+    release(c);
+    free(a), free(b), free(d0), free(d), free(bias);
+}
+
+/* The accuracy shapes: odd sizes, every transpose pair, padded strides, accumulation, and
+ * the model's k range (64 to 1024). */
+static void check_matmul_accuracy_set(ctx *c, const char *label, lb_gpu_blas *blas) {
+    check_matmul_accuracy(c, label, blas, 33, 17, 45, false, false, 0, false);
+    check_matmul_accuracy(c, label, blas, 96, 200, 64, false, true, 0, false);
+    check_matmul_accuracy(c, label, blas, 130, 70, 257, true, false, 3, true);
+    check_matmul_accuracy(c, label, blas, 64, 96, 1024, true, true, 5, true);
+    check_matmul_accuracy(c, label, blas, 256, 192, 768, false, true, 4, true);
+}
+
 static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD,
                             lb_gpu_attn_impl impl) {
     char shape[56];
@@ -562,7 +674,8 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
     int64_t np = cpu.n_params;
     enum { STEPS = 10 };
     lb_gpu_model_params gp = {.B = B, .T = T, .precision = pr->prec, .max_loss_slots = STEPS + 1,
-                              .recompute = recompute, .attn_scalar = plain, .no_fused_gelu = plain};
+                              .recompute = recompute, .attn_scalar = plain, .no_fused_gelu = plain,
+                              .fp32_mode = pr->fp32_mode};
     lb_gpu_model *gm = NULL;
     float *grads = hnew(np);
     int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
@@ -641,10 +754,18 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
     c.p = p;
     rep->seed = p->seed ? p->seed : (uint64_t)lb_clock_now_ns();
     lb_rng_seed(&c.rng, rep->seed);
-    lb_gpu_blas *blas = NULL;
-    void *ws = dev(&c, LB_GPU_BLAS_WORKSPACE_BYTES);
-    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&blas, ws, LB_GPU_BLAS_WORKSPACE_BYTES, false, true, err));
-    void *keep_ws = c.n > 0 ? c.bufs[--c.n] : NULL; /* the workspace outlives per-check releases */
+    /* two handles (plain fp32 and 3xTF32) sharing one workspace; workspace and split
+     * scratch outlive the per-check releases */
+    lb_gpu_blas *blas = NULL, *split = NULL;
+    const size_t split_bytes = lb_gpu_gemm_split_bytes(1024, 1024, 1024);
+    void *ws = NULL, *scratch = NULL;
+    check_cuda(&c, cudaMalloc(&ws, LB_GPU_BLAS_WORKSPACE_BYTES), "cudaMalloc workspace");
+    check_cuda(&c, cudaMalloc(&scratch, split_bytes), "cudaMalloc split scratch");
+    lb_gpu_blas_params bp = lb_gpu_blas_default_params();
+    bp.workspace = ws, bp.workspace_bytes = LB_GPU_BLAS_WORKSPACE_BYTES;
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&blas, &bp, err));
+    bp.fp32_mode = LB_GPU_FP32_3XTF32, bp.split_scratch = scratch, bp.split_scratch_bytes = split_bytes;
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&split, &bp, err));
     for (int k = 0; p->kernels && k < 3 && c.st == LB_OK; k++) {
         const prec_t *pr = &PRECS[k];
         if (wanted(&c, "embed")) {
@@ -667,6 +788,19 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
             check_matmul(&c, pr, blas, 96, 64, 200);
             check_matmul(&c, pr, blas, 64, 256, 56);
             check_matmul(&c, pr, blas, 128, 192, 192);
+            if (pr->dt == LB_DT_F32) { /* the same checks with the 3xTF32 split */
+                check_matmul(&c, &SPLIT, split, 96, 64, 200);
+                check_matmul(&c, &SPLIT, split, 64, 256, 56);
+                check_matmul(&c, &SPLIT, split, 128, 192, 192);
+                check_matmul(&c, &SPLIT, split, 37, 61, 29);
+                check_matmul_accuracy_set(&c, pr->name, blas);
+                check_matmul_accuracy_set(&c, SPLIT.name, split);
+            }
+        }
+        if (pr->dt == LB_DT_F32 && wanted(&c, "tf32")) {
+            check_tf32_split(&c, 37, 61, 61, 64);
+            check_tf32_split(&c, 64, 128, 132, 128);
+            check_tf32_split(&c, 5, 3, 7, 4);
         }
         if (wanted(&c, "attention")) {
             check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_AUTO);
@@ -707,9 +841,14 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
             check_model(&c, &PRECS[k], &tiny_g, 4, 32, false, false);
             check_model(&c, &PRECS[k], &tiny_l, 3, 20, false, false);
         }
+        if (c.st == LB_OK) check_model(&c, &SPLIT, &gpt, 2, 128, false, false);
+        if (c.st == LB_OK) check_model(&c, &SPLIT, &llama, 2, 128, false, false);
     }
     lb_gpu_blas_free(blas);
-    if (keep_ws) cudaFree(keep_ws);
+    lb_gpu_blas_free(split);
+    cudaDeviceSynchronize();
+    if (ws) cudaFree(ws);
+    if (scratch) cudaFree(scratch);
     release(&c);
     return c.st;
 }

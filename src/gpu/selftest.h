@@ -8,7 +8,10 @@
  * a row reports the largest |gpu - ref| / (atol + rtol * |ref|) ("err/tol", pass <= 1)
  * and the largest absolute error. Whole-model rows (one step's loss and every parameter
  * gradient, then the losses of 10 AdamW steps, against model/model.h) use the relative L2
- * error ||gpu - ref|| / ||ref|| over all values against a per-precision bound. A failed
+ * error ||gpu - ref|| / ||ref|| over all values against a per-precision bound. fp32 matrix
+ * products and the model also run with the 3xTF32 split (precision "3xtf32", fp32's
+ * tolerances), and matmul.accuracy rows hold plain and split fp32 products to one tight
+ * bound on the error scaled by sum |a b| against fp64 (one TF32 pass would fail it). A failed
  * CUDA call stops the run with LB_ERR_DEVICE; failed comparisons are rows, not errors. */
 #ifndef LB_GPU_SELFTEST_H
 #define LB_GPU_SELFTEST_H

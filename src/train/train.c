@@ -39,7 +39,7 @@ lb_train_params lb_train_default_params(void) {
         .grad_clip = 1.0,
         .data = "synthetic",
         .seed = 1337,
-        .tf32 = false,
+        .fp32_matmul = LB_GPU_FP32_IEEE,
         .recompute = false,
         .gemm_heuristic_only = false,
         .peak_tflops = 0.0,
@@ -68,9 +68,17 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
         return lb_fail(err, LB_ERR_USAGE,
                        "--precision %s needs --device cuda: the CPU reference computes in fp32",
                        lb_precision_name(p->precision));
-    if (p->device == LB_DEVICE_CPU && (p->tf32 || p->recompute || p->gemm_heuristic_only))
+    if (p->device == LB_DEVICE_CPU && p->fp32_matmul != LB_GPU_FP32_IEEE)
+        return lb_fail(err, LB_ERR_USAGE, "--fp32-matmul %s (or --tf32) applies to --device cuda only",
+                       lb_gpu_fp32_mode_name(p->fp32_matmul));
+    if (p->device == LB_DEVICE_CPU && (p->recompute || p->gemm_heuristic_only))
         return lb_fail(err, LB_ERR_USAGE, "%s applies to --device cuda only",
-                       p->tf32 ? "--tf32" : p->recompute ? "--recompute" : "--gemm-heuristic-only");
+                       p->recompute ? "--recompute" : "--gemm-heuristic-only");
+    if (p->precision != LB_PREC_FP32 && p->fp32_matmul == LB_GPU_FP32_3XTF32)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--fp32-matmul 3xtf32 applies to --precision fp32 only: %s products "
+                       "already run on tensor cores",
+                       lb_precision_name(p->precision));
     if (p->batch * p->seq > INT32_MAX)
         return lb_fail(err, LB_ERR_USAGE, "--batch x --seq = %lld tokens per step is too many",
                        (long long)(p->batch * p->seq));
@@ -100,7 +108,8 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "grad_clip", json_real(p->grad_clip));
     json_object_set_new(c, "data", json_string(p->data));
     json_object_set_new(c, "seed", json_integer((json_int_t)p->seed));
-    json_object_set_new(c, "tf32", json_boolean(p->tf32));
+    json_object_set_new(c, "tf32", json_boolean(p->fp32_matmul == LB_GPU_FP32_TF32));
+    json_object_set_new(c, "fp32_matmul", json_string(lb_gpu_fp32_mode_name(p->fp32_matmul)));
     json_object_set_new(c, "recompute", json_boolean(p->recompute));
     json_object_set_new(c, "gemm_heuristic_only", json_boolean(p->gemm_heuristic_only));
     json_object_set_new(c, "params", json_integer(lb_model_param_count(cfg)));

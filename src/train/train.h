@@ -16,6 +16,7 @@
 #include "core/precision.h"
 #include "core/result.h"
 #include "core/status.h"
+#include "gpu/matmul.h"
 #include "model/config.h"
 
 typedef enum {
@@ -39,7 +40,7 @@ typedef struct {
     double grad_clip;       /* global-norm clip; 0 disables */
     const char *data;       /* "synthetic", "repeat" or a .bin token shard path */
     uint64_t seed;
-    bool tf32;              /* CUDA fp32: allow TF32 matrix products */
+    lb_gpu_fp32_mode fp32_matmul; /* CUDA fp32: how matrix products run (--tf32: TF32) */
     bool recompute;         /* CUDA: recompute activations in backward to save memory */
     bool gemm_heuristic_only; /* CUDA: cuBLASLt's first heuristic algorithm, no timing */
     double peak_tflops;     /* dense peak for MFU; 0 = look the GPU up in the table */

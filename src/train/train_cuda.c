@@ -6,7 +6,8 @@
  * Step times are the event intervals (device time of the step, launch gaps included);
  * losses are read back once at the end. An NVML sampler (gpu/telemetry.h) runs during
  * the timed steps only. MFU = tokens/s x FLOPs/token (model/config.h) over the dense peak
- * of gpu/peak.h for the precision (TF32 rate for fp32 with --tf32), or --peak-tflops. The
+ * of gpu/peak.h for the precision (fp32: the TF32 rate with --tf32, a third of it with
+ * --fp32-matmul 3xtf32, whose products take three TF32 passes), or --peak-tflops. The
  * timed steps sit between cudaProfilerStart and cudaProfilerStop, so a profiler started
  * with collection off (ncu --profile-from-start off) sees them and not the warm-up, where
  * cuBLASLt algorithms are timed. A build without CUDA refuses. */
@@ -65,7 +66,10 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     struct cudaDeviceProp prop;
     LB_CUDA_TRY(err, cudaGetDeviceProperties(&prop, p->device_index));
     json_object_set_new(r->config, "device_name", json_string(prop.name));
-    lb_peak_kind kind = p->precision != LB_PREC_FP32 ? LB_PEAK_BF16 : p->tf32 ? LB_PEAK_TF32 : LB_PEAK_FP32;
+    lb_peak_kind kind = p->precision != LB_PREC_FP32                ? LB_PEAK_BF16
+                        : p->fp32_matmul == LB_GPU_FP32_TF32   ? LB_PEAK_TF32
+                        : p->fp32_matmul == LB_GPU_FP32_3XTF32 ? LB_PEAK_3XTF32
+                                                               : LB_PEAK_FP32;
     double peak = p->peak_tflops > 0 ? p->peak_tflops * 1e12 : lb_peak_flops(lb_peak_lookup(prop.name), kind);
     double tokens = (double)p->batch * (double)p->seq * (double)timed_steps;
     if (timed_s > 0 && peak > 0) {
@@ -101,7 +105,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     run_state s;
     memset(&s, 0, sizeof s);
     lb_gpu_model_params gp = {.B = (int)p->batch, .T = (int)p->seq, .precision = p->precision,
-                              .recompute = p->recompute, .tf32 = p->tf32,
+                              .recompute = p->recompute, .fp32_mode = p->fp32_matmul,
                               .gemm_heuristic_only = p->gemm_heuristic_only,
                               .max_loss_slots = (int)total};
     lb_status st = lb_gpu_model_init(&s.m, cfg, &gp, err);
