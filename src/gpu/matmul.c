@@ -14,11 +14,13 @@
  * A problem whose C is D itself with beta != 0 is not tuned: repeated runs would
  * accumulate into D.
  *
- * 3xTF32: the two operands are split into scratch copies with compact strides (rows
- * padded to 16 bytes), then three TF32 products run over them. The first carries the
- * caller's beta, C and bias; the other two add into D (beta 1, C = D) and share one
- * prepared problem, which is tuned before the first product runs (with beta 0, D is free
- * then) unless the caller accumulates into D, when it keeps the heuristic's choice. */
+ * 3xTF32: each operand is split into a scratch copy that holds its two parts side by side
+ * along k (rows padded to 16 bytes): A as [A_hi | A_lo], B as [B_lo ; B_hi]. The first
+ * TF32 product, A_hi B_hi, carries the caller's beta, C and bias; the second, over 2k,
+ * is [A_hi | A_lo] [B_lo ; B_hi] = A_hi B_lo + A_lo B_hi added into D (beta 1, C = D):
+ * the three terms in two products, so D is read and written once more, not twice. The
+ * second is tuned before the first runs (with beta 0: D is free then) unless the caller
+ * accumulates into D, when it keeps the heuristic's choice. */
 #include "gpu/matmul.h"
 
 #include <string.h>
@@ -302,18 +304,36 @@ static size_t piece(int64_t rows, int64_t ld) {
     return ((size_t)rows * (size_t)ld * 4 + 255) / 256 * 256;
 }
 
-size_t lb_gpu_gemm_split_bytes(int64_t m, int64_t n, int64_t k) {
-    size_t a1 = piece(m, pad4(k)), a2 = piece(k, pad4(m));
-    size_t b1 = piece(k, pad4(n)), b2 = piece(n, pad4(k));
-    return 2 * (a1 > a2 ? a1 : a2) + 2 * (b1 > b2 ? b1 : b2);
+/* Bytes of one operand's split: `other` is its dimension besides k. Along k the pair sits
+ * side by side ([other, 2k], rows padded) or stacked ([2k, other]); the larger bounds both. */
+static size_t pair_bytes(int64_t other, int64_t k) {
+    size_t side = piece(other, pad4(2 * k)), stacked = piece(2 * k, pad4(other));
+    return side > stacked ? side : stacked;
 }
 
-/* g as three TF32 products over hi/lo copies of its operands (see the file comment). */
+size_t lb_gpu_gemm_split_bytes(int64_t m, int64_t n, int64_t k) {
+    return pair_bytes(m, k) + pair_bytes(n, k);
+}
+
+/* Splits operand src (k x other values; k_in_cols: stored [other, k], else [k, other]) into
+ * dst as the pair (first, second) concatenated along k: side by side in each row when k
+ * runs along the columns, one block of k rows after the other when it runs along the
+ * rows. first is hi when hi_first, else lo. Sets the pair's row stride and its halves. */
+static lb_status split_pair(float *dst, const float *src, int64_t ld_src, bool k_in_cols,
+                            int64_t other, int64_t k, bool hi_first, int64_t *ld, float **first,
+                            float **second, cudaStream_t stream, lb_err *err) {
+    *ld = k_in_cols ? pad4(2 * k) : pad4(other);
+    *first = dst;
+    *second = dst + (k_in_cols ? k : k * *ld);
+    float *hi = hi_first ? *first : *second, *lo = hi_first ? *second : *first;
+    return lb_gpu_tf32_split(hi, lo, *ld, src, ld_src, k_in_cols ? other : k,
+                             k_in_cols ? k : other, stream, err);
+}
+
+/* g as D = A_hi B_hi (caller's beta, C, bias), then D += [A_hi | A_lo] [B_lo ; B_hi]: the
+ * two correction terms as one TF32 product over 2k (see the file comment). */
 static lb_status run_split(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t stream, lb_err *err) {
-    int64_t ra = g->trans_a ? g->k : g->m, ca = g->trans_a ? g->m : g->k;
-    int64_t rb = g->trans_b ? g->n : g->k, cb = g->trans_b ? g->k : g->n;
-    int64_t lda = pad4(ca), ldb = pad4(cb);
-    size_t sa = piece(ra, lda), sb = piece(rb, ldb), need = 2 * sa + 2 * sb;
+    size_t sa = pair_bytes(g->m, g->k), need = sa + pair_bytes(g->n, g->k);
     if (need > h->p.split_scratch_bytes)
         return lb_fail(err, LB_ERR_NOMEM,
                        "the 3xTF32 split of an fp32 product m=%lld n=%lld k=%lld needs %.1f MiB "
@@ -321,28 +341,27 @@ static lb_status run_split(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t st
                        (long long)g->m, (long long)g->n, (long long)g->k, (double)need / 1048576.0,
                        (double)h->p.split_scratch_bytes / 1048576.0);
     char *base = h->p.split_scratch;
-    float *a_hi = (float *)base, *a_lo = (float *)(base + sa);
-    float *b_hi = (float *)(base + 2 * sa), *b_lo = (float *)(base + 2 * sa + sb);
-    LB_TRY(lb_gpu_tf32_split(a_hi, a_lo, lda, g->a, g->lda, ra, ca, stream, err));
-    LB_TRY(lb_gpu_tf32_split(b_hi, b_lo, ldb, g->b, g->ldb, rb, cb, stream, err));
-    lb_gpu_gemm big = *g, small = *g;
+    int64_t lda, ldb;
+    float *a_hi, *a_lo, *b_lo, *b_hi;
+    LB_TRY(split_pair((float *)base, g->a, g->lda, !g->trans_a, g->m, g->k, true, &lda, &a_hi,
+                      &a_lo, stream, err));
+    LB_TRY(split_pair((float *)(base + sa), g->b, g->ldb, g->trans_b, g->n, g->k, false, &ldb,
+                      &b_lo, &b_hi, stream, err));
+    lb_gpu_gemm big = *g, corr = *g;
     big.a = a_hi, big.lda = lda, big.b = b_hi, big.ldb = ldb;
-    small.lda = lda, small.ldb = ldb;
-    small.c = g->d, small.beta = 1.0f;
-    small.epilogue = LB_EPI_NONE, small.bias = NULL, small.aux = NULL;
-    /* The two corrections share a prepared problem that runs in place: tune it now, while
-     * D holds nothing needed, unless the caller accumulates into D. */
+    corr.a = a_hi, corr.lda = lda, corr.b = b_lo, corr.ldb = ldb, corr.k = 2 * g->k;
+    corr.c = g->d, corr.beta = 1.0f;
+    corr.epilogue = LB_EPI_NONE, corr.bias = NULL, corr.aux = NULL;
+    /* The correction runs in place: tune it now, while D holds nothing needed, unless the
+     * caller accumulates into D. */
     prepared *p = NULL;
-    small.a = a_hi, small.b = b_lo;
-    LB_TRY(lookup(h, &small, true, &p, err));
+    LB_TRY(lookup(h, &corr, true, &p, err));
     if (!p->tuned) {
         if (g->c == g->d && g->beta != 0.0f) p->tuned = true;
-        else LB_TRY(tune(h, p, &small, 0.0f, g->d, stream, err));
+        else LB_TRY(tune(h, p, &corr, 0.0f, g->d, stream, err));
     }
     LB_TRY(run_one(h, &big, true, stream, err));
-    LB_TRY(run_one(h, &small, true, stream, err));
-    small.a = a_lo, small.b = b_hi;
-    return run_one(h, &small, true, stream, err);
+    return run_one(h, &corr, true, stream, err);
 }
 
 lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {

@@ -17,9 +17,9 @@
  * fp32 modes: IEEE runs cuBLASLt's fp32 kernels (CUDA cores); TF32 one tensor-core pass
  * with the inputs rounded to TF32 (relative error ~1e-5 to 4e-5); 3XTF32 splits each
  * operand X into hi (X rounded to TF32) and lo = X - hi (gpu/tf32.h) and runs
- * D = A_hi B_hi (with the caller's beta, C and bias), then D += A_hi B_lo, D += A_lo B_hi
- * as TF32 tensor-core products (A_lo B_lo, ~2^-22 relative, is dropped): the error is the
- * size of fp32's own, at three tensor-core products' cost. The copies live in a scratch
+ * D = A_hi B_hi (with the caller's beta, C and bias), then D += A_hi B_lo + A_lo B_hi
+ * (one product over 2k) as TF32 tensor-core products (A_lo B_lo, ~2^-22 relative, is
+ * dropped): fp32-level error at three TF32 products' FLOPs. The copies live in a scratch
  * buffer the caller gives the handle (lb_gpu_gemm_split_bytes sizes it). The GELU
  * epilogues are not split: their problems run as IEEE fp32 products in that mode (the
  * model computes fp32 GELU with its own kernels, so it never asks for them).
