@@ -209,6 +209,44 @@ static void test_loadgen_offline_singlestream_concurrency_and_sweep(void **state
     stop_server(&s);
 }
 
+/* Connections opened before t0 are the ones the queries use: none is opened during the
+ * run, also when the client spreads them over several libcurl multi handles (more than
+ * 64 connections); without them every slot opens its own. */
+static void test_loadgen_preconnected_connections_are_reused(void **state) {
+    (void)state;
+    const char *args[] = {"--ttft-ms", "5", "--tpot-ms", "1", NULL};
+    server s = start_server(args);
+    const char *urls[] = {s.url};
+    lb_dataset ds = small_dataset(16, 4);
+    lb_loadgen_params p = params_for(urls, 1);
+    p.scenario = LB_SCENARIO_CONCURRENCY;
+    p.concurrency = 8;
+    p.min_queries = 64;
+    outcome o = run(&p, &ds);
+    assert_int_equal(o.rep.steps[0].completed, 64);
+    assert_int_equal(o.rep.steps[0].preconnected, 8);
+    assert_int_equal(o.rep.steps[0].new_connections, 0);
+    assert_float_equal(lb_result_metric(o.r, "connections_opened"), 0.0, 0.0);
+    outcome_free(&o);
+
+    p.preconnect = 0;
+    o = run(&p, &ds);
+    assert_int_equal(o.rep.steps[0].preconnected, 0);
+    assert_true(o.rep.steps[0].new_connections >= 8);
+    outcome_free(&o);
+
+    p.preconnect = -1;
+    p.concurrency = 150; /* three multi handles */
+    p.min_queries = 600;
+    o = run(&p, &ds);
+    assert_int_equal(o.rep.steps[0].completed, 600);
+    assert_int_equal(o.rep.steps[0].preconnected, 150);
+    assert_int_equal(o.rep.steps[0].new_connections, 0);
+    outcome_free(&o);
+    lb_dataset_free(&ds);
+    stop_server(&s);
+}
+
 static void test_loadgen_replica_killed_mid_run_loses_no_sample(void **state) {
     (void)state;
     const char *args[] = {"--ttft-ms", "20", "--tpot-ms", "20", NULL};
@@ -517,6 +555,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loadgen_server_scenario_matches_synthetic_timing),
         cmocka_unit_test(test_loadgen_offline_singlestream_concurrency_and_sweep),
+        cmocka_unit_test(test_loadgen_preconnected_connections_are_reused),
         cmocka_unit_test(test_loadgen_replica_killed_mid_run_loses_no_sample),
         cmocka_unit_test(test_loadgen_fault_modes_become_failure_reasons),
         cmocka_unit_test(test_loadgen_answers_without_usage_count_tokens_as_unknown),

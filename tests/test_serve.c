@@ -479,6 +479,7 @@ static void test_serve_rejects_malformed_requests_with_openai_errors(void **stat
     stop(&f);
 }
 
+/* Also: the connection of a GET stays open for the next request. */
 static void test_serve_lists_models_and_reports_health(void **state) {
     (void)state;
     fixture f;
@@ -494,6 +495,19 @@ static void test_serve_lists_models_and_reports_health(void **state) {
     reply_free(&r);
     http(f.port, "GET", "/health", NULL, &r, 5000);
     assert_int_equal(r.status, 200);
+    reply_free(&r);
+    /* A GET leaves its connection open: the next request on the handle reuses it. */
+    CURL *c = make_request(f.port, "GET", "/v1/models", NULL, &r, 5000);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    reply_free(&r);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_URL, "http://127.0.0.1/health");
+    curl_easy_setopt(c, CURLOPT_PORT, (long)f.port);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    long connects = -1;
+    curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects);
+    assert_int_equal(connects, 0);
+    curl_easy_cleanup(c);
     reply_free(&r);
     stop(&f);
 }

@@ -158,7 +158,7 @@ int lb_cmd_load(int argc, char **argv) {
     const char *model_key = NULL, *slo = NULL, *out_dir = NULL, *in_len = "fixed:128";
     const char *out_len = NULL;
     int64_t synthetic = 0, min_queries = 0, max_inflight = 1024, seed = 1, retries = 2, warmup = 0;
-    int64_t eject_after = 5, concurrency = 0, max_tokens = 128;
+    int64_t eject_after = 5, concurrency = 0, max_tokens = 128, preconnect = -1;
     double qps = 0, min_duration = 0, timeout_s = 600, drain_s = 10, temperature = 0;
     double ttft_limit = -1, tpot_limit = -1;
     bool no_stream = false, ignore_eos = false;
@@ -200,6 +200,9 @@ int lb_cmd_load(int argc, char **argv) {
          "issue at least N queries (default: the dataset size)", 1, 1e9, NULL},
         {"--max-inflight", LB_ARG_INT, &max_inflight, "N",
          "Offline/Server: at most N queries in flight (default 1024)", 1, 1e7, NULL},
+        {"--preconnect", LB_ARG_INT, &preconnect, "N",
+         "open N connections before the run (GET /v1/models) so sends on schedule need no TCP "
+         "set-up; 0 = none (default: as many as may be in flight)", 0, 1e6, NULL},
         {"--warmup", LB_ARG_INT, &warmup, "N",
          "send N unrecorded queries first, opening connections (default 0)", 0, 1e9, NULL},
         {"--seed", LB_ARG_INT, &seed, "N", "sample order and arrival seed (default 1)", 0, 1e18,
@@ -265,6 +268,7 @@ int lb_cmd_load(int argc, char **argv) {
     p.min_queries = min_queries;
     p.max_inflight = max_inflight;
     p.warmup_queries = warmup;
+    p.preconnect = preconnect;
     p.sample_seed = (uint64_t)seed;
     p.schedule_seed = (uint64_t)seed + 1000003;
     p.max_tokens = (int32_t)max_tokens;
@@ -286,7 +290,6 @@ int lb_cmd_load(int argc, char **argv) {
     p.pool.retries = retries;
     p.pool.eject_after = eject_after;
     p.pool.http.timeout_ms = (int64_t)(timeout_s * 1000.0);
-    if (max_inflight > p.pool.http.max_connections) p.pool.http.max_connections = max_inflight;
     if (api_key_env != NULL) {
         const char *key = getenv(api_key_env);
         if (key == NULL || key[0] == '\0')

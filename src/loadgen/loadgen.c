@@ -44,6 +44,7 @@ typedef struct {
     size_t next;      /* next query to issue */
     int64_t t0;
     int64_t inflight, completed, failed, logged;
+    int64_t new_conns; /* attempts of this step that opened a connection */
     int64_t warm_inflight;
     bool open_loop;
     double target_qps;
@@ -69,6 +70,7 @@ lb_loadgen_params lb_loadgen_default_params(void) {
     p.min_duration_s = 0.0;
     p.min_queries = 0;
     p.max_inflight = 1024;
+    p.preconnect = -1;
     p.sample_seed = 1;
     p.schedule_seed = 2;
     p.max_tokens = 128;
@@ -205,6 +207,7 @@ static void on_token(void *user, uint64_t tag, int64_t t_ns) {
 static void on_retry(void *user, uint64_t tag, const lb_http_outcome *failed) {
     run *R = user;
     if (tag & WARMUP_TAG) return;
+    R->new_conns += failed->new_connection;
     lb_query *x = &R->q[tag];
     x->first_ns = x->last_ns = 0;
     R->gb[tag].n = 0;
@@ -220,6 +223,7 @@ static void on_done(void *user, const lb_http_outcome *o) {
         R->warm_inflight--;
         return;
     }
+    R->new_conns += o->new_connection;
     lb_query *x = &R->q[tag];
     gapbuf *g = &R->gb[tag];
     int64_t now_rel = lb_clock_now_ns() - R->t0;
@@ -298,6 +302,34 @@ static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t
     R->p->progress(R->p->progress_user, &pr);
     *last_tick = now_rel;
     *last_done = done;
+}
+
+/* The most queries the run may have in flight at once (0 = no limit). */
+static int64_t most_inflight(const lb_loadgen_params *p) {
+    if (p->scenario == LB_SCENARIO_SINGLE_STREAM) return 1;
+    if (p->scenario == LB_SCENARIO_CONCURRENCY) return p->concurrency;
+    return p->max_inflight;
+}
+
+/* Opens the connections the first step will need before its t0: p->preconnect, or with
+ * -1 as many as it may have in flight (its planned queries at most; 1024 when nothing
+ * limits it). */
+static lb_status preconnect(run *R, int64_t *opened, lb_err *err) {
+    int64_t n = R->p->preconnect;
+    if (n < 0) {
+        n = most_inflight(R->p);
+        if (n <= 0) n = 1024;
+        if (R->open_loop && (int64_t)R->n_planned < n) n = (int64_t)R->n_planned;
+    }
+    int64_t t = lb_clock_now_ns();
+    LB_TRY(lb_pool_preconnect(R->pool, n, opened, err));
+    double ms = (double)(lb_clock_now_ns() - t) / 1e6;
+    if (*opened < n)
+        LB_WARN("opened %lld of %lld connections before the run (%.0f ms); the rest open as "
+                "queries need them", (long long)*opened, (long long)n, ms);
+    else
+        LB_INFO("opened %lld connections before the run (%.0f ms)", (long long)n, ms);
+    return LB_OK;
 }
 
 /* Sends warmup_queries unrecorded requests, as many at once as the step may have in
@@ -441,13 +473,14 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
     for (size_t i = 0; i < p->n_sweep; i++) json_array_append_new(sweep, json_real(p->sweep_qps[i]));
     const lb_constraints *c = &p->constraints;
     return json_pack(
-        "{s:s, s:s, s:f, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, s:f, s:f, s:f, s:f},"
+        "{s:s, s:s, s:f, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, s:f, s:f, s:f, s:f},"
         " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I},"
         " s:s?}",
         "scenario", lb_scenario_name(p->scenario), "mode", lb_mode_name(p->mode), "qps", p->qps,
         "sweep_qps", sweep, "concurrency", (json_int_t)p->concurrency, "min_duration_s",
         p->min_duration_s, "min_queries", (json_int_t)p->min_queries, "max_inflight",
         (json_int_t)p->max_inflight, "warmup_queries", (json_int_t)p->warmup_queries,
+        "preconnect", (json_int_t)p->preconnect,
         "sample_seed", (json_int_t)p->sample_seed, "schedule_seed",
         (json_int_t)p->schedule_seed, "max_tokens", (int)p->max_tokens, "constraints",
         "ttft_limit_ms", c->ttft_limit_ms, "tpot_limit_ms", c->tpot_limit_ms, "percentile",
@@ -531,6 +564,11 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
     pp.http.stream = p->request.stream;
     pp.http.api = p->request.api;
     pp.http.keep_text = p->mode == LB_MODE_ACCURACY || p->tokenizer != NULL;
+    /* The connection cache holds every connection the run may have open at once (libcurl
+     * closes the oldest idle one beyond its size, and a closed one must be opened again). */
+    int64_t most = most_inflight(p);
+    if (p->preconnect > most) most = p->preconnect;
+    if (most > pp.http.max_connections) pp.http.max_connections = most;
     lb_pool_callbacks cb = {.on_token = on_token, .on_retry = on_retry, .on_done = on_done};
     if (st == LB_OK) st = lb_pool_init(&R.pool, &pp, &cb, &R, err);
     if (st == LB_OK && p->mode == LB_MODE_ACCURACY &&
@@ -552,6 +590,7 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
 
     bool interrupted = false;
     size_t done_steps = 0;
+    int64_t preconnected = 0;
     for (size_t k = 0; k < n_steps && !interrupted && st == LB_OK; k++) {
         R.next = R.n_planned = 0;
         R.inflight = R.completed = R.failed = 0;
@@ -567,9 +606,12 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
         }
         if (n_steps > 1)
             LB_INFO("sweep step %zu of %zu: %g queries/s", k + 1, n_steps, R.target_qps);
+        if (k == 0 && p->preconnect != 0 && (st = preconnect(&R, &preconnected, err)) != LB_OK)
+            break;
         lb_replica base[LB_POOL_MAX_REPLICAS];
         size_t n_reps;
         if (p->warmup_queries > 0) warm_up(&R);
+        R.new_conns = 0;
         const lb_replica *before = lb_pool_replicas(R.pool, &n_reps);
         memcpy(base, before, n_reps * sizeof *base);
         interrupted = run_step(&R);
@@ -586,6 +628,7 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
         s->min_duration_s = p->mode == LB_MODE_ACCURACY ? 0 : p->min_duration_s;
         s->min_queries = queries_wanted(&R);
         s->max_inflight = p->max_inflight;
+        s->preconnected = preconnected;
         s->sample_seed = p->sample_seed;
         s->schedule_seed = p->schedule_seed + k;
         s->n_samples = ds->n;
@@ -602,6 +645,7 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
             st = lb_fail(err, LB_ERR_NOMEM, "out of memory summarizing");
             break;
         }
+        s->new_connections = R.new_conns;
         if (p->mode == LB_MODE_ACCURACY && (st = score_accuracy(&R, s, out, err)) != LB_OK) break;
         char prefix[32] = "";
         if (n_steps > 1) snprintf(prefix, sizeof prefix, "qps%g/", R.target_qps);

@@ -41,6 +41,8 @@ typedef struct {
     int64_t min_queries;                       /* performance mode: at least this many; 0 = dataset size */
     int64_t max_inflight;                      /* Offline/Server cap on queries in flight; 0 = none */
     int64_t warmup_queries;                    /* sent before each step, not recorded */
+    int64_t preconnect;                        /* connections opened before the first step;
+                                                  -1: as many as may be in flight, 0: none */
     uint64_t sample_seed;                      /* sample order */
     uint64_t schedule_seed;                    /* Poisson arrivals */
     int32_t max_tokens;                        /* output tokens when the sample does not say */

@@ -379,6 +379,8 @@ lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *
     LB_TRY(put(r, prefix, "completed", (double)s->completed, "queries"));
     LB_TRY(put(r, prefix, "failed", (double)s->failed, "queries"));
     LB_TRY(put(r, prefix, "retries", (double)s->retries, "attempts"));
+    LB_TRY(put(r, prefix, "connections_preopened", (double)s->preconnected, "connections"));
+    LB_TRY(put(r, prefix, "connections_opened", (double)s->new_connections, "attempts"));
     for (int e = 1; e < LB_QERR_COUNT; e++) {
         if (s->failures[e] == 0) continue;
         char name[LB_NAME_BYTES];

@@ -106,12 +106,14 @@ typedef struct {
     double min_duration_s;
     int64_t min_queries;
     int64_t max_inflight;
+    int64_t preconnected;   /* connections opened (and answered) before the first step */
     uint64_t sample_seed, schedule_seed;
     size_t n_samples;       /* dataset size (MLPerf's performance_sample_count) */
     lb_replica replicas[LB_POOL_MAX_REPLICAS];
     size_t n_replicas;
     /* measured */
     int64_t issued, completed, failed, retries;
+    int64_t new_connections;    /* attempts that had to open a connection (none was idle) */
     int64_t failures[LB_QERR_COUNT];
     double duration_s;          /* t0 to the last completion */
     double final_scheduled_s;   /* the last query's scheduled time */

@@ -155,6 +155,8 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
                 ns_of(s->handover_lag_ms.p[0]), ns_of(s->handover_lag_ms.p[4]),
                 ns_of(s->handover_lag_ms.max));
     }
+    fprintf(f, "Connections opened before the run / by queries : %lld / %lld\n",
+            (long long)s->preconnected, (long long)s->new_connections);
     fprintf(f, "\nReplicas : %zu\n", s->n_replicas);
     for (size_t i = 0; i < s->n_replicas; i++) {
         const lb_replica *r = &s->replicas[i];

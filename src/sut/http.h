@@ -80,6 +80,7 @@ typedef struct {
     int64_t prompt_tokens;     /* usage; -1 when the server did not say */
     int64_t completion_tokens; /* usage; -1 when the server did not say */
     int32_t n_chunks;          /* streamed pieces that carried text */
+    bool new_connection;       /* the transfer had to open a connection (none was idle) */
     const char *text;          /* generated text when keep_text, else NULL; valid in on_done */
     size_t text_len;
 } lb_http_outcome;
@@ -107,6 +108,16 @@ lb_status lb_http_submit(lb_http_client *c, const char *url, const lb_http_reque
 int lb_http_run(lb_http_client *c, int64_t until_ns);
 
 size_t lb_http_inflight(const lb_http_client *c);
+
+/* Opens up to n connections to url's server before a run, so that requests sent on a
+ * schedule find one idle instead of waiting for TCP set-up: n GET requests of url, all at
+ * once (so each needs its own connection), whose answers (any HTTP status) are dropped;
+ * the connections stay in libcurl's cache, which must hold n (max_connections). Waits
+ * until every one has ended (at most the connect timeout plus 5 s) and sets *opened to
+ * the number that got an answer. No callback is called. Fails only when libcurl refuses
+ * to start them. */
+lb_status lb_http_preconnect(lb_http_client *c, const char *url, int64_t n, int64_t *opened,
+                             lb_err *err);
 
 /* Ends every transfer in flight with `why` (each gets its on_done). */
 void lb_http_abort_all(lb_http_client *c, lb_qerr why);

@@ -27,15 +27,23 @@ lb_pool_params lb_pool_default_params(void) {
     };
 }
 
+/* Length of the endpoint's base ("http://host:8000"): up to "/v1/" when it names a path,
+ * else without a trailing "/" or "/v1". */
+static size_t base_len(const char *endpoint) {
+    const char *v1 = strstr(endpoint, "/v1/");
+    if (v1 != NULL) return (size_t)(v1 - endpoint);
+    size_t n = strlen(endpoint);
+    while (n > 0 && endpoint[n - 1] == '/') n--;
+    if (n >= 3 && memcmp(endpoint + n - 3, "/v1", 3) == 0) n -= 3;
+    return n;
+}
+
 void lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t buf_len) {
     if (strstr(endpoint, "/v1/") != NULL) {
         snprintf(buf, buf_len, "%s", endpoint);
         return;
     }
-    size_t n = strlen(endpoint);
-    while (n > 0 && endpoint[n - 1] == '/') n--;
-    if (n >= 3 && memcmp(endpoint + n - 3, "/v1", 3) == 0) n -= 3;
-    snprintf(buf, buf_len, "%.*s%s", (int)n, endpoint, lb_api_path(api));
+    snprintf(buf, buf_len, "%.*s%s", (int)base_len(endpoint), endpoint, lb_api_path(api));
 }
 
 static size_t in_rotation(const lb_pool *pool) {
@@ -171,6 +179,23 @@ lb_status lb_pool_submit(lb_pool *pool, uint64_t tag, const char *body, size_t b
         return LB_OK;
     }
     return send_to(pool, r, &req, err);
+}
+
+lb_status lb_pool_preconnect(lb_pool *pool, int64_t n, int64_t *opened, lb_err *err) {
+    *opened = 0;
+    size_t k = in_rotation(pool);
+    if (n <= 0 || k == 0) return LB_OK;
+    int64_t each = (n + (int64_t)k - 1) / (int64_t)k;
+    for (size_t i = 0; i < pool->n; i++) {
+        if (pool->replicas[i].ejected) continue;
+        char url[sizeof pool->replicas[i].url];
+        const char *ep = pool->p.endpoints[i];
+        snprintf(url, sizeof url, "%.*s/v1/models", (int)base_len(ep), ep);
+        int64_t got = 0;
+        LB_TRY(lb_http_preconnect(pool->http, url, each, &got, err));
+        *opened += got;
+    }
+    return LB_OK;
 }
 
 int lb_pool_run(lb_pool *pool, int64_t until_ns) { return lb_http_run(pool->http, until_ns); }

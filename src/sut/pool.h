@@ -60,6 +60,10 @@ void lb_pool_free(lb_pool *pool);
 lb_status lb_pool_submit(lb_pool *pool, uint64_t tag, const char *body, size_t body_len,
                          lb_err *err);
 
+/* Opens n connections before a run, spread evenly over the replicas in rotation (GET
+ * <base>/v1/models, lb_http_preconnect); *opened counts those that got an answer. */
+lb_status lb_pool_preconnect(lb_pool *pool, int64_t n, int64_t *opened, lb_err *err);
+
 /* lb_http_run on the pool's client. */
 int lb_pool_run(lb_pool *pool, int64_t until_ns);
 size_t lb_pool_inflight(const lb_pool *pool);

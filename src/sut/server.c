@@ -714,12 +714,23 @@ static enum MHD_Result reply_shared(struct MHD_Connection *c, struct MHD_Respons
     return MHD_queue_response(c, MHD_HTTP_OK, resp);
 }
 
+/* The *con_cls of a GET /v1/models or /health between the call that saw its headers and
+ * the one that ends the request: libmicrohttpd closes the connection after a response
+ * queued before the request was read to its end, so GETs are answered on the second call
+ * and their connections stay open for the requests that follow. */
+static char models_pending, health_pending;
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
     (void)version;
     lb_server *s = cls;
+    if (*con_cls == &models_pending || *con_cls == &health_pending) {
+        struct MHD_Response *resp = *con_cls == &models_pending ? s->models_resp : s->health_resp;
+        *con_cls = NULL;
+        return reply_shared(c, resp);
+    }
     request *r = *con_cls;
     if (!r) {
         route rt = route_of(url);
@@ -736,7 +747,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (!get)
                 return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET",
                                    "%s %s is not allowed: use GET", method, url);
-            return reply_shared(c, rt == ROUTE_MODELS ? s->models_resp : s->health_resp);
+            *con_cls = rt == ROUTE_MODELS ? &models_pending : &health_pending;
+            return MHD_YES;
         case ROUTE_COMPLETIONS:
         case ROUTE_CHAT:
             if (!post)
