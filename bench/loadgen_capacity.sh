@@ -4,27 +4,30 @@
 #
 # A synthetic server (`llmbench serve --synthetic`, zero TTFT/TPOT) runs on cores
 # SERVER_CPUS with THREADS workers so it is not the limit; the load generator is pinned to
-# CLIENT_CPU. For non-streamed answers and for streamed answers of 16 tokens it measures
+# CLIENT_CPU (core 0 is left to the system's interrupts by default). For non-streamed
+# answers and for streamed answers of 16 tokens, REPEAT times, it measures
 #   1. the maximum rate: Offline scenario, QUERIES queries, MAX_INFLIGHT in flight;
-#   2. the send lag at 80% of that rate: Server scenario (Poisson arrivals) for DURATION s,
-#      p50/p99/max of (actual send - scheduled send), where the actual send is the moment
-#      libcurl starts writing the request (hand-over to libcurl + its pretransfer time);
-#      once cold (connections opened on demand, MAX_INFLIGHT in flight at most) and once
-#      warm (WARMUP unrecorded queries open the connections first, LAG_INFLIGHT at most).
-#      The hand-over lag (hand-over - scheduled) is the scheduler's own share.
+#   2. the send lag at 80% of that rate: Server scenario (Poisson arrivals) for DURATION s
+#      with LAG_INFLIGHT in flight at most and the connections opened before t0 (the
+#      load generator's default): p50/p99/max of (actual send - scheduled send), where the
+#      actual send is the moment libcurl starts writing the request (hand-over to libcurl
+#      + its pretransfer time). The hand-over lag (hand-over - scheduled) is the
+#      scheduler's own share. Each lag run's per-query detail goes through
+#      loadgen_lag_episodes.py (when the late sends happened, and why).
+# Around every run it reads the kernel's TCP retransmissions, listen-queue overflows and
+# softnet drops, so a lost packet (a 200 ms retransmission timeout) shows as such.
 # Targets: >= 20,000 non-streamed req/s, >= 5,000 streamed req/s, p99 lag < 1 ms at 80%.
-# Prints one line per measurement and the commands; nothing else is needed than the
-# llmbench binary (LLMBENCH) and taskset.
 set -eu
 BIN=${LLMBENCH:-./build/llmbench}
+HERE=$(cd "$(dirname "$0")" && pwd)
 SERVER_CPUS=${SERVER_CPUS:-2-15}
-CLIENT_CPU=${CLIENT_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
 THREADS=${THREADS:-14}
 QUERIES=${QUERIES:-100000}
 MAX_INFLIGHT=${MAX_INFLIGHT:-256}
 DURATION=${DURATION:-10}
-LAG_INFLIGHT=${LAG_INFLIGHT:-256}
-WARMUP=${WARMUP:-20000}
+LAG_INFLIGHT=${LAG_INFLIGHT:-1024}
+REPEAT=${REPEAT:-1}
 TOKENS=16
 WORK=$(mktemp -d /tmp/lb_capacity.XXXXXX)
 trap 'kill "$SERVER_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT INT TERM
@@ -41,13 +44,27 @@ echo "llmbench: $("$BIN" --version)"
 
 COMMON="--endpoint $URL --synthetic 1000 --input-len fixed:16 --max-tokens $TOKENS --retries 0 --db $WORK/runs.db -q"
 
-# run NAME ARGS...: one load run pinned to the client core; keeps its summary.
+# netcount: TCP segments retransmitted, listen overflows, softnet drops (kernel totals)
+netcount() {
+    retrans=$(awk '/^Tcp:/ { if (h) { for (i = 1; i <= NF; i++) if (k[i] == "RetransSegs") print $i; exit } for (i = 1; i <= NF; i++) k[i] = $i; h = 1 }' /proc/net/snmp)
+    overflow=$(awk '/^TcpExt:/ { if (h) { for (i = 1; i <= NF; i++) if (k[i] == "ListenOverflows") print $i; exit } for (i = 1; i <= NF; i++) k[i] = $i; h = 1 }' /proc/net/netstat)
+    drops=0
+    for d in $(awk '{ print $2 }' /proc/net/softnet_stat); do drops=$((drops + 0x$d)); done
+    echo "$retrans $overflow $drops"
+}
+
+# run NAME ARGS...: one load run pinned to the client core; keeps its summary and prints
+# what the kernel counted meanwhile.
 run() {
     name=$1
     shift
     echo "+ taskset -c $CLIENT_CPU $BIN load $COMMON $*" >&2
+    before=$(netcount)
     # shellcheck disable=SC2086
     taskset -c "$CLIENT_CPU" "$BIN" load $COMMON "$@" > "$WORK/$name.txt"
+    after=$(netcount)
+    set -- $before $after
+    echo "  ($name: kernel counted $(($4 - $1)) TCP retransmissions, $(($5 - $2)) listen overflows, $(($6 - $3)) softnet drops)"
 }
 field() { # field NAME KEY: the value after "KEY" in the run's summary
     grep -m1 "^$2" "$WORK/$1.txt" | sed 's/.*: *//'
@@ -57,23 +74,24 @@ lagline() { # lagline NAME: the send and hand-over lag and latency of a run, one
     echo "send lag p50/p99/max (ns) = $(field "$1" "Send lag");" \
          "hand-over lag = $(field "$1" "Hand-over lag");" \
          "latency p99 $(field "$1" "99.00 percentile latency"), max $(field "$1" "Max latency (ns)") ns;" \
-         "completed $(field "$1" "Samples per second") req/s, $(field "$1" "Failed queries") failed"
+         "completed $(field "$1" "Samples per second") req/s, $(field "$1" "Failed queries") failed;" \
+         "connections before / by queries $(field "$1" "Connections opened")"
 }
 
-for mode in non-streamed streamed; do
-    flag=""
-    [ "$mode" = non-streamed ] && flag="--no-stream"
-    run "max-$mode" $flag --scenario offline --min-queries "$QUERIES" --max-inflight "$MAX_INFLIGHT"
-    rate=$(field "max-$mode" "Samples per second:")
-    failed=$(field "max-$mode" "Failed queries")
-    echo "$mode: max rate $rate req/s over $QUERIES queries ($failed failed, $MAX_INFLIGHT in flight)"
-    target=$(awk -v r="$rate" 'BEGIN { printf "%.0f", 0.8 * r }')
-    # Cold: connections opened as the schedule needs them, at most MAX_INFLIGHT in flight.
-    run "cold-$mode" $flag --scenario server --qps "$target" --min-duration "$DURATION" \
-        --max-inflight "$MAX_INFLIGHT"
-    echo "$mode: at 80% = $target req/s, ${DURATION} s, cold, $MAX_INFLIGHT in flight: $(lagline "cold-$mode")"
-    # Warm: WARMUP unrecorded queries open the connections first; LAG_INFLIGHT in flight.
-    run "warm-$mode" $flag --scenario server --qps "$target" --min-duration "$DURATION" \
-        --max-inflight "$LAG_INFLIGHT" --warmup "$WARMUP"
-    echo "$mode: at 80% = $target req/s, ${DURATION} s, warm, $LAG_INFLIGHT in flight: $(lagline "warm-$mode")"
+r=1
+while [ "$r" -le "$REPEAT" ]; do
+    for mode in non-streamed streamed; do
+        flag=""
+        [ "$mode" = non-streamed ] && flag="--no-stream"
+        run "max-$mode-$r" $flag --scenario offline --min-queries "$QUERIES" --max-inflight "$MAX_INFLIGHT"
+        rate=$(field "max-$mode-$r" "Samples per second:")
+        failed=$(field "max-$mode-$r" "Failed queries")
+        echo "[$r] $mode: max rate $rate req/s over $QUERIES queries ($failed failed, $MAX_INFLIGHT in flight)"
+        target=$(awk -v r="$rate" 'BEGIN { printf "%.0f", 0.8 * r }')
+        run "lag-$mode-$r" $flag --scenario server --qps "$target" --min-duration "$DURATION" \
+            --max-inflight "$LAG_INFLIGHT" --out "$WORK/lag-$mode-$r"
+        echo "[$r] $mode: at 80% = $target req/s, ${DURATION} s, $LAG_INFLIGHT in flight: $(lagline "lag-$mode-$r")"
+        python3 "$HERE/loadgen_lag_episodes.py" "$WORK/lag-$mode-$r" | head -8
+    done
+    r=$((r + 1))
 done

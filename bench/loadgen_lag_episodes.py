@@ -4,7 +4,9 @@ Reads DIR/detail.json (written by `llmbench load --out DIR`), finds the queries 
 than 1 ms after their scheduled time and groups them into episodes (late queries less
 than 5 ms of schedule apart), printing each episode's span, size, largest lag and the
 number of queries in flight when it began (at the --max-inflight cap: the sender waited
-for slots; well below it: the sender itself was late). Only reads; prints nothing else.
+for slots; well below it: the sender itself was late) and the longest latency among the
+queries in flight then (about 200 ms or more: a lost packet's retransmission timeout).
+Only reads; prints nothing else.
 """
 import json, bisect, sys
 d = json.load(open(sys.argv[1] + '/detail.json'))
@@ -25,4 +27,5 @@ print('%s: %d queries, %d late by > 1 ms (%.2f%%), %d episodes' % (sys.argv[1], 
 for e in eps[:12]:
     t = e[0]
     infl = bisect.bisect_right(ss, t) - bisect.bisect_right(dd, t)
-    print('  episode %.4f-%.4f s: %d queries, max lag %.2f ms, in flight at start %d' % (e[0], e[1], e[2], e[3], infl))
+    slow = max([done[i] - sent[i] for i in range(n) if sent[i] <= t < done[i]] or [0.0])
+    print('  episode %.4f-%.4f s: %d queries, max lag %.2f ms, in flight at start %d, longest of them %.1f ms' % (e[0], e[1], e[2], e[3], infl, slow * 1e3))

@@ -35,6 +35,7 @@
 #define SHARD_CONNECTIONS 64       /* connections one multi handle is sized for */
 #define MAX_KEYS 64                /* replicas told apart when choosing a shard */
 #define TIMER_TAG UINT64_MAX       /* epoll data of the timerfd */
+#define MAX_EVENTS 64              /* taken from epoll at a time */
 
 typedef struct lb_http_client lb_http_client;
 
@@ -75,6 +76,12 @@ struct lb_http_client {
     uint32_t n_shards;
     int epfd, tfd;
     int64_t armed_ns;         /* what the timerfd is set to, -1 when disarmed */
+    /* Events taken from epoll and not served yet, in order: a run that must return for a
+     * due send leaves them here and the next run serves them first, so every ready socket
+     * waits its turn (epoll would otherwise report the left ones again behind all the
+     * others, and under load a socket could wait for hundreds of milliseconds). */
+    struct epoll_event ev[MAX_EVENTS];
+    int ev_next, ev_n;
     lb_http_params p;
     lb_http_callbacks cb;
     void *user;
@@ -215,12 +222,15 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
     (void)easy;
     shard *sh = userp;
     lb_http_client *c = sh->c;
+    uint64_t tag = (uint64_t)sh->index << 32 | (uint32_t)s;
     if (what == CURL_POLL_REMOVE) {
         epoll_ctl(c->epfd, EPOLL_CTL_DEL, s, NULL);
         curl_multi_assign(sh->multi, s, NULL);
+        for (int i = c->ev_next; i < c->ev_n; i++) /* its number may be reused at once */
+            if (c->ev[i].data.u64 == tag) c->ev[i].events = 0;
         return 0;
     }
-    struct epoll_event ev = {.events = 0, .data.u64 = (uint64_t)sh->index << 32 | (uint32_t)s};
+    struct epoll_event ev = {.events = 0, .data.u64 = tag};
     if (what & CURL_POLL_IN) ev.events |= EPOLLIN;
     if (what & CURL_POLL_OUT) ev.events |= EPOLLOUT;
     if (socketp == NULL) {
@@ -547,36 +557,41 @@ static int64_t run_timers(lb_http_client *c) {
 }
 
 int lb_http_run(lb_http_client *c, int64_t until_ns) {
-    struct epoll_event evs[64];
     c->finished = 0;
     for (;;) {
         int64_t timer_ns = run_timers(c);
         int64_t now = lb_clock_now_ns();
         if (c->finished > 0 || now >= until_ns) return c->finished;
-        int64_t wake = until_ns - c->p.spin_ns;
-        if (timer_ns >= 0 && timer_ns < wake) wake = timer_ns;
-        int timeout = 0;
-        if (wake > now) {
-            arm(c, wake);
-            timeout = -1;
+        if (c->ev_next == c->ev_n) {
+            int64_t wake = until_ns - c->p.spin_ns;
+            if (timer_ns >= 0 && timer_ns < wake) wake = timer_ns;
+            int timeout = 0;
+            if (wake > now) {
+                arm(c, wake);
+                timeout = -1;
+            }
+            int n = epoll_wait(c->epfd, c->ev, MAX_EVENTS, timeout);
+            c->ev_next = 0;
+            c->ev_n = n > 0 ? n : 0;
         }
-        int n = epoll_wait(c->epfd, evs, 64, timeout);
-        for (int i = 0; i < n; i++) {
-            if (evs[i].data.u64 == TIMER_TAG) {
+        while (c->ev_next < c->ev_n) {
+            const struct epoll_event *e = &c->ev[c->ev_next++];
+            if (e->events == 0) continue; /* its socket was closed meanwhile */
+            if (e->data.u64 == TIMER_TAG) {
                 uint64_t ticks;
                 if (read(c->tfd, &ticks, sizeof ticks) < 0) ticks = 0;
                 c->armed_ns = -1;
                 continue;
             }
-            shard *sh = &c->shards[evs[i].data.u64 >> 32];
-            int fd = (int)(uint32_t)evs[i].data.u64;
+            shard *sh = &c->shards[e->data.u64 >> 32];
+            int fd = (int)(uint32_t)e->data.u64;
             int flags = 0, running;
-            if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) flags |= CURL_CSELECT_IN;
-            if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
-            if (evs[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
+            if (e->events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) flags |= CURL_CSELECT_IN;
+            if (e->events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+            if (e->events & EPOLLERR) flags |= CURL_CSELECT_ERR;
             curl_multi_socket_action(sh->multi, fd, flags, &running);
             drain_done(sh);
-            /* A send is due: leave the other ready sockets (epoll reports them again). */
+            /* A send is due: the rest wait here for the next run. */
             if (lb_clock_now_ns() >= until_ns) break;
         }
     }
