@@ -6,11 +6,9 @@
  * one write). Backward walks a grid-stride range of rows per warp (fetching x, dy and the
  * residual gradient of a row together), keeps its lanes' weight/bias gradient partials
  * in registers across those rows, and merges them once per
- * block (shared atomics, then one global atomicAdd per channel). Other widths take the
- * scalar kernels: same structure, one element at a time, partials in shared memory per
- * row. */
-#include <stdlib.h>
-
+ * block (each warp's partials into its own shared slice, the slices summed per channel,
+ * one global atomicAdd per block and channel). Other widths take the scalar kernels: same
+ * structure, one element at a time, partials in shared memory per row. */
 #include "gpu/common.cuh"
 #include "gpu/norm.cuh"
 
@@ -109,29 +107,10 @@ template <typename T> __device__ __forceinline__ void unpack8(float f[8], const 
     for (int k = 0; k < 8; k++) f[k] = lb_to_f(e[k]);
 }
 
-/* Backward launch shapes. The default: 8 warps (2 blocks an SM) up to 1024 channels, 4
- * warps (3 an SM) above, where the partials take more registers. Experiment (env
- * LB_NORM_BWD_VARIANT, 16-bit rows of VPL 3 only): ACC_SH keeps the weight/bias partials
- * in the warp's shared slice instead of registers; PREF loads the next row while the
- * current one is processed. */
-template <int VPL, int WARPS_ = (VPL <= 4 ? 8 : 4), int MINB_ = (VPL <= 4 ? 2 : 3),
-          bool ACC_SH_ = false, bool PREF_ = false>
-struct bwd_shape {
-    static constexpr int WARPS = WARPS_, MIN_BLOCKS = MINB_;
-    static constexpr bool ACC_SH = ACC_SH_, PREF = PREF_;
-};
-
-/* Index of column c's partial in a warp's shared slice: lane l's eight columns of vector
- * i lie at float4s (2i, l) and (2i+1, l), so a warp's stores are conflict-free. */
-__device__ __forceinline__ int part_index(int c) {
-    int v = c >> 3, lane = v & 31, i = v >> 5, h = (c >> 2) & 1;
-    return (((2 * i + h) * 32 + lane) << 2) | (c & 3);
-}
-
-/* One row's loads: the residual gradient, and x and dy when they are kept. */
-template <typename T, int VPL, bool KEEP> struct bwd_row {
-    raw8<T> d[VPL], x[KEEP ? VPL : 1], g[KEEP ? VPL : 1];
-    float mu, rs;
+/* Backward blocks: 8 warps (2 blocks an SM) up to 1024 channels, 4 warps (3 an SM) above,
+ * where the partials take more registers. */
+template <int VPL> struct bwd_shape {
+    static constexpr int WARPS = VPL <= 4 ? 8 : 4, MIN_BLOCKS = VPL <= 4 ? 2 : 3;
 };
 
 /* One warp per row. A row of 16-bit elements up to 768 wide stays in registers between
@@ -139,28 +118,23 @@ template <typename T, int VPL, bool KEEP> struct bwd_row {
  * pass reloads x, dy and the weight (from L1), which keeps wider or fp32 rows from
  * spilling (at 1024 the kept row spilled 188 bytes).
  * Keeping the row saved 11% at GPT-2 16x1024 on the H200 (1.41 -> 1.26 ms a step).
- * Each warp ends by storing its partials in its own shared slice; the block then sums the
- * slices per column and adds the sum to the global gradient (one atomicAdd per block and
- * channel). */
-template <typename T, bool LAYER, int VPL, typename SH>
-__global__ void __launch_bounds__(SH::WARPS * 32, SH::MIN_BLOCKS)
+ * At the end each warp stores its partials into its own shared slice and the block sums
+ * the slices per channel: fp32 atomicAdd on shared memory is a compare-and-swap loop on
+ * sm_90, and 8 warps retrying ~50 of them a thread on the same addresses, every block at
+ * once, took half the kernel (50 -> 26.5 us a LayerNorm at 16384 x 768 bf16, H200). */
+template <typename T, bool LAYER, int VPL>
+__global__ void __launch_bounds__(bwd_shape<VPL>::WARPS * 32, bwd_shape<VPL>::MIN_BLOCKS)
 norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, const T *inp,
                          const T *w, const float *mean, const float *rstd, int64_t N, int C) {
     constexpr bool KEEP = sizeof(T) == 2 && VPL <= 3;
-    constexpr int WARPS = SH::WARPS, SLICE = VPL * 256;
-    constexpr bool ACC_SH = SH::ACC_SH, PREF = SH::PREF && KEEP;
-    constexpr int NACC = ACC_SH ? 1 : VPL;
-    extern __shared__ float4 sh4[]; /* [WARPS][SLICE] (ACC_SH: [WARPS][2][SLICE]) */
+    constexpr int WARPS = bwd_shape<VPL>::WARPS, SLICE = VPL * 256;
+    extern __shared__ float4 part[]; /* [WARPS][SLICE / 4]: one warp's partials each */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float *mine = (float *)sh4 + (size_t)warp * SLICE * (ACC_SH && LAYER ? 2 : 1);
-    float adw[NACC][8], adb[NACC][8];
+    float adw[VPL][8], adb[VPL][8];
 #pragma unroll
-    for (int i = 0; i < NACC; i++)
+    for (int i = 0; i < VPL; i++)
 #pragma unroll
         for (int k = 0; k < 8; k++) adw[i][k] = adb[i][k] = 0.0f;
-    if (ACC_SH)
-        for (int j = lane; j < SLICE * (LAYER ? 2 : 1) / 4; j += 32)
-            ((float4 *)mine)[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     raw8<T> wr[KEEP ? VPL : 1]; /* the weight row, once (KEEP) */
     if (KEEP)
 #pragma unroll
@@ -168,35 +142,29 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, c
             int c = (lane + 32 * i) * 8;
             if (c < C) ld_raw8(wr[i], w + c);
         }
-    auto load = [&](bwd_row<T, VPL, KEEP> &r, int64_t row) {
-        r.mu = LAYER ? mean[row] : 0.0f;
-        r.rs = rstd[row];
+    for (int64_t row = (int64_t)blockIdx.x * WARPS + warp; row < N;
+         row += (int64_t)gridDim.x * WARPS) {
+        const T *x = inp + row * C, *dy = dout + row * C;
+        float mu = LAYER ? mean[row] : 0.0f, rs = rstd[row];
+        float s1 = 0.0f, s2 = 0.0f; /* sum dnorm, sum dnorm * xhat */
+        raw8<T> dxr[VPL];                               /* the residual gradient */
+        raw8<T> xr[KEEP ? VPL : 1], gr[KEEP ? VPL : 1]; /* x and dy (KEEP) */
 #pragma unroll
         for (int i = 0; i < VPL; i++) {
             int c = (lane + 32 * i) * 8;
             if (c < C) {
-                ld_raw8(r.d[i], dinp + row * C + c);
+                ld_raw8(dxr[i], dinp + row * C + c);
                 if (KEEP) {
-                    ld_raw8(r.x[i], inp + row * C + c);
-                    ld_raw8(r.g[i], dout + row * C + c);
+                    ld_raw8(xr[i], x + c);
+                    ld_raw8(gr[i], dy + c);
                 }
             }
         }
-    };
-    const int64_t stride = (int64_t)gridDim.x * WARPS;
-    int64_t row = (int64_t)blockIdx.x * WARPS + warp;
-    bwd_row<T, VPL, KEEP> cur, nxt;
-    if (row < N) load(cur, row);
-    for (; row < N; row += stride) {
-        if (PREF && row + stride < N) load(nxt, row + stride);
-        const T *x = inp + row * C, *dy = dout + row * C;
-        float mu = cur.mu, rs = cur.rs;
-        float s1 = 0.0f, s2 = 0.0f; /* sum dnorm, sum dnorm * xhat */
         /* x, dy and w of 8 columns as floats: from registers (KEEP) or memory */
         auto row8 = [&](int i, int c, float xv[8], float gv[8], float wv[8]) {
             if (KEEP) {
-                unpack8(xv, cur.x[i]);
-                unpack8(gv, cur.g[i]);
+                unpack8(xv, xr[i]);
+                unpack8(gv, gr[i]);
                 unpack8(wv, wr[i]);
             } else {
                 lb_ld8(xv, x + c);
@@ -210,35 +178,13 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, c
             if (c < C) {
                 float xv[8], gv[8], wv[8];
                 row8(i, c, xv, gv, wv);
-                float pw[8], pb[8];
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
                     float xhat = (xv[k] - mu) * rs, dn = gv[k] * wv[k];
                     s1 += dn;
                     s2 += dn * xhat;
-                    pw[k] = gv[k] * xhat;
-                    pb[k] = gv[k];
-                }
-                if (ACC_SH) {
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        float4 *q = (float4 *)mine + (2 * i + h) * 32 + lane;
-                        float4 a = *q;
-                        a.x += pw[4 * h], a.y += pw[4 * h + 1], a.z += pw[4 * h + 2], a.w += pw[4 * h + 3];
-                        *q = a;
-                        if (LAYER) {
-                            float4 *qb = q + SLICE / 4;
-                            float4 b = *qb;
-                            b.x += pb[4 * h], b.y += pb[4 * h + 1], b.z += pb[4 * h + 2], b.w += pb[4 * h + 3];
-                            *qb = b;
-                        }
-                    }
-                } else {
-#pragma unroll
-                    for (int k = 0; k < 8; k++) {
-                        adw[ACC_SH ? 0 : i][k] += pw[k];
-                        adb[ACC_SH ? 0 : i][k] += pb[k];
-                    }
+                    adw[i][k] += gv[k] * xhat;
+                    adb[i][k] += gv[k];
                 }
             }
         }
@@ -250,7 +196,7 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, c
             if (c < C) {
                 float xv[8], gv[8], wv[8], dx[8];
                 row8(i, c, xv, gv, wv);
-                unpack8(dx, cur.d[i]);
+                unpack8(dx, dxr[i]);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
                     float xhat = (xv[k] - mu) * rs, dn = gv[k] * wv[k];
@@ -259,39 +205,35 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, c
                 lb_st8(dinp + row * C + c, dx);
             }
         }
-        if (PREF) cur = nxt;
-        else if (row + stride < N) load(cur, row + stride);
     }
-    /* merge the warps' partials: dweight, then dbias */
-    auto put = [&](float a[NACC][8]) {
+    /* lane l's 8 channels of vector i lie at float4s (2i, l) and (2i+1, l) of its slice */
+    auto put = [&](float a[VPL][8]) {
 #pragma unroll
-        for (int i = 0; i < NACC; i++)
+        for (int i = 0; i < VPL; i++)
             if ((lane + 32 * i) * 8 < C)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    ((float4 *)mine)[(2 * i + h) * 32 + lane] =
+                    part[(size_t)warp * SLICE / 4 + (2 * i + h) * 32 + lane] =
                         make_float4(a[i][4 * h], a[i][4 * h + 1], a[i][4 * h + 2], a[i][4 * h + 3]);
     };
-    auto merge = [&](float *dst, int off) {
+    auto merge = [&](float *dst) {
+        const float *p = (const float *)part;
         for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            int j = part_index(c) + off;
+            int v = c >> 3, j = (((2 * (v >> 5) + ((c >> 2) & 1)) * 32 + (v & 31)) << 2) | (c & 3);
             float s = 0.0f;
 #pragma unroll
-            for (int v = 0; v < WARPS; v++)
-                s += ((const float *)sh4)[(size_t)v * SLICE * (ACC_SH && LAYER ? 2 : 1) + j];
+            for (int u = 0; u < WARPS; u++) s += p[u * SLICE + j];
             atomicAdd(&dst[c], s);
         }
     };
-    if (!ACC_SH) put(adw);
+    put(adw);
     __syncthreads();
-    merge(dweight, 0);
+    merge(dweight);
     if (LAYER && dbias) {
-        if (!ACC_SH) {
-            __syncthreads();
-            put(adb);
-            __syncthreads();
-        }
-        merge(dbias, ACC_SH ? SLICE : 0);
+        __syncthreads();
+        put(adb);
+        __syncthreads();
+        merge(dbias);
     }
 }
 
@@ -369,46 +311,25 @@ __global__ void norm_backward_kernel(T *dinp, float *dweight, float *dbias, cons
     }
 }
 
-template <typename T, bool LAYER, int VPL, typename SH>
-static lb_status launch_vec(void *dinp, float *dw, float *db, const void *dout, const void *inp,
-                            const void *w, const float *mean, const float *rstd, int64_t N, int C,
-                            cudaStream_t s, lb_err *err) {
-    size_t smem = (size_t)SH::WARPS * VPL * 256 * sizeof(float) * (SH::ACC_SH && LAYER ? 2 : 1);
-    int64_t blocks = (N + SH::WARPS - 1) / SH::WARPS;
-    if (blocks > 132 * SH::MIN_BLOCKS) blocks = 132 * SH::MIN_BLOCKS;
-    norm_backward_vec_kernel<T, LAYER, VPL, SH><<<(unsigned)blocks, SH::WARPS * 32, smem, s>>>(
-        (T *)dinp, dw, db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
-    LB_CUDA_LAUNCH_TRY(err);
-    return LB_OK;
-}
-
 template <typename T, bool LAYER>
 static lb_status launch_backward(void *dinp, float *dw, float *db, const void *dout,
                                  const void *inp, const void *w, const float *mean,
                                  const float *rstd, int64_t N, int C, cudaStream_t s,
                                  lb_err *err) {
+    int vpl = norm_vpl(C, dinp, dout, inp) ? norm_vpl(C, w, w, w) : 0;
+    if (vpl) {
+        VPL_DISPATCH(vpl,
+            constexpr int WARPS = bwd_shape<VPL>::WARPS;
+            size_t vsmem = (size_t)WARPS * VPL * 256 * sizeof(float); /* <= 32 KiB */
+            int64_t vblocks = (N + WARPS - 1) / WARPS;
+            if (vblocks > 132 * bwd_shape<VPL>::MIN_BLOCKS) vblocks = 132 * bwd_shape<VPL>::MIN_BLOCKS;
+            norm_backward_vec_kernel<T, LAYER, VPL><<<(unsigned)vblocks, WARPS * 32, vsmem, s>>>(
+                (T *)dinp, dw, db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C));
+        LB_CUDA_LAUNCH_TRY(err);
+        return LB_OK;
+    }
     size_t smem = (size_t)(LAYER ? 2 : 1) * C * sizeof(float);
     int64_t blocks = (N + NORM_WARPS - 1) / NORM_WARPS;
-    int vpl = norm_vpl(C, dinp, dout, inp) ? norm_vpl(C, w, w, w) : 0;
-    static int variant = -1; /* experiment: LB_NORM_BWD_VARIANT */
-    if (variant < 0) {
-        const char *v = getenv("LB_NORM_BWD_VARIANT");
-        variant = v ? atoi(v) : 0;
-    }
-    if (vpl == 3 && sizeof(T) == 2 && variant > 0) {
-        switch (variant) {
-        case 1: LB_TRY((launch_vec<T, LAYER, 3, bwd_shape<3, 4, 3, false, true>>(dinp, dw, db, dout, inp, w, mean, rstd, N, C, s, err))); break;
-        case 2: LB_TRY((launch_vec<T, LAYER, 3, bwd_shape<3, 8, 3, true, false>>(dinp, dw, db, dout, inp, w, mean, rstd, N, C, s, err))); break;
-        case 3: LB_TRY((launch_vec<T, LAYER, 3, bwd_shape<3, 8, 4, true, false>>(dinp, dw, db, dout, inp, w, mean, rstd, N, C, s, err))); break;
-        case 4: LB_TRY((launch_vec<T, LAYER, 3, bwd_shape<3, 8, 2, true, true>>(dinp, dw, db, dout, inp, w, mean, rstd, N, C, s, err))); break;
-        default: LB_TRY((launch_vec<T, LAYER, 3, bwd_shape<3, 8, 1, false, true>>(dinp, dw, db, dout, inp, w, mean, rstd, N, C, s, err))); break;
-        }
-        return LB_OK;
-    }
-    if (vpl) {
-        VPL_DISPATCH(vpl, LB_TRY((launch_vec<T, LAYER, VPL, bwd_shape<VPL>>(dinp, dw, db, dout, inp, w, mean, rstd, N, C, s, err))));
-        return LB_OK;
-    }
     if (smem > 48 * 1024)
         LB_CUDA_TRY(err, cudaFuncSetAttribute(norm_backward_kernel<T, LAYER>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
