@@ -11,7 +11,8 @@
  * cp.async in a two-stage pipeline. Softmax runs in base 2 (scores times log2 e /
  * sqrt(HD)); only tiles that cross the diagonal or the sequence end are masked. Backward
  * is one kernel per key block (dK, dV in registers) whose dQ contributions are added with
- * fp32 atomics, so dQ's summation order, and its last bits, can vary between runs. */
+ * fp32 atomics (16-byte vector reductions on sm_90), so dQ's summation order, and its last
+ * bits, can vary between runs. */
 #include "gpu/attention.cuh"
 #include "gpu/common.cuh"
 
