@@ -38,6 +38,7 @@ static server start_server(const char *const *args) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        lb_test_die_with_parent();
         dup2(fds[1], STDOUT_FILENO);
         close(fds[0]);
         close(fds[1]);
@@ -115,6 +116,7 @@ static void test_loadgen_server_scenario_matches_synthetic_timing(void **state) 
     const lb_loadgen_summary *sm = &o.rep.steps[0];
     assert_int_equal(sm->issued, 40);
     assert_int_equal(sm->completed, 40);
+    assert_int_equal(sm->preconnected, 40); /* the planned queries bound the default */
     assert_int_equal(sm->output_tokens, 40 * 9);
     assert_string_equal(sm->token_source, "usage");
     /* TTFT from the scheduled time: the server's 40 ms plus little. */
@@ -427,6 +429,7 @@ static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **st
     p.qps = 20;
     p.min_queries = 1000;
     p.drain_s = 0.2;
+    /* the default opens 64 connections (one second of arrivals, at least 64), not 1000 */
     lb_dataset ds = small_dataset(4, 6);
     lb_interrupt_reset();
     lb_signals_install();
@@ -442,6 +445,7 @@ static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **st
     assert_int_equal(o.st, LB_ERR_INTERRUPTED);
     assert_int_equal(o.r->status, LB_RUN_INTERRUPTED);
     const lb_loadgen_summary *sm = &o.rep.steps[0];
+    assert_int_equal(sm->preconnected, 64);
     assert_true(sm->issued > 0 && sm->issued < 1000);
     assert_int_equal(sm->failures[LB_QERR_INTERRUPTED], sm->issued);
     assert_int_equal(lb_result_find_series(o.r, "status")->n, (size_t)sm->issued);

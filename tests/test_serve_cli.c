@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "test_util.h"
 
 typedef struct {
     pid_t pid;
@@ -33,6 +34,7 @@ static child spawn(const char *const *args) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        lb_test_die_with_parent();
         dup2(out[1], 1);
         dup2(err[1], 2);
         close(out[0]);

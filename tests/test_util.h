@@ -9,11 +9,18 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "model/tokenizer.h"
+
+/* Called in a forked child that runs a server: it is killed when the test program ends,
+ * also when a failed assertion skipped the test's own clean-up (a server left running
+ * would keep CTest waiting on its output). */
+static inline void lb_test_die_with_parent(void) { prctl(PR_SET_PDEATHSIG, SIGKILL); }
 
 /* Reads all of fd into buf (NUL-terminated, truncated to cap-1). */
 static inline void lb_test_slurp(int fd, char *buf, size_t cap) {

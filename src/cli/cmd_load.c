@@ -202,7 +202,8 @@ int lb_cmd_load(int argc, char **argv) {
          "Offline/Server: at most N queries in flight (default 1024)", 1, 1e7, NULL},
         {"--preconnect", LB_ARG_INT, &preconnect, "N",
          "open N connections before the run (GET /v1/models) so sends on schedule need no TCP "
-         "set-up; 0 = none (default: as many as may be in flight)", 0, 1e6, NULL},
+         "set-up; 0 = none (default: as many as may be in flight, for Server at most one "
+         "second of arrivals but 64)", 0, 1e6, NULL},
         {"--warmup", LB_ARG_INT, &warmup, "N",
          "send N unrecorded queries first, opening connections (default 0)", 0, 1e9, NULL},
         {"--seed", LB_ARG_INT, &seed, "N", "sample order and arrival seed (default 1)", 0, 1e18,

@@ -312,14 +312,19 @@ static int64_t most_inflight(const lb_loadgen_params *p) {
 }
 
 /* Opens the connections the first step will need before its t0: p->preconnect, or with
- * -1 as many as it may have in flight (its planned queries at most; 1024 when nothing
- * limits it). */
+ * -1 as many as it may have in flight (1024 when nothing limits it), at most its planned
+ * queries and, in the Server scenario, at most one second of arrivals (64 at least):
+ * the rate at which a late connection would matter, without a thousand connections for
+ * a run of a few queries a second. */
 static lb_status preconnect(run *R, int64_t *opened, lb_err *err) {
     int64_t n = R->p->preconnect;
     if (n < 0) {
         n = most_inflight(R->p);
         if (n <= 0) n = 1024;
         if (R->open_loop && (int64_t)R->n_planned < n) n = (int64_t)R->n_planned;
+        int64_t second = (int64_t)ceil(R->target_qps);
+        if (R->p->scenario == LB_SCENARIO_SERVER && (second > 64 ? second : 64) < n)
+            n = second > 64 ? second : 64;
     }
     int64_t t = lb_clock_now_ns();
     LB_TRY(lb_pool_preconnect(R->pool, n, opened, err));

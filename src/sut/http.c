@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/signals.h"
 #include "sut/http_sse.h"
 
 #define MAX_EVENT_BYTES (4u << 20) /* one SSE event or line */
@@ -91,7 +92,8 @@ struct lb_http_client {
     xfer *free_list;
     size_t inflight;
     int finished;
-    int64_t openers, opened; /* lb_http_preconnect's transfers: in flight, succeeded */
+    CURL **openers;   /* lb_http_preconnect's transfers still running (NULL: ended) */
+    int64_t n_openers, running_openers, opened;
 };
 
 const char *lb_qerr_name(lb_qerr e) {
@@ -367,11 +369,15 @@ static void drain_done(shard *sh) {
         xfer *x = NULL;
         curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
         if (x == NULL) { /* a connection opener of lb_http_preconnect */
-            CURL *e = m->easy_handle;
             c->opened += m->data.result == CURLE_OK;
-            c->openers--;
-            curl_multi_remove_handle(sh->multi, e);
-            curl_easy_cleanup(e);
+            for (int64_t i = 0; i < c->n_openers; i++)
+                if (c->openers[i] == m->easy_handle) {
+                    curl_multi_remove_handle(sh->multi, m->easy_handle);
+                    curl_easy_cleanup(m->easy_handle);
+                    c->openers[i] = NULL;
+                    c->running_openers--;
+                    break;
+                }
             continue;
         }
         finish(x, m->data.result);
@@ -627,7 +633,11 @@ static size_t discard(char *ptr, size_t size, size_t nmemb, void *ud) {
 
 lb_status lb_http_preconnect(lb_http_client *c, const char *url, int64_t n, int64_t *opened,
                              lb_err *err) {
-    c->opened = 0;
+    *opened = 0;
+    if (n <= 0) return LB_OK;
+    c->openers = calloc((size_t)n, sizeof *c->openers);
+    if (c->openers == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory opening connections");
+    c->n_openers = c->running_openers = c->opened = 0;
     for (int64_t i = 0; i < n; i++) {
         shard *sh = &c->shards[i % c->n_shards]; /* spread evenly */
         CURL *e = curl_easy_init();
@@ -645,10 +655,20 @@ lb_status lb_http_preconnect(lb_http_client *c, const char *url, int64_t n, int6
             curl_easy_cleanup(e);
             break;
         }
-        c->openers++;
+        c->openers[c->n_openers++] = e;
+        c->running_openers++;
     }
-    int64_t started = c->openers;
-    while (c->openers > 0) lb_http_run(c, lb_clock_now_ns() + 10000000);
+    int64_t started = c->n_openers;
+    while (c->running_openers > 0 && !lb_interrupted())
+        lb_http_run(c, lb_clock_now_ns() + 10000000);
+    for (int64_t i = 0; i < c->n_openers; i++) /* interrupted: the rest are dropped */
+        if (c->openers[i] != NULL) {
+            curl_multi_remove_handle(c->shards[i % c->n_shards].multi, c->openers[i]);
+            curl_easy_cleanup(c->openers[i]);
+        }
+    free(c->openers);
+    c->openers = NULL;
+    c->n_openers = c->running_openers = 0;
     *opened = c->opened;
     if (started < n)
         return lb_fail(err, LB_ERR_NOMEM, "libcurl could start only %lld of %lld connections",

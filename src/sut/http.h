@@ -113,9 +113,9 @@ size_t lb_http_inflight(const lb_http_client *c);
  * schedule find one idle instead of waiting for TCP set-up: n GET requests of url, all at
  * once (so each needs its own connection), whose answers (any HTTP status) are dropped;
  * the connections stay in libcurl's cache, which must hold n (max_connections). Waits
- * until every one has ended (at most the connect timeout plus 5 s) and sets *opened to
- * the number that got an answer. No callback is called. Fails only when libcurl refuses
- * to start them. */
+ * until every one has ended (at most the connect timeout plus 5 s) or SIGINT/SIGTERM
+ * came (core/signals.h; the rest are dropped) and sets *opened to the number that got an
+ * answer. No callback is called. Fails only when libcurl refuses to start them. */
 lb_status lb_http_preconnect(lb_http_client *c, const char *url, int64_t n, int64_t *opened,
                              lb_err *err);
 
