@@ -14,6 +14,7 @@
  * fp32 atomics (16-byte vector reductions on sm_90), so dQ's summation order, and its last
  * bits, can vary between runs. */
 #include "gpu/attention.cuh"
+#include "gpu/act.cuh"
 #include "gpu/common.cuh"
 
 #define LOG2E 1.4426950408889634f
@@ -352,8 +353,8 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int
  * SM, though the dQ atomics double. */
 template <typename T>
 __global__ void __launch_bounds__(BW * 32, 3)
-attn_bwd_mma_kernel(T *dqkv, float *dq_acc, const T *dout, const T *qkv, const float *lse,
-                    const float *Dsum, int B, int T_, int NH, int NKV) {
+attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T *qkv,
+                    const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) unsigned char smem[];
     T *sK = (T *)smem, *sV = sK + BK * LDS, *sQ = sV + BK * LDS, *sdO = sQ + 2 * BQ * LDS;
     T *sdS = sdO + 2 * BQ * LDS; /* dS^T [BK][LDS] (query columns) */
@@ -501,31 +502,87 @@ attn_bwd_mma_kernel(T *dqkv, float *dq_acc, const T *dout, const T *qkv, const f
                 mma_op<T>::pack(dv[d][2 * i], dv[d][2 * i + 1]);
         }
     }
+    if (dbias == NULL) return;
+    /* the bias gradient's key and value columns: this block's column sums of dK and dV
+     * (fp32, keys past T_ left out), over the lane's two rows, the warp's eight row groups
+     * (shuffles) and the four warps (shared memory), then one atomic a column */
+    static_assert(BW * 32 == 2 * HDM, "one thread a key or value column");
+    float *part = (float *)smem; /* [BW][2 * HDM]: the tiles are done with */
+    __syncthreads();
+#pragma unroll
+    for (int d = 0; d < 8; d++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float sk = 0.0f, sv = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                if (key[i] < T_) sk += dk[d][2 * i + e], sv += dv[d][2 * i + e];
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) {
+                sk += __shfl_xor_sync(0xffffffffu, sk, o);
+                sv += __shfl_xor_sync(0xffffffffu, sv, o);
+            }
+            if (g == 0) {
+                part[warp * 2 * HDM + d * 8 + 2 * t + e] = sk * scale;
+                part[warp * 2 * HDM + HDM + d * 8 + 2 * t + e] = sv;
+            }
+        }
+    }
+    __syncthreads();
+    int c = threadIdx.x;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < BW; w++) sum += part[w * 2 * HDM + c];
+    atomicAdd(dbias + (c < HDM ? (NH + kvh) * HDM + c : (NH + NKV + kvh) * HDM + c - HDM), sum);
 }
 
-/* dqkv's query part = scale * dq_acc, one 16-column group per thread: dq_acc holds column
- * c (c < 8) of a group at 4 (c / 2) + c % 2 and column 8 + c at 4 (c / 2) + 2 + c % 2, the
- * order in which the backward kernel's lane t holds columns 2t, 2t+1, 8+2t, 9+2t. */
+#define DQ_ROWS 128 /* dQ store: rows a block */
+
+/* dqkv's query part = scale * dq_acc: dq_acc holds column c (c < 8) of a 16-column group at
+ * 4 (c / 2) + c % 2 and column 8 + c at 4 (c / 2) + 2 + c % 2, the order in which the
+ * backward kernel's lane t holds columns 2t, 2t+1, 8+2t, 9+2t. Block (16, 16): x over 16
+ * column groups (grid.y picks which), y over the block's DQ_ROWS rows (grid.x). With
+ * dbias, the block also adds its column sums of that part (fp32, before rounding) into
+ * dbias[0, NH*HDM): per thread in registers, then over y in shared memory, one atomic a
+ * column. */
 template <typename T>
-__global__ void attn_dq_store_kernel(T *dqkv, const float *dq_acc, int64_t BT, int NH, int NKV,
-                                     float scale) {
-    int64_t n16 = BT * NH * HDM / 16;
+__global__ void attn_dq_store_kernel(T *dqkv, float *dbias, const float *dq_acc, int64_t BT,
+                                     int NH, int NKV, float scale) {
+    __shared__ float part[16][16][17]; /* [y][column in group][x] */
+    int ng = NH * HDM / 16, cg = blockIdx.y * 16 + threadIdx.x;
     int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n16;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const float4 *src = (const float4 *)dq_acc + 4 * i;
-        uint32_t lo[4], hi[4];
+    float sum[16];
 #pragma unroll
-        for (int t = 0; t < 4; t++) {
-            float4 v = src[t];
-            lo[t] = mma_op<T>::pack(v.x * scale, v.y * scale);
-            hi[t] = mma_op<T>::pack(v.z * scale, v.w * scale);
+    for (int k = 0; k < 16; k++) sum[k] = 0.0f;
+    if (cg < ng) {
+        int64_t r1 = min(BT, (int64_t)(blockIdx.x + 1) * DQ_ROWS);
+#pragma unroll 2
+        for (int64_t r = (int64_t)blockIdx.x * DQ_ROWS + threadIdx.y; r < r1; r += 16) {
+            const float4 *src = (const float4 *)(dq_acc + (r * ng + cg) * 16);
+            uint32_t lo[4], hi[4];
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                float4 v = src[t];
+                sum[2 * t] += v.x, sum[2 * t + 1] += v.y;
+                sum[8 + 2 * t] += v.z, sum[9 + 2 * t] += v.w;
+                lo[t] = mma_op<T>::pack(v.x * scale, v.y * scale);
+                hi[t] = mma_op<T>::pack(v.z * scale, v.w * scale);
+            }
+            uint4 *dst = (uint4 *)(dqkv + r * W + cg * 16);
+            dst[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+            dst[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
         }
-        int64_t e = 16 * i, bt = e / ((int64_t)NH * HDM);
-        T *dst = dqkv + bt * W + e % ((int64_t)NH * HDM);
-        ((uint4 *)dst)[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-        ((uint4 *)dst)[1] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
     }
+    if (dbias == NULL) return;
+#pragma unroll
+    for (int k = 0; k < 16; k++) part[threadIdx.y][k][threadIdx.x] = sum[k];
+    __syncthreads();
+    int tid = threadIdx.y * 16 + threadIdx.x, col = blockIdx.y * 256 + tid;
+    if (col >= NH * HDM) return;
+    float s = 0.0f;
+#pragma unroll
+    for (int y = 0; y < 16; y++) s += part[y][tid % 16][tid / 16];
+    atomicAdd(dbias + col, s * scale);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -752,9 +809,9 @@ static lb_status fwd_scalar(void *out, float *lse, const void *qkv, int B, int T
 }
 
 template <typename T, int HD>
-static lb_status bwd_scalar(void *dqkv, float *Dsum, const void *dout, const void *qkv,
-                            const float *lse, int B, int T_, int NH, int NKV, cudaStream_t s,
-                            lb_err *err) {
+static lb_status bwd_scalar(void *dqkv, float *dbias, float *Dsum, const void *dout,
+                            const void *qkv, const float *lse, int B, int T_, int NH, int NKV,
+                            lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     size_t smem_kv = (2 * SQ * (HD + 1) + 2 * SK * HD + 2 * SK) * sizeof(float);
     size_t smem_q = (SQ * (HD + 1) + 2 * SK * HD) * sizeof(float);
     LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_kv_scalar_kernel<T, HD>,
@@ -768,7 +825,9 @@ static lb_status bwd_scalar(void *dqkv, float *Dsum, const void *dout, const voi
     attn_bwd_q_scalar_kernel<T, HD><<<dim3(nt, (unsigned)NH, (unsigned)B), SQ, smem_q, s>>>(
         (T *)dqkv, (const T *)dout, (const T *)qkv, lse, Dsum, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
-    return LB_OK;
+    if (dbias == NULL) return LB_OK;
+    int64_t W = (int64_t)(NH + 2 * NKV) * HD; /* a separate reduction over dqkv */
+    return lb_gpu_bias_backward(dbias, dqkv, (int64_t)B * T_, (int)W, W, dt, s, err);
 }
 
 template <typename T>
@@ -785,19 +844,21 @@ static lb_status fwd_mma(void *out, float *lse, const void *qkv, int B, int T_, 
 }
 
 template <typename T>
-static lb_status bwd_mma(void *dqkv, float *Dsum, float *dq_acc, const void *dout,
+static lb_status bwd_mma(void *dqkv, float *dbias, float *Dsum, float *dq_acc, const void *dout,
                          const void *qkv, const float *lse, int B, int T_, int NH, int NKV,
                          cudaStream_t s, lb_err *err) {
     size_t smem = (size_t)(3 * BK + 4 * BQ) * LDS * sizeof(T) + 4 * BQ * sizeof(float);
     LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_mma_kernel<T>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     unsigned blocks = (unsigned)((T_ + BK - 1) / BK) * (unsigned)NKV * (unsigned)B;
-    attn_bwd_mma_kernel<T><<<blocks, BW * 32, smem, s>>>((T *)dqkv, dq_acc, (const T *)dout,
-                                                         (const T *)qkv, lse, Dsum, B, T_, NH, NKV);
+    attn_bwd_mma_kernel<T><<<blocks, BW * 32, smem, s>>>((T *)dqkv, dbias, dq_acc,
+                                                         (const T *)dout, (const T *)qkv, lse,
+                                                         Dsum, B, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
     int64_t BT = (int64_t)B * T_;
-    attn_dq_store_kernel<T><<<lb_grid_cap(BT * NH * HDM / 16, 256), 256, 0, s>>>(
-        (T *)dqkv, dq_acc, BT, NH, NKV, rsqrtf((float)HDM));
+    dim3 grid((unsigned)((BT + DQ_ROWS - 1) / DQ_ROWS), (unsigned)((NH * HDM / 16 + 15) / 16));
+    attn_dq_store_kernel<T><<<grid, dim3(16, 16), 0, s>>>((T *)dqkv, dbias, dq_acc, BT, NH, NKV,
+                                                          rsqrtf((float)HDM));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -837,7 +898,8 @@ extern "C" lb_status lb_gpu_attention_forward(void *out, float *lse, const void 
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_attention_backward(void *dqkv, void *scratch, const void *dout,
+extern "C" lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *scratch,
+                                               const void *dout,
                                                const void *qkv, const void *out,
                                                const float *lse, int B, int T, int NH, int NKV,
                                                int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
@@ -853,10 +915,12 @@ extern "C" lb_status lb_gpu_attention_backward(void *dqkv, void *scratch, const 
     LB_CUDA_LAUNCH_TRY(err);
     if (mma) {
         if (dt == LB_DT_BF16)
-            return bwd_mma<__nv_bfloat16>(dqkv, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err);
-        return bwd_mma<__half>(dqkv, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err);
+            return bwd_mma<__nv_bfloat16>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH,
+                                          NKV, s, err);
+        return bwd_mma<__half>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err);
     }
     HD_DISPATCH(HD, LB_DISPATCH_DTYPE(dt, E,
-        return (bwd_scalar<E, HDC>(dqkv, Dsum, dout, qkv, lse, B, T, NH, NKV, s, err))));
+        return (bwd_scalar<E, HDC>(dqkv, dbias, Dsum, dout, qkv, lse, B, T, NH, NKV, dt, s,
+                                   err))));
     return LB_OK;
 }

@@ -5,7 +5,11 @@
  * token), out [B,T,NH*HD]; query head h reads kv head h / (NH/NKV); scores scaled by
  * 1/sqrt(HD). Instead of the reference's probabilities the forward keeps the row
  * log-sum-exp lse [B,NH,T] (fp32, natural log), from which backward recomputes them.
- * Backward OVERWRITES dqkv (every element of it: q, k and v parts).
+ * Backward OVERWRITES dqkv (every element of it: q, k and v parts). With dbias (fp32
+ * [(NH+2*NKV)*HD], may be NULL) it also ADDS dqkv's column sums into dbias, the gradient
+ * of a bias added to qkv: the tensor-core path sums inside its kernels (fp32 values before
+ * rounding to dqkv's type), so dqkv is not read again; the scalar path runs a separate
+ * reduction over dqkv.
  *
  * Two implementations behind one interface. The tensor-core one (fp16/bf16, HD 64) is a
  * flash-attention style kernel with mma.sync m16n8k16 and fp32 accumulation: forward per
@@ -39,10 +43,10 @@ size_t lb_gpu_attention_scratch_bytes(int B, int T, int NH, int HD);
 lb_status lb_gpu_attention_forward(void *out, float *lse, const void *qkv, int B, int T, int NH,
                                    int NKV, int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
                                    cudaStream_t s, lb_err *err);
-lb_status lb_gpu_attention_backward(void *dqkv, void *scratch, const void *dout, const void *qkv,
-                                    const void *out, const float *lse, int B, int T, int NH,
-                                    int NKV, int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
-                                    cudaStream_t s, lb_err *err);
+lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *scratch, const void *dout,
+                                    const void *qkv, const void *out, const float *lse, int B,
+                                    int T, int NH, int NKV, int HD, lb_gpu_dtype dt,
+                                    lb_gpu_attn_impl impl, cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "gpu/act.cuh"
 #include "gpu/attention.cuh"
 #include "gpu/check.h"
@@ -37,6 +38,8 @@ struct lb_gpu_model {
     size_t es; /* bytes per activation element */
     lb_gpu_dtype dt;
     bool llama;
+    bool no_dgelu_bgrad; /* cuBLASLt has no DGELU + bias-gradient epilogue for these shapes */
+    bool x_fc_off, x_qkv_off; /* TEMPORARY measurement switches */
     lb_gpu_arena arena;
     lb_gpu_blas *blas;
     cudaStream_t stream;
@@ -69,6 +72,7 @@ struct lb_gpu_model {
 static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_model_params *p) {
     m->cfg = *cfg;
     m->p = *p;
+    m->x_fc_off = getenv("LB_X_FC_OFF") != NULL, m->x_qkv_off = getenv("LB_X_QKV_OFF") != NULL;
     lb_param_offsets_compute(cfg, &m->off);
     m->n_params = m->off.total;
     m->B = p->B, m->T = p->T, m->BT = (int64_t)p->B * p->T;
@@ -378,8 +382,9 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
 
 /* dinp[N, IC] = dout W (when dinp); dW = dout^T inp (written, not added: a layer matrix
  * gets no other gradient, so its gradient is not cleared before the step); db += column
- * sums of dout (a separate reduction: cuBLASLt's bias-gradient epilogue ran as an extra,
- * slower pass on the H200). */
+ * sums of dout when b_off >= 0 (a separate reduction: cuBLASLt's BGRADB epilogue on the
+ * dW product ran as an extra, slower pass on the H200). Callers whose bias gradient came
+ * out of the kernel that wrote dout pass b_off -1. */
 static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
                             const void *inp, int IC, int OC, int64_t w_off, int64_t b_off,
                             lb_err *err) {
@@ -525,12 +530,24 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                                          ln2_mean, ln2_rstd, m->BT, C, m->dt, m->stream, err));
         }
         /* MLP */
-        if (fuse_gelu(m)) { /* dfch = (dres Wout) * gelu'(fch) in one product */
+        bool fc_bias_done = false;
+        if (fuse_gelu(m)) {
+            /* dfch = (dres Wout) * gelu'(fch) in one product, which also writes the fc bias
+             * gradient (its only contribution of the step) where cuBLASLt offers that */
+            fc_bias_done = !m->no_dgelu_bgrad && !m->x_fc_off;
             lb_gpu_gemm g = {.m = m->BT, .n = m->H, .k = C, .a = m->dres, .lda = C,
                              .b = W(m, lo(m, l, o->mlp_out_w)), .ldb = m->H, .ab_type = m->dt,
                              .d = m->dfch, .ldd = m->H, .d_type = m->dt, .alpha = 1.0f,
-                             .epilogue = LB_EPI_DGELU, .aux = fch};
-            LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+                             .epilogue = fc_bias_done ? LB_EPI_DGELU_BGRAD : LB_EPI_DGELU,
+                             .aux = fch, .dbias = G(m, lo(m, l, o->mlp_in_b))};
+            lb_status st = lb_gpu_gemm_run(m->blas, &g, m->stream, err);
+            if (st == LB_ERR_UNSUPPORTED && fc_bias_done) {
+                LB_DEBUG("no DGELU_BGRAD epilogue (%s): the fc bias gradient by a reduction", err->msg);
+                m->no_dgelu_bgrad = true, fc_bias_done = false;
+                g.epilogue = LB_EPI_DGELU;
+                st = lb_gpu_gemm_run(m->blas, &g, m->stream, err);
+            }
+            LB_TRY(st);
             LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w),
                               lo(m, l, o->mlp_out_b), err));
         } else {
@@ -542,13 +559,17 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                 LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream, err));
         }
         LB_TRY(linear_bwd(m, m->dc, m->dfch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w),
-                          lo(m, l, o->mlp_in_b), err));
+                          fc_bias_done ? -1 : lo(m, l, o->mlp_in_b), err));
         LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
         /* attention */
         LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, lo(m, l, o->attn_out_w),
                           lo(m, l, o->attn_out_b), err));
-        LB_TRY(lb_gpu_attention_backward(m->dqkv, m->attn_scratch, m->dc, qkv, atty, lse, m->B, m->T,
-                                         m->NH, m->NKV, m->HD, m->dt,
+        /* the qkv bias gradient comes out of the attention backward, unless RoPE's backward
+         * changes dqkv afterwards (Llama, which has no biases anyway) */
+        bool qkv_bias_fused = !m->llama && !m->x_qkv_off;
+        float *dqkv_bias = qkv_bias_fused ? G(m, lo(m, l, o->qkv_b)) : NULL;
+        LB_TRY(lb_gpu_attention_backward(m->dqkv, dqkv_bias, m->attn_scratch, m->dc, qkv, atty,
+                                         lse, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                          m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
                                          m->stream, err));
         if (m->llama)
@@ -558,7 +579,7 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
             LB_TRY(lb_gpu_norm_recompute(ln1, x, W(m, lo(m, l, o->norm1_w)), W(m, lo(m, l, o->norm1_b)),
                                          ln1_mean, ln1_rstd, m->BT, C, m->dt, m->stream, err));
         LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, m->Q, lo(m, l, o->qkv_w),
-                          lo(m, l, o->qkv_b), err));
+                          qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
         LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b), err));
     }
     return lb_gpu_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B,

@@ -191,6 +191,15 @@ static void compare(ctx *c, const char *op, const char *shape, const prec_t *pr,
     if (!row->pass) c->rep->n_failed++;
 }
 
+/* out[c] = sum over rows r < n of x[r * cols + c] (double accumulation) */
+static void column_sums(float *out, const float *x, int64_t n, int cols) {
+    for (int c = 0; c < cols; c++) {
+        double acc = 0.0;
+        for (int64_t r = 0; r < n; r++) acc += x[r * cols + c];
+        out[c] = (float)acc;
+    }
+}
+
 /* Relative L2 comparison against a bound. */
 static void compare_l2(ctx *c, const char *op, const char *shape, const prec_t *pr, double bound,
                        const float *gpu, const float *ref, size_t n) {
@@ -360,6 +369,22 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
             check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
             down(c, gdx, d_dx, ni, pr->dt);
             compare(c, "matmul.bwd.dgelu", shape, pr, gdx, dpre, ni);
+            /* with the bias gradient (column sums of D) where cuBLASLt offers it: sums of N
+             * rounded terms, so relative L2 */
+            float *d_dpb = dev(c, (size_t)IC * 4);
+            gi.epilogue = LB_EPI_DGELU_BGRAD, gi.dbias = d_dpb;
+            lb_status st = c->st == LB_OK ? lb_gpu_gemm_run(blas, &gi, NULL, c->err) : c->st;
+            if (st != LB_ERR_UNSUPPORTED) {
+                check(c, st);
+                down(c, gdx, d_dx, ni, pr->dt);
+                compare(c, "matmul.bwd.dgelu+bgrad", shape, pr, gdx, dpre, ni);
+                float *colsum = hnew(IC);
+                column_sums(colsum, dpre, N, IC);
+                down(c, gdb, d_dpb, IC, LB_DT_F32);
+                if (c->st == LB_OK)
+                    compare_l2(c, "matmul.bwd.dgelu.dbias", shape, pr, pr->rtol / 4, gdb, colsum, IC);
+                free(colsum);
+            }
             free(pre);
         }
         free(gelu), free(dpre);
@@ -478,14 +503,16 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
     int W = (NH + 2 * NKV) * HD;
     size_t nq = (size_t)B * T * W, no = (size_t)B * T * NH * HD, na = (size_t)B * NH * T * T;
     float *qkv = hnew(nq), *dout = hnew(no), *ref = hnew(no), *att = hnew(na), *out = hnew(no);
-    float *dqkv = hnew(nq), *gdqkv = hnew(nq);
+    float *dqkv = hnew(nq), *gdqkv = hnew(nq), *db0 = hnew(W), *db = hnew(W), *gdb = hnew(W);
     randn(c, qkv, nq, 1.0f);
     randn(c, dout, no, 1.0f);
+    randn(c, db0, W, 1.0f);
     size_t es = lb_dtype_bytes(pr->dt);
     void *d_qkv = up(c, qkv, nq, pr->dt), *d_dout = up(c, dout, no, pr->dt);
     void *d_out = dev(c, no * es), *d_dqkv = dev(c, nq * es);
     float *d_lse = dev(c, (size_t)B * NH * T * 4);
     void *d_scr = dev(c, lb_gpu_attention_scratch_bytes(B, T, NH, HD));
+    float *d_db = up(c, db0, W, LB_DT_F32); /* the bias gradient's column sums add to it */
     if (c->st == LB_OK) {
         /* every element must be written: outputs start as NaN */
         check_cuda(c, cudaMemset(d_dqkv, 0xff, nq * es), "poison dqkv");
@@ -496,8 +523,10 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
         down(c, out, d_out, no, pr->dt);
         compare(c, "attention.fwd", shape, pr, out, ref, no);
         lb_ref_attention_backward(dqkv, dout, qkv, att, B, T, NH, NKV, HD);
-        check(c, lb_gpu_attention_backward(d_dqkv, d_scr, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HD, pr->dt, impl, 0, c->err));
+        check(c, lb_gpu_attention_backward(d_dqkv, d_db, d_scr, d_dout, d_qkv, d_out, d_lse, B, T,
+                                           NH, NKV, HD, pr->dt, impl, 0, c->err));
         down(c, gdqkv, d_dqkv, nq, pr->dt);
+        down(c, gdb, d_db, W, LB_DT_F32);
         /* Over a thousand keys the fp16/bf16 rounding of P and dS (which the fp32 reference
          * does not have) adds up in dK and dV until single elements brush the per-element
          * bound; the relative L2 error is the meaningful measure there. */
@@ -505,9 +534,14 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
             compare_l2(c, "attention.bwd", shape, pr, pr->rtol / 4, gdqkv, dqkv, nq);
         else
             compare(c, "attention.bwd", shape, pr, gdqkv, dqkv, nq);
+        /* the qkv bias gradient: db0 + column sums of dqkv (sums of B*T rounded terms) */
+        column_sums(db, dqkv, (int64_t)B * T, W);
+        for (int i = 0; i < W; i++) db[i] += db0[i];
+        if (c->st == LB_OK) compare_l2(c, "attention.bwd.dbias", shape, pr, pr->rtol / 4, gdb, db, W);
     }
     release(c);
     free(qkv), free(dout), free(ref), free(att), free(out), free(dqkv), free(gdqkv);
+    free(db0), free(db), free(gdb);
 }
 
 static void check_rope(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD) {
