@@ -128,17 +128,12 @@ void lb_gpu_blas_free(lb_gpu_blas *h) {
 
 int lb_gpu_blas_cached(const lb_gpu_blas *h) { return h ? h->n_cached : 0; }
 
-static bool has_aux(int e) {
-    return e == LB_EPI_GELU_AUX_BIAS || e == LB_EPI_DGELU || e == LB_EPI_DGELU_BGRAD;
-}
-
 static cublasLtEpilogue_t lt_epilogue(lb_gpu_epilogue e) {
     switch (e) {
     case LB_EPI_NONE: return CUBLASLT_EPILOGUE_DEFAULT;
     case LB_EPI_BIAS: return CUBLASLT_EPILOGUE_BIAS;
     case LB_EPI_GELU_AUX_BIAS: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case LB_EPI_DGELU: return CUBLASLT_EPILOGUE_DGELU;
-    case LB_EPI_DGELU_BGRAD: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
     }
     return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -156,15 +151,10 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
     LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     cublasLtEpilogue_t epi = lt_epilogue((lb_gpu_epilogue)k->epilogue);
     LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    if (has_aux(k->epilogue)) {
+    if (k->epilogue == LB_EPI_GELU_AUX_BIAS || k->epilogue == LB_EPI_DGELU) {
         int64_t ld_aux = k->ldd;
         LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                           &ld_aux, sizeof ld_aux));
-    }
-    if (k->epilogue == LB_EPI_DGELU_BGRAD) { /* fp32 bias gradient whatever D's type */
-        int32_t bt = CUDA_R_32F;
-        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                          &bt, sizeof bt));
     }
     cudaDataType_t abt = cuda_type((lb_gpu_dtype)k->ab_type), dt = cuda_type((lb_gpu_dtype)k->d_type);
     /* our B' as stored: [k,n] row-major = col-major n x k (ld n) when !trans_b;
@@ -294,10 +284,7 @@ static lb_status run_one(lb_gpu_blas *h, const lb_gpu_gemm *g, bool tf32, cudaSt
     if (g->epilogue == LB_EPI_BIAS || g->epilogue == LB_EPI_GELU_AUX_BIAS)
         LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                           &g->bias, sizeof g->bias));
-    if (g->epilogue == LB_EPI_DGELU_BGRAD)
-        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                          &g->dbias, sizeof g->dbias));
-    if (has_aux(g->epilogue))
+    if (g->epilogue == LB_EPI_GELU_AUX_BIAS || g->epilogue == LB_EPI_DGELU)
         LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                           &g->aux, sizeof g->aux));
     float beta = g->c != NULL ? g->beta : 0.0f;
@@ -381,7 +368,7 @@ lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb
     cudaStream_t s = (cudaStream_t)stream;
     if (g->ab_type != LB_DT_F32 || h->p.fp32_mode == LB_GPU_FP32_IEEE) return run_one(h, g, false, s, err);
     if (h->p.fp32_mode == LB_GPU_FP32_TF32) return run_one(h, g, true, s, err);
-    if (has_aux(g->epilogue))
+    if (g->epilogue == LB_EPI_GELU_AUX_BIAS || g->epilogue == LB_EPI_DGELU)
         return run_one(h, g, false, s, err); /* not split: plain fp32 */
     return run_split(h, g, s, err);
 }

@@ -44,8 +44,6 @@ typedef enum {
     LB_EPI_BIAS,          /* + bias[n] */
     LB_EPI_GELU_AUX_BIAS, /* aux = AB + bias (pre-activation); D = gelu_tanh(aux) */
     LB_EPI_DGELU,         /* D = (AB) * gelu_tanh'(aux): backward through the GELU */
-    LB_EPI_DGELU_BGRAD,   /* as LB_EPI_DGELU, and dbias[n] = column sums of D (fp32, written,
-                           * not added: whether cuBLASLt offers it is its heuristic's answer) */
 } lb_gpu_epilogue;
 
 typedef struct {
@@ -65,7 +63,6 @@ typedef struct {
     lb_gpu_epilogue epilogue;
     const void *bias; /* d_type elements, [n] */
     void *aux;        /* d_type, [m,n] with stride ldd */
-    float *dbias;     /* LB_EPI_DGELU_BGRAD: fp32 [n] */
 } lb_gpu_gemm;
 
 typedef enum {

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
 #include "gpu/act.cuh"
 #include "gpu/attention.cuh"
 #include "gpu/check.h"
@@ -38,8 +37,6 @@ struct lb_gpu_model {
     size_t es; /* bytes per activation element */
     lb_gpu_dtype dt;
     bool llama;
-    bool no_dgelu_bgrad; /* cuBLASLt has no DGELU + bias-gradient epilogue for these shapes */
-    bool x_fc_off, x_qkv_off; /* TEMPORARY measurement switches */
     lb_gpu_arena arena;
     lb_gpu_blas *blas;
     cudaStream_t stream;
@@ -72,7 +69,6 @@ struct lb_gpu_model {
 static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_model_params *p) {
     m->cfg = *cfg;
     m->p = *p;
-    m->x_fc_off = getenv("LB_X_FC_OFF") != NULL, m->x_qkv_off = getenv("LB_X_QKV_OFF") != NULL;
     lb_param_offsets_compute(cfg, &m->off);
     m->n_params = m->off.total;
     m->B = p->B, m->T = p->T, m->BT = (int64_t)p->B * p->T;
@@ -530,24 +526,12 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                                          ln2_mean, ln2_rstd, m->BT, C, m->dt, m->stream, err));
         }
         /* MLP */
-        bool fc_bias_done = false;
-        if (fuse_gelu(m)) {
-            /* dfch = (dres Wout) * gelu'(fch) in one product, which also writes the fc bias
-             * gradient (its only contribution of the step) where cuBLASLt offers that */
-            fc_bias_done = !m->no_dgelu_bgrad && !m->x_fc_off;
+        if (fuse_gelu(m)) { /* dfch = (dres Wout) * gelu'(fch) in one product */
             lb_gpu_gemm g = {.m = m->BT, .n = m->H, .k = C, .a = m->dres, .lda = C,
                              .b = W(m, lo(m, l, o->mlp_out_w)), .ldb = m->H, .ab_type = m->dt,
                              .d = m->dfch, .ldd = m->H, .d_type = m->dt, .alpha = 1.0f,
-                             .epilogue = fc_bias_done ? LB_EPI_DGELU_BGRAD : LB_EPI_DGELU,
-                             .aux = fch, .dbias = G(m, lo(m, l, o->mlp_in_b))};
-            lb_status st = lb_gpu_gemm_run(m->blas, &g, m->stream, err);
-            if (st == LB_ERR_UNSUPPORTED && fc_bias_done) {
-                LB_DEBUG("no DGELU_BGRAD epilogue (%s): the fc bias gradient by a reduction", err->msg);
-                m->no_dgelu_bgrad = true, fc_bias_done = false;
-                g.epilogue = LB_EPI_DGELU;
-                st = lb_gpu_gemm_run(m->blas, &g, m->stream, err);
-            }
-            LB_TRY(st);
+                             .epilogue = LB_EPI_DGELU, .aux = fch};
+            LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
             LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w),
                               lo(m, l, o->mlp_out_b), err));
         } else {
@@ -559,14 +543,14 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                 LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream, err));
         }
         LB_TRY(linear_bwd(m, m->dc, m->dfch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w),
-                          fc_bias_done ? -1 : lo(m, l, o->mlp_in_b), err));
+                          lo(m, l, o->mlp_in_b), err));
         LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
         /* attention */
         LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, lo(m, l, o->attn_out_w),
                           lo(m, l, o->attn_out_b), err));
         /* the qkv bias gradient comes out of the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama, which has no biases anyway) */
-        bool qkv_bias_fused = !m->llama && !m->x_qkv_off;
+        bool qkv_bias_fused = !m->llama;
         float *dqkv_bias = qkv_bias_fused ? G(m, lo(m, l, o->qkv_b)) : NULL;
         LB_TRY(lb_gpu_attention_backward(m->dqkv, dqkv_bias, m->attn_scratch, m->dc, qkv, atty,
                                          lse, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,

@@ -369,22 +369,6 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
             check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
             down(c, gdx, d_dx, ni, pr->dt);
             compare(c, "matmul.bwd.dgelu", shape, pr, gdx, dpre, ni);
-            /* with the bias gradient (column sums of D) where cuBLASLt offers it: sums of N
-             * rounded terms, so relative L2 */
-            float *d_dpb = dev(c, (size_t)IC * 4);
-            gi.epilogue = LB_EPI_DGELU_BGRAD, gi.dbias = d_dpb;
-            lb_status st = c->st == LB_OK ? lb_gpu_gemm_run(blas, &gi, NULL, c->err) : c->st;
-            if (st != LB_ERR_UNSUPPORTED) {
-                check(c, st);
-                down(c, gdx, d_dx, ni, pr->dt);
-                compare(c, "matmul.bwd.dgelu+bgrad", shape, pr, gdx, dpre, ni);
-                float *colsum = hnew(IC);
-                column_sums(colsum, dpre, N, IC);
-                down(c, gdb, d_dpb, IC, LB_DT_F32);
-                if (c->st == LB_OK)
-                    compare_l2(c, "matmul.bwd.dgelu.dbias", shape, pr, pr->rtol / 4, gdb, colsum, IC);
-                free(colsum);
-            }
             free(pre);
         }
         free(gelu), free(dpre);
