@@ -3,8 +3,10 @@
 # precisely it sends on schedule (the issue's "Capacity" benchmark).
 #
 # A synthetic server (`llmbench serve --synthetic`, zero TTFT/TPOT) runs on cores
-# SERVER_CPUS with THREADS workers so it is not the limit; the load generator is pinned to
-# CLIENT_CPU (core 0 is left to the system's interrupts by default). For non-streamed
+# SERVER_CPUS with THREADS workers (default: one per core) so it is not the limit; the load
+# generator is pinned to CLIENT_CPU. By default the server gets every core but core 0
+# (the system's interrupts) and the client's physical core (an SMT sibling busy with the
+# server would slow the client down by a varying amount). For non-streamed
 # answers and for streamed answers of 16 tokens, REPEAT times, it measures
 #   1. the maximum rate: Offline scenario, QUERIES queries, MAX_INFLIGHT in flight;
 #   2. the send lag at 80% of that rate: Server scenario (Poisson arrivals) for DURATION s
@@ -21,12 +23,24 @@
 # Around every run it reads the kernel's TCP retransmissions, listen-queue overflows and
 # softnet drops, so a lost packet (a 200 ms retransmission timeout) shows as such.
 # Targets: >= 20,000 non-streamed req/s, >= 5,000 streamed req/s, p99 lag < 1 ms at 80%.
+# FIXED_RATE=16000,4000 skips the maximum-rate runs and measures the lag at those rates
+# (80% of the targets themselves).
 set -eu
 BIN=${LLMBENCH:-./build/llmbench}
 HERE=$(cd "$(dirname "$0")" && pwd)
-SERVER_CPUS=${SERVER_CPUS:-2-15}
 CLIENT_CPU=${CLIENT_CPU:-1}
-THREADS=${THREADS:-14}
+# siblings: the logical CPUs sharing CLIENT_CPU's physical core (SMT), one per line
+siblings() {
+    f=/sys/devices/system/cpu/cpu$CLIENT_CPU/topology/thread_siblings_list
+    [ -r "$f" ] || { echo "$CLIENT_CPU"; return; }
+    tr ',' '\n' < "$f" | awk -F- '{ if (NF == 2) for (i = $1; i <= $2; i++) print i; else print $1 }'
+}
+# default server cores: every CPU but 0 (the system's interrupts) and the client's
+# physical core, so the server never competes with the load generator for one core
+if [ -z "${SERVER_CPUS:-}" ]; then
+    SERVER_CPUS=$(seq 1 $(($(nproc) - 1)) | grep -v -x -F "$(siblings)" | paste -sd, -)
+fi
+THREADS=${THREADS:-$(echo "$SERVER_CPUS" | tr ',' '\n' | wc -l)}
 QUERIES=${QUERIES:-100000}
 MAX_INFLIGHT=${MAX_INFLIGHT:-256}
 DURATION=${DURATION:-10}
@@ -43,32 +57,36 @@ SERVER_PID=$!
 read -r LINE < "$WORK/port"
 URL=${LINE##* }
 echo "server: $URL (cores $SERVER_CPUS, $THREADS threads); load generator on core $CLIENT_CPU"
+echo "client core $CLIENT_CPU shares its physical core with: $(siblings | paste -sd, -)"
 echo "host: $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "llmbench: $("$BIN" --version)"
 
 COMMON="--endpoint $URL --synthetic 1000 --input-len fixed:16 --max-tokens $TOKENS --retries 0 --db $WORK/runs.db -q"
 
-# netcount: TCP segments retransmitted, listen overflows, softnet drops (kernel totals)
+# netcount: kernel totals, one "name value" per line: TCP segments retransmitted and the
+# TcpExt counters that say why (loss probes, timeouts, drops at the socket), softnet
+# drops, and the time the hypervisor took (steal, /proc/stat ticks) from the client's
+# core and from all cores
 netcount() {
-    retrans=$(awk '/^Tcp:/ { if (h) { for (i = 1; i <= NF; i++) if (k[i] == "RetransSegs") print $i; exit } for (i = 1; i <= NF; i++) k[i] = $i; h = 1 }' /proc/net/snmp)
-    overflow=$(awk '/^TcpExt:/ { if (h) { for (i = 1; i <= NF; i++) if (k[i] == "ListenOverflows") print $i; exit } for (i = 1; i <= NF; i++) k[i] = $i; h = 1 }' /proc/net/netstat)
-    drops=0
-    for d in $(awk '{ print $2 }' /proc/net/softnet_stat); do drops=$((drops + 0x$d)); done
-    echo "$retrans $overflow $drops"
+    awk '/^Tcp:/ { if (h) { for (i = 1; i <= NF; i++) if (k[i] == "RetransSegs") print "RetransSegs", $i; exit } for (i = 1; i <= NF; i++) k[i] = $i; h = 1 }' /proc/net/snmp
+    awk '/^TcpExt:/ { if (h) { for (i = 2; i <= NF; i++) if (k[i] ~ /^(ListenOverflows|TCPLossProbes|TCPTimeouts|TCPBacklogDrop|TCPRcvQDrop|TCPZeroWindowDrop|TCPOFODrop|TCPFastRetrans|TCPSlowStartRetrans|TCPAbortOnMemory|PruneCalled|RcvPruned)$/) print k[i], $i; exit } for (i = 1; i <= NF; i++) k[i] = $i; h = 1 }' /proc/net/netstat
+    d=0
+    for x in $(awk '{ print $2 }' /proc/net/softnet_stat); do d=$((d + 0x$x)); done
+    echo "SoftnetDrops $d"
+    awk -v c="cpu$CLIENT_CPU" '$1 == c { print "StealClientCore", $9 } $1 == "cpu" { print "StealAll", $9 }' /proc/stat
 }
 
 # run NAME ARGS...: one load run pinned to the client core; keeps its summary and prints
-# what the kernel counted meanwhile.
+# what the kernel counted meanwhile (the counters that moved).
 run() {
     name=$1
     shift
     echo "+ taskset -c $CLIENT_CPU $BIN load $COMMON $*" >&2
-    before=$(netcount)
+    netcount > "$WORK/$name.before"
     # shellcheck disable=SC2086
     taskset -c "$CLIENT_CPU" "$BIN" load $COMMON "$@" > "$WORK/$name.txt"
-    after=$(netcount)
-    set -- $before $after
-    echo "  ($name: kernel counted $(($4 - $1)) TCP retransmissions, $(($5 - $2)) listen overflows, $(($6 - $3)) softnet drops)"
+    netcount > "$WORK/$name.after"
+    echo "  ($name: kernel counted $(awk 'NR == FNR { b[$1] = $2; next } $2 != b[$1] { printf "%s%s +%d", sep, $1, $2 - b[$1]; sep = "," } END { if (!sep) printf "nothing" }' "$WORK/$name.before" "$WORK/$name.after"))"
 }
 field() { # field NAME KEY: the value after "KEY" in the run's summary
     grep -m1 "^$2" "$WORK/$1.txt" | sed 's/.*: *//'
@@ -87,14 +105,18 @@ while [ "$r" -le "$REPEAT" ]; do
     for mode in non-streamed streamed; do
         flag=""
         [ "$mode" = non-streamed ] && flag="--no-stream"
-        run "max-$mode-$r" $flag --scenario offline --min-queries "$QUERIES" --max-inflight "$MAX_INFLIGHT"
-        rate=$(field "max-$mode-$r" "Samples per second:")
-        failed=$(field "max-$mode-$r" "Failed queries")
-        echo "[$r] $mode: max rate $rate req/s over $QUERIES queries ($failed failed, $MAX_INFLIGHT in flight)"
-        target=$(awk -v r="$rate" 'BEGIN { printf "%.0f", 0.8 * r }')
+        if [ -n "${FIXED_RATE:-}" ]; then # FIXED_RATE=NONSTREAMED,STREAMED: lag runs only
+            target=$(echo "$FIXED_RATE" | cut -d, -f$([ "$mode" = streamed ] && echo 2 || echo 1))
+        else
+            run "max-$mode-$r" $flag --scenario offline --min-queries "$QUERIES" --max-inflight "$MAX_INFLIGHT"
+            rate=$(field "max-$mode-$r" "Samples per second:")
+            failed=$(field "max-$mode-$r" "Failed queries")
+            echo "[$r] $mode: max rate $rate req/s over $QUERIES queries ($failed failed, $MAX_INFLIGHT in flight)"
+            target=$(awk -v r="$rate" 'BEGIN { printf "%.0f", 0.8 * r }')
+        fi
         run "lag-$mode-$r" $flag --scenario server --qps "$target" --min-duration "$DURATION" \
             --max-inflight "$LAG_INFLIGHT" --out "$WORK/lag-$mode-$r"
-        echo "[$r] $mode: at 80% = $target req/s, ${DURATION} s, $LAG_INFLIGHT in flight: $(lagline "lag-$mode-$r")"
+        echo "[$r] $mode: at $target req/s, ${DURATION} s, $LAG_INFLIGHT in flight: $(lagline "lag-$mode-$r")"
         python3 "$HERE/loadgen_lag_episodes.py" "$WORK/lag-$mode-$r" | head -8
     done
     r=$((r + 1))
