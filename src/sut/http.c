@@ -468,6 +468,17 @@ void lb_http_free(lb_http_client *c) {
     curl_global_cleanup();
 }
 
+/* The options every easy handle of the client shares: the ones libcurl compares when it
+ * looks for an idle connection to reuse, so the connections lb_http_preconnect opens are
+ * the ones requests find. */
+static void set_transport(lb_http_client *c, CURL *e) {
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->p.connect_timeout_ms);
+}
+
 static xfer *new_xfer(lb_http_client *c) {
     if (c->n_all == c->cap_all) {
         size_t cap = c->cap_all ? c->cap_all * 2 : 64;
@@ -489,12 +500,8 @@ static xfer *new_xfer(lb_http_client *c) {
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    set_transport(c, e);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->p.timeout_ms);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->p.connect_timeout_ms);
     c->all[c->n_all++] = x;
     return x;
 }
@@ -645,11 +652,7 @@ lb_status lb_http_preconnect(lb_http_client *c, const char *url, int64_t n, int6
         curl_easy_setopt(e, CURLOPT_URL, url);
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers);
-        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->p.connect_timeout_ms);
+        set_transport(c, e);
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->p.connect_timeout_ms + 5000L);
         if (curl_multi_add_handle(sh->multi, e) != CURLM_OK) {
             curl_easy_cleanup(e);
