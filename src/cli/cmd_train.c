@@ -60,7 +60,7 @@ int lb_cmd_train(int argc, char **argv) {
         {"--data", LB_ARG_STRING, &p->data, "SRC", "synthetic (default), repeat (one batch every step) or FILE.bin (llm.c token shard)"},
         {"--seed", LB_ARG_INT, &seed, "S", "seed of weights and synthetic data (default 1337)", 0, 9.2e18},
         {"--tf32", LB_ARG_FLAG, &tf32, NULL, "CUDA fp32: matrix products in one TF32 tensor-core pass (same as --fp32-matmul tf32)"},
-        {"--fp32-matmul", LB_ARG_CHOICE, &fp32_matmul, NULL, "CUDA fp32 matrix products: ieee = fp32 on CUDA cores (default); tf32 = one TF32 pass, relative error ~1e-5 to 4e-5; 3xtf32 = each operand split into a TF32 head and tail and three TF32 passes: fp32-level error (~2^-22 relative), more device memory for the split copies", 0, 0, LB_GPU_FP32_MODE_CHOICES},
+        {"--fp32-matmul", LB_ARG_CHOICE, &fp32_matmul, NULL, "CUDA fp32 matrix products: ieee = fp32 on CUDA cores (default); tf32 = one TF32 pass, relative error ~1e-5 to 4e-5; 3xtf32 = each operand split into a TF32 head and tail and three TF32 passes: error close to fp32's (~2^-22 relative; up to ~2.5e-6 over very long sums), more device memory for the split copies", 0, 0, LB_GPU_FP32_MODE_CHOICES},
         {"--recompute", LB_ARG_FLAG, &p->recompute, NULL, "CUDA: recompute activations in backward to save memory"},
         {"--gemm-heuristic-only", LB_ARG_FLAG, &p->gemm_heuristic_only, NULL, "CUDA: take cuBLASLt's first heuristic algorithm for each product instead of timing its candidates (the same algorithms in every run)"},
         {"--peak-tflops", LB_ARG_DOUBLE, &p->peak_tflops, "X", "dense peak TFLOP/s for MFU when the GPU is not in the table", 1e-3, 1e6},

@@ -19,7 +19,7 @@
  * operand X into hi (X rounded to TF32) and lo = X - hi (gpu/tf32.h) and runs
  * D = A_hi B_hi (with the caller's beta, C and bias), then D += A_hi B_lo + A_lo B_hi
  * (one product over 2k) as TF32 tensor-core products (A_lo B_lo, ~2^-22 relative, is
- * dropped): fp32-level error at three TF32 products' FLOPs. The copies live in a scratch
+ * dropped): near-fp32 error at three TF32 products' FLOPs. The copies live in a scratch
  * buffer the caller gives the handle (lb_gpu_gemm_split_bytes sizes it). The GELU
  * epilogues are not split: their problems run as IEEE fp32 products in that mode (the
  * model computes fp32 GELU with its own kernels, so it never asks for them).
@@ -68,7 +68,7 @@ typedef struct {
 typedef enum {
     LB_GPU_FP32_IEEE = 0, /* fp32 kernels on CUDA cores */
     LB_GPU_FP32_TF32,     /* one TF32 tensor-core pass (--tf32) */
-    LB_GPU_FP32_3XTF32,   /* hi/lo split, three TF32 passes: fp32-level error */
+    LB_GPU_FP32_3XTF32,   /* hi/lo split, three TF32 passes: near-fp32 error */
 } lb_gpu_fp32_mode;
 
 #define LB_GPU_FP32_MODE_CHOICES "ieee|tf32|3xtf32"

@@ -19,7 +19,7 @@ extern "C" {
 typedef enum {
     LB_PEAK_FP32 = 0, /* plain fp32 (CUDA cores) */
     LB_PEAK_TF32,     /* fp32 storage, TF32 tensor cores */
-    LB_PEAK_3XTF32,   /* fp32-accurate products as three TF32 passes: TF32 rate / 3 */
+    LB_PEAK_3XTF32,   /* fp32 products as three TF32 passes (near-fp32 error): TF32 rate / 3 */
     LB_PEAK_BF16,     /* bf16 and fp16 tensor cores, fp32 accumulate */
 } lb_peak_kind;
 
