@@ -205,7 +205,7 @@ int lb_cmd_load(int argc, char **argv) {
          "set-up; 0 = none (default: as many as may be in flight, for Server at most one "
          "second of arrivals but 64)", 0, 1e6, NULL},
         {"--warmup", LB_ARG_INT, &warmup, "N",
-         "send N unrecorded queries first, opening connections (default 0)", 0, 1e9, NULL},
+         "send N unrecorded queries first to warm the server up (default 0)", 0, 1e9, NULL},
         {"--seed", LB_ARG_INT, &seed, "N", "sample order and arrival seed (default 1)", 0, 1e18,
          NULL},
         {"--model-key", LB_ARG_STRING, &model_key, "KEY",

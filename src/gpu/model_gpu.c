@@ -549,7 +549,7 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, lo(m, l, o->attn_out_w),
                           lo(m, l, o->attn_out_b), err));
         /* the qkv bias gradient comes out of the attention backward, unless RoPE's backward
-         * changes dqkv afterwards (Llama, which has no biases anyway) */
+         * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
         bool qkv_bias_fused = !m->llama;
         float *dqkv_bias = qkv_bias_fused ? G(m, lo(m, l, o->qkv_b)) : NULL;
         LB_TRY(lb_gpu_attention_backward(m->dqkv, dqkv_bias, m->attn_scratch, m->dc, qkv, atty,

@@ -323,8 +323,8 @@ static lb_status preconnect(run *R, int64_t *opened, lb_err *err) {
         if (n <= 0) n = 1024;
         if (R->open_loop && (int64_t)R->n_planned < n) n = (int64_t)R->n_planned;
         int64_t second = (int64_t)ceil(R->target_qps);
-        if (R->p->scenario == LB_SCENARIO_SERVER && (second > 64 ? second : 64) < n)
-            n = second > 64 ? second : 64;
+        if (second < 64) second = 64;
+        if (R->p->scenario == LB_SCENARIO_SERVER && second < n) n = second;
     }
     int64_t t = lb_clock_now_ns();
     LB_TRY(lb_pool_preconnect(R->pool, n, opened, err));
@@ -338,7 +338,8 @@ static lb_status preconnect(run *R, int64_t *opened, lb_err *err) {
 }
 
 /* Sends warmup_queries unrecorded requests, as many at once as the step may have in
- * flight, so the connections the step needs are open before its t0. */
+ * flight, so the server is warm before the step's t0 (the connections are opened by
+ * preconnect). */
 static void warm_up(run *R) {
     const lb_loadgen_params *p = R->p;
     int64_t n = p->warmup_queries, sent = 0;
