@@ -13,7 +13,21 @@
  * flight, 5,100 with 4,096). The client therefore runs several multi handles of at most
  * SHARD_CONNECTIONS connections each, all on the one epoll set, and gives each transfer
  * to the shard with the fewest in flight for its replica; connections opened before a
- * run are spread the same way, so each shard finds them idle where it needs them. */
+ * run are spread the same way, so each shard finds them idle where it needs them.
+ *
+ * Parked sockets: libcurl asks to stop watching a socket when a transfer ends on a
+ * kept-alive connection and to watch it again when the connection is reused, two
+ * epoll_ctl calls per request. A connection socket that was watched for input only stays
+ * in the epoll set instead ("parked", in the client's own per-socket table), and the next
+ * request on it costs no call. An idle connection gets no data, so a parked socket is
+ * quiet until the server closes it (or sends stray bytes): then it leaves the set for
+ * real (level-triggered, it would be reported again and again) and libcurl, which checks
+ * an idle connection before it reuses it, finds it closed by itself. The table is kept
+ * true by libcurl's socket callbacks: a socket is only parked when libcurl created it (the
+ * sockopt callback) and closes it through the client (the close callback: the kernel
+ * drops a closed socket from the set, and its number may come back as a new socket).
+ * Not done: libcurl 7.88 also polls a connection before reusing it and once after
+ * sending a request (two poll calls per request); it has no option to skip either. */
 #include "sut/http.h"
 
 #include <curl/curl.h>
@@ -47,6 +61,14 @@ typedef struct {
     int64_t deadline_ns;        /* libcurl's timer for this multi, -1 when none */
     uint32_t load[MAX_KEYS];    /* transfers in flight here, per replica */
 } shard;
+
+/* What the client knows of one socket of libcurl's, indexed by its number. */
+typedef struct {
+    uint32_t events; /* EPOLLIN/EPOLLOUT it is registered for, 0: not in the epoll set */
+    uint32_t shard;  /* the shard whose tag it is registered with */
+    bool ours;       /* libcurl made it a connection socket and closes it through on_close */
+    bool parked;     /* libcurl stopped watching it (idle connection); still in the set */
+} sock_state;
 
 typedef struct xfer {
     CURL *easy;
@@ -83,6 +105,8 @@ struct lb_http_client {
      * others, and under load a socket could wait for hundreds of milliseconds). */
     struct epoll_event ev[MAX_EVENTS];
     int ev_next, ev_n;
+    sock_state *socks; /* by socket number */
+    size_t n_socks;
     lb_http_params p;
     lb_http_callbacks cb;
     void *user;
@@ -220,29 +244,77 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
     return rc == 0 ? n : 0;
 }
 
+/* Drops the events taken from epoll for socket s and not served yet: its number may be
+ * reused at once. */
+static void forget_pending(lb_http_client *c, curl_socket_t s) {
+    for (int i = c->ev_next; i < c->ev_n; i++)
+        if (c->ev[i].data.u64 != TIMER_TAG && (int)(uint32_t)c->ev[i].data.u64 == s)
+            c->ev[i].events = 0;
+}
+
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
-    (void)easy;
+    (void)easy, (void)socketp;
     shard *sh = userp;
     lb_http_client *c = sh->c;
-    uint64_t tag = (uint64_t)sh->index << 32 | (uint32_t)s;
+    sock_state *st = s >= 0 && (size_t)s < c->n_socks && c->socks[s].ours ? &c->socks[s] : NULL;
     if (what == CURL_POLL_REMOVE) {
+        forget_pending(c, s);
+        if (st != NULL && st->events == EPOLLIN) { /* an idle connection from now on */
+            st->parked = true;
+            return 0;
+        }
         epoll_ctl(c->epfd, EPOLL_CTL_DEL, s, NULL);
-        curl_multi_assign(sh->multi, s, NULL);
-        for (int i = c->ev_next; i < c->ev_n; i++) /* its number may be reused at once */
-            if (c->ev[i].data.u64 == tag) c->ev[i].events = 0;
+        /* not parkable (a connect attempt, which libcurl may close without on_close): the
+         * table forgets it */
+        if (st != NULL) *st = (sock_state){0};
         return 0;
     }
-    struct epoll_event ev = {.events = 0, .data.u64 = tag};
+    struct epoll_event ev = {.events = 0, .data.u64 = (uint64_t)sh->index << 32 | (uint32_t)s};
     if (what & CURL_POLL_IN) ev.events |= EPOLLIN;
     if (what & CURL_POLL_OUT) ev.events |= EPOLLOUT;
-    if (socketp == NULL) {
+    if (st == NULL) { /* a socket libcurl did not make through on_sockopt: no state */
+        if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, s, &ev) != 0 && errno == ENOENT)
+            epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev);
+        return 0;
+    }
+    st->parked = false;
+    if (st->events == ev.events && st->shard == sh->index) return 0; /* as registered */
+    if (st->events == 0) {
         if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST)
             epoll_ctl(c->epfd, EPOLL_CTL_MOD, s, &ev);
-        curl_multi_assign(sh->multi, s, sh);
     } else if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, s, &ev) != 0 && errno == ENOENT) {
+        /* closed behind the table's back and its number reused: no longer ours */
         epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev);
+        st->ours = false;
     }
+    st->events = ev.events;
+    st->shard = sh->index;
     return 0;
+}
+
+/* libcurl made s for a connection: from now on the table follows it until on_close. */
+static int on_sockopt(void *clientp, curl_socket_t s, curlsocktype purpose) {
+    lb_http_client *c = clientp;
+    if (purpose != CURLSOCKTYPE_IPCXN || s < 0) return CURL_SOCKOPT_OK;
+    if ((size_t)s >= c->n_socks) {
+        size_t n = c->n_socks ? c->n_socks : 256;
+        while (n <= (size_t)s) n *= 2;
+        sock_state *t = realloc(c->socks, n * sizeof *t);
+        if (t == NULL) return CURL_SOCKOPT_ERROR;
+        memset(t + c->n_socks, 0, (n - c->n_socks) * sizeof *t);
+        c->socks = t;
+        c->n_socks = n;
+    }
+    c->socks[s] = (sock_state){.ours = true};
+    return CURL_SOCKOPT_OK;
+}
+
+/* libcurl closes a connection socket: closing drops it from the epoll set. */
+static int on_close(void *clientp, curl_socket_t s) {
+    lb_http_client *c = clientp;
+    if (s >= 0 && (size_t)s < c->n_socks) c->socks[s] = (sock_state){0};
+    forget_pending(c, s);
+    return close(s);
 }
 
 static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
@@ -464,6 +536,7 @@ void lb_http_free(lb_http_client *c) {
     }
     if (c->epfd >= 0) close(c->epfd);
     if (c->tfd >= 0) close(c->tfd);
+    free(c->socks);
     free(c);
     curl_global_cleanup();
 }
@@ -477,6 +550,10 @@ static void set_transport(lb_http_client *c, CURL *e) {
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)c->p.connect_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, c);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, c);
 }
 
 static xfer *new_xfer(lb_http_client *c) {
@@ -598,6 +675,13 @@ int lb_http_run(lb_http_client *c, int64_t until_ns) {
             }
             shard *sh = &c->shards[e->data.u64 >> 32];
             int fd = (int)(uint32_t)e->data.u64;
+            if ((size_t)fd < c->n_socks && c->socks[fd].parked) {
+                /* an idle connection closed by the server, or stray bytes: out of the
+                 * set; libcurl checks the connection before it reuses it */
+                epoll_ctl(c->epfd, EPOLL_CTL_DEL, fd, NULL);
+                c->socks[fd] = (sock_state){.ours = true};
+                continue;
+            }
             int flags = 0, running;
             if (e->events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) flags |= CURL_CSELECT_IN;
             if (e->events & EPOLLOUT) flags |= CURL_CSELECT_OUT;

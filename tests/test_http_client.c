@@ -1,0 +1,189 @@
+/* test_http_client.c: the HTTP client's event loop (sut/http.c) against a small server
+ * written here that closes a keep-alive connection once it has been idle for
+ * IDLE_CLOSE_MS, as many servers do. The client keeps the sockets of idle connections in
+ * its epoll set; these tests check that kept-alive connections are reused, that idle
+ * connections the server closes cost the client no CPU time, and that the next requests
+ * succeed on new connections. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "sut/http.h"
+#include "test_util.h"
+
+#define IDLE_CLOSE_MS 200 /* the server closes a connection idle this long */
+#define MAX_CONNS 16
+#define N_REQUESTS 4
+
+static const char BODY[] =
+    "{\"choices\":[{\"text\":\"hi\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}";
+
+typedef struct {
+    int fd;
+    size_t len;
+    char buf[4096];
+    int64_t idle_since_ns;
+} conn;
+
+/* Answers one request at the start of c->buf if it is all there; returns 0 when not. */
+static int answer_one(conn *c) {
+    c->buf[c->len] = '\0';
+    char *end = strstr(c->buf, "\r\n\r\n");
+    if (end == NULL) return 0;
+    size_t body = 0;
+    char *cl = strcasestr(c->buf, "content-length:");
+    if (cl != NULL && cl < end) body = strtoul(cl + 15, NULL, 10);
+    size_t total = (size_t)(end + 4 - c->buf) + body;
+    if (c->len < total) return 0;
+    char out[512];
+    int n = snprintf(out, sizeof out,
+                     "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     strlen(BODY), BODY);
+    if (write(c->fd, out, (size_t)n) != n) return -1;
+    memmove(c->buf, c->buf + total, c->len - total);
+    c->len -= total;
+    c->idle_since_ns = lb_clock_now_ns();
+    return 1;
+}
+
+/* The server child: keep-alive HTTP/1.1, every request answered with BODY, connections
+ * closed after IDLE_CLOSE_MS without a request. Runs until killed. */
+static void serve_closing_idle(int lfd) {
+    conn cs[MAX_CONNS];
+    int n = 0;
+    for (;;) {
+        struct pollfd pf[MAX_CONNS + 1];
+        for (int i = 0; i < n; i++) pf[i] = (struct pollfd){.fd = cs[i].fd, .events = POLLIN};
+        pf[n] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        poll(pf, (nfds_t)n + 1, 10);
+        int64_t now = lb_clock_now_ns();
+        for (int i = n - 1; i >= 0; i--) {
+            bool drop = false;
+            if (pf[i].revents) {
+                ssize_t r = read(cs[i].fd, cs[i].buf + cs[i].len, sizeof cs[i].buf - 1 - cs[i].len);
+                if (r <= 0) drop = true;
+                else cs[i].len += (size_t)r;
+                int a;
+                while (!drop && (a = answer_one(&cs[i])) != 0) drop = a < 0;
+            }
+            if (cs[i].len == 0 && now - cs[i].idle_since_ns > IDLE_CLOSE_MS * 1000000LL)
+                drop = true;
+            if (drop) {
+                close(cs[i].fd);
+                cs[i] = cs[--n];
+            }
+        }
+        if ((pf[n].revents & POLLIN) && n < MAX_CONNS) {
+            int fd = accept(lfd, NULL, NULL);
+            if (fd >= 0) cs[n++] = (conn){.fd = fd, .idle_since_ns = lb_clock_now_ns()};
+        }
+    }
+}
+
+typedef struct {
+    int ok, failed, new_connections;
+} tally;
+
+static void on_done(void *user, const lb_http_outcome *o) {
+    tally *t = user;
+    if (o->error == LB_QERR_NONE && o->http_status == 200 && o->completion_tokens == 1) t->ok++;
+    else t->failed++;
+    t->new_connections += o->new_connection;
+}
+
+/* Sends N_REQUESTS at once and serves the client until they are all answered. */
+static void send_round(lb_http_client *c, const char *url, tally *t) {
+    *t = (tally){0};
+    lb_err err;
+    for (int i = 0; i < N_REQUESTS; i++) {
+        lb_http_request req = {.tag = (uint64_t)i, .body = "{}", .body_len = 2};
+        assert_int_equal(lb_http_submit(c, url, &req, &err), LB_OK);
+    }
+    int64_t give_up = lb_clock_now_ns() + 5000000000LL;
+    while (lb_http_inflight(c) > 0 && lb_clock_now_ns() < give_up)
+        lb_http_run(c, lb_clock_now_ns() + 10000000);
+    assert_int_equal(lb_http_inflight(c), 0);
+}
+
+static int64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void test_http_idle_connections_closed_by_the_server_cost_no_cpu(void **state) {
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 64), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        serve_closing_idle(lfd);
+        _exit(0);
+    }
+    close(lfd);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", ntohs(a.sin_port));
+
+    lb_http_params p = lb_http_default_params();
+    p.stream = false;
+    p.timeout_ms = 5000;
+    p.max_connections = 8;
+    lb_http_callbacks cb = {.on_done = on_done};
+    tally t;
+    lb_http_client *c = NULL;
+    lb_err err;
+    assert_int_equal(lb_http_init(&c, &p, &cb, &t, &err), LB_OK);
+
+    send_round(c, url, &t);
+    assert_int_equal(t.ok, N_REQUESTS);
+    assert_int_equal(t.new_connections, N_REQUESTS);
+    /* at once again: the same connections, whose sockets stayed registered meanwhile */
+    send_round(c, url, &t);
+    assert_int_equal(t.ok, N_REQUESTS);
+    assert_int_equal(t.new_connections, 0);
+
+    /* idle while the server closes them: the closed sockets must not keep the loop busy
+     * (a level-triggered socket left in the set would be reported again and again) */
+    int64_t cpu0 = thread_cpu_ns(), until = lb_clock_now_ns() + 3 * IDLE_CLOSE_MS * 1000000LL;
+    while (lb_clock_now_ns() < until) lb_http_run(c, until);
+    int64_t cpu_ns = thread_cpu_ns() - cpu0;
+    assert_true(cpu_ns < 60000000); /* of 600 ms: a busy loop takes most of it */
+
+    send_round(c, url, &t);
+    assert_int_equal(t.ok, N_REQUESTS);
+    assert_int_equal(t.failed, 0);
+    assert_int_equal(t.new_connections, N_REQUESTS);
+
+    lb_http_free(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_http_idle_connections_closed_by_the_server_cost_no_cpu),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
