@@ -8,7 +8,11 @@
 # (the system's interrupts) and the client's physical core (an SMT sibling busy with the
 # server would slow the client down by a varying amount). For non-streamed
 # answers and for streamed answers of 16 tokens, REPEAT times, it measures
-#   1. the maximum rate: Offline scenario, QUERIES queries, MAX_INFLIGHT in flight;
+#   1. the maximum rate: Offline scenario, MAX_INFLIGHT in flight, MAX_QUERIES queries:
+#      by default as many as last MAX_SECONDS (default DURATION) at the rate a short probe
+#      of PROBE_QUERIES queries reached, so that the 80% of step 2 is taken of a rate
+#      sustained as long as the lag run lasts (100,000 queries last about 2 s
+#      non-streamed: 80% of a fast stretch can be more than a slower stretch sustains);
 #   2. the send lag at 80% of that rate: Server scenario (Poisson arrivals) for DURATION s
 #      with LAG_INFLIGHT (default MAX_INFLIGHT) in flight at most and as many connections
 #      opened before t0 (the load generator's default). The same connection count as in 1
@@ -24,7 +28,8 @@
 # softnet drops, so a lost packet (a 200 ms retransmission timeout) shows as such.
 # Targets: >= 20,000 non-streamed req/s, >= 5,000 streamed req/s, p99 lag < 1 ms at 80%.
 # FIXED_RATE=16000,4000 skips the maximum-rate runs and measures the lag at those rates
-# (80% of the targets themselves).
+# (80% of the targets themselves). RESULT=DIR keeps every run's summary and kernel
+# counters and the output there (the per-query detail stays behind: it is large).
 set -eu
 BIN=${LLMBENCH:-./build/llmbench}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -41,14 +46,25 @@ if [ -z "${SERVER_CPUS:-}" ]; then
     SERVER_CPUS=$(seq 1 $(($(nproc) - 1)) | grep -v -x -F "$(siblings)" | paste -sd, -)
 fi
 THREADS=${THREADS:-$(echo "$SERVER_CPUS" | tr ',' '\n' | wc -l)}
-QUERIES=${QUERIES:-100000}
 MAX_INFLIGHT=${MAX_INFLIGHT:-256}
 DURATION=${DURATION:-10}
+MAX_SECONDS=${MAX_SECONDS:-$DURATION}
+PROBE_QUERIES=${PROBE_QUERIES:-20000}
 LAG_INFLIGHT=${LAG_INFLIGHT:-$MAX_INFLIGHT}
 REPEAT=${REPEAT:-1}
 TOKENS=16
 WORK=$(mktemp -d /tmp/lb_capacity.XXXXXX)
-trap 'kill "$SERVER_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT INT TERM
+RESULT=${RESULT:-}
+# on exit: stop the server, keep the summaries in RESULT (when set), remove WORK
+finish() {
+    kill "$SERVER_PID" 2>/dev/null || true
+    if [ -n "$RESULT" ]; then
+        mkdir -p "$RESULT"
+        cp "$WORK"/*.txt "$WORK"/*.before "$WORK"/*.after "$WORK/serve.err" "$RESULT/" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+}
+trap finish EXIT INT TERM
 
 mkfifo "$WORK/port"
 taskset -c "$SERVER_CPUS" "$BIN" serve --synthetic --port 0 --threads "$THREADS" \
@@ -106,18 +122,27 @@ while [ "$r" -le "$REPEAT" ]; do
         flag=""
         [ "$mode" = non-streamed ] && flag="--no-stream"
         if [ -n "${FIXED_RATE:-}" ]; then # FIXED_RATE=NONSTREAMED,STREAMED: lag runs only
-            target=$(echo "$FIXED_RATE" | cut -d, -f$([ "$mode" = streamed ] && echo 2 || echo 1))
+            target=$(echo "$FIXED_RATE" | cut -d, -f"$([ "$mode" = streamed ] && echo 2 || echo 1)")
         else
-            run "max-$mode-$r" $flag --scenario offline --min-queries "$QUERIES" --max-inflight "$MAX_INFLIGHT"
+            queries=${MAX_QUERIES:-}
+            if [ -z "$queries" ]; then # as many as last MAX_SECONDS at the probe's rate
+                run "probe-$mode-$r" $flag --scenario offline --min-queries "$PROBE_QUERIES" \
+                    --max-inflight "$MAX_INFLIGHT"
+                probe=$(field "probe-$mode-$r" "Samples per second:")
+                queries=$(awk -v r="$probe" -v s="$MAX_SECONDS" 'BEGIN { printf "%.0f", r * s }')
+                echo "[$r] $mode: probe $probe req/s over $PROBE_QUERIES queries: $queries queries for ${MAX_SECONDS} s"
+            fi
+            run "max-$mode-$r" $flag --scenario offline --min-queries "$queries" --max-inflight "$MAX_INFLIGHT"
             rate=$(field "max-$mode-$r" "Samples per second:")
             failed=$(field "max-$mode-$r" "Failed queries")
-            echo "[$r] $mode: max rate $rate req/s over $QUERIES queries ($failed failed, $MAX_INFLIGHT in flight)"
+            echo "[$r] $mode: max rate $rate req/s over $queries queries ($failed failed, $MAX_INFLIGHT in flight)"
             target=$(awk -v r="$rate" 'BEGIN { printf "%.0f", 0.8 * r }')
         fi
         run "lag-$mode-$r" $flag --scenario server --qps "$target" --min-duration "$DURATION" \
             --max-inflight "$LAG_INFLIGHT" --out "$WORK/lag-$mode-$r"
         echo "[$r] $mode: at $target req/s, ${DURATION} s, $LAG_INFLIGHT in flight: $(lagline "lag-$mode-$r")"
-        python3 "$HERE/loadgen_lag_episodes.py" "$WORK/lag-$mode-$r" | head -8
+        python3 "$HERE/loadgen_lag_episodes.py" "$WORK/lag-$mode-$r" > "$WORK/episodes-$mode-$r.txt"
+        head -8 "$WORK/episodes-$mode-$r.txt"
     done
     r=$((r + 1))
 done
