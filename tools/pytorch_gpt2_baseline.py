@@ -13,6 +13,7 @@ tokens/s and peak memory."""
 import argparse
 import json
 import math
+import sys
 import time
 
 import torch
@@ -120,6 +121,9 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after timing, profile 3 more steps and print the N kernels "
+                         "with the most GPU time to stderr")
     a = ap.parse_args()
     torch.manual_seed(1337)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -177,6 +181,15 @@ def main():
                       "peak_mem_bytes": torch.cuda.max_memory_allocated(),
                       "final_loss": float(losses[-1]), "warmup_s": warm_s,
                       "device": torch.cuda.get_device_name()}), flush=True)
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for i in range(3):
+                step(*batch())
+            torch.cuda.synchronize()
+        print("GPU time of 3 steps by kernel:", file=sys.stderr)
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=a.profile,
+                                        max_name_column_width=90), file=sys.stderr)
 
 
 if __name__ == "__main__":
