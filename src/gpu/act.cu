@@ -228,17 +228,6 @@ extern "C" lb_status lb_gpu_convert(void *out, lb_gpu_dtype dt_out, const void *
     return LB_OK;
 }
 
-__global__ void add_f32_kernel(float *y, const float *x, int64_t n) {
-    GRID_LOOP(i, n) y[i] += x[i];
-}
-
-extern "C" lb_status lb_gpu_add_f32(float *y, const float *x, int64_t n, cudaStream_t s,
-                                    lb_err *err) {
-    add_f32_kernel<<<lb_grid_cap(n, 256), 256, 0, s>>>(y, x, n);
-    LB_CUDA_LAUNCH_TRY(err);
-    return LB_OK;
-}
-
 __global__ void fill_kernel(float *x, int64_t n, float value) {
     GRID_LOOP(i, n) x[i] = value;
 }

@@ -33,8 +33,6 @@ lb_status lb_gpu_bias_backward(float *dbias, const void *dout, int64_t N, int OC
 /* out[i] = (type dt_out) in[i] for n elements (any pair of types). */
 lb_status lb_gpu_convert(void *out, lb_gpu_dtype dt_out, const void *in, lb_gpu_dtype dt_in,
                          int64_t n, cudaStream_t s, lb_err *err);
-/* y[i] += x[i] (fp32, n elements). */
-lb_status lb_gpu_add_f32(float *y, const float *x, int64_t n, cudaStream_t s, lb_err *err);
 /* x[0..n-1] = value (fp32). */
 lb_status lb_gpu_fill(float *x, int64_t n, float value, cudaStream_t s, lb_err *err);
 /* x[i] = std * N(0,1), a counter-based normal draw of (seed, first_index + i): the same
