@@ -64,7 +64,8 @@ finish() {
     fi
     rm -rf "$WORK"
 }
-trap finish EXIT INT TERM
+trap finish EXIT
+trap 'exit 130' INT TERM
 
 mkfifo "$WORK/port"
 taskset -c "$SERVER_CPUS" "$BIN" serve --synthetic --port 0 --threads "$THREADS" \
