@@ -7,17 +7,19 @@
  * log-sum-exp lse [B,NH,T] (fp32, natural log), from which backward recomputes them.
  * Backward OVERWRITES dqkv (every element of it: q, k and v parts). With dbias (fp32
  * [(NH+2*NKV)*HD], may be NULL) it also ADDS dqkv's column sums into dbias, the gradient
- * of a bias added to qkv: the tensor-core path sums inside its kernels (fp32 values before
+ * of a bias added to qkv: the HD-64 paths sum inside their kernels (fp32 values before
  * rounding to dqkv's type), so dqkv is not read again; the scalar path runs a separate
  * reduction over dqkv.
  *
- * Two implementations behind one interface. The tensor-core one (fp16/bf16, HD 64) is a
+ * Three implementations behind one interface. The tensor-core one (fp16/bf16, HD 64) is a
  * flash-attention style kernel with mma.sync m16n8k16 and fp32 accumulation: forward per
- * 64-query tile with an online softmax in registers; backward as one kernel per 64-key
- * tile (dK, dV over all query heads of the group) and one per 64-query tile (dQ), both
- * recomputing the probabilities from lse, so no gradient needs atomics. The scalar one (any type, HD 8/16/32/64/128; fp32 math in CUDA cores)
- * serves fp32 and other head sizes: one thread per query row (forward, dQ) or per key row
- * (dK, dV). */
+ * 128-query block with an online softmax in registers; backward as one kernel per 64-key
+ * block (dK, dV over all query heads of the group, dQ added into an fp32 accumulator
+ * with atomics) and a pass that rounds dQ into dqkv, both recomputing the probabilities
+ * from lse. The CUDA-core tiled one (HD 64 otherwise: fp32, or LB_ATTN_SCALAR) has the same
+ * structure with fp32 (IEEE, no TF32) products of 64 x 64 tiles in shared memory, a 4 x 4
+ * register block a thread, as an SGEMM. The scalar one (any type, HD 8/16/32/128) is one
+ * thread per query row (forward, dQ) or per key row (dK, dV). */
 #ifndef LB_GPU_ATTENTION_CUH
 #define LB_GPU_ATTENTION_CUH
 
@@ -33,8 +35,8 @@ extern "C" {
 
 
 typedef enum {
-    LB_ATTN_AUTO = 0, /* tensor cores where supported, else scalar */
-    LB_ATTN_SCALAR,   /* always the scalar kernels (tests, fp32) */
+    LB_ATTN_AUTO = 0, /* tensor cores where supported, else CUDA cores */
+    LB_ATTN_SCALAR,   /* always CUDA cores: tiled at HD 64, one row a thread else (tests) */
 } lb_gpu_attn_impl;
 
 /* Device scratch backward needs: D = rowsum(dout * out) [B,NH,T] (fp32). */

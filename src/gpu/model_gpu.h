@@ -39,7 +39,7 @@ typedef struct {
     bool recompute;         /* rebuild norm outputs and MLP activations in backward */
     lb_gpu_fp32_mode fp32_mode; /* how fp32 products run (gpu/matmul.h); ignored in 16-bit */
     bool gemm_heuristic_only; /* cuBLASLt's first heuristic algorithm, no timing (gpu/matmul.h) */
-    int attn_scalar;        /* 1: always the scalar attention kernels (tests) */
+    int attn_scalar;        /* 1: always the CUDA-core attention kernels (tests) */
     int no_fused_gelu;      /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */
     int max_loss_slots;     /* device slots for per-step mean losses */
 } lb_gpu_model_params;

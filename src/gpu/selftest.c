@@ -482,8 +482,11 @@ static void check_matmul_accuracy_set(ctx *c, const char *label, lb_gpu_blas *bl
 static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD,
                             lb_gpu_attn_impl impl) {
     char shape[56];
-    bool mma = impl == LB_ATTN_AUTO && pr->dt != LB_DT_F32 && HD == 64;
-    snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d %s", B, T, NH, NKV, HD, mma ? "mma" : "scalar");
+    /* the kernels lb_gpu_attention_* pick: tensor cores, CUDA-core tiles, one row a thread */
+    const char *path = HD != 64                                        ? "scalar"
+                       : impl == LB_ATTN_AUTO && pr->dt != LB_DT_F32 ? "mma"
+                                                                      : "simt";
+    snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d %s", B, T, NH, NKV, HD, path);
     int W = (NH + 2 * NKV) * HD;
     size_t nq = (size_t)B * T * W, no = (size_t)B * T * NH * HD, na = (size_t)B * NH * T * T;
     float *qkv = hnew(nq), *dout = hnew(no), *ref = hnew(no), *att = hnew(na), *out = hnew(no);
