@@ -754,8 +754,10 @@ attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, in
 /* Backward: one block per 64 keys of one kv head, over every 64-query tile at or past the
  * diagonal of every query head of the group. Thread (ty, tx) forms the transposed scores
  * S^T and dP^T = V dO^T for keys ty + 16 i and queries tx + 16 j, recomputes P^T from
- * lse, and writes P^T and dS^T to shared memory; then, owning keys ty + 16 i and columns
- * 4 tx.., it adds P^T dO to dV and dS^T Q to dK (both in registers until the end), and,
+ * lse, and writes P^T to shared memory; then, owning keys ty + 16 i and columns 4 tx..,
+ * it adds P^T dO to dV, replaces P^T by dS^T (one buffer: 88.5 KB of shared memory a
+ * block fits the 99 KB limit of sm_86/89), adds dS^T Q to dK (dK, dV stay in registers
+ * until the end), and,
  * owning queries 4 ty..4 ty+3 and the columns {2t, 2t+1, 8+2t, 9+2t} of 16-column group
  * g (tx = 4g + t), forms the tile's dS K and adds it into dq_acc in attn_dq_store_kernel's
  * permuted order with four-float reductions. */
@@ -765,7 +767,7 @@ attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const 
                      const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) float fsm[];
     float *sK = fsm, *sV = sK + TB * TLD, *sQ = sV + TB * TLD, *sdO = sQ + TB * TLD;
-    float *sPt = sdO + TB * TLD, *sdSt = sPt + TB * PLD, *sL = sdSt + TB * PLD, *sD = sL + TB;
+    float *sS = sdO + TB * TLD, *sL = sS + TB * PLD, *sD = sL + TB; /* sS: P^T, then dS^T */
     /* a 1-D grid in order of decreasing work: every head's first key block first */
     int rest = blockIdx.x % (NKV * B);
     int kvh = rest % NKV, b = rest / NKV, G = NH / NKV;
@@ -784,7 +786,7 @@ attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const 
     for (int hh = 0; hh < G; hh++) {
         int h = kvh * G + hh;
         for (int q0 = k0; q0 < T_; q0 += TB) {
-            __syncthreads(); /* the last tile's Q, dO, P^T and dS^T are read */
+            __syncthreads(); /* the last tile's Q, dO and dS^T are read */
             tile_f32(sQ, base + h * HDM, W, q0, T_);
             tile_f32(sdO, dout + (int64_t)b * T_ * ldo + h * HDM, ldo, q0, T_);
             if (threadIdx.x < TB) {
@@ -807,11 +809,14 @@ attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const 
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     float pij = fast_exp2(fmaf(acc[i][j], sl2, -L));
-                    sPt[(ty + 16 * i) * PLD + qj] = diag && qj < ty + 16 * i ? 0.0f : pij;
+                    sS[(ty + 16 * i) * PLD + qj] = diag && qj < ty + 16 * i ? 0.0f : pij;
                 }
             }
             zero4x4(acc);
             tile_abt(acc, sV, ty, sdO, tx); /* dP^T */
+            __syncthreads();
+            tile_ps(dv, sS, ty, sdO, tx); /* dV += P^T dO */
+            __syncthreads();              /* P^T is read: dS^T takes its place */
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 int qj = tx + 16 * j;
@@ -819,17 +824,16 @@ attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const 
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     int e = (ty + 16 * i) * PLD + qj;
-                    sdSt[e] = sPt[e] * (acc[i][j] - D);
+                    sS[e] = sS[e] * (acc[i][j] - D);
                 }
             }
             __syncthreads();
-            tile_ps(dv, sPt, ty, sdO, tx);  /* dV += P^T dO */
-            tile_ps(dk, sdSt, ty, sQ, tx);  /* dK += dS^T Q (scaled at the end) */
+            tile_ps(dk, sS, ty, sQ, tx); /* dK += dS^T Q (scaled at the end) */
             float dq[4][4];
             zero4x4(dq);
 #pragma unroll 4
             for (int k = 0; k < TB; k++) {
-                float4 a = *(const float4 *)(sdSt + k * PLD + 4 * ty);
+                float4 a = *(const float4 *)(sS + k * PLD + 4 * ty);
                 float2 k01 = *(const float2 *)(sK + k * TLD + dcol);
                 float2 k89 = *(const float2 *)(sK + k * TLD + dcol + 8);
                 float av[4] = {a.x, a.y, a.z, a.w};
@@ -1189,7 +1193,7 @@ template <typename T>
 static lb_status bwd_simt(void *dqkv, float *dbias, float *Dsum, float *dq_acc, const void *dout,
                           const void *qkv, const float *lse, int B, int T_, int NH, int NKV,
                           cudaStream_t s, lb_err *err) {
-    size_t smem = (size_t)(4 * TB * TLD + 2 * TB * PLD + 2 * TB) * sizeof(float);
+    size_t smem = (size_t)(4 * TB * TLD + TB * PLD + 2 * TB) * sizeof(float); /* 88.5 KB */
     LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_simt_kernel<T>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     unsigned blocks = (unsigned)((T_ + TB - 1) / TB) * (unsigned)NKV * (unsigned)B;
