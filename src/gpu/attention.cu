@@ -189,6 +189,22 @@ static __device__ __forceinline__ void zero8x4(float x[8][4]) {
     for (int i = 0; i < 8; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
 
+/* Where a forward block of `rows` queries works, in a 1-D grid in order of decreasing
+ * work (every head's last query tile first): its first query, head and batch, batch b's
+ * qkv rows and the key and value columns of the head's kv head there. */
+template <typename T> struct fwd_tile {
+    int q0, h, b;
+    const T *base, *gK, *gV;
+};
+template <typename T>
+__device__ __forceinline__ fwd_tile<T> fwd_tile_of(const T *qkv, int rows, int B, int T_, int NH,
+                                                   int NKV) {
+    int rest = blockIdx.x % (NH * B), h = rest % NH, b = rest / NH, kvh = h / (NH / NKV);
+    int qt = (T_ + rows - 1) / rows - 1 - (int)(blockIdx.x / (NH * B));
+    const T *base = qkv + (int64_t)b * T_ * (NH + 2 * NKV) * HDM;
+    return {qt * rows, h, b, base, base + (NH + kvh) * HDM, base + (NH + NKV + kvh) * HDM};
+}
+
 /* Forward: one block per 128 queries of one head, 4 warps, warp w owning queries
  * w*32..w*32+31 as two 16-row m-tiles, so that every K and V fragment read from shared
  * memory feeds two products. K/V tiles of 64 keys stream through a two-stage cp.async
@@ -199,14 +215,10 @@ __global__ void __launch_bounds__(FW * 32, 2)
 attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) unsigned char smem[];
     T *sQ = (T *)smem, *sK = sQ + FQ * LDS, *sV = sK + 2 * KT * LDS;
-    /* a 1-D grid in order of decreasing work: every head's last query tile first */
-    int rest = blockIdx.x % (NH * B);
-    int qt = (T_ + FQ - 1) / FQ - 1 - (int)(blockIdx.x / (NH * B));
-    int h = rest % NH, b = rest / NH, kvh = h / (NH / NKV);
+    fwd_tile<T> ft = fwd_tile_of(qkv, FQ, B, T_, NH, NKV);
+    int q0 = ft.q0, h = ft.h, b = ft.b;
+    const T *base = ft.base, *gK = ft.gK, *gV = ft.gV;
     int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
-    const T *base = qkv + (int64_t)b * T_ * W;
-    const T *gK = base + (NH + kvh) * HDM, *gV = base + (NH + NKV + kvh) * HDM;
-    int q0 = qt * FQ;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int n_kt = (min(q0 + FQ, T_) + KT - 1) / KT;
     int wq0 = q0 + warp * 32;
@@ -685,14 +697,11 @@ __global__ void __launch_bounds__(TT, 3)
 attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) float fsm[];
     float *sQ = fsm, *sK = sQ + TB * TLD, *sV = sK + TB * TLD, *sP = sV + TB * TLD;
-    /* a 1-D grid in order of decreasing work: every head's last query tile first */
-    int rest = blockIdx.x % (NH * B);
-    int qt = (T_ + TB - 1) / TB - 1 - (int)(blockIdx.x / (NH * B));
-    int h = rest % NH, b = rest / NH, kvh = h / (NH / NKV);
+    fwd_tile<T> ft = fwd_tile_of(qkv, TB, B, T_, NH, NKV);
+    int q0 = ft.q0, h = ft.h, b = ft.b;
+    const T *base = ft.base, *gK = ft.gK, *gV = ft.gV;
     int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
-    const T *base = qkv + (int64_t)b * T_ * W;
-    const T *gK = base + (NH + kvh) * HDM, *gV = base + (NH + NKV + kvh) * HDM;
-    int q0 = qt * TB, tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const float sl2 = rsqrtf((float)HDM) * LOG2E;
 
     tile_f32(sQ, base + h * HDM, W, q0, T_);
