@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "gpu/act.cuh"
 #include "gpu/attention.cuh"
 #include "gpu/check.h"
@@ -56,7 +57,11 @@ struct lb_gpu_model {
     int32_t *host_tok[2];
     cudaEvent_t host_done[2];
     int host_idx;
-    float *loss_slots;
+    float *loss_slots; /* max_loss_slots slots, then the graph's own (copied to a slot) */
+    cudaGraphExec_t step_graph;   /* one training step as a CUDA graph (NULL: none yet) */
+    lb_gpu_adamw_params graph_ap; /* the optimizer settings step_graph was captured with */
+    int64_t train_steps;          /* lb_gpu_model_train_step calls so far */
+    bool graph_failed;            /* capture failed once: steps run kernel by kernel */
     /* activations */
     void *encoded, *res2, *res3, *ln1, *ln2, *qkv, *atty, *fch, *fact, *lnf, *logits;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *lse, *losses;
@@ -100,6 +105,10 @@ static size_t split_need(const lb_gpu_model *m) {
     return need;
 }
 
+static int n_slots(const lb_gpu_model *m) {
+    return m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1;
+}
+
 #define TAKE(ptr, name, bytes)                                                             \
     do {                                                                                   \
         void *tmp_;                                                                        \
@@ -126,7 +135,7 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
         TAKE(m->rope_cs, "rope.table", (size_t)m->T * m->HD * 4);
     }
     TAKE(m->tokens, "data.tokens", 2 * BT * 4);
-    TAKE(m->loss_slots, "data.loss_slots", (size_t)(m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1) * 4);
+    TAKE(m->loss_slots, "data.loss_slots", (size_t)(n_slots(m) + 1) * 4);
     TAKE(m->encoded, "act.encoded", BT * C * es);
     TAKE(m->res2, "act.res2", L * BT * C * es);
     TAKE(m->res3, "act.res3", L * BT * C * es);
@@ -283,6 +292,7 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
 void lb_gpu_model_free(lb_gpu_model *m) {
     if (m == NULL) return;
     if (m->stream) cudaStreamSynchronize(m->stream);
+    if (m->step_graph) cudaGraphExecDestroy(m->step_graph);
     lb_gpu_blas_free(m->blas);
     for (int i = 0; i < 2; i++) {
         if (m->host_tok[i]) cudaFreeHost(m->host_tok[i]);
@@ -446,7 +456,7 @@ static int64_t lo(lb_gpu_model *m, int l, int64_t rel) {
     return rel < 0 ? -1 : m->off.layers + (int64_t)l * m->off.layer_numel + rel;
 }
 
-static lb_status forward(lb_gpu_model *m, int slot, lb_err *err) {
+static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
     LB_TRY(lb_gpu_embed_forward(m->encoded, m->tokens, W(m, m->off.wte), W(m, m->off.wpe), m->B,
@@ -493,7 +503,7 @@ static lb_status forward(lb_gpu_model *m, int slot, lb_err *err) {
     LB_TRY(lb_gpu_softmax_xent(m->logits, m->losses, m->targets, m->BT, m->V, m->Vp,
                                1.0f / (float)m->BT, m->dt == LB_DT_F16 ? &m->opt->loss_scale : NULL,
                                1, m->dt, m->stream, err));
-    return lb_gpu_mean(m->loss_slots + slot, m->losses, m->BT, m->stream, err);
+    return lb_gpu_mean(loss, m->losses, m->BT, m->stream, err);
 }
 
 static lb_status backward(lb_gpu_model *m, lb_err *err) {
@@ -583,9 +593,10 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                                  m->T, C, m->dt, m->stream, err);
 }
 
-lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
-                                        const int32_t *targets, int slot, lb_err *err) {
-    if (slot < 0 || slot >= (m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1))
+/* Copies a batch through the pinned buffer not in use by the copy before. */
+static lb_status upload(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets, int slot,
+                        lb_err *err) {
+    if (slot < 0 || slot >= n_slots(m))
         return lb_fail(err, LB_ERR_RUNTIME, "loss slot %d out of range", slot);
     int k = m->host_idx;
     m->host_idx ^= 1;
@@ -595,14 +606,24 @@ lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
     LB_CUDA_TRY(err, cudaMemcpyAsync(m->tokens, m->host_tok[k], 2 * (size_t)m->BT * 4,
                                      cudaMemcpyHostToDevice, m->stream));
     LB_CUDA_TRY(err, cudaEventRecord(m->host_done[k], m->stream));
+    return LB_OK;
+}
+
+static lb_status clear_forward_backward(lb_gpu_model *m, float *loss, lb_err *err) {
     for (int i = 0; i < m->n_clear; i++)
         LB_CUDA_TRY(err, cudaMemsetAsync(m->grads + m->clear[i][0], 0, (size_t)m->clear[i][1] * 4,
                                          m->stream));
-    LB_TRY(forward(m, slot, err));
+    LB_TRY(forward(m, loss, err));
     return backward(m, err);
 }
 
-lb_status lb_gpu_model_adamw(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err *err) {
+lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
+                                        const int32_t *targets, int slot, lb_err *err) {
+    LB_TRY(upload(m, inputs, targets, slot, err));
+    return clear_forward_backward(m, m->loss_slots + slot, err);
+}
+
+static lb_status optimizer(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err *err) {
     lb_gpu_adamw_params q = *p;
     q.dynamic_scaling = m->dt == LB_DT_F16;
     if (q.growth_interval <= 0) q.growth_interval = 2000;
@@ -613,5 +634,63 @@ lb_status lb_gpu_model_adamw(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_e
     LB_TRY(lb_gpu_opt_finish(m->opt, &q, m->stream, err));
     return refresh_lm_head(m, err);
 }
+
+static lb_status whole_step(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p,
+                            lb_err *err) {
+    LB_TRY(clear_forward_backward(m, loss, err));
+    return optimizer(m, p, err);
+}
+
+static bool same_adamw(const lb_gpu_adamw_params *a, const lb_gpu_adamw_params *b) {
+    return a->lr == b->lr && a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
+           a->weight_decay == b->weight_decay && a->grad_clip == b->grad_clip &&
+           a->dynamic_scaling == b->dynamic_scaling && a->growth_interval == b->growth_interval;
+}
+
+/* Records whole_step into step_graph. A step that cannot be captured (an operation that
+ * stream capture does not allow) is not an error: nothing of it ran, the caller runs it
+ * kernel by kernel, and so do all later steps. */
+static void capture(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p) {
+    lb_err e;
+    cudaGraph_t g = NULL;
+    const char *why = NULL;
+    if (cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        why = "stream capture could not begin";
+    } else {
+        lb_status st = whole_step(m, loss, p, &e);
+        cudaError_t ce = cudaStreamEndCapture(m->stream, &g);
+        if (st != LB_OK) why = e.msg;
+        else if (ce != cudaSuccess) why = cudaGetErrorString(ce);
+        else if (cudaGraphInstantiate(&m->step_graph, g, 0) != cudaSuccess) why = "the graph could not be instantiated";
+    }
+    if (g) cudaGraphDestroy(g);
+    if (why == NULL) {
+        m->graph_ap = *p;
+        return;
+    }
+    cudaGetLastError();
+    m->step_graph = NULL;
+    m->graph_failed = true;
+    LB_INFO("training steps run kernel by kernel: capturing one as a CUDA graph failed (%s)", why);
+}
+
+lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
+                                  int slot, const lb_gpu_adamw_params *p, lb_err *err) {
+    LB_TRY(upload(m, inputs, targets, slot, err));
+    float *loss = m->loss_slots + n_slots(m);
+    if (m->step_graph && !same_adamw(&m->graph_ap, p)) {
+        cudaGraphExecDestroy(m->step_graph);
+        m->step_graph = NULL;
+    }
+    /* the first step runs directly: it prepares and times every product (host waits) */
+    if (m->step_graph == NULL && m->train_steps++ > 0 && !m->graph_failed) capture(m, loss, p);
+    if (m->step_graph) LB_CUDA_TRY(err, cudaGraphLaunch(m->step_graph, m->stream));
+    else LB_TRY(whole_step(m, loss, p, err));
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->loss_slots + slot, loss, sizeof *loss,
+                                     cudaMemcpyDeviceToDevice, m->stream));
+    return LB_OK;
+}
+
+bool lb_gpu_model_uses_graph(const lb_gpu_model *m) { return m->step_graph != NULL; }
 
 #endif

@@ -71,8 +71,16 @@ lb_status lb_gpu_model_get_grads(lb_gpu_model *m, float *host, lb_err *err);
  * first. Under fp16 they carry the loss scale (lb_gpu_model_grad_scale). */
 lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
                                         const int32_t *targets, int slot, lb_err *err);
-/* Enqueues clip + AdamW + loss-scale update. */
-lb_status lb_gpu_model_adamw(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err *err);
+/* One training step: the batch copied in as above, then forward + backward (mean loss to
+ * slot `slot`) and clip + AdamW + loss-scale update with p. The first call runs kernel by
+ * kernel (it prepares and times every cuBLASLt product, waiting on the device); the
+ * second captures the step's work as a CUDA graph, which it and every later call launch
+ * at once (recaptured when p changes). Where capture is refused, every step runs kernel
+ * by kernel, with the same results. */
+lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
+                                  int slot, const lb_gpu_adamw_params *p, lb_err *err);
+/* Whether train steps are launched as a CUDA graph now. */
+bool lb_gpu_model_uses_graph(const lb_gpu_model *m);
 
 /* Waits for the stream and copies n slots of mean losses out. */
 lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *err);

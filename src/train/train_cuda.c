@@ -66,6 +66,7 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     struct cudaDeviceProp prop;
     LB_CUDA_TRY(err, cudaGetDeviceProperties(&prop, p->device_index));
     json_object_set_new(r->config, "device_name", json_string(prop.name));
+    json_object_set_new(r->config, "cuda_graph", json_boolean(lb_gpu_model_uses_graph(s->m)));
     lb_peak_kind kind = p->precision != LB_PREC_FP32                ? LB_PEAK_BF16
                         : p->fp32_matmul == LB_GPU_FP32_TF32   ? LB_PEAK_TF32
                         : p->fp32_matmul == LB_GPU_FP32_3XTF32 ? LB_PEAK_3XTF32
@@ -152,8 +153,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
             st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
             break;
         }
-        st = lb_gpu_model_forward_backward(s.m, s.inputs, s.targets, (int)step, err);
-        if (st == LB_OK) st = lb_gpu_model_adamw(s.m, &ap, err);
+        st = lb_gpu_model_train_step(s.m, s.inputs, s.targets, (int)step, &ap, err);
         if (st == LB_OK && cudaEventRecord(s.ev[2 * step + 1], stream) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
         if (st != LB_OK) break;
