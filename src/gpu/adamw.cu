@@ -14,12 +14,15 @@ __global__ void sumsq_kernel(double *acc, const float *g, int64_t n) {
 }
 
 /* Four consecutive parameters per step, 16-byte accesses (a partial last vector element
- * by element); the decay flag comes from a binary search of the segment table per vector,
- * then a forward scan across segment starts inside it. */
+ * by element); the decay flag comes from the segment table: a binary search for a
+ * thread's first vector, then a forward scan across segment starts (the grid-stride loop
+ * only moves forward), so a vector's loads wait on no chain of table reads. */
 template <typename T>
-__global__ void adamw_kernel(float *master, T *lp, const float *grads, float *m, float *v,
-                             int64_t n, const int64_t *seg_start, const int32_t *seg_decay,
-                             int n_seg, lb_gpu_adamw_params p, const lb_gpu_optstate *st) {
+__global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp,
+                             const float *__restrict__ grads, float *__restrict__ m,
+                             float *__restrict__ v, int64_t n, const int64_t *seg_start,
+                             const int32_t *seg_decay, int n_seg, lb_gpu_adamw_params p,
+                             const lb_gpu_optstate *st) {
     float scale = p.dynamic_scaling ? st->loss_scale : 1.0f;
     float norm = (float)sqrt(st->sumsq) / scale;
     if (p.dynamic_scaling && !isfinite(norm)) return;
@@ -30,14 +33,18 @@ __global__ void adamw_kernel(float *master, T *lp, const float *grads, float *m,
     float bc1 = 1.0f - powf(p.beta1, (float)t), bc2 = 1.0f - powf(p.beta2, (float)t);
     float step_size = p.lr / bc1, sqrt_bc2 = sqrtf(bc2);
     int64_t nv = (n + 3) / 4;
+    int lo = -1; /* the segment of the element last updated */
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t e0 = 4 * i;
-        int lo = 0, hi = n_seg - 1; /* last segment whose start <= e0 */
-        while (lo < hi) {
-            int mid = (lo + hi + 1) >> 1;
-            if (seg_start[mid] <= e0) lo = mid;
-            else hi = mid - 1;
+        if (lo < 0) { /* last segment whose start <= e0 */
+            int hi = n_seg - 1;
+            lo = 0;
+            while (lo < hi) {
+                int mid = (lo + hi + 1) >> 1;
+                if (seg_start[mid] <= e0) lo = mid;
+                else hi = mid - 1;
+            }
         }
         bool full = e0 + 4 <= n;
         float g[4], w[4], mi[4], vi[4];
