@@ -465,6 +465,26 @@ static char *slurp(const char *path) {
     return buf;
 }
 
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Runs cmd, whose stderr goes to dir/err.txt, and asserts it was refused as a usage
+ * error (exit 2) with a message containing needle. */
+static void assert_refused(const char *cmd, const char *dir, const char *needle) {
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    char path[512];
+    snprintf(path, sizeof path, "%s/err.txt", dir);
+    char *errtext = slurp(path);
+    assert_non_null(errtext);
+    assert_non_null(strstr(errtext, needle));
+    free(errtext);
+}
+
 static void test_load_cli_writes_out_dir_and_never_records_the_key(void **state) {
     (void)state;
     server s = start_server(NULL);
@@ -500,17 +520,10 @@ static void test_load_cli_writes_out_dir_and_never_records_the_key(void **state)
     assert_int_not_equal(system(cmd), 0);
     /* A malformed dataset is refused before anything is sent: exit 2, file and line named. */
     snprintf(path, sizeof path, "%s/bad.jsonl", dir);
-    FILE *f = fopen(path, "w");
-    fputs("{\"prompt\": \"ok\"}\n{\"prompt\": 5}\n", f);
-    fclose(f);
+    write_text(path, "{\"prompt\": \"ok\"}\n{\"prompt\": 5}\n");
     snprintf(cmd, sizeof cmd, "%s load --endpoint %s --dataset %s --db %s/r.db 2> %s/err.txt",
              LB_TEST_BIN, s.url, path, dir, dir);
-    int rc = system(cmd);
-    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
-    snprintf(path, sizeof path, "%s/err.txt", dir);
-    char *errtext = slurp(path);
-    assert_non_null(strstr(errtext, "bad.jsonl: line 2: field \"prompt\""));
-    free(errtext);
+    assert_refused(cmd, dir, "bad.jsonl: line 2: field \"prompt\"");
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
     stop_server(&s);
@@ -538,17 +551,10 @@ static void test_load_cli_with_tokenizer_prefers_usage_and_refuses_bad_ranks(voi
     free(summary);
     free(detail);
     snprintf(path, sizeof path, "%s/bad.tiktoken", dir);
-    FILE *f = fopen(path, "w");
-    fputs("IQ== 0\nIg==\n", f);
-    fclose(f);
+    write_text(path, "IQ== 0\nIg==\n");
     snprintf(cmd, sizeof cmd, "%s load --endpoint %s --synthetic 2 --tokenizer %s --db %s/r.db "
              "2> %s/err.txt", LB_TEST_BIN, s.url, path, dir, dir);
-    int rc = system(cmd);
-    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
-    snprintf(path, sizeof path, "%s/err.txt", dir);
-    char *errtext = slurp(path);
-    assert_non_null(strstr(errtext, "bad.tiktoken:2: no space before the rank"));
-    free(errtext);
+    assert_refused(cmd, dir, "bad.tiktoken:2: no space before the rank");
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
     stop_server(&s);
