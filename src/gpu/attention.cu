@@ -679,14 +679,6 @@ static __device__ __forceinline__ void zero4x4(float x[4][4]) {
     for (int i = 0; i < 4; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
 
-/* Four adjacent elements from fp32 (p aligned to four elements). */
-__device__ __forceinline__ void st4(float *p, const float f[4]) {
-    *(float4 *)p = make_float4(f[0], f[1], f[2], f[3]);
-}
-template <typename T> __device__ __forceinline__ void st4(T *p, const float f[4]) {
-#pragma unroll
-    for (int i = 0; i < 4; i++) p[i] = lb_from_f<T>(f[i]);
-}
 
 /* Forward: one block per 64 queries of one head, thread (ty, tx) owning the scores of
  * queries ty + 16 i and keys tx + 16 j of each 64-key tile, so a query row's maximum and
@@ -755,7 +747,7 @@ attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, in
         int q = q0 + ty + 16 * i;
         if (q >= T_) continue;
         float inv = 1.0f / li, f[4] = {o[i][0] * inv, o[i][1] * inv, o[i][2] * inv, o[i][3] * inv};
-        st4(out + ((int64_t)b * T_ + q) * ldo + h * HDM + 4 * tx, f);
+        lb_st4(out + ((int64_t)b * T_ + q) * ldo + h * HDM + 4 * tx, f);
         if (tx == 0) lse[((int64_t)b * NH + h) * T_ + q] = m[i] * LN2 + logf(li);
     }
 }
@@ -869,8 +861,8 @@ attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const 
         if (key >= T_) continue;
         T *row = dqkv + ((int64_t)b * T_ + key) * W + 4 * tx;
         float fk[4] = {dk[i][0] * scale, dk[i][1] * scale, dk[i][2] * scale, dk[i][3] * scale};
-        st4(row + (NH + kvh) * HDM, fk);
-        st4(row + (NH + NKV + kvh) * HDM, dv[i]);
+        lb_st4(row + (NH + kvh) * HDM, fk);
+        lb_st4(row + (NH + NKV + kvh) * HDM, dv[i]);
     }
     if (dbias == NULL) return;
     /* the bias gradient's key and value columns: this block's column sums of dK and dV

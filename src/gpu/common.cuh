@@ -50,6 +50,15 @@ template <typename T> __device__ __forceinline__ void lb_st8(T *p, const float f
     *(uint4 *)p = raw;
 }
 
+/* Four consecutive elements from fp32 (p aligned to four elements). */
+__device__ __forceinline__ void lb_st4(float *p, const float f[4]) {
+    *(float4 *)p = make_float4(f[0], f[1], f[2], f[3]);
+}
+template <typename T> __device__ __forceinline__ void lb_st4(T *p, const float f[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) p[i] = lb_from_f<T>(f[i]);
+}
+
 __device__ __forceinline__ float lb_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

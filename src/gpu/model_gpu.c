@@ -683,7 +683,8 @@ lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const 
         m->step_graph = NULL;
     }
     /* the first step runs directly: it prepares and times every product (host waits) */
-    if (m->step_graph == NULL && m->train_steps++ > 0 && !m->graph_failed) capture(m, loss, p);
+    bool first = m->train_steps++ == 0;
+    if (m->step_graph == NULL && !first && !m->graph_failed) capture(m, loss, p);
     if (m->step_graph) LB_CUDA_TRY(err, cudaGraphLaunch(m->step_graph, m->stream));
     else LB_TRY(whole_step(m, loss, p, err));
     LB_CUDA_TRY(err, cudaMemcpyAsync(m->loss_slots + slot, loss, sizeof *loss,
