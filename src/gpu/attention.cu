@@ -205,6 +205,92 @@ __device__ __forceinline__ fwd_tile<T> fwd_tile_of(const T *qkv, int rows, int B
     return {qt * rows, h, b, base, base + (NH + kvh) * HDM, base + (NH + NKV + kvh) * HDM};
 }
 
+/* Masks one 16-row m-tile's 64 scores (keys from k0; rows qrow[0], qrow[1] for lane
+ * quad t): keys after the query or at or past the sequence end get -inf. */
+__device__ __forceinline__ void mask_scores(float sc[8][4], int k0, const int qrow[2], int t,
+                                            int T_) {
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int key = k0 + nt * 8 + 2 * t + (e & 1);
+            if (key > qrow[e >> 1] || key >= T_) sc[nt][e] = -INFINITY;
+        }
+}
+
+/* One online-softmax step of a 16-row m-tile in base 2: the raw scores sc become
+ * probabilities against the rows' new running maxima (scores times sl2 = log2 e /
+ * sqrt(HD)), o is rescaled, mrow and lrow (this lane's partial sums) updated. Row maxima
+ * and sums as trees, not 16-long dependent chains. */
+__device__ __forceinline__ void online_softmax(float sc[8][4], float mrow[2], float lrow[2],
+                                               float o[8][4], float sl2) {
+    float mx[2], corr[2], ms[2], ls[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        float m4[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            m4[j] = fmaxf(fmaxf(sc[2 * j][2 * i], sc[2 * j][2 * i + 1]),
+                          fmaxf(sc[2 * j + 1][2 * i], sc[2 * j + 1][2 * i + 1]));
+        mx[i] = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        float mnew = fmaxf(mrow[i], mx[i] * sl2);
+        ms[i] = mnew == -INFINITY ? 0.0f : mnew;
+        corr[i] = fast_exp2(mrow[i] - ms[i]);
+        mrow[i] = mnew;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) sc[nt][e] = fast_exp2(fmaf(sc[nt][e], sl2, -ms[e >> 1]));
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        float s4[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            s4[j] = (sc[2 * j][2 * i] + sc[2 * j][2 * i + 1]) +
+                    (sc[2 * j + 1][2 * i] + sc[2 * j + 1][2 * i + 1]);
+        ls[i] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) lrow[i] = lrow[i] * corr[i] + ls[i];
+#pragma unroll
+    for (int d = 0; d < 8; d++) {
+        o[d][0] *= corr[0];
+        o[d][1] *= corr[0];
+        o[d][2] *= corr[1];
+        o[d][3] *= corr[1];
+    }
+}
+
+/* Writes a 16-row m-tile of the output, o / l rounded to T, and the rows' lse (natural
+ * log); rows at or past the sequence end are skipped. */
+template <typename T>
+__device__ __forceinline__ void store_rows(T *out, float *lse, const float o[8][4],
+                                           const float mrow[2], const float lrow[2],
+                                           const int qrow[2], int t, int b, int h, int T_,
+                                           int NH) {
+    int64_t ldo = (int64_t)NH * HDM;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        float l = lrow[i];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        int q = qrow[i];
+        if (q >= T_) continue;
+        float inv = 1.0f / l;
+        T *orow = out + ((int64_t)b * T_ + q) * ldo + h * HDM;
+#pragma unroll
+        for (int d = 0; d < 8; d++)
+            *(uint32_t *)(orow + d * 8 + 2 * t) = mma_op<T>::pack(o[d][2 * i] * inv, o[d][2 * i + 1] * inv);
+        if (t == 0) lse[((int64_t)b * NH + h) * T_ + q] = mrow[i] * LN2 + logf(l);
+    }
+}
+
 /* Forward: one block per 128 queries of one head, 4 warps, warp w owning queries
  * w*32..w*32+31 as two 16-row m-tiles, so that every K and V fragment read from shared
  * memory feeds two products. K/V tiles of 64 keys stream through a two-stage cp.async
@@ -270,61 +356,11 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int
                         mma_op<T>::run(sc[mt][nt], qf[mt][ks], kb[2 * ks], kb[2 * ks + 1]);
             }
             if (k0 + KT - 1 > wq0 || k0 + KT > T_) {
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                    for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            int key = k0 + nt * 8 + 2 * t + (e & 1);
-                            if (key > qrow[mt][e >> 1] || key >= T_) sc[mt][nt][e] = -INFINITY;
-                        }
+                mask_scores(sc[0], k0, qrow[0], t, T_);
+                mask_scores(sc[1], k0, qrow[1], t, T_);
             }
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                /* row maxima and sums as trees, not 16-long dependent chains */
-                float mx[2], corr[2], ms[2], ls[2];
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    float m4[4];
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        m4[j] = fmaxf(fmaxf(sc[mt][2 * j][2 * i], sc[mt][2 * j][2 * i + 1]),
-                                      fmaxf(sc[mt][2 * j + 1][2 * i], sc[mt][2 * j + 1][2 * i + 1]));
-                    mx[i] = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
-                }
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-                    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-                    float mnew = fmaxf(mrow[mt][i], mx[i] * sl2);
-                    ms[i] = mnew == -INFINITY ? 0.0f : mnew;
-                    corr[i] = fast_exp2(mrow[mt][i] - ms[i]);
-                    mrow[mt][i] = mnew;
-                }
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) sc[mt][nt][e] = fast_exp2(fmaf(sc[mt][nt][e], sl2, -ms[e >> 1]));
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    float s4[4];
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        s4[j] = (sc[mt][2 * j][2 * i] + sc[mt][2 * j][2 * i + 1]) +
-                                (sc[mt][2 * j + 1][2 * i] + sc[mt][2 * j + 1][2 * i + 1]);
-                    ls[i] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-                }
-#pragma unroll
-                for (int i = 0; i < 2; i++) lrow[mt][i] = lrow[mt][i] * corr[i] + ls[i];
-#pragma unroll
-                for (int d = 0; d < 8; d++) {
-                    o[mt][d][0] *= corr[0];
-                    o[mt][d][1] *= corr[0];
-                    o[mt][d][2] *= corr[1];
-                    o[mt][d][3] *= corr[1];
-                }
-            }
+            online_softmax(sc[0], mrow[0], lrow[0], o[0], sl2);
+            online_softmax(sc[1], mrow[1], lrow[1], o[1], sl2);
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
                 uint32_t a[2][4];
@@ -344,24 +380,192 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int
         }
         __syncthreads();
     }
-    int64_t ldo = (int64_t)NH * HDM;
+    store_rows(out, lse, o[0], mrow[0], lrow[0], qrow[0], t, b, h, T_, NH);
+    store_rows(out, lse, o[1], mrow[1], lrow[1], qrow[1], t, b, h, T_, NH);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* warpgroup MMA forward (sm_90a)                                                        */
+/* wgmma.mma_async: one warpgroup (4 warps) multiplies a 64-row A by B into an fp32
+ * accumulator laid out per warp as mma.sync's C (warp w: rows 16w..16w+15), so the
+ * masking, softmax and output code above serve it unchanged. Operands in shared memory
+ * are described, not loaded: tiles are kept in the core-matrix layout without swizzle
+ * (8 rows x 16 bytes per 128-byte core matrix, cores along a row 128 bytes apart, 8-row
+ * blocks 1024 bytes apart); bench/wgmma_probe.cu checked the descriptors on an H200.
+ * Compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere the kernel is empty
+ * and wgmma_ready() keeps the launcher away from it. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LB_WGMMA 1
+#endif
+
+#define WQ 64        /* wgmma forward: queries per block (one warpgroup) */
+#define CM_TILE 4096 /* elements of a 64 x 64 core-matrix tile */
+
+/* descriptor of a core-matrix operand at smem: leading byte offset (between cores
+ * adjacent along k), stride byte offset (along m or n); no swizzle, base offset 0 */
+__device__ __forceinline__ uint64_t wg_desc(const void *smem, int lbo, int sbo) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(sbo >> 4) << 32);
+}
+
+#define WG_ACC(d)                                                                            \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), \
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]),          \
+        "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),          \
+        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),          \
+        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]),          \
+        "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define WG_D                                                                                 \
+    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23," \
+    "%24,%25,%26,%27,%28,%29,%30,%31}"
+/* the PTX of one m64n64k16 product for the element type E ("bf16" or "f16"):
+ * SS: d (+)= A B^T, both K-major in shared memory, scale_d 0 overwrites d;
+ * RS: d += A B, A from registers (mma.sync's A fragment per warp), B N-major in shared */
+#define WG_SS(E)                                                                             \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32." E \
+    "." E " " WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+#define WG_RS(E)                                                                             \
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32." E "." E " " WG_D                            \
+    ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
+
+template <typename T> struct wg_op;
+template <> struct wg_op<__nv_bfloat16> {
+    static __device__ __forceinline__ void ss(float d[8][4], uint64_t da, uint64_t db, int scale_d) {
+#ifdef LB_WGMMA
+        asm volatile(WG_SS("bf16") : WG_ACC(d) : "l"(da), "l"(db), "r"(scale_d));
+#endif
+    }
+    static __device__ __forceinline__ void rs_tb(float d[8][4], const uint32_t a[4], uint64_t db) {
+#ifdef LB_WGMMA
+        asm volatile(WG_RS("bf16") : WG_ACC(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#endif
+    }
+};
+template <> struct wg_op<__half> {
+    static __device__ __forceinline__ void ss(float d[8][4], uint64_t da, uint64_t db, int scale_d) {
+#ifdef LB_WGMMA
+        asm volatile(WG_SS("f16") : WG_ACC(d) : "l"(da), "l"(db), "r"(scale_d));
+#endif
+    }
+    static __device__ __forceinline__ void rs_tb(float d[8][4], const uint32_t a[4], uint64_t db) {
+#ifdef LB_WGMMA
+        asm volatile(WG_RS("f16") : WG_ACC(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#endif
+    }
+};
+
+__device__ __forceinline__ void wg_fence() {
+#ifdef LB_WGMMA
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit_wait() {
+#ifdef LB_WGMMA
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+/* shared-memory writes of the generic proxy (cp.async) made visible to wgmma's reads */
+__device__ __forceinline__ void fence_async_shared() {
+#ifdef LB_WGMMA
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+/* keeps the compiler from moving accumulator registers inside a wgmma pipeline stage
+ * (ptxas serialises the wgmmas otherwise) */
+__device__ __forceinline__ void wg_pin(float d[8][4]) {
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int i = 0; i < 8; i++)
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            float l = lrow[mt][i];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            int q = qrow[mt][i];
-            if (q >= T_) continue;
-            float inv = 1.0f / l;
-            T *orow = out + ((int64_t)b * T_ + q) * ldo + h * HDM;
-#pragma unroll
-            for (int d = 0; d < 8; d++)
-                *(uint32_t *)(orow + d * 8 + 2 * t) =
-                    mma_op<T>::pack(o[mt][d][2 * i] * inv, o[mt][d][2 * i + 1] * inv);
-            if (t == 0) lse[((int64_t)b * NH + h) * T_ + q] = mrow[mt][i] * LN2 + logf(l);
+        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+/* Starts copying rows [row0, row0+64) x HDM columns of a [*, ld] matrix into a 64 x 64
+ * core-matrix tile: 16-byte chunk i (row 8 (i / 64) + i % 8, column chunk (i / 8) % 8)
+ * lands at byte 16 i, so consecutive threads fill consecutive bytes. Rows at or past
+ * n_rows become zero. */
+template <typename T>
+__device__ __forceinline__ void tile_async_cm(T *s, const T *g, int64_t ld, int row0, int n_rows) {
+    for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
+        int r = (i / 64) * 8 + i % 8, c = (i / 8) % 8;
+        bool ok = row0 + r < n_rows;
+        cp_async16((char *)s + 16 * i, g + (int64_t)(ok ? row0 + r : 0) * ld + c * 8, ok);
+    }
+}
+
+/* Forward with warpgroup MMAs: one block (one warpgroup) per 64 queries of one head;
+ * S = Q K^T from two shared tiles, P V with P from registers; K/V tiles of 64 keys
+ * through a two-stage cp.async pipeline, as in attn_fwd_mma_kernel. */
+template <typename T>
+__global__ void __launch_bounds__(128, 4)
+attn_fwd_wgmma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int NKV) {
+#ifdef LB_WGMMA
+    extern __shared__ __align__(16) unsigned char smem[];
+    T *sQ = (T *)smem, *sK = sQ + CM_TILE, *sV = sK + 2 * CM_TILE;
+    fwd_tile<T> ft = fwd_tile_of(qkv, WQ, B, T_, NH, NKV);
+    int q0 = ft.q0, h = ft.h, b = ft.b;
+    int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int n_kt = (min(q0 + WQ, T_) + KT - 1) / KT;
+    int qrow[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+    const float sl2 = rsqrtf((float)HDM) * LOG2E;
+
+    tile_async_cm(sQ, ft.base + h * HDM, W, q0, T_);
+    tile_async_cm(sK, ft.gK, W, 0, T_);
+    tile_async_cm(sV, ft.gV, W, 0, T_);
+    cp_async_commit();
+    float o[8][4];
+    zero8x4(o);
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
+    for (int j = 0; j < n_kt; j++) {
+        if (j + 1 < n_kt) {
+            int nb = (j + 1) & 1;
+            tile_async_cm(sK + nb * CM_TILE, ft.gK, W, (j + 1) * KT, T_);
+            tile_async_cm(sV + nb * CM_TILE, ft.gV, W, (j + 1) * KT, T_);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
+        fence_async_shared();
+        __syncthreads();
+        const T *cK = sK + (j & 1) * CM_TILE, *cV = sV + (j & 1) * CM_TILE;
+        float sc[8][4];
+        zero8x4(sc);
+        wg_pin(sc);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < HDM / 16; ks++) /* 16 columns: two cores, 256 bytes on */
+            wg_op<T>::ss(sc, wg_desc((const char *)sQ + 256 * ks, 128, 1024),
+                         wg_desc((const char *)cK + 256 * ks, 128, 1024), ks > 0);
+        wg_commit_wait();
+        wg_pin(sc);
+        int k0 = j * KT;
+        if (k0 + KT - 1 > q0 || k0 + KT > T_) mask_scores(sc, k0, qrow, t, T_);
+        online_softmax(sc, mrow, lrow, o, sl2);
+        uint32_t a[4][4];
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) afrag_from_c<T>(a[kk], sc[2 * kk], sc[2 * kk + 1]);
+        wg_pin(o);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) /* 16 keys: two 8-row blocks, 2048 bytes on */
+            wg_op<T>::rs_tb(o, a[kk], wg_desc((const char *)cV + 2048 * kk, 1024, 128));
+        wg_commit_wait();
+        wg_pin(o);
+        __syncthreads(); /* the next prefetch overwrites this buffer */
+    }
+    store_rows(out, lse, o, mrow, lrow, qrow, t, b, h, T_, NH);
+#endif
+}
+
+/* Writes 1 where this binary's code for the device has the wgmma kernel, else 0. */
+__global__ void wgmma_present_kernel(int *flag) {
+#ifdef LB_WGMMA
+    *flag = 1;
+#else
+    *flag = 0;
+#endif
 }
 
 /* Backward: one block per 64 keys of one kv head, warp w owning keys w*16..w*16+15, whose
@@ -1162,6 +1366,33 @@ static lb_status fwd_mma(void *out, float *lse, const void *qkv, int B, int T_, 
     return LB_OK;
 }
 
+/* Whether the wgmma forward can run here: this binary carries sm_90a code and the
+ * current device ran it (asked once per process). */
+static bool wgmma_ready(void) {
+    static int ready = -1;
+    if (ready >= 0) return ready == 1;
+    int *d = NULL, flag = 0;
+    ready = cudaMalloc(&d, sizeof flag) == cudaSuccess;
+    if (ready) {
+        wgmma_present_kernel<<<1, 1>>>(d);
+        ready = cudaMemcpy(&flag, d, sizeof flag, cudaMemcpyDeviceToHost) == cudaSuccess && flag == 1;
+    }
+    if (d) cudaFree(d);
+    cudaGetLastError();
+    return ready == 1;
+}
+
+template <typename T>
+static lb_status fwd_wgmma(void *out, float *lse, const void *qkv, int B, int T_, int NH, int NKV,
+                           cudaStream_t s, lb_err *err) {
+    size_t smem = 5 * CM_TILE * sizeof(T); /* Q, two K and two V tiles: 40 KiB */
+    unsigned blocks = (unsigned)((T_ + WQ - 1) / WQ) * (unsigned)NH * (unsigned)B;
+    attn_fwd_wgmma_kernel<T><<<blocks, 128, smem, s>>>((T *)out, lse, (const T *)qkv, B, T_, NH,
+                                                       NKV);
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
 template <typename T>
 static lb_status bwd_mma(void *dqkv, float *dbias, float *Dsum, float *dq_acc, const void *dout,
                          const void *qkv, const float *lse, int B, int T_, int NH, int NKV,
@@ -1229,6 +1460,10 @@ extern "C" lb_status lb_gpu_attention_forward(void *out, float *lse, const void 
                                               int NH, int NKV, int HD, lb_gpu_dtype dt,
                                               lb_gpu_attn_impl impl, cudaStream_t s, lb_err *err) {
     LB_TRY(check_heads(NH, NKV, HD, err));
+    if (use_mma(dt, HD, impl) && wgmma_ready()) {
+        if (dt == LB_DT_BF16) return fwd_wgmma<__nv_bfloat16>(out, lse, qkv, B, T, NH, NKV, s, err);
+        return fwd_wgmma<__half>(out, lse, qkv, B, T, NH, NKV, s, err);
+    }
     if (use_mma(dt, HD, impl)) {
         if (dt == LB_DT_BF16) return fwd_mma<__nv_bfloat16>(out, lse, qkv, B, T, NH, NKV, s, err);
         return fwd_mma<__half>(out, lse, qkv, B, T, NH, NKV, s, err);
