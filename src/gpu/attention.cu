@@ -188,6 +188,10 @@ static __device__ __forceinline__ void zero8x4(float x[8][4]) {
 #pragma unroll
     for (int i = 0; i < 8; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
+static __device__ __forceinline__ void zero4x4(float x[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
+}
 
 /* Where a forward block of `rows` queries works, in a 1-D grid in order of decreasing
  * work (every head's last query tile first): its first query, head and batch, batch b's
@@ -428,6 +432,15 @@ __device__ __forceinline__ uint64_t wg_desc(const void *smem, int lbo, int sbo) 
 #define WG_RS(E)                                                                             \
     "wgmma.mma_async.sync.aligned.m64n64k16.f32." E "." E " " WG_D                            \
     ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
+#define WG_ACC16(d)                                                                          \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), \
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]),          \
+        "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+/* SS m64n32k16 with both operands MN-major in shared memory (A transposed, B N-major):
+ * d (+)= A B for A stored [k][m] and B stored [k][n] */
+#define WG_SS_TT(E)                                                                          \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32." E \
+    "." E " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
 
 template <typename T> struct wg_op;
 template <> struct wg_op<__nv_bfloat16> {
@@ -439,6 +452,11 @@ template <> struct wg_op<__nv_bfloat16> {
     static __device__ __forceinline__ void rs_tb(float d[8][4], const uint32_t a[4], uint64_t db) {
 #ifdef LB_WGMMA
         asm volatile(WG_RS("bf16") : WG_ACC(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+#endif
+    }
+    static __device__ __forceinline__ void ss_tt(float d[4][4], uint64_t da, uint64_t db, int scale_d) {
+#ifdef LB_WGMMA
+        asm volatile(WG_SS_TT("bf16") : WG_ACC16(d) : "l"(da), "l"(db), "r"(scale_d));
 #endif
     }
 };
@@ -453,6 +471,11 @@ template <> struct wg_op<__half> {
         asm volatile(WG_RS("f16") : WG_ACC(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 #endif
     }
+    static __device__ __forceinline__ void ss_tt(float d[4][4], uint64_t da, uint64_t db, int scale_d) {
+#ifdef LB_WGMMA
+        asm volatile(WG_SS_TT("f16") : WG_ACC16(d) : "l"(da), "l"(db), "r"(scale_d));
+#endif
+    }
 };
 
 __device__ __forceinline__ void wg_fence() {
@@ -460,9 +483,15 @@ __device__ __forceinline__ void wg_fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void wg_commit_wait() {
+__device__ __forceinline__ void wg_commit() {
 #ifdef LB_WGMMA
-    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+/* waits until at most N of this warpgroup's committed groups are still running */
+template <int N> __device__ __forceinline__ void wg_wait() {
+#ifdef LB_WGMMA
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
 /* shared-memory writes of the generic proxy (cp.async) made visible to wgmma's reads */
@@ -473,11 +502,18 @@ __device__ __forceinline__ void fence_async_shared() {
 }
 /* keeps the compiler from moving accumulator registers inside a wgmma pipeline stage
  * (ptxas serialises the wgmmas otherwise) */
-__device__ __forceinline__ void wg_pin(float d[8][4]) {
+template <int N> __device__ __forceinline__ void wg_pin(float (&d)[N][4]) {
 #pragma unroll
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < N; i++)
 #pragma unroll
         for (int e = 0; e < 4; e++) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+/* the same for A fragments a register-sourced wgmma may still be reading */
+__device__ __forceinline__ void wg_pin_a(uint32_t a[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
 /* Starts copying rows [row0, row0+64) x HDM columns of a [*, ld] matrix into a 64 x 64
@@ -538,7 +574,8 @@ attn_fwd_wgmma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, i
         for (int ks = 0; ks < HDM / 16; ks++) /* 16 columns: two cores, 256 bytes on */
             wg_op<T>::ss(sc, wg_desc((const char *)sQ + 256 * ks, 128, 1024),
                          wg_desc((const char *)cK + 256 * ks, 128, 1024), ks > 0);
-        wg_commit_wait();
+        wg_commit();
+        wg_wait<0>();
         wg_pin(sc);
         int k0 = j * KT;
         if (k0 + KT - 1 > q0 || k0 + KT > T_) mask_scores(sc, k0, qrow, t, T_);
@@ -551,7 +588,8 @@ attn_fwd_wgmma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, i
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) /* 16 keys: two 8-row blocks, 2048 bytes on */
             wg_op<T>::rs_tb(o, a[kk], wg_desc((const char *)cV + 2048 * kk, 1024, 128));
-        wg_commit_wait();
+        wg_commit();
+        wg_wait<0>();
         wg_pin(o);
         __syncthreads(); /* the next prefetch overwrites this buffer */
     }
@@ -566,6 +604,47 @@ __global__ void wgmma_present_kernel(int *flag) {
 #else
     *flag = 0;
 #endif
+}
+
+/* The bias gradient's key and value columns from a backward block of NW warps whose
+ * lanes hold dK and dV rows key[0], key[1] in accumulator layout: the block's column sums
+ * (fp32, keys past T_ left out, dK times scale) over the lane's two rows, the warp's
+ * eight row groups (shuffles) and the warps (shared memory, whose tiles the block is done
+ * with), then one atomic a column. */
+template <int NW>
+__device__ __forceinline__ void bias_kv_sums(float *dbias, unsigned char *smem, const float dk[8][4],
+                                             const float dv[8][4], const int key[2], int T_,
+                                             int NH, int NKV, int kvh, float scale) {
+    static_assert(NW * 32 >= 2 * HDM, "one thread a key or value column");
+    float *part = (float *)smem; /* [NW][2 * HDM] */
+    int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+    __syncthreads();
+#pragma unroll
+    for (int d = 0; d < 8; d++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float sk = 0.0f, sv = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                if (key[i] < T_) sk += dk[d][2 * i + e], sv += dv[d][2 * i + e];
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) {
+                sk += __shfl_xor_sync(0xffffffffu, sk, o);
+                sv += __shfl_xor_sync(0xffffffffu, sv, o);
+            }
+            if (g == 0) {
+                part[warp * 2 * HDM + d * 8 + 2 * t + e] = sk * scale;
+                part[warp * 2 * HDM + HDM + d * 8 + 2 * t + e] = sv;
+            }
+        }
+    }
+    __syncthreads();
+    int c = threadIdx.x;
+    if (c >= 2 * HDM) return;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NW; w++) sum += part[w * 2 * HDM + c];
+    atomicAdd(dbias + (c < HDM ? (NH + kvh) * HDM + c : (NH + NKV + kvh) * HDM + c - HDM), sum);
 }
 
 /* Backward: one block per 64 keys of one kv head, warp w owning keys w*16..w*16+15, whose
@@ -723,38 +802,220 @@ attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T
                 mma_op<T>::pack(dv[d][2 * i], dv[d][2 * i + 1]);
         }
     }
-    if (dbias == NULL) return;
-    /* the bias gradient's key and value columns: this block's column sums of dK and dV
-     * (fp32, keys past T_ left out), over the lane's two rows, the warp's eight row groups
-     * (shuffles) and the four warps (shared memory), then one atomic a column */
-    static_assert(BW * 32 == 2 * HDM, "one thread a key or value column");
-    float *part = (float *)smem; /* [BW][2 * HDM]: the tiles are done with */
-    __syncthreads();
+    if (dbias != NULL) bias_kv_sums<BW>(dbias, smem, dk, dv, key, T_, NH, NKV, kvh, scale);
+}
+
+#define WK 128 /* wgmma backward: keys per block, 64 per warpgroup */
+#define WBQ 64 /* wgmma backward: queries per tile */
+
+/* Backward with warpgroup MMAs (sm_90a): one block per 128 keys of one kv head, two
+ * warpgroups of 64 keys each, dK and dV in registers over every 64-query tile of every
+ * query head of the group. Tiles are in the core-matrix layout of the wgmma forward; Q,
+ * dO, lse and D stream through a two-stage cp.async pipeline. Per tile a warpgroup issues
+ * S^T = K Q^T and dP^T = V dO^T (shared operands), turns S^T into P^T while dP^T is still
+ * running, issues dV += P^T dO, forms dS^T while that runs, issues dK += dS^T Q, and
+ * stores dS^T to shared memory; after a block barrier each warpgroup forms half of the
+ * tile's dQ (dS K over the block's 128 keys, 32 of the 64 columns) and adds it into the
+ * fp32 accumulator of attn_bwd_mma_kernel (same permuted layout) while the next tile's
+ * products run. dS^T is double-buffered, so the reads of one tile's dQ overlap the
+ * writes of the next. A warpgroup whose keys all lie after the tile's queries skips the
+ * tile's products. */
+template <typename T>
+__global__ void __launch_bounds__(256, 1)
+attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T *qkv,
+                      const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
+#ifdef LB_WGMMA
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *sK = (T *)smem, *sV = sK + 2 * CM_TILE, *sQ = sV + 2 * CM_TILE, *sdO = sQ + 2 * CM_TILE;
+    T *sdS = sdO + 2 * CM_TILE; /* two buffers of dS^T: 128 keys x 64 queries each */
+    float *sL = (float *)(sdS + 4 * CM_TILE), *sD = sL + 2 * WBQ;
+    int rest = blockIdx.x % (NKV * B);
+    int kvh = rest % NKV, b = rest / NKV, G = NH / NKV;
+    int64_t W = (int64_t)(NH + 2 * NKV) * HDM, ldo = (int64_t)NH * HDM;
+    const T *base = qkv + (int64_t)b * T_ * W;
+    int k0 = (int)(blockIdx.x / (NKV * B)) * WK;
+    int nq = (T_ - k0 + WBQ - 1) / WBQ, n_it = G * nq;
+    int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    int g = lane >> 2, t = lane & 3;
+    int kw0 = k0 + 64 * wg;
+    int key[2] = {kw0 + 16 * warp + g, kw0 + 16 * warp + g + 8};
+    const float scale = rsqrtf((float)HDM), sl2 = scale * LOG2E;
+    /* descriptors of the shared operands: K-major (k steps 256 bytes apart) for the
+     * products over the head dimension, MN-major (k steps 2048 bytes apart) for the
+     * products over queries or keys; a stage of Q or dO is 8 KiB on, a dS^T buffer 16 */
+    const uint64_t dKw = wg_desc(sK + wg * CM_TILE, 128, 1024), dVw = wg_desc(sV + wg * CM_TILE, 128, 1024);
+    const uint64_t dQk = wg_desc(sQ, 128, 1024), dOk = wg_desc(sdO, 128, 1024);
+    const uint64_t dQn = wg_desc(sQ, 1024, 128), dOn = wg_desc(sdO, 1024, 128);
+    const uint64_t dSt = wg_desc(sdS, 1024, 128), dKn = wg_desc(sK, 1024, 128) + 32 * wg;
+    constexpr int STAGE = CM_TILE * sizeof(T) >> 4, K16 = 256 >> 4, R16 = 2048 >> 4;
+
+    for (int half = 0; half < 2; half++) {
+        tile_async_cm(sK + half * CM_TILE, base + (NH + kvh) * HDM, W, k0 + 64 * half, T_);
+        tile_async_cm(sV + half * CM_TILE, base + (NH + NKV + kvh) * HDM, W, k0 + 64 * half, T_);
+    }
+    auto issue = [&](int it) {
+        int h = kvh * G + it / nq, q0 = k0 + (it % nq) * WBQ, buf = it & 1;
+        tile_async_cm(sQ + buf * CM_TILE, base + h * HDM, W, q0, T_);
+        tile_async_cm(sdO + buf * CM_TILE, dout + (int64_t)b * T_ * ldo + h * HDM, ldo, q0, T_);
+        int i = threadIdx.x;
+        if (i < 2 * WBQ) {
+            int r = i & (WBQ - 1), q = q0 + r;
+            const float *src = (i < WBQ ? lse : Dsum) + ((int64_t)b * NH + h) * T_;
+            cp_async4((i < WBQ ? sL : sD) + buf * WBQ + r, src + (q < T_ ? q : 0), q < T_);
+        }
+        cp_async_commit();
+    };
+    issue(0);
+
+    float dk[8][4], dv[8][4], dq[4][4];
+    zero8x4(dk);
+    zero8x4(dv);
+    /* dQ of tile `it` (64 queries x the 32 columns from 32 wg) = dS K over the 16-key groups
+     * that have a query at or after them: 4 (the tile on the block's diagonal) or 8 */
+    auto dq_issue = [&](int it) {
+        int q0 = k0 + (it % nq) * WBQ;
+        uint64_t a = dSt + (it & 1) * 2 * STAGE;
+        wg_fence();
+        if (q0 - k0 >= WBQ) { /* one of two fixed-length chains, no branch inside one */
 #pragma unroll
-    for (int d = 0; d < 8; d++) {
+            for (int ks = 0; ks < WK / 16; ks++) wg_op<T>::ss_tt(dq, a + R16 * ks, dKn + R16 * ks, ks > 0);
+        } else {
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            float sk = 0.0f, sv = 0.0f;
+            for (int ks = 0; ks < WK / 32; ks++) wg_op<T>::ss_tt(dq, a + R16 * ks, dKn + R16 * ks, ks > 0);
+        }
+        wg_commit();
+    };
+    /* adds that dQ into dq_acc (permuted columns, as attn_bwd_mma_kernel) */
+    auto dq_add = [&](int it) {
+        int h = kvh * G + it / nq, q0 = k0 + (it % nq) * WBQ;
 #pragma unroll
-            for (int i = 0; i < 2; i++)
-                if (key[i] < T_) sk += dk[d][2 * i + e], sv += dv[d][2 * i + e];
+        for (int i = 0; i < 2; i++) {
+            int q = q0 + 16 * warp + g + 8 * i;
+            if (q >= T_) continue;
+            float *row = dq_acc + (((int64_t)b * T_ + q) * NH + h) * HDM + 32 * wg + 4 * t;
 #pragma unroll
-            for (int o = 4; o < 32; o <<= 1) {
-                sk += __shfl_xor_sync(0xffffffffu, sk, o);
-                sv += __shfl_xor_sync(0xffffffffu, sv, o);
+            for (int dp = 0; dp < 2; dp++)
+                red_add4(row + dp * 16, make_float4(dq[2 * dp][2 * i], dq[2 * dp][2 * i + 1],
+                                                    dq[2 * dp + 1][2 * i],
+                                                    dq[2 * dp + 1][2 * i + 1]));
+        }
+    };
+    for (int it = 0; it < n_it; it++) {
+        cp_async_wait<0>();
+        fence_async_shared();
+        /* tile it is in; both warpgroups are done with tile it-1's Q and dO and have stored
+         * tile it-1's dS^T */
+        __syncthreads();
+        if (it + 1 < n_it) issue(it + 1);
+        int q0 = k0 + (it % nq) * WBQ, buf = it & 1;
+        const float *cL = sL + buf * WBQ, *cD = sD + buf * WBQ;
+        /* groups, oldest first: S^T, dP^T, dQ of tile it-1, dV, dK. A warpgroup whose keys
+         * all follow the tile's queries computes zeros here: a branch around wgmma on the
+         * warpgroup index would make ptxas serialise every wgmma of the kernel */
+        float st[8][4], dp[8][4];
+        uint32_t pa[4][4], sa[4][4];
+        wg_pin(st);
+        wg_pin(dp);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < HDM / 16; ks++)
+            wg_op<T>::ss(st, dKw + K16 * ks, dQk + buf * STAGE + K16 * ks, ks > 0);
+        wg_commit();
+#pragma unroll
+        for (int ks = 0; ks < HDM / 16; ks++)
+            wg_op<T>::ss(dp, dVw + K16 * ks, dOk + buf * STAGE + K16 * ks, ks > 0);
+        wg_commit();
+        if (it > 0)
+            dq_issue(it - 1);
+        else
+            wg_commit();
+        wg_wait<2>(); /* S^T */
+        wg_pin(st);
+        if (q0 < kw0 + 63) { /* keys after queries: masked */
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                float2 L = *(const float2 *)(cL + nt * 8 + 2 * t);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int q = q0 + nt * 8 + 2 * t + (e & 1);
+                    float p = fast_exp2(fmaf(st[nt][e], sl2, -((e & 1) ? L.y : L.x) * LOG2E));
+                    st[nt][e] = q < key[e >> 1] ? 0.0f : p;
+                }
             }
-            if (g == 0) {
-                part[warp * 2 * HDM + d * 8 + 2 * t + e] = sk * scale;
-                part[warp * 2 * HDM + HDM + d * 8 + 2 * t + e] = sv;
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                float2 L = *(const float2 *)(cL + nt * 8 + 2 * t);
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    st[nt][e] = fast_exp2(fmaf(st[nt][e], sl2, -((e & 1) ? L.y : L.x) * LOG2E));
             }
         }
-    }
-    __syncthreads();
-    int c = threadIdx.x;
-    float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < BW; w++) sum += part[w * 2 * HDM + c];
-    atomicAdd(dbias + (c < HDM ? (NH + kvh) * HDM + c : (NH + NKV + kvh) * HDM + c - HDM), sum);
+        for (int kk = 0; kk < 4; kk++) afrag_from_c<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
+        wg_pin(dv);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) /* dV += P^T dO */
+            wg_op<T>::rs_tb(dv, pa[kk], dOn + buf * STAGE + R16 * kk);
+        wg_commit();
+        wg_wait<2>(); /* dP^T */
+        wg_pin(dp);
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            float2 D = *(const float2 *)(cD + nt * 8 + 2 * t);
+            dp[nt][0] = st[nt][0] * (dp[nt][0] - D.x);
+            dp[nt][1] = st[nt][1] * (dp[nt][1] - D.y);
+            dp[nt][2] = st[nt][2] * (dp[nt][2] - D.x);
+            dp[nt][3] = st[nt][3] * (dp[nt][3] - D.y);
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) afrag_from_c<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
+        wg_pin(dk);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) /* dK += dS^T Q (scale applied at the end) */
+            wg_op<T>::rs_tb(dk, sa[kk], dQn + buf * STAGE + R16 * kk);
+        wg_commit();
+        { /* dS^T rows of this warp into the tile's buffer (lane: row g, columns 2t..) */
+            char *p = (char *)(sdS + buf * 2 * CM_TILE) + (8 * wg + 2 * warp) * 1024 + g * 16 + 4 * t;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                *(uint32_t *)(p + 256 * kk) = sa[kk][0];
+                *(uint32_t *)(p + 1024 + 256 * kk) = sa[kk][1];
+                *(uint32_t *)(p + 128 + 256 * kk) = sa[kk][2];
+                *(uint32_t *)(p + 1152 + 256 * kk) = sa[kk][3];
+            }
+        }
+        wg_wait<2>(); /* dQ of tile it-1 */
+        wg_pin(dq);
+        if (it > 0) dq_add(it - 1);
+        wg_wait<0>(); /* dV, dK: this tile's Q and dO are free for the next prefetch */
+        wg_pin(dv);
+        wg_pin(dk);
+        wg_pin_a(pa);
+        wg_pin_a(sa);
+    }
+    fence_async_shared();
+    __syncthreads(); /* the last tile's dS^T from both warpgroups */
+    dq_issue(n_it - 1);
+    wg_wait<0>();
+    wg_pin(dq);
+    dq_add(n_it - 1);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (key[i] >= T_) continue;
+        T *row = dqkv + ((int64_t)b * T_ + key[i]) * W;
+#pragma unroll
+        for (int d = 0; d < 8; d++) {
+            *(uint32_t *)(row + (NH + kvh) * HDM + d * 8 + 2 * t) =
+                mma_op<T>::pack(dk[d][2 * i] * scale, dk[d][2 * i + 1] * scale);
+            *(uint32_t *)(row + (NH + NKV + kvh) * HDM + d * 8 + 2 * t) =
+                mma_op<T>::pack(dv[d][2 * i], dv[d][2 * i + 1]);
+        }
+    }
+    if (dbias != NULL) bias_kv_sums<8>(dbias, smem, dk, dv, key, T_, NH, NKV, kvh, scale);
+#endif
 }
 
 #define DQ_ROWS 128 /* dQ store: rows a block */
@@ -876,11 +1137,6 @@ __device__ __forceinline__ void tile_ps(float acc[4][4], const float *P, int ra,
             }
         }
     }
-}
-
-static __device__ __forceinline__ void zero4x4(float x[4][4]) {
-#pragma unroll
-    for (int i = 0; i < 4; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
 
 
@@ -1409,6 +1665,22 @@ static lb_status bwd_mma(void *dqkv, float *dbias, float *Dsum, float *dq_acc, c
 }
 
 template <typename T>
+static lb_status bwd_wgmma(void *dqkv, float *dbias, float *Dsum, float *dq_acc, const void *dout,
+                           const void *qkv, const float *lse, int B, int T_, int NH, int NKV,
+                           cudaStream_t s, lb_err *err) {
+    /* K, V (128 rows), two Q and two dO stages, two dS^T buffers; lse and D stages */
+    size_t smem = 12 * CM_TILE * sizeof(T) + 4 * WBQ * sizeof(float);
+    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_wgmma_kernel<T>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    unsigned blocks = (unsigned)((T_ + WK - 1) / WK) * (unsigned)NKV * (unsigned)B;
+    attn_bwd_wgmma_kernel<T><<<blocks, 256, smem, s>>>((T *)dqkv, dbias, dq_acc,
+                                                       (const T *)dout, (const T *)qkv, lse,
+                                                       Dsum, B, T_, NH, NKV);
+    LB_CUDA_LAUNCH_TRY(err);
+    return dq_store<T>(dqkv, dbias, dq_acc, B, T_, NH, NKV, s, err);
+}
+
+template <typename T>
 static lb_status fwd_simt(void *out, float *lse, const void *qkv, int B, int T_, int NH, int NKV,
                           cudaStream_t s, lb_err *err) {
     size_t smem = (size_t)(3 * TB * TLD + TB * PLD) * sizeof(float);
@@ -1460,10 +1732,6 @@ extern "C" lb_status lb_gpu_attention_forward(void *out, float *lse, const void 
                                               int NH, int NKV, int HD, lb_gpu_dtype dt,
                                               lb_gpu_attn_impl impl, cudaStream_t s, lb_err *err) {
     LB_TRY(check_heads(NH, NKV, HD, err));
-    if (use_mma(dt, HD, impl) && wgmma_ready()) {
-        if (dt == LB_DT_BF16) return fwd_wgmma<__nv_bfloat16>(out, lse, qkv, B, T, NH, NKV, s, err);
-        return fwd_wgmma<__half>(out, lse, qkv, B, T, NH, NKV, s, err);
-    }
     if (use_mma(dt, HD, impl)) {
         if (dt == LB_DT_BF16) return fwd_mma<__nv_bfloat16>(out, lse, qkv, B, T, NH, NKV, s, err);
         return fwd_mma<__half>(out, lse, qkv, B, T, NH, NKV, s, err);
@@ -1492,6 +1760,12 @@ extern "C" lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *s
         attn_dsum_kernel<E><<<lb_blocks(rows * (HD / 8), 256), 256, 0, s>>>(
             Dsum, dq_acc, (const E *)dout, (const E *)out, rows, T, NH, HD));
     LB_CUDA_LAUNCH_TRY(err);
+    if (mma && wgmma_ready()) {
+        if (dt == LB_DT_BF16)
+            return bwd_wgmma<__nv_bfloat16>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH,
+                                            NKV, s, err);
+        return bwd_wgmma<__half>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err);
+    }
     if (mma) {
         if (dt == LB_DT_BF16)
             return bwd_mma<__nv_bfloat16>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH,
