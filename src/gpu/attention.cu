@@ -517,16 +517,19 @@ __device__ __forceinline__ void wg_pin_a(uint32_t a[4][4]) {
 }
 
 /* Starts copying rows [row0, row0+64) x HDM columns of a [*, ld] matrix into a 64 x 64
- * core-matrix tile: 16-byte chunk i (row 8 (i / 64) + i % 8, column chunk (i / 8) % 8)
- * lands at byte 16 i, so consecutive threads fill consecutive bytes. Rows at or past
- * n_rows become zero. */
-template <typename T>
+ * core-matrix tile with the block's NT threads: 16-byte chunk i (row 8 (i / 64) + i % 8,
+ * column chunk (i / 8) % 8) lands at byte 16 i, so consecutive threads fill consecutive
+ * bytes; a thread's chunks lie NT / 8 rows apart in one column. Rows at or past n_rows
+ * become zero. */
+template <int NT, typename T>
 __device__ __forceinline__ void tile_async_cm(T *s, const T *g, int64_t ld, int row0, int n_rows) {
-    for (int i = threadIdx.x; i < 64 * 8; i += blockDim.x) {
-        int r = (i / 64) * 8 + i % 8, c = (i / 8) % 8;
-        bool ok = row0 + r < n_rows;
-        cp_async16((char *)s + 16 * i, g + (int64_t)(ok ? row0 + r : 0) * ld + c * 8, ok);
-    }
+    static_assert(NT % 64 == 0 && NT <= 512, "whole rows of chunks a pass");
+    int i = threadIdx.x, r = row0 + (i / 64) * 8 + i % 8;
+    const T *p = g + (int64_t)r * ld + (i / 8) % 8 * 8;
+    int64_t step = (int64_t)(NT / 8) * ld;
+#pragma unroll
+    for (int k = 0; k < 512 / NT; k++, r += NT / 8, p += step)
+        cp_async16((char *)s + 16 * (i + k * NT), r < n_rows ? p : g, r < n_rows);
 }
 
 /* Forward with warpgroup MMAs: one block (one warpgroup) per 64 queries of one head;
@@ -546,9 +549,9 @@ attn_fwd_wgmma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, i
     int qrow[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
     const float sl2 = rsqrtf((float)HDM) * LOG2E;
 
-    tile_async_cm(sQ, ft.base + h * HDM, W, q0, T_);
-    tile_async_cm(sK, ft.gK, W, 0, T_);
-    tile_async_cm(sV, ft.gV, W, 0, T_);
+    tile_async_cm<128>(sQ, ft.base + h * HDM, W, q0, T_);
+    tile_async_cm<128>(sK, ft.gK, W, 0, T_);
+    tile_async_cm<128>(sV, ft.gV, W, 0, T_);
     cp_async_commit();
     float o[8][4];
     zero8x4(o);
@@ -556,8 +559,8 @@ attn_fwd_wgmma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, i
     for (int j = 0; j < n_kt; j++) {
         if (j + 1 < n_kt) {
             int nb = (j + 1) & 1;
-            tile_async_cm(sK + nb * CM_TILE, ft.gK, W, (j + 1) * KT, T_);
-            tile_async_cm(sV + nb * CM_TILE, ft.gV, W, (j + 1) * KT, T_);
+            tile_async_cm<128>(sK + nb * CM_TILE, ft.gK, W, (j + 1) * KT, T_);
+            tile_async_cm<128>(sV + nb * CM_TILE, ft.gV, W, (j + 1) * KT, T_);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
@@ -807,6 +810,7 @@ attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T
 
 #define WK 128 /* wgmma backward: keys per block, 64 per warpgroup */
 #define WBQ 64 /* wgmma backward: queries per tile */
+#define WSTAGES 3 /* wgmma backward: Q / dO / lse / D stages in flight */
 
 /* Backward with warpgroup MMAs (sm_90a): one block per 128 keys of one kv head, two
  * warpgroups of 64 keys each, dK and dV in registers over every 64-query tile of every
@@ -826,9 +830,9 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
                       const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
 #ifdef LB_WGMMA
     extern __shared__ __align__(128) unsigned char smem[];
-    T *sK = (T *)smem, *sV = sK + 2 * CM_TILE, *sQ = sV + 2 * CM_TILE, *sdO = sQ + 2 * CM_TILE;
-    T *sdS = sdO + 2 * CM_TILE; /* two buffers of dS^T: 128 keys x 64 queries each */
-    float *sL = (float *)(sdS + 4 * CM_TILE), *sD = sL + 2 * WBQ;
+    T *sK = (T *)smem, *sV = sK + 2 * CM_TILE, *sQ = sV + 2 * CM_TILE;
+    T *sdO = sQ + WSTAGES * CM_TILE, *sdS = sdO + WSTAGES * CM_TILE; /* two dS^T buffers */
+    float *sL = (float *)(sdS + 4 * CM_TILE), *sD = sL + WSTAGES * WBQ;
     int rest = blockIdx.x % (NKV * B);
     int kvh = rest % NKV, b = rest / NKV, G = NH / NKV;
     int64_t W = (int64_t)(NH + 2 * NKV) * HDM, ldo = (int64_t)NH * HDM;
@@ -842,7 +846,7 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
     const float scale = rsqrtf((float)HDM), sl2 = scale * LOG2E;
     /* descriptors of the shared operands: K-major (k steps 256 bytes apart) for the
      * products over the head dimension, MN-major (k steps 2048 bytes apart) for the
-     * products over queries or keys; a stage of Q or dO is 8 KiB on, a dS^T buffer 16 */
+     * products over queries or keys; a stage of Q or dO is 8 KiB on, a dS^T buffer 16 KiB */
     const uint64_t dKw = wg_desc(sK + wg * CM_TILE, 128, 1024), dVw = wg_desc(sV + wg * CM_TILE, 128, 1024);
     const uint64_t dQk = wg_desc(sQ, 128, 1024), dOk = wg_desc(sdO, 128, 1024);
     const uint64_t dQn = wg_desc(sQ, 1024, 128), dOn = wg_desc(sdO, 1024, 128);
@@ -850,13 +854,29 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
     constexpr int STAGE = CM_TILE * sizeof(T) >> 4, K16 = 256 >> 4, R16 = 2048 >> 4;
 
     for (int half = 0; half < 2; half++) {
-        tile_async_cm(sK + half * CM_TILE, base + (NH + kvh) * HDM, W, k0 + 64 * half, T_);
-        tile_async_cm(sV + half * CM_TILE, base + (NH + NKV + kvh) * HDM, W, k0 + 64 * half, T_);
+        tile_async_cm<256>(sK + half * CM_TILE, base + (NH + kvh) * HDM, W, k0 + 64 * half, T_);
+        tile_async_cm<256>(sV + half * CM_TILE, base + (NH + NKV + kvh) * HDM, W, k0 + 64 * half, T_);
     }
-    auto issue = [&](int it) {
-        int h = kvh * G + it / nq, q0 = k0 + (it % nq) * WBQ, buf = it & 1;
-        tile_async_cm(sQ + buf * CM_TILE, base + h * HDM, W, q0, T_);
-        tile_async_cm(sdO + buf * CM_TILE, dout + (int64_t)b * T_ * ldo + h * HDM, ldo, q0, T_);
+    /* the query stream: tile `it` is query head kvh G + it / nq, queries from
+     * k0 + (it % nq) WBQ, tracked as counters (a division by nq costs ~25 instructions) */
+    struct qtile {
+        int h, q0;
+    };
+    auto next = [&](qtile p) {
+        p.q0 += WBQ;
+        if (p.q0 >= T_) p.q0 = k0, p.h++;
+        return p;
+    };
+    /* a tile of the stream into stage buffer buf; past the end (h past the group) an empty
+     * group, so that waiting for all but the newest group always means tile it is in */
+    auto issue = [&](qtile p, int buf) {
+        if (p.h >= (kvh + 1) * G) {
+            cp_async_commit();
+            return;
+        }
+        int h = p.h, q0 = p.q0;
+        tile_async_cm<256>(sQ + buf * CM_TILE, base + h * HDM, W, q0, T_);
+        tile_async_cm<256>(sdO + buf * CM_TILE, dout + (int64_t)b * T_ * ldo + h * HDM, ldo, q0, T_);
         int i = threadIdx.x;
         if (i < 2 * WBQ) {
             int r = i & (WBQ - 1), q = q0 + r;
@@ -865,29 +885,32 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
         }
         cp_async_commit();
     };
-    issue(0);
+    qtile cur = {kvh * G, k0}, prev = cur, ahead = next(cur);
+    issue(cur, 0);
+    issue(ahead, 1);
 
     float dk[8][4], dv[8][4], dq[4][4];
     zero8x4(dk);
     zero8x4(dv);
     /* dQ of tile `it` (64 queries x the 32 columns from 32 wg) = dS K over the 16-key groups
      * that have a query at or after them: 4 (the tile on the block's diagonal) or 8 */
-    auto dq_issue = [&](int it) {
-        int q0 = k0 + (it % nq) * WBQ;
-        uint64_t a = dSt + (it & 1) * 2 * STAGE;
+    auto dq_issue = [&](int q0, int parity) {
+        uint64_t a = dSt + parity * 2 * STAGE;
         wg_fence();
-        if (q0 - k0 >= WBQ) { /* one of two fixed-length chains, no branch inside one */
+        /* one of two fixed-length chains, each committed on its own path (a commit after
+         * the paths join costs ptxas an extra empty wgmma) */
+        if (q0 - k0 >= WBQ) {
 #pragma unroll
             for (int ks = 0; ks < WK / 16; ks++) wg_op<T>::ss_tt(dq, a + R16 * ks, dKn + R16 * ks, ks > 0);
+            wg_commit();
         } else {
 #pragma unroll
             for (int ks = 0; ks < WK / 32; ks++) wg_op<T>::ss_tt(dq, a + R16 * ks, dKn + R16 * ks, ks > 0);
+            wg_commit();
         }
-        wg_commit();
     };
     /* adds that dQ into dq_acc (permuted columns, as attn_bwd_mma_kernel) */
-    auto dq_add = [&](int it) {
-        int h = kvh * G + it / nq, q0 = k0 + (it % nq) * WBQ;
+    auto dq_add = [&](int h, int q0) {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             int q = q0 + 16 * warp + g + 8 * i;
@@ -900,14 +923,13 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
                                                     dq[2 * dp + 1][2 * i + 1]));
         }
     };
-    for (int it = 0; it < n_it; it++) {
-        cp_async_wait<0>();
+    for (int it = 0, buf = 0; it < n_it; it++, buf = buf == WSTAGES - 1 ? 0 : buf + 1) {
+        cp_async_wait<1>();
         fence_async_shared();
         /* tile it is in; both warpgroups are done with tile it-1's Q and dO and have stored
          * tile it-1's dS^T */
         __syncthreads();
-        if (it + 1 < n_it) issue(it + 1);
-        int q0 = k0 + (it % nq) * WBQ, buf = it & 1;
+        int q0 = cur.q0;
         const float *cL = sL + buf * WBQ, *cD = sD + buf * WBQ;
         /* groups, oldest first: S^T, dP^T, dQ of tile it-1, dV, dK. A warpgroup whose keys
          * all follow the tile's queries computes zeros here: a branch around wgmma on the
@@ -926,19 +948,23 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
             wg_op<T>::ss(dp, dVw + K16 * ks, dOk + buf * STAGE + K16 * ks, ks > 0);
         wg_commit();
         if (it > 0)
-            dq_issue(it - 1);
+            dq_issue(prev.q0, (it - 1) & 1);
         else
             wg_commit();
+        /* tile it + 2 into the stage tile it - 1 used, while the products run */
+        ahead = next(ahead);
+        issue(ahead, buf == 0 ? WSTAGES - 1 : buf - 1);
         wg_wait<2>(); /* S^T */
         wg_pin(st);
         if (q0 < kw0 + 63) { /* keys after queries: masked */
 #pragma unroll
             for (int nt = 0; nt < 8; nt++) {
                 float2 L = *(const float2 *)(cL + nt * 8 + 2 * t);
+                float nl[2] = {-L.x * LOG2E, -L.y * LOG2E};
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int q = q0 + nt * 8 + 2 * t + (e & 1);
-                    float p = fast_exp2(fmaf(st[nt][e], sl2, -((e & 1) ? L.y : L.x) * LOG2E));
+                    float p = fast_exp2(fmaf(st[nt][e], sl2, nl[e & 1]));
                     st[nt][e] = q < key[e >> 1] ? 0.0f : p;
                 }
             }
@@ -946,9 +972,9 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
 #pragma unroll
             for (int nt = 0; nt < 8; nt++) {
                 float2 L = *(const float2 *)(cL + nt * 8 + 2 * t);
+                float nl[2] = {-L.x * LOG2E, -L.y * LOG2E};
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    st[nt][e] = fast_exp2(fmaf(st[nt][e], sl2, -((e & 1) ? L.y : L.x) * LOG2E));
+                for (int e = 0; e < 4; e++) st[nt][e] = fast_exp2(fmaf(st[nt][e], sl2, nl[e & 1]));
             }
         }
 #pragma unroll
@@ -978,7 +1004,7 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
             wg_op<T>::rs_tb(dk, sa[kk], dQn + buf * STAGE + R16 * kk);
         wg_commit();
         { /* dS^T rows of this warp into the tile's buffer (lane: row g, columns 2t..) */
-            char *p = (char *)(sdS + buf * 2 * CM_TILE) + (8 * wg + 2 * warp) * 1024 + g * 16 + 4 * t;
+            char *p = (char *)(sdS + (it & 1) * 2 * CM_TILE) + (8 * wg + 2 * warp) * 1024 + g * 16 + 4 * t;
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
                 *(uint32_t *)(p + 256 * kk) = sa[kk][0];
@@ -989,7 +1015,9 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
         }
         wg_wait<2>(); /* dQ of tile it-1 */
         wg_pin(dq);
-        if (it > 0) dq_add(it - 1);
+        if (it > 0) dq_add(prev.h, prev.q0);
+        prev = cur;
+        cur = next(cur);
         wg_wait<0>(); /* dV, dK: this tile's Q and dO are free for the next prefetch */
         wg_pin(dv);
         wg_pin(dk);
@@ -998,10 +1026,10 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
     }
     fence_async_shared();
     __syncthreads(); /* the last tile's dS^T from both warpgroups */
-    dq_issue(n_it - 1);
+    dq_issue(prev.q0, (n_it - 1) & 1);
     wg_wait<0>();
     wg_pin(dq);
-    dq_add(n_it - 1);
+    dq_add(prev.h, prev.q0);
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         if (key[i] >= T_) continue;
@@ -1668,8 +1696,8 @@ template <typename T>
 static lb_status bwd_wgmma(void *dqkv, float *dbias, float *Dsum, float *dq_acc, const void *dout,
                            const void *qkv, const float *lse, int B, int T_, int NH, int NKV,
                            cudaStream_t s, lb_err *err) {
-    /* K, V (128 rows), two Q and two dO stages, two dS^T buffers; lse and D stages */
-    size_t smem = 12 * CM_TILE * sizeof(T) + 4 * WBQ * sizeof(float);
+    /* K, V (128 rows), the Q and dO stages, two dS^T buffers; lse and D stages */
+    size_t smem = (8 + 2 * WSTAGES) * CM_TILE * sizeof(T) + 2 * WSTAGES * WBQ * sizeof(float);
     LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_wgmma_kernel<T>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     unsigned blocks = (unsigned)((T_ + WK - 1) / WK) * (unsigned)NKV * (unsigned)B;
