@@ -397,7 +397,7 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int
  * (8 rows x 16 bytes per 128-byte core matrix, cores along a row 128 bytes apart, 8-row
  * blocks 1024 bytes apart); bench/wgmma_probe.cu checked the descriptors on an H200.
  * Compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere the kernel is empty
- * and wgmma_ready() keeps the launcher away from it. */
+ * and lb_gpu_attention_wgmma() keeps the launcher away from it. */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define LB_WGMMA 1
 #endif
@@ -517,19 +517,22 @@ __device__ __forceinline__ void wg_pin_a(uint32_t a[4][4]) {
 }
 
 /* Starts copying rows [row0, row0+64) x HDM columns of a [*, ld] matrix into a 64 x 64
- * core-matrix tile with the block's NT threads: 16-byte chunk i (row 8 (i / 64) + i % 8,
- * column chunk (i / 8) % 8) lands at byte 16 i, so consecutive threads fill consecutive
- * bytes; a thread's chunks lie NT / 8 rows apart in one column. Rows at or past n_rows
- * become zero. */
+ * core-matrix tile with the block's NT threads: thread i takes 16-byte chunk c = i % 8 of
+ * row r = i / 8 (and of the rows NT / 8, 2 NT / 8, ... below it), which lands at byte
+ * (r / 8) 1024 + 128 c + 16 (r % 8). A warp reads four whole 128-byte rows, four L2 lines
+ * (eight rows of half a line each, conflict-free in shared memory, take twice the L2
+ * requests, and L2 request throughput bounds the attention kernels), at the price of
+ * 8-way bank conflicts on the shared-memory writes. Rows at or past n_rows become zero. */
 template <int NT, typename T>
 __device__ __forceinline__ void tile_async_cm(T *s, const T *g, int64_t ld, int row0, int n_rows) {
-    static_assert(NT % 64 == 0 && NT <= 512, "whole rows of chunks a pass");
-    int i = threadIdx.x, r = row0 + (i / 64) * 8 + i % 8;
-    const T *p = g + (int64_t)r * ld + (i / 8) % 8 * 8;
+    static_assert(NT % 64 == 0 && NT <= 512, "whole 8-row blocks a pass");
+    int i = threadIdx.x, c = i % 8, r = row0 + i / 8;
+    const T *p = g + (int64_t)r * ld + 8 * c;
+    char *d = (char *)s + (i / 64) * 1024 + 128 * c + 16 * (i / 8 % 8);
     int64_t step = (int64_t)(NT / 8) * ld;
 #pragma unroll
     for (int k = 0; k < 512 / NT; k++, r += NT / 8, p += step)
-        cp_async16((char *)s + 16 * (i + k * NT), r < n_rows ? p : g, r < n_rows);
+        cp_async16(d + k * (NT / 64) * 1024, r < n_rows ? p : g, r < n_rows);
 }
 
 /* Forward with warpgroup MMAs: one block (one warpgroup) per 64 queries of one head;
@@ -1582,7 +1585,7 @@ __global__ void attn_bwd_q_scalar_kernel(T *dqkv, const T *dout, const T *qkv, c
 /* launchers                                                                             */
 
 static bool use_mma(lb_gpu_dtype dt, int HD, lb_gpu_attn_impl impl) {
-    return impl == LB_ATTN_AUTO && dt != LB_DT_F32 && HD == HDM;
+    return impl != LB_ATTN_SCALAR && dt != LB_DT_F32 && HD == HDM;
 }
 
 /* Scratch: D [B,NH,T] fp32, rounded up to 256 bytes, then the dQ accumulator [B,T,NH,HD]. */
@@ -1650,9 +1653,8 @@ static lb_status fwd_mma(void *out, float *lse, const void *qkv, int B, int T_, 
     return LB_OK;
 }
 
-/* Whether the wgmma forward can run here: this binary carries sm_90a code and the
- * current device ran it (asked once per process). */
-static bool wgmma_ready(void) {
+/* Asked once per process: a probe kernel reports whether its code here is sm_90a's. */
+extern "C" bool lb_gpu_attention_wgmma(void) {
     static int ready = -1;
     if (ready >= 0) return ready == 1;
     int *d = NULL, flag = 0;
@@ -1788,7 +1790,7 @@ extern "C" lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *s
         attn_dsum_kernel<E><<<lb_blocks(rows * (HD / 8), 256), 256, 0, s>>>(
             Dsum, dq_acc, (const E *)dout, (const E *)out, rows, T, NH, HD));
     LB_CUDA_LAUNCH_TRY(err);
-    if (mma && wgmma_ready()) {
+    if (mma && impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma()) {
         if (dt == LB_DT_BF16)
             return bwd_wgmma<__nv_bfloat16>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH,
                                             NKV, s, err);

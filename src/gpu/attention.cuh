@@ -30,14 +30,21 @@
 extern "C" {
 #endif
 
+#include <stdbool.h>
+
 #include "core/status.h"
 #include "gpu/dtype.h"
 
 
 typedef enum {
-    LB_ATTN_AUTO = 0, /* tensor cores where supported, else CUDA cores */
+    LB_ATTN_AUTO = 0, /* tensor cores where supported (warpgroup MMAs on sm_90), else CUDA cores */
     LB_ATTN_SCALAR,   /* always CUDA cores: tiled at HD 64, one row a thread else (tests) */
+    LB_ATTN_MMA_SYNC, /* tensor cores through mma.sync only, as before sm_90 (tests) */
 } lb_gpu_attn_impl;
+
+/* Whether LB_ATTN_AUTO runs the 16-bit HD-64 backward on warpgroup MMAs on the current
+ * device: this binary carries sm_90a code and the device runs it. */
+bool lb_gpu_attention_wgmma(void);
 
 /* Device scratch backward needs: D = rowsum(dout * out) [B,NH,T] (fp32). */
 size_t lb_gpu_attention_scratch_bytes(int B, int T, int NH, int HD);

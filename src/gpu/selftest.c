@@ -482,10 +482,13 @@ static void check_matmul_accuracy_set(ctx *c, const char *label, lb_gpu_blas *bl
 static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD,
                             lb_gpu_attn_impl impl) {
     char shape[56];
-    /* the kernels lb_gpu_attention_* pick: tensor cores, CUDA-core tiles, one row a thread */
-    const char *path = HD != 64                                        ? "scalar"
-                       : impl == LB_ATTN_AUTO && pr->dt != LB_DT_F32 ? "mma"
-                                                                      : "simt";
+    /* the kernels lb_gpu_attention_* pick: tensor cores (warpgroup MMAs in the backward
+     * where the device has them), CUDA-core tiles, one row a thread */
+    bool tc = HD == 64 && impl != LB_ATTN_SCALAR && pr->dt != LB_DT_F32;
+    const char *path = HD != 64 ? "scalar"
+                       : !tc    ? "simt"
+                       : impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma() ? "wgmma"
+                                                                          : "mma";
     snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d %s", B, T, NH, NKV, HD, path);
     int W = (NH + 2 * NKV) * HD;
     size_t nq = (size_t)B * T * W, no = (size_t)B * T * NH * HD, na = (size_t)B * NH * T * T;
@@ -826,11 +829,16 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
             check_tf32_split(&c, 5, 3, 7, 4);
         }
         if (wanted(&c, "attention")) {
-            check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_AUTO);
-            check_attention(&c, pr, 1, 130, 8, 2, 64, LB_ATTN_AUTO);
-            check_attention(&c, pr, 1, 77, 4, 2, 64, LB_ATTN_AUTO);
-            check_attention(&c, pr, 1, 256, 2, 2, 64, LB_ATTN_AUTO);
-            check_attention(&c, pr, 1, 1000, 2, 1, 64, LB_ATTN_AUTO);
+            /* with warpgroup MMAs on this device, the mma.sync kernels of older GPUs too */
+            int n_impl = pr->dt != LB_DT_F32 && lb_gpu_attention_wgmma() ? 2 : 1;
+            for (int ik = 0; ik < n_impl; ik++) {
+                lb_gpu_attn_impl impl = ik == 0 ? LB_ATTN_AUTO : LB_ATTN_MMA_SYNC;
+                check_attention(&c, pr, 2, 100, 4, 4, 64, impl);
+                check_attention(&c, pr, 1, 130, 8, 2, 64, impl);
+                check_attention(&c, pr, 1, 77, 4, 2, 64, impl);
+                check_attention(&c, pr, 1, 256, 2, 2, 64, impl);
+                check_attention(&c, pr, 1, 1000, 2, 1, 64, impl);
+            }
             check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_SCALAR);
             check_attention(&c, pr, 2, 40, 4, 2, 16, LB_ATTN_SCALAR);
             check_attention(&c, pr, 1, 33, 2, 1, 128, LB_ATTN_SCALAR);
