@@ -12,7 +12,9 @@
  * sqrt(HD)); only tiles that cross the diagonal or the sequence end are masked. Backward
  * is one kernel per key block (dK, dV in registers) whose dQ contributions are added with
  * fp32 atomics (16-byte vector reductions on sm_90), so dQ's summation order, and its last
- * bits, can vary between runs.
+ * bits, can vary between runs. On sm_90 (binaries with sm_90a code) the backward runs on
+ * warpgroup MMAs instead (attn_bwd_wgmma_kernel, same accumulator and passes); the
+ * mma.sync backward serves other GPUs and LB_ATTN_MMA_SYNC.
  *
  * CUDA-core tiled path (HD 64 without tensor cores, fp32 arithmetic): the same blocks,
  * grids and dQ accumulator, with each 64 x 64 product an SGEMM-style register tiling: 256
@@ -389,10 +391,11 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* warpgroup MMA forward (sm_90a)                                                        */
+/* warpgroup MMA backward (sm_90a)                                                       */
 /* wgmma.mma_async: one warpgroup (4 warps) multiplies a 64-row A by B into an fp32
- * accumulator laid out per warp as mma.sync's C (warp w: rows 16w..16w+15), so the
- * masking, softmax and output code above serve it unchanged. Operands in shared memory
+ * accumulator laid out per warp as mma.sync's C (warp w: rows 16w..16w+15), so scores
+ * become the next product's A fragments in registers as in the mma.sync kernels
+ * (afrag_from_c) and dQ leaves in their permuted accumulator layout. Operands in shared memory
  * are described, not loaded: tiles are kept in the core-matrix layout without swizzle
  * (8 rows x 16 bytes per 128-byte core matrix, cores along a row 128 bytes apart, 8-row
  * blocks 1024 bytes apart); bench/wgmma_probe.cu checked the descriptors on an H200.
@@ -402,7 +405,6 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int
 #define LB_WGMMA 1
 #endif
 
-#define WQ 64        /* wgmma forward: queries per block (one warpgroup) */
 #define CM_TILE 4096 /* elements of a 64 x 64 core-matrix tile */
 
 /* descriptor of a core-matrix operand at smem: leading byte offset (between cores
@@ -533,74 +535,6 @@ __device__ __forceinline__ void tile_async_cm(T *s, const T *g, int64_t ld, int 
 #pragma unroll
     for (int k = 0; k < 512 / NT; k++, r += NT / 8, p += step)
         cp_async16(d + k * (NT / 64) * 1024, r < n_rows ? p : g, r < n_rows);
-}
-
-/* Forward with warpgroup MMAs: one block (one warpgroup) per 64 queries of one head;
- * S = Q K^T from two shared tiles, P V with P from registers; K/V tiles of 64 keys
- * through a two-stage cp.async pipeline, as in attn_fwd_mma_kernel. */
-template <typename T>
-__global__ void __launch_bounds__(128, 4)
-attn_fwd_wgmma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int NKV) {
-#ifdef LB_WGMMA
-    extern __shared__ __align__(16) unsigned char smem[];
-    T *sQ = (T *)smem, *sK = sQ + CM_TILE, *sV = sK + 2 * CM_TILE;
-    fwd_tile<T> ft = fwd_tile_of(qkv, WQ, B, T_, NH, NKV);
-    int q0 = ft.q0, h = ft.h, b = ft.b;
-    int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int n_kt = (min(q0 + WQ, T_) + KT - 1) / KT;
-    int qrow[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
-    const float sl2 = rsqrtf((float)HDM) * LOG2E;
-
-    tile_async_cm<128>(sQ, ft.base + h * HDM, W, q0, T_);
-    tile_async_cm<128>(sK, ft.gK, W, 0, T_);
-    tile_async_cm<128>(sV, ft.gV, W, 0, T_);
-    cp_async_commit();
-    float o[8][4];
-    zero8x4(o);
-    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
-    for (int j = 0; j < n_kt; j++) {
-        if (j + 1 < n_kt) {
-            int nb = (j + 1) & 1;
-            tile_async_cm<128>(sK + nb * CM_TILE, ft.gK, W, (j + 1) * KT, T_);
-            tile_async_cm<128>(sV + nb * CM_TILE, ft.gV, W, (j + 1) * KT, T_);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        fence_async_shared();
-        __syncthreads();
-        const T *cK = sK + (j & 1) * CM_TILE, *cV = sV + (j & 1) * CM_TILE;
-        float sc[8][4];
-        zero8x4(sc);
-        wg_pin(sc);
-        wg_fence();
-#pragma unroll
-        for (int ks = 0; ks < HDM / 16; ks++) /* 16 columns: two cores, 256 bytes on */
-            wg_op<T>::ss(sc, wg_desc((const char *)sQ + 256 * ks, 128, 1024),
-                         wg_desc((const char *)cK + 256 * ks, 128, 1024), ks > 0);
-        wg_commit();
-        wg_wait<0>();
-        wg_pin(sc);
-        int k0 = j * KT;
-        if (k0 + KT - 1 > q0 || k0 + KT > T_) mask_scores(sc, k0, qrow, t, T_);
-        online_softmax(sc, mrow, lrow, o, sl2);
-        uint32_t a[4][4];
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) afrag_from_c<T>(a[kk], sc[2 * kk], sc[2 * kk + 1]);
-        wg_pin(o);
-        wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) /* 16 keys: two 8-row blocks, 2048 bytes on */
-            wg_op<T>::rs_tb(o, a[kk], wg_desc((const char *)cV + 2048 * kk, 1024, 128));
-        wg_commit();
-        wg_wait<0>();
-        wg_pin(o);
-        __syncthreads(); /* the next prefetch overwrites this buffer */
-    }
-    store_rows(out, lse, o, mrow, lrow, qrow, t, b, h, T_, NH);
-#endif
 }
 
 /* Writes 1 where this binary's code for the device has the wgmma kernel, else 0. */
@@ -1666,17 +1600,6 @@ extern "C" bool lb_gpu_attention_wgmma(void) {
     if (d) cudaFree(d);
     cudaGetLastError();
     return ready == 1;
-}
-
-template <typename T>
-static lb_status fwd_wgmma(void *out, float *lse, const void *qkv, int B, int T_, int NH, int NKV,
-                           cudaStream_t s, lb_err *err) {
-    size_t smem = 5 * CM_TILE * sizeof(T); /* Q, two K and two V tiles: 40 KiB */
-    unsigned blocks = (unsigned)((T_ + WQ - 1) / WQ) * (unsigned)NH * (unsigned)B;
-    attn_fwd_wgmma_kernel<T><<<blocks, 128, smem, s>>>((T *)out, lse, (const T *)qkv, B, T_, NH,
-                                                       NKV);
-    LB_CUDA_LAUNCH_TRY(err);
-    return LB_OK;
 }
 
 template <typename T>

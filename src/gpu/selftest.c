@@ -482,12 +482,13 @@ static void check_matmul_accuracy_set(ctx *c, const char *label, lb_gpu_blas *bl
 static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD,
                             lb_gpu_attn_impl impl) {
     char shape[56];
-    /* the kernels lb_gpu_attention_* pick: tensor cores (warpgroup MMAs in the backward
-     * where the device has them), CUDA-core tiles, one row a thread */
+    /* the kernels lb_gpu_attention_* pick: tensor cores (mma.sync, with the backward on
+     * warpgroup MMAs where the device has them: "mma+wgmma"), CUDA-core tiles, one row a
+     * thread */
     bool tc = HD == 64 && impl != LB_ATTN_SCALAR && pr->dt != LB_DT_F32;
     const char *path = HD != 64 ? "scalar"
                        : !tc    ? "simt"
-                       : impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma() ? "wgmma"
+                       : impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma() ? "mma+wgmma"
                                                                           : "mma";
     snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d %s", B, T, NH, NKV, HD, path);
     int W = (NH + 2 * NKV) * HD;
