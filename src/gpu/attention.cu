@@ -444,41 +444,30 @@ __device__ __forceinline__ uint64_t wg_desc(const void *smem, int lbo, int sbo) 
     "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32." E \
     "." E " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
 
+/* wg_op<T>: the products above for T's PTX type name E */
 template <typename T> struct wg_op;
-template <> struct wg_op<__nv_bfloat16> {
-    static __device__ __forceinline__ void ss(float d[8][4], uint64_t da, uint64_t db, int scale_d) {
 #ifdef LB_WGMMA
-        asm volatile(WG_SS("bf16") : WG_ACC(d) : "l"(da), "l"(db), "r"(scale_d));
+#define WG_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define WG_ASM(...)
 #endif
-    }
-    static __device__ __forceinline__ void rs_tb(float d[8][4], const uint32_t a[4], uint64_t db) {
-#ifdef LB_WGMMA
-        asm volatile(WG_RS("bf16") : WG_ACC(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-#endif
-    }
-    static __device__ __forceinline__ void ss_tt(float d[4][4], uint64_t da, uint64_t db, int scale_d) {
-#ifdef LB_WGMMA
-        asm volatile(WG_SS_TT("bf16") : WG_ACC16(d) : "l"(da), "l"(db), "r"(scale_d));
-#endif
-    }
-};
-template <> struct wg_op<__half> {
-    static __device__ __forceinline__ void ss(float d[8][4], uint64_t da, uint64_t db, int scale_d) {
-#ifdef LB_WGMMA
-        asm volatile(WG_SS("f16") : WG_ACC(d) : "l"(da), "l"(db), "r"(scale_d));
-#endif
-    }
-    static __device__ __forceinline__ void rs_tb(float d[8][4], const uint32_t a[4], uint64_t db) {
-#ifdef LB_WGMMA
-        asm volatile(WG_RS("f16") : WG_ACC(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-#endif
-    }
-    static __device__ __forceinline__ void ss_tt(float d[4][4], uint64_t da, uint64_t db, int scale_d) {
-#ifdef LB_WGMMA
-        asm volatile(WG_SS_TT("f16") : WG_ACC16(d) : "l"(da), "l"(db), "r"(scale_d));
-#endif
-    }
-};
+#define WG_OP(T, E)                                                                          \
+    template <> struct wg_op<T> {                                                            \
+        static __device__ __forceinline__ void ss(float d[8][4], uint64_t da, uint64_t db,    \
+                                                  int scale_d) {                             \
+            WG_ASM(WG_SS(E) : WG_ACC(d) : "l"(da), "l"(db), "r"(scale_d));                   \
+        }                                                                                    \
+        static __device__ __forceinline__ void rs_tb(float d[8][4], const uint32_t a[4],      \
+                                                     uint64_t db) {                          \
+            WG_ASM(WG_RS(E) : WG_ACC(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)); \
+        }                                                                                    \
+        static __device__ __forceinline__ void ss_tt(float d[4][4], uint64_t da, uint64_t db, \
+                                                     int scale_d) {                          \
+            WG_ASM(WG_SS_TT(E) : WG_ACC16(d) : "l"(da), "l"(db), "r"(scale_d));              \
+        }                                                                                    \
+    };
+WG_OP(__nv_bfloat16, "bf16")
+WG_OP(__half, "f16")
 
 __device__ __forceinline__ void wg_fence() {
 #ifdef LB_WGMMA
