@@ -576,6 +576,49 @@ __device__ __forceinline__ void bias_kv_sums(float *dbias, unsigned char *smem, 
     atomicAdd(dbias + (c < HDM ? (NH + kvh) * HDM + c : (NH + NKV + kvh) * HDM + c - HDM), sum);
 }
 
+/* dq_acc += a lane's dQ rows q, q + 8 (accumulator layout, NT 8-column tiles from column
+ * c0; rows at or past T_ left out). dq_acc keeps each row's 16-column groups permuted
+ * (attn_dq_store_kernel) so that the lane's four values of a row and group (columns 2t,
+ * 2t+1, 8+2t, 9+2t) are adjacent: one 16-byte vector reduction each on sm_90. */
+template <int NT>
+__device__ __forceinline__ void dq_red_rows(float *dq_acc, const float (&dq)[NT][4], int b, int q,
+                                            int T_, int NH, int h, int c0) {
+    int t = threadIdx.x & 3;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (q + 8 * i >= T_) continue;
+        float *row = dq_acc + (((int64_t)b * T_ + q + 8 * i) * NH + h) * HDM + c0 + 4 * t;
+#pragma unroll
+        for (int dp = 0; dp < NT / 2; dp++)
+            red_add4(row + dp * 16, make_float4(dq[2 * dp][2 * i], dq[2 * dp][2 * i + 1],
+                                                dq[2 * dp + 1][2 * i], dq[2 * dp + 1][2 * i + 1]));
+    }
+}
+
+/* A backward block's end: the lane's dK (times scale) and dV rows key[0], key[1] into
+ * dqkv (keys past T_ left out), then, with dbias, their column sums into it. */
+template <int NW, typename T>
+__device__ __forceinline__ void store_dkv(T *dqkv, float *dbias, unsigned char *smem,
+                                          const float dk[8][4], const float dv[8][4],
+                                          const int key[2], int b, int T_, int NH, int NKV,
+                                          int kvh, float scale) {
+    int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
+    int t = threadIdx.x & 3;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (key[i] >= T_) continue;
+        T *row = dqkv + ((int64_t)b * T_ + key[i]) * W;
+#pragma unroll
+        for (int d = 0; d < 8; d++) {
+            *(uint32_t *)(row + (NH + kvh) * HDM + d * 8 + 2 * t) =
+                mma_op<T>::pack(dk[d][2 * i] * scale, dk[d][2 * i + 1] * scale);
+            *(uint32_t *)(row + (NH + NKV + kvh) * HDM + d * 8 + 2 * t) =
+                mma_op<T>::pack(dv[d][2 * i], dv[d][2 * i + 1]);
+        }
+    }
+    if (dbias != NULL) bias_kv_sums<NW>(dbias, smem, dk, dv, key, T_, NH, NKV, kvh, scale);
+}
+
 /* Backward: one block per 64 keys of one kv head, warp w owning keys w*16..w*16+15, whose
  * dK and dV stay in registers over every 64-query tile of every query head of the group
  * (Q, dO, lse and D tiles stream through a two-stage cp.async pipeline). The block works
@@ -702,36 +745,10 @@ attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T
                     }
                 }
             }
-            /* dq_acc keeps each row's 16-column groups permuted (attn_dq_store_kernel)
-             * so that this lane's four values of a row and group (columns 2t, 2t+1, 8+2t,
-             * 9+2t) are adjacent: one 16-byte vector reduction each on sm_90 */
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                int q = q0 + mq + g + 8 * i;
-                if (q >= T_) continue;
-                float *row = dq_acc + (((int64_t)b * T_ + q) * NH + h) * HDM + 4 * t;
-#pragma unroll
-                for (int dp = 0; dp < HDM / 16; dp++) {
-                    red_add4(row + dp * 16, make_float4(dq[2 * dp][2 * i], dq[2 * dp][2 * i + 1],
-                                                        dq[2 * dp + 1][2 * i],
-                                                        dq[2 * dp + 1][2 * i + 1]));
-                }
-            }
+            dq_red_rows(dq_acc, dq, b, q0 + mq + g, T_, NH, h, 0);
         }
     }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        if (key[i] >= T_) continue;
-        T *row = dqkv + ((int64_t)b * T_ + key[i]) * W;
-#pragma unroll
-        for (int d = 0; d < 8; d++) {
-            *(uint32_t *)(row + (NH + kvh) * HDM + d * 8 + 2 * t) =
-                mma_op<T>::pack(dk[d][2 * i] * scale, dk[d][2 * i + 1] * scale);
-            *(uint32_t *)(row + (NH + NKV + kvh) * HDM + d * 8 + 2 * t) =
-                mma_op<T>::pack(dv[d][2 * i], dv[d][2 * i + 1]);
-        }
-    }
-    if (dbias != NULL) bias_kv_sums<BW>(dbias, smem, dk, dv, key, T_, NH, NKV, kvh, scale);
+    store_dkv<BW>(dqkv, dbias, smem, dk, dv, key, b, T_, NH, NKV, kvh, scale);
 }
 
 #define WK 128 /* wgmma backward: keys per block, 64 per warpgroup */
@@ -836,19 +853,7 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
         }
     };
     /* adds that dQ into dq_acc (permuted columns, as attn_bwd_mma_kernel) */
-    auto dq_add = [&](int h, int q0) {
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int q = q0 + 16 * warp + g + 8 * i;
-            if (q >= T_) continue;
-            float *row = dq_acc + (((int64_t)b * T_ + q) * NH + h) * HDM + 32 * wg + 4 * t;
-#pragma unroll
-            for (int dp = 0; dp < 2; dp++)
-                red_add4(row + dp * 16, make_float4(dq[2 * dp][2 * i], dq[2 * dp][2 * i + 1],
-                                                    dq[2 * dp + 1][2 * i],
-                                                    dq[2 * dp + 1][2 * i + 1]));
-        }
-    };
+    auto dq_add = [&](int h, int q0) { dq_red_rows(dq_acc, dq, b, q0 + 16 * warp + g, T_, NH, h, 32 * wg); };
     for (int it = 0, buf = 0; it < n_it; it++, buf = buf == WSTAGES - 1 ? 0 : buf + 1) {
         cp_async_wait<1>();
         fence_async_shared();
@@ -956,19 +961,7 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
     wg_wait<0>();
     wg_pin(dq);
     dq_add(prev.h, prev.q0);
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        if (key[i] >= T_) continue;
-        T *row = dqkv + ((int64_t)b * T_ + key[i]) * W;
-#pragma unroll
-        for (int d = 0; d < 8; d++) {
-            *(uint32_t *)(row + (NH + kvh) * HDM + d * 8 + 2 * t) =
-                mma_op<T>::pack(dk[d][2 * i] * scale, dk[d][2 * i + 1] * scale);
-            *(uint32_t *)(row + (NH + NKV + kvh) * HDM + d * 8 + 2 * t) =
-                mma_op<T>::pack(dv[d][2 * i], dv[d][2 * i + 1]);
-        }
-    }
-    if (dbias != NULL) bias_kv_sums<8>(dbias, smem, dk, dv, key, T_, NH, NKV, kvh, scale);
+    store_dkv<8>(dqkv, dbias, smem, dk, dv, key, b, T_, NH, NKV, kvh, scale);
 #endif
 }
 
