@@ -4,8 +4,9 @@
  * kernels: one warp per row, lane l owning the 8-element vectors l, l+32, ... of every
  * row it sees, loaded with 16-byte accesses. Forward keeps the row in registers (one read,
  * one write). Backward walks a grid-stride range of rows per warp (fetching x, dy and the
- * residual gradient of a row together), keeps its lanes' weight/bias gradient partials
- * in registers across those rows, and merges them once per
+ * residual gradient of a row together; 16-bit rows up to 768 wide, and 16-bit RMSNorm rows
+ * above 1024, stay in registers between its two passes), keeps its lanes' weight/bias
+ * gradient partials in registers across those rows, and merges them once per
  * block (each warp's partials into its own shared slice, the slices summed per channel,
  * one global atomicAdd per block and channel). Other widths take the scalar kernels: same
  * structure, one element at a time, partials in shared memory per row. */
@@ -108,9 +109,11 @@ template <typename T> __device__ __forceinline__ void unpack8(float f[8], const 
 }
 
 /* Backward blocks: 8 warps (2 blocks an SM) up to 1024 channels, 4 warps (3 an SM) above,
- * where the partials take more registers. */
-template <int VPL> struct bwd_shape {
-    static constexpr int WARPS = VPL <= 4 ? 8 : 4, MIN_BLOCKS = VPL <= 4 ? 2 : 3;
+ * where the partials take more registers; 4 warps (2 an SM) where a 16-bit RMSNorm row
+ * above 1024 stays in registers (253 registers, no spills). */
+template <typename T, bool LAYER, int VPL> struct bwd_shape {
+    static constexpr bool KEEP = sizeof(T) == 2 && (VPL <= 3 || (!LAYER && VPL == 8));
+    static constexpr int WARPS = VPL <= 4 ? 8 : 4, MIN_BLOCKS = VPL <= 4 || KEEP ? 2 : 3;
 };
 
 /* One warp per row. A row of 16-bit elements up to 768 wide stays in registers between
@@ -118,16 +121,23 @@ template <int VPL> struct bwd_shape {
  * pass reloads x, dy and the weight (from L1), which keeps wider or fp32 rows from
  * spilling (at 1024 the kept row spilled 188 bytes).
  * Keeping the row saved 11% at GPT-2 16x1024 on the H200 (1.41 -> 1.26 ms a step).
+ * A 16-bit RMSNorm row above 1024 (no bias partials) stays too, at 8 warps an SM instead
+ * of 12: all 24 loads of a row in flight at once, 8,192 rows in 8 rounds of 1,056 warps
+ * instead of 6 of 1,584; 58.9 -> 36.5 us a launch at Llama 3.2 1B 8x1024 (H200; the
+ * 134 MB it moves need ~35 us). Two warps a row (4 vectors a lane each, 16 warps an SM,
+ * the row sums swapped through shared memory) took 41.3 us.
  * At the end each warp stores its partials into its own shared slice and the block sums
  * the slices per channel: fp32 atomicAdd on shared memory is a compare-and-swap loop on
  * sm_90, and 8 warps retrying ~50 of them a thread on the same addresses, every block at
  * once, took half the kernel (50 -> 26.5 us a LayerNorm at 16384 x 768 bf16, H200). */
 template <typename T, bool LAYER, int VPL>
-__global__ void __launch_bounds__(bwd_shape<VPL>::WARPS * 32, bwd_shape<VPL>::MIN_BLOCKS)
+__global__ void
+__launch_bounds__(bwd_shape<T, LAYER, VPL>::WARPS * 32, bwd_shape<T, LAYER, VPL>::MIN_BLOCKS)
 norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, const T *inp,
                          const T *w, const float *mean, const float *rstd, int64_t N, int C) {
-    constexpr bool KEEP = sizeof(T) == 2 && VPL <= 3;
-    constexpr int WARPS = bwd_shape<VPL>::WARPS, SLICE = VPL * 256;
+    using shape = bwd_shape<T, LAYER, VPL>;
+    constexpr bool KEEP = shape::KEEP;
+    constexpr int WARPS = shape::WARPS, SLICE = VPL * 256;
     extern __shared__ float4 part[]; /* [WARPS][SLICE / 4]: one warp's partials each */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     float adw[VPL][8], adb[VPL][8];
@@ -319,10 +329,11 @@ static lb_status launch_backward(void *dinp, float *dw, float *db, const void *d
     int vpl = norm_vpl(C, dinp, dout, inp) ? norm_vpl(C, w, w, w) : 0;
     if (vpl) {
         VPL_DISPATCH(vpl,
-            constexpr int WARPS = bwd_shape<VPL>::WARPS;
+            using shape = bwd_shape<T, LAYER, VPL>;
+            constexpr int WARPS = shape::WARPS;
             size_t vsmem = (size_t)WARPS * VPL * 256 * sizeof(float); /* <= 32 KiB */
             int64_t vblocks = (N + WARPS - 1) / WARPS;
-            if (vblocks > 132 * bwd_shape<VPL>::MIN_BLOCKS) vblocks = 132 * bwd_shape<VPL>::MIN_BLOCKS;
+            if (vblocks > 132 * shape::MIN_BLOCKS) vblocks = 132 * shape::MIN_BLOCKS;
             norm_backward_vec_kernel<T, LAYER, VPL><<<(unsigned)vblocks, WARPS * 32, vsmem, s>>>(
                 (T *)dinp, dw, db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C));
         LB_CUDA_LAUNCH_TRY(err);
