@@ -9,8 +9,11 @@
  * scale (halve on overflow, double after `growth_interval` good steps, as torch's
  * GradScaler), counts skipped steps and steps taken, records the norm and clears the
  * accumulator. Weight decay applies per tensor, from a segment table (start offsets,
- * ascending, and a decay flag each) kept on the device. The master weights are written
- * back to the working copy (fp16/bf16) in the same pass. */
+ * ascending, and flags each) kept on the device. A segment flagged LB_SEG_GRAD16 holds its
+ * gradient as 16-bit values of the working type packed from the start of its fp32 slot
+ * (the layer matrices in fp16/bf16 modes, whose products write them in that type, as
+ * autocast's products do); both passes widen them to fp32. The master weights are
+ * written back to the working copy (fp16/bf16) in the same pass. */
 #ifndef LB_GPU_ADAMW_CUH
 #define LB_GPU_ADAMW_CUH
 
@@ -43,14 +46,27 @@ typedef struct {
     int growth_interval; /* good steps before the scale doubles (2000) */
 } lb_gpu_adamw_params;
 
-lb_status lb_gpu_grad_sumsq(lb_gpu_optstate *st, const float *grads, int64_t n, cudaStream_t s,
-                            lb_err *err);
-/* seg_start [n_seg] ascending (first 0), seg_decay [n_seg] 0/1, both device arrays.
- * params_lp (type dt) may be NULL (fp32 mode: master is the working copy). */
+/* bits of a segment's flags */
+#define LB_SEG_DECAY 1  /* weight decay applies */
+#define LB_SEG_GRAD16 2 /* gradient stored as the working type, packed (see above) */
+
+/* The parameters as tensors: device arrays start [n_seg] (first elements, ascending,
+ * start[0] = 0) and flags [n_seg] (LB_SEG_* bits), n elements in all. */
+typedef struct {
+    const int64_t *start;
+    const int32_t *flags;
+    int n_seg;
+    int64_t n;
+} lb_gpu_segments;
+
+/* dt: the working type (that of LB_SEG_GRAD16 gradients; fp32 mode has none) */
+lb_status lb_gpu_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
+                            const lb_gpu_segments *sg, cudaStream_t s, lb_err *err);
+/* params_lp (type dt) may be NULL (fp32 mode: master is the working copy). */
 lb_status lb_gpu_adamw(float *master, void *params_lp, lb_gpu_dtype dt, const float *grads,
-                       float *m, float *v, int64_t n, const int64_t *seg_start,
-                       const int32_t *seg_decay, int n_seg, const lb_gpu_adamw_params *p,
-                       lb_gpu_optstate *st, cudaStream_t s, lb_err *err);
+                       float *m, float *v, const lb_gpu_segments *sg,
+                       const lb_gpu_adamw_params *p, lb_gpu_optstate *st, cudaStream_t s,
+                       lb_err *err);
 lb_status lb_gpu_opt_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p, cudaStream_t s,
                             lb_err *err);
 

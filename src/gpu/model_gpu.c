@@ -47,7 +47,7 @@ struct lb_gpu_model {
     void *lm_w; /* the output head as its products read it: the head itself when V is a
                  * multiple of 64, else a working copy padded to [Vp, C], rows >= V zero */
     int64_t *seg_start;
-    int32_t *seg_decay;
+    int32_t *seg_flags; /* LB_SEG_* bits a tensor */
     int n_seg;
     int64_t (*clear)[2]; /* host: [start, count] runs of gradients cleared before a step */
     int n_clear;
@@ -128,7 +128,7 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->m, "opt.m", np * 4);
     TAKE(m->v, "opt.v", np * 4);
     TAKE(m->seg_start, "opt.seg_start", (size_t)m->n_seg * 8);
-    TAKE(m->seg_decay, "opt.seg_decay", (size_t)m->n_seg * 4);
+    TAKE(m->seg_flags, "opt.seg_flags", (size_t)m->n_seg * 4);
     TAKE(m->opt, "opt.state", sizeof(lb_gpu_optstate));
     if (m->llama) {
         TAKE(m->inv_freq, "rope.inv_freq", (size_t)m->HD / 2 * 4);
@@ -207,22 +207,30 @@ static lb_status sync_working_copy(lb_gpu_model *m, lb_err *err) {
     return refresh_lm_head(m, err);
 }
 
+/* A layer matrix: its gradient is written whole by its weight-gradient product, in the
+ * working type in fp16/bf16 modes (packed into its fp32 slot: LB_SEG_GRAD16). */
+static bool layer_matrix(const lb_param_tensor *t) { return t->layer >= 0 && t->ndim == 2; }
+
 static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
     int64_t *start = malloc((size_t)m->n_seg * 8);
-    int32_t *decay = malloc((size_t)m->n_seg * 4);
+    int32_t *flags = malloc((size_t)m->n_seg * 4);
     lb_status st = LB_OK;
-    if (!t || !start || !decay) {
+    if (!t || !start || !flags) {
         st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
     } else {
         lb_param_layout(&m->cfg, t, m->n_seg);
-        for (int i = 0; i < m->n_seg; i++) start[i] = t[i].offset, decay[i] = t[i].decay;
+        for (int i = 0; i < m->n_seg; i++) {
+            start[i] = t[i].offset;
+            flags[i] = (t[i].decay ? LB_SEG_DECAY : 0) |
+                       (m->dt != LB_DT_F32 && layer_matrix(&t[i]) ? LB_SEG_GRAD16 : 0);
+        }
         m->clear = malloc((size_t)m->n_seg * sizeof *m->clear);
         if (m->clear == NULL) st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the gradient table");
         for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
             /* written whole by its product: every layer matrix, and the head (when tied, the
              * head's product writes wte's gradient before the embedding backward adds to it) */
-            if ((t[i].layer >= 0 && t[i].ndim == 2) || t[i].offset == m->off.lm_head) continue;
+            if (layer_matrix(&t[i]) || t[i].offset == m->off.lm_head) continue;
             if (m->n_clear > 0 && m->clear[m->n_clear - 1][0] + m->clear[m->n_clear - 1][1] == t[i].offset)
                 m->clear[m->n_clear - 1][1] += t[i].numel;
             else
@@ -230,7 +238,7 @@ static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
         }
         if (st == LB_OK &&
             (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8, cudaMemcpyHostToDevice) != cudaSuccess ||
-             cudaMemcpy(m->seg_decay, decay, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice) != cudaSuccess))
+             cudaMemcpy(m->seg_flags, flags, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice) != cudaSuccess))
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
     }
     if (st == LB_OK && m->llama) {
@@ -242,7 +250,7 @@ static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
     }
     free(t);
     free(start);
-    free(decay);
+    free(flags);
     return st;
 }
 
@@ -349,8 +357,40 @@ static lb_status copy_out(lb_gpu_model *m, float *host, const void *dev, size_t 
 lb_status lb_gpu_model_get_params(lb_gpu_model *m, float *host, lb_err *err) {
     return copy_out(m, host, m->master, (size_t)m->n_params * 4, err);
 }
+/* an fp16 or bf16 value's bits as a float */
+static float bits16_to_float(uint16_t h, lb_gpu_dtype dt) {
+    if (dt == LB_DT_BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    int e = (h >> 10) & 31, mant = h & 1023;
+    float v = e == 0    ? ldexpf((float)mant, -24)
+              : e == 31 ? (mant ? NAN : INFINITY)
+                        : ldexpf((float)(mant | 1024), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* The gradients as fp32, the layer matrices' 16-bit ones widened in place (from the back:
+ * element j's float lies at or after the bytes of the 16-bit values still to read). */
 lb_status lb_gpu_model_get_grads(lb_gpu_model *m, float *host, lb_err *err) {
-    return copy_out(m, host, m->grads, (size_t)m->n_params * 4, err);
+    LB_TRY(copy_out(m, host, m->grads, (size_t)m->n_params * 4, err));
+    if (m->dt == LB_DT_F32) return LB_OK;
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    lb_param_layout(&m->cfg, t, m->n_seg);
+    for (int i = 0; i < m->n_seg; i++) {
+        if (!layer_matrix(&t[i])) continue;
+        float *g = host + t[i].offset;
+        for (int64_t j = t[i].numel - 1; j >= 0; j--) {
+            uint16_t h;
+            memcpy(&h, (const char *)g + 2 * j, 2);
+            g[j] = bits16_to_float(h, m->dt);
+        }
+    }
+    free(t);
+    return LB_OK;
 }
 lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *err) {
     return copy_out(m, host, m->loss_slots, (size_t)n * 4, err);
@@ -390,7 +430,8 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
 }
 
 /* dinp[N, IC] = dout W (when dinp); dW = dout^T inp (written, not added: a layer matrix
- * gets no other gradient, so its gradient is not cleared before the step); db += column
+ * gets no other gradient, so its gradient is not cleared before the step; in the working
+ * type, as autocast's products give it, LB_SEG_GRAD16); db += column
  * sums of dout when b_off >= 0 (a separate reduction: cuBLASLt's BGRADB epilogue on the
  * dW product ran as an extra, slower pass on the H200). Callers whose bias gradient came
  * out of the kernel that wrote dout pass b_off -1. */
@@ -412,7 +453,7 @@ static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64
     g.m = OC, g.n = IC, g.k = m->BT;
     g.a = dout, g.lda = ld_dout, g.trans_a = true;
     g.b = inp, g.ldb = IC;
-    g.d = G(m, w_off), g.ldd = IC, g.d_type = LB_DT_F32;
+    g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
     LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     if (b_off >= 0)
         LB_TRY(lb_gpu_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
@@ -627,10 +668,10 @@ static lb_status optimizer(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err
     lb_gpu_adamw_params q = *p;
     q.dynamic_scaling = m->dt == LB_DT_F16;
     if (q.growth_interval <= 0) q.growth_interval = 2000;
-    LB_TRY(lb_gpu_grad_sumsq(m->opt, m->grads, m->n_params, m->stream, err));
+    lb_gpu_segments sg = {m->seg_start, m->seg_flags, m->n_seg, m->n_params};
+    LB_TRY(lb_gpu_grad_sumsq(m->opt, m->grads, m->dt, &sg, m->stream, err));
     LB_TRY(lb_gpu_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params, m->dt, m->grads, m->m,
-                        m->v, m->n_params, m->seg_start, m->seg_decay, m->n_seg, &q, m->opt,
-                        m->stream, err));
+                        m->v, &sg, &q, m->opt, m->stream, err));
     LB_TRY(lb_gpu_opt_finish(m->opt, &q, m->stream, err));
     return refresh_lm_head(m, err);
 }

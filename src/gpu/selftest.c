@@ -638,13 +638,24 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
     randn(c, g, n, 1.0f);
     randn(c, m, n, 0.1f);
     for (int64_t i = 0; i < n; i++) v[i] = 0.01f * (float)lb_rng_uniform(&c->rng);
+    /* in fp16/bf16 the last two tensors keep 16-bit gradients, as layer matrices do: the
+     * middle one starting at an odd element (element by element), the last one aligned */
     int64_t starts[3] = {0, n / 3, n / 2};
-    int32_t decay[3] = {1, 0, 1};
+    bool g16 = pr->dt != LB_DT_F32;
+    int32_t flags[3] = {LB_SEG_DECAY, g16 ? LB_SEG_GRAD16 : 0,
+                        LB_SEG_DECAY | (g16 ? LB_SEG_GRAD16 : 0)};
+    void *packed[3] = {NULL, NULL, NULL};
+    for (int s = 1; g16 && s < 3; s++) /* rounds those gradients on the host too */
+        packed[s] = up(c, g + starts[s], (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]), pr->dt);
     float *d_w = up(c, w, n, LB_DT_F32), *d_g = up(c, g, n, LB_DT_F32);
+    for (int s = 1; g16 && s < 3 && c->st == LB_OK; s++)
+        check_cuda(c, cudaMemcpy(d_g + starts[s], packed[s],
+                                 (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]) * 2,
+                                 cudaMemcpyDeviceToDevice), "packed gradients");
     float *d_m = up(c, m, n, LB_DT_F32), *d_v = up(c, v, n, LB_DT_F32);
     void *d_lp = pr->dt == LB_DT_F32 ? NULL : dev(c, n * lb_dtype_bytes(pr->dt));
     int64_t *d_s = dev(c, sizeof starts);
-    int32_t *d_dec = dev(c, sizeof decay);
+    int32_t *d_flags = dev(c, sizeof flags);
     lb_gpu_optstate *d_st = dev(c, sizeof(lb_gpu_optstate));
     if (c->st == LB_OK) {
         lb_gpu_optstate st;
@@ -652,19 +663,20 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
         st.loss_scale = 1.0f;
         st.step = 4; /* the step taken is the 5th */
         check_cuda(c, cudaMemcpy(d_s, starts, sizeof starts, cudaMemcpyHostToDevice), "segs");
-        check_cuda(c, cudaMemcpy(d_dec, decay, sizeof decay, cudaMemcpyHostToDevice), "segs");
+        check_cuda(c, cudaMemcpy(d_flags, flags, sizeof flags, cudaMemcpyHostToDevice), "segs");
         check_cuda(c, cudaMemcpy(d_st, &st, sizeof st, cudaMemcpyHostToDevice), "state");
         lb_gpu_adamw_params ap = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
                                   .weight_decay = 0.1f, .grad_clip = 1.0f, .growth_interval = 2000};
-        check(c, lb_gpu_grad_sumsq(d_st, d_g, n, 0, c->err));
-        check(c, lb_gpu_adamw(d_w, d_lp, pr->dt, d_g, d_m, d_v, n, d_s, d_dec, 3, &ap, d_st, 0, c->err));
+        lb_gpu_segments sg = {d_s, d_flags, 3, n};
+        check(c, lb_gpu_grad_sumsq(d_st, d_g, pr->dt, &sg, 0, c->err));
+        check(c, lb_gpu_adamw(d_w, d_lp, pr->dt, d_g, d_m, d_v, &sg, &ap, d_st, 0, c->err));
         check(c, lb_gpu_opt_finish(d_st, &ap, 0, c->err));
         double norm = sqrt(lb_ref_sum_squares(g, n));
         float clip = lb_ref_clip_scale(norm, 1.0f);
         for (int s = 0; s < 3; s++) {
             int64_t a = starts[s], b = s < 2 ? starts[s + 1] : n;
             lb_ref_adamw_update(w + a, g + a, m + a, v + a, b - a, 1e-3f, 0.9f, 0.95f, 1e-8f,
-                                decay[s] ? 0.1f : 0.0f, clip, 5);
+                                (flags[s] & LB_SEG_DECAY) ? 0.1f : 0.0f, clip, 5);
         }
         down(c, gw, d_w, n, LB_DT_F32);
         down(c, gm, d_m, n, LB_DT_F32);
