@@ -1,40 +1,69 @@
-/* loss.cu: fused softmax cross-entropy (loss.cuh). One block per row: pass 1 keeps a
- * running (max, sum of exp) per thread over 16-byte vectors and merges them across the
- * block; pass 2 writes the gradient over the logits, and zeros in the padding columns
- * [V, ld) so a product over the padded width sees no garbage. */
+/* loss.cu: fused softmax cross-entropy (loss.cuh). One block per row, read once and written
+ * once: each thread loads its 16-byte vectors i = tid, tid + blockDim, ... and keeps the
+ * first RV of them in registers. Pass 1 keeps a running (max, sum of exp) over the vectors
+ * beyond RV * blockDim (loaded before any is held, so several are in flight), then over the
+ * held ones, merged across the block; pass 2 writes the gradient over the logits from the
+ * registers, then re-reads the vectors beyond, and zeros in the padding columns [V, ld) so
+ * a product over the padded width sees no garbage. Block size and RV come from the row
+ * width: 1,024 threads x 8 vectors (one block an SM, 64 registers a thread) hold a GPT-2
+ * row (50,304 bf16) whole and half a Llama 3 row (128,256). The rest of a long row is not
+ * kept in shared memory. */
 #include "gpu/common.cuh"
 #include "gpu/loss.cuh"
-
-#define XENT_THREADS 512
 
 /* Elements per 16-byte vector. Rows start 16-byte aligned when ld is a multiple of 8. */
 template <typename T> struct vec16 {
     static constexpr int N = 16 / sizeof(T);
 };
 
+/* Folds vector raw into the running (m, sum) of exp(x - m). */
+template <typename T> __device__ __forceinline__ void xent_online(uint4 raw, float &m, float &sum) {
+    const T *e = (const T *)&raw;
+    float vmax = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < vec16<T>::N; j++) vmax = fmaxf(vmax, lb_to_f(e[j]));
+    if (vmax > m) {
+        sum *= __expf(m - vmax);
+        m = vmax;
+    }
+#pragma unroll
+    for (int j = 0; j < vec16<T>::N; j++) sum += __expf(lb_to_f(e[j]) - m);
+}
+
+/* Overwrites vector raw, columns c0.., with (softmax - onehot(tgt)) * dloss. */
 template <typename T>
-__global__ void xent_kernel(T *logits, float *losses, const int32_t *targets, int V, int64_t ld,
-                            float dloss, const float *dloss_scale, int write_grad, int vec) {
+__device__ __forceinline__ void xent_grad(uint4 &raw, int c0, int tgt, float gm, float inv, float dloss) {
+    T *e = (T *)&raw;
+#pragma unroll
+    for (int j = 0; j < vec16<T>::N; j++) {
+        float p = __expf(lb_to_f(e[j]) - gm) * inv;
+        e[j] = lb_from_f<T>((p - (c0 + j == tgt ? 1.0f : 0.0f)) * dloss);
+    }
+}
+
+template <typename T, int THREADS, int RV>
+__global__ void __launch_bounds__(THREADS)
+xent_kernel(T *logits, float *losses, const int32_t *targets, int V, int64_t ld, float dloss,
+            const float *dloss_scale, int write_grad, int vec) {
     constexpr int NV = vec16<T>::N;
     __shared__ float scratch[32];
     int64_t row = blockIdx.x;
     T *x = logits + row * ld;
-    float m = -INFINITY, sum = 0.0f;
     int nvec = vec ? V / NV : 0; /* whole vectors inside [0, V) */
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-        uint4 raw = *(const uint4 *)(x + (int64_t)i * NV);
-        const T *e = (const T *)&raw;
-        float vmax = -INFINITY;
+    float m = -INFINITY, sum = 0.0f;
+#pragma unroll 4
+    for (int i = threadIdx.x + RV * THREADS; i < nvec; i += THREADS)
+        xent_online<T>(*(const uint4 *)(x + (int64_t)i * NV), m, sum);
+    uint4 held[RV];
 #pragma unroll
-        for (int j = 0; j < NV; j++) vmax = fmaxf(vmax, lb_to_f(e[j]));
-        if (vmax > m) {
-            sum *= __expf(m - vmax);
-            m = vmax;
-        }
-#pragma unroll
-        for (int j = 0; j < NV; j++) sum += __expf(lb_to_f(e[j]) - m);
+    for (int k = 0; k < RV; k++) {
+        int i = threadIdx.x + k * THREADS;
+        if (i < nvec) held[k] = *(const uint4 *)(x + (int64_t)i * NV);
     }
-    for (int i = nvec * NV + threadIdx.x; i < V; i += blockDim.x) {
+#pragma unroll
+    for (int k = 0; k < RV; k++)
+        if (threadIdx.x + k * THREADS < nvec) xent_online<T>(held[k], m, sum);
+    for (int i = nvec * NV + threadIdx.x; i < V; i += THREADS) {
         float v = lb_to_f(x[i]);
         if (v > m) {
             sum = sum * __expf(m - v) + 1.0f;
@@ -53,22 +82,27 @@ __global__ void xent_kernel(T *logits, float *losses, const int32_t *targets, in
     if (!write_grad) return;
     if (dloss_scale) dloss *= *dloss_scale;
     float inv = 1.0f / gs;
-    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-        uint4 raw = *(const uint4 *)(x + (int64_t)i * NV);
-        T *e = (T *)&raw;
 #pragma unroll
-        for (int j = 0; j < NV; j++) {
-            int c = i * NV + j;
-            float p = __expf(lb_to_f(e[j]) - gm) * inv;
-            e[j] = lb_from_f<T>((p - (c == tgt ? 1.0f : 0.0f)) * dloss);
+    for (int k = 0; k < RV; k++) {
+        /* opaque to the compiler: no fp32 copies of the vector kept from pass 1 (bf16 spilled) */
+        asm volatile("" : "+r"(held[k].x), "+r"(held[k].y), "+r"(held[k].z), "+r"(held[k].w));
+        int i = threadIdx.x + k * THREADS;
+        if (i < nvec) {
+            xent_grad<T>(held[k], i * NV, tgt, gm, inv, dloss);
+            *(uint4 *)(x + (int64_t)i * NV) = held[k];
         }
+    }
+#pragma unroll 4
+    for (int i = threadIdx.x + RV * THREADS; i < nvec; i += THREADS) {
+        uint4 raw = *(const uint4 *)(x + (int64_t)i * NV);
+        xent_grad<T>(raw, i * NV, tgt, gm, inv, dloss);
         *(uint4 *)(x + (int64_t)i * NV) = raw;
     }
-    for (int i = nvec * NV + threadIdx.x; i < V; i += blockDim.x) {
+    for (int i = nvec * NV + threadIdx.x; i < V; i += THREADS) {
         float p = __expf(lb_to_f(x[i]) - gm) * inv;
         x[i] = lb_from_f<T>((p - (i == tgt ? 1.0f : 0.0f)) * dloss);
     }
-    for (int64_t i = V + threadIdx.x; i < ld; i += blockDim.x) x[i] = lb_from_f<T>(0.0f);
+    for (int64_t i = V + threadIdx.x; i < ld; i += THREADS) x[i] = lb_from_f<T>(0.0f);
 }
 
 __global__ void mean_kernel(float *mean, const float *x, int64_t n) {
@@ -84,9 +118,13 @@ extern "C" lb_status lb_gpu_softmax_xent(void *logits, float *losses, const int3
                                          const float *dloss_scale, int dlogits_out, lb_gpu_dtype dt, cudaStream_t s,
                                          lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
-        xent_kernel<E><<<(unsigned)N, XENT_THREADS, 0, s>>>(
-            (E *)logits, losses, targets, V, ld, dloss, dloss_scale, dlogits_out,
-            ((uintptr_t)logits % 16 == 0 && (ld * (int64_t)sizeof(E)) % 16 == 0) ? 1 : 0));
+        int vec = (uintptr_t)logits % 16 == 0 && (ld * (int64_t)sizeof(E)) % 16 == 0;
+        if (V / vec16<E>::N <= 512 * 4)
+            xent_kernel<E, 512, 4><<<(unsigned)N, 512, 0, s>>>((E *)logits, losses, targets, V, ld, dloss,
+                                                              dloss_scale, dlogits_out, vec);
+        else
+            xent_kernel<E, 1024, 8><<<(unsigned)N, 1024, 0, s>>>((E *)logits, losses, targets, V, ld, dloss,
+                                                                dloss_scale, dlogits_out, vec));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
