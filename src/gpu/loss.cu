@@ -36,7 +36,8 @@ template <typename T> __device__ __forceinline__ void xent_online(uint4 raw, flo
 
 /* Overwrites vector raw, columns c0.., with (softmax - onehot(tgt)) * dloss. */
 template <typename T>
-__device__ __forceinline__ void xent_grad(uint4 &raw, int c0, int tgt, float gm, float inv, float dloss) {
+__device__ __forceinline__ void xent_grad(uint4 &raw, int c0, int tgt, float gm, float inv,
+                                          float dloss) {
     T *e = (T *)&raw;
 #pragma unroll
     for (int j = 0; j < vec16<T>::N; j++) {
@@ -124,11 +125,11 @@ extern "C" lb_status lb_gpu_softmax_xent(void *logits, float *losses, const int3
     LB_DISPATCH_DTYPE(dt, E,
         int vec = (uintptr_t)logits % 16 == 0 && (ld * (int64_t)sizeof(E)) % 16 == 0;
         if (V / vec16<E>::N <= XENT_THREADS * 4)
-            xent_kernel<E, 4><<<(unsigned)N, XENT_THREADS, 0, s>>>((E *)logits, losses, targets, V, ld, dloss,
-                                                                  dloss_scale, dlogits_out, vec);
+            xent_kernel<E, 4><<<(unsigned)N, XENT_THREADS, 0, s>>>(
+                (E *)logits, losses, targets, V, ld, dloss, dloss_scale, dlogits_out, vec);
         else
-            xent_kernel<E, 8><<<(unsigned)N, XENT_THREADS, 0, s>>>((E *)logits, losses, targets, V, ld, dloss,
-                                                                  dloss_scale, dlogits_out, vec));
+            xent_kernel<E, 8><<<(unsigned)N, XENT_THREADS, 0, s>>>(
+                (E *)logits, losses, targets, V, ld, dloss, dloss_scale, dlogits_out, vec));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
