@@ -228,7 +228,8 @@ extern "C" lb_status lb_gpu_adamw(float *master, void *params_lp, lb_gpu_dtype d
                                   lb_gpu_optstate *st, cudaStream_t s, lb_err *err) {
     unsigned g = lb_grid_cap((sg->n + 3) / 4, 256);
     LB_DISPATCH_DTYPE(dt, E,
-        adamw_kernel<E><<<g, 256, 0, s>>>(master, (E *)params_lp, grads, m, v, walk_of(sg), *p, st));
+        adamw_kernel<E><<<g, 256, 0, s>>>(master, (E *)params_lp, grads, m, v, walk_of(sg), *p,
+                                          st));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
