@@ -7,7 +7,8 @@
  *
  * Algorithm choice: the heuristic's first answer is often not the fastest (on the H200 it
  * picked an older kernel for the GELU-backward epilogue and for fp32), so with tuning on,
- * the first run of a problem asks for up to TUNE_CANDIDATES algorithms and times each on
+ * the first run of a problem asks for up to TUNE_CANDIDATES algorithms (the heuristic's
+ * list, then its list without split-k for those not in the first) and times each on
  * the problem's own buffers (one untimed run, then TUNE_REPS runs between two events),
  * keeping the fastest. The winner can differ between processes, so results may differ
  * in rounding between runs; tuning off takes the heuristic's first answer every time.
@@ -180,6 +181,23 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h->lt, p->op, p->la, p->lb, p->lc, p->ld,
                                                       pref, h->p.tune ? TUNE_CANDIDATES : 1, res,
                                                       &found);
+    if (s == CUBLAS_STATUS_SUCCESS && h->p.tune && found < TUNE_CANDIDATES) {
+        /* the heuristic answers at most 8 here, often with split-k variants among them:
+         * ask again without split-k and time the new ones too */
+        uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+        cublasLtMatmulHeuristicResult_t more[TUNE_CANDIDATES];
+        int n_more = 0;
+        if (cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                 &none, sizeof none) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulAlgoGetHeuristic(h->lt, p->op, p->la, p->lb, p->lc, p->ld, pref,
+                                           TUNE_CANDIDATES, more, &n_more) == CUBLAS_STATUS_SUCCESS)
+            for (int i = 0; i < n_more && found < TUNE_CANDIDATES; i++) {
+                bool seen = false;
+                for (int j = 0; j < found && !seen; j++)
+                    seen = memcmp(&res[j].algo, &more[i].algo, sizeof more[i].algo) == 0;
+                if (!seen) res[found++] = more[i];
+            }
+    }
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
         lb_status st = lb_fail(err, LB_ERR_UNSUPPORTED,
