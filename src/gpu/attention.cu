@@ -140,6 +140,20 @@ __device__ __forceinline__ void tile_async(T *s, const T *g, int64_t ld, int row
     }
 }
 
+/* Starts copying the lse and Dsum of NQ queries from q0 (one head's rows of both, from
+ * row0) into sL[NQ] and sD[NQ] by the block's first 2 NQ threads; queries at or past T_
+ * copy nothing (zero). */
+template <int NQ>
+__device__ __forceinline__ void rowstats_async(float *sL, float *sD, const float *lse,
+                                               const float *Dsum, int64_t row0, int q0, int T_) {
+    int i = threadIdx.x;
+    if (i < 2 * NQ) {
+        int r = i & (NQ - 1), q = q0 + r;
+        const float *src = (i < NQ ? lse : Dsum) + row0;
+        cp_async4((i < NQ ? sL : sD) + r, src + (q < T_ ? q : 0), q < T_);
+    }
+}
+
 /* A fragments (16 rows from r0, all HDM columns) of a [*][LDS] shared tile. */
 template <typename T>
 __device__ __forceinline__ void afrags(uint32_t a[HDM / 16][4], const T *s, int r0, int lane) {
@@ -658,12 +672,8 @@ attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T
         tile_async<T, BQ>(sQ + buf * BQ * LDS, base + h * HDM, W, q0, T_);
         tile_async<T, BQ>(sdO + buf * BQ * LDS, dout + (int64_t)b * T_ * ldo + h * HDM, ldo, q0,
                           T_);
-        int i = threadIdx.x;
-        if (i < 2 * BQ) {
-            int r = i & (BQ - 1), q = q0 + r;
-            const float *src = (i < BQ ? lse : Dsum) + ((int64_t)b * NH + h) * T_;
-            cp_async4((i < BQ ? sL : sD) + buf * BQ + r, src + (q < T_ ? q : 0), q < T_);
-        }
+        rowstats_async<BQ>(sL + buf * BQ, sD + buf * BQ, lse, Dsum, ((int64_t)b * NH + h) * T_, q0,
+                           T_);
         cp_async_commit();
     };
     issue(0);
@@ -820,12 +830,8 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
         int h = p.h, q0 = p.q0;
         tile_async_cm<256>(sQ + buf * CM_TILE, base + h * HDM, W, q0, T_);
         tile_async_cm<256>(sdO + buf * CM_TILE, dout + (int64_t)b * T_ * ldo + h * HDM, ldo, q0, T_);
-        int i = threadIdx.x;
-        if (i < 2 * WBQ) {
-            int r = i & (WBQ - 1), q = q0 + r;
-            const float *src = (i < WBQ ? lse : Dsum) + ((int64_t)b * NH + h) * T_;
-            cp_async4((i < WBQ ? sL : sD) + buf * WBQ + r, src + (q < T_ ? q : 0), q < T_);
-        }
+        rowstats_async<WBQ>(sL + buf * WBQ, sD + buf * WBQ, lse, Dsum, ((int64_t)b * NH + h) * T_,
+                            q0, T_);
         cp_async_commit();
     };
     qtile cur = {kvh * G, k0}, prev = cur, ahead = next(cur);
