@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/stats.h"
 
 lb_selftest_params lb_selftest_default_params(void) {
@@ -40,6 +41,7 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
 #include "gpu/adamw.cuh"
 #include "gpu/attention.cuh"
 #include "gpu/check.h"
+#include "gpu/cudnn_attn.h"
 #include "gpu/embed.cuh"
 #include "gpu/loss.cuh"
 #include "gpu/matmul.h"
@@ -535,6 +537,60 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
     free(db0), free(db), free(gdb);
 }
 
+/* cuDNN's fused attention (gpu/cudnn_attn.h) against the reference, and its lse against the
+ * built-in forward's (the two directions mix, so their statistics must agree). Without
+ * cuDNN on the machine there is nothing to check: one note, no rows. */
+static void check_attention_cudnn(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD) {
+    if (c->st != LB_OK) return;
+    lb_cudnn_attn *a = NULL;
+    lb_err why;
+    if (lb_cudnn_attn_init(&a, B, T, NH, NKV, HD, pr->dt, &why) != LB_OK) {
+        LB_WARN("selftest: cuDNN attention not checked at B%d T%d: %s", B, T, why.msg);
+        return;
+    }
+    char shape[56];
+    snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d cudnn", B, T, NH, NKV, HD);
+    int W = (NH + 2 * NKV) * HD;
+    size_t nq = (size_t)B * T * W, no = (size_t)B * T * NH * HD, na = (size_t)B * NH * T * T;
+    size_t nl = (size_t)B * NH * T;
+    float *qkv = hnew(nq), *dout = hnew(no), *ref = hnew(no), *att = hnew(na), *out = hnew(no);
+    float *dqkv = hnew(nq), *gdqkv = hnew(nq), *lse = hnew(nl), *lse_own = hnew(nl);
+    randn(c, qkv, nq, 1.0f);
+    randn(c, dout, no, 1.0f);
+    size_t es = lb_dtype_bytes(pr->dt);
+    void *d_qkv = up(c, qkv, nq, pr->dt), *d_dout = up(c, dout, no, pr->dt);
+    void *d_out = dev(c, no * es), *d_dqkv = dev(c, nq * es), *d_own = dev(c, no * es);
+    float *d_lse = dev(c, nl * 4), *d_lse_own = dev(c, nl * 4);
+    void *d_ws = dev(c, lb_cudnn_attn_workspace_bytes(a));
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemset(d_dqkv, 0xff, nq * es), "poison dqkv");
+        check_cuda(c, cudaMemset(d_out, 0xff, no * es), "poison out");
+        check_cuda(c, cudaMemset(d_lse, 0xff, nl * 4), "poison lse");
+        lb_ref_attention_forward(ref, att, qkv, B, T, NH, NKV, HD);
+        check(c, lb_cudnn_attn_forward(a, d_out, d_lse, d_qkv, d_ws, 0, c->err));
+        down(c, out, d_out, no, pr->dt);
+        compare(c, "attention.fwd", shape, pr, out, ref, no);
+        check(c, lb_gpu_attention_forward(d_own, d_lse_own, d_qkv, B, T, NH, NKV, HD, pr->dt,
+                                          LB_ATTN_AUTO, 0, c->err));
+        down(c, lse, d_lse, nl, LB_DT_F32);
+        down(c, lse_own, d_lse_own, nl, LB_DT_F32);
+        compare(c, "attention.lse", shape, pr, lse, lse_own, nl);
+        lb_ref_attention_backward(dqkv, dout, qkv, att, B, T, NH, NKV, HD);
+        /* the workspace (cuDNN's dQ accumulator among it) starts as NaN too */
+        check_cuda(c, cudaMemset(d_ws, 0xff, lb_cudnn_attn_workspace_bytes(a)), "poison workspace");
+        check(c, lb_cudnn_attn_backward(a, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_ws, 0, c->err));
+        down(c, gdqkv, d_dqkv, nq, pr->dt);
+        if (T >= 512)
+            compare_l2(c, "attention.bwd", shape, pr, pr->rtol / 4, gdqkv, dqkv, nq);
+        else
+            compare(c, "attention.bwd", shape, pr, gdqkv, dqkv, nq);
+    }
+    release(c);
+    lb_cudnn_attn_free(a);
+    free(qkv), free(dout), free(ref), free(att), free(out), free(dqkv), free(gdqkv);
+    free(lse), free(lse_own);
+}
+
 static void check_rope(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD) {
     char shape[56];
     snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d llama3", B, T, NH, NKV, HD);
@@ -851,6 +907,11 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
                 check_attention(&c, pr, 1, 77, 4, 2, 64, impl);
                 check_attention(&c, pr, 1, 256, 2, 2, 64, impl);
                 check_attention(&c, pr, 1, 1000, 2, 1, 64, impl);
+            }
+            if (pr->dt != LB_DT_F32) {
+                check_attention_cudnn(&c, pr, 2, 100, 4, 4, 64);
+                check_attention_cudnn(&c, pr, 1, 130, 8, 2, 64);
+                check_attention_cudnn(&c, pr, 1, 1000, 2, 1, 64);
             }
             check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_SCALAR);
             check_attention(&c, pr, 2, 40, 4, 2, 16, LB_ATTN_SCALAR);
