@@ -42,6 +42,7 @@ int lb_cmd_train(int argc, char **argv) {
     train_ctx ctx = {.params = lb_train_default_params()};
     lb_train_params *p = &ctx.params;
     const char *device = NULL, *precision = "fp32", *name = NULL, *fp32_matmul = NULL;
+    const char *attention = NULL;
     bool tf32 = false;
     int64_t seed = (int64_t)p->seed;
     bool no_progress = false;
@@ -63,6 +64,7 @@ int lb_cmd_train(int argc, char **argv) {
         {"--fp32-matmul", LB_ARG_CHOICE, &fp32_matmul, NULL, "CUDA fp32 matrix products: ieee = fp32 on CUDA cores (default); tf32 = one TF32 pass, relative error ~1e-5 to 4e-5; 3xtf32 = each operand split into a TF32 head and tail and three TF32 passes: error close to fp32's (~2^-22 relative; up to ~2.5e-6 over very long sums), more device memory for the split copies", 0, 0, LB_GPU_FP32_MODE_CHOICES},
         {"--recompute", LB_ARG_FLAG, &p->recompute, NULL, "CUDA: recompute activations in backward to save memory"},
         {"--gemm-heuristic-only", LB_ARG_FLAG, &p->gemm_heuristic_only, NULL, "CUDA: take cuBLASLt's first heuristic algorithm for each product instead of timing its candidates (the same algorithms in every run)"},
+        {"--attention", LB_ARG_CHOICE, &attention, NULL, "CUDA fp16/bf16 attention kernels: auto = for each direction the faster of llmbench's and cuDNN's (timed on the first step; llmbench's where cuDNN 9 is not installed); builtin = llmbench's; cudnn = cuDNN's fused flash attention, an error where it is not available", 0, 0, LB_GPU_ATTN_CHOICES},
         {"--peak-tflops", LB_ARG_DOUBLE, &p->peak_tflops, "X", "dense peak TFLOP/s for MFU when the GPU is not in the table", 1e-3, 1e6},
         {"--name", LB_ARG_STRING, &name, "NAME", "name of the stored run (default MODEL-DEVICE-PRECISION)"},
         {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)"},
@@ -89,6 +91,7 @@ int lb_cmd_train(int argc, char **argv) {
     if (device != NULL && parse_device(device, p) != LB_OK) return 2;
     lb_precision_parse(precision, &p->precision);
     if (fp32_matmul != NULL) lb_gpu_fp32_mode_parse(fp32_matmul, &p->fp32_matmul);
+    if (attention != NULL) lb_gpu_attn_choice_parse(attention, &p->attention);
     if (tf32 && fp32_matmul != NULL && p->fp32_matmul != LB_GPU_FP32_TF32) {
         lb_args_usage_error("train", "--tf32 contradicts --fp32-matmul %s: give one of them", fp32_matmul);
         return 2;

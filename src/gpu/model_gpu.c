@@ -19,6 +19,7 @@
 #include "gpu/act.cuh"
 #include "gpu/attention.cuh"
 #include "gpu/check.h"
+#include "gpu/cudnn_attn.h"
 #include "gpu/embed.cuh"
 #include "gpu/loss.cuh"
 #include "gpu/matmul.h"
@@ -62,6 +63,12 @@ struct lb_gpu_model {
     lb_gpu_adamw_params graph_ap; /* the optimizer settings step_graph was captured with */
     int64_t train_steps;          /* lb_gpu_model_train_step calls so far */
     bool graph_failed;            /* capture failed once: steps run kernel by kernel */
+    /* attention: cuDNN's plans (NULL: built-in kernels only) and, per direction, whose
+     * kernels run: 0 built-in, 1 cuDNN, -1 not yet timed (AUTO before the first step) */
+    lb_cudnn_attn *dnn;
+    void *dnn_ws;
+    float *trial_dbias; /* [Q]: where timing trials put the qkv bias gradient */
+    int attn_src[2];
     /* activations */
     void *encoded, *res2, *res3, *ln1, *ln2, *qkv, *atty, *fch, *fact, *lnf, *logits;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *lse, *losses;
@@ -163,6 +170,10 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->dfch, "grad.mlp_in", BT * (size_t)m->F * es);
     TAKE(m->dact, "grad.mlp_act", BT * (size_t)m->H * es);
     TAKE(m->attn_scratch, "scratch.attention", lb_gpu_attention_scratch_bytes(m->B, m->T, m->NH, m->HD));
+    if (m->dnn) {
+        TAKE(m->dnn_ws, "scratch.cudnn_attention", lb_cudnn_attn_workspace_bytes(m->dnn));
+        TAKE(m->trial_dbias, "scratch.attention_trial_bias", (size_t)m->Q * 4);
+    }
     TAKE(m->blas_ws, "scratch.cublaslt", LB_GPU_BLAS_WORKSPACE_BYTES);
     m->split_bytes = split_products(m) ? split_need(m) : 0;
     if (m->split_bytes > 0) TAKE(m->split_scratch, "scratch.tf32_split", m->split_bytes);
@@ -170,16 +181,21 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     return LB_OK;
 }
 
-size_t lb_gpu_model_arena_bytes(const lb_model_config *cfg, const lb_gpu_model_params *p) {
-    lb_gpu_model m;
-    memset(&m, 0, sizeof m);
-    set_dims(&m, cfg, p);
-    lb_gpu_arena a;
-    lb_gpu_arena_init_sizing(&a);
-    lb_err err;
-    size_t bytes = layout(&m, &a, &err) == LB_OK ? a.used_bytes : 0;
-    lb_gpu_arena_free(&a);
-    return bytes;
+/* cuDNN's attention plans where the choice allows them (else the built-in kernels). */
+static lb_status open_cudnn(lb_gpu_model *m, lb_err *err) {
+    lb_gpu_attn_choice c = m->p.attention;
+    if (c == LB_GPU_ATTN_CUDNN && (m->dt == LB_DT_F32 || m->p.attn_scalar))
+        return lb_fail(err, LB_ERR_USAGE, "cuDNN attention needs --precision bf16 or fp16");
+    if (c == LB_GPU_ATTN_BUILTIN || m->dt == LB_DT_F32 || m->p.attn_scalar) return LB_OK;
+    lb_err why;
+    if (lb_cudnn_attn_init(&m->dnn, m->B, m->T, m->NH, m->NKV, m->HD, m->dt, &why) != LB_OK) {
+        if (c == LB_GPU_ATTN_CUDNN)
+            return lb_fail(err, LB_ERR_UNSUPPORTED, "--attention cudnn: %s", why.msg);
+        LB_INFO("attention: built-in kernels (%s)", why.msg);
+        return LB_OK;
+    }
+    m->attn_src[0] = m->attn_src[1] = c == LB_GPU_ATTN_CUDNN ? 1 : -1;
+    return LB_OK;
 }
 
 static lb_status reset_optimizer(lb_gpu_model *m, lb_err *err) {
@@ -262,9 +278,10 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
     lb_gpu_model *m = calloc(1, sizeof *m);
     if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
     set_dims(m, cfg, p);
+    lb_status st = open_cudnn(m, err);
     lb_gpu_arena sizing;
     lb_gpu_arena_init_sizing(&sizing);
-    lb_status st = layout(m, &sizing, err);
+    if (st == LB_OK) st = layout(m, &sizing, err);
     size_t need = sizing.used_bytes;
     lb_gpu_arena_free(&sizing);
     if (st == LB_OK) st = lb_gpu_arena_init(&m->arena, need, OOM_HINT, err);
@@ -301,6 +318,7 @@ void lb_gpu_model_free(lb_gpu_model *m) {
     if (m == NULL) return;
     if (m->stream) cudaStreamSynchronize(m->stream);
     if (m->step_graph) cudaGraphExecDestroy(m->step_graph);
+    lb_cudnn_attn_free(m->dnn); /* after the graph: its kernels live in the plans */
     lb_gpu_blas_free(m->blas);
     for (int i = 0; i < 2; i++) {
         if (m->host_tok[i]) cudaFreeHost(m->host_tok[i]);
@@ -491,6 +509,83 @@ static lb_status act_fwd(lb_gpu_model *m, void *out, const void *inp, lb_err *er
     return lb_gpu_gelu_forward(out, inp, m->BT * m->H, m->dt, m->stream, err);
 }
 
+/* Attention one way, by m->attn_src: out and lse of a layer from its qkv. */
+static lb_status attn_fwd(lb_gpu_model *m, bool dnn, void *out, float *lse, const void *qkv,
+                          lb_err *err) {
+    if (dnn) return lb_cudnn_attn_forward(m->dnn, out, lse, qkv, m->dnn_ws, m->stream, err);
+    return lb_gpu_attention_forward(out, lse, qkv, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                    m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO, m->stream,
+                                    err);
+}
+
+/* m->dqkv from m->dc (the output's gradient); dbias (may be NULL) += its column sums:
+ * inside the built-in kernels, a separate reduction after cuDNN's. */
+static lb_status attn_bwd(lb_gpu_model *m, bool dnn, float *dbias, const void *qkv,
+                          const void *out, const float *lse, lb_err *err) {
+    if (!dnn)
+        return lb_gpu_attention_backward(m->dqkv, dbias, m->attn_scratch, m->dc, qkv, out, lse,
+                                         m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                         m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
+                                         m->stream, err);
+    LB_TRY(lb_cudnn_attn_backward(m->dnn, m->dqkv, m->dc, qkv, out, lse, m->dnn_ws, m->stream, err));
+    if (dbias == NULL) return LB_OK;
+    return lb_gpu_bias_backward(dbias, m->dqkv, m->BT, m->Q, m->Q, m->dt, m->stream, err);
+}
+
+#define ATTN_TRIALS 5
+
+/* Median milliseconds of ATTN_TRIALS runs of one direction after a warm-up, on this
+ * layer's buffers (its outputs are overwritten; the caller runs the chosen one after). */
+static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, bool bias, void *qkv,
+                           void *out, float *lse, float *ms, lb_err *err) {
+    float *scratch_bias = bias ? m->trial_dbias : NULL;
+    cudaEvent_t ev[ATTN_TRIALS + 1];
+    int made = 0;
+    lb_status st = LB_OK;
+    for (; made <= ATTN_TRIALS && st == LB_OK; made++)
+        if (cudaEventCreate(&ev[made]) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events");
+    float t[ATTN_TRIALS];
+    for (int i = -1; st == LB_OK && i < ATTN_TRIALS; i++) {
+        if (i >= 0 && cudaEventRecord(ev[i], m->stream) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not record a CUDA event");
+        if (st == LB_OK)
+            st = backward ? attn_bwd(m, dnn, scratch_bias, qkv, out, lse, err)
+                          : attn_fwd(m, dnn, out, lse, qkv, err);
+    }
+    if (st == LB_OK && (cudaEventRecord(ev[ATTN_TRIALS], m->stream) != cudaSuccess ||
+                        cudaEventSynchronize(ev[ATTN_TRIALS]) != cudaSuccess))
+        st = lb_fail(err, LB_ERR_DEVICE, "attention timing failed: %s",
+                     cudaGetErrorString(cudaGetLastError()));
+    for (int i = 0; st == LB_OK && i < ATTN_TRIALS; i++) cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]);
+    for (int i = 0; i < made; i++) cudaEventDestroy(ev[i]);
+    if (st != LB_OK) return st;
+    for (int i = 1; i < ATTN_TRIALS; i++) /* insertion sort: the median */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            float x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    *ms = t[ATTN_TRIALS / 2];
+    return LB_OK;
+}
+
+/* AUTO's choice for one direction, on its first run: the faster of the two here. */
+static lb_status attn_choose(lb_gpu_model *m, bool backward, bool bias, void *qkv, void *out,
+                             float *lse, lb_err *err) {
+    float own, dnn;
+    LB_TRY(attn_time(m, backward, false, bias, qkv, out, lse, &own, err));
+    LB_TRY(attn_time(m, backward, true, bias, qkv, out, lse, &dnn, err));
+    m->attn_src[backward] = dnn < own ? 1 : 0;
+    LB_INFO("attention %s: cuDNN %.3f ms, built-in %.3f ms a layer: %s",
+            backward ? "backward" : "forward", dnn, own, dnn < own ? "cuDNN" : "built-in");
+    return LB_OK;
+}
+
+const char *lb_gpu_model_attention(const lb_gpu_model *m, bool backward) {
+    int s = m->attn_src[backward];
+    return s < 0 ? "untimed" : s == 1 ? "cudnn" : "builtin";
+}
+
 /* ---- one step --------------------------------------------------------------------------- */
 
 static int64_t lo(lb_gpu_model *m, int l, int64_t rel) {
@@ -516,9 +611,8 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
         if (m->llama)
             LB_TRY(lb_gpu_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                        m->stream, err));
-        LB_TRY(lb_gpu_attention_forward(atty, lse, qkv, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
-                                        m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
-                                        m->stream, err));
+        if (m->attn_src[0] < 0) LB_TRY(attn_choose(m, false, false, qkv, atty, lse, err));
+        LB_TRY(attn_fwd(m, m->attn_src[0] == 1, atty, lse, qkv, err));
         LB_TRY(linear_fwd(m, res2, C, atty, C, C, lo(m, l, o->attn_out_w), lo(m, l, o->attn_out_b), x, err));
         LB_TRY(norm_fwd(m, ln2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
                         m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
@@ -612,14 +706,13 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         /* attention */
         LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, lo(m, l, o->attn_out_w),
                           lo(m, l, o->attn_out_b), err));
-        /* the qkv bias gradient comes out of the attention backward, unless RoPE's backward
+        /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
         bool qkv_bias_fused = !m->llama;
         float *dqkv_bias = qkv_bias_fused ? G(m, lo(m, l, o->qkv_b)) : NULL;
-        LB_TRY(lb_gpu_attention_backward(m->dqkv, dqkv_bias, m->attn_scratch, m->dc, qkv, atty,
-                                         lse, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
-                                         m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
-                                         m->stream, err));
+        if (m->attn_src[1] < 0)
+            LB_TRY(attn_choose(m, true, dqkv_bias != NULL, qkv, atty, lse, err));
+        LB_TRY(attn_bwd(m, m->attn_src[1] == 1, dqkv_bias, qkv, atty, lse, err));
         if (m->llama)
             LB_TRY(lb_gpu_rope_backward(m->dqkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD,
                                         m->dt, m->stream, err));

@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "gpu/adamw.cuh"
 #include "gpu/arena.h"
+#include "gpu/attn_choice.h"
 #include "gpu/matmul.h"
 #include "model/config.h"
 
@@ -39,6 +40,7 @@ typedef struct {
     bool recompute;         /* rebuild norm outputs and MLP activations in backward */
     lb_gpu_fp32_mode fp32_mode; /* how fp32 products run (gpu/matmul.h); ignored in 16-bit */
     bool gemm_heuristic_only; /* cuBLASLt's first heuristic algorithm, no timing (gpu/matmul.h) */
+    lb_gpu_attn_choice attention; /* whose attention kernels (gpu/attn_choice.h) */
     int attn_scalar;        /* 1: always the CUDA-core attention kernels (tests) */
     int no_fused_gelu;      /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */
     int max_loss_slots;     /* device slots for per-step mean losses */
@@ -47,14 +49,13 @@ typedef struct {
 typedef struct lb_gpu_model lb_gpu_model;
 
 /* Sizes the arena, allocates it on the current device and creates the stream and the
- * cuBLASLt handle. Out of memory: LB_ERR_NOMEM naming needed and free bytes and
- * suggesting a smaller --batch or --recompute. Weights are uninitialised. */
+ * cuBLASLt handle; in fp16/bf16 (unless p->attention is BUILTIN) also cuDNN's attention
+ * plans, whose absence is an error only when p->attention is CUDNN. Out of memory:
+ * LB_ERR_NOMEM naming needed and free bytes and suggesting a smaller --batch or
+ * --recompute. Weights are uninitialised. */
 lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
                             const lb_gpu_model_params *p, lb_err *err);
 void lb_gpu_model_free(lb_gpu_model *m);
-
-/* Bytes the arena needs for this configuration (no device needed). */
-size_t lb_gpu_model_arena_bytes(const lb_model_config *cfg, const lb_gpu_model_params *p);
 
 /* GPT-2 style initialisation on the device (normal(0, 0.02), residual projections
  * 0.02/sqrt(2L), biases 0, norm weights 1), the same rule as the CPU reference, drawn by a
@@ -81,6 +82,9 @@ lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const 
                                   int slot, const lb_gpu_adamw_params *p, lb_err *err);
 /* Whether train steps are launched as a CUDA graph now. */
 bool lb_gpu_model_uses_graph(const lb_gpu_model *m);
+/* Whose attention kernels run forward (backward = false) or backward: "cudnn", "builtin",
+ * or "untimed" while AUTO has not yet timed that direction (before the first step). */
+const char *lb_gpu_model_attention(const lb_gpu_model *m, bool backward);
 
 /* Waits for the stream and copies n slots of mean losses out. */
 lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *err);

@@ -42,6 +42,7 @@ lb_train_params lb_train_default_params(void) {
         .fp32_matmul = LB_GPU_FP32_IEEE,
         .recompute = false,
         .gemm_heuristic_only = false,
+        .attention = LB_GPU_ATTN_AUTO,
         .peak_tflops = 0.0,
         .progress = true,
     };
@@ -74,6 +75,12 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
     if (p->device == LB_DEVICE_CPU && (p->recompute || p->gemm_heuristic_only))
         return lb_fail(err, LB_ERR_USAGE, "%s applies to --device cuda only",
                        p->recompute ? "--recompute" : "--gemm-heuristic-only");
+    if (p->device == LB_DEVICE_CPU && p->attention != LB_GPU_ATTN_AUTO)
+        return lb_fail(err, LB_ERR_USAGE, "--attention %s applies to --device cuda only",
+                       lb_gpu_attn_choice_name(p->attention));
+    if (p->precision == LB_PREC_FP32 && p->attention == LB_GPU_ATTN_CUDNN)
+        return lb_fail(err, LB_ERR_USAGE, "--attention cudnn needs --precision bf16 or fp16: "
+                       "cuDNN's fused attention has no fp32 kernels");
     if (p->precision != LB_PREC_FP32 && p->fp32_matmul == LB_GPU_FP32_3XTF32)
         return lb_fail(err, LB_ERR_USAGE,
                        "--fp32-matmul 3xtf32 applies to --precision fp32 only: %s products "
@@ -112,6 +119,7 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "fp32_matmul", json_string(lb_gpu_fp32_mode_name(p->fp32_matmul)));
     json_object_set_new(c, "recompute", json_boolean(p->recompute));
     json_object_set_new(c, "gemm_heuristic_only", json_boolean(p->gemm_heuristic_only));
+    json_object_set_new(c, "attention", json_string(lb_gpu_attn_choice_name(p->attention)));
     json_object_set_new(c, "params", json_integer(lb_model_param_count(cfg)));
     json_object_set_new(c, "n_layer", json_integer(cfg->n_layer));
     json_object_set_new(c, "d_model", json_integer(cfg->d_model));

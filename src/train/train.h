@@ -16,6 +16,7 @@
 #include "core/precision.h"
 #include "core/result.h"
 #include "core/status.h"
+#include "gpu/attn_choice.h"
 #include "gpu/matmul.h"
 #include "model/config.h"
 
@@ -43,6 +44,7 @@ typedef struct {
     lb_gpu_fp32_mode fp32_matmul; /* CUDA fp32: how matrix products run (--tf32: TF32) */
     bool recompute;         /* CUDA: recompute activations in backward to save memory */
     bool gemm_heuristic_only; /* CUDA: cuBLASLt's first heuristic algorithm, no timing */
+    lb_gpu_attn_choice attention; /* CUDA fp16/bf16: whose attention kernels */
     double peak_tflops;     /* dense peak for MFU; 0 = look the GPU up in the table */
     bool progress;          /* a progress line on stderr */
 } lb_train_params;

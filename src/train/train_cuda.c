@@ -67,6 +67,8 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     LB_CUDA_TRY(err, cudaGetDeviceProperties(&prop, p->device_index));
     json_object_set_new(r->config, "device_name", json_string(prop.name));
     json_object_set_new(r->config, "cuda_graph", json_boolean(lb_gpu_model_uses_graph(s->m)));
+    json_object_set_new(r->config, "attention_forward", json_string(lb_gpu_model_attention(s->m, false)));
+    json_object_set_new(r->config, "attention_backward", json_string(lb_gpu_model_attention(s->m, true)));
     lb_peak_kind kind = p->precision != LB_PREC_FP32                ? LB_PEAK_BF16
                         : p->fp32_matmul == LB_GPU_FP32_TF32   ? LB_PEAK_TF32
                         : p->fp32_matmul == LB_GPU_FP32_3XTF32 ? LB_PEAK_3XTF32
@@ -108,6 +110,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     lb_gpu_model_params gp = {.B = (int)p->batch, .T = (int)p->seq, .precision = p->precision,
                               .recompute = p->recompute, .fp32_mode = p->fp32_matmul,
                               .gemm_heuristic_only = p->gemm_heuristic_only,
+                              .attention = p->attention,
                               .max_loss_slots = (int)total};
     lb_status st = lb_gpu_model_init(&s.m, cfg, &gp, err);
     if (st == LB_OK) st = lb_gpu_model_init_weights(s.m, p->seed, err);
