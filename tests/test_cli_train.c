@@ -47,6 +47,10 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
                                   "--tf32", "--db", g_db, NULL},
                  "--fp32-matmul tf32 (or --tf32) applies to --device cuda only");
     expect_usage((const char *[]){"train", "--fp32-matmul", "bf16x9", NULL}, "ieee|tf32|3xtf32");
+    expect_usage((const char *[]){"train", "--attention", "flash", NULL}, "auto|builtin|cudnn");
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
+                                  "--attention", "cudnn", "--db", g_db, NULL},
+                 "--attention cudnn applies to --device cuda only");
     expect_usage((const char *[]){"train", "--tf32", "--fp32-matmul", "3xtf32", NULL},
                  "--tf32 contradicts --fp32-matmul 3xtf32");
     /* nothing was stored for any of them */

@@ -12,11 +12,15 @@
 #include <cmocka.h>
 
 #include "gpu/arena.h"
+#include "gpu/attn_choice.h"
 #include "gpu/check.h"
 #include "gpu/matmul.h"
 #include "gpu/peak.h"
 #include "gpu/tf32.h"
 #include "gpu/telemetry.h"
+#ifdef LB_HAVE_CUDA
+#include "gpu/cudnn_attn.h"
+#endif
 
 static void test_arena_sizing_adds_aligned_pieces(void **state) {
     (void)state;
@@ -136,6 +140,37 @@ static void test_fp32_mode_names_round_trip(void **state) {
     assert_false(lb_gpu_fp32_mode_parse(NULL, &m));
 }
 
+static void test_attention_choice_names_round_trip(void **state) {
+    (void)state;
+    lb_gpu_attn_choice c = LB_GPU_ATTN_AUTO;
+    assert_true(lb_gpu_attn_choice_parse("cudnn", &c) && c == LB_GPU_ATTN_CUDNN);
+    assert_string_equal(lb_gpu_attn_choice_name(c), "cudnn");
+    assert_true(lb_gpu_attn_choice_parse("builtin", &c) && c == LB_GPU_ATTN_BUILTIN);
+    assert_true(lb_gpu_attn_choice_parse("auto", &c) && c == LB_GPU_ATTN_AUTO);
+    assert_false(lb_gpu_attn_choice_parse("flash", &c));
+    assert_false(lb_gpu_attn_choice_parse(NULL, &c));
+}
+
+/* cuDNN's attention refuses what it cannot run with a reason and no plans, whether or
+ * not the library (or a GPU) is on this machine: fp32, and heads that do not group. */
+static void test_cudnn_attention_refuses_with_a_reason(void **state) {
+    (void)state;
+#ifdef LB_HAVE_CUDA
+    lb_cudnn_attn *a = (lb_cudnn_attn *)1;
+    lb_err err = {{0}};
+    assert_int_equal(lb_cudnn_attn_init(&a, 2, 64, 4, 4, 64, LB_DT_F32, &err), LB_ERR_UNSUPPORTED);
+    assert_null(a);
+    assert_true(strlen(err.msg) > 0);
+    err.msg[0] = '\0';
+    assert_int_equal(lb_cudnn_attn_init(&a, 2, 64, 6, 4, 64, LB_DT_BF16, &err), LB_ERR_UNSUPPORTED);
+    assert_null(a);
+    assert_true(strlen(err.msg) > 0);
+    lb_cudnn_attn_free(NULL);
+#else
+    skip();
+#endif
+}
+
 static void test_telemetry_summary_uses_energy_counter_or_power(void **state) {
     (void)state;
     lb_gpu_tsample s[3];
@@ -198,6 +233,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arena_sizing_adds_aligned_pieces),
         cmocka_unit_test(test_arena_overflow_names_the_piece),
+        cmocka_unit_test(test_attention_choice_names_round_trip),
+        cmocka_unit_test(test_cudnn_attention_refuses_with_a_reason),
         cmocka_unit_test(test_peak_table_matches_specific_names_first),
         cmocka_unit_test(test_tf32_split_rounds_to_nearest_and_is_exact),
         cmocka_unit_test(test_fp32_mode_names_round_trip),

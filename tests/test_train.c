@@ -73,6 +73,19 @@ static void test_train_impossible_configs_are_refused(void **state) {
     p = tiny_params("gpt2-tiny");
     p.precision = LB_PREC_BF16;
     expect_refused(p, "--precision bf16 needs --device cuda");
+    p = tiny_params("gpt2-tiny");
+    p.attention = LB_GPU_ATTN_BUILTIN;
+    expect_refused(p, "--attention builtin applies to --device cuda only");
+    /* cuDNN's attention in fp32: refused before any device is asked for */
+    lb_model_config cfg;
+    lb_err err = {{0}};
+    assert_int_equal(lb_model_config_preset("gpt2-tiny", &cfg, &err), LB_OK);
+    p = tiny_params("gpt2-tiny");
+    p.device = LB_DEVICE_CUDA, p.attention = LB_GPU_ATTN_CUDNN;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "--attention cudnn needs --precision bf16 or fp16"));
+    p.precision = LB_PREC_BF16;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_OK);
 }
 
 static void test_train_summary_is_computed_from_the_series(void **state) {
