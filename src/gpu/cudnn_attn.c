@@ -101,10 +101,7 @@ static void load(void) {
     g_dnn.lib = lib;
 }
 
-size_t lb_cudnn_version(void) {
-    pthread_once(&g_once, load);
-    return g_dnn.version;
-}
+size_t lb_cudnn_version(void) { return g_dnn.version; }
 
 /* ------------------------------------------------------------------------------------ */
 /* graph builder                                                                         */

@@ -532,41 +532,34 @@ static lb_status attn_bwd(lb_gpu_model *m, bool dnn, float *dbias, const void *q
     return lb_gpu_bias_backward(dbias, m->dqkv, m->BT, m->Q, m->Q, m->dt, m->stream, err);
 }
 
-#define ATTN_TRIALS 5
+#define ATTN_REPS 5
 
-/* Median milliseconds of ATTN_TRIALS runs of one direction after a warm-up, on this
- * layer's buffers (its outputs are overwritten; the caller runs the chosen one after). */
+/* Milliseconds a run of one direction takes on this layer's buffers: one warm-up, then
+ * the mean of ATTN_REPS runs between two events (as matmul.c times cuBLASLt's
+ * candidates). Its outputs are overwritten; the caller runs the chosen one after. */
 static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, bool bias, void *qkv,
                            void *out, float *lse, float *ms, lb_err *err) {
-    float *scratch_bias = bias ? m->trial_dbias : NULL;
-    cudaEvent_t ev[ATTN_TRIALS + 1];
-    int made = 0;
+    float *trial_bias = bias ? m->trial_dbias : NULL;
+    cudaEvent_t ev[2] = {NULL, NULL};
     lb_status st = LB_OK;
-    for (; made <= ATTN_TRIALS && st == LB_OK; made++)
-        if (cudaEventCreate(&ev[made]) != cudaSuccess)
-            st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events");
-    float t[ATTN_TRIALS];
-    for (int i = -1; st == LB_OK && i < ATTN_TRIALS; i++) {
-        if (i >= 0 && cudaEventRecord(ev[i], m->stream) != cudaSuccess)
+    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events to time attention");
+    for (int r = 0; st == LB_OK && r <= ATTN_REPS; r++) {
+        if (r == 1 && cudaEventRecord(ev[0], m->stream) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not record a CUDA event");
         if (st == LB_OK)
-            st = backward ? attn_bwd(m, dnn, scratch_bias, qkv, out, lse, err)
+            st = backward ? attn_bwd(m, dnn, trial_bias, qkv, out, lse, err)
                           : attn_fwd(m, dnn, out, lse, qkv, err);
     }
-    if (st == LB_OK && (cudaEventRecord(ev[ATTN_TRIALS], m->stream) != cudaSuccess ||
-                        cudaEventSynchronize(ev[ATTN_TRIALS]) != cudaSuccess))
+    if (st == LB_OK && (cudaEventRecord(ev[1], m->stream) != cudaSuccess ||
+                        cudaEventSynchronize(ev[1]) != cudaSuccess ||
+                        cudaEventElapsedTime(ms, ev[0], ev[1]) != cudaSuccess))
         st = lb_fail(err, LB_ERR_DEVICE, "attention timing failed: %s",
                      cudaGetErrorString(cudaGetLastError()));
-    for (int i = 0; st == LB_OK && i < ATTN_TRIALS; i++) cudaEventElapsedTime(&t[i], ev[i], ev[i + 1]);
-    for (int i = 0; i < made; i++) cudaEventDestroy(ev[i]);
-    if (st != LB_OK) return st;
-    for (int i = 1; i < ATTN_TRIALS; i++) /* insertion sort: the median */
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            float x = t[j];
-            t[j] = t[j - 1], t[j - 1] = x;
-        }
-    *ms = t[ATTN_TRIALS / 2];
-    return LB_OK;
+    if (ev[0]) cudaEventDestroy(ev[0]);
+    if (ev[1]) cudaEventDestroy(ev[1]);
+    if (st == LB_OK) *ms /= ATTN_REPS;
+    return st;
 }
 
 /* AUTO's choice for one direction, on its first run: the faster of the two here. */

@@ -488,43 +488,67 @@ static void check_matmul_accuracy_set(ctx *c, const char *label, lb_gpu_blas *bl
  * bound; the relative L2 error is the meaningful measure there. */
 static bool long_sums(int T, int NH, int NKV) { return (int64_t)T * (NH / NKV) >= 512; }
 
+/* One attention shape, forward and backward, against the reference: the kernels
+ * lb_gpu_attention_* pick for impl, or with dnn cuDNN's fused ones (gpu/cudnn_attn.h),
+ * whose lse must also equal the built-in forward's (the two directions mix) and which
+ * leave the qkv bias gradient to the caller. */
 static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD,
-                            lb_gpu_attn_impl impl) {
+                            lb_gpu_attn_impl impl, lb_cudnn_attn *dnn) {
     char shape[56];
-    /* the kernels lb_gpu_attention_* pick: tensor cores (mma.sync, with the backward on
-     * warpgroup MMAs where the device has them: "mma+wgmma"), CUDA-core tiles, one row a
-     * thread */
+    /* tensor cores (mma.sync, with the backward on warpgroup MMAs where the device has
+     * them: "mma+wgmma"), CUDA-core tiles, one row a thread, or cuDNN */
     bool tc = HD == 64 && impl != LB_ATTN_SCALAR && pr->dt != LB_DT_F32;
-    const char *path = HD != 64 ? "scalar"
-                       : !tc    ? "simt"
+    const char *path = dnn        ? "cudnn"
+                       : HD != 64 ? "scalar"
+                       : !tc      ? "simt"
                        : impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma() ? "mma+wgmma"
                                                                           : "mma";
     snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d %s", B, T, NH, NKV, HD, path);
     int W = (NH + 2 * NKV) * HD;
     size_t nq = (size_t)B * T * W, no = (size_t)B * T * NH * HD, na = (size_t)B * NH * T * T;
+    size_t nl = (size_t)B * NH * T;
     float *qkv = hnew(nq), *dout = hnew(no), *ref = hnew(no), *att = hnew(na), *out = hnew(no);
     float *dqkv = hnew(nq), *gdqkv = hnew(nq), *db0 = hnew(W), *db = hnew(W), *gdb = hnew(W);
+    float *lse = hnew(nl), *lse_own = hnew(nl);
     randn(c, qkv, nq, 1.0f);
     randn(c, dout, no, 1.0f);
     randn(c, db0, W, 1.0f);
     size_t es = lb_dtype_bytes(pr->dt);
     void *d_qkv = up(c, qkv, nq, pr->dt), *d_dout = up(c, dout, no, pr->dt);
     void *d_out = dev(c, no * es), *d_dqkv = dev(c, nq * es);
-    float *d_lse = dev(c, (size_t)B * NH * T * 4);
-    void *d_scr = dev(c, lb_gpu_attention_scratch_bytes(B, T, NH, HD));
+    float *d_lse = dev(c, nl * 4);
+    void *d_scr = dev(c, dnn ? lb_cudnn_attn_workspace_bytes(dnn)
+                             : lb_gpu_attention_scratch_bytes(B, T, NH, HD));
     float *d_db = up(c, db0, W, LB_DT_F32); /* the bias gradient's column sums add to it */
     if (c->st == LB_OK) {
-        /* every element must be written: outputs start as NaN */
+        /* every element must be written: outputs (and cuDNN's workspace, its dQ
+         * accumulator among it) start as NaN */
         check_cuda(c, cudaMemset(d_dqkv, 0xff, nq * es), "poison dqkv");
         check_cuda(c, cudaMemset(d_out, 0xff, no * es), "poison out");
-        check_cuda(c, cudaMemset(d_lse, 0xff, (size_t)B * NH * T * 4), "poison lse");
+        check_cuda(c, cudaMemset(d_lse, 0xff, nl * 4), "poison lse");
+        if (dnn) check_cuda(c, cudaMemset(d_scr, 0xff, lb_cudnn_attn_workspace_bytes(dnn)), "poison workspace");
         lb_ref_attention_forward(ref, att, qkv, B, T, NH, NKV, HD);
-        check(c, lb_gpu_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HD, pr->dt, impl, 0, c->err));
+        if (dnn)
+            check(c, lb_cudnn_attn_forward(dnn, d_out, d_lse, d_qkv, d_scr, 0, c->err));
+        else
+            check(c, lb_gpu_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HD, pr->dt, impl, 0, c->err));
         down(c, out, d_out, no, pr->dt);
         compare(c, "attention.fwd", shape, pr, out, ref, no);
+        if (dnn) {
+            void *d_own = dev(c, no * es);
+            float *d_lse_own = dev(c, nl * 4);
+            check(c, lb_gpu_attention_forward(d_own, d_lse_own, d_qkv, B, T, NH, NKV, HD, pr->dt,
+                                              LB_ATTN_AUTO, 0, c->err));
+            down(c, lse, d_lse, nl, LB_DT_F32);
+            down(c, lse_own, d_lse_own, nl, LB_DT_F32);
+            compare(c, "attention.lse", shape, pr, lse, lse_own, nl);
+        }
         lb_ref_attention_backward(dqkv, dout, qkv, att, B, T, NH, NKV, HD);
-        check(c, lb_gpu_attention_backward(d_dqkv, d_db, d_scr, d_dout, d_qkv, d_out, d_lse, B, T,
-                                           NH, NKV, HD, pr->dt, impl, 0, c->err));
+        if (dnn)
+            check(c, lb_cudnn_attn_backward(dnn, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_scr, 0, c->err));
+        else
+            check(c, lb_gpu_attention_backward(d_dqkv, d_db, d_scr, d_dout, d_qkv, d_out, d_lse, B,
+                                               T, NH, NKV, HD, pr->dt, impl, 0, c->err));
         down(c, gdqkv, d_dqkv, nq, pr->dt);
         down(c, gdb, d_db, W, LB_DT_F32);
         if (long_sums(T, NH, NKV))
@@ -532,18 +556,19 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
         else
             compare(c, "attention.bwd", shape, pr, gdqkv, dqkv, nq);
         /* the qkv bias gradient: db0 + column sums of dqkv (sums of B*T rounded terms) */
-        column_sums(db, dqkv, (int64_t)B * T, W);
-        for (int i = 0; i < W; i++) db[i] += db0[i];
-        if (c->st == LB_OK) compare_l2(c, "attention.bwd.dbias", shape, pr, pr->rtol / 4, gdb, db, W);
+        if (c->st == LB_OK && !dnn) {
+            column_sums(db, dqkv, (int64_t)B * T, W);
+            for (int i = 0; i < W; i++) db[i] += db0[i];
+            compare_l2(c, "attention.bwd.dbias", shape, pr, pr->rtol / 4, gdb, db, W);
+        }
     }
     release(c);
     free(qkv), free(dout), free(ref), free(att), free(out), free(dqkv), free(gdqkv);
-    free(db0), free(db), free(gdb);
+    free(db0), free(db), free(gdb), free(lse), free(lse_own);
 }
 
-/* cuDNN's fused attention (gpu/cudnn_attn.h) against the reference, and its lse against the
- * built-in forward's (the two directions mix, so their statistics must agree). Without
- * cuDNN on the machine there is nothing to check: one note a run, no rows. */
+/* check_attention through cuDNN's plans for the shape. Without cuDNN on the machine there
+ * is nothing to check: one note a run, no rows. */
 static void check_attention_cudnn(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD) {
     if (c->st != LB_OK) return;
     lb_cudnn_attn *a = NULL;
@@ -553,47 +578,8 @@ static void check_attention_cudnn(ctx *c, const prec_t *pr, int B, int T, int NH
         c->dnn_noted = true;
         return;
     }
-    char shape[56];
-    snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d cudnn", B, T, NH, NKV, HD);
-    int W = (NH + 2 * NKV) * HD;
-    size_t nq = (size_t)B * T * W, no = (size_t)B * T * NH * HD, na = (size_t)B * NH * T * T;
-    size_t nl = (size_t)B * NH * T;
-    float *qkv = hnew(nq), *dout = hnew(no), *ref = hnew(no), *att = hnew(na), *out = hnew(no);
-    float *dqkv = hnew(nq), *gdqkv = hnew(nq), *lse = hnew(nl), *lse_own = hnew(nl);
-    randn(c, qkv, nq, 1.0f);
-    randn(c, dout, no, 1.0f);
-    size_t es = lb_dtype_bytes(pr->dt);
-    void *d_qkv = up(c, qkv, nq, pr->dt), *d_dout = up(c, dout, no, pr->dt);
-    void *d_out = dev(c, no * es), *d_dqkv = dev(c, nq * es), *d_own = dev(c, no * es);
-    float *d_lse = dev(c, nl * 4), *d_lse_own = dev(c, nl * 4);
-    void *d_ws = dev(c, lb_cudnn_attn_workspace_bytes(a));
-    if (c->st == LB_OK) {
-        check_cuda(c, cudaMemset(d_dqkv, 0xff, nq * es), "poison dqkv");
-        check_cuda(c, cudaMemset(d_out, 0xff, no * es), "poison out");
-        check_cuda(c, cudaMemset(d_lse, 0xff, nl * 4), "poison lse");
-        lb_ref_attention_forward(ref, att, qkv, B, T, NH, NKV, HD);
-        check(c, lb_cudnn_attn_forward(a, d_out, d_lse, d_qkv, d_ws, 0, c->err));
-        down(c, out, d_out, no, pr->dt);
-        compare(c, "attention.fwd", shape, pr, out, ref, no);
-        check(c, lb_gpu_attention_forward(d_own, d_lse_own, d_qkv, B, T, NH, NKV, HD, pr->dt,
-                                          LB_ATTN_AUTO, 0, c->err));
-        down(c, lse, d_lse, nl, LB_DT_F32);
-        down(c, lse_own, d_lse_own, nl, LB_DT_F32);
-        compare(c, "attention.lse", shape, pr, lse, lse_own, nl);
-        lb_ref_attention_backward(dqkv, dout, qkv, att, B, T, NH, NKV, HD);
-        /* the workspace (cuDNN's dQ accumulator among it) starts as NaN too */
-        check_cuda(c, cudaMemset(d_ws, 0xff, lb_cudnn_attn_workspace_bytes(a)), "poison workspace");
-        check(c, lb_cudnn_attn_backward(a, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_ws, 0, c->err));
-        down(c, gdqkv, d_dqkv, nq, pr->dt);
-        if (long_sums(T, NH, NKV))
-            compare_l2(c, "attention.bwd", shape, pr, pr->rtol / 4, gdqkv, dqkv, nq);
-        else
-            compare(c, "attention.bwd", shape, pr, gdqkv, dqkv, nq);
-    }
-    release(c);
+    check_attention(c, pr, B, T, NH, NKV, HD, LB_ATTN_AUTO, a);
     lb_cudnn_attn_free(a);
-    free(qkv), free(dout), free(ref), free(att), free(out), free(dqkv), free(gdqkv);
-    free(lse), free(lse_own);
 }
 
 static void check_rope(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD) {
@@ -907,20 +893,20 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
             int n_impl = pr->dt != LB_DT_F32 && lb_gpu_attention_wgmma() ? 2 : 1;
             for (int ik = 0; ik < n_impl; ik++) {
                 lb_gpu_attn_impl impl = ik == 0 ? LB_ATTN_AUTO : LB_ATTN_MMA_SYNC;
-                check_attention(&c, pr, 2, 100, 4, 4, 64, impl);
-                check_attention(&c, pr, 1, 130, 8, 2, 64, impl);
-                check_attention(&c, pr, 1, 77, 4, 2, 64, impl);
-                check_attention(&c, pr, 1, 256, 2, 2, 64, impl);
-                check_attention(&c, pr, 1, 1000, 2, 1, 64, impl);
+                check_attention(&c, pr, 2, 100, 4, 4, 64, impl, NULL);
+                check_attention(&c, pr, 1, 130, 8, 2, 64, impl, NULL);
+                check_attention(&c, pr, 1, 77, 4, 2, 64, impl, NULL);
+                check_attention(&c, pr, 1, 256, 2, 2, 64, impl, NULL);
+                check_attention(&c, pr, 1, 1000, 2, 1, 64, impl, NULL);
             }
             if (pr->dt != LB_DT_F32) {
                 check_attention_cudnn(&c, pr, 2, 100, 4, 4, 64);
                 check_attention_cudnn(&c, pr, 1, 130, 8, 2, 64);
                 check_attention_cudnn(&c, pr, 1, 1000, 2, 1, 64);
             }
-            check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_SCALAR);
-            check_attention(&c, pr, 2, 40, 4, 2, 16, LB_ATTN_SCALAR);
-            check_attention(&c, pr, 1, 33, 2, 1, 128, LB_ATTN_SCALAR);
+            check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_SCALAR, NULL);
+            check_attention(&c, pr, 2, 40, 4, 2, 16, LB_ATTN_SCALAR, NULL);
+            check_attention(&c, pr, 1, 33, 2, 1, 128, LB_ATTN_SCALAR, NULL);
         }
         if (wanted(&c, "rope")) {
             check_rope(&c, pr, 2, 50, 4, 2, 64);

@@ -34,6 +34,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
 #include "core/progress.h"
 #include "core/signals.h"
 #include "gpu/check.h"
+#include "gpu/cudnn_attn.h"
 #include "gpu/model_gpu.h"
 #include "gpu/peak.h"
 #include "gpu/telemetry.h"
@@ -69,6 +70,8 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     json_object_set_new(r->config, "cuda_graph", json_boolean(lb_gpu_model_uses_graph(s->m)));
     json_object_set_new(r->config, "attention_forward", json_string(lb_gpu_model_attention(s->m, false)));
     json_object_set_new(r->config, "attention_backward", json_string(lb_gpu_model_attention(s->m, true)));
+    if (lb_cudnn_version() > 0) /* loaded: some direction ran or was timed on it */
+        json_object_set_new(r->config, "cudnn_version", json_integer((json_int_t)lb_cudnn_version()));
     lb_peak_kind kind = p->precision != LB_PREC_FP32                ? LB_PEAK_BF16
                         : p->fp32_matmul == LB_GPU_FP32_TF32   ? LB_PEAK_TF32
                         : p->fp32_matmul == LB_GPU_FP32_3XTF32 ? LB_PEAK_3XTF32
