@@ -27,8 +27,8 @@ def fmt(v, spec):
 
 
 out = sys.argv[1]
-print("| shape | precision | llmbench tok/s | PyTorch tok/s | ratio | MFU | peak mem (GiB) | GPU util % | final loss (ours / torch) | attention fwd / bwd |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+print("| shape | precision | llmbench tok/s | PyTorch tok/s | ratio | MFU | peak mem (GiB) | GPU util % | SM MHz (power-capped %) | final loss (ours / torch) | attention fwd / bwd |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 for s in sys.argv[2:]:
     m, b, t, p, *mode = s.split(":")
     tag = f"{m}_{b}x{t}_{p}" + (f"_{mode[0]}" if mode else "")
@@ -46,6 +46,7 @@ for s in sys.argv[2:]:
     memtxt = f"{fmt(mem and mem / 2**30, '.1f')} / {fmt(tmem and tmem / 2**30, '.1f')}"
     cfg = (ours or {}).get("config") or {}
     attn = f"{cfg.get('attention_forward', '-')} / {cfg.get('attention_backward', '-')}"
+    clock = f"{fmt(metric(ours, 'sm_clock_mean_mhz'), '.0f')} ({fmt(metric(ours, 'clock_power_capped_pct'), '.0f')})"
     print(f"| {m} {b}x{t} | {p} | {fmt(ot, ',.0f')} | {fmt(tt, ',.0f')} | {fmt(ratio, '.2f')} | "
-          f"{fmt(metric(ours, 'mfu'), '.3f')} | {memtxt} | {fmt(metric(ours, 'gpu_util_mean_pct'), '.0f')} | "
+          f"{fmt(metric(ours, 'mfu'), '.3f')} | {memtxt} | {fmt(metric(ours, 'gpu_util_mean_pct'), '.0f')} | {clock} | "
           f"{fmt(metric(ours, 'final_loss'), '.3f')} / {fmt(torch and torch.get('final_loss'), '.3f')} | {attn} |")

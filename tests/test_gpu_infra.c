@@ -201,6 +201,36 @@ static void test_telemetry_summary_uses_energy_counter_or_power(void **state) {
     assert_false(sum.has_energy);
 }
 
+/* The share of samples whose clocks the power limit or temperature held down, the hottest
+ * sample and the last enforced limit; samples without the reasons are not counted. */
+static void test_telemetry_summary_says_why_clocks_dropped(void **state) {
+    (void)state;
+    lb_gpu_tsample s[5];
+    memset(s, 0, sizeof s);
+    const uint64_t why[4] = {0, LB_NVML_CLOCKS_SW_POWER_CAP,
+                             LB_NVML_CLOCKS_HW_POWER_BRAKE | LB_NVML_CLOCKS_SW_THERMAL,
+                             LB_NVML_CLOCKS_IDLE};
+    for (int i = 0; i < 4; i++) {
+        s[i].t_s = i * 0.1;
+        s[i].s.has_reasons = s[i].s.has_temp = s[i].s.has_power_limit = true;
+        s[i].s.clock_reasons = why[i];
+        s[i].s.temp_c = (uint32_t)(60 + 7 * (i % 3)); /* 60, 67, 74, 60 */
+        s[i].s.power_limit_w = 700.0 - 50.0 * i;
+    }
+    s[4].t_s = 0.4; /* a sample with nothing but its time */
+    lb_gpu_telemetry_summary sum;
+    lb_gpu_telemetry_summarize(s, 5, &sum);
+    assert_true(sum.has_reasons && sum.has_temp && sum.has_power_limit);
+    assert_true(fabs(sum.power_capped_pct - 50.0) < 1e-9);
+    assert_true(fabs(sum.thermal_pct - 25.0) < 1e-9);
+    assert_true(fabs(sum.max_temp_c - 74.0) < 1e-9);
+    assert_true(fabs(sum.power_limit_w - 550.0) < 1e-9);
+    lb_gpu_telemetry_summarize(s + 4, 1, &sum);
+    assert_false(sum.has_reasons);
+    assert_false(sum.has_temp);
+    assert_false(sum.has_power_limit);
+}
+
 static void test_telemetry_without_gpu_stops_cleanly(void **state) {
     (void)state;
     lb_gpu_telemetry *t = lb_gpu_telemetry_start(0, 50);
@@ -239,6 +269,7 @@ int main(void) {
         cmocka_unit_test(test_tf32_split_rounds_to_nearest_and_is_exact),
         cmocka_unit_test(test_fp32_mode_names_round_trip),
         cmocka_unit_test(test_telemetry_summary_uses_energy_counter_or_power),
+        cmocka_unit_test(test_telemetry_summary_says_why_clocks_dropped),
         cmocka_unit_test(test_telemetry_without_gpu_stops_cleanly),
         cmocka_unit_test(test_check_message_names_expression_and_place),
     };

@@ -487,13 +487,16 @@ static lb_status norm_fwd(lb_gpu_model *m, void *out, float *mean, float *rstd, 
                                     m->cfg.norm_eps, m->dt, m->stream, err);
 }
 
+/* m->dres += the norm's input gradient; dsum_off >= 0: that parameter's gradient += the
+ * column sums of the new m->dres (a bias whose output gradient it is). */
 static lb_status norm_bwd(lb_gpu_model *m, const void *dout, const void *inp, const float *mean,
-                          const float *rstd, int64_t w_off, int64_t b_off, lb_err *err) {
+                          const float *rstd, int64_t w_off, int64_t b_off, int64_t dsum_off,
+                          lb_err *err) {
     if (m->llama)
-        return lb_gpu_rmsnorm_backward(m->dres, G(m, w_off), dout, inp, W(m, w_off), rstd, m->BT,
-                                       m->C, m->dt, m->stream, err);
-    return lb_gpu_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), dout, inp, W(m, w_off),
-                                     mean, rstd, m->BT, m->C, m->dt, m->stream, err);
+        return lb_gpu_rmsnorm_backward(m->dres, G(m, w_off), G(m, dsum_off), dout, inp,
+                                       W(m, w_off), rstd, m->BT, m->C, m->dt, m->stream, err);
+    return lb_gpu_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), G(m, dsum_off), dout, inp,
+                                     W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream, err);
 }
 
 /* GPT-2's MLP with biases: GELU and its derivative run in cuBLASLt's epilogues (the
@@ -658,8 +661,12 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         LB_TRY(lb_gpu_gemm_run(m->blas, &gw, m->stream, err));
     }
     LB_CUDA_TRY(err, cudaMemsetAsync(m->dres, 0, (size_t)m->BT * C * m->es, m->stream));
+    /* The two C-wide biases of a layer (attention and MLP output projections) take their
+     * gradients from the norm backward that writes their output's gradient: the last
+     * layer's MLP one from the final norm, each layer's attention one from its second
+     * norm, the layer below's MLP one from its first. */
     LB_TRY(norm_bwd(m, m->dc, at(m, m->res3, m->L - 1, C), m->lnf_mean, m->lnf_rstd,
-                    m->off.normf_w, m->off.normf_b, err));
+                    m->off.normf_w, m->off.normf_b, lo(m, m->L - 1, o->mlp_out_b), err));
     for (int l = m->L - 1; l >= 0; l--) {
         int keep = m->p.recompute ? 0 : l;
         const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
@@ -683,11 +690,9 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                              .d = m->dfch, .ldd = m->H, .d_type = m->dt, .alpha = 1.0f,
                              .epilogue = LB_EPI_DGELU, .aux = fch};
             LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
-            LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w),
-                              lo(m, l, o->mlp_out_b), err));
+            LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
         } else {
-            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w),
-                              lo(m, l, o->mlp_out_b), err));
+            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
             if (m->llama)
                 LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream, err));
             else
@@ -695,10 +700,10 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         }
         LB_TRY(linear_bwd(m, m->dc, m->dfch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w),
                           lo(m, l, o->mlp_in_b), err));
-        LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
+        LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b),
+                        lo(m, l, o->attn_out_b), err));
         /* attention */
-        LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, lo(m, l, o->attn_out_w),
-                          lo(m, l, o->attn_out_b), err));
+        LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, lo(m, l, o->attn_out_w), -1, err));
         /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
         bool qkv_bias_fused = !m->llama;
@@ -714,7 +719,8 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                                          ln1_mean, ln1_rstd, m->BT, C, m->dt, m->stream, err));
         LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, m->Q, lo(m, l, o->qkv_w),
                           qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
-        LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b), err));
+        LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
+                        l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));
     }
     return lb_gpu_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B,
                                  m->T, C, m->dt, m->stream, err);

@@ -130,11 +130,12 @@ template <typename T, bool LAYER, int VPL> struct bwd_shape {
  * the slices per channel: fp32 atomicAdd on shared memory is a compare-and-swap loop on
  * sm_90, and 8 warps retrying ~50 of them a thread on the same addresses, every block at
  * once, took half the kernel (50 -> 26.5 us a LayerNorm at 16384 x 768 bf16, H200). */
-template <typename T, bool LAYER, int VPL>
+template <typename T, bool LAYER, int VPL, bool SUM>
 __global__ void
 __launch_bounds__(bwd_shape<T, LAYER, VPL>::WARPS * 32, bwd_shape<T, LAYER, VPL>::MIN_BLOCKS)
-norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, const T *inp,
-                         const T *w, const float *mean, const float *rstd, int64_t N, int C) {
+norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, const T *dout,
+                         const T *inp, const T *w, const float *mean, const float *rstd,
+                         int64_t N, int C) {
     using shape = bwd_shape<T, LAYER, VPL>;
     constexpr bool KEEP = shape::KEEP;
     constexpr int WARPS = shape::WARPS, SLICE = VPL * 256;
@@ -145,6 +146,11 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, c
     for (int i = 0; i < VPL; i++)
 #pragma unroll
         for (int k = 0; k < 8; k++) adw[i][k] = adb[i][k] = 0.0f;
+    /* SUM: dinp's sums build up in the warp's own shared slice (registers would spill) */
+    float4 *mine = part + (size_t)warp * SLICE / 4 + lane;
+    if constexpr (SUM)
+#pragma unroll
+        for (int i = 0; i < 2 * VPL; i++) mine[32 * i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     raw8<T> wr[KEEP ? VPL : 1]; /* the weight row, once (KEEP) */
     if (KEEP)
 #pragma unroll
@@ -213,6 +219,13 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, c
                     dx[k] += LAYER ? (dn - s1 - xhat * s2) * rs : (dn - xhat * s2) * rs;
                 }
                 lb_st8(dinp + row * C + c, dx);
+                if constexpr (SUM)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        float4 a = mine[32 * (2 * i + h)];
+                        a.x += dx[4 * h], a.y += dx[4 * h + 1], a.z += dx[4 * h + 2], a.w += dx[4 * h + 3];
+                        mine[32 * (2 * i + h)] = a;
+                    }
             }
         }
     }
@@ -236,6 +249,11 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, const T *dout, c
             atomicAdd(&dst[c], s);
         }
     };
+    if constexpr (SUM) {
+        __syncthreads();
+        merge(dsum);
+        __syncthreads();
+    }
     put(adw);
     __syncthreads();
     merge(dweight);
@@ -279,14 +297,16 @@ __global__ void norm_recompute_kernel(T *out, const T *inp, const T *w, const T 
 }
 
 template <typename T, bool LAYER>
-__global__ void norm_backward_kernel(T *dinp, float *dweight, float *dbias, const T *dout,
-                                     const T *inp, const T *w, const float *mean,
+__global__ void norm_backward_kernel(T *dinp, float *dweight, float *dbias, float *dsum,
+                                     const T *dout, const T *inp, const T *w, const float *mean,
                                      const float *rstd, int64_t N, int C) {
-    extern __shared__ float sh[]; /* dweight partials [C], then dbias partials [C] */
-    float *sdw = sh, *sdb = sh + C;
+    /* partials: dweight [C], dbias [C] (LayerNorm), dinp's sums [C] (dsum) */
+    extern __shared__ float sh[];
+    float *sdw = sh, *sdb = sh + C, *sds = sh + (LAYER ? 2 : 1) * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         sdw[c] = 0.0f;
         if (LAYER) sdb[c] = 0.0f;
+        if (dsum) sds[c] = 0.0f;
     }
     __syncthreads();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -309,37 +329,48 @@ __global__ void norm_backward_kernel(T *dinp, float *dweight, float *dbias, cons
             float g = lb_to_f(dy[c]);
             float dn = g * lb_to_f(w[c]);
             float d = LAYER ? (dn - s1 - xhat * s2) * rs : (dn - xhat * s2) * rs;
-            dx[c] = lb_from_f<T>(lb_to_f(dx[c]) + d);
+            float v = lb_to_f(dx[c]) + d;
+            dx[c] = lb_from_f<T>(v);
             atomicAdd(&sdw[c], g * xhat);
             if (LAYER) atomicAdd(&sdb[c], g);
+            if (dsum) atomicAdd(&sds[c], v);
         }
     }
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         atomicAdd(&dweight[c], sdw[c]);
         if (LAYER && dbias) atomicAdd(&dbias[c], sdb[c]);
+        if (dsum) atomicAdd(&dsum[c], sds[c]);
     }
 }
 
+template <typename T, bool LAYER, int VPL, bool SUM>
+static void launch_backward_vec(void *dinp, float *dw, float *db, float *dsum, const void *dout,
+                                const void *inp, const void *w, const float *mean,
+                                const float *rstd, int64_t N, int C, cudaStream_t s) {
+    using shape = bwd_shape<T, LAYER, VPL>;
+    constexpr int WARPS = shape::WARPS;
+    size_t vsmem = (size_t)WARPS * VPL * 256 * sizeof(float); /* <= 32 KiB */
+    int64_t vblocks = (N + WARPS - 1) / WARPS;
+    if (vblocks > 132 * shape::MIN_BLOCKS) vblocks = 132 * shape::MIN_BLOCKS;
+    norm_backward_vec_kernel<T, LAYER, VPL, SUM><<<(unsigned)vblocks, WARPS * 32, vsmem, s>>>(
+        (T *)dinp, dw, db, dsum, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
+}
+
 template <typename T, bool LAYER>
-static lb_status launch_backward(void *dinp, float *dw, float *db, const void *dout,
+static lb_status launch_backward(void *dinp, float *dw, float *db, float *dsum, const void *dout,
                                  const void *inp, const void *w, const float *mean,
                                  const float *rstd, int64_t N, int C, cudaStream_t s,
                                  lb_err *err) {
     int vpl = norm_vpl(C, dinp, dout, inp) ? norm_vpl(C, w, w, w) : 0;
     if (vpl) {
         VPL_DISPATCH(vpl,
-            using shape = bwd_shape<T, LAYER, VPL>;
-            constexpr int WARPS = shape::WARPS;
-            size_t vsmem = (size_t)WARPS * VPL * 256 * sizeof(float); /* <= 32 KiB */
-            int64_t vblocks = (N + WARPS - 1) / WARPS;
-            if (vblocks > 132 * shape::MIN_BLOCKS) vblocks = 132 * shape::MIN_BLOCKS;
-            norm_backward_vec_kernel<T, LAYER, VPL><<<(unsigned)vblocks, WARPS * 32, vsmem, s>>>(
-                (T *)dinp, dw, db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C));
+            if (dsum) launch_backward_vec<T, LAYER, VPL, true>(dinp, dw, db, dsum, dout, inp, w, mean, rstd, N, C, s);
+            else launch_backward_vec<T, LAYER, VPL, false>(dinp, dw, db, NULL, dout, inp, w, mean, rstd, N, C, s));
         LB_CUDA_LAUNCH_TRY(err);
         return LB_OK;
     }
-    size_t smem = (size_t)(LAYER ? 2 : 1) * C * sizeof(float);
+    size_t smem = (size_t)((LAYER ? 2 : 1) + (dsum ? 1 : 0)) * C * sizeof(float);
     int64_t blocks = (N + NORM_WARPS - 1) / NORM_WARPS;
     if (smem > 48 * 1024)
         LB_CUDA_TRY(err, cudaFuncSetAttribute(norm_backward_kernel<T, LAYER>,
@@ -347,7 +378,7 @@ static lb_status launch_backward(void *dinp, float *dw, float *db, const void *d
                                               (int)smem));
     if (blocks > 132 * 4) blocks = 132 * 4;
     norm_backward_kernel<T, LAYER><<<(unsigned)blocks, NORM_WARPS * 32, smem, s>>>(
-        (T *)dinp, dw, db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
+        (T *)dinp, dw, db, dsum, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -390,23 +421,24 @@ extern "C" lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *
 }
 
 extern "C" lb_status lb_gpu_layernorm_backward(void *dinp, float *dweight, float *dbias,
-                                               const void *dout, const void *inp,
+                                               float *dsum, const void *dout, const void *inp,
                                                const void *weight, const float *mean,
                                                const float *rstd, int64_t N, int C,
                                                lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
-        LB_TRY((launch_backward<E, true>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N,
-                                         C, s, err))));
+        LB_TRY((launch_backward<E, true>(dinp, dweight, dbias, dsum, dout, inp, weight, mean,
+                                         rstd, N, C, s, err))));
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_rmsnorm_backward(void *dinp, float *dweight, const void *dout,
-                                             const void *inp, const void *weight,
-                                             const float *rstd, int64_t N, int C,
-                                             lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_gpu_rmsnorm_backward(void *dinp, float *dweight, float *dsum,
+                                             const void *dout, const void *inp,
+                                             const void *weight, const float *rstd, int64_t N,
+                                             int C, lb_gpu_dtype dt, cudaStream_t s,
+                                             lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
-        LB_TRY((launch_backward<E, false>(dinp, dweight, NULL, dout, inp, weight, NULL, rstd, N,
-                                          C, s, err))));
+        LB_TRY((launch_backward<E, false>(dinp, dweight, NULL, dsum, dout, inp, weight, NULL,
+                                          rstd, N, C, s, err))));
     return LB_OK;
 }
 

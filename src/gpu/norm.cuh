@@ -3,7 +3,10 @@
  * weight and bias the working-copy type dt, statistics (mean, rstd) are fp32 [N] and kept
  * for backward. Backward ADDS into dinp (type dt: the residual-stream gradient) and into
  * the fp32 dweight, dbias (block partial sums in shared memory, then one atomicAdd per
- * block and channel). bias/dbias may be NULL; mean is unused (NULL) for RMSNorm. */
+ * block and channel). bias/dbias may be NULL; mean is unused (NULL) for RMSNorm. dsum,
+ * when not NULL, gets the column sums of dinp as written (fp32 [C], added the same way):
+ * the bias gradient of the linear map whose output gradient is that residual gradient,
+ * with no pass of its own. */
 #ifndef LB_GPU_NORM_CUH
 #define LB_GPU_NORM_CUH
 
@@ -21,16 +24,17 @@ extern "C" {
 lb_status lb_gpu_layernorm_forward(void *out, float *mean, float *rstd, const void *inp,
                                    const void *weight, const void *bias, int64_t N, int C,
                                    float eps, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
-lb_status lb_gpu_layernorm_backward(void *dinp, float *dweight, float *dbias, const void *dout,
-                                    const void *inp, const void *weight, const float *mean,
-                                    const float *rstd, int64_t N, int C, lb_gpu_dtype dt,
-                                    cudaStream_t s, lb_err *err);
+lb_status lb_gpu_layernorm_backward(void *dinp, float *dweight, float *dbias, float *dsum,
+                                    const void *dout, const void *inp, const void *weight,
+                                    const float *mean, const float *rstd, int64_t N, int C,
+                                    lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *inp, const void *weight,
                                  int64_t N, int C, float eps, lb_gpu_dtype dt, cudaStream_t s,
                                  lb_err *err);
-lb_status lb_gpu_rmsnorm_backward(void *dinp, float *dweight, const void *dout, const void *inp,
-                                  const void *weight, const float *rstd, int64_t N, int C,
-                                  lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+lb_status lb_gpu_rmsnorm_backward(void *dinp, float *dweight, float *dsum, const void *dout,
+                                  const void *inp, const void *weight, const float *rstd,
+                                  int64_t N, int C, lb_gpu_dtype dt, cudaStream_t s,
+                                  lb_err *err);
 /* Recomputes a norm's output from its input and saved statistics (for --recompute):
  * LayerNorm when mean != NULL, else RMSNorm. */
 lb_status lb_gpu_norm_recompute(void *out, const void *inp, const void *weight, const void *bias,

@@ -19,6 +19,7 @@ typedef struct {
 
 #define NVML_SUCCESS 0
 #define NVML_CLOCK_SM 1
+#define NVML_TEMPERATURE_GPU 0
 
 static struct {
     void *lib;
@@ -34,6 +35,9 @@ static struct {
     int (*power)(nvml_device, unsigned int *);
     int (*energy)(nvml_device, unsigned long long *);
     int (*clock)(nvml_device, int, unsigned int *);
+    int (*limit)(nvml_device, unsigned int *);
+    int (*temp)(nvml_device, int, unsigned int *);
+    int (*reasons)(nvml_device, unsigned long long *);
 } g_nvml;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -59,6 +63,11 @@ bool lb_nvml_open(char *why, size_t why_len) {
             LOAD(power, "nvmlDeviceGetPowerUsage");
             LOAD(energy, "nvmlDeviceGetTotalEnergyConsumption");
             LOAD(clock, "nvmlDeviceGetClockInfo");
+            LOAD(limit, "nvmlDeviceGetEnforcedPowerLimit");
+            LOAD(temp, "nvmlDeviceGetTemperature");
+            LOAD(reasons, "nvmlDeviceGetCurrentClocksEventReasons");
+            if (g_nvml.reasons == NULL) /* drivers before the rename */
+                LOAD(reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
 #undef LOAD
             if (g_nvml.init == NULL || g_nvml.count == NULL || g_nvml.handle == NULL ||
                 g_nvml.init() != NVML_SUCCESS) {
@@ -143,6 +152,20 @@ bool lb_nvml_sample_device(int index, lb_nvml_sample *out) {
     if (g_nvml.clock && g_nvml.clock(d, NVML_CLOCK_SM, &mhz) == NVML_SUCCESS) {
         out->sm_clock_mhz = mhz;
         out->has_clock = true;
+    }
+    if (g_nvml.limit && g_nvml.limit(d, &mw) == NVML_SUCCESS) {
+        out->power_limit_w = mw / 1000.0;
+        out->has_power_limit = true;
+    }
+    unsigned int deg;
+    if (g_nvml.temp && g_nvml.temp(d, NVML_TEMPERATURE_GPU, &deg) == NVML_SUCCESS) {
+        out->temp_c = deg;
+        out->has_temp = true;
+    }
+    unsigned long long why;
+    if (g_nvml.reasons && g_nvml.reasons(d, &why) == NVML_SUCCESS) {
+        out->clock_reasons = why;
+        out->has_reasons = true;
     }
     return true;
 }

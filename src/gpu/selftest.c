@@ -270,15 +270,18 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
     float *x = hnew(n), *w = hnew(C), *b = hnew(C), *dout = hnew(n);
     float *ref = hnew(n), *out = hnew(n), *mean = hnew(N), *rstd = hnew(N);
     float *dx = hnew(n), *dw = hnew(C), *db = hnew(C), *gdx = hnew(n), *gdw = hnew(C), *gdb = hnew(C);
+    float *ds = hnew(C), *gds = hnew(C);
     randn(c, x, n, 2.0f);
     for (size_t i = 0; i < n; i++) x[i] += 0.5f;
     randn(c, w, C, 1.0f);
     randn(c, b, C, 1.0f);
     randn(c, dout, n, 1.0f);
+    randn(c, dx, n, 1.0f); /* the residual gradient the backward adds to */
     void *d_x = up(c, x, n, pr->dt), *d_w = up(c, w, C, pr->dt), *d_b = up(c, b, C, pr->dt);
     void *d_dout = up(c, dout, n, pr->dt), *d_out = dev(c, n * lb_dtype_bytes(pr->dt));
-    void *d_dx = dev(c, n * lb_dtype_bytes(pr->dt));
+    void *d_dx = up(c, dx, n, pr->dt);
     float *d_mean = dev(c, N * 4), *d_rstd = dev(c, N * 4), *d_dw = dev(c, C * 4), *d_db = dev(c, C * 4);
+    float *d_ds = dev(c, C * 4);
     const char *fw = layer ? "layernorm.fwd" : "rmsnorm.fwd";
     if (c->st == LB_OK) {
         if (layer) {
@@ -294,13 +297,17 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
         compare(c, fw, shape, pr, out, ref, n);
         /* backward from the GPU's own statistics (they are checked through the output) */
         if (layer)
-            check(c, lb_gpu_layernorm_backward(d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C, pr->dt, 0, c->err));
+            check(c, lb_gpu_layernorm_backward(d_dx, d_dw, d_db, d_ds, d_dout, d_x, d_w, d_mean, d_rstd, N, C, pr->dt, 0, c->err));
         else
-            check(c, lb_gpu_rmsnorm_backward(d_dx, d_dw, d_dout, d_x, d_w, d_rstd, N, C, pr->dt, 0, c->err));
+            check(c, lb_gpu_rmsnorm_backward(d_dx, d_dw, d_ds, d_dout, d_x, d_w, d_rstd, N, C, pr->dt, 0, c->err));
         down(c, gdx, d_dx, n, pr->dt);
         down(c, gdw, d_dw, C, LB_DT_F32);
         compare(c, layer ? "layernorm.bwd.dinp" : "rmsnorm.bwd.dinp", shape, pr, gdx, dx, n);
         compare(c, layer ? "layernorm.bwd.dweight" : "rmsnorm.bwd.dweight", shape, pr, gdw, dw, C);
+        /* dsum: the column sums of the residual gradient it wrote */
+        column_sums(ds, dx, N, C);
+        down(c, gds, d_ds, C, LB_DT_F32);
+        compare(c, layer ? "layernorm.bwd.dsum" : "rmsnorm.bwd.dsum", shape, pr, gds, ds, C);
         if (layer) {
             down(c, gdb, d_db, C, LB_DT_F32);
             compare(c, "layernorm.bwd.dbias", shape, pr, gdb, db, C);
@@ -312,7 +319,7 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
     }
     release(c);
     free(x), free(w), free(b), free(dout), free(ref), free(out), free(mean), free(rstd);
-    free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb);
+    free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb), free(ds), free(gds);
 }
 
 static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int IC, int OC) {

@@ -92,7 +92,7 @@ void lb_gpu_telemetry_summarize(const lb_gpu_tsample *s, size_t n, lb_gpu_teleme
     out->n_samples = n;
     if (n == 0) return;
     out->duration_s = s[n - 1].t_s - s[0].t_s;
-    size_t nu = 0, np = 0, nc = 0;
+    size_t nu = 0, np = 0, nc = 0, nr = 0;
     double power_integral = 0.0;
     for (size_t i = 0; i < n; i++) {
         const lb_nvml_sample *x = &s[i].s;
@@ -114,6 +114,19 @@ void lb_gpu_telemetry_summarize(const lb_gpu_tsample *s, size_t n, lb_gpu_teleme
             out->mean_sm_clock_mhz += x->sm_clock_mhz;
             nc++;
         }
+        if (x->has_power_limit) out->power_limit_w = x->power_limit_w, out->has_power_limit = true;
+        if (x->has_temp && (!out->has_temp || x->temp_c > out->max_temp_c))
+            out->max_temp_c = x->temp_c, out->has_temp = true;
+        if (x->has_reasons) {
+            out->power_capped_pct += (x->clock_reasons & LB_NVML_CLOCKS_POWER) ? 1.0 : 0.0;
+            out->thermal_pct += (x->clock_reasons & LB_NVML_CLOCKS_THERMAL) ? 1.0 : 0.0;
+            nr++;
+        }
+    }
+    if (nr) {
+        out->power_capped_pct *= 100.0 / (double)nr;
+        out->thermal_pct *= 100.0 / (double)nr;
+        out->has_reasons = true;
     }
     if (nu) out->mean_util_pct /= (double)nu, out->has_util = true;
     if (np) out->mean_power_w /= (double)np, out->has_power = true;

@@ -5,7 +5,9 @@
  * itself averages over a window of that order); lb_gpu_telemetry_stop() takes a last
  * sample, joins the thread and summarises. Energy is the difference of the driver's
  * energy counter between the first and last samples when the GPU has one, otherwise the
- * trapezoid integral of the power samples. Without NVML the sampler starts anyway and the
+ * trapezoid integral of the power samples. The clock event reasons say why the SM clock
+ * ran below its maximum: the share of samples held down by the power limit, and by
+ * temperature, tells a slow run on a hot or power-capped GPU from slow code. Without NVML the sampler starts anyway and the
  * summary says nothing was measured (has_* false): telemetry never fails a run. The NVML
  * device index is the CUDA ordinal; with CUDA_VISIBLE_DEVICES remapping them it may name
  * another GPU (noted in the summary's device_name). Samples are kept (at 100 ms, an hour
@@ -36,7 +38,12 @@ typedef struct {
     double mean_power_w;
     double energy_j;        /* over the sampled window */
     double mean_sm_clock_mhz;
-    bool has_util, has_mem, has_power, has_energy, has_clock;
+    double power_limit_w;    /* the last sample's enforced limit */
+    double max_temp_c;
+    double power_capped_pct; /* samples whose clocks the power limit held down */
+    double thermal_pct;      /* samples whose clocks temperature held down */
+    bool has_util, has_mem, has_power, has_energy, has_clock, has_power_limit, has_temp,
+        has_reasons;
 } lb_gpu_telemetry_summary;
 
 typedef struct lb_gpu_telemetry lb_gpu_telemetry;

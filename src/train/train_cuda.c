@@ -88,6 +88,12 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     if (tel->has_util) LB_TRY(lb_result_set_metric(r, "gpu_util_mean_pct", tel->mean_util_pct, "%"));
     if (tel->has_power) LB_TRY(lb_result_set_metric(r, "gpu_power_mean_w", tel->mean_power_w, "W"));
     if (tel->has_clock) LB_TRY(lb_result_set_metric(r, "sm_clock_mean_mhz", tel->mean_sm_clock_mhz, "MHz"));
+    if (tel->has_power_limit) LB_TRY(lb_result_set_metric(r, "gpu_power_limit_w", tel->power_limit_w, "W"));
+    if (tel->has_temp) LB_TRY(lb_result_set_metric(r, "gpu_temp_max_c", tel->max_temp_c, "C"));
+    if (tel->has_reasons) {
+        LB_TRY(lb_result_set_metric(r, "clock_power_capped_pct", tel->power_capped_pct, "%"));
+        LB_TRY(lb_result_set_metric(r, "clock_thermal_pct", tel->thermal_pct, "%"));
+    }
     if (tel->has_mem) LB_TRY(lb_result_set_metric(r, "nvml_peak_mem_bytes", tel->peak_mem_bytes, "bytes"));
     if (tel->has_energy && tokens > 0) {
         LB_TRY(lb_result_set_metric(r, "energy_j", tel->energy_j, "J"));
