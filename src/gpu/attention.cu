@@ -200,6 +200,20 @@ __device__ __forceinline__ void mma_pv(float acc[8][4], const float p[8][4], con
     }
 }
 
+/* dS = P o (dP - D) in place, for the 8 column tiles of a transposed (key-major) score
+ * fragment: d holds dP^T, p the probabilities P^T, cD the query rows' D = rowsum(dO o O)
+ * (thread t of a quad owns query columns 2t and 2t + 1 of each tile). */
+static __device__ __forceinline__ void softmax_grad8(float d[8][4], const float p[8][4],
+                                                     const float *cD, int t) {
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+        float2 D = *(const float2 *)(cD + nt * 8 + 2 * t);
+        d[nt][0] = p[nt][0] * (d[nt][0] - D.x);
+        d[nt][1] = p[nt][1] * (d[nt][1] - D.y);
+        d[nt][2] = p[nt][2] * (d[nt][2] - D.x);
+        d[nt][3] = p[nt][3] * (d[nt][3] - D.y);
+    }
+}
 static __device__ __forceinline__ void zero8x4(float x[8][4]) {
 #pragma unroll
     for (int i = 0; i < 8; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
@@ -717,14 +731,7 @@ attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T
             float ds[8][4];
             zero8x4(ds);
             mma_abt<T>(ds, vf, cdO, lane); /* dP^T = V dO^T */
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                float2 D = *(const float2 *)(cD + nt * 8 + 2 * t);
-                ds[nt][0] = st[nt][0] * (ds[nt][0] - D.x);
-                ds[nt][1] = st[nt][1] * (ds[nt][1] - D.y);
-                ds[nt][2] = st[nt][2] * (ds[nt][2] - D.x);
-                ds[nt][3] = st[nt][3] * (ds[nt][3] - D.y);
-            }
+            softmax_grad8(ds, st, cD, t);
             mma_pv<T>(dk, ds, cQ, lane); /* dK += dS^T Q (scale applied at the end) */
             T *srow = sdS + (warp * 16 + g) * LDS + 2 * t;
 #pragma unroll
@@ -924,14 +931,7 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
         wg_commit();
         wg_wait<2>(); /* dP^T */
         wg_pin(dp);
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            float2 D = *(const float2 *)(cD + nt * 8 + 2 * t);
-            dp[nt][0] = st[nt][0] * (dp[nt][0] - D.x);
-            dp[nt][1] = st[nt][1] * (dp[nt][1] - D.y);
-            dp[nt][2] = st[nt][2] * (dp[nt][2] - D.x);
-            dp[nt][3] = st[nt][3] * (dp[nt][3] - D.y);
-        }
+        softmax_grad8(dp, st, cD, t);
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) afrag_from_c<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
         wg_pin(dk);
