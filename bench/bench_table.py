@@ -27,7 +27,7 @@ def fmt(v, spec):
 
 
 out = sys.argv[1]
-print("| shape | precision | llmbench tok/s | PyTorch tok/s | ratio | MFU | peak mem (GiB) | GPU util % | SM MHz (power-capped %) | final loss (ours / torch) | attention fwd / bwd |")
+print("| shape | precision | llmbench tok/s | PyTorch tok/s | ratio | MFU | peak mem (GiB) | GPU util % | SM MHz (power-capped %) | step drift % | final loss (ours / torch) | attention fwd / bwd |")
 print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 for s in sys.argv[2:]:
     m, b, t, p, *mode = s.split(":")
@@ -49,4 +49,5 @@ for s in sys.argv[2:]:
     clock = f"{fmt(metric(ours, 'sm_clock_mean_mhz'), '.0f')} ({fmt(metric(ours, 'clock_power_capped_pct'), '.0f')})"
     print(f"| {m} {b}x{t} | {p} | {fmt(ot, ',.0f')} | {fmt(tt, ',.0f')} | {fmt(ratio, '.2f')} | "
           f"{fmt(metric(ours, 'mfu'), '.3f')} | {memtxt} | {fmt(metric(ours, 'gpu_util_mean_pct'), '.0f')} | {clock} | "
+          f"{fmt(metric(ours, 'step_ms_drift_pct'), '+.1f')} | "
           f"{fmt(metric(ours, 'final_loss'), '.3f')} / {fmt(torch and torch.get('final_loss'), '.3f')} | {attn} |")

@@ -15,8 +15,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 out=${OUT:-/tmp/llmbench-bench}
 mkdir -p "$out"
 SHAPES=${SHAPES:-"gpt2-124m:32:128:fp32 gpt2-124m:32:128:fp32:3xtf32 gpt2-124m:32:128:fp16 gpt2-124m:32:128:bf16 gpt2-124m:16:1024:bf16 gpt2-124m:64:1024:bf16 llama3.2-1b:8:1024:bf16"}
-STEPS=${STEPS:-30}
-WARMUP=${WARMUP:-8}
+# 100 timed steps (1-12 s a shape): a power-capped GPU's clocks settle over the first
+# seconds of load, and shorter windows caught the settling (step_ms_drift_pct)
+STEPS=${STEPS:-100}
+WARMUP=${WARMUP:-10}
 TORCH=${TORCH:-1}
 SELFTEST=${SELFTEST:-1}
 export PYTHONUNBUFFERED=1

@@ -117,6 +117,29 @@ static void test_train_summary_is_computed_from_the_series(void **state) {
     lb_result_free(r);
 }
 
+static void test_train_summary_reports_step_time_drift(void **state) {
+    (void)state;
+    lb_train_params p = tiny_params("gpt2-tiny");
+    lb_model_config cfg;
+    lb_model_config_preset("gpt2-tiny", &cfg, NULL);
+    /* 10 steps: 10 ms, then the last five 11.5 ms but one (a median ignores it) */
+    const double steps[10] = {10, 10, 10.2, 10, 9.9, 11.5, 11.5, 30, 11.5, 11.4};
+    lb_result *r = lb_result_new("train", "drift");
+    lb_series *ms = lb_result_series(r, "step_ms", "ms");
+    for (int i = 0; i < 10; i++) assert_int_equal(lb_series_push(ms, steps[i]), LB_OK);
+    assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
+    assert_float_equal(lb_result_metric(r, "step_ms_drift_pct"), 15.0, 1e-9);
+    lb_result_free(r);
+    /* too few steps to halve: no drift figure */
+    r = lb_result_new("train", "short");
+    ms = lb_result_series(r, "step_ms", "ms");
+    for (int i = 0; i < 7; i++) assert_int_equal(lb_series_push(ms, steps[i]), LB_OK);
+    assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
+    assert_true(isnan(lb_result_metric(r, "step_ms_drift_pct")));
+    assert_float_equal(lb_result_metric(r, "timed_steps"), 7.0, 0);
+    lb_result_free(r);
+}
+
 static void test_train_interrupt_keeps_steps_measured(void **state) {
     (void)state;
     lb_train_params p = tiny_params("gpt2-tiny");
@@ -135,6 +158,7 @@ int main(void) {
         cmocka_unit_test(test_train_llama_loss_falls_on_repeated_batch),
         cmocka_unit_test(test_train_impossible_configs_are_refused),
         cmocka_unit_test(test_train_summary_is_computed_from_the_series),
+        cmocka_unit_test(test_train_summary_reports_step_time_drift),
         cmocka_unit_test(test_train_interrupt_keeps_steps_measured),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

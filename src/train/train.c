@@ -200,6 +200,11 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     return st;
 }
 
+/* Step-time drift: the medians of the first and the last half of the timed steps, from
+ * this many steps on; beyond DRIFT_WARN_PCT percent the summary says so. */
+#define DRIFT_MIN_STEPS 8
+#define DRIFT_WARN_PCT 3.0
+
 lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cfg, lb_result *r) {
     const lb_series *ms = lb_result_find_series(r, "step_ms");
     const lb_series *loss = lb_result_find_series(r, "loss");
@@ -223,6 +228,19 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
     LB_TRY(lb_result_set_metric(r, "step_ms_median_ci_lo", lo, "ms"));
     LB_TRY(lb_result_set_metric(r, "step_ms_median_ci_hi", hi, "ms"));
     LB_TRY(lb_result_set_metric(r, "timed_steps", (double)ms->n, "steps"));
+    if (ms->n >= DRIFT_MIN_STEPS) {
+        size_t half = ms->n / 2;
+        double first = lb_stats_median(ms->values, half);
+        double second = lb_stats_median(ms->values + ms->n - half, half);
+        double drift = 100.0 * (second - first) / first;
+        LB_TRY(lb_result_set_metric(r, "step_ms_drift_pct", drift, "%"));
+        if (fabs(drift) > DRIFT_WARN_PCT)
+            LB_WARN("the median step took %+.1f%% longer in the second half of the timed "
+                    "steps than in the first (%.2f vs %.2f ms): not a steady state yet (a GPU "
+                    "settling under its power limit, or other work on the machine); more "
+                    "--steps or --warmup give a steadier figure",
+                    drift, second, first);
+    }
     if (loss != NULL && loss->n > 0)
         LB_TRY(lb_result_set_metric(r, "final_loss", loss->values[loss->n - 1], "nats"));
     LB_TRY(lb_result_set_metric(r, "flops_per_token", flops_per_token, "FLOP"));
