@@ -28,7 +28,7 @@ def fmt(v, spec):
 
 out = sys.argv[1]
 print("| shape | precision | llmbench tok/s | PyTorch tok/s | ratio | MFU | peak mem (GiB) | GPU util % | SM MHz (power-capped %) | step drift % | final loss (ours / torch) | attention fwd / bwd |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 for s in sys.argv[2:]:
     m, b, t, p, *mode = s.split(":")
     tag = f"{m}_{b}x{t}_{p}" + (f"_{mode[0]}" if mode else "")
