@@ -235,10 +235,10 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
         double drift = 100.0 * (second - first) / first;
         LB_TRY(lb_result_set_metric(r, "step_ms_drift_pct", drift, "%"));
         if (fabs(drift) > DRIFT_WARN_PCT)
-            LB_WARN("the median step took %+.1f%% longer in the second half of the timed "
-                    "steps than in the first (%.2f vs %.2f ms): not a steady state yet (a GPU "
-                    "settling under its power limit, or other work on the machine); more "
-                    "--steps or --warmup give a steadier figure",
+            LB_WARN("step times are not steady: the median of the second half of the timed "
+                    "steps is %+.1f%% off the first half's (%.2f vs %.2f ms; clocks settling "
+                    "under a power limit, or other work on the machine); more --steps or "
+                    "--warmup give a steadier figure",
                     drift, second, first);
     }
     if (loss != NULL && loss->n > 0)
