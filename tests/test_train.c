@@ -131,12 +131,12 @@ static void test_train_summary_reports_step_time_drift(void **state) {
     assert_float_equal(lb_result_metric(r, "step_ms_drift_pct"), 15.0, 1e-9);
     lb_result_free(r);
     /* an odd count leaves the middle step out of both halves */
-    const double odd[9] = {10, 10, 10, 10, 50, 12, 12, 12, 12};
+    const double odd[9] = {10, 10, 20, 20, 50, 12, 12, 30, 30}; /* medians 15 and 21 */
     r = lb_result_new("train", "odd");
     ms = lb_result_series(r, "step_ms", "ms");
     for (int i = 0; i < 9; i++) assert_int_equal(lb_series_push(ms, odd[i]), LB_OK);
     assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
-    assert_float_equal(lb_result_metric(r, "step_ms_drift_pct"), 20.0, 1e-9);
+    assert_float_equal(lb_result_metric(r, "step_ms_drift_pct"), 40.0, 1e-9);
     lb_result_free(r);
     /* too few steps to halve: no drift figure */
     r = lb_result_new("train", "short");
