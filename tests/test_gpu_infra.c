@@ -184,21 +184,87 @@ static void test_telemetry_summary_uses_energy_counter_or_power(void **state) {
         s[i].s.energy_mj = (uint64_t)(5000 + 20000 * i); /* 40 J over the window */
     }
     lb_gpu_telemetry_summary sum;
-    lb_gpu_telemetry_summarize(s, 3, &sum);
+    lb_gpu_telemetry_data d = {.samples = s, .n_samples = 3};
+    lb_gpu_telemetry_summarize(&d, &sum);
     assert_int_equal(sum.n_samples, 3);
+    assert_false(sum.util_from_readings);
     assert_true(fabs(sum.mean_util_pct - 95.0) < 1e-9);
     assert_true(fabs(sum.mean_power_w - 200.0) < 1e-9);
     assert_true(fabs(sum.peak_mem_bytes - 1500.0) < 1e-9);
     assert_true(fabs(sum.energy_j - 40.0) < 1e-9);
     assert_true(fabs(sum.duration_s - 0.2) < 1e-12);
     for (int i = 0; i < 3; i++) s[i].s.has_energy = false;
-    lb_gpu_telemetry_summarize(s, 3, &sum);
+    lb_gpu_telemetry_summarize(&d, &sum);
     /* trapezoids: 0.1*(100+200)/2 + 0.1*(200+300)/2 = 40 J */
     assert_true(sum.has_energy);
     assert_true(fabs(sum.energy_j - 40.0) < 1e-9);
-    lb_gpu_telemetry_summarize(s, 0, &sum);
+    d.n_samples = 0;
+    lb_gpu_telemetry_summarize(&d, &sum);
     assert_false(sum.has_util);
     assert_false(sum.has_energy);
+}
+
+/* The driver's buffered readings inside the window replace the polled (lagging) power and
+ * utilisation; energy becomes their mean power times the window. Polls at 1.0 and 2.0 s
+ * say 100 W and 40% (averages reaching back before the window). */
+static void test_telemetry_summary_prefers_the_drivers_readings(void **state) {
+    (void)state;
+    lb_gpu_tsample s[2];
+    memset(s, 0, sizeof s);
+    for (int i = 0; i < 2; i++) {
+        s[i].t_s = 1.0 + i;
+        s[i].s.has_util = s[i].s.has_power = s[i].s.has_energy = true;
+        s[i].s.gpu_util_pct = 40;
+        s[i].s.power_w = 100;
+        s[i].s.energy_mj = (uint64_t)(1000 * i * 650);
+    }
+    /* power every 0.1 s from 0.5 to 2.5 s: 50 W outside [1, 2], 600 and 700 inside */
+    lb_gpu_treading pw[21];
+    for (int i = 0; i < 21; i++) {
+        double t = 0.5 + 0.1 * i;
+        pw[i] = (lb_gpu_treading){t, t < 0.999 || t > 2.001 ? 50.0 : (i % 2 ? 600.0 : 700.0)};
+    }
+    /* utilisation every 0.25 s: 0% while idle before 1.25 s, then 100, 90, 100, 90 */
+    const double ut[8] = {0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25};
+    const double uv[8] = {0, 0, 0, 10, 100, 90, 100, 0};
+    lb_gpu_treading u[8];
+    for (int i = 0; i < 8; i++) u[i] = (lb_gpu_treading){ut[i], uv[i]};
+    lb_gpu_telemetry_data d = {s, 2, pw, 21, u, 8};
+    lb_gpu_telemetry_summary sum;
+    lb_gpu_telemetry_summarize(&d, &sum);
+    assert_int_equal(sum.n_power_readings, 11); /* 1.0, 1.1, ..., 2.0 */
+    /* six at 600 (odd i: 1.0, 1.2, ..., 2.0), five at 700 */
+    assert_true(fabs(sum.mean_power_w - (6 * 600.0 + 5 * 700.0) / 11.0) < 1e-9);
+    assert_true(fabs(sum.energy_j - sum.mean_power_w * 1.0) < 1e-9);
+    /* readings wholly inside [1, 2]: those at 1.25, 1.5, 1.75, 2.0 */
+    assert_true(sum.util_from_readings);
+    assert_true(fabs(sum.mean_util_pct - 75.0) < 1e-9);
+
+    /* a window shorter than a reading's period: overlap-weighted. Window [1.1, 1.2] lies in
+     * the reading at 1.25 (covering 1.0-1.25, 10%) */
+    s[0].t_s = 1.1, s[1].t_s = 1.2;
+    lb_gpu_telemetry_summarize(&d, &sum);
+    assert_true(fabs(sum.mean_util_pct - 10.0) < 1e-9);
+    /* [1.2, 1.3]: half in the 1.25 reading (10%), half in the 1.5 one (100%) */
+    s[0].t_s = 1.2, s[1].t_s = 1.3;
+    lb_gpu_telemetry_summarize(&d, &sum);
+    assert_true(fabs(sum.mean_util_pct - 55.0) < 1e-9);
+
+    /* after an idle gap the driver's next reading covers one period, not the whole gap:
+     * readings at 0, 0.25 (0%), then 5.0 (100%, covering 4.75-5.0) and 5.25 (50%) */
+    const double gt[4] = {0.0, 0.25, 5.0, 5.25}, gv[4] = {0, 0, 100, 50};
+    for (int i = 0; i < 4; i++) u[i] = (lb_gpu_treading){gt[i], gv[i]};
+    d.n_util = 4;
+    s[0].t_s = 4.7, s[1].t_s = 5.3;
+    lb_gpu_telemetry_summarize(&d, &sum);
+    assert_true(fabs(sum.mean_util_pct - 75.0) < 1e-9);
+    /* no reading touching the window: the polled mean stands */
+    s[0].t_s = 2.0, s[1].t_s = 3.0;
+    lb_gpu_telemetry_summarize(&d, &sum);
+    assert_false(sum.util_from_readings);
+    assert_true(fabs(sum.mean_util_pct - 40.0) < 1e-9);
+    assert_int_equal(sum.n_power_readings, 6); /* 2.0 (600 W), then 2.1-2.5 (50 W) */
+    assert_true(fabs(sum.mean_power_w - (600.0 + 5 * 50.0) / 6.0) < 1e-9);
 }
 
 /* The share of samples whose clocks the power limit or temperature held down, the hottest
@@ -219,13 +285,15 @@ static void test_telemetry_summary_says_why_clocks_dropped(void **state) {
     }
     s[4].t_s = 0.4; /* a sample with nothing but its time */
     lb_gpu_telemetry_summary sum;
-    lb_gpu_telemetry_summarize(s, 5, &sum);
+    lb_gpu_telemetry_data d = {.samples = s, .n_samples = 5};
+    lb_gpu_telemetry_summarize(&d, &sum);
     assert_true(sum.has_reasons && sum.has_temp && sum.has_power_limit);
     assert_true(fabs(sum.power_capped_pct - 50.0) < 1e-9);
     assert_true(fabs(sum.thermal_pct - 25.0) < 1e-9);
     assert_true(fabs(sum.max_temp_c - 74.0) < 1e-9);
     assert_true(fabs(sum.power_limit_w - 550.0) < 1e-9);
-    lb_gpu_telemetry_summarize(s + 4, 1, &sum);
+    d.samples = s + 4, d.n_samples = 1;
+    lb_gpu_telemetry_summarize(&d, &sum);
     assert_false(sum.has_reasons);
     assert_false(sum.has_temp);
     assert_false(sum.has_power_limit);
@@ -269,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_tf32_split_rounds_to_nearest_and_is_exact),
         cmocka_unit_test(test_fp32_mode_names_round_trip),
         cmocka_unit_test(test_telemetry_summary_uses_energy_counter_or_power),
+        cmocka_unit_test(test_telemetry_summary_prefers_the_drivers_readings),
         cmocka_unit_test(test_telemetry_summary_says_why_clocks_dropped),
         cmocka_unit_test(test_telemetry_without_gpu_stops_cleanly),
         cmocka_unit_test(test_check_message_names_expression_and_place),

@@ -16,10 +16,26 @@ typedef struct {
 typedef struct {
     unsigned int gpu, memory;
 } nvml_utilization;
+typedef union {
+    double d;
+    unsigned int ui;
+    unsigned long ul;
+    unsigned long long ull;
+    signed long long sll;
+    signed int si;
+    unsigned short us;
+} nvml_value;
+typedef struct {
+    unsigned long long time_us;
+    nvml_value value;
+} nvml_buffered_sample;
 
 #define NVML_SUCCESS 0
 #define NVML_CLOCK_SM 1
 #define NVML_TEMPERATURE_GPU 0
+#define NVML_TOTAL_POWER_SAMPLES 0
+#define NVML_GPU_UTILIZATION_SAMPLES 1
+#define NVML_BUFFERED_MAX 512 /* the driver keeps ~120 power readings (2.4 s at 20 ms) */
 
 static struct {
     void *lib;
@@ -38,6 +54,8 @@ static struct {
     int (*limit)(nvml_device, unsigned int *);
     int (*temp)(nvml_device, int, unsigned int *);
     int (*reasons)(nvml_device, unsigned long long *);
+    int (*samples)(nvml_device, int, unsigned long long, int *, unsigned int *,
+                   nvml_buffered_sample *);
 } g_nvml;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -66,6 +84,7 @@ bool lb_nvml_open(char *why, size_t why_len) {
             LOAD(limit, "nvmlDeviceGetEnforcedPowerLimit");
             LOAD(temp, "nvmlDeviceGetTemperature");
             LOAD(reasons, "nvmlDeviceGetCurrentClocksEventReasons");
+            LOAD(samples, "nvmlDeviceGetSamples");
             if (g_nvml.reasons == NULL) /* drivers before the rename */
                 LOAD(reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
 #undef LOAD
@@ -168,4 +187,43 @@ bool lb_nvml_sample_device(int index, lb_nvml_sample *out) {
         out->has_reasons = true;
     }
     return true;
+}
+
+/* nvmlValueType_t: double, unsigned int, unsigned long, unsigned long long, signed long
+ * long, signed int, unsigned short */
+static double value_of(const nvml_value *v, int type) {
+    switch (type) {
+    case 0: return v->d;
+    case 1: return v->ui;
+    case 2: return (double)v->ul;
+    case 3: return (double)v->ull;
+    case 4: return (double)v->sll;
+    case 5: return v->si;
+    case 6: return v->us;
+    }
+    return 0.0;
+}
+
+int lb_nvml_buffered(int index, lb_nvml_buffer which, uint64_t since_us, lb_nvml_reading *out,
+                     int max) {
+    nvml_device d;
+    if (!device(index, &d) || g_nvml.samples == NULL || max <= 0) return 0;
+    static nvml_buffered_sample buf[NVML_BUFFERED_MAX];
+    static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&buf_lock);
+    int type = 0, n = 0;
+    unsigned int count = NVML_BUFFERED_MAX;
+    int kind = which == LB_NVML_POWER_READINGS ? NVML_TOTAL_POWER_SAMPLES : NVML_GPU_UTILIZATION_SAMPLES;
+    if (g_nvml.samples(d, kind, since_us, &type, &count, buf) == NVML_SUCCESS) {
+        /* the newest `max` readings, oldest first */
+        unsigned int first = count > (unsigned)max ? count - (unsigned)max : 0;
+        for (unsigned int i = first; i < count; i++) {
+            double v = value_of(&buf[i].value, type);
+            out[n].t_us = buf[i].time_us;
+            out[n].value = which == LB_NVML_POWER_READINGS ? v / 1000.0 : v;
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&buf_lock);
+    return n;
 }

@@ -46,4 +46,19 @@ bool lb_nvml_device_memory(int index, uint64_t *total_bytes, uint64_t *used_byte
 bool lb_nvml_driver_version(char *version, size_t len);
 bool lb_nvml_sample_device(int index, lb_nvml_sample *out);
 
+/* The driver's own buffered readings, finer than polling: power every ~20 ms (W), and
+ * GPU utilisation every ~1/6 s (percent of the time since its previous reading that a
+ * kernel ran), each stamped with the realtime clock in microseconds. The driver keeps
+ * only the last seconds of them (~120 power readings), so a sampler fetches them as it
+ * goes. */
+typedef struct {
+    uint64_t t_us; /* realtime clock (gettimeofday), microseconds */
+    double value;
+} lb_nvml_reading;
+typedef enum { LB_NVML_POWER_READINGS, LB_NVML_UTIL_READINGS } lb_nvml_buffer;
+/* Readings of `which` newer than since_us, oldest first: the newest `max` of them.
+ * Returns how many (0 when NVML, the device or the readings are unavailable). */
+int lb_nvml_buffered(int index, lb_nvml_buffer which, uint64_t since_us, lb_nvml_reading *out,
+                     int max);
+
 #endif
