@@ -173,25 +173,69 @@ static lb_selftest_row *add_row(ctx *c, const char *op, const char *shape, const
     return row;
 }
 
+/* Differences of gpu from ref: the largest |gpu - ref| / (slack (atol + rtol |ref|)), the
+ * largest |gpu - ref| and the relative L2 error; NaN anywhere makes the ratios infinite. */
+typedef struct {
+    double worst, max_abs, rel_l2;
+} diff_t;
+
+static diff_t differences(const prec_t *pr, double slack, const float *gpu, const float *ref,
+                          size_t n) {
+    diff_t r = {0};
+    double num = 0.0, den = 0.0;
+    bool nan = false;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)gpu[i] - (double)ref[i]);
+        if (isnan(d)) nan = true;
+        double ratio = d / (slack * (pr->atol + pr->rtol * fabs((double)ref[i])));
+        if (ratio > r.worst) r.worst = ratio;
+        if (d > r.max_abs) r.max_abs = d;
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    r.rel_l2 = sqrt(num) / (sqrt(den) + 1e-30);
+    if (nan) r.worst = r.rel_l2 = r.max_abs = INFINITY;
+    return r;
+}
+
+static void record(ctx *c, const char *op, const char *shape, const prec_t *pr, double ratio,
+                   double max_abs) {
+    lb_selftest_row *row = add_row(c, op, shape, pr->name);
+    if (row == NULL) return;
+    row->err_ratio = ratio;
+    row->max_abs = max_abs;
+    row->pass = ratio <= 1.0;
+    if (!row->pass) c->rep->n_failed++;
+}
+
 /* Element-wise comparison; a NaN anywhere fails. */
 static void compare(ctx *c, const char *op, const char *shape, const prec_t *pr, const float *gpu,
                     const float *ref, size_t n) {
     if (c->st != LB_OK) return;
-    lb_selftest_row *row = add_row(c, op, shape, pr->name);
-    if (row == NULL) return;
-    double worst = 0.0, max_abs = 0.0;
-    bool nan = false;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)gpu[i] - (double)ref[i]);
-        if (isnan(d) || isnan(gpu[i])) nan = true;
-        double ratio = d / (pr->atol + pr->rtol * fabs((double)ref[i]));
-        if (ratio > worst) worst = ratio;
-        if (d > max_abs) max_abs = d;
-    }
-    row->err_ratio = nan ? INFINITY : worst;
-    row->max_abs = nan ? NAN : max_abs;
-    row->pass = !nan && worst <= 1.0;
-    if (!row->pass) c->rep->n_failed++;
+    diff_t d = differences(pr, 1.0, gpu, ref, n);
+    record(c, op, shape, pr, d.worst, d.max_abs);
+}
+
+/* Relative L2 comparison against a bound. */
+static void compare_l2(ctx *c, const char *op, const char *shape, const prec_t *pr, double bound,
+                       const float *gpu, const float *ref, size_t n) {
+    diff_t d = differences(pr, 1.0, gpu, ref, n);
+    record(c, op, shape, pr, d.rel_l2 / bound, d.max_abs);
+}
+
+/* 16-bit kernels whose outputs sum many products of operands rounded to 16 bits (P and
+ * dS in the attention backward), which the fp32 reference does not round: the relative L2
+ * error against `bound`, and each element against the per-element tolerance widened by
+ * `slack`, since single elements' rounding errors reach about twice their usual share
+ * (bf16, B2 T100: 0.37-0.53 of the tolerance typically, 1.03 in one seed of many). A
+ * localised fault (a row, a head, a mask) still fails the element check by far. The
+ * ratio is the larger of the two, so 1 is the limit for both. */
+static void compare_rounded(ctx *c, const char *op, const char *shape, const prec_t *pr,
+                            double bound, double slack, const float *gpu, const float *ref,
+                            size_t n) {
+    diff_t d = differences(pr, slack, gpu, ref, n);
+    double l2 = d.rel_l2 / bound;
+    record(c, op, shape, pr, l2 > d.worst ? l2 : d.worst, d.max_abs);
 }
 
 /* out[c] = sum over rows r < n of x[r * cols + c] (double accumulation) */
@@ -201,24 +245,6 @@ static void column_sums(float *out, const float *x, int64_t n, int cols) {
         for (int64_t r = 0; r < n; r++) acc += x[r * cols + c];
         out[c] = (float)acc;
     }
-}
-
-/* Relative L2 comparison against a bound. */
-static void compare_l2(ctx *c, const char *op, const char *shape, const prec_t *pr, double bound,
-                       const float *gpu, const float *ref, size_t n) {
-    lb_selftest_row *row = add_row(c, op, shape, pr->name);
-    if (row == NULL) return;
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)gpu[i] - (double)ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    double rel = sqrt(num) / (sqrt(den) + 1e-30);
-    row->max_abs = rel;
-    row->err_ratio = isnan(rel) ? INFINITY : rel / bound;
-    row->pass = !isnan(rel) && rel <= bound;
-    if (!row->pass) c->rep->n_failed++;
 }
 
 static bool wanted(ctx *c, const char *op) {
@@ -560,6 +586,8 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
         down(c, gdb, d_db, W, LB_DT_F32);
         if (long_sums(T, NH, NKV))
             compare_l2(c, "attention.bwd", shape, pr, pr->rtol / 4, gdqkv, dqkv, nq);
+        else if (pr->dt != LB_DT_F32)
+            compare_rounded(c, "attention.bwd", shape, pr, pr->rtol / 4, 2.0, gdqkv, dqkv, nq);
         else
             compare(c, "attention.bwd", shape, pr, gdqkv, dqkv, nq);
         /* the qkv bias gradient: db0 + column sums of dqkv (sums of B*T rounded terms) */
