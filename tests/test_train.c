@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/signals.h"
+#include "gpu/devinfo.h"
 #include "train/train.h"
 
 static lb_train_params tiny_params(const char *model) {
@@ -86,6 +87,24 @@ static void test_train_impossible_configs_are_refused(void **state) {
     assert_non_null(strstr(err.msg, "--attention cudnn needs --precision bf16 or fp16"));
     p.precision = LB_PREC_BF16;
     assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_OK);
+}
+
+/* --device cuda names what is visible: no GPU at all (CI), or the valid indices */
+static void test_train_missing_gpu_is_named(void **state) {
+    (void)state;
+    int gpus = lb_devinfo_cuda_device_count();
+    lb_train_params p = tiny_params("gpt2-tiny");
+    p.device = LB_DEVICE_CUDA;
+    p.device_index = gpus; /* one past the last, or 0 where there is none */
+    lb_model_config cfg;
+    lb_err err = {{0}};
+    assert_int_equal(lb_train_resolve(&p, &cfg, &err), LB_ERR_UNSUPPORTED);
+#ifdef LB_HAVE_CUDA
+    const char *want = gpus == 0 ? "no CUDA GPU is visible" : "no such GPU";
+#else
+    const char *want = "built without CUDA";
+#endif
+    if (strstr(err.msg, want) == NULL) fail_msg("'%s' lacks '%s'", err.msg, want);
 }
 
 static void test_train_summary_is_computed_from_the_series(void **state) {
@@ -165,6 +184,7 @@ int main(void) {
         cmocka_unit_test(test_train_gpt2_loss_falls_on_repeated_batch),
         cmocka_unit_test(test_train_llama_loss_falls_on_repeated_batch),
         cmocka_unit_test(test_train_impossible_configs_are_refused),
+        cmocka_unit_test(test_train_missing_gpu_is_named),
         cmocka_unit_test(test_train_summary_is_computed_from_the_series),
         cmocka_unit_test(test_train_summary_reports_step_time_drift),
         cmocka_unit_test(test_train_interrupt_keeps_steps_measured),

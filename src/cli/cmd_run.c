@@ -23,13 +23,15 @@ typedef struct {
     int64_t batch, seq, steps, warmup;
 } suite_item;
 
+/* 100 timed steps after 10 (1-3 s each): shorter windows caught CPU frequency changes and
+ * a GPU's clocks settling under its power limit (the drift warning of train.c). */
 static const suite_item cpu_suite[] = {
-    {"gpt2-tiny", LB_DEVICE_CPU, LB_PREC_FP32, 8, 32, 30, 3},
-    {"llama-tiny", LB_DEVICE_CPU, LB_PREC_FP32, 8, 64, 30, 3},
+    {"gpt2-tiny", LB_DEVICE_CPU, LB_PREC_FP32, 8, 32, 100, 10},
+    {"llama-tiny", LB_DEVICE_CPU, LB_PREC_FP32, 8, 64, 100, 10},
 };
 
 static const suite_item gpu_suite[] = {
-    {"gpt2-124m", LB_DEVICE_CUDA, LB_PREC_BF16, 16, 1024, 30, 5},
+    {"gpt2-124m", LB_DEVICE_CUDA, LB_PREC_BF16, 16, 1024, 100, 10},
 };
 
 typedef struct {

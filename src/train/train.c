@@ -265,10 +265,14 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
     LB_TRY(lb_train_validate(p, cfg, err));
     if (p->device == LB_DEVICE_CUDA) {
 #ifdef LB_HAVE_CUDA
+        if (gpus == 0)
+            return lb_fail(err, LB_ERR_UNSUPPORTED,
+                           "--device cuda was asked but no CUDA GPU is visible (no driver, no "
+                           "device, or CUDA_VISIBLE_DEVICES hides them); use --device cpu");
         if (p->device_index >= gpus)
             return lb_fail(err, LB_ERR_UNSUPPORTED,
-                           "--device cuda:%d was asked but %d CUDA GPU(s) are visible",
-                           p->device_index, gpus);
+                           "--device cuda:%d: no such GPU; %d visible, cuda:0 to cuda:%d",
+                           p->device_index, gpus, gpus - 1);
 #else
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "--device cuda was asked but this llmbench was built without CUDA");
