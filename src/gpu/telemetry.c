@@ -96,6 +96,17 @@ static void *sampler_main(void *arg) {
     return NULL;
 }
 
+/* Closes NVML (if this telemetry opened it) and frees everything of t. */
+static void telemetry_free(lb_gpu_telemetry *t) {
+    if (t->nvml_open) lb_nvml_close();
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->cond);
+    free(t->samples);
+    free(t->power.v);
+    free(t->util.v);
+    free(t);
+}
+
 lb_gpu_telemetry *lb_gpu_telemetry_start(int device_index, int period_ms) {
     lb_gpu_telemetry *t = calloc(1, sizeof *t);
     if (t == NULL) return NULL;
@@ -113,13 +124,7 @@ lb_gpu_telemetry *lb_gpu_telemetry_start(int device_index, int period_ms) {
     pthread_cond_init(&t->cond, NULL);
     take_sample(t);
     if (pthread_create(&t->thread, NULL, sampler_main, t) != 0) {
-        if (t->nvml_open) lb_nvml_close();
-        pthread_mutex_destroy(&t->lock);
-        pthread_cond_destroy(&t->cond);
-        free(t->samples);
-        free(t->power.v);
-        free(t->util.v);
-        free(t);
+        telemetry_free(t);
         return NULL;
     }
     return t;
@@ -261,11 +266,5 @@ void lb_gpu_telemetry_stop(lb_gpu_telemetry *t, lb_gpu_telemetry_summary *out,
             *n_samples = t->n;
         }
     }
-    if (t->nvml_open) lb_nvml_close();
-    pthread_mutex_destroy(&t->lock);
-    pthread_cond_destroy(&t->cond);
-    free(t->samples);
-    free(t->power.v);
-    free(t->util.v);
-    free(t);
+    telemetry_free(t);
 }
