@@ -21,6 +21,7 @@
 #include "gpu/check.h"
 #include "gpu/cudnn_attn.h"
 #include "gpu/embed.cuh"
+#include "gpu/graph.cuh"
 #include "gpu/loss.cuh"
 #include "gpu/matmul.h"
 #include "gpu/norm.cuh"
@@ -780,6 +781,10 @@ static bool same_adamw(const lb_gpu_adamw_params *a, const lb_gpu_adamw_params *
            a->dynamic_scaling == b->dynamic_scaling && a->growth_interval == b->growth_interval;
 }
 
+/* Memset nodes up to this size become kernel nodes in the step graph: cuBLASLt's and
+ * cuDNN's (4 to 1,536 bytes) and the bias-gradient clears (9-12 KB); not the large clears. */
+#define GRAPH_FILL_MAX_BYTES 65536
+
 /* Records whole_step into step_graph. A step that cannot be captured (an operation that
  * stream capture does not allow) is not an error: nothing of it ran, the caller runs it
  * kernel by kernel, and so do all later steps. */
@@ -794,7 +799,17 @@ static void capture(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p) 
         cudaError_t ce = cudaStreamEndCapture(m->stream, &g);
         if (st != LB_OK) why = e.msg;
         else if (ce != cudaSuccess) why = cudaGetErrorString(ce);
-        else if (cudaGraphInstantiate(&m->step_graph, g, 0) != cudaSuccess) why = "the graph could not be instantiated";
+        else {
+            /* the libraries' small workspace memsets as kernel nodes (gpu/graph.cuh); a
+             * failure leaves a valid graph, with the rest of them as memsets */
+            int replaced = 0;
+            if (lb_gpu_graph_memsets_to_kernels(g, GRAPH_FILL_MAX_BYTES, &replaced, &e) != LB_OK)
+                LB_DEBUG("step graph: %s", e.msg);
+            LB_DEBUG("step graph: %d memset nodes of at most %d bytes replaced by kernel nodes",
+                     replaced, GRAPH_FILL_MAX_BYTES);
+            if (cudaGraphInstantiate(&m->step_graph, g, 0) != cudaSuccess)
+                why = "the graph could not be instantiated";
+        }
     }
     if (g) cudaGraphDestroy(g);
     if (why == NULL) {

@@ -43,6 +43,7 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
 #include "gpu/check.h"
 #include "gpu/cudnn_attn.h"
 #include "gpu/embed.cuh"
+#include "gpu/graph.cuh"
 #include "gpu/loss.cuh"
 #include "gpu/matmul.h"
 #include "gpu/model_gpu.h"
@@ -448,6 +449,61 @@ static void check_tf32_split(ctx *c, int rows, int cols, int ld_src, int ld_dst)
     }
     release(c);
     free(x), free(hi), free(lo);
+}
+
+/* A chain of memset nodes: one larger than the limit, which stays, then 1-, 2- and 4-byte
+ * elements (one pitched 2-D) over parts of it, replaced by kernel nodes (gpu/graph.cuh), so
+ * a replacement that ran out of order shows. The bytes after the graph ran against the same
+ * sets done on the host; err/tol counts wrong bytes (and a wrong count of replaced nodes). */
+static void check_graph_memsets(ctx *c) {
+    enum { BYTES = 8192, LIMIT = 4096 };
+    struct cudaMemsetParams set[] = {
+        {.pitch = 0, .value = 0x77, .elementSize = 1, .width = LIMIT + 1, .height = 1},
+        {.pitch = 0, .value = 0xab, .elementSize = 1, .width = 1000, .height = 1},
+        {.pitch = 1024, .value = 0x1234, .elementSize = 2, .width = 300, .height = 3},
+        {.pitch = 0, .value = 0xdeadbeef, .elementSize = 4, .width = 1, .height = 1}};
+    const size_t at[] = {0, 16, 1100, 4092}; /* byte offsets */
+    const int n_sets = (int)(sizeof set / sizeof set[0]);
+    unsigned char *host = malloc(BYTES), *back = malloc(BYTES);
+    unsigned char *d = dev(c, BYTES);
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    int replaced = -1;
+    if (host != NULL && back != NULL && c->st == LB_OK) {
+        for (size_t i = 0; i < BYTES; i++) host[i] = (unsigned char)lb_rng_below(&c->rng, 256);
+        check_cuda(c, cudaMemcpy(d, host, BYTES, cudaMemcpyHostToDevice), "upload");
+        check_cuda(c, cudaGraphCreate(&g, 0), "cudaGraphCreate");
+        cudaGraphNode_t prev = NULL;
+        for (int k = 0; k < n_sets && c->st == LB_OK; k++) {
+            set[k].dst = d + at[k];
+            for (size_t r = 0; r < set[k].height; r++)
+                for (size_t i = 0; i < set[k].width; i++)
+                    for (unsigned b = 0; b < set[k].elementSize; b++)
+                        host[at[k] + r * set[k].pitch + i * set[k].elementSize + b] =
+                            (unsigned char)(set[k].value >> (8 * b)); /* little-endian */
+            cudaGraphNode_t node;
+            check_cuda(c, cudaGraphAddMemsetNode(&node, g, prev ? &prev : NULL, prev ? 1 : 0, &set[k]),
+                       "cudaGraphAddMemsetNode");
+            prev = node;
+        }
+        if (c->st == LB_OK) check(c, lb_gpu_graph_memsets_to_kernels(g, LIMIT, &replaced, c->err));
+        check_cuda(c, c->st == LB_OK ? cudaGraphInstantiate(&ge, g, 0) : cudaSuccess, "instantiate");
+        check_cuda(c, c->st == LB_OK ? cudaGraphLaunch(ge, 0) : cudaSuccess, "cudaGraphLaunch");
+        check_cuda(c, c->st == LB_OK ? cudaMemcpy(back, d, BYTES, cudaMemcpyDeviceToHost) : cudaSuccess,
+                   "download");
+    }
+    if (ge) cudaGraphExecDestroy(ge);
+    if (g) cudaGraphDestroy(g);
+    lb_selftest_row *row = c->st == LB_OK ? add_row(c, "graph.memsets", "4 nodes, 3 replaced", "-") : NULL;
+    if (row != NULL) {
+        int64_t wrong = replaced == n_sets - 1 ? 0 : 1;
+        for (size_t i = 0; i < BYTES; i++) wrong += host[i] != back[i];
+        row->err_ratio = row->max_abs = (double)wrong;
+        row->pass = wrong == 0;
+        if (!row->pass) c->rep->n_failed++;
+    }
+    release(c);
+    free(host), free(back);
 }
 
 /* One fp32 product with strides, transposes, alpha, bias and (accumulate) beta against an
@@ -918,6 +974,7 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
                 check_matmul_accuracy_set(&c, SPLIT.name, split);
             }
         }
+        if (pr->dt == LB_DT_F32 && wanted(&c, "graph")) check_graph_memsets(&c);
         if (pr->dt == LB_DT_F32 && wanted(&c, "tf32")) {
             check_tf32_split(&c, 37, 61, 61, 64);
             check_tf32_split(&c, 64, 128, 132, 128);
