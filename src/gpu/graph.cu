@@ -4,6 +4,17 @@
 
 #include "gpu/graph.cuh"
 
+/* CUDA 13 gave these calls the edge-data arguments of 12.3's _v2 variants */
+#if CUDART_VERSION >= 13000
+#define node_dependencies cudaGraphNodeGetDependencies
+#define node_dependents cudaGraphNodeGetDependentNodes
+#define add_dependencies cudaGraphAddDependencies
+#else
+#define node_dependencies cudaGraphNodeGetDependencies_v2
+#define node_dependents cudaGraphNodeGetDependentNodes_v2
+#define add_dependencies cudaGraphAddDependencies_v2
+#endif
+
 /* The values of a memset node: width elements of esize (1, 2 or 4) bytes in each of height
  * rows pitch bytes apart, every element `value` (its low esize bytes). */
 __global__ void fill_kernel(char *dst, size_t pitch, unsigned int value, unsigned int esize,
@@ -30,16 +41,14 @@ static bool plain_edges(const cudaGraphEdgeData *e, size_t n) {
 static bool edges_of(cudaGraphNode_t node, bool in, cudaGraphNode_t **nodes, size_t *n) {
     *nodes = NULL;
     *n = 0;
-    cudaError_t e = in ? cudaGraphNodeGetDependencies(node, NULL, NULL, n)
-                       : cudaGraphNodeGetDependentNodes(node, NULL, NULL, n);
+    cudaError_t e = in ? node_dependencies(node, NULL, NULL, n) : node_dependents(node, NULL, NULL, n);
     if (e != cudaSuccess) return false;
     if (*n == 0) return true;
     cudaGraphEdgeData *data = (cudaGraphEdgeData *)calloc(*n, sizeof *data);
     *nodes = (cudaGraphNode_t *)calloc(*n, sizeof **nodes);
     bool ok = data && *nodes;
     if (ok) {
-        e = in ? cudaGraphNodeGetDependencies(node, *nodes, data, n)
-               : cudaGraphNodeGetDependentNodes(node, *nodes, data, n);
+        e = in ? node_dependencies(node, *nodes, data, n) : node_dependents(node, *nodes, data, n);
         ok = e == cudaSuccess && plain_edges(data, *n);
     }
     free(data);
@@ -65,7 +74,7 @@ static bool add_fill(cudaGraph_t g, const struct cudaMemsetParams *mp, const cud
     cudaGraphNode_t *from = (cudaGraphNode_t *)calloc(no, sizeof *from);
     if (from == NULL) return false;
     for (size_t i = 0; i < no; i++) from[i] = k;
-    bool ok = cudaGraphAddDependencies(g, from, outs, NULL, no) == cudaSuccess;
+    bool ok = add_dependencies(g, from, outs, NULL, no) == cudaSuccess;
     free(from);
     return ok;
 }
