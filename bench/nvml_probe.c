@@ -1,35 +1,20 @@
-/* nvml_probe.c: probe. How often do NVML's readings change, and what do its buffered
- * samples hold? Polls device 0 every POLL_MS for SECONDS seconds (run it beside a GPU
- * load), printing each change of the energy counter, the power reading and the
- * utilisation rate with the wall time; then prints the driver's buffered GPU-utilisation
- * and power samples (nvmlDeviceGetSamples) of the same period with their timestamps.
+/* nvml_probe.c: probe. How often do NVML's polled values change, and what do the driver's
+ * buffered readings hold? Polls device 0 every POLL_MS for SECONDS seconds (run it beside
+ * a GPU load) through llmbench's NVML loader (src/gpu/nvml.c), printing each change of the
+ * energy counter, the power value and the utilisation rate with the time; then the
+ * buffered power and utilisation readings (lb_nvml_buffered) of the same period.
  *
- * build: cc -O2 -o nvml_probe bench/nvml_probe.c -ldl
+ * build: cc -O2 -Isrc -o nvml_probe bench/nvml_probe.c src/gpu/nvml.c -ldl -lpthread
  * usage: nvml_probe [SECONDS] */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
-#define POLL_MS 5
+#include "gpu/nvml.h"
 
-typedef void *dev_t_;
-typedef struct {
-    unsigned int gpu, memory;
-} util_t;
-typedef union {
-    double d;
-    unsigned int ui;
-    unsigned long ul;
-    unsigned long long ull;
-    signed long long sll;
-} value_t;
-typedef struct {
-    unsigned long long ts;
-    value_t v;
-} sample_t;
+#define POLL_MS 5
+#define MAX_READINGS 4096
 
 static double now_s(void) {
     struct timeval tv;
@@ -39,57 +24,40 @@ static double now_s(void) {
 
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 5.0;
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
-    if (!lib) {
-        fprintf(stderr, "no NVML\n");
-        return 1;
-    }
-    int (*init)(void) = (int (*)(void))dlsym(lib, "nvmlInit_v2");
-    int (*handle)(unsigned, dev_t_ *) = (int (*)(unsigned, dev_t_ *))dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    int (*energy)(dev_t_, unsigned long long *) = (int (*)(dev_t_, unsigned long long *))dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption");
-    int (*power)(dev_t_, unsigned *) = (int (*)(dev_t_, unsigned *))dlsym(lib, "nvmlDeviceGetPowerUsage");
-    int (*util)(dev_t_, util_t *) = (int (*)(dev_t_, util_t *))dlsym(lib, "nvmlDeviceGetUtilizationRates");
-    int (*samples)(dev_t_, int, unsigned long long, int *, unsigned *, sample_t *) =
-        (int (*)(dev_t_, int, unsigned long long, int *, unsigned *, sample_t *))dlsym(lib, "nvmlDeviceGetSamples");
-    dev_t_ d;
-    if (init() != 0 || handle(0, &d) != 0) {
-        fprintf(stderr, "NVML init failed\n");
+    char why[256];
+    if (!lb_nvml_open(why, sizeof why)) {
+        fprintf(stderr, "nvml_probe: %s\n", why);
         return 1;
     }
     double t0 = now_s();
-    unsigned long long start_us = (unsigned long long)(t0 * 1e6);
-    unsigned long long e_last = 0;
-    unsigned p_last = 0, u_last = 101;
+    uint64_t start_us = (uint64_t)(t0 * 1e6);
+    uint64_t e_last = 0;
+    double p_last = -1, u_last = -1;
     int n_e = 0, n_p = 0, n_u = 0;
     while (now_s() - t0 < secs) {
-        unsigned long long e = 0;
-        unsigned p = 0;
-        util_t u = {0, 0};
-        energy(d, &e);
-        power(d, &p);
-        util(d, &u);
+        lb_nvml_sample s;
+        if (!lb_nvml_sample_device(0, &s)) break;
         double t = now_s() - t0;
-        if (e != e_last) printf("%8.3f energy %llu mJ (+%llu)\n", t, e, e_last ? e - e_last : 0), e_last = e, n_e++;
-        if (p != p_last) printf("%8.3f power %.1f W\n", t, p / 1000.0), p_last = p, n_p++;
-        if (u.gpu != u_last) printf("%8.3f util %u%%\n", t, u.gpu), u_last = u.gpu, n_u++;
+        if (s.has_energy && s.energy_mj != e_last) {
+            printf("%8.3f energy %llu mJ (+%llu)\n", t, (unsigned long long)s.energy_mj,
+                   (unsigned long long)(e_last ? s.energy_mj - e_last : 0));
+            e_last = s.energy_mj, n_e++;
+        }
+        if (s.has_power && s.power_w != p_last)
+            printf("%8.3f power %.1f W\n", t, s.power_w), p_last = s.power_w, n_p++;
+        if (s.has_util && s.gpu_util_pct != u_last)
+            printf("%8.3f util %.0f%%\n", t, s.gpu_util_pct), u_last = s.gpu_util_pct, n_u++;
         usleep(POLL_MS * 1000);
     }
     printf("changes in %.1f s: energy %d, power %d, util %d\n", secs, n_e, n_p, n_u);
-    static const char *names[] = {"power (mW)", "gpu util (%)"};
-    static const int types[] = {0, 1}; /* NVML_TOTAL_POWER_SAMPLES, NVML_GPU_UTILIZATION_SAMPLES */
+    static const char *names[] = {"power (W)", "gpu util (%)"};
+    static lb_nvml_reading r[MAX_READINGS];
     for (int k = 0; k < 2; k++) {
-        int vt = 0;
-        unsigned n = 0;
-        int rc = samples(d, types[k], start_us, &vt, &n, NULL);
-        printf("buffered %s: rc %d, %u samples, value type %d\n", names[k], rc, n, vt);
-        if (rc != 0 || n == 0) continue;
-        sample_t *s = calloc(n, sizeof *s);
-        rc = samples(d, types[k], start_us, &vt, &n, s);
-        for (unsigned i = 0; i < n; i++) {
-            double v = vt == 0 ? s[i].v.d : vt == 1 ? (double)s[i].v.ui : vt == 2 ? (double)s[i].v.ul : (double)s[i].v.ull;
-            printf("  %8.3f %.1f\n", s[i].ts * 1e-6 - t0, v);
-        }
-        free(s);
+        int n = lb_nvml_buffered(0, k == 0 ? LB_NVML_POWER_READINGS : LB_NVML_UTIL_READINGS,
+                                 start_us, r, MAX_READINGS);
+        printf("buffered %s: %d readings\n", names[k], n);
+        for (int i = 0; i < n; i++) printf("  %8.3f %.1f\n", r[i].t_us * 1e-6 - t0, r[i].value);
     }
+    lb_nvml_close();
     return 0;
 }
