@@ -199,14 +199,15 @@ static diff_t differences(const prec_t *pr, double slack, const float *gpu, cons
     return r;
 }
 
-static void record(ctx *c, const char *op, const char *shape, const prec_t *pr, double ratio,
-                   double max_abs) {
-    lb_selftest_row *row = add_row(c, op, shape, pr->name);
+/* One result row; a failed one is counted. */
+static void record(ctx *c, const char *op, const char *shape, const char *prec, double ratio,
+                   double max_abs, bool pass) {
+    lb_selftest_row *row = add_row(c, op, shape, prec);
     if (row == NULL) return;
     row->err_ratio = ratio;
     row->max_abs = max_abs;
-    row->pass = ratio <= 1.0;
-    if (!row->pass) c->rep->n_failed++;
+    row->pass = pass;
+    if (!pass) c->rep->n_failed++;
 }
 
 /* Element-wise comparison; a NaN anywhere fails. */
@@ -214,14 +215,14 @@ static void compare(ctx *c, const char *op, const char *shape, const prec_t *pr,
                     const float *ref, size_t n) {
     if (c->st != LB_OK) return;
     diff_t d = differences(pr, 1.0, gpu, ref, n);
-    record(c, op, shape, pr, d.worst, d.max_abs);
+    record(c, op, shape, pr->name, d.worst, d.max_abs, d.worst <= 1.0);
 }
 
 /* Relative L2 comparison against a bound. */
 static void compare_l2(ctx *c, const char *op, const char *shape, const prec_t *pr, double bound,
                        const float *gpu, const float *ref, size_t n) {
     diff_t d = differences(pr, 1.0, gpu, ref, n);
-    record(c, op, shape, pr, d.rel_l2 / bound, d.max_abs);
+    record(c, op, shape, pr->name, d.rel_l2 / bound, d.max_abs, d.rel_l2 <= bound);
 }
 
 /* 16-bit kernels whose outputs sum many products of operands rounded to 16 bits (P and
@@ -236,7 +237,8 @@ static void compare_rounded(ctx *c, const char *op, const char *shape, const pre
                             size_t n) {
     diff_t d = differences(pr, slack, gpu, ref, n);
     double l2 = d.rel_l2 / bound;
-    record(c, op, shape, pr, l2 > d.worst ? l2 : d.worst, d.max_abs);
+    double ratio = l2 > d.worst ? l2 : d.worst;
+    record(c, op, shape, pr->name, ratio, d.max_abs, ratio <= 1.0);
 }
 
 /* out[c] = sum over rows r < n of x[r * cols + c] (double accumulation) */
@@ -439,13 +441,7 @@ static void check_tf32_split(ctx *c, int rows, int cols, int ld_src, int ld_dst)
                 lb_tf32_split(x[(size_t)r * ld_src + k], &h, &l);
                 if (memcmp(&h, &gh, 4) != 0 || memcmp(&l, &gl, 4) != 0) wrong++;
             }
-        lb_selftest_row *row = c->st == LB_OK ? add_row(c, "tf32.split", shape, "fp32") : NULL;
-        if (row != NULL) {
-            row->err_ratio = (double)wrong;
-            row->max_abs = (double)wrong;
-            row->pass = wrong == 0;
-            if (!row->pass) c->rep->n_failed++;
-        }
+        if (c->st == LB_OK) record(c, "tf32.split", shape, "fp32", (double)wrong, (double)wrong, wrong == 0);
     }
     release(c);
     free(x), free(hi), free(lo);
@@ -494,13 +490,10 @@ static void check_graph_memsets(ctx *c) {
     }
     if (ge) cudaGraphExecDestroy(ge);
     if (g) cudaGraphDestroy(g);
-    lb_selftest_row *row = c->st == LB_OK ? add_row(c, "graph.memsets", "4 nodes, 3 replaced", "-") : NULL;
-    if (row != NULL) {
+    if (c->st == LB_OK) {
         int64_t wrong = replaced == n_sets - 1 ? 0 : 1;
         for (size_t i = 0; i < BYTES; i++) wrong += host[i] != back[i];
-        row->err_ratio = row->max_abs = (double)wrong;
-        row->pass = wrong == 0;
-        if (!row->pass) c->rep->n_failed++;
+        record(c, "graph.memsets", "4 nodes, 3 replaced", "-", (double)wrong, (double)wrong, wrong == 0);
     }
     release(c);
     free(host), free(back);
@@ -533,9 +526,8 @@ static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, 
         down(c, d, d_d, nd, LB_DT_F32);
     }
     if (c->st == LB_OK) {
-        lb_selftest_row *row = add_row(c, "matmul.accuracy", shape, label);
         double worst = 0.0;
-        for (int i = 0; row != NULL && i < m; i++)
+        for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) {
                 double ref = 0.0, scale = 0.0;
                 for (int q = 0; q < k; q++) {
@@ -550,12 +542,8 @@ static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, 
                 double e = fabs(d[(size_t)i * ldd + j] - ref) / (scale + 1e-30);
                 if (!(e <= worst)) worst = e; /* NaN sticks */
             }
-        if (row != NULL) {
-            row->max_abs = worst;
-            row->err_ratio = isnan(worst) ? INFINITY : worst / FP32_SCALED_BOUND;
-            row->pass = worst <= FP32_SCALED_BOUND;
-            if (!row->pass) c->rep->n_failed++;
-        }
+        record(c, "matmul.accuracy", shape, label, isnan(worst) ? INFINITY : worst / FP32_SCALED_BOUND,
+               worst, worst <= FP32_SCALED_BOUND);
     }
     release(c);
     free(a), free(b), free(d0), free(d), free(bias);
