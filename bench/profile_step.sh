@@ -6,6 +6,7 @@
 # Clocks and caches are left as found.
 #
 # usage: SHAPES="gpt2-124m:16:1024:bf16 llama3.2-1b:8:1024:bf16" bench/profile_step.sh
+# ARGS adds train options to every shape (ARGS="--fp32-matmul int8").
 # CSV captures go to $OUT (or /tmp/llmbench-bench).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
@@ -18,7 +19,8 @@ for s in ${SHAPES:-gpt2-124m:16:1024:bf16}; do
     "$NCU" --clock-control none --cache-control none --profile-from-start off \
         --metrics gpu__time_duration.sum --csv \
         "$LLMBENCH" train --model "$m" --batch "$b" --seq "$t" --precision "$p" --device cuda \
-        --steps 1 --warmup 1 --no-progress --db "$out/profile.db" > "$out/ncu_$tag.csv" 2> "$out/ncu_$tag.err"
+        --steps 1 --warmup 1 --no-progress --db "$out/profile.db" ${ARGS:-} > "$out/ncu_$tag.csv" \
+        2> "$out/ncu_$tag.err"
     echo "== $tag (ncu exit $?)"
     python3 "$(dirname "${BASH_SOURCE[0]}")/ncu_summary.py" "$out/ncu_$tag.csv" | head -${TOP:-16}
 done

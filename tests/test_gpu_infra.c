@@ -16,6 +16,7 @@
 #include "gpu/check.h"
 #include "gpu/matmul.h"
 #include "gpu/peak.h"
+#include "gpu/slices.h"
 #include "gpu/tf32.h"
 #include "gpu/telemetry.h"
 #ifdef LB_HAVE_CUDA
@@ -128,6 +129,40 @@ static void test_tf32_split_rounds_to_nearest_and_is_exact(void **state) {
     }
 }
 
+static void test_slice_exponent_bounds_the_row(void **state) {
+    (void)state;
+    assert_int_equal(lb_slice_exponent(0.0f), 0);
+    assert_int_equal(lb_slice_exponent(1.0f), 1); /* 1 < 2^1, not < 2^0 */
+    assert_int_equal(lb_slice_exponent(0.75f), 0);
+    assert_int_equal(lb_slice_exponent(FLT_MAX), 128);
+    assert_int_equal(lb_slice_exponent(1e-45f), -148);
+    assert_int_equal(lb_slice_exponent(INFINITY), LB_SLICE_NONFINITE);
+    assert_int_equal(lb_slice_exponent(NAN), LB_SLICE_NONFINITE);
+}
+
+/* digits in [-64, 64]; the value they spell is within 2^-(7S) 2^e of x, and equal to it
+ * when |x| >= 2^(e + 24 - 7S) (its last significand bit at or above the last digit's) */
+static void test_slice_digits_spell_the_value(void **state) {
+    (void)state;
+    uint64_t s = 11;
+    for (int i = 0; i < 200000; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int e = (int)((s >> 40) % 200) - 100, shift = (int)((s >> 20) % 40);
+        float x = ldexpf((float)((int32_t)(s >> 32)) / 2147483648.0f, e - shift);
+        int n = 1 + (int)((s >> 8) % LB_SLICE_MAX);
+        int8_t d[LB_SLICE_MAX];
+        lb_slice_digits(lb_slice_scaled(x, e), n, d);
+        double v = 0.0;
+        for (int k = 0; k < n; k++) {
+            assert_true(d[k] >= -64 && d[k] <= 64);
+            v += ldexp((double)d[k], e - 6 - 7 * k);
+        }
+        double err = fabs(v - (double)x);
+        assert_true(err <= ldexp(1.0, e - 7 * n));
+        if (fabs((double)x) >= ldexp(1.0, e + 24 - 7 * n)) assert_true(err == 0.0);
+    }
+}
+
 static void test_fp32_mode_names_round_trip(void **state) {
     (void)state;
     lb_gpu_fp32_mode m = LB_GPU_FP32_IEEE;
@@ -136,6 +171,8 @@ static void test_fp32_mode_names_round_trip(void **state) {
     assert_string_equal(lb_gpu_fp32_mode_name(m), "3xtf32");
     assert_true(lb_gpu_fp32_mode_parse("tf32", &m) && m == LB_GPU_FP32_TF32);
     assert_true(lb_gpu_fp32_mode_parse("ieee", &m) && m == LB_GPU_FP32_IEEE);
+    assert_true(lb_gpu_fp32_mode_parse("int8", &m) && m == LB_GPU_FP32_INT8);
+    assert_string_equal(lb_gpu_fp32_mode_name(m), "int8");
     assert_false(lb_gpu_fp32_mode_parse("TF32", &m));
     assert_false(lb_gpu_fp32_mode_parse(NULL, &m));
 }
@@ -335,6 +372,8 @@ int main(void) {
         cmocka_unit_test(test_cudnn_attention_refuses_with_a_reason),
         cmocka_unit_test(test_peak_table_matches_specific_names_first),
         cmocka_unit_test(test_tf32_split_rounds_to_nearest_and_is_exact),
+        cmocka_unit_test(test_slice_exponent_bounds_the_row),
+        cmocka_unit_test(test_slice_digits_spell_the_value),
         cmocka_unit_test(test_fp32_mode_names_round_trip),
         cmocka_unit_test(test_telemetry_summary_uses_energy_counter_or_power),
         cmocka_unit_test(test_telemetry_summary_prefers_the_drivers_readings),

@@ -21,19 +21,27 @@
  * is [A_hi | A_lo] [B_lo ; B_hi] = A_hi B_lo + A_lo B_hi added into D (beta 1, C = D):
  * the three terms in two products, so D is read and written once more, not twice. The
  * second is tuned before the first runs (with beta 0: D is free then) unless the caller
- * accumulates into D, when it keeps the heuristic's choice. */
+ * accumulates into D, when it keeps the heuristic's choice.
+ *
+ * int8: both operands are cut into LB_GPU_INT8_SLICES digit planes (gpu/slices.h), A's
+ * side by side along k in ascending order, B's in descending order, so that diagonal t
+ * (the digit pairs u + v = t + 1) is one int8 product over the first t planes of A and
+ * the last t of B: s products over k, 2k, ... s k into int32 planes, then one kernel sums
+ * them exactly, rounds once and applies alpha, beta, C and the bias. When the planes of
+ * all of D's rows would pass INT8_PLANES_MAX_BYTES, D is done in rounds of rows. */
 #include "gpu/matmul.h"
 
 #include <string.h>
 
-static const char *const MODE_NAMES[] = {"ieee", "tf32", "3xtf32"};
+static const char *const MODE_NAMES[] = {"ieee", "tf32", "3xtf32", "int8"};
+#define N_MODES (int)(sizeof MODE_NAMES / sizeof MODE_NAMES[0])
 
 const char *lb_gpu_fp32_mode_name(lb_gpu_fp32_mode m) {
-    return (unsigned)m < 3 ? MODE_NAMES[m] : "?";
+    return (unsigned)m < (unsigned)N_MODES ? MODE_NAMES[m] : "?";
 }
 
 bool lb_gpu_fp32_mode_parse(const char *s, lb_gpu_fp32_mode *out) {
-    for (int i = 0; s != NULL && i < 3; i++)
+    for (int i = 0; s != NULL && i < N_MODES; i++)
         if (strcmp(s, MODE_NAMES[i]) == 0) {
             *out = (lb_gpu_fp32_mode)i;
             return true;
@@ -56,16 +64,21 @@ lb_gpu_blas_params lb_gpu_blas_default_params(void) {
 
 #include "core/log.h"
 #include "gpu/check.h"
+#include "gpu/slices.cuh"
 #include "gpu/tf32.cuh"
 
 #define MAX_CACHED 128
 #define TUNE_CANDIDATES 16
 #define TUNE_REPS 5
+#define INT8_PLANES_MAX_BYTES ((size_t)1 << 30)
+
+/* how a problem's products run: its own types, TF32 tensor cores, or int8 digit planes */
+enum { COMPUTE_PLAIN = 0, COMPUTE_TF32, COMPUTE_INT8 };
 
 typedef struct {
     int64_t m, n, k, lda, ldb, ldd;
     int trans_a, trans_b, ab_type, d_type, epilogue, has_c, align;
-    int tf32; /* compute type: 1 CUBLAS_COMPUTE_32F_FAST_TF32, 0 the plain one */
+    int compute; /* COMPUTE_*; COMPUTE_INT8 ignores ab_type and d_type (int8 -> int32) */
 } key;
 
 typedef struct {
@@ -143,8 +156,11 @@ static cublasLtEpilogue_t lt_epilogue(lb_gpu_epilogue e) {
 static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err) {
     memset(p, 0, sizeof *p);
     p->k = *k;
-    cublasComputeType_t ct = k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    LB_CUBLAS_TRY(err, cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
+    bool int8 = k->compute == COMPUTE_INT8;
+    cublasComputeType_t ct = int8                        ? CUBLAS_COMPUTE_32I
+                             : k->compute == COMPUTE_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                          : CUBLAS_COMPUTE_32F;
+    LB_CUBLAS_TRY(err, cublasLtMatmulDescCreate(&p->op, ct, int8 ? CUDA_R_32I : CUDA_R_32F));
     /* column-major: op "A" = our B, op "B" = our A */
     cublasOperation_t ta = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -157,7 +173,8 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
         LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                           &ld_aux, sizeof ld_aux));
     }
-    cudaDataType_t abt = cuda_type((lb_gpu_dtype)k->ab_type), dt = cuda_type((lb_gpu_dtype)k->d_type);
+    cudaDataType_t abt = int8 ? CUDA_R_8I : cuda_type((lb_gpu_dtype)k->ab_type);
+    cudaDataType_t dt = int8 ? CUDA_R_32I : cuda_type((lb_gpu_dtype)k->d_type);
     /* our B' as stored: [k,n] row-major = col-major n x k (ld n) when !trans_b;
      * [n,k] row-major = col-major k x n (ld k) when trans_b */
     LB_CUBLAS_TRY(err, cublasLtMatrixLayoutCreate(&p->la, abt, k->trans_b ? k->k : k->n,
@@ -203,8 +220,9 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
         lb_status st = lb_fail(err, LB_ERR_UNSUPPORTED,
                                "cuBLASLt has no algorithm for %s x %s -> %s, m=%lld n=%lld k=%lld, "
                                "epilogue %d (status %s)",
-                               lb_dtype_name((lb_gpu_dtype)k->ab_type), lb_dtype_name((lb_gpu_dtype)k->ab_type),
-                               lb_dtype_name((lb_gpu_dtype)k->d_type), (long long)k->m,
+                               int8 ? "int8" : lb_dtype_name((lb_gpu_dtype)k->ab_type),
+                               int8 ? "int8" : lb_dtype_name((lb_gpu_dtype)k->ab_type),
+                               int8 ? "int32" : lb_dtype_name((lb_gpu_dtype)k->d_type), (long long)k->m,
                                (long long)k->n, (long long)k->k, k->epilogue,
                                cublasLtGetStatusString(s));
         release(p);
@@ -219,8 +237,8 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
 
 /* Times every candidate of p on g's buffers and keeps the fastest in p->algo. A candidate
  * that fails to run is skipped; the heuristic's choice stays if none beats it. */
-static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, float beta,
-                      const void *c, cudaStream_t stream, lb_err *err) {
+static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, const void *alpha,
+                      const void *beta, const void *c, cudaStream_t stream, lb_err *err) {
     cudaEvent_t ev[2] = {NULL, NULL};
     lb_status st = LB_OK;
     if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess)
@@ -231,7 +249,7 @@ static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, float b
         bool ok = true;
         for (int r = 0; ok && r <= TUNE_REPS; r++) {
             if (r == 1) ok = cudaEventRecord(ev[0], stream) == cudaSuccess;
-            ok = ok && cublasLtMatmul(h->lt, p->op, &g->alpha, g->b, p->la, g->a, p->lb, &beta, c,
+            ok = ok && cublasLtMatmul(h->lt, p->op, alpha, g->b, p->la, g->a, p->lb, beta, c,
                                       p->lc, g->d, p->ld, &p->cand[i], h->p.workspace,
                                       h->p.workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
         }
@@ -257,14 +275,15 @@ static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, float b
     p->tuned = true;
     LB_DEBUG("cuBLASLt m=%lld n=%lld k=%lld %s epilogue %d: candidate %d of %d, %.1f us "
              "(heuristic's first %.1f us)",
-             (long long)g->m, (long long)g->n, (long long)g->k, lb_dtype_name(g->ab_type),
+             (long long)g->m, (long long)g->n, (long long)g->k,
+             p->k.compute == COMPUTE_INT8 ? "int8" : lb_dtype_name(g->ab_type),
              (int)g->epilogue, best, p->n_cand, 1e3 * best_ms / TUNE_REPS,
              1e3 * first_ms / TUNE_REPS);
     return LB_OK;
 }
 
 /* The prepared problem for g with the given compute type (found or made). */
-static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, bool tf32, prepared **out,
+static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, prepared **out,
                         lb_err *err) {
     key k;
     memset(&k, 0, sizeof k);
@@ -273,7 +292,7 @@ static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, bool tf32, prepare
     k.trans_a = g->trans_a, k.trans_b = g->trans_b;
     k.ab_type = g->ab_type, k.d_type = g->d_type, k.epilogue = g->epilogue;
     k.has_c = g->c != NULL;
-    k.tf32 = tf32;
+    k.compute = compute;
     int al = alignment_of(g->a);
     int al2 = alignment_of(g->b), al3 = alignment_of(g->d);
     if (al2 < al) al = al2;
@@ -294,11 +313,13 @@ static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, bool tf32, prepare
     return LB_OK;
 }
 
-/* One cuBLASLt product: g exactly as given, with the given compute type. */
-static lb_status run_one(lb_gpu_blas *h, const lb_gpu_gemm *g, bool tf32, cudaStream_t stream,
+/* One cuBLASLt product: g exactly as given, with the given compute type (COMPUTE_INT8:
+ * alpha 1, no C). */
+static lb_status run_one(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, cudaStream_t stream,
                          lb_err *err) {
+    static const int32_t one = 1, zero = 0;
     prepared *p = NULL;
-    LB_TRY(lookup(h, g, tf32, &p, err));
+    LB_TRY(lookup(h, g, compute, &p, err));
     if (g->epilogue == LB_EPI_BIAS || g->epilogue == LB_EPI_GELU_AUX_BIAS)
         LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                           &g->bias, sizeof g->bias));
@@ -307,20 +328,23 @@ static lb_status run_one(lb_gpu_blas *h, const lb_gpu_gemm *g, bool tf32, cudaSt
                                                           &g->aux, sizeof g->aux));
     float beta = g->c != NULL ? g->beta : 0.0f;
     const void *c = g->c != NULL ? g->c : g->d;
+    bool int8 = compute == COMPUTE_INT8;
+    const void *alpha_p = int8 ? (const void *)&one : (const void *)&g->alpha;
+    const void *beta_p = int8 ? (const void *)&zero : (const void *)&beta;
     if (!p->tuned) {
         if (c == g->d && beta != 0.0f) p->tuned = true; /* in place: keep the heuristic's */
-        else LB_TRY(tune(h, p, g, beta, c, stream, err));
+        else LB_TRY(tune(h, p, g, alpha_p, beta_p, c, stream, err));
     }
-    LB_CUBLAS_TRY(err, cublasLtMatmul(h->lt, p->op, &g->alpha, g->b, p->la, g->a, p->lb, &beta, c,
+    LB_CUBLAS_TRY(err, cublasLtMatmul(h->lt, p->op, alpha_p, g->b, p->la, g->a, p->lb, beta_p, c,
                                       p->lc, g->d, p->ld, &p->algo, h->p.workspace,
                                       h->p.workspace_bytes, stream));
     return LB_OK;
 }
 
 static int64_t pad4(int64_t n) { return (n + 3) / 4 * 4; }
-static size_t piece(int64_t rows, int64_t ld) {
-    return ((size_t)rows * (size_t)ld * 4 + 255) / 256 * 256;
-}
+static int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
+static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+static size_t piece(int64_t rows, int64_t ld) { return round256((size_t)rows * (size_t)ld * 4); }
 
 /* Bytes of one operand's split: `other` is its dimension besides k. Along k the pair sits
  * side by side ([other, 2k], rows padded) or stacked ([2k, other]); the larger bounds both. */
@@ -329,8 +353,39 @@ static size_t pair_bytes(int64_t other, int64_t k) {
     return side > stacked ? side : stacked;
 }
 
-size_t lb_gpu_gemm_split_bytes(int64_t m, int64_t n, int64_t k) {
-    return pair_bytes(m, k) + pair_bytes(n, k);
+/* Rows of D one round of int8 products covers: all of them unless their planes would pass
+ * INT8_PLANES_MAX_BYTES, else equal rounds of a multiple of 16 rows. */
+static int64_t int8_rows(int64_t m, int64_t n) {
+    size_t row = (size_t)LB_GPU_INT8_SLICES * (size_t)n * 4;
+    int64_t rounds = (int64_t)(((size_t)m * row + INT8_PLANES_MAX_BYTES - 1) / INT8_PLANES_MAX_BYTES);
+    return rounds <= 1 ? m : pad16((m + rounds - 1) / rounds);
+}
+
+/* the int8 scratch, in order: A's planes, B's planes, the rows' amax, D's int32 planes */
+static size_t int8_bytes(int64_t m, int64_t n, int64_t k, size_t *off_b, size_t *off_amax,
+                         size_t *off_planes) {
+    size_t s = LB_GPU_INT8_SLICES, kp = (size_t)pad16(k);
+    *off_b = round256((size_t)m * s * kp);
+    *off_amax = *off_b + round256((size_t)n * s * kp);
+    *off_planes = *off_amax + round256((size_t)(m + n) * 4);
+    return *off_planes + s * (size_t)int8_rows(m, n) * (size_t)n * 4;
+}
+
+size_t lb_gpu_gemm_scratch_bytes(lb_gpu_fp32_mode mode, int64_t m, int64_t n, int64_t k) {
+    size_t ob, oa, op;
+    if (mode == LB_GPU_FP32_3XTF32) return pair_bytes(m, k) + pair_bytes(n, k);
+    if (mode == LB_GPU_FP32_INT8) return int8_bytes(m, n, k, &ob, &oa, &op);
+    return 0;
+}
+
+static lb_status scratch_short(const lb_gpu_blas *h, const lb_gpu_gemm *g, size_t need,
+                               lb_err *err) {
+    return lb_fail(err, LB_ERR_NOMEM,
+                   "the %s form of an fp32 product m=%lld n=%lld k=%lld needs %.1f MiB of "
+                   "scratch; the cuBLASLt handle was given %.1f MiB",
+                   lb_gpu_fp32_mode_name(h->p.fp32_mode), (long long)g->m, (long long)g->n,
+                   (long long)g->k, (double)need / 1048576.0,
+                   (double)h->p.split_scratch_bytes / 1048576.0);
 }
 
 /* Splits operand src (k x other values; k_in_cols: stored [other, k], else [k, other]) into
@@ -352,12 +407,7 @@ static lb_status split_pair(float *dst, const float *src, int64_t ld_src, bool k
  * two correction terms as one TF32 product over 2k (see the file comment). */
 static lb_status run_split(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t stream, lb_err *err) {
     size_t sa = pair_bytes(g->m, g->k), need = sa + pair_bytes(g->n, g->k);
-    if (need > h->p.split_scratch_bytes)
-        return lb_fail(err, LB_ERR_NOMEM,
-                       "the 3xTF32 split of an fp32 product m=%lld n=%lld k=%lld needs %.1f MiB "
-                       "of scratch; the cuBLASLt handle was given %.1f MiB",
-                       (long long)g->m, (long long)g->n, (long long)g->k, (double)need / 1048576.0,
-                       (double)h->p.split_scratch_bytes / 1048576.0);
+    if (need > h->p.split_scratch_bytes) return scratch_short(h, g, need, err);
     char *base = h->p.split_scratch;
     int64_t lda, ldb;
     float *a_hi, *a_lo, *b_lo, *b_hi;
@@ -373,21 +423,58 @@ static lb_status run_split(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t st
     /* The correction runs in place: tune it now, while D holds nothing needed, unless the
      * caller accumulates into D. */
     prepared *p = NULL;
-    LB_TRY(lookup(h, &corr, true, &p, err));
+    LB_TRY(lookup(h, &corr, COMPUTE_TF32, &p, err));
     if (!p->tuned) {
+        static const float zero = 0.0f;
         if (g->c == g->d && g->beta != 0.0f) p->tuned = true;
-        else LB_TRY(tune(h, p, &corr, 0.0f, g->d, stream, err));
+        else LB_TRY(tune(h, p, &corr, &corr.alpha, &zero, g->d, stream, err));
     }
-    LB_TRY(run_one(h, &big, true, stream, err));
-    return run_one(h, &corr, true, stream, err);
+    LB_TRY(run_one(h, &big, COMPUTE_TF32, stream, err));
+    return run_one(h, &corr, COMPUTE_TF32, stream, err);
+}
+
+/* g through int8 digit planes (see the file comment). */
+static lb_status run_int8(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t stream, lb_err *err) {
+    size_t off_b, off_amax, off_planes;
+    size_t need = int8_bytes(g->m, g->n, g->k, &off_b, &off_amax, &off_planes);
+    if (need > h->p.split_scratch_bytes) return scratch_short(h, g, need, err);
+    const int s = LB_GPU_INT8_SLICES;
+    const int64_t kp = pad16(g->k), ld = s * kp, mc = int8_rows(g->m, g->n);
+    char *base = h->p.split_scratch;
+    int8_t *sa = (int8_t *)base, *sb = (int8_t *)(base + off_b);
+    uint32_t *amax_a = (uint32_t *)(base + off_amax), *amax_b = amax_a + g->m;
+    int32_t *planes = (int32_t *)(base + off_planes);
+    LB_CUDA_TRY(err, cudaMemsetAsync(amax_a, 0, (size_t)(g->m + g->n) * 4, stream));
+    LB_TRY(lb_gpu_slices_cut(sa, amax_a, g->a, g->lda, !g->trans_a, g->m, g->k, kp, s, false,
+                             stream, err));
+    LB_TRY(lb_gpu_slices_cut(sb, amax_b, g->b, g->ldb, g->trans_b, g->n, g->k, kp, s, true,
+                             stream, err));
+    const float *bias = g->epilogue == LB_EPI_BIAS ? (const float *)g->bias : NULL;
+    for (int64_t i0 = 0; i0 < g->m; i0 += mc) {
+        int64_t rows = g->m - i0 < mc ? g->m - i0 : mc;
+        for (int t = 1; t <= s; t++) {
+            lb_gpu_gemm p = {.m = rows, .n = g->n, .k = t * kp, .a = sa + i0 * ld, .lda = ld,
+                             .b = sb + (s - t) * kp, .ldb = ld, .trans_b = true,
+                             .d = planes + (size_t)(t - 1) * (size_t)rows * (size_t)g->n,
+                             .ldd = g->n, .alpha = 1.0f};
+            LB_TRY(run_one(h, &p, COMPUTE_INT8, stream, err));
+        }
+        float *d = (float *)g->d + i0 * g->ldd;
+        const float *c = g->c != NULL ? (const float *)g->c + i0 * g->ldd : NULL;
+        LB_TRY(lb_gpu_slices_combine(d, g->ldd, planes, s, amax_a + i0, amax_b, rows, g->n,
+                                     g->alpha, c, g->beta, bias, stream, err));
+    }
+    return LB_OK;
 }
 
 lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {
     cudaStream_t s = (cudaStream_t)stream;
-    if (g->ab_type != LB_DT_F32 || h->p.fp32_mode == LB_GPU_FP32_IEEE) return run_one(h, g, false, s, err);
-    if (h->p.fp32_mode == LB_GPU_FP32_TF32) return run_one(h, g, true, s, err);
+    if (g->ab_type != LB_DT_F32 || h->p.fp32_mode == LB_GPU_FP32_IEEE)
+        return run_one(h, g, COMPUTE_PLAIN, s, err);
+    if (h->p.fp32_mode == LB_GPU_FP32_TF32) return run_one(h, g, COMPUTE_TF32, s, err);
     if (g->epilogue == LB_EPI_GELU_AUX_BIAS || g->epilogue == LB_EPI_DGELU)
-        return run_one(h, g, false, s, err); /* not split: plain fp32 */
+        return run_one(h, g, COMPUTE_PLAIN, s, err); /* not split: plain fp32 */
+    if (h->p.fp32_mode == LB_GPU_FP32_INT8) return run_int8(h, g, s, err);
     return run_split(h, g, s, err);
 }
 
@@ -407,8 +494,8 @@ int lb_gpu_blas_cached(const lb_gpu_blas *h) {
     (void)h;
     return 0;
 }
-size_t lb_gpu_gemm_split_bytes(int64_t m, int64_t n, int64_t k) {
-    (void)m, (void)n, (void)k;
+size_t lb_gpu_gemm_scratch_bytes(lb_gpu_fp32_mode mode, int64_t m, int64_t n, int64_t k) {
+    (void)mode, (void)m, (void)n, (void)k;
     return 0;
 }
 

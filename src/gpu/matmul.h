@@ -20,9 +20,17 @@
  * D = A_hi B_hi (with the caller's beta, C and bias), then D += A_hi B_lo + A_lo B_hi
  * (one product over 2k) as TF32 tensor-core products (A_lo B_lo, ~2^-22 relative, is
  * dropped): near-fp32 error at three TF32 products' FLOPs. The copies live in a scratch
- * buffer the caller gives the handle (lb_gpu_gemm_split_bytes sizes it). The GELU
- * epilogues are not split: their problems run as IEEE fp32 products in that mode (the
- * model computes fp32 GELU with its own kernels, so it never asks for them).
+ * buffer the caller gives the handle (lb_gpu_gemm_scratch_bytes sizes it). INT8 cuts
+ * each operand's rows into LB_GPU_INT8_SLICES signed 7-bit digits under a power of two
+ * per row (gpu/slices.h) and sums the digit products that matter as int8 tensor-core
+ * products into int32, exactly: each element of D is the exact sum of the operands as
+ * cut, rounded to fp32 once. A value is cut exactly when it lies within a factor
+ * 2^(7 S - 25) of the largest in its row of A (column of B), else to within about
+ * 2^-(7 S - 1) of that largest, so the error stays at or below fp32 rounding unless a row
+ * spans a very wide range. Its scratch (digit planes and int32 products) also comes from the caller.
+ * The GELU epilogues are neither split nor cut: their problems run as IEEE fp32 products
+ * in those modes (the model computes fp32 GELU with its own kernels, so it never asks for
+ * them).
  * Not here: batched or strided-batched products, fp8. */
 #ifndef LB_GPU_MATMUL_H
 #define LB_GPU_MATMUL_H
@@ -69,11 +77,16 @@ typedef enum {
     LB_GPU_FP32_IEEE = 0, /* fp32 kernels on CUDA cores */
     LB_GPU_FP32_TF32,     /* one TF32 tensor-core pass (--tf32) */
     LB_GPU_FP32_3XTF32,   /* hi/lo split, three TF32 passes: near-fp32 error */
+    LB_GPU_FP32_INT8,     /* int8 digit planes, exact integer sums: fp32 error or better */
 } lb_gpu_fp32_mode;
 
-#define LB_GPU_FP32_MODE_CHOICES "ieee|tf32|3xtf32"
+#define LB_GPU_FP32_MODE_CHOICES "ieee|tf32|3xtf32|int8"
 
-/* "ieee", "tf32", "3xtf32" */
+/* digits an fp32 value is cut into in INT8 mode (1..LB_SLICE_MAX of gpu/slices.h): S int8
+ * products over k, 2k, ... S k, S (S + 1) / 2 times the product's multiply-adds */
+#define LB_GPU_INT8_SLICES 5
+
+/* "ieee", "tf32", "3xtf32", "int8" */
 const char *lb_gpu_fp32_mode_name(lb_gpu_fp32_mode m);
 /* false when s is none of the names */
 bool lb_gpu_fp32_mode_parse(const char *s, lb_gpu_fp32_mode *out);
@@ -83,9 +96,10 @@ typedef struct {
     size_t workspace_bytes;   /* bytes of workspace; 0 with NULL */
     lb_gpu_fp32_mode fp32_mode; /* how fp32 inputs are multiplied */
     bool tune;                /* time the heuristic's candidates on each problem's first run */
-    void *split_scratch;      /* device memory for the 3xTF32 copies (caller's) */
-    size_t split_scratch_bytes; /* bytes of split_scratch: at least lb_gpu_gemm_split_bytes
-                                 * of every fp32 problem run in 3XTF32 mode */
+    void *split_scratch;      /* device memory for the 3XTF32 copies or the INT8 planes
+                               * (caller's) */
+    size_t split_scratch_bytes; /* bytes of split_scratch: at least lb_gpu_gemm_scratch_bytes
+                                 * of every fp32 problem run in fp32_mode */
 } lb_gpu_blas_params;
 
 lb_gpu_blas_params lb_gpu_blas_default_params(void);
@@ -98,9 +112,11 @@ typedef struct lb_gpu_blas lb_gpu_blas;
 lb_status lb_gpu_blas_init(lb_gpu_blas **out, const lb_gpu_blas_params *p, lb_err *err);
 void lb_gpu_blas_free(lb_gpu_blas *h);
 
-/* Bytes of split scratch an m x n x k fp32 problem needs in 3XTF32 mode (hi and lo copies
- * of both operands, rows padded to 16 bytes), whatever its transposes. No device needed. */
-size_t lb_gpu_gemm_split_bytes(int64_t m, int64_t n, int64_t k);
+/* Bytes of split scratch an m x n x k fp32 problem needs in `mode`, whatever its
+ * transposes: 3XTF32 hi and lo copies of both operands (rows padded to 16 bytes); INT8
+ * both operands' digit planes and the int32 products of D (or of a round of its rows);
+ * 0 in the other modes. No device needed. */
+size_t lb_gpu_gemm_scratch_bytes(lb_gpu_fp32_mode mode, int64_t m, int64_t n, int64_t k);
 
 /* Runs g on `stream` (a cudaStream_t; NULL for the default stream). LB_ERR_UNSUPPORTED
  * when cuBLASLt has no algorithm for the combination. */

@@ -75,7 +75,7 @@ struct lb_gpu_model {
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *lse, *losses;
     /* activation gradients (one layer) and scratch */
     void *dres, *dc, *dqkv, *dfch, *dact, *attn_scratch, *blas_ws;
-    void *split_scratch; /* 3xTF32 operand copies (NULL in other modes) */
+    void *split_scratch; /* 3xTF32 operand copies or int8 planes (NULL in other modes) */
     size_t split_bytes;
 };
 
@@ -94,19 +94,19 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
     m->n_seg = lb_param_layout(cfg, NULL, 0);
 }
 
-static bool split_products(const lb_gpu_model *m) {
-    return m->dt == LB_DT_F32 && m->p.fp32_mode == LB_GPU_FP32_3XTF32;
-}
-
-/* Split scratch for the largest product of a step: each linear map (IC -> OC) runs forward
- * (BT x OC x IC), input gradient (BT x IC x OC) and weight gradient (OC x IC x BT). */
+/* Split scratch for the largest product of a step in the run's fp32 mode (none in 16-bit
+ * runs): each linear map (IC -> OC) runs forward (BT x OC x IC), input gradient
+ * (BT x IC x OC) and weight gradient (OC x IC x BT). */
 static size_t split_need(const lb_gpu_model *m) {
+    if (m->dt != LB_DT_F32) return 0;
     const int64_t maps[5][2] = {{m->C, m->Q}, {m->C, m->C}, {m->C, m->F}, {m->H, m->C}, {m->C, m->Vp}};
+    lb_gpu_fp32_mode mode = m->p.fp32_mode;
     size_t need = 0;
     for (int i = 0; i < 5; i++) {
         int64_t ic = maps[i][0], oc = maps[i][1];
-        size_t b[3] = {lb_gpu_gemm_split_bytes(m->BT, oc, ic), lb_gpu_gemm_split_bytes(m->BT, ic, oc),
-                       lb_gpu_gemm_split_bytes(oc, ic, m->BT)};
+        size_t b[3] = {lb_gpu_gemm_scratch_bytes(mode, m->BT, oc, ic),
+                       lb_gpu_gemm_scratch_bytes(mode, m->BT, ic, oc),
+                       lb_gpu_gemm_scratch_bytes(mode, oc, ic, m->BT)};
         for (int j = 0; j < 3; j++)
             if (b[j] > need) need = b[j];
     }
@@ -176,8 +176,8 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
         TAKE(m->trial_dbias, "scratch.attention_trial_bias", (size_t)m->Q * 4);
     }
     TAKE(m->blas_ws, "scratch.cublaslt", LB_GPU_BLAS_WORKSPACE_BYTES);
-    m->split_bytes = split_products(m) ? split_need(m) : 0;
-    if (m->split_bytes > 0) TAKE(m->split_scratch, "scratch.tf32_split", m->split_bytes);
+    m->split_bytes = split_need(m);
+    if (m->split_bytes > 0) TAKE(m->split_scratch, "scratch.fp32_products", m->split_bytes);
     m->targets = m->tokens + BT;
     return LB_OK;
 }

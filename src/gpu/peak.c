@@ -3,6 +3,8 @@
  * an "H100 80GB HBM3" is the SXM part. */
 #include "gpu/peak.h"
 
+#include "gpu/matmul.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -14,16 +16,16 @@ typedef struct {
 
 /* Most specific needles first. */
 static const row table[] = {
-    {"H200 NVL", {"H200 NVL", 60.0, 417.5, 835.5}},
-    {"H200", {"H200 SXM", 67.0, 494.7, 989.4}},
-    {"H100 NVL", {"H100 NVL", 60.0, 417.5, 835.5}},
-    {"H100 PCIe", {"H100 PCIe", 51.0, 378.0, 756.5}},
-    {"H100", {"H100 SXM", 67.0, 494.7, 989.4}},
-    {"A100", {"A100", 19.5, 156.0, 312.0}},
-    {"A30", {"A30", 10.3, 82.0, 165.0}},
-    {"L40S", {"L40S", 91.6, 183.0, 362.05}},
-    {"A10", {"A10", 31.2, 62.5, 125.0}},
-    {"L4", {"L4", 30.3, 60.0, 121.0}},
+    {"H200 NVL", {"H200 NVL", 60.0, 417.5, 835.5, 1671.0}},
+    {"H200", {"H200 SXM", 67.0, 494.7, 989.4, 1979.0}},
+    {"H100 NVL", {"H100 NVL", 60.0, 417.5, 835.5, 1671.0}},
+    {"H100 PCIe", {"H100 PCIe", 51.0, 378.0, 756.5, 1513.0}},
+    {"H100", {"H100 SXM", 67.0, 494.7, 989.4, 1979.0}},
+    {"A100", {"A100", 19.5, 156.0, 312.0, 624.0}},
+    {"A30", {"A30", 10.3, 82.0, 165.0, 330.0}},
+    {"L40S", {"L40S", 91.6, 183.0, 362.05, 733.0}},
+    {"A10", {"A10", 31.2, 62.5, 125.0, 250.0}},
+    {"L4", {"L4", 30.3, 60.0, 121.0, 242.5}},
 };
 
 const lb_peak_entry *lb_peak_lookup(const char *device_name) {
@@ -46,6 +48,8 @@ double lb_peak_flops(const lb_peak_entry *e, lb_peak_kind kind) {
     case LB_PEAK_TF32: return e->tf32_tflops * 1e12;
     case LB_PEAK_3XTF32: return e->tf32_tflops * 1e12 / 3.0;
     case LB_PEAK_BF16: return e->bf16_tflops * 1e12;
+    case LB_PEAK_INT8_FP32:
+        return e->int8_tops * 1e12 / (LB_GPU_INT8_SLICES * (LB_GPU_INT8_SLICES + 1) / 2);
     }
     return 0.0;
 }

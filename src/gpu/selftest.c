@@ -49,6 +49,8 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
 #include "gpu/model_gpu.h"
 #include "gpu/norm.cuh"
 #include "gpu/rope.cuh"
+#include "gpu/slices.cuh"
+#include "gpu/slices.h"
 #include "gpu/tf32.cuh"
 #include "gpu/tf32.h"
 #include "model/model.h"
@@ -70,6 +72,8 @@ static const prec_t PRECS[3] = {
 };
 /* fp32 with 3xTF32 products: fp32's tolerances, the mode's own label */
 static const prec_t SPLIT = {LB_DT_F32, LB_PREC_FP32, "3xtf32", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_3XTF32};
+/* fp32 with int8 digit-plane products: the same */
+static const prec_t CUT = {LB_DT_F32, LB_PREC_FP32, "int8", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_INT8};
 
 /* matmul.accuracy bound on |d - ref| / (sum_k |a b| + |beta c| + |bias|) against an fp64
  * reference: fp32 products stay near 1e-7; one TF32 pass (2^-11 per term) lands near
@@ -445,6 +449,60 @@ static void check_tf32_split(ctx *c, int rows, int cols, int ld_src, int ld_dst)
     }
     release(c);
     free(x), free(hi), free(lo);
+}
+
+/* The digit-plane cut against the host rule, byte for byte, both ways a row can lie in
+ * memory (along it, or down a column of a padded matrix), with special values: a row
+ * with an infinity, one with NaN, one of zeros, the largest finite values, subnormals. */
+static void check_slices_cut(ctx *c, int rows, int k, int ld, bool k_contig) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "%d rows of %d, ld %d, %s", rows, k, ld,
+             k_contig ? "along" : "down");
+    const int s = LB_GPU_INT8_SLICES;
+    int64_t kp = (k + 15) / 16 * 16;
+    size_t ns = (size_t)(k_contig ? rows : k) * ld, nd = (size_t)rows * s * kp;
+    float *x = hnew(ns);
+    int8_t *got = malloc(nd), *want = calloc(nd, 1);
+    uint32_t *amax = malloc((size_t)rows * 4);
+    randn(c, x, ns, 1.0f);
+    for (size_t i = 0; i < ns; i++) x[i] = ldexpf(x[i], (int)lb_rng_below(&c->rng, 40) - 20);
+#define AT(r, p) x[k_contig ? (size_t)(r) * ld + (p) : (size_t)(p) * ld + (r)]
+    AT(1, 2) = INFINITY, AT(2, 0) = NAN, AT(4, k - 1) = -3.4028235e38f, AT(5, 1) = 1e-40f;
+    for (int p = 0; p < k; p++) AT(3, p) = 0.0f, AT(6, p) = p % 2 ? -3e-39f : 1e-45f;
+    void *d_x = up(c, x, ns, LB_DT_F32), *d_dst = dev(c, nd), *d_amax = dev(c, (size_t)rows * 4);
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemset(d_amax, 0, (size_t)rows * 4), "cudaMemset amax");
+        check(c, lb_gpu_slices_cut(d_dst, d_amax, d_x, ld, k_contig, rows, k, kp, s, !k_contig,
+                                   0, c->err));
+        check_cuda(c, cudaMemcpy(got, d_dst, nd, cudaMemcpyDeviceToHost), "cudaMemcpy planes");
+        check_cuda(c, cudaMemcpy(amax, d_amax, (size_t)rows * 4, cudaMemcpyDeviceToHost),
+                   "cudaMemcpy amax");
+    }
+    if (c->st == LB_OK) {
+        int64_t wrong = 0;
+        for (int r = 0; r < rows; r++) {
+            uint32_t mb = 0, u; /* the largest |x| by bit pattern, as the rule orders them */
+            for (int p = 0; p < k; p++) {
+                memcpy(&u, &AT(r, p), 4);
+                if ((u & 0x7fffffffu) > mb) mb = u & 0x7fffffffu;
+            }
+            wrong += amax[r] != mb;
+            float m;
+            memcpy(&m, &mb, 4);
+            int32_t e = lb_slice_exponent(m);
+            for (int p = 0; p < k && e != LB_SLICE_NONFINITE; p++) {
+                int8_t d[LB_SLICE_MAX];
+                lb_slice_digits(lb_slice_scaled(AT(r, p), e), s, d);
+                for (int i = 0; i < s; i++)
+                    want[(size_t)r * s * kp + (size_t)(k_contig ? i : s - 1 - i) * kp + p] = d[i];
+            }
+        }
+#undef AT
+        for (size_t i = 0; i < nd; i++) wrong += got[i] != want[i];
+        record(c, "int8.cut", shape, "fp32", (double)wrong, (double)wrong, wrong == 0);
+    }
+    release(c);
+    free(x), free(got), free(want), free(amax);
 }
 
 /* A chain of memset nodes: one larger than the limit, which stays, then 1-, 2- and 4-byte
@@ -919,10 +977,12 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
     c.p = p;
     rep->seed = p->seed ? p->seed : (uint64_t)lb_clock_now_ns();
     lb_rng_seed(&c.rng, rep->seed);
-    /* two handles (plain fp32 and 3xTF32) sharing one workspace; workspace and split
-     * scratch outlive the per-check releases */
-    lb_gpu_blas *blas = NULL, *split = NULL;
-    const size_t split_bytes = lb_gpu_gemm_split_bytes(1024, 1024, 1024);
+    /* three handles (plain fp32, 3xTF32, int8 planes) sharing one workspace and one
+     * scratch, which outlive the per-check releases */
+    lb_gpu_blas *blas = NULL, *split = NULL, *cut = NULL;
+    size_t split_bytes = lb_gpu_gemm_scratch_bytes(LB_GPU_FP32_3XTF32, 1024, 1024, 1024);
+    size_t cut_bytes = lb_gpu_gemm_scratch_bytes(LB_GPU_FP32_INT8, 1024, 1024, 1024);
+    if (cut_bytes > split_bytes) split_bytes = cut_bytes;
     void *ws = NULL, *scratch = NULL;
     check_cuda(&c, cudaMalloc(&ws, LB_GPU_BLAS_WORKSPACE_BYTES), "cudaMalloc workspace");
     check_cuda(&c, cudaMalloc(&scratch, split_bytes), "cudaMalloc split scratch");
@@ -931,6 +991,8 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
     if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&blas, &bp, err));
     bp.fp32_mode = LB_GPU_FP32_3XTF32, bp.split_scratch = scratch, bp.split_scratch_bytes = split_bytes;
     if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&split, &bp, err));
+    bp.fp32_mode = LB_GPU_FP32_INT8;
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&cut, &bp, err));
     for (int k = 0; p->kernels && k < 3 && c.st == LB_OK; k++) {
         const prec_t *pr = &PRECS[k];
         if (wanted(&c, "embed")) {
@@ -953,13 +1015,18 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
             check_matmul(&c, pr, blas, 96, 64, 200);
             check_matmul(&c, pr, blas, 64, 256, 56);
             check_matmul(&c, pr, blas, 128, 192, 192);
-            if (pr->dt == LB_DT_F32) { /* the same checks with the 3xTF32 split */
-                check_matmul(&c, &SPLIT, split, 96, 64, 200);
-                check_matmul(&c, &SPLIT, split, 64, 256, 56);
-                check_matmul(&c, &SPLIT, split, 128, 192, 192);
-                check_matmul(&c, &SPLIT, split, 37, 61, 29);
+            if (pr->dt == LB_DT_F32) { /* the same checks with the other fp32 products */
+                for (int v = 0; v < 2; v++) {
+                    const prec_t *alt = v == 0 ? &SPLIT : &CUT;
+                    lb_gpu_blas *h = v == 0 ? split : cut;
+                    check_matmul(&c, alt, h, 96, 64, 200);
+                    check_matmul(&c, alt, h, 64, 256, 56);
+                    check_matmul(&c, alt, h, 128, 192, 192);
+                    check_matmul(&c, alt, h, 37, 61, 29);
+                }
                 check_matmul_accuracy_set(&c, pr->name, blas);
                 check_matmul_accuracy_set(&c, SPLIT.name, split);
+                check_matmul_accuracy_set(&c, CUT.name, cut);
             }
         }
         if (pr->dt == LB_DT_F32 && wanted(&c, "graph")) check_graph_memsets(&c);
@@ -967,6 +1034,11 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
             check_tf32_split(&c, 37, 61, 61, 64);
             check_tf32_split(&c, 64, 128, 132, 128);
             check_tf32_split(&c, 5, 3, 7, 4);
+        }
+        if (pr->dt == LB_DT_F32 && wanted(&c, "int8")) {
+            check_slices_cut(&c, 40, 100, 103, true);
+            check_slices_cut(&c, 40, 100, 45, false);
+            check_slices_cut(&c, 70, 300, 80, false);
         }
         if (wanted(&c, "attention")) {
             /* with warpgroup MMAs on this device, the mma.sync kernels of older GPUs too */
@@ -1023,9 +1095,12 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         }
         if (c.st == LB_OK) check_model(&c, &SPLIT, &gpt, 2, 128, false, false);
         if (c.st == LB_OK) check_model(&c, &SPLIT, &llama, 2, 128, false, false);
+        if (c.st == LB_OK) check_model(&c, &CUT, &gpt, 2, 128, false, false);
+        if (c.st == LB_OK) check_model(&c, &CUT, &llama, 2, 128, false, false);
     }
     lb_gpu_blas_free(blas);
     lb_gpu_blas_free(split);
+    lb_gpu_blas_free(cut);
     cudaDeviceSynchronize();
     if (ws) cudaFree(ws);
     if (scratch) cudaFree(scratch);

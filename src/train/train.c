@@ -81,11 +81,12 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
     if (p->precision == LB_PREC_FP32 && p->attention == LB_GPU_ATTN_CUDNN)
         return lb_fail(err, LB_ERR_USAGE, "--attention cudnn needs --precision bf16 or fp16: "
                        "cuDNN's fused attention has no fp32 kernels");
-    if (p->precision != LB_PREC_FP32 && p->fp32_matmul == LB_GPU_FP32_3XTF32)
+    if (p->precision != LB_PREC_FP32 &&
+        (p->fp32_matmul == LB_GPU_FP32_3XTF32 || p->fp32_matmul == LB_GPU_FP32_INT8))
         return lb_fail(err, LB_ERR_USAGE,
-                       "--fp32-matmul 3xtf32 applies to --precision fp32 only: %s products "
+                       "--fp32-matmul %s applies to --precision fp32 only: %s products "
                        "already run on tensor cores",
-                       lb_precision_name(p->precision));
+                       lb_gpu_fp32_mode_name(p->fp32_matmul), lb_precision_name(p->precision));
     if (p->batch * p->seq > INT32_MAX)
         return lb_fail(err, LB_ERR_USAGE, "--batch x --seq = %lld tokens per step is too many",
                        (long long)(p->batch * p->seq));
