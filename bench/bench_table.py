@@ -35,8 +35,9 @@ for s in sys.argv[2:]:
     ours = load(os.path.join(out, f"llmbench_{tag}.json"))
     # the precision column says how fp32 products ran, from the run's own config
     fp32_mode = ((ours or {}).get("config") or {}).get("fp32_matmul", "ieee")
-    if p == "fp32" and fp32_mode != "ieee":
-        p = "fp32 (3xTF32)" if fp32_mode == "3xtf32" else "fp32 (TF32)"
+    if p == "fp32":
+        p = {"auto": "fp32", "ieee": "fp32 (IEEE only)", "int8": "fp32 (int8 only)",
+             "3xtf32": "fp32 (3xTF32)", "tf32": "fp32 (TF32)"}.get(fp32_mode, p)
     torch = load(os.path.join(out, f"torch_{tag}.json"))
     ot = metric(ours, "tokens_per_s")
     tt = torch.get("tokens_per_s") if torch else None

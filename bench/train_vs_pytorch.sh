@@ -6,15 +6,16 @@
 #
 # usage: bench/train_vs_pytorch.sh            all shapes below
 #        SHAPES="gpt2-124m:16:1024:bf16" bench/train_vs_pytorch.sh
-# A shape is MODEL:BATCH:SEQ:PRECISION[:FP32_MATMUL]; the fifth field (ieee, tf32, 3xtf32)
-# is passed to llmbench as --fp32-matmul (PyTorch runs its default fp32 products).
+# A shape is MODEL:BATCH:SEQ:PRECISION[:FP32_MATMUL]; the fifth field (auto, ieee, tf32,
+# 3xtf32, int8) is passed to llmbench as --fp32-matmul (PyTorch runs its default fp32
+# products, IEEE fp32).
 #        TORCH=0 bench/train_vs_pytorch.sh    llmbench only
 # Raw JSON and logs go to $OUT (or /tmp/llmbench-bench).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 out=${OUT:-/tmp/llmbench-bench}
 mkdir -p "$out"
-SHAPES=${SHAPES:-"gpt2-124m:32:128:fp32 gpt2-124m:32:128:fp32:3xtf32 gpt2-124m:32:128:fp16 gpt2-124m:32:128:bf16 gpt2-124m:16:1024:bf16 gpt2-124m:64:1024:bf16 llama3.2-1b:8:1024:bf16"}
+SHAPES=${SHAPES:-"gpt2-124m:32:128:fp32 gpt2-124m:32:128:fp32:ieee gpt2-124m:32:128:fp32:3xtf32 gpt2-124m:32:128:fp16 gpt2-124m:32:128:bf16 gpt2-124m:16:1024:bf16 gpt2-124m:64:1024:bf16 llama3.2-1b:8:1024:bf16"}
 # 100 timed steps (1-12 s a shape): a power-capped GPU's clocks settle over the first
 # seconds of load, and shorter windows caught the settling (step_ms_drift_pct)
 STEPS=${STEPS:-100}

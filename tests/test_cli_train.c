@@ -46,7 +46,7 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
                                   "--tf32", "--db", g_db, NULL},
                  "--fp32-matmul tf32 (or --tf32) applies to --device cuda only");
-    expect_usage((const char *[]){"train", "--fp32-matmul", "bf16x9", NULL}, "ieee|tf32|3xtf32");
+    expect_usage((const char *[]){"train", "--fp32-matmul", "bf16x9", NULL}, "auto|ieee|tf32|3xtf32|int8");
     expect_usage((const char *[]){"train", "--attention", "flash", NULL}, "auto|builtin|cudnn");
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
                                   "--attention", "cudnn", "--db", g_db, NULL},

@@ -78,6 +78,11 @@ static void test_peak_table_matches_specific_names_first(void **state) {
     assert_true(fabs(lb_peak_flops(h, LB_PEAK_TF32) - 494.7e12) < 1e6);
     assert_true(fabs(lb_peak_flops(h, LB_PEAK_FP32) - 67e12) < 1e6);
     assert_true(fabs(lb_peak_flops(h, LB_PEAK_3XTF32) - 494.7e12 / 3) < 1e6);
+    /* five digits: 15 int8 multiply-adds a product term; the default takes the larger */
+    assert_true(fabs(lb_peak_flops(h, LB_PEAK_INT8_FP32) - 1979e12 / 15) < 1e6);
+    assert_true(fabs(lb_peak_flops(h, LB_PEAK_FP32_AUTO) - 1979e12 / 15) < 1e6);
+    const lb_peak_entry *l4 = lb_peak_lookup("NVIDIA L4");
+    assert_true(fabs(lb_peak_flops(l4, LB_PEAK_FP32_AUTO) - 30.3e12) < 1e6);
     assert_true(lb_peak_flops(NULL, LB_PEAK_BF16) == 0.0);
     assert_true(fabs(lb_peak_mfu(494.7e12, 989.4e12) - 0.5) < 1e-12);
     assert_true(isnan(lb_peak_mfu(1e12, 0.0)));
@@ -173,6 +178,7 @@ static void test_fp32_mode_names_round_trip(void **state) {
     assert_true(lb_gpu_fp32_mode_parse("ieee", &m) && m == LB_GPU_FP32_IEEE);
     assert_true(lb_gpu_fp32_mode_parse("int8", &m) && m == LB_GPU_FP32_INT8);
     assert_string_equal(lb_gpu_fp32_mode_name(m), "int8");
+    assert_true(lb_gpu_fp32_mode_parse("auto", &m) && m == LB_GPU_FP32_AUTO);
     assert_false(lb_gpu_fp32_mode_parse("TF32", &m));
     assert_false(lb_gpu_fp32_mode_parse(NULL, &m));
 }

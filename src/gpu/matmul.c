@@ -33,7 +33,7 @@
 
 #include <string.h>
 
-static const char *const MODE_NAMES[] = {"ieee", "tf32", "3xtf32", "int8"};
+static const char *const MODE_NAMES[] = {"ieee", "tf32", "3xtf32", "int8", "auto"};
 #define N_MODES (int)(sizeof MODE_NAMES / sizeof MODE_NAMES[0])
 
 const char *lb_gpu_fp32_mode_name(lb_gpu_fp32_mode m) {
@@ -91,11 +91,19 @@ typedef struct {
     bool tuned; /* algo is final */
 } prepared;
 
+/* AUTO's decision for one fp32 problem (keyed as its IEEE product) */
+typedef struct {
+    key k;
+    bool int8;
+} fp32_choice;
+
 struct lb_gpu_blas {
     cublasLtHandle_t lt;
     lb_gpu_blas_params p;
     prepared cache[MAX_CACHED];
     int n_cached;
+    fp32_choice choices[MAX_CACHED];
+    int n_choices;
 };
 
 static cudaDataType_t cuda_type(lb_gpu_dtype t) {
@@ -282,9 +290,8 @@ static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, const v
     return LB_OK;
 }
 
-/* The prepared problem for g with the given compute type (found or made). */
-static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, prepared **out,
-                        lb_err *err) {
+/* g's cache key with the given compute type */
+static key key_of(const lb_gpu_gemm *g, int compute) {
     key k;
     memset(&k, 0, sizeof k);
     k.m = g->m, k.n = g->n, k.k = g->k;
@@ -299,6 +306,13 @@ static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, prepa
     if (al3 < al) al = al3;
     if (g->c != NULL && alignment_of(g->c) < al) al = alignment_of(g->c);
     k.align = al;
+    return k;
+}
+
+/* The prepared problem for g with the given compute type (found or made). */
+static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, prepared **out,
+                        lb_err *err) {
+    key k = key_of(g, compute);
     for (int i = 0; i < h->n_cached; i++)
         if (memcmp(&h->cache[i].k, &k, sizeof k) == 0) {
             *out = &h->cache[i];
@@ -374,7 +388,8 @@ static size_t int8_bytes(int64_t m, int64_t n, int64_t k, size_t *off_b, size_t 
 size_t lb_gpu_gemm_scratch_bytes(lb_gpu_fp32_mode mode, int64_t m, int64_t n, int64_t k) {
     size_t ob, oa, op;
     if (mode == LB_GPU_FP32_3XTF32) return pair_bytes(m, k) + pair_bytes(n, k);
-    if (mode == LB_GPU_FP32_INT8) return int8_bytes(m, n, k, &ob, &oa, &op);
+    if (mode == LB_GPU_FP32_INT8 || mode == LB_GPU_FP32_AUTO)
+        return int8_bytes(m, n, k, &ob, &oa, &op);
     return 0;
 }
 
@@ -467,6 +482,58 @@ static lb_status run_int8(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t str
     return LB_OK;
 }
 
+/* Milliseconds a run of g takes one way (IEEE or INT8): one run that prepares and tunes,
+ * then the mean of TUNE_REPS between two events. D is written each time. */
+static lb_status time_fp32(lb_gpu_blas *h, const lb_gpu_gemm *g, bool int8, cudaStream_t stream,
+                           float *ms, lb_err *err) {
+    cudaEvent_t ev[2] = {NULL, NULL};
+    lb_status st = LB_OK;
+    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events to time an fp32 product");
+    for (int r = 0; st == LB_OK && r <= TUNE_REPS; r++) {
+        if (r == 1 && cudaEventRecord(ev[0], stream) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not record a CUDA event");
+        if (st == LB_OK)
+            st = int8 ? run_int8(h, g, stream, err) : run_one(h, g, COMPUTE_PLAIN, stream, err);
+    }
+    if (st == LB_OK && (cudaEventRecord(ev[1], stream) != cudaSuccess ||
+                        cudaEventSynchronize(ev[1]) != cudaSuccess ||
+                        cudaEventElapsedTime(ms, ev[0], ev[1]) != cudaSuccess))
+        st = lb_fail(err, LB_ERR_DEVICE, "timing an fp32 product failed: %s",
+                     cudaGetErrorString(cudaGetLastError()));
+    if (ev[0]) cudaEventDestroy(ev[0]);
+    if (ev[1]) cudaEventDestroy(ev[1]);
+    if (st == LB_OK) *ms /= TUNE_REPS;
+    return st;
+}
+
+/* AUTO: g the way its first run found faster (see matmul.h). */
+static lb_status run_auto(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t stream, lb_err *err) {
+    key k = key_of(g, COMPUTE_PLAIN);
+    fp32_choice *c = NULL;
+    for (int i = 0; i < h->n_choices && c == NULL; i++)
+        if (memcmp(&h->choices[i].k, &k, sizeof k) == 0) c = &h->choices[i];
+    if (c == NULL) {
+        size_t ob, oa, op;
+        bool in_place = g->c != NULL && g->c == g->d && g->beta != 0.0f;
+        bool fits = int8_bytes(g->m, g->n, g->k, &ob, &oa, &op) <= h->p.split_scratch_bytes;
+        bool int8 = false;
+        if (h->p.tune && !in_place && fits) {
+            float ieee_ms, int8_ms;
+            LB_TRY(time_fp32(h, g, false, stream, &ieee_ms, err));
+            LB_TRY(time_fp32(h, g, true, stream, &int8_ms, err));
+            int8 = int8_ms < ieee_ms;
+            LB_DEBUG("fp32 product m=%lld n=%lld k=%lld: IEEE %.1f us, int8 planes %.1f us: %s",
+                     (long long)g->m, (long long)g->n, (long long)g->k, 1e3 * ieee_ms,
+                     1e3 * int8_ms, int8 ? "int8" : "IEEE");
+        }
+        if (h->n_choices == MAX_CACHED) h->n_choices--;
+        c = &h->choices[h->n_choices++];
+        c->k = k, c->int8 = int8;
+    }
+    return c->int8 ? run_int8(h, g, stream, err) : run_one(h, g, COMPUTE_PLAIN, stream, err);
+}
+
 lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {
     cudaStream_t s = (cudaStream_t)stream;
     if (g->ab_type != LB_DT_F32 || h->p.fp32_mode == LB_GPU_FP32_IEEE)
@@ -475,6 +542,7 @@ lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb
     if (g->epilogue == LB_EPI_GELU_AUX_BIAS || g->epilogue == LB_EPI_DGELU)
         return run_one(h, g, COMPUTE_PLAIN, s, err); /* not split: plain fp32 */
     if (h->p.fp32_mode == LB_GPU_FP32_INT8) return run_int8(h, g, s, err);
+    if (h->p.fp32_mode == LB_GPU_FP32_AUTO) return run_auto(h, g, s, err);
     return run_split(h, g, s, err);
 }
 

@@ -28,6 +28,10 @@
  * 2^(7 S - 25) of the largest in its row of A (column of B), else to within about
  * 2^-(7 S - 1) of that largest, so the error stays at or below fp32 rounding unless a row
  * spans a very wide range. Its scratch (digit planes and int32 products) also comes from the caller.
+ * AUTO times, on a problem's first run, the IEEE product (its tuned cuBLASLt kernel) and
+ * the INT8 one (TUNE_REPS runs each) and keeps the faster for that problem; with tuning
+ * off, and for a problem that accumulates into D in place or whose planes would not fit
+ * the scratch, IEEE.
  * The GELU epilogues are neither split nor cut: their problems run as IEEE fp32 products
  * in those modes (the model computes fp32 GELU with its own kernels, so it never asks for
  * them).
@@ -78,15 +82,16 @@ typedef enum {
     LB_GPU_FP32_TF32,     /* one TF32 tensor-core pass (--tf32) */
     LB_GPU_FP32_3XTF32,   /* hi/lo split, three TF32 passes: near-fp32 error */
     LB_GPU_FP32_INT8,     /* int8 digit planes, exact integer sums: fp32 error or better */
+    LB_GPU_FP32_AUTO,     /* per problem the faster of IEEE and INT8, timed on its first run */
 } lb_gpu_fp32_mode;
 
-#define LB_GPU_FP32_MODE_CHOICES "ieee|tf32|3xtf32|int8"
+#define LB_GPU_FP32_MODE_CHOICES "auto|ieee|tf32|3xtf32|int8"
 
 /* digits an fp32 value is cut into in INT8 mode (1..LB_SLICE_MAX of gpu/slices.h): S int8
  * products over k, 2k, ... S k, S (S + 1) / 2 times the product's multiply-adds */
 #define LB_GPU_INT8_SLICES 5
 
-/* "ieee", "tf32", "3xtf32", "int8" */
+/* "ieee", "tf32", "3xtf32", "int8", "auto" */
 const char *lb_gpu_fp32_mode_name(lb_gpu_fp32_mode m);
 /* false when s is none of the names */
 bool lb_gpu_fp32_mode_parse(const char *s, lb_gpu_fp32_mode *out);
@@ -114,8 +119,8 @@ void lb_gpu_blas_free(lb_gpu_blas *h);
 
 /* Bytes of split scratch an m x n x k fp32 problem needs in `mode`, whatever its
  * transposes: 3XTF32 hi and lo copies of both operands (rows padded to 16 bytes); INT8
- * both operands' digit planes and the int32 products of D (or of a round of its rows);
- * 0 in the other modes. No device needed. */
+ * and AUTO both operands' digit planes and the int32 products of D (or of a round of its
+ * rows); 0 in the other modes. No device needed. */
 size_t lb_gpu_gemm_scratch_bytes(lb_gpu_fp32_mode mode, int64_t m, int64_t n, int64_t k);
 
 /* Runs g on `stream` (a cudaStream_t; NULL for the default stream). LB_ERR_UNSUPPORTED

@@ -72,8 +72,9 @@ static const prec_t PRECS[3] = {
 };
 /* fp32 with 3xTF32 products: fp32's tolerances, the mode's own label */
 static const prec_t SPLIT = {LB_DT_F32, LB_PREC_FP32, "3xtf32", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_3XTF32};
-/* fp32 with int8 digit-plane products: the same */
+/* fp32 with int8 digit-plane products, and with each product the faster way: the same */
 static const prec_t CUT = {LB_DT_F32, LB_PREC_FP32, "int8", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_INT8};
+static const prec_t AUTO = {LB_DT_F32, LB_PREC_FP32, "auto", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_AUTO};
 
 /* matmul.accuracy bound on |d - ref| / (sum_k |a b| + |beta c| + |bias|) against an fp64
  * reference: fp32 products stay near 1e-7; one TF32 pass (2^-11 per term) lands near
@@ -977,9 +978,9 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
     c.p = p;
     rep->seed = p->seed ? p->seed : (uint64_t)lb_clock_now_ns();
     lb_rng_seed(&c.rng, rep->seed);
-    /* three handles (plain fp32, 3xTF32, int8 planes) sharing one workspace and one
-     * scratch, which outlive the per-check releases */
-    lb_gpu_blas *blas = NULL, *split = NULL, *cut = NULL;
+    /* four handles (plain fp32, 3xTF32, int8 planes, the faster of plain and int8 per
+     * problem) sharing one workspace and one scratch, which outlive the per-check releases */
+    lb_gpu_blas *blas = NULL, *split = NULL, *cut = NULL, *faster = NULL;
     size_t split_bytes = lb_gpu_gemm_scratch_bytes(LB_GPU_FP32_3XTF32, 1024, 1024, 1024);
     size_t cut_bytes = lb_gpu_gemm_scratch_bytes(LB_GPU_FP32_INT8, 1024, 1024, 1024);
     if (cut_bytes > split_bytes) split_bytes = cut_bytes;
@@ -993,6 +994,8 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
     if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&split, &bp, err));
     bp.fp32_mode = LB_GPU_FP32_INT8;
     if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&cut, &bp, err));
+    bp.fp32_mode = LB_GPU_FP32_AUTO;
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&faster, &bp, err));
     for (int k = 0; p->kernels && k < 3 && c.st == LB_OK; k++) {
         const prec_t *pr = &PRECS[k];
         if (wanted(&c, "embed")) {
@@ -1016,9 +1019,9 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
             check_matmul(&c, pr, blas, 64, 256, 56);
             check_matmul(&c, pr, blas, 128, 192, 192);
             if (pr->dt == LB_DT_F32) { /* the same checks with the other fp32 products */
-                for (int v = 0; v < 2; v++) {
-                    const prec_t *alt = v == 0 ? &SPLIT : &CUT;
-                    lb_gpu_blas *h = v == 0 ? split : cut;
+                for (int v = 0; v < 3; v++) {
+                    const prec_t *alt = v == 0 ? &SPLIT : v == 1 ? &CUT : &AUTO;
+                    lb_gpu_blas *h = v == 0 ? split : v == 1 ? cut : faster;
                     check_matmul(&c, alt, h, 96, 64, 200);
                     check_matmul(&c, alt, h, 64, 256, 56);
                     check_matmul(&c, alt, h, 128, 192, 192);
@@ -1027,6 +1030,7 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
                 check_matmul_accuracy_set(&c, pr->name, blas);
                 check_matmul_accuracy_set(&c, SPLIT.name, split);
                 check_matmul_accuracy_set(&c, CUT.name, cut);
+                check_matmul_accuracy_set(&c, AUTO.name, faster);
             }
         }
         if (pr->dt == LB_DT_F32 && wanted(&c, "graph")) check_graph_memsets(&c);
@@ -1097,10 +1101,13 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         if (c.st == LB_OK) check_model(&c, &SPLIT, &llama, 2, 128, false, false);
         if (c.st == LB_OK) check_model(&c, &CUT, &gpt, 2, 128, false, false);
         if (c.st == LB_OK) check_model(&c, &CUT, &llama, 2, 128, false, false);
+        if (c.st == LB_OK) check_model(&c, &AUTO, &gpt, 2, 128, false, false);
+        if (c.st == LB_OK) check_model(&c, &AUTO, &llama, 2, 128, false, false);
     }
     lb_gpu_blas_free(blas);
     lb_gpu_blas_free(split);
     lb_gpu_blas_free(cut);
+    lb_gpu_blas_free(faster);
     cudaDeviceSynchronize();
     if (ws) cudaFree(ws);
     if (scratch) cudaFree(scratch);

@@ -39,7 +39,7 @@ lb_train_params lb_train_default_params(void) {
         .grad_clip = 1.0,
         .data = "synthetic",
         .seed = 1337,
-        .fp32_matmul = LB_GPU_FP32_IEEE,
+        .fp32_matmul = LB_GPU_FP32_AUTO,
         .recompute = false,
         .gemm_heuristic_only = false,
         .attention = LB_GPU_ATTN_AUTO,
@@ -69,7 +69,8 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
         return lb_fail(err, LB_ERR_USAGE,
                        "--precision %s needs --device cuda: the CPU reference computes in fp32",
                        lb_precision_name(p->precision));
-    if (p->device == LB_DEVICE_CPU && p->fp32_matmul != LB_GPU_FP32_IEEE)
+    if (p->device == LB_DEVICE_CPU && p->fp32_matmul != LB_GPU_FP32_IEEE &&
+        p->fp32_matmul != LB_GPU_FP32_AUTO)
         return lb_fail(err, LB_ERR_USAGE, "--fp32-matmul %s (or --tf32) applies to --device cuda only",
                        lb_gpu_fp32_mode_name(p->fp32_matmul));
     if (p->device == LB_DEVICE_CPU && (p->recompute || p->gemm_heuristic_only))
@@ -263,6 +264,8 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
             }
         }
     }
+    if (p->device == LB_DEVICE_CPU && p->fp32_matmul == LB_GPU_FP32_AUTO)
+        p->fp32_matmul = LB_GPU_FP32_IEEE; /* what the CPU reference computes */
     LB_TRY(lb_train_validate(p, cfg, err));
     if (p->device == LB_DEVICE_CUDA) {
 #ifdef LB_HAVE_CUDA

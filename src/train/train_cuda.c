@@ -8,7 +8,8 @@
  * the timed steps only. MFU = tokens/s x FLOPs/token (model/config.h) over the dense peak
  * of gpu/peak.h for the precision (fp32: the TF32 rate with --tf32, a third of it with
  * --fp32-matmul 3xtf32, whose products take three TF32 passes, the int8 rate over the
- * int8 multiply-adds an fp32 one takes with --fp32-matmul int8), or --peak-tflops. The
+ * int8 multiply-adds an fp32 one takes with --fp32-matmul int8, the larger of the plain
+ * and int8 rates with the default auto), or --peak-tflops. The
  * timed steps sit between cudaProfilerStart and cudaProfilerStop, so a profiler started
  * with collection off (ncu --profile-from-start off) sees them and not the warm-up, where
  * cuBLASLt algorithms are timed. A build without CUDA refuses. */
@@ -77,6 +78,7 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
                         : p->fp32_matmul == LB_GPU_FP32_TF32   ? LB_PEAK_TF32
                         : p->fp32_matmul == LB_GPU_FP32_3XTF32 ? LB_PEAK_3XTF32
                         : p->fp32_matmul == LB_GPU_FP32_INT8   ? LB_PEAK_INT8_FP32
+                        : p->fp32_matmul == LB_GPU_FP32_AUTO   ? LB_PEAK_FP32_AUTO
                                                                : LB_PEAK_FP32;
     double peak = p->peak_tflops > 0 ? p->peak_tflops * 1e12 : lb_peak_flops(lb_peak_lookup(prop.name), kind);
     double tokens = (double)p->batch * (double)p->seq * (double)timed_steps;
