@@ -23,18 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "probe_check.h"
+
 #define REPS 5
 #define WS_BYTES ((size_t)64 << 20)
 #define MAX_CFG 4096
-
-#define CK(x)                                                                    \
-    do {                                                                         \
-        int e_ = (int)(x);                                                       \
-        if (e_ != 0) {                                                           \
-            fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, e_); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 
 typedef struct {
     cublasLtHandle_t lt;

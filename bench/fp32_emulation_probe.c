@@ -23,14 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                \
-    do {                                                                                     \
-        int rc_ = (int)(x);                                                                  \
-        if (rc_ != 0) {                                                                      \
-            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #x, rc_);          \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
+#include "probe_check.h"
 
 typedef struct {
     const char *name;

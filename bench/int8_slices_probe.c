@@ -23,18 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "probe_check.h"
+
 #define REPS 9
 #define CANDIDATES 8
 #define WS_BYTES ((size_t)64 << 20)
-
-#define CK(x)                                                                    \
-    do {                                                                         \
-        int e_ = (int)(x);                                                       \
-        if (e_ != 0) {                                                           \
-            fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, e_); \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 
 static cublasLtHandle_t lt;
 static cudaStream_t st;
