@@ -154,8 +154,8 @@ static void test_slice_digits_spell_the_value(void **state) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         int e = (int)((s >> 40) % 200) - 100, shift = (int)((s >> 20) % 40);
         float x = ldexpf((float)((int32_t)(s >> 32)) / 2147483648.0f, e - shift);
-        int n = 1 + (int)((s >> 8) % LB_SLICE_MAX);
-        int8_t d[LB_SLICE_MAX];
+        int n = 1 + (int)((s >> 8) % LB_SLICES);
+        int8_t d[LB_SLICES];
         lb_slice_digits(lb_slice_scaled(x, e), n, d);
         double v = 0.0;
         for (int k = 0; k < n; k++) {

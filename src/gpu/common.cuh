@@ -94,6 +94,9 @@ static inline unsigned lb_blocks(int64_t n, int threads) {
     return (unsigned)(b > 0 ? b : 1);
 }
 
+/* whether p may be read or written 16 bytes at a time */
+static inline bool lb_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 /* Grid size for grid-stride loops: enough blocks to fill the GPU a few times over. */
 static inline unsigned lb_grid_cap(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;

@@ -23,7 +23,7 @@
  * second is tuned before the first runs (with beta 0: D is free then) unless the caller
  * accumulates into D, when it keeps the heuristic's choice.
  *
- * int8: both operands are cut into LB_GPU_INT8_SLICES digit planes (gpu/slices.h), A's
+ * int8: both operands are cut into LB_SLICES digit planes (gpu/slices.h), A's
  * side by side along k in ascending order, B's in descending order, so that diagonal t
  * (the digit pairs u + v = t + 1) is one int8 product over the first t planes of A and
  * the last t of B: s products over k, 2k, ... s k into int32 planes, then one kernel sums
@@ -65,7 +65,9 @@ lb_gpu_blas_params lb_gpu_blas_default_params(void) {
 #include "core/log.h"
 #include "gpu/check.h"
 #include "gpu/slices.cuh"
+#include "gpu/slices.h"
 #include "gpu/tf32.cuh"
+#include "gpu/timing.h"
 
 #define MAX_CACHED 128
 #define TUNE_CANDIDATES 16
@@ -370,7 +372,7 @@ static size_t pair_bytes(int64_t other, int64_t k) {
 /* Rows of D one round of int8 products covers: all of them unless their planes would pass
  * INT8_PLANES_MAX_BYTES, else equal rounds of a multiple of 16 rows. */
 static int64_t int8_rows(int64_t m, int64_t n) {
-    size_t row = (size_t)LB_GPU_INT8_SLICES * (size_t)n * 4;
+    size_t row = (size_t)LB_SLICES * (size_t)n * 4;
     int64_t rounds = (int64_t)(((size_t)m * row + INT8_PLANES_MAX_BYTES - 1) / INT8_PLANES_MAX_BYTES);
     return rounds <= 1 ? m : pad16((m + rounds - 1) / rounds);
 }
@@ -378,7 +380,7 @@ static int64_t int8_rows(int64_t m, int64_t n) {
 /* the int8 scratch, in order: A's planes, B's planes, the rows' amax, D's int32 planes */
 static size_t int8_bytes(int64_t m, int64_t n, int64_t k, size_t *off_b, size_t *off_amax,
                          size_t *off_planes) {
-    size_t s = LB_GPU_INT8_SLICES, kp = (size_t)pad16(k);
+    size_t s = LB_SLICES, kp = (size_t)pad16(k);
     *off_b = round256((size_t)m * s * kp);
     *off_amax = *off_b + round256((size_t)n * s * kp);
     *off_planes = *off_amax + round256((size_t)(m + n) * 4);
@@ -453,17 +455,17 @@ static lb_status run_int8(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t str
     size_t off_b, off_amax, off_planes;
     size_t need = int8_bytes(g->m, g->n, g->k, &off_b, &off_amax, &off_planes);
     if (need > h->p.split_scratch_bytes) return scratch_short(h, g, need, err);
-    const int s = LB_GPU_INT8_SLICES;
+    const int s = LB_SLICES;
     const int64_t kp = pad16(g->k), ld = s * kp, mc = int8_rows(g->m, g->n);
     char *base = h->p.split_scratch;
     int8_t *sa = (int8_t *)base, *sb = (int8_t *)(base + off_b);
     uint32_t *amax_a = (uint32_t *)(base + off_amax), *amax_b = amax_a + g->m;
     int32_t *planes = (int32_t *)(base + off_planes);
     LB_CUDA_TRY(err, cudaMemsetAsync(amax_a, 0, (size_t)(g->m + g->n) * 4, stream));
-    LB_TRY(lb_gpu_slices_cut(sa, amax_a, g->a, g->lda, !g->trans_a, g->m, g->k, kp, s, false,
+    LB_TRY(lb_gpu_slices_cut(sa, amax_a, g->a, g->lda, !g->trans_a, g->m, g->k, kp, false,
                              stream, err));
-    LB_TRY(lb_gpu_slices_cut(sb, amax_b, g->b, g->ldb, g->trans_b, g->n, g->k, kp, s, true,
-                             stream, err));
+    LB_TRY(lb_gpu_slices_cut(sb, amax_b, g->b, g->ldb, g->trans_b, g->n, g->k, kp, true, stream,
+                             err));
     const float *bias = g->epilogue == LB_EPI_BIAS ? (const float *)g->bias : NULL;
     for (int64_t i0 = 0; i0 < g->m; i0 += mc) {
         int64_t rows = g->m - i0 < mc ? g->m - i0 : mc;
@@ -476,35 +478,32 @@ static lb_status run_int8(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t str
         }
         float *d = (float *)g->d + i0 * g->ldd;
         const float *c = g->c != NULL ? (const float *)g->c + i0 * g->ldd : NULL;
-        LB_TRY(lb_gpu_slices_combine(d, g->ldd, planes, s, amax_a + i0, amax_b, rows, g->n,
+        LB_TRY(lb_gpu_slices_combine(d, g->ldd, planes, amax_a + i0, amax_b, rows, g->n,
                                      g->alpha, c, g->beta, bias, stream, err));
     }
     return LB_OK;
 }
 
-/* Milliseconds a run of g takes one way (IEEE or INT8): one run that prepares and tunes,
- * then the mean of TUNE_REPS between two events. D is written each time. */
+/* one run of g one way, IEEE or INT8 (time_fp32's lb_gpu_timed_run) */
+typedef struct {
+    lb_gpu_blas *h;
+    const lb_gpu_gemm *g;
+    bool int8;
+    cudaStream_t stream;
+} fp32_run;
+
+static lb_status run_fp32(void *ctx, lb_err *err) {
+    fp32_run *r = ctx;
+    return r->int8 ? run_int8(r->h, r->g, r->stream, err)
+                   : run_one(r->h, r->g, COMPUTE_PLAIN, r->stream, err);
+}
+
+/* Milliseconds a run of g takes one way (gpu/timing.h: the first run prepares and tunes).
+ * D is written each time. */
 static lb_status time_fp32(lb_gpu_blas *h, const lb_gpu_gemm *g, bool int8, cudaStream_t stream,
                            float *ms, lb_err *err) {
-    cudaEvent_t ev[2] = {NULL, NULL};
-    lb_status st = LB_OK;
-    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess)
-        st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events to time an fp32 product");
-    for (int r = 0; st == LB_OK && r <= TUNE_REPS; r++) {
-        if (r == 1 && cudaEventRecord(ev[0], stream) != cudaSuccess)
-            st = lb_fail(err, LB_ERR_DEVICE, "could not record a CUDA event");
-        if (st == LB_OK)
-            st = int8 ? run_int8(h, g, stream, err) : run_one(h, g, COMPUTE_PLAIN, stream, err);
-    }
-    if (st == LB_OK && (cudaEventRecord(ev[1], stream) != cudaSuccess ||
-                        cudaEventSynchronize(ev[1]) != cudaSuccess ||
-                        cudaEventElapsedTime(ms, ev[0], ev[1]) != cudaSuccess))
-        st = lb_fail(err, LB_ERR_DEVICE, "timing an fp32 product failed: %s",
-                     cudaGetErrorString(cudaGetLastError()));
-    if (ev[0]) cudaEventDestroy(ev[0]);
-    if (ev[1]) cudaEventDestroy(ev[1]);
-    if (st == LB_OK) *ms /= TUNE_REPS;
-    return st;
+    fp32_run r = {h, g, int8, stream};
+    return lb_gpu_time_runs(stream, TUNE_REPS, run_fp32, &r, ms, err);
 }
 
 /* AUTO: g the way its first run found faster (see matmul.h). */

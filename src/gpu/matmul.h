@@ -21,7 +21,7 @@
  * (one product over 2k) as TF32 tensor-core products (A_lo B_lo, ~2^-22 relative, is
  * dropped): near-fp32 error at three TF32 products' FLOPs. The copies live in a scratch
  * buffer the caller gives the handle (lb_gpu_gemm_scratch_bytes sizes it). INT8 cuts
- * each operand's rows into LB_GPU_INT8_SLICES signed 7-bit digits under a power of two
+ * each operand's rows into LB_SLICES signed 7-bit digits under a power of two
  * per row (gpu/slices.h) and sums the digit products that matter as int8 tensor-core
  * products into int32, exactly: each element of D is the exact sum of the operands as
  * cut, rounded to fp32 once. A value is cut exactly when it lies within a factor
@@ -86,10 +86,6 @@ typedef enum {
 } lb_gpu_fp32_mode;
 
 #define LB_GPU_FP32_MODE_CHOICES "auto|ieee|tf32|3xtf32|int8"
-
-/* digits an fp32 value is cut into in INT8 mode (1..LB_SLICE_MAX of gpu/slices.h): S int8
- * products over k, 2k, ... S k, S (S + 1) / 2 times the product's multiply-adds */
-#define LB_GPU_INT8_SLICES 5
 
 /* "ieee", "tf32", "3xtf32", "int8", "auto" */
 const char *lb_gpu_fp32_mode_name(lb_gpu_fp32_mode m);

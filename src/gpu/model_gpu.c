@@ -26,6 +26,7 @@
 #include "gpu/matmul.h"
 #include "gpu/norm.cuh"
 #include "gpu/rope.cuh"
+#include "gpu/timing.h"
 #include "model/ref_ops.h"
 
 #define OOM_HINT "try a smaller --batch or --recompute"
@@ -538,32 +539,27 @@ static lb_status attn_bwd(lb_gpu_model *m, bool dnn, float *dbias, const void *q
 
 #define ATTN_REPS 5
 
-/* Milliseconds a run of one direction takes on this layer's buffers: one warm-up, then
- * the mean of ATTN_REPS runs between two events (as matmul.c times cuBLASLt's
- * candidates). Its outputs are overwritten; the caller runs the chosen one after. */
+/* one run of one direction of attention on a layer's buffers (attn_time's lb_gpu_timed_run) */
+typedef struct {
+    lb_gpu_model *m;
+    bool backward, dnn;
+    float *bias;
+    void *qkv, *out;
+    float *lse;
+} attn_run;
+
+static lb_status run_attn(void *ctx, lb_err *err) {
+    attn_run *a = ctx;
+    return a->backward ? attn_bwd(a->m, a->dnn, a->bias, a->qkv, a->out, a->lse, err)
+                       : attn_fwd(a->m, a->dnn, a->out, a->lse, a->qkv, err);
+}
+
+/* Milliseconds a run of one direction takes on this layer's buffers (gpu/timing.h). Its
+ * outputs are overwritten; the caller runs the chosen one after. */
 static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, bool bias, void *qkv,
                            void *out, float *lse, float *ms, lb_err *err) {
-    float *trial_bias = bias ? m->trial_dbias : NULL;
-    cudaEvent_t ev[2] = {NULL, NULL};
-    lb_status st = LB_OK;
-    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess)
-        st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events to time attention");
-    for (int r = 0; st == LB_OK && r <= ATTN_REPS; r++) {
-        if (r == 1 && cudaEventRecord(ev[0], m->stream) != cudaSuccess)
-            st = lb_fail(err, LB_ERR_DEVICE, "could not record a CUDA event");
-        if (st == LB_OK)
-            st = backward ? attn_bwd(m, dnn, trial_bias, qkv, out, lse, err)
-                          : attn_fwd(m, dnn, out, lse, qkv, err);
-    }
-    if (st == LB_OK && (cudaEventRecord(ev[1], m->stream) != cudaSuccess ||
-                        cudaEventSynchronize(ev[1]) != cudaSuccess ||
-                        cudaEventElapsedTime(ms, ev[0], ev[1]) != cudaSuccess))
-        st = lb_fail(err, LB_ERR_DEVICE, "attention timing failed: %s",
-                     cudaGetErrorString(cudaGetLastError()));
-    if (ev[0]) cudaEventDestroy(ev[0]);
-    if (ev[1]) cudaEventDestroy(ev[1]);
-    if (st == LB_OK) *ms /= ATTN_REPS;
-    return st;
+    attn_run a = {m, backward, dnn, bias ? m->trial_dbias : NULL, qkv, out, lse};
+    return lb_gpu_time_runs(m->stream, ATTN_REPS, run_attn, &a, ms, err);
 }
 
 /* AUTO's choice for one direction, on its first run: the faster of the two here. */

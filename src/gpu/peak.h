@@ -5,7 +5,7 @@
  * first (so "H100 NVL" is not read as an H100 SXM, nor an A100 as an A10). fp32 without
  * TF32 counts the plain FP32 rate; fp32 with TF32 the TF32 tensor rate; fp32 by the 3xTF32 split a third of it (each product
  * is three TF32 products); fp32 by int8 digit planes the int8 tensor rate over the number
- * of int8 multiply-adds each fp32 one takes (S (S + 1) / 2 for S digits, gpu/matmul.h);
+ * of int8 multiply-adds each fp32 one takes (S (S + 1) / 2 for S digits, gpu/slices.h);
  * fp32 with each product the faster of the two (the default) the larger of those rates;
  * fp16 and bf16 the
  * 16-bit tensor rate. A GPU not in the table has no peak (0) and MFU is then reported only

@@ -459,7 +459,7 @@ static void check_slices_cut(ctx *c, int rows, int k, int ld, bool k_contig) {
     char shape[56];
     snprintf(shape, sizeof shape, "%d rows of %d, ld %d, %s", rows, k, ld,
              k_contig ? "along" : "down");
-    const int s = LB_GPU_INT8_SLICES;
+    const int s = LB_SLICES;
     int64_t kp = (k + 15) / 16 * 16;
     size_t ns = (size_t)(k_contig ? rows : k) * ld, nd = (size_t)rows * s * kp;
     float *x = hnew(ns);
@@ -473,8 +473,8 @@ static void check_slices_cut(ctx *c, int rows, int k, int ld, bool k_contig) {
     void *d_x = up(c, x, ns, LB_DT_F32), *d_dst = dev(c, nd), *d_amax = dev(c, (size_t)rows * 4);
     if (c->st == LB_OK) {
         check_cuda(c, cudaMemset(d_amax, 0, (size_t)rows * 4), "cudaMemset amax");
-        check(c, lb_gpu_slices_cut(d_dst, d_amax, d_x, ld, k_contig, rows, k, kp, s, !k_contig,
-                                   0, c->err));
+        check(c, lb_gpu_slices_cut(d_dst, d_amax, d_x, ld, k_contig, rows, k, kp, !k_contig, 0,
+                                   c->err));
         check_cuda(c, cudaMemcpy(got, d_dst, nd, cudaMemcpyDeviceToHost), "cudaMemcpy planes");
         check_cuda(c, cudaMemcpy(amax, d_amax, (size_t)rows * 4, cudaMemcpyDeviceToHost),
                    "cudaMemcpy amax");
@@ -492,7 +492,7 @@ static void check_slices_cut(ctx *c, int rows, int k, int ld, bool k_contig) {
             memcpy(&m, &mb, 4);
             int32_t e = lb_slice_exponent(m);
             for (int p = 0; p < k && e != LB_SLICE_NONFINITE; p++) {
-                int8_t d[LB_SLICE_MAX];
+                int8_t d[LB_SLICES];
                 lb_slice_digits(lb_slice_scaled(AT(r, p), e), s, d);
                 for (int i = 0; i < s; i++)
                     want[(size_t)r * s * kp + (size_t)(k_contig ? i : s - 1 - i) * kp + p] = d[i];

@@ -31,10 +31,11 @@ struct scaler {
     }
 };
 
+/* the digit count as a constant, so that digit and plane arrays stay in registers */
+#define S LB_SLICES
+
 /* four values' digits into each plane of one row, at column p (p % 4 == 0); y already
- * scaled. S is a template argument everywhere here so that digit and plane arrays stay in
- * registers. */
-template <int S>
+ * scaled */
 __device__ __forceinline__ void put4(int8_t *row, const float y[4], int64_t kp, bool reversed,
                                      int64_t p) {
     int8_t d[4][S];
@@ -48,7 +49,7 @@ __device__ __forceinline__ void put4(int8_t *row, const float y[4], int64_t kp, 
 }
 
 /* rows along memory: one block a row; VEC: 16-byte loads (k, ld multiples of 4, aligned) */
-template <int S, bool VEC>
+template <bool VEC>
 __global__ void cut_rows_kernel(int8_t *dst, uint32_t *amax, const float *src, int64_t ld,
                                 int64_t k, int64_t kp, bool reversed) {
     __shared__ uint32_t scratch[32];
@@ -83,7 +84,7 @@ __global__ void cut_rows_kernel(int8_t *dst, uint32_t *amax, const float *src, i
         }
 #pragma unroll
         for (int q = 0; q < 4; q++) f[q] = sc(f[q]);
-        put4<S>(row, f, kp, reversed, p);
+        put4(row, f, kp, reversed, p);
     }
 }
 
@@ -109,7 +110,6 @@ __global__ void col_amax_kernel(uint32_t *amax, const float *src, int64_t ld, in
 }
 
 /* rows down the columns, pass 2: a 64 (k) x 32 (rows) tile a block */
-template <int S>
 __global__ void col_cut_kernel(int8_t *dst, const uint32_t *amax, const float *src, int64_t ld,
                                int64_t rows, int64_t k, int64_t kp, bool reversed) {
     __shared__ float tile[COL_TILE_P][COL_TILE_R + 1];
@@ -130,56 +130,39 @@ __global__ void col_cut_kernel(int8_t *dst, const uint32_t *amax, const float *s
         float f[4];
 #pragma unroll
         for (int q = 0; q < 4; q++) f[q] = bad ? 0.0f : sc(tile[4 * g + q][rr]);
-        put4<S>(dst + r * (int64_t)S * kp, f, kp, reversed, p);
+        put4(dst + r * (int64_t)S * kp, f, kp, reversed, p);
     }
 }
 
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-template <int S>
-static void cut(int8_t *dst, uint32_t *amax, const float *src, int64_t ld, bool k_contig,
-                int64_t rows, int64_t k, int64_t kp, bool reversed, cudaStream_t st) {
+extern "C" lb_status lb_gpu_slices_cut(int8_t *dst, uint32_t *amax, const float *src, int64_t ld,
+                                       bool k_contig, int64_t rows, int64_t k, int64_t kp,
+                                       bool reversed, cudaStream_t st, lb_err *err) {
+    if (kp < k || kp % 16 != 0)
+        return lb_fail(err, LB_ERR_RUNTIME, "digit planes: %lld values padded to %lld",
+                       (long long)k, (long long)kp);
+    if (rows <= 0) return LB_OK;
     /* a row's block: one thread per four values up to 256 threads */
     int threads = (int)((kp / 4 + 31) / 32 * 32);
     if (threads > 256) threads = 256;
-    if (k_contig && k % 4 == 0 && ld % 4 == 0 && aligned16(src)) {
-        cut_rows_kernel<S, true><<<(unsigned)rows, threads, 0, st>>>(dst, amax, src, ld, k, kp, reversed);
+    if (k_contig && k % 4 == 0 && ld % 4 == 0 && lb_aligned16(src)) {
+        cut_rows_kernel<true><<<(unsigned)rows, threads, 0, st>>>(dst, amax, src, ld, k, kp,
+                                                                   reversed);
     } else if (k_contig) {
-        cut_rows_kernel<S, false><<<(unsigned)rows, threads, 0, st>>>(dst, amax, src, ld, k, kp, reversed);
+        cut_rows_kernel<false><<<(unsigned)rows, threads, 0, st>>>(dst, amax, src, ld, k, kp,
+                                                                    reversed);
     } else {
         unsigned gx = (unsigned)((rows + COL_TILE_R - 1) / COL_TILE_R);
         int64_t share = (k + 255) / 256;
         dim3 g1(gx, (unsigned)(share < 1 ? 1 : share > 64 ? 64 : share));
         col_amax_kernel<<<g1, 256, 0, st>>>(amax, src, ld, rows, k);
         dim3 g2(gx, (unsigned)((kp + COL_TILE_P - 1) / COL_TILE_P));
-        col_cut_kernel<S><<<g2, 256, 0, st>>>(dst, amax, src, ld, rows, k, kp, reversed);
+        col_cut_kernel<<<g2, 256, 0, st>>>(dst, amax, src, ld, rows, k, kp, reversed);
     }
-}
-
-/* Runs body with the compile-time constant S bound to the digit count s (1..5). */
-#define WITH_DIGITS(s, body)                                                              \
-    switch (s) {                                                                          \
-    case 1: { const int S = 1; body; } break;                                             \
-    case 2: { const int S = 2; body; } break;                                             \
-    case 3: { const int S = 3; body; } break;                                             \
-    case 4: { const int S = 4; body; } break;                                             \
-    default: { const int S = 5; body; } break;                                            \
-    }
-
-extern "C" lb_status lb_gpu_slices_cut(int8_t *dst, uint32_t *amax, const float *src, int64_t ld,
-                                       bool k_contig, int64_t rows, int64_t k, int64_t kp, int s,
-                                       bool reversed, cudaStream_t st, lb_err *err) {
-    if (s < 1 || s > LB_SLICE_MAX || kp < k || kp % 16 != 0)
-        return lb_fail(err, LB_ERR_RUNTIME, "digit planes: %d planes of %lld padded to %lld",
-                       s, (long long)k, (long long)kp);
-    if (rows <= 0) return LB_OK;
-    WITH_DIGITS(s, cut<S>(dst, amax, src, ld, k_contig, rows, k, kp, reversed, st));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
 
 /* one output element from the planes' values at it (plane 1 first) */
-template <int S>
 __device__ __forceinline__ float combined(const int32_t *pv, int32_t ea, int32_t eb, float alpha) {
     if (ea == LB_SLICE_NONFINITE || eb == LB_SLICE_NONFINITE) return __int_as_float(0x7fc00000);
     long long v = 0;
@@ -192,7 +175,7 @@ __device__ __forceinline__ float combined(const int32_t *pv, int32_t ea, int32_t
 
 /* rows by blockIdx.y (striding), four columns a thread when VEC (n, ldd multiples of 4,
  * d and c 16-byte aligned), else one */
-template <int S, bool VEC>
+template <bool VEC>
 __global__ void combine_kernel(float *d, int64_t ldd, const int32_t *p,
                                const uint32_t *amax_a, const uint32_t *amax_b, int64_t m,
                                int64_t n, float alpha, const float *c, float beta,
@@ -229,7 +212,7 @@ __global__ void combine_kernel(float *d, int64_t ldd, const int32_t *p,
         }
 #pragma unroll
         for (int q = 0; q < W; q++) {
-            out[q] = combined<S>(pv[q], ea, eb[q], alpha);
+            out[q] = combined(pv[q], ea, eb[q], alpha);
             if (c) out[q] += beta * cin[q];
             if (bias) out[q] += b[q];
         }
@@ -238,24 +221,21 @@ __global__ void combine_kernel(float *d, int64_t ldd, const int32_t *p,
     }
 }
 
-extern "C" lb_status lb_gpu_slices_combine(float *d, int64_t ldd, const int32_t *p, int s,
+extern "C" lb_status lb_gpu_slices_combine(float *d, int64_t ldd, const int32_t *p,
                                            const uint32_t *amax_a, const uint32_t *amax_b,
                                            int64_t m, int64_t n, float alpha, const float *c,
                                            float beta, const float *bias, cudaStream_t st,
                                            lb_err *err) {
     if (m <= 0 || n <= 0) return LB_OK;
-    bool vec = n % 4 == 0 && ldd % 4 == 0 && aligned16(d) && (c == NULL || aligned16(c));
+    bool vec = n % 4 == 0 && ldd % 4 == 0 && lb_aligned16(d) && (c == NULL || lb_aligned16(c));
     int64_t cols = vec ? n / 4 : n;
     dim3 grid((unsigned)((cols + 63) / 64), (unsigned)(m < 65535 ? m : 65535));
-    if (s < 1 || s > LB_SLICE_MAX)
-        return lb_fail(err, LB_ERR_RUNTIME, "digit planes: %d planes", s);
-    if (vec) {
-        WITH_DIGITS(s, (combine_kernel<S, true><<<grid, 64, 0, st>>>(d, ldd, p, amax_a, amax_b,
-                                                                     m, n, alpha, c, beta, bias)));
-    } else {
-        WITH_DIGITS(s, (combine_kernel<S, false><<<grid, 64, 0, st>>>(d, ldd, p, amax_a, amax_b,
-                                                                      m, n, alpha, c, beta, bias)));
-    }
+    if (vec)
+        combine_kernel<true><<<grid, 64, 0, st>>>(d, ldd, p, amax_a, amax_b, m, n, alpha, c, beta,
+                                                  bias);
+    else
+        combine_kernel<false><<<grid, 64, 0, st>>>(d, ldd, p, amax_a, amax_b, m, n, alpha, c, beta,
+                                                   bias);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

@@ -17,7 +17,7 @@
  * Two such rows multiply as sum over digit pairs d_u d'_v 2^(e + e' - 12 - 7 (u + v - 2)).
  * Digit products are at most 2^12, so a sum of them over up to 2^19 pairs is exact in
  * int32 (gpu/matmul.c keeps the pairs whose positions add to at most S + 1), and the S
- * sums, each shifted by its 7-bit position, add up within int64 for S <= LB_SLICE_MAX. */
+ * sums, each shifted by its 7-bit position, add up within int64 for S <= 5. */
 #ifndef LB_GPU_SLICES_H
 #define LB_GPU_SLICES_H
 
@@ -31,7 +31,9 @@
 #define LB_SLICE_FN static inline
 #endif
 
-#define LB_SLICE_MAX 5 /* most digits a value may be cut into (sums stay within int64) */
+/* digits the int8 products cut each value into (gpu/matmul.h); at most 5, so that the
+ * shifted sums stay within int64 */
+#define LB_SLICES 5
 #define LB_SLICE_NONFINITE 0x7fffffff /* exponent of a row holding Inf or NaN */
 
 /* the exponent of a row whose largest magnitude is amax (see above) */
