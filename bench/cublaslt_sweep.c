@@ -2,7 +2,7 @@
  * cuBLASLt run a product when every configuration it offers is timed?
  *
  * For each problem (row-major, as gpu/matmul.h describes it: D[m,n] = A'[m,k] B'[k,n],
- * optional transposes, epilogue none or bias), times
+ * optional transposes, one of the epilogues below), times
  *   - the heuristic's candidates (up to 16, then its list without split-k), as the
  *     training tuner does;
  *   - every (algorithm id, tile, stages, CTA swizzle, custom option) that
@@ -13,8 +13,13 @@
  * and its configuration.
  *
  * build: nvcc -O2 -o cublaslt_sweep bench/cublaslt_sweep.c -lcublasLt
- * usage: cublaslt_sweep fp32|bf16 m,n,k,ta,tb,bias [...]
- *        (ta/tb: 1 = that operand stored transposed; bias: 1 = bias epilogue) */
+ * usage: cublaslt_sweep fp32|bf16 m,n,k,ta,tb,EPI [...]
+ *        (ta/tb: 1 = that operand stored transposed; EPI: none, bias, gelu_bias,
+ *        gelu_aux_bias, dgelu, dgelu_bgrad, bgrada, bgradb (cuBLASLt's names, its A and B
+ *        being our B and A); the GELU ones read or write an aux matrix shaped as D, the
+ *        bias ones a vector). With an epilogue, the algorithms the heuristic offers for
+ *        the same product without it are timed with it too, where cuBLASLt accepts them.
+ *        HEURISTIC_ONLY=1 in the environment times the heuristic's candidates only. */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdbool.h>
@@ -33,7 +38,7 @@ typedef struct {
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
-    void *a, *b, *d, *bias, *ws;
+    void *a, *b, *d, *bias, *aux, *ws;
     cudaStream_t s;
     cudaEvent_t e0, e1;
     cublasComputeType_t ct;
@@ -44,6 +49,21 @@ typedef struct {
     cublasLtMatmulAlgo_t algo;
     float us;
 } cfg;
+
+static const struct {
+    const char *name;
+    cublasLtEpilogue_t epi;
+    bool bias, aux;
+} epilogues[] = {
+    {"none", CUBLASLT_EPILOGUE_DEFAULT, false, false},
+    {"bias", CUBLASLT_EPILOGUE_BIAS, true, false},
+    {"gelu_bias", CUBLASLT_EPILOGUE_GELU_BIAS, true, false},
+    {"gelu_aux_bias", CUBLASLT_EPILOGUE_GELU_AUX_BIAS, true, true},
+    {"dgelu", CUBLASLT_EPILOGUE_DGELU, false, true},
+    {"dgelu_bgrad", CUBLASLT_EPILOGUE_DGELU_BGRAD, true, true},
+    {"bgrada", CUBLASLT_EPILOGUE_BGRADA, true, false},
+    {"bgradb", CUBLASLT_EPILOGUE_BGRADB, true, false},
+};
 
 static float time_algo(problem *p, const cublasLtMatmulAlgo_t *algo, float give_up_us) {
     float alpha = 1.0f, beta = 0.0f, t[REPS];
@@ -131,9 +151,14 @@ static int cmp_cfg(const void *x, const void *y) {
 
 static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
     long long m, n, k;
-    int ta, tb, bias;
-    if (sscanf(spec, "%lld,%lld,%lld,%d,%d,%d", &m, &n, &k, &ta, &tb, &bias) != 6) {
-        fprintf(stderr, "bad problem '%s': want m,n,k,ta,tb,bias\n", spec);
+    int ta, tb, e = -1;
+    char epi_name[32];
+    if (sscanf(spec, "%lld,%lld,%lld,%d,%d,%31s", &m, &n, &k, &ta, &tb, epi_name) == 6)
+        for (int i = 0; i < (int)(sizeof epilogues / sizeof epilogues[0]); i++)
+            if (strcmp(epi_name, epilogues[i].name) == 0) e = i;
+    if (e < 0) {
+        fprintf(stderr, "bad problem '%s': want m,n,k,ta,tb,EPI (EPI: none, bias, gelu_bias, "
+                        "gelu_aux_bias, dgelu, dgelu_bgrad, bgrada, bgradb)\n", spec);
         exit(2);
     }
     problem p = {.lt = lt};
@@ -147,19 +172,26 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
     CK(cudaMalloc(&p.a, (size_t)m * k * es));
     CK(cudaMalloc(&p.b, (size_t)k * n * es));
     CK(cudaMalloc(&p.d, (size_t)m * n * es));
-    CK(cudaMalloc(&p.bias, (size_t)n * es));
+    CK(cudaMalloc(&p.bias, (size_t)(m > n ? m : n) * 4));
+    CK(cudaMalloc(&p.aux, (size_t)m * n * es));
     CK(cudaMalloc(&p.ws, WS_BYTES));
     fill(p.a, (size_t)m * k, p.abt);
     fill(p.b, (size_t)k * n, p.abt);
     fill(p.bias, (size_t)n, p.abt);
+    fill(p.aux, (size_t)m * n, p.abt);
     CK(cublasLtMatmulDescCreate(&p.op, p.ct, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    if (bias)
+    CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogues[e].epi,
+                                      sizeof epilogues[e].epi));
+    if (epilogues[e].bias)
         CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof p.bias));
+    if (epilogues[e].aux) {
+        int64_t ld_aux = n;
+        CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof p.aux));
+        CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux));
+    }
     CK(cublasLtMatrixLayoutCreate(&p.la, p.abt, tb ? k : n, tb ? n : k, tb ? k : n));
     CK(cublasLtMatrixLayoutCreate(&p.lb, p.abt, ta ? m : k, ta ? k : m, ta ? m : k));
     CK(cublasLtMatrixLayoutCreate(&p.lc, p.dt, n, m, n));
@@ -183,12 +215,41 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
         if (i == 0) h_first = us;
         if (us > 0 && us < h_best) h_best = us, describe(&res[i].algo, h_desc, sizeof h_desc);
     }
+    /* the plain product's candidates, run with this epilogue */
+    float pl_best = -1;
+    int pl_ok = 0;
+    char pl_desc[160] = "";
+    if (epilogues[e].epi != CUBLASLT_EPILOGUE_DEFAULT) {
+        cublasLtMatmulDesc_t plain;
+        cublasLtEpilogue_t def = CUBLASLT_EPILOGUE_DEFAULT;
+        CK(cublasLtMatmulDescCreate(&plain, p.ct, CUDA_R_32F));
+        CK(cublasLtMatmulDescSetAttribute(plain, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+        CK(cublasLtMatmulDescSetAttribute(plain, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        CK(cublasLtMatmulDescSetAttribute(plain, CUBLASLT_MATMUL_DESC_EPILOGUE, &def, sizeof def));
+        CK(cublasLtMatmulPreferenceCreate(&pref));
+        CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        cublasLtMatmulHeuristicResult_t pr[16];
+        int np = 0;
+        CK(cublasLtMatmulAlgoGetHeuristic(lt, plain, p.la, p.lb, p.lc, p.lc, pref, 16, pr, &np));
+        cublasLtMatmulPreferenceDestroy(pref);
+        cublasLtMatmulDescDestroy(plain);
+        for (int i = 0; i < np; i++) {
+            if (!check(&p, &pr[i].algo)) continue;
+            pl_ok++;
+            float us = time_algo(&p, &pr[i].algo, 0);
+            if (us > 0 && (pl_best < 0 || us < pl_best))
+                pl_best = us, describe(&pr[i].algo, pl_desc, sizeof pl_desc);
+        }
+        printf("  plain product's candidates with %s: %d of %d accepted, best %.1f us [%s]\n",
+               epilogues[e].name, pl_ok, np, pl_best, pl_desc);
+    }
 
     /* every configuration without split-k */
     static cfg all[MAX_CFG];
     int n_cfg = 0, n_tried = 0;
     int ids[256], n_ids = 0;
     CK(cublasLtMatmulAlgoGetIds(lt, p.ct, CUDA_R_32F, p.abt, p.abt, p.dt, p.dt, 256, ids, &n_ids));
+    if (getenv("HEURISTIC_ONLY")) n_ids = 0;
     for (int i = 0; i < n_ids; i++) {
         cublasLtMatmulAlgo_t base;
         if (cublasLtMatmulAlgoInit(lt, p.ct, CUDA_R_32F, p.abt, p.abt, p.dt, p.dt, ids[i], &base) !=
@@ -249,13 +310,13 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
         if (us > 0 && us < s_best) s_best = us, describe(&all[i].algo, s_desc, sizeof s_desc);
     }
     double gflop = 2.0 * (double)m * (double)n * (double)k * 1e-9;
-    printf("%s %lldx%lldx%lld ta%d tb%d bias%d | ids %d tried %d | heuristic first %.1f best %.1f us "
+    printf("%s %lldx%lldx%lld ta%d tb%d %s | ids %d tried %d | heuristic first %.1f best %.1f us "
            "(%.1f TF/s) [%s] | sweep best %.1f us (%.1f TF/s) [%s] | gain %.1f%%\n",
-           fp32 ? "fp32" : "bf16", m, n, k, ta, tb, bias, n_ids, n_tried, h_first, h_best,
+           fp32 ? "fp32" : "bf16", m, n, k, ta, tb, epilogues[e].name, n_ids, n_tried, h_first, h_best,
            gflop / h_best * 1e3, h_desc, s_best, gflop / s_best * 1e3, s_desc,
            100.0 * (h_best - s_best) / h_best);
     fflush(stdout);
-    cudaFree(p.a), cudaFree(p.b), cudaFree(p.d), cudaFree(p.bias), cudaFree(p.ws);
+    cudaFree(p.a), cudaFree(p.b), cudaFree(p.d), cudaFree(p.bias), cudaFree(p.aux), cudaFree(p.ws);
     cublasLtMatrixLayoutDestroy(p.la), cublasLtMatrixLayoutDestroy(p.lb), cublasLtMatrixLayoutDestroy(p.lc);
     cublasLtMatmulDescDestroy(p.op);
     cudaEventDestroy(p.e0), cudaEventDestroy(p.e1), cudaStreamDestroy(p.s);
@@ -263,7 +324,7 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
 
 int main(int argc, char **argv) {
     if (argc < 3 || (strcmp(argv[1], "fp32") != 0 && strcmp(argv[1], "bf16") != 0)) {
-        fprintf(stderr, "usage: %s fp32|bf16 m,n,k,ta,tb,bias [...]\n", argv[0]);
+        fprintf(stderr, "usage: %s fp32|bf16 m,n,k,ta,tb,EPI [...]\n", argv[0]);
         return 2;
     }
     srand(1234);

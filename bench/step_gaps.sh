@@ -30,5 +30,5 @@ for s in ${SHAPES:-gpt2-124m:16:1024:bf16}; do
     "$NSYS" export --type sqlite --force-overwrite=true --output "$out/nsys_$tag.sqlite" \
         "$out/nsys_$tag.nsys-rep" >> "$out/nsys_$tag.log" 2>&1
     rm -f "$out/nsys_$tag.nsys-rep"
-    python3 "$(dirname "${BASH_SOURCE[0]}")/gap_summary.py" "$out/nsys_$tag.sqlite" "${STEPS:-20}" | tail -${TAIL:-20}
+    python3 "$(dirname "${BASH_SOURCE[0]}")/gap_summary.py" "$out/nsys_$tag.sqlite" "${STEPS:-20}" "${TOP:-30}" | tail -${TAIL:-20}
 done
