@@ -65,6 +65,17 @@ static const struct {
     {"bgradb", CUBLASLT_EPILOGUE_BGRADB, true, false},
 };
 
+/* an fp32-accumulating product descriptor with the given transposes and epilogue */
+static cublasLtMatmulDesc_t make_desc(cublasComputeType_t ct, cublasOperation_t opa,
+                                      cublasOperation_t opb, cublasLtEpilogue_t epi) {
+    cublasLtMatmulDesc_t d;
+    CK(cublasLtMatmulDescCreate(&d, ct, CUDA_R_32F));
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    return d;
+}
+
 static float time_algo(problem *p, const cublasLtMatmulAlgo_t *algo, float give_up_us) {
     float alpha = 1.0f, beta = 0.0f, t[REPS];
     for (int r = -1; r < REPS; r++) {
@@ -179,12 +190,8 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
     fill(p.b, (size_t)k * n, p.abt);
     fill(p.bias, (size_t)n, p.abt);
     fill(p.aux, (size_t)m * n, p.abt);
-    CK(cublasLtMatmulDescCreate(&p.op, p.ct, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogues[e].epi,
-                                      sizeof epilogues[e].epi));
+    p.op = make_desc(p.ct, opa, opb, epilogues[e].epi);
     if (epilogues[e].bias)
         CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof p.bias));
     if (epilogues[e].aux) {
@@ -220,12 +227,7 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
     int pl_ok = 0;
     char pl_desc[160] = "";
     if (epilogues[e].epi != CUBLASLT_EPILOGUE_DEFAULT) {
-        cublasLtMatmulDesc_t plain;
-        cublasLtEpilogue_t def = CUBLASLT_EPILOGUE_DEFAULT;
-        CK(cublasLtMatmulDescCreate(&plain, p.ct, CUDA_R_32F));
-        CK(cublasLtMatmulDescSetAttribute(plain, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-        CK(cublasLtMatmulDescSetAttribute(plain, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-        CK(cublasLtMatmulDescSetAttribute(plain, CUBLASLT_MATMUL_DESC_EPILOGUE, &def, sizeof def));
+        cublasLtMatmulDesc_t plain = make_desc(p.ct, opa, opb, CUBLASLT_EPILOGUE_DEFAULT);
         CK(cublasLtMatmulPreferenceCreate(&pref));
         CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
         cublasLtMatmulHeuristicResult_t pr[16];

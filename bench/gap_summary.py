@@ -50,11 +50,13 @@ print("gap sizes (us: count): " + ", ".join(f"{'>=' if k == 10 else ''}{k}-{k + 
 print("largest gaps summed over all steps (us, count, pair):")
 for k, (us, c) in sorted(pairs.items(), key=lambda kv: -kv[1][0])[:12]:
     print(f"{us:9.1f} {c:5d}  {k}")
+top = int(sys.argv[3]) if len(sys.argv) > 3 else 30
 by_name = defaultdict(lambda: [0.0, 0])
 for a in rows:
-    by_name[names.get(a[2], "?")][0] += (a[1] - a[0]) / 1e3
-    by_name[names.get(a[2], "?")][1] += 1
+    entry = by_name[names.get(a[2], "?")]
+    entry[0] += (a[1] - a[0]) / 1e3
+    entry[1] += 1
 kernel_ms = sum(v[0] for v in by_name.values()) / n_steps / 1e3
 print(f"kernel time a step by name ({kernel_ms:.3f} ms in all; ms a step, launches a step, us a launch):")
-for k, (us, c) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:int(sys.argv[3]) if len(sys.argv) > 3 else 30]:
+for k, (us, c) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]:
     print(f"{us / n_steps / 1e3:8.3f} {c / n_steps:6.1f} {us / c:9.1f}  {k[:110]}")

@@ -2,9 +2,10 @@
 # step_gaps.sh: the idle time between kernels inside llmbench's training steps (each step
 # one CUDA graph), from an Nsight Systems trace of the timed steps only (they sit between
 # cudaProfilerStart and cudaProfilerStop) with the graph traced node by node; summarised
-# by gap_summary.py. Clocks are left as found, so the steps run as in a plain run.
+# by gap_summary.py, which ends with the TOP (default 30) kernels by time a step. Clocks
+# are left as found, so the steps run as in a plain run.
 #
-# usage: SHAPES="gpt2-124m:16:1024:bf16 gpt2-124m:32:128:fp32" bench/step_gaps.sh
+# usage: SHAPES="gpt2-124m:16:1024:bf16 gpt2-124m:32:128:fp32" [TOP=N] bench/step_gaps.sh
 # Captures go to $OUT (or /tmp/llmbench-bench).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
@@ -30,5 +31,5 @@ for s in ${SHAPES:-gpt2-124m:16:1024:bf16}; do
     "$NSYS" export --type sqlite --force-overwrite=true --output "$out/nsys_$tag.sqlite" \
         "$out/nsys_$tag.nsys-rep" >> "$out/nsys_$tag.log" 2>&1
     rm -f "$out/nsys_$tag.nsys-rep"
-    python3 "$(dirname "${BASH_SOURCE[0]}")/gap_summary.py" "$out/nsys_$tag.sqlite" "${STEPS:-20}" "${TOP:-30}" | tail -${TAIL:-20}
+    python3 "$(dirname "${BASH_SOURCE[0]}")/gap_summary.py" "$out/nsys_$tag.sqlite" "${STEPS:-20}" "${TOP:-30}"
 done
