@@ -143,6 +143,26 @@ __global__ void bias_backward_vec_kernel(float *dbias, const T *dout, int64_t N,
     }
 }
 
+/* Block (32, 8): 32 input columns, 8 lanes over the output rows, grid.y splits the rows.
+ * The sum over output row o of dsum[o] W[o, j] lands on bias entry ((j / hd) / group) hd +
+ * j % hd (see act.cuh). */
+template <typename T>
+__global__ void bias_grad_through_kernel(float *dbias, const float *dsum, const T *W, int OC,
+                                         int IC, int hd, int group, int rows_per_chunk) {
+    __shared__ float part[8][33];
+    int j = blockIdx.x * 32 + threadIdx.x;
+    int o0 = blockIdx.y * rows_per_chunk, o1 = min(o0 + rows_per_chunk, OC);
+    float acc = 0.0f;
+    if (j < IC)
+        for (int o = o0 + threadIdx.y; o < o1; o += 8) acc += dsum[o] * lb_to_f(W[(int64_t)o * IC + j]);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < IC) {
+        for (int r = 1; r < 8; r++) acc += part[r][threadIdx.x];
+        atomicAdd(&dbias[(j / hd) / group * hd + j % hd], acc);
+    }
+}
+
 template <typename TO, typename TI>
 __global__ void convert_kernel(TO *out, const TI *in, int64_t n) {
     GRID_LOOP(i, n) out[i] = lb_from_f<TO>(lb_to_f(in[i]));
@@ -214,6 +234,18 @@ extern "C" lb_status lb_gpu_bias_backward(float *dbias, const void *dout, int64_
     dim3 grid((unsigned)((OC + 31) / 32), (unsigned)chunks), block(32, 8);
     LB_DISPATCH_DTYPE(dt, E,
         bias_backward_kernel<E><<<grid, block, 0, s>>>(dbias, (const E *)dout, N, OC, ld, rows));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_bias_grad_through(float *dbias, const float *dsum, const void *W,
+                                              int OC, int IC, int hd, int group,
+                                              lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    int chunks = (OC + 63) / 64;
+    dim3 grid((unsigned)((IC + 31) / 32), (unsigned)chunks), block(32, 8);
+    LB_DISPATCH_DTYPE(dt, E,
+        bias_grad_through_kernel<E><<<grid, block, 0, s>>>(dbias, dsum, (const E *)W, OC, IC,
+                                                           hd, group, 64));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

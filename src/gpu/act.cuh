@@ -30,6 +30,16 @@ lb_status lb_gpu_swiglu_backward(void *dinp, const void *dout, const void *inp, 
 /* dbias[OC] (fp32) += sum over the N rows of dout [N, OC] (row stride ld). */
 lb_status lb_gpu_bias_backward(float *dbias, const void *dout, int64_t N, int OC, int64_t ld,
                                lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+/* Attention's value-bias gradient from its output projection's bias gradient. Each row
+ * of attention weights sums to 1, so a value bias reaches the attention output unchanged
+ * and its gradient is the column sums of that output's gradient: dsum W for a projection
+ * y = x W^T + b (W [OC, IC]) whose bias gradient dsum [OC] (fp32) is the column sums of
+ * dy. dbias += dsum W, input column j (query head j / hd) adding into value entry
+ * ((j / hd) / group) hd + j % hd: group query heads share a value head (1 without
+ * grouped-query attention). W of type dt. */
+lb_status lb_gpu_bias_grad_through(float *dbias, const float *dsum, const void *W, int OC,
+                                   int IC, int hd, int group, lb_gpu_dtype dt, cudaStream_t s,
+                                   lb_err *err);
 /* out[i] = (type dt_out) in[i] for n elements (any pair of types). */
 lb_status lb_gpu_convert(void *out, lb_gpu_dtype dt_out, const void *in, lb_gpu_dtype dt_in,
                          int64_t n, cudaStream_t s, lb_err *err);

@@ -523,18 +523,30 @@ static lb_status attn_fwd(lb_gpu_model *m, bool dnn, void *out, float *lse, cons
                                     err);
 }
 
-/* m->dqkv from m->dc (the output's gradient); dbias (may be NULL) += its column sums:
- * inside the built-in kernels, a separate reduction after cuDNN's. */
-static lb_status attn_bwd(lb_gpu_model *m, bool dnn, float *dbias, const void *qkv,
+/* m->dqkv from m->dc (the output's gradient); with bg, bg->dbias += the qkv bias
+ * gradient. The built-in kernels sum all of dqkv's columns as they write them. After
+ * cuDNN's, only the query part is summed: a key bias adds the same q.b to a whole row of
+ * scores, which softmax ignores, so its gradient is 0; the value part comes from the output
+ * projection's bias gradient dproj_b (complete by then: the norm backward below it summed
+ * it) through its weights w_proj (lb_gpu_bias_grad_through). */
+typedef struct {
+    float *dbias;          /* [Q] */
+    const float *dproj_b;  /* [C] */
+    const void *w_proj;    /* [C, C], working type */
+} qkv_bias_grad;
+
+static lb_status attn_bwd(lb_gpu_model *m, bool dnn, const qkv_bias_grad *bg, const void *qkv,
                           const void *out, const float *lse, lb_err *err) {
     if (!dnn)
-        return lb_gpu_attention_backward(m->dqkv, dbias, m->attn_scratch, m->dc, qkv, out, lse,
+        return lb_gpu_attention_backward(m->dqkv, bg ? bg->dbias : NULL, m->attn_scratch, m->dc, qkv, out, lse,
                                          m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                          m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
                                          m->stream, err);
     LB_TRY(lb_cudnn_attn_backward(m->dnn, m->dqkv, m->dc, qkv, out, lse, m->dnn_ws, m->stream, err));
-    if (dbias == NULL) return LB_OK;
-    return lb_gpu_bias_backward(dbias, m->dqkv, m->BT, m->Q, m->Q, m->dt, m->stream, err);
+    if (bg == NULL) return LB_OK;
+    LB_TRY(lb_gpu_bias_backward(bg->dbias, m->dqkv, m->BT, m->C, m->Q, m->dt, m->stream, err));
+    return lb_gpu_bias_grad_through(bg->dbias + m->C + m->NKV * m->HD, bg->dproj_b, bg->w_proj,
+                                    m->C, m->C, m->HD, m->NH / m->NKV, m->dt, m->stream, err);
 }
 
 #define ATTN_REPS 5
@@ -543,31 +555,33 @@ static lb_status attn_bwd(lb_gpu_model *m, bool dnn, float *dbias, const void *q
 typedef struct {
     lb_gpu_model *m;
     bool backward, dnn;
-    float *bias;
+    const qkv_bias_grad *bg;
     void *qkv, *out;
     float *lse;
 } attn_run;
 
 static lb_status run_attn(void *ctx, lb_err *err) {
     attn_run *a = ctx;
-    return a->backward ? attn_bwd(a->m, a->dnn, a->bias, a->qkv, a->out, a->lse, err)
+    return a->backward ? attn_bwd(a->m, a->dnn, a->bg, a->qkv, a->out, a->lse, err)
                        : attn_fwd(a->m, a->dnn, a->out, a->lse, a->qkv, err);
 }
 
 /* Milliseconds a run of one direction takes on this layer's buffers (gpu/timing.h). Its
  * outputs are overwritten; the caller runs the chosen one after. */
-static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, bool bias, void *qkv,
-                           void *out, float *lse, float *ms, lb_err *err) {
-    attn_run a = {m, backward, dnn, bias ? m->trial_dbias : NULL, qkv, out, lse};
+static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, const qkv_bias_grad *bg,
+                           void *qkv, void *out, float *lse, float *ms, lb_err *err) {
+    qkv_bias_grad trial = bg ? *bg : (qkv_bias_grad){0};
+    trial.dbias = m->trial_dbias;
+    attn_run a = {m, backward, dnn, bg ? &trial : NULL, qkv, out, lse};
     return lb_gpu_time_runs(m->stream, ATTN_REPS, run_attn, &a, ms, err);
 }
 
 /* AUTO's choice for one direction, on its first run: the faster of the two here. */
-static lb_status attn_choose(lb_gpu_model *m, bool backward, bool bias, void *qkv, void *out,
-                             float *lse, lb_err *err) {
+static lb_status attn_choose(lb_gpu_model *m, bool backward, const qkv_bias_grad *bg, void *qkv,
+                             void *out, float *lse, lb_err *err) {
     float own, dnn;
-    LB_TRY(attn_time(m, backward, false, bias, qkv, out, lse, &own, err));
-    LB_TRY(attn_time(m, backward, true, bias, qkv, out, lse, &dnn, err));
+    LB_TRY(attn_time(m, backward, false, bg, qkv, out, lse, &own, err));
+    LB_TRY(attn_time(m, backward, true, bg, qkv, out, lse, &dnn, err));
     m->attn_src[backward] = dnn < own ? 1 : 0;
     LB_INFO("attention %s: cuDNN %.3f ms, built-in %.3f ms a layer: %s",
             backward ? "backward" : "forward", dnn, own, dnn < own ? "cuDNN" : "built-in");
@@ -604,7 +618,7 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
         if (m->llama)
             LB_TRY(lb_gpu_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                        m->stream, err));
-        if (m->attn_src[0] < 0) LB_TRY(attn_choose(m, false, false, qkv, atty, lse, err));
+        if (m->attn_src[0] < 0) LB_TRY(attn_choose(m, false, NULL, qkv, atty, lse, err));
         LB_TRY(attn_fwd(m, m->attn_src[0] == 1, atty, lse, qkv, err));
         LB_TRY(linear_fwd(m, res2, C, atty, C, C, lo(m, l, o->attn_out_w), lo(m, l, o->attn_out_b), x, err));
         LB_TRY(norm_fwd(m, ln2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
@@ -703,11 +717,12 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, lo(m, l, o->attn_out_w), -1, err));
         /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
-        bool qkv_bias_fused = !m->llama;
-        float *dqkv_bias = qkv_bias_fused ? G(m, lo(m, l, o->qkv_b)) : NULL;
+        bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0;
+        qkv_bias_grad bg = {G(m, lo(m, l, o->qkv_b)), G(m, lo(m, l, o->attn_out_b)),
+                            W(m, lo(m, l, o->attn_out_w))};
         if (m->attn_src[1] < 0)
-            LB_TRY(attn_choose(m, true, dqkv_bias != NULL, qkv, atty, lse, err));
-        LB_TRY(attn_bwd(m, m->attn_src[1] == 1, dqkv_bias, qkv, atty, lse, err));
+            LB_TRY(attn_choose(m, true, qkv_bias_fused ? &bg : NULL, qkv, atty, lse, err));
+        LB_TRY(attn_bwd(m, m->attn_src[1] == 1, qkv_bias_fused ? &bg : NULL, qkv, atty, lse, err));
         if (m->llama)
             LB_TRY(lb_gpu_rope_backward(m->dqkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD,
                                         m->dt, m->stream, err));

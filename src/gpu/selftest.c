@@ -882,6 +882,29 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
 
 /* ---- whole model --------------------------------------------------------------------------- */
 
+/* Each 1-D tensor's gradient (biases, norm weights) by its own relative L2 error, the worst
+ * of them as one row: a fault in one small tensor (a bias gradient summed apart from the
+ * kernels, or derived from another's) would vanish in the whole model's L2. */
+static void compare_vector_grads(ctx *c, const char *shape, const prec_t *pr,
+                                 const lb_model_config *cfg, const float *gpu, const float *ref) {
+    int n = lb_param_layout(cfg, NULL, 0);
+    lb_param_tensor *t = malloc((size_t)n * sizeof *t);
+    if (t == NULL) {
+        c->st = lb_fail(c->err, LB_ERR_NOMEM, "no host memory for the parameter layout");
+        return;
+    }
+    lb_param_layout(cfg, t, n);
+    diff_t worst = {0};
+    for (int i = 0; i < n; i++) {
+        if (t[i].ndim != 1) continue;
+        diff_t d = differences(pr, 1.0, gpu + t[i].offset, ref + t[i].offset, (size_t)t[i].numel);
+        if (!(d.rel_l2 <= worst.rel_l2)) worst = d;
+    }
+    free(t);
+    double ratio = worst.rel_l2 / pr->model_rel;
+    record(c, "model.vector_grads", shape, pr->name, ratio, worst.max_abs, ratio <= 1.0);
+}
+
 static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, int B, int T,
                         bool recompute, bool plain) {
     char shape[56];
@@ -921,6 +944,7 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
             for (int64_t i = 0; i < np; i++) grads[i] /= st.loss_scale;
             compare_l2(c, "model.loss", shape, pr, pr->model_rel / 10, gloss, &ref_loss, 1);
             compare_l2(c, "model.grads", shape, pr, pr->model_rel, grads, cpu.grads, (size_t)np);
+            compare_vector_grads(c, shape, pr, cfg, grads, cpu.grads);
         }
     }
     if (c->st == LB_OK) {
