@@ -1025,6 +1025,7 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         if (wanted(&c, "embed")) {
             check_embed(&c, pr, 2, 64, 96, 100, true);
             check_embed(&c, pr, 3, 17, 64, 50, false);
+            check_embed(&c, pr, 2, 9, 20, 30, true); /* C not a multiple of 8: scalar */
         }
         if (wanted(&c, "layernorm")) {
             check_norm(&c, pr, 130, 96, true);
