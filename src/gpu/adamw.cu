@@ -123,8 +123,8 @@ __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w) {
 /* Four consecutive parameters per step, 16-byte accesses (a partial last vector element
  * by element). */
 template <typename T>
-__global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp,
-                             const float *__restrict__ grads, float *__restrict__ m,
+__global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *__restrict__ apart,
+                             int64_t a0, int64_t a1, const float *__restrict__ grads, float *__restrict__ m,
                              float *__restrict__ v, seg_walk w, lb_gpu_adamw_params p,
                              const lb_gpu_optstate *st) {
     float scale = p.dynamic_scaling ? st->loss_scale : 1.0f;
@@ -140,7 +140,10 @@ __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp,
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t e0 = 4 * i;
-        bool full = e0 + 4 <= n;
+        /* a group of four goes by vectors when it is whole and either outside the range
+         * kept apart or inside it at a 4-aligned place there */
+        bool in_apart = apart && e0 >= a0 && e0 + 4 <= a1;
+        bool full = e0 + 4 <= n && (!apart || e0 + 4 <= a0 || e0 >= a1 || (in_apart && a0 % 4 == 0));
         float g[4], wt[4], mi[4], vi[4];
         int fl[4];
         grad4<T>(g, fl, grads, w, e0);
@@ -171,19 +174,22 @@ __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp,
             *(float4 *)(master + e0) = make_float4(wt[0], wt[1], wt[2], wt[3]);
             *(float4 *)(m + e0) = make_float4(mi[0], mi[1], mi[2], mi[3]);
             *(float4 *)(v + e0) = make_float4(vi[0], vi[1], vi[2], vi[3]);
-            if (lp) {
+            T *dst = in_apart ? apart + (e0 - a0) : lp ? lp + e0 : NULL;
+            if (dst) {
                 T o[4] __attribute__((aligned(16)));
 #pragma unroll
                 for (int k = 0; k < 4; k++) o[k] = lb_from_f<T>(wt[k]);
-                if (sizeof(T) == 2) *(uint2 *)(lp + e0) = *(const uint2 *)o;
-                else *(float4 *)(lp + e0) = *(const float4 *)o;
+                if (sizeof(T) == 2) *(uint2 *)dst = *(const uint2 *)o;
+                else *(float4 *)dst = *(const float4 *)o;
             }
         } else {
             for (int k = 0; k < 4 && e0 + k < n; k++) {
                 master[e0 + k] = wt[k];
                 m[e0 + k] = mi[k];
                 v[e0 + k] = vi[k];
-                if (lp) lp[e0 + k] = lb_from_f<T>(wt[k]);
+                int64_t e = e0 + k;
+                if (apart && e >= a0 && e < a1) apart[e - a0] = lb_from_f<T>(wt[k]);
+                else if (lp) lp[e] = lb_from_f<T>(wt[k]);
             }
         }
     }
@@ -222,14 +228,16 @@ extern "C" lb_status lb_gpu_grad_sumsq(lb_gpu_optstate *st, const float *grads, 
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_adamw(float *master, void *params_lp, lb_gpu_dtype dt,
-                                  const float *grads, float *m, float *v,
+extern "C" lb_status lb_gpu_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
+                                  lb_gpu_dtype dt, const float *grads, float *m, float *v,
                                   const lb_gpu_segments *sg, const lb_gpu_adamw_params *p,
                                   lb_gpu_optstate *st, cudaStream_t s, lb_err *err) {
     unsigned g = lb_grid_cap((sg->n + 3) / 4, 256);
+    void *ap = apart ? apart->dst : NULL;
+    int64_t a0 = apart ? apart->start : 0, a1 = apart ? apart->end : 0;
     LB_DISPATCH_DTYPE(dt, E,
-        adamw_kernel<E><<<g, 256, 0, s>>>(master, (E *)params_lp, grads, m, v, walk_of(sg), *p,
-                                          st));
+        adamw_kernel<E><<<g, 256, 0, s>>>(master, (E *)params_lp, (E *)ap, a0, a1, grads, m, v,
+                                          walk_of(sg), *p, st));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

@@ -59,14 +59,23 @@ typedef struct {
     int64_t n;
 } lb_gpu_segments;
 
+/* Parameters [start, end) whose working copy lives apart (a padded copy of the output
+ * head, which the products read): lb_gpu_adamw writes theirs to dst (type dt, element
+ * start at dst[0]) instead of params_lp, or in fp32 mode besides master. */
+typedef struct {
+    void *dst;
+    int64_t start, end;
+} lb_gpu_lp_apart;
+
 /* dt: the working type (that of LB_SEG_GRAD16 gradients; fp32 mode has none) */
 lb_status lb_gpu_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
                             const lb_gpu_segments *sg, cudaStream_t s, lb_err *err);
-/* params_lp (type dt) may be NULL (fp32 mode: master is the working copy). */
-lb_status lb_gpu_adamw(float *master, void *params_lp, lb_gpu_dtype dt, const float *grads,
-                       float *m, float *v, const lb_gpu_segments *sg,
-                       const lb_gpu_adamw_params *p, lb_gpu_optstate *st, cudaStream_t s,
-                       lb_err *err);
+/* params_lp (type dt) may be NULL (fp32 mode: master is the working copy); apart may be
+ * NULL (no parameter's working copy lives apart). */
+lb_status lb_gpu_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
+                       lb_gpu_dtype dt, const float *grads, float *m, float *v,
+                       const lb_gpu_segments *sg, const lb_gpu_adamw_params *p,
+                       lb_gpu_optstate *st, cudaStream_t s, lb_err *err);
 lb_status lb_gpu_opt_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p, cudaStream_t s,
                             lb_err *err);
 

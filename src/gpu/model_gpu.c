@@ -48,7 +48,9 @@ struct lb_gpu_model {
     float *master, *grads, *m, *v;
     void *params; /* working copy (== master in fp32) */
     void *lm_w; /* the output head as its products read it: the head itself when V is a
-                 * multiple of 64, else a working copy padded to [Vp, C], rows >= V zero */
+                 * multiple of 64, else its working copy padded to [Vp, C], rows >= V zero,
+                 * which the optimizer writes in place of the head's slot in params (and
+                 * the embedding reads, when tied) */
     int64_t *seg_start;
     int32_t *seg_flags; /* LB_SEG_* bits a tensor */
     int n_seg;
@@ -79,6 +81,9 @@ struct lb_gpu_model {
     void *split_scratch; /* 3xTF32 operand copies or int8 planes (NULL in other modes) */
     size_t split_bytes;
 };
+
+/* whether the output head's working copy is a padded one of its own (m->lm_w) */
+static bool head_apart(const lb_gpu_model *m) { return m->Vp != m->V; }
 
 static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_model_params *p) {
     m->cfg = *cfg;
@@ -131,7 +136,7 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->master, "param.master", np * 4);
     if (m->dt != LB_DT_F32) TAKE(m->params, "param.work", np * es);
     else m->params = m->master;
-    if (m->Vp != m->V) TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
+    if (head_apart(m)) TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
     else m->lm_w = (char *)m->params + (size_t)m->off.lm_head * es;
     TAKE(m->grads, "param.grad", np * 4);
     TAKE(m->m, "opt.m", np * 4);
@@ -210,20 +215,16 @@ static lb_status reset_optimizer(lb_gpu_model *m, lb_err *err) {
     return LB_OK;
 }
 
-/* The padded head is a copy of the head's first V rows; its padding rows stay zero. */
-static lb_status refresh_lm_head(lb_gpu_model *m, lb_err *err) {
-    if (m->Vp == m->V) return LB_OK; /* the products read the head itself */
-    LB_CUDA_TRY(err, cudaMemcpyAsync(m->lm_w, (char *)m->params + (size_t)m->off.lm_head * m->es,
-                                     (size_t)m->V * m->C * m->es, cudaMemcpyDeviceToDevice,
-                                     m->stream));
-    return LB_OK;
-}
-
+/* The working copy from the master weights: params, and the padded head's first V rows
+ * (its padding rows stay zero). */
 static lb_status sync_working_copy(lb_gpu_model *m, lb_err *err) {
     if (m->dt != LB_DT_F32)
         LB_TRY(lb_gpu_convert(m->params, m->dt, m->master, LB_DT_F32, m->n_params, m->stream, err));
-    return refresh_lm_head(m, err);
+    if (!head_apart(m)) return LB_OK; /* the products read the head itself */
+    return lb_gpu_convert(m->lm_w, m->dt, m->master + m->off.lm_head, LB_DT_F32,
+                          (int64_t)m->V * m->C, m->stream, err);
 }
+
 
 /* A layer matrix: its gradient is written whole by its weight-gradient product, in the
  * working type in fp16/bf16 modes (packed into its fp32 slot: LB_SEG_GRAD16). */
@@ -303,7 +304,7 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
             cudaEventCreateWithFlags(&m->host_done[i], cudaEventDisableTiming) != cudaSuccess)
             st = lb_fail(err, LB_ERR_NOMEM, "no pinned host memory for token batches");
     }
-    if (st == LB_OK && m->Vp != m->V && cudaMemset(m->lm_w, 0, (size_t)m->Vp * m->C * m->es) != cudaSuccess)
+    if (st == LB_OK && head_apart(m) && cudaMemset(m->lm_w, 0, (size_t)m->Vp * m->C * m->es) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not clear the padded output head");
     if (st == LB_OK) st = init_tables(m, err);
     if (st == LB_OK) st = reset_optimizer(m, err);
@@ -599,10 +600,15 @@ static int64_t lo(lb_gpu_model *m, int l, int64_t rel) {
     return rel < 0 ? -1 : m->off.layers + (int64_t)l * m->off.layer_numel + rel;
 }
 
+/* The token embedding's working copy: the padded head when they are one tensor kept apart */
+static const void *wte_lp(lb_gpu_model *m) {
+    return head_apart(m) && m->off.lm_head == m->off.wte ? m->lm_w : W(m, m->off.wte);
+}
+
 static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
-    LB_TRY(lb_gpu_embed_forward(m->encoded, m->tokens, W(m, m->off.wte), W(m, m->off.wpe), m->B,
+    LB_TRY(lb_gpu_embed_forward(m->encoded, m->tokens, wte_lp(m), W(m, m->off.wpe), m->B,
                                 m->T, C, m->dt, m->stream, err));
     for (int l = 0; l < m->L; l++) {
         int keep = m->p.recompute ? 0 : l;
@@ -774,10 +780,11 @@ static lb_status optimizer(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err
     if (q.growth_interval <= 0) q.growth_interval = 2000;
     lb_gpu_segments sg = {m->seg_start, m->seg_flags, m->n_seg, m->n_params};
     LB_TRY(lb_gpu_grad_sumsq(m->opt, m->grads, m->dt, &sg, m->stream, err));
-    LB_TRY(lb_gpu_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params, m->dt, m->grads, m->m,
-                        m->v, &sg, &q, m->opt, m->stream, err));
-    LB_TRY(lb_gpu_opt_finish(m->opt, &q, m->stream, err));
-    return refresh_lm_head(m, err);
+    lb_gpu_lp_apart head = {m->lm_w, m->off.lm_head, m->off.lm_head + (int64_t)m->V * m->C};
+    LB_TRY(lb_gpu_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params,
+                        head_apart(m) ? &head : NULL, m->dt, m->grads, m->m, m->v, &sg, &q,
+                        m->opt, m->stream, err));
+    return lb_gpu_opt_finish(m->opt, &q, m->stream, err);
 }
 
 static lb_status whole_step(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p,

@@ -839,6 +839,12 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
                                  cudaMemcpyDeviceToDevice), "packed gradients");
     float *d_m = up(c, m, n, LB_DT_F32), *d_v = up(c, v, n, LB_DT_F32);
     void *d_lp = pr->dt == LB_DT_F32 ? NULL : dev(c, n * lb_dtype_bytes(pr->dt));
+    /* a range whose working copy lives apart (as a padded output head's does): from a
+     * 4-aligned element in fp16/bf16 (16-byte stores), an unaligned one in fp32, to an
+     * unaligned end */
+    int64_t a0 = pr->dt == LB_DT_F32 ? 5 : 8, a1 = n / 4 + 3;
+    void *d_apart = dev(c, (size_t)(a1 - a0) * lb_dtype_bytes(pr->dt));
+    lb_gpu_lp_apart apart = {d_apart, a0, a1};
     int64_t *d_s = dev(c, sizeof starts);
     int32_t *d_flags = dev(c, sizeof flags);
     lb_gpu_optstate *d_st = dev(c, sizeof(lb_gpu_optstate));
@@ -854,7 +860,7 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
                                   .weight_decay = 0.1f, .grad_clip = 1.0f, .growth_interval = 2000};
         lb_gpu_segments sg = {d_s, d_flags, 3, n};
         check(c, lb_gpu_grad_sumsq(d_st, d_g, pr->dt, &sg, 0, c->err));
-        check(c, lb_gpu_adamw(d_w, d_lp, pr->dt, d_g, d_m, d_v, &sg, &ap, d_st, 0, c->err));
+        check(c, lb_gpu_adamw(d_w, d_lp, &apart, pr->dt, d_g, d_m, d_v, &sg, &ap, d_st, 0, c->err));
         check(c, lb_gpu_opt_finish(d_st, &ap, 0, c->err));
         double norm = sqrt(lb_ref_sum_squares(g, n));
         float clip = lb_ref_clip_scale(norm, 1.0f);
@@ -867,10 +873,11 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
         down(c, gm, d_m, n, LB_DT_F32);
         compare(c, "adamw.param", shape, &PRECS[0], gw, w, n);
         compare(c, "adamw.m", shape, &PRECS[0], gm, m, n);
-        if (d_lp) {
-            down(c, gm, d_lp, n, pr->dt);
-            compare(c, "adamw.working_copy", shape, pr, gm, w, n);
-        }
+        /* the working copy: params_lp outside the range, the range from its own copy */
+        if (d_lp) down(c, gm, d_lp, n, pr->dt);
+        down(c, gm + a0, d_apart, (size_t)(a1 - a0), pr->dt);
+        if (d_lp) compare(c, "adamw.working_copy", shape, pr, gm, w, n);
+        else compare(c, "adamw.working_copy_apart", shape, pr, gm + a0, w + a0, (size_t)(a1 - a0));
         check_cuda(c, cudaMemcpy(&st, d_st, sizeof st, cudaMemcpyDeviceToHost), "state");
         float ref_norm = (float)norm;
         float gnorm = st.last_norm;
