@@ -163,6 +163,35 @@ __global__ void bias_grad_through_kernel(float *dbias, const float *dsum, const 
     }
 }
 
+/* x[r, col] = 1 and x[r, col + 1 .. col + width - 1] = 0 for each of the rows (ld apart) */
+template <typename T>
+__global__ void ones_column_kernel(T *x, int64_t rows, int64_t ld, int col, int width) {
+    GRID_LOOP(i, rows * width) {
+        int64_t r = i / width;
+        int c = (int)(i % width);
+        x[r * ld + col + c] = lb_from_f<T>(c == 0 ? 1.0f : 0.0f);
+    }
+}
+
+/* dw[r, c] = src[r, c] (as TW) for c < cols; dbias[r] += src[r, cols]. One thread per
+ * (row, 8 columns), the bias column by the row's last thread. */
+template <typename TW>
+__global__ void split_bias_column_kernel(TW *dw, float *dbias, const float *src, int rows,
+                                         int cols, int64_t ld) {
+    int per = cols / 8 + 1;
+    GRID_LOOP(i, (int64_t)rows * per) {
+        int64_t r = i / per;
+        int c = (int)(i % per) * 8;
+        if (c < cols) {
+            float v[8];
+            lb_ld8(v, src + r * ld + c);
+            lb_st8(dw + r * cols + c, v);
+        } else {
+            dbias[r] += src[r * ld + cols];
+        }
+    }
+}
+
 template <typename TO, typename TI>
 __global__ void convert_kernel(TO *out, const TI *in, int64_t n) {
     GRID_LOOP(i, n) out[i] = lb_from_f<TO>(lb_to_f(in[i]));
@@ -246,6 +275,31 @@ extern "C" lb_status lb_gpu_bias_grad_through(float *dbias, const float *dsum, c
     LB_DISPATCH_DTYPE(dt, E,
         bias_grad_through_kernel<E><<<grid, block, 0, s>>>(dbias, dsum, (const E *)W, OC, IC,
                                                            hd, group, 64));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_ones_column(void *x, int64_t rows, int64_t ld, int col, int width,
+                                        lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    LB_DISPATCH_DTYPE(dt, E,
+        ones_column_kernel<E><<<lb_grid_cap(rows * width, 256), 256, 0, s>>>(
+            (E *)x, rows, ld, col, width));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_gpu_split_bias_column(void *dw, lb_gpu_dtype dw_type, float *dbias,
+                                              const float *src, int rows, int cols, int64_t ld,
+                                              cudaStream_t s, lb_err *err) {
+    if (cols % 8 != 0 || ld % 4 != 0 || ld <= cols || (uintptr_t)src % 16 != 0 ||
+        (uintptr_t)dw % 16 != 0)
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "splitting a bias column needs 8-column multiples (got %d columns, row "
+                       "stride %lld) and 16-byte aligned buffers", cols, (long long)ld);
+    int64_t n = (int64_t)rows * (cols / 8 + 1);
+    LB_DISPATCH_DTYPE(dw_type, E,
+        split_bias_column_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
+            (E *)dw, dbias, src, rows, cols, ld));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

@@ -75,6 +75,10 @@ struct lb_gpu_model {
     int attn_src[2];
     /* activations */
     void *encoded, *res2, *res3, *ln1, *ln2, *qkv, *atty, *fch, *fact, *lnf, *logits;
+    /* ln2's row stride: C, or C + 8 with a ones column at C (GPT-2), so that the MLP input
+     * weight-gradient product also sums its bias gradient, into aug_grad [F, ld2] (fp32) */
+    int64_t ld2;
+    float *aug_grad;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *lse, *losses;
     /* activation gradients (one layer) and scratch */
     void *dres, *dc, *dqkv, *dfch, *dact, *attn_scratch, *blas_ws;
@@ -98,6 +102,9 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
     m->es = lb_dtype_bytes(m->dt);
     m->llama = cfg->family == LB_FAMILY_LLAMA;
     m->n_seg = lb_param_layout(cfg, NULL, 0);
+    /* the ones column needs a bias and rows that stay 16-byte aligned (C % 8: every
+     * parameter offset, so the split's packed gradients, then 16-byte aligned too) */
+    m->ld2 = !m->llama && cfg->linear_bias && m->C % 8 == 0 ? m->C + 8 : m->C;
 }
 
 /* Split scratch for the largest product of a step in the run's fp32 mode (none in 16-bit
@@ -105,10 +112,11 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
  * (BT x IC x OC) and weight gradient (OC x IC x BT). */
 static size_t split_need(const lb_gpu_model *m) {
     if (m->dt != LB_DT_F32) return 0;
-    const int64_t maps[5][2] = {{m->C, m->Q}, {m->C, m->C}, {m->C, m->F}, {m->H, m->C}, {m->C, m->Vp}};
+    const int64_t maps[6][2] = {{m->C, m->Q}, {m->C, m->C},  {m->C, m->F},
+                                {m->H, m->C}, {m->C, m->Vp}, {m->ld2, m->F}};
     lb_gpu_fp32_mode mode = m->p.fp32_mode;
     size_t need = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         int64_t ic = maps[i][0], oc = maps[i][1];
         size_t b[3] = {lb_gpu_gemm_scratch_bytes(mode, m->BT, oc, ic),
                        lb_gpu_gemm_scratch_bytes(mode, m->BT, ic, oc),
@@ -154,7 +162,8 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->res2, "act.res2", L * BT * C * es);
     TAKE(m->res3, "act.res3", L * BT * C * es);
     TAKE(m->ln1, "act.ln1", keep * BT * C * es);
-    TAKE(m->ln2, "act.ln2", keep * BT * C * es);
+    TAKE(m->ln2, "act.ln2", keep * BT * (size_t)m->ld2 * es);
+    if (m->ld2 != m->C) TAKE(m->aug_grad, "grad.mlp_in_with_bias", (size_t)m->F * m->ld2 * 4);
     if (!m->llama) {
         TAKE(m->ln1_mean, "act.ln1_mean", L * BT * 4);
         TAKE(m->ln2_mean, "act.ln2_mean", L * BT * 4);
@@ -306,6 +315,9 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
     }
     if (st == LB_OK && head_apart(m) && cudaMemset(m->lm_w, 0, (size_t)m->Vp * m->C * m->es) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not clear the padded output head");
+    if (st == LB_OK && m->ld2 != m->C) /* the norm forward never writes past column C */
+        st = lb_gpu_ones_column(m->ln2, (m->p.recompute ? 1 : m->L) * m->BT, m->ld2, m->C,
+                                (int)(m->ld2 - m->C), m->dt, m->stream, err);
     if (st == LB_OK) st = init_tables(m, err);
     if (st == LB_OK) st = reset_optimizer(m, err);
     if (st != LB_OK) {
@@ -434,13 +446,13 @@ static void *at(lb_gpu_model *m, void *base, int64_t index, int64_t row_elems) {
 }
 
 /* out[N, OC] (row stride ldo) = inp[N, IC] W^T + bias (+ residual, same stride) */
-static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void *inp, int IC,
-                            int OC, int64_t w_off, int64_t b_off, const void *residual,
-                            lb_err *err) {
+static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void *inp,
+                            int64_t lda, int IC, int OC, int64_t w_off, int64_t b_off,
+                            const void *residual, lb_err *err) {
     lb_gpu_gemm g;
     memset(&g, 0, sizeof g);
     g.m = m->BT, g.n = OC, g.k = IC;
-    g.a = inp, g.lda = IC;
+    g.a = inp, g.lda = lda;
     g.b = W(m, w_off), g.ldb = IC, g.trans_b = true;
     g.ab_type = m->dt;
     g.c = residual, g.beta = 1.0f, g.alpha = 1.0f;
@@ -452,13 +464,15 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
 
 /* dinp[N, IC] = dout W (when dinp); dW = dout^T inp (written, not added: a layer matrix
  * gets no other gradient, so its gradient is not cleared before the step; in the working
- * type, as autocast's products give it, LB_SEG_GRAD16); db += column
- * sums of dout when b_off >= 0 (a separate reduction: cuBLASLt's BGRADB epilogue on the
- * dW product ran as an extra, slower pass on the H200). Callers whose bias gradient came
- * out of the kernel that wrote dout pass b_off -1. */
+ * type, as autocast's products give it, LB_SEG_GRAD16); db += column sums of dout when
+ * b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with its ones column,
+ * m->ld2) the weight-gradient product runs over ld_inp columns into m->aug_grad and its
+ * column IC is the bias gradient (lb_gpu_split_bias_column); else a separate reduction
+ * (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on the
+ * H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
 static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
-                            const void *inp, int IC, int OC, int64_t w_off, int64_t b_off,
-                            lb_err *err) {
+                            const void *inp, int64_t ld_inp, int IC, int OC, int64_t w_off,
+                            int64_t b_off, lb_err *err) {
     lb_gpu_gemm g;
     memset(&g, 0, sizeof g);
     g.ab_type = m->dt, g.alpha = 1.0f;
@@ -469,25 +483,30 @@ static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64
         g.d = dinp, g.ldd = IC, g.d_type = m->dt;
         LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     }
+    bool with_bias = b_off >= 0 && ld_inp > IC;
     memset(&g, 0, sizeof g);
     g.ab_type = m->dt, g.alpha = 1.0f;
-    g.m = OC, g.n = IC, g.k = m->BT;
+    g.m = OC, g.n = with_bias ? ld_inp : IC, g.k = m->BT;
     g.a = dout, g.lda = ld_dout, g.trans_a = true;
-    g.b = inp, g.ldb = IC;
-    g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
+    g.b = inp, g.ldb = ld_inp;
+    if (with_bias) g.d = m->aug_grad, g.ldd = ld_inp, g.d_type = LB_DT_F32;
+    else g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
     LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+    if (with_bias)
+        return lb_gpu_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC,
+                                        ld_inp, m->stream, err);
     if (b_off >= 0)
         LB_TRY(lb_gpu_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
     return LB_OK;
 }
 
-static lb_status norm_fwd(lb_gpu_model *m, void *out, float *mean, float *rstd, const void *inp,
-                          int64_t w_off, int64_t b_off, lb_err *err) {
+static lb_status norm_fwd(lb_gpu_model *m, void *out, int64_t ldo, float *mean, float *rstd,
+                          const void *inp, int64_t w_off, int64_t b_off, lb_err *err) {
     if (m->llama)
         return lb_gpu_rmsnorm_forward(out, rstd, inp, W(m, w_off), m->BT, m->C, m->cfg.norm_eps,
                                       m->dt, m->stream, err);
-    return lb_gpu_layernorm_forward(out, mean, rstd, inp, W(m, w_off), W(m, b_off), m->BT, m->C,
-                                    m->cfg.norm_eps, m->dt, m->stream, err);
+    return lb_gpu_layernorm_forward(out, ldo, mean, rstd, inp, W(m, w_off), W(m, b_off), m->BT,
+                                    m->C, m->cfg.norm_eps, m->dt, m->stream, err);
 }
 
 /* m->dres += the norm's input gradient; dsum_off >= 0: that parameter's gradient += the
@@ -613,36 +632,36 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
     for (int l = 0; l < m->L; l++) {
         int keep = m->p.recompute ? 0 : l;
         const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
-        void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, C);
+        void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, m->ld2);
         void *qkv = at(m, m->qkv, l, m->Q), *atty = at(m, m->atty, l, C);
         void *res2 = at(m, m->res2, l, C), *res3 = at(m, m->res3, l, C);
         void *fch = at(m, m->fch, l, m->F), *fact = at(m, m->fact, keep, m->H);
         float *lse = m->lse + (size_t)l * m->BT * m->NH;
-        LB_TRY(norm_fwd(m, ln1, m->ln1_mean ? m->ln1_mean + l * m->BT : NULL,
+        LB_TRY(norm_fwd(m, ln1, C, m->ln1_mean ? m->ln1_mean + l * m->BT : NULL,
                         m->ln1_rstd + l * m->BT, x, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b), err));
-        LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b), NULL, err));
+        LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b), NULL, err));
         if (m->llama)
             LB_TRY(lb_gpu_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                        m->stream, err));
         if (m->attn_src[0] < 0) LB_TRY(attn_choose(m, false, NULL, qkv, atty, lse, err));
         LB_TRY(attn_fwd(m, m->attn_src[0] == 1, atty, lse, qkv, err));
-        LB_TRY(linear_fwd(m, res2, C, atty, C, C, lo(m, l, o->attn_out_w), lo(m, l, o->attn_out_b), x, err));
-        LB_TRY(norm_fwd(m, ln2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
+        LB_TRY(linear_fwd(m, res2, C, atty, C, C, C, lo(m, l, o->attn_out_w), lo(m, l, o->attn_out_b), x, err));
+        LB_TRY(norm_fwd(m, ln2, m->ld2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
                         m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
         if (fuse_gelu(m)) {
-            lb_gpu_gemm g = {.m = m->BT, .n = m->F, .k = C, .a = ln2, .lda = C,
+            lb_gpu_gemm g = {.m = m->BT, .n = m->F, .k = C, .a = ln2, .lda = m->ld2,
                              .b = W(m, lo(m, l, o->mlp_in_w)), .ldb = C, .trans_b = true,
                              .ab_type = m->dt, .d = fact, .ldd = m->F, .d_type = m->dt,
                              .alpha = 1.0f, .epilogue = LB_EPI_GELU_AUX_BIAS,
                              .bias = W(m, lo(m, l, o->mlp_in_b)), .aux = fch};
             LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
         } else {
-            LB_TRY(linear_fwd(m, fch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w), lo(m, l, o->mlp_in_b), NULL, err));
+            LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, C, m->F, lo(m, l, o->mlp_in_w), lo(m, l, o->mlp_in_b), NULL, err));
             LB_TRY(act_fwd(m, fact, fch, err));
         }
-        LB_TRY(linear_fwd(m, res3, C, fact, m->H, C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
+        LB_TRY(linear_fwd(m, res3, C, fact, m->H, m->H, C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
     }
-    LB_TRY(norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C), m->off.normf_w,
+    LB_TRY(norm_fwd(m, m->lnf, C, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C), m->off.normf_w,
                     m->off.normf_b, err));
     lb_gpu_gemm g = {.m = m->BT, .n = m->Vp, .k = C, .a = m->lnf, .lda = C, .b = m->lm_w,
                      .ldb = C, .trans_b = true, .ab_type = m->dt, .d = m->logits, .ldd = m->Vp,
@@ -687,7 +706,7 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
     for (int l = m->L - 1; l >= 0; l--) {
         int keep = m->p.recompute ? 0 : l;
         const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
-        void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, C);
+        void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, m->ld2);
         void *qkv = at(m, m->qkv, l, m->Q), *atty = at(m, m->atty, l, C);
         void *res2 = at(m, m->res2, l, C);
         void *fch = at(m, m->fch, l, m->F), *fact = at(m, m->fact, keep, m->H);
@@ -697,7 +716,7 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         const float *ln1_rstd = m->ln1_rstd + l * m->BT, *ln2_rstd = m->ln2_rstd + l * m->BT;
         if (m->p.recompute) {
             LB_TRY(act_fwd(m, fact, fch, err));
-            LB_TRY(lb_gpu_norm_recompute(ln2, res2, W(m, lo(m, l, o->norm2_w)), W(m, lo(m, l, o->norm2_b)),
+            LB_TRY(lb_gpu_norm_recompute(ln2, m->ld2, res2, W(m, lo(m, l, o->norm2_w)), W(m, lo(m, l, o->norm2_b)),
                                          ln2_mean, ln2_rstd, m->BT, C, m->dt, m->stream, err));
         }
         /* MLP */
@@ -707,20 +726,20 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                              .d = m->dfch, .ldd = m->H, .d_type = m->dt, .alpha = 1.0f,
                              .epilogue = LB_EPI_DGELU, .aux = fch};
             LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
-            LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
+            LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, m->H, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
         } else {
-            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
+            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
             if (m->llama)
                 LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream, err));
             else
                 LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream, err));
         }
-        LB_TRY(linear_bwd(m, m->dc, m->dfch, m->F, ln2, C, m->F, lo(m, l, o->mlp_in_w),
+        LB_TRY(linear_bwd(m, m->dc, m->dfch, m->F, ln2, m->ld2, C, m->F, lo(m, l, o->mlp_in_w),
                           lo(m, l, o->mlp_in_b), err));
         LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b),
                         lo(m, l, o->attn_out_b), err));
         /* attention */
-        LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, lo(m, l, o->attn_out_w), -1, err));
+        LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, C, lo(m, l, o->attn_out_w), -1, err));
         /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
         bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0;
@@ -733,9 +752,9 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
             LB_TRY(lb_gpu_rope_backward(m->dqkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD,
                                         m->dt, m->stream, err));
         if (m->p.recompute)
-            LB_TRY(lb_gpu_norm_recompute(ln1, x, W(m, lo(m, l, o->norm1_w)), W(m, lo(m, l, o->norm1_b)),
+            LB_TRY(lb_gpu_norm_recompute(ln1, C, x, W(m, lo(m, l, o->norm1_w)), W(m, lo(m, l, o->norm1_b)),
                                          ln1_mean, ln1_rstd, m->BT, C, m->dt, m->stream, err));
-        LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, m->Q, lo(m, l, o->qkv_w),
+        LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, C, m->Q, lo(m, l, o->qkv_w),
                           qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
         LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
                         l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));

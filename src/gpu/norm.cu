@@ -16,8 +16,9 @@
 #define NORM_WARPS 8
 
 template <typename T, bool LAYER>
-__global__ void norm_forward_kernel(T *out, float *mean_out, float *rstd_out, const T *inp,
-                                    const T *w, const T *b, int64_t N, int C, float eps) {
+__global__ void norm_forward_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out,
+                                    const T *inp, const T *w, const T *b, int64_t N, int C,
+                                    float eps) {
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * NORM_WARPS + (threadIdx.x >> 5);
     if (row >= N) return;
@@ -34,7 +35,7 @@ __global__ void norm_forward_kernel(T *out, float *mean_out, float *rstd_out, co
         ss += d * d;
     }
     float rstd = rsqrtf(lb_warp_sum(ss) / C + eps);
-    T *o = out + row * C;
+    T *o = out + row * ldo;
     for (int c = lane; c < C; c += 32) {
         float v = (lb_to_f(x[c]) - mean) * rstd * lb_to_f(w[c]);
         if (LAYER && b) v += lb_to_f(b[c]);
@@ -50,8 +51,8 @@ __global__ void norm_forward_kernel(T *out, float *mean_out, float *rstd_out, co
 
 template <typename T, bool LAYER, int VPL>
 __global__ void __launch_bounds__(NORM_WARPS * 32)
-norm_forward_vec_kernel(T *out, float *mean_out, float *rstd_out, const T *inp, const T *w,
-                        const T *b, int64_t N, int C, float eps) {
+norm_forward_vec_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out, const T *inp,
+                        const T *w, const T *b, int64_t N, int C, float eps) {
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * NORM_WARPS + (threadIdx.x >> 5);
     if (row >= N) return;
@@ -85,7 +86,7 @@ norm_forward_vec_kernel(T *out, float *mean_out, float *rstd_out, const T *inp, 
 #pragma unroll
             for (int k = 0; k < 8; k++)
                 o[k] = (v[i][k] - mean) * rstd * wv[k] + (LAYER && b ? bv[k] : 0.0f);
-            lb_st8(out + row * C + c, o);
+            lb_st8(out + row * ldo + c, o);
         }
     }
     if (lane == 0) {
@@ -283,7 +284,7 @@ static int norm_vpl(int C, const void *a, const void *b, const void *c) {
     }
 
 template <typename T, bool LAYER>
-__global__ void norm_recompute_kernel(T *out, const T *inp, const T *w, const T *b,
+__global__ void norm_recompute_kernel(T *out, int64_t ldo, const T *inp, const T *w, const T *b,
                                       const float *mean, const float *rstd, int64_t N, int C) {
     int64_t n = N * C;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -292,7 +293,7 @@ __global__ void norm_recompute_kernel(T *out, const T *inp, const T *w, const T 
         int c = (int)(i % C);
         float v = (lb_to_f(inp[i]) - (LAYER ? mean[row] : 0.0f)) * rstd[row] * lb_to_f(w[c]);
         if (LAYER && b) v += lb_to_f(b[c]);
-        out[i] = lb_from_f<T>(v);
+        out[row * ldo + c] = lb_from_f<T>(v);
     }
 }
 
@@ -383,20 +384,22 @@ static lb_status launch_backward(void *dinp, float *dw, float *db, float *dsum, 
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_layernorm_forward(void *out, float *mean, float *rstd,
-                                              const void *inp, const void *weight,
+extern "C" lb_status lb_gpu_layernorm_forward(void *out, int64_t ldo, float *mean,
+                                              float *rstd, const void *inp, const void *weight,
                                               const void *bias, int64_t N, int C, float eps,
                                               lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     unsigned blocks = lb_blocks(N, NORM_WARPS);
-    int vpl = norm_vpl(C, out, inp, weight) ? norm_vpl(C, bias, bias, bias) : 0;
+    int vpl = norm_vpl(C, out, inp, weight) && ldo % 8 == 0 ? norm_vpl(C, bias, bias, bias) : 0;
     if (vpl) {
         LB_DISPATCH_DTYPE(dt, E, VPL_DISPATCH(vpl,
             norm_forward_vec_kernel<E, true, VPL><<<blocks, NORM_WARPS * 32, 0, s>>>(
-                (E *)out, mean, rstd, (const E *)inp, (const E *)weight, (const E *)bias, N, C, eps)));
+                (E *)out, ldo, mean, rstd, (const E *)inp, (const E *)weight, (const E *)bias, N,
+                C, eps)));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
             norm_forward_kernel<E, true><<<blocks, NORM_WARPS * 32, 0, s>>>(
-                (E *)out, mean, rstd, (const E *)inp, (const E *)weight, (const E *)bias, N, C, eps));
+                (E *)out, ldo, mean, rstd, (const E *)inp, (const E *)weight, (const E *)bias, N,
+                C, eps));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
@@ -410,11 +413,11 @@ extern "C" lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *
     if (vpl) {
         LB_DISPATCH_DTYPE(dt, E, VPL_DISPATCH(vpl,
             norm_forward_vec_kernel<E, false, VPL><<<blocks, NORM_WARPS * 32, 0, s>>>(
-                (E *)out, NULL, rstd, (const E *)inp, (const E *)weight, NULL, N, C, eps)));
+                (E *)out, C, NULL, rstd, (const E *)inp, (const E *)weight, NULL, N, C, eps)));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
             norm_forward_kernel<E, false><<<blocks, NORM_WARPS * 32, 0, s>>>(
-                (E *)out, NULL, rstd, (const E *)inp, (const E *)weight, NULL, N, C, eps));
+                (E *)out, C, NULL, rstd, (const E *)inp, (const E *)weight, NULL, N, C, eps));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
@@ -442,19 +445,19 @@ extern "C" lb_status lb_gpu_rmsnorm_backward(void *dinp, float *dweight, float *
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_norm_recompute(void *out, const void *inp, const void *weight,
-                                           const void *bias, const float *mean,
-                                           const float *rstd, int64_t N, int C,
-                                           lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_gpu_norm_recompute(void *out, int64_t ldo, const void *inp,
+                                           const void *weight, const void *bias,
+                                           const float *mean, const float *rstd, int64_t N,
+                                           int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     unsigned blocks = lb_grid_cap(N * C, 256);
     if (mean != NULL) {
         LB_DISPATCH_DTYPE(dt, E,
             norm_recompute_kernel<E, true><<<blocks, 256, 0, s>>>(
-                (E *)out, (const E *)inp, (const E *)weight, (const E *)bias, mean, rstd, N, C));
+                (E *)out, ldo, (const E *)inp, (const E *)weight, (const E *)bias, mean, rstd, N, C));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
             norm_recompute_kernel<E, false><<<blocks, 256, 0, s>>>(
-                (E *)out, (const E *)inp, (const E *)weight, NULL, NULL, rstd, N, C));
+                (E *)out, ldo, (const E *)inp, (const E *)weight, NULL, NULL, rstd, N, C));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;

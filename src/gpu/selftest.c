@@ -320,7 +320,7 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
     if (c->st == LB_OK) {
         if (layer) {
             lb_ref_layernorm_forward(ref, mean, rstd, x, w, b, 1, N, C, 1e-5f);
-            check(c, lb_gpu_layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f, pr->dt, 0, c->err));
+            check(c, lb_gpu_layernorm_forward(d_out, C, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f, pr->dt, 0, c->err));
             lb_ref_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, 1, N, C);
         } else {
             lb_ref_rmsnorm_forward(ref, rstd, x, w, 1, N, C, 1e-5f);
@@ -347,7 +347,7 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
             compare(c, "layernorm.bwd.dbias", shape, pr, gdb, db, C);
         }
         /* recompute gives the forward's output */
-        check(c, lb_gpu_norm_recompute(d_dx, d_x, d_w, layer ? d_b : NULL, layer ? d_mean : NULL, d_rstd, N, C, pr->dt, 0, c->err));
+        check(c, lb_gpu_norm_recompute(d_dx, C, d_x, d_w, layer ? d_b : NULL, layer ? d_mean : NULL, d_rstd, N, C, pr->dt, 0, c->err));
         down(c, gdx, d_dx, n, pr->dt);
         compare(c, layer ? "layernorm.recompute" : "rmsnorm.recompute", shape, pr, gdx, ref, n);
     }
