@@ -1,8 +1,8 @@
 /* loss.cuh: fused softmax + cross-entropy, forward and backward in one pass (C-callable).
  *
  * logits [N, V] (row stride ld >= V, type dt) are read once for the row's max and sum of
- * exponentials (online, fp32) and kept in registers (up to 32,768 bf16 a row; the rest of
- * a longer row is read again) to write dlogits = (softmax - onehot(target)) * dloss IN
+ * exponentials (online, fp32) and kept in registers and shared memory (a whole GPT-2 row;
+ * the rest of a longer row is read again) to write dlogits = (softmax - onehot(target)) * dloss IN
  * PLACE over the logits: no fp32 copy of the logits or of the probabilities
  * ever exists. losses[N] (fp32) = logsumexp - logit[target]. dloss is d(loss)/d(losses[r])
  * times the loss scale (1/N for the mean, times S under fp16 loss scaling). With
