@@ -89,6 +89,21 @@ __device__ __forceinline__ float lb_block_max(float v, float *scratch) {
     return lb_warp_max(v);
 }
 
+/* *p += v (p 16-byte aligned, global): one four-float reduction on sm_90, four atomics
+ * before */
+__device__ __forceinline__ void red_add4(float *p, float4 v) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y),
+                 "f"(v.z), "f"(v.w)
+                 : "memory");
+#else
+    atomicAdd(p, v.x);
+    atomicAdd(p + 1, v.y);
+    atomicAdd(p + 2, v.z);
+    atomicAdd(p + 3, v.w);
+#endif
+}
+
 static inline unsigned lb_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
     return (unsigned)(b > 0 ? b : 1);

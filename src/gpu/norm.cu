@@ -109,12 +109,13 @@ template <typename T> __device__ __forceinline__ void unpack8(float f[8], const 
     for (int k = 0; k < 8; k++) f[k] = lb_to_f(e[k]);
 }
 
-/* Backward blocks: 8 warps (2 blocks an SM) up to 1024 channels, 4 warps (3 an SM) above,
- * where the partials take more registers; 4 warps (2 an SM) where a 16-bit RMSNorm row
- * above 1024 stays in registers (253 registers, no spills). */
+/* Backward blocks: 8 warps (2 blocks an SM) up to 1024 channels, 4 warps (3 an SM) above;
+ * 4 warps (2 an SM) where a 16-bit RMSNorm row above 1024 stays in registers (no spills). */
 template <typename T, bool LAYER, int VPL> struct bwd_shape {
     static constexpr bool KEEP = sizeof(T) == 2 && (VPL <= 3 || (!LAYER && VPL == 8));
-    static constexpr int WARPS = VPL <= 4 ? 8 : 4, MIN_BLOCKS = VPL <= 4 || KEEP ? 2 : 3;
+    static constexpr int WARPS = VPL <= 4 ? 8 : 4, MIN_BLOCKS = !KEEP && VPL > 4 ? 3 : 2;
+    /* shared slices a warp: the weight's partials, the bias's (LayerNorm), dinp's sums (SUM) */
+    static constexpr int SLICES = 1 + (LAYER ? 1 : 0);
 };
 
 /* One warp per row. A row of 16-bit elements up to 768 wide stays in registers between
@@ -127,10 +128,15 @@ template <typename T, bool LAYER, int VPL> struct bwd_shape {
  * instead of 6 of 1,584; 58.9 -> 36.5 us a launch at Llama 3.2 1B 8x1024 (H200; the
  * 134 MB it moves need ~35 us). Two warps a row (4 vectors a lane each, 16 warps an SM,
  * the row sums swapped through shared memory) took 41.3 us.
- * At the end each warp stores its partials into its own shared slice and the block sums
- * the slices per channel: fp32 atomicAdd on shared memory is a compare-and-swap loop on
- * sm_90, and 8 warps retrying ~50 of them a thread on the same addresses, every block at
- * once, took half the kernel (50 -> 26.5 us a LayerNorm at 16384 x 768 bf16, H200). */
+ * The weight and bias gradient partials and dinp's column sums build up in the warp's own
+ * shared slices (lane l owns the float4s l, l + 32, ... of each: no atomics); kept in
+ * registers they took 48 of them at 768 channels and the kernel ran 8% slower (38 against
+ * 35 us a LayerNorm at 16384 x 768 bf16 alone, H200; spending the freed registers on a
+ * third block an SM, or on loading the next row before the current one's work, was
+ * slower again: 43 and 40 us). At the end the block sums the slices per channel: fp32
+ * atomicAdd on shared memory is a compare-and-swap loop on sm_90, and 8 warps retrying ~50
+ * of them a thread on the same addresses, every block at once, took half the kernel
+ * (50 -> 26.5 us). */
 template <typename T, bool LAYER, int VPL, bool SUM>
 __global__ void
 __launch_bounds__(bwd_shape<T, LAYER, VPL>::WARPS * 32, bwd_shape<T, LAYER, VPL>::MIN_BLOCKS)
@@ -139,19 +145,24 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
                          int64_t N, int C) {
     using shape = bwd_shape<T, LAYER, VPL>;
     constexpr bool KEEP = shape::KEEP;
-    constexpr int WARPS = shape::WARPS, SLICE = VPL * 256;
-    extern __shared__ float4 part[]; /* [WARPS][SLICE / 4]: one warp's partials each */
+    constexpr int WARPS = shape::WARPS, SLICE = VPL * 256, NS = shape::SLICES + (SUM ? 1 : 0);
+    extern __shared__ float4 part[]; /* [NS][WARPS][SLICE / 4]: one warp's partials each */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float adw[VPL][8], adb[VPL][8];
+    /* lane l's 8 channels of vector i lie at float4s 32 (2i) and 32 (2i + 1) of its slices */
+    float4 *pw = part + (size_t)warp * SLICE / 4 + lane;
+    float4 *pb = pw + (size_t)WARPS * SLICE / 4;             /* LAYER */
+    float4 *ps = pw + (size_t)(NS - 1) * WARPS * SLICE / 4;   /* SUM */
 #pragma unroll
-    for (int i = 0; i < VPL; i++)
+    for (int i = 0; i < 2 * VPL; i++)
+        for (int k = 0; k < NS; k++) pw[(size_t)k * WARPS * SLICE / 4 + 32 * i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    auto add8 = [&](float4 *slice, int i, const float v[8]) {
 #pragma unroll
-        for (int k = 0; k < 8; k++) adw[i][k] = adb[i][k] = 0.0f;
-    /* SUM: dinp's sums build up in the warp's own shared slice (registers would spill) */
-    float4 *mine = part + (size_t)warp * SLICE / 4 + lane;
-    if constexpr (SUM)
-#pragma unroll
-        for (int i = 0; i < 2 * VPL; i++) mine[32 * i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int h = 0; h < 2; h++) {
+            float4 a = slice[32 * (2 * i + h)];
+            a.x += v[4 * h], a.y += v[4 * h + 1], a.z += v[4 * h + 2], a.w += v[4 * h + 3];
+            slice[32 * (2 * i + h)] = a;
+        }
+    };
     raw8<T> wr[KEEP ? VPL : 1]; /* the weight row, once (KEEP) */
     if (KEEP)
 #pragma unroll
@@ -193,16 +204,17 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
         for (int i = 0; i < VPL; i++) {
             int c = (lane + 32 * i) * 8;
             if (c < C) {
-                float xv[8], gv[8], wv[8];
+                float xv[8], gv[8], wv[8], gx[8];
                 row8(i, c, xv, gv, wv);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
                     float xhat = (xv[k] - mu) * rs, dn = gv[k] * wv[k];
                     s1 += dn;
                     s2 += dn * xhat;
-                    adw[i][k] += gv[k] * xhat;
-                    adb[i][k] += gv[k];
+                    gx[k] = gv[k] * xhat;
                 }
+                add8(pw, i, gx);
+                if (LAYER) add8(pb, i, gv);
             }
         }
         s1 = lb_warp_sum(s1) / C;
@@ -220,50 +232,34 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
                     dx[k] += LAYER ? (dn - s1 - xhat * s2) * rs : (dn - xhat * s2) * rs;
                 }
                 lb_st8(dinp + row * C + c, dx);
-                if constexpr (SUM)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        float4 a = mine[32 * (2 * i + h)];
-                        a.x += dx[4 * h], a.y += dx[4 * h + 1], a.z += dx[4 * h + 2], a.w += dx[4 * h + 3];
-                        mine[32 * (2 * i + h)] = a;
-                    }
+                if constexpr (SUM) add8(ps, i, dx);
             }
         }
     }
-    /* lane l's 8 channels of vector i lie at float4s (2i, l) and (2i+1, l) of its slice */
-    auto put = [&](float a[VPL][8]) {
+    /* four channels a thread: one vector reduction a thread where dst is 16-byte aligned */
+    auto merge = [&](const float4 *slices, float *dst) {
+        const float *p = (const float *)slices;
+        bool vec = ((uintptr_t)dst & 15) == 0;
+        for (int c = 4 * threadIdx.x; c < C; c += 4 * blockDim.x) {
+            int v = c >> 3, j = ((2 * (v >> 5) + ((c >> 2) & 1)) * 32 + (v & 31)) << 2;
+            float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-        for (int i = 0; i < VPL; i++)
-            if ((lane + 32 * i) * 8 < C)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    part[(size_t)warp * SLICE / 4 + (2 * i + h) * 32 + lane] =
-                        make_float4(a[i][4 * h], a[i][4 * h + 1], a[i][4 * h + 2], a[i][4 * h + 3]);
-    };
-    auto merge = [&](float *dst) {
-        const float *p = (const float *)part;
-        for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            int v = c >> 3, j = (((2 * (v >> 5) + ((c >> 2) & 1)) * 32 + (v & 31)) << 2) | (c & 3);
-            float s = 0.0f;
-#pragma unroll
-            for (int u = 0; u < WARPS; u++) s += p[u * SLICE + j];
-            atomicAdd(&dst[c], s);
+            for (int u = 0; u < WARPS; u++) {
+                float4 q = *(const float4 *)(p + u * SLICE + j);
+                s.x += q.x, s.y += q.y, s.z += q.z, s.w += q.w;
+            }
+            if (vec) {
+                red_add4(dst + c, s);
+            } else {
+                atomicAdd(&dst[c], s.x), atomicAdd(&dst[c + 1], s.y);
+                atomicAdd(&dst[c + 2], s.z), atomicAdd(&dst[c + 3], s.w);
+            }
         }
     };
-    if constexpr (SUM) {
-        __syncthreads();
-        merge(dsum);
-        __syncthreads();
-    }
-    put(adw);
     __syncthreads();
-    merge(dweight);
-    if (LAYER && dbias) {
-        __syncthreads();
-        put(adb);
-        __syncthreads();
-        merge(dbias);
-    }
+    merge(part, dweight);
+    if (LAYER && dbias) merge(part + (size_t)WARPS * SLICE / 4, dbias);
+    if constexpr (SUM) merge(part + (size_t)(NS - 1) * WARPS * SLICE / 4, dsum);
 }
 
 /* Vectors per lane for width C, or 0 when the scalar kernels must run. */
@@ -345,17 +341,27 @@ __global__ void norm_backward_kernel(T *dinp, float *dweight, float *dbias, floa
     }
 }
 
+/* A grid of as many blocks as fit on the GPU at once: each warp walks its rows. */
 template <typename T, bool LAYER, int VPL, bool SUM>
-static void launch_backward_vec(void *dinp, float *dw, float *db, float *dsum, const void *dout,
-                                const void *inp, const void *w, const float *mean,
-                                const float *rstd, int64_t N, int C, cudaStream_t s) {
+static lb_status launch_backward_vec(void *dinp, float *dw, float *db, float *dsum, const void *dout,
+                                     const void *inp, const void *w, const float *mean,
+                                     const float *rstd, int64_t N, int C, cudaStream_t s,
+                                     lb_err *err) {
     using shape = bwd_shape<T, LAYER, VPL>;
-    constexpr int WARPS = shape::WARPS;
-    size_t vsmem = (size_t)WARPS * VPL * 256 * sizeof(float); /* <= 32 KiB */
+    constexpr int WARPS = shape::WARPS, NS = shape::SLICES + (SUM ? 1 : 0);
+    auto kernel = norm_backward_vec_kernel<T, LAYER, VPL, SUM>;
+    size_t vsmem = (size_t)NS * WARPS * VPL * 256 * sizeof(float); /* <= 96 KiB */
+    int dev = 0, sms = 0, per_sm = 0;
+    LB_CUDA_TRY(err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)vsmem));
+    LB_CUDA_TRY(err, cudaGetDevice(&dev));
+    LB_CUDA_TRY(err, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    LB_CUDA_TRY(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, vsmem));
     int64_t vblocks = (N + WARPS - 1) / WARPS;
-    if (vblocks > 132 * shape::MIN_BLOCKS) vblocks = 132 * shape::MIN_BLOCKS;
-    norm_backward_vec_kernel<T, LAYER, VPL, SUM><<<(unsigned)vblocks, WARPS * 32, vsmem, s>>>(
-        (T *)dinp, dw, db, dsum, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
+    if (vblocks > (int64_t)sms * per_sm) vblocks = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    kernel<<<(unsigned)vblocks, WARPS * 32, vsmem, s>>>((T *)dinp, dw, db, dsum, (const T *)dout,
+                                                        (const T *)inp, (const T *)w, mean, rstd, N, C);
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
 }
 
 template <typename T, bool LAYER>
@@ -366,10 +372,8 @@ static lb_status launch_backward(void *dinp, float *dw, float *db, float *dsum, 
     int vpl = norm_vpl(C, dinp, dout, inp) ? norm_vpl(C, w, w, w) : 0;
     if (vpl) {
         VPL_DISPATCH(vpl,
-            if (dsum) launch_backward_vec<T, LAYER, VPL, true>(dinp, dw, db, dsum, dout, inp, w, mean, rstd, N, C, s);
-            else launch_backward_vec<T, LAYER, VPL, false>(dinp, dw, db, NULL, dout, inp, w, mean, rstd, N, C, s));
-        LB_CUDA_LAUNCH_TRY(err);
-        return LB_OK;
+            if (dsum) return launch_backward_vec<T, LAYER, VPL, true>(dinp, dw, db, dsum, dout, inp, w, mean, rstd, N, C, s, err);
+            return launch_backward_vec<T, LAYER, VPL, false>(dinp, dw, db, NULL, dout, inp, w, mean, rstd, N, C, s, err));
     }
     size_t smem = (size_t)((LAYER ? 2 : 1) + (dsum ? 1 : 0)) * C * sizeof(float);
     int64_t blocks = (N + NORM_WARPS - 1) / NORM_WARPS;
