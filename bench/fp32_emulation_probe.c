@@ -35,11 +35,6 @@ static double now_rand(unsigned long long *s) {
     return (double)(*s >> 11) / (double)(1ull << 53) * 2.0 - 1.0;
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* x = hi + lo with hi rounded to TF32 (ties away; a finite value that would round to
  * infinity is truncated) and lo exact. */
 static void split_tf32(float x, float *hi, float *lo) {
@@ -106,8 +101,7 @@ static float run(cublasLtHandle_t lt, cublasComputeType_t ct, int emulate, const
                 CK(cudaEventElapsedTime(&t[r - 3], e0, e1));
             }
         }
-        qsort(t, 15, sizeof t[0], cmp_float);
-        med = t[7];
+        med = probe_median(t, 15);
         cudaEventDestroy(e0);
         cudaEventDestroy(e1);
     }

@@ -34,11 +34,6 @@ static cudaStream_t st;
 static cudaEvent_t ev0, ev1;
 static void *ws;
 
-static int cmpf(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* median microseconds of one product; -1 when cuBLASLt refuses the algorithm */
 static float time_one(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                       cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const void *alpha,
@@ -54,8 +49,7 @@ static float time_one(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
         CK(cudaEventSynchronize(ev1));
         if (r >= 0) CK(cudaEventElapsedTime(&t[r], ev0, ev1));
     }
-    qsort(t, REPS, sizeof t[0], cmpf);
-    return t[REPS / 2] * 1000.0f;
+    return probe_median(t, REPS) * 1000.0f;
 }
 
 /* best time of the heuristic's candidates for D (M x N) = A^T B, A stored k x M, B k x N */

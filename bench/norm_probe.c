@@ -18,20 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/norm.cuh"
-
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                       \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-static int cmp(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
+#include "probe_check.h"
 
 /* a device buffer of n random bf16 values (uniform in [-1, 1) times scale) */
 static void *rand_bf16(size_t n, float scale) {
@@ -92,9 +79,7 @@ static void run(int layer, int64_t N, int C, int reps) {
         CK(cudaEventSynchronize(b));
         if (i >= 0) CK(cudaEventElapsedTime(&t_c[i], a, b));
     }
-    qsort(t_n, reps, sizeof(float), cmp);
-    qsort(t_c, reps, sizeof(float), cmp);
-    float mn = t_n[reps / 2] * 1e3f, mc = t_c[reps / 2] * 1e3f;
+    float mn = probe_median(t_n, reps) * 1e3f, mc = probe_median(t_c, reps) * 1e3f;
     printf("%s backward %lld x %d bf16: %.1f us (%.2f TB/s), copy %.1f us, ratio %.2f\n",
            layer ? "LayerNorm" : "RMSNorm", (long long)N, C, mn, 4.0 * n * 2 / mn / 1e6, mc, mn / mc);
     cudaFree(dres), cudaFree(dy), cudaFree(x), cudaFree(w), cudaFree(big), cudaFree(big2);

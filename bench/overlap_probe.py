@@ -13,24 +13,11 @@ CUDA events, median of the repeats.
 usage: python3 bench/overlap_probe.py [--reps 20]
 """
 import argparse
-import statistics
 import time
 
 import torch
 
-
-def time_ms(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b))
-    return statistics.median(out)
+from concurrent_products_probe import time_ms  # median of CUDA-event timings after warm-up
 
 
 def main():

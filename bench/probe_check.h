@@ -1,6 +1,7 @@
 /* probe_check.h: the one check macro of the bench/ probes (standalone programs built with
- * nvcc, not part of llmbench): CK(x) exits with the call, file and line when x (a CUDA or
- * cuBLASLt status) is not 0. */
+ * nvcc or cc, not part of llmbench): CK(x) exits with the call, file and line when x (a
+ * CUDA or cuBLASLt status) is not 0; probe_median(t, n) sorts n timings and returns the
+ * middle one. */
 #ifndef BENCH_PROBE_CHECK_H
 #define BENCH_PROBE_CHECK_H
 
@@ -15,5 +16,15 @@
             exit(1);                                                             \
         }                                                                        \
     } while (0)
+
+static int probe_cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static inline float probe_median(float *t, int n) {
+    qsort(t, (size_t)n, sizeof(float), probe_cmp_float);
+    return t[n / 2];
+}
 
 #endif

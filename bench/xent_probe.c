@@ -18,20 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/loss.cuh"
-
-#define CK(x)                                                                              \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                       \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
-
-static int cmp(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
+#include "probe_check.h"
 
 static uint16_t bf16_bits(float f) {
     uint32_t u;
@@ -90,9 +77,7 @@ int main(int argc, char **argv) {
         if (i >= 0) CK(cudaEventElapsedTime(&t_c[i], a, b));
     }
     CK(cudaGetLastError());
-    qsort(t_x, reps, sizeof(float), cmp);
-    qsort(t_c, reps, sizeof(float), cmp);
-    float mx = t_x[reps / 2], mc = t_c[reps / 2];
+    float mx = probe_median(t_x, reps), mc = probe_median(t_c, reps);
     printf("N %lld V %d: xent %.3f ms (%.2f TB/s), copy %.3f ms (%.2f TB/s), xent/copy %.2f\n",
            (long long)N, V, mx, 2.0 * bytes / mx / 1e9, mc, 2.0 * bytes / mc / 1e9, mx / mc);
     return 0;
