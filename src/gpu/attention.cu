@@ -25,7 +25,6 @@
 #include "gpu/act.cuh"
 #include "gpu/common.cuh"
 
-#define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
 /* ------------------------------------------------------------------------------------ */
@@ -96,12 +95,6 @@ __device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
 }
 
 #define HDM 64   /* the head size of the tensor-core and CUDA-core tiled paths */
@@ -259,13 +252,13 @@ __device__ __forceinline__ void online_softmax(float sc[8][4], float mrow[2], fl
         mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
         float mnew = fmaxf(mrow[i], mx[i] * sl2);
         ms[i] = mnew == -INFINITY ? 0.0f : mnew;
-        corr[i] = fast_exp2(mrow[i] - ms[i]);
+        corr[i] = lb_exp2(mrow[i] - ms[i]);
         mrow[i] = mnew;
     }
 #pragma unroll
     for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) sc[nt][e] = fast_exp2(fmaf(sc[nt][e], sl2, -ms[e >> 1]));
+        for (int e = 0; e < 4; e++) sc[nt][e] = lb_exp2(fmaf(sc[nt][e], sl2, -ms[e >> 1]));
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float s4[4];
@@ -328,7 +321,7 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int
     int n_kt = (min(q0 + FQ, T_) + KT - 1) / KT;
     int wq0 = q0 + warp * 32;
     int qrow[2][2] = {{wq0 + g, wq0 + g + 8}, {wq0 + 16 + g, wq0 + 24 + g}};
-    const float sl2 = rsqrtf((float)HDM) * LOG2E;
+    const float sl2 = rsqrtf((float)HDM) * LB_LOG2E;
 
     tile_async<T, FQ>(sQ, base + h * HDM, W, q0, T_);
     tile_async<T, KT>(sK, gK, W, 0, T_);
@@ -661,7 +654,7 @@ attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int kw0 = k0 + warp * 16;
     int key[2] = {kw0 + g, kw0 + g + 8};
-    const float scale = rsqrtf((float)HDM), sl2 = scale * LOG2E;
+    const float scale = rsqrtf((float)HDM), sl2 = scale * LB_LOG2E;
 
     tile_async<T, BK>(sK, base + (NH + kvh) * HDM, W, k0, T_);
     tile_async<T, BK>(sV, base + (NH + NKV + kvh) * HDM, W, k0, T_);
@@ -708,7 +701,7 @@ attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int q = q0 + nt * 8 + 2 * t + (e & 1);
-                    float p = fast_exp2(fmaf(st[nt][e], sl2, -((e & 1) ? L.y : L.x) * LOG2E));
+                    float p = lb_exp2(fmaf(st[nt][e], sl2, -((e & 1) ? L.y : L.x) * LB_LOG2E));
                     st[nt][e] = (diag && q < key[e >> 1]) ? 0.0f : p;
                 }
             }
@@ -788,7 +781,7 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
     int g = lane >> 2, t = lane & 3;
     int kw0 = k0 + 64 * wg;
     int key[2] = {kw0 + 16 * warp + g, kw0 + 16 * warp + g + 8};
-    const float scale = rsqrtf((float)HDM), sl2 = scale * LOG2E;
+    const float scale = rsqrtf((float)HDM), sl2 = scale * LB_LOG2E;
     /* descriptors of the shared operands: K-major (k steps 256 bytes apart) for the
      * products over the head dimension, MN-major (k steps 2048 bytes apart) for the
      * products over queries or keys; a stage of Q or dO is 8 KiB on, a dS^T buffer 16 KiB */
@@ -889,11 +882,11 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
 #pragma unroll
             for (int nt = 0; nt < 8; nt++) {
                 float2 L = *(const float2 *)(cL + nt * 8 + 2 * t);
-                float nl[2] = {-L.x * LOG2E, -L.y * LOG2E};
+                float nl[2] = {-L.x * LB_LOG2E, -L.y * LB_LOG2E};
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int q = q0 + nt * 8 + 2 * t + (e & 1);
-                    float p = fast_exp2(fmaf(st[nt][e], sl2, nl[e & 1]));
+                    float p = lb_exp2(fmaf(st[nt][e], sl2, nl[e & 1]));
                     st[nt][e] = q < key[e >> 1] ? 0.0f : p;
                 }
             }
@@ -901,9 +894,9 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
 #pragma unroll
             for (int nt = 0; nt < 8; nt++) {
                 float2 L = *(const float2 *)(cL + nt * 8 + 2 * t);
-                float nl[2] = {-L.x * LOG2E, -L.y * LOG2E};
+                float nl[2] = {-L.x * LB_LOG2E, -L.y * LB_LOG2E};
 #pragma unroll
-                for (int e = 0; e < 4; e++) st[nt][e] = fast_exp2(fmaf(st[nt][e], sl2, nl[e & 1]));
+                for (int e = 0; e < 4; e++) st[nt][e] = lb_exp2(fmaf(st[nt][e], sl2, nl[e & 1]));
             }
         }
 #pragma unroll
@@ -1092,7 +1085,7 @@ attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, in
     const T *base = ft.base, *gK = ft.gK, *gV = ft.gV;
     int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
     int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const float sl2 = rsqrtf((float)HDM) * LOG2E;
+    const float sl2 = rsqrtf((float)HDM) * LB_LOG2E;
 
     tile_f32(sQ, base + h * HDM, W, q0, T_);
     float o[4][4], m[4], l[4];
@@ -1121,11 +1114,11 @@ attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, in
 #pragma unroll
             for (int o2 = 1; o2 < 16; o2 <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o2));
             float mnew = fmaxf(m[i], mx), ms = mnew == -INFINITY ? 0.0f : mnew;
-            float corr = fast_exp2(m[i] - ms), sum = 0.0f;
+            float corr = lb_exp2(m[i] - ms), sum = 0.0f;
             m[i] = mnew;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                float p = fast_exp2(s[i][j] - ms);
+                float p = lb_exp2(s[i][j] - ms);
                 sum += p;
                 sP[(ty + 16 * i) * PLD + tx + 16 * j] = p;
             }
@@ -1174,7 +1167,7 @@ attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const 
     const T *base = qkv + (int64_t)b * T_ * W;
     int k0 = (int)(blockIdx.x / (NKV * B)) * TB;
     int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const float scale = rsqrtf((float)HDM), sl2 = scale * LOG2E;
+    const float scale = rsqrtf((float)HDM), sl2 = scale * LB_LOG2E;
     const int dcol = 16 * (tx >> 2) + 2 * (tx & 3); /* dQ columns dcol, +1, +8, +9 */
 
     tile_f32(sK, base + (NH + kvh) * HDM, W, k0, T_);
@@ -1191,7 +1184,7 @@ attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const 
             if (threadIdx.x < TB) {
                 int q = q0 + threadIdx.x;
                 int64_t r = ((int64_t)b * NH + h) * T_ + q;
-                sL[threadIdx.x] = q < T_ ? lse[r] * LOG2E : INFINITY; /* P = 0 past T */
+                sL[threadIdx.x] = q < T_ ? lse[r] * LB_LOG2E : INFINITY; /* P = 0 past T */
                 sD[threadIdx.x] = q < T_ ? Dsum[r] : 0.0f;
             }
             __syncthreads();
@@ -1207,7 +1200,7 @@ attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const 
                 float L = sL[qj];
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    float pij = fast_exp2(fmaf(acc[i][j], sl2, -L));
+                    float pij = lb_exp2(fmaf(acc[i][j], sl2, -L));
                     sS[(ty + 16 * i) * PLD + qj] = diag && qj < ty + 16 * i ? 0.0f : pij;
                 }
             }

@@ -89,6 +89,16 @@ __device__ __forceinline__ float lb_block_max(float v, float *scratch) {
     return lb_warp_max(v);
 }
 
+#define LB_LOG2E 1.4426950408889634f
+
+/* 2^x by the special-function unit (ex2.approx: ~2 ulp, denormals flushed; __expf's
+ * instruction without its multiply) */
+__device__ __forceinline__ float lb_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* *p += v (p 16-byte aligned, global): one four-float reduction on sm_90, four atomics
  * before */
 __device__ __forceinline__ void red_add4(float *p, float4 v) {

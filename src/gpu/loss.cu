@@ -25,21 +25,12 @@ template <typename T> struct vec16 {
     static constexpr int N = 16 / sizeof(T);
 };
 
-#define LOG2E 1.4426950408889634f
-
-/* 2^x by the special-function unit (__expf's instruction, without its multiply) */
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* (m, sum) of exp(x - m) merged with (m2, s2) */
 __device__ __forceinline__ void lse_merge(float &m, float &sum, float m2, float s2) {
     float mm = fmaxf(m, m2);
     if (mm == -INFINITY) return;
-    sum = (m == -INFINITY ? 0.0f : sum * ex2((m - mm) * LOG2E)) +
-          (m2 == -INFINITY ? 0.0f : s2 * ex2((m2 - mm) * LOG2E));
+    sum = (m == -INFINITY ? 0.0f : sum * lb_exp2((m - mm) * LB_LOG2E)) +
+          (m2 == -INFINITY ? 0.0f : s2 * lb_exp2((m2 - mm) * LB_LOG2E));
     m = mm;
 }
 
@@ -65,12 +56,12 @@ template <typename T> __device__ __forceinline__ void xent_online(uint4 raw, flo
 #pragma unroll
     for (int j = 0; j < vec16<T>::N; j++) vmax = fmaxf(vmax, lb_to_f(e[j]));
     if (vmax > m) {
-        sum *= ex2((m - vmax) * LOG2E);
+        sum *= lb_exp2((m - vmax) * LB_LOG2E);
         m = vmax;
     }
-    float ml = m * LOG2E;
+    float ml = m * LB_LOG2E;
 #pragma unroll
-    for (int j = 0; j < vec16<T>::N; j++) sum += ex2(fmaf(lb_to_f(e[j]), LOG2E, -ml));
+    for (int j = 0; j < vec16<T>::N; j++) sum += lb_exp2(fmaf(lb_to_f(e[j]), LB_LOG2E, -ml));
 }
 
 /* The gradient's constants for a row with merged (m, sum): softmax(x) * dloss =
@@ -79,11 +70,9 @@ struct xent_row {
     float c, dloss;
     int tgt;
     __device__ xent_row(float m, float sum, float dl, int t)
-        : c(m * LOG2E + log2f(sum) - log2f(dl)), dloss(dl), tgt(t) {}
-    __device__ float grad(float x, int col) const {
-        float q = ex2(fmaf(x, LOG2E, -c));
-        return col == tgt ? q - dloss : q;
-    }
+        : c(m * LB_LOG2E + log2f(sum) - log2f(dl)), dloss(dl), tgt(t) {}
+    __device__ float q(float x) const { return lb_exp2(fmaf(x, LB_LOG2E, -c)); } /* softmax * dloss */
+    __device__ float grad(float x, int col) const { return col == tgt ? q(x) - dloss : q(x); }
 };
 
 /* Overwrites vector raw (columns c0..) with its gradient: one multiply-add and one
@@ -93,7 +82,7 @@ __device__ __forceinline__ void xent_grad(uint4 &raw, int c0, const xent_row &r)
     T *e = (T *)&raw;
     float g[vec16<T>::N];
 #pragma unroll
-    for (int j = 0; j < vec16<T>::N; j++) g[j] = ex2(fmaf(lb_to_f(e[j]), LOG2E, -r.c));
+    for (int j = 0; j < vec16<T>::N; j++) g[j] = r.q(lb_to_f(e[j]));
     if (r.tgt - c0 >= 0 && r.tgt - c0 < vec16<T>::N)
 #pragma unroll
         for (int j = 0; j < vec16<T>::N; j++)
