@@ -19,7 +19,11 @@
  *        being our B and A); the GELU ones read or write an aux matrix shaped as D, the
  *        bias ones a vector). With an epilogue, the algorithms the heuristic offers for
  *        the same product without it are timed with it too, where cuBLASLt accepts them.
- *        HEURISTIC_ONLY=1 in the environment times the heuristic's candidates only. */
+ *        HEURISTIC_ONLY=1 in the environment times the heuristic's candidates only.
+ *        SUSTAIN_MS=T also times each of the heuristic's candidates as a stream of
+ *        back-to-back runs of about T ms (after a second of load, two rounds over the
+ *        candidates, the faster round kept): the rate a GPU held at its power limit
+ *        sustains, which may rank the candidates differently from single runs. */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <stdbool.h>
@@ -160,6 +164,51 @@ static int cmp_cfg(const void *x, const void *y) {
     return (a > b) - (a < b);
 }
 
+/* microseconds a run of algo takes in a stream of reps back-to-back runs; < 0: it failed */
+static float stream_us(problem *p, const cublasLtMatmulAlgo_t *algo, int reps) {
+    float alpha = 1.0f, beta = 0.0f, ms;
+    CK(cudaEventRecord(p->e0, p->s));
+    for (int r = 0; r < reps; r++)
+        if (cublasLtMatmul(p->lt, p->op, &alpha, p->b, p->la, p->a, p->lb, &beta, p->d, p->lc,
+                           p->d, p->lc, algo, p->ws, WS_BYTES, p->s) != CUBLAS_STATUS_SUCCESS)
+            return -1.0f;
+    CK(cudaEventRecord(p->e1, p->s));
+    CK(cudaEventSynchronize(p->e1));
+    CK(cudaEventElapsedTime(&ms, p->e0, p->e1));
+    return ms * 1e3f / (float)reps;
+}
+
+/* each candidate's single-run median and its sustained rate (see the top of the file) */
+static void sustained(problem *p, const cublasLtMatmulHeuristicResult_t *res, int n, double ms) {
+    float one[64], best[64];
+    int reps[64];
+    if (n > 64) n = 64;
+    for (int i = 0; i < n; i++) {
+        one[i] = time_algo(p, &res[i].algo, 0);
+        reps[i] = one[i] > 0 ? (int)(ms * 1e3 / one[i]) + 1 : 0;
+        best[i] = -1.0f;
+    }
+    if (n > 0 && reps[0] > 0) stream_us(p, &res[0].algo, (int)(1e6 / one[0]) + 1);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < n; i++) {
+            if (reps[i] == 0) continue;
+            float us = stream_us(p, &res[i].algo, reps[i]);
+            if (us > 0 && (best[i] < 0 || us < best[i])) best[i] = us;
+        }
+    int fs = -1, fl = -1;
+    for (int i = 0; i < n; i++) {
+        char d[160];
+        describe(&res[i].algo, d, sizeof d);
+        printf("  candidate %2d: single %7.1f us, sustained %7.1f us [%s]\n", i, one[i], best[i], d);
+        if (one[i] > 0 && (fs < 0 || one[i] < one[fs])) fs = i;
+        if (best[i] > 0 && (fl < 0 || best[i] < best[fl])) fl = i;
+    }
+    if (fs >= 0 && fl >= 0)
+        printf("  fastest single: %d (%.1f us single, %.1f sustained); fastest sustained: %d "
+               "(%.1f single, %.1f sustained): %.1f%%\n", fs, one[fs], best[fs], fl, one[fl],
+               best[fl], 100.0 * (best[fs] - best[fl]) / best[fs]);
+}
+
 static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
     long long m, n, k;
     int ta, tb, e = -1;
@@ -222,6 +271,7 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
         if (i == 0) h_first = us;
         if (us > 0 && us < h_best) h_best = us, describe(&res[i].algo, h_desc, sizeof h_desc);
     }
+    if (getenv("SUSTAIN_MS")) sustained(&p, res, found + more, atof(getenv("SUSTAIN_MS")));
     /* the plain product's candidates, run with this epilogue */
     float pl_best = -1;
     int pl_ok = 0;

@@ -20,6 +20,7 @@
 #include "gpu/attention.cuh"
 #include "gpu/check.h"
 #include "gpu/cudnn_attn.h"
+#include "gpu/cudnn_gelu.h"
 #include "gpu/embed.cuh"
 #include "gpu/graph.cuh"
 #include "gpu/loss.cuh"
@@ -70,9 +71,13 @@ struct lb_gpu_model {
     /* attention: cuDNN's plans (NULL: built-in kernels only) and, per direction, whose
      * kernels run: 0 built-in, 1 cuDNN, -1 not yet timed (AUTO before the first step) */
     lb_cudnn_attn *dnn;
-    void *dnn_ws;
+    void *dnn_ws;       /* cuDNN's workspace (attention and the GELU product) */
     float *trial_dbias; /* [Q]: where timing trials put the qkv bias gradient */
     int attn_src[2];
+    /* the MLP input product with its GELU: cuDNN's plans (NULL: cuBLASLt's epilogue only)
+     * and whose runs: 0 cuBLASLt, 1 cuDNN, -1 not yet timed (before the first step) */
+    lb_cudnn_gelu *gelu_dnn;
+    int gelu_src;
     /* activations */
     void *encoded, *res2, *res3, *ln1, *ln2, *qkv, *atty, *fch, *fact, *lnf, *logits;
     /* ln2's row stride: C, or C + 8 with a ones column at C (GPT-2), so that the MLP input
@@ -186,10 +191,11 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->dfch, "grad.mlp_in", BT * (size_t)m->F * es);
     TAKE(m->dact, "grad.mlp_act", BT * (size_t)m->H * es);
     TAKE(m->attn_scratch, "scratch.attention", lb_gpu_attention_scratch_bytes(m->B, m->T, m->NH, m->HD));
-    if (m->dnn) {
-        TAKE(m->dnn_ws, "scratch.cudnn_attention", lb_cudnn_attn_workspace_bytes(m->dnn));
-        TAKE(m->trial_dbias, "scratch.attention_trial_bias", (size_t)m->Q * 4);
-    }
+    size_t dnn_bytes = m->dnn ? lb_cudnn_attn_workspace_bytes(m->dnn) : 0;
+    if (m->gelu_dnn && lb_cudnn_gelu_workspace_bytes(m->gelu_dnn) > dnn_bytes)
+        dnn_bytes = lb_cudnn_gelu_workspace_bytes(m->gelu_dnn);
+    if (dnn_bytes > 0) TAKE(m->dnn_ws, "scratch.cudnn", dnn_bytes);
+    if (m->dnn) TAKE(m->trial_dbias, "scratch.attention_trial_bias", (size_t)m->Q * 4);
     TAKE(m->blas_ws, "scratch.cublaslt", LB_GPU_BLAS_WORKSPACE_BYTES);
     m->split_bytes = split_need(m);
     if (m->split_bytes > 0) TAKE(m->split_scratch, "scratch.fp32_products", m->split_bytes);
@@ -197,13 +203,29 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     return LB_OK;
 }
 
-/* cuDNN's attention plans where the choice allows them (else the built-in kernels). */
+/* GPT-2's MLP with biases: GELU and its derivative run in cuBLASLt's epilogues (the
+ * tanh approximation, as the reference), saving two passes over [B,T,d_ff] each way. Not
+ * in fp32: there cuBLASLt runs the epilogue as a separate pass, slower than ours (on the
+ * H200 at 32x128: 40 and 100 us a layer), and the 3xTF32 mode could not split them. */
+static bool fuse_gelu(const lb_gpu_model *m) {
+    return !m->llama && m->cfg.linear_bias && !m->p.no_fused_gelu && m->dt != LB_DT_F32;
+}
+
+/* cuDNN's GELU product plans where the GELU is fused (else cuBLASLt's epilogue only), and
+ * its attention plans where the choice allows them (else the built-in kernels). */
 static lb_status open_cudnn(lb_gpu_model *m, lb_err *err) {
+    m->gelu_src = 0;
+    lb_err why;
+    if (fuse_gelu(m)) {
+        if (lb_cudnn_gelu_init(&m->gelu_dnn, m->BT, m->F, m->C, m->ld2, m->dt, &why) == LB_OK)
+            m->gelu_src = -1;
+        else
+            LB_DEBUG("MLP input product: cuBLASLt's GELU epilogue (%s)", why.msg);
+    }
     lb_gpu_attn_choice c = m->p.attention;
     if (c == LB_GPU_ATTN_CUDNN && (m->dt == LB_DT_F32 || m->p.attn_scalar))
         return lb_fail(err, LB_ERR_USAGE, "cuDNN attention needs --precision bf16 or fp16");
     if (c == LB_GPU_ATTN_BUILTIN || m->dt == LB_DT_F32 || m->p.attn_scalar) return LB_OK;
-    lb_err why;
     if (lb_cudnn_attn_init(&m->dnn, m->B, m->T, m->NH, m->NKV, m->HD, m->dt, &why) != LB_OK) {
         if (c == LB_GPU_ATTN_CUDNN)
             return lb_fail(err, LB_ERR_UNSUPPORTED, "--attention cudnn: %s", why.msg);
@@ -334,6 +356,7 @@ void lb_gpu_model_free(lb_gpu_model *m) {
     if (m->stream) cudaStreamSynchronize(m->stream);
     if (m->step_graph) cudaGraphExecDestroy(m->step_graph);
     lb_cudnn_attn_free(m->dnn); /* after the graph: its kernels live in the plans */
+    lb_cudnn_gelu_free(m->gelu_dnn);
     lb_gpu_blas_free(m->blas);
     for (int i = 0; i < 2; i++) {
         if (m->host_tok[i]) cudaFreeHost(m->host_tok[i]);
@@ -521,14 +544,6 @@ static lb_status norm_bwd(lb_gpu_model *m, const void *dout, const void *inp, co
                                      W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream, err);
 }
 
-/* GPT-2's MLP with biases: GELU and its derivative run in cuBLASLt's epilogues (the
- * tanh approximation, as the reference), saving two passes over [B,T,d_ff] each way. Not
- * in fp32: there cuBLASLt runs the epilogue as a separate pass, slower than ours (on the
- * H200 at 32x128: 40 and 100 us a layer), and the 3xTF32 mode could not split them. */
-static bool fuse_gelu(const lb_gpu_model *m) {
-    return !m->llama && m->cfg.linear_bias && !m->p.no_fused_gelu && m->dt != LB_DT_F32;
-}
-
 static lb_status act_fwd(lb_gpu_model *m, void *out, const void *inp, lb_err *err) {
     if (m->llama) return lb_gpu_swiglu_forward(out, inp, m->BT, m->H, m->dt, m->stream, err);
     return lb_gpu_gelu_forward(out, inp, m->BT * m->H, m->dt, m->stream, err);
@@ -569,7 +584,7 @@ static lb_status attn_bwd(lb_gpu_model *m, bool dnn, const qkv_bias_grad *bg, co
                                     m->C, m->C, m->HD, m->NH / m->NKV, m->dt, m->stream, err);
 }
 
-#define ATTN_REPS 5
+#define CHOICE_REPS 5 /* timed runs behind each run-time choice */
 
 /* one run of one direction of attention on a layer's buffers (attn_time's lb_gpu_timed_run) */
 typedef struct {
@@ -593,7 +608,7 @@ static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, const qkv_b
     qkv_bias_grad trial = bg ? *bg : (qkv_bias_grad){0};
     trial.dbias = m->trial_dbias;
     attn_run a = {m, backward, dnn, bg ? &trial : NULL, qkv, out, lse};
-    return lb_gpu_time_runs(m->stream, ATTN_REPS, run_attn, &a, ms, err);
+    return lb_gpu_time_runs(m->stream, CHOICE_REPS, run_attn, &a, ms, err);
 }
 
 /* AUTO's choice for one direction, on its first run: the faster of the two here. */
@@ -608,9 +623,47 @@ static lb_status attn_choose(lb_gpu_model *m, bool backward, const qkv_bias_grad
     return LB_OK;
 }
 
+/* The MLP input product with its GELU (g, an LB_EPI_GELU_AUX_BIAS product), by cuDNN or
+ * cuBLASLt. */
+static lb_status gelu_product(lb_gpu_model *m, bool dnn, const lb_gpu_gemm *g, lb_err *err) {
+    if (dnn)
+        return lb_cudnn_gelu_forward(m->gelu_dnn, g->d, g->aux, g->a, g->b, g->bias, m->dnn_ws,
+                                     m->stream, err);
+    return lb_gpu_gemm_run(m->blas, g, m->stream, err);
+}
+
+typedef struct {
+    lb_gpu_model *m;
+    bool dnn;
+    const lb_gpu_gemm *g;
+} gelu_run;
+
+static lb_status run_gelu(void *ctx, lb_err *err) {
+    gelu_run *r = ctx;
+    return gelu_product(r->m, r->dnn, r->g, err);
+}
+
+/* The faster of the two on the first layer's buffers (each tunes on its untimed run). */
+static lb_status gelu_choose(lb_gpu_model *m, const lb_gpu_gemm *g, lb_err *err) {
+    float ms[2];
+    for (int dnn = 0; dnn < 2; dnn++) {
+        gelu_run r = {m, dnn == 1, g};
+        LB_TRY(lb_gpu_time_runs(m->stream, CHOICE_REPS, run_gelu, &r, &ms[dnn], err));
+    }
+    m->gelu_src = ms[1] < ms[0] ? 1 : 0;
+    LB_INFO("MLP input product with GELU: cuDNN %.1f us, cuBLASLt %.1f us: %s", 1e3f * ms[1],
+            1e3f * ms[0], m->gelu_src ? "cuDNN" : "cuBLASLt");
+    return LB_OK;
+}
+
 const char *lb_gpu_model_attention(const lb_gpu_model *m, bool backward) {
     int s = m->attn_src[backward];
     return s < 0 ? "untimed" : s == 1 ? "cudnn" : "builtin";
+}
+
+const char *lb_gpu_model_gelu_product(const lb_gpu_model *m) {
+    if (!fuse_gelu(m)) return "unfused";
+    return m->gelu_src < 0 ? "untimed" : m->gelu_src == 1 ? "cudnn" : "cublaslt";
 }
 
 /* ---- one step --------------------------------------------------------------------------- */
@@ -654,7 +707,8 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
                              .ab_type = m->dt, .d = fact, .ldd = m->F, .d_type = m->dt,
                              .alpha = 1.0f, .epilogue = LB_EPI_GELU_AUX_BIAS,
                              .bias = W(m, lo(m, l, o->mlp_in_b)), .aux = fch};
-            LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+            if (m->gelu_src < 0) LB_TRY(gelu_choose(m, &g, err));
+            LB_TRY(gelu_product(m, m->gelu_src == 1, &g, err));
         } else {
             LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, C, m->F, lo(m, l, o->mlp_in_w), lo(m, l, o->mlp_in_b), NULL, err));
             LB_TRY(act_fwd(m, fact, fch, err));

@@ -85,6 +85,10 @@ bool lb_gpu_model_uses_graph(const lb_gpu_model *m);
 /* Whose attention kernels run forward (backward = false) or backward: "cudnn", "builtin",
  * or "untimed" while AUTO has not yet timed that direction (before the first step). */
 const char *lb_gpu_model_attention(const lb_gpu_model *m, bool backward);
+/* Who runs GPT-2's MLP input product with its GELU in 16-bit modes: "cudnn", "cublaslt",
+ * "untimed" before the first step, or "unfused" (Llama, fp32: the activation is a kernel of
+ * its own). */
+const char *lb_gpu_model_gelu_product(const lb_gpu_model *m);
 
 /* Waits for the stream and copies n slots of mean losses out. */
 lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *err);

@@ -42,6 +42,7 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
 #include "gpu/attention.cuh"
 #include "gpu/check.h"
 #include "gpu/cudnn_attn.h"
+#include "gpu/cudnn_gelu.h"
 #include "gpu/embed.cuh"
 #include "gpu/graph.cuh"
 #include "gpu/loss.cuh"
@@ -356,6 +357,31 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
     free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb), free(ds), free(gds);
 }
 
+/* cuDNN's GELU product (gpu/cudnn_gelu.h) on check_matmul's problem g (an
+ * LB_EPI_GELU_AUX_BIAS product with trans_b), its outputs poisoned first: D against gelu,
+ * aux against the pre-activation pre. Without cuDNN, one note a run and no rows. */
+static void check_gelu_cudnn(ctx *c, const prec_t *pr, const char *shape, const lb_gpu_gemm *g,
+                             const float *gelu, const float *pre, float *out) {
+    if (c->st != LB_OK) return;
+    lb_cudnn_gelu *p = NULL;
+    lb_err why;
+    if (lb_cudnn_gelu_init(&p, g->m, g->n, g->k, g->lda, pr->dt, &why) != LB_OK) {
+        if (!c->dnn_noted) LB_WARN("selftest: cuDNN's kernels not checked: %s", why.msg);
+        c->dnn_noted = true;
+        return;
+    }
+    size_t no = (size_t)g->m * g->n, ws = lb_cudnn_gelu_workspace_bytes(p);
+    void *d_ws = ws > 0 ? dev(c, ws) : NULL;
+    check_cuda(c, cudaMemset(g->d, 0xff, no * lb_dtype_bytes(pr->dt)), "poison D");
+    check_cuda(c, cudaMemset(g->aux, 0xff, no * lb_dtype_bytes(pr->dt)), "poison aux");
+    check(c, lb_cudnn_gelu_forward(p, g->d, g->aux, g->a, g->b, g->bias, d_ws, 0, c->err));
+    down(c, out, g->d, no, pr->dt);
+    compare(c, "matmul.fwd+bias+gelu.cudnn", shape, pr, out, gelu, no);
+    down(c, out, g->aux, no, pr->dt);
+    compare(c, "matmul.fwd.gelu_aux.cudnn", shape, pr, out, pre, no);
+    lb_cudnn_gelu_free(p);
+}
+
 static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int IC, int OC) {
     char shape[56];
     snprintf(shape, sizeof shape, "N%d IC%d OC%d", N, IC, OC);
@@ -404,6 +430,7 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
         compare(c, "matmul.fwd+bias+gelu", shape, pr, out, gelu, no);
         down(c, out, d_aux, no, pr->dt);
         compare(c, "matmul.fwd.gelu_aux", shape, pr, out, ref, no);
+        if (pr->dt != LB_DT_F32) check_gelu_cudnn(c, pr, shape, &g, gelu, ref, out);
         if (IC == OC) { /* DGELU needs aux shaped like D: [N, IC] */
             float *pre = hnew(ni);
             randn(c, pre, ni, 1.5f);
@@ -712,7 +739,7 @@ static void check_attention_cudnn(ctx *c, const prec_t *pr, int B, int T, int NH
     lb_cudnn_attn *a = NULL;
     lb_err why;
     if (lb_cudnn_attn_init(&a, B, T, NH, NKV, HD, pr->dt, &why) != LB_OK) {
-        if (!c->dnn_noted) LB_WARN("selftest: cuDNN attention not checked: %s", why.msg);
+        if (!c->dnn_noted) LB_WARN("selftest: cuDNN's kernels not checked: %s", why.msg);
         c->dnn_noted = true;
         return;
     }

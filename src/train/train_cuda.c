@@ -72,6 +72,7 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     json_object_set_new(r->config, "cuda_graph", json_boolean(lb_gpu_model_uses_graph(s->m)));
     json_object_set_new(r->config, "attention_forward", json_string(lb_gpu_model_attention(s->m, false)));
     json_object_set_new(r->config, "attention_backward", json_string(lb_gpu_model_attention(s->m, true)));
+    json_object_set_new(r->config, "gelu_product", json_string(lb_gpu_model_gelu_product(s->m)));
     if (lb_cudnn_version() > 0) /* loaded: some direction ran or was timed on it */
         json_object_set_new(r->config, "cudnn_version", json_integer((json_int_t)lb_cudnn_version()));
     lb_peak_kind kind = p->precision != LB_PREC_FP32                ? LB_PEAK_BF16
