@@ -96,6 +96,16 @@ static float run_ms(cudnnHandle_t h, dnn_desc plan, dnn_desc vp) {
     return probe_median(t, REPS) * 1e3f;
 }
 
+/* a variant pack binding n ids to pointers, with the workspace */
+static dnn_desc pack(dnn_graph *vg, int n, const int64_t *uids, void **ptrs, void *ws) {
+    dnn_desc vp = dnn_make(vg, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    dnn_set(vg, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    dnn_set(vg, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    dnn_set(vg, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    dnn_finalize(vg, vp, "variant pack");
+    return vp;
+}
+
 /* Times every configuration of g's graph; leaves the fastest one's results in the buffers. */
 static void time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, const int64_t *uids,
                      void **ptrs, void *ws) {
@@ -153,11 +163,7 @@ static void time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, con
                 continue;
             }
             dnn_graph vg = {.err = &e2};
-            dnn_desc vp = dnn_make(&vg, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-            dnn_set(&vg, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-            dnn_set(&vg, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
-            dnn_set(&vg, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-            dnn_finalize(&vg, vp, "variant pack");
+            dnn_desc vp = pack(&vg, n, uids, ptrs, ws);
             float us = vg.st == LB_OK ? run_ms(h, p, vp) : -1.0f;
             CK(cudaDeviceSynchronize());
             dnn_graph_free(&vg);
@@ -176,17 +182,39 @@ static void time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, con
     if (best_plan) {
         lb_err e3;
         dnn_graph vg = {.err = &e3};
-        dnn_desc vp = dnn_make(&vg, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-        dnn_set(&vg, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-        dnn_set(&vg, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
-        dnn_set(&vg, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-        dnn_finalize(&vg, vp, "variant pack");
+        dnn_desc vp = pack(&vg, n, uids, ptrs, ws);
         dnn.execute(h, best_plan, vp);
         CK(cudaDeviceSynchronize());
         dnn_graph_free(&vg);
         dnn.drop(best_plan);
         printf("%s: best %.1f us\n", name, best);
     }
+}
+
+/* the forward graphs: pre a bf16 output that also feeds the GELU, pre virtual (fp32) with a
+ * bf16 copy as a second output, or no pre at all (the reference point) */
+enum { FWD_PRE_SHARED, FWD_PRE_VIRTUAL, FWD_NO_PRE };
+
+static void forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_err *err) {
+    static const char *names[] = {"forward (pre as output and input)",
+                                  "forward (virtual pre, two outputs)",
+                                  "forward without pre (reference point)"};
+    cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
+    dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
+    dnn_desc tx = mat(&g, P_X, t, M, K, K, 1, 0), tw = mat(&g, P_W, t, K, N, 1, K, 0);
+    dnn_desc tb = mat(&g, P_B, t, 1, N, N, 1, 0), mm = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+    dnn_desc tp = how == FWD_NO_PRE ? NULL : mat(&g, P_PRE, t, M, N, N, 1, 0);
+    dnn_desc pv = how == FWD_PRE_SHARED ? tp : mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+    dnn_desc to = mat(&g, P_OUT, t, M, N, N, 1, 0);
+    dnn_matmul(&g, tx, tw, mm);
+    dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
+    if (how == FWD_PRE_VIRTUAL) dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pv, NULL, tp);
+    dnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, pv, NULL, to);
+    int64_t uids[] = {P_X, P_W, P_B, P_PRE, P_OUT};
+    void *ptrs[] = {bufs[0], bufs[1], bufs[2], bufs[3], bufs[4]};
+    if (how == FWD_NO_PRE) uids[3] = P_OUT, ptrs[3] = bufs[4];
+    time_all(&g, h, names[how], how == FWD_NO_PRE ? 4 : 5, uids, ptrs, ws);
+    dnn_graph_free(&g);
 }
 
 static uint16_t to_bf16(float x) {
@@ -237,69 +265,12 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&dpre, (size_t)M * N * 2));
     CK(cudaMalloc(&ws, WS_MAX));
     cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
-    /* forward */
-    {
-        dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
-        dnn_desc tx = mat(&g, P_X, t, M, K, K, 1, 0), tw = mat(&g, P_W, t, K, N, 1, K, 0);
-        dnn_desc tb = mat(&g, P_B, t, 1, N, N, 1, 0);
-        dnn_desc mm = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_desc tp = mat(&g, P_PRE, t, M, N, N, 1, 0), to = mat(&g, P_OUT, t, M, N, N, 1, 0);
-        dnn_matmul(&g, tx, tw, mm);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, tp);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, tp, NULL, to);
-        const int64_t uids[] = {P_X, P_W, P_B, P_PRE, P_OUT};
-        void *ptrs[] = {x, w, b, pre, out};
-        time_all(&g, h, "forward (pre as output and input)", 5, uids, ptrs, ws);
-        dnn_graph_free(&g);
-    }
-    {
-        dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
-        dnn_desc tx = mat(&g, P_X, t, M, K, K, 1, 0), tw = mat(&g, P_W, t, K, N, 1, K, 0);
-        dnn_desc tb = mat(&g, P_B, t, 1, N, N, 1, 0);
-        dnn_desc mm = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL), pv = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_desc tp = mat(&g, P_PRE, t, M, N, N, 1, 0), to = mat(&g, P_OUT, t, M, N, N, 1, 0);
-        dnn_matmul(&g, tx, tw, mm);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pv, NULL, tp);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, pv, NULL, to);
-        const int64_t uids[] = {P_X, P_W, P_B, P_PRE, P_OUT};
-        void *ptrs[] = {x, w, b, pre, out};
-        time_all(&g, h, "forward (virtual pre, two outputs)", 5, uids, ptrs, ws);
-        dnn_graph_free(&g);
-    }
-    {
-        dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
-        dnn_desc tx = mat(&g, P_X, t, M, K, K, 1, 0), tw = mat(&g, P_W, t, K, N, 1, K, 0);
-        dnn_desc tb = mat(&g, P_B, t, 1, N, N, 1, 0);
-        dnn_desc mm = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL), pv = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_desc to = mat(&g, P_OUT, t, M, N, N, 1, 0);
-        dnn_matmul(&g, tx, tw, mm);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, pv, NULL, to);
-        const int64_t uids[] = {P_X, P_W, P_B, P_OUT};
-        void *ptrs[] = {x, w, b, out};
-        time_all(&g, h, "forward without pre (reference point)", 4, uids, ptrs, ws);
-        dnn_graph_free(&g);
-    }
-    /* the first dnn_graph again for the check below (the last one did not write pre) */
-    {
-        dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
-        dnn_desc tx = mat(&g, P_X, t, M, K, K, 1, 0), tw = mat(&g, P_W, t, K, N, 1, K, 0);
-        dnn_desc tb = mat(&g, P_B, t, 1, N, N, 1, 0);
-        dnn_desc mm = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL), pv = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_desc tp = mat(&g, P_PRE, t, M, N, N, 1, 0), to = mat(&g, P_OUT, t, M, N, N, 1, 0);
-        dnn_matmul(&g, tx, tw, mm);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pv, NULL, tp);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, pv, NULL, to);
-        const int64_t uids[] = {P_X, P_W, P_B, P_PRE, P_OUT};
-        void *ptrs[] = {x, w, b, pre, out};
-        time_all(&g, h, "forward again", 5, uids, ptrs, ws);
-        dnn_graph_free(&g);
-    }
-    /* backward: dpre = (dY W) * gelu'(pre), W [N,K] seen as [K... ] : dY [M,K] x W [K,N]? no:
-     * dY is the gradient of the product's output X W^T's consumer; here dY [M,K] times W
-     * [N,K] read as [K,N] with column stride K gives [M,N]. */
+    /* forward, three ways; the last one leaves pre for the check and the backward */
+    void *bufs[] = {x, w, b, pre, out};
+    forward_graph(h, FWD_NO_PRE, bufs, ws, &err);
+    forward_graph(h, FWD_PRE_SHARED, bufs, ws, &err);
+    forward_graph(h, FWD_PRE_VIRTUAL, bufs, ws, &err);
+    /* backward: dpre = (dY W) * gelu'(pre), dY [M,K] times W [N,K] read as [K,N] */
     {
         dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
         dnn_desc tdy = mat(&g, P_DY, t, M, K, K, 1, 0), tw = mat(&g, P_W, t, K, N, 1, K, 0);
