@@ -21,6 +21,7 @@
 #include "gpu/telemetry.h"
 #ifdef LB_HAVE_CUDA
 #include "gpu/cudnn_attn.h"
+#include "gpu/cudnn_gelu.h"
 #endif
 
 static void test_arena_sizing_adds_aligned_pieces(void **state) {
@@ -214,6 +215,21 @@ static void test_cudnn_attention_refuses_with_a_reason(void **state) {
 #endif
 }
 
+/* So does cuDNN's GELU product: fp32, with or without the library here. */
+static void test_cudnn_gelu_refuses_with_a_reason(void **state) {
+    (void)state;
+#ifdef LB_HAVE_CUDA
+    lb_cudnn_gelu *g = (lb_cudnn_gelu *)1;
+    lb_err err = {{0}};
+    assert_int_equal(lb_cudnn_gelu_init(&g, 64, 96, 32, 32, LB_DT_F32, &err), LB_ERR_UNSUPPORTED);
+    assert_null(g);
+    assert_true(strlen(err.msg) > 0);
+    lb_cudnn_gelu_free(NULL);
+#else
+    skip();
+#endif
+}
+
 static void test_telemetry_summary_uses_energy_counter_or_power(void **state) {
     (void)state;
     lb_gpu_tsample s[3];
@@ -376,6 +392,7 @@ int main(void) {
         cmocka_unit_test(test_arena_overflow_names_the_piece),
         cmocka_unit_test(test_attention_choice_names_round_trip),
         cmocka_unit_test(test_cudnn_attention_refuses_with_a_reason),
+        cmocka_unit_test(test_cudnn_gelu_refuses_with_a_reason),
         cmocka_unit_test(test_peak_table_matches_specific_names_first),
         cmocka_unit_test(test_tf32_split_rounds_to_nearest_and_is_exact),
         cmocka_unit_test(test_slice_exponent_bounds_the_row),

@@ -37,8 +37,9 @@ void lb_cudnn_attn_free(lb_cudnn_attn *a);
 /* Device scratch either direction needs (at least 256 bytes; 256-byte aligned pointer). */
 size_t lb_cudnn_attn_workspace_bytes(const lb_cudnn_attn *a);
 
-/* The version of the cuDNN an lb_cudnn_attn_init loaded, as cudnnGetVersion() reports it
- * (e.g. 91900); 0 while none is loaded (never asked for, or not found). Loads nothing. */
+/* The version of the cuDNN an lb_cudnn_attn_init or lb_cudnn_gelu_init (gpu/cudnn_gelu.h)
+ * loaded, as cudnnGetVersion() reports it (e.g. 91900); 0 while none is loaded (never
+ * asked for, or not found). Loads nothing. */
 size_t lb_cudnn_version(void);
 
 lb_status lb_cudnn_attn_forward(lb_cudnn_attn *a, void *out, float *lse, const void *qkv,

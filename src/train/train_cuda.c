@@ -73,7 +73,7 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     json_object_set_new(r->config, "attention_forward", json_string(lb_gpu_model_attention(s->m, false)));
     json_object_set_new(r->config, "attention_backward", json_string(lb_gpu_model_attention(s->m, true)));
     json_object_set_new(r->config, "gelu_product", json_string(lb_gpu_model_gelu_product(s->m)));
-    if (lb_cudnn_version() > 0) /* loaded: some direction ran or was timed on it */
+    if (lb_cudnn_version() > 0) /* loaded: attention or the GELU product may run on it */
         json_object_set_new(r->config, "cudnn_version", json_integer((json_int_t)lb_cudnn_version()));
     lb_peak_kind kind = p->precision != LB_PREC_FP32                ? LB_PEAK_BF16
                         : p->fp32_matmul == LB_GPU_FP32_TF32   ? LB_PEAK_TF32
