@@ -135,7 +135,8 @@ __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *
     float gscale = clip / scale;
     int t = st->step + 1;
     float bc1 = 1.0f - powf(p.beta1, (float)t), bc2 = 1.0f - powf(p.beta2, (float)t);
-    float step_size = p.lr / bc1, sqrt_bc2 = sqrtf(bc2);
+    float step_size = p.lr / bc1, inv_sqrt_bc2 = rsqrtf(bc2);
+    float decay = 1.0f - p.lr * p.weight_decay, b1c = 1.0f - p.beta1, b2c = 1.0f - p.beta2;
     int64_t n = w.n, nv = (n + 3) / 4;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -161,14 +162,16 @@ __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *
                 vi[k] = in ? v[e0 + k] : 0.0f;
             }
         }
+        /* the square root and the division by the special-function unit (~1-2 ulp): the
+         * optimizer is memory-bound, and under a power limit its arithmetic still costs */
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            float wd = (fl[k] & LB_SEG_DECAY) ? p.weight_decay : 0.0f;
             float gk = g[k] * gscale;
-            float wk = wt[k] * (1.0f - p.lr * wd);
-            mi[k] = p.beta1 * mi[k] + (1.0f - p.beta1) * gk;
-            vi[k] = p.beta2 * vi[k] + (1.0f - p.beta2) * gk * gk;
-            wt[k] = wk - step_size * mi[k] / (sqrtf(vi[k]) / sqrt_bc2 + p.eps);
+            float wk = (fl[k] & LB_SEG_DECAY) ? wt[k] * decay : wt[k];
+            mi[k] = fmaf(p.beta1, mi[k], b1c * gk);
+            vi[k] = fmaf(p.beta2, vi[k], b2c * gk * gk);
+            float denom = fmaf(lb_sqrt_approx(vi[k]), inv_sqrt_bc2, p.eps);
+            wt[k] = wk - __fdividef(step_size * mi[k], denom);
         }
         if (full) {
             *(float4 *)(master + e0) = make_float4(wt[0], wt[1], wt[2], wt[3]);

@@ -99,6 +99,14 @@ __device__ __forceinline__ float lb_exp2(float x) {
     return y;
 }
 
+/* sqrt(x) by the special-function unit (sqrt.approx: ~1 ulp relative, no fix-up
+ * sequence) */
+__device__ __forceinline__ float lb_sqrt_approx(float x) {
+    float y;
+    asm("sqrt.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* *p += v (p 16-byte aligned, global): one four-float reduction on sm_90, four atomics
  * before */
 __device__ __forceinline__ void red_add4(float *p, float4 v) {
