@@ -75,7 +75,7 @@ norm_forward_vec_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out, c
         if ((lane + 32 * i) * 8 < C)
 #pragma unroll
             for (int k = 0; k < 8; k++) ss += (v[i][k] - mean) * (v[i][k] - mean);
-    float rstd = rsqrtf(lb_warp_sum(ss) / C + eps);
+    float rstd = rsqrtf(lb_warp_sum(ss) / C + eps), nmr = -mean * rstd;
 #pragma unroll
     for (int i = 0; i < VPL; i++) {
         int c = (lane + 32 * i) * 8;
@@ -85,7 +85,7 @@ norm_forward_vec_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out, c
             if (LAYER && b) lb_ld8(bv, b + c);
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                o[k] = (v[i][k] - mean) * rstd * wv[k] + (LAYER && b ? bv[k] : 0.0f);
+                o[k] = fmaf(fmaf(v[i][k], rstd, nmr), wv[k], LAYER && b ? bv[k] : 0.0f);
             lb_st8(out + row * ldo + c, o);
         }
     }
@@ -163,17 +163,22 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
             slice[32 * (2 * i + h)] = a;
         }
     };
-    raw8<T> wr[KEEP ? VPL : 1]; /* the weight row, once (KEEP) */
+    /* the weight row, once (KEEP): as floats up to 768 channels, packed above (registers) */
+    constexpr bool WF = KEEP && VPL <= 3;
+    raw8<T> wr[KEEP && !WF ? VPL : 1];
+    float wf[WF ? VPL : 1][8];
     if (KEEP)
 #pragma unroll
         for (int i = 0; i < VPL; i++) {
             int c = (lane + 32 * i) * 8;
-            if (c < C) ld_raw8(wr[i], w + c);
+            if (c >= C) continue;
+            if (WF) lb_ld8(wf[i], w + c);
+            else ld_raw8(wr[i], w + c);
         }
     for (int64_t row = (int64_t)blockIdx.x * WARPS + warp; row < N;
          row += (int64_t)gridDim.x * WARPS) {
         const T *x = inp + row * C, *dy = dout + row * C;
-        float mu = LAYER ? mean[row] : 0.0f, rs = rstd[row];
+        float rs = rstd[row], nmr = LAYER ? -mean[row] * rs : 0.0f; /* xhat = x rs + nmr */
         float s1 = 0.0f, s2 = 0.0f; /* sum dnorm, sum dnorm * xhat */
         raw8<T> dxr[VPL];                               /* the residual gradient */
         raw8<T> xr[KEEP ? VPL : 1], gr[KEEP ? VPL : 1]; /* x and dy (KEEP) */
@@ -193,7 +198,11 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
             if (KEEP) {
                 unpack8(xv, xr[i]);
                 unpack8(gv, gr[i]);
-                unpack8(wv, wr[i]);
+                if (WF)
+#pragma unroll
+                    for (int k = 0; k < 8; k++) wv[k] = wf[i][k];
+                else
+                    unpack8(wv, wr[i]);
             } else {
                 lb_ld8(xv, x + c);
                 lb_ld8(gv, dy + c);
@@ -208,7 +217,7 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
                 row8(i, c, xv, gv, wv);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float xhat = (xv[k] - mu) * rs, dn = gv[k] * wv[k];
+                    float xhat = fmaf(xv[k], rs, nmr), dn = gv[k] * wv[k];
                     s1 += dn;
                     s2 += dn * xhat;
                     gx[k] = gv[k] * xhat;
@@ -217,8 +226,8 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
                 if (LAYER) add8(pb, i, gv);
             }
         }
-        s1 = lb_warp_sum(s1) / C;
-        s2 = lb_warp_sum(s2) / C;
+        /* dx += (dn - mean(dn) - xhat mean(dn xhat)) rs = dn rs + xhat c2 + c1 */
+        float c1 = LAYER ? -lb_warp_sum(s1) / C * rs : 0.0f, c2 = -lb_warp_sum(s2) / C * rs;
 #pragma unroll
         for (int i = 0; i < VPL; i++) {
             int c = (lane + 32 * i) * 8;
@@ -228,8 +237,8 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
                 unpack8(dx, dxr[i]);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float xhat = (xv[k] - mu) * rs, dn = gv[k] * wv[k];
-                    dx[k] += LAYER ? (dn - s1 - xhat * s2) * rs : (dn - xhat * s2) * rs;
+                    float xhat = fmaf(xv[k], rs, nmr), dn = gv[k] * wv[k];
+                    dx[k] += fmaf(dn, rs, fmaf(xhat, c2, c1));
                 }
                 lb_st8(dinp + row * C + c, dx);
                 if constexpr (SUM) add8(ps, i, dx);
