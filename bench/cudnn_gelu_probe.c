@@ -31,29 +31,6 @@ enum { P_X = 1, P_W, P_B, P_PRE, P_OUT, P_DY, P_DPRE };
 
 static int64_t M = 16384, N = 3072, K = 768;
 
-/* [1, r, c] with the given row and column strides (3-d, as cuDNN's matmul fusions take) */
-static dnn_desc mat(dnn_graph *g, int64_t uid, cudnnDataType_t t, int64_t r, int64_t c, int64_t rs,
-                    int64_t cs, unsigned flags) {
-    const int64_t dims[3] = {1, r, c}, str[3] = {r * c, rs, cs};
-    return dnn_tensor(g, uid, t, 3, dims, str, flags);
-}
-
-static void gelu_bwd(dnn_graph *g, dnn_desc dy, dnn_desc x, dnn_desc dx) {
-    dnn_desc pw = dnn_make(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    cudnnPointwiseMode_t mode = CUDNN_POINTWISE_GELU_APPROX_TANH_BWD;
-    cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-    dnn_set(g, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-    dnn_set(g, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
-    dnn_finalize(g, pw, "pointwise finalisation");
-    dnn_desc op = dnn_make(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
-    dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-    dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, dy);
-    dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, dx);
-    dnn_finalize(g, op, "gelu backward");
-    if (g->st == LB_OK) g->ops[g->n_ops++] = op;
-}
-
 /* "engine E knobs T=V ..." of an engine configuration */
 static void describe(dnn_desc cfg, char *out, size_t cap) {
     out[0] = 0;
@@ -201,11 +178,12 @@ static void forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_er
                                   "forward without pre (reference point)"};
     cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
     dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
-    dnn_desc tx = mat(&g, P_X, t, M, K, K, 1, 0), tw = mat(&g, P_W, t, K, N, 1, K, 0);
-    dnn_desc tb = mat(&g, P_B, t, 1, N, N, 1, 0), mm = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-    dnn_desc tp = how == FWD_NO_PRE ? NULL : mat(&g, P_PRE, t, M, N, N, 1, 0);
-    dnn_desc pv = how == FWD_PRE_SHARED ? tp : mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-    dnn_desc to = mat(&g, P_OUT, t, M, N, N, 1, 0);
+    dnn_desc tx = dnn_matrix(&g, P_X, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+    dnn_desc tb = dnn_matrix(&g, P_B, t, 1, N, N, 1, 0);
+    dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+    dnn_desc tp = how == FWD_NO_PRE ? NULL : dnn_matrix(&g, P_PRE, t, M, N, N, 1, 0);
+    dnn_desc pv = how == FWD_PRE_SHARED ? tp : dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+    dnn_desc to = dnn_matrix(&g, P_OUT, t, M, N, N, 1, 0);
     dnn_matmul(&g, tx, tw, mm);
     dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
     if (how == FWD_PRE_VIRTUAL) dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pv, NULL, tp);
@@ -273,11 +251,11 @@ int main(int argc, char **argv) {
     /* backward: dpre = (dY W) * gelu'(pre), dY [M,K] times W [N,K] read as [K,N] */
     {
         dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
-        dnn_desc tdy = mat(&g, P_DY, t, M, K, K, 1, 0), tw = mat(&g, P_W, t, K, N, 1, K, 0);
-        dnn_desc mm = mat(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_desc tp = mat(&g, P_PRE, t, M, N, N, 1, 0), td = mat(&g, P_DPRE, t, M, N, N, 1, 0);
+        dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+        dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+        dnn_desc tp = dnn_matrix(&g, P_PRE, t, M, N, N, 1, 0), td = dnn_matrix(&g, P_DPRE, t, M, N, N, 1, 0);
         dnn_matmul(&g, tdy, tw, mm);
-        gelu_bwd(&g, mm, tp, td);
+        dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, mm, tp, td);
         const int64_t uids[] = {P_DY, P_W, P_PRE, P_DPRE};
         void *ptrs[] = {dy, w, pre, dpre};
         time_all(&g, h, "backward", 4, uids, ptrs, ws);

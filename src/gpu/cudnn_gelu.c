@@ -37,13 +37,6 @@ struct lb_cudnn_gelu {
     dnn_plans plans;
 };
 
-/* [1, rows, cols] with the given row and column strides */
-static dnn_desc matrix(dnn_graph *g, int64_t uid, cudnnDataType_t t, int64_t rows, int64_t cols,
-                       int64_t row_stride, int64_t col_stride, unsigned flags) {
-    const int64_t dims[3] = {1, rows, cols}, strides[3] = {rows * cols, row_stride, col_stride};
-    return dnn_tensor(g, uid, t, 3, dims, strides, flags);
-}
-
 lb_status lb_cudnn_gelu_init(lb_cudnn_gelu **out, int64_t m, int64_t n, int64_t k, int64_t lda,
                              lb_gpu_dtype dt, lb_err *err) {
     *out = NULL;
@@ -60,12 +53,12 @@ lb_status lb_cudnn_gelu_init(lb_cudnn_gelu **out, int64_t m, int64_t n, int64_t 
     }
     cudnnDataType_t t = dnn_type(dt), f = CUDNN_DATA_FLOAT;
     dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
-    dnn_desc a = matrix(&g, UID_A, t, m, k, lda, 1, 0);
-    dnn_desc b = matrix(&g, UID_B, t, k, n, 1, k, 0); /* B [n,k] read as [k,n] */
-    dnn_desc bias = matrix(&g, UID_BIAS, t, 1, n, n, 1, 0);
-    dnn_desc prod = matrix(&g, 0, f, m, n, n, 1, DNN_VIRTUAL);
-    dnn_desc pre = matrix(&g, 0, f, m, n, n, 1, DNN_VIRTUAL);
-    dnn_desc aux = matrix(&g, UID_AUX, t, m, n, n, 1, 0), d = matrix(&g, UID_D, t, m, n, n, 1, 0);
+    dnn_desc a = dnn_matrix(&g, UID_A, t, m, k, lda, 1, 0);
+    dnn_desc b = dnn_matrix(&g, UID_B, t, k, n, 1, k, 0); /* B [n,k] read as [k,n] */
+    dnn_desc bias = dnn_matrix(&g, UID_BIAS, t, 1, n, n, 1, 0);
+    dnn_desc prod = dnn_matrix(&g, 0, f, m, n, n, 1, DNN_VIRTUAL);
+    dnn_desc pre = dnn_matrix(&g, 0, f, m, n, n, 1, DNN_VIRTUAL);
+    dnn_desc aux = dnn_matrix(&g, UID_AUX, t, m, n, n, 1, 0), d = dnn_matrix(&g, UID_D, t, m, n, n, 1, 0);
     dnn_matmul(&g, a, b, prod);
     dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, prod, bias, pre);
     dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pre, NULL, aux);

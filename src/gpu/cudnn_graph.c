@@ -112,6 +112,12 @@ dnn_desc dnn_tensor(dnn_graph *g, int64_t uid, cudnnDataType_t type, int rank,
     return t;
 }
 
+dnn_desc dnn_matrix(dnn_graph *g, int64_t uid, cudnnDataType_t type, int64_t rows, int64_t cols,
+                    int64_t row_stride, int64_t col_stride, unsigned flags) {
+    const int64_t dims[3] = {1, rows, cols}, strides[3] = {rows * cols, row_stride, col_stride};
+    return dnn_tensor(g, uid, type, 3, dims, strides, flags);
+}
+
 dnn_desc dnn_inner(dnn_graph *g, cudnnDataType_t type, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
     const int64_t dims[4] = {d0, d1, d2, d3}, strides[4] = {d1 * d2 * d3, d2 * d3, d3, 1};
     return dnn_tensor(g, 0, type, 4, dims, strides, DNN_VIRTUAL);
@@ -132,16 +138,23 @@ static void add_op(dnn_graph *g, dnn_desc op, const char *what) {
     g->ops[g->n_ops++] = op;
 }
 
-void dnn_pointwise(dnn_graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec, dnn_desc x, dnn_desc b,
-                      dnn_desc cond, dnn_desc y, int64_t axis) {
+/* A pointwise operation of mode computed in prec (its tensors are set by the caller). */
+static dnn_desc pointwise_op(dnn_graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec,
+                             int64_t axis) {
     dnn_desc pw = dnn_make(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
     dnn_set(g, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
     dnn_set(g, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
     if (axis >= 0) dnn_set(g, pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
     dnn_finalize(g, pw, "pointwise finalisation");
     dnn_desc op = dnn_make(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    const float one = 1.0f;
     dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+    return op;
+}
+
+void dnn_pointwise(dnn_graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec, dnn_desc x, dnn_desc b,
+                      dnn_desc cond, dnn_desc y, int64_t axis) {
+    dnn_desc op = pointwise_op(g, mode, prec, axis);
+    const float one = 1.0f;
     dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
     if (b) dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
     if (cond) dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, cond);
@@ -149,6 +162,15 @@ void dnn_pointwise(dnn_graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec
     dnn_set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one);
     dnn_set(g, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one);
     add_op(g, op, "pointwise operation");
+}
+
+void dnn_pointwise_bwd(dnn_graph *g, cudnnPointwiseMode_t mode, dnn_desc dy, dnn_desc x,
+                       dnn_desc dx) {
+    dnn_desc op = pointwise_op(g, mode, CUDNN_DATA_FLOAT, -1);
+    dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+    dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, dy);
+    dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, dx);
+    add_op(g, op, "pointwise backward operation");
 }
 
 void dnn_fp32_op(dnn_graph *g, cudnnPointwiseMode_t mode, dnn_desc x, dnn_desc b, dnn_desc y) {

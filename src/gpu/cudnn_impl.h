@@ -78,6 +78,10 @@ void dnn_graph_free(dnn_graph *g);
  * id. */
 dnn_desc dnn_tensor(dnn_graph *g, int64_t uid, cudnnDataType_t type, int rank,
                     const int64_t *dims, const int64_t *strides, unsigned flags);
+/* A matrix as [1, rows, cols] with the given row and column strides (3-d: cuDNN's matmul
+ * fusions find no engine for 4-d ones). */
+dnn_desc dnn_matrix(dnn_graph *g, int64_t uid, cudnnDataType_t type, int64_t rows, int64_t cols,
+                    int64_t row_stride, int64_t col_stride, unsigned flags);
 /* A virtual intermediate [d0,d1,d2,d3], packed row-major. */
 dnn_desc dnn_inner(dnn_graph *g, cudnnDataType_t type, int64_t d0, int64_t d1, int64_t d2,
                    int64_t d3);
@@ -89,6 +93,9 @@ cudnnDataType_t dnn_type(lb_gpu_dtype dt); /* bf16 or fp16 */
  * is GEN_INDEX's (-1: none). */
 void dnn_pointwise(dnn_graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec, dnn_desc x,
                    dnn_desc b, dnn_desc cond, dnn_desc y, int64_t axis);
+/* dx = the derivative of a pointwise mode's forward at x, times dy (a *_BWD mode, fp32) */
+void dnn_pointwise_bwd(dnn_graph *g, cudnnPointwiseMode_t mode, dnn_desc dy, dnn_desc x,
+                       dnn_desc dx);
 /* fp32 arithmetic, the common case */
 void dnn_fp32_op(dnn_graph *g, cudnnPointwiseMode_t mode, dnn_desc x, dnn_desc b, dnn_desc y);
 /* y = x seen through y's dimensions and strides (a transpose) */
