@@ -31,6 +31,7 @@
 #include "model/ref_ops.h"
 
 #define OOM_HINT "try a smaller --batch or --recompute"
+#define ONES_COLS 8 /* ln2's ones column and the zeros after it (lb_gpu_model's ld2) */
 
 struct lb_gpu_model {
     lb_model_config cfg;
@@ -80,8 +81,10 @@ struct lb_gpu_model {
     int gelu_src;
     /* activations */
     void *encoded, *res2, *res3, *ln1, *ln2, *qkv, *atty, *fch, *fact, *lnf, *logits;
-    /* ln2's row stride: C, or C + 8 with a ones column at C (GPT-2), so that the MLP input
-     * weight-gradient product also sums its bias gradient, into aug_grad [F, ld2] (fp32) */
+    /* ln2's row stride: C, or with a ones column at C and ONES_COLS - 1 zeros after it
+     * (GPT-2), so that the MLP input weight-gradient product, run over C + ONES_COLS
+     * columns into aug_grad [F, C + ONES_COLS] (fp32), also sums its bias gradient; then
+     * rows are C + ONES_COLS rounded up to 64 elements apart (128-byte rows in 16 bits) */
     int64_t ld2;
     float *aug_grad;
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *lse, *losses;
@@ -109,7 +112,7 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
     m->n_seg = lb_param_layout(cfg, NULL, 0);
     /* the ones column needs a bias and rows that stay 16-byte aligned (C % 8: every
      * parameter offset, so the split's packed gradients, then 16-byte aligned too) */
-    m->ld2 = !m->llama && cfg->linear_bias && m->C % 8 == 0 ? m->C + 8 : m->C;
+    m->ld2 = !m->llama && cfg->linear_bias && m->C % 8 == 0 ? (m->C + ONES_COLS + 63) / 64 * 64 : m->C;
 }
 
 /* Split scratch for the largest product of a step in the run's fp32 mode (none in 16-bit
@@ -118,7 +121,8 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
 static size_t split_need(const lb_gpu_model *m) {
     if (m->dt != LB_DT_F32) return 0;
     const int64_t maps[6][2] = {{m->C, m->Q}, {m->C, m->C},  {m->C, m->F},
-                                {m->H, m->C}, {m->C, m->Vp}, {m->ld2, m->F}};
+                                {m->H, m->C}, {m->C, m->Vp},
+                                {m->ld2 != m->C ? m->C + ONES_COLS : m->C, m->F}};
     lb_gpu_fp32_mode mode = m->p.fp32_mode;
     size_t need = 0;
     for (int i = 0; i < 6; i++) {
@@ -168,7 +172,7 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->res3, "act.res3", L * BT * C * es);
     TAKE(m->ln1, "act.ln1", keep * BT * C * es);
     TAKE(m->ln2, "act.ln2", keep * BT * (size_t)m->ld2 * es);
-    if (m->ld2 != m->C) TAKE(m->aug_grad, "grad.mlp_in_with_bias", (size_t)m->F * m->ld2 * 4);
+    if (m->ld2 != m->C) TAKE(m->aug_grad, "grad.mlp_in_with_bias", (size_t)m->F * (m->C + ONES_COLS) * 4);
     if (!m->llama) {
         TAKE(m->ln1_mean, "act.ln1_mean", L * BT * 4);
         TAKE(m->ln2_mean, "act.ln2_mean", L * BT * 4);
@@ -489,8 +493,8 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
  * gets no other gradient, so its gradient is not cleared before the step; in the working
  * type, as autocast's products give it, LB_SEG_GRAD16); db += column sums of dout when
  * b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with its ones column,
- * m->ld2) the weight-gradient product runs over ld_inp columns into m->aug_grad and its
- * column IC is the bias gradient (lb_gpu_split_bias_column); else a separate reduction
+ * m->ld2) the weight-gradient product runs over IC + ONES_COLS columns into m->aug_grad
+ * and its column IC is the bias gradient (lb_gpu_split_bias_column); else a separate reduction
  * (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on the
  * H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
 static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
@@ -507,17 +511,18 @@ static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64
         LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     }
     bool with_bias = b_off >= 0 && ld_inp > IC;
+    int64_t aug = IC + ONES_COLS;
     memset(&g, 0, sizeof g);
     g.ab_type = m->dt, g.alpha = 1.0f;
-    g.m = OC, g.n = with_bias ? ld_inp : IC, g.k = m->BT;
+    g.m = OC, g.n = with_bias ? aug : IC, g.k = m->BT;
     g.a = dout, g.lda = ld_dout, g.trans_a = true;
     g.b = inp, g.ldb = ld_inp;
-    if (with_bias) g.d = m->aug_grad, g.ldd = ld_inp, g.d_type = LB_DT_F32;
+    if (with_bias) g.d = m->aug_grad, g.ldd = aug, g.d_type = LB_DT_F32;
     else g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
     LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     if (with_bias)
         return lb_gpu_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC,
-                                        ld_inp, m->stream, err);
+                                        aug, m->stream, err);
     if (b_off >= 0)
         LB_TRY(lb_gpu_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
     return LB_OK;
