@@ -3,16 +3,20 @@
  * plain product at 16384 x 3072 x 768 bf16 on the H200)?
  *
  * Graphs (built with gpu/cudnn_impl.h):
- *   forward:  pre = X W^T + b (bf16 output), out = gelu_tanh(pre) (bf16 output);
- *   backward: dpre = (dY W) * gelu_tanh'(pre);
+ *   forward:  pre = X W^T + b (bf16 output), out = gelu_tanh(pre) (bf16 output); also with
+ *             gelu_tanh'(pre) as the second output instead of pre;
+ *   backward: dpre = (dY W) * gelu_tanh'(pre), the derivative by cuDNN's GELU backward mode
+ *             or spelled out in pointwise operations; and dpre = (dY W) * g with g stored;
+ * each fastest plan also timed under load (back-to-back runs after a warm-up), beside
+ * cuBLASLt's dGELU and plain products of the same shape;
  * with X [M,K], W [N,K], dY [M,K] row-major as the training step stores them. Every engine
  * configuration of heuristic modes A, B and FALLBACK that finalises is timed (one run, then
  * the median of REPS), and the fastest one's output compared with a double-precision CPU
  * product on a few rows. Fresh uniform data.
  *
  * build: gcc -O2 -DLB_HAVE_CUDA=1 -DLB_HAVE_CUDNN=1 -Isrc -Ibench -I/usr/local/cuda/include \
- *          bench/cudnn_gelu_probe.c src/gpu/cudnn_graph.c src/gpu/timing.c src/core/status.c \
- *          src/core/log.c -L/usr/local/cuda/lib64 -lcudart -ldl -lpthread -lm
+ *          bench/cudnn_gelu_probe.c build-gpu/libllmbench_lib.a -L/usr/local/cuda/lib64 \
+ *          -lcudart -lcublasLt -ldl -lpthread -lm -lstdc++
  *        (libcudnn.so.9 on the library path at run time: bench/device_env.sh)
  * usage: cudnn_gelu_probe [M N K]   (default 16384 3072 768) */
 #include <math.h>
@@ -21,13 +25,14 @@
 #include <string.h>
 
 #include "gpu/cudnn_impl.h"
+#include "gpu/matmul.h"
 
 #include "probe_check.h"
 
 #define REPS 9
 #define WS_MAX ((size_t)256 << 20)
 
-enum { P_X = 1, P_W, P_B, P_PRE, P_OUT, P_DY, P_DPRE };
+enum { P_X = 1, P_W, P_B, P_PRE, P_OUT, P_DY, P_DPRE, P_ONE, P_C0, P_C1, P_C2, P_C3, P_C4 };
 
 static int64_t M = 16384, N = 3072, K = 768;
 
@@ -71,6 +76,36 @@ static float run_ms(cudnnHandle_t h, dnn_desc plan, dnn_desc vp) {
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     return probe_median(t, REPS) * 1e3f;
+}
+
+/* us a run over SUS_RUNS back-to-back runs after SUS_WARM of them (a GPU at its power
+ * limit), of the plan (or of the cuBLASLt product g when plan is NULL) */
+#define SUS_WARM 2000
+#define SUS_RUNS 400
+static float sustained_us(cudnnHandle_t h, dnn_desc plan, dnn_desc vp, lb_gpu_gemm *g) {
+    static lb_gpu_blas *blas = NULL;
+    lb_err e;
+    if (g && !blas) {
+        lb_gpu_blas_params bp = lb_gpu_blas_default_params();
+        CK(cudaMalloc(&bp.workspace, LB_GPU_BLAS_WORKSPACE_BYTES));
+        bp.workspace_bytes = LB_GPU_BLAS_WORKSPACE_BYTES, bp.tune = true;
+        CK(lb_gpu_blas_init(&blas, &bp, &e));
+    }
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float ms = 0.0f;
+    for (int r = 0; r < SUS_WARM + SUS_RUNS; r++) {
+        if (r == SUS_WARM) CK(cudaEventRecord(e0, 0));
+        if (g) CK(lb_gpu_gemm_run(blas, g, NULL, &e));
+        else dnn.execute(h, plan, vp);
+    }
+    CK(cudaEventRecord(e1, 0));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ms * 1e3f / SUS_RUNS;
 }
 
 /* a variant pack binding n ids to pointers, with the workspace */
@@ -160,6 +195,8 @@ static void time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, con
         lb_err e3;
         dnn_graph vg = {.err = &e3};
         dnn_desc vp = pack(&vg, n, uids, ptrs, ws);
+        float sus = sustained_us(h, best_plan, vp, NULL);
+        printf("%s: best plan under load %.1f us a run\n", name, sus);
         dnn.execute(h, best_plan, vp);
         CK(cudaDeviceSynchronize());
         dnn_graph_free(&vg);
@@ -170,12 +207,13 @@ static void time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, con
 
 /* the forward graphs: pre a bf16 output that also feeds the GELU, pre virtual (fp32) with a
  * bf16 copy as a second output, or no pre at all (the reference point) */
-enum { FWD_PRE_SHARED, FWD_PRE_VIRTUAL, FWD_NO_PRE };
+enum { FWD_PRE_SHARED, FWD_PRE_VIRTUAL, FWD_NO_PRE, FWD_GPRIME };
 
 static void forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_err *err) {
     static const char *names[] = {"forward (pre as output and input)",
                                   "forward (virtual pre, two outputs)",
-                                  "forward without pre (reference point)"};
+                                  "forward without pre (reference point)",
+                                  "forward with gelu'(pre) as the second output"};
     cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
     dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
     dnn_desc tx = dnn_matrix(&g, P_X, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
@@ -183,15 +221,19 @@ static void forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_er
     dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
     dnn_desc tp = how == FWD_NO_PRE ? NULL : dnn_matrix(&g, P_PRE, t, M, N, N, 1, 0);
     dnn_desc pv = how == FWD_PRE_SHARED ? tp : dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+    const int64_t one3[3] = {1, 1, 1};
+    dnn_desc tone = how == FWD_GPRIME ? dnn_tensor(&g, P_ONE, f, 3, one3, one3, DNN_BY_VALUE) : NULL;
     dnn_desc to = dnn_matrix(&g, P_OUT, t, M, N, N, 1, 0);
     dnn_matmul(&g, tx, tw, mm);
     dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
     if (how == FWD_PRE_VIRTUAL) dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pv, NULL, tp);
     dnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, pv, NULL, to);
-    int64_t uids[] = {P_X, P_W, P_B, P_PRE, P_OUT};
-    void *ptrs[] = {bufs[0], bufs[1], bufs[2], bufs[3], bufs[4]};
+    if (how == FWD_GPRIME) dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, tone, pv, tp);
+    float one = 1.0f;
+    int64_t uids[] = {P_X, P_W, P_B, P_PRE, P_OUT, P_ONE};
+    void *ptrs[] = {bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], &one};
     if (how == FWD_NO_PRE) uids[3] = P_OUT, ptrs[3] = bufs[4];
-    time_all(&g, h, names[how], how == FWD_NO_PRE ? 4 : 5, uids, ptrs, ws);
+    time_all(&g, h, names[how], how == FWD_NO_PRE ? 4 : how == FWD_GPRIME ? 6 : 5, uids, ptrs, ws);
     dnn_graph_free(&g);
 }
 
@@ -241,12 +283,15 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&pre, (size_t)M * N * 2));
     CK(cudaMalloc(&out, (size_t)M * N * 2));
     CK(cudaMalloc(&dpre, (size_t)M * N * 2));
+    void *scratch;
+    CK(cudaMalloc(&scratch, (size_t)M * N * 2));
     CK(cudaMalloc(&ws, WS_MAX));
     cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
     /* forward, three ways; the last one leaves pre for the check and the backward */
     void *bufs[] = {x, w, b, pre, out};
     forward_graph(h, FWD_NO_PRE, bufs, ws, &err);
     forward_graph(h, FWD_PRE_SHARED, bufs, ws, &err);
+    forward_graph(h, FWD_GPRIME, bufs, ws, &err);
     forward_graph(h, FWD_PRE_VIRTUAL, bufs, ws, &err);
     /* backward: dpre = (dY W) * gelu'(pre), dY [M,K] times W [N,K] read as [K,N] */
     {
@@ -260,6 +305,77 @@ int main(int argc, char **argv) {
         void *ptrs[] = {dy, w, pre, dpre};
         time_all(&g, h, "backward", 4, uids, ptrs, ws);
         dnn_graph_free(&g);
+    }
+    /* backward as the product times a stored derivative: dpre = (dY W) * g */
+    {
+        dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
+        dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+        dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+        dnn_desc tp = dnn_matrix(&g, P_PRE, t, M, N, N, 1, 0), td = dnn_matrix(&g, P_OUT, t, M, N, N, 1, 0);
+        dnn_matmul(&g, tdy, tw, mm);
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, mm, tp, td);
+        const int64_t uids[] = {P_DY, P_W, P_PRE, P_OUT};
+        void *ptrs[] = {dy, w, pre, scratch};
+        time_all(&g, h, "backward (product times stored derivative)", 4, uids, ptrs, ws);
+        dnn_graph_free(&g);
+    }
+    /* backward with the derivative spelled out in pointwise operations:
+     * g = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2, t = tanh(k x (1 + c x^2)) */
+    {
+        dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
+        const int64_t one3[3] = {1, 1, 1};
+        float cv[5] = {1.0f, 0.044715f, 0.7978845608028654f, 0.5f, 3.0f * 0.044715f};
+        dnn_desc c[5];
+        for (int i = 0; i < 5; i++) c[i] = dnn_tensor(&g, P_C0 + i, f, 3, one3, one3, DNN_BY_VALUE);
+        dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+        dnn_desc tp = dnn_matrix(&g, P_PRE, t, M, N, N, 1, 0), td = dnn_matrix(&g, P_OUT, t, M, N, N, 1, 0);
+        dnn_desc v[16];
+        for (int i = 0; i < 16; i++) v[i] = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+        dnn_matmul(&g, tdy, tw, v[0]);
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, tp, tp, v[1]);          /* x^2 */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[1], c[1], v[2]);      /* c x^2 */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[2], c[0], v[3]);      /* 1 + c x^2 */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[3], tp, v[4]);        /* x (1 + c x^2) */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[4], c[2], v[5]);      /* u */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_TANH_FWD, v[5], NULL, v[6]); /* t */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[6], c[0], v[7]);      /* 1 + t */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[6], v[6], v[8]);      /* t^2 */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_SUB, c[0], v[8], v[9]);      /* 1 - t^2 */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[1], c[4], v[10]);     /* 3 c x^2 */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[10], c[0], v[11]);    /* 1 + 3 c x^2 */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[11], c[2], v[12]);    /* k (1 + 3 c x^2) */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[12], v[9], v[13]);
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[13], tp, v[14]);      /* x (1 - t^2) k (..) */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[14], v[7], v[15]);    /* 2 g */
+        dnn_desc w2 = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[15], c[3], w2);       /* g */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[0], w2, td);
+        const int64_t uids[] = {P_DY, P_W, P_PRE, P_OUT, P_C0, P_C1, P_C2, P_C3, P_C4};
+        void *ptrs[] = {dy, w, pre, scratch, &cv[0], &cv[1], &cv[2], &cv[3], &cv[4]};
+        time_all(&g, h, "backward (derivative as pointwise operations)", 9, uids, ptrs, ws);
+        dnn_graph_free(&g);
+        /* check against the double-precision derivative on a few rows */
+        uint16_t *hs = malloc((size_t)M * N * 2), *hq = malloc((size_t)M * N * 2), *hm = malloc((size_t)M * N * 2);
+        CK(cudaMemcpy(hs, scratch, (size_t)M * N * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hq, pre, (size_t)M * N * 2, cudaMemcpyDeviceToHost));
+        double e = 0, mx = 0;
+        for (int64_t r = 0; r < M; r += M / 3)
+            for (int64_t j = 0; j < N; j++) {
+                double s2 = 0;
+                for (int64_t k = 0; k < K; k++) s2 += from_bf16(hdy[r * K + k]) * from_bf16(hw[j * K + k]);
+                double ref = s2 * dgelu(from_bf16(hq[r * N + j]));
+                e = fmax(e, fabs(from_bf16(hs[r * N + j]) - ref)), mx = fmax(mx, fabs(ref));
+            }
+        printf("spelled-out derivative check (3 rows): max|err| %.4f of max %.3f\n", e, mx);
+        free(hs), free(hq), free(hm);
+    }
+    {
+        lb_gpu_gemm g = {.m = M, .n = N, .k = K, .a = dy, .lda = K, .b = w, .ldb = K, .trans_b = true,
+                         .ab_type = LB_DT_BF16, .d = scratch, .ldd = N, .d_type = LB_DT_BF16, .alpha = 1.0f,
+                         .epilogue = LB_EPI_DGELU, .aux = pre};
+        printf("cuBLASLt dGELU under load %.1f us a run\n", sustained_us(h, NULL, NULL, &g));
+        g.epilogue = LB_EPI_NONE;
+        printf("cuBLASLt plain product under load %.1f us a run\n", sustained_us(h, NULL, NULL, &g));
     }
     /* check rows against double precision */
     uint16_t *hp = malloc((size_t)M * N * 2), *ho = malloc((size_t)M * N * 2), *hd = malloc((size_t)M * N * 2);
