@@ -98,7 +98,9 @@ __device__ __forceinline__ float range_sumsq(const V *p, int64_t len) {
 #define SUMSQ_CHUNK 16384 /* elements a block takes at a time */
 
 /* A block sums chunks of the parameters, each chunk as its pieces in one segment each:
- * the table is read once a piece, not once an element. */
+ * the table is read once a piece, not once an element. Each chunk finds its first segment
+ * by binary search: a chunk lies gridDim.x chunks past the block's last one, tens of
+ * segments on, too far for seek's forward scan (a dependent table read a segment). */
 template <typename T>
 __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w) {
     __shared__ float scratch[32];
@@ -106,6 +108,7 @@ __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w) {
     for (int64_t c0 = (int64_t)blockIdx.x * SUMSQ_CHUNK; c0 < w.n;
          c0 += (int64_t)gridDim.x * SUMSQ_CHUNK) {
         int64_t c1 = min(w.n, c0 + SUMSQ_CHUNK);
+        w.lo = -1;
         for (int64_t a = c0; a < c1;) {
             w.seek(a);
             int64_t b = min(c1, w.end()), s0 = w.start[w.lo];
