@@ -237,6 +237,24 @@ static void forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_er
     dnn_graph_free(&g);
 }
 
+/* The backward product, dY [M,K] times W [N,K] read as [K,N], into dst: times gelu'(pre)
+ * by cuDNN's GELU backward mode, or (stored) times pre's values as a stored derivative. */
+static void backward_graph(cudnnHandle_t h, bool stored, void *dy, void *w, void *pre, void *dst,
+                           void *ws, lb_err *err) {
+    cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
+    dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
+    dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+    dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+    dnn_desc tp = dnn_matrix(&g, P_PRE, t, M, N, N, 1, 0), td = dnn_matrix(&g, P_DPRE, t, M, N, N, 1, 0);
+    dnn_matmul(&g, tdy, tw, mm);
+    if (stored) dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, mm, tp, td);
+    else dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, mm, tp, td);
+    const int64_t uids[] = {P_DY, P_W, P_PRE, P_DPRE};
+    void *ptrs[] = {dy, w, pre, dst};
+    time_all(&g, h, stored ? "backward (product times stored derivative)" : "backward", 4, uids, ptrs, ws);
+    dnn_graph_free(&g);
+}
+
 static uint16_t to_bf16(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
@@ -293,32 +311,9 @@ int main(int argc, char **argv) {
     forward_graph(h, FWD_PRE_SHARED, bufs, ws, &err);
     forward_graph(h, FWD_GPRIME, bufs, ws, &err);
     forward_graph(h, FWD_PRE_VIRTUAL, bufs, ws, &err);
-    /* backward: dpre = (dY W) * gelu'(pre), dY [M,K] times W [N,K] read as [K,N] */
-    {
-        dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
-        dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
-        dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_desc tp = dnn_matrix(&g, P_PRE, t, M, N, N, 1, 0), td = dnn_matrix(&g, P_DPRE, t, M, N, N, 1, 0);
-        dnn_matmul(&g, tdy, tw, mm);
-        dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, mm, tp, td);
-        const int64_t uids[] = {P_DY, P_W, P_PRE, P_DPRE};
-        void *ptrs[] = {dy, w, pre, dpre};
-        time_all(&g, h, "backward", 4, uids, ptrs, ws);
-        dnn_graph_free(&g);
-    }
-    /* backward as the product times a stored derivative: dpre = (dY W) * g */
-    {
-        dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
-        dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
-        dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_desc tp = dnn_matrix(&g, P_PRE, t, M, N, N, 1, 0), td = dnn_matrix(&g, P_OUT, t, M, N, N, 1, 0);
-        dnn_matmul(&g, tdy, tw, mm);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, mm, tp, td);
-        const int64_t uids[] = {P_DY, P_W, P_PRE, P_OUT};
-        void *ptrs[] = {dy, w, pre, scratch};
-        time_all(&g, h, "backward (product times stored derivative)", 4, uids, ptrs, ws);
-        dnn_graph_free(&g);
-    }
+    /* backward: dpre = (dY W) * gelu'(pre), then with a stored derivative (pre's values) */
+    backward_graph(h, false, dy, w, pre, dpre, ws, &err);
+    backward_graph(h, true, dy, w, pre, scratch, ws, &err);
     /* backward with the derivative spelled out in pointwise operations:
      * g = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2, t = tanh(k x (1 + c x^2)) */
     {
