@@ -115,14 +115,17 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
     m->ld2 = !m->llama && cfg->linear_bias && m->C % 8 == 0 ? (m->C + ONES_COLS + 63) / 64 * 64 : m->C;
 }
 
+/* Columns of the MLP input's weight-gradient product: C + ONES_COLS with ln2's ones
+ * column, else C. */
+static int64_t mlp_in_cols(const lb_gpu_model *m) { return m->ld2 != m->C ? m->C + ONES_COLS : m->C; }
+
 /* Split scratch for the largest product of a step in the run's fp32 mode (none in 16-bit
  * runs): each linear map (IC -> OC) runs forward (BT x OC x IC), input gradient
  * (BT x IC x OC) and weight gradient (OC x IC x BT). */
 static size_t split_need(const lb_gpu_model *m) {
     if (m->dt != LB_DT_F32) return 0;
     const int64_t maps[6][2] = {{m->C, m->Q}, {m->C, m->C},  {m->C, m->F},
-                                {m->H, m->C}, {m->C, m->Vp},
-                                {m->ld2 != m->C ? m->C + ONES_COLS : m->C, m->F}};
+                                {m->H, m->C}, {m->C, m->Vp}, {mlp_in_cols(m), m->F}};
     lb_gpu_fp32_mode mode = m->p.fp32_mode;
     size_t need = 0;
     for (int i = 0; i < 6; i++) {
@@ -172,7 +175,7 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->res3, "act.res3", L * BT * C * es);
     TAKE(m->ln1, "act.ln1", keep * BT * C * es);
     TAKE(m->ln2, "act.ln2", keep * BT * (size_t)m->ld2 * es);
-    if (m->ld2 != m->C) TAKE(m->aug_grad, "grad.mlp_in_with_bias", (size_t)m->F * (m->C + ONES_COLS) * 4);
+    if (m->ld2 != m->C) TAKE(m->aug_grad, "grad.mlp_in_with_bias", (size_t)m->F * mlp_in_cols(m) * 4);
     if (!m->llama) {
         TAKE(m->ln1_mean, "act.ln1_mean", L * BT * 4);
         TAKE(m->ln2_mean, "act.ln2_mean", L * BT * 4);
@@ -493,9 +496,9 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
  * gets no other gradient, so its gradient is not cleared before the step; in the working
  * type, as autocast's products give it, LB_SEG_GRAD16); db += column sums of dout when
  * b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with its ones column,
- * m->ld2) the weight-gradient product runs over IC + ONES_COLS columns into m->aug_grad
- * and its column IC is the bias gradient (lb_gpu_split_bias_column); else a separate reduction
- * (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on the
+ * m->ld2) the weight-gradient product runs over IC + ONES_COLS columns into
+ * m->aug_grad and its column IC is the bias gradient (lb_gpu_split_bias_column); else a
+ * separate reduction (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on the
  * H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
 static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
                             const void *inp, int64_t ld_inp, int IC, int OC, int64_t w_off,
