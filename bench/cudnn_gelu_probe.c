@@ -18,7 +18,10 @@
  *          bench/cudnn_gelu_probe.c build-gpu/libllmbench_lib.a -L/usr/local/cuda/lib64 \
  *          -lcudart -lcublasLt -ldl -lpthread -lm -lstdc++
  *        (libcudnn.so.9 on the library path at run time: bench/device_env.sh)
- * usage: cudnn_gelu_probe [M N K]   (default 16384 3072 768) */
+ * usage: [OUT_T=1|2] [FWD_ONLY=1] cudnn_gelu_probe [M N K [LDA]]   (default 16384 3072 768,
+ *        LDA = K: X's row stride in the forward graphs); OUT_T=1 stores the forward's pre and
+ *        out transposed ([N,M], row stride M), OUT_T=2 out only; FWD_ONLY=1 stops after the
+ *        forward graphs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +37,8 @@
 
 enum { P_X = 1, P_W, P_B, P_PRE, P_OUT, P_DY, P_DPRE, P_ONE, P_C0, P_C1, P_C2, P_C3, P_C4 };
 
-static int64_t M = 16384, N = 3072, K = 768;
+static int64_t M = 16384, N = 3072, K = 768, LDA = 768;
+static int out_t; /* OUT_T */
 
 /* "engine E knobs T=V ..." of an engine configuration */
 static void describe(dnn_desc cfg, char *out, size_t cap) {
@@ -216,14 +220,15 @@ static void forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_er
                                   "forward with gelu'(pre) as the second output"};
     cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
     dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
-    dnn_desc tx = dnn_matrix(&g, P_X, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+    dnn_desc tx = dnn_matrix(&g, P_X, t, M, K, LDA, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
     dnn_desc tb = dnn_matrix(&g, P_B, t, 1, N, N, 1, 0);
     dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-    dnn_desc tp = how == FWD_NO_PRE ? NULL : dnn_matrix(&g, P_PRE, t, M, N, N, 1, 0);
+    bool pt = out_t == 1, ot = out_t >= 1; /* pre's and out's layouts */
+    dnn_desc tp = how == FWD_NO_PRE ? NULL : dnn_matrix(&g, P_PRE, t, M, N, pt ? 1 : N, pt ? M : 1, 0);
     dnn_desc pv = how == FWD_PRE_SHARED ? tp : dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
     const int64_t one3[3] = {1, 1, 1};
     dnn_desc tone = how == FWD_GPRIME ? dnn_tensor(&g, P_ONE, f, 3, one3, one3, DNN_BY_VALUE) : NULL;
-    dnn_desc to = dnn_matrix(&g, P_OUT, t, M, N, N, 1, 0);
+    dnn_desc to = dnn_matrix(&g, P_OUT, t, M, N, ot ? 1 : N, ot ? M : 1, 0);
     dnn_matmul(&g, tx, tw, mm);
     dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
     if (how == FWD_PRE_VIRTUAL) dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pv, NULL, tp);
@@ -284,7 +289,9 @@ static double dgelu(double x) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4) M = atoll(argv[1]), N = atoll(argv[2]), K = atoll(argv[3]);
+    if (argc >= 4) M = atoll(argv[1]), N = atoll(argv[2]), K = atoll(argv[3]);
+    LDA = argc >= 5 ? atoll(argv[4]) : K;
+    out_t = getenv("OUT_T") ? atoi(getenv("OUT_T")) : 0;
     srand(4321);
     lb_err err;
     if (dnn_load(&err) != LB_OK) {
@@ -294,9 +301,9 @@ int main(int argc, char **argv) {
     printf("cuDNN %zu, M %lld N %lld K %lld\n", dnn.version, (long long)M, (long long)N, (long long)K);
     cudnnHandle_t h;
     if (dnn.create(&h) != CUDNN_STATUS_SUCCESS) return 1;
-    uint16_t *hx = rand_bf16((size_t)M * K, 1.0f), *hw = rand_bf16((size_t)N * K, 0.06f);
+    uint16_t *hx = rand_bf16((size_t)M * LDA, 1.0f), *hw = rand_bf16((size_t)N * K, 0.06f);
     uint16_t *hb = rand_bf16((size_t)N, 0.5f), *hdy = rand_bf16((size_t)M * K, 1.0f);
-    void *x = upload(hx, (size_t)M * K), *w = upload(hw, (size_t)N * K), *b = upload(hb, (size_t)N);
+    void *x = upload(hx, (size_t)M * LDA), *w = upload(hw, (size_t)N * K), *b = upload(hb, (size_t)N);
     void *dy = upload(hdy, (size_t)M * K), *pre, *out, *dpre, *ws;
     CK(cudaMalloc(&pre, (size_t)M * N * 2));
     CK(cudaMalloc(&out, (size_t)M * N * 2));
@@ -311,6 +318,7 @@ int main(int argc, char **argv) {
     forward_graph(h, FWD_PRE_SHARED, bufs, ws, &err);
     forward_graph(h, FWD_GPRIME, bufs, ws, &err);
     forward_graph(h, FWD_PRE_VIRTUAL, bufs, ws, &err);
+    if (getenv("FWD_ONLY")) return 0;
     /* backward: dpre = (dY W) * gelu'(pre), then with a stored derivative (pre's values) */
     backward_graph(h, false, dy, w, pre, dpre, ws, &err);
     backward_graph(h, true, dy, w, pre, scratch, ws, &err);
@@ -382,7 +390,7 @@ int main(int argc, char **argv) {
         for (int64_t j = 0; j < N; j++) {
             double s = from_bf16(hb[j]), s2 = 0;
             for (int64_t k = 0; k < K; k++) {
-                s += from_bf16(hx[r * K + k]) * from_bf16(hw[j * K + k]);
+                s += from_bf16(hx[r * LDA + k]) * from_bf16(hw[j * K + k]);
                 s2 += from_bf16(hdy[r * K + k]) * from_bf16(hw[j * K + k]);
             }
             double gp = from_bf16(hp[r * N + j]);

@@ -221,7 +221,7 @@ static void test_cudnn_gelu_refuses_with_a_reason(void **state) {
 #ifdef LB_HAVE_CUDA
     lb_cudnn_gelu *g = (lb_cudnn_gelu *)1;
     lb_err err = {{0}};
-    assert_int_equal(lb_cudnn_gelu_init(&g, 64, 96, 32, 32, LB_DT_F32, &err), LB_ERR_UNSUPPORTED);
+    assert_int_equal(lb_cudnn_gelu_init(&g, 64, 96, 32, 32, false, LB_DT_F32, &err), LB_ERR_UNSUPPORTED);
     assert_null(g);
     assert_true(strlen(err.msg) > 0);
     lb_cudnn_gelu_free(NULL);

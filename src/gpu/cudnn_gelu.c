@@ -9,7 +9,7 @@
 #ifndef LB_HAVE_CUDNN
 
 lb_status lb_cudnn_gelu_init(lb_cudnn_gelu **out, int64_t m, int64_t n, int64_t k, int64_t lda,
-                             lb_gpu_dtype dt, lb_err *err) {
+                             bool cols, lb_gpu_dtype dt, lb_err *err) {
     *out = NULL;
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this build has no cuDNN headers");
 }
@@ -38,7 +38,7 @@ struct lb_cudnn_gelu {
 };
 
 lb_status lb_cudnn_gelu_init(lb_cudnn_gelu **out, int64_t m, int64_t n, int64_t k, int64_t lda,
-                             lb_gpu_dtype dt, lb_err *err) {
+                             bool cols, lb_gpu_dtype dt, lb_err *err) {
     *out = NULL;
     LB_TRY(dnn_load(err));
     if (dt != LB_DT_BF16 && dt != LB_DT_F16)
@@ -58,7 +58,8 @@ lb_status lb_cudnn_gelu_init(lb_cudnn_gelu **out, int64_t m, int64_t n, int64_t 
     dnn_desc bias = dnn_matrix(&g, UID_BIAS, t, 1, n, n, 1, 0);
     dnn_desc prod = dnn_matrix(&g, 0, f, m, n, n, 1, DNN_VIRTUAL);
     dnn_desc pre = dnn_matrix(&g, 0, f, m, n, n, 1, DNN_VIRTUAL);
-    dnn_desc aux = dnn_matrix(&g, UID_AUX, t, m, n, n, 1, 0), d = dnn_matrix(&g, UID_D, t, m, n, n, 1, 0);
+    int64_t rs = cols ? 1 : n, cs = cols ? m : 1; /* the outputs' strides */
+    dnn_desc aux = dnn_matrix(&g, UID_AUX, t, m, n, rs, cs, 0), d = dnn_matrix(&g, UID_D, t, m, n, rs, cs, 0);
     dnn_matmul(&g, a, b, prod);
     dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, prod, bias, pre);
     dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pre, NULL, aux);

@@ -1,10 +1,10 @@
 /* cudnn_gelu.h: GPT-2's MLP input product with its GELU through cuDNN's fused matmul
  * engines: aux = A B^T + bias (the pre-activation) and D = gelu_tanh(aux), in one kernel.
  *
- * The same operation, layouts and results as gpu/matmul.h's LB_EPI_GELU_AUX_BIAS product
- * with trans_b: A [m,k] row-major with row stride lda, B [n,k] (the weights), bias [n], D
- * and aux [m,n] with row stride n, all fp16 or bf16, fp32 accumulation, D and aux rounded
- * once each. On the H200 cuDNN's runtime-fused kernel runs GPT-2's 16384 x 3072 x 768
+ * The same operation and results as gpu/matmul.h's LB_EPI_GELU_AUX_BIAS product with
+ * trans_b: A [m,k] row-major with row stride lda, B [n,k] (the weights), bias [n], D and
+ * aux [m,n] with row stride n, or with cols stored transposed ([n,m], row stride m) at no
+ * cost, all fp16 or bf16, fp32 accumulation, D and aux rounded once each. On the H200 cuDNN's runtime-fused kernel runs GPT-2's 16384 x 3072 x 768
  * product ~10% faster than cuBLASLt's GELU epilogue (bench/NOTES.md item 48); its dGELU
  * is slower, so the backward stays with cuBLASLt. The plans are cuDNN's heuristic's
  * configurations, timed on the first run (gpu/cudnn_impl.h). Like gpu/cudnn_attn.h, cuDNN
@@ -14,6 +14,7 @@
 #define LB_GPU_CUDNN_GELU_H
 
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,7 +31,7 @@ typedef struct lb_cudnn_gelu lb_cudnn_gelu;
  * reason in err, when cuDNN is absent or has no engine for it. *out is the caller's, freed
  * with lb_cudnn_gelu_free. */
 lb_status lb_cudnn_gelu_init(lb_cudnn_gelu **out, int64_t m, int64_t n, int64_t k, int64_t lda,
-                             lb_gpu_dtype dt, lb_err *err);
+                             bool cols, lb_gpu_dtype dt, lb_err *err);
 void lb_cudnn_gelu_free(lb_cudnn_gelu *g);
 
 /* Device scratch a run needs (0 when none; a 256-byte aligned pointer otherwise). */

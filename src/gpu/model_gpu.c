@@ -33,6 +33,10 @@
 #define OOM_HINT "try a smaller --batch or --recompute"
 #define ONES_COLS 8 /* ln2's ones column and the zeros after it (lb_gpu_model's ld2) */
 
+/* linear_fwd's and linear_bwd's operands stored feature-major ([features, BT], row stride
+ * BT) instead of token-major */
+enum { COLS_INP = 1, COLS_DOUT = 2 };
+
 struct lb_gpu_model {
     lb_model_config cfg;
     lb_gpu_model_params p;
@@ -76,7 +80,11 @@ struct lb_gpu_model {
     float *trial_dbias; /* [Q]: where timing trials put the qkv bias gradient */
     int attn_src[2];
     /* the MLP input product with its GELU: cuDNN's plans (NULL: cuBLASLt's epilogue only)
-     * and whose runs: 0 cuBLASLt, 1 cuDNN, -1 not yet timed (before the first step) */
+     * and whose runs: 0 cuBLASLt, 1 cuDNN, -1 not yet timed (before the first step). With
+     * cuDNN's, the MLP's hidden activations and their gradients (fch, fact, dfch) are
+     * stored feature-major, [F, BT] (hidden_cols): cuDNN writes them so at no cost, and
+     * the products that read them run faster with tokens along their rows (bench/NOTES.md
+     * item 51) */
     lb_cudnn_gelu *gelu_dnn;
     int gelu_src;
     /* activations */
@@ -93,6 +101,11 @@ struct lb_gpu_model {
     void *split_scratch; /* 3xTF32 operand copies or int8 planes (NULL in other modes) */
     size_t split_bytes;
 };
+
+/* whether fch, fact and dfch are stored feature-major ([F, BT], row stride BT) */
+static bool hidden_cols(const lb_gpu_model *m) { return m->gelu_src == 1; }
+/* the row stride of such a tensor with `width` features */
+static int64_t hidden_ld(const lb_gpu_model *m, int64_t width) { return hidden_cols(m) ? m->BT : width; }
 
 /* whether the output head's working copy is a padded one of its own (m->lm_w) */
 static bool head_apart(const lb_gpu_model *m) { return m->Vp != m->V; }
@@ -223,9 +236,10 @@ static bool fuse_gelu(const lb_gpu_model *m) {
 static lb_status open_cudnn(lb_gpu_model *m, lb_err *err) {
     m->gelu_src = 0;
     lb_err why;
-    if (fuse_gelu(m)) {
-        if (lb_cudnn_gelu_init(&m->gelu_dnn, m->BT, m->F, m->C, m->ld2, m->dt, &why) == LB_OK)
-            m->gelu_src = -1;
+    if (fuse_gelu(m) && m->ld2 != m->C && m->p.gelu_product != 1) { /* feature-major fch and
+                                                                     * dfch need the ones column */
+        if (lb_cudnn_gelu_init(&m->gelu_dnn, m->BT, m->F, m->C, m->ld2, true, m->dt, &why) == LB_OK)
+            m->gelu_src = m->p.gelu_product == 2 ? 1 : -1;
         else
             LB_DEBUG("MLP input product: cuBLASLt's GELU epilogue (%s)", why.msg);
     }
@@ -477,12 +491,12 @@ static void *at(lb_gpu_model *m, void *base, int64_t index, int64_t row_elems) {
 
 /* out[N, OC] (row stride ldo) = inp[N, IC] W^T + bias (+ residual, same stride) */
 static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void *inp,
-                            int64_t lda, int IC, int OC, int64_t w_off, int64_t b_off,
-                            const void *residual, lb_err *err) {
+                            int64_t lda, unsigned cols, int IC, int OC, int64_t w_off,
+                            int64_t b_off, const void *residual, lb_err *err) {
     lb_gpu_gemm g;
     memset(&g, 0, sizeof g);
     g.m = m->BT, g.n = OC, g.k = IC;
-    g.a = inp, g.lda = lda;
+    g.a = inp, g.lda = lda, g.trans_a = cols & COLS_INP;
     g.b = W(m, w_off), g.ldb = IC, g.trans_b = true;
     g.ab_type = m->dt;
     g.c = residual, g.beta = 1.0f, g.alpha = 1.0f;
@@ -501,14 +515,15 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
  * separate reduction (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on the
  * H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
 static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
-                            const void *inp, int64_t ld_inp, int IC, int OC, int64_t w_off,
-                            int64_t b_off, lb_err *err) {
+                            const void *inp, int64_t ld_inp, unsigned cols, int IC, int OC,
+                            int64_t w_off, int64_t b_off, lb_err *err) {
+    bool dout_cols = cols & COLS_DOUT;
     lb_gpu_gemm g;
     memset(&g, 0, sizeof g);
     g.ab_type = m->dt, g.alpha = 1.0f;
     if (dinp != NULL) {
         g.m = m->BT, g.n = IC, g.k = OC;
-        g.a = dout, g.lda = ld_dout;
+        g.a = dout, g.lda = ld_dout, g.trans_a = dout_cols;
         g.b = W(m, w_off), g.ldb = IC;
         g.d = dinp, g.ldd = IC, g.d_type = m->dt;
         LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
@@ -518,14 +533,16 @@ static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64
     memset(&g, 0, sizeof g);
     g.ab_type = m->dt, g.alpha = 1.0f;
     g.m = OC, g.n = with_bias ? aug : IC, g.k = m->BT;
-    g.a = dout, g.lda = ld_dout, g.trans_a = true;
-    g.b = inp, g.ldb = ld_inp;
+    g.a = dout, g.lda = ld_dout, g.trans_a = !dout_cols;
+    g.b = inp, g.ldb = ld_inp, g.trans_b = cols & COLS_INP;
     if (with_bias) g.d = m->aug_grad, g.ldd = aug, g.d_type = LB_DT_F32;
     else g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
     LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     if (with_bias)
         return lb_gpu_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC,
                                         aug, m->stream, err);
+    if (b_off >= 0 && dout_cols)
+        return lb_fail(err, LB_ERR_RUNTIME, "a bias gradient summed over a feature-major gradient");
     if (b_off >= 0)
         LB_TRY(lb_gpu_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
     return LB_OK;
@@ -700,13 +717,13 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
         float *lse = m->lse + (size_t)l * m->BT * m->NH;
         LB_TRY(norm_fwd(m, ln1, C, m->ln1_mean ? m->ln1_mean + l * m->BT : NULL,
                         m->ln1_rstd + l * m->BT, x, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b), err));
-        LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b), NULL, err));
+        LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b), NULL, err));
         if (m->llama)
             LB_TRY(lb_gpu_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                        m->stream, err));
         if (m->attn_src[0] < 0) LB_TRY(attn_choose(m, false, NULL, qkv, atty, lse, err));
         LB_TRY(attn_fwd(m, m->attn_src[0] == 1, atty, lse, qkv, err));
-        LB_TRY(linear_fwd(m, res2, C, atty, C, C, C, lo(m, l, o->attn_out_w), lo(m, l, o->attn_out_b), x, err));
+        LB_TRY(linear_fwd(m, res2, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w), lo(m, l, o->attn_out_b), x, err));
         LB_TRY(norm_fwd(m, ln2, m->ld2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
                         m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
         if (fuse_gelu(m)) {
@@ -718,10 +735,11 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
             if (m->gelu_src < 0) LB_TRY(gelu_choose(m, &g, err));
             LB_TRY(gelu_product(m, m->gelu_src == 1, &g, err));
         } else {
-            LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, C, m->F, lo(m, l, o->mlp_in_w), lo(m, l, o->mlp_in_b), NULL, err));
+            LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, 0, C, m->F, lo(m, l, o->mlp_in_w), lo(m, l, o->mlp_in_b), NULL, err));
             LB_TRY(act_fwd(m, fact, fch, err));
         }
-        LB_TRY(linear_fwd(m, res3, C, fact, m->H, m->H, C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
+        LB_TRY(linear_fwd(m, res3, C, fact, hidden_ld(m, m->H), hidden_cols(m) ? COLS_INP : 0,
+                          m->H, C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
     }
     LB_TRY(norm_fwd(m, m->lnf, C, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C), m->off.normf_w,
                     m->off.normf_b, err));
@@ -787,21 +805,28 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                              .b = W(m, lo(m, l, o->mlp_out_w)), .ldb = m->H, .ab_type = m->dt,
                              .d = m->dfch, .ldd = m->H, .d_type = m->dt, .alpha = 1.0f,
                              .epilogue = LB_EPI_DGELU, .aux = fch};
+            if (hidden_cols(m)) /* dfch^T = Wout^T dres^T */
+                g = (lb_gpu_gemm){.m = m->H, .n = m->BT, .k = C, .a = g.b, .lda = m->H,
+                                  .trans_a = true, .b = m->dres, .ldb = C, .trans_b = true,
+                                  .ab_type = m->dt, .d = m->dfch, .ldd = m->BT, .d_type = m->dt,
+                                  .alpha = 1.0f, .epilogue = LB_EPI_DGELU, .aux = fch};
             LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
-            LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, m->H, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
+            LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, hidden_ld(m, m->H),
+                              hidden_cols(m) ? COLS_INP : 0, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
         } else {
-            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
+            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, 0, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
             if (m->llama)
                 LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream, err));
             else
                 LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream, err));
         }
-        LB_TRY(linear_bwd(m, m->dc, m->dfch, m->F, ln2, m->ld2, C, m->F, lo(m, l, o->mlp_in_w),
+        LB_TRY(linear_bwd(m, m->dc, m->dfch, hidden_ld(m, m->F), ln2, m->ld2,
+                          hidden_cols(m) ? COLS_DOUT : 0, C, m->F, lo(m, l, o->mlp_in_w),
                           lo(m, l, o->mlp_in_b), err));
         LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b),
                         lo(m, l, o->attn_out_b), err));
         /* attention */
-        LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, C, C, lo(m, l, o->attn_out_w), -1, err));
+        LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w), -1, err));
         /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
         bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0;
@@ -816,7 +841,7 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         if (m->p.recompute)
             LB_TRY(lb_gpu_norm_recompute(ln1, C, x, W(m, lo(m, l, o->norm1_w)), W(m, lo(m, l, o->norm1_b)),
                                          ln1_mean, ln1_rstd, m->BT, C, m->dt, m->stream, err));
-        LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, C, m->Q, lo(m, l, o->qkv_w),
+        LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w),
                           qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
         LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
                         l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));

@@ -43,6 +43,9 @@ typedef struct {
     lb_gpu_attn_choice attention; /* whose attention kernels (gpu/attn_choice.h) */
     int attn_scalar;        /* 1: always the CUDA-core attention kernels (tests) */
     int no_fused_gelu;      /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */
+    int gelu_product;       /* GPT-2's fused GELU product: 0 the faster of cuBLASLt's and
+                             * cuDNN's (timed on the first step), 1 cuBLASLt's, 2 cuDNN's
+                             * where it runs (tests) */
     int max_loss_slots;     /* device slots for per-step mean losses */
 } lb_gpu_model_params;
 

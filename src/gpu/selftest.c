@@ -357,29 +357,50 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
     free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb), free(ds), free(gds);
 }
 
+/* dst [cols, rows] = src [rows, cols] transposed */
+static void transpose(float *dst, const float *src, size_t rows, size_t cols) {
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < cols; j++) dst[j * rows + r] = src[r * cols + j];
+}
+
+/* The device matrix d [rows, cols] (with cols_major, stored [cols, rows]) into host out
+ * [rows, cols]; tmp is scratch of the same size. */
+static void down_matrix(ctx *c, float *out, float *tmp, const void *d, size_t rows, size_t cols,
+                        bool cols_major, lb_gpu_dtype dt) {
+    down(c, cols_major ? tmp : out, d, rows * cols, dt);
+    if (cols_major) transpose(out, tmp, cols, rows);
+}
+
 /* cuDNN's GELU product (gpu/cudnn_gelu.h) on check_matmul's problem g (an
- * LB_EPI_GELU_AUX_BIAS product with trans_b), its outputs poisoned first: D against gelu,
- * aux against the pre-activation pre. Without cuDNN, one note a run and no rows. */
+ * LB_EPI_GELU_AUX_BIAS product with trans_b), with its outputs stored as g's and
+ * transposed ("cols"), poisoned first: D against gelu, aux against the pre-activation pre.
+ * Without cuDNN, one note a run and no rows. */
 static void check_gelu_cudnn(ctx *c, const prec_t *pr, const char *shape, const lb_gpu_gemm *g,
                              const float *gelu, const float *pre, float *out) {
-    if (c->st != LB_OK) return;
-    lb_cudnn_gelu *p = NULL;
-    lb_err why;
-    if (lb_cudnn_gelu_init(&p, g->m, g->n, g->k, g->lda, pr->dt, &why) != LB_OK) {
-        if (!c->dnn_noted) LB_WARN("selftest: cuDNN's kernels not checked: %s", why.msg);
-        c->dnn_noted = true;
-        return;
+    size_t no = (size_t)g->m * g->n;
+    float *tmp = hnew(no);
+    for (int cols = 0; cols < 2 && c->st == LB_OK; cols++) {
+        lb_cudnn_gelu *p = NULL;
+        lb_err why;
+        if (lb_cudnn_gelu_init(&p, g->m, g->n, g->k, g->lda, cols, pr->dt, &why) != LB_OK) {
+            if (!c->dnn_noted) LB_WARN("selftest: cuDNN's kernels not checked: %s", why.msg);
+            c->dnn_noted = true;
+            break;
+        }
+        char label[64];
+        snprintf(label, sizeof label, "%s%s", shape, cols ? " cols" : "");
+        size_t ws = lb_cudnn_gelu_workspace_bytes(p);
+        void *d_ws = ws > 0 ? dev(c, ws) : NULL;
+        check_cuda(c, cudaMemset(g->d, 0xff, no * lb_dtype_bytes(pr->dt)), "poison D");
+        check_cuda(c, cudaMemset(g->aux, 0xff, no * lb_dtype_bytes(pr->dt)), "poison aux");
+        check(c, lb_cudnn_gelu_forward(p, g->d, g->aux, g->a, g->b, g->bias, d_ws, 0, c->err));
+        down_matrix(c, out, tmp, g->d, (size_t)g->m, (size_t)g->n, cols, pr->dt);
+        compare(c, "matmul.fwd+bias+gelu.cudnn", label, pr, out, gelu, no);
+        down_matrix(c, out, tmp, g->aux, (size_t)g->m, (size_t)g->n, cols, pr->dt);
+        compare(c, "matmul.fwd.gelu_aux.cudnn", label, pr, out, pre, no);
+        lb_cudnn_gelu_free(p);
     }
-    size_t no = (size_t)g->m * g->n, ws = lb_cudnn_gelu_workspace_bytes(p);
-    void *d_ws = ws > 0 ? dev(c, ws) : NULL;
-    check_cuda(c, cudaMemset(g->d, 0xff, no * lb_dtype_bytes(pr->dt)), "poison D");
-    check_cuda(c, cudaMemset(g->aux, 0xff, no * lb_dtype_bytes(pr->dt)), "poison aux");
-    check(c, lb_cudnn_gelu_forward(p, g->d, g->aux, g->a, g->b, g->bias, d_ws, 0, c->err));
-    down(c, out, g->d, no, pr->dt);
-    compare(c, "matmul.fwd+bias+gelu.cudnn", shape, pr, out, gelu, no);
-    down(c, out, g->aux, no, pr->dt);
-    compare(c, "matmul.fwd.gelu_aux.cudnn", shape, pr, out, pre, no);
-    lb_cudnn_gelu_free(p);
+    free(tmp);
 }
 
 static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int IC, int OC) {
@@ -440,7 +461,19 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
             check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
             down(c, gdx, d_dx, ni, pr->dt);
             compare(c, "matmul.bwd.dgelu", shape, pr, gdx, dpre, ni);
-            free(pre);
+            /* the same with the gradient and aux feature-major: D^T = W^T dout^T */
+            float *pre_t = hnew(ni);
+            transpose(pre_t, pre, (size_t)N, (size_t)IC);
+            lb_gpu_gemm gt = {.m = IC, .n = N, .k = OC, .a = d_w, .lda = IC, .trans_a = true,
+                              .b = d_dout, .ldb = OC, .trans_b = true, .ab_type = pr->dt,
+                              .d = d_dx, .ldd = N, .d_type = pr->dt, .alpha = 1.0f,
+                              .epilogue = LB_EPI_DGELU, .aux = up(c, pre_t, ni, pr->dt)};
+            if (c->st == LB_OK) check(c, lb_gpu_gemm_run(blas, &gt, NULL, c->err));
+            down_matrix(c, gdx, pre_t, d_dx, (size_t)N, (size_t)IC, true, pr->dt);
+            char label[64];
+            snprintf(label, sizeof label, "%s cols", shape);
+            compare(c, "matmul.bwd.dgelu", label, pr, gdx, dpre, ni);
+            free(pre), free(pre_t);
         }
         free(gelu), free(dpre);
     }
@@ -939,9 +972,12 @@ static void compare_vector_grads(ctx *c, const char *shape, const prec_t *pr,
     record(c, "model.vector_grads", shape, pr->name, ratio, worst.max_abs, ratio <= 1.0);
 }
 
+/* gelu: lb_gpu_model_params.gelu_product (GPT-2's fused GELU product, cuDNN's where it
+ * runs with the MLP's hidden activations feature-major, or cuBLASLt's); the rows name the
+ * one that ran */
 static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, int B, int T,
-                        bool recompute, bool plain) {
-    char shape[56];
+                        bool recompute, bool plain, int gelu) {
+    char shape[96];
     snprintf(shape, sizeof shape, "%s B%d T%d%s%s", cfg->name, B, T, recompute ? " recomp" : "",
              plain ? " plain" : "");
     lb_model cpu;
@@ -954,7 +990,7 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
     enum { STEPS = 10 };
     lb_gpu_model_params gp = {.B = B, .T = T, .precision = pr->prec, .max_loss_slots = STEPS + 1,
                               .recompute = recompute, .attn_scalar = plain, .no_fused_gelu = plain,
-                              .fp32_mode = pr->fp32_mode};
+                              .gelu_product = gelu, .fp32_mode = pr->fp32_mode};
     lb_gpu_model *gm = NULL;
     float *grads = hnew(np);
     int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
@@ -974,6 +1010,9 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
         if (c->st == LB_OK) check(c, lb_gpu_model_read_optstate(gm, &st, c->err));
         if (c->st == LB_OK) check(c, lb_gpu_model_get_grads(gm, grads, c->err));
         if (c->st == LB_OK) check(c, lb_gpu_model_read_losses(gm, gloss, 1, c->err));
+        const char *gp_name = lb_gpu_model_gelu_product(gm);
+        if (strcmp(gp_name, "unfused") != 0)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " gelu %s", gp_name);
         if (c->st == LB_OK) {
             for (int64_t i = 0; i < np; i++) grads[i] /= st.loss_scale;
             compare_l2(c, "model.loss", shape, pr, pr->model_rel / 10, gloss, &ref_loss, 1);
@@ -1148,20 +1187,20 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         lb_model_config_preset("gpt2-tiny", &tiny_g, &e);
         lb_model_config_preset("llama-tiny", &tiny_l, &e);
         for (int k = 0; k < 3 && c.st == LB_OK; k++) {
-            check_model(&c, &PRECS[k], &gpt, 2, 128, false, false);
-            check_model(&c, &PRECS[k], &gpt, 2, 128, true, false);
-            check_model(&c, &PRECS[k], &gpt, 2, 128, false, true);
-            check_model(&c, &PRECS[k], &llama, 2, 128, false, false);
-            check_model(&c, &PRECS[k], &llama, 2, 128, true, false);
-            check_model(&c, &PRECS[k], &tiny_g, 4, 32, false, false);
-            check_model(&c, &PRECS[k], &tiny_l, 3, 20, false, false);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, false, false, 2);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, true, false, 2);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, false, true, 0);
+            check_model(&c, &PRECS[k], &llama, 2, 128, false, false, 0);
+            check_model(&c, &PRECS[k], &llama, 2, 128, true, false, 0);
+            check_model(&c, &PRECS[k], &tiny_g, 4, 32, false, false, 1);
+            check_model(&c, &PRECS[k], &tiny_l, 3, 20, false, false, 0);
         }
-        if (c.st == LB_OK) check_model(&c, &SPLIT, &gpt, 2, 128, false, false);
-        if (c.st == LB_OK) check_model(&c, &SPLIT, &llama, 2, 128, false, false);
-        if (c.st == LB_OK) check_model(&c, &CUT, &gpt, 2, 128, false, false);
-        if (c.st == LB_OK) check_model(&c, &CUT, &llama, 2, 128, false, false);
-        if (c.st == LB_OK) check_model(&c, &AUTO, &gpt, 2, 128, false, false);
-        if (c.st == LB_OK) check_model(&c, &AUTO, &llama, 2, 128, false, false);
+        if (c.st == LB_OK) check_model(&c, &SPLIT, &gpt, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &SPLIT, &llama, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &CUT, &gpt, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &CUT, &llama, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &AUTO, &gpt, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &AUTO, &llama, 2, 128, false, false, 0);
     }
     lb_gpu_blas_free(blas);
     lb_gpu_blas_free(split);
