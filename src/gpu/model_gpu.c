@@ -82,9 +82,9 @@ struct lb_gpu_model {
     /* the MLP input product with its GELU: cuDNN's plans (NULL: cuBLASLt's epilogue only)
      * and whose runs: 0 cuBLASLt, 1 cuDNN, -1 not yet timed (before the first step). With
      * cuDNN's, the MLP's hidden activations and their gradients (fch, fact, dfch) are
-     * stored feature-major, [F, BT] (hidden_cols): cuDNN writes them so at no cost, and
-     * the products that read them run faster with tokens along their rows (bench/NOTES.md
-     * item 51) */
+     * stored feature-major, [F, BT] (hidden_cols): the weight-gradient products that read
+     * them run faster with tokens along their rows by more than cuDNN's transposed writes
+     * cost (bench/NOTES.md item 51) */
     lb_cudnn_gelu *gelu_dnn;
     int gelu_src;
     /* activations */
