@@ -4,8 +4,9 @@
  * The same operation and results as gpu/matmul.h's LB_EPI_GELU_AUX_BIAS product with
  * trans_b: A [m,k] row-major with row stride lda, B [n,k] (the weights), bias [n], D and
  * aux [m,n] with row stride n, or with cols stored transposed ([n,m], row stride m; ~7%
- * slower at GPT-2's shape), all fp16 or bf16, fp32 accumulation, D and aux rounded once each. On the H200 cuDNN's runtime-fused kernel runs GPT-2's 16384 x 3072 x 768
- * product ~10% faster than cuBLASLt's GELU epilogue (bench/NOTES.md item 48); its dGELU
+ * slower at GPT-2's shape), all fp16 or bf16, fp32 accumulation, D and aux rounded once
+ * each. On the H200 cuDNN's runtime-fused kernel runs GPT-2's 16384 x 3072 x 768 product
+ * ~10% faster than cuBLASLt's GELU epilogue (bench/NOTES.md item 48); its dGELU
  * is slower, so the backward stays with cuBLASLt. The plans are cuDNN's heuristic's
  * configurations, timed on the first run (gpu/cudnn_impl.h). Like gpu/cudnn_attn.h, cuDNN
  * is loaded with dlopen; without it (or its headers at build time) every call answers

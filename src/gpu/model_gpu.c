@@ -801,15 +801,15 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         }
         /* MLP */
         if (fuse_gelu(m)) { /* dfch = (dres Wout) * gelu'(fch) in one product */
-            lb_gpu_gemm g = {.m = m->BT, .n = m->H, .k = C, .a = m->dres, .lda = C,
-                             .b = W(m, lo(m, l, o->mlp_out_w)), .ldb = m->H, .ab_type = m->dt,
-                             .d = m->dfch, .ldd = m->H, .d_type = m->dt, .alpha = 1.0f,
+            const void *w_out = W(m, lo(m, l, o->mlp_out_w));
+            lb_gpu_gemm g = {.ab_type = m->dt, .d = m->dfch, .d_type = m->dt, .alpha = 1.0f,
                              .epilogue = LB_EPI_DGELU, .aux = fch};
             if (hidden_cols(m)) /* dfch^T = Wout^T dres^T */
-                g = (lb_gpu_gemm){.m = m->H, .n = m->BT, .k = C, .a = g.b, .lda = m->H,
-                                  .trans_a = true, .b = m->dres, .ldb = C, .trans_b = true,
-                                  .ab_type = m->dt, .d = m->dfch, .ldd = m->BT, .d_type = m->dt,
-                                  .alpha = 1.0f, .epilogue = LB_EPI_DGELU, .aux = fch};
+                g.m = m->H, g.n = m->BT, g.k = C, g.a = w_out, g.lda = m->H, g.trans_a = true,
+                g.b = m->dres, g.ldb = C, g.trans_b = true, g.ldd = m->BT;
+            else
+                g.m = m->BT, g.n = m->H, g.k = C, g.a = m->dres, g.lda = C, g.b = w_out,
+                g.ldb = m->H, g.ldd = m->H;
             LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
             LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, hidden_ld(m, m->H),
                               hidden_cols(m) ? COLS_INP : 0, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
