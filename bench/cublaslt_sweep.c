@@ -34,9 +34,9 @@
 
 #include "probe_check.h"
 
-#define REPS 5
+#define REPS     5
 #define WS_BYTES ((size_t)64 << 20)
-#define MAX_CFG 4096
+#define MAX_CFG  4096
 
 typedef struct {
     cublasLtHandle_t lt;
@@ -84,8 +84,8 @@ static float time_algo(problem *p, const cublasLtMatmulAlgo_t *algo, float give_
     float alpha = 1.0f, beta = 0.0f, t[REPS];
     for (int r = -1; r < REPS; r++) {
         CK(cudaEventRecord(p->e0, p->s));
-        if (cublasLtMatmul(p->lt, p->op, &alpha, p->b, p->la, p->a, p->lb, &beta, p->d, p->lc,
-                           p->d, p->lc, algo, p->ws, WS_BYTES, p->s) != CUBLAS_STATUS_SUCCESS)
+        if (cublasLtMatmul(p->lt, p->op, &alpha, p->b, p->la, p->a, p->lb, &beta, p->d, p->lc, p->d,
+                           p->lc, algo, p->ws, WS_BYTES, p->s) != CUBLAS_STATUS_SUCCESS)
             return -1.0f;
         CK(cudaEventRecord(p->e1, p->s));
         CK(cudaEventSynchronize(p->e1));
@@ -113,12 +113,18 @@ static void describe(const cublasLtMatmulAlgo_t *a, char *out, size_t n) {
     size_t w;
     cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
     cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof custom, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof red, &w);
-    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages,
+                                         &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz,
+                                         &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom,
+                                         sizeof custom, &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof split,
+                                         &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof red,
+                                         &w);
+    cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                         sizeof cluster, &w);
     snprintf(out, n, "id %d tile %u stages %u swz %u custom %u split %d red %u cluster %u", id,
              tile, stages, swz, custom, split, red, cluster);
 }
@@ -137,7 +143,8 @@ static int cap_u32s(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoCapAttribut
     int n = (int)(w / 4);
     if (n > max) n = max;
     if (n == 0) return 0;
-    if (cublasLtMatmulAlgoCapGetAttribute(a, at, v, (size_t)n * 4, &w) != CUBLAS_STATUS_SUCCESS) return 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(a, at, v, (size_t)n * 4, &w) != CUBLAS_STATUS_SUCCESS)
+        return 0;
     return n;
 }
 
@@ -169,8 +176,8 @@ static float stream_us(problem *p, const cublasLtMatmulAlgo_t *algo, int reps) {
     float alpha = 1.0f, beta = 0.0f, ms;
     CK(cudaEventRecord(p->e0, p->s));
     for (int r = 0; r < reps; r++)
-        if (cublasLtMatmul(p->lt, p->op, &alpha, p->b, p->la, p->a, p->lb, &beta, p->d, p->lc,
-                           p->d, p->lc, algo, p->ws, WS_BYTES, p->s) != CUBLAS_STATUS_SUCCESS)
+        if (cublasLtMatmul(p->lt, p->op, &alpha, p->b, p->la, p->a, p->lb, &beta, p->d, p->lc, p->d,
+                           p->lc, algo, p->ws, WS_BYTES, p->s) != CUBLAS_STATUS_SUCCESS)
             return -1.0f;
     CK(cudaEventRecord(p->e1, p->s));
     CK(cudaEventSynchronize(p->e1));
@@ -199,14 +206,16 @@ static void sustained(problem *p, const cublasLtMatmulHeuristicResult_t *res, in
     for (int i = 0; i < n; i++) {
         char d[160];
         describe(&res[i].algo, d, sizeof d);
-        printf("  candidate %2d: single %7.1f us, sustained %7.1f us [%s]\n", i, one[i], best[i], d);
+        printf("  candidate %2d: single %7.1f us, sustained %7.1f us [%s]\n", i, one[i], best[i],
+               d);
         if (one[i] > 0 && (fs < 0 || one[i] < one[fs])) fs = i;
         if (best[i] > 0 && (fl < 0 || best[i] < best[fl])) fl = i;
     }
     if (fs >= 0 && fl >= 0)
         printf("  fastest single: %d (%.1f us single, %.1f sustained); fastest sustained: %d "
-               "(%.1f single, %.1f sustained): %.1f%%\n", fs, one[fs], best[fs], fl, one[fl],
-               best[fl], 100.0 * (best[fs] - best[fl]) / best[fs]);
+               "(%.1f single, %.1f sustained): %.1f%%\n",
+               fs, one[fs], best[fs], fl, one[fl], best[fl],
+               100.0 * (best[fs] - best[fl]) / best[fs]);
 }
 
 static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
@@ -217,8 +226,10 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
         for (int i = 0; i < (int)(sizeof epilogues / sizeof epilogues[0]); i++)
             if (strcmp(epi_name, epilogues[i].name) == 0) e = i;
     if (e < 0) {
-        fprintf(stderr, "bad problem '%s': want m,n,k,ta,tb,EPI (EPI: none, bias, gelu_bias, "
-                        "gelu_aux_bias, dgelu, dgelu_bgrad, bgrada, bgradb)\n", spec);
+        fprintf(stderr,
+                "bad problem '%s': want m,n,k,ta,tb,EPI (EPI: none, bias, gelu_bias, "
+                "gelu_aux_bias, dgelu, dgelu_bgrad, bgrada, bgradb)\n",
+                spec);
         exit(2);
     }
     problem p = {.lt = lt};
@@ -242,11 +253,14 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     p.op = make_desc(p.ct, opa, opb, epilogues[e].epi);
     if (epilogues[e].bias)
-        CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias, sizeof p.bias));
+        CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias,
+                                          sizeof p.bias));
     if (epilogues[e].aux) {
         int64_t ld_aux = n;
-        CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux, sizeof p.aux));
-        CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux));
+        CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p.aux,
+                                          sizeof p.aux));
+        CK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux,
+                                          sizeof ld_aux));
     }
     CK(cublasLtMatrixLayoutCreate(&p.la, p.abt, tb ? k : n, tb ? n : k, tb ? k : n));
     CK(cublasLtMatrixLayoutCreate(&p.lb, p.abt, ta ? m : k, ta ? k : m, ta ? m : k));
@@ -256,13 +270,16 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
     cublasLtMatmulPreference_t pref;
     CK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = WS_BYTES;
-    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                            sizeof ws));
     cublasLtMatmulHeuristicResult_t res[32];
     int found = 0, more = 0;
     CK(cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 16, res, &found));
     uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none));
-    CK(cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 16, res + found, &more));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none,
+                                            sizeof none));
+    CK(cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 16, res + found,
+                                      &more));
     cublasLtMatmulPreferenceDestroy(pref);
     float h_best = 1e30f, h_first = -1;
     char h_desc[160] = "";
@@ -279,7 +296,8 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
     if (epilogues[e].epi != CUBLASLT_EPILOGUE_DEFAULT) {
         cublasLtMatmulDesc_t plain = make_desc(p.ct, opa, opb, CUBLASLT_EPILOGUE_DEFAULT);
         CK(cublasLtMatmulPreferenceCreate(&pref));
-        CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                sizeof ws));
         cublasLtMatmulHeuristicResult_t pr[16];
         int np = 0;
         CK(cublasLtMatmulAlgoGetHeuristic(lt, plain, p.la, p.lb, p.lc, p.lc, pref, 16, pr, &np));
@@ -311,8 +329,10 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
         int nt = cap_u32s(&base, CUBLASLT_ALGO_CAP_TILE_IDS, tiles, 128);
         int ns = cap_u32s(&base, CUBLASLT_ALGO_CAP_STAGES_IDS, stages, 128);
         size_t w;
-        cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swz_ok, sizeof swz_ok, &w);
-        cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max, sizeof custom_max, &w);
+        cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swz_ok,
+                                          sizeof swz_ok, &w);
+        cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max,
+                                          sizeof custom_max, &w);
         if (nt == 0) tiles[0] = CUBLASLT_MATMUL_TILE_UNDEFINED, nt = 1;
         if (ns == 0) stages[0] = CUBLASLT_MATMUL_STAGES_UNDEFINED, ns = 1;
         for (int t = 0; t < nt; t++)
@@ -320,10 +340,14 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
                 for (uint32_t z = 0; z <= (swz_ok ? 1u : 0u); z++)
                     for (uint32_t c = 0; c <= custom_max && c < 8; c++) {
                         cublasLtMatmulAlgo_t a = base;
-                        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[t], 4);
-                        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages[s], 4);
-                        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &z, 4);
-                        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c, 4);
+                        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID,
+                                                             &tiles[t], 4);
+                        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                                             &stages[s], 4);
+                        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+                                                             &z, 4);
+                        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
+                                                             &c, 4);
                         if (!check(&p, &a) || n_cfg == MAX_CFG) continue;
                         n_tried++;
                         float us = time_algo(&p, &a, 3.0f * h_best);
@@ -337,16 +361,20 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
         uint32_t red_mask = 0;
         int32_t split_ok = 0;
         size_t w;
-        cublasLtMatmulAlgoCapGetAttribute(&all[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &split_ok, sizeof split_ok, &w);
-        cublasLtMatmulAlgoCapGetAttribute(&all[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &red_mask, sizeof red_mask, &w);
+        cublasLtMatmulAlgoCapGetAttribute(&all[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &split_ok,
+                                          sizeof split_ok, &w);
+        cublasLtMatmulAlgoCapGetAttribute(&all[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK,
+                                          &red_mask, sizeof red_mask, &w);
         if (!split_ok) continue;
         static const int32_t splits[] = {2, 3, 4, 6, 8, 12, 16};
         for (int si = 0; si < 7; si++)
             for (uint32_t r = 1; r <= 4; r <<= 1) {
                 if (!(red_mask & r) || n_cfg == MAX_CFG) continue;
                 cublasLtMatmulAlgo_t a = all[i].algo;
-                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits[si], 4);
-                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &r, 4);
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                     &splits[si], 4);
+                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &r,
+                                                     4);
                 if (!check(&p, &a)) continue;
                 n_tried++;
                 float us = time_algo(&p, &a, 3.0f * h_best);
@@ -364,12 +392,13 @@ static void run_problem(cublasLtHandle_t lt, bool fp32, const char *spec) {
     double gflop = 2.0 * (double)m * (double)n * (double)k * 1e-9;
     printf("%s %lldx%lldx%lld ta%d tb%d %s | ids %d tried %d | heuristic first %.1f best %.1f us "
            "(%.1f TF/s) [%s] | sweep best %.1f us (%.1f TF/s) [%s] | gain %.1f%%\n",
-           fp32 ? "fp32" : "bf16", m, n, k, ta, tb, epilogues[e].name, n_ids, n_tried, h_first, h_best,
-           gflop / h_best * 1e3, h_desc, s_best, gflop / s_best * 1e3, s_desc,
+           fp32 ? "fp32" : "bf16", m, n, k, ta, tb, epilogues[e].name, n_ids, n_tried, h_first,
+           h_best, gflop / h_best * 1e3, h_desc, s_best, gflop / s_best * 1e3, s_desc,
            100.0 * (h_best - s_best) / h_best);
     fflush(stdout);
     cudaFree(p.a), cudaFree(p.b), cudaFree(p.d), cudaFree(p.bias), cudaFree(p.aux), cudaFree(p.ws);
-    cublasLtMatrixLayoutDestroy(p.la), cublasLtMatrixLayoutDestroy(p.lb), cublasLtMatrixLayoutDestroy(p.lc);
+    cublasLtMatrixLayoutDestroy(p.la), cublasLtMatrixLayoutDestroy(p.lb),
+        cublasLtMatrixLayoutDestroy(p.lc);
     cublasLtMatmulDescDestroy(p.op);
     cudaEventDestroy(p.e0), cudaEventDestroy(p.e1), cudaStreamDestroy(p.s);
 }
@@ -382,7 +411,8 @@ int main(int argc, char **argv) {
     srand(1234);
     cublasLtHandle_t lt;
     CK(cublasLtCreate(&lt));
-    for (int i = 2; i < argc; i++) run_problem(lt, strcmp(argv[1], "fp32") == 0, argv[i]);
+    for (int i = 2; i < argc; i++)
+        run_problem(lt, strcmp(argv[1], "fp32") == 0, argv[i]);
     cublasLtDestroy(lt);
     return 0;
 }

@@ -30,12 +30,11 @@
 
 #include "gpu/cudnn_impl.h"
 #include "gpu/matmul.h"
-
 #include "probe_check.h"
 
-#define REPS 9
+#define REPS      9
 #define CHECK_REL 0.01 /* a check fails beyond this share of the largest reference value */
-#define WS_MAX ((size_t)256 << 20)
+#define WS_MAX    ((size_t)256 << 20)
 
 enum { P_X = 1, P_W, P_B, P_PRE, P_OUT, P_DY, P_DPRE, P_ONE, P_C0, P_C1, P_C2, P_C3, P_C4 };
 
@@ -43,7 +42,9 @@ static int64_t M = 16384, N = 3072, K = 768, LDA = 768;
 static bool pre_t, out_tt; /* OUT_T: pre's and out's layouts ([N,M] when true); dpre as pre */
 
 /* element (r, j) of an [M,N] matrix stored row-major, or transposed */
-static int64_t at(bool tr, int64_t r, int64_t j) { return tr ? j * M + r : r * N + j; }
+static int64_t at(bool tr, int64_t r, int64_t j) {
+    return tr ? j * M + r : r * N + j;
+}
 /* an [M,N] bf16 matrix descriptor in that layout */
 static dnn_desc mn_matrix(dnn_graph *g, int64_t uid, bool tr) {
     return dnn_matrix(g, uid, CUDNN_DATA_BFLOAT16, M, N, tr ? 1 : N, tr ? M : 1, 0);
@@ -55,11 +56,14 @@ static void describe(dnn_desc cfg, char *out, size_t cap) {
     dnn_desc eng = NULL, kc[16];
     int64_t cnt = 0, idx = -1, nk = 0;
     dnn.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
-    for (int i = 0; i < 16; i++) dnn.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &kc[i]);
-    if (dnn.get(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt, &eng) == 0 &&
+    for (int i = 0; i < 16; i++)
+        dnn.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &kc[i]);
+    if (dnn.get(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt, &eng) ==
+            0 &&
         dnn.get(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, &idx) == 0) {
         size_t len = (size_t)snprintf(out, cap, "engine %lld", (long long)idx);
-        if (dnn.get(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 16, &nk, kc) != 0)
+        if (dnn.get(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 16, &nk,
+                    kc) != 0)
             nk = 0;
         for (int64_t i = 0; i < nk && len < cap; i++) {
             cudnnBackendKnobType_t type;
@@ -69,7 +73,8 @@ static void describe(dnn_desc cfg, char *out, size_t cap) {
             len += (size_t)snprintf(out + len, cap - len, " %d=%lld", (int)type, (long long)v);
         }
     }
-    for (int i = 0; i < 16; i++) dnn.drop(kc[i]);
+    for (int i = 0; i < 16; i++)
+        dnn.drop(kc[i]);
     dnn.drop(eng);
 }
 
@@ -110,8 +115,10 @@ static float sustained_us(cudnnHandle_t h, dnn_desc plan, dnn_desc vp, lb_gpu_ge
     float ms = 0.0f;
     for (int r = 0; r < SUS_WARM + SUS_RUNS; r++) {
         if (r == SUS_WARM) CK(cudaEventRecord(e0, 0));
-        if (g) CK(lb_gpu_gemm_run(blas, g, NULL, &e));
-        else dnn.execute(h, plan, vp);
+        if (g)
+            CK(lb_gpu_gemm_run(blas, g, NULL, &e));
+        else
+            dnn.execute(h, plan, vp);
     }
     CK(cudaEventRecord(e1, 0));
     CK(cudaEventSynchronize(e1));
@@ -156,8 +163,10 @@ static bool time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, con
         dnn_finalize(&hg, heur, "heuristic");
         int64_t cnt = 0;
         if (hg.st == LB_OK)
-            dnn_ok(&hg, dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                              &cnt, NULL), "count");
+            dnn_ok(&hg,
+                   dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                           &cnt, NULL),
+                   "count");
         if (hg.st != LB_OK) {
             printf("%s mode %d: %s\n", name, (int)modes[mi], e2.msg);
             dnn_graph_free(&hg);
@@ -166,10 +175,13 @@ static bool time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, con
         printf("%s mode %d: %lld configurations\n", name, (int)modes[mi], (long long)cnt);
         if (cnt > 16) cnt = 16;
         dnn_desc cfg[16];
-        for (int64_t i = 0; i < cnt; i++) cfg[i] = dnn_make(&hg, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        for (int64_t i = 0; i < cnt; i++)
+            cfg[i] = dnn_make(&hg, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
         int64_t got = 0;
-        dnn_ok(&hg, dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, cnt,
-                          &got, cfg), "results");
+        dnn_ok(&hg,
+               dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, cnt,
+                       &got, cfg),
+               "results");
         for (int64_t i = 0; hg.st == LB_OK && i < got; i++) {
             dnn_desc p = NULL;
             char what[96] = "";
@@ -177,11 +189,12 @@ static bool time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, con
             dnn.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
             dnn.set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
             dnn.set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                      &cfg[i]);
+                    &cfg[i]);
             cudnnStatus_t s = dnn.finalize(p);
             int64_t bytes = 0, c2 = 0;
             if (s == CUDNN_STATUS_SUCCESS)
-                dnn.get(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &c2, &bytes);
+                dnn.get(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &c2,
+                        &bytes);
             if (s != CUDNN_STATUS_SUCCESS || (size_t)bytes > WS_MAX) {
                 printf("%s mode %d cfg %lld (%s): no plan (%d, ws %lld)\n", name, (int)modes[mi],
                        (long long)i, what, (int)s, (long long)bytes);
@@ -224,31 +237,36 @@ static bool time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, con
 enum { FWD_PRE_SHARED, FWD_PRE_VIRTUAL, FWD_NO_PRE, FWD_GPRIME };
 
 static bool forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_err *err) {
-    static const char *names[] = {"forward (pre as output and input)",
-                                  "forward (virtual pre, two outputs)",
-                                  "forward without pre (reference point)",
-                                  "forward with gelu'(pre) as the second output"};
+    static const char *names[] = {
+        "forward (pre as output and input)", "forward (virtual pre, two outputs)",
+        "forward without pre (reference point)", "forward with gelu'(pre) as the second output"};
     cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
     dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
-    dnn_desc tx = dnn_matrix(&g, P_X, t, M, K, LDA, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+    dnn_desc tx = dnn_matrix(&g, P_X, t, M, K, LDA, 1, 0),
+             tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
     dnn_desc tb = dnn_matrix(&g, P_B, t, 1, N, N, 1, 0);
     dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
     dnn_desc tp = how == FWD_NO_PRE ? NULL : mn_matrix(&g, P_PRE, pre_t);
     dnn_desc pv = how == FWD_PRE_SHARED ? tp : dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
     const int64_t one3[3] = {1, 1, 1};
-    dnn_desc tone = how == FWD_GPRIME ? dnn_tensor(&g, P_ONE, f, 3, one3, one3, DNN_BY_VALUE) : NULL;
+    dnn_desc tone =
+        how == FWD_GPRIME ? dnn_tensor(&g, P_ONE, f, 3, one3, one3, DNN_BY_VALUE) : NULL;
     dnn_desc to = mn_matrix(&g, P_OUT, out_tt);
     dnn_matmul(&g, tx, tw, mm);
     dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
     if (how == FWD_PRE_VIRTUAL) dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pv, NULL, tp);
     dnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, pv, NULL, to);
-    if (how == FWD_GPRIME) dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, tone, pv, tp);
+    if (how == FWD_GPRIME)
+        dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, tone, pv, tp);
     float one = 1.0f;
     int64_t uids[] = {P_X, P_W, P_B, P_PRE, P_OUT, P_ONE};
     void *ptrs[] = {bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], &one};
     if (how == FWD_NO_PRE) uids[3] = P_OUT, ptrs[3] = bufs[4];
-    bool ran = time_all(&g, h, names[how], how == FWD_NO_PRE ? 4 : how == FWD_GPRIME ? 6 : 5, uids,
-                        ptrs, ws);
+    bool ran = time_all(&g, h, names[how],
+                        how == FWD_NO_PRE   ? 4
+                        : how == FWD_GPRIME ? 6
+                                            : 5,
+                        uids, ptrs, ws);
     dnn_graph_free(&g);
     return ran;
 }
@@ -260,16 +278,19 @@ static bool backward_graph(cudnnHandle_t h, bool stored, void *dy, void *w, void
                            void *ws, lb_err *err) {
     cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
     dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
-    dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+    dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0),
+             tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
     dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
     dnn_desc tp = mn_matrix(&g, P_PRE, pre_t), td = mn_matrix(&g, P_DPRE, pre_t);
     dnn_matmul(&g, tdy, tw, mm);
-    if (stored) dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, mm, tp, td);
-    else dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, mm, tp, td);
+    if (stored)
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, mm, tp, td);
+    else
+        dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, mm, tp, td);
     const int64_t uids[] = {P_DY, P_W, P_PRE, P_DPRE};
     void *ptrs[] = {dy, w, pre, dst};
-    bool ran = time_all(&g, h, stored ? "backward (product times stored derivative)" : "backward", 4,
-                        uids, ptrs, ws);
+    bool ran = time_all(&g, h, stored ? "backward (product times stored derivative)" : "backward",
+                        4, uids, ptrs, ws);
     dnn_graph_free(&g);
     return ran;
 }
@@ -287,7 +308,8 @@ static double from_bf16(uint16_t b) {
 }
 static uint16_t *rand_bf16(size_t n, float scale) {
     uint16_t *h = malloc(n * 2);
-    for (size_t i = 0; i < n; i++) h[i] = to_bf16(scale * (2.0f * (float)rand() / (float)RAND_MAX - 1.0f));
+    for (size_t i = 0; i < n; i++)
+        h[i] = to_bf16(scale * (2.0f * (float)rand() / (float)RAND_MAX - 1.0f));
     return h;
 }
 static uint16_t *download(const void *d) {
@@ -296,17 +318,22 @@ static uint16_t *download(const void *d) {
     return h;
 }
 /* the larger error, any NaN (a poisoned element never written) counting as infinite */
-static double worse(double e, double d) { return isnan(d) ? INFINITY : fmax(e, d); }
+static double worse(double e, double d) {
+    return isnan(d) ? INFINITY : fmax(e, d);
+}
 static void *upload(const uint16_t *h, size_t n) {
     void *d;
     CK(cudaMalloc(&d, n * 2));
     CK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
     return d;
 }
-static double gelu(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static double gelu(double x) {
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
 static double dgelu(double x) {
     double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = tanh(u);
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+    return 0.5 * (1.0 + t) +
+           0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
 int main(int argc, char **argv) {
@@ -320,12 +347,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    printf("cuDNN %zu, M %lld N %lld K %lld\n", dnn.version, (long long)M, (long long)N, (long long)K);
+    printf("cuDNN %zu, M %lld N %lld K %lld\n", dnn.version, (long long)M, (long long)N,
+           (long long)K);
     cudnnHandle_t h;
     if (dnn.create(&h) != CUDNN_STATUS_SUCCESS) return 1;
     uint16_t *hx = rand_bf16((size_t)M * LDA, 1.0f), *hw = rand_bf16((size_t)N * K, 0.06f);
     uint16_t *hb = rand_bf16((size_t)N, 0.5f), *hdy = rand_bf16((size_t)M * K, 1.0f);
-    void *x = upload(hx, (size_t)M * LDA), *w = upload(hw, (size_t)N * K), *b = upload(hb, (size_t)N);
+    void *x = upload(hx, (size_t)M * LDA), *w = upload(hw, (size_t)N * K),
+         *b = upload(hb, (size_t)N);
     void *dy = upload(hdy, (size_t)M * K), *pre, *out, *dpre, *ws;
     CK(cudaMalloc(&pre, (size_t)M * N * 2));
     CK(cudaMalloc(&out, (size_t)M * N * 2));
@@ -356,11 +385,14 @@ int main(int argc, char **argv) {
         const int64_t one3[3] = {1, 1, 1};
         float cv[5] = {1.0f, 0.044715f, 0.7978845608028654f, 0.5f, 3.0f * 0.044715f};
         dnn_desc c[5];
-        for (int i = 0; i < 5; i++) c[i] = dnn_tensor(&g, P_C0 + i, f, 3, one3, one3, DNN_BY_VALUE);
-        dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0), tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+        for (int i = 0; i < 5; i++)
+            c[i] = dnn_tensor(&g, P_C0 + i, f, 3, one3, one3, DNN_BY_VALUE);
+        dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0),
+                 tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
         dnn_desc tp = mn_matrix(&g, P_PRE, pre_t), td = mn_matrix(&g, P_OUT, pre_t);
         dnn_desc v[16];
-        for (int i = 0; i < 16; i++) v[i] = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+        for (int i = 0; i < 16; i++)
+            v[i] = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
         dnn_matmul(&g, tdy, tw, v[0]);
         dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, tp, tp, v[1]);          /* x^2 */
         dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[1], c[1], v[2]);      /* c x^2 */
@@ -375,15 +407,16 @@ int main(int argc, char **argv) {
         dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[10], c[0], v[11]);    /* 1 + 3 c x^2 */
         dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[11], c[2], v[12]);    /* k (1 + 3 c x^2) */
         dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[12], v[9], v[13]);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[13], tp, v[14]);      /* x (1 - t^2) k (..) */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[14], v[7], v[15]);    /* 2 g */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[13], tp, v[14]);   /* x (1 - t^2) k (..) */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[14], v[7], v[15]); /* 2 g */
         dnn_desc w2 = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[15], c[3], w2);       /* g */
+        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[15], c[3], w2); /* g */
         dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[0], w2, td);
         const int64_t uids[] = {P_DY, P_W, P_PRE, P_OUT, P_C0, P_C1, P_C2, P_C3, P_C4};
         void *ptrs[] = {dy, w, pre, scratch, &cv[0], &cv[1], &cv[2], &cv[3], &cv[4]};
         CK(cudaMemset(scratch, 0xff, (size_t)M * N * 2));
-        bool ran = time_all(&g, h, "backward (derivative as pointwise operations)", 9, uids, ptrs, ws);
+        bool ran =
+            time_all(&g, h, "backward (derivative as pointwise operations)", 9, uids, ptrs, ws);
         dnn_graph_free(&g);
         /* check against the double-precision derivative on a few rows */
         uint16_t *hs = download(scratch), *hq = download(pre);
@@ -391,7 +424,8 @@ int main(int argc, char **argv) {
         for (int64_t r = 0; ran && r < M; r += M / 3)
             for (int64_t j = 0; j < N; j++) {
                 double s2 = 0;
-                for (int64_t k = 0; k < K; k++) s2 += from_bf16(hdy[r * K + k]) * from_bf16(hw[j * K + k]);
+                for (int64_t k = 0; k < K; k++)
+                    s2 += from_bf16(hdy[r * K + k]) * from_bf16(hw[j * K + k]);
                 double ref = s2 * dgelu(from_bf16(hq[at(pre_t, r, j)]));
                 e = worse(e, fabs(from_bf16(hs[at(pre_t, r, j)]) - ref)), mx = fmax(mx, fabs(ref));
             }
@@ -402,12 +436,25 @@ int main(int argc, char **argv) {
         free(hs), free(hq);
     }
     {
-        lb_gpu_gemm g = {.m = M, .n = N, .k = K, .a = dy, .lda = K, .b = w, .ldb = K, .trans_b = true,
-                         .ab_type = LB_DT_BF16, .d = scratch, .ldd = N, .d_type = LB_DT_BF16, .alpha = 1.0f,
-                         .epilogue = LB_EPI_DGELU, .aux = pre};
+        lb_gpu_gemm g = {.m = M,
+                         .n = N,
+                         .k = K,
+                         .a = dy,
+                         .lda = K,
+                         .b = w,
+                         .ldb = K,
+                         .trans_b = true,
+                         .ab_type = LB_DT_BF16,
+                         .d = scratch,
+                         .ldd = N,
+                         .d_type = LB_DT_BF16,
+                         .alpha = 1.0f,
+                         .epilogue = LB_EPI_DGELU,
+                         .aux = pre};
         printf("cuBLASLt dGELU under load %.1f us a run\n", sustained_us(h, NULL, NULL, &g));
         g.epilogue = LB_EPI_NONE;
-        printf("cuBLASLt plain product under load %.1f us a run\n", sustained_us(h, NULL, NULL, &g));
+        printf("cuBLASLt plain product under load %.1f us a run\n",
+               sustained_us(h, NULL, NULL, &g));
     }
 check:
     if (!fwd) return 1;
@@ -425,13 +472,16 @@ check:
             e_pre = worse(e_pre, fabs(gp - s)), m_pre = fmax(m_pre, fabs(s));
             e_out = worse(e_out, fabs(from_bf16(ho[at(out_tt, r, j)]) - gelu(s)));
             double dref = s2 * dgelu(gp);
-            e_d = worse(e_d, fabs(from_bf16(hd[at(pre_t, r, j)]) - dref)), m_d = fmax(m_d, fabs(dref));
+            e_d = worse(e_d, fabs(from_bf16(hd[at(pre_t, r, j)]) - dref)),
+            m_d = fmax(m_d, fabs(dref));
         }
     }
-    printf("check (5 rows): pre max|err| %.4f of max %.3f; gelu max|err| %.4f", e_pre, m_pre, e_out);
+    printf("check (5 rows): pre max|err| %.4f of max %.3f; gelu max|err| %.4f", e_pre, m_pre,
+           e_out);
     if (bwd) printf("; dpre max|err| %.4f of max %.3f", e_d, m_d);
     /* bf16 rounds to 2^-9 of a value: an error over 1% of the largest is a wrong result */
-    bool wrong = e_pre > CHECK_REL * m_pre || e_out > CHECK_REL * m_pre || (bwd && e_d > CHECK_REL * m_d);
+    bool wrong =
+        e_pre > CHECK_REL * m_pre || e_out > CHECK_REL * m_pre || (bwd && e_d > CHECK_REL * m_d);
     printf("%s\n", wrong ? ": FAIL" : "");
     free(hp), free(ho), free(hd);
     return bad || wrong ? 1 : 0;

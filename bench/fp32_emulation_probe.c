@@ -15,10 +15,10 @@
  *
  * build: nvcc -O2 -o fp32_emulation_probe bench/fp32_emulation_probe.c -lcublasLt
  * usage: fp32_emulation_probe   (prints one table row per shape and compute type) */
-#include <stdint.h>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,8 @@
 
 typedef struct {
     const char *name;
-    int m, n, k, ta, tb; /* row-major D[m,n] = op(A) op(B); ta: A stored [k,m]; tb: B stored [n,k] */
+    int m, n, k, ta,
+        tb; /* row-major D[m,n] = op(A) op(B); ta: A stored [k,m]; tb: B stored [n,k] */
 } shape;
 
 static double now_rand(unsigned long long *s) {
@@ -68,7 +69,8 @@ static float run(cublasLtHandle_t lt, cublasComputeType_t ct, int emulate, const
                                           sizeof em));
     }
     /* column-major: cuBLAS "A" = our B, "B" = our A */
-    cublasOperation_t opa = s->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = s->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opa = s->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      opb = s->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     cublasLtMatrixLayout_t la, lb, ld;
@@ -93,8 +95,8 @@ static float run(cublasLtHandle_t lt, cublasComputeType_t ct, int emulate, const
         for (int r = 0; r < 18; r++) {
             if (r >= 3) CK(cudaEventRecord(e0, 0));
             for (int p = 0; p < n_pass; p++)
-                CK(cublasLtMatmul(lt, op, &alpha, b[p], la, a[p], lb, p == 0 ? &zero : &one, d,
-                                  ld, d, ld, &h.algo, ws, ws_bytes, 0));
+                CK(cublasLtMatmul(lt, op, &alpha, b[p], la, a[p], lb, p == 0 ? &zero : &one, d, ld,
+                                  d, ld, &h.algo, ws, ws_bytes, 0));
             if (r >= 3) {
                 CK(cudaEventRecord(e1, 0));
                 CK(cudaEventSynchronize(e1));
@@ -116,9 +118,9 @@ static float run(cublasLtHandle_t lt, cublasComputeType_t ct, int emulate, const
 
 int main(void) {
     const shape shapes[] = {
-        {"qkv fwd", 4096, 2304, 768, 0, 1},   {"fc fwd", 4096, 3072, 768, 0, 1},
-        {"proj fwd", 4096, 768, 3072, 0, 1},  {"head fwd", 4096, 50304, 768, 0, 1},
-        {"head dx", 4096, 768, 50304, 0, 0},  {"head dW", 50304, 768, 4096, 1, 0},
+        {"qkv fwd", 4096, 2304, 768, 0, 1},  {"fc fwd", 4096, 3072, 768, 0, 1},
+        {"proj fwd", 4096, 768, 3072, 0, 1}, {"head fwd", 4096, 50304, 768, 0, 1},
+        {"head dx", 4096, 768, 50304, 0, 0}, {"head dW", 50304, 768, 4096, 1, 0},
         {"fc dW", 3072, 768, 4096, 1, 0},
     };
     const struct {
@@ -145,9 +147,12 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape *s = &shapes[i];
         size_t na = (size_t)s->m * s->k, nb = (size_t)s->k * s->n, nd = (size_t)s->m * s->n;
-        float *ha = malloc(na * sizeof *ha), *hb = malloc(nb * sizeof *hb), *hd = malloc(nd * sizeof *hd);
-        for (size_t j = 0; j < na; j++) ha[j] = (float)now_rand(&seed);
-        for (size_t j = 0; j < nb; j++) hb[j] = (float)now_rand(&seed);
+        float *ha = malloc(na * sizeof *ha), *hb = malloc(nb * sizeof *hb),
+              *hd = malloc(nd * sizeof *hd);
+        for (size_t j = 0; j < na; j++)
+            ha[j] = (float)now_rand(&seed);
+        for (size_t j = 0; j < nb; j++)
+            hb[j] = (float)now_rand(&seed);
         float *da, *db, *dd, *dsplit[4]; /* a_hi, a_lo, b_hi, b_lo */
         CK(cudaMalloc((void **)&da, na * sizeof *da));
         CK(cudaMalloc((void **)&db, nb * sizeof *db));
@@ -158,7 +163,8 @@ int main(void) {
         for (int q = 0; q < 2; q++) {
             size_t n = q == 0 ? na : nb;
             const float *src = q == 0 ? ha : hb;
-            for (size_t j = 0; j < n; j++) split_tf32(src[j], &tmp[j], &tmp[n + j]);
+            for (size_t j = 0; j < n; j++)
+                split_tf32(src[j], &tmp[j], &tmp[n + j]);
             CK(cudaMalloc((void **)&dsplit[2 * q], n * sizeof(float)));
             CK(cudaMalloc((void **)&dsplit[2 * q + 1], n * sizeof(float)));
             CK(cudaMemcpy(dsplit[2 * q], tmp, n * sizeof(float), cudaMemcpyHostToDevice));
@@ -198,7 +204,8 @@ int main(void) {
         cudaFree(da);
         cudaFree(db);
         cudaFree(dd);
-        for (int q = 0; q < 4; q++) cudaFree(dsplit[q]);
+        for (int q = 0; q < 4; q++)
+            cudaFree(dsplit[q]);
         free(ha);
         free(hb);
         free(hd);

@@ -25,9 +25,9 @@
 
 #include "probe_check.h"
 
-#define REPS 9
+#define REPS       9
 #define CANDIDATES 8
-#define WS_BYTES ((size_t)64 << 20)
+#define WS_BYTES   ((size_t)64 << 20)
 
 static cublasLtHandle_t lt;
 static cudaStream_t st;
@@ -35,10 +35,9 @@ static cudaEvent_t ev0, ev1;
 static void *ws;
 
 /* median microseconds of one product; -1 when cuBLASLt refuses the algorithm */
-static float time_one(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
-                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const void *alpha,
-                      const void *beta, const void *a, const void *b, void *d,
-                      const cublasLtMatmulAlgo_t *algo) {
+static float time_one(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                      cublasLtMatrixLayout_t ld, const void *alpha, const void *beta, const void *a,
+                      const void *b, void *d, const cublasLtMatmulAlgo_t *algo) {
     float t[REPS];
     for (int r = -1; r < REPS; r++) {
         CK(cudaEventRecord(ev0, st));
@@ -94,7 +93,8 @@ static float best(int int8, int64_t M, int64_t N, int64_t K, const void *a, cons
 static void *random_digits(size_t n) {
     signed char *h = malloc(n);
     void *d;
-    for (size_t i = 0; i < n; i++) h[i] = (signed char)(rand() % 129 - 64);
+    for (size_t i = 0; i < n; i++)
+        h[i] = (signed char)(rand() % 129 - 64);
     CK(cudaMalloc(&d, n));
     CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
     free(h);
@@ -105,7 +105,8 @@ static void *random_digits(size_t n) {
 static void *random_floats(size_t n) {
     float *h = malloc(n * 4);
     void *d;
-    for (size_t i = 0; i < n; i++) h[i] = 2.0f * (float)rand() / (float)RAND_MAX - 1.0f;
+    for (size_t i = 0; i < n; i++)
+        h[i] = 2.0f * (float)rand() / (float)RAND_MAX - 1.0f;
     CK(cudaMalloc(&d, n * 4));
     CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
     free(h);
@@ -122,8 +123,8 @@ int main(int argc, char **argv) {
     CK(cudaEventCreate(&ev0));
     CK(cudaEventCreate(&ev1));
     CK(cudaMalloc(&ws, WS_BYTES));
-    printf("%-22s %10s | %10s %10s %10s %10s | int8 TOP/s at s=5\n", "M,N,K", "fp32 us",
-           "s=3 us", "s=4 us", "s=5 us", "s=6 us");
+    printf("%-22s %10s | %10s %10s %10s %10s | int8 TOP/s at s=5\n", "M,N,K", "fp32 us", "s=3 us",
+           "s=4 us", "s=5 us", "s=6 us");
     double tot32 = 0, tot[7] = {0};
     for (int i = 1; i < argc; i++) {
         long long M, N, K;
@@ -139,19 +140,22 @@ int main(int argc, char **argv) {
         cudaFree(fb);
         void *ia = random_digits((size_t)(M * K * 6)), *ib = random_digits((size_t)(N * K * 6));
         float diag[6], sum[7] = {0};
-        for (int t = 1; t <= 6; t++) diag[t - 1] = best(1, M, N, K * t, ia, ib, fd);
+        for (int t = 1; t <= 6; t++)
+            diag[t - 1] = best(1, M, N, K * t, ia, ib, fd);
         for (int s = 3; s <= 6; s++)
-            for (int t = 1; t <= s; t++) sum[s] += diag[t - 1];
+            for (int t = 1; t <= s; t++)
+                sum[s] += diag[t - 1];
         double ops5 = 2.0 * M * N * K * 15;
-        printf("%-22s %10.1f | %10.1f %10.1f %10.1f %10.1f | %.0f\n", argv[i], us32, sum[3],
-               sum[4], sum[5], sum[6], ops5 / (sum[5] * 1e-6) / 1e12);
+        printf("%-22s %10.1f | %10.1f %10.1f %10.1f %10.1f | %.0f\n", argv[i], us32, sum[3], sum[4],
+               sum[5], sum[6], ops5 / (sum[5] * 1e-6) / 1e12);
         tot32 += us32;
-        for (int s = 3; s <= 6; s++) tot[s] += sum[s];
+        for (int s = 3; s <= 6; s++)
+            tot[s] += sum[s];
         cudaFree(ia);
         cudaFree(ib);
         cudaFree(fd);
     }
-    printf("%-22s %10.1f | %10.1f %10.1f %10.1f %10.1f |\n", "sum", tot32, tot[3], tot[4],
-           tot[5], tot[6]);
+    printf("%-22s %10.1f | %10.1f %10.1f %10.1f %10.1f |\n", "sum", tot32, tot[3], tot[4], tot[5],
+           tot[6]);
     return 0;
 }

@@ -9,13 +9,12 @@
  *   cc -O2 -Isrc -I/usr/local/cuda/include bench/norm_probe.c norm.cu.o \
  *      build-gpu/libllmbench_lib.a -L/usr/local/cuda/lib64 -lcudart -lstdc++ -lm
  * usage: norm_probe [reps]   (default 50) */
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cuda_runtime.h>
 
 #include "gpu/norm.cuh"
 #include "probe_check.h"
@@ -38,7 +37,8 @@ static void *rand_bf16(size_t n, float scale) {
 
 static float *rand_f32(size_t n, float lo, float hi) {
     float *h = malloc(n * 4), *d;
-    for (size_t i = 0; i < n; i++) h[i] = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
+    for (size_t i = 0; i < n; i++)
+        h[i] = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
     CK(cudaMalloc((void **)&d, n * 4));
     CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
     free(h);
@@ -64,8 +64,10 @@ static void run(int layer, int64_t N, int C, int reps) {
     lb_err err;
     for (int i = -3; i < reps; i++) {
         CK(cudaEventRecord(a, 0));
-        lb_status st = layer ? lb_gpu_layernorm_backward(dres, dw, db, ds, dy, x, w, mean, rstd, N, C, LB_DT_BF16, 0, &err)
-                             : lb_gpu_rmsnorm_backward(dres, dw, NULL, dy, x, w, rstd, N, C, LB_DT_BF16, 0, &err);
+        lb_status st = layer ? lb_gpu_layernorm_backward(dres, dw, db, ds, dy, x, w, mean, rstd, N,
+                                                         C, LB_DT_BF16, 0, &err)
+                             : lb_gpu_rmsnorm_backward(dres, dw, NULL, dy, x, w, rstd, N, C,
+                                                       LB_DT_BF16, 0, &err);
         if (st != LB_OK) {
             fprintf(stderr, "norm: %s\n", err.msg);
             exit(1);
@@ -81,7 +83,8 @@ static void run(int layer, int64_t N, int C, int reps) {
     }
     float mn = probe_median(t_n, reps) * 1e3f, mc = probe_median(t_c, reps) * 1e3f;
     printf("%s backward %lld x %d bf16: %.1f us (%.2f TB/s), copy %.1f us, ratio %.2f\n",
-           layer ? "LayerNorm" : "RMSNorm", (long long)N, C, mn, 4.0 * n * 2 / mn / 1e6, mc, mn / mc);
+           layer ? "LayerNorm" : "RMSNorm", (long long)N, C, mn, 4.0 * n * 2 / mn / 1e6, mc,
+           mn / mc);
     cudaFree(dres), cudaFree(dy), cudaFree(x), cudaFree(w), cudaFree(big), cudaFree(big2);
     cudaFree(mean), cudaFree(rstd), cudaFree(dw), cudaFree(db), cudaFree(ds);
 }

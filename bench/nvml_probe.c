@@ -13,7 +13,7 @@
 
 #include "gpu/nvml.h"
 
-#define POLL_MS 5
+#define POLL_MS      5
 #define MAX_READINGS 4096
 
 static double now_s(void) {
@@ -56,7 +56,8 @@ int main(int argc, char **argv) {
         int n = lb_nvml_buffered(0, k == 0 ? LB_NVML_POWER_READINGS : LB_NVML_UTIL_READINGS,
                                  start_us, r, MAX_READINGS);
         printf("buffered %s: %d readings\n", names[k], n);
-        for (int i = 0; i < n; i++) printf("  %8.3f %.1f\n", r[i].t_us * 1e-6 - t0, r[i].value);
+        for (int i = 0; i < n; i++)
+            printf("  %8.3f %.1f\n", r[i].t_us * 1e-6 - t0, r[i].value);
     }
     lb_nvml_close();
     return 0;

@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CK(x)                                                                    \
-    do {                                                                         \
-        int e_ = (int)(x);                                                       \
-        if (e_ != 0) {                                                           \
-            fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, e_); \
-            exit(1);                                                             \
-        }                                                                        \
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        int e_ = (int)(x);                                                                         \
+        if (e_ != 0) {                                                                             \
+            fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, e_);                \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static int probe_cmp_float(const void *a, const void *b) {

@@ -39,15 +39,14 @@ __device__ static inline uint64_t desc(const void *smem, int lbo, int sbo) {
            ((uint64_t)(sbo >> 4) << 32); /* base offset 0, swizzle mode 0 (none) */
 }
 
-#define ACC32(d)                                                                             \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),    \
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),          \
-        "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),       \
-        "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),       \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),       \
-        "+f"(d[31])
-#define D32                                                                                  \
-    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23," \
+#define ACC32(d)                                                                                   \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),            \
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define D32                                                                                        \
+    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"      \
     "%24,%25,%26,%27,%28,%29,%30,%31}"
 
 /* d (+)= A B with both operands described in shared memory; scale_d 0 overwrites */
@@ -73,11 +72,15 @@ __device__ static inline void wgmma_rs_tb(float d[32], const uint32_t a[4], uint
 /* keeps the compiler from moving accumulator registers across the wgmma pipeline */
 __device__ static inline void pin(float d[32]) {
 #pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < 32; i++)
+        asm volatile("" : "+f"(d[i])::"memory");
 }
-__device__ static inline void wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ static inline void wg_fence(void) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
 __device__ static inline void wg_commit_wait(void) {
-    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::
+                     : "memory");
 }
 /* generic-proxy stores to shared memory made visible to the async proxy wgmma reads with */
 __device__ static inline void fence_async_shared(void) {
@@ -98,8 +101,7 @@ __device__ static void store_acc(float *out, const float d[32]) {
 
 /* ss_kk: A [m][k], B [n][k] row-major in global; D = A B^T. K-major: a core matrix is 8
  * rows x 8 k; LBO = between core matrices adjacent in k, SBO = adjacent in m (or n). */
-__global__ void ss_kk_kernel(float *out, const __nv_bfloat16 *A, const __nv_bfloat16 *B,
-                             int reps) {
+__global__ void ss_kk_kernel(float *out, const __nv_bfloat16 *A, const __nv_bfloat16 *B, int reps) {
     __shared__ __align__(128) __nv_bfloat16 sA[N * N], sB[N * N];
     const int lbo = 128, sbo = 8 * 128; /* k-adjacent cores contiguous, 8 per row block */
     for (int i = threadIdx.x; i < N * N; i += blockDim.x) {
@@ -110,7 +112,8 @@ __global__ void ss_kk_kernel(float *out, const __nv_bfloat16 *A, const __nv_bflo
     fence_async_shared();
     __syncthreads();
     float d[32];
-    for (int i = 0; i < 32; i++) d[i] = 0.0f;
+    for (int i = 0; i < 32; i++)
+        d[i] = 0.0f;
     uint64_t da[N / 16], db[N / 16];
 #pragma unroll
     for (int k = 0; k < N / 16; k++) { /* a k-step of 16 spans two core matrices */
@@ -121,7 +124,8 @@ __global__ void ss_kk_kernel(float *out, const __nv_bfloat16 *A, const __nv_bflo
     wg_fence();
     for (int r = 0; r < reps; r++) { /* one group: the chain on d is the hardware's to pipeline */
 #pragma unroll
-        for (int k = 0; k < N / 16; k++) wgmma_ss(d, da[k], db[k], r > 0 || k > 0);
+        for (int k = 0; k < N / 16; k++)
+            wgmma_ss(d, da[k], db[k], r > 0 || k > 0);
     }
     wg_commit_wait();
     pin(d);
@@ -143,7 +147,8 @@ __global__ void rs_mn_kernel(float *out, const __nv_bfloat16 *P, const __nv_bflo
     __syncthreads();
     int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, q = l % 4;
     float d[32];
-    for (int i = 0; i < 32; i++) d[i] = 0.0f;
+    for (int i = 0; i < 32; i++)
+        d[i] = 0.0f;
     wg_fence();
     for (int k = 0; k < N / 16; k++) {
         /* mma.sync A fragment: a0 (g, 2q..), a1 (g+8, 2q..), a2 (g, 2q+8..), a3 (g+8, 2q+8..) */
@@ -161,7 +166,9 @@ __global__ void rs_mn_kernel(float *out, const __nv_bfloat16 *P, const __nv_bflo
     store_acc(out, d);
 }
 
-static float bf(float x) { return __bfloat162float(__float2bfloat16(x)); }
+static float bf(float x) {
+    return __bfloat162float(__float2bfloat16(x));
+}
 
 static int check(const char *name, const float *got, const float *ref) {
     double maxerr = 0.0, maxref = 0.0;
@@ -170,17 +177,18 @@ static int check(const char *name, const float *got, const float *ref) {
         maxref = fmax(maxref, fabs(ref[i]));
     }
     int ok = maxerr <= 1e-3 * maxref;
-    printf("%-32s max |err| %.3g (max |ref| %.3g): %s\n", name, maxerr, maxref, ok ? "pass" : "FAIL");
+    printf("%-32s max |err| %.3g (max |ref| %.3g): %s\n", name, maxerr, maxref,
+           ok ? "pass" : "FAIL");
     return ok;
 }
 
-#define CK(x)                                                                                \
-    do {                                                                                     \
-        cudaError_t e_ = (x);                                                                \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                         \
-            exit(2);                                                                         \
-        }                                                                                    \
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                               \
+            exit(2);                                                                               \
+        }                                                                                          \
     } while (0)
 
 int main(void) {
@@ -205,7 +213,8 @@ int main(void) {
     for (int i = 0; i < N; i++) /* A B^T */
         for (int j = 0; j < N; j++) {
             double s = 0.0;
-            for (int k = 0; k < N; k++) s += (double)a[i * N + k] * b[j * N + k];
+            for (int k = 0; k < N; k++)
+                s += (double)a[i * N + k] * b[j * N + k];
             ref[i * N + j] = (float)s;
         }
     ss_kk_kernel<<<1, 128>>>(dD, dA, dB, 1);
@@ -216,7 +225,8 @@ int main(void) {
     for (int i = 0; i < N; i++) /* A B with B [k][n] */
         for (int j = 0; j < N; j++) {
             double s = 0.0;
-            for (int k = 0; k < N; k++) s += (double)a[i * N + k] * b[k * N + j];
+            for (int k = 0; k < N; k++)
+                s += (double)a[i * N + k] * b[k * N + j];
             ref[i * N + j] = (float)s;
         }
     /* V's cores: 8 along n per 64-wide row block (128 bytes apart), 8 row blocks along k */

@@ -9,13 +9,12 @@
  *   cc -O2 -Isrc bench/xent_probe.c loss.cu.o build-gpu/libllmbench_lib.a \
  *      -L/usr/local/cuda/lib64 -lcudart -lstdc++ -lm -o xent_probe
  * usage: xent_probe [N V reps]   (default 16384 50257 20) */
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cuda_runtime.h>
 
 #include "gpu/loss.cuh"
 #include "probe_check.h"
@@ -41,7 +40,8 @@ int main(int argc, char **argv) {
         double u1 = (rand() + 1.0) / (RAND_MAX + 2.0), u2 = (rand() + 1.0) / (RAND_MAX + 2.0);
         h[i] = bf16_bits((float)(3.0 * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2)));
     }
-    for (int64_t i = 0; i < N; i++) tg[i] = rand() % V;
+    for (int64_t i = 0; i < N; i++)
+        tg[i] = rand() % V;
     void *d, *pristine, *other;
     float *losses;
     int32_t *dtg;
@@ -52,7 +52,8 @@ int main(int argc, char **argv) {
     CK(cudaMalloc((void **)&dtg, (size_t)N * 4));
     for (int64_t r = 0; r < N; r += pat) {
         int64_t n = N - r < pat ? N - r : pat;
-        CK(cudaMemcpy((char *)pristine + (size_t)r * ld * 2, h, (size_t)n * ld * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy((char *)pristine + (size_t)r * ld * 2, h, (size_t)n * ld * 2,
+                      cudaMemcpyHostToDevice));
     }
     CK(cudaMemcpy(dtg, tg, (size_t)N * 4, cudaMemcpyHostToDevice));
     cudaEvent_t a, b;
@@ -63,7 +64,8 @@ int main(int argc, char **argv) {
     for (int i = -2; i < reps; i++) {
         CK(cudaMemcpy(d, pristine, bytes, cudaMemcpyDeviceToDevice));
         CK(cudaEventRecord(a, 0));
-        if (lb_gpu_softmax_xent(d, losses, dtg, N, V, ld, 1.0f / (float)N, NULL, 1, LB_DT_BF16, 0, &err) != LB_OK) {
+        if (lb_gpu_softmax_xent(d, losses, dtg, N, V, ld, 1.0f / (float)N, NULL, 1, LB_DT_BF16, 0,
+                                &err) != LB_OK) {
             fprintf(stderr, "xent: %s\n", err.msg);
             return 1;
         }

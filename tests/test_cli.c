@@ -1,19 +1,21 @@
 /* test_cli.c: the command line's contract: exit codes and one-line errors that name the
  * bad input. */
+#include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <string.h>
 
-#include <jansson.h>
+#include <cmocka.h>
 
 #include "test_util.h"
 
 static char out[1 << 16], err[1 << 16];
 
-static int run(const char *const *args) { return lb_test_run(args, out, sizeof out, err, sizeof err); }
+static int run(const char *const *args) {
+    return lb_test_run(args, out, sizeof out, err, sizeof err);
+}
 
 static void expect_usage_error(const char *const *args, const char *needle) {
     assert_int_equal(run(args), 2);

@@ -10,11 +10,11 @@
 #include <cmocka.h>
 /* clang-format on */
 
-#include "store/store.h"
-#include "test_util.h"
-
 #include <dirent.h>
 #include <sqlite3.h>
+
+#include "store/store.h"
+#include "test_util.h"
 
 static char out[1 << 20], err[1 << 16];
 static char dir[256], db[300];

@@ -1,21 +1,24 @@
 /* test_cli_train.c: `llmbench train` from the outside: bad input is refused with exit 2
  * and a line naming it before anything is stored; a real run is stored with its raw
  * samples; Ctrl-C stores an interrupted run that keeps the steps measured. */
+#include <jansson.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <jansson.h>
-#include <signal.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "test_util.h"
 
 static char g_dir[64], g_db[128];
 static char out[1 << 20], err[1 << 16];
 
-static int run(const char *const *args) { return lb_test_run(args, out, sizeof out, err, sizeof err); }
+static int run(const char *const *args) {
+    return lb_test_run(args, out, sizeof out, err, sizeof err);
+}
 
 static void expect_usage(const char *const *args, const char *needle) {
     int rc = run(args);
@@ -26,16 +29,19 @@ static void expect_usage(const char *const *args, const char *needle) {
 static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     (void)state;
     expect_usage((const char *[]){"train", "--model", "gpt5", "--db", g_db, NULL}, "gpt5");
-    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--batch", "0", "--db", g_db, NULL},
-                 "--batch");
-    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "4096", "--db", g_db, NULL},
-                 "--seq 4096");
-    expect_usage((const char *[]){"train", "--batch", "x", NULL}, "--batch expects an integer, got 'x'");
+    expect_usage(
+        (const char *[]){"train", "--model", "gpt2-tiny", "--batch", "0", "--db", g_db, NULL},
+        "--batch");
+    expect_usage(
+        (const char *[]){"train", "--model", "gpt2-tiny", "--seq", "4096", "--db", g_db, NULL},
+        "--seq 4096");
+    expect_usage((const char *[]){"train", "--batch", "x", NULL},
+                 "--batch expects an integer, got 'x'");
     expect_usage((const char *[]){"train", "--precision", "fp8", NULL}, "fp32|fp16|bf16");
     expect_usage((const char *[]){"train", "--device", "tpu", NULL}, "cpu, cuda or cuda:N");
     expect_usage((const char *[]){"train", "--steps", NULL}, "--steps expects a value");
-    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--data", "/nonexistent.bin",
-                                  "--db", g_db, NULL},
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--data",
+                                  "/nonexistent.bin", "--db", g_db, NULL},
                  "/nonexistent.bin");
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
                                   "--gemm-heuristic-only", "--db", g_db, NULL},
@@ -46,7 +52,8 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
                                   "--tf32", "--db", g_db, NULL},
                  "--fp32-matmul tf32 (or --tf32) applies to --device cuda only");
-    expect_usage((const char *[]){"train", "--fp32-matmul", "bf16x9", NULL}, "auto|ieee|tf32|3xtf32|int8");
+    expect_usage((const char *[]){"train", "--fp32-matmul", "bf16x9", NULL},
+                 "auto|ieee|tf32|3xtf32|int8");
     expect_usage((const char *[]){"train", "--attention", "flash", NULL}, "auto|builtin|cudnn");
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
                                   "--attention", "cudnn", "--db", g_db, NULL},
@@ -63,9 +70,9 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
 
 static void test_cli_train_stores_run_with_raw_samples(void **state) {
     (void)state;
-    int rc = run((const char *[]){"train", "--model", "llama-tiny", "--device", "cpu", "--batch", "2",
-                                  "--seq", "16", "--steps", "5", "--warmup", "1", "--json", "--db",
-                                  g_db, NULL});
+    int rc = run((const char *[]){"train", "--model", "llama-tiny", "--device", "cpu", "--batch",
+                                  "2", "--seq", "16", "--steps", "5", "--warmup", "1", "--json",
+                                  "--db", g_db, NULL});
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     json_t *doc = json_loads(out, 0, NULL);
     assert_non_null(doc);
@@ -79,8 +86,9 @@ static void test_cli_train_stores_run_with_raw_samples(void **state) {
 
     char id_s[32];
     snprintf(id_s, sizeof id_s, "%lld", (long long)id);
-    assert_int_equal(run((const char *[]){"results", "export", id_s, "--format", "json", "--db", g_db, NULL}),
-                     0);
+    assert_int_equal(
+        run((const char *[]){"results", "export", id_s, "--format", "json", "--db", g_db, NULL}),
+        0);
     json_t *exp = json_loads(out, 0, NULL);
     assert_non_null(exp);
     json_t *run0 = json_array_get(exp, 0);
@@ -91,7 +99,8 @@ static void test_cli_train_stores_run_with_raw_samples(void **state) {
     assert_int_equal(json_array_size(loss), 5);
     /* tokens/s recomputed from the exported raw step times */
     double total_s = 0;
-    for (size_t i = 0; i < 5; i++) total_s += json_real_value(json_array_get(step_ms, i)) / 1e3;
+    for (size_t i = 0; i < 5; i++)
+        total_s += json_real_value(json_array_get(step_ms, i)) / 1e3;
     double tok_s = 0;
     json_t *m;
     size_t i;
@@ -124,7 +133,8 @@ static void test_cli_train_sigint_stores_interrupted_run(void **state) {
     waitpid(pid, &status, 0);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 130);
-    assert_int_equal(run((const char *[]){"results", "export", "--format", "json", "--db", g_db, NULL}), 0);
+    assert_int_equal(
+        run((const char *[]){"results", "export", "--format", "json", "--db", g_db, NULL}), 0);
     json_t *all = json_loads(out, 0, NULL);
     assert_non_null(all);
     json_t *last = NULL, *r;
@@ -133,7 +143,8 @@ static void test_cli_train_sigint_stores_interrupted_run(void **state) {
         if (strcmp(json_string_value(json_object_get(r, "status")), "interrupted") == 0) last = r;
     }
     assert_non_null(last);
-    json_t *steps = json_object_get(json_object_get(json_object_get(last, "series"), "step_ms"), "values");
+    json_t *steps =
+        json_object_get(json_object_get(json_object_get(last, "series"), "step_ms"), "values");
     assert_true(json_array_size(steps) > 0);
     assert_non_null(strstr(json_string_value(json_object_get(last, "failure")), "interrupted"));
     json_decref(all);

@@ -3,9 +3,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "test_util.h"
 #include "train/data.h"
@@ -32,7 +33,8 @@ static void shard_path(char *buf, size_t cap, const char *name) {
 static void test_data_shard_batches_are_consecutive_windows(void **state) {
     (void)state;
     uint16_t tokens[20];
-    for (int i = 0; i < 20; i++) tokens[i] = (uint16_t)(i * 3);
+    for (int i = 0; i < 20; i++)
+        tokens[i] = (uint16_t)(i * 3);
     char path[128];
     shard_path(path, sizeof path, "good.bin");
     write_shard(path, LB_SHARD_MAGIC, LB_SHARD_VERSION, 20, tokens, 20);
@@ -57,7 +59,8 @@ static void test_data_shard_batches_are_consecutive_windows(void **state) {
 static void expect_refused(const char *name, int32_t magic, int32_t version, int32_t count,
                            int n_written, uint16_t bad_token, const char *needle) {
     uint16_t tokens[16];
-    for (int i = 0; i < 16; i++) tokens[i] = (uint16_t)i;
+    for (int i = 0; i < 16; i++)
+        tokens[i] = (uint16_t)i;
     tokens[5] = bad_token;
     char path[128];
     shard_path(path, sizeof path, name);
@@ -108,7 +111,8 @@ static void test_data_repeat_returns_the_same_batch(void **state) {
     lb_data_next(d, b, tb);
     assert_memory_equal(a, b, sizeof a);
     assert_memory_equal(ta, tb, sizeof ta);
-    for (int i = 0; i < 15; i++) assert_int_equal(ta[i], a[i + 1]);
+    for (int i = 0; i < 15; i++)
+        assert_int_equal(ta[i], a[i + 1]);
     lb_data_close(d);
 }
 

@@ -4,11 +4,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "loadgen/dataset.h"
 #include "test_util.h"
@@ -26,9 +27,10 @@ static void test_dataset_cnn_applies_mlperf_template(void **state) {
                        "\"output\": \"Cat sits.\"}, {\"input\": \"Dog.\", \"output\": \"D\"}]";
     assert_int_equal(parse(lb_dataset_parse_cnn, text, &ds, &err), LB_OK);
     assert_int_equal(ds.n, 2);
-    assert_string_equal(ds.samples[0].prompt,
-                        "Summarize the following news article in 128 tokens. Please output the "
-                        "summary only, without any other text.\n\nArticle:\nA cat sat.\n\nSummary:");
+    assert_string_equal(
+        ds.samples[0].prompt,
+        "Summarize the following news article in 128 tokens. Please output the "
+        "summary only, without any other text.\n\nArticle:\nA cat sat.\n\nSummary:");
     assert_string_equal(ds.samples[0].reference, "Cat sits.");
     assert_int_equal(ds.samples[0].max_tokens, 128);
     assert_int_equal(ds.samples[0].input_tokens, 4);
@@ -49,9 +51,9 @@ static void test_dataset_cnn_bad_field_names_file_record_and_field(void **state)
     assert_non_null(strstr(err.msg, "an integer"));
     assert_int_equal(ds.n, 0);
 
-    assert_int_equal(parse(lb_dataset_parse_cnn, "[{\"input\": \"x\", \"tok_input\": [1, \"a\"]}]",
-                           &ds, &err),
-                     LB_ERR_FORMAT);
+    assert_int_equal(
+        parse(lb_dataset_parse_cnn, "[{\"input\": \"x\", \"tok_input\": [1, \"a\"]}]", &ds, &err),
+        LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "tok_input"));
     assert_int_equal(parse(lb_dataset_parse_cnn, "{\"input\": \"x\"}", &ds, &err), LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "array"));
@@ -83,21 +85,21 @@ static void test_dataset_jsonl_bad_line_is_named(void **state) {
     (void)state;
     lb_dataset ds;
     lb_err err = {""};
-    assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\"}\n{\"text\": \"b\"}\n", &ds,
-                           &err),
-                     LB_ERR_FORMAT);
+    assert_int_equal(
+        parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\"}\n{\"text\": \"b\"}\n", &ds, &err),
+        LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "line 2"));
     assert_non_null(strstr(err.msg, "\"prompt\""));
     assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\"}\n{oops\n", &ds, &err),
                      LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "line 2: not valid JSON"));
-    assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\", \"max_tokens\": 0}", &ds,
-                           &err),
-                     LB_ERR_FORMAT);
+    assert_int_equal(
+        parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\", \"max_tokens\": 0}", &ds, &err),
+        LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "max_tokens"));
-    assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\", \"reference\": [1]}", &ds,
-                           &err),
-                     LB_ERR_FORMAT);
+    assert_int_equal(
+        parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\", \"reference\": [1]}", &ds, &err),
+        LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "reference"));
 }
 
@@ -123,9 +125,9 @@ static void test_dataset_text_with_nul_is_refused_by_name(void **state) {
                            &ds, &err),
                      LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "record 1: field \"input\""));
-    assert_int_equal(parse(lb_dataset_parse_cnn, "[{\"input\": \"a\", \"output\": \"c\\u0000\"}]",
-                           &ds, &err),
-                     LB_ERR_FORMAT);
+    assert_int_equal(
+        parse(lb_dataset_parse_cnn, "[{\"input\": \"a\", \"output\": \"c\\u0000\"}]", &ds, &err),
+        LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "record 0: field \"output\""));
     assert_int_equal(parse(lb_dataset_parse_sharegpt,
                            "[{\"conversations\": [{\"from\": \"human\", \"value\": \"Q\"},"
@@ -182,7 +184,8 @@ static void test_dataset_synthetic_is_seeded_and_follows_lengths(void **state) {
     for (size_t i = 0; i < a.n; i++) {
         assert_string_equal(a.samples[i].prompt, b.samples[i].prompt);
         int words = 1;
-        for (const char *c = a.samples[i].prompt; *c; c++) words += *c == ' ';
+        for (const char *c = a.samples[i].prompt; *c; c++)
+            words += *c == ' ';
         assert_int_equal(words, a.samples[i].input_tokens);
         assert_true(words >= 10 && words <= 20);
         lo_seen |= words == 10;
@@ -217,9 +220,9 @@ static void test_dataset_count_tokens_replaces_missing_and_estimated_counts(void
     assert_int_equal(lb_dataset_count_tokens(&d, tok, &err), LB_OK);
     for (size_t i = 0; i < d.n; i++) {
         int64_t n = 0;
-        assert_int_equal(lb_tokenizer_count(tok, d.samples[i].prompt, strlen(d.samples[i].prompt),
-                                            &n, &err),
-                         LB_OK);
+        assert_int_equal(
+            lb_tokenizer_count(tok, d.samples[i].prompt, strlen(d.samples[i].prompt), &n, &err),
+            LB_OK);
         assert_int_equal(d.samples[i].input_tokens, n);
     }
     lb_dataset_free(&d);
@@ -267,7 +270,8 @@ static void test_dataset_load_detects_format_from_file(void **state) {
     snprintf(path, sizeof path, "%s/s.json", dir);
     f = fopen(path, "w");
     fputs("[{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, "
-          "{\"from\": \"gpt\", \"value\": \"a\"}]}]", f);
+          "{\"from\": \"gpt\", \"value\": \"a\"}]}]",
+          f);
     fclose(f);
     assert_int_equal(lb_dataset_load(path, "auto", &ds, &err), LB_OK);
     assert_string_equal(ds.format, "sharegpt");

@@ -17,8 +17,8 @@
 #include "gpu/matmul.h"
 #include "gpu/peak.h"
 #include "gpu/slices.h"
-#include "gpu/tf32.h"
 #include "gpu/telemetry.h"
+#include "gpu/tf32.h"
 #ifdef LB_HAVE_CUDA
 #include "gpu/cudnn_attn.h"
 #include "gpu/cudnn_gelu.h"
@@ -131,7 +131,8 @@ static void test_tf32_split_rounds_to_nearest_and_is_exact(void **state) {
         assert_true(isfinite(hi) && isfinite(lo));
         assert_int_equal(bits(hi) & 0x1fffu, 0);
         assert_true(hi + lo == x);
-        if (fabsf(hi) < 3.0e38f) assert_true(fabs((double)lo) <= fabs((double)x) * 0x1p-11 * 1.0000001 + 0x1p-137);
+        if (fabsf(hi) < 3.0e38f)
+            assert_true(fabs((double)lo) <= fabs((double)x) * 0x1p-11 * 1.0000001 + 0x1p-137);
     }
 }
 
@@ -221,7 +222,8 @@ static void test_cudnn_gelu_refuses_with_a_reason(void **state) {
 #ifdef LB_HAVE_CUDA
     lb_cudnn_gelu *g = (lb_cudnn_gelu *)1;
     lb_err err = {{0}};
-    assert_int_equal(lb_cudnn_gelu_init(&g, 64, 96, 32, 32, false, LB_DT_F32, &err), LB_ERR_UNSUPPORTED);
+    assert_int_equal(lb_cudnn_gelu_init(&g, 64, 96, 32, 32, false, LB_DT_F32, &err),
+                     LB_ERR_UNSUPPORTED);
     assert_null(g);
     assert_true(strlen(err.msg) > 0);
     lb_cudnn_gelu_free(NULL);
@@ -237,8 +239,8 @@ static void test_telemetry_summary_uses_energy_counter_or_power(void **state) {
     for (int i = 0; i < 3; i++) {
         s[i].t_s = i * 0.1;
         s[i].s.has_util = s[i].s.has_power = s[i].s.has_mem = s[i].s.has_energy = true;
-        s[i].s.gpu_util_pct = 90 + 5 * i;           /* 90, 95, 100 */
-        s[i].s.power_w = 100.0 * (i + 1);           /* 100, 200, 300 */
+        s[i].s.gpu_util_pct = 90 + 5 * i; /* 90, 95, 100 */
+        s[i].s.power_w = 100.0 * (i + 1); /* 100, 200, 300 */
         s[i].s.mem_used_bytes = (uint64_t)(1000 + (i == 1 ? 500 : 0));
         s[i].s.energy_mj = (uint64_t)(5000 + 20000 * i); /* 40 J over the window */
     }
@@ -252,7 +254,8 @@ static void test_telemetry_summary_uses_energy_counter_or_power(void **state) {
     assert_true(fabs(sum.peak_mem_bytes - 1500.0) < 1e-9);
     assert_true(fabs(sum.energy_j - 40.0) < 1e-9);
     assert_true(fabs(sum.duration_s - 0.2) < 1e-12);
-    for (int i = 0; i < 3; i++) s[i].s.has_energy = false;
+    for (int i = 0; i < 3; i++)
+        s[i].s.has_energy = false;
     lb_gpu_telemetry_summarize(&d, &sum);
     /* trapezoids: 0.1*(100+200)/2 + 0.1*(200+300)/2 = 40 J */
     assert_true(sum.has_energy);
@@ -287,7 +290,8 @@ static void test_telemetry_summary_prefers_the_drivers_readings(void **state) {
     const double ut[8] = {0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25};
     const double uv[8] = {0, 0, 0, 10, 100, 90, 100, 0};
     lb_gpu_treading u[8];
-    for (int i = 0; i < 8; i++) u[i] = (lb_gpu_treading){ut[i], uv[i]};
+    for (int i = 0; i < 8; i++)
+        u[i] = (lb_gpu_treading){ut[i], uv[i]};
     lb_gpu_telemetry_data d = {s, 2, pw, 21, u, 8};
     lb_gpu_telemetry_summary sum;
     lb_gpu_telemetry_summarize(&d, &sum);
@@ -312,7 +316,8 @@ static void test_telemetry_summary_prefers_the_drivers_readings(void **state) {
     /* after an idle gap the driver's next reading covers one period, not the whole gap:
      * readings at 0, 0.25 (0%), then 5.0 (100%, covering 4.75-5.0) and 5.25 (50%) */
     const double gt[4] = {0.0, 0.25, 5.0, 5.25}, gv[4] = {0, 0, 100, 50};
-    for (int i = 0; i < 4; i++) u[i] = (lb_gpu_treading){gt[i], gv[i]};
+    for (int i = 0; i < 4; i++)
+        u[i] = (lb_gpu_treading){gt[i], gv[i]};
     d.n_util = 4;
     s[0].t_s = 4.7, s[1].t_s = 5.3;
     lb_gpu_telemetry_summarize(&d, &sum);
@@ -376,8 +381,8 @@ static void test_telemetry_without_gpu_stops_cleanly(void **state) {
 static void test_check_message_names_expression_and_place(void **state) {
     (void)state;
     lb_err err;
-    lb_status st = lb_gpu_fail_at(&err, "CUDA", 2, "out of memory", "cudaMalloc(&p, n)",
-                                  "f", "/x/src/gpu/arena.c", 42);
+    lb_status st = lb_gpu_fail_at(&err, "CUDA", 2, "out of memory", "cudaMalloc(&p, n)", "f",
+                                  "/x/src/gpu/arena.c", 42);
     assert_int_equal(st, LB_ERR_NOMEM);
     assert_non_null(strstr(err.msg, "cudaMalloc(&p, n)"));
     assert_non_null(strstr(err.msg, "src/gpu/arena.c:42"));

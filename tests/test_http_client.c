@@ -4,15 +4,14 @@
  * its epoll set; these tests check that kept-alive connections are reused, that idle
  * connections the server closes cost the client no CPU time, and that the next requests
  * succeed on new connections. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +20,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cmocka.h>
+
 #include "core/clock.h"
 #include "sut/http.h"
 #include "test_util.h"
 
 #define IDLE_CLOSE_MS 200 /* the server closes a connection idle this long */
-#define MAX_CONNS 16
-#define N_REQUESTS 4
+#define MAX_CONNS     16
+#define N_REQUESTS    4
 
 static const char BODY[] =
     "{\"choices\":[{\"text\":\"hi\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}";
@@ -68,7 +69,8 @@ static void serve_closing_idle(int lfd) {
     int n = 0;
     for (;;) {
         struct pollfd pf[MAX_CONNS + 1];
-        for (int i = 0; i < n; i++) pf[i] = (struct pollfd){.fd = cs[i].fd, .events = POLLIN};
+        for (int i = 0; i < n; i++)
+            pf[i] = (struct pollfd){.fd = cs[i].fd, .events = POLLIN};
         pf[n] = (struct pollfd){.fd = lfd, .events = POLLIN};
         poll(pf, (nfds_t)n + 1, 10);
         int64_t now = lb_clock_now_ns();
@@ -76,10 +78,13 @@ static void serve_closing_idle(int lfd) {
             bool drop = false;
             if (pf[i].revents) {
                 ssize_t r = read(cs[i].fd, cs[i].buf + cs[i].len, sizeof cs[i].buf - 1 - cs[i].len);
-                if (r <= 0) drop = true;
-                else cs[i].len += (size_t)r;
+                if (r <= 0)
+                    drop = true;
+                else
+                    cs[i].len += (size_t)r;
                 int a;
-                while (!drop && (a = answer_one(&cs[i])) != 0) drop = a < 0;
+                while (!drop && (a = answer_one(&cs[i])) != 0)
+                    drop = a < 0;
             }
             if (cs[i].len == 0 && now - cs[i].idle_since_ns > IDLE_CLOSE_MS * 1000000LL)
                 drop = true;
@@ -101,8 +106,10 @@ typedef struct {
 
 static void on_done(void *user, const lb_http_outcome *o) {
     tally *t = user;
-    if (o->error == LB_QERR_NONE && o->http_status == 200 && o->completion_tokens == 1) t->ok++;
-    else t->failed++;
+    if (o->error == LB_QERR_NONE && o->http_status == 200 && o->completion_tokens == 1)
+        t->ok++;
+    else
+        t->failed++;
     t->new_connections += o->new_connection;
 }
 
@@ -167,7 +174,8 @@ static void test_http_idle_connections_closed_by_the_server_cost_no_cpu(void **s
     /* idle while the server closes them: the closed sockets must not keep the loop busy
      * (a level-triggered socket left in the set would be reported again and again) */
     int64_t cpu0 = thread_cpu_ns(), until = lb_clock_now_ns() + 3 * IDLE_CLOSE_MS * 1000000LL;
-    while (lb_clock_now_ns() < until) lb_http_run(c, until);
+    while (lb_clock_now_ns() < until)
+        lb_http_run(c, until);
     int64_t cpu_ns = thread_cpu_ns() - cpu0;
     assert_true(cpu_ns < 60000000); /* of 600 ms: a busy loop takes most of it */
 

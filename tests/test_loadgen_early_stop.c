@@ -1,12 +1,13 @@
 /* test_loadgen_early_stop.c: MLPerf early stopping against values computed exactly from
  * the binomial formula (rational arithmetic), e.g. h(0) = 459 and h(1) = 661 for p99. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdlib.h>
+
+#include <cmocka.h>
 
 #include "loadgen/early_stop.h"
 
@@ -39,7 +40,8 @@ static void test_early_stop_min_passing_p90_matches_formula(void **state) {
 static void test_early_stop_server_needs_662_queries_with_one_miss(void **state) {
     (void)state;
     double *lat = calloc(700, sizeof *lat);
-    for (int i = 0; i < 700; i++) lat[i] = 100.0;
+    for (int i = 0; i < 700; i++)
+        lat[i] = 100.0;
     lat[5] = 5000.0; /* one query over the 2000 ms bound */
     lb_early_stop ok = lb_early_stop_check(lat, 662, 2000.0, 0.99, 0.99);
     assert_true(ok.ok);
@@ -60,7 +62,8 @@ static void test_early_stop_server_needs_662_queries_with_one_miss(void **state)
 static void test_early_stop_estimate_discards_the_allowed_tail(void **state) {
     (void)state;
     double sorted[100];
-    for (int i = 0; i < 100; i++) sorted[i] = i + 1;
+    for (int i = 0; i < 100; i++)
+        sorted[i] = i + 1;
     /* p90: h(t)+t = 64, 81, 97, 113: with 100 queries t = 3, estimate sorted[97] = 98. */
     lb_early_stop e = lb_early_stop_estimate(sorted, 100, 0.90, 0.99);
     assert_true(e.ok);

@@ -2,19 +2,20 @@
  * `llmbench serve --synthetic` children: every scenario, timing against the configured
  * synthetic TTFT/TPOT, a replica killed mid-run, each fault mode, SIGINT with drain, and
  * the CLI (files written, API key never recorded). */
+#include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "core/signals.h"
 #include "loadgen/loadgen.h"
@@ -33,7 +34,8 @@ static server start_server(const char *const *args) {
     assert_int_equal(pipe(fds), 0);
     const char *argv[32] = {LB_TEST_BIN, "serve", "--synthetic", "--port", "0", "--threads", "2"};
     int n = 7;
-    for (int i = 0; args && args[i]; i++) argv[n++] = args[i];
+    for (int i = 0; args && args[i]; i++)
+        argv[n++] = args[i];
     argv[n] = NULL;
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -155,7 +157,8 @@ static void test_loadgen_offline_singlestream_concurrency_and_sweep(void **state
     outcome o = run(&p, &ds);
     assert_int_equal(o.rep.steps[0].completed, 12);
     const lb_series *sched = lb_result_find_series(o.r, "scheduled_s");
-    for (size_t i = 0; i < sched->n; i++) assert_float_equal(sched->values[i], 0.0, 0.0);
+    for (size_t i = 0; i < sched->n; i++)
+        assert_float_equal(sched->values[i], 0.0, 0.0);
     outcome_free(&o);
 
     /* SingleStream: a query is sent only after the previous one is done. */
@@ -165,7 +168,8 @@ static void test_loadgen_offline_singlestream_concurrency_and_sweep(void **state
     assert_int_equal(o.rep.steps[0].completed, 8);
     const lb_series *sent = lb_result_find_series(o.r, "sent_s");
     const lb_series *done = lb_result_find_series(o.r, "done_s");
-    for (size_t i = 1; i < sent->n; i++) assert_true(sent->values[i] >= done->values[i - 1]);
+    for (size_t i = 1; i < sent->n; i++)
+        assert_true(sent->values[i] >= done->values[i - 1]);
     assert_false(o.rep.steps[0].early_stop_ok); /* 8 < 64 queries */
     outcome_free(&o);
 
@@ -294,9 +298,9 @@ static void test_loadgen_fault_modes_become_failure_reasons(void **state) {
         bool stream;
         lb_qerr want;
     } cases[] = {
-        {"drop", true, LB_QERR_DROPPED},     {"stall", true, LB_QERR_TIMEOUT},
+        {"drop", true, LB_QERR_DROPPED},      {"stall", true, LB_QERR_TIMEOUT},
         {"bad-json", true, LB_QERR_BAD_JSON}, {"bad-json", false, LB_QERR_BAD_JSON},
-        {"500", true, LB_QERR_HTTP_5XX},     {"truncate", true, LB_QERR_TRUNCATED},
+        {"500", true, LB_QERR_HTTP_5XX},      {"truncate", true, LB_QERR_TRUNCATED},
     };
     lb_dataset ds = small_dataset(4, 6);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -318,7 +322,8 @@ static void test_loadgen_fault_modes_become_failure_reasons(void **state) {
         assert_false(sm->valid);
         assert_non_null(strstr(sm->reasons, lb_qerr_name(cases[c].want)));
         const lb_series *status = lb_result_find_series(o.r, "status");
-        for (size_t i = 0; i < status->n; i++) assert_float_equal(status->values[i], cases[c].want, 0);
+        for (size_t i = 0; i < status->n; i++)
+            assert_float_equal(status->values[i], cases[c].want, 0);
         outcome_free(&o);
         stop_server(&s);
     }
@@ -359,7 +364,8 @@ static void test_loadgen_answers_without_usage_count_tokens_as_unknown(void **st
     assert_int_equal(sm->tpot_ms.n, 0);
     const lb_series *tokens = lb_result_find_series(o.r, "output_tokens");
     assert_int_equal(tokens->n, 4);
-    for (size_t i = 0; i < tokens->n; i++) assert_true(isnan(tokens->values[i]));
+    for (size_t i = 0; i < tokens->n; i++)
+        assert_true(isnan(tokens->values[i]));
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -400,8 +406,8 @@ static void test_loadgen_answers_without_usage_are_counted_with_the_tokenizer(vo
     for (size_t i = 0; i < o.rep.n_texts; i++) {
         int64_t n = 0;
         assert_non_null(o.rep.texts[i]);
-        assert_int_equal(
-            lb_tokenizer_count(tok, o.rep.texts[i], strlen(o.rep.texts[i]), &n, &err), LB_OK);
+        assert_int_equal(lb_tokenizer_count(tok, o.rep.texts[i], strlen(o.rep.texts[i]), &n, &err),
+                         LB_OK);
         assert_true(n > 0);
         want += n;
     }
@@ -547,13 +553,16 @@ static void test_load_cli_with_tokenizer_prefers_usage_and_refuses_bad_ranks(voi
     assert_non_null(strstr(summary, "(counted from usage: usage 6, tokenizer 0,"));
     snprintf(path, sizeof path, "%s/out/detail.json", dir);
     char *detail = slurp(path);
-    assert_non_null(strstr(detail, "\"tokenizer\": \"" LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken\""));
+    assert_non_null(
+        strstr(detail, "\"tokenizer\": \"" LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken\""));
     free(summary);
     free(detail);
     snprintf(path, sizeof path, "%s/bad.tiktoken", dir);
     write_text(path, "IQ== 0\nIg==\n");
-    snprintf(cmd, sizeof cmd, "%s load --endpoint %s --synthetic 2 --tokenizer %s --db %s/r.db "
-             "2> %s/err.txt", LB_TEST_BIN, s.url, path, dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "%s load --endpoint %s --synthetic 2 --tokenizer %s --db %s/r.db "
+             "2> %s/err.txt",
+             LB_TEST_BIN, s.url, path, dir, dir);
     assert_refused(cmd, dir, "bad.tiktoken:2: no space before the rank");
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);

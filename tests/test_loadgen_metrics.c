@@ -1,15 +1,16 @@
 /* test_loadgen_metrics.c: the summary computed from hand-made query records (TTFT from
  * the scheduled time, TPOT, failures, goodput, the MLPerf verdict, where token counts come
  * from) and its text form. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "loadgen/metrics.h"
 #include "loadgen/summary.h"
@@ -19,10 +20,17 @@
 
 static lb_query done_query(int64_t sched_ms, int64_t sent_us, int64_t first_ms, int64_t done_ms,
                            int32_t tokens) {
-    return (lb_query){.scheduled_ns = sched_ms * MS, .sent_ns = sent_us * 1000,
-                      .first_ns = first_ms * MS, .done_ns = done_ms * MS, .output_tokens = tokens,
-                      .input_tokens = 10, .counted = LB_TOKENS_USAGE, .issued = true, .finished = true,
-                      .scheduled_send = true, .attempts = 1};
+    return (lb_query){.scheduled_ns = sched_ms * MS,
+                      .sent_ns = sent_us * 1000,
+                      .first_ns = first_ms * MS,
+                      .done_ns = done_ms * MS,
+                      .output_tokens = tokens,
+                      .input_tokens = 10,
+                      .counted = LB_TOKENS_USAGE,
+                      .issued = true,
+                      .finished = true,
+                      .scheduled_send = true,
+                      .attempts = 1};
 }
 
 static lb_loadgen_summary setup(lb_scenario sc) {
@@ -38,10 +46,15 @@ static lb_loadgen_summary setup(lb_scenario sc) {
 static void test_metrics_ttft_from_scheduled_and_tpot_formula(void **state) {
     (void)state;
     lb_query q[3] = {
-        done_query(0, 1000, 101, 201, 11),   /* TTFT 101, TPOT (201-101)/10 = 10 */
+        done_query(0, 1000, 101, 201, 11),    /* TTFT 101, TPOT (201-101)/10 = 10 */
         done_query(100, 100500, 150, 250, 6), /* TTFT 50, TPOT (250-150)/5 = 20 */
-        {.scheduled_ns = 200 * MS, .sent_ns = 200 * MS, .done_ns = 300 * MS, .issued = true,
-         .finished = true, .error = LB_QERR_TIMEOUT, .attempts = 3},
+        {.scheduled_ns = 200 * MS,
+         .sent_ns = 200 * MS,
+         .done_ns = 300 * MS,
+         .issued = true,
+         .finished = true,
+         .error = LB_QERR_TIMEOUT,
+         .attempts = 3},
     };
     float gaps[] = {10.0f, 10.0f, 30.0f};
     lb_loadgen_summary s = setup(LB_SCENARIO_OFFLINE);
@@ -74,7 +87,6 @@ static void test_metrics_ttft_from_scheduled_and_tpot_formula(void **state) {
     assert_non_null(strstr(s.reasons, "1 of 3 queries did not complete (timeout 1)"));
 }
 
-
 /* Counts by usage and by streamed pieces add up; one count that is unknown makes the
  * token rates unknown (NaN) instead of low, and its query has no TPOT. */
 static void test_metrics_unknown_token_counts_make_token_rates_unknown(void **state) {
@@ -101,7 +113,8 @@ static void test_metrics_unknown_token_counts_make_token_rates_unknown(void **st
 static void test_metrics_server_bound_exceeded_is_invalid_with_reason(void **state) {
     (void)state;
     lb_query q[10];
-    for (int i = 0; i < 10; i++) q[i] = done_query(i * 100, i * 100000, i * 100 + 3000, i * 100 + 3500, 11);
+    for (int i = 0; i < 10; i++)
+        q[i] = done_query(i * 100, i * 100000, i * 100 + 3000, i * 100 + 3500, 11);
     lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
     lb_err err;
     assert_int_equal(lb_constraints_for_model("llama3.1-8b", &s.constraints, &err), LB_OK);
@@ -123,17 +136,19 @@ static void test_metrics_server_run_long_enough_is_valid(void **state) {
     (void)state;
     enum { N = 500 };
     lb_query *q = calloc(N, sizeof *q);
-    for (int i = 0; i < N; i++) q[i] = done_query(i * 10, i * 10000, i * 10 + 200, i * 10 + 700, 51);
+    for (int i = 0; i < N; i++)
+        q[i] = done_query(i * 10, i * 10000, i * 10 + 200, i * 10 + 700, 51);
     lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
     lb_err err;
-    assert_int_equal(lb_constraints_for_model("llama3.1-8b-interactive", &s.constraints, &err), LB_OK);
+    assert_int_equal(lb_constraints_for_model("llama3.1-8b-interactive", &s.constraints, &err),
+                     LB_OK);
     s.min_duration_s = 4.0;
     s.min_queries = 500;
     assert_int_equal(lb_loadgen_summarize(q, N, NULL, 0, &s), LB_OK);
-    assert_true(s.perf_ok);          /* TTFT 200 <= 500, TPOT 10 <= 30 */
-    assert_true(s.early_stop_ok);    /* 0 misses: 459 queries needed */
+    assert_true(s.perf_ok);       /* TTFT 200 <= 500, TPOT 10 <= 30 */
+    assert_true(s.early_stop_ok); /* 0 misses: 459 queries needed */
     assert_int_equal(s.es_ttft.needed, 459);
-    assert_true(s.min_duration_ok);  /* last scheduled at 4.99 s */
+    assert_true(s.min_duration_ok); /* last scheduled at 4.99 s */
     assert_true(s.min_queries_ok);
     assert_true(s.valid);
     assert_string_equal(s.reasons, "");
@@ -147,9 +162,10 @@ static void test_metrics_server_run_long_enough_is_valid(void **state) {
     FILE *f = open_memstream(&text, &len);
     lb_loadgen_summary_write(f, &s, "test-sut");
     fclose(f);
-    assert_non_null(strstr(text, "================================================\nMLPerf Results "
-                                 "Summary\n================================================\n"
-                                 "SUT name : test-sut\nScenario : Server\nMode     : PerformanceOnly\n"));
+    assert_non_null(strstr(text,
+                           "================================================\nMLPerf Results "
+                           "Summary\n================================================\n"
+                           "SUT name : test-sut\nScenario : Server\nMode     : PerformanceOnly\n"));
     assert_non_null(strstr(text, "Result is : INVALID\n"));
     assert_non_null(strstr(text, "  Min duration satisfied : NO\n"));
     assert_non_null(strstr(text, "TTFT Early Stopping Result:\n * Run successful.\n"));

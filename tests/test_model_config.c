@@ -9,9 +9,9 @@
 #include <cmocka.h>
 /* clang-format on */
 
-#include "model/config.h"
-
 #include <string.h>
+
+#include "model/config.h"
 
 static int64_t count_of(const char *name) {
     lb_model_config c;

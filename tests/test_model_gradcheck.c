@@ -10,13 +10,13 @@
 #include <cmocka.h>
 /* clang-format on */
 
-#include "core/stats.h"
-#include "model/model.h"
-#include "model/ref_ops.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/stats.h"
+#include "model/model.h"
+#include "model/ref_ops.h"
 
 enum { B = 2, T = 12 };
 

@@ -13,13 +13,13 @@
 #include <cmocka.h>
 /* clang-format on */
 
-#include "model/model.h"
-#include "model/safetensors.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "model/model.h"
+#include "model/safetensors.h"
 
 #define RTOL      1e-4
 #define LOSS_ATOL 1e-5

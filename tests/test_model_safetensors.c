@@ -9,10 +9,10 @@
 #include <cmocka.h>
 /* clang-format on */
 
-#include "model/safetensors.h"
-
 #include <stdio.h>
 #include <string.h>
+
+#include "model/safetensors.h"
 
 /* Builds header length + JSON (space-padded to a multiple of 8 when pad) + data bytes into
  * buf, which must be 8-byte aligned; returns the image size. */

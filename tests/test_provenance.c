@@ -3,9 +3,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "core/provenance.h"
 
@@ -15,8 +16,8 @@ static void test_provenance_secrets_are_redacted(void **state) {
     setenv("NCCL_IB_PASSWORD", "hunter2-nccl", 1);
     setenv("SLURM_JOB_TOKEN", "hunter2-slurm", 1);
     setenv("NCCL_DEBUG", "INFO", 1);
-    char *argv[] = {"llmbench", "load", "--api-key=hunter2-argv", "--model", "m",
-                    "--hf-token",  "hunter2-spaced"};
+    char *argv[] = {"llmbench", "load",       "--api-key=hunter2-argv", "--model",
+                    "m",        "--hf-token", "hunter2-spaced"};
     json_t *p = lb_provenance_collect(7, argv);
     char *text = json_dumps(p, JSON_COMPACT);
     assert_null(strstr(text, "hunter2"));

@@ -1,16 +1,16 @@
 /* test_rouge.c: ROUGE-1/2/L/Lsum on hand-computed pairs, rouge_score's own published test
  * cases, the MLPerf aggregate and verdict, and exact agreement with the Python oracle
  * (tools/rouge_oracle.py, NLTK's stemmer) on a random corpus of 300 pairs. */
+#include <jansson.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <jansson.h>
+#include <cmocka.h>
 
 #include "accuracy/rouge.h"
 #include "core/stats.h"
@@ -125,7 +125,8 @@ static void test_rouge_matches_rouge_score_unit_tests(void **state) {
     const char *cases[][2] = {{"", "testing one two"}, {"/", "w1 w2 w3 w4 w5"}, {"w1", ""}};
     for (size_t i = 0; i < 3; i++) {
         s = score_raw(cases[i][0], cases[i][1], true);
-        for (int t = 0; t < LB_ROUGE_N_TYPES; t++) expect_prf(s.s[t], 0, 0, 0);
+        for (int t = 0; t < LB_ROUGE_N_TYPES; t++)
+            expect_prf(s.s[t], 0, 0, 0);
     }
 }
 
@@ -133,7 +134,8 @@ static void test_rouge_matches_rouge_score_unit_tests(void **state) {
  * (a separator); every other non-ASCII character separates tokens. */
 static void test_rouge_tokenizer_follows_python_lower(void **state) {
     (void)state;
-    lb_rouge_scores s = score_raw("\u212Aelvin \u0130stanbul caf\u00e9", "kelvin i stanbul caf", true);
+    lb_rouge_scores s =
+        score_raw("\u212Aelvin \u0130stanbul caf\u00e9", "kelvin i stanbul caf", true);
     expect_prf(s.s[LB_ROUGE_1], 1, 1, 1);
     expect_prf(s.s[LB_ROUGE_2], 1, 1, 1);
     s = score_raw("na\u00efve", "na ve", true);
@@ -146,10 +148,12 @@ static void test_rouge_pred_chars_count_postprocessed_code_points(void **state) 
     (void)state;
     lb_rouge_params p = lb_rouge_default_params();
     lb_rouge_scores s;
-    assert_int_equal(lb_rouge_score_pair(&p, "  Hi there.  Bye \u00e9. \n", "Hi.", &s, NULL), LB_OK);
+    assert_int_equal(lb_rouge_score_pair(&p, "  Hi there.  Bye \u00e9. \n", "Hi.", &s, NULL),
+                     LB_OK);
     assert_int_equal(s.pred_chars, 16);
     p.mlperf_postprocess = false;
-    assert_int_equal(lb_rouge_score_pair(&p, "  Hi there.  Bye \u00e9. \n", "Hi.", &s, NULL), LB_OK);
+    assert_int_equal(lb_rouge_score_pair(&p, "  Hi there.  Bye \u00e9. \n", "Hi.", &s, NULL),
+                     LB_OK);
     assert_int_equal(s.pred_chars, 21);
 }
 
@@ -188,19 +192,22 @@ static void test_rouge_check_applies_mlperf_targets(void **state) {
     lb_rouge_targets t = lb_rouge_targets_mlperf_llama31_8b();
     assert_true(fabs(t.score_min[LB_ROUGE_1] - 38.391408) < 1e-9);
     assert_true(fabs(t.score_min[LB_ROUGE_LSUM] - 35.43507) < 1e-9);
-    lb_rouge_summary s = {.gen_num = 13368, .gen_len = 8167644,
-                          .score[LB_ROUGE_1] = 38.8, .score[LB_ROUGE_2] = 15.95,
-                          .score[LB_ROUGE_L] = 24.5, .score[LB_ROUGE_LSUM] = 35.8};
+    lb_rouge_summary s = {.gen_num = 13368,
+                          .gen_len = 8167644,
+                          .score[LB_ROUGE_1] = 38.8,
+                          .score[LB_ROUGE_2] = 15.95,
+                          .score[LB_ROUGE_L] = 24.5,
+                          .score[LB_ROUGE_LSUM] = 35.8};
     lb_rouge_verdict v = lb_rouge_check(&s, &t);
     assert_true(v.pass);
-    s.score[LB_ROUGE_2] = 15.7;  /* below 15.748425 */
-    s.gen_len = 9000000;          /* above 8,984,408.4 */
+    s.score[LB_ROUGE_2] = 15.7; /* below 15.748425 */
+    s.gen_len = 9000000;        /* above 8,984,408.4 */
     v = lb_rouge_check(&s, &t);
     assert_false(v.pass);
     assert_false(v.score_ok[LB_ROUGE_2]);
     assert_true(v.score_ok[LB_ROUGE_1]);
     assert_false(v.gen_len_ok);
-    s.gen_len = 7350880; /* just above 7,350,879.6 */
+    s.gen_len = 7350880;            /* just above 7,350,879.6 */
     s.score[LB_ROUGE_2] = 15.74839; /* rounds to 15.7484, below the limit */
     v = lb_rouge_check(&s, &t);
     assert_true(v.gen_len_ok);
@@ -242,8 +249,8 @@ static void test_rouge_matches_oracle_exactly(void **state) {
         assert_int_equal(lb_rouge_acc_add(&acc, pred, ref, &s, &err), LB_OK);
         for (int t = 0; t < LB_ROUGE_N_TYPES; t++) {
             expect_oracle_prf(rec, lb_rouge_type_name((lb_rouge_type)t), s.s[t], n);
-            sum_f[t] += json_number_value(json_array_get(
-                json_object_get(rec, lb_rouge_type_name((lb_rouge_type)t)), 2));
+            sum_f[t] += json_number_value(
+                json_array_get(json_object_get(rec, lb_rouge_type_name((lb_rouge_type)t)), 2));
         }
         json_decref(rec);
     }
@@ -262,14 +269,17 @@ static void test_rouge_matches_oracle_exactly(void **state) {
  * and a prediction has at most as many characters as bytes. */
 static void test_rouge_random_bytes_stay_in_range(void **state) {
     (void)state;
-    static const char alphabet[] = "aeiouyYbcdlst .!?\n\t\"'(),0123456789\xc4\xb0\xe2\x84\xaa\xff\x80";
+    static const char alphabet[] =
+        "aeiouyYbcdlst .!?\n\t\"'(),0123456789\xc4\xb0\xe2\x84\xaa\xff\x80";
     lb_rng rng;
     lb_rng_seed(&rng, 42);
     char pred[300], ref[300];
     for (int iter = 0; iter < 2000; iter++) {
         size_t np = lb_rng_below(&rng, sizeof pred), nr = lb_rng_below(&rng, sizeof ref);
-        for (size_t i = 0; i < np; i++) pred[i] = alphabet[lb_rng_below(&rng, sizeof alphabet - 1)];
-        for (size_t i = 0; i < nr; i++) ref[i] = alphabet[lb_rng_below(&rng, sizeof alphabet - 1)];
+        for (size_t i = 0; i < np; i++)
+            pred[i] = alphabet[lb_rng_below(&rng, sizeof alphabet - 1)];
+        for (size_t i = 0; i < nr; i++)
+            ref[i] = alphabet[lb_rng_below(&rng, sizeof alphabet - 1)];
         pred[np] = ref[nr] = '\0';
         lb_rouge_params p = lb_rouge_default_params();
         p.mlperf_postprocess = iter % 2 == 0;

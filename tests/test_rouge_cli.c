@@ -1,14 +1,14 @@
 /* test_rouge_cli.c: `llmbench rouge`: the three file layouts give the library's scores,
  * and every malformed input is one line naming file, line and fault, with exit code 2. */
+#include <jansson.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <math.h>
 #include <string.h>
 
-#include <jansson.h>
+#include <cmocka.h>
 
 #include "accuracy/rouge.h"
 #include "test_util.h"
@@ -64,7 +64,8 @@ static lb_rouge_summary library_summary(void) {
     lb_rouge_params p = lb_rouge_default_params();
     lb_rouge_acc acc;
     lb_rouge_acc_init(&acc, &p);
-    for (int i = 0; i < 3; i++) assert_int_equal(lb_rouge_acc_add(&acc, preds[i], refs[i], NULL, NULL), LB_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(lb_rouge_acc_add(&acc, preds[i], refs[i], NULL, NULL), LB_OK);
     lb_rouge_summary s = lb_rouge_acc_finish(&acc);
     lb_rouge_acc_free(&acc);
     return s;
@@ -77,7 +78,9 @@ static void expect_json_matches_library(void) {
     lb_rouge_summary s = library_summary();
     for (int t = 0; t < LB_ROUGE_N_TYPES; t++) {
         double got = json_number_value(json_object_get(doc, lb_rouge_type_name((lb_rouge_type)t)));
-        if (got != s.score[t]) fail_msg("%s: %.17g, library %.17g", lb_rouge_type_name((lb_rouge_type)t), got, s.score[t]);
+        if (got != s.score[t])
+            fail_msg("%s: %.17g, library %.17g", lb_rouge_type_name((lb_rouge_type)t), got,
+                     s.score[t]);
     }
     assert_int_equal(json_integer_value(json_object_get(doc, "gen_num")), 3);
     assert_int_equal(json_integer_value(json_object_get(doc, "gen_len")), s.gen_len);
@@ -96,8 +99,10 @@ static void test_rouge_cli_reads_lines_jsonl_and_json_alike(void **state) {
     /* JSONL: bare strings for predictions, objects (with a blank line) for references */
     char jl_p[1024], jl_r[1024];
     snprintf(jl_p, sizeof jl_p, "\"%s\"\n\"%s\"\n\"%s\"\n", preds[0], preds[1], preds[2]);
-    snprintf(jl_r, sizeof jl_r, "{\"id\": 1, \"text\": \"%s\"}\n\n{\"reference\": \"%s\"}\n"
-             "{\"output\": \"%s\"}\n", refs[0], refs[1], refs[2]);
+    snprintf(jl_r, sizeof jl_r,
+             "{\"id\": 1, \"text\": \"%s\"}\n\n{\"reference\": \"%s\"}\n"
+             "{\"output\": \"%s\"}\n",
+             refs[0], refs[1], refs[2]);
     assert_int_equal(rouge(write_tmp("p.jsonl", jl_p), write_tmp("r.jsonl", jl_r), "--json"), 0);
     expect_json_matches_library();
 
@@ -108,8 +113,10 @@ static void test_rouge_cli_reads_lines_jsonl_and_json_alike(void **state) {
              "{\"prediction\": \"%s\", \"reference\": \"%s\"}\n"
              "{\"prediction\": \"%s\", \"reference\": \"%s\"}\n",
              preds[0], refs[0], preds[1], refs[1], preds[2], refs[2]);
-    snprintf(arr, sizeof arr, "[{\"input\": \"x\", \"output\": \"%s\"}, {\"output\": \"%s\"}, "
-             "{\"output\": \"%s\"}]", refs[0], refs[1], refs[2]);
+    snprintf(arr, sizeof arr,
+             "[{\"input\": \"x\", \"output\": \"%s\"}, {\"output\": \"%s\"}, "
+             "{\"output\": \"%s\"}]",
+             refs[0], refs[1], refs[2]);
     const char *b = write_tmp("both.jsonl", both);
     assert_int_equal(rouge(b, b, "--json"), 0);
     expect_json_matches_library();
@@ -143,7 +150,8 @@ static void test_rouge_cli_matches_oracle_means(void **state) {
     for (int t = 0; t < LB_ROUGE_N_TYPES; t++) {
         double got = json_number_value(json_object_get(doc, lb_rouge_type_name((lb_rouge_type)t)));
         if (fabs(got - sum[t] / n * 100) > 1e-9)
-            fail_msg("%s: %.12f, oracle %.12f", lb_rouge_type_name((lb_rouge_type)t), got, sum[t] / n * 100);
+            fail_msg("%s: %.12f, oracle %.12f", lb_rouge_type_name((lb_rouge_type)t), got,
+                     sum[t] / n * 100);
     }
     json_decref(doc);
     free(buf);
@@ -163,7 +171,8 @@ static void test_rouge_cli_table_names_metrics_and_verdict(void **state) {
 
 static void test_rouge_cli_count_mismatch_names_both_files(void **state) {
     (void)state;
-    assert_int_equal(rouge(write_tmp("two.txt", "a\nb\n"), write_tmp("three.txt", "a\nb\nc\n"), NULL), 2);
+    assert_int_equal(
+        rouge(write_tmp("two.txt", "a\nb\n"), write_tmp("three.txt", "a\nb\nc\n"), NULL), 2);
     expect_one_line_error("two.txt has 2 texts and");
     expect_one_line_error("three.txt has 3");
 }
@@ -171,9 +180,11 @@ static void test_rouge_cli_count_mismatch_names_both_files(void **state) {
 static void test_rouge_cli_malformed_jsonl_names_file_and_line(void **state) {
     (void)state;
     const char *r = write_tmp("r3.txt", "a\nb\nc\n");
-    assert_int_equal(rouge(write_tmp("bad.jsonl", "\"a\"\n\"b\"\n{\"text\": \"c\",\n"), r, NULL), 2);
+    assert_int_equal(rouge(write_tmp("bad.jsonl", "\"a\"\n\"b\"\n{\"text\": \"c\",\n"), r, NULL),
+                     2);
     expect_one_line_error("bad.jsonl:3: not valid JSON");
-    assert_int_equal(rouge(write_tmp("nofield.jsonl", "\"a\"\n{\"summary\": \"b\"}\n\"c\"\n"), r, NULL), 2);
+    assert_int_equal(
+        rouge(write_tmp("nofield.jsonl", "\"a\"\n{\"summary\": \"b\"}\n\"c\"\n"), r, NULL), 2);
     expect_one_line_error("nofield.jsonl:2: object has none of the fields \"prediction\"");
     assert_int_equal(rouge(write_tmp("num.jsonl", "{\"text\": 5}\n\"b\"\n\"c\"\n"), r, NULL), 2);
     expect_one_line_error("num.jsonl:1: field \"text\" is a number, expected a string");

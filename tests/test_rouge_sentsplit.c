@@ -4,9 +4,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "accuracy/sentsplit.h"
 
@@ -14,7 +15,8 @@ static void expect_lines(const char *text, const char *want) {
     size_t n = 0;
     char *got = lb_sentsplit_lines(text, strlen(text), &n);
     assert_non_null(got);
-    if (strcmp(got, want) != 0) fail_msg("split(\"%s\") = \"%s\", expected \"%s\"", text, got, want);
+    if (strcmp(got, want) != 0)
+        fail_msg("split(\"%s\") = \"%s\", expected \"%s\"", text, got, want);
     assert_int_equal(n, strlen(want));
     free(got);
 }
@@ -23,7 +25,7 @@ static void test_sentsplit_strips_and_ends_at_periods(void **state) {
     (void)state;
     expect_lines("  Hello world. This is it.  ", "Hello world.\nThis is it.");
     expect_lines("One.   \n  Two.", "One.\nTwo.");
-    expect_lines("\u00a0Hi.\u3000", "Hi.");          /* Python's str.strip() whitespace */
+    expect_lines("\u00a0Hi.\u3000", "Hi."); /* Python's str.strip() whitespace */
     expect_lines("", "");
     expect_lines(" \n\t ", "");
     expect_lines("June . Israel", "June .\nIsrael"); /* CNN/DM highlights: " . " */
@@ -44,7 +46,8 @@ static void test_sentsplit_keeps_closing_quotes_with_the_sentence(void **state) 
 
 static void test_sentsplit_abbreviations_and_initials_do_not_end(void **state) {
     (void)state;
-    expect_lines("Mr. Smith went to Washington. He left.", "Mr. Smith went to Washington.\nHe left.");
+    expect_lines("Mr. Smith went to Washington. He left.",
+                 "Mr. Smith went to Washington.\nHe left.");
     expect_lines("in the U.S. economy", "in the U.S. economy");
     expect_lines("in the U.S. The company", "in the U.S.\nThe company"); /* a sentence starter */
     expect_lines("J. K. Rowling wrote it.", "J. K. Rowling wrote it.");

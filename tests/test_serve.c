@@ -1,5 +1,11 @@
 /* test_serve.c: the OpenAI-compatible server (sut/server.h) over the synthetic source,
  * exercised with real HTTP on 127.0.0.1 through libcurl, in process. */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -8,17 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
-#include <curl/curl.h>
-#include <jansson.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "core/clock.h"
 #include "sut/server.h"
@@ -34,10 +34,10 @@ typedef struct {
     char *body;
     size_t len, cap;
     int64_t t0_ns;
-    size_t scan;                  /* SSE: bytes already split into events */
+    size_t scan; /* SSE: bytes already split into events */
     int n_events;
-    char *events[MAX_EVENTS];     /* data payloads, in order */
-    double event_ms[MAX_EVENTS];  /* when each event was complete, ms after the send */
+    char *events[MAX_EVENTS];    /* data payloads, in order */
+    double event_ms[MAX_EVENTS]; /* when each event was complete, ms after the send */
 } reply;
 
 static size_t on_data(char *data, size_t size, size_t nmemb, void *cls) {
@@ -65,7 +65,8 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *cls) {
 
 static void reply_free(reply *r) {
     free(r->body);
-    for (int i = 0; i < r->n_events; i++) free(r->events[i]);
+    for (int i = 0; i < r->n_events; i++)
+        free(r->events[i]);
     memset(r, 0, sizeof *r);
 }
 
@@ -160,7 +161,8 @@ static void test_serve_large_prompt_counts_every_word(void **state) {
     size_t cap = WORDS * 6 + 64;
     char *body = malloc(cap);
     size_t n = (size_t)snprintf(body, cap, "{\"max_tokens\":2,\"prompt\":\"");
-    for (int i = 0; i < WORDS; i++) n += (size_t)snprintf(body + n, cap - n, "w%d ", i % 100);
+    for (int i = 0; i < WORDS; i++)
+        n += (size_t)snprintf(body + n, cap - n, "w%d ", i % 100);
     snprintf(body + n, cap - n, "\"}");
     reply r;
     post(f.port, "/v1/completions", body, &r);
@@ -275,9 +277,9 @@ static char *check_stream(const reply *r, int n, bool chat, bool usage) {
         assert_string_equal(json_string_value(json_object_get(j, "object")),
                             chat ? "chat.completion.chunk" : "text_completion");
         json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
-        const char *tok = chat ? json_string_value(json_object_get(
-                                     json_object_get(c0, "delta"), "content"))
-                               : json_string_value(json_object_get(c0, "text"));
+        const char *tok =
+            chat ? json_string_value(json_object_get(json_object_get(c0, "delta"), "content"))
+                 : json_string_value(json_object_get(c0, "text"));
         assert_non_null(tok);
         assert_int_equal(count_words(tok), 1);
         strcat(text, tok);
@@ -314,9 +316,9 @@ static void test_serve_stream_sends_one_chunk_per_token_then_usage_then_done(voi
     /* The same prompt, not streamed, gives the same text. */
     post(f.port, "/v1/completions", "{\"prompt\":\"same prompt\",\"max_tokens\":7}", &r);
     json_t *j = parse(r.body);
-    assert_string_equal(
-        json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text")),
-        streamed);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(j, "choices"), 0), "text")),
+                        streamed);
     json_decref(j);
     free(streamed);
     reply_free(&r);
@@ -402,8 +404,7 @@ static void test_serve_delays_do_not_block_threads(void **state) {
     int64_t t0 = lb_clock_now_ns();
     for (int i = 0; i < N; i++) {
         hs[i] = make_request(f.port, "POST", "/v1/completions",
-                             "{\"prompt\":\"p\",\"max_tokens\":16,\"stream\":true}", &rs[i],
-                             20000);
+                             "{\"prompt\":\"p\",\"max_tokens\":16,\"stream\":true}", &rs[i], 20000);
         curl_multi_add_handle(m, hs[i]);
     }
     int running = 1;
@@ -461,8 +462,7 @@ static void test_serve_rejects_malformed_requests_with_openai_errors(void **stat
         http(f.port, cases[i].method, cases[i].path, cases[i].body, &r, 5000);
         if (r.status != cases[i].status)
             fail_msg("case %zu (%s %s %s): status %ld, expected %ld", i, cases[i].method,
-                     cases[i].path, cases[i].body ? cases[i].body : "", r.status,
-                     cases[i].status);
+                     cases[i].path, cases[i].body ? cases[i].body : "", r.status, cases[i].status);
         json_t *j = parse(r.body);
         const char *msg =
             json_string_value(json_object_get(json_object_get(j, "error"), "message"));
@@ -538,7 +538,8 @@ static void test_serve_echoes_the_longest_model_name(void **state) {
     for (int len = 256; len <= 257; len++) {
         char body[4096];
         size_t n = (size_t)snprintf(body, sizeof body, "{\"model\":\"");
-        for (int i = 0; i < len; i++) n += (size_t)snprintf(body + n, sizeof body - n, "\\u0001");
+        for (int i = 0; i < len; i++)
+            n += (size_t)snprintf(body + n, sizeof body - n, "\\u0001");
         snprintf(body + n, sizeof body - n,
                  "\",\"prompt\":\"m\",\"max_tokens\":3,\"stream\":true,"
                  "\"stream_options\":{\"include_usage\":true}}");
@@ -578,8 +579,8 @@ static lb_status holding_start(void *ctx, const lb_token_request *req, void *str
         nanosleep(&(struct timespec){.tv_nsec = HOLD_MS * 1000000L}, NULL);
     return inner->start(inner->ctx, req, stream, prompt_tokens, err);
 }
-static lb_token_state holding_next(void *ctx, void *stream, int64_t now_ns, char *text,
-                                   size_t *len, int64_t *due_ns) {
+static lb_token_state holding_next(void *ctx, void *stream, int64_t now_ns, char *text, size_t *len,
+                                   int64_t *due_ns) {
     const lb_token_source *inner = ctx;
     return inner->next(inner->ctx, stream, now_ns, text, len, due_ns);
 }
@@ -590,7 +591,8 @@ static void holding_done(void *ctx, void *stream) {
 
 static int connect_to(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     return fd;
@@ -616,9 +618,12 @@ static void test_serve_answers_128_requests_that_arrive_together(void **state) {
     lb_synthetic_params sp = lb_synthetic_default_params();
     lb_err err = {{0}};
     assert_int_equal(lb_synthetic_init(&sp, &f.src, &err), LB_OK);
-    lb_token_source holding = {.name = "holding", .ctx = &f.src,
-                               .stream_bytes = f.src.stream_bytes, .start = holding_start,
-                               .next = holding_next, .done = holding_done};
+    lb_token_source holding = {.name = "holding",
+                               .ctx = &f.src,
+                               .stream_bytes = f.src.stream_bytes,
+                               .start = holding_start,
+                               .next = holding_next,
+                               .done = holding_done};
     lb_server_params p = lb_server_default_params();
     p.port = 0;
     p.threads = 1;
@@ -626,13 +631,16 @@ static void test_serve_answers_128_requests_that_arrive_together(void **state) {
         fail_msg("server did not start: %s", err.msg);
     int port = lb_server_port(f.srv);
     int fds[N], holder = connect_to(port);
-    for (int i = 0; i < N; i++) fds[i] = connect_to(port);
+    for (int i = 0; i < N; i++)
+        fds[i] = connect_to(port);
     nanosleep(&(struct timespec){.tv_nsec = 50000000L}, NULL); /* all accepted, idle */
     send_post(holder, "{\"prompt\":\"hold\",\"max_tokens\":2}");
     nanosleep(&(struct timespec){.tv_nsec = 20000000L}, NULL); /* the thread is held */
-    for (int i = 0; i < N; i++) send_post(fds[i], "{\"prompt\":\"x\",\"max_tokens\":2}");
+    for (int i = 0; i < N; i++)
+        send_post(fds[i], "{\"prompt\":\"x\",\"max_tokens\":2}");
     struct pollfd pf[N];
-    for (int i = 0; i < N; i++) pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    for (int i = 0; i < N; i++)
+        pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
     int answered = 0;
     int64_t deadline = lb_clock_now_ns() + 3000000000LL;
     while (answered < N && lb_clock_now_ns() < deadline) {
@@ -649,7 +657,8 @@ static void test_serve_answers_128_requests_that_arrive_together(void **state) {
         }
     }
     assert_int_equal(answered, N);
-    for (int i = 0; i < N; i++) close(fds[i]);
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
     close(holder);
     stop(&f);
 }
@@ -764,8 +773,8 @@ static void test_serve_fault_truncate_ends_cleanly_without_usage_or_done(void **
     assert_int_equal(r.status, 200);
     json_t *j = parse(r.body);
     assert_null(json_object_get(j, "usage"));
-    const char *text =
-        json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+    const char *text = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
     assert_int_equal(count_words(text), 4);
     json_decref(j);
     reply_free(&r);
@@ -788,7 +797,8 @@ static void fault_pattern(double rate, uint64_t seed, char *pattern, int n) {
     lb_server_shutdown(f.srv, 2.0); /* the counters are final once it returns */
     lb_server_get_stats(f.srv, &st);
     int faults = 0;
-    for (int i = 0; i < n; i++) faults += pattern[i] == 'F';
+    for (int i = 0; i < n; i++)
+        faults += pattern[i] == 'F';
     assert_int_equal(st.faults, faults);
     assert_int_equal(st.completed, n - faults);
     stop(&f);
@@ -805,7 +815,8 @@ static void test_serve_fault_rate_picks_a_repeatable_fraction(void **state) {
     assert_string_equal(a, b);
     assert_string_not_equal(a, c);
     int faults = 0;
-    for (int i = 0; i < N; i++) faults += a[i] == 'F';
+    for (int i = 0; i < N; i++)
+        faults += a[i] == 'F';
     assert_in_range(faults, 15, 45); /* binomial(100, 0.3): mean 30, sd 4.6 */
     assert_null(strchr(none, 'F'));
 }

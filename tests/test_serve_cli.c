@@ -1,6 +1,11 @@
 /* test_serve_cli.c: `llmbench serve` as a program: the port line, serving, exit codes,
  * signals and the counters printed on exit. */
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -8,16 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cmocka.h>
-#include <curl/curl.h>
-#include <fcntl.h>
-#include <jansson.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "core/clock.h"
 #include "test_util.h"
@@ -114,7 +114,7 @@ static int start_serve(child *ch, const char *const *args) {
 
 static void check_stops_on(int signo) {
     const char *const args[] = {LB_TEST_BIN, "serve", "--synthetic", "--port", "0",
-                                "--threads", "2", "--json", NULL};
+                                "--threads", "2",     "--json",      NULL};
     child ch;
     int port = start_serve(&ch, args);
     assert_int_equal(post(port, "{\"prompt\":\"a b\",\"max_tokens\":3}"), 200);
@@ -150,7 +150,7 @@ static void test_serve_cli_exits_0_on_sigint(void **state) {
 static void test_serve_cli_prints_counters_on_stderr(void **state) {
     (void)state;
     const char *const args[] = {LB_TEST_BIN, "serve", "--synthetic", "--port", "0",
-                                "--threads", "1", "--fault", "500", NULL};
+                                "--threads", "1",     "--fault",     "500",    NULL};
     child ch;
     int port = start_serve(&ch, args);
     assert_int_equal(post(port, "{\"prompt\":\"x\"}"), 500);

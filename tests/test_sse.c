@@ -4,9 +4,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "sut/http_openai.h"
 #include "sut/http_sse.h"
@@ -26,16 +27,15 @@ static int collect(void *user, const char *data, size_t len) {
     return 0;
 }
 
-static const char stream[] =
-    ": keep-alive comment\r\n"
-    "data: {\"choices\":[{\"text\":\"Hel\"}]}\r\n\r\n"
-    "event: message\n"
-    "data:{\"choices\":[{\"text\":\"lo\"}]}\n\n"
-    "id: 7\r"
-    "data: line one\r"
-    "data: line two\r\r"
-    "data\n\n"
-    "data: [DONE]\n\n";
+static const char stream[] = ": keep-alive comment\r\n"
+                             "data: {\"choices\":[{\"text\":\"Hel\"}]}\r\n\r\n"
+                             "event: message\n"
+                             "data:{\"choices\":[{\"text\":\"lo\"}]}\n\n"
+                             "id: 7\r"
+                             "data: line one\r"
+                             "data: line two\r\r"
+                             "data\n\n"
+                             "data: [DONE]\n\n";
 
 static void check_events(const collected *c) {
     assert_int_equal(c->n, 5);
@@ -69,7 +69,8 @@ static void test_sse_byte_by_byte(void **state) {
     lb_sse_parser p;
     lb_sse_init(&p, 1 << 16);
     collected c = {.n = 0};
-    for (size_t i = 0; stream[i]; i++) assert_int_equal(lb_sse_feed(&p, stream + i, 1, collect, &c), 0);
+    for (size_t i = 0; stream[i]; i++)
+        assert_int_equal(lb_sse_feed(&p, stream + i, 1, collect, &c), 0);
     check_events(&c);
     lb_sse_free(&p);
 }
@@ -104,7 +105,8 @@ static void test_sse_event_over_limit_is_an_error(void **state) {
     lb_sse_init(&p, 64);
     /* Many data lines adding up past the limit. */
     int rc = 0;
-    for (int i = 0; i < 20 && rc == 0; i++) rc = lb_sse_feed(&p, "data: 0123456789\n", 17, collect, &c);
+    for (int i = 0; i < 20 && rc == 0; i++)
+        rc = lb_sse_feed(&p, "data: 0123456789\n", 17, collect, &c);
     assert_int_equal(rc, LB_SSE_TOO_LARGE);
     assert_int_equal(c.n, 0);
     lb_sse_free(&p);
@@ -122,7 +124,8 @@ static void test_sse_callback_can_stop_parsing(void **state) {
     lb_sse_parser p;
     lb_sse_init(&p, 1 << 10);
     int n = 0;
-    assert_int_equal(lb_sse_feed(&p, "data: a\n\ndata: b\n\ndata: c\n\n", 27, stop_at_second, &n), 42);
+    assert_int_equal(lb_sse_feed(&p, "data: a\n\ndata: b\n\ndata: c\n\n", 27, stop_at_second, &n),
+                     42);
     assert_int_equal(n, 2);
     lb_sse_free(&p);
 }
@@ -130,7 +133,8 @@ static void test_sse_callback_can_stop_parsing(void **state) {
 static void test_openai_parses_completion_chat_usage_done_and_errors(void **state) {
     (void)state;
     lb_openai_piece piece;
-    const char *c1 = "{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\" world\",\"finish_reason\":null}]}";
+    const char *c1 =
+        "{\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\" world\",\"finish_reason\":null}]}";
     assert_int_equal(lb_openai_parse(LB_API_COMPLETIONS, true, c1, strlen(c1), &piece), LB_OK);
     assert_int_equal(piece.text_len, 6);
     assert_string_equal(piece.text, " world");
@@ -166,14 +170,15 @@ static void test_openai_parses_completion_chat_usage_done_and_errors(void **stat
     assert_int_equal(lb_openai_parse(LB_API_COMPLETIONS, true, "{nope", 5, &piece), LB_ERR_FORMAT);
     assert_null(piece.root);
     assert_int_equal(lb_openai_parse(LB_API_COMPLETIONS, true, "[1,2]", 5, &piece), LB_ERR_FORMAT);
-    assert_int_equal(lb_openai_parse(LB_API_COMPLETIONS, true, "{\"choices\":[{\"text\":5}]}", 24,
-                                     &piece),
-                     LB_ERR_FORMAT);
+    assert_int_equal(
+        lb_openai_parse(LB_API_COMPLETIONS, true, "{\"choices\":[{\"text\":5}]}", 24, &piece),
+        LB_ERR_FORMAT);
     /* A whole answer needs at least one choice. */
     assert_int_equal(lb_openai_parse(LB_API_COMPLETIONS, false, "{\"choices\":[]}", 14, &piece),
                      LB_ERR_FORMAT);
-    const char *body = "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"Done.\"}}],"
-                       "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}";
+    const char *body =
+        "{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"Done.\"}}],"
+        "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}";
     assert_int_equal(lb_openai_parse(LB_API_CHAT, false, body, strlen(body), &piece), LB_OK);
     assert_string_equal(piece.text, "Done.");
     assert_int_equal(piece.completion_tokens, 2);
@@ -192,7 +197,8 @@ static void test_openai_body_asks_for_usage_when_streaming(void **state) {
     assert_string_equal(json_string_value(json_object_get(j, "model")), "m");
     assert_int_equal(json_integer_value(json_object_get(j, "max_tokens")), 16);
     assert_true(json_is_true(json_object_get(j, "stream")));
-    assert_true(json_is_true(json_object_get(json_object_get(j, "stream_options"), "include_usage")));
+    assert_true(
+        json_is_true(json_object_get(json_object_get(j, "stream_options"), "include_usage")));
     json_t *msg = json_array_get(json_object_get(j, "messages"), 0);
     assert_string_equal(json_string_value(json_object_get(msg, "content")), "Say \"hi\"");
     json_decref(j);

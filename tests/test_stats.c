@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include "core/stats.h"
@@ -52,7 +53,8 @@ static void test_stats_median_ci_is_reproducible_and_brackets_median(void **stat
     double x[200];
     lb_rng rng;
     lb_rng_seed(&rng, 7);
-    for (int i = 0; i < 200; i++) x[i] = 100.0 + 10.0 * lb_rng_normal(&rng);
+    for (int i = 0; i < 200; i++)
+        x[i] = 100.0 + 10.0 * lb_rng_normal(&rng);
     double lo1, hi1, lo2, hi2;
     lb_stats_median_ci(x, 200, 1000, 0.95, 1234, &lo1, &hi1);
     lb_stats_median_ci(x, 200, 1000, 0.95, 1234, &lo2, &hi2);
@@ -73,10 +75,13 @@ static void test_rng_is_seeded_and_uniform(void **state) {
     lb_rng a, b;
     lb_rng_seed(&a, 99);
     lb_rng_seed(&b, 99);
-    for (int i = 0; i < 100; i++) assert_int_equal(lb_rng_next(&a), lb_rng_next(&b));
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(lb_rng_next(&a), lb_rng_next(&b));
     int counts[10] = {0};
-    for (int i = 0; i < 100000; i++) counts[lb_rng_below(&a, 10)]++;
-    for (int k = 0; k < 10; k++) assert_in_range(counts[k], 9500, 10500);
+    for (int i = 0; i < 100000; i++)
+        counts[lb_rng_below(&a, 10)]++;
+    for (int k = 0; k < 10; k++)
+        assert_in_range(counts[k], 9500, 10500);
     double s = 0, ss = 0;
     for (int i = 0; i < 100000; i++) {
         double z = lb_rng_normal(&a);

@@ -5,10 +5,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "accuracy/stem.h"
 
@@ -47,12 +48,12 @@ static void test_stem_paper_examples(void **state) {
 /* Where NLTK_EXTENSIONS departs from the paper. */
 static void test_stem_nltk_extensions(void **state) {
     (void)state;
-    expect_stem("skies", "sky");   /* pool of irregular forms */
+    expect_stem("skies", "sky"); /* pool of irregular forms */
     expect_stem("dying", "die");
     expect_stem("news", "news");
     expect_stem("innings", "inning");
-    expect_stem("ties", "tie");    /* four-letter -ies */
-    expect_stem("died", "die");    /* four-letter -ied */
+    expect_stem("ties", "tie"); /* four-letter -ies */
+    expect_stem("died", "die"); /* four-letter -ied */
     expect_stem("spied", "spi");
     expect_stem("enjoy", "enjoy"); /* y -> i only after a consonant */
     expect_stem("spy", "spi");     /* ... and without needing a vowel before it */

@@ -10,13 +10,13 @@
 #include <cmocka.h>
 /* clang-format on */
 
-#include "core/stats.h"
-#include "store/store.h"
-#include "test_util.h"
-
 #include <math.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+
+#include "core/stats.h"
+#include "store/store.h"
+#include "test_util.h"
 
 typedef struct {
     char dir[256];

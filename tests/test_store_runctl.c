@@ -10,13 +10,13 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include <signal.h>
+
 #include "cli/runctl.h"
 #include "core/clock.h"
 #include "core/signals.h"
 #include "store/store.h"
 #include "test_util.h"
-
-#include <signal.h>
 
 #define SECRET "s3cr3t-abc-77f1"
 

@@ -7,18 +7,18 @@
  * llama3-tokenizer-js. With LB_TOKENIZER_LLAMA3 set to Llama 3's whole ranks file
  * (Meta's tokenizer.model, or the tool's third output), the Llama 3 parity test also runs
  * on it; otherwise that test is skipped. */
+#include <jansson.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-#include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
+#include <cmocka.h>
 
 #include "core/stats.h"
 #include "model/tokenizer.h"
@@ -392,7 +392,7 @@ static void test_tokenizer_cli_prints_ids_counts_and_refuses_a_bad_file(void **s
     assert_int_equal(lb_test_run(ids, out, sizeof out, errbuf, sizeof errbuf), 0);
     assert_string_equal(out, "15496 995 0 50256\n");
     const char *cnt[] = {"tokenize", "--tokenizer", FIX "gpt2.tiktoken", "--repeat", "3",
-                         path, NULL};
+                         path,       NULL};
     assert_int_equal(lb_test_run(cnt, out, sizeof out, errbuf, sizeof errbuf), 0);
     assert_non_null(strstr(out, "pattern gpt2"));
     assert_non_null(strstr(out, ": 4 tokens, 25 bytes"));

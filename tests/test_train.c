@@ -6,8 +6,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "core/signals.h"
 #include "gpu/devinfo.h"
@@ -40,7 +41,8 @@ static void expect_loss_falls(const char *model) {
     assert_float_equal(loss->values[0], log(128.0), 0.5);
     if (!(loss->values[19] < 0.5 * loss->values[0]))
         fail_msg("%s: loss went from %f to %f", model, loss->values[0], loss->values[19]);
-    for (size_t i = 0; i < loss->n; i++) assert_true(isfinite(loss->values[i]));
+    for (size_t i = 0; i < loss->n; i++)
+        assert_true(isfinite(loss->values[i]));
     lb_result_free(r);
 }
 
@@ -120,7 +122,8 @@ static void test_train_summary_is_computed_from_the_series(void **state) {
     assert_int_equal(lb_result_find_series(r, "warmup_step_ms")->n, 2);
     assert_int_equal(lb_result_find_series(r, "warmup_loss")->n, 2);
     double total_s = 0;
-    for (size_t i = 0; i < ms->n; i++) total_s += ms->values[i] / 1e3;
+    for (size_t i = 0; i < ms->n; i++)
+        total_s += ms->values[i] / 1e3;
     assert_float_equal(lb_result_metric(r, "tokens_per_s"), 4.0 * 16 * 6 / total_s, 1e-6);
     assert_float_equal(lb_result_metric(r, "samples_per_s"), 4.0 * 6 / total_s, 1e-9);
     const lb_series *loss = lb_result_find_series(r, "loss");
@@ -145,7 +148,8 @@ static void test_train_summary_reports_step_time_drift(void **state) {
     const double steps[10] = {10, 10, 10.2, 10, 9.9, 11.5, 11.5, 30, 11.5, 11.4};
     lb_result *r = lb_result_new("train", "drift");
     lb_series *ms = lb_result_series(r, "step_ms", "ms");
-    for (int i = 0; i < 10; i++) assert_int_equal(lb_series_push(ms, steps[i]), LB_OK);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(lb_series_push(ms, steps[i]), LB_OK);
     assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
     assert_float_equal(lb_result_metric(r, "step_ms_drift_pct"), 15.0, 1e-9);
     lb_result_free(r);
@@ -153,14 +157,16 @@ static void test_train_summary_reports_step_time_drift(void **state) {
     const double odd[9] = {10, 10, 20, 20, 50, 12, 12, 30, 30}; /* medians 15 and 21 */
     r = lb_result_new("train", "odd");
     ms = lb_result_series(r, "step_ms", "ms");
-    for (int i = 0; i < 9; i++) assert_int_equal(lb_series_push(ms, odd[i]), LB_OK);
+    for (int i = 0; i < 9; i++)
+        assert_int_equal(lb_series_push(ms, odd[i]), LB_OK);
     assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
     assert_float_equal(lb_result_metric(r, "step_ms_drift_pct"), 40.0, 1e-9);
     lb_result_free(r);
     /* too few steps to halve: no drift figure */
     r = lb_result_new("train", "short");
     ms = lb_result_series(r, "step_ms", "ms");
-    for (int i = 0; i < 7; i++) assert_int_equal(lb_series_push(ms, steps[i]), LB_OK);
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(lb_series_push(ms, steps[i]), LB_OK);
     assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
     assert_true(isnan(lb_result_metric(r, "step_ms_drift_pct")));
     assert_float_equal(lb_result_metric(r, "timed_steps"), 7.0, 0);

@@ -6,10 +6,10 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -20,7 +20,9 @@
 /* Called in a forked child that runs a server: it is killed when the test program ends,
  * also when a failed assertion skipped the test's own clean-up (a server left running
  * would keep CTest waiting on its output). */
-static inline void lb_test_die_with_parent(void) { prctl(PR_SET_PDEATHSIG, SIGKILL); }
+static inline void lb_test_die_with_parent(void) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
 
 /* Reads all of fd into buf (NUL-terminated, truncated to cap-1). */
 static inline void lb_test_slurp(int fd, char *buf, size_t cap) {
@@ -40,7 +42,7 @@ static inline void lb_test_slurp(int fd, char *buf, size_t cap) {
 /* Runs LB_TEST_BIN with args (NULL-terminated, without argv[0]); captures stdout and
  * stderr (either may be NULL). Returns the exit code, or 128+signal. */
 static inline int lb_test_run(const char *const *args, char *out, size_t out_cap, char *errbuf,
-                       size_t err_cap) {
+                              size_t err_cap) {
     char out_path[] = "/tmp/lbtest-outXXXXXX", err_path[] = "/tmp/lbtest-errXXXXXX";
     int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path);
     pid_t pid = fork();
@@ -50,7 +52,8 @@ static inline int lb_test_run(const char *const *args, char *out, size_t out_cap
         const char *argv[64];
         int n = 0;
         argv[n++] = LB_TEST_BIN;
-        for (int i = 0; args[i] != NULL && n < 63; i++) argv[n++] = args[i];
+        for (int i = 0; args[i] != NULL && n < 63; i++)
+            argv[n++] = args[i];
         argv[n] = NULL;
         execv(LB_TEST_BIN, (char *const *)argv);
         _exit(127);

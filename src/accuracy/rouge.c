@@ -21,8 +21,7 @@
 #include "accuracy/utf8.h"
 #include "core/stats.h"
 
-static const char *const type_names[LB_ROUGE_N_TYPES] = {"rouge1", "rouge2", "rougeL",
-                                                         "rougeLsum"};
+static const char *const type_names[LB_ROUGE_N_TYPES] = {"rouge1", "rouge2", "rougeL", "rougeLsum"};
 
 const char *lb_rouge_type_name(lb_rouge_type type) {
     return (unsigned)type < LB_ROUGE_N_TYPES ? type_names[type] : "unknown";
@@ -37,7 +36,7 @@ lb_rouge_params lb_rouge_default_params(void) {
 typedef struct {
     char *bytes; /* every token's bytes back to back */
     size_t n_bytes, cap_bytes;
-    size_t *start;  /* token i is bytes[start[i] .. start[i] + len[i]) */
+    size_t *start; /* token i is bytes[start[i] .. start[i] + len[i]) */
     uint32_t *len;
     uint32_t *line; /* newline-separated sentence of token i */
     size_t n, cap;
@@ -53,7 +52,8 @@ static void tokens_free(token_list *t) {
 static bool tokens_reserve_bytes(token_list *t, size_t need) {
     if (need <= t->cap_bytes) return true;
     size_t cap = t->cap_bytes ? t->cap_bytes : 256;
-    while (cap < need) cap *= 2;
+    while (cap < need)
+        cap *= 2;
     char *b = realloc(t->bytes, cap);
     if (b == NULL) return false;
     t->bytes = b;
@@ -132,7 +132,8 @@ typedef struct {
 
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
     return h;
 }
 
@@ -146,7 +147,8 @@ static uint64_t hash_u64(uint64_t x) {
 
 static size_t table_size(size_t entries) {
     size_t cap = 16;
-    while (cap < 2 * entries) cap *= 2;
+    while (cap < 2 * entries)
+        cap *= 2;
     return cap;
 }
 
@@ -156,7 +158,8 @@ static bool intern(const token_list *a, const token_list *b, uint32_t *ids_a, ui
     size_t cap = table_size(a->n + b->n);
     intern_slot *slots = malloc(cap * sizeof *slots);
     if (slots == NULL) return false;
-    for (size_t i = 0; i < cap; i++) slots[i].index = SIZE_MAX;
+    for (size_t i = 0; i < cap; i++)
+        slots[i].index = SIZE_MAX;
     uint32_t next = 0;
     const token_list *lists[2] = {a, b};
     uint32_t *out[2] = {ids_a, ids_b};
@@ -193,12 +196,13 @@ static lb_rouge_prf prf(int64_t overlap, int64_t pred_size, int64_t ref_size) {
     lb_rouge_prf s;
     s.precision = (double)overlap / (double)pred_size;
     s.recall = (double)overlap / (double)ref_size;
-    s.f = s.precision + s.recall > 0 ? 2 * s.precision * s.recall / (s.precision + s.recall)
-                                     : 0.0;
+    s.f = s.precision + s.recall > 0 ? 2 * s.precision * s.recall / (s.precision + s.recall) : 0.0;
     return s;
 }
 
-static int64_t max1(int64_t x) { return x > 1 ? x : 1; }
+static int64_t max1(int64_t x) {
+    return x > 1 ? x : 1;
+}
 
 static int64_t unigram_overlap(const uint32_t *cnt_ref, const uint32_t *cnt_pred, uint32_t n_ids) {
     int64_t overlap = 0;
@@ -212,8 +216,8 @@ typedef struct {
     uint32_t ref, pred;
 } bigram_slot;
 
-static bool bigram_overlap(const uint32_t *ref, size_t n_ref, const uint32_t *pred,
-                           size_t n_pred, int64_t *overlap) {
+static bool bigram_overlap(const uint32_t *ref, size_t n_ref, const uint32_t *pred, size_t n_pred,
+                           int64_t *overlap) {
     *overlap = 0;
     if (n_ref < 2 || n_pred < 2) return true;
     size_t cap = table_size(n_ref + n_pred);
@@ -225,7 +229,8 @@ static bool bigram_overlap(const uint32_t *ref, size_t n_ref, const uint32_t *pr
         for (size_t i = 0; i + 1 < len[s]; i++) {
             uint64_t key = ((uint64_t)seq[s][i] + 1) << 32 | seq[s][i + 1];
             size_t h = (size_t)hash_u64(key) & (cap - 1);
-            while (slots[h].key != 0 && slots[h].key != key) h = (h + 1) & (cap - 1);
+            while (slots[h].key != 0 && slots[h].key != key)
+                h = (h + 1) & (cap - 1);
             slots[h].key = key;
             if (s == 0)
                 slots[h].ref++;
@@ -299,7 +304,8 @@ static uint32_t table_value(const uint64_t *bits, size_t words, size_t i, size_t
     const uint64_t *row = bits + (i - 1) * words;
     uint32_t v = 0;
     size_t full = j / 64;
-    for (size_t w = 0; w < full; w++) v += (uint32_t)__builtin_popcountll(row[w]);
+    for (size_t w = 0; w < full; w++)
+        v += (uint32_t)__builtin_popcountll(row[w]);
     if (j % 64) v += (uint32_t)__builtin_popcountll(row[full] & ((1ull << (j % 64)) - 1));
     return v;
 }
@@ -307,8 +313,7 @@ static uint32_t table_value(const uint64_t *bits, size_t words, size_t i, size_t
 /* Marks in s->mark the reference positions of the LCS that rouge_score's backtrack reads
  * out: from the bottom-right corner, a match goes diagonally, otherwise left when the left
  * cell is strictly larger than the upper one, else up. Column j is bit j-1 of its row. */
-static bool mark_lcs(lcs_scratch *s, const uint32_t *r, size_t n_r, const uint32_t *c,
-                     size_t n_c) {
+static bool mark_lcs(lcs_scratch *s, const uint32_t *r, size_t n_r, const uint32_t *c, size_t n_c) {
     if (n_r == 0 || n_c == 0) return true;
     size_t words = (n_c + 63) / 64;
     if (!grow((void **)&s->bits, &s->cap_bits, n_r * words, sizeof *s->bits) ||
@@ -421,8 +426,10 @@ static bool score_tokens(const token_list *pt, const token_list *rt, lb_rouge_sc
     if (ok) ok = (counts = calloc(2 * (size_t)n_ids + 1, sizeof *counts)) != NULL;
     if (ok) {
         uint32_t *cnt_pred = counts, *cnt_ref = counts + n_ids;
-        for (size_t i = 0; i < n_p; i++) cnt_pred[pred[i]]++;
-        for (size_t i = 0; i < n_r; i++) cnt_ref[ref[i]]++;
+        for (size_t i = 0; i < n_p; i++)
+            cnt_pred[pred[i]]++;
+        for (size_t i = 0; i < n_r; i++)
+            cnt_ref[ref[i]]++;
         int64_t overlap, lcs = 0, hits = 0;
         overlap = unigram_overlap(cnt_ref, cnt_pred, n_ids);
         out->s[LB_ROUGE_1] = prf(overlap, max1((int64_t)n_p), max1((int64_t)n_r));
@@ -459,8 +466,10 @@ lb_status lb_rouge_score_pair(const lb_rouge_params *params, const char *pred, c
     free(pred_pp);
     free(ref_pp);
     if (!ok)
-        return lb_fail(err, LB_ERR_NOMEM, "out of memory scoring a %zu-byte prediction against a "
-                                          "%zu-byte reference", n_pred, n_ref);
+        return lb_fail(err, LB_ERR_NOMEM,
+                       "out of memory scoring a %zu-byte prediction against a "
+                       "%zu-byte reference",
+                       n_pred, n_ref);
     return LB_OK;
 }
 
@@ -473,7 +482,8 @@ void lb_rouge_acc_init(lb_rouge_acc *acc, const lb_rouge_params *params) {
 
 void lb_rouge_acc_free(lb_rouge_acc *acc) {
     if (acc == NULL) return;
-    for (int t = 0; t < LB_ROUGE_N_TYPES; t++) free(acc->f[t]);
+    for (int t = 0; t < LB_ROUGE_N_TYPES; t++)
+        free(acc->f[t]);
     memset(acc->f, 0, sizeof acc->f);
     acc->n = acc->cap = 0;
 }
@@ -492,7 +502,8 @@ lb_status lb_rouge_acc_add(lb_rouge_acc *acc, const char *pred, const char *ref,
         }
         acc->cap = cap;
     }
-    for (int t = 0; t < LB_ROUGE_N_TYPES; t++) acc->f[t][acc->n] = s.s[t].f;
+    for (int t = 0; t < LB_ROUGE_N_TYPES; t++)
+        acc->f[t][acc->n] = s.s[t].f;
     acc->n++;
     acc->gen_len += s.pred_chars;
     if (out != NULL) *out = s;
@@ -552,7 +563,8 @@ lb_status lb_rouge_add_to_result(const lb_rouge_acc *acc, const lb_rouge_targets
         snprintf(name, sizeof name, "%s_f", type_names[t]);
         lb_series *series = lb_result_series(r, name, "fraction");
         if (series == NULL) return LB_ERR_NOMEM;
-        for (size_t i = 0; i < acc->n; i++) LB_TRY(lb_series_push(series, acc->f[t][i]));
+        for (size_t i = 0; i < acc->n; i++)
+            LB_TRY(lb_series_push(series, acc->f[t][i]));
     }
     return LB_OK;
 }

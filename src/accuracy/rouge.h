@@ -67,9 +67,9 @@ lb_status lb_rouge_score_pair(const lb_rouge_params *params, const char *pred, c
 
 /* The aggregate over a data set, as MLPerf prints it. */
 typedef struct {
-    int64_t gen_num;                  /* samples added */
-    int64_t gen_len;                  /* characters (code points) of all scored predictions */
-    double score[LB_ROUGE_N_TYPES];   /* mean F-measure x 100 over samples; 0 when empty */
+    int64_t gen_num;                /* samples added */
+    int64_t gen_len;                /* characters (code points) of all scored predictions */
+    double score[LB_ROUGE_N_TYPES]; /* mean F-measure x 100 over samples; 0 when empty */
 } lb_rouge_summary;
 
 /* Accumulates per-sample scores. Owns its arrays; lb_rouge_acc_free releases them. */
@@ -77,7 +77,7 @@ typedef struct {
     lb_rouge_params params;
     double *f[LB_ROUGE_N_TYPES]; /* per-sample F-measures (fractions), n of each */
     size_t n, cap;
-    int64_t gen_len;             /* characters */
+    int64_t gen_len; /* characters */
 } lb_rouge_acc;
 
 void lb_rouge_acc_init(lb_rouge_acc *acc, const lb_rouge_params *params);
@@ -99,7 +99,7 @@ typedef struct {
 lb_rouge_targets lb_rouge_targets_mlperf_llama31_8b(void);
 
 typedef struct {
-    bool pass;                         /* all of the below */
+    bool pass; /* all of the below */
     bool score_ok[LB_ROUGE_N_TYPES];
     bool gen_len_ok;
 } lb_rouge_verdict;

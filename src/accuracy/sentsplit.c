@@ -13,19 +13,19 @@
 #include "accuracy/utf8.h"
 
 static const char *const abbreviations[] = {
-    "mr",   "mrs",  "ms",   "dr",   "prof", "st",   "jr",    "sr",    "sen",  "rep",  "gov",
-    "gen",  "col",  "lt",   "sgt",  "capt", "cmdr", "adm",   "maj",   "rev",  "hon",  "pres",
-    "supt", "det",  "insp", "mt",   "ft",   "ave",  "blvd",  "rd",    "no",   "nos",  "vs",
-    "etc",  "inc",  "corp", "co",   "ltd",  "bros", "dept",  "approx", "jan", "feb",  "mar",
-    "apr",  "jun",  "jul",  "aug",  "sep",  "sept", "oct",   "nov",   "dec",  "calif", "fla",
-    "conn", "ariz", "colo", "mich", "minn", "okla", "tenn",  "tex",   "penn", "wis",
+    "mr",   "mrs",  "ms",   "dr",   "prof", "st",   "jr",   "sr",     "sen",  "rep",   "gov",
+    "gen",  "col",  "lt",   "sgt",  "capt", "cmdr", "adm",  "maj",    "rev",  "hon",   "pres",
+    "supt", "det",  "insp", "mt",   "ft",   "ave",  "blvd", "rd",     "no",   "nos",   "vs",
+    "etc",  "inc",  "corp", "co",   "ltd",  "bros", "dept", "approx", "jan",  "feb",   "mar",
+    "apr",  "jun",  "jul",  "aug",  "sep",  "sept", "oct",  "nov",    "dec",  "calif", "fla",
+    "conn", "ariz", "colo", "mich", "minn", "okla", "tenn", "tex",    "penn", "wis",
 };
 
 /* Words that, capitalised after an abbreviation, start a new sentence. */
 static const char *const sentence_starters[] = {
-    "the",  "he",   "she",   "it",    "they", "we", "i",  "but",  "in",   "this",
-    "that", "there", "his",  "her",   "their", "its", "after", "when", "while", "if",
-    "a",    "an",   "and",   "as",    "at",   "on", "for", "some", "many", "one",
+    "the",  "he",    "she", "it",  "they",  "we",  "i",     "but",  "in",    "this",
+    "that", "there", "his", "her", "their", "its", "after", "when", "while", "if",
+    "a",    "an",    "and", "as",  "at",    "on",  "for",   "some", "many",  "one",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *word) {
@@ -34,17 +34,30 @@ static bool in_list(const char *const *list, size_t n, const char *word) {
     return false;
 }
 
-static bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-static bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
-static bool is_lower(char c) { return c >= 'a' && c <= 'z'; }
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_alpha(char c) { return is_upper(c) || is_lower(c); }
-static char to_lower(char c) { return is_upper(c) ? (char)(c - 'A' + 'a') : c; }
+static bool is_ascii_space(char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+static bool is_upper(char c) {
+    return c >= 'A' && c <= 'Z';
+}
+static bool is_lower(char c) {
+    return c >= 'a' && c <= 'z';
+}
+static bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+static bool is_alpha(char c) {
+    return is_upper(c) || is_lower(c);
+}
+static char to_lower(char c) {
+    return is_upper(c) ? (char)(c - 'A' + 'a') : c;
+}
 
 /* Lower-cases s[0..n) into out (cap bytes); false when it does not fit. */
 static bool lower_copy(const char *s, size_t n, char *out, size_t cap) {
     if (n + 1 > cap) return false;
-    for (size_t i = 0; i < n; i++) out[i] = to_lower(s[i]);
+    for (size_t i = 0; i < n; i++)
+        out[i] = to_lower(s[i]);
     out[n] = '\0';
     return true;
 }
@@ -71,11 +84,11 @@ static bool is_number(const char *s, size_t n) {
 /* The next word starts at t[w] (not whitespace); is it a capitalised sentence starter? */
 static bool next_is_starter(const char *t, size_t w, size_t e) {
     size_t n = 0;
-    while (w + n < e && is_alpha(t[w + n])) n++;
+    while (w + n < e && is_alpha(t[w + n]))
+        n++;
     char word[16];
     return n > 0 && is_upper(t[w]) && lower_copy(t + w, n, word, sizeof word) &&
-           in_list(sentence_starters, sizeof sentence_starters / sizeof sentence_starters[0],
-                   word);
+           in_list(sentence_starters, sizeof sentence_starters / sizeof sentence_starters[0], word);
 }
 
 /* Decides a candidate end: the punctuation run is t[p .. p+run_len), the text starts at b,
@@ -85,8 +98,10 @@ static bool ends_sentence(const char *t, size_t b, size_t p, size_t run_len, boo
     if (question) return true;
     if (run_len >= 2) return is_upper(t[w]);
     size_t ps = p;
-    while (ps > b && !is_ascii_space(t[ps - 1])) ps--;
-    while (ps < p && strchr("\"'([{`", t[ps]) != NULL) ps++;
+    while (ps > b && !is_ascii_space(t[ps - 1]))
+        ps--;
+    while (ps < p && strchr("\"'([{`", t[ps]) != NULL)
+        ps++;
     size_t n = p - ps;
     const char *word = t + ps;
     if (n == 0) return true;
@@ -144,9 +159,11 @@ char *lb_sentsplit_lines(const char *t, size_t n, size_t *out_len) {
         }
         size_t p = i, q = i, len;
         bool question = false;
-        while (q < e && (t[q] == '.' || t[q] == '?' || t[q] == '!')) question |= t[q++] != '.';
+        while (q < e && (t[q] == '.' || t[q] == '?' || t[q] == '!'))
+            question |= t[q++] != '.';
         size_t run_len = q - p;
-        while (q < e && is_closer(t, q, e, &len)) q += len;
+        while (q < e && is_closer(t, q, e, &len))
+            q += len;
         size_t w = skip_space(t, q, e);
         memcpy(out + o, t + p, q - p);
         o += q - p;

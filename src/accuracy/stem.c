@@ -27,7 +27,8 @@ static bool consonant_at(const char *b, size_t i) {
     if (is_vowel_letter(b[i])) return false;
     if (b[i] != 'y') return true;
     size_t first_y = i;
-    while (first_y > 0 && b[first_y - 1] == 'y') first_y--;
+    while (first_y > 0 && b[first_y - 1] == 'y')
+        first_y--;
     /* class of b[first_y]: consonant when it opens the word or follows a vowel */
     bool first_is_consonant = first_y == 0 || is_vowel_letter(b[first_y - 1]);
     bool even_distance = ((i - first_y) % 2) == 0;
@@ -86,10 +87,10 @@ static void set_tail(word *w, size_t cut, const char *rep, size_t n) {
 }
 
 typedef enum {
-    COND_M_GT0,   /* m(stem) > 0 */
-    COND_M_GT1,   /* m(stem) > 1 */
-    COND_ION,     /* m(stem) > 1 and the stem ends in s or t */
-    COND_LOGI,    /* m(stem + "l") > 0: the l of -logi counts as part of the stem */
+    COND_M_GT0, /* m(stem) > 0 */
+    COND_M_GT1, /* m(stem) > 1 */
+    COND_ION,   /* m(stem) > 1 and the stem ends in s or t */
+    COND_LOGI,  /* m(stem + "l") > 0: the l of -logi counts as part of the stem */
 } rule_cond;
 
 typedef struct {
@@ -100,7 +101,8 @@ typedef struct {
     rule_cond cond;
 } rule;
 
-#define RULE(suffix, rep, cond) {suffix, sizeof suffix - 1, rep, sizeof rep - 1, cond}
+#define RULE(suffix, rep, cond)                                                                    \
+    { suffix, sizeof suffix - 1, rep, sizeof rep - 1, cond }
 
 static bool cond_holds(const word *w, size_t stem_len, rule_cond cond) {
     switch (cond) {
@@ -199,8 +201,9 @@ static void step2(word *w) {
 
 static void step3(word *w) {
     static const rule rules[] = {
-        RULE("icate", "ic", COND_M_GT0), RULE("ative", "", COND_M_GT0), RULE("alize", "al", COND_M_GT0),
-        RULE("iciti", "ic", COND_M_GT0), RULE("ical", "ic", COND_M_GT0), RULE("ful", "", COND_M_GT0),
+        RULE("icate", "ic", COND_M_GT0), RULE("ative", "", COND_M_GT0),
+        RULE("alize", "al", COND_M_GT0), RULE("iciti", "ic", COND_M_GT0),
+        RULE("ical", "ic", COND_M_GT0),  RULE("ful", "", COND_M_GT0),
         RULE("ness", "", COND_M_GT0),
     };
     apply_rules(w, rules, sizeof rules / sizeof rules[0]);
@@ -208,12 +211,12 @@ static void step3(word *w) {
 
 static void step4(word *w) {
     static const rule rules[] = {
-        RULE("al", "", COND_M_GT1),    RULE("ance", "", COND_M_GT1), RULE("ence", "", COND_M_GT1),
-        RULE("er", "", COND_M_GT1),    RULE("ic", "", COND_M_GT1),   RULE("able", "", COND_M_GT1),
-        RULE("ible", "", COND_M_GT1),  RULE("ant", "", COND_M_GT1),  RULE("ement", "", COND_M_GT1),
-        RULE("ment", "", COND_M_GT1),  RULE("ent", "", COND_M_GT1),  RULE("ion", "", COND_ION),
-        RULE("ou", "", COND_M_GT1),    RULE("ism", "", COND_M_GT1),  RULE("ate", "", COND_M_GT1),
-        RULE("iti", "", COND_M_GT1),   RULE("ous", "", COND_M_GT1),  RULE("ive", "", COND_M_GT1),
+        RULE("al", "", COND_M_GT1),   RULE("ance", "", COND_M_GT1), RULE("ence", "", COND_M_GT1),
+        RULE("er", "", COND_M_GT1),   RULE("ic", "", COND_M_GT1),   RULE("able", "", COND_M_GT1),
+        RULE("ible", "", COND_M_GT1), RULE("ant", "", COND_M_GT1),  RULE("ement", "", COND_M_GT1),
+        RULE("ment", "", COND_M_GT1), RULE("ent", "", COND_M_GT1),  RULE("ion", "", COND_ION),
+        RULE("ou", "", COND_M_GT1),   RULE("ism", "", COND_M_GT1),  RULE("ate", "", COND_M_GT1),
+        RULE("iti", "", COND_M_GT1),  RULE("ous", "", COND_M_GT1),  RULE("ive", "", COND_M_GT1),
         RULE("ize", "", COND_M_GT1),
     };
     apply_rules(w, rules, sizeof rules / sizeof rules[0]);
@@ -238,16 +241,19 @@ typedef struct {
     const char *stem;
 } irregular;
 
-#define IRREGULAR(form, stem) {form, sizeof form - 1, stem}
+#define IRREGULAR(form, stem)                                                                      \
+    { form, sizeof form - 1, stem }
 
 /* NLTK's pool: forms the rules get wrong, with the stem to use instead. */
 static const irregular irregular_forms[] = {
-    IRREGULAR("sky", "sky"),         IRREGULAR("skies", "sky"),       IRREGULAR("dying", "die"),
-    IRREGULAR("lying", "lie"),       IRREGULAR("tying", "tie"),       IRREGULAR("news", "news"),
-    IRREGULAR("innings", "inning"),  IRREGULAR("inning", "inning"),   IRREGULAR("outings", "outing"),
-    IRREGULAR("outing", "outing"),   IRREGULAR("cannings", "canning"), IRREGULAR("canning", "canning"),
-    IRREGULAR("howe", "howe"),       IRREGULAR("proceed", "proceed"), IRREGULAR("exceed", "exceed"),
-    IRREGULAR("succeed", "succeed"),
+    IRREGULAR("sky", "sky"),          IRREGULAR("skies", "sky"),
+    IRREGULAR("dying", "die"),        IRREGULAR("lying", "lie"),
+    IRREGULAR("tying", "tie"),        IRREGULAR("news", "news"),
+    IRREGULAR("innings", "inning"),   IRREGULAR("inning", "inning"),
+    IRREGULAR("outings", "outing"),   IRREGULAR("outing", "outing"),
+    IRREGULAR("cannings", "canning"), IRREGULAR("canning", "canning"),
+    IRREGULAR("howe", "howe"),        IRREGULAR("proceed", "proceed"),
+    IRREGULAR("exceed", "exceed"),    IRREGULAR("succeed", "succeed"),
 };
 
 size_t lb_stem_word(const char *in, size_t len, char *out) {

@@ -90,13 +90,16 @@ static lb_status read_jsonl(const char *path, const char *buf, size_t n, lb_text
     size_t len, pos = 0;
     for (size_t line_no = 1; next_line(buf, n, &pos, &line, &len); line_no++) {
         size_t k = 0;
-        while (k < len && strchr(" \t\r\f\v", line[k]) != NULL) k++;
+        while (k < len && strchr(" \t\r\f\v", line[k]) != NULL)
+            k++;
         if (k == len) continue;
         json_error_t je;
         json_t *rec = json_loadb(line, len, JSON_DECODE_ANY, &je);
         if (rec == NULL)
-            return lb_fail(err, LB_ERR_USAGE, "%s:%zu: not valid JSON: %s (one JSON record per "
-                           "line expected)", path, line_no, je.text);
+            return lb_fail(err, LB_ERR_USAGE,
+                           "%s:%zu: not valid JSON: %s (one JSON record per "
+                           "line expected)",
+                           path, line_no, je.text);
         char why[160];
         size_t text_len = 0;
         const char *text = record_text(rec, role, &text_len, why, sizeof why);
@@ -108,9 +111,8 @@ static lb_status read_jsonl(const char *path, const char *buf, size_t n, lb_text
     return LB_OK;
 }
 
-static lb_status read_json_array(const char *path, const char *buf, size_t n,
-                                 lb_textfile_role role, lb_textfile *f, size_t *cap,
-                                 lb_err *err) {
+static lb_status read_json_array(const char *path, const char *buf, size_t n, lb_textfile_role role,
+                                 lb_textfile *f, size_t *cap, lb_err *err) {
     json_error_t je;
     json_t *doc = json_loadb(buf, n, 0, &je);
     if (doc == NULL)
@@ -140,9 +142,10 @@ static lb_status read_lines(const char *path, const char *buf, size_t n, lb_text
             uint32_t cp;
             size_t step = lb_utf8_decode(line + k, len - k, &cp);
             if (cp == LB_UTF8_INVALID || cp == 0)
-                return lb_fail(err, LB_ERR_USAGE, "%s:%zu: %s at byte %zu of the line (texts "
-                               "must be UTF-8)", path, line_no,
-                               cp == 0 ? "NUL byte" : "invalid UTF-8", k + 1);
+                return lb_fail(err, LB_ERR_USAGE,
+                               "%s:%zu: %s at byte %zu of the line (texts "
+                               "must be UTF-8)",
+                               path, line_no, cp == 0 ? "NUL byte" : "invalid UTF-8", k + 1);
             k += step;
         }
         LB_TRY(push(f, cap, line, len, err));
@@ -150,8 +153,7 @@ static lb_status read_lines(const char *path, const char *buf, size_t n, lb_text
     return LB_OK;
 }
 
-lb_status lb_textfile_read(const char *path, lb_textfile_role role, lb_textfile *out,
-                           lb_err *err) {
+lb_status lb_textfile_read(const char *path, lb_textfile_role role, lb_textfile *out, lb_err *err) {
     memset(out, 0, sizeof *out);
     char *buf = NULL;
     size_t n = 0;
@@ -165,7 +167,8 @@ lb_status lb_textfile_parse(const char *buf, size_t n, const char *name, lb_text
                             lb_textfile *out, lb_err *err) {
     memset(out, 0, sizeof *out);
     size_t first = 0;
-    while (first < n && strchr(" \t\r\n\f\v", buf[first]) != NULL && buf[first] != '\0') first++;
+    while (first < n && strchr(" \t\r\n\f\v", buf[first]) != NULL && buf[first] != '\0')
+        first++;
     char c = first < n ? buf[first] : '\0';
     size_t text_cap = 0;
     lb_status st;
@@ -185,7 +188,8 @@ lb_status lb_textfile_parse(const char *buf, size_t n, const char *name, lb_text
 
 void lb_textfile_free(lb_textfile *f) {
     if (f == NULL) return;
-    for (size_t i = 0; i < f->n; i++) free(f->texts[i]);
+    for (size_t i = 0; i < f->n; i++)
+        free(f->texts[i]);
     free(f->texts);
     f->texts = NULL;
     f->n = 0;

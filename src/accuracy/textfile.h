@@ -29,15 +29,14 @@ typedef enum {
 } lb_textfile_role;
 
 typedef struct {
-    char **texts;       /* n NUL-terminated UTF-8 texts, owned by this struct */
+    char **texts; /* n NUL-terminated UTF-8 texts, owned by this struct */
     size_t n;
     const char *format; /* "jsonl", "json" or "lines" (static strings) */
 } lb_textfile;
 
 /* Reads path. Fails with LB_ERR_USAGE (the file cannot be read, or is malformed: the
  * message names the file and line) or LB_ERR_NOMEM; *out is then empty. */
-lb_status lb_textfile_read(const char *path, lb_textfile_role role, lb_textfile *out,
-                           lb_err *err);
+lb_status lb_textfile_read(const char *path, lb_textfile_role role, lb_textfile *out, lb_err *err);
 /* The same for a file already in memory, buf[0..n) (need not be NUL-terminated); name
  * labels messages in place of the path. */
 lb_status lb_textfile_parse(const char *buf, size_t n, const char *name, lb_textfile_role role,

@@ -20,7 +20,9 @@ lb_status lb_args_usage_error(const char *command, const char *fmt, ...) {
     return LB_ERR_USAGE;
 }
 
-static bool has_range(const lb_arg_spec *s) { return !(s->min == 0.0 && s->max == 0.0); }
+static bool has_range(const lb_arg_spec *s) {
+    return !(s->min == 0.0 && s->max == 0.0);
+}
 
 static bool choice_ok(const char *choices, const char *value) {
     size_t len = strlen(value);
@@ -46,8 +48,8 @@ static lb_status set_value(const lb_cli_command *cmd, const lb_arg_spec *s, cons
                                        s->name, value);
         if (has_range(s) && ((double)v < s->min || (double)v > s->max))
             return lb_args_usage_error(cmd->command,
-                                       "option %s must be between %.0f and %.0f, got %lld",
-                                       s->name, s->min, s->max, v);
+                                       "option %s must be between %.0f and %.0f, got %lld", s->name,
+                                       s->min, s->max, v);
         *(int64_t *)s->dest = (int64_t)v;
         break;
     }
@@ -132,10 +134,22 @@ static lb_status parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_
             *help_shown = true;
             return LB_OK;
         }
-        if (strcmp(arg, "-v") == 0) { common->verbosity = 1; continue; }
-        if (strcmp(arg, "-vv") == 0) { common->verbosity = 2; continue; }
-        if (strcmp(arg, "-q") == 0) { common->verbosity = -1; continue; }
-        if (strcmp(arg, "--json") == 0) { common->json = true; continue; }
+        if (strcmp(arg, "-v") == 0) {
+            common->verbosity = 1;
+            continue;
+        }
+        if (strcmp(arg, "-vv") == 0) {
+            common->verbosity = 2;
+            continue;
+        }
+        if (strcmp(arg, "-q") == 0) {
+            common->verbosity = -1;
+            continue;
+        }
+        if (strcmp(arg, "--json") == 0) {
+            common->json = true;
+            continue;
+        }
 
         char name[64];
         const char *eq = strchr(arg, '=');
@@ -179,7 +193,7 @@ static lb_status parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_
     }
     if (*n_positional < cmd->min_positional)
         return lb_args_usage_error(cmd->command, "expected %s", cmd->usage);
-    lb_log_set_level(common->verbosity < 0   ? LB_LOG_ERROR
+    lb_log_set_level(common->verbosity < 0    ? LB_LOG_ERROR
                      : common->verbosity == 0 ? LB_LOG_WARN
                      : common->verbosity == 1 ? LB_LOG_INFO
                                               : LB_LOG_DEBUG);

@@ -31,7 +31,7 @@ typedef struct {
 } lb_arg_list;
 
 typedef struct {
-    const char *name;    /* "--batch" */
+    const char *name; /* "--batch" */
     lb_arg_type type;
     void *dest;
     const char *metavar; /* "B" (shown in help) */
@@ -47,16 +47,16 @@ typedef struct {
 } lb_cli_common;
 
 typedef struct {
-    const char *command;  /* "train", "results export" */
-    const char *usage;    /* "[options]" or "ID" */
-    const char *summary;  /* one paragraph for --help */
+    const char *command; /* "train", "results export" */
+    const char *usage;   /* "[options]" or "ID" */
+    const char *summary; /* one paragraph for --help */
     const lb_arg_spec *specs;
     int n_specs;
     int min_positional, max_positional;
 } lb_cli_command;
 
 #define LB_ARGS_MAX_POSITIONAL 1024
-#define LB_ARGS_GO_ON (-1)
+#define LB_ARGS_GO_ON          (-1)
 
 /* What a command line parsed into: the shared options and the positional arguments
  * (pointers into argv). */

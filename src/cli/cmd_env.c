@@ -5,8 +5,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "core/provenance.h"
 #include "comm/comminfo.h"
+#include "core/provenance.h"
 #include "gpu/devinfo.h"
 
 static void print_value(const char *key, json_t *v, int indent) {

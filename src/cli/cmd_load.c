@@ -73,7 +73,8 @@ static lb_status parse_sweep(const char *text, lb_loadgen_params *p) {
 static lb_status parse_slo(const char *text, lb_constraints *c) {
     char buf[128];
     snprintf(buf, sizeof buf, "%s", text);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
         double v;
         char key[16], tail;
         if (sscanf(tok, "%15[a-z_]=%lf%c", key, &v, &tail) != 2 || !(v > 0) ||
@@ -123,7 +124,8 @@ static lb_status write_out(const char *dir, const lb_result *r, const lb_loadgen
     snprintf(path, sizeof path, "%s/summary.txt", dir);
     FILE *f = fopen(path, "w");
     if (f == NULL) goto fail;
-    for (size_t i = 0; i < rep->n_steps; i++) lb_loadgen_summary_write(f, &rep->steps[i], sut);
+    for (size_t i = 0; i < rep->n_steps; i++)
+        lb_loadgen_summary_write(f, &rep->steps[i], sut);
     if (fclose(f) != 0) goto fail;
     snprintf(path, sizeof path, "%s/detail.json", dir);
     json_t *j = lb_result_to_json(r);
@@ -172,16 +174,15 @@ int lb_cmd_load(int argc, char **argv) {
         {"--api-key-env", LB_ARG_STRING, &api_key_env, "VAR",
          "environment variable holding the API key (sent as Bearer; never stored)", 0, 0, NULL},
         {"--scenario", LB_ARG_CHOICE, &scenario, NULL,
-         "default: server with --qps/--sweep-qps, concurrency with --concurrency, else offline",
-         0, 0, "offline|server|singlestream|concurrency"},
-        {"--mode", LB_ARG_CHOICE, &mode, NULL, "default performance", 0, 0,
-         "performance|accuracy"},
+         "default: server with --qps/--sweep-qps, concurrency with --concurrency, else offline", 0,
+         0, "offline|server|singlestream|concurrency"},
+        {"--mode", LB_ARG_CHOICE, &mode, NULL, "default performance", 0, 0, "performance|accuracy"},
         {"--qps", LB_ARG_DOUBLE, &qps, "R", "Server: Poisson arrival rate, queries/s", 1e-6, 1e9,
          NULL},
         {"--sweep-qps", LB_ARG_STRING, &sweep, "R1,R2,..", "Server: run each rate in turn", 0, 0,
          NULL},
-        {"--concurrency", LB_ARG_INT, &concurrency, "N", "closed loop with N queries in flight",
-         1, 1e6, NULL},
+        {"--concurrency", LB_ARG_INT, &concurrency, "N", "closed loop with N queries in flight", 1,
+         1e6, NULL},
         {"--dataset", LB_ARG_STRING, &dataset, "FILE",
          "cnn_eval.json, a .jsonl with prompt, or ShareGPT JSON", 0, 0, NULL},
         {"--dataset-format", LB_ARG_CHOICE, &format, NULL, "default auto", 0, 0,
@@ -203,7 +204,8 @@ int lb_cmd_load(int argc, char **argv) {
         {"--preconnect", LB_ARG_INT, &preconnect, "N",
          "open N connections before the run (GET /v1/models) so sends on schedule need no TCP "
          "set-up; 0 = none (default: as many as may be in flight, for Server at most one "
-         "second of arrivals but 64)", 0, 1e6, NULL},
+         "second of arrivals but 64)",
+         0, 1e6, NULL},
         {"--warmup", LB_ARG_INT, &warmup, "N",
          "send N unrecorded queries first to warm the server up (default 0)", 0, 1e9, NULL},
         {"--seed", LB_ARG_INT, &seed, "N", "sample order and arrival seed (default 1)", 0, 1e18,
@@ -217,14 +219,14 @@ int lb_cmd_load(int argc, char **argv) {
         {"--slo", LB_ARG_STRING, &slo, "ttft_ms=X,tpot_ms=Y", "goodput objective", 0, 0, NULL},
         {"--timeout", LB_ARG_DOUBLE, &timeout_s, "S", "per request (default 600)", 0.001, 1e6,
          NULL},
-        {"--retries", LB_ARG_INT, &retries, "N", "resend a failed request up to N times (default 2)",
-         0, 100, NULL},
+        {"--retries", LB_ARG_INT, &retries, "N",
+         "resend a failed request up to N times (default 2)", 0, 100, NULL},
         {"--eject-after", LB_ARG_INT, &eject_after, "N",
          "take a replica out after N failures in a row; 0 never (default 5)", 0, 1e9, NULL},
-        {"--drain", LB_ARG_DOUBLE, &drain_s, "S", "after Ctrl-C wait S s for in-flight (default 10)",
-         0, 1e6, NULL},
-        {"--no-stream", LB_ARG_FLAG, &no_stream, NULL, "ask for whole answers instead of SSE", 0,
-         0, NULL},
+        {"--drain", LB_ARG_DOUBLE, &drain_s, "S",
+         "after Ctrl-C wait S s for in-flight (default 10)", 0, 1e6, NULL},
+        {"--no-stream", LB_ARG_FLAG, &no_stream, NULL, "ask for whole answers instead of SSE", 0, 0,
+         NULL},
         {"--ignore-eos", LB_ARG_FLAG, &ignore_eos, NULL, "ask for exactly max_tokens (vLLM)", 0, 0,
          NULL},
         {"--temperature", LB_ARG_DOUBLE, &temperature, "T", "sampling temperature (default 0)", 0,
@@ -237,17 +239,19 @@ int lb_cmd_load(int argc, char **argv) {
         .command = "load",
         LB_ARG_SPECS(specs),
         .usage = "--endpoint URL [--endpoint URL ...] (--dataset FILE | --synthetic N) [options]",
-        .summary = "MLPerf-style load (Offline, Server, SingleStream, fixed concurrency, QPS sweep) "
-                   "against OpenAI-compatible servers; every request to the replica with the "
-                   "fewest in flight; TTFT, TPOT, ITL, latency, throughput, goodput, VALID or "
-                   "INVALID with reasons.",
+        .summary =
+            "MLPerf-style load (Offline, Server, SingleStream, fixed concurrency, QPS sweep) "
+            "against OpenAI-compatible servers; every request to the replica with the "
+            "fewest in flight; TTFT, TPOT, ITL, latency, throughput, goodput, VALID or "
+            "INVALID with reasons.",
     };
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
     lb_status st;
 
-    if (endpoints.n == 0) return lb_status_exit_code(lb_args_usage_error("load", "give at least one --endpoint URL"));
+    if (endpoints.n == 0)
+        return lb_status_exit_code(lb_args_usage_error("load", "give at least one --endpoint URL"));
     if ((dataset == NULL) == (synthetic == 0))
         return lb_status_exit_code(
             lb_args_usage_error("load", "give exactly one of --dataset FILE and --synthetic N"));
@@ -258,9 +262,11 @@ int lb_cmd_load(int argc, char **argv) {
                  : strcmp(scenario, "concurrency") == 0  ? LB_SCENARIO_CONCURRENCY
                                                          : LB_SCENARIO_OFFLINE;
     if (p.scenario == LB_SCENARIO_SERVER && qps <= 0 && sweep == NULL)
-        return lb_status_exit_code(lb_args_usage_error("load", "--scenario server needs --qps R or --sweep-qps"));
+        return lb_status_exit_code(
+            lb_args_usage_error("load", "--scenario server needs --qps R or --sweep-qps"));
     if (p.scenario == LB_SCENARIO_CONCURRENCY && concurrency <= 0)
-        return lb_status_exit_code(lb_args_usage_error("load", "--scenario concurrency needs --concurrency N"));
+        return lb_status_exit_code(
+            lb_args_usage_error("load", "--scenario concurrency needs --concurrency N"));
     if (sweep && (st = parse_sweep(sweep, &p)) != LB_OK) return lb_status_exit_code(st);
     p.mode = strcmp(mode, "accuracy") == 0 ? LB_MODE_ACCURACY : LB_MODE_PERFORMANCE;
     p.qps = qps;
@@ -322,8 +328,8 @@ int lb_cmd_load(int argc, char **argv) {
         return lb_status_exit_code(st == LB_ERR_FORMAT ? LB_ERR_USAGE : st);
     }
     if (ds.skipped > 0)
-        LB_WARN("dataset %s: %zu records without a prompt and a reply were skipped",
-                p.dataset_path, ds.skipped);
+        LB_WARN("dataset %s: %zu records without a prompt and a reply were skipped", p.dataset_path,
+                ds.skipped);
     /* Answers without usage are counted with the tokenizer; so are the prompts, before t0. */
     lb_tokenizer *tok = NULL;
     if (topt.path != NULL) {
@@ -367,7 +373,8 @@ int lb_cmd_load(int argc, char **argv) {
             printf("\n");
             json_decref(j);
         } else {
-            for (size_t i = 0; i < rep->n_steps; i++) lb_loadgen_summary_write(stdout, &rep->steps[i], sut);
+            for (size_t i = 0; i < rep->n_steps; i++)
+                lb_loadgen_summary_write(stdout, &rep->steps[i], sut);
         }
         if (out_dir && write_out(out_dir, r, rep, &ds, sut) != LB_OK && st == LB_OK) st = LB_ERR_IO;
         if (st == LB_ERR_INTERRUPTED) fprintf(stderr, "llmbench load: %s\n", err.msg);

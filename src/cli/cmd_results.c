@@ -7,11 +7,6 @@
  * at all (temporary file, fsync, rename). Exit codes: 2 for bad usage (unknown
  * subcommand or option, a malformed or missing ID), 1 when a run is not found or the
  * database cannot be read, 0 otherwise. This command never writes to the database. */
-#include "cli/args.h"
-#include "cli/commands.h"
-#include "core/clock.h"
-#include "store/store.h"
-
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -21,6 +16,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/clock.h"
+#include "store/store.h"
 
 #define MAX_EXPORT_IDS 1024
 
@@ -343,7 +343,7 @@ static int results_export(int argc, char **argv) {
     lb_store_format fmt = strcmp(format, "csv") == 0 ? LB_STORE_FORMAT_CSV : LB_STORE_FORMAT_JSON;
     lb_err err = {{0}};
     lb_status st = out_path ? export_to_file(s, ids, (size_t)a.n_pos, fmt, out_path, &err)
-                  : lb_store_export(s, ids, (size_t)a.n_pos, fmt, stdout, &err);
+                            : lb_store_export(s, ids, (size_t)a.n_pos, fmt, stdout, &err);
     if (st != LB_OK) code = report_failure(cmd.command, st, &err);
     lb_store_close(s);
     return code;

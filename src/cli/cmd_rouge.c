@@ -19,11 +19,10 @@
 
 #define MLPERF_SAMPLES 13368
 
-static void print_table(const char *pred_path, const lb_rouge_summary *s,
-                        const lb_rouge_targets *t, const lb_rouge_verdict *v) {
+static void print_table(const char *pred_path, const lb_rouge_summary *s, const lb_rouge_targets *t,
+                        const lb_rouge_verdict *v) {
     printf("ROUGE of %" PRId64 " predictions (%s)\n", s->gen_num, pred_path);
-    printf("  %-10s %14s   %-28s %s\n", "metric", "value", "MLPerf llama3.1-8b target",
-           "check");
+    printf("  %-10s %14s   %-28s %s\n", "metric", "value", "MLPerf llama3.1-8b target", "check");
     for (int i = 0; i < LB_ROUGE_N_TYPES; i++) {
         char target[40];
         snprintf(target, sizeof target, ">= %.4f", t->score_min[i]);
@@ -38,7 +37,8 @@ static void print_table(const char *pred_path, const lb_rouge_summary *s,
     printf("MLPerf llama3.1-8b accuracy: %s\n", v->pass ? "PASS" : "FAIL");
     if (s->gen_num != MLPERF_SAMPLES)
         printf("note: the targets are for the full data set of %d samples; this file has "
-               "%" PRId64 "\n", MLPERF_SAMPLES, s->gen_num);
+               "%" PRId64 "\n",
+               MLPERF_SAMPLES, s->gen_num);
 }
 
 static void print_json(const lb_rouge_params *p, const lb_rouge_summary *s,
@@ -73,16 +73,18 @@ int lb_cmd_rouge(int argc, char **argv) {
     const lb_arg_spec specs[] = {
         {"--pred", LB_ARG_STRING, &pred_path, "FILE",
          "generated texts: JSONL (string, or object with prediction/text/output), a JSON "
-         "array, or one text per line (required)", 0, 0, NULL},
+         "array, or one text per line (required)",
+         0, 0, NULL},
         {"--ref", LB_ARG_STRING, &ref_path, "FILE",
          "reference texts, same layouts (object fields reference/text/output; MLPerf's "
-         "cnn_eval.json works) (required)", 0, 0, NULL},
+         "cnn_eval.json works) (required)",
+         0, 0, NULL},
         {"--no-stemmer", LB_ARG_FLAG, &no_stemmer, NULL,
          "compare words unstemmed (MLPerf stems: use_stemmer=True)", 0, 0, NULL},
         {"--no-split", LB_ARG_FLAG, &no_split, NULL,
          "score the texts as given, without MLPerf's strip and sentence-per-line "
-         "postprocessing (rougeLsum then splits only at line breaks already there)", 0, 0,
-         NULL},
+         "postprocessing (rougeLsum then splits only at line breaks already there)",
+         0, 0, NULL},
         {"--check", LB_ARG_FLAG, &check, NULL,
          "exit 1 when MLPerf's llama3.1-8b accuracy targets are not met", 0, 0, NULL},
     };
@@ -100,8 +102,8 @@ int lb_cmd_rouge(int argc, char **argv) {
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
     if (pred_path == NULL || ref_path == NULL)
-        return lb_status_exit_code(lb_args_usage_error(
-            "rouge", "both --pred FILE and --ref FILE are required"));
+        return lb_status_exit_code(
+            lb_args_usage_error("rouge", "both --pred FILE and --ref FILE are required"));
 
     lb_textfile preds, refs;
     lb_err err = {{0}};

@@ -55,8 +55,8 @@ static lb_status run_item(const lb_cli_common *common, int argc, char **argv, co
     p->steps = it->steps;
     p->warmup = it->warmup;
     char name[128];
-    snprintf(name, sizeof name, "%s-%s-%s", it->model, it->device == LB_DEVICE_CUDA ? "cuda" : "cpu",
-             lb_precision_name(it->precision));
+    snprintf(name, sizeof name, "%s-%s-%s", it->model,
+             it->device == LB_DEVICE_CUDA ? "cuda" : "cpu", lb_precision_name(it->precision));
     lb_result *r = lb_result_new("train", name);
     *out = r;
     if (r == NULL) return LB_ERR_NOMEM;
@@ -70,7 +70,8 @@ static lb_status run_item(const lb_cli_common *common, int argc, char **argv, co
 int lb_cmd_run(int argc, char **argv) {
     bool cpu_only = false;
     const lb_arg_spec specs[] = {
-        {"--cpu-only", LB_ARG_FLAG, &cpu_only, NULL, "skip the GPU benchmarks even when a GPU is present"},
+        {"--cpu-only", LB_ARG_FLAG, &cpu_only, NULL,
+         "skip the GPU benchmarks even when a GPU is present"},
     };
     const lb_cli_command cmd = {
         .command = "run",
@@ -87,10 +88,12 @@ int lb_cmd_run(int argc, char **argv) {
 
     suite_item items[8];
     size_t n = 0;
-    for (size_t i = 0; i < sizeof cpu_suite / sizeof cpu_suite[0]; i++) items[n++] = cpu_suite[i];
+    for (size_t i = 0; i < sizeof cpu_suite / sizeof cpu_suite[0]; i++)
+        items[n++] = cpu_suite[i];
     int gpus = lb_devinfo_cuda_device_count();
     if (!cpu_only && gpus > 0)
-        for (size_t i = 0; i < sizeof gpu_suite / sizeof gpu_suite[0]; i++) items[n++] = gpu_suite[i];
+        for (size_t i = 0; i < sizeof gpu_suite / sizeof gpu_suite[0]; i++)
+            items[n++] = gpu_suite[i];
     if (gpus == 0 && !a.common.json)
         fprintf(stderr, "llmbench run: no CUDA GPU found: running the CPU suite only\n");
 
@@ -133,6 +136,7 @@ int lb_cmd_run(int argc, char **argv) {
         printf("\nEach run's raw samples: llmbench results show ID; all of them: llmbench results "
                "export --format json\n");
     }
-    for (size_t i = 0; i < n; i++) lb_result_free(results[i]);
+    for (size_t i = 0; i < n; i++)
+        lb_result_free(results[i]);
     return exit_code;
 }

@@ -16,9 +16,12 @@ int lb_cmd_selftest(int argc, char **argv) {
     const char *only = NULL;
     const lb_arg_spec specs[] = {
         {"--device", LB_ARG_INT, &device, "N", "CUDA device ordinal (default 0)", 0, 1024, NULL},
-        {"--seed", LB_ARG_INT, &seed, "S", "seed of the random inputs (default: from the clock)", 0, 9e15, NULL},
-        {"--only", LB_ARG_STRING, &only, "OP", "only ops whose name starts with OP (attention, model, ...)", 0, 0, NULL},
-        {"--no-model", LB_ARG_FLAG, &no_model, NULL, "skip the whole-step and 10-step checks", 0, 0, NULL},
+        {"--seed", LB_ARG_INT, &seed, "S", "seed of the random inputs (default: from the clock)", 0,
+         9e15, NULL},
+        {"--only", LB_ARG_STRING, &only, "OP",
+         "only ops whose name starts with OP (attention, model, ...)", 0, 0, NULL},
+        {"--no-model", LB_ARG_FLAG, &no_model, NULL, "skip the whole-step and 10-step checks", 0, 0,
+         NULL},
         {"--no-kernels", LB_ARG_FLAG, &no_kernels, NULL, "skip the per-kernel checks", 0, 0, NULL},
         {"--failed", LB_ARG_FLAG, &failed_only, NULL, "print only failed rows", 0, 0, NULL},
     };
@@ -49,11 +52,11 @@ int lb_cmd_selftest(int argc, char **argv) {
         json_t *rows = json_array();
         for (size_t i = 0; i < rep.n; i++) {
             const lb_selftest_row *r = &rep.rows[i];
-            json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:f, s:f, s:b}", "op", r->op,
-                                                  "shape", r->shape, "precision", r->precision,
-                                                  "err_over_tol", isfinite(r->err_ratio) ? r->err_ratio : -1.0,
-                                                  "max_abs_err", isfinite(r->max_abs) ? r->max_abs : -1.0,
-                                                  "pass", r->pass));
+            json_array_append_new(
+                rows, json_pack("{s:s, s:s, s:s, s:f, s:f, s:b}", "op", r->op, "shape", r->shape,
+                                "precision", r->precision, "err_over_tol",
+                                isfinite(r->err_ratio) ? r->err_ratio : -1.0, "max_abs_err",
+                                isfinite(r->max_abs) ? r->max_abs : -1.0, "pass", r->pass));
         }
         json_t *doc = json_pack("{s:o, s:I, s:i, s:s}", "rows", rows, "seed", (json_int_t)rep.seed,
                                 "failed", rep.n_failed, "error", st == LB_OK ? "" : err.msg);
@@ -61,7 +64,8 @@ int lb_cmd_selftest(int argc, char **argv) {
         printf("\n");
         json_decref(doc);
     } else if (rep.n > 0 || st == LB_OK) {
-        printf("%-24s %-28s %-5s %10s %11s %s\n", "op", "shape", "prec", "err/tol", "max_abs", "result");
+        printf("%-24s %-28s %-5s %10s %11s %s\n", "op", "shape", "prec", "err/tol", "max_abs",
+               "result");
         for (size_t i = 0; i < rep.n; i++) {
             const lb_selftest_row *r = &rep.rows[i];
             if (failed_only && r->pass) continue;

@@ -60,23 +60,24 @@ int lb_cmd_serve(int argc, char **argv) {
     const lb_arg_spec specs[] = {
         {"--synthetic", LB_ARG_FLAG, &synthetic, NULL,
          "serve synthetic tokens with the timing below (required: the built-in engine is "
-         "not available yet)", 0, 0, NULL},
-        {"--host", LB_ARG_STRING, &sp.host, "ADDR", "address to listen on (default 127.0.0.1)",
+         "not available yet)",
          0, 0, NULL},
-        {"--port", LB_ARG_INT, &port, "P", "TCP port; 0 picks a free one (default 8000)", 0,
-         65535, NULL},
+        {"--host", LB_ARG_STRING, &sp.host, "ADDR", "address to listen on (default 127.0.0.1)", 0,
+         0, NULL},
+        {"--port", LB_ARG_INT, &port, "P", "TCP port; 0 picks a free one (default 8000)", 0, 65535,
+         NULL},
         {"--ttft-ms", LB_ARG_DOUBLE, &syn.ttft_ms, "MS",
          "first token this long after the request arrives (default 0)", 0, 3.6e6, NULL},
         {"--tpot-ms", LB_ARG_DOUBLE, &syn.tpot_ms, "MS",
          "each further token this long after the previous one (default 0)", 0, 3.6e6, NULL},
         {"--max-tokens", LB_ARG_INT, &max_tokens, "N",
          "cap on output tokens per request; a request without max_tokens gets 16 "
-         "(default 4096)", 1, 1e7, NULL},
+         "(default 4096)",
+         1, 1e7, NULL},
         {"--model", LB_ARG_STRING, &sp.model, "NAME",
-         "model id for /v1/models and for requests that name none (default synthetic)", 0, 0,
+         "model id for /v1/models and for requests that name none (default synthetic)", 0, 0, NULL},
+        {"--threads", LB_ARG_INT, &threads, "N", "worker threads (default: online cores)", 0, 4096,
          NULL},
-        {"--threads", LB_ARG_INT, &threads, "N", "worker threads (default: online cores)", 0,
-         4096, NULL},
         {"--fault", LB_ARG_CHOICE, &fault, "MODE",
          "make requests fail: drop, stall, bad-json, 500, truncate (default none)", 0, 0,
          "none|drop|stall|bad-json|500|truncate"},
@@ -85,8 +86,7 @@ int lb_cmd_serve(int argc, char **argv) {
         {"--seed", LB_ARG_INT, &seed, "S", "seed of the token text and the fault draw (default 1)",
          0, 0, NULL},
         {"--drain", LB_ARG_DOUBLE, &drain_s, "S",
-         "on SIGINT/SIGTERM, seconds in-flight requests get to finish (default 5)", 0, 3600,
-         NULL},
+         "on SIGINT/SIGTERM, seconds in-flight requests get to finish (default 5)", 0, 3600, NULL},
     };
     static const char summary[] =
         "Serves an OpenAI-compatible HTTP API (POST /v1/completions, POST "
@@ -132,7 +132,8 @@ int lb_cmd_serve(int argc, char **argv) {
            lb_server_port(srv));
     fflush(stdout);
 
-    while (!lb_interrupted()) nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+    while (!lb_interrupted())
+        nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
     LB_INFO("serve: signal %d: draining", lb_interrupt_signal());
     lb_server_shutdown(srv, drain_s);
     lb_server_stats stats;

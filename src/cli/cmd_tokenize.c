@@ -5,17 +5,17 @@
  * Each file is read whole and counted as one text, bytes as they are (invalid UTF-8 passes
  * through). With --repeat N the count runs N times on one thread and the median time gives
  * tok/s and MB/s. Nothing is stored: counting tokens is a calculation, not a run. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/tokenizer_opt.h"
 #include "core/clock.h"
 #include "core/file.h"
 #include "core/stats.h"
-
-#include <inttypes.h>
-#include <jansson.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 static lb_status print_ids(const lb_tokenizer *tok, const char *text, size_t n, json_t *rec,
                            lb_err *err) {

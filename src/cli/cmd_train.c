@@ -48,25 +48,53 @@ int lb_cmd_train(int argc, char **argv) {
     bool no_progress = false;
     lb_arg_list tags = {0};
     const lb_arg_spec specs[] = {
-        {"--model", LB_ARG_STRING, &p->model, "NAME", "model preset (default gpt2-124m; see below)"},
-        {"--device", LB_ARG_STRING, &device, "DEV", "cpu, cuda or cuda:N (default: cuda if a GPU is present, else cpu)"},
+        {"--model", LB_ARG_STRING, &p->model, "NAME",
+         "model preset (default gpt2-124m; see below)"},
+        {"--device", LB_ARG_STRING, &device, "DEV",
+         "cpu, cuda or cuda:N (default: cuda if a GPU is present, else cpu)"},
         {"--batch", LB_ARG_INT, &p->batch, "B", "sequences per step (default 4)", 1, 1 << 20},
         {"--seq", LB_ARG_INT, &p->seq, "T", "tokens per sequence (default 64)", 1, 1 << 24},
         {"--steps", LB_ARG_INT, &p->steps, "N", "timed steps (default 20)", 1, 1e9},
-        {"--warmup", LB_ARG_INT, &p->warmup, "W", "untimed warm-up steps before them (default 3)", 0, 1e9},
-        {"--precision", LB_ARG_CHOICE, &precision, NULL, "compute precision (default fp32; the CPU computes fp32 only)", 0, 0, LB_PRECISION_CHOICES},
+        {"--warmup", LB_ARG_INT, &p->warmup, "W", "untimed warm-up steps before them (default 3)",
+         0, 1e9},
+        {"--precision", LB_ARG_CHOICE, &precision, NULL,
+         "compute precision (default fp32; the CPU computes fp32 only)", 0, 0,
+         LB_PRECISION_CHOICES},
         {"--lr", LB_ARG_DOUBLE, &p->lr, "X", "AdamW learning rate (default 3e-4)", 1e-12, 10},
-        {"--weight-decay", LB_ARG_DOUBLE, &p->weight_decay, "X", "AdamW weight decay on 2-D weights (default 0.1)", 0, 10},
-        {"--grad-clip", LB_ARG_DOUBLE, &p->grad_clip, "X", "global gradient-norm clip, 0 = off (default 1.0)", 0, 1e9},
-        {"--data", LB_ARG_STRING, &p->data, "SRC", "synthetic (default), repeat (one batch every step) or FILE.bin (llm.c token shard)"},
-        {"--seed", LB_ARG_INT, &seed, "S", "seed of weights and synthetic data (default 1337)", 0, 9.2e18},
-        {"--tf32", LB_ARG_FLAG, &tf32, NULL, "CUDA fp32: matrix products in one TF32 tensor-core pass (same as --fp32-matmul tf32)"},
-        {"--fp32-matmul", LB_ARG_CHOICE, &fp32_matmul, NULL, "CUDA fp32 matrix products: auto = each product the faster of ieee and int8, timed on the first step (default); ieee = fp32 on CUDA cores; tf32 = one TF32 pass, relative error ~1e-5 to 4e-5; 3xtf32 = each operand split into a TF32 head and tail and three TF32 passes: error close to fp32's (~2^-22 relative; up to ~2.5e-6 over very long sums), more device memory for the split copies; int8 = each operand cut into 5 signed 7-bit digits under a power of two per row, the digit products summed exactly on int8 tensor cores and rounded once: fp32's error or less unless a row spans a very wide range, more device memory for the digit planes", 0, 0, LB_GPU_FP32_MODE_CHOICES},
-        {"--recompute", LB_ARG_FLAG, &p->recompute, NULL, "CUDA: recompute activations in backward to save memory"},
-        {"--gemm-heuristic-only", LB_ARG_FLAG, &p->gemm_heuristic_only, NULL, "CUDA: take cuBLASLt's first heuristic algorithm for each product instead of timing its candidates (the same algorithms in every run)"},
-        {"--attention", LB_ARG_CHOICE, &attention, NULL, "CUDA fp16/bf16 attention kernels: auto = for each direction the faster of llmbench's and cuDNN's (timed on the first step; llmbench's where cuDNN 9 is not installed); builtin = llmbench's; cudnn = cuDNN's fused flash attention, an error where it is not available", 0, 0, LB_GPU_ATTN_CHOICES},
-        {"--peak-tflops", LB_ARG_DOUBLE, &p->peak_tflops, "X", "dense peak TFLOP/s for MFU when the GPU is not in the table", 1e-3, 1e6},
-        {"--name", LB_ARG_STRING, &name, "NAME", "name of the stored run (default MODEL-DEVICE-PRECISION)"},
+        {"--weight-decay", LB_ARG_DOUBLE, &p->weight_decay, "X",
+         "AdamW weight decay on 2-D weights (default 0.1)", 0, 10},
+        {"--grad-clip", LB_ARG_DOUBLE, &p->grad_clip, "X",
+         "global gradient-norm clip, 0 = off (default 1.0)", 0, 1e9},
+        {"--data", LB_ARG_STRING, &p->data, "SRC",
+         "synthetic (default), repeat (one batch every step) or FILE.bin (llm.c token shard)"},
+        {"--seed", LB_ARG_INT, &seed, "S", "seed of weights and synthetic data (default 1337)", 0,
+         9.2e18},
+        {"--tf32", LB_ARG_FLAG, &tf32, NULL,
+         "CUDA fp32: matrix products in one TF32 tensor-core pass (same as --fp32-matmul tf32)"},
+        {"--fp32-matmul", LB_ARG_CHOICE, &fp32_matmul, NULL,
+         "CUDA fp32 matrix products: auto = each product the faster of ieee and int8, timed on the "
+         "first step (default); ieee = fp32 on CUDA cores; tf32 = one TF32 pass, relative error "
+         "~1e-5 to 4e-5; 3xtf32 = each operand split into a TF32 head and tail and three TF32 "
+         "passes: error close to fp32's (~2^-22 relative; up to ~2.5e-6 over very long sums), more "
+         "device memory for the split copies; int8 = each operand cut into 5 signed 7-bit digits "
+         "under a power of two per row, the digit products summed exactly on int8 tensor cores and "
+         "rounded once: fp32's error or less unless a row spans a very wide range, more device "
+         "memory for the digit planes",
+         0, 0, LB_GPU_FP32_MODE_CHOICES},
+        {"--recompute", LB_ARG_FLAG, &p->recompute, NULL,
+         "CUDA: recompute activations in backward to save memory"},
+        {"--gemm-heuristic-only", LB_ARG_FLAG, &p->gemm_heuristic_only, NULL,
+         "CUDA: take cuBLASLt's first heuristic algorithm for each product instead of timing its "
+         "candidates (the same algorithms in every run)"},
+        {"--attention", LB_ARG_CHOICE, &attention, NULL,
+         "CUDA fp16/bf16 attention kernels: auto = for each direction the faster of llmbench's and "
+         "cuDNN's (timed on the first step; llmbench's where cuDNN 9 is not installed); builtin = "
+         "llmbench's; cudnn = cuDNN's fused flash attention, an error where it is not available",
+         0, 0, LB_GPU_ATTN_CHOICES},
+        {"--peak-tflops", LB_ARG_DOUBLE, &p->peak_tflops, "X",
+         "dense peak TFLOP/s for MFU when the GPU is not in the table", 1e-3, 1e6},
+        {"--name", LB_ARG_STRING, &name, "NAME",
+         "name of the stored run (default MODEL-DEVICE-PRECISION)"},
         {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)"},
         {"--no-progress", LB_ARG_FLAG, &no_progress, NULL, "no progress line on stderr"},
     };
@@ -93,7 +121,8 @@ int lb_cmd_train(int argc, char **argv) {
     if (fp32_matmul != NULL) lb_gpu_fp32_mode_parse(fp32_matmul, &p->fp32_matmul);
     if (attention != NULL) lb_gpu_attn_choice_parse(attention, &p->attention);
     if (tf32 && fp32_matmul != NULL && p->fp32_matmul != LB_GPU_FP32_TF32) {
-        lb_args_usage_error("train", "--tf32 contradicts --fp32-matmul %s: give one of them", fp32_matmul);
+        lb_args_usage_error("train", "--tf32 contradicts --fp32-matmul %s: give one of them",
+                            fp32_matmul);
         return 2;
     }
     if (tf32) p->fp32_matmul = LB_GPU_FP32_TF32;
@@ -122,7 +151,8 @@ int lb_cmd_train(int argc, char **argv) {
         fprintf(stderr, "llmbench train: out of memory\n");
         return 1;
     }
-    for (int i = 0; i < tags.n; i++) json_array_append_new(r->tags, json_string(tags.items[i]));
+    for (int i = 0; i < tags.n; i++)
+        json_array_append_new(r->tags, json_string(tags.items[i]));
     int64_t run_id = -1;
     /* main passes argv + 1: argv - 1 is the program's whole command line */
     st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, work, &ctx, &run_id, &err);

@@ -21,10 +21,12 @@ static const command commands[] = {
     {"env", lb_cmd_env, "what this machine is: CPU, memory, GPUs, driver, CUDA, NCCL, MPI"},
     {"results", lb_cmd_results, "stored runs: list, show ID, export [ID...] as JSON or CSV"},
     {"serve", lb_cmd_serve, "OpenAI-compatible HTTP server (synthetic tokens for now)"},
-    {"rouge", lb_cmd_rouge, "ROUGE accuracy of generated summaries, checked against MLPerf targets"},
+    {"rouge", lb_cmd_rouge,
+     "ROUGE accuracy of generated summaries, checked against MLPerf targets"},
     {"load", lb_cmd_load, "MLPerf-style load against OpenAI-compatible servers (replicas)"},
     {"tokenize", lb_cmd_tokenize, "token counts (or ids) of text files with a BPE vocabulary"},
-    {"selftest", lb_cmd_selftest, "every GPU kernel and a whole training step against the CPU reference"},
+    {"selftest", lb_cmd_selftest,
+     "every GPU kernel and a whole training step against the CPU reference"},
 };
 
 static void print_help(void) {

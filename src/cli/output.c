@@ -20,8 +20,8 @@ void lb_output_format_value(char *buf, size_t cap, double value, const char *uni
         return;
     }
     double a = fabs(value);
-    const char *fmt = a == 0.0 || (a >= 0.01 && a < 1e9) ? (a >= 1000 ? "%.1f %s" : "%.4g %s")
-                                                         : "%.4e %s";
+    const char *fmt =
+        a == 0.0 || (a >= 0.01 && a < 1e9) ? (a >= 1000 ? "%.1f %s" : "%.4g %s") : "%.4e %s";
     snprintf(buf, cap, fmt, value, unit);
 }
 

@@ -1,16 +1,16 @@
 /* runctl.c: begin, work, finish: the stored-run lifecycle behind runctl.h. */
 #include "cli/runctl.h"
 
-#include "core/clock.h"
-#include "core/provenance.h"
-#include "core/signals.h"
-#include "comm/comminfo.h"
-#include "gpu/devinfo.h"
-#include "store/store.h"
-
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "comm/comminfo.h"
+#include "core/clock.h"
+#include "core/provenance.h"
+#include "core/signals.h"
+#include "gpu/devinfo.h"
+#include "store/store.h"
 
 /* What the host says, merged under anything the command already put in r->provenance. */
 static lb_status fill_provenance(lb_result *r, int argc, char **argv, lb_err *err) {

@@ -18,11 +18,11 @@
 #ifndef LB_CLI_RUNCTL_H
 #define LB_CLI_RUNCTL_H
 
+#include <stdint.h>
+
 #include "cli/args.h"
 #include "core/result.h"
 #include "core/status.h"
-
-#include <stdint.h>
 
 /* The workload: fills r's series and metrics (and may add config). On failure it writes
  * err and returns the failure; on a signal it returns LB_ERR_INTERRUPTED with what it

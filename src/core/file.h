@@ -7,9 +7,9 @@
 #ifndef LB_CORE_FILE_H
 #define LB_CORE_FILE_H
 
-#include "core/status.h"
-
 #include <stddef.h>
+
+#include "core/status.h"
 
 /* Reads all of path: *buf is malloc'd, NUL-terminated (the bytes may hold other NULs; *n
  * counts them, not the terminator), the caller frees it. On failure *buf is NULL. */

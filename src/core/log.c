@@ -6,9 +6,13 @@
 
 static lb_log_level g_level = LB_LOG_WARN;
 
-void lb_log_set_level(lb_log_level level) { g_level = level; }
+void lb_log_set_level(lb_log_level level) {
+    g_level = level;
+}
 
-lb_log_level lb_log_get_level(void) { return g_level; }
+lb_log_level lb_log_get_level(void) {
+    return g_level;
+}
 
 void lb_log(lb_log_level level, const char *fmt, ...) {
     static const char *const names[] = {"error", "warning", "info", "debug"};

@@ -18,8 +18,8 @@ lb_log_level lb_log_get_level(void);
 void lb_log(lb_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define LB_ERROR(...) lb_log(LB_LOG_ERROR, __VA_ARGS__)
-#define LB_WARN(...) lb_log(LB_LOG_WARN, __VA_ARGS__)
-#define LB_INFO(...) lb_log(LB_LOG_INFO, __VA_ARGS__)
+#define LB_WARN(...)  lb_log(LB_LOG_WARN, __VA_ARGS__)
+#define LB_INFO(...)  lb_log(LB_LOG_INFO, __VA_ARGS__)
 #define LB_DEBUG(...) lb_log(LB_LOG_DEBUG, __VA_ARGS__)
 
 #endif

@@ -8,7 +8,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 
-#define TTY_INTERVAL_NS 200000000LL
+#define TTY_INTERVAL_NS  200000000LL
 #define FILE_INTERVAL_NS 5000000000LL
 
 void lb_progress_init(lb_progress *p, bool enabled) {

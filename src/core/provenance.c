@@ -17,8 +17,8 @@
 
 extern char **environ;
 
-static const char *const recorded_prefixes[] = {"CUDA_",  "NCCL_",      "OMP_",   "LLMBENCH_",
-                                                "MASTER_", "SLURM_",    NULL};
+static const char *const recorded_prefixes[] = {"CUDA_",   "NCCL_",  "OMP_", "LLMBENCH_",
+                                                "MASTER_", "SLURM_", NULL};
 static const char *const recorded_names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", NULL};
 static const char *const secret_words[] = {"KEY", "TOKEN", "SECRET", "PASSWORD", NULL};
 
@@ -48,7 +48,8 @@ static bool read_keyed_line(const char *path, const char *key, char sep, char *o
         char *p = strchr(line + key_len, sep);
         if (p == NULL) continue;
         p++;
-        while (*p == ' ' || *p == '\t' || *p == '"') p++;
+        while (*p == ' ' || *p == '\t' || *p == '"')
+            p++;
         size_t n = strcspn(p, "\"\n");
         if (n >= len) n = len - 1;
         memcpy(out, p, n);

@@ -29,7 +29,8 @@ void lb_result_free(lb_result *r) {
     json_decref(r->tags);
     json_decref(r->config);
     json_decref(r->provenance);
-    for (size_t i = 0; i < r->n_series; i++) free(r->series[i].values);
+    for (size_t i = 0; i < r->n_series; i++)
+        free(r->series[i].values);
     free(r->series);
     free(r->metrics);
     free(r);
@@ -111,14 +112,16 @@ int lb_run_status_parse(const char *name) {
 }
 
 /* JSON has no NaN or infinity: such a value becomes null. */
-static json_t *number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+static json_t *number(double v) {
+    return isfinite(v) ? json_real(v) : json_null();
+}
 
 json_t *lb_result_to_json(const lb_result *r) {
     json_t *metrics = json_array();
     for (size_t i = 0; i < r->n_metrics; i++)
-        json_array_append_new(metrics, json_pack("{s:s, s:o, s:s}", "name", r->metrics[i].name,
-                                                 "value", number(r->metrics[i].value), "unit",
-                                                 r->metrics[i].unit));
+        json_array_append_new(metrics,
+                              json_pack("{s:s, s:o, s:s}", "name", r->metrics[i].name, "value",
+                                        number(r->metrics[i].value), "unit", r->metrics[i].unit));
     json_t *series = json_object();
     for (size_t i = 0; i < r->n_series; i++) {
         json_t *values = json_array();
@@ -129,7 +132,7 @@ json_t *lb_result_to_json(const lb_result *r) {
     }
     return json_pack("{s:s, s:s, s:O, s:s, s:s, s:o, s:o, s:O, s:O, s:o, s:o}", "kind", r->kind,
                      "name", r->name, "tags", r->tags, "status", lb_run_status_name(r->status),
-                     "failure", r->failure, "start_wall_s", number(r->start_wall_s),
-                     "end_wall_s", number(r->end_wall_s), "config", r->config, "provenance",
-                     r->provenance, "metrics", metrics, "series", series);
+                     "failure", r->failure, "start_wall_s", number(r->start_wall_s), "end_wall_s",
+                     number(r->end_wall_s), "config", r->config, "provenance", r->provenance,
+                     "metrics", metrics, "series", series);
 }

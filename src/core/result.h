@@ -40,17 +40,17 @@ typedef struct {
 } lb_series;
 
 typedef struct {
-    char kind[16];           /* "train", "infer", "load", "comm" */
-    char name[128];          /* user-chosen or derived ("gpt2-124m-cpu-fp32") */
-    json_t *tags;            /* array of strings */
-    json_t *config;          /* object: every option that shaped the run */
-    json_t *provenance;      /* object: core/provenance.h, plus gpu/devinfo.h */
+    char kind[16];      /* "train", "infer", "load", "comm" */
+    char name[128];     /* user-chosen or derived ("gpt2-124m-cpu-fp32") */
+    json_t *tags;       /* array of strings */
+    json_t *config;     /* object: every option that shaped the run */
+    json_t *provenance; /* object: core/provenance.h, plus gpu/devinfo.h */
     lb_metric *metrics;
     size_t n_metrics, cap_metrics;
     lb_series *series;
     size_t n_series, cap_series;
     lb_run_status status;
-    char failure[LB_ERR_MSG_BYTES]; /* why it failed or was interrupted; "" when ok */
+    char failure[LB_ERR_MSG_BYTES];  /* why it failed or was interrupted; "" when ok */
     double start_wall_s, end_wall_s; /* seconds since the epoch */
 } lb_result;
 

@@ -21,10 +21,18 @@ void lb_signals_install(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-bool lb_interrupted(void) { return g_signal != 0; }
+bool lb_interrupted(void) {
+    return g_signal != 0;
+}
 
-int lb_interrupt_signal(void) { return (int)g_signal; }
+int lb_interrupt_signal(void) {
+    return (int)g_signal;
+}
 
-void lb_interrupt_reset(void) { g_signal = 0; }
+void lb_interrupt_reset(void) {
+    g_signal = 0;
+}
 
-void lb_interrupt_raise(int signo) { g_signal = signo; }
+void lb_interrupt_raise(int signo) {
+    g_signal = signo;
+}

@@ -11,8 +11,8 @@
 
 void lb_signals_install(void);
 bool lb_interrupted(void);
-int lb_interrupt_signal(void); /* the signal received, 0 if none */
-void lb_interrupt_reset(void); /* for tests */
+int lb_interrupt_signal(void);      /* the signal received, 0 if none */
+void lb_interrupt_reset(void);      /* for tests */
 void lb_interrupt_raise(int signo); /* sets the flag as if signo arrived (tests, drivers) */
 
 #endif

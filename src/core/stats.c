@@ -13,14 +13,16 @@ static int cmp_double(const void *a, const void *b) {
 double lb_stats_mean(const double *x, size_t n) {
     if (n == 0) return NAN;
     double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += x[i];
+    for (size_t i = 0; i < n; i++)
+        s += x[i];
     return s / (double)n;
 }
 
 double lb_stats_std(const double *x, size_t n) {
     if (n < 2) return 0.0;
     double m = lb_stats_mean(x, n), ss = 0.0;
-    for (size_t i = 0; i < n; i++) ss += (x[i] - m) * (x[i] - m);
+    for (size_t i = 0; i < n; i++)
+        ss += (x[i] - m) * (x[i] - m);
     return sqrt(ss / (double)(n - 1));
 }
 
@@ -46,7 +48,9 @@ double lb_stats_percentile(const double *x, size_t n, double q) {
     return p;
 }
 
-double lb_stats_median(const double *x, size_t n) { return lb_stats_percentile(x, n, 50.0); }
+double lb_stats_median(const double *x, size_t n) {
+    return lb_stats_percentile(x, n, 50.0);
+}
 
 lb_stats_summary lb_stats_summarize(const double *x, size_t n) {
     lb_stats_summary s = {.n = n, .mean = NAN, .median = NAN, .std = 0.0, .min = NAN, .max = NAN};
@@ -76,7 +80,8 @@ void lb_stats_median_ci(const double *x, size_t n, int resamples, double conf, u
     lb_rng rng;
     lb_rng_seed(&rng, seed);
     for (int r = 0; r < resamples; r++) {
-        for (size_t i = 0; i < n; i++) sample[i] = x[lb_rng_below(&rng, n)];
+        for (size_t i = 0; i < n; i++)
+            sample[i] = x[lb_rng_below(&rng, n)];
         qsort(sample, n, sizeof *sample, cmp_double);
         medians[r] = lb_stats_percentile_sorted(sample, n, 50.0);
     }
@@ -97,10 +102,13 @@ static uint64_t splitmix64(uint64_t *state) {
 
 void lb_rng_seed(lb_rng *rng, uint64_t seed) {
     uint64_t st = seed;
-    for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&st);
+    for (int i = 0; i < 4; i++)
+        rng->s[i] = splitmix64(&st);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
 
 uint64_t lb_rng_next(lb_rng *rng) {
     uint64_t *s = rng->s;
@@ -115,7 +123,9 @@ uint64_t lb_rng_next(lb_rng *rng) {
     return result;
 }
 
-double lb_rng_uniform(lb_rng *rng) { return (double)(lb_rng_next(rng) >> 11) * 0x1.0p-53; }
+double lb_rng_uniform(lb_rng *rng) {
+    return (double)(lb_rng_next(rng) >> 11) * 0x1.0p-53;
+}
 
 uint64_t lb_rng_below(lb_rng *rng, uint64_t n) {
     if (n == 0) return 0;

@@ -16,7 +16,7 @@ typedef struct {
     size_t n;
     double mean;
     double median;
-    double std;  /* sample standard deviation; 0 when n < 2 */
+    double std; /* sample standard deviation; 0 when n < 2 */
     double min;
     double max;
 } lb_stats_summary;
@@ -43,8 +43,8 @@ typedef struct {
 
 void lb_rng_seed(lb_rng *rng, uint64_t seed);
 uint64_t lb_rng_next(lb_rng *rng);
-double lb_rng_uniform(lb_rng *rng);           /* [0,1) */
+double lb_rng_uniform(lb_rng *rng);             /* [0,1) */
 uint64_t lb_rng_below(lb_rng *rng, uint64_t n); /* [0,n), unbiased */
-double lb_rng_normal(lb_rng *rng);            /* standard normal (Box-Muller) */
+double lb_rng_normal(lb_rng *rng);              /* standard normal (Box-Muller) */
 
 #endif

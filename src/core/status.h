@@ -40,10 +40,10 @@ const char *lb_status_name(lb_status status);
 /* Process exit code for a status: 0 ok, 2 usage, 130 interrupted, 1 otherwise. */
 int lb_status_exit_code(lb_status status);
 
-#define LB_TRY(expr)                                                                       \
-    do {                                                                                   \
-        lb_status lb_try_status_ = (expr);                                                 \
-        if (lb_try_status_ != LB_OK) return lb_try_status_;                               \
+#define LB_TRY(expr)                                                                               \
+    do {                                                                                           \
+        lb_status lb_try_status_ = (expr);                                                         \
+        if (lb_try_status_ != LB_OK) return lb_try_status_;                                        \
     } while (0)
 
 #endif

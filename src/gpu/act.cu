@@ -6,8 +6,8 @@
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
-#define GRID_LOOP(i, n)                                                                     \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);              \
+#define GRID_LOOP(i, n)                                                                            \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)gridDim.x * blockDim.x)
 
 template <typename T> __global__ void gelu_forward_kernel(T *out, const T *inp, int64_t n) {
@@ -25,7 +25,8 @@ __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, int64
         float u = GELU_K * (x + 0.044715f * x * x * x);
         float th = tanhf(u);
         float sech2 = 1.0f - th * th;
-        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        float g =
+            0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = lb_from_f<T>(g * lb_to_f(dout[i]));
     }
 }
@@ -63,7 +64,8 @@ __global__ void swiglu_forward_vec_kernel(T *out, const T *inp, int64_t N, int F
         lb_ld8(g, inp + r * 2 * F + f);
         lb_ld8(u, inp + r * 2 * F + F + f);
 #pragma unroll
-        for (int k = 0; k < 8; k++) o[k] = g[k] / (1.0f + expf(-g[k])) * u[k];
+        for (int k = 0; k < 8; k++)
+            o[k] = g[k] / (1.0f + expf(-g[k])) * u[k];
         lb_st8(out + r * F + f, o);
     }
 }
@@ -103,11 +105,13 @@ __global__ void bias_backward_kernel(float *dbias, const T *dout, int64_t N, int
     if (r1 > N) r1 = N;
     float acc = 0.0f;
     if (c < OC)
-        for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) acc += lb_to_f(dout[r * ld + c]);
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += 8)
+            acc += lb_to_f(dout[r * ld + c]);
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && c < OC) {
-        for (int j = 1; j < 8; j++) acc += part[j][threadIdx.x];
+        for (int j = 1; j < 8; j++)
+            acc += part[j][threadIdx.x];
         atomicAdd(&dbias[c], acc);
     }
 }
@@ -115,8 +119,8 @@ __global__ void bias_backward_kernel(float *dbias, const T *dout, int64_t N, int
 /* Block (32, 8) over 256 columns, eight per thread with 16-byte loads (OC and ld multiples
  * of 8, dout 16-byte aligned); 8 row lanes over a chunk of rows; grid.y splits the rows. */
 template <typename T>
-__global__ void bias_backward_vec_kernel(float *dbias, const T *dout, int64_t N, int OC,
-                                         int64_t ld, int64_t rows_per_chunk) {
+__global__ void bias_backward_vec_kernel(float *dbias, const T *dout, int64_t N, int OC, int64_t ld,
+                                         int64_t rows_per_chunk) {
     __shared__ float part[8][32 * 8 + 1];
     int c = (blockIdx.x * 32 + threadIdx.x) * 8;
     int64_t r0 = blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk;
@@ -128,17 +132,20 @@ __global__ void bias_backward_vec_kernel(float *dbias, const T *dout, int64_t N,
             float v[8];
             lb_ld8(v, dout + r * ld + c);
 #pragma unroll
-            for (int k = 0; k < 8; k++) acc[k] += v[k];
+            for (int k = 0; k < 8; k++)
+                acc[k] += v[k];
         }
     }
 #pragma unroll
-    for (int k = 0; k < 8; k++) part[threadIdx.y][threadIdx.x * 8 + k] = acc[k];
+    for (int k = 0; k < 8; k++)
+        part[threadIdx.y][threadIdx.x * 8 + k] = acc[k];
     __syncthreads();
     int t = threadIdx.y * 32 + threadIdx.x, col = blockIdx.x * 256 + t;
     if (col < OC) {
         float sum = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 8; j++) sum += part[j][t];
+        for (int j = 0; j < 8; j++)
+            sum += part[j][t];
         atomicAdd(&dbias[col], sum);
     }
 }
@@ -154,11 +161,13 @@ __global__ void bias_grad_through_kernel(float *dbias, const float *dsum, const 
     int o0 = blockIdx.y * rows_per_chunk, o1 = min(o0 + rows_per_chunk, OC);
     float acc = 0.0f;
     if (j < IC)
-        for (int o = o0 + threadIdx.y; o < o1; o += 8) acc += dsum[o] * lb_to_f(W[(int64_t)o * IC + j]);
+        for (int o = o0 + threadIdx.y; o < o1; o += 8)
+            acc += dsum[o] * lb_to_f(W[(int64_t)o * IC + j]);
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && j < IC) {
-        for (int r = 1; r < 8; r++) acc += part[r][threadIdx.x];
+        for (int r = 1; r < 8; r++)
+            acc += part[r][threadIdx.x];
         atomicAdd(&dbias[(j / hd) / group * hd + j % hd], acc);
     }
 }
@@ -176,8 +185,8 @@ __global__ void ones_column_kernel(T *x, int64_t rows, int64_t ld, int col, int 
 /* dw[r, c] = src[r, c] (as TW) for c < cols; dbias[r] += src[r, cols]. One thread per
  * (row, 8 columns), the bias column by the row's last thread. */
 template <typename TW>
-__global__ void split_bias_column_kernel(TW *dw, float *dbias, const float *src, int rows,
-                                         int cols, int64_t ld) {
+__global__ void split_bias_column_kernel(TW *dw, float *dbias, const float *src, int rows, int cols,
+                                         int64_t ld) {
     int per = cols / 8 + 1;
     GRID_LOOP(i, (int64_t)rows * per) {
         int64_t r = i / per;
@@ -200,7 +209,8 @@ __global__ void convert_kernel(TO *out, const TI *in, int64_t n) {
 extern "C" lb_status lb_gpu_gelu_forward(void *out, const void *inp, int64_t n, lb_gpu_dtype dt,
                                          cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
-        gelu_forward_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>((E *)out, (const E *)inp, n));
+                      gelu_forward_kernel<E>
+                      <<<lb_grid_cap(n, 256), 256, 0, s>>>((E *)out, (const E *)inp, n));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -208,8 +218,8 @@ extern "C" lb_status lb_gpu_gelu_forward(void *out, const void *inp, int64_t n, 
 extern "C" lb_status lb_gpu_gelu_backward(void *dinp, const void *inp, const void *dout, int64_t n,
                                           lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
-        gelu_backward_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
-            (E *)dinp, (const E *)inp, (const E *)dout, n));
+                      gelu_backward_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
+                          (E *)dinp, (const E *)inp, (const E *)dout, n));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -218,12 +228,12 @@ extern "C" lb_status lb_gpu_swiglu_forward(void *out, const void *inp, int64_t N
                                            lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     if (swiglu_vec(F, out, inp)) {
         LB_DISPATCH_DTYPE(dt, E,
-            swiglu_forward_vec_kernel<E><<<lb_grid_cap(N * F / 8, 256), 256, 0, s>>>(
-                (E *)out, (const E *)inp, N, F));
+                          swiglu_forward_vec_kernel<E><<<lb_grid_cap(N * F / 8, 256), 256, 0, s>>>(
+                              (E *)out, (const E *)inp, N, F));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
-            swiglu_forward_kernel<E><<<lb_grid_cap(N * F, 256), 256, 0, s>>>(
-                (E *)out, (const E *)inp, N, F));
+                          swiglu_forward_kernel<E>
+                          <<<lb_grid_cap(N * F, 256), 256, 0, s>>>((E *)out, (const E *)inp, N, F));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
@@ -234,12 +244,12 @@ extern "C" lb_status lb_gpu_swiglu_backward(void *dinp, const void *dout, const 
                                             lb_err *err) {
     if (swiglu_vec(F, dinp, dout) && swiglu_vec(F, inp, inp)) {
         LB_DISPATCH_DTYPE(dt, E,
-            swiglu_backward_vec_kernel<E><<<lb_grid_cap(N * F / 8, 256), 256, 0, s>>>(
-                (E *)dinp, (const E *)dout, (const E *)inp, N, F));
+                          swiglu_backward_vec_kernel<E><<<lb_grid_cap(N * F / 8, 256), 256, 0, s>>>(
+                              (E *)dinp, (const E *)dout, (const E *)inp, N, F));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
-            swiglu_backward_kernel<E><<<lb_grid_cap(N * F, 256), 256, 0, s>>>(
-                (E *)dinp, (const E *)dout, (const E *)inp, N, F));
+                          swiglu_backward_kernel<E><<<lb_grid_cap(N * F, 256), 256, 0, s>>>(
+                              (E *)dinp, (const E *)dout, (const E *)inp, N, F));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
@@ -253,7 +263,8 @@ extern "C" lb_status lb_gpu_bias_backward(float *dbias, const void *dout, int64_
         int64_t chunks = (N + 127) / 128;
         dim3 grid((unsigned)((OC + 255) / 256), (unsigned)chunks), block(32, 8);
         LB_DISPATCH_DTYPE(dt, E,
-            bias_backward_vec_kernel<E><<<grid, block, 0, s>>>(dbias, (const E *)dout, N, OC, ld, 128));
+                          bias_backward_vec_kernel<E>
+                          <<<grid, block, 0, s>>>(dbias, (const E *)dout, N, OC, ld, 128));
         LB_CUDA_LAUNCH_TRY(err);
         return LB_OK;
     }
@@ -262,19 +273,20 @@ extern "C" lb_status lb_gpu_bias_backward(float *dbias, const void *dout, int64_
     int64_t rows = (N + chunks - 1) / chunks;
     dim3 grid((unsigned)((OC + 31) / 32), (unsigned)chunks), block(32, 8);
     LB_DISPATCH_DTYPE(dt, E,
-        bias_backward_kernel<E><<<grid, block, 0, s>>>(dbias, (const E *)dout, N, OC, ld, rows));
+                      bias_backward_kernel<E>
+                      <<<grid, block, 0, s>>>(dbias, (const E *)dout, N, OC, ld, rows));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
 
 extern "C" lb_status lb_gpu_bias_grad_through(float *dbias, const float *dsum, const void *W,
-                                              int OC, int IC, int hd, int group,
-                                              lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+                                              int OC, int IC, int hd, int group, lb_gpu_dtype dt,
+                                              cudaStream_t s, lb_err *err) {
     int chunks = (OC + 63) / 64;
     dim3 grid((unsigned)((IC + 31) / 32), (unsigned)chunks), block(32, 8);
     LB_DISPATCH_DTYPE(dt, E,
-        bias_grad_through_kernel<E><<<grid, block, 0, s>>>(dbias, dsum, (const E *)W, OC, IC,
-                                                           hd, group, 64));
+                      bias_grad_through_kernel<E>
+                      <<<grid, block, 0, s>>>(dbias, dsum, (const E *)W, OC, IC, hd, group, 64));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -282,8 +294,8 @@ extern "C" lb_status lb_gpu_bias_grad_through(float *dbias, const float *dsum, c
 extern "C" lb_status lb_gpu_ones_column(void *x, int64_t rows, int64_t ld, int col, int width,
                                         lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
-        ones_column_kernel<E><<<lb_grid_cap(rows * width, 256), 256, 0, s>>>(
-            (E *)x, rows, ld, col, width));
+                      ones_column_kernel<E><<<lb_grid_cap(rows * width, 256), 256, 0, s>>>(
+                          (E *)x, rows, ld, col, width));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -295,11 +307,12 @@ extern "C" lb_status lb_gpu_split_bias_column(void *dw, lb_gpu_dtype dw_type, fl
         (uintptr_t)dw % 16 != 0)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "splitting a bias column needs 8-column multiples (got %d columns, row "
-                       "stride %lld) and 16-byte aligned buffers", cols, (long long)ld);
+                       "stride %lld) and 16-byte aligned buffers",
+                       cols, (long long)ld);
     int64_t n = (int64_t)rows * (cols / 8 + 1);
     LB_DISPATCH_DTYPE(dw_type, E,
-        split_bias_column_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
-            (E *)dw, dbias, src, rows, cols, ld));
+                      split_bias_column_kernel<E>
+                      <<<lb_grid_cap(n, 256), 256, 0, s>>>((E *)dw, dbias, src, rows, cols, ld));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -308,8 +321,9 @@ extern "C" lb_status lb_gpu_convert(void *out, lb_gpu_dtype dt_out, const void *
                                     lb_gpu_dtype dt_in, int64_t n, cudaStream_t s, lb_err *err) {
     unsigned g = lb_grid_cap(n, 256);
     LB_DISPATCH_DTYPE(dt_out, EO,
-        LB_DISPATCH_DTYPE(dt_in, EI,
-            convert_kernel<EO, EI><<<g, 256, 0, s>>>((EO *)out, (const EI *)in, n)));
+                      LB_DISPATCH_DTYPE(dt_in, EI,
+                                        convert_kernel<EO, EI>
+                                        <<<g, 256, 0, s>>>((EO *)out, (const EI *)in, n)));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

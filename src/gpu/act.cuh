@@ -1,7 +1,7 @@
 /* act.cuh: element-wise kernels (C-callable): GELU-tanh and SwiGLU forward and backward,
- * the bias gradient (column sums), type conversion, constant and random fills. Formulas as model/ref_ops.h.
- * Backward kernels OVERWRITE dinp (the model never needs to add to these gradients; the
- * selftest compares against the reference applied to zeroed buffers). */
+ * the bias gradient (column sums), type conversion, constant and random fills. Formulas as
+ * model/ref_ops.h. Backward kernels OVERWRITE dinp (the model never needs to add to these
+ * gradients; the selftest compares against the reference applied to zeroed buffers). */
 #ifndef LB_GPU_ACT_CUH
 #define LB_GPU_ACT_CUH
 
@@ -14,7 +14,6 @@ extern "C" {
 
 #include "core/status.h"
 #include "gpu/dtype.h"
-
 
 lb_status lb_gpu_gelu_forward(void *out, const void *inp, int64_t n, lb_gpu_dtype dt,
                               cudaStream_t s, lb_err *err);
@@ -37,19 +36,17 @@ lb_status lb_gpu_bias_backward(float *dbias, const void *dout, int64_t N, int OC
  * dy. dbias += dsum W, input column j (query head j / hd) adding into value entry
  * ((j / hd) / group) hd + j % hd: group query heads share a value head (1 without
  * grouped-query attention). W of type dt. */
-lb_status lb_gpu_bias_grad_through(float *dbias, const float *dsum, const void *W, int OC,
-                                   int IC, int hd, int group, lb_gpu_dtype dt, cudaStream_t s,
-                                   lb_err *err);
+lb_status lb_gpu_bias_grad_through(float *dbias, const float *dsum, const void *W, int OC, int IC,
+                                   int hd, int group, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 /* Column col of x's rows (ld apart) set to 1, the width - 1 columns after it to 0: a ones
  * column that makes a product over x's rows also sum the other operand's rows. */
-lb_status lb_gpu_ones_column(void *x, int64_t rows, int64_t ld, int col, int width,
-                             lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+lb_status lb_gpu_ones_column(void *x, int64_t rows, int64_t ld, int col, int width, lb_gpu_dtype dt,
+                             cudaStream_t s, lb_err *err);
 /* src [rows, ld] fp32, a weight gradient with its bias gradient in column cols: dw [rows,
  * cols] (type dw_type, packed) = the first cols columns, dbias[rows] (fp32) += column cols.
  * cols a multiple of 8, ld a multiple of 4 above cols, src and dw 16-byte aligned. */
-lb_status lb_gpu_split_bias_column(void *dw, lb_gpu_dtype dw_type, float *dbias,
-                                   const float *src, int rows, int cols, int64_t ld,
-                                   cudaStream_t s, lb_err *err);
+lb_status lb_gpu_split_bias_column(void *dw, lb_gpu_dtype dw_type, float *dbias, const float *src,
+                                   int rows, int cols, int64_t ld, cudaStream_t s, lb_err *err);
 /* out[i] = (type dt_out) in[i] for n elements (any pair of types). */
 lb_status lb_gpu_convert(void *out, lb_gpu_dtype dt_out, const void *in, lb_gpu_dtype dt_in,
                          int64_t n, cudaStream_t s, lb_err *err);

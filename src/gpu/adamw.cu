@@ -21,11 +21,14 @@ struct seg_walk {
             lo = 0;
             while (lo < hi) {
                 int mid = (lo + hi + 1) >> 1;
-                if (start[mid] <= e) lo = mid;
-                else hi = mid - 1;
+                if (start[mid] <= e)
+                    lo = mid;
+                else
+                    hi = mid - 1;
             }
         }
-        while (lo + 1 < n_seg && start[lo + 1] <= e) lo++;
+        while (lo + 1 < n_seg && start[lo + 1] <= e)
+            lo++;
     }
     __device__ int64_t end() const { return lo + 1 < n_seg ? start[lo + 1] : n; }
 };
@@ -54,13 +57,15 @@ __device__ __forceinline__ void grad4(float g[4], int fl[4], const float *grads,
             uint2 raw = *(const uint2 *)((const T *)(grads + s0) + (e0 - s0));
             const T *h = (const T *)&raw;
 #pragma unroll
-            for (int k = 0; k < 4; k++) g[k] = lb_to_f(h[k]);
+            for (int k = 0; k < 4; k++)
+                g[k] = lb_to_f(h[k]);
         } else {
             float4 a = *(const float4 *)(grads + e0);
             g[0] = a.x, g[1] = a.y, g[2] = a.z, g[3] = a.w;
         }
 #pragma unroll
-        for (int k = 0; k < 4; k++) fl[k] = f;
+        for (int k = 0; k < 4; k++)
+            fl[k] = f;
         return;
     }
     for (int k = 0; k < 4; k++) {
@@ -74,8 +79,7 @@ __device__ __forceinline__ void grad4(float g[4], int fl[4], const float *grads,
 
 /* Sum of squares of len values of type V from p, by the block's threads: 16-byte loads
  * over the aligned middle, element by element at either end. */
-template <typename V>
-__device__ __forceinline__ float range_sumsq(const V *p, int64_t len) {
+template <typename V> __device__ __forceinline__ float range_sumsq(const V *p, int64_t len) {
     constexpr int NV = 16 / sizeof(V);
     int64_t head = min(len, (int64_t)((16 - ((uintptr_t)p & 15)) & 15) / (int64_t)sizeof(V));
     int64_t nvec = (len - head) / NV;
@@ -86,7 +90,8 @@ __device__ __forceinline__ float range_sumsq(const V *p, int64_t len) {
         uint4 raw = q[i];
         const V *e = (const V *)&raw;
 #pragma unroll
-        for (int k = 0; k < NV; k++) s += lb_to_f(e[k]) * lb_to_f(e[k]);
+        for (int k = 0; k < NV; k++)
+            s += lb_to_f(e[k]) * lb_to_f(e[k]);
     }
     for (int64_t i = threadIdx.x; i < len - nvec * NV; i += blockDim.x) {
         float x = lb_to_f(p[i < head ? i : i + nvec * NV]);
@@ -101,8 +106,7 @@ __device__ __forceinline__ float range_sumsq(const V *p, int64_t len) {
  * the table is read once a piece, not once an element. Each chunk finds its first segment
  * by binary search: a chunk lies gridDim.x chunks past the block's last one, tens of
  * segments on, too far for seek's forward scan (a dependent table read a segment). */
-template <typename T>
-__global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w) {
+template <typename T> __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w) {
     __shared__ float scratch[32];
     float s = 0.0f;
     for (int64_t c0 = (int64_t)blockIdx.x * SUMSQ_CHUNK; c0 < w.n;
@@ -127,9 +131,9 @@ __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w) {
  * by element). */
 template <typename T>
 __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *__restrict__ apart,
-                             int64_t a0, int64_t a1, const float *__restrict__ grads, float *__restrict__ m,
-                             float *__restrict__ v, seg_walk w, lb_gpu_adamw_params p,
-                             const lb_gpu_optstate *st) {
+                             int64_t a0, int64_t a1, const float *__restrict__ grads,
+                             float *__restrict__ m, float *__restrict__ v, seg_walk w,
+                             lb_gpu_adamw_params p, const lb_gpu_optstate *st) {
     float scale = p.dynamic_scaling ? st->loss_scale : 1.0f;
     float norm = (float)sqrt(st->sumsq) / scale;
     if (p.dynamic_scaling && !isfinite(norm)) return;
@@ -147,7 +151,8 @@ __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *
         /* a group of four goes by vectors when it is whole and either outside the range
          * kept apart or inside it at a 4-aligned place there */
         bool in_apart = apart && e0 >= a0 && e0 + 4 <= a1;
-        bool full = e0 + 4 <= n && (!apart || e0 + 4 <= a0 || e0 >= a1 || (in_apart && a0 % 4 == 0));
+        bool full =
+            e0 + 4 <= n && (!apart || e0 + 4 <= a0 || e0 >= a1 || (in_apart && a0 % 4 == 0));
         float g[4], wt[4], mi[4], vi[4];
         int fl[4];
         grad4<T>(g, fl, grads, w, e0);
@@ -184,9 +189,12 @@ __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *
             if (dst) {
                 T o[4] __attribute__((aligned(16)));
 #pragma unroll
-                for (int k = 0; k < 4; k++) o[k] = lb_from_f<T>(wt[k]);
-                if (sizeof(T) == 2) *(uint2 *)dst = *(const uint2 *)o;
-                else *(float4 *)dst = *(const float4 *)o;
+                for (int k = 0; k < 4; k++)
+                    o[k] = lb_from_f<T>(wt[k]);
+                if (sizeof(T) == 2)
+                    *(uint2 *)dst = *(const uint2 *)o;
+                else
+                    *(float4 *)dst = *(const float4 *)o;
             }
         } else {
             for (int k = 0; k < 4 && e0 + k < n; k++) {
@@ -194,8 +202,10 @@ __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *
                 m[e0 + k] = mi[k];
                 v[e0 + k] = vi[k];
                 int64_t e = e0 + k;
-                if (apart && e >= a0 && e < a1) apart[e - a0] = lb_from_f<T>(wt[k]);
-                else if (lp) lp[e] = lb_from_f<T>(wt[k]);
+                if (apart && e >= a0 && e < a1)
+                    apart[e - a0] = lb_from_f<T>(wt[k]);
+                else if (lp)
+                    lp[e] = lb_from_f<T>(wt[k]);
             }
         }
     }
@@ -228,8 +238,7 @@ static seg_walk walk_of(const lb_gpu_segments *sg) {
 extern "C" lb_status lb_gpu_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
                                        const lb_gpu_segments *sg, cudaStream_t s, lb_err *err) {
     unsigned g = lb_grid_cap((sg->n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, 1);
-    LB_DISPATCH_DTYPE(dt, E,
-        sumsq_kernel<E><<<g, 512, 0, s>>>(&st->sumsq, grads, walk_of(sg)));
+    LB_DISPATCH_DTYPE(dt, E, sumsq_kernel<E><<<g, 512, 0, s>>>(&st->sumsq, grads, walk_of(sg)));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -242,8 +251,8 @@ extern "C" lb_status lb_gpu_adamw(float *master, void *params_lp, const lb_gpu_l
     void *ap = apart ? apart->dst : NULL;
     int64_t a0 = apart ? apart->start : 0, a1 = apart ? apart->end : 0;
     LB_DISPATCH_DTYPE(dt, E,
-        adamw_kernel<E><<<g, 256, 0, s>>>(master, (E *)params_lp, (E *)ap, a0, a1, grads, m, v,
-                                          walk_of(sg), *p, st));
+                      adamw_kernel<E><<<g, 256, 0, s>>>(master, (E *)params_lp, (E *)ap, a0, a1,
+                                                        grads, m, v, walk_of(sg), *p, st));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

@@ -27,7 +27,6 @@ extern "C" {
 #include "core/status.h"
 #include "gpu/dtype.h"
 
-
 /* Lives in device memory; the host initialises it and reads it back to report. */
 typedef struct {
     double sumsq;       /* accumulator of the current step */
@@ -47,7 +46,7 @@ typedef struct {
 } lb_gpu_adamw_params;
 
 /* bits of a segment's flags */
-#define LB_SEG_DECAY 1  /* weight decay applies */
+#define LB_SEG_DECAY  1 /* weight decay applies */
 #define LB_SEG_GRAD16 2 /* gradient stored as the working type, packed (see above) */
 
 /* The parameters as tensors: device arrays start [n_seg] (first elements, ascending,
@@ -74,8 +73,8 @@ lb_status lb_gpu_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtyp
  * NULL (no parameter's working copy lives apart). */
 lb_status lb_gpu_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
                        lb_gpu_dtype dt, const float *grads, float *m, float *v,
-                       const lb_gpu_segments *sg, const lb_gpu_adamw_params *p,
-                       lb_gpu_optstate *st, cudaStream_t s, lb_err *err);
+                       const lb_gpu_segments *sg, const lb_gpu_adamw_params *p, lb_gpu_optstate *st,
+                       cudaStream_t s, lb_err *err);
 lb_status lb_gpu_opt_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p, cudaStream_t s,
                             lb_err *err);
 

@@ -9,7 +9,9 @@
 
 #include "gpu/check.h"
 
-static double gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+static double gib(size_t bytes) {
+    return (double)bytes / (1024.0 * 1024.0 * 1024.0);
+}
 #endif
 
 static size_t align_up(size_t n) {
@@ -21,8 +23,7 @@ void lb_gpu_arena_init_sizing(lb_gpu_arena *a) {
     a->sizing = true;
 }
 
-lb_status lb_gpu_arena_init(lb_gpu_arena *a, size_t capacity_bytes, const char *hint,
-                            lb_err *err) {
+lb_status lb_gpu_arena_init(lb_gpu_arena *a, size_t capacity_bytes, const char *hint, lb_err *err) {
     memset(a, 0, sizeof *a);
 #ifdef LB_HAVE_CUDA
     void *p = NULL;
@@ -37,8 +38,8 @@ lb_status lb_gpu_arena_init(lb_gpu_arena *a, size_t capacity_bytes, const char *
                            "out of device memory: needed %.2f GiB, %.2f GiB free of %.2f GiB%s%s",
                            gib(capacity_bytes), gib(free_b), gib(total_b), hint ? "; " : "",
                            hint ? hint : "");
-        return lb_gpu_fail_at(err, "CUDA", (int)e, cudaGetErrorString(e), "cudaMalloc",
-                              __func__, __FILE__, __LINE__);
+        return lb_gpu_fail_at(err, "CUDA", (int)e, cudaGetErrorString(e), "cudaMalloc", __func__,
+                              __FILE__, __LINE__);
     }
     a->base = p;
     a->capacity_bytes = capacity_bytes;

@@ -23,7 +23,6 @@ extern "C" {
 
 #include "core/status.h"
 
-
 #define LB_GPU_ARENA_ALIGN 256 /* bytes: every piece starts on this boundary */
 
 typedef struct {
@@ -48,8 +47,7 @@ void lb_gpu_arena_init_sizing(lb_gpu_arena *a);
 /* One cudaMalloc of capacity_bytes on the current device. On failure: LB_ERR_NOMEM with
  * "needed X GiB, Y GiB free of Z GiB" and `hint` (e.g. "try a smaller --batch or
  * --recompute"; may be NULL) in err. */
-lb_status lb_gpu_arena_init(lb_gpu_arena *a, size_t capacity_bytes, const char *hint,
-                            lb_err *err);
+lb_status lb_gpu_arena_init(lb_gpu_arena *a, size_t capacity_bytes, const char *hint, lb_err *err);
 /* Frees the device memory and the piece table; a NULL or zeroed arena is fine. */
 void lb_gpu_arena_free(lb_gpu_arena *a);
 

@@ -21,8 +21,8 @@
  * threads, a 4 x 4 block of outputs each, operands as fp32 in shared memory with padded
  * rows (float4 reads without bank conflicts). Probabilities and dS pass through shared
  * memory between the products. It does not use TF32 or any tensor-core instruction. */
-#include "gpu/attention.cuh"
 #include "gpu/act.cuh"
+#include "gpu/attention.cuh"
 #include "gpu/common.cuh"
 
 #define LN2 0.6931471805599453f
@@ -92,19 +92,21 @@ __device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
                  "r"(valid ? 4 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n");
+}
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-#define HDM 64   /* the head size of the tensor-core and CUDA-core tiled paths */
-#define LDS 72   /* shared row stride in elements: HDM + 8 */
-#define KT 64    /* forward: keys per tile */
-#define FQ 128   /* forward: queries per block */
-#define FW 4     /* forward: warps per block, 32 queries each */
-#define BK 64    /* backward: keys per block, 16 per warp */
-#define BW 4     /* backward: warps per block (3 blocks an SM: 168 registers a thread) */
-#define BQ 64    /* backward: queries per tile */
+#define HDM 64  /* the head size of the tensor-core and CUDA-core tiled paths */
+#define LDS 72  /* shared row stride in elements: HDM + 8 */
+#define KT  64  /* forward: keys per tile */
+#define FQ  128 /* forward: queries per block */
+#define FW  4   /* forward: warps per block, 32 queries each */
+#define BK  64  /* backward: keys per block, 16 per warp */
+#define BW  4   /* backward: warps per block (3 blocks an SM: 168 registers a thread) */
+#define BQ  64  /* backward: queries per tile */
 
 /* Starts copying rows [row0, row0+ROWS) of a [*, ld] matrix (HDM columns from g) into
  * s[ROWS][LDS]; rows at or past n_rows become zero. */
@@ -143,8 +145,8 @@ __device__ __forceinline__ void afrags(uint32_t a[HDM / 16][4], const T *s, int 
 /* acc[nt] += A (16 x HDM) * S^T for the 8 rows nt*8.. of a [rows][LDS] shared tile S: the
  * product of A with 64 rows of S (keys for Q K^T, queries for K Q^T). */
 template <typename T>
-__device__ __forceinline__ void mma_abt(float acc[8][4], const uint32_t a[HDM / 16][4],
-                                        const T *s, int lane) {
+__device__ __forceinline__ void mma_abt(float acc[8][4], const uint32_t a[HDM / 16][4], const T *s,
+                                        int lane) {
 #pragma unroll
     for (int nt = 0; nt < 8; nt++) {
         uint32_t b[8];
@@ -162,8 +164,7 @@ __device__ __forceinline__ void mma_abt(float acc[8][4], const uint32_t a[HDM / 
  * tile S (V for P V, dO for P^T dO, Q for dS^T Q): P is the A operand straight from
  * registers, S's fragments come through ldmatrix.trans. */
 template <typename T>
-__device__ __forceinline__ void mma_pv(float acc[8][4], const float p[8][4], const T *s,
-                                       int lane) {
+__device__ __forceinline__ void mma_pv(float acc[8][4], const float p[8][4], const T *s, int lane) {
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
         uint32_t a[4];
@@ -194,11 +195,13 @@ static __device__ __forceinline__ void softmax_grad8(float d[8][4], const float 
 }
 static __device__ __forceinline__ void zero8x4(float x[8][4]) {
 #pragma unroll
-    for (int i = 0; i < 8; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
+    for (int i = 0; i < 8; i++)
+        x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
 static __device__ __forceinline__ void zero4x4(float x[4][4]) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
+    for (int i = 0; i < 4; i++)
+        x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
 
 /* Where a forward block of `rows` queries works, in a 1-D grid in order of decreasing
@@ -258,7 +261,8 @@ __device__ __forceinline__ void online_softmax(float sc[8][4], float mrow[2], fl
 #pragma unroll
     for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) sc[nt][e] = lb_exp2(fmaf(sc[nt][e], sl2, -ms[e >> 1]));
+        for (int e = 0; e < 4; e++)
+            sc[nt][e] = lb_exp2(fmaf(sc[nt][e], sl2, -ms[e >> 1]));
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         float s4[4];
@@ -269,7 +273,8 @@ __device__ __forceinline__ void online_softmax(float sc[8][4], float mrow[2], fl
         ls[i] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++) lrow[i] = lrow[i] * corr[i] + ls[i];
+    for (int i = 0; i < 2; i++)
+        lrow[i] = lrow[i] * corr[i] + ls[i];
 #pragma unroll
     for (int d = 0; d < 8; d++) {
         o[d][0] *= corr[0];
@@ -284,8 +289,7 @@ __device__ __forceinline__ void online_softmax(float sc[8][4], float mrow[2], fl
 template <typename T>
 __device__ __forceinline__ void store_rows(T *out, float *lse, const float o[8][4],
                                            const float mrow[2], const float lrow[2],
-                                           const int qrow[2], int t, int b, int h, int T_,
-                                           int NH) {
+                                           const int qrow[2], int t, int b, int h, int T_, int NH) {
     int64_t ldo = (int64_t)NH * HDM;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -298,7 +302,8 @@ __device__ __forceinline__ void store_rows(T *out, float *lse, const float o[8][
         T *orow = out + ((int64_t)b * T_ + q) * ldo + h * HDM;
 #pragma unroll
         for (int d = 0; d < 8; d++)
-            *(uint32_t *)(orow + d * 8 + 2 * t) = mma_op<T>::pack(o[d][2 * i] * inv, o[d][2 * i + 1] * inv);
+            *(uint32_t *)(orow + d * 8 + 2 * t) =
+                mma_op<T>::pack(o[d][2 * i] * inv, o[d][2 * i + 1] * inv);
         if (t == 0) lse[((int64_t)b * NH + h) * T_ + q] = mrow[i] * LN2 + logf(l);
     }
 }
@@ -310,7 +315,7 @@ __device__ __forceinline__ void store_rows(T *out, float *lse, const float o[8][
  * skips tiles wholly above its diagonal. */
 template <typename T>
 __global__ void __launch_bounds__(FW * 32, 2)
-attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int NKV) {
+    attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) unsigned char smem[];
     T *sQ = (T *)smem, *sK = sQ + FQ * LDS, *sV = sK + 2 * KT * LDS;
     fwd_tile<T> ft = fwd_tile_of(qkv, FQ, B, T_, NH, NKV);
@@ -381,7 +386,8 @@ attn_fwd_mma_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int
 #pragma unroll
                 for (int dp = 0; dp < 4; dp++) {
                     uint32_t vb[4];
-                    ldsm_x4_trans(vb, cV + (kk * 16 + (lane & 15)) * LDS + (2 * dp + (lane >> 4)) * 8);
+                    ldsm_x4_trans(vb,
+                                  cV + (kk * 16 + (lane & 15)) * LDS + (2 * dp + (lane >> 4)) * 8);
 #pragma unroll
                     for (int mt = 0; mt < 2; mt++) {
                         mma_op<T>::run(o[mt][2 * dp], a[mt], vb[0], vb[1]);
@@ -421,34 +427,35 @@ __device__ __forceinline__ uint64_t wg_desc(const void *smem, int lbo, int sbo) 
            ((uint64_t)(sbo >> 4) << 32);
 }
 
-#define WG_ACC(d)                                                                            \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), \
-        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]),          \
-        "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),          \
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),          \
-        "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]),          \
-        "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-#define WG_D                                                                                 \
-    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23," \
+#define WG_ACC(d)                                                                                  \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),      \
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),  \
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),  \
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),  \
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),  \
+        "+f"(d[7][2]), "+f"(d[7][3])
+#define WG_D                                                                                       \
+    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"      \
     "%24,%25,%26,%27,%28,%29,%30,%31}"
 /* the PTX of one m64n64k16 product for the element type E ("bf16" or "f16"):
  * SS: d (+)= A B^T, both K-major in shared memory, scale_d 0 overwrites d;
  * RS: d += A B, A from registers (mma.sync's A fragment per warp), B N-major in shared */
-#define WG_SS(E)                                                                             \
-    "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32." E \
+#define WG_SS(E)                                                                                   \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32." E      \
     "." E " " WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-#define WG_RS(E)                                                                             \
-    "wgmma.mma_async.sync.aligned.m64n64k16.f32." E "." E " " WG_D                            \
+#define WG_RS(E)                                                                                   \
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32." E "." E " " WG_D                                 \
     ", {%32,%33,%34,%35}, %36, 1, 1, 1, 1;\n"
-#define WG_ACC16(d)                                                                          \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), \
-        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]),          \
-        "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+#define WG_ACC16(d)                                                                                \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),      \
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),  \
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
 /* SS m64n32k16 with both operands MN-major in shared memory (A transposed, B N-major):
  * d (+)= A B for A stored [k][m] and B stored [k][n] */
-#define WG_SS_TT(E)                                                                          \
-    "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32." E \
-    "." E " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
+#define WG_SS_TT(E)                                                                                \
+    "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\nwgmma.mma_async.sync.aligned.m64n32k16.f32." E      \
+    "." E                                                                                          \
+    " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
 
 /* wg_op<T>: the products above for T's PTX type name E */
 template <typename T> struct wg_op;
@@ -457,20 +464,20 @@ template <typename T> struct wg_op;
 #else
 #define WG_ASM(...)
 #endif
-#define WG_OP(T, E)                                                                          \
-    template <> struct wg_op<T> {                                                            \
-        static __device__ __forceinline__ void ss(float d[8][4], uint64_t da, uint64_t db,    \
-                                                  int scale_d) {                             \
-            WG_ASM(WG_SS(E) : WG_ACC(d) : "l"(da), "l"(db), "r"(scale_d));                   \
-        }                                                                                    \
-        static __device__ __forceinline__ void rs_tb(float d[8][4], const uint32_t a[4],      \
-                                                     uint64_t db) {                          \
-            WG_ASM(WG_RS(E) : WG_ACC(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)); \
-        }                                                                                    \
-        static __device__ __forceinline__ void ss_tt(float d[4][4], uint64_t da, uint64_t db, \
-                                                     int scale_d) {                          \
-            WG_ASM(WG_SS_TT(E) : WG_ACC16(d) : "l"(da), "l"(db), "r"(scale_d));              \
-        }                                                                                    \
+#define WG_OP(T, E)                                                                                \
+    template <> struct wg_op<T> {                                                                  \
+        static __device__ __forceinline__ void ss(float d[8][4], uint64_t da, uint64_t db,         \
+                                                  int scale_d) {                                   \
+            WG_ASM(WG_SS(E) : WG_ACC(d) : "l"(da), "l"(db), "r"(scale_d));                         \
+        }                                                                                          \
+        static __device__ __forceinline__ void rs_tb(float d[8][4], const uint32_t a[4],           \
+                                                     uint64_t db) {                                \
+            WG_ASM(WG_RS(E) : WG_ACC(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));    \
+        }                                                                                          \
+        static __device__ __forceinline__ void ss_tt(float d[4][4], uint64_t da, uint64_t db,      \
+                                                     int scale_d) {                                \
+            WG_ASM(WG_SS_TT(E) : WG_ACC16(d) : "l"(da), "l"(db), "r"(scale_d));                    \
+        }                                                                                          \
     };
 WG_OP(__nv_bfloat16, "bf16")
 WG_OP(__half, "f16")
@@ -503,14 +510,16 @@ template <int N> __device__ __forceinline__ void wg_pin(float (&d)[N][4]) {
 #pragma unroll
     for (int i = 0; i < N; i++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(d[i][e])::"memory");
+        for (int e = 0; e < 4; e++)
+            asm volatile("" : "+f"(d[i][e])::"memory");
 }
 /* the same for A fragments a register-sourced wgmma may still be reading */
 __device__ __forceinline__ void wg_pin_a(uint32_t a[4][4]) {
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[i][e])::"memory");
+        for (int e = 0; e < 4; e++)
+            asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
 /* Starts copying rows [row0, row0+64) x HDM columns of a [*, ld] matrix into a 64 x 64
@@ -547,9 +556,9 @@ __global__ void wgmma_present_kernel(int *flag) {
  * eight row groups (shuffles) and the warps (shared memory, whose tiles the block is done
  * with), then one atomic a column. */
 template <int NW>
-__device__ __forceinline__ void bias_kv_sums(float *dbias, unsigned char *smem, const float dk[8][4],
-                                             const float dv[8][4], const int key[2], int T_,
-                                             int NH, int NKV, int kvh, float scale) {
+__device__ __forceinline__ void
+bias_kv_sums(float *dbias, unsigned char *smem, const float dk[8][4], const float dv[8][4],
+             const int key[2], int T_, int NH, int NKV, int kvh, float scale) {
     static_assert(NW * 32 >= 2 * HDM, "one thread a key or value column");
     float *part = (float *)smem; /* [NW][2 * HDM] */
     int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
@@ -578,7 +587,8 @@ __device__ __forceinline__ void bias_kv_sums(float *dbias, unsigned char *smem, 
     if (c >= 2 * HDM) return;
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < NW; w++) sum += part[w * 2 * HDM + c];
+    for (int w = 0; w < NW; w++)
+        sum += part[w * 2 * HDM + c];
     atomicAdd(dbias + (c < HDM ? (NH + kvh) * HDM + c : (NH + NKV + kvh) * HDM + c - HDM), sum);
 }
 
@@ -604,10 +614,9 @@ __device__ __forceinline__ void dq_red_rows(float *dq_acc, const float (&dq)[NT]
 /* A backward block's end: the lane's dK (times scale) and dV rows key[0], key[1] into
  * dqkv (keys past T_ left out), then, with dbias, their column sums into it. */
 template <int NW, typename T>
-__device__ __forceinline__ void store_dkv(T *dqkv, float *dbias, unsigned char *smem,
-                                          const float dk[8][4], const float dv[8][4],
-                                          const int key[2], int b, int T_, int NH, int NKV,
-                                          int kvh, float scale) {
+__device__ __forceinline__ void
+store_dkv(T *dqkv, float *dbias, unsigned char *smem, const float dk[8][4], const float dv[8][4],
+          const int key[2], int b, int T_, int NH, int NKV, int kvh, float scale) {
     int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
     int t = threadIdx.x & 3;
 #pragma unroll
@@ -638,8 +647,8 @@ __device__ __forceinline__ void store_dkv(T *dqkv, float *dbias, unsigned char *
  * SM, though the dQ atomics double. */
 template <typename T>
 __global__ void __launch_bounds__(BW * 32, 3)
-attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T *qkv,
-                    const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
+    attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T *qkv,
+                        const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) unsigned char smem[];
     T *sK = (T *)smem, *sV = sK + BK * LDS, *sQ = sV + BK * LDS, *sdO = sQ + 2 * BQ * LDS;
     T *sdS = sdO + 2 * BQ * LDS; /* dS^T [BK][LDS] (query columns) */
@@ -746,9 +755,9 @@ attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T
     store_dkv<BW>(dqkv, dbias, smem, dk, dv, key, b, T_, NH, NKV, kvh, scale);
 }
 
-#define WK 128 /* wgmma backward: keys per block, 64 per warpgroup */
-#define WBQ 64 /* wgmma backward: queries per tile */
-#define WSTAGES 3 /* wgmma backward: Q / dO / lse / D stages in flight */
+#define WK      128 /* wgmma backward: keys per block, 64 per warpgroup */
+#define WBQ     64  /* wgmma backward: queries per tile */
+#define WSTAGES 3   /* wgmma backward: Q / dO / lse / D stages in flight */
 
 /* Backward with warpgroup MMAs (sm_90a): one block per 128 keys of one kv head, two
  * warpgroups of 64 keys each, dK and dV in registers over every 64-query tile of every
@@ -764,8 +773,8 @@ attn_bwd_mma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T
  * tile's products. */
 template <typename T>
 __global__ void __launch_bounds__(256, 1)
-attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T *qkv,
-                      const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
+    attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T *qkv,
+                          const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
 #ifdef LB_WGMMA
     extern __shared__ __align__(128) unsigned char smem[];
     T *sK = (T *)smem, *sV = sK + 2 * CM_TILE, *sQ = sV + 2 * CM_TILE;
@@ -785,7 +794,8 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
     /* descriptors of the shared operands: K-major (k steps 256 bytes apart) for the
      * products over the head dimension, MN-major (k steps 2048 bytes apart) for the
      * products over queries or keys; a stage of Q or dO is 8 KiB on, a dS^T buffer 16 KiB */
-    const uint64_t dKw = wg_desc(sK + wg * CM_TILE, 128, 1024), dVw = wg_desc(sV + wg * CM_TILE, 128, 1024);
+    const uint64_t dKw = wg_desc(sK + wg * CM_TILE, 128, 1024),
+                   dVw = wg_desc(sV + wg * CM_TILE, 128, 1024);
     const uint64_t dQk = wg_desc(sQ, 128, 1024), dOk = wg_desc(sdO, 128, 1024);
     const uint64_t dQn = wg_desc(sQ, 1024, 128), dOn = wg_desc(sdO, 1024, 128);
     const uint64_t dSt = wg_desc(sdS, 1024, 128), dKn = wg_desc(sK, 1024, 128) + 32 * wg;
@@ -793,7 +803,8 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
 
     for (int half = 0; half < 2; half++) {
         tile_async_cm<256>(sK + half * CM_TILE, base + (NH + kvh) * HDM, W, k0 + 64 * half, T_);
-        tile_async_cm<256>(sV + half * CM_TILE, base + (NH + NKV + kvh) * HDM, W, k0 + 64 * half, T_);
+        tile_async_cm<256>(sV + half * CM_TILE, base + (NH + NKV + kvh) * HDM, W, k0 + 64 * half,
+                           T_);
     }
     /* the query stream: tile `it` is query head kvh G + it / nq, queries from
      * k0 + (it % nq) WBQ, tracked as counters (a division by nq costs ~25 instructions) */
@@ -814,7 +825,8 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
         }
         int h = p.h, q0 = p.q0;
         tile_async_cm<256>(sQ + buf * CM_TILE, base + h * HDM, W, q0, T_);
-        tile_async_cm<256>(sdO + buf * CM_TILE, dout + (int64_t)b * T_ * ldo + h * HDM, ldo, q0, T_);
+        tile_async_cm<256>(sdO + buf * CM_TILE, dout + (int64_t)b * T_ * ldo + h * HDM, ldo, q0,
+                           T_);
         rowstats_async<WBQ>(sL + buf * WBQ, sD + buf * WBQ, lse, Dsum, ((int64_t)b * NH + h) * T_,
                             q0, T_);
         cp_async_commit();
@@ -835,16 +847,20 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
          * the paths join costs ptxas an extra empty wgmma) */
         if (q0 - k0 >= WBQ) {
 #pragma unroll
-            for (int ks = 0; ks < WK / 16; ks++) wg_op<T>::ss_tt(dq, a + R16 * ks, dKn + R16 * ks, ks > 0);
+            for (int ks = 0; ks < WK / 16; ks++)
+                wg_op<T>::ss_tt(dq, a + R16 * ks, dKn + R16 * ks, ks > 0);
             wg_commit();
         } else {
 #pragma unroll
-            for (int ks = 0; ks < WK / 32; ks++) wg_op<T>::ss_tt(dq, a + R16 * ks, dKn + R16 * ks, ks > 0);
+            for (int ks = 0; ks < WK / 32; ks++)
+                wg_op<T>::ss_tt(dq, a + R16 * ks, dKn + R16 * ks, ks > 0);
             wg_commit();
         }
     };
     /* adds that dQ into dq_acc (permuted columns, as attn_bwd_mma_kernel) */
-    auto dq_add = [&](int h, int q0) { dq_red_rows(dq_acc, dq, b, q0 + 16 * warp + g, T_, NH, h, 32 * wg); };
+    auto dq_add = [&](int h, int q0) {
+        dq_red_rows(dq_acc, dq, b, q0 + 16 * warp + g, T_, NH, h, 32 * wg);
+    };
     for (int it = 0, buf = 0; it < n_it; it++, buf = buf == WSTAGES - 1 ? 0 : buf + 1) {
         cp_async_wait<1>();
         fence_async_shared();
@@ -896,11 +912,13 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
                 float2 L = *(const float2 *)(cL + nt * 8 + 2 * t);
                 float nl[2] = {-L.x * LB_LOG2E, -L.y * LB_LOG2E};
 #pragma unroll
-                for (int e = 0; e < 4; e++) st[nt][e] = lb_exp2(fmaf(st[nt][e], sl2, nl[e & 1]));
+                for (int e = 0; e < 4; e++)
+                    st[nt][e] = lb_exp2(fmaf(st[nt][e], sl2, nl[e & 1]));
             }
         }
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) afrag_from_c<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
+        for (int kk = 0; kk < 4; kk++)
+            afrag_from_c<T>(pa[kk], st[2 * kk], st[2 * kk + 1]);
         wg_pin(dv);
         wg_fence();
 #pragma unroll
@@ -911,7 +929,8 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
         wg_pin(dp);
         softmax_grad8(dp, st, cD, t);
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) afrag_from_c<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
+        for (int kk = 0; kk < 4; kk++)
+            afrag_from_c<T>(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
         wg_pin(dk);
         wg_fence();
 #pragma unroll
@@ -919,7 +938,8 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
             wg_op<T>::rs_tb(dk, sa[kk], dQn + buf * STAGE + R16 * kk);
         wg_commit();
         { /* dS^T rows of this warp into the tile's buffer (lane: row g, columns 2t..) */
-            char *p = (char *)(sdS + (it & 1) * 2 * CM_TILE) + (8 * wg + 2 * warp) * 1024 + g * 16 + 4 * t;
+            char *p = (char *)(sdS + (it & 1) * 2 * CM_TILE) + (8 * wg + 2 * warp) * 1024 + g * 16 +
+                      4 * t;
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
                 *(uint32_t *)(p + 256 * kk) = sa[kk][0];
@@ -960,14 +980,15 @@ attn_bwd_wgmma_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const
  * dbias[0, NH*HDM): per thread in registers, then over y in shared memory, one atomic a
  * column. */
 template <typename T>
-__global__ void attn_dq_store_kernel(T *dqkv, float *dbias, const float *dq_acc, int64_t BT,
-                                     int NH, int NKV, float scale) {
+__global__ void attn_dq_store_kernel(T *dqkv, float *dbias, const float *dq_acc, int64_t BT, int NH,
+                                     int NKV, float scale) {
     __shared__ float part[16][16][17]; /* [y][column in group][x] */
     int ng = NH * HDM / 16, cg = blockIdx.y * 16 + threadIdx.x;
     int64_t W = (int64_t)(NH + 2 * NKV) * HDM;
     float sum[16];
 #pragma unroll
-    for (int k = 0; k < 16; k++) sum[k] = 0.0f;
+    for (int k = 0; k < 16; k++)
+        sum[k] = 0.0f;
     if (cg < ng) {
         int64_t r1 = min(BT, (int64_t)(blockIdx.x + 1) * DQ_ROWS);
 #pragma unroll 2
@@ -988,23 +1009,25 @@ __global__ void attn_dq_store_kernel(T *dqkv, float *dbias, const float *dq_acc,
     }
     if (dbias == NULL) return;
 #pragma unroll
-    for (int k = 0; k < 16; k++) part[threadIdx.y][k][threadIdx.x] = sum[k];
+    for (int k = 0; k < 16; k++)
+        part[threadIdx.y][k][threadIdx.x] = sum[k];
     __syncthreads();
     int tid = threadIdx.y * 16 + threadIdx.x, col = blockIdx.y * 256 + tid;
     if (col >= NH * HDM) return;
     float s = 0.0f;
 #pragma unroll
-    for (int y = 0; y < 16; y++) s += part[y][tid % 16][tid / 16];
+    for (int y = 0; y < 16; y++)
+        s += part[y][tid % 16][tid / 16];
     atomicAdd(dbias + col, s * scale);
 }
 
 /* ------------------------------------------------------------------------------------ */
 /* CUDA-core tiled path (HD 64, any storage type; fp32 arithmetic, no tensor cores)      */
 
-#define TB 64   /* rows (queries or keys) of a tile */
+#define TB  64  /* rows (queries or keys) of a tile */
 #define TLD 68  /* row stride of Q, K, V, dO tiles in floats: rows 8 apart share banks */
 #define PLD 80  /* row stride of P and dS tiles: rows 1 apart land 16 banks apart */
-#define TT 256  /* threads a block, a 16 x 16 grid (ty = tid / 16, tx = tid % 16) */
+#define TT  256 /* threads a block, a 16 x 16 grid (ty = tid / 16, tx = tid % 16) */
 
 /* Rows [row0, row0+TB) of a [*, ld] matrix (HDM columns from g) as fp32 into s[TB][TLD];
  * rows at or past n_rows become zero. */
@@ -1028,7 +1051,8 @@ __device__ __forceinline__ void tile_abt(float acc[4][4], const float *A, int ra
     for (int d = 0; d < HDM; d += 4) {
         float4 b[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) b[j] = *(const float4 *)(B + (rb + 16 * j) * TLD + d);
+        for (int j = 0; j < 4; j++)
+            b[j] = *(const float4 *)(B + (rb + 16 * j) * TLD + d);
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             float4 a = *(const float4 *)(A + (ra + 16 * i) * TLD + d);
@@ -1070,14 +1094,13 @@ __device__ __forceinline__ void tile_ps(float acc[4][4], const float *P, int ra,
     }
 }
 
-
 /* Forward: one block per 64 queries of one head, thread (ty, tx) owning the scores of
  * queries ty + 16 i and keys tx + 16 j of each 64-key tile, so a query row's maximum and
  * sum are shuffles among 16 lanes; the probabilities go through shared memory into
  * O += P V, where the thread owns the same four queries and columns 4 tx..4 tx+3. */
 template <typename T>
 __global__ void __launch_bounds__(TT, 3)
-attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int NKV) {
+    attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) float fsm[];
     float *sQ = fsm, *sK = sQ + TB * TLD, *sV = sK + TB * TLD, *sP = sV + TB * TLD;
     fwd_tile<T> ft = fwd_tile_of(qkv, TB, B, T_, NH, NKV);
@@ -1091,7 +1114,8 @@ attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, in
     float o[4][4], m[4], l[4];
     zero4x4(o);
 #pragma unroll
-    for (int i = 0; i < 4; i++) m[i] = -INFINITY, l[i] = 0.0f;
+    for (int i = 0; i < 4; i++)
+        m[i] = -INFINITY, l[i] = 0.0f;
     for (int k0 = 0; k0 <= q0; k0 += TB) {
         __syncthreads(); /* the last tile's K, V and P are read */
         tile_f32(sK, gK, W, k0, T_);
@@ -1112,7 +1136,8 @@ attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, in
                 mx = fmaxf(mx, s[i][j]);
             }
 #pragma unroll
-            for (int o2 = 1; o2 < 16; o2 <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o2));
+            for (int o2 = 1; o2 < 16; o2 <<= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o2));
             float mnew = fmaxf(m[i], mx), ms = mnew == -INFINITY ? 0.0f : mnew;
             float corr = lb_exp2(m[i] - ms), sum = 0.0f;
             m[i] = mnew;
@@ -1124,7 +1149,8 @@ attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, in
             }
             l[i] = l[i] * corr + sum;
 #pragma unroll
-            for (int c = 0; c < 4; c++) o[i][c] *= corr;
+            for (int c = 0; c < 4; c++)
+                o[i][c] *= corr;
         }
         __syncthreads();
         tile_ps(o, sP, ty, sV, tx);
@@ -1134,7 +1160,8 @@ attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, in
     for (int i = 0; i < 4; i++) {
         float li = l[i];
 #pragma unroll
-        for (int o2 = 1; o2 < 16; o2 <<= 1) li += __shfl_xor_sync(0xffffffffu, li, o2);
+        for (int o2 = 1; o2 < 16; o2 <<= 1)
+            li += __shfl_xor_sync(0xffffffffu, li, o2);
         int q = q0 + ty + 16 * i;
         if (q >= T_) continue;
         float inv = 1.0f / li, f[4] = {o[i][0] * inv, o[i][1] * inv, o[i][2] * inv, o[i][3] * inv};
@@ -1155,8 +1182,8 @@ attn_fwd_simt_kernel(T *out, float *lse, const T *qkv, int B, int T_, int NH, in
  * permuted order with four-float reductions. */
 template <typename T>
 __global__ void __launch_bounds__(TT, 2)
-attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T *qkv,
-                     const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
+    attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const T *qkv,
+                         const float *lse, const float *Dsum, int B, int T_, int NH, int NKV) {
     extern __shared__ __align__(16) float fsm[];
     float *sK = fsm, *sV = sK + TB * TLD, *sQ = sV + TB * TLD, *sdO = sQ + TB * TLD;
     float *sS = sdO + TB * TLD, *sL = sS + TB * PLD, *sD = sL + TB; /* sS: P^T, then dS^T */
@@ -1279,7 +1306,8 @@ attn_bwd_simt_kernel(T *dqkv, float *dbias, float *dq_acc, const T *dout, const 
     if (c >= 2 * HDM) return;
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < TT / 32; w++) sum += part[w * 2 * HDM + c];
+    for (int w = 0; w < TT / 32; w++)
+        sum += part[w * 2 * HDM + c];
     atomicAdd(dbias + (c < HDM ? (NH + kvh) * HDM + c : (NH + NKV + kvh) * HDM + c - HDM), sum);
 }
 
@@ -1310,31 +1338,36 @@ __global__ void attn_fwd_scalar_kernel(T *out, float *lse, const T *qkv, int T_,
         for (int i = threadIdx.x; i < SK * HD; i += blockDim.x) {
             int r = i / HD, d = i % HD, key = k0 + r;
             sK[r][d] = key < T_ ? lb_to_f(base[(int64_t)key * W + (NH + kvh) * HD + d]) : 0.0f;
-            sV[r][d] = key < T_ ? lb_to_f(base[(int64_t)key * W + (NH + NKV + kvh) * HD + d]) : 0.0f;
+            sV[r][d] =
+                key < T_ ? lb_to_f(base[(int64_t)key * W + (NH + NKV + kvh) * HD + d]) : 0.0f;
         }
         __syncthreads();
         if (qi >= T_) continue;
         for (int j = 0; j < SK && k0 + j <= qi; j++) {
             float s = 0.0f;
 #pragma unroll
-            for (int d = 0; d < HD; d++) s += q[d] * sK[j][d];
+            for (int d = 0; d < HD; d++)
+                s += q[d] * sK[j][d];
             if (s > m) {
                 float c = __expf(m - s);
                 l *= c;
 #pragma unroll
-                for (int d = 0; d < HD; d++) acc[d] *= c;
+                for (int d = 0; d < HD; d++)
+                    acc[d] *= c;
                 m = s;
             }
             float p = __expf(s - m);
             l += p;
 #pragma unroll
-            for (int d = 0; d < HD; d++) acc[d] += p * sV[j][d];
+            for (int d = 0; d < HD; d++)
+                acc[d] += p * sV[j][d];
         }
     }
     if (qi >= T_) return;
     T *o = out + ((int64_t)b * T_ + qi) * NH * HD + h * HD;
 #pragma unroll
-    for (int d = 0; d < HD; d++) o[d] = lb_from_f<T>(acc[d] / l);
+    for (int d = 0; d < HD; d++)
+        o[d] = lb_from_f<T>(acc[d] / l);
     lse[((int64_t)b * NH + h) * T_ + qi] = m + logf(l);
 }
 
@@ -1352,14 +1385,16 @@ __global__ void attn_dsum_kernel(float *Dsum, float *dq_acc, const T *dout, cons
         lb_ld8(a, dout + i * 8);
         lb_ld8(o, out + i * 8);
 #pragma unroll
-        for (int k = 0; k < 8; k++) s += a[k] * o[k];
+        for (int k = 0; k < 8; k++)
+            s += a[k] * o[k];
         if (dq_acc) {
             float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             ((float4 *)(dq_acc + i * 8))[0] = z;
             ((float4 *)(dq_acc + i * 8))[1] = z;
         }
     }
-    for (int o = cpr / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (int o = cpr / 2; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffffu, s, o);
     if (row < rows && i % cpr == 0) {
         int h = (int)(row % NH);
         int64_t bt = row / NH;
@@ -1380,12 +1415,15 @@ __global__ void attn_bwd_kv_scalar_kernel(T *dqkv, const T *dout, const T *qkv, 
     int k0 = blockIdx.x * SQ, kj = k0 + threadIdx.x;
     const float scale = rsqrtf((float)HD);
     for (int d = 0; d < HD; d++) {
-        sk[threadIdx.x * (HD + 1) + d] = kj < T_ ? lb_to_f(base[(int64_t)kj * W + (NH + kvh) * HD + d]) : 0.0f;
-        sv[threadIdx.x * (HD + 1) + d] = kj < T_ ? lb_to_f(base[(int64_t)kj * W + (NH + NKV + kvh) * HD + d]) : 0.0f;
+        sk[threadIdx.x * (HD + 1) + d] =
+            kj < T_ ? lb_to_f(base[(int64_t)kj * W + (NH + kvh) * HD + d]) : 0.0f;
+        sv[threadIdx.x * (HD + 1) + d] =
+            kj < T_ ? lb_to_f(base[(int64_t)kj * W + (NH + NKV + kvh) * HD + d]) : 0.0f;
     }
     float dk[HD], dv[HD];
 #pragma unroll
-    for (int d = 0; d < HD; d++) dk[d] = dv[d] = 0.0f;
+    for (int d = 0; d < HD; d++)
+        dk[d] = dv[d] = 0.0f;
     const float *myk = sk + threadIdx.x * (HD + 1), *myv = sv + threadIdx.x * (HD + 1);
     for (int hh = 0; hh < G; hh++) {
         int h = kvh * G + hh;
@@ -1472,13 +1510,15 @@ __global__ void attn_bwd_q_scalar_kernel(T *dqkv, const T *dout, const T *qkv, c
             float p = __expf(s * scale - L);
             float ds = p * (dp - Dq) * scale;
 #pragma unroll
-            for (int d = 0; d < HD; d++) dq[d] += ds * sk[j * HD + d];
+            for (int d = 0; d < HD; d++)
+                dq[d] += ds * sk[j * HD + d];
         }
     }
     if (qi >= T_) return;
     T *row = dqkv + ((int64_t)b * T_ + qi) * W + h * HD;
 #pragma unroll
-    for (int d = 0; d < HD; d++) row[d] = lb_from_f<T>(dq[d]);
+    for (int d = 0; d < HD; d++)
+        row[d] = lb_from_f<T>(dq[d]);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1498,8 +1538,8 @@ extern "C" size_t lb_gpu_attention_scratch_bytes(int B, int T, int NH, int HD) {
 }
 
 template <typename T, int HD>
-static lb_status fwd_scalar(void *out, float *lse, const void *qkv, int B, int T_, int NH,
-                            int NKV, cudaStream_t s, lb_err *err) {
+static lb_status fwd_scalar(void *out, float *lse, const void *qkv, int B, int T_, int NH, int NKV,
+                            cudaStream_t s, lb_err *err) {
     dim3 grid((unsigned)((T_ + SQ - 1) / SQ), (unsigned)NH, (unsigned)B);
     attn_fwd_scalar_kernel<T, HD><<<grid, SQ, 0, s>>>((T *)out, lse, (const T *)qkv, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
@@ -1512,10 +1552,12 @@ static lb_status bwd_scalar(void *dqkv, float *dbias, float *Dsum, const void *d
                             lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     size_t smem_kv = (2 * SQ * (HD + 1) + 2 * SK * HD + 2 * SK) * sizeof(float);
     size_t smem_q = (SQ * (HD + 1) + 2 * SK * HD) * sizeof(float);
-    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_kv_scalar_kernel<T, HD>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv));
-    LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_q_scalar_kernel<T, HD>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
+    LB_CUDA_TRY(err,
+                cudaFuncSetAttribute(attn_bwd_kv_scalar_kernel<T, HD>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv));
+    LB_CUDA_TRY(err,
+                cudaFuncSetAttribute(attn_bwd_q_scalar_kernel<T, HD>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));
     unsigned nt = (unsigned)((T_ + SQ - 1) / SQ);
     attn_bwd_kv_scalar_kernel<T, HD><<<dim3(nt, (unsigned)NKV, (unsigned)B), SQ, smem_kv, s>>>(
         (T *)dqkv, (const T *)dout, (const T *)qkv, lse, Dsum, T_, NH, NKV);
@@ -1534,8 +1576,8 @@ static lb_status dq_store(void *dqkv, float *dbias, const float *dq_acc, int B, 
                           int NKV, cudaStream_t s, lb_err *err) {
     int64_t BT = (int64_t)B * T_;
     dim3 grid((unsigned)((BT + DQ_ROWS - 1) / DQ_ROWS), (unsigned)((NH * HDM / 16 + 15) / 16));
-    attn_dq_store_kernel<T><<<grid, dim3(16, 16), 0, s>>>((T *)dqkv, dbias, dq_acc, BT, NH, NKV,
-                                                          rsqrtf((float)HDM));
+    attn_dq_store_kernel<T>
+        <<<grid, dim3(16, 16), 0, s>>>((T *)dqkv, dbias, dq_acc, BT, NH, NKV, rsqrtf((float)HDM));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -1547,8 +1589,8 @@ static lb_status fwd_mma(void *out, float *lse, const void *qkv, int B, int T_, 
     LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_fwd_mma_kernel<T>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     unsigned blocks = (unsigned)((T_ + FQ - 1) / FQ) * (unsigned)NH * (unsigned)B;
-    attn_fwd_mma_kernel<T><<<blocks, FW * 32, smem, s>>>((T *)out, lse, (const T *)qkv, B, T_, NH,
-                                                         NKV);
+    attn_fwd_mma_kernel<T>
+        <<<blocks, FW * 32, smem, s>>>((T *)out, lse, (const T *)qkv, B, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -1561,7 +1603,8 @@ extern "C" bool lb_gpu_attention_wgmma(void) {
     ready = cudaMalloc(&d, sizeof flag) == cudaSuccess;
     if (ready) {
         wgmma_present_kernel<<<1, 1>>>(d);
-        ready = cudaMemcpy(&flag, d, sizeof flag, cudaMemcpyDeviceToHost) == cudaSuccess && flag == 1;
+        ready =
+            cudaMemcpy(&flag, d, sizeof flag, cudaMemcpyDeviceToHost) == cudaSuccess && flag == 1;
     }
     if (d) cudaFree(d);
     cudaGetLastError();
@@ -1576,9 +1619,8 @@ static lb_status bwd_mma(void *dqkv, float *dbias, float *Dsum, float *dq_acc, c
     LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_mma_kernel<T>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     unsigned blocks = (unsigned)((T_ + BK - 1) / BK) * (unsigned)NKV * (unsigned)B;
-    attn_bwd_mma_kernel<T><<<blocks, BW * 32, smem, s>>>((T *)dqkv, dbias, dq_acc,
-                                                         (const T *)dout, (const T *)qkv, lse,
-                                                         Dsum, B, T_, NH, NKV);
+    attn_bwd_mma_kernel<T><<<blocks, BW * 32, smem, s>>>((T *)dqkv, dbias, dq_acc, (const T *)dout,
+                                                         (const T *)qkv, lse, Dsum, B, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
     return dq_store<T>(dqkv, dbias, dq_acc, B, T_, NH, NKV, s, err);
 }
@@ -1592,9 +1634,8 @@ static lb_status bwd_wgmma(void *dqkv, float *dbias, float *Dsum, float *dq_acc,
     LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_bwd_wgmma_kernel<T>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     unsigned blocks = (unsigned)((T_ + WK - 1) / WK) * (unsigned)NKV * (unsigned)B;
-    attn_bwd_wgmma_kernel<T><<<blocks, 256, smem, s>>>((T *)dqkv, dbias, dq_acc,
-                                                       (const T *)dout, (const T *)qkv, lse,
-                                                       Dsum, B, T_, NH, NKV);
+    attn_bwd_wgmma_kernel<T><<<blocks, 256, smem, s>>>((T *)dqkv, dbias, dq_acc, (const T *)dout,
+                                                       (const T *)qkv, lse, Dsum, B, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
     return dq_store<T>(dqkv, dbias, dq_acc, B, T_, NH, NKV, s, err);
 }
@@ -1606,8 +1647,7 @@ static lb_status fwd_simt(void *out, float *lse, const void *qkv, int B, int T_,
     LB_CUDA_TRY(err, cudaFuncSetAttribute(attn_fwd_simt_kernel<T>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     unsigned blocks = (unsigned)((T_ + TB - 1) / TB) * (unsigned)NH * (unsigned)B;
-    attn_fwd_simt_kernel<T><<<blocks, TT, smem, s>>>((T *)out, lse, (const T *)qkv, B, T_, NH,
-                                                     NKV);
+    attn_fwd_simt_kernel<T><<<blocks, TT, smem, s>>>((T *)out, lse, (const T *)qkv, B, T_, NH, NKV);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -1626,21 +1666,35 @@ static lb_status bwd_simt(void *dqkv, float *dbias, float *Dsum, float *dq_acc, 
     return dq_store<T>(dqkv, dbias, dq_acc, B, T_, NH, NKV, s, err);
 }
 
-#define HD_DISPATCH(HD, ...)                                                                \
-    switch (HD) {                                                                          \
-    case 8: { constexpr int HDC = 8; __VA_ARGS__; } break;                                 \
-    case 16: { constexpr int HDC = 16; __VA_ARGS__; } break;                               \
-    case 32: { constexpr int HDC = 32; __VA_ARGS__; } break;                               \
-    case 128: { constexpr int HDC = 128; __VA_ARGS__; } break;                             \
-    default:                                                                               \
-        return lb_fail(err, LB_ERR_UNSUPPORTED,                                            \
-                       "scalar attention supports head sizes 8, 16, 32 and 128, not %d", HD);     \
+#define HD_DISPATCH(HD, ...)                                                                       \
+    switch (HD) {                                                                                  \
+    case 8: {                                                                                      \
+        constexpr int HDC = 8;                                                                     \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case 16: {                                                                                     \
+        constexpr int HDC = 16;                                                                    \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case 32: {                                                                                     \
+        constexpr int HDC = 32;                                                                    \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case 128: {                                                                                    \
+        constexpr int HDC = 128;                                                                   \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    default:                                                                                       \
+        return lb_fail(err, LB_ERR_UNSUPPORTED,                                                    \
+                       "scalar attention supports head sizes 8, 16, 32 and 128, not %d", HD);      \
     }
 
 static lb_status check_heads(int NH, int NKV, int HD, lb_err *err) {
     if (NKV <= 0 || NH % NKV != 0)
-        return lb_fail(err, LB_ERR_UNSUPPORTED, "attention needs n_head (%d) divisible by "
-                       "n_kv_head (%d)", NH, NKV);
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "attention needs n_head (%d) divisible by "
+                       "n_kv_head (%d)",
+                       NH, NKV);
     if (HD != 8 && HD != 16 && HD != 32 && HD != 64 && HD != 128)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "attention supports head sizes 8, 16, 32, 64 and 128, not %d", HD);
@@ -1659,14 +1713,13 @@ extern "C" lb_status lb_gpu_attention_forward(void *out, float *lse, const void 
         LB_DISPATCH_DTYPE(dt, E, return (fwd_simt<E>(out, lse, qkv, B, T, NH, NKV, s, err)));
         return LB_OK;
     }
-    HD_DISPATCH(HD, LB_DISPATCH_DTYPE(dt, E,
-        return (fwd_scalar<E, HDC>(out, lse, qkv, B, T, NH, NKV, s, err))));
+    HD_DISPATCH(HD, LB_DISPATCH_DTYPE(
+                        dt, E, return (fwd_scalar<E, HDC>(out, lse, qkv, B, T, NH, NKV, s, err))));
     return LB_OK;
 }
 
 extern "C" lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *scratch,
-                                               const void *dout,
-                                               const void *qkv, const void *out,
+                                               const void *dout, const void *qkv, const void *out,
                                                const float *lse, int B, int T, int NH, int NKV,
                                                int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
                                                cudaStream_t s, lb_err *err) {
@@ -1676,8 +1729,8 @@ extern "C" lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *s
     float *dq_acc = HD == HDM ? (float *)((char *)scratch + dsum_bytes(B, T, NH)) : NULL;
     int64_t rows = (int64_t)B * T * NH;
     LB_DISPATCH_DTYPE(dt, E,
-        attn_dsum_kernel<E><<<lb_blocks(rows * (HD / 8), 256), 256, 0, s>>>(
-            Dsum, dq_acc, (const E *)dout, (const E *)out, rows, T, NH, HD));
+                      attn_dsum_kernel<E><<<lb_blocks(rows * (HD / 8), 256), 256, 0, s>>>(
+                          Dsum, dq_acc, (const E *)dout, (const E *)out, rows, T, NH, HD));
     LB_CUDA_LAUNCH_TRY(err);
     if (mma && impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma()) {
         if (dt == LB_DT_BF16)
@@ -1687,18 +1740,18 @@ extern "C" lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *s
     }
     if (mma) {
         if (dt == LB_DT_BF16)
-            return bwd_mma<__nv_bfloat16>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH,
-                                          NKV, s, err);
+            return bwd_mma<__nv_bfloat16>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV,
+                                          s, err);
         return bwd_mma<__half>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err);
     }
     if (HD == HDM) {
-        LB_DISPATCH_DTYPE(dt, E,
-            return (bwd_simt<E>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s,
-                                err)));
+        LB_DISPATCH_DTYPE(
+            dt, E,
+            return (bwd_simt<E>(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV, s, err)));
         return LB_OK;
     }
     HD_DISPATCH(HD, LB_DISPATCH_DTYPE(dt, E,
-        return (bwd_scalar<E, HDC>(dqkv, dbias, Dsum, dout, qkv, lse, B, T, NH, NKV, dt, s,
-                                   err))));
+                                      return (bwd_scalar<E, HDC>(dqkv, dbias, Dsum, dout, qkv, lse,
+                                                                 B, T, NH, NKV, dt, s, err))));
     return LB_OK;
 }

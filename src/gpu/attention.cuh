@@ -35,7 +35,6 @@ extern "C" {
 #include "core/status.h"
 #include "gpu/dtype.h"
 
-
 typedef enum {
     LB_ATTN_AUTO = 0, /* tensor cores where supported (warpgroup MMAs on sm_90), else CUDA cores */
     LB_ATTN_SCALAR,   /* always CUDA cores: tiled at HD 64, one row a thread else (tests) */

@@ -18,27 +18,27 @@ extern "C" {
 #include "core/status.h"
 
 /* Writes the sentence described above into err and returns the status for lib/code. */
-lb_status lb_gpu_fail_at(lb_err *err, const char *lib, int code, const char *what,
-                         const char *expr, const char *func, const char *file, int line);
+lb_status lb_gpu_fail_at(lb_err *err, const char *lib, int code, const char *what, const char *expr,
+                         const char *func, const char *file, int line);
 
 #ifdef __cplusplus
 }
 #endif
 
-#define LB_CHECK_GEN(err, expr, type, ok, what_fn, lib)                                    \
-    do {                                                                                   \
-        type lb_chk_ = (expr);                                                             \
-        if (lb_chk_ != (ok))                                                               \
-            return lb_gpu_fail_at((err), (lib), (int)lb_chk_, what_fn(lb_chk_), #expr,     \
-                                  __func__, __FILE__, __LINE__);                           \
+#define LB_CHECK_GEN(err, expr, type, ok, what_fn, lib)                                            \
+    do {                                                                                           \
+        type lb_chk_ = (expr);                                                                     \
+        if (lb_chk_ != (ok))                                                                       \
+            return lb_gpu_fail_at((err), (lib), (int)lb_chk_, what_fn(lb_chk_), #expr, __func__,   \
+                                  __FILE__, __LINE__);                                             \
     } while (0)
 
-#define LB_CUDA_TRY(err, expr)                                                             \
+#define LB_CUDA_TRY(err, expr)                                                                     \
     LB_CHECK_GEN(err, expr, cudaError_t, cudaSuccess, cudaGetErrorString, "CUDA")
-#define LB_CUBLAS_TRY(err, expr)                                                           \
-    LB_CHECK_GEN(err, expr, cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString, \
+#define LB_CUBLAS_TRY(err, expr)                                                                   \
+    LB_CHECK_GEN(err, expr, cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasLtGetStatusString,        \
                  "cuBLASLt")
-#define LB_NCCL_TRY(err, expr)                                                             \
+#define LB_NCCL_TRY(err, expr)                                                                     \
     LB_CHECK_GEN(err, expr, ncclResult_t, ncclSuccess, ncclGetErrorString, "NCCL")
 /* After a kernel launch: a bad configuration shows here, a fault at the next sync. */
 #define LB_CUDA_LAUNCH_TRY(err) LB_CUDA_TRY(err, cudaGetLastError())

@@ -1,7 +1,7 @@
 /* common.cuh: what every llmbench kernel file shares: element-type traits (fp32, fp16,
  * bf16 storage with fp32 arithmetic), warp and block reductions, launch helpers, and the
- * dispatch from a run-time lb_gpu_dtype to a template parameter. Internal to the .cu files of src/gpu;
- * the C-callable interfaces are the per-family .cuh headers. */
+ * dispatch from a run-time lb_gpu_dtype to a template parameter. Internal to the .cu files of
+ * src/gpu; the C-callable interfaces are the per-family .cuh headers. */
 #ifndef LB_GPU_COMMON_CUH
 #define LB_GPU_COMMON_CUH
 
@@ -14,15 +14,23 @@
 #include "gpu/dtype.h"
 
 template <typename T> __device__ __forceinline__ float lb_to_f(T x);
-template <> __device__ __forceinline__ float lb_to_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ float lb_to_f<__half>(__half x) { return __half2float(x); }
+template <> __device__ __forceinline__ float lb_to_f<float>(float x) {
+    return x;
+}
+template <> __device__ __forceinline__ float lb_to_f<__half>(__half x) {
+    return __half2float(x);
+}
 template <> __device__ __forceinline__ float lb_to_f<__nv_bfloat16>(__nv_bfloat16 x) {
     return __bfloat162float(x);
 }
 
 template <typename T> __device__ __forceinline__ T lb_from_f(float x);
-template <> __device__ __forceinline__ float lb_from_f<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half lb_from_f<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ float lb_from_f<float>(float x) {
+    return x;
+}
+template <> __device__ __forceinline__ __half lb_from_f<__half>(float x) {
+    return __float2half_rn(x);
+}
 template <> __device__ __forceinline__ __nv_bfloat16 lb_from_f<__nv_bfloat16>(float x) {
     return __float2bfloat16_rn(x);
 }
@@ -36,7 +44,8 @@ template <typename T> __device__ __forceinline__ void lb_ld8(float f[8], const T
     uint4 raw = *(const uint4 *)p;
     const T *e = (const T *)&raw;
 #pragma unroll
-    for (int i = 0; i < 8; i++) f[i] = lb_to_f(e[i]);
+    for (int i = 0; i < 8; i++)
+        f[i] = lb_to_f(e[i]);
 }
 __device__ __forceinline__ void lb_st8(float *p, const float f[8]) {
     ((float4 *)p)[0] = make_float4(f[0], f[1], f[2], f[3]);
@@ -46,7 +55,8 @@ template <typename T> __device__ __forceinline__ void lb_st8(T *p, const float f
     uint4 raw;
     T *e = (T *)&raw;
 #pragma unroll
-    for (int i = 0; i < 8; i++) e[i] = lb_from_f<T>(f[i]);
+    for (int i = 0; i < 8; i++)
+        e[i] = lb_from_f<T>(f[i]);
     *(uint4 *)p = raw;
 }
 
@@ -56,15 +66,18 @@ __device__ __forceinline__ void lb_st4(float *p, const float f[4]) {
 }
 template <typename T> __device__ __forceinline__ void lb_st4(T *p, const float f[4]) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) p[i] = lb_from_f<T>(f[i]);
+    for (int i = 0; i < 4; i++)
+        p[i] = lb_from_f<T>(f[i]);
 }
 
 __device__ __forceinline__ float lb_warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 __device__ __forceinline__ float lb_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
@@ -128,7 +141,9 @@ static inline unsigned lb_blocks(int64_t n, int threads) {
 }
 
 /* whether p may be read or written 16 bytes at a time */
-static inline bool lb_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static inline bool lb_aligned16(const void *p) {
+    return ((uintptr_t)p & 15u) == 0;
+}
 
 /* Grid size for grid-stride loops: enough blocks to fill the GPU a few times over. */
 static inline unsigned lb_grid_cap(int64_t n, int threads) {
@@ -138,13 +153,22 @@ static inline unsigned lb_grid_cap(int64_t n, int threads) {
 }
 
 /* Runs `body` with `T` bound to the element type of dtype `dt`. */
-#define LB_DISPATCH_DTYPE(dt, T, ...)                                                       \
-    do {                                                                                   \
-        switch (dt) {                                                                      \
-        case LB_DT_F32: { typedef float T; __VA_ARGS__; } break;                           \
-        case LB_DT_F16: { typedef __half T; __VA_ARGS__; } break;                          \
-        case LB_DT_BF16: { typedef __nv_bfloat16 T; __VA_ARGS__; } break;                  \
-        }                                                                                  \
+#define LB_DISPATCH_DTYPE(dt, T, ...)                                                              \
+    do {                                                                                           \
+        switch (dt) {                                                                              \
+        case LB_DT_F32: {                                                                          \
+            typedef float T;                                                                       \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case LB_DT_F16: {                                                                          \
+            typedef __half T;                                                                      \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        case LB_DT_BF16: {                                                                         \
+            typedef __nv_bfloat16 T;                                                               \
+            __VA_ARGS__;                                                                           \
+        } break;                                                                                   \
+        }                                                                                          \
     } while (0)
 
 #endif

@@ -19,15 +19,19 @@ lb_status lb_cudnn_attn_init(lb_cudnn_attn **out, int B, int T, int NH, int NKV,
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this build has no cuDNN headers");
 }
 void lb_cudnn_attn_free(lb_cudnn_attn *a) {}
-size_t lb_cudnn_attn_workspace_bytes(const lb_cudnn_attn *a) { return 0; }
-size_t lb_cudnn_version(void) { return 0; }
+size_t lb_cudnn_attn_workspace_bytes(const lb_cudnn_attn *a) {
+    return 0;
+}
+size_t lb_cudnn_version(void) {
+    return 0;
+}
 lb_status lb_cudnn_attn_forward(lb_cudnn_attn *a, void *out, float *lse, const void *qkv,
                                 void *workspace, cudaStream_t s, lb_err *err) {
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this build has no cuDNN headers");
 }
-lb_status lb_cudnn_attn_backward(lb_cudnn_attn *a, void *dqkv, const void *dout,
-                                 const void *qkv, const void *out, const float *lse,
-                                 void *workspace, cudaStream_t s, lb_err *err) {
+lb_status lb_cudnn_attn_backward(lb_cudnn_attn *a, void *dqkv, const void *dout, const void *qkv,
+                                 const void *out, const float *lse, void *workspace, cudaStream_t s,
+                                 lb_err *err) {
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this build has no cuDNN headers");
 }
 
@@ -38,8 +42,22 @@ lb_status lb_cudnn_attn_backward(lb_cudnn_attn *a, void *dqkv, const void *dout,
 
 #include "gpu/cudnn_impl.h"
 
-enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_ONE, UID_DO,
-       UID_DQ, UID_DK, UID_DV, UID_ROWSUM, UID_DQ_ACC };
+enum {
+    UID_Q = 1,
+    UID_K,
+    UID_V,
+    UID_O,
+    UID_STATS,
+    UID_SCALE,
+    UID_NEG_INF,
+    UID_ONE,
+    UID_DO,
+    UID_DQ,
+    UID_DK,
+    UID_DV,
+    UID_ROWSUM,
+    UID_DQ_ACC
+};
 
 struct lb_cudnn_attn {
     int B, T, NH, NKV, HD;
@@ -69,20 +87,23 @@ static view transposed(view v) {
 /* The causal mask over scores s [B,NH,T,T] (fp32): keys after the query become -inf. */
 static dnn_desc causal(dnn_graph *g, const lb_cudnn_attn *a, dnn_desc s) {
     int64_t B = a->B, H = a->NH, T = a->T;
-    dnn_desc row = dnn_inner(g, CUDNN_DATA_INT32, B, H, T, T), col = dnn_inner(g, CUDNN_DATA_INT32, B, H, T, T);
+    dnn_desc row = dnn_inner(g, CUDNN_DATA_INT32, B, H, T, T),
+             col = dnn_inner(g, CUDNN_DATA_INT32, B, H, T, T);
     dnn_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, NULL, NULL, row, 2);
     dnn_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, NULL, NULL, col, 3);
-    dnn_desc keep = dnn_inner(g, CUDNN_DATA_BOOLEAN, B, H, T, T), masked = dnn_inner(g, CUDNN_DATA_FLOAT, B, H, T, T);
+    dnn_desc keep = dnn_inner(g, CUDNN_DATA_BOOLEAN, B, H, T, T),
+             masked = dnn_inner(g, CUDNN_DATA_FLOAT, B, H, T, T);
     dnn_pointwise(g, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, NULL, keep, -1);
-    dnn_pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, dnn_scalar(g, UID_NEG_INF), keep,
-              masked, -1);
+    dnn_pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, dnn_scalar(g, UID_NEG_INF),
+                  keep, masked, -1);
     return masked;
 }
 
 /* scale * Q K^T [B,NH,T,T] (fp32) */
 static dnn_desc scores(dnn_graph *g, const lb_cudnn_attn *a, dnn_desc q, dnn_desc kt) {
     int64_t B = a->B, H = a->NH, T = a->T;
-    dnn_desc s = dnn_inner(g, CUDNN_DATA_FLOAT, B, H, T, T), ss = dnn_inner(g, CUDNN_DATA_FLOAT, B, H, T, T);
+    dnn_desc s = dnn_inner(g, CUDNN_DATA_FLOAT, B, H, T, T),
+             ss = dnn_inner(g, CUDNN_DATA_FLOAT, B, H, T, T);
     dnn_matmul(g, q, kt, s);
     dnn_fp32_op(g, CUDNN_POINTWISE_MUL, s, dnn_scalar(g, UID_SCALE), ss);
     return ss;
@@ -104,7 +125,9 @@ typedef struct {
 
 static views make_views(const lb_cudnn_attn *a) {
     int64_t W = (int64_t)(a->NH + 2 * a->NKV) * a->HD, H = a->NH, T = a->T;
-    views v = {.q = heads(a, a->NH, W), .k = heads(a, a->NKV, W), .o = heads(a, a->NH, H * a->HD),
+    views v = {.q = heads(a, a->NH, W),
+               .k = heads(a, a->NKV, W),
+               .o = heads(a, a->NH, H * a->HD),
                .stats = {{a->B, H, T, 1}, {H * T, T, 1, 1}}};
     v.v = v.k;
     v.kt = transposed(v.k);
@@ -124,7 +147,8 @@ static lb_status build_forward(lb_cudnn_attn *a, lb_err *err) {
     dnn_desc stats = dnn_tensor(&g, UID_STATS, f, 4, w.stats.dims, w.stats.strides, 0);
     dnn_desc s = causal(&g, a, scores(&g, a, q, kt));
     /* softmax with its statistics: lse = max + log(sum exp(s - max)), P = exp(s - max) / sum */
-    dnn_desc mx = dnn_inner(&g, f, B, H, T, 1), d = dnn_inner(&g, f, B, H, T, T), e = dnn_inner(&g, f, B, H, T, T);
+    dnn_desc mx = dnn_inner(&g, f, B, H, T, 1), d = dnn_inner(&g, f, B, H, T, T),
+             e = dnn_inner(&g, f, B, H, T, T);
     dnn_desc sum = dnn_inner(&g, f, B, H, T, 1), lg = dnn_inner(&g, f, B, H, T, 1);
     dnn_desc p = dnn_inner(&g, t, B, H, T, T);
     dnn_reduction(&g, CUDNN_REDUCE_TENSOR_MAX, s, mx);
@@ -135,8 +159,9 @@ static lb_status build_forward(lb_cudnn_attn *a, lb_err *err) {
     dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mx, lg, stats);
     dnn_fp32_op(&g, CUDNN_POINTWISE_DIV, e, sum, p);
     dnn_matmul(&g, p, v, o);
-    lb_status st = g.st == LB_OK ? dnn_plans_build(&g, a->handle, 1, "attention forward graph", &a->fwd)
-                                 : g.st;
+    lb_status st = g.st == LB_OK
+                       ? dnn_plans_build(&g, a->handle, 1, "attention forward graph", &a->fwd)
+                       : g.st;
     dnn_graph_free(&g);
     return st;
 }
@@ -151,7 +176,8 @@ static size_t dq_acc_bytes(const lb_cudnn_attn *a) {
 }
 
 /* out = a_t b over [B,NH,...] products; summed over each group of query heads under GQA */
-static void group_sum(dnn_graph *g, const lb_cudnn_attn *a, dnn_desc a_t, dnn_desc b, dnn_desc out) {
+static void group_sum(dnn_graph *g, const lb_cudnn_attn *a, dnn_desc a_t, dnn_desc b,
+                      dnn_desc out) {
     if (a->NKV == a->NH) {
         dnn_matmul(g, a_t, b, out);
         return;
@@ -204,8 +230,9 @@ static lb_status build_backward(lb_cudnn_attn *a, lb_err *err) {
     dnn_reshape(&g, kt, k);
     dnn_matmul(&g, ds, k, dq_acc);
     dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, dq_acc, NULL, dq);
-    lb_status st = g.st == LB_OK ? dnn_plans_build(&g, a->handle, 1, "attention backward graph", &a->bwd)
-                                 : g.st;
+    lb_status st = g.st == LB_OK
+                       ? dnn_plans_build(&g, a->handle, 1, "attention backward graph", &a->bwd)
+                       : g.st;
     dnn_graph_free(&g);
     return st;
 }
@@ -217,12 +244,21 @@ lb_status lb_cudnn_attn_init(lb_cudnn_attn **out, int B, int T, int NH, int NKV,
     if (dt != LB_DT_BF16 && dt != LB_DT_F16)
         return lb_fail(err, LB_ERR_UNSUPPORTED, "cuDNN attention runs fp16 and bf16 only");
     if (NKV <= 0 || NH % NKV != 0)
-        return lb_fail(err, LB_ERR_UNSUPPORTED, "attention needs n_head (%d) divisible by "
-                       "n_kv_head (%d)", NH, NKV);
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "attention needs n_head (%d) divisible by "
+                       "n_kv_head (%d)",
+                       NH, NKV);
     lb_cudnn_attn *a = calloc(1, sizeof *a);
     if (a == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for cuDNN attention");
-    *a = (lb_cudnn_attn){.B = B, .T = T, .NH = NH, .NKV = NKV, .HD = HD, .dt = dt,
-                         .scale = 1.0f / sqrtf((float)HD), .neg_inf = -INFINITY, .one = 1.0f};
+    *a = (lb_cudnn_attn){.B = B,
+                         .T = T,
+                         .NH = NH,
+                         .NKV = NKV,
+                         .HD = HD,
+                         .dt = dt,
+                         .scale = 1.0f / sqrtf((float)HD),
+                         .neg_inf = -INFINITY,
+                         .one = 1.0f};
     cudnnStatus_t s = dnn.create(&a->handle);
     lb_status st = s == CUDNN_STATUS_SUCCESS
                        ? LB_OK
@@ -260,23 +296,39 @@ static void *head_at(const lb_cudnn_attn *a, const void *base, int head) {
 lb_status lb_cudnn_attn_forward(lb_cudnn_attn *a, void *out, float *lse, const void *qkv,
                                 void *workspace, cudaStream_t s, lb_err *err) {
     const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
-    void *ptrs[] = {head_at(a, qkv, 0), head_at(a, qkv, a->NH), head_at(a, qkv, a->NH + a->NKV),
-                    out, lse, &a->scale, &a->neg_inf};
+    void *ptrs[] = {head_at(a, qkv, 0),
+                    head_at(a, qkv, a->NH),
+                    head_at(a, qkv, a->NH + a->NKV),
+                    out,
+                    lse,
+                    &a->scale,
+                    &a->neg_inf};
     return dnn_plans_run(&a->fwd, a->handle, 7, uids, ptrs, workspace, s, err);
 }
 
-lb_status lb_cudnn_attn_backward(lb_cudnn_attn *a, void *dqkv, const void *dout,
-                                 const void *qkv, const void *out, const float *lse,
-                                 void *workspace, cudaStream_t s, lb_err *err) {
+lb_status lb_cudnn_attn_backward(lb_cudnn_attn *a, void *dqkv, const void *dout, const void *qkv,
+                                 const void *out, const float *lse, void *workspace, cudaStream_t s,
+                                 lb_err *err) {
     char *ws = workspace;
-    const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_DQ, UID_DK,
-                            UID_DV, UID_ROWSUM, UID_DQ_ACC, UID_SCALE, UID_NEG_INF, UID_ONE};
-    void *ptrs[] = {head_at(a, qkv, 0), head_at(a, qkv, a->NH), head_at(a, qkv, a->NH + a->NKV),
-                    (void *)out, (void *)dout, (void *)lse, head_at(a, dqkv, 0),
-                    head_at(a, dqkv, a->NH), head_at(a, dqkv, a->NH + a->NKV), ws,
-                    ws + rowsum_bytes(a), &a->scale, &a->neg_inf, &a->one};
-    return dnn_plans_run(&a->bwd, a->handle, 14, uids, ptrs, ws + rowsum_bytes(a) + dq_acc_bytes(a), s,
-                         err);
+    const int64_t uids[] = {UID_Q,      UID_K,     UID_V,       UID_O,  UID_DO,
+                            UID_STATS,  UID_DQ,    UID_DK,      UID_DV, UID_ROWSUM,
+                            UID_DQ_ACC, UID_SCALE, UID_NEG_INF, UID_ONE};
+    void *ptrs[] = {head_at(a, qkv, 0),
+                    head_at(a, qkv, a->NH),
+                    head_at(a, qkv, a->NH + a->NKV),
+                    (void *)out,
+                    (void *)dout,
+                    (void *)lse,
+                    head_at(a, dqkv, 0),
+                    head_at(a, dqkv, a->NH),
+                    head_at(a, dqkv, a->NH + a->NKV),
+                    ws,
+                    ws + rowsum_bytes(a),
+                    &a->scale,
+                    &a->neg_inf,
+                    &a->one};
+    return dnn_plans_run(&a->bwd, a->handle, 14, uids, ptrs, ws + rowsum_bytes(a) + dq_acc_bytes(a),
+                         s, err);
 }
 
 #endif /* LB_HAVE_CUDNN */

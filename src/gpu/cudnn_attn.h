@@ -44,9 +44,9 @@ size_t lb_cudnn_version(void);
 
 lb_status lb_cudnn_attn_forward(lb_cudnn_attn *a, void *out, float *lse, const void *qkv,
                                 void *workspace, cudaStream_t s, lb_err *err);
-lb_status lb_cudnn_attn_backward(lb_cudnn_attn *a, void *dqkv, const void *dout,
-                                 const void *qkv, const void *out, const float *lse,
-                                 void *workspace, cudaStream_t s, lb_err *err);
+lb_status lb_cudnn_attn_backward(lb_cudnn_attn *a, void *dqkv, const void *dout, const void *qkv,
+                                 const void *out, const float *lse, void *workspace, cudaStream_t s,
+                                 lb_err *err);
 
 #ifdef __cplusplus
 }

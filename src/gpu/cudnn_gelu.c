@@ -14,10 +14,11 @@ lb_status lb_cudnn_gelu_init(lb_cudnn_gelu **out, int64_t m, int64_t n, int64_t 
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this build has no cuDNN headers");
 }
 void lb_cudnn_gelu_free(lb_cudnn_gelu *g) {}
-size_t lb_cudnn_gelu_workspace_bytes(const lb_cudnn_gelu *g) { return 0; }
-lb_status lb_cudnn_gelu_forward(lb_cudnn_gelu *g, void *d, void *aux, const void *a,
-                                const void *b, const void *bias, void *workspace,
-                                cudaStream_t s, lb_err *err) {
+size_t lb_cudnn_gelu_workspace_bytes(const lb_cudnn_gelu *g) {
+    return 0;
+}
+lb_status lb_cudnn_gelu_forward(lb_cudnn_gelu *g, void *d, void *aux, const void *a, const void *b,
+                                const void *bias, void *workspace, cudaStream_t s, lb_err *err) {
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this build has no cuDNN headers");
 }
 
@@ -59,14 +60,15 @@ lb_status lb_cudnn_gelu_init(lb_cudnn_gelu **out, int64_t m, int64_t n, int64_t 
     dnn_desc prod = dnn_matrix(&g, 0, f, m, n, n, 1, DNN_VIRTUAL);
     dnn_desc pre = dnn_matrix(&g, 0, f, m, n, n, 1, DNN_VIRTUAL);
     int64_t rs = cols ? 1 : n, cs = cols ? m : 1; /* the outputs' strides */
-    dnn_desc aux = dnn_matrix(&g, UID_AUX, t, m, n, rs, cs, 0), d = dnn_matrix(&g, UID_D, t, m, n, rs, cs, 0);
+    dnn_desc aux = dnn_matrix(&g, UID_AUX, t, m, n, rs, cs, 0),
+             d = dnn_matrix(&g, UID_D, t, m, n, rs, cs, 0);
     dnn_matmul(&g, a, b, prod);
     dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, prod, bias, pre);
     dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pre, NULL, aux);
     dnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, pre, NULL, d);
-    lb_status st = g.st == LB_OK ? dnn_plans_build(&g, p->handle, GELU_PLANS, "GELU product graph",
-                                                   &p->plans)
-                                 : g.st;
+    lb_status st = g.st == LB_OK
+                       ? dnn_plans_build(&g, p->handle, GELU_PLANS, "GELU product graph", &p->plans)
+                       : g.st;
     dnn_graph_free(&g);
     if (st != LB_OK) {
         lb_cudnn_gelu_free(p);
@@ -87,9 +89,8 @@ size_t lb_cudnn_gelu_workspace_bytes(const lb_cudnn_gelu *g) {
     return dnn_plans_workspace_bytes(&g->plans);
 }
 
-lb_status lb_cudnn_gelu_forward(lb_cudnn_gelu *g, void *d, void *aux, const void *a,
-                                const void *b, const void *bias, void *workspace,
-                                cudaStream_t s, lb_err *err) {
+lb_status lb_cudnn_gelu_forward(lb_cudnn_gelu *g, void *d, void *aux, const void *a, const void *b,
+                                const void *bias, void *workspace, cudaStream_t s, lb_err *err) {
     const int64_t uids[] = {UID_A, UID_B, UID_BIAS, UID_AUX, UID_D};
     void *ptrs[] = {(void *)a, (void *)b, (void *)bias, aux, d};
     return dnn_plans_run(&g->plans, g->handle, 5, uids, ptrs, workspace, s, err);

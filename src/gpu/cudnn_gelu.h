@@ -38,9 +38,8 @@ void lb_cudnn_gelu_free(lb_cudnn_gelu *g);
 /* Device scratch a run needs (0 when none; a 256-byte aligned pointer otherwise). */
 size_t lb_cudnn_gelu_workspace_bytes(const lb_cudnn_gelu *g);
 
-lb_status lb_cudnn_gelu_forward(lb_cudnn_gelu *g, void *d, void *aux, const void *a,
-                                const void *b, const void *bias, void *workspace,
-                                cudaStream_t s, lb_err *err);
+lb_status lb_cudnn_gelu_forward(lb_cudnn_gelu *g, void *d, void *aux, const void *a, const void *b,
+                                const void *bias, void *workspace, cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

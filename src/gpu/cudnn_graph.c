@@ -2,9 +2,6 @@
  * share. Not here: any particular graph (gpu/cudnn_attn.c, gpu/cudnn_gelu.c). */
 #if defined(LB_HAVE_CUDA) && defined(LB_HAVE_CUDNN)
 
-#include "gpu/cudnn_impl.h"
-#include "gpu/cudnn_attn.h"
-
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +9,8 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "gpu/cudnn_attn.h"
+#include "gpu/cudnn_impl.h"
 #include "gpu/timing.h"
 
 dnn_api dnn;
@@ -22,7 +21,8 @@ static char g_why[160];
 static void load(void) {
     void *lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
-        snprintf(g_why, sizeof g_why, "cuDNN 9 not found (libcudnn.so.9 is not on the library path)");
+        snprintf(g_why, sizeof g_why,
+                 "cuDNN 9 not found (libcudnn.so.9 is not on the library path)");
         return;
     }
 #define LOAD(field, sym) *(void **)(&dnn.field) = dlsym(lib, sym)
@@ -39,9 +39,9 @@ static void load(void) {
     LOAD(execute, "cudnnBackendExecute");
 #undef LOAD
     size_t (*version)(void) = (size_t(*)(void))dlsym(lib, "cudnnGetVersion");
-    if (!dnn.create || !dnn.destroy || !dnn.set_stream || !dnn.error_string ||
-        !dnn.last_error || !dnn.make || !dnn.drop || !dnn.finalize || !dnn.set ||
-        !dnn.get || !dnn.execute || !version) {
+    if (!dnn.create || !dnn.destroy || !dnn.set_stream || !dnn.error_string || !dnn.last_error ||
+        !dnn.make || !dnn.drop || !dnn.finalize || !dnn.set || !dnn.get || !dnn.execute ||
+        !version) {
         snprintf(g_why, sizeof g_why, "libcudnn.so.9 lacks the backend graph API");
         dlclose(lib);
         memset(&dnn, 0, sizeof dnn);
@@ -57,7 +57,9 @@ lb_status dnn_load(lb_err *err) {
     return LB_OK;
 }
 
-size_t lb_cudnn_version(void) { return dnn.version; }
+size_t lb_cudnn_version(void) {
+    return dnn.version;
+}
 
 /* ---- graph builder ---------------------------------------------------------------------- */
 
@@ -84,7 +86,7 @@ dnn_desc dnn_make(dnn_graph *g, cudnnBackendDescriptorType_t type) {
 }
 
 void dnn_set(dnn_graph *g, dnn_desc d, cudnnBackendAttributeName_t name,
-                cudnnBackendAttributeType_t type, int64_t n, const void *v) {
+             cudnnBackendAttributeType_t type, int64_t n, const void *v) {
     if (g->st == LB_OK) dnn_ok(g, dnn.set(d, name, type, n, v), "attribute setting");
 }
 
@@ -96,8 +98,8 @@ void dnn_set_desc(dnn_graph *g, dnn_desc d, cudnnBackendAttributeName_t name, dn
     dnn_set(g, d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v);
 }
 
-dnn_desc dnn_tensor(dnn_graph *g, int64_t uid, cudnnDataType_t type, int rank,
-                    const int64_t *dims, const int64_t *strides, unsigned flags) {
+dnn_desc dnn_tensor(dnn_graph *g, int64_t uid, cudnnDataType_t type, int rank, const int64_t *dims,
+                    const int64_t *strides, unsigned flags) {
     dnn_desc t = dnn_make(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     int64_t id = uid != 0 ? uid : g->next_virtual++, align = 16;
     bool virt = (flags & DNN_VIRTUAL) != 0, by_value = (flags & DNN_BY_VALUE) != 0;
@@ -118,7 +120,8 @@ dnn_desc dnn_matrix(dnn_graph *g, int64_t uid, cudnnDataType_t type, int64_t row
     return dnn_tensor(g, uid, type, 3, dims, strides, flags);
 }
 
-dnn_desc dnn_inner(dnn_graph *g, cudnnDataType_t type, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+dnn_desc dnn_inner(dnn_graph *g, cudnnDataType_t type, int64_t d0, int64_t d1, int64_t d2,
+                   int64_t d3) {
     const int64_t dims[4] = {d0, d1, d2, d3}, strides[4] = {d1 * d2 * d3, d2 * d3, d3, 1};
     return dnn_tensor(g, 0, type, 4, dims, strides, DNN_VIRTUAL);
 }
@@ -151,8 +154,8 @@ static dnn_desc pointwise_op(dnn_graph *g, cudnnPointwiseMode_t mode, cudnnDataT
     return op;
 }
 
-void dnn_pointwise(dnn_graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec, dnn_desc x, dnn_desc b,
-                      dnn_desc cond, dnn_desc y, int64_t axis) {
+void dnn_pointwise(dnn_graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec, dnn_desc x,
+                   dnn_desc b, dnn_desc cond, dnn_desc y, int64_t axis) {
     dnn_desc op = pointwise_op(g, mode, prec, axis);
     const float one = 1.0f;
     dnn_set_desc(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
@@ -211,7 +214,8 @@ void dnn_reduction(dnn_graph *g, cudnnReduceTensorOp_t mode, dnn_desc x, dnn_des
 }
 
 void dnn_graph_free(dnn_graph *g) {
-    for (int i = g->n_made - 1; i >= 0; i--) dnn.drop(g->made[i]);
+    for (int i = g->n_made - 1; i >= 0; i--)
+        dnn.drop(g->made[i]);
     g->n_made = g->n_ops = 0;
 }
 
@@ -236,19 +240,24 @@ lb_status dnn_plans_build(dnn_graph *g, cudnnHandle_t h, int max_plans, const ch
     dnn_finalize(g, heur, "engine heuristic");
     int64_t n = 0;
     if (g->st == LB_OK)
-        dnn_ok(g, dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
-                          NULL), "heuristic result count");
+        dnn_ok(g,
+               dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
+                       NULL),
+               "heuristic result count");
     if (g->st != LB_OK) return g->st;
     if (n <= 0)
         return g->st = lb_fail(g->err, LB_ERR_UNSUPPORTED, "cuDNN has no engine for the %s", name);
     /* the heuristic's order is not the speed order: look at twice as many as kept */
     if (n > 2 * DNN_MAX_PLANS) n = 2 * DNN_MAX_PLANS;
     dnn_desc cfg[2 * DNN_MAX_PLANS];
-    for (int64_t i = 0; i < n; i++) cfg[i] = dnn_make(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    for (int64_t i = 0; i < n; i++)
+        cfg[i] = dnn_make(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
     int64_t got = 0;
     if (g->st == LB_OK)
-        dnn_ok(g, dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n,
-                          &got, cfg), "heuristic results");
+        dnn_ok(g,
+               dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
+                       cfg),
+               "heuristic results");
     cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
     for (int64_t i = 0; g->st == LB_OK && i < got && ps->n < max_plans; i++) {
         dnn_desc p = NULL;
@@ -260,8 +269,8 @@ lb_status dnn_plans_build(dnn_graph *g, cudnnHandle_t h, int max_plans, const ch
         if (last == CUDNN_STATUS_SUCCESS) last = dnn.finalize(p);
         int64_t bytes = 0, cnt = 0;
         if (last == CUDNN_STATUS_SUCCESS)
-            last = dnn.get(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                           &cnt, &bytes);
+            last = dnn.get(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &cnt,
+                           &bytes);
         if (last != CUDNN_STATUS_SUCCESS) {
             dnn.drop(p);
             continue;
@@ -274,7 +283,8 @@ lb_status dnn_plans_build(dnn_graph *g, cudnnHandle_t h, int max_plans, const ch
 }
 
 void dnn_plans_free(dnn_plans *ps) {
-    for (int i = 0; i < ps->n; i++) dnn.drop(ps->plan[i]);
+    for (int i = 0; i < ps->n; i++)
+        dnn.drop(ps->plan[i]);
     ps->n = 0;
 }
 
@@ -338,7 +348,8 @@ static lb_status tune(dnn_plans *ps, cudnnHandle_t h, int n, const int64_t *uids
         if (best < 0 || ms < best_ms) best = i, best_ms = ms;
         LB_DEBUG("cuDNN %s: plan %d of %d, %.1f us", ps->name, i, ps->n, 1e3 * ms);
     }
-    if (best < 0) return lb_fail(err, LB_ERR_UNSUPPORTED, "none of cuDNN's %s plans runs here", ps->name);
+    if (best < 0)
+        return lb_fail(err, LB_ERR_UNSUPPORTED, "none of cuDNN's %s plans runs here", ps->name);
     for (int i = 0; i < ps->n; i++)
         if (i != best) dnn.drop(ps->plan[i]);
     ps->plan[0] = ps->plan[best], ps->ws[0] = ps->ws[best];

@@ -48,8 +48,8 @@ extern dnn_api dnn;
  * lacks the backend API. */
 lb_status dnn_load(lb_err *err);
 
-#define DNN_MAX_DESC 160
-#define DNN_MAX_OPS 40
+#define DNN_MAX_DESC    160
+#define DNN_MAX_OPS     40
 #define DNN_UID_VIRTUAL 100
 
 enum { DNN_VIRTUAL = 1, DNN_BY_VALUE = 2 }; /* tensor flags */
@@ -76,8 +76,8 @@ void dnn_graph_free(dnn_graph *g);
 
 /* A tensor of `rank` (at most 4) dimensions; uid 0 makes a virtual one with the next free
  * id. */
-dnn_desc dnn_tensor(dnn_graph *g, int64_t uid, cudnnDataType_t type, int rank,
-                    const int64_t *dims, const int64_t *strides, unsigned flags);
+dnn_desc dnn_tensor(dnn_graph *g, int64_t uid, cudnnDataType_t type, int rank, const int64_t *dims,
+                    const int64_t *strides, unsigned flags);
 /* A matrix as [1, rows, cols] with the given row and column strides (3-d: cuDNN's matmul
  * fusions find no engine for 4-d ones). */
 dnn_desc dnn_matrix(dnn_graph *g, int64_t uid, cudnnDataType_t type, int64_t rows, int64_t cols,

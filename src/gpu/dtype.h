@@ -11,7 +11,9 @@ typedef enum {
     LB_DT_BF16,
 } lb_gpu_dtype;
 
-static inline size_t lb_dtype_bytes(lb_gpu_dtype t) { return t == LB_DT_F32 ? 4 : 2; }
+static inline size_t lb_dtype_bytes(lb_gpu_dtype t) {
+    return t == LB_DT_F32 ? 4 : 2;
+}
 static inline const char *lb_dtype_name(lb_gpu_dtype t) {
     return t == LB_DT_F32 ? "fp32" : t == LB_DT_F16 ? "fp16" : "bf16";
 }

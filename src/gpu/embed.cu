@@ -4,8 +4,8 @@
 #include "gpu/embed.cuh"
 
 template <typename T>
-__global__ void embed_forward_kernel(T *out, const int32_t *inp, const T *wte, const T *wpe,
-                                     int T_, int C, int64_t n) {
+__global__ void embed_forward_kernel(T *out, const int32_t *inp, const T *wte, const T *wpe, int T_,
+                                     int C, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t bt = i / C;
@@ -33,7 +33,8 @@ __global__ void embed_forward_vec_kernel(T *out, const int32_t *inp, const T *wt
         if (wpe) {
             lb_ld8(p, wpe + (int64_t)(bt % T_) * C + c);
 #pragma unroll
-            for (int k = 0; k < 8; k++) v[k] += p[k];
+            for (int k = 0; k < 8; k++)
+                v[k] += p[k];
         }
         lb_st8(out + bt * C + c, v);
     }
@@ -55,7 +56,8 @@ __global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int B, int
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= (int64_t)T_ * C) return;
     float acc = 0.0f;
-    for (int b = 0; b < B; b++) acc += lb_to_f(dout[(int64_t)b * T_ * C + i]);
+    for (int b = 0; b < B; b++)
+        acc += lb_to_f(dout[(int64_t)b * T_ * C + i]);
     dwpe[i] += acc;
 }
 
@@ -65,29 +67,30 @@ extern "C" lb_status lb_gpu_embed_forward(void *out, const int32_t *inp, const v
     int64_t n = (int64_t)B * T * C;
     if (C % 8 == 0 && ((uintptr_t)out | (uintptr_t)wte | (uintptr_t)wpe) % 16 == 0) {
         LB_DISPATCH_DTYPE(dt, E,
-            embed_forward_vec_kernel<E><<<lb_grid_cap(n / 8, 256), 256, 0, s>>>(
-                (E *)out, inp, (const E *)wte, (const E *)wpe, T, C, n / 8));
+                          embed_forward_vec_kernel<E><<<lb_grid_cap(n / 8, 256), 256, 0, s>>>(
+                              (E *)out, inp, (const E *)wte, (const E *)wpe, T, C, n / 8));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
-            embed_forward_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
-                (E *)out, inp, (const E *)wte, (const E *)wpe, T, C, n));
+                          embed_forward_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
+                              (E *)out, inp, (const E *)wte, (const E *)wpe, T, C, n));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
 
 extern "C" lb_status lb_gpu_embed_backward(float *dwte, float *dwpe, const void *dout,
-                                           const int32_t *inp, int B, int T, int C,
-                                           lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+                                           const int32_t *inp, int B, int T, int C, lb_gpu_dtype dt,
+                                           cudaStream_t s, lb_err *err) {
     int64_t n = (int64_t)B * T * C;
     LB_DISPATCH_DTYPE(dt, E,
-        embed_backward_wte_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
-            dwte, (const E *)dout, inp, C, n));
+                      embed_backward_wte_kernel<E>
+                      <<<lb_grid_cap(n, 256), 256, 0, s>>>(dwte, (const E *)dout, inp, C, n));
     LB_CUDA_LAUNCH_TRY(err);
     if (dwpe != NULL) {
-        LB_DISPATCH_DTYPE(dt, E,
-            embed_backward_wpe_kernel<E><<<lb_blocks((int64_t)T * C, 256), 256, 0, s>>>(
-                dwpe, (const E *)dout, B, T, C));
+        LB_DISPATCH_DTYPE(
+            dt, E,
+            embed_backward_wpe_kernel<E>
+            <<<lb_blocks((int64_t)T * C, 256), 256, 0, s>>>(dwpe, (const E *)dout, B, T, C));
         LB_CUDA_LAUNCH_TRY(err);
     }
     return LB_OK;

@@ -16,7 +16,6 @@ extern "C" {
 #include "core/status.h"
 #include "gpu/dtype.h"
 
-
 lb_status lb_gpu_embed_forward(void *out, const int32_t *inp, const void *wte, const void *wpe,
                                int B, int T, int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 /* dwte += ; dwpe += (when non-NULL). dout has type dt. */

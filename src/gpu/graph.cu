@@ -7,12 +7,12 @@
 /* CUDA 13 gave these calls the edge-data arguments of 12.3's _v2 variants */
 #if CUDART_VERSION >= 13000
 #define node_dependencies cudaGraphNodeGetDependencies
-#define node_dependents cudaGraphNodeGetDependentNodes
-#define add_dependencies cudaGraphAddDependencies
+#define node_dependents   cudaGraphNodeGetDependentNodes
+#define add_dependencies  cudaGraphAddDependencies
 #else
 #define node_dependencies cudaGraphNodeGetDependencies_v2
-#define node_dependents cudaGraphNodeGetDependentNodes_v2
-#define add_dependencies cudaGraphAddDependencies_v2
+#define node_dependents   cudaGraphNodeGetDependentNodes_v2
+#define add_dependencies  cudaGraphAddDependencies_v2
 #endif
 
 /* The values of a memset node: width elements of esize (1, 2 or 4) bytes in each of height
@@ -23,9 +23,12 @@ __global__ void fill_kernel(char *dst, size_t pitch, unsigned int value, unsigne
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         char *p = dst + (i / width) * pitch + (i % width) * esize;
-        if (esize == 4) *(unsigned int *)p = value;
-        else if (esize == 2) *(unsigned short *)p = (unsigned short)value;
-        else *p = (char)value;
+        if (esize == 4)
+            *(unsigned int *)p = value;
+        else if (esize == 2)
+            *(unsigned short *)p = (unsigned short)value;
+        else
+            *p = (char)value;
     }
 }
 
@@ -41,7 +44,8 @@ static bool plain_edges(const cudaGraphEdgeData *e, size_t n) {
 static bool edges_of(cudaGraphNode_t node, bool in, cudaGraphNode_t **nodes, size_t *n) {
     *nodes = NULL;
     *n = 0;
-    cudaError_t e = in ? node_dependencies(node, NULL, NULL, n) : node_dependents(node, NULL, NULL, n);
+    cudaError_t e =
+        in ? node_dependencies(node, NULL, NULL, n) : node_dependents(node, NULL, NULL, n);
     if (e != cudaSuccess) return false;
     if (*n == 0) return true;
     cudaGraphEdgeData *data = (cudaGraphEdgeData *)calloc(*n, sizeof *data);
@@ -73,7 +77,8 @@ static bool add_fill(cudaGraph_t g, const struct cudaMemsetParams *mp, const cud
     if (no == 0) return true;
     cudaGraphNode_t *from = (cudaGraphNode_t *)calloc(no, sizeof *from);
     if (from == NULL) return false;
-    for (size_t i = 0; i < no; i++) from[i] = k;
+    for (size_t i = 0; i < no; i++)
+        from[i] = k;
     bool ok = add_dependencies(g, from, outs, NULL, no) == cudaSuccess;
     free(from);
     return ok;
@@ -90,16 +95,15 @@ static int replace(cudaGraph_t g, cudaGraphNode_t node, size_t max_bytes) {
     size_t nd = 0, no = 0;
     int rc = 1;
     if (edges_of(node, true, &deps, &nd) && edges_of(node, false, &outs, &no))
-        rc = add_fill(g, &mp, deps, nd, outs, no) && cudaGraphDestroyNode(node) == cudaSuccess
-                 ? 0
-                 : -1;
+        rc = add_fill(g, &mp, deps, nd, outs, no) && cudaGraphDestroyNode(node) == cudaSuccess ? 0
+                                                                                               : -1;
     free(deps);
     free(outs);
     return rc;
 }
 
-extern "C" lb_status lb_gpu_graph_memsets_to_kernels(cudaGraph_t g, size_t max_bytes,
-                                                     int *replaced, lb_err *err) {
+extern "C" lb_status lb_gpu_graph_memsets_to_kernels(cudaGraph_t g, size_t max_bytes, int *replaced,
+                                                     lb_err *err) {
     *replaced = 0;
     size_t n = 0;
     if (cudaGraphGetNodes(g, NULL, &n) != cudaSuccess)
@@ -114,7 +118,8 @@ extern "C" lb_status lb_gpu_graph_memsets_to_kernels(cudaGraph_t g, size_t max_b
         if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess || type != cudaGraphNodeTypeMemset)
             continue;
         int rc = replace(g, nodes[i], max_bytes);
-        if (rc == 0) (*replaced)++;
+        if (rc == 0)
+            (*replaced)++;
         else if (rc < 0)
             st = lb_fail(err, LB_ERR_DEVICE, "replacing a memset node: %s",
                          cudaGetErrorString(cudaGetLastError()));

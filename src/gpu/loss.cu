@@ -21,9 +21,7 @@
 #define XENT_THREADS 512
 
 /* Elements per 16-byte vector. Rows start 16-byte aligned when ld is a multiple of 8. */
-template <typename T> struct vec16 {
-    static constexpr int N = 16 / sizeof(T);
-};
+template <typename T> struct vec16 { static constexpr int N = 16 / sizeof(T); };
 
 /* (m, sum) of exp(x - m) merged with (m2, s2) */
 __device__ __forceinline__ void lse_merge(float &m, float &sum, float m2, float s2) {
@@ -54,14 +52,16 @@ template <typename T> __device__ __forceinline__ void xent_online(uint4 raw, flo
     const T *e = (const T *)&raw;
     float vmax = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < vec16<T>::N; j++) vmax = fmaxf(vmax, lb_to_f(e[j]));
+    for (int j = 0; j < vec16<T>::N; j++)
+        vmax = fmaxf(vmax, lb_to_f(e[j]));
     if (vmax > m) {
         sum *= lb_exp2((m - vmax) * LB_LOG2E);
         m = vmax;
     }
     float ml = m * LB_LOG2E;
 #pragma unroll
-    for (int j = 0; j < vec16<T>::N; j++) sum += lb_exp2(fmaf(lb_to_f(e[j]), LB_LOG2E, -ml));
+    for (int j = 0; j < vec16<T>::N; j++)
+        sum += lb_exp2(fmaf(lb_to_f(e[j]), LB_LOG2E, -ml));
 }
 
 /* The gradient's constants for a row with merged (m, sum): softmax(x) * dloss =
@@ -71,7 +71,9 @@ struct xent_row {
     int tgt;
     __device__ xent_row(float m, float sum, float dl, int t)
         : c(m * LB_LOG2E + log2f(sum) - log2f(dl)), dloss(dl), tgt(t) {}
-    __device__ float q(float x) const { return lb_exp2(fmaf(x, LB_LOG2E, -c)); } /* softmax * dloss */
+    __device__ float q(float x) const {
+        return lb_exp2(fmaf(x, LB_LOG2E, -c));
+    } /* softmax * dloss */
     __device__ float grad(float x, int col) const { return col == tgt ? q(x) - dloss : q(x); }
 };
 
@@ -82,19 +84,21 @@ __device__ __forceinline__ void xent_grad(uint4 &raw, int c0, const xent_row &r)
     T *e = (T *)&raw;
     float g[vec16<T>::N];
 #pragma unroll
-    for (int j = 0; j < vec16<T>::N; j++) g[j] = r.q(lb_to_f(e[j]));
+    for (int j = 0; j < vec16<T>::N; j++)
+        g[j] = r.q(lb_to_f(e[j]));
     if (r.tgt - c0 >= 0 && r.tgt - c0 < vec16<T>::N)
 #pragma unroll
         for (int j = 0; j < vec16<T>::N; j++)
             if (c0 + j == r.tgt) g[j] -= r.dloss;
 #pragma unroll
-    for (int j = 0; j < vec16<T>::N; j++) e[j] = lb_from_f<T>(g[j]);
+    for (int j = 0; j < vec16<T>::N; j++)
+        e[j] = lb_from_f<T>(g[j]);
 }
 
 template <typename T, int RV>
 __global__ void __launch_bounds__(XENT_THREADS, 2)
-xent_kernel(T *logits, float *losses, const int32_t *targets, int V, int64_t ld, float dloss,
-            const float *dloss_scale, int write_grad, int vec, int kept) {
+    xent_kernel(T *logits, float *losses, const int32_t *targets, int V, int64_t ld, float dloss,
+                const float *dloss_scale, int write_grad, int vec, int kept) {
     constexpr int NV = vec16<T>::N;
     __shared__ float scratch[64];
     extern __shared__ uint4 beyond[]; /* [kept]: the vectors from RV * XENT_THREADS on */
@@ -117,9 +121,11 @@ xent_kernel(T *logits, float *losses, const int32_t *targets, int V, int64_t ld,
 #pragma unroll
     for (int k = 0; k < RV; k++)
         if (threadIdx.x + k * XENT_THREADS < nvec) xent_online<T>(held[k], m, sum);
-    for (int i = nvec * NV + threadIdx.x; i < V; i += XENT_THREADS) lse_merge(m, sum, lb_to_f(x[i]), 1.0f);
+    for (int i = nvec * NV + threadIdx.x; i < V; i += XENT_THREADS)
+        lse_merge(m, sum, lb_to_f(x[i]), 1.0f);
     int tgt = targets[row];
-    float xt = lb_to_f(x[tgt]); /* before any thread overwrites it: the merge's barrier is between */
+    float xt =
+        lb_to_f(x[tgt]); /* before any thread overwrites it: the merge's barrier is between */
     block_lse(m, sum, scratch);
     if (threadIdx.x == 0) losses[row] = m + logf(sum) - xt;
     if (!write_grad) return;
@@ -141,14 +147,17 @@ xent_kernel(T *logits, float *losses, const int32_t *targets, int V, int64_t ld,
         xent_grad<T>(raw, i * NV, r);
         *(uint4 *)(x + (int64_t)i * NV) = raw;
     }
-    for (int i = nvec * NV + threadIdx.x; i < V; i += XENT_THREADS) x[i] = lb_from_f<T>(r.grad(lb_to_f(x[i]), i));
-    for (int64_t i = V + threadIdx.x; i < ld; i += XENT_THREADS) x[i] = lb_from_f<T>(0.0f);
+    for (int i = nvec * NV + threadIdx.x; i < V; i += XENT_THREADS)
+        x[i] = lb_from_f<T>(r.grad(lb_to_f(x[i]), i));
+    for (int64_t i = V + threadIdx.x; i < ld; i += XENT_THREADS)
+        x[i] = lb_from_f<T>(0.0f);
 }
 
 __global__ void mean_kernel(float *mean, const float *x, int64_t n) {
     __shared__ float scratch[32];
     float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += x[i];
     s = lb_block_sum(s, scratch);
     if (threadIdx.x == 0) *mean = s / (float)n;
 }
@@ -164,11 +173,13 @@ static lb_status launch_xent(T *logits, float *losses, const int32_t *targets, i
     if (beyond > 0) {
         int dev = 0, per_sm = 0;
         LB_CUDA_TRY(err, cudaGetDevice(&dev));
-        LB_CUDA_TRY(err, cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+        LB_CUDA_TRY(
+            err, cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
         int room = (per_sm / 2 - 2048) / 16; /* vectors: half an SM, less static and reserved */
         kept = beyond < room ? beyond : room > 0 ? room : 0;
-        LB_CUDA_TRY(err, cudaFuncSetAttribute(xent_kernel<T, RV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              kept * 16));
+        LB_CUDA_TRY(err,
+                    cudaFuncSetAttribute(xent_kernel<T, RV>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kept * 16));
     }
     xent_kernel<T, RV><<<(unsigned)N, XENT_THREADS, (size_t)kept * 16, s>>>(
         logits, losses, targets, V, ld, dloss, dloss_scale, write_grad, vec, kept);
@@ -178,13 +189,14 @@ static lb_status launch_xent(T *logits, float *losses, const int32_t *targets, i
 
 extern "C" lb_status lb_gpu_softmax_xent(void *logits, float *losses, const int32_t *targets,
                                          int64_t N, int V, int64_t ld, float dloss,
-                                         const float *dloss_scale, int dlogits_out, lb_gpu_dtype dt, cudaStream_t s,
-                                         lb_err *err) {
-    LB_DISPATCH_DTYPE(dt, E,
-        int vec = (uintptr_t)logits % 16 == 0 && (ld * (int64_t)sizeof(E)) % 16 == 0;
-        if (V / vec16<E>::N <= XENT_THREADS * 4)
-            return launch_xent<E, 4>((E *)logits, losses, targets, N, V, ld, dloss, dloss_scale, dlogits_out, vec, s, err);
-        return launch_xent<E, 8>((E *)logits, losses, targets, N, V, ld, dloss, dloss_scale, dlogits_out, vec, s, err));
+                                         const float *dloss_scale, int dlogits_out, lb_gpu_dtype dt,
+                                         cudaStream_t s, lb_err *err) {
+    LB_DISPATCH_DTYPE(
+        dt, E, int vec = (uintptr_t)logits % 16 == 0 && (ld * (int64_t)sizeof(E)) % 16 == 0;
+        if (V / vec16<E>::N <= XENT_THREADS * 4) return launch_xent<E, 4>(
+            (E *)logits, losses, targets, N, V, ld, dloss, dloss_scale, dlogits_out, vec, s, err);
+        return launch_xent<E, 8>((E *)logits, losses, targets, N, V, ld, dloss, dloss_scale,
+                                 dlogits_out, vec, s, err));
     return LB_OK;
 }
 

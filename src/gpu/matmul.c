@@ -50,9 +50,12 @@ bool lb_gpu_fp32_mode_parse(const char *s, lb_gpu_fp32_mode *out) {
 }
 
 lb_gpu_blas_params lb_gpu_blas_default_params(void) {
-    return (lb_gpu_blas_params){.workspace = NULL, .workspace_bytes = 0,
-                                .fp32_mode = LB_GPU_FP32_IEEE, .tune = true,
-                                .split_scratch = NULL, .split_scratch_bytes = 0};
+    return (lb_gpu_blas_params){.workspace = NULL,
+                                .workspace_bytes = 0,
+                                .fp32_mode = LB_GPU_FP32_IEEE,
+                                .tune = true,
+                                .split_scratch = NULL,
+                                .split_scratch_bytes = 0};
 }
 
 #ifdef LB_HAVE_CUDA
@@ -69,9 +72,9 @@ lb_gpu_blas_params lb_gpu_blas_default_params(void) {
 #include "gpu/tf32.cuh"
 #include "gpu/timing.h"
 
-#define MAX_CACHED 128
-#define TUNE_CANDIDATES 16
-#define TUNE_REPS 5
+#define MAX_CACHED            128
+#define TUNE_CANDIDATES       16
+#define TUNE_REPS             5
 #define INT8_PLANES_MAX_BYTES ((size_t)1 << 30)
 
 /* how a problem's products run: its own types, TF32 tensor cores, or int8 digit planes */
@@ -115,7 +118,8 @@ static cudaDataType_t cuda_type(lb_gpu_dtype t) {
 static int alignment_of(const void *p) {
     uintptr_t v = (uintptr_t)p;
     int a = 256;
-    while (a > 1 && (v % (uintptr_t)a) != 0) a /= 2;
+    while (a > 1 && (v % (uintptr_t)a) != 0)
+        a /= 2;
     return a;
 }
 
@@ -126,8 +130,8 @@ lb_status lb_gpu_blas_init(lb_gpu_blas **out, const lb_gpu_blas_params *p, lb_er
     cublasStatus_t s = cublasLtCreate(&h->lt);
     if (s != CUBLAS_STATUS_SUCCESS) {
         free(h);
-        return lb_gpu_fail_at(err, "cuBLASLt", (int)s, cublasLtGetStatusString(s),
-                              "cublasLtCreate", __func__, __FILE__, __LINE__);
+        return lb_gpu_fail_at(err, "cuBLASLt", (int)s, cublasLtGetStatusString(s), "cublasLtCreate",
+                              __func__, __FILE__, __LINE__);
     }
     h->p = *p;
     *out = h;
@@ -145,12 +149,15 @@ static void release(prepared *p) {
 
 void lb_gpu_blas_free(lb_gpu_blas *h) {
     if (h == NULL) return;
-    for (int i = 0; i < h->n_cached; i++) release(&h->cache[i]);
+    for (int i = 0; i < h->n_cached; i++)
+        release(&h->cache[i]);
     cublasLtDestroy(h->lt);
     free(h);
 }
 
-int lb_gpu_blas_cached(const lb_gpu_blas *h) { return h ? h->n_cached : 0; }
+int lb_gpu_blas_cached(const lb_gpu_blas *h) {
+    return h ? h->n_cached : 0;
+}
 
 static cublasLtEpilogue_t lt_epilogue(lb_gpu_epilogue e) {
     switch (e) {
@@ -167,30 +174,34 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
     memset(p, 0, sizeof *p);
     p->k = *k;
     bool int8 = k->compute == COMPUTE_INT8;
-    cublasComputeType_t ct = int8                        ? CUBLAS_COMPUTE_32I
+    cublasComputeType_t ct = int8                         ? CUBLAS_COMPUTE_32I
                              : k->compute == COMPUTE_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                           : CUBLAS_COMPUTE_32F;
     LB_CUBLAS_TRY(err, cublasLtMatmulDescCreate(&p->op, ct, int8 ? CUDA_R_32I : CUDA_R_32F));
     /* column-major: op "A" = our B, op "B" = our A */
     cublasOperation_t ta = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LB_CUBLAS_TRY(
+        err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LB_CUBLAS_TRY(
+        err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     cublasLtEpilogue_t epi = lt_epilogue((lb_gpu_epilogue)k->epilogue);
-    LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                      sizeof epi));
     if (k->epilogue == LB_EPI_GELU_AUX_BIAS || k->epilogue == LB_EPI_DGELU) {
         int64_t ld_aux = k->ldd;
-        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                                                          &ld_aux, sizeof ld_aux));
+        LB_CUBLAS_TRY(err,
+                      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                     &ld_aux, sizeof ld_aux));
     }
     cudaDataType_t abt = int8 ? CUDA_R_8I : cuda_type((lb_gpu_dtype)k->ab_type);
     cudaDataType_t dt = int8 ? CUDA_R_32I : cuda_type((lb_gpu_dtype)k->d_type);
     /* our B' as stored: [k,n] row-major = col-major n x k (ld n) when !trans_b;
      * [n,k] row-major = col-major k x n (ld k) when trans_b */
     LB_CUBLAS_TRY(err, cublasLtMatrixLayoutCreate(&p->la, abt, k->trans_b ? k->k : k->n,
-                                                   k->trans_b ? k->n : k->k, k->ldb));
+                                                  k->trans_b ? k->n : k->k, k->ldb));
     LB_CUBLAS_TRY(err, cublasLtMatrixLayoutCreate(&p->lb, abt, k->trans_a ? k->m : k->k,
-                                                   k->trans_a ? k->k : k->m, k->lda));
+                                                  k->trans_a ? k->k : k->m, k->lda));
     LB_CUBLAS_TRY(err, cublasLtMatrixLayoutCreate(&p->lc, dt, k->n, k->m, k->ldd));
     LB_CUBLAS_TRY(err, cublasLtMatrixLayoutCreate(&p->ld, dt, k->n, k->m, k->ldd));
 
@@ -198,16 +209,21 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
     LB_CUBLAS_TRY(err, cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = h->p.workspace_bytes;
     uint32_t al = (uint32_t)k->align;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                         sizeof ws);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al,
+                                         sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al,
+                                         sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al,
+                                         sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al,
+                                         sizeof al);
     cublasLtMatmulHeuristicResult_t res[TUNE_CANDIDATES];
     int found = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h->lt, p->op, p->la, p->lb, p->lc, p->ld,
-                                                      pref, h->p.tune ? TUNE_CANDIDATES : 1, res,
-                                                      &found);
+    cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(h->lt, p->op, p->la, p->lb, p->lc, p->ld, pref,
+                                       h->p.tune ? TUNE_CANDIDATES : 1, res, &found);
     if (s == CUBLAS_STATUS_SUCCESS && h->p.tune && found < TUNE_CANDIDATES) {
         /* the heuristic answers at most 8 here, often with split-k variants among them:
          * ask again without split-k and time the new ones too */
@@ -227,18 +243,19 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
     }
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
-        lb_status st = lb_fail(err, LB_ERR_UNSUPPORTED,
-                               "cuBLASLt has no algorithm for %s x %s -> %s, m=%lld n=%lld k=%lld, "
-                               "epilogue %d (status %s)",
-                               int8 ? "int8" : lb_dtype_name((lb_gpu_dtype)k->ab_type),
-                               int8 ? "int8" : lb_dtype_name((lb_gpu_dtype)k->ab_type),
-                               int8 ? "int32" : lb_dtype_name((lb_gpu_dtype)k->d_type), (long long)k->m,
-                               (long long)k->n, (long long)k->k, k->epilogue,
-                               cublasLtGetStatusString(s));
+        lb_status st =
+            lb_fail(err, LB_ERR_UNSUPPORTED,
+                    "cuBLASLt has no algorithm for %s x %s -> %s, m=%lld n=%lld k=%lld, "
+                    "epilogue %d (status %s)",
+                    int8 ? "int8" : lb_dtype_name((lb_gpu_dtype)k->ab_type),
+                    int8 ? "int8" : lb_dtype_name((lb_gpu_dtype)k->ab_type),
+                    int8 ? "int32" : lb_dtype_name((lb_gpu_dtype)k->d_type), (long long)k->m,
+                    (long long)k->n, (long long)k->k, k->epilogue, cublasLtGetStatusString(s));
         release(p);
         return st;
     }
-    for (int i = 0; i < found; i++) p->cand[i] = res[i].algo;
+    for (int i = 0; i < found; i++)
+        p->cand[i] = res[i].algo;
     p->n_cand = found;
     p->algo = res[0].algo;
     p->tuned = found == 1;
@@ -252,15 +269,16 @@ static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, const v
     cudaEvent_t ev[2] = {NULL, NULL};
     lb_status st = LB_OK;
     if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess)
-        st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events to time cuBLASLt algorithms");
+        st =
+            lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events to time cuBLASLt algorithms");
     float best_ms = 0.0f, first_ms = 0.0f;
     int best = -1;
     for (int i = 0; st == LB_OK && i < p->n_cand; i++) {
         bool ok = true;
         for (int r = 0; ok && r <= TUNE_REPS; r++) {
             if (r == 1) ok = cudaEventRecord(ev[0], stream) == cudaSuccess;
-            ok = ok && cublasLtMatmul(h->lt, p->op, alpha, g->b, p->la, g->a, p->lb, beta, c,
-                                      p->lc, g->d, p->ld, &p->cand[i], h->p.workspace,
+            ok = ok && cublasLtMatmul(h->lt, p->op, alpha, g->b, p->la, g->a, p->lb, beta, c, p->lc,
+                                      g->d, p->ld, &p->cand[i], h->p.workspace,
                                       h->p.workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
         }
         float ms = 0.0f;
@@ -286,9 +304,8 @@ static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, const v
     LB_DEBUG("cuBLASLt m=%lld n=%lld k=%lld %s epilogue %d: candidate %d of %d, %.1f us "
              "(heuristic's first %.1f us)",
              (long long)g->m, (long long)g->n, (long long)g->k,
-             p->k.compute == COMPUTE_INT8 ? "int8" : lb_dtype_name(g->ab_type),
-             (int)g->epilogue, best, p->n_cand, 1e3 * best_ms / TUNE_REPS,
-             1e3 * first_ms / TUNE_REPS);
+             p->k.compute == COMPUTE_INT8 ? "int8" : lb_dtype_name(g->ab_type), (int)g->epilogue,
+             best, p->n_cand, 1e3 * best_ms / TUNE_REPS, 1e3 * first_ms / TUNE_REPS);
     return LB_OK;
 }
 
@@ -340,7 +357,8 @@ static lb_status run_one(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, cuda
         LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                           &g->bias, sizeof g->bias));
     if (g->epilogue == LB_EPI_GELU_AUX_BIAS || g->epilogue == LB_EPI_DGELU)
-        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op,
+                                                          CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                           &g->aux, sizeof g->aux));
     float beta = g->c != NULL ? g->beta : 0.0f;
     const void *c = g->c != NULL ? g->c : g->d;
@@ -348,8 +366,10 @@ static lb_status run_one(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, cuda
     const void *alpha_p = int8 ? (const void *)&one : (const void *)&g->alpha;
     const void *beta_p = int8 ? (const void *)&zero : (const void *)&beta;
     if (!p->tuned) {
-        if (c == g->d && beta != 0.0f) p->tuned = true; /* in place: keep the heuristic's */
-        else LB_TRY(tune(h, p, g, alpha_p, beta_p, c, stream, err));
+        if (c == g->d && beta != 0.0f)
+            p->tuned = true; /* in place: keep the heuristic's */
+        else
+            LB_TRY(tune(h, p, g, alpha_p, beta_p, c, stream, err));
     }
     LB_CUBLAS_TRY(err, cublasLtMatmul(h->lt, p->op, alpha_p, g->b, p->la, g->a, p->lb, beta_p, c,
                                       p->lc, g->d, p->ld, &p->algo, h->p.workspace,
@@ -357,10 +377,18 @@ static lb_status run_one(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, cuda
     return LB_OK;
 }
 
-static int64_t pad4(int64_t n) { return (n + 3) / 4 * 4; }
-static int64_t pad16(int64_t n) { return (n + 15) / 16 * 16; }
-static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-static size_t piece(int64_t rows, int64_t ld) { return round256((size_t)rows * (size_t)ld * 4); }
+static int64_t pad4(int64_t n) {
+    return (n + 3) / 4 * 4;
+}
+static int64_t pad16(int64_t n) {
+    return (n + 15) / 16 * 16;
+}
+static size_t round256(size_t bytes) {
+    return (bytes + 255) / 256 * 256;
+}
+static size_t piece(int64_t rows, int64_t ld) {
+    return round256((size_t)rows * (size_t)ld * 4);
+}
 
 /* Bytes of one operand's split: `other` is its dimension besides k. Along k the pair sits
  * side by side ([other, 2k], rows padded) or stacked ([2k, other]); the larger bounds both. */
@@ -373,7 +401,8 @@ static size_t pair_bytes(int64_t other, int64_t k) {
  * INT8_PLANES_MAX_BYTES, else equal rounds of a multiple of 16 rows. */
 static int64_t int8_rows(int64_t m, int64_t n) {
     size_t row = (size_t)LB_SLICES * (size_t)n * 4;
-    int64_t rounds = (int64_t)(((size_t)m * row + INT8_PLANES_MAX_BYTES - 1) / INT8_PLANES_MAX_BYTES);
+    int64_t rounds =
+        (int64_t)(((size_t)m * row + INT8_PLANES_MAX_BYTES - 1) / INT8_PLANES_MAX_BYTES);
     return rounds <= 1 ? m : pad16((m + rounds - 1) / rounds);
 }
 
@@ -416,8 +445,8 @@ static lb_status split_pair(float *dst, const float *src, int64_t ld_src, bool k
     *first = dst;
     *second = dst + (k_in_cols ? k : k * *ld);
     float *hi = hi_first ? *first : *second, *lo = hi_first ? *second : *first;
-    return lb_gpu_tf32_split(hi, lo, *ld, src, ld_src, k_in_cols ? other : k,
-                             k_in_cols ? k : other, stream, err);
+    return lb_gpu_tf32_split(hi, lo, *ld, src, ld_src, k_in_cols ? other : k, k_in_cols ? k : other,
+                             stream, err);
 }
 
 /* g as D = A_hi B_hi (caller's beta, C, bias), then D += [A_hi | A_lo] [B_lo ; B_hi]: the
@@ -443,8 +472,10 @@ static lb_status run_split(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t st
     LB_TRY(lookup(h, &corr, COMPUTE_TF32, &p, err));
     if (!p->tuned) {
         static const float zero = 0.0f;
-        if (g->c == g->d && g->beta != 0.0f) p->tuned = true;
-        else LB_TRY(tune(h, p, &corr, &corr.alpha, &zero, g->d, stream, err));
+        if (g->c == g->d && g->beta != 0.0f)
+            p->tuned = true;
+        else
+            LB_TRY(tune(h, p, &corr, &corr.alpha, &zero, g->d, stream, err));
     }
     LB_TRY(run_one(h, &big, COMPUTE_TF32, stream, err));
     return run_one(h, &corr, COMPUTE_TF32, stream, err);
@@ -462,24 +493,31 @@ static lb_status run_int8(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t str
     uint32_t *amax_a = (uint32_t *)(base + off_amax), *amax_b = amax_a + g->m;
     int32_t *planes = (int32_t *)(base + off_planes);
     LB_CUDA_TRY(err, cudaMemsetAsync(amax_a, 0, (size_t)(g->m + g->n) * 4, stream));
-    LB_TRY(lb_gpu_slices_cut(sa, amax_a, g->a, g->lda, !g->trans_a, g->m, g->k, kp, false,
-                             stream, err));
-    LB_TRY(lb_gpu_slices_cut(sb, amax_b, g->b, g->ldb, g->trans_b, g->n, g->k, kp, true, stream,
+    LB_TRY(lb_gpu_slices_cut(sa, amax_a, g->a, g->lda, !g->trans_a, g->m, g->k, kp, false, stream,
                              err));
+    LB_TRY(
+        lb_gpu_slices_cut(sb, amax_b, g->b, g->ldb, g->trans_b, g->n, g->k, kp, true, stream, err));
     const float *bias = g->epilogue == LB_EPI_BIAS ? (const float *)g->bias : NULL;
     for (int64_t i0 = 0; i0 < g->m; i0 += mc) {
         int64_t rows = g->m - i0 < mc ? g->m - i0 : mc;
         for (int t = 1; t <= s; t++) {
-            lb_gpu_gemm p = {.m = rows, .n = g->n, .k = t * kp, .a = sa + i0 * ld, .lda = ld,
-                             .b = sb + (s - t) * kp, .ldb = ld, .trans_b = true,
+            lb_gpu_gemm p = {.m = rows,
+                             .n = g->n,
+                             .k = t * kp,
+                             .a = sa + i0 * ld,
+                             .lda = ld,
+                             .b = sb + (s - t) * kp,
+                             .ldb = ld,
+                             .trans_b = true,
                              .d = planes + (size_t)(t - 1) * (size_t)rows * (size_t)g->n,
-                             .ldd = g->n, .alpha = 1.0f};
+                             .ldd = g->n,
+                             .alpha = 1.0f};
             LB_TRY(run_one(h, &p, COMPUTE_INT8, stream, err));
         }
         float *d = (float *)g->d + i0 * g->ldd;
         const float *c = g->c != NULL ? (const float *)g->c + i0 * g->ldd : NULL;
-        LB_TRY(lb_gpu_slices_combine(d, g->ldd, planes, amax_a + i0, amax_b, rows, g->n,
-                                     g->alpha, c, g->beta, bias, stream, err));
+        LB_TRY(lb_gpu_slices_combine(d, g->ldd, planes, amax_a + i0, amax_b, rows, g->n, g->alpha,
+                                     c, g->beta, bias, stream, err));
     }
     return LB_OK;
 }
@@ -552,7 +590,9 @@ lb_status lb_gpu_blas_init(lb_gpu_blas **out, const lb_gpu_blas_params *p, lb_er
     *out = NULL;
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA");
 }
-void lb_gpu_blas_free(lb_gpu_blas *h) { (void)h; }
+void lb_gpu_blas_free(lb_gpu_blas *h) {
+    (void)h;
+}
 lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {
     (void)h, (void)g, (void)stream;
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA");

@@ -5,14 +5,13 @@
  * ([k,n] or [n,k]). All leading dimensions are row strides in elements. Inputs may be
  * fp32, fp16 or bf16 (A and B of one type); accumulation is always fp32; D may be fp32 even
  * for 16-bit inputs (fp32 weight gradients). How fp32 inputs are multiplied is the
- * handle's fp32 mode (lb_gpu_fp32_mode below). C, when given, has D's type and stride and may be D itself (that is
- * how gradients accumulate and how the residual add fuses into a projection).
- * The wrapper maps the row-major problem onto column-major cuBLASLt by swapping the
- * operands, and caches a prepared descriptor set plus one algorithm per distinct problem
- * (shape, types, strides, epilogue, pointer alignment), so a training step sets up each
- * shape once. With tuning on, that algorithm is the fastest of the heuristic's candidates
- * timed on the problem's first run (matmul.c says how); with it off, the heuristic's first
- * choice.
+ * handle's fp32 mode (lb_gpu_fp32_mode below). C, when given, has D's type and stride and may be D
+ * itself (that is how gradients accumulate and how the residual add fuses into a projection). The
+ * wrapper maps the row-major problem onto column-major cuBLASLt by swapping the operands, and
+ * caches a prepared descriptor set plus one algorithm per distinct problem (shape, types, strides,
+ * epilogue, pointer alignment), so a training step sets up each shape once. With tuning on, that
+ * algorithm is the fastest of the heuristic's candidates timed on the problem's first run (matmul.c
+ * says how); with it off, the heuristic's first choice.
  *
  * fp32 modes: IEEE runs cuBLASLt's fp32 kernels (CUDA cores); TF32 one tensor-core pass
  * with the inputs rounded to TF32 (relative error ~1e-5 to 4e-5); 3XTF32 splits each
@@ -27,8 +26,8 @@
  * cut, rounded to fp32 once. A value is cut exactly when it lies within a factor
  * 2^(7 S - 25) of the largest in its row of A (column of B), else to within about
  * 2^-(7 S - 1) of that largest, so the error stays at or below fp32 rounding unless a row
- * spans a very wide range. Its scratch (digit planes and int32 products) also comes from the caller.
- * AUTO times, on a problem's first run, the IEEE product (its tuned cuBLASLt kernel) and
+ * spans a very wide range. Its scratch (digit planes and int32 products) also comes from the
+ * caller. AUTO times, on a problem's first run, the IEEE product (its tuned cuBLASLt kernel) and
  * the INT8 one (TUNE_REPS runs each) and keeps the faster for that problem; with tuning
  * off, and for a problem that accumulates into D in place or whose planes would not fit
  * the scratch, IEEE.
@@ -49,7 +48,6 @@ extern "C" {
 
 #include "core/status.h"
 #include "gpu/dtype.h"
-
 
 typedef enum {
     LB_EPI_NONE = 0,
@@ -93,12 +91,12 @@ const char *lb_gpu_fp32_mode_name(lb_gpu_fp32_mode m);
 bool lb_gpu_fp32_mode_parse(const char *s, lb_gpu_fp32_mode *out);
 
 typedef struct {
-    void *workspace;          /* device memory for cuBLASLt (caller's, e.g. an arena piece) */
-    size_t workspace_bytes;   /* bytes of workspace; 0 with NULL */
+    void *workspace;            /* device memory for cuBLASLt (caller's, e.g. an arena piece) */
+    size_t workspace_bytes;     /* bytes of workspace; 0 with NULL */
     lb_gpu_fp32_mode fp32_mode; /* how fp32 inputs are multiplied */
-    bool tune;                /* time the heuristic's candidates on each problem's first run */
-    void *split_scratch;      /* device memory for the 3XTF32 copies or the INT8 planes
-                               * (caller's) */
+    bool tune;                  /* time the heuristic's candidates on each problem's first run */
+    void *split_scratch;        /* device memory for the 3XTF32 copies or the INT8 planes
+                                 * (caller's) */
     size_t split_scratch_bytes; /* bytes of split_scratch: at least lb_gpu_gemm_scratch_bytes
                                  * of every fp32 problem run in fp32_mode */
 } lb_gpu_blas_params;

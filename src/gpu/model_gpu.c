@@ -30,7 +30,7 @@
 #include "gpu/timing.h"
 #include "model/ref_ops.h"
 
-#define OOM_HINT "try a smaller --batch or --recompute"
+#define OOM_HINT  "try a smaller --batch or --recompute"
 #define ONES_COLS 8 /* ln2's ones column and the zeros after it (lb_gpu_model's ld2) */
 
 /* linear_fwd's and linear_bwd's operands stored feature-major ([features, BT], row stride
@@ -53,10 +53,10 @@ struct lb_gpu_model {
     /* parameters and optimizer state */
     float *master, *grads, *m, *v;
     void *params; /* working copy (== master in fp32) */
-    void *lm_w; /* the output head as its products read it: the head itself when V is a
-                 * multiple of 64, else its working copy padded to [Vp, C], rows >= V zero,
-                 * which the optimizer writes in place of the head's slot in params (and
-                 * the embedding reads, when tied) */
+    void *lm_w;   /* the output head as its products read it: the head itself when V is a
+                   * multiple of 64, else its working copy padded to [Vp, C], rows >= V zero,
+                   * which the optimizer writes in place of the head's slot in params (and
+                   * the embedding reads, when tied) */
     int64_t *seg_start;
     int32_t *seg_flags; /* LB_SEG_* bits a tensor */
     int n_seg;
@@ -68,8 +68,8 @@ struct lb_gpu_model {
     int32_t *host_tok[2];
     cudaEvent_t host_done[2];
     int host_idx;
-    float *loss_slots; /* max_loss_slots slots, then the graph's own (copied to a slot) */
-    cudaGraphExec_t step_graph;   /* one training step as a CUDA graph (NULL: none yet) */
+    float *loss_slots;          /* max_loss_slots slots, then the graph's own (copied to a slot) */
+    cudaGraphExec_t step_graph; /* one training step as a CUDA graph (NULL: none yet) */
     lb_gpu_adamw_params graph_ap; /* the optimizer settings step_graph was captured with */
     int64_t train_steps;          /* lb_gpu_model_train_step calls so far */
     bool graph_failed;            /* capture failed once: steps run kernel by kernel */
@@ -103,12 +103,18 @@ struct lb_gpu_model {
 };
 
 /* whether fch, fact and dfch are stored feature-major ([F, BT], row stride BT) */
-static bool hidden_cols(const lb_gpu_model *m) { return m->gelu_src == 1; }
+static bool hidden_cols(const lb_gpu_model *m) {
+    return m->gelu_src == 1;
+}
 /* the row stride of such a tensor with `width` features */
-static int64_t hidden_ld(const lb_gpu_model *m, int64_t width) { return hidden_cols(m) ? m->BT : width; }
+static int64_t hidden_ld(const lb_gpu_model *m, int64_t width) {
+    return hidden_cols(m) ? m->BT : width;
+}
 
 /* whether the output head's working copy is a padded one of its own (m->lm_w) */
-static bool head_apart(const lb_gpu_model *m) { return m->Vp != m->V; }
+static bool head_apart(const lb_gpu_model *m) {
+    return m->Vp != m->V;
+}
 
 static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_model_params *p) {
     m->cfg = *cfg;
@@ -119,18 +125,23 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
     m->C = cfg->d_model, m->L = cfg->n_layer, m->NH = cfg->n_head, m->NKV = cfg->n_kv_head;
     m->HD = lb_model_head_dim(cfg), m->Q = lb_model_qkv_dim(cfg), m->F = lb_model_mlp_in_dim(cfg);
     m->H = cfg->d_ff, m->V = cfg->vocab_size, m->Vp = (cfg->vocab_size + 63) / 64 * 64;
-    m->dt = p->precision == LB_PREC_BF16 ? LB_DT_BF16 : p->precision == LB_PREC_FP16 ? LB_DT_F16 : LB_DT_F32;
+    m->dt = p->precision == LB_PREC_BF16   ? LB_DT_BF16
+            : p->precision == LB_PREC_FP16 ? LB_DT_F16
+                                           : LB_DT_F32;
     m->es = lb_dtype_bytes(m->dt);
     m->llama = cfg->family == LB_FAMILY_LLAMA;
     m->n_seg = lb_param_layout(cfg, NULL, 0);
     /* the ones column needs a bias and rows that stay 16-byte aligned (C % 8: every
      * parameter offset, so the split's packed gradients, then 16-byte aligned too) */
-    m->ld2 = !m->llama && cfg->linear_bias && m->C % 8 == 0 ? (m->C + ONES_COLS + 63) / 64 * 64 : m->C;
+    m->ld2 =
+        !m->llama && cfg->linear_bias && m->C % 8 == 0 ? (m->C + ONES_COLS + 63) / 64 * 64 : m->C;
 }
 
 /* Columns of the MLP input's weight-gradient product: C + ONES_COLS with ln2's ones
  * column, else C. */
-static int64_t mlp_in_cols(const lb_gpu_model *m) { return m->ld2 != m->C ? m->C + ONES_COLS : m->C; }
+static int64_t mlp_in_cols(const lb_gpu_model *m) {
+    return m->ld2 != m->C ? m->C + ONES_COLS : m->C;
+}
 
 /* Split scratch for the largest product of a step in the run's fp32 mode (none in 16-bit
  * runs): each linear map (IC -> OC) runs forward (BT x OC x IC), input gradient
@@ -156,21 +167,25 @@ static int n_slots(const lb_gpu_model *m) {
     return m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1;
 }
 
-#define TAKE(ptr, name, bytes)                                                             \
-    do {                                                                                   \
-        void *tmp_;                                                                        \
-        LB_TRY(lb_gpu_arena_alloc(a, name, (size_t)(bytes), &tmp_, err));                  \
-        *(void **)&(ptr) = tmp_;                                                           \
+#define TAKE(ptr, name, bytes)                                                                     \
+    do {                                                                                           \
+        void *tmp_;                                                                                \
+        LB_TRY(lb_gpu_arena_alloc(a, name, (size_t)(bytes), &tmp_, err));                          \
+        *(void **)&(ptr) = tmp_;                                                                   \
     } while (0)
 
 static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     size_t es = m->es, np = (size_t)m->n_params, BT = (size_t)m->BT, C = (size_t)m->C;
     size_t L = (size_t)m->L, keep = m->p.recompute ? 1 : L;
     TAKE(m->master, "param.master", np * 4);
-    if (m->dt != LB_DT_F32) TAKE(m->params, "param.work", np * es);
-    else m->params = m->master;
-    if (head_apart(m)) TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
-    else m->lm_w = (char *)m->params + (size_t)m->off.lm_head * es;
+    if (m->dt != LB_DT_F32)
+        TAKE(m->params, "param.work", np * es);
+    else
+        m->params = m->master;
+    if (head_apart(m))
+        TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
+    else
+        m->lm_w = (char *)m->params + (size_t)m->off.lm_head * es;
     TAKE(m->grads, "param.grad", np * 4);
     TAKE(m->m, "opt.m", np * 4);
     TAKE(m->v, "opt.v", np * 4);
@@ -188,7 +203,8 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->res3, "act.res3", L * BT * C * es);
     TAKE(m->ln1, "act.ln1", keep * BT * C * es);
     TAKE(m->ln2, "act.ln2", keep * BT * (size_t)m->ld2 * es);
-    if (m->ld2 != m->C) TAKE(m->aug_grad, "grad.mlp_in_with_bias", (size_t)m->F * mlp_in_cols(m) * 4);
+    if (m->ld2 != m->C)
+        TAKE(m->aug_grad, "grad.mlp_in_with_bias", (size_t)m->F * mlp_in_cols(m) * 4);
     if (!m->llama) {
         TAKE(m->ln1_mean, "act.ln1_mean", L * BT * 4);
         TAKE(m->ln2_mean, "act.ln2_mean", L * BT * 4);
@@ -210,7 +226,8 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->dqkv, "grad.qkv", BT * (size_t)m->Q * es);
     TAKE(m->dfch, "grad.mlp_in", BT * (size_t)m->F * es);
     TAKE(m->dact, "grad.mlp_act", BT * (size_t)m->H * es);
-    TAKE(m->attn_scratch, "scratch.attention", lb_gpu_attention_scratch_bytes(m->B, m->T, m->NH, m->HD));
+    TAKE(m->attn_scratch, "scratch.attention",
+         lb_gpu_attention_scratch_bytes(m->B, m->T, m->NH, m->HD));
     size_t dnn_bytes = m->dnn ? lb_cudnn_attn_workspace_bytes(m->dnn) : 0;
     if (m->gelu_dnn && lb_cudnn_gelu_workspace_bytes(m->gelu_dnn) > dnn_bytes)
         dnn_bytes = lb_cudnn_gelu_workspace_bytes(m->gelu_dnn);
@@ -277,10 +294,11 @@ static lb_status sync_working_copy(lb_gpu_model *m, lb_err *err) {
                           (int64_t)m->V * m->C, m->stream, err);
 }
 
-
 /* A layer matrix: its gradient is written whole by its weight-gradient product, in the
  * working type in fp16/bf16 modes (packed into its fp32 slot: LB_SEG_GRAD16). */
-static bool layer_matrix(const lb_param_tensor *t) { return t->layer >= 0 && t->ndim == 2; }
+static bool layer_matrix(const lb_param_tensor *t) {
+    return t->layer >= 0 && t->ndim == 2;
+}
 
 static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
@@ -297,27 +315,32 @@ static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
                        (m->dt != LB_DT_F32 && layer_matrix(&t[i]) ? LB_SEG_GRAD16 : 0);
         }
         m->clear = malloc((size_t)m->n_seg * sizeof *m->clear);
-        if (m->clear == NULL) st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the gradient table");
+        if (m->clear == NULL)
+            st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the gradient table");
         for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
             /* written whole by its product: every layer matrix, and the head (when tied, the
              * head's product writes wte's gradient before the embedding backward adds to it) */
             if (layer_matrix(&t[i]) || t[i].offset == m->off.lm_head) continue;
-            if (m->n_clear > 0 && m->clear[m->n_clear - 1][0] + m->clear[m->n_clear - 1][1] == t[i].offset)
+            if (m->n_clear > 0 &&
+                m->clear[m->n_clear - 1][0] + m->clear[m->n_clear - 1][1] == t[i].offset)
                 m->clear[m->n_clear - 1][1] += t[i].numel;
             else
                 m->clear[m->n_clear][0] = t[i].offset, m->clear[m->n_clear++][1] = t[i].numel;
         }
-        if (st == LB_OK &&
-            (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8, cudaMemcpyHostToDevice) != cudaSuccess ||
-             cudaMemcpy(m->seg_flags, flags, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice) != cudaSuccess))
+        if (st == LB_OK && (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8,
+                                       cudaMemcpyHostToDevice) != cudaSuccess ||
+                            cudaMemcpy(m->seg_flags, flags, (size_t)m->n_seg * 4,
+                                       cudaMemcpyHostToDevice) != cudaSuccess))
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
     }
     if (st == LB_OK && m->llama) {
         float f[512];
         lb_ref_rope_freqs(&m->cfg, f);
-        if (cudaMemcpy(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice) != cudaSuccess)
+        if (cudaMemcpy(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice) !=
+            cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the RoPE frequencies to the device");
-        if (st == LB_OK) st = lb_gpu_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
+        if (st == LB_OK)
+            st = lb_gpu_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
     }
     free(t);
     free(start);
@@ -329,7 +352,8 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
                             const lb_gpu_model_params *p, lb_err *err) {
     *out = NULL;
     if (lb_model_head_dim(cfg) > 1024)
-        return lb_fail(err, LB_ERR_UNSUPPORTED, "head size %d is too large", lb_model_head_dim(cfg));
+        return lb_fail(err, LB_ERR_UNSUPPORTED, "head size %d is too large",
+                       lb_model_head_dim(cfg));
     lb_gpu_model *m = calloc(1, sizeof *m);
     if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
     set_dims(m, cfg, p);
@@ -356,7 +380,8 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
             cudaEventCreateWithFlags(&m->host_done[i], cudaEventDisableTiming) != cudaSuccess)
             st = lb_fail(err, LB_ERR_NOMEM, "no pinned host memory for token batches");
     }
-    if (st == LB_OK && head_apart(m) && cudaMemset(m->lm_w, 0, (size_t)m->Vp * m->C * m->es) != cudaSuccess)
+    if (st == LB_OK && head_apart(m) &&
+        cudaMemset(m->lm_w, 0, (size_t)m->Vp * m->C * m->es) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not clear the padded output head");
     if (st == LB_OK && m->ld2 != m->C) /* the norm forward never writes past column C */
         st = lb_gpu_ones_column(m->ln2, (m->p.recompute ? 1 : m->L) * m->BT, m->ld2, m->C,
@@ -426,7 +451,8 @@ lb_status lb_gpu_model_sync(lb_gpu_model *m, lb_err *err) {
     return LB_OK;
 }
 
-static lb_status copy_out(lb_gpu_model *m, float *host, const void *dev, size_t bytes, lb_err *err) {
+static lb_status copy_out(lb_gpu_model *m, float *host, const void *dev, size_t bytes,
+                          lb_err *err) {
     LB_CUDA_TRY(err, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, m->stream));
     return lb_gpu_model_sync(m, err);
 }
@@ -475,24 +501,32 @@ lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *
 lb_status lb_gpu_model_read_optstate(lb_gpu_model *m, lb_gpu_optstate *out, lb_err *err) {
     return copy_out(m, (float *)out, m->opt, sizeof *out, err);
 }
-void *lb_gpu_model_stream(lb_gpu_model *m) { return m->stream; }
-const lb_gpu_arena *lb_gpu_model_arena(const lb_gpu_model *m) { return &m->arena; }
-int64_t lb_gpu_model_n_params(const lb_gpu_model *m) { return m->n_params; }
+void *lb_gpu_model_stream(lb_gpu_model *m) {
+    return m->stream;
+}
+const lb_gpu_arena *lb_gpu_model_arena(const lb_gpu_model *m) {
+    return &m->arena;
+}
+int64_t lb_gpu_model_n_params(const lb_gpu_model *m) {
+    return m->n_params;
+}
 
 /* ---- building blocks ----------------------------------------------------------------- */
 
 static void *W(lb_gpu_model *m, int64_t off) {
     return off < 0 ? NULL : (char *)m->params + (size_t)off * m->es;
 }
-static float *G(lb_gpu_model *m, int64_t off) { return off < 0 ? NULL : m->grads + off; }
+static float *G(lb_gpu_model *m, int64_t off) {
+    return off < 0 ? NULL : m->grads + off;
+}
 static void *at(lb_gpu_model *m, void *base, int64_t index, int64_t row_elems) {
     return (char *)base + (size_t)index * (size_t)m->BT * (size_t)row_elems * m->es;
 }
 
 /* out[N, OC] (row stride ldo) = inp[N, IC] W^T + bias (+ residual, same stride) */
-static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void *inp,
-                            int64_t lda, unsigned cols, int IC, int OC, int64_t w_off,
-                            int64_t b_off, const void *residual, lb_err *err) {
+static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void *inp, int64_t lda,
+                            unsigned cols, int IC, int OC, int64_t w_off, int64_t b_off,
+                            const void *residual, lb_err *err) {
     lb_gpu_gemm g;
     memset(&g, 0, sizeof g);
     g.m = m->BT, g.n = OC, g.k = IC;
@@ -512,8 +546,8 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
  * b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with its ones column,
  * m->ld2) the weight-gradient product runs over IC + ONES_COLS columns into
  * m->aug_grad and its column IC is the bias gradient (lb_gpu_split_bias_column); else a
- * separate reduction (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on the
- * H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
+ * separate reduction (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on
+ * the H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
 static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
                             const void *inp, int64_t ld_inp, unsigned cols, int IC, int OC,
                             int64_t w_off, int64_t b_off, lb_err *err) {
@@ -535,12 +569,14 @@ static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64
     g.m = OC, g.n = with_bias ? aug : IC, g.k = m->BT;
     g.a = dout, g.lda = ld_dout, g.trans_a = !dout_cols;
     g.b = inp, g.ldb = ld_inp, g.trans_b = cols & COLS_INP;
-    if (with_bias) g.d = m->aug_grad, g.ldd = aug, g.d_type = LB_DT_F32;
-    else g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
+    if (with_bias)
+        g.d = m->aug_grad, g.ldd = aug, g.d_type = LB_DT_F32;
+    else
+        g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
     LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     if (with_bias)
-        return lb_gpu_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC,
-                                        aug, m->stream, err);
+        return lb_gpu_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC, aug,
+                                        m->stream, err);
     if (b_off >= 0 && dout_cols)
         return lb_fail(err, LB_ERR_RUNTIME, "a bias gradient summed over a feature-major gradient");
     if (b_off >= 0)
@@ -563,8 +599,8 @@ static lb_status norm_bwd(lb_gpu_model *m, const void *dout, const void *inp, co
                           const float *rstd, int64_t w_off, int64_t b_off, int64_t dsum_off,
                           lb_err *err) {
     if (m->llama)
-        return lb_gpu_rmsnorm_backward(m->dres, G(m, w_off), G(m, dsum_off), dout, inp,
-                                       W(m, w_off), rstd, m->BT, m->C, m->dt, m->stream, err);
+        return lb_gpu_rmsnorm_backward(m->dres, G(m, w_off), G(m, dsum_off), dout, inp, W(m, w_off),
+                                       rstd, m->BT, m->C, m->dt, m->stream, err);
     return lb_gpu_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), G(m, dsum_off), dout, inp,
                                      W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream, err);
 }
@@ -590,19 +626,20 @@ static lb_status attn_fwd(lb_gpu_model *m, bool dnn, void *out, float *lse, cons
  * projection's bias gradient dproj_b (complete by then: the norm backward below it summed
  * it) through its weights w_proj (lb_gpu_bias_grad_through). */
 typedef struct {
-    float *dbias;          /* [Q] */
-    const float *dproj_b;  /* [C] */
-    const void *w_proj;    /* [C, C], working type */
+    float *dbias;         /* [Q] */
+    const float *dproj_b; /* [C] */
+    const void *w_proj;   /* [C, C], working type */
 } qkv_bias_grad;
 
 static lb_status attn_bwd(lb_gpu_model *m, bool dnn, const qkv_bias_grad *bg, const void *qkv,
                           const void *out, const float *lse, lb_err *err) {
     if (!dnn)
-        return lb_gpu_attention_backward(m->dqkv, bg ? bg->dbias : NULL, m->attn_scratch, m->dc, qkv, out, lse,
-                                         m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+        return lb_gpu_attention_backward(m->dqkv, bg ? bg->dbias : NULL, m->attn_scratch, m->dc,
+                                         qkv, out, lse, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                          m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
                                          m->stream, err);
-    LB_TRY(lb_cudnn_attn_backward(m->dnn, m->dqkv, m->dc, qkv, out, lse, m->dnn_ws, m->stream, err));
+    LB_TRY(
+        lb_cudnn_attn_backward(m->dnn, m->dqkv, m->dc, qkv, out, lse, m->dnn_ws, m->stream, err));
     if (bg == NULL) return LB_OK;
     LB_TRY(lb_gpu_bias_backward(bg->dbias, m->dqkv, m->BT, m->C, m->Q, m->dt, m->stream, err));
     return lb_gpu_bias_grad_through(bg->dbias + m->C + m->NKV * m->HD, bg->dproj_b, bg->w_proj,
@@ -705,8 +742,8 @@ static const void *wte_lp(lb_gpu_model *m) {
 static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
-    LB_TRY(lb_gpu_embed_forward(m->encoded, m->tokens, wte_lp(m), W(m, m->off.wpe), m->B,
-                                m->T, C, m->dt, m->stream, err));
+    LB_TRY(lb_gpu_embed_forward(m->encoded, m->tokens, wte_lp(m), W(m, m->off.wpe), m->B, m->T, C,
+                                m->dt, m->stream, err));
     for (int l = 0; l < m->L; l++) {
         int keep = m->p.recompute ? 0 : l;
         const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
@@ -716,36 +753,62 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
         void *fch = at(m, m->fch, l, m->F), *fact = at(m, m->fact, keep, m->H);
         float *lse = m->lse + (size_t)l * m->BT * m->NH;
         LB_TRY(norm_fwd(m, ln1, C, m->ln1_mean ? m->ln1_mean + l * m->BT : NULL,
-                        m->ln1_rstd + l * m->BT, x, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b), err));
-        LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b), NULL, err));
+                        m->ln1_rstd + l * m->BT, x, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
+                        err));
+        LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b),
+                          NULL, err));
         if (m->llama)
             LB_TRY(lb_gpu_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                        m->stream, err));
         if (m->attn_src[0] < 0) LB_TRY(attn_choose(m, false, NULL, qkv, atty, lse, err));
         LB_TRY(attn_fwd(m, m->attn_src[0] == 1, atty, lse, qkv, err));
-        LB_TRY(linear_fwd(m, res2, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w), lo(m, l, o->attn_out_b), x, err));
+        LB_TRY(linear_fwd(m, res2, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w),
+                          lo(m, l, o->attn_out_b), x, err));
         LB_TRY(norm_fwd(m, ln2, m->ld2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
-                        m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b), err));
+                        m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b),
+                        err));
         if (fuse_gelu(m)) {
-            lb_gpu_gemm g = {.m = m->BT, .n = m->F, .k = C, .a = ln2, .lda = m->ld2,
-                             .b = W(m, lo(m, l, o->mlp_in_w)), .ldb = C, .trans_b = true,
-                             .ab_type = m->dt, .d = fact, .ldd = m->F, .d_type = m->dt,
-                             .alpha = 1.0f, .epilogue = LB_EPI_GELU_AUX_BIAS,
-                             .bias = W(m, lo(m, l, o->mlp_in_b)), .aux = fch};
+            lb_gpu_gemm g = {.m = m->BT,
+                             .n = m->F,
+                             .k = C,
+                             .a = ln2,
+                             .lda = m->ld2,
+                             .b = W(m, lo(m, l, o->mlp_in_w)),
+                             .ldb = C,
+                             .trans_b = true,
+                             .ab_type = m->dt,
+                             .d = fact,
+                             .ldd = m->F,
+                             .d_type = m->dt,
+                             .alpha = 1.0f,
+                             .epilogue = LB_EPI_GELU_AUX_BIAS,
+                             .bias = W(m, lo(m, l, o->mlp_in_b)),
+                             .aux = fch};
             if (m->gelu_src < 0) LB_TRY(gelu_choose(m, &g, err));
             LB_TRY(gelu_product(m, m->gelu_src == 1, &g, err));
         } else {
-            LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, 0, C, m->F, lo(m, l, o->mlp_in_w), lo(m, l, o->mlp_in_b), NULL, err));
+            LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, 0, C, m->F, lo(m, l, o->mlp_in_w),
+                              lo(m, l, o->mlp_in_b), NULL, err));
             LB_TRY(act_fwd(m, fact, fch, err));
         }
-        LB_TRY(linear_fwd(m, res3, C, fact, hidden_ld(m, m->H), hidden_cols(m) ? COLS_INP : 0,
-                          m->H, C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
+        LB_TRY(linear_fwd(m, res3, C, fact, hidden_ld(m, m->H), hidden_cols(m) ? COLS_INP : 0, m->H,
+                          C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
     }
-    LB_TRY(norm_fwd(m, m->lnf, C, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C), m->off.normf_w,
-                    m->off.normf_b, err));
-    lb_gpu_gemm g = {.m = m->BT, .n = m->Vp, .k = C, .a = m->lnf, .lda = C, .b = m->lm_w,
-                     .ldb = C, .trans_b = true, .ab_type = m->dt, .d = m->logits, .ldd = m->Vp,
-                     .d_type = m->dt, .alpha = 1.0f};
+    LB_TRY(norm_fwd(m, m->lnf, C, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C),
+                    m->off.normf_w, m->off.normf_b, err));
+    lb_gpu_gemm g = {.m = m->BT,
+                     .n = m->Vp,
+                     .k = C,
+                     .a = m->lnf,
+                     .lda = C,
+                     .b = m->lm_w,
+                     .ldb = C,
+                     .trans_b = true,
+                     .ab_type = m->dt,
+                     .d = m->logits,
+                     .ldd = m->Vp,
+                     .d_type = m->dt,
+                     .alpha = 1.0f};
     LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
     LB_TRY(lb_gpu_softmax_xent(m->logits, m->losses, m->targets, m->BT, m->V, m->Vp,
                                1.0f / (float)m->BT, m->dt == LB_DT_F16 ? &m->opt->loss_scale : NULL,
@@ -757,8 +820,17 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
     /* output head over the padded width (padding logits' gradients are zero) */
-    lb_gpu_gemm gi = {.m = m->BT, .n = C, .k = m->Vp, .a = m->logits, .lda = m->Vp, .b = m->lm_w,
-                      .ldb = C, .ab_type = m->dt, .d = m->dc, .ldd = C, .d_type = m->dt,
+    lb_gpu_gemm gi = {.m = m->BT,
+                      .n = C,
+                      .k = m->Vp,
+                      .a = m->logits,
+                      .lda = m->Vp,
+                      .b = m->lm_w,
+                      .ldb = C,
+                      .ab_type = m->dt,
+                      .d = m->dc,
+                      .ldd = C,
+                      .d_type = m->dt,
                       .alpha = 1.0f};
     LB_TRY(lb_gpu_gemm_run(m->blas, &gi, m->stream, err));
     /* The head's gradient, its V real rows, written (not added) straight into the gradient
@@ -766,9 +838,19 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
      * the rest in a second: cuBLASLt picks slow kernels for an odd row count (GPT-2's
      * 50,257 rows in one product cost 0.8 ms more a step at 16x1024 on an H200). */
     int64_t Vq = m->V / 64 * 64;
-    lb_gpu_gemm gw = {.m = Vq, .n = C, .k = m->BT, .a = m->logits, .lda = m->Vp,
-                      .trans_a = true, .b = m->lnf, .ldb = C, .ab_type = m->dt,
-                      .d = G(m, m->off.lm_head), .ldd = C, .d_type = LB_DT_F32, .alpha = 1.0f};
+    lb_gpu_gemm gw = {.m = Vq,
+                      .n = C,
+                      .k = m->BT,
+                      .a = m->logits,
+                      .lda = m->Vp,
+                      .trans_a = true,
+                      .b = m->lnf,
+                      .ldb = C,
+                      .ab_type = m->dt,
+                      .d = G(m, m->off.lm_head),
+                      .ldd = C,
+                      .d_type = LB_DT_F32,
+                      .alpha = 1.0f};
     LB_TRY(lb_gpu_gemm_run(m->blas, &gw, m->stream, err));
     if (Vq < m->V) {
         gw.m = m->V - Vq;
@@ -781,8 +863,8 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
      * gradients from the norm backward that writes their output's gradient: the last
      * layer's MLP one from the final norm, each layer's attention one from its second
      * norm, the layer below's MLP one from its first. */
-    LB_TRY(norm_bwd(m, m->dc, at(m, m->res3, m->L - 1, C), m->lnf_mean, m->lnf_rstd,
-                    m->off.normf_w, m->off.normf_b, lo(m, m->L - 1, o->mlp_out_b), err));
+    LB_TRY(norm_bwd(m, m->dc, at(m, m->res3, m->L - 1, C), m->lnf_mean, m->lnf_rstd, m->off.normf_w,
+                    m->off.normf_b, lo(m, m->L - 1, o->mlp_out_b), err));
     for (int l = m->L - 1; l >= 0; l--) {
         int keep = m->p.recompute ? 0 : l;
         const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
@@ -796,14 +878,19 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         const float *ln1_rstd = m->ln1_rstd + l * m->BT, *ln2_rstd = m->ln2_rstd + l * m->BT;
         if (m->p.recompute) {
             LB_TRY(act_fwd(m, fact, fch, err));
-            LB_TRY(lb_gpu_norm_recompute(ln2, m->ld2, res2, W(m, lo(m, l, o->norm2_w)), W(m, lo(m, l, o->norm2_b)),
-                                         ln2_mean, ln2_rstd, m->BT, C, m->dt, m->stream, err));
+            LB_TRY(lb_gpu_norm_recompute(ln2, m->ld2, res2, W(m, lo(m, l, o->norm2_w)),
+                                         W(m, lo(m, l, o->norm2_b)), ln2_mean, ln2_rstd, m->BT, C,
+                                         m->dt, m->stream, err));
         }
         /* MLP */
         if (fuse_gelu(m)) { /* dfch = (dres Wout) * gelu'(fch) in one product */
             const void *w_out = W(m, lo(m, l, o->mlp_out_w));
-            lb_gpu_gemm g = {.ab_type = m->dt, .d = m->dfch, .d_type = m->dt, .alpha = 1.0f,
-                             .epilogue = LB_EPI_DGELU, .aux = fch};
+            lb_gpu_gemm g = {.ab_type = m->dt,
+                             .d = m->dfch,
+                             .d_type = m->dt,
+                             .alpha = 1.0f,
+                             .epilogue = LB_EPI_DGELU,
+                             .aux = fch};
             if (hidden_cols(m)) /* dfch^T = Wout^T dres^T */
                 g.m = m->H, g.n = m->BT, g.k = C, g.a = w_out, g.lda = m->H, g.trans_a = true,
                 g.b = m->dres, g.ldb = C, g.trans_b = true, g.ldd = m->BT;
@@ -812,21 +899,26 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                 g.ldb = m->H, g.ldd = m->H;
             LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
             LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, hidden_ld(m, m->H),
-                              hidden_cols(m) ? COLS_INP : 0, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
+                              hidden_cols(m) ? COLS_INP : 0, m->H, C, lo(m, l, o->mlp_out_w), -1,
+                              err));
         } else {
-            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, 0, m->H, C, lo(m, l, o->mlp_out_w), -1, err));
+            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, 0, m->H, C,
+                              lo(m, l, o->mlp_out_w), -1, err));
             if (m->llama)
-                LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream, err));
+                LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream,
+                                              err));
             else
-                LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream, err));
+                LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream,
+                                            err));
         }
         LB_TRY(linear_bwd(m, m->dc, m->dfch, hidden_ld(m, m->F), ln2, m->ld2,
                           hidden_cols(m) ? COLS_DOUT : 0, C, m->F, lo(m, l, o->mlp_in_w),
                           lo(m, l, o->mlp_in_b), err));
-        LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b),
-                        lo(m, l, o->attn_out_b), err));
+        LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w),
+                        lo(m, l, o->norm2_b), lo(m, l, o->attn_out_b), err));
         /* attention */
-        LB_TRY(linear_bwd(m, m->dc, m->dres, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w), -1, err));
+        LB_TRY(
+            linear_bwd(m, m->dc, m->dres, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w), -1, err));
         /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
         bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0;
@@ -839,15 +931,16 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
             LB_TRY(lb_gpu_rope_backward(m->dqkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD,
                                         m->dt, m->stream, err));
         if (m->p.recompute)
-            LB_TRY(lb_gpu_norm_recompute(ln1, C, x, W(m, lo(m, l, o->norm1_w)), W(m, lo(m, l, o->norm1_b)),
-                                         ln1_mean, ln1_rstd, m->BT, C, m->dt, m->stream, err));
+            LB_TRY(lb_gpu_norm_recompute(ln1, C, x, W(m, lo(m, l, o->norm1_w)),
+                                         W(m, lo(m, l, o->norm1_b)), ln1_mean, ln1_rstd, m->BT, C,
+                                         m->dt, m->stream, err));
         LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w),
                           qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
         LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
                         l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));
     }
-    return lb_gpu_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B,
-                                 m->T, C, m->dt, m->stream, err);
+    return lb_gpu_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T,
+                                 C, m->dt, m->stream, err);
 }
 
 /* Copies a batch through the pinned buffer not in use by the copy before. */
@@ -888,8 +981,8 @@ static lb_status optimizer(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err
     LB_TRY(lb_gpu_grad_sumsq(m->opt, m->grads, m->dt, &sg, m->stream, err));
     lb_gpu_lp_apart head = {m->lm_w, m->off.lm_head, m->off.lm_head + (int64_t)m->V * m->C};
     LB_TRY(lb_gpu_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params,
-                        head_apart(m) ? &head : NULL, m->dt, m->grads, m->m, m->v, &sg, &q,
-                        m->opt, m->stream, err));
+                        head_apart(m) ? &head : NULL, m->dt, m->grads, m->m, m->v, &sg, &q, m->opt,
+                        m->stream, err));
     return lb_gpu_opt_finish(m->opt, &q, m->stream, err);
 }
 
@@ -921,8 +1014,10 @@ static void capture(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p) 
     } else {
         lb_status st = whole_step(m, loss, p, &e);
         cudaError_t ce = cudaStreamEndCapture(m->stream, &g);
-        if (st != LB_OK) why = e.msg;
-        else if (ce != cudaSuccess) why = cudaGetErrorString(ce);
+        if (st != LB_OK)
+            why = e.msg;
+        else if (ce != cudaSuccess)
+            why = cudaGetErrorString(ce);
         else {
             /* the libraries' small workspace memsets as kernel nodes (gpu/graph.cuh); a
              * failure leaves a valid graph, with the rest of them as memsets */
@@ -957,13 +1052,17 @@ lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const 
     /* the first step runs directly: it prepares and times every product (host waits) */
     bool first = m->train_steps++ == 0;
     if (m->step_graph == NULL && !first && !m->graph_failed) capture(m, loss, p);
-    if (m->step_graph) LB_CUDA_TRY(err, cudaGraphLaunch(m->step_graph, m->stream));
-    else LB_TRY(whole_step(m, loss, p, err));
+    if (m->step_graph)
+        LB_CUDA_TRY(err, cudaGraphLaunch(m->step_graph, m->stream));
+    else
+        LB_TRY(whole_step(m, loss, p, err));
     LB_CUDA_TRY(err, cudaMemcpyAsync(m->loss_slots + slot, loss, sizeof *loss,
                                      cudaMemcpyDeviceToDevice, m->stream));
     return LB_OK;
 }
 
-bool lb_gpu_model_uses_graph(const lb_gpu_model *m) { return m->step_graph != NULL; }
+bool lb_gpu_model_uses_graph(const lb_gpu_model *m) {
+    return m->step_graph != NULL;
+}
 
 #endif

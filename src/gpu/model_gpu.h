@@ -35,18 +35,18 @@ extern "C" {
 #endif
 
 typedef struct {
-    int B, T;               /* batch and sequence the arena is laid out for */
+    int B, T; /* batch and sequence the arena is laid out for */
     lb_precision precision;
-    bool recompute;         /* rebuild norm outputs and MLP activations in backward */
+    bool recompute;             /* rebuild norm outputs and MLP activations in backward */
     lb_gpu_fp32_mode fp32_mode; /* how fp32 products run (gpu/matmul.h); ignored in 16-bit */
-    bool gemm_heuristic_only; /* cuBLASLt's first heuristic algorithm, no timing (gpu/matmul.h) */
+    bool gemm_heuristic_only;   /* cuBLASLt's first heuristic algorithm, no timing (gpu/matmul.h) */
     lb_gpu_attn_choice attention; /* whose attention kernels (gpu/attn_choice.h) */
-    int attn_scalar;        /* 1: always the CUDA-core attention kernels (tests) */
-    int no_fused_gelu;      /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */
-    int gelu_product;       /* GPT-2's fused GELU product: 0 the faster of cuBLASLt's and
-                             * cuDNN's (timed on the first step), 1 cuBLASLt's, 2 cuDNN's
-                             * where it runs (tests) */
-    int max_loss_slots;     /* device slots for per-step mean losses */
+    int attn_scalar;              /* 1: always the CUDA-core attention kernels (tests) */
+    int no_fused_gelu;            /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */
+    int gelu_product;             /* GPT-2's fused GELU product: 0 the faster of cuBLASLt's and
+                                   * cuDNN's (timed on the first step), 1 cuBLASLt's, 2 cuDNN's
+                                   * where it runs (tests) */
+    int max_loss_slots;           /* device slots for per-step mean losses */
 } lb_gpu_model_params;
 
 typedef struct lb_gpu_model lb_gpu_model;

@@ -26,7 +26,8 @@ __global__ void norm_forward_kernel(T *out, int64_t ldo, float *mean_out, float 
     float mean = 0.0f;
     if (LAYER) {
         float s = 0.0f;
-        for (int c = lane; c < C; c += 32) s += lb_to_f(x[c]);
+        for (int c = lane; c < C; c += 32)
+            s += lb_to_f(x[c]);
         mean = lb_warp_sum(s) / C;
     }
     float ss = 0.0f;
@@ -51,8 +52,8 @@ __global__ void norm_forward_kernel(T *out, int64_t ldo, float *mean_out, float 
 
 template <typename T, bool LAYER, int VPL>
 __global__ void __launch_bounds__(NORM_WARPS * 32)
-norm_forward_vec_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out, const T *inp,
-                        const T *w, const T *b, int64_t N, int C, float eps) {
+    norm_forward_vec_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out, const T *inp,
+                            const T *w, const T *b, int64_t N, int C, float eps) {
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * NORM_WARPS + (threadIdx.x >> 5);
     if (row >= N) return;
@@ -65,7 +66,8 @@ norm_forward_vec_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out, c
         if (c < C) {
             lb_ld8(v[i], x + c);
 #pragma unroll
-            for (int k = 0; k < 8; k++) s += v[i][k];
+            for (int k = 0; k < 8; k++)
+                s += v[i][k];
         }
     }
     float mean = LAYER ? lb_warp_sum(s) / C : 0.0f;
@@ -74,7 +76,8 @@ norm_forward_vec_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out, c
     for (int i = 0; i < VPL; i++)
         if ((lane + 32 * i) * 8 < C)
 #pragma unroll
-            for (int k = 0; k < 8; k++) ss += (v[i][k] - mean) * (v[i][k] - mean);
+            for (int k = 0; k < 8; k++)
+                ss += (v[i][k] - mean) * (v[i][k] - mean);
     float rstd = rsqrtf(lb_warp_sum(ss) / C + eps), nmr = -mean * rstd;
 #pragma unroll
     for (int i = 0; i < VPL; i++) {
@@ -96,17 +99,17 @@ norm_forward_vec_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out, c
 }
 
 /* Eight elements of T kept packed in registers (loaded early, converted late). */
-template <typename T> struct raw8 {
-    uint4 u[sizeof(T) / 2];
-};
+template <typename T> struct raw8 { uint4 u[sizeof(T) / 2]; };
 template <typename T> __device__ __forceinline__ void ld_raw8(raw8<T> &r, const T *p) {
 #pragma unroll
-    for (int i = 0; i < (int)(sizeof(T) / 2); i++) r.u[i] = ((const uint4 *)p)[i];
+    for (int i = 0; i < (int)(sizeof(T) / 2); i++)
+        r.u[i] = ((const uint4 *)p)[i];
 }
 template <typename T> __device__ __forceinline__ void unpack8(float f[8], const raw8<T> &r) {
     const T *e = (const T *)r.u;
 #pragma unroll
-    for (int k = 0; k < 8; k++) f[k] = lb_to_f(e[k]);
+    for (int k = 0; k < 8; k++)
+        f[k] = lb_to_f(e[k]);
 }
 
 /* Backward blocks: 8 warps (2 blocks an SM) up to 1024 channels, 4 warps (3 an SM) above;
@@ -138,11 +141,11 @@ template <typename T, bool LAYER, int VPL> struct bwd_shape {
  * of them a thread on the same addresses, every block at once, took half the kernel
  * (50 -> 26.5 us). */
 template <typename T, bool LAYER, int VPL, bool SUM>
-__global__ void
-__launch_bounds__(bwd_shape<T, LAYER, VPL>::WARPS * 32, bwd_shape<T, LAYER, VPL>::MIN_BLOCKS)
-norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, const T *dout,
-                         const T *inp, const T *w, const float *mean, const float *rstd,
-                         int64_t N, int C) {
+__global__ void __launch_bounds__(bwd_shape<T, LAYER, VPL>::WARPS * 32,
+                                  bwd_shape<T, LAYER, VPL>::MIN_BLOCKS)
+    norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, const T *dout,
+                             const T *inp, const T *w, const float *mean, const float *rstd,
+                             int64_t N, int C) {
     using shape = bwd_shape<T, LAYER, VPL>;
     constexpr bool KEEP = shape::KEEP;
     constexpr int WARPS = shape::WARPS, SLICE = VPL * 256, NS = shape::SLICES + (SUM ? 1 : 0);
@@ -150,11 +153,12 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     /* lane l's 8 channels of vector i lie at float4s 32 (2i) and 32 (2i + 1) of its slices */
     float4 *pw = part + (size_t)warp * SLICE / 4 + lane;
-    float4 *pb = pw + (size_t)WARPS * SLICE / 4;             /* LAYER */
-    float4 *ps = pw + (size_t)(NS - 1) * WARPS * SLICE / 4;   /* SUM */
+    float4 *pb = pw + (size_t)WARPS * SLICE / 4;            /* LAYER */
+    float4 *ps = pw + (size_t)(NS - 1) * WARPS * SLICE / 4; /* SUM */
 #pragma unroll
     for (int i = 0; i < 2 * VPL; i++)
-        for (int k = 0; k < NS; k++) pw[(size_t)k * WARPS * SLICE / 4 + 32 * i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int k = 0; k < NS; k++)
+            pw[(size_t)k * WARPS * SLICE / 4 + 32 * i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     auto add8 = [&](float4 *slice, int i, const float v[8]) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -172,14 +176,16 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
         for (int i = 0; i < VPL; i++) {
             int c = (lane + 32 * i) * 8;
             if (c >= C) continue;
-            if (WF) lb_ld8(wf[i], w + c);
-            else ld_raw8(wr[i], w + c);
+            if (WF)
+                lb_ld8(wf[i], w + c);
+            else
+                ld_raw8(wr[i], w + c);
         }
     for (int64_t row = (int64_t)blockIdx.x * WARPS + warp; row < N;
          row += (int64_t)gridDim.x * WARPS) {
         const T *x = inp + row * C, *dy = dout + row * C;
         float rs = rstd[row], nmr = LAYER ? -mean[row] * rs : 0.0f; /* xhat = x rs + nmr */
-        float s1 = 0.0f, s2 = 0.0f; /* sum dnorm, sum dnorm * xhat */
+        float s1 = 0.0f, s2 = 0.0f;                     /* sum dnorm, sum dnorm * xhat */
         raw8<T> dxr[VPL];                               /* the residual gradient */
         raw8<T> xr[KEEP ? VPL : 1], gr[KEEP ? VPL : 1]; /* x and dy (KEEP) */
 #pragma unroll
@@ -200,7 +206,8 @@ norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, con
                 unpack8(gv, gr[i]);
                 if (WF)
 #pragma unroll
-                    for (int k = 0; k < 8; k++) wv[k] = wf[i][k];
+                    for (int k = 0; k < 8; k++)
+                        wv[k] = wf[i][k];
                 else
                     unpack8(wv, wr[i]);
             } else {
@@ -279,13 +286,28 @@ static int norm_vpl(int C, const void *a, const void *b, const void *c) {
     return v <= 4 ? v : v <= 8 ? 8 : 0;
 }
 
-#define VPL_DISPATCH(vpl, ...)                                                              \
-    switch (vpl) {                                                                         \
-    case 1: { constexpr int VPL = 1; __VA_ARGS__; } break;                                  \
-    case 2: { constexpr int VPL = 2; __VA_ARGS__; } break;                                  \
-    case 3: { constexpr int VPL = 3; __VA_ARGS__; } break;                                  \
-    case 4: { constexpr int VPL = 4; __VA_ARGS__; } break;                                  \
-    default: { constexpr int VPL = 8; __VA_ARGS__; } break;                                 \
+#define VPL_DISPATCH(vpl, ...)                                                                     \
+    switch (vpl) {                                                                                 \
+    case 1: {                                                                                      \
+        constexpr int VPL = 1;                                                                     \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case 2: {                                                                                      \
+        constexpr int VPL = 2;                                                                     \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case 3: {                                                                                      \
+        constexpr int VPL = 3;                                                                     \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case 4: {                                                                                      \
+        constexpr int VPL = 4;                                                                     \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    default: {                                                                                     \
+        constexpr int VPL = 8;                                                                     \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
     }
 
 template <typename T, bool LAYER>
@@ -352,23 +374,25 @@ __global__ void norm_backward_kernel(T *dinp, float *dweight, float *dbias, floa
 
 /* A grid of as many blocks as fit on the GPU at once: each warp walks its rows. */
 template <typename T, bool LAYER, int VPL, bool SUM>
-static lb_status launch_backward_vec(void *dinp, float *dw, float *db, float *dsum, const void *dout,
-                                     const void *inp, const void *w, const float *mean,
-                                     const float *rstd, int64_t N, int C, cudaStream_t s,
-                                     lb_err *err) {
+static lb_status launch_backward_vec(void *dinp, float *dw, float *db, float *dsum,
+                                     const void *dout, const void *inp, const void *w,
+                                     const float *mean, const float *rstd, int64_t N, int C,
+                                     cudaStream_t s, lb_err *err) {
     using shape = bwd_shape<T, LAYER, VPL>;
     constexpr int WARPS = shape::WARPS, NS = shape::SLICES + (SUM ? 1 : 0);
     auto kernel = norm_backward_vec_kernel<T, LAYER, VPL, SUM>;
     size_t vsmem = (size_t)NS * WARPS * VPL * 256 * sizeof(float); /* <= 96 KiB */
     int dev = 0, sms = 0, per_sm = 0;
-    LB_CUDA_TRY(err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)vsmem));
+    LB_CUDA_TRY(
+        err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)vsmem));
     LB_CUDA_TRY(err, cudaGetDevice(&dev));
     LB_CUDA_TRY(err, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    LB_CUDA_TRY(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, vsmem));
+    LB_CUDA_TRY(err,
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, vsmem));
     int64_t vblocks = (N + WARPS - 1) / WARPS;
     if (vblocks > (int64_t)sms * per_sm) vblocks = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
-    kernel<<<(unsigned)vblocks, WARPS * 32, vsmem, s>>>((T *)dinp, dw, db, dsum, (const T *)dout,
-                                                        (const T *)inp, (const T *)w, mean, rstd, N, C);
+    kernel<<<(unsigned)vblocks, WARPS * 32, vsmem, s>>>(
+        (T *)dinp, dw, db, dsum, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -376,20 +400,20 @@ static lb_status launch_backward_vec(void *dinp, float *dw, float *db, float *ds
 template <typename T, bool LAYER>
 static lb_status launch_backward(void *dinp, float *dw, float *db, float *dsum, const void *dout,
                                  const void *inp, const void *w, const float *mean,
-                                 const float *rstd, int64_t N, int C, cudaStream_t s,
-                                 lb_err *err) {
+                                 const float *rstd, int64_t N, int C, cudaStream_t s, lb_err *err) {
     int vpl = norm_vpl(C, dinp, dout, inp) ? norm_vpl(C, w, w, w) : 0;
     if (vpl) {
-        VPL_DISPATCH(vpl,
-            if (dsum) return launch_backward_vec<T, LAYER, VPL, true>(dinp, dw, db, dsum, dout, inp, w, mean, rstd, N, C, s, err);
-            return launch_backward_vec<T, LAYER, VPL, false>(dinp, dw, db, NULL, dout, inp, w, mean, rstd, N, C, s, err));
+        VPL_DISPATCH(vpl, if (dsum) return launch_backward_vec<T, LAYER, VPL, true>(
+                              dinp, dw, db, dsum, dout, inp, w, mean, rstd, N, C, s, err);
+                     return launch_backward_vec<T, LAYER, VPL, false>(dinp, dw, db, NULL, dout, inp,
+                                                                      w, mean, rstd, N, C, s, err));
     }
     size_t smem = (size_t)((LAYER ? 2 : 1) + (dsum ? 1 : 0)) * C * sizeof(float);
     int64_t blocks = (N + NORM_WARPS - 1) / NORM_WARPS;
     if (smem > 48 * 1024)
-        LB_CUDA_TRY(err, cudaFuncSetAttribute(norm_backward_kernel<T, LAYER>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              (int)smem));
+        LB_CUDA_TRY(err,
+                    cudaFuncSetAttribute(norm_backward_kernel<T, LAYER>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     if (blocks > 132 * 4) blocks = 132 * 4;
     norm_backward_kernel<T, LAYER><<<(unsigned)blocks, NORM_WARPS * 32, smem, s>>>(
         (T *)dinp, dw, db, dsum, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
@@ -397,22 +421,23 @@ static lb_status launch_backward(void *dinp, float *dw, float *db, float *dsum, 
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_layernorm_forward(void *out, int64_t ldo, float *mean,
-                                              float *rstd, const void *inp, const void *weight,
-                                              const void *bias, int64_t N, int C, float eps,
-                                              lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_gpu_layernorm_forward(void *out, int64_t ldo, float *mean, float *rstd,
+                                              const void *inp, const void *weight, const void *bias,
+                                              int64_t N, int C, float eps, lb_gpu_dtype dt,
+                                              cudaStream_t s, lb_err *err) {
     unsigned blocks = lb_blocks(N, NORM_WARPS);
     int vpl = norm_vpl(C, out, inp, weight) && ldo % 8 == 0 ? norm_vpl(C, bias, bias, bias) : 0;
     if (vpl) {
-        LB_DISPATCH_DTYPE(dt, E, VPL_DISPATCH(vpl,
-            norm_forward_vec_kernel<E, true, VPL><<<blocks, NORM_WARPS * 32, 0, s>>>(
-                (E *)out, ldo, mean, rstd, (const E *)inp, (const E *)weight, (const E *)bias, N,
-                C, eps)));
+        LB_DISPATCH_DTYPE(dt, E,
+                          VPL_DISPATCH(vpl, norm_forward_vec_kernel<E, true, VPL>
+                                       <<<blocks, NORM_WARPS * 32, 0, s>>>(
+                                           (E *)out, ldo, mean, rstd, (const E *)inp,
+                                           (const E *)weight, (const E *)bias, N, C, eps)));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
-            norm_forward_kernel<E, true><<<blocks, NORM_WARPS * 32, 0, s>>>(
-                (E *)out, ldo, mean, rstd, (const E *)inp, (const E *)weight, (const E *)bias, N,
-                C, eps));
+                          norm_forward_kernel<E, true><<<blocks, NORM_WARPS * 32, 0, s>>>(
+                              (E *)out, ldo, mean, rstd, (const E *)inp, (const E *)weight,
+                              (const E *)bias, N, C, eps));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
@@ -424,11 +449,14 @@ extern "C" lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *
     unsigned blocks = lb_blocks(N, NORM_WARPS);
     int vpl = norm_vpl(C, out, inp, weight);
     if (vpl) {
-        LB_DISPATCH_DTYPE(dt, E, VPL_DISPATCH(vpl,
-            norm_forward_vec_kernel<E, false, VPL><<<blocks, NORM_WARPS * 32, 0, s>>>(
-                (E *)out, C, NULL, rstd, (const E *)inp, (const E *)weight, NULL, N, C, eps)));
-    } else {
         LB_DISPATCH_DTYPE(dt, E,
+                          VPL_DISPATCH(vpl, norm_forward_vec_kernel<E, false, VPL>
+                                       <<<blocks, NORM_WARPS * 32, 0, s>>>(
+                                           (E *)out, C, NULL, rstd, (const E *)inp,
+                                           (const E *)weight, NULL, N, C, eps)));
+    } else {
+        LB_DISPATCH_DTYPE(
+            dt, E,
             norm_forward_kernel<E, false><<<blocks, NORM_WARPS * 32, 0, s>>>(
                 (E *)out, C, NULL, rstd, (const E *)inp, (const E *)weight, NULL, N, C, eps));
     }
@@ -439,38 +467,39 @@ extern "C" lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *
 extern "C" lb_status lb_gpu_layernorm_backward(void *dinp, float *dweight, float *dbias,
                                                float *dsum, const void *dout, const void *inp,
                                                const void *weight, const float *mean,
-                                               const float *rstd, int64_t N, int C,
-                                               lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+                                               const float *rstd, int64_t N, int C, lb_gpu_dtype dt,
+                                               cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
-        LB_TRY((launch_backward<E, true>(dinp, dweight, dbias, dsum, dout, inp, weight, mean,
-                                         rstd, N, C, s, err))));
+                      LB_TRY((launch_backward<E, true>(dinp, dweight, dbias, dsum, dout, inp,
+                                                       weight, mean, rstd, N, C, s, err))));
     return LB_OK;
 }
 
 extern "C" lb_status lb_gpu_rmsnorm_backward(void *dinp, float *dweight, float *dsum,
-                                             const void *dout, const void *inp,
-                                             const void *weight, const float *rstd, int64_t N,
-                                             int C, lb_gpu_dtype dt, cudaStream_t s,
-                                             lb_err *err) {
+                                             const void *dout, const void *inp, const void *weight,
+                                             const float *rstd, int64_t N, int C, lb_gpu_dtype dt,
+                                             cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
-        LB_TRY((launch_backward<E, false>(dinp, dweight, NULL, dsum, dout, inp, weight, NULL,
-                                          rstd, N, C, s, err))));
+                      LB_TRY((launch_backward<E, false>(dinp, dweight, NULL, dsum, dout, inp,
+                                                        weight, NULL, rstd, N, C, s, err))));
     return LB_OK;
 }
 
 extern "C" lb_status lb_gpu_norm_recompute(void *out, int64_t ldo, const void *inp,
-                                           const void *weight, const void *bias,
-                                           const float *mean, const float *rstd, int64_t N,
-                                           int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+                                           const void *weight, const void *bias, const float *mean,
+                                           const float *rstd, int64_t N, int C, lb_gpu_dtype dt,
+                                           cudaStream_t s, lb_err *err) {
     unsigned blocks = lb_grid_cap(N * C, 256);
     if (mean != NULL) {
         LB_DISPATCH_DTYPE(dt, E,
-            norm_recompute_kernel<E, true><<<blocks, 256, 0, s>>>(
-                (E *)out, ldo, (const E *)inp, (const E *)weight, (const E *)bias, mean, rstd, N, C));
+                          norm_recompute_kernel<E, true>
+                          <<<blocks, 256, 0, s>>>((E *)out, ldo, (const E *)inp, (const E *)weight,
+                                                  (const E *)bias, mean, rstd, N, C));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
-            norm_recompute_kernel<E, false><<<blocks, 256, 0, s>>>(
-                (E *)out, ldo, (const E *)inp, (const E *)weight, NULL, NULL, rstd, N, C));
+                          norm_recompute_kernel<E, false>
+                          <<<blocks, 256, 0, s>>>((E *)out, ldo, (const E *)inp, (const E *)weight,
+                                                  NULL, NULL, rstd, N, C));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;

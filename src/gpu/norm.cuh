@@ -20,12 +20,10 @@ extern "C" {
 #include "core/status.h"
 #include "gpu/dtype.h"
 
-
 /* out's rows are ldo >= C apart (columns C.. of each row are left alone) */
 lb_status lb_gpu_layernorm_forward(void *out, int64_t ldo, float *mean, float *rstd,
-                                   const void *inp, const void *weight, const void *bias,
-                                   int64_t N, int C, float eps, lb_gpu_dtype dt, cudaStream_t s,
-                                   lb_err *err);
+                                   const void *inp, const void *weight, const void *bias, int64_t N,
+                                   int C, float eps, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 lb_status lb_gpu_layernorm_backward(void *dinp, float *dweight, float *dbias, float *dsum,
                                     const void *dout, const void *inp, const void *weight,
                                     const float *mean, const float *rstd, int64_t N, int C,
@@ -34,14 +32,13 @@ lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *inp, const 
                                  int64_t N, int C, float eps, lb_gpu_dtype dt, cudaStream_t s,
                                  lb_err *err);
 lb_status lb_gpu_rmsnorm_backward(void *dinp, float *dweight, float *dsum, const void *dout,
-                                  const void *inp, const void *weight, const float *rstd,
-                                  int64_t N, int C, lb_gpu_dtype dt, cudaStream_t s,
-                                  lb_err *err);
+                                  const void *inp, const void *weight, const float *rstd, int64_t N,
+                                  int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 /* Recomputes a norm's output (rows ldo apart) from its input and saved statistics (for
  * --recompute): LayerNorm when mean != NULL, else RMSNorm. */
 lb_status lb_gpu_norm_recompute(void *out, int64_t ldo, const void *inp, const void *weight,
-                                const void *bias, const float *mean, const float *rstd,
-                                int64_t N, int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+                                const void *bias, const float *mean, const float *rstd, int64_t N,
+                                int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

@@ -30,12 +30,12 @@ typedef struct {
     nvml_value value;
 } nvml_buffered_sample;
 
-#define NVML_SUCCESS 0
-#define NVML_CLOCK_SM 1
-#define NVML_TEMPERATURE_GPU 0
-#define NVML_TOTAL_POWER_SAMPLES 0
+#define NVML_SUCCESS                 0
+#define NVML_CLOCK_SM                1
+#define NVML_TEMPERATURE_GPU         0
+#define NVML_TOTAL_POWER_SAMPLES     0
 #define NVML_GPU_UTILIZATION_SAMPLES 1
-#define NVML_BUFFERED_MAX 512 /* the driver keeps ~120 power readings (2.4 s at 20 ms) */
+#define NVML_BUFFERED_MAX            512 /* the driver keeps ~120 power readings (2.4 s at 20 ms) */
 
 static struct {
     void *lib;
@@ -140,7 +140,8 @@ bool lb_nvml_device_memory(int index, uint64_t *total_bytes, uint64_t *used_byte
 }
 
 bool lb_nvml_driver_version(char *version, size_t len) {
-    return g_nvml.lib != NULL && g_nvml.driver && g_nvml.driver(version, (unsigned)len) == NVML_SUCCESS;
+    return g_nvml.lib != NULL && g_nvml.driver &&
+           g_nvml.driver(version, (unsigned)len) == NVML_SUCCESS;
 }
 
 bool lb_nvml_sample_device(int index, lb_nvml_sample *out) {
@@ -213,7 +214,8 @@ int lb_nvml_buffered(int index, lb_nvml_buffer which, uint64_t since_us, lb_nvml
     pthread_mutex_lock(&buf_lock);
     int type = 0, n = 0;
     unsigned int count = NVML_BUFFERED_MAX;
-    int kind = which == LB_NVML_POWER_READINGS ? NVML_TOTAL_POWER_SAMPLES : NVML_GPU_UTILIZATION_SAMPLES;
+    int kind =
+        which == LB_NVML_POWER_READINGS ? NVML_TOTAL_POWER_SAMPLES : NVML_GPU_UTILIZATION_SAMPLES;
     if (g_nvml.samples(d, kind, since_us, &type, &count, buf) == NVML_SUCCESS) {
         /* the newest `max` readings, oldest first */
         unsigned int first = count > (unsigned)max ? count - (unsigned)max : 0;

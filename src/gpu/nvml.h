@@ -13,28 +13,28 @@
 #include <stdint.h>
 
 typedef struct {
-    double gpu_util_pct;      /* percent of time a kernel was running */
+    double gpu_util_pct; /* percent of time a kernel was running */
     uint64_t mem_used_bytes;
     double power_w;
-    double power_limit_w;     /* the limit the driver enforces now */
-    uint64_t energy_mj;       /* total since driver load, millijoules */
+    double power_limit_w; /* the limit the driver enforces now */
+    uint64_t energy_mj;   /* total since driver load, millijoules */
     uint32_t sm_clock_mhz;
-    uint32_t temp_c;          /* GPU die */
-    uint64_t clock_reasons;   /* why clocks are below their maximum: LB_NVML_CLOCKS_* bits */
+    uint32_t temp_c;        /* GPU die */
+    uint64_t clock_reasons; /* why clocks are below their maximum: LB_NVML_CLOCKS_* bits */
     bool has_util, has_mem, has_power, has_power_limit, has_energy, has_clock, has_temp,
         has_reasons;
 } lb_nvml_sample;
 
 /* Clock event reasons (NVML's nvmlClocksEventReason* bits) */
-#define LB_NVML_CLOCKS_IDLE 0x1ull
-#define LB_NVML_CLOCKS_SW_POWER_CAP 0x4ull
-#define LB_NVML_CLOCKS_HW_SLOWDOWN 0x8ull
-#define LB_NVML_CLOCKS_SW_THERMAL 0x20ull
-#define LB_NVML_CLOCKS_HW_THERMAL 0x40ull
+#define LB_NVML_CLOCKS_IDLE           0x1ull
+#define LB_NVML_CLOCKS_SW_POWER_CAP   0x4ull
+#define LB_NVML_CLOCKS_HW_SLOWDOWN    0x8ull
+#define LB_NVML_CLOCKS_SW_THERMAL     0x20ull
+#define LB_NVML_CLOCKS_HW_THERMAL     0x40ull
 #define LB_NVML_CLOCKS_HW_POWER_BRAKE 0x80ull
 /* held down by the power limit, by temperature (or an external slowdown signal) */
 #define LB_NVML_CLOCKS_POWER (LB_NVML_CLOCKS_SW_POWER_CAP | LB_NVML_CLOCKS_HW_POWER_BRAKE)
-#define LB_NVML_CLOCKS_THERMAL \
+#define LB_NVML_CLOCKS_THERMAL                                                                     \
     (LB_NVML_CLOCKS_SW_THERMAL | LB_NVML_CLOCKS_HW_THERMAL | LB_NVML_CLOCKS_HW_SLOWDOWN)
 
 /* Loads libnvidia-ml.so.1 and initialises it; false (with a reason) when absent. */

@@ -3,11 +3,11 @@
  * an "H100 80GB HBM3" is the SXM part. */
 #include "gpu/peak.h"
 
-#include "gpu/slices.h"
-
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+
+#include "gpu/slices.h"
 
 typedef struct {
     const char *needle; /* substring of the device name */
@@ -48,8 +48,7 @@ double lb_peak_flops(const lb_peak_entry *e, lb_peak_kind kind) {
     case LB_PEAK_TF32: return e->tf32_tflops * 1e12;
     case LB_PEAK_3XTF32: return e->tf32_tflops * 1e12 / 3.0;
     case LB_PEAK_BF16: return e->bf16_tflops * 1e12;
-    case LB_PEAK_INT8_FP32:
-        return e->int8_tops * 1e12 / (LB_SLICES * (LB_SLICES + 1) / 2);
+    case LB_PEAK_INT8_FP32: return e->int8_tops * 1e12 / (LB_SLICES * (LB_SLICES + 1) / 2);
     case LB_PEAK_FP32_AUTO:
         return fmax(lb_peak_flops(e, LB_PEAK_FP32), lb_peak_flops(e, LB_PEAK_INT8_FP32));
     }

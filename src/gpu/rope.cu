@@ -73,7 +73,8 @@ __global__ void rope_vec_kernel(T *qkv, const float *cs, int64_t BT, int T_, int
 
 extern "C" lb_status lb_gpu_rope_table(float *cs, const float *inv_freq, int T, int HD,
                                        cudaStream_t s, lb_err *err) {
-    rope_table_kernel<<<lb_grid_cap((int64_t)T * (HD / 2), 256), 256, 0, s>>>(cs, inv_freq, T, HD / 2);
+    rope_table_kernel<<<lb_grid_cap((int64_t)T * (HD / 2), 256), 256, 0, s>>>(cs, inv_freq, T,
+                                                                              HD / 2);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -83,20 +84,19 @@ static lb_status launch(void *qkv, const float *cs, int B, int T, int NH, int NK
     int64_t pairs = (int64_t)B * T * (NH + NKV) * (HD / 2);
     if (HD % 16 == 0) {
         LB_DISPATCH_DTYPE(dt, E,
-            rope_vec_kernel<E><<<lb_grid_cap(pairs / 8, 256), 256, 0, s>>>(
-                (E *)qkv, cs, (int64_t)B * T, T, NH, NKV, HD, sign));
+                          rope_vec_kernel<E><<<lb_grid_cap(pairs / 8, 256), 256, 0, s>>>(
+                              (E *)qkv, cs, (int64_t)B * T, T, NH, NKV, HD, sign));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
-            rope_kernel<E><<<lb_grid_cap(pairs, 256), 256, 0, s>>>((E *)qkv, cs, (int64_t)B * T, T,
-                                                                   NH, NKV, HD, sign));
+                          rope_kernel<E><<<lb_grid_cap(pairs, 256), 256, 0, s>>>(
+                              (E *)qkv, cs, (int64_t)B * T, T, NH, NKV, HD, sign));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_rope_forward(void *qkv, const float *cs, int B, int T, int NH,
-                                         int NKV, int HD, lb_gpu_dtype dt, cudaStream_t s,
-                                         lb_err *err) {
+extern "C" lb_status lb_gpu_rope_forward(void *qkv, const float *cs, int B, int T, int NH, int NKV,
+                                         int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     return launch(qkv, cs, B, T, NH, NKV, HD, dt, 1.0f, s, err);
 }
 

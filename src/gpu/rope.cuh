@@ -16,13 +16,12 @@ extern "C" {
 #include "core/status.h"
 #include "gpu/dtype.h"
 
-
 lb_status lb_gpu_rope_table(float *cs, const float *inv_freq, int T, int HD, cudaStream_t s,
                             lb_err *err);
 lb_status lb_gpu_rope_forward(void *qkv, const float *cs, int B, int T, int NH, int NKV, int HD,
                               lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
-lb_status lb_gpu_rope_backward(void *dqkv, const float *cs, int B, int T, int NH, int NKV,
-                               int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+lb_status lb_gpu_rope_backward(void *dqkv, const float *cs, int B, int T, int NH, int NKV, int HD,
+                               lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,8 @@ void lb_selftest_report_free(lb_selftest_report *rep) {
 lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err) {
     (void)p;
     memset(rep, 0, sizeof *rep);
-    return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA: no GPU kernels to test");
+    return lb_fail(err, LB_ERR_UNSUPPORTED,
+                   "this llmbench was built without CUDA: no GPU kernels to test");
 }
 
 #else
@@ -61,8 +62,8 @@ typedef struct {
     lb_gpu_dtype dt;
     lb_precision prec;
     const char *name;
-    double atol, rtol; /* per element, kernels */
-    double model_rel;  /* relative L2 bound, whole model */
+    double atol, rtol;          /* per element, kernels */
+    double model_rel;           /* relative L2 bound, whole model */
     lb_gpu_fp32_mode fp32_mode; /* how the model's fp32 products run */
 } prec_t;
 
@@ -72,7 +73,8 @@ static const prec_t PRECS[3] = {
     {LB_DT_BF16, LB_PREC_BF16, "bf16", 1e-2, 4e-2, 6e-2},
 };
 /* fp32 with 3xTF32 products: fp32's tolerances, the mode's own label */
-static const prec_t SPLIT = {LB_DT_F32, LB_PREC_FP32, "3xtf32", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_3XTF32};
+static const prec_t SPLIT = {LB_DT_F32, LB_PREC_FP32, "3xtf32",          1e-4,
+                             2e-3,      2e-3,         LB_GPU_FP32_3XTF32};
 /* fp32 with int8 digit-plane products, and with each product the faster way: the same */
 static const prec_t CUT = {LB_DT_F32, LB_PREC_FP32, "int8", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_INT8};
 static const prec_t AUTO = {LB_DT_F32, LB_PREC_FP32, "auto", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_AUTO};
@@ -111,7 +113,8 @@ static void *dev(ctx *c, size_t bytes) {
 
 static void release(ctx *c) {
     cudaDeviceSynchronize();
-    for (int i = 0; i < c->n; i++) cudaFree(c->bufs[i]);
+    for (int i = 0; i < c->n; i++)
+        cudaFree(c->bufs[i]);
     c->n = 0;
 }
 
@@ -125,10 +128,13 @@ static void check_cuda(ctx *c, cudaError_t e, const char *what) {
                                __FILE__, __LINE__);
 }
 
-static float *hnew(size_t n) { return calloc(n > 0 ? n : 1, sizeof(float)); }
+static float *hnew(size_t n) {
+    return calloc(n > 0 ? n : 1, sizeof(float));
+}
 
 static void randn(ctx *c, float *x, size_t n, float scale) {
-    for (size_t i = 0; i < n; i++) x[i] = scale * (float)lb_rng_normal(&c->rng);
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * (float)lb_rng_normal(&c->rng);
 }
 
 /* Host fp32 -> device buffer of type dt; host is rounded to dt in place. */
@@ -251,7 +257,8 @@ static void compare_rounded(ctx *c, const char *op, const char *shape, const pre
 static void column_sums(float *out, const float *x, int64_t n, int cols) {
     for (int c = 0; c < cols; c++) {
         double acc = 0.0;
-        for (int64_t r = 0; r < n; r++) acc += x[r * cols + c];
+        for (int64_t r = 0; r < n; r++)
+            acc += x[r * cols + c];
         out[c] = (float)acc;
     }
 }
@@ -270,7 +277,8 @@ static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bo
     float *dout = hnew(n), *dwte = hnew((size_t)V * C), *dwpe = hnew((size_t)T * C);
     float *gdwte = hnew((size_t)V * C), *gdwpe = hnew((size_t)T * C);
     int32_t *ids = malloc(sizeof(int32_t) * B * T);
-    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
+    for (int i = 0; i < B * T; i++)
+        ids[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
     randn(c, wte, (size_t)V * C, 1.0f);
     randn(c, wpe, (size_t)T * C, 1.0f);
     randn(c, dout, n, 1.0f);
@@ -279,14 +287,20 @@ static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bo
     void *d_out = dev(c, n * lb_dtype_bytes(pr->dt));
     float *d_dwte = dev(c, (size_t)V * C * 4), *d_dwpe = dev(c, (size_t)T * C * 4);
     if (c->st == LB_OK) {
-        if (pos) lb_ref_encoder_forward(ref, ids, wte, wpe, B, T, C);
-        else lb_ref_embedding_forward(ref, ids, wte, B, T, C);
-        check(c, lb_gpu_embed_forward(d_out, d_ids, d_wte, pos ? d_wpe : NULL, B, T, C, pr->dt, 0, c->err));
+        if (pos)
+            lb_ref_encoder_forward(ref, ids, wte, wpe, B, T, C);
+        else
+            lb_ref_embedding_forward(ref, ids, wte, B, T, C);
+        check(c, lb_gpu_embed_forward(d_out, d_ids, d_wte, pos ? d_wpe : NULL, B, T, C, pr->dt, 0,
+                                      c->err));
         down(c, out, d_out, n, pr->dt);
         compare(c, "embed.fwd", shape, pr, out, ref, n);
-        if (pos) lb_ref_encoder_backward(dwte, dwpe, dout, ids, B, T, C);
-        else lb_ref_embedding_backward(dwte, dout, ids, B, T, C);
-        check(c, lb_gpu_embed_backward(d_dwte, pos ? d_dwpe : NULL, d_dout, d_ids, B, T, C, pr->dt, 0, c->err));
+        if (pos)
+            lb_ref_encoder_backward(dwte, dwpe, dout, ids, B, T, C);
+        else
+            lb_ref_embedding_backward(dwte, dout, ids, B, T, C);
+        check(c, lb_gpu_embed_backward(d_dwte, pos ? d_dwpe : NULL, d_dout, d_ids, B, T, C, pr->dt,
+                                       0, c->err));
         down(c, gdwte, d_dwte, (size_t)V * C, LB_DT_F32);
         compare(c, "embed.bwd.dwte", shape, pr, gdwte, dwte, (size_t)V * C);
         if (pos) {
@@ -295,7 +309,8 @@ static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bo
         }
     }
     release(c);
-    free(wte), free(wpe), free(out), free(ref), free(dout), free(dwte), free(dwpe), free(gdwte), free(gdwpe), free(ids);
+    free(wte), free(wpe), free(out), free(ref), free(dout), free(dwte), free(dwpe), free(gdwte),
+        free(gdwpe), free(ids);
 }
 
 static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
@@ -304,10 +319,12 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
     size_t n = (size_t)N * C;
     float *x = hnew(n), *w = hnew(C), *b = hnew(C), *dout = hnew(n);
     float *ref = hnew(n), *out = hnew(n), *mean = hnew(N), *rstd = hnew(N);
-    float *dx = hnew(n), *dw = hnew(C), *db = hnew(C), *gdx = hnew(n), *gdw = hnew(C), *gdb = hnew(C);
+    float *dx = hnew(n), *dw = hnew(C), *db = hnew(C), *gdx = hnew(n), *gdw = hnew(C),
+          *gdb = hnew(C);
     float *ds = hnew(C), *gds = hnew(C);
     randn(c, x, n, 2.0f);
-    for (size_t i = 0; i < n; i++) x[i] += 0.5f;
+    for (size_t i = 0; i < n; i++)
+        x[i] += 0.5f;
     randn(c, w, C, 1.0f);
     randn(c, b, C, 1.0f);
     randn(c, dout, n, 1.0f);
@@ -315,26 +332,31 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
     void *d_x = up(c, x, n, pr->dt), *d_w = up(c, w, C, pr->dt), *d_b = up(c, b, C, pr->dt);
     void *d_dout = up(c, dout, n, pr->dt), *d_out = dev(c, n * lb_dtype_bytes(pr->dt));
     void *d_dx = up(c, dx, n, pr->dt);
-    float *d_mean = dev(c, N * 4), *d_rstd = dev(c, N * 4), *d_dw = dev(c, C * 4), *d_db = dev(c, C * 4);
+    float *d_mean = dev(c, N * 4), *d_rstd = dev(c, N * 4), *d_dw = dev(c, C * 4),
+          *d_db = dev(c, C * 4);
     float *d_ds = dev(c, C * 4);
     const char *fw = layer ? "layernorm.fwd" : "rmsnorm.fwd";
     if (c->st == LB_OK) {
         if (layer) {
             lb_ref_layernorm_forward(ref, mean, rstd, x, w, b, 1, N, C, 1e-5f);
-            check(c, lb_gpu_layernorm_forward(d_out, C, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f, pr->dt, 0, c->err));
+            check(c, lb_gpu_layernorm_forward(d_out, C, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f,
+                                              pr->dt, 0, c->err));
             lb_ref_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, 1, N, C);
         } else {
             lb_ref_rmsnorm_forward(ref, rstd, x, w, 1, N, C, 1e-5f);
-            check(c, lb_gpu_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f, pr->dt, 0, c->err));
+            check(c,
+                  lb_gpu_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f, pr->dt, 0, c->err));
             lb_ref_rmsnorm_backward(dx, dw, dout, x, w, rstd, 1, N, C);
         }
         down(c, out, d_out, n, pr->dt);
         compare(c, fw, shape, pr, out, ref, n);
         /* backward from the GPU's own statistics (they are checked through the output) */
         if (layer)
-            check(c, lb_gpu_layernorm_backward(d_dx, d_dw, d_db, d_ds, d_dout, d_x, d_w, d_mean, d_rstd, N, C, pr->dt, 0, c->err));
+            check(c, lb_gpu_layernorm_backward(d_dx, d_dw, d_db, d_ds, d_dout, d_x, d_w, d_mean,
+                                               d_rstd, N, C, pr->dt, 0, c->err));
         else
-            check(c, lb_gpu_rmsnorm_backward(d_dx, d_dw, d_ds, d_dout, d_x, d_w, d_rstd, N, C, pr->dt, 0, c->err));
+            check(c, lb_gpu_rmsnorm_backward(d_dx, d_dw, d_ds, d_dout, d_x, d_w, d_rstd, N, C,
+                                             pr->dt, 0, c->err));
         down(c, gdx, d_dx, n, pr->dt);
         down(c, gdw, d_dw, C, LB_DT_F32);
         compare(c, layer ? "layernorm.bwd.dinp" : "rmsnorm.bwd.dinp", shape, pr, gdx, dx, n);
@@ -348,7 +370,8 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
             compare(c, "layernorm.bwd.dbias", shape, pr, gdb, db, C);
         }
         /* recompute gives the forward's output */
-        check(c, lb_gpu_norm_recompute(d_dx, C, d_x, d_w, layer ? d_b : NULL, layer ? d_mean : NULL, d_rstd, N, C, pr->dt, 0, c->err));
+        check(c, lb_gpu_norm_recompute(d_dx, C, d_x, d_w, layer ? d_b : NULL, layer ? d_mean : NULL,
+                                       d_rstd, N, C, pr->dt, 0, c->err));
         down(c, gdx, d_dx, n, pr->dt);
         compare(c, layer ? "layernorm.recompute" : "rmsnorm.recompute", shape, pr, gdx, ref, n);
     }
@@ -360,7 +383,8 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
 /* dst [cols, rows] = src [rows, cols] transposed */
 static void transpose(float *dst, const float *src, size_t rows, size_t cols) {
     for (size_t r = 0; r < rows; r++)
-        for (size_t j = 0; j < cols; j++) dst[j * rows + r] = src[r * cols + j];
+        for (size_t j = 0; j < cols; j++)
+            dst[j * rows + r] = src[r * cols + j];
 }
 
 /* The device matrix d [rows, cols] (with cols_major, stored [cols, rows]) into host out
@@ -407,8 +431,10 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
     char shape[56];
     snprintf(shape, sizeof shape, "N%d IC%d OC%d", N, IC, OC);
     size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
-    float *x = hnew(ni), *w = hnew(nw), *b = hnew(OC), *dout = hnew(no), *ref = hnew(no), *out = hnew(no);
-    float *dx = hnew(ni), *dw = hnew(nw), *db = hnew(OC), *gdx = hnew(ni), *gdw = hnew(nw), *gdb = hnew(OC);
+    float *x = hnew(ni), *w = hnew(nw), *b = hnew(OC), *dout = hnew(no), *ref = hnew(no),
+          *out = hnew(no);
+    float *dx = hnew(ni), *dw = hnew(nw), *db = hnew(OC), *gdx = hnew(ni), *gdw = hnew(nw),
+          *gdb = hnew(OC);
     randn(c, x, ni, 1.0f);
     randn(c, w, nw, 0.1f);
     randn(c, b, OC, 1.0f);
@@ -419,19 +445,53 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
     float *d_dw = dev(c, nw * 4), *d_db = dev(c, OC * 4);
     if (c->st == LB_OK) {
         lb_ref_matmul_forward(ref, x, w, b, 1, N, IC, OC);
-        lb_gpu_gemm g = {.m = N, .n = OC, .k = IC, .a = d_x, .lda = IC, .b = d_w, .ldb = IC,
-                         .trans_b = true, .ab_type = pr->dt, .d = d_out, .ldd = OC, .d_type = pr->dt,
-                         .alpha = 1.0f, .epilogue = LB_EPI_BIAS, .bias = d_b};
+        lb_gpu_gemm g = {.m = N,
+                         .n = OC,
+                         .k = IC,
+                         .a = d_x,
+                         .lda = IC,
+                         .b = d_w,
+                         .ldb = IC,
+                         .trans_b = true,
+                         .ab_type = pr->dt,
+                         .d = d_out,
+                         .ldd = OC,
+                         .d_type = pr->dt,
+                         .alpha = 1.0f,
+                         .epilogue = LB_EPI_BIAS,
+                         .bias = d_b};
         check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
         down(c, out, d_out, no, pr->dt);
         compare(c, "matmul.fwd+bias", shape, pr, out, ref, no);
         lb_ref_matmul_backward(dx, dw, db, dout, x, w, 1, N, IC, OC);
-        lb_gpu_gemm gi = {.m = N, .n = IC, .k = OC, .a = d_dout, .lda = OC, .b = d_w, .ldb = IC,
-                          .ab_type = pr->dt, .d = d_dx, .ldd = IC, .d_type = pr->dt, .alpha = 1.0f};
+        lb_gpu_gemm gi = {.m = N,
+                          .n = IC,
+                          .k = OC,
+                          .a = d_dout,
+                          .lda = OC,
+                          .b = d_w,
+                          .ldb = IC,
+                          .ab_type = pr->dt,
+                          .d = d_dx,
+                          .ldd = IC,
+                          .d_type = pr->dt,
+                          .alpha = 1.0f};
         check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
-        lb_gpu_gemm gw = {.m = OC, .n = IC, .k = N, .a = d_dout, .lda = OC, .trans_a = true,
-                          .b = d_x, .ldb = IC, .ab_type = pr->dt, .c = d_dw, .d = d_dw, .ldd = IC,
-                          .d_type = LB_DT_F32, .alpha = 1.0f, .beta = 1.0f};
+        lb_gpu_gemm gw = {.m = OC,
+                          .n = IC,
+                          .k = N,
+                          .a = d_dout,
+                          .lda = OC,
+                          .trans_a = true,
+                          .b = d_x,
+                          .ldb = IC,
+                          .ab_type = pr->dt,
+                          .c = d_dw,
+                          .d = d_dw,
+                          .ldd = IC,
+                          .d_type = LB_DT_F32,
+                          .alpha = 1.0f,
+                          .beta = 1.0f};
         check(c, lb_gpu_gemm_run(blas, &gw, NULL, c->err));
         check(c, lb_gpu_bias_backward(d_db, d_dout, N, OC, OC, pr->dt, 0, c->err));
         down(c, gdx, d_dx, ni, pr->dt);
@@ -464,10 +524,22 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
             /* the same with the gradient and aux feature-major: D^T = W^T dout^T */
             float *pre_t = hnew(ni);
             transpose(pre_t, pre, (size_t)N, (size_t)IC);
-            lb_gpu_gemm gt = {.m = IC, .n = N, .k = OC, .a = d_w, .lda = IC, .trans_a = true,
-                              .b = d_dout, .ldb = OC, .trans_b = true, .ab_type = pr->dt,
-                              .d = d_dx, .ldd = N, .d_type = pr->dt, .alpha = 1.0f,
-                              .epilogue = LB_EPI_DGELU, .aux = up(c, pre_t, ni, pr->dt)};
+            lb_gpu_gemm gt = {.m = IC,
+                              .n = N,
+                              .k = OC,
+                              .a = d_w,
+                              .lda = IC,
+                              .trans_a = true,
+                              .b = d_dout,
+                              .ldb = OC,
+                              .trans_b = true,
+                              .ab_type = pr->dt,
+                              .d = d_dx,
+                              .ldd = N,
+                              .d_type = pr->dt,
+                              .alpha = 1.0f,
+                              .epilogue = LB_EPI_DGELU,
+                              .aux = up(c, pre_t, ni, pr->dt)};
             if (c->st == LB_OK) check(c, lb_gpu_gemm_run(blas, &gt, NULL, c->err));
             down_matrix(c, gdx, pre_t, d_dx, (size_t)N, (size_t)IC, true, pr->dt);
             char label[64];
@@ -478,7 +550,8 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
         free(gelu), free(dpre);
     }
     release(c);
-    free(x), free(w), free(b), free(dout), free(ref), free(out), free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb);
+    free(x), free(w), free(b), free(dout), free(ref), free(out), free(dx), free(dw), free(db),
+        free(gdx), free(gdw), free(gdb);
 }
 
 /* The split kernel against the host rule, bit for bit, on a strided matrix with special
@@ -489,9 +562,11 @@ static void check_tf32_split(ctx *c, int rows, int cols, int ld_src, int ld_dst)
     size_t ns = (size_t)rows * ld_src, nd = (size_t)rows * ld_dst;
     float *x = hnew(ns), *hi = hnew(nd), *lo = hnew(nd);
     randn(c, x, ns, 1.0f);
-    for (size_t i = 0; i < ns; i++) x[i] = ldexpf(x[i], (int)lb_rng_below(&c->rng, 60) - 30);
-    const float special[] = {INFINITY, -INFINITY, NAN, 3.4028235e38f, -3.4028235e38f,
-                             1e-40f, -3e-39f, 1.0f + 0x1p-11f, -(1.0f + 0x1p-11f), 0.0f};
+    for (size_t i = 0; i < ns; i++)
+        x[i] = ldexpf(x[i], (int)lb_rng_below(&c->rng, 60) - 30);
+    const float special[] = {INFINITY,           -INFINITY, NAN,     3.4028235e38f,
+                             -3.4028235e38f,     1e-40f,    -3e-39f, 1.0f + 0x1p-11f,
+                             -(1.0f + 0x1p-11f), 0.0f};
     for (int i = 0; i < (int)(sizeof special / sizeof special[0]); i++)
         x[(size_t)(i % rows) * ld_src + (size_t)(i * 3 % cols)] = special[i];
     float *d_x = up(c, x, ns, LB_DT_F32), *d_hi = dev(c, nd * 4), *d_lo = dev(c, nd * 4);
@@ -506,7 +581,8 @@ static void check_tf32_split(ctx *c, int rows, int cols, int ld_src, int ld_dst)
                 lb_tf32_split(x[(size_t)r * ld_src + k], &h, &l);
                 if (memcmp(&h, &gh, 4) != 0 || memcmp(&l, &gl, 4) != 0) wrong++;
             }
-        if (c->st == LB_OK) record(c, "tf32.split", shape, "fp32", (double)wrong, (double)wrong, wrong == 0);
+        if (c->st == LB_OK)
+            record(c, "tf32.split", shape, "fp32", (double)wrong, (double)wrong, wrong == 0);
     }
     release(c);
     free(x), free(hi), free(lo);
@@ -526,10 +602,12 @@ static void check_slices_cut(ctx *c, int rows, int k, int ld, bool k_contig) {
     int8_t *got = malloc(nd), *want = calloc(nd, 1);
     uint32_t *amax = malloc((size_t)rows * 4);
     randn(c, x, ns, 1.0f);
-    for (size_t i = 0; i < ns; i++) x[i] = ldexpf(x[i], (int)lb_rng_below(&c->rng, 40) - 20);
-#define AT(r, p) x[k_contig ? (size_t)(r) * ld + (p) : (size_t)(p) * ld + (r)]
+    for (size_t i = 0; i < ns; i++)
+        x[i] = ldexpf(x[i], (int)lb_rng_below(&c->rng, 40) - 20);
+#define AT(r, p) x[k_contig ? (size_t)(r)*ld + (p) : (size_t)(p)*ld + (r)]
     AT(1, 2) = INFINITY, AT(2, 0) = NAN, AT(4, k - 1) = -3.4028235e38f, AT(5, 1) = 1e-40f;
-    for (int p = 0; p < k; p++) AT(3, p) = 0.0f, AT(6, p) = p % 2 ? -3e-39f : 1e-45f;
+    for (int p = 0; p < k; p++)
+        AT(3, p) = 0.0f, AT(6, p) = p % 2 ? -3e-39f : 1e-45f;
     void *d_x = up(c, x, ns, LB_DT_F32), *d_dst = dev(c, nd), *d_amax = dev(c, (size_t)rows * 4);
     if (c->st == LB_OK) {
         check_cuda(c, cudaMemset(d_amax, 0, (size_t)rows * 4), "cudaMemset amax");
@@ -559,7 +637,8 @@ static void check_slices_cut(ctx *c, int rows, int k, int ld, bool k_contig) {
             }
         }
 #undef AT
-        for (size_t i = 0; i < nd; i++) wrong += got[i] != want[i];
+        for (size_t i = 0; i < nd; i++)
+            wrong += got[i] != want[i];
         record(c, "int8.cut", shape, "fp32", (double)wrong, (double)wrong, wrong == 0);
     }
     release(c);
@@ -585,7 +664,8 @@ static void check_graph_memsets(ctx *c) {
     cudaGraphExec_t ge = NULL;
     int replaced = -1;
     if (host != NULL && back != NULL && c->st == LB_OK) {
-        for (size_t i = 0; i < BYTES; i++) host[i] = (unsigned char)lb_rng_below(&c->rng, 256);
+        for (size_t i = 0; i < BYTES; i++)
+            host[i] = (unsigned char)lb_rng_below(&c->rng, 256);
         check_cuda(c, cudaMemcpy(d, host, BYTES, cudaMemcpyHostToDevice), "upload");
         check_cuda(c, cudaGraphCreate(&g, 0), "cudaGraphCreate");
         cudaGraphNode_t prev = NULL;
@@ -597,22 +677,27 @@ static void check_graph_memsets(ctx *c) {
                         host[at[k] + r * set[k].pitch + i * set[k].elementSize + b] =
                             (unsigned char)(set[k].value >> (8 * b)); /* little-endian */
             cudaGraphNode_t node;
-            check_cuda(c, cudaGraphAddMemsetNode(&node, g, prev ? &prev : NULL, prev ? 1 : 0, &set[k]),
+            check_cuda(c,
+                       cudaGraphAddMemsetNode(&node, g, prev ? &prev : NULL, prev ? 1 : 0, &set[k]),
                        "cudaGraphAddMemsetNode");
             prev = node;
         }
         if (c->st == LB_OK) check(c, lb_gpu_graph_memsets_to_kernels(g, LIMIT, &replaced, c->err));
-        check_cuda(c, c->st == LB_OK ? cudaGraphInstantiate(&ge, g, 0) : cudaSuccess, "instantiate");
+        check_cuda(c, c->st == LB_OK ? cudaGraphInstantiate(&ge, g, 0) : cudaSuccess,
+                   "instantiate");
         check_cuda(c, c->st == LB_OK ? cudaGraphLaunch(ge, 0) : cudaSuccess, "cudaGraphLaunch");
-        check_cuda(c, c->st == LB_OK ? cudaMemcpy(back, d, BYTES, cudaMemcpyDeviceToHost) : cudaSuccess,
-                   "download");
+        check_cuda(
+            c, c->st == LB_OK ? cudaMemcpy(back, d, BYTES, cudaMemcpyDeviceToHost) : cudaSuccess,
+            "download");
     }
     if (ge) cudaGraphExecDestroy(ge);
     if (g) cudaGraphDestroy(g);
     if (c->st == LB_OK) {
         int64_t wrong = replaced == n_sets - 1 ? 0 : 1;
-        for (size_t i = 0; i < BYTES; i++) wrong += host[i] != back[i];
-        record(c, "graph.memsets", "4 nodes, 3 replaced", "-", (double)wrong, (double)wrong, wrong == 0);
+        for (size_t i = 0; i < BYTES; i++)
+            wrong += host[i] != back[i];
+        record(c, "graph.memsets", "4 nodes, 3 replaced", "-", (double)wrong, (double)wrong,
+               wrong == 0);
     }
     release(c);
     free(host), free(back);
@@ -620,8 +705,8 @@ static void check_graph_memsets(ctx *c) {
 
 /* One fp32 product with strides, transposes, alpha, bias and (accumulate) beta against an
  * fp64 reference, scaled by the magnitudes summed (see FP32_SCALED_BOUND). */
-static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, int m, int n,
-                                  int k, bool ta, bool tb, int pad, bool accumulate) {
+static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, int m, int n, int k,
+                                  bool ta, bool tb, int pad, bool accumulate) {
     char shape[56];
     snprintf(shape, sizeof shape, "m%d n%d k%d %c%c +%d%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
              pad, accumulate ? " beta1" : "");
@@ -637,10 +722,24 @@ static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, 
     float *d_a = up(c, a, na, LB_DT_F32), *d_b = up(c, b, nb, LB_DT_F32);
     float *d_d = up(c, d0, nd, LB_DT_F32), *d_bias = up(c, bias, n, LB_DT_F32);
     if (c->st == LB_OK) {
-        lb_gpu_gemm g = {.m = m, .n = n, .k = k, .a = d_a, .lda = lda, .trans_a = ta, .b = d_b,
-                         .ldb = ldb, .trans_b = tb, .ab_type = LB_DT_F32, .c = accumulate ? d_d : NULL,
-                         .d = d_d, .ldd = ldd, .d_type = LB_DT_F32, .alpha = alpha, .beta = beta,
-                         .epilogue = LB_EPI_BIAS, .bias = d_bias};
+        lb_gpu_gemm g = {.m = m,
+                         .n = n,
+                         .k = k,
+                         .a = d_a,
+                         .lda = lda,
+                         .trans_a = ta,
+                         .b = d_b,
+                         .ldb = ldb,
+                         .trans_b = tb,
+                         .ab_type = LB_DT_F32,
+                         .c = accumulate ? d_d : NULL,
+                         .d = d_d,
+                         .ldd = ldd,
+                         .d_type = LB_DT_F32,
+                         .alpha = alpha,
+                         .beta = beta,
+                         .epilogue = LB_EPI_BIAS,
+                         .bias = d_bias};
         check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
         down(c, d, d_d, nd, LB_DT_F32);
     }
@@ -661,8 +760,9 @@ static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, 
                 double e = fabs(d[(size_t)i * ldd + j] - ref) / (scale + 1e-30);
                 if (!(e <= worst)) worst = e; /* NaN sticks */
             }
-        record(c, "matmul.accuracy", shape, label, isnan(worst) ? INFINITY : worst / FP32_SCALED_BOUND,
-               worst, worst <= FP32_SCALED_BOUND);
+        record(c, "matmul.accuracy", shape, label,
+               isnan(worst) ? INFINITY : worst / FP32_SCALED_BOUND, worst,
+               worst <= FP32_SCALED_BOUND);
     }
     release(c);
     free(a), free(b), free(d0), free(d), free(bias);
@@ -682,7 +782,9 @@ static void check_matmul_accuracy_set(ctx *c, const char *label, lb_gpu_blas *bl
  * for each of the NH/NKV heads sharing them) that the fp16/bf16 rounding of P and dS,
  * which the fp32 reference does not have, lets single elements brush the per-element
  * bound; the relative L2 error is the meaningful measure there. */
-static bool long_sums(int T, int NH, int NKV) { return (int64_t)T * (NH / NKV) >= 512; }
+static bool long_sums(int T, int NH, int NKV) {
+    return (int64_t)T * (NH / NKV) >= 512;
+}
 
 /* One attention shape, forward and backward, against the reference: the kernels
  * lb_gpu_attention_* pick for impl, or with dnn cuDNN's fused ones (gpu/cudnn_attn.h),
@@ -694,9 +796,9 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
     /* tensor cores (mma.sync, with the backward on warpgroup MMAs where the device has
      * them: "mma+wgmma"), CUDA-core tiles, one row a thread, or cuDNN */
     bool tc = HD == 64 && impl != LB_ATTN_SCALAR && pr->dt != LB_DT_F32;
-    const char *path = dnn        ? "cudnn"
-                       : HD != 64 ? "scalar"
-                       : !tc      ? "simt"
+    const char *path = dnn                                                ? "cudnn"
+                       : HD != 64                                         ? "scalar"
+                       : !tc                                              ? "simt"
                        : impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma() ? "mma+wgmma"
                                                                           : "mma";
     snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d %s", B, T, NH, NKV, HD, path);
@@ -722,12 +824,15 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
         check_cuda(c, cudaMemset(d_dqkv, 0xff, nq * es), "poison dqkv");
         check_cuda(c, cudaMemset(d_out, 0xff, no * es), "poison out");
         check_cuda(c, cudaMemset(d_lse, 0xff, nl * 4), "poison lse");
-        if (dnn) check_cuda(c, cudaMemset(d_scr, 0xff, lb_cudnn_attn_workspace_bytes(dnn)), "poison workspace");
+        if (dnn)
+            check_cuda(c, cudaMemset(d_scr, 0xff, lb_cudnn_attn_workspace_bytes(dnn)),
+                       "poison workspace");
         lb_ref_attention_forward(ref, att, qkv, B, T, NH, NKV, HD);
         if (dnn)
             check(c, lb_cudnn_attn_forward(dnn, d_out, d_lse, d_qkv, d_scr, 0, c->err));
         else
-            check(c, lb_gpu_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HD, pr->dt, impl, 0, c->err));
+            check(c, lb_gpu_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HD, pr->dt, impl,
+                                              0, c->err));
         down(c, out, d_out, no, pr->dt);
         compare(c, "attention.fwd", shape, pr, out, ref, no);
         if (dnn) {
@@ -741,7 +846,8 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
         }
         lb_ref_attention_backward(dqkv, dout, qkv, att, B, T, NH, NKV, HD);
         if (dnn)
-            check(c, lb_cudnn_attn_backward(dnn, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_scr, 0, c->err));
+            check(c, lb_cudnn_attn_backward(dnn, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_scr, 0,
+                                            c->err));
         else
             check(c, lb_gpu_attention_backward(d_dqkv, d_db, d_scr, d_dout, d_qkv, d_out, d_lse, B,
                                                T, NH, NKV, HD, pr->dt, impl, 0, c->err));
@@ -756,7 +862,8 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
         /* the qkv bias gradient: db0 + column sums of dqkv (sums of B*T rounded terms) */
         if (c->st == LB_OK && !dnn) {
             column_sums(db, dqkv, (int64_t)B * T, W);
-            for (int i = 0; i < W; i++) db[i] += db0[i];
+            for (int i = 0; i < W; i++)
+                db[i] += db0[i];
             compare_l2(c, "attention.bwd.dbias", shape, pr, pr->rtol / 4, gdb, db, W);
         }
     }
@@ -855,24 +962,30 @@ static void check_xent(ctx *c, const prec_t *pr, int N, int V) {
     float *dpad = hnew(n);
     int32_t *tg = malloc(sizeof(int32_t) * N);
     randn(c, logits, n, 3.0f); /* the padding columns too: they must come back 0 */
-    for (int i = 0; i < N; i++) tg[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
+    for (int i = 0; i < N; i++)
+        tg[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
     void *d_logits = up(c, logits, n, pr->dt), *d_tg = upi(c, tg, N);
     float *d_losses = dev(c, (size_t)N * 4);
     if (c->st == LB_OK) {
-        for (int r = 0; r < N; r++) memcpy(packed + (size_t)r * V, logits + (size_t)r * ld, (size_t)V * 4);
+        for (int r = 0; r < N; r++)
+            memcpy(packed + (size_t)r * V, logits + (size_t)r * ld, (size_t)V * 4);
         lb_ref_softmax_crossentropy_forward(losses, probs, packed, tg, 1, N, V);
         lb_ref_softmax_crossentropy_backward(dref, probs, tg, 1.0f / N, 1, N, V);
-        check(c, lb_gpu_softmax_xent(d_logits, d_losses, d_tg, N, V, ld, 1.0f / N, NULL, 1, pr->dt, 0, c->err));
+        check(c, lb_gpu_softmax_xent(d_logits, d_losses, d_tg, N, V, ld, 1.0f / N, NULL, 1, pr->dt,
+                                     0, c->err));
         down(c, glosses, d_losses, N, LB_DT_F32);
         down(c, gd, d_logits, n, pr->dt);
-        for (int r = 0; r < N; r++) memcpy(dpad + (size_t)r * ld, dref + (size_t)r * V, (size_t)V * 4);
+        for (int r = 0; r < N; r++)
+            memcpy(dpad + (size_t)r * ld, dref + (size_t)r * V, (size_t)V * 4);
         compare(c, "softmax_xent.loss", shape, pr, glosses, losses, N);
         /* the gradient over the padded rows is O(1/N): compare it scaled back to O(1) */
-        for (size_t i = 0; i < n; i++) gd[i] *= N, dpad[i] *= N;
+        for (size_t i = 0; i < n; i++)
+            gd[i] *= N, dpad[i] *= N;
         compare(c, "softmax_xent.dlogits", shape, pr, gd, dpad, n);
     }
     release(c);
-    free(logits), free(packed), free(probs), free(losses), free(glosses), free(dref), free(gd), free(dpad), free(tg);
+    free(logits), free(packed), free(probs), free(losses), free(glosses), free(dref), free(gd),
+        free(dpad), free(tg);
 }
 
 static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
@@ -882,7 +995,8 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
     randn(c, w, n, 1.0f);
     randn(c, g, n, 1.0f);
     randn(c, m, n, 0.1f);
-    for (int64_t i = 0; i < n; i++) v[i] = 0.01f * (float)lb_rng_uniform(&c->rng);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = 0.01f * (float)lb_rng_uniform(&c->rng);
     /* in fp16/bf16 the last two tensors keep 16-bit gradients, as layer matrices do: the
      * middle one starting at an odd element (element by element), the last one aligned */
     int64_t starts[3] = {0, n / 3, n / 2};
@@ -894,9 +1008,11 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
         packed[s] = up(c, g + starts[s], (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]), pr->dt);
     float *d_w = up(c, w, n, LB_DT_F32), *d_g = up(c, g, n, LB_DT_F32);
     for (int s = 1; g16 && s < 3 && c->st == LB_OK; s++)
-        check_cuda(c, cudaMemcpy(d_g + starts[s], packed[s],
-                                 (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]) * 2,
-                                 cudaMemcpyDeviceToDevice), "packed gradients");
+        check_cuda(c,
+                   cudaMemcpy(d_g + starts[s], packed[s],
+                              (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]) * 2,
+                              cudaMemcpyDeviceToDevice),
+                   "packed gradients");
     float *d_m = up(c, m, n, LB_DT_F32), *d_v = up(c, v, n, LB_DT_F32);
     void *d_lp = pr->dt == LB_DT_F32 ? NULL : dev(c, n * lb_dtype_bytes(pr->dt));
     /* a range whose working copy lives apart (as a padded output head's does): from a
@@ -916,8 +1032,13 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
         check_cuda(c, cudaMemcpy(d_s, starts, sizeof starts, cudaMemcpyHostToDevice), "segs");
         check_cuda(c, cudaMemcpy(d_flags, flags, sizeof flags, cudaMemcpyHostToDevice), "segs");
         check_cuda(c, cudaMemcpy(d_st, &st, sizeof st, cudaMemcpyHostToDevice), "state");
-        lb_gpu_adamw_params ap = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                                  .weight_decay = 0.1f, .grad_clip = 1.0f, .growth_interval = 2000};
+        lb_gpu_adamw_params ap = {.lr = 1e-3f,
+                                  .beta1 = 0.9f,
+                                  .beta2 = 0.95f,
+                                  .eps = 1e-8f,
+                                  .weight_decay = 0.1f,
+                                  .grad_clip = 1.0f,
+                                  .growth_interval = 2000};
         lb_gpu_segments sg = {d_s, d_flags, 3, n};
         check(c, lb_gpu_grad_sumsq(d_st, d_g, pr->dt, &sg, 0, c->err));
         check(c, lb_gpu_adamw(d_w, d_lp, &apart, pr->dt, d_g, d_m, d_v, &sg, &ap, d_st, 0, c->err));
@@ -936,8 +1057,10 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
         /* the working copy: params_lp outside the range, the range from its own copy */
         if (d_lp) down(c, gm, d_lp, n, pr->dt);
         down(c, gm + a0, d_apart, (size_t)(a1 - a0), pr->dt);
-        if (d_lp) compare(c, "adamw.working_copy", shape, pr, gm, w, n);
-        else compare(c, "adamw.working_copy_apart", shape, pr, gm + a0, w + a0, (size_t)(a1 - a0));
+        if (d_lp)
+            compare(c, "adamw.working_copy", shape, pr, gm, w, n);
+        else
+            compare(c, "adamw.working_copy_apart", shape, pr, gm + a0, w + a0, (size_t)(a1 - a0));
         check_cuda(c, cudaMemcpy(&st, d_st, sizeof st, cudaMemcpyDeviceToHost), "state");
         float ref_norm = (float)norm;
         float gnorm = st.last_norm;
@@ -988,9 +1111,15 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
     }
     int64_t np = cpu.n_params;
     enum { STEPS = 10 };
-    lb_gpu_model_params gp = {.B = B, .T = T, .precision = pr->prec, .max_loss_slots = STEPS + 1,
-                              .recompute = recompute, .attn_scalar = plain, .no_fused_gelu = plain,
-                              .gelu_product = gelu, .fp32_mode = pr->fp32_mode};
+    lb_gpu_model_params gp = {.B = B,
+                              .T = T,
+                              .precision = pr->prec,
+                              .max_loss_slots = STEPS + 1,
+                              .recompute = recompute,
+                              .attn_scalar = plain,
+                              .no_fused_gelu = plain,
+                              .gelu_product = gelu,
+                              .fp32_mode = pr->fp32_mode};
     lb_gpu_model *gm = NULL;
     float *grads = hnew(np);
     int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
@@ -1014,7 +1143,8 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
         if (strcmp(gp_name, "unfused") != 0)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " gelu %s", gp_name);
         if (c->st == LB_OK) {
-            for (int64_t i = 0; i < np; i++) grads[i] /= st.loss_scale;
+            for (int64_t i = 0; i < np; i++)
+                grads[i] /= st.loss_scale;
             compare_l2(c, "model.loss", shape, pr, pr->model_rel / 10, gloss, &ref_loss, 1);
             compare_l2(c, "model.grads", shape, pr, pr->model_rel, grads, cpu.grads, (size_t)np);
             compare_vector_grads(c, shape, pr, cfg, grads, cpu.grads);
@@ -1023,8 +1153,12 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
     if (c->st == LB_OK) {
         lb_adamw_params ap = lb_adamw_default_params();
         ap.lr = 1e-3f;
-        lb_gpu_adamw_params gap = {.lr = ap.lr, .beta1 = ap.beta1, .beta2 = ap.beta2, .eps = ap.eps,
-                                   .weight_decay = ap.weight_decay, .grad_clip = ap.grad_clip};
+        lb_gpu_adamw_params gap = {.lr = ap.lr,
+                                   .beta1 = ap.beta1,
+                                   .beta2 = ap.beta2,
+                                   .eps = ap.eps,
+                                   .weight_decay = ap.weight_decay,
+                                   .grad_clip = ap.grad_clip};
         for (int s = 0; s < STEPS && c->st == LB_OK; s++) {
             lb_model_forward(&cpu, in, tg, B, T, &rloss[s]);
             lb_model_zero_grad(&cpu);
@@ -1037,7 +1171,8 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
         char label[64];
         snprintf(label, sizeof label, "%s%s", shape, lb_gpu_model_uses_graph(gm) ? " graph" : "");
         if (c->st == LB_OK)
-            compare_l2(c, "model.10step_losses", label, pr, pr->model_rel / 2, gloss + 1, rloss, STEPS);
+            compare_l2(c, "model.10step_losses", label, pr, pr->model_rel / 2, gloss + 1, rloss,
+                       STEPS);
     }
     lb_gpu_model_free(gm);
     lb_model_free(&cpu);
@@ -1066,7 +1201,8 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         return lb_fail(err, LB_ERR_UNSUPPORTED, "no CUDA device: the selftest needs an NVIDIA GPU");
     }
     if (p->device < 0 || p->device >= n)
-        return lb_fail(err, LB_ERR_USAGE, "--device %d: this machine has CUDA devices 0..%d", p->device, n - 1);
+        return lb_fail(err, LB_ERR_USAGE, "--device %d: this machine has CUDA devices 0..%d",
+                       p->device, n - 1);
     LB_CUDA_TRY(err, cudaSetDevice(p->device));
     ctx c;
     memset(&c, 0, sizeof c);
@@ -1087,7 +1223,8 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
     lb_gpu_blas_params bp = lb_gpu_blas_default_params();
     bp.workspace = ws, bp.workspace_bytes = LB_GPU_BLAS_WORKSPACE_BYTES;
     if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&blas, &bp, err));
-    bp.fp32_mode = LB_GPU_FP32_3XTF32, bp.split_scratch = scratch, bp.split_scratch_bytes = split_bytes;
+    bp.fp32_mode = LB_GPU_FP32_3XTF32, bp.split_scratch = scratch,
+    bp.split_scratch_bytes = split_bytes;
     if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&split, &bp, err));
     bp.fp32_mode = LB_GPU_FP32_INT8;
     if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&cut, &bp, err));

@@ -11,10 +11,13 @@
 #include "gpu/slices.cuh"
 #include "gpu/slices.h"
 
-__device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+__device__ __forceinline__ uint32_t abs_bits(float x) {
+    return __float_as_uint(x) & 0x7fffffffu;
+}
 
 __device__ __forceinline__ uint32_t warp_max_u32(uint32_t v) {
-    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    for (int o = 16; o > 0; o >>= 1)
+        v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
@@ -40,7 +43,8 @@ __device__ __forceinline__ void put4(int8_t *row, const float y[4], int64_t kp, 
                                      int64_t p) {
     int8_t d[4][S];
 #pragma unroll
-    for (int q = 0; q < 4; q++) lb_slice_digits(y[q], S, d[q]);
+    for (int q = 0; q < 4; q++)
+        lb_slice_digits(y[q], S, d[q]);
 #pragma unroll
     for (int i = 0; i < S; i++) {
         int plane = reversed ? S - 1 - i : i;
@@ -61,7 +65,8 @@ __global__ void cut_rows_kernel(int8_t *dst, uint32_t *amax, const float *src, i
             v = max(max(v, max(abs_bits(f.x), abs_bits(f.y))), max(abs_bits(f.z), abs_bits(f.w)));
         }
     } else {
-        for (int64_t p = threadIdx.x; p < k; p += blockDim.x) v = max(v, abs_bits(x[p]));
+        for (int64_t p = threadIdx.x; p < k; p += blockDim.x)
+            v = max(v, abs_bits(x[p]));
     }
     v = warp_max_u32(v);
     int lane = threadIdx.x & 31, nw = (int)(blockDim.x >> 5);
@@ -80,10 +85,12 @@ __global__ void cut_rows_kernel(int8_t *dst, uint32_t *amax, const float *src, i
             f[0] = g.x, f[1] = g.y, f[2] = g.z, f[3] = g.w;
         } else {
 #pragma unroll
-            for (int q = 0; q < 4; q++) f[q] = p + q < k && !bad ? x[p + q] : 0.0f;
+            for (int q = 0; q < 4; q++)
+                f[q] = p + q < k && !bad ? x[p + q] : 0.0f;
         }
 #pragma unroll
-        for (int q = 0; q < 4; q++) f[q] = sc(f[q]);
+        for (int q = 0; q < 4; q++)
+            f[q] = sc(f[q]);
         put4(row, f, kp, reversed, p);
     }
 }
@@ -104,7 +111,8 @@ __global__ void col_amax_kernel(uint32_t *amax, const float *src, int64_t ld, in
     part[ty][tx] = v;
     __syncthreads();
     if (ty == 0 && r < rows) {
-        for (int i = 1; i < 8; i++) v = max(v, part[i][tx]);
+        for (int i = 1; i < 8; i++)
+            v = max(v, part[i][tx]);
         atomicMax(&amax[r], v);
     }
 }
@@ -129,7 +137,8 @@ __global__ void col_cut_kernel(int8_t *dst, const uint32_t *amax, const float *s
         scaler sc(bad ? 0 : e);
         float f[4];
 #pragma unroll
-        for (int q = 0; q < 4; q++) f[q] = bad ? 0.0f : sc(tile[4 * g + q][rr]);
+        for (int q = 0; q < 4; q++)
+            f[q] = bad ? 0.0f : sc(tile[4 * g + q][rr]);
         put4(dst + r * (int64_t)S * kp, f, kp, reversed, p);
     }
 }
@@ -145,11 +154,11 @@ extern "C" lb_status lb_gpu_slices_cut(int8_t *dst, uint32_t *amax, const float 
     int threads = (int)((kp / 4 + 31) / 32 * 32);
     if (threads > 256) threads = 256;
     if (k_contig && k % 4 == 0 && ld % 4 == 0 && lb_aligned16(src)) {
-        cut_rows_kernel<true><<<(unsigned)rows, threads, 0, st>>>(dst, amax, src, ld, k, kp,
-                                                                   reversed);
+        cut_rows_kernel<true>
+            <<<(unsigned)rows, threads, 0, st>>>(dst, amax, src, ld, k, kp, reversed);
     } else if (k_contig) {
-        cut_rows_kernel<false><<<(unsigned)rows, threads, 0, st>>>(dst, amax, src, ld, k, kp,
-                                                                    reversed);
+        cut_rows_kernel<false>
+            <<<(unsigned)rows, threads, 0, st>>>(dst, amax, src, ld, k, kp, reversed);
     } else {
         unsigned gx = (unsigned)((rows + COL_TILE_R - 1) / COL_TILE_R);
         int64_t share = (k + 255) / 256;
@@ -167,7 +176,8 @@ __device__ __forceinline__ float combined(const int32_t *pv, int32_t ea, int32_t
     if (ea == LB_SLICE_NONFINITE || eb == LB_SLICE_NONFINITE) return __int_as_float(0x7fc00000);
     long long v = 0;
 #pragma unroll
-    for (int t = 0; t < S; t++) v = v * 128 + pv[t];
+    for (int t = 0; t < S; t++)
+        v = v * 128 + pv[t];
     int x = ea + eb - 12 - 7 * (S - 1);
     float f = __ll2float_rn(v);
     return (x >= -126 && x <= 127 ? f * __int_as_float((x + 127) << 23) : ldexpf(f, x)) * alpha;
@@ -176,10 +186,9 @@ __device__ __forceinline__ float combined(const int32_t *pv, int32_t ea, int32_t
 /* rows by blockIdx.y (striding), four columns a thread when VEC (n, ldd multiples of 4,
  * d and c 16-byte aligned), else one */
 template <bool VEC>
-__global__ void combine_kernel(float *d, int64_t ldd, const int32_t *p,
-                               const uint32_t *amax_a, const uint32_t *amax_b, int64_t m,
-                               int64_t n, float alpha, const float *c, float beta,
-                               const float *bias) {
+__global__ void combine_kernel(float *d, int64_t ldd, const int32_t *p, const uint32_t *amax_a,
+                               const uint32_t *amax_b, int64_t m, int64_t n, float alpha,
+                               const float *c, float beta, const float *bias) {
     const int W = VEC ? 4 : 1;
     int64_t plane = m * n, j = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
     if (j >= n) return;
@@ -216,8 +225,10 @@ __global__ void combine_kernel(float *d, int64_t ldd, const int32_t *p,
             if (c) out[q] += beta * cin[q];
             if (bias) out[q] += b[q];
         }
-        if (VEC) *(float4 *)(d + o) = make_float4(out[0], out[1], out[2], out[3]);
-        else d[o] = out[0];
+        if (VEC)
+            *(float4 *)(d + o) = make_float4(out[0], out[1], out[2], out[3]);
+        else
+            d[o] = out[0];
     }
 }
 
@@ -231,11 +242,11 @@ extern "C" lb_status lb_gpu_slices_combine(float *d, int64_t ldd, const int32_t 
     int64_t cols = vec ? n / 4 : n;
     dim3 grid((unsigned)((cols + 63) / 64), (unsigned)(m < 65535 ? m : 65535));
     if (vec)
-        combine_kernel<true><<<grid, 64, 0, st>>>(d, ldd, p, amax_a, amax_b, m, n, alpha, c, beta,
-                                                  bias);
+        combine_kernel<true>
+            <<<grid, 64, 0, st>>>(d, ldd, p, amax_a, amax_b, m, n, alpha, c, beta, bias);
     else
-        combine_kernel<false><<<grid, 64, 0, st>>>(d, ldd, p, amax_a, amax_b, m, n, alpha, c, beta,
-                                                   bias);
+        combine_kernel<false>
+            <<<grid, 64, 0, st>>>(d, ldd, p, amax_a, amax_b, m, n, alpha, c, beta, bias);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

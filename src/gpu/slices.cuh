@@ -32,10 +32,10 @@ lb_status lb_gpu_slices_cut(int8_t *dst, uint32_t *amax, const float *src, int64
  * for i < m, j < n, where P_t (t = 1..S) is the int32 plane p + (t-1)*m*n and ea, eb are
  * the exponents of amax_a[i], amax_b[j]. The planes' sum is exact in int64 and rounded to
  * fp32 once; a row or column whose amax is not finite gives NaN. c may be d. */
-lb_status lb_gpu_slices_combine(float *d, int64_t ldd, const int32_t *p,
-                                const uint32_t *amax_a, const uint32_t *amax_b, int64_t m,
-                                int64_t n, float alpha, const float *c, float beta,
-                                const float *bias, cudaStream_t st, lb_err *err);
+lb_status lb_gpu_slices_combine(float *d, int64_t ldd, const int32_t *p, const uint32_t *amax_a,
+                                const uint32_t *amax_b, int64_t m, int64_t n, float alpha,
+                                const float *c, float beta, const float *bias, cudaStream_t st,
+                                lb_err *err);
 
 #ifdef __cplusplus
 }

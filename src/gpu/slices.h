@@ -33,7 +33,7 @@
 
 /* digits the int8 products cut each value into (gpu/matmul.h); at most 5, so that the
  * shifted sums stay within int64 */
-#define LB_SLICES 5
+#define LB_SLICES          5
 #define LB_SLICE_NONFINITE 0x7fffffff /* exponent of a row holding Inf or NaN */
 
 /* the exponent of a row whose largest magnitude is amax (see above) */
@@ -48,7 +48,9 @@ LB_SLICE_FN int32_t lb_slice_exponent(float amax) {
 /* x of a row of exponent e (not LB_SLICE_NONFINITE) as 64 y = 2^(6-e) x, |64 y| < 64:
  * exact unless it falls below the normal range (a multiplication by the power of two
  * gives the same bits wherever that power is a normal float) */
-LB_SLICE_FN float lb_slice_scaled(float x, int32_t e) { return ldexpf(x, 6 - e); }
+LB_SLICE_FN float lb_slice_scaled(float x, int32_t e) {
+    return ldexpf(x, 6 - e);
+}
 
 /* the first s digits of a value scaled by lb_slice_scaled */
 LB_SLICE_FN void lb_slice_digits(float y, int s, int8_t *d) {

@@ -87,7 +87,8 @@ static void *sampler_main(void *arg) {
         }
         pthread_mutex_lock(&t->lock);
         int rc = 0;
-        while (!t->stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&t->cond, &t->lock, &dl);
+        while (!t->stop && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&t->cond, &t->lock, &dl);
         bool stop = t->stop;
         pthread_mutex_unlock(&t->lock);
         if (stop) break;
@@ -143,7 +144,8 @@ static bool window_util(const lb_gpu_treading *u, size_t n, double w0, double w1
     if (n < 2) return false;
     double *gap = malloc((n - 1) * sizeof *gap);
     if (gap == NULL) return false;
-    for (size_t i = 1; i < n; i++) gap[i - 1] = u[i].t_s - u[i - 1].t_s;
+    for (size_t i = 1; i < n; i++)
+        gap[i - 1] = u[i].t_s - u[i - 1].t_s;
     qsort(gap, n - 1, sizeof *gap, cmp_double);
     double period = gap[(n - 1) / 2];
     free(gap);
@@ -156,9 +158,12 @@ static bool window_util(const lb_gpu_treading *u, size_t n, double w0, double w1
         double lo = from > w0 ? from : w0, hi = u[i].t_s < w1 ? u[i].t_s : w1;
         if (hi > lo) weighted += (hi - lo) * u[i].value, weight += hi - lo;
     }
-    if (n_inside > 0) *out = inside / (double)n_inside;
-    else if (weight > 0.0) *out = weighted / weight;
-    else return false;
+    if (n_inside > 0)
+        *out = inside / (double)n_inside;
+    else if (weight > 0.0)
+        *out = weighted / weight;
+    else
+        return false;
     return true;
 }
 
@@ -186,7 +191,8 @@ void lb_gpu_telemetry_summarize(const lb_gpu_telemetry_data *d, lb_gpu_telemetry
             out->mean_power_w += x->power_w;
             np++;
             if (i > 0 && s[i - 1].s.has_power)
-                power_integral += 0.5 * (x->power_w + s[i - 1].s.power_w) * (s[i].t_s - s[i - 1].t_s);
+                power_integral +=
+                    0.5 * (x->power_w + s[i - 1].s.power_w) * (s[i].t_s - s[i - 1].t_s);
         }
         if (x->has_clock) {
             out->mean_sm_clock_mhz += x->sm_clock_mhz;
@@ -223,7 +229,8 @@ void lb_gpu_telemetry_summarize(const lb_gpu_telemetry_data *d, lb_gpu_telemetry
      * from their mean power, as the energy counter only moves every ~100 ms. */
     double psum = 0.0;
     for (size_t i = 0; i < d->n_power; i++)
-        if (d->power[i].t_s >= w0 && d->power[i].t_s <= w1) psum += d->power[i].value, out->n_power_readings++;
+        if (d->power[i].t_s >= w0 && d->power[i].t_s <= w1)
+            psum += d->power[i].value, out->n_power_readings++;
     if (out->n_power_readings >= 2 && out->duration_s > 0.0) {
         out->mean_power_w = psum / (double)out->n_power_readings;
         out->energy_j = out->mean_power_w * out->duration_s;

@@ -45,7 +45,8 @@ typedef struct {
 
 /* What a summary is made from. */
 typedef struct {
-    const lb_gpu_tsample *samples; /* polled, the first at the window's start, the last at its end */
+    const lb_gpu_tsample
+        *samples; /* polled, the first at the window's start, the last at its end */
     size_t n_samples;
     const lb_gpu_treading *power; /* the driver's power readings (W), in time order */
     size_t n_power;
@@ -57,12 +58,12 @@ typedef struct {
     size_t n_samples;
     size_t n_power_readings; /* the driver's power readings inside the window */
     double duration_s;
-    double mean_util_pct;   /* the driver's readings in the window, else the polled mean */
-    double peak_mem_bytes;  /* largest memory-used sample */
+    double mean_util_pct;  /* the driver's readings in the window, else the polled mean */
+    double peak_mem_bytes; /* largest memory-used sample */
     double mean_power_w;
-    double energy_j;        /* over the sampled window */
+    double energy_j; /* over the sampled window */
     double mean_sm_clock_mhz;
-    double power_limit_w;    /* the last sample's enforced limit */
+    double power_limit_w; /* the last sample's enforced limit */
     double max_temp_c;
     double power_capped_pct; /* samples whose clocks the power limit held down */
     double thermal_pct;      /* samples whose clocks temperature held down */

@@ -31,17 +31,17 @@ __global__ void tf32_split_kernel(float *hi, float *lo, int64_t ld_dst, const fl
 }
 
 extern "C" lb_status lb_gpu_tf32_split(float *hi, float *lo, int64_t ld_dst, const float *src,
-                                       int64_t ld_src, int64_t rows, int64_t cols,
-                                       cudaStream_t s, lb_err *err) {
+                                       int64_t ld_src, int64_t rows, int64_t cols, cudaStream_t s,
+                                       lb_err *err) {
     if (rows <= 0 || cols <= 0) return LB_OK;
     if (cols % 4 == 0 && ld_src % 4 == 0 && ld_dst % 4 == 0 && lb_aligned16(src) &&
         lb_aligned16(hi) && lb_aligned16(lo)) {
         int64_t n = rows * (cols / 4);
-        tf32_split_vec_kernel<<<lb_grid_cap(n, 256), 256, 0, s>>>(hi, lo, ld_dst, src, ld_src,
-                                                                  rows, cols / 4);
+        tf32_split_vec_kernel<<<lb_grid_cap(n, 256), 256, 0, s>>>(hi, lo, ld_dst, src, ld_src, rows,
+                                                                  cols / 4);
     } else {
-        tf32_split_kernel<<<lb_grid_cap(rows * cols, 256), 256, 0, s>>>(hi, lo, ld_dst, src,
-                                                                        ld_src, rows, cols);
+        tf32_split_kernel<<<lb_grid_cap(rows * cols, 256), 256, 0, s>>>(hi, lo, ld_dst, src, ld_src,
+                                                                        rows, cols);
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;

@@ -17,9 +17,8 @@ extern "C" {
  * lo[r*ld_dst + c] = lb_tf32_split(src[r*ld_src + c]). 16-byte accesses when cols and
  * both strides are multiples of 4 and the pointers 16-byte aligned; element by element
  * otherwise. hi and lo must not overlap src. */
-lb_status lb_gpu_tf32_split(float *hi, float *lo, int64_t ld_dst, const float *src,
-                            int64_t ld_src, int64_t rows, int64_t cols, cudaStream_t s,
-                            lb_err *err);
+lb_status lb_gpu_tf32_split(float *hi, float *lo, int64_t ld_dst, const float *src, int64_t ld_src,
+                            int64_t rows, int64_t cols, cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

@@ -17,9 +17,9 @@ lb_status lb_gpu_time_runs(void *stream, int reps, lb_gpu_timed_run run, void *c
             st = lb_fail(err, LB_ERR_DEVICE, "could not record a CUDA event");
         if (st == LB_OK) st = run(ctx, err);
     }
-    if (st == LB_OK && (cudaEventRecord(ev[1], s) != cudaSuccess ||
-                        cudaEventSynchronize(ev[1]) != cudaSuccess ||
-                        cudaEventElapsedTime(ms, ev[0], ev[1]) != cudaSuccess))
+    if (st == LB_OK &&
+        (cudaEventRecord(ev[1], s) != cudaSuccess || cudaEventSynchronize(ev[1]) != cudaSuccess ||
+         cudaEventElapsedTime(ms, ev[0], ev[1]) != cudaSuccess))
         st = lb_fail(err, LB_ERR_DEVICE, "a timing failed: %s",
                      cudaGetErrorString(cudaGetLastError()));
     if (ev[0]) cudaEventDestroy(ev[0]);

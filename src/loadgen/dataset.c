@@ -7,8 +7,6 @@
  * (jansson parses with JSON_ALLOW_NUL only so that the error can name the field). */
 #include "loadgen/dataset.h"
 
-#include "core/file.h"
-
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -16,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/file.h"
 
 static const char *json_kind(const json_t *v) {
     switch (json_typeof(v)) {
@@ -52,8 +52,8 @@ lb_status lb_dataset_count_tokens(lb_dataset *d, const lb_tokenizer *tok, lb_err
     if (strcmp(d->format, "cnn") == 0) return LB_OK;
     for (size_t i = 0; i < d->n; i++) {
         int64_t n = 0;
-        LB_TRY(lb_tokenizer_count(tok, d->samples[i].prompt, strlen(d->samples[i].prompt), &n,
-                                  err));
+        LB_TRY(
+            lb_tokenizer_count(tok, d->samples[i].prompt, strlen(d->samples[i].prompt), &n, err));
         d->samples[i].input_tokens = n > INT32_MAX ? INT32_MAX : (int32_t)n;
     }
     return LB_OK;
@@ -61,7 +61,8 @@ lb_status lb_dataset_count_tokens(lb_dataset *d, const lb_tokenizer *tok, lb_err
 
 void lb_dataset_free(lb_dataset *d) {
     if (d == NULL) return;
-    for (size_t i = 0; i < d->n; i++) sample_free(&d->samples[i]);
+    for (size_t i = 0; i < d->n; i++)
+        sample_free(&d->samples[i]);
     free(d->samples);
     memset(d, 0, sizeof *d);
 }
@@ -149,8 +150,8 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
         }
         if (output != NULL && !json_is_string(output)) {
             st = lb_fail(err, LB_ERR_FORMAT,
-                         "dataset %s: record %zu: field \"output\" must be a string, got %s",
-                         name, i, json_kind(output));
+                         "dataset %s: record %zu: field \"output\" must be a string, got %s", name,
+                         i, json_kind(output));
             break;
         }
         const char *nul_field = NULL;
@@ -206,8 +207,8 @@ static lb_status jsonl_record(const char *line, size_t n, size_t line_no, const 
     json_t *ref = json_object_get(rec, "reference");
     json_t *maxt = json_object_get(rec, "max_tokens");
     if (!json_is_object(rec))
-        st = lb_fail(err, LB_ERR_FORMAT, "dataset %s: line %zu must be a JSON object, got %s",
-                     name, line_no, json_kind(rec));
+        st = lb_fail(err, LB_ERR_FORMAT, "dataset %s: line %zu must be a JSON object, got %s", name,
+                     line_no, json_kind(rec));
     else if (!json_is_string(prompt))
         st = lb_fail(err, LB_ERR_FORMAT,
                      "dataset %s: line %zu: field \"prompt\" must be a string, got %s", name,
@@ -234,8 +235,7 @@ static lb_status jsonl_record(const char *line, size_t n, size_t line_no, const 
                        .input_tokens = -1};
         if (s.prompt == NULL || (ref && s.reference == NULL) || push_sample(out, cap, s) != LB_OK) {
             sample_free(&s);
-            st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at line %zu", name,
-                         line_no);
+            st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at line %zu", name, line_no);
         }
     }
     json_decref(rec);
@@ -252,8 +252,10 @@ lb_status lb_dataset_parse_jsonl(const char *buf, size_t len, const char *name, 
         size_t end = nl ? (size_t)(nl - buf) : len;
         line_no++;
         size_t a = pos, b = end;
-        while (a < b && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\r')) a++;
-        while (b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t' || buf[b - 1] == '\r')) b--;
+        while (a < b && (buf[a] == ' ' || buf[a] == '\t' || buf[a] == '\r'))
+            a++;
+        while (b > a && (buf[b - 1] == ' ' || buf[b - 1] == '\t' || buf[b - 1] == '\r'))
+            b--;
         if (b > a) st = jsonl_record(buf + a, b - a, line_no, name, out, &cap, err);
         pos = end + 1;
     }
@@ -266,8 +268,8 @@ static bool turn_from(const json_t *turn, const char *a, const char *b) {
     return from != NULL && (strcmp(from, a) == 0 || strcmp(from, b) == 0);
 }
 
-lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *name,
-                                    lb_dataset *out, lb_err *err) {
+lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *name, lb_dataset *out,
+                                    lb_err *err) {
     dataset_start(out, "sharegpt");
     json_t *root;
     LB_TRY(load_array(buf, len, name, &root, err));
@@ -280,8 +282,10 @@ lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *nam
             st = lb_fail(err, LB_ERR_FORMAT,
                          "dataset %s: record %zu: field \"conversations\" must be an array of "
                          "turns, got %s",
-                         name, i, conv ? json_kind(conv) : json_is_object(rec) ? "nothing"
-                                                                            : json_kind(rec));
+                         name, i,
+                         conv                  ? json_kind(conv)
+                         : json_is_object(rec) ? "nothing"
+                                               : json_kind(rec));
             break;
         }
         size_t k;
@@ -358,7 +362,8 @@ lb_status lb_len_dist_parse(const char *text, lb_len_dist *out, lb_err *err) {
 
 int32_t lb_len_dist_draw(const lb_len_dist *d, lb_rng *rng) {
     double v = d->a;
-    if (d->kind == LB_LEN_UNIFORM) v = d->a + (double)lb_rng_below(rng, (uint64_t)(d->b - d->a) + 1);
+    if (d->kind == LB_LEN_UNIFORM)
+        v = d->a + (double)lb_rng_below(rng, (uint64_t)(d->b - d->a) + 1);
     if (d->kind == LB_LEN_NORMAL) v = round(d->a + d->b * lb_rng_normal(rng));
     if (v < 1) v = 1;
     if (v > 1e7) v = 1e7;
@@ -377,14 +382,16 @@ lb_dataset_synthetic_params lb_dataset_synthetic_default_params(void) {
 /* Short common English words: each is about one token for the usual BPE vocabularies,
  * so a prompt of N words is about N tokens long. */
 static const char *const words[] = {
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "as", "with", "by", "he",
-    "at", "from", "his", "an", "were", "are", "which", "this", "also", "be", "had", "it",
-    "first", "one", "their", "its", "new", "after", "but", "who", "not", "they", "have",
-    "her", "she", "two", "been", "other", "when", "there", "all", "during", "into", "time",
-    "year", "city", "more", "most", "only", "over", "some", "such", "state", "world",
-    "would", "where", "later", "up", "made", "about", "than", "many", "under", "known",
-    "school", "while", "people", "part", "since", "may", "used", "both", "then", "film",
-    "three", "through", "each", "team", "between", "well", "season", "him", "these",
+    "the",     "of",    "and",    "to",    "in",     "is",    "was",     "for",   "on",
+    "as",      "with",  "by",     "he",    "at",     "from",  "his",     "an",    "were",
+    "are",     "which", "this",   "also",  "be",     "had",   "it",      "first", "one",
+    "their",   "its",   "new",    "after", "but",    "who",   "not",     "they",  "have",
+    "her",     "she",   "two",    "been",  "other",  "when",  "there",   "all",   "during",
+    "into",    "time",  "year",   "city",  "more",   "most",  "only",    "over",  "some",
+    "such",    "state", "world",  "would", "where",  "later", "up",      "made",  "about",
+    "than",    "many",  "under",  "known", "school", "while", "people",  "part",  "since",
+    "may",     "used",  "both",   "then",  "film",   "three", "through", "each",  "team",
+    "between", "well",  "season", "him",   "these",
 };
 
 lb_status lb_dataset_synthetic(const lb_dataset_synthetic_params *p, lb_dataset *out, lb_err *err) {
@@ -427,7 +434,8 @@ static const char *sniff(const char *path, const char *buf, size_t len) {
     size_t plen = strlen(path);
     if (plen >= 6 && strcmp(path + plen - 6, ".jsonl") == 0) return "jsonl";
     size_t i = 0;
-    while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')) i++;
+    while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t'))
+        i++;
     if (i < len && buf[i] == '{') return "jsonl";
     const char *conv = memmem(buf, len < 4096 ? len : 4096, "\"conversations\"", 15);
     return conv ? "sharegpt" : "cnn";

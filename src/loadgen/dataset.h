@@ -35,8 +35,8 @@ typedef struct {
 } lb_dataset;
 
 /* The MLPerf llama3.1-8b prompt template; "{input}" is replaced by the article. */
-#define LB_CNN_PROMPT_TEMPLATE                                                                 \
-    "Summarize the following news article in 128 tokens. Please output the summary only, "    \
+#define LB_CNN_PROMPT_TEMPLATE                                                                     \
+    "Summarize the following news article in 128 tokens. Please output the summary only, "         \
     "without any other text.\n\nArticle:\n{input}\n\nSummary:"
 #define LB_CNN_MAX_TOKENS 128
 
@@ -46,8 +46,8 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
                                lb_err *err);
 lb_status lb_dataset_parse_jsonl(const char *buf, size_t len, const char *name, lb_dataset *out,
                                  lb_err *err);
-lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *name,
-                                    lb_dataset *out, lb_err *err);
+lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *name, lb_dataset *out,
+                                    lb_err *err);
 
 typedef enum {
     LB_LEN_FIXED = 0, /* a */

@@ -12,14 +12,14 @@ double lb_binomial_cdf(int64_t t, int64_t n, double q) {
     double lq = log(q), lr = log1p(-q), lnf = lgamma((double)n + 1.0);
     double max_l = -INFINITY;
     for (int64_t x = 0; x <= t; x++) {
-        double l = lnf - lgamma((double)x + 1.0) - lgamma((double)(n - x) + 1.0) +
-                   (double)x * lq + (double)(n - x) * lr;
+        double l = lnf - lgamma((double)x + 1.0) - lgamma((double)(n - x) + 1.0) + (double)x * lq +
+                   (double)(n - x) * lr;
         if (l > max_l) max_l = l;
     }
     double sum = 0.0;
     for (int64_t x = 0; x <= t; x++) {
-        double l = lnf - lgamma((double)x + 1.0) - lgamma((double)(n - x) + 1.0) +
-                   (double)x * lq + (double)(n - x) * lr;
+        double l = lnf - lgamma((double)x + 1.0) - lgamma((double)(n - x) + 1.0) + (double)x * lq +
+                   (double)(n - x) * lr;
         sum += exp(l - max_l);
     }
     double v = exp(max_l + log(sum));
@@ -51,10 +51,11 @@ int64_t lb_early_stop_min_passing(int64_t t, double p, double c) {
 lb_early_stop lb_early_stop_check(const double *latencies, size_t n, double bound, double p,
                                   double c) {
     int64_t t = 0;
-    for (size_t i = 0; i < n; i++) t += latencies[i] > bound;
+    for (size_t i = 0; i < n; i++)
+        t += latencies[i] > bound;
     int64_t h = lb_early_stop_min_passing(t, p, c);
-    return (lb_early_stop){.ok = (int64_t)n >= h + t, .n = (int64_t)n, .t = t,
-                           .needed = h + t, .estimate = NAN};
+    return (lb_early_stop){
+        .ok = (int64_t)n >= h + t, .n = (int64_t)n, .t = t, .needed = h + t, .estimate = NAN};
 }
 
 lb_early_stop lb_early_stop_estimate(const double *sorted, size_t n, double p, double c) {

@@ -25,11 +25,11 @@ double lb_binomial_cdf(int64_t t, int64_t n, double q);
 int64_t lb_early_stop_min_passing(int64_t t, double p, double c);
 
 typedef struct {
-    bool ok;             /* enough queries for the bound to hold with confidence c */
-    int64_t n;           /* queries processed */
-    int64_t t;           /* queries over the bound */
-    int64_t needed;      /* h(t) + t: queries the run needed */
-    double estimate;     /* percentile estimate (early_stop_estimate), NaN when not enough */
+    bool ok;         /* enough queries for the bound to hold with confidence c */
+    int64_t n;       /* queries processed */
+    int64_t t;       /* queries over the bound */
+    int64_t needed;  /* h(t) + t: queries the run needed */
+    double estimate; /* percentile estimate (early_stop_estimate), NaN when not enough */
 } lb_early_stop;
 
 /* Server rule: latencies[0..n) against `bound` (same unit), percentile p, confidence c. */

@@ -15,14 +15,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "accuracy/rouge.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/stats.h"
-#include "accuracy/rouge.h"
 
-#define PROGRESS_NS 500000000LL
-#define WARMUP_TAG (UINT64_C(1) << 62) /* marks unrecorded warm-up requests */
+#define PROGRESS_NS     500000000LL
+#define WARMUP_TAG      (UINT64_C(1) << 62) /* marks unrecorded warm-up requests */
 #define FAILURES_LOGGED 5
 
 typedef struct {
@@ -76,8 +76,11 @@ lb_loadgen_params lb_loadgen_default_params(void) {
     p.max_tokens = 128;
     p.constraints = lb_constraints_default();
     p.drain_s = 10.0;
-    p.request = (lb_openai_request){.api = LB_API_COMPLETIONS, .model = NULL, .stream = true,
-                                    .ignore_eos = false, .temperature = 0.0};
+    p.request = (lb_openai_request){.api = LB_API_COMPLETIONS,
+                                    .model = NULL,
+                                    .stream = true,
+                                    .ignore_eos = false,
+                                    .temperature = 0.0};
     p.pool = lb_pool_default_params();
     return p;
 }
@@ -85,7 +88,8 @@ lb_loadgen_params lb_loadgen_default_params(void) {
 void lb_loadgen_report_free(lb_loadgen_report *r) {
     if (r == NULL) return;
     free(r->steps);
-    for (size_t i = 0; i < r->n_texts; i++) free(r->texts[i]);
+    for (size_t i = 0; i < r->n_texts; i++)
+        free(r->texts[i]);
     free(r->texts);
     memset(r, 0, sizeof *r);
 }
@@ -93,7 +97,8 @@ void lb_loadgen_report_free(lb_loadgen_report *r) {
 static lb_status reserve_queries(run *R, size_t need) {
     if (need <= R->cap_q) return LB_OK;
     size_t cap = R->cap_q ? R->cap_q : 1024;
-    while (cap < need) cap *= 2;
+    while (cap < need)
+        cap *= 2;
     lb_query *q = realloc(R->q, cap * sizeof *q);
     if (q == NULL) return LB_ERR_NOMEM;
     R->q = q;
@@ -253,12 +258,13 @@ static void on_done(void *user, const lb_http_outcome *o) {
         R->oom = LB_ERR_NOMEM; /* the only way a count fails */
         return;
     }
-    x->input_tokens = o->prompt_tokens >= 0 ? (int32_t)o->prompt_tokens
-                                            : R->ds->samples[x->sample].input_tokens;
+    x->input_tokens =
+        o->prompt_tokens >= 0 ? (int32_t)o->prompt_tokens : R->ds->samples[x->sample].input_tokens;
     float mx = 0.0f;
     if (R->n_gaps + g->n > R->cap_gaps) {
         size_t cap = R->cap_gaps ? R->cap_gaps : 4096;
-        while (cap < R->n_gaps + g->n) cap *= 2;
+        while (cap < R->n_gaps + g->n)
+            cap *= 2;
         float *v = realloc(R->gaps, cap * sizeof *v);
         if (v == NULL) {
             R->oom = LB_ERR_NOMEM;
@@ -283,11 +289,16 @@ static void on_done(void *user, const lb_http_outcome *o) {
 static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t *last_done) {
     if (R->p->progress == NULL || now_rel - *last_tick < PROGRESS_NS) return;
     int64_t done = R->completed + R->failed;
-    lb_loadgen_progress pr = {.issued = (int64_t)R->next, .completed = R->completed,
-                      .failed = R->failed, .inflight = R->inflight, .planned = -1,
-                      .elapsed_s = (double)now_rel / 1e9, .eta_s = NAN};
+    lb_loadgen_progress pr = {.issued = (int64_t)R->next,
+                              .completed = R->completed,
+                              .failed = R->failed,
+                              .inflight = R->inflight,
+                              .planned = -1,
+                              .elapsed_s = (double)now_rel / 1e9,
+                              .eta_s = NAN};
     pr.rate_per_s = (double)(done - *last_done) / ((double)(now_rel - *last_tick) / 1e9);
-    if (R->open_loop) pr.planned = (int64_t)R->n_planned;
+    if (R->open_loop)
+        pr.planned = (int64_t)R->n_planned;
     else if (R->p->mode == LB_MODE_ACCURACY || R->p->min_duration_s <= 0)
         pr.planned = queries_wanted(R);
     if (pr.planned >= 0 && pr.rate_per_s > 0)
@@ -331,7 +342,8 @@ static lb_status preconnect(run *R, int64_t *opened, lb_err *err) {
     double ms = (double)(lb_clock_now_ns() - t) / 1e6;
     if (*opened < n)
         LB_WARN("opened %lld of %lld connections before the run (%.0f ms); the rest open as "
-                "queries need them", (long long)*opened, (long long)n, ms);
+                "queries need them",
+                (long long)*opened, (long long)n, ms);
     else
         LB_INFO("opened %lld connections before the run (%.0f ms)", (long long)n, ms);
     return LB_OK;
@@ -438,14 +450,15 @@ static lb_status score_accuracy(const run *R, lb_loadgen_summary *s, lb_result *
     lb_rouge_acc_init(&acc, &rp);
     lb_status st = LB_OK;
     for (size_t i = 0; i < ds->n && st == LB_OK; i++)
-        st = lb_rouge_acc_add(&acc, R->texts[i] ? R->texts[i] : "", ds->samples[i].reference,
-                              NULL, err);
+        st = lb_rouge_acc_add(&acc, R->texts[i] ? R->texts[i] : "", ds->samples[i].reference, NULL,
+                              err);
     lb_rouge_targets targets = lb_rouge_targets_mlperf_llama31_8b();
     s->rouge_checked = strcmp(ds->format, "cnn") == 0 && ds->n == 13368;
     if (st == LB_OK) {
         lb_rouge_summary rs = lb_rouge_acc_finish(&acc);
         s->has_rouge = true;
-        for (int k = 0; k < 4; k++) s->rouge[k] = rs.score[k];
+        for (int k = 0; k < 4; k++)
+            s->rouge[k] = rs.score[k];
         s->gen_len = rs.gen_len;
         s->gen_num = rs.gen_num;
         s->rouge_pass = s->rouge_checked && lb_rouge_check(&rs, &targets).pass;
@@ -458,16 +471,19 @@ static lb_status score_accuracy(const run *R, lb_loadgen_summary *s, lb_result *
 static void free_run(run *R) {
     lb_pool_free(R->pool);
     if (R->bodies)
-        for (size_t i = 0; i < R->ds->n; i++) free(R->bodies[i]);
+        for (size_t i = 0; i < R->ds->n; i++)
+            free(R->bodies[i]);
     free(R->bodies);
     free(R->body_len);
     free(R->order);
-    for (size_t i = 0; i < R->cap_q; i++) free(R->gb ? R->gb[i].v : NULL);
+    for (size_t i = 0; i < R->cap_q; i++)
+        free(R->gb ? R->gb[i].v : NULL);
     free(R->gb);
     free(R->q);
     free(R->gaps);
     if (R->texts)
-        for (size_t i = 0; i < R->ds->n; i++) free(R->texts[i]);
+        for (size_t i = 0; i < R->ds->n; i++)
+            free(R->texts[i]);
     free(R->texts);
 }
 
@@ -476,40 +492,44 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
     for (size_t i = 0; i < p->pool.n_endpoints; i++)
         json_array_append_new(eps, json_string(p->pool.endpoints[i]));
     json_t *sweep = json_array();
-    for (size_t i = 0; i < p->n_sweep; i++) json_array_append_new(sweep, json_real(p->sweep_qps[i]));
+    for (size_t i = 0; i < p->n_sweep; i++)
+        json_array_append_new(sweep, json_real(p->sweep_qps[i]));
     const lb_constraints *c = &p->constraints;
     return json_pack(
-        "{s:s, s:s, s:f, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, s:f, s:f, s:f, s:f},"
+        "{s:s, s:s, s:f, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, s:f, s:f, "
+        "s:f, s:f},"
         " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I},"
         " s:s?}",
         "scenario", lb_scenario_name(p->scenario), "mode", lb_mode_name(p->mode), "qps", p->qps,
         "sweep_qps", sweep, "concurrency", (json_int_t)p->concurrency, "min_duration_s",
         p->min_duration_s, "min_queries", (json_int_t)p->min_queries, "max_inflight",
-        (json_int_t)p->max_inflight, "warmup_queries", (json_int_t)p->warmup_queries,
-        "preconnect", (json_int_t)p->preconnect,
-        "sample_seed", (json_int_t)p->sample_seed, "schedule_seed",
+        (json_int_t)p->max_inflight, "warmup_queries", (json_int_t)p->warmup_queries, "preconnect",
+        (json_int_t)p->preconnect, "sample_seed", (json_int_t)p->sample_seed, "schedule_seed",
         (json_int_t)p->schedule_seed, "max_tokens", (int)p->max_tokens, "constraints",
         "ttft_limit_ms", c->ttft_limit_ms, "tpot_limit_ms", c->tpot_limit_ms, "percentile",
         c->percentile, "confidence", c->confidence, "slo_ttft_ms", c->slo_ttft_ms, "slo_tpot_ms",
         c->slo_tpot_ms, "drain_s", p->drain_s, "api", lb_api_name(p->request.api), "model",
         p->request.model, "stream", p->request.stream, "ignore_eos", p->request.ignore_eos,
         "temperature", p->request.temperature, "endpoints", eps, "timeout_ms",
-        (json_int_t)p->pool.http.timeout_ms, "retries", (json_int_t)p->pool.retries,
-        "eject_after", (json_int_t)p->pool.eject_after, "model_key", p->model_key,
-        "api_key_env", p->api_key_env, "dataset", "path", p->dataset_path, "format",
-        ds->format, "samples", (json_int_t)ds->n, "tokenizer", p->tokenizer_path);
+        (json_int_t)p->pool.http.timeout_ms, "retries", (json_int_t)p->pool.retries, "eject_after",
+        (json_int_t)p->pool.eject_after, "model_key", p->model_key, "api_key_env", p->api_key_env,
+        "dataset", "path", p->dataset_path, "format", ds->format, "samples", (json_int_t)ds->n,
+        "tokenizer", p->tokenizer_path);
 }
 
 /* Appends the step's per-query series to r. */
 static lb_status add_series(const run *R, lb_result *r, bool sweep) {
     static const struct {
         const char *name, *unit;
-    } defs[] = {{"scheduled_s", "s"},   {"sent_s", "s"},        {"first_token_s", "s"},
-                {"done_s", "s"},        {"ttft_ms", "ms"},      {"tpot_ms", "ms"},
-                {"latency_ms", "ms"},   {"queue_ms", "ms"},     {"itl_max_ms", "ms"},
-                {"output_tokens", "tokens"}, {"input_tokens", "tokens"}, {"status", "lb_qerr"},
-                {"http_status", "code"}, {"replica", "index"},  {"attempts", "count"},
-                {"sample", "index"},    {"target_qps", "queries/s"}};
+    } defs[] = {{"scheduled_s", "s"},       {"sent_s", "s"},
+                {"first_token_s", "s"},     {"done_s", "s"},
+                {"ttft_ms", "ms"},          {"tpot_ms", "ms"},
+                {"latency_ms", "ms"},       {"queue_ms", "ms"},
+                {"itl_max_ms", "ms"},       {"output_tokens", "tokens"},
+                {"input_tokens", "tokens"}, {"status", "lb_qerr"},
+                {"http_status", "code"},    {"replica", "index"},
+                {"attempts", "count"},      {"sample", "index"},
+                {"target_qps", "queries/s"}};
     enum { N_DEFS = sizeof defs / sizeof defs[0] };
     lb_series *s[N_DEFS];
     for (size_t d = 0; d < N_DEFS; d++) {

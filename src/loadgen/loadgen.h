@@ -33,29 +33,29 @@
 typedef struct {
     lb_scenario scenario;
     lb_mode mode;
-    double qps;                                /* Server: mean arrival rate, queries/s */
-    double sweep_qps[LB_LOADGEN_MAX_SWEEP];    /* Server rates run one after the other */
-    size_t n_sweep;                            /* 0: just qps */
-    int64_t concurrency;                       /* CONCURRENCY: queries in flight */
-    double min_duration_s;                     /* performance mode: run at least this long */
-    int64_t min_queries;                       /* performance mode: at least this many; 0 = dataset size */
-    int64_t max_inflight;                      /* Offline/Server cap on queries in flight; 0 = none */
-    int64_t warmup_queries;                    /* sent before each step, not recorded */
-    int64_t preconnect;                        /* connections opened before the first step;
-                                                  -1: as many as may be in flight, 0: none */
-    uint64_t sample_seed;                      /* sample order */
-    uint64_t schedule_seed;                    /* Poisson arrivals */
-    int32_t max_tokens;                        /* output tokens when the sample does not say */
-    lb_constraints constraints;                /* Server latency bounds, SLO, early stopping */
-    double drain_s;                            /* after SIGINT: wait this long for in-flight */
-    lb_openai_request request;                 /* body fields (api, model, stream, ...) */
-    lb_pool_params pool;                       /* endpoints, HTTP, retries, ejection */
-    const char *model_key;                     /* "llama3.1-8b", for the record */
-    const char *api_key_env;                   /* the variable's NAME only, for the record */
-    const char *dataset_path;                  /* for the record */
-    const lb_tokenizer *tokenizer;             /* counts the output of answers without usage
-                                                  (at completion); NULL: none */
-    const char *tokenizer_path;                /* for the record */
+    double qps;                             /* Server: mean arrival rate, queries/s */
+    double sweep_qps[LB_LOADGEN_MAX_SWEEP]; /* Server rates run one after the other */
+    size_t n_sweep;                         /* 0: just qps */
+    int64_t concurrency;                    /* CONCURRENCY: queries in flight */
+    double min_duration_s;                  /* performance mode: run at least this long */
+    int64_t min_queries;           /* performance mode: at least this many; 0 = dataset size */
+    int64_t max_inflight;          /* Offline/Server cap on queries in flight; 0 = none */
+    int64_t warmup_queries;        /* sent before each step, not recorded */
+    int64_t preconnect;            /* connections opened before the first step;
+                                      -1: as many as may be in flight, 0: none */
+    uint64_t sample_seed;          /* sample order */
+    uint64_t schedule_seed;        /* Poisson arrivals */
+    int32_t max_tokens;            /* output tokens when the sample does not say */
+    lb_constraints constraints;    /* Server latency bounds, SLO, early stopping */
+    double drain_s;                /* after SIGINT: wait this long for in-flight */
+    lb_openai_request request;     /* body fields (api, model, stream, ...) */
+    lb_pool_params pool;           /* endpoints, HTTP, retries, ejection */
+    const char *model_key;         /* "llama3.1-8b", for the record */
+    const char *api_key_env;       /* the variable's NAME only, for the record */
+    const char *dataset_path;      /* for the record */
+    const lb_tokenizer *tokenizer; /* counts the output of answers without usage
+                                      (at completion); NULL: none */
+    const char *tokenizer_path;    /* for the record */
     /* Called about twice a second while running (may be NULL). */
     void (*progress)(void *user, const lb_loadgen_progress *p);
     void *progress_user;

@@ -26,8 +26,12 @@ const char *lb_mode_name(lb_mode m) {
 }
 
 lb_constraints lb_constraints_default(void) {
-    return (lb_constraints){.ttft_limit_ms = 0, .tpot_limit_ms = 0, .percentile = 99.0,
-                            .confidence = 0.99, .slo_ttft_ms = 0, .slo_tpot_ms = 0};
+    return (lb_constraints){.ttft_limit_ms = 0,
+                            .tpot_limit_ms = 0,
+                            .percentile = 99.0,
+                            .confidence = 0.99,
+                            .slo_ttft_ms = 0,
+                            .slo_tpot_ms = 0};
 }
 
 /* MLPerf Inference datacenter Server bounds (p99 TTFT, p99 TPOT) per benchmark. */
@@ -35,9 +39,9 @@ static const struct {
     const char *key;
     double ttft_ms, tpot_ms;
 } model_bounds[] = {
-    {"llama3.1-8b", 2000, 100},         {"llama3.1-8b-interactive", 500, 30},
-    {"llama2-70b", 2000, 200},          {"llama2-70b-interactive", 450, 40},
-    {"llama3.1-405b", 6000, 175},       {"llama3.1-405b-interactive", 4500, 80},
+    {"llama3.1-8b", 2000, 100},   {"llama3.1-8b-interactive", 500, 30},
+    {"llama2-70b", 2000, 200},    {"llama2-70b-interactive", 450, 40},
+    {"llama3.1-405b", 6000, 175}, {"llama3.1-405b-interactive", 4500, 80},
 };
 
 lb_status lb_constraints_for_model(const char *key, lb_constraints *out, lb_err *err) {
@@ -52,8 +56,10 @@ lb_status lb_constraints_for_model(const char *key, lb_constraints *out, lb_err 
         size_t len = strlen(known);
         snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", model_bounds[i].key);
     }
-    return lb_fail(err, LB_ERR_USAGE, "model key '%s' is not one of %s (or give --ttft-limit-ms "
-                   "and --tpot-limit-ms)", key, known);
+    return lb_fail(err, LB_ERR_USAGE,
+                   "model key '%s' is not one of %s (or give --ttft-limit-ms "
+                   "and --tpot-limit-ms)",
+                   key, known);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -67,13 +73,15 @@ static lb_dist dist_of(double *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!isnan(x[i])) x[k++] = x[i];
     lb_dist d = {.n = k, .min = NAN, .max = NAN, .mean = NAN};
-    for (int i = 0; i < LB_N_PCTL; i++) d.p[i] = NAN;
+    for (int i = 0; i < LB_N_PCTL; i++)
+        d.p[i] = NAN;
     if (k == 0) return d;
     qsort(x, k, sizeof *x, cmp_double);
     d.min = x[0];
     d.max = x[k - 1];
     d.mean = lb_stats_mean(x, k);
-    for (int i = 0; i < LB_N_PCTL; i++) d.p[i] = lb_stats_percentile_sorted(x, k, lb_pctl_levels[i]);
+    for (int i = 0; i < LB_N_PCTL; i++)
+        d.p[i] = lb_stats_percentile_sorted(x, k, lb_pctl_levels[i]);
     return d;
 }
 
@@ -96,7 +104,9 @@ static void add_reason(lb_loadgen_summary *s, const char *fmt, ...) {
     va_end(ap);
 }
 
-static double ms(int64_t ns) { return (double)ns / 1e6; }
+static double ms(int64_t ns) {
+    return (double)ns / 1e6;
+}
 
 const char *lb_token_count_name(lb_token_count c) {
     switch (c) {
@@ -130,7 +140,9 @@ lb_status lb_query_count_output(lb_query *q, int64_t usage_tokens, bool streamed
 }
 
 /* TTFT, TPOT of one completed query (ms); TPOT is NaN below two tokens. */
-static double query_ttft(const lb_query *q) { return ms(q->first_ns - q->scheduled_ns); }
+static double query_ttft(const lb_query *q) {
+    return ms(q->first_ns - q->scheduled_ns);
+}
 static double query_tpot(const lb_query *q) {
     if (q->output_tokens < 2) return NAN;
     return ms(q->done_ns - q->first_ns) / (double)(q->output_tokens - 1);
@@ -173,19 +185,22 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
         double pt = pctl_of(&s->ttft_ms, c->percentile), pp = pctl_of(&s->tpot_ms, c->percentile);
         if (c->ttft_limit_ms > 0 && !(pt <= c->ttft_limit_ms)) {
             s->perf_ok = false;
-            add_reason(s, "p%g TTFT %.1f ms exceeds the %.0f ms bound: reduce --qps",
-                       c->percentile, pt, c->ttft_limit_ms);
+            add_reason(s, "p%g TTFT %.1f ms exceeds the %.0f ms bound: reduce --qps", c->percentile,
+                       pt, c->ttft_limit_ms);
         }
         if (c->tpot_limit_ms > 0 && !(pp <= c->tpot_limit_ms)) {
             s->perf_ok = false;
-            add_reason(s, "p%g TPOT %.2f ms exceeds the %.0f ms bound: reduce --qps",
-                       c->percentile, pp, c->tpot_limit_ms);
+            add_reason(s, "p%g TPOT %.2f ms exceeds the %.0f ms bound: reduce --qps", c->percentile,
+                       pp, c->tpot_limit_ms);
         }
-        if (c->ttft_limit_ms > 0) s->es_ttft = lb_early_stop_check(a, k, c->ttft_limit_ms, p, c->confidence);
-        if (c->tpot_limit_ms > 0) s->es_tpot = lb_early_stop_check(b, k, c->tpot_limit_ms, p, c->confidence);
+        if (c->ttft_limit_ms > 0)
+            s->es_ttft = lb_early_stop_check(a, k, c->ttft_limit_ms, p, c->confidence);
+        if (c->tpot_limit_ms > 0)
+            s->es_tpot = lb_early_stop_check(b, k, c->tpot_limit_ms, p, c->confidence);
         s->early_stop_ok = s->es_ttft.ok && s->es_tpot.ok;
         if (!s->early_stop_ok)
-            add_reason(s, "early stopping needs %lld queries for the TTFT bound and %lld for the "
+            add_reason(s,
+                       "early stopping needs %lld queries for the TTFT bound and %lld for the "
                        "TPOT bound, %lld were issued",
                        (long long)s->es_ttft.needed, (long long)s->es_tpot.needed,
                        (long long)s->issued);
@@ -222,8 +237,8 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
         add_reason(s, "issued %lld of the %lld minimum queries", (long long)s->issued,
                    (long long)s->min_queries);
     }
-    s->valid = s->perf_ok && s->min_duration_ok && s->min_queries_ok && s->early_stop_ok &&
-               s->no_failures;
+    s->valid =
+        s->perf_ok && s->min_duration_ok && s->min_queries_ok && s->early_stop_ok && s->no_failures;
 }
 
 lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms, size_t n_gaps,
@@ -283,14 +298,11 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
                              ? (double)(s->output_tokens + s->input_tokens) / dur
                              : NAN;
     switch (s->scenario) {
-    case LB_SCENARIO_SERVER:
-        s->mlperf_samples_per_s = (double)(s->completed - 1) / dur;
-        break;
+    case LB_SCENARIO_SERVER: s->mlperf_samples_per_s = (double)(s->completed - 1) / dur; break;
     case LB_SCENARIO_SINGLE_STREAM:
     case LB_SCENARIO_CONCURRENCY:
-        s->mlperf_samples_per_s = s->final_issued_s > 0
-                                      ? (double)(s->completed - 1) / s->final_issued_s
-                                      : NAN;
+        s->mlperf_samples_per_s =
+            s->final_issued_s > 0 ? (double)(s->completed - 1) / s->final_issued_s : NAN;
         break;
     case LB_SCENARIO_OFFLINE: s->mlperf_samples_per_s = s->samples_per_s; break;
     }
@@ -316,11 +328,13 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
     s->tpot_ms = dist_of(b, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
-        if (q[i].finished && q[i].error == LB_QERR_NONE) a[k++] = ms(q[i].done_ns - q[i].scheduled_ns);
+        if (q[i].finished && q[i].error == LB_QERR_NONE)
+            a[k++] = ms(q[i].done_ns - q[i].scheduled_ns);
     s->latency_ms = dist_of(a, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
-        if (q[i].finished && q[i].error == LB_QERR_NONE) a[k++] = ms(q[i].sent_ns - q[i].scheduled_ns);
+        if (q[i].finished && q[i].error == LB_QERR_NONE)
+            a[k++] = ms(q[i].sent_ns - q[i].scheduled_ns);
     s->queue_ms = dist_of(a, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
@@ -332,7 +346,8 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
         if (q[i].issued && q[i].scheduled_send && q[i].handover_ns > 0)
             a[k++] = ms(q[i].handover_ns - q[i].scheduled_ns);
     s->handover_lag_ms = dist_of(a, k);
-    for (size_t i = 0; i < n_gaps; i++) a[i] = gaps_ms[i];
+    for (size_t i = 0; i < n_gaps; i++)
+        a[i] = gaps_ms[i];
     s->itl_ms = dist_of(a, n_gaps);
 
     verdict(q, n, s, a, b);
@@ -388,8 +403,8 @@ lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *
         LB_TRY(put(r, prefix, name, (double)s->failures[e], "queries"));
     }
     LB_TRY(put(r, prefix, "output_tokens", (double)s->output_tokens, "tokens"));
-    LB_TRY(put(r, prefix, "output_tokens_unknown", (double)s->counted[LB_TOKENS_UNKNOWN],
-               "queries"));
+    LB_TRY(
+        put(r, prefix, "output_tokens_unknown", (double)s->counted[LB_TOKENS_UNKNOWN], "queries"));
     LB_TRY(put(r, prefix, "duration_s", s->duration_s, "s"));
     LB_TRY(put_dist(r, prefix, "ttft", &s->ttft_ms));
     LB_TRY(put_dist(r, prefix, "tpot", &s->tpot_ms));
@@ -399,10 +414,10 @@ lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *
     LB_TRY(put_dist(r, prefix, "send_lag", &s->send_lag_ms));
     LB_TRY(put_dist(r, prefix, "handover_lag", &s->handover_lag_ms));
     LB_TRY(put(r, prefix, "valid", s->valid ? 1.0 : 0.0, "bool"));
-    LB_TRY(put(r, prefix, "early_stop_needed_queries",
-               (double)(s->es_ttft.needed > s->es_tpot.needed ? s->es_ttft.needed
-                                                              : s->es_tpot.needed),
-               "queries"));
+    LB_TRY(
+        put(r, prefix, "early_stop_needed_queries",
+            (double)(s->es_ttft.needed > s->es_tpot.needed ? s->es_ttft.needed : s->es_tpot.needed),
+            "queries"));
     for (size_t i = 0; i < s->n_replicas; i++) {
         char name[LB_NAME_BYTES];
         snprintf(name, sizeof name, "replica%zu_completed", i);

@@ -34,8 +34,9 @@ typedef enum {
     LB_MODE_ACCURACY,
 } lb_mode;
 
-const char *lb_scenario_name(lb_scenario s); /* "Offline", "Server", "SingleStream", "Concurrency" */
-const char *lb_mode_name(lb_mode m);         /* "PerformanceOnly", "AccuracyOnly" */
+const char *
+lb_scenario_name(lb_scenario s);     /* "Offline", "Server", "SingleStream", "Concurrency" */
+const char *lb_mode_name(lb_mode m); /* "PerformanceOnly", "AccuracyOnly" */
 
 /* Where a completed query's output token count came from, in order of preference. */
 typedef enum {
@@ -49,13 +50,13 @@ typedef enum {
 const char *lb_token_count_name(lb_token_count c); /* "usage", "tokenizer", "chunks", ... */
 
 typedef struct {
-    int64_t scheduled_ns; /* when it was due (t0-relative) */
-    int64_t handover_ns;  /* when the (last) attempt was handed to the HTTP client */
-    int64_t sent_ns;      /* when the (last) attempt's request went out */
-    int64_t first_ns;     /* first generated text of the last attempt */
-    int64_t last_ns;      /* latest generated text (for inter-token gaps) */
-    int64_t done_ns;      /* answer complete, or failure known */
-    uint32_t sample;      /* dataset index */
+    int64_t scheduled_ns;  /* when it was due (t0-relative) */
+    int64_t handover_ns;   /* when the (last) attempt was handed to the HTTP client */
+    int64_t sent_ns;       /* when the (last) attempt's request went out */
+    int64_t first_ns;      /* first generated text of the last attempt */
+    int64_t last_ns;       /* latest generated text (for inter-token gaps) */
+    int64_t done_ns;       /* answer complete, or failure known */
+    uint32_t sample;       /* dataset index */
     int32_t input_tokens;  /* usage, else the dataset's count, else -1 */
     int32_t output_tokens; /* usage, else tokenizer, else streamed pieces, else -1 (unknown) */
     int32_t n_chunks;      /* streamed pieces with text */
@@ -63,21 +64,21 @@ typedef struct {
     uint8_t error;         /* lb_qerr */
     uint8_t attempts;      /* 1 + retries */
     int16_t http_status;
-    int16_t replica;      /* replica of the last attempt, -1 when none */
-    uint8_t counted;      /* lb_token_count: where output_tokens came from */
-    bool scheduled_send;  /* sent at its scheduled time (Offline/Server), not when a slot freed */
+    int16_t replica;     /* replica of the last attempt, -1 when none */
+    uint8_t counted;     /* lb_token_count: where output_tokens came from */
+    bool scheduled_send; /* sent at its scheduled time (Offline/Server), not when a slot freed */
     bool issued;
     bool finished;
 } lb_query;
 
 /* Server latency bounds, goodput SLO, early stopping parameters. */
 typedef struct {
-    double ttft_limit_ms;  /* Server: p-th percentile TTFT must not exceed this; 0 = none */
-    double tpot_limit_ms;  /* Server: p-th percentile TPOT must not exceed this; 0 = none */
-    double percentile;     /* for the bounds and early stopping (99) */
-    double confidence;     /* early stopping confidence (0.99) */
-    double slo_ttft_ms;    /* goodput: a query counts when TTFT <= this; 0 = no bound */
-    double slo_tpot_ms;    /* goodput: ... and TPOT <= this; 0 = no bound */
+    double ttft_limit_ms; /* Server: p-th percentile TTFT must not exceed this; 0 = none */
+    double tpot_limit_ms; /* Server: p-th percentile TPOT must not exceed this; 0 = none */
+    double percentile;    /* for the bounds and early stopping (99) */
+    double confidence;    /* early stopping confidence (0.99) */
+    double slo_ttft_ms;   /* goodput: a query counts when TTFT <= this; 0 = no bound */
+    double slo_tpot_ms;   /* goodput: ... and TPOT <= this; 0 = no bound */
 } lb_constraints;
 
 /* The MLPerf latency bounds of a model key ("llama3.1-8b", "llama3.1-8b-interactive",
@@ -100,47 +101,48 @@ typedef struct {
     /* setup */
     lb_scenario scenario;
     lb_mode mode;
-    double target_qps;      /* Server */
-    int64_t concurrency;    /* SingleStream 1, Concurrency N, else 0 */
+    double target_qps;   /* Server */
+    int64_t concurrency; /* SingleStream 1, Concurrency N, else 0 */
     lb_constraints constraints;
     double min_duration_s;
     int64_t min_queries;
     int64_t max_inflight;
-    int64_t preconnected;   /* connections opened (and answered) before the first step */
+    int64_t preconnected; /* connections opened (and answered) before the first step */
     uint64_t sample_seed, schedule_seed;
-    size_t n_samples;       /* dataset size (MLPerf's performance_sample_count) */
+    size_t n_samples; /* dataset size (MLPerf's performance_sample_count) */
     lb_replica replicas[LB_POOL_MAX_REPLICAS];
     size_t n_replicas;
     /* measured */
     int64_t issued, completed, failed, retries;
-    int64_t new_connections;    /* attempts that had to open a connection (none was idle) */
+    int64_t new_connections; /* attempts that had to open a connection (none was idle) */
     int64_t failures[LB_QERR_COUNT];
-    double duration_s;          /* t0 to the last completion */
-    double final_scheduled_s;   /* the last query's scheduled time */
-    double final_issued_s;      /* the last query's send time */
-    double samples_per_s;       /* completed / duration */
-    double mlperf_samples_per_s;/* MLPerf: (completed - 1) / last done (Server), completed / duration */
-    double scheduled_qps;       /* (issued - 1) / final scheduled time (Server) */
+    double duration_s;           /* t0 to the last completion */
+    double final_scheduled_s;    /* the last query's scheduled time */
+    double final_issued_s;       /* the last query's send time */
+    double samples_per_s;        /* completed / duration */
+    double mlperf_samples_per_s; /* MLPerf: (completed - 1) / last done (Server), completed /
+                                    duration */
+    double scheduled_qps;        /* (issued - 1) / final scheduled time (Server) */
     double output_tok_per_s;
     double total_tok_per_s;
-    double goodput_per_s;       /* completed within the SLO per second */
-    int64_t good;               /* completed within the SLO */
+    double goodput_per_s;                /* completed within the SLO per second */
+    int64_t good;                        /* completed within the SLO */
     int64_t output_tokens, input_tokens; /* output: of the queries whose count is known */
     bool input_tokens_known;
     int64_t counted[LB_TOKENS_COUNT]; /* completed queries by where their count came from */
-    char token_source[40];      /* the sources seen, '+'-joined in preference order:
-                                   "usage", "tokenizer+chunks", "usage+unknown", ...;
-                                   "none" without completions */
+    char token_source[40];            /* the sources seen, '+'-joined in preference order:
+                                         "usage", "tokenizer+chunks", "usage+unknown", ...;
+                                         "none" without completions */
     lb_dist ttft_ms, tpot_ms, itl_ms, latency_ms, queue_ms, send_lag_ms;
     lb_dist handover_lag_ms; /* handover - scheduled: the scheduler's own lateness */
     bool perf_ok, min_duration_ok, min_queries_ok, early_stop_ok, no_failures, valid;
     lb_early_stop es_ttft, es_tpot, es_latency;
-    char reasons[768];          /* why INVALID, "; "-separated; "" when valid */
+    char reasons[768]; /* why INVALID, "; "-separated; "" when valid */
     /* accuracy mode with references (accuracy/rouge.h) */
     bool has_rouge;
-    double rouge[4];            /* rouge1, rouge2, rougeL, rougeLsum: mean F x 100 */
-    int64_t gen_len, gen_num;   /* characters and samples scored */
-    bool rouge_checked;         /* the MLPerf llama3.1-8b targets applied (full data set) */
+    double rouge[4];          /* rouge1, rouge2, rougeL, rougeLsum: mean F x 100 */
+    int64_t gen_len, gen_num; /* characters and samples scored */
+    bool rouge_checked;       /* the MLPerf llama3.1-8b targets applied (full data set) */
     bool rouge_pass;
 } lb_loadgen_summary;
 
@@ -164,7 +166,7 @@ lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *
 /* What the progress line shows. */
 typedef struct {
     int64_t issued, completed, failed, inflight;
-    int64_t planned;   /* queries the run will issue; -1 when it depends on time */
+    int64_t planned; /* queries the run will issue; -1 when it depends on time */
     double elapsed_s;
     double rate_per_s; /* completions per second over the last interval */
     double eta_s;      /* NaN when unknown */

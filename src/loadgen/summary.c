@@ -5,9 +5,13 @@
 
 #define RULE "================================================\n"
 
-static long long ns_of(double ms) { return isfinite(ms) ? llround(ms * 1e6) : -1; }
+static long long ns_of(double ms) {
+    return isfinite(ms) ? llround(ms * 1e6) : -1;
+}
 
-static const char *yes(bool b) { return b ? "Yes" : "NO"; }
+static const char *yes(bool b) {
+    return b ? "Yes" : "NO";
+}
 
 /* "Min latency (ns) : ..." and the percentiles, MLPerf's labels. */
 static void dist_ns(FILE *f, const lb_dist *d, const char *min_label, const char *max_label,
@@ -32,16 +36,16 @@ static void early_stop_server(FILE *f, const lb_early_stop *e) {
 
 static void early_stop_estimate(FILE *f, const lb_early_stop *e, double pct) {
     if (!e->ok) {
-        fprintf(f, " * Only processed %lld queries.\n * Need to process at least %lld queries for "
-                   "early stopping.\n",
+        fprintf(f,
+                " * Only processed %lld queries.\n * Need to process at least %lld queries for "
+                "early stopping.\n",
                 (long long)e->n, (long long)e->needed);
         return;
     }
     fprintf(f,
             " * Processed at least %lld queries (%lld).\n * Would discard %lld highest latency "
             "queries.\n * Early stopping %.0fth percentile estimate: %lld\n",
-            (long long)e->needed, (long long)e->n, (long long)(e->t - 1), pct,
-            ns_of(e->estimate));
+            (long long)e->needed, (long long)e->n, (long long)(e->t - 1), pct, ns_of(e->estimate));
 }
 
 void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *sut_name) {
@@ -87,16 +91,17 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     } else if (!offline) {
         fprintf(f, "QPS w/ loadgen overhead         : %.2f\n", s->mlperf_samples_per_s);
         fprintf(f, "QPS w/o loadgen overhead        : %.2f\n",
-                s->latency_ms.mean > 0 ? (double)(s->concurrency ? s->concurrency : 1) * 1e3 /
-                                             s->latency_ms.mean
-                                       : NAN);
+                s->latency_ms.mean > 0
+                    ? (double)(s->concurrency ? s->concurrency : 1) * 1e3 / s->latency_ms.mean
+                    : NAN);
     }
     fprintf(f, "\n");
     dist_ns(f, &s->latency_ms, "Min latency (ns)                ",
             "Max latency (ns)                ", "Mean latency (ns)               ",
             "latency (ns)   ");
     fprintf(f, "\n");
-    if (server) fprintf(f, "Completed tokens per second                 : %.2f\n", s->output_tok_per_s);
+    if (server)
+        fprintf(f, "Completed tokens per second                 : %.2f\n", s->output_tok_per_s);
     dist_ns(f, &s->ttft_ms, "Min First Token latency (ns)                ",
             "Max First Token latency (ns)                ",
             "Mean First Token latency (ns)               ", "first token latency (ns)   ");
@@ -116,8 +121,9 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "Duration (s) : %.3f\n", s->duration_s);
     fprintf(f, "Samples per second : %.2f\n", s->samples_per_s);
     const int64_t *n = s->counted;
-    fprintf(f, "Output tokens : %lld (counted from %s: usage %lld, tokenizer %lld, streamed "
-               "chunks %lld, unknown %lld queries)\n",
+    fprintf(f,
+            "Output tokens : %lld (counted from %s: usage %lld, tokenizer %lld, streamed "
+            "chunks %lld, unknown %lld queries)\n",
             (long long)s->output_tokens, s->token_source, (long long)n[LB_TOKENS_USAGE],
             (long long)n[LB_TOKENS_TOKENIZER], (long long)n[LB_TOKENS_CHUNKS],
             (long long)n[LB_TOKENS_UNKNOWN]);
@@ -135,13 +141,16 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
         fprintf(f, "Goodput (samples/s with TTFT <= %g ms, TPOT <= %g ms) : %.2f (%lld queries)\n",
                 c->slo_ttft_ms, c->slo_tpot_ms, s->goodput_per_s, (long long)s->good);
     if (s->has_rouge)
-        fprintf(f, "ROUGE (F x 100) : rouge1 %.4f, rouge2 %.4f, rougeL %.4f, rougeLsum %.4f\n"
-                   "gen_len : %lld characters, gen_num : %lld\nAccuracy targets (MLPerf llama3.1-8b) : %s\n",
+        fprintf(f,
+                "ROUGE (F x 100) : rouge1 %.4f, rouge2 %.4f, rougeL %.4f, rougeLsum %.4f\n"
+                "gen_len : %lld characters, gen_num : %lld\nAccuracy targets (MLPerf llama3.1-8b) "
+                ": %s\n",
                 s->rouge[0], s->rouge[1], s->rouge[2], s->rouge[3], (long long)s->gen_len,
                 (long long)s->gen_num,
-                !s->rouge_checked ? "not applied (they hold for the full 13,368-sample cnn_eval set)"
-                : s->rouge_pass   ? "PASS"
-                                  : "FAIL");
+                !s->rouge_checked
+                    ? "not applied (they hold for the full 13,368-sample cnn_eval set)"
+                : s->rouge_pass ? "PASS"
+                                : "FAIL");
     fprintf(f, "\n");
     dist_ns(f, &s->itl_ms, "Min inter-token latency (ns)    ", "Max inter-token latency (ns)    ",
             "Mean inter-token latency (ns)   ", "inter-token latency (ns)   ");
@@ -151,9 +160,10 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     if (s->send_lag_ms.n > 0) {
         fprintf(f, "\nSend lag (sent - scheduled) p50 / p99 / max (ns) : %lld / %lld / %lld\n",
                 ns_of(s->send_lag_ms.p[0]), ns_of(s->send_lag_ms.p[4]), ns_of(s->send_lag_ms.max));
-        fprintf(f, "Hand-over lag (to libcurl - scheduled) p50 / p99 / max (ns) : %lld / %lld / %lld\n",
-                ns_of(s->handover_lag_ms.p[0]), ns_of(s->handover_lag_ms.p[4]),
-                ns_of(s->handover_lag_ms.max));
+        fprintf(
+            f, "Hand-over lag (to libcurl - scheduled) p50 / p99 / max (ns) : %lld / %lld / %lld\n",
+            ns_of(s->handover_lag_ms.p[0]), ns_of(s->handover_lag_ms.p[4]),
+            ns_of(s->handover_lag_ms.max));
     }
     fprintf(f, "Connections opened before the run / by queries : %lld / %lld\n",
             (long long)s->preconnected, (long long)s->new_connections);

@@ -42,9 +42,9 @@
 #ifndef LB_MODEL_CONFIG_H
 #define LB_MODEL_CONFIG_H
 
-#include "core/status.h"
-
 #include <stdint.h>
+
+#include "core/status.h"
 
 typedef enum { LB_FAMILY_GPT2, LB_FAMILY_LLAMA } lb_model_family;
 

@@ -7,14 +7,14 @@
  * families share one code path. Not here: mixed precision, recomputation, data. */
 #include "model/model.h"
 
-#include "core/stats.h"
-#include "model/ref_ops.h"
-#include "model/safetensors.h"
-
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/stats.h"
+#include "model/ref_ops.h"
+#include "model/safetensors.h"
 
 lb_adamw_params lb_adamw_default_params(void) {
     return (lb_adamw_params){.lr = 3e-4f,

@@ -25,11 +25,11 @@
 #ifndef LB_MODEL_MODEL_H
 #define LB_MODEL_MODEL_H
 
-#include "core/status.h"
-#include "model/config.h"
-
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/status.h"
+#include "model/config.h"
 
 typedef struct {
     float lr;           /* learning rate */

@@ -16,9 +16,9 @@
 #ifndef LB_MODEL_REF_OPS_H
 #define LB_MODEL_REF_OPS_H
 
-#include "model/config.h"
-
 #include <stdint.h>
+
+#include "model/config.h"
 
 /* --- embeddings --------------------------------------------------------------------- */
 /* GPT-2 encoder: out[B,T,C] = wte[inp[b,t], :] + wpe[t, :]. inp [B,T] in [0,V). */

@@ -13,10 +13,10 @@
 #ifndef LB_MODEL_SAFETENSORS_H
 #define LB_MODEL_SAFETENSORS_H
 
-#include "core/status.h"
-
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/status.h"
 
 typedef enum {
     LB_ST_F32,

@@ -501,8 +501,8 @@ lb_status lb_tokenizer_parse(lb_tokenizer **out, const char *bytes, size_t n, co
     return LB_OK;
 }
 
-lb_status lb_tokenizer_load(lb_tokenizer **out, const char *path,
-                            const lb_tokenizer_params *params, lb_err *err) {
+lb_status lb_tokenizer_load(lb_tokenizer **out, const char *path, const lb_tokenizer_params *params,
+                            lb_err *err) {
     *out = NULL;
     char *buf = NULL;
     size_t n = 0;

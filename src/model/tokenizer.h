@@ -18,10 +18,10 @@
 #ifndef LB_MODEL_TOKENIZER_H
 #define LB_MODEL_TOKENIZER_H
 
-#include "core/status.h"
-
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/status.h"
 
 /* The pre-split regular expression. */
 typedef enum {

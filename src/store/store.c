@@ -10,15 +10,15 @@
  * together with its user_version bump. Not here: metric computation, redaction, printing. */
 #include "store/store.h"
 
-#include "core/clock.h"
-#include "core/version.h"
-
 #include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "core/clock.h"
+#include "core/version.h"
 
 struct lb_store {
     sqlite3 *db;

@@ -17,13 +17,13 @@
 #ifndef LB_STORE_STORE_H
 #define LB_STORE_STORE_H
 
-#include "core/result.h"
-#include "core/status.h"
-
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "core/result.h"
+#include "core/status.h"
 
 #define LB_STORE_SCHEMA_VERSION 1 /* the newest schema this build reads and writes */
 #define LB_STORE_PATH_BYTES     4096

@@ -44,13 +44,13 @@
 #include "core/signals.h"
 #include "sut/http_sse.h"
 
-#define MAX_EVENT_BYTES (4u << 20) /* one SSE event or line */
-#define MAX_BODY_BYTES (64u << 20) /* a whole non-streamed answer */
-#define MAX_ERROR_BODY 512         /* kept of an error answer, for the detail */
-#define SHARD_CONNECTIONS 64       /* connections one multi handle is sized for */
-#define MAX_KEYS 64                /* replicas told apart when choosing a shard */
-#define TIMER_TAG UINT64_MAX       /* epoll data of the timerfd */
-#define MAX_EVENTS 64              /* taken from epoll at a time */
+#define MAX_EVENT_BYTES   (4u << 20)  /* one SSE event or line */
+#define MAX_BODY_BYTES    (64u << 20) /* a whole non-streamed answer */
+#define MAX_ERROR_BODY    512         /* kept of an error answer, for the detail */
+#define SHARD_CONNECTIONS 64          /* connections one multi handle is sized for */
+#define MAX_KEYS          64          /* replicas told apart when choosing a shard */
+#define TIMER_TAG         UINT64_MAX  /* epoll data of the timerfd */
+#define MAX_EVENTS        64          /* taken from epoll at a time */
 
 typedef struct lb_http_client lb_http_client;
 
@@ -58,8 +58,8 @@ typedef struct {
     CURLM *multi;
     lb_http_client *c;
     uint32_t index;
-    int64_t deadline_ns;        /* libcurl's timer for this multi, -1 when none */
-    uint32_t load[MAX_KEYS];    /* transfers in flight here, per replica */
+    int64_t deadline_ns;     /* libcurl's timer for this multi, -1 when none */
+    uint32_t load[MAX_KEYS]; /* transfers in flight here, per replica */
 } shard;
 
 /* What the client knows of one socket of libcurl's, indexed by its number. */
@@ -73,8 +73,8 @@ typedef struct {
 typedef struct xfer {
     CURL *easy;
     lb_http_client *c;
-    shard *sh;   /* where it runs while in use */
-    int key;     /* its replica, for the shard's load */
+    shard *sh; /* where it runs while in use */
+    int key;   /* its replica, for the shard's load */
     struct xfer *next_free;
     bool in_use;
     lb_http_request req;
@@ -98,7 +98,7 @@ struct lb_http_client {
     shard *shards;
     uint32_t n_shards;
     int epfd, tfd;
-    int64_t armed_ns;         /* what the timerfd is set to, -1 when disarmed */
+    int64_t armed_ns; /* what the timerfd is set to, -1 when disarmed */
     /* Events taken from epoll and not served yet, in order: a run that must return for a
      * due send leaves them here and the next run serves them first, so every ready socket
      * waits its turn (epoll would otherwise report the left ones again behind all the
@@ -116,13 +116,13 @@ struct lb_http_client {
     xfer *free_list;
     size_t inflight;
     int finished;
-    CURL **openers;   /* lb_http_preconnect's transfers still running (NULL: ended) */
+    CURL **openers; /* lb_http_preconnect's transfers still running (NULL: ended) */
     int64_t n_openers, running_openers, opened;
 };
 
 const char *lb_qerr_name(lb_qerr e) {
     static const char *const names[LB_QERR_COUNT] = {
-        "none",     "connect",  "timeout",  "dropped",      "truncated",  "bad_sse",     "bad_json",
+        "none",     "connect",  "timeout",      "dropped",    "truncated",   "bad_sse", "bad_json",
         "http_4xx", "http_5xx", "server_error", "no_replica", "interrupted", "other"};
     return (unsigned)e < LB_QERR_COUNT ? names[e] : "unknown";
 }
@@ -143,7 +143,8 @@ lb_http_params lb_http_default_params(void) {
 static int grow(char **buf, size_t *cap, size_t need) {
     if (need <= *cap) return 0;
     size_t ncap = *cap ? *cap : 1024;
-    while (ncap < need) ncap *= 2;
+    while (ncap < need)
+        ncap *= 2;
     char *b = realloc(*buf, ncap);
     if (b == NULL) return -1;
     *buf = b;
@@ -156,7 +157,8 @@ static void set_parse_error(xfer *x, lb_qerr e, const char *fmt, const char *dat
     x->parse_error = e;
     char shown[48];
     size_t n = len < sizeof shown - 1 ? len : sizeof shown - 1;
-    for (size_t i = 0; i < n; i++) shown[i] = (data[i] >= 32 && data[i] < 127) ? data[i] : '?';
+    for (size_t i = 0; i < n; i++)
+        shown[i] = (data[i] >= 32 && data[i] < 127) ? data[i] : '?';
     shown[n] = '\0';
     snprintf(x->parse_detail, sizeof x->parse_detail, fmt, shown);
 }
@@ -199,8 +201,7 @@ static int on_event(void *ud, const char *data, size_t len) {
     int stop = take_piece(x, &piece);
     bool token = piece.text_len > 0;
     lb_openai_piece_clear(&piece);
-    if (!stop && token && x->c->cb.on_token)
-        x->c->cb.on_token(x->c->user, x->req.tag, x->event_ns);
+    if (!stop && token && x->c->cb.on_token) x->c->cb.on_token(x->c->user, x->req.tag, x->event_ns);
     return stop;
 }
 
@@ -298,7 +299,8 @@ static int on_sockopt(void *clientp, curl_socket_t s, curlsocktype purpose) {
     if (purpose != CURLSOCKTYPE_IPCXN || s < 0) return CURL_SOCKOPT_OK;
     if ((size_t)s >= c->n_socks) {
         size_t n = c->n_socks ? c->n_socks : 256;
-        while (n <= (size_t)s) n *= 2;
+        while (n <= (size_t)s)
+            n *= 2;
         sock_state *t = realloc(c->socks, n * sizeof *t);
         if (t == NULL) return CURL_SOCKOPT_ERROR;
         memset(t + c->n_socks, 0, (n - c->n_socks) * sizeof *t);
@@ -377,7 +379,8 @@ static void classify(xfer *x, CURLcode rc, lb_http_outcome *o) {
     lb_openai_piece piece;
     if (lb_openai_parse(c->p.api, false, x->buf ? x->buf : "", x->len, &piece) != LB_OK) {
         set_parse_error(x, c->p.stream ? LB_QERR_BAD_SSE : LB_QERR_BAD_JSON,
-                        c->p.stream ? "not an event stream: '%s'" : "body is not a completion: '%s'",
+                        c->p.stream ? "not an event stream: '%s'"
+                                    : "body is not a completion: '%s'",
                         x->buf ? x->buf : "", x->len);
         o->error = x->parse_error;
         snprintf(o->detail, sizeof o->detail, "%s", x->parse_detail);
@@ -456,8 +459,8 @@ static void drain_done(shard *sh) {
     }
 }
 
-lb_status lb_http_init(lb_http_client **out, const lb_http_params *p,
-                       const lb_http_callbacks *cb, void *user, lb_err *err) {
+lb_status lb_http_init(lb_http_client **out, const lb_http_params *p, const lb_http_callbacks *cb,
+                       void *user, lb_err *err) {
     *out = NULL;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return lb_fail(err, LB_ERR_RUNTIME, "libcurl failed to initialize");
@@ -531,7 +534,8 @@ void lb_http_free(lb_http_client *c) {
         if (c->shards[i].multi) curl_multi_cleanup(c->shards[i].multi);
     free(c->shards);
     if (c->headers) {
-        for (struct curl_slist *h = c->headers; h; h = h->next) memset(h->data, 0, strlen(h->data));
+        for (struct curl_slist *h = c->headers; h; h = h->next)
+            memset(h->data, 0, strlen(h->data));
         curl_slist_free_all(c->headers);
     }
     if (c->epfd >= 0) close(c->epfd);
@@ -694,7 +698,9 @@ int lb_http_run(lb_http_client *c, int64_t until_ns) {
     }
 }
 
-size_t lb_http_inflight(const lb_http_client *c) { return c->inflight; }
+size_t lb_http_inflight(const lb_http_client *c) {
+    return c->inflight;
+}
 
 void lb_http_abort_all(lb_http_client *c, lb_qerr why) {
     for (size_t i = 0; i < c->n_all; i++) {
@@ -703,8 +709,11 @@ void lb_http_abort_all(lb_http_client *c, lb_qerr why) {
         curl_multi_remove_handle(x->sh->multi, x->easy);
         x->sh->load[x->key]--;
         c->inflight--;
-        lb_http_outcome o = {.req = x->req, .error = why, .http_status = x->http_status,
-                             .start_ns = x->start_ns, .sent_ns = x->start_ns};
+        lb_http_outcome o = {.req = x->req,
+                             .error = why,
+                             .http_status = x->http_status,
+                             .start_ns = x->start_ns,
+                             .sent_ns = x->start_ns};
         o.done_ns = lb_clock_now_ns();
         o.first_ns = x->first_ns ? x->first_ns : o.done_ns;
         o.prompt_tokens = o.completion_tokens = -1;

@@ -47,13 +47,13 @@ const char *lb_qerr_name(lb_qerr e);
 
 typedef struct {
     lb_api api;
-    bool stream;              /* SSE streaming with usage */
-    bool keep_text;           /* collect the generated text (accuracy mode) */
-    int64_t timeout_ms;       /* per request, 0 = none */
+    bool stream;        /* SSE streaming with usage */
+    bool keep_text;     /* collect the generated text (accuracy mode) */
+    int64_t timeout_ms; /* per request, 0 = none */
     int64_t connect_timeout_ms;
-    const char *api_key;      /* sent as "Authorization: Bearer ..."; NULL for none */
-    int64_t max_connections;  /* connection cache size (open connections kept) */
-    int64_t spin_ns;          /* busy-poll window before a deadline */
+    const char *api_key;     /* sent as "Authorization: Bearer ..."; NULL for none */
+    int64_t max_connections; /* connection cache size (open connections kept) */
+    int64_t spin_ns;         /* busy-poll window before a deadline */
 } lb_http_params;
 
 lb_http_params lb_http_default_params(void);
@@ -94,8 +94,8 @@ typedef struct {
 
 typedef struct lb_http_client lb_http_client;
 
-lb_status lb_http_init(lb_http_client **out, const lb_http_params *p,
-                       const lb_http_callbacks *cb, void *user, lb_err *err);
+lb_status lb_http_init(lb_http_client **out, const lb_http_params *p, const lb_http_callbacks *cb,
+                       void *user, lb_err *err);
 void lb_http_free(lb_http_client *c);
 
 /* Starts a POST of req->body to url (copied). Returns LB_ERR_NOMEM or LB_ERR_RUNTIME when

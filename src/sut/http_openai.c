@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *lb_api_name(lb_api api) { return api == LB_API_CHAT ? "chat" : "completions"; }
+const char *lb_api_name(lb_api api) {
+    return api == LB_API_CHAT ? "chat" : "completions";
+}
 
 int lb_api_parse(const char *name) {
     if (strcmp(name, "completions") == 0) return LB_API_COMPLETIONS;

@@ -43,8 +43,8 @@ char *lb_openai_body(const lb_openai_request *req, const char *prompt, int32_t m
                      size_t *len);
 
 typedef struct {
-    bool done;                 /* the "[DONE]" event */
-    const char *text;          /* generated text in this piece ("" when none); points into root */
+    bool done;        /* the "[DONE]" event */
+    const char *text; /* generated text in this piece ("" when none); points into root */
     size_t text_len;
     int64_t prompt_tokens;     /* from usage; -1 when absent */
     int64_t completion_tokens; /* from usage; -1 when absent */

@@ -26,12 +26,15 @@ void lb_sse_free(lb_sse_parser *p) {
     memset(p, 0, sizeof *p);
 }
 
-bool lb_sse_pending(const lb_sse_parser *p) { return p->line_len > 0 || p->has_data; }
+bool lb_sse_pending(const lb_sse_parser *p) {
+    return p->line_len > 0 || p->has_data;
+}
 
 static int reserve(char **buf, size_t *cap, size_t need) {
     if (need <= *cap) return 0;
     size_t ncap = *cap ? *cap : 256;
-    while (ncap < need) ncap *= 2;
+    while (ncap < need)
+        ncap *= 2;
     char *b = realloc(*buf, ncap);
     if (b == NULL) return LB_SSE_NOMEM;
     *buf = b;

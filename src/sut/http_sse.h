@@ -30,7 +30,7 @@ typedef struct {
 } lb_sse_parser;
 
 #define LB_SSE_TOO_LARGE (-1)
-#define LB_SSE_NOMEM (-2)
+#define LB_SSE_NOMEM     (-2)
 
 void lb_sse_init(lb_sse_parser *p, size_t max_bytes);
 /* Forgets any partial line or event (for reuse on a new stream); keeps the buffers. */

@@ -33,7 +33,8 @@ static size_t base_len(const char *endpoint) {
     const char *v1 = strstr(endpoint, "/v1/");
     if (v1 != NULL) return (size_t)(v1 - endpoint);
     size_t n = strlen(endpoint);
-    while (n > 0 && endpoint[n - 1] == '/') n--;
+    while (n > 0 && endpoint[n - 1] == '/')
+        n--;
     if (n >= 3 && memcmp(endpoint + n - 3, "/v1", 3) == 0) n -= 3;
     return n;
 }
@@ -48,7 +49,8 @@ void lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t bu
 
 static size_t in_rotation(const lb_pool *pool) {
     size_t k = 0;
-    for (size_t i = 0; i < pool->n; i++) k += !pool->replicas[i].ejected;
+    for (size_t i = 0; i < pool->n; i++)
+        k += !pool->replicas[i].ejected;
     return k;
 }
 
@@ -84,8 +86,7 @@ static lb_status send_to(lb_pool *pool, int replica, const lb_http_request *req,
 
 static void end_without_replica(lb_pool *pool, const lb_http_request *req, lb_qerr why,
                                 const char *detail) {
-    lb_http_outcome o = {.req = *req, .error = why, .prompt_tokens = -1,
-                         .completion_tokens = -1};
+    lb_http_outcome o = {.req = *req, .error = why, .prompt_tokens = -1, .completion_tokens = -1};
     o.start_ns = o.sent_ns = o.first_ns = o.done_ns = 0;
     snprintf(o.detail, sizeof o.detail, "%.*s", (int)sizeof o.detail - 1, detail); /* cut */
     pool->cb.on_done(pool->user, &o);
@@ -108,8 +109,8 @@ static void on_done(void *user, const lb_http_outcome *o) {
     }
     r->failed++;
     r->consecutive_failures++;
-    if (pool->p.eject_after > 0 && !r->ejected &&
-        r->consecutive_failures >= pool->p.eject_after && in_rotation(pool) > 1) {
+    if (pool->p.eject_after > 0 && !r->ejected && r->consecutive_failures >= pool->p.eject_after &&
+        in_rotation(pool) > 1) {
         r->ejected = true;
         snprintf(r->eject_reason, sizeof r->eject_reason, "%lld failures in a row, last: %s (%s)",
                  (long long)r->consecutive_failures, lb_qerr_name(o->error), o->detail);
@@ -171,8 +172,12 @@ void lb_pool_free(lb_pool *pool) {
 
 lb_status lb_pool_submit(lb_pool *pool, uint64_t tag, const char *body, size_t body_len,
                          lb_err *err) {
-    lb_http_request req = {.tag = tag, .replica = -1, .attempt = 0, .tried_mask = 0,
-                           .body = body, .body_len = body_len};
+    lb_http_request req = {.tag = tag,
+                           .replica = -1,
+                           .attempt = 0,
+                           .tried_mask = 0,
+                           .body = body,
+                           .body_len = body_len};
     int r = pick(pool, 0);
     if (r < 0) {
         end_without_replica(pool, &req, LB_QERR_NO_REPLICA, "every replica is out of rotation");
@@ -198,11 +203,17 @@ lb_status lb_pool_preconnect(lb_pool *pool, int64_t n, int64_t *opened, lb_err *
     return LB_OK;
 }
 
-int lb_pool_run(lb_pool *pool, int64_t until_ns) { return lb_http_run(pool->http, until_ns); }
+int lb_pool_run(lb_pool *pool, int64_t until_ns) {
+    return lb_http_run(pool->http, until_ns);
+}
 
-size_t lb_pool_inflight(const lb_pool *pool) { return lb_http_inflight(pool->http); }
+size_t lb_pool_inflight(const lb_pool *pool) {
+    return lb_http_inflight(pool->http);
+}
 
-void lb_pool_abort_all(lb_pool *pool, lb_qerr why) { lb_http_abort_all(pool->http, why); }
+void lb_pool_abort_all(lb_pool *pool, lb_qerr why) {
+    lb_http_abort_all(pool->http, why);
+}
 
 const lb_replica *lb_pool_replicas(const lb_pool *pool, size_t *n) {
     *n = pool->n;

@@ -38,20 +38,20 @@
 #include "sut/server_timer.h"
 
 #define BODY_INLINE_BYTES 4096
-#define BODY_MAX_BYTES ((size_t)64 << 20)
-#define MODEL_MAX_BYTES 256
+#define BODY_MAX_BYTES    ((size_t)64 << 20)
+#define MODEL_MAX_BYTES   256
 /* The head's fixed part is at most 111 bytes ("chatcmpl-" + 20-digit index, the longest
  * object name, a 20-character time); the model name escapes to at most 6 bytes a byte. */
 #define HEAD_FIXED_MAX_BYTES 111
-#define HEAD_BYTES (MODEL_MAX_BYTES * 6 + 160)
+#define HEAD_BYTES           (MODEL_MAX_BYTES * 6 + 160)
 _Static_assert(HEAD_BYTES >= HEAD_FIXED_MAX_BYTES + MODEL_MAX_BYTES * 6 + 2,
                "the head buffer must hold the longest head");
 #define TOKEN_JSON_MAX_BYTES (LB_TOKEN_TEXT_MAX_BYTES * 6)
 /* An SSE event is "data: " + head + at most this many bytes. */
-#define EVENT_TAIL_BYTES (TOKEN_JSON_MAX_BYTES + 192)
-#define EVENT_BYTES (6 + HEAD_BYTES + EVENT_TAIL_BYTES)
+#define EVENT_TAIL_BYTES   (TOKEN_JSON_MAX_BYTES + 192)
+#define EVENT_BYTES        (6 + HEAD_BYTES + EVENT_TAIL_BYTES)
 #define STREAM_BLOCK_BYTES (16 * 1024)
-#define DRAIN_POLL_NS 2000000
+#define DRAIN_POLL_NS      2000000
 
 typedef enum { ROUTE_NONE, ROUTE_COMPLETIONS, ROUTE_CHAT, ROUTE_MODELS, ROUTE_HEALTH } route;
 
@@ -92,7 +92,7 @@ typedef struct {
     struct MHD_Connection *conn;
     int refs;
     bool chat;
-    bool parsed;       /* body read and accepted: the source has started */
+    bool parsed; /* body read and accepted: the source has started */
     bool stream, include_usage;
     bool faulted, fault_fired;
     bool too_large;
@@ -182,7 +182,8 @@ static char *put_i64(char *p, int64_t v) {
 static bool sbuf_reserve(sbuf *b, size_t extra) {
     if (b->len + extra <= b->cap) return true;
     size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) cap *= 2;
+    while (cap < b->len + extra)
+        cap *= 2;
     char *p = b->heap ? realloc(b->p, cap) : malloc(cap);
     if (!p) return false;
     if (!b->heap && b->len > 0) memcpy(p, b->p, b->len);
@@ -207,8 +208,7 @@ static void sbuf_free(sbuf *b) {
 /* ---- responses ---- */
 
 static int64_t now_ns(const lb_server *s) {
-    return atomic_load_explicit(&s->draining, memory_order_relaxed) ? INT64_MAX
-                                                                     : lb_clock_now_ns();
+    return atomic_load_explicit(&s->draining, memory_order_relaxed) ? INT64_MAX : lb_clock_now_ns();
 }
 
 static void count(atomic_uint_fast64_t *c, uint64_t n) {
@@ -323,7 +323,9 @@ static enum MHD_Result reply_request_error(request *r, unsigned code, const char
 
 /* ---- request parsing ---- */
 
-static bool is_set(const json_t *v) { return v && !json_is_null(v); }
+static bool is_set(const json_t *v) {
+    return v && !json_is_null(v);
+}
 
 /* Appends one prompt part to the prompt text, newline-separated. */
 static bool prompt_add(request *r, const char *s, size_t n) {
@@ -350,8 +352,7 @@ static const char *read_prompt(request *r, const json_t *prompt) {
             if (!sbuf_append(&r->body, tmp, (size_t)n) || !sbuf_append(&r->body, " ", 1))
                 return "out of memory";
         } else if (!ids && json_is_string(v)) {
-            if (!prompt_add(r, json_string_value(v), json_string_length(v)))
-                return "out of memory";
+            if (!prompt_add(r, json_string_value(v), json_string_length(v))) return "out of memory";
         } else if (json_is_array(v)) {
             return "batched prompts (an array of prompts) are not supported: send one prompt "
                    "per request";
@@ -430,7 +431,7 @@ static const char *read_request(request *r, const json_t *root) {
                               : read_prompt(r, json_object_get(root, "prompt"));
     if (why) return why;
 
-    const char *object = !r->chat ? "text_completion"
+    const char *object = !r->chat    ? "text_completion"
                          : r->stream ? "chat.completion.chunk"
                                      : "chat.completion";
     int n = snprintf(r->head, sizeof r->head,
@@ -558,10 +559,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             r->out = OUT_END;
             r->ok = !r->faulted;
             break;
-        case OUT_END:
-            return used > 0 ? (ssize_t)used : MHD_CONTENT_READER_END_OF_STREAM;
-        case OUT_ABORT:
-            return used > 0 ? (ssize_t)used : MHD_CONTENT_READER_END_WITH_ERROR;
+        case OUT_END: return used > 0 ? (ssize_t)used : MHD_CONTENT_READER_END_OF_STREAM;
+        case OUT_ABORT: return used > 0 ? (ssize_t)used : MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (w == spare) { /* only when used == 0 and the buffer is smaller than the bound */
             if (n > max) {
@@ -613,8 +612,8 @@ static enum MHD_Result finish_whole(request *r) {
     struct MHD_Response *resp;
     if (r->faulted && s->p.fault == LB_FAULT_DROP) {
         r->drop_at = r->resp.len / 2;
-        resp = MHD_create_response_from_callback(r->resp.len, 4096, drop_reader, r,
-                                                 request_release);
+        resp =
+            MHD_create_response_from_callback(r->resp.len, 4096, drop_reader, r, request_release);
         if (resp) r->refs++;
     } else {
         size_t len = r->faulted && s->p.fault == LB_FAULT_BAD_JSON ? r->resp.len / 2 : r->resp.len;
@@ -721,9 +720,8 @@ static enum MHD_Result reply_shared(struct MHD_Connection *c, struct MHD_Respons
 static char models_pending, health_pending;
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
     (void)version;
     lb_server *s = cls;
     if (*con_cls == &models_pending || *con_cls == &health_pending) {
@@ -781,11 +779,11 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
-    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = '\0';
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
     /* Before the socket is up a message explains a failed start; later ones are about
      * single connections (a client that went away) and only interest -vv. */
-    lb_log(atomic_load(&s->started) ? LB_LOG_DEBUG : LB_LOG_WARN, "serve: libmicrohttpd: %s",
-           msg);
+    lb_log(atomic_load(&s->started) ? LB_LOG_DEBUG : LB_LOG_WARN, "serve: libmicrohttpd: %s", msg);
 }
 
 static struct MHD_Response *shared_json(const char *text) {
@@ -814,8 +812,7 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
                           lb_server **out, lb_err *err) {
     *out = NULL;
     if (!params->model || !params->model[0] || strlen(params->model) > MODEL_MAX_BYTES)
-        return lb_fail(err, LB_ERR_USAGE, "the model name must be 1 to %d bytes",
-                       MODEL_MAX_BYTES);
+        return lb_fail(err, LB_ERR_USAGE, "the model name must be 1 to %d bytes", MODEL_MAX_BYTES);
     if (params->port < 0 || params->port > 65535)
         return lb_fail(err, LB_ERR_USAGE, "port %d is outside 0..65535", params->port);
     if (!(params->fault_rate >= 0.0 && params->fault_rate <= 1.0))
@@ -853,8 +850,8 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
         return st;
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned threads = params->threads > 0 ? (unsigned)params->threads
-                                           : (unsigned)(cores > 0 ? cores : 1);
+    unsigned threads =
+        params->threads > 0 ? (unsigned)params->threads : (unsigned)(cores > 0 ? cores : 1);
     /* poll(), not epoll: libmicrohttpd's epoll loop (seen in 0.9.75) fetches 128 events
      * a call and, after a full batch, waits again with the blocking timeout, so a worker
      * that finds exactly 128 (256, ...) connections ready sleeps with them unserved until
@@ -867,11 +864,11 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
         {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
-    s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_ARRAY, pool,
-        MHD_OPTION_CONNECTION_LIMIT, params->connection_limit, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-        4096u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                 on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_ARRAY,
+                                 pool, MHD_OPTION_CONNECTION_LIMIT, params->connection_limit,
+                                 MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_NOTIFY_COMPLETED,
+                                 on_completed, s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon) {
         lb_server_free(s);
@@ -889,7 +886,9 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
     return LB_OK;
 }
 
-int lb_server_port(const lb_server *s) { return s->port; }
+int lb_server_port(const lb_server *s) {
+    return s->port;
+}
 
 void lb_server_get_stats(const lb_server *s, lb_server_stats *out) {
     lb_server *m = (lb_server *)s; /* atomic loads need a non-const object in C11 */

@@ -66,7 +66,8 @@ static struct MHD_Connection *pop(lb_server_timer *t) {
 }
 
 static struct timespec to_timespec(int64_t ns) {
-    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000), .tv_nsec = (long)(ns % 1000000000)};
+    return (struct timespec){.tv_sec = (time_t)(ns / 1000000000),
+                             .tv_nsec = (long)(ns % 1000000000)};
 }
 
 static void *timer_main(void *arg) {
@@ -81,7 +82,8 @@ static void *timer_main(void *arg) {
         if (nb > 0) {
             t->resuming = true;
             pthread_mutex_unlock(&t->mu);
-            for (size_t i = 0; i < nb; i++) MHD_resume_connection(batch[i]);
+            for (size_t i = 0; i < nb; i++)
+                MHD_resume_connection(batch[i]);
             pthread_mutex_lock(&t->mu);
             t->resuming = false;
             continue;

@@ -21,8 +21,8 @@ typedef struct {
 typedef struct {
     int64_t first_due_ns; /* when token 0 is due */
     int64_t tpot_ns;
-    int64_t next;         /* index of the next token */
-    int64_t n;            /* tokens to generate */
+    int64_t next; /* index of the next token */
+    int64_t n;    /* tokens to generate */
     lb_rng rng;
 } synth_stream;
 
@@ -63,8 +63,8 @@ static lb_status synth_start(void *ctx, const lb_token_request *req, void *strea
     return LB_OK;
 }
 
-static lb_token_state synth_next(void *ctx, void *stream, int64_t now_ns, char *text,
-                                 size_t *len, int64_t *due_ns) {
+static lb_token_state synth_next(void *ctx, void *stream, int64_t now_ns, char *text, size_t *len,
+                                 int64_t *due_ns) {
     (void)ctx;
     synth_stream *s = stream;
     if (s->next >= s->n) return LB_TOKEN_END;
@@ -79,7 +79,8 @@ static lb_token_state synth_next(void *ctx, void *stream, int64_t now_ns, char *
     for (uint32_t v = (uint32_t)lb_rng_below(&s->rng, 100000); nd == 0 || v > 0; v /= 10)
         digits[nd++] = (char)('0' + v % 10);
     memcpy(text, "tok", 3);
-    for (int i = 0; i < nd; i++) text[3 + i] = digits[nd - 1 - i];
+    for (int i = 0; i < nd; i++)
+        text[3 + i] = digits[nd - 1 - i];
     text[3 + nd] = ' ';
     *len = (size_t)(4 + nd);
     s->next++;
@@ -91,8 +92,7 @@ static void synth_done(void *ctx, void *stream) {
     (void)stream;
 }
 
-lb_status lb_synthetic_init(const lb_synthetic_params *params, lb_token_source *src,
-                            lb_err *err) {
+lb_status lb_synthetic_init(const lb_synthetic_params *params, lb_token_source *src, lb_err *err) {
     if (!(params->ttft_ms >= 0.0) || !(params->tpot_ms >= 0.0) || !isfinite(params->ttft_ms) ||
         !isfinite(params->tpot_ms))
         return lb_fail(err, LB_ERR_USAGE,

@@ -27,8 +27,7 @@ lb_synthetic_params lb_synthetic_default_params(void);
 
 /* Fills *src with the synthetic source. src->ctx is allocated here: release it with
  * lb_synthetic_free. */
-lb_status lb_synthetic_init(const lb_synthetic_params *params, lb_token_source *src,
-                            lb_err *err);
+lb_status lb_synthetic_init(const lb_synthetic_params *params, lb_token_source *src, lb_err *err);
 void lb_synthetic_free(lb_token_source *src); /* accepts NULL and a zeroed source */
 
 /* Whitespace-separated words in text[0..len): the synthetic prompt token count. */

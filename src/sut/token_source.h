@@ -28,11 +28,11 @@
 #define LB_TOKEN_TEXT_MAX_BYTES 64
 
 typedef struct {
-    const char *prompt;  /* prompt text; valid during start() only; not NUL-terminated */
-    size_t prompt_len;   /* bytes */
-    int64_t max_tokens;  /* output tokens to generate, >= 1 */
-    int64_t arrival_ns;  /* lb_clock_now_ns() when the request arrived */
-    bool chat;           /* /v1/chat/completions (prompt = message contents) */
+    const char *prompt; /* prompt text; valid during start() only; not NUL-terminated */
+    size_t prompt_len;  /* bytes */
+    int64_t max_tokens; /* output tokens to generate, >= 1 */
+    int64_t arrival_ns; /* lb_clock_now_ns() when the request arrived */
+    bool chat;          /* /v1/chat/completions (prompt = message contents) */
 } lb_token_request;
 
 typedef enum {
@@ -47,8 +47,8 @@ typedef struct {
     size_t stream_bytes; /* per-request state the server provides to start(), bytes */
     /* Begins a request: initialises the state in stream and counts the prompt's tokens
      * into *prompt_tokens. On failure writes err and returns its status. */
-    lb_status (*start)(void *ctx, const lb_token_request *req, void *stream,
-                       int64_t *prompt_tokens, lb_err *err);
+    lb_status (*start)(void *ctx, const lb_token_request *req, void *stream, int64_t *prompt_tokens,
+                       lb_err *err);
     /* The next token as of now_ns (monotonic ns; INT64_MAX means "everything is due"):
      * LB_TOKEN_READY with text[0..*len) (at most LB_TOKEN_TEXT_MAX_BYTES, no NUL),
      * LB_TOKEN_LATER with *due_ns, or LB_TOKEN_END. Never blocks. */

@@ -19,8 +19,8 @@
 
 #include "core/status.h"
 
-#define LB_SHARD_MAGIC 20240520
-#define LB_SHARD_VERSION 1
+#define LB_SHARD_MAGIC       20240520
+#define LB_SHARD_VERSION     1
 #define LB_SHARD_HEADER_INTS 256
 
 typedef struct lb_data_loader lb_data_loader;

@@ -63,15 +63,15 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
     if (p->warmup < 0)
         return lb_fail(err, LB_ERR_USAGE, "--warmup must be 0 or more, got %lld",
                        (long long)p->warmup);
-    if (!(p->lr > 0.0))
-        return lb_fail(err, LB_ERR_USAGE, "--lr must be positive, got %g", p->lr);
+    if (!(p->lr > 0.0)) return lb_fail(err, LB_ERR_USAGE, "--lr must be positive, got %g", p->lr);
     if (p->device == LB_DEVICE_CPU && p->precision != LB_PREC_FP32)
         return lb_fail(err, LB_ERR_USAGE,
                        "--precision %s needs --device cuda: the CPU reference computes in fp32",
                        lb_precision_name(p->precision));
     if (p->device == LB_DEVICE_CPU && p->fp32_matmul != LB_GPU_FP32_IEEE &&
         p->fp32_matmul != LB_GPU_FP32_AUTO)
-        return lb_fail(err, LB_ERR_USAGE, "--fp32-matmul %s (or --tf32) applies to --device cuda only",
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--fp32-matmul %s (or --tf32) applies to --device cuda only",
                        lb_gpu_fp32_mode_name(p->fp32_matmul));
     if (p->device == LB_DEVICE_CPU && (p->recompute || p->gemm_heuristic_only))
         return lb_fail(err, LB_ERR_USAGE, "%s applies to --device cuda only",
@@ -80,7 +80,8 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
         return lb_fail(err, LB_ERR_USAGE, "--attention %s applies to --device cuda only",
                        lb_gpu_attn_choice_name(p->attention));
     if (p->precision == LB_PREC_FP32 && p->attention == LB_GPU_ATTN_CUDNN)
-        return lb_fail(err, LB_ERR_USAGE, "--attention cudnn needs --precision bf16 or fp16: "
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--attention cudnn needs --precision bf16 or fp16: "
                        "cuDNN's fused attention has no fp32 kernels");
     if (p->precision != LB_PREC_FP32 &&
         (p->fp32_matmul == LB_GPU_FP32_3XTF32 || p->fp32_matmul == LB_GPU_FP32_INT8))
@@ -103,7 +104,8 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "model", json_string(cfg->name));
     json_object_set_new(c, "family", json_string(cfg->family == LB_FAMILY_GPT2 ? "gpt2" : "llama"));
     json_object_set_new(c, "device", json_string(device_name(p->device)));
-    if (p->device == LB_DEVICE_CUDA) json_object_set_new(c, "device_index", json_integer(p->device_index));
+    if (p->device == LB_DEVICE_CUDA)
+        json_object_set_new(c, "device_index", json_integer(p->device_index));
     json_object_set_new(c, "batch", json_integer(p->batch));
     json_object_set_new(c, "seq", json_integer(p->seq));
     json_object_set_new(c, "steps", json_integer(p->steps));
@@ -186,8 +188,8 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
             break;
         }
         if (!isfinite(loss)) {
-            st = lb_fail(err, LB_ERR_RUNTIME, "loss is %f at step %lld: training diverged",
-                         loss, (long long)step);
+            st = lb_fail(err, LB_ERR_RUNTIME, "loss is %f at step %lld: training diverged", loss,
+                         (long long)step);
             break;
         }
         lb_progress_update(&prog, false, "train %s cpu: step %lld/%lld%s loss %.4f %.1f ms/step",
@@ -205,14 +207,15 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
 /* Step-time drift: the medians of the first and the last half of the timed steps, from
  * this many steps on; beyond DRIFT_WARN_PCT percent the summary says so. */
 #define DRIFT_MIN_STEPS 8
-#define DRIFT_WARN_PCT 3.0
+#define DRIFT_WARN_PCT  3.0
 
 lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cfg, lb_result *r) {
     const lb_series *ms = lb_result_find_series(r, "step_ms");
     const lb_series *loss = lb_result_find_series(r, "loss");
     if (ms == NULL || ms->n == 0) return LB_OK;
     double total_s = 0.0;
-    for (size_t i = 0; i < ms->n; i++) total_s += ms->values[i] / 1e3;
+    for (size_t i = 0; i < ms->n; i++)
+        total_s += ms->values[i] / 1e3;
     double tokens = (double)p->batch * (double)p->seq * (double)ms->n;
     double tok_per_s = tokens / total_s;
     double flops_per_token = lb_model_train_flops_per_token(cfg, p->seq);
@@ -246,7 +249,8 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
     if (loss != NULL && loss->n > 0)
         LB_TRY(lb_result_set_metric(r, "final_loss", loss->values[loss->n - 1], "nats"));
     LB_TRY(lb_result_set_metric(r, "flops_per_token", flops_per_token, "FLOP"));
-    LB_TRY(lb_result_set_metric(r, "achieved_gflops", flops_per_token * tok_per_s / 1e9, "GFLOP/s"));
+    LB_TRY(
+        lb_result_set_metric(r, "achieved_gflops", flops_per_token * tok_per_s / 1e9, "GFLOP/s"));
     return LB_OK;
 }
 

@@ -27,26 +27,26 @@ typedef enum {
 } lb_device_kind;
 
 typedef struct {
-    const char *model;      /* preset name (model/config.h) */
+    const char *model; /* preset name (model/config.h) */
     lb_device_kind device;
-    int device_index;       /* CUDA device ordinal for LB_DEVICE_CUDA */
-    int64_t batch;          /* sequences per step */
-    int64_t seq;            /* tokens per sequence */
-    int64_t steps;          /* timed steps */
-    int64_t warmup;         /* untimed steps before them */
+    int device_index; /* CUDA device ordinal for LB_DEVICE_CUDA */
+    int64_t batch;    /* sequences per step */
+    int64_t seq;      /* tokens per sequence */
+    int64_t steps;    /* timed steps */
+    int64_t warmup;   /* untimed steps before them */
     lb_precision precision;
-    double lr;              /* AdamW learning rate */
+    double lr; /* AdamW learning rate */
     double beta1, beta2, eps;
-    double weight_decay;    /* applied to 2-D weight matrices only */
-    double grad_clip;       /* global-norm clip; 0 disables */
-    const char *data;       /* "synthetic", "repeat" or a .bin token shard path */
+    double weight_decay; /* applied to 2-D weight matrices only */
+    double grad_clip;    /* global-norm clip; 0 disables */
+    const char *data;    /* "synthetic", "repeat" or a .bin token shard path */
     uint64_t seed;
     lb_gpu_fp32_mode fp32_matmul; /* CUDA fp32: how matrix products run (--tf32: TF32) */
-    bool recompute;         /* CUDA: recompute activations in backward to save memory */
-    bool gemm_heuristic_only; /* CUDA: cuBLASLt's first heuristic algorithm, no timing */
+    bool recompute;               /* CUDA: recompute activations in backward to save memory */
+    bool gemm_heuristic_only;     /* CUDA: cuBLASLt's first heuristic algorithm, no timing */
     lb_gpu_attn_choice attention; /* CUDA fp16/bf16: whose attention kernels */
-    double peak_tflops;     /* dense peak for MFU; 0 = look the GPU up in the table */
-    bool progress;          /* a progress line on stderr */
+    double peak_tflops;           /* dense peak for MFU; 0 = look the GPU up in the table */
+    bool progress;                /* a progress line on stderr */
 } lb_train_params;
 
 lb_train_params lb_train_default_params(void);

@@ -65,23 +65,28 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
                                     lb_err *err) {
     const lb_gpu_arena *a = lb_gpu_model_arena(s->m);
     LB_TRY(lb_result_set_metric(r, "peak_device_bytes", (double)a->used_bytes, "bytes"));
-    LB_TRY(lb_result_set_metric(r, "driver_peak_device_bytes", (double)a->driver_used_peak_bytes, "bytes"));
+    LB_TRY(lb_result_set_metric(r, "driver_peak_device_bytes", (double)a->driver_used_peak_bytes,
+                                "bytes"));
     struct cudaDeviceProp prop;
     LB_CUDA_TRY(err, cudaGetDeviceProperties(&prop, p->device_index));
     json_object_set_new(r->config, "device_name", json_string(prop.name));
     json_object_set_new(r->config, "cuda_graph", json_boolean(lb_gpu_model_uses_graph(s->m)));
-    json_object_set_new(r->config, "attention_forward", json_string(lb_gpu_model_attention(s->m, false)));
-    json_object_set_new(r->config, "attention_backward", json_string(lb_gpu_model_attention(s->m, true)));
+    json_object_set_new(r->config, "attention_forward",
+                        json_string(lb_gpu_model_attention(s->m, false)));
+    json_object_set_new(r->config, "attention_backward",
+                        json_string(lb_gpu_model_attention(s->m, true)));
     json_object_set_new(r->config, "gelu_product", json_string(lb_gpu_model_gelu_product(s->m)));
     if (lb_cudnn_version() > 0) /* loaded: attention or the GELU product may run on it */
-        json_object_set_new(r->config, "cudnn_version", json_integer((json_int_t)lb_cudnn_version()));
-    lb_peak_kind kind = p->precision != LB_PREC_FP32                ? LB_PEAK_BF16
+        json_object_set_new(r->config, "cudnn_version",
+                            json_integer((json_int_t)lb_cudnn_version()));
+    lb_peak_kind kind = p->precision != LB_PREC_FP32           ? LB_PEAK_BF16
                         : p->fp32_matmul == LB_GPU_FP32_TF32   ? LB_PEAK_TF32
                         : p->fp32_matmul == LB_GPU_FP32_3XTF32 ? LB_PEAK_3XTF32
                         : p->fp32_matmul == LB_GPU_FP32_INT8   ? LB_PEAK_INT8_FP32
                         : p->fp32_matmul == LB_GPU_FP32_AUTO   ? LB_PEAK_FP32_AUTO
                                                                : LB_PEAK_FP32;
-    double peak = p->peak_tflops > 0 ? p->peak_tflops * 1e12 : lb_peak_flops(lb_peak_lookup(prop.name), kind);
+    double peak =
+        p->peak_tflops > 0 ? p->peak_tflops * 1e12 : lb_peak_flops(lb_peak_lookup(prop.name), kind);
     double tokens = (double)p->batch * (double)p->seq * (double)timed_steps;
     if (timed_s > 0 && peak > 0) {
         double achieved = tokens / timed_s * lb_model_train_flops_per_token(cfg, p->seq);
@@ -90,16 +95,20 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     } else if (peak <= 0) {
         LB_WARN("no dense peak known for '%s': give --peak-tflops to get MFU", prop.name);
     }
-    if (tel->has_util) LB_TRY(lb_result_set_metric(r, "gpu_util_mean_pct", tel->mean_util_pct, "%"));
+    if (tel->has_util)
+        LB_TRY(lb_result_set_metric(r, "gpu_util_mean_pct", tel->mean_util_pct, "%"));
     if (tel->has_power) LB_TRY(lb_result_set_metric(r, "gpu_power_mean_w", tel->mean_power_w, "W"));
-    if (tel->has_clock) LB_TRY(lb_result_set_metric(r, "sm_clock_mean_mhz", tel->mean_sm_clock_mhz, "MHz"));
-    if (tel->has_power_limit) LB_TRY(lb_result_set_metric(r, "gpu_power_limit_w", tel->power_limit_w, "W"));
+    if (tel->has_clock)
+        LB_TRY(lb_result_set_metric(r, "sm_clock_mean_mhz", tel->mean_sm_clock_mhz, "MHz"));
+    if (tel->has_power_limit)
+        LB_TRY(lb_result_set_metric(r, "gpu_power_limit_w", tel->power_limit_w, "W"));
     if (tel->has_temp) LB_TRY(lb_result_set_metric(r, "gpu_temp_max_c", tel->max_temp_c, "C"));
     if (tel->has_reasons) {
         LB_TRY(lb_result_set_metric(r, "clock_power_capped_pct", tel->power_capped_pct, "%"));
         LB_TRY(lb_result_set_metric(r, "clock_thermal_pct", tel->thermal_pct, "%"));
     }
-    if (tel->has_mem) LB_TRY(lb_result_set_metric(r, "nvml_peak_mem_bytes", tel->peak_mem_bytes, "bytes"));
+    if (tel->has_mem)
+        LB_TRY(lb_result_set_metric(r, "nvml_peak_mem_bytes", tel->peak_mem_bytes, "bytes"));
     if (tel->has_energy && tokens > 0) {
         LB_TRY(lb_result_set_metric(r, "energy_j", tel->energy_j, "J"));
         LB_TRY(lb_result_set_metric(r, "energy_j_per_token", tel->energy_j / tokens, "J/token"));
@@ -117,12 +126,16 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                             lb_data_loader *data, lb_result *r, lb_err *err) {
     LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
     int64_t total = p->warmup + p->steps;
-    if (total > INT32_MAX / 2) return lb_fail(err, LB_ERR_USAGE, "too many steps: %lld", (long long)total);
+    if (total > INT32_MAX / 2)
+        return lb_fail(err, LB_ERR_USAGE, "too many steps: %lld", (long long)total);
     size_t BT = (size_t)p->batch * (size_t)p->seq;
     run_state s;
     memset(&s, 0, sizeof s);
-    lb_gpu_model_params gp = {.B = (int)p->batch, .T = (int)p->seq, .precision = p->precision,
-                              .recompute = p->recompute, .fp32_mode = p->fp32_matmul,
+    lb_gpu_model_params gp = {.B = (int)p->batch,
+                              .T = (int)p->seq,
+                              .precision = p->precision,
+                              .recompute = p->recompute,
+                              .fp32_mode = p->fp32_matmul,
                               .gemm_heuristic_only = p->gemm_heuristic_only,
                               .attention = p->attention,
                               .max_loss_slots = (int)total};
@@ -146,9 +159,13 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     lb_result_series(r, "step_ms", "ms");
     lb_result_series(r, "loss", "nats");
 
-    lb_gpu_adamw_params ap = {.lr = (float)p->lr, .beta1 = (float)p->beta1, .beta2 = (float)p->beta2,
-                              .eps = (float)p->eps, .weight_decay = (float)p->weight_decay,
-                              .grad_clip = (float)p->grad_clip, .growth_interval = 2000};
+    lb_gpu_adamw_params ap = {.lr = (float)p->lr,
+                              .beta1 = (float)p->beta1,
+                              .beta2 = (float)p->beta2,
+                              .eps = (float)p->eps,
+                              .weight_decay = (float)p->weight_decay,
+                              .grad_clip = (float)p->grad_clip,
+                              .growth_interval = 2000};
     cudaStream_t stream = (cudaStream_t)lb_gpu_model_stream(s.m);
     lb_progress prog;
     lb_progress_init(&prog, p->progress);
@@ -187,7 +204,8 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     lb_gpu_arena_sample_driver((lb_gpu_arena *)lb_gpu_model_arena(s.m));
     double timed_s = 0.0;
     int64_t timed = 0;
-    if (done > 0 && sync == LB_OK && lb_gpu_model_read_losses(s.m, s.losses, (int)done, err) == LB_OK) {
+    if (done > 0 && sync == LB_OK &&
+        lb_gpu_model_read_losses(s.m, s.losses, (int)done, err) == LB_OK) {
         for (int64_t i = 0; i < done; i++) {
             float ms = 0.0f;
             cudaEventElapsedTime(&ms, s.ev[2 * i], s.ev[2 * i + 1]);
@@ -200,7 +218,8 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
             if (!isfinite(s.losses[i]))
                 st = lb_fail(err, LB_ERR_RUNTIME, "loss is %f at step %lld: training diverged",
                              s.losses[i], (long long)i);
-        lb_status mst = set_device_metrics(p, cfg, &s, &ts, timed_s, timed, r, st == LB_OK ? err : NULL);
+        lb_status mst =
+            set_device_metrics(p, cfg, &s, &ts, timed_s, timed, r, st == LB_OK ? err : NULL);
         if (st == LB_OK) st = mst;
     }
     state_free(&s, 2 * total);

@@ -16,12 +16,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FUZZ_CHECK(cond)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);   \
-            abort();                                                                       \
-        }                                                                                  \
+#define FUZZ_CHECK(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);           \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* Reads every byte of p[0..n) in a way the optimizer cannot drop, so a pointer or length
@@ -30,7 +30,8 @@ static volatile uint8_t fuzz_sink;
 static inline void fuzz_touch(const void *p, size_t n) {
     const uint8_t *b = p;
     uint8_t x = 0;
-    for (size_t i = 0; i < n; i++) x ^= b[i];
+    for (size_t i = 0; i < n; i++)
+        x ^= b[i];
     fuzz_sink = x;
 }
 

@@ -52,9 +52,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_samples(&d);
         FUZZ_CHECK(strcmp(d.format, "jsonl") == 0);
         size_t lines = 1;
-        for (size_t i = 0; i < size; i++) lines += buf[i] == '\n';
+        for (size_t i = 0; i < size; i++)
+            lines += buf[i] == '\n';
         FUZZ_CHECK(d.n <= lines);
-        for (size_t i = 0; i < d.n; i++) FUZZ_CHECK(d.samples[i].input_tokens == -1);
+        for (size_t i = 0; i < d.n; i++)
+            FUZZ_CHECK(d.samples[i].input_tokens == -1);
         lb_dataset_free(&d);
     } else {
         check_refused(&d, &err);
@@ -63,7 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (lb_dataset_parse_sharegpt(buf, size, "fuzz.json", &d, &err) == LB_OK) {
         check_samples(&d);
         FUZZ_CHECK(strcmp(d.format, "sharegpt") == 0);
-        for (size_t i = 0; i < d.n; i++) FUZZ_CHECK(d.samples[i].reference != NULL);
+        for (size_t i = 0; i < d.n; i++)
+            FUZZ_CHECK(d.samples[i].reference != NULL);
         lb_dataset_free(&d);
     } else {
         check_refused(&d, &err);

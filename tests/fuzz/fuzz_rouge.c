@@ -29,7 +29,8 @@ static void check_prf(const lb_rouge_prf *s) {
 static void score(const lb_rouge_params *p, const char *a, const char *b, lb_rouge_scores *out) {
     lb_err err;
     FUZZ_CHECK(lb_rouge_score_pair(p, a, b, out, &err) == LB_OK);
-    for (int t = 0; t < LB_ROUGE_N_TYPES; t++) check_prf(&out->s[t]);
+    for (int t = 0; t < LB_ROUGE_N_TYPES; t++)
+        check_prf(&out->s[t]);
     FUZZ_CHECK(out->pred_chars >= 0 && out->pred_chars <= (int64_t)strlen(a));
 }
 

@@ -37,7 +37,8 @@ static void check_image(const uint8_t *data, size_t size) {
     }
     FUZZ_CHECK(size >= 8);
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | data[i];
+    for (int i = 7; i >= 0; i--)
+        hlen = (hlen << 8) | data[i];
     FUZZ_CHECK(hlen <= size - 8);
     const uint8_t *data_begin = data + 8 + hlen, *data_end = data + size;
     for (size_t i = 0; i < st.n_tensors; i++) {

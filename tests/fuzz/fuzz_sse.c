@@ -26,7 +26,8 @@ static int on_event(void *user, const char *data, size_t len) {
     FUZZ_CHECK(data[len] == '\0');
     FUZZ_CHECK(memchr(data, '\r', len) == NULL);
     uint64_t h = log->hash ^ (len * 0x9e3779b97f4a7c15u);
-    for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)data[i]) * 0x100000001b3u;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)data[i]) * 0x100000001b3u;
     log->hash = h;
     log->events++;
     for (int api = LB_API_COMPLETIONS; api <= LB_API_CHAT; api++) {

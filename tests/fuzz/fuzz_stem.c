@@ -24,8 +24,10 @@ static void check_word(const char *word, size_t len) {
     size_t m = lb_stem_word(inplace, len, inplace);
     FUZZ_CHECK(m == n && memcmp(inplace, out, n + 1) == 0);
     bool letters = true;
-    for (size_t i = 0; i < len; i++) letters = letters && word[i] >= 'a' && word[i] <= 'z';
-    for (size_t i = 0; i < n && letters; i++) FUZZ_CHECK(out[i] >= 'a' && out[i] <= 'z');
+    for (size_t i = 0; i < len; i++)
+        letters = letters && word[i] >= 'a' && word[i] <= 'z';
+    for (size_t i = 0; i < n && letters; i++)
+        FUZZ_CHECK(out[i] >= 'a' && out[i] <= 'z');
     free(out);
     free(inplace);
 }
@@ -36,7 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(word != NULL);
     memcpy(word, data, size);
     check_word(word, size);
-    for (size_t i = 0; i < size; i++) word[i] = (char)('a' + data[i] % 26);
+    for (size_t i = 0; i < size; i++)
+        word[i] = (char)('a' + data[i] % 26);
     check_word(word, size);
     free(word);
     return 0;

@@ -30,8 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lb_status st[2];
     for (int role = 0; role < 2; role++) {
         lb_err err = {{0}};
-        st[role] = lb_textfile_parse(buf, size, "fuzz.txt", (lb_textfile_role)role, &f[role],
-                                     &err);
+        st[role] = lb_textfile_parse(buf, size, "fuzz.txt", (lb_textfile_role)role, &f[role], &err);
         if (st[role] != LB_OK) {
             FUZZ_CHECK(f[role].n == 0 && f[role].texts == NULL);
             FUZZ_CHECK(strstr(err.msg, "fuzz.txt") != NULL);
@@ -43,11 +42,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (st[0] == LB_OK && strcmp(f[0].format, "lines") == 0) {
         size_t lines = 0;
-        for (size_t i = 0; i < size; i++) lines += buf[i] == '\n';
+        for (size_t i = 0; i < size; i++)
+            lines += buf[i] == '\n';
         if (size > 0 && buf[size - 1] != '\n') lines++;
         FUZZ_CHECK(f[0].n == lines);
         FUZZ_CHECK(st[1] == LB_OK && f[1].n == f[0].n);
-        for (size_t i = 0; i < f[0].n; i++) FUZZ_CHECK(strcmp(f[0].texts[i], f[1].texts[i]) == 0);
+        for (size_t i = 0; i < f[0].n; i++)
+            FUZZ_CHECK(strcmp(f[0].texts[i], f[1].texts[i]) == 0);
     }
     lb_textfile_free(&f[0]);
     lb_textfile_free(&f[1]);

@@ -8,10 +8,10 @@
  * with each pre-split pattern and with and without special tokens. Every encoding must
  * give ids inside the vocabulary, count as many tokens as it returns, and decode to the
  * input's bytes exactly, whatever their UTF-8 validity. */
+#include <string.h>
+
 #include "fuzz.h"
 #include "model/tokenizer.h"
-
-#include <string.h>
 
 static const char *const words[] = {
     "the",    "and",     "ing",           "tion",  "hello", "world", "token", "count",

@@ -105,7 +105,8 @@ static void install_crash_report(void) {
         return;
     }
     const int sigs[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], on_fatal_signal);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], on_fatal_signal);
 }
 
 static void die(const char *what, const char *path) {
@@ -186,10 +187,10 @@ static void run_one(const uint8_t *bytes, size_t n) {
 /* Bytes that change the meaning of JSON, text and binary headers. */
 static const uint8_t special_bytes[] = {0,   1,   0x7f, 0x80, 0xff, '"', '\\', '{', '}', '[',
                                         ']', ',', ':',  '\n', '\r', ' ', '0',  '9', '-', '.'};
-static const int64_t edge_ints[] = {0,         1,         -1,        2,     127,
-                                    128,       255,       256,       32767, 65535,
-                                    65536,     INT32_MAX, INT32_MIN, (int64_t)1 << 40,
-                                    INT64_MAX, INT64_MIN, 20240520};
+static const int64_t edge_ints[] = {
+    0,         1,         -1,      2,     127,       128,       255,
+    256,       32767,     65535,   65536, INT32_MAX, INT32_MIN, (int64_t)1 << 40,
+    INT64_MAX, INT64_MIN, 20240520};
 
 typedef struct {
     uint8_t *p;
@@ -227,7 +228,8 @@ static void mutate(lb_rng *r, buffer *b) {
     }
     case 3: { /* insert 1 to 8 bytes */
         size_t k = open_gap(b, pos, 1 + (size_t)lb_rng_below(r, 8));
-        for (size_t i = 0; i < k; i++) b->p[pos + i] = random_byte(r);
+        for (size_t i = 0; i < k; i++)
+            b->p[pos + i] = random_byte(r);
         break;
     }
     case 4: { /* delete a run */
@@ -257,13 +259,12 @@ static void mutate(lb_rng *r, buffer *b) {
         memcpy(b->p + pos, s->bytes + from, k);
         break;
     }
-    case 7: /* truncate */
-        b->n = pos;
-        break;
+    case 7: /* truncate */ b->n = pos; break;
     default: { /* overwrite a run with one repeated byte */
         size_t k = 1 + (size_t)lb_rng_below(r, 16);
         uint8_t v = random_byte(r);
-        for (size_t i = pos; i < b->n && i < pos + k; i++) b->p[i] = v;
+        for (size_t i = pos; i < b->n && i < pos + k; i++)
+            b->p[i] = v;
         break;
     }
     }
@@ -274,17 +275,22 @@ int main(int argc, char **argv) {
     uint64_t seed = 1;
     int opt;
     while ((opt = getopt(argc, argv, "n:s:m:")) != -1) {
-        if (opt == 'n') count = strtol(optarg, NULL, 10);
-        else if (opt == 's') seed = strtoull(optarg, NULL, 10);
-        else if (opt == 'm') max_bytes = strtol(optarg, NULL, 10);
+        if (opt == 'n')
+            count = strtol(optarg, NULL, 10);
+        else if (opt == 's')
+            seed = strtoull(optarg, NULL, 10);
+        else if (opt == 'm')
+            max_bytes = strtol(optarg, NULL, 10);
         else {
             fprintf(stderr, "usage: %s [-n COUNT] [-s SEED] [-m MAX_BYTES] PATH...\n", argv[0]);
             return 2;
         }
     }
     if (optind == argc || count < 0 || max_bytes < 1) {
-        fprintf(stderr, "usage: %s [-n COUNT] [-s SEED] [-m MAX_BYTES] PATH... (a corpus "
-                        "directory or input files)\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s [-n COUNT] [-s SEED] [-m MAX_BYTES] PATH... (a corpus "
+                "directory or input files)\n",
+                argv[0]);
         return 2;
     }
     const char *base = strrchr(argv[0], '/');
@@ -293,7 +299,8 @@ int main(int argc, char **argv) {
     snprintf(crash_path, sizeof crash_path, "fuzz-crash-%s.bin", base);
     install_crash_report();
 
-    for (int i = optind; i < argc; i++) add_path(argv[i]);
+    for (int i = optind; i < argc; i++)
+        add_path(argv[i]);
     int64_t t0 = lb_clock_now_ns();
     for (size_t i = 0; i < n_seeds; i++) {
         snprintf(cur_label, sizeof cur_label, "corpus file %s", seeds[i].name);
@@ -307,7 +314,8 @@ int main(int argc, char **argv) {
     for (long k = 0; k < count && n_seeds > 0; k++) {
         if (lb_rng_below(&rng, 8) == 0) {
             b.n = (size_t)lb_rng_below(&rng, (b.cap < 256 ? b.cap : 256) + 1);
-            for (size_t i = 0; i < b.n; i++) b.p[i] = random_byte(&rng);
+            for (size_t i = 0; i < b.n; i++)
+                b.p[i] = random_byte(&rng);
             snprintf(cur_label, sizeof cur_label, "input %ld (random bytes, seed %llu)", k,
                      (unsigned long long)seed);
         } else {
@@ -315,16 +323,18 @@ int main(int argc, char **argv) {
             b.n = s->n < b.cap ? s->n : b.cap;
             memcpy(b.p, s->bytes, b.n);
             int m = 1; /* half the inputs one mutation, a quarter two, ... up to 8 */
-            while (m < 8 && lb_rng_below(&rng, 2)) m++;
-            for (int j = 0; j < m; j++) mutate(&rng, &b);
-            snprintf(cur_label, sizeof cur_label, "input %ld (%s with %d mutations, seed %llu)",
-                     k, s->name, m, (unsigned long long)seed);
+            while (m < 8 && lb_rng_below(&rng, 2))
+                m++;
+            for (int j = 0; j < m; j++)
+                mutate(&rng, &b);
+            snprintf(cur_label, sizeof cur_label, "input %ld (%s with %d mutations, seed %llu)", k,
+                     s->name, m, (unsigned long long)seed);
         }
         run_one(b.p, b.n);
     }
     double s = (double)(lb_clock_now_ns() - t0) / 1e9;
-    printf("fuzz replay %s: %zu corpus files and %ld derived inputs (seed %llu) in %.2f s\n",
-           base, n_seeds, n_seeds ? count : 0L, (unsigned long long)seed, s);
+    printf("fuzz replay %s: %zu corpus files and %ld derived inputs (seed %llu) in %.2f s\n", base,
+           n_seeds, n_seeds ? count : 0L, (unsigned long long)seed, s);
     free(b.p);
     for (size_t i = 0; i < n_seeds; i++) {
         free(seeds[i].name);
