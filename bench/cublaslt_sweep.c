@@ -1,7 +1,7 @@
 /* cublaslt_sweep.c: probe. How much faster than the heuristic's best candidates can
  * cuBLASLt run a product when every configuration it offers is timed?
  *
- * For each problem (row-major, as gpu/matmul.h describes it: D[m,n] = A'[m,k] B'[k,n],
+ * For each problem (row-major, as gpu/blas/matmul.h describes it: D[m,n] = A'[m,k] B'[k,n],
  * optional transposes, one of the epilogues below), times
  *   - the heuristic's candidates (up to 16, then its list without split-k), as the
  *     training tuner does;

@@ -2,7 +2,7 @@
  * than cuBLASLt's GELU epilogues (bench/NOTES.md items 40-42: ~150 us against ~106 for the
  * plain product at 16384 x 3072 x 768 bf16 on the H200)?
  *
- * Graphs (built with gpu/cudnn_impl.h):
+ * Graphs (built with gpu/cudnn/cudnn_impl.h):
  *   forward:  pre = X W^T + b (bf16 output), out = gelu_tanh(pre) (bf16 output); also with
  *             gelu_tanh'(pre) as the second output instead of pre;
  *   backward: dpre = (dY W) * gelu_tanh'(pre), the derivative by cuDNN's GELU backward mode
@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/cudnn_impl.h"
-#include "gpu/matmul.h"
+#include "gpu/blas/matmul.h"
+#include "gpu/cudnn/cudnn_impl.h"
 #include "probe_check.h"
 
 #define REPS      9

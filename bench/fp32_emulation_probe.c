@@ -3,7 +3,7 @@
  * (CUBLAS_COMPUTE_32F), TF32 and the 3xTF32 split, and how accurate against an fp64
  * reference? The 3xtf32 row splits each operand on the host into hi (rounded to TF32,
  * ties away) and lo = x - hi, then runs hi.hi (beta 0), hi.lo and lo.hi (beta 1) as three
- * TF32 products (llmbench's gpu/matmul.c runs the two corrections as one product over 2k);
+ * TF32 products (llmbench's gpu/blas/matmul.c runs the two corrections as one product over 2k);
  * its time is the products only (the split, 12 bytes moved per element, is not timed).
  *
  * Shapes: the products of GPT-2 124M at 32 x 128 tokens (m = 4096 rows), forward (NT:

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/norm.cuh"
+#include "kernels/norm.cuh"
 #include "probe_check.h"
 
 /* a device buffer of n random bf16 values (uniform in [-1, 1) times scale) */

@@ -1,17 +1,17 @@
 /* nvml_probe.c: probe. How often do NVML's polled values change, and what do the driver's
  * buffered readings hold? Polls device 0 every POLL_MS for SECONDS seconds (run it beside
- * a GPU load) through llmbench's NVML loader (src/gpu/nvml.c), printing each change of the
+ * a GPU load) through llmbench's NVML loader (src/gpu/nvml/nvml.c), printing each change of the
  * energy counter, the power value and the utilisation rate with the time; then the
  * buffered power and utilisation readings (lb_nvml_buffered) of the same period.
  *
- * build: cc -O2 -Isrc -o nvml_probe bench/nvml_probe.c src/gpu/nvml.c -ldl -lpthread
+ * build: cc -O2 -Isrc -o nvml_probe bench/nvml_probe.c src/gpu/nvml/nvml.c -ldl -lpthread
  * usage: nvml_probe [SECONDS] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "gpu/nvml.h"
+#include "gpu/nvml/nvml.h"
 
 #define POLL_MS      5
 #define MAX_READINGS 4096

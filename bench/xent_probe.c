@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/loss.cuh"
+#include "kernels/loss.cuh"
 #include "probe_check.h"
 
 static uint16_t bf16_bits(float f) {

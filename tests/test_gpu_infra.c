@@ -12,16 +12,16 @@
 #include <cmocka.h>
 
 #include "gpu/arena.h"
-#include "gpu/attn_choice.h"
+#include "gpu/blas/matmul.h"
+#include "gpu/blas/slices.h"
+#include "gpu/blas/tf32.h"
 #include "gpu/check.h"
-#include "gpu/matmul.h"
-#include "gpu/peak.h"
-#include "gpu/slices.h"
-#include "gpu/telemetry.h"
-#include "gpu/tf32.h"
+#include "gpu/nvml/peak.h"
+#include "gpu/nvml/telemetry.h"
+#include "model/attn_choice.h"
 #ifdef LB_HAVE_CUDA
-#include "gpu/cudnn_attn.h"
-#include "gpu/cudnn_gelu.h"
+#include "gpu/cudnn/attn.h"
+#include "gpu/cudnn/gelu.h"
 #endif
 
 static void test_arena_sizing_adds_aligned_pieces(void **state) {

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "gpu/devinfo.h"
-#include "gpu/selftest.h"
+#include "selftest/selftest.h"
 
 static void test_selftest_passes_on_this_gpu(void **state) {
     (void)state;

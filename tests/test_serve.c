@@ -1,4 +1,4 @@
-/* test_serve.c: the OpenAI-compatible server (sut/server.h) over the synthetic source,
+/* test_serve.c: the OpenAI-compatible server (serve/server.h) over the synthetic source,
  * exercised with real HTTP on 127.0.0.1 through libcurl, in process. */
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -21,8 +21,8 @@
 #include <cmocka.h>
 
 #include "core/clock.h"
-#include "sut/server.h"
-#include "sut/synthetic.h"
+#include "serve/server.h"
+#include "serve/synthetic.h"
 
 #define MAX_EVENTS 512
 

@@ -1,5 +1,5 @@
 /* cmd_selftest.c: `llmbench selftest`: every GPU kernel, forward and backward, and a whole
- * training step against the CPU reference on this machine's GPU (gpu/selftest.h). Prints
+ * training step against the CPU reference on this machine's GPU (selftest/selftest.h). Prints
  * the table (or --json) and exits 1 when any row fails or the GPU cannot be used. */
 #include <jansson.h>
 #include <math.h>
@@ -8,7 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "gpu/selftest.h"
+#include "selftest/selftest.h"
 
 int lb_cmd_selftest(int argc, char **argv) {
     int64_t device = 0, seed = 0;

@@ -1,6 +1,6 @@
-/* cmd_serve.c: `llmbench serve`: an OpenAI-compatible HTTP server (sut/server.h).
+/* cmd_serve.c: `llmbench serve`: an OpenAI-compatible HTTP server (serve/server.h).
  *
- * With --synthetic the tokens come from the synthetic source (sut/synthetic.h) with the
+ * With --synthetic the tokens come from the synthetic source (serve/synthetic.h) with the
  * given timing; the built-in engine is not part of this build yet, and saying so is the
  * only thing serve does without --synthetic. The first line on stdout is
  * "listening on http://HOST:PORT" (flushed), so scripts and tests can start it on port 0
@@ -17,8 +17,8 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/signals.h"
-#include "sut/server.h"
-#include "sut/synthetic.h"
+#include "serve/server.h"
+#include "serve/synthetic.h"
 
 /* Each connection is a descriptor: allow as many as the hard limit does. */
 static void raise_fd_limit(void) {

@@ -3,7 +3,7 @@
 
 #include <stdio.h>
 
-#include "gpu/nvml.h"
+#include "gpu/nvml/nvml.h"
 #ifdef LB_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif

@@ -1,5 +1,5 @@
 /* graph.cuh: edits of a captured CUDA graph before it is instantiated. C-callable.
- * Not here: the capture itself (gpu/model_gpu.c). */
+ * Not here: the capture itself (model/model_gpu.c). */
 #ifndef LB_GPU_GRAPH_CUH
 #define LB_GPU_GRAPH_CUH
 

@@ -2,7 +2,7 @@
  * attention implementation per direction, IEEE or int8 per fp32 product): one untimed run
  * (which may prepare or tune), then the mean of `reps` runs between two CUDA events on the
  * stream. The host waits for the last event. Not here: cuBLASLt's candidate timing, which
- * skips candidates that fail (gpu/matmul.c). */
+ * skips candidates that fail (gpu/blas/matmul.c). */
 #ifndef LB_GPU_TIMING_H
 #define LB_GPU_TIMING_H
 

@@ -16,8 +16,8 @@
 #include "core/precision.h"
 #include "core/result.h"
 #include "core/status.h"
-#include "gpu/attn_choice.h"
-#include "gpu/matmul.h"
+#include "gpu/blas/matmul.h"
+#include "model/attn_choice.h"
 #include "model/config.h"
 
 typedef enum {

@@ -4,9 +4,9 @@
  * without waiting for it, with a CUDA event before and after every step; the host only
  * blocks when the double-buffered pinned batch it is about to refill is still in flight.
  * Step times are the event intervals (device time of the step, launch gaps included);
- * losses are read back once at the end. An NVML sampler (gpu/telemetry.h) runs during
+ * losses are read back once at the end. An NVML sampler (gpu/nvml/telemetry.h) runs during
  * the timed steps only. MFU = tokens/s x FLOPs/token (model/config.h) over the dense peak
- * of gpu/peak.h for the precision (fp32: the TF32 rate with --tf32, a third of it with
+ * of gpu/nvml/peak.h for the precision (fp32: the TF32 rate with --tf32, a third of it with
  * --fp32-matmul 3xtf32, whose products take three TF32 passes, the int8 rate over the
  * int8 multiply-adds an fp32 one takes with --fp32-matmul int8, the larger of the plain
  * and int8 rates with the default auto), or --peak-tflops. The
@@ -36,10 +36,10 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
 #include "core/progress.h"
 #include "core/signals.h"
 #include "gpu/check.h"
-#include "gpu/cudnn_attn.h"
-#include "gpu/model_gpu.h"
-#include "gpu/peak.h"
-#include "gpu/telemetry.h"
+#include "gpu/cudnn/attn.h"
+#include "gpu/nvml/peak.h"
+#include "gpu/nvml/telemetry.h"
+#include "model/model_gpu.h"
 
 typedef struct {
     lb_gpu_model *m;

@@ -1,0 +1,85 @@
+/* adamw.cuh: the optimizer step over all parameters at once (C-callable).
+ *
+ * Gradients, fp32 master weights and the AdamW moments are each one flat array in the
+ * layout of model/config.h. One step is three launches with no host synchronisation:
+ * lb_gpu_grad_sumsq adds the squared gradients into a device accumulator; lb_gpu_adamw
+ * reads it, forms the global norm (divided by the loss scale), the clip multiplier
+ * (torch's clip_grad_norm_: min(1, max/(norm + 1e-6))) and, in fp16 mode, skips the
+ * whole step when the norm is not finite; lb_gpu_opt_finish updates the dynamic loss
+ * scale (halve on overflow, double after `growth_interval` good steps, as torch's
+ * GradScaler), counts skipped steps and steps taken, records the norm and clears the
+ * accumulator. Weight decay applies per tensor, from a segment table (start offsets,
+ * ascending, and flags each) kept on the device. A segment flagged LB_SEG_GRAD16 holds its
+ * gradient as 16-bit values of the working type packed from the start of its fp32 slot
+ * (the layer matrices in fp16/bf16 modes, whose products write them in that type, as
+ * autocast's products do); both passes widen them to fp32. The master weights are
+ * written back to the working copy (fp16/bf16) in the same pass. */
+#ifndef LB_KERNELS_ADAMW_CUH
+#define LB_KERNELS_ADAMW_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "core/status.h"
+#include "gpu/dtype.h"
+
+/* Lives in device memory; the host initialises it and reads it back to report. */
+typedef struct {
+    double sumsq;       /* accumulator of the current step */
+    float loss_scale;   /* 1 unless dynamic loss scaling */
+    float last_norm;    /* global norm of the last step (unscaled), NaN/inf on overflow */
+    int32_t step;       /* optimizer steps taken (bias correction uses step + 1) */
+    int32_t good_steps; /* consecutive finite steps since the scale last changed */
+    int32_t skipped;    /* steps skipped because of non-finite gradients */
+    int32_t pad;
+} lb_gpu_optstate;
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    float grad_clip;     /* <= 0: no clipping */
+    int dynamic_scaling; /* 1 in fp16 mode */
+    int growth_interval; /* good steps before the scale doubles (2000) */
+} lb_gpu_adamw_params;
+
+/* bits of a segment's flags */
+#define LB_SEG_DECAY  1 /* weight decay applies */
+#define LB_SEG_GRAD16 2 /* gradient stored as the working type, packed (see above) */
+
+/* The parameters as tensors: device arrays start [n_seg] (first elements, ascending,
+ * start[0] = 0) and flags [n_seg] (LB_SEG_* bits), n elements in all. */
+typedef struct {
+    const int64_t *start;
+    const int32_t *flags;
+    int n_seg;
+    int64_t n;
+} lb_gpu_segments;
+
+/* Parameters [start, end) whose working copy lives apart (a padded copy of the output
+ * head, which the products read): lb_gpu_adamw writes theirs to dst (type dt, element
+ * start at dst[0]) instead of params_lp, or in fp32 mode besides master. */
+typedef struct {
+    void *dst;
+    int64_t start, end;
+} lb_gpu_lp_apart;
+
+/* dt: the working type (that of LB_SEG_GRAD16 gradients; fp32 mode has none) */
+lb_status lb_gpu_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
+                            const lb_gpu_segments *sg, cudaStream_t s, lb_err *err);
+/* params_lp (type dt) may be NULL (fp32 mode: master is the working copy); apart may be
+ * NULL (no parameter's working copy lives apart). */
+lb_status lb_gpu_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
+                       lb_gpu_dtype dt, const float *grads, float *m, float *v,
+                       const lb_gpu_segments *sg, const lb_gpu_adamw_params *p, lb_gpu_optstate *st,
+                       cudaStream_t s, lb_err *err);
+lb_status lb_gpu_opt_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p, cudaStream_t s,
+                            lb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1068 @@
+/* model_gpu.c: the transformer on one CUDA device (model/model_gpu.h).
+ *
+ * One layout function carves every buffer out of an arena; it runs once on a sizing arena
+ * (to learn the total) and once on the real one. Forward, backward and the optimizer are
+ * straight-line sequences of kernel launches and cuBLASLt calls on one stream, following
+ * model/model.h's description of a layer; backward keeps a single residual-gradient buffer
+ * that the norm backward kernels add into (llm.c's scheme), so a residual add costs
+ * nothing in backward. */
+#ifdef LB_HAVE_CUDA
+
+#include "model/model_gpu.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "gpu/blas/matmul.h"
+#include "gpu/check.h"
+#include "gpu/cudnn/attn.h"
+#include "gpu/cudnn/gelu.h"
+#include "gpu/graph.cuh"
+#include "gpu/timing.h"
+#include "kernels/act.cuh"
+#include "kernels/attention.cuh"
+#include "kernels/embed.cuh"
+#include "kernels/loss.cuh"
+#include "kernels/norm.cuh"
+#include "kernels/rope.cuh"
+#include "model/ref_ops.h"
+
+#define OOM_HINT  "try a smaller --batch or --recompute"
+#define ONES_COLS 8 /* ln2's ones column and the zeros after it (lb_gpu_model's ld2) */
+
+/* linear_fwd's and linear_bwd's operands stored feature-major ([features, BT], row stride
+ * BT) instead of token-major */
+enum { COLS_INP = 1, COLS_DOUT = 2 };
+
+struct lb_gpu_model {
+    lb_model_config cfg;
+    lb_gpu_model_params p;
+    lb_param_offsets off;
+    int64_t n_params;
+    int B, T, C, L, NH, NKV, HD, Q, F, H, V, Vp;
+    int64_t BT;
+    size_t es; /* bytes per activation element */
+    lb_gpu_dtype dt;
+    bool llama;
+    lb_gpu_arena arena;
+    lb_gpu_blas *blas;
+    cudaStream_t stream;
+    /* parameters and optimizer state */
+    float *master, *grads, *m, *v;
+    void *params; /* working copy (== master in fp32) */
+    void *lm_w;   /* the output head as its products read it: the head itself when V is a
+                   * multiple of 64, else its working copy padded to [Vp, C], rows >= V zero,
+                   * which the optimizer writes in place of the head's slot in params (and
+                   * the embedding reads, when tied) */
+    int64_t *seg_start;
+    int32_t *seg_flags; /* LB_SEG_* bits a tensor */
+    int n_seg;
+    int64_t (*clear)[2]; /* host: [start, count] runs of gradients cleared before a step */
+    int n_clear;
+    lb_gpu_optstate *opt;
+    float *inv_freq, *rope_cs;
+    int32_t *tokens, *targets;
+    int32_t *host_tok[2];
+    cudaEvent_t host_done[2];
+    int host_idx;
+    float *loss_slots;          /* max_loss_slots slots, then the graph's own (copied to a slot) */
+    cudaGraphExec_t step_graph; /* one training step as a CUDA graph (NULL: none yet) */
+    lb_gpu_adamw_params graph_ap; /* the optimizer settings step_graph was captured with */
+    int64_t train_steps;          /* lb_gpu_model_train_step calls so far */
+    bool graph_failed;            /* capture failed once: steps run kernel by kernel */
+    /* attention: cuDNN's plans (NULL: built-in kernels only) and, per direction, whose
+     * kernels run: 0 built-in, 1 cuDNN, -1 not yet timed (AUTO before the first step) */
+    lb_cudnn_attn *dnn;
+    void *dnn_ws;       /* cuDNN's workspace (attention and the GELU product) */
+    float *trial_dbias; /* [Q]: where timing trials put the qkv bias gradient */
+    int attn_src[2];
+    /* the MLP input product with its GELU: cuDNN's plans (NULL: cuBLASLt's epilogue only)
+     * and whose runs: 0 cuBLASLt, 1 cuDNN, -1 not yet timed (before the first step). With
+     * cuDNN's, the MLP's hidden activations and their gradients (fch, fact, dfch) are
+     * stored feature-major, [F, BT] (hidden_cols): the weight-gradient products that read
+     * them run faster with tokens along their rows by more than cuDNN's transposed writes
+     * cost (bench/NOTES.md item 51) */
+    lb_cudnn_gelu *gelu_dnn;
+    int gelu_src;
+    /* activations */
+    void *encoded, *res2, *res3, *ln1, *ln2, *qkv, *atty, *fch, *fact, *lnf, *logits;
+    /* ln2's row stride: C, or with a ones column at C and ONES_COLS - 1 zeros after it
+     * (GPT-2), so that the MLP input weight-gradient product, run over C + ONES_COLS
+     * columns into aug_grad [F, C + ONES_COLS] (fp32), also sums its bias gradient; then
+     * rows are C + ONES_COLS rounded up to 64 elements apart (128-byte rows in 16 bits) */
+    int64_t ld2;
+    float *aug_grad;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *lse, *losses;
+    /* activation gradients (one layer) and scratch */
+    void *dres, *dc, *dqkv, *dfch, *dact, *attn_scratch, *blas_ws;
+    void *split_scratch; /* 3xTF32 operand copies or int8 planes (NULL in other modes) */
+    size_t split_bytes;
+};
+
+/* whether fch, fact and dfch are stored feature-major ([F, BT], row stride BT) */
+static bool hidden_cols(const lb_gpu_model *m) {
+    return m->gelu_src == 1;
+}
+/* the row stride of such a tensor with `width` features */
+static int64_t hidden_ld(const lb_gpu_model *m, int64_t width) {
+    return hidden_cols(m) ? m->BT : width;
+}
+
+/* whether the output head's working copy is a padded one of its own (m->lm_w) */
+static bool head_apart(const lb_gpu_model *m) {
+    return m->Vp != m->V;
+}
+
+static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_model_params *p) {
+    m->cfg = *cfg;
+    m->p = *p;
+    lb_param_offsets_compute(cfg, &m->off);
+    m->n_params = m->off.total;
+    m->B = p->B, m->T = p->T, m->BT = (int64_t)p->B * p->T;
+    m->C = cfg->d_model, m->L = cfg->n_layer, m->NH = cfg->n_head, m->NKV = cfg->n_kv_head;
+    m->HD = lb_model_head_dim(cfg), m->Q = lb_model_qkv_dim(cfg), m->F = lb_model_mlp_in_dim(cfg);
+    m->H = cfg->d_ff, m->V = cfg->vocab_size, m->Vp = (cfg->vocab_size + 63) / 64 * 64;
+    m->dt = p->precision == LB_PREC_BF16   ? LB_DT_BF16
+            : p->precision == LB_PREC_FP16 ? LB_DT_F16
+                                           : LB_DT_F32;
+    m->es = lb_dtype_bytes(m->dt);
+    m->llama = cfg->family == LB_FAMILY_LLAMA;
+    m->n_seg = lb_param_layout(cfg, NULL, 0);
+    /* the ones column needs a bias and rows that stay 16-byte aligned (C % 8: every
+     * parameter offset, so the split's packed gradients, then 16-byte aligned too) */
+    m->ld2 =
+        !m->llama && cfg->linear_bias && m->C % 8 == 0 ? (m->C + ONES_COLS + 63) / 64 * 64 : m->C;
+}
+
+/* Columns of the MLP input's weight-gradient product: C + ONES_COLS with ln2's ones
+ * column, else C. */
+static int64_t mlp_in_cols(const lb_gpu_model *m) {
+    return m->ld2 != m->C ? m->C + ONES_COLS : m->C;
+}
+
+/* Split scratch for the largest product of a step in the run's fp32 mode (none in 16-bit
+ * runs): each linear map (IC -> OC) runs forward (BT x OC x IC), input gradient
+ * (BT x IC x OC) and weight gradient (OC x IC x BT). */
+static size_t split_need(const lb_gpu_model *m) {
+    if (m->dt != LB_DT_F32) return 0;
+    const int64_t maps[6][2] = {{m->C, m->Q}, {m->C, m->C},  {m->C, m->F},
+                                {m->H, m->C}, {m->C, m->Vp}, {mlp_in_cols(m), m->F}};
+    lb_gpu_fp32_mode mode = m->p.fp32_mode;
+    size_t need = 0;
+    for (int i = 0; i < 6; i++) {
+        int64_t ic = maps[i][0], oc = maps[i][1];
+        size_t b[3] = {lb_gpu_gemm_scratch_bytes(mode, m->BT, oc, ic),
+                       lb_gpu_gemm_scratch_bytes(mode, m->BT, ic, oc),
+                       lb_gpu_gemm_scratch_bytes(mode, oc, ic, m->BT)};
+        for (int j = 0; j < 3; j++)
+            if (b[j] > need) need = b[j];
+    }
+    return need;
+}
+
+static int n_slots(const lb_gpu_model *m) {
+    return m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1;
+}
+
+#define TAKE(ptr, name, bytes)                                                                     \
+    do {                                                                                           \
+        void *tmp_;                                                                                \
+        LB_TRY(lb_gpu_arena_alloc(a, name, (size_t)(bytes), &tmp_, err));                          \
+        *(void **)&(ptr) = tmp_;                                                                   \
+    } while (0)
+
+static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
+    size_t es = m->es, np = (size_t)m->n_params, BT = (size_t)m->BT, C = (size_t)m->C;
+    size_t L = (size_t)m->L, keep = m->p.recompute ? 1 : L;
+    TAKE(m->master, "param.master", np * 4);
+    if (m->dt != LB_DT_F32)
+        TAKE(m->params, "param.work", np * es);
+    else
+        m->params = m->master;
+    if (head_apart(m))
+        TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
+    else
+        m->lm_w = (char *)m->params + (size_t)m->off.lm_head * es;
+    TAKE(m->grads, "param.grad", np * 4);
+    TAKE(m->m, "opt.m", np * 4);
+    TAKE(m->v, "opt.v", np * 4);
+    TAKE(m->seg_start, "opt.seg_start", (size_t)m->n_seg * 8);
+    TAKE(m->seg_flags, "opt.seg_flags", (size_t)m->n_seg * 4);
+    TAKE(m->opt, "opt.state", sizeof(lb_gpu_optstate));
+    if (m->llama) {
+        TAKE(m->inv_freq, "rope.inv_freq", (size_t)m->HD / 2 * 4);
+        TAKE(m->rope_cs, "rope.table", (size_t)m->T * m->HD * 4);
+    }
+    TAKE(m->tokens, "data.tokens", 2 * BT * 4);
+    TAKE(m->loss_slots, "data.loss_slots", (size_t)(n_slots(m) + 1) * 4);
+    TAKE(m->encoded, "act.encoded", BT * C * es);
+    TAKE(m->res2, "act.res2", L * BT * C * es);
+    TAKE(m->res3, "act.res3", L * BT * C * es);
+    TAKE(m->ln1, "act.ln1", keep * BT * C * es);
+    TAKE(m->ln2, "act.ln2", keep * BT * (size_t)m->ld2 * es);
+    if (m->ld2 != m->C)
+        TAKE(m->aug_grad, "grad.mlp_in_with_bias", (size_t)m->F * mlp_in_cols(m) * 4);
+    if (!m->llama) {
+        TAKE(m->ln1_mean, "act.ln1_mean", L * BT * 4);
+        TAKE(m->ln2_mean, "act.ln2_mean", L * BT * 4);
+        TAKE(m->lnf_mean, "act.lnf_mean", BT * 4);
+    }
+    TAKE(m->ln1_rstd, "act.ln1_rstd", L * BT * 4);
+    TAKE(m->ln2_rstd, "act.ln2_rstd", L * BT * 4);
+    TAKE(m->lnf_rstd, "act.lnf_rstd", BT * 4);
+    TAKE(m->qkv, "act.qkv", L * BT * (size_t)m->Q * es);
+    TAKE(m->atty, "act.atty", L * BT * C * es);
+    TAKE(m->lse, "act.lse", L * BT * (size_t)m->NH * 4);
+    TAKE(m->fch, "act.mlp_in", L * BT * (size_t)m->F * es);
+    TAKE(m->fact, "act.mlp_act", keep * BT * (size_t)m->H * es);
+    TAKE(m->lnf, "act.lnf", BT * C * es);
+    TAKE(m->logits, "act.logits", BT * (size_t)m->Vp * es);
+    TAKE(m->losses, "act.losses", BT * 4);
+    TAKE(m->dres, "grad.residual", BT * C * es);
+    TAKE(m->dc, "grad.width_c", BT * C * es);
+    TAKE(m->dqkv, "grad.qkv", BT * (size_t)m->Q * es);
+    TAKE(m->dfch, "grad.mlp_in", BT * (size_t)m->F * es);
+    TAKE(m->dact, "grad.mlp_act", BT * (size_t)m->H * es);
+    TAKE(m->attn_scratch, "scratch.attention",
+         lb_gpu_attention_scratch_bytes(m->B, m->T, m->NH, m->HD));
+    size_t dnn_bytes = m->dnn ? lb_cudnn_attn_workspace_bytes(m->dnn) : 0;
+    if (m->gelu_dnn && lb_cudnn_gelu_workspace_bytes(m->gelu_dnn) > dnn_bytes)
+        dnn_bytes = lb_cudnn_gelu_workspace_bytes(m->gelu_dnn);
+    if (dnn_bytes > 0) TAKE(m->dnn_ws, "scratch.cudnn", dnn_bytes);
+    if (m->dnn) TAKE(m->trial_dbias, "scratch.attention_trial_bias", (size_t)m->Q * 4);
+    TAKE(m->blas_ws, "scratch.cublaslt", LB_GPU_BLAS_WORKSPACE_BYTES);
+    m->split_bytes = split_need(m);
+    if (m->split_bytes > 0) TAKE(m->split_scratch, "scratch.fp32_products", m->split_bytes);
+    m->targets = m->tokens + BT;
+    return LB_OK;
+}
+
+/* GPT-2's MLP with biases: GELU and its derivative run in cuBLASLt's epilogues (the
+ * tanh approximation, as the reference), saving two passes over [B,T,d_ff] each way. Not
+ * in fp32: there cuBLASLt runs the epilogue as a separate pass, slower than ours (on the
+ * H200 at 32x128: 40 and 100 us a layer), and the 3xTF32 mode could not split them. */
+static bool fuse_gelu(const lb_gpu_model *m) {
+    return !m->llama && m->cfg.linear_bias && !m->p.no_fused_gelu && m->dt != LB_DT_F32;
+}
+
+/* cuDNN's GELU product plans where the GELU is fused (else cuBLASLt's epilogue only), and
+ * its attention plans where the choice allows them (else the built-in kernels). */
+static lb_status open_cudnn(lb_gpu_model *m, lb_err *err) {
+    m->gelu_src = 0;
+    lb_err why;
+    if (fuse_gelu(m) && m->ld2 != m->C && m->p.gelu_product != 1) { /* feature-major fch and
+                                                                     * dfch need the ones column */
+        if (lb_cudnn_gelu_init(&m->gelu_dnn, m->BT, m->F, m->C, m->ld2, true, m->dt, &why) == LB_OK)
+            m->gelu_src = m->p.gelu_product == 2 ? 1 : -1;
+        else
+            LB_DEBUG("MLP input product: cuBLASLt's GELU epilogue (%s)", why.msg);
+    }
+    lb_gpu_attn_choice c = m->p.attention;
+    if (c == LB_GPU_ATTN_CUDNN && (m->dt == LB_DT_F32 || m->p.attn_scalar))
+        return lb_fail(err, LB_ERR_USAGE, "cuDNN attention needs --precision bf16 or fp16");
+    if (c == LB_GPU_ATTN_BUILTIN || m->dt == LB_DT_F32 || m->p.attn_scalar) return LB_OK;
+    if (lb_cudnn_attn_init(&m->dnn, m->B, m->T, m->NH, m->NKV, m->HD, m->dt, &why) != LB_OK) {
+        if (c == LB_GPU_ATTN_CUDNN)
+            return lb_fail(err, LB_ERR_UNSUPPORTED, "--attention cudnn: %s", why.msg);
+        LB_INFO("attention: built-in kernels (%s)", why.msg);
+        return LB_OK;
+    }
+    m->attn_src[0] = m->attn_src[1] = c == LB_GPU_ATTN_CUDNN ? 1 : -1;
+    return LB_OK;
+}
+
+static lb_status reset_optimizer(lb_gpu_model *m, lb_err *err) {
+    LB_CUDA_TRY(err, cudaMemsetAsync(m->m, 0, (size_t)m->n_params * 4, m->stream));
+    LB_CUDA_TRY(err, cudaMemsetAsync(m->v, 0, (size_t)m->n_params * 4, m->stream));
+    lb_gpu_optstate st;
+    memset(&st, 0, sizeof st);
+    st.loss_scale = m->dt == LB_DT_F16 ? 65536.0f : 1.0f;
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->opt, &st, sizeof st, cudaMemcpyHostToDevice, m->stream));
+    return LB_OK;
+}
+
+/* The working copy from the master weights: params, and the padded head's first V rows
+ * (its padding rows stay zero). */
+static lb_status sync_working_copy(lb_gpu_model *m, lb_err *err) {
+    if (m->dt != LB_DT_F32)
+        LB_TRY(lb_gpu_convert(m->params, m->dt, m->master, LB_DT_F32, m->n_params, m->stream, err));
+    if (!head_apart(m)) return LB_OK; /* the products read the head itself */
+    return lb_gpu_convert(m->lm_w, m->dt, m->master + m->off.lm_head, LB_DT_F32,
+                          (int64_t)m->V * m->C, m->stream, err);
+}
+
+/* A layer matrix: its gradient is written whole by its weight-gradient product, in the
+ * working type in fp16/bf16 modes (packed into its fp32 slot: LB_SEG_GRAD16). */
+static bool layer_matrix(const lb_param_tensor *t) {
+    return t->layer >= 0 && t->ndim == 2;
+}
+
+static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    int64_t *start = malloc((size_t)m->n_seg * 8);
+    int32_t *flags = malloc((size_t)m->n_seg * 4);
+    lb_status st = LB_OK;
+    if (!t || !start || !flags) {
+        st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    } else {
+        lb_param_layout(&m->cfg, t, m->n_seg);
+        for (int i = 0; i < m->n_seg; i++) {
+            start[i] = t[i].offset;
+            flags[i] = (t[i].decay ? LB_SEG_DECAY : 0) |
+                       (m->dt != LB_DT_F32 && layer_matrix(&t[i]) ? LB_SEG_GRAD16 : 0);
+        }
+        m->clear = malloc((size_t)m->n_seg * sizeof *m->clear);
+        if (m->clear == NULL)
+            st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the gradient table");
+        for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
+            /* written whole by its product: every layer matrix, and the head (when tied, the
+             * head's product writes wte's gradient before the embedding backward adds to it) */
+            if (layer_matrix(&t[i]) || t[i].offset == m->off.lm_head) continue;
+            if (m->n_clear > 0 &&
+                m->clear[m->n_clear - 1][0] + m->clear[m->n_clear - 1][1] == t[i].offset)
+                m->clear[m->n_clear - 1][1] += t[i].numel;
+            else
+                m->clear[m->n_clear][0] = t[i].offset, m->clear[m->n_clear++][1] = t[i].numel;
+        }
+        if (st == LB_OK && (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8,
+                                       cudaMemcpyHostToDevice) != cudaSuccess ||
+                            cudaMemcpy(m->seg_flags, flags, (size_t)m->n_seg * 4,
+                                       cudaMemcpyHostToDevice) != cudaSuccess))
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
+    }
+    if (st == LB_OK && m->llama) {
+        float f[512];
+        lb_ref_rope_freqs(&m->cfg, f);
+        if (cudaMemcpy(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice) !=
+            cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the RoPE frequencies to the device");
+        if (st == LB_OK)
+            st = lb_gpu_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
+    }
+    free(t);
+    free(start);
+    free(flags);
+    return st;
+}
+
+lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
+                            const lb_gpu_model_params *p, lb_err *err) {
+    *out = NULL;
+    if (lb_model_head_dim(cfg) > 1024)
+        return lb_fail(err, LB_ERR_UNSUPPORTED, "head size %d is too large",
+                       lb_model_head_dim(cfg));
+    lb_gpu_model *m = calloc(1, sizeof *m);
+    if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
+    set_dims(m, cfg, p);
+    lb_status st = open_cudnn(m, err);
+    lb_gpu_arena sizing;
+    lb_gpu_arena_init_sizing(&sizing);
+    if (st == LB_OK) st = layout(m, &sizing, err);
+    size_t need = sizing.used_bytes;
+    lb_gpu_arena_free(&sizing);
+    if (st == LB_OK) st = lb_gpu_arena_init(&m->arena, need, OOM_HINT, err);
+    if (st == LB_OK) st = layout(m, &m->arena, err);
+    if (st == LB_OK && cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA stream");
+    if (st == LB_OK) {
+        lb_gpu_blas_params bp = lb_gpu_blas_default_params();
+        bp.workspace = m->blas_ws, bp.workspace_bytes = LB_GPU_BLAS_WORKSPACE_BYTES;
+        bp.fp32_mode = m->dt == LB_DT_F32 ? p->fp32_mode : LB_GPU_FP32_IEEE;
+        bp.tune = !p->gemm_heuristic_only;
+        bp.split_scratch = m->split_scratch, bp.split_scratch_bytes = m->split_bytes;
+        st = lb_gpu_blas_init(&m->blas, &bp, err);
+    }
+    for (int i = 0; st == LB_OK && i < 2; i++) {
+        if (cudaMallocHost((void **)&m->host_tok[i], 2 * (size_t)m->BT * 4) != cudaSuccess ||
+            cudaEventCreateWithFlags(&m->host_done[i], cudaEventDisableTiming) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_NOMEM, "no pinned host memory for token batches");
+    }
+    if (st == LB_OK && head_apart(m) &&
+        cudaMemset(m->lm_w, 0, (size_t)m->Vp * m->C * m->es) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "could not clear the padded output head");
+    if (st == LB_OK && m->ld2 != m->C) /* the norm forward never writes past column C */
+        st = lb_gpu_ones_column(m->ln2, (m->p.recompute ? 1 : m->L) * m->BT, m->ld2, m->C,
+                                (int)(m->ld2 - m->C), m->dt, m->stream, err);
+    if (st == LB_OK) st = init_tables(m, err);
+    if (st == LB_OK) st = reset_optimizer(m, err);
+    if (st != LB_OK) {
+        cudaGetLastError();
+        lb_gpu_model_free(m);
+        return st;
+    }
+    *out = m;
+    return LB_OK;
+}
+
+void lb_gpu_model_free(lb_gpu_model *m) {
+    if (m == NULL) return;
+    if (m->stream) cudaStreamSynchronize(m->stream);
+    if (m->step_graph) cudaGraphExecDestroy(m->step_graph);
+    lb_cudnn_attn_free(m->dnn); /* after the graph: its kernels live in the plans */
+    lb_cudnn_gelu_free(m->gelu_dnn);
+    lb_gpu_blas_free(m->blas);
+    for (int i = 0; i < 2; i++) {
+        if (m->host_tok[i]) cudaFreeHost(m->host_tok[i]);
+        if (m->host_done[i]) cudaEventDestroy(m->host_done[i]);
+    }
+    if (m->stream) cudaStreamDestroy(m->stream);
+    lb_gpu_arena_free(&m->arena);
+    free(m->clear);
+    free(m);
+}
+
+lb_status lb_gpu_model_init_weights(lb_gpu_model *m, uint64_t seed, lb_err *err) {
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    lb_param_layout(&m->cfg, t, m->n_seg);
+    const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)m->L);
+    lb_status st = LB_OK;
+    for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
+        float *p = m->master + t[i].offset;
+        if (t[i].ndim == 2) {
+            bool resid = strstr(t[i].name, "attn_out.w") || strstr(t[i].name, "mlp_out.w");
+            st = lb_gpu_fill_normal(p, t[i].numel, resid ? std_resid : std, seed, t[i].offset,
+                                    m->stream, err);
+        } else {
+            const char *dot = strrchr(t[i].name, '.');
+            bool one = strstr(t[i].name, "norm") && dot && strcmp(dot, ".w") == 0;
+            st = lb_gpu_fill(p, t[i].numel, one ? 1.0f : 0.0f, m->stream, err);
+        }
+    }
+    free(t);
+    LB_TRY(st);
+    LB_TRY(sync_working_copy(m, err));
+    return reset_optimizer(m, err);
+}
+
+lb_status lb_gpu_model_set_params(lb_gpu_model *m, const float *host, lb_err *err) {
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->master, host, (size_t)m->n_params * 4,
+                                     cudaMemcpyHostToDevice, m->stream));
+    LB_TRY(sync_working_copy(m, err));
+    LB_TRY(reset_optimizer(m, err));
+    return lb_gpu_model_sync(m, err);
+}
+
+lb_status lb_gpu_model_sync(lb_gpu_model *m, lb_err *err) {
+    LB_CUDA_TRY(err, cudaStreamSynchronize(m->stream));
+    return LB_OK;
+}
+
+static lb_status copy_out(lb_gpu_model *m, float *host, const void *dev, size_t bytes,
+                          lb_err *err) {
+    LB_CUDA_TRY(err, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, m->stream));
+    return lb_gpu_model_sync(m, err);
+}
+
+lb_status lb_gpu_model_get_params(lb_gpu_model *m, float *host, lb_err *err) {
+    return copy_out(m, host, m->master, (size_t)m->n_params * 4, err);
+}
+/* an fp16 or bf16 value's bits as a float */
+static float bits16_to_float(uint16_t h, lb_gpu_dtype dt) {
+    if (dt == LB_DT_BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    int e = (h >> 10) & 31, mant = h & 1023;
+    float v = e == 0    ? ldexpf((float)mant, -24)
+              : e == 31 ? (mant ? NAN : INFINITY)
+                        : ldexpf((float)(mant | 1024), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* The gradients as fp32, the layer matrices' 16-bit ones widened in place (from the back:
+ * element j's float lies at or after the bytes of the 16-bit values still to read). */
+lb_status lb_gpu_model_get_grads(lb_gpu_model *m, float *host, lb_err *err) {
+    LB_TRY(copy_out(m, host, m->grads, (size_t)m->n_params * 4, err));
+    if (m->dt == LB_DT_F32) return LB_OK;
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    lb_param_layout(&m->cfg, t, m->n_seg);
+    for (int i = 0; i < m->n_seg; i++) {
+        if (!layer_matrix(&t[i])) continue;
+        float *g = host + t[i].offset;
+        for (int64_t j = t[i].numel - 1; j >= 0; j--) {
+            uint16_t h;
+            memcpy(&h, (const char *)g + 2 * j, 2);
+            g[j] = bits16_to_float(h, m->dt);
+        }
+    }
+    free(t);
+    return LB_OK;
+}
+lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *err) {
+    return copy_out(m, host, m->loss_slots, (size_t)n * 4, err);
+}
+lb_status lb_gpu_model_read_optstate(lb_gpu_model *m, lb_gpu_optstate *out, lb_err *err) {
+    return copy_out(m, (float *)out, m->opt, sizeof *out, err);
+}
+void *lb_gpu_model_stream(lb_gpu_model *m) {
+    return m->stream;
+}
+const lb_gpu_arena *lb_gpu_model_arena(const lb_gpu_model *m) {
+    return &m->arena;
+}
+int64_t lb_gpu_model_n_params(const lb_gpu_model *m) {
+    return m->n_params;
+}
+
+/* ---- building blocks ----------------------------------------------------------------- */
+
+static void *W(lb_gpu_model *m, int64_t off) {
+    return off < 0 ? NULL : (char *)m->params + (size_t)off * m->es;
+}
+static float *G(lb_gpu_model *m, int64_t off) {
+    return off < 0 ? NULL : m->grads + off;
+}
+static void *at(lb_gpu_model *m, void *base, int64_t index, int64_t row_elems) {
+    return (char *)base + (size_t)index * (size_t)m->BT * (size_t)row_elems * m->es;
+}
+
+/* out[N, OC] (row stride ldo) = inp[N, IC] W^T + bias (+ residual, same stride) */
+static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void *inp, int64_t lda,
+                            unsigned cols, int IC, int OC, int64_t w_off, int64_t b_off,
+                            const void *residual, lb_err *err) {
+    lb_gpu_gemm g;
+    memset(&g, 0, sizeof g);
+    g.m = m->BT, g.n = OC, g.k = IC;
+    g.a = inp, g.lda = lda, g.trans_a = cols & COLS_INP;
+    g.b = W(m, w_off), g.ldb = IC, g.trans_b = true;
+    g.ab_type = m->dt;
+    g.c = residual, g.beta = 1.0f, g.alpha = 1.0f;
+    g.d = out, g.ldd = ldo, g.d_type = m->dt;
+    g.epilogue = b_off >= 0 ? LB_EPI_BIAS : LB_EPI_NONE;
+    g.bias = W(m, b_off);
+    return lb_gpu_gemm_run(m->blas, &g, m->stream, err);
+}
+
+/* dinp[N, IC] = dout W (when dinp); dW = dout^T inp (written, not added: a layer matrix
+ * gets no other gradient, so its gradient is not cleared before the step; in the working
+ * type, as autocast's products give it, LB_SEG_GRAD16); db += column sums of dout when
+ * b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with its ones column,
+ * m->ld2) the weight-gradient product runs over IC + ONES_COLS columns into
+ * m->aug_grad and its column IC is the bias gradient (lb_gpu_split_bias_column); else a
+ * separate reduction (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on
+ * the H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
+static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
+                            const void *inp, int64_t ld_inp, unsigned cols, int IC, int OC,
+                            int64_t w_off, int64_t b_off, lb_err *err) {
+    bool dout_cols = cols & COLS_DOUT;
+    lb_gpu_gemm g;
+    memset(&g, 0, sizeof g);
+    g.ab_type = m->dt, g.alpha = 1.0f;
+    if (dinp != NULL) {
+        g.m = m->BT, g.n = IC, g.k = OC;
+        g.a = dout, g.lda = ld_dout, g.trans_a = dout_cols;
+        g.b = W(m, w_off), g.ldb = IC;
+        g.d = dinp, g.ldd = IC, g.d_type = m->dt;
+        LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+    }
+    bool with_bias = b_off >= 0 && ld_inp > IC;
+    int64_t aug = IC + ONES_COLS;
+    memset(&g, 0, sizeof g);
+    g.ab_type = m->dt, g.alpha = 1.0f;
+    g.m = OC, g.n = with_bias ? aug : IC, g.k = m->BT;
+    g.a = dout, g.lda = ld_dout, g.trans_a = !dout_cols;
+    g.b = inp, g.ldb = ld_inp, g.trans_b = cols & COLS_INP;
+    if (with_bias)
+        g.d = m->aug_grad, g.ldd = aug, g.d_type = LB_DT_F32;
+    else
+        g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
+    LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+    if (with_bias)
+        return lb_gpu_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC, aug,
+                                        m->stream, err);
+    if (b_off >= 0 && dout_cols)
+        return lb_fail(err, LB_ERR_RUNTIME, "a bias gradient summed over a feature-major gradient");
+    if (b_off >= 0)
+        LB_TRY(lb_gpu_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
+    return LB_OK;
+}
+
+static lb_status norm_fwd(lb_gpu_model *m, void *out, int64_t ldo, float *mean, float *rstd,
+                          const void *inp, int64_t w_off, int64_t b_off, lb_err *err) {
+    if (m->llama)
+        return lb_gpu_rmsnorm_forward(out, rstd, inp, W(m, w_off), m->BT, m->C, m->cfg.norm_eps,
+                                      m->dt, m->stream, err);
+    return lb_gpu_layernorm_forward(out, ldo, mean, rstd, inp, W(m, w_off), W(m, b_off), m->BT,
+                                    m->C, m->cfg.norm_eps, m->dt, m->stream, err);
+}
+
+/* m->dres += the norm's input gradient; dsum_off >= 0: that parameter's gradient += the
+ * column sums of the new m->dres (a bias whose output gradient it is). */
+static lb_status norm_bwd(lb_gpu_model *m, const void *dout, const void *inp, const float *mean,
+                          const float *rstd, int64_t w_off, int64_t b_off, int64_t dsum_off,
+                          lb_err *err) {
+    if (m->llama)
+        return lb_gpu_rmsnorm_backward(m->dres, G(m, w_off), G(m, dsum_off), dout, inp, W(m, w_off),
+                                       rstd, m->BT, m->C, m->dt, m->stream, err);
+    return lb_gpu_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), G(m, dsum_off), dout, inp,
+                                     W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream, err);
+}
+
+static lb_status act_fwd(lb_gpu_model *m, void *out, const void *inp, lb_err *err) {
+    if (m->llama) return lb_gpu_swiglu_forward(out, inp, m->BT, m->H, m->dt, m->stream, err);
+    return lb_gpu_gelu_forward(out, inp, m->BT * m->H, m->dt, m->stream, err);
+}
+
+/* Attention one way, by m->attn_src: out and lse of a layer from its qkv. */
+static lb_status attn_fwd(lb_gpu_model *m, bool dnn, void *out, float *lse, const void *qkv,
+                          lb_err *err) {
+    if (dnn) return lb_cudnn_attn_forward(m->dnn, out, lse, qkv, m->dnn_ws, m->stream, err);
+    return lb_gpu_attention_forward(out, lse, qkv, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                    m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO, m->stream,
+                                    err);
+}
+
+/* m->dqkv from m->dc (the output's gradient); with bg, bg->dbias += the qkv bias
+ * gradient. The built-in kernels sum all of dqkv's columns as they write them. After
+ * cuDNN's, only the query part is summed: a key bias adds the same q.b to a whole row of
+ * scores, which softmax ignores, so its gradient is 0; the value part comes from the output
+ * projection's bias gradient dproj_b (complete by then: the norm backward below it summed
+ * it) through its weights w_proj (lb_gpu_bias_grad_through). */
+typedef struct {
+    float *dbias;         /* [Q] */
+    const float *dproj_b; /* [C] */
+    const void *w_proj;   /* [C, C], working type */
+} qkv_bias_grad;
+
+static lb_status attn_bwd(lb_gpu_model *m, bool dnn, const qkv_bias_grad *bg, const void *qkv,
+                          const void *out, const float *lse, lb_err *err) {
+    if (!dnn)
+        return lb_gpu_attention_backward(m->dqkv, bg ? bg->dbias : NULL, m->attn_scratch, m->dc,
+                                         qkv, out, lse, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                         m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
+                                         m->stream, err);
+    LB_TRY(
+        lb_cudnn_attn_backward(m->dnn, m->dqkv, m->dc, qkv, out, lse, m->dnn_ws, m->stream, err));
+    if (bg == NULL) return LB_OK;
+    LB_TRY(lb_gpu_bias_backward(bg->dbias, m->dqkv, m->BT, m->C, m->Q, m->dt, m->stream, err));
+    return lb_gpu_bias_grad_through(bg->dbias + m->C + m->NKV * m->HD, bg->dproj_b, bg->w_proj,
+                                    m->C, m->C, m->HD, m->NH / m->NKV, m->dt, m->stream, err);
+}
+
+#define CHOICE_REPS 5 /* timed runs behind each run-time choice */
+
+/* one run of one direction of attention on a layer's buffers (attn_time's lb_gpu_timed_run) */
+typedef struct {
+    lb_gpu_model *m;
+    bool backward, dnn;
+    const qkv_bias_grad *bg;
+    void *qkv, *out;
+    float *lse;
+} attn_run;
+
+static lb_status run_attn(void *ctx, lb_err *err) {
+    attn_run *a = ctx;
+    return a->backward ? attn_bwd(a->m, a->dnn, a->bg, a->qkv, a->out, a->lse, err)
+                       : attn_fwd(a->m, a->dnn, a->out, a->lse, a->qkv, err);
+}
+
+/* Milliseconds a run of one direction takes on this layer's buffers (gpu/timing.h). Its
+ * outputs are overwritten; the caller runs the chosen one after. */
+static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, const qkv_bias_grad *bg,
+                           void *qkv, void *out, float *lse, float *ms, lb_err *err) {
+    qkv_bias_grad trial = bg ? *bg : (qkv_bias_grad){0};
+    trial.dbias = m->trial_dbias;
+    attn_run a = {m, backward, dnn, bg ? &trial : NULL, qkv, out, lse};
+    return lb_gpu_time_runs(m->stream, CHOICE_REPS, run_attn, &a, ms, err);
+}
+
+/* AUTO's choice for one direction, on its first run: the faster of the two here. */
+static lb_status attn_choose(lb_gpu_model *m, bool backward, const qkv_bias_grad *bg, void *qkv,
+                             void *out, float *lse, lb_err *err) {
+    float own, dnn;
+    LB_TRY(attn_time(m, backward, false, bg, qkv, out, lse, &own, err));
+    LB_TRY(attn_time(m, backward, true, bg, qkv, out, lse, &dnn, err));
+    m->attn_src[backward] = dnn < own ? 1 : 0;
+    LB_INFO("attention %s: cuDNN %.3f ms, built-in %.3f ms a layer: %s",
+            backward ? "backward" : "forward", dnn, own, dnn < own ? "cuDNN" : "built-in");
+    return LB_OK;
+}
+
+/* The MLP input product with its GELU (g, an LB_EPI_GELU_AUX_BIAS product), by cuDNN or
+ * cuBLASLt. */
+static lb_status gelu_product(lb_gpu_model *m, bool dnn, const lb_gpu_gemm *g, lb_err *err) {
+    if (dnn)
+        return lb_cudnn_gelu_forward(m->gelu_dnn, g->d, g->aux, g->a, g->b, g->bias, m->dnn_ws,
+                                     m->stream, err);
+    return lb_gpu_gemm_run(m->blas, g, m->stream, err);
+}
+
+typedef struct {
+    lb_gpu_model *m;
+    bool dnn;
+    const lb_gpu_gemm *g;
+} gelu_run;
+
+static lb_status run_gelu(void *ctx, lb_err *err) {
+    gelu_run *r = ctx;
+    return gelu_product(r->m, r->dnn, r->g, err);
+}
+
+/* The faster of the two on the first layer's buffers (each tunes on its untimed run). */
+static lb_status gelu_choose(lb_gpu_model *m, const lb_gpu_gemm *g, lb_err *err) {
+    float ms[2];
+    for (int dnn = 0; dnn < 2; dnn++) {
+        gelu_run r = {m, dnn == 1, g};
+        LB_TRY(lb_gpu_time_runs(m->stream, CHOICE_REPS, run_gelu, &r, &ms[dnn], err));
+    }
+    m->gelu_src = ms[1] < ms[0] ? 1 : 0;
+    LB_INFO("MLP input product with GELU: cuDNN %.1f us, cuBLASLt %.1f us: %s", 1e3f * ms[1],
+            1e3f * ms[0], m->gelu_src ? "cuDNN" : "cuBLASLt");
+    return LB_OK;
+}
+
+const char *lb_gpu_model_attention(const lb_gpu_model *m, bool backward) {
+    int s = m->attn_src[backward];
+    return s < 0 ? "untimed" : s == 1 ? "cudnn" : "builtin";
+}
+
+const char *lb_gpu_model_gelu_product(const lb_gpu_model *m) {
+    if (!fuse_gelu(m)) return "unfused";
+    return m->gelu_src < 0 ? "untimed" : m->gelu_src == 1 ? "cudnn" : "cublaslt";
+}
+
+/* ---- one step --------------------------------------------------------------------------- */
+
+static int64_t lo(lb_gpu_model *m, int l, int64_t rel) {
+    return rel < 0 ? -1 : m->off.layers + (int64_t)l * m->off.layer_numel + rel;
+}
+
+/* The token embedding's working copy: the padded head when they are one tensor kept apart */
+static const void *wte_lp(lb_gpu_model *m) {
+    return head_apart(m) && m->off.lm_head == m->off.wte ? m->lm_w : W(m, m->off.wte);
+}
+
+static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
+    const lb_layer_offsets *o = &m->off.layer;
+    int C = m->C;
+    LB_TRY(lb_gpu_embed_forward(m->encoded, m->tokens, wte_lp(m), W(m, m->off.wpe), m->B, m->T, C,
+                                m->dt, m->stream, err));
+    for (int l = 0; l < m->L; l++) {
+        int keep = m->p.recompute ? 0 : l;
+        const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
+        void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, m->ld2);
+        void *qkv = at(m, m->qkv, l, m->Q), *atty = at(m, m->atty, l, C);
+        void *res2 = at(m, m->res2, l, C), *res3 = at(m, m->res3, l, C);
+        void *fch = at(m, m->fch, l, m->F), *fact = at(m, m->fact, keep, m->H);
+        float *lse = m->lse + (size_t)l * m->BT * m->NH;
+        LB_TRY(norm_fwd(m, ln1, C, m->ln1_mean ? m->ln1_mean + l * m->BT : NULL,
+                        m->ln1_rstd + l * m->BT, x, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
+                        err));
+        LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b),
+                          NULL, err));
+        if (m->llama)
+            LB_TRY(lb_gpu_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                       m->stream, err));
+        if (m->attn_src[0] < 0) LB_TRY(attn_choose(m, false, NULL, qkv, atty, lse, err));
+        LB_TRY(attn_fwd(m, m->attn_src[0] == 1, atty, lse, qkv, err));
+        LB_TRY(linear_fwd(m, res2, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w),
+                          lo(m, l, o->attn_out_b), x, err));
+        LB_TRY(norm_fwd(m, ln2, m->ld2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
+                        m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b),
+                        err));
+        if (fuse_gelu(m)) {
+            lb_gpu_gemm g = {.m = m->BT,
+                             .n = m->F,
+                             .k = C,
+                             .a = ln2,
+                             .lda = m->ld2,
+                             .b = W(m, lo(m, l, o->mlp_in_w)),
+                             .ldb = C,
+                             .trans_b = true,
+                             .ab_type = m->dt,
+                             .d = fact,
+                             .ldd = m->F,
+                             .d_type = m->dt,
+                             .alpha = 1.0f,
+                             .epilogue = LB_EPI_GELU_AUX_BIAS,
+                             .bias = W(m, lo(m, l, o->mlp_in_b)),
+                             .aux = fch};
+            if (m->gelu_src < 0) LB_TRY(gelu_choose(m, &g, err));
+            LB_TRY(gelu_product(m, m->gelu_src == 1, &g, err));
+        } else {
+            LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, 0, C, m->F, lo(m, l, o->mlp_in_w),
+                              lo(m, l, o->mlp_in_b), NULL, err));
+            LB_TRY(act_fwd(m, fact, fch, err));
+        }
+        LB_TRY(linear_fwd(m, res3, C, fact, hidden_ld(m, m->H), hidden_cols(m) ? COLS_INP : 0, m->H,
+                          C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
+    }
+    LB_TRY(norm_fwd(m, m->lnf, C, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C),
+                    m->off.normf_w, m->off.normf_b, err));
+    lb_gpu_gemm g = {.m = m->BT,
+                     .n = m->Vp,
+                     .k = C,
+                     .a = m->lnf,
+                     .lda = C,
+                     .b = m->lm_w,
+                     .ldb = C,
+                     .trans_b = true,
+                     .ab_type = m->dt,
+                     .d = m->logits,
+                     .ldd = m->Vp,
+                     .d_type = m->dt,
+                     .alpha = 1.0f};
+    LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+    LB_TRY(lb_gpu_softmax_xent(m->logits, m->losses, m->targets, m->BT, m->V, m->Vp,
+                               1.0f / (float)m->BT, m->dt == LB_DT_F16 ? &m->opt->loss_scale : NULL,
+                               1, m->dt, m->stream, err));
+    return lb_gpu_mean(loss, m->losses, m->BT, m->stream, err);
+}
+
+static lb_status backward(lb_gpu_model *m, lb_err *err) {
+    const lb_layer_offsets *o = &m->off.layer;
+    int C = m->C;
+    /* output head over the padded width (padding logits' gradients are zero) */
+    lb_gpu_gemm gi = {.m = m->BT,
+                      .n = C,
+                      .k = m->Vp,
+                      .a = m->logits,
+                      .lda = m->Vp,
+                      .b = m->lm_w,
+                      .ldb = C,
+                      .ab_type = m->dt,
+                      .d = m->dc,
+                      .ldd = C,
+                      .d_type = m->dt,
+                      .alpha = 1.0f};
+    LB_TRY(lb_gpu_gemm_run(m->blas, &gi, m->stream, err));
+    /* The head's gradient, its V real rows, written (not added) straight into the gradient
+     * buffer: the first write of the step there. Rows up to a multiple of 64 in one product,
+     * the rest in a second: cuBLASLt picks slow kernels for an odd row count (GPT-2's
+     * 50,257 rows in one product cost 0.8 ms more a step at 16x1024 on an H200). */
+    int64_t Vq = m->V / 64 * 64;
+    lb_gpu_gemm gw = {.m = Vq,
+                      .n = C,
+                      .k = m->BT,
+                      .a = m->logits,
+                      .lda = m->Vp,
+                      .trans_a = true,
+                      .b = m->lnf,
+                      .ldb = C,
+                      .ab_type = m->dt,
+                      .d = G(m, m->off.lm_head),
+                      .ldd = C,
+                      .d_type = LB_DT_F32,
+                      .alpha = 1.0f};
+    LB_TRY(lb_gpu_gemm_run(m->blas, &gw, m->stream, err));
+    if (Vq < m->V) {
+        gw.m = m->V - Vq;
+        gw.a = (char *)m->logits + (size_t)Vq * m->es;
+        gw.d = G(m, m->off.lm_head + Vq * C);
+        LB_TRY(lb_gpu_gemm_run(m->blas, &gw, m->stream, err));
+    }
+    LB_CUDA_TRY(err, cudaMemsetAsync(m->dres, 0, (size_t)m->BT * C * m->es, m->stream));
+    /* The two C-wide biases of a layer (attention and MLP output projections) take their
+     * gradients from the norm backward that writes their output's gradient: the last
+     * layer's MLP one from the final norm, each layer's attention one from its second
+     * norm, the layer below's MLP one from its first. */
+    LB_TRY(norm_bwd(m, m->dc, at(m, m->res3, m->L - 1, C), m->lnf_mean, m->lnf_rstd, m->off.normf_w,
+                    m->off.normf_b, lo(m, m->L - 1, o->mlp_out_b), err));
+    for (int l = m->L - 1; l >= 0; l--) {
+        int keep = m->p.recompute ? 0 : l;
+        const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
+        void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, m->ld2);
+        void *qkv = at(m, m->qkv, l, m->Q), *atty = at(m, m->atty, l, C);
+        void *res2 = at(m, m->res2, l, C);
+        void *fch = at(m, m->fch, l, m->F), *fact = at(m, m->fact, keep, m->H);
+        float *lse = m->lse + (size_t)l * m->BT * m->NH;
+        const float *ln1_mean = m->ln1_mean ? m->ln1_mean + l * m->BT : NULL;
+        const float *ln2_mean = m->ln2_mean ? m->ln2_mean + l * m->BT : NULL;
+        const float *ln1_rstd = m->ln1_rstd + l * m->BT, *ln2_rstd = m->ln2_rstd + l * m->BT;
+        if (m->p.recompute) {
+            LB_TRY(act_fwd(m, fact, fch, err));
+            LB_TRY(lb_gpu_norm_recompute(ln2, m->ld2, res2, W(m, lo(m, l, o->norm2_w)),
+                                         W(m, lo(m, l, o->norm2_b)), ln2_mean, ln2_rstd, m->BT, C,
+                                         m->dt, m->stream, err));
+        }
+        /* MLP */
+        if (fuse_gelu(m)) { /* dfch = (dres Wout) * gelu'(fch) in one product */
+            const void *w_out = W(m, lo(m, l, o->mlp_out_w));
+            lb_gpu_gemm g = {.ab_type = m->dt,
+                             .d = m->dfch,
+                             .d_type = m->dt,
+                             .alpha = 1.0f,
+                             .epilogue = LB_EPI_DGELU,
+                             .aux = fch};
+            if (hidden_cols(m)) /* dfch^T = Wout^T dres^T */
+                g.m = m->H, g.n = m->BT, g.k = C, g.a = w_out, g.lda = m->H, g.trans_a = true,
+                g.b = m->dres, g.ldb = C, g.trans_b = true, g.ldd = m->BT;
+            else
+                g.m = m->BT, g.n = m->H, g.k = C, g.a = m->dres, g.lda = C, g.b = w_out,
+                g.ldb = m->H, g.ldd = m->H;
+            LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+            LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, hidden_ld(m, m->H),
+                              hidden_cols(m) ? COLS_INP : 0, m->H, C, lo(m, l, o->mlp_out_w), -1,
+                              err));
+        } else {
+            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, 0, m->H, C,
+                              lo(m, l, o->mlp_out_w), -1, err));
+            if (m->llama)
+                LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream,
+                                              err));
+            else
+                LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream,
+                                            err));
+        }
+        LB_TRY(linear_bwd(m, m->dc, m->dfch, hidden_ld(m, m->F), ln2, m->ld2,
+                          hidden_cols(m) ? COLS_DOUT : 0, C, m->F, lo(m, l, o->mlp_in_w),
+                          lo(m, l, o->mlp_in_b), err));
+        LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w),
+                        lo(m, l, o->norm2_b), lo(m, l, o->attn_out_b), err));
+        /* attention */
+        LB_TRY(
+            linear_bwd(m, m->dc, m->dres, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w), -1, err));
+        /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
+         * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
+        bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0;
+        qkv_bias_grad bg = {G(m, lo(m, l, o->qkv_b)), G(m, lo(m, l, o->attn_out_b)),
+                            W(m, lo(m, l, o->attn_out_w))};
+        if (m->attn_src[1] < 0)
+            LB_TRY(attn_choose(m, true, qkv_bias_fused ? &bg : NULL, qkv, atty, lse, err));
+        LB_TRY(attn_bwd(m, m->attn_src[1] == 1, qkv_bias_fused ? &bg : NULL, qkv, atty, lse, err));
+        if (m->llama)
+            LB_TRY(lb_gpu_rope_backward(m->dqkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD,
+                                        m->dt, m->stream, err));
+        if (m->p.recompute)
+            LB_TRY(lb_gpu_norm_recompute(ln1, C, x, W(m, lo(m, l, o->norm1_w)),
+                                         W(m, lo(m, l, o->norm1_b)), ln1_mean, ln1_rstd, m->BT, C,
+                                         m->dt, m->stream, err));
+        LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w),
+                          qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
+        LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
+                        l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));
+    }
+    return lb_gpu_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T,
+                                 C, m->dt, m->stream, err);
+}
+
+/* Copies a batch through the pinned buffer not in use by the copy before. */
+static lb_status upload(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets, int slot,
+                        lb_err *err) {
+    if (slot < 0 || slot >= n_slots(m))
+        return lb_fail(err, LB_ERR_RUNTIME, "loss slot %d out of range", slot);
+    int k = m->host_idx;
+    m->host_idx ^= 1;
+    LB_CUDA_TRY(err, cudaEventSynchronize(m->host_done[k]));
+    memcpy(m->host_tok[k], inputs, (size_t)m->BT * 4);
+    memcpy(m->host_tok[k] + m->BT, targets, (size_t)m->BT * 4);
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->tokens, m->host_tok[k], 2 * (size_t)m->BT * 4,
+                                     cudaMemcpyHostToDevice, m->stream));
+    LB_CUDA_TRY(err, cudaEventRecord(m->host_done[k], m->stream));
+    return LB_OK;
+}
+
+static lb_status clear_forward_backward(lb_gpu_model *m, float *loss, lb_err *err) {
+    for (int i = 0; i < m->n_clear; i++)
+        LB_CUDA_TRY(err, cudaMemsetAsync(m->grads + m->clear[i][0], 0, (size_t)m->clear[i][1] * 4,
+                                         m->stream));
+    LB_TRY(forward(m, loss, err));
+    return backward(m, err);
+}
+
+lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
+                                        const int32_t *targets, int slot, lb_err *err) {
+    LB_TRY(upload(m, inputs, targets, slot, err));
+    return clear_forward_backward(m, m->loss_slots + slot, err);
+}
+
+static lb_status optimizer(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err *err) {
+    lb_gpu_adamw_params q = *p;
+    q.dynamic_scaling = m->dt == LB_DT_F16;
+    if (q.growth_interval <= 0) q.growth_interval = 2000;
+    lb_gpu_segments sg = {m->seg_start, m->seg_flags, m->n_seg, m->n_params};
+    LB_TRY(lb_gpu_grad_sumsq(m->opt, m->grads, m->dt, &sg, m->stream, err));
+    lb_gpu_lp_apart head = {m->lm_w, m->off.lm_head, m->off.lm_head + (int64_t)m->V * m->C};
+    LB_TRY(lb_gpu_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params,
+                        head_apart(m) ? &head : NULL, m->dt, m->grads, m->m, m->v, &sg, &q, m->opt,
+                        m->stream, err));
+    return lb_gpu_opt_finish(m->opt, &q, m->stream, err);
+}
+
+static lb_status whole_step(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p,
+                            lb_err *err) {
+    LB_TRY(clear_forward_backward(m, loss, err));
+    return optimizer(m, p, err);
+}
+
+static bool same_adamw(const lb_gpu_adamw_params *a, const lb_gpu_adamw_params *b) {
+    return a->lr == b->lr && a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
+           a->weight_decay == b->weight_decay && a->grad_clip == b->grad_clip &&
+           a->dynamic_scaling == b->dynamic_scaling && a->growth_interval == b->growth_interval;
+}
+
+/* Memset nodes up to this size become kernel nodes in the step graph: cuBLASLt's and
+ * cuDNN's (4 to 1,536 bytes) and the bias-gradient clears (9-12 KB); not the large clears. */
+#define GRAPH_FILL_MAX_BYTES 65536
+
+/* Records whole_step into step_graph. A step that cannot be captured (an operation that
+ * stream capture does not allow) is not an error: nothing of it ran, the caller runs it
+ * kernel by kernel, and so do all later steps. */
+static void capture(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p) {
+    lb_err e;
+    cudaGraph_t g = NULL;
+    const char *why = NULL;
+    if (cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        why = "stream capture could not begin";
+    } else {
+        lb_status st = whole_step(m, loss, p, &e);
+        cudaError_t ce = cudaStreamEndCapture(m->stream, &g);
+        if (st != LB_OK)
+            why = e.msg;
+        else if (ce != cudaSuccess)
+            why = cudaGetErrorString(ce);
+        else {
+            /* the libraries' small workspace memsets as kernel nodes (gpu/graph.cuh); a
+             * failure leaves a valid graph, with the rest of them as memsets */
+            int replaced = 0;
+            if (lb_gpu_graph_memsets_to_kernels(g, GRAPH_FILL_MAX_BYTES, &replaced, &e) != LB_OK)
+                LB_DEBUG("step graph: %s", e.msg);
+            LB_DEBUG("step graph: %d memset nodes of at most %d bytes replaced by kernel nodes",
+                     replaced, GRAPH_FILL_MAX_BYTES);
+            if (cudaGraphInstantiate(&m->step_graph, g, 0) != cudaSuccess)
+                why = "the graph could not be instantiated";
+        }
+    }
+    if (g) cudaGraphDestroy(g);
+    if (why == NULL) {
+        m->graph_ap = *p;
+        return;
+    }
+    cudaGetLastError();
+    m->step_graph = NULL;
+    m->graph_failed = true;
+    LB_INFO("training steps run kernel by kernel: capturing one as a CUDA graph failed (%s)", why);
+}
+
+lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
+                                  int slot, const lb_gpu_adamw_params *p, lb_err *err) {
+    LB_TRY(upload(m, inputs, targets, slot, err));
+    float *loss = m->loss_slots + n_slots(m);
+    if (m->step_graph && !same_adamw(&m->graph_ap, p)) {
+        cudaGraphExecDestroy(m->step_graph);
+        m->step_graph = NULL;
+    }
+    /* the first step runs directly: it prepares and times every product (host waits) */
+    bool first = m->train_steps++ == 0;
+    if (m->step_graph == NULL && !first && !m->graph_failed) capture(m, loss, p);
+    if (m->step_graph)
+        LB_CUDA_TRY(err, cudaGraphLaunch(m->step_graph, m->stream));
+    else
+        LB_TRY(whole_step(m, loss, p, err));
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->loss_slots + slot, loss, sizeof *loss,
+                                     cudaMemcpyDeviceToDevice, m->stream));
+    return LB_OK;
+}
+
+bool lb_gpu_model_uses_graph(const lb_gpu_model *m) {
+    return m->step_graph != NULL;
+}
+
+#endif

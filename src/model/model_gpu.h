@@ -1,0 +1,112 @@
+/* model_gpu.h: the whole transformer of model/model.h on one CUDA device: forward,
+ * backward and the AdamW step, for fp32, fp16 (dynamic loss scaling) and bf16.
+ *
+ * Everything lives in one device arena (gpu/arena.h) laid out once for a fixed (B, T):
+ * fp32 master weights, the fp16/bf16 working copy, fp32 gradients and AdamW moments (all in
+ * the parameter layout of model/config.h), the activations every backward step needs
+ * (per-layer tensors stacked [L, ...]) and one layer's worth of activation gradients.
+ * With recompute, the norm outputs and the MLP activation are kept for one layer only
+ * and rebuilt from the saved residuals and statistics during backward. Matrix products go
+ * through cuBLASLt (gpu/blas/matmul.h) with the residual add fused in (beta = 1); the logits are
+ * kept in the activation type, with the vocabulary padded to a multiple of 64 in the row
+ * stride, and the fused cross-entropy overwrites them with their gradient. In fp32 with
+ * the 3xTF32 mode the arena also holds the split scratch, sized for the step's largest
+ * product (the output head's, over the logits gradient).
+ * A step is enqueued on the model's stream without any host synchronisation: the loss of
+ * each step goes to a device slot the caller reads when it wants. Not here: data loading,
+ * timing, multi-GPU. Only in CUDA builds (it needs the CUDA headers). */
+#ifndef LB_MODEL_MODEL_GPU_H
+#define LB_MODEL_MODEL_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/precision.h"
+#include "core/status.h"
+#include "gpu/arena.h"
+#include "gpu/blas/matmul.h"
+#include "kernels/adamw.cuh"
+#include "model/attn_choice.h"
+#include "model/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int B, T; /* batch and sequence the arena is laid out for */
+    lb_precision precision;
+    bool recompute;             /* rebuild norm outputs and MLP activations in backward */
+    lb_gpu_fp32_mode fp32_mode; /* how fp32 products run (gpu/blas/matmul.h); ignored in 16-bit */
+    bool gemm_heuristic_only; /* cuBLASLt's first heuristic algorithm, no timing (gpu/blas/matmul.h)
+                               */
+    lb_gpu_attn_choice attention; /* whose attention kernels (model/attn_choice.h) */
+    int attn_scalar;              /* 1: always the CUDA-core attention kernels (tests) */
+    int no_fused_gelu;            /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */
+    int gelu_product;             /* GPT-2's fused GELU product: 0 the faster of cuBLASLt's and
+                                   * cuDNN's (timed on the first step), 1 cuBLASLt's, 2 cuDNN's
+                                   * where it runs (tests) */
+    int max_loss_slots;           /* device slots for per-step mean losses */
+} lb_gpu_model_params;
+
+typedef struct lb_gpu_model lb_gpu_model;
+
+/* Sizes the arena, allocates it on the current device and creates the stream and the
+ * cuBLASLt handle; in fp16/bf16 (unless p->attention is BUILTIN) also cuDNN's attention
+ * plans, whose absence is an error only when p->attention is CUDNN. Out of memory:
+ * LB_ERR_NOMEM naming needed and free bytes and suggesting a smaller --batch or
+ * --recompute. Weights are uninitialised. */
+lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
+                            const lb_gpu_model_params *p, lb_err *err);
+void lb_gpu_model_free(lb_gpu_model *m);
+
+/* GPT-2 style initialisation on the device (normal(0, 0.02), residual projections
+ * 0.02/sqrt(2L), biases 0, norm weights 1), the same rule as the CPU reference, drawn by a
+ * counter-based generator: same seed, same weights, but not the CPU's numbers. */
+lb_status lb_gpu_model_init_weights(lb_gpu_model *m, uint64_t seed, lb_err *err);
+/* Copies n_params fp32 host parameters in (master and working copy); resets AdamW. */
+lb_status lb_gpu_model_set_params(lb_gpu_model *m, const float *host, lb_err *err);
+/* Copies the fp32 master parameters or gradients out (synchronises). */
+lb_status lb_gpu_model_get_params(lb_gpu_model *m, float *host, lb_err *err);
+lb_status lb_gpu_model_get_grads(lb_gpu_model *m, float *host, lb_err *err);
+
+/* Enqueues forward + backward of one batch (inputs/targets: B*T host token ids, copied
+ * through pinned memory) and writes the mean loss to slot `slot`. Gradients are zeroed
+ * first. Under fp16 they carry the loss scale (lb_gpu_model_grad_scale). */
+lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
+                                        const int32_t *targets, int slot, lb_err *err);
+/* One training step: the batch copied in as above, then forward + backward (mean loss to
+ * slot `slot`) and clip + AdamW + loss-scale update with p. The first call runs kernel by
+ * kernel (it prepares and times every cuBLASLt product, waiting on the device); the
+ * second captures the step's work as a CUDA graph, which it and every later call launch
+ * at once (recaptured when p changes). Where capture is refused, every step runs kernel
+ * by kernel, with the same results. */
+lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
+                                  int slot, const lb_gpu_adamw_params *p, lb_err *err);
+/* Whether train steps are launched as a CUDA graph now. */
+bool lb_gpu_model_uses_graph(const lb_gpu_model *m);
+/* Whose attention kernels run forward (backward = false) or backward: "cudnn", "builtin",
+ * or "untimed" while AUTO has not yet timed that direction (before the first step). */
+const char *lb_gpu_model_attention(const lb_gpu_model *m, bool backward);
+/* Who runs GPT-2's MLP input product with its GELU in 16-bit modes: "cudnn", "cublaslt",
+ * "untimed" before the first step, or "unfused" (Llama, fp32: the activation is a kernel of
+ * its own). */
+const char *lb_gpu_model_gelu_product(const lb_gpu_model *m);
+
+/* Waits for the stream and copies n slots of mean losses out. */
+lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *err);
+/* Waits for the stream and copies the optimizer state out. */
+lb_status lb_gpu_model_read_optstate(lb_gpu_model *m, lb_gpu_optstate *out, lb_err *err);
+lb_status lb_gpu_model_sync(lb_gpu_model *m, lb_err *err);
+
+/* The stream (a cudaStream_t) steps run on, for events. */
+void *lb_gpu_model_stream(lb_gpu_model *m);
+const lb_gpu_arena *lb_gpu_model_arena(const lb_gpu_model *m);
+int64_t lb_gpu_model_n_params(const lb_gpu_model *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1353 @@
+/* selftest.c: kernel and model checks against the CPU reference (selftest/selftest.h).
+ *
+ * A check allocates its device buffers through a small context that frees them at the
+ * end and remembers the first CUDA failure, so each check reads as: make inputs, run the
+ * reference, run the kernel, compare. */
+#include "selftest/selftest.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/stats.h"
+
+lb_selftest_params lb_selftest_default_params(void) {
+    lb_selftest_params p = {.device = 0, .seed = 0, .kernels = true, .model = true, .only = NULL};
+    return p;
+}
+
+void lb_selftest_report_free(lb_selftest_report *rep) {
+    if (rep == NULL) return;
+    free(rep->rows);
+    memset(rep, 0, sizeof *rep);
+}
+
+#ifndef LB_HAVE_CUDA
+
+lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err) {
+    (void)p;
+    memset(rep, 0, sizeof *rep);
+    return lb_fail(err, LB_ERR_UNSUPPORTED,
+                   "this llmbench was built without CUDA: no GPU kernels to test");
+}
+
+#else
+
+#include <cuda_runtime.h>
+
+#include "gpu/blas/matmul.h"
+#include "gpu/blas/slices.cuh"
+#include "gpu/blas/slices.h"
+#include "gpu/blas/tf32.cuh"
+#include "gpu/blas/tf32.h"
+#include "gpu/check.h"
+#include "gpu/cudnn/attn.h"
+#include "gpu/cudnn/gelu.h"
+#include "gpu/graph.cuh"
+#include "kernels/act.cuh"
+#include "kernels/adamw.cuh"
+#include "kernels/attention.cuh"
+#include "kernels/embed.cuh"
+#include "kernels/loss.cuh"
+#include "kernels/norm.cuh"
+#include "kernels/rope.cuh"
+#include "model/model.h"
+#include "model/model_gpu.h"
+#include "model/ref_ops.h"
+
+typedef struct {
+    lb_gpu_dtype dt;
+    lb_precision prec;
+    const char *name;
+    double atol, rtol;          /* per element, kernels */
+    double model_rel;           /* relative L2 bound, whole model */
+    lb_gpu_fp32_mode fp32_mode; /* how the model's fp32 products run */
+} prec_t;
+
+static const prec_t PRECS[3] = {
+    {LB_DT_F32, LB_PREC_FP32, "fp32", 1e-4, 2e-3, 2e-3},
+    {LB_DT_F16, LB_PREC_FP16, "fp16", 2e-3, 1e-2, 2e-2},
+    {LB_DT_BF16, LB_PREC_BF16, "bf16", 1e-2, 4e-2, 6e-2},
+};
+/* fp32 with 3xTF32 products: fp32's tolerances, the mode's own label */
+static const prec_t SPLIT = {LB_DT_F32, LB_PREC_FP32, "3xtf32",          1e-4,
+                             2e-3,      2e-3,         LB_GPU_FP32_3XTF32};
+/* fp32 with int8 digit-plane products, and with each product the faster way: the same */
+static const prec_t CUT = {LB_DT_F32, LB_PREC_FP32, "int8", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_INT8};
+static const prec_t AUTO = {LB_DT_F32, LB_PREC_FP32, "auto", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_AUTO};
+
+/* matmul.accuracy bound on |d - ref| / (sum_k |a b| + |beta c| + |bias|) against an fp64
+ * reference: fp32 products stay near 1e-7; one TF32 pass (2^-11 per term) lands near
+ * 5e-4 / sqrt(k), above it for every k the check uses. */
+#define FP32_SCALED_BOUND 4e-6
+
+#define MAX_BUFS 64
+
+typedef struct {
+    void *bufs[MAX_BUFS];
+    int n;
+    lb_status st;
+    lb_err *err;
+    lb_rng rng;
+    lb_selftest_report *rep;
+    const lb_selftest_params *p;
+    bool dnn_noted; /* cuDNN's absence has been said once */
+} ctx;
+
+static void *dev(ctx *c, size_t bytes) {
+    if (c->st != LB_OK) return NULL;
+    void *ptr = NULL;
+    cudaError_t e = cudaMalloc(&ptr, bytes > 0 ? bytes : 4);
+    if (e != cudaSuccess || c->n == MAX_BUFS) {
+        c->st = lb_gpu_fail_at(c->err, "CUDA", (int)e, cudaGetErrorString(e), "cudaMalloc",
+                               __func__, __FILE__, __LINE__);
+        return NULL;
+    }
+    cudaMemset(ptr, 0, bytes);
+    c->bufs[c->n++] = ptr;
+    return ptr;
+}
+
+static void release(ctx *c) {
+    cudaDeviceSynchronize();
+    for (int i = 0; i < c->n; i++)
+        cudaFree(c->bufs[i]);
+    c->n = 0;
+}
+
+static void check(ctx *c, lb_status st) {
+    if (c->st == LB_OK && st != LB_OK) c->st = st;
+}
+
+static void check_cuda(ctx *c, cudaError_t e, const char *what) {
+    if (c->st == LB_OK && e != cudaSuccess)
+        c->st = lb_gpu_fail_at(c->err, "CUDA", (int)e, cudaGetErrorString(e), what, __func__,
+                               __FILE__, __LINE__);
+}
+
+static float *hnew(size_t n) {
+    return calloc(n > 0 ? n : 1, sizeof(float));
+}
+
+static void randn(ctx *c, float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * (float)lb_rng_normal(&c->rng);
+}
+
+/* Host fp32 -> device buffer of type dt; host is rounded to dt in place. */
+static void *up(ctx *c, float *host, size_t n, lb_gpu_dtype dt) {
+    float *f = dev(c, n * 4);
+    void *d = dt == LB_DT_F32 ? f : dev(c, n * lb_dtype_bytes(dt));
+    if (c->st != LB_OK) return NULL;
+    check_cuda(c, cudaMemcpy(f, host, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy up");
+    if (dt != LB_DT_F32) {
+        check(c, lb_gpu_convert(d, dt, f, LB_DT_F32, (int64_t)n, 0, c->err));
+        check(c, lb_gpu_convert(f, LB_DT_F32, d, dt, (int64_t)n, 0, c->err));
+        check_cuda(c, cudaMemcpy(host, f, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy round");
+    }
+    return d;
+}
+
+static void down(ctx *c, float *host, const void *d, size_t n, lb_gpu_dtype dt) {
+    if (c->st != LB_OK) return;
+    if (dt == LB_DT_F32) {
+        check_cuda(c, cudaMemcpy(host, d, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy down");
+        return;
+    }
+    float *f = dev(c, n * 4);
+    if (c->st != LB_OK) return;
+    check(c, lb_gpu_convert(f, LB_DT_F32, d, dt, (int64_t)n, 0, c->err));
+    check_cuda(c, cudaMemcpy(host, f, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy down");
+}
+
+static void *upi(ctx *c, const int32_t *host, size_t n) {
+    void *d = dev(c, n * 4);
+    if (d) check_cuda(c, cudaMemcpy(d, host, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy ids");
+    return d;
+}
+
+static lb_selftest_row *add_row(ctx *c, const char *op, const char *shape, const char *prec) {
+    lb_selftest_report *r = c->rep;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 64;
+        lb_selftest_row *nr = realloc(r->rows, cap * sizeof *nr);
+        if (nr == NULL) return NULL;
+        r->rows = nr;
+        r->cap = cap;
+    }
+    lb_selftest_row *row = &r->rows[r->n++];
+    memset(row, 0, sizeof *row);
+    snprintf(row->op, sizeof row->op, "%s", op);
+    snprintf(row->shape, sizeof row->shape, "%s", shape);
+    snprintf(row->precision, sizeof row->precision, "%s", prec);
+    return row;
+}
+
+/* Differences of gpu from ref: the largest |gpu - ref| / (slack (atol + rtol |ref|)), the
+ * largest |gpu - ref| and the relative L2 error; NaN anywhere makes the ratios infinite. */
+typedef struct {
+    double worst, max_abs, rel_l2;
+} diff_t;
+
+static diff_t differences(const prec_t *pr, double slack, const float *gpu, const float *ref,
+                          size_t n) {
+    diff_t r = {0};
+    double num = 0.0, den = 0.0;
+    bool nan = false;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)gpu[i] - (double)ref[i]);
+        if (isnan(d)) nan = true;
+        double ratio = d / (slack * (pr->atol + pr->rtol * fabs((double)ref[i])));
+        if (ratio > r.worst) r.worst = ratio;
+        if (d > r.max_abs) r.max_abs = d;
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    r.rel_l2 = sqrt(num) / (sqrt(den) + 1e-30);
+    if (nan) r.worst = r.rel_l2 = r.max_abs = INFINITY;
+    return r;
+}
+
+/* One result row; a failed one is counted. */
+static void record(ctx *c, const char *op, const char *shape, const char *prec, double ratio,
+                   double max_abs, bool pass) {
+    lb_selftest_row *row = add_row(c, op, shape, prec);
+    if (row == NULL) return;
+    row->err_ratio = ratio;
+    row->max_abs = max_abs;
+    row->pass = pass;
+    if (!pass) c->rep->n_failed++;
+}
+
+/* Element-wise comparison; a NaN anywhere fails. */
+static void compare(ctx *c, const char *op, const char *shape, const prec_t *pr, const float *gpu,
+                    const float *ref, size_t n) {
+    if (c->st != LB_OK) return;
+    diff_t d = differences(pr, 1.0, gpu, ref, n);
+    record(c, op, shape, pr->name, d.worst, d.max_abs, d.worst <= 1.0);
+}
+
+/* Relative L2 comparison against a bound. */
+static void compare_l2(ctx *c, const char *op, const char *shape, const prec_t *pr, double bound,
+                       const float *gpu, const float *ref, size_t n) {
+    diff_t d = differences(pr, 1.0, gpu, ref, n);
+    record(c, op, shape, pr->name, d.rel_l2 / bound, d.max_abs, d.rel_l2 <= bound);
+}
+
+/* 16-bit kernels whose outputs sum many products of operands rounded to 16 bits (P and
+ * dS in the attention backward), which the fp32 reference does not round: the relative L2
+ * error against `bound`, and each element against the per-element tolerance widened by
+ * `slack`, since single elements' rounding errors reach about twice their usual share
+ * (bf16, B2 T100: 0.37-0.53 of the tolerance typically, 1.03 in one seed of many). A
+ * localised fault (a row, a head, a mask) still fails the element check by far. The
+ * ratio is the larger of the two, so 1 is the limit for both. */
+static void compare_rounded(ctx *c, const char *op, const char *shape, const prec_t *pr,
+                            double bound, double slack, const float *gpu, const float *ref,
+                            size_t n) {
+    diff_t d = differences(pr, slack, gpu, ref, n);
+    double l2 = d.rel_l2 / bound;
+    double ratio = l2 > d.worst ? l2 : d.worst;
+    record(c, op, shape, pr->name, ratio, d.max_abs, ratio <= 1.0);
+}
+
+/* out[c] = sum over rows r < n of x[r * cols + c] (double accumulation) */
+static void column_sums(float *out, const float *x, int64_t n, int cols) {
+    for (int c = 0; c < cols; c++) {
+        double acc = 0.0;
+        for (int64_t r = 0; r < n; r++)
+            acc += x[r * cols + c];
+        out[c] = (float)acc;
+    }
+}
+
+static bool wanted(ctx *c, const char *op) {
+    return c->p->only == NULL || strncmp(op, c->p->only, strlen(c->p->only)) == 0;
+}
+
+/* ---- kernels ----------------------------------------------------------------------------- */
+
+static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bool pos) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "B%d T%d C%d V%d%s", B, T, C, V, pos ? " +pos" : "");
+    size_t n = (size_t)B * T * C;
+    float *wte = hnew((size_t)V * C), *wpe = hnew((size_t)T * C), *out = hnew(n), *ref = hnew(n);
+    float *dout = hnew(n), *dwte = hnew((size_t)V * C), *dwpe = hnew((size_t)T * C);
+    float *gdwte = hnew((size_t)V * C), *gdwpe = hnew((size_t)T * C);
+    int32_t *ids = malloc(sizeof(int32_t) * B * T);
+    for (int i = 0; i < B * T; i++)
+        ids[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
+    randn(c, wte, (size_t)V * C, 1.0f);
+    randn(c, wpe, (size_t)T * C, 1.0f);
+    randn(c, dout, n, 1.0f);
+    void *d_wte = up(c, wte, (size_t)V * C, pr->dt), *d_wpe = up(c, wpe, (size_t)T * C, pr->dt);
+    void *d_dout = up(c, dout, n, pr->dt), *d_ids = upi(c, ids, (size_t)B * T);
+    void *d_out = dev(c, n * lb_dtype_bytes(pr->dt));
+    float *d_dwte = dev(c, (size_t)V * C * 4), *d_dwpe = dev(c, (size_t)T * C * 4);
+    if (c->st == LB_OK) {
+        if (pos)
+            lb_ref_encoder_forward(ref, ids, wte, wpe, B, T, C);
+        else
+            lb_ref_embedding_forward(ref, ids, wte, B, T, C);
+        check(c, lb_gpu_embed_forward(d_out, d_ids, d_wte, pos ? d_wpe : NULL, B, T, C, pr->dt, 0,
+                                      c->err));
+        down(c, out, d_out, n, pr->dt);
+        compare(c, "embed.fwd", shape, pr, out, ref, n);
+        if (pos)
+            lb_ref_encoder_backward(dwte, dwpe, dout, ids, B, T, C);
+        else
+            lb_ref_embedding_backward(dwte, dout, ids, B, T, C);
+        check(c, lb_gpu_embed_backward(d_dwte, pos ? d_dwpe : NULL, d_dout, d_ids, B, T, C, pr->dt,
+                                       0, c->err));
+        down(c, gdwte, d_dwte, (size_t)V * C, LB_DT_F32);
+        compare(c, "embed.bwd.dwte", shape, pr, gdwte, dwte, (size_t)V * C);
+        if (pos) {
+            down(c, gdwpe, d_dwpe, (size_t)T * C, LB_DT_F32);
+            compare(c, "embed.bwd.dwpe", shape, pr, gdwpe, dwpe, (size_t)T * C);
+        }
+    }
+    release(c);
+    free(wte), free(wpe), free(out), free(ref), free(dout), free(dwte), free(dwpe), free(gdwte),
+        free(gdwpe), free(ids);
+}
+
+static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "N%d C%d", N, C);
+    size_t n = (size_t)N * C;
+    float *x = hnew(n), *w = hnew(C), *b = hnew(C), *dout = hnew(n);
+    float *ref = hnew(n), *out = hnew(n), *mean = hnew(N), *rstd = hnew(N);
+    float *dx = hnew(n), *dw = hnew(C), *db = hnew(C), *gdx = hnew(n), *gdw = hnew(C),
+          *gdb = hnew(C);
+    float *ds = hnew(C), *gds = hnew(C);
+    randn(c, x, n, 2.0f);
+    for (size_t i = 0; i < n; i++)
+        x[i] += 0.5f;
+    randn(c, w, C, 1.0f);
+    randn(c, b, C, 1.0f);
+    randn(c, dout, n, 1.0f);
+    randn(c, dx, n, 1.0f); /* the residual gradient the backward adds to */
+    void *d_x = up(c, x, n, pr->dt), *d_w = up(c, w, C, pr->dt), *d_b = up(c, b, C, pr->dt);
+    void *d_dout = up(c, dout, n, pr->dt), *d_out = dev(c, n * lb_dtype_bytes(pr->dt));
+    void *d_dx = up(c, dx, n, pr->dt);
+    float *d_mean = dev(c, N * 4), *d_rstd = dev(c, N * 4), *d_dw = dev(c, C * 4),
+          *d_db = dev(c, C * 4);
+    float *d_ds = dev(c, C * 4);
+    const char *fw = layer ? "layernorm.fwd" : "rmsnorm.fwd";
+    if (c->st == LB_OK) {
+        if (layer) {
+            lb_ref_layernorm_forward(ref, mean, rstd, x, w, b, 1, N, C, 1e-5f);
+            check(c, lb_gpu_layernorm_forward(d_out, C, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f,
+                                              pr->dt, 0, c->err));
+            lb_ref_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, 1, N, C);
+        } else {
+            lb_ref_rmsnorm_forward(ref, rstd, x, w, 1, N, C, 1e-5f);
+            check(c,
+                  lb_gpu_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f, pr->dt, 0, c->err));
+            lb_ref_rmsnorm_backward(dx, dw, dout, x, w, rstd, 1, N, C);
+        }
+        down(c, out, d_out, n, pr->dt);
+        compare(c, fw, shape, pr, out, ref, n);
+        /* backward from the GPU's own statistics (they are checked through the output) */
+        if (layer)
+            check(c, lb_gpu_layernorm_backward(d_dx, d_dw, d_db, d_ds, d_dout, d_x, d_w, d_mean,
+                                               d_rstd, N, C, pr->dt, 0, c->err));
+        else
+            check(c, lb_gpu_rmsnorm_backward(d_dx, d_dw, d_ds, d_dout, d_x, d_w, d_rstd, N, C,
+                                             pr->dt, 0, c->err));
+        down(c, gdx, d_dx, n, pr->dt);
+        down(c, gdw, d_dw, C, LB_DT_F32);
+        compare(c, layer ? "layernorm.bwd.dinp" : "rmsnorm.bwd.dinp", shape, pr, gdx, dx, n);
+        compare(c, layer ? "layernorm.bwd.dweight" : "rmsnorm.bwd.dweight", shape, pr, gdw, dw, C);
+        /* dsum: the column sums of the residual gradient it wrote */
+        column_sums(ds, dx, N, C);
+        down(c, gds, d_ds, C, LB_DT_F32);
+        compare(c, layer ? "layernorm.bwd.dsum" : "rmsnorm.bwd.dsum", shape, pr, gds, ds, C);
+        if (layer) {
+            down(c, gdb, d_db, C, LB_DT_F32);
+            compare(c, "layernorm.bwd.dbias", shape, pr, gdb, db, C);
+        }
+        /* recompute gives the forward's output */
+        check(c, lb_gpu_norm_recompute(d_dx, C, d_x, d_w, layer ? d_b : NULL, layer ? d_mean : NULL,
+                                       d_rstd, N, C, pr->dt, 0, c->err));
+        down(c, gdx, d_dx, n, pr->dt);
+        compare(c, layer ? "layernorm.recompute" : "rmsnorm.recompute", shape, pr, gdx, ref, n);
+    }
+    release(c);
+    free(x), free(w), free(b), free(dout), free(ref), free(out), free(mean), free(rstd);
+    free(dx), free(dw), free(db), free(gdx), free(gdw), free(gdb), free(ds), free(gds);
+}
+
+/* dst [cols, rows] = src [rows, cols] transposed */
+static void transpose(float *dst, const float *src, size_t rows, size_t cols) {
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < cols; j++)
+            dst[j * rows + r] = src[r * cols + j];
+}
+
+/* The device matrix d [rows, cols] (with cols_major, stored [cols, rows]) into host out
+ * [rows, cols]; tmp is scratch of the same size. */
+static void down_matrix(ctx *c, float *out, float *tmp, const void *d, size_t rows, size_t cols,
+                        bool cols_major, lb_gpu_dtype dt) {
+    down(c, cols_major ? tmp : out, d, rows * cols, dt);
+    if (cols_major) transpose(out, tmp, cols, rows);
+}
+
+/* cuDNN's GELU product (gpu/cudnn/gelu.h) on check_matmul's problem g (an
+ * LB_EPI_GELU_AUX_BIAS product with trans_b), with its outputs stored as g's and
+ * transposed ("cols"), poisoned first: D against gelu, aux against the pre-activation pre.
+ * Without cuDNN, one note a run and no rows. */
+static void check_gelu_cudnn(ctx *c, const prec_t *pr, const char *shape, const lb_gpu_gemm *g,
+                             const float *gelu, const float *pre, float *out) {
+    size_t no = (size_t)g->m * g->n;
+    float *tmp = hnew(no);
+    for (int cols = 0; cols < 2 && c->st == LB_OK; cols++) {
+        lb_cudnn_gelu *p = NULL;
+        lb_err why;
+        if (lb_cudnn_gelu_init(&p, g->m, g->n, g->k, g->lda, cols, pr->dt, &why) != LB_OK) {
+            if (!c->dnn_noted) LB_WARN("selftest: cuDNN's kernels not checked: %s", why.msg);
+            c->dnn_noted = true;
+            break;
+        }
+        char label[64];
+        snprintf(label, sizeof label, "%s%s", shape, cols ? " cols" : "");
+        size_t ws = lb_cudnn_gelu_workspace_bytes(p);
+        void *d_ws = ws > 0 ? dev(c, ws) : NULL;
+        check_cuda(c, cudaMemset(g->d, 0xff, no * lb_dtype_bytes(pr->dt)), "poison D");
+        check_cuda(c, cudaMemset(g->aux, 0xff, no * lb_dtype_bytes(pr->dt)), "poison aux");
+        check(c, lb_cudnn_gelu_forward(p, g->d, g->aux, g->a, g->b, g->bias, d_ws, 0, c->err));
+        down_matrix(c, out, tmp, g->d, (size_t)g->m, (size_t)g->n, cols, pr->dt);
+        compare(c, "matmul.fwd+bias+gelu.cudnn", label, pr, out, gelu, no);
+        down_matrix(c, out, tmp, g->aux, (size_t)g->m, (size_t)g->n, cols, pr->dt);
+        compare(c, "matmul.fwd.gelu_aux.cudnn", label, pr, out, pre, no);
+        lb_cudnn_gelu_free(p);
+    }
+    free(tmp);
+}
+
+static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int IC, int OC) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "N%d IC%d OC%d", N, IC, OC);
+    size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
+    float *x = hnew(ni), *w = hnew(nw), *b = hnew(OC), *dout = hnew(no), *ref = hnew(no),
+          *out = hnew(no);
+    float *dx = hnew(ni), *dw = hnew(nw), *db = hnew(OC), *gdx = hnew(ni), *gdw = hnew(nw),
+          *gdb = hnew(OC);
+    randn(c, x, ni, 1.0f);
+    randn(c, w, nw, 0.1f);
+    randn(c, b, OC, 1.0f);
+    randn(c, dout, no, 1.0f);
+    size_t es = lb_dtype_bytes(pr->dt);
+    void *d_x = up(c, x, ni, pr->dt), *d_w = up(c, w, nw, pr->dt), *d_b = up(c, b, OC, pr->dt);
+    void *d_dout = up(c, dout, no, pr->dt), *d_out = dev(c, no * es), *d_dx = dev(c, ni * es);
+    float *d_dw = dev(c, nw * 4), *d_db = dev(c, OC * 4);
+    if (c->st == LB_OK) {
+        lb_ref_matmul_forward(ref, x, w, b, 1, N, IC, OC);
+        lb_gpu_gemm g = {.m = N,
+                         .n = OC,
+                         .k = IC,
+                         .a = d_x,
+                         .lda = IC,
+                         .b = d_w,
+                         .ldb = IC,
+                         .trans_b = true,
+                         .ab_type = pr->dt,
+                         .d = d_out,
+                         .ldd = OC,
+                         .d_type = pr->dt,
+                         .alpha = 1.0f,
+                         .epilogue = LB_EPI_BIAS,
+                         .bias = d_b};
+        check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
+        down(c, out, d_out, no, pr->dt);
+        compare(c, "matmul.fwd+bias", shape, pr, out, ref, no);
+        lb_ref_matmul_backward(dx, dw, db, dout, x, w, 1, N, IC, OC);
+        lb_gpu_gemm gi = {.m = N,
+                          .n = IC,
+                          .k = OC,
+                          .a = d_dout,
+                          .lda = OC,
+                          .b = d_w,
+                          .ldb = IC,
+                          .ab_type = pr->dt,
+                          .d = d_dx,
+                          .ldd = IC,
+                          .d_type = pr->dt,
+                          .alpha = 1.0f};
+        check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
+        lb_gpu_gemm gw = {.m = OC,
+                          .n = IC,
+                          .k = N,
+                          .a = d_dout,
+                          .lda = OC,
+                          .trans_a = true,
+                          .b = d_x,
+                          .ldb = IC,
+                          .ab_type = pr->dt,
+                          .c = d_dw,
+                          .d = d_dw,
+                          .ldd = IC,
+                          .d_type = LB_DT_F32,
+                          .alpha = 1.0f,
+                          .beta = 1.0f};
+        check(c, lb_gpu_gemm_run(blas, &gw, NULL, c->err));
+        check(c, lb_gpu_bias_backward(d_db, d_dout, N, OC, OC, pr->dt, 0, c->err));
+        down(c, gdx, d_dx, ni, pr->dt);
+        down(c, gdw, d_dw, nw, LB_DT_F32);
+        down(c, gdb, d_db, OC, LB_DT_F32);
+        compare(c, "matmul.bwd.dinp", shape, pr, gdx, dx, ni);
+        compare(c, "matmul.bwd.dweight", shape, pr, gdw, dw, nw);
+        compare(c, "matmul.bwd.dbias", shape, pr, gdb, db, OC);
+        /* GELU epilogues: forward D = gelu(x W^T + b) with aux = pre-activation; backward
+         * D = (dout W) * gelu'(aux) */
+        float *gelu = hnew(no), *dpre = hnew(ni);
+        lb_ref_gelu_forward(gelu, ref, (int64_t)no);
+        void *d_aux = dev(c, no * es);
+        g.epilogue = LB_EPI_GELU_AUX_BIAS, g.aux = d_aux;
+        check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
+        down(c, out, d_out, no, pr->dt);
+        compare(c, "matmul.fwd+bias+gelu", shape, pr, out, gelu, no);
+        down(c, out, d_aux, no, pr->dt);
+        compare(c, "matmul.fwd.gelu_aux", shape, pr, out, ref, no);
+        if (pr->dt != LB_DT_F32) check_gelu_cudnn(c, pr, shape, &g, gelu, ref, out);
+        if (IC == OC) { /* DGELU needs aux shaped like D: [N, IC] */
+            float *pre = hnew(ni);
+            randn(c, pre, ni, 1.5f);
+            void *d_pre = up(c, pre, ni, pr->dt);
+            lb_ref_gelu_backward(dpre, pre, dx, (int64_t)ni);
+            gi.epilogue = LB_EPI_DGELU, gi.aux = d_pre;
+            check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
+            down(c, gdx, d_dx, ni, pr->dt);
+            compare(c, "matmul.bwd.dgelu", shape, pr, gdx, dpre, ni);
+            /* the same with the gradient and aux feature-major: D^T = W^T dout^T */
+            float *pre_t = hnew(ni);
+            transpose(pre_t, pre, (size_t)N, (size_t)IC);
+            lb_gpu_gemm gt = {.m = IC,
+                              .n = N,
+                              .k = OC,
+                              .a = d_w,
+                              .lda = IC,
+                              .trans_a = true,
+                              .b = d_dout,
+                              .ldb = OC,
+                              .trans_b = true,
+                              .ab_type = pr->dt,
+                              .d = d_dx,
+                              .ldd = N,
+                              .d_type = pr->dt,
+                              .alpha = 1.0f,
+                              .epilogue = LB_EPI_DGELU,
+                              .aux = up(c, pre_t, ni, pr->dt)};
+            if (c->st == LB_OK) check(c, lb_gpu_gemm_run(blas, &gt, NULL, c->err));
+            down_matrix(c, gdx, pre_t, d_dx, (size_t)N, (size_t)IC, true, pr->dt);
+            char label[64];
+            snprintf(label, sizeof label, "%s cols", shape);
+            compare(c, "matmul.bwd.dgelu", label, pr, gdx, dpre, ni);
+            free(pre), free(pre_t);
+        }
+        free(gelu), free(dpre);
+    }
+    release(c);
+    free(x), free(w), free(b), free(dout), free(ref), free(out), free(dx), free(dw), free(db),
+        free(gdx), free(gdw), free(gdb);
+}
+
+/* The split kernel against the host rule, bit for bit, on a strided matrix with special
+ * values (infinities, NaN, the largest finite values, subnormals, rounding ties). */
+static void check_tf32_split(ctx *c, int rows, int cols, int ld_src, int ld_dst) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "%dx%d ld %d->%d", rows, cols, ld_src, ld_dst);
+    size_t ns = (size_t)rows * ld_src, nd = (size_t)rows * ld_dst;
+    float *x = hnew(ns), *hi = hnew(nd), *lo = hnew(nd);
+    randn(c, x, ns, 1.0f);
+    for (size_t i = 0; i < ns; i++)
+        x[i] = ldexpf(x[i], (int)lb_rng_below(&c->rng, 60) - 30);
+    const float special[] = {INFINITY,           -INFINITY, NAN,     3.4028235e38f,
+                             -3.4028235e38f,     1e-40f,    -3e-39f, 1.0f + 0x1p-11f,
+                             -(1.0f + 0x1p-11f), 0.0f};
+    for (int i = 0; i < (int)(sizeof special / sizeof special[0]); i++)
+        x[(size_t)(i % rows) * ld_src + (size_t)(i * 3 % cols)] = special[i];
+    float *d_x = up(c, x, ns, LB_DT_F32), *d_hi = dev(c, nd * 4), *d_lo = dev(c, nd * 4);
+    if (c->st == LB_OK) {
+        check(c, lb_gpu_tf32_split(d_hi, d_lo, ld_dst, d_x, ld_src, rows, cols, 0, c->err));
+        down(c, hi, d_hi, nd, LB_DT_F32);
+        down(c, lo, d_lo, nd, LB_DT_F32);
+        int64_t wrong = 0;
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < cols; k++) {
+                float h, l, gh = hi[(size_t)r * ld_dst + k], gl = lo[(size_t)r * ld_dst + k];
+                lb_tf32_split(x[(size_t)r * ld_src + k], &h, &l);
+                if (memcmp(&h, &gh, 4) != 0 || memcmp(&l, &gl, 4) != 0) wrong++;
+            }
+        if (c->st == LB_OK)
+            record(c, "tf32.split", shape, "fp32", (double)wrong, (double)wrong, wrong == 0);
+    }
+    release(c);
+    free(x), free(hi), free(lo);
+}
+
+/* The digit-plane cut against the host rule, byte for byte, both ways a row can lie in
+ * memory (along it, or down a column of a padded matrix), with special values: a row
+ * with an infinity, one with NaN, one of zeros, the largest finite values, subnormals. */
+static void check_slices_cut(ctx *c, int rows, int k, int ld, bool k_contig) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "%d rows of %d, ld %d, %s", rows, k, ld,
+             k_contig ? "along" : "down");
+    const int s = LB_SLICES;
+    int64_t kp = (k + 15) / 16 * 16;
+    size_t ns = (size_t)(k_contig ? rows : k) * ld, nd = (size_t)rows * s * kp;
+    float *x = hnew(ns);
+    int8_t *got = malloc(nd), *want = calloc(nd, 1);
+    uint32_t *amax = malloc((size_t)rows * 4);
+    randn(c, x, ns, 1.0f);
+    for (size_t i = 0; i < ns; i++)
+        x[i] = ldexpf(x[i], (int)lb_rng_below(&c->rng, 40) - 20);
+#define AT(r, p) x[k_contig ? (size_t)(r)*ld + (p) : (size_t)(p)*ld + (r)]
+    AT(1, 2) = INFINITY, AT(2, 0) = NAN, AT(4, k - 1) = -3.4028235e38f, AT(5, 1) = 1e-40f;
+    for (int p = 0; p < k; p++)
+        AT(3, p) = 0.0f, AT(6, p) = p % 2 ? -3e-39f : 1e-45f;
+    void *d_x = up(c, x, ns, LB_DT_F32), *d_dst = dev(c, nd), *d_amax = dev(c, (size_t)rows * 4);
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemset(d_amax, 0, (size_t)rows * 4), "cudaMemset amax");
+        check(c, lb_gpu_slices_cut(d_dst, d_amax, d_x, ld, k_contig, rows, k, kp, !k_contig, 0,
+                                   c->err));
+        check_cuda(c, cudaMemcpy(got, d_dst, nd, cudaMemcpyDeviceToHost), "cudaMemcpy planes");
+        check_cuda(c, cudaMemcpy(amax, d_amax, (size_t)rows * 4, cudaMemcpyDeviceToHost),
+                   "cudaMemcpy amax");
+    }
+    if (c->st == LB_OK) {
+        int64_t wrong = 0;
+        for (int r = 0; r < rows; r++) {
+            uint32_t mb = 0, u; /* the largest |x| by bit pattern, as the rule orders them */
+            for (int p = 0; p < k; p++) {
+                memcpy(&u, &AT(r, p), 4);
+                if ((u & 0x7fffffffu) > mb) mb = u & 0x7fffffffu;
+            }
+            wrong += amax[r] != mb;
+            float m;
+            memcpy(&m, &mb, 4);
+            int32_t e = lb_slice_exponent(m);
+            for (int p = 0; p < k && e != LB_SLICE_NONFINITE; p++) {
+                int8_t d[LB_SLICES];
+                lb_slice_digits(lb_slice_scaled(AT(r, p), e), s, d);
+                for (int i = 0; i < s; i++)
+                    want[(size_t)r * s * kp + (size_t)(k_contig ? i : s - 1 - i) * kp + p] = d[i];
+            }
+        }
+#undef AT
+        for (size_t i = 0; i < nd; i++)
+            wrong += got[i] != want[i];
+        record(c, "int8.cut", shape, "fp32", (double)wrong, (double)wrong, wrong == 0);
+    }
+    release(c);
+    free(x), free(got), free(want), free(amax);
+}
+
+/* A chain of memset nodes: one larger than the limit, which stays, then 1-, 2- and 4-byte
+ * elements (one pitched 2-D) over parts of it, replaced by kernel nodes (gpu/graph.cuh), so
+ * a replacement that ran out of order shows. The bytes after the graph ran against the same
+ * sets done on the host; err/tol counts wrong bytes (and a wrong count of replaced nodes). */
+static void check_graph_memsets(ctx *c) {
+    enum { BYTES = 8192, LIMIT = 4096 };
+    struct cudaMemsetParams set[] = {
+        {.pitch = 0, .value = 0x77, .elementSize = 1, .width = LIMIT + 1, .height = 1},
+        {.pitch = 0, .value = 0xab, .elementSize = 1, .width = 1000, .height = 1},
+        {.pitch = 1024, .value = 0x1234, .elementSize = 2, .width = 300, .height = 3},
+        {.pitch = 0, .value = 0xdeadbeef, .elementSize = 4, .width = 1, .height = 1}};
+    const size_t at[] = {0, 16, 1100, 4092}; /* byte offsets */
+    const int n_sets = (int)(sizeof set / sizeof set[0]);
+    unsigned char *host = malloc(BYTES), *back = malloc(BYTES);
+    unsigned char *d = dev(c, BYTES);
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    int replaced = -1;
+    if (host != NULL && back != NULL && c->st == LB_OK) {
+        for (size_t i = 0; i < BYTES; i++)
+            host[i] = (unsigned char)lb_rng_below(&c->rng, 256);
+        check_cuda(c, cudaMemcpy(d, host, BYTES, cudaMemcpyHostToDevice), "upload");
+        check_cuda(c, cudaGraphCreate(&g, 0), "cudaGraphCreate");
+        cudaGraphNode_t prev = NULL;
+        for (int k = 0; k < n_sets && c->st == LB_OK; k++) {
+            set[k].dst = d + at[k];
+            for (size_t r = 0; r < set[k].height; r++)
+                for (size_t i = 0; i < set[k].width; i++)
+                    for (unsigned b = 0; b < set[k].elementSize; b++)
+                        host[at[k] + r * set[k].pitch + i * set[k].elementSize + b] =
+                            (unsigned char)(set[k].value >> (8 * b)); /* little-endian */
+            cudaGraphNode_t node;
+            check_cuda(c,
+                       cudaGraphAddMemsetNode(&node, g, prev ? &prev : NULL, prev ? 1 : 0, &set[k]),
+                       "cudaGraphAddMemsetNode");
+            prev = node;
+        }
+        if (c->st == LB_OK) check(c, lb_gpu_graph_memsets_to_kernels(g, LIMIT, &replaced, c->err));
+        check_cuda(c, c->st == LB_OK ? cudaGraphInstantiate(&ge, g, 0) : cudaSuccess,
+                   "instantiate");
+        check_cuda(c, c->st == LB_OK ? cudaGraphLaunch(ge, 0) : cudaSuccess, "cudaGraphLaunch");
+        check_cuda(
+            c, c->st == LB_OK ? cudaMemcpy(back, d, BYTES, cudaMemcpyDeviceToHost) : cudaSuccess,
+            "download");
+    }
+    if (ge) cudaGraphExecDestroy(ge);
+    if (g) cudaGraphDestroy(g);
+    if (c->st == LB_OK) {
+        int64_t wrong = replaced == n_sets - 1 ? 0 : 1;
+        for (size_t i = 0; i < BYTES; i++)
+            wrong += host[i] != back[i];
+        record(c, "graph.memsets", "4 nodes, 3 replaced", "-", (double)wrong, (double)wrong,
+               wrong == 0);
+    }
+    release(c);
+    free(host), free(back);
+}
+
+/* One fp32 product with strides, transposes, alpha, bias and (accumulate) beta against an
+ * fp64 reference, scaled by the magnitudes summed (see FP32_SCALED_BOUND). */
+static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, int m, int n, int k,
+                                  bool ta, bool tb, int pad, bool accumulate) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "m%d n%d k%d %c%c +%d%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
+             pad, accumulate ? " beta1" : "");
+    int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+    int lda = ca + pad, ldb = cb + pad, ldd = n + pad;
+    size_t na = (size_t)ra * lda, nb = (size_t)rb * ldb, nd = (size_t)m * ldd;
+    float *a = hnew(na), *b = hnew(nb), *d0 = hnew(nd), *d = hnew(nd), *bias = hnew(n);
+    randn(c, a, na, 1.0f);
+    randn(c, b, nb, 1.0f);
+    randn(c, d0, nd, 4.0f);
+    randn(c, bias, n, 1.0f);
+    const float alpha = 0.75f, beta = accumulate ? 1.0f : 0.0f;
+    float *d_a = up(c, a, na, LB_DT_F32), *d_b = up(c, b, nb, LB_DT_F32);
+    float *d_d = up(c, d0, nd, LB_DT_F32), *d_bias = up(c, bias, n, LB_DT_F32);
+    if (c->st == LB_OK) {
+        lb_gpu_gemm g = {.m = m,
+                         .n = n,
+                         .k = k,
+                         .a = d_a,
+                         .lda = lda,
+                         .trans_a = ta,
+                         .b = d_b,
+                         .ldb = ldb,
+                         .trans_b = tb,
+                         .ab_type = LB_DT_F32,
+                         .c = accumulate ? d_d : NULL,
+                         .d = d_d,
+                         .ldd = ldd,
+                         .d_type = LB_DT_F32,
+                         .alpha = alpha,
+                         .beta = beta,
+                         .epilogue = LB_EPI_BIAS,
+                         .bias = d_bias};
+        check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
+        down(c, d, d_d, nd, LB_DT_F32);
+    }
+    if (c->st == LB_OK) {
+        double worst = 0.0;
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double ref = 0.0, scale = 0.0;
+                for (int q = 0; q < k; q++) {
+                    double x = ta ? a[(size_t)q * lda + i] : a[(size_t)i * lda + q];
+                    double y = tb ? b[(size_t)j * ldb + q] : b[(size_t)q * ldb + j];
+                    ref += x * y;
+                    scale += fabs(x * y);
+                }
+                double cin = beta * d0[(size_t)i * ldd + j];
+                ref = alpha * ref + cin + bias[j];
+                scale = alpha * scale + fabs(cin) + fabs(bias[j]);
+                double e = fabs(d[(size_t)i * ldd + j] - ref) / (scale + 1e-30);
+                if (!(e <= worst)) worst = e; /* NaN sticks */
+            }
+        record(c, "matmul.accuracy", shape, label,
+               isnan(worst) ? INFINITY : worst / FP32_SCALED_BOUND, worst,
+               worst <= FP32_SCALED_BOUND);
+    }
+    release(c);
+    free(a), free(b), free(d0), free(d), free(bias);
+}
+
+/* The accuracy shapes: odd sizes, every transpose pair, padded strides, accumulation, and
+ * the model's k range (64 to 1024). */
+static void check_matmul_accuracy_set(ctx *c, const char *label, lb_gpu_blas *blas) {
+    check_matmul_accuracy(c, label, blas, 33, 17, 45, false, false, 0, false);
+    check_matmul_accuracy(c, label, blas, 96, 200, 64, false, true, 0, false);
+    check_matmul_accuracy(c, label, blas, 130, 70, 257, true, false, 3, true);
+    check_matmul_accuracy(c, label, blas, 64, 96, 1024, true, true, 5, true);
+    check_matmul_accuracy(c, label, blas, 256, 192, 768, false, true, 4, true);
+}
+
+/* Whether the attention backward's dK and dV sum enough terms (T keys' worth of queries
+ * for each of the NH/NKV heads sharing them) that the fp16/bf16 rounding of P and dS,
+ * which the fp32 reference does not have, lets single elements brush the per-element
+ * bound; the relative L2 error is the meaningful measure there. */
+static bool long_sums(int T, int NH, int NKV) {
+    return (int64_t)T * (NH / NKV) >= 512;
+}
+
+/* One attention shape, forward and backward, against the reference: the kernels
+ * lb_gpu_attention_* pick for impl, or with dnn cuDNN's fused ones (gpu/cudnn/attn.h),
+ * whose lse must also equal the built-in forward's (the two directions mix) and which
+ * leave the qkv bias gradient to the caller. */
+static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD,
+                            lb_gpu_attn_impl impl, lb_cudnn_attn *dnn) {
+    char shape[56];
+    /* tensor cores (mma.sync, with the backward on warpgroup MMAs where the device has
+     * them: "mma+wgmma"), CUDA-core tiles, one row a thread, or cuDNN */
+    bool tc = HD == 64 && impl != LB_ATTN_SCALAR && pr->dt != LB_DT_F32;
+    const char *path = dnn                                                ? "cudnn"
+                       : HD != 64                                         ? "scalar"
+                       : !tc                                              ? "simt"
+                       : impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma() ? "mma+wgmma"
+                                                                          : "mma";
+    snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d %s", B, T, NH, NKV, HD, path);
+    int W = (NH + 2 * NKV) * HD;
+    size_t nq = (size_t)B * T * W, no = (size_t)B * T * NH * HD, na = (size_t)B * NH * T * T;
+    size_t nl = (size_t)B * NH * T;
+    float *qkv = hnew(nq), *dout = hnew(no), *ref = hnew(no), *att = hnew(na), *out = hnew(no);
+    float *dqkv = hnew(nq), *gdqkv = hnew(nq), *db0 = hnew(W), *db = hnew(W), *gdb = hnew(W);
+    float *lse = hnew(nl), *lse_own = hnew(nl);
+    randn(c, qkv, nq, 1.0f);
+    randn(c, dout, no, 1.0f);
+    randn(c, db0, W, 1.0f);
+    size_t es = lb_dtype_bytes(pr->dt);
+    void *d_qkv = up(c, qkv, nq, pr->dt), *d_dout = up(c, dout, no, pr->dt);
+    void *d_out = dev(c, no * es), *d_dqkv = dev(c, nq * es);
+    float *d_lse = dev(c, nl * 4);
+    void *d_scr = dev(c, dnn ? lb_cudnn_attn_workspace_bytes(dnn)
+                             : lb_gpu_attention_scratch_bytes(B, T, NH, HD));
+    float *d_db = up(c, db0, W, LB_DT_F32); /* the bias gradient's column sums add to it */
+    if (c->st == LB_OK) {
+        /* every element must be written: outputs (and cuDNN's workspace, its dQ
+         * accumulator among it) start as NaN */
+        check_cuda(c, cudaMemset(d_dqkv, 0xff, nq * es), "poison dqkv");
+        check_cuda(c, cudaMemset(d_out, 0xff, no * es), "poison out");
+        check_cuda(c, cudaMemset(d_lse, 0xff, nl * 4), "poison lse");
+        if (dnn)
+            check_cuda(c, cudaMemset(d_scr, 0xff, lb_cudnn_attn_workspace_bytes(dnn)),
+                       "poison workspace");
+        lb_ref_attention_forward(ref, att, qkv, B, T, NH, NKV, HD);
+        if (dnn)
+            check(c, lb_cudnn_attn_forward(dnn, d_out, d_lse, d_qkv, d_scr, 0, c->err));
+        else
+            check(c, lb_gpu_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HD, pr->dt, impl,
+                                              0, c->err));
+        down(c, out, d_out, no, pr->dt);
+        compare(c, "attention.fwd", shape, pr, out, ref, no);
+        if (dnn) {
+            void *d_own = dev(c, no * es);
+            float *d_lse_own = dev(c, nl * 4);
+            check(c, lb_gpu_attention_forward(d_own, d_lse_own, d_qkv, B, T, NH, NKV, HD, pr->dt,
+                                              LB_ATTN_AUTO, 0, c->err));
+            down(c, lse, d_lse, nl, LB_DT_F32);
+            down(c, lse_own, d_lse_own, nl, LB_DT_F32);
+            compare(c, "attention.lse", shape, pr, lse, lse_own, nl);
+        }
+        lb_ref_attention_backward(dqkv, dout, qkv, att, B, T, NH, NKV, HD);
+        if (dnn)
+            check(c, lb_cudnn_attn_backward(dnn, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_scr, 0,
+                                            c->err));
+        else
+            check(c, lb_gpu_attention_backward(d_dqkv, d_db, d_scr, d_dout, d_qkv, d_out, d_lse, B,
+                                               T, NH, NKV, HD, pr->dt, impl, 0, c->err));
+        down(c, gdqkv, d_dqkv, nq, pr->dt);
+        down(c, gdb, d_db, W, LB_DT_F32);
+        if (long_sums(T, NH, NKV))
+            compare_l2(c, "attention.bwd", shape, pr, pr->rtol / 4, gdqkv, dqkv, nq);
+        else if (pr->dt != LB_DT_F32)
+            compare_rounded(c, "attention.bwd", shape, pr, pr->rtol / 4, 2.0, gdqkv, dqkv, nq);
+        else
+            compare(c, "attention.bwd", shape, pr, gdqkv, dqkv, nq);
+        /* the qkv bias gradient: db0 + column sums of dqkv (sums of B*T rounded terms) */
+        if (c->st == LB_OK && !dnn) {
+            column_sums(db, dqkv, (int64_t)B * T, W);
+            for (int i = 0; i < W; i++)
+                db[i] += db0[i];
+            compare_l2(c, "attention.bwd.dbias", shape, pr, pr->rtol / 4, gdb, db, W);
+        }
+    }
+    release(c);
+    free(qkv), free(dout), free(ref), free(att), free(out), free(dqkv), free(gdqkv);
+    free(db0), free(db), free(gdb), free(lse), free(lse_own);
+}
+
+/* check_attention through cuDNN's plans for the shape. Without cuDNN on the machine there
+ * is nothing to check: one note a run, no rows. */
+static void check_attention_cudnn(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD) {
+    if (c->st != LB_OK) return;
+    lb_cudnn_attn *a = NULL;
+    lb_err why;
+    if (lb_cudnn_attn_init(&a, B, T, NH, NKV, HD, pr->dt, &why) != LB_OK) {
+        if (!c->dnn_noted) LB_WARN("selftest: cuDNN's kernels not checked: %s", why.msg);
+        c->dnn_noted = true;
+        return;
+    }
+    check_attention(c, pr, B, T, NH, NKV, HD, LB_ATTN_AUTO, a);
+    lb_cudnn_attn_free(a);
+}
+
+static void check_rope(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d llama3", B, T, NH, NKV, HD);
+    lb_model_config cfg;
+    lb_err e2;
+    if (lb_model_config_preset("llama3.2-1b", &cfg, &e2) != LB_OK) return;
+    cfg.d_model = NH * HD, cfg.n_head = NH, cfg.n_kv_head = NKV;
+    int W = (NH + 2 * NKV) * HD;
+    size_t n = (size_t)B * T * W;
+    float *x = hnew(n), *ref = hnew(n), *out = hnew(n), *freq = hnew(HD / 2);
+    randn(c, x, n, 1.0f);
+    lb_ref_rope_freqs(&cfg, freq);
+    void *d_x = up(c, x, n, pr->dt);
+    float *d_f = dev(c, (size_t)HD / 2 * 4), *d_cs = dev(c, (size_t)T * HD * 4);
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemcpy(d_f, freq, (size_t)HD / 2 * 4, cudaMemcpyHostToDevice), "freqs");
+        check(c, lb_gpu_rope_table(d_cs, d_f, T, HD, 0, c->err));
+        lb_ref_rope_forward(ref, x, freq, B, T, NH, NKV, HD);
+        check(c, lb_gpu_rope_forward(d_x, d_cs, B, T, NH, NKV, HD, pr->dt, 0, c->err));
+        down(c, out, d_x, n, pr->dt);
+        compare(c, "rope.fwd", shape, pr, out, ref, n);
+        /* backward: R^T applied to the forward output gives the input back in the ref */
+        lb_ref_rope_backward(ref, out, freq, B, T, NH, NKV, HD);
+        check(c, lb_gpu_rope_backward(d_x, d_cs, B, T, NH, NKV, HD, pr->dt, 0, c->err));
+        down(c, out, d_x, n, pr->dt);
+        compare(c, "rope.bwd", shape, pr, out, ref, n);
+    }
+    release(c);
+    free(x), free(ref), free(out), free(freq);
+}
+
+static void check_act(ctx *c, const prec_t *pr, int N, int F) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "N%d F%d", N, F);
+    size_t n = (size_t)N * F, n2 = 2 * n;
+    float *x = hnew(n2), *dout = hnew(n), *ref = hnew(n2), *out = hnew(n2), *dref = hnew(n2);
+    randn(c, x, n2, 2.0f);
+    randn(c, dout, n, 1.0f);
+    size_t es = lb_dtype_bytes(pr->dt);
+    void *d_x = up(c, x, n2, pr->dt), *d_dout = up(c, dout, n, pr->dt);
+    void *d_out = dev(c, n2 * es), *d_din = dev(c, n2 * es);
+    if (c->st == LB_OK) {
+        lb_ref_gelu_forward(ref, x, (int64_t)n);
+        check(c, lb_gpu_gelu_forward(d_out, d_x, (int64_t)n, pr->dt, 0, c->err));
+        down(c, out, d_out, n, pr->dt);
+        compare(c, "gelu.fwd", shape, pr, out, ref, n);
+        memset(dref, 0, n2 * 4);
+        lb_ref_gelu_backward(dref, x, dout, (int64_t)n);
+        check(c, lb_gpu_gelu_backward(d_din, d_x, d_dout, (int64_t)n, pr->dt, 0, c->err));
+        down(c, out, d_din, n, pr->dt);
+        compare(c, "gelu.bwd", shape, pr, out, dref, n);
+        lb_ref_swiglu_forward(ref, x, 1, N, F);
+        check(c, lb_gpu_swiglu_forward(d_out, d_x, N, F, pr->dt, 0, c->err));
+        down(c, out, d_out, n, pr->dt);
+        compare(c, "swiglu.fwd", shape, pr, out, ref, n);
+        memset(dref, 0, n2 * 4);
+        lb_ref_swiglu_backward(dref, dout, x, 1, N, F);
+        check(c, lb_gpu_swiglu_backward(d_din, d_dout, d_x, N, F, pr->dt, 0, c->err));
+        down(c, out, d_din, n2, pr->dt);
+        compare(c, "swiglu.bwd", shape, pr, out, dref, n2);
+    }
+    release(c);
+    free(x), free(dout), free(ref), free(out), free(dref);
+}
+
+static void check_xent(ctx *c, const prec_t *pr, int N, int V) {
+    char shape[56];
+    int ld = (V + 63) / 64 * 64;
+    snprintf(shape, sizeof shape, "N%d V%d ld%d", N, V, ld);
+    size_t n = (size_t)N * ld;
+    float *logits = hnew(n), *packed = hnew((size_t)N * V), *probs = hnew((size_t)N * V);
+    float *losses = hnew(N), *glosses = hnew(N), *dref = hnew((size_t)N * V), *gd = hnew(n);
+    float *dpad = hnew(n);
+    int32_t *tg = malloc(sizeof(int32_t) * N);
+    randn(c, logits, n, 3.0f); /* the padding columns too: they must come back 0 */
+    for (int i = 0; i < N; i++)
+        tg[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
+    void *d_logits = up(c, logits, n, pr->dt), *d_tg = upi(c, tg, N);
+    float *d_losses = dev(c, (size_t)N * 4);
+    if (c->st == LB_OK) {
+        for (int r = 0; r < N; r++)
+            memcpy(packed + (size_t)r * V, logits + (size_t)r * ld, (size_t)V * 4);
+        lb_ref_softmax_crossentropy_forward(losses, probs, packed, tg, 1, N, V);
+        lb_ref_softmax_crossentropy_backward(dref, probs, tg, 1.0f / N, 1, N, V);
+        check(c, lb_gpu_softmax_xent(d_logits, d_losses, d_tg, N, V, ld, 1.0f / N, NULL, 1, pr->dt,
+                                     0, c->err));
+        down(c, glosses, d_losses, N, LB_DT_F32);
+        down(c, gd, d_logits, n, pr->dt);
+        for (int r = 0; r < N; r++)
+            memcpy(dpad + (size_t)r * ld, dref + (size_t)r * V, (size_t)V * 4);
+        compare(c, "softmax_xent.loss", shape, pr, glosses, losses, N);
+        /* the gradient over the padded rows is O(1/N): compare it scaled back to O(1) */
+        for (size_t i = 0; i < n; i++)
+            gd[i] *= N, dpad[i] *= N;
+        compare(c, "softmax_xent.dlogits", shape, pr, gd, dpad, n);
+    }
+    release(c);
+    free(logits), free(packed), free(probs), free(losses), free(glosses), free(dref), free(gd),
+        free(dpad), free(tg);
+}
+
+static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "n%lld 3 tensors", (long long)n);
+    float *w = hnew(n), *g = hnew(n), *m = hnew(n), *v = hnew(n), *gw = hnew(n), *gm = hnew(n);
+    randn(c, w, n, 1.0f);
+    randn(c, g, n, 1.0f);
+    randn(c, m, n, 0.1f);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = 0.01f * (float)lb_rng_uniform(&c->rng);
+    /* in fp16/bf16 the last two tensors keep 16-bit gradients, as layer matrices do: the
+     * middle one starting at an odd element (element by element), the last one aligned */
+    int64_t starts[3] = {0, n / 3, n / 2};
+    bool g16 = pr->dt != LB_DT_F32;
+    int32_t flags[3] = {LB_SEG_DECAY, g16 ? LB_SEG_GRAD16 : 0,
+                        LB_SEG_DECAY | (g16 ? LB_SEG_GRAD16 : 0)};
+    void *packed[3] = {NULL, NULL, NULL};
+    for (int s = 1; g16 && s < 3; s++) /* rounds those gradients on the host too */
+        packed[s] = up(c, g + starts[s], (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]), pr->dt);
+    float *d_w = up(c, w, n, LB_DT_F32), *d_g = up(c, g, n, LB_DT_F32);
+    for (int s = 1; g16 && s < 3 && c->st == LB_OK; s++)
+        check_cuda(c,
+                   cudaMemcpy(d_g + starts[s], packed[s],
+                              (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]) * 2,
+                              cudaMemcpyDeviceToDevice),
+                   "packed gradients");
+    float *d_m = up(c, m, n, LB_DT_F32), *d_v = up(c, v, n, LB_DT_F32);
+    void *d_lp = pr->dt == LB_DT_F32 ? NULL : dev(c, n * lb_dtype_bytes(pr->dt));
+    /* a range whose working copy lives apart (as a padded output head's does): from a
+     * 4-aligned element in fp16/bf16 (16-byte stores), an unaligned one in fp32, to an
+     * unaligned end */
+    int64_t a0 = pr->dt == LB_DT_F32 ? 5 : 8, a1 = n / 4 + 3;
+    void *d_apart = dev(c, (size_t)(a1 - a0) * lb_dtype_bytes(pr->dt));
+    lb_gpu_lp_apart apart = {d_apart, a0, a1};
+    int64_t *d_s = dev(c, sizeof starts);
+    int32_t *d_flags = dev(c, sizeof flags);
+    lb_gpu_optstate *d_st = dev(c, sizeof(lb_gpu_optstate));
+    if (c->st == LB_OK) {
+        lb_gpu_optstate st;
+        memset(&st, 0, sizeof st);
+        st.loss_scale = 1.0f;
+        st.step = 4; /* the step taken is the 5th */
+        check_cuda(c, cudaMemcpy(d_s, starts, sizeof starts, cudaMemcpyHostToDevice), "segs");
+        check_cuda(c, cudaMemcpy(d_flags, flags, sizeof flags, cudaMemcpyHostToDevice), "segs");
+        check_cuda(c, cudaMemcpy(d_st, &st, sizeof st, cudaMemcpyHostToDevice), "state");
+        lb_gpu_adamw_params ap = {.lr = 1e-3f,
+                                  .beta1 = 0.9f,
+                                  .beta2 = 0.95f,
+                                  .eps = 1e-8f,
+                                  .weight_decay = 0.1f,
+                                  .grad_clip = 1.0f,
+                                  .growth_interval = 2000};
+        lb_gpu_segments sg = {d_s, d_flags, 3, n};
+        check(c, lb_gpu_grad_sumsq(d_st, d_g, pr->dt, &sg, 0, c->err));
+        check(c, lb_gpu_adamw(d_w, d_lp, &apart, pr->dt, d_g, d_m, d_v, &sg, &ap, d_st, 0, c->err));
+        check(c, lb_gpu_opt_finish(d_st, &ap, 0, c->err));
+        double norm = sqrt(lb_ref_sum_squares(g, n));
+        float clip = lb_ref_clip_scale(norm, 1.0f);
+        for (int s = 0; s < 3; s++) {
+            int64_t a = starts[s], b = s < 2 ? starts[s + 1] : n;
+            lb_ref_adamw_update(w + a, g + a, m + a, v + a, b - a, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                                (flags[s] & LB_SEG_DECAY) ? 0.1f : 0.0f, clip, 5);
+        }
+        down(c, gw, d_w, n, LB_DT_F32);
+        down(c, gm, d_m, n, LB_DT_F32);
+        compare(c, "adamw.param", shape, &PRECS[0], gw, w, n);
+        compare(c, "adamw.m", shape, &PRECS[0], gm, m, n);
+        /* the working copy: params_lp outside the range, the range from its own copy */
+        if (d_lp) down(c, gm, d_lp, n, pr->dt);
+        down(c, gm + a0, d_apart, (size_t)(a1 - a0), pr->dt);
+        if (d_lp)
+            compare(c, "adamw.working_copy", shape, pr, gm, w, n);
+        else
+            compare(c, "adamw.working_copy_apart", shape, pr, gm + a0, w + a0, (size_t)(a1 - a0));
+        check_cuda(c, cudaMemcpy(&st, d_st, sizeof st, cudaMemcpyDeviceToHost), "state");
+        float ref_norm = (float)norm;
+        float gnorm = st.last_norm;
+        compare(c, "adamw.grad_norm", shape, &PRECS[0], &gnorm, &ref_norm, 1);
+    }
+    release(c);
+    free(w), free(g), free(m), free(v), free(gw), free(gm);
+}
+
+/* ---- whole model --------------------------------------------------------------------------- */
+
+/* Each 1-D tensor's gradient (biases, norm weights) by its own relative L2 error, the worst
+ * of them as one row: a fault in one small tensor (a bias gradient summed apart from the
+ * kernels, or derived from another's) would vanish in the whole model's L2. */
+static void compare_vector_grads(ctx *c, const char *shape, const prec_t *pr,
+                                 const lb_model_config *cfg, const float *gpu, const float *ref) {
+    int n = lb_param_layout(cfg, NULL, 0);
+    lb_param_tensor *t = malloc((size_t)n * sizeof *t);
+    if (t == NULL) {
+        c->st = lb_fail(c->err, LB_ERR_NOMEM, "no host memory for the parameter layout");
+        return;
+    }
+    lb_param_layout(cfg, t, n);
+    diff_t worst = {0};
+    for (int i = 0; i < n; i++) {
+        if (t[i].ndim != 1) continue;
+        diff_t d = differences(pr, 1.0, gpu + t[i].offset, ref + t[i].offset, (size_t)t[i].numel);
+        if (!(d.rel_l2 <= worst.rel_l2)) worst = d;
+    }
+    free(t);
+    double ratio = worst.rel_l2 / pr->model_rel;
+    record(c, "model.vector_grads", shape, pr->name, ratio, worst.max_abs, ratio <= 1.0);
+}
+
+/* gelu: lb_gpu_model_params.gelu_product (GPT-2's fused GELU product, cuDNN's where it
+ * runs with the MLP's hidden activations feature-major, or cuBLASLt's); the rows name the
+ * one that ran */
+static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, int B, int T,
+                        bool recompute, bool plain, int gelu) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s B%d T%d%s%s", cfg->name, B, T, recompute ? " recomp" : "",
+             plain ? " plain" : "");
+    lb_model cpu;
+    lb_err e2;
+    if (lb_model_init(&cpu, cfg, B, T, lb_rng_next(&c->rng), &e2) != LB_OK) {
+        c->st = lb_fail(c->err, LB_ERR_NOMEM, "CPU reference model: %s", e2.msg);
+        return;
+    }
+    int64_t np = cpu.n_params;
+    enum { STEPS = 10 };
+    lb_gpu_model_params gp = {.B = B,
+                              .T = T,
+                              .precision = pr->prec,
+                              .max_loss_slots = STEPS + 1,
+                              .recompute = recompute,
+                              .attn_scalar = plain,
+                              .no_fused_gelu = plain,
+                              .gelu_product = gelu,
+                              .fp32_mode = pr->fp32_mode};
+    lb_gpu_model *gm = NULL;
+    float *grads = hnew(np);
+    int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)cfg->vocab_size);
+        tg[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)cfg->vocab_size);
+    }
+    check(c, lb_gpu_model_init(&gm, cfg, &gp, c->err));
+    if (c->st == LB_OK) check(c, lb_gpu_model_set_params(gm, cpu.params, c->err));
+    float ref_loss = 0.0f, gloss[STEPS + 1], rloss[STEPS + 1];
+    if (c->st == LB_OK) {
+        lb_model_forward(&cpu, in, tg, B, T, &ref_loss);
+        lb_model_zero_grad(&cpu);
+        lb_model_backward(&cpu);
+        check(c, lb_gpu_model_forward_backward(gm, in, tg, 0, c->err));
+        lb_gpu_optstate st;
+        if (c->st == LB_OK) check(c, lb_gpu_model_read_optstate(gm, &st, c->err));
+        if (c->st == LB_OK) check(c, lb_gpu_model_get_grads(gm, grads, c->err));
+        if (c->st == LB_OK) check(c, lb_gpu_model_read_losses(gm, gloss, 1, c->err));
+        const char *gp_name = lb_gpu_model_gelu_product(gm);
+        if (strcmp(gp_name, "unfused") != 0)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " gelu %s", gp_name);
+        if (c->st == LB_OK) {
+            for (int64_t i = 0; i < np; i++)
+                grads[i] /= st.loss_scale;
+            compare_l2(c, "model.loss", shape, pr, pr->model_rel / 10, gloss, &ref_loss, 1);
+            compare_l2(c, "model.grads", shape, pr, pr->model_rel, grads, cpu.grads, (size_t)np);
+            compare_vector_grads(c, shape, pr, cfg, grads, cpu.grads);
+        }
+    }
+    if (c->st == LB_OK) {
+        lb_adamw_params ap = lb_adamw_default_params();
+        ap.lr = 1e-3f;
+        lb_gpu_adamw_params gap = {.lr = ap.lr,
+                                   .beta1 = ap.beta1,
+                                   .beta2 = ap.beta2,
+                                   .eps = ap.eps,
+                                   .weight_decay = ap.weight_decay,
+                                   .grad_clip = ap.grad_clip};
+        for (int s = 0; s < STEPS && c->st == LB_OK; s++) {
+            lb_model_forward(&cpu, in, tg, B, T, &rloss[s]);
+            lb_model_zero_grad(&cpu);
+            lb_model_backward(&cpu);
+            lb_model_adamw_step(&cpu, &ap, s + 1, NULL);
+            check(c, lb_gpu_model_train_step(gm, in, tg, s + 1, &gap, c->err));
+        }
+        if (c->st == LB_OK) check(c, lb_gpu_model_read_losses(gm, gloss, STEPS + 1, c->err));
+        /* steps 2-10 replay a CUDA graph unless capture was refused: the row says which */
+        char label[64];
+        snprintf(label, sizeof label, "%s%s", shape, lb_gpu_model_uses_graph(gm) ? " graph" : "");
+        if (c->st == LB_OK)
+            compare_l2(c, "model.10step_losses", label, pr, pr->model_rel / 2, gloss + 1, rloss,
+                       STEPS);
+    }
+    lb_gpu_model_free(gm);
+    lb_model_free(&cpu);
+    free(grads), free(in), free(tg);
+}
+
+/* A GPT-2 and a Llama test model with head size 64, so the tensor-core attention runs too;
+ * vocabulary sizes not multiples of 64 exercise the padded logits. */
+static void test_configs(lb_model_config *gpt, lb_model_config *llama) {
+    lb_err e;
+    lb_model_config_preset("gpt2-tiny", gpt, &e);
+    snprintf(gpt->name, sizeof gpt->name, "gpt2-test");
+    gpt->vocab_size = 500, gpt->max_seq = 128, gpt->n_layer = 2, gpt->n_head = 4;
+    gpt->n_kv_head = 4, gpt->d_model = 256, gpt->d_ff = 1024;
+    lb_model_config_preset("llama-tiny", llama, &e);
+    snprintf(llama->name, sizeof llama->name, "llama-test");
+    llama->vocab_size = 300, llama->max_seq = 128, llama->n_layer = 2, llama->n_head = 4;
+    llama->n_kv_head = 2, llama->d_model = 256, llama->d_ff = 344;
+}
+
+lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err) {
+    memset(rep, 0, sizeof *rep);
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return lb_fail(err, LB_ERR_UNSUPPORTED, "no CUDA device: the selftest needs an NVIDIA GPU");
+    }
+    if (p->device < 0 || p->device >= n)
+        return lb_fail(err, LB_ERR_USAGE, "--device %d: this machine has CUDA devices 0..%d",
+                       p->device, n - 1);
+    LB_CUDA_TRY(err, cudaSetDevice(p->device));
+    ctx c;
+    memset(&c, 0, sizeof c);
+    c.err = err;
+    c.rep = rep;
+    c.p = p;
+    rep->seed = p->seed ? p->seed : (uint64_t)lb_clock_now_ns();
+    lb_rng_seed(&c.rng, rep->seed);
+    /* four handles (plain fp32, 3xTF32, int8 planes, the faster of plain and int8 per
+     * problem) sharing one workspace and one scratch, which outlive the per-check releases */
+    lb_gpu_blas *blas = NULL, *split = NULL, *cut = NULL, *faster = NULL;
+    size_t split_bytes = lb_gpu_gemm_scratch_bytes(LB_GPU_FP32_3XTF32, 1024, 1024, 1024);
+    size_t cut_bytes = lb_gpu_gemm_scratch_bytes(LB_GPU_FP32_INT8, 1024, 1024, 1024);
+    if (cut_bytes > split_bytes) split_bytes = cut_bytes;
+    void *ws = NULL, *scratch = NULL;
+    check_cuda(&c, cudaMalloc(&ws, LB_GPU_BLAS_WORKSPACE_BYTES), "cudaMalloc workspace");
+    check_cuda(&c, cudaMalloc(&scratch, split_bytes), "cudaMalloc split scratch");
+    lb_gpu_blas_params bp = lb_gpu_blas_default_params();
+    bp.workspace = ws, bp.workspace_bytes = LB_GPU_BLAS_WORKSPACE_BYTES;
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&blas, &bp, err));
+    bp.fp32_mode = LB_GPU_FP32_3XTF32, bp.split_scratch = scratch,
+    bp.split_scratch_bytes = split_bytes;
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&split, &bp, err));
+    bp.fp32_mode = LB_GPU_FP32_INT8;
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&cut, &bp, err));
+    bp.fp32_mode = LB_GPU_FP32_AUTO;
+    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&faster, &bp, err));
+    for (int k = 0; p->kernels && k < 3 && c.st == LB_OK; k++) {
+        const prec_t *pr = &PRECS[k];
+        if (wanted(&c, "embed")) {
+            check_embed(&c, pr, 2, 64, 96, 100, true);
+            check_embed(&c, pr, 3, 17, 64, 50, false);
+            check_embed(&c, pr, 2, 9, 20, 30, true); /* C not a multiple of 8: scalar */
+        }
+        if (wanted(&c, "layernorm")) {
+            check_norm(&c, pr, 130, 96, true);
+            check_norm(&c, pr, 16, 2048, true);
+            check_norm(&c, pr, 600, 768, true);
+            check_norm(&c, pr, 40, 100, true); /* not a multiple of 8: scalar kernels */
+        }
+        if (wanted(&c, "rmsnorm")) {
+            check_norm(&c, pr, 130, 96, false);
+            check_norm(&c, pr, 16, 2048, false);
+            check_norm(&c, pr, 600, 768, false);
+            check_norm(&c, pr, 40, 100, false); /* not a multiple of 8: scalar kernels */
+        }
+        if (wanted(&c, "matmul")) {
+            check_matmul(&c, pr, blas, 96, 64, 200);
+            check_matmul(&c, pr, blas, 64, 256, 56);
+            check_matmul(&c, pr, blas, 128, 192, 192);
+            if (pr->dt == LB_DT_F32) { /* the same checks with the other fp32 products */
+                for (int v = 0; v < 3; v++) {
+                    const prec_t *alt = v == 0 ? &SPLIT : v == 1 ? &CUT : &AUTO;
+                    lb_gpu_blas *h = v == 0 ? split : v == 1 ? cut : faster;
+                    check_matmul(&c, alt, h, 96, 64, 200);
+                    check_matmul(&c, alt, h, 64, 256, 56);
+                    check_matmul(&c, alt, h, 128, 192, 192);
+                    check_matmul(&c, alt, h, 37, 61, 29);
+                }
+                check_matmul_accuracy_set(&c, pr->name, blas);
+                check_matmul_accuracy_set(&c, SPLIT.name, split);
+                check_matmul_accuracy_set(&c, CUT.name, cut);
+                check_matmul_accuracy_set(&c, AUTO.name, faster);
+            }
+        }
+        if (pr->dt == LB_DT_F32 && wanted(&c, "graph")) check_graph_memsets(&c);
+        if (pr->dt == LB_DT_F32 && wanted(&c, "tf32")) {
+            check_tf32_split(&c, 37, 61, 61, 64);
+            check_tf32_split(&c, 64, 128, 132, 128);
+            check_tf32_split(&c, 5, 3, 7, 4);
+        }
+        if (pr->dt == LB_DT_F32 && wanted(&c, "int8")) {
+            check_slices_cut(&c, 40, 100, 103, true);
+            check_slices_cut(&c, 40, 100, 45, false);
+            check_slices_cut(&c, 70, 300, 80, false);
+        }
+        if (wanted(&c, "attention")) {
+            /* with warpgroup MMAs on this device, the mma.sync kernels of older GPUs too */
+            int n_impl = pr->dt != LB_DT_F32 && lb_gpu_attention_wgmma() ? 2 : 1;
+            for (int ik = 0; ik < n_impl; ik++) {
+                lb_gpu_attn_impl impl = ik == 0 ? LB_ATTN_AUTO : LB_ATTN_MMA_SYNC;
+                check_attention(&c, pr, 2, 100, 4, 4, 64, impl, NULL);
+                check_attention(&c, pr, 1, 130, 8, 2, 64, impl, NULL);
+                check_attention(&c, pr, 1, 77, 4, 2, 64, impl, NULL);
+                check_attention(&c, pr, 1, 256, 2, 2, 64, impl, NULL);
+                check_attention(&c, pr, 1, 1000, 2, 1, 64, impl, NULL);
+            }
+            if (pr->dt != LB_DT_F32) {
+                check_attention_cudnn(&c, pr, 2, 100, 4, 4, 64);
+                check_attention_cudnn(&c, pr, 1, 130, 8, 2, 64);
+                check_attention_cudnn(&c, pr, 1, 1000, 2, 1, 64);
+            }
+            check_attention(&c, pr, 2, 100, 4, 4, 64, LB_ATTN_SCALAR, NULL);
+            check_attention(&c, pr, 2, 40, 4, 2, 16, LB_ATTN_SCALAR, NULL);
+            check_attention(&c, pr, 1, 33, 2, 1, 128, LB_ATTN_SCALAR, NULL);
+        }
+        if (wanted(&c, "rope")) {
+            check_rope(&c, pr, 2, 50, 4, 2, 64);
+            check_rope(&c, pr, 1, 9, 2, 1, 8); /* head size not a multiple of 16: pair kernel */
+        }
+        if (wanted(&c, "gelu") || wanted(&c, "swiglu")) {
+            check_act(&c, pr, 50, 96);
+            check_act(&c, pr, 7, 20); /* d_ff not a multiple of 8: scalar SwiGLU */
+        }
+        if (wanted(&c, "softmax_xent")) {
+            check_xent(&c, pr, 64, 1000);
+            check_xent(&c, pr, 8, 50257);
+            check_xent(&c, pr, 4, 128256); /* Llama 3 vocabulary: a row partly read twice */
+        }
+        if (wanted(&c, "adamw")) {
+            check_adamw(&c, pr, 10001);
+            check_adamw(&c, pr, 5000001); /* threads take several vectors, across segments */
+        }
+    }
+    if (p->model && wanted(&c, "model")) {
+        lb_model_config gpt, llama, tiny_g, tiny_l;
+        test_configs(&gpt, &llama);
+        lb_err e;
+        lb_model_config_preset("gpt2-tiny", &tiny_g, &e);
+        lb_model_config_preset("llama-tiny", &tiny_l, &e);
+        for (int k = 0; k < 3 && c.st == LB_OK; k++) {
+            check_model(&c, &PRECS[k], &gpt, 2, 128, false, false, 2);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, true, false, 2);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, false, true, 0);
+            check_model(&c, &PRECS[k], &llama, 2, 128, false, false, 0);
+            check_model(&c, &PRECS[k], &llama, 2, 128, true, false, 0);
+            check_model(&c, &PRECS[k], &tiny_g, 4, 32, false, false, 1);
+            check_model(&c, &PRECS[k], &tiny_l, 3, 20, false, false, 0);
+        }
+        if (c.st == LB_OK) check_model(&c, &SPLIT, &gpt, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &SPLIT, &llama, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &CUT, &gpt, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &CUT, &llama, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &AUTO, &gpt, 2, 128, false, false, 0);
+        if (c.st == LB_OK) check_model(&c, &AUTO, &llama, 2, 128, false, false, 0);
+    }
+    lb_gpu_blas_free(blas);
+    lb_gpu_blas_free(split);
+    lb_gpu_blas_free(cut);
+    lb_gpu_blas_free(faster);
+    cudaDeviceSynchronize();
+    if (ws) cudaFree(ws);
+    if (scratch) cudaFree(scratch);
+    release(&c);
+    return c.st;
+}
+
+#endif

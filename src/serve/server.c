@@ -1,0 +1,931 @@
+/* server.c: the OpenAI-compatible HTTP server behind server.h, on libmicrohttpd.
+ *
+ * One request object per completion request holds everything the request needs: the
+ * body (inline up to 4 KiB), the pre-formatted JSON head shared by all its chunks
+ * ({"id":..,"object":..,"created":..,"model":..,) and the token source's state, so a
+ * request costs one allocation plus libmicrohttpd's own. Chunks are assembled with
+ * memcpy around that head, never through a JSON library; only the request body is
+ * parsed with jansson. Counters are relaxed atomics; no lock is taken on the hot path
+ * except inside libmicrohttpd and, for delayed tokens, the timer's.
+ *
+ * A request is owned by its connection (released in the completion callback) and, while
+ * a callback response reads from it, by that response too (released in the response's
+ * free callback). Both run on the connection's worker thread, so the count is plain.
+ *
+ * Flow: headers -> request object; body pieces -> appended; last call -> parse, start
+ * the token source, draw the fault. Streamed: a callback response whose reader writes
+ * every due token as one SSE event and, when none is due, parks the connection until the
+ * next one is (server_timer.h). Whole: the access handler pulls tokens the same way,
+ * parking between them, and queues the body when the last one is in. */
+#include "serve/server.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/stats.h"
+#include "serve/server_timer.h"
+
+#define BODY_INLINE_BYTES 4096
+#define BODY_MAX_BYTES    ((size_t)64 << 20)
+#define MODEL_MAX_BYTES   256
+/* The head's fixed part is at most 111 bytes ("chatcmpl-" + 20-digit index, the longest
+ * object name, a 20-character time); the model name escapes to at most 6 bytes a byte. */
+#define HEAD_FIXED_MAX_BYTES 111
+#define HEAD_BYTES           (MODEL_MAX_BYTES * 6 + 160)
+_Static_assert(HEAD_BYTES >= HEAD_FIXED_MAX_BYTES + MODEL_MAX_BYTES * 6 + 2,
+               "the head buffer must hold the longest head");
+#define TOKEN_JSON_MAX_BYTES (LB_TOKEN_TEXT_MAX_BYTES * 6)
+/* An SSE event is "data: " + head + at most this many bytes. */
+#define EVENT_TAIL_BYTES   (TOKEN_JSON_MAX_BYTES + 192)
+#define EVENT_BYTES        (6 + HEAD_BYTES + EVENT_TAIL_BYTES)
+#define STREAM_BLOCK_BYTES (16 * 1024)
+#define DRAIN_POLL_NS      2000000
+
+typedef enum { ROUTE_NONE, ROUTE_COMPLETIONS, ROUTE_CHAT, ROUTE_MODELS, ROUTE_HEALTH } route;
+
+typedef enum {
+    OUT_TOKENS, /* sending token events */
+    OUT_USAGE,  /* the usage event is next */
+    OUT_DONE,   /* "data: [DONE]" is next */
+    OUT_END,    /* end the HTTP response cleanly */
+    OUT_ABORT,  /* close the connection */
+} out_state;
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool heap; /* p was allocated here (else it points into the request) */
+} sbuf;
+
+struct lb_server {
+    lb_server_params p;
+    char model[MODEL_MAX_BYTES + 1];
+    const lb_token_source *src;
+    struct MHD_Daemon *daemon;
+    MHD_socket quiesced_fd;
+    lb_server_timer *timer;
+    struct MHD_Response *models_resp;
+    struct MHD_Response *health_resp;
+    int port;
+    bool shut_down;
+    atomic_bool started;
+    atomic_bool draining;
+    atomic_uint_fast64_t next_index;
+    atomic_uint_fast64_t requests, streamed, completed, faults, client_errors, aborted, tokens,
+        in_flight;
+};
+
+typedef struct {
+    lb_server *srv;
+    struct MHD_Connection *conn;
+    int refs;
+    bool chat;
+    bool parsed; /* body read and accepted: the source has started */
+    bool stream, include_usage;
+    bool faulted, fault_fired;
+    bool too_large;
+    bool ok;           /* answered in full, as asked */
+    bool client_error; /* answered 4xx */
+    out_state out;
+    int64_t arrival_ns;
+    uint64_t index;
+    int64_t max_tokens, prompt_tokens, sent, fault_at;
+    size_t drop_at; /* drop fault, whole body: bytes sent before the connection is closed */
+    sbuf body;      /* the request body, then the prompt text */
+    sbuf resp;      /* the whole (non-streamed) response body */
+    size_t head_len;
+    char head[HEAD_BYTES];
+    char body_inline[BODY_INLINE_BYTES];
+    max_align_t stream_state[]; /* the token source's per-request state */
+} request;
+
+static const char *const fault_names[] = {"none", "drop", "stall", "bad-json", "500", "truncate"};
+
+const char *lb_fault_mode_name(lb_fault_mode mode) {
+    if ((unsigned)mode >= sizeof fault_names / sizeof fault_names[0]) return "?";
+    return fault_names[mode];
+}
+
+int lb_fault_mode_parse(const char *name) {
+    for (size_t i = 0; i < sizeof fault_names / sizeof fault_names[0]; i++)
+        if (strcmp(name, fault_names[i]) == 0) return (int)i;
+    return -1;
+}
+
+lb_server_params lb_server_default_params(void) {
+    return (lb_server_params){
+        .host = "127.0.0.1",
+        .port = 8000,
+        .threads = 0,
+        .max_tokens = 4096,
+        .default_max_tokens = 16,
+        .model = "synthetic",
+        .fault = LB_FAULT_NONE,
+        .fault_rate = 1.0,
+        .seed = 1,
+        .connection_limit = 65536,
+    };
+}
+
+/* ---- byte writers: the caller guarantees room ---- */
+
+static char *put(char *p, const char *s, size_t n) {
+    memcpy(p, s, n);
+    return p + n;
+}
+
+#define PUT_LIT(p, lit) put((p), (lit), sizeof(lit) - 1)
+
+/* Writes s[0..n) as the inside of a JSON string: at most 6 n bytes. */
+static char *put_json(char *p, const char *s, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') {
+            *p++ = '\\';
+            *p++ = (char)c;
+        } else if (c == '\n') {
+            p = PUT_LIT(p, "\\n");
+        } else if (c == '\t') {
+            p = PUT_LIT(p, "\\t");
+        } else if (c == '\r') {
+            p = PUT_LIT(p, "\\r");
+        } else if (c < 0x20) {
+            p = PUT_LIT(p, "\\u00");
+            *p++ = hex[c >> 4];
+            *p++ = hex[c & 15];
+        } else {
+            *p++ = (char)c;
+        }
+    }
+    return p;
+}
+
+static char *put_i64(char *p, int64_t v) {
+    char tmp[24];
+    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)v);
+    return put(p, tmp, (size_t)n);
+}
+
+static bool sbuf_reserve(sbuf *b, size_t extra) {
+    if (b->len + extra <= b->cap) return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra)
+        cap *= 2;
+    char *p = b->heap ? realloc(b->p, cap) : malloc(cap);
+    if (!p) return false;
+    if (!b->heap && b->len > 0) memcpy(p, b->p, b->len);
+    b->p = p;
+    b->cap = cap;
+    b->heap = true;
+    return true;
+}
+
+static bool sbuf_append(sbuf *b, const char *s, size_t n) {
+    if (!sbuf_reserve(b, n)) return false;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    return true;
+}
+
+static void sbuf_free(sbuf *b) {
+    if (b->heap) free(b->p);
+    *b = (sbuf){0};
+}
+
+/* ---- responses ---- */
+
+static int64_t now_ns(const lb_server *s) {
+    return atomic_load_explicit(&s->draining, memory_order_relaxed) ? INT64_MAX : lb_clock_now_ns();
+}
+
+static void count(atomic_uint_fast64_t *c, uint64_t n) {
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static enum MHD_Result queue(lb_server *s, struct MHD_Connection *c, unsigned code,
+                             struct MHD_Response *resp, const char *content_type) {
+    if (!resp) return MHD_NO;
+    if (content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (atomic_load_explicit(&s->draining, memory_order_relaxed))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(c, code, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* An OpenAI-style error: {"error":{"message":..,"type":..,"param":null,"code":null}}. */
+static enum MHD_Result vreply_error(lb_server *s, struct MHD_Connection *c, unsigned code,
+                                    const char *allow, const char *fmt, va_list ap) {
+    char msg[512];
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    char body[sizeof msg * 6 + 128];
+    char *p = PUT_LIT(body, "{\"error\":{\"message\":\"");
+    p = put_json(p, msg, len);
+    p = PUT_LIT(p, "\",\"type\":\"");
+    p = code >= 500 ? PUT_LIT(p, "server_error") : PUT_LIT(p, "invalid_request_error");
+    p = PUT_LIT(p, "\",\"param\":null,\"code\":null}}");
+    if (code >= 400 && code < 500) count(&s->client_errors, 1);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer((size_t)(p - body), body, MHD_RESPMEM_MUST_COPY);
+    if (resp && allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    return queue(s, c, code, resp, "application/json");
+}
+
+static enum MHD_Result reply_error(lb_server *s, struct MHD_Connection *c, unsigned code,
+                                   const char *allow, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static enum MHD_Result reply_error(lb_server *s, struct MHD_Connection *c, unsigned code,
+                                   const char *allow, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result ret = vreply_error(s, c, code, allow, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+/* ---- request lifetime ---- */
+
+static request *request_new(lb_server *s, struct MHD_Connection *c, bool chat) {
+    /* Zero only the fields and the source's state, not the buffers (6 KiB) in between. */
+    request *r = malloc(sizeof *r + s->src->stream_bytes);
+    if (!r) return NULL;
+    memset(r, 0, offsetof(request, head));
+    memset(r->stream_state, 0, s->src->stream_bytes);
+    r->srv = s;
+    r->conn = c;
+    r->refs = 1;
+    r->chat = chat;
+    r->arrival_ns = lb_clock_now_ns();
+    r->index = atomic_fetch_add_explicit(&s->next_index, 1, memory_order_relaxed);
+    r->body = (sbuf){.p = r->body_inline, .cap = sizeof r->body_inline};
+    count(&s->requests, 1);
+    count(&s->in_flight, 1);
+    return r;
+}
+
+static void request_release(void *cls) {
+    request *r = cls;
+    if (--r->refs > 0) return;
+    lb_server *s = r->srv;
+    if (r->parsed && s->src->done) s->src->done(s->src->ctx, r->stream_state);
+    sbuf_free(&r->body);
+    sbuf_free(&r->resp);
+    free(r);
+    atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    lb_server *s = cls;
+    request *r = *con_cls;
+    if (!r) return;
+    *con_cls = NULL;
+    if (r->client_error) {
+        /* counted when answered */
+    } else if (r->faulted) {
+        count(&s->faults, 1);
+    } else if (r->ok && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        count(&s->completed, 1);
+    } else {
+        count(&s->aborted, 1);
+    }
+    count(&s->tokens, (uint64_t)r->sent);
+    request_release(r);
+}
+
+static enum MHD_Result reply_request_error(request *r, unsigned code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static enum MHD_Result reply_request_error(request *r, unsigned code, const char *fmt, ...) {
+    r->client_error = code >= 400 && code < 500;
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result ret = vreply_error(r->srv, r->conn, code, NULL, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+/* ---- request parsing ---- */
+
+static bool is_set(const json_t *v) {
+    return v && !json_is_null(v);
+}
+
+/* Appends one prompt part to the prompt text, newline-separated. */
+static bool prompt_add(request *r, const char *s, size_t n) {
+    if (r->body.len > 0 && !sbuf_append(&r->body, "\n", 1)) return false;
+    return sbuf_append(&r->body, s, n);
+}
+
+/* Collects the prompt text of a completion request into r->body. */
+static const char *read_prompt(request *r, const json_t *prompt) {
+    if (!prompt) return "missing field 'prompt'";
+    if (json_is_string(prompt))
+        return prompt_add(r, json_string_value(prompt), json_string_length(prompt))
+                   ? NULL
+                   : "out of memory";
+    if (!json_is_array(prompt) || json_array_size(prompt) == 0)
+        return "'prompt' must be a string, a non-empty array of strings or an array of token ids";
+    size_t i;
+    json_t *v;
+    bool ids = json_is_integer(json_array_get(prompt, 0));
+    json_array_foreach(prompt, i, v) {
+        if (ids && json_is_integer(v)) {
+            char tmp[24];
+            int n = snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
+            if (!sbuf_append(&r->body, tmp, (size_t)n) || !sbuf_append(&r->body, " ", 1))
+                return "out of memory";
+        } else if (!ids && json_is_string(v)) {
+            if (!prompt_add(r, json_string_value(v), json_string_length(v))) return "out of memory";
+        } else if (json_is_array(v)) {
+            return "batched prompts (an array of prompts) are not supported: send one prompt "
+                   "per request";
+        } else {
+            return "'prompt' array must hold only strings or only token ids";
+        }
+    }
+    return NULL;
+}
+
+/* Collects the message contents of a chat request into r->body. */
+static const char *read_messages(request *r, const json_t *messages) {
+    if (!messages) return "missing field 'messages'";
+    if (!json_is_array(messages) || json_array_size(messages) == 0)
+        return "'messages' must be a non-empty array of message objects";
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (!json_is_object(m)) return "every entry of 'messages' must be an object";
+        const json_t *content = json_object_get(m, "content");
+        if (json_is_string(content)) {
+            if (!prompt_add(r, json_string_value(content), json_string_length(content)))
+                return "out of memory";
+        } else if (json_is_array(content)) {
+            size_t k;
+            json_t *part;
+            json_array_foreach(content, k, part) {
+                const json_t *text = json_object_get(part, "text");
+                if (json_is_string(text) &&
+                    !prompt_add(r, json_string_value(text), json_string_length(text)))
+                    return "out of memory";
+            }
+        } else if (is_set(content)) {
+            return "message 'content' must be a string or an array of content parts";
+        }
+    }
+    return NULL;
+}
+
+/* Reads a request's fields into r and formats its JSON head. Returns NULL or why the
+ * request is malformed. */
+static const char *read_request(request *r, const json_t *root) {
+    const lb_server *s = r->srv;
+    if (!json_is_object(root)) return "the request body must be a JSON object";
+    const char *model = s->model;
+    size_t model_len = strlen(model);
+    const json_t *v = json_object_get(root, "model");
+    if (is_set(v)) {
+        if (!json_is_string(v)) return "'model' must be a string";
+        model = json_string_value(v);
+        model_len = json_string_length(v);
+        if (model_len > MODEL_MAX_BYTES) return "'model' is longer than 256 bytes";
+    }
+    r->max_tokens = s->p.default_max_tokens;
+    v = r->chat ? json_object_get(root, "max_completion_tokens") : NULL;
+    if (!is_set(v)) v = json_object_get(root, "max_tokens");
+    if (is_set(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1)
+            return "'max_tokens' must be an integer >= 1";
+        r->max_tokens = json_integer_value(v);
+    }
+    if (r->max_tokens > s->p.max_tokens) r->max_tokens = s->p.max_tokens;
+    v = json_object_get(root, "n");
+    if (is_set(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
+        return "only 'n' = 1 is supported";
+    v = json_object_get(root, "stream");
+    if (is_set(v) && !json_is_boolean(v)) return "'stream' must be true or false";
+    r->stream = json_is_true(v);
+    v = json_object_get(root, "stream_options");
+    if (is_set(v)) {
+        if (!json_is_object(v)) return "'stream_options' must be an object";
+        r->include_usage = json_is_true(json_object_get(v, "include_usage"));
+    }
+    r->body.len = 0; /* the raw body is parsed: its buffer now collects the prompt */
+    const char *why = r->chat ? read_messages(r, json_object_get(root, "messages"))
+                              : read_prompt(r, json_object_get(root, "prompt"));
+    if (why) return why;
+
+    const char *object = !r->chat    ? "text_completion"
+                         : r->stream ? "chat.completion.chunk"
+                                     : "chat.completion";
+    int n = snprintf(r->head, sizeof r->head,
+                     "{\"id\":\"%s-%llu\",\"object\":\"%s\",\"created\":%lld,\"model\":\"",
+                     r->chat ? "chatcmpl" : "cmpl", (unsigned long long)r->index, object,
+                     (long long)time(NULL));
+    char *p = put_json(r->head + n, model, model_len);
+    p = PUT_LIT(p, "\",");
+    r->head_len = (size_t)(p - r->head);
+    return NULL;
+}
+
+static bool draw_fault(const lb_server *s, uint64_t index) {
+    if (s->p.fault == LB_FAULT_NONE) return false;
+    lb_rng g;
+    lb_rng_seed(&g, s->p.seed + index * 0x9E3779B97F4A7C15ULL);
+    return lb_rng_uniform(&g) < s->p.fault_rate;
+}
+
+/* ---- SSE events; each at most 6 + head_len + EVENT_TAIL_BYTES bytes ---- */
+
+static size_t write_token_event(const request *r, char *w, const char *tok, size_t len) {
+    char *p = PUT_LIT(w, "data: ");
+    p = put(p, r->head, r->head_len);
+    if (r->chat) {
+        p = PUT_LIT(p, "\"choices\":[{\"index\":0,\"delta\":{");
+        if (r->sent == 0) p = PUT_LIT(p, "\"role\":\"assistant\",");
+        p = PUT_LIT(p, "\"content\":\"");
+        p = put_json(p, tok, len);
+        p = PUT_LIT(p, "\"},\"logprobs\":null,\"finish_reason\":");
+    } else {
+        p = PUT_LIT(p, "\"choices\":[{\"index\":0,\"text\":\"");
+        p = put_json(p, tok, len);
+        p = PUT_LIT(p, "\",\"logprobs\":null,\"finish_reason\":");
+    }
+    p = r->sent + 1 == r->max_tokens ? PUT_LIT(p, "\"length\"") : PUT_LIT(p, "null");
+    p = PUT_LIT(p, "}]}\n\n");
+    return (size_t)(p - w);
+}
+
+static char *put_usage(char *p, const request *r) {
+    p = PUT_LIT(p, "\"usage\":{\"prompt_tokens\":");
+    p = put_i64(p, r->prompt_tokens);
+    p = PUT_LIT(p, ",\"completion_tokens\":");
+    p = put_i64(p, r->sent);
+    p = PUT_LIT(p, ",\"total_tokens\":");
+    p = put_i64(p, r->prompt_tokens + r->sent);
+    return PUT_LIT(p, "}}");
+}
+
+static size_t write_usage_event(const request *r, char *w) {
+    char *p = PUT_LIT(w, "data: ");
+    p = put(p, r->head, r->head_len);
+    p = PUT_LIT(p, "\"choices\":[],");
+    p = put_usage(p, r);
+    p = PUT_LIT(p, "\n\n");
+    return (size_t)(p - w);
+}
+
+/* The bad-json fault: an event whose data stops in the middle of the object. */
+static size_t write_bad_event(const request *r, char *w) {
+    char *p = PUT_LIT(w, "data: ");
+    p = put(p, r->head, r->head_len);
+    p = PUT_LIT(p, "\"choices\":[{\"index\":0,\"text\":\n\n");
+    return (size_t)(p - w);
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    request *r = cls;
+    lb_server *s = r->srv;
+    const lb_token_source *src = s->src;
+    const size_t bound = 6 + r->head_len + EVENT_TAIL_BYTES;
+    int64_t now = now_ns(s);
+    size_t used = 0;
+    char spare[EVENT_BYTES];
+    for (;;) {
+        if (used > 0 && max - used < bound) return (ssize_t)used;
+        char *w = max - used >= bound ? buf + used : spare;
+        size_t n = 0;
+        switch (r->out) {
+        case OUT_TOKENS:
+            if (r->faulted && r->sent == r->fault_at && !r->fault_fired) {
+                if (s->p.fault == LB_FAULT_DROP) {
+                    r->out = OUT_ABORT;
+                    continue;
+                }
+                if (s->p.fault == LB_FAULT_TRUNCATE) {
+                    r->out = OUT_END;
+                    continue;
+                }
+                if (s->p.fault == LB_FAULT_STALL) {
+                    if (used > 0) return (ssize_t)used;
+                    if (lb_server_timer_suspend(s->timer, r->conn, INT64_MAX)) return 0;
+                    r->out = OUT_ABORT; /* draining: a stalled stream is closed */
+                    continue;
+                }
+                n = write_bad_event(r, w);
+                r->fault_fired = true;
+                break;
+            }
+            char tok[LB_TOKEN_TEXT_MAX_BYTES];
+            size_t len = 0;
+            int64_t due = 0;
+            lb_token_state st = src->next(src->ctx, r->stream_state, now, tok, &len, &due);
+            if (st == LB_TOKEN_END) {
+                r->out = r->include_usage ? OUT_USAGE : OUT_DONE;
+                continue;
+            }
+            if (st == LB_TOKEN_LATER) {
+                if (used > 0) return (ssize_t)used;
+                if (lb_server_timer_suspend(s->timer, r->conn, due)) return 0;
+                now = INT64_MAX; /* draining: everything is due */
+                continue;
+            }
+            n = write_token_event(r, w, tok, len);
+            r->sent++;
+            break;
+        case OUT_USAGE:
+            n = write_usage_event(r, w);
+            r->out = OUT_DONE;
+            break;
+        case OUT_DONE:
+            n = (size_t)(PUT_LIT(w, "data: [DONE]\n\n") - w);
+            r->out = OUT_END;
+            r->ok = !r->faulted;
+            break;
+        case OUT_END: return used > 0 ? (ssize_t)used : MHD_CONTENT_READER_END_OF_STREAM;
+        case OUT_ABORT: return used > 0 ? (ssize_t)used : MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (w == spare) { /* only when used == 0 and the buffer is smaller than the bound */
+            if (n > max) {
+                LB_WARN("serve: a %zu-byte event does not fit the %zu-byte send buffer", n, max);
+                r->ok = false;
+                r->out = OUT_ABORT;
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            memcpy(buf, spare, n);
+        }
+        used += n;
+    }
+}
+
+static enum MHD_Result start_stream(request *r) {
+    struct MHD_Response *resp = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, STREAM_BLOCK_BYTES, stream_reader, r, request_release);
+    if (!resp) return MHD_NO;
+    r->refs++;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    return queue(r->srv, r->conn, MHD_HTTP_OK, resp, "text/event-stream");
+}
+
+/* ---- whole (non-streamed) responses ---- */
+
+static ssize_t drop_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    request *r = cls;
+    if (pos >= r->drop_at) return MHD_CONTENT_READER_END_WITH_ERROR;
+    size_t n = r->drop_at - (size_t)pos < max ? r->drop_at - (size_t)pos : max;
+    memcpy(buf, r->resp.p + pos, n);
+    return (ssize_t)n;
+}
+
+static enum MHD_Result finish_whole(request *r) {
+    lb_server *s = r->srv;
+    if (!sbuf_reserve(&r->resp, 256)) return MHD_NO;
+    char *p = r->resp.p + r->resp.len;
+    p = r->chat ? PUT_LIT(p, "\"},\"logprobs\":null,\"finish_reason\":")
+                : PUT_LIT(p, "\",\"logprobs\":null,\"finish_reason\":");
+    p = r->sent == r->max_tokens ? PUT_LIT(p, "\"length\"}]") : PUT_LIT(p, "\"stop\"}]");
+    if (r->faulted && s->p.fault == LB_FAULT_TRUNCATE) {
+        p = PUT_LIT(p, "}");
+    } else {
+        p = PUT_LIT(p, ",");
+        p = put_usage(p, r);
+    }
+    r->resp.len = (size_t)(p - r->resp.p);
+    r->ok = !r->faulted;
+    struct MHD_Response *resp;
+    if (r->faulted && s->p.fault == LB_FAULT_DROP) {
+        r->drop_at = r->resp.len / 2;
+        resp =
+            MHD_create_response_from_callback(r->resp.len, 4096, drop_reader, r, request_release);
+        if (resp) r->refs++;
+    } else {
+        size_t len = r->faulted && s->p.fault == LB_FAULT_BAD_JSON ? r->resp.len / 2 : r->resp.len;
+        resp = MHD_create_response_from_buffer(len, r->resp.p, MHD_RESPMEM_MUST_FREE);
+        if (resp) r->resp = (sbuf){0}; /* now libmicrohttpd's to free */
+    }
+    return queue(s, r->conn, MHD_HTTP_OK, resp, "application/json");
+}
+
+/* Pulls every due token into the body; parks the connection until the next one is due
+ * (libmicrohttpd calls the access handler again on resume) or finishes the body. */
+static enum MHD_Result generate_whole(request *r) {
+    lb_server *s = r->srv;
+    const lb_token_source *src = s->src;
+    int64_t now = now_ns(s);
+    for (;;) {
+        if (r->faulted && r->sent == r->fault_at) {
+            if (s->p.fault == LB_FAULT_STALL)
+                return lb_server_timer_suspend(s->timer, r->conn, INT64_MAX) ? MHD_YES : MHD_NO;
+            if (s->p.fault == LB_FAULT_TRUNCATE) break;
+        }
+        if (!sbuf_reserve(&r->resp, TOKEN_JSON_MAX_BYTES)) return MHD_NO;
+        char tok[LB_TOKEN_TEXT_MAX_BYTES];
+        size_t len = 0;
+        int64_t due = 0;
+        lb_token_state st = src->next(src->ctx, r->stream_state, now, tok, &len, &due);
+        if (st == LB_TOKEN_END) break;
+        if (st == LB_TOKEN_LATER) {
+            if (lb_server_timer_suspend(s->timer, r->conn, due)) return MHD_YES;
+            now = INT64_MAX;
+            continue;
+        }
+        r->resp.len = (size_t)(put_json(r->resp.p + r->resp.len, tok, len) - r->resp.p);
+        r->sent++;
+    }
+    return finish_whole(r);
+}
+
+/* The body is in: parse it, start the token source, then answer or start generating. */
+static enum MHD_Result begin(request *r) {
+    lb_server *s = r->srv;
+    if (r->too_large)
+        return reply_request_error(r, MHD_HTTP_CONTENT_TOO_LARGE,
+                                   "the request body is larger than %zu bytes", BODY_MAX_BYTES);
+    json_error_t je;
+    json_t *root = json_loadb(r->body.p, r->body.len, 0, &je);
+    if (!root)
+        return reply_request_error(r, MHD_HTTP_BAD_REQUEST,
+                                   "the request body is not valid JSON: %s (line %d, column %d)",
+                                   je.text, je.line, je.column);
+    const char *why = read_request(r, root);
+    json_decref(root);
+    if (why) return reply_request_error(r, MHD_HTTP_BAD_REQUEST, "%s", why);
+    if (r->stream) count(&s->streamed, 1);
+
+    lb_token_request tr = {
+        .prompt = r->body.p,
+        .prompt_len = r->body.len,
+        .max_tokens = r->max_tokens,
+        .arrival_ns = r->arrival_ns,
+        .chat = r->chat,
+    };
+    lb_err err = {{0}};
+    if (s->src->start(s->src->ctx, &tr, r->stream_state, &r->prompt_tokens, &err) != LB_OK)
+        return reply_error(s, r->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                           "the token source failed: %s", err.msg);
+    r->parsed = true;
+    if (draw_fault(s, r->index)) {
+        r->faulted = true;
+        r->fault_at = r->max_tokens / 2;
+        if (s->p.fault == LB_FAULT_500)
+            return reply_error(s, r->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
+                               "synthetic fault: internal server error");
+    }
+    if (r->stream) return start_stream(r);
+
+    if (!sbuf_reserve(&r->resp, r->head_len + 128 + (size_t)r->max_tokens * 12)) return MHD_NO;
+    char *p = put(r->resp.p, r->head, r->head_len);
+    p = r->chat ? PUT_LIT(p, "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+                             "\"content\":\"")
+                : PUT_LIT(p, "\"choices\":[{\"index\":0,\"text\":\"");
+    r->resp.len = (size_t)(p - r->resp.p);
+    return generate_whole(r);
+}
+
+/* ---- routing ---- */
+
+static route route_of(const char *url) {
+    if (strcmp(url, "/v1/completions") == 0) return ROUTE_COMPLETIONS;
+    if (strcmp(url, "/v1/chat/completions") == 0) return ROUTE_CHAT;
+    if (strcmp(url, "/v1/models") == 0) return ROUTE_MODELS;
+    if (strcmp(url, "/health") == 0) return ROUTE_HEALTH;
+    return ROUTE_NONE;
+}
+
+static enum MHD_Result reply_shared(struct MHD_Connection *c, struct MHD_Response *resp) {
+    return MHD_queue_response(c, MHD_HTTP_OK, resp);
+}
+
+/* The *con_cls of a GET /v1/models or /health between the call that saw its headers and
+ * the one that ends the request: libmicrohttpd closes the connection after a response
+ * queued before the request was read to its end, so GETs are answered on the second call
+ * and their connections stay open for the requests that follow. */
+static char models_pending, health_pending;
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
+    (void)version;
+    lb_server *s = cls;
+    if (*con_cls == &models_pending || *con_cls == &health_pending) {
+        struct MHD_Response *resp = *con_cls == &models_pending ? s->models_resp : s->health_resp;
+        *con_cls = NULL;
+        return reply_shared(c, resp);
+    }
+    request *r = *con_cls;
+    if (!r) {
+        route rt = route_of(url);
+        bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+        bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+        switch (rt) {
+        case ROUTE_NONE:
+            return reply_error(s, c, MHD_HTTP_NOT_FOUND, NULL,
+                               "no such endpoint: %s %s (served: POST /v1/completions, POST "
+                               "/v1/chat/completions, GET /v1/models, GET /health)",
+                               method, url);
+        case ROUTE_MODELS:
+        case ROUTE_HEALTH:
+            if (!get)
+                return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET",
+                                   "%s %s is not allowed: use GET", method, url);
+            *con_cls = rt == ROUTE_MODELS ? &models_pending : &health_pending;
+            return MHD_YES;
+        case ROUTE_COMPLETIONS:
+        case ROUTE_CHAT:
+            if (!post)
+                return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST",
+                                   "%s %s is not allowed: use POST", method, url);
+            r = request_new(s, c, rt == ROUTE_CHAT);
+            if (!r) return MHD_NO;
+            *con_cls = r;
+            return MHD_YES;
+        }
+        return MHD_NO;
+    }
+    if (*upload_data_size > 0) {
+        if (!r->too_large) {
+            if (r->body.len + *upload_data_size > BODY_MAX_BYTES)
+                r->too_large = true;
+            else if (!sbuf_append(&r->body, upload_data, *upload_data_size))
+                return MHD_NO;
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return r->parsed ? generate_whole(r) : begin(r);
+}
+
+/* ---- start and stop ---- */
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    lb_server *s = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    /* Before the socket is up a message explains a failed start; later ones are about
+     * single connections (a client that went away) and only interest -vv. */
+    lb_log(atomic_load(&s->started) ? LB_LOG_DEBUG : LB_LOG_WARN, "serve: libmicrohttpd: %s", msg);
+}
+
+static struct MHD_Response *shared_json(const char *text) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+    if (r) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return r;
+}
+
+static lb_status build_shared_responses(lb_server *s, lb_err *err) {
+    char text[HEAD_BYTES + 256];
+    char *p = PUT_LIT(text, "{\"object\":\"list\",\"data\":[{\"id\":\"");
+    p = put_json(p, s->model, strlen(s->model));
+    p = PUT_LIT(p, "\",\"object\":\"model\",\"created\":");
+    p = put_i64(p, (int64_t)time(NULL));
+    p = PUT_LIT(p, ",\"owned_by\":\"llmbench\"}]}");
+    *p = '\0';
+    s->models_resp = shared_json(text);
+    s->health_resp = shared_json("{\"status\":\"ok\"}");
+    if (!s->models_resp || !s->health_resp)
+        return lb_fail(err, LB_ERR_NOMEM, "no memory for the server's responses");
+    return LB_OK;
+}
+
+lb_status lb_server_start(const lb_server_params *params, const lb_token_source *src,
+                          lb_server **out, lb_err *err) {
+    *out = NULL;
+    if (!params->model || !params->model[0] || strlen(params->model) > MODEL_MAX_BYTES)
+        return lb_fail(err, LB_ERR_USAGE, "the model name must be 1 to %d bytes", MODEL_MAX_BYTES);
+    if (params->port < 0 || params->port > 65535)
+        return lb_fail(err, LB_ERR_USAGE, "port %d is outside 0..65535", params->port);
+    if (!(params->fault_rate >= 0.0 && params->fault_rate <= 1.0))
+        return lb_fail(err, LB_ERR_USAGE, "fault rate %g is outside 0..1", params->fault_rate);
+    if (params->max_tokens < 1 || params->default_max_tokens < 1)
+        return lb_fail(err, LB_ERR_USAGE, "the token limits must be >= 1");
+
+    char port_text[8];
+    snprintf(port_text, sizeof port_text, "%d", params->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    int gai = getaddrinfo(params->host, port_text, &hints, &ai);
+    if (gai != 0)
+        return lb_fail(err, LB_ERR_USAGE, "cannot listen on host '%s': %s", params->host,
+                       gai_strerror(gai));
+
+    lb_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        freeaddrinfo(ai);
+        return lb_fail(err, LB_ERR_NOMEM, "no memory for the server");
+    }
+    s->p = *params;
+    memcpy(s->model, params->model, strlen(params->model) + 1);
+    s->p.model = s->model;
+    s->p.host = NULL; /* not kept */
+    s->src = src;
+    s->quiesced_fd = MHD_INVALID_SOCKET;
+    lb_status st = build_shared_responses(s, err);
+    if (st == LB_OK) st = lb_server_timer_init(&s->timer, err);
+    if (st != LB_OK) {
+        freeaddrinfo(ai);
+        lb_server_free(s);
+        return st;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned threads =
+        params->threads > 0 ? (unsigned)params->threads : (unsigned)(cores > 0 ? cores : 1);
+    /* poll(), not epoll: libmicrohttpd's epoll loop (seen in 0.9.75) fetches 128 events
+     * a call and, after a full batch, waits again with the blocking timeout, so a worker
+     * that finds exactly 128 (256, ...) connections ready sleeps with them unserved until
+     * some other event comes: tens of ms under load, forever when the client waits.
+     * poll() costs O(connections of the thread) a wake-up, small next to the requests. */
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    /* One thread is no pool: libmicrohttpd warns when given a pool size below 2. */
+    struct MHD_OptionItem pool[] = {
+        {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                 on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_ARRAY,
+                                 pool, MHD_OPTION_CONNECTION_LIMIT, params->connection_limit,
+                                 MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_NOTIFY_COMPLETED,
+                                 on_completed, s, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->daemon) {
+        lb_server_free(s);
+        return lb_fail(err, LB_ERR_IO,
+                       "could not listen on %s port %d (in use, or not an address of this "
+                       "machine; the warning above says why)",
+                       params->host, params->port);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? (int)info->port : params->port;
+    atomic_store(&s->started, true);
+    LB_INFO("serve: %u worker threads, port %d, fault %s at rate %g", threads, s->port,
+            lb_fault_mode_name(params->fault), params->fault_rate);
+    *out = s;
+    return LB_OK;
+}
+
+int lb_server_port(const lb_server *s) {
+    return s->port;
+}
+
+void lb_server_get_stats(const lb_server *s, lb_server_stats *out) {
+    lb_server *m = (lb_server *)s; /* atomic loads need a non-const object in C11 */
+    *out = (lb_server_stats){
+        .requests = atomic_load(&m->requests),
+        .streamed = atomic_load(&m->streamed),
+        .completed = atomic_load(&m->completed),
+        .faults = atomic_load(&m->faults),
+        .client_errors = atomic_load(&m->client_errors),
+        .aborted = atomic_load(&m->aborted),
+        .tokens = atomic_load(&m->tokens),
+        .in_flight = atomic_load(&m->in_flight),
+    };
+}
+
+void lb_server_shutdown(lb_server *s, double drain_s) {
+    if (!s || s->shut_down) return;
+    s->shut_down = true;
+    if (s->daemon) {
+        s->quiesced_fd = MHD_quiesce_daemon(s->daemon);
+        atomic_store(&s->draining, true);
+        lb_server_timer_drain(s->timer);
+        int64_t deadline = lb_clock_now_ns() + (int64_t)(drain_s * 1e9);
+        while (atomic_load(&s->in_flight) > 0 && lb_clock_now_ns() < deadline)
+            nanosleep(&(struct timespec){.tv_nsec = DRAIN_POLL_NS}, NULL);
+        MHD_stop_daemon(s->daemon);
+        s->daemon = NULL;
+        if (s->quiesced_fd != MHD_INVALID_SOCKET) close(s->quiesced_fd);
+    }
+    lb_server_timer_free(s->timer);
+    s->timer = NULL;
+}
+
+void lb_server_free(lb_server *s) {
+    if (!s) return;
+    lb_server_shutdown(s, 0.0);
+    if (s->models_resp) MHD_destroy_response(s->models_resp);
+    if (s->health_resp) MHD_destroy_response(s->health_resp);
+    free(s);
+}

@@ -1,0 +1,61 @@
+/* token_source.h: where `llmbench serve` gets the tokens it sends.
+ *
+ * The HTTP server (serve/server.h) knows nothing about models: for every completion request
+ * it asks a token source to start a stream, then pulls tokens one at a time. A pull never
+ * blocks: the source either hands over the next token (it is due now), or says when the
+ * next one will be due, and the server parks the connection until then without holding a
+ * thread (serve/server_timer.h). The synthetic source (serve/synthetic.h) is the first
+ * implementation; the built-in inference engine plugs in through the same callbacks.
+ *
+ * Memory: the server gives every request stream_bytes of zeroed, max_align_t-aligned
+ * memory for the source's per-request state, so a source needs no allocation per request.
+ * Threads: start, next and done for one request run on one server thread at a time, but
+ * different requests run concurrently: ctx must be safe to share.
+ *
+ * Not covered yet: prompts as token ids reach the source as their decimal ids separated
+ * by spaces, and chat messages as their contents joined by newlines (roles are dropped);
+ * an engine that needs ids or roles will widen lb_token_request. */
+#ifndef LB_SERVE_TOKEN_SOURCE_H
+#define LB_SERVE_TOKEN_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+/* Longest token text a source may return, bytes (the server's buffers are sized by it). */
+#define LB_TOKEN_TEXT_MAX_BYTES 64
+
+typedef struct {
+    const char *prompt; /* prompt text; valid during start() only; not NUL-terminated */
+    size_t prompt_len;  /* bytes */
+    int64_t max_tokens; /* output tokens to generate, >= 1 */
+    int64_t arrival_ns; /* lb_clock_now_ns() when the request arrived */
+    bool chat;          /* /v1/chat/completions (prompt = message contents) */
+} lb_token_request;
+
+typedef enum {
+    LB_TOKEN_READY, /* the next token's text was written */
+    LB_TOKEN_LATER, /* the next token is not due yet: *due_ns says when to ask again */
+    LB_TOKEN_END,   /* no more tokens */
+} lb_token_state;
+
+typedef struct {
+    const char *name;    /* "synthetic" */
+    void *ctx;           /* the source's shared state, passed to every callback */
+    size_t stream_bytes; /* per-request state the server provides to start(), bytes */
+    /* Begins a request: initialises the state in stream and counts the prompt's tokens
+     * into *prompt_tokens. On failure writes err and returns its status. */
+    lb_status (*start)(void *ctx, const lb_token_request *req, void *stream, int64_t *prompt_tokens,
+                       lb_err *err);
+    /* The next token as of now_ns (monotonic ns; INT64_MAX means "everything is due"):
+     * LB_TOKEN_READY with text[0..*len) (at most LB_TOKEN_TEXT_MAX_BYTES, no NUL),
+     * LB_TOKEN_LATER with *due_ns, or LB_TOKEN_END. Never blocks. */
+    lb_token_state (*next)(void *ctx, void *stream, int64_t now_ns, char *text, size_t *len,
+                           int64_t *due_ns);
+    /* Ends a request, finished or abandoned; releases what start() took. */
+    void (*done)(void *ctx, void *stream);
+} lb_token_source;
+
+#endif
