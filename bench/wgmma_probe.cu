@@ -14,15 +14,20 @@
  *               (the O = P V of attention; with the two offsets swapped the first run on
  *               an H200 read out of bounds: an illegal address, the context lost)
  *
- * build: nvcc -O2 -gencode arch=compute_90a,code=sm_90a -o wgmma_probe bench/wgmma_probe.cu
- * run:   ./wgmma_probe      (prints one line per case and one timing line; exit 1 on a
- *                            failed case) */
+ * The descriptor (wg_desc), the products (wg_op) and the fences are kernels/ptx.cuh's, the
+ * ones the attention backward runs.
+ *
+ * build: cmake -DLB_BENCH=ON (bench/CMakeLists.txt), then build/bench/wgmma_probe
+ * run:   build/bench/wgmma_probe  (an sm_90 GPU; prints one line per case and one timing
+ *                                  line; exit 1 on a failed case) */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "kernels/ptx.cuh"
 
 #define N 64 /* tile edge: M = N = K = 64 */
 
@@ -33,69 +38,15 @@ __host__ __device__ static inline int cm_offset(int row, int col, int along_col,
     return (row / 8) * along_row + (col / 8) * along_col + (row % 8) * 16 + (col % 8) * 2;
 }
 
-__device__ static inline uint64_t desc(const void *smem, int lbo, int sbo) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
-    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
-           ((uint64_t)(sbo >> 4) << 32); /* base offset 0, swizzle mode 0 (none) */
-}
-
-#define ACC32(d)                                                                                   \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),            \
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define D32                                                                                        \
-    "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,"      \
-    "%24,%25,%26,%27,%28,%29,%30,%31}"
-
-/* d (+)= A B with both operands described in shared memory; scale_d 0 overwrites */
-__device__ static inline void wgmma_ss(float d[32], uint64_t da, uint64_t db, int scale_d) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32
-                 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : ACC32(d)
-                 : "l"(da), "l"(db), "r"(scale_d));
-}
-
-/* d (+)= A B with A from registers (four 32-bit registers of bf16 pairs) and B described
- * in shared memory, stored N-major (transposed) */
-__device__ static inline void wgmma_rs_tb(float d[32], const uint32_t a[4], uint64_t db,
-                                          int scale_d) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " D32
-                 ", {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
-                 : ACC32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
-}
-
-/* keeps the compiler from moving accumulator registers across the wgmma pipeline */
-__device__ static inline void pin(float d[32]) {
-#pragma unroll
-    for (int i = 0; i < 32; i++)
-        asm volatile("" : "+f"(d[i])::"memory");
-}
-__device__ static inline void wg_fence(void) {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ static inline void wg_commit_wait(void) {
-    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::
-                     : "memory");
-}
-/* generic-proxy stores to shared memory made visible to the async proxy wgmma reads with */
-__device__ static inline void fence_async_shared(void) {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 /* Accumulator layout (assumed as mma.sync's C per warp): warp w owns rows 16w..16w+15;
  * lane 4g + q holds, for each 8-column group j, d[4j], d[4j+1] at row 16w + g, columns
  * 8j + 2q, +1, and d[4j+2], d[4j+3] at row 16w + g + 8. */
-__device__ static void store_acc(float *out, const float d[32]) {
+__device__ static void store_acc(float *out, const float d[8][4]) {
     int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, q = l % 4;
     for (int j = 0; j < 8; j++) {
         int r = 16 * w + g, c = 8 * j + 2 * q;
-        out[r * N + c] = d[4 * j], out[r * N + c + 1] = d[4 * j + 1];
-        out[(r + 8) * N + c] = d[4 * j + 2], out[(r + 8) * N + c + 1] = d[4 * j + 3];
+        out[r * N + c] = d[j][0], out[r * N + c + 1] = d[j][1];
+        out[(r + 8) * N + c] = d[j][2], out[(r + 8) * N + c + 1] = d[j][3];
     }
 }
 
@@ -111,24 +62,23 @@ __global__ void ss_kk_kernel(float *out, const __nv_bfloat16 *A, const __nv_bflo
     }
     fence_async_shared();
     __syncthreads();
-    float d[32];
-    for (int i = 0; i < 32; i++)
-        d[i] = 0.0f;
+    float d[8][4] = {};
     uint64_t da[N / 16], db[N / 16];
 #pragma unroll
     for (int k = 0; k < N / 16; k++) { /* a k-step of 16 spans two core matrices */
-        da[k] = desc((char *)sA + k * 2 * lbo, lbo, sbo);
-        db[k] = desc((char *)sB + k * 2 * lbo, lbo, sbo);
+        da[k] = wg_desc((char *)sA + k * 2 * lbo, lbo, sbo);
+        db[k] = wg_desc((char *)sB + k * 2 * lbo, lbo, sbo);
     }
-    pin(d);
+    wg_pin(d);
     wg_fence();
     for (int r = 0; r < reps; r++) { /* one group: the chain on d is the hardware's to pipeline */
 #pragma unroll
         for (int k = 0; k < N / 16; k++)
-            wgmma_ss(d, da[k], db[k], r > 0 || k > 0);
+            wg_op<__nv_bfloat16>::ss(d, da[k], db[k], r > 0 || k > 0);
     }
-    wg_commit_wait();
-    pin(d);
+    wg_commit();
+    wg_wait<0>();
+    wg_pin(d);
     store_acc(out + (size_t)blockIdx.x * N * N, d);
 }
 
@@ -146,9 +96,7 @@ __global__ void rs_mn_kernel(float *out, const __nv_bfloat16 *P, const __nv_bflo
     fence_async_shared();
     __syncthreads();
     int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, q = l % 4;
-    float d[32];
-    for (int i = 0; i < 32; i++)
-        d[i] = 0.0f;
+    float d[8][4] = {};
     wg_fence();
     for (int k = 0; k < N / 16; k++) {
         /* mma.sync A fragment: a0 (g, 2q..), a1 (g+8, 2q..), a2 (g, 2q+8..), a3 (g+8, 2q+8..) */
@@ -159,10 +107,11 @@ __global__ void rs_mn_kernel(float *out, const __nv_bfloat16 *P, const __nv_bflo
             __nv_bfloat162 v = __halves2bfloat162(p[0], p[1]);
             a[e] = *(uint32_t *)&v;
         }
-        /* a k-step of 16 rows of V: two core matrices along k */
-        wgmma_rs_tb(d, a, desc((char *)sV + k * 2 * along_k, lbo, sbo), k > 0);
+        /* a k-step of 16 rows of V: two core matrices along k (d starts at zero) */
+        wg_op<__nv_bfloat16>::rs_tb(d, a, wg_desc((char *)sV + k * 2 * along_k, lbo, sbo));
     }
-    wg_commit_wait();
+    wg_commit();
+    wg_wait<0>();
     store_acc(out, d);
 }
 

@@ -11,15 +11,16 @@
  * rounding to dqkv's type), so dqkv is not read again; the scalar path runs a separate
  * reduction over dqkv.
  *
- * Three implementations behind one interface. The tensor-core one (fp16/bf16, HD 64) is a
- * flash-attention style kernel with mma.sync m16n8k16 and fp32 accumulation: forward per
- * 128-query block with an online softmax in registers; backward as one kernel per 64-key
- * block (dK, dV over all query heads of the group, dQ added into an fp32 accumulator
- * with atomics) and a pass that rounds dQ into dqkv, both recomputing the probabilities
- * from lse. The CUDA-core tiled one (HD 64 otherwise: fp32, or LB_ATTN_SCALAR) has the same
- * structure with fp32 (IEEE, no TF32) products of 64 x 64 tiles in shared memory, a 4 x 4
- * register block a thread, as an SGEMM. The scalar one (any type, HD 8/16/32/128) is one
- * thread per query row (forward, dQ) or per key row (dK, dV). */
+ * Four implementations behind one interface, one file each, chosen in attention.cu:
+ * tensor cores through mma.sync m16n8k16 (attention_mma.cu: fp16/bf16, HD 64; a
+ * flash-attention style forward per 128-query block with an online softmax in registers,
+ * a backward per 64-key block), the backward on Hopper's warpgroup MMAs
+ * (attention_wgmma.cu: the same case on a device running sm_90a code, LB_ATTN_AUTO),
+ * CUDA-core fp32 tiles (attention_simt.cu: HD 64 otherwise, i.e. fp32 or LB_ATTN_SCALAR;
+ * IEEE fp32 products of 64 x 64 tiles in shared memory, no TF32), and one thread a row
+ * (attention_scalar.cu: any type, HD 8/16/32/128). The HD-64 backwards compute dK and dV
+ * per key block and add dQ into an fp32 accumulator with atomics, so dQ's last bits can
+ * vary between runs; all recompute the probabilities from lse. */
 #ifndef LB_KERNELS_ATTENTION_CUH
 #define LB_KERNELS_ATTENTION_CUH
 
