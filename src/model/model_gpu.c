@@ -5,10 +5,9 @@
  * straight-line sequences of kernel launches and cuBLASLt calls on one stream, following
  * model/model.h's description of a layer; backward keeps a single residual-gradient buffer
  * that the norm backward kernels add into (llm.c's scheme), so a residual add costs
- * nothing in backward. */
+ * nothing in backward. The choices timed on the first step are model_gpu_tune.c's, the
+ * step's CUDA graph model_gpu_graph.c's. */
 #ifdef LB_HAVE_CUDA
-
-#include "model/model_gpu.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -16,18 +15,14 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "gpu/blas/matmul.h"
 #include "gpu/check.h"
-#include "gpu/cudnn/attn.h"
-#include "gpu/cudnn/gelu.h"
-#include "gpu/graph.cuh"
-#include "gpu/timing.h"
 #include "kernels/act.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/embed.cuh"
 #include "kernels/loss.cuh"
 #include "kernels/norm.cuh"
 #include "kernels/rope.cuh"
+#include "model/model_gpu_impl.h"
 #include "model/ref_ops.h"
 
 #define OOM_HINT  "try a smaller --batch or --recompute"
@@ -37,74 +32,9 @@
  * BT) instead of token-major */
 enum { COLS_INP = 1, COLS_DOUT = 2 };
 
-struct lb_gpu_model {
-    lb_model_config cfg;
-    lb_gpu_model_params p;
-    lb_param_offsets off;
-    int64_t n_params;
-    int B, T, C, L, NH, NKV, HD, Q, F, H, V, Vp;
-    int64_t BT;
-    size_t es; /* bytes per activation element */
-    lb_gpu_dtype dt;
-    bool llama;
-    lb_gpu_arena arena;
-    lb_gpu_blas *blas;
-    cudaStream_t stream;
-    /* parameters and optimizer state */
-    float *master, *grads, *m, *v;
-    void *params; /* working copy (== master in fp32) */
-    void *lm_w;   /* the output head as its products read it: the head itself when V is a
-                   * multiple of 64, else its working copy padded to [Vp, C], rows >= V zero,
-                   * which the optimizer writes in place of the head's slot in params (and
-                   * the embedding reads, when tied) */
-    int64_t *seg_start;
-    int32_t *seg_flags; /* LB_SEG_* bits a tensor */
-    int n_seg;
-    int64_t (*clear)[2]; /* host: [start, count] runs of gradients cleared before a step */
-    int n_clear;
-    lb_gpu_optstate *opt;
-    float *inv_freq, *rope_cs;
-    int32_t *tokens, *targets;
-    int32_t *host_tok[2];
-    cudaEvent_t host_done[2];
-    int host_idx;
-    float *loss_slots;          /* max_loss_slots slots, then the graph's own (copied to a slot) */
-    cudaGraphExec_t step_graph; /* one training step as a CUDA graph (NULL: none yet) */
-    lb_gpu_adamw_params graph_ap; /* the optimizer settings step_graph was captured with */
-    int64_t train_steps;          /* lb_gpu_model_train_step calls so far */
-    bool graph_failed;            /* capture failed once: steps run kernel by kernel */
-    /* attention: cuDNN's plans (NULL: built-in kernels only) and, per direction, whose
-     * kernels run: 0 built-in, 1 cuDNN, -1 not yet timed (AUTO before the first step) */
-    lb_cudnn_attn *dnn;
-    void *dnn_ws;       /* cuDNN's workspace (attention and the GELU product) */
-    float *trial_dbias; /* [Q]: where timing trials put the qkv bias gradient */
-    int attn_src[2];
-    /* the MLP input product with its GELU: cuDNN's plans (NULL: cuBLASLt's epilogue only)
-     * and whose runs: 0 cuBLASLt, 1 cuDNN, -1 not yet timed (before the first step). With
-     * cuDNN's, the MLP's hidden activations and their gradients (fch, fact, dfch) are
-     * stored feature-major, [F, BT] (hidden_cols): the weight-gradient products that read
-     * them run faster with tokens along their rows by more than cuDNN's transposed writes
-     * cost (bench/NOTES.md item 51) */
-    lb_cudnn_gelu *gelu_dnn;
-    int gelu_src;
-    /* activations */
-    void *encoded, *res2, *res3, *ln1, *ln2, *qkv, *atty, *fch, *fact, *lnf, *logits;
-    /* ln2's row stride: C, or with a ones column at C and ONES_COLS - 1 zeros after it
-     * (GPT-2), so that the MLP input weight-gradient product, run over C + ONES_COLS
-     * columns into aug_grad [F, C + ONES_COLS] (fp32), also sums its bias gradient; then
-     * rows are C + ONES_COLS rounded up to 64 elements apart (128-byte rows in 16 bits) */
-    int64_t ld2;
-    float *aug_grad;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *lnf_mean, *lnf_rstd, *lse, *losses;
-    /* activation gradients (one layer) and scratch */
-    void *dres, *dc, *dqkv, *dfch, *dact, *attn_scratch, *blas_ws;
-    void *split_scratch; /* 3xTF32 operand copies or int8 planes (NULL in other modes) */
-    size_t split_bytes;
-};
-
 /* whether fch, fact and dfch are stored feature-major ([F, BT], row stride BT) */
 static bool hidden_cols(const lb_gpu_model *m) {
-    return m->gelu_src == 1;
+    return m->gelu_src == LB_GELU_PRODUCT_CUDNN;
 }
 /* the row stride of such a tensor with `width` features */
 static int64_t hidden_ld(const lb_gpu_model *m, int64_t width) {
@@ -161,10 +91,6 @@ static size_t split_need(const lb_gpu_model *m) {
             if (b[j] > need) need = b[j];
     }
     return need;
-}
-
-static int n_slots(const lb_gpu_model *m) {
-    return m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1;
 }
 
 #define TAKE(ptr, name, bytes)                                                                     \
@@ -240,23 +166,18 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     return LB_OK;
 }
 
-/* GPT-2's MLP with biases: GELU and its derivative run in cuBLASLt's epilogues (the
- * tanh approximation, as the reference), saving two passes over [B,T,d_ff] each way. Not
- * in fp32: there cuBLASLt runs the epilogue as a separate pass, slower than ours (on the
- * H200 at 32x128: 40 and 100 us a layer), and the 3xTF32 mode could not split them. */
-static bool fuse_gelu(const lb_gpu_model *m) {
-    return !m->llama && m->cfg.linear_bias && !m->p.no_fused_gelu && m->dt != LB_DT_F32;
-}
-
 /* cuDNN's GELU product plans where the GELU is fused (else cuBLASLt's epilogue only), and
  * its attention plans where the choice allows them (else the built-in kernels). */
 static lb_status open_cudnn(lb_gpu_model *m, lb_err *err) {
-    m->gelu_src = 0;
+    m->gelu_src = LB_GELU_PRODUCT_CUBLASLT;
+    m->attn_src[0] = m->attn_src[1] = LB_GPU_ATTN_BUILTIN;
     lb_err why;
-    if (fuse_gelu(m) && m->ld2 != m->C && m->p.gelu_product != 1) { /* feature-major fch and
-                                                                     * dfch need the ones column */
+    if (fuse_gelu(m) && m->ld2 != m->C &&
+        m->p.gelu_product != LB_GELU_PRODUCT_CUBLASLT) { /* feature-major fch and
+                                                          * dfch need the ones column */
         if (lb_cudnn_gelu_init(&m->gelu_dnn, m->BT, m->F, m->C, m->ld2, true, m->dt, &why) == LB_OK)
-            m->gelu_src = m->p.gelu_product == 2 ? 1 : -1;
+            m->gelu_src = m->p.gelu_product == LB_GELU_PRODUCT_CUDNN ? LB_GELU_PRODUCT_CUDNN
+                                                                     : LB_GELU_PRODUCT_AUTO;
         else
             LB_DEBUG("MLP input product: cuBLASLt's GELU epilogue (%s)", why.msg);
     }
@@ -270,7 +191,7 @@ static lb_status open_cudnn(lb_gpu_model *m, lb_err *err) {
         LB_INFO("attention: built-in kernels (%s)", why.msg);
         return LB_OK;
     }
-    m->attn_src[0] = m->attn_src[1] = c == LB_GPU_ATTN_CUDNN ? 1 : -1;
+    m->attn_src[0] = m->attn_src[1] = c == LB_GPU_ATTN_CUDNN ? LB_GPU_ATTN_CUDNN : LB_GPU_ATTN_AUTO;
     return LB_OK;
 }
 
@@ -610,29 +531,17 @@ static lb_status act_fwd(lb_gpu_model *m, void *out, const void *inp, lb_err *er
     return lb_gpu_gelu_forward(out, inp, m->BT * m->H, m->dt, m->stream, err);
 }
 
-/* Attention one way, by m->attn_src: out and lse of a layer from its qkv. */
-static lb_status attn_fwd(lb_gpu_model *m, bool dnn, void *out, float *lse, const void *qkv,
-                          lb_err *err) {
+lb_status lb_model_gpu_attn_forward(lb_gpu_model *m, bool dnn, void *out, float *lse,
+                                    const void *qkv, lb_err *err) {
     if (dnn) return lb_cudnn_attn_forward(m->dnn, out, lse, qkv, m->dnn_ws, m->stream, err);
     return lb_gpu_attention_forward(out, lse, qkv, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                     m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO, m->stream,
                                     err);
 }
 
-/* m->dqkv from m->dc (the output's gradient); with bg, bg->dbias += the qkv bias
- * gradient. The built-in kernels sum all of dqkv's columns as they write them. After
- * cuDNN's, only the query part is summed: a key bias adds the same q.b to a whole row of
- * scores, which softmax ignores, so its gradient is 0; the value part comes from the output
- * projection's bias gradient dproj_b (complete by then: the norm backward below it summed
- * it) through its weights w_proj (lb_gpu_bias_grad_through). */
-typedef struct {
-    float *dbias;         /* [Q] */
-    const float *dproj_b; /* [C] */
-    const void *w_proj;   /* [C, C], working type */
-} qkv_bias_grad;
-
-static lb_status attn_bwd(lb_gpu_model *m, bool dnn, const qkv_bias_grad *bg, const void *qkv,
-                          const void *out, const float *lse, lb_err *err) {
+lb_status lb_model_gpu_attn_backward(lb_gpu_model *m, bool dnn, const qkv_bias_grad *bg,
+                                     const void *qkv, const void *out, const float *lse,
+                                     lb_err *err) {
     if (!dnn)
         return lb_gpu_attention_backward(m->dqkv, bg ? bg->dbias : NULL, m->attn_scratch, m->dc,
                                          qkv, out, lse, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
@@ -646,86 +555,11 @@ static lb_status attn_bwd(lb_gpu_model *m, bool dnn, const qkv_bias_grad *bg, co
                                     m->C, m->C, m->HD, m->NH / m->NKV, m->dt, m->stream, err);
 }
 
-#define CHOICE_REPS 5 /* timed runs behind each run-time choice */
-
-/* one run of one direction of attention on a layer's buffers (attn_time's lb_gpu_timed_run) */
-typedef struct {
-    lb_gpu_model *m;
-    bool backward, dnn;
-    const qkv_bias_grad *bg;
-    void *qkv, *out;
-    float *lse;
-} attn_run;
-
-static lb_status run_attn(void *ctx, lb_err *err) {
-    attn_run *a = ctx;
-    return a->backward ? attn_bwd(a->m, a->dnn, a->bg, a->qkv, a->out, a->lse, err)
-                       : attn_fwd(a->m, a->dnn, a->out, a->lse, a->qkv, err);
-}
-
-/* Milliseconds a run of one direction takes on this layer's buffers (gpu/timing.h). Its
- * outputs are overwritten; the caller runs the chosen one after. */
-static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, const qkv_bias_grad *bg,
-                           void *qkv, void *out, float *lse, float *ms, lb_err *err) {
-    qkv_bias_grad trial = bg ? *bg : (qkv_bias_grad){0};
-    trial.dbias = m->trial_dbias;
-    attn_run a = {m, backward, dnn, bg ? &trial : NULL, qkv, out, lse};
-    return lb_gpu_time_runs(m->stream, CHOICE_REPS, run_attn, &a, ms, err);
-}
-
-/* AUTO's choice for one direction, on its first run: the faster of the two here. */
-static lb_status attn_choose(lb_gpu_model *m, bool backward, const qkv_bias_grad *bg, void *qkv,
-                             void *out, float *lse, lb_err *err) {
-    float own, dnn;
-    LB_TRY(attn_time(m, backward, false, bg, qkv, out, lse, &own, err));
-    LB_TRY(attn_time(m, backward, true, bg, qkv, out, lse, &dnn, err));
-    m->attn_src[backward] = dnn < own ? 1 : 0;
-    LB_INFO("attention %s: cuDNN %.3f ms, built-in %.3f ms a layer: %s",
-            backward ? "backward" : "forward", dnn, own, dnn < own ? "cuDNN" : "built-in");
-    return LB_OK;
-}
-
-/* The MLP input product with its GELU (g, an LB_EPI_GELU_AUX_BIAS product), by cuDNN or
- * cuBLASLt. */
-static lb_status gelu_product(lb_gpu_model *m, bool dnn, const lb_gpu_gemm *g, lb_err *err) {
+lb_status lb_model_gpu_gelu_forward(lb_gpu_model *m, bool dnn, const lb_gpu_gemm *g, lb_err *err) {
     if (dnn)
         return lb_cudnn_gelu_forward(m->gelu_dnn, g->d, g->aux, g->a, g->b, g->bias, m->dnn_ws,
                                      m->stream, err);
     return lb_gpu_gemm_run(m->blas, g, m->stream, err);
-}
-
-typedef struct {
-    lb_gpu_model *m;
-    bool dnn;
-    const lb_gpu_gemm *g;
-} gelu_run;
-
-static lb_status run_gelu(void *ctx, lb_err *err) {
-    gelu_run *r = ctx;
-    return gelu_product(r->m, r->dnn, r->g, err);
-}
-
-/* The faster of the two on the first layer's buffers (each tunes on its untimed run). */
-static lb_status gelu_choose(lb_gpu_model *m, const lb_gpu_gemm *g, lb_err *err) {
-    float ms[2];
-    for (int dnn = 0; dnn < 2; dnn++) {
-        gelu_run r = {m, dnn == 1, g};
-        LB_TRY(lb_gpu_time_runs(m->stream, CHOICE_REPS, run_gelu, &r, &ms[dnn], err));
-    }
-    m->gelu_src = ms[1] < ms[0] ? 1 : 0;
-    LB_INFO("MLP input product with GELU: cuDNN %.1f us, cuBLASLt %.1f us: %s", 1e3f * ms[1],
-            1e3f * ms[0], m->gelu_src ? "cuDNN" : "cuBLASLt");
-    return LB_OK;
-}
-
-const char *lb_gpu_model_attention(const lb_gpu_model *m, bool backward) {
-    int s = m->attn_src[backward];
-    return s < 0 ? "untimed" : s == 1 ? "cudnn" : "builtin";
-}
-
-const char *lb_gpu_model_gelu_product(const lb_gpu_model *m) {
-    if (!fuse_gelu(m)) return "unfused";
-    return m->gelu_src < 0 ? "untimed" : m->gelu_src == 1 ? "cudnn" : "cublaslt";
 }
 
 /* ---- one step --------------------------------------------------------------------------- */
@@ -760,8 +594,10 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
         if (m->llama)
             LB_TRY(lb_gpu_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                        m->stream, err));
-        if (m->attn_src[0] < 0) LB_TRY(attn_choose(m, false, NULL, qkv, atty, lse, err));
-        LB_TRY(attn_fwd(m, m->attn_src[0] == 1, atty, lse, qkv, err));
+        if (m->attn_src[0] == LB_GPU_ATTN_AUTO)
+            LB_TRY(lb_model_gpu_attn_choose(m, false, NULL, qkv, atty, lse, err));
+        LB_TRY(
+            lb_model_gpu_attn_forward(m, m->attn_src[0] == LB_GPU_ATTN_CUDNN, atty, lse, qkv, err));
         LB_TRY(linear_fwd(m, res2, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w),
                           lo(m, l, o->attn_out_b), x, err));
         LB_TRY(norm_fwd(m, ln2, m->ld2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
@@ -784,8 +620,8 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
                              .epilogue = LB_EPI_GELU_AUX_BIAS,
                              .bias = W(m, lo(m, l, o->mlp_in_b)),
                              .aux = fch};
-            if (m->gelu_src < 0) LB_TRY(gelu_choose(m, &g, err));
-            LB_TRY(gelu_product(m, m->gelu_src == 1, &g, err));
+            if (m->gelu_src == LB_GELU_PRODUCT_AUTO) LB_TRY(lb_model_gpu_gelu_choose(m, &g, err));
+            LB_TRY(lb_model_gpu_gelu_forward(m, m->gelu_src == LB_GELU_PRODUCT_CUDNN, &g, err));
         } else {
             LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, 0, C, m->F, lo(m, l, o->mlp_in_w),
                               lo(m, l, o->mlp_in_b), NULL, err));
@@ -924,9 +760,11 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0;
         qkv_bias_grad bg = {G(m, lo(m, l, o->qkv_b)), G(m, lo(m, l, o->attn_out_b)),
                             W(m, lo(m, l, o->attn_out_w))};
-        if (m->attn_src[1] < 0)
-            LB_TRY(attn_choose(m, true, qkv_bias_fused ? &bg : NULL, qkv, atty, lse, err));
-        LB_TRY(attn_bwd(m, m->attn_src[1] == 1, qkv_bias_fused ? &bg : NULL, qkv, atty, lse, err));
+        if (m->attn_src[1] == LB_GPU_ATTN_AUTO)
+            LB_TRY(lb_model_gpu_attn_choose(m, true, qkv_bias_fused ? &bg : NULL, qkv, atty, lse,
+                                            err));
+        LB_TRY(lb_model_gpu_attn_backward(m, m->attn_src[1] == LB_GPU_ATTN_CUDNN,
+                                          qkv_bias_fused ? &bg : NULL, qkv, atty, lse, err));
         if (m->llama)
             LB_TRY(lb_gpu_rope_backward(m->dqkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD,
                                         m->dt, m->stream, err));
@@ -943,9 +781,8 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
                                  C, m->dt, m->stream, err);
 }
 
-/* Copies a batch through the pinned buffer not in use by the copy before. */
-static lb_status upload(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets, int slot,
-                        lb_err *err) {
+lb_status lb_model_gpu_upload(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
+                              int slot, lb_err *err) {
     if (slot < 0 || slot >= n_slots(m))
         return lb_fail(err, LB_ERR_RUNTIME, "loss slot %d out of range", slot);
     int k = m->host_idx;
@@ -969,7 +806,7 @@ static lb_status clear_forward_backward(lb_gpu_model *m, float *loss, lb_err *er
 
 lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
                                         const int32_t *targets, int slot, lb_err *err) {
-    LB_TRY(upload(m, inputs, targets, slot, err));
+    LB_TRY(lb_model_gpu_upload(m, inputs, targets, slot, err));
     return clear_forward_backward(m, m->loss_slots + slot, err);
 }
 
@@ -986,83 +823,10 @@ static lb_status optimizer(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err
     return lb_gpu_opt_finish(m->opt, &q, m->stream, err);
 }
 
-static lb_status whole_step(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p,
+lb_status lb_model_gpu_step(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p,
                             lb_err *err) {
     LB_TRY(clear_forward_backward(m, loss, err));
     return optimizer(m, p, err);
-}
-
-static bool same_adamw(const lb_gpu_adamw_params *a, const lb_gpu_adamw_params *b) {
-    return a->lr == b->lr && a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
-           a->weight_decay == b->weight_decay && a->grad_clip == b->grad_clip &&
-           a->dynamic_scaling == b->dynamic_scaling && a->growth_interval == b->growth_interval;
-}
-
-/* Memset nodes up to this size become kernel nodes in the step graph: cuBLASLt's and
- * cuDNN's (4 to 1,536 bytes) and the bias-gradient clears (9-12 KB); not the large clears. */
-#define GRAPH_FILL_MAX_BYTES 65536
-
-/* Records whole_step into step_graph. A step that cannot be captured (an operation that
- * stream capture does not allow) is not an error: nothing of it ran, the caller runs it
- * kernel by kernel, and so do all later steps. */
-static void capture(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p) {
-    lb_err e;
-    cudaGraph_t g = NULL;
-    const char *why = NULL;
-    if (cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        why = "stream capture could not begin";
-    } else {
-        lb_status st = whole_step(m, loss, p, &e);
-        cudaError_t ce = cudaStreamEndCapture(m->stream, &g);
-        if (st != LB_OK)
-            why = e.msg;
-        else if (ce != cudaSuccess)
-            why = cudaGetErrorString(ce);
-        else {
-            /* the libraries' small workspace memsets as kernel nodes (gpu/graph.cuh); a
-             * failure leaves a valid graph, with the rest of them as memsets */
-            int replaced = 0;
-            if (lb_gpu_graph_memsets_to_kernels(g, GRAPH_FILL_MAX_BYTES, &replaced, &e) != LB_OK)
-                LB_DEBUG("step graph: %s", e.msg);
-            LB_DEBUG("step graph: %d memset nodes of at most %d bytes replaced by kernel nodes",
-                     replaced, GRAPH_FILL_MAX_BYTES);
-            if (cudaGraphInstantiate(&m->step_graph, g, 0) != cudaSuccess)
-                why = "the graph could not be instantiated";
-        }
-    }
-    if (g) cudaGraphDestroy(g);
-    if (why == NULL) {
-        m->graph_ap = *p;
-        return;
-    }
-    cudaGetLastError();
-    m->step_graph = NULL;
-    m->graph_failed = true;
-    LB_INFO("training steps run kernel by kernel: capturing one as a CUDA graph failed (%s)", why);
-}
-
-lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
-                                  int slot, const lb_gpu_adamw_params *p, lb_err *err) {
-    LB_TRY(upload(m, inputs, targets, slot, err));
-    float *loss = m->loss_slots + n_slots(m);
-    if (m->step_graph && !same_adamw(&m->graph_ap, p)) {
-        cudaGraphExecDestroy(m->step_graph);
-        m->step_graph = NULL;
-    }
-    /* the first step runs directly: it prepares and times every product (host waits) */
-    bool first = m->train_steps++ == 0;
-    if (m->step_graph == NULL && !first && !m->graph_failed) capture(m, loss, p);
-    if (m->step_graph)
-        LB_CUDA_TRY(err, cudaGraphLaunch(m->step_graph, m->stream));
-    else
-        LB_TRY(whole_step(m, loss, p, err));
-    LB_CUDA_TRY(err, cudaMemcpyAsync(m->loss_slots + slot, loss, sizeof *loss,
-                                     cudaMemcpyDeviceToDevice, m->stream));
-    return LB_OK;
-}
-
-bool lb_gpu_model_uses_graph(const lb_gpu_model *m) {
-    return m->step_graph != NULL;
 }
 
 #endif

@@ -14,7 +14,11 @@
  * product (the output head's, over the logits gradient).
  * A step is enqueued on the model's stream without any host synchronisation: the loss of
  * each step goes to a device slot the caller reads when it wants. Not here: data loading,
- * timing, multi-GPU. Only in CUDA builds (it needs the CUDA headers). */
+ * timing, multi-GPU. Only in CUDA builds (it needs the CUDA headers).
+ *
+ * Implemented in model_gpu.c (layout, forward, backward, optimizer), model_gpu_tune.c (the
+ * choices timed on the first step: whose attention kernels, whose GELU product) and
+ * model_gpu_graph.c (a training step as a CUDA graph), sharing model_gpu_impl.h. */
 #ifndef LB_MODEL_MODEL_GPU_H
 #define LB_MODEL_MODEL_GPU_H
 
@@ -34,6 +38,13 @@
 extern "C" {
 #endif
 
+/* Who runs GPT-2's MLP input product with its GELU in 16-bit modes. */
+typedef enum {
+    LB_GELU_PRODUCT_AUTO = 0, /* the faster of the two, timed on the first step */
+    LB_GELU_PRODUCT_CUBLASLT, /* cuBLASLt's GELU epilogue */
+    LB_GELU_PRODUCT_CUDNN,    /* cuDNN's runtime-fused product where it runs (tests) */
+} lb_gpu_gelu_product;
+
 typedef struct {
     int B, T; /* batch and sequence the arena is laid out for */
     lb_precision precision;
@@ -41,13 +52,11 @@ typedef struct {
     lb_gpu_fp32_mode fp32_mode; /* how fp32 products run (gpu/blas/matmul.h); ignored in 16-bit */
     bool gemm_heuristic_only; /* cuBLASLt's first heuristic algorithm, no timing (gpu/blas/matmul.h)
                                */
-    lb_gpu_attn_choice attention; /* whose attention kernels (model/attn_choice.h) */
-    int attn_scalar;              /* 1: always the CUDA-core attention kernels (tests) */
-    int no_fused_gelu;            /* 1: GELU as separate kernels, not cuBLASLt epilogues (tests) */
-    int gelu_product;             /* GPT-2's fused GELU product: 0 the faster of cuBLASLt's and
-                                   * cuDNN's (timed on the first step), 1 cuBLASLt's, 2 cuDNN's
-                                   * where it runs (tests) */
-    int max_loss_slots;           /* device slots for per-step mean losses */
+    lb_gpu_attn_choice attention;     /* whose attention kernels (model/attn_choice.h) */
+    bool attn_scalar;                 /* always the CUDA-core attention kernels (tests) */
+    bool no_fused_gelu;               /* GELU as separate kernels, not cuBLASLt epilogues (tests) */
+    lb_gpu_gelu_product gelu_product; /* GPT-2's fused GELU product */
+    int max_loss_slots;               /* device slots for per-step mean losses */
 } lb_gpu_model_params;
 
 typedef struct lb_gpu_model lb_gpu_model;
@@ -73,7 +82,7 @@ lb_status lb_gpu_model_get_grads(lb_gpu_model *m, float *host, lb_err *err);
 
 /* Enqueues forward + backward of one batch (inputs/targets: B*T host token ids, copied
  * through pinned memory) and writes the mean loss to slot `slot`. Gradients are zeroed
- * first. Under fp16 they carry the loss scale (lb_gpu_model_grad_scale). */
+ * first. Under fp16 they carry the loss scale (loss_scale of lb_gpu_model_read_optstate). */
 lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
                                         const int32_t *targets, int slot, lb_err *err);
 /* One training step: the batch copied in as above, then forward + backward (mean loss to

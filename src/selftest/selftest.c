@@ -1099,7 +1099,7 @@ static void compare_vector_grads(ctx *c, const char *shape, const prec_t *pr,
  * runs with the MLP's hidden activations feature-major, or cuBLASLt's); the rows name the
  * one that ran */
 static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, int B, int T,
-                        bool recompute, bool plain, int gelu) {
+                        bool recompute, bool plain, lb_gpu_gelu_product gelu) {
     char shape[96];
     snprintf(shape, sizeof shape, "%s B%d T%d%s%s", cfg->name, B, T, recompute ? " recomp" : "",
              plain ? " plain" : "");
@@ -1324,20 +1324,24 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         lb_model_config_preset("gpt2-tiny", &tiny_g, &e);
         lb_model_config_preset("llama-tiny", &tiny_l, &e);
         for (int k = 0; k < 3 && c.st == LB_OK; k++) {
-            check_model(&c, &PRECS[k], &gpt, 2, 128, false, false, 2);
-            check_model(&c, &PRECS[k], &gpt, 2, 128, true, false, 2);
-            check_model(&c, &PRECS[k], &gpt, 2, 128, false, true, 0);
-            check_model(&c, &PRECS[k], &llama, 2, 128, false, false, 0);
-            check_model(&c, &PRECS[k], &llama, 2, 128, true, false, 0);
-            check_model(&c, &PRECS[k], &tiny_g, 4, 32, false, false, 1);
-            check_model(&c, &PRECS[k], &tiny_l, 3, 20, false, false, 0);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, false, false, LB_GELU_PRODUCT_CUDNN);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, true, false, LB_GELU_PRODUCT_CUDNN);
+            check_model(&c, &PRECS[k], &gpt, 2, 128, false, true, LB_GELU_PRODUCT_AUTO);
+            check_model(&c, &PRECS[k], &llama, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
+            check_model(&c, &PRECS[k], &llama, 2, 128, true, false, LB_GELU_PRODUCT_AUTO);
+            check_model(&c, &PRECS[k], &tiny_g, 4, 32, false, false, LB_GELU_PRODUCT_CUBLASLT);
+            check_model(&c, &PRECS[k], &tiny_l, 3, 20, false, false, LB_GELU_PRODUCT_AUTO);
         }
-        if (c.st == LB_OK) check_model(&c, &SPLIT, &gpt, 2, 128, false, false, 0);
-        if (c.st == LB_OK) check_model(&c, &SPLIT, &llama, 2, 128, false, false, 0);
-        if (c.st == LB_OK) check_model(&c, &CUT, &gpt, 2, 128, false, false, 0);
-        if (c.st == LB_OK) check_model(&c, &CUT, &llama, 2, 128, false, false, 0);
-        if (c.st == LB_OK) check_model(&c, &AUTO, &gpt, 2, 128, false, false, 0);
-        if (c.st == LB_OK) check_model(&c, &AUTO, &llama, 2, 128, false, false, 0);
+        if (c.st == LB_OK)
+            check_model(&c, &SPLIT, &gpt, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
+        if (c.st == LB_OK)
+            check_model(&c, &SPLIT, &llama, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
+        if (c.st == LB_OK) check_model(&c, &CUT, &gpt, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
+        if (c.st == LB_OK)
+            check_model(&c, &CUT, &llama, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
+        if (c.st == LB_OK) check_model(&c, &AUTO, &gpt, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
+        if (c.st == LB_OK)
+            check_model(&c, &AUTO, &llama, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
     }
     lb_gpu_blas_free(blas);
     lb_gpu_blas_free(split);
