@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build run test test-asan fuzz clean
+.PHONY: all deps build run test test-asan bench fuzz clean
 
 all: build
 
@@ -23,6 +23,11 @@ run: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The probes of bench/ (CUDA builds), in the same build folder with -DLB_BENCH=ON.
+bench: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLB_BENCH=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target bench
 
 # The same tests under AddressSanitizer and UndefinedBehaviorSanitizer (CPU build).
 test-asan: deps

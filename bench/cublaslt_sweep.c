@@ -12,7 +12,7 @@
  * Prints one row a problem: configurations tried, the heuristic's best, the sweep's best
  * and its configuration.
  *
- * build: nvcc -O2 -o cublaslt_sweep bench/cublaslt_sweep.c -lcublasLt
+ * build: make bench (build/bench/cublaslt_sweep)
  * usage: cublaslt_sweep fp32|bf16 m,n,k,ta,tb,EPI [...]
  *        (ta/tb: 1 = that operand stored transposed; EPI: none, bias, gelu_bias,
  *        gelu_aux_bias, dgelu, dgelu_bgrad, bgrada, bgradb (cuBLASLt's names, its A and B

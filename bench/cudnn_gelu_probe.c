@@ -1,8 +1,8 @@
 /* cudnn_gelu_probe.c: probe. Does cuDNN's dnn_graph API run GPT-2's two GELU products faster
- * than cuBLASLt's GELU epilogues (bench/NOTES.md items 40-42: ~150 us against ~106 for the
- * plain product at 16384 x 3072 x 768 bf16 on the H200)?
+ * than cuBLASLt's GELU epilogues (docs/PERFORMANCE.md, "What was tried": ~150 us against ~106 for
+ * the plain product at 16384 x 3072 x 768 bf16 on the H200)?
  *
- * Graphs (built with gpu/cudnn/cudnn_impl.h):
+ * Graphs (built with gpu/cudnn/graph.h):
  *   forward:  pre = X W^T + b (bf16 output), out = gelu_tanh(pre) (bf16 output); also with
  *             gelu_tanh'(pre) as the second output instead of pre;
  *   backward: dpre = (dY W) * gelu_tanh'(pre), the derivative by cuDNN's GELU backward mode
@@ -15,9 +15,7 @@
  * product on a few rows (exit 1 beyond CHECK_REL, or when no forward plan ran). Fresh
  * uniform data.
  *
- * build: gcc -O2 -DLB_HAVE_CUDA=1 -DLB_HAVE_CUDNN=1 -Isrc -Ibench -I/usr/local/cuda/include \
- *          bench/cudnn_gelu_probe.c build-gpu/libllmbench_lib.a -L/usr/local/cuda/lib64 \
- *          -lcudart -lcublasLt -ldl -lpthread -lm -lstdc++
+ * build: make bench (build/bench/cudnn_gelu_probe; builds with cuDNN's headers only)
  *        (libcudnn.so.9 on the library path at run time: bench/device_env.sh)
  * usage: [OUT_T=1|2] [FWD_ONLY=1] cudnn_gelu_probe [M N K [LDA]]   (default 16384 3072 768,
  *        LDA = K: X's row stride in the forward graphs); OUT_T=1 stores the forward's pre and
@@ -29,7 +27,7 @@
 #include <string.h>
 
 #include "gpu/blas/matmul.h"
-#include "gpu/cudnn/cudnn_impl.h"
+#include "gpu/cudnn/graph.h"
 #include "probe_check.h"
 
 #define REPS      9

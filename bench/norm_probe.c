@@ -4,10 +4,8 @@
  * device-to-device copy moving the same bytes (three rows read and one written an input
  * row: a copy of twice the input's size). Random inputs; CUDA events, median of the runs.
  *
- * Link it against one build's norm.cu object ahead of libllmbench_lib.a to time that
- * build's kernels:
- *   cc -O2 -Isrc -I/usr/local/cuda/include bench/norm_probe.c norm.cu.o \
- *      build-gpu/libllmbench_lib.a -L/usr/local/cuda/lib64 -lcudart -lstdc++ -lm
+ * build: make bench (build/bench/norm_probe); to time another commit's kernels, build that
+ *        commit's probes.
  * usage: norm_probe [reps]   (default 50) */
 #include <cuda_runtime.h>
 #include <math.h>

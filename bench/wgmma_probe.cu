@@ -17,9 +17,9 @@
  * The descriptor (wg_desc), the products (wg_op) and the fences are kernels/ptx.cuh's, the
  * ones the attention backward runs.
  *
- * build: cmake -DLB_BENCH=ON (bench/CMakeLists.txt), then build/bench/wgmma_probe
- * run:   build/bench/wgmma_probe  (an sm_90 GPU; prints one line per case and one timing
- *                                  line; exit 1 on a failed case) */
+ * build: make bench (build/bench/wgmma_probe; the sm_90a code of the default architectures)
+ * usage: wgmma_probe   (an sm_90 GPU; prints one line per case and one timing line; exit 1
+ *                       on a failed case) */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -28,6 +28,7 @@
 #include <stdlib.h>
 
 #include "kernels/ptx.cuh"
+#include "probe_check.h"
 
 #define N 64 /* tile edge: M = N = K = 64 */
 
@@ -130,15 +131,6 @@ static int check(const char *name, const float *got, const float *ref) {
            ok ? "pass" : "FAIL");
     return ok;
 }
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                               \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 int main(void) {
     static float a[N * N], b[N * N], ref[N * N], got[N * N];

@@ -4,10 +4,8 @@
  * logits once and writes their gradient once). Each run starts from the same random
  * logits (restored untimed). CUDA events, median of the runs.
  *
- * Link it against one build's loss.cu object ahead of libllmbench_lib.a to time that
- * build's kernel:
- *   cc -O2 -Isrc bench/xent_probe.c loss.cu.o build-gpu/libllmbench_lib.a \
- *      -L/usr/local/cuda/lib64 -lcudart -lstdc++ -lm -o xent_probe
+ * build: make bench (build/bench/xent_probe); to time another commit's kernels, build that
+ *        commit's probes.
  * usage: xent_probe [N V reps]   (default 16384 50257 20) */
 #include <cuda_runtime.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /* cudnn_attn.c: cuDNN's fused attention through its backend graph API (gpu/cudnn/attn.h),
- * built with gpu/cudnn/cudnn_impl.h's builder; the tensors bound at execution are UID_*.
+ * built with gpu/cudnn/graph.h's builder; the tensors bound at execution are UID_*.
  * The graphs are the ones cuDNN 9 recognises as flash attention (its fused engines match this
  * pattern of products, pointwise operations and reductions): scale times Q K^T, a causal
  * mask from generated row and column indices, the softmax with its log-sum-exp, P V; the
@@ -40,7 +40,7 @@ lb_status lb_cudnn_attn_backward(lb_cudnn_attn *a, void *dqkv, const void *dout,
 #include <math.h>
 #include <stdlib.h>
 
-#include "gpu/cudnn/cudnn_impl.h"
+#include "gpu/cudnn/graph.h"
 
 enum {
     UID_Q = 1,

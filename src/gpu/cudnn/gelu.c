@@ -26,7 +26,7 @@ lb_status lb_cudnn_gelu_forward(lb_cudnn_gelu *g, void *d, void *aux, const void
 
 #include <stdlib.h>
 
-#include "gpu/cudnn/cudnn_impl.h"
+#include "gpu/cudnn/graph.h"
 
 enum { UID_A = 1, UID_B, UID_BIAS, UID_AUX, UID_D };
 

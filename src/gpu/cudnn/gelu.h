@@ -8,7 +8,7 @@
  * each. On the H200 cuDNN's runtime-fused kernel runs GPT-2's 16384 x 3072 x 768 product
  * ~10% faster than cuBLASLt's GELU epilogue (bench/NOTES.md item 48); its dGELU
  * is slower, so the backward stays with cuBLASLt. The plans are cuDNN's heuristic's
- * configurations, timed on the first run (gpu/cudnn/cudnn_impl.h). Like gpu/cudnn/attn.h, cuDNN
+ * configurations, timed on the first run (gpu/cudnn/graph.h). Like gpu/cudnn/attn.h, cuDNN
  * is loaded with dlopen; without it (or its headers at build time) every call answers
  * LB_ERR_UNSUPPORTED. */
 #ifndef LB_GPU_CUDNN_GELU_H

@@ -1,6 +1,8 @@
-/* cudnn_graph.c: gpu/cudnn/cudnn_impl.h, the loader, graph builder and plans the cuDNN modules
+/* graph.c: gpu/cudnn/graph.h, the loader, graph builder and plans the cuDNN modules
  * share. Not here: any particular graph (gpu/cudnn/attn.c, gpu/cudnn/gelu.c). */
 #if defined(LB_HAVE_CUDA) && defined(LB_HAVE_CUDNN)
+
+#include "gpu/cudnn/graph.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -10,7 +12,6 @@
 
 #include "core/log.h"
 #include "gpu/cudnn/attn.h"
-#include "gpu/cudnn/cudnn_impl.h"
 #include "gpu/timing.h"
 
 dnn_api dnn;

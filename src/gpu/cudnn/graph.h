@@ -1,6 +1,6 @@
-/* cudnn_impl.h: what the cuDNN modules (gpu/cudnn/attn.c, gpu/cudnn/gelu.c) share, and
- * nothing else includes: cuDNN 9 loaded with dlopen once per process (llmbench never links
- * it), a small builder of backend operation graphs, execution plans and their execution.
+/* graph.h: what the cuDNN modules (gpu/cudnn/attn.c, gpu/cudnn/gelu.c) and bench/'s cuDNN
+ * probe build on: cuDNN 9 loaded with dlopen once per process (llmbench never links it), a
+ * small builder of backend operation graphs, execution plans and their execution.
  * Implemented in gpu/cudnn/graph.c; only in builds with cuDNN's headers (LB_HAVE_CUDNN).
  *
  * A graph is a list of backend descriptors built with a sticky error: every helper does
@@ -10,8 +10,8 @@
  * graph's plans are the engine configurations of cuDNN's heuristic (mode A) that finalise,
  * up to the number the caller asks for; with more than one, the first run outside a
  * stream capture times them all on its own buffers and keeps the fastest. */
-#ifndef LB_GPU_CUDNN_CUDNN_IMPL_H
-#define LB_GPU_CUDNN_CUDNN_IMPL_H
+#ifndef LB_GPU_CUDNN_GRAPH_H
+#define LB_GPU_CUDNN_GRAPH_H
 
 #include <cuda_runtime.h>
 #include <cudnn_graph.h>
