@@ -1,6 +1,6 @@
 /* cudnn_gelu_probe.c: probe. Does cuDNN's dnn_graph API run GPT-2's two GELU products faster
- * than cuBLASLt's GELU epilogues (docs/PERFORMANCE.md, "What was tried": ~150 us against ~106 for
- * the plain product at 16384 x 3072 x 768 bf16 on the H200)?
+ * than cuBLASLt's GELU epilogues (docs/PERFORMANCE.md, "What was tried: products": ~150 us against
+ * ~106 for the plain product at 16384 x 3072 x 768 bf16 on the H200)?
  *
  * Graphs (built with gpu/cudnn/graph.h):
  *   forward:  pre = X W^T + b (bf16 output), out = gelu_tanh(pre) (bf16 output); also with

@@ -61,7 +61,7 @@ struct lb_gpu_model {
      * cuDNN's, the MLP's hidden activations and their gradients (fch, fact, dfch) are
      * stored feature-major, [F, BT] (hidden_cols): the weight-gradient products that read
      * them run faster with tokens along their rows by more than cuDNN's transposed writes
-     * cost (bench/NOTES.md item 51) */
+     * cost (docs/PERFORMANCE.md, "What was tried: products") */
     lb_cudnn_gelu *gelu_dnn;
     lb_gpu_gelu_product gelu_src;
     /* activations */

@@ -4,9 +4,9 @@
  * pattern of products, pointwise operations and reductions): scale times Q K^T, a causal
  * mask from generated row and column indices, the softmax with its log-sum-exp, P V; the
  * backward recomputes P from the log-sum-exp. A plan is the first engine configuration of
- * cuDNN's heuristic (mode A) that finalises (the fastest wherever timed: bench/NOTES.md
- * item 47). Each call binds the ids to this layer's pointers and executes the plan on the
- * caller's stream. */
+ * cuDNN's heuristic (mode A) that finalises (the fastest wherever timed: docs/PERFORMANCE.md,
+ * "What was tried: attention"). Each call binds the ids to this layer's pointers and executes the
+ * plan on the caller's stream. */
 #ifdef LB_HAVE_CUDA
 
 #include "gpu/cudnn/attn.h"
