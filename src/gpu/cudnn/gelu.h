@@ -6,11 +6,10 @@
  * aux [m,n] with row stride n, or with cols stored transposed ([n,m], row stride m; ~7%
  * slower at GPT-2's shape), all fp16 or bf16, fp32 accumulation, D and aux rounded once
  * each. On the H200 cuDNN's runtime-fused kernel runs GPT-2's 16384 x 3072 x 768 product
- * ~10% faster than cuBLASLt's GELU epilogue (docs/PERFORMANCE.md, "What was tried:
- * products"); its dGELU
- * is slower, so the backward stays with cuBLASLt. The plans are cuDNN's heuristic's
- * configurations, timed on the first run (gpu/cudnn/graph.h). Like gpu/cudnn/attn.h, cuDNN
- * is loaded with dlopen; without it (or its headers at build time) every call answers
+ * ~10% faster than cuBLASLt's GELU epilogue; its dGELU is slower, so the backward stays
+ * with cuBLASLt (docs/PERFORMANCE.md, "What was tried: products"). The plans are cuDNN's
+ * heuristic's configurations, timed on the first run (gpu/cudnn/graph.h). Like gpu/cudnn/attn.h,
+ * cuDNN is loaded with dlopen; without it (or its headers at build time) every call answers
  * LB_ERR_UNSUPPORTED. */
 #ifndef LB_GPU_CUDNN_GELU_H
 #define LB_GPU_CUDNN_GELU_H
