@@ -1,4 +1,4 @@
-/* cudnn_gelu_probe.c: probe. Does cuDNN's dnn_graph API run GPT-2's two GELU products faster
+/* cudnn_gelu_probe.c: probe. Does cuDNN's lb_cudnn_graph API run GPT-2's two GELU products faster
  * than cuBLASLt's GELU epilogues (docs/PERFORMANCE.md, "What was tried: products": ~150 us against
  * ~106 for the plain product at 16384 x 3072 x 768 bf16 on the H200)?
  *
@@ -44,47 +44,48 @@ static int64_t at(bool tr, int64_t r, int64_t j) {
     return tr ? j * M + r : r * N + j;
 }
 /* an [M,N] bf16 matrix descriptor in that layout */
-static dnn_desc mn_matrix(dnn_graph *g, int64_t uid, bool tr) {
-    return dnn_matrix(g, uid, CUDNN_DATA_BFLOAT16, M, N, tr ? 1 : N, tr ? M : 1, 0);
+static lb_cudnn_desc mn_matrix(lb_cudnn_graph *g, int64_t uid, bool tr) {
+    return lb_cudnn_matrix(g, uid, CUDNN_DATA_BFLOAT16, M, N, tr ? 1 : N, tr ? M : 1, 0);
 }
 
 /* "engine E knobs T=V ..." of an engine configuration */
-static void describe(dnn_desc cfg, char *out, size_t cap) {
+static void describe(lb_cudnn_desc cfg, char *out, size_t cap) {
     out[0] = 0;
-    dnn_desc eng = NULL, kc[16];
+    lb_cudnn_desc eng = NULL, kc[16];
     int64_t cnt = 0, idx = -1, nk = 0;
-    dnn.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
+    lb_cudnn.make(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
     for (int i = 0; i < 16; i++)
-        dnn.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &kc[i]);
-    if (dnn.get(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt, &eng) ==
-            0 &&
-        dnn.get(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, &idx) == 0) {
+        lb_cudnn.make(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &kc[i]);
+    if (lb_cudnn.get(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cnt,
+                     &eng) == 0 &&
+        lb_cudnn.get(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, &idx) == 0) {
         size_t len = (size_t)snprintf(out, cap, "engine %lld", (long long)idx);
-        if (dnn.get(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 16, &nk,
-                    kc) != 0)
+        if (lb_cudnn.get(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, 16,
+                         &nk, kc) != 0)
             nk = 0;
         for (int64_t i = 0; i < nk && len < cap; i++) {
             cudnnBackendKnobType_t type;
             int64_t v = 0;
-            dnn.get(kc[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &cnt, &type);
-            dnn.get(kc[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &cnt, &v);
+            lb_cudnn.get(kc[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &cnt,
+                         &type);
+            lb_cudnn.get(kc[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &cnt, &v);
             len += (size_t)snprintf(out + len, cap - len, " %d=%lld", (int)type, (long long)v);
         }
     }
     for (int i = 0; i < 16; i++)
-        dnn.drop(kc[i]);
-    dnn.drop(eng);
+        lb_cudnn.drop(kc[i]);
+    lb_cudnn.drop(eng);
 }
 
-static float run_ms(cudnnHandle_t h, dnn_desc plan, dnn_desc vp) {
+static float run_ms(cudnnHandle_t h, lb_cudnn_desc plan, lb_cudnn_desc vp) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     float t[REPS];
-    if (dnn.execute(h, plan, vp) != CUDNN_STATUS_SUCCESS) return -1.0f;
+    if (lb_cudnn.execute(h, plan, vp) != CUDNN_STATUS_SUCCESS) return -1.0f;
     for (int r = 0; r < REPS; r++) {
         CK(cudaEventRecord(e0, 0));
-        dnn.execute(h, plan, vp);
+        lb_cudnn.execute(h, plan, vp);
         CK(cudaEventRecord(e1, 0));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&t[r], e0, e1));
@@ -98,14 +99,14 @@ static float run_ms(cudnnHandle_t h, dnn_desc plan, dnn_desc vp) {
  * limit), of the plan (or of the cuBLASLt product g when plan is NULL) */
 #define SUS_WARM 2000
 #define SUS_RUNS 400
-static float sustained_us(cudnnHandle_t h, dnn_desc plan, dnn_desc vp, lb_gpu_gemm *g) {
-    static lb_gpu_blas *blas = NULL;
+static float sustained_us(cudnnHandle_t h, lb_cudnn_desc plan, lb_cudnn_desc vp, lb_blas_gemm *g) {
+    static lb_blas *blas = NULL;
     lb_err e;
     if (g && !blas) {
-        lb_gpu_blas_params bp = lb_gpu_blas_default_params();
-        CK(cudaMalloc(&bp.workspace, LB_GPU_BLAS_WORKSPACE_BYTES));
-        bp.workspace_bytes = LB_GPU_BLAS_WORKSPACE_BYTES, bp.tune = true;
-        CK(lb_gpu_blas_init(&blas, &bp, &e));
+        lb_blas_params bp = lb_blas_default_params();
+        CK(cudaMalloc(&bp.workspace, LB_BLAS_WORKSPACE_BYTES));
+        bp.workspace_bytes = LB_BLAS_WORKSPACE_BYTES, bp.tune = true;
+        CK(lb_blas_init(&blas, &bp, &e));
     }
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
@@ -114,9 +115,9 @@ static float sustained_us(cudnnHandle_t h, dnn_desc plan, dnn_desc vp, lb_gpu_ge
     for (int r = 0; r < SUS_WARM + SUS_RUNS; r++) {
         if (r == SUS_WARM) CK(cudaEventRecord(e0, 0));
         if (g)
-            CK(lb_gpu_gemm_run(blas, g, NULL, &e));
+            CK(lb_blas_gemm_run(blas, g, NULL, &e));
         else
-            dnn.execute(h, plan, vp);
+            lb_cudnn.execute(h, plan, vp);
     }
     CK(cudaEventRecord(e1, 0));
     CK(cudaEventSynchronize(e1));
@@ -127,105 +128,106 @@ static float sustained_us(cudnnHandle_t h, dnn_desc plan, dnn_desc vp, lb_gpu_ge
 }
 
 /* a variant pack binding n ids to pointers, with the workspace */
-static dnn_desc pack(dnn_graph *vg, int n, const int64_t *uids, void **ptrs, void *ws) {
-    dnn_desc vp = dnn_make(vg, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    dnn_set(vg, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-    dnn_set(vg, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
-    dnn_set(vg, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-    dnn_finalize(vg, vp, "variant pack");
+static lb_cudnn_desc pack(lb_cudnn_graph *vg, int n, const int64_t *uids, void **ptrs, void *ws) {
+    lb_cudnn_desc vp = lb_cudnn_make(vg, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    lb_cudnn_set(vg, vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    lb_cudnn_set(vg, vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    lb_cudnn_set(vg, vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    lb_cudnn_finalize(vg, vp, "variant pack");
     return vp;
 }
 
 /* Times every configuration of g's graph; leaves the fastest one's results in the buffers
  * and returns true, or false where no configuration ran. */
-static bool time_all(dnn_graph *g, cudnnHandle_t h, const char *name, int n, const int64_t *uids,
-                     void **ptrs, void *ws) {
-    dnn_desc opg = dnn_make(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    dnn_set(g, opg, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-    dnn_set(g, opg, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->n_ops, g->ops);
-    dnn_finalize(g, opg, name);
+static bool time_all(lb_cudnn_graph *g, cudnnHandle_t h, const char *name, int n,
+                     const int64_t *uids, void **ptrs, void *ws) {
+    lb_cudnn_desc opg = lb_cudnn_make(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    lb_cudnn_set(g, opg, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    lb_cudnn_set(g, opg, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->n_ops,
+                 g->ops);
+    lb_cudnn_finalize(g, opg, name);
     if (g->st != LB_OK) {
-        printf("%s: dnn_graph refused: %s\n", name, g->err->msg);
+        printf("%s: lb_cudnn_graph refused: %s\n", name, g->err->msg);
         return false;
     }
-    dnn_desc best_plan = NULL;
+    lb_cudnn_desc best_plan = NULL;
     float best = -1.0f;
     static const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B,
                                                    CUDNN_HEUR_MODE_FALLBACK};
     for (int mi = 0; mi < 3; mi++) {
         lb_err e2;
-        dnn_graph hg = {.err = &e2};
-        dnn_desc heur = dnn_make(&hg, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-        dnn_set_desc(&hg, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, opg);
-        dnn_set(&hg, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[mi]);
-        dnn_finalize(&hg, heur, "heuristic");
+        lb_cudnn_graph hg = {.err = &e2};
+        lb_cudnn_desc heur = lb_cudnn_make(&hg, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+        lb_cudnn_set_desc(&hg, heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, opg);
+        lb_cudnn_set(&hg, heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[mi]);
+        lb_cudnn_finalize(&hg, heur, "heuristic");
         int64_t cnt = 0;
         if (hg.st == LB_OK)
-            dnn_ok(&hg,
-                   dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                           &cnt, NULL),
-                   "count");
+            lb_cudnn_ok(&hg,
+                        lb_cudnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &cnt, NULL),
+                        "count");
         if (hg.st != LB_OK) {
             printf("%s mode %d: %s\n", name, (int)modes[mi], e2.msg);
-            dnn_graph_free(&hg);
+            lb_cudnn_graph_free(&hg);
             continue;
         }
         printf("%s mode %d: %lld configurations\n", name, (int)modes[mi], (long long)cnt);
         if (cnt > 16) cnt = 16;
-        dnn_desc cfg[16];
+        lb_cudnn_desc cfg[16];
         for (int64_t i = 0; i < cnt; i++)
-            cfg[i] = dnn_make(&hg, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+            cfg[i] = lb_cudnn_make(&hg, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
         int64_t got = 0;
-        dnn_ok(&hg,
-               dnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, cnt,
-                       &got, cfg),
-               "results");
+        lb_cudnn_ok(&hg,
+                    lb_cudnn.get(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 cnt, &got, cfg),
+                    "results");
         for (int64_t i = 0; hg.st == LB_OK && i < got; i++) {
-            dnn_desc p = NULL;
+            lb_cudnn_desc p = NULL;
             char what[96] = "";
             describe(cfg[i], what, sizeof what);
-            dnn.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
-            dnn.set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-            dnn.set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                    &cfg[i]);
-            cudnnStatus_t s = dnn.finalize(p);
+            lb_cudnn.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
+            lb_cudnn.set(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+            lb_cudnn.set(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                         1, &cfg[i]);
+            cudnnStatus_t s = lb_cudnn.finalize(p);
             int64_t bytes = 0, c2 = 0;
             if (s == CUDNN_STATUS_SUCCESS)
-                dnn.get(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &c2,
-                        &bytes);
+                lb_cudnn.get(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &c2,
+                             &bytes);
             if (s != CUDNN_STATUS_SUCCESS || (size_t)bytes > WS_MAX) {
                 printf("%s mode %d cfg %lld (%s): no plan (%d, ws %lld)\n", name, (int)modes[mi],
                        (long long)i, what, (int)s, (long long)bytes);
-                dnn.drop(p);
+                lb_cudnn.drop(p);
                 continue;
             }
-            dnn_graph vg = {.err = &e2};
-            dnn_desc vp = pack(&vg, n, uids, ptrs, ws);
+            lb_cudnn_graph vg = {.err = &e2};
+            lb_cudnn_desc vp = pack(&vg, n, uids, ptrs, ws);
             float us = vg.st == LB_OK ? run_ms(h, p, vp) : -1.0f;
             CK(cudaDeviceSynchronize());
-            dnn_graph_free(&vg);
+            lb_cudnn_graph_free(&vg);
             double tf = 2.0 * (double)M * N * K / (us * 1e-6) * 1e-12;
             printf("%s mode %d cfg %lld (%s, ws %lld): %.1f us (%.0f TF/s)\n", name, (int)modes[mi],
                    (long long)i, what, (long long)bytes, us, us > 0 ? tf : 0.0);
             if (us > 0 && (best < 0 || us < best)) {
-                if (best_plan) dnn.drop(best_plan);
+                if (best_plan) lb_cudnn.drop(best_plan);
                 best_plan = p, best = us;
             } else {
-                dnn.drop(p);
+                lb_cudnn.drop(p);
             }
         }
-        dnn_graph_free(&hg);
+        lb_cudnn_graph_free(&hg);
     }
     if (best_plan == NULL) return false;
     lb_err e3;
-    dnn_graph vg = {.err = &e3};
-    dnn_desc vp = pack(&vg, n, uids, ptrs, ws);
+    lb_cudnn_graph vg = {.err = &e3};
+    lb_cudnn_desc vp = pack(&vg, n, uids, ptrs, ws);
     float sus = sustained_us(h, best_plan, vp, NULL);
     printf("%s: best plan under load %.1f us a run\n", name, sus);
-    dnn.execute(h, best_plan, vp);
+    lb_cudnn.execute(h, best_plan, vp);
     CK(cudaDeviceSynchronize());
-    dnn_graph_free(&vg);
-    dnn.drop(best_plan);
+    lb_cudnn_graph_free(&vg);
+    lb_cudnn.drop(best_plan);
     printf("%s: best %.1f us\n", name, best);
     return true;
 }
@@ -239,23 +241,24 @@ static bool forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_er
         "forward (pre as output and input)", "forward (virtual pre, two outputs)",
         "forward without pre (reference point)", "forward with gelu'(pre) as the second output"};
     cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
-    dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
-    dnn_desc tx = dnn_matrix(&g, P_X, t, M, K, LDA, 1, 0),
-             tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
-    dnn_desc tb = dnn_matrix(&g, P_B, t, 1, N, N, 1, 0);
-    dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-    dnn_desc tp = how == FWD_NO_PRE ? NULL : mn_matrix(&g, P_PRE, pre_t);
-    dnn_desc pv = how == FWD_PRE_SHARED ? tp : dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
+    lb_cudnn_graph g = {.next_virtual = LB_CUDNN_UID_VIRTUAL, .err = err};
+    lb_cudnn_desc tx = lb_cudnn_matrix(&g, P_X, t, M, K, LDA, 1, 0),
+                  tw = lb_cudnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+    lb_cudnn_desc tb = lb_cudnn_matrix(&g, P_B, t, 1, N, N, 1, 0);
+    lb_cudnn_desc mm = lb_cudnn_matrix(&g, 0, f, M, N, N, 1, LB_CUDNN_VIRTUAL);
+    lb_cudnn_desc tp = how == FWD_NO_PRE ? NULL : mn_matrix(&g, P_PRE, pre_t);
+    lb_cudnn_desc pv =
+        how == FWD_PRE_SHARED ? tp : lb_cudnn_matrix(&g, 0, f, M, N, N, 1, LB_CUDNN_VIRTUAL);
     const int64_t one3[3] = {1, 1, 1};
-    dnn_desc tone =
-        how == FWD_GPRIME ? dnn_tensor(&g, P_ONE, f, 3, one3, one3, DNN_BY_VALUE) : NULL;
-    dnn_desc to = mn_matrix(&g, P_OUT, out_tt);
-    dnn_matmul(&g, tx, tw, mm);
-    dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
-    if (how == FWD_PRE_VIRTUAL) dnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pv, NULL, tp);
-    dnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, pv, NULL, to);
+    lb_cudnn_desc tone =
+        how == FWD_GPRIME ? lb_cudnn_tensor(&g, P_ONE, f, 3, one3, one3, LB_CUDNN_BY_VALUE) : NULL;
+    lb_cudnn_desc to = mn_matrix(&g, P_OUT, out_tt);
+    lb_cudnn_matmul(&g, tx, tw, mm);
+    lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_ADD, mm, tb, pv);
+    if (how == FWD_PRE_VIRTUAL) lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_IDENTITY, pv, NULL, tp);
+    lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_FWD, pv, NULL, to);
     if (how == FWD_GPRIME)
-        dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, tone, pv, tp);
+        lb_cudnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, tone, pv, tp);
     float one = 1.0f;
     int64_t uids[] = {P_X, P_W, P_B, P_PRE, P_OUT, P_ONE};
     void *ptrs[] = {bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], &one};
@@ -265,7 +268,7 @@ static bool forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_er
                         : how == FWD_GPRIME ? 6
                                             : 5,
                         uids, ptrs, ws);
-    dnn_graph_free(&g);
+    lb_cudnn_graph_free(&g);
     return ran;
 }
 
@@ -275,21 +278,21 @@ static bool forward_graph(cudnnHandle_t h, int how, void **bufs, void *ws, lb_er
 static bool backward_graph(cudnnHandle_t h, bool stored, void *dy, void *w, void *pre, void *dst,
                            void *ws, lb_err *err) {
     cudnnDataType_t t = CUDNN_DATA_BFLOAT16, f = CUDNN_DATA_FLOAT;
-    dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = err};
-    dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0),
-             tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
-    dnn_desc mm = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-    dnn_desc tp = mn_matrix(&g, P_PRE, pre_t), td = mn_matrix(&g, P_DPRE, pre_t);
-    dnn_matmul(&g, tdy, tw, mm);
+    lb_cudnn_graph g = {.next_virtual = LB_CUDNN_UID_VIRTUAL, .err = err};
+    lb_cudnn_desc tdy = lb_cudnn_matrix(&g, P_DY, t, M, K, K, 1, 0),
+                  tw = lb_cudnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+    lb_cudnn_desc mm = lb_cudnn_matrix(&g, 0, f, M, N, N, 1, LB_CUDNN_VIRTUAL);
+    lb_cudnn_desc tp = mn_matrix(&g, P_PRE, pre_t), td = mn_matrix(&g, P_DPRE, pre_t);
+    lb_cudnn_matmul(&g, tdy, tw, mm);
     if (stored)
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, mm, tp, td);
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, mm, tp, td);
     else
-        dnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, mm, tp, td);
+        lb_cudnn_pointwise_bwd(&g, CUDNN_POINTWISE_GELU_APPROX_TANH_BWD, mm, tp, td);
     const int64_t uids[] = {P_DY, P_W, P_PRE, P_DPRE};
     void *ptrs[] = {dy, w, pre, dst};
     bool ran = time_all(&g, h, stored ? "backward (product times stored derivative)" : "backward",
                         4, uids, ptrs, ws);
-    dnn_graph_free(&g);
+    lb_cudnn_graph_free(&g);
     return ran;
 }
 
@@ -341,14 +344,14 @@ int main(int argc, char **argv) {
     pre_t = out_t == 1, out_tt = out_t >= 1;
     srand(4321);
     lb_err err;
-    if (dnn_load(&err) != LB_OK) {
+    if (lb_cudnn_load(&err) != LB_OK) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    printf("cuDNN %zu, M %lld N %lld K %lld\n", dnn.version, (long long)M, (long long)N,
+    printf("cuDNN %zu, M %lld N %lld K %lld\n", lb_cudnn.version, (long long)M, (long long)N,
            (long long)K);
     cudnnHandle_t h;
-    if (dnn.create(&h) != CUDNN_STATUS_SUCCESS) return 1;
+    if (lb_cudnn.create(&h) != CUDNN_STATUS_SUCCESS) return 1;
     uint16_t *hx = rand_bf16((size_t)M * LDA, 1.0f), *hw = rand_bf16((size_t)N * K, 0.06f);
     uint16_t *hb = rand_bf16((size_t)N, 0.5f), *hdy = rand_bf16((size_t)M * K, 1.0f);
     void *x = upload(hx, (size_t)M * LDA), *w = upload(hw, (size_t)N * K),
@@ -379,43 +382,43 @@ int main(int argc, char **argv) {
     /* backward with the derivative spelled out in pointwise operations:
      * g = (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2, t = tanh(k x (1 + c x^2)) */
     {
-        dnn_graph g = {.next_virtual = DNN_UID_VIRTUAL, .err = &err};
+        lb_cudnn_graph g = {.next_virtual = LB_CUDNN_UID_VIRTUAL, .err = &err};
         const int64_t one3[3] = {1, 1, 1};
         float cv[5] = {1.0f, 0.044715f, 0.7978845608028654f, 0.5f, 3.0f * 0.044715f};
-        dnn_desc c[5];
+        lb_cudnn_desc c[5];
         for (int i = 0; i < 5; i++)
-            c[i] = dnn_tensor(&g, P_C0 + i, f, 3, one3, one3, DNN_BY_VALUE);
-        dnn_desc tdy = dnn_matrix(&g, P_DY, t, M, K, K, 1, 0),
-                 tw = dnn_matrix(&g, P_W, t, K, N, 1, K, 0);
-        dnn_desc tp = mn_matrix(&g, P_PRE, pre_t), td = mn_matrix(&g, P_OUT, pre_t);
-        dnn_desc v[16];
+            c[i] = lb_cudnn_tensor(&g, P_C0 + i, f, 3, one3, one3, LB_CUDNN_BY_VALUE);
+        lb_cudnn_desc tdy = lb_cudnn_matrix(&g, P_DY, t, M, K, K, 1, 0),
+                      tw = lb_cudnn_matrix(&g, P_W, t, K, N, 1, K, 0);
+        lb_cudnn_desc tp = mn_matrix(&g, P_PRE, pre_t), td = mn_matrix(&g, P_OUT, pre_t);
+        lb_cudnn_desc v[16];
         for (int i = 0; i < 16; i++)
-            v[i] = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_matmul(&g, tdy, tw, v[0]);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, tp, tp, v[1]);          /* x^2 */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[1], c[1], v[2]);      /* c x^2 */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[2], c[0], v[3]);      /* 1 + c x^2 */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[3], tp, v[4]);        /* x (1 + c x^2) */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[4], c[2], v[5]);      /* u */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_TANH_FWD, v[5], NULL, v[6]); /* t */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[6], c[0], v[7]);      /* 1 + t */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[6], v[6], v[8]);      /* t^2 */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_SUB, c[0], v[8], v[9]);      /* 1 - t^2 */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[1], c[4], v[10]);     /* 3 c x^2 */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[10], c[0], v[11]);    /* 1 + 3 c x^2 */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[11], c[2], v[12]);    /* k (1 + 3 c x^2) */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[12], v[9], v[13]);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[13], tp, v[14]);   /* x (1 - t^2) k (..) */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[14], v[7], v[15]); /* 2 g */
-        dnn_desc w2 = dnn_matrix(&g, 0, f, M, N, N, 1, DNN_VIRTUAL);
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[15], c[3], w2); /* g */
-        dnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[0], w2, td);
+            v[i] = lb_cudnn_matrix(&g, 0, f, M, N, N, 1, LB_CUDNN_VIRTUAL);
+        lb_cudnn_matmul(&g, tdy, tw, v[0]);
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, tp, tp, v[1]);          /* x^2 */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[1], c[1], v[2]);      /* c x^2 */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[2], c[0], v[3]);      /* 1 + c x^2 */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[3], tp, v[4]);        /* x (1 + c x^2) */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[4], c[2], v[5]);      /* u */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_TANH_FWD, v[5], NULL, v[6]); /* t */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[6], c[0], v[7]);      /* 1 + t */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[6], v[6], v[8]);      /* t^2 */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_SUB, c[0], v[8], v[9]);      /* 1 - t^2 */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[1], c[4], v[10]);     /* 3 c x^2 */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[10], c[0], v[11]);    /* 1 + 3 c x^2 */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[11], c[2], v[12]);    /* k (1 + 3 c x^2) */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[12], v[9], v[13]);
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[13], tp, v[14]);   /* x (1 - t^2) k (..) */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_ADD, v[14], v[7], v[15]); /* 2 g */
+        lb_cudnn_desc w2 = lb_cudnn_matrix(&g, 0, f, M, N, N, 1, LB_CUDNN_VIRTUAL);
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[15], c[3], w2); /* g */
+        lb_cudnn_fp32_op(&g, CUDNN_POINTWISE_MUL, v[0], w2, td);
         const int64_t uids[] = {P_DY, P_W, P_PRE, P_OUT, P_C0, P_C1, P_C2, P_C3, P_C4};
         void *ptrs[] = {dy, w, pre, scratch, &cv[0], &cv[1], &cv[2], &cv[3], &cv[4]};
         CK(cudaMemset(scratch, 0xff, (size_t)M * N * 2));
         bool ran =
             time_all(&g, h, "backward (derivative as pointwise operations)", 9, uids, ptrs, ws);
-        dnn_graph_free(&g);
+        lb_cudnn_graph_free(&g);
         /* check against the double-precision derivative on a few rows */
         uint16_t *hs = download(scratch), *hq = download(pre);
         double e = 0, mx = 0;
@@ -434,21 +437,21 @@ int main(int argc, char **argv) {
         free(hs), free(hq);
     }
     {
-        lb_gpu_gemm g = {.m = M,
-                         .n = N,
-                         .k = K,
-                         .a = dy,
-                         .lda = K,
-                         .b = w,
-                         .ldb = K,
-                         .trans_b = true,
-                         .ab_type = LB_DT_BF16,
-                         .d = scratch,
-                         .ldd = N,
-                         .d_type = LB_DT_BF16,
-                         .alpha = 1.0f,
-                         .epilogue = LB_EPI_DGELU,
-                         .aux = pre};
+        lb_blas_gemm g = {.m = M,
+                          .n = N,
+                          .k = K,
+                          .a = dy,
+                          .lda = K,
+                          .b = w,
+                          .ldb = K,
+                          .trans_b = true,
+                          .ab_type = LB_DT_BF16,
+                          .d = scratch,
+                          .ldd = N,
+                          .d_type = LB_DT_BF16,
+                          .alpha = 1.0f,
+                          .epilogue = LB_EPI_DGELU,
+                          .aux = pre};
         printf("cuBLASLt dGELU under load %.1f us a run\n", sustained_us(h, NULL, NULL, &g));
         g.epilogue = LB_EPI_NONE;
         printf("cuBLASLt plain product under load %.1f us a run\n",

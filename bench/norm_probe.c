@@ -62,10 +62,10 @@ static void run(int layer, int64_t N, int C, int reps) {
     lb_err err;
     for (int i = -3; i < reps; i++) {
         CK(cudaEventRecord(a, 0));
-        lb_status st = layer ? lb_gpu_layernorm_backward(dres, dw, db, ds, dy, x, w, mean, rstd, N,
-                                                         C, LB_DT_BF16, 0, &err)
-                             : lb_gpu_rmsnorm_backward(dres, dw, NULL, dy, x, w, rstd, N, C,
-                                                       LB_DT_BF16, 0, &err);
+        lb_status st = layer ? lb_norm_layernorm_backward(dres, dw, db, ds, dy, x, w, mean, rstd, N,
+                                                          C, LB_DT_BF16, 0, &err)
+                             : lb_norm_rmsnorm_backward(dres, dw, NULL, dy, x, w, rstd, N, C,
+                                                        LB_DT_BF16, 0, &err);
         if (st != LB_OK) {
             fprintf(stderr, "norm: %s\n", err.msg);
             exit(1);

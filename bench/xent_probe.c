@@ -1,4 +1,4 @@
-/* xent_probe.c: times lb_gpu_softmax_xent alone on logits of a training step's size (GPT-2
+/* xent_probe.c: times lb_loss_softmax_xent alone on logits of a training step's size (GPT-2
  * 16x1024: 16,384 rows of 50,257 bf16, rows 50,304 apart), against a device-to-device
  * copy of the same bytes (one read and one write: the floor for a kernel that reads the
  * logits once and writes their gradient once). Each run starts from the same random
@@ -62,8 +62,8 @@ int main(int argc, char **argv) {
     for (int i = -2; i < reps; i++) {
         CK(cudaMemcpy(d, pristine, bytes, cudaMemcpyDeviceToDevice));
         CK(cudaEventRecord(a, 0));
-        if (lb_gpu_softmax_xent(d, losses, dtg, N, V, ld, 1.0f / (float)N, NULL, 1, LB_DT_BF16, 0,
-                                &err) != LB_OK) {
+        if (lb_loss_softmax_xent(d, losses, dtg, N, V, ld, 1.0f / (float)N, NULL, 1, LB_DT_BF16, 0,
+                                 &err) != LB_OK) {
             fprintf(stderr, "xent: %s\n", err.msg);
             return 1;
         }

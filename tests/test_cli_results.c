@@ -46,7 +46,7 @@ static int setup(void **state) {
     json_object_set_new(r->provenance, "hostname", json_string("node-7"));
     lb_series *step = lb_result_series(r, "step_ms", "ms");
     for (int i = 0; i < 20; i++)
-        lb_series_push(step, 100.0 + i);
+        lb_result_series_push(step, 100.0 + i);
     lb_result_set_metric(r, "tok_per_s", 1234.5, "tok/s");
     lb_status st = lb_store_run_begin(s, r, &ok_id, &e);
     r->status = LB_RUN_OK;

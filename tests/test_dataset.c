@@ -174,8 +174,8 @@ static void test_dataset_synthetic_is_seeded_and_follows_lengths(void **state) {
     lb_dataset_synthetic_params p = lb_dataset_synthetic_default_params();
     p.n_samples = 200;
     lb_err err = {""};
-    assert_int_equal(lb_len_dist_parse("uniform:10:20", &p.input, &err), LB_OK);
-    assert_int_equal(lb_len_dist_parse("normal:50:5", &p.output, &err), LB_OK);
+    assert_int_equal(lb_dataset_len_dist_parse("uniform:10:20", &p.input, &err), LB_OK);
+    assert_int_equal(lb_dataset_len_dist_parse("normal:50:5", &p.output, &err), LB_OK);
     lb_dataset a, b;
     assert_int_equal(lb_dataset_synthetic(&p, &a, &err), LB_OK);
     assert_int_equal(lb_dataset_synthetic(&p, &b, &err), LB_OK);
@@ -240,15 +240,15 @@ static void test_len_dist_parse_rejects_bad_specs(void **state) {
     (void)state;
     lb_len_dist d;
     lb_err err = {""};
-    assert_int_equal(lb_len_dist_parse("64", &d, &err), LB_OK);
+    assert_int_equal(lb_dataset_len_dist_parse("64", &d, &err), LB_OK);
     assert_int_equal(d.kind, LB_LEN_FIXED);
     assert_float_equal(d.a, 64, 0);
-    assert_int_equal(lb_len_dist_parse("fixed:32", &d, &err), LB_OK);
+    assert_int_equal(lb_dataset_len_dist_parse("fixed:32", &d, &err), LB_OK);
     assert_float_equal(d.a, 32, 0);
-    assert_int_equal(lb_len_dist_parse("uniform:5:4", &d, &err), LB_ERR_USAGE);
-    assert_int_equal(lb_len_dist_parse("gamma:1:2", &d, &err), LB_ERR_USAGE);
-    assert_int_equal(lb_len_dist_parse("fixed:0", &d, &err), LB_ERR_USAGE);
-    assert_int_equal(lb_len_dist_parse("normal:10", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_dataset_len_dist_parse("uniform:5:4", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_dataset_len_dist_parse("gamma:1:2", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_dataset_len_dist_parse("fixed:0", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_dataset_len_dist_parse("normal:10", &d, &err), LB_ERR_USAGE);
     assert_non_null(strstr(err.msg, "normal:10"));
 }
 

@@ -172,17 +172,17 @@ static void test_slice_digits_spell_the_value(void **state) {
 
 static void test_fp32_mode_names_round_trip(void **state) {
     (void)state;
-    lb_gpu_fp32_mode m = LB_GPU_FP32_IEEE;
-    assert_true(lb_gpu_fp32_mode_parse("3xtf32", &m));
-    assert_int_equal(m, LB_GPU_FP32_3XTF32);
-    assert_string_equal(lb_gpu_fp32_mode_name(m), "3xtf32");
-    assert_true(lb_gpu_fp32_mode_parse("tf32", &m) && m == LB_GPU_FP32_TF32);
-    assert_true(lb_gpu_fp32_mode_parse("ieee", &m) && m == LB_GPU_FP32_IEEE);
-    assert_true(lb_gpu_fp32_mode_parse("int8", &m) && m == LB_GPU_FP32_INT8);
-    assert_string_equal(lb_gpu_fp32_mode_name(m), "int8");
-    assert_true(lb_gpu_fp32_mode_parse("auto", &m) && m == LB_GPU_FP32_AUTO);
-    assert_false(lb_gpu_fp32_mode_parse("TF32", &m));
-    assert_false(lb_gpu_fp32_mode_parse(NULL, &m));
+    lb_blas_fp32_mode m = LB_BLAS_FP32_IEEE;
+    assert_true(lb_blas_fp32_mode_parse("3xtf32", &m));
+    assert_int_equal(m, LB_BLAS_FP32_3XTF32);
+    assert_string_equal(lb_blas_fp32_mode_name(m), "3xtf32");
+    assert_true(lb_blas_fp32_mode_parse("tf32", &m) && m == LB_BLAS_FP32_TF32);
+    assert_true(lb_blas_fp32_mode_parse("ieee", &m) && m == LB_BLAS_FP32_IEEE);
+    assert_true(lb_blas_fp32_mode_parse("int8", &m) && m == LB_BLAS_FP32_INT8);
+    assert_string_equal(lb_blas_fp32_mode_name(m), "int8");
+    assert_true(lb_blas_fp32_mode_parse("auto", &m) && m == LB_BLAS_FP32_AUTO);
+    assert_false(lb_blas_fp32_mode_parse("TF32", &m));
+    assert_false(lb_blas_fp32_mode_parse(NULL, &m));
 }
 
 static void test_attention_choice_names_round_trip(void **state) {

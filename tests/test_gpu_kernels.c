@@ -18,7 +18,7 @@ static void test_selftest_passes_on_this_gpu(void **state) {
     lb_selftest_params p = lb_selftest_default_params();
     lb_selftest_report rep;
     lb_err err = {{0}};
-    lb_status st = lb_gpu_selftest_run(&p, &rep, &err);
+    lb_status st = lb_selftest_run(&p, &rep, &err);
     if (st != LB_OK) fail_msg("selftest: %s", err.msg);
     for (size_t i = 0; i < rep.n; i++)
         if (!rep.rows[i].pass)
@@ -35,7 +35,7 @@ static void test_selftest_without_gpu_says_why(void **state) {
     lb_selftest_params p = lb_selftest_default_params();
     lb_selftest_report rep;
     lb_err err = {{0}};
-    lb_status st = lb_gpu_selftest_run(&p, &rep, &err);
+    lb_status st = lb_selftest_run(&p, &rep, &err);
     assert_int_equal(st, LB_ERR_UNSUPPORTED);
     assert_true(strstr(err.msg, "GPU") != NULL || strstr(err.msg, "CUDA") != NULL);
     assert_int_equal(rep.n, 0);

@@ -14,10 +14,10 @@
 static void test_binomial_cdf_matches_exact_sum(void **state) {
     (void)state;
     /* sum_{x<=3} C(100,x) 0.1^x 0.9^(100-x) = 0.0078364871... */
-    assert_float_equal(lb_binomial_cdf(3, 100, 0.1), 0.007836487121184399, 1e-12);
-    assert_float_equal(lb_binomial_cdf(0, 10, 0.5), 1.0 / 1024.0, 1e-15);
-    assert_float_equal(lb_binomial_cdf(10, 10, 0.5), 1.0, 0.0);
-    assert_float_equal(lb_binomial_cdf(-1, 10, 0.5), 0.0, 0.0);
+    assert_float_equal(lb_early_stop_binomial_cdf(3, 100, 0.1), 0.007836487121184399, 1e-12);
+    assert_float_equal(lb_early_stop_binomial_cdf(0, 10, 0.5), 1.0 / 1024.0, 1e-15);
+    assert_float_equal(lb_early_stop_binomial_cdf(10, 10, 0.5), 1.0, 0.0);
+    assert_float_equal(lb_early_stop_binomial_cdf(-1, 10, 0.5), 0.0, 0.0);
 }
 
 static void test_early_stop_min_passing_p99_matches_formula(void **state) {

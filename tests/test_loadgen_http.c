@@ -317,10 +317,10 @@ static void test_loadgen_fault_modes_become_failure_reasons(void **state) {
         if (sm->failures[cases[c].want] != 4)
             fail_msg("fault %s (stream %d): %lld of 4 failed as %s", cases[c].fault,
                      cases[c].stream, (long long)sm->failures[cases[c].want],
-                     lb_qerr_name(cases[c].want));
+                     lb_http_qerr_name(cases[c].want));
         assert_int_equal(sm->failed, 4);
         assert_false(sm->valid);
-        assert_non_null(strstr(sm->reasons, lb_qerr_name(cases[c].want)));
+        assert_non_null(strstr(sm->reasons, lb_http_qerr_name(cases[c].want)));
         const lb_series *status = lb_result_find_series(o.r, "status");
         for (size_t i = 0; i < status->n; i++)
             assert_float_equal(status->values[i], cases[c].want, 0);
@@ -437,7 +437,7 @@ static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **st
     p.drain_s = 0.2;
     /* the default opens 64 connections (one second of arrivals, at least 64), not 1000 */
     lb_dataset ds = small_dataset(4, 6);
-    lb_interrupt_reset();
+    lb_signals_reset();
     lb_signals_install();
     pid_t parent = getpid(), killer = fork();
     if (killer == 0) {
@@ -455,7 +455,7 @@ static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **st
     assert_true(sm->issued > 0 && sm->issued < 1000);
     assert_int_equal(sm->failures[LB_QERR_INTERRUPTED], sm->issued);
     assert_int_equal(lb_result_find_series(o.r, "status")->n, (size_t)sm->issued);
-    lb_interrupt_reset();
+    lb_signals_reset();
     outcome_free(&o);
     lb_dataset_free(&ds);
     stop_server(&s);

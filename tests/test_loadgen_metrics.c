@@ -38,7 +38,7 @@ static lb_loadgen_summary setup(lb_scenario sc) {
     memset(&s, 0, sizeof s);
     s.scenario = sc;
     s.mode = LB_MODE_PERFORMANCE;
-    s.constraints = lb_constraints_default();
+    s.constraints = lb_loadgen_constraints_default();
     s.n_samples = 3;
     return s;
 }
@@ -117,7 +117,7 @@ static void test_metrics_server_bound_exceeded_is_invalid_with_reason(void **sta
         q[i] = done_query(i * 100, i * 100000, i * 100 + 3000, i * 100 + 3500, 11);
     lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
     lb_err err;
-    assert_int_equal(lb_constraints_for_model("llama3.1-8b", &s.constraints, &err), LB_OK);
+    assert_int_equal(lb_loadgen_constraints_for_model("llama3.1-8b", &s.constraints, &err), LB_OK);
     assert_float_equal(s.constraints.ttft_limit_ms, 2000, 0);
     assert_float_equal(s.constraints.tpot_limit_ms, 100, 0);
     assert_int_equal(lb_loadgen_summarize(q, 10, NULL, 0, &s), LB_OK);
@@ -140,8 +140,8 @@ static void test_metrics_server_run_long_enough_is_valid(void **state) {
         q[i] = done_query(i * 10, i * 10000, i * 10 + 200, i * 10 + 700, 51);
     lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
     lb_err err;
-    assert_int_equal(lb_constraints_for_model("llama3.1-8b-interactive", &s.constraints, &err),
-                     LB_OK);
+    assert_int_equal(
+        lb_loadgen_constraints_for_model("llama3.1-8b-interactive", &s.constraints, &err), LB_OK);
     s.min_duration_s = 4.0;
     s.min_queries = 500;
     assert_int_equal(lb_loadgen_summarize(q, N, NULL, 0, &s), LB_OK);
@@ -190,19 +190,19 @@ static void test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks(voi
         q[i] = done_query(0, 0, 10, 20, 0);
         q[i].n_chunks = 5;
     }
-    assert_int_equal(lb_query_count_output(&q[0], 7, true, tok, text, len, &err), LB_OK);
+    assert_int_equal(lb_loadgen_query_count_output(&q[0], 7, true, tok, text, len, &err), LB_OK);
     assert_int_equal(q[0].output_tokens, 7);
     assert_int_equal(q[0].counted, LB_TOKENS_USAGE);
     /* Hello| world|!| The| answer| is| 42|. */
-    assert_int_equal(lb_query_count_output(&q[1], -1, false, tok, text, len, &err), LB_OK);
+    assert_int_equal(lb_loadgen_query_count_output(&q[1], -1, false, tok, text, len, &err), LB_OK);
     assert_int_equal(q[1].output_tokens, 8);
     assert_int_equal(q[1].counted, LB_TOKENS_TOKENIZER);
-    assert_int_equal(lb_query_count_output(&q[2], -1, true, NULL, text, len, &err), LB_OK);
+    assert_int_equal(lb_loadgen_query_count_output(&q[2], -1, true, NULL, text, len, &err), LB_OK);
     assert_int_equal(q[2].output_tokens, 5);
     assert_int_equal(q[2].counted, LB_TOKENS_CHUNKS);
-    assert_int_equal(lb_query_count_output(&q[3], -1, true, tok, NULL, 0, &err), LB_OK);
+    assert_int_equal(lb_loadgen_query_count_output(&q[3], -1, true, tok, NULL, 0, &err), LB_OK);
     assert_int_equal(q[3].counted, LB_TOKENS_CHUNKS);
-    assert_int_equal(lb_query_count_output(&q[4], -1, false, NULL, text, len, &err), LB_OK);
+    assert_int_equal(lb_loadgen_query_count_output(&q[4], -1, false, NULL, text, len, &err), LB_OK);
     assert_int_equal(q[4].output_tokens, -1);
     assert_int_equal(q[4].counted, LB_TOKENS_UNKNOWN);
 
@@ -221,7 +221,7 @@ static void test_metrics_unknown_model_key_lists_known_ones(void **state) {
     (void)state;
     lb_constraints c;
     lb_err err = {""};
-    assert_int_equal(lb_constraints_for_model("gpt-9", &c, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_loadgen_constraints_for_model("gpt-9", &c, &err), LB_ERR_USAGE);
     assert_non_null(strstr(err.msg, "gpt-9"));
     assert_non_null(strstr(err.msg, "llama3.1-8b-interactive"));
 }

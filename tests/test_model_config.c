@@ -75,12 +75,12 @@ static void check_layout(const char *preset_name) {
     lb_model_config c;
     lb_err err;
     assert_int_equal(lb_model_config_preset(preset_name, &c, &err), LB_OK);
-    int n = lb_param_layout(&c, NULL, 0);
+    int n = lb_model_param_layout(&c, NULL, 0);
     lb_param_tensor t[64];
     assert_true(n <= 64);
-    assert_int_equal(lb_param_layout(&c, t, 64), n);
+    assert_int_equal(lb_model_param_layout(&c, t, 64), n);
     lb_param_offsets o;
-    lb_param_offsets_compute(&c, &o);
+    lb_model_param_offsets(&c, &o);
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
         assert_int_equal(t[i].offset, at);
@@ -121,7 +121,7 @@ static void test_model_layout_llama_has_no_biases_and_untied_head(void **state) 
     lb_err err;
     assert_int_equal(lb_model_config_preset("llama-tiny", &c, &err), LB_OK);
     lb_param_offsets o;
-    lb_param_offsets_compute(&c, &o);
+    lb_model_param_offsets(&c, &o);
     assert_int_equal(o.wpe, -1);
     assert_int_equal(o.layer.norm1_b, -1);
     assert_int_equal(o.layer.qkv_b, -1);

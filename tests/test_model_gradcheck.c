@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/stats.h"
+#include "core/rng.h"
 #include "model/model.h"
-#include "model/ref_ops.h"
+#include "model/ref.h"
 
 enum { B = 2, T = 12 };
 

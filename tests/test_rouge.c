@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "accuracy/rouge.h"
-#include "core/stats.h"
+#include "core/rng.h"
 
 /* rouge_score's scorer on the texts as given (no MLPerf sentence splitting). */
 static lb_rouge_scores score_raw(const char *pred, const char *ref, bool stem) {

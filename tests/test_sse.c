@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "sut/http_openai.h"
-#include "sut/http_sse.h"
+#include "sut/openai.h"
+#include "sut/sse.h"
 
 typedef struct {
     char events[16][256];

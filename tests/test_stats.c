@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "core/rng.h"
 #include "core/stats.h"
 
 static const double one_to_ten[] = {10, 3, 7, 1, 5, 2, 9, 4, 8, 6}; /* 1..10 shuffled */

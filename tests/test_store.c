@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "core/rng.h"
 #include "core/stats.h"
 #include "store/store.h"
 #include "test_util.h"
@@ -63,12 +64,12 @@ static lb_result *make_result(const char *name, size_t n_steps, uint64_t seed) {
     lb_rng rng;
     lb_rng_seed(&rng, seed);
     for (size_t i = 0; i < n_steps; i++)
-        lb_series_push(step, 10.0 + lb_rng_normal(&rng));
+        lb_result_series_push(step, 10.0 + lb_rng_normal(&rng));
     lb_series *loss = lb_result_series(r, "loss", "nats");
-    lb_series_push(loss, -0.0);
-    lb_series_push(loss, INFINITY);
-    lb_series_push(loss, NAN);
-    lb_series_push(loss, 1.0 / 3.0);
+    lb_result_series_push(loss, -0.0);
+    lb_result_series_push(loss, INFINITY);
+    lb_result_series_push(loss, NAN);
+    lb_result_series_push(loss, 1.0 / 3.0);
     lb_result_series(r, "empty", "");
     return r;
 }

@@ -33,14 +33,14 @@ static int setup(void **state) {
     snprintf(f->db, sizeof f->db, "%s/results.db", f->dir);
     f->common.db_path = f->db;
     f->common.verbosity = -1;
-    lb_interrupt_reset();
+    lb_signals_reset();
     *state = f;
     return 0;
 }
 
 static int teardown(void **state) {
     fixture *f = *state;
-    lb_interrupt_reset();
+    lb_signals_reset();
     lb_test_rmtree(f->dir);
     free(f);
     return 0;
@@ -60,11 +60,12 @@ static lb_status toy_run(void *ctx, lb_result *r, lb_err *err) {
     lb_series *step = lb_result_series(r, "step_ms", "ms");
     lb_series *loss = lb_result_series(r, "loss", "nats");
     for (int i = 0; i < w->steps; i++) {
-        if (i == w->interrupt_at) lb_interrupt_raise(SIGINT);
-        if (lb_interrupted()) return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted at step %d", i);
+        if (i == w->interrupt_at) lb_signals_raise(SIGINT);
+        if (lb_signals_interrupted())
+            return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted at step %d", i);
         if (i == w->fail_at) return lb_fail(err, LB_ERR_RUNTIME, "loss became NaN at step %d", i);
-        LB_TRY(lb_series_push(step, 10.0 + i));
-        LB_TRY(lb_series_push(loss, 5.0 / (i + 1)));
+        LB_TRY(lb_result_series_push(step, 10.0 + i));
+        LB_TRY(lb_result_series_push(loss, 5.0 / (i + 1)));
     }
     return lb_result_set_metric(r, "final_loss", loss->values[loss->n - 1], "nats");
 }
@@ -144,11 +145,11 @@ static void test_runctl_signal_after_work_marks_interrupted(void **state) {
     fixture *f = *state;
     /* No step left to run, so the workload never polls the flag and returns LB_OK. */
     toy_work w = {.steps = 0, .fail_at = -1, .interrupt_at = -1};
-    lb_interrupt_raise(SIGTERM);
+    lb_signals_raise(SIGTERM);
     int64_t id = -1;
     lb_err err = {{0}};
     lb_result *r = lb_result_new("train", "toy");
-    lb_series_push(lb_result_series(r, "loss", "nats"), 1.0);
+    lb_result_series_push(lb_result_series(r, "loss", "nats"), 1.0);
     lb_status st = lb_runctl_run(&f->common, 0, NULL, r, toy_run, &w, &id, &err);
     assert_int_equal(st, LB_ERR_INTERRUPTED);
     assert_string_equal(r->failure, "interrupted by SIGTERM");
@@ -233,9 +234,9 @@ typedef struct {
 static lb_status run_until_signal(void *ctx, lb_result *r, lb_err *err) {
     until_signal *u = ctx;
     lb_series *step = lb_result_series(r, "step_ms", "ms");
-    for (int i = 0; !lb_interrupted(); i++) {
+    for (int i = 0; !lb_signals_interrupted(); i++) {
         usleep(1000);
-        LB_TRY(lb_series_push(step, 1.0 + i));
+        LB_TRY(lb_result_series_push(step, 1.0 + i));
         if (i == 0 && write(u->ready_fd, "x", 1) != 1)
             return lb_fail(err, LB_ERR_IO, "cannot tell the parent");
     }
@@ -288,7 +289,7 @@ static lb_status million_samples(void *ctx, lb_result *r, lb_err *err) {
     (void)ctx, (void)err;
     lb_series *lat = lb_result_series(r, "latency_ms", "ms");
     for (int i = 0; i < 1000000; i++)
-        LB_TRY(lb_series_push(lat, i * 0.001));
+        LB_TRY(lb_result_series_push(lat, i * 0.001));
     return LB_OK;
 }
 

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "core/stats.h"
+#include "core/rng.h"
 #include "model/tokenizer.h"
 #include "test_util.h"
 

@@ -149,7 +149,7 @@ static void test_train_summary_reports_step_time_drift(void **state) {
     lb_result *r = lb_result_new("train", "drift");
     lb_series *ms = lb_result_series(r, "step_ms", "ms");
     for (int i = 0; i < 10; i++)
-        assert_int_equal(lb_series_push(ms, steps[i]), LB_OK);
+        assert_int_equal(lb_result_series_push(ms, steps[i]), LB_OK);
     assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
     assert_float_equal(lb_result_metric(r, "step_ms_drift_pct"), 15.0, 1e-9);
     lb_result_free(r);
@@ -158,7 +158,7 @@ static void test_train_summary_reports_step_time_drift(void **state) {
     r = lb_result_new("train", "odd");
     ms = lb_result_series(r, "step_ms", "ms");
     for (int i = 0; i < 9; i++)
-        assert_int_equal(lb_series_push(ms, odd[i]), LB_OK);
+        assert_int_equal(lb_result_series_push(ms, odd[i]), LB_OK);
     assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
     assert_float_equal(lb_result_metric(r, "step_ms_drift_pct"), 40.0, 1e-9);
     lb_result_free(r);
@@ -166,7 +166,7 @@ static void test_train_summary_reports_step_time_drift(void **state) {
     r = lb_result_new("train", "short");
     ms = lb_result_series(r, "step_ms", "ms");
     for (int i = 0; i < 7; i++)
-        assert_int_equal(lb_series_push(ms, steps[i]), LB_OK);
+        assert_int_equal(lb_result_series_push(ms, steps[i]), LB_OK);
     assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
     assert_true(isnan(lb_result_metric(r, "step_ms_drift_pct")));
     assert_float_equal(lb_result_metric(r, "timed_steps"), 7.0, 0);
@@ -176,12 +176,12 @@ static void test_train_summary_reports_step_time_drift(void **state) {
 static void test_train_interrupt_keeps_steps_measured(void **state) {
     (void)state;
     lb_train_params p = tiny_params("gpt2-tiny");
-    lb_interrupt_raise(2);
+    lb_signals_raise(2);
     lb_result *r = lb_result_new("train", "interrupted");
     lb_err err = {{0}};
     assert_int_equal(lb_train_run(&p, r, &err), LB_ERR_INTERRUPTED);
     assert_non_null(strstr(err.msg, "interrupted after 0 of 20 steps"));
-    lb_interrupt_reset();
+    lb_signals_reset();
     lb_result_free(r);
 }
 

@@ -564,7 +564,7 @@ lb_status lb_rouge_add_to_result(const lb_rouge_acc *acc, const lb_rouge_targets
         lb_series *series = lb_result_series(r, name, "fraction");
         if (series == NULL) return LB_ERR_NOMEM;
         for (size_t i = 0; i < acc->n; i++)
-            LB_TRY(lb_series_push(series, acc->f[t][i]));
+            LB_TRY(lb_result_series_push(series, acc->f[t][i]));
     }
     return LB_OK;
 }

@@ -105,8 +105,8 @@ static json_t *verdicts_json(const lb_loadgen_report *rep) {
         const lb_loadgen_summary *s = &rep->steps[i];
         json_array_append_new(
             a, json_pack("{s:s, s:f, s:b, s:s, s:s, s:b, s:b, s:b, s:b, s:b}", "scenario",
-                         lb_scenario_name(s->scenario), "target_qps", s->target_qps, "valid",
-                         s->valid, "reasons", s->reasons, "token_source", s->token_source,
+                         lb_loadgen_scenario_name(s->scenario), "target_qps", s->target_qps,
+                         "valid", s->valid, "reasons", s->reasons, "token_source", s->token_source,
                          "performance_constraints", s->perf_ok, "min_duration", s->min_duration_ok,
                          "min_queries", s->min_queries_ok, "early_stopping", s->early_stop_ok,
                          "every_query_completed", s->no_failures));
@@ -281,13 +281,13 @@ int lb_cmd_load(int argc, char **argv) {
     p.max_tokens = (int32_t)max_tokens;
     p.drain_s = drain_s;
     lb_err err = {""};
-    if (model_key && lb_constraints_for_model(model_key, &p.constraints, &err) != LB_OK)
+    if (model_key && lb_loadgen_constraints_for_model(model_key, &p.constraints, &err) != LB_OK)
         return lb_status_exit_code(lb_args_usage_error("load", "%s", err.msg));
     if (ttft_limit >= 0) p.constraints.ttft_limit_ms = ttft_limit;
     if (tpot_limit >= 0) p.constraints.tpot_limit_ms = tpot_limit;
     if (slo && (st = parse_slo(slo, &p.constraints)) != LB_OK) return lb_status_exit_code(st);
     p.model_key = model_key;
-    p.request.api = (lb_api)lb_api_parse(api);
+    p.request.api = (lb_api)lb_openai_api_parse(api);
     p.request.model = model;
     p.request.stream = !no_stream;
     p.request.ignore_eos = ignore_eos;
@@ -314,8 +314,8 @@ int lb_cmd_load(int argc, char **argv) {
         char fixed[32];
         snprintf(fixed, sizeof fixed, "fixed:%lld", (long long)max_tokens);
         if (out_len == NULL) out_len = fixed;
-        if (lb_len_dist_parse(in_len, &sp.input, &err) != LB_OK ||
-            lb_len_dist_parse(out_len, &sp.output, &err) != LB_OK)
+        if (lb_dataset_len_dist_parse(in_len, &sp.input, &err) != LB_OK ||
+            lb_dataset_len_dist_parse(out_len, &sp.output, &err) != LB_OK)
             return lb_status_exit_code(lb_args_usage_error("load", "%s", err.msg));
         st = lb_dataset_synthetic(&sp, &ds, &err);
         p.dataset_path = "synthetic";

@@ -80,7 +80,7 @@ static void print_list_json(const lb_store *s, const lb_store_run_info *runs, si
             arr,
             json_pack("{s:I, s:s, s:s, s:s, s:s, s:o, s:o, s:I}", "id", (json_int_t)runs[i].id,
                       "kind", runs[i].kind, "name", runs[i].name, "status",
-                      lb_run_status_name(runs[i].status), "failure", runs[i].failure,
+                      lb_result_status_name(runs[i].status), "failure", runs[i].failure,
                       "start_wall_s", json_time(runs[i].start_wall_s), "end_wall_s",
                       json_time(runs[i].end_wall_s), "n_samples", (json_int_t)runs[i].n_samples));
     json_t *doc = json_pack("{s:s, s:o}", "db", lb_store_path(s), "runs", arr);
@@ -102,8 +102,8 @@ static void print_list_table(const lb_store *s, const lb_store_run_info *runs, s
         format_time(runs[i].start_wall_s, start, sizeof start);
         format_duration(runs[i].start_wall_s, runs[i].end_wall_s, duration, sizeof duration);
         printf("%-6" PRId64 " %-11s %-8s %-24s %10s %9" PRId64 "  %s\n", runs[i].id,
-               lb_run_status_name(runs[i].status), runs[i].kind, start, duration, runs[i].n_samples,
-               runs[i].name);
+               lb_result_status_name(runs[i].status), runs[i].kind, start, duration,
+               runs[i].n_samples, runs[i].name);
     }
     if (limit > 0 && (int64_t)n == limit)
         printf("(the %" PRId64 " newest runs; --limit 0 lists all)\n", limit);
@@ -137,7 +137,7 @@ static int results_list(int argc, char **argv) {
     if (open_store(cmd.command, &a.common, &s, &code) != LB_OK) return code;
     lb_store_filter filter = lb_store_default_filter();
     filter.kind = kind;
-    filter.status = status ? lb_run_status_parse(status) : -1;
+    filter.status = status ? lb_result_status_parse(status) : -1;
     filter.limit = limit;
     lb_store_run_info *runs = NULL;
     size_t n = 0;
@@ -197,7 +197,7 @@ static void print_show_text(int64_t id, const lb_result *r) {
     format_time(r->end_wall_s, end, sizeof end);
     format_duration(r->start_wall_s, r->end_wall_s, duration, sizeof duration);
     printf("run %" PRId64 ": %s (%s)\n", id, r->name, r->kind);
-    printf("  %-20s %s\n", "status", lb_run_status_name(r->status));
+    printf("  %-20s %s\n", "status", lb_result_status_name(r->status));
     if (r->failure[0]) printf("  %-20s %s\n", "failure", r->failure);
     printf("  %-20s %s\n  %-20s %s\n  %-20s %s\n", "started", start, "ended", end, "duration",
            duration);

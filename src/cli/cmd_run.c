@@ -103,7 +103,7 @@ int lb_cmd_run(int argc, char **argv) {
     for (size_t i = 0; i < n; i++) {
         /* main passes argv + 1: argv - 1 is the program's whole command line */
         lb_status s = run_item(&a.common, argc + 1, argv - 1, &items[i], &results[i], &ids[i]);
-        if (s == LB_ERR_INTERRUPTED || lb_interrupted()) {
+        if (s == LB_ERR_INTERRUPTED || lb_signals_interrupted()) {
             exit_code = 130;
             n = i + 1;
             break;
@@ -129,7 +129,7 @@ int lb_cmd_run(int argc, char **argv) {
             const lb_result *r = results[i];
             if (r == NULL) continue;
             printf("%-6lld %-24s %-12s %12.1f %14.3f %11.4f %12.2f\n", (long long)ids[i], r->name,
-                   lb_run_status_name(r->status), lb_result_metric(r, "tokens_per_s"),
+                   lb_result_status_name(r->status), lb_result_metric(r, "tokens_per_s"),
                    lb_result_metric(r, "step_ms_median"), lb_result_metric(r, "final_loss"),
                    lb_result_metric(r, "achieved_gflops"));
         }

@@ -47,7 +47,7 @@ int lb_cmd_selftest(int argc, char **argv) {
     p.kernels = !no_kernels;
     lb_selftest_report rep;
     lb_err err = {{0}};
-    lb_status st = lb_gpu_selftest_run(&p, &rep, &err);
+    lb_status st = lb_selftest_run(&p, &rep, &err);
     if (a.common.json) {
         json_t *rows = json_array();
         for (size_t i = 0; i < rep.n; i++) {

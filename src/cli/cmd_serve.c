@@ -111,7 +111,7 @@ int lb_cmd_serve(int argc, char **argv) {
     sp.port = (int)port;
     sp.threads = (int)threads;
     sp.max_tokens = max_tokens;
-    sp.fault = (lb_fault_mode)lb_fault_mode_parse(fault);
+    sp.fault = (lb_fault_mode)lb_server_fault_mode_parse(fault);
     sp.seed = (uint64_t)seed;
     syn.seed = (uint64_t)seed;
 
@@ -132,9 +132,9 @@ int lb_cmd_serve(int argc, char **argv) {
            lb_server_port(srv));
     fflush(stdout);
 
-    while (!lb_interrupted())
+    while (!lb_signals_interrupted())
         nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
-    LB_INFO("serve: signal %d: draining", lb_interrupt_signal());
+    LB_INFO("serve: signal %d: draining", lb_signals_received());
     lb_server_shutdown(srv, drain_s);
     lb_server_stats stats;
     lb_server_get_stats(srv, &stats);

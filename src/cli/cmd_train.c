@@ -80,7 +80,7 @@ int lb_cmd_train(int argc, char **argv) {
          "under a power of two per row, the digit products summed exactly on int8 tensor cores and "
          "rounded once: fp32's error or less unless a row spans a very wide range, more device "
          "memory for the digit planes",
-         0, 0, LB_GPU_FP32_MODE_CHOICES},
+         0, 0, LB_BLAS_FP32_MODE_CHOICES},
         {"--recompute", LB_ARG_FLAG, &p->recompute, NULL,
          "CUDA: recompute activations in backward to save memory"},
         {"--gemm-heuristic-only", LB_ARG_FLAG, &p->gemm_heuristic_only, NULL,
@@ -118,14 +118,14 @@ int lb_cmd_train(int argc, char **argv) {
     if (rc != LB_ARGS_GO_ON) return rc;
     if (device != NULL && parse_device(device, p) != LB_OK) return 2;
     lb_precision_parse(precision, &p->precision);
-    if (fp32_matmul != NULL) lb_gpu_fp32_mode_parse(fp32_matmul, &p->fp32_matmul);
+    if (fp32_matmul != NULL) lb_blas_fp32_mode_parse(fp32_matmul, &p->fp32_matmul);
     if (attention != NULL) lb_gpu_attn_choice_parse(attention, &p->attention);
-    if (tf32 && fp32_matmul != NULL && p->fp32_matmul != LB_GPU_FP32_TF32) {
+    if (tf32 && fp32_matmul != NULL && p->fp32_matmul != LB_BLAS_FP32_TF32) {
         lb_args_usage_error("train", "--tf32 contradicts --fp32-matmul %s: give one of them",
                             fp32_matmul);
         return 2;
     }
-    if (tf32) p->fp32_matmul = LB_GPU_FP32_TF32;
+    if (tf32) p->fp32_matmul = LB_BLAS_FP32_TF32;
     p->seed = (uint64_t)seed;
     p->progress = !no_progress;
 

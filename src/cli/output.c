@@ -27,7 +27,7 @@ void lb_output_format_value(char *buf, size_t cap, double value, const char *uni
 
 void lb_output_result_table(FILE *f, const lb_result *r, int64_t run_id) {
     fprintf(f, "run %lld  %s  %s  %s\n", (long long)run_id, r->kind, r->name,
-            lb_run_status_name(r->status));
+            lb_result_status_name(r->status));
     if (r->failure[0] != '\0') fprintf(f, "  reason: %s\n", r->failure);
     for (size_t i = 0; i < r->n_metrics; i++) {
         char v[64];

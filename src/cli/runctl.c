@@ -28,8 +28,8 @@ static lb_status fill_provenance(lb_result *r, int argc, char **argv, lb_err *er
 }
 
 static void set_outcome(lb_result *r, lb_status work_status, const lb_err *work_err) {
-    if (work_status == LB_ERR_INTERRUPTED || lb_interrupted()) {
-        int signo = lb_interrupt_signal();
+    if (work_status == LB_ERR_INTERRUPTED || lb_signals_interrupted()) {
+        int signo = lb_signals_received();
         r->status = LB_RUN_INTERRUPTED;
         if (work_status == LB_ERR_INTERRUPTED && work_err->msg[0])
             snprintf(r->failure, sizeof r->failure, "%s", work_err->msg);
@@ -73,11 +73,11 @@ lb_status lb_runctl_run(const lb_cli_common *common, int argc, char **argv, lb_r
     status = lb_store_run_finish(store, *run_id, r, &store_err);
     if (status != LB_OK) {
         lb_fail(err, status, "run %lld (%s) could not be stored: %s", (long long)*run_id,
-                lb_run_status_name(r->status), store_err.msg);
+                lb_result_status_name(r->status), store_err.msg);
     } else {
         if (common->verbosity >= 0)
             fprintf(stderr, "llmbench: stored run %lld (%s) in %s\n", (long long)*run_id,
-                    lb_run_status_name(r->status), lb_store_path(store));
+                    lb_result_status_name(r->status), lb_store_path(store));
         status = r->status == LB_RUN_OK            ? LB_OK
                  : r->status == LB_RUN_INTERRUPTED ? LB_ERR_INTERRUPTED
                                                    : work_status;

@@ -87,7 +87,7 @@ lb_series *lb_result_series(lb_result *r, const char *name, const char *unit) {
     return s;
 }
 
-lb_status lb_series_push(lb_series *s, double value) {
+lb_status lb_result_series_push(lb_series *s, double value) {
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
         double *v = realloc(s->values, cap * sizeof *v);
@@ -101,11 +101,11 @@ lb_status lb_series_push(lb_series *s, double value) {
 
 static const char *const status_names[] = {"running", "ok", "failed", "interrupted"};
 
-const char *lb_run_status_name(lb_run_status status) {
+const char *lb_result_status_name(lb_run_status status) {
     return (unsigned)status < 4 ? status_names[status] : "unknown";
 }
 
-int lb_run_status_parse(const char *name) {
+int lb_result_status_parse(const char *name) {
     for (int i = 0; i < 4; i++)
         if (strcmp(name, status_names[i]) == 0) return i;
     return -1;
@@ -131,7 +131,7 @@ json_t *lb_result_to_json(const lb_result *r) {
                             json_pack("{s:s, s:o}", "unit", r->series[i].unit, "values", values));
     }
     return json_pack("{s:s, s:s, s:O, s:s, s:s, s:o, s:o, s:O, s:O, s:o, s:o}", "kind", r->kind,
-                     "name", r->name, "tags", r->tags, "status", lb_run_status_name(r->status),
+                     "name", r->name, "tags", r->tags, "status", lb_result_status_name(r->status),
                      "failure", r->failure, "start_wall_s", number(r->start_wall_s), "end_wall_s",
                      number(r->end_wall_s), "config", r->config, "provenance", r->provenance,
                      "metrics", metrics, "series", series);

@@ -67,11 +67,11 @@ double lb_result_metric(const lb_result *r, const char *name);
  * valid until the next call that creates a series. */
 lb_series *lb_result_series(lb_result *r, const char *name, const char *unit);
 const lb_series *lb_result_find_series(const lb_result *r, const char *name);
-lb_status lb_series_push(lb_series *s, double value);
+lb_status lb_result_series_push(lb_series *s, double value);
 
-const char *lb_run_status_name(lb_run_status status);
+const char *lb_result_status_name(lb_run_status status);
 /* Parses "running", "ok", "failed", "interrupted"; returns -1 for anything else. */
-int lb_run_status_parse(const char *name);
+int lb_result_status_parse(const char *name);
 
 /* The whole result as JSON (new reference): kind, name, tags, status, failure, start and
  * end times, config, provenance, metrics [{name,value,unit}], series {name:{unit,values}}. */

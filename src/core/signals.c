@@ -21,18 +21,18 @@ void lb_signals_install(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-bool lb_interrupted(void) {
+bool lb_signals_interrupted(void) {
     return g_signal != 0;
 }
 
-int lb_interrupt_signal(void) {
+int lb_signals_received(void) {
     return (int)g_signal;
 }
 
-void lb_interrupt_reset(void) {
+void lb_signals_reset(void) {
     g_signal = 0;
 }
 
-void lb_interrupt_raise(int signo) {
+void lb_signals_raise(int signo) {
     g_signal = signo;
 }

@@ -35,16 +35,4 @@ lb_stats_summary lb_stats_summarize(const double *x, size_t n);
 void lb_stats_median_ci(const double *x, size_t n, int resamples, double conf, uint64_t seed,
                         double *lo, double *hi);
 
-/* A small fast generator (splitmix64 seeded xoshiro256**) shared by everything that needs
- * reproducible randomness: data, sampling, bootstrap. */
-typedef struct {
-    uint64_t s[4];
-} lb_rng;
-
-void lb_rng_seed(lb_rng *rng, uint64_t seed);
-uint64_t lb_rng_next(lb_rng *rng);
-double lb_rng_uniform(lb_rng *rng);             /* [0,1) */
-uint64_t lb_rng_below(lb_rng *rng, uint64_t n); /* [0,n), unbiased */
-double lb_rng_normal(lb_rng *rng);              /* standard normal (Box-Muller) */
-
 #endif

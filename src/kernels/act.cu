@@ -206,7 +206,7 @@ __global__ void convert_kernel(TO *out, const TI *in, int64_t n) {
     GRID_LOOP(i, n) out[i] = lb_from_f<TO>(lb_to_f(in[i]));
 }
 
-extern "C" lb_status lb_gpu_gelu_forward(void *out, const void *inp, int64_t n, lb_gpu_dtype dt,
+extern "C" lb_status lb_act_gelu_forward(void *out, const void *inp, int64_t n, lb_gpu_dtype dt,
                                          cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
                       gelu_forward_kernel<E>
@@ -215,7 +215,7 @@ extern "C" lb_status lb_gpu_gelu_forward(void *out, const void *inp, int64_t n, 
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_gelu_backward(void *dinp, const void *inp, const void *dout, int64_t n,
+extern "C" lb_status lb_act_gelu_backward(void *dinp, const void *inp, const void *dout, int64_t n,
                                           lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
                       gelu_backward_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
@@ -224,7 +224,7 @@ extern "C" lb_status lb_gpu_gelu_backward(void *dinp, const void *inp, const voi
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_swiglu_forward(void *out, const void *inp, int64_t N, int F,
+extern "C" lb_status lb_act_swiglu_forward(void *out, const void *inp, int64_t N, int F,
                                            lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     if (swiglu_vec(F, out, inp)) {
         LB_DISPATCH_DTYPE(dt, E,
@@ -239,7 +239,7 @@ extern "C" lb_status lb_gpu_swiglu_forward(void *out, const void *inp, int64_t N
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_swiglu_backward(void *dinp, const void *dout, const void *inp,
+extern "C" lb_status lb_act_swiglu_backward(void *dinp, const void *dout, const void *inp,
                                             int64_t N, int F, lb_gpu_dtype dt, cudaStream_t s,
                                             lb_err *err) {
     if (swiglu_vec(F, dinp, dout) && swiglu_vec(F, inp, inp)) {
@@ -255,7 +255,7 @@ extern "C" lb_status lb_gpu_swiglu_backward(void *dinp, const void *dout, const 
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_bias_backward(float *dbias, const void *dout, int64_t N, int OC,
+extern "C" lb_status lb_act_bias_backward(float *dbias, const void *dout, int64_t N, int OC,
                                           int64_t ld, lb_gpu_dtype dt, cudaStream_t s,
                                           lb_err *err) {
     if (OC % 8 == 0 && ld % 8 == 0 && (uintptr_t)dout % 16 == 0) {
@@ -279,7 +279,7 @@ extern "C" lb_status lb_gpu_bias_backward(float *dbias, const void *dout, int64_
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_bias_grad_through(float *dbias, const float *dsum, const void *W,
+extern "C" lb_status lb_act_bias_grad_through(float *dbias, const float *dsum, const void *W,
                                               int OC, int IC, int hd, int group, lb_gpu_dtype dt,
                                               cudaStream_t s, lb_err *err) {
     int chunks = (OC + 63) / 64;
@@ -291,7 +291,7 @@ extern "C" lb_status lb_gpu_bias_grad_through(float *dbias, const float *dsum, c
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_ones_column(void *x, int64_t rows, int64_t ld, int col, int width,
+extern "C" lb_status lb_act_ones_column(void *x, int64_t rows, int64_t ld, int col, int width,
                                         lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
                       ones_column_kernel<E><<<lb_grid_cap(rows * width, 256), 256, 0, s>>>(
@@ -300,7 +300,7 @@ extern "C" lb_status lb_gpu_ones_column(void *x, int64_t rows, int64_t ld, int c
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_split_bias_column(void *dw, lb_gpu_dtype dw_type, float *dbias,
+extern "C" lb_status lb_act_split_bias_column(void *dw, lb_gpu_dtype dw_type, float *dbias,
                                               const float *src, int rows, int cols, int64_t ld,
                                               cudaStream_t s, lb_err *err) {
     if (cols % 8 != 0 || ld % 4 != 0 || ld <= cols || (uintptr_t)src % 16 != 0 ||
@@ -317,7 +317,7 @@ extern "C" lb_status lb_gpu_split_bias_column(void *dw, lb_gpu_dtype dw_type, fl
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_convert(void *out, lb_gpu_dtype dt_out, const void *in,
+extern "C" lb_status lb_act_convert(void *out, lb_gpu_dtype dt_out, const void *in,
                                     lb_gpu_dtype dt_in, int64_t n, cudaStream_t s, lb_err *err) {
     unsigned g = lb_grid_cap(n, 256);
     LB_DISPATCH_DTYPE(dt_out, EO,
@@ -348,13 +348,13 @@ __global__ void fill_normal_kernel(float *x, int64_t n, float std, uint64_t seed
     }
 }
 
-extern "C" lb_status lb_gpu_fill(float *x, int64_t n, float value, cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_act_fill(float *x, int64_t n, float value, cudaStream_t s, lb_err *err) {
     fill_kernel<<<lb_grid_cap(n, 256), 256, 0, s>>>(x, n, value);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_fill_normal(float *x, int64_t n, float std, uint64_t seed,
+extern "C" lb_status lb_act_fill_normal(float *x, int64_t n, float std, uint64_t seed,
                                         int64_t first_index, cudaStream_t s, lb_err *err) {
     fill_normal_kernel<<<lb_grid_cap(n, 256), 256, 0, s>>>(x, n, std, seed, first_index);
     LB_CUDA_LAUNCH_TRY(err);

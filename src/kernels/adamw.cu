@@ -235,18 +235,18 @@ static seg_walk walk_of(const lb_gpu_segments *sg) {
     return {sg->start, sg->flags, sg->n_seg, sg->n, -1};
 }
 
-extern "C" lb_status lb_gpu_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
-                                       const lb_gpu_segments *sg, cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
+                                         const lb_gpu_segments *sg, cudaStream_t s, lb_err *err) {
     unsigned g = lb_grid_cap((sg->n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, 1);
     LB_DISPATCH_DTYPE(dt, E, sumsq_kernel<E><<<g, 512, 0, s>>>(&st->sumsq, grads, walk_of(sg)));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
-                                  lb_gpu_dtype dt, const float *grads, float *m, float *v,
-                                  const lb_gpu_segments *sg, const lb_gpu_adamw_params *p,
-                                  lb_gpu_optstate *st, cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
+                              lb_gpu_dtype dt, const float *grads, float *m, float *v,
+                              const lb_gpu_segments *sg, const lb_gpu_adamw_params *p,
+                              lb_gpu_optstate *st, cudaStream_t s, lb_err *err) {
     unsigned g = lb_grid_cap((sg->n + 3) / 4, 256);
     void *ap = apart ? apart->dst : NULL;
     int64_t a0 = apart ? apart->start : 0, a1 = apart ? apart->end : 0;
@@ -257,8 +257,8 @@ extern "C" lb_status lb_gpu_adamw(float *master, void *params_lp, const lb_gpu_l
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_opt_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p,
-                                       cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_adamw_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p,
+                                     cudaStream_t s, lb_err *err) {
     opt_finish_kernel<<<1, 1, 0, s>>>(st, *p);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;

@@ -2,10 +2,10 @@
  *
  * Gradients, fp32 master weights and the AdamW moments are each one flat array in the
  * layout of model/config.h. One step is three launches with no host synchronisation:
- * lb_gpu_grad_sumsq adds the squared gradients into a device accumulator; lb_gpu_adamw
+ * lb_adamw_grad_sumsq adds the squared gradients into a device accumulator; lb_adamw
  * reads it, forms the global norm (divided by the loss scale), the clip multiplier
  * (torch's clip_grad_norm_: min(1, max/(norm + 1e-6))) and, in fp16 mode, skips the
- * whole step when the norm is not finite; lb_gpu_opt_finish updates the dynamic loss
+ * whole step when the norm is not finite; lb_adamw_finish updates the dynamic loss
  * scale (halve on overflow, double after `growth_interval` good steps, as torch's
  * GradScaler), counts skipped steps and steps taken, records the norm and clears the
  * accumulator. Weight decay applies per tensor, from a segment table (start offsets,
@@ -59,7 +59,7 @@ typedef struct {
 } lb_gpu_segments;
 
 /* Parameters [start, end) whose working copy lives apart (a padded copy of the output
- * head, which the products read): lb_gpu_adamw writes theirs to dst (type dt, element
+ * head, which the products read): lb_adamw writes theirs to dst (type dt, element
  * start at dst[0]) instead of params_lp, or in fp32 mode besides master. */
 typedef struct {
     void *dst;
@@ -67,16 +67,15 @@ typedef struct {
 } lb_gpu_lp_apart;
 
 /* dt: the working type (that of LB_SEG_GRAD16 gradients; fp32 mode has none) */
-lb_status lb_gpu_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
-                            const lb_gpu_segments *sg, cudaStream_t s, lb_err *err);
+lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
+                              const lb_gpu_segments *sg, cudaStream_t s, lb_err *err);
 /* params_lp (type dt) may be NULL (fp32 mode: master is the working copy); apart may be
  * NULL (no parameter's working copy lives apart). */
-lb_status lb_gpu_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
-                       lb_gpu_dtype dt, const float *grads, float *m, float *v,
-                       const lb_gpu_segments *sg, const lb_gpu_adamw_params *p, lb_gpu_optstate *st,
-                       cudaStream_t s, lb_err *err);
-lb_status lb_gpu_opt_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p, cudaStream_t s,
-                            lb_err *err);
+lb_status lb_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart, lb_gpu_dtype dt,
+                   const float *grads, float *m, float *v, const lb_gpu_segments *sg,
+                   const lb_gpu_adamw_params *p, lb_gpu_optstate *st, cudaStream_t s, lb_err *err);
+lb_status lb_adamw_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p, cudaStream_t s,
+                          lb_err *err);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,7 @@
  * Which variant runs, listed once here (attention_impl.cuh names their files):
  *   fp16/bf16, HD 64, not LB_ATTN_SCALAR:  forward mma.sync; backward on warpgroup MMAs
  *                                          under LB_ATTN_AUTO where the device runs sm_90a
- *                                          code (lb_gpu_attention_wgmma), else mma.sync
+ *                                          code (lb_attention_wgmma), else mma.sync
  *   any other type at HD 64, or LB_ATTN_SCALAR at HD 64:  CUDA-core fp32 tiles (simt)
  *   HD 8, 16, 32, 128:                     scalar, one row a thread
  * Shared kernels: the backward's first pass, D = rowsum(dout * out), which also clears the
@@ -103,7 +103,7 @@ static size_t dsum_bytes(int B, int T, int NH) {
     return ((size_t)B * NH * T * sizeof(float) + 255) / 256 * 256;
 }
 
-extern "C" size_t lb_gpu_attention_scratch_bytes(int B, int T, int NH, int HD) {
+extern "C" size_t lb_attention_scratch_bytes(int B, int T, int NH, int HD) {
     return dsum_bytes(B, T, NH) + (size_t)B * T * NH * HD * sizeof(float);
 }
 
@@ -131,9 +131,9 @@ static lb_status check_heads(int NH, int NKV, int HD, lb_err *err) {
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_attention_forward(void *out, float *lse, const void *qkv, int B, int T,
-                                              int NH, int NKV, int HD, lb_gpu_dtype dt,
-                                              lb_gpu_attn_impl impl, cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_attention_forward(void *out, float *lse, const void *qkv, int B, int T,
+                                          int NH, int NKV, int HD, lb_gpu_dtype dt,
+                                          lb_gpu_attn_impl impl, cudaStream_t s, lb_err *err) {
     LB_TRY(check_heads(NH, NKV, HD, err));
     if (use_mma(dt, HD, impl))
         return lb_attention_mma_forward(out, lse, qkv, B, T, NH, NKV, dt, s, err);
@@ -141,11 +141,11 @@ extern "C" lb_status lb_gpu_attention_forward(void *out, float *lse, const void 
     return lb_attention_scalar_forward(out, lse, qkv, B, T, NH, NKV, HD, dt, s, err);
 }
 
-extern "C" lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *scratch,
-                                               const void *dout, const void *qkv, const void *out,
-                                               const float *lse, int B, int T, int NH, int NKV,
-                                               int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
-                                               cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_attention_backward(void *dqkv, float *dbias, void *scratch,
+                                           const void *dout, const void *qkv, const void *out,
+                                           const float *lse, int B, int T, int NH, int NKV, int HD,
+                                           lb_gpu_dtype dt, lb_gpu_attn_impl impl, cudaStream_t s,
+                                           lb_err *err) {
     LB_TRY(check_heads(NH, NKV, HD, err));
     float *Dsum = (float *)scratch;
     bool mma = use_mma(dt, HD, impl);
@@ -158,7 +158,7 @@ extern "C" lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *s
     if (HD != HDM)
         return lb_attention_scalar_backward(dqkv, dbias, Dsum, dout, qkv, lse, B, T, NH, NKV, HD,
                                             dt, s, err);
-    if (mma && impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma())
+    if (mma && impl == LB_ATTN_AUTO && lb_attention_wgmma())
         LB_TRY(lb_attention_wgmma_backward(dqkv, dbias, Dsum, dq_acc, dout, qkv, lse, B, T, NH, NKV,
                                            dt, s, err));
     else if (mma)

@@ -1,7 +1,7 @@
 /* attention.cuh: causal scaled-dot-product attention with grouped-query heads, forward and
  * backward, that never materialises the T x T score matrix (C-callable).
  *
- * Layouts as model/ref_ops.h: qkv [B,T,(NH+2*NKV)*HD] (q heads, k heads, v heads per
+ * Layouts as model/ref.h: qkv [B,T,(NH+2*NKV)*HD] (q heads, k heads, v heads per
  * token), out [B,T,NH*HD]; query head h reads kv head h / (NH/NKV); scores scaled by
  * 1/sqrt(HD). Instead of the reference's probabilities the forward keeps the row
  * log-sum-exp lse [B,NH,T] (fp32, natural log), from which backward recomputes them.
@@ -44,18 +44,18 @@ typedef enum {
 
 /* Whether LB_ATTN_AUTO runs the 16-bit HD-64 backward on warpgroup MMAs on the current
  * device: this binary carries sm_90a code and the device runs it. */
-bool lb_gpu_attention_wgmma(void);
+bool lb_attention_wgmma(void);
 
 /* Device scratch backward needs: D = rowsum(dout * out) [B,NH,T] (fp32). */
-size_t lb_gpu_attention_scratch_bytes(int B, int T, int NH, int HD);
+size_t lb_attention_scratch_bytes(int B, int T, int NH, int HD);
 
-lb_status lb_gpu_attention_forward(void *out, float *lse, const void *qkv, int B, int T, int NH,
-                                   int NKV, int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
-                                   cudaStream_t s, lb_err *err);
-lb_status lb_gpu_attention_backward(void *dqkv, float *dbias, void *scratch, const void *dout,
-                                    const void *qkv, const void *out, const float *lse, int B,
-                                    int T, int NH, int NKV, int HD, lb_gpu_dtype dt,
-                                    lb_gpu_attn_impl impl, cudaStream_t s, lb_err *err);
+lb_status lb_attention_forward(void *out, float *lse, const void *qkv, int B, int T, int NH,
+                               int NKV, int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
+                               cudaStream_t s, lb_err *err);
+lb_status lb_attention_backward(void *dqkv, float *dbias, void *scratch, const void *dout,
+                                const void *qkv, const void *out, const float *lse, int B, int T,
+                                int NH, int NKV, int HD, lb_gpu_dtype dt, lb_gpu_attn_impl impl,
+                                cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

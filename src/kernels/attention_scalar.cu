@@ -216,7 +216,7 @@ static lb_status bwd_scalar(void *dqkv, float *dbias, const float *Dsum, const v
     LB_CUDA_LAUNCH_TRY(err);
     if (dbias == NULL) return LB_OK;
     int64_t W = (int64_t)(NH + 2 * NKV) * HD; /* a separate reduction over dqkv */
-    return lb_gpu_bias_backward(dbias, dqkv, (int64_t)B * T_, (int)W, W, dt, s, err);
+    return lb_act_bias_backward(dbias, dqkv, (int64_t)B * T_, (int)W, W, dt, s, err);
 }
 
 #define HD_DISPATCH(HD, ...)                                                                       \

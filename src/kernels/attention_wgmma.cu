@@ -7,7 +7,7 @@
  * core-matrix layout without swizzle (8 rows x 16 bytes per 128-byte core matrix, cores
  * along a row 128 bytes apart, 8-row blocks 1024 bytes apart); bench/wgmma_probe.cu
  * checked the descriptors on an H200. Compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL);
- * elsewhere the kernel is empty and lb_gpu_attention_wgmma() keeps the dispatcher away
+ * elsewhere the kernel is empty and lb_attention_wgmma() keeps the dispatcher away
  * from it. Not done: a wgmma forward (the mma.sync forward serves every GPU). */
 #include "kernels/attention_impl.cuh"
 
@@ -257,7 +257,7 @@ static __global__ void __launch_bounds__(256, 1)
 }
 
 /* Asked once per process: a probe kernel reports whether its code here is sm_90a's. */
-extern "C" bool lb_gpu_attention_wgmma(void) {
+extern "C" bool lb_attention_wgmma(void) {
     static int ready = -1;
     if (ready >= 0) return ready == 1;
     int *d = NULL, flag = 0;

@@ -61,9 +61,9 @@ __global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int B, int
     dwpe[i] += acc;
 }
 
-extern "C" lb_status lb_gpu_embed_forward(void *out, const int32_t *inp, const void *wte,
-                                          const void *wpe, int B, int T, int C, lb_gpu_dtype dt,
-                                          cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_embed_forward(void *out, const int32_t *inp, const void *wte,
+                                      const void *wpe, int B, int T, int C, lb_gpu_dtype dt,
+                                      cudaStream_t s, lb_err *err) {
     int64_t n = (int64_t)B * T * C;
     if (C % 8 == 0 && ((uintptr_t)out | (uintptr_t)wte | (uintptr_t)wpe) % 16 == 0) {
         LB_DISPATCH_DTYPE(dt, E,
@@ -78,9 +78,9 @@ extern "C" lb_status lb_gpu_embed_forward(void *out, const int32_t *inp, const v
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_embed_backward(float *dwte, float *dwpe, const void *dout,
-                                           const int32_t *inp, int B, int T, int C, lb_gpu_dtype dt,
-                                           cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_embed_backward(float *dwte, float *dwpe, const void *dout,
+                                       const int32_t *inp, int B, int T, int C, lb_gpu_dtype dt,
+                                       cudaStream_t s, lb_err *err) {
     int64_t n = (int64_t)B * T * C;
     LB_DISPATCH_DTYPE(dt, E,
                       embed_backward_wte_kernel<E>

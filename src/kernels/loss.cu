@@ -187,10 +187,10 @@ static lb_status launch_xent(T *logits, float *losses, const int32_t *targets, i
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_softmax_xent(void *logits, float *losses, const int32_t *targets,
-                                         int64_t N, int V, int64_t ld, float dloss,
-                                         const float *dloss_scale, int dlogits_out, lb_gpu_dtype dt,
-                                         cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_loss_softmax_xent(void *logits, float *losses, const int32_t *targets,
+                                          int64_t N, int V, int64_t ld, float dloss,
+                                          const float *dloss_scale, int dlogits_out,
+                                          lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(
         dt, E, int vec = (uintptr_t)logits % 16 == 0 && (ld * (int64_t)sizeof(E)) % 16 == 0;
         if (V / vec16<E>::N <= XENT_THREADS * 4) return launch_xent<E, 4>(
@@ -200,8 +200,8 @@ extern "C" lb_status lb_gpu_softmax_xent(void *logits, float *losses, const int3
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_mean(float *mean, const float *x, int64_t n, cudaStream_t s,
-                                 lb_err *err) {
+extern "C" lb_status lb_loss_mean(float *mean, const float *x, int64_t n, cudaStream_t s,
+                                  lb_err *err) {
     mean_kernel<<<1, 1024, 0, s>>>(mean, x, n);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;

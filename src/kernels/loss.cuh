@@ -22,11 +22,11 @@ extern "C" {
 #include "core/status.h"
 #include "gpu/dtype.h"
 
-lb_status lb_gpu_softmax_xent(void *logits, float *losses, const int32_t *targets, int64_t N, int V,
-                              int64_t ld, float dloss, const float *dloss_scale, int dlogits_out,
-                              lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+lb_status lb_loss_softmax_xent(void *logits, float *losses, const int32_t *targets, int64_t N,
+                               int V, int64_t ld, float dloss, const float *dloss_scale,
+                               int dlogits_out, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 /* *mean = mean of x[0..n-1] (fp32 device scalar), one block, deterministic. */
-lb_status lb_gpu_mean(float *mean, const float *x, int64_t n, cudaStream_t s, lb_err *err);
+lb_status lb_loss_mean(float *mean, const float *x, int64_t n, cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

@@ -421,10 +421,10 @@ static lb_status launch_backward(void *dinp, float *dw, float *db, float *dsum, 
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_layernorm_forward(void *out, int64_t ldo, float *mean, float *rstd,
-                                              const void *inp, const void *weight, const void *bias,
-                                              int64_t N, int C, float eps, lb_gpu_dtype dt,
-                                              cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_norm_layernorm_forward(void *out, int64_t ldo, float *mean, float *rstd,
+                                               const void *inp, const void *weight,
+                                               const void *bias, int64_t N, int C, float eps,
+                                               lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     unsigned blocks = lb_blocks(N, NORM_WARPS);
     int vpl = norm_vpl(C, out, inp, weight) && ldo % 8 == 0 ? norm_vpl(C, bias, bias, bias) : 0;
     if (vpl) {
@@ -443,9 +443,9 @@ extern "C" lb_status lb_gpu_layernorm_forward(void *out, int64_t ldo, float *mea
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *inp,
-                                            const void *weight, int64_t N, int C, float eps,
-                                            lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_norm_rmsnorm_forward(void *out, float *rstd, const void *inp,
+                                             const void *weight, int64_t N, int C, float eps,
+                                             lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     unsigned blocks = lb_blocks(N, NORM_WARPS);
     int vpl = norm_vpl(C, out, inp, weight);
     if (vpl) {
@@ -464,31 +464,31 @@ extern "C" lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_layernorm_backward(void *dinp, float *dweight, float *dbias,
-                                               float *dsum, const void *dout, const void *inp,
-                                               const void *weight, const float *mean,
-                                               const float *rstd, int64_t N, int C, lb_gpu_dtype dt,
-                                               cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_norm_layernorm_backward(void *dinp, float *dweight, float *dbias,
+                                                float *dsum, const void *dout, const void *inp,
+                                                const void *weight, const float *mean,
+                                                const float *rstd, int64_t N, int C,
+                                                lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
                       LB_TRY((launch_backward<E, true>(dinp, dweight, dbias, dsum, dout, inp,
                                                        weight, mean, rstd, N, C, s, err))));
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_rmsnorm_backward(void *dinp, float *dweight, float *dsum,
-                                             const void *dout, const void *inp, const void *weight,
-                                             const float *rstd, int64_t N, int C, lb_gpu_dtype dt,
-                                             cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_norm_rmsnorm_backward(void *dinp, float *dweight, float *dsum,
+                                              const void *dout, const void *inp, const void *weight,
+                                              const float *rstd, int64_t N, int C, lb_gpu_dtype dt,
+                                              cudaStream_t s, lb_err *err) {
     LB_DISPATCH_DTYPE(dt, E,
                       LB_TRY((launch_backward<E, false>(dinp, dweight, NULL, dsum, dout, inp,
                                                         weight, NULL, rstd, N, C, s, err))));
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_norm_recompute(void *out, int64_t ldo, const void *inp,
-                                           const void *weight, const void *bias, const float *mean,
-                                           const float *rstd, int64_t N, int C, lb_gpu_dtype dt,
-                                           cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_norm_recompute(void *out, int64_t ldo, const void *inp, const void *weight,
+                                       const void *bias, const float *mean, const float *rstd,
+                                       int64_t N, int C, lb_gpu_dtype dt, cudaStream_t s,
+                                       lb_err *err) {
     unsigned blocks = lb_grid_cap(N * C, 256);
     if (mean != NULL) {
         LB_DISPATCH_DTYPE(dt, E,

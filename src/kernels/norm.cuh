@@ -1,5 +1,5 @@
 /* norm.cuh: LayerNorm and RMSNorm, forward and backward (C-callable).
- * Shapes and formulas as model/ref_ops.h: N rows of C. Activations have type dt, the
+ * Shapes and formulas as model/ref.h: N rows of C. Activations have type dt, the
  * weight and bias the working-copy type dt, statistics (mean, rstd) are fp32 [N] and kept
  * for backward. Backward ADDS into dinp (type dt: the residual-stream gradient) and into
  * the fp32 dweight, dbias (block partial sums in shared memory, then one atomicAdd per
@@ -21,24 +21,25 @@ extern "C" {
 #include "gpu/dtype.h"
 
 /* out's rows are ldo >= C apart (columns C.. of each row are left alone) */
-lb_status lb_gpu_layernorm_forward(void *out, int64_t ldo, float *mean, float *rstd,
-                                   const void *inp, const void *weight, const void *bias, int64_t N,
-                                   int C, float eps, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
-lb_status lb_gpu_layernorm_backward(void *dinp, float *dweight, float *dbias, float *dsum,
-                                    const void *dout, const void *inp, const void *weight,
-                                    const float *mean, const float *rstd, int64_t N, int C,
-                                    lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
-lb_status lb_gpu_rmsnorm_forward(void *out, float *rstd, const void *inp, const void *weight,
-                                 int64_t N, int C, float eps, lb_gpu_dtype dt, cudaStream_t s,
-                                 lb_err *err);
-lb_status lb_gpu_rmsnorm_backward(void *dinp, float *dweight, float *dsum, const void *dout,
-                                  const void *inp, const void *weight, const float *rstd, int64_t N,
-                                  int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+lb_status lb_norm_layernorm_forward(void *out, int64_t ldo, float *mean, float *rstd,
+                                    const void *inp, const void *weight, const void *bias,
+                                    int64_t N, int C, float eps, lb_gpu_dtype dt, cudaStream_t s,
+                                    lb_err *err);
+lb_status lb_norm_layernorm_backward(void *dinp, float *dweight, float *dbias, float *dsum,
+                                     const void *dout, const void *inp, const void *weight,
+                                     const float *mean, const float *rstd, int64_t N, int C,
+                                     lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+lb_status lb_norm_rmsnorm_forward(void *out, float *rstd, const void *inp, const void *weight,
+                                  int64_t N, int C, float eps, lb_gpu_dtype dt, cudaStream_t s,
+                                  lb_err *err);
+lb_status lb_norm_rmsnorm_backward(void *dinp, float *dweight, float *dsum, const void *dout,
+                                   const void *inp, const void *weight, const float *rstd,
+                                   int64_t N, int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 /* Recomputes a norm's output (rows ldo apart) from its input and saved statistics (for
  * --recompute): LayerNorm when mean != NULL, else RMSNorm. */
-lb_status lb_gpu_norm_recompute(void *out, int64_t ldo, const void *inp, const void *weight,
-                                const void *bias, const float *mean, const float *rstd, int64_t N,
-                                int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+lb_status lb_norm_recompute(void *out, int64_t ldo, const void *inp, const void *weight,
+                            const void *bias, const float *mean, const float *rstd, int64_t N,
+                            int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

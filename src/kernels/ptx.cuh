@@ -14,7 +14,7 @@
  * bench/wgmma_probe.cu checks these descriptors and the accumulator layout on a GPU. The
  * wgmma instructions are emitted only when compiling for sm_90a (LB_WGMMA); elsewhere
  * they compile to nothing, and callers keep such code from running (a kernel that uses
- * them checks LB_WGMMA, launchers ask lb_gpu_attention_wgmma()).
+ * them checks LB_WGMMA, launchers ask lb_attention_wgmma()).
  *
  * Device code only, every helper inline; no launch, no state. */
 #ifndef LB_KERNELS_PTX_CUH

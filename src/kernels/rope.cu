@@ -71,8 +71,8 @@ __global__ void rope_vec_kernel(T *qkv, const float *cs, int64_t BT, int T_, int
     }
 }
 
-extern "C" lb_status lb_gpu_rope_table(float *cs, const float *inv_freq, int T, int HD,
-                                       cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_rope_table(float *cs, const float *inv_freq, int T, int HD, cudaStream_t s,
+                                   lb_err *err) {
     rope_table_kernel<<<lb_grid_cap((int64_t)T * (HD / 2), 256), 256, 0, s>>>(cs, inv_freq, T,
                                                                               HD / 2);
     LB_CUDA_LAUNCH_TRY(err);
@@ -95,13 +95,12 @@ static lb_status launch(void *qkv, const float *cs, int B, int T, int NH, int NK
     return LB_OK;
 }
 
-extern "C" lb_status lb_gpu_rope_forward(void *qkv, const float *cs, int B, int T, int NH, int NKV,
-                                         int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+extern "C" lb_status lb_rope_forward(void *qkv, const float *cs, int B, int T, int NH, int NKV,
+                                     int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     return launch(qkv, cs, B, T, NH, NKV, HD, dt, 1.0f, s, err);
 }
 
-extern "C" lb_status lb_gpu_rope_backward(void *dqkv, const float *cs, int B, int T, int NH,
-                                          int NKV, int HD, lb_gpu_dtype dt, cudaStream_t s,
-                                          lb_err *err) {
+extern "C" lb_status lb_rope_backward(void *dqkv, const float *cs, int B, int T, int NH, int NKV,
+                                      int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     return launch(dqkv, cs, B, T, NH, NKV, HD, dt, -1.0f, s, err);
 }

@@ -327,7 +327,7 @@ lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *nam
     return finish(out, name, st, err);
 }
 
-lb_status lb_len_dist_parse(const char *text, lb_len_dist *out, lb_err *err) {
+lb_status lb_dataset_len_dist_parse(const char *text, lb_len_dist *out, lb_err *err) {
     char kind[16] = "";
     double a = NAN, b = NAN;
     char *end;
@@ -360,7 +360,7 @@ lb_status lb_len_dist_parse(const char *text, lb_len_dist *out, lb_err *err) {
                    text);
 }
 
-int32_t lb_len_dist_draw(const lb_len_dist *d, lb_rng *rng) {
+int32_t lb_dataset_len_dist_draw(const lb_len_dist *d, lb_rng *rng) {
     double v = d->a;
     if (d->kind == LB_LEN_UNIFORM)
         v = d->a + (double)lb_rng_below(rng, (uint64_t)(d->b - d->a) + 1);
@@ -403,8 +403,8 @@ lb_status lb_dataset_synthetic(const lb_dataset_synthetic_params *p, lb_dataset 
     size_t cap = 0;
     const size_t n_words = sizeof words / sizeof words[0];
     for (size_t i = 0; i < p->n_samples; i++) {
-        int32_t n_in = lb_len_dist_draw(&p->input, &rng);
-        int32_t n_out = lb_len_dist_draw(&p->output, &rng);
+        int32_t n_in = lb_dataset_len_dist_draw(&p->input, &rng);
+        int32_t n_out = lb_dataset_len_dist_draw(&p->output, &rng);
         char *s = malloc((size_t)n_in * 9 + 1);
         if (s == NULL) {
             lb_dataset_free(out);

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/stats.h"
+#include "core/rng.h"
 #include "core/status.h"
 #include "model/tokenizer.h"
 
@@ -61,9 +61,9 @@ typedef struct {
 } lb_len_dist;
 
 /* Parses "fixed:N", "uniform:LO:HI" or "normal:MEAN:STD" (or a bare "N"). */
-lb_status lb_len_dist_parse(const char *text, lb_len_dist *out, lb_err *err);
+lb_status lb_dataset_len_dist_parse(const char *text, lb_len_dist *out, lb_err *err);
 /* One draw, always >= 1. */
-int32_t lb_len_dist_draw(const lb_len_dist *d, lb_rng *rng);
+int32_t lb_dataset_len_dist_draw(const lb_len_dist *d, lb_rng *rng);
 
 typedef struct {
     size_t n_samples;   /* prompts to generate */

@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-double lb_binomial_cdf(int64_t t, int64_t n, double q) {
+double lb_early_stop_binomial_cdf(int64_t t, int64_t n, double q) {
     if (t < 0) return 0.0;
     if (t >= n) return 1.0;
     if (q <= 0.0) return 1.0;
@@ -27,7 +27,7 @@ double lb_binomial_cdf(int64_t t, int64_t n, double q) {
 }
 
 static bool passes(int64_t h, int64_t t, double p, double c) {
-    return lb_binomial_cdf(t, h + t, 1.0 - p) < 1.0 - c;
+    return lb_early_stop_binomial_cdf(t, h + t, 1.0 - p) < 1.0 - c;
 }
 
 int64_t lb_early_stop_min_passing(int64_t t, double p, double c) {

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 /* P(X <= t) for X ~ Binomial(n, q). */
-double lb_binomial_cdf(int64_t t, int64_t n, double q);
+double lb_early_stop_binomial_cdf(int64_t t, int64_t n, double q);
 
 /* The smallest h >= 0 with P(Binomial(h + t, 1 - p) <= t) < 1 - c. */
 int64_t lb_early_stop_min_passing(int64_t t, double p, double c);

@@ -18,8 +18,8 @@
 #include "accuracy/rouge.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/rng.h"
 #include "core/signals.h"
-#include "core/stats.h"
 
 #define PROGRESS_NS     500000000LL
 #define WARMUP_TAG      (UINT64_C(1) << 62) /* marks unrecorded warm-up requests */
@@ -74,7 +74,7 @@ lb_loadgen_params lb_loadgen_default_params(void) {
     p.sample_seed = 1;
     p.schedule_seed = 2;
     p.max_tokens = 128;
-    p.constraints = lb_constraints_default();
+    p.constraints = lb_loadgen_constraints_default();
     p.drain_s = 10.0;
     p.request = (lb_openai_request){.api = LB_API_COMPLETIONS,
                                     .model = NULL,
@@ -218,7 +218,7 @@ static void on_retry(void *user, uint64_t tag, const lb_http_outcome *failed) {
     R->gb[tag].n = 0;
     x->attempts++;
     LB_INFO("query %llu: %s on %d (%s), sent again", (unsigned long long)tag,
-            lb_qerr_name(failed->error), failed->req.replica, failed->detail);
+            lb_http_qerr_name(failed->error), failed->req.replica, failed->detail);
 }
 
 static void on_done(void *user, const lb_http_outcome *o) {
@@ -245,7 +245,7 @@ static void on_done(void *user, const lb_http_outcome *o) {
         R->failed++;
         if (R->logged++ < FAILURES_LOGGED)
             LB_WARN("query %llu (sample %u) failed: %s: %s", (unsigned long long)tag, x->sample,
-                    lb_qerr_name(o->error), o->detail);
+                    lb_http_qerr_name(o->error), o->detail);
         g->n = 0;
         return;
     }
@@ -253,8 +253,8 @@ static void on_done(void *user, const lb_http_outcome *o) {
     x->first_ns = o->first_ns - R->t0;
     x->n_chunks = o->n_chunks;
     lb_err cerr;
-    if (lb_query_count_output(x, o->completion_tokens, R->p->request.stream, R->p->tokenizer,
-                              o->text, o->text_len, &cerr) != LB_OK) {
+    if (lb_loadgen_query_count_output(x, o->completion_tokens, R->p->request.stream,
+                                      R->p->tokenizer, o->text, o->text_len, &cerr) != LB_OK) {
         R->oom = LB_ERR_NOMEM; /* the only way a count fails */
         return;
     }
@@ -357,8 +357,8 @@ static void warm_up(run *R) {
     int64_t n = p->warmup_queries, sent = 0;
     int64_t slots = R->open_loop ? (p->max_inflight > 0 ? p->max_inflight : n) : R->slots;
     R->warm_inflight = 0;
-    while ((sent < n && !lb_interrupted()) || R->warm_inflight > 0) {
-        while (sent < n && R->warm_inflight < slots && !lb_interrupted()) {
+    while ((sent < n && !lb_signals_interrupted()) || R->warm_inflight > 0) {
+        while (sent < n && R->warm_inflight < slots && !lb_signals_interrupted()) {
             uint32_t k = (uint32_t)(sent % (int64_t)R->ds->n);
             lb_err err;
             if (lb_pool_submit(R->pool, WARMUP_TAG | (uint64_t)sent, R->bodies[k], R->body_len[k],
@@ -379,7 +379,7 @@ static bool run_step(run *R) {
     R->t0 = lb_clock_now_ns();
     for (;;) {
         int64_t now = lb_clock_now_ns() - R->t0;
-        if (!stopping && lb_interrupted()) {
+        if (!stopping && lb_signals_interrupted()) {
             stopping = true;
             drain_deadline = now + (int64_t)(p->drain_s * 1e9);
             LB_WARN("interrupted: no new queries; waiting up to %.0f s for %lld in flight",
@@ -500,21 +500,21 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
         "s:f, s:f},"
         " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I},"
         " s:s?}",
-        "scenario", lb_scenario_name(p->scenario), "mode", lb_mode_name(p->mode), "qps", p->qps,
-        "sweep_qps", sweep, "concurrency", (json_int_t)p->concurrency, "min_duration_s",
-        p->min_duration_s, "min_queries", (json_int_t)p->min_queries, "max_inflight",
-        (json_int_t)p->max_inflight, "warmup_queries", (json_int_t)p->warmup_queries, "preconnect",
-        (json_int_t)p->preconnect, "sample_seed", (json_int_t)p->sample_seed, "schedule_seed",
-        (json_int_t)p->schedule_seed, "max_tokens", (int)p->max_tokens, "constraints",
-        "ttft_limit_ms", c->ttft_limit_ms, "tpot_limit_ms", c->tpot_limit_ms, "percentile",
-        c->percentile, "confidence", c->confidence, "slo_ttft_ms", c->slo_ttft_ms, "slo_tpot_ms",
-        c->slo_tpot_ms, "drain_s", p->drain_s, "api", lb_api_name(p->request.api), "model",
-        p->request.model, "stream", p->request.stream, "ignore_eos", p->request.ignore_eos,
-        "temperature", p->request.temperature, "endpoints", eps, "timeout_ms",
-        (json_int_t)p->pool.http.timeout_ms, "retries", (json_int_t)p->pool.retries, "eject_after",
-        (json_int_t)p->pool.eject_after, "model_key", p->model_key, "api_key_env", p->api_key_env,
-        "dataset", "path", p->dataset_path, "format", ds->format, "samples", (json_int_t)ds->n,
-        "tokenizer", p->tokenizer_path);
+        "scenario", lb_loadgen_scenario_name(p->scenario), "mode", lb_loadgen_mode_name(p->mode),
+        "qps", p->qps, "sweep_qps", sweep, "concurrency", (json_int_t)p->concurrency,
+        "min_duration_s", p->min_duration_s, "min_queries", (json_int_t)p->min_queries,
+        "max_inflight", (json_int_t)p->max_inflight, "warmup_queries",
+        (json_int_t)p->warmup_queries, "preconnect", (json_int_t)p->preconnect, "sample_seed",
+        (json_int_t)p->sample_seed, "schedule_seed", (json_int_t)p->schedule_seed, "max_tokens",
+        (int)p->max_tokens, "constraints", "ttft_limit_ms", c->ttft_limit_ms, "tpot_limit_ms",
+        c->tpot_limit_ms, "percentile", c->percentile, "confidence", c->confidence, "slo_ttft_ms",
+        c->slo_ttft_ms, "slo_tpot_ms", c->slo_tpot_ms, "drain_s", p->drain_s, "api",
+        lb_openai_api_name(p->request.api), "model", p->request.model, "stream", p->request.stream,
+        "ignore_eos", p->request.ignore_eos, "temperature", p->request.temperature, "endpoints",
+        eps, "timeout_ms", (json_int_t)p->pool.http.timeout_ms, "retries",
+        (json_int_t)p->pool.retries, "eject_after", (json_int_t)p->pool.eject_after, "model_key",
+        p->model_key, "api_key_env", p->api_key_env, "dataset", "path", p->dataset_path, "format",
+        ds->format, "samples", (json_int_t)ds->n, "tokenizer", p->tokenizer_path);
 }
 
 /* Appends the step's per-query series to r. */
@@ -568,7 +568,7 @@ static lb_status add_series(const run *R, lb_result *r, bool sweep) {
             R->target_qps,
         };
         for (size_t d = 0; d < N_DEFS; d++)
-            if (s[d] != NULL) LB_TRY(lb_series_push(s[d], v[d]));
+            if (s[d] != NULL) LB_TRY(lb_result_series_push(s[d], v[d]));
     }
     return LB_OK;
 }
@@ -687,7 +687,7 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
     if (st == LB_OK && interrupted) {
         out->status = LB_RUN_INTERRUPTED;
         snprintf(out->failure, sizeof out->failure,
-                 "interrupted by signal %d after %zu of %zu steps", lb_interrupt_signal(),
+                 "interrupted by signal %d after %zu of %zu steps", lb_signals_received(),
                  done_steps, n_steps);
         st = lb_fail(err, LB_ERR_INTERRUPTED, "%s", out->failure);
     } else if (st == LB_OK) {

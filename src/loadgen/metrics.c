@@ -9,9 +9,9 @@
 
 #include "core/stats.h"
 
-const double lb_pctl_levels[LB_N_PCTL] = {50.0, 90.0, 95.0, 97.0, 99.0, 99.9};
+const double lb_loadgen_pctl_levels[LB_N_PCTL] = {50.0, 90.0, 95.0, 97.0, 99.0, 99.9};
 
-const char *lb_scenario_name(lb_scenario s) {
+const char *lb_loadgen_scenario_name(lb_scenario s) {
     switch (s) {
     case LB_SCENARIO_OFFLINE: return "Offline";
     case LB_SCENARIO_SERVER: return "Server";
@@ -21,11 +21,11 @@ const char *lb_scenario_name(lb_scenario s) {
     return "unknown";
 }
 
-const char *lb_mode_name(lb_mode m) {
+const char *lb_loadgen_mode_name(lb_mode m) {
     return m == LB_MODE_ACCURACY ? "AccuracyOnly" : "PerformanceOnly";
 }
 
-lb_constraints lb_constraints_default(void) {
+lb_constraints lb_loadgen_constraints_default(void) {
     return (lb_constraints){.ttft_limit_ms = 0,
                             .tpot_limit_ms = 0,
                             .percentile = 99.0,
@@ -44,8 +44,8 @@ static const struct {
     {"llama3.1-405b", 6000, 175}, {"llama3.1-405b-interactive", 4500, 80},
 };
 
-lb_status lb_constraints_for_model(const char *key, lb_constraints *out, lb_err *err) {
-    *out = lb_constraints_default();
+lb_status lb_loadgen_constraints_for_model(const char *key, lb_constraints *out, lb_err *err) {
+    *out = lb_loadgen_constraints_default();
     char known[256] = "";
     for (size_t i = 0; i < sizeof model_bounds / sizeof model_bounds[0]; i++) {
         if (strcmp(key, model_bounds[i].key) == 0) {
@@ -81,13 +81,13 @@ static lb_dist dist_of(double *x, size_t n) {
     d.max = x[k - 1];
     d.mean = lb_stats_mean(x, k);
     for (int i = 0; i < LB_N_PCTL; i++)
-        d.p[i] = lb_stats_percentile_sorted(x, k, lb_pctl_levels[i]);
+        d.p[i] = lb_stats_percentile_sorted(x, k, lb_loadgen_pctl_levels[i]);
     return d;
 }
 
 static double pctl_of(const lb_dist *d, double q) {
     for (int i = 0; i < LB_N_PCTL; i++)
-        if (lb_pctl_levels[i] == q) return d->p[i];
+        if (lb_loadgen_pctl_levels[i] == q) return d->p[i];
     return NAN;
 }
 
@@ -108,7 +108,7 @@ static double ms(int64_t ns) {
     return (double)ns / 1e6;
 }
 
-const char *lb_token_count_name(lb_token_count c) {
+const char *lb_loadgen_token_count_name(lb_token_count c) {
     switch (c) {
     case LB_TOKENS_USAGE: return "usage";
     case LB_TOKENS_TOKENIZER: return "tokenizer";
@@ -119,9 +119,9 @@ const char *lb_token_count_name(lb_token_count c) {
     return "?";
 }
 
-lb_status lb_query_count_output(lb_query *q, int64_t usage_tokens, bool streamed,
-                                const lb_tokenizer *tok, const char *text, size_t text_len,
-                                lb_err *err) {
+lb_status lb_loadgen_query_count_output(lb_query *q, int64_t usage_tokens, bool streamed,
+                                        const lb_tokenizer *tok, const char *text, size_t text_len,
+                                        lb_err *err) {
     int64_t n = -1;
     lb_token_count c = LB_TOKENS_UNKNOWN;
     if (usage_tokens >= 0) {
@@ -158,7 +158,7 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
             if (s->failures[e] == 0) continue;
             size_t len = strlen(list);
             snprintf(list + len, sizeof list - len, "%s%s %lld", len ? ", " : "",
-                     lb_qerr_name((lb_qerr)e), (long long)s->failures[e]);
+                     lb_http_qerr_name((lb_qerr)e), (long long)s->failures[e]);
         }
         add_reason(s, "%lld of %lld queries did not complete (%s)",
                    (long long)(s->issued - s->completed), (long long)s->issued,
@@ -283,7 +283,7 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
     for (int k = 0; k < LB_TOKENS_COUNT; k++) {
         if (s->counted[k] == 0) continue;
         used += (size_t)snprintf(s->token_source + used, sizeof s->token_source - used, "%s%s",
-                                 used ? "+" : "", lb_token_count_name((lb_token_count)k));
+                                 used ? "+" : "", lb_loadgen_token_count_name((lb_token_count)k));
     }
     if (used == 0) snprintf(s->token_source, sizeof s->token_source, "none");
     /* One answer of unknown length makes every token rate unknown, not low. */
@@ -399,7 +399,7 @@ lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *
     for (int e = 1; e < LB_QERR_COUNT; e++) {
         if (s->failures[e] == 0) continue;
         char name[LB_NAME_BYTES];
-        snprintf(name, sizeof name, "failed_%s", lb_qerr_name((lb_qerr)e));
+        snprintf(name, sizeof name, "failed_%s", lb_http_qerr_name((lb_qerr)e));
         LB_TRY(put(r, prefix, name, (double)s->failures[e], "queries"));
     }
     LB_TRY(put(r, prefix, "output_tokens", (double)s->output_tokens, "tokens"));

@@ -35,8 +35,8 @@ typedef enum {
 } lb_mode;
 
 const char *
-lb_scenario_name(lb_scenario s);     /* "Offline", "Server", "SingleStream", "Concurrency" */
-const char *lb_mode_name(lb_mode m); /* "PerformanceOnly", "AccuracyOnly" */
+lb_loadgen_scenario_name(lb_scenario s); /* "Offline", "Server", "SingleStream", "Concurrency" */
+const char *lb_loadgen_mode_name(lb_mode m); /* "PerformanceOnly", "AccuracyOnly" */
 
 /* Where a completed query's output token count came from, in order of preference. */
 typedef enum {
@@ -47,7 +47,7 @@ typedef enum {
     LB_TOKENS_COUNT
 } lb_token_count;
 
-const char *lb_token_count_name(lb_token_count c); /* "usage", "tokenizer", "chunks", ... */
+const char *lb_loadgen_token_count_name(lb_token_count c); /* "usage", "tokenizer", "chunks", ... */
 
 typedef struct {
     int64_t scheduled_ns;  /* when it was due (t0-relative) */
@@ -83,11 +83,11 @@ typedef struct {
 
 /* The MLPerf latency bounds of a model key ("llama3.1-8b", "llama3.1-8b-interactive",
  * ...). LB_ERR_USAGE, naming the known keys, for an unknown one. */
-lb_status lb_constraints_for_model(const char *key, lb_constraints *out, lb_err *err);
-lb_constraints lb_constraints_default(void);
+lb_status lb_loadgen_constraints_for_model(const char *key, lb_constraints *out, lb_err *err);
+lb_constraints lb_loadgen_constraints_default(void);
 
 #define LB_N_PCTL 6
-extern const double lb_pctl_levels[LB_N_PCTL]; /* 50, 90, 95, 97, 99, 99.9 */
+extern const double lb_loadgen_pctl_levels[LB_N_PCTL]; /* 50, 90, 95, 97, 99, 99.9 */
 
 typedef struct {
     size_t n;
@@ -150,9 +150,9 @@ typedef struct {
  * server's usage when it gave one (usage_tokens >= 0), else tok's count of the generated
  * text[0..text_len) when tok and text are not NULL, else the streamed pieces when the
  * answer was streamed, else unknown (-1). Fails only when the tokenizer does (memory). */
-lb_status lb_query_count_output(lb_query *q, int64_t usage_tokens, bool streamed,
-                                const lb_tokenizer *tok, const char *text, size_t text_len,
-                                lb_err *err);
+lb_status lb_loadgen_query_count_output(lb_query *q, int64_t usage_tokens, bool streamed,
+                                        const lb_tokenizer *tok, const char *text, size_t text_len,
+                                        lb_err *err);
 
 /* Fills the measured part of s from queries q[0..n) and every inter-token gap
  * gaps_ms[0..n_gaps). LB_ERR_NOMEM only. */

@@ -20,7 +20,8 @@ static void dist_ns(FILE *f, const lb_dist *d, const char *min_label, const char
     fprintf(f, "%s: %lld\n", max_label, ns_of(d->max));
     fprintf(f, "%s: %lld\n", mean_label, ns_of(d->mean));
     for (int i = 0; i < LB_N_PCTL; i++)
-        fprintf(f, "%.2f percentile %s: %lld\n", lb_pctl_levels[i], pct_label, ns_of(d->p[i]));
+        fprintf(f, "%.2f percentile %s: %lld\n", lb_loadgen_pctl_levels[i], pct_label,
+                ns_of(d->p[i]));
 }
 
 static void early_stop_server(FILE *f, const lb_early_stop *e) {
@@ -54,8 +55,8 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     bool offline = s->scenario == LB_SCENARIO_OFFLINE;
     fprintf(f, RULE "MLPerf Results Summary\n" RULE);
     fprintf(f, "SUT name : %s\n", sut_name);
-    fprintf(f, "Scenario : %s\n", lb_scenario_name(s->scenario));
-    fprintf(f, "Mode     : %s\n", lb_mode_name(s->mode));
+    fprintf(f, "Scenario : %s\n", lb_loadgen_scenario_name(s->scenario));
+    fprintf(f, "Mode     : %s\n", lb_loadgen_mode_name(s->mode));
     if (server) {
         fprintf(f, "Completed samples per second    : %.2f\n", s->mlperf_samples_per_s);
         fprintf(f, "Completed tokens per second: %.2f\n", s->output_tok_per_s);
@@ -116,7 +117,7 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "Failed queries : %lld\n", (long long)s->failed);
     for (int e = 1; e < LB_QERR_COUNT; e++)
         if (s->failures[e] > 0)
-            fprintf(f, "  %s : %lld\n", lb_qerr_name((lb_qerr)e), (long long)s->failures[e]);
+            fprintf(f, "  %s : %lld\n", lb_http_qerr_name((lb_qerr)e), (long long)s->failures[e]);
     fprintf(f, "Retries : %lld\n", (long long)s->retries);
     fprintf(f, "Duration (s) : %.3f\n", s->duration_s);
     fprintf(f, "Samples per second : %.2f\n", s->samples_per_s);

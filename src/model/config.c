@@ -2,7 +2,7 @@
  *
  * Presets carry the published shapes of each model (GPT-2 from the OpenAI release, Llama
  * and Mistral from their HF config.json). The layout is computed in one walk
- * (layout_walk) that both lb_param_offsets_compute and lb_param_layout use, so the two can
+ * (layout_walk) that both lb_model_param_offsets and lb_model_param_layout use, so the two can
  * never disagree. Not here: weights, validation of user-written configs beyond ranges. */
 #include "model/config.h"
 
@@ -218,7 +218,7 @@ static void table_visit(void *vctx, const char *name, int layer, int64_t offset,
     t->n++;
 }
 
-int lb_param_layout(const lb_model_config *cfg, lb_param_tensor *out, int max) {
+int lb_model_param_layout(const lb_model_config *cfg, lb_param_tensor *out, int max) {
     table_ctx t = {out, out ? max : 0, 0};
     layout_walk(cfg, table_visit, &t);
     return t.n;
@@ -273,7 +273,7 @@ static void offsets_visit(void *vctx, const char *name, int layer, int64_t offse
     o->layer_numel = offset + rows * cols - o->layers; /* grows to the end of layer 0 */
 }
 
-void lb_param_offsets_compute(const lb_model_config *cfg, lb_param_offsets *o) {
+void lb_model_param_offsets(const lb_model_config *cfg, lb_param_offsets *o) {
     const lb_layer_offsets none = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     *o = (lb_param_offsets){.wte = -1,
                             .wpe = -1,

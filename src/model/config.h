@@ -124,7 +124,7 @@ typedef struct {
     int64_t total;   /* elements in the whole array */
 } lb_param_offsets;
 
-void lb_param_offsets_compute(const lb_model_config *cfg, lb_param_offsets *out);
+void lb_model_param_offsets(const lb_model_config *cfg, lb_param_offsets *out);
 
 /* One named tensor of the layout. */
 typedef struct {
@@ -139,6 +139,6 @@ typedef struct {
 
 /* Writes up to max entries of the layout, in storage order, into out (out may be NULL
  * with max 0) and returns the number of tensors the layout has. */
-int lb_param_layout(const lb_model_config *cfg, lb_param_tensor *out, int max);
+int lb_model_param_layout(const lb_model_config *cfg, lb_param_tensor *out, int max);
 
 #endif

@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/stats.h"
-#include "model/ref_ops.h"
+#include "core/rng.h"
+#include "model/ref.h"
 #include "model/safetensors.h"
 
-lb_adamw_params lb_adamw_default_params(void) {
+lb_adamw_params lb_model_adamw_default_params(void) {
     return (lb_adamw_params){.lr = 3e-4f,
                              .beta1 = 0.9f,
                              .beta2 = 0.95f,
@@ -111,9 +111,9 @@ lb_status lb_model_init(lb_model *m, const lb_model_config *cfg, int B, int T, u
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
-    lb_param_offsets_compute(cfg, &m->off);
+    lb_model_param_offsets(cfg, &m->off);
     m->n_params = m->off.total;
-    m->n_tensors = lb_param_layout(cfg, NULL, 0);
+    m->n_tensors = lb_model_param_layout(cfg, NULL, 0);
     m->layout = calloc((size_t)m->n_tensors, sizeof *m->layout);
     m->params = malloc((size_t)m->n_params * sizeof(float));
     m->grads = calloc((size_t)m->n_params, sizeof(float));
@@ -133,7 +133,7 @@ lb_status lb_model_init(lb_model *m, const lb_model_config *cfg, int B, int T, u
                        "model '%s': cannot allocate %.2f GB of host memory for batch %d x %d",
                        cfg->name, bytes / 1e9, B, T);
     }
-    lb_param_layout(cfg, m->layout, m->n_tensors);
+    lb_model_param_layout(cfg, m->layout, m->n_tensors);
     carve_activations(m, m->act_arena);
     if (m->inv_freq) lb_ref_rope_freqs(cfg, m->inv_freq);
     init_weights(m, seed);

@@ -1,7 +1,7 @@
 /* model.h: the CPU reference transformer (GPT-2 and Llama families): forward, backward,
  * AdamW, weight loading.
  *
- * Built from the ops of ref_ops.h, in plain fp32 with OpenMP loops: readable before fast,
+ * Built from the ops of ref.h, in plain fp32 with OpenMP loops: readable before fast,
  * because this is the oracle the GPU path is checked against. Parameters, gradients and
  * the AdamW moments are each one float array in the layout of config.h; activations are
  * one arena sized for the (B, T) given at init, with per-layer tensors stacked [L, ...].
@@ -17,7 +17,7 @@
  *
  * Weight file (lb_model_load_weights): safetensors (an 8-byte little-endian header length,
  * a JSON header mapping tensor names to dtype, shape and data_offsets, then the data). The
- * file must hold every tensor of lb_param_layout under the layout's name ("wte",
+ * file must hold every tensor of lb_model_param_layout under the layout's name ("wte",
  * "h.0.qkv.w", ...) as F32 with the layout's shape ([n] for 1-D tensors); other tensors
  * are ignored. tools/make_fixture.py writes such files.
  *
@@ -41,7 +41,7 @@ typedef struct {
 } lb_adamw_params;
 
 /* lr 3e-4, betas (0.9, 0.95), eps 1e-8, weight_decay 0.1, grad_clip 1.0. */
-lb_adamw_params lb_adamw_default_params(void);
+lb_adamw_params lb_model_adamw_default_params(void);
 
 /* Activations of one forward pass, pointers into one arena. Shapes: C = d_model,
  * Q = qkv dim, F = mlp_in dim (d_ff or 2 d_ff), H = d_ff, L = n_layer, NH = n_head.
@@ -94,7 +94,7 @@ typedef struct {
     lb_activation_grads dacts;
     float *act_arena;        /* owns every activation and activation gradient */
     size_t act_floats;       /* floats in act_arena */
-    lb_param_tensor *layout; /* [n_tensors] lb_param_layout of cfg; owned */
+    lb_param_tensor *layout; /* [n_tensors] lb_model_param_layout of cfg; owned */
     int n_tensors;
     int32_t *inputs;    /* [B*T] copy of the last forward's inputs; owned */
     int32_t *targets;   /* [B*T] copy of its targets; owned */

@@ -23,33 +23,33 @@
 #include "kernels/norm.cuh"
 #include "kernels/rope.cuh"
 #include "model/model_gpu_impl.h"
-#include "model/ref_ops.h"
+#include "model/ref.h"
 
 #define OOM_HINT  "try a smaller --batch or --recompute"
-#define ONES_COLS 8 /* ln2's ones column and the zeros after it (lb_gpu_model's ld2) */
+#define ONES_COLS 8 /* ln2's ones column and the zeros after it (lb_model_gpu's ld2) */
 
 /* linear_fwd's and linear_bwd's operands stored feature-major ([features, BT], row stride
  * BT) instead of token-major */
 enum { COLS_INP = 1, COLS_DOUT = 2 };
 
 /* whether fch, fact and dfch are stored feature-major ([F, BT], row stride BT) */
-static bool hidden_cols(const lb_gpu_model *m) {
+static bool hidden_cols(const lb_model_gpu *m) {
     return m->gelu_src == LB_GELU_PRODUCT_CUDNN;
 }
 /* the row stride of such a tensor with `width` features */
-static int64_t hidden_ld(const lb_gpu_model *m, int64_t width) {
+static int64_t hidden_ld(const lb_model_gpu *m, int64_t width) {
     return hidden_cols(m) ? m->BT : width;
 }
 
 /* whether the output head's working copy is a padded one of its own (m->lm_w) */
-static bool head_apart(const lb_gpu_model *m) {
+static bool head_apart(const lb_model_gpu *m) {
     return m->Vp != m->V;
 }
 
-static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_model_params *p) {
+static void set_dims(lb_model_gpu *m, const lb_model_config *cfg, const lb_model_gpu_params *p) {
     m->cfg = *cfg;
     m->p = *p;
-    lb_param_offsets_compute(cfg, &m->off);
+    lb_model_param_offsets(cfg, &m->off);
     m->n_params = m->off.total;
     m->B = p->B, m->T = p->T, m->BT = (int64_t)p->B * p->T;
     m->C = cfg->d_model, m->L = cfg->n_layer, m->NH = cfg->n_head, m->NKV = cfg->n_kv_head;
@@ -60,7 +60,7 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
                                            : LB_DT_F32;
     m->es = lb_dtype_bytes(m->dt);
     m->llama = cfg->family == LB_FAMILY_LLAMA;
-    m->n_seg = lb_param_layout(cfg, NULL, 0);
+    m->n_seg = lb_model_param_layout(cfg, NULL, 0);
     /* the ones column needs a bias and rows that stay 16-byte aligned (C % 8: every
      * parameter offset, so the split's packed gradients, then 16-byte aligned too) */
     m->ld2 =
@@ -69,24 +69,24 @@ static void set_dims(lb_gpu_model *m, const lb_model_config *cfg, const lb_gpu_m
 
 /* Columns of the MLP input's weight-gradient product: C + ONES_COLS with ln2's ones
  * column, else C. */
-static int64_t mlp_in_cols(const lb_gpu_model *m) {
+static int64_t mlp_in_cols(const lb_model_gpu *m) {
     return m->ld2 != m->C ? m->C + ONES_COLS : m->C;
 }
 
 /* Split scratch for the largest product of a step in the run's fp32 mode (none in 16-bit
  * runs): each linear map (IC -> OC) runs forward (BT x OC x IC), input gradient
  * (BT x IC x OC) and weight gradient (OC x IC x BT). */
-static size_t split_need(const lb_gpu_model *m) {
+static size_t split_need(const lb_model_gpu *m) {
     if (m->dt != LB_DT_F32) return 0;
     const int64_t maps[6][2] = {{m->C, m->Q}, {m->C, m->C},  {m->C, m->F},
                                 {m->H, m->C}, {m->C, m->Vp}, {mlp_in_cols(m), m->F}};
-    lb_gpu_fp32_mode mode = m->p.fp32_mode;
+    lb_blas_fp32_mode mode = m->p.fp32_mode;
     size_t need = 0;
     for (int i = 0; i < 6; i++) {
         int64_t ic = maps[i][0], oc = maps[i][1];
-        size_t b[3] = {lb_gpu_gemm_scratch_bytes(mode, m->BT, oc, ic),
-                       lb_gpu_gemm_scratch_bytes(mode, m->BT, ic, oc),
-                       lb_gpu_gemm_scratch_bytes(mode, oc, ic, m->BT)};
+        size_t b[3] = {lb_blas_gemm_scratch_bytes(mode, m->BT, oc, ic),
+                       lb_blas_gemm_scratch_bytes(mode, m->BT, ic, oc),
+                       lb_blas_gemm_scratch_bytes(mode, oc, ic, m->BT)};
         for (int j = 0; j < 3; j++)
             if (b[j] > need) need = b[j];
     }
@@ -100,7 +100,7 @@ static size_t split_need(const lb_gpu_model *m) {
         *(void **)&(ptr) = tmp_;                                                                   \
     } while (0)
 
-static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
+static lb_status layout(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
     size_t es = m->es, np = (size_t)m->n_params, BT = (size_t)m->BT, C = (size_t)m->C;
     size_t L = (size_t)m->L, keep = m->p.recompute ? 1 : L;
     TAKE(m->master, "param.master", np * 4);
@@ -153,13 +153,13 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->dfch, "grad.mlp_in", BT * (size_t)m->F * es);
     TAKE(m->dact, "grad.mlp_act", BT * (size_t)m->H * es);
     TAKE(m->attn_scratch, "scratch.attention",
-         lb_gpu_attention_scratch_bytes(m->B, m->T, m->NH, m->HD));
+         lb_attention_scratch_bytes(m->B, m->T, m->NH, m->HD));
     size_t dnn_bytes = m->dnn ? lb_cudnn_attn_workspace_bytes(m->dnn) : 0;
     if (m->gelu_dnn && lb_cudnn_gelu_workspace_bytes(m->gelu_dnn) > dnn_bytes)
         dnn_bytes = lb_cudnn_gelu_workspace_bytes(m->gelu_dnn);
     if (dnn_bytes > 0) TAKE(m->dnn_ws, "scratch.cudnn", dnn_bytes);
     if (m->dnn) TAKE(m->trial_dbias, "scratch.attention_trial_bias", (size_t)m->Q * 4);
-    TAKE(m->blas_ws, "scratch.cublaslt", LB_GPU_BLAS_WORKSPACE_BYTES);
+    TAKE(m->blas_ws, "scratch.cublaslt", LB_BLAS_WORKSPACE_BYTES);
     m->split_bytes = split_need(m);
     if (m->split_bytes > 0) TAKE(m->split_scratch, "scratch.fp32_products", m->split_bytes);
     m->targets = m->tokens + BT;
@@ -168,7 +168,7 @@ static lb_status layout(lb_gpu_model *m, lb_gpu_arena *a, lb_err *err) {
 
 /* cuDNN's GELU product plans where the GELU is fused (else cuBLASLt's epilogue only), and
  * its attention plans where the choice allows them (else the built-in kernels). */
-static lb_status open_cudnn(lb_gpu_model *m, lb_err *err) {
+static lb_status open_cudnn(lb_model_gpu *m, lb_err *err) {
     m->gelu_src = LB_GELU_PRODUCT_CUBLASLT;
     m->attn_src[0] = m->attn_src[1] = LB_GPU_ATTN_BUILTIN;
     lb_err why;
@@ -195,7 +195,7 @@ static lb_status open_cudnn(lb_gpu_model *m, lb_err *err) {
     return LB_OK;
 }
 
-static lb_status reset_optimizer(lb_gpu_model *m, lb_err *err) {
+static lb_status reset_optimizer(lb_model_gpu *m, lb_err *err) {
     LB_CUDA_TRY(err, cudaMemsetAsync(m->m, 0, (size_t)m->n_params * 4, m->stream));
     LB_CUDA_TRY(err, cudaMemsetAsync(m->v, 0, (size_t)m->n_params * 4, m->stream));
     lb_gpu_optstate st;
@@ -207,11 +207,11 @@ static lb_status reset_optimizer(lb_gpu_model *m, lb_err *err) {
 
 /* The working copy from the master weights: params, and the padded head's first V rows
  * (its padding rows stay zero). */
-static lb_status sync_working_copy(lb_gpu_model *m, lb_err *err) {
+static lb_status sync_working_copy(lb_model_gpu *m, lb_err *err) {
     if (m->dt != LB_DT_F32)
-        LB_TRY(lb_gpu_convert(m->params, m->dt, m->master, LB_DT_F32, m->n_params, m->stream, err));
+        LB_TRY(lb_act_convert(m->params, m->dt, m->master, LB_DT_F32, m->n_params, m->stream, err));
     if (!head_apart(m)) return LB_OK; /* the products read the head itself */
-    return lb_gpu_convert(m->lm_w, m->dt, m->master + m->off.lm_head, LB_DT_F32,
+    return lb_act_convert(m->lm_w, m->dt, m->master + m->off.lm_head, LB_DT_F32,
                           (int64_t)m->V * m->C, m->stream, err);
 }
 
@@ -221,7 +221,7 @@ static bool layer_matrix(const lb_param_tensor *t) {
     return t->layer >= 0 && t->ndim == 2;
 }
 
-static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
+static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
     int64_t *start = malloc((size_t)m->n_seg * 8);
     int32_t *flags = malloc((size_t)m->n_seg * 4);
@@ -229,7 +229,7 @@ static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
     if (!t || !start || !flags) {
         st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
     } else {
-        lb_param_layout(&m->cfg, t, m->n_seg);
+        lb_model_param_layout(&m->cfg, t, m->n_seg);
         for (int i = 0; i < m->n_seg; i++) {
             start[i] = t[i].offset;
             flags[i] = (t[i].decay ? LB_SEG_DECAY : 0) |
@@ -260,8 +260,7 @@ static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
         if (cudaMemcpy(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice) !=
             cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the RoPE frequencies to the device");
-        if (st == LB_OK)
-            st = lb_gpu_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
+        if (st == LB_OK) st = lb_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
     }
     free(t);
     free(start);
@@ -269,13 +268,13 @@ static lb_status init_tables(lb_gpu_model *m, lb_err *err) {
     return st;
 }
 
-lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
-                            const lb_gpu_model_params *p, lb_err *err) {
+lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
+                            const lb_model_gpu_params *p, lb_err *err) {
     *out = NULL;
     if (lb_model_head_dim(cfg) > 1024)
         return lb_fail(err, LB_ERR_UNSUPPORTED, "head size %d is too large",
                        lb_model_head_dim(cfg));
-    lb_gpu_model *m = calloc(1, sizeof *m);
+    lb_model_gpu *m = calloc(1, sizeof *m);
     if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
     set_dims(m, cfg, p);
     lb_status st = open_cudnn(m, err);
@@ -289,12 +288,12 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
     if (st == LB_OK && cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA stream");
     if (st == LB_OK) {
-        lb_gpu_blas_params bp = lb_gpu_blas_default_params();
-        bp.workspace = m->blas_ws, bp.workspace_bytes = LB_GPU_BLAS_WORKSPACE_BYTES;
-        bp.fp32_mode = m->dt == LB_DT_F32 ? p->fp32_mode : LB_GPU_FP32_IEEE;
+        lb_blas_params bp = lb_blas_default_params();
+        bp.workspace = m->blas_ws, bp.workspace_bytes = LB_BLAS_WORKSPACE_BYTES;
+        bp.fp32_mode = m->dt == LB_DT_F32 ? p->fp32_mode : LB_BLAS_FP32_IEEE;
         bp.tune = !p->gemm_heuristic_only;
         bp.split_scratch = m->split_scratch, bp.split_scratch_bytes = m->split_bytes;
-        st = lb_gpu_blas_init(&m->blas, &bp, err);
+        st = lb_blas_init(&m->blas, &bp, err);
     }
     for (int i = 0; st == LB_OK && i < 2; i++) {
         if (cudaMallocHost((void **)&m->host_tok[i], 2 * (size_t)m->BT * 4) != cudaSuccess ||
@@ -305,26 +304,26 @@ lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
         cudaMemset(m->lm_w, 0, (size_t)m->Vp * m->C * m->es) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not clear the padded output head");
     if (st == LB_OK && m->ld2 != m->C) /* the norm forward never writes past column C */
-        st = lb_gpu_ones_column(m->ln2, (m->p.recompute ? 1 : m->L) * m->BT, m->ld2, m->C,
+        st = lb_act_ones_column(m->ln2, (m->p.recompute ? 1 : m->L) * m->BT, m->ld2, m->C,
                                 (int)(m->ld2 - m->C), m->dt, m->stream, err);
     if (st == LB_OK) st = init_tables(m, err);
     if (st == LB_OK) st = reset_optimizer(m, err);
     if (st != LB_OK) {
         cudaGetLastError();
-        lb_gpu_model_free(m);
+        lb_model_gpu_free(m);
         return st;
     }
     *out = m;
     return LB_OK;
 }
 
-void lb_gpu_model_free(lb_gpu_model *m) {
+void lb_model_gpu_free(lb_model_gpu *m) {
     if (m == NULL) return;
     if (m->stream) cudaStreamSynchronize(m->stream);
     if (m->step_graph) cudaGraphExecDestroy(m->step_graph);
     lb_cudnn_attn_free(m->dnn); /* after the graph: its kernels live in the plans */
     lb_cudnn_gelu_free(m->gelu_dnn);
-    lb_gpu_blas_free(m->blas);
+    lb_blas_free(m->blas);
     for (int i = 0; i < 2; i++) {
         if (m->host_tok[i]) cudaFreeHost(m->host_tok[i]);
         if (m->host_done[i]) cudaEventDestroy(m->host_done[i]);
@@ -335,22 +334,22 @@ void lb_gpu_model_free(lb_gpu_model *m) {
     free(m);
 }
 
-lb_status lb_gpu_model_init_weights(lb_gpu_model *m, uint64_t seed, lb_err *err) {
+lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err) {
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
     if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
-    lb_param_layout(&m->cfg, t, m->n_seg);
+    lb_model_param_layout(&m->cfg, t, m->n_seg);
     const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)m->L);
     lb_status st = LB_OK;
     for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
         float *p = m->master + t[i].offset;
         if (t[i].ndim == 2) {
             bool resid = strstr(t[i].name, "attn_out.w") || strstr(t[i].name, "mlp_out.w");
-            st = lb_gpu_fill_normal(p, t[i].numel, resid ? std_resid : std, seed, t[i].offset,
+            st = lb_act_fill_normal(p, t[i].numel, resid ? std_resid : std, seed, t[i].offset,
                                     m->stream, err);
         } else {
             const char *dot = strrchr(t[i].name, '.');
             bool one = strstr(t[i].name, "norm") && dot && strcmp(dot, ".w") == 0;
-            st = lb_gpu_fill(p, t[i].numel, one ? 1.0f : 0.0f, m->stream, err);
+            st = lb_act_fill(p, t[i].numel, one ? 1.0f : 0.0f, m->stream, err);
         }
     }
     free(t);
@@ -359,26 +358,26 @@ lb_status lb_gpu_model_init_weights(lb_gpu_model *m, uint64_t seed, lb_err *err)
     return reset_optimizer(m, err);
 }
 
-lb_status lb_gpu_model_set_params(lb_gpu_model *m, const float *host, lb_err *err) {
+lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err) {
     LB_CUDA_TRY(err, cudaMemcpyAsync(m->master, host, (size_t)m->n_params * 4,
                                      cudaMemcpyHostToDevice, m->stream));
     LB_TRY(sync_working_copy(m, err));
     LB_TRY(reset_optimizer(m, err));
-    return lb_gpu_model_sync(m, err);
+    return lb_model_gpu_sync(m, err);
 }
 
-lb_status lb_gpu_model_sync(lb_gpu_model *m, lb_err *err) {
+lb_status lb_model_gpu_sync(lb_model_gpu *m, lb_err *err) {
     LB_CUDA_TRY(err, cudaStreamSynchronize(m->stream));
     return LB_OK;
 }
 
-static lb_status copy_out(lb_gpu_model *m, float *host, const void *dev, size_t bytes,
+static lb_status copy_out(lb_model_gpu *m, float *host, const void *dev, size_t bytes,
                           lb_err *err) {
     LB_CUDA_TRY(err, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, m->stream));
-    return lb_gpu_model_sync(m, err);
+    return lb_model_gpu_sync(m, err);
 }
 
-lb_status lb_gpu_model_get_params(lb_gpu_model *m, float *host, lb_err *err) {
+lb_status lb_model_gpu_get_params(lb_model_gpu *m, float *host, lb_err *err) {
     return copy_out(m, host, m->master, (size_t)m->n_params * 4, err);
 }
 /* an fp16 or bf16 value's bits as a float */
@@ -398,12 +397,12 @@ static float bits16_to_float(uint16_t h, lb_gpu_dtype dt) {
 
 /* The gradients as fp32, the layer matrices' 16-bit ones widened in place (from the back:
  * element j's float lies at or after the bytes of the 16-bit values still to read). */
-lb_status lb_gpu_model_get_grads(lb_gpu_model *m, float *host, lb_err *err) {
+lb_status lb_model_gpu_get_grads(lb_model_gpu *m, float *host, lb_err *err) {
     LB_TRY(copy_out(m, host, m->grads, (size_t)m->n_params * 4, err));
     if (m->dt == LB_DT_F32) return LB_OK;
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
     if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
-    lb_param_layout(&m->cfg, t, m->n_seg);
+    lb_model_param_layout(&m->cfg, t, m->n_seg);
     for (int i = 0; i < m->n_seg; i++) {
         if (!layer_matrix(&t[i])) continue;
         float *g = host + t[i].offset;
@@ -416,39 +415,39 @@ lb_status lb_gpu_model_get_grads(lb_gpu_model *m, float *host, lb_err *err) {
     free(t);
     return LB_OK;
 }
-lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *err) {
+lb_status lb_model_gpu_read_losses(lb_model_gpu *m, float *host, int n, lb_err *err) {
     return copy_out(m, host, m->loss_slots, (size_t)n * 4, err);
 }
-lb_status lb_gpu_model_read_optstate(lb_gpu_model *m, lb_gpu_optstate *out, lb_err *err) {
+lb_status lb_model_gpu_read_optstate(lb_model_gpu *m, lb_gpu_optstate *out, lb_err *err) {
     return copy_out(m, (float *)out, m->opt, sizeof *out, err);
 }
-void *lb_gpu_model_stream(lb_gpu_model *m) {
+void *lb_model_gpu_stream(lb_model_gpu *m) {
     return m->stream;
 }
-const lb_gpu_arena *lb_gpu_model_arena(const lb_gpu_model *m) {
+const lb_gpu_arena *lb_model_gpu_arena(const lb_model_gpu *m) {
     return &m->arena;
 }
-int64_t lb_gpu_model_n_params(const lb_gpu_model *m) {
+int64_t lb_model_gpu_n_params(const lb_model_gpu *m) {
     return m->n_params;
 }
 
 /* ---- building blocks ----------------------------------------------------------------- */
 
-static void *W(lb_gpu_model *m, int64_t off) {
+static void *W(lb_model_gpu *m, int64_t off) {
     return off < 0 ? NULL : (char *)m->params + (size_t)off * m->es;
 }
-static float *G(lb_gpu_model *m, int64_t off) {
+static float *G(lb_model_gpu *m, int64_t off) {
     return off < 0 ? NULL : m->grads + off;
 }
-static void *at(lb_gpu_model *m, void *base, int64_t index, int64_t row_elems) {
+static void *at(lb_model_gpu *m, void *base, int64_t index, int64_t row_elems) {
     return (char *)base + (size_t)index * (size_t)m->BT * (size_t)row_elems * m->es;
 }
 
 /* out[N, OC] (row stride ldo) = inp[N, IC] W^T + bias (+ residual, same stride) */
-static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void *inp, int64_t lda,
+static lb_status linear_fwd(lb_model_gpu *m, void *out, int64_t ldo, const void *inp, int64_t lda,
                             unsigned cols, int IC, int OC, int64_t w_off, int64_t b_off,
                             const void *residual, lb_err *err) {
-    lb_gpu_gemm g;
+    lb_blas_gemm g;
     memset(&g, 0, sizeof g);
     g.m = m->BT, g.n = OC, g.k = IC;
     g.a = inp, g.lda = lda, g.trans_a = cols & COLS_INP;
@@ -458,7 +457,7 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
     g.d = out, g.ldd = ldo, g.d_type = m->dt;
     g.epilogue = b_off >= 0 ? LB_EPI_BIAS : LB_EPI_NONE;
     g.bias = W(m, b_off);
-    return lb_gpu_gemm_run(m->blas, &g, m->stream, err);
+    return lb_blas_gemm_run(m->blas, &g, m->stream, err);
 }
 
 /* dinp[N, IC] = dout W (when dinp); dW = dout^T inp (written, not added: a layer matrix
@@ -466,14 +465,14 @@ static lb_status linear_fwd(lb_gpu_model *m, void *out, int64_t ldo, const void 
  * type, as autocast's products give it, LB_SEG_GRAD16); db += column sums of dout when
  * b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with its ones column,
  * m->ld2) the weight-gradient product runs over IC + ONES_COLS columns into
- * m->aug_grad and its column IC is the bias gradient (lb_gpu_split_bias_column); else a
+ * m->aug_grad and its column IC is the bias gradient (lb_act_split_bias_column); else a
  * separate reduction (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on
  * the H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
-static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64_t ld_dout,
+static lb_status linear_bwd(lb_model_gpu *m, void *dinp, const void *dout, int64_t ld_dout,
                             const void *inp, int64_t ld_inp, unsigned cols, int IC, int OC,
                             int64_t w_off, int64_t b_off, lb_err *err) {
     bool dout_cols = cols & COLS_DOUT;
-    lb_gpu_gemm g;
+    lb_blas_gemm g;
     memset(&g, 0, sizeof g);
     g.ab_type = m->dt, g.alpha = 1.0f;
     if (dinp != NULL) {
@@ -481,7 +480,7 @@ static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64
         g.a = dout, g.lda = ld_dout, g.trans_a = dout_cols;
         g.b = W(m, w_off), g.ldb = IC;
         g.d = dinp, g.ldd = IC, g.d_type = m->dt;
-        LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+        LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
     }
     bool with_bias = b_off >= 0 && ld_inp > IC;
     int64_t aug = IC + ONES_COLS;
@@ -494,90 +493,89 @@ static lb_status linear_bwd(lb_gpu_model *m, void *dinp, const void *dout, int64
         g.d = m->aug_grad, g.ldd = aug, g.d_type = LB_DT_F32;
     else
         g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
-    LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+    LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
     if (with_bias)
-        return lb_gpu_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC, aug,
+        return lb_act_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC, aug,
                                         m->stream, err);
     if (b_off >= 0 && dout_cols)
         return lb_fail(err, LB_ERR_RUNTIME, "a bias gradient summed over a feature-major gradient");
     if (b_off >= 0)
-        LB_TRY(lb_gpu_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
+        LB_TRY(lb_act_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
     return LB_OK;
 }
 
-static lb_status norm_fwd(lb_gpu_model *m, void *out, int64_t ldo, float *mean, float *rstd,
+static lb_status norm_fwd(lb_model_gpu *m, void *out, int64_t ldo, float *mean, float *rstd,
                           const void *inp, int64_t w_off, int64_t b_off, lb_err *err) {
     if (m->llama)
-        return lb_gpu_rmsnorm_forward(out, rstd, inp, W(m, w_off), m->BT, m->C, m->cfg.norm_eps,
-                                      m->dt, m->stream, err);
-    return lb_gpu_layernorm_forward(out, ldo, mean, rstd, inp, W(m, w_off), W(m, b_off), m->BT,
-                                    m->C, m->cfg.norm_eps, m->dt, m->stream, err);
+        return lb_norm_rmsnorm_forward(out, rstd, inp, W(m, w_off), m->BT, m->C, m->cfg.norm_eps,
+                                       m->dt, m->stream, err);
+    return lb_norm_layernorm_forward(out, ldo, mean, rstd, inp, W(m, w_off), W(m, b_off), m->BT,
+                                     m->C, m->cfg.norm_eps, m->dt, m->stream, err);
 }
 
 /* m->dres += the norm's input gradient; dsum_off >= 0: that parameter's gradient += the
  * column sums of the new m->dres (a bias whose output gradient it is). */
-static lb_status norm_bwd(lb_gpu_model *m, const void *dout, const void *inp, const float *mean,
+static lb_status norm_bwd(lb_model_gpu *m, const void *dout, const void *inp, const float *mean,
                           const float *rstd, int64_t w_off, int64_t b_off, int64_t dsum_off,
                           lb_err *err) {
     if (m->llama)
-        return lb_gpu_rmsnorm_backward(m->dres, G(m, w_off), G(m, dsum_off), dout, inp, W(m, w_off),
-                                       rstd, m->BT, m->C, m->dt, m->stream, err);
-    return lb_gpu_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), G(m, dsum_off), dout, inp,
-                                     W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream, err);
+        return lb_norm_rmsnorm_backward(m->dres, G(m, w_off), G(m, dsum_off), dout, inp,
+                                        W(m, w_off), rstd, m->BT, m->C, m->dt, m->stream, err);
+    return lb_norm_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), G(m, dsum_off), dout, inp,
+                                      W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream, err);
 }
 
-static lb_status act_fwd(lb_gpu_model *m, void *out, const void *inp, lb_err *err) {
-    if (m->llama) return lb_gpu_swiglu_forward(out, inp, m->BT, m->H, m->dt, m->stream, err);
-    return lb_gpu_gelu_forward(out, inp, m->BT * m->H, m->dt, m->stream, err);
+static lb_status act_fwd(lb_model_gpu *m, void *out, const void *inp, lb_err *err) {
+    if (m->llama) return lb_act_swiglu_forward(out, inp, m->BT, m->H, m->dt, m->stream, err);
+    return lb_act_gelu_forward(out, inp, m->BT * m->H, m->dt, m->stream, err);
 }
 
-lb_status lb_model_gpu_attn_forward(lb_gpu_model *m, bool dnn, void *out, float *lse,
+lb_status lb_model_gpu_attn_forward(lb_model_gpu *m, bool dnn, void *out, float *lse,
                                     const void *qkv, lb_err *err) {
     if (dnn) return lb_cudnn_attn_forward(m->dnn, out, lse, qkv, m->dnn_ws, m->stream, err);
-    return lb_gpu_attention_forward(out, lse, qkv, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
-                                    m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO, m->stream,
-                                    err);
+    return lb_attention_forward(out, lse, qkv, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO, m->stream, err);
 }
 
-lb_status lb_model_gpu_attn_backward(lb_gpu_model *m, bool dnn, const qkv_bias_grad *bg,
+lb_status lb_model_gpu_attn_backward(lb_model_gpu *m, bool dnn, const qkv_bias_grad *bg,
                                      const void *qkv, const void *out, const float *lse,
                                      lb_err *err) {
     if (!dnn)
-        return lb_gpu_attention_backward(m->dqkv, bg ? bg->dbias : NULL, m->attn_scratch, m->dc,
-                                         qkv, out, lse, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
-                                         m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO,
-                                         m->stream, err);
+        return lb_attention_backward(m->dqkv, bg ? bg->dbias : NULL, m->attn_scratch, m->dc, qkv,
+                                     out, lse, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                     m->p.attn_scalar ? LB_ATTN_SCALAR : LB_ATTN_AUTO, m->stream,
+                                     err);
     LB_TRY(
         lb_cudnn_attn_backward(m->dnn, m->dqkv, m->dc, qkv, out, lse, m->dnn_ws, m->stream, err));
     if (bg == NULL) return LB_OK;
-    LB_TRY(lb_gpu_bias_backward(bg->dbias, m->dqkv, m->BT, m->C, m->Q, m->dt, m->stream, err));
-    return lb_gpu_bias_grad_through(bg->dbias + m->C + m->NKV * m->HD, bg->dproj_b, bg->w_proj,
+    LB_TRY(lb_act_bias_backward(bg->dbias, m->dqkv, m->BT, m->C, m->Q, m->dt, m->stream, err));
+    return lb_act_bias_grad_through(bg->dbias + m->C + m->NKV * m->HD, bg->dproj_b, bg->w_proj,
                                     m->C, m->C, m->HD, m->NH / m->NKV, m->dt, m->stream, err);
 }
 
-lb_status lb_model_gpu_gelu_forward(lb_gpu_model *m, bool dnn, const lb_gpu_gemm *g, lb_err *err) {
+lb_status lb_model_gpu_gelu_forward(lb_model_gpu *m, bool dnn, const lb_blas_gemm *g, lb_err *err) {
     if (dnn)
         return lb_cudnn_gelu_forward(m->gelu_dnn, g->d, g->aux, g->a, g->b, g->bias, m->dnn_ws,
                                      m->stream, err);
-    return lb_gpu_gemm_run(m->blas, g, m->stream, err);
+    return lb_blas_gemm_run(m->blas, g, m->stream, err);
 }
 
 /* ---- one step --------------------------------------------------------------------------- */
 
-static int64_t lo(lb_gpu_model *m, int l, int64_t rel) {
+static int64_t lo(lb_model_gpu *m, int l, int64_t rel) {
     return rel < 0 ? -1 : m->off.layers + (int64_t)l * m->off.layer_numel + rel;
 }
 
 /* The token embedding's working copy: the padded head when they are one tensor kept apart */
-static const void *wte_lp(lb_gpu_model *m) {
+static const void *wte_lp(lb_model_gpu *m) {
     return head_apart(m) && m->off.lm_head == m->off.wte ? m->lm_w : W(m, m->off.wte);
 }
 
-static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
+static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
-    LB_TRY(lb_gpu_embed_forward(m->encoded, m->tokens, wte_lp(m), W(m, m->off.wpe), m->B, m->T, C,
-                                m->dt, m->stream, err));
+    LB_TRY(lb_embed_forward(m->encoded, m->tokens, wte_lp(m), W(m, m->off.wpe), m->B, m->T, C,
+                            m->dt, m->stream, err));
     for (int l = 0; l < m->L; l++) {
         int keep = m->p.recompute ? 0 : l;
         const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
@@ -592,8 +590,8 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
         LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b),
                           NULL, err));
         if (m->llama)
-            LB_TRY(lb_gpu_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
-                                       m->stream, err));
+            LB_TRY(lb_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                   m->stream, err));
         if (m->attn_src[0] == LB_GPU_ATTN_AUTO)
             LB_TRY(lb_model_gpu_attn_choose(m, false, NULL, qkv, atty, lse, err));
         LB_TRY(
@@ -604,22 +602,22 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
                         m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b),
                         err));
         if (fuse_gelu(m)) {
-            lb_gpu_gemm g = {.m = m->BT,
-                             .n = m->F,
-                             .k = C,
-                             .a = ln2,
-                             .lda = m->ld2,
-                             .b = W(m, lo(m, l, o->mlp_in_w)),
-                             .ldb = C,
-                             .trans_b = true,
-                             .ab_type = m->dt,
-                             .d = fact,
-                             .ldd = m->F,
-                             .d_type = m->dt,
-                             .alpha = 1.0f,
-                             .epilogue = LB_EPI_GELU_AUX_BIAS,
-                             .bias = W(m, lo(m, l, o->mlp_in_b)),
-                             .aux = fch};
+            lb_blas_gemm g = {.m = m->BT,
+                              .n = m->F,
+                              .k = C,
+                              .a = ln2,
+                              .lda = m->ld2,
+                              .b = W(m, lo(m, l, o->mlp_in_w)),
+                              .ldb = C,
+                              .trans_b = true,
+                              .ab_type = m->dt,
+                              .d = fact,
+                              .ldd = m->F,
+                              .d_type = m->dt,
+                              .alpha = 1.0f,
+                              .epilogue = LB_EPI_GELU_AUX_BIAS,
+                              .bias = W(m, lo(m, l, o->mlp_in_b)),
+                              .aux = fch};
             if (m->gelu_src == LB_GELU_PRODUCT_AUTO) LB_TRY(lb_model_gpu_gelu_choose(m, &g, err));
             LB_TRY(lb_model_gpu_gelu_forward(m, m->gelu_src == LB_GELU_PRODUCT_CUDNN, &g, err));
         } else {
@@ -632,67 +630,67 @@ static lb_status forward(lb_gpu_model *m, float *loss, lb_err *err) {
     }
     LB_TRY(norm_fwd(m, m->lnf, C, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C),
                     m->off.normf_w, m->off.normf_b, err));
-    lb_gpu_gemm g = {.m = m->BT,
-                     .n = m->Vp,
-                     .k = C,
-                     .a = m->lnf,
-                     .lda = C,
-                     .b = m->lm_w,
-                     .ldb = C,
-                     .trans_b = true,
-                     .ab_type = m->dt,
-                     .d = m->logits,
-                     .ldd = m->Vp,
-                     .d_type = m->dt,
-                     .alpha = 1.0f};
-    LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
-    LB_TRY(lb_gpu_softmax_xent(m->logits, m->losses, m->targets, m->BT, m->V, m->Vp,
-                               1.0f / (float)m->BT, m->dt == LB_DT_F16 ? &m->opt->loss_scale : NULL,
-                               1, m->dt, m->stream, err));
-    return lb_gpu_mean(loss, m->losses, m->BT, m->stream, err);
+    lb_blas_gemm g = {.m = m->BT,
+                      .n = m->Vp,
+                      .k = C,
+                      .a = m->lnf,
+                      .lda = C,
+                      .b = m->lm_w,
+                      .ldb = C,
+                      .trans_b = true,
+                      .ab_type = m->dt,
+                      .d = m->logits,
+                      .ldd = m->Vp,
+                      .d_type = m->dt,
+                      .alpha = 1.0f};
+    LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
+    LB_TRY(lb_loss_softmax_xent(
+        m->logits, m->losses, m->targets, m->BT, m->V, m->Vp, 1.0f / (float)m->BT,
+        m->dt == LB_DT_F16 ? &m->opt->loss_scale : NULL, 1, m->dt, m->stream, err));
+    return lb_loss_mean(loss, m->losses, m->BT, m->stream, err);
 }
 
-static lb_status backward(lb_gpu_model *m, lb_err *err) {
+static lb_status backward(lb_model_gpu *m, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
     /* output head over the padded width (padding logits' gradients are zero) */
-    lb_gpu_gemm gi = {.m = m->BT,
-                      .n = C,
-                      .k = m->Vp,
-                      .a = m->logits,
-                      .lda = m->Vp,
-                      .b = m->lm_w,
-                      .ldb = C,
-                      .ab_type = m->dt,
-                      .d = m->dc,
-                      .ldd = C,
-                      .d_type = m->dt,
-                      .alpha = 1.0f};
-    LB_TRY(lb_gpu_gemm_run(m->blas, &gi, m->stream, err));
+    lb_blas_gemm gi = {.m = m->BT,
+                       .n = C,
+                       .k = m->Vp,
+                       .a = m->logits,
+                       .lda = m->Vp,
+                       .b = m->lm_w,
+                       .ldb = C,
+                       .ab_type = m->dt,
+                       .d = m->dc,
+                       .ldd = C,
+                       .d_type = m->dt,
+                       .alpha = 1.0f};
+    LB_TRY(lb_blas_gemm_run(m->blas, &gi, m->stream, err));
     /* The head's gradient, its V real rows, written (not added) straight into the gradient
      * buffer: the first write of the step there. Rows up to a multiple of 64 in one product,
      * the rest in a second: cuBLASLt picks slow kernels for an odd row count (GPT-2's
      * 50,257 rows in one product cost 0.8 ms more a step at 16x1024 on an H200). */
     int64_t Vq = m->V / 64 * 64;
-    lb_gpu_gemm gw = {.m = Vq,
-                      .n = C,
-                      .k = m->BT,
-                      .a = m->logits,
-                      .lda = m->Vp,
-                      .trans_a = true,
-                      .b = m->lnf,
-                      .ldb = C,
-                      .ab_type = m->dt,
-                      .d = G(m, m->off.lm_head),
-                      .ldd = C,
-                      .d_type = LB_DT_F32,
-                      .alpha = 1.0f};
-    LB_TRY(lb_gpu_gemm_run(m->blas, &gw, m->stream, err));
+    lb_blas_gemm gw = {.m = Vq,
+                       .n = C,
+                       .k = m->BT,
+                       .a = m->logits,
+                       .lda = m->Vp,
+                       .trans_a = true,
+                       .b = m->lnf,
+                       .ldb = C,
+                       .ab_type = m->dt,
+                       .d = G(m, m->off.lm_head),
+                       .ldd = C,
+                       .d_type = LB_DT_F32,
+                       .alpha = 1.0f};
+    LB_TRY(lb_blas_gemm_run(m->blas, &gw, m->stream, err));
     if (Vq < m->V) {
         gw.m = m->V - Vq;
         gw.a = (char *)m->logits + (size_t)Vq * m->es;
         gw.d = G(m, m->off.lm_head + Vq * C);
-        LB_TRY(lb_gpu_gemm_run(m->blas, &gw, m->stream, err));
+        LB_TRY(lb_blas_gemm_run(m->blas, &gw, m->stream, err));
     }
     LB_CUDA_TRY(err, cudaMemsetAsync(m->dres, 0, (size_t)m->BT * C * m->es, m->stream));
     /* The two C-wide biases of a layer (attention and MLP output projections) take their
@@ -714,26 +712,26 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         const float *ln1_rstd = m->ln1_rstd + l * m->BT, *ln2_rstd = m->ln2_rstd + l * m->BT;
         if (m->p.recompute) {
             LB_TRY(act_fwd(m, fact, fch, err));
-            LB_TRY(lb_gpu_norm_recompute(ln2, m->ld2, res2, W(m, lo(m, l, o->norm2_w)),
-                                         W(m, lo(m, l, o->norm2_b)), ln2_mean, ln2_rstd, m->BT, C,
-                                         m->dt, m->stream, err));
+            LB_TRY(lb_norm_recompute(ln2, m->ld2, res2, W(m, lo(m, l, o->norm2_w)),
+                                     W(m, lo(m, l, o->norm2_b)), ln2_mean, ln2_rstd, m->BT, C,
+                                     m->dt, m->stream, err));
         }
         /* MLP */
         if (fuse_gelu(m)) { /* dfch = (dres Wout) * gelu'(fch) in one product */
             const void *w_out = W(m, lo(m, l, o->mlp_out_w));
-            lb_gpu_gemm g = {.ab_type = m->dt,
-                             .d = m->dfch,
-                             .d_type = m->dt,
-                             .alpha = 1.0f,
-                             .epilogue = LB_EPI_DGELU,
-                             .aux = fch};
+            lb_blas_gemm g = {.ab_type = m->dt,
+                              .d = m->dfch,
+                              .d_type = m->dt,
+                              .alpha = 1.0f,
+                              .epilogue = LB_EPI_DGELU,
+                              .aux = fch};
             if (hidden_cols(m)) /* dfch^T = Wout^T dres^T */
                 g.m = m->H, g.n = m->BT, g.k = C, g.a = w_out, g.lda = m->H, g.trans_a = true,
                 g.b = m->dres, g.ldb = C, g.trans_b = true, g.ldd = m->BT;
             else
                 g.m = m->BT, g.n = m->H, g.k = C, g.a = m->dres, g.lda = C, g.b = w_out,
                 g.ldb = m->H, g.ldd = m->H;
-            LB_TRY(lb_gpu_gemm_run(m->blas, &g, m->stream, err));
+            LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
             LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, hidden_ld(m, m->H),
                               hidden_cols(m) ? COLS_INP : 0, m->H, C, lo(m, l, o->mlp_out_w), -1,
                               err));
@@ -741,10 +739,10 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
             LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, 0, m->H, C,
                               lo(m, l, o->mlp_out_w), -1, err));
             if (m->llama)
-                LB_TRY(lb_gpu_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream,
+                LB_TRY(lb_act_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream,
                                               err));
             else
-                LB_TRY(lb_gpu_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream,
+                LB_TRY(lb_act_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream,
                                             err));
         }
         LB_TRY(linear_bwd(m, m->dc, m->dfch, hidden_ld(m, m->F), ln2, m->ld2,
@@ -766,22 +764,22 @@ static lb_status backward(lb_gpu_model *m, lb_err *err) {
         LB_TRY(lb_model_gpu_attn_backward(m, m->attn_src[1] == LB_GPU_ATTN_CUDNN,
                                           qkv_bias_fused ? &bg : NULL, qkv, atty, lse, err));
         if (m->llama)
-            LB_TRY(lb_gpu_rope_backward(m->dqkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD,
-                                        m->dt, m->stream, err));
+            LB_TRY(lb_rope_backward(m->dqkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
+                                    m->stream, err));
         if (m->p.recompute)
-            LB_TRY(lb_gpu_norm_recompute(ln1, C, x, W(m, lo(m, l, o->norm1_w)),
-                                         W(m, lo(m, l, o->norm1_b)), ln1_mean, ln1_rstd, m->BT, C,
-                                         m->dt, m->stream, err));
+            LB_TRY(lb_norm_recompute(ln1, C, x, W(m, lo(m, l, o->norm1_w)),
+                                     W(m, lo(m, l, o->norm1_b)), ln1_mean, ln1_rstd, m->BT, C,
+                                     m->dt, m->stream, err));
         LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w),
                           qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
         LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
                         l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));
     }
-    return lb_gpu_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T,
-                                 C, m->dt, m->stream, err);
+    return lb_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T, C,
+                             m->dt, m->stream, err);
 }
 
-lb_status lb_model_gpu_upload(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
+lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
                               int slot, lb_err *err) {
     if (slot < 0 || slot >= n_slots(m))
         return lb_fail(err, LB_ERR_RUNTIME, "loss slot %d out of range", slot);
@@ -796,7 +794,7 @@ lb_status lb_model_gpu_upload(lb_gpu_model *m, const int32_t *inputs, const int3
     return LB_OK;
 }
 
-static lb_status clear_forward_backward(lb_gpu_model *m, float *loss, lb_err *err) {
+static lb_status clear_forward_backward(lb_model_gpu *m, float *loss, lb_err *err) {
     for (int i = 0; i < m->n_clear; i++)
         LB_CUDA_TRY(err, cudaMemsetAsync(m->grads + m->clear[i][0], 0, (size_t)m->clear[i][1] * 4,
                                          m->stream));
@@ -804,26 +802,25 @@ static lb_status clear_forward_backward(lb_gpu_model *m, float *loss, lb_err *er
     return backward(m, err);
 }
 
-lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
+lb_status lb_model_gpu_forward_backward(lb_model_gpu *m, const int32_t *inputs,
                                         const int32_t *targets, int slot, lb_err *err) {
     LB_TRY(lb_model_gpu_upload(m, inputs, targets, slot, err));
     return clear_forward_backward(m, m->loss_slots + slot, err);
 }
 
-static lb_status optimizer(lb_gpu_model *m, const lb_gpu_adamw_params *p, lb_err *err) {
+static lb_status optimizer(lb_model_gpu *m, const lb_gpu_adamw_params *p, lb_err *err) {
     lb_gpu_adamw_params q = *p;
     q.dynamic_scaling = m->dt == LB_DT_F16;
     if (q.growth_interval <= 0) q.growth_interval = 2000;
     lb_gpu_segments sg = {m->seg_start, m->seg_flags, m->n_seg, m->n_params};
-    LB_TRY(lb_gpu_grad_sumsq(m->opt, m->grads, m->dt, &sg, m->stream, err));
+    LB_TRY(lb_adamw_grad_sumsq(m->opt, m->grads, m->dt, &sg, m->stream, err));
     lb_gpu_lp_apart head = {m->lm_w, m->off.lm_head, m->off.lm_head + (int64_t)m->V * m->C};
-    LB_TRY(lb_gpu_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params,
-                        head_apart(m) ? &head : NULL, m->dt, m->grads, m->m, m->v, &sg, &q, m->opt,
-                        m->stream, err));
-    return lb_gpu_opt_finish(m->opt, &q, m->stream, err);
+    LB_TRY(lb_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params, head_apart(m) ? &head : NULL,
+                    m->dt, m->grads, m->m, m->v, &sg, &q, m->opt, m->stream, err));
+    return lb_adamw_finish(m->opt, &q, m->stream, err);
 }
 
-lb_status lb_model_gpu_step(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p,
+lb_status lb_model_gpu_step(lb_model_gpu *m, float *loss, const lb_gpu_adamw_params *p,
                             lb_err *err) {
     LB_TRY(clear_forward_backward(m, loss, err));
     return optimizer(m, p, err);

@@ -43,47 +43,47 @@ typedef enum {
     LB_GELU_PRODUCT_AUTO = 0, /* the faster of the two, timed on the first step */
     LB_GELU_PRODUCT_CUBLASLT, /* cuBLASLt's GELU epilogue */
     LB_GELU_PRODUCT_CUDNN,    /* cuDNN's runtime-fused product where it runs (tests) */
-} lb_gpu_gelu_product;
+} lb_gelu_product;
 
 typedef struct {
     int B, T; /* batch and sequence the arena is laid out for */
     lb_precision precision;
-    bool recompute;             /* rebuild norm outputs and MLP activations in backward */
-    lb_gpu_fp32_mode fp32_mode; /* how fp32 products run (gpu/blas/matmul.h); ignored in 16-bit */
+    bool recompute;              /* rebuild norm outputs and MLP activations in backward */
+    lb_blas_fp32_mode fp32_mode; /* how fp32 products run (gpu/blas/matmul.h); ignored in 16-bit */
     bool gemm_heuristic_only; /* cuBLASLt's first heuristic algorithm, no timing (gpu/blas/matmul.h)
                                */
-    lb_gpu_attn_choice attention;     /* whose attention kernels (model/attn_choice.h) */
-    bool attn_scalar;                 /* always the CUDA-core attention kernels (tests) */
-    bool no_fused_gelu;               /* GELU as separate kernels, not cuBLASLt epilogues (tests) */
-    lb_gpu_gelu_product gelu_product; /* GPT-2's fused GELU product */
-    int max_loss_slots;               /* device slots for per-step mean losses */
-} lb_gpu_model_params;
+    lb_gpu_attn_choice attention; /* whose attention kernels (model/attn_choice.h) */
+    bool attn_scalar;             /* always the CUDA-core attention kernels (tests) */
+    bool no_fused_gelu;           /* GELU as separate kernels, not cuBLASLt epilogues (tests) */
+    lb_gelu_product gelu_product; /* GPT-2's fused GELU product */
+    int max_loss_slots;           /* device slots for per-step mean losses */
+} lb_model_gpu_params;
 
-typedef struct lb_gpu_model lb_gpu_model;
+typedef struct lb_model_gpu lb_model_gpu;
 
 /* Sizes the arena, allocates it on the current device and creates the stream and the
  * cuBLASLt handle; in fp16/bf16 (unless p->attention is BUILTIN) also cuDNN's attention
  * plans, whose absence is an error only when p->attention is CUDNN. Out of memory:
  * LB_ERR_NOMEM naming needed and free bytes and suggesting a smaller --batch or
  * --recompute. Weights are uninitialised. */
-lb_status lb_gpu_model_init(lb_gpu_model **out, const lb_model_config *cfg,
-                            const lb_gpu_model_params *p, lb_err *err);
-void lb_gpu_model_free(lb_gpu_model *m);
+lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
+                            const lb_model_gpu_params *p, lb_err *err);
+void lb_model_gpu_free(lb_model_gpu *m);
 
 /* GPT-2 style initialisation on the device (normal(0, 0.02), residual projections
  * 0.02/sqrt(2L), biases 0, norm weights 1), the same rule as the CPU reference, drawn by a
  * counter-based generator: same seed, same weights, but not the CPU's numbers. */
-lb_status lb_gpu_model_init_weights(lb_gpu_model *m, uint64_t seed, lb_err *err);
+lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err);
 /* Copies n_params fp32 host parameters in (master and working copy); resets AdamW. */
-lb_status lb_gpu_model_set_params(lb_gpu_model *m, const float *host, lb_err *err);
+lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err);
 /* Copies the fp32 master parameters or gradients out (synchronises). */
-lb_status lb_gpu_model_get_params(lb_gpu_model *m, float *host, lb_err *err);
-lb_status lb_gpu_model_get_grads(lb_gpu_model *m, float *host, lb_err *err);
+lb_status lb_model_gpu_get_params(lb_model_gpu *m, float *host, lb_err *err);
+lb_status lb_model_gpu_get_grads(lb_model_gpu *m, float *host, lb_err *err);
 
 /* Enqueues forward + backward of one batch (inputs/targets: B*T host token ids, copied
  * through pinned memory) and writes the mean loss to slot `slot`. Gradients are zeroed
- * first. Under fp16 they carry the loss scale (loss_scale of lb_gpu_model_read_optstate). */
-lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
+ * first. Under fp16 they carry the loss scale (loss_scale of lb_model_gpu_read_optstate). */
+lb_status lb_model_gpu_forward_backward(lb_model_gpu *m, const int32_t *inputs,
                                         const int32_t *targets, int slot, lb_err *err);
 /* One training step: the batch copied in as above, then forward + backward (mean loss to
  * slot `slot`) and clip + AdamW + loss-scale update with p. The first call runs kernel by
@@ -91,28 +91,28 @@ lb_status lb_gpu_model_forward_backward(lb_gpu_model *m, const int32_t *inputs,
  * second captures the step's work as a CUDA graph, which it and every later call launch
  * at once (recaptured when p changes). Where capture is refused, every step runs kernel
  * by kernel, with the same results. */
-lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
+lb_status lb_model_gpu_train_step(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
                                   int slot, const lb_gpu_adamw_params *p, lb_err *err);
 /* Whether train steps are launched as a CUDA graph now. */
-bool lb_gpu_model_uses_graph(const lb_gpu_model *m);
+bool lb_model_gpu_uses_graph(const lb_model_gpu *m);
 /* Whose attention kernels run forward (backward = false) or backward: "cudnn", "builtin",
  * or "untimed" while AUTO has not yet timed that direction (before the first step). */
-const char *lb_gpu_model_attention(const lb_gpu_model *m, bool backward);
+const char *lb_model_gpu_attention(const lb_model_gpu *m, bool backward);
 /* Who runs GPT-2's MLP input product with its GELU in 16-bit modes: "cudnn", "cublaslt",
  * "untimed" before the first step, or "unfused" (Llama, fp32: the activation is a kernel of
  * its own). */
-const char *lb_gpu_model_gelu_product(const lb_gpu_model *m);
+const char *lb_model_gpu_gelu_product(const lb_model_gpu *m);
 
 /* Waits for the stream and copies n slots of mean losses out. */
-lb_status lb_gpu_model_read_losses(lb_gpu_model *m, float *host, int n, lb_err *err);
+lb_status lb_model_gpu_read_losses(lb_model_gpu *m, float *host, int n, lb_err *err);
 /* Waits for the stream and copies the optimizer state out. */
-lb_status lb_gpu_model_read_optstate(lb_gpu_model *m, lb_gpu_optstate *out, lb_err *err);
-lb_status lb_gpu_model_sync(lb_gpu_model *m, lb_err *err);
+lb_status lb_model_gpu_read_optstate(lb_model_gpu *m, lb_gpu_optstate *out, lb_err *err);
+lb_status lb_model_gpu_sync(lb_model_gpu *m, lb_err *err);
 
 /* The stream (a cudaStream_t) steps run on, for events. */
-void *lb_gpu_model_stream(lb_gpu_model *m);
-const lb_gpu_arena *lb_gpu_model_arena(const lb_gpu_model *m);
-int64_t lb_gpu_model_n_params(const lb_gpu_model *m);
+void *lb_model_gpu_stream(lb_model_gpu *m);
+const lb_gpu_arena *lb_model_gpu_arena(const lb_model_gpu *m);
+int64_t lb_model_gpu_n_params(const lb_model_gpu *m);
 
 #ifdef __cplusplus
 }

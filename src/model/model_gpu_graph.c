@@ -1,5 +1,5 @@
 /* model_gpu_graph.c: a training step of the GPU transformer as one CUDA graph
- * (lb_gpu_model_train_step, model/model_gpu.h).
+ * (lb_model_gpu_train_step, model/model_gpu.h).
  *
  * The first step runs kernel by kernel: it prepares and times every product and makes the
  * timed choices (model_gpu_tune.c), all of which wait on the device. The second step is
@@ -28,7 +28,7 @@ static bool same_adamw(const lb_gpu_adamw_params *a, const lb_gpu_adamw_params *
 /* Records a whole step (lb_model_gpu_step) into step_graph. A step that cannot be captured (an
  * operation that stream capture does not allow) is not an error: nothing of it ran, the caller runs
  * it kernel by kernel, and so do all later steps. */
-static void capture(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p) {
+static void capture(lb_model_gpu *m, float *loss, const lb_gpu_adamw_params *p) {
     lb_err e;
     cudaGraph_t g = NULL;
     const char *why = NULL;
@@ -64,7 +64,7 @@ static void capture(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p) 
     LB_INFO("training steps run kernel by kernel: capturing one as a CUDA graph failed (%s)", why);
 }
 
-lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
+lb_status lb_model_gpu_train_step(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
                                   int slot, const lb_gpu_adamw_params *p, lb_err *err) {
     LB_TRY(lb_model_gpu_upload(m, inputs, targets, slot, err));
     float *loss = m->loss_slots + n_slots(m);
@@ -84,7 +84,7 @@ lb_status lb_gpu_model_train_step(lb_gpu_model *m, const int32_t *inputs, const 
     return LB_OK;
 }
 
-bool lb_gpu_model_uses_graph(const lb_gpu_model *m) {
+bool lb_model_gpu_uses_graph(const lb_model_gpu *m) {
     return m->step_graph != NULL;
 }
 

@@ -14,9 +14,9 @@
 #include "gpu/cudnn/gelu.h"
 #include "model/model_gpu.h"
 
-struct lb_gpu_model {
+struct lb_model_gpu {
     lb_model_config cfg;
-    lb_gpu_model_params p;
+    lb_model_gpu_params p;
     lb_param_offsets off;
     int64_t n_params;
     int B, T, C, L, NH, NKV, HD, Q, F, H, V, Vp;
@@ -25,7 +25,7 @@ struct lb_gpu_model {
     lb_gpu_dtype dt;
     bool llama;
     lb_gpu_arena arena;
-    lb_gpu_blas *blas;
+    lb_blas *blas;
     cudaStream_t stream;
     /* parameters and optimizer state */
     float *master, *grads, *m, *v;
@@ -48,7 +48,7 @@ struct lb_gpu_model {
     float *loss_slots;          /* max_loss_slots slots, then the graph's own (copied to a slot) */
     cudaGraphExec_t step_graph; /* one training step as a CUDA graph (NULL: none yet) */
     lb_gpu_adamw_params graph_ap; /* the optimizer settings step_graph was captured with */
-    int64_t train_steps;          /* lb_gpu_model_train_step calls so far */
+    int64_t train_steps;          /* lb_model_gpu_train_step calls so far */
     bool graph_failed;            /* capture failed once: steps run kernel by kernel */
     /* attention: cuDNN's plans (NULL: built-in kernels only) and, per direction, whose
      * kernels run (AUTO: not yet timed, before the first step) */
@@ -63,7 +63,7 @@ struct lb_gpu_model {
      * them run faster with tokens along their rows by more than cuDNN's transposed writes
      * cost (docs/PERFORMANCE.md, "What was tried: products") */
     lb_cudnn_gelu *gelu_dnn;
-    lb_gpu_gelu_product gelu_src;
+    lb_gelu_product gelu_src;
     /* activations */
     void *encoded, *res2, *res3, *ln1, *ln2, *qkv, *atty, *fch, *fact, *lnf, *logits;
     /* ln2's row stride: C, or with a ones column at C and ONES_COLS - 1 zeros after it
@@ -83,12 +83,12 @@ struct lb_gpu_model {
  * tanh approximation, as the reference), saving two passes over [B,T,d_ff] each way. Not
  * in fp32: there cuBLASLt runs the epilogue as a separate pass, slower than ours (on the
  * H200 at 32x128: 40 and 100 us a layer), and the 3xTF32 mode could not split them. */
-static inline bool fuse_gelu(const lb_gpu_model *m) {
+static inline bool fuse_gelu(const lb_model_gpu *m) {
     return !m->llama && m->cfg.linear_bias && !m->p.no_fused_gelu && m->dt != LB_DT_F32;
 }
 
 /* device slots for per-step mean losses (the graph's own slot comes after them) */
-static inline int n_slots(const lb_gpu_model *m) {
+static inline int n_slots(const lb_model_gpu *m) {
     return m->p.max_loss_slots > 0 ? m->p.max_loss_slots : 1;
 }
 
@@ -97,7 +97,7 @@ static inline int n_slots(const lb_gpu_model *m) {
  * cuDNN's, only the query part is summed: a key bias adds the same q.b to a whole row of
  * scores, which softmax ignores, so its gradient is 0; the value part comes from the output
  * projection's bias gradient dproj_b (complete by then: the norm backward below it summed
- * it) through its weights w_proj (lb_gpu_bias_grad_through). */
+ * it) through its weights w_proj (lb_act_bias_grad_through). */
 typedef struct {
     float *dbias;         /* [Q] */
     const float *dproj_b; /* [C] */
@@ -107,28 +107,28 @@ typedef struct {
 /* model_gpu.c: one direction of attention on a layer's buffers, by cuDNN (dnn) or the
  * built-in kernels; forward writes out and lse from qkv, backward m->dqkv (see
  * qkv_bias_grad) */
-lb_status lb_model_gpu_attn_forward(lb_gpu_model *m, bool dnn, void *out, float *lse,
+lb_status lb_model_gpu_attn_forward(lb_model_gpu *m, bool dnn, void *out, float *lse,
                                     const void *qkv, lb_err *err);
-lb_status lb_model_gpu_attn_backward(lb_gpu_model *m, bool dnn, const qkv_bias_grad *bg,
+lb_status lb_model_gpu_attn_backward(lb_model_gpu *m, bool dnn, const qkv_bias_grad *bg,
                                      const void *qkv, const void *out, const float *lse,
                                      lb_err *err);
 /* model_gpu.c: the MLP input product with its GELU (g, an LB_EPI_GELU_AUX_BIAS product), by
  * cuDNN (dnn) or cuBLASLt */
-lb_status lb_model_gpu_gelu_forward(lb_gpu_model *m, bool dnn, const lb_gpu_gemm *g, lb_err *err);
+lb_status lb_model_gpu_gelu_forward(lb_model_gpu *m, bool dnn, const lb_blas_gemm *g, lb_err *err);
 /* model_gpu.c: copies a batch in (through the pinned buffer the copy before does not use) */
-lb_status lb_model_gpu_upload(lb_gpu_model *m, const int32_t *inputs, const int32_t *targets,
+lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
                               int slot, lb_err *err);
 /* model_gpu.c: a whole training step after the upload: gradients cleared, forward (mean
  * loss to *loss), backward, clipping and AdamW with p */
-lb_status lb_model_gpu_step(lb_gpu_model *m, float *loss, const lb_gpu_adamw_params *p,
+lb_status lb_model_gpu_step(lb_model_gpu *m, float *loss, const lb_gpu_adamw_params *p,
                             lb_err *err);
 
 /* model_gpu_tune.c: AUTO's choice for one direction of attention on its first run (the
  * faster of the two on this layer's buffers, whose outputs it overwrites; the caller runs
  * the chosen one after) */
-lb_status lb_model_gpu_attn_choose(lb_gpu_model *m, bool backward, const qkv_bias_grad *bg,
+lb_status lb_model_gpu_attn_choose(lb_model_gpu *m, bool backward, const qkv_bias_grad *bg,
                                    void *qkv, void *out, float *lse, lb_err *err);
 /* model_gpu_tune.c: the faster GELU product on the first layer's buffers */
-lb_status lb_model_gpu_gelu_choose(lb_gpu_model *m, const lb_gpu_gemm *g, lb_err *err);
+lb_status lb_model_gpu_gelu_choose(lb_model_gpu *m, const lb_blas_gemm *g, lb_err *err);
 
 #endif

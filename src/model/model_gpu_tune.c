@@ -18,7 +18,7 @@
 
 /* one run of one direction of attention on a layer's buffers (attn_time's lb_gpu_timed_run) */
 typedef struct {
-    lb_gpu_model *m;
+    lb_model_gpu *m;
     bool backward, dnn;
     const qkv_bias_grad *bg;
     void *qkv, *out;
@@ -34,7 +34,7 @@ static lb_status run_attn(void *ctx, lb_err *err) {
 
 /* Milliseconds a run of one direction takes on this layer's buffers (gpu/timing.h). Its
  * outputs are overwritten; the caller runs the chosen one after. */
-static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, const qkv_bias_grad *bg,
+static lb_status attn_time(lb_model_gpu *m, bool backward, bool dnn, const qkv_bias_grad *bg,
                            void *qkv, void *out, float *lse, float *ms, lb_err *err) {
     qkv_bias_grad trial = bg ? *bg : (qkv_bias_grad){0};
     trial.dbias = m->trial_dbias;
@@ -42,7 +42,7 @@ static lb_status attn_time(lb_gpu_model *m, bool backward, bool dnn, const qkv_b
     return lb_gpu_time_runs(m->stream, CHOICE_REPS, run_attn, &a, ms, err);
 }
 
-lb_status lb_model_gpu_attn_choose(lb_gpu_model *m, bool backward, const qkv_bias_grad *bg,
+lb_status lb_model_gpu_attn_choose(lb_model_gpu *m, bool backward, const qkv_bias_grad *bg,
                                    void *qkv, void *out, float *lse, lb_err *err) {
     float own, dnn;
     LB_TRY(attn_time(m, backward, false, bg, qkv, out, lse, &own, err));
@@ -54,9 +54,9 @@ lb_status lb_model_gpu_attn_choose(lb_gpu_model *m, bool backward, const qkv_bia
 }
 
 typedef struct {
-    lb_gpu_model *m;
+    lb_model_gpu *m;
     bool dnn;
-    const lb_gpu_gemm *g;
+    const lb_blas_gemm *g;
 } gelu_run;
 
 static lb_status run_gelu(void *ctx, lb_err *err) {
@@ -65,7 +65,7 @@ static lb_status run_gelu(void *ctx, lb_err *err) {
 }
 
 /* Each product tunes itself on its untimed first run. */
-lb_status lb_model_gpu_gelu_choose(lb_gpu_model *m, const lb_gpu_gemm *g, lb_err *err) {
+lb_status lb_model_gpu_gelu_choose(lb_model_gpu *m, const lb_blas_gemm *g, lb_err *err) {
     float ms[2];
     for (int dnn = 0; dnn < 2; dnn++) {
         gelu_run r = {m, dnn == 1, g};
@@ -77,12 +77,12 @@ lb_status lb_model_gpu_gelu_choose(lb_gpu_model *m, const lb_gpu_gemm *g, lb_err
     return LB_OK;
 }
 
-const char *lb_gpu_model_attention(const lb_gpu_model *m, bool backward) {
+const char *lb_model_gpu_attention(const lb_model_gpu *m, bool backward) {
     lb_gpu_attn_choice s = m->attn_src[backward];
     return s == LB_GPU_ATTN_AUTO ? "untimed" : lb_gpu_attn_choice_name(s);
 }
 
-const char *lb_gpu_model_gelu_product(const lb_gpu_model *m) {
+const char *lb_model_gpu_gelu_product(const lb_model_gpu *m) {
     if (!fuse_gelu(m)) return "unfused";
     return m->gelu_src == LB_GELU_PRODUCT_AUTO    ? "untimed"
            : m->gelu_src == LB_GELU_PRODUCT_CUDNN ? "cudnn"

@@ -12,7 +12,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "core/stats.h"
+#include "core/rng.h"
 
 lb_selftest_params lb_selftest_default_params(void) {
     lb_selftest_params p = {.device = 0, .seed = 0, .kernels = true, .model = true, .only = NULL};
@@ -27,7 +27,7 @@ void lb_selftest_report_free(lb_selftest_report *rep) {
 
 #ifndef LB_HAVE_CUDA
 
-lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err) {
+lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err) {
     (void)p;
     memset(rep, 0, sizeof *rep);
     return lb_fail(err, LB_ERR_UNSUPPORTED,
@@ -56,15 +56,15 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
 #include "kernels/rope.cuh"
 #include "model/model.h"
 #include "model/model_gpu.h"
-#include "model/ref_ops.h"
+#include "model/ref.h"
 
 typedef struct {
     lb_gpu_dtype dt;
     lb_precision prec;
     const char *name;
-    double atol, rtol;          /* per element, kernels */
-    double model_rel;           /* relative L2 bound, whole model */
-    lb_gpu_fp32_mode fp32_mode; /* how the model's fp32 products run */
+    double atol, rtol;           /* per element, kernels */
+    double model_rel;            /* relative L2 bound, whole model */
+    lb_blas_fp32_mode fp32_mode; /* how the model's fp32 products run */
 } prec_t;
 
 static const prec_t PRECS[3] = {
@@ -73,11 +73,11 @@ static const prec_t PRECS[3] = {
     {LB_DT_BF16, LB_PREC_BF16, "bf16", 1e-2, 4e-2, 6e-2},
 };
 /* fp32 with 3xTF32 products: fp32's tolerances, the mode's own label */
-static const prec_t SPLIT = {LB_DT_F32, LB_PREC_FP32, "3xtf32",          1e-4,
-                             2e-3,      2e-3,         LB_GPU_FP32_3XTF32};
+static const prec_t SPLIT = {LB_DT_F32, LB_PREC_FP32, "3xtf32",           1e-4,
+                             2e-3,      2e-3,         LB_BLAS_FP32_3XTF32};
 /* fp32 with int8 digit-plane products, and with each product the faster way: the same */
-static const prec_t CUT = {LB_DT_F32, LB_PREC_FP32, "int8", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_INT8};
-static const prec_t AUTO = {LB_DT_F32, LB_PREC_FP32, "auto", 1e-4, 2e-3, 2e-3, LB_GPU_FP32_AUTO};
+static const prec_t CUT = {LB_DT_F32, LB_PREC_FP32, "int8", 1e-4, 2e-3, 2e-3, LB_BLAS_FP32_INT8};
+static const prec_t AUTO = {LB_DT_F32, LB_PREC_FP32, "auto", 1e-4, 2e-3, 2e-3, LB_BLAS_FP32_AUTO};
 
 /* matmul.accuracy bound on |d - ref| / (sum_k |a b| + |beta c| + |bias|) against an fp64
  * reference: fp32 products stay near 1e-7; one TF32 pass (2^-11 per term) lands near
@@ -144,8 +144,8 @@ static void *up(ctx *c, float *host, size_t n, lb_gpu_dtype dt) {
     if (c->st != LB_OK) return NULL;
     check_cuda(c, cudaMemcpy(f, host, n * 4, cudaMemcpyHostToDevice), "cudaMemcpy up");
     if (dt != LB_DT_F32) {
-        check(c, lb_gpu_convert(d, dt, f, LB_DT_F32, (int64_t)n, 0, c->err));
-        check(c, lb_gpu_convert(f, LB_DT_F32, d, dt, (int64_t)n, 0, c->err));
+        check(c, lb_act_convert(d, dt, f, LB_DT_F32, (int64_t)n, 0, c->err));
+        check(c, lb_act_convert(f, LB_DT_F32, d, dt, (int64_t)n, 0, c->err));
         check_cuda(c, cudaMemcpy(host, f, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy round");
     }
     return d;
@@ -159,7 +159,7 @@ static void down(ctx *c, float *host, const void *d, size_t n, lb_gpu_dtype dt) 
     }
     float *f = dev(c, n * 4);
     if (c->st != LB_OK) return;
-    check(c, lb_gpu_convert(f, LB_DT_F32, d, dt, (int64_t)n, 0, c->err));
+    check(c, lb_act_convert(f, LB_DT_F32, d, dt, (int64_t)n, 0, c->err));
     check_cuda(c, cudaMemcpy(host, f, n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy down");
 }
 
@@ -291,16 +291,16 @@ static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bo
             lb_ref_encoder_forward(ref, ids, wte, wpe, B, T, C);
         else
             lb_ref_embedding_forward(ref, ids, wte, B, T, C);
-        check(c, lb_gpu_embed_forward(d_out, d_ids, d_wte, pos ? d_wpe : NULL, B, T, C, pr->dt, 0,
-                                      c->err));
+        check(c, lb_embed_forward(d_out, d_ids, d_wte, pos ? d_wpe : NULL, B, T, C, pr->dt, 0,
+                                  c->err));
         down(c, out, d_out, n, pr->dt);
         compare(c, "embed.fwd", shape, pr, out, ref, n);
         if (pos)
             lb_ref_encoder_backward(dwte, dwpe, dout, ids, B, T, C);
         else
             lb_ref_embedding_backward(dwte, dout, ids, B, T, C);
-        check(c, lb_gpu_embed_backward(d_dwte, pos ? d_dwpe : NULL, d_dout, d_ids, B, T, C, pr->dt,
-                                       0, c->err));
+        check(c, lb_embed_backward(d_dwte, pos ? d_dwpe : NULL, d_dout, d_ids, B, T, C, pr->dt, 0,
+                                   c->err));
         down(c, gdwte, d_dwte, (size_t)V * C, LB_DT_F32);
         compare(c, "embed.bwd.dwte", shape, pr, gdwte, dwte, (size_t)V * C);
         if (pos) {
@@ -339,24 +339,24 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
     if (c->st == LB_OK) {
         if (layer) {
             lb_ref_layernorm_forward(ref, mean, rstd, x, w, b, 1, N, C, 1e-5f);
-            check(c, lb_gpu_layernorm_forward(d_out, C, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f,
-                                              pr->dt, 0, c->err));
+            check(c, lb_norm_layernorm_forward(d_out, C, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f,
+                                               pr->dt, 0, c->err));
             lb_ref_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, 1, N, C);
         } else {
             lb_ref_rmsnorm_forward(ref, rstd, x, w, 1, N, C, 1e-5f);
             check(c,
-                  lb_gpu_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f, pr->dt, 0, c->err));
+                  lb_norm_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f, pr->dt, 0, c->err));
             lb_ref_rmsnorm_backward(dx, dw, dout, x, w, rstd, 1, N, C);
         }
         down(c, out, d_out, n, pr->dt);
         compare(c, fw, shape, pr, out, ref, n);
         /* backward from the GPU's own statistics (they are checked through the output) */
         if (layer)
-            check(c, lb_gpu_layernorm_backward(d_dx, d_dw, d_db, d_ds, d_dout, d_x, d_w, d_mean,
-                                               d_rstd, N, C, pr->dt, 0, c->err));
+            check(c, lb_norm_layernorm_backward(d_dx, d_dw, d_db, d_ds, d_dout, d_x, d_w, d_mean,
+                                                d_rstd, N, C, pr->dt, 0, c->err));
         else
-            check(c, lb_gpu_rmsnorm_backward(d_dx, d_dw, d_ds, d_dout, d_x, d_w, d_rstd, N, C,
-                                             pr->dt, 0, c->err));
+            check(c, lb_norm_rmsnorm_backward(d_dx, d_dw, d_ds, d_dout, d_x, d_w, d_rstd, N, C,
+                                              pr->dt, 0, c->err));
         down(c, gdx, d_dx, n, pr->dt);
         down(c, gdw, d_dw, C, LB_DT_F32);
         compare(c, layer ? "layernorm.bwd.dinp" : "rmsnorm.bwd.dinp", shape, pr, gdx, dx, n);
@@ -370,8 +370,8 @@ static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
             compare(c, "layernorm.bwd.dbias", shape, pr, gdb, db, C);
         }
         /* recompute gives the forward's output */
-        check(c, lb_gpu_norm_recompute(d_dx, C, d_x, d_w, layer ? d_b : NULL, layer ? d_mean : NULL,
-                                       d_rstd, N, C, pr->dt, 0, c->err));
+        check(c, lb_norm_recompute(d_dx, C, d_x, d_w, layer ? d_b : NULL, layer ? d_mean : NULL,
+                                   d_rstd, N, C, pr->dt, 0, c->err));
         down(c, gdx, d_dx, n, pr->dt);
         compare(c, layer ? "layernorm.recompute" : "rmsnorm.recompute", shape, pr, gdx, ref, n);
     }
@@ -399,7 +399,7 @@ static void down_matrix(ctx *c, float *out, float *tmp, const void *d, size_t ro
  * LB_EPI_GELU_AUX_BIAS product with trans_b), with its outputs stored as g's and
  * transposed ("cols"), poisoned first: D against gelu, aux against the pre-activation pre.
  * Without cuDNN, one note a run and no rows. */
-static void check_gelu_cudnn(ctx *c, const prec_t *pr, const char *shape, const lb_gpu_gemm *g,
+static void check_gelu_cudnn(ctx *c, const prec_t *pr, const char *shape, const lb_blas_gemm *g,
                              const float *gelu, const float *pre, float *out) {
     size_t no = (size_t)g->m * g->n;
     float *tmp = hnew(no);
@@ -427,7 +427,7 @@ static void check_gelu_cudnn(ctx *c, const prec_t *pr, const char *shape, const 
     free(tmp);
 }
 
-static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int IC, int OC) {
+static void check_matmul(ctx *c, const prec_t *pr, lb_blas *blas, int N, int IC, int OC) {
     char shape[56];
     snprintf(shape, sizeof shape, "N%d IC%d OC%d", N, IC, OC);
     size_t ni = (size_t)N * IC, no = (size_t)N * OC, nw = (size_t)OC * IC;
@@ -445,55 +445,55 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
     float *d_dw = dev(c, nw * 4), *d_db = dev(c, OC * 4);
     if (c->st == LB_OK) {
         lb_ref_matmul_forward(ref, x, w, b, 1, N, IC, OC);
-        lb_gpu_gemm g = {.m = N,
-                         .n = OC,
-                         .k = IC,
-                         .a = d_x,
-                         .lda = IC,
-                         .b = d_w,
-                         .ldb = IC,
-                         .trans_b = true,
-                         .ab_type = pr->dt,
-                         .d = d_out,
-                         .ldd = OC,
-                         .d_type = pr->dt,
-                         .alpha = 1.0f,
-                         .epilogue = LB_EPI_BIAS,
-                         .bias = d_b};
-        check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
+        lb_blas_gemm g = {.m = N,
+                          .n = OC,
+                          .k = IC,
+                          .a = d_x,
+                          .lda = IC,
+                          .b = d_w,
+                          .ldb = IC,
+                          .trans_b = true,
+                          .ab_type = pr->dt,
+                          .d = d_out,
+                          .ldd = OC,
+                          .d_type = pr->dt,
+                          .alpha = 1.0f,
+                          .epilogue = LB_EPI_BIAS,
+                          .bias = d_b};
+        check(c, lb_blas_gemm_run(blas, &g, NULL, c->err));
         down(c, out, d_out, no, pr->dt);
         compare(c, "matmul.fwd+bias", shape, pr, out, ref, no);
         lb_ref_matmul_backward(dx, dw, db, dout, x, w, 1, N, IC, OC);
-        lb_gpu_gemm gi = {.m = N,
-                          .n = IC,
-                          .k = OC,
-                          .a = d_dout,
-                          .lda = OC,
-                          .b = d_w,
-                          .ldb = IC,
-                          .ab_type = pr->dt,
-                          .d = d_dx,
-                          .ldd = IC,
-                          .d_type = pr->dt,
-                          .alpha = 1.0f};
-        check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
-        lb_gpu_gemm gw = {.m = OC,
-                          .n = IC,
-                          .k = N,
-                          .a = d_dout,
-                          .lda = OC,
-                          .trans_a = true,
-                          .b = d_x,
-                          .ldb = IC,
-                          .ab_type = pr->dt,
-                          .c = d_dw,
-                          .d = d_dw,
-                          .ldd = IC,
-                          .d_type = LB_DT_F32,
-                          .alpha = 1.0f,
-                          .beta = 1.0f};
-        check(c, lb_gpu_gemm_run(blas, &gw, NULL, c->err));
-        check(c, lb_gpu_bias_backward(d_db, d_dout, N, OC, OC, pr->dt, 0, c->err));
+        lb_blas_gemm gi = {.m = N,
+                           .n = IC,
+                           .k = OC,
+                           .a = d_dout,
+                           .lda = OC,
+                           .b = d_w,
+                           .ldb = IC,
+                           .ab_type = pr->dt,
+                           .d = d_dx,
+                           .ldd = IC,
+                           .d_type = pr->dt,
+                           .alpha = 1.0f};
+        check(c, lb_blas_gemm_run(blas, &gi, NULL, c->err));
+        lb_blas_gemm gw = {.m = OC,
+                           .n = IC,
+                           .k = N,
+                           .a = d_dout,
+                           .lda = OC,
+                           .trans_a = true,
+                           .b = d_x,
+                           .ldb = IC,
+                           .ab_type = pr->dt,
+                           .c = d_dw,
+                           .d = d_dw,
+                           .ldd = IC,
+                           .d_type = LB_DT_F32,
+                           .alpha = 1.0f,
+                           .beta = 1.0f};
+        check(c, lb_blas_gemm_run(blas, &gw, NULL, c->err));
+        check(c, lb_act_bias_backward(d_db, d_dout, N, OC, OC, pr->dt, 0, c->err));
         down(c, gdx, d_dx, ni, pr->dt);
         down(c, gdw, d_dw, nw, LB_DT_F32);
         down(c, gdb, d_db, OC, LB_DT_F32);
@@ -506,7 +506,7 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
         lb_ref_gelu_forward(gelu, ref, (int64_t)no);
         void *d_aux = dev(c, no * es);
         g.epilogue = LB_EPI_GELU_AUX_BIAS, g.aux = d_aux;
-        check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
+        check(c, lb_blas_gemm_run(blas, &g, NULL, c->err));
         down(c, out, d_out, no, pr->dt);
         compare(c, "matmul.fwd+bias+gelu", shape, pr, out, gelu, no);
         down(c, out, d_aux, no, pr->dt);
@@ -518,29 +518,29 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_gpu_blas *blas, int N, int
             void *d_pre = up(c, pre, ni, pr->dt);
             lb_ref_gelu_backward(dpre, pre, dx, (int64_t)ni);
             gi.epilogue = LB_EPI_DGELU, gi.aux = d_pre;
-            check(c, lb_gpu_gemm_run(blas, &gi, NULL, c->err));
+            check(c, lb_blas_gemm_run(blas, &gi, NULL, c->err));
             down(c, gdx, d_dx, ni, pr->dt);
             compare(c, "matmul.bwd.dgelu", shape, pr, gdx, dpre, ni);
             /* the same with the gradient and aux feature-major: D^T = W^T dout^T */
             float *pre_t = hnew(ni);
             transpose(pre_t, pre, (size_t)N, (size_t)IC);
-            lb_gpu_gemm gt = {.m = IC,
-                              .n = N,
-                              .k = OC,
-                              .a = d_w,
-                              .lda = IC,
-                              .trans_a = true,
-                              .b = d_dout,
-                              .ldb = OC,
-                              .trans_b = true,
-                              .ab_type = pr->dt,
-                              .d = d_dx,
-                              .ldd = N,
-                              .d_type = pr->dt,
-                              .alpha = 1.0f,
-                              .epilogue = LB_EPI_DGELU,
-                              .aux = up(c, pre_t, ni, pr->dt)};
-            if (c->st == LB_OK) check(c, lb_gpu_gemm_run(blas, &gt, NULL, c->err));
+            lb_blas_gemm gt = {.m = IC,
+                               .n = N,
+                               .k = OC,
+                               .a = d_w,
+                               .lda = IC,
+                               .trans_a = true,
+                               .b = d_dout,
+                               .ldb = OC,
+                               .trans_b = true,
+                               .ab_type = pr->dt,
+                               .d = d_dx,
+                               .ldd = N,
+                               .d_type = pr->dt,
+                               .alpha = 1.0f,
+                               .epilogue = LB_EPI_DGELU,
+                               .aux = up(c, pre_t, ni, pr->dt)};
+            if (c->st == LB_OK) check(c, lb_blas_gemm_run(blas, &gt, NULL, c->err));
             down_matrix(c, gdx, pre_t, d_dx, (size_t)N, (size_t)IC, true, pr->dt);
             char label[64];
             snprintf(label, sizeof label, "%s cols", shape);
@@ -705,7 +705,7 @@ static void check_graph_memsets(ctx *c) {
 
 /* One fp32 product with strides, transposes, alpha, bias and (accumulate) beta against an
  * fp64 reference, scaled by the magnitudes summed (see FP32_SCALED_BOUND). */
-static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, int m, int n, int k,
+static void check_matmul_accuracy(ctx *c, const char *label, lb_blas *blas, int m, int n, int k,
                                   bool ta, bool tb, int pad, bool accumulate) {
     char shape[56];
     snprintf(shape, sizeof shape, "m%d n%d k%d %c%c +%d%s", m, n, k, ta ? 'T' : 'N', tb ? 'T' : 'N',
@@ -722,25 +722,25 @@ static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, 
     float *d_a = up(c, a, na, LB_DT_F32), *d_b = up(c, b, nb, LB_DT_F32);
     float *d_d = up(c, d0, nd, LB_DT_F32), *d_bias = up(c, bias, n, LB_DT_F32);
     if (c->st == LB_OK) {
-        lb_gpu_gemm g = {.m = m,
-                         .n = n,
-                         .k = k,
-                         .a = d_a,
-                         .lda = lda,
-                         .trans_a = ta,
-                         .b = d_b,
-                         .ldb = ldb,
-                         .trans_b = tb,
-                         .ab_type = LB_DT_F32,
-                         .c = accumulate ? d_d : NULL,
-                         .d = d_d,
-                         .ldd = ldd,
-                         .d_type = LB_DT_F32,
-                         .alpha = alpha,
-                         .beta = beta,
-                         .epilogue = LB_EPI_BIAS,
-                         .bias = d_bias};
-        check(c, lb_gpu_gemm_run(blas, &g, NULL, c->err));
+        lb_blas_gemm g = {.m = m,
+                          .n = n,
+                          .k = k,
+                          .a = d_a,
+                          .lda = lda,
+                          .trans_a = ta,
+                          .b = d_b,
+                          .ldb = ldb,
+                          .trans_b = tb,
+                          .ab_type = LB_DT_F32,
+                          .c = accumulate ? d_d : NULL,
+                          .d = d_d,
+                          .ldd = ldd,
+                          .d_type = LB_DT_F32,
+                          .alpha = alpha,
+                          .beta = beta,
+                          .epilogue = LB_EPI_BIAS,
+                          .bias = d_bias};
+        check(c, lb_blas_gemm_run(blas, &g, NULL, c->err));
         down(c, d, d_d, nd, LB_DT_F32);
     }
     if (c->st == LB_OK) {
@@ -770,7 +770,7 @@ static void check_matmul_accuracy(ctx *c, const char *label, lb_gpu_blas *blas, 
 
 /* The accuracy shapes: odd sizes, every transpose pair, padded strides, accumulation, and
  * the model's k range (64 to 1024). */
-static void check_matmul_accuracy_set(ctx *c, const char *label, lb_gpu_blas *blas) {
+static void check_matmul_accuracy_set(ctx *c, const char *label, lb_blas *blas) {
     check_matmul_accuracy(c, label, blas, 33, 17, 45, false, false, 0, false);
     check_matmul_accuracy(c, label, blas, 96, 200, 64, false, true, 0, false);
     check_matmul_accuracy(c, label, blas, 130, 70, 257, true, false, 3, true);
@@ -787,7 +787,7 @@ static bool long_sums(int T, int NH, int NKV) {
 }
 
 /* One attention shape, forward and backward, against the reference: the kernels
- * lb_gpu_attention_* pick for impl, or with dnn cuDNN's fused ones (gpu/cudnn/attn.h),
+ * lb_attention_* pick for impl, or with dnn cuDNN's fused ones (gpu/cudnn/attn.h),
  * whose lse must also equal the built-in forward's (the two directions mix) and which
  * leave the qkv bias gradient to the caller. */
 static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, int HD,
@@ -796,11 +796,11 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
     /* tensor cores (mma.sync, with the backward on warpgroup MMAs where the device has
      * them: "mma+wgmma"), CUDA-core tiles, one row a thread, or cuDNN */
     bool tc = HD == 64 && impl != LB_ATTN_SCALAR && pr->dt != LB_DT_F32;
-    const char *path = dnn                                                ? "cudnn"
-                       : HD != 64                                         ? "scalar"
-                       : !tc                                              ? "simt"
-                       : impl == LB_ATTN_AUTO && lb_gpu_attention_wgmma() ? "mma+wgmma"
-                                                                          : "mma";
+    const char *path = dnn                                            ? "cudnn"
+                       : HD != 64                                     ? "scalar"
+                       : !tc                                          ? "simt"
+                       : impl == LB_ATTN_AUTO && lb_attention_wgmma() ? "mma+wgmma"
+                                                                      : "mma";
     snprintf(shape, sizeof shape, "B%d T%d H%d/%d D%d %s", B, T, NH, NKV, HD, path);
     int W = (NH + 2 * NKV) * HD;
     size_t nq = (size_t)B * T * W, no = (size_t)B * T * NH * HD, na = (size_t)B * NH * T * T;
@@ -815,8 +815,8 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
     void *d_qkv = up(c, qkv, nq, pr->dt), *d_dout = up(c, dout, no, pr->dt);
     void *d_out = dev(c, no * es), *d_dqkv = dev(c, nq * es);
     float *d_lse = dev(c, nl * 4);
-    void *d_scr = dev(c, dnn ? lb_cudnn_attn_workspace_bytes(dnn)
-                             : lb_gpu_attention_scratch_bytes(B, T, NH, HD));
+    void *d_scr =
+        dev(c, dnn ? lb_cudnn_attn_workspace_bytes(dnn) : lb_attention_scratch_bytes(B, T, NH, HD));
     float *d_db = up(c, db0, W, LB_DT_F32); /* the bias gradient's column sums add to it */
     if (c->st == LB_OK) {
         /* every element must be written: outputs (and cuDNN's workspace, its dQ
@@ -831,15 +831,15 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
         if (dnn)
             check(c, lb_cudnn_attn_forward(dnn, d_out, d_lse, d_qkv, d_scr, 0, c->err));
         else
-            check(c, lb_gpu_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HD, pr->dt, impl,
-                                              0, c->err));
+            check(c, lb_attention_forward(d_out, d_lse, d_qkv, B, T, NH, NKV, HD, pr->dt, impl, 0,
+                                          c->err));
         down(c, out, d_out, no, pr->dt);
         compare(c, "attention.fwd", shape, pr, out, ref, no);
         if (dnn) {
             void *d_own = dev(c, no * es);
             float *d_lse_own = dev(c, nl * 4);
-            check(c, lb_gpu_attention_forward(d_own, d_lse_own, d_qkv, B, T, NH, NKV, HD, pr->dt,
-                                              LB_ATTN_AUTO, 0, c->err));
+            check(c, lb_attention_forward(d_own, d_lse_own, d_qkv, B, T, NH, NKV, HD, pr->dt,
+                                          LB_ATTN_AUTO, 0, c->err));
             down(c, lse, d_lse, nl, LB_DT_F32);
             down(c, lse_own, d_lse_own, nl, LB_DT_F32);
             compare(c, "attention.lse", shape, pr, lse, lse_own, nl);
@@ -849,8 +849,8 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
             check(c, lb_cudnn_attn_backward(dnn, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_scr, 0,
                                             c->err));
         else
-            check(c, lb_gpu_attention_backward(d_dqkv, d_db, d_scr, d_dout, d_qkv, d_out, d_lse, B,
-                                               T, NH, NKV, HD, pr->dt, impl, 0, c->err));
+            check(c, lb_attention_backward(d_dqkv, d_db, d_scr, d_dout, d_qkv, d_out, d_lse, B, T,
+                                           NH, NKV, HD, pr->dt, impl, 0, c->err));
         down(c, gdqkv, d_dqkv, nq, pr->dt);
         down(c, gdb, d_db, W, LB_DT_F32);
         if (long_sums(T, NH, NKV))
@@ -903,14 +903,14 @@ static void check_rope(ctx *c, const prec_t *pr, int B, int T, int NH, int NKV, 
     float *d_f = dev(c, (size_t)HD / 2 * 4), *d_cs = dev(c, (size_t)T * HD * 4);
     if (c->st == LB_OK) {
         check_cuda(c, cudaMemcpy(d_f, freq, (size_t)HD / 2 * 4, cudaMemcpyHostToDevice), "freqs");
-        check(c, lb_gpu_rope_table(d_cs, d_f, T, HD, 0, c->err));
+        check(c, lb_rope_table(d_cs, d_f, T, HD, 0, c->err));
         lb_ref_rope_forward(ref, x, freq, B, T, NH, NKV, HD);
-        check(c, lb_gpu_rope_forward(d_x, d_cs, B, T, NH, NKV, HD, pr->dt, 0, c->err));
+        check(c, lb_rope_forward(d_x, d_cs, B, T, NH, NKV, HD, pr->dt, 0, c->err));
         down(c, out, d_x, n, pr->dt);
         compare(c, "rope.fwd", shape, pr, out, ref, n);
         /* backward: R^T applied to the forward output gives the input back in the ref */
         lb_ref_rope_backward(ref, out, freq, B, T, NH, NKV, HD);
-        check(c, lb_gpu_rope_backward(d_x, d_cs, B, T, NH, NKV, HD, pr->dt, 0, c->err));
+        check(c, lb_rope_backward(d_x, d_cs, B, T, NH, NKV, HD, pr->dt, 0, c->err));
         down(c, out, d_x, n, pr->dt);
         compare(c, "rope.bwd", shape, pr, out, ref, n);
     }
@@ -930,21 +930,21 @@ static void check_act(ctx *c, const prec_t *pr, int N, int F) {
     void *d_out = dev(c, n2 * es), *d_din = dev(c, n2 * es);
     if (c->st == LB_OK) {
         lb_ref_gelu_forward(ref, x, (int64_t)n);
-        check(c, lb_gpu_gelu_forward(d_out, d_x, (int64_t)n, pr->dt, 0, c->err));
+        check(c, lb_act_gelu_forward(d_out, d_x, (int64_t)n, pr->dt, 0, c->err));
         down(c, out, d_out, n, pr->dt);
         compare(c, "gelu.fwd", shape, pr, out, ref, n);
         memset(dref, 0, n2 * 4);
         lb_ref_gelu_backward(dref, x, dout, (int64_t)n);
-        check(c, lb_gpu_gelu_backward(d_din, d_x, d_dout, (int64_t)n, pr->dt, 0, c->err));
+        check(c, lb_act_gelu_backward(d_din, d_x, d_dout, (int64_t)n, pr->dt, 0, c->err));
         down(c, out, d_din, n, pr->dt);
         compare(c, "gelu.bwd", shape, pr, out, dref, n);
         lb_ref_swiglu_forward(ref, x, 1, N, F);
-        check(c, lb_gpu_swiglu_forward(d_out, d_x, N, F, pr->dt, 0, c->err));
+        check(c, lb_act_swiglu_forward(d_out, d_x, N, F, pr->dt, 0, c->err));
         down(c, out, d_out, n, pr->dt);
         compare(c, "swiglu.fwd", shape, pr, out, ref, n);
         memset(dref, 0, n2 * 4);
         lb_ref_swiglu_backward(dref, dout, x, 1, N, F);
-        check(c, lb_gpu_swiglu_backward(d_din, d_dout, d_x, N, F, pr->dt, 0, c->err));
+        check(c, lb_act_swiglu_backward(d_din, d_dout, d_x, N, F, pr->dt, 0, c->err));
         down(c, out, d_din, n2, pr->dt);
         compare(c, "swiglu.bwd", shape, pr, out, dref, n2);
     }
@@ -971,8 +971,8 @@ static void check_xent(ctx *c, const prec_t *pr, int N, int V) {
             memcpy(packed + (size_t)r * V, logits + (size_t)r * ld, (size_t)V * 4);
         lb_ref_softmax_crossentropy_forward(losses, probs, packed, tg, 1, N, V);
         lb_ref_softmax_crossentropy_backward(dref, probs, tg, 1.0f / N, 1, N, V);
-        check(c, lb_gpu_softmax_xent(d_logits, d_losses, d_tg, N, V, ld, 1.0f / N, NULL, 1, pr->dt,
-                                     0, c->err));
+        check(c, lb_loss_softmax_xent(d_logits, d_losses, d_tg, N, V, ld, 1.0f / N, NULL, 1, pr->dt,
+                                      0, c->err));
         down(c, glosses, d_losses, N, LB_DT_F32);
         down(c, gd, d_logits, n, pr->dt);
         for (int r = 0; r < N; r++)
@@ -1040,9 +1040,9 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
                                   .grad_clip = 1.0f,
                                   .growth_interval = 2000};
         lb_gpu_segments sg = {d_s, d_flags, 3, n};
-        check(c, lb_gpu_grad_sumsq(d_st, d_g, pr->dt, &sg, 0, c->err));
-        check(c, lb_gpu_adamw(d_w, d_lp, &apart, pr->dt, d_g, d_m, d_v, &sg, &ap, d_st, 0, c->err));
-        check(c, lb_gpu_opt_finish(d_st, &ap, 0, c->err));
+        check(c, lb_adamw_grad_sumsq(d_st, d_g, pr->dt, &sg, 0, c->err));
+        check(c, lb_adamw(d_w, d_lp, &apart, pr->dt, d_g, d_m, d_v, &sg, &ap, d_st, 0, c->err));
+        check(c, lb_adamw_finish(d_st, &ap, 0, c->err));
         double norm = sqrt(lb_ref_sum_squares(g, n));
         float clip = lb_ref_clip_scale(norm, 1.0f);
         for (int s = 0; s < 3; s++) {
@@ -1077,13 +1077,13 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
  * kernels, or derived from another's) would vanish in the whole model's L2. */
 static void compare_vector_grads(ctx *c, const char *shape, const prec_t *pr,
                                  const lb_model_config *cfg, const float *gpu, const float *ref) {
-    int n = lb_param_layout(cfg, NULL, 0);
+    int n = lb_model_param_layout(cfg, NULL, 0);
     lb_param_tensor *t = malloc((size_t)n * sizeof *t);
     if (t == NULL) {
         c->st = lb_fail(c->err, LB_ERR_NOMEM, "no host memory for the parameter layout");
         return;
     }
-    lb_param_layout(cfg, t, n);
+    lb_model_param_layout(cfg, t, n);
     diff_t worst = {0};
     for (int i = 0; i < n; i++) {
         if (t[i].ndim != 1) continue;
@@ -1095,11 +1095,11 @@ static void compare_vector_grads(ctx *c, const char *shape, const prec_t *pr,
     record(c, "model.vector_grads", shape, pr->name, ratio, worst.max_abs, ratio <= 1.0);
 }
 
-/* gelu: lb_gpu_model_params.gelu_product (GPT-2's fused GELU product, cuDNN's where it
+/* gelu: lb_model_gpu_params.gelu_product (GPT-2's fused GELU product, cuDNN's where it
  * runs with the MLP's hidden activations feature-major, or cuBLASLt's); the rows name the
  * one that ran */
 static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, int B, int T,
-                        bool recompute, bool plain, lb_gpu_gelu_product gelu) {
+                        bool recompute, bool plain, lb_gelu_product gelu) {
     char shape[96];
     snprintf(shape, sizeof shape, "%s B%d T%d%s%s", cfg->name, B, T, recompute ? " recomp" : "",
              plain ? " plain" : "");
@@ -1111,7 +1111,7 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
     }
     int64_t np = cpu.n_params;
     enum { STEPS = 10 };
-    lb_gpu_model_params gp = {.B = B,
+    lb_model_gpu_params gp = {.B = B,
                               .T = T,
                               .precision = pr->prec,
                               .max_loss_slots = STEPS + 1,
@@ -1120,26 +1120,26 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
                               .no_fused_gelu = plain,
                               .gelu_product = gelu,
                               .fp32_mode = pr->fp32_mode};
-    lb_gpu_model *gm = NULL;
+    lb_model_gpu *gm = NULL;
     float *grads = hnew(np);
     int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
     for (int i = 0; i < B * T; i++) {
         in[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)cfg->vocab_size);
         tg[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)cfg->vocab_size);
     }
-    check(c, lb_gpu_model_init(&gm, cfg, &gp, c->err));
-    if (c->st == LB_OK) check(c, lb_gpu_model_set_params(gm, cpu.params, c->err));
+    check(c, lb_model_gpu_init(&gm, cfg, &gp, c->err));
+    if (c->st == LB_OK) check(c, lb_model_gpu_set_params(gm, cpu.params, c->err));
     float ref_loss = 0.0f, gloss[STEPS + 1], rloss[STEPS + 1];
     if (c->st == LB_OK) {
         lb_model_forward(&cpu, in, tg, B, T, &ref_loss);
         lb_model_zero_grad(&cpu);
         lb_model_backward(&cpu);
-        check(c, lb_gpu_model_forward_backward(gm, in, tg, 0, c->err));
+        check(c, lb_model_gpu_forward_backward(gm, in, tg, 0, c->err));
         lb_gpu_optstate st;
-        if (c->st == LB_OK) check(c, lb_gpu_model_read_optstate(gm, &st, c->err));
-        if (c->st == LB_OK) check(c, lb_gpu_model_get_grads(gm, grads, c->err));
-        if (c->st == LB_OK) check(c, lb_gpu_model_read_losses(gm, gloss, 1, c->err));
-        const char *gp_name = lb_gpu_model_gelu_product(gm);
+        if (c->st == LB_OK) check(c, lb_model_gpu_read_optstate(gm, &st, c->err));
+        if (c->st == LB_OK) check(c, lb_model_gpu_get_grads(gm, grads, c->err));
+        if (c->st == LB_OK) check(c, lb_model_gpu_read_losses(gm, gloss, 1, c->err));
+        const char *gp_name = lb_model_gpu_gelu_product(gm);
         if (strcmp(gp_name, "unfused") != 0)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " gelu %s", gp_name);
         if (c->st == LB_OK) {
@@ -1151,7 +1151,7 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
         }
     }
     if (c->st == LB_OK) {
-        lb_adamw_params ap = lb_adamw_default_params();
+        lb_adamw_params ap = lb_model_adamw_default_params();
         ap.lr = 1e-3f;
         lb_gpu_adamw_params gap = {.lr = ap.lr,
                                    .beta1 = ap.beta1,
@@ -1164,17 +1164,17 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
             lb_model_zero_grad(&cpu);
             lb_model_backward(&cpu);
             lb_model_adamw_step(&cpu, &ap, s + 1, NULL);
-            check(c, lb_gpu_model_train_step(gm, in, tg, s + 1, &gap, c->err));
+            check(c, lb_model_gpu_train_step(gm, in, tg, s + 1, &gap, c->err));
         }
-        if (c->st == LB_OK) check(c, lb_gpu_model_read_losses(gm, gloss, STEPS + 1, c->err));
+        if (c->st == LB_OK) check(c, lb_model_gpu_read_losses(gm, gloss, STEPS + 1, c->err));
         /* steps 2-10 replay a CUDA graph unless capture was refused: the row says which */
         char label[64];
-        snprintf(label, sizeof label, "%s%s", shape, lb_gpu_model_uses_graph(gm) ? " graph" : "");
+        snprintf(label, sizeof label, "%s%s", shape, lb_model_gpu_uses_graph(gm) ? " graph" : "");
         if (c->st == LB_OK)
             compare_l2(c, "model.10step_losses", label, pr, pr->model_rel / 2, gloss + 1, rloss,
                        STEPS);
     }
-    lb_gpu_model_free(gm);
+    lb_model_gpu_free(gm);
     lb_model_free(&cpu);
     free(grads), free(in), free(tg);
 }
@@ -1193,7 +1193,7 @@ static void test_configs(lb_model_config *gpt, lb_model_config *llama) {
     llama->n_kv_head = 2, llama->d_model = 256, llama->d_ff = 344;
 }
 
-lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err) {
+lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err) {
     memset(rep, 0, sizeof *rep);
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
@@ -1213,23 +1213,23 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
     lb_rng_seed(&c.rng, rep->seed);
     /* four handles (plain fp32, 3xTF32, int8 planes, the faster of plain and int8 per
      * problem) sharing one workspace and one scratch, which outlive the per-check releases */
-    lb_gpu_blas *blas = NULL, *split = NULL, *cut = NULL, *faster = NULL;
-    size_t split_bytes = lb_gpu_gemm_scratch_bytes(LB_GPU_FP32_3XTF32, 1024, 1024, 1024);
-    size_t cut_bytes = lb_gpu_gemm_scratch_bytes(LB_GPU_FP32_INT8, 1024, 1024, 1024);
+    lb_blas *blas = NULL, *split = NULL, *cut = NULL, *faster = NULL;
+    size_t split_bytes = lb_blas_gemm_scratch_bytes(LB_BLAS_FP32_3XTF32, 1024, 1024, 1024);
+    size_t cut_bytes = lb_blas_gemm_scratch_bytes(LB_BLAS_FP32_INT8, 1024, 1024, 1024);
     if (cut_bytes > split_bytes) split_bytes = cut_bytes;
     void *ws = NULL, *scratch = NULL;
-    check_cuda(&c, cudaMalloc(&ws, LB_GPU_BLAS_WORKSPACE_BYTES), "cudaMalloc workspace");
+    check_cuda(&c, cudaMalloc(&ws, LB_BLAS_WORKSPACE_BYTES), "cudaMalloc workspace");
     check_cuda(&c, cudaMalloc(&scratch, split_bytes), "cudaMalloc split scratch");
-    lb_gpu_blas_params bp = lb_gpu_blas_default_params();
-    bp.workspace = ws, bp.workspace_bytes = LB_GPU_BLAS_WORKSPACE_BYTES;
-    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&blas, &bp, err));
-    bp.fp32_mode = LB_GPU_FP32_3XTF32, bp.split_scratch = scratch,
+    lb_blas_params bp = lb_blas_default_params();
+    bp.workspace = ws, bp.workspace_bytes = LB_BLAS_WORKSPACE_BYTES;
+    if (c.st == LB_OK) check(&c, lb_blas_init(&blas, &bp, err));
+    bp.fp32_mode = LB_BLAS_FP32_3XTF32, bp.split_scratch = scratch,
     bp.split_scratch_bytes = split_bytes;
-    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&split, &bp, err));
-    bp.fp32_mode = LB_GPU_FP32_INT8;
-    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&cut, &bp, err));
-    bp.fp32_mode = LB_GPU_FP32_AUTO;
-    if (c.st == LB_OK) check(&c, lb_gpu_blas_init(&faster, &bp, err));
+    if (c.st == LB_OK) check(&c, lb_blas_init(&split, &bp, err));
+    bp.fp32_mode = LB_BLAS_FP32_INT8;
+    if (c.st == LB_OK) check(&c, lb_blas_init(&cut, &bp, err));
+    bp.fp32_mode = LB_BLAS_FP32_AUTO;
+    if (c.st == LB_OK) check(&c, lb_blas_init(&faster, &bp, err));
     for (int k = 0; p->kernels && k < 3 && c.st == LB_OK; k++) {
         const prec_t *pr = &PRECS[k];
         if (wanted(&c, "embed")) {
@@ -1256,7 +1256,7 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
             if (pr->dt == LB_DT_F32) { /* the same checks with the other fp32 products */
                 for (int v = 0; v < 3; v++) {
                     const prec_t *alt = v == 0 ? &SPLIT : v == 1 ? &CUT : &AUTO;
-                    lb_gpu_blas *h = v == 0 ? split : v == 1 ? cut : faster;
+                    lb_blas *h = v == 0 ? split : v == 1 ? cut : faster;
                     check_matmul(&c, alt, h, 96, 64, 200);
                     check_matmul(&c, alt, h, 64, 256, 56);
                     check_matmul(&c, alt, h, 128, 192, 192);
@@ -1281,7 +1281,7 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         }
         if (wanted(&c, "attention")) {
             /* with warpgroup MMAs on this device, the mma.sync kernels of older GPUs too */
-            int n_impl = pr->dt != LB_DT_F32 && lb_gpu_attention_wgmma() ? 2 : 1;
+            int n_impl = pr->dt != LB_DT_F32 && lb_attention_wgmma() ? 2 : 1;
             for (int ik = 0; ik < n_impl; ik++) {
                 lb_gpu_attn_impl impl = ik == 0 ? LB_ATTN_AUTO : LB_ATTN_MMA_SYNC;
                 check_attention(&c, pr, 2, 100, 4, 4, 64, impl, NULL);
@@ -1343,10 +1343,10 @@ lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *r
         if (c.st == LB_OK)
             check_model(&c, &AUTO, &llama, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
     }
-    lb_gpu_blas_free(blas);
-    lb_gpu_blas_free(split);
-    lb_gpu_blas_free(cut);
-    lb_gpu_blas_free(faster);
+    lb_blas_free(blas);
+    lb_blas_free(split);
+    lb_blas_free(cut);
+    lb_blas_free(faster);
     cudaDeviceSynchronize();
     if (ws) cudaFree(ws);
     if (scratch) cudaFree(scratch);

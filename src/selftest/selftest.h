@@ -2,7 +2,7 @@
  *
  * Each kernel runs forward and backward on fresh random inputs (a new seed each run
  * unless one is given) at several shapes and in every precision, next to the function of
- * the same name in model/ref_ops.h. Inputs are rounded to the precision under test before
+ * the same name in model/ref.h. Inputs are rounded to the precision under test before
  * the reference sees them, so only the kernel's own arithmetic and output rounding are
  * measured. An element passes when |gpu - ref| <= atol + rtol * |ref| (per precision);
  * a row reports the largest |gpu - ref| / (atol + rtol * |ref|) ("err/tol", pass <= 1)
@@ -49,7 +49,7 @@ typedef struct {
 lb_selftest_params lb_selftest_default_params(void);
 /* Fills rep (caller frees with lb_selftest_report_free). LB_ERR_UNSUPPORTED without a
  * CUDA build or device. */
-lb_status lb_gpu_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err);
+lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, lb_err *err);
 void lb_selftest_report_free(lb_selftest_report *rep);
 
 #endif

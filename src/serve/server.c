@@ -34,7 +34,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "core/stats.h"
+#include "core/rng.h"
 #include "serve/server_timer.h"
 
 #define BODY_INLINE_BYTES 4096
@@ -113,12 +113,12 @@ typedef struct {
 
 static const char *const fault_names[] = {"none", "drop", "stall", "bad-json", "500", "truncate"};
 
-const char *lb_fault_mode_name(lb_fault_mode mode) {
+const char *lb_server_fault_mode_name(lb_fault_mode mode) {
     if ((unsigned)mode >= sizeof fault_names / sizeof fault_names[0]) return "?";
     return fault_names[mode];
 }
 
-int lb_fault_mode_parse(const char *name) {
+int lb_server_fault_mode_parse(const char *name) {
     for (size_t i = 0; i < sizeof fault_names / sizeof fault_names[0]; i++)
         if (strcmp(name, fault_names[i]) == 0) return (int)i;
     return -1;
@@ -881,7 +881,7 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
     s->port = info ? (int)info->port : params->port;
     atomic_store(&s->started, true);
     LB_INFO("serve: %u worker threads, port %d, fault %s at rate %g", threads, s->port,
-            lb_fault_mode_name(params->fault), params->fault_rate);
+            lb_server_fault_mode_name(params->fault), params->fault_rate);
     *out = s;
     return LB_OK;
 }

@@ -37,9 +37,9 @@ typedef enum {
 } lb_fault_mode;
 
 /* "none", "drop", "stall", "bad-json", "500", "truncate". */
-const char *lb_fault_mode_name(lb_fault_mode mode);
+const char *lb_server_fault_mode_name(lb_fault_mode mode);
 /* The mode of that name, or -1. */
-int lb_fault_mode_parse(const char *name);
+int lb_server_fault_mode_parse(const char *name);
 
 typedef struct {
     const char *host;           /* address to listen on: "127.0.0.1", "0.0.0.0", "::1" */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/stats.h"
+#include "core/rng.h"
 
 typedef struct {
     int64_t ttft_ns;

@@ -391,7 +391,7 @@ static lb_status write_outcome(lb_store *s, int64_t run_id, const lb_result *r, 
         sqlite3_bind_text(st, 2, j.tags, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 3, j.config, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 4, j.provenance, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 5, lb_run_status_name(r->status), -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, lb_result_status_name(r->status), -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 6, r->failure, -1, SQLITE_STATIC);
         sqlite3_bind_double(st, 7, r->end_wall_s > 0 ? r->end_wall_s : lb_clock_wall_s());
         sqlite3_bind_int64(st, 8, run_id);
@@ -404,11 +404,11 @@ static lb_status write_outcome(lb_store *s, int64_t run_id, const lb_result *r, 
 }
 
 lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {
-    if (r->status == LB_RUN_RUNNING || lb_run_status_parse(lb_run_status_name(r->status)) < 0)
+    if (r->status == LB_RUN_RUNNING || lb_result_status_parse(lb_result_status_name(r->status)) < 0)
         return lb_fail(err, LB_ERR_RUNTIME,
                        "run %lld cannot be finished with status '%s': expected ok, failed or "
                        "interrupted",
-                       (long long)run_id, lb_run_status_name(r->status));
+                       (long long)run_id, lb_result_status_name(r->status));
     LB_TRY(exec(s, "BEGIN IMMEDIATE", err));
     lb_status status = check_running(s, run_id, err);
     if (status == LB_OK) status = write_series(s, run_id, r, err);
@@ -439,7 +439,8 @@ lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info
                    "ORDER BY id DESC LIMIT ?3",
                    &st, err));
     if (f->kind) sqlite3_bind_text(st, 1, f->kind, -1, SQLITE_STATIC);
-    if (f->status >= 0) sqlite3_bind_text(st, 2, lb_run_status_name(f->status), -1, SQLITE_STATIC);
+    if (f->status >= 0)
+        sqlite3_bind_text(st, 2, lb_result_status_name(f->status), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, f->limit > 0 ? f->limit : -1);
     lb_status status = LB_OK;
     size_t cap = 0;
@@ -458,7 +459,7 @@ lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info
         info->id = sqlite3_column_int64(st, 0);
         copy_text(info->kind, sizeof info->kind, column_text(st, 1));
         copy_text(info->name, sizeof info->name, column_text(st, 2));
-        int run_status = lb_run_status_parse(column_text(st, 3));
+        int run_status = lb_result_status_parse(column_text(st, 3));
         info->status = run_status < 0 ? LB_RUN_FAILED : (lb_run_status)run_status;
         copy_text(info->failure, sizeof info->failure, column_text(st, 4));
         info->start_wall_s = column_real(st, 5);
@@ -519,7 +520,7 @@ static lb_status load_run_row(lb_store *s, int64_t id, lb_result **out, lb_err *
     if (status == LB_OK) {
         r->start_wall_s = column_real(st, 3);
         r->end_wall_s = column_real(st, 4);
-        int run_status = lb_run_status_parse(column_text(st, 5));
+        int run_status = lb_result_status_parse(column_text(st, 5));
         r->status = run_status < 0 ? LB_RUN_FAILED : (lb_run_status)run_status;
         copy_text(r->failure, sizeof r->failure, column_text(st, 6));
         status = load_json(&r->tags, column_text(st, 2), id, "tags", err);
@@ -570,7 +571,7 @@ static lb_status load_samples(lb_store *s, int64_t id, int64_t series_no, lb_ser
     lb_status status = LB_OK;
     int rc;
     while (status == LB_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
-        if (lb_series_push(ser, column_real(st, 0)) != LB_OK)
+        if (lb_result_series_push(ser, column_real(st, 0)) != LB_OK)
             status = lb_fail(err, LB_ERR_NOMEM, "no memory to load run %lld", (long long)id);
     if (status == LB_OK && rc != SQLITE_DONE) status = db_fail(s, err, "cannot read samples");
     sqlite3_finalize(st);
@@ -650,7 +651,7 @@ static void csv_row(FILE *out, int64_t id, const lb_result *r, const char *recor
     csv_field(out, r->kind);
     fputc(',', out);
     csv_field(out, r->name);
-    fprintf(out, ",%s,%s,", lb_run_status_name(r->status), record);
+    fprintf(out, ",%s,%s,", lb_result_status_name(r->status), record);
     csv_field(out, key);
     fprintf(out, ",%s,", index);
     csv_field(out, value);

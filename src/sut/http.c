@@ -42,7 +42,7 @@
 
 #include "core/clock.h"
 #include "core/signals.h"
-#include "sut/http_sse.h"
+#include "sut/sse.h"
 
 #define MAX_EVENT_BYTES   (4u << 20)  /* one SSE event or line */
 #define MAX_BODY_BYTES    (64u << 20) /* a whole non-streamed answer */
@@ -120,7 +120,7 @@ struct lb_http_client {
     int64_t n_openers, running_openers, opened;
 };
 
-const char *lb_qerr_name(lb_qerr e) {
+const char *lb_http_qerr_name(lb_qerr e) {
     static const char *const names[LB_QERR_COUNT] = {
         "none",     "connect",  "timeout",      "dropped",    "truncated",   "bad_sse", "bad_json",
         "http_4xx", "http_5xx", "server_error", "no_replica", "interrupted", "other"};
@@ -755,7 +755,7 @@ lb_status lb_http_preconnect(lb_http_client *c, const char *url, int64_t n, int6
         c->running_openers++;
     }
     int64_t started = c->n_openers;
-    while (c->running_openers > 0 && !lb_interrupted())
+    while (c->running_openers > 0 && !lb_signals_interrupted())
         lb_http_run(c, lb_clock_now_ns() + 10000000);
     for (int64_t i = 0; i < c->n_openers; i++) /* interrupted: the rest are dropped */
         if (c->openers[i] != NULL) {

@@ -12,7 +12,7 @@
  * Every transfer ends in exactly one on_done call with an outcome: completed, or failed
  * with one reason from lb_qerr (HTTP status, refused connection, timeout, dropped or
  * truncated stream, malformed SSE or JSON). Streamed responses are parsed as they arrive
- * (http_sse.h, http_openai.h) and every piece of generated text is reported with its
+ * (sse.h, openai.h) and every piece of generated text is reported with its
  * arrival time. This module knows nothing of replicas or retries (pool.h) nor of
  * scenarios (loadgen/). The API key is sent as a header and never logged. */
 #ifndef LB_SUT_HTTP_H
@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "sut/http_openai.h"
+#include "sut/openai.h"
 
 typedef enum {
     LB_QERR_NONE = 0,
@@ -43,7 +43,7 @@ typedef enum {
 } lb_qerr;
 
 /* Stable short name ("timeout", "http_5xx", ...). */
-const char *lb_qerr_name(lb_qerr e);
+const char *lb_http_qerr_name(lb_qerr e);
 
 typedef struct {
     lb_api api;

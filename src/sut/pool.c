@@ -44,7 +44,7 @@ void lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t bu
         snprintf(buf, buf_len, "%s", endpoint);
         return;
     }
-    snprintf(buf, buf_len, "%.*s%s", (int)base_len(endpoint), endpoint, lb_api_path(api));
+    snprintf(buf, buf_len, "%.*s%s", (int)base_len(endpoint), endpoint, lb_openai_api_path(api));
 }
 
 static size_t in_rotation(const lb_pool *pool) {
@@ -113,7 +113,7 @@ static void on_done(void *user, const lb_http_outcome *o) {
         in_rotation(pool) > 1) {
         r->ejected = true;
         snprintf(r->eject_reason, sizeof r->eject_reason, "%lld failures in a row, last: %s (%s)",
-                 (long long)r->consecutive_failures, lb_qerr_name(o->error), o->detail);
+                 (long long)r->consecutive_failures, lb_http_qerr_name(o->error), o->detail);
         LB_WARN("replica %s taken out of rotation: %s", r->url, r->eject_reason);
     }
     if (o->error == LB_QERR_INTERRUPTED || o->req.attempt >= pool->p.retries) {

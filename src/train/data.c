@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/stats.h"
+#include "core/rng.h"
 
 typedef enum { SRC_SYNTHETIC, SRC_REPEAT, SRC_SHARD } source_kind;
 

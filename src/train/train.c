@@ -39,7 +39,7 @@ lb_train_params lb_train_default_params(void) {
         .grad_clip = 1.0,
         .data = "synthetic",
         .seed = 1337,
-        .fp32_matmul = LB_GPU_FP32_AUTO,
+        .fp32_matmul = LB_BLAS_FP32_AUTO,
         .recompute = false,
         .gemm_heuristic_only = false,
         .attention = LB_GPU_ATTN_AUTO,
@@ -68,11 +68,11 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
         return lb_fail(err, LB_ERR_USAGE,
                        "--precision %s needs --device cuda: the CPU reference computes in fp32",
                        lb_precision_name(p->precision));
-    if (p->device == LB_DEVICE_CPU && p->fp32_matmul != LB_GPU_FP32_IEEE &&
-        p->fp32_matmul != LB_GPU_FP32_AUTO)
+    if (p->device == LB_DEVICE_CPU && p->fp32_matmul != LB_BLAS_FP32_IEEE &&
+        p->fp32_matmul != LB_BLAS_FP32_AUTO)
         return lb_fail(err, LB_ERR_USAGE,
                        "--fp32-matmul %s (or --tf32) applies to --device cuda only",
-                       lb_gpu_fp32_mode_name(p->fp32_matmul));
+                       lb_blas_fp32_mode_name(p->fp32_matmul));
     if (p->device == LB_DEVICE_CPU && (p->recompute || p->gemm_heuristic_only))
         return lb_fail(err, LB_ERR_USAGE, "%s applies to --device cuda only",
                        p->recompute ? "--recompute" : "--gemm-heuristic-only");
@@ -84,11 +84,11 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--attention cudnn needs --precision bf16 or fp16: "
                        "cuDNN's fused attention has no fp32 kernels");
     if (p->precision != LB_PREC_FP32 &&
-        (p->fp32_matmul == LB_GPU_FP32_3XTF32 || p->fp32_matmul == LB_GPU_FP32_INT8))
+        (p->fp32_matmul == LB_BLAS_FP32_3XTF32 || p->fp32_matmul == LB_BLAS_FP32_INT8))
         return lb_fail(err, LB_ERR_USAGE,
                        "--fp32-matmul %s applies to --precision fp32 only: %s products "
                        "already run on tensor cores",
-                       lb_gpu_fp32_mode_name(p->fp32_matmul), lb_precision_name(p->precision));
+                       lb_blas_fp32_mode_name(p->fp32_matmul), lb_precision_name(p->precision));
     if (p->batch * p->seq > INT32_MAX)
         return lb_fail(err, LB_ERR_USAGE, "--batch x --seq = %lld tokens per step is too many",
                        (long long)(p->batch * p->seq));
@@ -119,8 +119,8 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "grad_clip", json_real(p->grad_clip));
     json_object_set_new(c, "data", json_string(p->data));
     json_object_set_new(c, "seed", json_integer((json_int_t)p->seed));
-    json_object_set_new(c, "tf32", json_boolean(p->fp32_matmul == LB_GPU_FP32_TF32));
-    json_object_set_new(c, "fp32_matmul", json_string(lb_gpu_fp32_mode_name(p->fp32_matmul)));
+    json_object_set_new(c, "tf32", json_boolean(p->fp32_matmul == LB_BLAS_FP32_TF32));
+    json_object_set_new(c, "fp32_matmul", json_string(lb_blas_fp32_mode_name(p->fp32_matmul)));
     json_object_set_new(c, "recompute", json_boolean(p->recompute));
     json_object_set_new(c, "gemm_heuristic_only", json_boolean(p->gemm_heuristic_only));
     json_object_set_new(c, "attention", json_string(lb_gpu_attn_choice_name(p->attention)));
@@ -168,7 +168,7 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     lb_status st = LB_OK;
     int64_t total = p->warmup + p->steps;
     for (int64_t step = 0; step < total; step++) {
-        if (lb_interrupted()) {
+        if (lb_signals_interrupted()) {
             st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
                          (long long)step, (long long)total);
             break;
@@ -182,8 +182,8 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
         lb_model_adamw_step(&m, &opt, (int)step + 1, NULL);
         double ms = (double)(lb_clock_now_ns() - t0) / 1e6;
         bool warm = step < p->warmup;
-        if (lb_series_push(warm ? warm_ms : step_ms, ms) != LB_OK ||
-            lb_series_push(warm ? warm_loss : loss_s, loss) != LB_OK) {
+        if (lb_result_series_push(warm ? warm_ms : step_ms, ms) != LB_OK ||
+            lb_result_series_push(warm ? warm_loss : loss_s, loss) != LB_OK) {
             st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the step samples");
             break;
         }
@@ -268,8 +268,8 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
             }
         }
     }
-    if (p->device == LB_DEVICE_CPU && p->fp32_matmul == LB_GPU_FP32_AUTO)
-        p->fp32_matmul = LB_GPU_FP32_IEEE; /* what the CPU reference computes */
+    if (p->device == LB_DEVICE_CPU && p->fp32_matmul == LB_BLAS_FP32_AUTO)
+        p->fp32_matmul = LB_BLAS_FP32_IEEE; /* what the CPU reference computes */
     LB_TRY(lb_train_validate(p, cfg, err));
     if (p->device == LB_DEVICE_CUDA) {
 #ifdef LB_HAVE_CUDA

@@ -41,12 +41,12 @@ typedef struct {
     double grad_clip;    /* global-norm clip; 0 disables */
     const char *data;    /* "synthetic", "repeat" or a .bin token shard path */
     uint64_t seed;
-    lb_gpu_fp32_mode fp32_matmul; /* CUDA fp32: how matrix products run (--tf32: TF32) */
-    bool recompute;               /* CUDA: recompute activations in backward to save memory */
-    bool gemm_heuristic_only;     /* CUDA: cuBLASLt's first heuristic algorithm, no timing */
-    lb_gpu_attn_choice attention; /* CUDA fp16/bf16: whose attention kernels */
-    double peak_tflops;           /* dense peak for MFU; 0 = look the GPU up in the table */
-    bool progress;                /* a progress line on stderr */
+    lb_blas_fp32_mode fp32_matmul; /* CUDA fp32: how matrix products run (--tf32: TF32) */
+    bool recompute;                /* CUDA: recompute activations in backward to save memory */
+    bool gemm_heuristic_only;      /* CUDA: cuBLASLt's first heuristic algorithm, no timing */
+    lb_gpu_attn_choice attention;  /* CUDA fp16/bf16: whose attention kernels */
+    double peak_tflops;            /* dense peak for MFU; 0 = look the GPU up in the table */
+    bool progress;                 /* a progress line on stderr */
 } lb_train_params;
 
 lb_train_params lb_train_default_params(void);

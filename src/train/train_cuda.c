@@ -42,14 +42,14 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
 #include "model/model_gpu.h"
 
 typedef struct {
-    lb_gpu_model *m;
+    lb_model_gpu *m;
     cudaEvent_t *ev; /* 2 per step */
     float *losses;
     int32_t *inputs, *targets;
 } run_state;
 
 static void state_free(run_state *s, int64_t n_events) {
-    lb_gpu_model_free(s->m);
+    lb_model_gpu_free(s->m);
     if (s->ev)
         for (int64_t i = 0; i < n_events; i++)
             if (s->ev[i]) cudaEventDestroy(s->ev[i]);
@@ -63,28 +63,28 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
                                     run_state *s, const lb_gpu_telemetry_summary *tel,
                                     double timed_s, int64_t timed_steps, lb_result *r,
                                     lb_err *err) {
-    const lb_gpu_arena *a = lb_gpu_model_arena(s->m);
+    const lb_gpu_arena *a = lb_model_gpu_arena(s->m);
     LB_TRY(lb_result_set_metric(r, "peak_device_bytes", (double)a->used_bytes, "bytes"));
     LB_TRY(lb_result_set_metric(r, "driver_peak_device_bytes", (double)a->driver_used_peak_bytes,
                                 "bytes"));
     struct cudaDeviceProp prop;
     LB_CUDA_TRY(err, cudaGetDeviceProperties(&prop, p->device_index));
     json_object_set_new(r->config, "device_name", json_string(prop.name));
-    json_object_set_new(r->config, "cuda_graph", json_boolean(lb_gpu_model_uses_graph(s->m)));
+    json_object_set_new(r->config, "cuda_graph", json_boolean(lb_model_gpu_uses_graph(s->m)));
     json_object_set_new(r->config, "attention_forward",
-                        json_string(lb_gpu_model_attention(s->m, false)));
+                        json_string(lb_model_gpu_attention(s->m, false)));
     json_object_set_new(r->config, "attention_backward",
-                        json_string(lb_gpu_model_attention(s->m, true)));
-    json_object_set_new(r->config, "gelu_product", json_string(lb_gpu_model_gelu_product(s->m)));
+                        json_string(lb_model_gpu_attention(s->m, true)));
+    json_object_set_new(r->config, "gelu_product", json_string(lb_model_gpu_gelu_product(s->m)));
     if (lb_cudnn_version() > 0) /* loaded: attention or the GELU product may run on it */
         json_object_set_new(r->config, "cudnn_version",
                             json_integer((json_int_t)lb_cudnn_version()));
-    lb_peak_kind kind = p->precision != LB_PREC_FP32           ? LB_PEAK_BF16
-                        : p->fp32_matmul == LB_GPU_FP32_TF32   ? LB_PEAK_TF32
-                        : p->fp32_matmul == LB_GPU_FP32_3XTF32 ? LB_PEAK_3XTF32
-                        : p->fp32_matmul == LB_GPU_FP32_INT8   ? LB_PEAK_INT8_FP32
-                        : p->fp32_matmul == LB_GPU_FP32_AUTO   ? LB_PEAK_FP32_AUTO
-                                                               : LB_PEAK_FP32;
+    lb_peak_kind kind = p->precision != LB_PREC_FP32            ? LB_PEAK_BF16
+                        : p->fp32_matmul == LB_BLAS_FP32_TF32   ? LB_PEAK_TF32
+                        : p->fp32_matmul == LB_BLAS_FP32_3XTF32 ? LB_PEAK_3XTF32
+                        : p->fp32_matmul == LB_BLAS_FP32_INT8   ? LB_PEAK_INT8_FP32
+                        : p->fp32_matmul == LB_BLAS_FP32_AUTO   ? LB_PEAK_FP32_AUTO
+                                                                : LB_PEAK_FP32;
     double peak =
         p->peak_tflops > 0 ? p->peak_tflops * 1e12 : lb_peak_flops(lb_peak_lookup(prop.name), kind);
     double tokens = (double)p->batch * (double)p->seq * (double)timed_steps;
@@ -115,7 +115,7 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     }
     LB_TRY(lb_result_set_metric(r, "telemetry_samples", (double)tel->n_samples, "samples"));
     lb_gpu_optstate os;
-    LB_TRY(lb_gpu_model_read_optstate(s->m, &os, err));
+    LB_TRY(lb_model_gpu_read_optstate(s->m, &os, err));
     LB_TRY(lb_result_set_metric(r, "skipped_steps", (double)os.skipped, "steps"));
     if (p->precision == LB_PREC_FP16)
         LB_TRY(lb_result_set_metric(r, "loss_scale_final", os.loss_scale, "x"));
@@ -131,7 +131,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     size_t BT = (size_t)p->batch * (size_t)p->seq;
     run_state s;
     memset(&s, 0, sizeof s);
-    lb_gpu_model_params gp = {.B = (int)p->batch,
+    lb_model_gpu_params gp = {.B = (int)p->batch,
                               .T = (int)p->seq,
                               .precision = p->precision,
                               .recompute = p->recompute,
@@ -139,8 +139,8 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                               .gemm_heuristic_only = p->gemm_heuristic_only,
                               .attention = p->attention,
                               .max_loss_slots = (int)total};
-    lb_status st = lb_gpu_model_init(&s.m, cfg, &gp, err);
-    if (st == LB_OK) st = lb_gpu_model_init_weights(s.m, p->seed, err);
+    lb_status st = lb_model_gpu_init(&s.m, cfg, &gp, err);
+    if (st == LB_OK) st = lb_model_gpu_init_weights(s.m, p->seed, err);
     s.ev = calloc((size_t)(2 * total), sizeof *s.ev);
     s.losses = calloc((size_t)total, sizeof *s.losses);
     s.inputs = malloc(BT * sizeof *s.inputs);
@@ -166,19 +166,19 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                               .weight_decay = (float)p->weight_decay,
                               .grad_clip = (float)p->grad_clip,
                               .growth_interval = 2000};
-    cudaStream_t stream = (cudaStream_t)lb_gpu_model_stream(s.m);
+    cudaStream_t stream = (cudaStream_t)lb_model_gpu_stream(s.m);
     lb_progress prog;
     lb_progress_init(&prog, p->progress);
     lb_gpu_telemetry *tel = NULL;
     int64_t done = 0;
     for (int64_t step = 0; step < total; step++) {
-        if (lb_interrupted()) {
+        if (lb_signals_interrupted()) {
             st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
                          (long long)step, (long long)total);
             break;
         }
         if (step == p->warmup) {
-            if (lb_gpu_model_sync(s.m, err) != LB_OK) break;
+            if (lb_model_gpu_sync(s.m, err) != LB_OK) break;
             tel = lb_gpu_telemetry_start(p->device_index, 100);
             cudaProfilerStart();
         }
@@ -187,7 +187,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
             st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
             break;
         }
-        st = lb_gpu_model_train_step(s.m, s.inputs, s.targets, (int)step, &ap, err);
+        st = lb_model_gpu_train_step(s.m, s.inputs, s.targets, (int)step, &ap, err);
         if (st == LB_OK && cudaEventRecord(s.ev[2 * step + 1], stream) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
         if (st != LB_OK) break;
@@ -195,23 +195,25 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
         lb_progress_update(&prog, false, "train %s cuda: step %lld/%lld%s queued", cfg->name,
                            (long long)done, (long long)total, step < p->warmup ? " (warm-up)" : "");
     }
-    lb_status sync = lb_gpu_model_sync(s.m, st == LB_OK ? err : NULL);
+    lb_status sync = lb_model_gpu_sync(s.m, st == LB_OK ? err : NULL);
     if (st == LB_OK) st = sync;
     cudaProfilerStop();
     lb_gpu_telemetry_summary ts;
     lb_gpu_telemetry_stop(tel, &ts, NULL, NULL);
     lb_progress_done(&prog);
-    lb_gpu_arena_sample_driver((lb_gpu_arena *)lb_gpu_model_arena(s.m));
+    lb_gpu_arena_sample_driver((lb_gpu_arena *)lb_model_gpu_arena(s.m));
     double timed_s = 0.0;
     int64_t timed = 0;
     if (done > 0 && sync == LB_OK &&
-        lb_gpu_model_read_losses(s.m, s.losses, (int)done, err) == LB_OK) {
+        lb_model_gpu_read_losses(s.m, s.losses, (int)done, err) == LB_OK) {
         for (int64_t i = 0; i < done; i++) {
             float ms = 0.0f;
             cudaEventElapsedTime(&ms, s.ev[2 * i], s.ev[2 * i + 1]);
             bool warm = i < p->warmup;
-            lb_series_push(lb_result_series(r, warm ? "warmup_step_ms" : "step_ms", "ms"), ms);
-            lb_series_push(lb_result_series(r, warm ? "warmup_loss" : "loss", "nats"), s.losses[i]);
+            lb_result_series_push(lb_result_series(r, warm ? "warmup_step_ms" : "step_ms", "ms"),
+                                  ms);
+            lb_result_series_push(lb_result_series(r, warm ? "warmup_loss" : "loss", "nats"),
+                                  s.losses[i]);
             if (!warm) timed_s += ms / 1e3, timed++;
         }
         for (int64_t i = 0; i < done && st == LB_OK; i++)

@@ -1,4 +1,4 @@
-/* fuzz_openai.c: the OpenAI-compatible response parser (sut/http_openai.h) on arbitrary
+/* fuzz_openai.c: the OpenAI-compatible response parser (sut/openai.h) on arbitrary
  * bytes, as a whole response body and as one streamed event's data, for both APIs.
  *
  * Accepted: the text is a NUL-free string of the stated length inside the JSON tree, token
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "sut/http_openai.h"
+#include "sut/openai.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *s = (const char *)data;

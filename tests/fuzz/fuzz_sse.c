@@ -1,5 +1,5 @@
-/* fuzz_sse.c: the server-sent events parser (sut/http_sse.h) on arbitrary byte streams,
- * each event's data then through the streamed OpenAI chunk parser (sut/http_openai.h), as
+/* fuzz_sse.c: the server-sent events parser (sut/sse.h) on arbitrary byte streams,
+ * each event's data then through the streamed OpenAI chunk parser (sut/openai.h), as
  * the load generator's HTTP client chains them.
  *
  * The stream is fed twice: whole, and cut into pieces whose sizes come from the input's
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "sut/http_openai.h"
-#include "sut/http_sse.h"
+#include "sut/openai.h"
+#include "sut/sse.h"
 
 #define MAX_EVENT_BYTES 512
 

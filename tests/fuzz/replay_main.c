@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "core/stats.h"
+#include "core/rng.h"
 #include "fuzz.h"
 
 typedef struct {

@@ -36,26 +36,26 @@
 static const char *const MODE_NAMES[] = {"ieee", "tf32", "3xtf32", "int8", "auto"};
 #define N_MODES (int)(sizeof MODE_NAMES / sizeof MODE_NAMES[0])
 
-const char *lb_gpu_fp32_mode_name(lb_gpu_fp32_mode m) {
+const char *lb_blas_fp32_mode_name(lb_blas_fp32_mode m) {
     return (unsigned)m < (unsigned)N_MODES ? MODE_NAMES[m] : "?";
 }
 
-bool lb_gpu_fp32_mode_parse(const char *s, lb_gpu_fp32_mode *out) {
+bool lb_blas_fp32_mode_parse(const char *s, lb_blas_fp32_mode *out) {
     for (int i = 0; s != NULL && i < N_MODES; i++)
         if (strcmp(s, MODE_NAMES[i]) == 0) {
-            *out = (lb_gpu_fp32_mode)i;
+            *out = (lb_blas_fp32_mode)i;
             return true;
         }
     return false;
 }
 
-lb_gpu_blas_params lb_gpu_blas_default_params(void) {
-    return (lb_gpu_blas_params){.workspace = NULL,
-                                .workspace_bytes = 0,
-                                .fp32_mode = LB_GPU_FP32_IEEE,
-                                .tune = true,
-                                .split_scratch = NULL,
-                                .split_scratch_bytes = 0};
+lb_blas_params lb_blas_default_params(void) {
+    return (lb_blas_params){.workspace = NULL,
+                            .workspace_bytes = 0,
+                            .fp32_mode = LB_BLAS_FP32_IEEE,
+                            .tune = true,
+                            .split_scratch = NULL,
+                            .split_scratch_bytes = 0};
 }
 
 #ifdef LB_HAVE_CUDA
@@ -102,9 +102,9 @@ typedef struct {
     bool int8;
 } fp32_choice;
 
-struct lb_gpu_blas {
+struct lb_blas {
     cublasLtHandle_t lt;
-    lb_gpu_blas_params p;
+    lb_blas_params p;
     prepared cache[MAX_CACHED];
     int n_cached;
     fp32_choice choices[MAX_CACHED];
@@ -123,9 +123,9 @@ static int alignment_of(const void *p) {
     return a;
 }
 
-lb_status lb_gpu_blas_init(lb_gpu_blas **out, const lb_gpu_blas_params *p, lb_err *err) {
+lb_status lb_blas_init(lb_blas **out, const lb_blas_params *p, lb_err *err) {
     *out = NULL;
-    lb_gpu_blas *h = calloc(1, sizeof *h);
+    lb_blas *h = calloc(1, sizeof *h);
     if (h == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the cuBLASLt handle");
     cublasStatus_t s = cublasLtCreate(&h->lt);
     if (s != CUBLAS_STATUS_SUCCESS) {
@@ -147,7 +147,7 @@ static void release(prepared *p) {
     memset(p, 0, sizeof *p);
 }
 
-void lb_gpu_blas_free(lb_gpu_blas *h) {
+void lb_blas_free(lb_blas *h) {
     if (h == NULL) return;
     for (int i = 0; i < h->n_cached; i++)
         release(&h->cache[i]);
@@ -155,7 +155,7 @@ void lb_gpu_blas_free(lb_gpu_blas *h) {
     free(h);
 }
 
-int lb_gpu_blas_cached(const lb_gpu_blas *h) {
+int lb_blas_cached(const lb_blas *h) {
     return h ? h->n_cached : 0;
 }
 
@@ -170,7 +170,7 @@ static cublasLtEpilogue_t lt_epilogue(lb_gpu_epilogue e) {
 }
 
 /* Builds descriptors and asks the heuristic for its best algorithms (one without tuning). */
-static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err) {
+static lb_status prepare(lb_blas *h, const key *k, prepared *p, lb_err *err) {
     memset(p, 0, sizeof *p);
     p->k = *k;
     bool int8 = k->compute == COMPUTE_INT8;
@@ -264,7 +264,7 @@ static lb_status prepare(lb_gpu_blas *h, const key *k, prepared *p, lb_err *err)
 
 /* Times every candidate of p on g's buffers and keeps the fastest in p->algo. A candidate
  * that fails to run is skipped; the heuristic's choice stays if none beats it. */
-static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, const void *alpha,
+static lb_status tune(lb_blas *h, prepared *p, const lb_blas_gemm *g, const void *alpha,
                       const void *beta, const void *c, cudaStream_t stream, lb_err *err) {
     cudaEvent_t ev[2] = {NULL, NULL};
     lb_status st = LB_OK;
@@ -310,7 +310,7 @@ static lb_status tune(lb_gpu_blas *h, prepared *p, const lb_gpu_gemm *g, const v
 }
 
 /* g's cache key with the given compute type */
-static key key_of(const lb_gpu_gemm *g, int compute) {
+static key key_of(const lb_blas_gemm *g, int compute) {
     key k;
     memset(&k, 0, sizeof k);
     k.m = g->m, k.n = g->n, k.k = g->k;
@@ -329,7 +329,7 @@ static key key_of(const lb_gpu_gemm *g, int compute) {
 }
 
 /* The prepared problem for g with the given compute type (found or made). */
-static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, prepared **out,
+static lb_status lookup(lb_blas *h, const lb_blas_gemm *g, int compute, prepared **out,
                         lb_err *err) {
     key k = key_of(g, compute);
     for (int i = 0; i < h->n_cached; i++)
@@ -348,7 +348,7 @@ static lb_status lookup(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, prepa
 
 /* One cuBLASLt product: g exactly as given, with the given compute type (COMPUTE_INT8:
  * alpha 1, no C). */
-static lb_status run_one(lb_gpu_blas *h, const lb_gpu_gemm *g, int compute, cudaStream_t stream,
+static lb_status run_one(lb_blas *h, const lb_blas_gemm *g, int compute, cudaStream_t stream,
                          lb_err *err) {
     static const int32_t one = 1, zero = 0;
     prepared *p = NULL;
@@ -416,20 +416,19 @@ static size_t int8_bytes(int64_t m, int64_t n, int64_t k, size_t *off_b, size_t 
     return *off_planes + s * (size_t)int8_rows(m, n) * (size_t)n * 4;
 }
 
-size_t lb_gpu_gemm_scratch_bytes(lb_gpu_fp32_mode mode, int64_t m, int64_t n, int64_t k) {
+size_t lb_blas_gemm_scratch_bytes(lb_blas_fp32_mode mode, int64_t m, int64_t n, int64_t k) {
     size_t ob, oa, op;
-    if (mode == LB_GPU_FP32_3XTF32) return pair_bytes(m, k) + pair_bytes(n, k);
-    if (mode == LB_GPU_FP32_INT8 || mode == LB_GPU_FP32_AUTO)
+    if (mode == LB_BLAS_FP32_3XTF32) return pair_bytes(m, k) + pair_bytes(n, k);
+    if (mode == LB_BLAS_FP32_INT8 || mode == LB_BLAS_FP32_AUTO)
         return int8_bytes(m, n, k, &ob, &oa, &op);
     return 0;
 }
 
-static lb_status scratch_short(const lb_gpu_blas *h, const lb_gpu_gemm *g, size_t need,
-                               lb_err *err) {
+static lb_status scratch_short(const lb_blas *h, const lb_blas_gemm *g, size_t need, lb_err *err) {
     return lb_fail(err, LB_ERR_NOMEM,
                    "the %s form of an fp32 product m=%lld n=%lld k=%lld needs %.1f MiB of "
                    "scratch; the cuBLASLt handle was given %.1f MiB",
-                   lb_gpu_fp32_mode_name(h->p.fp32_mode), (long long)g->m, (long long)g->n,
+                   lb_blas_fp32_mode_name(h->p.fp32_mode), (long long)g->m, (long long)g->n,
                    (long long)g->k, (double)need / 1048576.0,
                    (double)h->p.split_scratch_bytes / 1048576.0);
 }
@@ -451,7 +450,7 @@ static lb_status split_pair(float *dst, const float *src, int64_t ld_src, bool k
 
 /* g as D = A_hi B_hi (caller's beta, C, bias), then D += [A_hi | A_lo] [B_lo ; B_hi]: the
  * two correction terms as one TF32 product over 2k (see the file comment). */
-static lb_status run_split(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t stream, lb_err *err) {
+static lb_status run_split(lb_blas *h, const lb_blas_gemm *g, cudaStream_t stream, lb_err *err) {
     size_t sa = pair_bytes(g->m, g->k), need = sa + pair_bytes(g->n, g->k);
     if (need > h->p.split_scratch_bytes) return scratch_short(h, g, need, err);
     char *base = h->p.split_scratch;
@@ -461,7 +460,7 @@ static lb_status run_split(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t st
                       &a_lo, stream, err));
     LB_TRY(split_pair((float *)(base + sa), g->b, g->ldb, g->trans_b, g->n, g->k, false, &ldb,
                       &b_lo, &b_hi, stream, err));
-    lb_gpu_gemm big = *g, corr = *g;
+    lb_blas_gemm big = *g, corr = *g;
     big.a = a_hi, big.lda = lda, big.b = b_hi, big.ldb = ldb;
     corr.a = a_hi, corr.lda = lda, corr.b = b_lo, corr.ldb = ldb, corr.k = 2 * g->k;
     corr.c = g->d, corr.beta = 1.0f;
@@ -482,7 +481,7 @@ static lb_status run_split(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t st
 }
 
 /* g through int8 digit planes (see the file comment). */
-static lb_status run_int8(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t stream, lb_err *err) {
+static lb_status run_int8(lb_blas *h, const lb_blas_gemm *g, cudaStream_t stream, lb_err *err) {
     size_t off_b, off_amax, off_planes;
     size_t need = int8_bytes(g->m, g->n, g->k, &off_b, &off_amax, &off_planes);
     if (need > h->p.split_scratch_bytes) return scratch_short(h, g, need, err);
@@ -501,17 +500,17 @@ static lb_status run_int8(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t str
     for (int64_t i0 = 0; i0 < g->m; i0 += mc) {
         int64_t rows = g->m - i0 < mc ? g->m - i0 : mc;
         for (int t = 1; t <= s; t++) {
-            lb_gpu_gemm p = {.m = rows,
-                             .n = g->n,
-                             .k = t * kp,
-                             .a = sa + i0 * ld,
-                             .lda = ld,
-                             .b = sb + (s - t) * kp,
-                             .ldb = ld,
-                             .trans_b = true,
-                             .d = planes + (size_t)(t - 1) * (size_t)rows * (size_t)g->n,
-                             .ldd = g->n,
-                             .alpha = 1.0f};
+            lb_blas_gemm p = {.m = rows,
+                              .n = g->n,
+                              .k = t * kp,
+                              .a = sa + i0 * ld,
+                              .lda = ld,
+                              .b = sb + (s - t) * kp,
+                              .ldb = ld,
+                              .trans_b = true,
+                              .d = planes + (size_t)(t - 1) * (size_t)rows * (size_t)g->n,
+                              .ldd = g->n,
+                              .alpha = 1.0f};
             LB_TRY(run_one(h, &p, COMPUTE_INT8, stream, err));
         }
         float *d = (float *)g->d + i0 * g->ldd;
@@ -524,8 +523,8 @@ static lb_status run_int8(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t str
 
 /* one run of g one way, IEEE or INT8 (time_fp32's lb_gpu_timed_run) */
 typedef struct {
-    lb_gpu_blas *h;
-    const lb_gpu_gemm *g;
+    lb_blas *h;
+    const lb_blas_gemm *g;
     bool int8;
     cudaStream_t stream;
 } fp32_run;
@@ -538,14 +537,14 @@ static lb_status run_fp32(void *ctx, lb_err *err) {
 
 /* Milliseconds a run of g takes one way (gpu/timing.h: the first run prepares and tunes).
  * D is written each time. */
-static lb_status time_fp32(lb_gpu_blas *h, const lb_gpu_gemm *g, bool int8, cudaStream_t stream,
+static lb_status time_fp32(lb_blas *h, const lb_blas_gemm *g, bool int8, cudaStream_t stream,
                            float *ms, lb_err *err) {
     fp32_run r = {h, g, int8, stream};
     return lb_gpu_time_runs(stream, TUNE_REPS, run_fp32, &r, ms, err);
 }
 
 /* AUTO: g the way its first run found faster (see matmul.h). */
-static lb_status run_auto(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t stream, lb_err *err) {
+static lb_status run_auto(lb_blas *h, const lb_blas_gemm *g, cudaStream_t stream, lb_err *err) {
     key k = key_of(g, COMPUTE_PLAIN);
     fp32_choice *c = NULL;
     for (int i = 0; i < h->n_choices && c == NULL; i++)
@@ -571,37 +570,37 @@ static lb_status run_auto(lb_gpu_blas *h, const lb_gpu_gemm *g, cudaStream_t str
     return c->int8 ? run_int8(h, g, stream, err) : run_one(h, g, COMPUTE_PLAIN, stream, err);
 }
 
-lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {
+lb_status lb_blas_gemm_run(lb_blas *h, const lb_blas_gemm *g, void *stream, lb_err *err) {
     cudaStream_t s = (cudaStream_t)stream;
-    if (g->ab_type != LB_DT_F32 || h->p.fp32_mode == LB_GPU_FP32_IEEE)
+    if (g->ab_type != LB_DT_F32 || h->p.fp32_mode == LB_BLAS_FP32_IEEE)
         return run_one(h, g, COMPUTE_PLAIN, s, err);
-    if (h->p.fp32_mode == LB_GPU_FP32_TF32) return run_one(h, g, COMPUTE_TF32, s, err);
+    if (h->p.fp32_mode == LB_BLAS_FP32_TF32) return run_one(h, g, COMPUTE_TF32, s, err);
     if (g->epilogue == LB_EPI_GELU_AUX_BIAS || g->epilogue == LB_EPI_DGELU)
         return run_one(h, g, COMPUTE_PLAIN, s, err); /* not split: plain fp32 */
-    if (h->p.fp32_mode == LB_GPU_FP32_INT8) return run_int8(h, g, s, err);
-    if (h->p.fp32_mode == LB_GPU_FP32_AUTO) return run_auto(h, g, s, err);
+    if (h->p.fp32_mode == LB_BLAS_FP32_INT8) return run_int8(h, g, s, err);
+    if (h->p.fp32_mode == LB_BLAS_FP32_AUTO) return run_auto(h, g, s, err);
     return run_split(h, g, s, err);
 }
 
 #else /* no CUDA */
 
-lb_status lb_gpu_blas_init(lb_gpu_blas **out, const lb_gpu_blas_params *p, lb_err *err) {
+lb_status lb_blas_init(lb_blas **out, const lb_blas_params *p, lb_err *err) {
     (void)p;
     *out = NULL;
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA");
 }
-void lb_gpu_blas_free(lb_gpu_blas *h) {
+void lb_blas_free(lb_blas *h) {
     (void)h;
 }
-lb_status lb_gpu_gemm_run(lb_gpu_blas *h, const lb_gpu_gemm *g, void *stream, lb_err *err) {
+lb_status lb_blas_gemm_run(lb_blas *h, const lb_blas_gemm *g, void *stream, lb_err *err) {
     (void)h, (void)g, (void)stream;
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this llmbench was built without CUDA");
 }
-int lb_gpu_blas_cached(const lb_gpu_blas *h) {
+int lb_blas_cached(const lb_blas *h) {
     (void)h;
     return 0;
 }
-size_t lb_gpu_gemm_scratch_bytes(lb_gpu_fp32_mode mode, int64_t m, int64_t n, int64_t k) {
+size_t lb_blas_gemm_scratch_bytes(lb_blas_fp32_mode mode, int64_t m, int64_t n, int64_t k) {
     (void)mode, (void)m, (void)n, (void)k;
     return 0;
 }

@@ -1,11 +1,11 @@
-/* ref_ops.c: fp32 reference forward and backward of every transformer op (ref_ops.h).
+/* ref.c: fp32 reference forward and backward of every transformer op (ref.h).
  *
  * Each function is the textbook formula in loops, with sums carried in double so the
  * results sit within a few float ulps of a float64 computation. OpenMP parallelizes the
  * outer loops of the matmuls and attention over independent outputs only, so no two
  * threads ever write the same element and the results do not depend on the thread count.
  * Not here: blocking, vectorization tricks, reduced precision. */
-#include "model/ref_ops.h"
+#include "model/ref.h"
 
 #include <math.h>
 #include <stdlib.h>

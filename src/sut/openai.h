@@ -1,4 +1,4 @@
-/* http_openai.h: the OpenAI-compatible HTTP API as the load generator speaks it: request
+/* openai.h: the OpenAI-compatible HTTP API as the load generator speaks it: request
  * bodies for /v1/completions and /v1/chat/completions, and the parsing of a response
  * body or of one streamed event's data.
  *
@@ -8,8 +8,8 @@
  * completion_tokens}, then the event "[DONE]". A server error arrives as {"error":
  * {"message": ...}}. Parsing takes a buffer, so it can be unit-tested and fuzzed; it does
  * no I/O. */
-#ifndef LB_SUT_HTTP_OPENAI_H
-#define LB_SUT_HTTP_OPENAI_H
+#ifndef LB_SUT_OPENAI_H
+#define LB_SUT_OPENAI_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -24,10 +24,10 @@ typedef enum {
 } lb_api;
 
 /* "completions" or "chat"; parse returns -1 for anything else. */
-const char *lb_api_name(lb_api api);
-int lb_api_parse(const char *name);
+const char *lb_openai_api_name(lb_api api);
+int lb_openai_api_parse(const char *name);
 /* The path appended to an endpoint URL: "/v1/completions" or "/v1/chat/completions". */
-const char *lb_api_path(lb_api api);
+const char *lb_openai_api_path(lb_api api);
 
 typedef struct {
     lb_api api;

@@ -1,20 +1,20 @@
-/* http_openai.c: request bodies and response parsing for the OpenAI-compatible API. */
-#include "sut/http_openai.h"
+/* openai.c: request bodies and response parsing for the OpenAI-compatible API. */
+#include "sut/openai.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-const char *lb_api_name(lb_api api) {
+const char *lb_openai_api_name(lb_api api) {
     return api == LB_API_CHAT ? "chat" : "completions";
 }
 
-int lb_api_parse(const char *name) {
+int lb_openai_api_parse(const char *name) {
     if (strcmp(name, "completions") == 0) return LB_API_COMPLETIONS;
     if (strcmp(name, "chat") == 0) return LB_API_CHAT;
     return -1;
 }
 
-const char *lb_api_path(lb_api api) {
+const char *lb_openai_api_path(lb_api api) {
     return api == LB_API_CHAT ? "/v1/chat/completions" : "/v1/completions";
 }
 

@@ -1,4 +1,4 @@
-/* ref_ops.h: the fp32 CPU reference of every transformer operation, forward and backward.
+/* ref.h: the fp32 CPU reference of every transformer operation, forward and backward.
  *
  * These are the oracle for the GPU kernels (`llmbench selftest` compares each kernel with
  * the function of the same name here) and the building blocks of model.c. Signatures
@@ -13,8 +13,8 @@
  * - Reductions accumulate in double so the reference sits close to a float64 result.
  * - Weights are [out, in] (PyTorch nn.Linear): out = inp W^T + bias.
  * Not here: mixed precision, fused kernels, anything model-level (model.h). */
-#ifndef LB_MODEL_REF_OPS_H
-#define LB_MODEL_REF_OPS_H
+#ifndef LB_MODEL_REF_H
+#define LB_MODEL_REF_H
 
 #include <stdint.h>
 

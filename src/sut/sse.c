@@ -1,8 +1,8 @@
-/* http_sse.c: the event-stream line machine behind http_sse.h.
+/* sse.c: the event-stream line machine behind sse.h.
  *
  * Fast path: a piece that holds whole lines is scanned in place with memchr and only the
  * data payloads are copied; only a line cut at a piece boundary is buffered. */
-#include "sut/http_sse.h"
+#include "sut/sse.h"
 
 #include <stdlib.h>
 #include <string.h>

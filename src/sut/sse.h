@@ -1,4 +1,4 @@
-/* http_sse.h: an incremental parser of Server-Sent Events (the text/event-stream format that
+/* sse.h: an incremental parser of Server-Sent Events (the text/event-stream format that
  * OpenAI-compatible servers stream completions in).
  *
  * Bytes arrive in arbitrary pieces (a piece may end inside a line, inside "\r\n", inside
@@ -6,11 +6,11 @@
  * complete event with the event's data (several data: lines joined by "\n", as the
  * format says). It follows the WHATWG rules for line ends (\n, \r\n, \r), comments (":")
  * and the optional space after the colon; fields other than data (event, id, retry) are
- * ignored. It does not interpret the data: http_openai.h does. An event larger than the
+ * ignored. It does not interpret the data: openai.h does. An event larger than the
  * configured limit is an error, so a server streaming garbage cannot grow memory without
  * bound. */
-#ifndef LB_SUT_HTTP_SSE_H
-#define LB_SUT_HTTP_SSE_H
+#ifndef LB_SUT_SSE_H
+#define LB_SUT_SSE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,0 +1,19 @@
+/* rng.h: a small fast generator (splitmix64 seeded xoshiro256**) shared by everything that
+ * needs reproducible randomness: synthetic data, sampling, the bootstrap of core/stats.h.
+ * The same seed gives the same sequence on every machine; not for cryptography. */
+#ifndef LB_CORE_RNG_H
+#define LB_CORE_RNG_H
+
+#include <stdint.h>
+
+typedef struct {
+    uint64_t s[4];
+} lb_rng;
+
+void lb_rng_seed(lb_rng *rng, uint64_t seed);
+uint64_t lb_rng_next(lb_rng *rng);
+double lb_rng_uniform(lb_rng *rng);             /* [0,1) */
+uint64_t lb_rng_below(lb_rng *rng, uint64_t n); /* [0,n), unbiased */
+double lb_rng_normal(lb_rng *rng);              /* standard normal (Box-Muller) */
+
+#endif
