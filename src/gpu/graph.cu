@@ -17,8 +17,8 @@
 
 /* The values of a memset node: width elements of esize (1, 2 or 4) bytes in each of height
  * rows pitch bytes apart, every element `value` (its low esize bytes). */
-__global__ void fill_kernel(char *dst, size_t pitch, unsigned int value, unsigned int esize,
-                            size_t width, size_t height) {
+static __global__ void fill_kernel(char *dst, size_t pitch, unsigned int value, unsigned int esize,
+                                   size_t width, size_t height) {
     size_t n = width * height;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {

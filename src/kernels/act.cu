@@ -10,7 +10,7 @@
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)gridDim.x * blockDim.x)
 
-template <typename T> __global__ void gelu_forward_kernel(T *out, const T *inp, int64_t n) {
+template <typename T> static __global__ void gelu_forward_kernel(T *out, const T *inp, int64_t n) {
     GRID_LOOP(i, n) {
         float x = lb_to_f(inp[i]);
         float u = GELU_K * (x + 0.044715f * x * x * x);
@@ -19,7 +19,7 @@ template <typename T> __global__ void gelu_forward_kernel(T *out, const T *inp, 
 }
 
 template <typename T>
-__global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, int64_t n) {
+static __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, int64_t n) {
     GRID_LOOP(i, n) {
         float x = lb_to_f(inp[i]);
         float u = GELU_K * (x + 0.044715f * x * x * x);
@@ -32,7 +32,7 @@ __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, int64
 }
 
 template <typename T>
-__global__ void swiglu_forward_kernel(T *out, const T *inp, int64_t N, int F) {
+static __global__ void swiglu_forward_kernel(T *out, const T *inp, int64_t N, int F) {
     GRID_LOOP(i, N * F) {
         int64_t r = i / F;
         int f = (int)(i % F);
@@ -42,7 +42,8 @@ __global__ void swiglu_forward_kernel(T *out, const T *inp, int64_t N, int F) {
 }
 
 template <typename T>
-__global__ void swiglu_backward_kernel(T *dinp, const T *dout, const T *inp, int64_t N, int F) {
+static __global__ void swiglu_backward_kernel(T *dinp, const T *dout, const T *inp, int64_t N,
+                                              int F) {
     GRID_LOOP(i, N * F) {
         int64_t r = i / F;
         int f = (int)(i % F);
@@ -55,7 +56,7 @@ __global__ void swiglu_backward_kernel(T *dinp, const T *dout, const T *inp, int
 }
 
 template <typename T>
-__global__ void swiglu_forward_vec_kernel(T *out, const T *inp, int64_t N, int F) {
+static __global__ void swiglu_forward_vec_kernel(T *out, const T *inp, int64_t N, int F) {
     int F8 = F / 8;
     GRID_LOOP(i, N * F8) {
         int64_t r = i / F8;
@@ -71,7 +72,8 @@ __global__ void swiglu_forward_vec_kernel(T *out, const T *inp, int64_t N, int F
 }
 
 template <typename T>
-__global__ void swiglu_backward_vec_kernel(T *dinp, const T *dout, const T *inp, int64_t N, int F) {
+static __global__ void swiglu_backward_vec_kernel(T *dinp, const T *dout, const T *inp, int64_t N,
+                                                  int F) {
     int F8 = F / 8;
     GRID_LOOP(i, N * F8) {
         int64_t r = i / F8;
@@ -97,8 +99,8 @@ static bool swiglu_vec(int F, const void *a, const void *b) {
 
 /* Block (32, 8): 32 columns, 8 row lanes over a chunk of rows; grid.y splits the rows. */
 template <typename T>
-__global__ void bias_backward_kernel(float *dbias, const T *dout, int64_t N, int OC, int64_t ld,
-                                     int64_t rows_per_chunk) {
+static __global__ void bias_backward_kernel(float *dbias, const T *dout, int64_t N, int OC,
+                                            int64_t ld, int64_t rows_per_chunk) {
     __shared__ float part[8][33];
     int c = blockIdx.x * 32 + threadIdx.x;
     int64_t r0 = blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk;
@@ -119,8 +121,8 @@ __global__ void bias_backward_kernel(float *dbias, const T *dout, int64_t N, int
 /* Block (32, 8) over 256 columns, eight per thread with 16-byte loads (OC and ld multiples
  * of 8, dout 16-byte aligned); 8 row lanes over a chunk of rows; grid.y splits the rows. */
 template <typename T>
-__global__ void bias_backward_vec_kernel(float *dbias, const T *dout, int64_t N, int OC, int64_t ld,
-                                         int64_t rows_per_chunk) {
+static __global__ void bias_backward_vec_kernel(float *dbias, const T *dout, int64_t N, int OC,
+                                                int64_t ld, int64_t rows_per_chunk) {
     __shared__ float part[8][32 * 8 + 1];
     int c = (blockIdx.x * 32 + threadIdx.x) * 8;
     int64_t r0 = blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk;
@@ -154,8 +156,8 @@ __global__ void bias_backward_vec_kernel(float *dbias, const T *dout, int64_t N,
  * The sum over output row o of dsum[o] W[o, j] lands on bias entry ((j / hd) / group) hd +
  * j % hd (see act.cuh). */
 template <typename T>
-__global__ void bias_grad_through_kernel(float *dbias, const float *dsum, const T *W, int OC,
-                                         int IC, int hd, int group, int rows_per_chunk) {
+static __global__ void bias_grad_through_kernel(float *dbias, const float *dsum, const T *W, int OC,
+                                                int IC, int hd, int group, int rows_per_chunk) {
     __shared__ float part[8][33];
     int j = blockIdx.x * 32 + threadIdx.x;
     int o0 = blockIdx.y * rows_per_chunk, o1 = min(o0 + rows_per_chunk, OC);
@@ -174,7 +176,7 @@ __global__ void bias_grad_through_kernel(float *dbias, const float *dsum, const 
 
 /* x[r, col] = 1 and x[r, col + 1 .. col + width - 1] = 0 for each of the rows (ld apart) */
 template <typename T>
-__global__ void ones_column_kernel(T *x, int64_t rows, int64_t ld, int col, int width) {
+static __global__ void ones_column_kernel(T *x, int64_t rows, int64_t ld, int col, int width) {
     GRID_LOOP(i, rows * width) {
         int64_t r = i / width;
         int c = (int)(i % width);
@@ -185,8 +187,8 @@ __global__ void ones_column_kernel(T *x, int64_t rows, int64_t ld, int col, int 
 /* dw[r, c] = src[r, c] (as TW) for c < cols; dbias[r] += src[r, cols]. One thread per
  * (row, 8 columns), the bias column by the row's last thread. */
 template <typename TW>
-__global__ void split_bias_column_kernel(TW *dw, float *dbias, const float *src, int rows, int cols,
-                                         int64_t ld) {
+static __global__ void split_bias_column_kernel(TW *dw, float *dbias, const float *src, int rows,
+                                                int cols, int64_t ld) {
     int per = cols / 8 + 1;
     GRID_LOOP(i, (int64_t)rows * per) {
         int64_t r = i / per;
@@ -202,7 +204,7 @@ __global__ void split_bias_column_kernel(TW *dw, float *dbias, const float *src,
 }
 
 template <typename TO, typename TI>
-__global__ void convert_kernel(TO *out, const TI *in, int64_t n) {
+static __global__ void convert_kernel(TO *out, const TI *in, int64_t n) {
     GRID_LOOP(i, n) out[i] = lb_from_f<TO>(lb_to_f(in[i]));
 }
 
@@ -328,7 +330,7 @@ extern "C" lb_status lb_act_convert(void *out, lb_gpu_dtype dt_out, const void *
     return LB_OK;
 }
 
-__global__ void fill_kernel(float *x, int64_t n, float value) {
+static __global__ void fill_kernel(float *x, int64_t n, float value) {
     GRID_LOOP(i, n) x[i] = value;
 }
 
@@ -339,7 +341,8 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-__global__ void fill_normal_kernel(float *x, int64_t n, float std, uint64_t seed, int64_t first) {
+static __global__ void fill_normal_kernel(float *x, int64_t n, float std, uint64_t seed,
+                                          int64_t first) {
     GRID_LOOP(i, n) {
         uint64_t r = splitmix64(seed ^ splitmix64((uint64_t)(first + i)));
         float u1 = ((float)(r >> 40) + 1.0f) * (1.0f / 16777216.0f); /* (0, 1] */

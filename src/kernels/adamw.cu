@@ -106,7 +106,8 @@ template <typename V> __device__ __forceinline__ float range_sumsq(const V *p, i
  * the table is read once a piece, not once an element. Each chunk finds its first segment
  * by binary search: a chunk lies gridDim.x chunks past the block's last one, tens of
  * segments on, too far for seek's forward scan (a dependent table read a segment). */
-template <typename T> __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w) {
+template <typename T>
+static __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w) {
     __shared__ float scratch[32];
     float s = 0.0f;
     for (int64_t c0 = (int64_t)blockIdx.x * SUMSQ_CHUNK; c0 < w.n;
@@ -130,10 +131,10 @@ template <typename T> __global__ void sumsq_kernel(double *acc, const float *gra
 /* Four consecutive parameters per step, 16-byte accesses (a partial last vector element
  * by element). */
 template <typename T>
-__global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *__restrict__ apart,
-                             int64_t a0, int64_t a1, const float *__restrict__ grads,
-                             float *__restrict__ m, float *__restrict__ v, seg_walk w,
-                             lb_gpu_adamw_params p, const lb_gpu_optstate *st) {
+static __global__ void
+adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *__restrict__ apart, int64_t a0,
+             int64_t a1, const float *__restrict__ grads, float *__restrict__ m,
+             float *__restrict__ v, seg_walk w, lb_gpu_adamw_params p, const lb_gpu_optstate *st) {
     float scale = p.dynamic_scaling ? st->loss_scale : 1.0f;
     float norm = (float)sqrt(st->sumsq) / scale;
     if (p.dynamic_scaling && !isfinite(norm)) return;
@@ -211,7 +212,7 @@ __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *
     }
 }
 
-__global__ void opt_finish_kernel(lb_gpu_optstate *st, lb_gpu_adamw_params p) {
+static __global__ void opt_finish_kernel(lb_gpu_optstate *st, lb_gpu_adamw_params p) {
     float scale = p.dynamic_scaling ? st->loss_scale : 1.0f;
     float norm = (float)sqrt(st->sumsq) / scale;
     st->last_norm = norm;

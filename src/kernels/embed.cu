@@ -4,8 +4,8 @@
 #include "kernels/embed.cuh"
 
 template <typename T>
-__global__ void embed_forward_kernel(T *out, const int32_t *inp, const T *wte, const T *wpe, int T_,
-                                     int C, int64_t n) {
+static __global__ void embed_forward_kernel(T *out, const int32_t *inp, const T *wte, const T *wpe,
+                                            int T_, int C, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t bt = i / C;
@@ -21,8 +21,8 @@ __global__ void embed_forward_kernel(T *out, const int32_t *inp, const T *wte, c
  * aligned): the scalar kernel's per-element index arithmetic held it at a quarter of the
  * memory rate. */
 template <typename T>
-__global__ void embed_forward_vec_kernel(T *out, const int32_t *inp, const T *wte, const T *wpe,
-                                         int T_, int C, int64_t n8) {
+static __global__ void embed_forward_vec_kernel(T *out, const int32_t *inp, const T *wte,
+                                                const T *wpe, int T_, int C, int64_t n8) {
     int c8 = C / 8;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -41,8 +41,8 @@ __global__ void embed_forward_vec_kernel(T *out, const int32_t *inp, const T *wt
 }
 
 template <typename T>
-__global__ void embed_backward_wte_kernel(float *dwte, const T *dout, const int32_t *inp, int C,
-                                          int64_t n) {
+static __global__ void embed_backward_wte_kernel(float *dwte, const T *dout, const int32_t *inp,
+                                                 int C, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t bt = i / C;
@@ -52,7 +52,7 @@ __global__ void embed_backward_wte_kernel(float *dwte, const T *dout, const int3
 }
 
 template <typename T>
-__global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int B, int T_, int C) {
+static __global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int B, int T_, int C) {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= (int64_t)T_ * C) return;
     float acc = 0.0f;

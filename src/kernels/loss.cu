@@ -96,7 +96,7 @@ __device__ __forceinline__ void xent_grad(uint4 &raw, int c0, const xent_row &r)
 }
 
 template <typename T, int RV>
-__global__ void __launch_bounds__(XENT_THREADS, 2)
+static __global__ void __launch_bounds__(XENT_THREADS, 2)
     xent_kernel(T *logits, float *losses, const int32_t *targets, int V, int64_t ld, float dloss,
                 const float *dloss_scale, int write_grad, int vec, int kept) {
     constexpr int NV = vec16<T>::N;
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(XENT_THREADS, 2)
         x[i] = lb_from_f<T>(0.0f);
 }
 
-__global__ void mean_kernel(float *mean, const float *x, int64_t n) {
+static __global__ void mean_kernel(float *mean, const float *x, int64_t n) {
     __shared__ float scratch[32];
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)

@@ -16,9 +16,9 @@
 #define NORM_WARPS 8
 
 template <typename T, bool LAYER>
-__global__ void norm_forward_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out,
-                                    const T *inp, const T *w, const T *b, int64_t N, int C,
-                                    float eps) {
+static __global__ void norm_forward_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out,
+                                           const T *inp, const T *w, const T *b, int64_t N, int C,
+                                           float eps) {
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * NORM_WARPS + (threadIdx.x >> 5);
     if (row >= N) return;
@@ -51,7 +51,7 @@ __global__ void norm_forward_kernel(T *out, int64_t ldo, float *mean_out, float 
 /* ---- vector kernels: C % 8 == 0, C <= 256 * VPL (VPL vectors per lane) ---- */
 
 template <typename T, bool LAYER, int VPL>
-__global__ void __launch_bounds__(NORM_WARPS * 32)
+static __global__ void __launch_bounds__(NORM_WARPS * 32)
     norm_forward_vec_kernel(T *out, int64_t ldo, float *mean_out, float *rstd_out, const T *inp,
                             const T *w, const T *b, int64_t N, int C, float eps) {
     int lane = threadIdx.x & 31;
@@ -141,8 +141,8 @@ template <typename T, bool LAYER, int VPL> struct bwd_shape {
  * of them a thread on the same addresses, every block at once, took half the kernel
  * (50 -> 26.5 us). */
 template <typename T, bool LAYER, int VPL, bool SUM>
-__global__ void __launch_bounds__(bwd_shape<T, LAYER, VPL>::WARPS * 32,
-                                  bwd_shape<T, LAYER, VPL>::MIN_BLOCKS)
+static __global__ void __launch_bounds__(bwd_shape<T, LAYER, VPL>::WARPS * 32,
+                                         bwd_shape<T, LAYER, VPL>::MIN_BLOCKS)
     norm_backward_vec_kernel(T *dinp, float *dweight, float *dbias, float *dsum, const T *dout,
                              const T *inp, const T *w, const float *mean, const float *rstd,
                              int64_t N, int C) {
@@ -311,8 +311,9 @@ static int norm_vpl(int C, const void *a, const void *b, const void *c) {
     }
 
 template <typename T, bool LAYER>
-__global__ void norm_recompute_kernel(T *out, int64_t ldo, const T *inp, const T *w, const T *b,
-                                      const float *mean, const float *rstd, int64_t N, int C) {
+static __global__ void norm_recompute_kernel(T *out, int64_t ldo, const T *inp, const T *w,
+                                             const T *b, const float *mean, const float *rstd,
+                                             int64_t N, int C) {
     int64_t n = N * C;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -325,9 +326,10 @@ __global__ void norm_recompute_kernel(T *out, int64_t ldo, const T *inp, const T
 }
 
 template <typename T, bool LAYER>
-__global__ void norm_backward_kernel(T *dinp, float *dweight, float *dbias, float *dsum,
-                                     const T *dout, const T *inp, const T *w, const float *mean,
-                                     const float *rstd, int64_t N, int C) {
+static __global__ void norm_backward_kernel(T *dinp, float *dweight, float *dbias, float *dsum,
+                                            const T *dout, const T *inp, const T *w,
+                                            const float *mean, const float *rstd, int64_t N,
+                                            int C) {
     /* partials: dweight [C], dbias [C] (LayerNorm), dinp's sums [C] (dsum) */
     extern __shared__ float sh[];
     float *sdw = sh, *sdb = sh + C, *sds = sh + (LAYER ? 2 : 1) * C;

@@ -54,8 +54,8 @@ __device__ __forceinline__ void put4(int8_t *row, const float y[4], int64_t kp, 
 
 /* rows along memory: one block a row; VEC: 16-byte loads (k, ld multiples of 4, aligned) */
 template <bool VEC>
-__global__ void cut_rows_kernel(int8_t *dst, uint32_t *amax, const float *src, int64_t ld,
-                                int64_t k, int64_t kp, bool reversed) {
+static __global__ void cut_rows_kernel(int8_t *dst, uint32_t *amax, const float *src, int64_t ld,
+                                       int64_t k, int64_t kp, bool reversed) {
     __shared__ uint32_t scratch[32];
     const float *x = src + blockIdx.x * ld;
     uint32_t v = 0;
@@ -99,8 +99,8 @@ __global__ void cut_rows_kernel(int8_t *dst, uint32_t *amax, const float *src, i
 #define COL_TILE_P 64
 
 /* rows down the columns, pass 1: amax[r] = max over a share of k (atomicMax) */
-__global__ void col_amax_kernel(uint32_t *amax, const float *src, int64_t ld, int64_t rows,
-                                int64_t k) {
+static __global__ void col_amax_kernel(uint32_t *amax, const float *src, int64_t ld, int64_t rows,
+                                       int64_t k) {
     __shared__ uint32_t part[8][COL_TILE_R + 1];
     int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     int64_t r = (int64_t)blockIdx.x * COL_TILE_R + tx;
@@ -118,8 +118,9 @@ __global__ void col_amax_kernel(uint32_t *amax, const float *src, int64_t ld, in
 }
 
 /* rows down the columns, pass 2: a 64 (k) x 32 (rows) tile a block */
-__global__ void col_cut_kernel(int8_t *dst, const uint32_t *amax, const float *src, int64_t ld,
-                               int64_t rows, int64_t k, int64_t kp, bool reversed) {
+static __global__ void col_cut_kernel(int8_t *dst, const uint32_t *amax, const float *src,
+                                      int64_t ld, int64_t rows, int64_t k, int64_t kp,
+                                      bool reversed) {
     __shared__ float tile[COL_TILE_P][COL_TILE_R + 1];
     int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     int64_t r0 = (int64_t)blockIdx.x * COL_TILE_R, p0 = (int64_t)blockIdx.y * COL_TILE_P;
@@ -186,9 +187,10 @@ __device__ __forceinline__ float combined(const int32_t *pv, int32_t ea, int32_t
 /* rows by blockIdx.y (striding), four columns a thread when VEC (n, ldd multiples of 4,
  * d and c 16-byte aligned), else one */
 template <bool VEC>
-__global__ void combine_kernel(float *d, int64_t ldd, const int32_t *p, const uint32_t *amax_a,
-                               const uint32_t *amax_b, int64_t m, int64_t n, float alpha,
-                               const float *c, float beta, const float *bias) {
+static __global__ void combine_kernel(float *d, int64_t ldd, const int32_t *p,
+                                      const uint32_t *amax_a, const uint32_t *amax_b, int64_t m,
+                                      int64_t n, float alpha, const float *c, float beta,
+                                      const float *bias) {
     const int W = VEC ? 4 : 1;
     int64_t plane = m * n, j = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * W;
     if (j >= n) return;

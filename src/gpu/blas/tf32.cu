@@ -6,8 +6,8 @@
 #include "gpu/blas/tf32.h"
 #include "gpu/common.cuh"
 
-__global__ void tf32_split_vec_kernel(float *hi, float *lo, int64_t ld_dst, const float *src,
-                                      int64_t ld_src, int64_t rows, int64_t cols4) {
+static __global__ void tf32_split_vec_kernel(float *hi, float *lo, int64_t ld_dst, const float *src,
+                                             int64_t ld_src, int64_t rows, int64_t cols4) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * cols4;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = i / cols4, c = (i - r * cols4) * 4;
@@ -21,8 +21,8 @@ __global__ void tf32_split_vec_kernel(float *hi, float *lo, int64_t ld_dst, cons
     }
 }
 
-__global__ void tf32_split_kernel(float *hi, float *lo, int64_t ld_dst, const float *src,
-                                  int64_t ld_src, int64_t rows, int64_t cols) {
+static __global__ void tf32_split_kernel(float *hi, float *lo, int64_t ld_dst, const float *src,
+                                         int64_t ld_src, int64_t rows, int64_t cols) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * cols;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = i / cols, c = i - r * cols;
