@@ -11,7 +11,7 @@
  * MLPerf's evaluation.py first strips each text and puts every sentence on its own line
  * with NLTK's Punkt model (nltk.sent_tokenize). llmbench has no Punkt model; with
  * mlperf_postprocess on, a rule-based splitter stands in for it (see rouge.c and
- * docs/ARCHITECTURE.md): it only changes ROUGE-Lsum and, by whitespace collapsed at
+ * docs/ACCURACY.md): it only changes ROUGE-Lsum and, by whitespace collapsed at
  * sentence ends, gen_len. ROUGE-1/2/L do not see line breaks, so they match exactly.
  *
  * What this module does not do: read files (cli/cmd_rouge.c does), bootstrap confidence

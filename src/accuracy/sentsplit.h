@@ -17,7 +17,7 @@
  *
  * What it does not do: Punkt's learned parameters (its abbreviation list, collocations and
  * orthographic statistics from the training corpus). Where Punkt decides differently, only
- * ROUGE-Lsum (and gen_len, by the collapsed whitespace) can change; docs/ARCHITECTURE.md
+ * ROUGE-Lsum (and gen_len, by the collapsed whitespace) can change; docs/ACCURACY.md
  * says how much. */
 #ifndef LB_ACCURACY_SENTSPLIT_H
 #define LB_ACCURACY_SENTSPLIT_H

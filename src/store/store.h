@@ -9,7 +9,7 @@
  *
  * The schema is versioned with PRAGMA user_version and upgraded by forward migrations
  * when a database is opened; a database written by a newer llmbench is refused, never
- * rewritten. The layout is in docs/ARCHITECTURE.md. This module stores what it is given:
+ * rewritten. The layout is in docs/STORE.md. This module stores what it is given:
  * it does not compute metrics, and it does not redact (core/provenance.c hides secrets
  * before they reach a result). Only the CLI, sweep and report layers use it; workloads
  * never do (DESIGN.md). One lb_store is used by one thread at a time; several processes
@@ -87,7 +87,7 @@ lb_status lb_store_run_load(lb_store *s, int64_t id, lb_result **out, lb_err *er
 
 typedef enum {
     LB_STORE_FORMAT_JSON, /* an array of lb_result_to_json objects, each with "id" */
-    LB_STORE_FORMAT_CSV,  /* long format, one value per row: see docs/ARCHITECTURE.md */
+    LB_STORE_FORMAT_CSV,  /* long format, one value per row: see docs/STORE.md */
 } lb_store_format;
 
 /* Writes runs ids[0..n_ids-1] (n_ids == 0: every run, oldest first) to out. Every id is

@@ -1,4 +1,4 @@
-/* cudnn_attn.h: causal attention through cuDNN's fused flash-attention engines.
+/* attn.h: causal attention through cuDNN's fused flash-attention engines.
  *
  * The same operation, layouts and results as kernels/attention.cuh (qkv [B,T,(NH+2*NKV)*HD],
  * out [B,T,NH*HD], lse [B,NH,T] fp32 natural-log log-sum-exp of the scaled scores, dqkv

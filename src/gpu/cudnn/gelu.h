@@ -1,4 +1,4 @@
-/* cudnn_gelu.h: GPT-2's MLP input product with its GELU through cuDNN's fused matmul
+/* gelu.h: GPT-2's MLP input product with its GELU through cuDNN's fused matmul
  * engines: aux = A B^T + bias (the pre-activation) and D = gelu_tanh(aux), in one kernel.
  *
  * The same operation and results as gpu/blas/matmul.h's LB_EPI_GELU_AUX_BIAS product with
