@@ -5,7 +5,7 @@
  * device, at this shape, runs: each direction of attention (llmbench's kernels or cuDNN's,
  * under --attention auto) and GPT-2's MLP input product with its GELU (cuBLASLt's epilogue
  * or cuDNN's runtime-fused product). Each is timed on the first layer's real buffers
- * during the first step (gpu/timing.h: one untimed run, then the median of CHOICE_REPS),
+ * during the first step (gpu/timing.h: one untimed run, then the mean of CHOICE_REPS),
  * kept for the run, and reported by name. What it does not choose: cuBLASLt's algorithms
  * (gpu/blas/matmul.h tunes those per product). */
 #ifdef LB_HAVE_CUDA
