@@ -1,0 +1,71 @@
+/* boot.h: how the ranks of a job find each other, and a small control plane between them.
+ *
+ * Rank and world size come from, in this order:
+ *   1. MPI, when the process was started by mpirun, mpiexec or `srun --mpi=pmix` (their
+ *      variables OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK are seen) and llmbench was built
+ *      with MPI: MPI_Init, and the control plane is MPI_COMM_WORLD;
+ *   2. Slurm's variables without MPI (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID),
+ *      for Slurm builds without PMIx: the rendezvous is at MASTER_ADDR (default
+ *      SLURM_LAUNCH_NODE_IPADDR, the node srun ran on) and MASTER_PORT (default 29500);
+ *   3. the torchrun variables RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT that
+ *      torchrun, Kubernetes Indexed Jobs, JobSet and PyTorchJob set (and `--gpus N`, which
+ *      starts its workers with them: comm/launch.h);
+ *   4. otherwise one rank alone.
+ * Without MPI the control plane is TCP: rank 0 listens on MASTER_PORT, every other rank
+ * connects to MASTER_ADDR:MASTER_PORT (retrying until the deadline, since rank 0 may start
+ * last) and says its rank and world size; rank 0 answers once all have come. A world size
+ * that differs between ranks, a rank twice, or an address that cannot be reached before
+ * the deadline is a usage error naming the address, the port and the ranks concerned.
+ *
+ * The control plane carries small messages (NCCL's unique id, every rank's results and
+ * node facts) from and to rank 0, the coordinator; it is not for bulk data (comm/comm.h).
+ * Every call is collective and bounded by the deadline given to lb_boot_init. */
+#ifndef LB_COMM_BOOT_H
+#define LB_COMM_BOOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/status.h"
+
+typedef enum {
+    LB_BOOT_SINGLE = 0, /* no launcher: rank 0 of 1 */
+    LB_BOOT_MPI,
+    LB_BOOT_SLURM,
+    LB_BOOT_TORCHRUN,
+} lb_boot_source;
+
+typedef struct lb_boot lb_boot;
+
+/* Detects the launcher and joins the job; timeout_s bounds the rendezvous and every later
+ * control-plane call. *out is owned by the caller (lb_boot_free). */
+lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err);
+/* Leaves the job: MPI_Finalize, or MPI_Abort when lb_boot_mark_broken was called (a
+ * collective that never completed would make MPI_Finalize wait forever). NULL is fine. */
+void lb_boot_free(lb_boot *b);
+
+lb_boot_source lb_boot_source_of(const lb_boot *b);
+const char *lb_boot_source_name(lb_boot_source s); /* "single", "mpi", "slurm", "torchrun" */
+int lb_boot_rank(const lb_boot *b);
+int lb_boot_size(const lb_boot *b);
+int lb_boot_local_rank(const lb_boot *b); /* among the ranks on this host */
+int lb_boot_local_size(const lb_boot *b);
+const char *lb_boot_host(const lb_boot *b);
+/* The control plane's deadline, s. */
+double lb_boot_timeout_s(const lb_boot *b);
+/* A communicator of this job failed: leave it with MPI_Abort rather than MPI_Finalize. */
+void lb_boot_mark_broken(lb_boot *b);
+
+/* Rank 0's bytes into every rank's buf. */
+lb_status lb_boot_bcast(lb_boot *b, void *buf, size_t bytes, lb_err *err);
+/* Every rank's bytes (the same count on every rank) into rank 0's all (size * bytes,
+ * in rank order); all is ignored elsewhere. */
+lb_status lb_boot_gather(lb_boot *b, const void *mine, size_t bytes, void *all, lb_err *err);
+/* Variable-size gather: rank 0 receives a malloc'd array of size strings (NUL-terminated
+ * copies of each rank's text), which it frees with lb_boot_strings_free; NULL elsewhere. */
+lb_status lb_boot_gather_text(lb_boot *b, const char *mine, char ***all, lb_err *err);
+void lb_boot_strings_free(char **all, int n);
+/* Every rank has reached it. */
+lb_status lb_boot_barrier(lb_boot *b, lb_err *err);
+
+#endif

@@ -1,0 +1,117 @@
+/* launch.c: fork/exec of local workers with torchrun variables, and the wait for them. */
+#include "comm/launch.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+
+/* A TCP port free on the loopback now (the kernel's choice for port 0). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static int code_of(int status) {
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int lb_launch_local(const lb_launch_params *p, lb_err *err) {
+    int port = free_port();
+    if (port < 0) {
+        lb_fail(err, LB_ERR_IO, "no free TCP port on 127.0.0.1 for the workers' rendezvous");
+        return -1;
+    }
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        lb_fail(err, LB_ERR_IO, "cannot find this program (/proc/self/exe): %s", strerror(errno));
+        return -1;
+    }
+    exe[len] = '\0';
+    pid_t *pids = calloc((size_t)p->n, sizeof *pids);
+    if (pids == NULL) {
+        lb_fail(err, LB_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    pid_t parent = getpid();
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < p->n; r++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            lb_fail(err, LB_ERR_RUNTIME, "fork of worker %d failed: %s", r, strerror(errno));
+            for (int q = 0; q < r; q++)
+                kill(pids[q], SIGTERM);
+            for (int q = 0; q < r; q++)
+                waitpid(pids[q], NULL, 0);
+            free(pids);
+            return -1;
+        }
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() != parent) _exit(1);
+            if (r == 0 && p->rank0_stdout >= 0) dup2(p->rank0_stdout, 1);
+            char v[32];
+            snprintf(v, sizeof v, "%d", r);
+            setenv("RANK", v, 1);
+            setenv("LOCAL_RANK", v, 1);
+            snprintf(v, sizeof v, "%d", p->n);
+            setenv("WORLD_SIZE", v, 1);
+            setenv("LOCAL_WORLD_SIZE", v, 1);
+            snprintf(v, sizeof v, "%d", port);
+            setenv("MASTER_PORT", v, 1);
+            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            for (int i = 0; p->env != NULL && p->env[i] != NULL; i++)
+                putenv((char *)p->env[i]);
+            execv(exe, p->argv);
+            fprintf(stderr, "llmbench: cannot start worker %d (%s): %s\n", r, exe,
+                    strerror(errno));
+            _exit(127);
+        }
+        pids[r] = pid;
+    }
+    int code = 0, left = p->n;
+    int64_t kill_at = 0;
+    bool termed = false;
+    while (left > 0) {
+        for (int r = 0; r < p->n; r++) {
+            int status = 0;
+            if (pids[r] <= 0 || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+            pids[r] = 0;
+            left--;
+            if (code == 0 && code_of(status) != 0) {
+                code = code_of(status);
+                kill_at = lb_clock_now_ns() + (int64_t)(p->grace_s * 1e9);
+            }
+        }
+        if (kill_at != 0 && lb_clock_now_ns() > kill_at) {
+            for (int r = 0; r < p->n; r++)
+                if (pids[r] > 0) kill(pids[r], termed ? SIGKILL : SIGTERM);
+            termed = true;
+            kill_at = lb_clock_now_ns() + 2000000000LL;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    free(pids);
+    return code;
+}

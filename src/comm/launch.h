@@ -1,0 +1,28 @@
+/* launch.h: `--gpus N`: llmbench starts N local workers of itself, one per GPU.
+ *
+ * Each worker is this program (/proc/self/exe) with the given command line and the torchrun
+ * variables RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free
+ * MASTER_PORT, so it joins through comm/boot.h's TCP rendezvous like any torchrun worker.
+ * The launcher only waits: rank 0 prints and stores. When a worker fails, the others get
+ * grace_s to end on their own (their deadlines name the failure), then SIGTERM, then
+ * SIGKILL. Workers die with the launcher. Not a cluster launcher: across nodes use mpirun,
+ * srun or torchrun (docs/LAUNCHING.md). */
+#ifndef LB_COMM_LAUNCH_H
+#define LB_COMM_LAUNCH_H
+
+#include "core/status.h"
+
+typedef struct {
+    int n;                   /* workers */
+    char *const *argv;       /* their command line; argv[0] is replaced by this program */
+    const char *const *env;  /* extra "NAME=value" for every worker, NULL-terminated; or NULL */
+    int rank0_stdout;        /* fd that rank 0's stdout goes to; -1: the launcher's */
+    double grace_s;          /* after one worker failed, the others' time to end, s */
+} lb_launch_params;
+
+/* Runs the workers to the end. Returns their exit code: 0 when all succeeded, else the code
+ * of the first to fail (a worker killed by signal S counts as 128 + S); -1 with err set when
+ * they could not be started. */
+int lb_launch_local(const lb_launch_params *p, lb_err *err);
+
+#endif
