@@ -25,6 +25,7 @@ static const command commands[] = {
      "ROUGE accuracy of generated summaries, checked against MLPerf targets"},
     {"load", lb_cmd_load, "MLPerf-style load against OpenAI-compatible servers (replicas)"},
     {"tokenize", lb_cmd_tokenize, "token counts (or ids) of text files with a BPE vocabulary"},
+    {"comm", lb_cmd_comm, "collective bandwidth and correctness (nccl-tests' job) over NCCL or MPI"},
     {"selftest", lb_cmd_selftest,
      "every GPU kernel and a whole training step against the CPU reference"},
 };

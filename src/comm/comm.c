@@ -146,6 +146,20 @@ lb_comm_params lb_comm_default_params(void) {
     };
 }
 
+lb_status lb_comm_pick_backend(lb_boot *boot, lb_comm_backend *out, lb_err *err) {
+    int32_t mine = lb_comm_nccl_local_gpus() > 0, any = 0;
+    int n = lb_boot_size(boot);
+    int32_t *all = lb_boot_rank(boot) == 0 ? calloc((size_t)n, sizeof *all) : NULL;
+    if (lb_boot_rank(boot) == 0 && all == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    lb_status st = lb_boot_gather(boot, &mine, sizeof mine, all, err);
+    for (int i = 0; st == LB_OK && all != NULL && i < n; i++)
+        any |= all[i];
+    free(all);
+    if (st == LB_OK) st = lb_boot_bcast(boot, &any, sizeof any, err);
+    *out = any ? LB_COMM_BACKEND_NCCL : LB_COMM_BACKEND_MPI;
+    return st;
+}
+
 const char *lb_coll_kind_name(lb_coll_kind k) {
     static const char *const names[] = {"all_reduce", "reduce", "broadcast", "reduce_scatter",
                                         "all_gather", "all_to_all", "send", "recv", "barrier"};

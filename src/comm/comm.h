@@ -90,6 +90,10 @@ typedef struct {
 
 lb_comm_params lb_comm_default_params(void);
 
+/* A collective choice of backend for every rank of boot: NCCL when this build has it and
+ * any rank sees a GPU, MPI otherwise. */
+lb_status lb_comm_pick_backend(lb_boot *boot, lb_comm_backend *out, lb_err *err);
+
 typedef struct lb_comm lb_comm;
 
 /* Collective over every rank of boot: each rank says whether it joins (with NCCL a rank

@@ -58,5 +58,7 @@ void lb_comm_mark_broken(lb_comm *c, const lb_err *err);
 
 lb_status lb_comm_mpi_init(lb_comm *c, lb_err *err);
 lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err);
+/* GPUs this process can use through NCCL: 0 in a build without NCCL. */
+int lb_comm_nccl_local_gpus(void);
 
 #endif

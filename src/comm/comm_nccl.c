@@ -297,6 +297,11 @@ static void nccl_free(lb_comm *c) {
     c->impl = NULL;
 }
 
+int lb_comm_nccl_local_gpus(void) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
 static const lb_comm_ops nccl_ops = {nccl_call, nccl_group_start, nccl_group_end, nccl_sync,
                                      nccl_free};
 
@@ -393,6 +398,10 @@ lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err) {
 }
 
 #else
+
+int lb_comm_nccl_local_gpus(void) {
+    return 0;
+}
 
 lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err) {
     return lb_fail(err, LB_ERR_UNSUPPORTED,

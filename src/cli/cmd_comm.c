@@ -1,0 +1,258 @@
+/* cmd_comm.c: `llmbench comm`: the nccl-tests job (commbench/commbench.h) on every rank of
+ * the job, started by mpirun, srun, torchrun variables, or here with --gpus N.
+ *
+ * Options take nccl-tests' letters (-b -e -f -d -o -r -w -n -c) so its users' command lines
+ * carry over. Rank 0 prints nccl-tests' table as rows complete (or one JSON document at
+ * the end) and stores the run; the other ranks print only their own errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "cli/runctl.h"
+#include "comm/boot.h"
+#include "comm/comm.h"
+#include "comm/launch.h"
+#include "commbench/commbench.h"
+#include "gpu/devinfo.h"
+
+/* "8", "64K", "256M", "1G" (binary multiples, as nccl-tests reads them); -1 when malformed. */
+static int64_t parse_size(const char *s) {
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return -1;
+    double mult = 1;
+    switch (*end) {
+    case '\0': break;
+    case 'k':
+    case 'K': mult = 1024.0; break;
+    case 'm':
+    case 'M': mult = 1024.0 * 1024; break;
+    case 'g':
+    case 'G': mult = 1024.0 * 1024 * 1024; break;
+    default: return -1;
+    }
+    if (*end != '\0' && end[1] != '\0' && strcmp(end + 1, "B") != 0) return -1;
+    double bytes = v * mult;
+    if (bytes > 1e15 || bytes != (double)(int64_t)bytes) return -1;
+    return (int64_t)bytes;
+}
+
+typedef struct {
+    lb_boot *boot;
+    lb_commbench_params params;
+} comm_ctx;
+
+static lb_status work(void *ctx, lb_result *r, lb_err *err) {
+    comm_ctx *c = ctx;
+    return lb_commbench_run(c->boot, &c->params, r, err);
+}
+
+typedef struct {
+    int last_coll;
+    int n_ranks;
+} printer;
+
+static void print_cell(const lb_bench_cell *c) {
+    if (!c->ran) {
+        printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+        return;
+    }
+    char wrong[24];
+    if (c->wrong < 0) snprintf(wrong, sizeof wrong, "N/A");
+    else snprintf(wrong, sizeof wrong, "%lld", (long long)c->wrong);
+    printf("  %7.*f  %6.2f  %6.2f  %6s", c->time_us < 10000 ? 2 : 1, c->time_us, c->algbw_gbps,
+           c->busbw_gbps, wrong);
+}
+
+static void print_row(void *ctx, const lb_bench_row *row) {
+    printer *pr = ctx;
+    if ((int)row->coll != pr->last_coll) {
+        pr->last_coll = (int)row->coll;
+        printf("#\n# Collective: %s\n", lb_bench_coll_name(row->coll));
+        printf("#%74s%38s%34s\n", "out-of-place", "in-place", "out-of-place    in-place");
+        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  "
+               "%7s  %7s\n",
+               "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+               "time", "algbw", "busbw", "#wrong", "p50", "p99", "p50", "p99");
+        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  "
+               "%7s  %7s\n",
+               "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+               "(GB/s)", "", "(us)", "(us)", "(us)", "(us)");
+    }
+    bool reduces = row->coll == LB_BENCH_ALL_REDUCE || row->coll == LB_BENCH_REDUCE ||
+                   row->coll == LB_BENCH_REDUCE_SCATTER;
+    bool rooted = row->coll == LB_BENCH_BROADCAST || row->coll == LB_BENCH_REDUCE;
+    printf("%12zu  %12zu  %8s  %6s  %6d", row->bytes, row->count, lb_comm_dtype_name(row->dtype),
+           reduces ? lb_comm_op_name(row->op) : "none", rooted ? row->root : -1);
+    print_cell(&row->oop);
+    print_cell(&row->ip);
+    printf("  %7.2f  %7.2f", row->oop.ran ? row->oop.p50_us : 0.0,
+           row->oop.ran ? row->oop.p99_us : 0.0);
+    if (row->ip.ran) printf("  %7.2f  %7.2f\n", row->ip.p50_us, row->ip.p99_us);
+    else printf("  %7s  %7s\n", "N/A", "N/A");
+    fflush(stdout);
+}
+
+int lb_cmd_comm(int argc, char **argv) {
+    const char *min_s = "8", *max_s = "128M", *dtype_s = "float", *op_s = "sum";
+    const char *place_s = "both", *backend_s = "auto", *matrix_s = NULL;
+    int64_t root = 0, warmup = 5, iters = 20, check = 1, gpus = 0;
+    double factor = 2, comm_timeout = 300, setup_timeout = 120;
+    const lb_arg_spec specs[] = {
+        {"-b", LB_ARG_STRING, &min_s, "SIZE", "smallest size in bytes, with K, M, G (default 8)"},
+        {"-e", LB_ARG_STRING, &max_s, "SIZE", "largest size (default 128M)"},
+        {"-f", LB_ARG_DOUBLE, &factor, "F", "size factor between rows (default 2)", 1, 1024},
+        {"-d", LB_ARG_CHOICE, &dtype_s, NULL, "element type (default float)", 0, 0,
+         LB_COMM_DTYPE_CHOICES "|fp32|fp16|bf16|fp64"},
+        {"-o", LB_ARG_CHOICE, &op_s, NULL, "reduction (default sum)", 0, 0, LB_COMM_OP_CHOICES},
+        {"-r", LB_ARG_INT, &root, "R", "root of broadcast and reduce (default 0)", 0, 1 << 20},
+        {"-w", LB_ARG_INT, &warmup, "W", "warm-up calls per size (default 5)", 0, 1e6},
+        {"-n", LB_ARG_INT, &iters, "N", "timed calls per size (default 20)", 1, 1e6},
+        {"-c", LB_ARG_INT, &check, "0|1", "check every element of one more call (default 1)", 0,
+         1},
+        {"--place", LB_ARG_CHOICE, &place_s, NULL, "out-of-place, in-place or both (default both)",
+         0, 0, "both|out|in"},
+        {"--backend", LB_ARG_CHOICE, &backend_s, NULL,
+         "nccl (device buffers), mpi (host buffers), auto: nccl when a rank has a GPU", 0, 0,
+         "auto|nccl|mpi"},
+        {"--gpus", LB_ARG_INT, &gpus, "N", "start N local workers, one per GPU (default: the launcher's ranks)",
+         1, 4096},
+        {"--comm-timeout", LB_ARG_DOUBLE, &comm_timeout, "S",
+         "deadline of each collective before the job is aborted (default 300)", 0.1, 1e6},
+        {"--setup-timeout", LB_ARG_DOUBLE, &setup_timeout, "S",
+         "deadline of the rendezvous and communicator creation (default 120)", 0.1, 1e6},
+        {"--matrix", LB_ARG_STRING, &matrix_s, "SIZE",
+         "also time each ordered pair of ranks sending SIZE bytes, with NVML's link of each pair"},
+    };
+    const lb_cli_command cmd = {
+        .command = "comm",
+        .usage = "[COLLECTIVE ...] [options]",
+        .summary =
+            "Collective bandwidth and correctness, the nccl-tests job: for each COLLECTIVE "
+            "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv; "
+            "default all_reduce; 'all' for every one) and each size from -b to -e by -f, the "
+            "time, algbw and busbw (nccl-tests' factors), #wrong (every element checked) and "
+            "the p50/p99 of the timed calls, out-of-place and in-place, in nccl-tests' columns. "
+            "Runs on every rank of an mpirun, srun or torchrun job, or on N local GPUs with "
+            "--gpus N. Rank 0 prints and stores one run holding every rank's times.",
+        LB_ARG_SPECS(specs),
+        .min_positional = 0,
+        .max_positional = LB_BENCH_N_COLLS + 1,
+    };
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
+
+    comm_ctx ctx = {.params = lb_commbench_default_params()};
+    lb_commbench_params *p = &ctx.params;
+    if (a.n_pos > 0) p->colls[LB_BENCH_ALL_REDUCE] = false;
+    for (int i = 0; i < a.n_pos; i++) {
+        lb_bench_coll c;
+        if (strcmp(a.pos[i], "all") == 0) {
+            for (int k = 0; k < LB_BENCH_N_COLLS; k++)
+                p->colls[k] = true;
+        } else if (lb_bench_coll_parse(a.pos[i], &c) == 0) {
+            p->colls[c] = true;
+        } else {
+            return lb_status_exit_code(lb_args_usage_error(
+                "comm",
+                "unknown collective '%s' (expected all_reduce, all_gather, reduce_scatter, "
+                "broadcast, reduce, alltoall, sendrecv or all)",
+                a.pos[i]));
+        }
+    }
+    p->min_bytes = parse_size(min_s);
+    p->max_bytes = parse_size(max_s);
+    if (p->min_bytes < 0 || p->max_bytes < 0)
+        return lb_status_exit_code(lb_args_usage_error(
+            "comm", "-b %s -e %s: expected sizes in bytes such as 8, 64K, 256M, 1G", min_s,
+            max_s));
+    if (matrix_s != NULL) {
+        p->matrix = true;
+        p->matrix_bytes = parse_size(matrix_s);
+        if (p->matrix_bytes <= 0)
+            return lb_status_exit_code(lb_args_usage_error(
+                "comm", "--matrix %s: expected a size in bytes such as 64M", matrix_s));
+    }
+    lb_comm_dtype_parse(dtype_s, &p->dtype);
+    lb_comm_op_parse(op_s, &p->op);
+    p->factor = factor;
+    p->root = (int)root;
+    p->warmup = warmup;
+    p->iters = iters;
+    p->check = check != 0;
+    p->place = strcmp(place_s, "out") == 0  ? LB_PLACE_OUT_OF_PLACE
+               : strcmp(place_s, "in") == 0 ? LB_PLACE_IN_PLACE
+                                            : LB_PLACE_BOTH;
+    p->comm.op_timeout_s = comm_timeout;
+    p->comm.setup_timeout_s = setup_timeout;
+    lb_err err = {{0}};
+    if (lb_commbench_validate(p, &err) != LB_OK)
+        return lb_status_exit_code(lb_args_usage_error("comm", "%s", err.msg));
+
+    if (gpus > 0 && getenv("LLMBENCH_WORKER") == NULL) {
+        int present = lb_devinfo_cuda_device_count();
+        if (gpus > present)
+            return lb_status_exit_code(lb_args_usage_error(
+                "comm", "--gpus %lld: this machine has %d usable GPU(s); expected 1 to %d",
+                (long long)gpus, present, present));
+        const char *env[] = {"LLMBENCH_WORKER=1", NULL};
+        /* main passes argv + 1: argv - 1 is the program's whole command line */
+        lb_launch_params lp = {.n = (int)gpus, .argv = argv - 1, .env = env,
+                               .rank0_stdout = -1, .grace_s = comm_timeout + 5};
+        int code = lb_launch_local(&lp, &err);
+        if (code < 0) fprintf(stderr, "llmbench comm: %s\n", err.msg);
+        return code < 0 ? 1 : code;
+    }
+
+    lb_status st = lb_boot_init(setup_timeout, &ctx.boot, &err);
+    if (st != LB_OK) {
+        fprintf(stderr, "llmbench comm: %s\n", err.msg);
+        return lb_status_exit_code(st);
+    }
+    int rank = lb_boot_rank(ctx.boot);
+    if (strcmp(backend_s, "auto") == 0) st = lb_comm_pick_backend(ctx.boot, &p->comm.backend, &err);
+    else p->comm.backend = strcmp(backend_s, "nccl") == 0 ? LB_COMM_BACKEND_NCCL : LB_COMM_BACKEND_MPI;
+
+    printer pr = {.last_coll = -1, .n_ranks = lb_boot_size(ctx.boot)};
+    if (rank == 0 && !a.common.json) {
+        p->on_row = print_row;
+        p->on_row_ctx = &pr;
+        printf("# llmbench comm: %d rank(s) started by %s, backend %s, %s %s, warm-up %lld, "
+               "iterations %lld\n",
+               lb_boot_size(ctx.boot), lb_boot_source_name(lb_boot_source_of(ctx.boot)),
+               lb_comm_backend_name(p->comm.backend), lb_comm_dtype_name(p->dtype),
+               lb_comm_op_name(p->op), (long long)warmup, (long long)iters);
+    }
+    lb_result *r = NULL;
+    int64_t run_id = -1;
+    if (st == LB_OK && rank == 0) {
+        char name[128];
+        snprintf(name, sizeof name, "comm-%s-%s-%dranks", lb_comm_backend_name(p->comm.backend),
+                 lb_comm_dtype_name(p->dtype), lb_boot_size(ctx.boot));
+        r = lb_result_new("comm", name);
+        if (r == NULL) st = lb_fail(&err, LB_ERR_NOMEM, "out of memory");
+        else st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, work, &ctx, &run_id, &err);
+    } else if (st == LB_OK) {
+        st = lb_commbench_run(ctx.boot, p, NULL, &err);
+    }
+    if (rank == 0 && r != NULL) {
+        if (a.common.json) {
+            lb_output_result_json(stdout, r, run_id);
+        } else if (r->n_metrics > 0) {
+            double wrong = lb_result_metric(r, "wrong_total");
+            printf("# Out of bounds values : %.0f %s\n", wrong != wrong ? 0 : wrong,
+                   wrong > 0 ? "FAILED" : "OK");
+            printf("# Avg bus bandwidth    : %g\n#\n", lb_result_metric(r, "avg_busbw"));
+        }
+    }
+    if (st != LB_OK && st != LB_ERR_INTERRUPTED)
+        fprintf(stderr, "llmbench comm: rank %d: %s\n", rank, err.msg);
+    lb_result_free(r);
+    fflush(stdout);
+    lb_boot_free(ctx.boot);
+    return lb_status_exit_code(st);
+}
