@@ -1,0 +1,558 @@
+/* test_comm_mpi.c: comm.h's MPI backend under `mpirun -np 4 --oversubscribe`, the TCP
+ * rendezvous of torchrun variables among local processes, the local launcher, and
+ * `llmbench comm` end to end.
+ *
+ * The program is its own worker: CTest runs it plainly; each test starts it again under
+ * mpirun (argv[1] = "--mpi-worker SCENARIO") or as forked ranks with torchrun variables,
+ * and checks what the ranks printed and how they ended. Expected values are computed here
+ * from the inputs' formula, independently of commbench's checker. */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "comm/boot.h"
+#include "comm/comm.h"
+#include "comm/launch.h"
+#include "core/clock.h"
+#include "test_util.h"
+
+#define NP 4
+
+static char self_path[4096];
+
+/* ---- the MPI worker ---- */
+
+static double input(int rank, size_t i) {
+    return (double)((rank + 1) * 3 + (int)(i % 5) - 2);
+}
+
+static double reduce_all(lb_comm_op op, int n, size_t i) {
+    double acc = input(0, i);
+    for (int r = 1; r < n; r++) {
+        double v = input(r, i);
+        acc = op == LB_COMM_MAX ? fmax(acc, v) : op == LB_COMM_MIN ? fmin(acc, v) : acc + v;
+    }
+    return op == LB_COMM_AVG ? acc / n : acc;
+}
+
+static double stored(lb_comm_dtype t, double v) {
+    unsigned char tmp[8];
+    lb_comm_value_set(tmp, t, 0, v);
+    return lb_comm_value_get(tmp, t, 0);
+}
+
+static bool is_unsigned(lb_comm_dtype t) {
+    return t == LB_COMM_UINT8 || t == LB_COMM_UINT32 || t == LB_COMM_UINT64;
+}
+
+static int failures;
+
+static void expect(const char *what, lb_comm_dtype t, const void *buf, size_t i, double want) {
+    double got = lb_comm_value_get(buf, t, i);
+    if (got != want && failures++ < 20)
+        fprintf(stderr, "%s %s [%zu]: got %g, expected %g\n", what, lb_comm_dtype_name(t), i, got,
+                want);
+}
+
+static void fill(void *buf, lb_comm_dtype t, int rank, size_t n, size_t offset) {
+    for (size_t i = 0; i < n; i++)
+        lb_comm_value_set(buf, t, i, input(rank, offset + i));
+}
+
+/* Every collective, dtype and op on counts that do not divide evenly, in and out of place. */
+static int scenario_collectives(lb_comm *c) {
+    int me = lb_comm_rank(c), n = lb_comm_size(c);
+    lb_err err;
+    const size_t counts[] = {1, 7, 13};
+    for (int ti = 0; ti < LB_COMM_N_DTYPES; ti++) {
+        lb_comm_dtype t = (lb_comm_dtype)ti;
+        size_t es = lb_comm_dtype_bytes(t);
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            size_t cnt = counts[ci], total = cnt * (size_t)n;
+            char *send = calloc(total, es), *recv = calloc(total, es);
+            for (int oi = 0; oi < LB_COMM_N_OPS; oi++) {
+                lb_comm_op op = (lb_comm_op)oi;
+                if (is_unsigned(t) && op != LB_COMM_MAX && op != LB_COMM_SUM) continue;
+                /* all_reduce, out of place and in place */
+                fill(send, t, me, cnt, 0);
+                lb_comm_all_reduce(c, send, recv, cnt, t, op, NULL, &err);
+                for (size_t i = 0; i < cnt; i++)
+                    expect("all_reduce", t, recv, i, stored(t, reduce_all(op, n, i)));
+                fill(recv, t, me, cnt, 0);
+                lb_comm_all_reduce(c, recv, recv, cnt, t, op, NULL, &err);
+                for (size_t i = 0; i < cnt; i++)
+                    expect("all_reduce in place", t, recv, i, stored(t, reduce_all(op, n, i)));
+                /* reduce to the last rank */
+                fill(send, t, me, cnt, 0);
+                memset(recv, 0, total * es);
+                lb_comm_reduce(c, send, recv, cnt, t, op, n - 1, NULL, &err);
+                for (size_t i = 0; me == n - 1 && i < cnt; i++)
+                    expect("reduce", t, recv, i, stored(t, reduce_all(op, n, i)));
+                /* reduce_scatter: block r of every rank's send reduced into rank r */
+                fill(send, t, me, total, 0);
+                lb_comm_reduce_scatter(c, send, recv, cnt, t, op, NULL, &err);
+                for (size_t i = 0; i < cnt; i++)
+                    expect("reduce_scatter", t, recv, i,
+                           stored(t, reduce_all(op, n, (size_t)me * cnt + i)));
+                fill(recv, t, me, total, 0);
+                lb_comm_reduce_scatter(c, recv, recv + (size_t)me * cnt * es, cnt, t, op, NULL,
+                                       &err);
+                for (size_t i = 0; i < cnt; i++)
+                    expect("reduce_scatter in place", t, recv + (size_t)me * cnt * es, i,
+                           stored(t, reduce_all(op, n, (size_t)me * cnt + i)));
+            }
+            /* broadcast from rank 1 */
+            fill(send, t, me, cnt, 0);
+            lb_comm_broadcast(c, send, recv, cnt, t, 1, NULL, &err);
+            for (size_t i = 0; i < cnt; i++)
+                expect("broadcast", t, recv, i, stored(t, input(1, i)));
+            /* all_gather, out of place and in place */
+            fill(send, t, me, cnt, 0);
+            lb_comm_all_gather(c, send, recv, cnt, t, NULL, &err);
+            for (size_t i = 0; i < total; i++)
+                expect("all_gather", t, recv, i, stored(t, input((int)(i / cnt), i % cnt)));
+            memset(recv, 0, total * es);
+            fill(recv + (size_t)me * cnt * es, t, me, cnt, 0);
+            lb_comm_all_gather(c, recv + (size_t)me * cnt * es, recv, cnt, t, NULL, &err);
+            for (size_t i = 0; i < total; i++)
+                expect("all_gather in place", t, recv, i, stored(t, input((int)(i / cnt), i % cnt)));
+            /* all_to_all: block p of rank r holds input(r, p * cnt + i) */
+            fill(send, t, me, total, 0);
+            lb_comm_all_to_all(c, send, recv, cnt, t, NULL, &err);
+            for (size_t i = 0; i < total; i++)
+                expect("all_to_all", t, recv, i,
+                       stored(t, input((int)(i / cnt), (size_t)me * cnt + i % cnt)));
+            fill(recv, t, me, total, 0);
+            lb_comm_all_to_all(c, recv, recv, cnt, t, NULL, &err);
+            for (size_t i = 0; i < total; i++)
+                expect("all_to_all in place", t, recv, i,
+                       stored(t, input((int)(i / cnt), (size_t)me * cnt + i % cnt)));
+            /* a ring of send/recv in one group */
+            fill(send, t, me, cnt, 0);
+            lb_comm_group_start(c, &err);
+            lb_comm_send(c, send, cnt, t, (me + 1) % n, NULL, &err);
+            lb_comm_recv(c, recv, cnt, t, (me + n - 1) % n, NULL, &err);
+            lb_comm_group_end(c, &err);
+            for (size_t i = 0; i < cnt; i++)
+                expect("send/recv", t, recv, i, stored(t, input((me + n - 1) % n, i)));
+            /* a bucket as data-parallel training runs it: reduce_scatter then all_gather,
+             * both started in one group */
+            char *shard = calloc(cnt, es), *full = calloc(total, es);
+            fill(send, t, me, total, 0);
+            lb_comm_group_start(c, &err);
+            lb_comm_reduce_scatter(c, send, shard, cnt, t, LB_COMM_SUM, NULL, &err);
+            lb_comm_group_end(c, &err);
+            lb_comm_group_start(c, &err);
+            lb_comm_all_gather(c, shard, full, cnt, t, NULL, &err);
+            lb_comm_barrier(c, NULL, &err);
+            lb_comm_group_end(c, &err);
+            for (size_t i = 0; i < total; i++)
+                expect("group reduce_scatter + all_gather", t, full, i,
+                       stored(t, reduce_all(LB_COMM_SUM, n, i)));
+            free(shard);
+            free(full);
+            free(send);
+            free(recv);
+        }
+    }
+    if (lb_comm_broken(c)) {
+        fprintf(stderr, "rank %d: communicator broke\n", me);
+        failures++;
+    }
+    printf("rank %d: collectives %s (%d wrong)\n", me, failures ? "FAILED" : "ok", failures);
+    return failures ? 1 : 0;
+}
+
+/* Rank 3 never arrives: the others must fail within the deadline, naming it. */
+static int scenario_late_rank(lb_comm *c) {
+    int me = lb_comm_rank(c);
+    int32_t x = 1, y = 0;
+    lb_err err = {{0}};
+    if (me == 3) {
+        sleep(30);
+        return 0;
+    }
+    int64_t t0 = lb_clock_now_ns();
+    lb_status st = lb_comm_all_reduce(c, &x, &y, 1, LB_COMM_INT32, LB_COMM_SUM, NULL, &err);
+    double s = (double)(lb_clock_now_ns() - t0) / 1e9;
+    bool ok = st == LB_ERR_COMM && strstr(err.msg, "rank(s) 3 never arrived") != NULL &&
+              strstr(err.msg, "all_reduce") != NULL && s < 6;
+    lb_err again = {{0}};
+    ok = ok && lb_comm_barrier(c, NULL, &again) == LB_ERR_COMM &&
+         strcmp(again.msg, err.msg) == 0;
+    printf("rank %d: late rank %s after %.1f s: %s\n", me, ok ? "named" : "NOT NAMED", s, err.msg);
+    fflush(stdout);
+    return ok ? 0 : 1;
+}
+
+static int mpi_worker(const char *scenario) {
+    lb_boot *boot = NULL;
+    lb_err err = {{0}};
+    if (lb_boot_init(30, &boot, &err) != LB_OK) {
+        fprintf(stderr, "boot: %s\n", err.msg);
+        return 1;
+    }
+    lb_comm_params p = lb_comm_default_params();
+    p.backend = LB_COMM_BACKEND_MPI;
+    p.op_timeout_s = strcmp(scenario, "late-rank") == 0 ? 1.5 : 30;
+    lb_comm *c = NULL;
+    int rc = 1;
+    if (lb_boot_source_of(boot) != LB_BOOT_MPI || lb_boot_size(boot) != NP)
+        fprintf(stderr, "not started as %d MPI ranks\n", NP);
+    else if (lb_comm_init(boot, &p, true, &c, &err) != LB_OK)
+        fprintf(stderr, "comm: %s\n", err.msg);
+    else
+        rc = strcmp(scenario, "late-rank") == 0 ? scenario_late_rank(c) : scenario_collectives(c);
+    lb_comm_free(c);
+    lb_boot_free(boot); /* after the late rank: MPI_Abort */
+    return rc;
+}
+
+/* ---- torchrun variables: the TCP rendezvous ---- */
+
+static int torchrun_worker(void) {
+    lb_boot *boot = NULL;
+    lb_err err = {{0}};
+    double timeout = atof(getenv("LB_TEST_BOOT_TIMEOUT") ? getenv("LB_TEST_BOOT_TIMEOUT") : "20");
+    lb_status st = lb_boot_init(timeout, &boot, &err);
+    if (st != LB_OK) {
+        printf("boot failed (%s): %s\n", lb_status_name(st), err.msg);
+        return lb_status_exit_code(st);
+    }
+    int me = lb_boot_rank(boot), n = lb_boot_size(boot);
+    char id[128];
+    for (int i = 0; i < 128; i++)
+        id[i] = (char)(me == 0 ? i * 3 + 1 : 0);
+    int bad = lb_boot_source_of(boot) != LB_BOOT_TORCHRUN;
+    bad |= lb_boot_bcast(boot, id, sizeof id, &err) != LB_OK;
+    for (int i = 0; i < 128; i++)
+        bad |= id[i] != (char)(i * 3 + 1);
+    char text[64];
+    snprintf(text, sizeof text, "rank %d says %s", me, me % 2 ? "hello" : "a longer hello");
+    char **all = NULL;
+    bad |= lb_boot_gather_text(boot, text, &all, &err) != LB_OK;
+    for (int r = 0; me == 0 && all != NULL && r < n; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "rank %d says %s", r, r % 2 ? "hello" : "a longer hello");
+        bad |= strcmp(all[r], want) != 0;
+    }
+    lb_boot_strings_free(all, n);
+    bad |= lb_boot_barrier(boot, &err) != LB_OK;
+    bad |= lb_boot_local_size(boot) != n || lb_boot_local_rank(boot) != me;
+    printf("rank %d of %d: %s\n", me, n, bad ? "BAD" : "ok");
+    lb_boot_free(boot);
+    return bad;
+}
+
+/* ---- the tests ---- */
+
+static bool as_root(void) {
+    return getuid() == 0;
+}
+
+/* Runs argv (NULL-terminated), output to out; returns the exit code and the seconds taken. */
+static int run_cmd(const char *const *argv, char *out, size_t cap, double *seconds) {
+    char path[] = "/tmp/lbtest-mpiXXXXXX";
+    int fd = mkstemp(path);
+    int64_t t0 = lb_clock_now_ns();
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (seconds) *seconds = (double)(lb_clock_now_ns() - t0) / 1e9;
+    lseek(fd, 0, SEEK_SET);
+    lb_test_slurp(fd, out, cap);
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int mpirun(const char *prog, const char *const *args, char *out, size_t cap,
+                  double *seconds) {
+    const char *argv[40] = {"mpirun", "-np", "4", "--oversubscribe"};
+    int n = 4;
+    if (as_root()) argv[n++] = "--allow-run-as-root";
+    argv[n++] = prog;
+    for (int i = 0; args[i] != NULL && n < 38; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return run_cmd(argv, out, cap, seconds);
+}
+
+static int count(const char *hay, const char *needle) {
+    int k = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+        k++;
+    return k;
+}
+
+static void test_comm_mpi_every_collective_dtype_and_op_matches(void **state) {
+    (void)state;
+    static char out[1 << 16];
+    const char *args[] = {"--mpi-worker", "collectives", NULL};
+    int rc = mpirun(self_path, args, out, sizeof out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_int_equal(count(out, "collectives ok (0 wrong)"), NP);
+}
+
+static void test_comm_mpi_rank_that_never_arrives_is_named_within_the_deadline(void **state) {
+    (void)state;
+    static char out[1 << 16];
+    const char *args[] = {"--mpi-worker", "late-rank", NULL};
+    double s = 0;
+    int rc = mpirun(self_path, args, out, sizeof out, &s);
+    if (count(out, "late rank named") != NP - 1) fprintf(stderr, "%s\n", out);
+    assert_int_equal(count(out, "late rank named"), NP - 1);
+    assert_int_not_equal(rc, 0); /* the job is aborted, not finalised */
+    assert_true(s < 20);         /* rank 3 sleeps 30 s: the abort ended it */
+}
+
+static void spawn_torchrun(int rank, int world, int port, const char *timeout, pid_t *pid,
+                           int *out_fd) {
+    char path[] = "/tmp/lbtest-trXXXXXX";
+    *out_fd = mkstemp(path);
+    unlink(path);
+    *pid = fork();
+    if (*pid == 0) {
+        lb_test_die_with_parent();
+        dup2(*out_fd, 1);
+        char v[16];
+        snprintf(v, sizeof v, "%d", rank);
+        setenv("RANK", v, 1);
+        snprintf(v, sizeof v, "%d", world);
+        setenv("WORLD_SIZE", v, 1);
+        snprintf(v, sizeof v, "%d", port);
+        setenv("MASTER_PORT", v, 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("LB_TEST_BOOT_TIMEOUT", timeout, 1);
+        execl(self_path, self_path, "--torchrun-worker", (char *)NULL);
+        _exit(127);
+    }
+}
+
+static int wait_code(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void read_all(int fd, char *buf, size_t cap) {
+    lseek(fd, 0, SEEK_SET);
+    lb_test_slurp(fd, buf, cap);
+    close(fd);
+}
+
+static void test_comm_torchrun_variables_rendezvous_over_tcp(void **state) {
+    (void)state;
+    int port = free_port();
+    pid_t pids[NP];
+    int fds[NP];
+    /* rank 0 last: the others must retry until it listens */
+    for (int r = NP - 1; r >= 0; r--) {
+        spawn_torchrun(r, NP, port, "20", &pids[r], &fds[r]);
+        if (r == 1) usleep(300 * 1000);
+    }
+    for (int r = 0; r < NP; r++) {
+        char out[512];
+        int rc = wait_code(pids[r]);
+        read_all(fds[r], out, sizeof out);
+        if (rc != 0) fprintf(stderr, "rank %d: %s\n", r, out);
+        assert_int_equal(rc, 0);
+        assert_non_null(strstr(out, "ok"));
+    }
+}
+
+static void test_comm_mismatched_world_size_is_a_usage_error(void **state) {
+    (void)state;
+    int port = free_port();
+    pid_t p0, p1;
+    int f0, f1;
+    spawn_torchrun(0, 2, port, "10", &p0, &f0);
+    usleep(200 * 1000);
+    spawn_torchrun(1, 3, port, "10", &p1, &f1);
+    char out0[1024], out1[1024];
+    int rc0 = wait_code(p0), rc1 = wait_code(p1);
+    read_all(f0, out0, sizeof out0);
+    read_all(f1, out1, sizeof out1);
+    assert_int_equal(rc0, 2);
+    assert_int_equal(rc1, 2);
+    assert_non_null(strstr(out0, "WORLD_SIZE differs between ranks: rank 1"));
+    assert_non_null(strstr(out1, "says 3, rank 0"));
+}
+
+static void test_comm_unreachable_master_is_named_with_its_port(void **state) {
+    (void)state;
+    int port = free_port(); /* nothing listens there */
+    pid_t p;
+    int f;
+    int64_t t0 = lb_clock_now_ns();
+    spawn_torchrun(1, 2, port, "1", &p, &f);
+    char out[1024], want[64];
+    int rc = wait_code(p);
+    double s = (double)(lb_clock_now_ns() - t0) / 1e9;
+    read_all(f, out, sizeof out);
+    snprintf(want, sizeof want, "MASTER_ADDR=127.0.0.1 MASTER_PORT=%d", port);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, want));
+    assert_true(s < 5);
+}
+
+static void test_comm_local_launcher_starts_ranks_that_meet(void **state) {
+    (void)state;
+    char path[] = "/tmp/lbtest-launchXXXXXX";
+    int fd = mkstemp(path);
+    unlink(path);
+    char *const argv[] = {self_path, "--torchrun-worker", NULL};
+    const char *env[] = {"LB_TEST_BOOT_TIMEOUT=20", NULL};
+    lb_launch_params lp = {.n = 3, .argv = argv, .env = env, .rank0_stdout = fd, .grace_s = 5};
+    lb_err err = {{0}};
+    int rc = lb_launch_local(&lp, &err);
+    char out[512];
+    read_all(fd, out, sizeof out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "rank 0 of 3: ok"));
+}
+
+static void test_comm_launcher_reports_the_first_failure(void **state) {
+    (void)state;
+    /* one worker alone succeeds; two told MASTER_PORT=0 each fail with a usage error (2) */
+    char *const argv[] = {self_path, "--torchrun-worker", NULL};
+    const char *env[] = {"LB_TEST_BOOT_TIMEOUT=0.5", NULL};
+    lb_launch_params lp = {.n = 1, .argv = argv, .env = env, .rank0_stdout = -1, .grace_s = 1};
+    lb_err err = {{0}};
+    assert_int_equal(lb_launch_local(&lp, &err), 0);
+    const char *env_bad[] = {"LB_TEST_BOOT_TIMEOUT=0.5", "MASTER_PORT=0", NULL};
+    lp.env = env_bad;
+    lp.n = 2;
+    assert_int_equal(lb_launch_local(&lp, &err), 2);
+}
+
+static void test_comm_cli_end_to_end_under_mpirun(void **state) {
+    (void)state;
+    static char out[1 << 17];
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    const char *args[] = {"comm", "all", "-b", "2", "-e", "2K", "-f", "4", "-d", "bf16", "-n",
+                          "3", "-w", "1", "--db", db, NULL};
+    int rc = mpirun(LB_TEST_BIN, args, out, sizeof out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "# Collective: reduce_scatter"));
+    assert_non_null(strstr(out, "# Out of bounds values : 0 OK"));
+    assert_non_null(strstr(out, "started by mpi, backend mpi"));
+    /* nccl-tests' columns: size, count, type, redop, root; 2 KiB of bf16 = 1024 elements */
+    assert_non_null(strstr(out, "        2048          1024  bfloat16     sum      -1"));
+    const char *show[] = {"results", "show", "1", "--db", db, "--json", NULL};
+    char json[1 << 16];
+    assert_int_equal(lb_test_run(show, json, sizeof json, NULL, 0), 0);
+    assert_non_null(strstr(json, "\"all_reduce.2048.oop.r3\""));
+    assert_non_null(strstr(json, "\"sendrecv.2048.oop.wrong\""));
+    lb_test_rmtree(dir);
+}
+
+static void test_comm_cli_int_max_checks_every_element(void **state) {
+    (void)state;
+    static char out[1 << 16];
+    const char *ok_args[] = {"comm", "all_reduce", "reduce", "-b", "4", "-e", "64K", "-d",
+                             "int32", "-o", "max", "-r", "2", "--place", "in", "--json", "--db",
+                             "/tmp/lbtest-comm-max.db", NULL};
+    int rc = mpirun(LB_TEST_BIN, ok_args, out, sizeof out, NULL);
+    unlink("/tmp/lbtest-comm-max.db");
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "\"wrong_total\""));
+    assert_non_null(strstr(out, "\"reduce.65536.ip.wrong\""));
+    assert_null(strstr(out, "oop.time_us"));
+}
+
+static void test_comm_cli_bad_input_exits_2(void **state) {
+    (void)state;
+    char err[2048];
+    const char *a1[] = {"comm", "allreduce", NULL};
+    assert_int_equal(lb_test_run(a1, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "unknown collective 'allreduce'"));
+    const char *a2[] = {"comm", "-b", "6", "-e", "64", NULL};
+    assert_int_equal(lb_test_run(a2, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "whole float elements"));
+    const char *a3[] = {"comm", "-b", "1X", NULL};
+    assert_int_equal(lb_test_run(a3, NULL, 0, err, sizeof err), 2);
+    const char *a4[] = {"comm", "-d", "complex", NULL};
+    assert_int_equal(lb_test_run(a4, NULL, 0, err, sizeof err), 2);
+    const char *a5[] = {"comm", "--gpus", "4096", NULL};
+    assert_int_equal(lb_test_run(a5, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "--gpus 4096: this machine has"));
+    const char *a6[] = {"comm", "-b", "64", "-e", "8", NULL};
+    assert_int_equal(lb_test_run(a6, NULL, 0, err, sizeof err), 2);
+}
+
+static void test_comm_values_round_like_the_hardware(void **state) {
+    (void)state;
+    unsigned char b[8];
+    lb_comm_value_set(b, LB_COMM_BF16, 0, 1.0 + 1.0 / 256); /* tie: to even (1.0) */
+    assert_true(lb_comm_value_get(b, LB_COMM_BF16, 0) == 1.0);
+    lb_comm_value_set(b, LB_COMM_BF16, 0, 1.0 + 3.0 / 256); /* tie: to even (1 + 4/256) */
+    assert_true(lb_comm_value_get(b, LB_COMM_BF16, 0) == 1.0 + 4.0 / 256);
+    lb_comm_value_set(b, LB_COMM_FP16, 0, 65504);
+    assert_true(lb_comm_value_get(b, LB_COMM_FP16, 0) == 65504);
+    lb_comm_value_set(b, LB_COMM_FP16, 0, 70000);
+    assert_true(isinf(lb_comm_value_get(b, LB_COMM_FP16, 0)));
+    lb_comm_value_set(b, LB_COMM_FP16, 0, -0x1p-24);
+    assert_true(lb_comm_value_get(b, LB_COMM_FP16, 0) == -0x1p-24);
+    lb_comm_value_set(b, LB_COMM_FP16, 0, 1.0 + 1.0 / 2048); /* tie: to even (1.0) */
+    assert_true(lb_comm_value_get(b, LB_COMM_FP16, 0) == 1.0);
+    lb_comm_dtype t;
+    assert_int_equal(lb_comm_dtype_parse("bf16", &t), 0);
+    assert_int_equal(t, LB_COMM_BF16);
+    assert_int_equal(lb_comm_dtype_parse("half", &t), 0);
+    assert_int_equal(t, LB_COMM_FP16);
+    assert_int_equal(lb_comm_dtype_parse("float16", &t), -1);
+}
+
+int main(int argc, char **argv) {
+    ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    self_path[len > 0 ? len : 0] = '\0';
+    if (argc >= 3 && strcmp(argv[1], "--mpi-worker") == 0) return mpi_worker(argv[2]);
+    if (argc >= 2 && strcmp(argv[1], "--torchrun-worker") == 0) return torchrun_worker();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_comm_values_round_like_the_hardware),
+        cmocka_unit_test(test_comm_mpi_every_collective_dtype_and_op_matches),
+        cmocka_unit_test(test_comm_mpi_rank_that_never_arrives_is_named_within_the_deadline),
+        cmocka_unit_test(test_comm_torchrun_variables_rendezvous_over_tcp),
+        cmocka_unit_test(test_comm_mismatched_world_size_is_a_usage_error),
+        cmocka_unit_test(test_comm_unreachable_master_is_named_with_its_port),
+        cmocka_unit_test(test_comm_local_launcher_starts_ranks_that_meet),
+        cmocka_unit_test(test_comm_launcher_reports_the_first_failure),
+        cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),
+        cmocka_unit_test(test_comm_cli_int_max_checks_every_element),
+        cmocka_unit_test(test_comm_cli_bad_input_exits_2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
