@@ -26,6 +26,7 @@ static const command commands[] = {
     {"load", lb_cmd_load, "MLPerf-style load against OpenAI-compatible servers (replicas)"},
     {"tokenize", lb_cmd_tokenize, "token counts (or ids) of text files with a BPE vocabulary"},
     {"comm", lb_cmd_comm, "collective bandwidth and correctness (nccl-tests' job) over NCCL or MPI"},
+    {"doctor", lb_cmd_doctor, "does NCCL work on this node or job, and which setting makes it"},
     {"selftest", lb_cmd_selftest,
      "every GPU kernel and a whole training step against the CPU reference"},
 };

@@ -34,8 +34,12 @@ static int code_of(int status) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+int lb_launch_free_port(void) {
+    return free_port();
+}
+
 int lb_launch_local(const lb_launch_params *p, lb_err *err) {
-    int port = free_port();
+    int port = p->master_port > 0 ? p->master_port : free_port();
     if (port < 0) {
         lb_fail(err, LB_ERR_IO, "no free TCP port on 127.0.0.1 for the workers' rendezvous");
         return -1;
@@ -71,15 +75,24 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
             if (getppid() != parent) _exit(1);
             if (r == 0 && p->rank0_stdout >= 0) dup2(p->rank0_stdout, 1);
             char v[32];
-            snprintf(v, sizeof v, "%d", r);
+            snprintf(v, sizeof v, "%d", p->first_rank + r);
             setenv("RANK", v, 1);
+            snprintf(v, sizeof v, "%d", r);
             setenv("LOCAL_RANK", v, 1);
-            snprintf(v, sizeof v, "%d", p->n);
+            snprintf(v, sizeof v, "%d", p->world > 0 ? p->world : p->n);
             setenv("WORLD_SIZE", v, 1);
+            snprintf(v, sizeof v, "%d", p->n);
             setenv("LOCAL_WORLD_SIZE", v, 1);
             snprintf(v, sizeof v, "%d", port);
             setenv("MASTER_PORT", v, 1);
-            setenv("MASTER_ADDR", "127.0.0.1", 1);
+            setenv("MASTER_ADDR", p->master_addr ? p->master_addr : "127.0.0.1", 1);
+            /* the workers meet by these variables even when the launcher is an MPI or Slurm rank */
+            static const char *const mpi_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                                                   "SLURM_PROCID"};
+            for (size_t i = 0; i < sizeof mpi_vars / sizeof mpi_vars[0]; i++)
+                unsetenv(mpi_vars[i]);
+            for (int i = 0; p->unset != NULL && p->unset[i] != NULL; i++)
+                unsetenv(p->unset[i]);
             for (int i = 0; p->env != NULL && p->env[i] != NULL; i++)
                 putenv((char *)p->env[i]);
             execv(exe, p->argv);

@@ -13,16 +13,25 @@
 #include "core/status.h"
 
 typedef struct {
-    int n;                   /* workers */
-    char *const *argv;       /* their command line; argv[0] is replaced by this program */
-    const char *const *env;  /* extra "NAME=value" for every worker, NULL-terminated; or NULL */
-    int rank0_stdout;        /* fd that rank 0's stdout goes to; -1: the launcher's */
-    double grace_s;          /* after one worker failed, the others' time to end, s */
+    int n;                    /* workers */
+    char *const *argv;        /* their command line; argv[0] is replaced by this program */
+    const char *const *env;   /* extra "NAME=value" for every worker, NULL-terminated; or NULL */
+    const char *const *unset; /* variables removed from every worker's environment; or NULL */
+    int rank0_stdout;         /* fd that the first worker's stdout goes to; -1: the launcher's */
+    double grace_s;           /* after one worker failed, the others' time to end, s */
+    /* a part of a larger job (doctor's probes on every node): the first worker's rank, the
+     * job's size and rank 0's address and port; 0 / NULL: a job of these n workers alone,
+     * on 127.0.0.1 and a free port */
+    int first_rank, world;
+    const char *master_addr;
+    int master_port;
 } lb_launch_params;
 
 /* Runs the workers to the end. Returns their exit code: 0 when all succeeded, else the code
  * of the first to fail (a worker killed by signal S counts as 128 + S); -1 with err set when
  * they could not be started. */
 int lb_launch_local(const lb_launch_params *p, lb_err *err);
+/* A TCP port free on 127.0.0.1 now (-1 when none), for a rendezvous about to start. */
+int lb_launch_free_port(void);
 
 #endif

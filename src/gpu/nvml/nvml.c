@@ -29,12 +29,21 @@ typedef struct {
     unsigned long long time_us;
     nvml_value value;
 } nvml_buffered_sample;
+typedef struct { /* nvmlPciInfo_t (v3) */
+    char bus_id_legacy[16];
+    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+} nvml_pci;
 
 #define NVML_SUCCESS                 0
 #define NVML_CLOCK_SM                1
 #define NVML_TEMPERATURE_GPU         0
 #define NVML_TOTAL_POWER_SAMPLES     0
 #define NVML_GPU_UTILIZATION_SAMPLES 1
+#define NVML_CLOCK_MEM               2
+#define NVML_MEMORY_ERROR_UNCORRECTED 1
+#define NVML_VOLATILE_ECC            0
+#define NVML_NVLINK_MAX_LINKS        18
 #define NVML_BUFFERED_MAX            512 /* the driver keeps ~120 power readings (2.4 s at 20 ms) */
 
 static struct {
@@ -56,6 +65,16 @@ static struct {
     int (*reasons)(nvml_device, unsigned long long *);
     int (*samples)(nvml_device, int, unsigned long long, int *, unsigned int *,
                    nvml_buffered_sample *);
+    int (*cuda_driver)(int *);
+    int (*pci)(nvml_device, nvml_pci *);
+    int (*pcie_gen)(nvml_device, unsigned int *);
+    int (*pcie_width)(nvml_device, unsigned int *);
+    int (*pcie_max_gen)(nvml_device, unsigned int *);
+    int (*pcie_max_width)(nvml_device, unsigned int *);
+    int (*ecc)(nvml_device, int, int, unsigned long long *);
+    int (*max_clock)(nvml_device, int, unsigned int *);
+    int (*nvlink_state)(nvml_device, unsigned int, int *);
+    int (*nvlink_remote)(nvml_device, unsigned int, nvml_pci *);
 } g_nvml;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -85,6 +104,16 @@ bool lb_nvml_open(char *why, size_t why_len) {
             LOAD(temp, "nvmlDeviceGetTemperature");
             LOAD(reasons, "nvmlDeviceGetCurrentClocksEventReasons");
             LOAD(samples, "nvmlDeviceGetSamples");
+            LOAD(cuda_driver, "nvmlSystemGetCudaDriverVersion_v2");
+            LOAD(pci, "nvmlDeviceGetPciInfo_v3");
+            LOAD(pcie_gen, "nvmlDeviceGetCurrPcieLinkGeneration");
+            LOAD(pcie_width, "nvmlDeviceGetCurrPcieLinkWidth");
+            LOAD(pcie_max_gen, "nvmlDeviceGetMaxPcieLinkGeneration");
+            LOAD(pcie_max_width, "nvmlDeviceGetMaxPcieLinkWidth");
+            LOAD(ecc, "nvmlDeviceGetTotalEccErrors");
+            LOAD(max_clock, "nvmlDeviceGetMaxClockInfo");
+            LOAD(nvlink_state, "nvmlDeviceGetNvLinkState");
+            LOAD(nvlink_remote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
             if (g_nvml.reasons == NULL) /* drivers before the rename */
                 LOAD(reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
 #undef LOAD
@@ -228,4 +257,53 @@ int lb_nvml_buffered(int index, lb_nvml_buffer which, uint64_t since_us, lb_nvml
     }
     pthread_mutex_unlock(&buf_lock);
     return n;
+}
+
+bool lb_nvml_cuda_driver_version(int *version) {
+    return g_nvml.lib != NULL && g_nvml.cuda_driver && g_nvml.cuda_driver(version) == NVML_SUCCESS;
+}
+
+bool lb_nvml_same_pci(const char *a, const char *b) {
+    unsigned da, ba, va, fa, db, bb, vb, fb;
+    if (sscanf(a, "%x:%x:%x.%x", &da, &ba, &va, &fa) != 4) return false;
+    if (sscanf(b, "%x:%x:%x.%x", &db, &bb, &vb, &fb) != 4) return false;
+    return da == db && ba == bb && va == vb && fa == fb;
+}
+
+bool lb_nvml_device_links(int index, lb_nvml_links *out) {
+    memset(out, 0, sizeof *out);
+    nvml_device d;
+    if (!device(index, &d)) return false;
+    nvml_pci pci;
+    if (g_nvml.pci && g_nvml.pci(d, &pci) == NVML_SUCCESS)
+        snprintf(out->bus_id, sizeof out->bus_id, "%s", pci.bus_id);
+    out->has_pcie = g_nvml.pcie_gen && g_nvml.pcie_width &&
+                    g_nvml.pcie_gen(d, &out->pcie_gen) == NVML_SUCCESS &&
+                    g_nvml.pcie_width(d, &out->pcie_width) == NVML_SUCCESS;
+    if (g_nvml.pcie_max_gen) g_nvml.pcie_max_gen(d, &out->pcie_max_gen);
+    if (g_nvml.pcie_max_width) g_nvml.pcie_max_width(d, &out->pcie_max_width);
+    out->has_ecc = g_nvml.ecc && g_nvml.ecc(d, NVML_MEMORY_ERROR_UNCORRECTED, NVML_VOLATILE_ECC,
+                                            &out->ecc_uncorrected) == NVML_SUCCESS;
+    if (g_nvml.max_clock) {
+        g_nvml.max_clock(d, NVML_CLOCK_SM, &out->sm_clock_max_mhz);
+        g_nvml.max_clock(d, NVML_CLOCK_MEM, &out->mem_clock_max_mhz);
+    }
+    for (unsigned l = 0; g_nvml.nvlink_state && l < NVML_NVLINK_MAX_LINKS; l++) {
+        int active = 0;
+        if (g_nvml.nvlink_state(d, l, &active) != NVML_SUCCESS || !active) continue;
+        nvml_pci remote;
+        if (g_nvml.nvlink_remote && g_nvml.nvlink_remote(d, l, &remote) == NVML_SUCCESS)
+            snprintf(out->nvlink_peer[out->n_nvlinks], sizeof out->nvlink_peer[0], "%s",
+                     remote.bus_id);
+        out->n_nvlinks++;
+    }
+    return true;
+}
+
+int lb_nvml_index_of_pci(const char *bus_id) {
+    for (int i = 0; i < lb_nvml_device_count(); i++) {
+        lb_nvml_links l;
+        if (lb_nvml_device_links(i, &l) && lb_nvml_same_pci(l.bus_id, bus_id)) return i;
+    }
+    return -1;
 }

@@ -61,4 +61,24 @@ typedef enum { LB_NVML_POWER_READINGS, LB_NVML_UTIL_READINGS } lb_nvml_buffer;
 int lb_nvml_buffered(int index, lb_nvml_buffer which, uint64_t since_us, lb_nvml_reading *out,
                      int max);
 
+/* What decides how fast a GPU talks to others: its PCI address, PCIe link now and at most,
+ * uncorrected ECC errors since boot, maximum clocks, and each active NVLink's far end. */
+typedef struct {
+    char bus_id[32]; /* "00000000:1B:00.0" */
+    unsigned int pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
+    unsigned long long ecc_uncorrected;
+    unsigned int sm_clock_max_mhz, mem_clock_max_mhz;
+    int n_nvlinks;               /* active links */
+    char nvlink_peer[18][32];    /* each active link's far end (PCI address; "" unknown) */
+    bool has_pcie, has_ecc;
+} lb_nvml_links;
+
+bool lb_nvml_device_links(int index, lb_nvml_links *out);
+/* The CUDA version the driver supports (12040 = 12.4). */
+bool lb_nvml_cuda_driver_version(int *version);
+/* Whether two PCI addresses name the same function ("0000:1b:00.0" = "00000000:1B:00.0"). */
+bool lb_nvml_same_pci(const char *a, const char *b);
+/* NVML's index of the GPU at a PCI address (CUDA's ordinals may differ); -1 if none. */
+int lb_nvml_index_of_pci(const char *bus_id);
+
 #endif

@@ -1,0 +1,365 @@
+/* doctor.c: facts across ranks, the all_reduce check and the ladder (doctor.h).
+ *
+ * Rank 0 drives the climb; before each probe it sends every rank the rung (a fixed-size
+ * struct) over the control plane, each rank with a GPU starts its worker with that
+ * environment, and rank 0 gathers each rank's outcome. The probe workers form their own
+ * job through the torchrun variables: rank 0 of it runs where the first rank with a GPU
+ * runs (127.0.0.1 when every rank shares one host). */
+#include "doctor/doctor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "comm/launch.h"
+#include "commbench/commbench.h"
+#include "core/clock.h"
+#include "doctor/facts.h"
+#include "gpu/devinfo.h"
+
+lb_doctor_params lb_doctor_default_params(void) {
+    return (lb_doctor_params){.setup_timeout_s = 20, .op_timeout_s = 10, .probe_bytes = 32 << 20};
+}
+
+double lb_doctor_good_gbps(const json_t *facts, bool multi_node) {
+    double best = 0;
+    size_t i;
+    json_t *o;
+    if (multi_node) {
+        json_array_foreach(json_object_get(facts, "net"), i, o) {
+            if (json_is_true(json_object_get(o, "loopback"))) continue;
+            best = fmax(best, (double)json_integer_value(json_object_get(o, "speed_mbps")) / 8000);
+        }
+        json_array_foreach(json_object_get(facts, "ib"), i, o) {
+            const char *rate = json_string_value(json_object_get(o, "rate"));
+            if (rate != NULL) best = fmax(best, atof(rate) / 8); /* "200 Gb/sec (4X HDR)" */
+        }
+        return best / 10;
+    }
+    double slowest = INFINITY;
+    json_array_foreach(json_object_get(facts, "gpus"), i, o) {
+        size_t links = json_array_size(json_object_get(o, "nvlinks"));
+        const json_t *pcie = json_object_get(o, "pcie");
+        double gbps = 0;
+        if (links > 0) gbps = 25.0 * (double)links;
+        else if (pcie != NULL) {
+            /* per lane after encoding: gen3 0.985, gen4 1.97, gen5 3.94 GB/s */
+            int gen = (int)json_integer_value(json_object_get(pcie, "gen"));
+            gbps = 0.985 * pow(2, gen - 3) * (double)json_integer_value(json_object_get(pcie, "width"));
+        }
+        if (gbps > 0) slowest = fmin(slowest, gbps);
+    }
+    return isfinite(slowest) ? slowest / 10 : 0;
+}
+
+/* ---- the probe worker ---- */
+
+lb_status lb_doctor_probe_worker(lb_boot *boot, const lb_doctor_params *p, lb_err *err) {
+    lb_commbench_params b = lb_commbench_default_params();
+    b.min_bytes = b.max_bytes = p->probe_bytes;
+    b.warmup = 3;
+    b.iters = 10;
+    b.place = LB_PLACE_OUT_OF_PLACE;
+    b.comm.backend = LB_COMM_BACKEND_NCCL;
+    b.comm.setup_timeout_s = p->setup_timeout_s;
+    b.comm.op_timeout_s = p->op_timeout_s;
+    lb_result *r = lb_boot_rank(boot) == 0 ? lb_result_new("comm", "doctor-probe") : NULL;
+    lb_status st = lb_commbench_run(boot, &b, r, err);
+    if (r != NULL) {
+        char name[64];
+        snprintf(name, sizeof name, "all_reduce.%lld.oop.busbw", (long long)p->probe_bytes);
+        json_t *line = json_pack("{s:b, s:f, s:s}", "ok", st == LB_OK, "busbw_gbps",
+                                 st == LB_OK ? lb_result_metric(r, name) : 0.0, "error",
+                                 st == LB_OK ? "" : err->msg);
+        char *text = json_dumps(line, JSON_COMPACT);
+        printf("%s\n", text);
+        fflush(stdout);
+        free(text);
+        json_decref(line);
+        lb_result_free(r);
+    }
+    return st;
+}
+
+/* ---- probes from the ladder ---- */
+
+typedef struct {
+    lb_boot *boot;
+    const lb_doctor_params *p;
+    int first_gpu_rank, gpu_ranks; /* multi-rank jobs: who starts a worker */
+    int local_gpus;
+    char master[256];
+} probe_ctx;
+
+/* What a rank tells rank 0 after its part of a probe. */
+typedef struct {
+    int32_t started, code;
+    lb_doctor_probe result; /* from the first GPU rank's worker 0 */
+} probe_msg;
+
+/* This rank's part of a probe: start the workers with the rung's environment, wait. */
+static void probe_here(probe_ctx *c, const lb_doctor_rung *rung, int port, probe_msg *out) {
+    memset(out, 0, sizeof *out);
+    int me = lb_boot_rank(c->boot), size = lb_boot_size(c->boot);
+    bool single = size == 1;
+    if (!single && c->local_gpus == 0) return;
+    char *env[LB_RUNG_MAX_CHANGES + 2];
+    int ne = 0;
+    env[ne++] = "LLMBENCH_WORKER=1";
+    for (int i = 0; i < rung->n_set; i++)
+        env[ne++] = (char *)rung->set[i];
+    env[ne] = NULL;
+    const char *unset[LB_RUNG_MAX_CHANGES + 1];
+    int nu = 0;
+    for (int i = 0; i < rung->n_unset; i++)
+        if (rung->unset[i][0] != '\0') unset[nu++] = rung->unset[i];
+    unset[nu] = NULL;
+    char setup[32], op[32], bytes[32];
+    snprintf(setup, sizeof setup, "%g", c->p->setup_timeout_s);
+    snprintf(op, sizeof op, "%g", c->p->op_timeout_s);
+    snprintf(bytes, sizeof bytes, "%lld", (long long)c->p->probe_bytes);
+    char *argv[] = {"llmbench", "doctor",  "--probe", "--setup-timeout", setup, "--comm-timeout",
+                    op,         "--probe-bytes", bytes, NULL};
+    char path[] = "/tmp/llmbench-probe-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) unlink(path);
+    lb_launch_params lp = {
+        .n = single ? (c->local_gpus > 0 ? c->local_gpus : 1) : 1,
+        .argv = argv,
+        .env = (const char *const *)env,
+        .unset = unset,
+        .rank0_stdout = fd,
+        .grace_s = 2,
+        .first_rank = single ? 0 : me - c->first_gpu_rank,
+        .world = single ? 0 : c->gpu_ranks,
+        .master_addr = c->master,
+        .master_port = port,
+    };
+    lb_err err = {{0}};
+    int64_t t0 = lb_clock_now_ns();
+    out->started = 1;
+    out->code = lb_launch_local(&lp, &err);
+    out->result.seconds = (double)(lb_clock_now_ns() - t0) / 1e9;
+    if (out->code < 0) snprintf(out->result.error, sizeof out->result.error, "%s", err.msg);
+    char line[2048] = "";
+    if (fd >= 0) {
+        lseek(fd, 0, SEEK_SET);
+        ssize_t k = read(fd, line, sizeof line - 1);
+        line[k > 0 ? k : 0] = '\0';
+        close(fd);
+    }
+    json_t *j = json_loads(line, JSON_DISABLE_EOF_CHECK, NULL);
+    if (j != NULL) {
+        out->result.ok = json_is_true(json_object_get(j, "ok")) && out->code == 0;
+        out->result.busbw_gbps = json_real_value(json_object_get(j, "busbw_gbps"));
+        snprintf(out->result.error, sizeof out->result.error, "%s",
+                 json_string_value(json_object_get(j, "error")) ?: "");
+        json_decref(j);
+    }
+    if (!out->result.ok && out->result.error[0] == '\0')
+        snprintf(out->result.error, sizeof out->result.error,
+                 "the probe workers ended with exit code %d before reporting", out->code);
+}
+
+/* What rank 0 sends before each probe: the rung, or the end of the climb. */
+typedef struct {
+    int32_t go, port;
+    lb_doctor_rung rung;
+} probe_cmd;
+
+static lb_status probe_all(void *ctx, const lb_doctor_rung *rung, lb_doctor_probe *out,
+                           lb_err *err) {
+    probe_ctx *c = ctx;
+    probe_cmd cmd = {.go = 1, .port = lb_launch_free_port(), .rung = *rung};
+    LB_TRY(lb_boot_bcast(c->boot, &cmd, sizeof cmd, err));
+    probe_msg mine;
+    probe_here(c, rung, cmd.port, &mine);
+    int n = lb_boot_size(c->boot);
+    probe_msg *all = calloc((size_t)n, sizeof *all);
+    if (all == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    lb_status st = lb_boot_gather(c->boot, &mine, sizeof mine, all, err);
+    if (st == LB_OK) {
+        *out = all[n == 1 ? 0 : c->first_gpu_rank].result;
+        for (int r = 0; r < n && out->ok; r++)
+            if (all[r].started && all[r].code != 0) {
+                out->ok = false;
+                snprintf(out->error, sizeof out->error, "rank %d's probe worker ended with code %d",
+                         r, all[r].code);
+            }
+    }
+    free(all);
+    return st;
+}
+
+/* Ranks other than 0 follow rank 0's probes until it says the climb is over. */
+static lb_status follow(probe_ctx *c, lb_err *err) {
+    for (;;) {
+        probe_cmd cmd;
+        LB_TRY(lb_boot_bcast(c->boot, &cmd, sizeof cmd, err));
+        if (!cmd.go) return LB_OK;
+        probe_msg mine;
+        probe_here(c, &cmd.rung, cmd.port, &mine);
+        LB_TRY(lb_boot_gather(c->boot, &mine, sizeof mine, NULL, err));
+    }
+}
+
+/* ---- the check without GPUs: an all_reduce over MPI ---- */
+
+static json_t *mpi_check(lb_boot *boot, const lb_doctor_params *p, lb_err *err, lb_status *st) {
+    lb_comm_params cp = lb_comm_default_params();
+    cp.backend = LB_COMM_BACKEND_MPI;
+    cp.op_timeout_s = p->op_timeout_s;
+    lb_comm *c = NULL;
+    int64_t t0 = lb_clock_now_ns();
+    *st = lb_comm_init(boot, &cp, true, &c, err);
+    int32_t mine = lb_boot_rank(boot) + 1, sum = 0;
+    if (*st == LB_OK) *st = lb_comm_all_reduce(c, &mine, &sum, 1, LB_COMM_INT32, LB_COMM_SUM, NULL, err);
+    int n = lb_boot_size(boot);
+    bool ok = *st == LB_OK && sum == n * (n + 1) / 2;
+    json_t *out = json_pack("{s:s, s:b, s:f, s:s}", "how", "mpi all_reduce (no GPU)", "ok", ok,
+                            "seconds", (double)(lb_clock_now_ns() - t0) / 1e9, "error",
+                            *st == LB_OK ? (ok ? "" : "wrong sum") : err->msg);
+    lb_comm_free(c);
+    return out;
+}
+
+static const char *verdict_name(lb_doctor_verdict v) {
+    static const char *const names[] = {"works as found", "works with a changed setting",
+                                        "works only slowly", "nothing works"};
+    return names[v];
+}
+
+lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **report,
+                        lb_doctor_verdict *verdict, lb_err *err) {
+    *report = NULL;
+    int me = lb_boot_rank(boot), n = lb_boot_size(boot);
+    int64_t t0 = lb_clock_now_ns();
+    json_t *facts = lb_doctor_node_facts();
+    int local_gpus = lb_devinfo_cuda_device_count();
+    json_object_set_new(facts, "cuda_devices", json_integer(local_gpus));
+    char *text = json_dumps(facts, JSON_COMPACT);
+    char **all = NULL;
+    lb_status st = lb_boot_gather_text(boot, text ? text : "{}", &all, err);
+    free(text);
+    json_decref(facts);
+    if (st != LB_OK) return st;
+
+    /* who has GPUs, and where the probe job's rank 0 runs */
+    probe_ctx c = {.boot = boot, .p = p, .first_gpu_rank = -1, .local_gpus = local_gpus};
+    json_t *ranks = json_array();
+    char hosts_differ = 0;
+    if (me == 0) {
+        for (int r = 0; r < n; r++) {
+            json_t *f = json_loads(all[r], 0, NULL);
+            json_array_append_new(ranks, f ? f : json_object());
+        }
+        const char *h0 = json_string_value(json_object_get(json_array_get(ranks, 0), "host"));
+        for (int r = 0; r < n; r++) {
+            json_t *f = json_array_get(ranks, (size_t)r);
+            const char *h = json_string_value(json_object_get(f, "host"));
+            if (h0 && h && strcmp(h0, h) != 0) hosts_differ = 1;
+            if (json_integer_value(json_object_get(f, "cuda_devices")) > 0) {
+                if (c.first_gpu_rank < 0) {
+                    c.first_gpu_rank = r;
+                    snprintf(c.master, sizeof c.master, "%s", h ? h : "127.0.0.1");
+                }
+                c.gpu_ranks++;
+            }
+        }
+        if (!hosts_differ) snprintf(c.master, sizeof c.master, "127.0.0.1");
+    }
+    lb_boot_strings_free(all, me == 0 ? n : 0);
+    struct {
+        int32_t first, count;
+        char master[256];
+    } plan = {c.first_gpu_rank, c.gpu_ranks, ""};
+    memcpy(plan.master, c.master, sizeof plan.master);
+    st = lb_boot_bcast(boot, &plan, sizeof plan, err);
+    if (st != LB_OK) {
+        json_decref(ranks);
+        return st;
+    }
+    c.first_gpu_rank = plan.first;
+    c.gpu_ranks = plan.count;
+    memcpy(c.master, plan.master, sizeof c.master);
+
+    lb_doctor_verdict v = LB_DOCTOR_WORKS_AS_FOUND;
+    json_t *check = NULL;
+    if (c.first_gpu_rank < 0) {
+        if (lb_boot_source_of(boot) == LB_BOOT_MPI && n > 1) {
+            lb_status cst;
+            check = mpi_check(boot, p, err, &cst);
+            if (!json_is_true(json_object_get(check, "ok"))) v = LB_DOCTOR_BROKEN;
+        } else {
+            check = json_pack("{s:s}", "how", "none: no GPU, and no MPI ranks to check");
+        }
+    } else if (me != 0) {
+        st = follow(&c, err);
+    } else {
+        json_t *f0 = json_array_get(ranks, (size_t)c.first_gpu_rank);
+        bool multi = hosts_differ;
+        lb_doctor_rung rungs[LB_LADDER_MAX];
+        lb_doctor_probe results[LB_LADDER_MAX];
+        int nr = lb_doctor_ladder(f0, multi, rungs, LB_LADDER_MAX), chosen = -1;
+        double good = lb_doctor_good_gbps(f0, multi);
+        st = lb_doctor_climb(rungs, nr, good, probe_all, &c, results, &chosen, &v, err);
+        probe_cmd done = {.go = 0};
+        lb_err ignored;
+        lb_boot_bcast(boot, &done, sizeof done, st == LB_OK ? err : &ignored);
+        json_t *tried = json_array();
+        for (int i = 0; i < nr; i++) {
+            char line[1024];
+            lb_doctor_export_line(&rungs[i], line, sizeof line);
+            json_t *o = json_pack("{s:s, s:s, s:b}", "name", rungs[i].name, "export", line, "ran",
+                                  results[i].ran);
+            if (results[i].ran) {
+                json_object_set_new(o, "ok", json_boolean(results[i].ok));
+                json_object_set_new(o, "busbw_gbps", json_real(results[i].busbw_gbps));
+                json_object_set_new(o, "seconds", json_real(results[i].seconds));
+                json_object_set_new(o, "error", json_string(results[i].error));
+            }
+            json_array_append_new(tried, o);
+        }
+        char line[1024] = "";
+        if (chosen >= 0) lb_doctor_export_line(&rungs[chosen], line, sizeof line);
+        int gpus = n == 1 ? local_gpus : c.gpu_ranks;
+        check = json_pack("{s:s, s:i, s:I, s:f, s:o, s:i, s:s, s:s}", "how", "nccl all_reduce",
+                          "gpus", gpus, "bytes", (json_int_t)p->probe_bytes, "good_gbps", good,
+                          "rungs", tried, "chosen", chosen, "verdict", verdict_name(v), "export",
+                          line);
+    }
+    if (me != 0) {
+        json_decref(ranks);
+        json_decref(check);
+        return st;
+    }
+    json_t *problems = json_array();
+    size_t i;
+    json_t *f;
+    json_array_foreach(ranks, i, f) {
+        size_t k;
+        json_t *pr;
+        json_array_foreach(json_object_get(f, "env_problems"), k, pr) {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "rank %zu (%s): %s", i,
+                     json_string_value(json_object_get(f, "host")), json_string_value(pr));
+            json_array_append_new(problems, json_string(msg));
+        }
+    }
+    json_t **fv = calloc((size_t)n, sizeof *fv);
+    for (int r = 0; fv != NULL && r < n; r++)
+        fv[r] = json_array_get(ranks, (size_t)r);
+    json_t *mismatches = fv ? lb_doctor_compare(fv, n) : json_array();
+    free(fv);
+    if (check != NULL && json_object_get(check, "verdict") == NULL)
+        json_object_set_new(check, "verdict", json_string(verdict_name(v)));
+    *report = json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:f}", "ranks_count", n, "launcher",
+                        lb_boot_source_name(lb_boot_source_of(boot)), "ranks", ranks, "mismatches",
+                        mismatches, "problems", problems, "check", check ? check : json_object(),
+                        "seconds", (double)(lb_clock_now_ns() - t0) / 1e9);
+    *verdict = v;
+    return st;
+}

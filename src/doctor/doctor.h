@@ -1,0 +1,45 @@
+/* doctor.h: `llmbench doctor`: does NCCL work here, and if not, which setting makes it.
+ *
+ * Every rank of the job (any launcher of comm/boot.h, or one rank alone) collects its node's
+ * facts (doctor/facts.h); rank 0 gathers them and names what differs between nodes. Then the
+ * check: with GPUs, one small all_reduce through NCCL in fresh worker processes (one per
+ * GPU: `llmbench doctor --probe`, started with comm/launch.h, each with the rung's
+ * environment, since NCCL reads most settings once per process), with deadlines; if it
+ * fails or its bus bandwidth is below a tenth of what the links allow (NVLink count x 25
+ * GB/s, else the PCIe link, else the fastest network port), the ladder (doctor/ladder.h)
+ * is climbed. Without GPUs, ranks started by MPI run the all_reduce over the MPI backend.
+ *
+ * The report is one JSON object on rank 0 ("ranks": each rank's facts, "mismatches",
+ * "problems", "check": {how, good_gbps, rungs: [...], chosen, verdict, export}); rank 0
+ * prints it. */
+#ifndef LB_DOCTOR_DOCTOR_H
+#define LB_DOCTOR_DOCTOR_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "comm/boot.h"
+#include "core/status.h"
+#include "doctor/ladder.h"
+
+typedef struct {
+    double setup_timeout_s; /* each probe's rendezvous and communicator creation, s */
+    double op_timeout_s;    /* each probe's all_reduce, s */
+    int64_t probe_bytes;    /* the all_reduce's size */
+} lb_doctor_params;
+
+lb_doctor_params lb_doctor_default_params(void);
+
+/* Runs the doctor on every rank of boot (collective). On rank 0 *report receives the
+ * report (caller frees) and *verdict the check's outcome; NULL elsewhere. */
+lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **report,
+                        lb_doctor_verdict *verdict, lb_err *err);
+
+/* The probe worker (`llmbench doctor --probe`): one all_reduce of p->probe_bytes over NCCL
+ * among the ranks of boot; rank 0 prints {"ok", "busbw_gbps", "error"} as one line. */
+lb_status lb_doctor_probe_worker(lb_boot *boot, const lb_doctor_params *p, lb_err *err);
+
+/* A tenth of the bandwidth the links of a node's facts allow (GB/s), 0 when unknown. */
+double lb_doctor_good_gbps(const json_t *facts, bool multi_node);
+
+#endif
