@@ -1,0 +1,325 @@
+/* test_doctor.c: doctor's readers on a fixture /sys tree (network interfaces, InfiniBand
+ * and RoCE ports with a GID table), the checks of NCCL settings against it, the ladder
+ * built from those facts, the climb over a fake transport, the cross-rank comparison, and
+ * the command on this machine (alone and under mpirun). */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "doctor/doctor.h"
+#include "doctor/facts.h"
+#include "doctor/ladder.h"
+#include "test_util.h"
+
+#define NODE1 LB_TEST_FIXTURES "/doctor/node1"
+
+static void test_doctor_reads_interfaces_from_sys(void **state) {
+    (void)state;
+    json_t *net = lb_doctor_read_net(NODE1);
+    assert_int_equal(json_array_size(net), 3);
+    json_t *ens = json_array_get(net, 0), *eth = json_array_get(net, 1), *lo = json_array_get(net, 2);
+    assert_string_equal(json_string_value(json_object_get(ens, "name")), "ens1f0");
+    assert_int_equal(json_integer_value(json_object_get(ens, "mtu")), 9000);
+    assert_int_equal(json_integer_value(json_object_get(eth, "speed_mbps")), 10000);
+    assert_string_equal(json_string_value(json_object_get(eth, "operstate")), "up");
+    assert_true(json_is_true(json_object_get(lo, "loopback")));
+    assert_true(json_is_false(json_object_get(eth, "loopback")));
+    assert_null(json_object_get(lo, "speed_mbps"));
+    json_decref(net);
+}
+
+static void test_doctor_reads_gid_tables_in_numeric_order_without_unused_entries(void **state) {
+    (void)state;
+    json_t *ib = lb_doctor_read_ib(NODE1);
+    assert_int_equal(json_array_size(ib), 2);
+    json_t *roce = json_array_get(ib, 0), *down = json_array_get(ib, 1);
+    assert_string_equal(json_string_value(json_object_get(roce, "device")), "mlx5_0");
+    assert_int_equal(json_integer_value(json_object_get(roce, "port")), 1);
+    assert_string_equal(json_string_value(json_object_get(roce, "state")), "4: ACTIVE");
+    assert_string_equal(json_string_value(json_object_get(roce, "link_layer")), "Ethernet");
+    json_t *gids = json_object_get(roce, "gids");
+    assert_int_equal(json_array_size(gids), 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(gids, (size_t)i), "index")), i);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(gids, 3), "type")), "RoCE v2");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(gids, 3), "ndev")), "ens1f0");
+    /* the RoCE v2 entry with an IPv4-mapped address, not the first v2 entry (1) */
+    assert_int_equal(lb_doctor_gid_index(roce), 3);
+    assert_int_equal(lb_doctor_gid_index(down), -1);
+    json_decref(ib);
+}
+
+static int problems(const char *ifname, const char *hca) {
+    json_t *net = lb_doctor_read_net(NODE1), *ib = lb_doctor_read_ib(NODE1);
+    json_t *p = lb_doctor_env_problems(net, ib, ifname, hca);
+    int n = (int)json_array_size(p);
+    json_decref(p);
+    json_decref(net);
+    json_decref(ib);
+    return n;
+}
+
+static void test_doctor_flags_settings_that_name_nothing(void **state) {
+    (void)state;
+    assert_int_equal(problems("nosuchif", NULL), 1);
+    assert_int_equal(problems("eth", NULL), 0);      /* a prefix */
+    assert_int_equal(problems("=eth", NULL), 1);     /* exact: there is no "eth" */
+    assert_int_equal(problems("=eth0", NULL), 0);
+    assert_int_equal(problems("bond,ens", NULL), 0); /* one of a list is enough */
+    assert_int_equal(problems("^lo", NULL), 0);
+    assert_int_equal(problems("^eth,ens,lo", NULL), 1); /* excludes everything */
+    assert_int_equal(problems(NULL, "mlx5_2"), 1);
+    assert_int_equal(problems(NULL, "mlx5_0:1"), 0);
+    assert_int_equal(problems(NULL, "=mlx5"), 1);
+    json_t *net = lb_doctor_read_net(NODE1), *ib = lb_doctor_read_ib(NODE1);
+    json_t *p = lb_doctor_env_problems(net, ib, "nosuchif", "mlx9");
+    assert_string_equal(json_string_value(json_array_get(p, 0)),
+                        "NCCL_SOCKET_IFNAME=nosuchif selects no network interface here "
+                        "(interfaces: ens1f0, eth0, lo)");
+    assert_string_equal(json_string_value(json_array_get(p, 1)),
+                        "NCCL_IB_HCA=mlx9 selects no InfiniBand/RoCE device here (devices: "
+                        "mlx5_0, mlx5_1)");
+    json_decref(p);
+    json_decref(net);
+    json_decref(ib);
+}
+
+/* Facts of the fixture node with the broken environment of the GPU test. */
+static json_t *broken_facts(void) {
+    json_t *net = lb_doctor_read_net(NODE1), *ib = lb_doctor_read_ib(NODE1);
+    size_t i;
+    json_t *o;
+    json_array_foreach(net, i, o) {
+        const char *name = json_string_value(json_object_get(o, "name"));
+        json_object_set_new(o, "addresses",
+                            json_pack("[s]", strcmp(name, "lo") == 0 ? "127.0.0.1" : "10.0.0.1"));
+    }
+    json_t *env = json_pack("{s:s, s:s, s:s}", "NCCL_SOCKET_IFNAME", "nosuchif", "NCCL_P2P_DISABLE",
+                            "1", "NCCL_SHM_DISABLE", "1");
+    json_t *f = json_pack("{s:o, s:o, s:o, s:o}", "env_problems",
+                          lb_doctor_env_problems(net, ib, "nosuchif", NULL), "net", net, "ib", ib,
+                          "env", env);
+    return f;
+}
+
+static bool has(const char (*list)[160], int n, const char *s) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(list[i], s) == 0) return true;
+    return false;
+}
+
+static void test_doctor_ladder_from_facts(void **state) {
+    (void)state;
+    json_t *f = broken_facts();
+    lb_doctor_rung r[LB_LADDER_MAX];
+    int n = lb_doctor_ladder(f, false, r, LB_LADDER_MAX);
+    assert_string_equal(r[0].name, "as found");
+    assert_int_equal(r[0].n_set + r[0].n_unset, 0);
+    assert_string_equal(r[1].name, "without the settings that name nothing here");
+    assert_string_equal(r[1].unset[0], "NCCL_SOCKET_IFNAME");
+    assert_string_equal(r[2].name, "NCCL_P2P_DISABLE removed");
+    assert_int_equal(r[2].n_unset, 2);
+    assert_string_equal(r[3].name, "NCCL_SHM_DISABLE removed (and the above)");
+    assert_int_equal(r[3].n_unset, 3);
+    assert_string_equal(r[4].name, "NCCL_IB_GID_INDEX=3 (RoCE v2 on mlx5_0)");
+    assert_true(has(r[4].set, r[4].n_set, "NCCL_IB_GID_INDEX=3"));
+    assert_string_equal(r[5].name, "NCCL_CROSS_NIC=0");
+    assert_string_equal(r[6].name, "InfiniBand off, sockets on ens1f0");
+    assert_true(has(r[6].set, r[6].n_set, "NCCL_SOCKET_IFNAME==ens1f0"));
+    assert_true(has(r[6].set, r[6].n_set, "NCCL_IB_DISABLE=1"));
+    assert_string_equal(r[7].name, "InfiniBand off, sockets on eth0");
+    assert_string_equal(r[8].name, "InfiniBand off, sockets on lo");
+    /* P2P and SHM are already off as found: only GDR remains of the single switches */
+    assert_string_equal(r[9].name, "NCCL_NET_GDR_LEVEL=0");
+    assert_int_equal(n, 10);
+    /* across nodes the loopback is no candidate */
+    assert_int_equal(lb_doctor_ladder(f, true, r, LB_LADDER_MAX), 9);
+    char line[512];
+    lb_doctor_export_line(&r[6], line, sizeof line);
+    /* set again, the variable is no longer removed */
+    assert_string_equal(line, "export NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME==ens1f0");
+    lb_doctor_export_line(&r[0], line, sizeof line);
+    assert_string_equal(line, "");
+    json_decref(f);
+}
+
+/* A fake transport: the environment as found with the rung applied decides the outcome. */
+typedef struct {
+    const json_t *env;
+    int calls;
+    double fast, slow;
+    bool nothing_works;
+} fake;
+
+static const char *effective(const fake *fk, const lb_doctor_rung *r, const char *name) {
+    static char value[160];
+    for (int i = 0; i < r->n_set; i++)
+        if (strncmp(r->set[i], name, strlen(name)) == 0 && r->set[i][strlen(name)] == '=') {
+            snprintf(value, sizeof value, "%s", r->set[i] + strlen(name) + 1);
+            return value;
+        }
+    for (int i = 0; i < r->n_unset; i++)
+        if (strcmp(r->unset[i], name) == 0) return NULL;
+    return json_string_value(json_object_get(fk->env, name));
+}
+
+static lb_status fake_probe(void *ctx, const lb_doctor_rung *r, lb_doctor_probe *out, lb_err *err) {
+    fake *fk = ctx;
+    fk->calls++;
+    const char *ifname = effective(fk, r, "NCCL_SOCKET_IFNAME");
+    const char *p2p_off = effective(fk, r, "NCCL_P2P_DISABLE");
+    out->ok = !fk->nothing_works && (ifname == NULL || strcmp(ifname, "nosuchif") != 0);
+    out->busbw_gbps = out->ok ? (p2p_off != NULL ? fk->slow : fk->fast) : 0;
+    if (!out->ok) snprintf(out->error, sizeof out->error, "no socket interface");
+    return LB_OK;
+}
+
+static void test_doctor_climb_stops_at_the_first_good_rung(void **state) {
+    (void)state;
+    json_t *f = broken_facts();
+    lb_doctor_rung r[LB_LADDER_MAX];
+    lb_doctor_probe res[LB_LADDER_MAX];
+    int n = lb_doctor_ladder(f, false, r, LB_LADDER_MAX), chosen;
+    lb_doctor_verdict v;
+    lb_err err;
+    fake fk = {.env = json_object_get(f, "env"), .fast = 150, .slow = 3};
+    assert_int_equal(lb_doctor_climb(r, n, 45, fake_probe, &fk, res, &chosen, &v, &err), LB_OK);
+    assert_int_equal(v, LB_DOCTOR_FIXED);
+    assert_int_equal(chosen, 2);
+    assert_int_equal(fk.calls, 3);
+    assert_false(res[0].ok);
+    assert_true(res[1].ok && res[1].busbw_gbps == 3); /* works, but far below the links */
+    assert_false(res[3].ran);
+    char line[256];
+    lb_doctor_export_line(&r[chosen], line, sizeof line);
+    assert_string_equal(line, "unset NCCL_SOCKET_IFNAME NCCL_P2P_DISABLE");
+
+    /* nothing reaches the bar: the fastest rung that worked */
+    fk = (fake){.env = json_object_get(f, "env"), .fast = 20, .slow = 3};
+    lb_doctor_climb(r, n, 45, fake_probe, &fk, res, &chosen, &v, &err);
+    assert_int_equal(v, LB_DOCTOR_SLOW);
+    assert_int_equal(chosen, 2);
+    assert_int_equal(fk.calls, n);
+
+    fk = (fake){.env = json_object_get(f, "env"), .nothing_works = true};
+    lb_doctor_climb(r, n, 45, fake_probe, &fk, res, &chosen, &v, &err);
+    assert_int_equal(v, LB_DOCTOR_BROKEN);
+    assert_int_equal(chosen, -1);
+
+    /* a healthy environment: one probe, exit 0 */
+    json_t *healthy = json_pack("{s:{}, s:[], s:[], s:[]}", "env", "env_problems", "net", "ib");
+    n = lb_doctor_ladder(healthy, false, r, LB_LADDER_MAX);
+    fk = (fake){.env = json_object_get(healthy, "env"), .fast = 150, .slow = 3};
+    lb_doctor_climb(r, n, 45, fake_probe, &fk, res, &chosen, &v, &err);
+    assert_int_equal(v, LB_DOCTOR_WORKS_AS_FOUND);
+    assert_int_equal(chosen, 0);
+    assert_int_equal(fk.calls, 1);
+    json_decref(healthy);
+    json_decref(f);
+}
+
+static void test_doctor_compares_ranks(void **state) {
+    (void)state;
+    json_t *a = json_pack("{s:s, s:s, s:s, s:[{s:s}, {s:s}]}", "host", "n1", "driver", "580.1",
+                          "nccl", "2.28.9", "gpus", "name", "H100", "name", "H100");
+    json_t *b = json_pack("{s:s, s:s, s:s, s:[{s:s}, {s:s}]}", "host", "n2", "driver", "570.2",
+                          "nccl", "2.28.9", "gpus", "name", "H100", "name", "A30");
+    json_t *same[2] = {a, a}, *diff[2] = {a, b};
+    json_t *m = lb_doctor_compare(same, 2);
+    assert_int_equal(json_array_size(m), 0);
+    json_decref(m);
+    m = lb_doctor_compare(diff, 2);
+    assert_int_equal(json_array_size(m), 2);
+    assert_string_equal(json_string_value(json_array_get(m, 0)),
+                        "driver differs: rank 0 (n1) has 580.1, rank 1 (n2) has 570.2");
+    assert_string_equal(json_string_value(json_array_get(m, 1)),
+                        "GPU models differ: rank 0 has H100 x2, rank 1 has H100 x1, A30 x1");
+    json_decref(m);
+    json_decref(a);
+    json_decref(b);
+}
+
+static void test_doctor_good_bandwidth_follows_the_links(void **state) {
+    (void)state;
+    json_t *nv = json_pack("{s:[{s:[s,s,s,s]}, {s:[s,s]}]}", "gpus", "nvlinks", "a", "b", "c",
+                           "d", "nvlinks", "a", "b");
+    assert_true(fabs(lb_doctor_good_gbps(nv, false) - 5.0) < 1e-9); /* 2 links x 25 / 10 */
+    json_t *pcie = json_pack("{s:[{s:[], s:{s:i, s:i}}]}", "gpus", "nvlinks", "pcie", "gen", 4,
+                             "width", 16);
+    assert_true(fabs(lb_doctor_good_gbps(pcie, false) - 0.985 * 2 * 16 / 10) < 1e-9);
+    json_t *net = lb_doctor_read_net(NODE1), *ib = lb_doctor_read_ib(NODE1);
+    json_t *nodes = json_pack("{s:o, s:o}", "net", net, "ib", ib);
+    assert_true(fabs(lb_doctor_good_gbps(nodes, true) - 1.25) < 1e-9); /* 100 Gb/s: 12.5 GB/s */
+    json_decref(nv);
+    json_decref(pcie);
+    json_decref(nodes);
+}
+
+static void test_doctor_command_on_this_machine(void **state) {
+    (void)state;
+    static char out[1 << 16];
+    char err[4096];
+    const char *args[] = {"doctor", "--json", NULL};
+    int rc = lb_test_run(args, out, sizeof out, err, sizeof err);
+    json_t *rep = json_loads(out, 0, NULL);
+    assert_non_null(rep);
+    assert_int_equal(json_array_size(json_object_get(rep, "ranks")), 1);
+    assert_non_null(json_object_get(json_array_get(json_object_get(rep, "ranks"), 0), "net"));
+    assert_int_equal(json_integer_value(json_object_get(rep, "exit_code")), rc);
+    json_decref(rep);
+    const char *bad[] = {"doctor", "--ladder", NULL};
+    assert_int_equal(lb_test_run(bad, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "unknown option '--ladder'"));
+}
+
+static void test_doctor_under_mpirun_compares_and_checks_over_mpi(void **state) {
+    (void)state;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "NCCL_SOCKET_IFNAME=nosuchif mpirun -np 2 --oversubscribe %s %s doctor --json 2>&1",
+             getuid() == 0 ? "--allow-run-as-root" : "", LB_TEST_BIN);
+    FILE *p = popen(cmd, "r");
+    static char out[1 << 17];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    json_t *rep = json_loads(strchr(out, '{') ? strchr(out, '{') : out, JSON_DISABLE_EOF_CHECK, NULL);
+    if (rep == NULL) fprintf(stderr, "%s\n", out);
+    assert_non_null(rep);
+    assert_int_equal(json_array_size(json_object_get(rep, "ranks")), 2);
+    assert_string_equal(json_string_value(json_object_get(rep, "launcher")), "mpi");
+    json_t *check = json_object_get(rep, "check");
+    if (json_array_size(json_object_get(json_array_get(json_object_get(rep, "ranks"), 0), "gpus")) == 0) {
+        assert_string_equal(json_string_value(json_object_get(check, "how")), "mpi all_reduce (no GPU)");
+        assert_true(json_is_true(json_object_get(check, "ok")));
+        assert_int_equal(WEXITSTATUS(rc), 0);
+    }
+    /* each rank's problem with the setting, named with its rank */
+    json_t *probs = json_object_get(rep, "problems");
+    assert_int_equal(json_array_size(probs), 2);
+    assert_non_null(strstr(json_string_value(json_array_get(probs, 1)),
+                           "rank 1 (" /* host */));
+    assert_non_null(strstr(json_string_value(json_array_get(probs, 1)), "NCCL_SOCKET_IFNAME=nosuchif"));
+    json_decref(rep);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_doctor_reads_interfaces_from_sys),
+        cmocka_unit_test(test_doctor_reads_gid_tables_in_numeric_order_without_unused_entries),
+        cmocka_unit_test(test_doctor_flags_settings_that_name_nothing),
+        cmocka_unit_test(test_doctor_ladder_from_facts),
+        cmocka_unit_test(test_doctor_climb_stops_at_the_first_good_rung),
+        cmocka_unit_test(test_doctor_compares_ranks),
+        cmocka_unit_test(test_doctor_good_bandwidth_follows_the_links),
+        cmocka_unit_test(test_doctor_command_on_this_machine),
+        cmocka_unit_test(test_doctor_under_mpirun_compares_and_checks_over_mpi),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
