@@ -4,6 +4,7 @@
  * Options take nccl-tests' letters (-b -e -f -d -o -r -w -n -c) so its users' command lines
  * carry over. Rank 0 prints nccl-tests' table as rows complete (or one JSON document at
  * the end) and stores the run; the other ranks print only their own errors. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,8 @@ static void print_row(void *ctx, const lb_bench_row *row) {
     if ((int)row->coll != pr->last_coll) {
         pr->last_coll = (int)row->coll;
         printf("#\n# Collective: %s\n", lb_bench_coll_name(row->coll));
-        printf("#%74s%38s%34s\n", "out-of-place", "in-place", "out-of-place    in-place");
+        printf("#%51s  %-31s  %-31s  %s\n", "", "           out-of-place", "             in-place",
+               "     out-of-place       in-place");
         printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  "
                "%7s  %7s\n",
                "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
@@ -94,6 +96,40 @@ static void print_row(void *ctx, const lb_bench_row *row) {
     if (row->ip.ran) printf("  %7.2f  %7.2f\n", row->ip.p50_us, row->ip.p99_us);
     else printf("  %7s  %7s\n", "N/A", "N/A");
     fflush(stdout);
+}
+
+/* The pair matrix from r's metrics: each pair's GB/s (receiver's clock) and its link. */
+static void print_matrix(const lb_result *r) {
+    char name[64];
+    int n;
+    for (n = 1;; n++) {
+        snprintf(name, sizeof name, "matrix.%d.0.nvlinks", n);
+        if (isnan(lb_result_metric(r, name))) break;
+    }
+    printf("# send/recv of each pair, GB/s (link: NVn = n NVLinks, PCIe, net = another host, ? = "
+           "no GPU or no NVML)\n");
+    printf("# %8s", "from\\to");
+    for (int b = 0; b < n; b++)
+        printf("  %14d", b);
+    printf("\n");
+    for (int a = 0; a < n; a++) {
+        printf("# %8d", a);
+        for (int b = 0; b < n; b++) {
+            if (a == b) {
+                printf("  %14s", "-");
+                continue;
+            }
+            snprintf(name, sizeof name, "matrix.%d.%d.gbps", a, b);
+            double gbps = lb_result_metric(r, name);
+            snprintf(name, sizeof name, "matrix.%d.%d.nvlinks", a, b);
+            double links = lb_result_metric(r, name);
+            char link[16];
+            if (links > 0) snprintf(link, sizeof link, "NV%.0f", links);
+            else snprintf(link, sizeof link, "%s", links == 0 ? "PCIe" : links == -2 ? "net" : "?");
+            printf("  %8.1f %5s", gbps, link);
+        }
+        printf("\n");
+    }
 }
 
 int lb_cmd_comm(int argc, char **argv) {
@@ -247,6 +283,7 @@ int lb_cmd_comm(int argc, char **argv) {
             printf("# Out of bounds values : %.0f %s\n", wrong != wrong ? 0 : wrong,
                    wrong > 0 ? "FAILED" : "OK");
             printf("# Avg bus bandwidth    : %g\n#\n", lb_result_metric(r, "avg_busbw"));
+            if (p->matrix) print_matrix(r);
         }
     }
     if (st != LB_OK && st != LB_ERR_INTERRUPTED)

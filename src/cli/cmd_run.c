@@ -2,11 +2,16 @@
  *
  * What is present decides what runs: every machine trains a small GPT-2 and a small
  * Llama configuration on the CPU reference; a machine with a CUDA GPU also trains GPT-2
- * 124M on it. Each benchmark is its own stored run; the command ends with one table of
- * all of them and their run ids. A benchmark that fails does not stop the others; the
- * exit code is 1 if any failed, 130 if interrupted. */
+ * 124M on it; a machine with two or more GPUs also runs `llmbench comm all_reduce` over
+ * all of them (8 B to 1 GiB) and `llmbench doctor`'s single-node check, each as a child
+ * process that prints its own report (comm stores its run). Each benchmark is its own
+ * stored run; the command ends with one table of all of them and their run ids. A
+ * benchmark that fails does not stop the others; the exit code is 1 if any failed, 130 if
+ * interrupted. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -67,6 +72,22 @@ static lb_status run_item(const lb_cli_common *common, int argc, char **argv, co
     return st;
 }
 
+/* Runs this program with args (NULL-terminated) as a child, its stdout on our stderr when
+ * quiet_stdout (stdout then holds only our JSON); returns its exit code. */
+static int run_self(char *const *args, bool quiet_stdout) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (quiet_stdout) dup2(2, 1);
+        execv("/proc/self/exe", args);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) return 1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int lb_cmd_run(int argc, char **argv) {
     bool cpu_only = false;
     const lb_arg_spec specs[] = {
@@ -78,8 +99,10 @@ int lb_cmd_run(int argc, char **argv) {
         .usage = "[options]",
         .summary = "The default suite for this machine: a short training benchmark of a small "
                    "GPT-2 and a small Llama configuration on the CPU, and GPT-2 124M in bf16 on "
-                   "the GPU when one is present. Every benchmark is stored as its own run; a "
-                   "summary table with the run ids ends the output.",
+                   "the GPU when one is present; with two or more GPUs also `llmbench comm "
+                   "all_reduce` over all of them (8 B to 1 GiB) and `llmbench doctor`. Every "
+                   "benchmark is stored as its own run; a summary table with the run ids ends "
+                   "the output.",
         LB_ARG_SPECS(specs),
     };
     lb_args a;
@@ -111,6 +134,25 @@ int lb_cmd_run(int argc, char **argv) {
         if (s != LB_OK) exit_code = 1;
     }
 
+    /* two or more GPUs: the collectives and NCCL's health, as their own commands */
+    int comm_code = -1, doctor_code = -1;
+    if (!cpu_only && gpus >= 2 && exit_code != 130 && !lb_interrupted()) {
+        char n_gpus[16];
+        snprintf(n_gpus, sizeof n_gpus, "%d", gpus);
+        char *comm_args[16] = {"llmbench", "comm", "all_reduce", "--gpus", n_gpus, "-b", "8",
+                               "-e",       "1G",   "-f",         "2"};
+        int k = 11;
+        if (a.common.db_path != NULL) {
+            comm_args[k++] = "--db";
+            comm_args[k++] = (char *)a.common.db_path;
+        }
+        comm_args[k] = NULL;
+        comm_code = run_self(comm_args, a.common.json);
+        char *doctor_args[] = {"llmbench", "doctor", NULL};
+        doctor_code = run_self(doctor_args, a.common.json);
+        if (comm_code > 0 || doctor_code > 0) exit_code = exit_code ? exit_code : 1;
+    }
+
     if (a.common.json) {
         json_t *arr = json_array();
         for (size_t i = 0; i < n; i++) {
@@ -133,6 +175,10 @@ int lb_cmd_run(int argc, char **argv) {
                    lb_result_metric(r, "step_ms_median"), lb_result_metric(r, "final_loss"),
                    lb_result_metric(r, "achieved_gflops"));
         }
+        if (comm_code >= 0)
+            printf("%-6s %-24s %-12s\n%-6s %-24s %-12s\n", "-", "comm all_reduce",
+                   comm_code == 0 ? "ok" : "failed", "-", "doctor",
+                   doctor_code == 0 ? "ok" : "needs a fix");
         printf("\nEach run's raw samples: llmbench results show ID; all of them: llmbench results "
                "export --format json\n");
     }

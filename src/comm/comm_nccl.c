@@ -1,5 +1,13 @@
-/* comm_nccl.c: the NCCL backend of comm.h: device buffers, a non-blocking communicator,
- * and a watchdog thread.
+/* comm_nccl.c: the NCCL backend of comm.h: device buffers, communicators created with a
+ * deadline, and a watchdog thread.
+ *
+ * Two communicators: the first is created non-blocking, so its creation (every rank's
+ * arrival, the first connections) can be polled under the set-up deadline and aborted;
+ * the one that carries the calls is split from it as a blocking communicator. A
+ * non-blocking communicator launches every call from a fresh thread and answers
+ * ncclInProgress (NCCL's group.cc), which cost about 290 us a call on an H200 pair, ten
+ * times torch.distributed's small-message latency; the blocking one launches in the
+ * caller's thread and is still aborted by the watchdog from its own thread.
  *
  * Every call enqueues on the caller's stream and returns. Calls are watched through CUDA
  * events: one is recorded after a call when the previous one is done or over a millisecond
@@ -8,9 +16,7 @@
  * the deadline or NCCL reports an error, it aborts the communicator (NCCL's kernels see
  * the abort flag and end, so a waiting stream returns) and keeps one sentence naming rank,
  * host, GPU, the call, NCCL's error and ncclGetLastError's last warning. The calling
- * thread picks the sentence up at its next call or sync. A non-blocking communicator may
- * answer ncclInProgress (creation, first connections, grouped launches): that is polled
- * under the set-up deadline. */
+ * thread picks the sentence up at its next call or sync. */
 #include "comm/comm_impl.h"
 
 #include <stdio.h>
@@ -38,7 +44,9 @@ typedef struct {
 } watch_slot;
 
 typedef struct {
-    ncclComm_t comm;
+    ncclComm_t setup; /* non-blocking: created under the deadline */
+    ncclComm_t comm;  /* blocking, split from setup: carries the calls; NULL while splitting */
+    int64_t split_deadline_ns;
     char gpu[96]; /* "GPU 1 (0000:1b:00.0)" */
     pthread_t thread;
     bool thread_started;
@@ -77,31 +85,32 @@ static void sleep_us(long us) {
 /* The sentence of an NCCL failure, with NCCL's last warning line. */
 static lb_status nccl_fail(lb_comm *c, nccl_state *s, ncclResult_t r, const char *what,
                            lb_err *err) {
-    const char *last = s->comm != NULL ? ncclGetLastError(s->comm) : ncclGetLastError(NULL);
+    ncclComm_t any = s->comm != NULL ? s->comm : s->setup;
+    const char *last = any != NULL ? ncclGetLastError(any) : ncclGetLastError(NULL);
     return lb_fail(err, LB_ERR_COMM, "rank %d (%s, %s): %s failed: NCCL %s%s%s", c->rank,
                    lb_boot_host(c->boot), s->gpu, what, ncclGetErrorString(r),
                    last != NULL && last[0] ? "; last NCCL warning: " : "",
                    last != NULL ? last : "");
 }
 
-/* Waits while the communicator answers ncclInProgress. */
+/* Waits while the non-blocking set-up communicator answers ncclInProgress. */
 static lb_status wait_ready(lb_comm *c, nccl_state *s, double timeout_s, const char *what,
                             lb_err *err) {
     int64_t deadline = lb_clock_now_ns() + (int64_t)(timeout_s * 1e9);
-    for (;;) {
+    for (long polls = 0;; polls++) {
         ncclResult_t r = ncclSuccess;
-        ncclCommGetAsyncError(s->comm, &r);
+        ncclCommGetAsyncError(s->setup, &r);
         if (r == ncclSuccess) return LB_OK;
         if (r != ncclInProgress) return nccl_fail(c, s, r, what, err);
         if (lb_clock_now_ns() > deadline) {
-            const char *last = ncclGetLastError(s->comm);
-            ncclCommAbort(s->comm);
-            s->comm = NULL;
+            const char *last = ncclGetLastError(s->setup);
+            ncclCommAbort(s->setup);
+            s->setup = NULL;
             return lb_fail(err, LB_ERR_COMM, "rank %d (%s, %s): %s was not done within %.0f s%s%s",
                            c->rank, lb_boot_host(c->boot), s->gpu, what, timeout_s,
                            last && last[0] ? "; last NCCL warning: " : "", last ? last : "");
         }
-        sleep_us(200);
+        if (polls > 1000) sleep_us(100);
     }
 }
 
@@ -132,21 +141,28 @@ static void *watchdog(void *arg) {
             break;
         }
         const char *oldest = s->n > 0 ? s->slots[s->head].what : "the last call";
+        ncclComm_t watched = s->comm != NULL ? s->comm : s->setup;
+        if (s->comm == NULL && msg[0] == '\0' && lb_clock_now_ns() > s->split_deadline_ns)
+            snprintf(msg, sizeof msg,
+                     "rank %d (%s, %s): splitting the NCCL communicator was not done within "
+                     "%.0f s (--setup-timeout)",
+                     c->rank, lb_boot_host(c->boot), s->gpu, c->params.setup_timeout_s);
         ncclResult_t ar = ncclSuccess;
-        ncclCommGetAsyncError(s->comm, &ar);
+        ncclCommGetAsyncError(watched, &ar);
         if (msg[0] == '\0' && ar != ncclSuccess && ar != ncclInProgress)
             snprintf(msg, sizeof msg, "rank %d (%s, %s): %s failed: NCCL %s", c->rank,
                      lb_boot_host(c->boot), s->gpu, oldest, ncclGetErrorString(ar));
         pthread_mutex_unlock(&s->mu);
         if (msg[0] != '\0') {
-            const char *last = ncclGetLastError(s->comm);
+            const char *last = ncclGetLastError(watched);
             if (last != NULL && last[0] != '\0') {
                 size_t used = strlen(msg);
                 snprintf(msg + used, sizeof msg - used, "; last NCCL warning: %s", last);
             }
             snprintf(s->abort_msg, sizeof s->abort_msg, "%s", msg);
-            ncclCommAbort(s->comm);
             atomic_store(&s->aborted, true);
+            if (s->comm != NULL) ncclCommAbort(s->comm);
+            ncclCommAbort(s->setup);
             return NULL;
         }
         sleep_us(WATCH_INTERVAL_US);
@@ -159,8 +175,10 @@ static lb_status check_aborted(lb_comm *c, nccl_state *s, lb_err *err) {
     return lb_fail(err, LB_ERR_COMM, "%s", s->abort_msg);
 }
 
-/* Records a watch event after the call just enqueued on stream, when it is due. */
-static lb_status watch(lb_comm *c, nccl_state *s, void *stream, const char *what, lb_err *err) {
+/* Records a watch event after the call k (NULL: a group) just enqueued on stream, when it
+ * is due. */
+static lb_status watch(lb_comm *c, nccl_state *s, void *stream, const lb_coll_call *k,
+                       lb_err *err) {
     int64_t now = lb_clock_now_ns();
     pthread_mutex_lock(&s->mu);
     bool due = s->n == 0 || now - s->last_record_ns >= RECORD_EVERY_NS;
@@ -169,7 +187,10 @@ static lb_status watch(lb_comm *c, nccl_state *s, void *stream, const char *what
         cudaError_t e = cudaEventRecord(w->ev, (cudaStream_t)stream);
         if (e == cudaSuccess) {
             w->t_ns = now;
-            snprintf(w->what, sizeof w->what, "%s", what);
+            if (k != NULL) lb_coll_describe(c, k, w->what, sizeof w->what);
+            else
+                snprintf(w->what, sizeof w->what, "group ending at call #%llu",
+                         (unsigned long long)c->seq);
             s->n++;
             s->last_record_ns = now;
         }
@@ -220,19 +241,16 @@ static lb_status enqueue(lb_comm *c, nccl_state *s, const lb_coll_call *k, lb_er
     case LB_COLL_RECV: r = ncclRecv(k->recv, k->count, t, k->root, s->comm, st); break;
     case LB_COLL_BARRIER: r = ncclAllReduce(s->one, s->one, 1, ncclInt32, ncclSum, s->comm, st); break;
     }
-    char what[160];
-    lb_coll_describe(c, k, what, sizeof what);
-    if (r == ncclInProgress) {
-        if (c->group_depth > 0) return LB_OK; /* the group's end waits */
-        LB_TRY(wait_ready(c, s, c->params.setup_timeout_s, what, err));
-    } else if (r != ncclSuccess) {
+    if (r != ncclSuccess) {
+        char what[160];
+        lb_coll_describe(c, k, what, sizeof what);
         return nccl_fail(c, s, r, what, err);
     }
     if (c->group_depth > 0) {
         s->stream = k->stream;
         return LB_OK;
     }
-    LB_TRY(watch(c, s, k->stream, what, err));
+    LB_TRY(watch(c, s, k->stream, k, err));
     if (k->kind == LB_COLL_BARRIER) return lb_comm_sync(c, k->stream, err);
     return LB_OK;
 }
@@ -255,9 +273,8 @@ static lb_status nccl_group_end(lb_comm *c, lb_err *err) {
     char what[96];
     snprintf(what, sizeof what, "group ending at call #%llu", (unsigned long long)c->seq);
     ncclResult_t r = ncclGroupEnd();
-    if (r == ncclInProgress) LB_TRY(wait_ready(c, s, c->params.setup_timeout_s, what, err));
-    else if (r != ncclSuccess) return nccl_fail(c, s, r, what, err);
-    return watch(c, s, s->stream, what, err);
+    if (r != ncclSuccess) return nccl_fail(c, s, r, what, err);
+    return watch(c, s, s->stream, NULL, err);
 }
 
 static lb_status nccl_sync(lb_comm *c, void *stream, lb_err *err) {
@@ -279,13 +296,17 @@ static void nccl_free(lb_comm *c) {
         atomic_store(&s->stop, true);
         pthread_join(s->thread, NULL);
     }
-    if (s->comm != NULL && !atomic_load(&s->aborted)) {
-        if (c->broken) ncclCommAbort(s->comm);
-        else {
-            ncclCommFinalize(s->comm);
-            lb_err ignored;
-            if (wait_ready(c, s, c->params.setup_timeout_s, "ncclCommFinalize", &ignored) == LB_OK)
+    if (!atomic_load(&s->aborted)) {
+        if (c->broken) {
+            if (s->comm != NULL) ncclCommAbort(s->comm);
+            if (s->setup != NULL) ncclCommAbort(s->setup);
+        } else {
+            if (s->comm != NULL && ncclCommFinalize(s->comm) == ncclSuccess)
                 ncclCommDestroy(s->comm);
+            lb_err ignored;
+            if (s->setup != NULL && ncclCommFinalize(s->setup) != ncclInternalError &&
+                wait_ready(c, s, c->params.setup_timeout_s, "ncclCommFinalize", &ignored) == LB_OK)
+                ncclCommDestroy(s->setup);
         }
     }
     for (int i = 0; i < N_SLOTS; i++)
@@ -386,14 +407,25 @@ lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err) {
     LB_CUDA_TRY(err, cudaMemset(s->one, 0, sizeof *s->one));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&s->comm, m, id, my, &config);
+    ncclResult_t r = ncclCommInitRankConfig(&s->setup, m, id, my, &config);
     char what[96];
     snprintf(what, sizeof what, "creating the NCCL communicator of %d ranks", m);
     if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, s, r, what, err);
     LB_TRY(wait_ready(c, s, c->params.setup_timeout_s, what, err));
+    /* the watchdog runs from here: it aborts a split that outlives the set-up deadline */
+    s->split_deadline_ns = lb_clock_now_ns() + (int64_t)(c->params.setup_timeout_s * 1e9);
     if (pthread_create(&s->thread, NULL, watchdog, c) != 0)
         return lb_fail(err, LB_ERR_RUNTIME, "cannot start the NCCL watchdog thread");
     s->thread_started = true;
+    ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
+    blocking.blocking = 1;
+    ncclComm_t comm = NULL;
+    r = ncclCommSplit(s->setup, 0, my, &comm, &blocking);
+    LB_TRY(check_aborted(c, s, err));
+    if (r != ncclSuccess) return nccl_fail(c, s, r, "splitting the NCCL communicator", err);
+    pthread_mutex_lock(&s->mu);
+    s->comm = comm;
+    pthread_mutex_unlock(&s->mu);
     return LB_OK;
 }
 

@@ -545,6 +545,93 @@ static lb_status run_rows(bench *B, lb_boot *boot, const int32_t *member, lb_res
     return LB_OK;
 }
 
+/* This rank's GPU's NVLinks to each member's GPU on the same host (NVML; 0 for other
+ * hosts, -1 when unknown), from every member's PCI address gathered over the control plane. */
+static lb_status nvlinks_to_peers(bench *B, lb_boot *boot, const int32_t *member, double *links,
+                                  lb_err *err) {
+    typedef struct {
+        char bus[32], host[64];
+    } where;
+    int nb = lb_boot_size(boot);
+    where me = {{0}}, *all = calloc((size_t)nb, sizeof *all);
+    if (all == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    snprintf(me.host, sizeof me.host, "%s", lb_boot_host(boot));
+#ifdef LB_HAVE_CUDA
+    if (B->c != NULL && B->b.device) cudaDeviceGetPCIBusId(me.bus, sizeof me.bus, lb_comm_device(B->c));
+#endif
+    lb_status st = lb_boot_gather(boot, &me, sizeof me, all, err);
+    if (st == LB_OK) st = lb_boot_bcast(boot, all, (size_t)nb * sizeof *all, err);
+    char why[128];
+    bool nvml = st == LB_OK && me.bus[0] != '\0' && lb_nvml_open(why, sizeof why);
+    lb_nvml_links mine;
+    int idx = nvml ? lb_nvml_index_of_pci(me.bus) : -1;
+    bool known = idx >= 0 && lb_nvml_device_links(idx, &mine);
+    for (int q = 0, k = 0; st == LB_OK && q < nb; q++) {
+        if (!member[q]) continue;
+        bool here = strcmp(all[q].host, me.host) == 0;
+        double n = !known ? -1 : here ? 0 : -2; /* -2: another host */
+        for (int l = 0; known && here && l < mine.n_nvlinks; l++)
+            n += all[q].bus[0] != '\0' && lb_nvml_same_pci(mine.nvlink_peer[l], all[q].bus);
+        links[k++] = n;
+    }
+    if (nvml) lb_nvml_close();
+    free(all);
+    return st;
+}
+
+/* Each ordered pair (a, b) of members: a sends matrix_bytes to b `iters` times while the
+ * others wait; b times it. Rank 0 stores matrix.A.B.gbps and matrix.A.B.nvlinks. */
+static lb_status run_matrix(bench *B, lb_boot *boot, const int32_t *member, lb_result *r,
+                            lb_err *err) {
+    const lb_commbench_params *p = B->p;
+    int n = B->n, nb = lb_boot_size(boot);
+    size_t count = (size_t)p->matrix_bytes / lb_comm_dtype_bytes(p->dtype);
+    size_t k = 2 * (size_t)n;
+    double *mine = calloc(k, sizeof *mine), *all = calloc(k * (size_t)nb, sizeof *all);
+    if (mine == NULL || all == NULL) {
+        free(mine);
+        free(all);
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    }
+    lb_status st = LB_OK;
+    for (int a = 0; st == LB_OK && B->c != NULL && a < n; a++)
+        for (int b = 0; st == LB_OK && b < n; b++) {
+            if (a == b) continue;
+            st = lb_comm_barrier(B->c, B->b.stream, err);
+            if (st != LB_OK || (B->rank != a && B->rank != b)) continue;
+            if (B->rank == b) st = mark(&B->b, 0, err);
+            for (int64_t i = 0; st == LB_OK && i < p->iters; i++)
+                st = B->rank == a ? lb_comm_send(B->c, B->b.send, count, p->dtype, b, B->b.stream, err)
+                                  : lb_comm_recv(B->c, B->b.recv, count, p->dtype, a, B->b.stream, err);
+            if (st == LB_OK && B->rank == b) st = mark(&B->b, 1, err);
+            if (st == LB_OK) st = lb_comm_sync(B->c, B->b.stream, err);
+            double us = 0;
+            if (st == LB_OK && B->rank == b) st = between(&B->b, 0, &us, err);
+            if (st == LB_OK && B->rank == b)
+                mine[a] = (double)count * lb_comm_dtype_bytes(p->dtype) * (double)p->iters / (us * 1e3);
+        }
+    st = agree(boot, st, err);
+    if (st == LB_OK) st = nvlinks_to_peers(B, boot, member, mine + n, err);
+    if (st == LB_OK) st = lb_boot_gather(boot, mine, k * sizeof *mine, all, err);
+    for (int q = 0, to = 0; st == LB_OK && r != NULL && q < nb; q++) {
+        if (!member[q]) continue;
+        for (int from = 0; from < n; from++) {
+            char name[LB_NAME_BYTES];
+            const double *row = all + (size_t)q * k;
+            if (from != to) {
+                snprintf(name, sizeof name, "matrix.%d.%d.gbps", from, to);
+                lb_result_set_metric(r, name, row[from], "GB/s");
+            }
+            snprintf(name, sizeof name, "matrix.%d.%d.nvlinks", to, from);
+            lb_result_set_metric(r, name, row[n + from], "links");
+        }
+        to++;
+    }
+    free(mine);
+    free(all);
+    return st;
+}
+
 lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_result *r,
                            lb_err *err) {
     LB_TRY(lb_commbench_validate(p, err));
@@ -572,7 +659,9 @@ lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_resul
 #ifdef LB_HAVE_CUDA
         if (nccl) cudaSetDevice(lb_comm_device(c));
 #endif
-        size_t bytes = (size_t)p->max_bytes + lb_comm_dtype_bytes(p->dtype);
+        size_t bytes = (size_t)(p->max_bytes > p->matrix_bytes || !p->matrix ? p->max_bytes
+                                                                              : p->matrix_bytes) +
+                       lb_comm_dtype_bytes(p->dtype);
         alloc = bufs_init(&B.b, nccl, bytes, (int)p->iters + 1, err);
     }
     if (st == LB_OK) st = agree(boot, alloc, err);
@@ -580,6 +669,7 @@ lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_resul
     int bw_n = 0;
     int64_t wrong_total = 0;
     if (st == LB_OK) st = run_rows(&B, boot, member, r, &bw_sum, &bw_n, &wrong_total, err);
+    if (st == LB_OK && p->matrix) st = run_matrix(&B, boot, member, r, err);
     if (r != NULL && bw_n > 0) {
         lb_result_set_metric(r, "avg_busbw", bw_sum / bw_n, "GB/s");
         if (p->check) lb_result_set_metric(r, "wrong_total", (double)wrong_total, "elements");
