@@ -511,6 +511,15 @@ static void test_comm_cli_bad_input_exits_2(void **state) {
     assert_non_null(strstr(err, "--gpus 4096: this machine has"));
     const char *a6[] = {"comm", "-b", "64", "-e", "8", NULL};
     assert_int_equal(lb_test_run(a6, NULL, 0, err, sizeof err), 2);
+    /* nothing to move data with: no GPU and no MPI ranks; nothing is stored */
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    const char *a7[] = {"comm", "--backend", "mpi", "--db", db, NULL};
+    assert_int_equal(lb_test_run(a7, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "needs ranks started by mpirun"));
+    assert_int_equal(access(db, F_OK), -1);
+    lb_test_rmtree(dir);
 }
 
 static void test_comm_values_round_like_the_hardware(void **state) {

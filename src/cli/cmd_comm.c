@@ -250,8 +250,30 @@ int lb_cmd_comm(int argc, char **argv) {
         return lb_status_exit_code(st);
     }
     int rank = lb_boot_rank(ctx.boot);
-    if (strcmp(backend_s, "auto") == 0) st = lb_comm_pick_backend(ctx.boot, &p->comm.backend, &err);
-    else p->comm.backend = strcmp(backend_s, "nccl") == 0 ? LB_COMM_BACKEND_NCCL : LB_COMM_BACKEND_MPI;
+    /* refusals every rank reaches alike, before anything is stored */
+    lb_comm_backend usable = LB_COMM_BACKEND_MPI;
+    st = lb_comm_pick_backend(ctx.boot, &usable, &err);
+    p->comm.backend = strcmp(backend_s, "auto") == 0   ? usable
+                      : strcmp(backend_s, "nccl") == 0 ? LB_COMM_BACKEND_NCCL
+                                                       : LB_COMM_BACKEND_MPI;
+    if (st == LB_OK && p->comm.backend == LB_COMM_BACKEND_NCCL && usable != LB_COMM_BACKEND_NCCL)
+        st = lb_fail(&err, LB_ERR_USAGE,
+                     "--backend nccl: no rank sees a GPU%s; use --backend mpi under mpirun",
+                     lb_comm_backend_built(LB_COMM_BACKEND_NCCL) ? ""
+                                                                : " (this llmbench was built without NCCL)");
+    else if (st == LB_OK && p->comm.backend == LB_COMM_BACKEND_MPI &&
+             lb_boot_source_of(ctx.boot) != LB_BOOT_MPI)
+        st = lb_fail(&err, LB_ERR_USAGE,
+                     "no GPU here, and the MPI backend (host buffers) needs ranks started by "
+                     "mpirun or srun --mpi=pmix: run `mpirun -np N llmbench comm ...`");
+    else if (st == LB_OK && p->root >= lb_boot_size(ctx.boot))
+        st = lb_fail(&err, LB_ERR_USAGE, "-r %d: the root must be a rank below %d", p->root,
+                     lb_boot_size(ctx.boot));
+    if (st != LB_OK) {
+        if (rank == 0 || st != LB_ERR_USAGE) fprintf(stderr, "llmbench comm: %s\n", err.msg);
+        lb_boot_free(ctx.boot);
+        return lb_status_exit_code(st);
+    }
 
     printer pr = {.last_coll = -1, .n_ranks = lb_boot_size(ctx.boot)};
     if (rank == 0 && !a.common.json) {

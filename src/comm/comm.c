@@ -55,6 +55,16 @@ const char *lb_comm_backend_name(lb_comm_backend b) {
     return b == LB_COMM_BACKEND_NCCL ? "nccl" : "mpi";
 }
 
+bool lb_comm_backend_built(lb_comm_backend b) {
+#ifdef LB_HAVE_NCCL
+    if (b == LB_COMM_BACKEND_NCCL) return true;
+#endif
+#ifdef LB_HAVE_MPI
+    if (b == LB_COMM_BACKEND_MPI) return true;
+#endif
+    return false;
+}
+
 /* ---- 16-bit floats on the host ---- */
 
 static float bits_to_float(uint32_t u) {

@@ -75,6 +75,8 @@ bool lb_comm_dtype_is_float(lb_comm_dtype t);
 const char *lb_comm_op_name(lb_comm_op op);
 int lb_comm_op_parse(const char *name, lb_comm_op *out);
 const char *lb_comm_backend_name(lb_comm_backend b);
+/* Whether this build has the backend (NCCL: a CUDA build with nccl.h; MPI: Open MPI). */
+bool lb_comm_backend_built(lb_comm_backend b);
 
 /* Element i of a buffer of type t as a double, and a double stored as type t (rounded to
  * nearest, ties to even, for fp16 and bf16; integers truncated). Host memory. */
