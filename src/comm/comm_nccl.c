@@ -45,7 +45,8 @@ typedef struct {
 
 typedef struct {
     ncclComm_t setup; /* non-blocking: created under the deadline */
-    ncclComm_t comm;  /* blocking, split from setup: carries the calls; NULL while splitting */
+    ncclComm_t comm;  /* blocking, split from setup; NULL until the split is done */
+    ncclComm_t calls; /* what carries the calls: comm, or setup when the split failed */
     int64_t split_deadline_ns;
     char gpu[96]; /* "GPU 1 (0000:1b:00.0)" */
     pthread_t thread;
@@ -93,24 +94,26 @@ static lb_status nccl_fail(lb_comm *c, nccl_state *s, ncclResult_t r, const char
                    last != NULL ? last : "");
 }
 
-/* Waits while the non-blocking set-up communicator answers ncclInProgress. */
-static lb_status wait_ready(lb_comm *c, nccl_state *s, double timeout_s, const char *what,
-                            lb_err *err) {
+/* Waits while a communicator answers ncclInProgress: the non-blocking set-up one, or the
+ * calls after a failed split. Aborts it after timeout_s. */
+static lb_status wait_ready(lb_comm *c, nccl_state *s, ncclComm_t comm, double timeout_s,
+                            const char *what, lb_err *err) {
     int64_t deadline = lb_clock_now_ns() + (int64_t)(timeout_s * 1e9);
     for (long polls = 0;; polls++) {
         ncclResult_t r = ncclSuccess;
-        ncclCommGetAsyncError(s->setup, &r);
+        ncclCommGetAsyncError(comm, &r);
         if (r == ncclSuccess) return LB_OK;
         if (r != ncclInProgress) return nccl_fail(c, s, r, what, err);
         if (lb_clock_now_ns() > deadline) {
-            const char *last = ncclGetLastError(s->setup);
-            ncclCommAbort(s->setup);
-            s->setup = NULL;
-            return lb_fail(err, LB_ERR_COMM, "rank %d (%s, %s): %s was not done within %.0f s%s%s",
-                           c->rank, lb_boot_host(c->boot), s->gpu, what, timeout_s,
-                           last && last[0] ? "; last NCCL warning: " : "", last ? last : "");
+            const char *last = ncclGetLastError(comm);
+            lb_fail(err, LB_ERR_COMM, "rank %d (%s, %s): %s was not done within %.0f s%s%s",
+                    c->rank, lb_boot_host(c->boot), s->gpu, what, timeout_s,
+                    last && last[0] ? "; last NCCL warning: " : "", last ? last : "");
+            ncclCommAbort(comm);
+            if (comm == s->setup) s->setup = NULL;
+            return LB_ERR_COMM;
         }
-        if (polls > 1000) sleep_us(100);
+        if (polls > 20000) sleep_us(50);
     }
 }
 
@@ -142,7 +145,7 @@ static void *watchdog(void *arg) {
         }
         const char *oldest = s->n > 0 ? s->slots[s->head].what : "the last call";
         ncclComm_t watched = s->comm != NULL ? s->comm : s->setup;
-        if (s->comm == NULL && msg[0] == '\0' && lb_clock_now_ns() > s->split_deadline_ns)
+        if (s->calls == NULL && msg[0] == '\0' && lb_clock_now_ns() > s->split_deadline_ns)
             snprintf(msg, sizeof msg,
                      "rank %d (%s, %s): splitting the NCCL communicator was not done within "
                      "%.0f s (--setup-timeout)",
@@ -209,11 +212,11 @@ static lb_status enqueue(lb_comm *c, nccl_state *s, const lb_coll_call *k, lb_er
     size_t es = lb_comm_dtype_bytes(k->dtype), n = (size_t)c->size;
     ncclResult_t r = ncclSuccess;
     switch (k->kind) {
-    case LB_COLL_ALL_REDUCE: r = ncclAllReduce(k->send, k->recv, k->count, t, op, s->comm, st); break;
-    case LB_COLL_REDUCE: r = ncclReduce(k->send, k->recv, k->count, t, op, k->root, s->comm, st); break;
-    case LB_COLL_BROADCAST: r = ncclBroadcast(k->send, k->recv, k->count, t, k->root, s->comm, st); break;
-    case LB_COLL_REDUCE_SCATTER: r = ncclReduceScatter(k->send, k->recv, k->count, t, op, s->comm, st); break;
-    case LB_COLL_ALL_GATHER: r = ncclAllGather(k->send, k->recv, k->count, t, s->comm, st); break;
+    case LB_COLL_ALL_REDUCE: r = ncclAllReduce(k->send, k->recv, k->count, t, op, s->calls, st); break;
+    case LB_COLL_REDUCE: r = ncclReduce(k->send, k->recv, k->count, t, op, k->root, s->calls, st); break;
+    case LB_COLL_BROADCAST: r = ncclBroadcast(k->send, k->recv, k->count, t, k->root, s->calls, st); break;
+    case LB_COLL_REDUCE_SCATTER: r = ncclReduceScatter(k->send, k->recv, k->count, t, op, s->calls, st); break;
+    case LB_COLL_ALL_GATHER: r = ncclAllGather(k->send, k->recv, k->count, t, s->calls, st); break;
     case LB_COLL_ALL_TO_ALL: {
         const char *src = k->send;
         size_t bytes = n * k->count * es;
@@ -230,21 +233,26 @@ static lb_status enqueue(lb_comm *c, nccl_state *s, const lb_coll_call *k, lb_er
         }
         r = ncclGroupStart();
         for (size_t p = 0; p < n && r == ncclSuccess; p++) {
-            r = ncclSend(src + p * k->count * es, k->count, t, (int)p, s->comm, st);
-            if (r == ncclSuccess) r = ncclRecv((char *)k->recv + p * k->count * es, k->count, t, (int)p, s->comm, st);
+            r = ncclSend(src + p * k->count * es, k->count, t, (int)p, s->calls, st);
+            if (r == ncclSuccess) r = ncclRecv((char *)k->recv + p * k->count * es, k->count, t, (int)p, s->calls, st);
         }
         ncclResult_t e = ncclGroupEnd();
         if (r == ncclSuccess) r = e;
         break;
     }
-    case LB_COLL_SEND: r = ncclSend(k->send, k->count, t, k->root, s->comm, st); break;
-    case LB_COLL_RECV: r = ncclRecv(k->recv, k->count, t, k->root, s->comm, st); break;
-    case LB_COLL_BARRIER: r = ncclAllReduce(s->one, s->one, 1, ncclInt32, ncclSum, s->comm, st); break;
+    case LB_COLL_SEND: r = ncclSend(k->send, k->count, t, k->root, s->calls, st); break;
+    case LB_COLL_RECV: r = ncclRecv(k->recv, k->count, t, k->root, s->calls, st); break;
+    case LB_COLL_BARRIER: r = ncclAllReduce(s->one, s->one, 1, ncclInt32, ncclSum, s->calls, st); break;
     }
-    if (r != ncclSuccess) {
+    if (r != ncclSuccess && r != ncclInProgress) {
         char what[160];
         lb_coll_describe(c, k, what, sizeof what);
         return nccl_fail(c, s, r, what, err);
+    }
+    if (r == ncclInProgress && c->group_depth == 0) { /* the non-blocking fallback */
+        char what[160];
+        lb_coll_describe(c, k, what, sizeof what);
+        LB_TRY(wait_ready(c, s, s->calls, c->params.op_timeout_s, what, err));
     }
     if (c->group_depth > 0) {
         s->stream = k->stream;
@@ -273,7 +281,8 @@ static lb_status nccl_group_end(lb_comm *c, lb_err *err) {
     char what[96];
     snprintf(what, sizeof what, "group ending at call #%llu", (unsigned long long)c->seq);
     ncclResult_t r = ncclGroupEnd();
-    if (r != ncclSuccess) return nccl_fail(c, s, r, what, err);
+    if (r == ncclInProgress) LB_TRY(wait_ready(c, s, s->calls, c->params.op_timeout_s, what, err));
+    else if (r != ncclSuccess) return nccl_fail(c, s, r, what, err);
     return watch(c, s, s->stream, NULL, err);
 }
 
@@ -305,7 +314,8 @@ static void nccl_free(lb_comm *c) {
                 ncclCommDestroy(s->comm);
             lb_err ignored;
             if (s->setup != NULL && ncclCommFinalize(s->setup) != ncclInternalError &&
-                wait_ready(c, s, c->params.setup_timeout_s, "ncclCommFinalize", &ignored) == LB_OK)
+                wait_ready(c, s, s->setup, c->params.setup_timeout_s, "ncclCommFinalize", &ignored) ==
+                    LB_OK)
                 ncclCommDestroy(s->setup);
         }
     }
@@ -411,7 +421,7 @@ lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err) {
     char what[96];
     snprintf(what, sizeof what, "creating the NCCL communicator of %d ranks", m);
     if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, s, r, what, err);
-    LB_TRY(wait_ready(c, s, c->params.setup_timeout_s, what, err));
+    LB_TRY(wait_ready(c, s, s->setup, c->params.setup_timeout_s, what, err));
     /* the watchdog runs from here: it aborts a split that outlives the set-up deadline */
     s->split_deadline_ns = lb_clock_now_ns() + (int64_t)(c->params.setup_timeout_s * 1e9);
     if (pthread_create(&s->thread, NULL, watchdog, c) != 0)
@@ -419,13 +429,34 @@ lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err) {
     s->thread_started = true;
     ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
     blocking.blocking = 1;
-    ncclComm_t comm = NULL;
-    r = ncclCommSplit(s->setup, 0, my, &comm, &blocking);
-    LB_TRY(check_aborted(c, s, err));
-    if (r != ncclSuccess) return nccl_fail(c, s, r, "splitting the NCCL communicator", err);
+    /* with a non-blocking parent the split runs on NCCL's thread, which writes s->comm
+     * once the new communicator is ready */
+    r = ncclCommSplit(s->setup, 0, my, &s->comm, &blocking);
+    lb_status split = r == ncclSuccess || r == ncclInProgress ? LB_OK : LB_ERR_COMM;
+    while (split == LB_OK) {
+        ncclComm_t done = __atomic_load_n(&s->comm, __ATOMIC_ACQUIRE);
+        ncclResult_t pr = ncclSuccess, cr = ncclInProgress;
+        ncclCommGetAsyncError(s->setup, &pr);
+        if (done != NULL) ncclCommGetAsyncError(done, &cr);
+        if (done != NULL && cr == ncclSuccess && pr != ncclInProgress) break;
+        if ((pr != ncclSuccess && pr != ncclInProgress) || (cr != ncclSuccess && cr != ncclInProgress))
+            split = LB_ERR_COMM;
+        LB_TRY(check_aborted(c, s, err)); /* the watchdog's set-up deadline */
+        sleep_us(100);
+    }
     pthread_mutex_lock(&s->mu);
-    s->comm = comm;
+    if (split == LB_OK) {
+        s->calls = s->comm;
+    } else { /* calls go through the non-blocking communicator, each polled to its end */
+        s->comm = NULL;
+        s->calls = s->setup;
+    }
     pthread_mutex_unlock(&s->mu);
+    if (split != LB_OK)
+        fprintf(stderr,
+                "llmbench: rank %d: splitting a blocking NCCL communicator failed (%s); calls go "
+                "through the non-blocking one (slower for small messages)\n",
+                c->rank, ncclGetLastError(s->setup));
     return LB_OK;
 }
 
