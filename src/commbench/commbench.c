@@ -23,7 +23,7 @@
 #include "core/signals.h"
 #include "core/stats.h"
 #include "gpu/devinfo.h"
-#include "gpu/nvml.h"
+#include "gpu/nvml/nvml.h"
 
 static const char *const coll_names[LB_BENCH_N_COLLS] = {
     "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"};

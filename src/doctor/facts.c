@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "gpu/devinfo.h"
-#include "gpu/nvml.h"
+#include "gpu/nvml/nvml.h"
 
 /* The first line of root/path, trimmed; false when it cannot be read. */
 static bool read_line(const char *dir, const char *name, char *buf, size_t cap) {
