@@ -442,16 +442,24 @@ static lb_status agree(lb_boot *boot, lb_status mine, lb_err *err) {
     int nb = lb_boot_size(boot);
     int32_t code = (int32_t)mine, *all = lb_boot_rank(boot) == 0 ? calloc((size_t)nb, 4) : NULL;
     int32_t verdict[2] = {0, -1}; /* status, first failed rank */
-    lb_err ignored;
-    lb_status st = lb_boot_gather(boot, &code, sizeof code, all, mine != LB_OK ? &ignored : err);
+    lb_err gather_err = {{0}};
+    lb_status st = lb_boot_gather(boot, &code, sizeof code, all, mine != LB_OK ? &gather_err : err);
     for (int q = 0; st == LB_OK && all != NULL && q < nb; q++)
         if (all[q] != LB_OK && verdict[1] < 0) {
             verdict[0] = all[q];
             verdict[1] = q;
         }
     free(all);
-    if (st == LB_OK) st = lb_boot_bcast(boot, verdict, sizeof verdict, mine != LB_OK ? &ignored : err);
-    if (mine != LB_OK) return mine;
+    if (st == LB_OK)
+        st = lb_boot_bcast(boot, verdict, sizeof verdict, mine != LB_OK ? &gather_err : err);
+    if (mine != LB_OK) {
+        /* a rank that died shows here: its control-plane connection is closed */
+        size_t used = strlen(err->msg);
+        if (st != LB_OK && used + 8 < sizeof err->msg)
+            snprintf(err->msg + used, sizeof err->msg - used, "; then %.*s",
+                     (int)(sizeof err->msg - used - 8), gather_err.msg);
+        return mine;
+    }
     if (st != LB_OK) return st;
     if (verdict[0] == LB_OK) return LB_OK;
     return lb_fail(err, (lb_status)verdict[0], "rank %d failed (its error is on its stderr)",
@@ -563,16 +571,11 @@ static lb_status nvlinks_to_peers(bench *B, lb_boot *boot, const int32_t *member
     if (st == LB_OK) st = lb_boot_bcast(boot, all, (size_t)nb * sizeof *all, err);
     char why[128];
     bool nvml = st == LB_OK && me.bus[0] != '\0' && lb_nvml_open(why, sizeof why);
-    lb_nvml_links mine;
-    int idx = nvml ? lb_nvml_index_of_pci(me.bus) : -1;
-    bool known = idx >= 0 && lb_nvml_device_links(idx, &mine);
     for (int q = 0, k = 0; st == LB_OK && q < nb; q++) {
         if (!member[q]) continue;
         bool here = strcmp(all[q].host, me.host) == 0;
-        double n = !known ? -1 : here ? 0 : -2; /* -2: another host */
-        for (int l = 0; known && here && l < mine.n_nvlinks; l++)
-            n += all[q].bus[0] != '\0' && lb_nvml_same_pci(mine.nvlink_peer[l], all[q].bus);
-        links[k++] = n;
+        /* -2: another host; -1: unknown */
+        links[k++] = !here ? -2 : nvml && all[q].bus[0] != '\0' ? lb_nvml_nvlinks_between(me.bus, all[q].bus) : -1;
     }
     if (nvml) lb_nvml_close();
     free(all);

@@ -44,6 +44,8 @@ typedef struct { /* nvmlPciInfo_t (v3) */
 #define NVML_MEMORY_ERROR_UNCORRECTED 1
 #define NVML_VOLATILE_ECC            0
 #define NVML_NVLINK_MAX_LINKS        18
+#define NVML_P2P_CAPS_INDEX_NVLINK   2
+#define NVML_P2P_STATUS_OK           0
 #define NVML_BUFFERED_MAX            512 /* the driver keeps ~120 power readings (2.4 s at 20 ms) */
 
 static struct {
@@ -75,6 +77,8 @@ static struct {
     int (*max_clock)(nvml_device, int, unsigned int *);
     int (*nvlink_state)(nvml_device, unsigned int, int *);
     int (*nvlink_remote)(nvml_device, unsigned int, nvml_pci *);
+    int (*p2p_status)(nvml_device, nvml_device, int, int *);
+    int (*by_pci)(const char *, nvml_device *);
 } g_nvml;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -114,6 +118,8 @@ bool lb_nvml_open(char *why, size_t why_len) {
             LOAD(max_clock, "nvmlDeviceGetMaxClockInfo");
             LOAD(nvlink_state, "nvmlDeviceGetNvLinkState");
             LOAD(nvlink_remote, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+            LOAD(p2p_status, "nvmlDeviceGetP2PStatus");
+            LOAD(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
             if (g_nvml.reasons == NULL) /* drivers before the rename */
                 LOAD(reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
 #undef LOAD
@@ -306,4 +312,23 @@ int lb_nvml_index_of_pci(const char *bus_id) {
         if (lb_nvml_device_links(i, &l) && lb_nvml_same_pci(l.bus_id, bus_id)) return i;
     }
     return -1;
+}
+
+int lb_nvml_nvlinks_between(const char *bus_a, const char *bus_b) {
+    int ia = lb_nvml_index_of_pci(bus_a), ib = lb_nvml_index_of_pci(bus_b);
+    nvml_device a, b;
+    lb_nvml_links la;
+    if (ia < 0 || ib < 0 || !device(ia, &a) || !device(ib, &b) || !lb_nvml_device_links(ia, &la))
+        return -1;
+    int direct = 0;
+    for (int l = 0; l < la.n_nvlinks; l++)
+        direct += lb_nvml_same_pci(la.nvlink_peer[l], bus_b);
+    if (direct > 0) return direct;
+    /* through NVSwitches every link's far end is a switch: the pair talks over all of them */
+    int status = -1;
+    if (g_nvml.p2p_status && g_nvml.p2p_status(a, b, NVML_P2P_CAPS_INDEX_NVLINK, &status) ==
+                                 NVML_SUCCESS &&
+        status == NVML_P2P_STATUS_OK)
+        return la.n_nvlinks;
+    return 0;
 }

@@ -80,5 +80,10 @@ bool lb_nvml_cuda_driver_version(int *version);
 bool lb_nvml_same_pci(const char *a, const char *b);
 /* NVML's index of the GPU at a PCI address (CUDA's ordinals may differ); -1 if none. */
 int lb_nvml_index_of_pci(const char *bus_id);
+/* NVLinks between two GPUs of this host: the links of the first whose far end is the
+ * second, or, when they meet through NVSwitches (far ends are switches) and NVML says
+ * they are NVLink peers, all of the first's active links (nvidia-smi topo's NV18 on an
+ * HGX board); 0 when they talk over PCIe; -1 when NVML cannot tell. */
+int lb_nvml_nvlinks_between(const char *bus_a, const char *bus_b);
 
 #endif
