@@ -7,15 +7,15 @@
  * and checks what the ranks printed and how they ended. Expected values are computed here
  * from the inputs' formula, independently of commbench's checker. */
 #include <math.h>
+#include <netinet/in.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +25,7 @@
 #include "comm/comm.h"
 #include "comm/launch.h"
 #include "core/clock.h"
+#include "gpu/devinfo.h"
 #include "test_util.h"
 
 #define NP 4
@@ -126,7 +127,8 @@ static int scenario_collectives(lb_comm *c) {
             fill(recv + (size_t)me * cnt * es, t, me, cnt, 0);
             lb_comm_all_gather(c, recv + (size_t)me * cnt * es, recv, cnt, t, NULL, &err);
             for (size_t i = 0; i < total; i++)
-                expect("all_gather in place", t, recv, i, stored(t, input((int)(i / cnt), i % cnt)));
+                expect("all_gather in place", t, recv, i,
+                       stored(t, input((int)(i / cnt), i % cnt)));
             /* all_to_all: block p of rank r holds input(r, p * cnt + i) */
             fill(send, t, me, total, 0);
             lb_comm_all_to_all(c, send, recv, cnt, t, NULL, &err);
@@ -189,8 +191,7 @@ static int scenario_late_rank(lb_comm *c) {
     bool ok = st == LB_ERR_COMM && strstr(err.msg, "rank(s) 3 never arrived") != NULL &&
               strstr(err.msg, "all_reduce") != NULL && s < 6;
     lb_err again = {{0}};
-    ok = ok && lb_comm_barrier(c, NULL, &again) == LB_ERR_COMM &&
-         strcmp(again.msg, err.msg) == 0;
+    ok = ok && lb_comm_barrier(c, NULL, &again) == LB_ERR_COMM && strcmp(again.msg, err.msg) == 0;
     printf("rank %d: late rank %s after %.1f s: %s\n", me, ok ? "named" : "NOT NAMED", s, err.msg);
     fflush(stdout);
     return ok ? 0 : 1;
@@ -234,7 +235,8 @@ static int torchrun_worker(void) {
     char id[128];
     for (int i = 0; i < 128; i++)
         id[i] = (char)(me == 0 ? i * 3 + 1 : 0);
-    int bad = lb_boot_source_of(boot) != LB_BOOT_TORCHRUN;
+    int bad = lb_boot_source_of(boot) !=
+              (getenv("SLURM_PROCID") != NULL ? LB_BOOT_SLURM : LB_BOOT_TORCHRUN);
     bad |= lb_boot_bcast(boot, id, sizeof id, &err) != LB_OK;
     for (int i = 0; i < 128; i++)
         bad |= id[i] != (char)(i * 3 + 1);
@@ -324,8 +326,10 @@ static void test_comm_mpi_rank_that_never_arrives_is_named_within_the_deadline(v
     assert_true(s < 20);         /* rank 3 sleeps 30 s: the abort ended it */
 }
 
-static void spawn_torchrun(int rank, int world, int port, const char *timeout, pid_t *pid,
-                           int *out_fd) {
+/* One rank of a job joined through the torchrun variables, or Slurm's (slurm: srun's
+ * SLURM_PROCID and SLURM_STEP_NUM_TASKS, rank 0's address in SLURM_LAUNCH_NODE_IPADDR). */
+static void spawn_rank(bool slurm, int rank, int world, int port, const char *timeout, pid_t *pid,
+                       int *out_fd) {
     char path[] = "/tmp/lbtest-trXXXXXX";
     *out_fd = mkstemp(path);
     unlink(path);
@@ -335,12 +339,12 @@ static void spawn_torchrun(int rank, int world, int port, const char *timeout, p
         dup2(*out_fd, 1);
         char v[16];
         snprintf(v, sizeof v, "%d", rank);
-        setenv("RANK", v, 1);
+        setenv(slurm ? "SLURM_PROCID" : "RANK", v, 1);
         snprintf(v, sizeof v, "%d", world);
-        setenv("WORLD_SIZE", v, 1);
+        setenv(slurm ? "SLURM_STEP_NUM_TASKS" : "WORLD_SIZE", v, 1);
         snprintf(v, sizeof v, "%d", port);
         setenv("MASTER_PORT", v, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv(slurm ? "SLURM_LAUNCH_NODE_IPADDR" : "MASTER_ADDR", "127.0.0.1", 1);
         setenv("LB_TEST_BOOT_TIMEOUT", timeout, 1);
         execl(self_path, self_path, "--torchrun-worker", (char *)NULL);
         _exit(127);
@@ -369,14 +373,13 @@ static void read_all(int fd, char *buf, size_t cap) {
     close(fd);
 }
 
-static void test_comm_torchrun_variables_rendezvous_over_tcp(void **state) {
-    (void)state;
+static void rendezvous(bool slurm) {
     int port = free_port();
     pid_t pids[NP];
     int fds[NP];
     /* rank 0 last: the others must retry until it listens */
     for (int r = NP - 1; r >= 0; r--) {
-        spawn_torchrun(r, NP, port, "20", &pids[r], &fds[r]);
+        spawn_rank(slurm, r, NP, port, "20", &pids[r], &fds[r]);
         if (r == 1) usleep(300 * 1000);
     }
     for (int r = 0; r < NP; r++) {
@@ -389,14 +392,24 @@ static void test_comm_torchrun_variables_rendezvous_over_tcp(void **state) {
     }
 }
 
+static void test_comm_torchrun_variables_rendezvous_over_tcp(void **state) {
+    (void)state;
+    rendezvous(false);
+}
+
+static void test_comm_slurm_variables_without_mpi_rendezvous_over_tcp(void **state) {
+    (void)state;
+    rendezvous(true);
+}
+
 static void test_comm_mismatched_world_size_is_a_usage_error(void **state) {
     (void)state;
     int port = free_port();
     pid_t p0, p1;
     int f0, f1;
-    spawn_torchrun(0, 2, port, "10", &p0, &f0);
+    spawn_rank(false, 0, 2, port, "10", &p0, &f0);
     usleep(200 * 1000);
-    spawn_torchrun(1, 3, port, "10", &p1, &f1);
+    spawn_rank(false, 1, 3, port, "10", &p1, &f1);
     char out0[1024], out1[1024];
     int rc0 = wait_code(p0), rc1 = wait_code(p1);
     read_all(f0, out0, sizeof out0);
@@ -413,7 +426,7 @@ static void test_comm_unreachable_master_is_named_with_its_port(void **state) {
     pid_t p;
     int f;
     int64_t t0 = lb_clock_now_ns();
-    spawn_torchrun(1, 2, port, "1", &p, &f);
+    spawn_rank(false, 1, 2, port, "1", &p, &f);
     char out[1024], want[64];
     int rc = wait_code(p);
     double s = (double)(lb_clock_now_ns() - t0) / 1e9;
@@ -460,8 +473,8 @@ static void test_comm_cli_end_to_end_under_mpirun(void **state) {
     char dir[64], db[96];
     lb_test_tmpdir(dir, sizeof dir);
     snprintf(db, sizeof db, "%s/r.db", dir);
-    const char *args[] = {"comm", "all", "-b", "2", "-e", "2K", "-f", "4", "-d", "bf16", "-n",
-                          "3", "-w", "1", "--db", db, NULL};
+    const char *args[] = {"comm", "all", "-b", "2", "-e",        "2K",  "-f",   "4", "-d", "bf16",
+                          "-n",   "3",   "-w", "1", "--backend", "mpi", "--db", db,  NULL};
     int rc = mpirun(LB_TEST_BIN, args, out, sizeof out, NULL);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     assert_int_equal(rc, 0);
@@ -481,9 +494,11 @@ static void test_comm_cli_end_to_end_under_mpirun(void **state) {
 static void test_comm_cli_int_max_checks_every_element(void **state) {
     (void)state;
     static char out[1 << 16];
-    const char *ok_args[] = {"comm", "all_reduce", "reduce", "-b", "4", "-e", "64K", "-d",
-                             "int32", "-o", "max", "-r", "2", "--place", "in", "--json", "--db",
-                             "/tmp/lbtest-comm-max.db", NULL};
+    const char *ok_args[] = {"comm",   "all_reduce", "reduce", "-b",      "4",
+                             "-e",     "64K",        "-d",     "int32",   "-o",
+                             "max",    "-r",         "2",      "--place", "in",
+                             "--json", "--backend",  "mpi",    "--db",    "/tmp/lbtest-comm-max.db",
+                             NULL};
     int rc = mpirun(LB_TEST_BIN, ok_args, out, sizeof out, NULL);
     unlink("/tmp/lbtest-comm-max.db");
     if (rc != 0) fprintf(stderr, "%s\n", out);
@@ -519,6 +534,12 @@ static void test_comm_cli_bad_input_exits_2(void **state) {
     assert_int_equal(lb_test_run(a7, NULL, 0, err, sizeof err), 2);
     assert_non_null(strstr(err, "needs ranks started by mpirun"));
     assert_int_equal(access(db, F_OK), -1);
+    if (lb_devinfo_cuda_device_count() == 0) {
+        const char *a8[] = {"comm", "--backend", "nccl", "--db", db, NULL};
+        assert_int_equal(lb_test_run(a8, NULL, 0, err, sizeof err), 2);
+        assert_non_null(strstr(err, "--backend nccl: no rank sees a GPU"));
+        assert_int_equal(access(db, F_OK), -1);
+    }
     lb_test_rmtree(dir);
 }
 
@@ -555,6 +576,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_mpi_every_collective_dtype_and_op_matches),
         cmocka_unit_test(test_comm_mpi_rank_that_never_arrives_is_named_within_the_deadline),
         cmocka_unit_test(test_comm_torchrun_variables_rendezvous_over_tcp),
+        cmocka_unit_test(test_comm_slurm_variables_without_mpi_rendezvous_over_tcp),
         cmocka_unit_test(test_comm_mismatched_world_size_is_a_usage_error),
         cmocka_unit_test(test_comm_unreachable_master_is_named_with_its_port),
         cmocka_unit_test(test_comm_local_launcher_starts_ranks_that_meet),

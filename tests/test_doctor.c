@@ -3,9 +3,9 @@
  * built from those facts, the climb over a fake transport, the cross-rank comparison, and
  * the command on this machine (alone and under mpirun). */
 #include <math.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +23,8 @@ static void test_doctor_reads_interfaces_from_sys(void **state) {
     (void)state;
     json_t *net = lb_doctor_read_net(NODE1);
     assert_int_equal(json_array_size(net), 3);
-    json_t *ens = json_array_get(net, 0), *eth = json_array_get(net, 1), *lo = json_array_get(net, 2);
+    json_t *ens = json_array_get(net, 0), *eth = json_array_get(net, 1),
+           *lo = json_array_get(net, 2);
     assert_string_equal(json_string_value(json_object_get(ens, "name")), "ens1f0");
     assert_int_equal(json_integer_value(json_object_get(ens, "mtu")), 9000);
     assert_int_equal(json_integer_value(json_object_get(eth, "speed_mbps")), 10000);
@@ -46,9 +47,12 @@ static void test_doctor_reads_gid_tables_in_numeric_order_without_unused_entries
     json_t *gids = json_object_get(roce, "gids");
     assert_int_equal(json_array_size(gids), 4);
     for (int i = 0; i < 4; i++)
-        assert_int_equal(json_integer_value(json_object_get(json_array_get(gids, (size_t)i), "index")), i);
-    assert_string_equal(json_string_value(json_object_get(json_array_get(gids, 3), "type")), "RoCE v2");
-    assert_string_equal(json_string_value(json_object_get(json_array_get(gids, 3), "ndev")), "ens1f0");
+        assert_int_equal(
+            json_integer_value(json_object_get(json_array_get(gids, (size_t)i), "index")), i);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(gids, 3), "type")),
+                        "RoCE v2");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(gids, 3), "ndev")),
+                        "ens1f0");
     /* the RoCE v2 entry with an IPv4-mapped address, not the first v2 entry (1) */
     assert_int_equal(lb_doctor_gid_index(roce), 3);
     assert_int_equal(lb_doctor_gid_index(down), -1);
@@ -68,8 +72,8 @@ static int problems(const char *ifname, const char *hca) {
 static void test_doctor_flags_settings_that_name_nothing(void **state) {
     (void)state;
     assert_int_equal(problems("nosuchif", NULL), 1);
-    assert_int_equal(problems("eth", NULL), 0);      /* a prefix */
-    assert_int_equal(problems("=eth", NULL), 1);     /* exact: there is no "eth" */
+    assert_int_equal(problems("eth", NULL), 0);  /* a prefix */
+    assert_int_equal(problems("=eth", NULL), 1); /* exact: there is no "eth" */
     assert_int_equal(problems("=eth0", NULL), 0);
     assert_int_equal(problems("bond,ens", NULL), 0); /* one of a list is enough */
     assert_int_equal(problems("^lo", NULL), 0);
@@ -247,11 +251,11 @@ static void test_doctor_compares_ranks(void **state) {
 
 static void test_doctor_good_bandwidth_follows_the_links(void **state) {
     (void)state;
-    json_t *nv = json_pack("{s:[{s:[s,s,s,s]}, {s:[s,s]}]}", "gpus", "nvlinks", "a", "b", "c",
-                           "d", "nvlinks", "a", "b");
+    json_t *nv = json_pack("{s:[{s:[s,s,s,s]}, {s:[s,s]}]}", "gpus", "nvlinks", "a", "b", "c", "d",
+                           "nvlinks", "a", "b");
     assert_true(fabs(lb_doctor_good_gbps(nv, false) - 5.0) < 1e-9); /* 2 links x 25 / 10 */
-    json_t *pcie = json_pack("{s:[{s:[], s:{s:i, s:i}}]}", "gpus", "nvlinks", "pcie", "gen", 4,
-                             "width", 16);
+    json_t *pcie =
+        json_pack("{s:[{s:[], s:{s:i, s:i}}]}", "gpus", "nvlinks", "pcie", "gen", 4, "width", 16);
     assert_true(fabs(lb_doctor_good_gbps(pcie, false) - 0.985 * 2 * 16 / 10) < 1e-9);
     json_t *net = lb_doctor_read_net(NODE1), *ib = lb_doctor_read_ib(NODE1);
     json_t *nodes = json_pack("{s:o, s:o}", "net", net, "ib", ib);
@@ -289,23 +293,26 @@ static void test_doctor_under_mpirun_compares_and_checks_over_mpi(void **state) 
     size_t n = fread(out, 1, sizeof out - 1, p);
     out[n] = '\0';
     int rc = pclose(p);
-    json_t *rep = json_loads(strchr(out, '{') ? strchr(out, '{') : out, JSON_DISABLE_EOF_CHECK, NULL);
+    json_t *rep =
+        json_loads(strchr(out, '{') ? strchr(out, '{') : out, JSON_DISABLE_EOF_CHECK, NULL);
     if (rep == NULL) fprintf(stderr, "%s\n", out);
     assert_non_null(rep);
     assert_int_equal(json_array_size(json_object_get(rep, "ranks")), 2);
     assert_string_equal(json_string_value(json_object_get(rep, "launcher")), "mpi");
     json_t *check = json_object_get(rep, "check");
-    if (json_array_size(json_object_get(json_array_get(json_object_get(rep, "ranks"), 0), "gpus")) == 0) {
-        assert_string_equal(json_string_value(json_object_get(check, "how")), "mpi all_reduce (no GPU)");
+    if (json_array_size(
+            json_object_get(json_array_get(json_object_get(rep, "ranks"), 0), "gpus")) == 0) {
+        assert_string_equal(json_string_value(json_object_get(check, "how")),
+                            "mpi all_reduce (no GPU)");
         assert_true(json_is_true(json_object_get(check, "ok")));
         assert_int_equal(WEXITSTATUS(rc), 0);
     }
     /* each rank's problem with the setting, named with its rank */
     json_t *probs = json_object_get(rep, "problems");
     assert_int_equal(json_array_size(probs), 2);
-    assert_non_null(strstr(json_string_value(json_array_get(probs, 1)),
-                           "rank 1 (" /* host */));
-    assert_non_null(strstr(json_string_value(json_array_get(probs, 1)), "NCCL_SOCKET_IFNAME=nosuchif"));
+    assert_non_null(strstr(json_string_value(json_array_get(probs, 1)), "rank 1 (" /* host */));
+    assert_non_null(
+        strstr(json_string_value(json_array_get(probs, 1)), "NCCL_SOCKET_IFNAME=nosuchif"));
     json_decref(rep);
 }
 

@@ -62,8 +62,10 @@ static void print_cell(const lb_bench_cell *c) {
         return;
     }
     char wrong[24];
-    if (c->wrong < 0) snprintf(wrong, sizeof wrong, "N/A");
-    else snprintf(wrong, sizeof wrong, "%lld", (long long)c->wrong);
+    if (c->wrong < 0)
+        snprintf(wrong, sizeof wrong, "N/A");
+    else
+        snprintf(wrong, sizeof wrong, "%lld", (long long)c->wrong);
     printf("  %7.*f  %6.2f  %6.2f  %6s", c->time_us < 10000 ? 2 : 1, c->time_us, c->algbw_gbps,
            c->busbw_gbps, wrong);
 }
@@ -77,8 +79,8 @@ static void print_row(void *ctx, const lb_bench_row *row) {
                "     out-of-place       in-place");
         printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  "
                "%7s  %7s\n",
-               "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
-               "time", "algbw", "busbw", "#wrong", "p50", "p99", "p50", "p99");
+               "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+               "algbw", "busbw", "#wrong", "p50", "p99", "p50", "p99");
         printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  "
                "%7s  %7s\n",
                "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
@@ -93,8 +95,10 @@ static void print_row(void *ctx, const lb_bench_row *row) {
     print_cell(&row->ip);
     printf("  %7.2f  %7.2f", row->oop.ran ? row->oop.p50_us : 0.0,
            row->oop.ran ? row->oop.p99_us : 0.0);
-    if (row->ip.ran) printf("  %7.2f  %7.2f\n", row->ip.p50_us, row->ip.p99_us);
-    else printf("  %7s  %7s\n", "N/A", "N/A");
+    if (row->ip.ran)
+        printf("  %7.2f  %7.2f\n", row->ip.p50_us, row->ip.p99_us);
+    else
+        printf("  %7s  %7s\n", "N/A", "N/A");
     fflush(stdout);
 }
 
@@ -124,8 +128,10 @@ static void print_matrix(const lb_result *r) {
             snprintf(name, sizeof name, "matrix.%d.%d.nvlinks", a, b);
             double links = lb_result_metric(r, name);
             char link[16];
-            if (links > 0) snprintf(link, sizeof link, "NV%.0f", links);
-            else snprintf(link, sizeof link, "%s", links == 0 ? "PCIe" : links == -2 ? "net" : "?");
+            if (links > 0)
+                snprintf(link, sizeof link, "NV%.0f", links);
+            else
+                snprintf(link, sizeof link, "%s", links == 0 ? "PCIe" : links == -2 ? "net" : "?");
             printf("  %8.1f %5s", gbps, link);
         }
         printf("\n");
@@ -147,15 +153,14 @@ int lb_cmd_comm(int argc, char **argv) {
         {"-r", LB_ARG_INT, &root, "R", "root of broadcast and reduce (default 0)", 0, 1 << 20},
         {"-w", LB_ARG_INT, &warmup, "W", "warm-up calls per size (default 5)", 0, 1e6},
         {"-n", LB_ARG_INT, &iters, "N", "timed calls per size (default 20)", 1, 1e6},
-        {"-c", LB_ARG_INT, &check, "0|1", "check every element of one more call (default 1)", 0,
-         1},
+        {"-c", LB_ARG_INT, &check, "0|1", "check every element of one more call (default 1)", 0, 1},
         {"--place", LB_ARG_CHOICE, &place_s, NULL, "out-of-place, in-place or both (default both)",
          0, 0, "both|out|in"},
         {"--backend", LB_ARG_CHOICE, &backend_s, NULL,
          "nccl (device buffers), mpi (host buffers), auto: nccl when a rank has a GPU", 0, 0,
          "auto|nccl|mpi"},
-        {"--gpus", LB_ARG_INT, &gpus, "N", "start N local workers, one per GPU (default: the launcher's ranks)",
-         1, 4096},
+        {"--gpus", LB_ARG_INT, &gpus, "N",
+         "start N local workers, one per GPU (default: the launcher's ranks)", 1, 4096},
         {"--comm-timeout", LB_ARG_DOUBLE, &comm_timeout, "S",
          "deadline of each collective before the job is aborted (default 300)", 0.1, 1e6},
         {"--setup-timeout", LB_ARG_DOUBLE, &setup_timeout, "S",
@@ -204,8 +209,7 @@ int lb_cmd_comm(int argc, char **argv) {
     p->max_bytes = parse_size(max_s);
     if (p->min_bytes < 0 || p->max_bytes < 0)
         return lb_status_exit_code(lb_args_usage_error(
-            "comm", "-b %s -e %s: expected sizes in bytes such as 8, 64K, 256M, 1G", min_s,
-            max_s));
+            "comm", "-b %s -e %s: expected sizes in bytes such as 8, 64K, 256M, 1G", min_s, max_s));
     if (matrix_s != NULL) {
         p->matrix = true;
         p->matrix_bytes = parse_size(matrix_s);
@@ -237,8 +241,11 @@ int lb_cmd_comm(int argc, char **argv) {
                 (long long)gpus, present, present));
         const char *env[] = {"LLMBENCH_WORKER=1", NULL};
         /* main passes argv + 1: argv - 1 is the program's whole command line */
-        lb_launch_params lp = {.n = (int)gpus, .argv = argv - 1, .env = env,
-                               .rank0_stdout = -1, .grace_s = comm_timeout + 5};
+        lb_launch_params lp = {.n = (int)gpus,
+                               .argv = argv - 1,
+                               .env = env,
+                               .rank0_stdout = -1,
+                               .grace_s = comm_timeout + 5};
         int code = lb_launch_local(&lp, &err);
         if (code < 0) fprintf(stderr, "llmbench comm: %s\n", err.msg);
         return code < 0 ? 1 : code;
@@ -259,8 +266,9 @@ int lb_cmd_comm(int argc, char **argv) {
     if (st == LB_OK && p->comm.backend == LB_COMM_BACKEND_NCCL && usable != LB_COMM_BACKEND_NCCL)
         st = lb_fail(&err, LB_ERR_USAGE,
                      "--backend nccl: no rank sees a GPU%s; use --backend mpi under mpirun",
-                     lb_comm_backend_built(LB_COMM_BACKEND_NCCL) ? ""
-                                                                : " (this llmbench was built without NCCL)");
+                     lb_comm_backend_built(LB_COMM_BACKEND_NCCL)
+                         ? ""
+                         : " (this llmbench was built without NCCL)");
     else if (st == LB_OK && p->comm.backend == LB_COMM_BACKEND_MPI &&
              lb_boot_source_of(ctx.boot) != LB_BOOT_MPI)
         st = lb_fail(&err, LB_ERR_USAGE,
@@ -292,8 +300,10 @@ int lb_cmd_comm(int argc, char **argv) {
         snprintf(name, sizeof name, "comm-%s-%s-%dranks", lb_comm_backend_name(p->comm.backend),
                  lb_comm_dtype_name(p->dtype), lb_boot_size(ctx.boot));
         r = lb_result_new("comm", name);
-        if (r == NULL) st = lb_fail(&err, LB_ERR_NOMEM, "out of memory");
-        else st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, work, &ctx, &run_id, &err);
+        if (r == NULL)
+            st = lb_fail(&err, LB_ERR_NOMEM, "out of memory");
+        else
+            st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, work, &ctx, &run_id, &err);
     } else if (st == LB_OK) {
         st = lb_commbench_run(ctx.boot, p, NULL, &err);
     }

@@ -27,7 +27,8 @@ static void print_gpu(const json_t *g) {
         printf(", %lld uncorrected ECC error(s)",
                (long long)json_integer_value(json_object_get(g, "ecc_uncorrected")));
     if (json_object_get(g, "sm_clock_mhz"))
-        printf(", SM %lld/%lld MHz", (long long)json_integer_value(json_object_get(g, "sm_clock_mhz")),
+        printf(", SM %lld/%lld MHz",
+               (long long)json_integer_value(json_object_get(g, "sm_clock_mhz")),
                (long long)json_integer_value(json_object_get(g, "sm_clock_max_mhz")));
     if (json_object_get(g, "clock_reasons"))
         printf(", clock reasons 0x%llx",
@@ -48,10 +49,10 @@ static void print_report(const json_t *rep) {
     json_t *f, *o;
     json_array_foreach(json_object_get(rep, "ranks"), i, f) {
         printf("rank %zu on %s: driver %s, CUDA %s (runtime %s), NCCL %s\n", i,
-               str_or(f, "host", "?"), str_or(f, "driver", "none"), str_or(f, "cuda_driver", "none"),
-               str_or(f, "cuda_runtime", "none"), str_or(f, "nccl", "none"));
-        json_array_foreach(json_object_get(f, "gpus"), k, o)
-            print_gpu(o);
+               str_or(f, "host", "?"), str_or(f, "driver", "none"),
+               str_or(f, "cuda_driver", "none"), str_or(f, "cuda_runtime", "none"),
+               str_or(f, "nccl", "none"));
+        json_array_foreach(json_object_get(f, "gpus"), k, o) print_gpu(o);
         printf("  network:");
         json_array_foreach(json_object_get(f, "net"), k, o) {
             printf(" %s (%s", str_or(o, "name", "?"), str_or(o, "operstate", "?"));
@@ -60,14 +61,15 @@ static void print_report(const json_t *rep) {
             json_array_foreach(json_object_get(o, "addresses"), a, addr)
                 printf(", %s", json_string_value(addr));
             if (json_object_get(o, "speed_mbps"))
-                printf(", %lld Mb/s", (long long)json_integer_value(json_object_get(o, "speed_mbps")));
+                printf(", %lld Mb/s",
+                       (long long)json_integer_value(json_object_get(o, "speed_mbps")));
             printf(")");
         }
         printf("\n  InfiniBand/RoCE:%s", json_array_size(json_object_get(f, "ib")) ? "" : " none");
         json_array_foreach(json_object_get(f, "ib"), k, o)
             printf(" %s:%lld (%s, %s, %s, %zu GIDs)", str_or(o, "device", "?"),
-                   (long long)json_integer_value(json_object_get(o, "port")), str_or(o, "state", "?"),
-                   str_or(o, "rate", "?"), str_or(o, "link_layer", "?"),
+                   (long long)json_integer_value(json_object_get(o, "port")),
+                   str_or(o, "state", "?"), str_or(o, "rate", "?"), str_or(o, "link_layer", "?"),
                    json_array_size(json_object_get(o, "gids")));
         printf("\n");
         const json_t *env = json_object_get(f, "env");
@@ -75,8 +77,7 @@ static void print_report(const json_t *rep) {
             printf("  NCCL settings:");
             const char *key;
             json_t *v;
-            json_object_foreach((json_t *)env, key, v)
-                printf(" %s=%s", key, json_string_value(v));
+            json_object_foreach((json_t *)env, key, v) printf(" %s=%s", key, json_string_value(v));
             printf("\n");
         }
     }
@@ -91,7 +92,8 @@ static void print_report(const json_t *rep) {
     if (rungs == NULL) {
         printf("check: %s", str_or(check, "how", "none"));
         if (json_object_get(check, "ok"))
-            printf(": %s in %.2f s%s%s", json_is_true(json_object_get(check, "ok")) ? "ok" : "FAILED",
+            printf(": %s in %.2f s%s%s",
+                   json_is_true(json_object_get(check, "ok")) ? "ok" : "FAILED",
                    json_real_value(json_object_get(check, "seconds")),
                    *str_or(check, "error", "") ? ": " : "", str_or(check, "error", ""));
         printf("\n");
@@ -171,8 +173,9 @@ int lb_cmd_doctor(int argc, char **argv) {
     st = lb_doctor_run(boot, &p, &report, &verdict, &err);
     if (report != NULL) {
         if (a.common.json) {
-            json_object_set_new(report, "exit_code",
-                                json_integer(st == LB_OK && verdict == LB_DOCTOR_WORKS_AS_FOUND ? 0 : 1));
+            json_object_set_new(
+                report, "exit_code",
+                json_integer(st == LB_OK && verdict == LB_DOCTOR_WORKS_AS_FOUND ? 0 : 1));
             json_dumpf(report, stdout, JSON_INDENT(2));
             printf("\n");
         } else {

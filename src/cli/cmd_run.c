@@ -139,8 +139,8 @@ int lb_cmd_run(int argc, char **argv) {
     if (!cpu_only && gpus >= 2 && exit_code != 130 && !lb_interrupted()) {
         char n_gpus[16];
         snprintf(n_gpus, sizeof n_gpus, "%d", gpus);
-        char *comm_args[16] = {"llmbench", "comm", "all_reduce", "--gpus", n_gpus, "-b", "8",
-                               "-e",       "1G",   "-f",         "2"};
+        char *comm_args[16] = {"llmbench", "comm", "all_reduce", "--gpus", n_gpus, "-b",
+                               "8",        "-e",   "1G",         "-f",     "2"};
         int k = 11;
         if (a.common.db_path != NULL) {
             comm_args[k++] = "--db";

@@ -111,11 +111,13 @@ static int listen_on(int port, char *why, size_t why_len) {
         int rc;
         if (families[i] == AF_INET6) {
             setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-            struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+            struct sockaddr_in6 a = {.sin6_family = AF_INET6,
+                                     .sin6_port = htons((uint16_t)port),
                                      .sin6_addr = in6addr_any};
             rc = bind(fd, (struct sockaddr *)&a, sizeof a);
         } else {
-            struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+            struct sockaddr_in a = {.sin_family = AF_INET,
+                                    .sin_port = htons((uint16_t)port),
                                     .sin_addr.s_addr = htonl(INADDR_ANY)};
             rc = bind(fd, (struct sockaddr *)&a, sizeof a);
         }
@@ -186,9 +188,8 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
     }
     int lfd = listen_on(port, why, sizeof why);
     if (lfd < 0)
-        return lb_fail(err, LB_ERR_USAGE, "rank 0 cannot listen on MASTER_PORT=%d (%s)", port,
-                       why);
-    char (*hosts)[64] = calloc((size_t)b->size, sizeof *hosts);
+        return lb_fail(err, LB_ERR_USAGE, "rank 0 cannot listen on MASTER_PORT=%d (%s)", port, why);
+    char(*hosts)[64] = calloc((size_t)b->size, sizeof *hosts);
     if (hosts == NULL) {
         close(lfd);
         return lb_fail(err, LB_ERR_NOMEM, "out of memory for %d ranks", b->size);
@@ -305,8 +306,8 @@ static lb_status mpi_wait(lb_boot *b, MPI_Request *req, const char *what, lb_err
         if (lb_clock_now_ns() > deadline) {
             b->broken = true;
             return lb_fail(err, LB_ERR_COMM,
-                           "rank %d on %s: control-plane %s did not complete within %.0f s", b->rank,
-                           b->host, what, b->timeout_s);
+                           "rank %d on %s: control-plane %s did not complete within %.0f s",
+                           b->rank, b->host, what, b->timeout_s);
         }
         if (spins > 1000) {
             struct timespec ts = {0, 50 * 1000};
@@ -472,8 +473,8 @@ lb_status lb_boot_gather(lb_boot *b, const void *mine, size_t bytes, void *all, 
     }
     for (int r = 1; r < b->size; r++) {
         snprintf(what, sizeof what, "rank 0: gather from rank %d", r);
-        LB_TRY(io_all(b->fds[r], (char *)all + (size_t)r * bytes, bytes, false, deadline, what,
-                      err));
+        LB_TRY(
+            io_all(b->fds[r], (char *)all + (size_t)r * bytes, bytes, false, deadline, what, err));
     }
     return LB_OK;
 }

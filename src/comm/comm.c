@@ -14,11 +14,11 @@ static const struct {
     const char *name, *alias;
     size_t bytes;
 } dtypes[LB_COMM_N_DTYPES] = {
-    [LB_COMM_INT8] = {"int8", "i8", 1},         [LB_COMM_UINT8] = {"uint8", "u8", 1},
-    [LB_COMM_INT32] = {"int32", "i32", 4},      [LB_COMM_UINT32] = {"uint32", "u32", 4},
-    [LB_COMM_INT64] = {"int64", "i64", 8},      [LB_COMM_UINT64] = {"uint64", "u64", 8},
-    [LB_COMM_FP16] = {"half", "fp16", 2},       [LB_COMM_FP32] = {"float", "fp32", 4},
-    [LB_COMM_FP64] = {"double", "fp64", 8},     [LB_COMM_BF16] = {"bfloat16", "bf16", 2},
+    [LB_COMM_INT8] = {"int8", "i8", 1},     [LB_COMM_UINT8] = {"uint8", "u8", 1},
+    [LB_COMM_INT32] = {"int32", "i32", 4},  [LB_COMM_UINT32] = {"uint32", "u32", 4},
+    [LB_COMM_INT64] = {"int64", "i64", 8},  [LB_COMM_UINT64] = {"uint64", "u64", 8},
+    [LB_COMM_FP16] = {"half", "fp16", 2},   [LB_COMM_FP32] = {"float", "fp32", 4},
+    [LB_COMM_FP64] = {"double", "fp64", 8}, [LB_COMM_BF16] = {"bfloat16", "bf16", 2},
 };
 
 static const char *const op_names[LB_COMM_N_OPS] = {"sum", "avg", "max", "min"};
@@ -171,8 +171,9 @@ lb_status lb_comm_pick_backend(lb_boot *boot, lb_comm_backend *out, lb_err *err)
 }
 
 const char *lb_coll_kind_name(lb_coll_kind k) {
-    static const char *const names[] = {"all_reduce", "reduce", "broadcast", "reduce_scatter",
-                                        "all_gather", "all_to_all", "send", "recv", "barrier"};
+    static const char *const names[] = {"all_reduce",     "reduce",     "broadcast",
+                                        "reduce_scatter", "all_gather", "all_to_all",
+                                        "send",           "recv",       "barrier"};
     return names[k];
 }
 
@@ -272,8 +273,8 @@ lb_status lb_comm_reduce(lb_comm *c, const void *send, void *recv, size_t count,
                          lb_comm_op op, int root, void *stream, lb_err *err) {
     return CALL(LB_COLL_REDUCE, send, recv, count, t, op, root, stream);
 }
-lb_status lb_comm_broadcast(lb_comm *c, const void *send, void *recv, size_t count,
-                            lb_comm_dtype t, int root, void *stream, lb_err *err) {
+lb_status lb_comm_broadcast(lb_comm *c, const void *send, void *recv, size_t count, lb_comm_dtype t,
+                            int root, void *stream, lb_err *err) {
     return CALL(LB_COLL_BROADCAST, send, recv, count, t, LB_COMM_SUM, root, stream);
 }
 lb_status lb_comm_reduce_scatter(lb_comm *c, const void *send, void *recv, size_t recv_count,
@@ -292,8 +293,8 @@ lb_status lb_comm_send(lb_comm *c, const void *buf, size_t count, lb_comm_dtype 
                        void *stream, lb_err *err) {
     return CALL(LB_COLL_SEND, buf, NULL, count, t, LB_COMM_SUM, peer, stream);
 }
-lb_status lb_comm_recv(lb_comm *c, void *buf, size_t count, lb_comm_dtype t, int peer,
-                       void *stream, lb_err *err) {
+lb_status lb_comm_recv(lb_comm *c, void *buf, size_t count, lb_comm_dtype t, int peer, void *stream,
+                       lb_err *err) {
     return CALL(LB_COLL_RECV, NULL, buf, count, t, LB_COMM_SUM, peer, stream);
 }
 lb_status lb_comm_barrier(lb_comm *c, void *stream, lb_err *err) {

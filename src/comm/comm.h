@@ -100,10 +100,10 @@ typedef struct lb_comm lb_comm;
 
 /* Collective over every rank of boot: each rank says whether it joins (with NCCL a rank
  * without a GPU may only coordinate; with MPI every rank joins). The joining ranks form the
- * communicator, numbered in boot's rank order; *out is NULL on a rank that did not join. NCCL's unique id travels over
- * boot's control plane. LB_ERR_USAGE when this rank's node has fewer GPUs than the ranks
- * that join on it (the message says how many), LB_ERR_UNSUPPORTED when this build lacks
- * the backend, LB_ERR_COMM on a deadline or NCCL failure. */
+ * communicator, numbered in boot's rank order; *out is NULL on a rank that did not join. NCCL's
+ * unique id travels over boot's control plane. LB_ERR_USAGE when this rank's node has fewer GPUs
+ * than the ranks that join on it (the message says how many), LB_ERR_UNSUPPORTED when this build
+ * lacks the backend, LB_ERR_COMM on a deadline or NCCL failure. */
 lb_status lb_comm_init(lb_boot *boot, const lb_comm_params *p, bool join, lb_comm **out,
                        lb_err *err);
 /* Destroys the communicator (aborts it when broken). NULL is fine. */
@@ -125,8 +125,8 @@ lb_status lb_comm_all_reduce(lb_comm *c, const void *send, void *recv, size_t co
 lb_status lb_comm_reduce(lb_comm *c, const void *send, void *recv, size_t count, lb_comm_dtype t,
                          lb_comm_op op, int root, void *stream, lb_err *err);
 /* root's send (count elements) into every rank's recv. */
-lb_status lb_comm_broadcast(lb_comm *c, const void *send, void *recv, size_t count,
-                            lb_comm_dtype t, int root, void *stream, lb_err *err);
+lb_status lb_comm_broadcast(lb_comm *c, const void *send, void *recv, size_t count, lb_comm_dtype t,
+                            int root, void *stream, lb_err *err);
 /* send holds size * recv_count elements; rank r receives the reduction of block r. */
 lb_status lb_comm_reduce_scatter(lb_comm *c, const void *send, void *recv, size_t recv_count,
                                  lb_comm_dtype t, lb_comm_op op, void *stream, lb_err *err);
@@ -141,8 +141,8 @@ lb_status lb_comm_all_to_all(lb_comm *c, const void *send, void *recv, size_t co
  * and receives at once groups the two. */
 lb_status lb_comm_send(lb_comm *c, const void *buf, size_t count, lb_comm_dtype t, int peer,
                        void *stream, lb_err *err);
-lb_status lb_comm_recv(lb_comm *c, void *buf, size_t count, lb_comm_dtype t, int peer,
-                       void *stream, lb_err *err);
+lb_status lb_comm_recv(lb_comm *c, void *buf, size_t count, lb_comm_dtype t, int peer, void *stream,
+                       lb_err *err);
 /* Every rank has reached this call and everything before it on stream is done. */
 lb_status lb_comm_barrier(lb_comm *c, void *stream, lb_err *err);
 

@@ -8,11 +8,11 @@
  * that gave up tells every other rank so on a duplicate communicator, and listens a short
  * while for the same word from them: the ranks that stay silent are the ones named as never
  * having arrived. Counts above INT_MAX are refused (MPI's int counts). */
-#include "comm/comm_impl.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "comm/comm_impl.h"
 
 #ifdef LB_HAVE_MPI
 #include <limits.h>
@@ -25,10 +25,10 @@
 #define TAG_STUCK 8
 
 typedef struct {
-    void *copy_to;    /* after completion: copy scratch here (NULL: none) */
-    void *divide;     /* then divide these elements by the size (avg; NULL: none) */
-    void *scratch;    /* owned: freed after completion */
-    size_t count;     /* elements of copy_to and divide */
+    void *copy_to; /* after completion: copy scratch here (NULL: none) */
+    void *divide;  /* then divide these elements by the size (avg; NULL: none) */
+    void *scratch; /* owned: freed after completion */
+    size_t count;  /* elements of copy_to and divide */
     lb_comm_dtype dtype;
 } post_action;
 
@@ -49,7 +49,9 @@ static void reduce16(void *in, void *inout, int *len, MPI_Datatype *dt, lb_comm_
     lb_comm_dtype t = *dt == type_bf16 ? LB_COMM_BF16 : LB_COMM_FP16;
     for (int i = 0; i < *len; i++) {
         double a = lb_comm_value_get(in, t, (size_t)i), b = lb_comm_value_get(inout, t, (size_t)i);
-        double r = op == LB_COMM_MAX ? (a > b ? a : b) : op == LB_COMM_MIN ? (a < b ? a : b) : a + b;
+        double r = op == LB_COMM_MAX   ? (a > b ? a : b)
+                   : op == LB_COMM_MIN ? (a < b ? a : b)
+                                       : a + b;
         lb_comm_value_set(inout, t, (size_t)i, (float)r);
     }
 }
@@ -179,8 +181,8 @@ static lb_status wait_all(lb_comm *c, mpi_state *s, lb_err *err) {
     for (long spins = 0;; spins++) {
         int done = 0;
         if (MPI_Testall((int)s->n, s->reqs, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-            return lb_fail(err, LB_ERR_COMM, "%s failed in MPI on rank %d (%s)", s->what,
-                           c->rank, lb_boot_host(c->boot));
+            return lb_fail(err, LB_ERR_COMM, "%s failed in MPI on rank %d (%s)", s->what, c->rank,
+                           lb_boot_host(c->boot));
         if (done) {
             run_posts(c, s);
             return LB_OK;
@@ -238,8 +240,8 @@ static lb_status start(lb_comm *c, mpi_state *s, const lb_coll_call *k, lb_err *
     case LB_COLL_ALL_GATHER: {
         bool inplace =
             (const char *)k->recv + (size_t)c->rank * k->count * es == (const char *)k->send;
-        rc = MPI_Iallgather(inplace ? MPI_IN_PLACE : k->send, cnt, t, k->recv, cnt, t, s->comm,
-                            req);
+        rc =
+            MPI_Iallgather(inplace ? MPI_IN_PLACE : k->send, cnt, t, k->recv, cnt, t, s->comm, req);
         break;
     }
     case LB_COLL_ALL_TO_ALL: {

@@ -17,11 +17,11 @@
  * the abort flag and end, so a waiting stream returns) and keeps one sentence naming rank,
  * host, GPU, the call, NCCL's error and ncclGetLastError's last warning. The calling
  * thread picks the sentence up at its next call or sync. */
-#include "comm/comm_impl.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "comm/comm_impl.h"
 
 #ifdef LB_HAVE_NCCL
 #include <cuda_runtime.h>
@@ -65,17 +65,19 @@ typedef struct {
 
 static ncclDataType_t nccl_type(lb_comm_dtype t) {
     static const ncclDataType_t map[LB_COMM_N_DTYPES] = {
-        [LB_COMM_INT8] = ncclInt8,     [LB_COMM_UINT8] = ncclUint8,
-        [LB_COMM_INT32] = ncclInt32,   [LB_COMM_UINT32] = ncclUint32,
-        [LB_COMM_INT64] = ncclInt64,   [LB_COMM_UINT64] = ncclUint64,
-        [LB_COMM_FP16] = ncclFloat16,  [LB_COMM_FP32] = ncclFloat32,
-        [LB_COMM_FP64] = ncclFloat64,  [LB_COMM_BF16] = ncclBfloat16,
+        [LB_COMM_INT8] = ncclInt8,     [LB_COMM_UINT8] = ncclUint8,  [LB_COMM_INT32] = ncclInt32,
+        [LB_COMM_UINT32] = ncclUint32, [LB_COMM_INT64] = ncclInt64,  [LB_COMM_UINT64] = ncclUint64,
+        [LB_COMM_FP16] = ncclFloat16,  [LB_COMM_FP32] = ncclFloat32, [LB_COMM_FP64] = ncclFloat64,
+        [LB_COMM_BF16] = ncclBfloat16,
     };
     return map[t];
 }
 
 static ncclRedOp_t nccl_op(lb_comm_op op) {
-    return op == LB_COMM_AVG ? ncclAvg : op == LB_COMM_MAX ? ncclMax : op == LB_COMM_MIN ? ncclMin : ncclSum;
+    return op == LB_COMM_AVG   ? ncclAvg
+           : op == LB_COMM_MAX ? ncclMax
+           : op == LB_COMM_MIN ? ncclMin
+                               : ncclSum;
 }
 
 static void sleep_us(long us) {
@@ -190,7 +192,8 @@ static lb_status watch(lb_comm *c, nccl_state *s, void *stream, const lb_coll_ca
         cudaError_t e = cudaEventRecord(w->ev, (cudaStream_t)stream);
         if (e == cudaSuccess) {
             w->t_ns = now;
-            if (k != NULL) lb_coll_describe(c, k, w->what, sizeof w->what);
+            if (k != NULL)
+                lb_coll_describe(c, k, w->what, sizeof w->what);
             else
                 snprintf(w->what, sizeof w->what, "group ending at call #%llu",
                          (unsigned long long)c->seq);
@@ -212,10 +215,18 @@ static lb_status enqueue(lb_comm *c, nccl_state *s, const lb_coll_call *k, lb_er
     size_t es = lb_comm_dtype_bytes(k->dtype), n = (size_t)c->size;
     ncclResult_t r = ncclSuccess;
     switch (k->kind) {
-    case LB_COLL_ALL_REDUCE: r = ncclAllReduce(k->send, k->recv, k->count, t, op, s->calls, st); break;
-    case LB_COLL_REDUCE: r = ncclReduce(k->send, k->recv, k->count, t, op, k->root, s->calls, st); break;
-    case LB_COLL_BROADCAST: r = ncclBroadcast(k->send, k->recv, k->count, t, k->root, s->calls, st); break;
-    case LB_COLL_REDUCE_SCATTER: r = ncclReduceScatter(k->send, k->recv, k->count, t, op, s->calls, st); break;
+    case LB_COLL_ALL_REDUCE:
+        r = ncclAllReduce(k->send, k->recv, k->count, t, op, s->calls, st);
+        break;
+    case LB_COLL_REDUCE:
+        r = ncclReduce(k->send, k->recv, k->count, t, op, k->root, s->calls, st);
+        break;
+    case LB_COLL_BROADCAST:
+        r = ncclBroadcast(k->send, k->recv, k->count, t, k->root, s->calls, st);
+        break;
+    case LB_COLL_REDUCE_SCATTER:
+        r = ncclReduceScatter(k->send, k->recv, k->count, t, op, s->calls, st);
+        break;
     case LB_COLL_ALL_GATHER: r = ncclAllGather(k->send, k->recv, k->count, t, s->calls, st); break;
     case LB_COLL_ALL_TO_ALL: {
         const char *src = k->send;
@@ -228,13 +239,16 @@ static lb_status enqueue(lb_comm *c, nccl_state *s, const lb_coll_call *k, lb_er
                 LB_CUDA_TRY(err, cudaMalloc(&s->scratch, bytes));
                 s->scratch_bytes = bytes;
             }
-            LB_CUDA_TRY(err, cudaMemcpyAsync(s->scratch, k->send, bytes, cudaMemcpyDeviceToDevice, st));
+            LB_CUDA_TRY(err,
+                        cudaMemcpyAsync(s->scratch, k->send, bytes, cudaMemcpyDeviceToDevice, st));
             src = s->scratch;
         }
         r = ncclGroupStart();
         for (size_t p = 0; p < n && r == ncclSuccess; p++) {
             r = ncclSend(src + p * k->count * es, k->count, t, (int)p, s->calls, st);
-            if (r == ncclSuccess) r = ncclRecv((char *)k->recv + p * k->count * es, k->count, t, (int)p, s->calls, st);
+            if (r == ncclSuccess)
+                r = ncclRecv((char *)k->recv + p * k->count * es, k->count, t, (int)p, s->calls,
+                             st);
         }
         ncclResult_t e = ncclGroupEnd();
         if (r == ncclSuccess) r = e;
@@ -242,7 +256,9 @@ static lb_status enqueue(lb_comm *c, nccl_state *s, const lb_coll_call *k, lb_er
     }
     case LB_COLL_SEND: r = ncclSend(k->send, k->count, t, k->root, s->calls, st); break;
     case LB_COLL_RECV: r = ncclRecv(k->recv, k->count, t, k->root, s->calls, st); break;
-    case LB_COLL_BARRIER: r = ncclAllReduce(s->one, s->one, 1, ncclInt32, ncclSum, s->calls, st); break;
+    case LB_COLL_BARRIER:
+        r = ncclAllReduce(s->one, s->one, 1, ncclInt32, ncclSum, s->calls, st);
+        break;
     }
     if (r != ncclSuccess && r != ncclInProgress) {
         char what[160];
@@ -281,8 +297,10 @@ static lb_status nccl_group_end(lb_comm *c, lb_err *err) {
     char what[96];
     snprintf(what, sizeof what, "group ending at call #%llu", (unsigned long long)c->seq);
     ncclResult_t r = ncclGroupEnd();
-    if (r == ncclInProgress) LB_TRY(wait_ready(c, s, s->calls, c->params.op_timeout_s, what, err));
-    else if (r != ncclSuccess) return nccl_fail(c, s, r, what, err);
+    if (r == ncclInProgress)
+        LB_TRY(wait_ready(c, s, s->calls, c->params.op_timeout_s, what, err));
+    else if (r != ncclSuccess)
+        return nccl_fail(c, s, r, what, err);
     return watch(c, s, s->stream, NULL, err);
 }
 
@@ -314,8 +332,8 @@ static void nccl_free(lb_comm *c) {
                 ncclCommDestroy(s->comm);
             lb_err ignored;
             if (s->setup != NULL && ncclCommFinalize(s->setup) != ncclInternalError &&
-                wait_ready(c, s, s->setup, c->params.setup_timeout_s, "ncclCommFinalize", &ignored) ==
-                    LB_OK)
+                wait_ready(c, s, s->setup, c->params.setup_timeout_s, "ncclCommFinalize",
+                           &ignored) == LB_OK)
                 ncclCommDestroy(s->setup);
         }
     }
@@ -439,7 +457,8 @@ lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err) {
         ncclCommGetAsyncError(s->setup, &pr);
         if (done != NULL) ncclCommGetAsyncError(done, &cr);
         if (done != NULL && cr == ncclSuccess && pr != ncclInProgress) break;
-        if ((pr != ncclSuccess && pr != ncclInProgress) || (cr != ncclSuccess && cr != ncclInProgress))
+        if ((pr != ncclSuccess && pr != ncclInProgress) ||
+            (cr != ncclSuccess && cr != ncclInProgress))
             split = LB_ERR_COMM;
         LB_TRY(check_aborted(c, s, err)); /* the watchdog's set-up deadline */
         sleep_us(100);

@@ -96,8 +96,7 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
             for (int i = 0; p->env != NULL && p->env[i] != NULL; i++)
                 putenv((char *)p->env[i]);
             execv(exe, p->argv);
-            fprintf(stderr, "llmbench: cannot start worker %d (%s): %s\n", r, exe,
-                    strerror(errno));
+            fprintf(stderr, "llmbench: cannot start worker %d (%s): %s\n", r, exe, strerror(errno));
             _exit(127);
         }
         pids[r] = pid;

@@ -141,8 +141,7 @@ static lb_status bufs_init(bufs *b, bool device, size_t bytes, int n_marks, lb_e
         b->send = malloc(bytes);
         b->recv = malloc(bytes);
         if (b->send == NULL || b->recv == NULL)
-            return lb_fail(err, LB_ERR_NOMEM, "out of host memory for two %zu-byte buffers",
-                           bytes);
+            return lb_fail(err, LB_ERR_NOMEM, "out of host memory for two %zu-byte buffers", bytes);
         return LB_OK;
     }
 #ifdef LB_HAVE_CUDA
@@ -217,8 +216,8 @@ static int64_t pattern(int rank, size_t i, lb_comm_dtype t) {
 
 /* Element counts of one row: what each rank sends and receives, and the per-rank unit. */
 typedef struct {
-    size_t unit;              /* the count the comm.h call takes */
-    size_t send_n, recv_n;    /* elements in each buffer */
+    size_t unit;               /* the count the comm.h call takes */
+    size_t send_n, recv_n;     /* elements in each buffer */
     size_t bytes, shown_count; /* nccl-tests' size and count columns */
 } shape;
 
@@ -532,8 +531,12 @@ static lb_status run_rows(bench *B, lb_boot *boot, const int32_t *member, lb_res
             if (!go) return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted");
             shape s = shape_of(coll, (size_t)size / es, B->n, es);
             if (s.unit == 0) continue;
-            lb_bench_row row = {.coll = coll, .bytes = s.bytes, .count = s.shown_count,
-                                .dtype = p->dtype, .op = p->op, .root = p->root};
+            lb_bench_row row = {.coll = coll,
+                                .bytes = s.bytes,
+                                .count = s.shown_count,
+                                .dtype = p->dtype,
+                                .op = p->op,
+                                .root = p->root};
             if (p->place != LB_PLACE_IN_PLACE)
                 LB_TRY(run_cell(B, boot, member, coll, &s, false, &row.oop, r, err));
             if (p->place != LB_PLACE_OUT_OF_PLACE && coll != LB_BENCH_SENDRECV)
@@ -565,7 +568,8 @@ static lb_status nvlinks_to_peers(bench *B, lb_boot *boot, const int32_t *member
     if (all == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
     snprintf(me.host, sizeof me.host, "%s", lb_boot_host(boot));
 #ifdef LB_HAVE_CUDA
-    if (B->c != NULL && B->b.device) cudaDeviceGetPCIBusId(me.bus, sizeof me.bus, lb_comm_device(B->c));
+    if (B->c != NULL && B->b.device)
+        cudaDeviceGetPCIBusId(me.bus, sizeof me.bus, lb_comm_device(B->c));
 #endif
     lb_status st = lb_boot_gather(boot, &me, sizeof me, all, err);
     if (st == LB_OK) st = lb_boot_bcast(boot, all, (size_t)nb * sizeof *all, err);
@@ -575,7 +579,9 @@ static lb_status nvlinks_to_peers(bench *B, lb_boot *boot, const int32_t *member
         if (!member[q]) continue;
         bool here = strcmp(all[q].host, me.host) == 0;
         /* -2: another host; -1: unknown */
-        links[k++] = !here ? -2 : nvml && all[q].bus[0] != '\0' ? lb_nvml_nvlinks_between(me.bus, all[q].bus) : -1;
+        links[k++] = !here                           ? -2
+                     : nvml && all[q].bus[0] != '\0' ? lb_nvml_nvlinks_between(me.bus, all[q].bus)
+                                                     : -1;
     }
     if (nvml) lb_nvml_close();
     free(all);
@@ -604,14 +610,16 @@ static lb_status run_matrix(bench *B, lb_boot *boot, const int32_t *member, lb_r
             if (st != LB_OK || (B->rank != a && B->rank != b)) continue;
             if (B->rank == b) st = mark(&B->b, 0, err);
             for (int64_t i = 0; st == LB_OK && i < p->iters; i++)
-                st = B->rank == a ? lb_comm_send(B->c, B->b.send, count, p->dtype, b, B->b.stream, err)
-                                  : lb_comm_recv(B->c, B->b.recv, count, p->dtype, a, B->b.stream, err);
+                st = B->rank == a
+                         ? lb_comm_send(B->c, B->b.send, count, p->dtype, b, B->b.stream, err)
+                         : lb_comm_recv(B->c, B->b.recv, count, p->dtype, a, B->b.stream, err);
             if (st == LB_OK && B->rank == b) st = mark(&B->b, 1, err);
             if (st == LB_OK) st = lb_comm_sync(B->c, B->b.stream, err);
             double us = 0;
             if (st == LB_OK && B->rank == b) st = between(&B->b, 0, &us, err);
             if (st == LB_OK && B->rank == b)
-                mine[a] = (double)count * lb_comm_dtype_bytes(p->dtype) * (double)p->iters / (us * 1e3);
+                mine[a] =
+                    (double)count * lb_comm_dtype_bytes(p->dtype) * (double)p->iters / (us * 1e3);
         }
     st = agree(boot, st, err);
     if (st == LB_OK) st = nvlinks_to_peers(B, boot, member, mine + n, err);
@@ -635,8 +643,7 @@ static lb_status run_matrix(bench *B, lb_boot *boot, const int32_t *member, lb_r
     return st;
 }
 
-lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_result *r,
-                           lb_err *err) {
+lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_result *r, lb_err *err) {
     LB_TRY(lb_commbench_validate(p, err));
     bool nccl = p->comm.backend == LB_COMM_BACKEND_NCCL;
     bool join = !nccl || lb_devinfo_cuda_device_count() > 0;
@@ -663,7 +670,7 @@ lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_resul
         if (nccl) cudaSetDevice(lb_comm_device(c));
 #endif
         size_t bytes = (size_t)(p->max_bytes > p->matrix_bytes || !p->matrix ? p->max_bytes
-                                                                              : p->matrix_bytes) +
+                                                                             : p->matrix_bytes) +
                        lb_comm_dtype_bytes(p->dtype);
         alloc = bufs_init(&B.b, nccl, bytes, (int)p->iters + 1, err);
     }

@@ -99,7 +99,6 @@ lb_status lb_commbench_validate(const lb_commbench_params *p, lb_err *err);
 /* Runs the benchmark on every rank of boot (a collective call). On rank 0, r receives the
  * config, series and metrics; elsewhere r may be NULL. Returns LB_ERR_INTERRUPTED on
  * SIGINT with the rows done so far in r. */
-lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_result *r,
-                           lb_err *err);
+lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_result *r, lb_err *err);
 
 #endif

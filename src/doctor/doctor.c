@@ -44,11 +44,13 @@ double lb_doctor_good_gbps(const json_t *facts, bool multi_node) {
         size_t links = json_array_size(json_object_get(o, "nvlinks"));
         const json_t *pcie = json_object_get(o, "pcie");
         double gbps = 0;
-        if (links > 0) gbps = 25.0 * (double)links;
+        if (links > 0)
+            gbps = 25.0 * (double)links;
         else if (pcie != NULL) {
             /* per lane after encoding: gen3 0.985, gen4 1.97, gen5 3.94 GB/s */
             int gen = (int)json_integer_value(json_object_get(pcie, "gen"));
-            gbps = 0.985 * pow(2, gen - 3) * (double)json_integer_value(json_object_get(pcie, "width"));
+            gbps = 0.985 * pow(2, gen - 3) *
+                   (double)json_integer_value(json_object_get(pcie, "width"));
         }
         if (gbps > 0) slowest = fmin(slowest, gbps);
     }
@@ -121,8 +123,9 @@ static void probe_here(probe_ctx *c, const lb_doctor_rung *rung, int port, probe
     snprintf(setup, sizeof setup, "%g", c->p->setup_timeout_s);
     snprintf(op, sizeof op, "%g", c->p->op_timeout_s);
     snprintf(bytes, sizeof bytes, "%lld", (long long)c->p->probe_bytes);
-    char *argv[] = {"llmbench", "doctor",  "--probe", "--setup-timeout", setup, "--comm-timeout",
-                    op,         "--probe-bytes", bytes, NULL};
+    char *argv[] = {
+        "llmbench",      "doctor", "--probe", "--setup-timeout", setup, "--comm-timeout", op,
+        "--probe-bytes", bytes,    NULL};
     char path[] = "/tmp/llmbench-probe-XXXXXX";
     int fd = mkstemp(path);
     if (fd >= 0) unlink(path);
@@ -216,7 +219,8 @@ static json_t *mpi_check(lb_boot *boot, const lb_doctor_params *p, lb_err *err, 
     int64_t t0 = lb_clock_now_ns();
     *st = lb_comm_init(boot, &cp, true, &c, err);
     int32_t mine = lb_boot_rank(boot) + 1, sum = 0;
-    if (*st == LB_OK) *st = lb_comm_all_reduce(c, &mine, &sum, 1, LB_COMM_INT32, LB_COMM_SUM, NULL, err);
+    if (*st == LB_OK)
+        *st = lb_comm_all_reduce(c, &mine, &sum, 1, LB_COMM_INT32, LB_COMM_SUM, NULL, err);
     int n = lb_boot_size(boot);
     bool ok = *st == LB_OK && sum == n * (n + 1) / 2;
     json_t *out = json_pack("{s:s, s:b, s:f, s:s}", "how", "mpi all_reduce (no GPU)", "ok", ok,
@@ -326,10 +330,10 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
         char line[1024] = "";
         if (chosen >= 0) lb_doctor_export_line(&rungs[chosen], line, sizeof line);
         int gpus = n == 1 ? local_gpus : c.gpu_ranks;
-        check = json_pack("{s:s, s:i, s:I, s:f, s:o, s:i, s:s, s:s}", "how", "nccl all_reduce",
-                          "gpus", gpus, "bytes", (json_int_t)p->probe_bytes, "good_gbps", good,
-                          "rungs", tried, "chosen", chosen, "verdict", verdict_name(v), "export",
-                          line);
+        check =
+            json_pack("{s:s, s:i, s:I, s:f, s:o, s:i, s:s, s:s}", "how", "nccl all_reduce", "gpus",
+                      gpus, "bytes", (json_int_t)p->probe_bytes, "good_gbps", good, "rungs", tried,
+                      "chosen", chosen, "verdict", verdict_name(v), "export", line);
     }
     if (me != 0) {
         json_decref(ranks);

@@ -74,7 +74,8 @@ json_t *lb_doctor_read_net(const char *root) {
         json_t *o = json_pack("{s:s}", "name", names[i]);
         if (read_line(dir, "operstate", v, sizeof v))
             json_object_set_new(o, "operstate", json_string(v));
-        if (read_line(dir, "mtu", v, sizeof v)) json_object_set_new(o, "mtu", json_integer(atoi(v)));
+        if (read_line(dir, "mtu", v, sizeof v))
+            json_object_set_new(o, "mtu", json_integer(atoi(v)));
         /* speed reads -1 or fails (EINVAL) on links without one */
         if (read_line(dir, "speed", v, sizeof v) && atoi(v) > 0)
             json_object_set_new(o, "speed_mbps", json_integer(atoi(v)));
@@ -103,7 +104,8 @@ json_t *lb_doctor_read_ib(const char *root) {
             char dir[1400], v[256];
             snprintf(dir, sizeof dir, "%s/%s", ports_dir, ports[p]);
             json_t *o = json_pack("{s:s, s:i}", "device", devs[d], "port", atoi(ports[p]));
-            if (read_line(dir, "state", v, sizeof v)) json_object_set_new(o, "state", json_string(v));
+            if (read_line(dir, "state", v, sizeof v))
+                json_object_set_new(o, "state", json_string(v));
             if (read_line(dir, "rate", v, sizeof v)) json_object_set_new(o, "rate", json_string(v));
             if (read_line(dir, "link_layer", v, sizeof v))
                 json_object_set_new(o, "link_layer", json_string(v));
@@ -126,9 +128,11 @@ json_t *lb_doctor_read_ib(const char *root) {
                 json_t *g = json_pack("{s:i, s:s}", "index", want, "gid", v);
                 char attr[1600], t[64];
                 snprintf(attr, sizeof attr, "%s/gid_attrs/types", dir);
-                if (read_line(attr, name, t, sizeof t)) json_object_set_new(g, "type", json_string(t));
+                if (read_line(attr, name, t, sizeof t))
+                    json_object_set_new(g, "type", json_string(t));
                 snprintf(attr, sizeof attr, "%s/gid_attrs/ndevs", dir);
-                if (read_line(attr, name, t, sizeof t)) json_object_set_new(g, "ndev", json_string(t));
+                if (read_line(attr, name, t, sizeof t))
+                    json_object_set_new(g, "ndev", json_string(t));
                 json_array_append_new(gids, g);
             }
             free_list(idx, ng);
@@ -153,7 +157,8 @@ void lb_doctor_add_addresses(json_t *net) {
             if (a->ifa_addr == NULL || strcmp(a->ifa_name, name) != 0) continue;
             char text[INET6_ADDRSTRLEN] = "";
             if (a->ifa_addr->sa_family == AF_INET)
-                inet_ntop(AF_INET, &((struct sockaddr_in *)a->ifa_addr)->sin_addr, text, sizeof text);
+                inet_ntop(AF_INET, &((struct sockaddr_in *)a->ifa_addr)->sin_addr, text,
+                          sizeof text);
             else if (a->ifa_addr->sa_family == AF_INET6)
                 inet_ntop(AF_INET6, &((struct sockaddr_in6 *)a->ifa_addr)->sin6_addr, text,
                           sizeof text);
@@ -259,18 +264,19 @@ static json_t *gpu_facts(void) {
         uint64_t mem = 0;
         lb_nvml_device_name(i, name, sizeof name);
         lb_nvml_device_memory(i, &mem, NULL);
-        json_t *g = json_pack("{s:i, s:s, s:I}", "index", i, "name", name, "mem_bytes",
-                              (json_int_t)mem);
+        json_t *g =
+            json_pack("{s:i, s:s, s:I}", "index", i, "name", name, "mem_bytes", (json_int_t)mem);
         lb_nvml_links l;
         if (lb_nvml_device_links(i, &l)) {
             json_object_set_new(g, "pci", json_string(l.bus_id));
             if (l.has_pcie)
-                json_object_set_new(g, "pcie", json_pack("{s:i, s:i, s:i, s:i}", "gen", l.pcie_gen,
-                                                         "width", l.pcie_width, "max_gen",
-                                                         l.pcie_max_gen, "max_width",
-                                                         l.pcie_max_width));
+                json_object_set_new(g, "pcie",
+                                    json_pack("{s:i, s:i, s:i, s:i}", "gen", l.pcie_gen, "width",
+                                              l.pcie_width, "max_gen", l.pcie_max_gen, "max_width",
+                                              l.pcie_max_width));
             if (l.has_ecc)
-                json_object_set_new(g, "ecc_uncorrected", json_integer((json_int_t)l.ecc_uncorrected));
+                json_object_set_new(g, "ecc_uncorrected",
+                                    json_integer((json_int_t)l.ecc_uncorrected));
             json_object_set_new(g, "sm_clock_max_mhz", json_integer(l.sm_clock_max_mhz));
             json_object_set_new(g, "mem_clock_max_mhz", json_integer(l.mem_clock_max_mhz));
             json_t *peers = json_array();
@@ -326,9 +332,9 @@ json_t *lb_doctor_node_facts(void) {
         snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
         json_object_set_new(env, name, json_string(eq + 1));
     }
-    json_object_set_new(f, "env_problems",
-                        lb_doctor_env_problems(net, ib, getenv("NCCL_SOCKET_IFNAME"),
-                                               getenv("NCCL_IB_HCA")));
+    json_object_set_new(
+        f, "env_problems",
+        lb_doctor_env_problems(net, ib, getenv("NCCL_SOCKET_IFNAME"), getenv("NCCL_IB_HCA")));
     json_object_set_new(f, "net", net);
     json_object_set_new(f, "ib", ib);
     json_object_set_new(f, "env", env);
@@ -349,7 +355,8 @@ static void gpu_models(const json_t *f, char *buf, size_t cap) {
             continue;
         }
         if (last != NULL && used < cap)
-            used += (size_t)snprintf(buf + used, cap - used, "%s%s x%d", used ? ", " : "", last, run);
+            used +=
+                (size_t)snprintf(buf + used, cap - used, "%s%s x%d", used ? ", " : "", last, run);
         last = name;
         run = 1;
     }
@@ -381,7 +388,8 @@ json_t *lb_doctor_compare(json_t *const *facts, int n) {
         gpu_models(facts[r], mr, sizeof mr);
         if (m0[0] != '\0' && mr[0] != '\0' && strcmp(m0, mr) != 0) {
             char msg[1200];
-            snprintf(msg, sizeof msg, "GPU models differ: rank 0 has %s, rank %d has %s", m0, r, mr);
+            snprintf(msg, sizeof msg, "GPU models differ: rank 0 has %s, rank %d has %s", m0, r,
+                     mr);
             json_array_append_new(out, json_string(msg));
             break;
         }

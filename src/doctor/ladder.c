@@ -59,8 +59,8 @@ int lb_doctor_ladder(const json_t *facts, bool multi_node, lb_doctor_rung *rungs
     if (fixed) push(rungs, &n, max, &base, "%swithout the settings that name nothing here", "");
     /* transports switched off by hand, switched back on one by one */
     lb_doctor_rung undo = base;
-    static const char *const offs[] = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE",
-                                       "NCCL_NET_GDR_LEVEL", "NCCL_IB_DISABLE"};
+    static const char *const offs[] = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NET_GDR_LEVEL",
+                                       "NCCL_IB_DISABLE"};
     for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
         if (!env_is(env, offs[i], NULL)) continue;
         add_unset(&undo, offs[i]);
@@ -94,7 +94,8 @@ int lb_doctor_ladder(const json_t *facts, bool multi_node, lb_doctor_rung *rungs
         const char *name = json_string_value(json_object_get(iface, "name"));
         bool loop = json_is_true(json_object_get(iface, "loopback"));
         const char *state = json_string_value(json_object_get(iface, "operstate"));
-        if (name == NULL || (loop && multi_node) || json_array_size(json_object_get(iface, "addresses")) == 0)
+        if (name == NULL || (loop && multi_node) ||
+            json_array_size(json_object_get(iface, "addresses")) == 0)
             continue;
         if (!loop && state != NULL && strcmp(state, "up") != 0 && strcmp(state, "unknown") != 0)
             continue;
@@ -108,7 +109,8 @@ int lb_doctor_ladder(const json_t *facts, bool multi_node, lb_doctor_rung *rungs
     }
     static const struct {
         const char *name, *value;
-    } singles[] = {{"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET_GDR_LEVEL", "0"}};
+    } singles[] = {
+        {"NCCL_P2P_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}, {"NCCL_NET_GDR_LEVEL", "0"}};
     for (size_t k = 0; k < sizeof singles / sizeof singles[0]; k++) {
         if (env_is(env, singles[k].name, singles[k].value)) continue;
         char label[96];

@@ -49,8 +49,8 @@ typedef enum {
  * many. multi_node leaves the loopback out of the socket candidates. */
 int lb_doctor_ladder(const json_t *facts, bool multi_node, lb_doctor_rung *rungs, int max);
 
-typedef lb_status (*lb_doctor_probe_fn)(void *ctx, const lb_doctor_rung *rung,
-                                        lb_doctor_probe *out, lb_err *err);
+typedef lb_status (*lb_doctor_probe_fn)(void *ctx, const lb_doctor_rung *rung, lb_doctor_probe *out,
+                                        lb_err *err);
 
 /* Probes rungs in order as described above; results[i] says what rung i gave (ran false
  * for rungs not tried); *chosen is the rung to use (-1 when none worked). A probe that

@@ -35,18 +35,18 @@ typedef struct { /* nvmlPciInfo_t (v3) */
     char bus_id[32];
 } nvml_pci;
 
-#define NVML_SUCCESS                 0
-#define NVML_CLOCK_SM                1
-#define NVML_TEMPERATURE_GPU         0
-#define NVML_TOTAL_POWER_SAMPLES     0
-#define NVML_GPU_UTILIZATION_SAMPLES 1
-#define NVML_CLOCK_MEM               2
+#define NVML_SUCCESS                  0
+#define NVML_CLOCK_SM                 1
+#define NVML_TEMPERATURE_GPU          0
+#define NVML_TOTAL_POWER_SAMPLES      0
+#define NVML_GPU_UTILIZATION_SAMPLES  1
+#define NVML_CLOCK_MEM                2
 #define NVML_MEMORY_ERROR_UNCORRECTED 1
-#define NVML_VOLATILE_ECC            0
-#define NVML_NVLINK_MAX_LINKS        18
-#define NVML_P2P_CAPS_INDEX_NVLINK   2
-#define NVML_P2P_STATUS_OK           0
-#define NVML_BUFFERED_MAX            512 /* the driver keeps ~120 power readings (2.4 s at 20 ms) */
+#define NVML_VOLATILE_ECC             0
+#define NVML_NVLINK_MAX_LINKS         18
+#define NVML_P2P_CAPS_INDEX_NVLINK    2
+#define NVML_P2P_STATUS_OK            0
+#define NVML_BUFFERED_MAX             512 /* the driver keeps ~120 power readings (2.4 s at 20 ms) */
 
 static struct {
     void *lib;
@@ -326,8 +326,8 @@ int lb_nvml_nvlinks_between(const char *bus_a, const char *bus_b) {
     if (direct > 0) return direct;
     /* through NVSwitches every link's far end is a switch: the pair talks over all of them */
     int status = -1;
-    if (g_nvml.p2p_status && g_nvml.p2p_status(a, b, NVML_P2P_CAPS_INDEX_NVLINK, &status) ==
-                                 NVML_SUCCESS &&
+    if (g_nvml.p2p_status &&
+        g_nvml.p2p_status(a, b, NVML_P2P_CAPS_INDEX_NVLINK, &status) == NVML_SUCCESS &&
         status == NVML_P2P_STATUS_OK)
         return la.n_nvlinks;
     return 0;

@@ -68,8 +68,8 @@ typedef struct {
     unsigned int pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
     unsigned long long ecc_uncorrected;
     unsigned int sm_clock_max_mhz, mem_clock_max_mhz;
-    int n_nvlinks;               /* active links */
-    char nvlink_peer[18][32];    /* each active link's far end (PCI address; "" unknown) */
+    int n_nvlinks;            /* active links */
+    char nvlink_peer[18][32]; /* each active link's far end (PCI address; "" unknown) */
     bool has_pcie, has_ecc;
 } lb_nvml_links;
 
