@@ -160,24 +160,15 @@ static lb_status bufs_init(bufs *b, bool device, size_t bytes, int n_marks, lb_e
 #endif
 }
 
-static lb_status put(bufs *b, void *dst, const void *src, size_t bytes, lb_err *err) {
+/* Between host staging and the benchmark's buffers (device ones: the direction from
+ * unified addressing). */
+static lb_status copy(bufs *b, void *dst, const void *src, size_t bytes, lb_err *err) {
     if (!b->device) {
         memcpy(dst, src, bytes);
         return LB_OK;
     }
 #ifdef LB_HAVE_CUDA
-    LB_CUDA_TRY(err, cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-#endif
-    return LB_OK;
-}
-
-static lb_status get(bufs *b, void *dst, const void *src, size_t bytes, lb_err *err) {
-    if (!b->device) {
-        memcpy(dst, src, bytes);
-        return LB_OK;
-    }
-#ifdef LB_HAVE_CUDA
-    LB_CUDA_TRY(err, cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    LB_CUDA_TRY(err, cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 #endif
     return LB_OK;
 }
@@ -338,12 +329,12 @@ static lb_status check(bench *B, lb_bench_coll coll, const shape *s, bool inplac
     /* the send buffer holds this rank's pattern (in place it lies inside recv) */
     for (size_t i = 0; i < s->send_n; i++)
         lb_comm_value_set(B->b.host, t, i, (double)pattern(B->rank, i, t));
-    LB_TRY(put(&B->b, send, B->b.host, s->send_n * es, err));
+    LB_TRY(copy(&B->b, send, B->b.host, s->send_n * es, err));
     LB_TRY(call(B, coll, s, send, recv, err));
     LB_TRY(lb_comm_sync(B->c, B->b.stream, err));
     *wrong = 0;
     if (coll == LB_BENCH_REDUCE && B->rank != B->p->root) return LB_OK;
-    LB_TRY(get(&B->b, B->b.host, recv, s->recv_n * es, err));
+    LB_TRY(copy(&B->b, B->b.host, recv, s->recv_n * es, err));
     int64_t bad = 0;
     for (size_t i = 0; i < s->recv_n; i++) {
         double want = expected(B, coll, s, i), got = lb_comm_value_get(B->b.host, t, i);
