@@ -74,7 +74,7 @@ static void print_row(void *ctx, const lb_bench_row *row) {
     printer *pr = ctx;
     if ((int)row->coll != pr->last_coll) {
         pr->last_coll = (int)row->coll;
-        printf("#\n# Collective: %s\n", lb_bench_coll_name(row->coll));
+        printf("#\n# Collective: %s\n", lb_commbench_coll_name(row->coll));
         printf("#%51s  %-31s  %-31s  %s\n", "", "           out-of-place", "             in-place",
                "     out-of-place       in-place");
         printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  "
@@ -195,7 +195,7 @@ int lb_cmd_comm(int argc, char **argv) {
         if (strcmp(a.pos[i], "all") == 0) {
             for (int k = 0; k < LB_BENCH_N_COLLS; k++)
                 p->colls[k] = true;
-        } else if (lb_bench_coll_parse(a.pos[i], &c) == 0) {
+        } else if (lb_commbench_coll_parse(a.pos[i], &c) == 0) {
             p->colls[c] = true;
         } else {
             return lb_status_exit_code(lb_args_usage_error(

@@ -136,7 +136,7 @@ int lb_cmd_run(int argc, char **argv) {
 
     /* two or more GPUs: the collectives and NCCL's health, as their own commands */
     int comm_code = -1, doctor_code = -1;
-    if (!cpu_only && gpus >= 2 && exit_code != 130 && !lb_interrupted()) {
+    if (!cpu_only && gpus >= 2 && exit_code != 130 && !lb_signals_interrupted()) {
         char n_gpus[16];
         snprintf(n_gpus, sizeof n_gpus, "%d", gpus);
         char *comm_args[16] = {"llmbench", "comm", "all_reduce", "--gpus", n_gpus, "-b",

@@ -170,20 +170,20 @@ lb_status lb_comm_pick_backend(lb_boot *boot, lb_comm_backend *out, lb_err *err)
     return st;
 }
 
-const char *lb_coll_kind_name(lb_coll_kind k) {
+const char *lb_comm_coll_name(lb_coll_kind k) {
     static const char *const names[] = {"all_reduce",     "reduce",     "broadcast",
                                         "reduce_scatter", "all_gather", "all_to_all",
                                         "send",           "recv",       "barrier"};
     return names[k];
 }
 
-void lb_coll_describe(const lb_comm *c, const lb_coll_call *call, char *buf, size_t cap) {
+void lb_comm_coll_describe(const lb_comm *c, const lb_coll_call *call, char *buf, size_t cap) {
     bool reduces = call->kind == LB_COLL_ALL_REDUCE || call->kind == LB_COLL_REDUCE ||
                    call->kind == LB_COLL_REDUCE_SCATTER;
     if (call->kind == LB_COLL_BARRIER)
         snprintf(buf, cap, "barrier #%llu", (unsigned long long)c->seq);
     else
-        snprintf(buf, cap, "%s #%llu (%zu x %s%s%s, %zu bytes)", lb_coll_kind_name(call->kind),
+        snprintf(buf, cap, "%s #%llu (%zu x %s%s%s, %zu bytes)", lb_comm_coll_name(call->kind),
                  (unsigned long long)c->seq, call->count, lb_comm_dtype_name(call->dtype),
                  reduces ? " " : "", reduces ? lb_comm_op_name(call->op) : "",
                  call->count * lb_comm_dtype_bytes(call->dtype));
@@ -251,12 +251,12 @@ static lb_status dispatch(lb_comm *c, const lb_coll_call *call, lb_err *err) {
                   call->kind == LB_COLL_SEND || call->kind == LB_COLL_RECV;
     if (rooted && (call->root < 0 || call->root >= c->size))
         return lb_fail(err, LB_ERR_USAGE, "%s: %s %d is not a rank of this communicator (0-%d)",
-                       lb_coll_kind_name(call->kind),
+                       lb_comm_coll_name(call->kind),
                        call->kind == LB_COLL_SEND || call->kind == LB_COLL_RECV ? "peer" : "root",
                        call->root, c->size - 1);
     if ((call->kind == LB_COLL_SEND || call->kind == LB_COLL_RECV) && call->root == c->rank)
         return lb_fail(err, LB_ERR_USAGE, "%s: rank %d cannot be its own peer",
-                       lb_coll_kind_name(call->kind), c->rank);
+                       lb_comm_coll_name(call->kind), c->rank);
     c->seq++;
     lb_status st = c->ops->call(c, call, err);
     if (st == LB_ERR_COMM) lb_comm_mark_broken(c, err);

@@ -50,9 +50,9 @@ struct lb_comm {
     void *impl;         /* the backend's own state */
 };
 
-const char *lb_coll_kind_name(lb_coll_kind k);
+const char *lb_comm_coll_name(lb_coll_kind k);
 /* "all_reduce #12 (1048576 x bfloat16 sum)" for error messages. */
-void lb_coll_describe(const lb_comm *c, const lb_coll_call *call, char *buf, size_t cap);
+void lb_comm_coll_describe(const lb_comm *c, const lb_coll_call *call, char *buf, size_t cap);
 /* Marks the communicator broken with err's sentence (the first one is kept). */
 void lb_comm_mark_broken(lb_comm *c, const lb_err *err);
 

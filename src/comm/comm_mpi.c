@@ -197,7 +197,7 @@ static lb_status start(lb_comm *c, mpi_state *s, const lb_coll_call *k, lb_err *
     if (k->count > INT_MAX || (k->kind == LB_COLL_ALL_TO_ALL && k->count * n > INT_MAX))
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "%s of %zu elements: the MPI backend takes at most %d per call",
-                       lb_coll_kind_name(k->kind), k->count, INT_MAX);
+                       lb_comm_coll_name(k->kind), k->count, INT_MAX);
     int cnt = (int)k->count;
     MPI_Datatype t = mpi_type(k->dtype);
     MPI_Op op = mpi_op(k->dtype, k->op);
@@ -261,7 +261,7 @@ static lb_status start(lb_comm *c, mpi_state *s, const lb_coll_call *k, lb_err *
     }
     if (rc != MPI_SUCCESS)
         return lb_fail(err, LB_ERR_COMM, "%s could not be started in MPI on rank %d (%s)",
-                       lb_coll_kind_name(k->kind), c->rank, lb_boot_host(c->boot));
+                       lb_comm_coll_name(k->kind), c->rank, lb_boot_host(c->boot));
     return LB_OK;
 }
 
@@ -269,7 +269,7 @@ static lb_status mpi_call(lb_comm *c, const lb_coll_call *k, lb_err *err) {
     mpi_state *s = c->impl;
     if (c->group_depth == 0) {
         s->deadline_ns = lb_clock_now_ns() + (int64_t)(c->params.op_timeout_s * 1e9);
-        lb_coll_describe(c, k, s->what, sizeof s->what);
+        lb_comm_coll_describe(c, k, s->what, sizeof s->what);
     }
     LB_TRY(start(c, s, k, err));
     return c->group_depth == 0 ? wait_all(c, s, err) : LB_OK;

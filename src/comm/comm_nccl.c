@@ -193,7 +193,7 @@ static lb_status watch(lb_comm *c, nccl_state *s, void *stream, const lb_coll_ca
         if (e == cudaSuccess) {
             w->t_ns = now;
             if (k != NULL)
-                lb_coll_describe(c, k, w->what, sizeof w->what);
+                lb_comm_coll_describe(c, k, w->what, sizeof w->what);
             else
                 snprintf(w->what, sizeof w->what, "group ending at call #%llu",
                          (unsigned long long)c->seq);
@@ -262,12 +262,12 @@ static lb_status enqueue(lb_comm *c, nccl_state *s, const lb_coll_call *k, lb_er
     }
     if (r != ncclSuccess && r != ncclInProgress) {
         char what[160];
-        lb_coll_describe(c, k, what, sizeof what);
+        lb_comm_coll_describe(c, k, what, sizeof what);
         return nccl_fail(c, s, r, what, err);
     }
     if (r == ncclInProgress && c->group_depth == 0) { /* the non-blocking fallback */
         char what[160];
-        lb_coll_describe(c, k, what, sizeof what);
+        lb_comm_coll_describe(c, k, what, sizeof what);
         LB_TRY(wait_ready(c, s, s->calls, c->params.op_timeout_s, what, err));
     }
     if (c->group_depth > 0) {

@@ -28,11 +28,11 @@
 static const char *const coll_names[LB_BENCH_N_COLLS] = {
     "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"};
 
-const char *lb_bench_coll_name(lb_bench_coll c) {
+const char *lb_commbench_coll_name(lb_bench_coll c) {
     return coll_names[c];
 }
 
-int lb_bench_coll_parse(const char *name, lb_bench_coll *out) {
+int lb_commbench_coll_parse(const char *name, lb_bench_coll *out) {
     for (int i = 0; i < LB_BENCH_N_COLLS; i++)
         if (strcmp(name, coll_names[i]) == 0) {
             *out = (lb_bench_coll)i;
@@ -41,7 +41,7 @@ int lb_bench_coll_parse(const char *name, lb_bench_coll *out) {
     return -1;
 }
 
-double lb_bench_busbw_factor(lb_bench_coll c, int n) {
+double lb_commbench_busbw_factor(lb_bench_coll c, int n) {
     switch (c) {
     case LB_BENCH_ALL_REDUCE: return 2.0 * (n - 1) / n;
     case LB_BENCH_ALL_GATHER:
@@ -389,17 +389,17 @@ static void fill_cell(const lb_commbench_params *p, int nb, const double *all, c
         wrong += (int64_t)mine[iters];
         if (r != NULL) {
             char name[LB_NAME_BYTES];
-            snprintf(name, sizeof name, "%s.%zu.%s.r%d", lb_bench_coll_name(coll), s->bytes, place,
-                     q);
+            snprintf(name, sizeof name, "%s.%zu.%s.r%d", lb_commbench_coll_name(coll), s->bytes,
+                     place, q);
             lb_series *se = lb_result_series(r, name, "us");
             for (int i = 0; se != NULL && i < iters; i++)
-                lb_series_push(se, mine[i]);
+                lb_result_series_push(se, mine[i]);
         }
     }
     cell->ran = true;
     cell->time_us = worst_mean;
     cell->algbw_gbps = worst_mean > 0 ? (double)s->bytes / (worst_mean * 1e3) : 0;
-    cell->busbw_gbps = cell->algbw_gbps * lb_bench_busbw_factor(coll, n_comm);
+    cell->busbw_gbps = cell->algbw_gbps * lb_commbench_busbw_factor(coll, n_comm);
     cell->p50_us = slowest ? lb_stats_percentile(slowest, (size_t)iters, 50) : NAN;
     cell->p99_us = slowest ? lb_stats_percentile(slowest, (size_t)iters, 99) : NAN;
     cell->wrong = checked ? wrong : -1;
@@ -415,13 +415,14 @@ static void fill_cell(const lb_commbench_params *p, int nb, const double *all, c
              {"p99_us", "us", offsetof(lb_bench_cell, p99_us)}};
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         char name[LB_NAME_BYTES];
-        snprintf(name, sizeof name, "%s.%zu.%s.%s", lb_bench_coll_name(coll), s->bytes, place,
+        snprintf(name, sizeof name, "%s.%zu.%s.%s", lb_commbench_coll_name(coll), s->bytes, place,
                  m[i].name);
         lb_result_set_metric(r, name, *(const double *)((const char *)cell + m[i].off), m[i].unit);
     }
     if (checked) {
         char name[LB_NAME_BYTES];
-        snprintf(name, sizeof name, "%s.%zu.%s.wrong", lb_bench_coll_name(coll), s->bytes, place);
+        snprintf(name, sizeof name, "%s.%zu.%s.wrong", lb_commbench_coll_name(coll), s->bytes,
+                 place);
         lb_result_set_metric(r, name, (double)cell->wrong, "elements");
     }
 }
@@ -517,7 +518,7 @@ static lb_status run_rows(bench *B, lb_boot *boot, const int32_t *member, lb_res
         lb_bench_coll coll = (lb_bench_coll)ci;
         for (int64_t size = p->min_bytes; size <= p->max_bytes;
              size = next_size(size, p->factor, es)) {
-            int32_t go = !lb_interrupted();
+            int32_t go = !lb_signals_interrupted();
             LB_TRY(lb_boot_bcast(boot, &go, sizeof go, err));
             if (!go) return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted");
             shape s = shape_of(coll, (size_t)size / es, B->n, es);

@@ -43,10 +43,10 @@ typedef enum {
 
 /* nccl-tests' names: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall,
  * sendrecv */
-const char *lb_bench_coll_name(lb_bench_coll c);
-int lb_bench_coll_parse(const char *name, lb_bench_coll *out);
+const char *lb_commbench_coll_name(lb_bench_coll c);
+int lb_commbench_coll_parse(const char *name, lb_bench_coll *out);
 /* nccl-tests' bus bandwidth factor for n ranks. */
-double lb_bench_busbw_factor(lb_bench_coll c, int n);
+double lb_commbench_busbw_factor(lb_bench_coll c, int n);
 
 typedef enum {
     LB_PLACE_BOTH = 0,
