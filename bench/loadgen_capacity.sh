@@ -100,8 +100,11 @@ run() {
     shift
     echo "+ taskset -c $CLIENT_CPU $BIN load $COMMON $*" >&2
     netcount > "$WORK/$name.before"
+    # exit 3 is a completed run that is INVALID (e.g. too short for early stopping): measured
+    rc=0
     # shellcheck disable=SC2086
-    taskset -c "$CLIENT_CPU" "$BIN" load $COMMON "$@" > "$WORK/$name.txt"
+    taskset -c "$CLIENT_CPU" "$BIN" load $COMMON "$@" > "$WORK/$name.txt" || rc=$?
+    [ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || { echo "$name: llmbench load exited $rc" >&2; exit 1; }
     netcount > "$WORK/$name.after"
     echo "  ($name: kernel counted $(awk 'NR == FNR { b[$1] = $2; next } $2 != b[$1] { printf "%s%s +%d", sep, $1, $2 - b[$1]; sep = "," } END { if (!sep) printf "nothing" }' "$WORK/$name.before" "$WORK/$name.after"))"
 }

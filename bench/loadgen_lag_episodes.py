@@ -1,6 +1,6 @@
 """loadgen_lag_episodes.py DIR: when a load run sent late.
 
-Reads DIR/detail.json (written by `llmbench load --out DIR`), finds the queries sent more
+Reads DIR/llmbench_result.json (written by `llmbench load --out DIR`), finds the queries sent more
 than 1 ms after their scheduled time and groups them into episodes (late queries less
 than 5 ms of schedule apart), printing each episode's span, size, largest lag and the
 number of queries in flight when it began (at the --max-inflight cap: the sender waited
@@ -9,7 +9,7 @@ queries in flight then (about 200 ms or more: a lost packet's retransmission tim
 Only reads; prints nothing else.
 """
 import json, bisect, sys
-d = json.load(open(sys.argv[1] + '/detail.json'))
+d = json.load(open(sys.argv[1] + '/llmbench_result.json'))
 S = d['series']
 g = lambda k: (S[k]['values'] if isinstance(S[k], dict) else S[k])
 sch, sent, done = g('scheduled_s'), g('sent_s'), g('done_s')

@@ -169,6 +169,45 @@ static void test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones(void
     assert_non_null(strstr(err.msg, "conversations"));
 }
 
+/* sharegpt-turns: every user turn with a reply is a sample; its history is the turns
+ * before it, and the turn before points at it. */
+static void test_dataset_sharegpt_turns_chain_a_conversation(void **state) {
+    (void)state;
+    lb_dataset ds;
+    lb_err err = {""};
+    const char *text =
+        "[{\"conversations\": [{\"from\": \"human\", \"value\": \"Q1\"},"
+        " {\"from\": \"gpt\", \"value\": \"A1\"}, {\"from\": \"human\", \"value\": \"Q2\"},"
+        " {\"from\": \"gpt\", \"value\": \"A2\"}, {\"from\": \"human\", \"value\": \"Q3\"}]},"
+        " {\"conversations\": [{\"from\": \"human\", \"value\": \"R1\"},"
+        " {\"from\": \"gpt\", \"value\": \"S1\"}]},"
+        " {\"conversations\": [{\"from\": \"gpt\", \"value\": \"x\"}]}]";
+    assert_int_equal(parse(lb_dataset_parse_sharegpt_turns, text, &ds, &err), LB_OK);
+    assert_string_equal(ds.format, "sharegpt-turns");
+    assert_true(ds.multi_turn);
+    assert_int_equal(ds.n, 3);
+    assert_int_equal(ds.skipped, 1);
+    assert_string_equal(ds.samples[0].prompt, "Q1");
+    assert_int_equal(ds.samples[0].n_history, 0);
+    assert_false(ds.samples[0].follow_up);
+    assert_int_equal(ds.samples[0].next_turn, 1);
+    assert_string_equal(ds.samples[1].prompt, "Q2");
+    assert_string_equal(ds.samples[1].reference, "A2");
+    assert_true(ds.samples[1].follow_up);
+    assert_int_equal(ds.samples[1].n_history, 2);
+    assert_string_equal(ds.samples[1].history[0], "Q1");
+    assert_string_equal(ds.samples[1].history[1], "A1");
+    assert_int_equal(ds.samples[1].next_turn, -1); /* Q3 has no reply */
+    assert_string_equal(ds.samples[2].prompt, "R1");
+    assert_int_equal(ds.samples[2].next_turn, -1);
+    lb_dataset_free(&ds);
+    /* The first-exchange reading of the same file is unchanged, with no chains. */
+    assert_int_equal(parse(lb_dataset_parse_sharegpt, text, &ds, &err), LB_OK);
+    assert_int_equal(ds.n, 2);
+    assert_int_equal(ds.samples[0].next_turn, -1);
+    lb_dataset_free(&ds);
+}
+
 static void test_dataset_synthetic_is_seeded_and_follows_lengths(void **state) {
     (void)state;
     lb_dataset_synthetic_params p = lb_dataset_synthetic_default_params();
@@ -236,6 +275,61 @@ static void test_dataset_count_tokens_replaces_missing_and_estimated_counts(void
     lb_tokenizer_free(tok);
 }
 
+/* With a tokenizer the synthetic lengths are tokens: every prompt counts exactly the
+ * drawn length; shared prefixes open the prompts in turn, and the suffixes differ. */
+static void test_dataset_synthetic_sized_in_tokens_with_shared_prefixes(void **state) {
+    (void)state;
+    lb_tokenizer *tok = lb_test_gpt2_tokenizer();
+    assert_non_null(tok);
+    lb_dataset_synthetic_params p = lb_dataset_synthetic_default_params();
+    p.n_samples = 6;
+    p.input = (lb_len_dist){LB_LEN_FIXED, 30, 0};
+    p.tok = tok;
+    p.prefix_len = 12;
+    p.n_prefixes = 2;
+    lb_dataset ds;
+    lb_err err = {{0}};
+    assert_int_equal(lb_dataset_synthetic(&p, &ds, &err), LB_OK);
+    char prefix[2][256];
+    for (size_t i = 0; i < ds.n; i++) {
+        int32_t n_in = 30;
+        int64_t n = 0;
+        const char *s = ds.samples[i].prompt;
+        assert_int_equal(lb_tokenizer_count(tok, s, strlen(s), &n, &err), LB_OK);
+        assert_int_equal(n, 12 + n_in);
+        assert_int_equal(ds.samples[i].input_tokens, n);
+        /* the prefix: the first 12 words */
+        const char *e = s;
+        for (int w = 0; w < 12; w++)
+            e = strchr(e, ' ') + 1;
+        if (i < 2)
+            snprintf(prefix[i], sizeof prefix[i], "%.*s", (int)(e - s), s);
+        else
+            assert_memory_equal(s, prefix[i % 2], strlen(prefix[i % 2]));
+    }
+    assert_string_not_equal(prefix[0], prefix[1]);
+    assert_string_not_equal(ds.samples[0].prompt + strlen(prefix[0]),
+                            ds.samples[2].prompt + strlen(prefix[0]));
+    lb_dataset_free(&ds);
+    lb_tokenizer_free(tok);
+    /* A vocabulary of bytes only: a word costs its letters (and space), so prompts sized
+     * in tokens have far fewer words than words-sized ones, and hit the length to within
+     * the cheapest word (3 tokens: " of"). */
+    tok = lb_test_bytes_tokenizer();
+    assert_non_null(tok);
+    p.tok = tok;
+    p.prefix_len = 0;
+    p.input = (lb_len_dist){LB_LEN_FIXED, 200, 0};
+    assert_int_equal(lb_dataset_synthetic(&p, &ds, &err), LB_OK);
+    for (size_t i = 0; i < ds.n; i++) {
+        const char *s = ds.samples[i].prompt;
+        assert_int_equal(ds.samples[i].input_tokens, (int32_t)strlen(s));
+        assert_true(strlen(s) > 200 - 3 && strlen(s) <= 200);
+    }
+    lb_dataset_free(&ds);
+    lb_tokenizer_free(tok);
+}
+
 static void test_len_dist_parse_rejects_bad_specs(void **state) {
     (void)state;
     lb_len_dist d;
@@ -290,8 +384,10 @@ int main(void) {
         cmocka_unit_test(test_dataset_jsonl_bad_line_is_named),
         cmocka_unit_test(test_dataset_text_with_nul_is_refused_by_name),
         cmocka_unit_test(test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones),
+        cmocka_unit_test(test_dataset_sharegpt_turns_chain_a_conversation),
         cmocka_unit_test(test_dataset_synthetic_is_seeded_and_follows_lengths),
         cmocka_unit_test(test_dataset_count_tokens_replaces_missing_and_estimated_counts),
+        cmocka_unit_test(test_dataset_synthetic_sized_in_tokens_with_shared_prefixes),
         cmocka_unit_test(test_len_dist_parse_rejects_bad_specs),
         cmocka_unit_test(test_dataset_load_detects_format_from_file),
     };

@@ -2,6 +2,7 @@
  * `llmbench serve --synthetic` children: every scenario, timing against the configured
  * synthetic TTFT/TPOT, a replica killed mid-run, each fault mode, SIGINT with drain, and
  * the CLI (files written, API key never recorded). */
+#include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "core/clock.h"
 #include "core/signals.h"
 #include "loadgen/loadgen.h"
 #include "loadgen/summary.h"
@@ -95,7 +97,8 @@ typedef struct {
 static outcome run(const lb_loadgen_params *p, const lb_dataset *ds) {
     outcome o = {.r = lb_result_new("load", "test")};
     o.st = lb_loadgen_run(p, ds, o.r, &o.rep, &o.err);
-    if (o.st != LB_OK && o.st != LB_ERR_INTERRUPTED) fail_msg("run failed: %s", o.err.msg);
+    /* A run whose queries failed is measured all the same (LB_ERR_RUNTIME, summarized). */
+    if (!o.rep.summarized) fail_msg("run failed: %s", o.err.msg);
     return o;
 }
 
@@ -115,7 +118,7 @@ static void test_loadgen_server_scenario_matches_synthetic_timing(void **state) 
     p.min_queries = 40;
     lb_dataset ds = small_dataset(10, 9);
     outcome o = run(&p, &ds);
-    const lb_loadgen_summary *sm = &o.rep.steps[0];
+    const lb_loadgen_summary *sm = &o.rep.summary;
     assert_int_equal(sm->issued, 40);
     assert_int_equal(sm->completed, 40);
     assert_int_equal(sm->preconnected, 40); /* the planned queries bound the default */
@@ -145,7 +148,7 @@ static void test_loadgen_server_scenario_matches_synthetic_timing(void **state) 
     stop_server(&s);
 }
 
-static void test_loadgen_offline_singlestream_concurrency_and_sweep(void **state) {
+static void test_loadgen_offline_singlestream_concurrency_and_accuracy(void **state) {
     (void)state;
     const char *args[] = {"--ttft-ms", "10", "--tpot-ms", "1", NULL};
     server s = start_server(args);
@@ -155,7 +158,7 @@ static void test_loadgen_offline_singlestream_concurrency_and_sweep(void **state
 
     p.scenario = LB_SCENARIO_OFFLINE;
     outcome o = run(&p, &ds);
-    assert_int_equal(o.rep.steps[0].completed, 12);
+    assert_int_equal(o.rep.summary.completed, 12);
     const lb_series *sched = lb_result_find_series(o.r, "scheduled_s");
     for (size_t i = 0; i < sched->n; i++)
         assert_float_equal(sched->values[i], 0.0, 0.0);
@@ -165,12 +168,12 @@ static void test_loadgen_offline_singlestream_concurrency_and_sweep(void **state
     p.scenario = LB_SCENARIO_SINGLE_STREAM;
     p.min_queries = 8;
     o = run(&p, &ds);
-    assert_int_equal(o.rep.steps[0].completed, 8);
+    assert_int_equal(o.rep.summary.completed, 8);
     const lb_series *sent = lb_result_find_series(o.r, "sent_s");
     const lb_series *done = lb_result_find_series(o.r, "done_s");
     for (size_t i = 1; i < sent->n; i++)
         assert_true(sent->values[i] >= done->values[i - 1]);
-    assert_false(o.rep.steps[0].early_stop_ok); /* 8 < 64 queries */
+    assert_false(o.rep.summary.early_stop_ok); /* 8 < 64 queries */
     outcome_free(&o);
 
     /* Concurrency 4: queries overlap. */
@@ -178,25 +181,10 @@ static void test_loadgen_offline_singlestream_concurrency_and_sweep(void **state
     p.concurrency = 4;
     p.min_queries = 16;
     o = run(&p, &ds);
-    assert_int_equal(o.rep.steps[0].completed, 16);
+    assert_int_equal(o.rep.summary.completed, 16);
     sent = lb_result_find_series(o.r, "sent_s");
     done = lb_result_find_series(o.r, "done_s");
     assert_true(sent->values[3] < done->values[0]);
-    outcome_free(&o);
-
-    /* Sweep: one step per rate, metrics prefixed by the rate. */
-    p.scenario = LB_SCENARIO_SERVER;
-    p.n_sweep = 2;
-    p.sweep_qps[0] = 50;
-    p.sweep_qps[1] = 100;
-    p.min_queries = 10;
-    o = run(&p, &ds);
-    assert_int_equal(o.rep.n_steps, 2);
-    assert_float_equal(o.rep.steps[1].target_qps, 100, 0);
-    assert_int_equal(o.rep.steps[1].completed, 10);
-    assert_false(isnan(lb_result_metric(o.r, "qps50/samples_per_s")));
-    assert_false(isnan(lb_result_metric(o.r, "qps100/ttft_p99_ms")));
-    assert_int_equal(lb_result_find_series(o.r, "target_qps")->n, 20);
     outcome_free(&o);
 
     /* Accuracy: every sample once, its text kept. */
@@ -204,7 +192,7 @@ static void test_loadgen_offline_singlestream_concurrency_and_sweep(void **state
     p.mode = LB_MODE_ACCURACY;
     p.request.api = LB_API_CHAT;
     o = run(&p, &ds);
-    assert_int_equal(o.rep.steps[0].issued, 12);
+    assert_int_equal(o.rep.summary.issued, 12);
     assert_int_equal(o.rep.n_texts, 12);
     for (size_t i = 0; i < 12; i++) {
         assert_non_null(o.rep.texts[i]);
@@ -229,25 +217,25 @@ static void test_loadgen_preconnected_connections_are_reused(void **state) {
     p.concurrency = 8;
     p.min_queries = 64;
     outcome o = run(&p, &ds);
-    assert_int_equal(o.rep.steps[0].completed, 64);
-    assert_int_equal(o.rep.steps[0].preconnected, 8);
-    assert_int_equal(o.rep.steps[0].new_connections, 0);
+    assert_int_equal(o.rep.summary.completed, 64);
+    assert_int_equal(o.rep.summary.preconnected, 8);
+    assert_int_equal(o.rep.summary.new_connections, 0);
     assert_float_equal(lb_result_metric(o.r, "connections_opened"), 0.0, 0.0);
     outcome_free(&o);
 
     p.preconnect = 0;
     o = run(&p, &ds);
-    assert_int_equal(o.rep.steps[0].preconnected, 0);
-    assert_true(o.rep.steps[0].new_connections >= 8);
+    assert_int_equal(o.rep.summary.preconnected, 0);
+    assert_true(o.rep.summary.new_connections >= 8);
     outcome_free(&o);
 
     p.preconnect = -1;
     p.concurrency = 150; /* three multi handles */
     p.min_queries = 600;
     o = run(&p, &ds);
-    assert_int_equal(o.rep.steps[0].completed, 600);
-    assert_int_equal(o.rep.steps[0].preconnected, 150);
-    assert_int_equal(o.rep.steps[0].new_connections, 0);
+    assert_int_equal(o.rep.summary.completed, 600);
+    assert_int_equal(o.rep.summary.preconnected, 150);
+    assert_int_equal(o.rep.summary.new_connections, 0);
     outcome_free(&o);
     lb_dataset_free(&ds);
     stop_server(&s);
@@ -276,7 +264,7 @@ static void test_loadgen_replica_killed_mid_run_loses_no_sample(void **state) {
     waitpid(killer, NULL, 0);
     waitpid(a.pid, NULL, 0);
     a.pid = 0;
-    const lb_loadgen_summary *sm = &o.rep.steps[0];
+    const lb_loadgen_summary *sm = &o.rep.summary;
     assert_int_equal(sm->issued, 100);
     assert_int_equal(sm->completed, 100);
     assert_int_equal(sm->failed, 0);
@@ -313,7 +301,7 @@ static void test_loadgen_fault_modes_become_failure_reasons(void **state) {
         p.pool.http.timeout_ms = 500;
         p.request.stream = cases[c].stream;
         outcome o = run(&p, &ds);
-        const lb_loadgen_summary *sm = &o.rep.steps[0];
+        const lb_loadgen_summary *sm = &o.rep.summary;
         if (sm->failures[cases[c].want] != 4)
             fail_msg("fault %s (stream %d): %lld of 4 failed as %s", cases[c].fault,
                      cases[c].stream, (long long)sm->failures[cases[c].want],
@@ -335,8 +323,8 @@ static void test_loadgen_fault_modes_become_failure_reasons(void **state) {
     p.scenario = LB_SCENARIO_OFFLINE;
     p.pool.retries = 1;
     outcome o = run(&p, &ds);
-    assert_int_equal(o.rep.steps[0].failures[LB_QERR_CONNECT], 4);
-    assert_int_equal(o.rep.steps[0].retries, 4);
+    assert_int_equal(o.rep.summary.failures[LB_QERR_CONNECT], 4);
+    assert_int_equal(o.rep.summary.retries, 4);
     outcome_free(&o);
     lb_dataset_free(&ds);
 }
@@ -354,7 +342,7 @@ static void test_loadgen_answers_without_usage_count_tokens_as_unknown(void **st
     p.request.stream = false;
     lb_dataset ds = small_dataset(4, 6);
     outcome o = run(&p, &ds);
-    const lb_loadgen_summary *sm = &o.rep.steps[0];
+    const lb_loadgen_summary *sm = &o.rep.summary;
     assert_int_equal(sm->completed, 4);
     assert_int_equal(sm->counted[LB_TOKENS_UNKNOWN], 4);
     assert_int_equal(sm->output_tokens, 0);
@@ -398,7 +386,7 @@ static void test_loadgen_answers_without_usage_are_counted_with_the_tokenizer(vo
     p.tokenizer = tok;
     lb_dataset ds = small_dataset(4, 6);
     outcome o = run(&p, &ds);
-    const lb_loadgen_summary *sm = &o.rep.steps[0];
+    const lb_loadgen_summary *sm = &o.rep.summary;
     assert_int_equal(sm->completed, 4);
     assert_int_equal(sm->counted[LB_TOKENS_TOKENIZER], 4);
     assert_string_equal(sm->token_source, "tokenizer");
@@ -417,8 +405,8 @@ static void test_loadgen_answers_without_usage_are_counted_with_the_tokenizer(vo
     /* Performance mode keeps no texts for the report, yet counts them all the same. */
     p.mode = LB_MODE_PERFORMANCE;
     o = run(&p, &ds);
-    assert_int_equal(o.rep.steps[0].counted[LB_TOKENS_TOKENIZER], 4);
-    assert_int_equal(o.rep.steps[0].output_tokens, want);
+    assert_int_equal(o.rep.summary.counted[LB_TOKENS_TOKENIZER], 4);
+    assert_int_equal(o.rep.summary.output_tokens, want);
     outcome_free(&o);
     lb_dataset_free(&ds);
     stop_server(&s);
@@ -450,7 +438,7 @@ static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **st
     waitpid(killer, NULL, 0);
     assert_int_equal(o.st, LB_ERR_INTERRUPTED);
     assert_int_equal(o.r->status, LB_RUN_INTERRUPTED);
-    const lb_loadgen_summary *sm = &o.rep.steps[0];
+    const lb_loadgen_summary *sm = &o.rep.summary;
     assert_int_equal(sm->preconnected, 64);
     assert_true(sm->issued > 0 && sm->issued < 1000);
     assert_int_equal(sm->failures[LB_QERR_INTERRUPTED], sm->issued);
@@ -502,14 +490,42 @@ static void test_load_cli_writes_out_dir_and_never_records_the_key(void **state)
              "--api-key-env LB_TEST_LOAD_KEY --model-key llama3.1-8b --out %s/out --db %s/r.db "
              "-q > %s/stdout.txt 2> %s/stderr.txt",
              LB_TEST_BIN, s.url, dir, dir, dir, dir);
-    assert_int_equal(system(cmd), 0);
+    /* Six queries complete, too few for early stopping: INVALID, exit 3. */
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 3);
     char path[512];
-    snprintf(path, sizeof path, "%s/out/summary.txt", dir);
+    snprintf(path, sizeof path, "%s/out/mlperf_log_summary.txt", dir);
     char *summary = slurp(path);
     assert_non_null(summary);
     assert_non_null(strstr(summary, "MLPerf Results Summary"));
     assert_non_null(strstr(summary, "Scenario : Concurrency"));
-    snprintf(path, sizeof path, "%s/out/detail.json", dir);
+    /* requests.jsonl: a line per query, with every token's time; summary.csv. */
+    snprintf(path, sizeof path, "%s/out/requests.jsonl", dir);
+    FILE *rf = fopen(path, "r");
+    assert_non_null(rf);
+    char line[65536];
+    int lines = 0;
+    while (fgets(line, sizeof line, rf) != NULL) {
+        json_t *q = json_loads(line, 0, NULL);
+        assert_non_null(q);
+        assert_string_equal(json_string_value(json_object_get(q, "error")), "none");
+        json_t *times = json_object_get(q, "token_times_s");
+        assert_int_equal(json_array_size(times),
+                         (size_t)json_number_value(json_object_get(q, "output_tokens")));
+        assert_float_equal(json_number_value(json_array_get(times, 0)),
+                           json_number_value(json_object_get(q, "first_token_s")), 0);
+        json_decref(q);
+        lines++;
+    }
+    fclose(rf);
+    assert_int_equal(lines, 6);
+    snprintf(path, sizeof path, "%s/out/summary.csv", dir);
+    char *csv = slurp(path);
+    assert_non_null(csv);
+    assert_true(strncmp(csv, "metric,value,unit\nsamples_per_s,", 32) == 0);
+    assert_non_null(strstr(csv, "\ncompleted,6,queries\n"));
+    free(csv);
+    snprintf(path, sizeof path, "%s/out/llmbench_result.json", dir);
     char *detail = slurp(path);
     assert_non_null(detail);
     assert_non_null(strstr(detail, "\"api_key_env\": \"LB_TEST_LOAD_KEY\""));
@@ -547,11 +563,11 @@ static void test_load_cli_with_tokenizer_prefers_usage_and_refuses_bad_ranks(voi
              "%s load --endpoint %s --synthetic 6 --no-stream --tokenizer %s --out %s/out "
              "--db %s/r.db -q > /dev/null 2> %s/stderr.txt",
              LB_TEST_BIN, s.url, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", dir, dir, dir);
-    assert_int_equal(system(cmd), 0);
-    snprintf(path, sizeof path, "%s/out/summary.txt", dir);
+    assert_int_equal(system(cmd), 0); /* Offline: VALID without early stopping */
+    snprintf(path, sizeof path, "%s/out/mlperf_log_summary.txt", dir);
     char *summary = slurp(path);
     assert_non_null(strstr(summary, "(counted from usage: usage 6, tokenizer 0,"));
-    snprintf(path, sizeof path, "%s/out/detail.json", dir);
+    snprintf(path, sizeof path, "%s/out/llmbench_result.json", dir);
     char *detail = slurp(path);
     assert_non_null(
         strstr(detail, "\"tokenizer\": \"" LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken\""));
@@ -569,11 +585,1002 @@ static void test_load_cli_with_tokenizer_prefers_usage_and_refuses_bad_ranks(voi
     stop_server(&s);
 }
 
+/* ---- every summary figure recomputed from `results export` ---- */
+
+typedef struct {
+    double *v;
+    size_t n;
+} column;
+
+/* The export's series `name` (null values as NaN); the caller frees v. */
+static column export_column(json_t *run, const char *name) {
+    json_t *vals = json_object_get(json_object_get(json_object_get(run, "series"), name), "values");
+    if (vals == NULL) fail_msg("series %s is not in the export", name);
+    column c = {.n = json_array_size(vals)};
+    c.v = calloc(c.n + 1, sizeof *c.v);
+    for (size_t i = 0; i < c.n; i++) {
+        json_t *x = json_array_get(vals, i);
+        c.v[i] = json_is_number(x) ? json_number_value(x) : NAN;
+    }
+    return c;
+}
+
+typedef struct {
+    json_t *run;
+    char checked[160][LB_NAME_BYTES];
+    size_t n_checked;
+} recompute;
+
+static double export_metric(recompute *rc, const char *name) {
+    json_t *ms = json_object_get(rc->run, "metrics");
+    for (size_t i = 0; i < json_array_size(ms); i++) {
+        json_t *m = json_array_get(ms, i);
+        if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0) {
+            json_t *v = json_object_get(m, "value");
+            return json_is_number(v) ? json_number_value(v) : NAN;
+        }
+    }
+    fail_msg("metric %s is not in the export", name);
+    return NAN;
+}
+
+/* The stored metric `name` equals want (both NaN counts as equal), within tol relative to
+ * max(1, |want|). */
+static void check_metric(recompute *rc, const char *name, double want, double tol) {
+    double got = export_metric(rc, name);
+    bool same =
+        (isnan(want) && isnan(got)) || fabs(want - got) <= tol * (fabs(want) > 1 ? fabs(want) : 1);
+    if (!same) fail_msg("metric %s: stored %.17g, recomputed %.17g", name, got, want);
+    snprintf(rc->checked[rc->n_checked++], LB_NAME_BYTES, "%s", name);
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Linear interpolation between the closest ranks, rank = q/100 * (n - 1). */
+static double percentile_of(const double *sorted, size_t n, double q) {
+    double h = (double)(n - 1) * q / 100.0;
+    size_t lo = (size_t)h;
+    if (lo + 1 >= n) return sorted[n - 1];
+    return sorted[lo] + (h - (double)lo) * (sorted[lo + 1] - sorted[lo]);
+}
+
+/* BASE_{mean,std,min,max,p50..p99_9,p75}SUFFIX against x[0..n) without NaNs (sorted
+ * here); the runs ask for p75 with --percentiles. */
+static void check_dist_as(recompute *rc, const char *base, const char *suffix, double *x, size_t n,
+                          double tol) {
+    static const double q[] = {50, 90, 95, 97, 99, 99.9, 75};
+    static const char *const tag[] = {"p50", "p90", "p95", "p97", "p99", "p99_9", "p75"};
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(x[i])) x[k++] = x[i];
+    qsort(x, k, sizeof *x, cmp_dbl);
+    double sum = 0, ss = 0;
+    for (size_t i = 0; i < k; i++)
+        sum += x[i];
+    for (size_t i = 0; i < k; i++)
+        ss += (x[i] - sum / (double)k) * (x[i] - sum / (double)k);
+    char name[LB_NAME_BYTES];
+    snprintf(name, sizeof name, "%s_mean%s", base, suffix);
+    check_metric(rc, name, k ? sum / (double)k : NAN, tol);
+    snprintf(name, sizeof name, "%s_std%s", base, suffix);
+    check_metric(rc, name, k > 1 ? sqrt(ss / (double)(k - 1)) : k ? 0 : NAN, 1e-6);
+    snprintf(name, sizeof name, "%s_min%s", base, suffix);
+    check_metric(rc, name, k ? x[0] : NAN, tol);
+    snprintf(name, sizeof name, "%s_max%s", base, suffix);
+    check_metric(rc, name, k ? x[k - 1] : NAN, tol);
+    for (int i = 0; i < 7; i++) {
+        snprintf(name, sizeof name, "%s_%s%s", base, tag[i], suffix);
+        check_metric(rc, name, k ? percentile_of(x, k, q[i]) : NAN, tol);
+    }
+}
+
+static void check_dist(recompute *rc, const char *base, double *x, size_t n, double tol) {
+    check_dist_as(rc, base, "_ms", x, n, tol);
+}
+
+static double config_number(json_t *cfg, const char *a, const char *b) {
+    json_t *x = json_object_get(cfg, a);
+    if (b != NULL) x = json_object_get(x, b);
+    return json_number_value(x);
+}
+
+/* Recomputes every metric of one exported load run from its series and config, and
+ * fails on a stored metric that was not recomputed. */
+static void recompute_every_figure(json_t *run) {
+    recompute rc = {.run = run};
+    json_t *cfg = json_object_get(run, "config");
+    const char *scen = json_string_value(json_object_get(cfg, "scenario"));
+    bool is_server = strcmp(scen, "Server") == 0, offline = strcmp(scen, "Offline") == 0;
+    bool open_loop = is_server || offline;
+    bool stream = json_is_true(json_object_get(cfg, "stream"));
+    double slo_ttft = config_number(cfg, "constraints", "slo_ttft_ms");
+    double slo_tpot = config_number(cfg, "constraints", "slo_tpot_ms");
+    column st = export_column(run, "status"), att = export_column(run, "attempts");
+    column conn = export_column(run, "connections_opened");
+    column sched = export_column(run, "scheduled_s"), hand = export_column(run, "handover_s");
+    column sent = export_column(run, "sent_s"), first = export_column(run, "first_token_s");
+    column done = export_column(run, "done_s"), ttft = export_column(run, "ttft_ms");
+    column tpot = export_column(run, "tpot_ms"), lat = export_column(run, "latency_ms");
+    column queue = export_column(run, "queue_ms"), itlmax = export_column(run, "itl_max_ms");
+    column out = export_column(run, "output_tokens"), in = export_column(run, "input_tokens");
+    column rep = export_column(run, "replica"), ngaps = export_column(run, "token_gaps");
+    column gaps = export_column(run, "token_gap_ms");
+    column rse = export_column(run, "resent_error"), rsr = export_column(run, "resent_replica");
+    size_t n = st.n;
+    assert_true(n > 0);
+    int64_t completed = 0, failed = 0, retries = 0, conns = 0, out_tokens = 0, in_tokens = 0;
+    int64_t unknown = 0, good = 0, by_status[LB_QERR_COUNT] = {0}, by_resent[LB_QERR_COUNT] = {0};
+    int64_t rep_done[LB_POOL_MAX_REPLICAS] = {0}, rep_failed[LB_POOL_MAX_REPLICAS] = {0};
+    bool in_known = true;
+    double last_done = 0, last_sched = 0, last_sent = 0;
+    size_t g = 0;
+    double *a = calloc(n + gaps.n + 1, sizeof *a), *b = calloc(n + 1, sizeof *b);
+    for (size_t i = 0; i < n; i++) {
+        bool ok = st.v[i] == 0;
+        retries += (int64_t)att.v[i] - 1;
+        conns += (int64_t)conn.v[i];
+        if (sched.v[i] > last_sched) last_sched = sched.v[i];
+        if (sent.v[i] > last_sent) last_sent = sent.v[i];
+        if (done.v[i] > last_done) last_done = done.v[i];
+        /* Each query's figures from its timestamps. */
+        if (ok) {
+            assert_float_equal(lat.v[i], (done.v[i] - sched.v[i]) * 1e3, 1e-6);
+            if (stream) assert_float_equal(ttft.v[i], (first.v[i] - sched.v[i]) * 1e3, 1e-6);
+            if (stream && out.v[i] > 1)
+                assert_float_equal(tpot.v[i], (done.v[i] - first.v[i]) * 1e3 / (out.v[i] - 1),
+                                   1e-6);
+            else
+                assert_true(isnan(tpot.v[i]));
+        }
+        if (!stream) assert_true(isnan(ttft.v[i]) && isnan(first.v[i]));
+        assert_float_equal(queue.v[i], (sent.v[i] - sched.v[i]) * 1e3, 1e-6);
+        /* Its token times: the first, then one a gap; none after the answer ended. */
+        double t = first.v[i], mx = NAN;
+        for (size_t k = 0; k < (size_t)ngaps.v[i]; k++, g++) {
+            t += gaps.v[g] / 1e3;
+            if (!(gaps.v[g] <= mx)) mx = gaps.v[g];
+        }
+        if (ngaps.v[i] > 0) assert_true(t <= done.v[i] + 1e-6);
+        if (isnan(mx))
+            assert_true(isnan(itlmax.v[i])); /* no gap: no ITL, not 0 */
+        else
+            assert_float_equal(itlmax.v[i], mx, 0);
+        if (!ok) {
+            failed++;
+            by_status[(int)st.v[i]]++;
+            if (rep.v[i] >= 0) rep_failed[(int)rep.v[i]]++;
+            continue;
+        }
+        completed++;
+        if (rep.v[i] >= 0) rep_done[(int)rep.v[i]]++;
+        if (isnan(out.v[i]))
+            unknown++;
+        else
+            out_tokens += (int64_t)out.v[i];
+        if (isnan(in.v[i]))
+            in_known = false;
+        else
+            in_tokens += (int64_t)in.v[i];
+        good += (slo_ttft <= 0 || ttft.v[i] <= slo_ttft) &&
+                (slo_tpot <= 0 || isnan(tpot.v[i]) || tpot.v[i] <= slo_tpot);
+    }
+    assert_int_equal(g, gaps.n);
+    for (size_t i = 0; i < rse.n; i++) {
+        by_resent[(int)rse.v[i]]++;
+        rep_failed[(int)rsr.v[i]]++;
+    }
+    double dur = last_done;
+    check_metric(&rc, "issued", (double)n, 0);
+    check_metric(&rc, "completed", (double)completed, 0);
+    check_metric(&rc, "failed", (double)failed, 0);
+    check_metric(&rc, "retries", (double)retries, 0);
+    check_metric(&rc, "connections_opened", (double)conns, 0);
+    for (int e = 1; e < LB_QERR_COUNT; e++) {
+        char name[LB_NAME_BYTES];
+        if (by_status[e] > 0) {
+            snprintf(name, sizeof name, "failed_%s", lb_http_qerr_name((lb_qerr)e));
+            check_metric(&rc, name, (double)by_status[e], 0);
+        }
+        if (by_resent[e] > 0) {
+            snprintf(name, sizeof name, "resent_%s", lb_http_qerr_name((lb_qerr)e));
+            check_metric(&rc, name, (double)by_resent[e], 0);
+        }
+    }
+    for (size_t i = 0; i < json_array_size(json_object_get(cfg, "endpoints")); i++) {
+        char name[LB_NAME_BYTES];
+        snprintf(name, sizeof name, "replica%zu_completed", i);
+        check_metric(&rc, name, (double)rep_done[i], 0);
+        snprintf(name, sizeof name, "replica%zu_failed", i);
+        check_metric(&rc, name, (double)rep_failed[i], 0);
+    }
+    check_metric(&rc, "output_tokens", (double)out_tokens, 0);
+    check_metric(&rc, "output_tokens_unknown", (double)unknown, 0);
+    check_metric(&rc, "duration_s", dur, 1e-12);
+    check_metric(&rc, "samples_per_s", (double)completed / dur, 1e-12);
+    check_metric(&rc, "output_tok_per_s", unknown ? NAN : (double)out_tokens / dur, 1e-12);
+    check_metric(&rc, "total_tok_per_s",
+                 unknown || !in_known ? NAN : (double)(out_tokens + in_tokens) / dur, 1e-12);
+    bool judged = stream || (slo_ttft <= 0 && slo_tpot <= 0);
+    check_metric(&rc, "goodput_per_s", judged ? (double)good / dur : NAN, 1e-12);
+    check_metric(&rc, "mlperf_samples_per_s",
+                 is_server ? (double)(completed - 1) / dur
+                 : offline ? (double)completed / dur
+                           : (double)(completed - 1) / last_sent,
+                 1e-12);
+    if (is_server) {
+        check_metric(&rc, "target_qps", config_number(cfg, "qps", NULL), 0);
+        check_metric(&rc, "scheduled_qps", (double)(n - 1) / last_sched, 1e-12);
+    }
+    /* Distributions: over completed queries; the lags over scheduled sends. */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        a[k++] = st.v[i] == 0 ? ttft.v[i] : NAN;
+    check_dist(&rc, "ttft", a, k, 1e-12);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        a[k++] = st.v[i] == 0 ? tpot.v[i] : NAN;
+    check_dist(&rc, "tpot", a, k, 1e-12);
+    memcpy(a, gaps.v, gaps.n * sizeof *a);
+    check_dist(&rc, "itl", a, gaps.n, 1e-7); /* gaps are kept as float */
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        a[k++] = st.v[i] == 0 ? lat.v[i] : NAN;
+    check_dist(&rc, "latency", a, k, 1e-12);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        a[k++] = st.v[i] == 0 ? queue.v[i] : NAN;
+    check_dist(&rc, "queue", a, k, 1e-12);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (open_loop && sent.v[i] > 0) a[k++] = queue.v[i];
+    check_dist(&rc, "send_lag", a, k, 1e-9);
+    double lag99 = k ? percentile_of(a, k, 99) : 0, send99 = lag99;
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (open_loop && hand.v[i] > 0) a[k++] = (hand.v[i] - sched.v[i]) * 1e3;
+    check_dist(&rc, "handover_lag", a, k, 1e-6);
+    lag99 = k ? percentile_of(a, k, 99) : 0;
+    /* Time to second token: each query's first gap; per-user rate; prompt and answer
+     * lengths. */
+    k = 0;
+    for (size_t i = 0, g0 = 0; i < n; g0 += (size_t)ngaps.v[i], i++)
+        if (ngaps.v[i] > 0) a[k++] = gaps.v[g0];
+    check_dist(&rc, "ttst", a, k, 1e-7);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (stream && st.v[i] == 0 && out.v[i] > 1 && done.v[i] > first.v[i])
+            a[k++] = (out.v[i] - 1) / (done.v[i] - first.v[i]);
+    check_dist_as(&rc, "user_output_tok_per_s", "", a, k, 1e-6);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (st.v[i] == 0 && !isnan(in.v[i])) a[k++] = in.v[i];
+    check_dist_as(&rc, "input_len", "", a, k, 1e-12);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (st.v[i] == 0 && !isnan(out.v[i])) a[k++] = out.v[i];
+    check_dist_as(&rc, "output_len", "", a, k, 1e-12);
+    /* The verdict and the warnings from the same series. */
+    double c = config_number(cfg, "constraints", "confidence") / 100.0 * 100.0;
+    double pct = config_number(cfg, "constraints", "percentile") / 100.0;
+    double ttft_bound = config_number(cfg, "constraints", "ttft_limit_ms");
+    double tpot_bound = config_number(cfg, "constraints", "tpot_limit_ms");
+    for (size_t i = 0; i < n; i++) {
+        bool ok = st.v[i] == 0;
+        a[i] = ok ? ttft.v[i] : INFINITY;
+        b[i] = ok ? (isnan(tpot.v[i]) ? 0 : tpot.v[i]) : INFINITY;
+    }
+    lb_early_stop es_a = {.ok = true}, es_b = {.ok = true}, es_l = {.ok = true};
+    if (is_server && stream) {
+        if (ttft_bound > 0) es_a = lb_early_stop_check(a, n, ttft_bound, pct, c);
+        if (tpot_bound > 0) es_b = lb_early_stop_check(b, n, tpot_bound, pct, c);
+    } else if (!open_loop) {
+        if (stream) {
+            qsort(a, n, sizeof *a, cmp_dbl);
+            es_a = lb_early_stop_estimate(a, n, pct, c);
+            qsort(b, n, sizeof *b, cmp_dbl);
+            es_b = lb_early_stop_estimate(b, n, pct, c);
+        }
+        for (size_t i = 0; i < n; i++)
+            a[i] = st.v[i] == 0 ? lat.v[i] : INFINITY;
+        qsort(a, n, sizeof *a, cmp_dbl);
+        es_l = lb_early_stop_estimate(a, n, 0.90, c);
+    }
+    check_metric(&rc, "early_stop_needed_queries",
+                 (double)(es_a.needed > es_b.needed ? es_a.needed : es_b.needed), 0);
+    double want_q = config_number(cfg, "min_queries", NULL);
+    if (want_q <= 0) want_q = config_number(cfg, "dataset", "samples");
+    double reached = is_server ? last_sched : offline ? dur : last_sent;
+    bool bounds_ok = true;
+    if (is_server && (ttft_bound > 0 || tpot_bound > 0)) {
+        double *x = calloc(n + 1, sizeof *x);
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (st.v[i] == 0 && !isnan(ttft.v[i])) x[m++] = ttft.v[i];
+        qsort(x, m, sizeof *x, cmp_dbl);
+        bounds_ok = stream && (ttft_bound <= 0 || percentile_of(x, m, pct * 100) <= ttft_bound);
+        m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (st.v[i] == 0 && !isnan(tpot.v[i])) x[m++] = tpot.v[i];
+        qsort(x, m, sizeof *x, cmp_dbl);
+        bounds_ok = bounds_ok && (tpot_bound <= 0 || percentile_of(x, m, pct * 100) <= tpot_bound);
+        free(x);
+    }
+    bool valid = failed == 0 && (double)n >= want_q &&
+                 reached >= config_number(cfg, "min_duration_s", NULL) && bounds_ok &&
+                 (is_server ? es_a.ok && es_b.ok : es_l.ok);
+    check_metric(&rc, "valid", valid, 0);
+    int warnings =
+        (lag99 > LB_LAG_WARN_MS || send99 > LB_LAG_WARN_MS) + (rse.n > 0) + !stream + (unknown > 0);
+    check_metric(&rc, "warnings", warnings, 0);
+    /* Every stored metric was recomputed, but one: the connections opened before t0 are
+     * a count of events that have no query of their own. */
+    json_t *ms = json_object_get(run, "metrics");
+    for (size_t i = 0; i < json_array_size(ms); i++) {
+        const char *name = json_string_value(json_object_get(json_array_get(ms, i), "name"));
+        bool seen = strcmp(name, "connections_preopened") == 0;
+        for (size_t j = 0; j < rc.n_checked && !seen; j++)
+            seen = strcmp(rc.checked[j], name) == 0;
+        if (!seen) fail_msg("metric %s (%s) was not recomputed from the export", name, scen);
+    }
+    column cols[] = {st,  att,   conn,   sched, hand, sent, first, done, ttft, tpot,
+                     lat, queue, itlmax, out,   in,   rep,  ngaps, gaps, rse,  rsr};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        free(cols[i].v);
+    free(a);
+    free(b);
+}
+
+/* Runs `llmbench load ARGS --db DB --json -q`, returns the run id it printed. */
+static int64_t load_run_id(const char *db, const char *url, const char *args, int want_rc) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s load --endpoint %s %s --percentiles 75 --db %s --json -q",
+             LB_TEST_BIN, url, args, db);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char *text = calloc(1, 1 << 24);
+    size_t len = fread(text, 1, (1 << 24) - 1, p);
+    text[len] = '\0';
+    int rc = pclose(p);
+    if (!WIFEXITED(rc) || WEXITSTATUS(rc) != want_rc)
+        fail_msg("'%s' exited %d, expected %d", args, WEXITSTATUS(rc), want_rc);
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    if (j == NULL) fail_msg("load --json is not one JSON document: %s", je.text);
+    int64_t id = json_integer_value(json_object_get(j, "id"));
+    assert_true(id > 0);
+    json_decref(j);
+    free(text);
+    return id;
+}
+
+static json_t *export_run(const char *db, int64_t id) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s results export %lld --db %s", LB_TEST_BIN, (long long)id, db);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    json_error_t je;
+    json_t *all = json_loadf(p, 0, &je);
+    assert_int_equal(pclose(p), 0);
+    if (all == NULL) fail_msg("export: %s", je.text);
+    json_t *run = json_incref(json_array_get(all, 0));
+    json_decref(all);
+    return run;
+}
+
+/* Server, Offline, SingleStream, concurrency and whole-answer runs, one with failed and
+ * resent attempts: every metric `results export` holds is recomputed from its series. */
+static void test_load_every_summary_figure_is_recomputed_from_the_export(void **state) {
+    (void)state;
+    const char *args[] = {"--ttft-ms", "3", "--tpot-ms", "1", NULL};
+    server s = start_server(args);
+    const char *fargs[] = {"--fault", "drop", "--fault-rate", "0.3", NULL};
+    server f = start_server(fargs);
+    char dir[] = "/tmp/lb_load_export_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char db[256];
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    static const struct {
+        bool faulty;
+        const char *args;
+        int rc;
+    } runs[] = {
+        {false,
+         "--synthetic 20 --max-tokens 6 --qps 400 --min-queries 600 --ttft-limit-ms 2000 "
+         "--tpot-limit-ms 200",
+         0},
+        {false, "--synthetic 40 --max-tokens 5 --slo ttft_ms=20,tpot_ms=2", 0},
+        {false, "--synthetic 10 --max-tokens 1 --scenario singlestream --min-queries 70", 0},
+        {false, "--synthetic 10 --max-tokens 4 --concurrency 4 --min-queries 80", 0},
+        {false, "--synthetic 30 --max-tokens 4 --no-stream --slo ttft_ms=20", 0},
+        {true, "--synthetic 40 --max-tokens 6 --retries 1 --max-failed 40", 3},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        int64_t id = load_run_id(db, runs[i].faulty ? f.url : s.url, runs[i].args, runs[i].rc);
+        json_t *run = export_run(db, id);
+        recompute_every_figure(run);
+        json_decref(run);
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    stop_server(&f);
+    stop_server(&s);
+}
+
+/* Runs a shell command line; returns its exit status (128 + signal when killed). */
+static int shell(const char *fmt, ...) {
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static char *read_file_in(const char *dir, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *text = slurp(path);
+    if (text == NULL) fail_msg("%s was not written", path);
+    return text;
+}
+
+/* `results list --json` of db: its "runs" array (new reference). */
+static json_t *list_runs(const char *dir) {
+    assert_int_equal(
+        shell("%s results list --db %s/r.db --json > %s/list.json", LB_TEST_BIN, dir, dir), 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/list.json", dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    assert_non_null(doc);
+    json_t *runs = json_incref(json_object_get(doc, "runs"));
+    json_decref(doc);
+    return runs;
+}
+
+/* The README's Server example, shortened: the schedule reaches --min-duration, so the run
+ * is VALID (the last arrival used to be planned before it: "ran 4.9 s of the 5.0 s
+ * minimum"), exit 0, and `results list` shows it ok and VALID. */
+static void test_load_cli_server_run_at_min_duration_5_is_valid(void **state) {
+    (void)state;
+    server s = start_server(NULL);
+    char dir[] = "/tmp/lb_load_dur_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(shell("%s load --endpoint %s --synthetic 20 --qps 10 --min-duration 5 --db "
+                           "%s/r.db -q > %s/out.txt",
+                           LB_TEST_BIN, s.url, dir, dir),
+                     0);
+    char *out = read_file_in(dir, "out.txt");
+    assert_non_null(strstr(out, "Result is : VALID\n"));
+    assert_non_null(strstr(out, "  Min duration satisfied : Yes\n"));
+    free(out);
+    json_t *runs = list_runs(dir);
+    json_t *run = json_array_get(runs, 0);
+    assert_string_equal(json_string_value(json_object_get(run, "status")), "ok");
+    assert_true(json_is_true(json_object_get(run, "valid")));
+    json_decref(runs);
+    shell("rm -rf %s", dir);
+    stop_server(&s);
+}
+
+/* The schedule's length: the last arrival is the first one at or after min_duration, and
+ * at least min_queries are planned. */
+static void test_loadgen_server_schedule_ends_at_the_first_arrival_past_min_duration(void **st) {
+    (void)st;
+    server s = start_server(NULL);
+    const char *urls[] = {s.url};
+    lb_loadgen_params p = params_for(urls, 1);
+    p.scenario = LB_SCENARIO_SERVER;
+    p.qps = 200;
+    p.min_duration_s = 0.5;
+    p.min_queries = 10;
+    lb_dataset ds = small_dataset(10, 2);
+    outcome o = run(&p, &ds);
+    const lb_series *sched = lb_result_find_series(o.r, "scheduled_s");
+    size_t n = sched->n;
+    assert_true(n > 10);
+    assert_true(sched->values[n - 1] >= 0.5);
+    assert_true(sched->values[n - 2] < 0.5);
+    assert_true(o.rep.summary.min_duration_ok);
+    outcome_free(&o);
+    p.min_queries = 400; /* more queries than the duration needs: the count rules */
+    o = run(&p, &ds);
+    assert_int_equal(lb_result_find_series(o.r, "scheduled_s")->n, 400);
+    outcome_free(&o);
+    lb_dataset_free(&ds);
+    stop_server(&s);
+}
+
+/* Nothing listens on the port: no query completes, so the run is failed (exit 1), stored
+ * failed with the reason, and still summarized. */
+static void test_load_cli_nothing_listening_exits_1_and_is_stored_failed(void **state) {
+    (void)state;
+    server gone = start_server(NULL);
+    char url[64];
+    snprintf(url, sizeof url, "%s", gone.url);
+    stop_server(&gone);
+    char dir[] = "/tmp/lb_load_gone_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(shell("%s load --endpoint %s --synthetic 4 --retries 0 --db %s/r.db -q > "
+                           "%s/out.txt 2> %s/err.txt",
+                           LB_TEST_BIN, url, dir, dir, dir),
+                     1);
+    char *out = read_file_in(dir, "out.txt"), *err = read_file_in(dir, "err.txt");
+    assert_non_null(strstr(out, "Failed queries : 4\n"));
+    assert_non_null(strstr(err, "none of the 4 queries completed (connect 4)"));
+    free(out);
+    free(err);
+    json_t *runs = list_runs(dir);
+    json_t *run = json_array_get(runs, 0);
+    assert_string_equal(json_string_value(json_object_get(run, "status")), "failed");
+    assert_non_null(strstr(json_string_value(json_object_get(run, "failure")),
+                           "none of the 4 queries completed"));
+    json_decref(runs);
+    /* One failure allowed, four happened: failed too. */
+    assert_int_equal(shell("%s load --endpoint %s --synthetic 4 --retries 0 --max-failed 1 --db "
+                           "%s/r.db -q > /dev/null 2>&1",
+                           LB_TEST_BIN, url, dir),
+                     1);
+    shell("rm -rf %s", dir);
+}
+
+/* Dropped answers that a retry recovered are not hidden: the summary counts the resent
+ * attempts by reason and warns. */
+static void test_load_cli_resent_attempts_are_reported(void **state) {
+    (void)state;
+    const char *args[] = {"--fault", "drop", "--fault-rate", "0.3", NULL};
+    server s = start_server(args);
+    char dir[] = "/tmp/lb_load_resent_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    int rc = shell("%s load --endpoint %s --synthetic 20 --retries 5 --max-failed 20 --db %s/r.db "
+                   "-q > %s/out.txt",
+                   LB_TEST_BIN, s.url, dir, dir);
+    assert_true(rc == 0 || rc == 3);
+    char *out = read_file_in(dir, "out.txt");
+    assert_non_null(strstr(out, "  resent after dropped : "));
+    assert_non_null(strstr(out, "attempts failed and were sent again (dropped "));
+    assert_null(strstr(out, "No warnings encountered"));
+    free(out);
+    shell("rm -rf %s", dir);
+    stop_server(&s);
+}
+
+/* --sweep-qps: one stored run per rate, named and tagged, grouped by one sweep tag; a
+ * table of rate against the figures names the highest VALID rate. */
+static void test_load_cli_sweep_stores_one_run_per_rate_and_prints_a_table(void **state) {
+    (void)state;
+    server s = start_server(NULL);
+    char dir[] = "/tmp/lb_load_sweep_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(shell("%s load --endpoint %s --synthetic 10 --sweep-qps 40,80 --min-queries "
+                           "20 --name sw --tag nightly --out %s/o --db %s/r.db -q > %s/out.txt",
+                           LB_TEST_BIN, s.url, dir, dir, dir),
+                     0);
+    char *out = read_file_in(dir, "out.txt");
+    assert_non_null(strstr(out, "target q/s"));
+    assert_non_null(strstr(out, "        40 "));
+    assert_non_null(strstr(out, "        80 "));
+    const char *last = "Highest VALID rate: 80 queries/s\n"; /* the table ends the output */
+    assert_true(strlen(out) >= strlen(last));
+    assert_string_equal(out + strlen(out) - strlen(last), last);
+    assert_null(strstr(out, "MLPerf Results Summary")); /* the summaries go to --out */
+    free(out);
+    char *sum = read_file_in(dir, "o/qps40/mlperf_log_summary.txt");
+    assert_non_null(strstr(sum, "target_qps : 40\n"));
+    free(sum);
+    json_t *runs = list_runs(dir);
+    assert_int_equal(json_array_size(runs), 2);
+    const char *group = NULL;
+    for (size_t i = 0; i < 2; i++) {
+        json_t *run = json_array_get(runs, i);
+        assert_string_equal(json_string_value(json_object_get(run, "name")), "sw");
+        json_t *tags = json_object_get(run, "tags");
+        assert_int_equal(json_array_size(tags), 2);
+        assert_string_equal(json_string_value(json_array_get(tags, 0)), "nightly");
+        const char *t = json_string_value(json_array_get(tags, 1));
+        assert_true(strncmp(t, "sweep:", 6) == 0);
+        if (group == NULL) group = t;
+        assert_string_equal(t, group);
+    }
+    json_decref(runs);
+    shell("rm -rf %s", dir);
+    stop_server(&s);
+}
+
+/* Options that contradict each other are refused, not ignored. */
+static void test_load_cli_conflicting_options_are_refused(void **state) {
+    (void)state;
+    char dir[] = "/tmp/lb_load_conf_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const struct {
+        const char *args, *needle;
+    } cases[] = {
+        {"--qps 5 --concurrency 2", "give one of them"},
+        {"--qps 5 --scenario offline", "apply to --scenario server only, not offline"},
+        {"--concurrency 2 --scenario singlestream", "--concurrency applies to --scenario"},
+        {"--qps 5 --sweep-qps 1,2", "not both"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "%s load --endpoint http://127.0.0.1:9 --synthetic 2 %s --db %s/r.db 2> "
+                 "%s/err.txt",
+                 LB_TEST_BIN, cases[i].args, dir, dir);
+        assert_refused(cmd, dir, cases[i].needle);
+    }
+    shell("rm -rf %s", dir);
+}
+
+/* --mlperf-conf and --user-conf shape the run (user.conf wins; an option given wins over
+ * both); the official seeds by default; --out writes LoadGen's three files, the accuracy
+ * log with the answers' token ids; a malformed config line is refused with its place. */
+static void test_load_cli_reads_loadgen_conf_files_and_writes_its_logs(void **state) {
+    (void)state;
+    server s = start_server(NULL);
+    char dir[] = "/tmp/lb_load_conf_files_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[512];
+    snprintf(path, sizeof path, "%s/mlperf.conf", dir);
+    write_text(path, "*.*.min_duration = 600000\n*.Server.target_qps = 1\n"
+                     "llama3_1-8b.Server.ttft_latency = 2000\n");
+    snprintf(path, sizeof path, "%s/user.conf", dir);
+    write_text(path, "*.*.min_duration = 300\n*.Server.target_qps = 40\n");
+    assert_int_equal(shell("%s load --endpoint %s --synthetic 10 --scenario server --model-key "
+                           "llama3.1-8b --mlperf-conf %s/mlperf.conf --user-conf %s/user.conf "
+                           "--max-tokens 3 --out %s/o --db %s/r.db -q > /dev/null",
+                           LB_TEST_BIN, s.url, dir, dir, dir, dir),
+                     3); /* too few queries for early stopping on the TTFT bound */
+    char *sum = read_file_in(dir, "o/mlperf_log_summary.txt");
+    assert_non_null(strstr(sum, "target_qps : 40\n"));
+    assert_non_null(strstr(sum, "min_duration (ms): 300\n"));
+    assert_non_null(strstr(sum, "ttft_latency (ns): 2000000000\n"));
+    assert_non_null(strstr(sum, "sample_index_rng_seed : 14771362308971278857\n"));
+    assert_non_null(strstr(sum, "schedule_rng_seed : 18209322760996052031\n"));
+    free(sum);
+    char *detail = read_file_in(dir, "o/mlperf_log_detail.txt");
+    assert_non_null(
+        strstr(detail, ":::MLLOG {\"key\": \"result_validity\", \"value\": \"INVALID\""));
+    assert_non_null(strstr(detail, "\"key\": \"effective_qsl_rng_seed\", \"value\": "
+                                   "1780908523862526354,"));
+    free(detail);
+    /* An option given on the command line wins over the files. */
+    assert_int_equal(shell("%s load --endpoint %s --synthetic 10 --qps 80 --min-duration 0.1 "
+                           "--user-conf %s/user.conf --seed 5 --out %s/o2 --db %s/r.db -q > "
+                           "/dev/null",
+                           LB_TEST_BIN, s.url, dir, dir, dir),
+                     0);
+    sum = read_file_in(dir, "o2/mlperf_log_summary.txt");
+    assert_non_null(strstr(sum, "target_qps : 80\n"));
+    assert_non_null(strstr(sum, "min_duration (ms): 100\n"));
+    assert_non_null(strstr(sum, "sample_index_rng_seed : 5\n"));
+    free(sum);
+    /* Accuracy mode with a tokenizer: the accuracy log, one answer a sample. */
+    assert_int_equal(shell("%s load --endpoint %s --synthetic 4 --mode accuracy --tokenizer %s "
+                           "--out %s/o3 --db %s/r.db -q > /dev/null",
+                           LB_TEST_BIN, s.url, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", dir,
+                           dir),
+                     0);
+    snprintf(path, sizeof path, "%s/o3/mlperf_log_accuracy.json", dir);
+    json_t *acc = json_load_file(path, 0, NULL);
+    assert_non_null(acc);
+    assert_int_equal(json_array_size(acc), 4);
+    json_t *e = json_array_get(acc, 2);
+    assert_int_equal(json_integer_value(json_object_get(e, "qsl_idx")), 2);
+    assert_int_equal(strlen(json_string_value(json_object_get(e, "data"))),
+                     8 * json_integer_value(json_object_get(e, "token_count")));
+    json_decref(acc);
+    /* A malformed line: exit 2, the file and line named. */
+    snprintf(path, sizeof path, "%s/bad.conf", dir);
+    write_text(path, "*.*.min_duration = 10\ntarget_qps 5\n");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s load --endpoint %s --synthetic 2 --user-conf %s --db %s/r.db 2> %s/err.txt",
+             LB_TEST_BIN, s.url, path, dir, dir);
+    assert_refused(cmd, dir, "bad.conf:2: expected 'model.scenario.key = value'");
+    shell("rm -rf %s", dir);
+    stop_server(&s);
+}
+
+/* Arrivals: a ramp-up schedules a quarter of the ramp's arrivals in its first half (the
+ * rate rises linearly), then the full rate; burstiness b gives gaps with a coefficient of
+ * variation 1/sqrt(b) and the same mean. */
+static void test_loadgen_ramp_up_and_burstiness_shape_the_arrivals(void **state) {
+    (void)state;
+    server s = start_server(NULL);
+    const char *urls[] = {s.url};
+    lb_loadgen_params p = params_for(urls, 1);
+    p.scenario = LB_SCENARIO_SERVER;
+    p.qps = 400;
+    p.ramp_up_s = 1.0;
+    p.min_duration_s = 2.0;
+    p.min_queries = 1;
+    lb_dataset ds = small_dataset(10, 1);
+    outcome o = run(&p, &ds);
+    const lb_series *sched = lb_result_find_series(o.r, "scheduled_s");
+    int bins[3] = {0};
+    for (size_t i = 0; i < sched->n; i++) {
+        double t = sched->values[i];
+        bins[t < 0.5 ? 0 : t < 1.0 ? 1 : 2] += t < 2.0;
+    }
+    /* expected 50, 150, 400 */
+    if (!(bins[0] >= 25 && bins[0] <= 80 && bins[1] >= 110 && bins[1] <= 190 && bins[2] >= 340 &&
+          bins[2] <= 460))
+        fail_msg("arrivals per interval %d %d %d, expected about 50 150 400", bins[0], bins[1],
+                 bins[2]);
+    outcome_free(&o);
+    const double shapes[] = {1.0, 0.25};
+    for (int c = 0; c < 2; c++) {
+        p.ramp_up_s = 0;
+        p.min_duration_s = 0;
+        p.qps = 2000;
+        p.min_queries = 1500;
+        p.burstiness = shapes[c];
+        o = run(&p, &ds);
+        sched = lb_result_find_series(o.r, "scheduled_s");
+        size_t n = sched->n;
+        double sum = 0, ss = 0;
+        for (size_t i = 1; i < n; i++) {
+            double g = sched->values[i] - sched->values[i - 1];
+            sum += g;
+            ss += g * g;
+        }
+        double mean = sum / (double)(n - 1), cv = sqrt(ss / (double)(n - 1) - mean * mean) / mean;
+        assert_float_equal(mean, 1.0 / 2000, 0.15 / 2000);
+        assert_float_equal(cv, 1.0 / sqrt(shapes[c]), 0.2 / sqrt(shapes[c]));
+        outcome_free(&o);
+    }
+    lb_dataset_free(&ds);
+    stop_server(&s);
+}
+
+/* ---- the replica pool, pinned ---- */
+
+typedef struct {
+    int replica[64];
+    lb_qerr error[64];
+    bool done[64];
+} pool_log;
+
+static void pool_on_done(void *user, const lb_http_outcome *o) {
+    pool_log *l = user;
+    l->replica[o->req.tag] = o->req.replica;
+    l->error[o->req.tag] = o->error;
+    l->done[o->req.tag] = true;
+}
+
+static lb_pool *pool_of(const char **urls, size_t n, int64_t retries, int64_t eject_after,
+                        pool_log *log) {
+    lb_pool_params pp = lb_pool_default_params();
+    pp.endpoints = urls;
+    pp.n_endpoints = n;
+    pp.retries = retries;
+    pp.eject_after = eject_after;
+    pp.http.timeout_ms = 5000;
+    pp.http.stream = false; /* pool_body asks for a whole answer */
+    lb_pool_callbacks cb = {.on_done = pool_on_done};
+    lb_pool *pool = NULL;
+    lb_err err;
+    if (lb_pool_init(&pool, &pp, &cb, log, &err) != LB_OK) fail_msg("%s", err.msg);
+    return pool;
+}
+
+static const char pool_body[] = "{\"prompt\":\"a b\",\"max_tokens\":2}";
+
+/* Submits request `tag` and serves the network until it is done. */
+static void pool_send_and_wait(lb_pool *pool, pool_log *log, uint64_t tag) {
+    lb_err err;
+    assert_int_equal(lb_pool_submit(pool, tag, pool_body, sizeof pool_body - 1, &err), LB_OK);
+    int64_t give_up = lb_clock_now_ns() + 10000000000LL;
+    while (!log->done[tag] && lb_clock_now_ns() < give_up)
+        lb_pool_run(pool, lb_clock_now_ns() + 50000000);
+    assert_true(log->done[tag]);
+}
+
+/* Each request goes to the replica with the fewest in flight: with one slow request on
+ * replica 0, every later one goes to the idle replica 1 (not the busier 0, and not in
+ * turn). */
+static void test_pool_picks_the_least_loaded_replica(void **state) {
+    (void)state;
+    const char *slow_args[] = {"--ttft-ms", "3000", NULL};
+    server slow = start_server(slow_args), fast = start_server(NULL);
+    const char *urls[] = {slow.url, fast.url};
+    pool_log log = {0};
+    lb_pool *pool = pool_of(urls, 2, 0, 0, &log);
+    lb_err err;
+    assert_int_equal(lb_pool_submit(pool, 0, pool_body, sizeof pool_body - 1, &err), LB_OK);
+    for (uint64_t t = 1; t <= 4; t++)
+        pool_send_and_wait(pool, &log, t);
+    assert_false(log.done[0]); /* still on the slow replica */
+    while (!log.done[0])
+        lb_pool_run(pool, lb_clock_now_ns() + 50000000);
+    assert_int_equal(log.replica[0], 0);
+    for (int t = 0; t <= 4; t++)
+        assert_int_equal(log.error[t], LB_QERR_NONE);
+    for (int t = 1; t <= 4; t++)
+        assert_int_equal(log.replica[t], 1);
+    lb_pool_free(pool);
+    stop_server(&slow);
+    stop_server(&fast);
+}
+
+/* Only failures in a row take a replica out: a success resets the count. A replica that
+ * fails 3 of 8 requests, never 3 in a row, stays in with eject_after 3; one that fails
+ * every request is out after exactly 3. The failing server's pattern (seeded) is read
+ * first through a one-replica pool, which never ejects. */
+static void test_pool_ejects_only_after_failures_in_a_row(void **state) {
+    (void)state;
+    server fine = start_server(NULL);
+    bool found = false;
+    for (int seed = 1; seed < 200 && !found; seed++) {
+        char seed_s[16];
+        snprintf(seed_s, sizeof seed_s, "%d", seed);
+        const char *args[] = {"--fault", "500", "--fault-rate", "0.5", "--seed", seed_s, NULL};
+        server probe = start_server(args);
+        const char *one[] = {probe.url};
+        pool_log log = {0};
+        lb_pool *pool = pool_of(one, 1, 0, 3, &log);
+        int failed = 0, run = 0, longest = 0;
+        for (uint64_t t = 0; t < 8; t++) {
+            pool_send_and_wait(pool, &log, t);
+            bool f = log.error[t] != LB_QERR_NONE;
+            failed += f;
+            run = f ? run + 1 : 0;
+            if (run > longest) longest = run;
+        }
+        lb_pool_free(pool);
+        stop_server(&probe);
+        if (failed < 3 || longest >= 3) continue;
+        found = true;
+        /* The same seed again (a fresh server counts from 0), beside a working replica:
+         * requests alternate, so the faulty one sees the same 8. */
+        server faulty = start_server(args);
+        const char *urls[] = {faulty.url, fine.url};
+        pool_log log2 = {0};
+        pool = pool_of(urls, 2, 0, 3, &log2);
+        for (uint64_t t = 0; t < 16; t++)
+            pool_send_and_wait(pool, &log2, t);
+        size_t n;
+        const lb_replica *reps = lb_pool_replicas(pool, &n);
+        assert_int_equal(reps[0].sent, 8);
+        assert_int_equal(reps[0].failed, failed);
+        assert_false(reps[0].ejected);
+        lb_pool_free(pool);
+        stop_server(&faulty);
+    }
+    assert_true(found);
+    const char *always[] = {"--fault", "500", NULL};
+    server broken = start_server(always);
+    const char *urls[] = {broken.url, fine.url};
+    pool_log log = {0};
+    lb_pool *pool = pool_of(urls, 2, 0, 3, &log);
+    for (uint64_t t = 0; t < 12; t++)
+        pool_send_and_wait(pool, &log, t);
+    size_t n;
+    const lb_replica *reps = lb_pool_replicas(pool, &n);
+    assert_true(reps[0].ejected);
+    assert_int_equal(reps[0].failed, 3);
+    assert_int_equal(reps[1].sent, 12 - 3);
+    lb_pool_free(pool);
+    stop_server(&broken);
+    stop_server(&fine);
+}
+
+/* --max-inflight N: at no moment are N + 1 queries between hand-over and done. */
+static void test_loadgen_max_inflight_is_never_exceeded(void **state) {
+    (void)state;
+    const char *args[] = {"--ttft-ms", "5", "--tpot-ms", "1", NULL};
+    server s = start_server(args);
+    const char *urls[] = {s.url};
+    lb_loadgen_params p = params_for(urls, 1);
+    p.scenario = LB_SCENARIO_OFFLINE;
+    p.max_inflight = 3;
+    p.min_queries = 60;
+    lb_dataset ds = small_dataset(10, 4);
+    outcome o = run(&p, &ds);
+    const lb_series *h = lb_result_find_series(o.r, "handover_s");
+    const lb_series *d = lb_result_find_series(o.r, "done_s");
+    assert_int_equal(h->n, 60);
+    int most = 0;
+    for (size_t i = 0; i < h->n; i++) { /* in flight just after query i was handed over */
+        int k = 0;
+        for (size_t j = 0; j < h->n; j++)
+            k += h->values[j] <= h->values[i] && d->values[j] > h->values[i];
+        if (k > most) most = k;
+    }
+    assert_int_equal(most, 3);
+    outcome_free(&o);
+    lb_dataset_free(&ds);
+    stop_server(&s);
+}
+
+/* A query whose first attempt broke after some tokens and was resent keeps only the
+ * gaps of the attempt that completed: its gaps are its tokens - 1, and the ITL count
+ * is the sum over queries. */
+static void test_loadgen_retried_attempt_gaps_stay_out_of_itl(void **state) {
+    (void)state;
+    const char *args[] = {"--fault", "drop", "--fault-rate", "0.5", "--seed", "4", NULL};
+    server s = start_server(args);
+    const char *urls[] = {s.url};
+    lb_loadgen_params p = params_for(urls, 1);
+    p.scenario = LB_SCENARIO_OFFLINE;
+    p.pool.retries = 6;
+    lb_dataset ds = small_dataset(20, 10);
+    outcome o = run(&p, &ds);
+    const lb_loadgen_summary *sm = &o.rep.summary;
+    assert_true(sm->resent[LB_QERR_DROPPED] > 0);
+    const lb_series *gaps = lb_result_find_series(o.r, "token_gaps");
+    const lb_series *tokens = lb_result_find_series(o.r, "output_tokens");
+    const lb_series *status = lb_result_find_series(o.r, "status");
+    size_t total = 0;
+    for (size_t i = 0; i < gaps->n; i++) {
+        if (status->values[i] != 0) continue;
+        assert_float_equal(gaps->values[i], tokens->values[i] - 1, 0);
+        total += (size_t)gaps->values[i];
+    }
+    assert_int_equal(sm->itl_ms.n, total);
+    outcome_free(&o);
+    lb_dataset_free(&ds);
+    stop_server(&s);
+}
+
+/* Conversations: each turn after the first is sent only when the turn before it ended,
+ * with the conversation so far (the server counts the words of every message), in the
+ * open loop and in the closed loop alike. */
+static void test_loadgen_conversation_turns_follow_each_other(void **state) {
+    (void)state;
+    const char *args[] = {"--ttft-ms", "20", "--tpot-ms", "2", NULL};
+    server s = start_server(args);
+    const char *urls[] = {s.url};
+    const char *text =
+        "[{\"conversations\": [{\"from\": \"human\", \"value\": \"one two\"},"
+        " {\"from\": \"gpt\", \"value\": \"three\"}, {\"from\": \"human\", \"value\": \"four\"},"
+        " {\"from\": \"gpt\", \"value\": \"five six\"}, {\"from\": \"human\", \"value\": \"x\"},"
+        " {\"from\": \"gpt\", \"value\": \"y\"}]},"
+        " {\"conversations\": [{\"from\": \"human\", \"value\": \"a\"},"
+        " {\"from\": \"gpt\", \"value\": \"b\"}, {\"from\": \"human\", \"value\": \"c d\"},"
+        " {\"from\": \"gpt\", \"value\": \"e\"}]}]";
+    lb_dataset ds;
+    lb_err err;
+    assert_int_equal(lb_dataset_parse_sharegpt_turns(text, strlen(text), "t.json", &ds, &err),
+                     LB_OK);
+    assert_int_equal(ds.n, 5);
+    const int want_words[5] = {2, 2 + 1 + 1, 2 + 1 + 1 + 2 + 1, 1, 1 + 1 + 2};
+    for (int c = 0; c < 2; c++) {
+        lb_loadgen_params p = params_for(urls, 1);
+        p.request.api = LB_API_CHAT;
+        p.max_tokens = 3;
+        p.scenario = c == 0 ? LB_SCENARIO_OFFLINE : LB_SCENARIO_CONCURRENCY;
+        p.concurrency = 1;
+        outcome o = run(&p, &ds);
+        assert_int_equal(o.rep.summary.completed, 5);
+        const lb_series *smp = lb_result_find_series(o.r, "sample");
+        const lb_series *sent = lb_result_find_series(o.r, "sent_s");
+        const lb_series *done = lb_result_find_series(o.r, "done_s");
+        const lb_series *in = lb_result_find_series(o.r, "input_tokens");
+        assert_int_equal(smp->n, 5);
+        for (size_t i = 0; i < smp->n; i++) {
+            int k = (int)smp->values[i];
+            assert_float_equal(in->values[i], want_words[k], 0);
+            int32_t nt = ds.samples[k].next_turn;
+            if (nt < 0) continue;
+            for (size_t j = 0; j < smp->n; j++)
+                if ((int)smp->values[j] == nt) assert_true(sent->values[j] >= done->values[i]);
+        }
+        outcome_free(&o);
+    }
+    lb_dataset_free(&ds);
+    stop_server(&s);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loadgen_server_scenario_matches_synthetic_timing),
-        cmocka_unit_test(test_loadgen_offline_singlestream_concurrency_and_sweep),
+        cmocka_unit_test(test_loadgen_offline_singlestream_concurrency_and_accuracy),
         cmocka_unit_test(test_loadgen_preconnected_connections_are_reused),
         cmocka_unit_test(test_loadgen_replica_killed_mid_run_loses_no_sample),
         cmocka_unit_test(test_loadgen_fault_modes_become_failure_reasons),
@@ -582,6 +1589,20 @@ int main(void) {
         cmocka_unit_test(test_loadgen_sigint_drains_then_marks_the_rest_interrupted),
         cmocka_unit_test(test_load_cli_writes_out_dir_and_never_records_the_key),
         cmocka_unit_test(test_load_cli_with_tokenizer_prefers_usage_and_refuses_bad_ranks),
+        cmocka_unit_test(test_load_every_summary_figure_is_recomputed_from_the_export),
+        cmocka_unit_test(test_load_cli_server_run_at_min_duration_5_is_valid),
+        cmocka_unit_test(test_loadgen_server_schedule_ends_at_the_first_arrival_past_min_duration),
+        cmocka_unit_test(test_load_cli_nothing_listening_exits_1_and_is_stored_failed),
+        cmocka_unit_test(test_load_cli_resent_attempts_are_reported),
+        cmocka_unit_test(test_load_cli_sweep_stores_one_run_per_rate_and_prints_a_table),
+        cmocka_unit_test(test_load_cli_conflicting_options_are_refused),
+        cmocka_unit_test(test_load_cli_reads_loadgen_conf_files_and_writes_its_logs),
+        cmocka_unit_test(test_loadgen_ramp_up_and_burstiness_shape_the_arrivals),
+        cmocka_unit_test(test_pool_picks_the_least_loaded_replica),
+        cmocka_unit_test(test_pool_ejects_only_after_failures_in_a_row),
+        cmocka_unit_test(test_loadgen_max_inflight_is_never_exceeded),
+        cmocka_unit_test(test_loadgen_retried_attempt_gaps_stay_out_of_itl),
+        cmocka_unit_test(test_loadgen_conversation_turns_follow_each_other),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,6 +40,7 @@ static lb_loadgen_summary setup(lb_scenario sc) {
     s.mode = LB_MODE_PERFORMANCE;
     s.constraints = lb_loadgen_constraints_default();
     s.n_samples = 3;
+    s.streamed = true;
     return s;
 }
 
@@ -57,9 +58,12 @@ static void test_metrics_ttft_from_scheduled_and_tpot_formula(void **state) {
          .attempts = 3},
     };
     float gaps[] = {10.0f, 10.0f, 30.0f};
+    q[0].n_gaps = 2;
+    q[1].gap0 = 2;
+    q[1].n_gaps = 1;
     lb_loadgen_summary s = setup(LB_SCENARIO_OFFLINE);
     s.constraints.slo_ttft_ms = 60;
-    assert_int_equal(lb_loadgen_summarize(q, 3, gaps, 3, &s), LB_OK);
+    assert_int_equal(lb_loadgen_summarize(q, 3, gaps, NULL, 0, &s), LB_OK);
     assert_int_equal(s.issued, 3);
     assert_int_equal(s.completed, 2);
     assert_int_equal(s.failed, 1);
@@ -95,12 +99,12 @@ static void test_metrics_unknown_token_counts_make_token_rates_unknown(void **st
                      done_query(0, 0, 100, 100, -1)};
     q[1].counted = LB_TOKENS_CHUNKS;
     lb_loadgen_summary s = setup(LB_SCENARIO_OFFLINE);
-    assert_int_equal(lb_loadgen_summarize(q, 2, NULL, 0, &s), LB_OK);
+    assert_int_equal(lb_loadgen_summarize(q, 2, NULL, NULL, 0, &s), LB_OK);
     assert_string_equal(s.token_source, "usage+chunks");
     assert_int_equal(s.output_tokens, 17);
     assert_float_equal(s.output_tok_per_s, 17 / 0.11, 1e-9);
     q[2].counted = LB_TOKENS_UNKNOWN;
-    assert_int_equal(lb_loadgen_summarize(q, 3, NULL, 0, &s), LB_OK);
+    assert_int_equal(lb_loadgen_summarize(q, 3, NULL, NULL, 0, &s), LB_OK);
     assert_string_equal(s.token_source, "usage+chunks+unknown");
     assert_int_equal(s.counted[LB_TOKENS_USAGE], 1);
     assert_int_equal(s.counted[LB_TOKENS_CHUNKS], 1);
@@ -120,7 +124,7 @@ static void test_metrics_server_bound_exceeded_is_invalid_with_reason(void **sta
     assert_int_equal(lb_loadgen_constraints_for_model("llama3.1-8b", &s.constraints, &err), LB_OK);
     assert_float_equal(s.constraints.ttft_limit_ms, 2000, 0);
     assert_float_equal(s.constraints.tpot_limit_ms, 100, 0);
-    assert_int_equal(lb_loadgen_summarize(q, 10, NULL, 0, &s), LB_OK);
+    assert_int_equal(lb_loadgen_summarize(q, 10, NULL, NULL, 0, &s), LB_OK);
     assert_false(s.perf_ok);
     assert_true(s.no_failures);
     assert_false(s.early_stop_ok);
@@ -144,7 +148,7 @@ static void test_metrics_server_run_long_enough_is_valid(void **state) {
         lb_loadgen_constraints_for_model("llama3.1-8b-interactive", &s.constraints, &err), LB_OK);
     s.min_duration_s = 4.0;
     s.min_queries = 500;
-    assert_int_equal(lb_loadgen_summarize(q, N, NULL, 0, &s), LB_OK);
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
     assert_true(s.perf_ok);       /* TTFT 200 <= 500, TPOT 10 <= 30 */
     assert_true(s.early_stop_ok); /* 0 misses: 459 queries needed */
     assert_int_equal(s.es_ttft.needed, 459);
@@ -153,7 +157,7 @@ static void test_metrics_server_run_long_enough_is_valid(void **state) {
     assert_true(s.valid);
     assert_string_equal(s.reasons, "");
     s.min_duration_s = 10.0;
-    assert_int_equal(lb_loadgen_summarize(q, N, NULL, 0, &s), LB_OK);
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
     assert_false(s.valid);
     assert_non_null(strstr(s.reasons, "raise --min-duration"));
 
@@ -207,14 +211,108 @@ static void test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks(voi
     assert_int_equal(q[4].counted, LB_TOKENS_UNKNOWN);
 
     lb_loadgen_summary s = setup(LB_SCENARIO_OFFLINE);
-    assert_int_equal(lb_loadgen_summarize(q, 3, NULL, 0, &s), LB_OK);
+    assert_int_equal(lb_loadgen_summarize(q, 3, NULL, NULL, 0, &s), LB_OK);
     assert_int_equal(s.output_tokens, 7 + 8 + 5);
     assert_string_equal(s.token_source, "usage+tokenizer+chunks");
     assert_int_equal(s.counted[LB_TOKENS_TOKENIZER], 1);
     assert_true(isfinite(s.output_tok_per_s));
-    assert_int_equal(lb_loadgen_summarize(&q[1], 1, NULL, 0, &s), LB_OK);
+    assert_int_equal(lb_loadgen_summarize(&q[1], 1, NULL, NULL, 0, &s), LB_OK);
     assert_string_equal(s.token_source, "tokenizer");
     lb_tokenizer_free(tok);
+}
+
+/* Whole answers: TTFT, TPOT and ITL are not measured (NaN, no samples), not the latency
+ * and 0; a Server run with latency bounds cannot be VALID on them, and says why. */
+static void test_metrics_no_stream_latencies_are_not_measured(void **state) {
+    (void)state;
+    enum { N = 600 };
+    lb_query *q = calloc(N, sizeof *q);
+    for (int i = 0; i < N; i++)
+        q[i] = done_query(i * 10, i * 10000, i * 10 + 200, i * 10 + 700, 51);
+    lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
+    lb_err err;
+    assert_int_equal(lb_loadgen_constraints_for_model("llama3.1-8b", &s.constraints, &err), LB_OK);
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
+    assert_true(s.valid); /* streamed: the same records meet the bounds */
+    s.streamed = false;
+    s.constraints.slo_ttft_ms = 1000;
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
+    assert_int_equal(s.ttft_ms.n, 0);
+    assert_int_equal(s.tpot_ms.n, 0);
+    assert_int_equal(s.itl_ms.n, 0);
+    assert_true(isnan(s.ttft_ms.p[4]));
+    assert_int_equal(s.latency_ms.n, N);
+    assert_true(isnan(s.goodput_per_s));
+    assert_false(s.perf_ok);
+    assert_false(s.valid);
+    assert_non_null(strstr(s.reasons, "TTFT and TPOT are not measured with whole answers"));
+    assert_non_null(strstr(s.warnings, "not measured with whole answers (--no-stream)"));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    lb_loadgen_summary_write(f, &s, "t");
+    fclose(f);
+    assert_non_null(strstr(text, "Min First Token latency (ns)                : not measured\n"));
+    assert_null(strstr(text, "percentile first token latency"));
+    assert_null(strstr(text, "No warnings encountered"));
+    free(text);
+    free(q);
+}
+
+/* Goodput with a TPOT objective: a one-token answer has no TPOT, so only its TTFT judges
+ * it; a two-token answer over the TPOT bound is not good. */
+static void test_metrics_goodput_with_tpot_slo_and_one_token_answers(void **state) {
+    (void)state;
+    lb_query q[3] = {
+        done_query(0, 0, 50, 50, 1),   /* one token, TTFT 50: good */
+        done_query(0, 0, 50, 150, 2),  /* TPOT 100 > 40: not good */
+        done_query(0, 0, 300, 300, 1), /* one token, TTFT 300 > 200: not good */
+    };
+    lb_loadgen_summary s = setup(LB_SCENARIO_OFFLINE);
+    s.constraints.slo_ttft_ms = 200;
+    s.constraints.slo_tpot_ms = 40;
+    assert_int_equal(lb_loadgen_summarize(q, 3, NULL, NULL, 0, &s), LB_OK);
+    assert_int_equal(s.good, 1);
+    assert_float_equal(s.goodput_per_s, 1 / 0.3, 1e-9);
+    assert_int_equal(s.tpot_ms.n, 1);
+}
+
+/* The load generator behind its schedule and attempts sent again are warnings, with the
+ * figures; a failed attempt that was resent counts by its reason. */
+static void test_metrics_lag_and_resent_attempts_are_warnings(void **state) {
+    (void)state;
+    enum { N = 100 };
+    lb_query q[N];
+    for (int i = 0; i < N; i++) {
+        q[i] = done_query(i, i * 1000, i + 20, i + 40, 5);
+        q[i].handover_ns = q[i].sent_ns;
+    }
+    lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
+    assert_int_equal(s.n_warnings, 0);
+    assert_string_equal(s.warnings, "");
+    for (int i = 90; i < N; i++) /* 10% of the sends 300 ms late */
+        q[i].sent_ns = q[i].handover_ns = q[i].scheduled_ns + 300 * MS;
+    q[7].attempts = 3;
+    uint8_t resent[] = {LB_QERR_DROPPED, LB_QERR_HTTP_5XX};
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, resent, 2, &s), LB_OK);
+    assert_int_equal(s.resent[LB_QERR_DROPPED], 1);
+    assert_int_equal(s.resent[LB_QERR_HTTP_5XX], 1);
+    assert_int_equal(s.retries, 2);
+    assert_int_equal(s.failed, 0);
+    assert_int_equal(s.n_warnings, 2);
+    assert_non_null(strstr(s.warnings, "fell behind its schedule: queries were handed to the "
+                                       "HTTP client 300.0 ms late at p99"));
+    assert_non_null(strstr(s.warnings, "2 attempts failed and were sent again (dropped 1, "
+                                       "http_5xx 1)"));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    lb_loadgen_summary_write(f, &s, "t");
+    fclose(f);
+    assert_non_null(strstr(text, "2 warnings encountered during test:\n * the load generator"));
+    assert_non_null(strstr(text, "  resent after dropped : 1\n"));
+    free(text);
 }
 
 static void test_metrics_unknown_model_key_lists_known_ones(void **state) {
@@ -233,6 +331,9 @@ int main(void) {
         cmocka_unit_test(test_metrics_server_bound_exceeded_is_invalid_with_reason),
         cmocka_unit_test(test_metrics_server_run_long_enough_is_valid),
         cmocka_unit_test(test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks),
+        cmocka_unit_test(test_metrics_no_stream_latencies_are_not_measured),
+        cmocka_unit_test(test_metrics_goodput_with_tpot_slo_and_one_token_answers),
+        cmocka_unit_test(test_metrics_lag_and_resent_attempts_are_warnings),
         cmocka_unit_test(test_metrics_unknown_model_key_lists_known_ones),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

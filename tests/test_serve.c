@@ -449,7 +449,7 @@ static void test_serve_rejects_malformed_requests_with_openai_errors(void **stat
         {"POST", "/v1/completions", "{\"max_tokens\":3}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":0}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":\"9\"}", 400},
-        {"POST", "/v1/completions", "{\"prompt\":[[1,2],[3]]}", 400},
+        {"POST", "/v1/completions", "{\"prompt\":[\"a\",3]}", 400},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"n\":2}", 400},
         {"POST", "/v1/chat/completions", "{\"prompt\":\"x\"}", 400},
         {"POST", "/v1/chat/completions", "{\"messages\":[]}", 400},
@@ -911,6 +911,149 @@ static void test_serve_shutdown_finishes_inflight_streams(void **state) {
     stop(&f);
 }
 
+static const char *choice_text(json_t *j, size_t i) {
+    return json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), i), "text"));
+}
+
+static const char *choice_finish(json_t *j, size_t i) {
+    return json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), i), "finish_reason"));
+}
+
+/* `stop`: the text ends before the first stop sequence, also one that spans two tokens,
+ * finish_reason is "stop", streamed or whole; the tokens up to the stopping one are
+ * counted. */
+static void test_serve_stop_sequences_end_the_answer(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    post(f.port, "/v1/completions", "{\"prompt\":\"p q\",\"max_tokens\":6}", &r);
+    json_t *j = parse(r.body);
+    char full[512];
+    snprintf(full, sizeof full, "%s", choice_text(j, 0));
+    json_decref(j);
+    reply_free(&r);
+    /* A stop sequence across tokens 2 and 3: the last 2 bytes of token 2 ("N ") and the
+     * first 3 of token 3. */
+    const char *t3 = full;
+    for (int k = 0; k < 2; k++)
+        t3 = strchr(t3, ' ') + 1;
+    char seq[8];
+    snprintf(seq, sizeof seq, "%.5s", t3 - 2);
+    size_t want_len = (size_t)(t3 - 2 - full);
+    char body[256];
+    snprintf(body, sizeof body, "{\"prompt\":\"p q\",\"max_tokens\":6,\"stop\":[\"zzz\",\"%s\"]}",
+             seq);
+    post(f.port, "/v1/completions", body, &r);
+    assert_int_equal(r.status, 200);
+    j = parse(r.body);
+    assert_int_equal(strlen(choice_text(j, 0)), want_len);
+    assert_memory_equal(choice_text(j, 0), full, want_len);
+    assert_string_equal(choice_finish(j, 0), "stop");
+    assert_int_equal(get_int(j, "usage", "completion_tokens"), 3);
+    json_decref(j);
+    reply_free(&r);
+    snprintf(body, sizeof body,
+             "{\"prompt\":\"p q\",\"max_tokens\":6,\"stop\":\"%s\",\"stream\":true,"
+             "\"stream_options\":{\"include_usage\":true}}",
+             seq);
+    post(f.port, "/v1/completions", body, &r);
+    assert_int_equal(r.n_events, 3 + 2); /* three token events, usage, [DONE] */
+    char streamed[512] = "";
+    for (int i = 0; i < 3; i++) {
+        j = parse(r.events[i]);
+        strcat(streamed, choice_text(j, 0));
+        if (i == 2) assert_string_equal(choice_finish(j, 0), "stop");
+        json_decref(j);
+    }
+    assert_int_equal(strlen(streamed), want_len);
+    assert_memory_equal(streamed, full, want_len);
+    j = parse(r.events[3]);
+    assert_int_equal(get_int(j, "usage", "completion_tokens"), 3);
+    json_decref(j);
+    reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":\"p\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}",
+         &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "'stop' holds more than 4 sequences"));
+    reply_free(&r);
+    stop(&f);
+}
+
+/* A batch of prompts gets one choice a prompt, each as long as asked and as a request of
+ * its own prompt would get; streamed batches are refused by name. */
+static void test_serve_prompt_batch_gets_one_choice_a_prompt(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    post(f.port, "/v1/completions", "{\"prompt\":\"c d e\",\"max_tokens\":3}", &r);
+    json_t *j = parse(r.body);
+    char alone[256];
+    snprintf(alone, sizeof alone, "%s", choice_text(j, 0));
+    json_decref(j);
+    reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":[\"a b\",\"c d e\",[5,6]],\"max_tokens\":3}", &r);
+    assert_int_equal(r.status, 200);
+    j = parse(r.body);
+    json_t *choices = json_object_get(j, "choices");
+    assert_int_equal(json_array_size(choices), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *c = json_array_get(choices, i);
+        assert_int_equal(json_integer_value(json_object_get(c, "index")), (json_int_t)i);
+        assert_int_equal(count_words(choice_text(j, i)), 3);
+        assert_string_equal(choice_finish(j, i), "length");
+    }
+    assert_string_equal(choice_text(j, 1), alone);
+    assert_int_equal(get_int(j, "usage", "prompt_tokens"), 2 + 3 + 2);
+    assert_int_equal(get_int(j, "usage", "completion_tokens"), 9);
+    json_decref(j);
+    reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":[\"a\",\"b\"],\"stream\":true}", &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "a batch of prompts is answered whole only"));
+    reply_free(&r);
+    stop(&f);
+}
+
+/* Fields the server cannot honour are refused with a 400 naming them, never ignored. */
+static void test_serve_refuses_logprobs_echo_and_unknown_fields(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    static const struct {
+        const char *path, *body, *needle;
+    } cases[] = {
+        {"/v1/completions", "{\"prompt\":\"a\",\"logprobs\":2}", "'logprobs' is not supported"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],"
+         "\"logprobs\":true}",
+         "'logprobs' is not supported"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"echo\":true}", "'echo' is not supported"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"best_of\":3}", "'best_of'"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"suffix\":\"z\"}", "'suffix'"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"tools\":[]}", "unknown field 'tools'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        reply r;
+        post(f.port, cases[i].path, cases[i].body, &r);
+        if (r.status != 400 || strstr(r.body, cases[i].needle) == NULL)
+            fail_msg("%s: %ld %s", cases[i].body, r.status, r.body);
+        reply_free(&r);
+    }
+    /* What does apply is accepted: false logprobs, echo false, sampling fields. */
+    reply r;
+    post(f.port, "/v1/completions",
+         "{\"prompt\":\"a\",\"logprobs\":null,\"echo\":false,\"temperature\":0.7,\"seed\":3,"
+         "\"ignore_eos\":true,\"max_tokens\":2}",
+         &r);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    stop(&f);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
@@ -918,6 +1061,9 @@ int main(void) {
         cmocka_unit_test(test_serve_chat_body_has_message_and_usage),
         cmocka_unit_test(test_serve_max_tokens_defaults_to_16_and_is_capped),
         cmocka_unit_test(test_serve_prompt_arrays_count_every_part),
+        cmocka_unit_test(test_serve_stop_sequences_end_the_answer),
+        cmocka_unit_test(test_serve_prompt_batch_gets_one_choice_a_prompt),
+        cmocka_unit_test(test_serve_refuses_logprobs_echo_and_unknown_fields),
         cmocka_unit_test(test_serve_large_prompt_counts_every_word),
         cmocka_unit_test(test_serve_stream_sends_one_chunk_per_token_then_usage_then_done),
         cmocka_unit_test(test_serve_chat_stream_without_usage_ends_with_done),

@@ -100,11 +100,12 @@ static long post(int port, const char *body) {
     return status;
 }
 
-/* Starts `serve` on port 0 and returns the port from its first line. */
-static int start_serve(child *ch, const char *const *args) {
+/* Starts `serve` on port 0 and returns the port from its first line (on stderr with
+ * --json, whose stdout holds only the JSON document). */
+static int start_serve(child *ch, const char *const *args, bool json) {
     *ch = spawn(args);
     char line[256];
-    read_fd(ch->out_fd, line, sizeof line, 10000, true);
+    read_fd(json ? ch->err_fd : ch->out_fd, line, sizeof line, 10000, true);
     int port = 0;
     if (sscanf(line, "listening on http://127.0.0.1:%d", &port) != 1)
         fail_msg("first line is not 'listening on http://127.0.0.1:PORT': '%s'", line);
@@ -116,7 +117,7 @@ static void check_stops_on(int signo) {
     const char *const args[] = {LB_TEST_BIN, "serve", "--synthetic", "--port", "0",
                                 "--threads", "2",     "--json",      NULL};
     child ch;
-    int port = start_serve(&ch, args);
+    int port = start_serve(&ch, args, true);
     assert_int_equal(post(port, "{\"prompt\":\"a b\",\"max_tokens\":3}"), 200);
     assert_int_equal(post(port, "{\"prompt\":\"a b\",\"max_tokens\":4,\"stream\":true}"), 200);
     assert_int_equal(post(port, "{\"prompt\":"), 400);
@@ -125,8 +126,11 @@ static void check_stops_on(int signo) {
     char out[1024];
     read_fd(ch.out_fd, out, sizeof out, 2000, false);
     json_error_t je;
-    json_t *j = json_loads(out, 0, &je);
-    if (!j) fail_msg("counters are not JSON (%s): '%s'", je.text, out);
+    json_t *j = json_loads(out, 0, &je); /* the whole of stdout: one document */
+    if (!j) fail_msg("stdout is not one JSON document (%s): '%s'", je.text, out);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    assert_string_equal(json_string_value(json_object_get(j, "url")), url);
     assert_int_equal(json_integer_value(json_object_get(j, "requests")), 3);
     assert_int_equal(json_integer_value(json_object_get(j, "streamed")), 1);
     assert_int_equal(json_integer_value(json_object_get(j, "completed")), 2);
@@ -152,7 +156,7 @@ static void test_serve_cli_prints_counters_on_stderr(void **state) {
     const char *const args[] = {LB_TEST_BIN, "serve", "--synthetic", "--port", "0",
                                 "--threads", "1",     "--fault",     "500",    NULL};
     child ch;
-    int port = start_serve(&ch, args);
+    int port = start_serve(&ch, args, false);
     assert_int_equal(post(port, "{\"prompt\":\"x\"}"), 500);
     kill(ch.pid, SIGTERM);
     assert_int_equal(wait_exit(ch.pid, 10000), 0);

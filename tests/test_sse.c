@@ -189,7 +189,7 @@ static void test_openai_body_asks_for_usage_when_streaming(void **state) {
     (void)state;
     lb_openai_request req = {.api = LB_API_CHAT, .model = "m", .stream = true, .temperature = 0};
     size_t len = 0;
-    char *b = lb_openai_body(&req, "Say \"hi\"", 16, &len);
+    char *b = lb_openai_body(&req, NULL, 0, "Say \"hi\"", 16, &len);
     assert_non_null(b);
     assert_int_equal(len, strlen(b));
     json_t *j = json_loads(b, 0, NULL);
@@ -205,7 +205,7 @@ static void test_openai_body_asks_for_usage_when_streaming(void **state) {
     free(b);
     req.api = LB_API_COMPLETIONS;
     req.stream = false;
-    b = lb_openai_body(&req, "p", 1, &len);
+    b = lb_openai_body(&req, NULL, 0, "p", 1, &len);
     j = json_loads(b, 0, NULL);
     assert_string_equal(json_string_value(json_object_get(j, "prompt")), "p");
     assert_null(json_object_get(j, "stream"));

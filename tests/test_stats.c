@@ -71,6 +71,34 @@ static void test_stats_median_ci_is_reproducible_and_brackets_median(void **stat
     assert_float_equal(hi1, 5.0, 0);
 }
 
+/* The interval's level and the resampling range, against values worked out by hand. A
+ * resample of {1, 2, 3} has median 1 with probability 7/27 (two or three draws of 1),
+ * 3 with 7/27 and 2 with 13/27. Sorted bootstrap medians: about 26% ones, 48% twos, 26%
+ * threes; so the 95% interval's ends (2.5% and 97.5%) are exactly 1 and 3, the 20%
+ * interval's (40% and 60%) exactly 2 and 2, the 60% interval's (20% and 80%) 1 and 3. A
+ * draw that never reached the last index would put 3 out of every resample (upper end
+ * 2); a level applied the wrong way round would swap the 20% and 60% answers. */
+static void test_stats_median_ci_level_and_resampling_range_by_hand(void **state) {
+    (void)state;
+    const double x[] = {3, 1, 2};
+    double lo, hi;
+    lb_stats_median_ci(x, 3, 20000, 0.95, 9, &lo, &hi);
+    assert_float_equal(lo, 1.0, 0);
+    assert_float_equal(hi, 3.0, 0);
+    lb_stats_median_ci(x, 3, 20000, 0.20, 9, &lo, &hi);
+    assert_float_equal(lo, 2.0, 0);
+    assert_float_equal(hi, 2.0, 0);
+    lb_stats_median_ci(x, 3, 20000, 0.60, 9, &lo, &hi);
+    assert_float_equal(lo, 1.0, 0);
+    assert_float_equal(hi, 3.0, 0);
+    /* Two values: a resample's median is 10 (1/4), 15 (1/2) or 20 (1/4); at 40% the ends
+     * are the 30% and 70% points: 15 and 15. */
+    const double y[] = {10, 20};
+    lb_stats_median_ci(y, 2, 20000, 0.40, 3, &lo, &hi);
+    assert_float_equal(lo, 15.0, 0);
+    assert_float_equal(hi, 15.0, 0);
+}
+
 static void test_rng_is_seeded_and_uniform(void **state) {
     (void)state;
     lb_rng a, b;
@@ -93,9 +121,32 @@ static void test_rng_is_seeded_and_uniform(void **state) {
     assert_float_equal(ss / 100000, 1.0, 0.02);
 }
 
+/* Gamma(k, 1) has mean k and variance k, for shapes below and above 1. */
+static void test_stats_gamma_has_mean_and_variance_of_its_shape(void **state) {
+    (void)state;
+    const double shapes[] = {0.25, 1.0, 4.0};
+    for (int c = 0; c < 3; c++) {
+        lb_rng rng;
+        lb_rng_seed(&rng, 11 + (uint64_t)c);
+        double s = 0, ss = 0;
+        enum { N = 200000 };
+        for (int i = 0; i < N; i++) {
+            double g = lb_rng_gamma(&rng, shapes[c]);
+            assert_true(g >= 0);
+            s += g;
+            ss += g * g;
+        }
+        double mean = s / N, var = ss / N - mean * mean;
+        assert_float_equal(mean, shapes[c], 0.02 * shapes[c] + 0.005);
+        assert_float_equal(var, shapes[c], 0.05 * shapes[c] + 0.01);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_percentile_interpolates_linearly),
+        cmocka_unit_test(test_stats_gamma_has_mean_and_variance_of_its_shape),
+        cmocka_unit_test(test_stats_median_ci_level_and_resampling_range_by_hand),
         cmocka_unit_test(test_stats_median_of_odd_and_even_counts),
         cmocka_unit_test(test_stats_summary_matches_hand_values),
         cmocka_unit_test(test_stats_median_ci_is_reproducible_and_brackets_median),

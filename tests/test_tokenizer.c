@@ -402,12 +402,168 @@ static void test_tokenizer_cli_prints_ids_counts_and_refuses_a_bad_file(void **s
     lb_test_rmtree(dir);
 }
 
+static size_t utf8_of(uint32_t cp, unsigned char *out) {
+    if (cp < 0x80) return out[0] = (unsigned char)cp, 1;
+    if (cp < 0x800) {
+        out[0] = (unsigned char)(0xC0 | cp >> 6);
+        out[1] = (unsigned char)(0x80 | (cp & 63));
+        return 2;
+    }
+    out[0] = (unsigned char)(0xE0 | cp >> 12);
+    out[1] = (unsigned char)(0x80 | (cp >> 6 & 63));
+    out[2] = (unsigned char)(0x80 | (cp & 63));
+    return 3;
+}
+
+/* The pre-split's whitespace class is the reference tokenizers' (Rust regex \s: Unicode
+ * White_Space), code point by code point, in both expressions: with a vocabulary that has
+ * a token for "!" + each tested code point, "!" + c is that one token exactly when c is not
+ * whitespace (it joins the punctuation run), and two pieces when it is. U+180E is the
+ * one PCRE2's own \s took for whitespace; U+200B, U+2060, U+FEFF and U+001C-U+001F
+ * (Python's isspace) are not White_Space either. Llama 3's expression takes "\r" and "\n"
+ * after punctuation into the piece ("[\r\n]*"), as the reference does. */
+static void test_tokenizer_whitespace_class_is_unicode_white_space(void **state) {
+    (void)state;
+    static const uint32_t white[] = {0x09,   0x0A,   0x0B,   0x0C,   0x0D,   0x20,   0x85,
+                                     0xA0,   0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004,
+                                     0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028,
+                                     0x2029, 0x202F, 0x205F, 0x3000};
+    static const uint32_t not_white[] = {0x180E, 0x200B, 0x2060, 0xFEFF, 0x1C, 0x1F};
+    enum { NW = sizeof white / sizeof white[0], NN = sizeof not_white / sizeof not_white[0] };
+    char *ranks = NULL;
+    size_t len = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        unsigned char byte = (unsigned char)b;
+        lb_test_add_rank(&ranks, &len, &byte, 1, b);
+    }
+    uint32_t cps[NW + NN];
+    memcpy(cps, white, sizeof white);
+    memcpy(cps + NW, not_white, sizeof not_white);
+    for (unsigned i = 0; i < NW + NN; i++) {
+        unsigned char t[4] = {'!'};
+        size_t n = 1 + utf8_of(cps[i], t + 1);
+        lb_test_add_rank(&ranks, &len, t, n, 256 + i);
+    }
+    const lb_tok_pattern patterns[] = {LB_TOK_PATTERN_GPT2, LB_TOK_PATTERN_LLAMA3};
+    for (int pi = 0; pi < 2; pi++) {
+        lb_tokenizer_params p = {.pattern = patterns[pi], .special = LB_TOK_SPECIAL_NONE};
+        lb_tokenizer *tok = NULL;
+        lb_err err = {{0}};
+        if (lb_tokenizer_parse(&tok, ranks, len, "ws.tiktoken", &p, &err) != LB_OK)
+            fail_msg("%s", err.msg);
+        for (unsigned i = 0; i < NW + NN; i++) {
+            char text[8] = "!";
+            size_t n = 1 + utf8_of(cps[i], (unsigned char *)text + 1);
+            size_t n_ids = 0;
+            uint32_t *ids = encode(tok, text, n, &n_ids);
+            bool joined = n_ids == 1 && ids[0] == 256 + i;
+            /* Llama 3's expression also takes the line breaks after punctuation. */
+            bool want_joined = i >= NW || (patterns[pi] == LB_TOK_PATTERN_LLAMA3 &&
+                                           (cps[i] == 0x0A || cps[i] == 0x0D));
+            if (joined != want_joined)
+                fail_msg("%s: U+%04X is %s by the pre-split, expected %s",
+                         lb_tokenizer_pattern_name(patterns[pi]), cps[i],
+                         joined ? "not whitespace" : "whitespace",
+                         want_joined ? "not whitespace" : "whitespace");
+            free(ids);
+        }
+        lb_tokenizer_free(tok);
+    }
+    free(ranks);
+}
+
+/* Appends byte b as GPT-2's byte-level alphabet writes it (UTF-8): bytes 33-126, 161-172
+ * and 174-255 stand for themselves, the other 68 in order for U+0100 onwards. */
+static size_t byte_level(uint8_t b, char *out) {
+    uint32_t cp = b, k = 0;
+    bool self = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+    if (!self) {
+        for (uint32_t x = 0; x < b; x++)
+            k += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174);
+        cp = 256 + k;
+    }
+    if (cp < 0x80) return out[0] = (char)cp, 1;
+    out[0] = (char)(0xC0 | cp >> 6);
+    out[1] = (char)(0x80 | (cp & 63));
+    return 2;
+}
+
+/* A Hugging Face tokenizer.json of GPT-2's vocabulary (written here from the ranks file,
+ * ids = ranks) encodes the fixture's texts exactly as the ranks file does; one whose
+ * merges contradict the ids, or whose model is not BPE, is refused by name. */
+static void test_tokenizer_reads_hugging_face_tokenizer_json(void **state) {
+    (void)state;
+    FILE *in = fopen(FIX "gpt2.tiktoken", "r");
+    assert_non_null(in);
+    json_t *vocab = json_object();
+    char line[512];
+    while (fgets(line, sizeof line, in) != NULL) {
+        char b64[400];
+        unsigned rank;
+        assert_int_equal(sscanf(line, "%399s %u", b64, &rank), 2);
+        uint8_t bytes[300];
+        size_t nb = 0;
+        uint32_t acc = 0;
+        int bits = 0;
+        for (const char *c = b64; *c && *c != '='; c++) {
+            const char *pos = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                     "0123456789+/",
+                                     *c);
+            acc = acc << 6 | (uint32_t)(pos - "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                              "0123456789+/");
+            if ((bits += 6) >= 8) {
+                bits -= 8;
+                bytes[nb++] = (uint8_t)(acc >> bits);
+            }
+        }
+        char key[700];
+        size_t k = 0;
+        for (size_t i = 0; i < nb; i++)
+            k += byte_level(bytes[i], key + k);
+        key[k] = '\0';
+        json_object_set_new(vocab, key, json_integer(rank));
+    }
+    fclose(in);
+    json_t *doc = json_pack("{s:{s:s, s:o, s:[]}, s:[]}", "model", "type", "BPE", "vocab", vocab,
+                            "merges", "added_tokens");
+    char path[] = "/tmp/lb_tok_hf_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(doc, path, JSON_COMPACT), 0);
+    lb_tokenizer *hf = load(path, LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO);
+    const lb_tokenizer_info *info = lb_tokenizer_get_info(hf);
+    assert_int_equal(info->pattern, LB_TOK_PATTERN_GPT2);
+    assert_int_equal(info->n_ranks, 50256);
+    expect_fixture_parity(hf, "gpt2");
+    lb_tokenizer_free(hf);
+    /* Merges out of id order ("Ġ t" makes id 256, "h e" id 258, "Ġ a" 257): refused. */
+    json_t *merges = json_object_get(json_object_get(doc, "model"), "merges");
+    json_array_append_new(merges, json_string("\xC4\xA0 t"));
+    json_array_append_new(merges, json_string("h e"));
+    json_array_append_new(merges, json_string("\xC4\xA0 a"));
+    assert_int_equal(json_dump_file(doc, path, JSON_COMPACT), 0);
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_tokenizer_load(&tok, path, NULL, &err), LB_ERR_UNSUPPORTED);
+    assert_non_null(
+        strstr(err.msg, "merge 2 (\"\xC4\xA0 a\") does not follow the order of the ids"));
+    json_object_set_new(json_object_get(doc, "model"), "type", json_string("Unigram"));
+    assert_int_equal(json_dump_file(doc, path, JSON_COMPACT), 0);
+    assert_int_equal(lb_tokenizer_load(&tok, path, NULL, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "needs a BPE model with a vocab (got model type Unigram)"));
+    json_decref(doc);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenizer_gpt2_ids_match_js_tiktoken),
         cmocka_unit_test(test_tokenizer_llama3_subset_ids_match_llama3_tokenizer_js),
         cmocka_unit_test(test_tokenizer_llama3_full_vocabulary_ids_match),
         cmocka_unit_test(test_tokenizer_invalid_utf8_passes_bytes_through),
+        cmocka_unit_test(test_tokenizer_whitespace_class_is_unicode_white_space),
+        cmocka_unit_test(test_tokenizer_reads_hugging_face_tokenizer_json),
         cmocka_unit_test(test_tokenizer_malformed_ranks_file_is_refused_with_file_and_line),
         cmocka_unit_test(test_tokenizer_pattern_is_chosen_by_name_or_detected),
         cmocka_unit_test(test_tokenizer_special_tokens_are_optional),

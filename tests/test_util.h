@@ -119,6 +119,45 @@ static inline bool lb_test_write_file(const char *path, const char *text) {
     return fclose(f) == 0 && ok;
 }
 
+/* Appends "base64(b[0..n)) rank\n" to a ranks file being built in the malloc'd *buf
+ * (length *len, NUL-terminated). */
+static inline void lb_test_add_rank(char **buf, size_t *len, const unsigned char *b, size_t n,
+                                    unsigned rank) {
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char line[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)b[i] << 16 | (i + 1 < n ? (unsigned)b[i + 1] << 8 : 0) |
+                     (i + 2 < n ? b[i + 2] : 0);
+        line[k++] = b64[v >> 18 & 63];
+        line[k++] = b64[v >> 12 & 63];
+        line[k++] = i + 1 < n ? b64[v >> 6 & 63] : '=';
+        line[k++] = i + 2 < n ? b64[v & 63] : '=';
+    }
+    k += (size_t)snprintf(line + k, sizeof line - k, " %u\n", rank);
+    *buf = (char *)realloc(*buf, *len + k + 1);
+    memcpy(*buf + *len, line, k + 1);
+    *len += k;
+}
+
+/* A tokenizer whose tokens are the 256 bytes and nothing else (GPT-2's expression): a
+ * text costs one token a byte. The caller frees it. */
+static inline lb_tokenizer *lb_test_bytes_tokenizer(void) {
+    char *ranks = NULL;
+    size_t len = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        unsigned char byte = (unsigned char)b;
+        lb_test_add_rank(&ranks, &len, &byte, 1, b);
+    }
+    lb_tokenizer_params p = {.pattern = LB_TOK_PATTERN_GPT2, .special = LB_TOK_SPECIAL_NONE};
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    if (lb_tokenizer_parse(&tok, ranks, len, "bytes.tiktoken", &p, &err) != LB_OK)
+        fprintf(stderr, "%s\n", err.msg);
+    free(ranks);
+    return tok;
+}
+
 /* GPT-2's tokenizer from tests/fixtures/tokenizer/gpt2.tiktoken; NULL, with the reason on
  * stderr, when it cannot be loaded. The caller frees it with lb_tokenizer_free. */
 static inline lb_tokenizer *lb_test_gpt2_tokenizer(void) {

@@ -73,16 +73,23 @@ static lb_status open_store(const char *command, const lb_cli_common *common, lb
 
 /* ---- list ---- */
 
+/* The stored tags text as JSON (an empty array when it does not parse, e.g. cut short). */
+static json_t *tags_json(const char *text) {
+    json_t *j = json_loads(text, 0, NULL);
+    return j != NULL ? j : json_array();
+}
+
 static void print_list_json(const lb_store *s, const lb_store_run_info *runs, size_t n) {
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(
-            arr,
-            json_pack("{s:I, s:s, s:s, s:s, s:s, s:o, s:o, s:I}", "id", (json_int_t)runs[i].id,
-                      "kind", runs[i].kind, "name", runs[i].name, "status",
-                      lb_result_status_name(runs[i].status), "failure", runs[i].failure,
-                      "start_wall_s", json_time(runs[i].start_wall_s), "end_wall_s",
-                      json_time(runs[i].end_wall_s), "n_samples", (json_int_t)runs[i].n_samples));
+            arr, json_pack("{s:I, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:I, s:o}", "id",
+                           (json_int_t)runs[i].id, "kind", runs[i].kind, "name", runs[i].name,
+                           "status", lb_result_status_name(runs[i].status), "valid",
+                           runs[i].valid < 0 ? json_null() : json_boolean(runs[i].valid), "failure",
+                           runs[i].failure, "start_wall_s", json_time(runs[i].start_wall_s),
+                           "end_wall_s", json_time(runs[i].end_wall_s), "n_samples",
+                           (json_int_t)runs[i].n_samples, "tags", tags_json(runs[i].tags)));
     json_t *doc = json_pack("{s:s, s:o}", "db", lb_store_path(s), "runs", arr);
     json_dumpf(doc, stdout, JSON_INDENT(2));
     printf("\n");
@@ -95,15 +102,17 @@ static void print_list_table(const lb_store *s, const lb_store_run_info *runs, s
         printf("no runs in %s\n", lb_store_path(s));
         return;
     }
-    printf("%-6s %-11s %-8s %-24s %10s %9s  %s\n", "ID", "STATUS", "KIND", "START", "DURATION",
-           "SAMPLES", "NAME");
+    printf("%-6s %-11s %-8s %-8s %-24s %10s %9s  %s\n", "ID", "STATUS", "RESULT", "KIND", "START",
+           "DURATION", "SAMPLES", "NAME");
     for (size_t i = 0; i < n; i++) {
         char start[40], duration[32];
         format_time(runs[i].start_wall_s, start, sizeof start);
         format_duration(runs[i].start_wall_s, runs[i].end_wall_s, duration, sizeof duration);
-        printf("%-6" PRId64 " %-11s %-8s %-24s %10s %9" PRId64 "  %s\n", runs[i].id,
-               lb_result_status_name(runs[i].status), runs[i].kind, start, duration,
-               runs[i].n_samples, runs[i].name);
+        const char *verdict = runs[i].valid < 0 ? "-" : runs[i].valid ? "VALID" : "INVALID";
+        printf("%-6" PRId64 " %-11s %-8s %-8s %-24s %10s %9" PRId64 "  %s%s%s\n", runs[i].id,
+               lb_result_status_name(runs[i].status), verdict, runs[i].kind, start, duration,
+               runs[i].n_samples, runs[i].name, strcmp(runs[i].tags, "[]") ? " " : "",
+               strcmp(runs[i].tags, "[]") ? runs[i].tags : "");
     }
     if (limit > 0 && (int64_t)n == limit)
         printf("(the %" PRId64 " newest runs; --limit 0 lists all)\n", limit);
@@ -123,9 +132,10 @@ static int results_list(int argc, char **argv) {
     const lb_cli_command cmd = {
         .command = "results list",
         .usage = "[options]",
-        .summary = "Lists stored runs, newest first: id, status, kind, start time, duration, "
-                   "number of raw samples and name. A run still marked running was either in "
-                   "progress or ended by a crash.",
+        .summary = "Lists stored runs, newest first: id, status, result (VALID or INVALID "
+                   "for runs with an MLPerf-style verdict, else -), kind, start time, duration, "
+                   "number of raw samples, name and tags. A run still marked running was "
+                   "either in progress or ended by a crash.",
         LB_ARG_SPECS(specs),
     };
     lb_args a;

@@ -2,10 +2,10 @@
  *
  * With --synthetic the tokens come from the synthetic source (serve/synthetic.h) with the
  * given timing; the built-in engine is not part of this build yet, and saying so is the
- * only thing serve does without --synthetic. The first line on stdout is
- * "listening on http://HOST:PORT" (flushed), so scripts and tests can start it on port 0
- * and read the port. It serves until SIGINT or SIGTERM, then drains and exits 0; the
- * counters go to stderr, or as one JSON document to stdout with --json. */
+ * only thing serve does without --synthetic. The first line on stdout (on stderr with
+ * --json) is "listening on http://HOST:PORT" (flushed), so scripts and tests can start it
+ * on port 0 and read the port. It serves until SIGINT or SIGTERM, then drains and exits
+ * 0; the counters go to stderr, or with --json as the one JSON document on stdout. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,11 +30,12 @@ static void raise_fd_limit(void) {
     }
 }
 
-static void print_stats(const lb_server_stats *st, double uptime_s, bool json) {
+static void print_stats(const lb_server_stats *st, const char *url, double uptime_s, bool json) {
     if (json) {
-        printf("{\"requests\":%llu,\"streamed\":%llu,\"completed\":%llu,\"faults\":%llu,"
+        printf("{\"url\":\"%s\",\"requests\":%llu,\"streamed\":%llu,\"completed\":%llu,\"faults\":%"
+               "llu,"
                "\"client_errors\":%llu,\"aborted\":%llu,\"tokens\":%llu,\"uptime_s\":%.3f}\n",
-               (unsigned long long)st->requests, (unsigned long long)st->streamed,
+               url, (unsigned long long)st->requests, (unsigned long long)st->streamed,
                (unsigned long long)st->completed, (unsigned long long)st->faults,
                (unsigned long long)st->client_errors, (unsigned long long)st->aborted,
                (unsigned long long)st->tokens, uptime_s);
@@ -93,7 +94,9 @@ int lb_cmd_serve(int argc, char **argv) {
         "/v1/chat/completions, GET /v1/models, GET /health), streamed (SSE) or not. With "
         "--synthetic the tokens are pseudo-words timed by --ttft-ms and --tpot-ms: the peer "
         "for testing 'llmbench load' and measuring its capacity. Prints 'listening on "
-        "http://HOST:PORT' first; runs until SIGINT or SIGTERM; prints its counters on exit.";
+        "http://HOST:PORT' first (on stderr with --json: stdout then holds one JSON document, "
+        "the counters and URL at exit); runs until SIGINT or SIGTERM; prints its counters on "
+        "exit.";
     const lb_cli_command cmd = {
         .command = "serve",
         .usage = "--synthetic [options]",
@@ -128,9 +131,14 @@ int lb_cmd_serve(int argc, char **argv) {
     }
     int64_t t0 = lb_clock_now_ns();
     bool v6 = strchr(sp.host, ':') != NULL;
-    printf("listening on http://%s%s%s:%d\n", v6 ? "[" : "", sp.host, v6 ? "]" : "",
-           lb_server_port(srv));
-    fflush(stdout);
+    char url[320];
+    snprintf(url, sizeof url, "http://%s%s%s:%d", v6 ? "[" : "", sp.host, v6 ? "]" : "",
+             lb_server_port(srv));
+    /* With --json stdout holds one document (the counters at exit, with the URL); the
+     * line a script reads the port from goes to stderr then. */
+    FILE *where = a.common.json ? stderr : stdout;
+    fprintf(where, "listening on %s\n", url);
+    fflush(where);
 
     while (!lb_signals_interrupted())
         nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
@@ -138,7 +146,7 @@ int lb_cmd_serve(int argc, char **argv) {
     lb_server_shutdown(srv, drain_s);
     lb_server_stats stats;
     lb_server_get_stats(srv, &stats);
-    print_stats(&stats, (double)(lb_clock_now_ns() - t0) / 1e9, a.common.json);
+    print_stats(&stats, url, (double)(lb_clock_now_ns() - t0) / 1e9, a.common.json);
     lb_server_free(srv);
     lb_synthetic_free(&src);
     return 0;

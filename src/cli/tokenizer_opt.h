@@ -1,5 +1,6 @@
 /* tokenizer_opt.h: the tokenizer options that `load` and `tokenize` share: --tokenizer FILE
- * (a tiktoken ranks file), --tokenizer-pattern and --tokenizer-special, with one help text
+ * (a tiktoken ranks file or a Hugging Face tokenizer.json), --tokenizer-pattern and
+ * --tokenizer-special, with one help text
  * and one way of opening what they name. */
 #ifndef LB_CLI_TOKENIZER_OPT_H
 #define LB_CLI_TOKENIZER_OPT_H
@@ -20,8 +21,9 @@ typedef struct {
 /* clang-format off */
 #define LB_TOKENIZER_ARG_SPECS(opt)                                                          \
     {"--tokenizer", LB_ARG_STRING, &(opt)->path, "FILE",                                     \
-     "count tokens with this BPE vocabulary in tiktoken's ranks format (Llama 3's "          \
-     "tokenizer.model, *.tiktoken)", 0, 0, NULL},                                            \
+     "count tokens with this BPE vocabulary: tiktoken's ranks format (Llama 3's "            \
+     "tokenizer.model, *.tiktoken) or a Hugging Face tokenizer.json (byte-level BPE merged " \
+     "in id order: GPT-2, Llama 3)", 0, 0, NULL},                                            \
     {"--tokenizer-pattern", LB_ARG_CHOICE, &(opt)->pattern, NULL,                            \
      "pre-split expression (default auto: gpt2 when a token holds four digits in a row, "    \
      "else llama3)", 0, 0, "auto|llama3|gpt2"},                                              \

@@ -53,3 +53,19 @@ double lb_rng_normal(lb_rng *rng) {
     if (u1 < 1e-300) u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
+
+double lb_rng_gamma(lb_rng *rng, double shape) {
+    if (shape < 1.0) {
+        double u = lb_rng_uniform(rng);
+        return lb_rng_gamma(rng, shape + 1.0) * pow(u > 0 ? u : 0x1.0p-53, 1.0 / shape);
+    }
+    double d = shape - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = lb_rng_normal(rng), v = 1.0 + c * x;
+        if (v <= 0) continue;
+        v = v * v * v;
+        double u = lb_rng_uniform(rng);
+        if (u < 1.0 - 0.0331 * x * x * x * x) return d * v;
+        if (u > 0 && log(u) < 0.5 * x * x + d * (1.0 - v + log(v))) return d * v;
+    }
+}

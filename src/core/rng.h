@@ -15,5 +15,8 @@ uint64_t lb_rng_next(lb_rng *rng);
 double lb_rng_uniform(lb_rng *rng);             /* [0,1) */
 uint64_t lb_rng_below(lb_rng *rng, uint64_t n); /* [0,n), unbiased */
 double lb_rng_normal(lb_rng *rng);              /* standard normal (Box-Muller) */
+/* Gamma(shape, 1) (Marsaglia and Tsang; shape < 1 through Gamma(shape + 1) U^(1/shape)):
+ * mean shape, variance shape. */
+double lb_rng_gamma(lb_rng *rng, double shape);
 
 #endif

@@ -38,6 +38,10 @@ lb_status lb_fail(lb_err *err, lb_status status, const char *fmt, ...)
 const char *lb_status_name(lb_status status);
 
 /* Process exit code for a status: 0 ok, 2 usage, 130 interrupted, 1 otherwise. */
+/* A run that completed and was stored ok, but whose result is INVALID (an MLPerf-mode
+ * verdict that failed): the one exit code that is not a status's (README, "Exit status"). */
+#define LB_EXIT_INVALID 3
+
 int lb_status_exit_code(lb_status status);
 
 #define LB_TRY(expr)                                                                               \

@@ -39,6 +39,7 @@ static lb_status push_sample(lb_dataset *d, size_t *cap, lb_sample s) {
         d->samples = p;
         *cap = ncap;
     }
+    if (!d->multi_turn) s.next_turn = -1;
     d->samples[d->n++] = s;
     return LB_OK;
 }
@@ -46,6 +47,9 @@ static lb_status push_sample(lb_dataset *d, size_t *cap, lb_sample s) {
 static void sample_free(lb_sample *s) {
     free(s->prompt);
     free(s->reference);
+    for (size_t i = 0; i < s->n_history; i++)
+        free(s->history[i]);
+    free(s->history);
 }
 
 lb_status lb_dataset_count_tokens(lb_dataset *d, const lb_tokenizer *tok, lb_err *err) {
@@ -268,9 +272,41 @@ static bool turn_from(const json_t *turn, const char *a, const char *b) {
     return from != NULL && (strcmp(from, a) == 0 || strcmp(from, b) == 0);
 }
 
-lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *name, lb_dataset *out,
-                                    lb_err *err) {
-    dataset_start(out, "sharegpt");
+/* One sample a user turn that has a reply: turns = the conversation's first 2k + 1 texts
+ * (user, assistant, ..., user), the reply the reference. Its earlier turns become its
+ * history, and the sample before it in the conversation points at it (next_turn). */
+static lb_status push_turn(lb_dataset *out, size_t *cap, json_t *conv, size_t k, size_t first) {
+    lb_sample s = {.prompt = dup_string(json_object_get(json_array_get(conv, 2 * k), "value")),
+                   .reference =
+                       dup_string(json_object_get(json_array_get(conv, 2 * k + 1), "value")),
+                   .input_tokens = -1,
+                   .next_turn = -1,
+                   .follow_up = k > 0};
+    bool ok = s.prompt != NULL && s.reference != NULL;
+    if (ok && k > 0) {
+        s.history = calloc(2 * k, sizeof *s.history);
+        ok = s.history != NULL;
+        for (size_t h = 0; ok && h < 2 * k; h++) {
+            s.history[h] = dup_string(json_object_get(json_array_get(conv, h), "value"));
+            ok = s.history[h] != NULL;
+            s.n_history = h + 1;
+        }
+    }
+    if (!ok || push_sample(out, cap, s) != LB_OK) {
+        sample_free(&s);
+        return LB_ERR_NOMEM;
+    }
+    if (k > 0) out->samples[first + k - 1].next_turn = (int32_t)(out->n - 1);
+    return LB_OK;
+}
+
+/* ShareGPT, either the first exchange of each conversation, or (multi_turn) every user
+ * turn with a reply as one sample, in conversation order, up to the first turn out of
+ * place (two user turns in a row ...). */
+static lb_status parse_sharegpt(const char *buf, size_t len, const char *name, bool multi_turn,
+                                lb_dataset *out, lb_err *err) {
+    dataset_start(out, multi_turn ? "sharegpt-turns" : "sharegpt");
+    out->multi_turn = multi_turn;
     json_t *root;
     LB_TRY(load_array(buf, len, name, &root, err));
     size_t cap = 0, i;
@@ -307,24 +343,33 @@ lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *nam
             }
         }
         if (st != LB_OK) break;
-        json_t *q = json_array_get(conv, 0), *a = json_array_get(conv, 1);
-        if (q == NULL || a == NULL || !turn_from(q, "human", "user") ||
-            !turn_from(a, "gpt", "assistant")) {
+        size_t pairs = 0, first = out->n;
+        while (json_array_get(conv, 2 * pairs + 1) != NULL &&
+               turn_from(json_array_get(conv, 2 * pairs), "human", "user") &&
+               turn_from(json_array_get(conv, 2 * pairs + 1), "gpt", "assistant") &&
+               (multi_turn || pairs == 0))
+            pairs++;
+        if (pairs == 0) {
             out->skipped++;
             continue;
         }
-        lb_sample s = {.prompt = dup_string(json_object_get(q, "value")),
-                       .reference = dup_string(json_object_get(a, "value")),
-                       .max_tokens = 0,
-                       .input_tokens = -1};
-        if (s.prompt == NULL || s.reference == NULL || push_sample(out, &cap, s) != LB_OK) {
-            sample_free(&s);
-            st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at record %zu", name, i);
-            break;
-        }
+        for (size_t t = 0; t < pairs && st == LB_OK; t++)
+            if (push_turn(out, &cap, conv, t, first) != LB_OK)
+                st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at record %zu", name, i);
+        if (st != LB_OK) break;
     }
     json_decref(root);
     return finish(out, name, st, err);
+}
+
+lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *name, lb_dataset *out,
+                                    lb_err *err) {
+    return parse_sharegpt(buf, len, name, false, out, err);
+}
+
+lb_status lb_dataset_parse_sharegpt_turns(const char *buf, size_t len, const char *name,
+                                          lb_dataset *out, lb_err *err) {
+    return parse_sharegpt(buf, len, name, true, out, err);
 }
 
 lb_status lb_dataset_len_dist_parse(const char *text, lb_len_dist *out, lb_err *err) {
@@ -394,37 +439,113 @@ static const char *const words[] = {
     "between", "well",  "season", "him",   "these",
 };
 
+enum { N_WORDS = sizeof words / sizeof words[0] };
+
+/* Token costs of the words: alone (a text's first word) and after a space; NULL tok:
+ * every word costs one (the words are common enough to be one token each). */
+typedef struct {
+    int32_t first[N_WORDS], spaced[N_WORDS];
+} word_costs;
+
+static lb_status costs_of(const lb_tokenizer *tok, word_costs *c, lb_err *err) {
+    for (size_t w = 0; w < N_WORDS; w++) {
+        int64_t a = 1, b = 1;
+        if (tok != NULL) {
+            char spaced[16];
+            int n = snprintf(spaced, sizeof spaced, " %s", words[w]);
+            LB_TRY(lb_tokenizer_count(tok, words[w], strlen(words[w]), &a, err));
+            LB_TRY(lb_tokenizer_count(tok, spaced, (size_t)n, &b, err));
+        }
+        c->first[w] = (int32_t)a;
+        c->spaced[w] = (int32_t)b;
+    }
+    return LB_OK;
+}
+
+/* Appends random words costing `units` (words, or tokens per c) to the malloc'd text
+ * *s (length *len), a space before each but the text's first. A word that would overrun
+ * is replaced by the cheapest one; the text stops short only when even that overruns. */
+static bool add_words(lb_rng *rng, const word_costs *c, int32_t units, char **s, size_t *len) {
+    char *t = realloc(*s, *len + (size_t)units * 9 + 2);
+    if (t == NULL) return false;
+    *s = t;
+    while (units > 0) {
+        size_t w = (size_t)lb_rng_below(rng, N_WORDS);
+        const int32_t *cost = *len == 0 ? c->first : c->spaced;
+        if (cost[w] > units) {
+            size_t best = 0;
+            for (size_t k = 1; k < N_WORDS; k++)
+                if (cost[k] < cost[best]) best = k;
+            if (cost[best] > units) break;
+            w = best;
+        }
+        if (*len > 0) t[(*len)++] = ' ';
+        size_t wl = strlen(words[w]);
+        memcpy(t + *len, words[w], wl);
+        *len += wl;
+        units -= cost[w];
+    }
+    t[*len] = '\0';
+    return true;
+}
+
 lb_status lb_dataset_synthetic(const lb_dataset_synthetic_params *p, lb_dataset *out, lb_err *err) {
     dataset_start(out, "synthetic");
     if (p->n_samples == 0)
         return lb_fail(err, LB_ERR_USAGE, "a synthetic dataset needs at least one sample");
+    word_costs costs;
+    LB_TRY(costs_of(p->tok, &costs, err));
     lb_rng rng;
     lb_rng_seed(&rng, p->seed);
+    /* The shared prefixes come first, from their own generator, so the samples do not
+     * depend on how many there are. */
+    size_t n_prefixes = p->prefix_len > 0 ? (p->n_prefixes > 0 ? p->n_prefixes : 1) : 0;
+    char **prefixes = n_prefixes ? calloc(n_prefixes, sizeof *prefixes) : NULL;
+    size_t *prefix_bytes = n_prefixes ? calloc(n_prefixes, sizeof *prefix_bytes) : NULL;
+    lb_status st = n_prefixes && (prefixes == NULL || prefix_bytes == NULL) ? LB_ERR_NOMEM : LB_OK;
+    lb_rng prng;
+    lb_rng_seed(&prng, p->seed ^ UINT64_C(0x5052454649584553));
+    for (size_t k = 0; k < n_prefixes && st == LB_OK; k++)
+        if (!add_words(&prng, &costs, p->prefix_len, &prefixes[k], &prefix_bytes[k]))
+            st = LB_ERR_NOMEM;
     size_t cap = 0;
-    const size_t n_words = sizeof words / sizeof words[0];
-    for (size_t i = 0; i < p->n_samples; i++) {
+    for (size_t i = 0; i < p->n_samples && st == LB_OK; i++) {
         int32_t n_in = lb_dataset_len_dist_draw(&p->input, &rng);
         int32_t n_out = lb_dataset_len_dist_draw(&p->output, &rng);
-        char *s = malloc((size_t)n_in * 9 + 1);
-        if (s == NULL) {
-            lb_dataset_free(out);
-            return lb_fail(err, LB_ERR_NOMEM, "synthetic dataset: out of memory");
-        }
+        char *s = NULL;
         size_t len = 0;
-        for (int32_t w = 0; w < n_in; w++) {
-            const char *word = words[lb_rng_below(&rng, n_words)];
-            if (w > 0) s[len++] = ' ';
-            size_t wl = strlen(word);
-            memcpy(s + len, word, wl);
-            len += wl;
+        if (n_prefixes > 0) {
+            size_t k = i % n_prefixes;
+            s = malloc(prefix_bytes[k] + 1);
+            if (s != NULL) memcpy(s, prefixes[k], prefix_bytes[k] + 1);
+            len = prefix_bytes[k];
         }
-        s[len] = '\0';
-        lb_sample smp = {.prompt = s, .reference = NULL, .max_tokens = n_out, .input_tokens = n_in};
+        if ((n_prefixes > 0 && s == NULL) || !add_words(&rng, &costs, n_in, &s, &len)) {
+            free(s);
+            st = LB_ERR_NOMEM;
+            break;
+        }
+        int64_t n_tok = n_in + (n_prefixes ? p->prefix_len : 0);
+        if (p->tok != NULL && (st = lb_tokenizer_count(p->tok, s, len, &n_tok, err)) != LB_OK) {
+            free(s);
+            break;
+        }
+        lb_sample smp = {.prompt = s,
+                         .reference = NULL,
+                         .max_tokens = n_out,
+                         .input_tokens = n_tok > INT32_MAX ? INT32_MAX : (int32_t)n_tok};
         if (push_sample(out, &cap, smp) != LB_OK) {
             free(s);
-            lb_dataset_free(out);
-            return lb_fail(err, LB_ERR_NOMEM, "synthetic dataset: out of memory");
+            st = LB_ERR_NOMEM;
         }
+    }
+    for (size_t k = 0; k < n_prefixes; k++)
+        free(prefixes ? prefixes[k] : NULL);
+    free(prefixes);
+    free(prefix_bytes);
+    if (st != LB_OK) {
+        lb_dataset_free(out);
+        return st == LB_ERR_NOMEM ? lb_fail(err, st, "synthetic dataset: out of memory") : st;
     }
     return LB_OK;
 }
@@ -454,9 +575,12 @@ lb_status lb_dataset_load(const char *path, const char *format, lb_dataset *out,
         st = lb_dataset_parse_jsonl(buf, len, path, out, err);
     else if (strcmp(format, "sharegpt") == 0)
         st = lb_dataset_parse_sharegpt(buf, len, path, out, err);
+    else if (strcmp(format, "sharegpt-turns") == 0)
+        st = lb_dataset_parse_sharegpt_turns(buf, len, path, out, err);
     else
         st = lb_fail(err, LB_ERR_USAGE,
-                     "dataset format '%s' is not one of auto, cnn, jsonl, sharegpt", format);
+                     "dataset format '%s' is not one of auto, cnn, jsonl, sharegpt, sharegpt-turns",
+                     format);
     free(buf);
     return st;
 }

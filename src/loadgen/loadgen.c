@@ -5,8 +5,12 @@
  * comes). Open-loop scenarios (Offline, Server) have their whole schedule drawn before
  * t0; closed-loop ones (SingleStream, concurrency) schedule a query when a slot frees.
  * Request bodies are built once per sample before t0, so sending costs no JSON work.
- * Inter-token gaps of a query are held per query until it completes (a retried attempt
- * drops its gaps) and then appended to one run-wide array for the ITL distribution. */
+ * Conversations (multi-turn datasets): the schedule and the closed loop start
+ * conversations; a turn's next one is queued when it ends and sent first, as soon as the
+ * in-flight cap allows (its history is the dataset's, so its body is built before t0).
+ * Inter-token gaps of a query are held per query (a retried attempt drops its gaps) and
+ * laid out in query order in one run-wide array at the end, for the ITL distribution and
+ * the stored series. */
 #include "loadgen/loadgen.h"
 
 #include <math.h>
@@ -36,26 +40,33 @@ typedef struct {
     lb_pool *pool;
     char **bodies;
     size_t *body_len;
-    /* the step being run */
     lb_query *q;
     gapbuf *gb;
-    size_t n_q, cap_q;
-    size_t n_planned; /* open loop: schedule length */
-    size_t next;      /* next query to issue */
+    size_t n_q, cap_q; /* query records in use (open loop: the schedule, then follow-ups) */
+    size_t n_planned;  /* open loop: schedule length */
+    size_t next;       /* open loop: next planned query to issue; closed loop: n_q */
+    int64_t n_issued;
+    int64_t planned_turns; /* open loop: queries the schedule's conversations hold */
+    /* conversations: samples whose turn before ended, to send next (a FIFO) */
+    uint32_t *pend;
+    size_t pend_head, pend_n, pend_cap;
     int64_t t0;
     int64_t inflight, completed, failed, logged;
-    int64_t new_conns; /* attempts of this step that opened a connection */
     int64_t warm_inflight;
     bool open_loop;
     double target_qps;
     int64_t slots; /* closed loop: queries in flight at most */
-    /* sample order */
+    /* sample order: the samples that start something (every sample, or conversations'
+     * first turns) */
     uint32_t *order;
-    size_t order_pos;
+    size_t n_order, order_pos;
     lb_rng sample_rng;
-    /* run-wide */
-    float *gaps;
-    size_t n_gaps, cap_gaps;
+    /* attempts that failed and were sent again: query index and reason, in time order */
+    uint32_t *rs_query;
+    uint8_t *rs_error;
+    int16_t *rs_replica;
+    size_t n_rs, cap_rs;
+    float *gaps; /* every query's gaps, in query order (filled at the end) */
     char **texts;
     lb_status oom;
 } run;
@@ -66,10 +77,12 @@ lb_loadgen_params lb_loadgen_default_params(void) {
     p.scenario = LB_SCENARIO_SERVER;
     p.mode = LB_MODE_PERFORMANCE;
     p.qps = 1.0;
+    p.burstiness = 1.0;
     p.concurrency = 1;
     p.min_duration_s = 0.0;
     p.min_queries = 0;
     p.max_inflight = 1024;
+    p.max_failed = 0;
     p.preconnect = -1;
     p.sample_seed = 1;
     p.schedule_seed = 2;
@@ -87,7 +100,6 @@ lb_loadgen_params lb_loadgen_default_params(void) {
 
 void lb_loadgen_report_free(lb_loadgen_report *r) {
     if (r == NULL) return;
-    free(r->steps);
     for (size_t i = 0; i < r->n_texts; i++)
         free(r->texts[i]);
     free(r->texts);
@@ -112,8 +124,8 @@ static lb_status reserve_queries(run *R, size_t need) {
 }
 
 static uint32_t next_sample(run *R) {
-    size_t n = R->ds->n;
-    if (R->p->mode == LB_MODE_ACCURACY) return (uint32_t)(R->order_pos++ % n);
+    size_t n = R->n_order;
+    if (R->p->mode == LB_MODE_ACCURACY) return R->order[R->order_pos++ % n];
     if (R->order_pos == n) R->order_pos = 0;
     if (R->order_pos == 0) /* a fresh seeded permutation per pass */
         for (size_t i = n - 1; i > 0; i--) {
@@ -130,49 +142,81 @@ static int64_t queries_wanted(const run *R) {
     return R->p->min_queries > 0 ? R->p->min_queries : (int64_t)R->ds->n;
 }
 
-/* Open loop: the whole schedule. Server draws exponential gaps at the target rate until
- * both minimums are met; Offline schedules every query at 0. */
+/* The next Server gap at the full rate (s): exponential of mean 1/qps, or with burstiness
+ * b != 1 Gamma(b) scaled to the same mean (coefficient of variation 1/sqrt(b)). */
+static double next_gap_s(lb_rng *rng, double qps, double b) {
+    if (b == 1.0) return -log(1.0 - lb_rng_uniform(rng)) / qps;
+    return lb_rng_gamma(rng, b) / (b * qps);
+}
+
+/* Real time (s) of operational time tau under a linear ramp over r seconds: the rate is
+ * qps * t / r until r, so the expected arrivals by t are qps * Lambda(t) with Lambda(t) =
+ * t^2 / (2r) before r and t - r/2 after; this inverts Lambda. */
+static double ramped_s(double tau, double r) {
+    if (r <= 0) return tau;
+    return tau <= r / 2 ? sqrt(2.0 * r * tau) : tau + r / 2;
+}
+
+/* The queries a sample starts: 1, or the turns of the conversation it opens. */
+static int64_t turns_from(const run *R, uint32_t sample) {
+    int64_t k = 1;
+    for (int32_t t = R->ds->samples[sample].next_turn; t >= 0; t = R->ds->samples[t].next_turn)
+        k++;
+    return k;
+}
+
+/* Open loop: the whole schedule. Server draws gaps at the target rate (next_gap_s), the
+ * first query at 0, until both minimums are met: at least min_queries (counting each
+ * conversation's turns), and the last one scheduled at or after min_duration (LoadGen's
+ * rule; its verdict checks the final query's scheduled time). Offline schedules every
+ * query at 0. */
 static lb_status plan_open_loop(run *R, uint64_t seed) {
     int64_t want = queries_wanted(R);
     double min_ns = R->p->mode == LB_MODE_ACCURACY ? 0.0 : R->p->min_duration_s * 1e9;
+    bool timed = R->p->scenario == LB_SCENARIO_SERVER && R->p->mode != LB_MODE_ACCURACY;
     lb_rng rng;
     lb_rng_seed(&rng, seed);
-    double t = 0.0;
+    double t = 0.0; /* operational time (s): real time before the ramp-up */
     size_t n = 0;
+    int64_t turns = 0;
     for (;;) {
-        if ((int64_t)n >= want &&
-            (R->p->scenario != LB_SCENARIO_SERVER || R->p->mode == LB_MODE_ACCURACY || t >= min_ns))
+        if (turns >= want && (!timed || (n > 0 && (double)R->q[n - 1].scheduled_ns >= min_ns)))
             break;
         LB_TRY(reserve_queries(R, n + 1));
         lb_query *x = &R->q[n];
         memset(x, 0, sizeof *x);
         if (R->p->scenario == LB_SCENARIO_SERVER) {
-            x->scheduled_ns = (int64_t)t;
-            t += -log(1.0 - lb_rng_uniform(&rng)) / R->target_qps * 1e9;
+            x->scheduled_ns = (int64_t)(ramped_s(t, R->p->ramp_up_s) * 1e9);
+            t += next_gap_s(&rng, R->target_qps, R->p->burstiness);
         }
         x->sample = next_sample(R);
         x->scheduled_send = true;
+        turns += turns_from(R, x->sample);
         n++;
     }
-    R->n_planned = n;
+    R->n_planned = R->n_q = n;
+    R->planned_turns = turns;
     return LB_OK;
 }
 
-/* Closed loop: is another query wanted at t (ns since t0)? */
+/* Closed loop: is another query (a new conversation's first) wanted at t (ns since t0)?
+ * Queries issued and queued follow-ups count against the minimum. */
 static bool closed_loop_wants(const run *R, int64_t t) {
-    int64_t issued = (int64_t)R->next;
-    if (R->p->mode == LB_MODE_ACCURACY) return issued < (int64_t)R->ds->n;
+    int64_t issued = R->n_issued + (int64_t)R->pend_n;
+    if (R->p->mode == LB_MODE_ACCURACY) return R->order_pos < R->n_order;
     return issued < queries_wanted(R) || (double)t < R->p->min_duration_s * 1e9;
 }
 
+/* Sends query i; one not on a schedule is due now. */
 static void issue(run *R, size_t i, int64_t now_rel) {
     lb_query *x = &R->q[i];
     x->issued = true;
     x->attempts = 1;
     x->replica = -1;
     x->input_tokens = -1;
-    if (!R->open_loop) x->scheduled_ns = now_rel;
+    if (!x->scheduled_send) x->scheduled_ns = now_rel;
     R->inflight++;
+    R->n_issued++;
     lb_err err;
     if (lb_pool_submit(R->pool, i, R->bodies[x->sample], R->body_len[x->sample], &err) != LB_OK) {
         /* libcurl refused: count it as a failure of this query and go on. */
@@ -212,13 +256,47 @@ static void on_token(void *user, uint64_t tag, int64_t t_ns) {
 static void on_retry(void *user, uint64_t tag, const lb_http_outcome *failed) {
     run *R = user;
     if (tag & WARMUP_TAG) return;
-    R->new_conns += failed->new_connection;
     lb_query *x = &R->q[tag];
+    x->conns_opened += failed->new_connection;
+    if (R->n_rs == R->cap_rs) {
+        size_t cap = R->cap_rs ? R->cap_rs * 2 : 256;
+        uint32_t *qv = realloc(R->rs_query, cap * sizeof *qv);
+        if (qv != NULL) R->rs_query = qv;
+        uint8_t *ev = realloc(R->rs_error, cap * sizeof *ev);
+        if (ev != NULL) R->rs_error = ev;
+        int16_t *rv = realloc(R->rs_replica, cap * sizeof *rv);
+        if (rv != NULL) R->rs_replica = rv;
+        if (qv == NULL || ev == NULL || rv == NULL) {
+            R->oom = LB_ERR_NOMEM;
+            return;
+        }
+        R->cap_rs = cap;
+    }
+    R->rs_query[R->n_rs] = (uint32_t)tag;
+    R->rs_replica[R->n_rs] = (int16_t)failed->req.replica;
+    R->rs_error[R->n_rs++] = (uint8_t)failed->error;
     x->first_ns = x->last_ns = 0;
     R->gb[tag].n = 0;
     x->attempts++;
     LB_INFO("query %llu: %s on %d (%s), sent again", (unsigned long long)tag,
             lb_http_qerr_name(failed->error), failed->req.replica, failed->detail);
+}
+
+/* Queues a conversation's next turn (a ring buffer that grows). */
+static lb_status pend_push(run *R, uint32_t sample) {
+    if (R->pend_n == R->pend_cap) {
+        size_t cap = R->pend_cap ? 2 * R->pend_cap : 64;
+        uint32_t *v = malloc(cap * sizeof *v);
+        if (v == NULL) return LB_ERR_NOMEM;
+        for (size_t k = 0; k < R->pend_n; k++)
+            v[k] = R->pend[(R->pend_head + k) % R->pend_cap];
+        free(R->pend);
+        R->pend = v;
+        R->pend_head = 0;
+        R->pend_cap = cap;
+    }
+    R->pend[(R->pend_head + R->pend_n++) % R->pend_cap] = sample;
+    return LB_OK;
 }
 
 static void on_done(void *user, const lb_http_outcome *o) {
@@ -228,9 +306,12 @@ static void on_done(void *user, const lb_http_outcome *o) {
         R->warm_inflight--;
         return;
     }
-    R->new_conns += o->new_connection;
     lb_query *x = &R->q[tag];
     gapbuf *g = &R->gb[tag];
+    x->conns_opened += o->new_connection;
+    int32_t follow = R->ds->samples[x->sample].next_turn;
+    if (follow >= 0 && o->error != LB_QERR_INTERRUPTED && pend_push(R, (uint32_t)follow) != LB_OK)
+        R->oom = LB_ERR_NOMEM;
     int64_t now_rel = lb_clock_now_ns() - R->t0;
     x->finished = true;
     x->error = (uint8_t)o->error;
@@ -260,26 +341,6 @@ static void on_done(void *user, const lb_http_outcome *o) {
     }
     x->input_tokens =
         o->prompt_tokens >= 0 ? (int32_t)o->prompt_tokens : R->ds->samples[x->sample].input_tokens;
-    float mx = 0.0f;
-    if (R->n_gaps + g->n > R->cap_gaps) {
-        size_t cap = R->cap_gaps ? R->cap_gaps : 4096;
-        while (cap < R->n_gaps + g->n)
-            cap *= 2;
-        float *v = realloc(R->gaps, cap * sizeof *v);
-        if (v == NULL) {
-            R->oom = LB_ERR_NOMEM;
-            return;
-        }
-        R->gaps = v;
-        R->cap_gaps = cap;
-    }
-    for (uint32_t k = 0; k < g->n; k++) {
-        if (g->v[k] > mx) mx = g->v[k];
-        R->gaps[R->n_gaps++] = g->v[k];
-    }
-    x->itl_max_ms = mx;
-    free(g->v);
-    *g = (gapbuf){0};
     if (R->texts != NULL && o->text != NULL && R->texts[x->sample] == NULL) {
         R->texts[x->sample] = strndup(o->text, o->text_len);
         if (R->texts[x->sample] == NULL) R->oom = LB_ERR_NOMEM;
@@ -289,7 +350,7 @@ static void on_done(void *user, const lb_http_outcome *o) {
 static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t *last_done) {
     if (R->p->progress == NULL || now_rel - *last_tick < PROGRESS_NS) return;
     int64_t done = R->completed + R->failed;
-    lb_loadgen_progress pr = {.issued = (int64_t)R->next,
+    lb_loadgen_progress pr = {.issued = R->n_issued,
                               .completed = R->completed,
                               .failed = R->failed,
                               .inflight = R->inflight,
@@ -298,7 +359,7 @@ static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t
                               .eta_s = NAN};
     pr.rate_per_s = (double)(done - *last_done) / ((double)(now_rel - *last_tick) / 1e9);
     if (R->open_loop)
-        pr.planned = (int64_t)R->n_planned;
+        pr.planned = R->planned_turns;
     else if (R->p->mode == LB_MODE_ACCURACY || R->p->min_duration_s <= 0)
         pr.planned = queries_wanted(R);
     if (pr.planned >= 0 && pr.rate_per_s > 0)
@@ -371,7 +432,27 @@ static void warm_up(run *R) {
     }
 }
 
-/* Runs one step (the whole run unless sweeping). Returns true when interrupted. */
+/* Lays every completed query's gaps out in query order in R->gaps (gap0, n_gaps of
+ * each); a query that did not complete keeps none. */
+static lb_status gather_gaps(run *R) {
+    size_t total = 0;
+    for (size_t i = 0; i < R->n_q; i++) {
+        if (!R->q[i].finished || R->q[i].error != LB_QERR_NONE) R->gb[i].n = 0;
+        total += R->gb[i].n;
+    }
+    R->gaps = malloc((total ? total : 1) * sizeof *R->gaps);
+    if (R->gaps == NULL) return LB_ERR_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < R->n_q; i++) {
+        R->q[i].gap0 = (uint32_t)k;
+        R->q[i].n_gaps = R->gb[i].n;
+        if (R->gb[i].n > 0) memcpy(R->gaps + k, R->gb[i].v, R->gb[i].n * sizeof *R->gaps);
+        k += R->gb[i].n;
+    }
+    return LB_OK;
+}
+
+/* Runs the load. Returns true when interrupted. */
 static bool run_step(run *R) {
     const lb_loadgen_params *p = R->p;
     bool stopping = false;
@@ -386,24 +467,42 @@ static bool run_step(run *R) {
                     p->drain_s, (long long)R->inflight);
         }
         if (!stopping) {
+            /* conversations' next turns first, as the in-flight cap allows */
+            int64_t cap = R->open_loop ? p->max_inflight : R->slots;
+            while (R->pend_n > 0 && (cap <= 0 || R->inflight < cap)) {
+                if (reserve_queries(R, R->n_q + 1) != LB_OK) {
+                    R->oom = LB_ERR_NOMEM;
+                    break;
+                }
+                size_t i = R->n_q++;
+                memset(&R->q[i], 0, sizeof R->q[0]);
+                R->q[i].sample = R->pend[R->pend_head];
+                R->pend_head = (R->pend_head + 1) % R->pend_cap;
+                R->pend_n--;
+                if (!R->open_loop) R->next = R->n_q;
+                issue(R, i, now);
+            }
             if (R->open_loop) {
                 while (R->next < R->n_planned && R->q[R->next].scheduled_ns <= now &&
                        (p->max_inflight <= 0 || R->inflight < p->max_inflight))
                     issue(R, R->next++, now);
             } else {
-                while (R->inflight < R->slots && closed_loop_wants(R, now)) {
-                    if (reserve_queries(R, R->next + 1) != LB_OK) {
+                while (R->inflight < R->slots && R->pend_n == 0 && closed_loop_wants(R, now)) {
+                    if (reserve_queries(R, R->n_q + 1) != LB_OK) {
                         R->oom = LB_ERR_NOMEM;
                         break;
                     }
-                    memset(&R->q[R->next], 0, sizeof R->q[0]);
-                    R->q[R->next].sample = next_sample(R);
-                    issue(R, R->next++, now);
+                    size_t i = R->n_q++;
+                    memset(&R->q[i], 0, sizeof R->q[0]);
+                    R->q[i].sample = next_sample(R);
+                    R->next = R->n_q;
+                    issue(R, i, now);
                 }
             }
         }
-        bool more = !stopping && R->oom == LB_OK &&
-                    (R->open_loop ? R->next < R->n_planned : closed_loop_wants(R, now));
+        bool more =
+            !stopping && R->oom == LB_OK &&
+            (R->pend_n > 0 || (R->open_loop ? R->next < R->n_planned : closed_loop_wants(R, now)));
         if (!more && R->inflight == 0) break;
         if (stopping && now >= drain_deadline) {
             lb_pool_abort_all(R->pool, LB_QERR_INTERRUPTED);
@@ -411,7 +510,8 @@ static bool run_step(run *R) {
         }
         int64_t wake = now + PROGRESS_NS;
         if (stopping && drain_deadline < wake) wake = drain_deadline;
-        if (more && R->open_loop && (p->max_inflight <= 0 || R->inflight < p->max_inflight)) {
+        if (more && R->open_loop && R->next < R->n_planned &&
+            (p->max_inflight <= 0 || R->inflight < p->max_inflight)) {
             int64_t due = R->q[R->next].scheduled_ns;
             if (due < wake) wake = due;
         }
@@ -431,10 +531,11 @@ static lb_status build_bodies(run *R, lb_err *err) {
     for (size_t i = 0; i < n; i++) {
         const lb_sample *s = &R->ds->samples[i];
         int32_t mt = s->max_tokens > 0 ? s->max_tokens : R->p->max_tokens;
-        R->bodies[i] = lb_openai_body(&R->p->request, s->prompt, mt, &R->body_len[i]);
+        R->bodies[i] = lb_openai_body(&R->p->request, (const char *const *)s->history, s->n_history,
+                                      s->prompt, mt, &R->body_len[i]);
         if (R->bodies[i] == NULL)
             return lb_fail(err, LB_ERR_NOMEM, "out of memory building request %zu", i);
-        R->order[i] = (uint32_t)i;
+        if (!s->follow_up) R->order[R->n_order++] = (uint32_t)i;
     }
     return LB_OK;
 }
@@ -476,11 +577,15 @@ static void free_run(run *R) {
     free(R->bodies);
     free(R->body_len);
     free(R->order);
+    free(R->pend);
     for (size_t i = 0; i < R->cap_q; i++)
         free(R->gb ? R->gb[i].v : NULL);
     free(R->gb);
     free(R->q);
     free(R->gaps);
+    free(R->rs_query);
+    free(R->rs_error);
+    free(R->rs_replica);
     if (R->texts)
         for (size_t i = 0; i < R->ds->n; i++)
             free(R->texts[i]);
@@ -491,93 +596,147 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
     json_t *eps = json_array();
     for (size_t i = 0; i < p->pool.n_endpoints; i++)
         json_array_append_new(eps, json_string(p->pool.endpoints[i]));
-    json_t *sweep = json_array();
-    for (size_t i = 0; i < p->n_sweep; i++)
-        json_array_append_new(sweep, json_real(p->sweep_qps[i]));
     const lb_constraints *c = &p->constraints;
     return json_pack(
-        "{s:s, s:s, s:f, s:o, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, s:f, s:f, "
+        "{s:s, s:s, s:f, s:f, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, "
+        "s:f, s:f, "
         "s:f, s:f},"
         " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I},"
         " s:s?}",
         "scenario", lb_loadgen_scenario_name(p->scenario), "mode", lb_loadgen_mode_name(p->mode),
-        "qps", p->qps, "sweep_qps", sweep, "concurrency", (json_int_t)p->concurrency,
-        "min_duration_s", p->min_duration_s, "min_queries", (json_int_t)p->min_queries,
-        "max_inflight", (json_int_t)p->max_inflight, "warmup_queries",
-        (json_int_t)p->warmup_queries, "preconnect", (json_int_t)p->preconnect, "sample_seed",
-        (json_int_t)p->sample_seed, "schedule_seed", (json_int_t)p->schedule_seed, "max_tokens",
-        (int)p->max_tokens, "constraints", "ttft_limit_ms", c->ttft_limit_ms, "tpot_limit_ms",
-        c->tpot_limit_ms, "percentile", c->percentile, "confidence", c->confidence, "slo_ttft_ms",
-        c->slo_ttft_ms, "slo_tpot_ms", c->slo_tpot_ms, "drain_s", p->drain_s, "api",
-        lb_openai_api_name(p->request.api), "model", p->request.model, "stream", p->request.stream,
-        "ignore_eos", p->request.ignore_eos, "temperature", p->request.temperature, "endpoints",
-        eps, "timeout_ms", (json_int_t)p->pool.http.timeout_ms, "retries",
-        (json_int_t)p->pool.retries, "eject_after", (json_int_t)p->pool.eject_after, "model_key",
-        p->model_key, "api_key_env", p->api_key_env, "dataset", "path", p->dataset_path, "format",
-        ds->format, "samples", (json_int_t)ds->n, "tokenizer", p->tokenizer_path);
+        "qps", p->qps, "burstiness", p->burstiness, "ramp_up_s", p->ramp_up_s, "concurrency",
+        (json_int_t)p->concurrency, "min_duration_s", p->min_duration_s, "min_queries",
+        (json_int_t)p->min_queries, "max_inflight", (json_int_t)p->max_inflight, "max_failed",
+        (json_int_t)p->max_failed, "warmup_queries", (json_int_t)p->warmup_queries, "preconnect",
+        (json_int_t)p->preconnect, "sample_seed", (json_int_t)p->sample_seed, "schedule_seed",
+        (json_int_t)p->schedule_seed, "max_tokens", (int)p->max_tokens, "constraints",
+        "ttft_limit_ms", c->ttft_limit_ms, "tpot_limit_ms", c->tpot_limit_ms, "percentile",
+        c->percentile, "confidence", c->confidence, "slo_ttft_ms", c->slo_ttft_ms, "slo_tpot_ms",
+        c->slo_tpot_ms, "drain_s", p->drain_s, "api", lb_openai_api_name(p->request.api), "model",
+        p->request.model, "stream", p->request.stream, "ignore_eos", p->request.ignore_eos,
+        "temperature", p->request.temperature, "endpoints", eps, "timeout_ms",
+        (json_int_t)p->pool.http.timeout_ms, "retries", (json_int_t)p->pool.retries, "eject_after",
+        (json_int_t)p->pool.eject_after, "model_key", p->model_key, "api_key_env", p->api_key_env,
+        "dataset", "path", p->dataset_path, "format", ds->format, "samples", (json_int_t)ds->n,
+        "tokenizer", p->tokenizer_path);
 }
 
-/* Appends the step's per-query series to r. */
-static lb_status add_series(const run *R, lb_result *r, bool sweep) {
+/* Appends the per-query series to r, then the run's inter-token gaps in query order
+ * (query i's are the token_gaps[i] that follow those of queries before it: with
+ * first_token_s they give every streamed piece's time) and the resent attempts. */
+static lb_status add_series(const run *R, lb_result *r) {
     static const struct {
         const char *name, *unit;
-    } defs[] = {{"scheduled_s", "s"},       {"sent_s", "s"},
-                {"first_token_s", "s"},     {"done_s", "s"},
-                {"ttft_ms", "ms"},          {"tpot_ms", "ms"},
-                {"latency_ms", "ms"},       {"queue_ms", "ms"},
-                {"itl_max_ms", "ms"},       {"output_tokens", "tokens"},
-                {"input_tokens", "tokens"}, {"status", "lb_qerr"},
-                {"http_status", "code"},    {"replica", "index"},
-                {"attempts", "count"},      {"sample", "index"},
-                {"target_qps", "queries/s"}};
-    enum { N_DEFS = sizeof defs / sizeof defs[0] };
+    } defs[] = {{"scheduled_s", "s"},
+                {"handover_s", "s"},
+                {"sent_s", "s"},
+                {"first_token_s", "s"},
+                {"done_s", "s"},
+                {"ttft_ms", "ms"},
+                {"tpot_ms", "ms"},
+                {"latency_ms", "ms"},
+                {"queue_ms", "ms"},
+                {"itl_max_ms", "ms"},
+                {"output_tokens", "tokens"},
+                {"input_tokens", "tokens"},
+                {"status", "lb_qerr"},
+                {"http_status", "code"},
+                {"replica", "index"},
+                {"attempts", "count"},
+                {"connections_opened", "count"},
+                {"sample", "index"},
+                {"token_gaps", "count"},
+                {"token_gap_ms", "ms"},
+                {"resent_query", "index"},
+                {"resent_error", "lb_qerr"},
+                {"resent_replica", "index"}};
+    enum { N_DEFS = sizeof defs / sizeof defs[0], N_PER_QUERY = N_DEFS - 4 };
     lb_series *s[N_DEFS];
-    for (size_t d = 0; d < N_DEFS; d++) {
-        if (!sweep && strcmp(defs[d].name, "target_qps") == 0) {
-            s[d] = NULL;
-            continue;
-        }
+    for (size_t d = 0; d < N_DEFS; d++)
         if ((s[d] = lb_result_series(r, defs[d].name, defs[d].unit)) == NULL) return LB_ERR_NOMEM;
-    }
     /* lb_result_series may move earlier series when it grows: look them up again. */
     for (size_t d = 0; d < N_DEFS; d++)
-        if (s[d] != NULL) s[d] = (lb_series *)lb_result_find_series(r, defs[d].name);
-    for (size_t i = 0; i < R->next; i++) {
+        s[d] = (lb_series *)lb_result_find_series(r, defs[d].name);
+    bool streamed = R->p->request.stream;
+    for (size_t i = 0; i < R->n_q; i++) {
         const lb_query *x = &R->q[i];
+        if (!x->issued) continue; /* planned, not reached before an interrupt */
         bool ok = x->finished && x->error == LB_QERR_NONE;
-        double tpot = ok && x->output_tokens > 1
+        bool timed = ok && streamed; /* TTFT, TPOT, ITL measured */
+        double tpot = timed && x->output_tokens > 1
                           ? (double)(x->done_ns - x->first_ns) / 1e6 / (x->output_tokens - 1)
                           : NAN;
-        double v[N_DEFS] = {
+        float mx = NAN;
+        for (uint32_t k = 0; k < x->n_gaps; k++)
+            if (!(R->gaps[x->gap0 + k] <= mx)) mx = R->gaps[x->gap0 + k];
+        double v[N_PER_QUERY] = {
             (double)x->scheduled_ns / 1e9,
+            (double)x->handover_ns / 1e9,
             (double)x->sent_ns / 1e9,
-            ok ? (double)x->first_ns / 1e9 : NAN,
+            timed ? (double)x->first_ns / 1e9 : NAN,
             x->finished ? (double)x->done_ns / 1e9 : NAN,
-            ok ? (double)(x->first_ns - x->scheduled_ns) / 1e6 : NAN,
+            timed ? (double)(x->first_ns - x->scheduled_ns) / 1e6 : NAN,
             tpot,
             ok ? (double)(x->done_ns - x->scheduled_ns) / 1e6 : NAN,
             (double)(x->sent_ns - x->scheduled_ns) / 1e6,
-            ok ? x->itl_max_ms : NAN,
+            mx,
             ok && x->output_tokens >= 0 ? x->output_tokens : NAN,
             x->input_tokens >= 0 ? x->input_tokens : NAN,
             x->finished ? x->error : LB_QERR_INTERRUPTED,
             x->http_status,
             x->replica,
             x->attempts,
+            x->conns_opened,
             x->sample,
-            R->target_qps,
+            x->n_gaps,
         };
-        for (size_t d = 0; d < N_DEFS; d++)
-            if (s[d] != NULL) LB_TRY(lb_result_series_push(s[d], v[d]));
+        for (size_t d = 0; d < N_PER_QUERY; d++)
+            LB_TRY(lb_result_series_push(s[d], v[d]));
+        for (uint32_t k = 0; k < x->n_gaps; k++)
+            LB_TRY(lb_result_series_push(s[N_PER_QUERY], R->gaps[x->gap0 + k]));
     }
-    return LB_OK;
+    /* resent_query: the query's place among the issued ones (the series' index) */
+    uint32_t *pos = malloc((R->n_q ? R->n_q : 1) * sizeof *pos);
+    if (pos == NULL) return LB_ERR_NOMEM;
+    for (size_t i = 0, k = 0; i < R->n_q; i++)
+        pos[i] = (uint32_t)(R->q[i].issued ? k++ : k);
+    lb_status st = LB_OK;
+    for (size_t i = 0; i < R->n_rs && st == LB_OK; i++) {
+        st = lb_result_series_push(s[N_PER_QUERY + 1], pos[R->rs_query[i]]);
+        if (st == LB_OK) st = lb_result_series_push(s[N_PER_QUERY + 2], R->rs_error[i]);
+        if (st == LB_OK) st = lb_result_series_push(s[N_PER_QUERY + 3], R->rs_replica[i]);
+    }
+    free(pos);
+    return st;
+}
+
+/* The failed-run rule (README): no query completed, or more than max_failed failed after
+ * their retries. Writes the sentence into s->failure. */
+static void judge_failure(const lb_loadgen_params *p, lb_loadgen_summary *s) {
+    char list[200] = "";
+    for (int e = 1; e < LB_QERR_COUNT; e++) {
+        if (s->failures[e] == 0) continue;
+        size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%s%s %lld", len ? ", " : "",
+                 lb_http_qerr_name((lb_qerr)e), (long long)s->failures[e]);
+    }
+    s->run_failed = true;
+    if (s->issued > 0 && s->completed == 0)
+        snprintf(s->failure, sizeof s->failure, "none of the %lld queries completed (%s)",
+                 (long long)s->issued, list[0] ? list : "unfinished");
+    else if (s->failed > p->max_failed)
+        snprintf(s->failure, sizeof s->failure,
+                 "%lld of %lld queries failed after retries (%s), more than --max-failed %lld",
+                 (long long)s->failed, (long long)s->issued, list, (long long)p->max_failed);
+    else
+        s->run_failed = false;
 }
 
 lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_result *out,
                          lb_loadgen_report *report, lb_err *err) {
     if (report != NULL) memset(report, 0, sizeof *report);
     if (ds->n == 0) return lb_fail(err, LB_ERR_USAGE, "the dataset has no samples");
-    if (p->scenario == LB_SCENARIO_SERVER && p->n_sweep == 0 && !(p->qps > 0))
+    if (p->scenario == LB_SCENARIO_SERVER && !(p->qps > 0))
         return lb_fail(err, LB_ERR_USAGE, "the Server scenario needs --qps > 0");
     if (p->scenario == LB_SCENARIO_CONCURRENCY && p->concurrency < 1)
         return lb_fail(err, LB_ERR_USAGE, "--concurrency must be at least 1");
@@ -600,9 +759,14 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
     if (st == LB_OK && p->mode == LB_MODE_ACCURACY &&
         (R.texts = calloc(ds->n, sizeof *R.texts)) == NULL)
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory for the generated texts");
-    size_t n_steps = p->scenario == LB_SCENARIO_SERVER && p->n_sweep > 0 ? p->n_sweep : 1;
-    lb_loadgen_summary *steps = st == LB_OK ? calloc(n_steps, sizeof *steps) : NULL;
-    if (st == LB_OK && steps == NULL) st = lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    R.open_loop = p->scenario == LB_SCENARIO_OFFLINE || p->scenario == LB_SCENARIO_SERVER;
+    R.slots = p->scenario == LB_SCENARIO_SINGLE_STREAM ? 1 : p->concurrency;
+    R.target_qps = p->scenario == LB_SCENARIO_SERVER ? p->qps : 0;
+    lb_rng_seed(&R.sample_rng, p->sample_seed);
+    if (st == LB_OK && R.open_loop && plan_open_loop(&R, p->schedule_seed) != LB_OK)
+        st = lb_fail(err, LB_ERR_NOMEM, "out of memory for the query schedule");
+    int64_t preconnected = 0;
+    if (st == LB_OK && p->preconnect != 0) st = preconnect(&R, &preconnected, err);
     if (st != LB_OK) {
         free_run(&R);
         return st;
@@ -610,100 +774,71 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
     json_decref(out->config);
     out->config = lb_loadgen_config_json(p, ds);
     out->start_wall_s = lb_clock_wall_s();
-    lb_rng_seed(&R.sample_rng, p->sample_seed);
     int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* wake-ups within a microsecond */
 
-    bool interrupted = false;
-    size_t done_steps = 0;
-    int64_t preconnected = 0;
-    for (size_t k = 0; k < n_steps && !interrupted && st == LB_OK; k++) {
-        R.next = R.n_planned = 0;
-        R.inflight = R.completed = R.failed = 0;
-        R.n_gaps = 0;
-        R.open_loop = p->scenario == LB_SCENARIO_OFFLINE || p->scenario == LB_SCENARIO_SERVER;
-        R.slots = p->scenario == LB_SCENARIO_SINGLE_STREAM ? 1 : p->concurrency;
-        R.target_qps = p->n_sweep > 0 ? p->sweep_qps[k] : p->qps;
-        if (p->scenario != LB_SCENARIO_SERVER) R.target_qps = 0;
-        R.order_pos = 0;
-        if (R.open_loop && (st = plan_open_loop(&R, p->schedule_seed + k)) != LB_OK) {
-            st = lb_fail(err, LB_ERR_NOMEM, "out of memory for the query schedule");
-            break;
-        }
-        if (n_steps > 1)
-            LB_INFO("sweep step %zu of %zu: %g queries/s", k + 1, n_steps, R.target_qps);
-        if (k == 0 && p->preconnect != 0 && (st = preconnect(&R, &preconnected, err)) != LB_OK)
-            break;
-        lb_replica base[LB_POOL_MAX_REPLICAS];
-        size_t n_reps;
-        if (p->warmup_queries > 0) warm_up(&R);
-        R.new_conns = 0;
-        const lb_replica *before = lb_pool_replicas(R.pool, &n_reps);
-        memcpy(base, before, n_reps * sizeof *base);
-        interrupted = run_step(&R);
-        if (R.oom != LB_OK) {
-            st = lb_fail(err, LB_ERR_NOMEM, "out of memory while recording queries");
-            break;
-        }
-        lb_loadgen_summary *s = &steps[k];
-        s->scenario = p->scenario;
-        s->mode = p->mode;
-        s->target_qps = R.target_qps;
-        s->concurrency = R.open_loop ? 0 : R.slots;
-        s->constraints = p->constraints;
-        s->min_duration_s = p->mode == LB_MODE_ACCURACY ? 0 : p->min_duration_s;
-        s->min_queries = queries_wanted(&R);
-        s->max_inflight = p->max_inflight;
-        s->preconnected = preconnected;
-        s->sample_seed = p->sample_seed;
-        s->schedule_seed = p->schedule_seed + k;
-        s->n_samples = ds->n;
-        /* This step's own counts: what the replicas did before it (warm-up, earlier sweep
-         * steps) is subtracted. */
-        const lb_replica *reps = lb_pool_replicas(R.pool, &s->n_replicas);
-        memcpy(s->replicas, reps, s->n_replicas * sizeof *reps);
-        for (size_t i = 0; i < s->n_replicas; i++) {
-            s->replicas[i].sent -= base[i].sent;
-            s->replicas[i].completed -= base[i].completed;
-            s->replicas[i].failed -= base[i].failed;
-        }
-        if ((st = lb_loadgen_summarize(R.q, R.next, R.gaps, R.n_gaps, s)) != LB_OK) {
-            st = lb_fail(err, LB_ERR_NOMEM, "out of memory summarizing");
-            break;
-        }
-        s->new_connections = R.new_conns;
-        if (p->mode == LB_MODE_ACCURACY && (st = score_accuracy(&R, s, out, err)) != LB_OK) break;
-        char prefix[32] = "";
-        if (n_steps > 1) snprintf(prefix, sizeof prefix, "qps%g/", R.target_qps);
-        if (lb_loadgen_summary_to_result(s, prefix, out) != LB_OK ||
-            add_series(&R, out, n_steps > 1) != LB_OK) {
-            st = lb_fail(err, LB_ERR_NOMEM, "out of memory storing the result");
-            break;
-        }
-        done_steps++;
-    }
+    if (p->warmup_queries > 0) warm_up(&R);
+    lb_replica base[LB_POOL_MAX_REPLICAS];
+    size_t n_reps;
+    const lb_replica *before = lb_pool_replicas(R.pool, &n_reps);
+    memcpy(base, before, n_reps * sizeof *base);
+    bool interrupted = run_step(&R);
     prctl(PR_SET_TIMERSLACK, (unsigned long)(old_slack > 0 ? old_slack : 50000), 0, 0, 0);
     out->end_wall_s = lb_clock_wall_s();
+    lb_loadgen_summary *s = report != NULL ? &report->summary : &(lb_loadgen_summary){0};
+    s->scenario = p->scenario;
+    s->mode = p->mode;
+    s->target_qps = R.target_qps;
+    s->concurrency = R.open_loop ? 0 : R.slots;
+    s->constraints = p->constraints;
+    s->min_duration_s = p->mode == LB_MODE_ACCURACY ? 0 : p->min_duration_s;
+    s->min_queries = queries_wanted(&R);
+    s->max_inflight = p->max_inflight;
+    s->max_failed = p->max_failed;
+    s->streamed = p->request.stream;
+    s->n_user_pctl = p->n_user_pctl;
+    memcpy(s->user_pctl, p->user_pctl, sizeof s->user_pctl);
+    s->preconnected = preconnected;
+    s->sample_seed = p->sample_seed;
+    s->schedule_seed = p->schedule_seed;
+    s->n_samples = ds->n;
+    /* The run's own counts: what the replicas did in the warm-up is subtracted. */
+    const lb_replica *reps = lb_pool_replicas(R.pool, &s->n_replicas);
+    memcpy(s->replicas, reps, s->n_replicas * sizeof *reps);
+    for (size_t i = 0; i < s->n_replicas; i++) {
+        s->replicas[i].sent -= base[i].sent;
+        s->replicas[i].completed -= base[i].completed;
+        s->replicas[i].failed -= base[i].failed;
+    }
+    if (R.oom != LB_OK || gather_gaps(&R) != LB_OK)
+        st = lb_fail(err, LB_ERR_NOMEM, "out of memory while recording queries");
+    if (st == LB_OK && lb_loadgen_summarize(R.q, R.n_q, R.gaps, R.rs_error, R.n_rs, s) != LB_OK)
+        st = lb_fail(err, LB_ERR_NOMEM, "out of memory summarizing");
+    if (st == LB_OK && p->mode == LB_MODE_ACCURACY) st = score_accuracy(&R, s, out, err);
+    if (st == LB_OK &&
+        (lb_loadgen_summary_to_result(s, out) != LB_OK || add_series(&R, out) != LB_OK))
+        st = lb_fail(err, LB_ERR_NOMEM, "out of memory storing the result");
+    if (st == LB_OK) judge_failure(p, s);
     if (st == LB_OK && interrupted) {
         out->status = LB_RUN_INTERRUPTED;
-        snprintf(out->failure, sizeof out->failure,
-                 "interrupted by signal %d after %zu of %zu steps", lb_signals_received(),
-                 done_steps, n_steps);
+        snprintf(out->failure, sizeof out->failure, "interrupted by signal %d",
+                 lb_signals_received());
         st = lb_fail(err, LB_ERR_INTERRUPTED, "%s", out->failure);
+    } else if (st == LB_OK && s->run_failed) {
+        out->status = LB_RUN_FAILED;
+        snprintf(out->failure, sizeof out->failure, "%s", s->failure);
+        st = lb_fail(err, LB_ERR_RUNTIME, "%s", s->failure);
     } else if (st == LB_OK) {
         out->status = LB_RUN_OK;
     }
-    if (report != NULL && done_steps > 0) {
-        report->steps = steps;
-        report->n_steps = done_steps;
-        steps = NULL;
+    if (report != NULL) {
+        report->summarized = st == LB_OK || st == LB_ERR_INTERRUPTED || st == LB_ERR_RUNTIME;
         if (R.texts != NULL) {
             report->texts = R.texts;
             report->n_texts = ds->n;
             R.texts = NULL;
         }
     }
-    free(steps);
     free_run(&R);
     return st;
 }

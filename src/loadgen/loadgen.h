@@ -10,7 +10,9 @@
  * CLI gives it) and never touches the store.
  *
  * Scenarios: Offline (every query scheduled at t0, sent as fast as max_inflight allows),
- * Server (Poisson arrivals at qps from a seeded generator; a sweep repeats it per rate),
+ * Server (arrivals at qps from a seeded generator: Poisson, or gamma gaps with
+ * `burstiness` as vLLM's bench does, optionally ramped up from 0; the last one scheduled
+ * at or after min_duration),
  * SingleStream (one query at a time) and fixed concurrency N (closed loop: a query is
  * scheduled the moment a slot frees). Performance mode cycles through the dataset in a
  * seeded order until min_queries and min_duration are both met; accuracy mode sends
@@ -28,25 +30,29 @@
 #include "loadgen/metrics.h"
 #include "sut/pool.h"
 
-#define LB_LOADGEN_MAX_SWEEP 32
-
 typedef struct {
     lb_scenario scenario;
     lb_mode mode;
-    double qps;                             /* Server: mean arrival rate, queries/s */
-    double sweep_qps[LB_LOADGEN_MAX_SWEEP]; /* Server rates run one after the other */
-    size_t n_sweep;                         /* 0: just qps */
-    int64_t concurrency;                    /* CONCURRENCY: queries in flight */
-    double min_duration_s;                  /* performance mode: run at least this long */
-    int64_t min_queries;           /* performance mode: at least this many; 0 = dataset size */
-    int64_t max_inflight;          /* Offline/Server cap on queries in flight; 0 = none */
-    int64_t warmup_queries;        /* sent before each step, not recorded */
-    int64_t preconnect;            /* connections opened before the first step;
-                                      -1: as many as may be in flight, 0: none */
-    uint64_t sample_seed;          /* sample order */
-    uint64_t schedule_seed;        /* Poisson arrivals */
-    int32_t max_tokens;            /* output tokens when the sample does not say */
-    lb_constraints constraints;    /* Server latency bounds, SLO, early stopping */
+    double qps;                         /* Server: mean arrival rate, queries/s */
+    double burstiness;                  /* Server: gaps ~ Gamma(burstiness) of mean 1/qps; 1 =
+                                           Poisson, < 1 burstier, > 1 more even */
+    double ramp_up_s;                   /* Server: the rate rises linearly from 0 to qps over
+                                           this many seconds; 0 = none */
+    int64_t concurrency;                /* CONCURRENCY: queries in flight */
+    double min_duration_s;              /* performance mode: run at least this long */
+    int64_t min_queries;                /* performance mode: at least this many; 0 = dataset size */
+    int64_t max_inflight;               /* Offline/Server cap on queries in flight; 0 = none */
+    int64_t max_failed;                 /* queries that may fail (after retries) before the
+                                           run counts as failed */
+    int64_t warmup_queries;             /* sent before the run, not recorded */
+    int64_t preconnect;                 /* connections opened before the first step;
+                                           -1: as many as may be in flight, 0: none */
+    uint64_t sample_seed;               /* sample order */
+    uint64_t schedule_seed;             /* Poisson arrivals */
+    int32_t max_tokens;                 /* output tokens when the sample does not say */
+    lb_constraints constraints;         /* Server latency bounds, SLO, early stopping */
+    double user_pctl[LB_MAX_USER_PCTL]; /* percentiles reported beside the fixed ones */
+    int n_user_pctl;
     double drain_s;                /* after SIGINT: wait this long for in-flight */
     lb_openai_request request;     /* body fields (api, model, stream, ...) */
     lb_pool_params pool;           /* endpoints, HTTP, retries, ejection */
@@ -63,12 +69,12 @@ typedef struct {
 
 lb_loadgen_params lb_loadgen_default_params(void);
 
-/* What a run leaves besides the lb_result: one summary per step (one unless sweeping),
- * and in accuracy mode the generated text of every sample (NULL where it failed). */
+/* What a run leaves besides the lb_result: its summary, and in accuracy mode the
+ * generated text of every sample (NULL where it failed). */
 typedef struct {
-    lb_loadgen_summary *steps; /* owned */
-    size_t n_steps;
-    char **texts; /* owned; n_texts == dataset size in accuracy mode, else 0 */
+    lb_loadgen_summary summary;
+    bool summarized; /* summary is filled (the run got as far as its end) */
+    char **texts;    /* owned; n_texts == dataset size in accuracy mode, else 0 */
     size_t n_texts;
 } lb_loadgen_report;
 
@@ -78,10 +84,11 @@ void lb_loadgen_report_free(lb_loadgen_report *r);
  * the name of its environment variable. lb_loadgen_run stores it as the result's config. */
 json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds);
 
-/* Runs the load. Fills `out` (config, series, metrics; status ok, or interrupted when
- * SIGINT stopped it) and, when report is not NULL, *report (caller frees with
- * lb_loadgen_report_free). Returns LB_OK or LB_ERR_INTERRUPTED with everything measured
- * kept, or another status when the run could not start. */
+/* Runs the load. Fills `out` (config, series, metrics; status ok, failed or interrupted)
+ * and, when report is not NULL, *report (caller frees with lb_loadgen_report_free).
+ * Returns LB_OK, LB_ERR_INTERRUPTED when SIGINT stopped it, or LB_ERR_RUNTIME when no
+ * query completed or more than max_failed failed (the sentence says how many and why),
+ * each with everything measured kept; another status when the run could not start. */
 lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_result *out,
                          lb_loadgen_report *report, lb_err *err);
 

@@ -67,21 +67,27 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Summary of x[0..n) ignoring NaNs; sorts x in place. */
-static lb_dist dist_of(double *x, size_t n) {
+/* Summary of x[0..n) ignoring NaNs, at the fixed levels and s's chosen ones; sorts x in
+ * place. */
+static lb_dist dist_of(const lb_loadgen_summary *s, double *x, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!isnan(x[i])) x[k++] = x[i];
-    lb_dist d = {.n = k, .min = NAN, .max = NAN, .mean = NAN};
+    lb_dist d = {.n = k, .min = NAN, .max = NAN, .mean = NAN, .std = NAN};
     for (int i = 0; i < LB_N_PCTL; i++)
         d.p[i] = NAN;
+    for (int i = 0; i < LB_MAX_USER_PCTL; i++)
+        d.user_p[i] = NAN;
     if (k == 0) return d;
     qsort(x, k, sizeof *x, cmp_double);
     d.min = x[0];
     d.max = x[k - 1];
     d.mean = lb_stats_mean(x, k);
+    d.std = lb_stats_std(x, k);
     for (int i = 0; i < LB_N_PCTL; i++)
         d.p[i] = lb_stats_percentile_sorted(x, k, lb_loadgen_pctl_levels[i]);
+    for (int i = 0; i < s->n_user_pctl; i++)
+        d.user_p[i] = lb_stats_percentile_sorted(x, k, s->user_pctl[i]);
     return d;
 }
 
@@ -91,17 +97,45 @@ static double pctl_of(const lb_dist *d, double q) {
     return NAN;
 }
 
-static void add_reason(lb_loadgen_summary *s, const char *fmt, ...) {
-    size_t len = strlen(s->reasons);
-    if (len + 3 >= sizeof s->reasons) return;
+/* Appends a sentence to list (a buffer of cap bytes), after sep when not the first. */
+static void append_to(char *list, size_t cap, const char *sep, const char *fmt, va_list ap) {
+    size_t len = strlen(list), sl = strlen(sep);
+    if (len + sl + 1 >= cap) return;
     if (len > 0) {
-        memcpy(s->reasons + len, "; ", 3);
-        len += 2;
+        memcpy(list + len, sep, sl + 1);
+        len += sl;
     }
+    vsnprintf(list + len, cap - len, fmt, ap);
+}
+
+static void add_reason(lb_loadgen_summary *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_reason(lb_loadgen_summary *s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->reasons + len, sizeof s->reasons - len, fmt, ap);
+    append_to(s->reasons, sizeof s->reasons, "; ", fmt, ap);
     va_end(ap);
+}
+
+static void add_warning(lb_loadgen_summary *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_warning(lb_loadgen_summary *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    append_to(s->warnings, sizeof s->warnings, "\n", fmt, ap);
+    va_end(ap);
+    s->n_warnings++;
+}
+
+/* "drop 3, http_5xx 1": the non-zero counts of by[], by reason. */
+static void reason_list(const int64_t *by, char *out, size_t cap) {
+    out[0] = '\0';
+    for (int e = 1; e < LB_QERR_COUNT; e++) {
+        if (by[e] == 0) continue;
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, "%s%s %lld", len ? ", " : "", lb_http_qerr_name((lb_qerr)e),
+                 (long long)by[e]);
+    }
 }
 
 static double ms(int64_t ns) {
@@ -139,12 +173,13 @@ lb_status lb_loadgen_query_count_output(lb_query *q, int64_t usage_tokens, bool 
     return LB_OK;
 }
 
-/* TTFT, TPOT of one completed query (ms); TPOT is NaN below two tokens. */
-static double query_ttft(const lb_query *q) {
-    return ms(q->first_ns - q->scheduled_ns);
+/* TTFT, TPOT of one completed query (ms); NaN when the answer was not streamed (not
+ * measured), TPOT also below two tokens. */
+static double query_ttft(const lb_query *q, bool streamed) {
+    return streamed ? ms(q->first_ns - q->scheduled_ns) : NAN;
 }
-static double query_tpot(const lb_query *q) {
-    if (q->output_tokens < 2) return NAN;
+static double query_tpot(const lb_query *q, bool streamed) {
+    if (!streamed || q->output_tokens < 2) return NAN;
     return ms(q->done_ns - q->first_ns) / (double)(q->output_tokens - 1);
 }
 
@@ -153,13 +188,8 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
     double p = c->percentile / 100.0;
     s->no_failures = s->failed == 0 && s->completed == s->issued;
     if (!s->no_failures) {
-        char list[256] = "";
-        for (int e = 1; e < LB_QERR_COUNT; e++) {
-            if (s->failures[e] == 0) continue;
-            size_t len = strlen(list);
-            snprintf(list + len, sizeof list - len, "%s%s %lld", len ? ", " : "",
-                     lb_http_qerr_name((lb_qerr)e), (long long)s->failures[e]);
-        }
+        char list[256];
+        reason_list(s->failures, list, sizeof list);
         add_reason(s, "%lld of %lld queries did not complete (%s)",
                    (long long)(s->issued - s->completed), (long long)s->issued,
                    list[0] ? list : "unfinished");
@@ -176,12 +206,18 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
     for (size_t i = 0; i < n; i++) {
         if (!q[i].issued) continue;
         bool ok = q[i].finished && q[i].error == LB_QERR_NONE;
-        a[k] = ok ? query_ttft(&q[i]) : INFINITY;
-        double tp = ok ? query_tpot(&q[i]) : INFINITY;
+        a[k] = ok ? query_ttft(&q[i], s->streamed) : INFINITY;
+        double tp = ok ? query_tpot(&q[i], s->streamed) : INFINITY;
         b[k] = isnan(tp) ? 0.0 : tp;
         k++;
     }
-    if (s->scenario == LB_SCENARIO_SERVER) {
+    if (s->scenario == LB_SCENARIO_SERVER && !s->streamed &&
+        (c->ttft_limit_ms > 0 || c->tpot_limit_ms > 0)) {
+        /* Not measured is not met: the bounds are on times a whole answer hides. */
+        s->perf_ok = s->early_stop_ok = false;
+        add_reason(s, "TTFT and TPOT are not measured with whole answers (--no-stream), so the "
+                      "Server latency bounds cannot be checked: stream the answers");
+    } else if (s->scenario == LB_SCENARIO_SERVER) {
         double pt = pctl_of(&s->ttft_ms, c->percentile), pp = pctl_of(&s->tpot_ms, c->percentile);
         if (c->ttft_limit_ms > 0 && !(pt <= c->ttft_limit_ms)) {
             s->perf_ok = false;
@@ -205,11 +241,14 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
                        (long long)s->es_ttft.needed, (long long)s->es_tpot.needed,
                        (long long)s->issued);
     } else if (s->scenario != LB_SCENARIO_OFFLINE) {
-        /* Percentile estimates: latency at p90 (MLPerf SingleStream), TTFT and TPOT at p. */
-        qsort(a, k, sizeof *a, cmp_double);
-        s->es_ttft = lb_early_stop_estimate(a, k, p, c->confidence);
-        qsort(b, k, sizeof *b, cmp_double);
-        s->es_tpot = lb_early_stop_estimate(b, k, p, c->confidence);
+        /* Percentile estimates: latency at p90 (MLPerf SingleStream), TTFT and TPOT at p
+         * when they were measured. */
+        if (s->streamed) {
+            qsort(a, k, sizeof *a, cmp_double);
+            s->es_ttft = lb_early_stop_estimate(a, k, p, c->confidence);
+            qsort(b, k, sizeof *b, cmp_double);
+            s->es_tpot = lb_early_stop_estimate(b, k, p, c->confidence);
+        }
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
             if (!q[i].issued) continue;
@@ -241,8 +280,52 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
         s->perf_ok && s->min_duration_ok && s->min_queries_ok && s->early_stop_ok && s->no_failures;
 }
 
-lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms, size_t n_gaps,
-                               lb_loadgen_summary *s) {
+/* What to distrust in the result, as warnings. */
+static void warn(lb_loadgen_summary *s) {
+    s->warnings[0] = '\0';
+    s->n_warnings = 0;
+    if (s->handover_lag_ms.n > 0 && s->handover_lag_ms.p[4] > LB_LAG_WARN_MS)
+        add_warning(s,
+                    "the load generator fell behind its schedule: queries were handed to the "
+                    "HTTP client %.1f ms late at p99 (max %.1f ms), and TTFT and latency "
+                    "include that delay; run fewer queries per second per load generator",
+                    s->handover_lag_ms.p[4], s->handover_lag_ms.max);
+    else if (s->send_lag_ms.n > 0 && s->send_lag_ms.p[4] > LB_LAG_WARN_MS)
+        add_warning(s,
+                    "requests went out %.1f ms after their scheduled time at p99 (max %.1f "
+                    "ms: connection set-up or a busy client), and TTFT and latency include "
+                    "that delay",
+                    s->send_lag_ms.p[4], s->send_lag_ms.max);
+    int64_t resent = 0;
+    for (int e = 0; e < LB_QERR_COUNT; e++)
+        resent += s->resent[e];
+    if (resent > 0) {
+        char list[256];
+        reason_list(s->resent, list, sizeof list);
+        add_warning(s,
+                    "%lld attempts failed and were sent again (%s); those queries' latency "
+                    "includes the failed attempt",
+                    (long long)resent, list);
+    }
+    for (size_t i = 0; i < s->n_replicas; i++)
+        if (s->replicas[i].ejected)
+            add_warning(s, "replica %s was taken out of rotation: %s", s->replicas[i].url,
+                        s->replicas[i].eject_reason);
+    if (!s->streamed)
+        add_warning(s, "TTFT, TPOT and inter-token latency are not measured with whole answers "
+                       "(--no-stream)");
+    if (s->counted[LB_TOKENS_UNKNOWN] > 0)
+        add_warning(s,
+                    "%lld answers came without usage: their token counts and every token rate "
+                    "are unknown (give --tokenizer)",
+                    (long long)s->counted[LB_TOKENS_UNKNOWN]);
+}
+
+lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms,
+                               const uint8_t *resent, size_t n_resent, lb_loadgen_summary *s) {
+    size_t n_gaps = 0;
+    for (size_t i = 0; i < n; i++)
+        n_gaps += q[i].n_gaps;
     size_t cap = n > n_gaps ? n : n_gaps;
     double *a = malloc((cap ? cap : 1) * sizeof *a), *b = malloc((n ? n : 1) * sizeof *b);
     if (a == NULL || b == NULL) {
@@ -252,6 +335,10 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
     }
     s->issued = s->completed = s->failed = s->retries = 0;
     memset(s->failures, 0, sizeof s->failures);
+    memset(s->resent, 0, sizeof s->resent);
+    for (size_t i = 0; i < n_resent; i++)
+        s->resent[resent[i] < LB_QERR_COUNT ? resent[i] : LB_QERR_OTHER]++;
+    s->new_connections = 0;
     s->output_tokens = s->input_tokens = 0;
     memset(s->counted, 0, sizeof s->counted);
     s->input_tokens_known = true;
@@ -261,6 +348,7 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
         const lb_query *x = &q[i];
         if (!x->issued) continue;
         s->issued++;
+        s->new_connections += x->conns_opened;
         if (x->attempts > 1) s->retries += x->attempts - 1;
         if (x->scheduled_ns > last_sched) last_sched = x->scheduled_ns;
         if (x->sent_ns > last_sent) last_sent = x->sent_ns;
@@ -315,7 +403,7 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
     s->good = 0;
     for (size_t i = 0; i < n; i++) {
         if (!q[i].finished || q[i].error != LB_QERR_NONE) continue;
-        double ttft = query_ttft(&q[i]), tpot = query_tpot(&q[i]);
+        double ttft = query_ttft(&q[i], s->streamed), tpot = query_tpot(&q[i], s->streamed);
         bool good = (c->slo_ttft_ms <= 0 || ttft <= c->slo_ttft_ms) &&
                     (c->slo_tpot_ms <= 0 || isnan(tpot) || tpot <= c->slo_tpot_ms);
         s->good += good;
@@ -323,107 +411,155 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
         b[k] = tpot;
         k++;
     }
-    s->goodput_per_s = (double)s->good / dur;
-    s->ttft_ms = dist_of(a, k);
-    s->tpot_ms = dist_of(b, k);
+    /* A bound on a time that was not measured cannot be judged. */
+    bool judged = s->streamed || (c->slo_ttft_ms <= 0 && c->slo_tpot_ms <= 0);
+    s->goodput_per_s = judged ? (double)s->good / dur : NAN;
+    s->ttft_ms = dist_of(s, a, k);
+    s->tpot_ms = dist_of(s, b, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
         if (q[i].finished && q[i].error == LB_QERR_NONE)
             a[k++] = ms(q[i].done_ns - q[i].scheduled_ns);
-    s->latency_ms = dist_of(a, k);
+    s->latency_ms = dist_of(s, a, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
         if (q[i].finished && q[i].error == LB_QERR_NONE)
             a[k++] = ms(q[i].sent_ns - q[i].scheduled_ns);
-    s->queue_ms = dist_of(a, k);
+    s->queue_ms = dist_of(s, a, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
         if (q[i].issued && q[i].scheduled_send && q[i].sent_ns > 0)
             a[k++] = ms(q[i].sent_ns - q[i].scheduled_ns);
-    s->send_lag_ms = dist_of(a, k);
+    s->send_lag_ms = dist_of(s, a, k);
     k = 0;
     for (size_t i = 0; i < n; i++)
         if (q[i].issued && q[i].scheduled_send && q[i].handover_ns > 0)
             a[k++] = ms(q[i].handover_ns - q[i].scheduled_ns);
-    s->handover_lag_ms = dist_of(a, k);
-    for (size_t i = 0; i < n_gaps; i++)
-        a[i] = gaps_ms[i];
-    s->itl_ms = dist_of(a, n_gaps);
+    s->handover_lag_ms = dist_of(s, a, k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t g = 0; g < q[i].n_gaps; g++)
+            a[k++] = gaps_ms[q[i].gap0 + g];
+    s->itl_ms = dist_of(s, a, k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (q[i].n_gaps > 0) a[k++] = gaps_ms[q[i].gap0];
+    s->ttst_ms = dist_of(s, a, k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s->streamed && q[i].finished && q[i].error == LB_QERR_NONE && q[i].output_tokens > 1 &&
+            q[i].done_ns > q[i].first_ns)
+            a[k++] =
+                (double)(q[i].output_tokens - 1) / ((double)(q[i].done_ns - q[i].first_ns) / 1e9);
+    s->user_tok_per_s = dist_of(s, a, k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (q[i].finished && q[i].error == LB_QERR_NONE && q[i].input_tokens >= 0)
+            a[k++] = q[i].input_tokens;
+    s->input_len = dist_of(s, a, k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (q[i].finished && q[i].error == LB_QERR_NONE && q[i].output_tokens >= 0)
+            a[k++] = q[i].output_tokens;
+    s->output_len = dist_of(s, a, k);
 
     verdict(q, n, s, a, b);
+    warn(s);
     free(a);
     free(b);
     return LB_OK;
 }
 
-static lb_status put(lb_result *r, const char *prefix, const char *name, double v,
-                     const char *unit) {
-    char full[LB_NAME_BYTES];
-    snprintf(full, sizeof full, "%s%s", prefix, name);
-    return lb_result_set_metric(r, full, v, unit);
+static lb_status put(lb_result *r, const char *name, double v, const char *unit) {
+    return lb_result_set_metric(r, name, v, unit);
 }
 
-static lb_status put_dist(lb_result *r, const char *prefix, const char *base, const lb_dist *d) {
-    static const char *const tags[LB_N_PCTL] = {"p50", "p90", "p95", "p97", "p99", "p99_9"};
-    char name[LB_NAME_BYTES];
-    snprintf(name, sizeof name, "%s_mean_ms", base);
-    LB_TRY(put(r, prefix, name, d->mean, "ms"));
-    snprintf(name, sizeof name, "%s_min_ms", base);
-    LB_TRY(put(r, prefix, name, d->min, "ms"));
-    snprintf(name, sizeof name, "%s_max_ms", base);
-    LB_TRY(put(r, prefix, name, d->max, "ms"));
+void lb_loadgen_pctl_tag(double level, char *out, size_t cap) {
+    char num[16];
+    snprintf(num, sizeof num, "%g", level);
+    for (char *c = num; *c; c++)
+        if (*c == '.') *c = '_';
+    snprintf(out, cap, "p%s", num);
+}
+
+/* BASE_{mean,std,min,max,p50,...}SUFFIX ("_ms", or "" for counts and rates), then the
+ * chosen levels. */
+static lb_status put_dist(lb_result *r, const lb_loadgen_summary *s, const char *base,
+                          const char *suffix, const lb_dist *d, const char *unit) {
+    char name[LB_NAME_BYTES], tag[24];
+    static const char *const stats[] = {"mean", "std", "min", "max"};
+    const double vals[] = {d->mean, d->std, d->min, d->max};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s_%s%s", base, stats[i], suffix);
+        LB_TRY(put(r, name, vals[i], unit));
+    }
     for (int i = 0; i < LB_N_PCTL; i++) {
-        snprintf(name, sizeof name, "%s_%s_ms", base, tags[i]);
-        LB_TRY(put(r, prefix, name, d->p[i], "ms"));
+        lb_loadgen_pctl_tag(lb_loadgen_pctl_levels[i], tag, sizeof tag);
+        snprintf(name, sizeof name, "%s_%s%s", base, tag, suffix);
+        LB_TRY(put(r, name, d->p[i], unit));
+    }
+    for (int i = 0; i < s->n_user_pctl; i++) {
+        lb_loadgen_pctl_tag(s->user_pctl[i], tag, sizeof tag);
+        snprintf(name, sizeof name, "%s_%s%s", base, tag, suffix);
+        LB_TRY(put(r, name, d->user_p[i], unit));
     }
     return LB_OK;
 }
 
-lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *prefix,
-                                       lb_result *r) {
-    LB_TRY(put(r, prefix, "samples_per_s", s->samples_per_s, "samples/s"));
-    LB_TRY(put(r, prefix, "output_tok_per_s", s->output_tok_per_s, "tok/s"));
-    LB_TRY(put(r, prefix, "total_tok_per_s", s->total_tok_per_s, "tok/s"));
-    LB_TRY(put(r, prefix, "goodput_per_s", s->goodput_per_s, "samples/s"));
-    LB_TRY(put(r, prefix, "mlperf_samples_per_s", s->mlperf_samples_per_s, "samples/s"));
+lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, lb_result *r) {
+    LB_TRY(put(r, "samples_per_s", s->samples_per_s, "samples/s"));
+    LB_TRY(put(r, "output_tok_per_s", s->output_tok_per_s, "tok/s"));
+    LB_TRY(put(r, "total_tok_per_s", s->total_tok_per_s, "tok/s"));
+    LB_TRY(put(r, "goodput_per_s", s->goodput_per_s, "samples/s"));
+    LB_TRY(put(r, "mlperf_samples_per_s", s->mlperf_samples_per_s, "samples/s"));
     if (s->scenario == LB_SCENARIO_SERVER) {
-        LB_TRY(put(r, prefix, "target_qps", s->target_qps, "queries/s"));
-        LB_TRY(put(r, prefix, "scheduled_qps", s->scheduled_qps, "queries/s"));
+        LB_TRY(put(r, "target_qps", s->target_qps, "queries/s"));
+        LB_TRY(put(r, "scheduled_qps", s->scheduled_qps, "queries/s"));
     }
-    LB_TRY(put(r, prefix, "issued", (double)s->issued, "queries"));
-    LB_TRY(put(r, prefix, "completed", (double)s->completed, "queries"));
-    LB_TRY(put(r, prefix, "failed", (double)s->failed, "queries"));
-    LB_TRY(put(r, prefix, "retries", (double)s->retries, "attempts"));
-    LB_TRY(put(r, prefix, "connections_preopened", (double)s->preconnected, "connections"));
-    LB_TRY(put(r, prefix, "connections_opened", (double)s->new_connections, "attempts"));
+    LB_TRY(put(r, "issued", (double)s->issued, "queries"));
+    LB_TRY(put(r, "completed", (double)s->completed, "queries"));
+    LB_TRY(put(r, "failed", (double)s->failed, "queries"));
+    LB_TRY(put(r, "retries", (double)s->retries, "attempts"));
+    LB_TRY(put(r, "connections_preopened", (double)s->preconnected, "connections"));
+    LB_TRY(put(r, "connections_opened", (double)s->new_connections, "attempts"));
     for (int e = 1; e < LB_QERR_COUNT; e++) {
         if (s->failures[e] == 0) continue;
         char name[LB_NAME_BYTES];
         snprintf(name, sizeof name, "failed_%s", lb_http_qerr_name((lb_qerr)e));
-        LB_TRY(put(r, prefix, name, (double)s->failures[e], "queries"));
+        LB_TRY(put(r, name, (double)s->failures[e], "queries"));
     }
-    LB_TRY(put(r, prefix, "output_tokens", (double)s->output_tokens, "tokens"));
+    for (int e = 1; e < LB_QERR_COUNT; e++) {
+        if (s->resent[e] == 0) continue;
+        char name[LB_NAME_BYTES];
+        snprintf(name, sizeof name, "resent_%s", lb_http_qerr_name((lb_qerr)e));
+        LB_TRY(put(r, name, (double)s->resent[e], "attempts"));
+    }
+    LB_TRY(put(r, "output_tokens", (double)s->output_tokens, "tokens"));
+    LB_TRY(put(r, "output_tokens_unknown", (double)s->counted[LB_TOKENS_UNKNOWN], "queries"));
+    LB_TRY(put(r, "duration_s", s->duration_s, "s"));
+    LB_TRY(put_dist(r, s, "ttft", "_ms", &s->ttft_ms, "ms"));
+    LB_TRY(put_dist(r, s, "tpot", "_ms", &s->tpot_ms, "ms"));
+    LB_TRY(put_dist(r, s, "itl", "_ms", &s->itl_ms, "ms"));
+    LB_TRY(put_dist(r, s, "ttst", "_ms", &s->ttst_ms, "ms"));
+    LB_TRY(put_dist(r, s, "latency", "_ms", &s->latency_ms, "ms"));
+    LB_TRY(put_dist(r, s, "queue", "_ms", &s->queue_ms, "ms"));
+    LB_TRY(put_dist(r, s, "send_lag", "_ms", &s->send_lag_ms, "ms"));
+    LB_TRY(put_dist(r, s, "handover_lag", "_ms", &s->handover_lag_ms, "ms"));
+    LB_TRY(put_dist(r, s, "user_output_tok_per_s", "", &s->user_tok_per_s, "tok/s"));
+    LB_TRY(put_dist(r, s, "input_len", "", &s->input_len, "tokens"));
+    LB_TRY(put_dist(r, s, "output_len", "", &s->output_len, "tokens"));
+    LB_TRY(put(r, "valid", s->valid ? 1.0 : 0.0, "bool"));
+    LB_TRY(put(r, "warnings", (double)s->n_warnings, "count"));
     LB_TRY(
-        put(r, prefix, "output_tokens_unknown", (double)s->counted[LB_TOKENS_UNKNOWN], "queries"));
-    LB_TRY(put(r, prefix, "duration_s", s->duration_s, "s"));
-    LB_TRY(put_dist(r, prefix, "ttft", &s->ttft_ms));
-    LB_TRY(put_dist(r, prefix, "tpot", &s->tpot_ms));
-    LB_TRY(put_dist(r, prefix, "itl", &s->itl_ms));
-    LB_TRY(put_dist(r, prefix, "latency", &s->latency_ms));
-    LB_TRY(put_dist(r, prefix, "queue", &s->queue_ms));
-    LB_TRY(put_dist(r, prefix, "send_lag", &s->send_lag_ms));
-    LB_TRY(put_dist(r, prefix, "handover_lag", &s->handover_lag_ms));
-    LB_TRY(put(r, prefix, "valid", s->valid ? 1.0 : 0.0, "bool"));
-    LB_TRY(
-        put(r, prefix, "early_stop_needed_queries",
+        put(r, "early_stop_needed_queries",
             (double)(s->es_ttft.needed > s->es_tpot.needed ? s->es_ttft.needed : s->es_tpot.needed),
             "queries"));
     for (size_t i = 0; i < s->n_replicas; i++) {
         char name[LB_NAME_BYTES];
         snprintf(name, sizeof name, "replica%zu_completed", i);
-        LB_TRY(put(r, prefix, name, (double)s->replicas[i].completed, "attempts"));
+        LB_TRY(put(r, name, (double)s->replicas[i].completed, "attempts"));
         snprintf(name, sizeof name, "replica%zu_failed", i);
-        LB_TRY(put(r, prefix, name, (double)s->replicas[i].failed, "attempts"));
+        LB_TRY(put(r, name, (double)s->replicas[i].failed, "attempts"));
     }
     return LB_OK;
 }

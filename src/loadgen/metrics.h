@@ -7,7 +7,11 @@
  * (sent - scheduled), send lag (sent - scheduled, for scheduled sends only), throughput,
  * goodput against an SLO, and the MLPerf verdict: VALID only when the latency bounds
  * (Server), min duration, min queries and early stopping all hold and no query failed,
- * with each reason spelled out otherwise. The formulas are listed in docs/METRICS.md;
+ * with each reason spelled out otherwise. Whole (not streamed) answers have no TTFT,
+ * TPOT or ITL: those are NaN ("not measured"), never the latency or 0, and a latency
+ * bound on them is not met. Warnings name what to distrust in a result that may still
+ * be VALID: the load generator behind its schedule, attempts resent after a failure,
+ * replicas taken out, token counts unknown. The formulas are listed in docs/METRICS.md;
  * percentiles are core/stats.h's (linear interpolation). */
 #ifndef LB_LOADGEN_METRICS_H
 #define LB_LOADGEN_METRICS_H
@@ -53,16 +57,18 @@ typedef struct {
     int64_t scheduled_ns;  /* when it was due (t0-relative) */
     int64_t handover_ns;   /* when the (last) attempt was handed to the HTTP client */
     int64_t sent_ns;       /* when the (last) attempt's request went out */
-    int64_t first_ns;      /* first generated text of the last attempt */
+    int64_t first_ns;      /* first generated text of the last attempt (streamed) */
     int64_t last_ns;       /* latest generated text (for inter-token gaps) */
     int64_t done_ns;       /* answer complete, or failure known */
     uint32_t sample;       /* dataset index */
     int32_t input_tokens;  /* usage, else the dataset's count, else -1 */
     int32_t output_tokens; /* usage, else tokenizer, else streamed pieces, else -1 (unknown) */
     int32_t n_chunks;      /* streamed pieces with text */
-    float itl_max_ms;      /* largest gap between pieces */
+    uint32_t gap0;         /* its first inter-token gap in the run's gap array */
+    uint32_t n_gaps;       /* its gaps there (completed, streamed queries) */
     uint8_t error;         /* lb_qerr */
     uint8_t attempts;      /* 1 + retries */
+    uint8_t conns_opened;  /* attempts that had to open a connection */
     int16_t http_status;
     int16_t replica;     /* replica of the last attempt, -1 when none */
     uint8_t counted;     /* lb_token_count: where output_tokens came from */
@@ -89,14 +95,21 @@ lb_constraints lb_loadgen_constraints_default(void);
 #define LB_N_PCTL 6
 extern const double lb_loadgen_pctl_levels[LB_N_PCTL]; /* 50, 90, 95, 97, 99, 99.9 */
 
+/* Send or hand-over lag p99 above this means the load generator fell behind its own
+ * schedule: the summary warns (docs/PERFORMANCE.md gives the rates one core keeps). */
+#define LB_LAG_WARN_MS 10.0
+
+#define LB_MAX_USER_PCTL 8 /* --percentiles: levels beyond the fixed ones */
+
 typedef struct {
     size_t n;
-    double min, max, mean;
+    double min, max, mean, std; /* std: sample standard deviation (n - 1) */
     double p[LB_N_PCTL];
+    double user_p[LB_MAX_USER_PCTL]; /* at the summary's user_pctl levels */
 } lb_dist;
 
-/* The summary of one run (or one sweep step). The caller fills the setup part, then
- * lb_loadgen_summarize() fills the measured part. */
+/* The summary of one run. The caller fills the setup part, then lb_loadgen_summarize()
+ * fills the measured part. */
 typedef struct {
     /* setup */
     lb_scenario scenario;
@@ -107,6 +120,10 @@ typedef struct {
     double min_duration_s;
     int64_t min_queries;
     int64_t max_inflight;
+    int64_t max_failed; /* queries that may fail after retries before the run fails */
+    bool streamed;      /* answers were streamed: TTFT, TPOT and ITL are measured */
+    double user_pctl[LB_MAX_USER_PCTL]; /* --percentiles levels (0 < level < 100) */
+    int n_user_pctl;
     int64_t preconnected; /* connections opened (and answered) before the first step */
     uint64_t sample_seed, schedule_seed;
     size_t n_samples; /* dataset size (MLPerf's performance_sample_count) */
@@ -114,15 +131,16 @@ typedef struct {
     size_t n_replicas;
     /* measured */
     int64_t issued, completed, failed, retries;
-    int64_t new_connections; /* attempts that had to open a connection (none was idle) */
-    int64_t failures[LB_QERR_COUNT];
-    double duration_s;           /* t0 to the last completion */
-    double final_scheduled_s;    /* the last query's scheduled time */
-    double final_issued_s;       /* the last query's send time */
-    double samples_per_s;        /* completed / duration */
-    double mlperf_samples_per_s; /* MLPerf: (completed - 1) / last done (Server), completed /
-                                    duration */
-    double scheduled_qps;        /* (issued - 1) / final scheduled time (Server) */
+    int64_t new_connections;         /* attempts that had to open a connection (none was idle) */
+    int64_t failures[LB_QERR_COUNT]; /* queries that failed, by their last attempt's reason */
+    int64_t resent[LB_QERR_COUNT];   /* attempts that failed and were sent again, by reason */
+    double duration_s;               /* t0 to the last completion */
+    double final_scheduled_s;        /* the last query's scheduled time */
+    double final_issued_s;           /* the last query's send time */
+    double samples_per_s;            /* completed / duration */
+    double mlperf_samples_per_s;     /* MLPerf: (completed - 1) / last done (Server), completed /
+                                        duration */
+    double scheduled_qps;            /* (issued - 1) / final scheduled time (Server) */
     double output_tok_per_s;
     double total_tok_per_s;
     double goodput_per_s;                /* completed within the SLO per second */
@@ -134,10 +152,17 @@ typedef struct {
                                          "usage", "tokenizer+chunks", "usage+unknown", ...;
                                          "none" without completions */
     lb_dist ttft_ms, tpot_ms, itl_ms, latency_ms, queue_ms, send_lag_ms;
-    lb_dist handover_lag_ms; /* handover - scheduled: the scheduler's own lateness */
+    lb_dist handover_lag_ms;       /* handover - scheduled: the scheduler's own lateness */
+    lb_dist ttst_ms;               /* time to second token: each query's first inter-token gap */
+    lb_dist user_tok_per_s;        /* per query (output tokens - 1) / (done - first token) */
+    lb_dist input_len, output_len; /* tokens of completed queries whose count is known */
     bool perf_ok, min_duration_ok, min_queries_ok, early_stop_ok, no_failures, valid;
     lb_early_stop es_ttft, es_tpot, es_latency;
-    char reasons[768]; /* why INVALID, "; "-separated; "" when valid */
+    char reasons[768];   /* why INVALID, "; "-separated; "" when valid */
+    char warnings[1024]; /* what to distrust in a result, one a line; "" when none */
+    int n_warnings;
+    bool run_failed;   /* no query completed, or more than max_failed failed */
+    char failure[400]; /* why run_failed, one sentence */
     /* accuracy mode with references (accuracy/rouge.h) */
     bool has_rouge;
     double rouge[4];          /* rouge1, rouge2, rougeL, rougeLsum: mean F x 100 */
@@ -154,14 +179,18 @@ lb_status lb_loadgen_query_count_output(lb_query *q, int64_t usage_tokens, bool 
                                         const lb_tokenizer *tok, const char *text, size_t text_len,
                                         lb_err *err);
 
-/* Fills the measured part of s from queries q[0..n) and every inter-token gap
- * gaps_ms[0..n_gaps). LB_ERR_NOMEM only. */
-lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms, size_t n_gaps,
-                               lb_loadgen_summary *s);
+/* Fills the measured part of s from queries q[0..n), the run's inter-token gaps
+ * gaps_ms (query i's are gaps_ms[q[i].gap0 ..][0 .. q[i].n_gaps)) and the reasons of the
+ * attempts that failed and were sent again, resent[0..n_resent) (lb_qerr). LB_ERR_NOMEM
+ * only. */
+lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms,
+                               const uint8_t *resent, size_t n_resent, lb_loadgen_summary *s);
 
-/* Adds s's numbers to r as metrics, each name prefixed with `prefix` ("" or "qps8/"). */
-lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, const char *prefix,
-                                       lb_result *r);
+/* "p99_9" for 99.9: a percentile level as it appears in metric names. */
+void lb_loadgen_pctl_tag(double level, char *out, size_t cap);
+
+/* Adds s's numbers to r as metrics. */
+lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, lb_result *r);
 
 /* What the progress line shows. */
 typedef struct {

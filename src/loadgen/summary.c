@@ -2,6 +2,7 @@
 #include "loadgen/summary.h"
 
 #include <math.h>
+#include <string.h>
 
 #define RULE "================================================\n"
 
@@ -13,15 +14,56 @@ static const char *yes(bool b) {
     return b ? "Yes" : "NO";
 }
 
-/* "Min latency (ns) : ..." and the percentiles, MLPerf's labels. */
+/* "Min latency (ns) : ..." and the percentiles, MLPerf's labels; a distribution with no
+ * sample is one line saying so. */
 static void dist_ns(FILE *f, const lb_dist *d, const char *min_label, const char *max_label,
                     const char *mean_label, const char *pct_label) {
+    if (d->n == 0) {
+        fprintf(f, "%s: not measured\n", min_label);
+        return;
+    }
     fprintf(f, "%s: %lld\n", min_label, ns_of(d->min));
     fprintf(f, "%s: %lld\n", max_label, ns_of(d->max));
     fprintf(f, "%s: %lld\n", mean_label, ns_of(d->mean));
     for (int i = 0; i < LB_N_PCTL; i++)
         fprintf(f, "%.2f percentile %s: %lld\n", lb_loadgen_pctl_levels[i], pct_label,
                 ns_of(d->p[i]));
+}
+
+/* One row of the per-request table: mean, std, p50, p90, p99 and the chosen levels;
+ * scale turns the stored unit into the printed one (ms -> ns: 1e6). */
+static void table_row(FILE *f, const lb_loadgen_summary *s, const char *label, const lb_dist *d,
+                      double scale) {
+    fprintf(f, "%-28s", label);
+    if (d->n == 0) {
+        fprintf(f, " not measured\n");
+        return;
+    }
+    const double v[] = {d->mean, d->std, d->p[0], d->p[1], d->p[4]};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        fprintf(f, " %14.1f", v[i] * scale);
+    for (int i = 0; i < s->n_user_pctl; i++)
+        fprintf(f, " %14.1f", d->user_p[i] * scale);
+    fprintf(f, "\n");
+}
+
+static void request_table(FILE *f, const lb_loadgen_summary *s) {
+    fprintf(f, "\n%-28s %14s %14s %14s %14s %14s", "Per request", "mean", "std", "p50", "p90",
+            "p99");
+    for (int i = 0; i < s->n_user_pctl; i++) {
+        char tag[24];
+        lb_loadgen_pctl_tag(s->user_pctl[i], tag, sizeof tag);
+        fprintf(f, " %14s", tag);
+    }
+    fprintf(f, "\n");
+    table_row(f, s, "TTFT (ns)", &s->ttft_ms, 1e6);
+    table_row(f, s, "Time to second token (ns)", &s->ttst_ms, 1e6);
+    table_row(f, s, "TPOT (ns)", &s->tpot_ms, 1e6);
+    table_row(f, s, "Inter-token latency (ns)", &s->itl_ms, 1e6);
+    table_row(f, s, "Latency (ns)", &s->latency_ms, 1e6);
+    table_row(f, s, "Output tokens/s per user", &s->user_tok_per_s, 1);
+    table_row(f, s, "Input tokens", &s->input_len, 1);
+    table_row(f, s, "Output tokens", &s->output_len, 1);
 }
 
 static void early_stop_server(FILE *f, const lb_early_stop *e) {
@@ -119,6 +161,10 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
         if (s->failures[e] > 0)
             fprintf(f, "  %s : %lld\n", lb_http_qerr_name((lb_qerr)e), (long long)s->failures[e]);
     fprintf(f, "Retries : %lld\n", (long long)s->retries);
+    for (int e = 1; e < LB_QERR_COUNT; e++)
+        if (s->resent[e] > 0)
+            fprintf(f, "  resent after %s : %lld\n", lb_http_qerr_name((lb_qerr)e),
+                    (long long)s->resent[e]);
     fprintf(f, "Duration (s) : %.3f\n", s->duration_s);
     fprintf(f, "Samples per second : %.2f\n", s->samples_per_s);
     const int64_t *n = s->counted;
@@ -138,9 +184,13 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     else
         fprintf(f, "Total tokens per second : unknown (%s lengths not reported)\n",
                 n[LB_TOKENS_UNKNOWN] > 0 ? "answer" : "prompt");
-    if (c->slo_ttft_ms > 0 || c->slo_tpot_ms > 0)
-        fprintf(f, "Goodput (samples/s with TTFT <= %g ms, TPOT <= %g ms) : %.2f (%lld queries)\n",
-                c->slo_ttft_ms, c->slo_tpot_ms, s->goodput_per_s, (long long)s->good);
+    if ((c->slo_ttft_ms > 0 || c->slo_tpot_ms > 0) && isfinite(s->goodput_per_s))
+        fprintf(f,
+                "Goodput (samples/s with TTFT <= %lld ns, TPOT <= %lld ns) : %.2f (%lld "
+                "queries)\n",
+                ns_of(c->slo_ttft_ms), ns_of(c->slo_tpot_ms), s->goodput_per_s, (long long)s->good);
+    else if (c->slo_ttft_ms > 0 || c->slo_tpot_ms > 0)
+        fprintf(f, "Goodput : not measured (the SLO bounds TTFT or TPOT)\n");
     if (s->has_rouge)
         fprintf(f,
                 "ROUGE (F x 100) : rouge1 %.4f, rouge2 %.4f, rougeL %.4f, rougeLsum %.4f\n"
@@ -152,6 +202,7 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
                     ? "not applied (they hold for the full 13,368-sample cnn_eval set)"
                 : s->rouge_pass ? "PASS"
                                 : "FAIL");
+    request_table(f, s);
     fprintf(f, "\n");
     dist_ns(f, &s->itl_ms, "Min inter-token latency (ns)    ", "Max inter-token latency (ns)    ",
             "Mean inter-token latency (ns)   ", "inter-token latency (ns)   ");
@@ -198,7 +249,18 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "performance_issue_same : 0\n");
     fprintf(f, "performance_issue_same_index : 0\n");
     fprintf(f, "performance_sample_count : %zu\n", s->n_samples);
-    fprintf(f, "\nNo warnings encountered during test.\n\n");
+    if (s->n_warnings == 0) {
+        fprintf(f, "\nNo warnings encountered during test.\n\n");
+    } else {
+        fprintf(f, "\n%d warning%s encountered during test:\n", s->n_warnings,
+                s->n_warnings == 1 ? "" : "s");
+        for (const char *w = s->warnings; *w;) {
+            size_t len = strcspn(w, "\n");
+            fprintf(f, " * %.*s\n", (int)len, w);
+            w += len + (w[len] == '\n');
+        }
+        fprintf(f, "\n");
+    }
     if (s->failed > 0)
         fprintf(f, "%lld errors encountered during test.\n", (long long)s->failed);
     else

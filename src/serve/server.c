@@ -46,7 +46,14 @@
 #define HEAD_BYTES           (MODEL_MAX_BYTES * 6 + 160)
 _Static_assert(HEAD_BYTES >= HEAD_FIXED_MAX_BYTES + MODEL_MAX_BYTES * 6 + 2,
                "the head buffer must hold the longest head");
-#define TOKEN_JSON_MAX_BYTES (LB_TOKEN_TEXT_MAX_BYTES * 6)
+/* `stop`: at most STOP_MAX sequences of at most STOP_MAX_BYTES bytes. Text that may be
+ * the start of a stop sequence is held back, so one event carries at most a token and
+ * what was held. */
+#define STOP_MAX             4
+#define STOP_MAX_BYTES       32
+#define PIECE_MAX_BYTES      (LB_TOKEN_TEXT_MAX_BYTES + STOP_MAX_BYTES)
+#define TOKEN_JSON_MAX_BYTES (PIECE_MAX_BYTES * 6)
+#define BATCH_MAX            128 /* prompts in one completion request */
 /* An SSE event is "data: " + head + at most this many bytes. */
 #define EVENT_TAIL_BYTES   (TOKEN_JSON_MAX_BYTES + 192)
 #define EVENT_BYTES        (6 + HEAD_BYTES + EVENT_TAIL_BYTES)
@@ -102,6 +109,14 @@ typedef struct {
     int64_t arrival_ns;
     uint64_t index;
     int64_t max_tokens, prompt_tokens, sent, fault_at;
+    int64_t choice_sent;   /* tokens of the current choice */
+    int n_prompts, choice; /* a batch of prompts: one choice each, answered in turn */
+    size_t *parts;         /* batch: start and length of each prompt in body (2 a prompt) */
+    char stop[STOP_MAX][STOP_MAX_BYTES];
+    uint8_t stop_len[STOP_MAX];
+    uint8_t n_stop, held_len;
+    bool stopped;              /* a stop sequence ended the current choice */
+    char held[STOP_MAX_BYTES]; /* text held back: it may begin a stop sequence */
     size_t drop_at; /* drop fault, whole body: bytes sent before the connection is closed */
     sbuf body;      /* the request body, then the prompt text */
     sbuf resp;      /* the whole (non-streamed) response body */
@@ -285,6 +300,7 @@ static void request_release(void *cls) {
     if (r->parsed && s->src->done) s->src->done(s->src->ctx, r->stream_state);
     sbuf_free(&r->body);
     sbuf_free(&r->resp);
+    free(r->parts);
     free(r);
     atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
 }
@@ -333,33 +349,55 @@ static bool prompt_add(request *r, const char *s, size_t n) {
     return sbuf_append(&r->body, s, n);
 }
 
-/* Collects the prompt text of a completion request into r->body. */
+/* Appends token ids as decimal text, space-separated (how ids reach the source). */
+static const char *ids_add(request *r, const json_t *ids) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v) {
+        if (!json_is_integer(v)) return "'prompt' array must hold only strings or only token ids";
+        char tmp[24];
+        int n = snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
+        if (!sbuf_append(&r->body, tmp, (size_t)n) || !sbuf_append(&r->body, " ", 1))
+            return "out of memory";
+    }
+    return NULL;
+}
+
+/* Collects the prompt of a completion request into r->body: a string or an array of
+ * token ids is one prompt; an array of strings or of id arrays is a batch (one choice a
+ * prompt), whose parts are recorded in r->parts. */
 static const char *read_prompt(request *r, const json_t *prompt) {
     if (!prompt) return "missing field 'prompt'";
+    r->n_prompts = 1;
     if (json_is_string(prompt))
         return prompt_add(r, json_string_value(prompt), json_string_length(prompt))
                    ? NULL
                    : "out of memory";
     if (!json_is_array(prompt) || json_array_size(prompt) == 0)
-        return "'prompt' must be a string, a non-empty array of strings or an array of token ids";
+        return "'prompt' must be a string, an array of token ids, or a non-empty array of "
+               "prompts (strings or token id arrays)";
+    if (json_is_integer(json_array_get(prompt, 0))) return ids_add(r, prompt);
+    size_t n = json_array_size(prompt);
+    if (n > BATCH_MAX) return "'prompt' holds more than 128 prompts";
+    r->parts = malloc(2 * n * sizeof *r->parts);
+    if (r->parts == NULL) return "out of memory";
     size_t i;
     json_t *v;
-    bool ids = json_is_integer(json_array_get(prompt, 0));
     json_array_foreach(prompt, i, v) {
-        if (ids && json_is_integer(v)) {
-            char tmp[24];
-            int n = snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
-            if (!sbuf_append(&r->body, tmp, (size_t)n) || !sbuf_append(&r->body, " ", 1))
-                return "out of memory";
-        } else if (!ids && json_is_string(v)) {
-            if (!prompt_add(r, json_string_value(v), json_string_length(v))) return "out of memory";
-        } else if (json_is_array(v)) {
-            return "batched prompts (an array of prompts) are not supported: send one prompt "
-                   "per request";
-        } else {
-            return "'prompt' array must hold only strings or only token ids";
-        }
+        r->parts[2 * i] = r->body.len;
+        const char *why = NULL;
+        if (json_is_string(v))
+            why = sbuf_append(&r->body, json_string_value(v), json_string_length(v))
+                      ? NULL
+                      : "out of memory";
+        else if (json_is_array(v))
+            why = ids_add(r, v);
+        else
+            why = "'prompt' array must hold only strings, only token ids or only id arrays";
+        if (why) return why;
+        r->parts[2 * i + 1] = r->body.len - r->parts[2 * i];
     }
+    r->n_prompts = (int)n;
     return NULL;
 }
 
@@ -394,9 +432,92 @@ static const char *read_messages(request *r, const json_t *messages) {
 
 /* Reads a request's fields into r and formats its JSON head. Returns NULL or why the
  * request is malformed. */
+/* The fields a request may carry; any other is refused by name. Sampling fields are
+ * accepted: the synthetic text does not depend on them (an engine source will). */
+static const char *const known_fields[] = {
+    "model",
+    "prompt",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "stream",
+    "stream_options",
+    "n",
+    "stop",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "logit_bias",
+    "user",
+    "ignore_eos",
+    "logprobs",
+    "top_logprobs",
+    "echo",
+    "best_of",
+    "suffix",
+};
+
+/* Refuses what this server cannot do, naming the field: log probabilities, echo, best_of,
+ * suffix (fill-in), and fields it does not know. */
+static const char *check_fields(request *r, const json_t *root) {
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)root, key, v) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof known_fields / sizeof known_fields[0] && !known; i++)
+            known = strcmp(key, known_fields[i]) == 0;
+        if (!known) {
+            snprintf(r->head, sizeof r->head,
+                     "unknown field '%.200s': this server does not implement it", key);
+            return r->head;
+        }
+    }
+    v = json_object_get(root, "logprobs");
+    if (is_set(v) && !json_is_false(v))
+        return "'logprobs' is not supported: this server returns no log probabilities";
+    if (is_set(json_object_get(root, "top_logprobs")))
+        return "'top_logprobs' is not supported: this server returns no log probabilities";
+    if (json_is_true(json_object_get(root, "echo")))
+        return "'echo' is not supported: the prompt is not returned with the completion";
+    v = json_object_get(root, "best_of");
+    if (is_set(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
+        return "only 'best_of' = 1 is supported";
+    if (is_set(json_object_get(root, "suffix"))) return "'suffix' (fill-in) is not supported";
+    return NULL;
+}
+
+/* `stop`: a string or an array of up to 4 non-empty strings of at most 32 bytes. */
+static const char *read_stop(request *r, const json_t *v) {
+    r->n_stop = 0;
+    if (!is_set(v)) return NULL;
+    const json_t *one[1] = {v};
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    if (!json_is_string(v) && !json_is_array(v))
+        return "'stop' must be a string or an array of strings";
+    if (n > STOP_MAX) return "'stop' holds more than 4 sequences";
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_is_array(v) ? json_array_get(v, i) : one[0];
+        if (!json_is_string(x) || json_string_length(x) == 0 ||
+            json_string_length(x) > STOP_MAX_BYTES)
+            return "every 'stop' sequence must be a string of 1 to 32 bytes";
+        memcpy(r->stop[i], json_string_value(x), json_string_length(x));
+        r->stop_len[i] = (uint8_t)json_string_length(x);
+    }
+    r->n_stop = (uint8_t)n;
+    return NULL;
+}
+
 static const char *read_request(request *r, const json_t *root) {
     const lb_server *s = r->srv;
     if (!json_is_object(root)) return "the request body must be a JSON object";
+    const char *bad = check_fields(r, root);
+    if (bad) return bad;
+    if ((bad = read_stop(r, json_object_get(root, "stop"))) != NULL) return bad;
     const char *model = s->model;
     size_t model_len = strlen(model);
     const json_t *v = json_object_get(root, "model");
@@ -430,6 +551,10 @@ static const char *read_request(request *r, const json_t *root) {
     const char *why = r->chat ? read_messages(r, json_object_get(root, "messages"))
                               : read_prompt(r, json_object_get(root, "prompt"));
     if (why) return why;
+    if (r->chat) r->n_prompts = 1;
+    if (r->n_prompts > 1 && r->stream)
+        return "a batch of prompts is answered whole only: set 'stream' false or send one "
+               "prompt per request";
 
     const char *object = !r->chat    ? "text_completion"
                          : r->stream ? "chat.completion.chunk"
@@ -451,6 +576,40 @@ static bool draw_fault(const lb_server *s, uint64_t index) {
     return lb_rng_uniform(&g) < s->p.fault_rate;
 }
 
+/* ---- stop sequences ---- */
+
+/* Passes a token's text through the stop sequences: out gets what may be sent now (at
+ * most PIECE_MAX_BYTES). Text that may begin a stop sequence is held back until the next
+ * token shows whether it does; `last` (no token follows) releases it. A match ends the
+ * choice: out ends before the sequence and r->stopped is set. */
+static size_t stop_filter(request *r, const char *tok, size_t len, bool last, char *out) {
+    size_t m = r->held_len;
+    memcpy(out, r->held, m);
+    memcpy(out + m, tok, len);
+    m += len;
+    r->held_len = 0;
+    if (r->n_stop == 0) return m;
+    size_t cut = m;
+    for (int k = 0; k < r->n_stop; k++) {
+        const char *at = memmem(out, m, r->stop[k], r->stop_len[k]);
+        if (at != NULL && (size_t)(at - out) < cut) {
+            cut = (size_t)(at - out);
+            r->stopped = true;
+        }
+    }
+    if (r->stopped || last) return cut;
+    size_t keep = 0; /* the longest end of out that begins a stop sequence */
+    for (int k = 0; k < r->n_stop; k++)
+        for (size_t l = r->stop_len[k] - 1u < m ? r->stop_len[k] - 1u : m; l > keep; l--)
+            if (memcmp(out + m - l, r->stop[k], l) == 0) {
+                keep = l;
+                break;
+            }
+    memcpy(r->held, out + m - keep, keep);
+    r->held_len = (uint8_t)keep;
+    return m - keep;
+}
+
 /* ---- SSE events; each at most 6 + head_len + EVENT_TAIL_BYTES bytes ---- */
 
 static size_t write_token_event(const request *r, char *w, const char *tok, size_t len) {
@@ -467,7 +626,9 @@ static size_t write_token_event(const request *r, char *w, const char *tok, size
         p = put_json(p, tok, len);
         p = PUT_LIT(p, "\",\"logprobs\":null,\"finish_reason\":");
     }
-    p = r->sent + 1 == r->max_tokens ? PUT_LIT(p, "\"length\"") : PUT_LIT(p, "null");
+    p = r->stopped                     ? PUT_LIT(p, "\"stop\"")
+        : r->sent + 1 == r->max_tokens ? PUT_LIT(p, "\"length\"")
+                                       : PUT_LIT(p, "null");
     p = PUT_LIT(p, "}]}\n\n");
     return (size_t)(p - w);
 }
@@ -533,10 +694,15 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                 r->fault_fired = true;
                 break;
             }
-            char tok[LB_TOKEN_TEXT_MAX_BYTES];
+            char tok[LB_TOKEN_TEXT_MAX_BYTES], piece[PIECE_MAX_BYTES];
             size_t len = 0;
             int64_t due = 0;
             lb_token_state st = src->next(src->ctx, r->stream_state, now, tok, &len, &due);
+            if (st == LB_TOKEN_END && r->held_len > 0) { /* held text: one last piece */
+                n = write_token_event(r, w, r->held, r->held_len);
+                r->held_len = 0;
+                break;
+            }
             if (st == LB_TOKEN_END) {
                 r->out = r->include_usage ? OUT_USAGE : OUT_DONE;
                 continue;
@@ -547,8 +713,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                 now = INT64_MAX; /* draining: everything is due */
                 continue;
             }
-            n = write_token_event(r, w, tok, len);
+            size_t plen = stop_filter(r, tok, len, r->sent + 1 == r->max_tokens, piece);
+            n = write_token_event(r, w, piece, plen);
             r->sent++;
+            if (r->stopped) r->out = r->include_usage ? OUT_USAGE : OUT_DONE;
             break;
         case OUT_USAGE:
             n = write_usage_event(r, w);
@@ -600,7 +768,8 @@ static enum MHD_Result finish_whole(request *r) {
     char *p = r->resp.p + r->resp.len;
     p = r->chat ? PUT_LIT(p, "\"},\"logprobs\":null,\"finish_reason\":")
                 : PUT_LIT(p, "\",\"logprobs\":null,\"finish_reason\":");
-    p = r->sent == r->max_tokens ? PUT_LIT(p, "\"length\"}]") : PUT_LIT(p, "\"stop\"}]");
+    p = !r->stopped && r->choice_sent == r->max_tokens ? PUT_LIT(p, "\"length\"}]")
+                                                       : PUT_LIT(p, "\"stop\"}]");
     if (r->faulted && s->p.fault == LB_FAULT_TRUNCATE) {
         p = PUT_LIT(p, "}");
     } else {
@@ -623,6 +792,52 @@ static enum MHD_Result finish_whole(request *r) {
     return queue(s, r->conn, MHD_HTTP_OK, resp, "application/json");
 }
 
+/* Starts the token source on prompt k of the request (the whole body when it holds one);
+ * its prompt tokens add to the request's. */
+static lb_status start_choice(request *r, int k, lb_err *err) {
+    lb_server *s = r->srv;
+    bool batch = r->parts != NULL;
+    lb_token_request tr = {
+        .prompt = r->body.p + (batch ? r->parts[2 * k] : 0),
+        .prompt_len = batch ? r->parts[2 * k + 1] : r->body.len,
+        .max_tokens = r->max_tokens,
+        .arrival_ns = r->arrival_ns,
+        .chat = r->chat,
+    };
+    int64_t tokens = 0;
+    LB_TRY(s->src->start(s->src->ctx, &tr, r->stream_state, &tokens, err));
+    r->prompt_tokens += tokens;
+    r->choice = k;
+    r->choice_sent = 0;
+    r->stopped = false;
+    r->held_len = 0;
+    return LB_OK;
+}
+
+/* A batch: closes the choice just generated and starts the next one, whose tokens are
+ * due on the same clock (from the request's arrival), so the choices take the time of
+ * one. */
+static bool next_choice(request *r) {
+    lb_server *s = r->srv;
+    if (!sbuf_reserve(&r->resp, 96)) return false;
+    char *p = r->resp.p + r->resp.len;
+    p = PUT_LIT(p, "\",\"logprobs\":null,\"finish_reason\":");
+    p = !r->stopped && r->choice_sent == r->max_tokens ? PUT_LIT(p, "\"length\"},")
+                                                       : PUT_LIT(p, "\"stop\"},");
+    p = PUT_LIT(p, "{\"index\":");
+    p = put_i64(p, r->choice + 1);
+    p = PUT_LIT(p, ",\"text\":\"");
+    r->resp.len = (size_t)(p - r->resp.p);
+    if (s->src->done) s->src->done(s->src->ctx, r->stream_state);
+    lb_err err;
+    if (start_choice(r, r->choice + 1, &err) != LB_OK) {
+        r->parsed = false; /* nothing started to end */
+        LB_WARN("serve: the token source failed: %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
 /* Pulls every due token into the body; parks the connection until the next one is due
  * (libmicrohttpd calls the access handler again on resume) or finishes the body. */
 static enum MHD_Result generate_whole(request *r) {
@@ -636,18 +851,27 @@ static enum MHD_Result generate_whole(request *r) {
             if (s->p.fault == LB_FAULT_TRUNCATE) break;
         }
         if (!sbuf_reserve(&r->resp, TOKEN_JSON_MAX_BYTES)) return MHD_NO;
-        char tok[LB_TOKEN_TEXT_MAX_BYTES];
+        char tok[LB_TOKEN_TEXT_MAX_BYTES], piece[PIECE_MAX_BYTES];
         size_t len = 0;
         int64_t due = 0;
-        lb_token_state st = src->next(src->ctx, r->stream_state, now, tok, &len, &due);
-        if (st == LB_TOKEN_END) break;
+        lb_token_state st =
+            r->stopped ? LB_TOKEN_END : src->next(src->ctx, r->stream_state, now, tok, &len, &due);
         if (st == LB_TOKEN_LATER) {
             if (lb_server_timer_suspend(s->timer, r->conn, due)) return MHD_YES;
             now = INT64_MAX;
             continue;
         }
-        r->resp.len = (size_t)(put_json(r->resp.p + r->resp.len, tok, len) - r->resp.p);
+        if (st == LB_TOKEN_END) {
+            size_t plen = stop_filter(r, "", 0, true, piece); /* what was held */
+            r->resp.len = (size_t)(put_json(r->resp.p + r->resp.len, piece, plen) - r->resp.p);
+            if (r->choice + 1 >= r->n_prompts) break;
+            if (!next_choice(r)) return MHD_NO;
+            continue;
+        }
+        size_t plen = stop_filter(r, tok, len, r->choice_sent + 1 == r->max_tokens, piece);
+        r->resp.len = (size_t)(put_json(r->resp.p + r->resp.len, piece, plen) - r->resp.p);
         r->sent++;
+        r->choice_sent++;
     }
     return finish_whole(r);
 }
@@ -669,15 +893,8 @@ static enum MHD_Result begin(request *r) {
     if (why) return reply_request_error(r, MHD_HTTP_BAD_REQUEST, "%s", why);
     if (r->stream) count(&s->streamed, 1);
 
-    lb_token_request tr = {
-        .prompt = r->body.p,
-        .prompt_len = r->body.len,
-        .max_tokens = r->max_tokens,
-        .arrival_ns = r->arrival_ns,
-        .chat = r->chat,
-    };
     lb_err err = {{0}};
-    if (s->src->start(s->src->ctx, &tr, r->stream_state, &r->prompt_tokens, &err) != LB_OK)
+    if (start_choice(r, 0, &err) != LB_OK)
         return reply_error(s, r->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
                            "the token source failed: %s", err.msg);
     r->parsed = true;

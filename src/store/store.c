@@ -434,7 +434,9 @@ lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info
     sqlite3_stmt *st;
     LB_TRY(prepare(s,
                    "SELECT id, kind, name, status, failure, start_wall_s, end_wall_s, "
-                   "(SELECT coalesce(sum(n), 0) FROM series WHERE series.run_id = runs.id) "
+                   "(SELECT coalesce(sum(n), 0) FROM series WHERE series.run_id = runs.id), "
+                   "(SELECT value FROM metrics WHERE metrics.run_id = runs.id AND "
+                   "metrics.name = 'valid'), tags "
                    "FROM runs WHERE (?1 IS NULL OR kind = ?1) AND (?2 IS NULL OR status = ?2) "
                    "ORDER BY id DESC LIMIT ?3",
                    &st, err));
@@ -465,6 +467,9 @@ lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info
         info->start_wall_s = column_real(st, 5);
         info->end_wall_s = column_real(st, 6);
         info->n_samples = sqlite3_column_int64(st, 7);
+        info->valid =
+            sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 8) != 0;
+        copy_text(info->tags, sizeof info->tags, column_text(st, 9));
     }
     if (status == LB_OK && rc != SQLITE_DONE) status = db_fail(s, err, "cannot list runs");
     sqlite3_finalize(st);

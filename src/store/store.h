@@ -71,6 +71,8 @@ typedef struct {
     double start_wall_s; /* seconds since the epoch */
     double end_wall_s;   /* seconds since the epoch; NaN while running */
     int64_t n_samples;   /* raw samples over every series */
+    int valid;           /* its `valid` metric (an MLPerf-style verdict): 1, 0; -1 none */
+    char tags[256];      /* its tags as compact JSON ("[]" when none), cut at 255 bytes */
 } lb_store_run_info;
 
 /* Runs matching f (NULL: every run), newest first. *out is a malloc'd array the caller

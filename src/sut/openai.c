@@ -18,14 +18,19 @@ const char *lb_openai_api_path(lb_api api) {
     return api == LB_API_CHAT ? "/v1/chat/completions" : "/v1/completions";
 }
 
-char *lb_openai_body(const lb_openai_request *req, const char *prompt, int32_t max_tokens,
-                     size_t *len) {
+char *lb_openai_body(const lb_openai_request *req, const char *const *history, size_t n_history,
+                     const char *prompt, int32_t max_tokens, size_t *len) {
     json_t *o = json_object();
     if (req->model) json_object_set_new(o, "model", json_string(req->model));
-    if (req->api == LB_API_CHAT)
-        json_object_set_new(o, "messages",
-                            json_pack("[{s:s, s:s}]", "role", "user", "content", prompt));
-    else
+    if (req->api == LB_API_CHAT) {
+        json_t *msgs = json_array();
+        for (size_t i = 0; i < n_history; i++)
+            json_array_append_new(msgs,
+                                  json_pack("{s:s, s:s}", "role", i % 2 ? "assistant" : "user",
+                                            "content", history[i]));
+        json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", prompt));
+        json_object_set_new(o, "messages", msgs);
+    } else
         json_object_set_new(o, "prompt", json_string(prompt));
     json_object_set_new(o, "max_tokens", json_integer(max_tokens));
     json_object_set_new(o, "temperature", json_real(req->temperature));

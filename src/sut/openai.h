@@ -20,7 +20,7 @@
 
 typedef enum {
     LB_API_COMPLETIONS = 0, /* POST /v1/completions, "prompt" */
-    LB_API_CHAT,            /* POST /v1/chat/completions, one user message */
+    LB_API_CHAT,            /* POST /v1/chat/completions: the history, then the user message */
 } lb_api;
 
 /* "completions" or "chat"; parse returns -1 for anything else. */
@@ -38,9 +38,11 @@ typedef struct {
 } lb_openai_request;
 
 /* The JSON request body for one prompt (malloc'd, caller frees); *len gets its length.
+ * Chat: history[0..n_history) are the conversation's earlier messages, user and
+ * assistant in turn, before the prompt as the last user message (completions take none).
  * NULL on no memory. */
-char *lb_openai_body(const lb_openai_request *req, const char *prompt, int32_t max_tokens,
-                     size_t *len);
+char *lb_openai_body(const lb_openai_request *req, const char *const *history, size_t n_history,
+                     const char *prompt, int32_t max_tokens, size_t *len);
 
 typedef struct {
     bool done;        /* the "[DONE]" event */

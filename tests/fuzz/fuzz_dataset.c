@@ -71,5 +71,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         check_refused(&d, &err);
     }
+
+    if (lb_dataset_parse_sharegpt_turns(buf, size, "fuzz.json", &d, &err) == LB_OK) {
+        check_samples(&d);
+        for (size_t i = 0; i < d.n; i++) { /* chains go forward, histories are pairs */
+            FUZZ_CHECK(d.samples[i].next_turn < 0 || (size_t)d.samples[i].next_turn > i);
+            FUZZ_CHECK(d.samples[i].n_history % 2 == 0);
+            FUZZ_CHECK(d.samples[i].follow_up == (d.samples[i].n_history > 0));
+        }
+        lb_dataset_free(&d);
+    } else {
+        check_refused(&d, &err);
+    }
     return 0;
 }
