@@ -17,8 +17,8 @@
 
 /* The first line of root/path, trimmed; false when it cannot be read. */
 static bool read_line(const char *dir, const char *name, char *buf, size_t cap) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return false;
     FILE *f = fopen(path, "r");
     if (f == NULL) return false;
     bool ok = fgets(buf, (int)cap, f) != NULL;

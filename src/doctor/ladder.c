@@ -7,7 +7,8 @@
 #include "doctor/facts.h"
 
 static void add_set(lb_doctor_rung *r, const char *name, const char *value) {
-    for (int i = 0; i < r->n_unset; i++) /* setting it again overrides a removal */
+    for (int i = 0; i < r->n_unset && i < LB_RUNG_MAX_CHANGES;
+         i++) /* setting it again overrides a removal */
         if (strcmp(r->unset[i], name) == 0) r->unset[i][0] = '\0';
     if (r->n_set < LB_RUNG_MAX_CHANGES)
         snprintf(r->set[r->n_set++], sizeof r->set[0], "%s=%s", name, value);
