@@ -60,6 +60,21 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
                  "--attention cudnn applies to --device cuda only");
     expect_usage((const char *[]){"train", "--tf32", "--fp32-matmul", "3xtf32", NULL},
                  "--tf32 contradicts --fp32-matmul 3xtf32");
+    expect_usage((const char *[]){"train", "--quant", "int4", NULL}, "none|nf4");
+    expect_usage((const char *[]){"train", "--lora-rank", "0", NULL}, "--lora-rank");
+    expect_usage((const char *[]){"train", "--model", "llama-tiny", "--seq", "16", "--device",
+                                  "cpu", "--lora-rank", "4", "--lora-targets", "q,attn", "--db",
+                                  g_db, NULL},
+                 "unknown projection 'attn'");
+    expect_usage((const char *[]){"train", "--model", "llama-tiny", "--seq", "16", "--device",
+                                  "cpu", "--lora-rank", "65", "--db", g_db, NULL},
+                 "--lora-rank 65 is larger than projection");
+    expect_usage((const char *[]){"train", "--model", "llama-tiny", "--seq", "16", "--device",
+                                  "cpu", "--quant", "nf4", "--db", g_db, NULL},
+                 "--quant nf4 needs --lora-rank R");
+    expect_usage((const char *[]){"train", "--model", "llama-tiny", "--seq", "16", "--device",
+                                  "cuda", "--lora-rank", "4", "--quant", "nf4", "--db", g_db, NULL},
+                 "--quant nf4 needs --precision bf16 or fp16");
     /* nothing was stored for any of them */
     assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 0);
     json_t *list = json_loads(out, 0, NULL);
@@ -110,6 +125,34 @@ static void test_cli_train_stores_run_with_raw_samples(void **state) {
     }
     assert_float_equal(tok_s, 2.0 * 16 * 5 / total_s, 1e-6 * tok_s);
     json_decref(exp);
+}
+
+/* QLoRA on the CPU from the command line: stored with its adapter config and figures. */
+static void test_cli_train_qlora_run_is_stored_with_its_figures(void **state) {
+    (void)state;
+    int rc = run((const char *[]){
+        "train", "--model",     "llama-tiny", "--device",     "cpu",  "--batch",
+        "2",     "--seq",       "16",         "--steps",      "3",    "--warmup",
+        "0",     "--lora-rank", "4",          "--lora-alpha", "8",    "--lora-targets",
+        "q,v",   "--quant",     "nf4",        "--json",       "--db", g_db,
+        NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *config = json_object_get(doc, "config");
+    assert_string_equal(json_string_value(json_object_get(config, "lora_targets")), "q,v");
+    assert_string_equal(json_string_value(json_object_get(config, "quant")), "nf4");
+    assert_float_equal(json_real_value(json_object_get(config, "lora_alpha")), 8.0, 0.0);
+    /* llama-tiny, 2 layers: q 4 (64 + 64) + v 4 (64 + 32) = 896 a layer */
+    double trainable = -1;
+    json_t *m;
+    size_t i;
+    json_array_foreach(json_object_get(doc, "metrics"), i, m) {
+        if (strcmp(json_string_value(json_object_get(m, "name")), "trainable_params") == 0)
+            trainable = json_real_value(json_object_get(m, "value"));
+    }
+    assert_float_equal(trainable, 1792.0, 0.0);
+    json_decref(doc);
 }
 
 static void test_cli_train_sigint_stores_interrupted_run(void **state) {
@@ -167,6 +210,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_train_bad_input_exits_2_naming_it),
         cmocka_unit_test(test_cli_train_stores_run_with_raw_samples),
+        cmocka_unit_test(test_cli_train_qlora_run_is_stored_with_its_figures),
         cmocka_unit_test(test_cli_train_sigint_stores_interrupted_run),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

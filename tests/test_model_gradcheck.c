@@ -17,26 +17,9 @@
 #include "core/rng.h"
 #include "model/model.h"
 #include "model/ref.h"
+#include "test_util.h"
 
 enum { B = 2, T = 12 };
-
-/* Weights large enough (std 0.2, norm weights 1 +- 0.1, biases +- 0.05) that attention
- * and norms are far from their trivial regime. */
-static void randomize(lb_model *m, uint64_t seed) {
-    lb_rng rng;
-    lb_rng_seed(&rng, seed);
-    for (int i = 0; i < m->n_tensors; i++) {
-        const lb_param_tensor *t = &m->layout[i];
-        const char *dot = strrchr(t->name, '.');
-        int norm_w = strstr(t->name, "norm") && dot && strcmp(dot, ".w") == 0;
-        for (int64_t j = 0; j < t->numel; j++) {
-            double z = lb_rng_normal(&rng);
-            m->params[t->offset + j] = (float)(t->ndim == 2 ? 0.2 * z
-                                               : norm_w     ? 1.0 + 0.1 * z
-                                                            : 0.05 * z);
-        }
-    }
-}
 
 static double loss_at(lb_model *m, const int32_t *in, const int32_t *tg) {
     float loss;
@@ -53,7 +36,7 @@ static void gradcheck(const char *preset) {
     lb_model m;
     assert_int_equal(lb_model_config_preset(preset, &cfg, &err), LB_OK);
     assert_int_equal(lb_model_init(&m, &cfg, B, T, 7, &err), LB_OK);
-    randomize(&m, 99);
+    lb_test_randomize_params(&m, 99);
     int32_t in[B * T], tg[B * T];
     lb_rng rng;
     lb_rng_seed(&rng, 5);

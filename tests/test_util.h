@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/rng.h"
+#include "model/model.h"
 #include "model/tokenizer.h"
 
 /* Called in a forked child that runs a server: it is killed when the test program ends,
@@ -73,6 +75,24 @@ static inline int lb_test_run(const char *const *args, char *out, size_t out_cap
     unlink(out_path);
     unlink(err_path);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Weights large enough that attention and norms are far from their trivial regime:
+ * matrices normal(0, 0.2), norm weights 1 +- 0.1, biases +- 0.05 (gradient checks). */
+static inline void lb_test_randomize_params(lb_model *m, uint64_t seed) {
+    lb_rng rng;
+    lb_rng_seed(&rng, seed);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const lb_param_tensor *t = &m->layout[i];
+        const char *dot = strrchr(t->name, '.');
+        int norm_w = strstr(t->name, "norm") && dot && strcmp(dot, ".w") == 0;
+        for (int64_t j = 0; j < t->numel; j++) {
+            double z = lb_rng_normal(&rng);
+            m->params[t->offset + j] = (float)(t->ndim == 2 ? 0.2 * z
+                                               : norm_w     ? 1.0 + 0.1 * z
+                                                            : 0.05 * z);
+        }
+    }
 }
 
 /* Makes a fresh directory under /tmp and writes its path into dir (>= 32 bytes). */

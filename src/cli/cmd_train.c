@@ -42,7 +42,7 @@ int lb_cmd_train(int argc, char **argv) {
     train_ctx ctx = {.params = lb_train_default_params()};
     lb_train_params *p = &ctx.params;
     const char *device = NULL, *precision = "fp32", *name = NULL, *fp32_matmul = NULL;
-    const char *attention = NULL;
+    const char *attention = NULL, *quant = NULL;
     bool tf32 = false;
     int64_t seed = (int64_t)p->seed;
     bool no_progress = false;
@@ -91,8 +91,23 @@ int lb_cmd_train(int argc, char **argv) {
          "cuDNN's (timed on the first step; llmbench's where cuDNN 9 is not installed); builtin = "
          "llmbench's; cudnn = cuDNN's fused flash attention, an error where it is not available",
          0, 0, LB_GPU_ATTN_CHOICES},
+        {"--lora-rank", LB_ARG_INT, &p->lora_rank, "R",
+         "fine-tune LoRA adapters of rank R on a frozen base instead of training every "
+         "parameter (default 0: off)",
+         1, 1 << 20},
+        {"--lora-alpha", LB_ARG_DOUBLE, &p->lora_alpha, "A",
+         "adapter scale alpha / rank (default 16)", 1e-6, 1e6},
+        {"--lora-targets", LB_ARG_STRING, &p->lora_targets, "LIST",
+         "projections that get adapters: comma-separated from q,k,v,o,gate,up,down, or all "
+         "(default all; GPT-2 has no gate)"},
+        {"--quant", LB_ARG_CHOICE, &quant, NULL,
+         "the frozen base's projections: none (default) or nf4 (QLoRA: 4-bit NormalFloat, "
+         "blocks of 64, double-quantised absmax; needs --lora-rank, and bf16 or fp16 on cuda)",
+         0, 0, LB_QUANT_CHOICES},
         {"--peak-tflops", LB_ARG_DOUBLE, &p->peak_tflops, "X",
          "dense peak TFLOP/s for MFU when the GPU is not in the table", 1e-3, 1e6},
+        {"--hour-cost", LB_ARG_DOUBLE, &p->hour_cost, "X",
+         "price of this machine per hour, any currency: adds cost_per_1k_samples", 1e-9, 1e9},
         {"--name", LB_ARG_STRING, &name, "NAME",
          "name of the stored run (default MODEL-DEVICE-PRECISION)"},
         {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)"},
@@ -120,6 +135,7 @@ int lb_cmd_train(int argc, char **argv) {
     lb_precision_parse(precision, &p->precision);
     if (fp32_matmul != NULL) lb_blas_fp32_mode_parse(fp32_matmul, &p->fp32_matmul);
     if (attention != NULL) lb_gpu_attn_choice_parse(attention, &p->attention);
+    if (quant != NULL) lb_lora_quant_parse(quant, &p->quant, NULL);
     if (tf32 && fp32_matmul != NULL && p->fp32_matmul != LB_BLAS_FP32_TF32) {
         lb_args_usage_error("train", "--tf32 contradicts --fp32-matmul %s: give one of them",
                             fp32_matmul);

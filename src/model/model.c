@@ -1,4 +1,4 @@
-/* model.c: the CPU reference transformer (model.h), assembled from ref_ops.
+/* model.c: the CPU reference transformer (model.h), assembled from ref.
  *
  * The forward keeps every activation the backward needs, per layer, in one arena; the
  * backward walks the layers in reverse with one layer's worth of activation gradients,
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "model/lora.h"
 #include "model/ref.h"
 #include "model/safetensors.h"
 
@@ -180,6 +181,60 @@ lb_status lb_model_load_weights(lb_model *m, const char *path, lb_err *err) {
     return rc;
 }
 
+lb_status lb_model_attach_lora(lb_model *m, lb_lora *l, lb_err *err) {
+    if (l->max_tokens < (int64_t)m->B * m->T)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "adapters hold %lld tokens of intermediates, model '%s' runs %d x %d",
+                       (long long)l->max_tokens, m->cfg.name, m->B, m->T);
+    free(m->grads);
+    free(m->m);
+    free(m->v);
+    m->grads = m->m = m->v = NULL;
+    m->lora = l;
+    return LB_OK;
+}
+
+/* Adds the adapters on base tensor `which` of layer l to its product's output y
+ * (rows ld_out wide) for the input x of N tokens. */
+static void lora_forward(lb_model *m, int l, lb_lora_tensor which, float *y, const float *x,
+                         int64_t N) {
+    const lb_lora *a = m->lora;
+    if (!a) return;
+    for (int t = 0; t < LB_LORA_N_TARGETS; t++) {
+        lb_lora_proj p = lb_lora_projection(&m->cfg, (lb_lora_target)t);
+        if (a->off.a[t] < 0 || p.tensor != which) continue;
+        const float *lp = a->params + l * a->off.layer_numel;
+        lb_ref_lora_forward(y + p.row0, p.ld_out, lb_lora_u(a, l, (lb_lora_target)t), x,
+                            lp + a->off.a[t], lp + a->off.b[t], N, p.in, p.out, a->lc.rank,
+                            a->scale);
+    }
+}
+
+/* The adapters' backward on base tensor `which` of layer l: dy is the gradient of the
+ * product's output (rows ld_out wide), x its input; accumulates into dx and the adapters'
+ * gradients. */
+static void lora_backward(lb_model *m, int l, lb_lora_tensor which, float *dx, const float *dy,
+                          const float *x, int64_t N) {
+    lb_lora *a = m->lora;
+    if (!a) return;
+    for (int t = 0; t < LB_LORA_N_TARGETS; t++) {
+        lb_lora_proj p = lb_lora_projection(&m->cfg, (lb_lora_target)t);
+        if (a->off.a[t] < 0 || p.tensor != which) continue;
+        const float *lp = a->params + l * a->off.layer_numel;
+        float *lg = a->grads + l * a->off.layer_numel;
+        lb_ref_lora_backward(dx, lg + a->off.a[t], lg + a->off.b[t], a->du, dy + p.row0, p.ld_out,
+                             x, lb_lora_u(a, l, (lb_lora_target)t), lp + a->off.a[t],
+                             lp + a->off.b[t], N, p.in, p.out, a->lc.rank, a->scale);
+    }
+}
+
+/* Gradient of the tensor at offset off (of layer l, or global with l < 0); NULL when the
+ * tensor is absent or the base is frozen. */
+static float *grad_at(const lb_model *m, int l, int64_t off) {
+    if (!m->grads || off < 0) return NULL;
+    return m->grads + (l >= 0 ? m->off.layers + l * m->off.layer_numel : 0) + off;
+}
+
 /* LayerNorm (GPT-2) or RMSNorm (Llama). mean is unused by RMSNorm. */
 static void norm_forward(const lb_model *m, float *out, float *mean, float *rstd, const float *inp,
                          const float *w, const float *b, int B, int T) {
@@ -263,22 +318,26 @@ void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets
         norm_forward(m, x.norm1, x.norm1_mean, x.norm1_rstd, x.input, lp + lo->norm1_w,
                      at(lp, lo->norm1_b), B, T);
         lb_ref_matmul_forward(x.qkv, x.norm1, lp + lo->qkv_w, at(lp, lo->qkv_b), B, T, C, Q);
+        lora_forward(m, l, LB_LORA_IN_QKV, x.qkv, x.norm1, BT);
         if (c->family == LB_FAMILY_LLAMA)
             lb_ref_rope_forward(x.qkv, x.qkv, m->inv_freq, B, T, NH, NKV, HD);
         lb_ref_attention_forward(x.atty, x.att, x.qkv, B, T, NH, NKV, HD);
         lb_ref_matmul_forward(a->branch, x.atty, lp + lo->attn_out_w, at(lp, lo->attn_out_b), B, T,
                               C, C);
+        lora_forward(m, l, LB_LORA_IN_ATTN_OUT, a->branch, x.atty, BT);
         lb_ref_residual_forward(x.residual2, x.input, a->branch, BT * C);
         norm_forward(m, x.norm2, x.norm2_mean, x.norm2_rstd, x.residual2, lp + lo->norm2_w,
                      at(lp, lo->norm2_b), B, T);
         lb_ref_matmul_forward(x.mlp_in, x.norm2, lp + lo->mlp_in_w, at(lp, lo->mlp_in_b), B, T, C,
                               F);
+        lora_forward(m, l, LB_LORA_IN_MLP_IN, x.mlp_in, x.norm2, BT);
         if (c->family == LB_FAMILY_GPT2)
             lb_ref_gelu_forward(x.mlp_act, x.mlp_in, BT * H);
         else
             lb_ref_swiglu_forward(x.mlp_act, x.mlp_in, B, T, H);
         lb_ref_matmul_forward(a->branch, x.mlp_act, lp + lo->mlp_out_w, at(lp, lo->mlp_out_b), B, T,
                               H, C);
+        lora_forward(m, l, LB_LORA_IN_MLP_OUT, a->branch, x.mlp_act, BT);
         lb_ref_residual_forward(x.residual3, x.residual2, a->branch, BT * C);
     }
     const float *last = layer_at(m, c->n_layer - 1).residual3;
@@ -298,7 +357,8 @@ void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets
 }
 
 void lb_model_zero_grad(lb_model *m) {
-    memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+    if (m->grads) memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+    if (m->lora) memset(m->lora->grads, 0, (size_t)m->lora->off.total * sizeof(float));
 }
 
 void lb_model_backward(lb_model *m) {
@@ -311,7 +371,6 @@ void lb_model_backward(lb_model *m) {
     const int HD = lb_model_head_dim(c);
     const int64_t BT = (int64_t)B * T;
     const float *p = m->params;
-    float *g = m->grads;
     const lb_activations *a = &m->acts;
     const lb_activation_grads *d = &m->dacts;
 #define ZERO(buf, n) memset(buf, 0, (size_t)(n) * sizeof(float))
@@ -320,54 +379,65 @@ void lb_model_backward(lb_model *m) {
     lb_ref_softmax_crossentropy_backward(d->dlogits, a->probs, m->targets,
                                          (float)(1.0 / (double)BT), B, T, V);
     ZERO(d->dnorm, BT * C);
-    lb_ref_matmul_backward(d->dnorm, g + o->lm_head, NULL, d->dlogits, a->normf, p + o->lm_head, B,
-                           T, C, V);
+    lb_ref_matmul_backward(d->dnorm, grad_at(m, -1, o->lm_head), NULL, d->dlogits, a->normf,
+                           p + o->lm_head, B, T, C, V);
     ZERO(d->dresidual, BT * C);
-    norm_backward(m, d->dresidual, g + o->normf_w, at(g, o->normf_b), d->dnorm,
+    norm_backward(m, d->dresidual, grad_at(m, -1, o->normf_w), grad_at(m, -1, o->normf_b), d->dnorm,
                   layer_at(m, c->n_layer - 1).residual3, p + o->normf_w, a->normf_mean,
                   a->normf_rstd, B, T);
 
     for (int l = c->n_layer - 1; l >= 0; l--) {
         layer_acts x = layer_at(m, l);
         const float *lp = p + o->layers + l * o->layer_numel;
-        float *lg = g + o->layers + l * o->layer_numel;
         const lb_layer_offsets *lo = &o->layer;
         /* MLP branch: d(branch) = dresidual, which also flows straight to residual2. */
         ZERO(d->dmlp_act, BT * H);
-        lb_ref_matmul_backward(d->dmlp_act, lg + lo->mlp_out_w, at(lg, lo->mlp_out_b), d->dresidual,
-                               x.mlp_act, lp + lo->mlp_out_w, B, T, H, C);
+        lb_ref_matmul_backward(d->dmlp_act, grad_at(m, l, lo->mlp_out_w),
+                               grad_at(m, l, lo->mlp_out_b), d->dresidual, x.mlp_act,
+                               lp + lo->mlp_out_w, B, T, H, C);
+        lora_backward(m, l, LB_LORA_IN_MLP_OUT, d->dmlp_act, d->dresidual, x.mlp_act, BT);
         ZERO(d->dmlp_in, BT * F);
         if (c->family == LB_FAMILY_GPT2)
             lb_ref_gelu_backward(d->dmlp_in, x.mlp_in, d->dmlp_act, BT * H);
         else
             lb_ref_swiglu_backward(d->dmlp_in, d->dmlp_act, x.mlp_in, B, T, H);
         ZERO(d->dnorm, BT * C);
-        lb_ref_matmul_backward(d->dnorm, lg + lo->mlp_in_w, at(lg, lo->mlp_in_b), d->dmlp_in,
-                               x.norm2, lp + lo->mlp_in_w, B, T, C, F);
-        norm_backward(m, d->dresidual, lg + lo->norm2_w, at(lg, lo->norm2_b), d->dnorm, x.residual2,
-                      lp + lo->norm2_w, x.norm2_mean, x.norm2_rstd, B, T);
+        lb_ref_matmul_backward(d->dnorm, grad_at(m, l, lo->mlp_in_w), grad_at(m, l, lo->mlp_in_b),
+                               d->dmlp_in, x.norm2, lp + lo->mlp_in_w, B, T, C, F);
+        lora_backward(m, l, LB_LORA_IN_MLP_IN, d->dnorm, d->dmlp_in, x.norm2, BT);
+        norm_backward(m, d->dresidual, grad_at(m, l, lo->norm2_w), grad_at(m, l, lo->norm2_b),
+                      d->dnorm, x.residual2, lp + lo->norm2_w, x.norm2_mean, x.norm2_rstd, B, T);
         /* Attention branch, likewise from residual2 back to the layer input. */
         ZERO(d->datty, BT * C);
-        lb_ref_matmul_backward(d->datty, lg + lo->attn_out_w, at(lg, lo->attn_out_b), d->dresidual,
-                               x.atty, lp + lo->attn_out_w, B, T, C, C);
+        lb_ref_matmul_backward(d->datty, grad_at(m, l, lo->attn_out_w),
+                               grad_at(m, l, lo->attn_out_b), d->dresidual, x.atty,
+                               lp + lo->attn_out_w, B, T, C, C);
+        lora_backward(m, l, LB_LORA_IN_ATTN_OUT, d->datty, d->dresidual, x.atty, BT);
         ZERO(d->dqkv, BT * Q);
         lb_ref_attention_backward(d->dqkv, d->datty, x.qkv, x.att, B, T, NH, NKV, HD);
         if (c->family == LB_FAMILY_LLAMA)
             lb_ref_rope_backward(d->dqkv, d->dqkv, m->inv_freq, B, T, NH, NKV, HD);
         ZERO(d->dnorm, BT * C);
-        lb_ref_matmul_backward(d->dnorm, lg + lo->qkv_w, at(lg, lo->qkv_b), d->dqkv, x.norm1,
-                               lp + lo->qkv_w, B, T, C, Q);
-        norm_backward(m, d->dresidual, lg + lo->norm1_w, at(lg, lo->norm1_b), d->dnorm, x.input,
-                      lp + lo->norm1_w, x.norm1_mean, x.norm1_rstd, B, T);
+        lb_ref_matmul_backward(d->dnorm, grad_at(m, l, lo->qkv_w), grad_at(m, l, lo->qkv_b),
+                               d->dqkv, x.norm1, lp + lo->qkv_w, B, T, C, Q);
+        lora_backward(m, l, LB_LORA_IN_QKV, d->dnorm, d->dqkv, x.norm1, BT);
+        norm_backward(m, d->dresidual, grad_at(m, l, lo->norm1_w), grad_at(m, l, lo->norm1_b),
+                      d->dnorm, x.input, lp + lo->norm1_w, x.norm1_mean, x.norm1_rstd, B, T);
     }
+    if (!m->grads) return; /* frozen base: no embedding gradient */
     if (c->family == LB_FAMILY_GPT2)
-        lb_ref_encoder_backward(g + o->wte, g + o->wpe, d->dresidual, m->inputs, B, T, C);
+        lb_ref_encoder_backward(m->grads + o->wte, m->grads + o->wpe, d->dresidual, m->inputs, B, T,
+                                C);
     else
-        lb_ref_embedding_backward(g + o->wte, d->dresidual, m->inputs, B, T, C);
+        lb_ref_embedding_backward(m->grads + o->wte, d->dresidual, m->inputs, B, T, C);
 #undef ZERO
 }
 
 void lb_model_adamw_step(lb_model *m, const lb_adamw_params *p, int step, float *grad_norm_out) {
+    if (m->lora) {
+        lb_lora_adamw_step(m->lora, p, step, grad_norm_out);
+        return;
+    }
     double norm = sqrt(lb_ref_sum_squares(m->grads, m->n_params));
     float scale = lb_ref_clip_scale(norm, p->grad_clip);
     for (int i = 0; i < m->n_tensors; i++) {

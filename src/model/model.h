@@ -21,6 +21,10 @@
  * "h.0.qkv.w", ...) as F32 with the layout's shape ([n] for 1-D tensors); other tensors
  * are ignored. tools/make_fixture.py writes such files.
  *
+ * Fine-tuning: with adapters attached (lb_model_attach_lora, model/lora.h) the base is
+ * frozen: the forward adds each adapter's product to its projection's output, the backward
+ * carries activation gradients through the base and computes adapter gradients only.
+ *
  * Not here: mixed precision, GPU memory, multi-process data parallelism, data loading. */
 #ifndef LB_MODEL_MODEL_H
 #define LB_MODEL_MODEL_H
@@ -30,6 +34,8 @@
 
 #include "core/status.h"
 #include "model/config.h"
+
+typedef struct lb_lora lb_lora; /* model/lora.h */
 
 typedef struct {
     float lr;           /* learning rate */
@@ -86,8 +92,10 @@ typedef struct {
     lb_param_offsets off;
     int64_t n_params; /* elements of params (== lb_model_param_count) */
     float *params;    /* [n_params], layout of config.h; owned */
-    float *grads;     /* [n_params]; owned */
-    float *m, *v;     /* [n_params] AdamW moments, zero until the first step; owned */
+    float *grads;     /* [n_params]; owned; NULL with adapters attached (frozen base) */
+    float *m, *v;     /* [n_params] AdamW moments, zero until the first step; owned; NULL
+                       * with adapters attached */
+    lb_lora *lora;    /* attached adapters (borrowed), NULL: every parameter trains */
     float *inv_freq;  /* [head_dim/2] RoPE frequencies (Llama), NULL for GPT-2 */
     int B, T;         /* the largest batch and sequence the activations hold */
     lb_activations acts;
@@ -121,12 +129,18 @@ lb_status lb_model_load_weights(lb_model *m, const char *path, lb_err *err);
  * m->acts.logits, laid out [B,T,V] for this call's B and T. */
 void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
                       float *loss_out);
+/* Zeroes the gradients (the adapters' when attached). */
 void lb_model_zero_grad(lb_model *m);
 /* Accumulates d(mean loss)/d(params) of the last forward (which must have had targets)
- * into m->grads. */
+ * into m->grads, or with adapters attached d(mean loss)/d(adapters) into lora->grads. */
 void lb_model_backward(lb_model *m);
+/* Freezes the base and attaches adapters l (made for this config, holding at least B*T
+ * tokens of intermediates; l outlives the attachment): m->grads, m->m and m->v are released.
+ * LB_ERR_USAGE when l holds too few tokens. */
+lb_status lb_model_attach_lora(lb_model *m, lb_lora *l, lb_err *err);
 /* Clips the gradient to p->grad_clip by global norm, then one AdamW update (step counts
- * from 1). Writes the global gradient norm before clipping to *grad_norm_out (may be NULL). */
+ * from 1) of every parameter, or with adapters attached of the adapters only. Writes the
+ * global gradient norm before clipping to *grad_norm_out (may be NULL). */
 void lb_model_adamw_step(lb_model *m, const lb_adamw_params *p, int step, float *grad_norm_out);
 
 #endif

@@ -97,7 +97,7 @@ void lb_ref_layernorm_backward(float *dinp, float *dweight, float *dbias, const 
         for (int c = 0; c < C; c++) {
             double xhat = (x[c] - m) * s, dxhat = (double)dy[c] * weight[c];
             if (dbias) dbias[c] += dy[c];
-            dweight[c] += (float)(xhat * dy[c]);
+            if (dweight) dweight[c] += (float)(xhat * dy[c]);
             dx[c] += (float)(s * (dxhat - mean_d - xhat * mean_dx));
         }
     }
@@ -132,7 +132,7 @@ void lb_ref_rmsnorm_backward(float *dinp, float *dweight, const float *dout, con
         mean_dx /= C;
         for (int c = 0; c < C; c++) {
             double xhat = x[c] * s;
-            dweight[c] += (float)(xhat * dy[c]);
+            if (dweight) dweight[c] += (float)(xhat * dy[c]);
             dx[c] += (float)(s * ((double)dy[c] * weight[c] - xhat * mean_dx));
         }
     }
@@ -189,7 +189,8 @@ void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
             free(acc);
         }
     }
-    /* dweight[o,:] += sum_i dout[i,o] inp[i,:]; dbias[o] += sum_i dout[i,o] */
+    if (!dweight && !dbias) return;
+        /* dweight[o,:] += sum_i dout[i,o] inp[i,:]; dbias[o] += sum_i dout[i,o] */
 #pragma omp parallel for schedule(static)
     for (int o = 0; o < OC; o++) {
         double *acc = calloc((size_t)C, sizeof(double)), bacc = 0.0;
@@ -201,11 +202,76 @@ void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
             for (int c = 0; c < C; c++)
                 acc[c] += d * x[c];
         }
-        for (int c = 0; c < C; c++)
-            dweight[(int64_t)o * C + c] += (float)acc[c];
+        if (dweight)
+            for (int c = 0; c < C; c++)
+                dweight[(int64_t)o * C + c] += (float)acc[c];
         if (dbias) dbias[o] += (float)bacc;
         free(acc);
     }
+}
+
+/* --- LoRA adapter ------------------------------------------------------------------- */
+
+void lb_ref_lora_forward(float *y, int64_t ldy, float *u, const float *x, const float *A,
+                         const float *Bm, int64_t N, int in, int out, int r, float s) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; i++) {
+        const float *xi = x + i * in;
+        float *ui = u + i * r;
+        for (int k = 0; k < r; k++) {
+            double acc = 0.0;
+            for (int c = 0; c < in; c++)
+                acc += (double)xi[c] * A[(int64_t)k * in + c];
+            ui[k] = (float)acc;
+        }
+        float *yi = y + i * ldy;
+        for (int j = 0; j < out; j++) {
+            double acc = 0.0;
+            for (int k = 0; k < r; k++)
+                acc += (double)ui[k] * Bm[(int64_t)j * r + k];
+            yi[j] += (float)(s * acc);
+        }
+    }
+}
+
+void lb_ref_lora_backward(float *dx, float *dA, float *dBm, float *du, const float *dy, int64_t ldy,
+                          const float *x, const float *u, const float *A, const float *Bm,
+                          int64_t N, int in, int out, int r, float s) {
+    /* dBm[j,k] += s sum_i dy[i,j] u[i,k] */
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < out; j++)
+        for (int k = 0; k < r; k++) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < N; i++)
+                acc += (double)dy[i * ldy + j] * u[i * r + k];
+            dBm[(int64_t)j * r + k] += (float)(s * acc);
+        }
+        /* du[i,k] = s sum_j dy[i,j] Bm[j,k]; dx[i,c] += sum_k du[i,k] A[k,c] */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < N; i++) {
+        for (int k = 0; k < r; k++) {
+            double acc = 0.0;
+            for (int j = 0; j < out; j++)
+                acc += (double)dy[i * ldy + j] * Bm[(int64_t)j * r + k];
+            du[i * r + k] = (float)(s * acc);
+        }
+        if (dx)
+            for (int c = 0; c < in; c++) {
+                double acc = 0.0;
+                for (int k = 0; k < r; k++)
+                    acc += (double)du[i * r + k] * A[(int64_t)k * in + c];
+                dx[i * in + c] += (float)acc;
+            }
+    }
+    /* dA[k,c] += sum_i du[i,k] x[i,c] */
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < r; k++)
+        for (int c = 0; c < in; c++) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < N; i++)
+                acc += (double)du[i * r + k] * x[i * in + c];
+            dA[(int64_t)k * in + c] += (float)acc;
+        }
 }
 
 /* --- attention ---------------------------------------------------------------------- */

@@ -40,15 +40,15 @@ void lb_ref_embedding_backward(float *dwte, const float *dout, const int32_t *in
 void lb_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                               const float *weight, const float *bias, int B, int T, int C,
                               float eps);
-/* dinp[B,T,C] +=, dweight[C] +=, dbias[C] += (dbias may be NULL). inp is the forward input,
- * mean and rstd the forward's statistics. */
+/* dinp[B,T,C] +=, dweight[C] +=, dbias[C] += (dweight and dbias may be NULL: frozen). inp
+ * is the forward input, mean and rstd the forward's statistics. */
 void lb_ref_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                                const float *inp, const float *weight, const float *mean,
                                const float *rstd, int B, int T, int C);
 /* RMSNorm over C: out = inp * rstd * weight, rstd[B,T] = 1/sqrt(mean(inp^2) + eps). */
 void lb_ref_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, int B,
                             int T, int C, float eps);
-/* dinp[B,T,C] +=, dweight[C] +=. */
+/* dinp[B,T,C] +=, dweight[C] += (dweight may be NULL: frozen). */
 void lb_ref_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                              const float *weight, const float *rstd, int B, int T, int C);
 
@@ -57,9 +57,21 @@ void lb_ref_rmsnorm_backward(float *dinp, float *dweight, const float *dout, con
 void lb_ref_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int B, int T, int C, int OC);
 /* dinp[B,T,C] += dout W; dweight[OC,C] += dout^T inp; dbias[OC] += sum of dout rows.
- * dinp and dbias may be NULL. */
+ * dinp, dweight and dbias may be NULL (dweight NULL: a frozen weight). */
 void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, int B, int T, int C, int OC);
+
+/* --- LoRA adapter (model/lora.h) --------------------------------------------------- */
+/* u[N,r] = x[N,in] A[r,in]^T, then y[i, 0..out-1] += s u[i,:] Bm[out,r]^T, where row i of
+ * y starts at y + i * ldy (an adapter's outputs are a column block of a fused product). */
+void lb_ref_lora_forward(float *y, int64_t ldy, float *u, const float *x, const float *A,
+                         const float *Bm, int64_t N, int in, int out, int r, float s);
+/* Backward of lb_ref_lora_forward given dy (rows ldy apart): dBm[out,r] += s dy^T u;
+ * du[N,r] = s dy Bm (overwritten: scratch); dA[r,in] += du^T x; dx[N,in] += du A (dx may
+ * be NULL). */
+void lb_ref_lora_backward(float *dx, float *dA, float *dBm, float *du, const float *dy, int64_t ldy,
+                          const float *x, const float *u, const float *A, const float *Bm,
+                          int64_t N, int in, int out, int r, float s);
 
 /* --- attention ---------------------------------------------------------------------- */
 /* Causal scaled-dot-product attention with grouped-query heads.

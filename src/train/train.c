@@ -44,8 +44,29 @@ lb_train_params lb_train_default_params(void) {
         .gemm_heuristic_only = false,
         .attention = LB_GPU_ATTN_AUTO,
         .peak_tflops = 0.0,
+        .hour_cost = 0.0,
+        .lora_rank = 0,
+        .lora_alpha = 0.0,
+        .lora_targets = NULL,
+        .quant = LB_QUANT_NONE,
         .progress = true,
     };
+}
+
+#define LORA_DEFAULT_ALPHA 16.0
+
+lb_status lb_train_lora_config(const lb_train_params *p, const lb_model_config *cfg,
+                               lb_lora_config *out, lb_err *err) {
+    if (p->lora_rank < 1 || p->lora_rank > INT32_MAX)
+        return lb_fail(err, LB_ERR_USAGE, "--lora-rank must be at least 1, got %lld",
+                       (long long)p->lora_rank);
+    *out =
+        (lb_lora_config){.rank = (int)p->lora_rank,
+                         .alpha = (float)(p->lora_alpha > 0 ? p->lora_alpha : LORA_DEFAULT_ALPHA),
+                         .quant = p->quant};
+    LB_TRY(lb_lora_targets_parse(p->lora_targets ? p->lora_targets : "all", cfg->family,
+                                 &out->targets, err));
+    return lb_lora_config_check(out, cfg, err);
 }
 
 lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg, lb_err *err) {
@@ -89,6 +110,20 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--fp32-matmul %s applies to --precision fp32 only: %s products "
                        "already run on tensor cores",
                        lb_blas_fp32_mode_name(p->fp32_matmul), lb_precision_name(p->precision));
+    if (p->lora_rank == 0 && (p->lora_alpha > 0 || p->lora_targets || p->quant != LB_QUANT_NONE))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "%s needs --lora-rank R: it applies to fine-tuning with adapters only",
+                       p->quant != LB_QUANT_NONE ? "--quant nf4"
+                       : p->lora_targets         ? "--lora-targets"
+                                                 : "--lora-alpha");
+    if (p->lora_rank != 0) {
+        lb_lora_config lc;
+        LB_TRY(lb_train_lora_config(p, cfg, &lc, err));
+    }
+    if (p->quant == LB_QUANT_NF4 && p->device == LB_DEVICE_CUDA && p->precision == LB_PREC_FP32)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--quant nf4 needs --precision bf16 or fp16 on --device cuda: the NF4 base "
+                       "is dequantised into the 16-bit compute type");
     if (p->batch * p->seq > INT32_MAX)
         return lb_fail(err, LB_ERR_USAGE, "--batch x --seq = %lld tokens per step is too many",
                        (long long)(p->batch * p->seq));
@@ -125,6 +160,16 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "gemm_heuristic_only", json_boolean(p->gemm_heuristic_only));
     json_object_set_new(c, "attention", json_string(lb_gpu_attn_choice_name(p->attention)));
     json_object_set_new(c, "params", json_integer(lb_model_param_count(cfg)));
+    if (p->hour_cost > 0) json_object_set_new(c, "hour_cost", json_real(p->hour_cost));
+    lb_lora_config lc;
+    if (p->lora_rank > 0 && lb_train_lora_config(p, cfg, &lc, NULL) == LB_OK) {
+        char targets[64];
+        lb_lora_targets_format(lc.targets, targets, sizeof targets);
+        json_object_set_new(c, "lora_rank", json_integer(lc.rank));
+        json_object_set_new(c, "lora_alpha", json_real(lc.alpha));
+        json_object_set_new(c, "lora_targets", json_string(targets));
+        json_object_set_new(c, "quant", json_string(lb_lora_quant_name(lc.quant)));
+    }
     json_object_set_new(c, "n_layer", json_integer(cfg->n_layer));
     json_object_set_new(c, "d_model", json_integer(cfg->d_model));
     json_object_set_new(c, "n_head", json_integer(cfg->n_head));
@@ -132,16 +177,46 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "vocab_size", json_integer(cfg->vocab_size));
 }
 
+/* With p->lora_rank > 0: adapters on m's frozen base (its projections through NF4 first
+ * when asked), and the memory each part holds into r. */
+static lb_status cpu_attach_lora(const lb_train_params *p, const lb_model_config *cfg, lb_model *m,
+                                 lb_lora *lora, lb_result *r, lb_err *err) {
+    lb_lora_config lc;
+    LB_TRY(lb_train_lora_config(p, cfg, &lc, err));
+    LB_TRY(lb_lora_init(lora, cfg, &lc, (int64_t)m->B * m->T, p->seed ^ LB_LORA_SEED_SALT, err));
+    if (lc.quant == LB_QUANT_NF4) LB_TRY(lb_lora_quantize_base(cfg, m->params, err));
+    LB_TRY(lb_model_attach_lora(m, lora, err));
+    const double n = (double)lora->off.total;
+    const double u = (double)cfg->n_layer * LB_LORA_N_TARGETS * (double)lora->max_tokens * lc.rank;
+    LB_TRY(lb_result_set_metric(r, "base_bytes", (double)m->n_params * 4, "bytes"));
+    LB_TRY(lb_result_set_metric(r, "adapter_bytes", 2 * 4 * n, "bytes"));
+    LB_TRY(lb_result_set_metric(r, "optimizer_bytes", 2 * 4 * n, "bytes"));
+    LB_TRY(lb_result_set_metric(
+        r, "activation_bytes", 4 * ((double)m->act_floats + u + (double)lora->max_tokens * lc.rank),
+        "bytes"));
+    return LB_OK;
+}
+
 static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
                            lb_data_loader *data, lb_result *r, lb_err *err) {
     int B = (int)p->batch, T = (int)p->seq;
     lb_model m;
+    lb_lora lora = {0};
     LB_TRY(lb_model_init(&m, cfg, B, T, p->seed, err));
+    if (p->lora_rank > 0) {
+        lb_status st = cpu_attach_lora(p, cfg, &m, &lora, r, err);
+        if (st != LB_OK) {
+            lb_lora_free(&lora);
+            lb_model_free(&m);
+            return st;
+        }
+    }
     int32_t *inputs = malloc((size_t)B * T * sizeof *inputs);
     int32_t *targets = malloc((size_t)B * T * sizeof *targets);
     if (inputs == NULL || targets == NULL) {
         free(inputs);
         free(targets);
+        lb_lora_free(&lora);
         lb_model_free(&m);
         return lb_fail(err, LB_ERR_NOMEM, "out of host memory for a batch of %d x %d tokens", B, T);
     }
@@ -201,7 +276,22 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     free(inputs);
     free(targets);
     lb_model_free(&m);
+    lb_lora_free(&lora);
     return st;
+}
+
+int64_t lb_train_trainable_params(const lb_train_params *p, const lb_model_config *cfg) {
+    lb_lora_config lc;
+    if (p->lora_rank > 0 && lb_train_lora_config(p, cfg, &lc, NULL) == LB_OK)
+        return lb_lora_param_count(cfg, &lc);
+    return lb_model_param_count(cfg);
+}
+
+double lb_train_flops_per_token(const lb_train_params *p, const lb_model_config *cfg) {
+    lb_lora_config lc;
+    if (p->lora_rank > 0 && lb_train_lora_config(p, cfg, &lc, NULL) == LB_OK)
+        return lb_lora_train_flops_per_token(cfg, &lc, p->seq);
+    return lb_model_train_flops_per_token(cfg, p->seq);
 }
 
 /* Step-time drift: the medians of the first and the last half of the timed steps, from
@@ -218,13 +308,16 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
         total_s += ms->values[i] / 1e3;
     double tokens = (double)p->batch * (double)p->seq * (double)ms->n;
     double tok_per_s = tokens / total_s;
-    double flops_per_token = lb_model_train_flops_per_token(cfg, p->seq);
+    double flops_per_token = lb_train_flops_per_token(p, cfg);
     lb_stats_summary s = lb_stats_summarize(ms->values, ms->n);
     double lo, hi;
     lb_stats_median_ci(ms->values, ms->n, 1000, 0.95, 12345, &lo, &hi);
     LB_TRY(lb_result_set_metric(r, "tokens_per_s", tok_per_s, "tok/s"));
-    LB_TRY(lb_result_set_metric(r, "samples_per_s", (double)p->batch * (double)ms->n / total_s,
-                                "samples/s"));
+    double samples_per_s = (double)p->batch * (double)ms->n / total_s;
+    LB_TRY(lb_result_set_metric(r, "samples_per_s", samples_per_s, "samples/s"));
+    if (p->hour_cost > 0)
+        LB_TRY(lb_result_set_metric(r, "cost_per_1k_samples",
+                                    p->hour_cost / 3600.0 / samples_per_s * 1000.0, "cost"));
     LB_TRY(lb_result_set_metric(r, "step_ms_median", s.median, "ms"));
     LB_TRY(lb_result_set_metric(r, "step_ms_mean", s.mean, "ms"));
     LB_TRY(lb_result_set_metric(r, "step_ms_std", s.std, "ms"));
@@ -249,6 +342,9 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
     if (loss != NULL && loss->n > 0)
         LB_TRY(lb_result_set_metric(r, "final_loss", loss->values[loss->n - 1], "nats"));
     LB_TRY(lb_result_set_metric(r, "flops_per_token", flops_per_token, "FLOP"));
+    double trainable = (double)lb_train_trainable_params(p, cfg);
+    LB_TRY(lb_result_set_metric(r, "trainable_params", trainable, "count"));
+    LB_TRY(lb_result_set_metric(r, "grad_bytes_per_step", 4 * trainable, "bytes"));
     LB_TRY(
         lb_result_set_metric(r, "achieved_gflops", flops_per_token * tok_per_s / 1e9, "GFLOP/s"));
     return LB_OK;

@@ -19,6 +19,7 @@
 #include "gpu/blas/matmul.h"
 #include "model/attn_choice.h"
 #include "model/config.h"
+#include "model/lora.h"
 
 typedef enum {
     LB_DEVICE_AUTO = 0, /* CUDA when a GPU is present, else the CPU (said on stderr) */
@@ -46,10 +47,21 @@ typedef struct {
     bool gemm_heuristic_only;      /* CUDA: cuBLASLt's first heuristic algorithm, no timing */
     lb_gpu_attn_choice attention;  /* CUDA fp16/bf16: whose attention kernels */
     double peak_tflops;            /* dense peak for MFU; 0 = look the GPU up in the table */
+    double hour_cost;              /* price of the machine per hour (any currency); 0: no cost */
+    int64_t lora_rank;             /* 0: every parameter trains; else LoRA adapters of this rank
+                                    * on a frozen base (model/lora.h) */
+    double lora_alpha;             /* adapter scale alpha / rank; 0: 16 */
+    const char *lora_targets;      /* comma-separated projections or "all"; NULL: all */
+    lb_quant_kind quant;           /* the frozen base's projections: none or nf4 (QLoRA) */
     bool progress;                 /* a progress line on stderr */
 } lb_train_params;
 
 lb_train_params lb_train_default_params(void);
+
+/* The adapter configuration of p for model cfg (p->lora_rank > 0), checked against it;
+ * LB_ERR_USAGE naming the option otherwise. */
+lb_status lb_train_lora_config(const lb_train_params *p, const lb_model_config *cfg,
+                               lb_lora_config *out, lb_err *err);
 
 /* Checks the parameters against the model; LB_ERR_USAGE with a sentence naming the
  * option when a configuration cannot work. */
@@ -64,6 +76,12 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
 
 /* Runs the benchmark into r (created by the caller with kind "train"); resolves p first. */
 lb_status lb_train_run(const lb_train_params *p, lb_result *r, lb_err *err);
+
+/* Parameters that train: the adapters' with p->lora_rank > 0, else every one. */
+int64_t lb_train_trainable_params(const lb_train_params *p, const lb_model_config *cfg);
+/* Training FLOPs per token (docs/METRICS.md): lb_lora_train_flops_per_token with adapters,
+ * else lb_model_train_flops_per_token. */
+double lb_train_flops_per_token(const lb_train_params *p, const lb_model_config *cfg);
 
 /* Computes the summary metrics from r's series (shared by the CPU and CUDA paths). */
 lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cfg, lb_result *r);
