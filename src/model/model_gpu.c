@@ -22,6 +22,7 @@
 #include "kernels/loss.cuh"
 #include "kernels/norm.cuh"
 #include "kernels/rope.cuh"
+#include "model/lora_gpu.h"
 #include "model/model_gpu_impl.h"
 #include "model/ref.h"
 
@@ -63,8 +64,10 @@ static void set_dims(lb_model_gpu *m, const lb_model_config *cfg, const lb_model
     m->n_seg = lb_model_param_layout(cfg, NULL, 0);
     /* the ones column needs a bias and rows that stay 16-byte aligned (C % 8: every
      * parameter offset, so the split's packed gradients, then 16-byte aligned too) */
-    m->ld2 =
-        !m->llama && cfg->linear_bias && m->C % 8 == 0 ? (m->C + ONES_COLS + 63) / 64 * 64 : m->C;
+    m->ld2 = !m->llama && cfg->linear_bias && m->C % 8 == 0 && p->lora.rank == 0 /* frozen: no
+                                                                                  * bias gradient */
+                 ? (m->C + ONES_COLS + 63) / 64 * 64
+                 : m->C;
 }
 
 /* Columns of the MLP input's weight-gradient product: C + ONES_COLS with ln2's ones
@@ -100,23 +103,37 @@ static size_t split_need(const lb_model_gpu *m) {
         *(void **)&(ptr) = tmp_;                                                                   \
     } while (0)
 
+static void *W(lb_model_gpu *m, int64_t off);
+
+/* The frozen base in the working type (its projections in NF4 apart), the gradient sink
+ * and the adapters' pieces. */
+static lb_status layout_frozen(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
+    TAKE(m->params, "param.base", (size_t)lb_lora_gpu_base_elems(m->lora) * m->es);
+    TAKE(m->sink, "scratch.frozen_grad_sink", (size_t)m->C * 4);
+    return lb_lora_gpu_carve(m->lora, a, err);
+}
+
 static lb_status layout(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
     size_t es = m->es, np = (size_t)m->n_params, BT = (size_t)m->BT, C = (size_t)m->C;
     size_t L = (size_t)m->L, keep = m->p.recompute ? 1 : L;
-    TAKE(m->master, "param.master", np * 4);
-    if (m->dt != LB_DT_F32)
-        TAKE(m->params, "param.work", np * es);
-    else
-        m->params = m->master;
+    if (m->lora) {
+        LB_TRY(layout_frozen(m, a, err));
+    } else {
+        TAKE(m->master, "param.master", np * 4);
+        if (m->dt != LB_DT_F32)
+            TAKE(m->params, "param.work", np * es);
+        else
+            m->params = m->master;
+        TAKE(m->grads, "param.grad", np * 4);
+        TAKE(m->m, "opt.m", np * 4);
+        TAKE(m->v, "opt.v", np * 4);
+        TAKE(m->seg_start, "opt.seg_start", (size_t)m->n_seg * 8);
+        TAKE(m->seg_flags, "opt.seg_flags", (size_t)m->n_seg * 4);
+    }
     if (head_apart(m))
         TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
     else
-        m->lm_w = (char *)m->params + (size_t)m->off.lm_head * es;
-    TAKE(m->grads, "param.grad", np * 4);
-    TAKE(m->m, "opt.m", np * 4);
-    TAKE(m->v, "opt.v", np * 4);
-    TAKE(m->seg_start, "opt.seg_start", (size_t)m->n_seg * 8);
-    TAKE(m->seg_flags, "opt.seg_flags", (size_t)m->n_seg * 4);
+        m->lm_w = W(m, m->off.lm_head);
     TAKE(m->opt, "opt.state", sizeof(lb_gpu_optstate));
     if (m->llama) {
         TAKE(m->inv_freq, "rope.inv_freq", (size_t)m->HD / 2 * 4);
@@ -196,8 +213,12 @@ static lb_status open_cudnn(lb_model_gpu *m, lb_err *err) {
 }
 
 static lb_status reset_optimizer(lb_model_gpu *m, lb_err *err) {
-    LB_CUDA_TRY(err, cudaMemsetAsync(m->m, 0, (size_t)m->n_params * 4, m->stream));
-    LB_CUDA_TRY(err, cudaMemsetAsync(m->v, 0, (size_t)m->n_params * 4, m->stream));
+    if (m->lora) {
+        LB_TRY(lb_lora_gpu_reset_moments(m->lora, m->stream, err));
+    } else {
+        LB_CUDA_TRY(err, cudaMemsetAsync(m->m, 0, (size_t)m->n_params * 4, m->stream));
+        LB_CUDA_TRY(err, cudaMemsetAsync(m->v, 0, (size_t)m->n_params * 4, m->stream));
+    }
     lb_gpu_optstate st;
     memset(&st, 0, sizeof st);
     st.loss_scale = m->dt == LB_DT_F16 ? 65536.0f : 1.0f;
@@ -215,6 +236,15 @@ static lb_status sync_working_copy(lb_model_gpu *m, lb_err *err) {
                           (int64_t)m->V * m->C, m->stream, err);
 }
 
+/* Llama's RoPE frequencies and its cos/sin table on the device. */
+static lb_status rope_tables(lb_model_gpu *m, lb_err *err) {
+    if (!m->llama) return LB_OK;
+    float f[512];
+    lb_ref_rope_freqs(&m->cfg, f);
+    LB_CUDA_TRY(err, cudaMemcpy(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice));
+    return lb_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
+}
+
 /* A layer matrix: its gradient is written whole by its weight-gradient product, in the
  * working type in fp16/bf16 modes (packed into its fp32 slot: LB_SEG_GRAD16). */
 static bool layer_matrix(const lb_param_tensor *t) {
@@ -222,6 +252,10 @@ static bool layer_matrix(const lb_param_tensor *t) {
 }
 
 static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
+    if (m->lora) { /* no base gradients to clear or update: the adapters' one segment */
+        LB_TRY(lb_lora_gpu_upload_tables(m->lora, err));
+        return rope_tables(m, err);
+    }
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
     int64_t *start = malloc((size_t)m->n_seg * 8);
     int32_t *flags = malloc((size_t)m->n_seg * 4);
@@ -254,14 +288,7 @@ static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
                                        cudaMemcpyHostToDevice) != cudaSuccess))
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
     }
-    if (st == LB_OK && m->llama) {
-        float f[512];
-        lb_ref_rope_freqs(&m->cfg, f);
-        if (cudaMemcpy(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice) !=
-            cudaSuccess)
-            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the RoPE frequencies to the device");
-        if (st == LB_OK) st = lb_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
-    }
+    if (st == LB_OK) st = rope_tables(m, err);
     free(t);
     free(start);
     free(flags);
@@ -277,7 +304,9 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
     lb_model_gpu *m = calloc(1, sizeof *m);
     if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
     set_dims(m, cfg, p);
-    lb_status st = open_cudnn(m, err);
+    lb_status st = LB_OK;
+    if (p->lora.rank > 0) st = lb_lora_gpu_new(&m->lora, cfg, &p->lora, m->BT, m->dt, err);
+    if (st == LB_OK) st = open_cudnn(m, err);
     lb_gpu_arena sizing;
     lb_gpu_arena_init_sizing(&sizing);
     if (st == LB_OK) st = layout(m, &sizing, err);
@@ -330,28 +359,82 @@ void lb_model_gpu_free(lb_model_gpu *m) {
     }
     if (m->stream) cudaStreamDestroy(m->stream);
     lb_gpu_arena_free(&m->arena);
+    lb_lora_gpu_free(m->lora);
     free(m->clear);
     free(m);
 }
 
-lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err) {
+/* dst (fp32, n elements) = elements at .. at + n - 1 of tensor t's initial values, the
+ * reference's rule (model.h): normal(0, 0.02) for matrices, 0.02 / sqrt(2 L) for the
+ * residual projections, norm weights 1, biases 0; normals drawn by (seed, element offset),
+ * so a tensor drawn in pieces is the tensor drawn whole. */
+static lb_status init_tensor(lb_model_gpu *m, float *dst, const lb_param_tensor *t, int64_t at,
+                             int64_t n, uint64_t seed, lb_err *err) {
+    if (t->ndim == 2) {
+        bool resid = strstr(t->name, "attn_out.w") || strstr(t->name, "mlp_out.w");
+        float std = resid ? 0.02f / sqrtf(2.0f * (float)m->L) : 0.02f;
+        return lb_act_fill_normal(dst, n, std, seed, t->offset + at, m->stream, err);
+    }
+    const char *dot = strrchr(t->name, '.');
+    bool one = strstr(t->name, "norm") && dot && strcmp(dot, ".w") == 0;
+    return lb_act_fill(dst, n, one ? 1.0f : 0.0f, m->stream, err);
+}
+
+/* The frozen base from fp32 values: each tensor drawn by init_tensor or copied from host
+ * through one fp32 buffer outside the arena, into the working copy or NF4 (and the padded
+ * head's copy). The buffer holds the largest layer matrix, which NF4 quantises whole; other
+ * tensors (a 128K-token embedding: 2.1 GB in fp32) pass in pieces of that size. */
+static lb_status frozen_set(lb_model_gpu *m, const float *host, uint64_t seed, lb_err *err) {
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
     if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
     lb_model_param_layout(&m->cfg, t, m->n_seg);
-    const float std = 0.02f, std_resid = 0.02f / sqrtf(2.0f * (float)m->L);
+    int64_t most = 0;
+    for (int i = 0; i < m->n_seg; i++)
+        if (layer_matrix(&t[i]) && t[i].numel > most) most = t[i].numel;
+    float *buf = NULL;
     lb_status st = LB_OK;
-    for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
-        float *p = m->master + t[i].offset;
-        if (t[i].ndim == 2) {
-            bool resid = strstr(t[i].name, "attn_out.w") || strstr(t[i].name, "mlp_out.w");
-            st = lb_act_fill_normal(p, t[i].numel, resid ? std_resid : std, seed, t[i].offset,
+    if (cudaMalloc((void **)&buf, (size_t)most * 4) != cudaSuccess) {
+        cudaGetLastError();
+        st = lb_fail(err, LB_ERR_NOMEM, "no device memory for a %.2f GB buffer to set up the base",
+                     most * 4 / 1e9);
+    }
+    for (int i = 0; i < m->n_seg; i++) {
+        for (int64_t at = 0; st == LB_OK && at < t[i].numel; at += most) {
+            int64_t n = t[i].numel - at < most ? t[i].numel - at : most;
+            if (host) {
+                if (cudaMemcpyAsync(buf, host + t[i].offset + at, (size_t)n * 4,
+                                    cudaMemcpyHostToDevice, m->stream) != cudaSuccess)
+                    st = lb_fail(err, LB_ERR_DEVICE, "could not copy tensor %s in", t[i].name);
+            } else {
+                st = init_tensor(m, buf, &t[i], at, n, seed, err);
+            }
+            if (st == LB_OK)
+                st = lb_lora_gpu_base_set(m->lora, m->params, t[i].offset + at, n, buf, m->stream,
+                                          err);
+            if (st == LB_OK && head_apart(m) && t[i].offset == m->off.lm_head)
+                st = lb_act_convert((char *)m->lm_w + (size_t)at * m->es, m->dt, buf, LB_DT_F32, n,
                                     m->stream, err);
-        } else {
-            const char *dot = strrchr(t[i].name, '.');
-            bool one = strstr(t[i].name, "norm") && dot && strcmp(dot, ".w") == 0;
-            st = lb_act_fill(p, t[i].numel, one ? 1.0f : 0.0f, m->stream, err);
         }
     }
+    /* pieces reuse buf in stream order; the buffer goes once all of them are done */
+    if (cudaStreamSynchronize(m->stream) != cudaSuccess && st == LB_OK)
+        st = lb_fail(err, LB_ERR_DEVICE, "setting up the frozen base failed");
+    cudaFree(buf);
+    free(t);
+    return st;
+}
+
+lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err) {
+    if (m->lora) {
+        LB_TRY(frozen_set(m, NULL, seed, err));
+        return reset_optimizer(m, err);
+    }
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    lb_model_param_layout(&m->cfg, t, m->n_seg);
+    lb_status st = LB_OK;
+    for (int i = 0; st == LB_OK && i < m->n_seg; i++)
+        st = init_tensor(m, m->master + t[i].offset, &t[i], 0, t[i].numel, seed, err);
     free(t);
     LB_TRY(st);
     LB_TRY(sync_working_copy(m, err));
@@ -359,6 +442,11 @@ lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err)
 }
 
 lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err) {
+    if (m->lora) {
+        LB_TRY(frozen_set(m, host, 0, err));
+        LB_TRY(reset_optimizer(m, err));
+        return lb_model_gpu_sync(m, err);
+    }
     LB_CUDA_TRY(err, cudaMemcpyAsync(m->master, host, (size_t)m->n_params * 4,
                                      cudaMemcpyHostToDevice, m->stream));
     LB_TRY(sync_working_copy(m, err));
@@ -377,8 +465,46 @@ static lb_status copy_out(lb_model_gpu *m, float *host, const void *dev, size_t 
     return lb_model_gpu_sync(m, err);
 }
 
+/* LB_ERR_USAGE unless the model has no adapters (want 0) or has them (want 1). */
+static lb_status need_lora(const lb_model_gpu *m, bool want, lb_err *err) {
+    if ((m->lora != NULL) == want) return LB_OK;
+    return lb_fail(err, LB_ERR_USAGE,
+                   want ? "the model has no LoRA adapters"
+                        : "the model's base is frozen: it has no fp32 master weights or gradients");
+}
+
 lb_status lb_model_gpu_get_params(lb_model_gpu *m, float *host, lb_err *err) {
+    LB_TRY(need_lora(m, false, err));
     return copy_out(m, host, m->master, (size_t)m->n_params * 4, err);
+}
+
+lb_status lb_model_gpu_set_lora(lb_model_gpu *m, const float *host, lb_err *err) {
+    LB_TRY(need_lora(m, true, err));
+    LB_TRY(lb_lora_gpu_set(m->lora, host, m->stream, err));
+    LB_TRY(reset_optimizer(m, err));
+    return lb_model_gpu_sync(m, err);
+}
+
+lb_status lb_model_gpu_init_lora(lb_model_gpu *m, uint64_t seed, lb_err *err) {
+    LB_TRY(need_lora(m, true, err));
+    LB_TRY(lb_lora_gpu_init_weights(m->lora, seed, m->stream, err));
+    return reset_optimizer(m, err);
+}
+
+lb_status lb_model_gpu_get_lora(lb_model_gpu *m, float *host, bool grads, lb_err *err) {
+    LB_TRY(need_lora(m, true, err));
+    LB_TRY(lb_lora_gpu_get(m->lora, host, grads, m->stream, err));
+    return lb_model_gpu_sync(m, err);
+}
+
+lb_model_gpu_memory lb_model_gpu_memory_parts(const lb_model_gpu *m) {
+    const lb_gpu_arena *a = &m->arena;
+    return (lb_model_gpu_memory){.base = (double)lb_gpu_arena_bytes_with_prefix(a, "param."),
+                                 .adapters = (double)lb_gpu_arena_bytes_with_prefix(a, "lora."),
+                                 .optimizer = (double)lb_gpu_arena_bytes_with_prefix(a, "opt."),
+                                 .activations =
+                                     (double)(lb_gpu_arena_bytes_with_prefix(a, "act.") +
+                                              lb_gpu_arena_bytes_with_prefix(a, "grad."))};
 }
 /* an fp16 or bf16 value's bits as a float */
 static float bits16_to_float(uint16_t h, lb_gpu_dtype dt) {
@@ -398,6 +524,7 @@ static float bits16_to_float(uint16_t h, lb_gpu_dtype dt) {
 /* The gradients as fp32, the layer matrices' 16-bit ones widened in place (from the back:
  * element j's float lies at or after the bytes of the 16-bit values still to read). */
 lb_status lb_model_gpu_get_grads(lb_model_gpu *m, float *host, lb_err *err) {
+    LB_TRY(need_lora(m, false, err));
     LB_TRY(copy_out(m, host, m->grads, (size_t)m->n_params * 4, err));
     if (m->dt == LB_DT_F32) return LB_OK;
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
@@ -434,10 +561,35 @@ int64_t lb_model_gpu_n_params(const lb_model_gpu *m) {
 /* ---- building blocks ----------------------------------------------------------------- */
 
 static void *W(lb_model_gpu *m, int64_t off) {
-    return off < 0 ? NULL : (char *)m->params + (size_t)off * m->es;
+    if (off < 0) return NULL;
+    return (char *)m->params +
+           (size_t)(m->lora ? lb_lora_gpu_base_index(m->lora, off) : off) * m->es;
 }
+/* A frozen base's weight gradients go to the sink (only the norm backwards ask for them). */
 static float *G(lb_model_gpu *m, int64_t off) {
-    return off < 0 ? NULL : m->grads + off;
+    return off < 0 ? NULL : m->lora ? m->sink : m->grads + off;
+}
+/* A layer matrix at absolute offset off as its product reads it: with NF4, dequantised. */
+static lb_status matrix_w(lb_model_gpu *m, int64_t off, const void **w, lb_err *err) {
+    if (!m->lora) {
+        *w = W(m, off);
+        return LB_OK;
+    }
+    int64_t in_layers = off - m->off.layers;
+    return lb_lora_gpu_base_weight(m->lora, m->params, (int)(in_layers / m->off.layer_numel),
+                                   in_layers % m->off.layer_numel, w, m->stream, err);
+}
+/* The adapters at base tensor `which` of layer l: forward adds to y (rows ldy), backward
+ * takes dy (rows ldy), adds to dx; x is the product's input (rows ldx). */
+static lb_status lora_fwd(lb_model_gpu *m, int l, lb_lora_tensor which, void *y, int64_t ldy,
+                          const void *x, int64_t ldx, lb_err *err) {
+    if (!m->lora) return LB_OK;
+    return lb_lora_gpu_forward(m->lora, m->blas, l, which, y, ldy, x, ldx, m->stream, err);
+}
+static lb_status lora_bwd(lb_model_gpu *m, int l, lb_lora_tensor which, void *dx, const void *dy,
+                          int64_t ldy, const void *x, int64_t ldx, lb_err *err) {
+    if (!m->lora) return LB_OK;
+    return lb_lora_gpu_backward(m->lora, m->blas, l, which, dx, dy, ldy, x, ldx, m->stream, err);
 }
 static void *at(lb_model_gpu *m, void *base, int64_t index, int64_t row_elems) {
     return (char *)base + (size_t)index * (size_t)m->BT * (size_t)row_elems * m->es;
@@ -451,7 +603,8 @@ static lb_status linear_fwd(lb_model_gpu *m, void *out, int64_t ldo, const void 
     memset(&g, 0, sizeof g);
     g.m = m->BT, g.n = OC, g.k = IC;
     g.a = inp, g.lda = lda, g.trans_a = cols & COLS_INP;
-    g.b = W(m, w_off), g.ldb = IC, g.trans_b = true;
+    LB_TRY(matrix_w(m, w_off, &g.b, err));
+    g.ldb = IC, g.trans_b = true;
     g.ab_type = m->dt;
     g.c = residual, g.beta = 1.0f, g.alpha = 1.0f;
     g.d = out, g.ldd = ldo, g.d_type = m->dt;
@@ -478,10 +631,12 @@ static lb_status linear_bwd(lb_model_gpu *m, void *dinp, const void *dout, int64
     if (dinp != NULL) {
         g.m = m->BT, g.n = IC, g.k = OC;
         g.a = dout, g.lda = ld_dout, g.trans_a = dout_cols;
-        g.b = W(m, w_off), g.ldb = IC;
+        LB_TRY(matrix_w(m, w_off, &g.b, err));
+        g.ldb = IC;
         g.d = dinp, g.ldd = IC, g.d_type = m->dt;
         LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
     }
+    if (m->lora) return LB_OK; /* frozen: no weight or bias gradient */
     bool with_bias = b_off >= 0 && ld_inp > IC;
     int64_t aug = IC + ONES_COLS;
     memset(&g, 0, sizeof g);
@@ -519,10 +674,11 @@ static lb_status norm_bwd(lb_model_gpu *m, const void *dout, const void *inp, co
                           const float *rstd, int64_t w_off, int64_t b_off, int64_t dsum_off,
                           lb_err *err) {
     if (m->llama)
-        return lb_norm_rmsnorm_backward(m->dres, G(m, w_off), G(m, dsum_off), dout, inp,
-                                        W(m, w_off), rstd, m->BT, m->C, m->dt, m->stream, err);
-    return lb_norm_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), G(m, dsum_off), dout, inp,
-                                      W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream, err);
+        return lb_norm_rmsnorm_backward(m->dres, G(m, w_off), m->lora ? NULL : G(m, dsum_off), dout,
+                                        inp, W(m, w_off), rstd, m->BT, m->C, m->dt, m->stream, err);
+    return lb_norm_layernorm_backward(m->dres, G(m, w_off), G(m, b_off),
+                                      m->lora ? NULL : G(m, dsum_off), dout, inp, W(m, w_off), mean,
+                                      rstd, m->BT, m->C, m->dt, m->stream, err);
 }
 
 static lb_status act_fwd(lb_model_gpu *m, void *out, const void *inp, lb_err *err) {
@@ -589,6 +745,7 @@ static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
                         err));
         LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b),
                           NULL, err));
+        LB_TRY(lora_fwd(m, l, LB_LORA_IN_QKV, qkv, m->Q, ln1, C, err));
         if (m->llama)
             LB_TRY(lb_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                    m->stream, err));
@@ -598,6 +755,7 @@ static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
             lb_model_gpu_attn_forward(m, m->attn_src[0] == LB_GPU_ATTN_CUDNN, atty, lse, qkv, err));
         LB_TRY(linear_fwd(m, res2, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w),
                           lo(m, l, o->attn_out_b), x, err));
+        LB_TRY(lora_fwd(m, l, LB_LORA_IN_ATTN_OUT, res2, C, atty, C, err));
         LB_TRY(norm_fwd(m, ln2, m->ld2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
                         m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b),
                         err));
@@ -623,10 +781,12 @@ static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
         } else {
             LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, 0, C, m->F, lo(m, l, o->mlp_in_w),
                               lo(m, l, o->mlp_in_b), NULL, err));
+            LB_TRY(lora_fwd(m, l, LB_LORA_IN_MLP_IN, fch, m->F, ln2, m->ld2, err));
             LB_TRY(act_fwd(m, fact, fch, err));
         }
         LB_TRY(linear_fwd(m, res3, C, fact, hidden_ld(m, m->H), hidden_cols(m) ? COLS_INP : 0, m->H,
                           C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
+        LB_TRY(lora_fwd(m, l, LB_LORA_IN_MLP_OUT, res3, C, fact, m->H, err));
     }
     LB_TRY(norm_fwd(m, m->lnf, C, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C),
                     m->off.normf_w, m->off.normf_b, err));
@@ -671,7 +831,7 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
      * buffer: the first write of the step there. Rows up to a multiple of 64 in one product,
      * the rest in a second: cuBLASLt picks slow kernels for an odd row count (GPT-2's
      * 50,257 rows in one product cost 0.8 ms more a step at 16x1024 on an H200). */
-    int64_t Vq = m->V / 64 * 64;
+    int64_t Vq = m->lora ? 0 : m->V / 64 * 64; /* a frozen head: no weight gradient */
     lb_blas_gemm gw = {.m = Vq,
                        .n = C,
                        .k = m->BT,
@@ -685,8 +845,8 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
                        .ldd = C,
                        .d_type = LB_DT_F32,
                        .alpha = 1.0f};
-    LB_TRY(lb_blas_gemm_run(m->blas, &gw, m->stream, err));
-    if (Vq < m->V) {
+    if (Vq > 0) LB_TRY(lb_blas_gemm_run(m->blas, &gw, m->stream, err));
+    if (!m->lora && Vq < m->V) {
         gw.m = m->V - Vq;
         gw.a = (char *)m->logits + (size_t)Vq * m->es;
         gw.d = G(m, m->off.lm_head + Vq * C);
@@ -738,6 +898,7 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
         } else {
             LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, 0, m->H, C,
                               lo(m, l, o->mlp_out_w), -1, err));
+            LB_TRY(lora_bwd(m, l, LB_LORA_IN_MLP_OUT, m->dact, m->dres, C, fact, m->H, err));
             if (m->llama)
                 LB_TRY(lb_act_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream,
                                               err));
@@ -748,14 +909,16 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
         LB_TRY(linear_bwd(m, m->dc, m->dfch, hidden_ld(m, m->F), ln2, m->ld2,
                           hidden_cols(m) ? COLS_DOUT : 0, C, m->F, lo(m, l, o->mlp_in_w),
                           lo(m, l, o->mlp_in_b), err));
+        LB_TRY(lora_bwd(m, l, LB_LORA_IN_MLP_IN, m->dc, m->dfch, m->F, ln2, m->ld2, err));
         LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w),
                         lo(m, l, o->norm2_b), lo(m, l, o->attn_out_b), err));
         /* attention */
         LB_TRY(
             linear_bwd(m, m->dc, m->dres, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w), -1, err));
+        LB_TRY(lora_bwd(m, l, LB_LORA_IN_ATTN_OUT, m->dc, m->dres, C, atty, C, err));
         /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
-        bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0;
+        bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0 && !m->lora;
         qkv_bias_grad bg = {G(m, lo(m, l, o->qkv_b)), G(m, lo(m, l, o->attn_out_b)),
                             W(m, lo(m, l, o->attn_out_w))};
         if (m->attn_src[1] == LB_GPU_ATTN_AUTO)
@@ -772,9 +935,11 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
                                      m->dt, m->stream, err));
         LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w),
                           qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
+        LB_TRY(lora_bwd(m, l, LB_LORA_IN_QKV, m->dc, m->dqkv, m->Q, ln1, C, err));
         LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
                         l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));
     }
+    if (m->lora) return LB_OK; /* a frozen embedding */
     return lb_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T, C,
                              m->dt, m->stream, err);
 }
@@ -812,6 +977,7 @@ static lb_status optimizer(lb_model_gpu *m, const lb_gpu_adamw_params *p, lb_err
     lb_gpu_adamw_params q = *p;
     q.dynamic_scaling = m->dt == LB_DT_F16;
     if (q.growth_interval <= 0) q.growth_interval = 2000;
+    if (m->lora) return lb_lora_gpu_optimizer(m->lora, &q, m->opt, m->stream, err);
     lb_gpu_segments sg = {m->seg_start, m->seg_flags, m->n_seg, m->n_params};
     LB_TRY(lb_adamw_grad_sumsq(m->opt, m->grads, m->dt, &sg, m->stream, err));
     lb_gpu_lp_apart head = {m->lm_w, m->off.lm_head, m->off.lm_head + (int64_t)m->V * m->C};

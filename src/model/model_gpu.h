@@ -18,7 +18,15 @@
  *
  * Implemented in model_gpu.c (layout, forward, backward, optimizer), model_gpu_tune.c (the
  * choices timed on the first step: whose attention kernels, whose GELU product) and
- * model_gpu_graph.c (a training step as a CUDA graph), sharing model_gpu_impl.h. */
+ * model_gpu_graph.c (a training step as a CUDA graph), sharing model_gpu_impl.h.
+ *
+ * Fine-tuning (params.lora.rank > 0): the base is frozen and kept in the working type only
+ * (no fp32 master, gradients or moments for it), its projections in NF4 with
+ * params.lora.quant, dequantised just before each product that reads them; backward runs
+ * no weight-gradient product of the base; the adapters (model/lora_gpu.h) add their
+ * products at each chosen projection and AdamW updates them alone. Setting the base up
+ * (init_weights, set_params) borrows one fp32 buffer outside the arena, the size of the
+ * largest layer matrix, and frees it before returning. */
 #ifndef LB_MODEL_MODEL_GPU_H
 #define LB_MODEL_MODEL_GPU_H
 
@@ -33,6 +41,7 @@
 #include "kernels/adamw.cuh"
 #include "model/attn_choice.h"
 #include "model/config.h"
+#include "model/lora.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,6 +66,9 @@ typedef struct {
     bool no_fused_gelu;           /* GELU as separate kernels, not cuBLASLt epilogues (tests) */
     lb_gelu_product gelu_product; /* GPT-2's fused GELU product */
     int max_loss_slots;           /* device slots for per-step mean losses */
+    lb_lora_config lora;          /* rank 0: every parameter trains; else LoRA adapters on a
+                                   * frozen base, its projections in NF4 with lora.quant
+                                   * (model/lora_gpu.h) */
 } lb_model_gpu_params;
 
 typedef struct lb_model_gpu lb_model_gpu;
@@ -76,7 +88,21 @@ void lb_model_gpu_free(lb_model_gpu *m);
 lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err);
 /* Copies n_params fp32 host parameters in (master and working copy); resets AdamW. */
 lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err);
-/* Copies the fp32 master parameters or gradients out (synchronises). */
+/* With adapters: A and B from the host (layout of model/lora.h; fp32), or drawn from seed
+ * by lb_lora_init's rule; AdamW moments reset. Their fp32 weights or gradients out
+ * (synchronises). LB_ERR_USAGE on a model without adapters. */
+lb_status lb_model_gpu_set_lora(lb_model_gpu *m, const float *host, lb_err *err);
+lb_status lb_model_gpu_init_lora(lb_model_gpu *m, uint64_t seed, lb_err *err);
+lb_status lb_model_gpu_get_lora(lb_model_gpu *m, float *host, bool grads, lb_err *err);
+/* Device bytes the arena holds for the frozen base, the adapters (weights, working copy,
+ * gradients), their optimizer state and the activations (saved ones, one layer's
+ * gradients, the adapters' intermediates). */
+typedef struct {
+    double base, adapters, optimizer, activations;
+} lb_model_gpu_memory;
+lb_model_gpu_memory lb_model_gpu_memory_parts(const lb_model_gpu *m);
+/* Copies the fp32 master parameters or gradients out (synchronises); without a master
+ * (adapters on a frozen base) LB_ERR_USAGE. */
 lb_status lb_model_gpu_get_params(lb_model_gpu *m, float *host, lb_err *err);
 lb_status lb_model_gpu_get_grads(lb_model_gpu *m, float *host, lb_err *err);
 

@@ -12,6 +12,7 @@
 #include "gpu/blas/matmul.h"
 #include "gpu/cudnn/attn.h"
 #include "gpu/cudnn/gelu.h"
+#include "model/lora_gpu.h"
 #include "model/model_gpu.h"
 
 struct lb_model_gpu {
@@ -77,6 +78,10 @@ struct lb_model_gpu {
     void *dres, *dc, *dqkv, *dfch, *dact, *attn_scratch, *blas_ws;
     void *split_scratch; /* 3xTF32 operand copies or int8 planes (NULL in other modes) */
     size_t split_bytes;
+    /* fine-tuning: adapters on a frozen base (NULL: every parameter trains); the norm
+     * backward kernels always add weight gradients, which then go to sink ([C], unread) */
+    lb_lora_gpu *lora;
+    float *sink;
 };
 
 /* GPT-2's MLP with biases: GELU and its derivative run in cuBLASLt's epilogues (the
@@ -84,7 +89,8 @@ struct lb_model_gpu {
  * in fp32: there cuBLASLt runs the epilogue as a separate pass, slower than ours (on the
  * H200 at 32x128: 40 and 100 us a layer), and the 3xTF32 mode could not split them. */
 static inline bool fuse_gelu(const lb_model_gpu *m) {
-    return !m->llama && m->cfg.linear_bias && !m->p.no_fused_gelu && m->dt != LB_DT_F32;
+    return !m->llama && m->cfg.linear_bias && !m->p.no_fused_gelu && m->dt != LB_DT_F32 &&
+           !m->lora; /* adapters add to the product's output before the GELU */
 }
 
 /* device slots for per-step mean losses (the graph's own slot comes after them) */

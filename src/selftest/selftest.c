@@ -52,10 +52,13 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
 #include "kernels/attention.cuh"
 #include "kernels/embed.cuh"
 #include "kernels/loss.cuh"
+#include "kernels/nf4.cuh"
 #include "kernels/norm.cuh"
 #include "kernels/rope.cuh"
+#include "model/lora.h"
 #include "model/model.h"
 #include "model/model_gpu.h"
+#include "model/nf4.h"
 #include "model/ref.h"
 
 typedef struct {
@@ -988,6 +991,108 @@ static void check_xent(ctx *c, const prec_t *pr, int N, int V) {
         free(dpad), free(tg);
 }
 
+static lb_nf4_gpu_code nf4_code(void) {
+    lb_nf4_gpu_code code;
+    memcpy(code.v, lb_nf4_code, sizeof code.v);
+    return code;
+}
+
+/* Gaussian weights whose scale changes every 640 (so blocks and groups differ). */
+static void nf4_weights(ctx *c, float *w, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        w[i] = (float)(0.02 * (1.0 + 9.0 * ((i / 640) % 2)) * lb_rng_normal(&c->rng));
+}
+
+/* The device quantiser against model/nf4.c on the same fp32 weights: every code index and
+ * the mean equal; an 8-bit absmax may differ by one step where the means' last bits differ
+ * (tree against sequential sums), nowhere by more. Ratio: mismatched codes + absmax values
+ * off by more than one step + mean's relative difference over 1e-6. */
+static void check_nf4_quantize(ctx *c, int64_t n) {
+    if (c->st != LB_OK) return;
+    lb_nf4_tensor q;
+    lb_nf4_alloc(&q, n);
+    float *w = hnew((size_t)n);
+    const int64_t nb = lb_nf4_blocks(n), ng = lb_nf4_groups(n), nc = lb_nf4_code_bytes(n);
+    uint8_t *codes = malloc((size_t)nc);
+    int8_t *aq = malloc((size_t)nb);
+    float *sc = hnew((size_t)ng), mean = 0.0f;
+    if (!q.codes || !w || !codes || !aq || !sc) {
+        c->st = lb_fail(c->err, LB_ERR_NOMEM, "no host memory for the NF4 check");
+    } else {
+        nf4_weights(c, w, n);
+        lb_nf4_quantize(&q, w);
+        float *dw = up(c, w, (size_t)n, LB_DT_F32);
+        uint8_t *dcodes = dev(c, (size_t)nc);
+        float *dabs = dev(c, (size_t)nb * 4), *dsc = dev(c, (size_t)ng * 4), *dmean = dev(c, 4);
+        int8_t *daq = dev(c, (size_t)nb);
+        if (c->st == LB_OK) {
+            check(c, lb_nf4_gpu_quantize(dcodes, dabs, dw, n, nf4_code(), 0, c->err));
+            check(c, lb_nf4_gpu_double_quantize(daq, dsc, dmean, dabs, nb, 0, c->err));
+            check_cuda(c, cudaMemcpy(codes, dcodes, (size_t)nc, cudaMemcpyDeviceToHost), "codes");
+            check_cuda(c, cudaMemcpy(aq, daq, (size_t)nb, cudaMemcpyDeviceToHost), "absmax");
+            check_cuda(c, cudaMemcpy(sc, dsc, (size_t)ng * 4, cudaMemcpyDeviceToHost), "scale");
+            check_cuda(c, cudaMemcpy(&mean, dmean, 4, cudaMemcpyDeviceToHost), "mean");
+        }
+        if (c->st == LB_OK) {
+            int64_t bad_codes = 0, far = 0;
+            for (int64_t i = 0; i < nc; i++)
+                bad_codes += codes[i] != q.codes[i];
+            for (int64_t j = 0; j < nb; j++)
+                far += abs((int)aq[j] - (int)q.absmax_q[j]) > 1;
+            double mean_rel = fabs((double)mean - q.absmax_mean) / q.absmax_mean;
+            double ratio = (double)(bad_codes + far) + mean_rel / 1e-6;
+            char shape[64];
+            snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+            record(c, "nf4_quantize", shape, "fp32", ratio, mean_rel,
+                   bad_codes == 0 && far == 0 && mean_rel <= 1e-6);
+        }
+    }
+    lb_nf4_free(&q);
+    free(w);
+    free(codes);
+    free(aq);
+    free(sc);
+    release(c);
+}
+
+/* The device dequantiser against lb_nf4_dequantize on one CPU-quantised tensor, written
+ * in each working type. */
+static void check_nf4_dequantize(ctx *c, const prec_t *pr, int64_t n) {
+    if (c->st != LB_OK) return;
+    lb_nf4_tensor q;
+    lb_nf4_alloc(&q, n);
+    float *w = hnew((size_t)n), *ref = hnew((size_t)n), *got = hnew((size_t)n);
+    if (!q.codes || !w || !ref || !got) {
+        c->st = lb_fail(c->err, LB_ERR_NOMEM, "no host memory for the NF4 check");
+    } else {
+        nf4_weights(c, w, n);
+        lb_nf4_quantize(&q, w);
+        lb_nf4_dequantize(&q, ref);
+        const int64_t nb = lb_nf4_blocks(n), ng = lb_nf4_groups(n), nc = lb_nf4_code_bytes(n);
+        uint8_t *dcodes = dev(c, (size_t)nc);
+        int8_t *daq = dev(c, (size_t)nb);
+        float *dsc = dev(c, (size_t)ng * 4), *dmean = dev(c, 4);
+        void *out = dev(c, (size_t)n * lb_dtype_bytes(pr->dt));
+        if (c->st == LB_OK) {
+            check_cuda(c, cudaMemcpy(dcodes, q.codes, (size_t)nc, cudaMemcpyHostToDevice), "up");
+            check_cuda(c, cudaMemcpy(daq, q.absmax_q, (size_t)nb, cudaMemcpyHostToDevice), "up");
+            check_cuda(c, cudaMemcpy(dsc, q.scale, (size_t)ng * 4, cudaMemcpyHostToDevice), "up");
+            check_cuda(c, cudaMemcpy(dmean, &q.absmax_mean, 4, cudaMemcpyHostToDevice), "up");
+            check(c, lb_nf4_gpu_dequantize(out, pr->dt, dcodes, daq, dsc, dmean, n, nf4_code(), 0,
+                                           c->err));
+            down(c, got, out, (size_t)n, pr->dt);
+        }
+        char shape[64];
+        snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+        compare(c, "nf4_dequantize", shape, pr, got, ref, (size_t)n);
+    }
+    lb_nf4_free(&q);
+    free(w);
+    free(ref);
+    free(got);
+    release(c);
+}
+
 static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
     char shape[56];
     snprintf(shape, sizeof shape, "n%lld 3 tensors", (long long)n);
@@ -1072,6 +1177,43 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
 
 /* ---- whole model --------------------------------------------------------------------------- */
 
+/* One forward and backward of the reference and of the GPU model (loss slot 0) on one
+ * batch: the reference's loss to *ref_loss, the GPU's to gloss[0], its optimizer state
+ * (loss scale) to *st. Gradients stay in each model. */
+static void forward_backward_both(ctx *c, lb_model *cpu, lb_model_gpu *gm, const int32_t *in,
+                                  const int32_t *tg, int B, int T, float *ref_loss, float *gloss,
+                                  lb_gpu_optstate *st) {
+    lb_model_forward(cpu, in, tg, B, T, ref_loss);
+    lb_model_zero_grad(cpu);
+    lb_model_backward(cpu);
+    check(c, lb_model_gpu_forward_backward(gm, in, tg, 0, c->err));
+    if (c->st == LB_OK) check(c, lb_model_gpu_read_optstate(gm, st, c->err));
+    if (c->st == LB_OK) check(c, lb_model_gpu_read_losses(gm, gloss, 1, c->err));
+}
+
+/* n AdamW steps (lr 1e-3, the defaults otherwise) of the reference and of the GPU model
+ * (loss slots 1..n) on one batch: the reference's losses into rloss[0..n-1], the GPU's
+ * slots 0..n into gloss. */
+static void train_both(ctx *c, lb_model *cpu, lb_model_gpu *gm, const int32_t *in,
+                       const int32_t *tg, int B, int T, int n, float *rloss, float *gloss) {
+    lb_adamw_params ap = lb_model_adamw_default_params();
+    ap.lr = 1e-3f;
+    lb_gpu_adamw_params gap = {.lr = ap.lr,
+                               .beta1 = ap.beta1,
+                               .beta2 = ap.beta2,
+                               .eps = ap.eps,
+                               .weight_decay = ap.weight_decay,
+                               .grad_clip = ap.grad_clip};
+    for (int s = 0; s < n && c->st == LB_OK; s++) {
+        lb_model_forward(cpu, in, tg, B, T, &rloss[s]);
+        lb_model_zero_grad(cpu);
+        lb_model_backward(cpu);
+        lb_model_adamw_step(cpu, &ap, s + 1, NULL);
+        check(c, lb_model_gpu_train_step(gm, in, tg, s + 1, &gap, c->err));
+    }
+    if (c->st == LB_OK) check(c, lb_model_gpu_read_losses(gm, gloss, n + 1, c->err));
+}
+
 /* Each 1-D tensor's gradient (biases, norm weights) by its own relative L2 error, the worst
  * of them as one row: a fault in one small tensor (a bias gradient summed apart from the
  * kernels, or derived from another's) would vanish in the whole model's L2. */
@@ -1131,14 +1273,9 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
     if (c->st == LB_OK) check(c, lb_model_gpu_set_params(gm, cpu.params, c->err));
     float ref_loss = 0.0f, gloss[STEPS + 1], rloss[STEPS + 1];
     if (c->st == LB_OK) {
-        lb_model_forward(&cpu, in, tg, B, T, &ref_loss);
-        lb_model_zero_grad(&cpu);
-        lb_model_backward(&cpu);
-        check(c, lb_model_gpu_forward_backward(gm, in, tg, 0, c->err));
         lb_gpu_optstate st;
-        if (c->st == LB_OK) check(c, lb_model_gpu_read_optstate(gm, &st, c->err));
+        forward_backward_both(c, &cpu, gm, in, tg, B, T, &ref_loss, gloss, &st);
         if (c->st == LB_OK) check(c, lb_model_gpu_get_grads(gm, grads, c->err));
-        if (c->st == LB_OK) check(c, lb_model_gpu_read_losses(gm, gloss, 1, c->err));
         const char *gp_name = lb_model_gpu_gelu_product(gm);
         if (strcmp(gp_name, "unfused") != 0)
             snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " gelu %s", gp_name);
@@ -1151,22 +1288,7 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
         }
     }
     if (c->st == LB_OK) {
-        lb_adamw_params ap = lb_model_adamw_default_params();
-        ap.lr = 1e-3f;
-        lb_gpu_adamw_params gap = {.lr = ap.lr,
-                                   .beta1 = ap.beta1,
-                                   .beta2 = ap.beta2,
-                                   .eps = ap.eps,
-                                   .weight_decay = ap.weight_decay,
-                                   .grad_clip = ap.grad_clip};
-        for (int s = 0; s < STEPS && c->st == LB_OK; s++) {
-            lb_model_forward(&cpu, in, tg, B, T, &rloss[s]);
-            lb_model_zero_grad(&cpu);
-            lb_model_backward(&cpu);
-            lb_model_adamw_step(&cpu, &ap, s + 1, NULL);
-            check(c, lb_model_gpu_train_step(gm, in, tg, s + 1, &gap, c->err));
-        }
-        if (c->st == LB_OK) check(c, lb_model_gpu_read_losses(gm, gloss, STEPS + 1, c->err));
+        train_both(c, &cpu, gm, in, tg, B, T, STEPS, rloss, gloss);
         /* steps 2-10 replay a CUDA graph unless capture was refused: the row says which */
         char label[64];
         snprintf(label, sizeof label, "%s%s", shape, lb_model_gpu_uses_graph(gm) ? " graph" : "");
@@ -1177,6 +1299,76 @@ static void check_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, in
     lb_model_gpu_free(gm);
     lb_model_free(&cpu);
     free(grads), free(in), free(tg);
+}
+
+/* LoRA on a frozen base (bf16 or NF4 projections) against the CPU reference: the loss and
+ * the adapters' gradients of one forward and backward (B random, so both A and B have
+ * gradients), then five AdamW steps' losses (adapters only). With NF4 the CPU's base is the
+ * round trip of the same weights (lb_lora_quantize_base); the GPU quantises them itself, so
+ * its codes are the ones the nf4_quantize rows check. */
+static void check_lora_model(ctx *c, const prec_t *pr, const lb_model_config *cfg, int B, int T,
+                             lb_quant_kind quant, const char *targets) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s B%d T%d r8 %s%s", cfg->name, B, T, targets,
+             quant == LB_QUANT_NF4 ? " nf4" : "");
+    lb_model cpu;
+    lb_lora ad;
+    lb_err e2;
+    lb_lora_config lc = {8, 16.0f, 0, quant};
+    memset(&ad, 0, sizeof ad);
+    if (lb_lora_targets_parse(targets, cfg->family, &lc.targets, &e2) != LB_OK ||
+        lb_model_init(&cpu, cfg, B, T, lb_rng_next(&c->rng), &e2) != LB_OK) {
+        c->st = lb_fail(c->err, LB_ERR_RUNTIME, "LoRA reference: %s", e2.msg);
+        return;
+    }
+    enum { STEPS = 5 };
+    lb_model_gpu_params gp = {.B = B,
+                              .T = T,
+                              .precision = pr->prec,
+                              .max_loss_slots = STEPS + 1,
+                              .fp32_mode = pr->fp32_mode,
+                              .lora = lc};
+    lb_model_gpu *gm = NULL;
+    float *base = hnew((size_t)cpu.n_params), *grads = NULL;
+    int32_t *in = malloc(sizeof(int32_t) * B * T), *tg = malloc(sizeof(int32_t) * B * T);
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)cfg->vocab_size);
+        tg[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)cfg->vocab_size);
+    }
+    memcpy(base, cpu.params, (size_t)cpu.n_params * 4);
+    check(c, lb_lora_init(&ad, cfg, &lc, (int64_t)B * T, lb_rng_next(&c->rng), c->err));
+    if (c->st == LB_OK) {
+        randn(c, ad.params, (size_t)ad.off.total, 0.05f);
+        grads = hnew((size_t)ad.off.total);
+        if (quant == LB_QUANT_NF4) check(c, lb_lora_quantize_base(cfg, cpu.params, c->err));
+        check(c, lb_model_attach_lora(&cpu, &ad, c->err));
+    }
+    if (c->st == LB_OK) check(c, lb_model_gpu_init(&gm, cfg, &gp, c->err));
+    if (c->st == LB_OK) check(c, lb_model_gpu_set_params(gm, base, c->err));
+    if (c->st == LB_OK) check(c, lb_model_gpu_set_lora(gm, ad.params, c->err));
+    float ref_loss = 0.0f, gloss[STEPS + 1], rloss[STEPS];
+    if (c->st == LB_OK) {
+        lb_gpu_optstate st;
+        forward_backward_both(c, &cpu, gm, in, tg, B, T, &ref_loss, gloss, &st);
+        if (c->st == LB_OK) check(c, lb_model_gpu_get_lora(gm, grads, true, c->err));
+        if (c->st == LB_OK) {
+            for (int64_t i = 0; i < ad.off.total; i++)
+                grads[i] /= st.loss_scale;
+            compare_l2(c, "lora.loss", shape, pr, pr->model_rel / 10, gloss, &ref_loss, 1);
+            compare_l2(c, "lora.grads", shape, pr, pr->model_rel, grads, ad.grads,
+                       (size_t)ad.off.total);
+        }
+    }
+    if (c->st == LB_OK) {
+        train_both(c, &cpu, gm, in, tg, B, T, STEPS, rloss, gloss);
+        if (c->st == LB_OK)
+            compare_l2(c, "lora.5step_losses", shape, pr, pr->model_rel / 2, gloss + 1, rloss,
+                       STEPS);
+    }
+    lb_model_gpu_free(gm);
+    lb_model_free(&cpu);
+    lb_lora_free(&ad);
+    free(base), free(grads), free(in), free(tg);
 }
 
 /* A GPT-2 and a Llama test model with head size 64, so the tensor-core attention runs too;
@@ -1312,6 +1504,14 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_xent(&c, pr, 8, 50257);
             check_xent(&c, pr, 4, 128256); /* Llama 3 vocabulary: a row partly read twice */
         }
+        if (wanted(&c, "nf4")) {
+            if (pr->dt == LB_DT_F32) {
+                check_nf4_quantize(&c, 4096 * 344);                 /* 86 groups */
+                check_nf4_quantize(&c, 64 * 256 * 2 + 64 * 5 + 40); /* partial block, group */
+            }
+            check_nf4_dequantize(&c, pr, 4096 * 344);
+            check_nf4_dequantize(&c, pr, 64 * 256 * 3 + 8);
+        }
         if (wanted(&c, "adamw")) {
             check_adamw(&c, pr, 10001);
             check_adamw(&c, pr, 5000001); /* threads take several vectors, across segments */
@@ -1342,6 +1542,18 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
         if (c.st == LB_OK) check_model(&c, &AUTO, &gpt, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
         if (c.st == LB_OK)
             check_model(&c, &AUTO, &llama, 2, 128, false, false, LB_GELU_PRODUCT_AUTO);
+    }
+    if (p->model && wanted(&c, "lora")) {
+        lb_model_config gpt, llama;
+        test_configs(&gpt, &llama);
+        for (int k = 0; k < 3 && c.st == LB_OK; k++) {
+            check_lora_model(&c, &PRECS[k], &llama, 2, 128, LB_QUANT_NONE, "all");
+            check_lora_model(&c, &PRECS[k], &gpt, 2, 128, LB_QUANT_NONE, "q,v,o,down");
+            if (PRECS[k].dt != LB_DT_F32) {
+                check_lora_model(&c, &PRECS[k], &llama, 2, 128, LB_QUANT_NF4, "all");
+                check_lora_model(&c, &PRECS[k], &gpt, 2, 128, LB_QUANT_NF4, "all");
+            }
+        }
     }
     lb_blas_free(blas);
     lb_blas_free(split);

@@ -65,6 +65,13 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
                                     lb_err *err) {
     const lb_gpu_arena *a = lb_model_gpu_arena(s->m);
     LB_TRY(lb_result_set_metric(r, "peak_device_bytes", (double)a->used_bytes, "bytes"));
+    if (p->lora_rank > 0) {
+        lb_model_gpu_memory mem = lb_model_gpu_memory_parts(s->m);
+        LB_TRY(lb_result_set_metric(r, "base_bytes", mem.base, "bytes"));
+        LB_TRY(lb_result_set_metric(r, "adapter_bytes", mem.adapters, "bytes"));
+        LB_TRY(lb_result_set_metric(r, "optimizer_bytes", mem.optimizer, "bytes"));
+        LB_TRY(lb_result_set_metric(r, "activation_bytes", mem.activations, "bytes"));
+    }
     LB_TRY(lb_result_set_metric(r, "driver_peak_device_bytes", (double)a->driver_used_peak_bytes,
                                 "bytes"));
     struct cudaDeviceProp prop;
@@ -89,7 +96,7 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
         p->peak_tflops > 0 ? p->peak_tflops * 1e12 : lb_peak_flops(lb_peak_lookup(prop.name), kind);
     double tokens = (double)p->batch * (double)p->seq * (double)timed_steps;
     if (timed_s > 0 && peak > 0) {
-        double achieved = tokens / timed_s * lb_model_train_flops_per_token(cfg, p->seq);
+        double achieved = tokens / timed_s * lb_train_flops_per_token(p, cfg);
         LB_TRY(lb_result_set_metric(r, "peak_tflops", peak / 1e12, "TFLOP/s"));
         LB_TRY(lb_result_set_metric(r, "mfu", lb_peak_mfu(achieved, peak), "ratio"));
     } else if (peak <= 0) {
@@ -139,8 +146,11 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                               .gemm_heuristic_only = p->gemm_heuristic_only,
                               .attention = p->attention,
                               .max_loss_slots = (int)total};
-    lb_status st = lb_model_gpu_init(&s.m, cfg, &gp, err);
+    lb_status st = p->lora_rank > 0 ? lb_train_lora_config(p, cfg, &gp.lora, err) : LB_OK;
+    if (st == LB_OK) st = lb_model_gpu_init(&s.m, cfg, &gp, err);
     if (st == LB_OK) st = lb_model_gpu_init_weights(s.m, p->seed, err);
+    if (st == LB_OK && p->lora_rank > 0)
+        st = lb_model_gpu_init_lora(s.m, p->seed ^ LB_LORA_SEED_SALT, err);
     s.ev = calloc((size_t)(2 * total), sizeof *s.ev);
     s.losses = calloc((size_t)total, sizeof *s.losses);
     s.inputs = malloc(BT * sizeof *s.inputs);

@@ -1,0 +1,97 @@
+/* lora_gpu.h: LoRA adapters and the frozen (optionally NF4) base on one CUDA device, the
+ * part of fine-tuning that the GPU transformer (model_gpu.c) calls at its projections.
+ *
+ * What the device holds, carved from the model's arena by lb_lora_gpu_carve (names in
+ * brackets, so memory by part is a prefix sum of lb_gpu_arena): the adapters' fp32 master
+ * weights and gradients [lora.], their working copy in the compute type, the AdamW moments
+ * [opt.lora_], the rank-r intermediates u = x A^T of every layer and target and one
+ * layer's du [act.lora_u, grad.lora_du]; with NF4, every projection's codes, 8-bit absmax
+ * values, scales and mean [param.nf4] and one scratch for the widest fused base tensor
+ * dequantised [scratch.nf4]. The frozen base's other tensors stay in the model's working
+ * copy; lb_lora_gpu_base_index maps the parameter layout onto that copy when the
+ * projections live in NF4 (compact, no room for them).
+ *
+ * Products (gpu/blas/matmul.h), per chosen target of the tensor at hand, x [BT, in] the
+ * base product's input, y its output (rows ldy wide; the target's columns start at row0):
+ *   forward:  u = x A^T;  y[:, row0:row0+out] += s u B^T
+ *   backward: dB = s dy^T u (fp32);  du = s dy B;  dA = du^T x (fp32);  dx += du A
+ * The base gets no weight-gradient product. Not here: the base products themselves (the
+ * model's), data parallelism. Only in CUDA builds. */
+#ifndef LB_MODEL_LORA_GPU_H
+#define LB_MODEL_LORA_GPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "gpu/arena.h"
+#include "gpu/blas/matmul.h"
+#include "gpu/dtype.h"
+#include "kernels/adamw.cuh"
+#include "model/config.h"
+#include "model/lora.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lb_lora_gpu lb_lora_gpu;
+
+/* Host-side state for adapters of config lc on model cfg, for BT tokens a step in working
+ * type dt. Nothing on the device until lb_lora_gpu_carve. */
+lb_status lb_lora_gpu_new(lb_lora_gpu **out, const lb_model_config *cfg, const lb_lora_config *lc,
+                          int64_t BT, lb_gpu_dtype dt, lb_err *err);
+void lb_lora_gpu_free(lb_lora_gpu *l);
+/* Carves the device pieces above from a (sizing or real) arena. */
+lb_status lb_lora_gpu_carve(lb_lora_gpu *l, lb_gpu_arena *a, lb_err *err);
+/* After carving on the real arena: the optimizer's segment table to the device. */
+lb_status lb_lora_gpu_upload_tables(lb_lora_gpu *l, lb_err *err);
+
+/* Elements of the model's working copy of the frozen base: every parameter, or without
+ * the projections when they live in NF4. */
+int64_t lb_lora_gpu_base_elems(const lb_lora_gpu *l);
+/* Index in that working copy of parameter-layout offset off (not inside a projection
+ * stored in NF4). */
+int64_t lb_lora_gpu_base_index(const lb_lora_gpu *l, int64_t off);
+/* Whether the base's projections live in NF4. */
+bool lb_lora_gpu_nf4(const lb_lora_gpu *l);
+
+/* The frozen base from fp32 device values of the parameter tensor at layout offset off
+ * (numel elements, src may be overwritten): converted into the working copy `base`, or
+ * for a projection matrix under NF4 quantised (a fused tensor's row blocks each on their
+ * own). */
+lb_status lb_lora_gpu_base_set(lb_lora_gpu *l, void *base, int64_t off, int64_t numel,
+                               const float *src, void *stream, lb_err *err);
+/* The layer matrix at layer-relative offset rel of layer `layer` as its product reads it:
+ * in the working copy (base), or dequantised into the NF4 scratch. */
+lb_status lb_lora_gpu_base_weight(lb_lora_gpu *l, void *base, int layer, int64_t rel,
+                                  const void **w, void *stream, lb_err *err);
+
+/* Adapters from host fp32 values in the layout of model/lora.h (master and working copy);
+ * the AdamW moments are the caller's to reset. */
+lb_status lb_lora_gpu_set(lb_lora_gpu *l, const float *host, void *stream, lb_err *err);
+/* Adapters (A uniform in +-1/sqrt(in) from seed, B zero: lb_lora_init's rule and numbers). */
+lb_status lb_lora_gpu_init_weights(lb_lora_gpu *l, uint64_t seed, void *stream, lb_err *err);
+/* Host copies of the fp32 adapter weights or gradients (caller synchronises the stream). */
+lb_status lb_lora_gpu_get(lb_lora_gpu *l, float *host, bool grads, void *stream, lb_err *err);
+lb_status lb_lora_gpu_reset_moments(lb_lora_gpu *l, void *stream, lb_err *err);
+
+/* The adapters on the base tensor `which` of layer `layer`; see above. x rows ldx apart. */
+lb_status lb_lora_gpu_forward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
+                              void *y, int64_t ldy, const void *x, int64_t ldx, void *stream,
+                              lb_err *err);
+/* dy rows ldy apart; dx (rows `in` wide) gets += du A; NULL: no input gradient. */
+lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
+                               void *dx, const void *dy, int64_t ldy, const void *x, int64_t ldx,
+                               void *stream, lb_err *err);
+/* Clip by the adapters' global norm and one AdamW step over them; st is the model's
+ * optimizer state (its loss scale divides the gradients in fp16). */
+lb_status lb_lora_gpu_optimizer(lb_lora_gpu *l, const lb_gpu_adamw_params *p, lb_gpu_optstate *st,
+                                void *stream, lb_err *err);
+int64_t lb_lora_gpu_n_params(const lb_lora_gpu *l);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
