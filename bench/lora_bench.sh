@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# lora_bench.sh: LoRA and QLoRA fine-tuning with llmbench beside a PyTorch LoRA baseline of
+# the same model and targets, in one call on one GPU: selftest's nf4 and lora rows first (a
+# failure is reported, the timings still run), a small run on a repeated batch whose loss
+# must fall, then the shape with llmbench (bf16 LoRA, NF4 QLoRA, NF4 QLoRA with
+# --recompute: the smallest memory) and with PyTorch (bf16
+# LoRA, torch.compile, fused AdamW on the adapters: tools/pytorch_gpt2_baseline.py
+# --lora-rank), then one table.
+#
+# usage: bench/lora_bench.sh
+#        MODEL=mistral-7b BATCH=8 SEQ=512 RANK=16 TARGETS=all STEPS=20 WARMUP=5 bench/lora_bench.sh
+#        TORCH=0 SELFTEST=0 bench/lora_bench.sh     llmbench's timings only
+# Raw JSON and logs go to $OUT/MODEL (or /tmp/llmbench-lora/MODEL).
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+MODEL=${MODEL:-llama3.1-8b}
+out=${OUT:-/tmp/llmbench-lora}/$MODEL
+mkdir -p "$out"
+BATCH=${BATCH:-8}
+SEQ=${SEQ:-512}
+RANK=${RANK:-16}
+TARGETS=${TARGETS:-all}
+STEPS=${STEPS:-20}
+WARMUP=${WARMUP:-5}
+TORCH=${TORCH:-1}
+SELFTEST=${SELFTEST:-1}
+export PYTHONUNBUFFERED=1
+
+if [ "$SELFTEST" = 1 ]; then
+    # the NF4 kernels, then every whole-model row (full training and LoRA/QLoRA)
+    for args in "--only nf4" "--no-kernels"; do
+        tag=${args// /}
+        "$LLMBENCH" selftest $args > "$out/selftest$tag.txt" 2>&1
+        echo "selftest $args exit $?: $(tail -1 "$out/selftest$tag.txt")"
+        grep FAIL "$out/selftest$tag.txt" | head -10
+    done
+    # small runs on one repeated batch: QLoRA, an odd rank on two targets, full training
+    for args in "--lora-rank 8 --quant nf4" "--lora-rank 5 --lora-targets q,v" ""; do
+        "$LLMBENCH" train --model llama-tiny --device cuda --precision bf16 --batch 4 --seq 32 \
+            --data repeat --lr 1e-2 $args --steps 30 --warmup 0 --json --no-progress \
+            --db "$out/bench.db" > "$out/tiny.json" 2> "$out/tiny.err"
+        echo "tiny [$args] exit $? $(python3 -c "import json; d = json.load(open('$out/tiny.json')); l = d['series']['loss']['values']; print('loss %.3f -> %.3f' % (l[0], l[-1]))" 2>&1 | tail -1)"
+    done
+fi
+for run in none nf4 nf4:recompute; do
+    IFS=: read -r q extra <<< "$run"
+    tag=${q}${extra:+_$extra}
+    "$LLMBENCH" train --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --precision bf16 \
+        --device cuda --lora-rank "$RANK" --lora-targets "$TARGETS" --quant "$q" \
+        ${extra:+--$extra} --steps "$STEPS" --warmup "$WARMUP" --json --no-progress \
+        --db "$out/bench.db" > "$out/llmbench_$tag.json" 2> "$out/llmbench_$tag.err"
+    echo "llmbench --quant $q ${extra:+--$extra} exit $? $(tail -c 300 "$out/llmbench_$tag.err" | tr '\n' ' ')"
+done
+if [ "$TORCH" = 1 ]; then
+    python3 "$BASELINE" --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --precision bf16 \
+        --steps "$STEPS" --warmup "$WARMUP" --lora-rank "$RANK" --lora-targets "$TARGETS" \
+        > "$out/torch_lora.json" 2> "$out/torch_lora.err"
+    echo "torch exit $? $(tail -c 300 "$out/torch_lora.err" | tr '\n' ' ')"
+fi
+MODEL=$MODEL python3 - "$out" <<'EOF' | tee -a "$out/table.md"
+import json, os, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return json.loads(f.read().strip().splitlines()[-1] if name.startswith("torch") else f.read())
+    except Exception:
+        return None
+print(f"{os.environ.get('MODEL', 'llama3.1-8b')}:")
+print("| run | step ms (median, 95% CI) | tokens/s | samples/s | MFU | SM MHz | trainable | peak device GB | final loss |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for tag, label in (("none", "LoRA bf16"), ("nf4", "QLoRA nf4"), ("nf4_recompute", "QLoRA nf4 --recompute")):
+    d = load(f"llmbench_{tag}.json")
+    if not d:
+        continue
+    m = {x["name"]: x["value"] for x in d["metrics"]}
+    gb = lambda k: m.get(k, 0) / 1e9
+    print(f"| llmbench {label} | {m.get('step_ms_median', 0):.1f} ({m.get('step_ms_median_ci_lo', 0):.1f}-"
+          f"{m.get('step_ms_median_ci_hi', 0):.1f}) | {m.get('tokens_per_s', 0):.0f} | "
+          f"{m.get('samples_per_s', 0):.2f} | {m.get('mfu', 0):.3f} | {m.get('sm_clock_mean_mhz', 0):.0f} | "
+          f"{m.get('trainable_params', 0):.0f} | {gb('peak_device_bytes'):.2f} (driver "
+          f"{gb('driver_peak_device_bytes'):.2f}; base {gb('base_bytes'):.2f}, adapters "
+          f"{gb('adapter_bytes'):.2f}, optimizer {gb('optimizer_bytes'):.2f}, activations "
+          f"{gb('activation_bytes'):.2f}) | {m.get('final_loss', float('nan')):.4f} |")
+t = load("torch_lora.json")
+if t:
+    print(f"| {t['impl']} {t['torch']} LoRA bf16 | {t['step_ms_median']:.1f} | {t['tokens_per_s']:.0f} | "
+          f"{t['samples_per_s']:.2f} | | | {t['trainable_params']} | {t['peak_mem_bytes'] / 1e9:.2f} | "
+          f"{t['final_loss']:.4f} |")
+EOF
