@@ -10,6 +10,7 @@
 # usage: bench/lora_bench.sh
 #        MODEL=mistral-7b BATCH=8 SEQ=512 RANK=16 TARGETS=all STEPS=20 WARMUP=5 bench/lora_bench.sh
 #        TORCH=0 SELFTEST=0 bench/lora_bench.sh     llmbench's timings only
+#        SELFTEST_SETS="--only nf4;--only lora" bench/lora_bench.sh   fewer selftest rows
 # Raw JSON and logs go to $OUT/MODEL (or /tmp/llmbench-lora/MODEL).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
@@ -27,8 +28,9 @@ SELFTEST=${SELFTEST:-1}
 export PYTHONUNBUFFERED=1
 
 if [ "$SELFTEST" = 1 ]; then
-    # the NF4 kernels, then every whole-model row (full training and LoRA/QLoRA)
-    for args in "--only nf4" "--no-kernels"; do
+    # default: the NF4 kernels, then every whole-model row (full training and LoRA/QLoRA)
+    IFS=';' read -r -a sets <<< "${SELFTEST_SETS:---only nf4;--no-kernels}"
+    for args in "${sets[@]}"; do
         tag=${args// /}
         "$LLMBENCH" selftest $args > "$out/selftest$tag.txt" 2>&1
         echo "selftest $args exit $?: $(tail -1 "$out/selftest$tag.txt")"
