@@ -142,23 +142,30 @@ void lb_ref_rmsnorm_backward(float *dinp, float *dweight, const float *dout, con
 
 /* Rows of inp per task: each task reads every weight row once for all its rows, so the
  * weights stream from memory N / MM_ROWS times instead of N times. */
+#define MM_COLS 256 /* output columns per task */
 #define MM_ROWS 8
 
 void lb_ref_matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                            int B, int T, int C, int OC) {
+    /* tasks of MM_ROWS rows by MM_COLS output columns, so a few rows (inference decode)
+     * still spread over every thread */
     const int64_t N = (int64_t)B * T, n_tasks = (N + MM_ROWS - 1) / MM_ROWS;
-#pragma omp parallel for schedule(static)
+    const int n_col_tasks = (OC + MM_COLS - 1) / MM_COLS;
+#pragma omp parallel for collapse(2) schedule(static)
     for (int64_t task = 0; task < n_tasks; task++) {
-        const int64_t i0 = task * MM_ROWS, i1 = i0 + MM_ROWS < N ? i0 + MM_ROWS : N;
-        for (int o = 0; o < OC; o++) {
-            const float *w = weight + (int64_t)o * C;
-            for (int64_t i = i0; i < i1; i++) {
-                const float *x = inp + i * C;
-                double acc = 0.0;
+        for (int ct = 0; ct < n_col_tasks; ct++) {
+            const int64_t i0 = task * MM_ROWS, i1 = i0 + MM_ROWS < N ? i0 + MM_ROWS : N;
+            const int o1 = (ct + 1) * MM_COLS < OC ? (ct + 1) * MM_COLS : OC;
+            for (int o = ct * MM_COLS; o < o1; o++) {
+                const float *w = weight + (int64_t)o * C;
+                for (int64_t i = i0; i < i1; i++) {
+                    const float *x = inp + i * C;
+                    double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
-                for (int c = 0; c < C; c++)
-                    acc += (double)x[c] * w[c];
-                out[i * OC + o] = (float)(acc + (bias ? bias[o] : 0.0));
+                    for (int c = 0; c < C; c++)
+                        acc += (double)x[c] * w[c];
+                    out[i * OC + o] = (float)(acc + (bias ? bias[o] : 0.0));
+                }
             }
         }
     }
@@ -389,9 +396,10 @@ void lb_ref_rope_freqs(const lb_model_config *cfg, float *inv_freq) {
     }
 }
 
-/* Rotates q and k heads by sign * t * inv_freq; copies v. */
-static void rope_rotate(float *out, const float *inp, const float *inv_freq, int B, int T, int NH,
-                        int NKV, int HD, double sign) {
+/* Rotates q and k heads by sign * position * inv_freq, the position t or pos[b*T + t];
+ * copies v. */
+static void rope_rotate(float *out, const float *inp, const float *inv_freq, const int32_t *pos,
+                        int B, int T, int NH, int NKV, int HD, double sign) {
     const int QW = (NH + 2 * NKV) * HD, half = HD / 2;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -400,7 +408,8 @@ static void rope_rotate(float *out, const float *inp, const float *inv_freq, int
                 const float *x = inp + row + h * HD;
                 float *y = out + row + h * HD;
                 for (int i = 0; i < half; i++) {
-                    double ang = sign * t * (double)inv_freq[i];
+                    double p = pos ? pos[(int64_t)b * T + t] : t;
+                    double ang = sign * p * (double)inv_freq[i];
                     double c = cos(ang), s = sin(ang);
                     double x0 = x[i], x1 = x[i + half];
                     y[i] = (float)(x0 * c - x1 * s);
@@ -415,12 +424,59 @@ static void rope_rotate(float *out, const float *inp, const float *inv_freq, int
 
 void lb_ref_rope_forward(float *out, const float *inp, const float *inv_freq, int B, int T, int NH,
                          int NKV, int HD) {
-    rope_rotate(out, inp, inv_freq, B, T, NH, NKV, HD, 1.0);
+    rope_rotate(out, inp, inv_freq, NULL, B, T, NH, NKV, HD, 1.0);
 }
 
 void lb_ref_rope_backward(float *dinp, const float *dout, const float *inv_freq, int B, int T,
                           int NH, int NKV, int HD) {
-    rope_rotate(dinp, dout, inv_freq, B, T, NH, NKV, HD, -1.0);
+    rope_rotate(dinp, dout, inv_freq, NULL, B, T, NH, NKV, HD, -1.0);
+}
+
+void lb_ref_rope_positions(float *qkv, const int32_t *pos, const float *inv_freq, int N, int NH,
+                           int NKV, int HD) {
+    rope_rotate(qkv, qkv, inv_freq, pos, 1, N, NH, NKV, HD, 1.0);
+}
+
+/* --- paged attention ---------------------------------------------------------------- */
+
+void lb_ref_paged_attention(float *out, const float *qkv, const float *k_cache,
+                            const float *v_cache, const int32_t *block_table, int max_blocks,
+                            const int32_t *seq_of, const int32_t *pos, int N, int NH, int NKV,
+                            int HD, int block_size) {
+    const int QW = (NH + 2 * NKV) * HD, group = NH / NKV;
+    const double scale = 1.0 / sqrt((double)HD);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int i = 0; i < N; i++)
+        for (int h = 0; h < NH; h++) {
+            const int kvh = h / group, len = pos[i] + 1;
+            const int32_t *bt = block_table + (int64_t)seq_of[i] * max_blocks;
+            const float *q = qkv + (int64_t)i * QW + h * HD;
+            double *e = malloc((size_t)len * sizeof(double));
+            double mx = -INFINITY, sum = 0.0;
+            for (int t = 0; t < len; t++) {
+                int64_t slot = (int64_t)bt[t / block_size] * block_size + t % block_size;
+                const float *k = k_cache + (slot * NKV + kvh) * HD;
+                double s = 0.0;
+                for (int c = 0; c < HD; c++)
+                    s += (double)q[c] * k[c];
+                e[t] = s * scale;
+                if (e[t] > mx) mx = e[t];
+            }
+            for (int t = 0; t < len; t++) {
+                e[t] = exp(e[t] - mx);
+                sum += e[t];
+            }
+            float *o = out + (int64_t)i * NH * HD + h * HD;
+            for (int c = 0; c < HD; c++) {
+                double acc = 0.0;
+                for (int t = 0; t < len; t++) {
+                    int64_t slot = (int64_t)bt[t / block_size] * block_size + t % block_size;
+                    acc += e[t] * v_cache[(slot * NKV + kvh) * HD + c];
+                }
+                o[c] = (float)(acc / sum);
+            }
+            free(e);
+        }
 }
 
 /* --- activations -------------------------------------------------------------------- */

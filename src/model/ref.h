@@ -102,6 +102,24 @@ void lb_ref_rope_forward(float *out, const float *inp, const float *inv_freq, in
 void lb_ref_rope_backward(float *dinp, const float *dout, const float *inv_freq, int B, int T,
                           int NH, int NKV, int HD);
 
+/* Rotates the q and k heads of qkv [N,(NH+2*NKV)*HD] in place, token i by the angle
+ * pos[i] * inv_freq (a batch of tokens from many sequences at their own positions). */
+void lb_ref_rope_positions(float *qkv, const int32_t *pos, const float *inv_freq, int N, int NH,
+                           int NKV, int HD);
+
+/* --- paged attention (inference) ----------------------------------------------------- */
+/* Causal attention of N query tokens over a paged key/value cache. k_cache and v_cache are
+ * [n_blocks, block_size, NKV, HD]; a sequence's position t lives in block
+ * block_table[seq * max_blocks + t / block_size] at row t % block_size. Token i belongs to
+ * sequence seq_of[i], sits at position pos[i] and attends to positions 0..pos[i] of its
+ * sequence (which the cache must hold, its own included). q is read from qkv [N, (NH +
+ * 2*NKV)*HD] (the first NH*HD columns of each row); query head h reads kv head h / (NH /
+ * NKV); scores scaled by 1/sqrt(HD). out [N, NH*HD]. */
+void lb_ref_paged_attention(float *out, const float *qkv, const float *k_cache,
+                            const float *v_cache, const int32_t *block_table, int max_blocks,
+                            const int32_t *seq_of, const int32_t *pos, int N, int NH, int NKV,
+                            int HD, int block_size);
+
 /* --- activations -------------------------------------------------------------------- */
 /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). N elements. */
 void lb_ref_gelu_forward(float *out, const float *inp, int64_t N);

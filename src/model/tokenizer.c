@@ -330,11 +330,23 @@ static lb_status add_special(lb_tokenizer *t, const char *name, uint32_t id, lb_
     return LB_OK;
 }
 
-static lb_status add_specials(lb_tokenizer *t, lb_tok_special kind, uint32_t first, lb_err *err) {
+static lb_status add_specials(lb_tokenizer *t, const lb_tokenizer_params *params,
+                              lb_tok_special kind, uint32_t first, lb_err *err) {
     size_t n = kind == LB_TOK_SPECIAL_LLAMA3 ? LLAMA3_N_SPECIAL
                : kind == LB_TOK_SPECIAL_GPT2 ? 1
+               : kind == LB_TOK_SPECIAL_LIST ? params->n_special_list
                                              : 0;
     LB_TRY(map_init(&t->special, n, err));
+    if (kind == LB_TOK_SPECIAL_LIST) {
+        for (size_t i = 0; i < n; i++) {
+            const char *s = params->special_texts[i];
+            uint32_t e = 0;
+            LB_TRY(add_entry(t, (const uint8_t *)s, strlen(s), params->special_ids[i], &e, err));
+            if (t->entries[e].len == 0 || map_insert(t, &t->special, e) != NULL)
+                return lb_fail(err, LB_ERR_FORMAT, "special token \"%s\" is empty or repeated", s);
+        }
+        return LB_OK;
+    }
     if (kind == LB_TOK_SPECIAL_GPT2) return add_special(t, "endoftext", first, err);
     size_t named = sizeof llama3_specials / sizeof *llama3_specials;
     for (size_t i = 0; i < n; i++) {
@@ -410,6 +422,7 @@ const char *lb_tokenizer_special_name(lb_tok_special special) {
     case LB_TOK_SPECIAL_NONE: return "none";
     case LB_TOK_SPECIAL_LLAMA3: return "llama3";
     case LB_TOK_SPECIAL_GPT2: return "gpt2";
+    case LB_TOK_SPECIAL_LIST: return "list";
     }
     return "?";
 }
@@ -484,15 +497,24 @@ static lb_status build(lb_tokenizer *t, const char *bytes, size_t n, const char 
                           : gpt2 ? LB_TOK_SPECIAL_GPT2
                                  : LB_TOK_SPECIAL_NONE;
     }
-    LB_TRY(add_specials(t, t->info.special, next_id, err));
+    LB_TRY(add_specials(t, params, t->info.special, next_id, err));
     t->info.n_special = t->n_entries - t->info.n_ranks;
     t->info.max_id = next_id - 1 + (uint32_t)t->info.n_special;
-    /* Special ids follow every rank, so appending them keeps by_id sorted. */
+    /* Special ids of a family follow every rank, so appending them keeps by_id sorted; a
+     * given list is sorted in and its ids checked against the ranks'. */
     uint32_t *by_id = realloc(t->by_id, t->n_entries * sizeof *by_id);
     if (by_id == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", name);
     t->by_id = by_id;
     for (size_t e = t->info.n_ranks; e < t->n_entries; e++)
         t->by_id[e] = (uint32_t)e;
+    if (t->info.special == LB_TOK_SPECIAL_LIST) {
+        qsort_r(t->by_id, t->n_entries, sizeof *t->by_id, cmp_entry_id, t->entries);
+        for (size_t i = 1; i < t->n_entries; i++)
+            if (t->entries[t->by_id[i - 1]].id == t->entries[t->by_id[i]].id)
+                return lb_fail(err, LB_ERR_FORMAT, "%s: id %u is both a token and a special token",
+                               name, t->entries[t->by_id[i]].id);
+        t->info.max_id = t->entries[t->by_id[t->n_entries - 1]].id;
+    }
     return compile_pattern(t, err);
 }
 

@@ -44,11 +44,16 @@ typedef enum {
     LB_TOK_SPECIAL_LLAMA3, /* Llama 3.1's 256: <|begin_of_text|>, <|end_of_text|>, ...,
                               <|eot_id|>, <|python_tag|>, reserved 3..247 */
     LB_TOK_SPECIAL_GPT2,   /* <|endoftext|> */
+    LB_TOK_SPECIAL_LIST,   /* the params' list, with its own texts and ids (tokenizer.json's
+                              added tokens) */
 } lb_tok_special;
 
 typedef struct {
-    lb_tok_pattern pattern; /* pre-split expression (default AUTO) */
-    lb_tok_special special; /* special tokens (default AUTO) */
+    lb_tok_pattern pattern;           /* pre-split expression (default AUTO) */
+    lb_tok_special special;           /* special tokens (default AUTO) */
+    const char *const *special_texts; /* LIST: [n_special_list] texts, matched verbatim */
+    const uint32_t *special_ids;      /* LIST: [n_special_list] their ids, none a rank */
+    size_t n_special_list;
 } lb_tokenizer_params;
 
 /* What a loaded tokenizer holds. */

@@ -1,0 +1,279 @@
+/* hf_tokenizer.c: tokenizer.json to a ranks table, and the chat format (hf_tokenizer.h).
+ *
+ * The vocabulary is turned into the text of a tiktoken ranks file in memory and parsed by
+ * tokenizer.h, so both formats share one loader and its checks (every byte ranked, no
+ * token twice). */
+#include "model/hf_tokenizer.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/file.h"
+
+/* Llama 3's pre-split expression as tokenizer.json writes it. */
+static const char llama3_split[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* GPT-2's byte-to-unicode alphabet, inverted: the byte a code point stands for, or -1. */
+static int unicode_byte(uint32_t cp) {
+    if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255))
+        return (int)cp;
+    if (cp < 256 || cp >= 256 + 68) return -1;
+    int k = (int)(cp - 256); /* the k-th byte outside the printable ranges, in byte order */
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+        if (!printable && k-- == 0) return b;
+    }
+    return -1;
+}
+
+/* Decodes a vocabulary string to bytes; returns their count or -1. */
+static int vocab_bytes(const char *s, uint8_t *out, int cap) {
+    int n = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        uint32_t cp;
+        int len = *p < 0x80         ? 1
+                  : (*p >> 5) == 6  ? 2
+                  : (*p >> 4) == 14 ? 3
+                  : (*p >> 3) == 30 ? 4
+                                    : 0;
+        if (len == 0) return -1;
+        cp = len == 1 ? *p : (uint32_t)(*p & (0x7f >> len));
+        for (int i = 1; i < len; i++) {
+            if ((p[i] & 0xc0) != 0x80) return -1;
+            cp = cp << 6 | (p[i] & 0x3f);
+        }
+        p += len;
+        int b = unicode_byte(cp);
+        if (b < 0 || n == cap) return -1;
+        out[n++] = (uint8_t)b;
+    }
+    return n;
+}
+
+static size_t b64_encode(const uint8_t *in, size_t n, char *out) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
+                     (i + 2 < n ? in[i + 2] : 0);
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < n ? tab[v & 63] : '=';
+    }
+    return o;
+}
+
+/* Llama 3's Split or GPT-2's ByteLevel(use_regex) anywhere in the pre-tokenizer. */
+static lb_status pre_split(json_t *pt, lb_tok_pattern *pat, bool *found) {
+    if (!json_is_object(pt)) return LB_OK;
+    const char *type = json_string_value(json_object_get(pt, "type"));
+    if (type == NULL) return LB_OK;
+    if (strcmp(type, "Sequence") == 0) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(pt, "pretokenizers"), i, v) pre_split(v, pat, found);
+    } else if (strcmp(type, "Split") == 0) {
+        const char *re =
+            json_string_value(json_object_get(json_object_get(pt, "pattern"), "Regex"));
+        if (re != NULL && strcmp(re, llama3_split) == 0) {
+            *pat = LB_TOK_PATTERN_LLAMA3;
+            *found = true;
+        }
+    } else if (strcmp(type, "ByteLevel") == 0 && json_is_true(json_object_get(pt, "use_regex"))) {
+        *pat = LB_TOK_PATTERN_GPT2;
+        *found = true;
+    }
+    return LB_OK;
+}
+
+typedef struct {
+    const char *key;
+    uint32_t id;
+} vocab_item;
+
+static int cmp_key(const void *a, const void *b) {
+    return strcmp(((const vocab_item *)a)->key, ((const vocab_item *)b)->key);
+}
+
+/* The id of a vocabulary string (items sorted by key), or -1. */
+static int64_t id_of(const vocab_item *v, size_t n, const char *key) {
+    vocab_item k = {key, 0};
+    const vocab_item *f = bsearch(&k, v, n, sizeof *v, cmp_key);
+    return f ? (int64_t)f->id : -1;
+}
+
+/* Merge k ("a b" or ["a", "b"]) joined, into buf. */
+static bool merge_text(json_t *m, char *buf, size_t cap) {
+    if (json_is_string(m)) {
+        const char *s = json_string_value(m), *sp = strchr(s, ' ');
+        if (sp == NULL || strchr(sp + 1, ' ') != NULL) return false;
+        return (size_t)snprintf(buf, cap, "%.*s%s", (int)(sp - s), s, sp + 1) < cap;
+    }
+    const char *a = json_string_value(json_array_get(m, 0));
+    const char *b = json_string_value(json_array_get(m, 1));
+    return a && b && json_array_size(m) == 2 && (size_t)snprintf(buf, cap, "%s%s", a, b) < cap;
+}
+
+lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len, const char *name,
+                                lb_err *err) {
+    *out = NULL;
+    json_error_t je;
+    json_t *root = json_loadb(json, len, 0, &je);
+    if (root == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "%s:%d: not JSON: %s", name, je.line, je.text);
+    json_t *model = json_object_get(root, "model"), *vocab = json_object_get(model, "vocab");
+    json_t *merges = json_object_get(model, "merges"),
+           *added = json_object_get(root, "added_tokens");
+    const char *mtype = json_string_value(json_object_get(model, "type"));
+    lb_status st = LB_OK;
+    lb_tokenizer_params tp = lb_tokenizer_default_params();
+    bool found = false;
+    pre_split(json_object_get(root, "pre_tokenizer"), &tp.pattern, &found);
+    size_t nv = json_object_size(vocab), na = json_array_size(added);
+    vocab_item *items = calloc(nv + 1, sizeof *items);
+    const char **sp_text = calloc(na + 1, sizeof *sp_text);
+    uint32_t *sp_id = calloc(na + 1, sizeof *sp_id);
+    char *ranks = NULL;
+    if (items == NULL || sp_text == NULL || sp_id == NULL)
+        st = lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", name);
+    if (st == LB_OK && (mtype == NULL || strcmp(mtype, "BPE") != 0 || !json_is_object(vocab)))
+        st = lb_fail(err, LB_ERR_USAGE, "%s: model.type must be \"BPE\" with a model.vocab object",
+                     name);
+    if (st == LB_OK && json_is_true(json_object_get(model, "byte_fallback")))
+        st = lb_fail(err, LB_ERR_USAGE,
+                     "%s: a byte_fallback (SentencePiece) BPE is not supported; a byte-level one "
+                     "(Llama 3, GPT-2) is",
+                     name);
+    if (st == LB_OK && !found)
+        st = lb_fail(err, LB_ERR_USAGE,
+                     "%s: pre_tokenizer is neither Llama 3's Split expression nor GPT-2's "
+                     "ByteLevel with use_regex; those are supported",
+                     name);
+    size_t n = 0;
+    const char *key;
+    json_t *val;
+    if (st == LB_OK) json_object_foreach(vocab, key, val) {
+            if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+                json_integer_value(val) > 0x3fffffff) {
+                st = lb_fail(err, LB_ERR_USAGE, "%s: model.vocab[\"%s\"] is not an id", name, key);
+                break;
+            }
+            items[n++] = (vocab_item){key, (uint32_t)json_integer_value(val)};
+        }
+    qsort(items, n, sizeof *items, cmp_key);
+    /* Merge order must be the order of the merged tokens' ids. */
+    int64_t last = -1;
+    size_t i;
+    json_t *m;
+    if (st == LB_OK) json_array_foreach(merges, i, m) {
+            char joined[1024];
+            int64_t id = merge_text(m, joined, sizeof joined) ? id_of(items, n, joined) : -1;
+            if (id < 0) {
+                st = lb_fail(err, LB_ERR_USAGE,
+                             "%s: model.merges[%zu] is not two tokens whose "
+                             "join is in model.vocab",
+                             name, i);
+                break;
+            }
+            if (id <= last) {
+                st = lb_fail(err, LB_ERR_USAGE,
+                             "%s: model.merges[%zu] makes id %lld after id %lld; only vocabularies "
+                             "whose merges come in id order (tiktoken's kind) are supported",
+                             name, i, (long long)id, (long long)last);
+                break;
+            }
+            last = id;
+        }
+    /* The ranks text: at most 4/3 of 3 bytes per code point, plus the id. */
+    size_t cap = 0;
+    for (size_t k = 0; k < n; k++)
+        cap += 4 * strlen(items[k].key) / 3 + 8 + 16;
+    if (st == LB_OK && (ranks = malloc(cap + 1)) == NULL)
+        st = lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", name);
+    size_t pos = 0;
+    for (size_t k = 0; k < n && st == LB_OK; k++) {
+        uint8_t bytes[768];
+        int nb = vocab_bytes(items[k].key, bytes, (int)sizeof bytes);
+        if (nb <= 0) {
+            st = lb_fail(err, LB_ERR_USAGE,
+                         "%s: model.vocab[\"%s\"] is not written in the byte-level alphabet", name,
+                         items[k].key);
+            break;
+        }
+        pos += b64_encode(bytes, (size_t)nb, ranks + pos);
+        pos += (size_t)sprintf(ranks + pos, " %u\n", items[k].id);
+    }
+    size_t ns = 0;
+    if (st == LB_OK) json_array_foreach(added, i, m) {
+            json_t *id = json_object_get(m, "id");
+            const char *content = json_string_value(json_object_get(m, "content"));
+            if (!json_is_integer(id) || json_integer_value(id) < 0 || content == NULL) {
+                st = lb_fail(err, LB_ERR_USAGE, "%s: added_tokens[%zu] needs an id and a content",
+                             name, i);
+                break;
+            }
+            if (id_of(items, n, content) == json_integer_value(id)) continue; /* in vocab */
+            sp_text[ns] = content;
+            sp_id[ns++] = (uint32_t)json_integer_value(id);
+        }
+    if (st == LB_OK) {
+        tp.special = LB_TOK_SPECIAL_LIST;
+        tp.special_texts = sp_text;
+        tp.special_ids = sp_id;
+        tp.n_special_list = ns;
+        st = lb_tokenizer_parse(out, ranks, pos, name, &tp, err);
+        if (st != LB_OK) st = LB_ERR_USAGE;
+    }
+    free(ranks);
+    free(items);
+    free(sp_text);
+    free(sp_id);
+    json_decref(root);
+    return st;
+}
+
+lb_status lb_hf_tokenizer_load(lb_tokenizer **out, const char *path, lb_err *err) {
+    char *buf = NULL;
+    size_t n = 0;
+    LB_TRY(lb_file_read(path, &buf, &n, err));
+    lb_status st;
+    size_t pl = strlen(path);
+    if (pl >= 5 && strcmp(path + pl - 5, ".json") == 0) {
+        st = lb_hf_tokenizer_parse(out, buf, n, path, err);
+    } else {
+        lb_tokenizer_params tp = lb_tokenizer_default_params();
+        st = lb_tokenizer_parse(out, buf, n, path, &tp, err);
+        if (st != LB_OK) st = LB_ERR_USAGE;
+    }
+    free(buf);
+    return st;
+}
+
+lb_status lb_hf_tokenizer_chat_llama3(const lb_chat_message *msgs, size_t n, char **text,
+                                      size_t *len, lb_err *err) {
+    static const char bot[] = "<|begin_of_text|>", sh[] = "<|start_header_id|>",
+                      eh[] = "<|end_header_id|>\n\n", eot[] = "<|eot_id|>";
+    size_t cap = sizeof bot + sizeof sh + sizeof eh + 16;
+    for (size_t i = 0; i < n; i++)
+        cap += sizeof sh + sizeof eh + sizeof eot + strlen(msgs[i].role) + msgs[i].content_len;
+    char *s = malloc(cap);
+    if (s == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory for a chat prompt");
+    size_t o = (size_t)sprintf(s, "%s", bot);
+    for (size_t i = 0; i < n; i++) {
+        o += (size_t)sprintf(s + o, "%s%s%s", sh, msgs[i].role, eh);
+        memcpy(s + o, msgs[i].content, msgs[i].content_len);
+        o += msgs[i].content_len;
+        o += (size_t)sprintf(s + o, "%s", eot);
+    }
+    o += (size_t)sprintf(s + o, "%sassistant%s", sh, eh);
+    *text = s;
+    *len = o;
+    return LB_OK;
+}

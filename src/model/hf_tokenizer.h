@@ -1,0 +1,43 @@
+/* hf_tokenizer.h: a Hugging Face tokenizer.json of the byte-level BPE kind (Llama 3,
+ * GPT-2) as a model/tokenizer.h tokenizer, and Llama 3's chat format.
+ *
+ * tokenizer.json's model.vocab maps token strings, written in GPT-2's byte-to-unicode
+ * alphabet, to ids; decoded to bytes they become a ranks table (id = rank) for
+ * tokenizer.h's BPE. That BPE merges by the rank of the merged token, which equals HF's
+ * merge order exactly when every merge "a b" yields a token whose id grows with the
+ * merge's position: this is checked, and a tokenizer.json that breaks it is refused. The
+ * pre-tokenizer must be Llama 3's Split expression or GPT-2's ByteLevel with use_regex;
+ * added_tokens become special tokens matched verbatim. Not here: SentencePiece (Llama 2,
+ * Mistral v0.x) vocabularies, normalizers, byte fallback, WordPiece, Unigram. */
+#ifndef LB_MODEL_HF_TOKENIZER_H
+#define LB_MODEL_HF_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "model/tokenizer.h"
+
+/* Reads tokenizer.json's text (name labels errors). *out is the caller's
+ * (lb_tokenizer_free). A file it cannot read is LB_ERR_USAGE naming it and the field. */
+lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len, const char *name,
+                                lb_err *err);
+/* Reads the file at path: tokenizer.json, or else a tiktoken ranks file (Llama 3's
+ * original/tokenizer.model, with its special tokens). */
+lb_status lb_hf_tokenizer_load(lb_tokenizer **out, const char *path, lb_err *err);
+
+/* One chat message. */
+typedef struct {
+    const char *role; /* "system", "user", "assistant" */
+    const char *content;
+    size_t content_len; /* bytes */
+} lb_chat_message;
+
+/* Llama 3's chat prompt: <|begin_of_text|>, then per message
+ * <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>, then the assistant's
+ * header that the reply follows. *text is malloc'd and NUL-terminated (caller frees);
+ * *len its bytes. */
+lb_status lb_hf_tokenizer_chat_llama3(const lb_chat_message *msgs, size_t n, char **text,
+                                      size_t *len, lb_err *err);
+
+#endif

@@ -1,0 +1,334 @@
+/* The Hugging Face directory loader and tokenizer.json on tiny directories written by
+ * hf_fixture.h: the configuration and weights come back as written (single file and
+ * shards, F32 and BF16), every kind of bad directory is refused with a sentence naming
+ * the file and tensor, tokenizer.json encodes as the equivalent tiktoken ranks file, and
+ * the chat format is Llama 3's. */
+/* clang-format off */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+/* clang-format on */
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_fixture.h"
+#include "model/hf_model.h"
+#include "model/hf_tokenizer.h"
+#include "model/model.h"
+#include "test_util.h"
+
+typedef struct {
+    char dir[64];
+    lb_model_config cfg;
+    lb_model m;
+} fixture;
+
+static void make(fixture *f, bool bf16, bool sharded) {
+    lb_err err;
+    f->cfg = lb_fixture_config();
+    assert_int_equal(lb_model_init(&f->m, &f->cfg, 1, 8, 7, &err), LB_OK);
+    lb_test_tmpdir(f->dir, sizeof f->dir);
+    lb_fixture_write_dir(f->dir, &f->cfg, f->m.params, bf16, sharded);
+}
+
+static void unmake(fixture *f) {
+    lb_model_free(&f->m);
+    lb_test_rmtree(f->dir);
+}
+
+static void check_weights(fixture *f, bool bf16) {
+    lb_hf_model hf;
+    lb_err err;
+    assert_int_equal(lb_hf_model_open(&hf, f->dir, &err), LB_OK);
+    assert_int_equal(hf.cfg.vocab_size, 320);
+    assert_int_equal(hf.cfg.n_kv_head, f->cfg.n_kv_head);
+    assert_int_equal(hf.cfg.d_ff, f->cfg.d_ff);
+    assert_true(hf.cfg.rope_scaling.enabled);
+    assert_int_equal(hf.cfg.rope_scaling.original_max_pos, 32);
+    assert_int_equal(hf.n_eos, 2);
+    assert_int_equal(hf.eos_ids[1], 314);
+    assert_int_equal(hf.bos_id, 310);
+    assert_true(hf.tokenizer_json);
+    assert_int_equal(hf.dtype, bf16 ? LB_ST_BF16 : LB_ST_F32);
+    for (int i = 0; i < f->m.n_tensors; i++) {
+        const lb_param_tensor *t = &f->m.layout[i];
+        float *got = malloc((size_t)t->numel * sizeof *got);
+        lb_hf_model_read(&hf, t, LB_DT_F32, got);
+        for (int64_t k = 0; k < t->numel; k++) {
+            float want = f->m.params[t->offset + k];
+            if (bf16) want = lb_hf_model_bf16_to_f32(lb_hf_model_f32_to_bf16(want));
+            if (got[k] != want) fail_msg("%s[%lld]: %g != %g", t->name, (long long)k, got[k], want);
+        }
+        free(got);
+    }
+    lb_hf_model_close(&hf);
+}
+
+static void test_hf_model_reads_a_single_file_in_fp32(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, false, false);
+    check_weights(&f, false);
+    unmake(&f);
+}
+
+static void test_hf_model_reads_bf16_shards_through_the_index(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, true, true);
+    check_weights(&f, true);
+    unmake(&f);
+}
+
+/* Opens f->dir after `spoil` wrote over one file; expects a usage error containing want. */
+static void expect_refused(fixture *f, const char *file, const char *text, const char *want) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", f->dir, file);
+    if (text)
+        assert_true(lb_test_write_file(path, text));
+    else
+        assert_int_equal(remove(path), 0);
+    lb_hf_model hf;
+    lb_err err = {{0}};
+    assert_int_equal(lb_hf_model_open(&hf, f->dir, &err), LB_ERR_USAGE);
+    if (strstr(err.msg, want) == NULL) fail_msg("'%s' does not say '%s'", err.msg, want);
+}
+
+static void test_hf_model_refuses_bad_directories_naming_the_file(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, false, false);
+    expect_refused(&f, "config.json",
+                   "{\"architectures\":[\"GPT2LMHeadModel\"],\"vocab_size\":320}",
+                   "GPT2LMHeadModel");
+    lb_fixture_write_config(f.dir, &f.cfg, "MistralForCausalLM");
+    lb_hf_model hf;
+    lb_err err;
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_OK); /* Mistral reads the same */
+    lb_hf_model_close(&hf);
+    expect_refused(&f, "config.json", "{\"architectures\":[\"LlamaForCausalLM\"]}", "vocab_size");
+    lb_fixture_write_config(f.dir, &f.cfg, "LlamaForCausalLM");
+    expect_refused(&f, "tokenizer.json", NULL, "no tokenizer.json");
+    char tpath[256];
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", f.dir);
+    lb_fixture_write_tokenizer_json(tpath);
+    expect_refused(&f, "model.safetensors", NULL, "no model.safetensors");
+    unmake(&f);
+}
+
+static void test_hf_model_refuses_wrong_tensors_naming_them(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, false, false);
+    lb_fixture_tensor t[64];
+    int n = lb_fixture_tensors(&f.cfg, f.m.params, t);
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.safetensors", f.dir);
+    lb_hf_model hf;
+    lb_err err;
+    /* a missing tensor */
+    lb_fixture_write_safetensors(path, t, n - 1, false);
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "lm_head.weight"));
+    /* a wrong shape */
+    lb_fixture_tensor bad[64];
+    memcpy(bad, t, sizeof bad);
+    bad[2].rows = 8; /* layer 0's q_proj */
+    lb_fixture_write_safetensors(path, bad, n, false);
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "model.layers.0.self_attn.q_proj.weight"));
+    assert_non_null(strstr(err.msg, "shape [64, 64]"));
+    /* mixed dtypes */
+    lb_fixture_write_safetensors(path, t, n - 1, false);
+    char path2[256];
+    snprintf(path2, sizeof path2, "%s/model-b.safetensors", f.dir);
+    lb_fixture_write_safetensors(path2, t + n - 1, 1, true);
+    char idx[8192];
+    int k = sprintf(idx, "{\"weight_map\":{");
+    for (int i = 0; i < n; i++)
+        k += sprintf(idx + k, "%s\"%s\":\"%s\"", i ? "," : "", t[i].name,
+                     i < n - 1 ? "model.safetensors" : "model-b.safetensors");
+    sprintf(idx + k, "}}");
+    snprintf(path2, sizeof path2, "%s/model.safetensors.index.json", f.dir);
+    assert_true(lb_test_write_file(path2, idx));
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "one dtype"));
+    remove(path2);
+    /* a truncated file */
+    lb_fixture_write_safetensors(path, t, n, false);
+    size_t bytes = 0;
+    char *all = lb_test_read_file(path, &bytes);
+    FILE *fp = fopen(path, "wb");
+    fwrite(all, 1, bytes - 100, fp);
+    fclose(fp);
+    free(all);
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_ERR_USAGE);
+    if (strstr(err.msg, "model.safetensors") == NULL) fail_msg("%s", err.msg);
+    unmake(&f);
+}
+
+static void test_hf_config_reads_llama31_fields(void **state) {
+    (void)state;
+    const char *js =
+        "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":4096,\"intermediate_size\":"
+        "14336,\"num_hidden_layers\":32,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
+        "\"vocab_size\":128256,\"max_position_embeddings\":131072,\"rms_norm_eps\":1e-05,"
+        "\"rope_theta\":500000.0,\"rope_scaling\":{\"factor\":8.0,\"low_freq_factor\":1.0,"
+        "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192,\"rope_type\":"
+        "\"llama3\"},\"tie_word_embeddings\":false}";
+    lb_model_config got, want;
+    lb_err err;
+    assert_int_equal(lb_hf_model_config_parse(js, strlen(js), "config.json", &got, &err), LB_OK);
+    assert_int_equal(lb_model_config_preset("llama3.1-8b", &want, &err), LB_OK);
+    assert_int_equal(got.d_model, want.d_model);
+    assert_int_equal(got.d_ff, want.d_ff);
+    assert_int_equal(got.n_kv_head, want.n_kv_head);
+    assert_int_equal(got.max_seq, want.max_seq);
+    assert_true(got.rope_theta == want.rope_theta);
+    assert_true(got.rope_scaling.factor == want.rope_scaling.factor);
+    assert_int_equal(got.rope_scaling.original_max_pos, 8192);
+    assert_int_equal(got.tied_embeddings, 0);
+    /* transformers 5's form: rope_theta and the scaling in rope_parameters */
+    const char *v5 =
+        "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":256,\"intermediate_size\":"
+        "512,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+        "\"vocab_size\":320,\"rope_parameters\":{\"rope_theta\":20000.0,\"rope_type\":"
+        "\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+        "\"original_max_position_embeddings\":32}}";
+    assert_int_equal(lb_hf_model_config_parse(v5, strlen(v5), "config.json", &got, &err), LB_OK);
+    assert_true(got.rope_theta == 20000.0f);
+    assert_true(got.rope_scaling.enabled);
+    assert_int_equal(got.rope_scaling.original_max_pos, 32);
+    const char *v5plain = "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":256,"
+                          "\"intermediate_size\":512,\"num_hidden_layers\":2,"
+                          "\"num_attention_heads\":4,\"vocab_size\":320,\"rope_parameters\":"
+                          "{\"rope_theta\":30000.0,\"rope_type\":\"default\"}}";
+    assert_int_equal(lb_hf_model_config_parse(v5plain, strlen(v5plain), "config.json", &got, &err),
+                     LB_OK);
+    assert_true(got.rope_theta == 30000.0f);
+    assert_false(got.rope_scaling.enabled);
+    const char *bad = "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":4096,"
+                      "\"intermediate_size\":1,\"num_hidden_layers\":1,\"num_attention_heads\":"
+                      "32,\"vocab_size\":10,\"head_dim\":64}";
+    assert_int_equal(lb_hf_model_config_parse(bad, strlen(bad), "c.json", &got, &err),
+                     LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "head_dim 64"));
+}
+
+static void test_hf_tokenizer_json_encodes_as_the_ranks_file(void **state) {
+    (void)state;
+    char dir[64], path[256];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    lb_fixture_write_tokenizer_json(path);
+    lb_tokenizer *tj = NULL, *tr = NULL;
+    lb_err err;
+    assert_int_equal(lb_hf_tokenizer_load(&tj, path, &err), LB_OK);
+    /* the same vocabulary as a tiktoken ranks file */
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *ranks = malloc(65536);
+    size_t o = 0;
+    for (int id = 0; id < 256 + LB_FIXTURE_N_MERGES; id++) {
+        uint8_t b[32];
+        int n = 0;
+        if (id < 256) {
+            b[n++] = (uint8_t)id;
+        } else {
+            char s[64];
+            snprintf(s, sizeof s, "%s%s", lb_fixture_merges[id - 256][0],
+                     lb_fixture_merges[id - 256][1]);
+            for (const char *p = s; *p; p++)
+                if ((unsigned char)*p == 0xc4 && (unsigned char)p[1] == 0xa0) { /* Ġ */
+                    b[n++] = ' ';
+                    p++;
+                } else {
+                    b[n++] = (uint8_t)*p;
+                }
+        }
+        for (int i = 0; i < n; i += 3) {
+            uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) |
+                         (i + 2 < n ? b[i + 2] : 0);
+            ranks[o++] = b64[v >> 18];
+            ranks[o++] = b64[(v >> 12) & 63];
+            ranks[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+            ranks[o++] = i + 2 < n ? b64[v & 63] : '=';
+        }
+        o += (size_t)sprintf(ranks + o, " %d\n", id);
+    }
+    lb_tokenizer_params tp = lb_tokenizer_default_params();
+    tp.pattern = LB_TOK_PATTERN_LLAMA3;
+    tp.special = LB_TOK_SPECIAL_NONE;
+    assert_int_equal(lb_tokenizer_parse(&tr, ranks, o, "ranks", &tp, &err), LB_OK);
+    const char *texts[] = {"hello world", "Hello, World! 12345 hello\n\nworld  the", "héllo wörld",
+                           "ll ll he"};
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+        uint32_t *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        assert_int_equal(lb_tokenizer_encode(tj, texts[k], strlen(texts[k]), &a, &na, &err), LB_OK);
+        assert_int_equal(lb_tokenizer_encode(tr, texts[k], strlen(texts[k]), &b, &nb, &err), LB_OK);
+        assert_int_equal(na, nb);
+        for (size_t i = 0; i < na; i++)
+            assert_int_equal(a[i], b[i]);
+        free(a);
+        free(b);
+    }
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    const char *s = "<|begin_of_text|>hello world<|eot_id|>";
+    assert_int_equal(lb_tokenizer_encode(tj, s, strlen(s), &ids, &n, &err), LB_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(ids[0], 310);
+    assert_int_equal(ids[1], 259); /* hello */
+    assert_int_equal(ids[2], 264); /* " world" */
+    assert_int_equal(ids[3], 314);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(lb_tokenizer_decode(tj, ids, n, &text, &len, &err), LB_OK);
+    assert_string_equal(text, s);
+    free(text);
+    free(ids);
+    free(ranks);
+    lb_tokenizer_free(tj);
+    lb_tokenizer_free(tr);
+    /* merges out of id order are refused */
+    const char *bad = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":3,\"ba\":2},"
+                      "\"merges\":[\"a b\",\"b a\"]},\"pre_tokenizer\":{\"type\":\"ByteLevel\","
+                      "\"use_regex\":true}}";
+    assert_int_equal(lb_hf_tokenizer_parse(&tj, bad, strlen(bad), "t.json", &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "merges[1]"));
+    assert_int_equal(lb_hf_tokenizer_parse(&tj, "{", 1, "t.json", &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "t.json"));
+    lb_test_rmtree(dir);
+}
+
+static void test_chat_format_is_llama3s(void **state) {
+    (void)state;
+    lb_chat_message m[2] = {{"system", "Be brief.", 9}, {"user", "Hi", 2}};
+    char *text = NULL;
+    size_t len = 0;
+    lb_err err;
+    assert_int_equal(lb_hf_tokenizer_chat_llama3(m, 2, &text, &len, &err), LB_OK);
+    assert_string_equal(text, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                              "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+                              "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    assert_int_equal(len, strlen(text));
+    free(text);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hf_model_reads_a_single_file_in_fp32),
+        cmocka_unit_test(test_hf_model_reads_bf16_shards_through_the_index),
+        cmocka_unit_test(test_hf_model_refuses_bad_directories_naming_the_file),
+        cmocka_unit_test(test_hf_model_refuses_wrong_tensors_naming_them),
+        cmocka_unit_test(test_hf_config_reads_llama31_fields),
+        cmocka_unit_test(test_hf_tokenizer_json_encodes_as_the_ranks_file),
+        cmocka_unit_test(test_chat_format_is_llama3s),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
