@@ -8,6 +8,7 @@
 #define LB_KERNELS_ROPE_CUH
 
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,6 +21,10 @@ lb_status lb_rope_table(float *cs, const float *inv_freq, int T, int HD, cudaStr
                         lb_err *err);
 lb_status lb_rope_forward(void *qkv, const float *cs, int B, int T, int NH, int NKV, int HD,
                           lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+/* Inference: token i of qkv [N, ...] rotated to position pos[i] (pos on the device; cs
+ * covers every position used). */
+lb_status lb_rope_positions(void *qkv, const float *cs, const int32_t *pos, int N, int NH, int NKV,
+                            int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 lb_status lb_rope_backward(void *dqkv, const float *cs, int B, int T, int NH, int NKV, int HD,
                            lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 

@@ -1,0 +1,36 @@
+/* sample.h: choosing the next token from a row of logits.
+ *
+ * Greedy (temperature 0) is the first largest logit. Otherwise the logits are divided by
+ * the temperature, cut to the top_k largest (0: all), softmaxed, cut to the smallest set
+ * of most likely tokens whose probability reaches top_p (1: all), renormalised, and one
+ * token is drawn with the request's own generator, so a seed gives the same text
+ * whatever else is in the batch. Not here: repetition or frequency penalties, min_p,
+ * logit bias. */
+#ifndef LB_ENGINE_SAMPLE_H
+#define LB_ENGINE_SAMPLE_H
+
+#include <stdint.h>
+
+#include "core/rng.h"
+
+typedef struct {
+    float temperature; /* 0: greedy */
+    int32_t top_k;     /* 0: no cut */
+    float top_p;       /* in (0, 1]; 1: no cut */
+    uint64_t seed;     /* the request's generator */
+} lb_sampling;
+
+lb_sampling lb_sample_default(void); /* greedy */
+
+static inline int lb_sampling_greedy(const lb_sampling *s) {
+    return !(s->temperature > 0.0f);
+}
+
+/* The first index of the largest of x[0..n). */
+int32_t lb_sample_argmax(const float *x, int32_t n);
+
+/* One token from logits[0..V) as above; scratch holds 2 V floats' worth (caller's). */
+int32_t lb_sample_token(const float *logits, int32_t V, const lb_sampling *s, lb_rng *rng,
+                        void *scratch);
+
+#endif

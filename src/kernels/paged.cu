@@ -1,0 +1,189 @@
+/* paged.cu: the paged KV cache kernels (paged.cuh). */
+#include <math.h>
+
+#include "gpu/common.cuh"
+#include "kernels/paged.cuh"
+
+#define PA_WARPS 4
+#define PA_MAX_G 8
+
+template <typename T>
+static __global__ void kv_store_kernel(T *kc, T *vc, const T *qkv, const int32_t *slot, int N,
+                                       int NH, int NKV, int HD) {
+    const int64_t row = (int64_t)NKV * HD, per = row / 8, QW = (int64_t)(NH + 2 * NKV) * HD;
+    const int64_t n = (int64_t)N * per;
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = x / per, c = (x % per) * 8;
+        const T *src = qkv + i * QW + (int64_t)NH * HD;
+        int64_t dst = (int64_t)slot[i] * row + c;
+        float k[8], v[8];
+        lb_ld8(k, src + c);
+        lb_ld8(v, src + row + c);
+        lb_st8(kc + dst, k);
+        lb_st8(vc + dst, v);
+    }
+}
+
+static __device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <typename T, int HD>
+static __global__ void __launch_bounds__(PA_WARPS * 32)
+    paged_attention_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_t *bt,
+                           int max_blocks, const int32_t *seq_of, const int32_t *pos, int NH,
+                           int NKV, int bs, float scale) {
+    constexpr int D = HD / 32; /* dims of the output each lane accumulates */
+    const int i = blockIdx.x, kvh = blockIdx.y, G = NH / NKV;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __shared__ float q_s[PA_MAX_G][HD];
+    __shared__ float m_s[PA_WARPS][PA_MAX_G], l_s[PA_WARPS][PA_MAX_G];
+    __shared__ float o_s[PA_WARPS][PA_MAX_G][HD];
+    const int64_t QW = (int64_t)(NH + 2 * NKV) * HD;
+    for (int x = threadIdx.x; x < G * HD; x += blockDim.x)
+        q_s[x / HD][x % HD] =
+            lb_to_f(qkv[i * QW + (int64_t)(kvh * G + x / HD) * HD + x % HD]) * scale;
+    __syncthreads();
+    const int len = pos[i] + 1;
+    const int32_t *table = bt + (int64_t)seq_of[i] * max_blocks;
+    const int chunk = ((len + PA_WARPS - 1) / PA_WARPS + 31) & ~31;
+    const int k0 = warp * chunk, k1 = min(len, k0 + chunk);
+    float m[PA_MAX_G], l[PA_MAX_G], acc[PA_MAX_G][D];
+#pragma unroll
+    for (int g = 0; g < PA_MAX_G; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int d = 0; d < D; d++)
+            acc[g][d] = 0.0f;
+    }
+    for (int t0 = k0; t0 < k1; t0 += 32) {
+        const int t = t0 + lane;
+        const bool valid = t < k1;
+        float s[PA_MAX_G];
+#pragma unroll
+        for (int g = 0; g < PA_MAX_G; g++)
+            s[g] = 0.0f;
+        if (valid) {
+            const int64_t slot = (int64_t)table[t / bs] * bs + t % bs;
+            const T *k = kc + (slot * NKV + kvh) * HD;
+#pragma unroll 4
+            for (int c = 0; c < HD; c += 8) {
+                float kf[8];
+                lb_ld8(kf, k + c);
+#pragma unroll
+                for (int g = 0; g < PA_MAX_G; g++)
+                    if (g < G)
+#pragma unroll
+                        for (int j = 0; j < 8; j++)
+                            s[g] += q_s[g][c + j] * kf[j];
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < PA_MAX_G; g++) {
+            if (g >= G) break;
+            const float mt = warp_max(valid ? s[g] : -INFINITY);
+            const float mn = fmaxf(m[g], mt);
+            const float corr = __expf(m[g] - mn);
+            const float p = valid ? __expf(s[g] - mn) : 0.0f;
+            l[g] = l[g] * corr + warp_sum(p);
+#pragma unroll
+            for (int d = 0; d < D; d++)
+                acc[g][d] *= corr;
+            m[g] = mn;
+            s[g] = p;
+        }
+        const int nt = min(32, k1 - t0);
+        for (int j = 0; j < nt; j++) {
+            const int tj = t0 + j;
+            const int64_t slot = (int64_t)table[tj / bs] * bs + tj % bs;
+            const T *v = vc + (slot * NKV + kvh) * HD + lane * D;
+            float vf[D];
+#pragma unroll
+            for (int d = 0; d < D; d++)
+                vf[d] = lb_to_f(v[d]);
+#pragma unroll
+            for (int g = 0; g < PA_MAX_G; g++) {
+                if (g >= G) break;
+                const float p = __shfl_sync(0xffffffffu, s[g], j);
+#pragma unroll
+                for (int d = 0; d < D; d++)
+                    acc[g][d] += p * vf[d];
+            }
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < PA_MAX_G; g++) {
+        if (g >= G) break;
+        if (lane == 0) {
+            m_s[warp][g] = m[g];
+            l_s[warp][g] = l[g];
+        }
+#pragma unroll
+        for (int d = 0; d < D; d++)
+            o_s[warp][g][lane * D + d] = acc[g][d];
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < G * HD; x += blockDim.x) {
+        const int g = x / HD, c = x % HD;
+        float M = -INFINITY;
+        for (int w = 0; w < PA_WARPS; w++)
+            M = fmaxf(M, m_s[w][g]);
+        float L = 0.0f, O = 0.0f;
+        for (int w = 0; w < PA_WARPS; w++)
+            if (m_s[w][g] != -INFINITY) {
+                const float f = __expf(m_s[w][g] - M);
+                L += l_s[w][g] * f;
+                O += o_s[w][g][c] * f;
+            }
+        out[(int64_t)i * NH * HD + (int64_t)(kvh * G + g) * HD + c] = lb_from_f<T>(O / L);
+    }
+}
+
+extern "C" lb_status lb_paged_kv_store(void *k_cache, void *v_cache, const void *qkv,
+                                       const int32_t *slot, int N, int NH, int NKV, int HD,
+                                       lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    if (HD % 8 != 0) return lb_fail(err, LB_ERR_UNSUPPORTED, "kv_store needs HD a multiple of 8");
+    int64_t n = (int64_t)N * NKV * HD / 8;
+    LB_DISPATCH_DTYPE(dt, E,
+                      kv_store_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
+                          (E *)k_cache, (E *)v_cache, (const E *)qkv, slot, N, NH, NKV, HD));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_paged_attention(void *out, const void *qkv, const void *k_cache,
+                                        const void *v_cache, const int32_t *block_table,
+                                        int max_blocks, const int32_t *seq_of, const int32_t *pos,
+                                        int N, int NH, int NKV, int HD, int block_size,
+                                        lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    if (NH % NKV != 0 || NH / NKV > PA_MAX_G || (HD != 64 && HD != 128))
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "paged attention runs head size 64 or 128 with at most %d query heads per "
+                       "kv head (asked: %d, %d)",
+                       PA_MAX_G, HD, NH / NKV);
+    if (N == 0) return LB_OK;
+    dim3 grid((unsigned)N, (unsigned)NKV);
+    const float scale = 1.0f / sqrtf((float)HD);
+    if (HD == 64)
+        LB_DISPATCH_DTYPE(dt, E,
+                          paged_attention_kernel<E, 64><<<grid, PA_WARPS * 32, 0, s>>>(
+                              (E *)out, (const E *)qkv, (const E *)k_cache, (const E *)v_cache,
+                              block_table, max_blocks, seq_of, pos, NH, NKV, block_size, scale));
+    else
+        LB_DISPATCH_DTYPE(dt, E,
+                          paged_attention_kernel<E, 128><<<grid, PA_WARPS * 32, 0, s>>>(
+                              (E *)out, (const E *)qkv, (const E *)k_cache, (const E *)v_cache,
+                              block_table, max_blocks, seq_of, pos, NH, NKV, block_size, scale));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}

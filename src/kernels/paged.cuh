@@ -1,0 +1,41 @@
+/* paged.cuh: the paged key/value cache of the inference engine (C-callable): storing a
+ * step's keys and values, and attention over the cache (model/ref.h's
+ * lb_ref_paged_attention is the reference).
+ *
+ * The cache holds per layer k_cache and v_cache [n_blocks, block_size, NKV, HD] of type
+ * dt; a token's place is its slot, block * block_size + row. Attention runs one block of
+ * four warps per (token, kv head): the query heads that share the kv head are scored
+ * together, each warp walks a quarter of the token's context 32 keys at a time (a key
+ * per lane) with an online softmax, and the warps' partial results are merged at the end.
+ * The same kernel serves prefill chunks and decodes (every token attends to positions
+ * 0..pos of its sequence). HD 64 or 128, at most 8 query heads per kv head. */
+#ifndef LB_KERNELS_PAGED_CUH
+#define LB_KERNELS_PAGED_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "core/status.h"
+#include "gpu/dtype.h"
+
+/* k and v of token i (columns NH*HD.. of qkv [N, (NH+2*NKV)*HD]) to slot[i]. */
+lb_status lb_paged_kv_store(void *k_cache, void *v_cache, const void *qkv, const int32_t *slot,
+                            int N, int NH, int NKV, int HD, lb_gpu_dtype dt, cudaStream_t s,
+                            lb_err *err);
+
+/* out [N, NH*HD] = attention of token i (sequence seq_of[i], position pos[i]) over the
+ * cache, as lb_ref_paged_attention. Every pointer is device memory. */
+lb_status lb_paged_attention(void *out, const void *qkv, const void *k_cache, const void *v_cache,
+                             const int32_t *block_table, int max_blocks, const int32_t *seq_of,
+                             const int32_t *pos, int N, int NH, int NKV, int HD, int block_size,
+                             lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,389 @@
+/* The engine on the CPU backend: the KV block pool, the scheduler (join and leave,
+ * chunked prefill, preemption, every block free at the end), the logits of a paged
+ * forward against model.h's reference forward, greedy generation against recomputing
+ * the whole sequence each token, the same output alone and inside a large mixed batch
+ * under a small cache, and the sampler's distributions. */
+/* clang-format off */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+/* clang-format on */
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/kvcache.h"
+#include "engine/sched.h"
+#include "model/model.h"
+
+static void test_kv_blocks_hand_out_each_block_once(void **state) {
+    (void)state;
+    lb_kv_blocks kv;
+    lb_err err;
+    assert_int_equal(lb_kvcache_init(&kv, 4, 16, &err), LB_OK);
+    int seen = 0;
+    for (int i = 0; i < 4; i++) {
+        int32_t b = lb_kvcache_take(&kv);
+        assert_true(b >= 0 && b < 4);
+        assert_false(seen & (1 << b));
+        seen |= 1 << b;
+    }
+    assert_int_equal(lb_kvcache_take(&kv), -1);
+    lb_kvcache_give(&kv, 2);
+    assert_int_equal(kv.n_free, 1);
+    assert_int_equal(lb_kvcache_take(&kv), 2);
+    assert_int_equal(lb_kvcache_blocks_for(&kv, 17), 2);
+    assert_int_equal(lb_kvcache_blocks_for(&kv, 16), 1);
+    lb_kvcache_free(&kv);
+}
+
+static void seq_init(lb_seq *q, int64_t id, int32_t n_prompt, int32_t max_new) {
+    memset(q, 0, sizeof *q);
+    q->id = id;
+    q->n_prompt = n_prompt;
+    q->max_new = max_new;
+    lb_err err;
+    for (int32_t i = 0; i < n_prompt; i++)
+        assert_int_equal(lb_sched_seq_push(q, i % 7, &err), LB_OK);
+}
+
+static int32_t take_of(const lb_sched *s, const lb_seq *q) {
+    for (int32_t i = 0; i < s->n_step; i++)
+        if (s->step_seq[i] == q) return s->step_take[i];
+    return 0;
+}
+
+static void test_sched_chunks_prefill_and_puts_decodes_first(void **state) {
+    (void)state;
+    lb_sched s;
+    lb_err err;
+    lb_sched_params p = {.max_seqs = 4, .step_tokens = 10, .max_ctx = 64};
+    assert_int_equal(lb_sched_init(&s, &p, 64, 4, &err), LB_OK);
+    lb_seq a, b;
+    seq_init(&a, 0, 3, 4);
+    seq_init(&b, 1, 25, 4);
+    assert_int_equal(lb_sched_add(&s, &a, &err), LB_OK);
+    assert_int_equal(lb_sched_add(&s, &b, &err), LB_OK);
+    assert_int_equal(lb_sched_plan(&s), 2);
+    assert_int_equal(take_of(&s, &a), 3); /* a's whole prompt */
+    assert_int_equal(take_of(&s, &b), 7); /* the rest of the budget: a chunk of b */
+    lb_sched_advance(&s);
+    assert_int_equal(lb_sched_seq_push(&a, 5, &err), LB_OK); /* a sampled */
+    assert_int_equal(lb_sched_plan(&s), 2);
+    assert_int_equal(s.step_seq[0], &a); /* the decode first */
+    assert_int_equal(take_of(&s, &a), 1);
+    assert_int_equal(take_of(&s, &b), 9);
+    lb_sched_advance(&s);
+    assert_int_equal(b.n_computed, 16);
+    assert_int_equal(b.n_blocks, 4);
+    lb_sched_finish(&s, &a);
+    lb_sched_finish(&s, &b);
+    assert_int_equal(s.kv.n_free, 64);
+    lb_sched_seq_free(&a);
+    lb_sched_seq_free(&b);
+    lb_sched_free(&s);
+}
+
+static void test_sched_preempts_the_newest_when_blocks_run_out(void **state) {
+    (void)state;
+    lb_sched s;
+    lb_err err;
+    lb_sched_params p = {.max_seqs = 4, .step_tokens = 64, .max_ctx = 16};
+    /* 4 blocks of 4 tokens: two sequences of 8 fill the cache */
+    assert_int_equal(lb_sched_init(&s, &p, 4, 4, &err), LB_OK);
+    lb_seq a, b, big;
+    seq_init(&big, 9, 14, 4);
+    assert_int_equal(lb_sched_add(&s, &big, &err), LB_ERR_USAGE); /* 18 > max_ctx 16 */
+    assert_non_null(strstr(err.msg, "context of 16"));
+    lb_sched_seq_free(&big);
+    seq_init(&a, 0, 8, 8);
+    seq_init(&b, 1, 8, 8);
+    assert_int_equal(lb_sched_add(&s, &a, &err), LB_OK);
+    assert_int_equal(lb_sched_add(&s, &b, &err), LB_OK);
+    assert_int_equal(lb_sched_plan(&s), 2);
+    lb_sched_advance(&s);
+    assert_int_equal(s.kv.n_free, 0);
+    {
+        assert_int_equal(lb_sched_seq_push(&a, 1, &err), LB_OK);
+        assert_int_equal(lb_sched_seq_push(&b, 1, &err), LB_OK);
+    }
+    /* a needs a fifth block: b, the newest, is preempted and waits at the head */
+    assert_int_equal(lb_sched_plan(&s), 1);
+    assert_int_equal(s.step_seq[0], &a);
+    assert_int_equal(b.state, LB_SEQ_WAITING);
+    assert_int_equal(b.n_computed, 0);
+    assert_int_equal(b.preempted, 1);
+    assert_int_equal(s.preemptions, 1);
+    lb_sched_advance(&s);
+    lb_sched_finish(&s, &a);
+    /* b comes back and recomputes its prompt and its generated token */
+    assert_int_equal(lb_sched_plan(&s), 1);
+    assert_int_equal(take_of(&s, &b), 9);
+    lb_sched_finish(&s, &b);
+    assert_int_equal(s.kv.n_free, 4);
+    lb_sched_seq_free(&a);
+    lb_sched_seq_free(&b);
+    lb_sched_free(&s);
+}
+
+/* ---- the engine against the reference ---- */
+
+static void read_model(void *ctx, const lb_param_tensor *t, lb_gpu_dtype dt, void *dst) {
+    const lb_model *m = ctx;
+    assert_int_equal(dt, LB_DT_F32);
+    memcpy(dst, m->params + t->offset, (size_t)t->numel * sizeof(float));
+}
+
+typedef struct {
+    lb_model m;
+    lb_weights w;
+} ref;
+
+static void ref_init(ref *r, int T) {
+    lb_model_config cfg;
+    lb_err err;
+    assert_int_equal(lb_model_config_preset("llama-tiny", &cfg, &err), LB_OK);
+    assert_int_equal(lb_model_init(&r->m, &cfg, 1, T, 11, &err), LB_OK);
+    /* larger weights than the init's, so the logits differ clearly between tokens */
+    for (int64_t i = 0; i < r->m.n_params; i++)
+        r->m.params[i] *= 4.0f;
+    r->w = (lb_weights){.cfg = cfg, .ctx = &r->m, .read = read_model};
+}
+
+static lb_engine_params cpu_params(void) {
+    lb_engine_params p = lb_engine_default_params();
+    p.device = LB_ENGINE_CPU;
+    p.block_size = 4;
+    p.max_seqs = 8;
+    p.step_tokens = 32;
+    p.max_ctx = 64;
+    return p;
+}
+
+static void test_engine_logits_match_the_reference_forward(void **state) {
+    (void)state;
+    const int T = 23;
+    ref r;
+    ref_init(&r, T);
+    lb_engine *e;
+    lb_err err;
+    lb_engine_params p = cpu_params();
+    p.max_seqs = 32; /* a row of logits for each of the 23 positions */
+    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_OK);
+    int32_t tok[23];
+    for (int i = 0; i < T; i++)
+        tok[i] = (i * 37 + 5) % 128;
+    const int V = 128;
+    float *got = malloc((size_t)T * V * sizeof *got);
+    assert_int_equal(lb_engine_logits(e, tok, T, got, &err), LB_OK);
+    lb_model_forward(&r.m, tok, NULL, 1, T, NULL);
+    double worst = 0;
+    for (int i = 0; i < T * V; i++) {
+        double d = fabs(got[i] - r.m.acts.logits[i]) / (1e-4 + 1e-4 * fabs(r.m.acts.logits[i]));
+        if (d > worst) worst = d;
+    }
+    if (worst > 1.0) fail_msg("logits differ by %.2f of the tolerance", worst);
+    int32_t nf, nt;
+    lb_engine_kv_blocks(e, &nf, &nt);
+    assert_int_equal(nf, nt);
+    free(got);
+    lb_engine_close(e);
+    lb_model_free(&r.m);
+}
+
+/* Greedy tokens by recomputing the whole sequence with the reference each step. */
+static void reference_greedy(ref *r, const int32_t *prompt, int n, int n_new, int32_t *out) {
+    int32_t seq[64];
+    memcpy(seq, prompt, (size_t)n * sizeof *seq);
+    for (int k = 0; k < n_new; k++) {
+        lb_model_forward(&r->m, seq, NULL, 1, n + k, NULL);
+        const float *row = r->m.acts.logits + (size_t)(n + k - 1) * 128;
+        int32_t best = 0;
+        for (int v = 1; v < 128; v++)
+            if (row[v] > row[best]) best = v;
+        seq[n + k] = out[k] = best;
+    }
+}
+
+/* Runs requests to the end; out[r] gets request r's tokens. */
+static void run_all(lb_engine *e, int n_req, const int32_t (*prompts)[40], const int *lens,
+                    const int *n_new, int32_t (*out)[40]) {
+    lb_err err;
+    int64_t ids[128];
+    int got[128] = {0};
+    for (int i = 0; i < n_req; i++) {
+        lb_engine_request rq = {.sampling = lb_sample_default(), .max_tokens = n_new[i]};
+        assert_int_equal(lb_engine_submit(e, prompts[i], lens[i], &rq, &ids[i], &err), LB_OK);
+    }
+    int guard = 0;
+    while (lb_engine_pending(e) > 0 && guard++ < 10000) {
+        const lb_engine_event *ev;
+        int32_t n;
+        assert_int_equal(lb_engine_step(e, &ev, &n, &err), LB_OK);
+        for (int32_t k = 0; k < n; k++)
+            for (int i = 0; i < n_req; i++)
+                if (ids[i] == ev[k].id) {
+                    out[i][got[i]++] = ev[k].token;
+                    assert_int_equal(ev[k].done != LB_FINISH_NONE, got[i] == n_new[i]);
+                }
+    }
+    for (int i = 0; i < n_req; i++)
+        assert_int_equal(got[i], n_new[i]);
+}
+
+static void test_engine_greedy_equals_recomputing_and_alone_equals_batched(void **state) {
+    (void)state;
+    ref r;
+    ref_init(&r, 64);
+    enum { N_REQ = 64 };
+    int32_t prompts[N_REQ][40], alone[N_REQ][40], batched[N_REQ][40];
+    int lens[N_REQ], n_new[N_REQ];
+    lb_rng rng;
+    lb_rng_seed(&rng, 3);
+    for (int i = 0; i < N_REQ; i++) {
+        lens[i] = 1 + (int)lb_rng_below(&rng, 30);
+        n_new[i] = 1 + (int)lb_rng_below(&rng, 10);
+        for (int k = 0; k < lens[i]; k++)
+            prompts[i][k] = (int32_t)lb_rng_below(&rng, 128);
+    }
+    lb_err err;
+    lb_engine *e;
+    lb_engine_params p = cpu_params();
+    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_OK);
+    /* the first few alone against recomputation with the reference */
+    for (int i = 0; i < N_REQ; i++) {
+        run_all(e, 1, &prompts[i], &lens[i], &n_new[i], &alone[i]);
+        if (i < 6) {
+            int32_t want[40];
+            reference_greedy(&r, prompts[i], lens[i], n_new[i], want);
+            for (int k = 0; k < n_new[i]; k++)
+                assert_int_equal(alone[i][k], want[k]);
+        }
+    }
+    lb_engine_close(e);
+    /* all at once: 8 sequences a step, 32 tokens a step, a cache of 96 tokens (two full
+     * sequences' worth), so prefills are chunked and sequences preempted */
+    p.kv_tokens = 96;
+    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_OK);
+    run_all(e, N_REQ, prompts, lens, n_new, batched);
+    for (int i = 0; i < N_REQ; i++)
+        for (int k = 0; k < n_new[i]; k++)
+            if (alone[i][k] != batched[i][k])
+                fail_msg("request %d token %d: %d alone, %d batched", i, k, alone[i][k],
+                         batched[i][k]);
+    const lb_engine_info *info = lb_engine_get_info(e);
+    assert_true(info->preemptions > 0);
+    int32_t nf, nt;
+    lb_engine_kv_blocks(e, &nf, &nt);
+    assert_int_equal(nf, nt);
+    assert_int_equal(nt, 24);
+    /* a request longer than the cache is refused with the limit */
+    int32_t longp[40] = {0};
+    lb_engine_request rq = {.sampling = lb_sample_default(), .max_tokens = 60};
+    int64_t id;
+    assert_int_equal(lb_engine_submit(e, longp, 40, &rq, &id, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "context of 64"));
+    lb_engine_close(e);
+    lb_model_free(&r.m);
+}
+
+static void test_engine_stops_at_eos_unless_told_to_ignore_it(void **state) {
+    (void)state;
+    ref r;
+    ref_init(&r, 64);
+    lb_err err;
+    lb_engine *e;
+    lb_engine_params p = cpu_params();
+    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_OK);
+    int32_t prompt[3] = {1, 2, 3}, first[8];
+    int n3 = 3, n8 = 8;
+    run_all(e, 1, (const int32_t(*)[40])prompt, &n3, &n8, (int32_t(*)[40])first);
+    /* the third generated token as eos: the request ends there */
+    for (int ignore = 0; ignore < 2; ignore++) {
+        lb_engine_request rq = {.sampling = lb_sample_default(),
+                                .max_tokens = 8,
+                                .eos_ids = &first[2],
+                                .n_eos = 1,
+                                .ignore_eos = ignore};
+        int64_t id;
+        assert_int_equal(lb_engine_submit(e, prompt, 3, &rq, &id, &err), LB_OK);
+        int n_tok = 0;
+        lb_finish last = LB_FINISH_NONE;
+        while (lb_engine_pending(e) > 0) {
+            const lb_engine_event *ev;
+            int32_t n;
+            assert_int_equal(lb_engine_step(e, &ev, &n, &err), LB_OK);
+            n_tok += n;
+            if (n) last = ev[n - 1].done;
+        }
+        int want = 3;
+        for (int k = 0; k < 2; k++)
+            if (first[k] == first[2]) want = k + 1; /* an earlier equal token stops first */
+        assert_int_equal(n_tok, ignore ? 8 : want);
+        assert_int_equal(last, ignore ? LB_FINISH_LENGTH : LB_FINISH_STOP);
+    }
+    lb_engine_close(e);
+    lb_model_free(&r.m);
+}
+
+static void test_sample_follows_temperature_top_k_and_top_p(void **state) {
+    (void)state;
+    const float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f};
+    double z = 0, prob[4];
+    for (int i = 0; i < 4; i++)
+        z += exp(logits[i]);
+    for (int i = 0; i < 4; i++)
+        prob[i] = exp(logits[i]) / z;
+    float scratch[8];
+    lb_rng rng;
+    lb_rng_seed(&rng, 5);
+    lb_sampling s = {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f};
+    const int N = 40000;
+    int count[4] = {0};
+    for (int i = 0; i < N; i++)
+        count[lb_sample_token(logits, 4, &s, &rng, scratch)]++;
+    for (int i = 0; i < 4; i++) {
+        double sd = sqrt(prob[i] * (1 - prob[i]) / N);
+        if (fabs((double)count[i] / N - prob[i]) > 5 * sd)
+            fail_msg("token %d drawn %.4f, expected %.4f", i, (double)count[i] / N, prob[i]);
+    }
+    s.top_k = 2;
+    memset(count, 0, sizeof count);
+    for (int i = 0; i < N; i++)
+        count[lb_sample_token(logits, 4, &s, &rng, scratch)]++;
+    assert_int_equal(count[2] + count[3], 0);
+    double p0 = prob[0] / (prob[0] + prob[1]);
+    assert_true(fabs((double)count[0] / N - p0) < 5 * sqrt(p0 * (1 - p0) / N));
+    s.top_k = 0;
+    s.top_p = 0.5f; /* token 0 alone holds 0.64 */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(lb_sample_token(logits, 4, &s, &rng, scratch), 0);
+    s.temperature = 0.0f;
+    assert_int_equal(lb_sample_token(logits, 4, &s, &rng, scratch), 0);
+    /* the same seed, the same draws */
+    s = (lb_sampling){.temperature = 2.0f, .top_k = 0, .top_p = 1.0f};
+    lb_rng a, b;
+    lb_rng_seed(&a, 9);
+    lb_rng_seed(&b, 9);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(lb_sample_token(logits, 4, &s, &a, scratch),
+                         lb_sample_token(logits, 4, &s, &b, scratch));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kv_blocks_hand_out_each_block_once),
+        cmocka_unit_test(test_sched_chunks_prefill_and_puts_decodes_first),
+        cmocka_unit_test(test_sched_preempts_the_newest_when_blocks_run_out),
+        cmocka_unit_test(test_engine_logits_match_the_reference_forward),
+        cmocka_unit_test(test_engine_greedy_equals_recomputing_and_alone_equals_batched),
+        cmocka_unit_test(test_engine_stops_at_eos_unless_told_to_ignore_it),
+        cmocka_unit_test(test_sample_follows_temperature_top_k_and_top_p),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
