@@ -2,12 +2,13 @@
  *
  * What is present decides what runs: every machine trains a small GPT-2 and a small
  * Llama configuration on the CPU reference; a machine with a CUDA GPU also trains GPT-2
- * 124M on it; a machine with two or more GPUs also runs `llmbench comm all_reduce` over
- * all of them (8 B to 1 GiB) and `llmbench doctor`'s single-node check, each as a child
- * process that prints its own report (comm stores its run). Each benchmark is its own
- * stored run; the command ends with one table of all of them and their run ids. A
- * benchmark that fails does not stop the others; the exit code is 1 if any failed, 130 if
- * interrupted. */
+ * 124M on it and runs a short Offline inference benchmark on the built-in engine (random
+ * llama3.2-1b weights, 256 prompts of 512 tokens, 64 output tokens each); a machine with two
+ * or more GPUs also runs `llmbench comm all_reduce` over all of them (8 B to 1 GiB) and
+ * `llmbench doctor`'s single-node check, each as a child process that prints its own
+ * report (comm stores its run). Each benchmark is its own stored run; the command ends
+ * with one table of all of them and their run ids. A benchmark that fails does not stop
+ * the others; the exit code is 1 if any failed, 130 if interrupted. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -15,10 +16,12 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_opt.h"
 #include "cli/output.h"
 #include "cli/runctl.h"
 #include "core/signals.h"
 #include "gpu/devinfo.h"
+#include "infer/infer.h"
 #include "train/train.h"
 
 typedef struct {
@@ -88,6 +91,56 @@ static int run_self(char *const *args, bool quiet_stdout) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+typedef struct {
+    lb_infer_params p;
+    lb_dataset ds;
+    lb_loadgen_report rep;
+} infer_ctx;
+
+static lb_status infer_work(void *ctx, lb_result *r, lb_err *err) {
+    infer_ctx *c = ctx;
+    return lb_infer_run(&c->p, &c->ds, r, &c->rep, err);
+}
+
+/* The suite's inference benchmark as a stored run (see the file comment). */
+static lb_status run_infer(const lb_cli_common *common, int argc, char **argv, lb_result **out,
+                           int64_t *run_id) {
+    const char *name = "llama3.2-1b-gpu-Offline";
+    lb_result *r = lb_result_new("infer", name);
+    *out = r;
+    if (r == NULL) return LB_ERR_NOMEM;
+    json_array_append_new(r->tags, json_string("suite"));
+    infer_ctx c;
+    memset(&c, 0, sizeof c);
+    c.p.lg = lb_loadgen_default_params();
+    c.p.lg.scenario = LB_SCENARIO_OFFLINE;
+    c.p.lg.max_tokens = 64;
+    c.p.lg.request.ignore_eos = true;
+    c.p.lg.dataset_path = "synthetic";
+    c.p.bos_id = -1;
+    c.p.sampling = lb_sample_default();
+    lb_dataset_synthetic_params sp = lb_dataset_synthetic_default_params();
+    sp.n_samples = 256;
+    sp.input = (lb_len_dist){LB_LEN_FIXED, 512, 0};
+    sp.output = (lb_len_dist){LB_LEN_FIXED, 64, 0};
+    lb_engine_opt eo = LB_ENGINE_OPT_DEFAULT;
+    eo.random = "llama3.2-1b";
+    eo.max_ctx = 1024;
+    lb_engine_setup es;
+    lb_err err = {{0}};
+    lb_status st = lb_dataset_synthetic(&sp, &c.ds, &err);
+    if (st == LB_OK && (st = lb_engine_opt_open(&eo, NULL, &es, &err)) == LB_OK) {
+        c.p.engine = es.engine;
+        c.p.sut_name = es.name;
+        st = lb_runctl_run(common, argc, argv, r, infer_work, &c, run_id, &err);
+        lb_engine_opt_close(&es);
+    }
+    if (st != LB_OK) fprintf(stderr, "llmbench run: %s: %s\n", name, err.msg);
+    lb_loadgen_report_free(&c.rep);
+    lb_dataset_free(&c.ds);
+    return st;
+}
+
 int lb_cmd_run(int argc, char **argv) {
     bool cpu_only = false;
     const lb_arg_spec specs[] = {
@@ -98,11 +151,12 @@ int lb_cmd_run(int argc, char **argv) {
         .command = "run",
         .usage = "[options]",
         .summary = "The default suite for this machine: a short training benchmark of a small "
-                   "GPT-2 and a small Llama configuration on the CPU, and GPT-2 124M in bf16 on "
-                   "the GPU when one is present; with two or more GPUs also `llmbench comm "
-                   "all_reduce` over all of them (8 B to 1 GiB) and `llmbench doctor`. Every "
-                   "benchmark is stored as its own run; a summary table with the run ids ends "
-                   "the output.",
+                   "GPT-2 and a small Llama configuration on the CPU, and GPT-2 124M in bf16 and "
+                   "an Offline inference benchmark of the built-in engine (random llama3.2-1b "
+                   "weights) on the GPU when one is present; with two or more GPUs also "
+                   "`llmbench comm all_reduce` over all of them (8 B to 1 GiB) and `llmbench "
+                   "doctor`. Every benchmark is stored as its own run; a summary table with the "
+                   "run ids ends the output.",
         LB_ARG_SPECS(specs),
     };
     lb_args a;
@@ -132,6 +186,14 @@ int lb_cmd_run(int argc, char **argv) {
             break;
         }
         if (s != LB_OK) exit_code = 1;
+    }
+    if (exit_code != 130 && !cpu_only && gpus > 0) {
+        lb_status s = run_infer(&a.common, argc + 1, argv - 1, &results[n], &ids[n]);
+        n++;
+        if (s == LB_ERR_INTERRUPTED || lb_signals_interrupted())
+            exit_code = 130;
+        else if (s != LB_OK)
+            exit_code = 1;
     }
 
     /* two or more GPUs: the collectives and NCCL's health, as their own commands */
@@ -170,8 +232,10 @@ int lb_cmd_run(int argc, char **argv) {
         for (size_t i = 0; i < n; i++) {
             const lb_result *r = results[i];
             if (r == NULL) continue;
+            bool infer = strcmp(r->kind, "infer") == 0; /* output tokens, no steps or loss */
             printf("%-6lld %-24s %-12s %12.1f %14.3f %11.4f %12.2f\n", (long long)ids[i], r->name,
-                   lb_result_status_name(r->status), lb_result_metric(r, "tokens_per_s"),
+                   lb_result_status_name(r->status),
+                   lb_result_metric(r, infer ? "output_tok_per_s" : "tokens_per_s"),
                    lb_result_metric(r, "step_ms_median"), lb_result_metric(r, "final_loss"),
                    lb_result_metric(r, "achieved_gflops"));
         }

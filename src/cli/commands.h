@@ -9,6 +9,7 @@ int lb_cmd_results(int argc, char **argv);
 int lb_cmd_serve(int argc, char **argv);
 int lb_cmd_rouge(int argc, char **argv);
 int lb_cmd_load(int argc, char **argv);
+int lb_cmd_infer(int argc, char **argv);
 int lb_cmd_tokenize(int argc, char **argv);
 int lb_cmd_run(int argc, char **argv);
 int lb_cmd_train(int argc, char **argv);

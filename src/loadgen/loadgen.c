@@ -542,8 +542,8 @@ static lb_status build_bodies(run *R, lb_err *err) {
 
 /* Accuracy mode: ROUGE of every sample's text against its reference (a failed sample
  * scores as an empty text), MLPerf's targets when the whole cnn_eval set was run. */
-static lb_status score_accuracy(const run *R, lb_loadgen_summary *s, lb_result *out, lb_err *err) {
-    const lb_dataset *ds = R->ds;
+lb_status lb_loadgen_score_accuracy(const lb_dataset *ds, char *const *texts,
+                                    lb_loadgen_summary *s, lb_result *out, lb_err *err) {
     for (size_t i = 0; i < ds->n; i++)
         if (ds->samples[i].reference == NULL) return LB_OK;
     lb_rouge_params rp = lb_rouge_default_params();
@@ -551,8 +551,7 @@ static lb_status score_accuracy(const run *R, lb_loadgen_summary *s, lb_result *
     lb_rouge_acc_init(&acc, &rp);
     lb_status st = LB_OK;
     for (size_t i = 0; i < ds->n && st == LB_OK; i++)
-        st = lb_rouge_acc_add(&acc, R->texts[i] ? R->texts[i] : "", ds->samples[i].reference, NULL,
-                              err);
+        st = lb_rouge_acc_add(&acc, texts[i] ? texts[i] : "", ds->samples[i].reference, NULL, err);
     lb_rouge_targets targets = lb_rouge_targets_mlperf_llama31_8b();
     s->rouge_checked = strcmp(ds->format, "cnn") == 0 && ds->n == 13368;
     if (st == LB_OK) {
@@ -624,7 +623,9 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
 /* Appends the per-query series to r, then the run's inter-token gaps in query order
  * (query i's are the token_gaps[i] that follow those of queries before it: with
  * first_token_s they give every streamed piece's time) and the resent attempts. */
-static lb_status add_series(const run *R, lb_result *r) {
+lb_status lb_loadgen_add_series(const lb_query *q, size_t n_q, const float *gaps, bool streamed,
+                                const uint32_t *rs_query, const uint8_t *rs_error,
+                                const int16_t *rs_replica, size_t n_rs, lb_result *r) {
     static const struct {
         const char *name, *unit;
     } defs[] = {{"scheduled_s", "s"},
@@ -657,9 +658,8 @@ static lb_status add_series(const run *R, lb_result *r) {
     /* lb_result_series may move earlier series when it grows: look them up again. */
     for (size_t d = 0; d < N_DEFS; d++)
         s[d] = (lb_series *)lb_result_find_series(r, defs[d].name);
-    bool streamed = R->p->request.stream;
-    for (size_t i = 0; i < R->n_q; i++) {
-        const lb_query *x = &R->q[i];
+    for (size_t i = 0; i < n_q; i++) {
+        const lb_query *x = &q[i];
         if (!x->issued) continue; /* planned, not reached before an interrupt */
         bool ok = x->finished && x->error == LB_QERR_NONE;
         bool timed = ok && streamed; /* TTFT, TPOT, ITL measured */
@@ -668,7 +668,7 @@ static lb_status add_series(const run *R, lb_result *r) {
                           : NAN;
         float mx = NAN;
         for (uint32_t k = 0; k < x->n_gaps; k++)
-            if (!(R->gaps[x->gap0 + k] <= mx)) mx = R->gaps[x->gap0 + k];
+            if (!(gaps[x->gap0 + k] <= mx)) mx = gaps[x->gap0 + k];
         double v[N_PER_QUERY] = {
             (double)x->scheduled_ns / 1e9,
             (double)x->handover_ns / 1e9,
@@ -693,18 +693,18 @@ static lb_status add_series(const run *R, lb_result *r) {
         for (size_t d = 0; d < N_PER_QUERY; d++)
             LB_TRY(lb_result_series_push(s[d], v[d]));
         for (uint32_t k = 0; k < x->n_gaps; k++)
-            LB_TRY(lb_result_series_push(s[N_PER_QUERY], R->gaps[x->gap0 + k]));
+            LB_TRY(lb_result_series_push(s[N_PER_QUERY], gaps[x->gap0 + k]));
     }
     /* resent_query: the query's place among the issued ones (the series' index) */
-    uint32_t *pos = malloc((R->n_q ? R->n_q : 1) * sizeof *pos);
+    uint32_t *pos = malloc((n_q ? n_q : 1) * sizeof *pos);
     if (pos == NULL) return LB_ERR_NOMEM;
-    for (size_t i = 0, k = 0; i < R->n_q; i++)
-        pos[i] = (uint32_t)(R->q[i].issued ? k++ : k);
+    for (size_t i = 0, k = 0; i < n_q; i++)
+        pos[i] = (uint32_t)(q[i].issued ? k++ : k);
     lb_status st = LB_OK;
-    for (size_t i = 0; i < R->n_rs && st == LB_OK; i++) {
-        st = lb_result_series_push(s[N_PER_QUERY + 1], pos[R->rs_query[i]]);
-        if (st == LB_OK) st = lb_result_series_push(s[N_PER_QUERY + 2], R->rs_error[i]);
-        if (st == LB_OK) st = lb_result_series_push(s[N_PER_QUERY + 3], R->rs_replica[i]);
+    for (size_t i = 0; i < n_rs && st == LB_OK; i++) {
+        st = lb_result_series_push(s[N_PER_QUERY + 1], pos[rs_query[i]]);
+        if (st == LB_OK) st = lb_result_series_push(s[N_PER_QUERY + 2], rs_error[i]);
+        if (st == LB_OK) st = lb_result_series_push(s[N_PER_QUERY + 3], rs_replica[i]);
     }
     free(pos);
     return st;
@@ -814,9 +814,12 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory while recording queries");
     if (st == LB_OK && lb_loadgen_summarize(R.q, R.n_q, R.gaps, R.rs_error, R.n_rs, s) != LB_OK)
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory summarizing");
-    if (st == LB_OK && p->mode == LB_MODE_ACCURACY) st = score_accuracy(&R, s, out, err);
+    if (st == LB_OK && p->mode == LB_MODE_ACCURACY)
+        st = lb_loadgen_score_accuracy(ds, R.texts, s, out, err);
     if (st == LB_OK &&
-        (lb_loadgen_summary_to_result(s, out) != LB_OK || add_series(&R, out) != LB_OK))
+        (lb_loadgen_summary_to_result(s, out) != LB_OK ||
+         lb_loadgen_add_series(R.q, R.n_q, R.gaps, p->request.stream, R.rs_query, R.rs_error,
+                               R.rs_replica, R.n_rs, out) != LB_OK))
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory storing the result");
     if (st == LB_OK) judge_failure(p, s);
     if (st == LB_OK && interrupted) {

@@ -1,0 +1,221 @@
+/* cmd_infer.c: `llmbench infer`: MLPerf-style scenarios on the built-in engine, in
+ * process (infer/infer.h). The options of the scenario and the data are `load`'s; the
+ * system under test is opened from cli/engine_opt.h's options. Prints the MLPerf-style
+ * summary (or the result as JSON with --json) and stores the run. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/engine_opt.h"
+#include "cli/runctl.h"
+#include "core/log.h"
+#include "core/progress.h"
+#include "core/result.h"
+#include "infer/infer.h"
+#include "loadgen/summary.h"
+
+static void print_progress(void *user, const lb_loadgen_progress *p) {
+    char total[32] = "";
+    if (p->planned >= 0) snprintf(total, sizeof total, "/%lld", (long long)p->planned);
+    char eta[32] = "?";
+    if (isfinite(p->eta_s)) snprintf(eta, sizeof eta, "%.0f s", p->eta_s);
+    lb_progress_update(user, false,
+                       "infer: %lld%s done, %lld failed, %lld in flight, %.1f/s, %.0f s elapsed, "
+                       "ETA %s",
+                       (long long)(p->completed + p->failed), total, (long long)p->failed,
+                       (long long)p->inflight, p->rate_per_s, p->elapsed_s, eta);
+}
+
+typedef struct {
+    const lb_infer_params *p;
+    const lb_dataset *ds;
+    lb_loadgen_report rep;
+} infer_work;
+
+static lb_status do_infer(void *ctx, lb_result *r, lb_err *err) {
+    infer_work *w = ctx;
+    return lb_infer_run(w->p, w->ds, r, &w->rep, err);
+}
+
+int lb_cmd_infer(int argc, char **argv) {
+    lb_infer_params ip;
+    memset(&ip, 0, sizeof ip);
+    ip.lg = lb_loadgen_default_params();
+    lb_loadgen_params *p = &ip.lg;
+    lb_engine_opt eo = LB_ENGINE_OPT_DEFAULT;
+    const char *scenario = "offline", *mode = "performance", *dataset = NULL, *format = "auto";
+    const char *model_key = NULL, *in_len = "fixed:128", *out_len = NULL, *tokenizer = NULL;
+    int64_t synthetic = 0, min_queries = 0, seed = 1, concurrency = 1, max_tokens = 128, top_k = 0;
+    double qps = 0, min_duration = 0, drain_s = 10, temperature = 0, top_p = 1;
+    double ttft_limit = -1, tpot_limit = -1;
+    bool ignore_eos = false, chat = false;
+    const lb_arg_spec specs[] = {
+        {"--model", LB_ARG_STRING, &eo.model_dir, "DIR",
+         "a Hugging Face model directory (config.json, safetensors, tokenizer.json)", 0, 0, NULL},
+        LB_ENGINE_ARG_SPECS(&eo),
+        {"--tokenizer", LB_ARG_STRING, &tokenizer, "FILE",
+         "tokenizer.json or a tiktoken ranks file (default: the model's; --random without it "
+         "sends random prompt ids of each sample's length)",
+         0, 0, NULL},
+        {"--scenario", LB_ARG_CHOICE, &scenario, NULL, "default offline", 0, 0,
+         "offline|server|singlestream|concurrency"},
+        {"--mode", LB_ARG_CHOICE, &mode, NULL, "default performance", 0, 0, "performance|accuracy"},
+        {"--qps", LB_ARG_DOUBLE, &qps, "R", "Server: Poisson arrival rate, queries/s", 1e-6, 1e9,
+         NULL},
+        {"--concurrency", LB_ARG_INT, &concurrency, "N",
+         "Concurrency: N queries in flight (default 1)", 1, 1e6, NULL},
+        {"--dataset", LB_ARG_STRING, &dataset, "FILE",
+         "cnn_eval.json, a .jsonl with prompt, or ShareGPT JSON", 0, 0, NULL},
+        {"--dataset-format", LB_ARG_CHOICE, &format, NULL, "default auto", 0, 0,
+         "auto|cnn|jsonl|sharegpt"},
+        {"--synthetic", LB_ARG_INT, &synthetic, "N", "N synthetic prompts instead of --dataset", 1,
+         1e8, NULL},
+        {"--input-len", LB_ARG_STRING, &in_len, "DIST",
+         "synthetic prompt length: fixed:N|uniform:A:B|normal:M:S (default fixed:128)", 0, 0, NULL},
+        {"--output-len", LB_ARG_STRING, &out_len, "DIST",
+         "synthetic max_tokens distribution (default fixed:--max-tokens)", 0, 0, NULL},
+        {"--max-tokens", LB_ARG_INT, &max_tokens, "N",
+         "output tokens when the dataset does not say (default 128)", 1, 1e7, NULL},
+        {"--min-duration", LB_ARG_DOUBLE, &min_duration, "S", "run at least S seconds (default 0)",
+         0, 1e7, NULL},
+        {"--min-queries", LB_ARG_INT, &min_queries, "N",
+         "issue at least N queries (default: the dataset size)", 1, 1e9, NULL},
+        {"--seed", LB_ARG_INT, &seed, "N", "sample order, arrival and sampling seed (default 1)", 0,
+         1e18, NULL},
+        {"--model-key", LB_ARG_STRING, &model_key, "KEY",
+         "MLPerf latency bounds: llama3.1-8b, llama3.1-8b-interactive, ...", 0, 0, NULL},
+        {"--ttft-limit-ms", LB_ARG_DOUBLE, &ttft_limit, "MS", "Server p99 TTFT bound (overrides)",
+         0, 1e9, NULL},
+        {"--tpot-limit-ms", LB_ARG_DOUBLE, &tpot_limit, "MS", "Server p99 TPOT bound (overrides)",
+         0, 1e9, NULL},
+        {"--drain", LB_ARG_DOUBLE, &drain_s, "S",
+         "after Ctrl-C run the in-flight queries for up to S s (default 10)", 0, 1e6, NULL},
+        {"--ignore-eos", LB_ARG_FLAG, &ignore_eos, NULL, "generate exactly max_tokens", 0, 0, NULL},
+        {"--temperature", LB_ARG_DOUBLE, &temperature, "T", "sampling temperature (default 0)", 0,
+         100, NULL},
+        {"--top-k", LB_ARG_INT, &top_k, "K", "sample among the K likeliest (default 0: all)", 0,
+         1e9, NULL},
+        {"--top-p", LB_ARG_DOUBLE, &top_p, "P", "nucleus sampling mass (default 1)", 1e-6, 1, NULL},
+        {"--chat", LB_ARG_FLAG, &chat, NULL, "wrap each prompt in Llama 3's chat format", 0, 0,
+         NULL},
+    };
+    const lb_cli_command cmd = {
+        .command = "infer",
+        LB_ARG_SPECS(specs),
+        .usage = "(--model DIR | --random PRESET) (--dataset FILE | --synthetic N) [options]",
+        .summary = "MLPerf-style inference benchmark on the built-in engine (paged KV cache, "
+                   "continuous batching), in process: Offline, Server, SingleStream or fixed "
+                   "concurrency, performance or accuracy mode; the load generator's metrics and "
+                   "verdict.",
+    };
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
+    if ((dataset == NULL) == (synthetic == 0))
+        return lb_status_exit_code(
+            lb_args_usage_error("infer", "give exactly one of --dataset FILE and --synthetic N"));
+    p->scenario = strcmp(scenario, "server") == 0         ? LB_SCENARIO_SERVER
+                  : strcmp(scenario, "singlestream") == 0 ? LB_SCENARIO_SINGLE_STREAM
+                  : strcmp(scenario, "concurrency") == 0  ? LB_SCENARIO_CONCURRENCY
+                                                          : LB_SCENARIO_OFFLINE;
+    if (p->scenario == LB_SCENARIO_SERVER && qps <= 0)
+        return lb_status_exit_code(lb_args_usage_error("infer", "--scenario server needs --qps R"));
+    p->mode = strcmp(mode, "accuracy") == 0 ? LB_MODE_ACCURACY : LB_MODE_PERFORMANCE;
+    p->qps = qps;
+    p->concurrency = concurrency;
+    p->min_duration_s = min_duration;
+    p->min_queries = min_queries;
+    p->max_inflight = 0;
+    p->sample_seed = (uint64_t)seed;
+    p->schedule_seed = (uint64_t)seed + 1000003;
+    p->max_tokens = (int32_t)max_tokens;
+    p->drain_s = drain_s;
+    p->request.ignore_eos = ignore_eos;
+    p->request.temperature = temperature;
+    p->request.model = eo.model_dir ? eo.model_dir : eo.random;
+    p->model_key = model_key;
+    lb_err err = {""};
+    if (model_key && lb_loadgen_constraints_for_model(model_key, &p->constraints, &err) != LB_OK)
+        return lb_status_exit_code(lb_args_usage_error("infer", "%s", err.msg));
+    if (ttft_limit >= 0) p->constraints.ttft_limit_ms = ttft_limit;
+    if (tpot_limit >= 0) p->constraints.tpot_limit_ms = tpot_limit;
+    ip.sampling = (lb_sampling){.temperature = (float)temperature,
+                                .top_k = (int32_t)top_k,
+                                .top_p = (float)top_p,
+                                .seed = (uint64_t)seed};
+    ip.chat = chat;
+
+    lb_dataset ds;
+    lb_status st;
+    if (synthetic > 0) {
+        lb_dataset_synthetic_params sp = lb_dataset_synthetic_default_params();
+        sp.n_samples = (size_t)synthetic;
+        sp.seed = (uint64_t)seed;
+        char fixed[32];
+        snprintf(fixed, sizeof fixed, "fixed:%lld", (long long)max_tokens);
+        if (out_len == NULL) out_len = fixed;
+        if (lb_dataset_len_dist_parse(in_len, &sp.input, &err) != LB_OK ||
+            lb_dataset_len_dist_parse(out_len, &sp.output, &err) != LB_OK)
+            return lb_status_exit_code(lb_args_usage_error("infer", "%s", err.msg));
+        st = lb_dataset_synthetic(&sp, &ds, &err);
+        p->dataset_path = "synthetic";
+    } else {
+        st = lb_dataset_load(dataset, format, &ds, &err);
+        p->dataset_path = dataset;
+    }
+    if (st != LB_OK) {
+        fprintf(stderr, "llmbench infer: %s\n", err.msg);
+        return lb_status_exit_code(st == LB_ERR_FORMAT ? LB_ERR_USAGE : st);
+    }
+    lb_engine_setup es;
+    st = lb_engine_opt_open(&eo, tokenizer, &es, &err);
+    if (st != LB_OK) {
+        fprintf(stderr, "llmbench infer: %s\n", err.msg);
+        lb_dataset_free(&ds);
+        return lb_status_exit_code(st == LB_ERR_FORMAT ? LB_ERR_USAGE : st);
+    }
+    ip.engine = es.engine;
+    ip.tok = es.tok;
+    ip.bos_id = es.bos_id;
+    ip.eos_ids = es.eos_ids;
+    ip.n_eos = es.n_eos;
+    ip.sut_name = es.name;
+    if (es.tok != NULL && lb_dataset_count_tokens(&ds, es.tok, &err) != LB_OK) {
+        fprintf(stderr, "llmbench infer: %s\n", err.msg);
+        lb_engine_opt_close(&es);
+        lb_dataset_free(&ds);
+        return 1;
+    }
+    lb_progress prog;
+    lb_progress_init(&prog, a.common.verbosity >= 0);
+    p->progress = print_progress;
+    p->progress_user = &prog;
+    char name[128];
+    snprintf(name, sizeof name, "%s-%s", es.model_name, lb_loadgen_scenario_name(p->scenario));
+    lb_result *r = lb_result_new("infer", name);
+    infer_work w = {.p = &ip, .ds = &ds};
+    int64_t run_id = -1;
+    st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, do_infer, &w, &run_id, &err);
+    lb_progress_done(&prog);
+    if (st != LB_OK && st != LB_ERR_INTERRUPTED) {
+        fprintf(stderr, "llmbench infer: %s\n", err.msg);
+    } else {
+        if (a.common.json) {
+            json_t *j = lb_result_to_json(r);
+            json_dumpf(j, stdout, JSON_INDENT(1));
+            printf("\n");
+            json_decref(j);
+        } else {
+            if (w.rep.summarized) lb_loadgen_summary_write(stdout, &w.rep.summary, es.name);
+        }
+        if (st == LB_ERR_INTERRUPTED) fprintf(stderr, "llmbench infer: %s\n", err.msg);
+    }
+    lb_loadgen_report_free(&w.rep);
+    lb_result_free(r);
+    lb_engine_opt_close(&es);
+    lb_dataset_free(&ds);
+    return lb_status_exit_code(st);
+}

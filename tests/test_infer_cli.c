@@ -1,0 +1,186 @@
+/* `llmbench infer` as a program on the CPU engine and a tiny model directory: an Offline
+ * run completes every query and is stored; accuracy mode scores ROUGE against the
+ * references; a request longer than the context fails alone; a bad directory is refused
+ * with exit 2 naming the file. */
+/* clang-format off */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+/* clang-format on */
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hf_fixture.h"
+#include "model/model.h"
+#include "test_util.h"
+
+static char dir[64], db[128];
+
+static int setup(void **state) {
+    (void)state;
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/runs.db", dir);
+    lb_model_config cfg = lb_fixture_config();
+    lb_model m;
+    lb_err err;
+    if (lb_model_init(&m, &cfg, 1, 1, 3, &err) != LB_OK) return -1;
+    lb_fixture_write_dir(dir, &cfg, m.params, false, true);
+    lb_model_free(&m);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    lb_test_rmtree(dir);
+    return 0;
+}
+
+static double metric(json_t *j, const char *name) {
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(j, "metrics"), i, m) {
+        if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
+            return json_number_value(json_object_get(m, "value"));
+    }
+    fail_msg("no metric %s", name);
+    return 0;
+}
+
+static json_t *run_json(const char *const *args, int want_rc) {
+    static char out[1 << 20], err[1 << 16];
+    int rc = lb_test_run(args, out, sizeof out, err, sizeof err);
+    if (rc != want_rc) fail_msg("exit %d, wanted %d: %s", rc, want_rc, err);
+    json_t *j = json_loads(out, 0, NULL);
+    if (j == NULL) fail_msg("not JSON: %.200s", out);
+    return j;
+}
+
+static void test_infer_cli_offline_completes_every_query(void **state) {
+    (void)state;
+    const char *const args[] = {"infer",        "--model",     dir,
+                                "--device",     "cpu",         "--synthetic",
+                                "12",           "--input-len", "uniform:2:12",
+                                "--max-tokens", "5",           "--ignore-eos",
+                                "--max-seqs",   "4",           "--step-tokens",
+                                "16",           "--db",        db,
+                                "--json",       NULL};
+    json_t *j = run_json(args, 0);
+    assert_string_equal(json_string_value(json_object_get(j, "kind")), "infer");
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "ok");
+    assert_true(metric(j, "completed") == 12);
+    assert_true(metric(j, "failed") == 0);
+    assert_true(metric(j, "output_tokens") == 60);
+    assert_true(metric(j, "engine_kv_tokens") == 4 * 64);
+    json_decref(j);
+}
+
+static void test_infer_cli_accuracy_scores_rouge(void **state) {
+    (void)state;
+    char data[256];
+    snprintf(data, sizeof data, "%s/data.jsonl", dir);
+    assert_true(lb_test_write_file(data, "{\"prompt\":\"hello world\",\"reference\":\"hello\"}\n"
+                                         "{\"prompt\":\"the world\",\"reference\":\"world\"}\n"));
+    const char *const args[] = {"infer",     "--model", dir,      "--device", "cpu",
+                                "--dataset", data,      "--mode", "accuracy", "--max-tokens",
+                                "4",         "--db",    db,       "--json",   NULL};
+    json_t *j = run_json(args, 0);
+    assert_true(metric(j, "completed") == 2);
+    double r1 = metric(j, "rouge1");
+    assert_true(r1 >= 0 && r1 <= 100);
+    json_decref(j);
+}
+
+static void test_infer_cli_a_request_too_long_fails_alone(void **state) {
+    (void)state;
+    const char *const args[] = {"infer",
+                                "--model",
+                                dir,
+                                "--device",
+                                "cpu",
+                                "--synthetic",
+                                "6",
+                                "--input-len",
+                                "uniform:2:40",
+                                "--max-tokens",
+                                "30",
+                                "--ignore-eos",
+                                "--db",
+                                db,
+                                "--json",
+                                NULL};
+    json_t *j = run_json(args, 0);
+    double failed = metric(j, "failed"), done = metric(j, "completed");
+    assert_true(failed >= 1);
+    assert_true(done >= 1);
+    assert_true(failed + done == 6);
+    assert_true(metric(j, "valid") == 0);
+    json_decref(j);
+}
+
+static void test_infer_cli_refuses_a_bad_directory_with_exit_2(void **state) {
+    (void)state;
+    char bad[128], err[4096];
+    snprintf(bad, sizeof bad, "%s/nothing", dir);
+    const char *const args[] = {"infer",       "--model", bad,    "--device", "cpu",
+                                "--synthetic", "1",       "--db", db,         NULL};
+    assert_int_equal(lb_test_run(args, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "no config.json"));
+    const char *const both[] = {"infer",       "--model", dir,    "--random", "llama-tiny",
+                                "--synthetic", "1",       "--db", db,         NULL};
+    assert_int_equal(lb_test_run(both, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "exactly one of --model"));
+}
+
+static void test_infer_cli_sigint_drains_and_stores_an_interrupted_run(void **state) {
+    (void)state;
+    char out_path[160];
+    snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "infer", "--model", dir, "--device", "cpu", "--scenario",
+              "singlestream", "--synthetic", "5000", "--input-len", "fixed:4", "--max-tokens", "40",
+              "--ignore-eos", "--drain", "30", "--db", db, (char *)NULL);
+        _exit(127);
+    }
+    usleep(2500 * 1000);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    const char *const args[] = {"results", "export", "--format", "json", "--db", db, NULL};
+    json_t *all = run_json(args, 0), *last = NULL, *r;
+    size_t i;
+    json_array_foreach(all, i, r) {
+        if (strcmp(json_string_value(json_object_get(r, "status")), "interrupted") == 0) last = r;
+    }
+    assert_non_null(last);
+    assert_string_equal(json_string_value(json_object_get(last, "kind")), "infer");
+    /* the query in flight was drained: every issued query completed */
+    assert_true(metric(last, "completed") >= 1);
+    assert_true(metric(last, "failed") == 0);
+    json_decref(all);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_infer_cli_offline_completes_every_query),
+        cmocka_unit_test(test_infer_cli_accuracy_scores_rouge),
+        cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
+        cmocka_unit_test(test_infer_cli_refuses_a_bad_directory_with_exit_2),
+        cmocka_unit_test(test_infer_cli_sigint_drains_and_stores_an_interrupted_run),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
