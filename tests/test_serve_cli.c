@@ -20,6 +20,8 @@
 #include <cmocka.h>
 
 #include "core/clock.h"
+#include "hf_fixture.h"
+#include "model/model.h"
 #include "test_util.h"
 
 typedef struct {
@@ -80,24 +82,41 @@ static int wait_exit(pid_t pid, int timeout_ms) {
     return -1;
 }
 
-static size_t discard(char *d, size_t s, size_t n, void *u) {
-    (void)d;
-    (void)u;
+typedef struct {
+    char *p;
+    size_t n;
+} body;
+
+/* Keeps the answer's body in u (a body), or drops it when u is NULL. */
+static size_t keep(char *d, size_t s, size_t n, void *u) {
+    body *b = u;
+    if (b == NULL) return s * n;
+    char *p = realloc(b->p, b->n + s * n + 1);
+    if (p == NULL) return 0;
+    memcpy(p + b->n, d, s * n);
+    b->p = p;
+    b->n += s * n;
+    p[b->n] = '\0';
     return s * n;
 }
 
-static long post(int port, const char *body) {
-    char url[96];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", port);
+static long post_keep(int port, const char *path, const char *json, body *b) {
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, b ? 60000L : 5000L);
     long status = 0;
     if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
     return status;
+}
+
+static long post(int port, const char *json) {
+    return post_keep(port, "/v1/completions", json, NULL);
 }
 
 /* Starts `serve` on port 0 and returns the port from its first line (on stderr with
@@ -178,10 +197,81 @@ static void check_usage_error(const char *const *args, const char *expected) {
     close(ch.err_fd);
 }
 
-static void test_serve_cli_without_synthetic_says_engine_missing_and_exits_2(void **state) {
+static void test_serve_cli_without_a_token_source_says_which_and_exits_2(void **state) {
     (void)state;
     const char *const args[] = {LB_TEST_BIN, "serve", "--port", "0", NULL};
-    check_usage_error(args, "not available");
+    check_usage_error(args, "--random PRESET");
+    const char *const bad[] = {LB_TEST_BIN, "serve", "--model", "/nonexistent",
+                               "--device",  "cpu",   NULL};
+    check_usage_error(bad, "/nonexistent: no config.json");
+}
+
+static void test_serve_cli_generates_with_the_engine_on_a_model_directory(void **state) {
+    (void)state;
+    char dir[64];
+    lb_test_tmpdir(dir, sizeof dir);
+    lb_model_config cfg = lb_fixture_config();
+    lb_model m;
+    lb_err err;
+    assert_int_equal(lb_model_init(&m, &cfg, 1, 1, 5, &err), LB_OK);
+    lb_fixture_write_dir(dir, &cfg, m.params, true, false);
+    lb_model_free(&m);
+    const char *const args[] = {LB_TEST_BIN,    "serve", "--model",    dir, "--device",      "cpu",
+                                "--port",       "0",     "--max-seqs", "4", "--step-tokens", "32",
+                                "--ignore-eos", NULL};
+    child ch;
+    int port = start_serve(&ch, args, false);
+    body b = {0};
+    assert_int_equal(
+        post_keep(port, "/v1/completions", "{\"prompt\":\"hello world\",\"max_tokens\":6}", &b),
+        200);
+    json_t *j = json_loads(b.p, 0, NULL);
+    assert_non_null(j);
+    json_t *usage = json_object_get(j, "usage");
+    assert_int_equal(json_integer_value(json_object_get(usage, "prompt_tokens")), 3);
+    assert_int_equal(json_integer_value(json_object_get(usage, "completion_tokens")), 6);
+    const char *text = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+    assert_non_null(text);
+    assert_true(strlen(text) > 0);
+    json_decref(j);
+    /* the same prompt again: greedy, the same text */
+    char first[512];
+    snprintf(first, sizeof first, "%s", b.p);
+    free(b.p);
+    b = (body){0};
+    assert_int_equal(
+        post_keep(port, "/v1/completions", "{\"prompt\":\"hello world\",\"max_tokens\":6}", &b),
+        200);
+    j = json_loads(b.p, 0, NULL);
+    const char *again = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+    json_t *j1 = json_loads(first, 0, NULL);
+    assert_string_equal(again, json_string_value(json_object_get(
+                                   json_array_get(json_object_get(j1, "choices"), 0), "text")));
+    json_decref(j);
+    json_decref(j1);
+    free(b.p);
+    /* longer than the context (64): a 400 naming the limit */
+    b = (body){0};
+    assert_int_equal(
+        post_keep(port, "/v1/completions", "{\"prompt\":\"hello\",\"max_tokens\":100}", &b), 400);
+    assert_non_null(strstr(b.p, "limit of 64 tokens"));
+    free(b.p);
+    /* chat */
+    b = (body){0};
+    assert_int_equal(post_keep(port, "/v1/chat/completions",
+                               "{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
+                               "\"max_tokens\":3}",
+                               &b),
+                     200);
+    assert_non_null(strstr(b.p, "\"completion_tokens\":3"));
+    free(b.p);
+    kill(ch.pid, SIGTERM);
+    assert_int_equal(wait_exit(ch.pid, 20000), 0);
+    close(ch.out_fd);
+    close(ch.err_fd);
+    lb_test_rmtree(dir);
 }
 
 static void test_serve_cli_rejects_bad_options_with_exit_2(void **state) {
@@ -201,7 +291,8 @@ int main(void) {
         cmocka_unit_test(test_serve_cli_prints_port_and_exits_0_on_sigterm),
         cmocka_unit_test(test_serve_cli_exits_0_on_sigint),
         cmocka_unit_test(test_serve_cli_prints_counters_on_stderr),
-        cmocka_unit_test(test_serve_cli_without_synthetic_says_engine_missing_and_exits_2),
+        cmocka_unit_test(test_serve_cli_without_a_token_source_says_which_and_exits_2),
+        cmocka_unit_test(test_serve_cli_generates_with_the_engine_on_a_model_directory),
         cmocka_unit_test(test_serve_cli_rejects_bad_options_with_exit_2),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

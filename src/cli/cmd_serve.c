@@ -1,10 +1,10 @@
 /* cmd_serve.c: `llmbench serve`: an OpenAI-compatible HTTP server (serve/server.h).
  *
  * With --synthetic the tokens come from the synthetic source (serve/synthetic.h) with the
- * given timing; the built-in engine is not part of this build yet, and saying so is the
- * only thing serve does without --synthetic. The first line on stdout (on stderr with
- * --json) is "listening on http://HOST:PORT" (flushed), so scripts and tests can start it
- * on port 0 and read the port. It serves until SIGINT or SIGTERM, then drains and exits
+ * given timing; with --model DIR or --random PRESET from the built-in engine
+ * (serve/engine_source.h, opened by cli/engine_opt.h). The first line on stdout (on stderr
+ * with --json) is "listening on http://HOST:PORT" (flushed), so scripts and tests can start
+ * it on port 0 and read the port. It serves until SIGINT or SIGTERM, then drains and exits
  * 0; the counters go to stderr, or with --json as the one JSON document on stdout. */
 #include <errno.h>
 #include <stdio.h>
@@ -14,9 +14,11 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_opt.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "serve/engine_source.h"
 #include "serve/server.h"
 #include "serve/synthetic.h"
 
@@ -54,15 +56,35 @@ static void print_stats(const lb_server_stats *st, const char *url, double uptim
 int lb_cmd_serve(int argc, char **argv) {
     lb_server_params sp = lb_server_default_params();
     lb_synthetic_params syn = lb_synthetic_default_params();
-    bool synthetic = false;
+    bool synthetic = false, ignore_eos = false;
+    lb_engine_opt eo = LB_ENGINE_OPT_DEFAULT;
+    const char *tokenizer = NULL, *served_name = NULL;
+    double temperature = 0, top_p = 1;
+    int64_t top_k = 0;
     const char *fault = "none";
     int64_t port = sp.port, threads = 0, max_tokens = sp.max_tokens, seed = 1;
     double drain_s = 5.0;
     const lb_arg_spec specs[] = {
         {"--synthetic", LB_ARG_FLAG, &synthetic, NULL,
-         "serve synthetic tokens with the timing below (required: the built-in engine is "
-         "not available yet)",
+         "serve synthetic tokens with the timing below instead of the engine", 0, 0, NULL},
+        {"--model", LB_ARG_STRING, &eo.model_dir, "DIR",
+         "the engine: a Hugging Face model directory (with --synthetic: the model id to "
+         "report, default synthetic)",
          0, 0, NULL},
+        LB_ENGINE_ARG_SPECS(&eo),
+        {"--tokenizer", LB_ARG_STRING, &tokenizer, "FILE",
+         "tokenizer.json or a tiktoken ranks file (default: the model's; --random needs one)", 0, 0,
+         NULL},
+        {"--served-name", LB_ARG_STRING, &served_name, "NAME",
+         "engine: the model id for /v1/models (default: the directory's or preset's name)", 0, 0,
+         NULL},
+        {"--temperature", LB_ARG_DOUBLE, &temperature, "T",
+         "engine: sampling temperature of every request (default 0, greedy)", 0, 100, NULL},
+        {"--top-k", LB_ARG_INT, &top_k, "K", "engine: sample among the K likeliest (default all)",
+         0, 1e9, NULL},
+        {"--top-p", LB_ARG_DOUBLE, &top_p, "P", "engine: nucleus mass (default 1)", 1e-6, 1, NULL},
+        {"--ignore-eos", LB_ARG_FLAG, &ignore_eos, NULL, "engine: always generate max_tokens", 0, 0,
+         NULL},
         {"--host", LB_ARG_STRING, &sp.host, "ADDR", "address to listen on (default 127.0.0.1)", 0,
          0, NULL},
         {"--port", LB_ARG_INT, &port, "P", "TCP port; 0 picks a free one (default 8000)", 0, 65535,
@@ -75,8 +97,6 @@ int lb_cmd_serve(int argc, char **argv) {
          "cap on output tokens per request; a request without max_tokens gets 16 "
          "(default 4096)",
          1, 1e7, NULL},
-        {"--model", LB_ARG_STRING, &sp.model, "NAME",
-         "model id for /v1/models and for requests that name none (default synthetic)", 0, 0, NULL},
         {"--threads", LB_ARG_INT, &threads, "N", "worker threads (default: online cores)", 0, 4096,
          NULL},
         {"--fault", LB_ARG_CHOICE, &fault, "MODE",
@@ -92,6 +112,8 @@ int lb_cmd_serve(int argc, char **argv) {
     static const char summary[] =
         "Serves an OpenAI-compatible HTTP API (POST /v1/completions, POST "
         "/v1/chat/completions, GET /v1/models, GET /health), streamed (SSE) or not. With "
+        "--model DIR or --random PRESET the built-in engine generates (continuous batching "
+        "over a paged KV cache, on the GPU or with --device cpu the CPU reference). With "
         "--synthetic the tokens are pseudo-words timed by --ttft-ms and --tpot-ms: the peer "
         "for testing 'llmbench load' and measuring its capacity. Prints 'listening on "
         "http://HOST:PORT' first (on stderr with --json: stdout then holds one JSON document, "
@@ -99,18 +121,19 @@ int lb_cmd_serve(int argc, char **argv) {
         "exit.";
     const lb_cli_command cmd = {
         .command = "serve",
-        .usage = "--synthetic [options]",
+        .usage = "(--model DIR | --random PRESET | --synthetic) [options]",
         .summary = summary,
         LB_ARG_SPECS(specs),
     };
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
-    if (!synthetic) {
-        fprintf(stderr, "llmbench serve: the built-in inference engine is not available in "
-                        "this version; use --synthetic to serve synthetic tokens\n");
-        return 2;
-    }
+    if (synthetic && eo.random != NULL)
+        return lb_status_exit_code(
+            lb_args_usage_error("serve", "--synthetic and --random exclude each other"));
+    if (!synthetic && eo.model_dir == NULL && eo.random == NULL)
+        return lb_status_exit_code(lb_args_usage_error(
+            "serve", "give --model DIR or --random PRESET (the engine) or --synthetic"));
     sp.port = (int)port;
     sp.threads = (int)threads;
     sp.max_tokens = max_tokens;
@@ -122,13 +145,37 @@ int lb_cmd_serve(int argc, char **argv) {
     lb_err err = {{0}};
     lb_token_source src = {0};
     lb_server *srv = NULL;
-    lb_status st = lb_synthetic_init(&syn, &src, &err);
+    lb_engine_setup es = {0};
+    lb_status st;
+    if (synthetic) {
+        if (eo.model_dir != NULL) sp.model = eo.model_dir;
+        st = lb_synthetic_init(&syn, &src, &err);
+    } else {
+        st = lb_engine_opt_open(&eo, tokenizer, &es, &err);
+        lb_engine_source_params ep = {.engine = es.engine,
+                                      .tok = es.tok,
+                                      .bos_id = es.bos_id,
+                                      .eos_ids = es.eos_ids,
+                                      .n_eos = es.n_eos,
+                                      .sampling = {.temperature = (float)temperature,
+                                                   .top_k = (int32_t)top_k,
+                                                   .top_p = (float)top_p,
+                                                   .seed = (uint64_t)seed},
+                                      .ignore_eos = ignore_eos};
+        if (st == LB_OK) st = lb_engine_source_init(&ep, &src, &err);
+        sp.model = served_name ? served_name : es.model_name;
+    }
     if (st == LB_OK) st = lb_server_start(&sp, &src, &srv, &err);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench serve: %s\n", err.msg);
-        lb_synthetic_free(&src);
+        if (synthetic)
+            lb_synthetic_free(&src);
+        else
+            lb_engine_source_free(&src);
+        lb_engine_opt_close(&es);
         return lb_status_exit_code(st);
     }
+    if (!synthetic) LB_INFO("serve: %s", es.name);
     int64_t t0 = lb_clock_now_ns();
     bool v6 = strchr(sp.host, ':') != NULL;
     char url[320];
@@ -148,6 +195,10 @@ int lb_cmd_serve(int argc, char **argv) {
     lb_server_get_stats(srv, &stats);
     print_stats(&stats, url, (double)(lb_clock_now_ns() - t0) / 1e9, a.common.json);
     lb_server_free(srv);
-    lb_synthetic_free(&src);
+    if (synthetic)
+        lb_synthetic_free(&src);
+    else
+        lb_engine_source_free(&src);
+    lb_engine_opt_close(&es);
     return 0;
 }

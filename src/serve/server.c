@@ -894,7 +894,10 @@ static enum MHD_Result begin(request *r) {
     if (r->stream) count(&s->streamed, 1);
 
     lb_err err = {{0}};
-    if (start_choice(r, 0, &err) != LB_OK)
+    lb_status started = start_choice(r, 0, &err);
+    if (started == LB_ERR_USAGE) /* a request the source can never serve (too long) */
+        return reply_request_error(r, MHD_HTTP_BAD_REQUEST, "%s", err.msg);
+    if (started != LB_OK)
         return reply_error(s, r->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL,
                            "the token source failed: %s", err.msg);
     r->parsed = true;

@@ -1,0 +1,363 @@
+/* engine_source.c: the engine thread and the token-source callbacks (engine_source.h).
+ *
+ * Requests move through three places under one mutex: the queue of new requests (filled
+ * by start), the active list (submitted to the engine; only the engine thread changes it)
+ * and nowhere (finished or abandoned, freed by whichever side lets go last: done() frees a
+ * finished request, the engine thread frees one that done() abandoned). */
+#include "serve/engine_source.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "model/hf_tokenizer.h"
+
+#define MAX_EOS 8
+#define POLL_NS 1000000LL
+
+typedef struct ereq {
+    int32_t *prompt; /* freed once submitted */
+    int32_t n_prompt, max_tokens;
+    int64_t id; /* the engine's, once submitted */
+    int32_t *toks;
+    int32_t n_toks, cap_toks;
+    lb_finish fin;
+    bool ended;     /* finished or failed: no more tokens */
+    bool abandoned; /* done() came first */
+    struct ereq *next;
+} ereq;
+
+typedef struct {
+    lb_engine_source_params p;
+    int32_t eos[MAX_EOS];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ereq *new_head, *new_tail;
+    ereq **active;
+    int32_t n_active, cap_active;
+    bool stop;
+    pthread_t th;
+} esrc;
+
+typedef struct {
+    ereq *r;
+    int32_t n_read;
+    char pend[4 * LB_TOKEN_TEXT_MAX_BYTES];
+    size_t pend_len;
+} stream_state;
+
+static void free_req(ereq *r) {
+    free(r->prompt);
+    free(r->toks);
+    free(r);
+}
+
+static bool is_eos(const esrc *s, int32_t t) {
+    for (int i = 0; i < s->p.n_eos; i++)
+        if (s->eos[i] == t) return true;
+    return false;
+}
+
+/* Under mu: ends r (it leaves the active list by the caller's hand). */
+static void end_req(ereq *r) {
+    r->ended = true;
+    if (r->abandoned) free_req(r);
+}
+
+static void drop_active(esrc *s, int32_t k) {
+    s->active[k] = s->active[--s->n_active];
+}
+
+static void *engine_thread(void *arg) {
+    esrc *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        ereq *fresh = s->new_head;
+        s->new_head = s->new_tail = NULL;
+        /* cancel what was abandoned */
+        for (int32_t k = 0; k < s->n_active;) {
+            ereq *r = s->active[k];
+            if (r->abandoned) {
+                lb_engine_cancel(s->p.engine, r->id);
+                drop_active(s, k);
+                free_req(r);
+            } else {
+                k++;
+            }
+        }
+        for (ereq *r = fresh, *nx; r != NULL; r = nx) {
+            nx = r->next;
+            if (r->abandoned) {
+                free_req(r);
+                continue;
+            }
+            lb_engine_request rq = {.sampling = s->p.sampling,
+                                    .max_tokens = r->max_tokens,
+                                    .ignore_eos = s->p.ignore_eos,
+                                    .eos_ids = s->eos,
+                                    .n_eos = s->p.n_eos};
+            lb_err err;
+            if (s->n_active == s->cap_active) {
+                int32_t cap = s->cap_active ? 2 * s->cap_active : 256;
+                ereq **a = realloc(s->active, (size_t)cap * sizeof *a);
+                if (a == NULL) {
+                    end_req(r);
+                    continue;
+                }
+                s->active = a;
+                s->cap_active = cap;
+            }
+            if (lb_engine_submit(s->p.engine, r->prompt, r->n_prompt, &rq, &r->id, &err) != LB_OK) {
+                LB_WARN("serve: a request was refused by the engine: %s", err.msg);
+                end_req(r);
+                continue;
+            }
+            free(r->prompt);
+            r->prompt = NULL;
+            s->active[s->n_active++] = r;
+        }
+        if (lb_engine_pending(s->p.engine) == 0) {
+            if (s->new_head == NULL && !s->stop) pthread_cond_wait(&s->cv, &s->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        const lb_engine_event *ev;
+        int32_t n = 0;
+        lb_err err;
+        lb_status st = lb_engine_step(s->p.engine, &ev, &n, &err);
+        pthread_mutex_lock(&s->mu);
+        if (st != LB_OK) {
+            LB_ERROR("serve: the engine failed: %s; ending every request", err.msg);
+            for (int32_t k = 0; k < s->n_active; k++) {
+                lb_engine_cancel(s->p.engine, s->active[k]->id);
+                end_req(s->active[k]);
+            }
+            s->n_active = 0;
+            continue;
+        }
+        for (int32_t e = 0; e < n; e++) {
+            int32_t k = 0;
+            while (k < s->n_active && s->active[k]->id != ev[e].id)
+                k++;
+            if (k == s->n_active) continue;
+            ereq *r = s->active[k];
+            if (r->n_toks == r->cap_toks) {
+                int32_t cap = r->cap_toks ? 2 * r->cap_toks : 64;
+                int32_t *t = realloc(r->toks, (size_t)cap * sizeof *t);
+                if (t == NULL) {
+                    lb_engine_cancel(s->p.engine, r->id);
+                    drop_active(s, k);
+                    end_req(r);
+                    continue;
+                }
+                r->toks = t;
+                r->cap_toks = cap;
+            }
+            r->toks[r->n_toks++] = ev[e].token;
+            if (ev[e].done != LB_FINISH_NONE) {
+                r->fin = ev[e].done;
+                drop_active(s, k);
+                end_req(r);
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
+                           int64_t *prompt_tokens, lb_err *err) {
+    esrc *s = ctx;
+    stream_state *ss = stream;
+    char *text = NULL;
+    size_t len = req->prompt_len;
+    if (req->chat) {
+        lb_chat_message m = {"user", req->prompt, req->prompt_len};
+        LB_TRY(lb_hf_tokenizer_chat_llama3(&m, 1, &text, &len, err));
+    }
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    lb_status st = lb_tokenizer_encode(s->p.tok, text ? text : req->prompt, len, &ids, &n, err);
+    free(text);
+    if (st != LB_OK) return st;
+    bool bos = s->p.bos_id >= 0 && !req->chat;
+    size_t total = n + bos;
+    const lb_engine_info *info = lb_engine_get_info(s->p.engine);
+    int64_t limit = info->max_ctx < info->kv_tokens ? info->max_ctx : info->kv_tokens;
+    if ((int64_t)total + req->max_tokens > limit || total == 0) {
+        free(ids);
+        return lb_fail(err, LB_ERR_USAGE,
+                       total == 0 ? "the prompt has no tokens"
+                                  : "the prompt's %zu tokens and max_tokens %lld exceed the "
+                                    "engine's limit of %lld tokens",
+                       total, (long long)req->max_tokens, (long long)limit);
+    }
+    ereq *r = calloc(1, sizeof *r);
+    if (r == NULL || (r->prompt = malloc(total * sizeof *r->prompt)) == NULL) {
+        free(r);
+        free(ids);
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    }
+    if (bos) r->prompt[r->n_prompt++] = s->p.bos_id;
+    for (size_t i = 0; i < n; i++)
+        r->prompt[r->n_prompt++] = (int32_t)ids[i];
+    free(ids);
+    r->max_tokens = (int32_t)req->max_tokens;
+    r->id = -1;
+    memset(ss, 0, sizeof *ss);
+    ss->r = r;
+    *prompt_tokens = r->n_prompt;
+    pthread_mutex_lock(&s->mu);
+    if (s->new_tail)
+        s->new_tail->next = r;
+    else
+        s->new_head = r;
+    s->new_tail = r;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return LB_OK;
+}
+
+/* Length of the valid UTF-8 character at p[0..n): 1-4, 0 when it is invalid, -1 when it
+ * is cut short by the end of the bytes. */
+static int utf8_char(const unsigned char *p, size_t n) {
+    unsigned char c = p[0];
+    int need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (need == 0 || (need == 2 && c < 0xc2) || c > 0xf4) return 0;
+    for (int k = 1; k < need; k++) {
+        if ((size_t)k >= n) return -1;
+        if ((p[k] & 0xc0) != 0x80) return 0;
+    }
+    if (need >= 3) { /* overlong forms, surrogates, beyond U+10FFFF */
+        unsigned char d = p[1];
+        if ((c == 0xe0 && d < 0xa0) || (c == 0xed && d >= 0xa0) || (c == 0xf0 && d < 0x90) ||
+            (c == 0xf4 && d >= 0x90))
+            return 0;
+    }
+    return need;
+}
+
+/* Moves up to LB_TOKEN_TEXT_MAX_BYTES of valid UTF-8 from the pending bytes to text:
+ * whole characters, an invalid byte as U+FFFD; a character cut short at the end waits for
+ * the next token unless final. Returns the bytes written. */
+static size_t take_utf8(stream_state *ss, char *text, bool final) {
+    const unsigned char *p = (const unsigned char *)ss->pend;
+    size_t i = 0, o = 0;
+    while (i < ss->pend_len) {
+        int k = utf8_char(p + i, ss->pend_len - i);
+        if (k < 0 && !final) break;
+        size_t w = k > 0 ? (size_t)k : 3;
+        if (o + w > LB_TOKEN_TEXT_MAX_BYTES) break;
+        if (k > 0)
+            memcpy(text + o, p + i, (size_t)k);
+        else
+            memcpy(text + o, "\xef\xbf\xbd", 3);
+        i += k > 0 ? (size_t)k : 1;
+        o += w;
+    }
+    memmove(ss->pend, ss->pend + i, ss->pend_len - i);
+    ss->pend_len -= i;
+    return o;
+}
+
+static lb_token_state src_next(void *ctx, void *stream, int64_t now_ns, char *text, size_t *len,
+                               int64_t *due_ns) {
+    esrc *s = ctx;
+    stream_state *ss = stream;
+    pthread_mutex_lock(&s->mu);
+    ereq *r = ss->r;
+    bool have = ss->n_read < r->n_toks, ended = r->ended;
+    int32_t tok = have ? r->toks[ss->n_read++] : -1;
+    bool last = ended && ss->n_read == r->n_toks;
+    lb_finish fin = r->fin;
+    pthread_mutex_unlock(&s->mu);
+    if (!have) {
+        if (ended && ss->pend_len > 0 && (*len = take_utf8(ss, text, true)) > 0)
+            return LB_TOKEN_READY;
+        if (ended) return LB_TOKEN_END;
+        int64_t now = now_ns == INT64_MAX ? lb_clock_now_ns() : now_ns;
+        *due_ns = now + POLL_NS;
+        return LB_TOKEN_LATER;
+    }
+    /* one READY per token, its text possibly empty (part of a character, or the
+     * end-of-sequence token), so the server's count of tokens stays exact */
+    if (!(last && fin == LB_FINISH_STOP && is_eos(s, tok))) {
+        char *piece = NULL;
+        size_t plen = 0;
+        lb_err err;
+        uint32_t id = (uint32_t)tok;
+        if (lb_tokenizer_decode(s->p.tok, &id, 1, &piece, &plen, &err) == LB_OK) {
+            if (ss->pend_len + plen > sizeof ss->pend) plen = sizeof ss->pend - ss->pend_len;
+            memcpy(ss->pend + ss->pend_len, piece, plen);
+            ss->pend_len += plen;
+        }
+        free(piece);
+    }
+    *len = take_utf8(ss, text, last);
+    return LB_TOKEN_READY;
+}
+
+static void src_done(void *ctx, void *stream) {
+    esrc *s = ctx;
+    stream_state *ss = stream;
+    if (ss->r == NULL) return;
+    pthread_mutex_lock(&s->mu);
+    if (ss->r->ended) {
+        free_req(ss->r);
+    } else {
+        ss->r->abandoned = true;
+        pthread_cond_signal(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    ss->r = NULL;
+}
+
+lb_status lb_engine_source_init(const lb_engine_source_params *p, lb_token_source *src,
+                                lb_err *err) {
+    memset(src, 0, sizeof *src);
+    if (p->tok == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "serving the engine needs a tokenizer (--tokenizer)");
+    esrc *s = calloc(1, sizeof *s);
+    if (s == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    s->p = *p;
+    s->p.n_eos = p->n_eos < MAX_EOS ? p->n_eos : MAX_EOS;
+    memcpy(s->eos, p->eos_ids, (size_t)s->p.n_eos * sizeof *s->eos);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->th, NULL, engine_thread, s) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        free(s);
+        return lb_fail(err, LB_ERR_RUNTIME, "cannot start the engine thread");
+    }
+    *src = (lb_token_source){.name = "engine",
+                             .ctx = s,
+                             .stream_bytes = sizeof(stream_state),
+                             .start = src_start,
+                             .next = src_next,
+                             .done = src_done};
+    return LB_OK;
+}
+
+void lb_engine_source_free(lb_token_source *src) {
+    if (src == NULL || src->ctx == NULL) return;
+    esrc *s = src->ctx;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+    for (ereq *r = s->new_head, *nx; r != NULL; r = nx) {
+        nx = r->next;
+        free_req(r);
+    }
+    for (int32_t k = 0; k < s->n_active; k++)
+        free_req(s->active[k]);
+    free(s->active);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+    memset(src, 0, sizeof *src);
+}

@@ -1,0 +1,43 @@
+/* engine_source.h: the built-in engine (engine/engine.h) as a token source of the HTTP
+ * server (serve/token_source.h).
+ *
+ * The engine runs on a thread of its own: start() tokenizes the prompt (Llama 3's chat
+ * format for chat requests, the contents as one user message; the bos id before a plain
+ * prompt), checks it against the engine's context and cache (a request that can never fit
+ * is LB_ERR_USAGE naming the limit: the server answers 400) and queues it; the engine
+ * thread admits queued requests between steps and appends each step's tokens to their
+ * requests. next() never waits for the engine: it hands over the text of the tokens that
+ * are there, one token a call (whole UTF-8 characters, an invalid byte as U+FFFD, at
+ * most LB_TOKEN_TEXT_MAX_BYTES at a time, possibly none when a character continues in
+ * the next token; the end-of-sequence token's text is not sent), or asks to be called
+ * again in a millisecond. done() on an unfinished request cancels it in the engine, freeing its
+ * blocks. Sampling is the same for every request (the server passes no sampling fields
+ * yet). */
+#ifndef LB_SERVE_ENGINE_SOURCE_H
+#define LB_SERVE_ENGINE_SOURCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "engine/engine.h"
+#include "model/tokenizer.h"
+#include "serve/token_source.h"
+
+typedef struct {
+    lb_engine *engine;       /* driven only by the source's thread from init to free */
+    const lb_tokenizer *tok; /* required: requests are text */
+    int32_t bos_id;          /* -1: none */
+    const int32_t *eos_ids;  /* [n_eos], copied */
+    int n_eos;
+    lb_sampling sampling;
+    bool ignore_eos;
+} lb_engine_source_params;
+
+/* Starts the engine thread and fills *src. Release with lb_engine_source_free (before
+ * the engine is closed). */
+lb_status lb_engine_source_init(const lb_engine_source_params *p, lb_token_source *src,
+                                lb_err *err);
+void lb_engine_source_free(lb_token_source *src); /* stops the thread; accepts zeroed */
+
+#endif
