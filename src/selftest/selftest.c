@@ -38,6 +38,7 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
 
 #include <cuda_runtime.h>
 
+#include "engine/engine.h"
 #include "gpu/blas/matmul.h"
 #include "gpu/blas/slices.cuh"
 #include "gpu/blas/slices.h"
@@ -51,9 +52,11 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
 #include "kernels/adamw.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/embed.cuh"
+#include "kernels/logits.cuh"
 #include "kernels/loss.cuh"
 #include "kernels/nf4.cuh"
 #include "kernels/norm.cuh"
+#include "kernels/paged.cuh"
 #include "kernels/rope.cuh"
 #include "model/lora.h"
 #include "model/model.h"
@@ -1373,6 +1376,201 @@ static void check_lora_model(ctx *c, const prec_t *pr, const lb_model_config *cf
 
 /* A GPT-2 and a Llama test model with head size 64, so the tensor-core attention runs too;
  * vocabulary sizes not multiples of 64 exercise the padded logits. */
+/* ---- inference engine ---------------------------------------------------------------- */
+
+/* The paged cache: sequences of lens[] tokens in blocks of bs handed out in a random
+ * order; the last min(chunk, len) tokens of each are the batch (a decode when chunk is 1,
+ * else a prefill chunk). The batch's keys and values are stored by slot
+ * (lb_paged_kv_store, checked exactly against the reference's copy), then every batch token
+ * attends over its sequence (lb_paged_attention against lb_ref_paged_attention). */
+static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int bs, const int *lens,
+                        int n_seq, int chunk) {
+    char shape[56];
+    int n_tok = 0, n_blocks = 0, max_len = 0;
+    for (int s = 0; s < n_seq; s++) {
+        n_tok += lens[s] < chunk ? lens[s] : chunk;
+        n_blocks += (lens[s] + bs - 1) / bs;
+        if (lens[s] > max_len) max_len = lens[s];
+    }
+    snprintf(shape, sizeof shape, "H%d/%d D%d bs%d len<=%d x%d chunk%d", NH, NKV, HD, bs, max_len,
+             n_seq, chunk);
+    const int max_blocks = (max_len + bs - 1) / bs, QW = (NH + 2 * NKV) * HD;
+    const size_t row = (size_t)NKV * HD, cache_n = (size_t)n_blocks * bs * row;
+    int32_t *table = calloc((size_t)n_seq * max_blocks, 4), *perm = malloc((size_t)n_blocks * 4);
+    int32_t *seq_of = malloc((size_t)n_tok * 4), *pos = malloc((size_t)n_tok * 4);
+    int32_t *slot = malloc((size_t)n_tok * 4);
+    float *kc = hnew(cache_n), *vc = hnew(cache_n), *qkv = hnew((size_t)n_tok * QW);
+    float *ref = hnew((size_t)n_tok * NH * HD), *out = hnew((size_t)n_tok * NH * HD);
+    float *kc_out = hnew(cache_n);
+    for (int b = 0; b < n_blocks; b++)
+        perm[b] = b;
+    for (int b = n_blocks - 1; b > 0; b--) {
+        int j = (int)lb_rng_below(&c->rng, (uint64_t)b + 1), t = perm[b];
+        perm[b] = perm[j], perm[j] = t;
+    }
+    for (int s = 0, next = 0, i = 0; s < n_seq; s++) {
+        for (int b = 0; b < (lens[s] + bs - 1) / bs; b++)
+            table[s * max_blocks + b] = perm[next++];
+        int take = lens[s] < chunk ? lens[s] : chunk;
+        for (int k = lens[s] - take; k < lens[s]; k++, i++) {
+            seq_of[i] = s, pos[i] = k;
+            slot[i] = table[s * max_blocks + k / bs] * bs + k % bs;
+        }
+    }
+    randn(c, kc, cache_n, 1.0f);
+    randn(c, vc, cache_n, 1.0f);
+    randn(c, qkv, (size_t)n_tok * QW, 1.0f);
+    for (int i = 0; i < n_tok; i++) /* the batch's slots hold nothing before the store */
+        for (size_t e = 0; e < row; e++)
+            kc[(size_t)slot[i] * row + e] = vc[(size_t)slot[i] * row + e] = 0.0f;
+    void *d_k = up(c, kc, cache_n, pr->dt), *d_v = up(c, vc, cache_n, pr->dt);
+    void *d_qkv = up(c, qkv, (size_t)n_tok * QW, pr->dt);
+    void *d_out = dev(c, (size_t)n_tok * NH * HD * lb_dtype_bytes(pr->dt));
+    int32_t *d_table = upi(c, table, (size_t)n_seq * max_blocks), *d_seq = upi(c, seq_of, n_tok);
+    int32_t *d_pos = upi(c, pos, n_tok), *d_slot = upi(c, slot, n_tok);
+    if (c->st == LB_OK) {
+        for (int i = 0; i < n_tok; i++) {
+            memcpy(kc + (size_t)slot[i] * row, qkv + (size_t)i * QW + NH * HD, row * 4);
+            memcpy(vc + (size_t)slot[i] * row, qkv + (size_t)i * QW + (NH + NKV) * HD, row * 4);
+        }
+        lb_ref_paged_attention(ref, qkv, kc, vc, table, max_blocks, seq_of, pos, n_tok, NH, NKV, HD,
+                               bs);
+        check(c, lb_paged_kv_store(d_k, d_v, d_qkv, d_slot, n_tok, NH, NKV, HD, pr->dt, 0, c->err));
+        check(c, lb_paged_attention(d_out, d_qkv, d_k, d_v, d_table, max_blocks, d_seq, d_pos,
+                                    n_tok, NH, NKV, HD, bs, pr->dt, 0, c->err));
+        down(c, kc_out, d_k, cache_n, pr->dt);
+        double worst = 0;
+        for (size_t e = 0; e < cache_n; e++)
+            if (kc_out[e] != kc[e]) worst = INFINITY;
+        record(c, "paged.kv_store", shape, pr->name, worst, worst, worst == 0);
+        down(c, out, d_out, (size_t)n_tok * NH * HD, pr->dt);
+        compare(c, "paged.attention", shape, pr, out, ref, (size_t)n_tok * NH * HD);
+    }
+    release(c);
+    free(table), free(perm), free(seq_of), free(pos), free(slot);
+    free(kc), free(vc), free(qkv), free(ref), free(out), free(kc_out);
+}
+
+/* RoPE of a batch of tokens at their own positions (a mixed batch of sequences). */
+static void check_rope_positions(ctx *c, const prec_t *pr, int N, int NH, int NKV, int HD, int T) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "N%d H%d/%d D%d pos<%d llama3", N, NH, NKV, HD, T);
+    lb_model_config cfg;
+    lb_err e2;
+    if (lb_model_config_preset("llama3.1-8b", &cfg, &e2) != LB_OK) return;
+    cfg.d_model = NH * HD, cfg.n_head = NH, cfg.n_kv_head = NKV;
+    size_t n = (size_t)N * (NH + 2 * NKV) * HD;
+    float *x = hnew(n), *out = hnew(n), *freq = hnew(HD / 2);
+    int32_t *pos = malloc((size_t)N * 4);
+    for (int i = 0; i < N; i++)
+        pos[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)T);
+    randn(c, x, n, 1.0f);
+    lb_ref_rope_freqs(&cfg, freq);
+    void *d_x = up(c, x, n, pr->dt);
+    float *d_f = dev(c, (size_t)HD / 2 * 4), *d_cs = dev(c, (size_t)T * HD * 4);
+    int32_t *d_pos = upi(c, pos, N);
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemcpy(d_f, freq, (size_t)HD / 2 * 4, cudaMemcpyHostToDevice), "freqs");
+        check(c, lb_rope_table(d_cs, d_f, T, HD, 0, c->err));
+        lb_ref_rope_positions(x, pos, freq, N, NH, NKV, HD);
+        check(c, lb_rope_positions(d_x, d_cs, d_pos, N, NH, NKV, HD, pr->dt, 0, c->err));
+        down(c, out, d_x, n, pr->dt);
+        compare(c, "rope.positions", shape, pr, out, x, n);
+    }
+    release(c);
+    free(x), free(out), free(freq), free(pos);
+}
+
+/* Greedy choice of rows of logits, ties to the first index. */
+static void check_argmax(ctx *c, int n, int V) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "rows%d V%d", n, V);
+    float *x = hnew((size_t)n * V);
+    randn(c, x, (size_t)n * V, 1.0f);
+    for (int r = 0; r < n; r++) { /* a tie: the first of two equal maxima wins */
+        int a = (int)lb_rng_below(&c->rng, (uint64_t)V / 2);
+        x[(size_t)r * V + a] = x[(size_t)r * V + V - 1 - a] = 100.0f;
+    }
+    float *d_x = dev(c, (size_t)n * V * 4);
+    int32_t *d_o = dev(c, (size_t)n * 4), *o = malloc((size_t)n * 4);
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemcpy(d_x, x, (size_t)n * V * 4, cudaMemcpyHostToDevice), "logits");
+        check(c, lb_logits_argmax(d_o, d_x, n, V, 0, c->err));
+        check_cuda(c, cudaMemcpy(o, d_o, (size_t)n * 4, cudaMemcpyDeviceToHost), "argmax");
+        int wrong = 0;
+        for (int r = 0; r < n && c->st == LB_OK; r++)
+            wrong += o[r] != lb_sample_argmax(x + (size_t)r * V, V);
+        record(c, "sample.argmax", shape, "fp32", wrong, wrong, wrong == 0);
+    }
+    release(c);
+    free(x), free(o);
+}
+
+/* The whole engine: random bf16 weights made on the GPU, read back into a CPU engine (the
+ * fp32 reference over the very same weights). Logits of a prompt (relative L2 against the
+ * bf16 model bound), then n_gen greedy tokens from the GPU engine's paged decode, each
+ * checked against the CPU's logits over the GPU's sequence: the same token, or one whose
+ * logit is within twice the largest logit error of the prompt check below the best (a
+ * near-tie that bf16 may break either way). */
+static void check_engine(ctx *c, const lb_model_config *cfg, const char *label, int n_prompt,
+                         int n_gen) {
+    if (c->st != LB_OK) return;
+    const prec_t *pr = &PRECS[2];
+    char shape[56];
+    snprintf(shape, sizeof shape, "%s prompt%d gen%d", label, n_prompt, n_gen);
+    lb_engine_params ep = lb_engine_default_params();
+    ep.max_seqs = 64;
+    ep.step_tokens = 256;
+    ep.max_ctx = 256;
+    ep.kv_tokens = 2048;
+    ep.device_index = c->p->device;
+    lb_weights w = {.cfg = *cfg, .seed = c->rep->seed};
+    lb_engine *g = NULL, *h = NULL;
+    lb_status st = lb_engine_open(&g, &ep, &w, c->err);
+    lb_weights wg = g ? lb_engine_weights(g) : w;
+    ep.device = LB_ENGINE_CPU;
+    ep.kv_tokens = 512;
+    if (st == LB_OK) st = lb_engine_open(&h, &ep, &wg, c->err);
+    const int V = cfg->vocab_size, n_all = n_prompt + n_gen;
+    int32_t *ids = malloc((size_t)n_all * 4);
+    float *lg = malloc((size_t)n_all * V * 4), *lc = malloc((size_t)n_all * V * 4);
+    for (int i = 0; i < n_prompt; i++)
+        ids[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
+    if (st == LB_OK) st = lb_engine_logits(g, ids, n_prompt, lg, c->err);
+    if (st == LB_OK) st = lb_engine_logits(h, ids, n_prompt, lc, c->err);
+    diff_t d = {0};
+    if (st == LB_OK) {
+        d = differences(pr, 1.0, lg, lc, (size_t)n_prompt * V);
+        record(c, "engine.logits", shape, pr->name, d.rel_l2 / pr->model_rel, d.rel_l2,
+               d.rel_l2 <= pr->model_rel);
+        lb_engine_request rq = {.sampling = lb_sample_default(), .max_tokens = n_gen};
+        int64_t id;
+        int got = 0;
+        st = lb_engine_submit(g, ids, n_prompt, &rq, &id, c->err);
+        while (st == LB_OK && lb_engine_pending(g) > 0) {
+            const lb_engine_event *ev;
+            int32_t n;
+            st = lb_engine_step(g, &ev, &n, c->err);
+            for (int32_t k = 0; k < n && got < n_gen; k++)
+                ids[n_prompt + got++] = ev[k].token;
+        }
+        if (st == LB_OK) st = lb_engine_logits(h, ids, n_all - 1, lc, c->err);
+        int off = 0;
+        for (int k = 0; st == LB_OK && k < n_gen; k++) {
+            const float *row = lc + (size_t)(n_prompt - 1 + k) * V;
+            int best = lb_sample_argmax(row, V);
+            if (ids[n_prompt + k] != best && row[best] - row[ids[n_prompt + k]] > 2 * d.max_abs)
+                off++;
+        }
+        if (st == LB_OK)
+            record(c, "engine.greedy", shape, pr->name, off, off, off == 0 && got == n_gen);
+    }
+    if (st != LB_OK) check(c, st);
+    lb_engine_close(h);
+    lb_engine_close(g);
+    free(ids), free(lg), free(lc);
+}
+
 static void test_configs(lb_model_config *gpt, lb_model_config *llama) {
     lb_err e;
     lb_model_config_preset("gpt2-tiny", gpt, &e);
@@ -1516,6 +1714,34 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_adamw(&c, pr, 10001);
             check_adamw(&c, pr, 5000001); /* threads take several vectors, across segments */
         }
+        if (wanted(&c, "paged")) {
+            const int dec[] = {1, 15, 16, 17, 100, 1000}, pre[] = {33, 200, 16}, one[] = {8192};
+            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1);  /* decodes at block edges */
+            check_paged(&c, pr, 32, 8, 128, 16, pre, 3, 40); /* prefill chunks */
+            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7);    /* no grouping, head size 64 */
+            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3);   /* 8k context, one kv head */
+        }
+        /* fp32 angles pos * inv_freq are off by up to pos * 2^-24 radians (the table is
+         * fp32, as HF's rotary embedding): past about 2k positions that exceeds fp32's
+         * tolerance against the double reference, so fp32 checks 1k and 16-bit types 8k */
+        if (wanted(&c, "rope"))
+            check_rope_positions(&c, pr, 37, 8, 2, 128, pr->dt == LB_DT_F32 ? 1024 : 8192);
+    }
+    if (p->kernels && wanted(&c, "sample")) check_argmax(&c, 5, 128256);
+    if (p->model && wanted(&c, "engine")) {
+        /* head size 64, 4 query heads a kv head, llama3 RoPE */
+        lb_model_config small;
+        lb_err e;
+        lb_model_config_preset("llama3.2-1b", &small, &e);
+        small.vocab_size = 1000, small.n_layer = 2, small.d_model = 512, small.n_head = 8;
+        small.n_kv_head = 2, small.d_ff = 1024, small.max_seq = 256;
+        check_engine(&c, &small, "llama-small", 40, 16);
+    }
+    if (p->model && p->only != NULL && strcmp(p->only, "engine.llama3.1-8b") == 0) {
+        lb_model_config big;
+        lb_err e;
+        lb_model_config_preset("llama3.1-8b", &big, &e);
+        check_engine(&c, &big, "llama3.1-8b", 16, 8);
     }
     if (p->model && wanted(&c, "model")) {
         lb_model_config gpt, llama, tiny_g, tiny_l;
