@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_opt.h"
+#include "cli/output.h"
 #include "cli/runctl.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -17,16 +18,9 @@
 #include "infer/infer.h"
 #include "loadgen/summary.h"
 
+/* The load generator calls this every progress tick; core/progress.h rate-limits and draws. */
 static void print_progress(void *user, const lb_loadgen_progress *p) {
-    char total[32] = "";
-    if (p->planned >= 0) snprintf(total, sizeof total, "/%lld", (long long)p->planned);
-    char eta[32] = "?";
-    if (isfinite(p->eta_s)) snprintf(eta, sizeof eta, "%.0f s", p->eta_s);
-    lb_progress_update(user, false,
-                       "infer: %lld%s done, %lld failed, %lld in flight, %.1f/s, %.0f s elapsed, "
-                       "ETA %s",
-                       (long long)(p->completed + p->failed), total, (long long)p->failed,
-                       (long long)p->inflight, p->rate_per_s, p->elapsed_s, eta);
+    lb_output_loadgen_progress(user, "infer", p);
 }
 
 typedef struct {

@@ -18,6 +18,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "cli/runctl.h"
 #include "cli/tokenizer_opt.h"
 #include "core/clock.h"
@@ -39,16 +40,9 @@ typedef struct {
 /* The loadgen calls this every progress tick; core/progress.h rate-limits and draws. */
 static void print_progress(void *user, const lb_loadgen_progress *p) {
     progress_ctx *pc = user;
-    char total[32] = "";
-    if (p->planned >= 0) snprintf(total, sizeof total, "/%lld", (long long)p->planned);
-    char eta[32] = "?";
-    if (isfinite(p->eta_s)) snprintf(eta, sizeof eta, "%.0f s", p->eta_s);
-    lb_progress_update(&pc->prog, false,
-                       "load%s: %lld%s done, %lld failed, %lld in flight, %.1f/s, %.0f s "
-                       "elapsed, ETA %s",
-                       pc->label, (long long)(p->completed + p->failed), total,
-                       (long long)p->failed, (long long)p->inflight, p->rate_per_s, p->elapsed_s,
-                       eta);
+    char label[80];
+    snprintf(label, sizeof label, "load%s", pc->label);
+    lb_output_loadgen_progress(&pc->prog, label, p);
 }
 
 typedef struct {

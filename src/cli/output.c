@@ -43,3 +43,16 @@ void lb_output_result_json(FILE *f, const lb_result *r, int64_t run_id) {
     fputc('\n', f);
     json_decref(doc);
 }
+
+void lb_output_loadgen_progress(lb_progress *prog, const char *label,
+                                const lb_loadgen_progress *p) {
+    char total[32] = "";
+    if (p->planned >= 0) snprintf(total, sizeof total, "/%lld", (long long)p->planned);
+    char eta[32] = "?";
+    if (isfinite(p->eta_s)) snprintf(eta, sizeof eta, "%.0f s", p->eta_s);
+    lb_progress_update(prog, false,
+                       "%s: %lld%s done, %lld failed, %lld in flight, %.1f/s, %.0f s elapsed, "
+                       "ETA %s",
+                       label, (long long)(p->completed + p->failed), total, (long long)p->failed,
+                       (long long)p->inflight, p->rate_per_s, p->elapsed_s, eta);
+}
