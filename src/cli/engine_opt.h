@@ -29,8 +29,8 @@ typedef struct {
 /* clang-format off */
 #define LB_ENGINE_ARG_SPECS(o)                                                                   \
     {"--random", LB_ARG_STRING, &(o)->random, "PRESET",                                      \
-     "random weights of a preset's shape (llama3.1-8b, llama3.2-1b, mistral-7b, ...), made "  \
-     "on the device: speed without downloading weights", 0, 0, NULL},                         \
+     "random weights of a preset's shape (llama3.1-8b, llama3.2-1b, mistral-7b, ...), drawn "  \
+     "where the engine runs: speed without downloading weights", 0, 0, NULL},                 \
     {"--device", LB_ARG_CHOICE, &(o)->device, NULL,                                          \
      "where the engine runs (default gpu; cpu: the fp32 reference, slow)", 0, 0, "gpu|cpu"},  \
     {"--gpu", LB_ARG_INT, &(o)->gpu, "N", "CUDA device (default 0)", 0, 1024, NULL},          \
