@@ -266,10 +266,9 @@ lb_status lb_engine_step(lb_engine *e, const lb_engine_event **events, int32_t *
     e->info.forward_tokens += b.n_tokens;
     e->info.preemptions = e->sched.preemptions;
     lb_sched_advance(&e->sched);
-    /* the planned sequences that sample, in batch order; finishing one reorders nothing
-     * in the step arrays, which are read first */
-    request *done[1024];
-    int32_t n_done = 0, o = 0;
+    /* the planned sequences that sample, in batch order; ending one (drop) changes the
+     * running list and frees it, not the step arrays read here */
+    int32_t o = 0;
     const int64_t V = e->cfg.vocab_size;
     int32_t n_step = e->sched.n_step;
     for (int32_t k = 0; k < n_step; k++) {
@@ -286,11 +285,8 @@ lb_status lb_engine_step(lb_engine *e, const lb_engine_event **events, int32_t *
         for (int i = 0; i < r->n_eos && !r->ignore_eos; i++)
             if (tok == r->eos[i]) fin = LB_FINISH_STOP;
         e->events[(*n_events)++] = (lb_engine_event){q->id, tok, fin};
-        if (fin != LB_FINISH_NONE && n_done < (int32_t)(sizeof done / sizeof *done))
-            done[n_done++] = r;
+        if (fin != LB_FINISH_NONE) drop(e, r);
     }
-    for (int32_t i = 0; i < n_done; i++)
-        drop(e, done[i]);
     return LB_OK;
 }
 
