@@ -150,7 +150,7 @@ static void test_infer_cli_sigint_drains_and_stores_an_interrupted_run(void **st
         dup2(fd, 1);
         dup2(fd, 2);
         execl(LB_TEST_BIN, LB_TEST_BIN, "infer", "--model", dir, "--device", "cpu", "--scenario",
-              "singlestream", "--synthetic", "5000", "--input-len", "fixed:4", "--max-tokens", "40",
+              "singlestream", "--synthetic", "5000", "--input-len", "fixed:2", "--max-tokens", "16",
               "--ignore-eos", "--drain", "30", "--db", db, (char *)NULL);
         _exit(127);
     }

@@ -511,9 +511,9 @@ lb_status lb_infer_run(const lb_infer_params *p, const lb_dataset *ds, lb_result
         st = decode_texts(&R, &texts, err);
         if (st == LB_OK) st = lb_loadgen_score_accuracy(ds, texts, s, out, err);
     }
-    if (st == LB_OK && (lb_loadgen_summary_to_result(s, out) != LB_OK ||
-                        lb_loadgen_add_series(R.q, R.next, R.gaps, true, NULL, NULL, NULL, 0,
-                                              out) != LB_OK))
+    if (st == LB_OK &&
+        (lb_loadgen_summary_to_result(s, out) != LB_OK ||
+         lb_loadgen_add_series(R.q, R.next, R.gaps, true, NULL, NULL, NULL, 0, out) != LB_OK))
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory storing the result");
     if (st == LB_OK) {
         lb_result_set_metric(out, "engine_kv_tokens", (double)info->kv_tokens, "tokens");

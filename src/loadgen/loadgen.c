@@ -542,8 +542,8 @@ static lb_status build_bodies(run *R, lb_err *err) {
 
 /* Accuracy mode: ROUGE of every sample's text against its reference (a failed sample
  * scores as an empty text), MLPerf's targets when the whole cnn_eval set was run. */
-lb_status lb_loadgen_score_accuracy(const lb_dataset *ds, char *const *texts,
-                                    lb_loadgen_summary *s, lb_result *out, lb_err *err) {
+lb_status lb_loadgen_score_accuracy(const lb_dataset *ds, char *const *texts, lb_loadgen_summary *s,
+                                    lb_result *out, lb_err *err) {
     for (size_t i = 0; i < ds->n; i++)
         if (ds->samples[i].reference == NULL) return LB_OK;
     lb_rouge_params rp = lb_rouge_default_params();
@@ -816,10 +816,9 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory summarizing");
     if (st == LB_OK && p->mode == LB_MODE_ACCURACY)
         st = lb_loadgen_score_accuracy(ds, R.texts, s, out, err);
-    if (st == LB_OK &&
-        (lb_loadgen_summary_to_result(s, out) != LB_OK ||
-         lb_loadgen_add_series(R.q, R.n_q, R.gaps, p->request.stream, R.rs_query, R.rs_error,
-                               R.rs_replica, R.n_rs, out) != LB_OK))
+    if (st == LB_OK && (lb_loadgen_summary_to_result(s, out) != LB_OK ||
+                        lb_loadgen_add_series(R.q, R.n_q, R.gaps, p->request.stream, R.rs_query,
+                                              R.rs_error, R.rs_replica, R.n_rs, out) != LB_OK))
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory storing the result");
     if (st == LB_OK) judge_failure(p, s);
     if (st == LB_OK && interrupted) {

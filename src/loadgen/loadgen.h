@@ -88,8 +88,8 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
  * an empty text) against every sample's reference into s and out, with MLPerf's
  * llama3.1-8b targets when the whole cnn_eval set was run; nothing when a sample has no
  * reference. */
-lb_status lb_loadgen_score_accuracy(const lb_dataset *ds, char *const *texts,
-                                    lb_loadgen_summary *s, lb_result *out, lb_err *err);
+lb_status lb_loadgen_score_accuracy(const lb_dataset *ds, char *const *texts, lb_loadgen_summary *s,
+                                    lb_result *out, lb_err *err);
 /* Appends the per-query series of q[0..n_q) (the issued ones) to r, then the inter-token
  * gaps in query order (query i's are gaps[q[i].gap0 ..] n_gaps of them; TTFT and TPOT
  * only when streamed) and the resent attempts rs_*[0..n_rs) (query index, reason,
