@@ -71,7 +71,11 @@ typedef struct {
 
 /* Parses argv[1..argc-1] (argv[0] is the command word) into *out and applies the
  * verbosity to the logger. Returns LB_ARGS_GO_ON when the command should run, or the exit
- * code to return at once: 0 after printing --help, 2 after printing a usage error. */
+ * code to return at once: 0 after printing --help, 2 after printing a usage error.
+ * With LB_ARGS_CHECK_ENV set (non-empty) in the environment it returns 0 instead of
+ * LB_ARGS_GO_ON: the command line was only checked. `llmbench sweep` starts each option
+ * of a matrix file this way, so the command's own table judges it before anything runs. */
+#define LB_ARGS_CHECK_ENV "LLMBENCH_CHECK_ARGS"
 int lb_args_parse(const lb_cli_command *cmd, int argc, char **argv, lb_args *out);
 
 void lb_args_print_help(const lb_cli_command *cmd);

@@ -16,5 +16,6 @@ int lb_cmd_train(int argc, char **argv);
 int lb_cmd_selftest(int argc, char **argv);
 int lb_cmd_comm(int argc, char **argv);
 int lb_cmd_doctor(int argc, char **argv);
+int lb_cmd_sweep(int argc, char **argv);
 
 #endif

@@ -438,12 +438,14 @@ lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info
                    "(SELECT value FROM metrics WHERE metrics.run_id = runs.id AND "
                    "metrics.name = 'valid'), tags "
                    "FROM runs WHERE (?1 IS NULL OR kind = ?1) AND (?2 IS NULL OR status = ?2) "
-                   "ORDER BY id DESC LIMIT ?3",
+                   "AND (?4 IS NULL OR EXISTS (SELECT 1 FROM json_each(runs.tags) "
+                   "WHERE json_each.value = ?4)) ORDER BY id DESC LIMIT ?3",
                    &st, err));
     if (f->kind) sqlite3_bind_text(st, 1, f->kind, -1, SQLITE_STATIC);
     if (f->status >= 0)
         sqlite3_bind_text(st, 2, lb_result_status_name(f->status), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, f->limit > 0 ? f->limit : -1);
+    if (f->tag) sqlite3_bind_text(st, 4, f->tag, -1, SQLITE_STATIC);
     lb_status status = LB_OK;
     size_t cap = 0;
     int rc;

@@ -57,6 +57,7 @@ typedef struct {
     const char *kind; /* only runs of this kind; NULL: every kind */
     int status;       /* only runs with this lb_run_status; -1: every status */
     int64_t limit;    /* at most this many runs; 0: no limit */
+    const char *tag;  /* only runs that carry this tag (exact match); NULL: any */
 } lb_store_filter;
 
 lb_store_filter lb_store_default_filter(void);

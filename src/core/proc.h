@@ -1,0 +1,33 @@
+/* proc.h: run this program (or another) as a child process and wait for it.
+ *
+ * The sweep runs each cell and a scheduled job runs its command by starting llmbench
+ * again with the command's own options, so a cell is exactly what the user would get
+ * typing that command. The child gets its own process group, so a Ctrl-C at the terminal
+ * reaches only the parent, which passes one SIGINT on (a second one would make the child
+ * exit without storing its run); it dies with SIGTERM when the parent dies. Not here:
+ * shells, pipes between children, or reading a child's output while it runs. */
+#ifndef LB_CORE_PROC_H
+#define LB_CORE_PROC_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+
+/* The path of the running program (/proc/self/exe) into out. */
+lb_status lb_proc_self_exe(char *out, size_t out_bytes, lb_err *err);
+
+/* What a child is started with. */
+typedef struct {
+    const char *const *argv;   /* argv[0] is the program's path; NULL-terminated */
+    const char *const *env;    /* "NAME=VALUE" set in the child only; NULL-terminated or NULL */
+    const char *stdout_path;   /* the child's stdout goes to this file (truncated); NULL: ours */
+    const char *stderr_path;   /* the same for stderr; NULL: ours */
+} lb_proc_spec;
+
+/* Starts the child, waits for it, and writes its exit code (128 + signal when a signal
+ * ended it) into *exit_code. While it runs, an interrupt seen by this process
+ * (core/signals.h) is passed on to it once as SIGINT. A child that cannot be started is
+ * LB_ERR_RUNTIME with the reason. */
+lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err);
+
+#endif

@@ -1,0 +1,307 @@
+/* sweep.c: checking, running, resuming and aggregating a matrix (sweep.h). */
+#include "sweep/sweep.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/file.h"
+#include "core/proc.h"
+#include "core/signals.h"
+#include "core/stats.h"
+#include "history/bench.h"
+
+lb_sweep_params lb_sweep_default_params(void) {
+    return (lb_sweep_params){.exe = NULL,
+                             .db_path = NULL,
+                             .check_env = NULL,
+                             .log_path = "/dev/null",
+                             .progress = true};
+}
+
+/* The first line of the child's stderr without "llmbench CMD: " and the " (see ...)" tail. */
+static void child_sentence(const char *log_path, const char *command, char *out, size_t cap) {
+    char *text = NULL;
+    size_t len = 0;
+    out[0] = '\0';
+    if (lb_file_read(log_path, &text, &len, NULL) != LB_OK) return;
+    /* the last non-empty line: the command's final word on why it stopped */
+    char *end = text + len;
+    while (end > text && (end[-1] == '\n' || end[-1] == '\r'))
+        *--end = '\0';
+    char *line = strrchr(text, '\n');
+    line = line ? line + 1 : text;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "llmbench %s: ", command);
+    if (strncmp(line, prefix, strlen(prefix)) == 0) line += strlen(prefix);
+    char *see = strstr(line, " (see 'llmbench");
+    if (see) *see = '\0';
+    snprintf(out, cap, "%s", line);
+    free(text);
+}
+
+static lb_status check_value(const lb_sweep_matrix *m, const lb_sweep_params *p, const char *section,
+                             const lb_sweep_key *k, const lb_sweep_value *v, lb_err *err) {
+    const char *argv[6] = {p->exe, m->command, k->flag, NULL, NULL, NULL};
+    if (v->kind == LB_SWEEP_VALUE_TEXT) argv[3] = v->text;
+    const char *env[] = {p->check_env, NULL};
+    lb_proc_spec spec = {.argv = argv, .env = env, .stdout_path = "/dev/null",
+                         .stderr_path = p->log_path};
+    int code = 0;
+    LB_TRY(lb_proc_run(&spec, &code, err));
+    if (code == 0) return LB_OK;
+    char why[LB_ERR_MSG_BYTES];
+    child_sentence(p->log_path, m->command, why, sizeof why);
+    return lb_fail(err, code == 2 ? LB_ERR_USAGE : LB_ERR_RUNTIME, "%s:%d: key '%s.%s': %s",
+                   m->path, v->line, section, k->key,
+                   why[0] ? why : "refused by the command (exit code without a message)");
+}
+
+lb_status lb_sweep_check(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_err *err) {
+    for (size_t o = 0; o < m->n_options; o++)
+        for (size_t v = 0; v < m->options[o].n_values; v++)
+            LB_TRY(check_value(m, p, "options", &m->options[o], &m->options[o].values[v], err));
+    for (size_t a = 0; a < m->n_axes; a++)
+        for (size_t v = 0; v < m->axes[a].n_values; v++)
+            LB_TRY(check_value(m, p, "axes", &m->axes[a], &m->axes[a].values[v], err));
+    return LB_OK;
+}
+
+static void run_tag(const lb_sweep_matrix *m, size_t cell, int64_t repeat, char *out, size_t cap) {
+    snprintf(out, cap, "sweep-run:%s/%016" PRIx64 "/r%" PRId64, m->name,
+             lb_sweep_cell_fingerprint(m, cell), repeat);
+}
+
+/* The newest run carrying tag (status -1: any), or id -1. */
+static lb_status newest_tagged(lb_store *store, const char *tag, int status,
+                               lb_store_run_info *info, lb_err *err) {
+    lb_store_filter f = lb_store_default_filter();
+    f.tag = tag;
+    f.status = status;
+    f.limit = 1;
+    lb_store_run_info *list = NULL;
+    size_t n = 0;
+    LB_TRY(lb_store_list(store, &f, &list, &n, err));
+    info->id = -1;
+    if (n > 0) *info = list[0];
+    free(list);
+    return LB_OK;
+}
+
+/* Runs one cell x repeat; *ok false with reason when it failed. */
+static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_store *store,
+                         size_t cell, int64_t repeat, const char *label, const char *tag,
+                         lb_store_run_info *info, bool *ok, char *reason, size_t reason_cap,
+                         lb_err *err) {
+    char **cell_argv = NULL;
+    size_t cell_argc = 0;
+    LB_TRY(lb_sweep_cell_args(m, cell, &cell_argv, &cell_argc, err));
+    char sweep_tag[160], cell_tag[320];
+    snprintf(sweep_tag, sizeof sweep_tag, "sweep:%s", m->name);
+    snprintf(cell_tag, sizeof cell_tag, "sweep-cell:%s", label);
+    const char **argv = calloc(cell_argc + 12, sizeof *argv);
+    if (argv == NULL) {
+        free(cell_argv);
+        return lb_fail(err, LB_ERR_NOMEM, "no memory to start a cell");
+    }
+    size_t n = 0;
+    argv[n++] = p->exe;
+    argv[n++] = m->command;
+    for (size_t i = 0; i < cell_argc; i++)
+        argv[n++] = cell_argv[i];
+    const char *extra[] = {"--tag", sweep_tag, "--tag", cell_tag, "--tag", tag, "--db", p->db_path};
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    lb_proc_spec spec = {.argv = argv, .stdout_path = "/dev/null", .stderr_path = p->log_path};
+    int code = 0;
+    lb_status st = lb_proc_run(&spec, &code, err);
+    free(argv);
+    free(cell_argv);
+    LB_TRY(st);
+    LB_TRY(newest_tagged(store, tag, -1, info, err));
+    *ok = code == 0 && info->id >= 0 && info->status == LB_RUN_OK;
+    if (code == 130 || lb_interrupted()) return LB_ERR_INTERRUPTED;
+    if (*ok) return LB_OK;
+    if (info->id >= 0 && info->failure[0])
+        snprintf(reason, reason_cap, "%s", info->failure);
+    else
+        child_sentence(p->log_path, m->command, reason, reason_cap);
+    if (reason[0] == '\0') snprintf(reason, reason_cap, "exit code %d", code);
+    return LB_OK;
+}
+
+lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_store *store,
+                       lb_result *agg, lb_err *err) {
+    json_t *failures = json_array();
+    if (failures == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep");
+    size_t total = m->n_cells * (size_t)m->repeats, k = 0;
+    lb_status st = LB_OK;
+    for (size_t cell = 0; cell < m->n_cells && st == LB_OK; cell++) {
+        char label[256];
+        lb_sweep_cell_label(m, cell, label, sizeof label);
+        for (int64_t r = 1; r <= m->repeats && st == LB_OK; r++) {
+            k++;
+            char tag[320];
+            run_tag(m, cell, r, tag, sizeof tag);
+            lb_store_run_info info;
+            if ((st = newest_tagged(store, tag, LB_RUN_OK, &info, err)) != LB_OK) break;
+            if (info.id >= 0) {
+                if (p->progress)
+                    fprintf(stderr, "sweep %s [%zu/%zu] %s repeat %" PRId64 ": stored before as run %" PRId64 "\n",
+                            m->name, k, total, label, r, info.id);
+                continue;
+            }
+            if (p->progress)
+                fprintf(stderr, "sweep %s [%zu/%zu] %s repeat %" PRId64 "/%" PRId64 ": running\n",
+                        m->name, k, total, label, r, m->repeats);
+            double t0 = lb_clock_wall_s();
+            bool ok = false;
+            char reason[LB_ERR_MSG_BYTES] = "";
+            st = run_one(m, p, store, cell, r, label, tag, &info, &ok, reason, sizeof reason, err);
+            if (st == LB_ERR_INTERRUPTED)
+                lb_fail(err, st, "interrupted at cell %s repeat %" PRId64 "; run the same command "
+                                 "again to resume", label, r);
+            if (st != LB_OK) break;
+            if (p->progress)
+                fprintf(stderr, "sweep %s [%zu/%zu] %s repeat %" PRId64 ": %s run %" PRId64 " (%.1f s)%s%s\n",
+                        m->name, k, total, label, r, ok ? "ok," : "FAILED,", info.id,
+                        lb_clock_wall_s() - t0, ok ? "" : ": ", ok ? "" : reason);
+            if (!ok)
+                json_array_append_new(failures,
+                                      json_pack("{s:I, s:I, s:o, s:s}", "cell", (json_int_t)cell,
+                                                "repeat", (json_int_t)r, "run",
+                                                info.id >= 0 ? json_integer(info.id) : json_null(),
+                                                "reason", reason));
+        }
+    }
+    if (st == LB_OK) st = lb_sweep_aggregate(m, store, failures, agg, err);
+    json_decref(failures);
+    if (st == LB_OK && agg->status != LB_RUN_OK)
+        st = lb_fail(err, LB_ERR_RUNTIME, "%s", agg->failure);
+    return st;
+}
+
+static json_t *keys_json(const lb_sweep_key *keys, size_t n) {
+    json_t *o = json_object();
+    for (size_t i = 0; i < n; i++) {
+        json_t *vals = json_array();
+        for (size_t v = 0; v < keys[i].n_values; v++)
+            json_array_append_new(vals, json_string(keys[i].values[v].text));
+        json_object_set_new(o, keys[i].key, vals);
+    }
+    return o;
+}
+
+/* Adds c<K>/<metric>/<stat> for each key metric over the cell's runs. */
+static lb_status add_cell_stats(lb_result *agg, size_t cell, lb_result *const *runs, size_t n_runs,
+                                const char *kind) {
+    size_t n_keys = 0;
+    const lb_key_metric *keys = lb_bench_key_metrics(kind, &n_keys);
+    double *v = malloc((n_runs ? n_runs : 1) * sizeof *v);
+    if (v == NULL) return LB_ERR_NOMEM;
+    for (size_t k = 0; k < n_keys; k++) {
+        size_t n = 0;
+        const char *unit = "";
+        for (size_t i = 0; i < n_runs; i++) {
+            double x = lb_result_metric(runs[i], keys[k].metric);
+            if (isnan(x)) continue;
+            v[n++] = x;
+            for (size_t j = 0; j < runs[i]->n_metrics; j++)
+                if (strcmp(runs[i]->metrics[j].name, keys[k].metric) == 0)
+                    unit = runs[i]->metrics[j].unit;
+        }
+        if (n == 0) continue;
+        lb_stats_summary s = lb_stats_summarize(v, n);
+        const struct {
+            const char *stat;
+            double value;
+        } stats[] = {{"median", s.median}, {"std", s.std}, {"min", s.min}, {"max", s.max}};
+        char name[LB_NAME_BYTES];
+        for (size_t j = 0; j < sizeof stats / sizeof stats[0]; j++) {
+            snprintf(name, sizeof name, "c%zu/%s/%s", cell, keys[k].metric, stats[j].stat);
+            lb_status st = lb_result_set_metric(agg, name, stats[j].value, unit);
+            if (st != LB_OK) {
+                free(v);
+                return st;
+            }
+        }
+        snprintf(name, sizeof name, "c%zu/%s/n", cell, keys[k].metric);
+        lb_status st = lb_result_set_metric(agg, name, (double)n, "runs");
+        if (st != LB_OK) {
+            free(v);
+            return st;
+        }
+    }
+    free(v);
+    return LB_OK;
+}
+
+lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, json_t *failures,
+                             lb_result *agg, lb_err *err) {
+    lb_result **runs = calloc((size_t)m->repeats, sizeof *runs);
+    if (runs == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep's table");
+    char sweep_tag[160];
+    snprintf(sweep_tag, sizeof sweep_tag, "sweep:%s", m->name);
+    json_array_append_new(agg->tags, json_string(sweep_tag));
+    json_t *cells = json_array();
+    json_object_set_new(agg->config, "file", json_string(m->path));
+    json_object_set_new(agg->config, "command", json_string(m->command));
+    json_object_set_new(agg->config, "repeats", json_integer(m->repeats));
+    json_object_set_new(agg->config, "options", keys_json(m->options, m->n_options));
+    json_object_set_new(agg->config, "axes", keys_json(m->axes, m->n_axes));
+    json_object_set_new(agg->config, "cells", cells);
+    size_t missing = 0;
+    lb_status st = LB_OK;
+    size_t idx[64];
+    for (size_t cell = 0; cell < m->n_cells && st == LB_OK; cell++) {
+        char label[256], fp[17];
+        lb_sweep_cell_label(m, cell, label, sizeof label);
+        snprintf(fp, sizeof fp, "%016" PRIx64, lb_sweep_cell_fingerprint(m, cell));
+        json_t *axes = json_object(), *ids = json_array(), *failed = json_array();
+        lb_sweep_cell_index(m, cell, idx);
+        for (size_t a = 0; a < m->n_axes; a++)
+            json_object_set_new(axes, m->axes[a].key, json_string(m->axes[a].values[idx[a]].text));
+        size_t n_runs = 0;
+        for (int64_t r = 1; r <= m->repeats && st == LB_OK; r++) {
+            char tag[320];
+            run_tag(m, cell, r, tag, sizeof tag);
+            lb_store_run_info info;
+            if ((st = newest_tagged(store, tag, LB_RUN_OK, &info, err)) != LB_OK) break;
+            if (info.id < 0) {
+                missing++;
+                continue;
+            }
+            if ((st = lb_store_run_load(store, info.id, &runs[n_runs], err)) != LB_OK) break;
+            n_runs++;
+            json_array_append_new(ids, json_integer(info.id));
+        }
+        size_t i;
+        json_t *f;
+        json_array_foreach (failures, i, f) {
+            if ((size_t)json_integer_value(json_object_get(f, "cell")) == cell)
+                json_array_append(failed, f);
+        }
+        json_array_append_new(cells, json_pack("{s:I, s:s, s:s, s:o, s:o, s:o}", "cell",
+                                               (json_int_t)cell, "label", label, "fingerprint", fp,
+                                               "axes", axes, "runs", ids, "failed", failed));
+        if (st == LB_OK && add_cell_stats(agg, cell, runs, n_runs, m->command) != LB_OK)
+            st = lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep's table");
+        for (size_t j = 0; j < n_runs; j++) {
+            lb_result_free(runs[j]);
+            runs[j] = NULL;
+        }
+    }
+    free(runs);
+    if (st != LB_OK) return st;
+    size_t total = m->n_cells * (size_t)m->repeats;
+    agg->status = missing == 0 ? LB_RUN_OK : LB_RUN_FAILED;
+    if (missing > 0)
+        snprintf(agg->failure, sizeof agg->failure,
+                 "%zu of %zu cell runs have no ok run stored (%zu failed in this sweep)", missing,
+                 total, json_array_size(failures));
+    return LB_OK;
+}

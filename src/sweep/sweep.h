@@ -1,0 +1,59 @@
+/* sweep.h: run an experiment matrix (matrix.h) as stored runs, resume it, aggregate it.
+ *
+ * Each cell x repeat runs as its own process: this program started again with the
+ * command and the cell's options, plus tags that name the sweep, the cell and the repeat
+ * ("sweep:NAME", "sweep-cell:LABEL", "sweep-run:NAME/FINGERPRINT/rK") and --db. So a cell
+ * takes exactly the path the command takes when typed (same option parser, same checks,
+ * same stored run, same Ctrl-C handling), and a cell that crashes takes only itself down.
+ * Before anything runs, every option value of the file is offered to the command's own
+ * parser in check-only mode (the environment variable params.check_env), so an unknown
+ * option or a bad value is refused with the file's line and nothing runs.
+ *
+ * Resume: a cell x repeat whose sweep-run tag is already on a stored `ok` run is not run
+ * again; the fingerprint covers the command and every option of the cell, so an edited
+ * file does not reuse runs of other options. A failed cell x repeat is recorded and the
+ * sweep goes on. An interrupt stops after the running child has stored its run.
+ *
+ * The aggregate fills an lb_result of kind "sweep" (the CLI stores it as a run): config holds the matrix and, per cell,
+ * its label, axis values, fingerprint, the ok run ids and the failures; metrics hold
+ * median, std, min, max and n over the repeats of each key metric (history/bench.h) as
+ * "c<K>/<metric>/<stat>"; its status is ok only when every cell x repeat has an ok run. Not here: option parsing of the
+ * commands (theirs), printing, and the GPU. */
+#ifndef LB_SWEEP_SWEEP_H
+#define LB_SWEEP_SWEEP_H
+
+#include <stdbool.h>
+
+#include "core/result.h"
+#include "core/status.h"
+#include "store/store.h"
+#include "sweep/matrix.h"
+
+typedef struct {
+    const char *exe;       /* this program's path (core/proc.h's lb_proc_self_exe) */
+    const char *db_path;   /* the results database every cell writes to (a resolved path) */
+    const char *check_env; /* "NAME=1" that puts a command in check-only mode */
+    const char *log_path;  /* each child's stderr goes here (overwritten per child) */
+    bool progress;         /* a line on stderr per cell x repeat */
+} lb_sweep_params;
+
+lb_sweep_params lb_sweep_default_params(void);
+
+/* Offers each option value of m to the command's parser in check-only mode. The first one
+ * refused is LB_ERR_USAGE: "FILE:LINE: key 'options.batch': <the command's sentence>". */
+lb_status lb_sweep_check(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_err *err);
+
+/* Runs every cell x repeat not yet stored as ok, then aggregates into agg (a result of
+ * kind "sweep" the caller made). Returns LB_OK when every cell x repeat is ok,
+ * LB_ERR_RUNTIME when some failed (agg lists them; err says how many), LB_ERR_INTERRUPTED
+ * after an interrupt (nothing aggregated), or the store's error. */
+lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_store *store,
+                       lb_result *agg, lb_err *err);
+
+/* Aggregates the ok runs of m already stored into agg, without running anything (the end
+ * of lb_sweep_run). failures is a JSON array of {"cell": K, "repeat": R, "run": id or
+ * null, "reason": text}, copied into the cells' "failed" lists. */
+lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, json_t *failures,
+                             lb_result *agg, lb_err *err);
+
+#endif
