@@ -52,7 +52,7 @@ static void print_table(const lb_result *r, int64_t run_id) {
            "std", "min", "max");
     size_t i;
     json_t *c;
-    json_array_foreach (cells, i, c) {
+    json_array_foreach(cells, i, c) {
         const char *label = json_string_value(json_object_get(c, "label"));
         bool any = false;
         for (size_t k = 0; k < n_keys; k++) {
@@ -70,7 +70,7 @@ static void print_table(const lb_result *r, int64_t run_id) {
         if (!any) printf("%-36s (no ok run)\n", label);
         size_t j;
         json_t *f;
-        json_array_foreach (json_object_get(c, "failed"), j, f)
+        json_array_foreach(json_object_get(c, "failed"), j, f)
             printf("%-36s FAILED repeat %lld: %s\n", "",
                    (long long)json_integer_value(json_object_get(f, "repeat")),
                    json_string_value(json_object_get(f, "reason")));
@@ -86,27 +86,26 @@ static void print_json(const lb_result *r, int64_t run_id) {
     json_t *cells = json_deep_copy(json_object_get(r->config, "cells"));
     size_t i;
     json_t *c;
-    json_array_foreach (cells, i, c) {
+    json_array_foreach(cells, i, c) {
         json_t *metrics = json_object();
         for (size_t k = 0; k < n_keys; k++) {
             double n = cell_stat(r, i, keys[k].metric, "n");
             if (isnan(n)) continue;
             char name[LB_NAME_BYTES];
             snprintf(name, sizeof name, "c%zu/%s/median", i, keys[k].metric);
-            json_object_set_new(
-                metrics, keys[k].metric,
-                json_pack("{s:f, s:f, s:f, s:f, s:I, s:s}", "median",
-                          cell_stat(r, i, keys[k].metric, "median"), "std",
-                          cell_stat(r, i, keys[k].metric, "std"), "min",
-                          cell_stat(r, i, keys[k].metric, "min"), "max",
-                          cell_stat(r, i, keys[k].metric, "max"), "n", (json_int_t)n, "unit",
-                          cell_metric_unit(r, name)));
+            json_object_set_new(metrics, keys[k].metric,
+                                json_pack("{s:f, s:f, s:f, s:f, s:I, s:s}", "median",
+                                          cell_stat(r, i, keys[k].metric, "median"), "std",
+                                          cell_stat(r, i, keys[k].metric, "std"), "min",
+                                          cell_stat(r, i, keys[k].metric, "min"), "max",
+                                          cell_stat(r, i, keys[k].metric, "max"), "n",
+                                          (json_int_t)n, "unit", cell_metric_unit(r, name)));
         }
         json_object_set_new(c, "metrics", metrics);
     }
     json_t *doc = json_pack("{s:I, s:s, s:s, s:s, s:s?, s:o}", "id", (json_int_t)run_id, "name",
-                            r->name, "status", lb_run_status_name(r->status), "failure",
-                            r->failure, "command", command, "cells", cells);
+                            r->name, "status", lb_run_status_name(r->status), "failure", r->failure,
+                            "command", command, "cells", cells);
     json_dumpf(doc, stdout, JSON_INDENT(2));
     printf("\n");
     json_decref(doc);
@@ -115,8 +114,7 @@ static void print_json(const lb_result *r, int64_t run_id) {
 int lb_cmd_sweep(int argc, char **argv) {
     bool quiet_cells = false;
     const lb_arg_spec specs[] = {
-        {"--no-progress", LB_ARG_FLAG, &quiet_cells, NULL,
-         "no line on stderr per cell x repeat"},
+        {"--no-progress", LB_ARG_FLAG, &quiet_cells, NULL, "no line on stderr per cell x repeat"},
     };
     const lb_cli_command cmd = {
         .command = "sweep",
@@ -157,7 +155,8 @@ int lb_cmd_sweep(int argc, char **argv) {
     if (lb_proc_self_exe(exe, sizeof exe, &err) != LB_OK ||
         lb_store_resolve_path(a.common.db_path, db, sizeof db, &err) != LB_OK ||
         (log_fd = mkstemp(log_path)) < 0) {
-        fprintf(stderr, "llmbench sweep: %s\n", err.msg[0] ? err.msg : "cannot make a log file in /tmp");
+        fprintf(stderr, "llmbench sweep: %s\n",
+                err.msg[0] ? err.msg : "cannot make a log file in /tmp");
         lb_sweep_matrix_free(&m);
         return 1;
     }

@@ -52,8 +52,8 @@ lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
     pid_t parent = getpid();
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0],
-                                strerror(errno));
+    if (pid < 0)
+        return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0], strerror(errno));
     if (pid == 0) child(spec, parent);
     setpgid(pid, pid); /* both sides set it: whichever runs first wins the race */
     bool forwarded = false;

@@ -14,12 +14,9 @@ static const lb_key_metric train_metrics[] = {
 };
 
 static const lb_key_metric load_metrics[] = {
-    {"output_tok_per_s", NULL, true, true},
-    {"samples_per_s", NULL, true, true},
-    {"ttft_p99_ms", "ttft_ms", false, true},
-    {"tpot_p99_ms", "tpot_ms", false, true},
-    {"latency_p50_ms", "latency_ms", false, true},
-    {"failed", NULL, false, false},
+    {"output_tok_per_s", NULL, true, true},        {"samples_per_s", NULL, true, true},
+    {"ttft_p99_ms", "ttft_ms", false, true},       {"tpot_p99_ms", "tpot_ms", false, true},
+    {"latency_p50_ms", "latency_ms", false, true}, {"failed", NULL, false, false},
 };
 
 const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n) {
@@ -35,12 +32,12 @@ const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n) {
     return NULL;
 }
 
-static const char *const train_keys[] = {"model",       "batch",     "seq",       "precision",
-                                         "device",      "data",      "fp32_matmul", "attention",
-                                         "recompute",   "zero",      "gpus",      NULL};
-static const char *const load_keys[] = {"scenario",   "mode",       "qps",   "sweep_qps",
+static const char *const train_keys[] = {"model",     "batch", "seq",         "precision",
+                                         "device",    "data",  "fp32_matmul", "attention",
+                                         "recompute", "zero",  "gpus",        NULL};
+static const char *const load_keys[] = {"scenario",    "mode",       "qps",   "sweep_qps",
                                         "concurrency", "max_tokens", "model", "api",
-                                        "stream",     "dataset",    NULL};
+                                        "stream",      "dataset",    NULL};
 
 static size_t put(char *out, size_t cap, size_t len, const char *key, const json_t *v) {
     if (len >= cap) return len;
@@ -65,8 +62,8 @@ void lb_bench_identity(const lb_result *r, char *out, size_t out_bytes) {
     const json_t *gpus = r->provenance ? json_object_get(r->provenance, "gpus") : NULL;
     const json_t *first = json_array_get(gpus, 0);
     const char *gpu = json_string_value(json_object_get(first, "name"));
-    const char *host = r->provenance ? json_string_value(json_object_get(r->provenance, "hostname"))
-                                     : NULL;
+    const char *host =
+        r->provenance ? json_string_value(json_object_get(r->provenance, "hostname")) : NULL;
     if (len < out_bytes)
         snprintf(out + len, out_bytes - len, " gpu=%s x%zu host=%s", gpu ? gpu : "none",
                  json_array_size(gpus), host ? host : "?");

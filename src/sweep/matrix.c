@@ -65,8 +65,9 @@ static lb_status read_value(const reader *R, const yaml_node_t *n, const char *k
 static lb_status read_keys(const reader *R, const yaml_node_t *map, const char *section, bool axes,
                            lb_sweep_key **out, size_t *n_out) {
     if (map->type != YAML_MAPPING_NODE)
-        return bad(R, map, section, axes ? "expected a mapping of option names to lists of values"
-                                          : "expected a mapping of option names to values");
+        return bad(R, map, section,
+                   axes ? "expected a mapping of option names to lists of values"
+                        : "expected a mapping of option names to values");
     size_t n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
     *out = calloc(n ? n : 1, sizeof **out);
     if (*out == NULL) return lb_fail(R->err, LB_ERR_NOMEM, "no memory to read %s", R->path);
@@ -79,8 +80,8 @@ static lb_status read_keys(const reader *R, const yaml_node_t *map, const char *
         if (k->type != YAML_SCALAR_NODE) return bad(R, k, section, "a key must be an option name");
         snprintf(full, sizeof full, "%s.%s", section, scalar(k));
         const char *name = scalar(k);
-        if (name[0] == '\0' || name[0] == '-' || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") !=
-                                                     strlen(name))
+        if (name[0] == '\0' || name[0] == '-' ||
+            strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name))
             return bad(R, k, full,
                        "an option name is written as in --help without the leading dashes "
                        "(lower-case letters, digits, '-')");
@@ -185,7 +186,8 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
         return lb_fail(R->err, LB_ERR_USAGE, "%s: key 'command' is missing (one of %s)", R->path,
                        LB_SWEEP_COMMANDS);
     if (!is_word_of(LB_SWEEP_COMMANDS, m->command))
-        return bad(R, command_node, "command", "not a command a sweep can run (one of " LB_SWEEP_COMMANDS ")");
+        return bad(R, command_node, "command",
+                   "not a command a sweep can run (one of " LB_SWEEP_COMMANDS ")");
     for (size_t a = 0; a < m->n_axes; a++)
         for (size_t o = 0; o < m->n_options; o++)
             if (strcmp(m->axes[a].key, m->options[o].key) == 0)
@@ -197,8 +199,8 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
     for (size_t a = 0; a < m->n_axes; a++) {
         m->n_cells *= m->axes[a].n_values;
         if (m->n_cells > 100000)
-            return lb_fail(R->err, LB_ERR_USAGE, "%s:%d: key 'axes.%s': over 100000 cells",
-                           R->path, m->axes[a].line, m->axes[a].key);
+            return lb_fail(R->err, LB_ERR_USAGE, "%s:%d: key 'axes.%s': over 100000 cells", R->path,
+                           m->axes[a].line, m->axes[a].key);
     }
     return LB_OK;
 }
@@ -211,7 +213,8 @@ lb_status lb_sweep_matrix_parse(const char *text, size_t len, const char *path, 
     if (m->path == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to read %s", path);
     yaml_parser_t parser;
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) return lb_fail(err, LB_ERR_NOMEM, "no memory for libyaml");
+    if (!yaml_parser_initialize(&parser))
+        return lb_fail(err, LB_ERR_NOMEM, "no memory for libyaml");
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
     if (!yaml_parser_load(&parser, &doc)) {
         lb_status st = lb_fail(err, LB_ERR_USAGE, "%s:%d: not valid YAML or JSON: %s", path,
@@ -277,8 +280,8 @@ void lb_sweep_cell_label(const lb_sweep_matrix *m, size_t cell, char *out, size_
     size_t len = 0;
     out[0] = '\0';
     for (size_t a = 0; a < m->n_axes && len < out_bytes; a++)
-        len += (size_t)snprintf(out + len, out_bytes - len, "%s%s=%s", a ? "," : "",
-                                m->axes[a].key, m->axes[a].values[idx[a]].text);
+        len += (size_t)snprintf(out + len, out_bytes - len, "%s%s=%s", a ? "," : "", m->axes[a].key,
+                                m->axes[a].values[idx[a]].text);
 }
 
 static size_t push_value(const char **argv, size_t n, const lb_sweep_key *k,

@@ -15,11 +15,8 @@
 #include "history/bench.h"
 
 lb_sweep_params lb_sweep_default_params(void) {
-    return (lb_sweep_params){.exe = NULL,
-                             .db_path = NULL,
-                             .check_env = NULL,
-                             .log_path = "/dev/null",
-                             .progress = true};
+    return (lb_sweep_params){
+        .exe = NULL, .db_path = NULL, .check_env = NULL, .log_path = "/dev/null", .progress = true};
 }
 
 /* The first line of the child's stderr without "llmbench CMD: " and the " (see ...)" tail. */
@@ -43,13 +40,14 @@ static void child_sentence(const char *log_path, const char *command, char *out,
     free(text);
 }
 
-static lb_status check_value(const lb_sweep_matrix *m, const lb_sweep_params *p, const char *section,
-                             const lb_sweep_key *k, const lb_sweep_value *v, lb_err *err) {
+static lb_status check_value(const lb_sweep_matrix *m, const lb_sweep_params *p,
+                             const char *section, const lb_sweep_key *k, const lb_sweep_value *v,
+                             lb_err *err) {
     const char *argv[6] = {p->exe, m->command, k->flag, NULL, NULL, NULL};
     if (v->kind == LB_SWEEP_VALUE_TEXT) argv[3] = v->text;
     const char *env[] = {p->check_env, NULL};
-    lb_proc_spec spec = {.argv = argv, .env = env, .stdout_path = "/dev/null",
-                         .stderr_path = p->log_path};
+    lb_proc_spec spec = {
+        .argv = argv, .env = env, .stdout_path = "/dev/null", .stderr_path = p->log_path};
     int code = 0;
     LB_TRY(lb_proc_run(&spec, &code, err));
     if (code == 0) return LB_OK;
@@ -151,7 +149,9 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
             if ((st = newest_tagged(store, tag, LB_RUN_OK, &info, err)) != LB_OK) break;
             if (info.id >= 0) {
                 if (p->progress)
-                    fprintf(stderr, "sweep %s [%zu/%zu] %s repeat %" PRId64 ": stored before as run %" PRId64 "\n",
+                    fprintf(stderr,
+                            "sweep %s [%zu/%zu] %s repeat %" PRId64
+                            ": stored before as run %" PRId64 "\n",
                             m->name, k, total, label, r, info.id);
                 continue;
             }
@@ -163,11 +163,15 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
             char reason[LB_ERR_MSG_BYTES] = "";
             st = run_one(m, p, store, cell, r, label, tag, &info, &ok, reason, sizeof reason, err);
             if (st == LB_ERR_INTERRUPTED)
-                lb_fail(err, st, "interrupted at cell %s repeat %" PRId64 "; run the same command "
-                                 "again to resume", label, r);
+                lb_fail(err, st,
+                        "interrupted at cell %s repeat %" PRId64 "; run the same command "
+                        "again to resume",
+                        label, r);
             if (st != LB_OK) break;
             if (p->progress)
-                fprintf(stderr, "sweep %s [%zu/%zu] %s repeat %" PRId64 ": %s run %" PRId64 " (%.1f s)%s%s\n",
+                fprintf(stderr,
+                        "sweep %s [%zu/%zu] %s repeat %" PRId64 ": %s run %" PRId64
+                        " (%.1f s)%s%s\n",
                         m->name, k, total, label, r, ok ? "ok," : "FAILED,", info.id,
                         lb_clock_wall_s() - t0, ok ? "" : ": ", ok ? "" : reason);
             if (!ok)
@@ -281,7 +285,7 @@ lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, json_t *
         }
         size_t i;
         json_t *f;
-        json_array_foreach (failures, i, f) {
+        json_array_foreach(failures, i, f) {
             if ((size_t)json_integer_value(json_object_get(f, "cell")) == cell)
                 json_array_append(failed, f);
         }

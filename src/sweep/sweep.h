@@ -14,11 +14,11 @@
  * file does not reuse runs of other options. A failed cell x repeat is recorded and the
  * sweep goes on. An interrupt stops after the running child has stored its run.
  *
- * The aggregate fills an lb_result of kind "sweep" (the CLI stores it as a run): config holds the matrix and, per cell,
- * its label, axis values, fingerprint, the ok run ids and the failures; metrics hold
- * median, std, min, max and n over the repeats of each key metric (history/bench.h) as
- * "c<K>/<metric>/<stat>"; its status is ok only when every cell x repeat has an ok run. Not here: option parsing of the
- * commands (theirs), printing, and the GPU. */
+ * The aggregate fills an lb_result of kind "sweep" (the CLI stores it as a run): config holds the
+ * matrix and, per cell, its label, axis values, fingerprint, the ok run ids and the failures;
+ * metrics hold median, std, min, max and n over the repeats of each key metric (history/bench.h) as
+ * "c<K>/<metric>/<stat>"; its status is ok only when every cell x repeat has an ok run. Not here:
+ * option parsing of the commands (theirs), printing, and the GPU. */
 #ifndef LB_SWEEP_SWEEP_H
 #define LB_SWEEP_SWEEP_H
 

@@ -1,0 +1,277 @@
+/* test_sweep.c: experiment matrices. The reader expands cells and names the line of every
+ * fault; `llmbench sweep` refuses a bad file with exit 2 before anything runs, resumes
+ * after SIGINT running only the missing cells, and its table agrees with the table
+ * recomputed from `results export`. */
+#include <jansson.h>
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/stats.h"
+#include "store/store.h"
+#include "sweep/matrix.h"
+#include "test_util.h"
+
+static char g_dir[64], g_db[128];
+static char out[1 << 21], err[1 << 16];
+
+static int run(const char *const *args) {
+    return lb_test_run(args, out, sizeof out, err, sizeof err);
+}
+
+static void parse_fails(const char *text, const char *needle) {
+    lb_sweep_matrix m;
+    lb_err e = {{0}};
+    lb_status st = lb_sweep_matrix_parse(text, strlen(text), "m.yaml", &m, &e);
+    lb_sweep_matrix_free(&m);
+    if (st != LB_ERR_USAGE) fail_msg("accepted: %s", text);
+    if (strstr(e.msg, needle) == NULL) fail_msg("'%s' lacks '%s'", e.msg, needle);
+}
+
+static void test_sweep_matrix_crosses_axes_last_fastest(void **state) {
+    (void)state;
+    const char *text = "name: zp\ncommand: train\nrepeats: 3\n"
+                       "options: {model: gpt2-tiny, recompute: true, gemm-heuristic-only: false,"
+                       " tag: [a, b]}\n"
+                       "axes:\n  zero: [0, 1, 2]\n  precision: [fp16, fp32]\n";
+    lb_sweep_matrix m;
+    lb_err e = {{0}};
+    assert_int_equal(lb_sweep_matrix_parse(text, strlen(text), "m.yaml", &m, &e), LB_OK);
+    assert_int_equal(m.n_cells, 6);
+    assert_int_equal(m.repeats, 3);
+    char label[128];
+    lb_sweep_cell_label(&m, 0, label, sizeof label);
+    assert_string_equal(label, "zero=0,precision=fp16");
+    lb_sweep_cell_label(&m, 3, label, sizeof label);
+    assert_string_equal(label, "zero=1,precision=fp32");
+    char **argv = NULL;
+    size_t argc = 0;
+    assert_int_equal(lb_sweep_cell_args(&m, 5, &argv, &argc, &e), LB_OK);
+    const char *want[] = {"--model", "gpt2-tiny", "--recompute", "--tag", "a", "--tag", "b",
+                          "--zero", "2", "--precision", "fp32"};
+    assert_int_equal(argc, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < argc; i++)
+        assert_string_equal(argv[i], want[i]);
+    assert_null(argv[argc]);
+    free(argv);
+    /* the fingerprint tells cells apart and does not depend on repeats */
+    assert_true(lb_sweep_cell_fingerprint(&m, 0) != lb_sweep_cell_fingerprint(&m, 1));
+    uint64_t fp5 = lb_sweep_cell_fingerprint(&m, 5);
+    lb_sweep_matrix_free(&m);
+    const char *json = "{\"name\": \"zp\", \"command\": \"train\", \"repeats\": 1,"
+                       "\"options\": {\"model\": \"gpt2-tiny\", \"recompute\": true,"
+                       "\"gemm-heuristic-only\": false, \"tag\": [\"a\", \"b\"]},"
+                       "\"axes\": {\"zero\": [0, 1, 2], \"precision\": [\"fp16\", \"fp32\"]}}";
+    assert_int_equal(lb_sweep_matrix_parse(json, strlen(json), "m.json", &m, &e), LB_OK);
+    assert_int_equal(m.n_cells, 6);
+    assert_true(lb_sweep_cell_fingerprint(&m, 5) == fp5);
+    lb_sweep_matrix_free(&m);
+}
+
+static void test_sweep_matrix_faults_name_line_and_key(void **state) {
+    (void)state;
+    parse_fails("name: a\ncommand: train\naxes: {batch: []}\n", "m.yaml:3: key 'axes.batch': an empty axis");
+    parse_fails("name: a\ncommand: train\naxes:\n  batch: 4\n", "m.yaml:4: key 'axes.batch': an axis is a list");
+    parse_fails("name: a\ncommand: fly\n", "m.yaml:2: key 'command': not a command");
+    parse_fails("name: a\ncommand: train\nrepeats: two\n", "m.yaml:3: key 'repeats'");
+    parse_fails("name: a\ncommand: train\nrepeat: 2\n", "m.yaml:3: key 'repeat': unknown key");
+    parse_fails("name: a\ncommand: train\noptions: {batch: {x: 1}}\n", "m.yaml:3: key 'options.batch': expected a single value");
+    parse_fails("name: a\ncommand: train\noptions: [batch]\n", "m.yaml:3: key 'options': expected a mapping");
+    parse_fails("name: a\ncommand: train\noptions: {db: x.db}\n", "key 'options.db': the sweep sets");
+    parse_fails("command: train\n", "key 'name' is missing");
+    parse_fails("name: a\ncommand: train\noptions: {batch: 2}\naxes: {batch: [1]}\n",
+                "m.yaml:4: key 'axes.batch': also under options (line 3)");
+    parse_fails("name: a\ncommand: [train\n", "m.yaml:3: not valid YAML or JSON");
+}
+
+static size_t count_runs(void) {
+    assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 0);
+    json_t *list = json_loads(out, 0, NULL);
+    assert_non_null(list);
+    size_t n = json_array_size(list);
+    json_decref(list);
+    return n;
+}
+
+static void test_sweep_bad_file_exits_2_and_runs_nothing(void **state) {
+    (void)state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/bad.yaml", g_dir);
+    const struct {
+        const char *text, *needle;
+    } cases[] = {
+        {"name: b\ncommand: train\noptions: {model: gpt2-tiny, bach: 2}\n",
+         "bad.yaml:3: key 'options.bach': unknown option '--bach'"},
+        {"name: b\ncommand: train\naxes:\n  batch: [1, two]\n",
+         "bad.yaml:4: key 'axes.batch': option --batch expects an integer, got 'two'"},
+        {"name: b\ncommand: train\naxes:\n  precision: [fp32, fp7]\n",
+         "key 'axes.precision': option --precision expects one of fp32|fp16|bf16, got 'fp7'"},
+        {"name: b\ncommand: train\noptions: {recompute: 3}\n",
+         "key 'options.recompute'"},
+        {"name: b\ncommand: trian\n", "bad.yaml:2: key 'command'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_true(lb_test_write_file(path, cases[i].text));
+        int rc = run((const char *[]){"sweep", path, "--db", g_db, NULL});
+        if (rc != 2) fail_msg("case %zu: exit %d, stderr %s", i, rc, err);
+        if (strstr(err, cases[i].needle) == NULL)
+            fail_msg("case %zu: stderr '%s' lacks '%s'", i, err, cases[i].needle);
+        assert_null(strchr(err, '\n') == err + strlen(err) - 1 ? NULL : "more than one line");
+    }
+    assert_int_equal(count_runs(), 0);
+}
+
+/* ok train runs stored with this tag (the sweep's own run is of kind sweep) */
+static size_t ok_tagged(const char *tag) {
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
+    lb_store_filter f = lb_store_default_filter();
+    f.tag = tag;
+    f.kind = "train";
+    f.status = LB_RUN_OK;
+    lb_store_run_info *list = NULL;
+    size_t n = 0;
+    assert_int_equal(lb_store_list(s, &f, &list, &n, &e), LB_OK);
+    free(list);
+    lb_store_close(s);
+    return n;
+}
+
+static size_t count_lines(const char *text, const char *needle) {
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **state) {
+    (void)state;
+    char path[160], log[160];
+    snprintf(path, sizeof path, "%s/resume.yaml", g_dir);
+    snprintf(log, sizeof log, "%s/sweep.log", g_dir);
+    assert_true(lb_test_write_file(
+        path, "name: resume\ncommand: train\nrepeats: 2\n"
+              "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: 300, warmup: 1}\n"
+              "axes: {batch: [1, 2]}\n"));
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "sweep", path, "--db", g_db, (char *)NULL);
+        _exit(127);
+    }
+    /* interrupt once the first cell x repeat is stored */
+    for (int i = 0; i < 600 && ok_tagged("sweep:resume") == 0; i++)
+        usleep(50 * 1000);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    size_t done = ok_tagged("sweep:resume");
+    assert_true(done >= 1 && done < 4);
+
+    int rc = run((const char *[]){"sweep", path, "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    assert_int_equal(count_lines(err, "stored before as run"), done);
+    assert_int_equal(count_lines(err, ": running"), 4 - done);
+    assert_int_equal(ok_tagged("sweep:resume"), 4);
+
+    /* the table recomputed from the export agrees */
+    json_t *table = json_loads(out, 0, NULL);
+    assert_non_null(table);
+    assert_string_equal(json_string_value(json_object_get(table, "status")), "ok");
+    assert_int_equal(run((const char *[]){"results", "export", "--format", "json", "--db", g_db,
+                                          NULL}),
+                     0);
+    json_t *all = json_loads(out, 0, NULL);
+    assert_non_null(all);
+    size_t i, j;
+    json_t *cell, *id;
+    json_array_foreach (json_object_get(table, "cells"), i, cell) {
+        json_t *runs = json_object_get(cell, "runs");
+        assert_int_equal(json_array_size(runs), 2);
+        double v[2];
+        json_array_foreach (runs, j, id) {
+            json_t *r, *found = NULL;
+            size_t k;
+            json_array_foreach (all, k, r)
+                if (json_integer_value(json_object_get(r, "id")) == json_integer_value(id)) found = r;
+            assert_non_null(found);
+            char cell_tag[128];
+            snprintf(cell_tag, sizeof cell_tag, "sweep-cell:%s",
+                     json_string_value(json_object_get(cell, "label")));
+            bool tagged = false;
+            json_t *t;
+            json_array_foreach (json_object_get(found, "tags"), k, t)
+                tagged |= strcmp(json_string_value(t), cell_tag) == 0;
+            assert_true(tagged);
+            json_t *m;
+            v[j] = NAN;
+            json_array_foreach (json_object_get(found, "metrics"), k, m)
+                if (strcmp(json_string_value(json_object_get(m, "name")), "tokens_per_s") == 0)
+                    v[j] = json_number_value(json_object_get(m, "value"));
+        }
+        json_t *tps = json_object_get(json_object_get(cell, "metrics"), "tokens_per_s");
+        lb_stats_summary s = lb_stats_summarize(v, 2);
+        assert_float_equal(json_number_value(json_object_get(tps, "median")), s.median, 1e-9 * s.median);
+        assert_float_equal(json_number_value(json_object_get(tps, "std")), s.std, 1e-9 * s.median);
+        assert_float_equal(json_number_value(json_object_get(tps, "min")), s.min, 1e-9 * s.median);
+        assert_float_equal(json_number_value(json_object_get(tps, "max")), s.max, 1e-9 * s.median);
+    }
+    json_decref(all);
+    json_decref(table);
+}
+
+static void test_sweep_failed_cell_does_not_stop_the_others(void **state) {
+    (void)state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/fail.yaml", g_dir);
+    /* seq 4096 exceeds gpt2-tiny's context: that cell is refused by train, the other runs */
+    assert_true(lb_test_write_file(path, "name: failing\ncommand: train\n"
+                                         "options: {model: gpt2-tiny, device: cpu, steps: 2}\n"
+                                         "axes: {seq: [4096, 16]}\n"));
+    int rc = run((const char *[]){"sweep", path, "--json", "--db", g_db, NULL});
+    assert_int_equal(rc, 1);
+    json_t *table = json_loads(out, 0, NULL);
+    assert_non_null(table);
+    json_t *cells = json_object_get(table, "cells");
+    json_t *bad = json_object_get(json_array_get(cells, 0), "failed");
+    assert_int_equal(json_array_size(bad), 1);
+    assert_non_null(strstr(json_string_value(json_object_get(json_array_get(bad, 0), "reason")),
+                           "--seq 4096"));
+    assert_int_equal(json_array_size(json_object_get(json_array_get(cells, 1), "runs")), 1);
+    json_decref(table);
+}
+
+static int setup(void **state) {
+    (void)state;
+    lb_test_tmpdir(g_dir, sizeof g_dir);
+    snprintf(g_db, sizeof g_db, "%s/results.db", g_dir);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    lb_test_rmtree(g_dir);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sweep_matrix_crosses_axes_last_fastest),
+        cmocka_unit_test(test_sweep_matrix_faults_name_line_and_key),
+        cmocka_unit_test(test_sweep_bad_file_exits_2_and_runs_nothing),
+        cmocka_unit_test(test_sweep_resumes_after_sigint_running_only_missing_cells),
+        cmocka_unit_test(test_sweep_failed_cell_does_not_stop_the_others),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
