@@ -1,0 +1,40 @@
+/* stattest.h: is B different from A, beyond the noise of both?
+ *
+ * The Mann-Whitney U test (Wilcoxon rank-sum) on two samples of raw measurements (step
+ * times, latencies): no normality assumed, robust to the long right tails timings have.
+ * Ties get average ranks and the variance its tie correction; the p-value is two-sided
+ * from the normal approximation with continuity correction (fine from about 8 values a
+ * side; below that it is conservative). The size of the change is the Hodges-Lehmann
+ * estimate of the shift (the median of all differences b - a) with its distribution-free
+ * confidence interval (the order statistics of those differences at the U test's
+ * critical value). Samples longer than LB_HL_MAX_N are thinned to that many evenly spaced
+ * order statistics for the estimate and interval only; the test uses every value. */
+#ifndef LB_HISTORY_STATTEST_H
+#define LB_HISTORY_STATTEST_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+
+#define LB_HL_MAX_N 1000
+
+typedef struct {
+    size_t n_a, n_b;
+    double median_a, median_b;
+    double u;       /* U statistic of sample B */
+    double z;       /* standardised U; positive when B tends larger */
+    double p;       /* two-sided p-value */
+    double shift;   /* Hodges-Lehmann estimate of b - a */
+    double lo, hi;  /* its confidence interval at level conf */
+} lb_mwu_result;
+
+/* NaN values are left out. Needs at least 2 values a side: LB_ERR_USAGE otherwise. */
+lb_status lb_mwu_test(const double *a, size_t n_a, const double *b, size_t n_b, double conf,
+                      lb_mwu_result *out, lb_err *err);
+
+/* Upper tail of the standard normal, 1 - Phi(z). */
+double lb_normal_sf(double z);
+/* The standard normal quantile Phi^-1(p), 0 < p < 1. */
+double lb_normal_quantile(double p);
+
+#endif

@@ -1,0 +1,105 @@
+/* test_history_stats.c: the rank test and the change-point search on data whose answer is
+ * known: hand-computed U and p, a planted shift found with its size inside the interval,
+ * no shift found between samples of one distribution, one step in a series found at its
+ * place and nowhere else, and a single outlier not taken for a change. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "core/stats.h"
+#include "history/changepoint.h"
+#include "history/stattest.h"
+
+static void test_mwu_matches_hand_computed_values(void **state) {
+    (void)state;
+    const double a[] = {1, 2, 3, 4, 5}, b[] = {6, 7, 8, 9, 10};
+    lb_mwu_result r;
+    lb_err e = {{0}};
+    assert_int_equal(lb_mwu_test(a, 5, b, 5, 0.95, &r, &e), LB_OK);
+    /* every b above every a: U_b = 25; mean 12.5, var 5*5*11/12; z = 12 / sqrt(22.9167) */
+    assert_float_equal(r.u, 25.0, 1e-12);
+    assert_float_equal(r.z, 12.0 / sqrt(25.0 * 11.0 / 12.0), 1e-9);
+    assert_float_equal(r.p, 0.0121857, 1e-6); /* 2 * (1 - Phi(2.5067)) */
+    assert_float_equal(r.shift, 5.0, 1e-12);
+    /* ties: one value shared by both sides gets the average rank */
+    const double c[] = {1, 2, 3}, d[] = {3, 4, 5};
+    assert_int_equal(lb_mwu_test(c, 3, d, 3, 0.95, &r, &e), LB_OK);
+    assert_float_equal(r.u, 8.5, 1e-12); /* ranks of d: 3.5 + 5 + 6 = 14.5; 14.5 - 6 */
+    assert_int_equal(lb_mwu_test(c, 1, d, 3, 0.95, &r, &e), LB_ERR_USAGE);
+    assert_float_equal(lb_normal_quantile(0.975), 1.959964, 1e-6);
+}
+
+static void noisy(double *x, size_t n, double level, double rel_sd, uint64_t seed) {
+    lb_rng rng;
+    lb_rng_seed(&rng, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = level * (1.0 + rel_sd * lb_rng_normal(&rng));
+}
+
+static void test_mwu_finds_planted_10pct_slowdown_and_no_change_in_same_config(void **state) {
+    (void)state;
+    enum { N = 300 };
+    double a[N], b[N], c[N];
+    noisy(a, N, 100.0, 0.05, 1);
+    noisy(b, N, 110.0, 0.05, 2);
+    noisy(c, N, 100.0, 0.05, 3);
+    lb_mwu_result r;
+    lb_err e = {{0}};
+    assert_int_equal(lb_mwu_test(a, N, b, N, 0.95, &r, &e), LB_OK);
+    assert_true(r.p < 1e-10);
+    assert_true(r.lo < 10.0 && r.hi > 10.0);
+    assert_true(r.lo > 8.0 && r.hi < 12.0);
+    assert_int_equal(lb_mwu_test(a, N, c, N, 0.95, &r, &e), LB_OK);
+    assert_true(r.p > 0.05);
+    assert_true(r.lo < 0.0 && r.hi > 0.0);
+    /* thinned interval on long samples still covers the shift */
+    enum { M = 5000 };
+    static double la[M], lb[M];
+    noisy(la, M, 100.0, 0.05, 4);
+    noisy(lb, M, 103.0, 0.05, 5);
+    assert_int_equal(lb_mwu_test(la, M, lb, M, 0.95, &r, &e), LB_OK);
+    assert_true(r.lo < 3.0 && r.hi > 3.0);
+}
+
+static void test_changepoint_finds_the_one_step_and_no_other(void **state) {
+    (void)state;
+    enum { N = 40 };
+    double x[N];
+    noisy(x, N, 100.0, 0.01, 11);
+    for (size_t i = 25; i < N; i++)
+        x[i] *= 0.93; /* 7% slower throughput from night 25 on */
+    lb_cp_params p = lb_cp_default_params();
+    size_t cps[N], n = 0;
+    lb_err e = {{0}};
+    assert_int_equal(lb_cp_find(x, N, &p, cps, &n, N, &e), LB_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(cps[0], 25);
+}
+
+static void test_changepoint_ignores_noise_and_one_outlier(void **state) {
+    (void)state;
+    enum { N = 40 };
+    double x[N];
+    noisy(x, N, 100.0, 0.02, 21);
+    x[17] = 60.0; /* one bad night */
+    x[N - 1] = 60.0; /* and a bad last night */
+    lb_cp_params p = lb_cp_default_params();
+    size_t cps[N], n = 0;
+    lb_err e = {{0}};
+    assert_int_equal(lb_cp_find(x, N, &p, cps, &n, N, &e), LB_OK);
+    assert_int_equal(n, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mwu_matches_hand_computed_values),
+        cmocka_unit_test(test_mwu_finds_planted_10pct_slowdown_and_no_change_in_same_config),
+        cmocka_unit_test(test_changepoint_finds_the_one_step_and_no_other),
+        cmocka_unit_test(test_changepoint_ignores_noise_and_one_outlier),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
