@@ -5,12 +5,12 @@
 #include <string.h>
 
 static const lb_key_metric train_metrics[] = {
-    {"tokens_per_s", NULL, true, true},
-    {"step_ms_median", "step_ms", false, true},
-    {"mfu", NULL, true, true},
-    {"peak_device_bytes", NULL, false, true},
-    {"peak_host_mem_bytes", NULL, false, true},
-    {"final_loss", "loss", false, false},
+    {"tokens_per_s", NULL, true, true, "faster", "slower"},
+    {"step_ms_median", "step_ms", false, true, "faster", "slower"},
+    {"mfu", NULL, true, true, "faster", "slower"},
+    {"peak_device_bytes", NULL, false, true, "smaller", "larger"},
+    {"peak_host_mem_bytes", NULL, false, true, "smaller", "larger"},
+    {"final_loss", NULL, false, false, "lower", "higher"},
 };
 
 static const lb_key_metric load_metrics[] = {

@@ -22,6 +22,8 @@ typedef struct {
     const char *series;    /* raw series it summarises (compare tests it), or NULL */
     bool higher_is_better; /* tokens/s: true; milliseconds: false */
     bool performance;      /* false for a correctness signal (loss): never a regression */
+    const char *better;    /* the word for a change the good way: "faster", "smaller" */
+    const char *worse;     /* and the other way: "slower", "larger" */
 } lb_key_metric;
 
 /* The key metrics of a run kind ("train", "load"); *n is 0 for a kind without any. */
