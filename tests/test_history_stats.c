@@ -85,7 +85,7 @@ static void test_changepoint_ignores_noise_and_one_outlier(void **state) {
     enum { N = 40 };
     double x[N];
     noisy(x, N, 100.0, 0.02, 21);
-    x[17] = 60.0; /* one bad night */
+    x[17] = 60.0;    /* one bad night */
     x[N - 1] = 60.0; /* and a bad last night */
     lb_cp_params p = lb_cp_default_params();
     size_t cps[N], n = 0;

@@ -53,8 +53,8 @@ static void test_sweep_matrix_crosses_axes_last_fastest(void **state) {
     char **argv = NULL;
     size_t argc = 0;
     assert_int_equal(lb_sweep_cell_args(&m, 5, &argv, &argc, &e), LB_OK);
-    const char *want[] = {"--model", "gpt2-tiny", "--recompute", "--tag", "a", "--tag", "b",
-                          "--zero", "2", "--precision", "fp32"};
+    const char *want[] = {"--model", "gpt2-tiny", "--recompute", "--tag",       "a",   "--tag",
+                          "b",       "--zero",    "2",           "--precision", "fp32"};
     assert_int_equal(argc, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < argc; i++)
         assert_string_equal(argv[i], want[i]);
@@ -76,14 +76,19 @@ static void test_sweep_matrix_crosses_axes_last_fastest(void **state) {
 
 static void test_sweep_matrix_faults_name_line_and_key(void **state) {
     (void)state;
-    parse_fails("name: a\ncommand: train\naxes: {batch: []}\n", "m.yaml:3: key 'axes.batch': an empty axis");
-    parse_fails("name: a\ncommand: train\naxes:\n  batch: 4\n", "m.yaml:4: key 'axes.batch': an axis is a list");
+    parse_fails("name: a\ncommand: train\naxes: {batch: []}\n",
+                "m.yaml:3: key 'axes.batch': an empty axis");
+    parse_fails("name: a\ncommand: train\naxes:\n  batch: 4\n",
+                "m.yaml:4: key 'axes.batch': an axis is a list");
     parse_fails("name: a\ncommand: fly\n", "m.yaml:2: key 'command': not a command");
     parse_fails("name: a\ncommand: train\nrepeats: two\n", "m.yaml:3: key 'repeats'");
     parse_fails("name: a\ncommand: train\nrepeat: 2\n", "m.yaml:3: key 'repeat': unknown key");
-    parse_fails("name: a\ncommand: train\noptions: {batch: {x: 1}}\n", "m.yaml:3: key 'options.batch': expected a single value");
-    parse_fails("name: a\ncommand: train\noptions: [batch]\n", "m.yaml:3: key 'options': expected a mapping");
-    parse_fails("name: a\ncommand: train\noptions: {db: x.db}\n", "key 'options.db': the sweep sets");
+    parse_fails("name: a\ncommand: train\noptions: {batch: {x: 1}}\n",
+                "m.yaml:3: key 'options.batch': expected a single value");
+    parse_fails("name: a\ncommand: train\noptions: [batch]\n",
+                "m.yaml:3: key 'options': expected a mapping");
+    parse_fails("name: a\ncommand: train\noptions: {db: x.db}\n",
+                "key 'options.db': the sweep sets");
     parse_fails("command: train\n", "key 'name' is missing");
     parse_fails("name: a\ncommand: train\noptions: {batch: 2}\naxes: {batch: [1]}\n",
                 "m.yaml:4: key 'axes.batch': also under options (line 3)");
@@ -112,8 +117,7 @@ static void test_sweep_bad_file_exits_2_and_runs_nothing(void **state) {
          "bad.yaml:4: key 'axes.batch': option --batch expects an integer, got 'two'"},
         {"name: b\ncommand: train\naxes:\n  precision: [fp32, fp7]\n",
          "key 'axes.precision': option --precision expects one of fp32|fp16|bf16, got 'fp7'"},
-        {"name: b\ncommand: train\noptions: {recompute: 3}\n",
-         "key 'options.recompute'"},
+        {"name: b\ncommand: train\noptions: {recompute: 3}\n", "key 'options.recompute'"},
         {"name: b\ncommand: trian\n", "bad.yaml:2: key 'command'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -189,40 +193,41 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
     json_t *table = json_loads(out, 0, NULL);
     assert_non_null(table);
     assert_string_equal(json_string_value(json_object_get(table, "status")), "ok");
-    assert_int_equal(run((const char *[]){"results", "export", "--format", "json", "--db", g_db,
-                                          NULL}),
-                     0);
+    assert_int_equal(
+        run((const char *[]){"results", "export", "--format", "json", "--db", g_db, NULL}), 0);
     json_t *all = json_loads(out, 0, NULL);
     assert_non_null(all);
     size_t i, j;
     json_t *cell, *id;
-    json_array_foreach (json_object_get(table, "cells"), i, cell) {
+    json_array_foreach(json_object_get(table, "cells"), i, cell) {
         json_t *runs = json_object_get(cell, "runs");
         assert_int_equal(json_array_size(runs), 2);
         double v[2];
-        json_array_foreach (runs, j, id) {
+        json_array_foreach(runs, j, id) {
             json_t *r, *found = NULL;
             size_t k;
-            json_array_foreach (all, k, r)
-                if (json_integer_value(json_object_get(r, "id")) == json_integer_value(id)) found = r;
+            json_array_foreach(all, k, r) if (json_integer_value(json_object_get(r, "id")) ==
+                                              json_integer_value(id)) found = r;
             assert_non_null(found);
             char cell_tag[128];
             snprintf(cell_tag, sizeof cell_tag, "sweep-cell:%s",
                      json_string_value(json_object_get(cell, "label")));
             bool tagged = false;
             json_t *t;
-            json_array_foreach (json_object_get(found, "tags"), k, t)
-                tagged |= strcmp(json_string_value(t), cell_tag) == 0;
+            json_array_foreach(json_object_get(found, "tags"), k, t) tagged |=
+                strcmp(json_string_value(t), cell_tag) == 0;
             assert_true(tagged);
             json_t *m;
             v[j] = NAN;
-            json_array_foreach (json_object_get(found, "metrics"), k, m)
-                if (strcmp(json_string_value(json_object_get(m, "name")), "tokens_per_s") == 0)
-                    v[j] = json_number_value(json_object_get(m, "value"));
+            json_array_foreach(
+                json_object_get(found, "metrics"), k,
+                m) if (strcmp(json_string_value(json_object_get(m, "name")), "tokens_per_s") == 0)
+                v[j] = json_number_value(json_object_get(m, "value"));
         }
         json_t *tps = json_object_get(json_object_get(cell, "metrics"), "tokens_per_s");
         lb_stats_summary s = lb_stats_summarize(v, 2);
-        assert_float_equal(json_number_value(json_object_get(tps, "median")), s.median, 1e-9 * s.median);
+        assert_float_equal(json_number_value(json_object_get(tps, "median")), s.median,
+                           1e-9 * s.median);
         assert_float_equal(json_number_value(json_object_get(tps, "std")), s.std, 1e-9 * s.median);
         assert_float_equal(json_number_value(json_object_get(tps, "min")), s.min, 1e-9 * s.median);
         assert_float_equal(json_number_value(json_object_get(tps, "max")), s.max, 1e-9 * s.median);
@@ -246,8 +251,8 @@ static void test_sweep_failed_cell_does_not_stop_the_others(void **state) {
     json_t *cells = json_object_get(table, "cells");
     json_t *bad = json_object_get(json_array_get(cells, 0), "failed");
     assert_int_equal(json_array_size(bad), 1);
-    assert_non_null(strstr(json_string_value(json_object_get(json_array_get(bad, 0), "reason")),
-                           "--seq 4096"));
+    assert_non_null(
+        strstr(json_string_value(json_object_get(json_array_get(bad, 0), "reason")), "--seq 4096"));
     assert_int_equal(json_array_size(json_object_get(json_array_get(cells, 1), "runs")), 1);
     json_decref(table);
 }

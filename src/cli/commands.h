@@ -17,5 +17,7 @@ int lb_cmd_selftest(int argc, char **argv);
 int lb_cmd_comm(int argc, char **argv);
 int lb_cmd_doctor(int argc, char **argv);
 int lb_cmd_sweep(int argc, char **argv);
+int lb_cmd_compare(int argc, char **argv);
+int lb_cmd_history(int argc, char **argv);
 
 #endif

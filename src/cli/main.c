@@ -32,6 +32,8 @@ static const command commands[] = {
     {"doctor", lb_cmd_doctor, "does NCCL work on this node or job, and which setting makes it"},
     {"selftest", lb_cmd_selftest,
      "every GPU kernel and a whole training step against the CPU reference"},
+    {"compare", lb_cmd_compare, "runs, repeats or sweeps B against A: faster, slower or no change"},
+    {"history", lb_cmd_history, "a benchmark's runs over time, change points and regressions"},
     {"sweep", lb_cmd_sweep,
      "an experiment matrix from a YAML/JSON file: crossed axes, repeats, resume"},
 };

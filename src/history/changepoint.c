@@ -63,8 +63,8 @@ static double best_over_segments(const double *x, const size_t *bounds, size_t n
     *t = 0;
     for (size_t s = 0; s + 1 < nb; s++) {
         size_t split = 0;
-        double q = best_split(x + bounds[s], bounds[s + 1] - bounds[s], min_size, left, right,
-                              &split);
+        double q =
+            best_split(x + bounds[s], bounds[s + 1] - bounds[s], min_size, left, right, &split);
         if (split != 0 && q > best) {
             best = q;
             *seg = bounds[s];

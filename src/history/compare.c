@@ -80,7 +80,7 @@ static lb_status compare_one(lb_result *const *a, size_t na, lb_result *const *b
         row->p = r.p;
         bool changed = r.p < p->alpha && fabs(row->change_pct) >= p->threshold_pct;
         bool up = row->change_pct > 0;
-        row->verdict = !changed                      ? LB_VERDICT_NONE
+        row->verdict = !changed                    ? LB_VERDICT_NONE
                        : up == k->higher_is_better ? LB_VERDICT_BETTER
                                                    : LB_VERDICT_WORSE;
         row->word = row->verdict == LB_VERDICT_NONE     ? "no change"
@@ -96,7 +96,8 @@ lb_status lb_compare_runs(lb_result *const *a, size_t na, lb_result *const *b, s
                           const lb_compare_params *p, lb_compare_row *rows, size_t *n_rows,
                           size_t cap, lb_err *err) {
     *n_rows = 0;
-    if (na == 0 || nb == 0) return lb_fail(err, LB_ERR_USAGE, "nothing to compare: a side has no run");
+    if (na == 0 || nb == 0)
+        return lb_fail(err, LB_ERR_USAGE, "nothing to compare: a side has no run");
     for (size_t i = 0; i < nb; i++)
         if (strcmp(a[0]->kind, b[i]->kind) != 0)
             return lb_fail(err, LB_ERR_USAGE, "runs of different kinds (%s and %s) share no metric",

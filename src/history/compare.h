@@ -36,13 +36,13 @@ typedef enum {
 typedef struct {
     char metric[LB_NAME_BYTES]; /* the key metric, or its series when that was tested */
     char unit[LB_UNIT_BYTES];
-    size_t n_a, n_b;        /* values compared a side */
-    double a, b;            /* medians */
-    double change_pct;      /* (B - A) / A in percent: the shift estimate when tested */
-    double lo_pct, hi_pct;  /* its interval (NaN when untested) */
-    double p;               /* NaN when untested */
+    size_t n_a, n_b;       /* values compared a side */
+    double a, b;           /* medians */
+    double change_pct;     /* (B - A) / A in percent: the shift estimate when tested */
+    double lo_pct, hi_pct; /* its interval (NaN when untested) */
+    double p;              /* NaN when untested */
     lb_verdict verdict;
-    const char *word;       /* "faster", "slower", "no change", "untested" */
+    const char *word; /* "faster", "slower", "no change", "untested" */
     bool regression;
 } lb_compare_row;
 

@@ -117,7 +117,8 @@ static lb_status add_point(void *ctx, const lb_store_run_info *info, const lb_re
     point_list *L = ctx;
     if (strcmp(key, L->key) != 0) return LB_OK;
     bench_count(L->bench, info, r, identity, key);
-    double v = lb_result_metric(r, L->metric);
+    const lb_key_metric *first = lb_history_metric(r->kind, NULL);
+    double v = lb_result_metric(r, L->metric ? L->metric : first->metric);
     if (!isfinite(v)) return LB_OK;
     lb_history_point *grown = realloc(L->p, (L->n + 1) * sizeof *grown);
     if (grown == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the history");

@@ -39,19 +39,20 @@ typedef struct {
     double value;
 } lb_history_point;
 
-/* The ok runs of benchmark key with a value of metric, oldest first; the benchmark's
+/* The ok runs of benchmark key with a value of metric (NULL: the kind's first key
+ * metric), oldest first; the benchmark's
  * description into *bench. *out: malloc'd. An unknown key is LB_ERR_USAGE. */
 lb_status lb_history_points(lb_store *s, const char *key, const char *metric,
                             lb_history_bench *bench, lb_history_point **out, size_t *n,
                             lb_err *err);
 
 typedef struct {
-    size_t index;    /* first point of the new segment */
-    int64_t run_id;  /* its run */
-    double before;   /* mean of the segment before */
-    double after;    /* mean of the segment after */
+    size_t index;   /* first point of the new segment */
+    int64_t run_id; /* its run */
+    double before;  /* mean of the segment before */
+    double after;   /* mean of the segment after */
     double change_pct;
-    bool regression; /* worse by threshold_pct or more, on a performance metric */
+    bool regression;  /* worse by threshold_pct or more, on a performance metric */
     const char *word; /* the key metric's better/worse word, or "small change" */
 } lb_history_change;
 

@@ -46,12 +46,14 @@ static lb_status select_ids(lb_store *s, const char *spec, lb_run_set *out, lb_e
         errno = 0;
         long long id = strtoll(p, &end, 10);
         if (end == p || errno != 0 || id <= 0)
-            return lb_fail(err, LB_ERR_USAGE, "'%s' is not a run id, a list of ids (12,13) or a sweep name", spec);
+            return lb_fail(err, LB_ERR_USAGE,
+                           "'%s' is not a run id, a list of ids (12,13) or a sweep name", spec);
         bool exists = false;
         LB_TRY(lb_store_run_exists(s, id, &exists, err));
         if (!exists)
-            return lb_fail(err, LB_ERR_USAGE, "run %lld does not exist in %s (see 'llmbench results list')",
-                           id, lb_store_path(s));
+            return lb_fail(err, LB_ERR_USAGE,
+                           "run %lld does not exist in %s (see 'llmbench results list')", id,
+                           lb_store_path(s));
         lb_result *r = NULL;
         LB_TRY(lb_store_run_load(s, id, &r, err));
         LB_TRY(append(g, r, id, err));
@@ -63,7 +65,7 @@ static lb_status select_ids(lb_store *s, const char *spec, lb_run_set *out, lb_e
 static const char *cell_of(const lb_result *r) {
     size_t i;
     json_t *t;
-    json_array_foreach (r->tags, i, t) {
+    json_array_foreach(r->tags, i, t) {
         const char *text = json_string_value(t);
         if (text && strncmp(text, "sweep-cell:", 11) == 0) return text + 11;
     }

@@ -71,8 +71,8 @@ lb_status lb_mwu_test(const double *a, size_t n_a, const double *b, size_t n_b, 
     }
     if (na < 2 || nb < 2) {
         free(sa), free(sb), free(all);
-        return lb_fail(err, LB_ERR_USAGE, "a rank test needs 2 values a side (got %zu and %zu)",
-                       na, nb);
+        return lb_fail(err, LB_ERR_USAGE, "a rank test needs 2 values a side (got %zu and %zu)", na,
+                       nb);
     }
     out->n_a = na;
     out->n_b = nb;

@@ -21,11 +21,11 @@
 typedef struct {
     size_t n_a, n_b;
     double median_a, median_b;
-    double u;       /* U statistic of sample B */
-    double z;       /* standardised U; positive when B tends larger */
-    double p;       /* two-sided p-value */
-    double shift;   /* Hodges-Lehmann estimate of b - a */
-    double lo, hi;  /* its confidence interval at level conf */
+    double u;      /* U statistic of sample B */
+    double z;      /* standardised U; positive when B tends larger */
+    double p;      /* two-sided p-value */
+    double shift;  /* Hodges-Lehmann estimate of b - a */
+    double lo, hi; /* its confidence interval at level conf */
 } lb_mwu_result;
 
 /* NaN values are left out. Needs at least 2 values a side: LB_ERR_USAGE otherwise. */

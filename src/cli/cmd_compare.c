@@ -1,0 +1,150 @@
+/* cmd_compare.c: `llmbench compare A B`: two runs, two sets of repeats or two sweeps
+ * (cell by cell), metric by metric, with a rank test on the raw samples
+ * (history/compare.h). Exit 1 when a performance metric got worse beyond the threshold,
+ * so cron and CI can act on it; 2 when the runs do not exist or share no metric. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "history/compare.h"
+#include "history/select.h"
+#include "store/store.h"
+
+#define MAX_ROWS 32
+
+static json_t *num(double v) {
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *ids_json(const lb_run_group *g) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < g->n; i++)
+        json_array_append_new(a, json_integer(g->ids[i]));
+    return a;
+}
+
+static void print_rows(const lb_compare_row *rows, size_t n, double conf) {
+    printf("  %-20s %-8s %6s %6s %12s %12s %9s %21s %9s  %s\n", "metric", "unit", "n A", "n B",
+           "A median", "B median", "change", "interval", "p", "verdict");
+    for (size_t i = 0; i < n; i++) {
+        const lb_compare_row *r = &rows[i];
+        char interval[48] = "-", p[16] = "-";
+        if (isfinite(r->lo_pct))
+            snprintf(interval, sizeof interval, "[%+.1f%%, %+.1f%%]", r->lo_pct, r->hi_pct);
+        if (isfinite(r->p)) snprintf(p, sizeof p, "%.2g", r->p);
+        printf("  %-20s %-8s %6zu %6zu %12.5g %12.5g %+8.1f%% %21s %9s  %s%s\n", r->metric,
+               r->unit, r->n_a, r->n_b, r->a, r->b, r->change_pct, interval, p, r->word,
+               r->regression ? " (regression)" : "");
+    }
+    (void)conf;
+}
+
+static json_t *rows_json(const lb_compare_row *rows, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const lb_compare_row *r = &rows[i];
+        json_array_append_new(
+            a, json_pack("{s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b}", "metric",
+                         r->metric, "unit", r->unit, "n_a", (json_int_t)r->n_a, "n_b",
+                         (json_int_t)r->n_b, "a", num(r->a), "b", num(r->b), "change_pct",
+                         num(r->change_pct), "lo_pct", num(r->lo_pct), "hi_pct", num(r->hi_pct),
+                         "p", num(r->p), "verdict", r->word, "regression", r->regression));
+    }
+    return a;
+}
+
+int lb_cmd_compare(int argc, char **argv) {
+    lb_compare_params p = lb_compare_default_params();
+    const lb_arg_spec specs[] = {
+        {"--threshold", LB_ARG_DOUBLE, &p.threshold_pct, "PCT",
+         "smallest change that counts, in percent (default 3)", 0, 1000},
+        {"--alpha", LB_ARG_DOUBLE, &p.alpha, "X", "significance level of the rank test (default 0.01)",
+         1e-12, 0.5},
+    };
+    const lb_cli_command cmd = {
+        .command = "compare",
+        .usage = "A B [options]",
+        .summary = "Compares runs B with runs A. A and B are each a run id (12), a list of ids of "
+                   "repeats (12,13,14) or a sweep's name (two sweeps are compared cell by cell). "
+                   "Each key metric with raw samples (step times, latencies) is decided by a "
+                   "Mann-Whitney U test on the pooled samples, its change given as the "
+                   "Hodges-Lehmann shift with a 95% interval; a change counts when p < alpha and "
+                   "it is at least --threshold percent. Exit 1 when a performance metric got "
+                   "worse (a regression), 0 otherwise, 2 when a run does not exist or the runs "
+                   "share no metric.",
+        LB_ARG_SPECS(specs),
+        .min_positional = 2,
+        .max_positional = 2,
+    };
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
+    lb_err err = {{0}};
+    lb_store *s = NULL;
+    lb_run_set A = {0}, B = {0};
+    lb_status st = lb_store_open(a.common.db_path, &s, &err);
+    if (st == LB_OK) st = lb_select_runs(s, a.pos[0], &A, &err);
+    if (st == LB_OK) st = lb_select_runs(s, a.pos[1], &B, &err);
+    if (st == LB_OK && A.sweep != B.sweep && (A.n_groups > 1 || B.n_groups > 1))
+        st = lb_fail(&err, LB_ERR_USAGE,
+                     "compare a sweep with a sweep (cell by cell) or runs with runs; '%s' is a "
+                     "sweep of %zu cells",
+                     A.sweep ? a.pos[0] : a.pos[1], A.sweep ? A.n_groups : B.n_groups);
+    json_t *groups = json_array();
+    bool regression = false;
+    size_t compared = 0;
+    for (size_t g = 0; st == LB_OK && g < A.n_groups; g++) {
+        const lb_run_group *ga = &A.groups[g], *gb = NULL;
+        if (A.sweep && B.sweep) {
+            for (size_t k = 0; k < B.n_groups; k++)
+                if (strcmp(B.groups[k].label, ga->label) == 0) gb = &B.groups[k];
+            if (gb == NULL) continue;
+        } else {
+            gb = &B.groups[0];
+        }
+        lb_compare_row rows[MAX_ROWS];
+        size_t n = 0;
+        st = lb_compare_runs(ga->runs, ga->n, gb->runs, gb->n, &p, rows, &n, MAX_ROWS, &err);
+        if (st != LB_OK) break;
+        compared++;
+        for (size_t i = 0; i < n; i++)
+            regression |= rows[i].regression;
+        if (!a.common.json) {
+            if (A.sweep && B.sweep)
+                printf("cell %s (A = sweep %s, B = sweep %s)\n", ga->label, A.name, B.name);
+            else
+                printf("%s: A = %s, B = %s\n", ga->runs[0]->kind, ga->label, gb->label);
+            print_rows(rows, n, p.conf);
+        }
+        json_array_append_new(groups, json_pack("{s:s, s:o, s:o, s:o}", "label", ga->label,
+                                                "a_runs", ids_json(ga), "b_runs", ids_json(gb),
+                                                "metrics", rows_json(rows, n)));
+    }
+    if (st == LB_OK && compared == 0)
+        st = lb_fail(&err, LB_ERR_USAGE, "sweeps '%s' and '%s' share no cell", a.pos[0], a.pos[1]);
+    if (st == LB_OK) {
+        if (a.common.json) {
+            json_t *doc = json_pack("{s:s, s:s, s:f, s:f, s:b, s:o}", "a", a.pos[0], "b", a.pos[1],
+                                    "alpha", p.alpha, "threshold_pct", p.threshold_pct,
+                                    "regression", regression, "groups", groups);
+            json_dumpf(doc, stdout, JSON_INDENT(2));
+            printf("\n");
+            json_decref(doc);
+            groups = NULL;
+        } else {
+            printf("%s\n", regression ? "regression: B is worse than A beyond the threshold"
+                                      : "no regression");
+        }
+    }
+    json_decref(groups);
+    lb_run_set_free(&A);
+    lb_run_set_free(&B);
+    lb_store_close(s);
+    if (st != LB_OK) {
+        fprintf(stderr, "llmbench compare: %s\n", err.msg);
+        return lb_status_exit_code(st);
+    }
+    return regression ? 1 : 0;
+}

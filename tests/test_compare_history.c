@@ -1,0 +1,201 @@
+/* test_compare_history.c: `llmbench compare` and `llmbench history` on stored runs whose
+ * answer is known: a planted 10% slowdown is found (exit 1), two runs drawn from one
+ * distribution show no change (exit 0), a history with one step finds that step and no
+ * other, one bad night is not a change point, and runs that do not exist or share no
+ * metric are refused with exit 2. The runs are written through the store's own API with
+ * seeded random step times, so the test does not depend on this machine's noise. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/stats.h"
+#include "store/store.h"
+#include "test_util.h"
+
+static char g_dir[64], g_db[128];
+static char out[1 << 20], err[1 << 16];
+
+static int run(const char *const *args) {
+    return lb_test_run(args, out, sizeof out, err, sizeof err);
+}
+
+/* Stores an ok train run of batch `batch` with n step times around step_ms (1% noise). */
+static int64_t store_run(const char *kind, int batch, double step_ms, size_t n, uint64_t seed,
+                         double start_s) {
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
+    lb_result *r = lb_result_new(kind, "synthetic");
+    json_object_set_new(r->config, "model", json_string("gpt2-tiny"));
+    json_object_set_new(r->config, "batch", json_integer(batch));
+    json_object_set_new(r->provenance, "hostname", json_string("testhost"));
+    json_object_set_new(r->provenance, "gpus", json_array());
+    r->start_wall_s = start_s;
+    int64_t id = -1;
+    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+    lb_rng rng;
+    lb_rng_seed(&rng, seed);
+    lb_series *ser = lb_result_series(r, strcmp(kind, "train") == 0 ? "step_ms" : "ttft_ms", "ms");
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = step_ms * (1.0 + 0.01 * lb_rng_normal(&rng));
+        lb_series_push(ser, v);
+        total += v;
+    }
+    if (strcmp(kind, "train") == 0) {
+        lb_result_set_metric(r, "tokens_per_s", 1000.0 * n * batch / total, "tok/s");
+        lb_result_set_metric(r, "step_ms_median", lb_stats_median(ser->values, n), "ms");
+    } else {
+        lb_result_set_metric(r, "output_tok_per_s", 1000.0 * n / total, "tok/s");
+    }
+    r->status = LB_RUN_OK;
+    r->end_wall_s = start_s + 1;
+    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+    return id;
+}
+
+static const char *id_text(int64_t id, char *buf) {
+    sprintf(buf, "%lld", (long long)id);
+    return buf;
+}
+
+static json_t *find_metric(json_t *doc, const char *name) {
+    json_t *m;
+    size_t i;
+    json_array_foreach (json_object_get(json_array_get(json_object_get(doc, "groups"), 0), "metrics"),
+                        i, m)
+        if (strcmp(json_string_value(json_object_get(m, "metric")), name) == 0) return m;
+    return NULL;
+}
+
+static void test_compare_finds_planted_slowdown_and_none_between_equals(void **state) {
+    (void)state;
+    int64_t a = store_run("train", 4, 10.0, 200, 1, 1e9);
+    int64_t b = store_run("train", 4, 11.0, 200, 2, 1e9 + 10); /* 10% slower steps */
+    int64_t c = store_run("train", 4, 10.0, 200, 3, 1e9 + 20); /* same as a */
+    char x[24], y[24];
+    int rc = run((const char *[]){"compare", id_text(a, x), id_text(b, y), "--json", "--db", g_db,
+                                  NULL});
+    if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_true(json_is_true(json_object_get(doc, "regression")));
+    json_t *m = find_metric(doc, "step_ms");
+    assert_non_null(m);
+    assert_string_equal(json_string_value(json_object_get(m, "verdict")), "slower");
+    double lo = json_number_value(json_object_get(m, "lo_pct"));
+    double hi = json_number_value(json_object_get(m, "hi_pct"));
+    assert_true(lo < 10.0 && hi > 10.0);
+    json_decref(doc);
+
+    rc = run((const char *[]){"compare", id_text(a, x), id_text(c, y), "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    doc = json_loads(out, 0, NULL);
+    assert_false(json_is_true(json_object_get(doc, "regression")));
+    m = find_metric(doc, "step_ms");
+    assert_string_equal(json_string_value(json_object_get(m, "verdict")), "no change");
+    json_decref(doc);
+
+    /* B faster than A: the same planted change the other way is an improvement, exit 0 */
+    rc = run((const char *[]){"compare", id_text(b, x), id_text(a, y), "--db", g_db, NULL});
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "faster"));
+}
+
+static void test_compare_refuses_missing_runs_and_no_common_metric(void **state) {
+    (void)state;
+    int64_t t = store_run("train", 8, 10.0, 20, 4, 2e9);
+    int64_t l = store_run("load", 8, 10.0, 20, 5, 2e9);
+    char x[24], y[24];
+    assert_int_equal(run((const char *[]){"compare", id_text(t, x), "999999", "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "run 999999 does not exist"));
+    assert_int_equal(run((const char *[]){"compare", id_text(t, x), id_text(l, y), "--db", g_db, NULL}),
+                     2);
+    assert_non_null(strstr(err, "share no metric"));
+    assert_int_equal(run((const char *[]){"compare", "nosuchsweep", id_text(t, x), "--db", g_db, NULL}),
+                     2);
+    assert_non_null(strstr(err, "'nosuchsweep' is neither a run id nor the name of a sweep"));
+}
+
+static void test_history_finds_the_one_step_and_marks_regression(void **state) {
+    (void)state;
+    enum { N = 30, STEP = 20 };
+    int64_t ids[N];
+    lb_rng rng;
+    lb_rng_seed(&rng, 9);
+    for (int i = 0; i < N; i++) /* nightly; from night 20 the steps are 8% slower */
+        ids[i] = store_run("train", 16, (i >= STEP ? 10.8 : 10.0) * (1 + 0.005 * lb_rng_normal(&rng)),
+                           50, 100 + (uint64_t)i, 3e9 + 86400.0 * i);
+    char x[24];
+    int rc = run((const char *[]){"history", id_text(ids[0], x), "--json", "--db", g_db, NULL});
+    if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(json_object_get(doc, "points")), N);
+    json_t *cps = json_object_get(doc, "change_points");
+    assert_int_equal(json_array_size(cps), 1);
+    json_t *cp = json_array_get(cps, 0);
+    assert_int_equal(json_integer_value(json_object_get(cp, "index")), STEP);
+    assert_int_equal(json_integer_value(json_object_get(cp, "run")), ids[STEP]);
+    assert_true(json_is_true(json_object_get(cp, "regression")));
+    assert_string_equal(json_string_value(json_object_get(cp, "verdict")), "slower");
+    json_decref(doc);
+}
+
+static void test_history_one_bad_night_is_not_a_change(void **state) {
+    (void)state;
+    enum { N = 25 };
+    int64_t first = -1;
+    lb_rng rng;
+    lb_rng_seed(&rng, 19);
+    for (int i = 0; i < N; i++) {
+        double level = i == 12 || i == N - 1 ? 14.0 : 10.0; /* two bad nights, one the last */
+        int64_t id = store_run("train", 32, level * (1 + 0.01 * lb_rng_normal(&rng)), 50,
+                               300 + (uint64_t)i, 4e9 + 86400.0 * i);
+        if (first < 0) first = id;
+    }
+    char x[24];
+    int rc = run((const char *[]){"history", id_text(first, x), "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_int_equal(json_array_size(json_object_get(doc, "change_points")), 0);
+    json_decref(doc);
+    /* the list names every benchmark; an unknown key or metric is a usage error */
+    assert_int_equal(run((const char *[]){"history", "--db", g_db, NULL}), 0);
+    assert_non_null(strstr(out, "batch=32"));
+    assert_int_equal(run((const char *[]){"history", "abcdefabcdef", "--db", g_db, NULL}), 2);
+    assert_int_equal(
+        run((const char *[]){"history", id_text(first, x), "--metric", "nope", "--db", g_db, NULL}),
+        2);
+    assert_non_null(strstr(err, "'nope' is not a key metric of train runs"));
+}
+
+static int setup(void **state) {
+    (void)state;
+    lb_test_tmpdir(g_dir, sizeof g_dir);
+    snprintf(g_db, sizeof g_db, "%s/results.db", g_dir);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    lb_test_rmtree(g_dir);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compare_finds_planted_slowdown_and_none_between_equals),
+        cmocka_unit_test(test_compare_refuses_missing_runs_and_no_common_metric),
+        cmocka_unit_test(test_history_finds_the_one_step_and_marks_regression),
+        cmocka_unit_test(test_history_one_bad_night_is_not_a_change),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
