@@ -69,9 +69,9 @@ static const char *id_text(int64_t id, char *buf) {
 static json_t *find_metric(json_t *doc, const char *name) {
     json_t *m;
     size_t i;
-    json_array_foreach (json_object_get(json_array_get(json_object_get(doc, "groups"), 0), "metrics"),
-                        i, m)
-        if (strcmp(json_string_value(json_object_get(m, "metric")), name) == 0) return m;
+    json_array_foreach(
+        json_object_get(json_array_get(json_object_get(doc, "groups"), 0), "metrics"), i,
+        m) if (strcmp(json_string_value(json_object_get(m, "metric")), name) == 0) return m;
     return NULL;
 }
 
@@ -81,8 +81,8 @@ static void test_compare_finds_planted_slowdown_and_none_between_equals(void **s
     int64_t b = store_run("train", 4, 11.0, 200, 2, 1e9 + 10); /* 10% slower steps */
     int64_t c = store_run("train", 4, 10.0, 200, 3, 1e9 + 20); /* same as a */
     char x[24], y[24];
-    int rc = run((const char *[]){"compare", id_text(a, x), id_text(b, y), "--json", "--db", g_db,
-                                  NULL});
+    int rc = run(
+        (const char *[]){"compare", id_text(a, x), id_text(b, y), "--json", "--db", g_db, NULL});
     if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
     json_t *doc = json_loads(out, 0, NULL);
     assert_non_null(doc);
@@ -95,7 +95,8 @@ static void test_compare_finds_planted_slowdown_and_none_between_equals(void **s
     assert_true(lo < 10.0 && hi > 10.0);
     json_decref(doc);
 
-    rc = run((const char *[]){"compare", id_text(a, x), id_text(c, y), "--json", "--db", g_db, NULL});
+    rc = run(
+        (const char *[]){"compare", id_text(a, x), id_text(c, y), "--json", "--db", g_db, NULL});
     if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
     doc = json_loads(out, 0, NULL);
     assert_false(json_is_true(json_object_get(doc, "regression")));
@@ -114,13 +115,14 @@ static void test_compare_refuses_missing_runs_and_no_common_metric(void **state)
     int64_t t = store_run("train", 8, 10.0, 20, 4, 2e9);
     int64_t l = store_run("load", 8, 10.0, 20, 5, 2e9);
     char x[24], y[24];
-    assert_int_equal(run((const char *[]){"compare", id_text(t, x), "999999", "--db", g_db, NULL}), 2);
+    assert_int_equal(run((const char *[]){"compare", id_text(t, x), "999999", "--db", g_db, NULL}),
+                     2);
     assert_non_null(strstr(err, "run 999999 does not exist"));
-    assert_int_equal(run((const char *[]){"compare", id_text(t, x), id_text(l, y), "--db", g_db, NULL}),
-                     2);
+    assert_int_equal(
+        run((const char *[]){"compare", id_text(t, x), id_text(l, y), "--db", g_db, NULL}), 2);
     assert_non_null(strstr(err, "share no metric"));
-    assert_int_equal(run((const char *[]){"compare", "nosuchsweep", id_text(t, x), "--db", g_db, NULL}),
-                     2);
+    assert_int_equal(
+        run((const char *[]){"compare", "nosuchsweep", id_text(t, x), "--db", g_db, NULL}), 2);
     assert_non_null(strstr(err, "'nosuchsweep' is neither a run id nor the name of a sweep"));
 }
 
@@ -131,8 +133,9 @@ static void test_history_finds_the_one_step_and_marks_regression(void **state) {
     lb_rng rng;
     lb_rng_seed(&rng, 9);
     for (int i = 0; i < N; i++) /* nightly; from night 20 the steps are 8% slower */
-        ids[i] = store_run("train", 16, (i >= STEP ? 10.8 : 10.0) * (1 + 0.005 * lb_rng_normal(&rng)),
-                           50, 100 + (uint64_t)i, 3e9 + 86400.0 * i);
+        ids[i] =
+            store_run("train", 16, (i >= STEP ? 10.8 : 10.0) * (1 + 0.005 * lb_rng_normal(&rng)),
+                      50, 100 + (uint64_t)i, 3e9 + 86400.0 * i);
     char x[24];
     int rc = run((const char *[]){"history", id_text(ids[0], x), "--json", "--db", g_db, NULL});
     if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);

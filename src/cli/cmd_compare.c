@@ -34,8 +34,8 @@ static void print_rows(const lb_compare_row *rows, size_t n, double conf) {
         if (isfinite(r->lo_pct))
             snprintf(interval, sizeof interval, "[%+.1f%%, %+.1f%%]", r->lo_pct, r->hi_pct);
         if (isfinite(r->p)) snprintf(p, sizeof p, "%.2g", r->p);
-        printf("  %-20s %-8s %6zu %6zu %12.5g %12.5g %+8.1f%% %21s %9s  %s%s\n", r->metric,
-               r->unit, r->n_a, r->n_b, r->a, r->b, r->change_pct, interval, p, r->word,
+        printf("  %-20s %-8s %6zu %6zu %12.5g %12.5g %+8.1f%% %21s %9s  %s%s\n", r->metric, r->unit,
+               r->n_a, r->n_b, r->a, r->b, r->change_pct, interval, p, r->word,
                r->regression ? " (regression)" : "");
     }
     (void)conf;
@@ -60,8 +60,8 @@ int lb_cmd_compare(int argc, char **argv) {
     const lb_arg_spec specs[] = {
         {"--threshold", LB_ARG_DOUBLE, &p.threshold_pct, "PCT",
          "smallest change that counts, in percent (default 3)", 0, 1000},
-        {"--alpha", LB_ARG_DOUBLE, &p.alpha, "X", "significance level of the rank test (default 0.01)",
-         1e-12, 0.5},
+        {"--alpha", LB_ARG_DOUBLE, &p.alpha, "X",
+         "significance level of the rank test (default 0.01)", 1e-12, 0.5},
     };
     const lb_cli_command cmd = {
         .command = "compare",

@@ -124,8 +124,8 @@ int lb_cmd_history(int argc, char **argv) {
                 cps, json_pack("{s:I, s:I, s:o, s:o, s:o, s:s, s:b}", "index",
                                (json_int_t)changes[c].index, "run", (json_int_t)changes[c].run_id,
                                "before", num(changes[c].before), "after", num(changes[c].after),
-                               "change_pct", num(changes[c].change_pct), "verdict",
-                               changes[c].word, "regression", changes[c].regression));
+                               "change_pct", num(changes[c].change_pct), "verdict", changes[c].word,
+                               "regression", changes[c].regression));
         json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:b}", "key", bench.key, "kind",
                                 bench.kind, "identity", bench.identity, "metric", k->metric,
                                 "points", points, "change_points", cps, "regression", regressed);

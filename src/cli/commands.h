@@ -19,5 +19,6 @@ int lb_cmd_doctor(int argc, char **argv);
 int lb_cmd_sweep(int argc, char **argv);
 int lb_cmd_compare(int argc, char **argv);
 int lb_cmd_history(int argc, char **argv);
+int lb_cmd_report(int argc, char **argv);
 
 #endif

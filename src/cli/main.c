@@ -34,6 +34,7 @@ static const command commands[] = {
      "every GPU kernel and a whole training step against the CPU reference"},
     {"compare", lb_cmd_compare, "runs, repeats or sweeps B against A: faster, slower or no change"},
     {"history", lb_cmd_history, "a benchmark's runs over time, change points and regressions"},
+    {"report", lb_cmd_report, "HTML and Markdown report with charts of stored runs or sweeps"},
     {"sweep", lb_cmd_sweep,
      "an experiment matrix from a YAML/JSON file: crossed axes, repeats, resume"},
 };

@@ -1,0 +1,83 @@
+/* cmd_report.c: `llmbench report [SPEC...] --out DIR`: an HTML page with charts and a
+ * Markdown file of stored runs (report/report.h), chosen by id, id list, sweep name, or
+ * time window. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "core/clock.h"
+#include "history/select.h"
+#include "report/report.h"
+#include "store/store.h"
+
+int lb_cmd_report(int argc, char **argv) {
+    lb_report_params p = lb_report_default_params();
+    const char *out = NULL;
+    double since_h = 0;
+    const lb_arg_spec specs[] = {
+        {"--out", LB_ARG_STRING, &out, "DIR",
+         "folder for report.html, report.md and chart-N.svg (created; required)"},
+        {"--since", LB_ARG_DOUBLE, &since_h, "HOURS",
+         "the ok runs of the last HOURS hours (with or instead of SPECs)", 1e-3, 1e7},
+        {"--title", LB_ARG_STRING, &p.title, "TEXT", "the page's title (default llmbench report)"},
+        {"--threshold", LB_ARG_DOUBLE, &p.threshold_pct, "PCT",
+         "smallest history change called a regression, in percent (default 3)", 0, 1000},
+    };
+    const lb_cli_command cmd = {
+        .command = "report",
+        .usage = "[SPEC...] --out DIR [options]",
+        .summary = "Writes a report of stored runs: report.html (self-contained: charts as inline "
+                   "SVG, no scripts or network), report.md with the same tables, and each chart "
+                   "as chart-N.svg. A SPEC is a run id (12), a list of repeats (12,13,14) or a "
+                   "sweep's name (one configuration per cell). The page holds an executive "
+                   "summary of findings computed from the runs, key metrics per configuration, "
+                   "charts (throughput with the spread of repeats, loss and step times, latency "
+                   "CDFs, TTFT/TPOT against QPS, GPU use, scaling, each benchmark's history with "
+                   "change points) and every run's provenance.",
+        LB_ARG_SPECS(specs),
+        .max_positional = LB_ARGS_MAX_POSITIONAL,
+    };
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
+    if (out == NULL) {
+        lb_args_usage_error("report", "--out DIR is required (the folder to write the report to)");
+        return 2;
+    }
+    if (a.n_pos == 0 && since_h == 0) {
+        lb_args_usage_error("report", "name the runs: run ids, a sweep's name, or --since HOURS");
+        return 2;
+    }
+    p.out_dir = out;
+    lb_err err = {{0}};
+    lb_store *s = NULL;
+    lb_run_set all = {0}, one = {0};
+    lb_status st = lb_store_open(a.common.db_path, &s, &err);
+    for (int i = 0; st == LB_OK && i < a.n_pos; i++) {
+        st = lb_select_runs(s, a.pos[i], &one, &err);
+        if (st == LB_OK) st = lb_run_set_take(&all, &one, &err);
+        lb_run_set_free(&one);
+    }
+    if (st == LB_OK && since_h > 0) {
+        st = lb_select_since(s, lb_clock_wall_s() - since_h * 3600.0, &one, &err);
+        if (st == LB_OK) st = lb_run_set_take(&all, &one, &err);
+        lb_run_set_free(&one);
+    }
+    if (st == LB_OK && all.n_groups == 0)
+        st = lb_fail(&err, LB_ERR_USAGE, "no ok run in the last %g hours in %s", since_h,
+                     lb_store_path(s));
+    char html[4200];
+    if (st == LB_OK) st = lb_report_write(s, &all, &p, html, sizeof html, &err);
+    lb_run_set_free(&all);
+    lb_store_close(s);
+    if (st != LB_OK) {
+        fprintf(stderr, "llmbench report: %s\n", err.msg);
+        return lb_status_exit_code(st);
+    }
+    if (a.common.json)
+        printf("{\"html\": \"%s\", \"markdown\": \"%s/report.md\"}\n", html, out);
+    else
+        printf("report: %s (and %s/report.md)\n", html, out);
+    return 0;
+}

@@ -1,0 +1,797 @@
+/* report.c: the HTML and Markdown report (report.h).
+ *
+ * Both documents are built in memory (open_memstream) section by section, then written
+ * to temporary files and renamed into place. Findings are sentences computed from the
+ * same numbers the tables show. */
+#include "report/report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/stats.h"
+#include "history/bench.h"
+#include "history/history.h"
+#include "report/svg.h"
+
+#define MAX_LINES 8
+#define MAX_BENCH 4
+
+lb_report_params lb_report_default_params(void) {
+    return (lb_report_params){.out_dir = "report", .title = "llmbench report", .threshold_pct = 3.0};
+}
+
+typedef struct {
+    FILE *html, *md, *find_html, *find_md;
+    char *html_buf, *md_buf, *find_html_buf, *find_md_buf;
+    size_t html_len, md_len, find_html_len, find_md_len;
+    const char *dir;
+    int n_charts;
+    size_t n_findings;
+    lb_status st;
+    lb_err *err;
+} doc;
+
+/* ---- files ---- */
+
+static lb_status write_atomic(const char *dir, const char *name, const char *data, size_t len,
+                              lb_err *err) {
+    char path[4096], tmp[4160];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, data + done, len - done);
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    bool ok = done == len && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        lb_status st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return st;
+    }
+    return LB_OK;
+}
+
+static lb_status make_dir(const char *dir, lb_err *err) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p != '/' && !end) continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return lb_fail(err, LB_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
+        if (end) break;
+        *p = '/';
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return lb_fail(err, LB_ERR_USAGE, "--out %s is not a folder", dir);
+    return LB_OK;
+}
+
+/* ---- text helpers ---- */
+
+static void esc(FILE *f, const char *t) {
+    lb_svg_escape(f, t);
+}
+
+/* Markdown table cells: '|' would end the cell. */
+static void md_cell(FILE *f, const char *t) {
+    for (const char *p = t ? t : ""; *p; p++)
+        fputs(*p == '|' ? "\\|" : (char[2]){*p, 0}, f);
+}
+
+static void fmt_value(char *buf, size_t cap, double v, const char *unit) {
+    if (!isfinite(v)) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    if (strcmp(unit, "bytes") == 0) {
+        const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+        int i = 0;
+        while (fabs(v) >= 1024 && i < 4)
+            v /= 1024, i++;
+        snprintf(buf, cap, "%.3g %s", v, u[i]);
+    } else {
+        snprintf(buf, cap, "%.4g %s", v, unit);
+    }
+}
+
+static const char *metric_unit(const lb_result *r, const char *name) {
+    for (size_t i = 0; i < r->n_metrics; i++)
+        if (strcmp(r->metrics[i].name, name) == 0) return r->metrics[i].unit;
+    return "";
+}
+
+/* Median, min and max of metric over the group's runs; n = runs that have it. */
+typedef struct {
+    double median, min, max, std;
+    size_t n;
+    const char *unit;
+} gstat;
+
+static gstat group_stat(const lb_run_group *g, const char *metric) {
+    gstat s = {NAN, NAN, NAN, NAN, 0, ""};
+    double v[256];
+    for (size_t i = 0; i < g->n && s.n < 256; i++) {
+        double x = lb_result_metric(g->runs[i], metric);
+        if (!isfinite(x)) continue;
+        v[s.n++] = x;
+        s.unit = metric_unit(g->runs[i], metric);
+    }
+    if (s.n == 0) return s;
+    lb_stats_summary sum = lb_stats_summarize(v, s.n);
+    s.median = sum.median, s.min = sum.min, s.max = sum.max, s.std = sum.std;
+    return s;
+}
+
+static const char *group_kind(const lb_run_group *g) {
+    return g->n ? g->runs[0]->kind : "";
+}
+
+/* ---- findings and charts ---- */
+
+static void finding(doc *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void finding(doc *d, const char *fmt, ...) {
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fputs("<li>", d->find_html);
+    esc(d->find_html, text);
+    fputs("</li>\n", d->find_html);
+    fprintf(d->find_md, "- %s\n", text);
+    d->n_findings++;
+}
+
+static FILE *chart_open(char **buf, size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    return open_memstream(buf, len);
+}
+
+/* Closes f (the memstream over *bufp, *lenp) and places its chart. */
+static void chart_close(doc *d, FILE *f, char **bufp, size_t *lenp, const char *title) {
+    fclose(f);
+    char *buf = *bufp;
+    size_t len = *lenp;
+    char name[32];
+    snprintf(name, sizeof name, "chart-%d.svg", ++d->n_charts);
+    fprintf(d->html, "<figure>\n%s</figure>\n", buf ? buf : "");
+    fprintf(d->md, "![%s](%s)\n\n", title, name);
+    if (d->st == LB_OK) d->st = write_atomic(d->dir, name, buf ? buf : "", len, d->err);
+    free(buf);
+}
+
+static void section(doc *d, const char *title) {
+    fputs("<h2>", d->html);
+    esc(d->html, title);
+    fputs("</h2>\n", d->html);
+    fprintf(d->md, "## %s\n\n", title);
+}
+
+static void para(doc *d, const char *text) {
+    fputs("<p>", d->html);
+    esc(d->html, text);
+    fputs("</p>\n", d->html);
+    fprintf(d->md, "%s\n\n", text);
+}
+
+/* Bars of metric per group of kind, whiskers min..max. Returns false when no group has it. */
+static bool bars_of(doc *d, const lb_run_set *set, const char *kind, const char *metric,
+                    const char *what) {
+    size_t n = 0;
+    const char *labels[256];
+    double v[256], lo[256], hi[256];
+    const char *unit = "";
+    for (size_t g = 0; g < set->n_groups && n < 256; g++) {
+        if (strcmp(group_kind(&set->groups[g]), kind) != 0) continue;
+        gstat s = group_stat(&set->groups[g], metric);
+        if (s.n == 0) continue;
+        labels[n] = set->groups[g].label;
+        v[n] = s.median, lo[n] = s.min, hi[n] = s.max;
+        unit = s.unit;
+        n++;
+    }
+    if (n == 0) return false;
+    char title[256], ylab[128];
+    snprintf(title, sizeof title, "%s: %s per configuration (median; whiskers: min-max of repeats)",
+             what, metric);
+    snprintf(ylab, sizeof ylab, "%s (%s)", metric, unit);
+    char *buf;
+    size_t len;
+    FILE *f = chart_open(&buf, &len);
+    lb_svg_bars(f, title, ylab, labels, v, lo, hi, n);
+    chart_close(d, f, &buf, &len, title);
+    return true;
+}
+
+/* One line per group (its first run) of series name against its index. */
+static void series_lines(doc *d, const lb_run_set *set, const char *kind, const char *series,
+                         const char *title, const char *x_label, bool cdf) {
+    lb_svg_line lines[MAX_LINES];
+    double *xs[MAX_LINES] = {0}, *ys[MAX_LINES] = {0};
+    size_t n = 0;
+    const char *unit = "";
+    for (size_t g = 0; g < set->n_groups && n < MAX_LINES; g++) {
+        const lb_run_group *grp = &set->groups[g];
+        if (strcmp(group_kind(grp), kind) != 0) continue;
+        const lb_series *s = lb_result_find_series(grp->runs[0], series);
+        if (s == NULL || s->n == 0) continue;
+        xs[n] = malloc(s->n * sizeof(double));
+        ys[n] = malloc(s->n * sizeof(double));
+        if (xs[n] == NULL || ys[n] == NULL) {
+            free(xs[n]), free(ys[n]);
+            break;
+        }
+        size_t m = 0;
+        for (size_t i = 0; i < s->n; i++) {
+            if (cdf && !isfinite(s->values[i])) continue;
+            xs[n][m] = cdf ? s->values[i] : (double)i;
+            ys[n][m++] = s->values[i];
+        }
+        if (cdf) { /* sorted values against the fraction at or below them */
+            double *v = xs[n];
+            for (size_t i = 1; i < m; i++) /* insertion sort: series are short enough here */
+                for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+                    double t = v[j];
+                    v[j] = v[j - 1];
+                    v[j - 1] = t;
+                }
+            for (size_t i = 0; i < m; i++)
+                ys[n][i] = (double)(i + 1) / (double)m;
+        }
+        unit = s->unit;
+        lines[n] = (lb_svg_line){grp->label, xs[n], ys[n], m};
+        n++;
+    }
+    if (n > 0) {
+        char ylab[128], xlab[128];
+        snprintf(ylab, sizeof ylab, cdf ? "fraction of queries" : "%s (%s)", series, unit);
+        snprintf(xlab, sizeof xlab, cdf ? "%s (%s)" : "%s", cdf ? series : x_label, unit);
+        char *buf;
+        size_t len;
+        FILE *f = chart_open(&buf, &len);
+        lb_svg_lines(f, title, xlab, ylab, lines, n, NULL, 0, false);
+        chart_close(d, f, &buf, &len, title);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(xs[i]), free(ys[i]);
+}
+
+static bool any_has(const lb_run_set *set, const char *kind, const char *metric) {
+    for (size_t g = 0; g < set->n_groups; g++)
+        if (strcmp(group_kind(&set->groups[g]), kind) == 0 &&
+            group_stat(&set->groups[g], metric).n > 0)
+            return true;
+    return false;
+}
+
+/* Key metrics table of one kind: the columns some configuration has. */
+static void metrics_table(doc *d, const lb_run_set *set, const char *kind) {
+    size_t n_all = 0, n_keys = 0;
+    const lb_key_metric *all = lb_bench_key_metrics(kind, &n_all);
+    lb_key_metric keys[16];
+    for (size_t k = 0; k < n_all && n_keys < 16; k++)
+        if (any_has(set, kind, all[k].metric)) keys[n_keys++] = all[k];
+    fputs("<table><tr><th>configuration</th><th>runs</th>", d->html);
+    fputs("| configuration | runs |", d->md);
+    for (size_t k = 0; k < n_keys; k++) {
+        fprintf(d->html, "<th>%s<br><small>median (min-max)</small></th>", keys[k].metric);
+        fprintf(d->md, " %s median (min-max) |", keys[k].metric);
+    }
+    fputs("</tr>\n", d->html);
+    fputs("\n|---|---|", d->md);
+    for (size_t k = 0; k < n_keys; k++)
+        fputs("---|", d->md);
+    fputs("\n", d->md);
+    for (size_t g = 0; g < set->n_groups; g++) {
+        const lb_run_group *grp = &set->groups[g];
+        if (strcmp(group_kind(grp), kind) != 0) continue;
+        fputs("<tr><td>", d->html);
+        esc(d->html, grp->label);
+        fprintf(d->html, "</td><td>%zu</td>", grp->n);
+        fputs("| ", d->md);
+        md_cell(d->md, grp->label);
+        fprintf(d->md, " | %zu |", grp->n);
+        for (size_t k = 0; k < n_keys; k++) {
+            gstat s = group_stat(grp, keys[k].metric);
+            char med[48], lo[48], hi[48], cell[160];
+            fmt_value(med, sizeof med, s.median, s.unit);
+            fmt_value(lo, sizeof lo, s.min, s.unit);
+            fmt_value(hi, sizeof hi, s.max, s.unit);
+            if (s.n > 1)
+                snprintf(cell, sizeof cell, "%s (%s - %s)", med, lo, hi);
+            else
+                snprintf(cell, sizeof cell, "%s", med);
+            fputs("<td>", d->html);
+            esc(d->html, cell);
+            fputs("</td>", d->html);
+            fprintf(d->md, " %s |", cell);
+        }
+        fputs("</tr>\n", d->html);
+        fputs("\n", d->md);
+    }
+    fputs("</table>\n", d->html);
+    fputs("\n", d->md);
+}
+
+/* "a=1,b=2": the value of axis in a cell label into out; false when absent. */
+static bool label_value(const char *label, const char *axis, char *out, size_t cap) {
+    size_t alen = strlen(axis);
+    for (const char *p = label; p && *p;) {
+        if (strncmp(p, axis, alen) == 0 && p[alen] == '=') {
+            const char *v = p + alen + 1, *end = strchr(v, ',');
+            size_t n = end ? (size_t)(end - v) : strlen(v);
+            snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), v);
+            return true;
+        }
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    return false;
+}
+
+/* The label with axis removed: what must match for two cells to differ only in axis. */
+static void label_without(const char *label, const char *axis, char *out, size_t cap) {
+    size_t alen = strlen(axis), len = 0;
+    out[0] = '\0';
+    for (const char *p = label; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (!(strncmp(p, axis, alen) == 0 && p[alen] == '=') && len + n + 2 < cap) {
+            len += (size_t)snprintf(out + len, cap - len, "%s%.*s", len ? "," : "", (int)n, p);
+        }
+        p = end ? end + 1 : NULL;
+    }
+}
+
+/* Sweep findings: for each axis and each of its values after the first, the geometric
+ * mean ratio of the first key metric over cells that differ only in that axis, and the
+ * change of peak memory. */
+static void axis_findings(doc *d, const lb_run_set *set, const char *kind) {
+    const lb_key_metric *m = lb_history_metric(kind, NULL);
+    if (m == NULL || !set->sweep) return;
+    char axes[16][64];
+    size_t n_axes = 0;
+    const char *first = set->groups[0].label;
+    for (const char *p = first; p && *p && n_axes < 16;) {
+        const char *eq = strchr(p, '=');
+        if (eq == NULL) break;
+        snprintf(axes[n_axes++], 64, "%.*s", (int)(eq - p), p);
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    const char *mem = strcmp(kind, "train") == 0 ? "peak_device_bytes" : NULL;
+    for (size_t a = 0; a < n_axes; a++) {
+        char base[128];
+        if (!label_value(first, axes[a], base, sizeof base)) continue;
+        char seen[16][128];
+        size_t n_seen = 0;
+        for (size_t g = 0; g < set->n_groups; g++) {
+            char v[128];
+            if (!label_value(set->groups[g].label, axes[a], v, sizeof v) || strcmp(v, base) == 0)
+                continue;
+            bool dup = false;
+            for (size_t s = 0; s < n_seen; s++)
+                dup |= strcmp(seen[s], v) == 0;
+            if (dup || n_seen >= 16) continue;
+            snprintf(seen[n_seen++], 128, "%s", v);
+            double log_sum = 0, mem_sum = 0;
+            size_t pairs = 0, mem_pairs = 0;
+            for (size_t x = 0; x < set->n_groups; x++) {
+                char vx[128], rest_x[256];
+                if (!label_value(set->groups[x].label, axes[a], vx, sizeof vx) || strcmp(vx, v))
+                    continue;
+                label_without(set->groups[x].label, axes[a], rest_x, sizeof rest_x);
+                for (size_t y = 0; y < set->n_groups; y++) {
+                    char vy[128], rest_y[256];
+                    if (!label_value(set->groups[y].label, axes[a], vy, sizeof vy) ||
+                        strcmp(vy, base))
+                        continue;
+                    label_without(set->groups[y].label, axes[a], rest_y, sizeof rest_y);
+                    if (strcmp(rest_x, rest_y) != 0) continue;
+                    gstat sx = group_stat(&set->groups[x], m->metric);
+                    gstat sy = group_stat(&set->groups[y], m->metric);
+                    if (sx.n && sy.n && sx.median > 0 && sy.median > 0) {
+                        log_sum += log(sx.median / sy.median);
+                        pairs++;
+                    }
+                    gstat mx = mem ? group_stat(&set->groups[x], mem) : (gstat){0};
+                    gstat my = mem ? group_stat(&set->groups[y], mem) : (gstat){0};
+                    if (mx.n && my.n) {
+                        mem_sum += mx.median - my.median;
+                        mem_pairs++;
+                    }
+                }
+            }
+            if (pairs == 0) continue;
+            double ratio = exp(log_sum / (double)pairs);
+            char memtext[128] = "";
+            if (mem_pairs) {
+                char amount[48];
+                double diff = mem_sum / (double)mem_pairs;
+                fmt_value(amount, sizeof amount, fabs(diff), "bytes");
+                snprintf(memtext, sizeof memtext, " and %s %s of device memory",
+                         diff <= 0 ? "saves" : "needs", amount);
+            }
+            if ((ratio >= 1.0) == m->higher_is_better)
+                finding(d, "%s=%s gives %.2fx the %s of %s=%s%s (geometric mean over %zu matched "
+                           "configurations).",
+                        axes[a], v, ratio, m->metric, axes[a], base, memtext, pairs);
+            else
+                finding(d, "%s=%s costs %.0f%% %s against %s=%s%s (geometric mean over %zu "
+                           "matched configurations).",
+                        axes[a], v, 100.0 * fabs(1.0 - ratio), m->metric, axes[a], base, memtext,
+                        pairs);
+        }
+    }
+}
+
+static void kind_findings(doc *d, const lb_run_set *set, const char *kind) {
+    const lb_key_metric *m = lb_history_metric(kind, NULL);
+    if (m == NULL) return;
+    const lb_run_group *best = NULL, *worst = NULL;
+    double bv = NAN, wv = NAN, noisiest = 0;
+    const char *noisy_label = NULL, *unit = "";
+    for (size_t g = 0; g < set->n_groups; g++) {
+        if (strcmp(group_kind(&set->groups[g]), kind) != 0) continue;
+        gstat s = group_stat(&set->groups[g], m->metric);
+        if (s.n == 0) continue;
+        unit = s.unit;
+        bool better = best == NULL || (m->higher_is_better ? s.median > bv : s.median < bv);
+        bool worse = worst == NULL || (m->higher_is_better ? s.median < wv : s.median > wv);
+        if (better) best = &set->groups[g], bv = s.median;
+        if (worse) worst = &set->groups[g], wv = s.median;
+        if (s.n > 1 && s.std / s.median > noisiest) noisiest = s.std / s.median, noisy_label = set->groups[g].label;
+    }
+    if (best == NULL) return;
+    char a[48], b[48];
+    fmt_value(a, sizeof a, bv, unit);
+    fmt_value(b, sizeof b, wv, unit);
+    if (best != worst)
+        finding(d, "Best %s: %s at %s, %.2fx the worst (%s at %s).", m->metric, best->label, a,
+                m->higher_is_better ? bv / wv : wv / bv, worst->label, b);
+    else
+        finding(d, "%s: %s at %s.", m->metric, best->label, a);
+    if (noisy_label)
+        finding(d, "Repeats vary by up to %.1f%% (std over median of %s, %s).", 100.0 * noisiest,
+                m->metric, noisy_label);
+    axis_findings(d, set, kind);
+}
+
+/* p99 TTFT and TPOT against QPS from runs with per-rate metrics (load --sweep-qps) or one
+ * Server-scenario rate each. */
+static void qps_chart(doc *d, const lb_run_set *set) {
+    double q[256], ttft[256], tpot[256], limit = NAN;
+    size_t n = 0;
+    for (size_t g = 0; g < set->n_groups; g++)
+        for (size_t i = 0; i < set->groups[g].n; i++) {
+            const lb_result *r = set->groups[g].runs[i];
+            if (strcmp(r->kind, "load") != 0) continue;
+            json_t *c = json_object_get(r->config, "constraints");
+            double lim = json_number_value(json_object_get(c, "ttft_limit_ms"));
+            if (lim > 0) limit = lim;
+            for (size_t k = 0; k < r->n_metrics && n < 256; k++) {
+                const char *name = r->metrics[k].name;
+                if (strncmp(name, "qps", 3) != 0 || strstr(name, "/target_qps") == NULL) continue;
+                char prefix[LB_NAME_BYTES], full[LB_NAME_BYTES * 2];
+                snprintf(prefix, sizeof prefix, "%.*s", (int)(strchr(name, '/') - name), name);
+                q[n] = r->metrics[k].value;
+                snprintf(full, sizeof full, "%s/ttft_p99_ms", prefix);
+                ttft[n] = lb_result_metric(r, full);
+                snprintf(full, sizeof full, "%s/tpot_p99_ms", prefix);
+                tpot[n++] = lb_result_metric(r, full);
+            }
+            const char *scen = json_string_value(json_object_get(r->config, "scenario"));
+            double qps = json_number_value(json_object_get(r->config, "qps"));
+            if (scen && strcmp(scen, "server") == 0 && qps > 0 && n < 256 &&
+                isfinite(lb_result_metric(r, "ttft_p99_ms"))) {
+                q[n] = qps;
+                ttft[n] = lb_result_metric(r, "ttft_p99_ms");
+                tpot[n++] = lb_result_metric(r, "tpot_p99_ms");
+            }
+        }
+    if (n < 2) return;
+    for (size_t i = 1; i < n; i++) /* by rate */
+        for (size_t j = i; j > 0 && q[j - 1] > q[j]; j--) {
+            double t;
+            t = q[j], q[j] = q[j - 1], q[j - 1] = t;
+            t = ttft[j], ttft[j] = ttft[j - 1], ttft[j - 1] = t;
+            t = tpot[j], tpot[j] = tpot[j - 1], tpot[j - 1] = t;
+        }
+    lb_svg_line lines[2] = {{"TTFT p99", q, ttft, n}, {"TPOT p99", q, tpot, n}};
+    const char *title = "p99 TTFT and TPOT against offered load";
+    char *buf;
+    size_t len;
+    FILE *f = chart_open(&buf, &len);
+    lb_svg_lines(f, title, "target QPS", "ms", lines, 2, NULL, 0, false);
+    chart_close(d, f, &buf, &len, title);
+    if (isfinite(limit)) {
+        size_t i = 0;
+        while (i < n && !(ttft[i] > limit))
+            i++;
+        if (i == n)
+            finding(d, "p99 TTFT stays under the %.0f ms limit up to %.3g QPS.", limit, q[n - 1]);
+        else if (i == 0)
+            finding(d, "p99 TTFT is over the %.0f ms limit already at %.3g QPS (%.0f ms).", limit,
+                    q[0], ttft[0]);
+        else
+            finding(d, "p99 TTFT crosses the %.0f ms limit above %.3g QPS (%.0f ms at %.3g QPS).",
+                    limit, q[i - 1], ttft[i], q[i]);
+    }
+}
+
+/* Throughput per GPU against GPU count, where runs record a count ("gpus" or
+ * "world_size" in config) and differ in it. */
+static void scaling_chart(doc *d, const lb_run_set *set, const char *kind) {
+    const lb_key_metric *m = lb_history_metric(kind, NULL);
+    double gpus[256], eff[256];
+    size_t n = 0;
+    for (size_t g = 0; g < set->n_groups && n < 256; g++) {
+        const lb_run_group *grp = &set->groups[g];
+        if (m == NULL || strcmp(group_kind(grp), kind) != 0) continue;
+        json_t *c = grp->runs[0]->config;
+        double count = json_number_value(json_object_get(c, "gpus"));
+        if (!(count > 0)) count = json_number_value(json_object_get(c, "world_size"));
+        gstat s = group_stat(grp, m->metric);
+        if (count > 0 && s.n) gpus[n] = count, eff[n++] = s.median;
+    }
+    double base = NAN, lowest = INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (gpus[i] < lowest) lowest = gpus[i], base = eff[i] / gpus[i];
+    bool differ = false;
+    for (size_t i = 0; i < n; i++)
+        differ |= gpus[i] != lowest;
+    if (!differ) return;
+    for (size_t i = 0; i < n; i++)
+        eff[i] = 100.0 * eff[i] / (gpus[i] * base);
+    lb_svg_line line = {"efficiency", gpus, eff, n};
+    const char *title = "scaling efficiency: throughput per GPU against the smallest count";
+    char *buf;
+    size_t len;
+    FILE *f = chart_open(&buf, &len);
+    lb_svg_lines(f, title, "GPUs", "% of per-GPU throughput", &line, 1, NULL, 0, false);
+    chart_close(d, f, &buf, &len, title);
+    for (size_t i = 0; i < n; i++)
+        if (gpus[i] != lowest)
+            finding(d, "%.0f GPUs scale at %.0f%% of %.0f GPU%s throughput per GPU.", gpus[i],
+                    eff[i], lowest, lowest == 1 ? "'s" : "s'");
+}
+
+/* Each benchmark of the set (at most MAX_BENCH): its history with change points. */
+static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double threshold_pct) {
+    char keys[MAX_BENCH][13];
+    size_t n_keys = 0;
+    static char identity[LB_BENCH_ID_BYTES];
+    for (size_t g = 0; g < set->n_groups && n_keys < MAX_BENCH; g++) {
+        const lb_result *r = set->groups[g].runs[0];
+        if (lb_history_metric(r->kind, NULL) == NULL) continue;
+        char key[13];
+        lb_bench_identity(r, identity, sizeof identity);
+        lb_bench_key(identity, key);
+        bool dup = false;
+        for (size_t k = 0; k < n_keys; k++)
+            dup |= strcmp(keys[k], key) == 0;
+        if (!dup) snprintf(keys[n_keys++], 13, "%s", key);
+    }
+    size_t regressions = 0, shown = 0;
+    for (size_t k = 0; k < n_keys && d->st == LB_OK; k++) {
+        lb_history_bench bench;
+        lb_history_point *pts = NULL;
+        size_t n = 0;
+        lb_err err = {{0}};
+        if (lb_history_points(s, keys[k], NULL, &bench, &pts, &n, &err) != LB_OK || n < 2) {
+            free(pts);
+            continue;
+        }
+        const lb_key_metric *m = lb_history_metric(bench.kind, NULL);
+        lb_history_change ch[32];
+        size_t n_ch = 0;
+        lb_cp_params cp = lb_cp_default_params();
+        lb_history_changes(pts, n, m, threshold_pct, &cp, ch, &n_ch, 32, &err);
+        double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+        lb_svg_marker marks[32];
+        char mark_text[32][48];
+        if (x && y) {
+            for (size_t i = 0; i < n; i++)
+                x[i] = pts[i].start_wall_s, y[i] = pts[i].value;
+            for (size_t c = 0; c < n_ch; c++) {
+                snprintf(mark_text[c], sizeof mark_text[c], "%+.1f%%%s", ch[c].change_pct,
+                         ch[c].regression ? " regression" : "");
+                marks[c] = (lb_svg_marker){pts[ch[c].index].start_wall_s, mark_text[c]};
+                if (ch[c].regression) {
+                    char when[40];
+                    lb_clock_format_iso(pts[ch[c].index].start_wall_s, when, sizeof when);
+                    finding(d, "Regression: %s of benchmark %s fell from %.4g to %.4g (%+.1f%%) "
+                               "at run %lld (%.10s).",
+                            m->metric, bench.key, ch[c].before, ch[c].after, ch[c].change_pct,
+                            (long long)ch[c].run_id, when);
+                    regressions++;
+                }
+            }
+            char title[256];
+            snprintf(title, sizeof title, "history of %s, benchmark %s (%zu runs)", m->metric,
+                     bench.key, n);
+            lb_svg_line line = {bench.identity, x, y, n};
+            char *buf;
+            size_t len;
+            FILE *f = chart_open(&buf, &len);
+            lb_svg_lines(f, title, "run start (UTC)", m->metric, &line, 1, marks, n_ch, true);
+            chart_close(d, f, &buf, &len, title);
+            shown++;
+        }
+        free(x), free(y), free(pts);
+    }
+    if (shown && regressions == 0)
+        finding(d, "No regression in the history of the %zu benchmark%s shown (change points by "
+                   "E-divisive means, threshold %.0f%%).",
+                shown, shown == 1 ? "" : "s", threshold_pct);
+    if (shown == 0) para(d, "No benchmark of these runs has two or more runs in its history yet.");
+}
+
+static void provenance_table(doc *d, const lb_run_set *set) {
+    fputs("<table><tr><th>run</th><th>kind</th><th>name</th><th>started (UTC)</th><th>host</th>"
+          "<th>CPU</th><th>GPUs</th><th>llmbench</th><th>command</th></tr>\n",
+          d->html);
+    fputs("| run | kind | name | started (UTC) | host | GPUs | llmbench | command |\n"
+          "|---|---|---|---|---|---|---|---|\n",
+          d->md);
+    for (size_t g = 0; g < set->n_groups; g++)
+        for (size_t i = 0; i < set->groups[g].n; i++) {
+            const lb_result *r = set->groups[g].runs[i];
+            json_t *p = r->provenance;
+            char when[40], gpus[160] = "none", cmd[1024] = "", ver[96];
+            lb_clock_format_iso(r->start_wall_s, when, sizeof when);
+            json_t *gl = json_object_get(p, "gpus");
+            if (json_array_size(gl) > 0)
+                snprintf(gpus, sizeof gpus, "%zu x %s", json_array_size(gl),
+                         json_string_value(json_object_get(json_array_get(gl, 0), "name")));
+            json_t *cl = json_object_get(p, "command_line");
+            if (json_is_string(cl)) snprintf(cmd, sizeof cmd, "%s", json_string_value(cl));
+            size_t k, len = 0;
+            json_t *w;
+            json_array_foreach (cl, k, w)
+                if (len < sizeof cmd)
+                    len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%s", k ? " " : "",
+                                            json_string_value(w));
+            const char *version = json_string_value(json_object_get(p, "llmbench_version"));
+            const char *commit = json_string_value(json_object_get(p, "llmbench_commit"));
+            snprintf(ver, sizeof ver, "%s %s", version ? version : "?", commit ? commit : "");
+            const char *host = json_string_value(json_object_get(p, "hostname"));
+            const char *cpu = json_string_value(json_object_get(p, "cpu_model"));
+            const char *cells[] = {r->kind, r->name, when, host ? host : "?", cpu ? cpu : "?",
+                                   gpus, ver, cmd};
+            fprintf(d->html, "<tr><td>%lld</td>", (long long)set->groups[g].ids[i]);
+            fprintf(d->md, "| %lld |", (long long)set->groups[g].ids[i]);
+            for (size_t c = 0; c < sizeof cells / sizeof cells[0]; c++) {
+                fputs(c == 7 ? "<td><code>" : "<td>", d->html);
+                esc(d->html, cells[c]);
+                fputs(c == 7 ? "</code></td>" : "</td>", d->html);
+                if (c == 4) continue; /* the CPU model: the page only */
+                fputs(" ", d->md);
+                md_cell(d->md, cells[c]);
+                fputs(" |", d->md);
+            }
+            fputs("</tr>\n", d->html);
+            fputs("\n", d->md);
+        }
+    fputs("</table>\n", d->html);
+    fputs("\n", d->md);
+}
+
+static const char *const css =
+    "body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}"
+    "th{background:#f3f3f3}figure{margin:1em 0}"
+    "code{font-size:11px}.findings li{margin:.3em 0}";
+
+lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_params *p,
+                          char *html_path, size_t html_path_bytes, lb_err *err) {
+    size_t n_runs = 0;
+    for (size_t g = 0; g < set->n_groups; g++)
+        n_runs += set->groups[g].n;
+    if (n_runs == 0) return lb_fail(err, LB_ERR_USAGE, "no run to report on");
+    LB_TRY(make_dir(p->out_dir, err));
+    doc d = {.dir = p->out_dir, .st = LB_OK, .err = err};
+    d.html = open_memstream(&d.html_buf, &d.html_len);
+    d.md = open_memstream(&d.md_buf, &d.md_len);
+    d.find_html = open_memstream(&d.find_html_buf, &d.find_html_len);
+    d.find_md = open_memstream(&d.find_md_buf, &d.find_md_len);
+    if (!d.html || !d.md || !d.find_html || !d.find_md)
+        return lb_fail(err, LB_ERR_NOMEM, "no memory for the report");
+
+    static const char *const kinds[] = {"train", "load"};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        bool any = false;
+        for (size_t g = 0; g < set->n_groups; g++)
+            any |= strcmp(group_kind(&set->groups[g]), kinds[k]) == 0;
+        if (!any) continue;
+        char title[64];
+        snprintf(title, sizeof title, "%s runs", kinds[k]);
+        section(&d, title);
+        metrics_table(&d, set, kinds[k]);
+        kind_findings(&d, set, kinds[k]);
+        const lb_key_metric *m = lb_history_metric(kinds[k], NULL);
+        bars_of(&d, set, kinds[k], m->metric, kinds[k]);
+        scaling_chart(&d, set, kinds[k]);
+        if (strcmp(kinds[k], "train") == 0) {
+            series_lines(&d, set, "train", "loss", "training loss per step (first run of each "
+                                                   "configuration)", "step", false);
+            series_lines(&d, set, "train", "step_ms", "step time per step (first run of each "
+                                                      "configuration)", "step", false);
+            bool gpu = bars_of(&d, set, "train", "gpu_util_mean_pct", "GPU utilisation");
+            gpu |= bars_of(&d, set, "train", "gpu_power_mean_w", "GPU power");
+            gpu |= bars_of(&d, set, "train", "peak_device_bytes", "device memory");
+            if (!gpu)
+                para(&d, "No GPU utilisation, power or device memory: these runs measured none "
+                         "(CPU runs, or no NVML).");
+        } else {
+            series_lines(&d, set, "load", "ttft_ms", "TTFT CDF (first run of each configuration)",
+                         NULL, true);
+            series_lines(&d, set, "load", "latency_ms",
+                         "latency CDF (first run of each configuration)", NULL, true);
+            qps_chart(&d, set);
+        }
+    }
+    section(&d, "History");
+    history_charts(&d, s, set, p->threshold_pct);
+    section(&d, "Provenance");
+    provenance_table(&d, set);
+    size_t failed = 0;
+    for (size_t g = 0; g < set->n_groups; g++)
+        for (size_t i = 0; i < set->groups[g].n; i++)
+            failed += set->groups[g].runs[i]->status != LB_RUN_OK;
+    if (failed) finding(&d, "%zu of %zu runs did not end ok.", failed, n_runs);
+    fclose(d.html);
+    fclose(d.md);
+    fclose(d.find_html);
+    fclose(d.find_md);
+
+    char now[40];
+    lb_clock_format_iso(lb_clock_wall_s(), now, sizeof now);
+    char *page = NULL, *md = NULL;
+    size_t page_len = 0, md_len = 0;
+    FILE *f = open_memstream(&page, &page_len);
+    FILE *g = open_memstream(&md, &md_len);
+    if (f && g) {
+        fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", f);
+        esc(f, p->title);
+        fprintf(f, "</title><style>%s</style></head><body>\n<h1>", css);
+        esc(f, p->title);
+        fprintf(f, "</h1>\n<p>%zu runs in %zu configurations; written %s UTC.</p>\n", n_runs,
+                set->n_groups, now);
+        fprintf(f, "<h2>Summary</h2>\n<ul class=\"findings\">\n%s</ul>\n%s",
+                d.find_html_buf ? d.find_html_buf : "", d.html_buf ? d.html_buf : "");
+        fputs("<footer id=\"end\"><p>llmbench report</p></footer>\n</body></html>\n", f);
+        fprintf(g, "# %s\n\n%zu runs in %zu configurations; written %s UTC.\n\n## Summary\n\n%s\n%s",
+                p->title, n_runs, set->n_groups, now, d.find_md_buf ? d.find_md_buf : "",
+                d.md_buf ? d.md_buf : "");
+    }
+    if (f) fclose(f);
+    if (g) fclose(g);
+    lb_status st = d.st;
+    if (st == LB_OK && (page == NULL || md == NULL))
+        st = lb_fail(err, LB_ERR_NOMEM, "no memory for the report");
+    if (st == LB_OK) st = write_atomic(p->out_dir, "report.md", md, md_len, err);
+    if (st == LB_OK) st = write_atomic(p->out_dir, "report.html", page, page_len, err);
+    if (st == LB_OK) snprintf(html_path, html_path_bytes, "%s/report.html", p->out_dir);
+    free(page), free(md), free(d.html_buf), free(d.md_buf), free(d.find_html_buf),
+        free(d.find_md_buf);
+    return st;
+}

@@ -1,0 +1,40 @@
+/* report.h: a report of stored runs: one self-contained HTML page and a Markdown file.
+ *
+ * Given a set of runs (history/select.h: ids, repeats, sweeps by cell, or a time window),
+ * it writes to a folder:
+ *   report.html   the page: an executive summary of findings computed from the data (each
+ *                 sentence with its figure), a table of key metrics per configuration,
+ *                 charts as inline SVG (report/svg.h; no scripts, fonts or network), and
+ *                 each run's provenance;
+ *   report.md     the same summary and tables, the charts as links to the SVG files;
+ *   chart-N.svg   each chart on its own.
+ * Charts: the first key metric per configuration with the spread of repeats (bars with
+ * min-max whiskers); loss and step time per step for training; TTFT and latency CDFs and
+ * p99 TTFT/TPOT against QPS for load runs; GPU utilisation, power and device memory where
+ * the runs measured them; throughput per GPU against GPU count where runs differ in it;
+ * each benchmark's history over time with its change points (history/history.h) marked.
+ * Every file is written under a temporary name and renamed, so a folder never holds a
+ * half-written report. Not here: choosing the runs (the CLI), the GPU. */
+#ifndef LB_REPORT_REPORT_H
+#define LB_REPORT_REPORT_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "history/select.h"
+#include "store/store.h"
+
+typedef struct {
+    const char *out_dir;  /* the folder (created when missing) */
+    const char *title;    /* the page's title */
+    double threshold_pct; /* smallest history change called a regression (default 3) */
+} lb_report_params;
+
+lb_report_params lb_report_default_params(void);
+
+/* Writes the report of set. html_path receives the page's path. A set with no run is
+ * LB_ERR_USAGE. */
+lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_params *p,
+                          char *html_path, size_t html_path_bytes, lb_err *err);
+
+#endif
