@@ -143,9 +143,11 @@ static void test_report_bad_input_exits_2(void **state) {
     (void)state;
     char dir[160];
     snprintf(dir, sizeof dir, "%s/bad", g_dir);
-    assert_int_equal(run((const char *[]){"report", "999999", "--out", dir, "--db", g_db, NULL}), 2);
+    assert_int_equal(run((const char *[]){"report", "999999", "--out", dir, "--db", g_db, NULL}),
+                     2);
     assert_non_null(strstr(err, "run 999999 does not exist"));
-    assert_int_equal(run((const char *[]){"report", "nosweep", "--out", dir, "--db", g_db, NULL}), 2);
+    assert_int_equal(run((const char *[]){"report", "nosweep", "--out", dir, "--db", g_db, NULL}),
+                     2);
     assert_int_equal(run((const char *[]){"report", "rep", "--db", g_db, NULL}), 2);
     assert_non_null(strstr(err, "--out DIR is required"));
     assert_int_equal(run((const char *[]){"report", "--out", dir, "--db", g_db, NULL}), 2);

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/comminfo.h"
@@ -24,6 +25,19 @@ static lb_status fill_provenance(lb_result *r, int argc, char **argv, lb_err *er
     }
     json_decref(r->provenance);
     r->provenance = p;
+    return LB_OK;
+}
+
+/* Each non-empty line of LB_RUNCTL_TAGS_ENV, appended to r's tags. */
+static lb_status add_env_tags(lb_result *r, lb_err *err) {
+    const char *env = getenv(LB_RUNCTL_TAGS_ENV);
+    for (const char *p = env; p != NULL && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (n > 0 && json_array_append_new(r->tags, json_stringn(p, n)) != 0)
+            return lb_fail(err, LB_ERR_NOMEM, "no memory for the run's tags");
+        p = nl ? nl + 1 : p + n;
+    }
     return LB_OK;
 }
 
@@ -54,6 +68,7 @@ lb_status lb_runctl_run(const lb_cli_common *common, int argc, char **argv, lb_r
     lb_store *store = NULL;
     LB_TRY(lb_store_open(common->db_path, &store, err));
     lb_status status = fill_provenance(r, argc, argv, err);
+    if (status == LB_OK) status = add_env_tags(r, err);
     if (status == LB_OK) {
         r->start_wall_s = lb_clock_wall_s();
         r->status = LB_RUN_RUNNING;

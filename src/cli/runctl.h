@@ -13,6 +13,11 @@
  * If the store cannot be opened or the run cannot be begun, nothing runs: a benchmark
  * whose result could not be kept is not started.
  *
+ * Tags: besides those the command put in r, each line of the environment variable
+ * LB_RUNCTL_TAGS_ENV becomes a tag of the stored run. `llmbench sweep` and scheduled runs
+ * tag the runs they start this way, so every command that stores a run can be swept or
+ * scheduled without an option of its own for it.
+ *
  * It does not print the result (the command does, from r, after this returns) and does
  * not decide the exit code (lb_status_exit_code of the returned status does). */
 #ifndef LB_CLI_RUNCTL_H
@@ -27,6 +32,8 @@
 /* The workload: fills r's series and metrics (and may add config). On failure it writes
  * err and returns the failure; on a signal it returns LB_ERR_INTERRUPTED with what it
  * measured so far already in r. */
+#define LB_RUNCTL_TAGS_ENV "LLMBENCH_RUN_TAGS"
+
 typedef lb_status (*lb_runctl_work_fn)(void *ctx, lb_result *r, lb_err *err);
 
 /* Runs work(ctx, r, err) as one stored run. argc/argv are the program's own (main's), for

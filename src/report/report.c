@@ -25,7 +25,8 @@
 #define MAX_BENCH 4
 
 lb_report_params lb_report_default_params(void) {
-    return (lb_report_params){.out_dir = "report", .title = "llmbench report", .threshold_pct = 3.0};
+    return (lb_report_params){
+        .out_dir = "report", .title = "llmbench report", .threshold_pct = 3.0};
 }
 
 typedef struct {
@@ -430,12 +431,14 @@ static void axis_findings(doc *d, const lb_run_set *set, const char *kind) {
                          diff <= 0 ? "saves" : "needs", amount);
             }
             if ((ratio >= 1.0) == m->higher_is_better)
-                finding(d, "%s=%s gives %.2fx the %s of %s=%s%s (geometric mean over %zu matched "
-                           "configurations).",
+                finding(d,
+                        "%s=%s gives %.2fx the %s of %s=%s%s (geometric mean over %zu matched "
+                        "configurations).",
                         axes[a], v, ratio, m->metric, axes[a], base, memtext, pairs);
             else
-                finding(d, "%s=%s costs %.0f%% %s against %s=%s%s (geometric mean over %zu "
-                           "matched configurations).",
+                finding(d,
+                        "%s=%s costs %.0f%% %s against %s=%s%s (geometric mean over %zu "
+                        "matched configurations).",
                         axes[a], v, 100.0 * fabs(1.0 - ratio), m->metric, axes[a], base, memtext,
                         pairs);
         }
@@ -457,7 +460,8 @@ static void kind_findings(doc *d, const lb_run_set *set, const char *kind) {
         bool worse = worst == NULL || (m->higher_is_better ? s.median < wv : s.median > wv);
         if (better) best = &set->groups[g], bv = s.median;
         if (worse) worst = &set->groups[g], wv = s.median;
-        if (s.n > 1 && s.std / s.median > noisiest) noisiest = s.std / s.median, noisy_label = set->groups[g].label;
+        if (s.n > 1 && s.std / s.median > noisiest)
+            noisiest = s.std / s.median, noisy_label = set->groups[g].label;
     }
     if (best == NULL) return;
     char a[48], b[48];
@@ -617,8 +621,9 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
                 if (ch[c].regression) {
                     char when[40];
                     lb_clock_format_iso(pts[ch[c].index].start_wall_s, when, sizeof when);
-                    finding(d, "Regression: %s of benchmark %s fell from %.4g to %.4g (%+.1f%%) "
-                               "at run %lld (%.10s).",
+                    finding(d,
+                            "Regression: %s of benchmark %s fell from %.4g to %.4g (%+.1f%%) "
+                            "at run %lld (%.10s).",
                             m->metric, bench.key, ch[c].before, ch[c].after, ch[c].change_pct,
                             (long long)ch[c].run_id, when);
                     regressions++;
@@ -638,8 +643,9 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
         free(x), free(y), free(pts);
     }
     if (shown && regressions == 0)
-        finding(d, "No regression in the history of the %zu benchmark%s shown (change points by "
-                   "E-divisive means, threshold %.0f%%).",
+        finding(d,
+                "No regression in the history of the %zu benchmark%s shown (change points by "
+                "E-divisive means, threshold %.0f%%).",
                 shown, shown == 1 ? "" : "s", threshold_pct);
     if (shown == 0) para(d, "No benchmark of these runs has two or more runs in its history yet.");
 }
@@ -665,17 +671,15 @@ static void provenance_table(doc *d, const lb_run_set *set) {
             if (json_is_string(cl)) snprintf(cmd, sizeof cmd, "%s", json_string_value(cl));
             size_t k, len = 0;
             json_t *w;
-            json_array_foreach (cl, k, w)
-                if (len < sizeof cmd)
-                    len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%s", k ? " " : "",
-                                            json_string_value(w));
+            json_array_foreach(cl, k, w) if (len < sizeof cmd) len += (size_t)snprintf(
+                cmd + len, sizeof cmd - len, "%s%s", k ? " " : "", json_string_value(w));
             const char *version = json_string_value(json_object_get(p, "llmbench_version"));
             const char *commit = json_string_value(json_object_get(p, "llmbench_commit"));
             snprintf(ver, sizeof ver, "%s %s", version ? version : "?", commit ? commit : "");
             const char *host = json_string_value(json_object_get(p, "hostname"));
             const char *cpu = json_string_value(json_object_get(p, "cpu_model"));
-            const char *cells[] = {r->kind, r->name, when, host ? host : "?", cpu ? cpu : "?",
-                                   gpus, ver, cmd};
+            const char *cells[] = {r->kind,         r->name, when, host ? host : "?",
+                                   cpu ? cpu : "?", gpus,    ver,  cmd};
             fprintf(d->html, "<tr><td>%lld</td>", (long long)set->groups[g].ids[i]);
             fprintf(d->md, "| %lld |", (long long)set->groups[g].ids[i]);
             for (size_t c = 0; c < sizeof cells / sizeof cells[0]; c++) {
@@ -731,10 +735,14 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
         bars_of(&d, set, kinds[k], m->metric, kinds[k]);
         scaling_chart(&d, set, kinds[k]);
         if (strcmp(kinds[k], "train") == 0) {
-            series_lines(&d, set, "train", "loss", "training loss per step (first run of each "
-                                                   "configuration)", "step", false);
-            series_lines(&d, set, "train", "step_ms", "step time per step (first run of each "
-                                                      "configuration)", "step", false);
+            series_lines(&d, set, "train", "loss",
+                         "training loss per step (first run of each "
+                         "configuration)",
+                         "step", false);
+            series_lines(&d, set, "train", "step_ms",
+                         "step time per step (first run of each "
+                         "configuration)",
+                         "step", false);
             bool gpu = bars_of(&d, set, "train", "gpu_util_mean_pct", "GPU utilisation");
             gpu |= bars_of(&d, set, "train", "gpu_power_mean_w", "GPU power");
             gpu |= bars_of(&d, set, "train", "peak_device_bytes", "device memory");
@@ -779,7 +787,8 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
         fprintf(f, "<h2>Summary</h2>\n<ul class=\"findings\">\n%s</ul>\n%s",
                 d.find_html_buf ? d.find_html_buf : "", d.html_buf ? d.html_buf : "");
         fputs("<footer id=\"end\"><p>llmbench report</p></footer>\n</body></html>\n", f);
-        fprintf(g, "# %s\n\n%zu runs in %zu configurations; written %s UTC.\n\n## Summary\n\n%s\n%s",
+        fprintf(g,
+                "# %s\n\n%zu runs in %zu configurations; written %s UTC.\n\n## Summary\n\n%s\n%s",
                 p->title, n_runs, set->n_groups, now, d.find_md_buf ? d.find_md_buf : "",
                 d.md_buf ? d.md_buf : "");
     }

@@ -63,8 +63,7 @@ static void y_axis(FILE *f, double lo, double hi, const char *label) {
                 "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
                 ML, W - MR, y, y, ML - 6, y + 4, buf);
     }
-    fprintf(f,
-            "<text transform=\"translate(16 %d) rotate(-90)\" text-anchor=\"middle\">",
+    fprintf(f, "<text transform=\"translate(16 %d) rotate(-90)\" text-anchor=\"middle\">",
             MT + (H - MT - MB) / 2);
     lb_svg_escape(f, label);
     fprintf(f, "</text>\n<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", ML, ML,
@@ -154,7 +153,8 @@ void lb_svg_lines(FILE *f, const char *title, const char *x_label, const char *y
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
                 ML + (t - x0) * sx, H - MB + 16, buf);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", ML + (W - ML - MR) / 2, H - MB + 36);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", ML + (W - ML - MR) / 2,
+            H - MB + 36);
     lb_svg_escape(f, x_label);
     fprintf(f, "</text>\n<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n", ML,
             W - MR, H - MB, H - MB);
@@ -173,16 +173,18 @@ void lb_svg_lines(FILE *f, const char *title, const char *x_label, const char *y
         for (size_t i = 0; i < lines[l].n; i++)
             n += isfinite(lines[l].x[i]) && isfinite(lines[l].y[i]);
         const char *color = palette[l % (sizeof palette / sizeof palette[0])];
-        fprintf(f, "<polyline class=\"line\" data-n=\"%zu\" fill=\"none\" stroke=\"%s\" "
-                   "stroke-width=\"1.5\" points=\"", n, color);
+        fprintf(f,
+                "<polyline class=\"line\" data-n=\"%zu\" fill=\"none\" stroke=\"%s\" "
+                "stroke-width=\"1.5\" points=\"",
+                n, color);
         for (size_t i = 0; i < lines[l].n; i++)
             if (isfinite(lines[l].x[i]) && isfinite(lines[l].y[i]))
                 fprintf(f, "%.1f,%.1f ", ML + (lines[l].x[i] - x0) * sx,
                         H - MB - (lines[l].y[i] - y0) * sy);
         fputs("\"/>\n", f);
         if (n_lines > 1) {
-            fprintf(f, "<text x=\"%d\" y=\"%zu\" fill=\"%s\" text-anchor=\"end\">",
-                    W - MR - 4, (size_t)MT + 14 + 14 * l, color);
+            fprintf(f, "<text x=\"%d\" y=\"%zu\" fill=\"%s\" text-anchor=\"end\">", W - MR - 4,
+                    (size_t)MT + 14 + 14 * l, color);
             lb_svg_escape(f, lines[l].name);
             fputs("</text>\n", f);
         }

@@ -97,10 +97,9 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     char **cell_argv = NULL;
     size_t cell_argc = 0;
     LB_TRY(lb_sweep_cell_args(m, cell, &cell_argv, &cell_argc, err));
-    char sweep_tag[160], cell_tag[320];
-    snprintf(sweep_tag, sizeof sweep_tag, "sweep:%s", m->name);
-    snprintf(cell_tag, sizeof cell_tag, "sweep-cell:%s", label);
-    const char **argv = calloc(cell_argc + 12, sizeof *argv);
+    char tags[1024];
+    snprintf(tags, sizeof tags, "%s=sweep:%s\nsweep-cell:%s\n%s", p->tags_env, m->name, label, tag);
+    const char **argv = calloc(cell_argc + 6, sizeof *argv);
     if (argv == NULL) {
         free(cell_argv);
         return lb_fail(err, LB_ERR_NOMEM, "no memory to start a cell");
@@ -110,11 +109,12 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     argv[n++] = m->command;
     for (size_t i = 0; i < cell_argc; i++)
         argv[n++] = cell_argv[i];
-    const char *extra[] = {"--tag", sweep_tag, "--tag", cell_tag, "--tag", tag, "--db", p->db_path};
-    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
-        argv[n++] = extra[i];
+    argv[n++] = "--db";
+    argv[n++] = p->db_path;
     argv[n] = NULL;
-    lb_proc_spec spec = {.argv = argv, .stdout_path = "/dev/null", .stderr_path = p->log_path};
+    const char *env[] = {tags, NULL};
+    lb_proc_spec spec = {
+        .argv = argv, .env = env, .stdout_path = "/dev/null", .stderr_path = p->log_path};
     int code = 0;
     lb_status st = lb_proc_run(&spec, &code, err);
     free(argv);

@@ -1,8 +1,9 @@
 /* sweep.h: run an experiment matrix (matrix.h) as stored runs, resume it, aggregate it.
  *
  * Each cell x repeat runs as its own process: this program started again with the
- * command and the cell's options, plus tags that name the sweep, the cell and the repeat
- * ("sweep:NAME", "sweep-cell:LABEL", "sweep-run:NAME/FINGERPRINT/rK") and --db. So a cell
+ * command, the cell's options and --db, and in the environment (params.tags_env) the tags
+ * that name the sweep, the cell and the repeat ("sweep:NAME", "sweep-cell:LABEL",
+ * "sweep-run:NAME/FINGERPRINT/rK"). So a cell
  * takes exactly the path the command takes when typed (same option parser, same checks,
  * same stored run, same Ctrl-C handling), and a cell that crashes takes only itself down.
  * Before anything runs, every option value of the file is offered to the command's own
@@ -33,6 +34,7 @@ typedef struct {
     const char *exe;       /* this program's path (core/proc.h's lb_proc_self_exe) */
     const char *db_path;   /* the results database every cell writes to (a resolved path) */
     const char *check_env; /* "NAME=1" that puts a command in check-only mode */
+    const char *tags_env;  /* the variable whose lines a command adds to its run's tags */
     const char *log_path;  /* each child's stderr goes here (overwritten per child) */
     bool progress;         /* a line on stderr per cell x repeat */
 } lb_sweep_params;
