@@ -20,5 +20,6 @@ int lb_cmd_sweep(int argc, char **argv);
 int lb_cmd_compare(int argc, char **argv);
 int lb_cmd_history(int argc, char **argv);
 int lb_cmd_report(int argc, char **argv);
+int lb_cmd_schedule(int argc, char **argv);
 
 #endif

@@ -35,6 +35,8 @@ static const command commands[] = {
     {"compare", lb_cmd_compare, "runs, repeats or sweeps B against A: faster, slower or no change"},
     {"history", lb_cmd_history, "a benchmark's runs over time, change points and regressions"},
     {"report", lb_cmd_report, "HTML and Markdown report with charts of stored runs or sweeps"},
+    {"schedule", lb_cmd_schedule,
+     "recurring runs: crontab line, systemd timer, Kubernetes CronJob"},
     {"sweep", lb_cmd_sweep,
      "an experiment matrix from a YAML/JSON file: crossed axes, repeats, resume"},
 };

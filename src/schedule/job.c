@@ -1,0 +1,125 @@
+/* job.c: a scheduled run (job.h). */
+#include "schedule/job.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/proc.h"
+#include "history/history.h"
+#include "history/select.h"
+#include "report/report.h"
+#include "store/store.h"
+
+#define MAX_CHANGES 64
+
+/* Compares run id with its history; prints the verdict; *regressed when it regressed. */
+static lb_status check_history(lb_store *s, int64_t id, double threshold, FILE *f, bool *regressed,
+                               lb_err *err) {
+    char key[13];
+    LB_TRY(lb_history_key_of_run(s, id, key, err));
+    lb_history_bench bench;
+    lb_history_point *pts = NULL;
+    size_t n = 0;
+    LB_TRY(lb_history_points(s, key, NULL, &bench, &pts, &n, err));
+    const lb_key_metric *k = lb_history_metric(bench.kind, NULL);
+    lb_history_change ch[MAX_CHANGES];
+    size_t n_ch = 0;
+    lb_cp_params cp = lb_cp_default_params();
+    lb_status st = lb_history_changes(pts, n, k, threshold, &cp, ch, &n_ch, MAX_CHANGES, err);
+    free(pts);
+    LB_TRY(st);
+    *regressed = n_ch > 0 && ch[n_ch - 1].regression;
+    if (n_ch == 0)
+        fprintf(f, "schedule: run %lld, benchmark %s: no change point in %zu runs of %s\n",
+                (long long)id, key, n, k->metric);
+    else
+        fprintf(f,
+                "schedule: run %lld, benchmark %s: newest change point at run %lld, %s %.4g -> "
+                "%.4g (%+.1f%%): %s%s\n",
+                (long long)id, key, (long long)ch[n_ch - 1].run_id, k->metric, ch[n_ch - 1].before,
+                ch[n_ch - 1].after, ch[n_ch - 1].change_pct, ch[n_ch - 1].word,
+                *regressed ? " (regression)" : "");
+    return LB_OK;
+}
+
+static lb_status after_runs(const lb_schedule_job *j, double t0, FILE *f, lb_schedule_outcome *o,
+                            lb_err *err) {
+    lb_store *s = NULL;
+    LB_TRY(lb_store_open(j->db_path, &s, err));
+    char tag[160];
+    snprintf(tag, sizeof tag, "schedule:%s", j->name);
+    lb_store_filter filt = lb_store_default_filter();
+    filt.tag = tag;
+    lb_store_run_info *list = NULL;
+    size_t n = 0;
+    lb_status st = lb_store_list(s, &filt, &list, &n, err);
+    char ids[4096] = "";
+    size_t len = 0;
+    for (size_t i = 0; st == LB_OK && i < n && list[i].start_wall_s >= t0; i++) {
+        o->n_runs++;
+        if (list[i].status != LB_RUN_OK) continue;
+        bool regressed = false;
+        st = check_history(s, list[i].id, j->threshold_pct, f, &regressed, err);
+        o->regression |= regressed;
+        if (len < sizeof ids - 24)
+            len += (size_t)snprintf(ids + len, sizeof ids - len, "%s%lld", len ? "," : "",
+                                    (long long)list[i].id);
+    }
+    free(list);
+    if (st == LB_OK && j->report_dir && len > 0) {
+        lb_run_set set = {0};
+        lb_report_params p = lb_report_default_params();
+        p.out_dir = j->report_dir;
+        p.threshold_pct = j->threshold_pct;
+        char title[200], html[4200];
+        snprintf(title, sizeof title, "llmbench scheduled run %s", j->name);
+        p.title = title;
+        st = lb_select_runs(s, ids, &set, err);
+        if (st == LB_OK) st = lb_report_write(s, &set, &p, html, sizeof html, err);
+        if (st == LB_OK) fprintf(f, "schedule: report %s\n", html);
+        lb_run_set_free(&set);
+    }
+    lb_store_close(s);
+    return st;
+}
+
+lb_status lb_schedule_exec(const lb_schedule_job *j, FILE *f, lb_schedule_outcome *o, lb_err *err) {
+    memset(o, 0, sizeof *o);
+    char lock_path[4200];
+    snprintf(lock_path, sizeof lock_path, "%s.schedule.lock", j->db_path);
+    int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock < 0)
+        return lb_fail(err, LB_ERR_IO, "cannot open the lock %s: %s", lock_path, strerror(errno));
+    if (flock(lock, LOCK_EX | LOCK_NB) != 0) {
+        close(lock);
+        return lb_fail(err, LB_ERR_RUNTIME,
+                       "another scheduled run holds %s: '%s' is not started (never two at once)",
+                       lock_path, j->name);
+    }
+    const char **argv = calloc(j->argc + 4, sizeof *argv);
+    if (argv == NULL) {
+        close(lock);
+        return lb_fail(err, LB_ERR_NOMEM, "no memory to start the command");
+    }
+    size_t n = 0;
+    argv[n++] = j->exe;
+    for (size_t i = 0; i < j->argc; i++)
+        argv[n++] = j->argv[i];
+    argv[n++] = "--db";
+    argv[n++] = j->db_path;
+    char tags[256];
+    snprintf(tags, sizeof tags, "%s=schedule:%s", j->tags_env, j->name);
+    const char *env[] = {tags, NULL};
+    lb_proc_spec spec = {.argv = argv, .env = env};
+    double t0 = lb_clock_wall_s(); /* the command's runs start after this */
+    lb_status st = lb_proc_run(&spec, &o->command_exit, err);
+    free(argv);
+    if (st == LB_OK) st = after_runs(j, t0, f, o, err);
+    close(lock);
+    return st;
+}

@@ -1,0 +1,257 @@
+/* test_schedule.c: `llmbench schedule`. A crontab line is installed through crontab(1),
+ * read back by `crontab -l` and `schedule list`, and removed with every other line of the
+ * table kept; a systemd user timer and service are written and accepted by
+ * `systemd-analyze verify`, then removed; the Kubernetes CronJob parses as YAML (libyaml)
+ * with its command, variable and GPU request; `schedule exec` tags its run, writes a
+ * report, and does not start while another scheduled run holds the lock; bad input exits
+ * 2. The user's own crontab is saved first and restored at the end. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/file.h>
+#include <yaml.h>
+
+#include <cmocka.h>
+
+#include "test_util.h"
+
+static char g_dir[64], g_db[128], g_saved_cron[160];
+static bool g_had_crontab;
+static char out[1 << 20], err[1 << 16];
+
+static int run(const char *const *args) {
+    return lb_test_run(args, out, sizeof out, err, sizeof err);
+}
+
+static bool have(const char *tool) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tool);
+    return system(cmd) == 0;
+}
+
+static void test_schedule_cron_line_added_listed_and_removed(void **state) {
+    (void)state;
+    if (!have("crontab")) {
+        fprintf(stderr, "crontab is not installed: skipped\n");
+        skip();
+    }
+    /* a line of the user's own that must survive */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "(crontab -l 2>/dev/null; echo '5 4 * * * true # lbtest keep') | crontab -");
+    assert_int_equal(system(cmd), 0);
+    int rc = run((const char *[]){"schedule", "add", "lbtest-nightly", "--at", "19:00", "--days",
+                                  "mon,fri", "--db", g_db, "--", "train", "--model", "gpt2-tiny",
+                                  "--name", "it's 100%", NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    FILE *p = popen("crontab -l", "r");
+    assert_non_null(p);
+    static char table[1 << 16];
+    size_t n = fread(table, 1, sizeof table - 1, p);
+    table[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    assert_non_null(strstr(table, "# llmbench schedule lbtest-nightly\n0 19 * * 1,5 "));
+    assert_non_null(strstr(table, "'schedule' 'exec' 'lbtest-nightly'"));
+    assert_non_null(strstr(table, "'it'\\''s 100\\%'")); /* quoted for sh, % escaped for cron */
+    assert_int_equal(run((const char *[]){"schedule", "list", NULL}), 0);
+    assert_non_null(strstr(out, "lbtest-nightly"));
+    assert_int_equal(run((const char *[]){"schedule", "remove", "lbtest-nightly", NULL}), 0);
+    p = popen("crontab -l", "r");
+    n = fread(table, 1, sizeof table - 1, p);
+    table[n] = '\0';
+    pclose(p);
+    assert_null(strstr(table, "lbtest-nightly"));
+    assert_non_null(strstr(table, "true # lbtest keep"));
+    assert_int_equal(run((const char *[]){"schedule", "remove", "lbtest-nightly", NULL}), 2);
+    assert_non_null(strstr(err, "no crontab entry named 'lbtest-nightly'"));
+}
+
+static void test_schedule_systemd_units_verify_and_remove(void **state) {
+    (void)state;
+    char cfg[160], timer[256], service[256];
+    snprintf(cfg, sizeof cfg, "%s/config", g_dir);
+    setenv("XDG_CONFIG_HOME", cfg, 1);
+    int rc = run((const char *[]){"schedule", "add", "lbtest-timer", "--at", "07:05", "--days",
+                                  "weekdays", "--backend", "systemd", "--report", g_dir, "--db",
+                                  g_db, "--", "train", "--model", "gpt2-tiny", NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    snprintf(timer, sizeof timer, "%s/systemd/user/llmbench-lbtest-timer.timer", cfg);
+    snprintf(service, sizeof service, "%s/systemd/user/llmbench-lbtest-timer.service", cfg);
+    char *t = lb_test_read_file(timer, NULL);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "OnCalendar=Mon,Tue,Wed,Thu,Fri *-*-* 07:05:00\n"));
+    free(t);
+    char *s = lb_test_read_file(service, NULL);
+    assert_non_null(s);
+    assert_non_null(strstr(s, "\"schedule\" \"exec\" \"lbtest-timer\" \"--report\""));
+    free(s);
+    if (have("systemd-analyze")) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "cd %s/systemd/user && systemd-analyze verify "
+                 "llmbench-lbtest-timer.timer llmbench-lbtest-timer.service", cfg);
+        assert_int_equal(system(cmd), 0);
+    } else {
+        fprintf(stderr, "systemd-analyze is not installed: units not verified\n");
+    }
+    assert_int_equal(run((const char *[]){"schedule", "list", NULL}), 0);
+    assert_non_null(strstr(out, "systemd  lbtest-timer"));
+    assert_int_equal(
+        run((const char *[]){"schedule", "remove", "lbtest-timer", "--backend", "systemd", NULL}),
+        0);
+    assert_int_equal(access(timer, F_OK), -1);
+    assert_int_equal(access(service, F_OK), -1);
+    unsetenv("XDG_CONFIG_HOME");
+}
+
+/* The scalar at a path of mapping keys ("spec", "schedule") in a libyaml document. */
+static yaml_node_t *at(yaml_document_t *d, yaml_node_t *n, const char *const *keys) {
+    for (size_t k = 0; keys[k] && n; k++) {
+        yaml_node_t *next = NULL;
+        if (n->type == YAML_MAPPING_NODE) {
+            for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top;
+                 p++)
+                if (strcmp((char *)yaml_document_get_node(d, p->key)->data.scalar.value,
+                           keys[k]) == 0)
+                    next = yaml_document_get_node(d, p->value);
+        } else if (n->type == YAML_SEQUENCE_NODE) {
+            size_t i = (size_t)atoi(keys[k]);
+            if (n->data.sequence.items.start + i < n->data.sequence.items.top)
+                next = yaml_document_get_node(d, n->data.sequence.items.start[i]);
+        }
+        n = next;
+    }
+    return n;
+}
+
+static const char *scalar_at(yaml_document_t *d, const char *const *keys) {
+    yaml_node_t *n = at(d, yaml_document_get_root_node(d), keys);
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static void test_schedule_kubernetes_cronjob_parses(void **state) {
+    (void)state;
+    int rc = run((const char *[]){"schedule", "add", "nightly", "--at", "19:00", "--backend",
+                                  "kubernetes", "--gpus", "8", "--image", "reg/llmbench:1", "--",
+                                  "train", "--model", "gpt2-124m", NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    assert_true(yaml_parser_initialize(&parser));
+    yaml_parser_set_input_string(&parser, (const unsigned char *)out, strlen(out));
+    assert_true(yaml_parser_load(&parser, &doc));
+    assert_string_equal(scalar_at(&doc, (const char *[]){"kind", NULL}), "CronJob");
+    assert_string_equal(scalar_at(&doc, (const char *[]){"spec", "schedule", NULL}), "0 19 * * *");
+    assert_string_equal(scalar_at(&doc, (const char *[]){"spec", "concurrencyPolicy", NULL}),
+                        "Forbid");
+    const char *c[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0", NULL};
+    yaml_node_t *container = at(&doc, yaml_document_get_root_node(&doc), c);
+    assert_non_null(container);
+    const char *img[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0",
+                         "image", NULL};
+    assert_string_equal(scalar_at(&doc, img), "reg/llmbench:1");
+    const char *gpu[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0",
+                         "resources", "limits", "nvidia.com/gpu", NULL};
+    assert_string_equal(scalar_at(&doc, gpu), "8");
+    const char *env[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0",
+                         "env", "0", "name", NULL};
+    assert_string_equal(scalar_at(&doc, env), "LLMBENCH_DB");
+    const char *words[] = {"llmbench", "schedule", "exec", "nightly"};
+    for (int i = 0; i < 4; i++) {
+        char idx[4];
+        snprintf(idx, sizeof idx, "%d", i);
+        const char *cmd[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0",
+                             "command", idx, NULL};
+        assert_string_equal(scalar_at(&doc, cmd), words[i]);
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+}
+
+static void test_schedule_exec_tags_reports_and_locks(void **state) {
+    (void)state;
+    char rep[160];
+    snprintf(rep, sizeof rep, "%s/nightly-report", g_dir);
+    int rc = run((const char *[]){"schedule", "exec", "nightly", "--report", rep, "--db", g_db, "--",
+                                  "train", "--model", "gpt2-tiny", "--device", "cpu", "--seq", "16",
+                                  "--steps", "3", NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    assert_non_null(strstr(out, "schedule: run "));
+    assert_non_null(strstr(out, "no change point in 1 runs"));
+    char html[200];
+    snprintf(html, sizeof html, "%s/report.html", rep);
+    assert_int_equal(access(html, F_OK), 0);
+    assert_int_equal(run((const char *[]){"results", "export", "--format", "json", "--db", g_db,
+                                          NULL}),
+                     0);
+    assert_non_null(strstr(out, "\"schedule:nightly\""));
+    /* a failing command is exit 1 */
+    rc = run((const char *[]){"schedule", "exec", "nightly", "--db", g_db, "--", "train", "--model",
+                              "nosuchmodel", NULL});
+    assert_int_equal(rc, 1);
+    /* another holder of the lock: not started */
+    char lock_path[200];
+    snprintf(lock_path, sizeof lock_path, "%s.schedule.lock", g_db);
+    int fd = open(lock_path, O_RDWR | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX), 0);
+    rc = run((const char *[]){"schedule", "exec", "nightly", "--db", g_db, "--", "train", "--model",
+                              "gpt2-tiny", NULL});
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "is not started (never two at once)"));
+    close(fd);
+}
+
+static void test_schedule_bad_input_exits_2(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"schedule", "add", "x", "--at", "25:00", "--", "run", NULL}),
+                     2);
+    assert_non_null(strstr(err, "--at expects HH:MM"));
+    assert_int_equal(run((const char *[]){"schedule", "add", "x", "--at", "19:00", NULL}), 2);
+    assert_non_null(strstr(err, "no command to schedule"));
+    assert_int_equal(run((const char *[]){"schedule", "add", "x", "--at", "19:00", "--days",
+                                          "someday", "--", "run", NULL}),
+                     2);
+    assert_non_null(strstr(err, "--days expects"));
+    assert_int_equal(run((const char *[]){"schedule", "add", "a b", "--at", "19:00", "--", "run",
+                                          NULL}),
+                     2);
+    assert_int_equal(run((const char *[]){"schedule", "fly", NULL}), 2);
+}
+
+static int setup(void **state) {
+    (void)state;
+    lb_test_tmpdir(g_dir, sizeof g_dir);
+    snprintf(g_db, sizeof g_db, "%s/results.db", g_dir);
+    snprintf(g_saved_cron, sizeof g_saved_cron, "%s/crontab.saved", g_dir);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "crontab -l > %s 2>/dev/null", g_saved_cron);
+    g_had_crontab = have("crontab") && system(cmd) == 0;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[256];
+    if (g_had_crontab) {
+        snprintf(cmd, sizeof cmd, "crontab %s", g_saved_cron);
+        if (system(cmd) != 0) fprintf(stderr, "could not restore the crontab from %s\n", g_saved_cron);
+    } else if (have("crontab")) {
+        if (system("crontab -r 2>/dev/null") != 0) { /* there was none, and none is left */
+        }
+    }
+    lb_test_rmtree(g_dir);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schedule_cron_line_added_listed_and_removed),
+        cmocka_unit_test(test_schedule_systemd_units_verify_and_remove),
+        cmocka_unit_test(test_schedule_kubernetes_cronjob_parses),
+        cmocka_unit_test(test_schedule_exec_tags_reports_and_locks),
+        cmocka_unit_test(test_schedule_bad_input_exits_2),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
