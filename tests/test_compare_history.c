@@ -180,6 +180,52 @@ static void test_history_one_bad_night_is_not_a_change(void **state) {
     assert_non_null(strstr(err, "'nope' is not a key metric of train runs"));
 }
 
+/* The line holding p ends with suffix. */
+static bool line_ends_with(const char *p, const char *suffix) {
+    const char *nl = strchr(p, '\n');
+    size_t n = strlen(suffix);
+    return nl != NULL && (size_t)(nl - p) >= n && strncmp(nl - n, suffix, n) == 0;
+}
+
+/* Runs after the history tests: batch 16's history regressed, batch 32's did not. */
+static void test_openmetrics_export_labels_newest_values_and_regressions(void **state) {
+    (void)state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/llmbench.prom", g_dir);
+    int rc = run((const char *[]){"results", "export", "--format", "openmetrics", "--out", path,
+                                  "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    char *text = lb_test_read_file(path, NULL);
+    assert_non_null(text);
+    const char *reg16 = strstr(text, "llmbench_regression{");
+    assert_non_null(reg16);
+    const char *line16 = strstr(reg16, "batch=\"16\"");
+    assert_non_null(line16);
+    assert_true(line_ends_with(line16, "} 1"));
+    const char *line32 = strstr(reg16, "batch=\"32\"");
+    assert_non_null(line32);
+    assert_true(line_ends_with(line32, "} 0"));
+    assert_non_null(strstr(text, "# TYPE llmbench_tokens_per_s gauge\n"));
+    size_t len = strlen(text);
+    assert_true(len > 6 && strcmp(text + len - 6, "# EOF\n") == 0);
+    free(text);
+    assert_int_equal(run((const char *[]){"results", "export", "3", "--format", "openmetrics",
+                                          "--db", g_db, NULL}),
+                     2);
+    /* an independent parser (Debian's python3-prometheus-client) reads it */
+    if (system("/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null") != 0) {
+        fprintf(stderr, "python3-prometheus-client is not installed: format not parsed\n");
+        return;
+    }
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import sys; from prometheus_client.openmetrics.parser import "
+             "text_string_to_metric_families as p; f = list(p(open('%s').read())); "
+             "sys.exit(0 if any(x.name == 'llmbench_regression' for x in f) else 1)\"",
+             path);
+    assert_int_equal(system(cmd), 0);
+}
+
 static int setup(void **state) {
     (void)state;
     lb_test_tmpdir(g_dir, sizeof g_dir);
@@ -199,6 +245,7 @@ int main(void) {
         cmocka_unit_test(test_compare_refuses_missing_runs_and_no_common_metric),
         cmocka_unit_test(test_history_finds_the_one_step_and_marks_regression),
         cmocka_unit_test(test_history_one_bad_night_is_not_a_change),
+        cmocka_unit_test(test_openmetrics_export_labels_newest_values_and_regressions),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -40,7 +40,8 @@ static void test_schedule_cron_line_added_listed_and_removed(void **state) {
     }
     /* a line of the user's own that must survive */
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "(crontab -l 2>/dev/null; echo '5 4 * * * true # lbtest keep') | crontab -");
+    snprintf(cmd, sizeof cmd,
+             "(crontab -l 2>/dev/null; echo '5 4 * * * true # lbtest keep') | crontab -");
     assert_int_equal(system(cmd), 0);
     int rc = run((const char *[]){"schedule", "add", "lbtest-nightly", "--at", "19:00", "--days",
                                   "mon,fri", "--db", g_db, "--", "train", "--model", "gpt2-tiny",
@@ -89,8 +90,10 @@ static void test_schedule_systemd_units_verify_and_remove(void **state) {
     free(s);
     if (have("systemd-analyze")) {
         char cmd[1024];
-        snprintf(cmd, sizeof cmd, "cd %s/systemd/user && systemd-analyze verify "
-                 "llmbench-lbtest-timer.timer llmbench-lbtest-timer.service", cfg);
+        snprintf(cmd, sizeof cmd,
+                 "cd %s/systemd/user && systemd-analyze verify "
+                 "llmbench-lbtest-timer.timer llmbench-lbtest-timer.service",
+                 cfg);
         assert_int_equal(system(cmd), 0);
     } else {
         fprintf(stderr, "systemd-analyze is not installed: units not verified\n");
@@ -112,8 +115,8 @@ static yaml_node_t *at(yaml_document_t *d, yaml_node_t *n, const char *const *ke
         if (n->type == YAML_MAPPING_NODE) {
             for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top;
                  p++)
-                if (strcmp((char *)yaml_document_get_node(d, p->key)->data.scalar.value,
-                           keys[k]) == 0)
+                if (strcmp((char *)yaml_document_get_node(d, p->key)->data.scalar.value, keys[k]) ==
+                    0)
                     next = yaml_document_get_node(d, p->value);
         } else if (n->type == YAML_SEQUENCE_NODE) {
             size_t i = (size_t)atoi(keys[k]);
@@ -148,21 +151,21 @@ static void test_schedule_kubernetes_cronjob_parses(void **state) {
     const char *c[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0", NULL};
     yaml_node_t *container = at(&doc, yaml_document_get_root_node(&doc), c);
     assert_non_null(container);
-    const char *img[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0",
-                         "image", NULL};
+    const char *img[] = {"spec",       "jobTemplate", "spec",  "template", "spec",
+                         "containers", "0",           "image", NULL};
     assert_string_equal(scalar_at(&doc, img), "reg/llmbench:1");
-    const char *gpu[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0",
-                         "resources", "limits", "nvidia.com/gpu", NULL};
+    const char *gpu[] = {"spec", "jobTemplate", "spec",   "template",       "spec", "containers",
+                         "0",    "resources",   "limits", "nvidia.com/gpu", NULL};
     assert_string_equal(scalar_at(&doc, gpu), "8");
-    const char *env[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0",
-                         "env", "0", "name", NULL};
+    const char *env[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers",
+                         "0",    "env",         "0",    "name",     NULL};
     assert_string_equal(scalar_at(&doc, env), "LLMBENCH_DB");
     const char *words[] = {"llmbench", "schedule", "exec", "nightly"};
     for (int i = 0; i < 4; i++) {
         char idx[4];
         snprintf(idx, sizeof idx, "%d", i);
-        const char *cmd[] = {"spec", "jobTemplate", "spec", "template", "spec", "containers", "0",
-                             "command", idx, NULL};
+        const char *cmd[] = {"spec",       "jobTemplate", "spec",    "template", "spec",
+                             "containers", "0",           "command", idx,        NULL};
         assert_string_equal(scalar_at(&doc, cmd), words[i]);
     }
     yaml_document_delete(&doc);
@@ -173,18 +176,17 @@ static void test_schedule_exec_tags_reports_and_locks(void **state) {
     (void)state;
     char rep[160];
     snprintf(rep, sizeof rep, "%s/nightly-report", g_dir);
-    int rc = run((const char *[]){"schedule", "exec", "nightly", "--report", rep, "--db", g_db, "--",
-                                  "train", "--model", "gpt2-tiny", "--device", "cpu", "--seq", "16",
-                                  "--steps", "3", NULL});
+    int rc = run((const char *[]){"schedule", "exec", "nightly", "--report", rep, "--db", g_db,
+                                  "--", "train", "--model", "gpt2-tiny", "--device", "cpu", "--seq",
+                                  "16", "--steps", "3", NULL});
     if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
     assert_non_null(strstr(out, "schedule: run "));
     assert_non_null(strstr(out, "no change point in 1 runs"));
     char html[200];
     snprintf(html, sizeof html, "%s/report.html", rep);
     assert_int_equal(access(html, F_OK), 0);
-    assert_int_equal(run((const char *[]){"results", "export", "--format", "json", "--db", g_db,
-                                          NULL}),
-                     0);
+    assert_int_equal(
+        run((const char *[]){"results", "export", "--format", "json", "--db", g_db, NULL}), 0);
     assert_non_null(strstr(out, "\"schedule:nightly\""));
     /* a failing command is exit 1 */
     rc = run((const char *[]){"schedule", "exec", "nightly", "--db", g_db, "--", "train", "--model",
@@ -205,8 +207,8 @@ static void test_schedule_exec_tags_reports_and_locks(void **state) {
 
 static void test_schedule_bad_input_exits_2(void **state) {
     (void)state;
-    assert_int_equal(run((const char *[]){"schedule", "add", "x", "--at", "25:00", "--", "run", NULL}),
-                     2);
+    assert_int_equal(
+        run((const char *[]){"schedule", "add", "x", "--at", "25:00", "--", "run", NULL}), 2);
     assert_non_null(strstr(err, "--at expects HH:MM"));
     assert_int_equal(run((const char *[]){"schedule", "add", "x", "--at", "19:00", NULL}), 2);
     assert_non_null(strstr(err, "no command to schedule"));
@@ -214,9 +216,8 @@ static void test_schedule_bad_input_exits_2(void **state) {
                                           "someday", "--", "run", NULL}),
                      2);
     assert_non_null(strstr(err, "--days expects"));
-    assert_int_equal(run((const char *[]){"schedule", "add", "a b", "--at", "19:00", "--", "run",
-                                          NULL}),
-                     2);
+    assert_int_equal(
+        run((const char *[]){"schedule", "add", "a b", "--at", "19:00", "--", "run", NULL}), 2);
     assert_int_equal(run((const char *[]){"schedule", "fly", NULL}), 2);
 }
 
@@ -236,7 +237,8 @@ static int teardown(void **state) {
     char cmd[256];
     if (g_had_crontab) {
         snprintf(cmd, sizeof cmd, "crontab %s", g_saved_cron);
-        if (system(cmd) != 0) fprintf(stderr, "could not restore the crontab from %s\n", g_saved_cron);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not restore the crontab from %s\n", g_saved_cron);
     } else if (have("crontab")) {
         if (system("crontab -r 2>/dev/null") != 0) { /* there was none, and none is left */
         }

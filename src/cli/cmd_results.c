@@ -20,6 +20,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/clock.h"
+#include "history/openmetrics.h"
 #include "store/store.h"
 
 #define MAX_EXPORT_IDS 1024
@@ -291,8 +292,16 @@ static int results_show(int argc, char **argv) {
 
 /* Writes the export into path through a temporary file beside it, renamed over path only
  * once everything is written and synced: a failure leaves no partial file. */
+/* The export proper: the store's runs, or with openmetrics the benchmarks' newest values. */
+static lb_status write_export(lb_store *s, const int64_t *ids, size_t n_ids, lb_store_format format,
+                              bool openmetrics, FILE *out, lb_err *err) {
+    return openmetrics ? lb_openmetrics_write(s, 3.0, out, err)
+                       : lb_store_export(s, ids, n_ids, format, out, err);
+}
+
 static lb_status export_to_file(lb_store *s, const int64_t *ids, size_t n_ids,
-                                lb_store_format format, const char *path, lb_err *err) {
+                                lb_store_format format, bool openmetrics, const char *path,
+                                lb_err *err) {
     char tmp[LB_STORE_PATH_BYTES];
     if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
         return lb_fail(err, LB_ERR_USAGE, "output path '%s' is too long", path);
@@ -309,7 +318,7 @@ static lb_status export_to_file(lb_store *s, const int64_t *ids, size_t n_ids,
         unlink(tmp);
         return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
     }
-    lb_status st = lb_store_export(s, ids, n_ids, format, out, err);
+    lb_status st = write_export(s, ids, n_ids, format, openmetrics, out, err);
     if (st == LB_OK && (fflush(out) != 0 || fsync(fileno(out)) != 0))
         st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
     if (fclose(out) != 0 && st == LB_OK)
@@ -324,7 +333,7 @@ static int results_export(int argc, char **argv) {
     const char *format = "json", *out_path = NULL;
     const lb_arg_spec specs[] = {
         {"--format", LB_ARG_CHOICE, &format, NULL, "output format (default json)", 0, 0,
-         "json|csv"},
+         "json|csv|openmetrics"},
         {"--out", LB_ARG_STRING, &out_path, "FILE",
          "write into FILE (replaced whole, never half-written) instead of stdout", 0, 0, NULL},
     };
@@ -335,14 +344,22 @@ static int results_export(int argc, char **argv) {
                    "provenance, summary metrics and every raw sample, so each metric can be "
                    "recomputed. json: an array of runs. csv: one value per row, columns "
                    "run_id,kind,name,status,record,series_or_metric,index,value,unit, record "
-                   "being config, metric or sample. Exit code 2 for a malformed ID, 1 when "
-                   "an ID is not found (nothing is written then).",
+                   "being config, metric or sample. openmetrics: no IDs; the newest ok value "
+                   "of each benchmark's key metrics as gauges labelled by the benchmark's "
+                   "identity, and llmbench_regression per benchmark, for Prometheus' textfile "
+                   "collector (with --out the file is replaced atomically). Exit code 2 for a "
+                   "malformed ID, 1 when an ID is not found (nothing is written then).",
         LB_ARG_SPECS(specs),
         .max_positional = MAX_EXPORT_IDS,
     };
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
+    bool om = strcmp(format, "openmetrics") == 0;
+    if (om && a.n_pos > 0)
+        return lb_status_exit_code(lb_args_usage_error(
+            cmd.command,
+            "--format openmetrics takes no IDs (it gives the newest run of every benchmark)"));
     static int64_t ids[MAX_EXPORT_IDS];
     for (int i = 0; i < a.n_pos; i++)
         if (parse_id(cmd.command, a.pos[i], &ids[i]) != LB_OK) return 2;
@@ -352,8 +369,8 @@ static int results_export(int argc, char **argv) {
     if (open_store(cmd.command, &a.common, &s, &code) != LB_OK) return code;
     lb_store_format fmt = strcmp(format, "csv") == 0 ? LB_STORE_FORMAT_CSV : LB_STORE_FORMAT_JSON;
     lb_err err = {{0}};
-    lb_status st = out_path ? export_to_file(s, ids, (size_t)a.n_pos, fmt, out_path, &err)
-                            : lb_store_export(s, ids, (size_t)a.n_pos, fmt, stdout, &err);
+    lb_status st = out_path ? export_to_file(s, ids, (size_t)a.n_pos, fmt, om, out_path, &err)
+                            : write_export(s, ids, (size_t)a.n_pos, fmt, om, stdout, &err);
     if (st != LB_OK) code = report_failure(cmd.command, st, &err);
     lb_store_close(s);
     return code;
@@ -364,7 +381,7 @@ static int results_export(int argc, char **argv) {
 static void print_overview(void) {
     printf("usage: llmbench results list [--kind K] [--status S] [--limit N] [--json]\n"
            "       llmbench results show ID [--json]\n"
-           "       llmbench results export [ID...] [--format json|csv] [--out FILE]\n\n"
+           "       llmbench results export [ID...] [--format json|csv|openmetrics] [--out FILE]\n\n"
            "Reads the results store (--db PATH, else $LLMBENCH_DB, else "
            "$XDG_DATA_HOME/llmbench/results.db,\nelse ~/.local/share/llmbench/results.db).\n"
            "'llmbench results <subcommand> --help' describes each. Exit codes: 0 ok, 1 run not\n"

@@ -38,8 +38,10 @@ static int cmd_add(int argc, char **argv) {
         {"--report", LB_ARG_STRING, &e.report_dir, "DIR", "write a report of each run into DIR"},
         {"--threshold", LB_ARG_DOUBLE, &e.threshold_pct, "PCT",
          "smallest change called a regression, in percent (default 3)", 0, 1000},
-        {"--image", LB_ARG_STRING, &e.image, "IMAGE", "kubernetes: container image (default llmbench:latest)"},
-        {"--gpus", LB_ARG_INT, &gpus, "N", "kubernetes: nvidia.com/gpu per pod (default 1)", 0, 1024},
+        {"--image", LB_ARG_STRING, &e.image, "IMAGE",
+         "kubernetes: container image (default llmbench:latest)"},
+        {"--gpus", LB_ARG_INT, &gpus, "N", "kubernetes: nvidia.com/gpu per pod (default 1)", 0,
+         1024},
         {"--pvc", LB_ARG_STRING, &e.pvc, "CLAIM",
          "kubernetes: claim holding the results database (default llmbench-results)"},
     };
@@ -91,8 +93,8 @@ static int cmd_add(int argc, char **argv) {
 static int cmd_remove(int argc, char **argv) {
     const char *backend = "cron";
     const lb_arg_spec specs[] = {
-        {"--backend", LB_ARG_CHOICE, &backend, NULL, "where the entry is: cron (default) or systemd",
-         0, 0, "cron|systemd"},
+        {"--backend", LB_ARG_CHOICE, &backend, NULL,
+         "where the entry is: cron (default) or systemd", 0, 0, "cron|systemd"},
     };
     const lb_cli_command cmd = {
         .command = "schedule remove",

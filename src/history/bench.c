@@ -2,6 +2,7 @@
 #include "history/bench.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const lb_key_metric train_metrics[] = {
@@ -39,34 +40,47 @@ static const char *const load_keys[] = {"scenario",    "mode",       "qps",   "s
                                         "concurrency", "max_tokens", "model", "api",
                                         "stream",      "dataset",    NULL};
 
-static size_t put(char *out, size_t cap, size_t len, const char *key, const json_t *v) {
-    if (len >= cap) return len;
-    char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    const char *shown = json_is_string(v) ? json_string_value(v) : text ? text : "?";
-    if (json_is_object(v) && json_object_get(v, "path") != NULL)
-        shown = json_string_value(json_object_get(v, "path")); /* a dataset: its file */
-    len += (size_t)snprintf(out + len, cap - len, " %s=%s", key, shown ? shown : "?");
+static void field(lb_bench_field *f, const char *key, const json_t *v) {
+    snprintf(f->key, sizeof f->key, "%s", key);
+    if (json_is_object(v) && json_is_string(json_object_get(v, "path")))
+        v = json_object_get(v, "path"); /* a dataset: its file */
+    if (json_is_string(v)) {
+        snprintf(f->value, sizeof f->value, "%s", json_string_value(v));
+        return;
+    }
+    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    snprintf(f->value, sizeof f->value, "%s", text ? text : "?");
     free(text);
-    return len;
 }
 
-void lb_bench_identity(const lb_result *r, char *out, size_t out_bytes) {
-    size_t len = (size_t)snprintf(out, out_bytes, "%s", r->kind);
+size_t lb_bench_fields(const lb_result *r, lb_bench_field *out) {
+    size_t n = 0;
     const char *const *keys = strcmp(r->kind, "train") == 0  ? train_keys
                               : strcmp(r->kind, "load") == 0 ? load_keys
                                                              : NULL;
-    for (size_t i = 0; keys != NULL && keys[i] != NULL; i++) {
+    for (size_t i = 0; keys != NULL && keys[i] != NULL && n < LB_BENCH_MAX_FIELDS - 3; i++) {
         const json_t *v = r->config ? json_object_get(r->config, keys[i]) : NULL;
-        if (v != NULL && !json_is_null(v)) len = put(out, out_bytes, len, keys[i], v);
+        if (v != NULL && !json_is_null(v)) field(&out[n++], keys[i], v);
     }
     const json_t *gpus = r->provenance ? json_object_get(r->provenance, "gpus") : NULL;
-    const json_t *first = json_array_get(gpus, 0);
-    const char *gpu = json_string_value(json_object_get(first, "name"));
+    const char *gpu = json_string_value(json_object_get(json_array_get(gpus, 0), "name"));
     const char *host =
         r->provenance ? json_string_value(json_object_get(r->provenance, "hostname")) : NULL;
-    if (len < out_bytes)
-        snprintf(out + len, out_bytes - len, " gpu=%s x%zu host=%s", gpu ? gpu : "none",
-                 json_array_size(gpus), host ? host : "?");
+    snprintf(out[n].key, sizeof out[n].key, "gpu");
+    snprintf(out[n++].value, sizeof out[0].value, "%s", gpu ? gpu : "none");
+    snprintf(out[n].key, sizeof out[n].key, "gpus");
+    snprintf(out[n++].value, sizeof out[0].value, "%zu", json_array_size(gpus));
+    snprintf(out[n].key, sizeof out[n].key, "host");
+    snprintf(out[n++].value, sizeof out[0].value, "%s", host ? host : "?");
+    return n;
+}
+
+void lb_bench_identity(const lb_result *r, char *out, size_t out_bytes) {
+    lb_bench_field f[LB_BENCH_MAX_FIELDS];
+    size_t n = lb_bench_fields(r, f);
+    size_t len = (size_t)snprintf(out, out_bytes, "%s", r->kind);
+    for (size_t i = 0; i < n && len < out_bytes; i++)
+        len += (size_t)snprintf(out + len, out_bytes - len, " %s=%s", f[i].key, f[i].value);
 }
 
 uint64_t lb_bench_fnv(uint64_t h, const char *text) {

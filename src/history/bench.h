@@ -31,6 +31,17 @@ const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n);
 
 #define LB_BENCH_ID_BYTES 1024
 
+/* One part of an identity: "model" = "gpt2-tiny", "gpu" = "NVIDIA H100 80GB HBM3". */
+typedef struct {
+    char key[32];
+    char value[256];
+} lb_bench_field;
+
+#define LB_BENCH_MAX_FIELDS 16
+
+/* The parts of r's identity after its kind, in a fixed order; returns how many. */
+size_t lb_bench_fields(const lb_result *r, lb_bench_field *out);
+
 /* The identity of r as canonical text, "train model=gpt2-tiny batch=4 ... gpu=none x0
  * host=node1", into out. */
 void lb_bench_identity(const lb_result *r, char *out, size_t out_bytes);

@@ -20,12 +20,12 @@
 
 typedef struct {
     const char *name;
-    const char *exe;           /* this program */
-    const char *db_path;       /* the results database (resolved) */
-    const char *report_dir;    /* NULL: no report */
-    double threshold_pct;      /* regression threshold in percent */
-    const char *tags_env;      /* the variable whose lines become the runs' tags */
-    const char *const *argv;   /* the llmbench command and its options */
+    const char *exe;         /* this program */
+    const char *db_path;     /* the results database (resolved) */
+    const char *report_dir;  /* NULL: no report */
+    double threshold_pct;    /* regression threshold in percent */
+    const char *tags_env;    /* the variable whose lines become the runs' tags */
+    const char *const *argv; /* the llmbench command and its options */
     size_t argc;
 } lb_schedule_job;
 

@@ -39,8 +39,8 @@ static const char *const day_names[] = {"sun", "mon", "tue", "wed", "thu", "fri"
 static const char *const systemd_days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
 
 /* The days as cron's day-of-week field and systemd's weekday list ("" for every day). */
-static lb_status days_fields(const char *days, char *cron, size_t cron_cap, char *sd,
-                             size_t sd_cap, lb_err *err) {
+static lb_status days_fields(const char *days, char *cron, size_t cron_cap, char *sd, size_t sd_cap,
+                             lb_err *err) {
     if (strcmp(days, "daily") == 0) {
         snprintf(cron, cron_cap, "*");
         snprintf(sd, sd_cap, "%s", "");
@@ -73,12 +73,14 @@ lb_status lb_schedule_check(const lb_schedule_entry *e, lb_err *err) {
     if (n == NULL || n[0] == '\0' || strlen(n) > 64 ||
         strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != strlen(n))
         return lb_fail(err, LB_ERR_USAGE,
-                       "schedule name '%s' must be 1 to 64 letters, digits, '-' or '_'", n ? n : "");
+                       "schedule name '%s' must be 1 to 64 letters, digits, '-' or '_'",
+                       n ? n : "");
     char cron[64], sd[64];
     LB_TRY(days_fields(e->days, cron, sizeof cron, sd, sizeof sd, err));
     if (e->argc == 0)
-        return lb_fail(err, LB_ERR_USAGE,
-                       "no command to schedule: give it after '--', e.g. -- train --model gpt2-124m");
+        return lb_fail(
+            err, LB_ERR_USAGE,
+            "no command to schedule: give it after '--', e.g. -- train --model gpt2-124m");
     return LB_OK;
 }
 
@@ -165,10 +167,10 @@ static lb_status run_crontab(const char *const *args, const char *text, char **o
     *code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
     lb_status st = LB_OK;
     if (*code == 127)
-        st = lb_fail(err, LB_ERR_UNSUPPORTED, "crontab(1) is not installed (Debian: apt-get install cron)");
+        st = lb_fail(err, LB_ERR_UNSUPPORTED,
+                     "crontab(1) is not installed (Debian: apt-get install cron)");
     size_t len = 0;
-    if (st == LB_OK && out && lb_file_read(out_path, out, &len, err) != LB_OK)
-        st = LB_ERR_IO;
+    if (st == LB_OK && out && lb_file_read(out_path, out, &len, err) != LB_OK) st = LB_ERR_IO;
     unlink(in_path), unlink(out_path);
     return st;
 }
@@ -186,7 +188,8 @@ static lb_status crontab_write(const char *text, lb_err *err) {
     const char *args[] = {"crontab", "-", NULL};
     int code = 0;
     LB_TRY(run_crontab(args, text, NULL, &code, err));
-    if (code != 0) return lb_fail(err, LB_ERR_RUNTIME, "crontab refused the new table (exit %d)", code);
+    if (code != 0)
+        return lb_fail(err, LB_ERR_RUNTIME, "crontab refused the new table (exit %d)", code);
     return LB_OK;
 }
 
@@ -259,8 +262,10 @@ static lb_status cron_remove(const char *name, lb_err *err) {
     char *rest = crontab_without(current, name, &found);
     free(current);
     if (rest == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the crontab");
-    lb_status st = found ? crontab_write(rest, err)
-                         : lb_fail(err, LB_ERR_USAGE, "no crontab entry named '%s' (see 'llmbench schedule list')", name);
+    lb_status st =
+        found ? crontab_write(rest, err)
+              : lb_fail(err, LB_ERR_USAGE,
+                        "no crontab entry named '%s' (see 'llmbench schedule list')", name);
     free(rest);
     return st;
 }
@@ -274,7 +279,8 @@ lb_status lb_schedule_unit_dir(char *out, size_t out_bytes, bool create, lb_err 
     else if (home && home[0])
         snprintf(out, out_bytes, "%s/.config/systemd/user", home);
     else
-        return lb_fail(err, LB_ERR_USAGE, "neither XDG_CONFIG_HOME nor HOME is set: no place for systemd user units");
+        return lb_fail(err, LB_ERR_USAGE,
+                       "neither XDG_CONFIG_HOME nor HOME is set: no place for systemd user units");
     if (!create) return LB_OK;
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", out);
@@ -322,10 +328,11 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (f == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the unit");
-    fprintf(f,
-            "# written by llmbench schedule add %s\n[Unit]\nDescription=llmbench scheduled run %s\n\n"
-            "[Service]\nType=oneshot\nExecStart=",
-            e->name, e->name);
+    fprintf(
+        f,
+        "# written by llmbench schedule add %s\n[Unit]\nDescription=llmbench scheduled run %s\n\n"
+        "[Service]\nType=oneshot\nExecStart=",
+        e->name, e->name);
     const char *w[64 + 16];
     size_t n = job_words(e, w, thr, sizeof thr);
     for (size_t i = 0; i < n; i++) {
@@ -339,11 +346,12 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
     free(text);
     LB_TRY(st);
     char timer[1024];
-    snprintf(timer, sizeof timer,
-             "# written by llmbench schedule add %s\n[Unit]\nDescription=llmbench scheduled run %s\n\n"
-             "[Timer]\nOnCalendar=%s%s*-*-* %02d:%02d:00\nPersistent=true\n"
-             "Unit=llmbench-%s.service\n\n[Install]\nWantedBy=timers.target\n",
-             e->name, e->name, sd_days, sd_days[0] ? " " : "", e->hour, e->minute, e->name);
+    snprintf(
+        timer, sizeof timer,
+        "# written by llmbench schedule add %s\n[Unit]\nDescription=llmbench scheduled run %s\n\n"
+        "[Timer]\nOnCalendar=%s%s*-*-* %02d:%02d:00\nPersistent=true\n"
+        "Unit=llmbench-%s.service\n\n[Install]\nWantedBy=timers.target\n",
+        e->name, e->name, sd_days, sd_days[0] ? " " : "", e->hour, e->minute, e->name);
     snprintf(path, sizeof path, "%s/llmbench-%s.timer", dir, e->name);
     LB_TRY(write_file(path, timer, err));
     char unit[128];
@@ -352,9 +360,10 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
                    systemctl_user("start", unit);
     if (note)
         snprintf(note, note_bytes,
-                 enabled ? "enabled %s" : "wrote %s; no systemd user manager answered, so enable "
-                                          "it with: systemctl --user daemon-reload && systemctl "
-                                          "--user enable --now %s",
+                 enabled ? "enabled %s"
+                         : "wrote %s; no systemd user manager answered, so enable "
+                           "it with: systemctl --user daemon-reload && systemctl "
+                           "--user enable --now %s",
                  enabled ? unit : path, unit);
     return LB_OK;
 }
@@ -386,13 +395,15 @@ lb_status lb_schedule_add(const lb_schedule_entry *e, lb_schedule_backend b, cha
     case LB_SCHEDULE_SYSTEMD: return systemd_add(e, note, note_bytes, err);
     case LB_SCHEDULE_KUBERNETES: break;
     }
-    return lb_fail(err, LB_ERR_USAGE, "a Kubernetes CronJob is printed, not installed: use --print");
+    return lb_fail(err, LB_ERR_USAGE,
+                   "a Kubernetes CronJob is printed, not installed: use --print");
 }
 
 lb_status lb_schedule_remove(const char *name, lb_schedule_backend b, lb_err *err) {
     if (b == LB_SCHEDULE_CRON) return cron_remove(name, err);
     if (b == LB_SCHEDULE_SYSTEMD) return systemd_remove(name, err);
-    return lb_fail(err, LB_ERR_USAGE, "a Kubernetes CronJob is removed with kubectl delete cronjob llmbench-%s", name);
+    return lb_fail(err, LB_ERR_USAGE,
+                   "a Kubernetes CronJob is removed with kubectl delete cronjob llmbench-%s", name);
 }
 
 lb_status lb_schedule_list(FILE *f, bool json, lb_err *err) {

@@ -33,18 +33,18 @@ typedef enum {
 #define LB_SCHEDULE_BACKEND_CHOICES "cron|systemd|kubernetes"
 
 typedef struct {
-    const char *name;          /* letters, digits, '-', '_' */
-    int hour, minute;          /* when, local time of the machine (UTC for Kubernetes) */
-    const char *days;          /* "daily", "weekdays", "weekends" or names: "mon,wed,fri" */
-    const char *exe;           /* llmbench's absolute path (cron, systemd) */
-    const char *db_path;       /* the results database (resolved) */
-    const char *report_dir;    /* NULL: no report */
-    double threshold_pct;      /* regression threshold */
-    const char *const *argv;   /* the llmbench command and its options */
+    const char *name;        /* letters, digits, '-', '_' */
+    int hour, minute;        /* when, local time of the machine (UTC for Kubernetes) */
+    const char *days;        /* "daily", "weekdays", "weekends" or names: "mon,wed,fri" */
+    const char *exe;         /* llmbench's absolute path (cron, systemd) */
+    const char *db_path;     /* the results database (resolved) */
+    const char *report_dir;  /* NULL: no report */
+    double threshold_pct;    /* regression threshold */
+    const char *const *argv; /* the llmbench command and its options */
     size_t argc;
-    const char *image;         /* Kubernetes: container image */
-    int gpus;                  /* Kubernetes: nvidia.com/gpu per pod */
-    const char *pvc;           /* Kubernetes: claim holding the database */
+    const char *image; /* Kubernetes: container image */
+    int gpus;          /* Kubernetes: nvidia.com/gpu per pod */
+    const char *pvc;   /* Kubernetes: claim holding the database */
 } lb_schedule_entry;
 
 lb_schedule_entry lb_schedule_default_entry(void);

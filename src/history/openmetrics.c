@@ -1,0 +1,115 @@
+/* openmetrics.c: benchmarks as OpenMetrics gauges (openmetrics.h). */
+#include "history/openmetrics.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "history/bench.h"
+#include "history/history.h"
+
+/* A label value with \, " and newlines escaped. */
+static void label_value(FILE *f, const char *v) {
+    for (const char *p = v; *p; p++) {
+        if (*p == '\\' || *p == '"')
+            fputc('\\', f), fputc(*p, f);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*p, f);
+    }
+}
+
+/* Metric names allow [a-zA-Z0-9_:]; anything else becomes '_'. */
+static void metric_name(FILE *f, const char *name) {
+    fputs("llmbench_", f);
+    for (const char *p = name; *p; p++)
+        fputc(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:", *p) ? *p
+                                                                                              : '_',
+              f);
+}
+
+static void labels(FILE *f, const lb_history_bench *b, const lb_result *r) {
+    lb_bench_field fields[LB_BENCH_MAX_FIELDS];
+    size_t n = lb_bench_fields(r, fields);
+    fprintf(f, "{benchmark=\"%s\",kind=\"%s\"", b->key, b->kind);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, ",%s=\"", fields[i].key);
+        label_value(f, fields[i].value);
+        fputc('"', f);
+    }
+    fprintf(f, ",run=\"%lld\"}", (long long)b->last_id);
+}
+
+lb_status lb_openmetrics_write(lb_store *s, double threshold_pct, FILE *out, lb_err *err) {
+    lb_history_bench *b = NULL;
+    size_t n = 0;
+    LB_TRY(lb_history_benchmarks(s, &b, &n, err));
+    lb_result **last = calloc(n ? n : 1, sizeof *last);
+    bool *regressed = calloc(n ? n : 1, sizeof *regressed);
+    lb_status st = last && regressed ? LB_OK : lb_fail(err, LB_ERR_NOMEM, "no memory for metrics");
+    for (size_t i = 0; st == LB_OK && i < n; i++) {
+        st = lb_store_run_load(s, b[i].last_id, &last[i], err);
+        lb_history_point *pts = NULL;
+        size_t np = 0;
+        lb_history_bench same;
+        if (st == LB_OK) st = lb_history_points(s, b[i].key, NULL, &same, &pts, &np, err);
+        lb_history_change ch[64];
+        size_t nc = 0;
+        lb_cp_params cp = lb_cp_default_params();
+        if (st == LB_OK)
+            st = lb_history_changes(pts, np, lb_history_metric(b[i].kind, NULL), threshold_pct,
+                                    &cp, ch, &nc, 64, err);
+        regressed[i] = st == LB_OK && nc > 0 && ch[nc - 1].regression;
+        free(pts);
+    }
+    static const char *const kinds[] = {"train", "load"};
+    for (size_t k = 0; st == LB_OK && k < sizeof kinds / sizeof kinds[0]; k++) {
+        size_t n_keys = 0;
+        const lb_key_metric *keys = lb_bench_key_metrics(kinds[k], &n_keys);
+        for (size_t m = 0; m < n_keys; m++) {
+            bool header = false;
+            for (size_t i = 0; i < n; i++) {
+                if (strcmp(b[i].kind, kinds[k]) != 0) continue;
+                double v = lb_result_metric(last[i], keys[m].metric);
+                if (!isfinite(v)) continue;
+                if (!header) {
+                    fputs("# TYPE ", out);
+                    metric_name(out, keys[m].metric);
+                    fputs(" gauge\n# HELP ", out);
+                    metric_name(out, keys[m].metric);
+                    fprintf(out, " %s of the newest ok %s run of each benchmark\n",
+                            keys[m].metric, kinds[k]);
+                    header = true;
+                }
+                metric_name(out, keys[m].metric);
+                labels(out, &b[i], last[i]);
+                fprintf(out, " %.17g %.3f\n", v, last[i]->start_wall_s);
+            }
+        }
+    }
+    if (st == LB_OK && n > 0) {
+        fputs("# TYPE llmbench_run_start_seconds gauge\n# UNIT llmbench_run_start_seconds "
+              "seconds\n# HELP llmbench_run_start_seconds when the newest ok run of each "
+              "benchmark started\n",
+              out);
+        for (size_t i = 0; i < n; i++) {
+            fputs("llmbench_run_start_seconds", out);
+            labels(out, &b[i], last[i]);
+            fprintf(out, " %.3f\n", last[i]->start_wall_s);
+        }
+        fputs("# TYPE llmbench_regression gauge\n# HELP llmbench_regression 1 when the newest "
+              "change point of the benchmark's history is a regression\n",
+              out);
+        for (size_t i = 0; i < n; i++) {
+            fputs("llmbench_regression", out);
+            labels(out, &b[i], last[i]);
+            fprintf(out, " %d\n", regressed[i] ? 1 : 0);
+        }
+    }
+    if (st == LB_OK) fputs("# EOF\n", out);
+    for (size_t i = 0; last && i < n; i++)
+        lb_result_free(last[i]);
+    free(last), free(regressed), free(b);
+    return st;
+}
