@@ -139,6 +139,27 @@ static void test_report_renders_in_chromium_with_a_mark_per_datum(void **state) 
     free(img);
 }
 
+/* `llmbench run` ends with each run against its history and the report's path. */
+static void test_run_ends_with_history_and_report(void **state) {
+    (void)state;
+    char db[160];
+    snprintf(db, sizeof db, "%s/suite/results.db", g_dir);
+    int rc = run((const char *[]){"run", "--cpu-only", "--db", db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    assert_int_equal(count(out, ": no change point in 1 runs of tokens_per_s"), 2);
+    const char *line = strstr(out, "report: ");
+    assert_non_null(line);
+    char path[256];
+    assert_int_equal(sscanf(line, "report: %255s", path), 1);
+    char want[200];
+    snprintf(want, sizeof want, "%s/suite/reports/run-1/report.html", g_dir);
+    assert_string_equal(path, want);
+    char *page = lb_test_read_file(path, NULL);
+    assert_non_null(page);
+    assert_non_null(strstr(page, "llama-tiny"));
+    free(page);
+}
+
 static void test_report_bad_input_exits_2(void **state) {
     (void)state;
     char dir[160];
@@ -170,6 +191,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_renders_in_chromium_with_a_mark_per_datum),
+        cmocka_unit_test(test_run_ends_with_history_and_report),
         cmocka_unit_test(test_report_bad_input_exits_2),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

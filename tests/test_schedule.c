@@ -180,7 +180,7 @@ static void test_schedule_exec_tags_reports_and_locks(void **state) {
                                   "--", "train", "--model", "gpt2-tiny", "--device", "cpu", "--seq",
                                   "16", "--steps", "3", NULL});
     if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
-    assert_non_null(strstr(out, "schedule: run "));
+    assert_non_null(strstr(out, ", benchmark "));
     assert_non_null(strstr(out, "no change point in 1 runs"));
     char html[200];
     snprintf(html, sizeof html, "%s/report.html", rep);

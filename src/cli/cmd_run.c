@@ -7,8 +7,10 @@
  * or more GPUs also runs `llmbench comm all_reduce` over all of them (8 B to 1 GiB) and
  * `llmbench doctor`'s single-node check, each as a child process that prints its own
  * report (comm stores its run). Each benchmark is its own stored run; the command ends
- * with one table of all of them and their run ids. A benchmark that fails does not stop
- * the others; the exit code is 1 if any failed, 130 if interrupted. */
+ * with one table of all of them and their run ids, a line per training and inference run
+ * comparing it with its benchmark's history on this machine (history/history.h), and a
+ * report of those runs (report/report.h) whose path the summary names. A benchmark that
+ * fails does not stop the others; the exit code is 1 if any failed, 130 if interrupted. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -22,6 +24,10 @@
 #include "core/signals.h"
 #include "gpu/devinfo.h"
 #include "infer/infer.h"
+#include "history/history.h"
+#include "history/select.h"
+#include "report/report.h"
+#include "store/store.h"
 #include "train/train.h"
 
 typedef struct {
@@ -141,11 +147,52 @@ static lb_status run_infer(const lb_cli_common *common, int argc, char **argv, l
     return st;
 }
 
+/* Each ok run against its history, then the report of the runs; its path into html. */
+static lb_status history_and_report(const lb_cli_common *common, const int64_t *ids, size_t n,
+                                    const lb_result *const *results, const char *report_dir,
+                                    char *html, size_t html_bytes, lb_err *err) {
+    lb_store *s = NULL;
+    LB_TRY(lb_store_open(common->db_path, &s, err));
+    char spec[1024] = "", dir[LB_STORE_PATH_BYTES + 64];
+    size_t len = 0;
+    lb_status st = LB_OK;
+    FILE *f = common->json ? stderr : stdout;
+    for (size_t i = 0; i < n && st == LB_OK; i++) {
+        if (results[i] == NULL || results[i]->status != LB_RUN_OK) continue;
+        bool regressed = false;
+        st = lb_history_check_run(s, ids[i], 3.0, f, &regressed, err);
+        len += (size_t)snprintf(spec + len, sizeof spec - len, "%s%lld", len ? "," : "",
+                                (long long)ids[i]);
+    }
+    if (st == LB_OK && len > 0 && report_dir == NULL) { /* beside the database */
+        snprintf(dir, sizeof dir, "%s", lb_store_path(s));
+        char *slash = strrchr(dir, '/');
+        size_t at = slash ? (size_t)(slash - dir) + 1 : 0;
+        snprintf(dir + at, sizeof dir - at, "reports/run-%lld", (long long)ids[0]);
+        report_dir = dir;
+    }
+    if (st == LB_OK && len > 0) {
+        lb_run_set set = {0};
+        lb_report_params p = lb_report_default_params();
+        p.out_dir = report_dir;
+        p.title = "llmbench run";
+        st = lb_select_runs(s, spec, &set, err);
+        if (st == LB_OK) st = lb_report_write(s, &set, &p, html, html_bytes, err);
+        lb_run_set_free(&set);
+    }
+    lb_store_close(s);
+    return st;
+}
+
 int lb_cmd_run(int argc, char **argv) {
-    bool cpu_only = false;
+    bool cpu_only = false, no_report = false;
+    const char *report_dir = NULL;
     const lb_arg_spec specs[] = {
         {"--cpu-only", LB_ARG_FLAG, &cpu_only, NULL,
          "skip the GPU benchmarks even when a GPU is present"},
+        {"--report", LB_ARG_STRING, &report_dir, "DIR",
+         "write the report here (default: reports/run-ID beside the results database)"},
+        {"--no-report", LB_ARG_FLAG, &no_report, NULL, "no history check and no report"},
     };
     const lb_cli_command cmd = {
         .command = "run",
@@ -156,7 +203,9 @@ int lb_cmd_run(int argc, char **argv) {
                    "weights) on the GPU when one is present; with two or more GPUs also "
                    "`llmbench comm all_reduce` over all of them (8 B to 1 GiB) and `llmbench "
                    "doctor`. Every benchmark is stored as its own run; a summary table with the "
-                   "run ids ends the output.",
+                   "run ids, a comparison of each training and inference run with this "
+                   "machine's history of its benchmark, and the path of a report of those runs "
+                   "end the output.",
         LB_ARG_SPECS(specs),
     };
     lb_args a;
@@ -245,6 +294,17 @@ int lb_cmd_run(int argc, char **argv) {
                    doctor_code == 0 ? "ok" : "needs a fix");
         printf("\nEach run's raw samples: llmbench results show ID; all of them: llmbench results "
                "export --format json\n");
+    }
+    if (!no_report && exit_code != 130) {
+        char html[LB_STORE_PATH_BYTES + 128] = "";
+        lb_err err = {{0}};
+        if (history_and_report(&a.common, ids, n, (const lb_result *const *)results, report_dir,
+                               html, sizeof html, &err) != LB_OK) {
+            fprintf(stderr, "llmbench run: %s\n", err.msg);
+            exit_code = 1;
+        } else if (html[0]) {
+            fprintf(a.common.json ? stderr : stdout, "report: %s\n", html);
+        }
     }
     for (size_t i = 0; i < n; i++)
         lb_result_free(results[i]);

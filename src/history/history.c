@@ -184,3 +184,32 @@ lb_status lb_history_changes(const lb_history_point *pts, size_t n, const lb_key
     free(x), free(cps);
     return st;
 }
+
+lb_status lb_history_check_run(lb_store *s, int64_t id, double threshold_pct, FILE *f,
+                               bool *regressed, lb_err *err) {
+    char key[13];
+    LB_TRY(lb_history_key_of_run(s, id, key, err));
+    lb_history_bench bench;
+    lb_history_point *pts = NULL;
+    size_t n = 0;
+    LB_TRY(lb_history_points(s, key, NULL, &bench, &pts, &n, err));
+    const lb_key_metric *k = lb_history_metric(bench.kind, NULL);
+    lb_history_change ch[64];
+    size_t n_ch = 0;
+    lb_cp_params cp = lb_cp_default_params();
+    lb_status st = lb_history_changes(pts, n, k, threshold_pct, &cp, ch, &n_ch, 64, err);
+    free(pts);
+    LB_TRY(st);
+    *regressed = n_ch > 0 && ch[n_ch - 1].regression;
+    if (n_ch == 0)
+        fprintf(f, "run %lld, benchmark %s: no change point in %zu runs of %s\n", (long long)id,
+                key, n, k->metric);
+    else
+        fprintf(f,
+                "run %lld, benchmark %s: newest change point at run %lld, %s %.4g -> %.4g "
+                "(%+.1f%%): %s%s\n",
+                (long long)id, key, (long long)ch[n_ch - 1].run_id, k->metric, ch[n_ch - 1].before,
+                ch[n_ch - 1].after, ch[n_ch - 1].change_pct, ch[n_ch - 1].word,
+                *regressed ? " (regression)" : "");
+    return LB_OK;
+}

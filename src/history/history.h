@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/status.h"
 #include "history/bench.h"
@@ -59,6 +60,12 @@ typedef struct {
 lb_status lb_history_changes(const lb_history_point *pts, size_t n, const lb_key_metric *k,
                              double threshold_pct, const lb_cp_params *cp, lb_history_change *out,
                              size_t *n_out, size_t cap, lb_err *err);
+
+/* Compares stored run id with its benchmark's history: one line to f ("run 12, benchmark
+ * KEY: no change point in 9 runs of tokens_per_s", or the newest change point with its
+ * verdict); *regressed when that change point is a regression. */
+lb_status lb_history_check_run(lb_store *s, int64_t id, double threshold_pct, FILE *f,
+                               bool *regressed, lb_err *err);
 
 /* The key metric named metric of kind (NULL: the kind's first), or NULL. */
 const lb_key_metric *lb_history_metric(const char *kind, const char *metric);

@@ -25,7 +25,7 @@ static void metric_name(FILE *f, const char *name) {
     fputs("llmbench_", f);
     for (const char *p = name; *p; p++)
         fputc(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:", *p) ? *p
-                                                                                              : '_',
+                                                                                             : '_',
               f);
 }
 
@@ -58,8 +58,8 @@ lb_status lb_openmetrics_write(lb_store *s, double threshold_pct, FILE *out, lb_
         size_t nc = 0;
         lb_cp_params cp = lb_cp_default_params();
         if (st == LB_OK)
-            st = lb_history_changes(pts, np, lb_history_metric(b[i].kind, NULL), threshold_pct,
-                                    &cp, ch, &nc, 64, err);
+            st = lb_history_changes(pts, np, lb_history_metric(b[i].kind, NULL), threshold_pct, &cp,
+                                    ch, &nc, 64, err);
         regressed[i] = st == LB_OK && nc > 0 && ch[nc - 1].regression;
         free(pts);
     }
@@ -78,8 +78,8 @@ lb_status lb_openmetrics_write(lb_store *s, double threshold_pct, FILE *out, lb_
                     metric_name(out, keys[m].metric);
                     fputs(" gauge\n# HELP ", out);
                     metric_name(out, keys[m].metric);
-                    fprintf(out, " %s of the newest ok %s run of each benchmark\n",
-                            keys[m].metric, kinds[k]);
+                    fprintf(out, " %s of the newest ok %s run of each benchmark\n", keys[m].metric,
+                            kinds[k]);
                     header = true;
                 }
                 metric_name(out, keys[m].metric);

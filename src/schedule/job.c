@@ -15,38 +15,6 @@
 #include "report/report.h"
 #include "store/store.h"
 
-#define MAX_CHANGES 64
-
-/* Compares run id with its history; prints the verdict; *regressed when it regressed. */
-static lb_status check_history(lb_store *s, int64_t id, double threshold, FILE *f, bool *regressed,
-                               lb_err *err) {
-    char key[13];
-    LB_TRY(lb_history_key_of_run(s, id, key, err));
-    lb_history_bench bench;
-    lb_history_point *pts = NULL;
-    size_t n = 0;
-    LB_TRY(lb_history_points(s, key, NULL, &bench, &pts, &n, err));
-    const lb_key_metric *k = lb_history_metric(bench.kind, NULL);
-    lb_history_change ch[MAX_CHANGES];
-    size_t n_ch = 0;
-    lb_cp_params cp = lb_cp_default_params();
-    lb_status st = lb_history_changes(pts, n, k, threshold, &cp, ch, &n_ch, MAX_CHANGES, err);
-    free(pts);
-    LB_TRY(st);
-    *regressed = n_ch > 0 && ch[n_ch - 1].regression;
-    if (n_ch == 0)
-        fprintf(f, "schedule: run %lld, benchmark %s: no change point in %zu runs of %s\n",
-                (long long)id, key, n, k->metric);
-    else
-        fprintf(f,
-                "schedule: run %lld, benchmark %s: newest change point at run %lld, %s %.4g -> "
-                "%.4g (%+.1f%%): %s%s\n",
-                (long long)id, key, (long long)ch[n_ch - 1].run_id, k->metric, ch[n_ch - 1].before,
-                ch[n_ch - 1].after, ch[n_ch - 1].change_pct, ch[n_ch - 1].word,
-                *regressed ? " (regression)" : "");
-    return LB_OK;
-}
-
 static lb_status after_runs(const lb_schedule_job *j, double t0, FILE *f, lb_schedule_outcome *o,
                             lb_err *err) {
     lb_store *s = NULL;
@@ -64,7 +32,7 @@ static lb_status after_runs(const lb_schedule_job *j, double t0, FILE *f, lb_sch
         o->n_runs++;
         if (list[i].status != LB_RUN_OK) continue;
         bool regressed = false;
-        st = check_history(s, list[i].id, j->threshold_pct, f, &regressed, err);
+        st = lb_history_check_run(s, list[i].id, j->threshold_pct, f, &regressed, err);
         o->regression |= regressed;
         if (len < sizeof ids - 24)
             len += (size_t)snprintf(ids + len, sizeof ids - len, "%s%lld", len ? "," : "",
