@@ -503,7 +503,7 @@ static void qps_chart(doc *d, const lb_run_set *set) {
             }
             const char *scen = json_string_value(json_object_get(r->config, "scenario"));
             double qps = json_number_value(json_object_get(r->config, "qps"));
-            if (scen && strcmp(scen, "server") == 0 && qps > 0 && n < 256 &&
+            if (scen && strcasecmp(scen, "server") == 0 && qps > 0 && n < 256 &&
                 isfinite(lb_result_metric(r, "ttft_p99_ms"))) {
                 q[n] = qps;
                 ttft[n] = lb_result_metric(r, "ttft_p99_ms");
