@@ -144,7 +144,7 @@ static void test_run_ends_with_history_and_report(void **state) {
     (void)state;
     char db[160];
     snprintf(db, sizeof db, "%s/suite/results.db", g_dir);
-    int rc = run((const char *[]){"run", "--cpu-only", "--db", db, NULL});
+    int rc = run((const char *[]){"run", "--cpu-only", "--steps", "3", "--db", db, NULL});
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     assert_int_equal(count(out, ": no change point in 1 runs of tokens_per_s"), 2);
     const char *line = strstr(out, "report: ");

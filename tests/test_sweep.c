@@ -162,7 +162,7 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
     snprintf(log, sizeof log, "%s/sweep.log", g_dir);
     assert_true(lb_test_write_file(
         path, "name: resume\ncommand: train\nrepeats: 2\n"
-              "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: 300, warmup: 1}\n"
+              "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: 40, warmup: 1}\n"
               "axes: {batch: [1, 2]}\n"));
     pid_t pid = fork();
     if (pid == 0) {
@@ -172,9 +172,10 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
         execl(LB_TEST_BIN, LB_TEST_BIN, "sweep", path, "--db", g_db, (char *)NULL);
         _exit(127);
     }
-    /* interrupt once the first cell x repeat is stored */
-    for (int i = 0; i < 600 && ok_tagged("sweep:resume") == 0; i++)
-        usleep(50 * 1000);
+    /* interrupt once the first cell x repeat is stored (a cell takes about 0.1 s in an
+     * optimised build, seconds under the sanitizers) */
+    for (int i = 0; i < 50000 && ok_tagged("sweep:resume") == 0; i++)
+        usleep(10 * 1000);
     assert_int_equal(kill(pid, SIGINT), 0);
     int status = 0;
     waitpid(pid, &status, 0);

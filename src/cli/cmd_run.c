@@ -187,7 +187,10 @@ static lb_status history_and_report(const lb_cli_common *common, const int64_t *
 int lb_cmd_run(int argc, char **argv) {
     bool cpu_only = false, no_report = false;
     const char *report_dir = NULL;
+    int64_t steps = 0;
     const lb_arg_spec specs[] = {
+        {"--steps", LB_ARG_INT, &steps, "N",
+         "timed steps of each benchmark (default 100, after 10 warm-up steps)", 1, 1e9},
         {"--cpu-only", LB_ARG_FLAG, &cpu_only, NULL,
          "skip the GPU benchmarks even when a GPU is present"},
         {"--report", LB_ARG_STRING, &report_dir, "DIR",
@@ -220,6 +223,8 @@ int lb_cmd_run(int argc, char **argv) {
     if (!cpu_only && gpus > 0)
         for (size_t i = 0; i < sizeof gpu_suite / sizeof gpu_suite[0]; i++)
             items[n++] = gpu_suite[i];
+    for (size_t i = 0; steps > 0 && i < n; i++)
+        items[i].steps = steps;
     if (gpus == 0 && !a.common.json)
         fprintf(stderr, "llmbench run: no CUDA GPU found: running the CPU suite only\n");
 
