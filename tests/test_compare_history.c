@@ -226,18 +226,7 @@ static void test_openmetrics_export_labels_newest_values_and_regressions(void **
     assert_int_equal(system(cmd), 0);
 }
 
-static int setup(void **state) {
-    (void)state;
-    lb_test_tmpdir(g_dir, sizeof g_dir);
-    snprintf(g_db, sizeof g_db, "%s/results.db", g_dir);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    lb_test_rmtree(g_dir);
-    return 0;
-}
+LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
     const struct CMUnitTest tests[] = {

@@ -71,7 +71,8 @@ static yaml_node_t *at(yaml_document_t *d, const char *path) {
     yaml_node_t *n = yaml_document_get_root_node(d);
     char buf[512];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *save = NULL, *k = strtok_r(buf, "/", &save); k && n; k = strtok_r(NULL, "/", &save)) {
+    for (char *save = NULL, *k = strtok_r(buf, "/", &save); k && n;
+         k = strtok_r(NULL, "/", &save)) {
         yaml_node_t *next = NULL;
         unescape(k);
         if (n->type == YAML_MAPPING_NODE) {
@@ -132,10 +133,11 @@ static void test_deploy_serve_replicas_and_service(void **state) {
     command_line(dep, c, cmd, sizeof cmd);
     assert_non_null(strstr(cmd, "llmbench serve "));
     assert_non_null(strstr(cmd, "--port 8000"));
-    assert_string_equal(str(dep, "spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu"),
-                        "1");
+    assert_string_equal(
+        str(dep, "spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu"), "1");
     assert_string_equal(str(svc, "kind"), "Service");
-    assert_string_equal(str(svc, "spec/selector/app"), str(dep, "spec/template/metadata/labels/app"));
+    assert_string_equal(str(svc, "spec/selector/app"),
+                        str(dep, "spec/template/metadata/labels/app"));
     assert_string_equal(str(svc, "spec/ports/0/port"), "8000");
     unload(&y);
 }
@@ -163,12 +165,13 @@ static void test_deploy_indexed_job_carries_torchrun_variables(void **state) {
     const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
     for (size_t i = 0; i < 5; i++)
         if (!has_env(job, c, vars[i])) fail_msg("no %s", vars[i]);
-    assert_non_null(strstr(str(job, "spec/template/spec/containers/0/env/0/valueFrom/fieldRef/fieldPath"),
-                           "job-completion-index"));
+    assert_non_null(
+        strstr(str(job, "spec/template/spec/containers/0/env/0/valueFrom/fieldRef/fieldPath"),
+               "job-completion-index"));
     assert_string_equal(str(job, "spec/template/spec/containers/0/env/1/value"),
                         str(job, "spec/completions"));
-    assert_string_equal(str(job, "spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu"),
-                        "8");
+    assert_string_equal(
+        str(job, "spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu"), "8");
     char cmd[512];
     command_line(job, c, cmd, sizeof cmd);
     assert_non_null(strstr(cmd, "llmbench train "));
@@ -177,8 +180,8 @@ static void test_deploy_indexed_job_carries_torchrun_variables(void **state) {
 
 static void test_deploy_cronjob_is_what_schedule_prints(void **state) {
     (void)state;
-    const char *args[] = {"schedule", "add", "nightly", "--at", "19:00", "--backend", "kubernetes",
-                          "--gpus", "1", "--", "run", NULL};
+    const char *args[] = {"schedule",   "add",    "nightly", "--at", "19:00", "--backend",
+                          "kubernetes", "--gpus", "1",       "--",   "run",   NULL};
     assert_int_equal(lb_test_run(args, out, sizeof out, err, sizeof err), 0);
     char *file = lb_test_read_file(DEPLOY "/k8s/cronjob.yaml", NULL);
     assert_non_null(file);

@@ -258,18 +258,7 @@ static void test_sweep_failed_cell_does_not_stop_the_others(void **state) {
     json_decref(table);
 }
 
-static int setup(void **state) {
-    (void)state;
-    lb_test_tmpdir(g_dir, sizeof g_dir);
-    snprintf(g_db, sizeof g_db, "%s/results.db", g_dir);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    lb_test_rmtree(g_dir);
-    return 0;
-}
+LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
     const struct CMUnitTest tests[] = {

@@ -112,6 +112,22 @@ static inline void lb_test_rmtree(const char *dir) {
     nftw(dir, lb_test_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* Defines static setup() and teardown() for a cmocka group whose tests share a fresh
+ * folder `dir` (a char array of at least 32 bytes) holding the results database path `db`
+ * (a char array), the folder removed with everything in it after the group. */
+#define LB_TEST_DIR_DB_FIXTURE(dir, db)                                                            \
+    static int setup(void **state) {                                                               \
+        (void)state;                                                                               \
+        lb_test_tmpdir(dir, sizeof dir);                                                           \
+        snprintf(db, sizeof db, "%s/results.db", dir);                                             \
+        return dir[0] ? 0 : -1;                                                                    \
+    }                                                                                              \
+    static int teardown(void **state) {                                                            \
+        (void)state;                                                                               \
+        lb_test_rmtree(dir);                                                                       \
+        return 0;                                                                                  \
+    }
+
 /* The whole file, NUL-terminated (caller frees); NULL when it cannot be read. */
 static inline char *lb_test_read_file(const char *path, size_t *n_bytes) {
     FILE *f = fopen(path, "rb");

@@ -1,4 +1,4 @@
-/* file.c: lb_file_read. */
+/* file.c: lb_file_read, lb_file_write_atomic, lb_file_mkdirs. */
 #include "core/file.h"
 
 #include <errno.h>
@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 lb_status lb_file_read(const char *path, char **buf, size_t *n, lb_err *err) {
     *buf = NULL;
@@ -32,5 +34,40 @@ lb_status lb_file_read(const char *path, char **buf, size_t *n, lb_err *err) {
     b[len] = '\0';
     *buf = b;
     *n = len;
+    return LB_OK;
+}
+
+lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, lb_err *err) {
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return lb_fail(err, LB_ERR_IO, "path %s is too long", path);
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL) return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    bool ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        lb_status st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return st;
+    }
+    return LB_OK;
+}
+
+lb_status lb_file_mkdirs(const char *dir, unsigned mode, lb_err *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+        return lb_fail(err, LB_ERR_IO, "folder path %s is too long", dir);
+    for (char *p = buf + 1;; p++) {
+        bool end = *p == '\0';
+        if (*p != '/' && !end) continue;
+        *p = '\0';
+        if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST)
+            return lb_fail(err, LB_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
+        if (end) break;
+        *p = '/';
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return lb_fail(err, LB_ERR_USAGE, "%s is not a folder", dir);
     return LB_OK;
 }

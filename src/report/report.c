@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/file.h"
 #include "core/stats.h"
 #include "history/bench.h"
 #include "history/history.h"
@@ -42,45 +43,11 @@ typedef struct {
 
 /* ---- files ---- */
 
-static lb_status write_atomic(const char *dir, const char *name, const char *data, size_t len,
-                              lb_err *err) {
-    char path[4096], tmp[4160];
+static lb_status write_in(const char *dir, const char *name, const char *data, size_t len,
+                          lb_err *err) {
+    char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, data + done, len - done);
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    bool ok = done == len && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        lb_status st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return st;
-    }
-    return LB_OK;
-}
-
-static lb_status make_dir(const char *dir, lb_err *err) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1;; p++) {
-        bool end = *p == '\0';
-        if (*p != '/' && !end) continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return lb_fail(err, LB_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
-        if (end) break;
-        *p = '/';
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return lb_fail(err, LB_ERR_USAGE, "--out %s is not a folder", dir);
-    return LB_OK;
+    return lb_file_write_atomic(path, data, len, err);
 }
 
 /* ---- text helpers ---- */
@@ -174,7 +141,7 @@ static void chart_close(doc *d, FILE *f, char **bufp, size_t *lenp, const char *
     snprintf(name, sizeof name, "chart-%d.svg", ++d->n_charts);
     fprintf(d->html, "<figure>\n%s</figure>\n", buf ? buf : "");
     fprintf(d->md, "![%s](%s)\n\n", title, name);
-    if (d->st == LB_OK) d->st = write_atomic(d->dir, name, buf ? buf : "", len, d->err);
+    if (d->st == LB_OK) d->st = write_in(d->dir, name, buf ? buf : "", len, d->err);
     free(buf);
 }
 
@@ -711,7 +678,7 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
     for (size_t g = 0; g < set->n_groups; g++)
         n_runs += set->groups[g].n;
     if (n_runs == 0) return lb_fail(err, LB_ERR_USAGE, "no run to report on");
-    LB_TRY(make_dir(p->out_dir, err));
+    LB_TRY(lb_file_mkdirs(p->out_dir, 0755, err));
     doc d = {.dir = p->out_dir, .st = LB_OK, .err = err};
     d.html = open_memstream(&d.html_buf, &d.html_len);
     d.md = open_memstream(&d.md_buf, &d.md_len);
@@ -797,8 +764,8 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
     lb_status st = d.st;
     if (st == LB_OK && (page == NULL || md == NULL))
         st = lb_fail(err, LB_ERR_NOMEM, "no memory for the report");
-    if (st == LB_OK) st = write_atomic(p->out_dir, "report.md", md, md_len, err);
-    if (st == LB_OK) st = write_atomic(p->out_dir, "report.html", page, page_len, err);
+    if (st == LB_OK) st = write_in(p->out_dir, "report.md", md, md_len, err);
+    if (st == LB_OK) st = write_in(p->out_dir, "report.html", page, page_len, err);
     if (st == LB_OK) snprintf(html_path, html_path_bytes, "%s/report.html", p->out_dir);
     free(page), free(md), free(d.html_buf), free(d.md_buf), free(d.find_html_buf),
         free(d.find_md_buf);

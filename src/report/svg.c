@@ -146,7 +146,7 @@ void lb_svg_lines(FILE *f, const char *title, const char *x_label, const char *y
     y_axis(f, y0, y1, y_label);
     double sx = (W - ML - MR) / (x1 - x0), sy = (H - MT - MB) / (y1 - y0);
     bool days = x_is_time && x1 - x0 >= 2 * 86400.0;
-    double step = days ? 86400.0 * ceil(tick_step(x0, x1) / 86400.0)
+    double step = days        ? 86400.0 * ceil(tick_step(x0, x1) / 86400.0)
                   : x_is_time ? fmax(1.0, tick_step(x0, x1)) /* whole seconds */
                               : tick_step(x0, x1);
     for (double t = ceil(x0 / step) * step; t <= x1 + step * 1e-9; t += step) {

@@ -281,33 +281,7 @@ lb_status lb_schedule_unit_dir(char *out, size_t out_bytes, bool create, lb_err 
     else
         return lb_fail(err, LB_ERR_USAGE,
                        "neither XDG_CONFIG_HOME nor HOME is set: no place for systemd user units");
-    if (!create) return LB_OK;
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", out);
-    for (char *p = buf + 1;; p++) {
-        bool end = *p == '\0';
-        if (*p != '/' && !end) continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return lb_fail(err, LB_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
-        if (end) break;
-        *p = '/';
-    }
-    return LB_OK;
-}
-
-static lb_status write_file(const char *path, const char *text, lb_err *err) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    bool ok = fputs(text, f) >= 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    }
-    return LB_OK;
+    return create ? lb_file_mkdirs(out, 0755, err) : LB_OK;
 }
 
 /* Runs systemctl --user with args; true when it exited 0. */
@@ -342,7 +316,7 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
     fputs("\n", f);
     fclose(f);
     snprintf(path, sizeof path, "%s/llmbench-%s.service", dir, e->name);
-    lb_status st = write_file(path, text, err);
+    lb_status st = lb_file_write_atomic(path, text, len, err);
     free(text);
     LB_TRY(st);
     char timer[1024];
@@ -353,7 +327,7 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
         "Unit=llmbench-%s.service\n\n[Install]\nWantedBy=timers.target\n",
         e->name, e->name, sd_days, sd_days[0] ? " " : "", e->hour, e->minute, e->name);
     snprintf(path, sizeof path, "%s/llmbench-%s.timer", dir, e->name);
-    LB_TRY(write_file(path, timer, err));
+    LB_TRY(lb_file_write_atomic(path, timer, strlen(timer), err));
     char unit[128];
     snprintf(unit, sizeof unit, "llmbench-%s.timer", e->name);
     bool enabled = systemctl_user("daemon-reload", NULL) && systemctl_user("enable", unit) &&
