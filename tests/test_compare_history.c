@@ -180,6 +180,28 @@ static void test_history_one_bad_night_is_not_a_change(void **state) {
     assert_non_null(strstr(err, "'nope' is not a key metric of train runs"));
 }
 
+/* Histories read runs without their samples: the summary load has metrics, no series. */
+static void test_store_summary_load_skips_samples(void **state) {
+    (void)state;
+    int64_t id = store_run("train", 64, 10.0, 30, 77, 5e9);
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
+    lb_result *full = NULL, *summary = NULL;
+    assert_int_equal(lb_store_run_load(s, id, &full, &e), LB_OK);
+    assert_int_equal(lb_store_run_load_summary(s, id, &summary, &e), LB_OK);
+    assert_int_equal(full->n_series, 1);
+    assert_int_equal(summary->n_series, 0);
+    assert_int_equal(summary->n_metrics, full->n_metrics);
+    assert_float_equal(lb_result_metric(summary, "tokens_per_s"),
+                       lb_result_metric(full, "tokens_per_s"), 0.0);
+    assert_int_equal(json_integer_value(json_object_get(summary->config, "batch")), 64);
+    assert_int_equal(lb_store_run_load_summary(s, 999999, &summary, &e), LB_ERR_DB);
+    lb_result_free(full);
+    lb_result_free(summary);
+    lb_store_close(s);
+}
+
 /* The line holding p ends with suffix. */
 static bool line_ends_with(const char *p, const char *suffix) {
     const char *nl = strchr(p, '\n');
@@ -235,6 +257,7 @@ int main(void) {
         cmocka_unit_test(test_history_finds_the_one_step_and_marks_regression),
         cmocka_unit_test(test_history_one_bad_night_is_not_a_change),
         cmocka_unit_test(test_openmetrics_export_labels_newest_values_and_regressions),
+        cmocka_unit_test(test_store_summary_load_skips_samples),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

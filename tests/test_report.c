@@ -139,6 +139,22 @@ static void test_report_renders_in_chromium_with_a_mark_per_datum(void **state) 
     free(img);
 }
 
+/* A time window groups the repeats of a configuration (one benchmark) together. */
+static void test_report_since_groups_runs_by_benchmark(void **state) {
+    (void)state;
+    char dir[160], md_path[200];
+    snprintf(dir, sizeof dir, "%s/recent", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    int rc = run((const char *[]){"report", "--since", "1", "--out", dir, "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    /* the sweep's two cells, two repeats each */
+    assert_int_equal(count(md, "| gpt2-tiny-cpu-fp32 ["), 2);
+    assert_int_equal(count(md, "] | 2 |"), 2);
+    free(md);
+}
+
 /* `llmbench run` ends with each run against its history and the report's path. */
 static void test_run_ends_with_history_and_report(void **state) {
     (void)state;
@@ -180,6 +196,7 @@ LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_renders_in_chromium_with_a_mark_per_datum),
+        cmocka_unit_test(test_report_since_groups_runs_by_benchmark),
         cmocka_unit_test(test_run_ends_with_history_and_report),
         cmocka_unit_test(test_report_bad_input_exits_2),
     };

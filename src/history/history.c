@@ -25,7 +25,7 @@ static lb_status visit_runs(lb_store *s, visit_fn fn, void *ctx, lb_err *err) {
         lb_bench_key_metrics(list[i].kind, &n_keys);
         if (n_keys == 0) continue;
         lb_result *r = NULL;
-        if ((st = lb_store_run_load(s, list[i].id, &r, err)) != LB_OK) break;
+        if ((st = lb_store_run_load_summary(s, list[i].id, &r, err)) != LB_OK) break;
         char key[13];
         lb_bench_identity(r, identity, sizeof identity);
         lb_bench_key(identity, key);
@@ -97,7 +97,7 @@ lb_status lb_history_key_of_run(lb_store *s, int64_t id, char key_out[13], lb_er
         return lb_fail(err, LB_ERR_USAGE, "run %lld does not exist in %s", (long long)id,
                        lb_store_path(s));
     lb_result *r = NULL;
-    LB_TRY(lb_store_run_load(s, id, &r, err));
+    LB_TRY(lb_store_run_load_summary(s, id, &r, err));
     static char identity[LB_BENCH_ID_BYTES];
     lb_bench_identity(r, identity, sizeof identity);
     lb_bench_key(identity, key_out);

@@ -4,8 +4,8 @@
  * identity's runs, oldest first, with one key metric's value each. lb_history_changes
  * finds its change points (changepoint.h) and says, for each, the mean before and after
  * (over the neighbouring segments) and whether the change is a regression: worse by at
- * least threshold_pct on a performance metric. Every run is loaded to compute its
- * identity, so a call reads the whole store once. */
+ * least threshold_pct on a performance metric. Every ok run's row and metrics (not its
+ * raw samples) are read to compute its identity, so a call reads the store's runs once. */
 #ifndef LB_HISTORY_HISTORY_H
 #define LB_HISTORY_HISTORY_H
 

@@ -49,7 +49,7 @@ lb_status lb_openmetrics_write(lb_store *s, double threshold_pct, FILE *out, lb_
     bool *regressed = calloc(n ? n : 1, sizeof *regressed);
     lb_status st = last && regressed ? LB_OK : lb_fail(err, LB_ERR_NOMEM, "no memory for metrics");
     for (size_t i = 0; st == LB_OK && i < n; i++) {
-        st = lb_store_run_load(s, b[i].last_id, &last[i], err);
+        st = lb_store_run_load_summary(s, b[i].last_id, &last[i], err);
         lb_history_point *pts = NULL;
         size_t np = 0;
         lb_history_bench same;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "history/bench.h"
+
 /* Appends run r (taking it over; freed here when it cannot be kept). */
 static lb_status append(lb_run_group *g, lb_result *r, int64_t id, lb_err *err) {
     lb_result **runs = realloc(g->runs, (g->n + 1) * sizeof *runs);
@@ -72,20 +74,25 @@ static const char *cell_of(const lb_result *r) {
     return "all";
 }
 
-/* ids of list[0..n-1] oldest first, of ok runs not of kind sweep, into groups by cell */
+/* The runs of list[0..n-1] (newest first), oldest first, of ok runs not of kind sweep, into
+ * groups: by sweep cell, or by benchmark ("name [key]"). */
 static lb_status group_runs(lb_store *s, const lb_store_run_info *list, size_t n, bool by_cell,
                             lb_run_set *out, lb_err *err) {
+    static char identity[LB_BENCH_ID_BYTES];
     for (size_t i = n; i-- > 0;) {
         if (strcmp(list[i].kind, "sweep") == 0) continue;
         lb_result *r = NULL;
         LB_TRY(lb_store_run_load(s, list[i].id, &r, err));
-        char label[256];
-        if (by_cell)
+        char label[256], key[13];
+        if (by_cell) {
             snprintf(label, sizeof label, "%s", cell_of(r));
-        else
-            snprintf(label, sizeof label, "%lld", (long long)list[i].id);
+        } else {
+            lb_bench_identity(r, identity, sizeof identity);
+            lb_bench_key(identity, key);
+            snprintf(label, sizeof label, "%s [%s]", r->name, key);
+        }
         lb_run_group *g = NULL;
-        for (size_t k = 0; by_cell && k < out->n_groups; k++)
+        for (size_t k = 0; k < out->n_groups; k++)
             if (strcmp(out->groups[k].label, label) == 0) g = &out->groups[k];
         if (g == NULL && (g = add_group(out, label)) == NULL) {
             lb_result_free(r);

@@ -30,7 +30,8 @@ typedef struct {
 } lb_run_set;
 
 lb_status lb_select_runs(lb_store *s, const char *spec, lb_run_set *out, lb_err *err);
-/* The ok runs (not sweeps) that started at or after since_wall_s, one group each. */
+/* The ok runs (not sweeps) that started at or after since_wall_s, one group per benchmark
+ * (history/bench.h), labelled "NAME [KEY]": repeats of a configuration form one group. */
 lb_status lb_select_since(lb_store *s, double since_wall_s, lb_run_set *out, lb_err *err);
 /* Moves from's groups to the end of into (from is left empty); into is a sweep set only
  * when both were. */

@@ -607,14 +607,15 @@ static lb_status load_series(lb_store *s, int64_t id, lb_result *r, lb_err *err)
     return status;
 }
 
-lb_status lb_store_run_load(lb_store *s, int64_t id, lb_result **out, lb_err *err) {
+/* A run with its metrics, and its series when with_series. */
+static lb_status load_run(lb_store *s, int64_t id, bool with_series, lb_result **out, lb_err *err) {
     *out = NULL;
     lb_result *r = NULL;
     /* One read transaction, so a concurrent finish is seen whole or not at all. */
     LB_TRY(exec(s, "BEGIN", err));
     lb_status status = load_run_row(s, id, &r, err);
     if (status == LB_OK) status = load_metrics(s, id, r, err);
-    if (status == LB_OK) status = load_series(s, id, r, err);
+    if (status == LB_OK && with_series) status = load_series(s, id, r, err);
     rollback(s);
     if (status != LB_OK) {
         lb_result_free(r);
@@ -622,6 +623,14 @@ lb_status lb_store_run_load(lb_store *s, int64_t id, lb_result **out, lb_err *er
     }
     *out = r;
     return LB_OK;
+}
+
+lb_status lb_store_run_load(lb_store *s, int64_t id, lb_result **out, lb_err *err) {
+    return load_run(s, id, true, out, err);
+}
+
+lb_status lb_store_run_load_summary(lb_store *s, int64_t id, lb_result **out, lb_err *err) {
+    return load_run(s, id, false, out, err);
 }
 
 /* ---- export ---- */

@@ -88,6 +88,10 @@ lb_status lb_store_run_exists(lb_store *s, int64_t id, bool *exists, lb_err *err
  * lb_result_free). A missing id is LB_ERR_DB with a sentence naming the id. */
 lb_status lb_store_run_load(lb_store *s, int64_t id, lb_result **out, lb_err *err);
 
+/* The same without the series: kind, name, tags, config, provenance, status, times and
+ * metrics only, so scanning many runs (histories, OpenMetrics) reads no raw samples. */
+lb_status lb_store_run_load_summary(lb_store *s, int64_t id, lb_result **out, lb_err *err);
+
 typedef enum {
     LB_STORE_FORMAT_JSON, /* an array of lb_result_to_json objects, each with "id" */
     LB_STORE_FORMAT_CSV,  /* long format, one value per row: see docs/STORE.md */
