@@ -202,6 +202,52 @@ static void test_store_summary_load_skips_samples(void **state) {
     lb_store_close(s);
 }
 
+/* Runs at 1, 2 and 4 GPUs (config "gpus"): the report charts throughput per GPU against
+ * the count and says how each count scales. Throughput is 100 x batch here, so batches 10,
+ * 19 and 36 give 95% and 90%. */
+static void test_report_scaling_efficiency_from_gpu_counts(void **state) {
+    (void)state;
+    const int gpus[] = {1, 2, 4}, batch[] = {10, 19, 36};
+    char specs[3][24];
+    for (int i = 0; i < 3; i++) {
+        int64_t id = store_run("train", batch[i], 10.0, 50, 500 + (uint64_t)i, 6e9);
+        lb_store *s = NULL;
+        lb_err e = {{0}};
+        assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
+        lb_result *r = NULL;
+        assert_int_equal(lb_store_run_load(s, id, &r, &e), LB_OK);
+        lb_store_close(s);
+        /* the same run again with its GPU count in config */
+        json_object_set_new(r->config, "gpus", json_integer(gpus[i]));
+        assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
+        int64_t id2 = -1;
+        r->status = LB_RUN_RUNNING;
+        assert_int_equal(lb_store_run_begin(s, r, &id2, &e), LB_OK);
+        r->status = LB_RUN_OK;
+        assert_int_equal(lb_store_run_finish(s, id2, r, &e), LB_OK);
+        lb_store_close(s);
+        lb_result_free(r);
+        snprintf(specs[i], sizeof specs[i], "%lld", (long long)id2);
+    }
+    char dir[160], md_path[200];
+    snprintf(dir, sizeof dir, "%s/scaling", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    int rc = run(
+        (const char *[]){"report", specs[0], specs[1], specs[2], "--out", dir, "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    assert_non_null(strstr(md, "![scaling efficiency"));
+    const char *two = strstr(md, "2 GPUs scale at ");
+    const char *four = strstr(md, "4 GPUs scale at ");
+    assert_non_null(two);
+    assert_non_null(four);
+    double e2 = strtod(two + 16, NULL), e4 = strtod(four + 16, NULL);
+    assert_float_equal(e2, 95.0, 1.5);
+    assert_float_equal(e4, 90.0, 1.5);
+    free(md);
+}
+
 /* The line holding p ends with suffix. */
 static bool line_ends_with(const char *p, const char *suffix) {
     const char *nl = strchr(p, '\n');
@@ -258,6 +304,7 @@ int main(void) {
         cmocka_unit_test(test_history_one_bad_night_is_not_a_change),
         cmocka_unit_test(test_openmetrics_export_labels_newest_values_and_regressions),
         cmocka_unit_test(test_store_summary_load_skips_samples),
+        cmocka_unit_test(test_report_scaling_efficiency_from_gpu_counts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

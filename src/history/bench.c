@@ -68,7 +68,7 @@ size_t lb_bench_fields(const lb_result *r, lb_bench_field *out) {
         r->provenance ? json_string_value(json_object_get(r->provenance, "hostname")) : NULL;
     snprintf(out[n].key, sizeof out[n].key, "gpu");
     snprintf(out[n++].value, sizeof out[0].value, "%s", gpu ? gpu : "none");
-    snprintf(out[n].key, sizeof out[n].key, "gpus");
+    snprintf(out[n].key, sizeof out[n].key, "gpu_count");
     snprintf(out[n++].value, sizeof out[0].value, "%zu", json_array_size(gpus));
     snprintf(out[n].key, sizeof out[n].key, "host");
     snprintf(out[n++].value, sizeof out[0].value, "%s", host ? host : "?");

@@ -42,7 +42,7 @@ typedef struct {
 /* The parts of r's identity after its kind, in a fixed order; returns how many. */
 size_t lb_bench_fields(const lb_result *r, lb_bench_field *out);
 
-/* The identity of r as canonical text, "train model=gpt2-tiny batch=4 ... gpu=none x0
+/* The identity of r as canonical text, "train model=gpt2-tiny batch=4 ... gpu=none gpu_count=0
  * host=node1", into out. */
 void lb_bench_identity(const lb_result *r, char *out, size_t out_bytes);
 

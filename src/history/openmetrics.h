@@ -3,7 +3,7 @@
  *
  * One gauge family per key metric (history/bench.h), llmbench_<metric>, with one sample
  * per benchmark: the value of its newest ok run, labelled by the benchmark's identity
- * (benchmark key, kind, the options that shape the work, gpu, gpus, host) and the run id,
+ * (benchmark key, kind, the options that shape the work, gpu, gpu_count, host) and the run id,
  * stamped with the run's start time. Two more families per benchmark:
  * llmbench_run_start_seconds (when its newest run started) and llmbench_regression (1 when
  * the newest change point of its history, on its first key metric, is a regression beyond
