@@ -61,6 +61,13 @@ static int64_t store_run(const char *kind, int batch, double step_ms, size_t n, 
     return id;
 }
 
+static size_t count_text(const char *text, const char *needle) {
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
 static const char *id_text(int64_t id, char *buf) {
     sprintf(buf, "%lld", (long long)id);
     return buf;
@@ -150,6 +157,27 @@ static void test_history_finds_the_one_step_and_marks_regression(void **state) {
     assert_true(json_is_true(json_object_get(cp, "regression")));
     assert_string_equal(json_string_value(json_object_get(cp, "verdict")), "slower");
     json_decref(doc);
+
+    /* a report of the newest run draws that history with the change point marked */
+    char dir[160], md_path[200], svg_path[200];
+    snprintf(dir, sizeof dir, "%s/hist", g_dir);
+    rc = run((const char *[]){"report", id_text(ids[N - 1], x), "--out", dir, "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    assert_non_null(strstr(md, "Regression: tokens_per_s of benchmark"));
+    const char *chart = strstr(md, "![history of tokens_per_s");
+    assert_non_null(chart);
+    int k = 0;
+    assert_int_equal(sscanf(strstr(chart, "](chart-") + 8, "%d", &k), 1);
+    snprintf(svg_path, sizeof svg_path, "%s/chart-%d.svg", dir, k);
+    char *svg = lb_test_read_file(svg_path, NULL);
+    assert_non_null(svg);
+    assert_int_equal(count_text(svg, "class=\"marker\""), 1);
+    assert_non_null(strstr(svg, "data-n=\"30\""));
+    free(svg);
+    free(md);
 }
 
 static void test_history_one_bad_night_is_not_a_change(void **state) {
@@ -217,8 +245,10 @@ static void test_report_scaling_efficiency_from_gpu_counts(void **state) {
         lb_result *r = NULL;
         assert_int_equal(lb_store_run_load(s, id, &r, &e), LB_OK);
         lb_store_close(s);
-        /* the same run again with its GPU count in config */
+        /* the same run again with its GPU count in config and GPU telemetry */
         json_object_set_new(r->config, "gpus", json_integer(gpus[i]));
+        lb_result_set_metric(r, "gpu_util_mean_pct", 90.0 + i, "%");
+        lb_result_set_metric(r, "gpu_power_mean_w", 600.0 + i, "W");
         assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
         int64_t id2 = -1;
         r->status = LB_RUN_RUNNING;
@@ -238,6 +268,9 @@ static void test_report_scaling_efficiency_from_gpu_counts(void **state) {
     char *md = lb_test_read_file(md_path, NULL);
     assert_non_null(md);
     assert_non_null(strstr(md, "![scaling efficiency"));
+    assert_non_null(strstr(md, "![GPU utilisation: gpu_util_mean_pct per configuration"));
+    assert_non_null(strstr(md, "![GPU power: gpu_power_mean_w per configuration"));
+    assert_null(strstr(md, "these runs measured none"));
     const char *two = strstr(md, "2 GPUs scale at ");
     const char *four = strstr(md, "4 GPUs scale at ");
     assert_non_null(two);
