@@ -237,6 +237,26 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
     json_decref(table);
 }
 
+/* After the resume test: the plan lists what is stored and what would run, runs nothing. */
+static void test_sweep_dry_run_plans_only_the_missing_repeats(void **state) {
+    (void)state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/resume3.yaml", g_dir);
+    assert_true(lb_test_write_file(
+        path, "name: resume\ncommand: train\nrepeats: 3\n"
+              "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: 40, warmup: 1}\n"
+              "axes: {batch: [1, 2]}\n"));
+    size_t before = count_runs();
+    int rc = run((const char *[]){"sweep", path, "--dry-run", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    assert_non_null(strstr(out, "2 of 6 to run"));
+    assert_int_equal(count_lines(out, "stored as run"), 4);
+    assert_non_null(strstr(out, "batch=2                              repeat 3: llmbench train "
+                                "--model gpt2-tiny --device cpu --seq 16 --steps 40 --warmup 1 "
+                                "--batch 2\n"));
+    assert_int_equal(count_runs(), before);
+}
+
 static void test_sweep_failed_cell_does_not_stop_the_others(void **state) {
     (void)state;
     char path[160];
@@ -266,6 +286,7 @@ int main(void) {
         cmocka_unit_test(test_sweep_matrix_faults_name_line_and_key),
         cmocka_unit_test(test_sweep_bad_file_exits_2_and_runs_nothing),
         cmocka_unit_test(test_sweep_resumes_after_sigint_running_only_missing_cells),
+        cmocka_unit_test(test_sweep_dry_run_plans_only_the_missing_repeats),
         cmocka_unit_test(test_sweep_failed_cell_does_not_stop_the_others),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -111,10 +111,49 @@ static void print_json(const lb_result *r, int64_t run_id) {
     json_decref(doc);
 }
 
+/* --dry-run: the plan, as lines or JSON; returns the exit code. */
+static int print_plan(const lb_sweep_matrix *m, const char *db, bool json, lb_err *err) {
+    lb_store *store = NULL;
+    json_t *plan = NULL;
+    lb_status st = lb_store_open(db, &store, err);
+    if (st == LB_OK) st = lb_sweep_plan(m, store, &plan, err);
+    lb_store_close(store);
+    if (st != LB_OK) return lb_status_exit_code(st);
+    if (json) {
+        json_dumpf(plan, stdout, JSON_INDENT(2));
+        printf("\n");
+    }
+    size_t i, todo = 0;
+    json_t *item;
+    json_array_foreach(plan, i, item) {
+        json_t *run = json_object_get(item, "run");
+        todo += json_is_null(run);
+        if (json) continue;
+        printf("%-36s repeat %lld: ", json_string_value(json_object_get(item, "label")),
+               (long long)json_integer_value(json_object_get(item, "repeat")));
+        if (!json_is_null(run)) {
+            printf("stored as run %lld\n", (long long)json_integer_value(run));
+            continue;
+        }
+        printf("llmbench %s", m->command);
+        size_t k;
+        json_t *arg;
+        json_array_foreach(json_object_get(item, "args"), k, arg)
+            printf(" %s", json_string_value(arg));
+        printf("\n");
+    }
+    if (!json) printf("%zu of %zu to run\n", todo, json_array_size(plan));
+    json_decref(plan);
+    return 0;
+}
+
 int lb_cmd_sweep(int argc, char **argv) {
-    bool quiet_cells = false;
+    bool quiet_cells = false, dry_run = false;
     const lb_arg_spec specs[] = {
         {"--no-progress", LB_ARG_FLAG, &quiet_cells, NULL, "no line on stderr per cell x repeat"},
+        {"--dry-run", LB_ARG_FLAG, &dry_run, NULL,
+         "check the file and list each cell x repeat (stored already, or the command it would "
+         "run); run nothing"},
     };
     const lb_cli_command cmd = {
         .command = "sweep",
@@ -174,6 +213,13 @@ int lb_cmd_sweep(int argc, char **argv) {
         unlink(log_path);
         lb_sweep_matrix_free(&m);
         return lb_status_exit_code(st);
+    }
+    if (dry_run) {
+        rc = print_plan(&m, db, a.common.json, &err);
+        unlink(log_path);
+        lb_sweep_matrix_free(&m);
+        if (rc != 0) fprintf(stderr, "llmbench sweep: %s\n", err.msg);
+        return rc;
     }
     lb_result *r = lb_result_new("sweep", m.name);
     if (r == NULL) {

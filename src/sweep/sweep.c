@@ -132,6 +132,41 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     return LB_OK;
 }
 
+lb_status lb_sweep_plan(const lb_sweep_matrix *m, lb_store *store, json_t **out, lb_err *err) {
+    *out = json_array();
+    if (*out == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the plan");
+    for (size_t cell = 0; cell < m->n_cells; cell++) {
+        char label[256];
+        lb_sweep_cell_label(m, cell, label, sizeof label);
+        char **argv = NULL;
+        size_t argc = 0;
+        lb_status st = lb_sweep_cell_args(m, cell, &argv, &argc, err);
+        json_t *args = json_array();
+        for (size_t i = 0; st == LB_OK && i < argc; i++)
+            json_array_append_new(args, json_string(argv[i]));
+        free(argv);
+        for (int64_t r = 1; st == LB_OK && r <= m->repeats; r++) {
+            char tag[320];
+            run_tag(m, cell, r, tag, sizeof tag);
+            lb_store_run_info info;
+            st = newest_tagged(store, tag, LB_RUN_OK, &info, err);
+            if (st == LB_OK)
+                json_array_append_new(
+                    *out,
+                    json_pack("{s:I, s:s, s:I, s:o, s:O}", "cell", (json_int_t)cell, "label", label,
+                              "repeat", (json_int_t)r, "run",
+                              info.id >= 0 ? json_integer(info.id) : json_null(), "args", args));
+        }
+        json_decref(args);
+        if (st != LB_OK) {
+            json_decref(*out);
+            *out = NULL;
+            return st;
+        }
+    }
+    return LB_OK;
+}
+
 lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_store *store,
                        lb_result *agg, lb_err *err) {
     json_t *failures = json_array();

@@ -45,6 +45,11 @@ lb_sweep_params lb_sweep_default_params(void);
  * refused is LB_ERR_USAGE: "FILE:LINE: key 'options.batch': <the command's sentence>". */
 lb_status lb_sweep_check(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_err *err);
 
+/* What lb_sweep_run would do, doing nothing: a new JSON array (caller decrefs) of
+ * {"cell", "label", "repeat", "run": the ok run's id or null, "args": the cell's option
+ * arguments}, in run order. */
+lb_status lb_sweep_plan(const lb_sweep_matrix *m, lb_store *store, json_t **out, lb_err *err);
+
 /* Runs every cell x repeat not yet stored as ok, then aggregates into agg (a result of
  * kind "sweep" the caller made). Returns LB_OK when every cell x repeat is ok,
  * LB_ERR_RUNTIME when some failed (agg lists them; err says how many), LB_ERR_INTERRUPTED
