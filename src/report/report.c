@@ -188,7 +188,15 @@ static bool bars_of(doc *d, const lb_run_set *set, const char *kind, const char 
     return true;
 }
 
-/* One line per group (its first run) of series name against its index. */
+#define CDF_POINTS  500  /* a CDF is drawn through this many quantiles at most */
+#define LINE_POINTS 5000 /* a longer series is drawn every k-th value */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One line per group (its first run) of series name against its index, or its CDF. */
 static void series_lines(doc *d, const lb_run_set *set, const char *kind, const char *series,
                          const char *title, const char *x_label, bool cdf) {
     lb_svg_line lines[MAX_LINES];
@@ -206,22 +214,23 @@ static void series_lines(doc *d, const lb_run_set *set, const char *kind, const 
             free(xs[n]), free(ys[n]);
             break;
         }
-        size_t m = 0;
-        for (size_t i = 0; i < s->n; i++) {
+        size_t m = 0,
+               stride = !cdf && s->n > LINE_POINTS ? (s->n + LINE_POINTS - 1) / LINE_POINTS : 1;
+        for (size_t i = 0; i < s->n; i += stride) {
             if (cdf && !isfinite(s->values[i])) continue;
             xs[n][m] = cdf ? s->values[i] : (double)i;
             ys[n][m++] = s->values[i];
         }
         if (cdf) { /* sorted values against the fraction at or below them */
-            double *v = xs[n];
-            for (size_t i = 1; i < m; i++) /* insertion sort: series are short enough here */
-                for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
-                    double t = v[j];
-                    v[j] = v[j - 1];
-                    v[j - 1] = t;
-                }
-            for (size_t i = 0; i < m; i++)
-                ys[n][i] = (double)(i + 1) / (double)m;
+            qsort(xs[n], m, sizeof(double), cmp_double);
+            size_t k = m < CDF_POINTS ? m : CDF_POINTS;
+            for (size_t i = 0; i < k; i++) { /* the (j+1)/m quantile, j spread evenly */
+                size_t j =
+                    k == m ? i : (size_t)((double)i * (double)(m - 1) / (double)(k - 1) + 0.5);
+                xs[n][i] = xs[n][j];
+                ys[n][i] = (double)(j + 1) / (double)m;
+            }
+            m = k;
         }
         unit = s->unit;
         lines[n] = (lb_svg_line){grp->label, xs[n], ys[n], m};

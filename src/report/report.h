@@ -13,7 +13,9 @@
  * p99 TTFT/TPOT against QPS for load runs; GPU utilisation, power and device memory where
  * the runs measured them; throughput per GPU against GPU count where runs differ in it;
  * each benchmark's history over time with its change points (history/history.h) marked.
- * Every file is written under a temporary name and renamed, so a folder never holds a
+ * A CDF is drawn through at most 500 quantiles and a series longer than 5,000 values
+ * through every k-th one, so a page stays small. Every file is written under a temporary
+ * name and renamed, so a folder never holds a
  * half-written report. Not here: choosing the runs (the CLI), the GPU. */
 #ifndef LB_REPORT_REPORT_H
 #define LB_REPORT_REPORT_H
