@@ -50,6 +50,8 @@ static lb_status check_value(const lb_sweep_matrix *m, const lb_sweep_params *p,
         .argv = argv, .env = env, .stdout_path = "/dev/null", .stderr_path = p->log_path};
     int code = 0;
     LB_TRY(lb_proc_run(&spec, &code, err));
+    if (lb_interrupted())
+        return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted while checking %s", m->path);
     if (code == 0) return LB_OK;
     char why[LB_ERR_MSG_BYTES];
     child_sentence(p->log_path, m->command, why, sizeof why);
@@ -189,6 +191,13 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
                             ": stored before as run %" PRId64 "\n",
                             m->name, k, total, label, r, info.id);
                 continue;
+            }
+            if (lb_interrupted()) {
+                st = lb_fail(err, LB_ERR_INTERRUPTED,
+                             "interrupted before cell %s repeat %" PRId64
+                             "; run the same command again to resume",
+                             label, r);
+                break;
             }
             if (p->progress)
                 fprintf(stderr, "sweep %s [%zu/%zu] %s repeat %" PRId64 "/%" PRId64 ": running\n",
