@@ -3,6 +3,7 @@
  * the job those entries start (schedule/job.h). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -16,6 +17,14 @@ static lb_schedule_backend parse_backend(const char *s) {
     return strcmp(s, "systemd") == 0      ? LB_SCHEDULE_SYSTEMD
            : strcmp(s, "kubernetes") == 0 ? LB_SCHEDULE_KUBERNETES
                                           : LB_SCHEDULE_CRON;
+}
+
+/* path itself when absolute, else the current folder joined with it in buf. */
+static const char *absolute(const char *path, char *buf, size_t cap) {
+    char cwd[4096];
+    if (path[0] == '/' || getcwd(cwd, sizeof cwd) == NULL) return path;
+    snprintf(buf, cap, "%s/%s", cwd, path);
+    return buf;
 }
 
 static int fail(const char *sub, const lb_err *err, lb_status st) {
@@ -75,13 +84,16 @@ static int cmd_add(int argc, char **argv) {
     if (st == LB_OK) st = lb_proc_self_exe(exe, sizeof exe, &err);
     if (st == LB_OK) st = lb_store_resolve_path(a.common.db_path, db, sizeof db, &err);
     if (st != LB_OK) return fail("add", &err, st);
-    e.exe = exe;
-    e.db_path = db;
     lb_schedule_backend b = parse_backend(backend);
-    if (b == LB_SCHEDULE_KUBERNETES) {
+    if (b == LB_SCHEDULE_KUBERNETES) { /* paths are the container's */
         lb_schedule_print_cronjob(stdout, &e);
         return 0;
     }
+    /* cron and systemd start jobs in another folder: relative paths are made absolute */
+    char db_abs[8200], report_abs[8200];
+    e.exe = exe;
+    e.db_path = absolute(db, db_abs, sizeof db_abs);
+    if (e.report_dir) e.report_dir = absolute(e.report_dir, report_abs, sizeof report_abs);
     char note[1024];
     st = lb_schedule_add(&e, b, note, sizeof note, &err);
     if (st != LB_OK) return fail("add", &err, st);
