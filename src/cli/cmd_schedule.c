@@ -1,6 +1,7 @@
 /* cmd_schedule.c: `llmbench schedule add|list|remove|exec`: recurring runs as a crontab
  * line, a systemd user timer or a printed Kubernetes CronJob (schedule/schedule.h), and
  * the job those entries start (schedule/job.h). */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -97,8 +98,15 @@ static int cmd_add(int argc, char **argv) {
     char note[1024];
     st = lb_schedule_add(&e, b, note, sizeof note, &err);
     if (st != LB_OK) return fail("add", &err, st);
-    printf("scheduled %s at %02d:%02d (%s) with %s%s%s\n", e.name, e.hour, e.minute, e.days,
-           backend, note[0] ? ": " : "", note);
+    if (a.common.json) {
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", e.name, "backend", backend,
+                                "at", at, "days", e.days, "note", note);
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(doc);
+    } else
+        printf("scheduled %s at %02d:%02d (%s) with %s%s%s\n", e.name, e.hour, e.minute, e.days,
+               backend, note[0] ? ": " : "", note);
     return 0;
 }
 
