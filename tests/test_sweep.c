@@ -18,6 +18,15 @@
 #include "sweep/matrix.h"
 #include "test_util.h"
 
+/* Steps of the resume test's cells: long enough that the sweep is still running cells
+ * when the first is stored (about 0.5 s a cell optimised), short enough under the
+ * sanitizers (about 15 s a cell at 40 steps). */
+#ifdef __SANITIZE_ADDRESS__
+#define RESUME_STEPS "40"
+#else
+#define RESUME_STEPS "400"
+#endif
+
 static char g_dir[64], g_db[128];
 static char out[1 << 21], err[1 << 16];
 
@@ -161,9 +170,10 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
     snprintf(path, sizeof path, "%s/resume.yaml", g_dir);
     snprintf(log, sizeof log, "%s/sweep.log", g_dir);
     assert_true(lb_test_write_file(
-        path, "name: resume\ncommand: train\nrepeats: 2\n"
-              "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: 40, warmup: 1}\n"
-              "axes: {batch: [1, 2]}\n"));
+        path,
+        "name: resume\ncommand: train\nrepeats: 2\n"
+        "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: " RESUME_STEPS ", warmup: 1}\n"
+        "axes: {batch: [1, 2]}\n"));
     pid_t pid = fork();
     if (pid == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -172,8 +182,7 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
         execl(LB_TEST_BIN, LB_TEST_BIN, "sweep", path, "--db", g_db, (char *)NULL);
         _exit(127);
     }
-    /* interrupt once the first cell x repeat is stored (a cell takes about 0.1 s in an
-     * optimised build, seconds under the sanitizers) */
+    /* interrupt once the first cell x repeat is stored */
     for (int i = 0; i < 50000 && ok_tagged("sweep:resume") == 0; i++)
         usleep(10 * 1000);
     assert_int_equal(kill(pid, SIGINT), 0);
@@ -243,17 +252,18 @@ static void test_sweep_dry_run_plans_only_the_missing_repeats(void **state) {
     char path[160];
     snprintf(path, sizeof path, "%s/resume3.yaml", g_dir);
     assert_true(lb_test_write_file(
-        path, "name: resume\ncommand: train\nrepeats: 3\n"
-              "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: 40, warmup: 1}\n"
-              "axes: {batch: [1, 2]}\n"));
+        path,
+        "name: resume\ncommand: train\nrepeats: 3\n"
+        "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: " RESUME_STEPS ", warmup: 1}\n"
+        "axes: {batch: [1, 2]}\n"));
     size_t before = count_runs();
     int rc = run((const char *[]){"sweep", path, "--dry-run", "--db", g_db, NULL});
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     assert_non_null(strstr(out, "2 of 6 to run"));
     assert_int_equal(count_lines(out, "stored as run"), 4);
     assert_non_null(strstr(out, "batch=2                              repeat 3: llmbench train "
-                                "--model gpt2-tiny --device cpu --seq 16 --steps 40 --warmup 1 "
-                                "--batch 2\n"));
+                                "--model gpt2-tiny --device cpu --seq 16 --steps " RESUME_STEPS
+                                " --warmup 1 --batch 2\n"));
     assert_int_equal(count_runs(), before);
 }
 
