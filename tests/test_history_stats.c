@@ -19,7 +19,7 @@ static void test_mwu_matches_hand_computed_values(void **state) {
     const double a[] = {1, 2, 3, 4, 5}, b[] = {6, 7, 8, 9, 10};
     lb_mwu_result r;
     lb_err e = {{0}};
-    assert_int_equal(lb_mwu_test(a, 5, b, 5, 0.95, &r, &e), LB_OK);
+    assert_int_equal(lb_stattest_mwu(a, 5, b, 5, 0.95, &r, &e), LB_OK);
     /* every b above every a: U_b = 25; mean 12.5, var 5*5*11/12; z = 12 / sqrt(22.9167) */
     assert_float_equal(r.u, 25.0, 1e-12);
     assert_float_equal(r.z, 12.0 / sqrt(25.0 * 11.0 / 12.0), 1e-9);
@@ -27,10 +27,10 @@ static void test_mwu_matches_hand_computed_values(void **state) {
     assert_float_equal(r.shift, 5.0, 1e-12);
     /* ties: one value shared by both sides gets the average rank */
     const double c[] = {1, 2, 3}, d[] = {3, 4, 5};
-    assert_int_equal(lb_mwu_test(c, 3, d, 3, 0.95, &r, &e), LB_OK);
+    assert_int_equal(lb_stattest_mwu(c, 3, d, 3, 0.95, &r, &e), LB_OK);
     assert_float_equal(r.u, 8.5, 1e-12); /* ranks of d: 3.5 + 5 + 6 = 14.5; 14.5 - 6 */
-    assert_int_equal(lb_mwu_test(c, 1, d, 3, 0.95, &r, &e), LB_ERR_USAGE);
-    assert_float_equal(lb_normal_quantile(0.975), 1.959964, 1e-6);
+    assert_int_equal(lb_stattest_mwu(c, 1, d, 3, 0.95, &r, &e), LB_ERR_USAGE);
+    assert_float_equal(lb_stattest_normal_quantile(0.975), 1.959964, 1e-6);
 }
 
 static void noisy(double *x, size_t n, double level, double rel_sd, uint64_t seed) {
@@ -49,11 +49,11 @@ static void test_mwu_finds_planted_10pct_slowdown_and_no_change_in_same_config(v
     noisy(c, N, 100.0, 0.05, 3);
     lb_mwu_result r;
     lb_err e = {{0}};
-    assert_int_equal(lb_mwu_test(a, N, b, N, 0.95, &r, &e), LB_OK);
+    assert_int_equal(lb_stattest_mwu(a, N, b, N, 0.95, &r, &e), LB_OK);
     assert_true(r.p < 1e-10);
     assert_true(r.lo < 10.0 && r.hi > 10.0);
     assert_true(r.lo > 8.0 && r.hi < 12.0);
-    assert_int_equal(lb_mwu_test(a, N, c, N, 0.95, &r, &e), LB_OK);
+    assert_int_equal(lb_stattest_mwu(a, N, c, N, 0.95, &r, &e), LB_OK);
     assert_true(r.p > 0.05);
     assert_true(r.lo < 0.0 && r.hi > 0.0);
     /* thinned interval on long samples still covers the shift */
@@ -61,7 +61,7 @@ static void test_mwu_finds_planted_10pct_slowdown_and_no_change_in_same_config(v
     static double la[M], lb[M];
     noisy(la, M, 100.0, 0.05, 4);
     noisy(lb, M, 103.0, 0.05, 5);
-    assert_int_equal(lb_mwu_test(la, M, lb, M, 0.95, &r, &e), LB_OK);
+    assert_int_equal(lb_stattest_mwu(la, M, lb, M, 0.95, &r, &e), LB_OK);
     assert_true(r.lo < 3.0 && r.hi > 3.0);
 }
 
@@ -72,10 +72,10 @@ static void test_changepoint_finds_the_one_step_and_no_other(void **state) {
     noisy(x, N, 100.0, 0.01, 11);
     for (size_t i = 25; i < N; i++)
         x[i] *= 0.93; /* 7% slower throughput from night 25 on */
-    lb_cp_params p = lb_cp_default_params();
+    lb_changepoint_params p = lb_changepoint_default_params();
     size_t cps[N], n = 0;
     lb_err e = {{0}};
-    assert_int_equal(lb_cp_find(x, N, &p, cps, &n, N, &e), LB_OK);
+    assert_int_equal(lb_changepoint_find(x, N, &p, cps, &n, N, &e), LB_OK);
     assert_int_equal(n, 1);
     assert_int_equal(cps[0], 25);
 }
@@ -87,10 +87,10 @@ static void test_changepoint_ignores_noise_and_one_outlier(void **state) {
     noisy(x, N, 100.0, 0.02, 21);
     x[17] = 60.0;    /* one bad night */
     x[N - 1] = 60.0; /* and a bad last night */
-    lb_cp_params p = lb_cp_default_params();
+    lb_changepoint_params p = lb_changepoint_default_params();
     size_t cps[N], n = 0;
     lb_err e = {{0}};
-    assert_int_equal(lb_cp_find(x, N, &p, cps, &n, N, &e), LB_OK);
+    assert_int_equal(lb_changepoint_find(x, N, &p, cps, &n, N, &e), LB_OK);
     assert_int_equal(n, 0);
 }
 

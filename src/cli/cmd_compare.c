@@ -139,8 +139,8 @@ int lb_cmd_compare(int argc, char **argv) {
         }
     }
     json_decref(groups);
-    lb_run_set_free(&A);
-    lb_run_set_free(&B);
+    lb_select_free(&A);
+    lb_select_free(&B);
     lb_store_close(s);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench compare: %s\n", err.msg);

@@ -103,7 +103,7 @@ int lb_cmd_history(int argc, char **argv) {
         st = lb_fail(&err, LB_ERR_USAGE, "'%s' is not a key metric of %s runs", metric, bench.kind);
     lb_history_change changes[MAX_CHANGES];
     size_t n_changes = 0;
-    lb_cp_params cp = lb_cp_default_params();
+    lb_changepoint_params cp = lb_changepoint_default_params();
     if (st == LB_OK)
         st = lb_history_changes(pts, n, k, threshold, &cp, changes, &n_changes, MAX_CHANGES, &err);
     lb_store_close(s);

@@ -56,20 +56,20 @@ int lb_cmd_report(int argc, char **argv) {
     lb_status st = lb_store_open(a.common.db_path, &s, &err);
     for (int i = 0; st == LB_OK && i < a.n_pos; i++) {
         st = lb_select_runs(s, a.pos[i], &one, &err);
-        if (st == LB_OK) st = lb_run_set_take(&all, &one, &err);
-        lb_run_set_free(&one);
+        if (st == LB_OK) st = lb_select_take(&all, &one, &err);
+        lb_select_free(&one);
     }
     if (st == LB_OK && since_h > 0) {
         st = lb_select_since(s, lb_clock_wall_s() - since_h * 3600.0, &one, &err);
-        if (st == LB_OK) st = lb_run_set_take(&all, &one, &err);
-        lb_run_set_free(&one);
+        if (st == LB_OK) st = lb_select_take(&all, &one, &err);
+        lb_select_free(&one);
     }
     if (st == LB_OK && all.n_groups == 0)
         st = lb_fail(&err, LB_ERR_USAGE, "no ok run in the last %g hours in %s", since_h,
                      lb_store_path(s));
     char html[4200];
     if (st == LB_OK) st = lb_report_write(s, &all, &p, html, sizeof html, &err);
-    lb_run_set_free(&all);
+    lb_select_free(&all);
     lb_store_close(s);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench report: %s\n", err.msg);

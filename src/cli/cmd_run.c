@@ -178,7 +178,7 @@ static lb_status history_and_report(const lb_cli_common *common, const int64_t *
         p.title = "llmbench run";
         st = lb_select_runs(s, spec, &set, err);
         if (st == LB_OK) st = lb_report_write(s, &set, &p, html, html_bytes, err);
-        lb_run_set_free(&set);
+        lb_select_free(&set);
     }
     lb_store_close(s);
     return st;

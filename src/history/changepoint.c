@@ -11,8 +11,9 @@
 
 #include "core/stats.h"
 
-lb_cp_params lb_cp_default_params(void) {
-    return (lb_cp_params){.min_size = 3, .permutations = 199, .significance = 0.01, .seed = 7};
+lb_changepoint_params lb_changepoint_default_params(void) {
+    return (lb_changepoint_params){
+        .min_size = 3, .permutations = 199, .significance = 0.01, .seed = 7};
 }
 
 /* The best split of x[0..L-1] and its statistic; *best_t = 0 when none is allowed. */
@@ -74,8 +75,8 @@ static double best_over_segments(const double *x, const size_t *bounds, size_t n
     return best;
 }
 
-lb_status lb_cp_find(const double *x, size_t n, const lb_cp_params *p, size_t *cps, size_t *n_cps,
-                     size_t cap, lb_err *err) {
+lb_status lb_changepoint_find(const double *x, size_t n, const lb_changepoint_params *p,
+                              size_t *cps, size_t *n_cps, size_t cap, lb_err *err) {
     *n_cps = 0;
     size_t *bounds = malloc((n + 2) * sizeof *bounds);
     double *left = malloc((n + 1) * sizeof *left), *right = malloc((n + 1) * sizeof *right);

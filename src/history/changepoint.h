@@ -20,13 +20,13 @@ typedef struct {
     int permutations;    /* permutations per significance test (default 199) */
     double significance; /* keep a split when its permutation p-value is at most this (0.01) */
     uint64_t seed;       /* permutation generator seed */
-} lb_cp_params;
+} lb_changepoint_params;
 
-lb_cp_params lb_cp_default_params(void);
+lb_changepoint_params lb_changepoint_default_params(void);
 
 /* Change points of x[0..n-1] (no NaN): each the index where a new segment starts,
  * ascending, written to cps (room for cap; n / min_size is always enough). */
-lb_status lb_cp_find(const double *x, size_t n, const lb_cp_params *p, size_t *cps, size_t *n_cps,
-                     size_t cap, lb_err *err);
+lb_status lb_changepoint_find(const double *x, size_t n, const lb_changepoint_params *p,
+                              size_t *cps, size_t *n_cps, size_t cap, lb_err *err);
 
 #endif

@@ -69,7 +69,7 @@ static lb_status compare_one(lb_result *const *a, size_t na, lb_result *const *b
     bool testable = series ? n_a >= 2 && n_b >= 2 : n_a >= 3 && n_b >= 3;
     if (*found && testable) {
         lb_mwu_result r;
-        lb_status st = lb_mwu_test(va, n_a, vb, n_b, p->conf, &r, err);
+        lb_status st = lb_stattest_mwu(va, n_a, vb, n_b, p->conf, &r, err);
         if (st != LB_OK) {
             free(va), free(vb);
             return st;

@@ -155,8 +155,8 @@ const lb_key_metric *lb_history_metric(const char *kind, const char *metric) {
 }
 
 lb_status lb_history_changes(const lb_history_point *pts, size_t n, const lb_key_metric *k,
-                             double threshold_pct, const lb_cp_params *cp, lb_history_change *out,
-                             size_t *n_out, size_t cap, lb_err *err) {
+                             double threshold_pct, const lb_changepoint_params *cp,
+                             lb_history_change *out, size_t *n_out, size_t cap, lb_err *err) {
     *n_out = 0;
     double *x = malloc((n ? n : 1) * sizeof *x);
     size_t *cps = malloc((n ? n : 1) * sizeof *cps);
@@ -167,7 +167,7 @@ lb_status lb_history_changes(const lb_history_point *pts, size_t n, const lb_key
     for (size_t i = 0; i < n; i++)
         x[i] = pts[i].value;
     size_t n_cps = 0;
-    lb_status st = lb_cp_find(x, n, cp, cps, &n_cps, n ? n : 1, err);
+    lb_status st = lb_changepoint_find(x, n, cp, cps, &n_cps, n ? n : 1, err);
     for (size_t c = 0; st == LB_OK && c < n_cps && *n_out < cap; c++) {
         size_t from = c == 0 ? 0 : cps[c - 1], at = cps[c], to = c + 1 < n_cps ? cps[c + 1] : n;
         lb_history_change *h = &out[(*n_out)++];
@@ -196,7 +196,7 @@ lb_status lb_history_check_run(lb_store *s, int64_t id, double threshold_pct, FI
     const lb_key_metric *k = lb_history_metric(bench.kind, NULL);
     lb_history_change ch[64];
     size_t n_ch = 0;
-    lb_cp_params cp = lb_cp_default_params();
+    lb_changepoint_params cp = lb_changepoint_default_params();
     lb_status st = lb_history_changes(pts, n, k, threshold_pct, &cp, ch, &n_ch, 64, err);
     free(pts);
     LB_TRY(st);

@@ -58,8 +58,8 @@ typedef struct {
 } lb_history_change;
 
 lb_status lb_history_changes(const lb_history_point *pts, size_t n, const lb_key_metric *k,
-                             double threshold_pct, const lb_cp_params *cp, lb_history_change *out,
-                             size_t *n_out, size_t cap, lb_err *err);
+                             double threshold_pct, const lb_changepoint_params *cp,
+                             lb_history_change *out, size_t *n_out, size_t cap, lb_err *err);
 
 /* Compares stored run id with its benchmark's history: one line to f ("run 12, benchmark
  * KEY: no change point in 9 runs of tokens_per_s", or the newest change point with its

@@ -56,7 +56,7 @@ lb_status lb_openmetrics_write(lb_store *s, double threshold_pct, FILE *out, lb_
         if (st == LB_OK) st = lb_history_points(s, b[i].key, NULL, &same, &pts, &np, err);
         lb_history_change ch[64];
         size_t nc = 0;
-        lb_cp_params cp = lb_cp_default_params();
+        lb_changepoint_params cp = lb_changepoint_default_params();
         if (st == LB_OK)
             st = lb_history_changes(pts, np, lb_history_metric(b[i].kind, NULL), threshold_pct, &cp,
                                     ch, &nc, 64, err);

@@ -140,7 +140,7 @@ lb_status lb_select_since(lb_store *s, double since_wall_s, lb_run_set *out, lb_
     return st;
 }
 
-lb_status lb_run_set_take(lb_run_set *into, lb_run_set *from, lb_err *err) {
+lb_status lb_select_take(lb_run_set *into, lb_run_set *from, lb_err *err) {
     lb_run_group *g = realloc(into->groups, (into->n_groups + from->n_groups + 1) * sizeof *g);
     if (g == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to load runs");
     into->sweep = into->n_groups == 0 ? from->sweep : into->sweep && from->sweep;
@@ -153,7 +153,7 @@ lb_status lb_run_set_take(lb_run_set *into, lb_run_set *from, lb_err *err) {
     return LB_OK;
 }
 
-void lb_run_set_free(lb_run_set *set) {
+void lb_select_free(lb_run_set *set) {
     if (set == NULL) return;
     for (size_t g = 0; g < set->n_groups; g++) {
         for (size_t i = 0; i < set->groups[g].n; i++)

@@ -35,7 +35,7 @@ lb_status lb_select_runs(lb_store *s, const char *spec, lb_run_set *out, lb_err 
 lb_status lb_select_since(lb_store *s, double since_wall_s, lb_run_set *out, lb_err *err);
 /* Moves from's groups to the end of into (from is left empty); into is a sweep set only
  * when both were. */
-lb_status lb_run_set_take(lb_run_set *into, lb_run_set *from, lb_err *err);
-void lb_run_set_free(lb_run_set *set); /* accepts a zeroed set */
+lb_status lb_select_take(lb_run_set *into, lb_run_set *from, lb_err *err);
+void lb_select_free(lb_run_set *set); /* accepts a zeroed set */
 
 #endif

@@ -7,16 +7,16 @@
 
 #include "core/stats.h"
 
-double lb_normal_sf(double z) {
+double lb_stattest_normal_sf(double z) {
     return 0.5 * erfc(z / sqrt(2.0));
 }
 
 /* Bisection on erfc: 60 halvings reach double precision, and it is called a few times. */
-double lb_normal_quantile(double p) {
+double lb_stattest_normal_quantile(double p) {
     double lo = -40.0, hi = 40.0;
     for (int i = 0; i < 200; i++) {
         double mid = 0.5 * (lo + hi);
-        if (1.0 - lb_normal_sf(mid) < p)
+        if (1.0 - lb_stattest_normal_sf(mid) < p)
             lo = mid;
         else
             hi = mid;
@@ -59,8 +59,8 @@ static size_t thin(double *s, size_t n) {
     return LB_HL_MAX_N;
 }
 
-lb_status lb_mwu_test(const double *a, size_t n_a, const double *b, size_t n_b, double conf,
-                      lb_mwu_result *out, lb_err *err) {
+lb_status lb_stattest_mwu(const double *a, size_t n_a, const double *b, size_t n_b, double conf,
+                          lb_mwu_result *out, lb_err *err) {
     memset(out, 0, sizeof *out);
     size_t na = 0, nb = 0;
     double *sa = sorted_finite(a, n_a, &na), *sb = sorted_finite(b, n_b, &nb);
@@ -103,7 +103,7 @@ lb_status lb_mwu_test(const double *a, size_t n_a, const double *b, size_t n_b, 
     double d = out->u - mean;
     double cc = d > 0 ? -0.5 : d < 0 ? 0.5 : 0.0;
     out->z = var > 0 ? (d + cc) / sqrt(var) : 0.0;
-    out->p = var > 0 ? fmin(1.0, 2.0 * lb_normal_sf(fabs(out->z))) : 1.0;
+    out->p = var > 0 ? fmin(1.0, 2.0 * lb_stattest_normal_sf(fabs(out->z))) : 1.0;
 
     /* Hodges-Lehmann on (thinned) samples */
     size_t ta = thin(sa, na), tb = thin(sb, nb);
@@ -118,7 +118,7 @@ lb_status lb_mwu_test(const double *a, size_t n_a, const double *b, size_t n_b, 
             diff[i * tb + j] = sb[j] - sa[i];
     qsort(diff, nd, sizeof *diff, cmp_double);
     out->shift = lb_stats_percentile_sorted(diff, nd, 50);
-    double zc = lb_normal_quantile(0.5 + conf / 2.0);
+    double zc = lb_stattest_normal_quantile(0.5 + conf / 2.0);
     double dta = (double)ta, dtb = (double)tb;
     double ca = floor(dta * dtb / 2.0 - zc * sqrt(dta * dtb * (dta + dtb + 1.0) / 12.0));
     if (ca < 1.0) ca = 1.0;

@@ -29,12 +29,12 @@ typedef struct {
 } lb_mwu_result;
 
 /* NaN values are left out. Needs at least 2 values a side: LB_ERR_USAGE otherwise. */
-lb_status lb_mwu_test(const double *a, size_t n_a, const double *b, size_t n_b, double conf,
-                      lb_mwu_result *out, lb_err *err);
+lb_status lb_stattest_mwu(const double *a, size_t n_a, const double *b, size_t n_b, double conf,
+                          lb_mwu_result *out, lb_err *err);
 
 /* Upper tail of the standard normal, 1 - Phi(z). */
-double lb_normal_sf(double z);
+double lb_stattest_normal_sf(double z);
 /* The standard normal quantile Phi^-1(p), 0 < p < 1. */
-double lb_normal_quantile(double p);
+double lb_stattest_normal_quantile(double p);
 
 #endif

@@ -582,7 +582,7 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
         const lb_key_metric *m = lb_history_metric(bench.kind, NULL);
         lb_history_change ch[32];
         size_t n_ch = 0;
-        lb_cp_params cp = lb_cp_default_params();
+        lb_changepoint_params cp = lb_changepoint_default_params();
         lb_history_changes(pts, n, m, threshold_pct, &cp, ch, &n_ch, 32, &err);
         double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
         lb_svg_marker marks[32];

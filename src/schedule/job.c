@@ -50,7 +50,7 @@ static lb_status after_runs(const lb_schedule_job *j, double t0, FILE *f, lb_sch
         st = lb_select_runs(s, ids, &set, err);
         if (st == LB_OK) st = lb_report_write(s, &set, &p, html, sizeof html, err);
         if (st == LB_OK) fprintf(f, "schedule: report %s\n", html);
-        lb_run_set_free(&set);
+        lb_select_free(&set);
     }
     lb_store_close(s);
     return st;
