@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "core/rng.h"
 #include "core/stats.h"
 #include "store/store.h"
 #include "test_util.h"
@@ -44,7 +45,7 @@ static int64_t store_run(const char *kind, int batch, double step_ms, size_t n, 
     double total = 0;
     for (size_t i = 0; i < n; i++) {
         double v = step_ms * (1.0 + 0.01 * lb_rng_normal(&rng));
-        lb_series_push(ser, v);
+        lb_result_series_push(ser, v);
         total += v;
     }
     if (strcmp(kind, "train") == 0) {

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "core/rng.h"
 #include "core/stats.h"
 #include "history/changepoint.h"
 #include "history/stattest.h"

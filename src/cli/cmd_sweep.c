@@ -47,7 +47,8 @@ static void print_table(const lb_result *r, int64_t run_id) {
     size_t n_keys = 0;
     const lb_key_metric *keys = lb_bench_key_metrics(command ? command : "", &n_keys);
     json_t *cells = json_object_get(r->config, "cells");
-    printf("sweep %s (run %lld, %s)\n", r->name, (long long)run_id, lb_run_status_name(r->status));
+    printf("sweep %s (run %lld, %s)\n", r->name, (long long)run_id,
+           lb_result_status_name(r->status));
     printf("%-36s %-20s %-8s %4s %12s %12s %12s %12s\n", "cell", "metric", "unit", "n", "median",
            "std", "min", "max");
     size_t i;
@@ -104,8 +105,8 @@ static void print_json(const lb_result *r, int64_t run_id) {
         json_object_set_new(c, "metrics", metrics);
     }
     json_t *doc = json_pack("{s:I, s:s, s:s, s:s, s:s?, s:o}", "id", (json_int_t)run_id, "name",
-                            r->name, "status", lb_run_status_name(r->status), "failure", r->failure,
-                            "command", command, "cells", cells);
+                            r->name, "status", lb_result_status_name(r->status), "failure",
+                            r->failure, "command", command, "cells", cells);
     json_dumpf(doc, stdout, JSON_INDENT(2));
     printf("\n");
     json_decref(doc);

@@ -65,7 +65,7 @@ lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
             return lb_fail(err, LB_ERR_RUNTIME, "cannot wait for %s: %s", spec->argv[0],
                            strerror(errno));
         }
-        if (!forwarded && lb_interrupted()) {
+        if (!forwarded && lb_signals_interrupted()) {
             kill(pid, SIGINT);
             forwarded = true;
         }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "core/stats.h"
 
 lb_changepoint_params lb_changepoint_default_params(void) {

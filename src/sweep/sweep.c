@@ -50,7 +50,7 @@ static lb_status check_value(const lb_sweep_matrix *m, const lb_sweep_params *p,
         .argv = argv, .env = env, .stdout_path = "/dev/null", .stderr_path = p->log_path};
     int code = 0;
     LB_TRY(lb_proc_run(&spec, &code, err));
-    if (lb_interrupted())
+    if (lb_signals_interrupted())
         return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted while checking %s", m->path);
     if (code == 0) return LB_OK;
     char why[LB_ERR_MSG_BYTES];
@@ -124,7 +124,7 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     LB_TRY(st);
     LB_TRY(newest_tagged(store, tag, -1, info, err));
     *ok = code == 0 && info->id >= 0 && info->status == LB_RUN_OK;
-    if (code == 130 || lb_interrupted()) return LB_ERR_INTERRUPTED;
+    if (code == 130 || lb_signals_interrupted()) return LB_ERR_INTERRUPTED;
     if (*ok) return LB_OK;
     if (info->id >= 0 && info->failure[0])
         snprintf(reason, reason_cap, "%s", info->failure);
@@ -192,7 +192,7 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
                             m->name, k, total, label, r, info.id);
                 continue;
             }
-            if (lb_interrupted()) {
+            if (lb_signals_interrupted()) {
                 st = lb_fail(err, LB_ERR_INTERRUPTED,
                              "interrupted before cell %s repeat %" PRId64
                              "; run the same command again to resume",
