@@ -267,6 +267,23 @@ static void test_sweep_dry_run_plans_only_the_missing_repeats(void **state) {
     assert_int_equal(count_runs(), before);
 }
 
+/* comm's sizes are short options: a one-letter key is -k, checked by comm's own parser. */
+static void test_sweep_one_letter_keys_are_short_options(void **state) {
+    (void)state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/comm.yaml", g_dir);
+    assert_true(lb_test_write_file(path,
+                                   "name: sizes\ncommand: comm\noptions: {backend: mpi, n: 5}\n"
+                                   "axes: {b: [8, 1K], place: [in, out]}\n"));
+    int rc = run((const char *[]){"sweep", path, "--dry-run", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    assert_non_null(strstr(out, "repeat 1: llmbench comm --backend mpi -n 5 -b 1K --place out\n"));
+    assert_non_null(strstr(out, "4 of 4 to run"));
+    assert_true(lb_test_write_file(path, "name: sizes\ncommand: comm\naxes:\n  d: [float, fp7]\n"));
+    assert_int_equal(run((const char *[]){"sweep", path, "--dry-run", "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "comm.yaml:4: key 'axes.d': option -d expects one of"));
+}
+
 static void test_sweep_failed_cell_does_not_stop_the_others(void **state) {
     (void)state;
     char path[160];
@@ -297,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_sweep_bad_file_exits_2_and_runs_nothing),
         cmocka_unit_test(test_sweep_resumes_after_sigint_running_only_missing_cells),
         cmocka_unit_test(test_sweep_dry_run_plans_only_the_missing_repeats),
+        cmocka_unit_test(test_sweep_one_letter_keys_are_short_options),
         cmocka_unit_test(test_sweep_failed_cell_does_not_stop_the_others),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

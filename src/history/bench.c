@@ -20,7 +20,18 @@ static const lb_key_metric load_metrics[] = {
     {"latency_p50_ms", "latency_ms", false, true}, {"failed", NULL, false, false},
 };
 
+static const lb_key_metric comm_metrics[] = {
+    {"avg_busbw", NULL, true, true, "faster", "slower"},
+    {"wrong_total", NULL, false, false, "fewer", "more"},
+};
+
+const char *const lb_bench_kinds[] = {"train", "load", "comm", NULL};
+
 const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n) {
+    if (strcmp(kind, "comm") == 0) {
+        *n = sizeof comm_metrics / sizeof comm_metrics[0];
+        return comm_metrics;
+    }
     if (strcmp(kind, "train") == 0) {
         *n = sizeof train_metrics / sizeof train_metrics[0];
         return train_metrics;
@@ -36,6 +47,8 @@ const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n) {
 static const char *const train_keys[] = {"model",     "batch", "seq",         "precision",
                                          "device",    "data",  "fp32_matmul", "attention",
                                          "recompute", "zero",  "gpus",        NULL};
+static const char *const comm_keys[] = {"collectives", "min_bytes", "max_bytes", "factor", "dtype",
+                                        "op",          "place",     "backend",   "ranks",  NULL};
 static const char *const load_keys[] = {"scenario",    "mode",       "qps",   "sweep_qps",
                                         "concurrency", "max_tokens", "model", "api",
                                         "stream",      "dataset",    NULL};
@@ -57,6 +70,7 @@ size_t lb_bench_fields(const lb_result *r, lb_bench_field *out) {
     size_t n = 0;
     const char *const *keys = strcmp(r->kind, "train") == 0  ? train_keys
                               : strcmp(r->kind, "load") == 0 ? load_keys
+                              : strcmp(r->kind, "comm") == 0 ? comm_keys
                                                              : NULL;
     for (size_t i = 0; keys != NULL && keys[i] != NULL && n < LB_BENCH_MAX_FIELDS - 3; i++) {
         const json_t *v = r->config ? json_object_get(r->config, keys[i]) : NULL;

@@ -3,7 +3,8 @@
  * A benchmark's identity is what decides the work and where it ran: the command, the
  * options that shape the work (for train: model, batch, seq, precision, device, data,
  * matrix-product and attention choices, recompute; for load: scenario, rates, concurrency,
- * model, API, streaming, dataset, max tokens), the GPU model and count, and the host. Runs
+ * model, API, streaming, dataset, max tokens; for comm: collectives, sizes, dtype, op,
+ * placement, backend, ranks), the GPU model and count, and the host. Runs
  * with the same identity form one history; seeds, step counts, names and tags do not split
  * it. Key metrics are the few figures per command that the sweep table, compare, history,
  * reports and the OpenMetrics export speak about, each with the raw series it comes from
@@ -26,7 +27,10 @@ typedef struct {
     const char *worse;     /* and the other way: "slower", "larger" */
 } lb_key_metric;
 
-/* The key metrics of a run kind ("train", "load"); *n is 0 for a kind without any. */
+/* The kinds that have key metrics, NULL-terminated: "train", "load", "comm". */
+extern const char *const lb_bench_kinds[];
+
+/* The key metrics of a run kind ("train", "load", "comm"); *n is 0 for a kind without any. */
 const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n);
 
 #define LB_BENCH_ID_BYTES 1024

@@ -63,8 +63,8 @@ lb_status lb_openmetrics_write(lb_store *s, double threshold_pct, FILE *out, lb_
         regressed[i] = st == LB_OK && nc > 0 && ch[nc - 1].regression;
         free(pts);
     }
-    static const char *const kinds[] = {"train", "load"};
-    for (size_t k = 0; st == LB_OK && k < sizeof kinds / sizeof kinds[0]; k++) {
+    const char *const *kinds = lb_bench_kinds;
+    for (size_t k = 0; st == LB_OK && kinds[k] != NULL; k++) {
         size_t n_keys = 0;
         const lb_key_metric *keys = lb_bench_key_metrics(kinds[k], &n_keys);
         for (size_t m = 0; m < n_keys; m++) {

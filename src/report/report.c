@@ -696,8 +696,8 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
     if (!d.html || !d.md || !d.find_html || !d.find_md)
         return lb_fail(err, LB_ERR_NOMEM, "no memory for the report");
 
-    static const char *const kinds[] = {"train", "load"};
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    const char *const *kinds = lb_bench_kinds;
+    for (size_t k = 0; kinds[k] != NULL; k++) {
         bool any = false;
         for (size_t g = 0; g < set->n_groups; g++)
             any |= strcmp(group_kind(&set->groups[g]), kinds[k]) == 0;
@@ -725,7 +725,7 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
             if (!gpu)
                 para(&d, "No GPU utilisation, power or device memory: these runs measured none "
                          "(CPU runs, or no NVML).");
-        } else {
+        } else if (strcmp(kinds[k], "load") == 0) {
             series_lines(&d, set, "load", "ttft_ms", "TTFT CDF (first run of each configuration)",
                          NULL, true);
             series_lines(&d, set, "load", "latency_ms",

@@ -96,7 +96,7 @@ static lb_status read_keys(const reader *R, const yaml_node_t *map, const char *
         key->flag = malloc(flag_bytes);
         if (key->key == NULL || key->flag == NULL)
             return lb_fail(R->err, LB_ERR_NOMEM, "no memory to read %s", R->path);
-        snprintf(key->flag, flag_bytes, "--%s", name);
+        snprintf(key->flag, flag_bytes, "%s%s", name[1] ? "--" : "-", name); /* b: -b */
         if (v->type == YAML_SEQUENCE_NODE) {
             size_t nv = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
             if (nv == 0)

@@ -4,13 +4,14 @@
  * flow document, so both give every key its line number):
  *
  *   name: zero-x-precision          # the sweep's name (tags its runs; resume finds them)
- *   command: train                  # a command that stores a run: train or load
+ *   command: train                  # a command that stores a run: train, load or comm
  *   repeats: 3                      # runs of each cell (default 1)
  *   options: {model: gpt2-tiny, batch: 4, recompute: true, tag: [a, b]}
  *   axes: {zero: [0, 1], precision: [fp16, fp32]}   # crossed, the last one fastest
  *
- * Keys of options and axes are the command's own option names without "--". A scalar
- * becomes "--key value"; true becomes the bare flag "--key" and false leaves it out; a
+ * Keys of options and axes are the command's own option names without their dashes (a
+ * one-letter key is a short option: b is -b, as comm's sizes). A scalar becomes
+ * "--key value"; true becomes the bare flag "--key" and false leaves it out; a
  * list under options repeats the option. The reader checks the file's shape (keys, types,
  * empty axes, the command); whether the command takes each option and value is for the
  * command's own parser to say (sweep.h). Every error is LB_ERR_USAGE with one sentence
@@ -38,7 +39,7 @@ typedef struct {
 /* One key of options (values given together) or of axes (values crossed). */
 typedef struct {
     char *key;  /* option name without "--" */
-    char *flag; /* "--key" */
+    char *flag; /* "--key", or "-k" for a one-letter key */
     int line;
     lb_sweep_value *values;
     size_t n_values;
@@ -56,8 +57,8 @@ typedef struct {
     size_t n_cells; /* product of the axes' lengths (1 without axes) */
 } lb_sweep_matrix;
 
-/* The commands whose runs a sweep can make: "train|load". */
-#define LB_SWEEP_COMMANDS "train|load"
+/* The commands whose runs a sweep can make. */
+#define LB_SWEEP_COMMANDS "train|load|comm"
 
 /* Reads and checks the file at path into *m (lb_sweep_matrix_free frees it, also after a
  * failure). */
