@@ -284,6 +284,54 @@ static void test_sweep_one_letter_keys_are_short_options(void **state) {
     assert_non_null(strstr(err, "comm.yaml:4: key 'axes.d': option -d expects one of"));
 }
 
+/* load cells against `serve --synthetic`: each cell a stored load run; a cell that
+ * completes with an INVALID verdict (exit 3: the 1 ms TTFT bound is missed) is stored ok
+ * and counts as done. */
+static void test_sweep_of_load_cells_against_a_synthetic_server(void **state) {
+    (void)state;
+    char serve_out[160], path[160], text[512], url[64] = "";
+    snprintf(serve_out, sizeof serve_out, "%s/serve.out", g_dir);
+    snprintf(path, sizeof path, "%s/load.yaml", g_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        int fd = open(serve_out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "serve", "--synthetic", "--host", "127.0.0.1", "--port",
+              "0", "--ttft-ms", "5", "--tpot-ms", "1", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 1000 && url[0] == '\0'; i++) { /* its first line names the port */
+        usleep(10 * 1000);
+        char *first = lb_test_read_file(serve_out, NULL);
+        const char *at = first ? strstr(first, "http://") : NULL;
+        if (at && strchr(at, '\n')) snprintf(url, sizeof url, "%.*s", (int)strcspn(at, "\n"), at);
+        free(first);
+    }
+    assert_true(url[0] != '\0');
+    snprintf(text, sizeof text,
+             "name: rates\ncommand: load\noptions: {endpoint: \"%s\", model: synthetic, "
+             "synthetic: 20, max-tokens: 4}\naxes: {qps: [20, 40], ttft-limit-ms: [1, 5000]}\n",
+             url);
+    assert_true(lb_test_write_file(path, text));
+    int rc = run((const char *[]){"sweep", path, "--json", "--db", g_db, NULL});
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    json_t *table = json_loads(out, 0, NULL);
+    assert_non_null(table);
+    assert_string_equal(json_string_value(json_object_get(table, "status")), "ok");
+    size_t i;
+    json_t *cell;
+    json_array_foreach(json_object_get(table, "cells"), i, cell) {
+        assert_int_equal(json_array_size(json_object_get(cell, "runs")), 1);
+        json_t *tps = json_object_get(json_object_get(cell, "metrics"), "output_tok_per_s");
+        assert_true(json_number_value(json_object_get(tps, "median")) > 0);
+    }
+    assert_int_equal(i, 4);
+    json_decref(table);
+}
+
 static void test_sweep_failed_cell_does_not_stop_the_others(void **state) {
     (void)state;
     char path[160];
@@ -315,6 +363,7 @@ int main(void) {
         cmocka_unit_test(test_sweep_resumes_after_sigint_running_only_missing_cells),
         cmocka_unit_test(test_sweep_dry_run_plans_only_the_missing_repeats),
         cmocka_unit_test(test_sweep_one_letter_keys_are_short_options),
+        cmocka_unit_test(test_sweep_of_load_cells_against_a_synthetic_server),
         cmocka_unit_test(test_sweep_failed_cell_does_not_stop_the_others),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

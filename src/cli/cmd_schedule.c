@@ -161,8 +161,9 @@ static int cmd_exec(int argc, char **argv) {
         .summary = "The job a scheduled entry runs (also by hand): takes the schedule lock, runs "
                    "the command with its runs tagged schedule:NAME, compares each with its "
                    "benchmark's history and writes a report with --report. Exit 0: ran, no "
-                   "regression; 1: the command failed, a history regressed, or another scheduled "
-                   "run holds the lock; 2: bad usage.",
+                   "regression (also when the command completed with an INVALID verdict, exit "
+                   "3, which is said); 1: the command failed, a history regressed, or another "
+                   "scheduled run holds the lock; 2: bad usage.",
         LB_ARG_SPECS(specs),
         .min_positional = 2,
         .max_positional = LB_ARGS_MAX_POSITIONAL,
@@ -183,10 +184,11 @@ static int cmd_exec(int argc, char **argv) {
     lb_schedule_outcome o;
     st = lb_schedule_exec(&j, stdout, &o, &err);
     if (st != LB_OK) return fail("exec", &err, st);
+    /* exit 3 is a completed run whose verdict is INVALID: said, not a failure of the job */
     if (o.command_exit != 0)
-        fprintf(stderr, "llmbench schedule exec: %s: the command exited with %d\n", j.name,
-                o.command_exit);
-    return o.command_exit != 0 || o.regression ? 1 : 0;
+        fprintf(stderr, "llmbench schedule exec: %s: the command exited with %d%s\n", j.name,
+                o.command_exit, o.command_exit == 3 ? " (completed, INVALID)" : "");
+    return (o.command_exit != 0 && o.command_exit != 3) || o.regression ? 1 : 0;
 }
 
 int lb_cmd_schedule(int argc, char **argv) {

@@ -123,7 +123,8 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     free(cell_argv);
     LB_TRY(st);
     LB_TRY(newest_tagged(store, tag, -1, info, err));
-    *ok = code == 0 && info->id >= 0 && info->status == LB_RUN_OK;
+    /* exit 3: completed and stored ok, but its MLPerf-style verdict is INVALID */
+    *ok = (code == 0 || code == 3) && info->id >= 0 && info->status == LB_RUN_OK;
     if (code == 130 || lb_signals_interrupted()) return LB_ERR_INTERRUPTED;
     if (*ok) return LB_OK;
     if (info->id >= 0 && info->failure[0])
