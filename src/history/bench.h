@@ -2,13 +2,13 @@
  *
  * A benchmark's identity is what decides the work and where it ran: the command, the
  * options that shape the work (for train: model, batch, seq, precision, device, data,
- * matrix-product and attention choices, recompute; for load: scenario, rates, concurrency,
- * model, API, streaming, dataset, max tokens; for comm: collectives, sizes, dtype, op,
- * placement, backend, ranks), the GPU model and count, and the host. Runs
- * with the same identity form one history; seeds, step counts, names and tags do not split
- * it. Key metrics are the few figures per command that the sweep table, compare, history,
- * reports and the OpenMetrics export speak about, each with the raw series it comes from
- * (when there is one) and which way is better. */
+ * matrix-product and attention choices, recompute, LoRA rank, targets and quantisation
+ * when fine-tuning; for load: scenario, rates, concurrency, model, API, streaming,
+ * dataset, max tokens; for comm: collectives, sizes, dtype, op, placement, backend,
+ * ranks), the GPU model and count, and the host. Runs with the same identity form one
+ * history; seeds, step counts, names and tags do not split it. Key metrics are the few figures per
+ * command that the sweep table, compare, history, reports and the OpenMetrics export speak about,
+ * each with the raw series it comes from (when there is one) and which way is better. */
 #ifndef LB_HISTORY_BENCH_H
 #define LB_HISTORY_BENCH_H
 
