@@ -23,9 +23,10 @@
 #include "cli/runctl.h"
 #include "core/signals.h"
 #include "gpu/devinfo.h"
-#include "infer/infer.h"
+#include "history/bench.h"
 #include "history/history.h"
 #include "history/select.h"
+#include "infer/infer.h"
 #include "report/report.h"
 #include "store/store.h"
 #include "train/train.h"
@@ -158,7 +159,9 @@ static lb_status history_and_report(const lb_cli_common *common, const int64_t *
     lb_status st = LB_OK;
     FILE *f = common->json ? stderr : stdout;
     for (size_t i = 0; i < n && st == LB_OK; i++) {
+        size_t n_keys = 0;
         if (results[i] == NULL || results[i]->status != LB_RUN_OK) continue;
+        if (lb_bench_key_metrics(results[i]->kind, &n_keys) == NULL) continue; /* no history */
         bool regressed = false;
         st = lb_history_check_run(s, ids[i], 3.0, f, &regressed, err);
         len += (size_t)snprintf(spec + len, sizeof spec - len, "%s%lld", len ? "," : "",

@@ -25,7 +25,7 @@ static const lb_key_metric comm_metrics[] = {
     {"wrong_total", NULL, false, false, "fewer", "more"},
 };
 
-const char *const lb_bench_kinds[] = {"train", "load", "comm", NULL};
+const char *const lb_bench_kinds[] = {"train", "load", "infer", "comm", NULL};
 
 const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n) {
     if (strcmp(kind, "comm") == 0) {
@@ -36,7 +36,7 @@ const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n) {
         *n = sizeof train_metrics / sizeof train_metrics[0];
         return train_metrics;
     }
-    if (strcmp(kind, "load") == 0) {
+    if (strcmp(kind, "load") == 0 || strcmp(kind, "infer") == 0) { /* one load generator */
         *n = sizeof load_metrics / sizeof load_metrics[0];
         return load_metrics;
     }
@@ -50,6 +50,8 @@ static const char *const train_keys[] = {
     "lora_targets", "quant",       "zero",      "gpus",      NULL};
 static const char *const comm_keys[] = {"collectives", "min_bytes", "max_bytes", "factor", "dtype",
                                         "op",          "place",     "backend",   "ranks",  NULL};
+static const char *const infer_keys[] = {
+    "scenario", "mode", "qps", "concurrency", "max_tokens", "sut", "engine", "dataset", NULL};
 static const char *const load_keys[] = {"scenario",    "mode",       "qps",   "sweep_qps",
                                         "concurrency", "max_tokens", "model", "api",
                                         "stream",      "dataset",    NULL};
@@ -69,10 +71,11 @@ static void field(lb_bench_field *f, const char *key, const json_t *v) {
 
 size_t lb_bench_fields(const lb_result *r, lb_bench_field *out) {
     size_t n = 0;
-    const char *const *keys = strcmp(r->kind, "train") == 0  ? train_keys
-                              : strcmp(r->kind, "load") == 0 ? load_keys
-                              : strcmp(r->kind, "comm") == 0 ? comm_keys
-                                                             : NULL;
+    const char *const *keys = strcmp(r->kind, "train") == 0   ? train_keys
+                              : strcmp(r->kind, "load") == 0  ? load_keys
+                              : strcmp(r->kind, "infer") == 0 ? infer_keys
+                              : strcmp(r->kind, "comm") == 0  ? comm_keys
+                                                              : NULL;
     for (size_t i = 0; keys != NULL && keys[i] != NULL && n < LB_BENCH_MAX_FIELDS - 3; i++) {
         const json_t *v = r->config ? json_object_get(r->config, keys[i]) : NULL;
         if (v != NULL && !json_is_null(v)) field(&out[n++], keys[i], v);

@@ -27,10 +27,11 @@ typedef struct {
     const char *worse;     /* and the other way: "slower", "larger" */
 } lb_key_metric;
 
-/* The kinds that have key metrics, NULL-terminated: "train", "load", "comm". */
+/* The kinds that have key metrics, NULL-terminated: "train", "load", "infer", "comm". */
 extern const char *const lb_bench_kinds[];
 
-/* The key metrics of a run kind ("train", "load", "comm"); *n is 0 for a kind without any. */
+/* The key metrics of a run kind ("train", "load", "infer", "comm"); *n is 0 for a kind
+ * without any. */
 const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n);
 
 #define LB_BENCH_ID_BYTES 1024
