@@ -263,28 +263,6 @@ static bool as_root(void) {
     return getuid() == 0;
 }
 
-/* Runs argv (NULL-terminated), output to out; returns the exit code and the seconds taken. */
-static int run_cmd(const char *const *argv, char *out, size_t cap, double *seconds) {
-    char path[] = "/tmp/lbtest-mpiXXXXXX";
-    int fd = mkstemp(path);
-    int64_t t0 = lb_clock_now_ns();
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (seconds) *seconds = (double)(lb_clock_now_ns() - t0) / 1e9;
-    lseek(fd, 0, SEEK_SET);
-    lb_test_slurp(fd, out, cap);
-    close(fd);
-    unlink(path);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 static int mpirun(const char *prog, const char *const *args, char *out, size_t cap,
                   double *seconds) {
     const char *argv[40] = {"mpirun", "-np", "4", "--oversubscribe"};
@@ -294,7 +272,7 @@ static int mpirun(const char *prog, const char *const *args, char *out, size_t c
     for (int i = 0; args[i] != NULL && n < 38; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    return run_cmd(argv, out, cap, seconds);
+    return lb_test_run_argv(argv, out, cap, seconds);
 }
 
 static int count(const char *hay, const char *needle) {

@@ -144,6 +144,40 @@ static int setup(void **state) {
     return g_dir[0] ? 0 : -1;
 }
 
+/* Four ranks' parts of each batch, side by side, are the whole batch one loader gives. */
+static void expect_parts_tile_the_batch(const char *spec) {
+    const int B = 8, T = 5, parts = 4, n = B * T, mine = n / parts;
+    lb_data_loader *whole = NULL, *part[4] = {NULL};
+    assert_int_equal(lb_data_open(spec, 60, B, T, 21, &whole, NULL), LB_OK);
+    for (int r = 0; r < parts; r++)
+        assert_int_equal(lb_data_open(spec, 60, B, T, 21, &part[r], NULL), LB_OK);
+    int32_t in[40], tg[40], pin[10], ptg[10];
+    for (int step = 0; step < 3; step++) {
+        lb_data_next(whole, in, tg);
+        for (int r = 0; r < parts; r++) {
+            lb_data_next_part(part[r], r, parts, pin, ptg);
+            assert_memory_equal(pin, in + r * mine, sizeof pin);
+            assert_memory_equal(ptg, tg + r * mine, sizeof ptg);
+        }
+    }
+    lb_data_close(whole);
+    for (int r = 0; r < parts; r++)
+        lb_data_close(part[r]);
+}
+
+static void test_data_rank_parts_tile_the_global_batch(void **state) {
+    (void)state;
+    uint16_t tokens[100];
+    for (int i = 0; i < 100; i++)
+        tokens[i] = (uint16_t)((i * 7) % 60);
+    char path[128];
+    shard_path(path, sizeof path, "parts.bin");
+    write_shard(path, LB_SHARD_MAGIC, LB_SHARD_VERSION, 100, tokens, 100);
+    expect_parts_tile_the_batch(path); /* 3 x 41 > 100: the third batch wraps */
+    expect_parts_tile_the_batch("synthetic");
+    expect_parts_tile_the_batch("repeat");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_data_shard_batches_are_consecutive_windows),
@@ -154,6 +188,7 @@ int main(void) {
         cmocka_unit_test(test_data_missing_file_is_an_io_error),
         cmocka_unit_test(test_data_repeat_returns_the_same_batch),
         cmocka_unit_test(test_data_synthetic_is_seeded_and_in_vocabulary),
+        cmocka_unit_test(test_data_rank_parts_tile_the_global_batch),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

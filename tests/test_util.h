@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/rng.h"
@@ -93,6 +94,33 @@ static inline void lb_test_randomize_params(lb_model *m, uint64_t seed) {
                                                             : 0.05 * z);
         }
     }
+}
+
+/* Runs argv (NULL-terminated; argv[0] looked up in PATH) with its stdout and stderr
+ * together into out (NUL-terminated, truncated to cap-1). Returns the exit code, or
+ * 128+signal; *seconds (unless NULL) receives the wall time it took. */
+static inline int lb_test_run_argv(const char *const *argv, char *out, size_t cap,
+                                   double *seconds) {
+    char path[] = "/tmp/lbtest-argvXXXXXX";
+    int fd = mkstemp(path);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (seconds) *seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    lseek(fd, 0, SEEK_SET);
+    lb_test_slurp(fd, out, cap);
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 /* Makes a fresh directory under /tmp and writes its path into dir (>= 32 bytes). */

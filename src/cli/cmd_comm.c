@@ -13,9 +13,9 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "cli/runctl.h"
+#include "cli/workers.h"
 #include "comm/boot.h"
 #include "comm/comm.h"
-#include "comm/launch.h"
 #include "commbench/commbench.h"
 #include "gpu/devinfo.h"
 
@@ -233,23 +233,9 @@ int lb_cmd_comm(int argc, char **argv) {
     if (lb_commbench_validate(p, &err) != LB_OK)
         return lb_status_exit_code(lb_args_usage_error("comm", "%s", err.msg));
 
-    if (gpus > 0 && getenv("LLMBENCH_WORKER") == NULL) {
-        int present = lb_devinfo_cuda_device_count();
-        if (gpus > present)
-            return lb_status_exit_code(lb_args_usage_error(
-                "comm", "--gpus %lld: this machine has %d usable GPU(s); expected 1 to %d",
-                (long long)gpus, present, present));
-        const char *env[] = {"LLMBENCH_WORKER=1", NULL};
+    if (gpus > 0 && !lb_cli_is_worker())
         /* main passes argv + 1: argv - 1 is the program's whole command line */
-        lb_launch_params lp = {.n = (int)gpus,
-                               .argv = argv - 1,
-                               .env = env,
-                               .rank0_stdout = -1,
-                               .grace_s = comm_timeout + 5};
-        int code = lb_launch_local(&lp, &err);
-        if (code < 0) fprintf(stderr, "llmbench comm: %s\n", err.msg);
-        return code < 0 ? 1 : code;
-    }
+        return lb_cli_run_workers("comm", gpus, argv - 1, -1, comm_timeout + 5);
 
     lb_status st = lb_boot_init(setup_timeout, &ctx.boot, &err);
     if (st != LB_OK) {

@@ -1,13 +1,24 @@
 /* cmd_train.c: `llmbench train`: parse options, refuse what cannot work before anything
- * runs, run the training workload as one stored run, print its summary. */
+ * runs, run the training workload as one stored run, print its summary.
+ *
+ * On several ranks (mpirun, srun, torchrun variables, or --gpus N, which starts N local
+ * workers of this command) every rank parses and resolves the same options, the ranks
+ * agree that they did (train.h's lb_train_agree) before anything runs, and rank 0 alone
+ * stores the run, holding every rank's series, and prints it. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "cli/runctl.h"
+#include "cli/workers.h"
+#include "comm/boot.h"
+#include "gpu/devinfo.h"
 #include "train/train.h"
 
 /* Parses "cpu", "cuda" or "cuda:N". */
@@ -34,6 +45,105 @@ typedef struct {
     lb_train_params params;
 } train_ctx;
 
+/* A metric of a result's JSON document; NAN when absent. */
+static double json_metric(const json_t *run, const char *name) {
+    size_t i;
+    const json_t *m;
+    json_array_foreach(json_object_get(run, "metrics"), i, m) {
+        if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
+            return json_real_value(json_object_get(m, "value"));
+    }
+    return NAN;
+}
+
+/* Parses "1,2,4": GPU counts from 1, increasing, each at most `present`; 0 on success. */
+static int parse_counts(const char *list, int present, int *n_out, int *counts, int max) {
+    int n = 0;
+    for (const char *c = list; *c != '\0' && n < max;) {
+        char *end = NULL;
+        long v = strtol(c, &end, 10);
+        if (end == c || v < 1 || v > present || (n == 0 && v != 1) || (n > 0 && v <= counts[n - 1]))
+            return lb_args_usage_error(
+                "train",
+                "--scaling %s: expected GPU counts from 1 upwards, increasing, each at most the "
+                "%d GPU(s) here, such as 1,2,4",
+                list, present);
+        counts[n++] = (int)v;
+        c = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0')
+            return lb_args_usage_error("train",
+                                       "--scaling %s: expected numbers separated by commas", list);
+    }
+    *n_out = n;
+    return 0;
+}
+
+/* --scaling: the same training on each GPU count in turn, each a run of its own started by
+ * --gpus N's local launcher and tagged with one group name; every count after 1 gets the
+ * one-GPU run's tokens/s (--base-tok-per-s), so its run stores its scaling efficiency.
+ * Prints a line per count (with --json, every run's document in one array). */
+static int run_scaling(const char *list, int argc, char **argv, bool json_out, double grace_s) {
+    int counts[16], n = 0, present = lb_devinfo_cuda_device_count();
+    if (present == 0)
+        return lb_status_exit_code(lb_args_usage_error(
+            "train", "--scaling %s runs on GPUs and this machine has no usable GPU", list));
+    if (parse_counts(list, present, &n, counts, 16) != 0) return 2;
+    char group[64], base[32] = "";
+    snprintf(group, sizeof group, "scaling-%lld", (long long)time(NULL));
+    /* argv - 1 is the whole command line (main passes argv + 1), without --scaling */
+    char **child = calloc((size_t)argc + 8, sizeof *child);
+    if (child == NULL) return 1;
+    int k = 0;
+    for (int i = -1; i < argc; i++) {
+        if (strcmp(argv[i], "--scaling") == 0) {
+            i++;
+            continue;
+        }
+        if (strncmp(argv[i], "--scaling=", 10) != 0) child[k++] = argv[i];
+    }
+    char *extra[] = {"--json", "--tag", group, "--base-tok-per-s", base};
+    for (int i = 0; i < 5; i++)
+        child[k + i] = extra[i];
+    if (json_out)
+        printf("[\n");
+    else
+        printf("# scaling group %s\n#  gpus        tok/s    tok/s/gpu  efficiency   run\n", group);
+    int code = 0;
+    for (int c = 0; c < n && code == 0; c++) {
+        child[k + (base[0] ? 5 : 3)] = NULL; /* the one-GPU run has no base */
+        char path[] = "/tmp/llmbench-scalingXXXXXX";
+        int fd = mkstemp(path);
+        if (fd < 0) {
+            code = 1;
+            break;
+        }
+        unlink(path);
+        code = lb_cli_run_workers("train", counts[c], child, fd, grace_s);
+        FILE *f = fdopen(fd, "r");
+        json_t *run = NULL;
+        if (f != NULL) {
+            rewind(f);
+            run = json_loadf(f, JSON_DISABLE_EOF_CHECK, NULL);
+            fclose(f);
+        }
+        double tok = json_metric(run, "tokens_per_s"), eff = json_metric(run, "scaling_efficiency");
+        if (c == 0 && tok > 0) snprintf(base, sizeof base, "%.17g", tok);
+        if (json_out && run != NULL) {
+            char *doc = json_dumps(run, JSON_INDENT(2));
+            printf("%s%s\n", c > 0 ? "," : "", doc ? doc : "null");
+            free(doc);
+        } else if (run != NULL) {
+            printf("  %5d  %11.0f  %11.0f  %10.3f  %4lld\n", counts[c], tok, tok / counts[c],
+                   c == 0 ? 1.0 : eff, (long long)json_integer_value(json_object_get(run, "id")));
+        }
+        json_decref(run);
+        if (code == 0 && c == 0 && base[0] == '\0') code = 1; /* no tokens/s to scale against */
+    }
+    if (json_out) printf("]\n");
+    free(child);
+    return code < 0 ? 1 : code;
+}
+
 static lb_status work(void *ctx, lb_result *r, lb_err *err) {
     return lb_train_run(&((train_ctx *)ctx)->params, r, err);
 }
@@ -46,13 +156,17 @@ int lb_cmd_train(int argc, char **argv) {
     bool tf32 = false;
     int64_t seed = (int64_t)p->seed;
     bool no_progress = false;
+    int64_t zero = 0, gpus = 0;
+    const char *scaling = NULL;
+    double setup_timeout = 120;
     lb_arg_list tags = {0};
     const lb_arg_spec specs[] = {
         {"--model", LB_ARG_STRING, &p->model, "NAME",
          "model preset (default gpt2-124m; see below)"},
         {"--device", LB_ARG_STRING, &device, "DEV",
          "cpu, cuda or cuda:N (default: cuda if a GPU is present, else cpu)"},
-        {"--batch", LB_ARG_INT, &p->batch, "B", "sequences per step (default 4)", 1, 1 << 20},
+        {"--batch", LB_ARG_INT, &p->batch, "B", "sequences per step and rank (default 4)", 1,
+         1 << 20},
         {"--seq", LB_ARG_INT, &p->seq, "T", "tokens per sequence (default 64)", 1, 1 << 24},
         {"--steps", LB_ARG_INT, &p->steps, "N", "timed steps (default 20)", 1, 1e9},
         {"--warmup", LB_ARG_INT, &p->warmup, "W", "untimed warm-up steps before them (default 3)",
@@ -104,10 +218,36 @@ int lb_cmd_train(int argc, char **argv) {
          "the frozen base's projections: none (default) or nf4 (QLoRA: 4-bit NormalFloat, "
          "blocks of 64, double-quantised absmax; needs --lora-rank, and bf16 or fp16 on cuda)",
          0, 0, LB_QUANT_CHOICES},
+        {"--zero", LB_ARG_INT, &zero, "0-3",
+         "ZeRO stage over data-parallel ranks: 0 = gradients all-reduced; 1 = optimizer state "
+         "sharded; 2 = gradients sharded too; 3 = parameters sharded too, gathered per layer "
+         "(default 0; on GPUs only 0 so far)",
+         0, 3},
+        {"--grad-accum", LB_ARG_INT, &p->grad_accum, "K",
+         "split each step's batch into K micro-batches whose gradients add up (default 1; "
+         "CPU only so far)",
+         1, 1 << 20},
+        {"--gpus", LB_ARG_INT, &gpus, "N",
+         "start N local workers, one per GPU (default: the launcher's ranks: mpirun, srun or "
+         "torchrun variables; --batch is per rank)",
+         1, 4096},
+        {"--scaling", LB_ARG_STRING, &scaling, "LIST",
+         "run on each GPU count of LIST in turn (such as 1,2,4), one stored run each, tagged as "
+         "one group, with scaling efficiency against the 1-GPU run"},
+        {"--bucket-mb", LB_ARG_DOUBLE, &p->bucket_mib, "MIB",
+         "most gradient data a communication bucket holds, MiB (default 25)", 0, 1 << 20},
+        {"--base-tok-per-s", LB_ARG_DOUBLE, &p->base_tok_per_s, "X",
+         "tokens/s of this configuration on one rank: adds scaling efficiency", 0, 1e15},
+        {"--comm-timeout", LB_ARG_DOUBLE, &p->comm_timeout_s, "S",
+         "deadline of each collective before the job stops (default 300)", 0.1, 1e6},
+        {"--setup-timeout", LB_ARG_DOUBLE, &setup_timeout, "S",
+         "deadline of the ranks' rendezvous (default 120)", 0.1, 1e6},
         {"--peak-tflops", LB_ARG_DOUBLE, &p->peak_tflops, "X",
          "dense peak TFLOP/s for MFU when the GPU is not in the table", 1e-3, 1e6},
         {"--hour-cost", LB_ARG_DOUBLE, &p->hour_cost, "X",
-         "price of this machine per hour, any currency: adds cost_per_1k_samples", 1e-9, 1e9},
+         "price per hour of the hardware the run uses (this machine; with several ranks, all "
+         "of theirs), any currency: adds cost_per_1k_samples and cost_per_1m_tokens",
+         1e-9, 1e9},
         {"--name", LB_ARG_STRING, &name, "NAME",
          "name of the stored run (default MODEL-DEVICE-PRECISION)"},
         {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)"},
@@ -144,39 +284,89 @@ int lb_cmd_train(int argc, char **argv) {
     if (tf32) p->fp32_matmul = LB_BLAS_FP32_TF32;
     p->seed = (uint64_t)seed;
     p->progress = !no_progress;
+    p->zero = (int)zero;
+
+    if (scaling != NULL && !lb_cli_is_worker()) {
+        if (gpus > 0)
+            return lb_status_exit_code(lb_args_usage_error(
+                "train", "--scaling %s chooses the GPU counts: give it without --gpus", scaling));
+        return run_scaling(scaling, argc, argv, a.common.json, p->comm_timeout_s + 5);
+    }
+    if (gpus > 0 && !lb_cli_is_worker()) {
+        int present = lb_devinfo_cuda_device_count();
+        if (p->device == LB_DEVICE_CPU || present == 0)
+            return lb_status_exit_code(lb_args_usage_error(
+                "train",
+                "--gpus %lld starts one worker per GPU and %s; on CPUs start the ranks with "
+                "mpirun -np N and --device cpu",
+                (long long)gpus,
+                present == 0 ? "this machine has no usable GPU" : "--device cpu uses none"));
+        /* main passes argv + 1: argv - 1 is the program's whole command line */
+        return lb_cli_run_workers("train", gpus, argv - 1, -1, p->comm_timeout_s + 5);
+    }
 
     lb_err err = {{0}};
-    lb_model_config cfg;
-    lb_status st = lb_train_resolve(p, &cfg, &err);
+    lb_boot *boot = NULL;
+    lb_status st = lb_boot_init(setup_timeout, &boot, &err);
     if (st != LB_OK) {
-        if (st == LB_ERR_USAGE || st == LB_ERR_FORMAT || st == LB_ERR_IO) {
-            fprintf(stderr, "llmbench train: %s\n", err.msg);
-            return 2;
-        }
         fprintf(stderr, "llmbench train: %s\n", err.msg);
+        return lb_status_exit_code(st);
+    }
+    p->boot = boot;
+    int rank = lb_boot_rank(boot);
+    if (lb_boot_size(boot) > 1 && p->device != LB_DEVICE_CPU) /* one GPU a rank */
+        p->device_index = lb_boot_local_rank(boot);
+    lb_model_config cfg;
+    st = lb_train_agree(p, &cfg, lb_train_resolve(p, &cfg, &err), &err);
+    if (st != LB_OK) {
+        if (rank == 0) fprintf(stderr, "llmbench train: %s\n", err.msg);
+        lb_boot_free(boot);
+        if (st == LB_ERR_USAGE || st == LB_ERR_FORMAT || st == LB_ERR_IO) return 2;
         return lb_status_exit_code(st);
     }
     char run_name[128];
     if (name == NULL) {
         snprintf(run_name, sizeof run_name, "%s-%s-%s", cfg.name,
                  p->device == LB_DEVICE_CUDA ? "cuda" : "cpu", lb_precision_name(p->precision));
+        if (lb_boot_size(boot) > 1)
+            snprintf(run_name + strlen(run_name), sizeof run_name - strlen(run_name), "-x%d-zero%d",
+                     lb_boot_size(boot), p->zero);
         name = run_name;
     }
     lb_result *r = lb_result_new("train", name);
     if (r == NULL) {
         fprintf(stderr, "llmbench train: out of memory\n");
+        lb_boot_free(boot);
         return 1;
     }
     for (int i = 0; i < tags.n; i++)
         json_array_append_new(r->tags, json_string(tags.items[i]));
     int64_t run_id = -1;
-    /* main passes argv + 1: argv - 1 is the program's whole command line */
-    st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, work, &ctx, &run_id, &err);
-    if (a.common.json)
-        lb_output_result_json(stdout, r, run_id);
-    else
-        lb_output_result_table(stdout, r, run_id);
-    if (st != LB_OK) fprintf(stderr, "llmbench train: %s\n", err.msg);
+    if (rank == 0) {
+        /* main passes argv + 1: argv - 1 is the program's whole command line */
+        st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, work, &ctx, &run_id, &err);
+        if (a.common.json)
+            lb_output_result_json(stdout, r, run_id);
+        else
+            lb_output_result_table(stdout, r, run_id);
+    } else {
+        st = lb_train_run(p, r, &err);
+    }
+    if (st != LB_OK && rank != 0 && st != LB_ERR_INTERRUPTED)
+        fprintf(stderr, "llmbench train: rank %d: %s\n", rank, err.msg);
+    if (st == LB_ERR_COMM && rank != 0) {
+        /* Rank 0 records how the job ended. Leaving after a failed collective aborts the job
+         * (comm/boot.h), so give rank 0 the time to reach its own deadline and store the run
+         * first; its abort ends this wait sooner. */
+        struct timespec wait = {.tv_sec = (time_t)p->comm_timeout_s + 5};
+        nanosleep(&wait, NULL);
+    }
+    if (st != LB_OK && lb_boot_size(boot) == 1)
+        fprintf(stderr, "llmbench train: %s\n", err.msg);
+    else if (st != LB_OK && rank == 0)
+        fprintf(stderr, "llmbench train: rank 0: %s\n", err.msg);
     lb_result_free(r);
+    fflush(stdout);
+    lb_boot_free(boot);
     return lb_status_exit_code(st);
 }

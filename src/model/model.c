@@ -255,6 +255,15 @@ static void norm_backward(const lb_model *m, float *dinp, float *dw, float *db, 
         lb_ref_rmsnorm_backward(dinp, dw, dout, inp, w, rstd, B, T, C);
 }
 
+void lb_model_set_hook(lb_model *m, lb_model_hook fn, void *ctx) {
+    m->hook = fn;
+    m->hook_ctx = ctx;
+}
+
+static void hook(const lb_model *m, lb_model_event ev, int unit) {
+    if (m->hook != NULL) m->hook(m->hook_ctx, ev, unit);
+}
+
 /* Pointers to layer l's activations (strides use the allocated B x T). */
 typedef struct {
     float *norm1, *norm1_mean, *norm1_rstd, *qkv, *att, *atty, *residual2;
@@ -306,12 +315,15 @@ void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets
     m->last_B = B;
     m->last_T = T;
 
+    hook(m, LB_MODEL_FORWARD_BEGIN, 0);
     if (c->family == LB_FAMILY_GPT2)
         lb_ref_encoder_forward(a->encoded, inputs, p + o->wte, p + o->wpe, B, T, C);
     else
         lb_ref_embedding_forward(a->encoded, inputs, p + o->wte, B, T, C);
+    hook(m, LB_MODEL_FORWARD_END, 0);
 
     for (int l = 0; l < c->n_layer; l++) {
+        hook(m, LB_MODEL_FORWARD_BEGIN, 1 + l);
         layer_acts x = layer_at(m, l);
         float *lp = p + o->layers + l * o->layer_numel;
         const lb_layer_offsets *lo = &o->layer;
@@ -339,13 +351,16 @@ void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets
                               H, C);
         lora_forward(m, l, LB_LORA_IN_MLP_OUT, a->branch, x.mlp_act, BT);
         lb_ref_residual_forward(x.residual3, x.residual2, a->branch, BT * C);
+        hook(m, LB_MODEL_FORWARD_END, 1 + l);
     }
+    hook(m, LB_MODEL_FORWARD_BEGIN, c->n_layer + 1);
     const float *last = layer_at(m, c->n_layer - 1).residual3;
     norm_forward(m, a->normf, a->normf_mean, a->normf_rstd, last, p + o->normf_w, at(p, o->normf_b),
                  B, T);
     lb_ref_matmul_forward(a->logits, a->normf, p + o->lm_head, NULL, B, T, C, V);
 
     m->have_targets = targets != NULL;
+    hook(m, LB_MODEL_FORWARD_END, c->n_layer + 1);
     if (!targets) return;
     memcpy(m->targets, targets, (size_t)BT * sizeof(int32_t));
     lb_ref_softmax_crossentropy_forward(a->losses, a->probs, a->logits, targets, B, T, V);
@@ -375,6 +390,7 @@ void lb_model_backward(lb_model *m) {
     const lb_activation_grads *d = &m->dacts;
 #define ZERO(buf, n) memset(buf, 0, (size_t)(n) * sizeof(float))
 
+    hook(m, LB_MODEL_BACKWARD_BEGIN, c->n_layer + 1);
     ZERO(d->dlogits, BT * V);
     lb_ref_softmax_crossentropy_backward(d->dlogits, a->probs, m->targets,
                                          (float)(1.0 / (double)BT), B, T, V);
@@ -385,8 +401,10 @@ void lb_model_backward(lb_model *m) {
     norm_backward(m, d->dresidual, grad_at(m, -1, o->normf_w), grad_at(m, -1, o->normf_b), d->dnorm,
                   layer_at(m, c->n_layer - 1).residual3, p + o->normf_w, a->normf_mean,
                   a->normf_rstd, B, T);
+    hook(m, LB_MODEL_BACKWARD_END, c->n_layer + 1);
 
     for (int l = c->n_layer - 1; l >= 0; l--) {
+        hook(m, LB_MODEL_BACKWARD_BEGIN, 1 + l);
         layer_acts x = layer_at(m, l);
         const float *lp = p + o->layers + l * o->layer_numel;
         const lb_layer_offsets *lo = &o->layer;
@@ -423,13 +441,16 @@ void lb_model_backward(lb_model *m) {
         lora_backward(m, l, LB_LORA_IN_QKV, d->dnorm, d->dqkv, x.norm1, BT);
         norm_backward(m, d->dresidual, grad_at(m, l, lo->norm1_w), grad_at(m, l, lo->norm1_b),
                       d->dnorm, x.input, lp + lo->norm1_w, x.norm1_mean, x.norm1_rstd, B, T);
+        hook(m, LB_MODEL_BACKWARD_END, 1 + l);
     }
     if (!m->grads) return; /* frozen base: no embedding gradient */
+    hook(m, LB_MODEL_BACKWARD_BEGIN, 0);
     if (c->family == LB_FAMILY_GPT2)
         lb_ref_encoder_backward(m->grads + o->wte, m->grads + o->wpe, d->dresidual, m->inputs, B, T,
                                 C);
     else
         lb_ref_embedding_backward(m->grads + o->wte, d->dresidual, m->inputs, B, T, C);
+    hook(m, LB_MODEL_BACKWARD_END, 0);
 #undef ZERO
 }
 

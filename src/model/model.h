@@ -25,7 +25,12 @@
  * frozen: the forward adds each adapter's product to its projection's output, the backward
  * carries activation gradients through the base and computes adapter gradients only.
  *
- * Not here: mixed precision, GPU memory, multi-process data parallelism, data loading. */
+ * A hook (lb_model_set_hook) hears when forward and backward enter and leave each unit of
+ * train/zero.h (0 the embeddings, 1 + l layer l, L + 1 the final norm and output head), so
+ * data-parallel training can gather a unit's parameters just before it runs and send its
+ * gradient as soon as it is complete.
+ *
+ * Not here: mixed precision, GPU memory, collectives, data loading. */
 #ifndef LB_MODEL_MODEL_H
 #define LB_MODEL_MODEL_H
 
@@ -87,6 +92,18 @@ typedef struct {
     float *dlogits;   /* [B,T,V] */
 } lb_activation_grads;
 
+typedef enum {
+    LB_MODEL_FORWARD_BEGIN = 0,
+    LB_MODEL_FORWARD_END,
+    LB_MODEL_BACKWARD_BEGIN,
+    LB_MODEL_BACKWARD_END,
+} lb_model_event;
+
+/* Called with the unit a pass enters (BEGIN: before its parameters are read) or leaves
+ * (END: after its last read of them; in backward, its gradients are complete unless a
+ * later unit also writes them: a tied head's wte, completed by unit 0). */
+typedef void (*lb_model_hook)(void *ctx, lb_model_event ev, int unit);
+
 typedef struct {
     lb_model_config cfg;
     lb_param_offsets off;
@@ -109,6 +126,8 @@ typedef struct {
     int last_B, last_T; /* shape of the last forward */
     int have_targets;   /* 1 when the last forward computed losses */
     float mean_loss;    /* of the last forward with targets */
+    lb_model_hook hook; /* NULL: none */
+    void *hook_ctx;
 } lb_model;
 
 /* Allocates everything for batches of up to B x T tokens (T <= cfg->max_seq) and
@@ -138,6 +157,8 @@ void lb_model_backward(lb_model *m);
  * tokens of intermediates; l outlives the attachment): m->grads, m->m and m->v are released.
  * LB_ERR_USAGE when l holds too few tokens. */
 lb_status lb_model_attach_lora(lb_model *m, lb_lora *l, lb_err *err);
+/* Sets the hook that forward and backward call at each unit (NULL: none). */
+void lb_model_set_hook(lb_model *m, lb_model_hook fn, void *ctx);
 /* Clips the gradient to p->grad_clip by global norm, then one AdamW update (step counts
  * from 1) of every parameter, or with adapters attached of the adapters only. Writes the
  * global gradient norm before clipping to *grad_norm_out (may be NULL). */

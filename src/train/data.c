@@ -19,6 +19,7 @@ struct lb_data_loader {
     int64_t batch, seq;
     lb_rng rng;
     int32_t *fixed;         /* SRC_REPEAT: the one batch of batch*seq+1 tokens */
+    int32_t *drawn;         /* SRC_SYNTHETIC: 2 batch*seq, the whole batch a part is cut from */
     const uint16_t *tokens; /* SRC_SHARD: mapped token array */
     void *map;
     size_t map_bytes;
@@ -99,6 +100,9 @@ lb_status lb_data_open(const char *spec, int32_t vocab_size, int64_t batch, int6
     lb_status st = LB_OK;
     if (strcmp(spec, "synthetic") == 0) {
         d->kind = SRC_SYNTHETIC;
+        d->drawn = malloc((size_t)(2 * batch * seq) * sizeof *d->drawn);
+        if (d->drawn == NULL)
+            st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for a synthetic batch");
     } else if (strcmp(spec, "repeat") == 0) {
         d->kind = SRC_REPEAT;
         d->fixed = malloc((size_t)(batch * seq + 1) * sizeof *d->fixed);
@@ -118,26 +122,32 @@ lb_status lb_data_open(const char *spec, int32_t vocab_size, int64_t batch, int6
     return LB_OK;
 }
 
-void lb_data_next(lb_data_loader *d, int32_t *inputs, int32_t *targets) {
-    int64_t n = d->batch * d->seq;
+void lb_data_next_part(lb_data_loader *d, int part, int parts, int32_t *inputs, int32_t *targets) {
+    int64_t n = d->batch * d->seq, mine = n / parts, first = mine * part;
+    size_t bytes = (size_t)mine * sizeof *inputs;
     switch (d->kind) {
     case SRC_SYNTHETIC:
-        fill_uniform(d, inputs, n);
-        fill_uniform(d, targets, n);
+        fill_uniform(d, d->drawn, 2 * n); /* every input of the batch, then every target */
+        memcpy(inputs, d->drawn + first, bytes);
+        memcpy(targets, d->drawn + n + first, bytes);
         break;
     case SRC_REPEAT:
-        memcpy(inputs, d->fixed, (size_t)n * sizeof *inputs);
-        memcpy(targets, d->fixed + 1, (size_t)n * sizeof *targets);
+        memcpy(inputs, d->fixed + first, bytes);
+        memcpy(targets, d->fixed + first + 1, bytes);
         break;
     case SRC_SHARD:
         if (d->pos + n + 1 > d->n_tokens) d->pos = 0;
-        for (int64_t i = 0; i < n; i++) {
-            inputs[i] = d->tokens[d->pos + i];
-            targets[i] = d->tokens[d->pos + i + 1];
+        for (int64_t i = 0; i < mine; i++) {
+            inputs[i] = d->tokens[d->pos + first + i];
+            targets[i] = d->tokens[d->pos + first + i + 1];
         }
         d->pos += n;
         break;
     }
+}
+
+void lb_data_next(lb_data_loader *d, int32_t *inputs, int32_t *targets) {
+    lb_data_next_part(d, 0, 1, inputs, targets);
 }
 
 int64_t lb_data_shard_tokens(const lb_data_loader *d) {
@@ -148,5 +158,6 @@ void lb_data_close(lb_data_loader *d) {
     if (d == NULL) return;
     if (d->map != NULL) munmap(d->map, d->map_bytes);
     free(d->fixed);
+    free(d->drawn);
     free(d);
 }

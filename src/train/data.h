@@ -10,8 +10,11 @@
  *                tokens (targets are inputs shifted by one), wrapping at the end.
  * A shard is validated completely when opened (magic, version, size, every token id below
  * the vocabulary), so a bad file fails before anything runs, with the file and the byte
- * offset of the problem in the message. The loader does not shuffle or shard across
- * ranks; data-parallel training gives each rank its own seed or offset. */
+ * offset of the problem in the message. The loader does not shuffle.
+ *
+ * Data parallelism: `batch` is the global batch; rank r of N reads its part with
+ * lb_data_next_part, rows [r B/N, (r + 1) B/N) of the batch every rank draws alike, so N
+ * ranks read together exactly what one rank reading the whole batch reads. */
 #ifndef LB_TRAIN_DATA_H
 #define LB_TRAIN_DATA_H
 
@@ -30,6 +33,10 @@ lb_status lb_data_open(const char *spec, int32_t vocab_size, int64_t batch, int6
                        uint64_t seed, lb_data_loader **out, lb_err *err);
 /* Fills inputs and targets, each batch*seq token ids. */
 void lb_data_next(lb_data_loader *d, int32_t *inputs, int32_t *targets);
+/* Advances by one batch and fills inputs and targets with its sequences [part * batch /
+ * parts, (part + 1) * batch / parts), (batch / parts) * seq token ids each; batch must be
+ * a multiple of parts (the caller checks). */
+void lb_data_next_part(lb_data_loader *d, int part, int parts, int32_t *inputs, int32_t *targets);
 /* Number of tokens in the shard (0 for synthetic sources). */
 int64_t lb_data_shard_tokens(const lb_data_loader *d);
 void lb_data_close(lb_data_loader *d);

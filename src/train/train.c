@@ -1,9 +1,14 @@
 /* train.c: the training benchmark: validation, the CPU path on the reference model,
  * dispatch to the CUDA path, and the summary shared by both (see train.h).
  *
- * The CPU path times each whole step (batch fetch excluded: forward, backward, AdamW)
- * with the monotonic clock. Warm-up steps are measured and stored in their own series so
- * the summary of the timed steps never includes them but nothing is thrown away. */
+ * The CPU path times each whole step (batch fetch excluded: forward, backward, AdamW and
+ * the collectives of train/dp.h) with the monotonic clock. Warm-up steps are measured and
+ * stored in their own series so the summary of the timed steps never includes them but
+ * nothing is thrown away. With several ranks, rank 0 says before every step whether to go
+ * on (a signal ends every rank at the same step), each rank keeps its own step and
+ * communication times, and at the end rank 0 gathers them: a step's time is the slowest
+ * rank's. When a collective failed the control plane is not trusted either, and rank 0
+ * keeps its own series only. */
 #include "train/train.h"
 
 #include <math.h>
@@ -19,7 +24,10 @@
 #include "gpu/devinfo.h"
 #include "model/model.h"
 #include "train/data.h"
+#include "train/dp.h"
 #include "train/train_cuda.h"
+#include "train/train_impl.h"
+#include "train/zero.h"
 
 lb_train_params lb_train_default_params(void) {
     return (lb_train_params){
@@ -50,6 +58,12 @@ lb_train_params lb_train_default_params(void) {
         .lora_targets = NULL,
         .quant = LB_QUANT_NONE,
         .progress = true,
+        .zero = 0,
+        .grad_accum = 1,
+        .bucket_mib = 25.0,
+        .base_tok_per_s = 0.0,
+        .boot = NULL,
+        .comm_timeout_s = 300.0,
     };
 }
 
@@ -67,6 +81,14 @@ lb_status lb_train_lora_config(const lb_train_params *p, const lb_model_config *
     LB_TRY(lb_lora_targets_parse(p->lora_targets ? p->lora_targets : "all", cfg->family,
                                  &out->targets, err));
     return lb_lora_config_check(out, cfg, err);
+}
+
+int lb_train_ranks(const lb_train_params *p) {
+    return p->boot != NULL ? lb_boot_size(p->boot) : 1;
+}
+
+int lb_train_rank(const lb_train_params *p) {
+    return p->boot != NULL ? lb_boot_rank(p->boot) : 0;
 }
 
 lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg, lb_err *err) {
@@ -124,6 +146,30 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
         return lb_fail(err, LB_ERR_USAGE,
                        "--quant nf4 needs --precision bf16 or fp16 on --device cuda: the NF4 base "
                        "is dequantised into the 16-bit compute type");
+    if (p->zero < 0 || p->zero > 3)
+        return lb_fail(err, LB_ERR_USAGE, "--zero %d: expected a ZeRO stage from 0 to 3", p->zero);
+    if (p->grad_accum < 1)
+        return lb_fail(err, LB_ERR_USAGE, "--grad-accum must be at least 1, got %lld",
+                       (long long)p->grad_accum);
+    if (p->batch % p->grad_accum != 0)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--batch %lld does not split into --grad-accum %lld micro-batches: give a "
+                       "batch that is a multiple of %lld",
+                       (long long)p->batch, (long long)p->grad_accum, (long long)p->grad_accum);
+    if (p->device == LB_DEVICE_CUDA && p->grad_accum > 1)
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "--grad-accum %lld runs on the CPU reference only so far (--device cpu)",
+                       (long long)p->grad_accum);
+    if (p->device == LB_DEVICE_CUDA && lb_train_ranks(p) > 1 && p->zero != 0)
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "--zero %d on GPUs is not built yet: data-parallel GPU training runs ZeRO "
+                       "0; stages 1-3 run on the CPU reference (--device cpu)",
+                       p->zero);
+    if (p->lora_rank > 0 && lb_train_ranks(p) > 1)
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "--lora-rank on %d ranks is not built yet: fine-tuning with adapters runs "
+                       "on one rank",
+                       lb_train_ranks(p));
     if (p->batch * p->seq > INT32_MAX)
         return lb_fail(err, LB_ERR_USAGE, "--batch x --seq = %lld tokens per step is too many",
                        (long long)(p->batch * p->seq));
@@ -134,8 +180,7 @@ static const char *device_name(lb_device_kind d) {
     return d == LB_DEVICE_CUDA ? "cuda" : d == LB_DEVICE_CPU ? "cpu" : "auto";
 }
 
-static void record_config(const lb_train_params *p, const lb_model_config *cfg, lb_result *r) {
-    json_t *c = r->config;
+static void record_config(const lb_train_params *p, const lb_model_config *cfg, json_t *c) {
     json_object_set_new(c, "model", json_string(cfg->name));
     json_object_set_new(c, "family", json_string(cfg->family == LB_FAMILY_GPT2 ? "gpt2" : "llama"));
     json_object_set_new(c, "device", json_string(device_name(p->device)));
@@ -175,6 +220,183 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "n_head", json_integer(cfg->n_head));
     json_object_set_new(c, "n_kv_head", json_integer(cfg->n_kv_head));
     json_object_set_new(c, "vocab_size", json_integer(cfg->vocab_size));
+    json_object_set_new(c, "zero", json_integer(p->zero));
+    json_object_set_new(c, "grad_accum", json_integer(p->grad_accum));
+    json_object_set_new(c, "bucket_mib", json_real(p->bucket_mib));
+    json_object_set_new(c, "ranks", json_integer(lb_train_ranks(p)));
+    json_object_set_new(c, "global_batch", json_integer(p->batch * lb_train_ranks(p)));
+    json_object_set_new(
+        c, "launcher",
+        json_string(p->boot != NULL ? lb_boot_source_name(lb_boot_source_of(p->boot)) : "single"));
+    if (p->base_tok_per_s > 0)
+        json_object_set_new(c, "base_tok_per_s", json_real(p->base_tok_per_s));
+}
+
+/* Config keys that may differ between ranks: how a rank was started and which local GPU
+ * it drives. */
+static bool rank_local_key(const char *key) {
+    return strcmp(key, "launcher") == 0 || strcmp(key, "device_index") == 0;
+}
+
+/* Rank 0: the verdict on every rank's "STATUS\nTEXT" (TEXT: the error sentence, or the
+ * configuration as JSON). */
+static lb_status judge(char **all, int ranks, lb_err *err) {
+    json_t *mine = json_loads(strchr(all[0], '\n') + 1, 0, NULL);
+    lb_status st = LB_OK;
+    for (int q = 0; q < ranks && st == LB_OK; q++) {
+        char *text = strchr(all[q], '\n') + 1;
+        int code = atoi(all[q]);
+        if (code != LB_OK) {
+            st = lb_fail(err, (lb_status)code, "rank %d: %s", q, text);
+            break;
+        }
+        json_t *theirs = q == 0 ? NULL : json_loads(text, 0, NULL);
+        const char *key;
+        json_t *v;
+        json_object_foreach(mine, key, v) {
+            if (q == 0 || rank_local_key(key)) continue;
+            json_t *w = json_object_get(theirs, key);
+            if (w != NULL && json_equal(v, w)) continue;
+            char *a = json_dumps(v, JSON_ENCODE_ANY),
+                 *b = w ? json_dumps(w, JSON_ENCODE_ANY) : NULL;
+            char opt[64];
+            snprintf(opt, sizeof opt, "--%s", key);
+            for (char *c = opt; *c; c++)
+                if (*c == '_') *c = '-';
+            st = lb_fail(err, LB_ERR_USAGE,
+                         "rank %d was started with %s %s where rank 0 has %s: every rank needs the "
+                         "same options",
+                         q, opt, b ? b : "(none)", a ? a : "?");
+            free(a);
+            free(b);
+            break;
+        }
+        json_decref(theirs);
+    }
+    json_decref(mine);
+    return st;
+}
+
+lb_status lb_train_agree(const lb_train_params *p, const lb_model_config *cfg, lb_status local,
+                         lb_err *err) {
+    const int ranks = lb_train_ranks(p);
+    if (ranks <= 1) return local;
+    char *cfg_text = NULL;
+    if (local == LB_OK) {
+        json_t *c = json_object();
+        record_config(p, cfg, c);
+        cfg_text = json_dumps(c, JSON_COMPACT);
+        json_decref(c);
+    }
+    size_t cap = (cfg_text ? strlen(cfg_text) : 0) + sizeof err->msg + 16;
+    char *text = malloc(cap);
+    if (text == NULL) {
+        free(cfg_text);
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    }
+    snprintf(text, cap, "%d\n%s", (int)local,
+             local == LB_OK ? (cfg_text ? cfg_text : "{}") : err->msg);
+    free(cfg_text);
+    char **all = NULL;
+    lb_err gerr = {{0}};
+    lb_status st = lb_boot_gather_text(p->boot, text, &all, &gerr);
+    free(text);
+    struct {
+        int32_t status;
+        char msg[LB_ERR_MSG_BYTES];
+    } verdict = {0};
+    if (st == LB_OK && all != NULL) {
+        lb_err v = {{0}};
+        verdict.status = (int32_t)judge(all, ranks, &v);
+        memcpy(verdict.msg, v.msg, sizeof verdict.msg);
+    }
+    lb_boot_strings_free(all, ranks);
+    if (st == LB_OK) st = lb_boot_bcast(p->boot, &verdict, sizeof verdict, &gerr);
+    if (st != LB_OK) return lb_fail(err, st, "%s", gerr.msg);
+    if (verdict.status == LB_OK) return LB_OK;
+    return lb_fail(err, (lb_status)verdict.status, "%s", verdict.msg);
+}
+
+/* Rank 0: the series of `ranks` ranks' records rec[q][step][LB_REC_N]. */
+static lb_status store_series(const lb_train_params *p, lb_result *r, const double *rec, int ranks,
+                              int64_t done) {
+    static const char *const base[LB_REC_N] = {"step_ms",    "comm_ms", "comm_exposed_ms",
+                                               "sent_bytes", "loss",    "grad_norm"};
+    static const char *const unit[LB_REC_N] = {"ms", "ms", "ms", "bytes", "nats", "norm"};
+    for (int64_t i = 0; i < done; i++) {
+        bool warm = i < p->warmup;
+        double slowest[LB_REC_N] = {0}, loss = 0;
+        for (int q = 0; q < ranks; q++)
+            for (int k = 0; k < LB_REC_N; k++) {
+                double v = rec[((size_t)q * (size_t)done + (size_t)i) * LB_REC_N + k];
+                if (v > slowest[k] || q == 0) slowest[k] = v;
+                if (k == LB_REC_LOSS) loss += v / ranks;
+                if (k == LB_REC_LOSS || k == LB_REC_NORM || ranks == 1) continue;
+                char name[LB_NAME_BYTES];
+                snprintf(name, sizeof name, "%s%s.r%d", warm ? "warmup_" : "", base[k], q);
+                LB_TRY(lb_result_series_push(lb_result_series(r, name, unit[k]), v));
+            }
+        const char *ms = warm ? "warmup_step_ms" : "step_ms";
+        LB_TRY(lb_result_series_push(lb_result_series(r, ms, "ms"), slowest[LB_REC_MS]));
+        LB_TRY(lb_result_series_push(lb_result_series(r, warm ? "warmup_loss" : "loss", "nats"),
+                                     loss));
+        if (warm) continue;
+        if (!isnan(slowest[LB_REC_NORM]))
+            LB_TRY(lb_result_series_push(lb_result_series(r, "grad_norm", "norm"),
+                                         slowest[LB_REC_NORM]));
+        for (int k = LB_REC_COMM_MS; k <= LB_REC_SENT && lb_train_ranks(p) > 1; k++)
+            LB_TRY(lb_result_series_push(lb_result_series(r, base[k], unit[k]), slowest[k]));
+    }
+    return LB_OK;
+}
+
+lb_status lb_train_store_steps(const lb_train_params *p, lb_result *r, const double *rec,
+                               int64_t done, lb_status st, lb_err *err) {
+    const int ranks = lb_train_ranks(p), rank = lb_train_rank(p);
+    double *all = NULL;
+    int gathered = 1;
+    if (ranks > 1 && (st == LB_OK || st == LB_ERR_INTERRUPTED || st == LB_ERR_RUNTIME)) {
+        all = rank == 0 ? calloc((size_t)ranks * (size_t)done * LB_REC_N + 1, sizeof *all) : NULL;
+        lb_err gerr;
+        lb_status g = lb_boot_gather(p->boot, rec, (size_t)done * LB_REC_N * sizeof *rec, all,
+                                     st == LB_OK ? err : &gerr);
+        if (g == LB_OK && all != NULL)
+            gathered = ranks;
+        else if (st == LB_OK)
+            st = g;
+    }
+    if (rank == 0 && store_series(p, r, gathered > 1 ? all : rec, gathered, done) != LB_OK &&
+        st == LB_OK)
+        st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the step samples");
+    free(all);
+    return st;
+}
+
+lb_status lb_train_check_replicas(const lb_train_params *p, const float *params, int64_t n,
+                                  lb_result *r, lb_err *err) {
+    const int ranks = lb_train_ranks(p);
+    if (ranks <= 1) return LB_OK;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, 64 bits */
+    const unsigned char *b = (const unsigned char *)params;
+    for (size_t i = 0; i < (size_t)n * sizeof *params; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    uint64_t *all = lb_train_rank(p) == 0 ? calloc((size_t)ranks, sizeof *all) : NULL;
+    if (lb_train_rank(p) == 0 && all == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    lb_status st = lb_boot_gather(p->boot, &h, sizeof h, all, err);
+    int32_t differs = -1;
+    for (int q = 1; st == LB_OK && all != NULL && q < ranks && differs < 0; q++)
+        if (all[q] != all[0]) differs = q;
+    free(all);
+    if (st == LB_OK) st = lb_boot_bcast(p->boot, &differs, sizeof differs, err);
+    if (st != LB_OK) return st;
+    if (r != NULL && lb_train_rank(p) == 0)
+        lb_result_set_metric(r, "replicas_identical", differs < 0 ? 1 : 0, "bool");
+    if (differs >= 0)
+        return lb_fail(err, LB_ERR_RUNTIME,
+                       "rank %d ended with other parameters than rank 0: the data-parallel steps "
+                       "diverged",
+                       differs);
+    return LB_OK;
 }
 
 /* With p->lora_rank > 0: adapters on m's frozen base (its projections through NF4 first
@@ -199,37 +421,39 @@ static lb_status cpu_attach_lora(const lb_train_params *p, const lb_model_config
 
 static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
                            lb_data_loader *data, lb_result *r, lb_err *err) {
-    int B = (int)p->batch, T = (int)p->seq;
+    const int ranks = lb_train_ranks(p), rank = lb_train_rank(p);
+    const int K = (int)p->grad_accum, B = (int)(p->batch / p->grad_accum), T = (int)p->seq;
+    const int64_t total = p->warmup + p->steps;
+    const size_t tokens = (size_t)K * (size_t)B * (size_t)T;
+    lb_comm *comm = NULL;
+    if (ranks > 1) {
+        lb_comm_params cp = lb_comm_default_params();
+        cp.backend = LB_COMM_BACKEND_MPI;
+        cp.op_timeout_s = p->comm_timeout_s;
+        cp.setup_timeout_s = lb_boot_timeout_s(p->boot);
+        LB_TRY(lb_comm_init(p->boot, &cp, true, &comm, err));
+    }
     lb_model m;
     lb_lora lora = {0};
-    LB_TRY(lb_model_init(&m, cfg, B, T, p->seed, err));
-    if (p->lora_rank > 0) {
-        lb_status st = cpu_attach_lora(p, cfg, &m, &lora, r, err);
-        if (st != LB_OK) {
-            lb_lora_free(&lora);
-            lb_model_free(&m);
-            return st;
-        }
-    }
-    int32_t *inputs = malloc((size_t)B * T * sizeof *inputs);
-    int32_t *targets = malloc((size_t)B * T * sizeof *targets);
-    if (inputs == NULL || targets == NULL) {
-        free(inputs);
-        free(targets);
+    lb_status st = lb_model_init(&m, cfg, B, T, p->seed, err);
+    if (st == LB_OK && p->lora_rank > 0) st = cpu_attach_lora(p, cfg, &m, &lora, r, err);
+    if (st != LB_OK) {
         lb_lora_free(&lora);
         lb_model_free(&m);
-        return lb_fail(err, LB_ERR_NOMEM, "out of host memory for a batch of %d x %d tokens", B, T);
+        lb_comm_free(comm);
+        return st;
     }
-    /* Create every series first: pointers stay valid once no more are created. */
-    lb_result_series(r, "warmup_step_ms", "ms");
-    lb_result_series(r, "warmup_loss", "nats");
-    lb_result_series(r, "step_ms", "ms");
-    lb_result_series(r, "loss", "nats");
-    lb_series *warm_ms = lb_result_series(r, "warmup_step_ms", "ms");
-    lb_series *warm_loss = lb_result_series(r, "warmup_loss", "nats");
-    lb_series *step_ms = lb_result_series(r, "step_ms", "ms");
-    lb_series *loss_s = lb_result_series(r, "loss", "nats");
-
+    lb_dp_params dpp = {.stage = (lb_zero_stage)p->zero,
+                        .bucket_elems = (int64_t)(p->bucket_mib * 1024 * 1024 / sizeof(float)),
+                        .grad_accum = K};
+    lb_dp *dp = NULL;
+    st = lb_dp_init(&dp, &m, comm, &dpp, err);
+    int32_t *inputs = malloc(tokens * sizeof *inputs);
+    int32_t *targets = malloc(tokens * sizeof *targets);
+    double *rec = calloc((size_t)total * LB_REC_N, sizeof *rec);
+    if (st == LB_OK && (!inputs || !targets || !rec))
+        st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for a batch of %d x %d x %d tokens", K,
+                     B, T);
     lb_adamw_params opt = {
         .lr = (float)p->lr,
         .beta1 = (float)p->beta1,
@@ -239,44 +463,57 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
         .grad_clip = (float)p->grad_clip,
     };
     lb_progress prog;
-    lb_progress_init(&prog, p->progress);
-    lb_status st = LB_OK;
-    int64_t total = p->warmup + p->steps;
-    for (int64_t step = 0; step < total; step++) {
-        if (lb_signals_interrupted()) {
+    lb_progress_init(&prog, p->progress && rank == 0);
+    int64_t done = 0;
+    for (int64_t step = 0; st == LB_OK && step < total; step++) {
+        int32_t go = !lb_signals_interrupted();
+        if (ranks > 1 && (st = lb_boot_bcast(p->boot, &go, sizeof go, err)) != LB_OK) break;
+        if (!go) {
             st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
                          (long long)step, (long long)total);
             break;
         }
-        lb_data_next(data, inputs, targets);
+        for (int k = 0; k < K; k++)
+            lb_data_next_part(data, rank, ranks, inputs + (size_t)k * B * T,
+                              targets + (size_t)k * B * T);
         int64_t t0 = lb_clock_now_ns();
-        float loss = 0.0f;
-        lb_model_forward(&m, inputs, targets, B, T, &loss);
-        lb_model_zero_grad(&m);
-        lb_model_backward(&m);
-        lb_model_adamw_step(&m, &opt, (int)step + 1, NULL);
-        double ms = (double)(lb_clock_now_ns() - t0) / 1e6;
+        lb_dp_step_info info;
+        st = lb_dp_step(dp, inputs, targets, B, T, &opt, (int)step + 1, &info, err);
+        if (st != LB_OK) break;
+        double *mine = rec + (size_t)step * LB_REC_N;
+        mine[LB_REC_MS] = (double)(lb_clock_now_ns() - t0) / 1e6;
+        mine[LB_REC_COMM_MS] = info.comm_ms;
+        mine[LB_REC_EXPOSED_MS] = info.comm_ms; /* collectives block: none hidden */
+        mine[LB_REC_SENT] = info.sent_bytes;
+        mine[LB_REC_LOSS] = info.loss;
+        mine[LB_REC_NORM] = info.grad_norm;
+        done = step + 1;
+        if (!isfinite(info.loss))
+            st = lb_fail(err, LB_ERR_RUNTIME, "loss is %f at step %lld: training diverged",
+                         info.loss, (long long)step);
         bool warm = step < p->warmup;
-        if (lb_result_series_push(warm ? warm_ms : step_ms, ms) != LB_OK ||
-            lb_result_series_push(warm ? warm_loss : loss_s, loss) != LB_OK) {
-            st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the step samples");
-            break;
-        }
-        if (!isfinite(loss)) {
-            st = lb_fail(err, LB_ERR_RUNTIME, "loss is %f at step %lld: training diverged", loss,
-                         (long long)step);
-            break;
-        }
-        lb_progress_update(&prog, false, "train %s cpu: step %lld/%lld%s loss %.4f %.1f ms/step",
-                           cfg->name, (long long)step + 1, (long long)total,
-                           warm ? " (warm-up)" : "", loss, ms);
+        lb_progress_update(&prog, false,
+                           "train %s cpu x%d zero %d: step %lld/%lld%s loss %.4f %.1f ms/step",
+                           cfg->name, ranks, p->zero, (long long)step + 1, (long long)total,
+                           warm ? " (warm-up)" : "", info.loss, mine[LB_REC_MS]);
     }
     lb_progress_done(&prog);
-    lb_result_set_metric(r, "peak_host_mem_bytes", (double)lb_provenance_peak_rss_bytes(), "bytes");
+    if (st == LB_OK && ranks > 1 && (st = lb_dp_gather_params(dp, err)) == LB_OK)
+        st = lb_train_check_replicas(p, m.params, m.n_params, r, err);
+    st = lb_train_store_steps(p, r, rec, done, st, err);
+    if (rank == 0) {
+        lb_result_set_metric(r, "peak_host_mem_bytes", (double)lb_provenance_peak_rss_bytes(),
+                             "bytes");
+        if (dp != NULL)
+            lb_result_set_metric(r, "shard_elems", (double)lb_dp_shard_elems(dp), "elements");
+    }
+    free(rec);
     free(inputs);
     free(targets);
+    lb_dp_free(dp);
     lb_model_free(&m);
     lb_lora_free(&lora);
+    lb_comm_free(comm);
     return st;
 }
 
@@ -299,6 +536,88 @@ double lb_train_flops_per_token(const lb_train_params *p, const lb_model_config 
 #define DRIFT_MIN_STEPS 8
 #define DRIFT_WARN_PCT  3.0
 
+double lb_train_scaling_efficiency(double tok_per_s, int ranks, double base_tok_per_s) {
+    return tok_per_s / ((double)ranks * base_tok_per_s);
+}
+
+double lb_train_cost_per_1k_samples(double hour_cost, double samples_per_s) {
+    return hour_cost / 3600.0 / samples_per_s * 1e3;
+}
+
+double lb_train_cost_per_1m_tokens(double hour_cost, double tok_per_s) {
+    return hour_cost / 3600.0 / tok_per_s * 1e6;
+}
+
+int lb_train_slowest_rank(const double *median_ms, int ranks, double *pct_over_fastest) {
+    int slow = 0, fast = 0;
+    for (int q = 1; q < ranks; q++) {
+        if (median_ms[q] > median_ms[slow]) slow = q;
+        if (median_ms[q] < median_ms[fast]) fast = q;
+    }
+    *pct_over_fastest = 100.0 * (median_ms[slow] - median_ms[fast]) / median_ms[fast];
+    return slow;
+}
+
+/* The metrics of several ranks: communication, traffic and memory beside ZeRO's formulas,
+ * the slowest rank, scaling efficiency and cost. */
+static lb_status summarize_ranks(const lb_train_params *p, const lb_model_config *cfg, lb_result *r,
+                                 double tok_per_s, double samples_per_s) {
+    const int ranks = lb_train_ranks(p);
+    const double P = (double)lb_model_param_count(cfg);
+    const lb_zero_stage z = (lb_zero_stage)p->zero;
+    LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula",
+                                lb_zero_state_bytes(z, p->precision, P, ranks), "bytes"));
+    if (ranks > 1) {
+        LB_TRY(lb_result_set_metric(r, "tokens_per_s_per_gpu", tok_per_s / ranks, "tok/s"));
+        LB_TRY(lb_result_set_metric(r, "sent_bytes_formula",
+                                    lb_zero_traffic_bytes(z, p->precision, P, ranks), "bytes"));
+    }
+    const lb_series *comm = lb_result_find_series(r, "comm_ms");
+    const lb_series *sent = lb_result_find_series(r, "sent_bytes");
+    const lb_series *ms = lb_result_find_series(r, "step_ms");
+    if (comm != NULL && comm->n > 0) {
+        double c = lb_stats_median(comm->values, comm->n);
+        LB_TRY(lb_result_set_metric(r, "comm_ms_median", c, "ms"));
+    }
+    const lb_series *exposed = lb_result_find_series(r, "comm_exposed_ms");
+    if (exposed != NULL && exposed->n > 0) {
+        double e = lb_stats_median(exposed->values, exposed->n);
+        LB_TRY(lb_result_set_metric(r, "comm_exposed_ms_median", e, "ms"));
+        LB_TRY(lb_result_set_metric(r, "comm_exposed_pct",
+                                    100.0 * e / lb_stats_median(ms->values, ms->n), "%"));
+    }
+    if (sent != NULL && sent->n > 0)
+        LB_TRY(lb_result_set_metric(r, "sent_bytes_per_step",
+                                    lb_stats_median(sent->values, sent->n), "bytes"));
+    if (ranks > 1) {
+        double *med = calloc((size_t)ranks, sizeof *med);
+        if (med == NULL) return LB_ERR_NOMEM;
+        int have = 0;
+        for (int q = 0; q < ranks; q++) {
+            char name[LB_NAME_BYTES];
+            snprintf(name, sizeof name, "step_ms.r%d", q);
+            const lb_series *s = lb_result_find_series(r, name);
+            if (s != NULL && s->n > 0) med[q] = lb_stats_median(s->values, s->n), have++;
+        }
+        if (have == ranks) {
+            double pct = 0;
+            int slow = lb_train_slowest_rank(med, ranks, &pct);
+            lb_status st = lb_result_set_metric(r, "slowest_rank", slow, "rank");
+            if (st == LB_OK) st = lb_result_set_metric(r, "slowest_rank_pct", pct, "%");
+            if (st != LB_OK) {
+                free(med);
+                return st;
+            }
+        }
+        free(med);
+    }
+    if (p->base_tok_per_s > 0)
+        LB_TRY(lb_result_set_metric(
+            r, "scaling_efficiency",
+            lb_train_scaling_efficiency(tok_per_s, ranks, p->base_tok_per_s), "ratio"));
+    return LB_OK;
+}
+
 lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cfg, lb_result *r) {
     const lb_series *ms = lb_result_find_series(r, "step_ms");
     const lb_series *loss = lb_result_find_series(r, "loss");
@@ -306,18 +625,23 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
     double total_s = 0.0;
     for (size_t i = 0; i < ms->n; i++)
         total_s += ms->values[i] / 1e3;
-    double tokens = (double)p->batch * (double)p->seq * (double)ms->n;
+    const double ranks = lb_train_ranks(p);
+    double tokens = (double)p->batch * ranks * (double)p->seq * (double)ms->n;
     double tok_per_s = tokens / total_s;
+    double samples_per_s = (double)p->batch * ranks * (double)ms->n / total_s;
     double flops_per_token = lb_train_flops_per_token(p, cfg);
     lb_stats_summary s = lb_stats_summarize(ms->values, ms->n);
     double lo, hi;
     lb_stats_median_ci(ms->values, ms->n, 1000, 0.95, 12345, &lo, &hi);
     LB_TRY(lb_result_set_metric(r, "tokens_per_s", tok_per_s, "tok/s"));
-    double samples_per_s = (double)p->batch * (double)ms->n / total_s;
     LB_TRY(lb_result_set_metric(r, "samples_per_s", samples_per_s, "samples/s"));
-    if (p->hour_cost > 0)
+    if (p->hour_cost > 0) {
         LB_TRY(lb_result_set_metric(r, "cost_per_1k_samples",
-                                    p->hour_cost / 3600.0 / samples_per_s * 1000.0, "cost"));
+                                    lb_train_cost_per_1k_samples(p->hour_cost, samples_per_s),
+                                    "cost"));
+        LB_TRY(lb_result_set_metric(r, "cost_per_1m_tokens",
+                                    lb_train_cost_per_1m_tokens(p->hour_cost, tok_per_s), "cost"));
+    }
     LB_TRY(lb_result_set_metric(r, "step_ms_median", s.median, "ms"));
     LB_TRY(lb_result_set_metric(r, "step_ms_mean", s.mean, "ms"));
     LB_TRY(lb_result_set_metric(r, "step_ms_std", s.std, "ms"));
@@ -347,7 +671,12 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
     LB_TRY(lb_result_set_metric(r, "grad_bytes_per_step", 4 * trainable, "bytes"));
     LB_TRY(
         lb_result_set_metric(r, "achieved_gflops", flops_per_token * tok_per_s / 1e9, "GFLOP/s"));
-    return LB_OK;
+    return summarize_ranks(p, cfg, r, tok_per_s, samples_per_s);
+}
+
+/* Sequences every rank's micro-batches hold together: what the data loader cuts parts of. */
+static int64_t global_micro_batch(const lb_train_params *p) {
+    return p->batch / p->grad_accum * lb_train_ranks(p);
 }
 
 lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err) {
@@ -373,6 +702,11 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
             return lb_fail(err, LB_ERR_UNSUPPORTED,
                            "--device cuda was asked but no CUDA GPU is visible (no driver, no "
                            "device, or CUDA_VISIBLE_DEVICES hides them); use --device cpu");
+        if (lb_train_ranks(p) > 1 && p->device_index >= gpus)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "%d ranks on host %s but %d GPU(s) there: start at most one rank per "
+                           "GPU",
+                           lb_boot_local_size(p->boot), lb_boot_host(p->boot), gpus);
         if (p->device_index >= gpus)
             return lb_fail(err, LB_ERR_UNSUPPORTED,
                            "--device cuda:%d: no such GPU; %d visible, cuda:0 to cuda:%d",
@@ -383,7 +717,8 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
 #endif
     }
     lb_data_loader *data = NULL;
-    LB_TRY(lb_data_open(p->data, cfg->vocab_size, p->batch, p->seq, p->seed, &data, err));
+    LB_TRY(
+        lb_data_open(p->data, cfg->vocab_size, global_micro_batch(p), p->seq, p->seed, &data, err));
     lb_data_close(data);
     return LB_OK;
 }
@@ -392,9 +727,9 @@ lb_status lb_train_run(const lb_train_params *params, lb_result *r, lb_err *err)
     lb_train_params p = *params;
     lb_model_config cfg;
     LB_TRY(lb_train_resolve(&p, &cfg, err));
-    record_config(&p, &cfg, r);
+    record_config(&p, &cfg, r->config);
     lb_data_loader *data = NULL;
-    LB_TRY(lb_data_open(p.data, cfg.vocab_size, p.batch, p.seq, p.seed, &data, err));
+    LB_TRY(lb_data_open(p.data, cfg.vocab_size, global_micro_batch(&p), p.seq, p.seed, &data, err));
     lb_status st = p.device == LB_DEVICE_CUDA ? lb_train_cuda_run(&p, &cfg, data, r, err)
                                               : train_cpu(&p, &cfg, data, r, err);
     lb_data_close(data);

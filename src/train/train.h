@@ -1,5 +1,13 @@
 /* train.h: the training benchmark workload.
  *
+ * Data parallel: with a job of several ranks (params.boot, comm/boot.h) every rank calls
+ * lb_train_run with the same parameters; each trains on its part of every global batch
+ * (--batch sequences per rank, split into grad_accum micro-batches; train/data.h gives
+ * rank r of N rows [r B/N, (r + 1) B/N) of the batch one rank would read, so N ranks with
+ * batch B read what one rank with batch N x B reads) under ZeRO stage `zero`
+ * (train/dp.h on the CPU reference, stages 0-3; train/dp_cuda.h on GPUs, stage 0), and
+ * rank 0's result receives every rank's per-step series.
+ *
  * lb_train_run() resolves the model preset, refuses configurations that cannot work
  * before anything runs, opens the data, runs W warm-up steps (measured and kept apart)
  * and N timed steps on the CPU reference or on a CUDA device, and fills an lb_result:
@@ -13,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "comm/boot.h"
 #include "core/precision.h"
 #include "core/result.h"
 #include "core/status.h"
@@ -54,6 +63,12 @@ typedef struct {
     const char *lora_targets;      /* comma-separated projections or "all"; NULL: all */
     lb_quant_kind quant;           /* the frozen base's projections: none or nf4 (QLoRA) */
     bool progress;                 /* a progress line on stderr */
+    int zero;                      /* ZeRO stage 0-3 (train/zero.h) */
+    int64_t grad_accum;            /* micro-batches each step's batch is split into */
+    double bucket_mib;             /* most gradient bytes a communication bucket holds, MiB */
+    double base_tok_per_s;         /* one rank's tokens/s in this configuration; 0: unknown */
+    lb_boot *boot;                 /* the job (comm/boot.h), kept; NULL: this process alone */
+    double comm_timeout_s;         /* deadline of each collective, s */
 } lb_train_params;
 
 lb_train_params lb_train_default_params(void);
@@ -82,6 +97,29 @@ int64_t lb_train_trainable_params(const lb_train_params *p, const lb_model_confi
 /* Training FLOPs per token (docs/METRICS.md): lb_lora_train_flops_per_token with adapters,
  * else lb_model_train_flops_per_token. */
 double lb_train_flops_per_token(const lb_train_params *p, const lb_model_config *cfg);
+
+/* Collective over p->boot's ranks, after each resolved its parameters (local: its
+ * lb_train_resolve status, with err holding the sentence when it failed): LB_OK when every
+ * rank resolved and all hold the same configuration; otherwise on every rank the first
+ * failing rank's sentence, or LB_ERR_USAGE naming the first option in which a rank differs
+ * from rank 0. Nothing has run yet, so ranks that disagree stop before any work. */
+lb_status lb_train_agree(const lb_train_params *p, const lb_model_config *cfg, lb_status local,
+                         lb_err *err);
+
+/* Ranks in the job (1 without one) and this process's rank. */
+int lb_train_ranks(const lb_train_params *p);
+int lb_train_rank(const lb_train_params *p);
+
+/* Metrics of data-parallel runs (docs/METRICS.md). Scaling efficiency: tokens/s on n ranks
+ * over n times one rank's, tok_n / (n tok_1). */
+double lb_train_scaling_efficiency(double tok_per_s, int ranks, double base_tok_per_s);
+/* Cost of 1,000 samples (1,000,000 tokens) at hour_cost for the hardware per hour:
+ * hour_cost / 3600 / rate x 1e3 (x 1e6). */
+double lb_train_cost_per_1k_samples(double hour_cost, double samples_per_s);
+double lb_train_cost_per_1m_tokens(double hour_cost, double tok_per_s);
+/* The rank whose median step time is the largest, and how much above the fastest rank's
+ * median it is, in percent: 100 (slowest - fastest) / fastest. */
+int lb_train_slowest_rank(const double *median_ms, int ranks, double *pct_over_fastest);
 
 /* Computes the summary metrics from r's series (shared by the CPU and CUDA paths). */
 lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cfg, lb_result *r);

@@ -1,0 +1,107 @@
+/* zero.c: buckets, pieces and ZeRO's formulas (see zero.h). */
+#include "train/zero.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+int lb_zero_model_units(const lb_model_config *cfg, int64_t *bounds) {
+    lb_param_offsets o;
+    lb_model_param_offsets(cfg, &o);
+    int L = cfg->n_layer;
+    bounds[0] = 0;
+    for (int l = 0; l <= L; l++)
+        bounds[1 + l] = o.layers + (int64_t)l * o.layer_numel;
+    bounds[L + 2] = o.total;
+    return L + 2;
+}
+
+void lb_zero_plan_free(lb_zero_plan *p) {
+    if (p == NULL) return;
+    free(p->unit_start);
+    free(p->buckets);
+    free(p->bucket_of_unit);
+    *p = (lb_zero_plan){0};
+}
+
+lb_status lb_zero_plan_init(lb_zero_plan *p, const int64_t *bounds, int n_units,
+                            int64_t bucket_elems, int ranks, int64_t align, lb_err *err) {
+    *p = (lb_zero_plan){0};
+    if (n_units < 1 || ranks < 1 || align < 1 || bucket_elems < 0 || bounds[0] != 0)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "bucket plan: %d units over %d ranks, align %lld, bucket %lld elements: "
+                       "expected at least one unit and rank, align >= 1, bucket >= 0",
+                       n_units, ranks, (long long)align, (long long)bucket_elems);
+    for (int u = 0; u < n_units; u++)
+        if (bounds[u + 1] <= bounds[u])
+            return lb_fail(err, LB_ERR_USAGE, "bucket plan: unit %d is empty or out of order", u);
+    p->ranks = ranks;
+    p->n_units = n_units;
+    p->unit_start = malloc(((size_t)n_units + 1) * sizeof *p->unit_start);
+    p->buckets = calloc((size_t)n_units, sizeof *p->buckets);
+    p->bucket_of_unit = malloc((size_t)n_units * sizeof *p->bucket_of_unit);
+    if (!p->unit_start || !p->buckets || !p->bucket_of_unit) {
+        lb_zero_plan_free(p);
+        return lb_fail(err, LB_ERR_NOMEM, "out of host memory for a bucket plan");
+    }
+    for (int u = 0; u <= n_units; u++)
+        p->unit_start[u] = bounds[u];
+    const int64_t quantum = (int64_t)ranks * align;
+    int nb = 0;
+    for (int u = 0; u < n_units;) {
+        int hi = u;
+        while (hi + 1 < n_units && bucket_elems > 0 && bounds[hi + 2] - bounds[u] <= bucket_elems)
+            hi++;
+        lb_zero_bucket *b = &p->buckets[nb];
+        b->start = bounds[u];
+        b->end = bounds[hi + 1];
+        b->padded = (b->end - b->start + quantum - 1) / quantum * quantum;
+        b->piece = b->padded / ranks;
+        b->shard_offset = p->shard_elems;
+        b->unit_lo = u;
+        b->unit_hi = hi;
+        p->shard_elems += b->piece;
+        if (b->padded > p->max_padded) p->max_padded = b->padded;
+        for (int k = u; k <= hi; k++)
+            p->bucket_of_unit[k] = nb;
+        nb++;
+        u = hi + 1;
+    }
+    p->n_buckets = nb;
+    return LB_OK;
+}
+
+void lb_zero_piece(const lb_zero_plan *p, int b, int rank, int64_t *lo, int64_t *hi) {
+    const lb_zero_bucket *k = &p->buckets[b];
+    int64_t a = k->start + (int64_t)rank * k->piece, e = a + k->piece;
+    *lo = a < k->end ? a : k->end;
+    *hi = e < k->end ? e : k->end;
+}
+
+/* Bytes per parameter of parameters, gradients and optimizer state. */
+static void per_param(lb_precision prec, double *kp, double *kg, double *ko) {
+    bool wide = prec == LB_PREC_FP32;
+    *kp = wide ? 4 : 2;
+    *kg = wide ? 4 : 2;
+    *ko = wide ? 8 : 12;
+}
+
+double lb_zero_state_bytes(lb_zero_stage s, lb_precision prec, double n_params, int ranks) {
+    double kp, kg, ko, P = n_params, N = ranks;
+    per_param(prec, &kp, &kg, &ko);
+    switch (s) {
+    case LB_ZERO_0: return (kp + kg + ko) * P;
+    case LB_ZERO_1: return (kp + kg) * P + ko * P / N;
+    case LB_ZERO_2: return kp * P + (kg + ko) * P / N;
+    default: return (kp + kg + ko) * P / N;
+    }
+}
+
+double lb_zero_traffic_bytes(lb_zero_stage s, lb_precision prec, double n_params, int ranks) {
+    double b = prec == LB_PREC_FP32 ? 4 : 2, times = s == LB_ZERO_3 ? 3 : 2;
+    return times * (ranks - 1) / (double)ranks * n_params * b;
+}
+
+double lb_zero_ring_bytes(lb_zero_coll c, double bytes, int ranks) {
+    double f = (ranks - 1) / (double)ranks;
+    return c == LB_ZERO_ALL_REDUCE ? 2 * f * bytes : f * bytes;
+}

@@ -1,0 +1,575 @@
+/* test_dp_mpi.c: data-parallel training with ZeRO stages 0-3 (train/dp.h) under
+ * `mpirun -np 4 --oversubscribe`, against one rank training on the whole batch.
+ *
+ * The program is its own worker: CTest runs it plainly; a test starts it again under
+ * mpirun (argv[1] = "--dp-worker MODEL DIR"), each rank trains every stage with and
+ * without gradient accumulation on its part of each batch and writes its losses, norms
+ * and final parameters to DIR; the test then trains one rank on the whole batch in this
+ * process and compares. Then `llmbench train` end to end under mpirun: the stored run with
+ * every rank's series, a token shard read by 4 ranks as by one, ranks started with
+ * different options, and bad input. */
+#include <jansson.h>
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "comm/boot.h"
+#include "comm/comm.h"
+#include "core/rng.h"
+#include "gpu/devinfo.h"
+#include "test_util.h"
+#include "train/data.h"
+#include "train/dp.h"
+#include "train/train.h"
+
+#define NP    4
+#define STEPS 3
+#define SEQ   16
+#define MICRO 2 /* sequences per rank per micro-batch */
+
+static char self_path[4096];
+
+/* What a run leaves: per step loss and norm, then the final parameters. */
+typedef struct {
+    float loss[STEPS], norm[STEPS];
+    int64_t n_params;
+    float *params;
+} outcome;
+
+/* This rank trains STEPS steps of `stage` with K micro-batches of MICRO sequences. */
+static int train(const char *model, lb_comm *comm, lb_zero_stage stage, int K, outcome *out) {
+    lb_model_config cfg;
+    lb_err err = {{0}};
+    if (lb_model_config_preset(model, &cfg, &err) != LB_OK) return 1;
+    int ranks = lb_comm_size(comm), rank = lb_comm_rank(comm), B = MICRO;
+    lb_model m;
+    if (lb_model_init(&m, &cfg, B, SEQ, 5, &err) != LB_OK) return 1;
+    lb_data_loader *data = NULL;
+    lb_dp *dp = NULL;
+    /* buckets of about 20,000 elements: gpt2-tiny puts the embeddings and layer 0 in one */
+    lb_dp_params dpp = {.stage = stage, .bucket_elems = 20000, .grad_accum = K};
+    if (lb_data_open("synthetic", cfg.vocab_size, MICRO * ranks, SEQ, 11, &data, &err) != LB_OK ||
+        lb_dp_init(&dp, &m, comm, &dpp, &err) != LB_OK) {
+        fprintf(stderr, "set-up: %s\n", err.msg);
+        return 1;
+    }
+    size_t n = (size_t)B * SEQ;
+    int32_t *in = malloc(n * K * sizeof *in), *tg = malloc(n * K * sizeof *tg);
+    lb_adamw_params opt = lb_model_adamw_default_params();
+    opt.lr = 1e-3f;
+    int rc = 0;
+    for (int s = 0; s < STEPS && rc == 0; s++) {
+        for (int k = 0; k < K; k++)
+            lb_data_next_part(data, rank, ranks, in + k * n, tg + k * n);
+        lb_dp_step_info info;
+        if (lb_dp_step(dp, in, tg, B, SEQ, &opt, s + 1, &info, &err) != LB_OK) {
+            fprintf(stderr, "step: %s\n", err.msg);
+            rc = 1;
+        }
+        out->loss[s] = info.loss;
+        out->norm[s] = info.grad_norm;
+    }
+    if (rc == 0 && lb_dp_gather_params(dp, &err) != LB_OK) rc = 1;
+    out->n_params = m.n_params;
+    out->params = malloc((size_t)m.n_params * sizeof(float));
+    memcpy(out->params, m.params, (size_t)m.n_params * sizeof(float));
+    free(in);
+    free(tg);
+    lb_dp_free(dp);
+    lb_data_close(data);
+    lb_model_free(&m);
+    return rc;
+}
+
+/* The oracle: the reference model alone on the whole batch, gradients of the K
+ * micro-batches added up and divided by K, lb_model_adamw_step; no train/dp.h. */
+static void train_alone(const char *model, int K, outcome *out) {
+    lb_model_config cfg;
+    lb_model_config_preset(model, &cfg, NULL);
+    const int B = MICRO * NP;
+    lb_model m;
+    assert_int_equal(lb_model_init(&m, &cfg, B, SEQ, 5, NULL), LB_OK);
+    lb_data_loader *data = NULL;
+    assert_int_equal(lb_data_open("synthetic", cfg.vocab_size, B, SEQ, 11, &data, NULL), LB_OK);
+    int32_t *in = malloc((size_t)B * SEQ * sizeof *in), *tg = malloc((size_t)B * SEQ * sizeof *tg);
+    lb_adamw_params opt = lb_model_adamw_default_params();
+    opt.lr = 1e-3f;
+    for (int s = 0; s < STEPS; s++) {
+        lb_model_zero_grad(&m);
+        double loss = 0;
+        for (int k = 0; k < K; k++) {
+            float l = 0;
+            lb_data_next(data, in, tg);
+            lb_model_forward(&m, in, tg, B, SEQ, &l);
+            lb_model_backward(&m);
+            loss += l;
+        }
+        for (int64_t i = 0; i < m.n_params; i++)
+            m.grads[i] /= (float)K;
+        out->loss[s] = (float)(loss / K);
+        lb_model_adamw_step(&m, &opt, s + 1, &out->norm[s]);
+    }
+    out->n_params = m.n_params;
+    out->params = malloc((size_t)m.n_params * sizeof(float));
+    memcpy(out->params, m.params, (size_t)m.n_params * sizeof(float));
+    free(in);
+    free(tg);
+    lb_data_close(data);
+    lb_model_free(&m);
+}
+
+static void path_of(char *buf, size_t cap, const char *dir, int stage, int K, int rank) {
+    snprintf(buf, cap, "%s/z%d-k%d-r%d.bin", dir, stage, K, rank);
+}
+
+static int dp_worker(const char *model, const char *dir) {
+    lb_boot *boot = NULL;
+    lb_err err = {{0}};
+    if (lb_boot_init(30, &boot, &err) != LB_OK) {
+        fprintf(stderr, "boot: %s\n", err.msg);
+        return 1;
+    }
+    lb_comm_params cp = lb_comm_default_params();
+    cp.backend = LB_COMM_BACKEND_MPI;
+    cp.op_timeout_s = 60;
+    lb_comm *c = NULL;
+    int rc = 1;
+    if (lb_boot_size(boot) != NP || lb_comm_init(boot, &cp, true, &c, &err) != LB_OK) {
+        fprintf(stderr, "not %d MPI ranks: %s\n", NP, err.msg);
+    } else {
+        rc = 0;
+        for (int stage = 0; stage <= 3 && rc == 0; stage++)
+            for (int K = 1; K <= 2 && rc == 0; K++) {
+                outcome o;
+                rc = train(model, c, (lb_zero_stage)stage, K, &o);
+                char path[512];
+                path_of(path, sizeof path, dir, stage, K, lb_comm_rank(c));
+                FILE *f = fopen(path, "wb");
+                if (f == NULL)
+                    rc = 1;
+                else {
+                    fwrite(o.loss, sizeof o.loss, 1, f);
+                    fwrite(o.norm, sizeof o.norm, 1, f);
+                    fwrite(o.params, sizeof(float), (size_t)o.n_params, f);
+                    fclose(f);
+                }
+                free(o.params);
+            }
+    }
+    lb_comm_free(c);
+    lb_boot_free(boot);
+    return rc;
+}
+
+/* ---- running things ---- */
+
+static bool as_root(void) {
+    return getuid() == 0;
+}
+
+/* mpirun --oversubscribe [--allow-run-as-root] with args appended; stdout and stderr into
+ * out. */
+static int mpirun(const char *const *args, char *out, size_t cap) {
+    const char *argv[64] = {"mpirun", "--oversubscribe"};
+    int n = 2;
+    if (as_root()) argv[n++] = "--allow-run-as-root";
+    for (int i = 0; args[i] != NULL && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return lb_test_run_argv(argv, out, cap, NULL);
+}
+
+/* ||a - b||_2 / ||b - start||_2: the difference against the size of the whole update. */
+static double rel_update_err(const float *a, const float *b, const float *start, int64_t n) {
+    double d = 0, u = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        u += ((double)b[i] - start[i]) * ((double)b[i] - start[i]);
+    }
+    return sqrt(d / u);
+}
+
+static void expect_ranks_match_one_rank(const char *model) {
+    char dir[64];
+    lb_test_tmpdir(dir, sizeof dir);
+    static char out[1 << 16];
+    const char *args[] = {"-np", "4", "-x", "OMP_NUM_THREADS=1", self_path, "--dp-worker",
+                          model, dir, NULL};
+    int rc = mpirun(args, out, sizeof out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    outcome start;
+    lb_model_config cfg;
+    lb_model_config_preset(model, &cfg, NULL);
+    lb_model m0;
+    assert_int_equal(lb_model_init(&m0, &cfg, 1, SEQ, 5, NULL), LB_OK);
+    start.params = m0.params;
+    outcome refs[2];
+    train_alone(model, 1, &refs[0]);
+    train_alone(model, 2, &refs[1]);
+    for (int stage = 0; stage <= 3; stage++)
+        for (int K = 1; K <= 2; K++) {
+            const outcome ref = refs[K - 1];
+            size_t bytes = 2 * STEPS * sizeof(float) + (size_t)ref.n_params * sizeof(float);
+            float *rank0 = malloc(bytes), *mine = malloc(bytes);
+            for (int r = 0; r < NP; r++) {
+                char path[512];
+                path_of(path, sizeof path, dir, stage, K, r);
+                FILE *f = fopen(path, "rb");
+                assert_non_null(f);
+                assert_int_equal(fread(r == 0 ? rank0 : mine, 1, bytes, f), bytes);
+                fclose(f);
+                /* loss, norm and parameters: the same bits on every rank */
+                if (r > 0 && memcmp(rank0, mine, bytes) != 0)
+                    fail_msg("%s zero %d K %d: rank %d differs from rank 0", model, stage, K, r);
+            }
+            for (int s = 0; s < STEPS; s++) {
+                double dl = fabs(rank0[s] - ref.loss[s]) / ref.loss[s];
+                double dn = fabs(rank0[STEPS + s] - ref.norm[s]) / ref.norm[s];
+                if (dl > 2e-6 || dn > 2e-5)
+                    fail_msg("%s zero %d K %d step %d: loss %.8f vs %.8f, norm %.8f vs %.8f", model,
+                             stage, K, s, rank0[s], ref.loss[s], rank0[STEPS + s], ref.norm[s]);
+            }
+            double e = rel_update_err(rank0 + 2 * STEPS, ref.params, start.params, ref.n_params);
+            if (!(e < 1e-4))
+                fail_msg("%s zero %d K %d: parameters off by %.3g of the update", model, stage, K,
+                         e);
+            free(rank0);
+            free(mine);
+        }
+    free(refs[0].params);
+    free(refs[1].params);
+    lb_model_free(&m0);
+    lb_test_rmtree(dir);
+}
+
+static void test_dp_gpt2_every_stage_on_4_ranks_equals_one_rank_with_4x_batch(void **state) {
+    (void)state;
+    expect_ranks_match_one_rank("gpt2-tiny");
+}
+
+static void test_dp_llama_every_stage_on_4_ranks_equals_one_rank_with_4x_batch(void **state) {
+    (void)state;
+    expect_ranks_match_one_rank("llama-tiny");
+}
+
+/* ---- llmbench train end to end ---- */
+
+/* The JSON document of a `--json` run's output (the text before it is progress or
+ * warnings); NULL when there is none. */
+static json_t *json_of(const char *out) {
+    const char *start = strstr(out, "{\n");
+    return start ? json_loads(start, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+}
+
+static const json_t *series_values(const json_t *run, const char *name) {
+    return json_object_get(json_object_get(json_object_get(run, "series"), name), "values");
+}
+
+/* A metric's value in a result's JSON document; NAN when absent. */
+static double metric_of(const json_t *run, const char *name) {
+    size_t i;
+    const json_t *m;
+    json_array_foreach(json_object_get(run, "metrics"), i, m) {
+        if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0)
+            return json_real_value(json_object_get(m, "value"));
+    }
+    return NAN;
+}
+
+static void test_train_cli_4_ranks_store_one_run_with_every_rank(void **state) {
+    (void)state;
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    static char out[1 << 17];
+    const char *args[] = {"-np",
+                          "4",
+                          "-x",
+                          "OMP_NUM_THREADS=1",
+                          LB_TEST_BIN,
+                          "train",
+                          "--device",
+                          "cpu",
+                          "--model",
+                          "gpt2-tiny",
+                          "--batch",
+                          "4",
+                          "--grad-accum",
+                          "2",
+                          "--seq",
+                          "16",
+                          "--steps",
+                          "3",
+                          "--warmup",
+                          "1",
+                          "--zero",
+                          "2",
+                          "--hour-cost",
+                          "2",
+                          "--base-tok-per-s",
+                          "1000",
+                          "--no-progress",
+                          "--db",
+                          db,
+                          NULL};
+    int rc = mpirun(args, out, sizeof out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "gpt2-tiny-cpu-fp32-x4-zero2"));
+    const char *export[] = {"results", "export", "--db", db, NULL};
+    static char doc[1 << 18];
+    assert_int_equal(lb_test_run(export, doc, sizeof doc, NULL, 0), 0);
+    json_t *runs = json_loads(doc, 0, NULL);
+    /* one run: the other ranks stored nothing */
+    assert_int_equal(json_array_size(runs), 1);
+    json_t *run = json_array_get(runs, 0);
+    const json_t *cfg = json_object_get(run, "config");
+    assert_int_equal(json_integer_value(json_object_get(cfg, "ranks")), 4);
+    assert_int_equal(json_integer_value(json_object_get(cfg, "global_batch")), 16);
+    assert_string_equal(json_string_value(json_object_get(cfg, "launcher")), "mpi");
+    const char *per_rank[] = {"step_ms.r0", "step_ms.r3", "comm_ms.r2", "sent_bytes.r1",
+                              "warmup_step_ms.r3"};
+    for (size_t i = 0; i < sizeof per_rank / sizeof per_rank[0]; i++)
+        if (series_values(run, per_rank[i]) == NULL) fail_msg("no series %s", per_rank[i]);
+    assert_int_equal(json_array_size(series_values(run, "step_ms.r3")), 3);
+    /* a step's time is the slowest rank's */
+    for (size_t s = 0; s < 3; s++) {
+        double slowest = 0;
+        for (int q = 0; q < NP; q++) {
+            char name[32];
+            snprintf(name, sizeof name, "step_ms.r%d", q);
+            slowest = fmax(slowest, json_real_value(json_array_get(series_values(run, name), s)));
+        }
+        assert_true(json_real_value(json_array_get(series_values(run, "step_ms"), s)) == slowest);
+    }
+    const char *metrics[] = {"slowest_rank",           "slowest_rank_pct",
+                             "cost_per_1k_samples",    "cost_per_1m_tokens",
+                             "scaling_efficiency",     "sent_bytes_per_step",
+                             "sent_bytes_formula",     "zero_state_bytes_formula",
+                             "comm_exposed_ms_median", "tokens_per_s_per_gpu"};
+    for (size_t i = 0; i < sizeof metrics / sizeof metrics[0]; i++)
+        if (isnan(metric_of(run, metrics[i]))) fail_msg("no metric %s", metrics[i]);
+    /* every rank ended with the same parameters */
+    assert_true(metric_of(run, "replicas_identical") == 1);
+    json_decref(runs);
+    lb_test_rmtree(dir);
+}
+
+static void test_train_cli_token_shard_4_ranks_read_what_one_rank_reads(void **state) {
+    (void)state;
+    char dir[64], shard[96], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(shard, sizeof shard, "%s/tokens.bin", dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    FILE *f = fopen(shard, "wb");
+    int32_t header[LB_SHARD_HEADER_INTS] = {LB_SHARD_MAGIC, LB_SHARD_VERSION, 3000};
+    fwrite(header, sizeof header, 1, f);
+    lb_rng rng;
+    lb_rng_seed(&rng, 3);
+    for (int i = 0; i < 3000; i++) {
+        uint16_t t = (uint16_t)lb_rng_below(&rng, 128);
+        fwrite(&t, sizeof t, 1, f);
+    }
+    fclose(f);
+    static char out4[1 << 16], out1[1 << 16];
+    const char *four[] = {"-np",           "4",          "-x",       "OMP_NUM_THREADS=1",
+                          LB_TEST_BIN,     "train",      "--device", "cpu",
+                          "--model",       "llama-tiny", "--batch",  "2",
+                          "--seq",         "32",         "--steps",  "6",
+                          "--warmup",      "0",          "--data",   shard,
+                          "--zero",        "3",          "--json",   "-q",
+                          "--no-progress", "--db",       db,         NULL};
+    int rc = mpirun(four, out4, sizeof out4);
+    if (rc != 0) fprintf(stderr, "%s\n", out4);
+    assert_int_equal(rc, 0);
+    const char *one[] = {
+        "train", "--device", "cpu",           "--model", "llama-tiny", "--batch", "8",
+        "--seq", "32",       "--steps",       "6",       "--warmup",   "0",       "--data",
+        shard,   "--json",   "--no-progress", "--db",    db,           NULL};
+    assert_int_equal(lb_test_run(one, out1, sizeof out1, NULL, 0), 0);
+    json_t *a = json_of(out4), *b = json_of(out1);
+    assert_non_null(a);
+    assert_non_null(b);
+    const json_t *la = series_values(a, "loss"), *lb = series_values(b, "loss");
+    assert_int_equal(json_array_size(la), 6);
+    assert_int_equal(json_array_size(lb), 6);
+    for (size_t i = 0; i < 6; i++) {
+        double x = json_real_value(json_array_get(la, i)),
+               y = json_real_value(json_array_get(lb, i));
+        if (!(fabs(x - y) <= 2e-6 * y))
+            fail_msg("step %zu: loss %.8f on 4 ranks, %.8f on one", i, x, y);
+    }
+    json_decref(a);
+    json_decref(b);
+    lb_test_rmtree(dir);
+}
+
+static void test_train_cli_ranks_with_different_options_stop_before_running(void **state) {
+    (void)state;
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    static char out[1 << 16];
+    const char *args[] = {"-np",     "3",         LB_TEST_BIN, "train",   "--device",  "cpu",
+                          "--model", "gpt2-tiny", "--seq",     "16",      "--batch",   "2",
+                          "--db",    db,          ":",         "-np",     "1",         LB_TEST_BIN,
+                          "train",   "--device",  "cpu",       "--model", "gpt2-tiny", "--seq",
+                          "16",      "--batch",   "4",         "--db",    db,          NULL};
+    int rc = mpirun(args, out, sizeof out);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "rank 3 was started with --batch 4 where rank 0 has 2"));
+    const char *show[] = {"results", "show", "1", "--db", db, NULL};
+    assert_int_not_equal(lb_test_run(show, NULL, 0, NULL, 0), 0);
+    lb_test_rmtree(dir);
+}
+
+static void test_train_cli_bad_input_exits_2(void **state) {
+    (void)state;
+    char err[2048];
+    const char *a1[] = {"train", "--zero", "4", NULL};
+    assert_int_equal(lb_test_run(a1, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "--zero must be between 0 and 3, got 4"));
+    const char *a2[] = {"train", "--device", "cpu", "--model",      "gpt2-tiny", "--seq",
+                        "16",    "--batch",  "6",   "--grad-accum", "4",         NULL};
+    assert_int_equal(lb_test_run(a2, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "--batch 6 does not split into --grad-accum 4 micro-batches"));
+    const char *a3[] = {"train", "--gpus", "4096", NULL};
+    assert_int_equal(lb_test_run(a3, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "--gpus 4096"));
+    if (lb_devinfo_cuda_device_count() == 0) { /* CI: no GPU */
+        const char *a4[] = {"train", "--scaling", "1,2", NULL};
+        assert_int_equal(lb_test_run(a4, NULL, 0, err, sizeof err), 2);
+        assert_non_null(strstr(err, "--scaling 1,2 runs on GPUs"));
+    }
+    const char *a5[] = {"train", "--scaling", "1,2", "--gpus", "2", NULL};
+    assert_int_equal(lb_test_run(a5, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "give it without --gpus"));
+}
+
+/* ---- a rank that stops answering ---- */
+
+static void hang(int sig) {
+    (void)sig;
+    for (;;)
+        pause();
+}
+
+/* One rank of the job of test_train_cli_hung_rank_fails_the_run_naming_it, with the
+ * options its llmbench ranks were given: trains with them, and after five seconds stops in the
+ * middle of whatever step it is in, as a rank whose node hangs. */
+static int hang_worker(void) {
+    lb_boot *boot = NULL;
+    lb_err err = {{0}};
+    if (lb_boot_init(30, &boot, &err) != LB_OK) return 1;
+    lb_train_params p = lb_train_default_params();
+    p.model = "gpt2-tiny";
+    p.device = LB_DEVICE_CPU;
+    p.batch = 2;
+    p.seq = 16;
+    p.steps = 100000000;
+    p.warmup = 0;
+    p.comm_timeout_s = 2;
+    p.progress = false;
+    p.boot = boot;
+    lb_model_config cfg;
+    if (lb_train_agree(&p, &cfg, lb_train_resolve(&p, &cfg, &err), &err) != LB_OK) {
+        fprintf(stderr, "hang worker: %s\n", err.msg);
+        return 1;
+    }
+    signal(SIGALRM, hang);
+    alarm(5);
+    lb_result *r = lb_result_new("train", "hang");
+    lb_train_run(&p, r, &err);
+    return 1; /* not reached: the others' deadline ends the job */
+}
+
+static void test_train_cli_hung_rank_fails_the_run_naming_it(void **state) {
+    (void)state;
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    static char out[1 << 16];
+    const char *args[] = {"-np",
+                          "3",
+                          "-x",
+                          "OMP_NUM_THREADS=1",
+                          LB_TEST_BIN,
+                          "train",
+                          "--device",
+                          "cpu",
+                          "--model",
+                          "gpt2-tiny",
+                          "--batch",
+                          "2",
+                          "--seq",
+                          "16",
+                          "--steps",
+                          "100000000",
+                          "--warmup",
+                          "0",
+                          "--comm-timeout",
+                          "2",
+                          "--no-progress",
+                          "--db",
+                          db,
+                          ":",
+                          "-np",
+                          "1",
+                          "-x",
+                          "OMP_NUM_THREADS=1",
+                          self_path,
+                          "--hang-worker",
+                          NULL};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = mpirun(args, out, sizeof out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_int_not_equal(rc, 0);
+    assert_true(t1.tv_sec - t0.tv_sec < 60);
+    const char *export[] = {"results", "export", "--db", db, NULL};
+    static char doc[1 << 20];
+    assert_int_equal(lb_test_run(export, doc, sizeof doc, NULL, 0), 0);
+    json_t *runs = json_loads(doc, 0, NULL);
+    assert_int_equal(json_array_size(runs), 1);
+    json_t *run = json_array_get(runs, 0);
+    /* "... rank(s) 3 never arrived" (under load a slow rank may be named beside it) */
+    const char *failure = json_string_value(json_object_get(run, "failure"));
+    const char *list = failure ? strstr(failure, "rank(s) ") : NULL;
+    const char *end = list ? strstr(list, " never arrived") : NULL;
+    bool named = false;
+    for (const char *c = list ? list + 8 : NULL; c != NULL && c < end; c++)
+        named |= *c == '3' && (c[1] == ',' || c + 1 == end);
+    if (!named) fail_msg("failure: %s\noutput: %.2000s", failure ? failure : "(none)", out);
+    assert_string_equal(json_string_value(json_object_get(run, "status")), "failed");
+    /* the steps measured before the hang are kept */
+    assert_true(json_array_size(series_values(run, "step_ms")) > 0);
+    json_decref(runs);
+    lb_test_rmtree(dir);
+}
+
+int main(int argc, char **argv) {
+    ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    self_path[len > 0 ? len : 0] = '\0';
+    if (argc >= 4 && strcmp(argv[1], "--dp-worker") == 0) return dp_worker(argv[2], argv[3]);
+    if (argc >= 2 && strcmp(argv[1], "--hang-worker") == 0) return hang_worker();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dp_gpt2_every_stage_on_4_ranks_equals_one_rank_with_4x_batch),
+        cmocka_unit_test(test_dp_llama_every_stage_on_4_ranks_equals_one_rank_with_4x_batch),
+        cmocka_unit_test(test_train_cli_4_ranks_store_one_run_with_every_rank),
+        cmocka_unit_test(test_train_cli_token_shard_4_ranks_read_what_one_rank_reads),
+        cmocka_unit_test(test_train_cli_ranks_with_different_options_stop_before_running),
+        cmocka_unit_test(test_train_cli_bad_input_exits_2),
+        cmocka_unit_test(test_train_cli_hung_rank_fails_the_run_naming_it),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

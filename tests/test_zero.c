@@ -1,0 +1,161 @@
+/* test_zero.c: train/zero.h's arithmetic: units of a model, buckets over them, padding and
+ * pieces on uneven sizes, and ZeRO's memory and traffic formulas; train.h's scaling,
+ * cost and slowest-rank figures. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "train/train.h"
+#include "train/zero.h"
+
+static void test_zero_units_cover_the_model_in_layout_order(void **state) {
+    (void)state;
+    lb_model_config cfg;
+    assert_int_equal(lb_model_config_preset("gpt2-tiny", &cfg, NULL), LB_OK);
+    int64_t b[8];
+    assert_int_equal(lb_zero_model_units(&cfg, b), cfg.n_layer + 2);
+    lb_param_offsets o;
+    lb_model_param_offsets(&cfg, &o);
+    assert_int_equal(b[0], 0);
+    assert_int_equal(b[1], o.layers);
+    assert_int_equal(b[2] - b[1], o.layer_numel);
+    assert_int_equal(b[3], o.normf_w);
+    assert_int_equal(b[4], o.total);
+    /* untied head: the last unit holds normf and lm_head */
+    assert_int_equal(lb_model_config_preset("llama-tiny", &cfg, NULL), LB_OK);
+    lb_model_param_offsets(&cfg, &o);
+    assert_int_equal(lb_zero_model_units(&cfg, b), 4);
+    assert_true(o.lm_head > b[3] && o.lm_head < b[4]);
+}
+
+static void test_zero_buckets_pad_uneven_units_and_pieces_tile_them(void **state) {
+    (void)state;
+    /* units of 10, 7, 1, 30 and 5 elements over 3 ranks, align 2: quantum 6 */
+    const int64_t bounds[] = {0, 10, 17, 18, 48, 53};
+    lb_zero_plan p;
+    assert_int_equal(lb_zero_plan_init(&p, bounds, 5, 18, 3, 2, NULL), LB_OK);
+    /* buckets: {10, 7, 1} = 18, {30} alone (larger than the cap), {5} */
+    assert_int_equal(p.n_buckets, 3);
+    assert_int_equal(p.buckets[0].unit_lo, 0);
+    assert_int_equal(p.buckets[0].unit_hi, 2);
+    assert_int_equal(p.buckets[0].padded, 18);
+    assert_int_equal(p.buckets[1].start, 18);
+    assert_int_equal(p.buckets[1].end, 48);
+    assert_int_equal(p.buckets[1].padded, 30);
+    assert_int_equal(p.buckets[2].padded, 6);
+    assert_int_equal(p.buckets[2].piece, 2);
+    assert_int_equal(p.bucket_of_unit[3], 1);
+    assert_int_equal(p.bucket_of_unit[4], 2);
+    assert_int_equal(p.shard_elems, 6 + 10 + 2);
+    assert_int_equal(p.max_padded, 30);
+    assert_int_equal(p.buckets[2].shard_offset, 16);
+    /* every real element belongs to exactly one rank's piece */
+    for (int b = 0; b < p.n_buckets; b++) {
+        int64_t covered = 0, prev_hi = p.buckets[b].start;
+        for (int r = 0; r < 3; r++) {
+            int64_t lo, hi;
+            lb_zero_piece(&p, b, r, &lo, &hi);
+            assert_int_equal(lo, prev_hi);
+            assert_true(hi >= lo && hi - lo <= p.buckets[b].piece);
+            covered += hi - lo;
+            prev_hi = hi;
+        }
+        assert_int_equal(covered, p.buckets[b].end - p.buckets[b].start);
+    }
+    /* the last bucket: 5 elements in pieces of 2: rank 2 holds one real element */
+    int64_t lo, hi;
+    lb_zero_piece(&p, 2, 2, &lo, &hi);
+    assert_int_equal(lo, 52);
+    assert_int_equal(hi, 53);
+    lb_zero_plan_free(&p);
+}
+
+static void test_zero_all_padding_piece_is_empty(void **state) {
+    (void)state;
+    /* 3 elements over 8 ranks: pieces of 1, ranks 3-7 hold only padding */
+    const int64_t bounds[] = {0, 3};
+    lb_zero_plan p;
+    assert_int_equal(lb_zero_plan_init(&p, bounds, 1, 0, 8, 1, NULL), LB_OK);
+    assert_int_equal(p.buckets[0].padded, 8);
+    int64_t lo, hi;
+    lb_zero_piece(&p, 0, 5, &lo, &hi);
+    assert_int_equal(lo, hi);
+    lb_zero_piece(&p, 0, 2, &lo, &hi);
+    assert_int_equal(hi - lo, 1);
+    lb_zero_plan_free(&p);
+}
+
+static void test_zero_unit_buckets_when_cap_is_zero(void **state) {
+    (void)state;
+    const int64_t bounds[] = {0, 4, 8, 12};
+    lb_zero_plan p;
+    assert_int_equal(lb_zero_plan_init(&p, bounds, 3, 0, 1, 1, NULL), LB_OK);
+    assert_int_equal(p.n_buckets, 3);
+    assert_int_equal(p.shard_elems, 12);
+    lb_zero_plan_free(&p);
+    assert_int_equal(lb_zero_plan_init(&p, bounds, 3, 1 << 20, 1, 1, NULL), LB_OK);
+    assert_int_equal(p.n_buckets, 1);
+    lb_zero_plan_free(&p);
+}
+
+static void test_zero_plan_refuses_nonsense(void **state) {
+    (void)state;
+    const int64_t empty[] = {0, 4, 4};
+    lb_zero_plan p;
+    lb_err err = {{0}};
+    assert_int_equal(lb_zero_plan_init(&p, empty, 2, 0, 2, 1, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "unit 1 is empty"));
+    const int64_t ok[] = {0, 4};
+    assert_int_equal(lb_zero_plan_init(&p, ok, 1, 0, 0, 1, &err), LB_ERR_USAGE);
+    lb_zero_plan_free(&p);
+    lb_zero_plan_free(NULL);
+}
+
+static void test_zero_formulas_match_the_paper(void **state) {
+    (void)state;
+    const double P = 1e9;
+    /* 16-bit mixed precision: 16P, 4P + 12P/N, 2P + 14P/N, 16P/N */
+    assert_float_equal(lb_zero_state_bytes(LB_ZERO_0, LB_PREC_BF16, P, 4), 16e9, 1);
+    assert_float_equal(lb_zero_state_bytes(LB_ZERO_1, LB_PREC_BF16, P, 4), 4e9 + 3e9, 1);
+    assert_float_equal(lb_zero_state_bytes(LB_ZERO_2, LB_PREC_FP16, P, 4), 2e9 + 3.5e9, 1);
+    assert_float_equal(lb_zero_state_bytes(LB_ZERO_3, LB_PREC_BF16, P, 4), 4e9, 1);
+    /* fp32: 16P, 8P + 8P/N, 4P + 12P/N, 16P/N */
+    assert_float_equal(lb_zero_state_bytes(LB_ZERO_1, LB_PREC_FP32, P, 2), 8e9 + 4e9, 1);
+    assert_float_equal(lb_zero_state_bytes(LB_ZERO_2, LB_PREC_FP32, P, 2), 4e9 + 6e9, 1);
+    /* traffic: 2 (N-1)/N P b for stages 0-2, 3 (N-1)/N P b for stage 3, 0 on one rank */
+    assert_float_equal(lb_zero_traffic_bytes(LB_ZERO_0, LB_PREC_BF16, P, 4), 2 * 0.75 * 2e9, 1);
+    assert_float_equal(lb_zero_traffic_bytes(LB_ZERO_3, LB_PREC_FP32, P, 2), 3 * 0.5 * 4e9, 1);
+    assert_float_equal(lb_zero_traffic_bytes(LB_ZERO_2, LB_PREC_FP32, P, 1), 0, 0);
+    assert_float_equal(lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, 400, 4), 600, 1e-9);
+    assert_float_equal(lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, 400, 4), 300, 1e-9);
+}
+
+static void test_train_scaling_cost_and_slowest_rank(void **state) {
+    (void)state;
+    assert_float_equal(lb_train_scaling_efficiency(1.8e6, 4, 5e5), 0.9, 1e-12);
+    /* 8 an hour at 100 samples/s: 8/3600 per second, 10 s per 1000 samples */
+    assert_float_equal(lb_train_cost_per_1k_samples(8, 100), 8.0 / 360, 1e-12);
+    assert_float_equal(lb_train_cost_per_1m_tokens(3.6, 1000), 1.0, 1e-12);
+    const double med[] = {10, 12.5, 9, 10};
+    double pct = 0;
+    assert_int_equal(lb_train_slowest_rank(med, 4, &pct), 1);
+    assert_float_equal(pct, 100.0 * 3.5 / 9, 1e-9);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_zero_units_cover_the_model_in_layout_order),
+        cmocka_unit_test(test_zero_buckets_pad_uneven_units_and_pieces_tile_them),
+        cmocka_unit_test(test_zero_all_padding_piece_is_empty),
+        cmocka_unit_test(test_zero_unit_buckets_when_cap_is_zero),
+        cmocka_unit_test(test_zero_plan_refuses_nonsense),
+        cmocka_unit_test(test_zero_formulas_match_the_paper),
+        cmocka_unit_test(test_train_scaling_cost_and_slowest_rank),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
