@@ -251,6 +251,10 @@ static bool layer_matrix(const lb_param_tensor *t) {
     return t->layer >= 0 && t->ndim == 2;
 }
 
+lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m, const lb_param_tensor *t) {
+    return m->dt != LB_DT_F32 && layer_matrix(t) ? m->dt : LB_DT_F32;
+}
+
 static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
     if (m->lora) { /* no base gradients to clear or update: the adapters' one segment */
         LB_TRY(lb_lora_gpu_upload_tables(m->lora, err));
@@ -267,7 +271,7 @@ static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
         for (int i = 0; i < m->n_seg; i++) {
             start[i] = t[i].offset;
             flags[i] = (t[i].decay ? LB_SEG_DECAY : 0) |
-                       (m->dt != LB_DT_F32 && layer_matrix(&t[i]) ? LB_SEG_GRAD16 : 0);
+                       (lb_model_gpu_grad_type(m, &t[i]) != LB_DT_F32 ? LB_SEG_GRAD16 : 0);
         }
         m->clear = malloc((size_t)m->n_seg * sizeof *m->clear);
         if (m->clear == NULL)
@@ -810,6 +814,21 @@ static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
     return lb_loss_mean(loss, m->losses, m->BT, m->stream, err);
 }
 
+void lb_model_gpu_set_grad_hook(lb_model_gpu *m, lb_model_gpu_grad_hook fn, void *ctx) {
+    m->grad_hook = fn;
+    m->grad_hook_ctx = ctx;
+}
+
+float *lb_model_gpu_grads(lb_model_gpu *m) {
+    return m->grads;
+}
+
+/* A unit's gradient kernels are all enqueued (layer l's last one is the norm backward that
+ * also writes layer l - 1's MLP output bias, so each unit completes in its own turn). */
+static lb_status grad_done(lb_model_gpu *m, int unit, lb_err *err) {
+    return m->grad_hook != NULL ? m->grad_hook(m->grad_hook_ctx, unit, err) : LB_OK;
+}
+
 static lb_status backward(lb_model_gpu *m, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
@@ -859,6 +878,7 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
      * norm, the layer below's MLP one from its first. */
     LB_TRY(norm_bwd(m, m->dc, at(m, m->res3, m->L - 1, C), m->lnf_mean, m->lnf_rstd, m->off.normf_w,
                     m->off.normf_b, lo(m, m->L - 1, o->mlp_out_b), err));
+    LB_TRY(grad_done(m, m->L + 1, err));
     for (int l = m->L - 1; l >= 0; l--) {
         int keep = m->p.recompute ? 0 : l;
         const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
@@ -938,10 +958,12 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
         LB_TRY(lora_bwd(m, l, LB_LORA_IN_QKV, m->dc, m->dqkv, m->Q, ln1, C, err));
         LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
                         l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));
+        LB_TRY(grad_done(m, 1 + l, err));
     }
     if (m->lora) return LB_OK; /* a frozen embedding */
-    return lb_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T, C,
-                             m->dt, m->stream, err);
+    LB_TRY(lb_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T, C,
+                             m->dt, m->stream, err));
+    return grad_done(m, 0, err);
 }
 
 lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,

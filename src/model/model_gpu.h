@@ -69,6 +69,8 @@ typedef struct {
     lb_lora_config lora;          /* rank 0: every parameter trains; else LoRA adapters on a
                                    * frozen base, its projections in NF4 with lora.quant
                                    * (model/lora_gpu.h) */
+    bool no_graph;                /* every step kernel by kernel, never as a CUDA graph (a
+                                   * gradient hook that enqueues collectives) */
 } lb_model_gpu_params;
 
 typedef struct lb_model_gpu lb_model_gpu;
@@ -128,6 +130,17 @@ const char *lb_model_gpu_attention(const lb_model_gpu *m, bool backward);
  * "untimed" before the first step, or "unfused" (Llama, fp32: the activation is a kernel of
  * its own). */
 const char *lb_model_gpu_gelu_product(const lb_model_gpu *m);
+
+/* Data parallelism. Backward calls the hook on the host after enqueuing the last kernel
+ * that writes a unit's gradients (units of train/zero.h: L + 1 the final norm and head
+ * first, then 1 + l for layer l downwards, 0 the embeddings last), so it can enqueue that
+ * unit's collectives behind them; a failure it returns ends the step. NULL: none. */
+typedef lb_status (*lb_model_gpu_grad_hook)(void *ctx, int unit, lb_err *err);
+void lb_model_gpu_set_grad_hook(lb_model_gpu *m, lb_model_gpu_grad_hook fn, void *ctx);
+/* The gradients: one device array of fp32 slots in the parameter layout, and how tensor t's
+ * gradient is stored in its slot: fp32, or packed 16-bit values of the working type. */
+float *lb_model_gpu_grads(lb_model_gpu *m);
+lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m, const lb_param_tensor *t);
 
 /* Waits for the stream and copies n slots of mean losses out. */
 lb_status lb_model_gpu_read_losses(lb_model_gpu *m, float *host, int n, lb_err *err);

@@ -74,7 +74,7 @@ lb_status lb_model_gpu_train_step(lb_model_gpu *m, const int32_t *inputs, const 
     }
     /* the first step runs directly: it prepares and times every product (host waits) */
     bool first = m->train_steps++ == 0;
-    if (m->step_graph == NULL && !first && !m->graph_failed) capture(m, loss, p);
+    if (m->step_graph == NULL && !first && !m->graph_failed && !m->p.no_graph) capture(m, loss, p);
     if (m->step_graph)
         LB_CUDA_TRY(err, cudaGraphLaunch(m->step_graph, m->stream));
     else

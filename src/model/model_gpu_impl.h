@@ -51,6 +51,9 @@ struct lb_model_gpu {
     lb_gpu_adamw_params graph_ap; /* the optimizer settings step_graph was captured with */
     int64_t train_steps;          /* lb_model_gpu_train_step calls so far */
     bool graph_failed;            /* capture failed once: steps run kernel by kernel */
+    lb_model_gpu_grad_hook
+        grad_hook; /* data parallelism: told when a unit's gradients are queued */
+    void *grad_hook_ctx;
     /* attention: cuDNN's plans (NULL: built-in kernels only) and, per direction, whose
      * kernels run (AUTO: not yet timed, before the first step) */
     lb_cudnn_attn *dnn;

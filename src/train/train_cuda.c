@@ -12,7 +12,10 @@
  * and int8 rates with the default auto), or --peak-tflops. The
  * timed steps sit between cudaProfilerStart and cudaProfilerStop, so a profiler started
  * with collection off (ncu --profile-from-start off) sees them and not the warm-up, where
- * cuBLASLt algorithms are timed. A build without CUDA refuses. */
+ * cuBLASLt algorithms are timed. With several ranks the job's NCCL communicator carries
+ * each bucket's gradient all-reduce during backward (train/dp_cuda.h), every rank's step
+ * records go to rank 0 (train_impl.h), and steps run kernel by kernel. A build without
+ * CUDA refuses. */
 #include "train/train_cuda.h"
 
 #ifndef LB_HAVE_CUDA
@@ -40,15 +43,21 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
 #include "gpu/nvml/peak.h"
 #include "gpu/nvml/telemetry.h"
 #include "model/model_gpu.h"
+#include "train/dp_cuda.h"
+#include "train/train_impl.h"
 
 typedef struct {
     lb_model_gpu *m;
     cudaEvent_t *ev; /* 2 per step */
     float *losses;
     int32_t *inputs, *targets;
+    lb_comm *comm; /* several ranks: NCCL over the job; else NULL */
+    lb_dp_cuda *dp;
 } run_state;
 
 static void state_free(run_state *s, int64_t n_events) {
+    lb_dp_cuda_free(s->dp);
+    lb_comm_free(s->comm);
     lb_model_gpu_free(s->m);
     if (s->ev)
         for (int64_t i = 0; i < n_events; i++)
@@ -129,6 +138,48 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     return LB_OK;
 }
 
+/* Several ranks: the NCCL communicator (before the model, so its memory is not the
+ * arena's to count) and the bucketed all-reduce behind backward. */
+static lb_status data_parallel_init(const lb_train_params *p, run_state *s, lb_err *err) {
+    lb_comm_params cp = lb_comm_default_params();
+    cp.backend = LB_COMM_BACKEND_NCCL;
+    cp.device = p->device_index;
+    cp.op_timeout_s = p->comm_timeout_s;
+    cp.setup_timeout_s = lb_boot_timeout_s(p->boot);
+    return lb_comm_init(p->boot, &cp, true, &s->comm, err);
+}
+
+/* Rank-local records of the finished steps, ms from the events. */
+static lb_status fill_records(const lb_train_params *p, run_state *s, int64_t done, double *rec,
+                              double *timed_s, int64_t *timed, lb_err *err) {
+    for (int64_t i = 0; i < done; i++) {
+        float ms = 0.0f;
+        LB_CUDA_TRY(err, cudaEventElapsedTime(&ms, s->ev[2 * i], s->ev[2 * i + 1]));
+        double *mine = rec + (size_t)i * LB_REC_N;
+        mine[LB_REC_MS] = ms;
+        mine[LB_REC_LOSS] = s->losses[i];
+        mine[LB_REC_NORM] = NAN; /* kept on the device */
+        if (s->dp != NULL) {
+            LB_TRY(lb_dp_cuda_step_times(s->dp, i, &mine[LB_REC_COMM_MS], &mine[LB_REC_EXPOSED_MS],
+                                         err));
+            mine[LB_REC_SENT] = lb_dp_cuda_sent_bytes(s->dp);
+        }
+        if (i >= p->warmup) *timed_s += ms / 1e3, (*timed)++;
+    }
+    return LB_OK;
+}
+
+/* Every rank's fp32 master parameters, hashed and compared (train_impl.h). */
+static lb_status check_replicas(const lb_train_params *p, run_state *s, lb_result *r, lb_err *err) {
+    int64_t n = lb_model_gpu_n_params(s->m);
+    float *host = malloc((size_t)n * sizeof *host);
+    if (host == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the parameters");
+    lb_status st = lb_model_gpu_get_params(s->m, host, err);
+    if (st == LB_OK) st = lb_train_check_replicas(p, host, n, r, err);
+    free(host);
+    return st;
+}
+
 lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg,
                             lb_data_loader *data, lb_result *r, lb_err *err) {
     LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
@@ -138,6 +189,8 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     size_t BT = (size_t)p->batch * (size_t)p->seq;
     run_state s;
     memset(&s, 0, sizeof s);
+    const int ranks = lb_train_ranks(p), rank = lb_train_rank(p);
+    if (ranks > 1) LB_TRY(data_parallel_init(p, &s, err));
     lb_model_gpu_params gp = {.B = (int)p->batch,
                               .T = (int)p->seq,
                               .precision = p->precision,
@@ -145,12 +198,15 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                               .fp32_mode = p->fp32_matmul,
                               .gemm_heuristic_only = p->gemm_heuristic_only,
                               .attention = p->attention,
-                              .max_loss_slots = (int)total};
+                              .max_loss_slots = (int)total,
+                              .no_graph = ranks > 1};
     lb_status st = p->lora_rank > 0 ? lb_train_lora_config(p, cfg, &gp.lora, err) : LB_OK;
     if (st == LB_OK) st = lb_model_gpu_init(&s.m, cfg, &gp, err);
     if (st == LB_OK) st = lb_model_gpu_init_weights(s.m, p->seed, err);
     if (st == LB_OK && p->lora_rank > 0)
         st = lb_model_gpu_init_lora(s.m, p->seed ^ LB_LORA_SEED_SALT, err);
+    if (st == LB_OK && ranks > 1)
+        st = lb_dp_cuda_init(&s.dp, s.m, cfg, s.comm, p->bucket_mib * 1024 * 1024, total, err);
     s.ev = calloc((size_t)(2 * total), sizeof *s.ev);
     s.losses = calloc((size_t)total, sizeof *s.losses);
     s.inputs = malloc(BT * sizeof *s.inputs);
@@ -164,10 +220,6 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
         state_free(&s, 2 * total);
         return st;
     }
-    lb_result_series(r, "warmup_step_ms", "ms"); /* the CPU path's order */
-    lb_result_series(r, "warmup_loss", "nats");
-    lb_result_series(r, "step_ms", "ms");
-    lb_result_series(r, "loss", "nats");
 
     lb_gpu_adamw_params ap = {.lr = (float)p->lr,
                               .beta1 = (float)p->beta1,
@@ -178,11 +230,13 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                               .growth_interval = 2000};
     cudaStream_t stream = (cudaStream_t)lb_model_gpu_stream(s.m);
     lb_progress prog;
-    lb_progress_init(&prog, p->progress);
+    lb_progress_init(&prog, p->progress && rank == 0);
     lb_gpu_telemetry *tel = NULL;
     int64_t done = 0;
     for (int64_t step = 0; step < total; step++) {
-        if (lb_signals_interrupted()) {
+        int32_t go = !lb_signals_interrupted();
+        if (ranks > 1 && (st = lb_boot_bcast(p->boot, &go, sizeof go, err)) != LB_OK) break;
+        if (!go) {
             st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
                          (long long)step, (long long)total);
             break;
@@ -192,7 +246,8 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
             tel = lb_gpu_telemetry_start(p->device_index, 100);
             cudaProfilerStart();
         }
-        lb_data_next(data, s.inputs, s.targets);
+        lb_data_next_part(data, rank, ranks, s.inputs, s.targets);
+        if (s.dp != NULL) lb_dp_cuda_begin_step(s.dp, step);
         if (cudaEventRecord(s.ev[2 * step], stream) != cudaSuccess) {
             st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
             break;
@@ -214,18 +269,11 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     lb_gpu_arena_sample_driver((lb_gpu_arena *)lb_model_gpu_arena(s.m));
     double timed_s = 0.0;
     int64_t timed = 0;
-    if (done > 0 && sync == LB_OK &&
-        lb_model_gpu_read_losses(s.m, s.losses, (int)done, err) == LB_OK) {
-        for (int64_t i = 0; i < done; i++) {
-            float ms = 0.0f;
-            cudaEventElapsedTime(&ms, s.ev[2 * i], s.ev[2 * i + 1]);
-            bool warm = i < p->warmup;
-            lb_result_series_push(lb_result_series(r, warm ? "warmup_step_ms" : "step_ms", "ms"),
-                                  ms);
-            lb_result_series_push(lb_result_series(r, warm ? "warmup_loss" : "loss", "nats"),
-                                  s.losses[i]);
-            if (!warm) timed_s += ms / 1e3, timed++;
-        }
+    double *rec = calloc((size_t)(done > 0 ? done : 1) * LB_REC_N, sizeof *rec);
+    if (rec == NULL && st == LB_OK) st = lb_fail(err, LB_ERR_NOMEM, "out of host memory");
+    if (rec != NULL && done > 0 && sync == LB_OK &&
+        lb_model_gpu_read_losses(s.m, s.losses, (int)done, err) == LB_OK &&
+        fill_records(p, &s, done, rec, &timed_s, &timed, err) == LB_OK) {
         for (int64_t i = 0; i < done && st == LB_OK; i++)
             if (!isfinite(s.losses[i]))
                 st = lb_fail(err, LB_ERR_RUNTIME, "loss is %f at step %lld: training diverged",
@@ -233,7 +281,12 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
         lb_status mst =
             set_device_metrics(p, cfg, &s, &ts, timed_s, timed, r, st == LB_OK ? err : NULL);
         if (st == LB_OK) st = mst;
+    } else {
+        done = 0;
     }
+    if (st == LB_OK && ranks > 1) st = check_replicas(p, &s, r, err);
+    if (rec != NULL) st = lb_train_store_steps(p, r, rec, done, st, err);
+    free(rec);
     state_free(&s, 2 * total);
     return st;
 }
