@@ -173,6 +173,34 @@ class Model(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
 
 
+def make_step(model, fwd, precision):
+    """One training step as llmbench takes it: forward through fwd (the model, compiled or
+    wrapped) under autocast, backward (with a GradScaler in fp16), global-norm clip 1.0,
+    fused AdamW (lr 3e-4, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on 2-D tensors
+    only) over the parameters that require gradients (with LoRA: the adapters). Returns
+    step(x, y) -> loss."""
+    trained = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in trained if p.dim() == 2]
+    no_decay = [p for p in trained if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    dtype = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+
+    def step(x, y):
+        with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+            loss = fwd(x, y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(trained, 1.0)
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        return loss
+    return step
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="gpt2-124m", choices=list(PRESETS))
@@ -205,13 +233,6 @@ def main():
     else:
         model = Model(c, a.seq).to(dev)
     n_params = sum(p.numel() for p in model.parameters())
-    trained = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in trained if p.dim() == 2]
-    no_decay = [p for p in trained if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    scaler = torch.amp.GradScaler("cuda", enabled=a.precision == "fp16")
     if a.no_compile:
         fwd = model
     elif a.lora_rank > 0:
@@ -220,17 +241,7 @@ def main():
         fwd = model
     else:
         fwd = torch.compile(model)
-
-    def step(x, y):
-        with torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
-            loss = fwd(x, y)
-        scaler.scale(loss).backward()
-        scaler.unscale_(opt)
-        torch.nn.utils.clip_grad_norm_(trained, 1.0)
-        scaler.step(opt)
-        scaler.update()
-        opt.zero_grad(set_to_none=True)
-        return loss
+    step = make_step(model, fwd, a.precision)
 
     g = torch.Generator(device=dev).manual_seed(1)
 
