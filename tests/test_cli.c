@@ -35,9 +35,9 @@ static void test_cli_unknown_option_exits_2_naming_it(void **state) {
     expect_usage_error((const char *[]){"env", "--bogus", NULL}, "'--bogus'");
 }
 
-static void test_cli_no_command_prints_help_and_exits_2(void **state) {
+static void test_cli_no_command_prints_help_and_exits_0(void **state) {
     (void)state;
-    assert_int_equal(run((const char *[]){NULL}), 2);
+    assert_int_equal(run((const char *[]){NULL}), 0);
     assert_non_null(strstr(out, "usage: llmbench <command>"));
 }
 
@@ -56,6 +56,7 @@ static void test_cli_env_json_is_one_document(void **state) {
     assert_non_null(doc);
     assert_non_null(json_object_get(doc, "cpu_cores"));
     assert_non_null(json_object_get(doc, "gpus"));
+    assert_null(json_object_get(doc, "command_line")); /* a run's, not the machine's */
     json_decref(doc);
 }
 
@@ -66,14 +67,67 @@ static void test_cli_command_help_lists_its_options(void **state) {
     assert_non_null(strstr(out, "--json"));
 }
 
+static void test_cli_commands_that_store_nothing_refuse_db(void **state) {
+    (void)state;
+    expect_usage_error((const char *[]){"env", "--db", "/tmp/x.db", NULL}, "--db does not apply");
+    expect_usage_error((const char *[]){"rouge", "--db", "/tmp/x.db", NULL}, "--db does not apply");
+    expect_usage_error((const char *[]){"tokenize", "--db=/tmp/x.db", "a.txt", NULL},
+                       "--db does not apply");
+    assert_int_equal(run((const char *[]){"env", "--help", NULL}), 0);
+    assert_null(strstr(out, "--db"));
+    assert_int_equal(run((const char *[]){"train", "--help", NULL}), 0);
+    assert_non_null(strstr(out, "--db PATH"));
+    assert_int_equal(run((const char *[]){"run", "--help", NULL}), 0);
+    assert_non_null(strstr(out, "--no-progress"));
+}
+
+static void test_cli_out_of_range_lengths_are_refused_not_clamped(void **state) {
+    (void)state;
+    expect_usage_error((const char *[]){"load", "--endpoint", "http://127.0.0.1:1", "--synthetic",
+                                        "1", "--input-len", "fixed:99999999999", NULL},
+                       "at most 10000000");
+    expect_usage_error((const char *[]){"load", "--endpoint", "http://127.0.0.1:1", "--synthetic",
+                                        "1", "--output-len", "uniform:1:20000000", NULL},
+                       "'uniform:1:20000000'");
+    expect_usage_error((const char *[]){"load", "--endpoint", "http://127.0.0.1:1", "--synthetic",
+                                        "1", "--input-len", "fixed:2.5", NULL},
+                       "whole numbers");
+}
+
+static void test_cli_tokenize_prints_nothing_before_an_unreadable_file(void **state) {
+    (void)state;
+    char path[] = "/tmp/lbtest-tokXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "hello world", 11), 11);
+    close(fd);
+    const char *args[] = {"tokenize",
+                          "--tokenizer",
+                          LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken",
+                          path,
+                          "/nonexistent/missing.txt",
+                          NULL};
+    assert_int_equal(run(args), 2);
+    assert_string_equal(out, "");
+    assert_non_null(strstr(err, "missing.txt"));
+    const char *ok[] = {"tokenize", "--tokenizer", LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken",
+                        path, NULL};
+    assert_int_equal(run(ok), 0);
+    assert_non_null(strstr(out, ": 2 tokens"));
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_unknown_command_exits_2_naming_it),
         cmocka_unit_test(test_cli_unknown_option_exits_2_naming_it),
-        cmocka_unit_test(test_cli_no_command_prints_help_and_exits_2),
+        cmocka_unit_test(test_cli_no_command_prints_help_and_exits_0),
         cmocka_unit_test(test_cli_version_names_version_and_commit),
         cmocka_unit_test(test_cli_env_json_is_one_document),
         cmocka_unit_test(test_cli_command_help_lists_its_options),
+        cmocka_unit_test(test_cli_commands_that_store_nothing_refuse_db),
+        cmocka_unit_test(test_cli_out_of_range_lengths_are_refused_not_clamped),
+        cmocka_unit_test(test_cli_tokenize_prints_nothing_before_an_unreadable_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,7 +68,7 @@ static int teardown(void **state) {
 
 static void test_cli_results_without_subcommand_exits_2(void **state) {
     (void)state;
-    expect_error((const char *[]){"results", NULL}, 2, "expected list, show or export");
+    expect_error((const char *[]){"results", NULL}, 2, "expected list, show, export or import");
 }
 
 static void test_cli_results_unknown_subcommand_exits_2_naming_it(void **state) {
@@ -220,6 +220,82 @@ static void test_cli_results_newer_database_exits_1_saying_so(void **state) {
     assert_non_null(strstr(err, "schema version 99"));
 }
 
+static void test_cli_results_read_commands_never_create_a_database(void **state) {
+    (void)state;
+    char missing[400];
+    snprintf(missing, sizeof missing, "%s/typo/x.db", dir);
+    expect_error((const char *[]){"results", "list", "--db", missing, NULL}, 1,
+                 "no results database at");
+    assert_non_null(strstr(err, missing));
+    expect_error((const char *[]){"results", "export", "--db", missing, NULL}, 1, missing);
+    expect_error((const char *[]){"results", "show", "1", "--db", missing, NULL}, 1, missing);
+    char typo[300];
+    snprintf(typo, sizeof typo, "%s/typo", dir);
+    assert_int_equal(access(typo, F_OK), -1);
+}
+
+static void test_cli_results_export_that_fails_midway_prints_nothing(void **state) {
+    (void)state;
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    char sql[128];
+    snprintf(sql, sizeof sql, "UPDATE runs SET config = '{' WHERE id = %lld",
+             (long long)running_id);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%lld", (long long)ok_id);
+    snprintf(b, sizeof b, "%lld", (long long)running_id);
+    expect_error((const char *[]){"results", "export", a, b, NULL}, 1, "not valid JSON");
+    assert_string_equal(out, "");
+    expect_error((const char *[]){"results", "export", a, b, "--format", "csv", NULL}, 1,
+                 "not valid JSON");
+    assert_string_equal(out, "");
+}
+
+static void test_cli_results_list_escapes_control_characters_in_names(void **state) {
+    (void)state;
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    lb_result *r = lb_result_new("train", "evil\n99     ok   \x1b[2Jname\x7f");
+    int64_t id = 0;
+    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+    assert_int_equal(run((const char *[]){"results", "list", NULL}), 0);
+    assert_null(strchr(out, '\x1b'));
+    assert_null(strchr(out, '\x7f'));
+    assert_non_null(strstr(out, "evil\\n99     ok   \\x1b[2Jname\\x7f\n"));
+    char id_text[24];
+    snprintf(id_text, sizeof id_text, "%lld", (long long)id);
+    assert_int_equal(run((const char *[]){"results", "show", id_text, NULL}), 0);
+    assert_null(strchr(out, '\x1b'));
+    assert_non_null(strstr(out, "evil\\n99"));
+}
+
+static void test_cli_results_show_prints_numbers_for_people(void **state) {
+    (void)state;
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    lb_result *r = lb_result_new("train", "numbers");
+    json_object_set_new(r->config, "lr", json_real(0.0003));
+    lb_result_set_metric(r, "peak_host_mem_bytes", 173175000, "bytes");
+    int64_t id = 0;
+    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+    r->status = LB_RUN_OK;
+    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+    char id_text[24];
+    snprintf(id_text, sizeof id_text, "%lld", (long long)id);
+    assert_int_equal(run((const char *[]){"results", "show", id_text, NULL}), 0);
+    assert_non_null(strstr(out, " 0.0003\n"));
+    assert_non_null(strstr(out, "165.15 MiB"));
+    assert_null(strstr(out, "e+08"));
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -235,6 +311,10 @@ int main(void) {
         T(test_cli_results_export_out_replaces_file_whole),
         T(test_cli_results_export_csv_to_stdout),
         T(test_cli_results_newer_database_exits_1_saying_so),
+        T(test_cli_results_read_commands_never_create_a_database),
+        T(test_cli_results_export_that_fails_midway_prints_nothing),
+        T(test_cli_results_list_escapes_control_characters_in_names),
+        T(test_cli_results_show_prints_numbers_for_people),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

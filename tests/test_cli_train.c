@@ -75,12 +75,37 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--model", "llama-tiny", "--seq", "16", "--device",
                                   "cuda", "--lora-rank", "4", "--quant", "nf4", "--db", g_db, NULL},
                  "--quant nf4 needs --precision bf16 or fp16");
-    /* nothing was stored for any of them */
-    assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 0);
-    json_t *list = json_loads(out, 0, NULL);
-    assert_non_null(list);
-    assert_int_equal(json_array_size(list), 0);
-    json_decref(list);
+    /* nothing was stored for any of them: not even a database was made */
+    assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 1);
+    assert_non_null(strstr(err, "no results database"));
+}
+
+static void test_cli_train_tiny_model_runs_with_its_defaults(void **state) {
+    (void)state;
+    int rc = run((const char *[]){"train", "--model", "gpt2-tiny", "--device", "cpu", "--steps",
+                                  "1", "--warmup", "0", "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "config"), "seq")),
+                     32);
+    json_decref(doc);
+}
+
+static void test_cli_train_prints_no_result_when_the_store_cannot_be_used(void **state) {
+    (void)state;
+    char file[160], db[200];
+    snprintf(file, sizeof file, "%s/plain-file", g_dir);
+    assert_true(lb_test_write_file(file, ""));
+    snprintf(db, sizeof db, "%s/results.db", file);
+    const char *const args[] = {"train", "--model", "gpt2-tiny", "--steps", "1", "--db", db, NULL};
+    assert_int_equal(run(args), 1);
+    assert_string_equal(out, "");
+    assert_non_null(strstr(err, "plain-file"));
+    const char *const json_args[] = {"train",  "--model", "gpt2-tiny", "--steps", "1",
+                                     "--json", "--db",    db,          NULL};
+    assert_int_equal(run(json_args), 1);
+    assert_string_equal(out, "");
 }
 
 static void test_cli_train_stores_run_with_raw_samples(void **state) {
@@ -193,6 +218,63 @@ static void test_cli_train_sigint_stores_interrupted_run(void **state) {
     json_decref(all);
 }
 
+/* Starts a long training run (batch B) storing into db, its output discarded, and returns
+ * its pid once the run is recorded as begun (run 1 of db). */
+static pid_t start_long_run(const char *db, const char *batch) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "train", "--model", "gpt2-tiny", "--device", "cpu",
+              "--batch", batch, "--steps", "100000000", "--warmup", "0", "--db", db, (char *)NULL);
+        _exit(127);
+    }
+    int rc = 1;
+    for (int i = 0; i < 100 && rc != 0; i++) {
+        usleep(100 * 1000);
+        rc = run((const char *[]){"results", "show", "1", "--db", db, NULL});
+    }
+    assert_int_equal(rc, 0);
+    return pid;
+}
+
+static void test_cli_train_crashed_run_keeps_its_config(void **state) {
+    (void)state;
+    char db[160];
+    snprintf(db, sizeof db, "%s/crash.db", g_dir);
+    pid_t pid = start_long_run(db, "3");
+    assert_int_equal(kill(pid, SIGKILL), 0); /* as a crash would end it */
+    waitpid(pid, NULL, 0);
+    assert_int_equal(run((const char *[]){"results", "show", "1", "--json", "--db", db, NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "status")), "running");
+    json_t *config = json_object_get(doc, "config");
+    assert_string_equal(json_string_value(json_object_get(config, "model")), "gpt2-tiny");
+    assert_int_equal(json_integer_value(json_object_get(config, "batch")), 3);
+    json_decref(doc);
+}
+
+static void test_cli_train_second_sigint_marks_the_run_interrupted(void **state) {
+    (void)state;
+    char db[160];
+    snprintf(db, sizeof db, "%s/twice.db", g_dir);
+    pid_t pid = start_long_run(db, "4");
+    kill(pid, SIGINT);
+    kill(pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    assert_int_equal(run((const char *[]){"results", "show", "1", "--json", "--db", db, NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    /* Whichever came first, the finish of the first signal or the second signal's mark. */
+    assert_string_equal(json_string_value(json_object_get(doc, "status")), "interrupted");
+    json_decref(doc);
+}
+
 static int setup(void **state) {
     (void)state;
     lb_test_tmpdir(g_dir, sizeof g_dir);
@@ -212,6 +294,10 @@ int main(void) {
         cmocka_unit_test(test_cli_train_stores_run_with_raw_samples),
         cmocka_unit_test(test_cli_train_qlora_run_is_stored_with_its_figures),
         cmocka_unit_test(test_cli_train_sigint_stores_interrupted_run),
+        cmocka_unit_test(test_cli_train_tiny_model_runs_with_its_defaults),
+        cmocka_unit_test(test_cli_train_prints_no_result_when_the_store_cannot_be_used),
+        cmocka_unit_test(test_cli_train_crashed_run_keeps_its_config),
+        cmocka_unit_test(test_cli_train_second_sigint_marks_the_run_interrupted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,6 +19,7 @@
 #include "gpu/nvml/peak.h"
 #include "gpu/nvml/telemetry.h"
 #include "model/attn_choice.h"
+#include "test_skip.h"
 #ifdef LB_HAVE_CUDA
 #include "gpu/cudnn/attn.h"
 #include "gpu/cudnn/gelu.h"
@@ -212,7 +213,7 @@ static void test_cudnn_attention_refuses_with_a_reason(void **state) {
     assert_true(strlen(err.msg) > 0);
     lb_cudnn_attn_free(NULL);
 #else
-    skip();
+    LB_TEST_SKIP_UNLESS(false, "this build has no CUDA");
 #endif
 }
 
@@ -228,7 +229,7 @@ static void test_cudnn_gelu_refuses_with_a_reason(void **state) {
     assert_true(strlen(err.msg) > 0);
     lb_cudnn_gelu_free(NULL);
 #else
-    skip();
+    LB_TEST_SKIP_UNLESS(false, "this build has no CUDA");
 #endif
 }
 
@@ -391,7 +392,7 @@ static void test_check_message_names_expression_and_place(void **state) {
     assert_int_equal(st, LB_ERR_DEVICE);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_arena_sizing_adds_aligned_pieces),
         cmocka_unit_test(test_arena_overflow_names_the_piece),
@@ -409,5 +410,5 @@ int main(void) {
         cmocka_unit_test(test_telemetry_without_gpu_stops_cleanly),
         cmocka_unit_test(test_check_message_names_expression_and_place),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return lb_test_main(tests, sizeof tests / sizeof tests[0], NULL, NULL, argc, argv);
 }

@@ -1,6 +1,7 @@
 /* test_gpu_kernels.c: the GPU selftest as a CTest test. On a machine with a CUDA GPU every
  * kernel (fp32, fp16, bf16) and the whole-model checks must pass; without one (CI) the
- * GPU test is skipped and the selftest must refuse with a clear reason. */
+ * GPU test is skipped (CTest counts it so) and the selftest must refuse with a clear
+ * reason. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,10 +12,11 @@
 
 #include "gpu/devinfo.h"
 #include "selftest/selftest.h"
+#include "test_skip.h"
 
 static void test_selftest_passes_on_this_gpu(void **state) {
     (void)state;
-    if (lb_devinfo_cuda_device_count() == 0) skip();
+    LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() > 0, "no CUDA GPU here");
     lb_selftest_params p = lb_selftest_default_params();
     lb_selftest_report rep;
     lb_err err = {{0}};
@@ -31,7 +33,7 @@ static void test_selftest_passes_on_this_gpu(void **state) {
 
 static void test_selftest_without_gpu_says_why(void **state) {
     (void)state;
-    if (lb_devinfo_cuda_device_count() > 0) skip();
+    LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() == 0, "a CUDA GPU is here");
     lb_selftest_params p = lb_selftest_default_params();
     lb_selftest_report rep;
     lb_err err = {{0}};
@@ -42,10 +44,10 @@ static void test_selftest_without_gpu_says_why(void **state) {
     lb_selftest_report_free(&rep);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selftest_passes_on_this_gpu),
         cmocka_unit_test(test_selftest_without_gpu_says_why),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return lb_test_main(tests, sizeof tests / sizeof tests[0], NULL, NULL, argc, argv);
 }

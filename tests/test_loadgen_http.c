@@ -2,8 +2,10 @@
  * `llmbench serve --synthetic` children: every scenario, timing against the configured
  * synthetic TTFT/TPOT, a replica killed mid-run, each fault mode, SIGINT with drain, and
  * the CLI (files written, API key never recorded). */
+#include <arpa/inet.h>
 #include <jansson.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -549,6 +552,132 @@ static void test_load_cli_writes_out_dir_and_never_records_the_key(void **state)
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
     stop_server(&s);
+}
+
+/* A user and password in an endpoint reach the server, never an output: not stdout, the
+ * --out files, the database or its export. Other protocols than http(s) are refused. */
+static void test_load_cli_masks_url_userinfo_everywhere_and_refuses_other_protocols(void **state) {
+    (void)state;
+    server s = start_server(NULL);
+    char dir[] = "/tmp/lb_load_url_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char endpoint[128], cmd[2048], path[512];
+    snprintf(endpoint, sizeof endpoint, "http://bob:hunter2pw@%s", s.url + strlen("http://"));
+    snprintf(cmd, sizeof cmd,
+             "%s load --endpoint %s --synthetic 4 --concurrency 2 --out %s/out --db %s/r.db "
+             "-q > %s/stdout.txt 2> %s/stderr.txt && %s results export --db %s/r.db "
+             "> %s/export.json && cat %s/r.db* > %s/db.bytes",
+             LB_TEST_BIN, endpoint, dir, dir, dir, dir, LB_TEST_BIN, dir, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    const char *files[] = {"stdout.txt",      "stderr.txt",  "out/summary.txt",
+                           "out/detail.json", "export.json", "db.bytes"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        size_t n = 0;
+        char *text = lb_test_read_file(path, &n);
+        assert_non_null(text);
+        if (memmem(text, n, "hunter2pw", 9) != NULL) fail_msg("%s holds the password", files[i]);
+        if (memmem(text, n, "bob:", 4) != NULL) fail_msg("%s holds the user", files[i]);
+        free(text);
+    }
+    snprintf(path, sizeof path, "%s/out/detail.json", dir);
+    char *detail = slurp(path);
+    assert_non_null(strstr(detail, "\"http://***@127.0.0.1:"));
+    free(detail);
+    snprintf(cmd, sizeof cmd,
+             "%s load --endpoint 'file:///etc/passwd#' --synthetic 1 --db %s/r.db 2> %s/err.txt",
+             LB_TEST_BIN, dir, dir);
+    assert_refused(cmd, dir, "'file:///etc/passwd#' is not an http:// or https:// URL");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    stop_server(&s);
+}
+
+/* A bad --out is refused before the run: nothing is sent (the endpoint is a closed port,
+ * so a run would fail, and slowly). */
+static void test_load_cli_checks_out_before_the_run(void **state) {
+    (void)state;
+    char dir[] = "/tmp/lb_load_out_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[1024], file[300];
+    snprintf(file, sizeof file, "%s/a-file", dir);
+    write_text(file, "x");
+    snprintf(cmd, sizeof cmd,
+             "%s load --endpoint http://127.0.0.1:1 --synthetic 1 --timeout 30 --out %s "
+             "--db %s/r.db 2> %s/err.txt",
+             LB_TEST_BIN, file, dir, dir);
+    int64_t t0 = lb_clock_now_ns();
+    assert_refused(cmd, dir, "--out");
+    assert_true(lb_clock_now_ns() - t0 < 2000000000LL);
+    snprintf(cmd, sizeof cmd,
+             "%s load --endpoint http://127.0.0.1:1 --synthetic 1 --out %s/no/such/dir "
+             "--db %s/r.db 2> %s/err.txt",
+             LB_TEST_BIN, dir, dir, dir);
+    assert_refused(cmd, dir, "cannot create the folder");
+    snprintf(file, sizeof file, "%s/r.db", dir);
+    assert_int_equal(access(file, F_OK), -1); /* no run was stored */
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Connections opened before the run are capped by what the open-file limit leaves room
+ * for (so they open, rather than all failing), and Ctrl-C during the opening ends the run
+ * as interrupted at once. */
+static void test_load_cli_preconnect_is_capped_and_interruptible(void **state) {
+    (void)state;
+    server s = start_server(NULL);
+    char dir[] = "/tmp/lb_load_pre_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[1024], path[512];
+    snprintf(cmd, sizeof cmd,
+             "ulimit -n 4096 && %s load --endpoint %s --synthetic 4 --concurrency 100000 "
+             "--db %s/r.db -v > /dev/null 2> %s/err.txt",
+             LB_TEST_BIN, s.url, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/err.txt", dir);
+    char *errtext = slurp(path);
+    assert_non_null(strstr(errtext, "leaves room for: opening "));
+    long long capped = 0, opened = 0;
+    assert_int_equal(
+        sscanf(strstr(errtext, "room for: opening "), "room for: opening %lld", &capped), 1);
+    assert_int_equal(sscanf(strstr(errtext, "info: opened "), "info: opened %lld", &opened), 1);
+    assert_true(capped > 0 && capped < 4096);
+    assert_int_equal(opened, capped);
+    free(errtext);
+    stop_server(&s);
+
+    /* A server that never answers: every connection waits, so SIGINT comes mid-opening. */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 4096), 0);
+    socklen_t len = sizeof a;
+    getsockname(lfd, (struct sockaddr *)&a, &len);
+    snprintf(cmd, sizeof cmd,
+             "ulimit -n 8192 && exec %s load --endpoint http://127.0.0.1:%d --synthetic 4 "
+             "--concurrency 4000 --db %s/r.db -q",
+             LB_TEST_BIN, ntohs(a.sin_port), dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    usleep(1000 * 1000);
+    int64_t t0 = lb_clock_now_ns();
+    kill(pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    double took_s = (double)(lb_clock_now_ns() - t0) / 1e9;
+    close(lfd);
+    print_message("exited %.2f s after SIGINT\n", took_s);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 130);
+    assert_true(took_s < 2.0);
+    snprintf(cmd, sizeof cmd, "%s results list --db %s/r.db --status interrupted | grep -q load",
+             LB_TEST_BIN, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* --tokenizer: the synthetic server reports usage, so usage stays the count's source; the
@@ -1588,6 +1717,9 @@ int main(void) {
         cmocka_unit_test(test_loadgen_answers_without_usage_are_counted_with_the_tokenizer),
         cmocka_unit_test(test_loadgen_sigint_drains_then_marks_the_rest_interrupted),
         cmocka_unit_test(test_load_cli_writes_out_dir_and_never_records_the_key),
+        cmocka_unit_test(test_load_cli_masks_url_userinfo_everywhere_and_refuses_other_protocols),
+        cmocka_unit_test(test_load_cli_checks_out_before_the_run),
+        cmocka_unit_test(test_load_cli_preconnect_is_capped_and_interruptible),
         cmocka_unit_test(test_load_cli_with_tokenizer_prefers_usage_and_refuses_bad_ranks),
         cmocka_unit_test(test_load_every_summary_figure_is_recomputed_from_the_export),
         cmocka_unit_test(test_load_cli_server_run_at_min_duration_5_is_valid),

@@ -35,6 +35,46 @@ static void test_provenance_secrets_are_redacted(void **state) {
     json_decref(p);
 }
 
+static void test_provenance_masks_secret_words_not_names_that_contain_them(void **state) {
+    (void)state;
+    setenv("NCCL_IB_PASS", "hunter2-pass", 1);
+    setenv("SLURM_AUTH", "hunter2-auth", 1);
+    setenv("LLMBENCH_CREDENTIALS", "hunter2-cred", 1);
+    setenv("LLMBENCH_APIKEY", "hunter2-apikey", 1);
+    setenv("LLMBENCH_MAX_TOKENS", "512", 1);
+    setenv("LLMBENCH_PROXY", "http://carol:hunter2-url@proxy:3128/", 1);
+    char *argv[] = {"llmbench",      "load",
+                    "--model-key",   "llama3.1-8b",
+                    "--max-tokens",  "64",
+                    "--tokenizer",   "tok.model",
+                    "--endpoint",    "http://bob:hunter2-arg@gpu1:8000/v1",
+                    "--api-key-env", "MY_KEY_VAR"};
+    json_t *p = lb_provenance_collect(12, argv);
+    char *text = json_dumps(p, JSON_COMPACT);
+    assert_null(strstr(text, "hunter2"));
+    json_t *env = json_object_get(p, "env");
+    assert_string_equal(json_string_value(json_object_get(env, "NCCL_IB_PASS")), "***");
+    assert_string_equal(json_string_value(json_object_get(env, "SLURM_AUTH")), "***");
+    assert_string_equal(json_string_value(json_object_get(env, "LLMBENCH_CREDENTIALS")), "***");
+    assert_string_equal(json_string_value(json_object_get(env, "LLMBENCH_APIKEY")), "***");
+    assert_string_equal(json_string_value(json_object_get(env, "LLMBENCH_MAX_TOKENS")), "512");
+    assert_string_equal(json_string_value(json_object_get(env, "LLMBENCH_PROXY")),
+                        "http://***@proxy:3128/");
+    json_t *cmd = json_object_get(p, "command_line");
+    assert_string_equal(json_string_value(json_array_get(cmd, 3)), "llama3.1-8b");
+    assert_string_equal(json_string_value(json_array_get(cmd, 5)), "64");
+    assert_string_equal(json_string_value(json_array_get(cmd, 7)), "tok.model");
+    assert_string_equal(json_string_value(json_array_get(cmd, 9)), "http://***@gpu1:8000/v1");
+    assert_string_equal(json_string_value(json_array_get(cmd, 11)), "MY_KEY_VAR");
+    free(text);
+    json_decref(p);
+    char out[64];
+    lb_provenance_mask_url("a http://u@h/x@y and https://v:w@k?q=@", out, sizeof out);
+    assert_string_equal(out, "a http://***@h/x@y and https://***@k?q=@");
+    lb_provenance_mask_url("no url here", out, sizeof out);
+    assert_string_equal(out, "no url here");
+}
+
 static void test_provenance_records_only_run_shaping_variables(void **state) {
     (void)state;
     setenv("HOME_GROWN_VAR", "x", 1);
@@ -57,6 +97,7 @@ static void test_provenance_records_only_run_shaping_variables(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_provenance_secrets_are_redacted),
+        cmocka_unit_test(test_provenance_masks_secret_words_not_names_that_contain_them),
         cmocka_unit_test(test_provenance_records_only_run_shaping_variables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

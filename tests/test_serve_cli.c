@@ -30,23 +30,10 @@ typedef struct {
 } child;
 
 static child spawn(const char *const *args) {
-    int out[2], err[2];
-    assert_int_equal(pipe(out), 0);
-    assert_int_equal(pipe(err), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        lb_test_die_with_parent();
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        close(out[0]);
-        close(err[0]);
-        execv(LB_TEST_BIN, (char *const *)args);
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    return (child){.pid = pid, .out_fd = out[0], .err_fd = err[0]};
+    child ch = {0};
+    ch.pid = lb_test_spawn(LB_TEST_BIN, args, &ch.out_fd, &ch.err_fd);
+    assert_true(ch.pid > 0);
+    return ch;
 }
 
 /* Reads fd until EOF or timeout_ms, into buf (NUL-terminated); stops after the first

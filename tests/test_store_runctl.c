@@ -10,7 +10,10 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include <pthread.h>
 #include <signal.h>
+#include <sqlite3.h>
+#include <time.h>
 
 #include "cli/runctl.h"
 #include "core/clock.h"
@@ -315,6 +318,115 @@ static void test_runctl_million_samples_are_stored_whole(void **state) {
     lb_result_free(r);
 }
 
+/* Another process's connection that takes the write lock and keeps it for hold_s. */
+typedef struct {
+    const char *db;
+    double hold_s;
+    volatile int locked;
+} lock_holder;
+
+static void *hold_lock(void *arg) {
+    lock_holder *h = arg;
+    sqlite3 *db = NULL;
+    sqlite3_open(h->db, &db);
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    h->locked = rc == SQLITE_OK ? 1 : -1;
+    nanosleep(&(struct timespec){.tv_sec = (time_t)h->hold_s,
+                                 .tv_nsec = (long)((h->hold_s - (time_t)h->hold_s) * 1e9)},
+              NULL);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(db);
+    return NULL;
+}
+
+/* A workload that takes the lock away (as another process would) once it has measured. */
+typedef struct {
+    toy_work toy;
+    lock_holder holder;
+    pthread_t thread;
+} locked_work;
+
+static lb_status toy_then_lock(void *ctx, lb_result *r, lb_err *err) {
+    locked_work *w = ctx;
+    LB_TRY(toy_run(&w->toy, r, err));
+    pthread_create(&w->thread, NULL, hold_lock, &w->holder);
+    while (w->holder.locked == 0)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    return LB_OK;
+}
+
+static void
+test_runctl_final_write_waits_for_a_lock_held_longer_than_the_busy_timeout(void **state) {
+    fixture *f = *state;
+    setenv("LLMBENCH_DB_WAIT_S", "60", 1);
+    locked_work w = {.toy = {.steps = 8, .fail_at = -1, .interrupt_at = -1},
+                     .holder = {.db = f->db, .hold_s = 11.5}};
+    lb_result *r = lb_result_new("train", "toy");
+    int64_t id = -1;
+    lb_err err = {{0}};
+    lb_status st = lb_runctl_run(&f->common, 0, NULL, r, toy_then_lock, &w, &id, &err);
+    pthread_join(w.thread, NULL);
+    unsetenv("LLMBENCH_DB_WAIT_S");
+    lb_result_free(r);
+    assert_int_equal(w.holder.locked, 1);
+    assert_int_equal(st, LB_OK);
+    r = load(f, id);
+    assert_int_equal(r->status, LB_RUN_OK);
+    assert_int_equal(lb_result_find_series(r, "loss")->n, 8);
+    lb_result_free(r);
+}
+
+static void test_runctl_result_that_cannot_be_stored_is_kept_in_a_file_and_imported(void **state) {
+    fixture *f = *state;
+    setenv("LLMBENCH_DB_WAIT_S", "1", 1);
+    locked_work w = {.toy = {.steps = 8, .fail_at = -1, .interrupt_at = -1},
+                     .holder = {.db = f->db, .hold_s = 4}};
+    lb_result *r = lb_result_new("train", "toy");
+    int64_t id = -1;
+    lb_err err = {{0}};
+    lb_status st = lb_runctl_run(&f->common, 0, NULL, r, toy_then_lock, &w, &id, &err);
+    unsetenv("LLMBENCH_DB_WAIT_S");
+    lb_result_free(r);
+    assert_int_equal(st, LB_ERR_DB);
+    assert_true(id > 0);
+    assert_non_null(strstr(err.msg, "stayed locked"));
+    /* The message names the file and the command that stores it. */
+    char side[600];
+    assert_true(lb_test_side_file(err.msg, side, sizeof side));
+    assert_non_null(strstr(side, f->dir));
+    char *text = lb_test_read_file(side, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"status\":\"ok\""));
+    assert_non_null(strstr(text, "\"loss\""));
+    free(text);
+    pthread_join(w.thread, NULL);
+
+    const char *args[] = {"results", "import", side, "--db", f->db, NULL};
+    char out[1024], errout[1024];
+    assert_int_equal(lb_test_run(args, out, sizeof out, errout, sizeof errout), 0);
+    long long imported = 0;
+    assert_int_equal(sscanf(strstr(out, "as run "), "as run %lld", &imported), 1);
+    assert_true(imported > id);
+    r = load(f, imported);
+    assert_int_equal(r->status, LB_RUN_OK);
+    const lb_series *loss = lb_result_find_series(r, "loss");
+    assert_int_equal(loss->n, 8);
+    assert_true(loss->values[7] == 5.0 / 8);
+    assert_true(lb_result_metric(r, "final_loss") == 5.0 / 8);
+    lb_result_free(r);
+}
+
+static void test_cli_results_import_refuses_a_file_that_is_not_a_result(void **state) {
+    fixture *f = *state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/x.json", f->dir);
+    assert_true(lb_test_write_file(path, "{\"kind\":\"train\"}"));
+    const char *args[] = {"results", "import", path, "--db", f->db, NULL};
+    char errout[1024];
+    assert_int_equal(lb_test_run(args, NULL, 0, errout, sizeof errout), 2);
+    assert_non_null(strstr(errout, "\"name\""));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_runctl_ok_run_is_stored_with_provenance, setup,
@@ -331,6 +443,14 @@ int main(void) {
             test_runctl_real_sigint_stores_interrupted_run_and_exits_130, setup, teardown),
         cmocka_unit_test_setup_teardown(test_runctl_million_samples_are_stored_whole, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_runctl_final_write_waits_for_a_lock_held_longer_than_the_busy_timeout, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            test_runctl_result_that_cannot_be_stored_is_kept_in_a_file_and_imported, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(test_cli_results_import_refuses_a_file_that_is_not_a_result,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

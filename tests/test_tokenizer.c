@@ -22,6 +22,7 @@
 
 #include "core/rng.h"
 #include "model/tokenizer.h"
+#include "test_skip.h"
 #include "test_util.h"
 
 #define FIX LB_TEST_FIXTURES "/tokenizer/"
@@ -147,7 +148,7 @@ static void test_tokenizer_llama3_subset_ids_match_llama3_tokenizer_js(void **st
 static void test_tokenizer_llama3_full_vocabulary_ids_match(void **state) {
     (void)state;
     const char *path = getenv("LB_TOKENIZER_LLAMA3");
-    if (path == NULL || path[0] == '\0') skip();
+    LB_TEST_SKIP_UNLESS(path != NULL && path[0] != '\0', "LB_TOKENIZER_LLAMA3 names no file");
     lb_tokenizer *tok = load(path, LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO);
     assert_int_equal(lb_tokenizer_get_info(tok)->n_ranks, 128000);
     assert_int_equal(lb_tokenizer_get_info(tok)->pattern, LB_TOK_PATTERN_LLAMA3);
@@ -556,7 +557,7 @@ static void test_tokenizer_reads_hugging_face_tokenizer_json(void **state) {
     unlink(path);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenizer_gpt2_ids_match_js_tiktoken),
         cmocka_unit_test(test_tokenizer_llama3_subset_ids_match_llama3_tokenizer_js),
@@ -570,5 +571,5 @@ int main(void) {
         cmocka_unit_test(test_tokenizer_counts_from_many_threads_at_once),
         cmocka_unit_test(test_tokenizer_cli_prints_ids_counts_and_refuses_a_bad_file),
     };
-    return cmocka_run_group_tests(tests, load_texts, free_texts);
+    return lb_test_main(tests, sizeof tests / sizeof tests[0], load_texts, free_texts, argc, argv);
 }

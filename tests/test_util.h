@@ -27,6 +27,34 @@ static inline void lb_test_die_with_parent(void) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
+/* Starts path with argv (argv[0] included, NULL-terminated), its stdout and stderr on pipes
+ * whose read ends go into *out_fd and *err_fd; the child dies with the test program.
+ * Returns its pid, -1 when it could not be started. */
+static inline pid_t lb_test_spawn(const char *path, const char *const *argv, int *out_fd,
+                                  int *err_fd) {
+    int out[2], err[2];
+    if (pipe(out) != 0) return -1;
+    if (pipe(err) != 0) {
+        close(out[0]), close(out[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        close(out[0]);
+        close(err[0]);
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    *out_fd = out[0];
+    *err_fd = err[0];
+    return pid;
+}
+
 /* Reads all of fd into buf (NUL-terminated, truncated to cap-1). */
 static inline void lb_test_slurp(int fd, char *buf, size_t cap) {
     size_t n = 0;
@@ -220,6 +248,16 @@ static inline lb_tokenizer *lb_test_bytes_tokenizer(void) {
         fprintf(stderr, "%s\n", err.msg);
     free(ranks);
     return tok;
+}
+
+/* The file named in a "... 'llmbench results import FILE'" error (a result kept aside):
+ * copied into out; false when msg names none. */
+static inline bool lb_test_side_file(const char *msg, char *out, size_t cap) {
+    const char *at = strstr(msg, "llmbench results import ");
+    if (at == NULL) return false;
+    snprintf(out, cap, "%s", at + strlen("llmbench results import "));
+    out[strcspn(out, "'")] = '\0';
+    return true;
 }
 
 /* GPT-2's tokenizer from tests/fixtures/tokenizer/gpt2.tiktoken; NULL, with the reason on

@@ -102,8 +102,9 @@ void lb_args_print_help(const lb_cli_command *cmd) {
         printf("  %-28s %s\n", left, s->help);
     }
     printf("  %-28s %s\n", "--json", "print the result as one JSON document on stdout");
-    printf("  %-28s %s\n", "--db PATH",
-           "results database (default $LLMBENCH_DB, else $XDG_DATA_HOME/llmbench/results.db)");
+    if (cmd->uses_db)
+        printf("  %-28s %s\n", "--db PATH",
+               "results database (default $LLMBENCH_DB, else $XDG_DATA_HOME/llmbench/results.db)");
     printf("  %-28s %s\n", "-v, -vv, -q", "more or less logging on stderr");
     printf("  %-28s %s\n", "-h, --help", "show this help");
 }
@@ -159,6 +160,10 @@ static lb_status parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_
         name[name_len] = '\0';
         const char *value = eq ? eq + 1 : NULL;
 
+        if (strcmp(name, "--db") == 0 && !cmd->uses_db)
+            return lb_args_usage_error(cmd->command,
+                                       "option --db does not apply: this command stores and reads "
+                                       "no results");
         if (strcmp(name, "--db") == 0) {
             if (value == NULL) {
                 if (i + 1 >= argc)

@@ -3,7 +3,8 @@
  * A command lists its options once, in an lb_arg_spec table; the same table parses argv,
  * checks values (type and range) and prints --help, so the help text can never drift from
  * what the code accepts. Options take "--name value" or "--name=value". The options every
- * command shares (-v, -q, --json, --db, --help) are handled here. A bad argument is one
+ * command shares (-v, -q, --json, --help) are handled here, and --db for the commands that
+ * use the results database (a command that stores nothing refuses it). A bad argument is one
  * line on stderr naming the command, the option, what was given and what is expected;
  * the parser then returns LB_ERR_USAGE (exit 2). */
 #ifndef LB_CLI_ARGS_H
@@ -53,6 +54,7 @@ typedef struct {
     const lb_arg_spec *specs;
     int n_specs;
     int min_positional, max_positional;
+    bool uses_db; /* takes --db PATH: it stores runs or reads them; else --db is refused */
 } lb_cli_command;
 
 #define LB_ARGS_MAX_POSITIONAL 1024

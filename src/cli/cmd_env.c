@@ -35,6 +35,7 @@ int lb_cmd_env(int argc, char **argv) {
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
     json_t *p = lb_provenance_collect(0, NULL);
+    json_object_del(p, "command_line"); /* a run's, not the machine's */
     lb_devinfo_add(p);
     lb_comminfo_add(p);
     if (a.common.json) {

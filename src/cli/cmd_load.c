@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -25,6 +26,7 @@
 #include "core/file.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/provenance.h"
 #include "core/result.h"
 #include "core/version.h"
 #include "loadgen/loadgen.h"
@@ -241,69 +243,122 @@ static void write_summary_csv(FILE *f, const lb_result *r) {
     }
 }
 
+/* --out DIR before the run: the folder exists (made now when missing) and can be written
+ * into, so a bad --out costs no run. */
+static lb_status check_out_dir(const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return lb_args_usage_error("load", "--out %s is a file: give a folder (made if missing)",
+                                   dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return lb_args_usage_error("load", "--out %s: cannot create the folder: %s", dir,
+                                   strerror(errno));
+    if (access(dir, W_OK | X_OK) != 0)
+        return lb_args_usage_error("load", "--out %s: cannot write into the folder: %s", dir,
+                                   strerror(errno));
+    return LB_OK;
+}
+
+/* What the files of --out are written from. */
+typedef struct {
+    const lb_result *r;
+    int64_t run_id;
+    const lb_loadgen_report *rep;
+    const lb_dataset *ds;
+    const lb_mlperf_detail_info *info;
+    const lb_tokenizer *tok;
+} out_files;
+
+static lb_status out_summary(FILE *f, void *ctx, lb_err *err) {
+    (void)err;
+    const out_files *o = ctx;
+    lb_loadgen_summary_write(f, &o->rep->summary, o->info->sut_name);
+    return LB_OK;
+}
+
+static lb_status out_detail(FILE *f, void *ctx, lb_err *err) {
+    (void)err;
+    const out_files *o = ctx;
+    lb_mlperf_log_detail_write(f, &o->rep->summary, o->info);
+    return LB_OK;
+}
+
+static lb_status out_accuracy(FILE *f, void *ctx, lb_err *err) {
+    const out_files *o = ctx;
+    return write_accuracy_log(f, o->rep, o->tok, err);
+}
+
+static lb_status out_requests(FILE *f, void *ctx, lb_err *err) {
+    (void)err;
+    write_requests(f, ((const out_files *)ctx)->r);
+    return LB_OK;
+}
+
+static lb_status out_summary_csv(FILE *f, void *ctx, lb_err *err) {
+    (void)err;
+    write_summary_csv(f, ((const out_files *)ctx)->r);
+    return LB_OK;
+}
+
+static lb_status out_result(FILE *f, void *ctx, lb_err *err) {
+    const out_files *o = ctx;
+    json_t *j = run_json(o->r, o->run_id, o->rep);
+    int rc = json_dumpf(j, f, JSON_INDENT(1));
+    json_decref(j);
+    return rc == 0 ? LB_OK : lb_fail(err, LB_ERR_NOMEM, "cannot encode llmbench_result.json");
+}
+
+static lb_status out_generated(FILE *f, void *ctx, lb_err *err) {
+    (void)err;
+    const out_files *o = ctx;
+    for (size_t i = 0; i < o->rep->n_texts; i++) {
+        json_t *line = json_pack("{s:I, s:s?, s:s?}", "sample", (json_int_t)i, "text",
+                                 o->rep->texts[i], "reference", o->ds->samples[i].reference);
+        json_dumpf(line, f, JSON_COMPACT);
+        fputc('\n', f);
+        json_decref(line);
+    }
+    return LB_OK;
+}
+
+/* The files of --out DIR (checked, and made, before the run), each written whole or not
+ * at all (core/file.h). */
 static lb_status write_out(const char *dir, const lb_result *r, int64_t run_id,
                            const lb_loadgen_report *rep, const lb_dataset *ds,
                            const lb_mlperf_detail_info *info, const lb_tokenizer *tok) {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) { /* a sweep's folder per rate */
         LB_ERROR("--out %s: cannot create the directory: %s", dir, strerror(errno));
         return LB_ERR_IO;
     }
-    char path[4096 + 64];
-    FILE *f = NULL;
-    if (rep->summarized) {
-        snprintf(path, sizeof path, "%s/mlperf_log_summary.txt", dir);
-        if ((f = fopen(path, "w")) == NULL) goto fail;
-        lb_loadgen_summary_write(f, &rep->summary, info->sut_name);
-        if (fclose(f) != 0) goto fail;
-        snprintf(path, sizeof path, "%s/mlperf_log_detail.txt", dir);
-        if ((f = fopen(path, "w")) == NULL) goto fail;
-        lb_mlperf_log_detail_write(f, &rep->summary, info);
-        if (fclose(f) != 0) goto fail;
-    }
-    if (rep->n_texts > 0 && tok == NULL) {
+    if (rep->n_texts > 0 && tok == NULL)
         LB_WARN("--out: no mlperf_log_accuracy.json: it holds token ids, which need "
                 "--tokenizer");
-    } else if (rep->n_texts > 0) {
-        snprintf(path, sizeof path, "%s/mlperf_log_accuracy.json", dir);
-        if ((f = fopen(path, "w")) == NULL) goto fail;
-        lb_err aerr;
-        lb_status ast = write_accuracy_log(f, rep, tok, &aerr);
-        if (fclose(f) != 0) goto fail;
-        if (ast != LB_OK) {
-            LB_ERROR("--out: %s", aerr.msg);
-            return ast;
+    out_files o = {.r = r, .run_id = run_id, .rep = rep, .ds = ds, .info = info, .tok = tok};
+    const struct {
+        const char *name;
+        lb_file_writer write;
+        bool wanted;
+    } files[] = {
+        {"mlperf_log_summary.txt", out_summary, rep->summarized},
+        {"mlperf_log_detail.txt", out_detail, rep->summarized},
+        {"mlperf_log_accuracy.json", out_accuracy, rep->n_texts > 0 && tok != NULL},
+        {"requests.jsonl", out_requests, true},
+        {"summary.csv", out_summary_csv, true},
+        {"llmbench_result.json", out_result, true},
+        {"generated.jsonl", out_generated, rep->n_texts > 0},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        if (!files[i].wanted) continue;
+        char path[4096 + 64];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+        lb_err err = {{0}};
+        lb_status st = lb_file_write_atomic_with(path, files[i].write, &o, &err);
+        if (st != LB_OK) {
+            LB_ERROR("--out: %s", err.msg);
+            return st;
         }
-    }
-    snprintf(path, sizeof path, "%s/requests.jsonl", dir);
-    if ((f = fopen(path, "w")) == NULL) goto fail;
-    write_requests(f, r);
-    if (fclose(f) != 0) goto fail;
-    snprintf(path, sizeof path, "%s/summary.csv", dir);
-    if ((f = fopen(path, "w")) == NULL) goto fail;
-    write_summary_csv(f, r);
-    if (fclose(f) != 0) goto fail;
-    snprintf(path, sizeof path, "%s/llmbench_result.json", dir);
-    json_t *j = run_json(r, run_id, rep);
-    int rc = json_dump_file(j, path, JSON_INDENT(1));
-    json_decref(j);
-    if (rc != 0) goto fail;
-    if (rep->n_texts > 0) {
-        snprintf(path, sizeof path, "%s/generated.jsonl", dir);
-        f = fopen(path, "w");
-        if (f == NULL) goto fail;
-        for (size_t i = 0; i < rep->n_texts; i++) {
-            json_t *line = json_pack("{s:I, s:s?, s:s?}", "sample", (json_int_t)i, "text",
-                                     rep->texts[i], "reference", ds->samples[i].reference);
-            json_dumpf(line, f, JSON_COMPACT);
-            fputc('\n', f);
-            json_decref(line);
-        }
-        if (fclose(f) != 0) goto fail;
     }
     return LB_OK;
-fail:
-    LB_ERROR("--out: cannot write %s: %s", path, strerror(errno));
-    return LB_ERR_IO;
 }
 
 /* One row of the --sweep-qps table. */
@@ -498,6 +553,7 @@ int lb_cmd_load(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "load",
+        .uses_db = true,
         LB_ARG_SPECS(specs),
         .usage = "--endpoint URL [--endpoint URL ...] (--dataset FILE | --synthetic N) [options]",
         .summary =
@@ -515,6 +571,17 @@ int lb_cmd_load(int argc, char **argv) {
 
     if (endpoints.n == 0)
         return lb_status_exit_code(lb_args_usage_error("load", "give at least one --endpoint URL"));
+    for (int i = 0; i < endpoints.n; i++) {
+        const char *e = endpoints.items[i];
+        if (strncasecmp(e, "http://", 7) != 0 && strncasecmp(e, "https://", 8) != 0) {
+            char shown[1024];
+            lb_provenance_mask_url(e, shown, sizeof shown);
+            return lb_status_exit_code(lb_args_usage_error(
+                "load",
+                "--endpoint '%s' is not an http:// or https:// URL (such as http://host:8000)",
+                shown));
+        }
+    }
     if ((dataset == NULL) == (synthetic == 0))
         return lb_status_exit_code(
             lb_args_usage_error("load", "give exactly one of --dataset FILE and --synthetic N"));
@@ -662,15 +729,29 @@ int lb_cmd_load(int argc, char **argv) {
     if (ds.skipped > 0)
         LB_WARN("dataset %s: %zu records without a prompt and a reply were skipped", p.dataset_path,
                 ds.skipped);
+    if (out_dir != NULL && (st = check_out_dir(out_dir)) != LB_OK) {
+        lb_tokenizer_free(tok);
+        lb_dataset_free(&ds);
+        return lb_status_exit_code(st);
+    }
     raise_fd_limit();
+    if (preconnect > lb_loadgen_connection_room()) {
+        lb_tokenizer_free(tok);
+        lb_dataset_free(&ds);
+        return lb_status_exit_code(lb_args_usage_error(
+            "load",
+            "--preconnect %lld is more than the open-file limit leaves room for: 0 to %lld here "
+            "(raise it with ulimit -n)",
+            (long long)preconnect, (long long)lb_loadgen_connection_room()));
+    }
     progress_ctx pc = {.label = ""};
     lb_progress_init(&pc.prog, a.common.verbosity >= 0);
     p.progress = print_progress;
     p.progress_user = &pc;
-    char sut[600];
-    snprintf(sut, sizeof sut, "%s%s%s%s", endpoints.items[0],
-             endpoints.n > 1 ? " and other replicas" : "", model ? ", model " : "",
-             model ? model : "");
+    char sut[1200], first[1024];
+    lb_provenance_mask_url(endpoints.items[0], first, sizeof first);
+    snprintf(sut, sizeof sut, "%s%s%s%s", first, endpoints.n > 1 ? " and other replicas" : "",
+             model ? ", model " : "", model ? model : "");
     /* A sweep's runs carry one tag that groups them: sweep:<start time>-<pid>. */
     char sweep_tag[64] = "";
     if (sweep) {

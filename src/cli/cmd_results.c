@@ -4,9 +4,11 @@
  * config, provenance summary, metrics and series (names and sample counts; the samples
  * themselves come out through export). export [ID...]: runs with every raw sample as JSON
  * or CSV (store/store.h defines both), on stdout or into a file that appears whole or not
- * at all (temporary file, fsync, rename). Exit codes: 2 for bad usage (unknown
- * subcommand or option, a malformed or missing ID), 1 when a run is not found or the
- * database cannot be read, 0 otherwise. This command never writes to the database. */
+ * at all (temporary file, fsync, rename). import FILE: stores a result that a run kept in
+ * a file when its final write failed (store.h's lb_store_keep_aside). Exit codes: 2 for
+ * bad usage (unknown subcommand or option, a malformed or missing ID), 1 when a run is
+ * not found or the database cannot be read, 0 otherwise. list, show and export open the
+ * database read-only: they never create, upgrade or write it. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -14,12 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "core/clock.h"
+#include "core/file.h"
 #include "history/openmetrics.h"
 #include "store/store.h"
 
@@ -59,6 +61,24 @@ static void format_duration(double start_s, double end_s, char *buf, size_t cap)
         snprintf(buf, cap, "%.1f s", end_s - start_s);
 }
 
+/* text into buf with every control character (below 0x20, and DEL) written as \n, \t,
+ * \r or \xHH, so a stored name cannot move the cursor, clear the screen or forge a line
+ * of the table. */
+static const char *printable(const char *text, char *buf, size_t cap) {
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)text; *p && n + 5 < cap; p++) {
+        if (*p >= 0x20 && *p != 0x7f) {
+            buf[n++] = (char)*p;
+            continue;
+        }
+        const char *esc = *p == '\n' ? "\\n" : *p == '\t' ? "\\t" : *p == '\r' ? "\\r" : NULL;
+        n += esc ? (size_t)snprintf(buf + n, cap - n, "%s", esc)
+                 : (size_t)snprintf(buf + n, cap - n, "\\x%02x", *p);
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 /* JSON has no NaN: an unknown time is null. */
 static json_t *json_time(double wall_s) {
     return isnan(wall_s) ? json_null() : json_real(wall_s);
@@ -67,7 +87,7 @@ static json_t *json_time(double wall_s) {
 static lb_status open_store(const char *command, const lb_cli_common *common, lb_store **s,
                             int *exit_code) {
     lb_err err = {{0}};
-    lb_status st = lb_store_open(common->db_path, s, &err);
+    lb_status st = lb_store_open_read(common->db_path, s, &err);
     if (st != LB_OK) *exit_code = report_failure(command, st, &err);
     return st;
 }
@@ -106,14 +126,16 @@ static void print_list_table(const lb_store *s, const lb_store_run_info *runs, s
     printf("%-6s %-11s %-8s %-8s %-24s %10s %9s  %s\n", "ID", "STATUS", "RESULT", "KIND", "START",
            "DURATION", "SAMPLES", "NAME");
     for (size_t i = 0; i < n; i++) {
-        char start[40], duration[32];
+        char start[40], duration[32], kind[sizeof runs[i].kind * 4], name[sizeof runs[i].name * 4],
+            tags[sizeof runs[i].tags * 4];
         format_time(runs[i].start_wall_s, start, sizeof start);
         format_duration(runs[i].start_wall_s, runs[i].end_wall_s, duration, sizeof duration);
         const char *verdict = runs[i].valid < 0 ? "-" : runs[i].valid ? "VALID" : "INVALID";
         printf("%-6" PRId64 " %-11s %-8s %-8s %-24s %10s %9" PRId64 "  %s%s%s\n", runs[i].id,
-               lb_result_status_name(runs[i].status), verdict, runs[i].kind, start, duration,
-               runs[i].n_samples, runs[i].name, strcmp(runs[i].tags, "[]") ? " " : "",
-               strcmp(runs[i].tags, "[]") ? runs[i].tags : "");
+               lb_result_status_name(runs[i].status), verdict,
+               printable(runs[i].kind, kind, sizeof kind), start, duration, runs[i].n_samples,
+               printable(runs[i].name, name, sizeof name), strcmp(runs[i].tags, "[]") ? " " : "",
+               strcmp(runs[i].tags, "[]") ? printable(runs[i].tags, tags, sizeof tags) : "");
     }
     if (limit > 0 && (int64_t)n == limit)
         printf("(the %" PRId64 " newest runs; --limit 0 lists all)\n", limit);
@@ -132,6 +154,7 @@ static int results_list(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "results list",
+        .uses_db = true,
         .usage = "[options]",
         .summary = "Lists stored runs, newest first: id, status, result (VALID or INVALID "
                    "for runs with an MLPerf-style verdict, else -), kind, start time, duration, "
@@ -167,8 +190,11 @@ static int results_list(int argc, char **argv) {
 
 /* ---- show ---- */
 
+/* Numbers with 15 significant digits, so 3e-4 reads 0.0003, not its exact binary value. */
 static void print_json_value(const char *key, const json_t *v, int indent) {
-    char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *text = json_is_string(v)
+                     ? NULL
+                     : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
     printf("%*s%-20s %s\n", indent, "", key, text ? text : json_string_value(v));
     free(text);
 }
@@ -207,9 +233,12 @@ static void print_show_text(int64_t id, const lb_result *r) {
     format_time(r->start_wall_s, start, sizeof start);
     format_time(r->end_wall_s, end, sizeof end);
     format_duration(r->start_wall_s, r->end_wall_s, duration, sizeof duration);
-    printf("run %" PRId64 ": %s (%s)\n", id, r->name, r->kind);
+    char name[sizeof r->name * 4], kind[sizeof r->kind * 4], failure[sizeof r->failure * 4];
+    printf("run %" PRId64 ": %s (%s)\n", id, printable(r->name, name, sizeof name),
+           printable(r->kind, kind, sizeof kind));
     printf("  %-20s %s\n", "status", lb_result_status_name(r->status));
-    if (r->failure[0]) printf("  %-20s %s\n", "failure", r->failure);
+    if (r->failure[0])
+        printf("  %-20s %s\n", "failure", printable(r->failure, failure, sizeof failure));
     printf("  %-20s %s\n  %-20s %s\n  %-20s %s\n", "started", start, "ended", end, "duration",
            duration);
     char *tags = json_dumps(r->tags, JSON_COMPACT);
@@ -224,8 +253,11 @@ static void print_show_text(int64_t id, const lb_result *r) {
 
     printf("metrics:\n");
     if (r->n_metrics == 0) printf("  none\n");
-    for (size_t i = 0; i < r->n_metrics; i++)
-        printf("  %-32s %16.6g  %s\n", r->metrics[i].name, r->metrics[i].value, r->metrics[i].unit);
+    for (size_t i = 0; i < r->n_metrics; i++) {
+        char value[64];
+        lb_output_format_value(value, sizeof value, r->metrics[i].value, r->metrics[i].unit);
+        printf("  %-32s %s\n", r->metrics[i].name, value);
+    }
     printf("series (raw samples: 'llmbench results export %" PRId64 "'):\n", id);
     if (r->n_series == 0) printf("  none\n");
     for (size_t i = 0; i < r->n_series; i++)
@@ -253,6 +285,7 @@ static void print_show_json(int64_t id, const lb_result *r) {
 static int results_show(int argc, char **argv) {
     const lb_cli_command cmd = {
         .command = "results show",
+        .uses_db = true,
         .usage = "ID [options]",
         .summary = "Shows one stored run: status, times, config, where it ran, its summary "
                    "metrics and its series of raw samples (names and counts). Exit code 2 for "
@@ -290,42 +323,40 @@ static int results_show(int argc, char **argv) {
 
 /* ---- export ---- */
 
-/* Writes the export into path through a temporary file beside it, renamed over path only
- * once everything is written and synced: a failure leaves no partial file. */
-/* The export proper: the store's runs, or with openmetrics the benchmarks' newest values. */
-static lb_status write_export(lb_store *s, const int64_t *ids, size_t n_ids, lb_store_format format,
-                              bool openmetrics, FILE *out, lb_err *err) {
-    return openmetrics ? lb_openmetrics_write(s, 3.0, out, err)
-                       : lb_store_export(s, ids, n_ids, format, out, err);
+/* What an export writes: the store's runs, or with openmetrics the benchmarks' newest
+ * values. */
+typedef struct {
+    lb_store *s;
+    const int64_t *ids;
+    size_t n_ids;
+    lb_store_format format;
+    bool openmetrics;
+} export_job;
+
+static lb_status write_export(FILE *out, void *ctx, lb_err *err) {
+    export_job *j = ctx;
+    return j->openmetrics ? lb_openmetrics_write(j->s, 3.0, out, err)
+                          : lb_store_export(j->s, j->ids, j->n_ids, j->format, out, err);
 }
 
-static lb_status export_to_file(lb_store *s, const int64_t *ids, size_t n_ids,
-                                lb_store_format format, bool openmetrics, const char *path,
-                                lb_err *err) {
-    char tmp[LB_STORE_PATH_BYTES];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
-        return lb_fail(err, LB_ERR_USAGE, "output path '%s' is too long", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return lb_fail(err, LB_ERR_IO, "cannot create a file next to %s: %s", path,
+/* The export on stdout, written there only once it is complete: it goes to an anonymous
+ * temporary file first, so a failure midway prints nothing but the error. */
+static lb_status export_to_stdout(export_job *j, lb_err *err) {
+    FILE *tmp = tmpfile();
+    if (tmp == NULL)
+        return lb_fail(err, LB_ERR_IO, "cannot create a temporary file for the export: %s",
                        strerror(errno));
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask); /* the permissions a plain new file would get */
-    FILE *out = fdopen(fd, "w");
-    if (out == NULL) {
-        close(fd);
-        unlink(tmp);
-        return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    }
-    lb_status st = write_export(s, ids, n_ids, format, openmetrics, out, err);
-    if (st == LB_OK && (fflush(out) != 0 || fsync(fileno(out)) != 0))
-        st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    if (fclose(out) != 0 && st == LB_OK)
-        st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    if (st == LB_OK && rename(tmp, path) != 0)
-        st = lb_fail(err, LB_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (st != LB_OK) unlink(tmp);
+    lb_status st = write_export(tmp, j, err);
+    if (st == LB_OK && fseek(tmp, 0, SEEK_SET) != 0)
+        st = lb_fail(err, LB_ERR_IO, "cannot read back the export: %s", strerror(errno));
+    char buf[1 << 16];
+    size_t n;
+    while (st == LB_OK && (n = fread(buf, 1, sizeof buf, tmp)) > 0)
+        if (fwrite(buf, 1, n, stdout) != n)
+            st = lb_fail(err, LB_ERR_IO, "cannot write the export: %s", strerror(errno));
+    if (st == LB_OK && (ferror(tmp) || fflush(stdout) != 0))
+        st = lb_fail(err, LB_ERR_IO, "cannot write the export: %s", strerror(errno));
+    fclose(tmp);
     return st;
 }
 
@@ -339,6 +370,7 @@ static int results_export(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "results export",
+        .uses_db = true,
         .usage = "[ID...] [options]",
         .summary = "Exports runs (no ID: every run, oldest first) with their config, "
                    "provenance, summary metrics and every raw sample, so each metric can be "
@@ -369,11 +401,75 @@ static int results_export(int argc, char **argv) {
     if (open_store(cmd.command, &a.common, &s, &code) != LB_OK) return code;
     lb_store_format fmt = strcmp(format, "csv") == 0 ? LB_STORE_FORMAT_CSV : LB_STORE_FORMAT_JSON;
     lb_err err = {{0}};
-    lb_status st = out_path ? export_to_file(s, ids, (size_t)a.n_pos, fmt, om, out_path, &err)
-                            : write_export(s, ids, (size_t)a.n_pos, fmt, om, stdout, &err);
+    export_job job = {
+        .s = s, .ids = ids, .n_ids = (size_t)a.n_pos, .format = fmt, .openmetrics = om};
+    lb_status st = out_path ? lb_file_write_atomic_with(out_path, write_export, &job, &err)
+                            : export_to_stdout(&job, &err);
     if (st != LB_OK) code = report_failure(cmd.command, st, &err);
     lb_store_close(s);
     return code;
+}
+
+/* ---- import ---- */
+
+/* Stores the result in path (a file kept aside by a run whose finish failed, or any
+ * document of lb_result_to_json's shape) as a new run; *id receives its id. */
+static lb_status import_file(lb_store *s, const char *path, int64_t *id, lb_err *err) {
+    char *text = NULL;
+    size_t n = 0;
+    LB_TRY(lb_file_read(path, &text, &n, err));
+    json_error_t jerr;
+    json_t *doc = json_loadb(text, n, 0, &jerr);
+    free(text);
+    if (doc == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "%s: line %d: not JSON: %s", path, jerr.line, jerr.text);
+    lb_result *r = NULL;
+    lb_status st = lb_result_from_json(doc, path, &r, err);
+    json_decref(doc);
+    if (st == LB_ERR_FORMAT) st = LB_ERR_USAGE;
+    if (st == LB_OK && r->status == LB_RUN_RUNNING)
+        st = lb_fail(err, LB_ERR_USAGE, "%s holds a run that never ended (status running)", path);
+    if (st == LB_OK) st = lb_store_run_begin(s, r, id, err);
+    if (st == LB_OK) st = lb_store_run_finish(s, *id, r, err);
+    lb_result_free(r);
+    return st;
+}
+
+static int results_import(int argc, char **argv) {
+    const lb_cli_command cmd = {
+        .command = "results import",
+        .uses_db = true,
+        .usage = "FILE [options]",
+        .summary = "Stores a result kept in FILE as a new run: the file a run writes beside the "
+                   "database (or in $XDG_STATE_HOME/llmbench) when its final write failed, as "
+                   "its error message says. Prints the new run's id. Exit code 2 when FILE "
+                   "cannot be read or is not a result, 1 when the database refuses it.",
+        .specs = NULL,
+        .n_specs = 0,
+        .min_positional = 1,
+        .max_positional = 1,
+    };
+    lb_args a;
+    int rc = lb_args_parse(&cmd, argc, argv, &a);
+    if (rc != LB_ARGS_GO_ON) return rc;
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    lb_status st = lb_store_open(a.common.db_path, &s, &err);
+    int64_t id = -1;
+    if (st == LB_OK) st = import_file(s, a.pos[0], &id, &err);
+    if (st != LB_OK) {
+        lb_store_close(s);
+        return report_failure(cmd.command, st, &err);
+    }
+    if (a.common.json) {
+        json_t *doc = json_pack("{s:I, s:s}", "id", (json_int_t)id, "db", lb_store_path(s));
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(doc);
+    } else
+        printf("stored %s as run %" PRId64 " in %s\n", a.pos[0], id, lb_store_path(s));
+    lb_store_close(s);
+    return 0;
 }
 
 /* ---- dispatch ---- */
@@ -381,7 +477,8 @@ static int results_export(int argc, char **argv) {
 static void print_overview(void) {
     printf("usage: llmbench results list [--kind K] [--status S] [--limit N] [--json]\n"
            "       llmbench results show ID [--json]\n"
-           "       llmbench results export [ID...] [--format json|csv|openmetrics] [--out FILE]\n\n"
+           "       llmbench results export [ID...] [--format json|csv|openmetrics] [--out FILE]\n"
+           "       llmbench results import FILE\n\n"
            "Reads the results store (--db PATH, else $LLMBENCH_DB, else "
            "$XDG_DATA_HOME/llmbench/results.db,\nelse ~/.local/share/llmbench/results.db).\n"
            "'llmbench results <subcommand> --help' describes each. Exit codes: 0 ok, 1 run not\n"
@@ -390,8 +487,8 @@ static void print_overview(void) {
 
 int lb_cmd_results(int argc, char **argv) {
     if (argc < 2)
-        return lb_status_exit_code(
-            lb_args_usage_error("results", "missing subcommand: expected list, show or export"));
+        return lb_status_exit_code(lb_args_usage_error(
+            "results", "missing subcommand: expected list, show, export or import"));
     const char *sub = argv[1];
     if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
         print_overview();
@@ -400,6 +497,7 @@ int lb_cmd_results(int argc, char **argv) {
     if (strcmp(sub, "list") == 0) return results_list(argc - 1, argv + 1);
     if (strcmp(sub, "show") == 0) return results_show(argc - 1, argv + 1);
     if (strcmp(sub, "export") == 0) return results_export(argc - 1, argv + 1);
+    if (strcmp(sub, "import") == 0) return results_import(argc - 1, argv + 1);
     return lb_status_exit_code(lb_args_usage_error(
-        "results", "unknown subcommand '%s': expected list, show or export", sub));
+        "results", "unknown subcommand '%s': expected list, show, export or import", sub));
 }

@@ -11,6 +11,7 @@
  * comparing it with its benchmark's history on this machine (history/history.h), and a
  * report of those runs (report/report.h) whose path the summary names. A benchmark that
  * fails does not stop the others; the exit code is 1 if any failed, 130 if interrupted. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -59,7 +60,7 @@ static lb_status work(void *ctx, lb_result *r, lb_err *err) {
 
 /* Runs one item as a stored run; returns its status and fills *out (caller frees). */
 static lb_status run_item(const lb_cli_common *common, int argc, char **argv, const suite_item *it,
-                          lb_result **out, int64_t *run_id) {
+                          bool progress, lb_result **out, int64_t *run_id) {
     item_ctx ctx = {.params = lb_train_default_params()};
     lb_train_params *p = &ctx.params;
     p->model = it->model;
@@ -69,6 +70,7 @@ static lb_status run_item(const lb_cli_common *common, int argc, char **argv, co
     p->seq = it->seq;
     p->steps = it->steps;
     p->warmup = it->warmup;
+    p->progress = progress;
     char name[128];
     snprintf(name, sizeof name, "%s-%s-%s", it->model,
              it->device == LB_DEVICE_CUDA ? "cuda" : "cpu", lb_precision_name(it->precision));
@@ -77,6 +79,10 @@ static lb_status run_item(const lb_cli_common *common, int argc, char **argv, co
     if (r == NULL) return LB_ERR_NOMEM;
     json_array_append_new(r->tags, json_string("suite"));
     lb_err err = {{0}};
+    lb_train_params resolved = *p;
+    lb_model_config cfg;
+    if (lb_train_resolve(&resolved, &cfg, &err) == LB_OK) /* else the run fails saying why */
+        lb_train_record_config(&resolved, &cfg, r);
     lb_status st = lb_runctl_run(common, argc, argv, r, work, &ctx, run_id, &err);
     if (st != LB_OK) fprintf(stderr, "llmbench run: %s: %s\n", name, err.msg);
     return st;
@@ -187,8 +193,23 @@ static lb_status history_and_report(const lb_cli_common *common, const int64_t *
     return st;
 }
 
+/* "2.31 GFLOP/s", "482.96 TFLOP/s": the prefix that keeps the number below 1000. */
+static void format_flop_rate(char *buf, size_t cap, double flop_per_s) {
+    static const char *const prefixes[] = {"", "k", "M", "G", "T", "P"};
+    if (!isfinite(flop_per_s)) {
+        snprintf(buf, cap, "n/a");
+        return;
+    }
+    int k = 0;
+    while (fabs(flop_per_s) >= 1000.0 && k < 5) {
+        flop_per_s /= 1000.0;
+        k++;
+    }
+    snprintf(buf, cap, "%.2f %sFLOP/s", flop_per_s, prefixes[k]);
+}
+
 int lb_cmd_run(int argc, char **argv) {
-    bool cpu_only = false, no_report = false;
+    bool cpu_only = false, no_report = false, no_progress = false;
     const char *report_dir = NULL;
     int64_t steps = 0;
     const lb_arg_spec specs[] = {
@@ -199,9 +220,11 @@ int lb_cmd_run(int argc, char **argv) {
         {"--report", LB_ARG_STRING, &report_dir, "DIR",
          "write the report here (default: reports/run-ID beside the results database)"},
         {"--no-report", LB_ARG_FLAG, &no_report, NULL, "no history check and no report"},
+        {"--no-progress", LB_ARG_FLAG, &no_progress, NULL, "no progress line on stderr"},
     };
     const lb_cli_command cmd = {
         .command = "run",
+        .uses_db = true,
         .usage = "[options]",
         .summary = "The default suite for this machine: a short training benchmark of a small "
                    "GPT-2 and a small Llama configuration on the CPU, and GPT-2 124M in bf16 and "
@@ -236,7 +259,8 @@ int lb_cmd_run(int argc, char **argv) {
     int exit_code = 0;
     for (size_t i = 0; i < n; i++) {
         /* main passes argv + 1: argv - 1 is the program's whole command line */
-        lb_status s = run_item(&a.common, argc + 1, argv - 1, &items[i], &results[i], &ids[i]);
+        lb_status s =
+            run_item(&a.common, argc + 1, argv - 1, &items[i], !no_progress, &results[i], &ids[i]);
         if (s == LB_ERR_INTERRUPTED || lb_signals_interrupted()) {
             exit_code = 130;
             n = i + 1;
@@ -275,7 +299,7 @@ int lb_cmd_run(int argc, char **argv) {
     if (a.common.json) {
         json_t *arr = json_array();
         for (size_t i = 0; i < n; i++) {
-            if (results[i] == NULL) continue;
+            if (results[i] == NULL || results[i]->status == LB_RUN_RUNNING) continue;
             json_t *doc = lb_result_to_json(results[i]);
             json_object_set_new(doc, "id", ids[i] >= 0 ? json_integer(ids[i]) : json_null());
             json_array_append_new(arr, doc);
@@ -284,17 +308,18 @@ int lb_cmd_run(int argc, char **argv) {
         fputc('\n', stdout);
         json_decref(arr);
     } else {
-        printf("\n%-6s %-24s %-12s %12s %14s %11s %12s\n", "run", "benchmark", "status", "tokens/s",
-               "step ms (p50)", "final loss", "GFLOP/s");
+        printf("\n%-6s %-24s %-12s %12s %14s %11s %14s\n", "run", "benchmark", "status", "tokens/s",
+               "step ms (p50)", "final loss", "FLOP rate");
         for (size_t i = 0; i < n; i++) {
             const lb_result *r = results[i];
-            if (r == NULL) continue;
+            if (r == NULL || r->status == LB_RUN_RUNNING) continue;
             bool infer = strcmp(r->kind, "infer") == 0; /* output tokens, no steps or loss */
-            printf("%-6lld %-24s %-12s %12.1f %14.3f %11.4f %12.2f\n", (long long)ids[i], r->name,
+            char rate[32];
+            format_flop_rate(rate, sizeof rate, lb_result_metric(r, "achieved_gflops") * 1e9);
+            printf("%-6lld %-24s %-12s %12.1f %14.3f %11.4f %14s\n", (long long)ids[i], r->name,
                    lb_result_status_name(r->status),
                    lb_result_metric(r, infer ? "output_tok_per_s" : "tokens_per_s"),
-                   lb_result_metric(r, "step_ms_median"), lb_result_metric(r, "final_loss"),
-                   lb_result_metric(r, "achieved_gflops"));
+                   lb_result_metric(r, "step_ms_median"), lb_result_metric(r, "final_loss"), rate);
         }
         if (comm_code >= 0)
             printf("%-6s %-24s %-12s\n%-6s %-24s %-12s\n", "-", "comm all_reduce",

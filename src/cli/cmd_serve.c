@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -22,35 +23,52 @@
 #include "serve/server.h"
 #include "serve/synthetic.h"
 
-/* Each connection is a descriptor: allow as many as the hard limit does. */
-static void raise_fd_limit(void) {
+/* Descriptors the server needs besides its connections: standard streams, the listening
+ * socket, each worker's wake-up channel, the timer's and the guard's, with room to spare. */
+#define RESERVED_FDS 64
+
+/* Each connection is a descriptor: allow as many as the hard limit does. Returns how many
+ * connections the limit leaves room for. */
+static int64_t raise_fd_limit(int64_t threads) {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 65536;
+    if (rl.rlim_cur < rl.rlim_max) {
         rl.rlim_cur = rl.rlim_max;
-        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
             LB_WARN("serve: could not raise the open-file limit: %s", strerror(errno));
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
     }
+    int64_t room = (int64_t)rl.rlim_cur - RESERVED_FDS - 2 * threads;
+    return room < 1 ? 1 : room > 65536 ? 65536 : room;
 }
 
 static void print_stats(const lb_server_stats *st, const char *url, double uptime_s, bool json) {
     if (json) {
-        printf("{\"url\":\"%s\",\"requests\":%llu,\"streamed\":%llu,\"completed\":%llu,\"faults\":%"
-               "llu,"
-               "\"client_errors\":%llu,\"aborted\":%llu,\"tokens\":%llu,\"uptime_s\":%.3f}\n",
+        printf("{\"url\":\"%s\",\"requests\":%llu,\"streamed\":%llu,\"completed\":%llu,"
+               "\"faults\":%llu,\"client_errors\":%llu,\"aborted\":%llu,\"tokens\":%llu,"
+               "\"idle_closed\":%llu,\"slow_closed\":%llu,\"busy\":%llu,\"malformed\":%llu,"
+               "\"over_limit\":%llu,\"uptime_s\":%.3f}\n",
                url, (unsigned long long)st->requests, (unsigned long long)st->streamed,
                (unsigned long long)st->completed, (unsigned long long)st->faults,
                (unsigned long long)st->client_errors, (unsigned long long)st->aborted,
-               (unsigned long long)st->tokens, uptime_s);
+               (unsigned long long)st->tokens, (unsigned long long)st->idle_closed,
+               (unsigned long long)st->slow_closed, (unsigned long long)st->busy,
+               (unsigned long long)st->malformed, (unsigned long long)st->over_limit, uptime_s);
         fflush(stdout);
         return;
     }
     fprintf(stderr,
             "serve: %llu completion requests (%llu streamed): %llu completed, %llu faults, "
-            "%llu client errors, %llu aborted; %llu tokens sent in %.1f s\n",
+            "%llu client errors, %llu aborted; %llu tokens sent in %.1f s; connections closed "
+            "idle %llu, slow %llu; %llu refused for the body memory budget, %llu for a malformed "
+            "request head, %llu at the connection limit\n",
             (unsigned long long)st->requests, (unsigned long long)st->streamed,
             (unsigned long long)st->completed, (unsigned long long)st->faults,
             (unsigned long long)st->client_errors, (unsigned long long)st->aborted,
-            (unsigned long long)st->tokens, uptime_s);
+            (unsigned long long)st->tokens, uptime_s, (unsigned long long)st->idle_closed,
+            (unsigned long long)st->slow_closed, (unsigned long long)st->busy,
+            (unsigned long long)st->malformed, (unsigned long long)st->over_limit);
 }
 
 int lb_cmd_serve(int argc, char **argv) {
@@ -64,6 +82,7 @@ int lb_cmd_serve(int argc, char **argv) {
     const char *fault = "none";
     int64_t port = sp.port, threads = 0, max_tokens = sp.max_tokens, seed = 1;
     double drain_s = 5.0;
+    int64_t max_connections = 0, body_mib = (int64_t)(sp.body_memory_bytes >> 20);
     const lb_arg_spec specs[] = {
         {"--synthetic", LB_ARG_FLAG, &synthetic, NULL,
          "serve synthetic tokens with the timing below instead of the engine", 0, 0, NULL},
@@ -108,6 +127,21 @@ int lb_cmd_serve(int argc, char **argv) {
          0, 0, NULL},
         {"--drain", LB_ARG_DOUBLE, &drain_s, "S",
          "on SIGINT/SIGTERM, seconds in-flight requests get to finish (default 5)", 0, 3600, NULL},
+        {"--idle-timeout", LB_ARG_DOUBLE, &sp.idle_timeout_s, "S",
+         "close a connection that sends no request for S seconds; 0 = never (default 30)", 0, 86400,
+         NULL},
+        {"--read-timeout", LB_ARG_DOUBLE, &sp.read_timeout_s, "S",
+         "close a connection whose request head and body take more than S seconds to arrive; "
+         "0 = never (default 30)",
+         0, 86400, NULL},
+        {"--max-connections", LB_ARG_INT, &max_connections, "N",
+         "open connections at most; more are closed at once (default: what the open-file limit "
+         "leaves room for, at most 65536)",
+         1, 65536, NULL},
+        {"--max-body-memory", LB_ARG_INT, &body_mib, "MIB",
+         "request bodies held at once, over all connections, in MiB; a request that would pass "
+         "it gets 503 (default 256)",
+         1, 1048576, NULL},
     };
     static const char summary[] =
         "Serves an OpenAI-compatible HTTP API (POST /v1/completions, POST "
@@ -134,6 +168,16 @@ int lb_cmd_serve(int argc, char **argv) {
     if (!synthetic && eo.model_dir == NULL && eo.random == NULL)
         return lb_status_exit_code(lb_args_usage_error(
             "serve", "give --model DIR or --random PRESET (the engine) or --synthetic"));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t room = raise_fd_limit(threads > 0 ? threads : cores > 0 ? cores : 1);
+    if (max_connections > room)
+        return lb_status_exit_code(lb_args_usage_error(
+            "serve",
+            "--max-connections %lld is more than the open-file limit leaves room for: at most "
+            "%lld here (raise it with ulimit -n)",
+            (long long)max_connections, (long long)room));
+    sp.connection_limit = (unsigned)(max_connections > 0 ? max_connections : room);
+    sp.body_memory_bytes = (size_t)body_mib << 20;
     sp.port = (int)port;
     sp.threads = (int)threads;
     sp.max_tokens = max_tokens;
@@ -141,7 +185,6 @@ int lb_cmd_serve(int argc, char **argv) {
     sp.seed = (uint64_t)seed;
     syn.seed = (uint64_t)seed;
 
-    raise_fd_limit();
     lb_err err = {{0}};
     lb_token_source src = {0};
     lb_server *srv = NULL;

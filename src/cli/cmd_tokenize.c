@@ -17,8 +17,8 @@
 #include "core/file.h"
 #include "core/stats.h"
 
-static lb_status print_ids(const lb_tokenizer *tok, const char *text, size_t n, json_t *rec,
-                           lb_err *err) {
+static lb_status print_ids(FILE *out, const lb_tokenizer *tok, const char *text, size_t n,
+                           json_t *rec, lb_err *err) {
     uint32_t *ids = NULL;
     size_t n_ids = 0;
     LB_TRY(lb_tokenizer_encode(tok, text, n, &ids, &n_ids, err));
@@ -27,12 +27,12 @@ static lb_status print_ids(const lb_tokenizer *tok, const char *text, size_t n, 
         if (arr)
             json_array_append_new(arr, json_integer(ids[i]));
         else
-            printf(i ? " %u" : "%u", ids[i]);
+            fprintf(out, i ? " %u" : "%u", ids[i]);
     }
     if (arr)
         json_object_set_new(rec, "ids", arr);
     else
-        printf("\n");
+        fprintf(out, "\n");
     free(ids);
     return LB_OK;
 }
@@ -92,7 +92,12 @@ int lb_cmd_tokenize(int argc, char **argv) {
     lb_tokenizer_opt_describe(&topt, tok, about, sizeof about);
     json_t *doc = a.common.json ? json_object() : NULL, *files = json_array();
     if (doc) json_object_set_new(doc, "tokenizer", json_string(about));
-    if (!doc && !ids) printf("tokenizer %s\n", about);
+    /* The table is kept until every file is done: a file that fails prints only its error. */
+    char *table = NULL;
+    size_t table_len = 0;
+    FILE *out = open_memstream(&table, &table_len);
+    if (out == NULL) st = lb_fail(&err, LB_ERR_NOMEM, "out of memory");
+    if (out && !doc && !ids) fprintf(out, "tokenizer %s\n", about);
     for (int i = 0; i < a.n_pos && st == LB_OK; i++) {
         char *text = NULL;
         size_t n = 0;
@@ -102,7 +107,7 @@ int lb_cmd_tokenize(int argc, char **argv) {
         if (rec) json_object_set_new(rec, "path", json_string(a.pos[i]));
         if (rec) json_object_set_new(rec, "bytes", json_integer((json_int_t)n));
         if (ids) {
-            st = print_ids(tok, text, n, rec, &err);
+            st = print_ids(out, tok, text, n, rec, &err);
         } else {
             int64_t tokens = 0;
             double sec = 0;
@@ -114,15 +119,19 @@ int lb_cmd_tokenize(int argc, char **argv) {
                 json_object_set_new(rec, "repeats", json_integer(repeat));
                 json_object_set_new(rec, "tok_per_s", json_real(tok_per_s));
             } else if (st == LB_OK) {
-                printf("%s: %" PRId64 " tokens, %zu bytes; count %.3g s (median of %" PRId64
-                       "), %.2f M tok/s, %.1f MB/s on one thread\n",
-                       a.pos[i], tokens, n, sec, repeat, tok_per_s / 1e6,
-                       sec > 0 ? (double)n / sec / 1e6 : 0);
+                fprintf(out,
+                        "%s: %" PRId64 " tokens, %zu bytes; count %.3g s (median of %" PRId64
+                        "), %.2f M tok/s, %.1f MB/s on one thread\n",
+                        a.pos[i], tokens, n, sec, repeat, tok_per_s / 1e6,
+                        sec > 0 ? (double)n / sec / 1e6 : 0);
             }
         }
         if (rec) json_array_append_new(files, rec);
         free(text);
     }
+    if (out) fclose(out);
+    if (!doc && st == LB_OK) fwrite(table, 1, table_len, stdout);
+    free(table);
     if (doc && st == LB_OK) {
         json_object_set_new(doc, "files", files);
         json_dumpf(doc, stdout, JSON_INDENT(2));

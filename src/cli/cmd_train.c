@@ -167,7 +167,8 @@ int lb_cmd_train(int argc, char **argv) {
          "cpu, cuda or cuda:N (default: cuda if a GPU is present, else cpu)"},
         {"--batch", LB_ARG_INT, &p->batch, "B", "sequences per step and rank (default 4)", 1,
          1 << 20},
-        {"--seq", LB_ARG_INT, &p->seq, "T", "tokens per sequence (default 64)", 1, 1 << 24},
+        {"--seq", LB_ARG_INT, &p->seq, "T",
+         "tokens per sequence (default 64, or the model's context when shorter)", 1, 1 << 24},
         {"--steps", LB_ARG_INT, &p->steps, "N", "timed steps (default 20)", 1, 1e9},
         {"--warmup", LB_ARG_INT, &p->warmup, "W", "untimed warm-up steps before them (default 3)",
          0, 1e9},
@@ -264,6 +265,7 @@ int lb_cmd_train(int argc, char **argv) {
         len += snprintf(summary + len, sizeof summary - (size_t)len, " %s", names[i]);
     const lb_cli_command cmd = {
         .command = "train",
+        .uses_db = true,
         .usage = "[options]",
         .summary = summary,
         LB_ARG_SPECS(specs),
@@ -341,14 +343,18 @@ int lb_cmd_train(int argc, char **argv) {
     }
     for (int i = 0; i < tags.n; i++)
         json_array_append_new(r->tags, json_string(tags.items[i]));
+    lb_train_record_config(p, &cfg, r); /* stored when the run begins */
     int64_t run_id = -1;
     if (rank == 0) {
         /* main passes argv + 1: argv - 1 is the program's whole command line */
         st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, work, &ctx, &run_id, &err);
-        if (a.common.json)
-            lb_output_result_json(stdout, r, run_id);
-        else
-            lb_output_result_table(stdout, r, run_id);
+        /* Only what was measured is a result: nothing when the run could not start. */
+        if (r->status != LB_RUN_RUNNING) {
+            if (a.common.json)
+                lb_output_result_json(stdout, r, run_id);
+            else
+                lb_output_result_table(stdout, r, run_id);
+        }
     } else {
         st = lb_train_run(p, r, &err);
     }

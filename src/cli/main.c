@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         print_help();
-        return argc < 2 ? 2 : 0;
+        return 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("llmbench %s (commit %s)\n", lb_version_string, lb_version_commit);

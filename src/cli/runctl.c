@@ -62,6 +62,48 @@ static void set_outcome(lb_result *r, lb_status work_status, const lb_err *work_
     }
 }
 
+/* The finish could not be written: the whole result goes to a side file, the row is marked
+ * failed where it can still be updated, and err says where the result is. */
+static void keep_aside(lb_store *store, int64_t run_id, const lb_result *r, const lb_err *why,
+                       lb_err *err) {
+    char side[LB_STORE_PATH_BYTES + 64];
+    lb_err side_err = {{0}};
+    if (lb_store_keep_aside(store, run_id, r, side, sizeof side, &side_err) != LB_OK) {
+        lb_fail(err, LB_ERR_DB, "run %lld (%s) could not be stored: %s; nor kept in a file: %s",
+                (long long)run_id, lb_result_status_name(r->status), why->msg, side_err.msg);
+        return;
+    }
+    lb_err reason = {{0}}, mark_err = {{0}};
+    lb_fail(&reason, LB_ERR_DB, "the finished result could not be stored (%s); it is in %s",
+            why->msg, side);
+    lb_store_run_mark(store, run_id, LB_RUN_FAILED, reason.msg, &mark_err);
+    lb_fail(err, LB_ERR_DB,
+            "run %lld (%s) could not be stored: %s; the whole result is in %s: store it with "
+            "'llmbench results import %s'",
+            (long long)run_id, lb_result_status_name(r->status), why->msg, side, side);
+}
+
+/* A second signal ends the process at once: the run is marked interrupted first, through a
+ * connection of its own (the main thread may be inside its own). */
+typedef struct {
+    char path[LB_STORE_PATH_BYTES];
+    int64_t run_id;
+} last_words;
+
+static void mark_interrupted(void *ctx, int signo) {
+    const last_words *w = ctx;
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    if (lb_store_open(w->path, &s, &err) == LB_OK)
+        lb_store_run_mark(s, w->run_id, LB_RUN_INTERRUPTED,
+                          signo == SIGTERM ? "a second SIGTERM ended the process before the "
+                                             "samples were stored"
+                                           : "a second SIGINT ended the process before the "
+                                             "samples were stored",
+                          &err);
+    lb_store_close(s);
+}
+
 lb_status lb_runctl_run(const lb_cli_common *common, int argc, char **argv, lb_result *r,
                         lb_runctl_work_fn work, void *ctx, int64_t *run_id, lb_err *err) {
     *run_id = -1;
@@ -79,6 +121,9 @@ lb_status lb_runctl_run(const lb_cli_common *common, int argc, char **argv, lb_r
         return status;
     }
 
+    last_words words = {.run_id = *run_id};
+    snprintf(words.path, sizeof words.path, "%s", lb_store_path(store));
+    lb_signals_set_last_words(mark_interrupted, &words);
     lb_err work_err = {{0}};
     lb_status work_status = work(ctx, r, &work_err);
     r->end_wall_s = lb_clock_wall_s();
@@ -87,8 +132,8 @@ lb_status lb_runctl_run(const lb_cli_common *common, int argc, char **argv, lb_r
     lb_err store_err = {{0}};
     status = lb_store_run_finish(store, *run_id, r, &store_err);
     if (status != LB_OK) {
-        lb_fail(err, status, "run %lld (%s) could not be stored: %s", (long long)*run_id,
-                lb_result_status_name(r->status), store_err.msg);
+        keep_aside(store, *run_id, r, &store_err, err);
+        status = LB_ERR_DB;
     } else {
         if (common->verbosity >= 0)
             fprintf(stderr, "llmbench: stored run %lld (%s) in %s\n", (long long)*run_id,
@@ -98,6 +143,7 @@ lb_status lb_runctl_run(const lb_cli_common *common, int argc, char **argv, lb_r
                                                    : work_status;
         if (status != LB_OK) lb_fail(err, status, "%s", r->failure);
     }
+    lb_signals_set_last_words(NULL, NULL);
     lb_store_close(store);
     return status;
 }

@@ -37,20 +37,50 @@ lb_status lb_file_read(const char *path, char **buf, size_t *n, lb_err *err) {
     return LB_OK;
 }
 
-lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, lb_err *err) {
+lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void *ctx,
+                                    lb_err *err) {
     char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return lb_fail(err, LB_ERR_IO, "path %s is too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL) return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    bool ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        lb_status st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
+        return lb_fail(err, LB_ERR_USAGE, "output path '%s' is too long", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return lb_fail(err, LB_ERR_IO, "cannot create a file next to %s: %s", path,
+                       strerror(errno));
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask); /* the permissions a plain new file would get */
+    FILE *out = fdopen(fd, "w");
+    if (out == NULL) {
+        close(fd);
         unlink(tmp);
-        return st;
+        return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     }
+    lb_status st = write(out, ctx, err);
+    if (st == LB_OK && (fflush(out) != 0 || ferror(out) || fsync(fileno(out)) != 0))
+        st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (fclose(out) != 0 && st == LB_OK)
+        st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (st == LB_OK && rename(tmp, path) != 0)
+        st = lb_fail(err, LB_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (st != LB_OK) unlink(tmp);
+    return st;
+}
+
+typedef struct {
+    const char *data;
+    size_t len;
+} buffer;
+
+static lb_status write_buffer(FILE *out, void *ctx, lb_err *err) {
+    (void)err;
+    const buffer *b = ctx;
+    fwrite(b->data, 1, b->len, out); /* a short write shows as ferror, checked by the caller */
     return LB_OK;
+}
+
+lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, lb_err *err) {
+    buffer b = {.data = data, .len = len};
+    return lb_file_write_atomic_with(path, write_buffer, &b, err);
 }
 
 lb_status lb_file_mkdirs(const char *dir, unsigned mode, lb_err *err) {

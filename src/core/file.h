@@ -4,12 +4,13 @@
  * The file is read with stdio into one growing buffer, so pipes and /dev/stdin work too.
  * A file that cannot be opened or read is the user's input at fault: LB_ERR_USAGE, with
  * the path and the system's reason. Writing goes to a temporary file beside the target,
- * synced and renamed over it, so a reader (a browser, a scraper, systemd) never sees half
- * a file. Not here: mapping, streaming. */
+ * flushed to disk, then renamed over it: a full disk, a failed write or Ctrl-C leaves the
+ * old file (or none), never a truncated one. Not here: mapping, streaming. */
 #ifndef LB_CORE_FILE_H
 #define LB_CORE_FILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/status.h"
 
@@ -17,8 +18,14 @@
  * counts them, not the terminator), the caller frees it. On failure *buf is NULL. */
 lb_status lb_file_read(const char *path, char **buf, size_t *n, lb_err *err);
 
-/* Creates or replaces path with data[0..len-1] through "path.tmp" (synced, renamed). A
- * failure leaves path as it was: LB_ERR_IO naming the file. */
+/* Writes path through write(out, ctx, err) into a temporary file beside it, then fsync and
+ * rename: on any failure (the callback's, a write error, a full disk) path is untouched
+ * and the temporary file removed. The file gets the permissions a new file would (0666
+ * less the umask). A failure of the file itself is LB_ERR_IO naming the path. */
+typedef lb_status (*lb_file_writer)(FILE *out, void *ctx, lb_err *err);
+lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void *ctx, lb_err *err);
+
+/* Creates or replaces path with data[0..len-1], as lb_file_write_atomic_with does. */
 lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, lb_err *err);
 
 /* mkdir -p: dir and every missing parent, with mode. LB_ERR_IO naming the folder that

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -20,7 +21,14 @@ extern char **environ;
 static const char *const recorded_prefixes[] = {"CUDA_",   "NCCL_",  "OMP_", "LLMBENCH_",
                                                 "MASTER_", "SLURM_", NULL};
 static const char *const recorded_names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", NULL};
-static const char *const secret_words[] = {"KEY", "TOKEN", "SECRET", "PASSWORD", NULL};
+/* Words of a name (split at anything but letters and digits) that mark its value secret.
+ * KEY also counts as the end of a word (APIKEY); TOKEN does not (MAX_TOKENS, TOKENIZER). */
+static const char *const secret_words[] = {"KEY",  "TOKEN", "SECRET",     "PASSWORD",    "PASSWD",
+                                           "PASS", "AUTH",  "CREDENTIAL", "CREDENTIALS", NULL};
+
+/* llmbench's own options whose names hold such a word but whose values are no secret: an
+ * MLPerf benchmark key and the name of the variable that holds the API key. */
+static const char *const plain_options[] = {"--model-key", "--api-key-env", NULL};
 
 bool lb_provenance_env_is_recorded(const char *name) {
     for (int i = 0; recorded_prefixes[i]; i++)
@@ -30,10 +38,56 @@ bool lb_provenance_env_is_recorded(const char *name) {
     return false;
 }
 
+static bool is_word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
 bool lb_provenance_env_is_secret(const char *name) {
-    for (int i = 0; secret_words[i]; i++)
-        if (strcasestr(name, secret_words[i]) != NULL) return true;
+    for (const char *p = name; *p;) {
+        if (!is_word_char(*p)) {
+            p++;
+            continue;
+        }
+        size_t n = 0;
+        while (is_word_char(p[n]))
+            n++;
+        for (int i = 0; secret_words[i]; i++) {
+            size_t w = strlen(secret_words[i]);
+            if (n == w && strncasecmp(p, secret_words[i], w) == 0) return true;
+        }
+        if (n > 3 && strncasecmp(p + n - 3, "KEY", 3) == 0) return true;
+        p += n;
+    }
     return false;
+}
+
+static bool option_is_secret(const char *name) {
+    for (int i = 0; plain_options[i]; i++)
+        if (strcmp(name, plain_options[i]) == 0) return false;
+    return lb_provenance_env_is_secret(name);
+}
+
+void lb_provenance_mask_url(const char *text, char *out, size_t cap) {
+    size_t n = 0;
+    const char *p = text;
+    while (*p && n + 1 < cap) {
+        const char *scheme_end = strstr(p, "://");
+        const char *at = NULL;
+        if (scheme_end != NULL) {
+            const char *auth = scheme_end + 3;
+            size_t len = strcspn(auth, "/?#");
+            for (const char *q = auth; q < auth + len; q++)
+                if (*q == '@') at = q;
+        }
+        const char *copy_to = at ? scheme_end + 3 : p + strlen(p);
+        while (p < copy_to && n + 1 < cap)
+            out[n++] = *p++;
+        if (at == NULL) break;
+        for (const char *m = "***"; *m && n + 1 < cap; m++)
+            out[n++] = *m;
+        p = at; /* the '@' and the host follow */
+    }
+    out[n] = '\0';
 }
 
 /* Value of the first line "key<sep>value" in a text file, trimmed; false if absent. */
@@ -91,8 +145,10 @@ static json_t *recorded_env(void) {
         memcpy(name, *e, n);
         name[n] = '\0';
         if (!lb_provenance_env_is_recorded(name)) continue;
+        char value[4096];
+        lb_provenance_mask_url(eq + 1, value, sizeof value);
         json_object_set_new(env, name,
-                            json_string(lb_provenance_env_is_secret(name) ? "***" : eq + 1));
+                            json_string(lb_provenance_env_is_secret(name) ? "***" : value));
     }
     return env;
 }
@@ -124,7 +180,8 @@ json_t *lb_provenance_collect(int argc, char **argv) {
     for (int i = 0; argv != NULL && i < argc; i++) {
         /* A secret may also travel on the command line, as --api-key=VALUE or as
          * --api-key VALUE: keep the option's name, hide the value. */
-        const char *arg = argv[i];
+        char arg[4096];
+        lb_provenance_mask_url(argv[i], arg, sizeof arg);
         if (hide_next) {
             hide_next = false;
             json_array_append_new(cmd, json_string("***"));
@@ -136,7 +193,7 @@ json_t *lb_provenance_collect(int argc, char **argv) {
         if (arg[0] == '-' && n < sizeof name) {
             memcpy(name, arg, n);
             name[n] = '\0';
-            if (lb_provenance_env_is_secret(name)) {
+            if (option_is_secret(name)) {
                 if (eq == NULL) {
                     hide_next = true;
                 } else {

@@ -2,6 +2,7 @@
 #include "core/result.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,4 +136,97 @@ json_t *lb_result_to_json(const lb_result *r) {
                      "failure", r->failure, "start_wall_s", number(r->start_wall_s), "end_wall_s",
                      number(r->end_wall_s), "config", r->config, "provenance", r->provenance,
                      "metrics", metrics, "series", series);
+}
+
+static double number_value(const json_t *v) {
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static bool is_number_or_null(const json_t *v) {
+    return json_is_number(v) || json_is_null(v);
+}
+
+lb_status lb_result_from_json(const json_t *doc, const char *what, lb_result **out, lb_err *err) {
+    *out = NULL;
+    const char *kind = json_string_value(json_object_get(doc, "kind"));
+    const char *name = json_string_value(json_object_get(doc, "name"));
+    const char *status = json_string_value(json_object_get(doc, "status"));
+    const char *failure = json_string_value(json_object_get(doc, "failure"));
+    json_t *tags = json_object_get(doc, "tags"), *config = json_object_get(doc, "config");
+    json_t *prov = json_object_get(doc, "provenance"), *metrics = json_object_get(doc, "metrics");
+    json_t *series = json_object_get(doc, "series");
+    const char *bad = !json_is_object(doc) ? "the document (not an object)"
+                      : kind == NULL       ? "\"kind\""
+                      : name == NULL       ? "\"name\""
+                      : status == NULL || lb_result_status_parse(status) < 0 ? "\"status\""
+                      : failure == NULL                                      ? "\"failure\""
+                      : !json_is_array(tags)                                 ? "\"tags\""
+                      : !json_is_object(config)                              ? "\"config\""
+                      : !json_is_object(prov)                                ? "\"provenance\""
+                      : !json_is_array(metrics)                              ? "\"metrics\""
+                      : !json_is_object(series)                              ? "\"series\""
+                      : !is_number_or_null(json_object_get(doc, "start_wall_s"))
+                          ? "\"start_wall_s\""
+                      : !is_number_or_null(json_object_get(doc, "end_wall_s")) ? "\"end_wall_s\""
+                                                                               : NULL;
+    if (bad)
+        return lb_fail(err, LB_ERR_FORMAT, "%s is not a stored result: %s is missing or wrong",
+                       what, bad);
+    lb_result *r = lb_result_new(kind, name);
+    if (r == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to read %s", what);
+    r->status = (lb_run_status)lb_result_status_parse(status);
+    copy_name(r->failure, sizeof r->failure, failure);
+    r->start_wall_s = number_value(json_object_get(doc, "start_wall_s"));
+    r->end_wall_s = number_value(json_object_get(doc, "end_wall_s"));
+    json_decref(r->tags);
+    json_decref(r->config);
+    json_decref(r->provenance);
+    r->tags = json_deep_copy(tags);
+    r->config = json_deep_copy(config);
+    r->provenance = json_deep_copy(prov);
+    lb_status st = r->tags && r->config && r->provenance ? LB_OK : LB_ERR_NOMEM;
+    size_t i;
+    json_t *m;
+    json_array_foreach(metrics, i, m) {
+        const char *mname = json_string_value(json_object_get(m, "name"));
+        const char *unit = json_string_value(json_object_get(m, "unit"));
+        if (st != LB_OK) break;
+        if (mname == NULL || unit == NULL || !is_number_or_null(json_object_get(m, "value"))) {
+            lb_result_free(r);
+            return lb_fail(err, LB_ERR_FORMAT, "%s: metric %zu is not {name, value, unit}", what,
+                           i);
+        }
+        st = lb_result_set_metric(r, mname, number_value(json_object_get(m, "value")), unit);
+    }
+    const char *sname;
+    json_t *sv;
+    json_object_foreach(series, sname, sv) {
+        const char *unit = json_string_value(json_object_get(sv, "unit"));
+        json_t *values = json_object_get(sv, "values");
+        if (st != LB_OK) break;
+        if (unit == NULL || !json_is_array(values)) {
+            lb_result_free(r);
+            return lb_fail(err, LB_ERR_FORMAT, "%s: series '%s' is not {unit, values}", what,
+                           sname);
+        }
+        lb_series *ser = lb_result_series(r, sname, unit);
+        json_t *v;
+        size_t k;
+        json_array_foreach(values, k, v) {
+            if (ser == NULL || st != LB_OK) break;
+            if (!is_number_or_null(v)) {
+                lb_result_free(r);
+                return lb_fail(err, LB_ERR_FORMAT, "%s: series '%s' value %zu is not a number",
+                               what, sname, k);
+            }
+            st = lb_result_series_push(ser, number_value(v));
+        }
+        if (ser == NULL) st = LB_ERR_NOMEM;
+    }
+    if (st != LB_OK) {
+        lb_result_free(r);
+        return lb_fail(err, LB_ERR_NOMEM, "no memory to read %s", what);
+    }
+    *out = r;
+    return LB_OK;
 }

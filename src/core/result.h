@@ -77,4 +77,9 @@ int lb_result_status_parse(const char *name);
  * end times, config, provenance, metrics [{name,value,unit}], series {name:{unit,values}}. */
 json_t *lb_result_to_json(const lb_result *r);
 
+/* The result that lb_result_to_json wrote (a null number reads back as NaN). A document of
+ * another shape is LB_ERR_FORMAT with a sentence naming the field (what names the
+ * document, e.g. its file); *out (caller frees with lb_result_free) is NULL then. */
+lb_status lb_result_from_json(const json_t *doc, const char *what, lb_result **out, lb_err *err);
+
 #endif

@@ -1,15 +1,22 @@
 /* signals.h: SIGINT/SIGTERM become a flag that long loops poll.
  *
- * The handler only sets a flag (async-signal-safe); workloads check lb_signals_interrupted()
- * between steps or queries and return LB_ERR_INTERRUPTED, so the CLI can store what was
- * measured before exiting with 130. A second signal while the first is being handled
- * exits at once. */
+ * The signals are blocked in every thread and taken by one thread of their own (sigwait),
+ * so what runs on a signal is ordinary code. The first sets a flag; workloads check
+ * lb_signals_interrupted() between steps or queries and return LB_ERR_INTERRUPTED, so the CLI can
+ * store what was measured before exiting with 130. A second signal exits at once (130 or
+ * 143), after the last words registered with lb_signals_set_last_words: the stored-run
+ * lifecycle uses them to mark its run interrupted, so that no run is left `running` by a
+ * Ctrl-C. Install before any other thread starts (main does): threads inherit the mask. */
 #ifndef LB_CORE_SIGNALS_H
 #define LB_CORE_SIGNALS_H
 
 #include <stdbool.h>
 
 void lb_signals_install(void);
+
+/* fn(ctx, signo) runs on the signal thread when a second signal arrives, before the
+ * process exits; NULL removes it. Returns once no earlier fn is running. */
+void lb_signals_set_last_words(void (*fn)(void *ctx, int signo), void *ctx);
 bool lb_signals_interrupted(void);
 int lb_signals_received(void);    /* the signal received, 0 if none */
 void lb_signals_reset(void);      /* for tests */

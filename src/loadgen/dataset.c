@@ -387,22 +387,23 @@ lb_status lb_dataset_len_dist_parse(const char *text, lb_len_dist *out, lb_err *
         if (n < 2 || n > 3) kind[0] = '\0';
         if ((strcmp(kind, "fixed") == 0) != (n == 2)) kind[0] = '\0';
     }
-    if (kind[0] == 'f' && a >= 1) {
-        *out = (lb_len_dist){LB_LEN_FIXED, floor(a), 0};
+    bool whole_a = a == floor(a), whole_b = isnan(b) || b == floor(b);
+    if (kind[0] == 'f' && a >= 1 && a <= LB_LEN_MAX && whole_a) {
+        *out = (lb_len_dist){LB_LEN_FIXED, a, 0};
         return LB_OK;
     }
-    if (strcmp(kind, "uniform") == 0 && a >= 1 && b >= a) {
-        *out = (lb_len_dist){LB_LEN_UNIFORM, floor(a), floor(b)};
+    if (strcmp(kind, "uniform") == 0 && a >= 1 && b >= a && b <= LB_LEN_MAX && whole_a && whole_b) {
+        *out = (lb_len_dist){LB_LEN_UNIFORM, a, b};
         return LB_OK;
     }
-    if (strcmp(kind, "normal") == 0 && a >= 1 && b >= 0) {
+    if (strcmp(kind, "normal") == 0 && a >= 1 && a <= LB_LEN_MAX && b >= 0 && b <= LB_LEN_MAX) {
         *out = (lb_len_dist){LB_LEN_NORMAL, a, b};
         return LB_OK;
     }
     return lb_fail(err, LB_ERR_USAGE,
-                   "length distribution '%s' is not one of fixed:N, uniform:LO:HI (1 <= LO <= HI), "
-                   "normal:MEAN:STD (MEAN >= 1)",
-                   text);
+                   "length distribution '%s' is not one of fixed:N, uniform:LO:HI (whole numbers, "
+                   "1 <= LO <= HI), normal:MEAN:STD (MEAN >= 1), every number at most %d",
+                   text, LB_LEN_MAX);
 }
 
 int32_t lb_dataset_len_dist_draw(const lb_len_dist *d, lb_rng *rng) {
@@ -411,7 +412,7 @@ int32_t lb_dataset_len_dist_draw(const lb_len_dist *d, lb_rng *rng) {
         v = d->a + (double)lb_rng_below(rng, (uint64_t)(d->b - d->a) + 1);
     if (d->kind == LB_LEN_NORMAL) v = round(d->a + d->b * lb_rng_normal(rng));
     if (v < 1) v = 1;
-    if (v > 1e7) v = 1e7;
+    if (v > LB_LEN_MAX) v = LB_LEN_MAX;
     return (int32_t)v;
 }
 

@@ -62,10 +62,12 @@ lb_status lb_dataset_parse_sharegpt(const char *buf, size_t len, const char *nam
 lb_status lb_dataset_parse_sharegpt_turns(const char *buf, size_t len, const char *name,
                                           lb_dataset *out, lb_err *err);
 
+#define LB_LEN_MAX 10000000 /* the longest length a distribution may give, words or tokens */
+
 typedef enum {
     LB_LEN_FIXED = 0, /* a */
     LB_LEN_UNIFORM,   /* integers in [a, b] */
-    LB_LEN_NORMAL,    /* mean a, standard deviation b, rounded, at least 1 */
+    LB_LEN_NORMAL,    /* mean a, standard deviation b, rounded, within [1, LB_LEN_MAX] */
 } lb_len_kind;
 
 typedef struct {
@@ -73,7 +75,8 @@ typedef struct {
     double a, b;
 } lb_len_dist;
 
-/* Parses "fixed:N", "uniform:LO:HI" or "normal:MEAN:STD" (or a bare "N"). */
+/* Parses "fixed:N", "uniform:LO:HI" or "normal:MEAN:STD" (or a bare "N"); N, LO and HI are
+ * whole numbers; a number above LB_LEN_MAX is refused, never cut down. */
 lb_status lb_dataset_len_dist_parse(const char *text, lb_len_dist *out, lb_err *err);
 /* One draw, always >= 1. */
 int32_t lb_dataset_len_dist_draw(const lb_len_dist *d, lb_rng *rng);

@@ -18,10 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include "accuracy/rouge.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/provenance.h"
 #include "core/rng.h"
 #include "core/signals.h"
 
@@ -377,6 +379,14 @@ static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t
 }
 
 /* The most queries the run may have in flight at once (0 = no limit). */
+int64_t lb_loadgen_connection_room(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return LB_LOADGEN_MAX_PRECONNECT;
+    int64_t room = (int64_t)rl.rlim_cur - 64; /* standard streams, epoll, timers, the store */
+    if (room < 1) room = 1;
+    return room < LB_LOADGEN_MAX_PRECONNECT ? room : LB_LOADGEN_MAX_PRECONNECT;
+}
+
 static int64_t most_inflight(const lb_loadgen_params *p) {
     if (p->scenario == LB_SCENARIO_SINGLE_STREAM) return 1;
     if (p->scenario == LB_SCENARIO_CONCURRENCY) return p->concurrency;
@@ -397,6 +407,17 @@ static lb_status preconnect(run *R, int64_t *opened, lb_err *err) {
         int64_t second = (int64_t)ceil(R->target_qps);
         if (second < 64) second = 64;
         if (R->p->scenario == LB_SCENARIO_SERVER && second < n) n = second;
+    }
+    /* The HTTP client's multi handles take two descriptors each, one per 64 connections the
+     * run may have open (sut/http.c). */
+    int64_t most = most_inflight(R->p) > 1024 ? most_inflight(R->p) : 1024;
+    int64_t room = lb_loadgen_connection_room() - 2 * ((most + 63) / 64);
+    if (room < 1) room = 1;
+    if (n > room) {
+        LB_WARN("opening %lld connections before the run would pass what the open-file limit "
+                "leaves room for: opening %lld",
+                (long long)n, (long long)room);
+        n = room;
     }
     int64_t t = lb_clock_now_ns();
     LB_TRY(lb_pool_preconnect(R->pool, n, opened, err));
@@ -593,8 +614,11 @@ static void free_run(run *R) {
 
 json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds) {
     json_t *eps = json_array();
-    for (size_t i = 0; i < p->pool.n_endpoints; i++)
-        json_array_append_new(eps, json_string(p->pool.endpoints[i]));
+    for (size_t i = 0; i < p->pool.n_endpoints; i++) {
+        char shown[1024];
+        lb_provenance_mask_url(p->pool.endpoints[i], shown, sizeof shown);
+        json_array_append_new(eps, json_string(shown));
+    }
     const lb_constraints *c = &p->constraints;
     return json_pack(
         "{s:s, s:s, s:f, s:f, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, "

@@ -46,7 +46,8 @@ typedef struct {
                                            run counts as failed */
     int64_t warmup_queries;             /* sent before the run, not recorded */
     int64_t preconnect;                 /* connections opened before the first step;
-                                           -1: as many as may be in flight, 0: none */
+                                           -1: as many as may be in flight, 0: none; at most
+                                           lb_loadgen_connection_room() */
     uint64_t sample_seed;               /* sample order */
     uint64_t schedule_seed;             /* Poisson arrivals */
     int32_t max_tokens;                 /* output tokens when the sample does not say */
@@ -68,6 +69,12 @@ typedef struct {
 } lb_loadgen_params;
 
 lb_loadgen_params lb_loadgen_default_params(void);
+
+#define LB_LOADGEN_MAX_PRECONNECT 65536
+
+/* How many connections may be opened before a run: what the open-file limit leaves room
+ * for (less 64 for everything else), at most LB_LOADGEN_MAX_PRECONNECT. */
+int64_t lb_loadgen_connection_room(void);
 
 /* What a run leaves besides the lb_result: its summary, and in accuracy mode the
  * generated text of every sample (NULL where it failed). */

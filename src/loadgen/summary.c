@@ -222,7 +222,7 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "\nReplicas : %zu\n", s->n_replicas);
     for (size_t i = 0; i < s->n_replicas; i++) {
         const lb_replica *r = &s->replicas[i];
-        fprintf(f, "  [%zu] %s : sent %lld, completed %lld, failed %lld%s%s\n", i, r->url,
+        fprintf(f, "  [%zu] %s : sent %lld, completed %lld, failed %lld%s%s\n", i, r->shown,
                 (long long)r->sent, (long long)r->completed, (long long)r->failed,
                 r->ejected ? ", OUT OF ROTATION: " : "", r->ejected ? r->eject_reason : "");
     }

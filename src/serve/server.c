@@ -19,9 +19,13 @@
  * parking between them, and queues the body when the last one is in. */
 #include "serve/server.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -29,16 +33,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "serve/http_head.h"
+#include "serve/server_accept.h"
+#include "serve/server_guard.h"
 #include "serve/server_timer.h"
 
 #define BODY_INLINE_BYTES 4096
-#define BODY_MAX_BYTES    ((size_t)64 << 20)
+#define BODY_MAX_BYTES    LB_HTTP_BODY_MAX
 #define MODEL_MAX_BYTES   256
 /* The head's fixed part is at most 111 bytes ("chatcmpl-" + 20-digit index, the longest
  * object name, a 20-character time); the model name escapes to at most 6 bytes a byte. */
@@ -81,8 +90,10 @@ struct lb_server {
     char model[MODEL_MAX_BYTES + 1];
     const lb_token_source *src;
     struct MHD_Daemon *daemon;
-    MHD_socket quiesced_fd;
+    lb_server_acceptor *acceptor;
+    lb_server_accept_stats accepted; /* the acceptor's counters once it has stopped */
     lb_server_timer *timer;
+    lb_server_guard *guard;
     struct MHD_Response *models_resp;
     struct MHD_Response *health_resp;
     int port;
@@ -91,7 +102,8 @@ struct lb_server {
     atomic_bool draining;
     atomic_uint_fast64_t next_index;
     atomic_uint_fast64_t requests, streamed, completed, faults, client_errors, aborted, tokens,
-        in_flight;
+        in_flight, busy;
+    atomic_size_t body_bytes; /* request bodies held (reserved) now */
 };
 
 typedef struct {
@@ -103,6 +115,7 @@ typedef struct {
     bool stream, include_usage;
     bool faulted, fault_fired;
     bool too_large;
+    bool too_busy;     /* the body would pass the server's memory budget: 503 */
     bool ok;           /* answered in full, as asked */
     bool client_error; /* answered 4xx */
     out_state out;
@@ -117,9 +130,10 @@ typedef struct {
     uint8_t n_stop, held_len;
     bool stopped;              /* a stop sequence ended the current choice */
     char held[STOP_MAX_BYTES]; /* text held back: it may begin a stop sequence */
-    size_t drop_at; /* drop fault, whole body: bytes sent before the connection is closed */
-    sbuf body;      /* the request body, then the prompt text */
-    sbuf resp;      /* the whole (non-streamed) response body */
+    size_t drop_at;       /* drop fault, whole body: bytes sent before the connection is closed */
+    size_t body_reserved; /* bytes of the server's body budget this request holds */
+    sbuf body;            /* the request body, then the prompt text */
+    sbuf resp;            /* the whole (non-streamed) response body */
     size_t head_len;
     char head[HEAD_BYTES];
     char body_inline[BODY_INLINE_BYTES];
@@ -151,6 +165,9 @@ lb_server_params lb_server_default_params(void) {
         .fault_rate = 1.0,
         .seed = 1,
         .connection_limit = 65536,
+        .idle_timeout_s = 30.0,
+        .read_timeout_s = 30.0,
+        .body_memory_bytes = (size_t)256 << 20,
     };
 }
 
@@ -275,6 +292,13 @@ static enum MHD_Result reply_error(lb_server *s, struct MHD_Connection *c, unsig
 
 /* ---- request lifetime ---- */
 
+/* The connection's deadline record (serve/server_guard.h). */
+static lb_guarded_conn *guarded(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 static request *request_new(lb_server *s, struct MHD_Connection *c, bool chat) {
     /* Zero only the fields and the source's state, not the buffers (6 KiB) in between. */
     request *r = malloc(sizeof *r + s->src->stream_bytes);
@@ -298,6 +322,7 @@ static void request_release(void *cls) {
     if (--r->refs > 0) return;
     lb_server *s = r->srv;
     if (r->parsed && s->src->done) s->src->done(s->src->ctx, r->stream_state);
+    atomic_fetch_sub(&s->body_bytes, r->body_reserved);
     sbuf_free(&r->body);
     sbuf_free(&r->resp);
     free(r->parts);
@@ -307,12 +332,12 @@ static void request_release(void *cls) {
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)c;
     lb_server *s = cls;
+    lb_server_guard_phase(s->guard, guarded(c), LB_CONN_WAITING);
     request *r = *con_cls;
     if (!r) return;
     *con_cls = NULL;
-    if (r->client_error) {
+    if (r->client_error || r->too_busy) {
         /* counted when answered */
     } else if (r->faulted) {
         count(&s->faults, 1);
@@ -882,6 +907,11 @@ static enum MHD_Result begin(request *r) {
     if (r->too_large)
         return reply_request_error(r, MHD_HTTP_CONTENT_TOO_LARGE,
                                    "the request body is larger than %zu bytes", BODY_MAX_BYTES);
+    if (r->too_busy)
+        return reply_request_error(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                   "the server holds as many request bodies as its memory budget "
+                                   "allows (%zu bytes, serve --max-body-memory): try again later",
+                                   s->p.body_memory_bytes);
     json_error_t je;
     json_t *root = json_loadb(r->body.p, r->body.len, 0, &je);
     if (!root)
@@ -939,6 +969,121 @@ static enum MHD_Result reply_shared(struct MHD_Connection *c, struct MHD_Respons
  * and their connections stay open for the requests that follow. */
 static char models_pending, health_pending;
 
+/* ---- connections and their limits ---- */
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    lb_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? lb_server_guard_open(s->guard, ci->connect_fd) : NULL;
+    } else {
+        lb_server_guard_close(s->guard, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* libmicrohttpd read a request line: the request's read deadline starts. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)uri;
+    lb_server *s = cls;
+    lb_server_guard_phase(s->guard, guarded(c), LB_CONN_READING);
+    return NULL;
+}
+
+/* Takes n bytes of the server's budget for request bodies; false when it has not got them. */
+static bool reserve_body(lb_server *s, size_t n) {
+    size_t before = atomic_fetch_add(&s->body_bytes, n);
+    if (before + n <= s->p.body_memory_bytes) return true;
+    atomic_fetch_sub(&s->body_bytes, n);
+    return false;
+}
+
+/* What the headers say about the body's length. */
+typedef struct {
+    int n_lengths;
+    const char *length; /* the first Content-Length */
+    bool lengths_differ;
+    bool transfer_encoding;
+} body_framing;
+
+static enum MHD_Result read_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+    (void)kind;
+    body_framing *f = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (f->n_lengths++ == 0)
+            f->length = value;
+        else if (strcmp(f->length, value) != 0)
+            f->lengths_differ = true;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->transfer_encoding = true;
+    }
+    return MHD_YES;
+}
+
+/* A completion request's headers are in: refuse an ambiguous or too large body, or one the
+ * memory budget cannot hold, before it is read; else start the request. */
+static enum MHD_Result accept_completion(lb_server *s, struct MHD_Connection *c, bool chat,
+                                         void **con_cls) {
+    body_framing f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, read_framing, &f);
+    if (f.lengths_differ || (f.n_lengths > 0 && f.transfer_encoding))
+        return reply_error(s, c, MHD_HTTP_BAD_REQUEST, NULL,
+                           "the request's body length is ambiguous: %s",
+                           f.lengths_differ ? "two different Content-Length headers"
+                                            : "both Content-Length and Transfer-Encoding");
+    unsigned long long length = f.length ? strtoull(f.length, NULL, 10) : 0;
+    if (length > BODY_MAX_BYTES)
+        return reply_error(s, c, MHD_HTTP_CONTENT_TOO_LARGE, NULL,
+                           "the request body (%llu bytes) is larger than %zu bytes", length,
+                           BODY_MAX_BYTES);
+    if (length > 0 && !reserve_body(s, (size_t)length)) {
+        count(&s->busy, 1);
+        return reply_error(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
+                           "the server holds as many request bodies as its memory budget allows "
+                           "(%zu bytes, serve --max-body-memory): try again later",
+                           s->p.body_memory_bytes);
+    }
+    request *r = request_new(s, c, chat);
+    if (!r) {
+        atomic_fetch_sub(&s->body_bytes, (size_t)length);
+        return MHD_NO;
+    }
+    r->body_reserved = (size_t)length;
+    *con_cls = r;
+    /* One allocation of the announced size: growing by doubling would hold up to twice the
+     * budget's count. */
+    if (length > r->body.cap) {
+        char *p = malloc((size_t)length);
+        if (!p) return MHD_NO;
+        r->body = (sbuf){.p = p, .cap = (size_t)length, .heap = true};
+    }
+    return MHD_YES;
+}
+
+/* A piece of a body: kept while it fits the body's limit and the budget, else dropped (the
+ * request is then answered 413 or 503 when its body has ended). */
+static enum MHD_Result take_body(request *r, const char *data, size_t n) {
+    lb_server *s = r->srv;
+    if (r->too_large || r->too_busy) return MHD_YES;
+    if (r->body.len + n > BODY_MAX_BYTES) {
+        r->too_large = true;
+        return MHD_YES;
+    }
+    if (r->body.len + n > r->body_reserved) { /* chunked, or longer than announced */
+        size_t extra = r->body.len + n - r->body_reserved;
+        if (!reserve_body(s, extra)) {
+            r->too_busy = true;
+            count(&s->busy, 1);
+            return MHD_YES;
+        }
+        r->body_reserved += extra;
+    }
+    return sbuf_append(&r->body, data, n) ? MHD_YES : MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -947,6 +1092,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*con_cls == &models_pending || *con_cls == &health_pending) {
         struct MHD_Response *resp = *con_cls == &models_pending ? s->models_resp : s->health_resp;
         *con_cls = NULL;
+        lb_server_guard_phase(s->guard, guarded(c), LB_CONN_ANSWERING);
         return reply_shared(c, resp);
     }
     request *r = *con_cls;
@@ -962,8 +1108,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                method, url);
         case ROUTE_MODELS:
         case ROUTE_HEALTH:
-            if (!get)
-                return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET",
+            /* HEAD: libmicrohttpd sends the GET answer's head without its body. */
+            if (!get && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+                return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET, HEAD",
                                    "%s %s is not allowed: use GET", method, url);
             *con_cls = rt == ROUTE_MODELS ? &models_pending : &health_pending;
             return MHD_YES;
@@ -972,24 +1119,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             if (!post)
                 return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST",
                                    "%s %s is not allowed: use POST", method, url);
-            r = request_new(s, c, rt == ROUTE_CHAT);
-            if (!r) return MHD_NO;
-            *con_cls = r;
-            return MHD_YES;
+            return accept_completion(s, c, rt == ROUTE_CHAT, con_cls);
         }
         return MHD_NO;
     }
     if (*upload_data_size > 0) {
-        if (!r->too_large) {
-            if (r->body.len + *upload_data_size > BODY_MAX_BYTES)
-                r->too_large = true;
-            else if (!sbuf_append(&r->body, upload_data, *upload_data_size))
-                return MHD_NO;
-        }
+        enum MHD_Result ret = take_body(r, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        return MHD_YES;
+        return ret;
     }
-    return r->parsed ? generate_whole(r) : begin(r);
+    if (r->parsed) return generate_whole(r);
+    lb_server_guard_phase(s->guard, guarded(c), LB_CONN_ANSWERING);
+    return begin(r);
 }
 
 /* ---- start and stop ---- */
@@ -1028,6 +1169,32 @@ static lb_status build_shared_responses(lb_server *s, lb_err *err) {
     return LB_OK;
 }
 
+/* The listening socket (non-blocking, backlog 4096); -1 with errno set when it cannot be. */
+static int open_listener(const struct addrinfo *ai) {
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4096) == 0)
+        return fd;
+    int e = errno;
+    if (fd >= 0) close(fd);
+    errno = e;
+    return -1;
+}
+
+/* The acceptor's hand-over: libmicrohttpd closes fd itself when it refuses it. */
+static bool hand_to_mhd(void *ctx, int fd, const struct sockaddr *addr, socklen_t addr_len) {
+    lb_server *s = ctx;
+    return MHD_add_connection(s->daemon, fd, addr, addr_len) == MHD_YES;
+}
+
+static unsigned open_connections(void *ctx) {
+    lb_server *s = ctx;
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info ? info->num_connections : 0;
+}
+
 lb_status lb_server_start(const lb_server_params *params, const lb_token_source *src,
                           lb_server **out, lb_err *err) {
     *out = NULL;
@@ -1061,9 +1228,10 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
     s->p.model = s->model;
     s->p.host = NULL; /* not kept */
     s->src = src;
-    s->quiesced_fd = MHD_INVALID_SOCKET;
     lb_status st = build_shared_responses(s, err);
     if (st == LB_OK) st = lb_server_timer_init(&s->timer, err);
+    if (st == LB_OK)
+        st = lb_server_guard_init(params->idle_timeout_s, params->read_timeout_s, &s->guard, err);
     if (st != LB_OK) {
         freeaddrinfo(ai);
         lb_server_free(s);
@@ -1077,28 +1245,57 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
      * that finds exactly 128 (256, ...) connections ready sleeps with them unserved until
      * some other event comes: tens of ms under load, forever when the client waits.
      * poll() costs O(connections of the thread) a wake-up, small next to the requests. */
+    /* libmicrohttpd's own timeout (whole seconds, 0 = none) ends a connection that stops
+     * reading its answer; the guard handles the rest. */
+    unsigned idle_timeout =
+        params->idle_timeout_s > 0 ? (unsigned)ceil(params->idle_timeout_s) : 0u;
     unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     /* One thread is no pool: libmicrohttpd warns when given a pool size below 2. */
     struct MHD_OptionItem pool[] = {
         {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-                                 on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_ARRAY,
-                                 pool, MHD_OPTION_CONNECTION_LIMIT, params->connection_limit,
-                                 MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_NOTIFY_COMPLETED,
-                                 on_completed, s, MHD_OPTION_END);
+    int listen_fd = open_listener(ai);
+    int listen_errno = errno;
     freeaddrinfo(ai);
-    if (!s->daemon) {
+    if (listen_fd < 0) {
         lb_server_free(s);
-        return lb_fail(err, LB_ERR_IO,
-                       "could not listen on %s port %d (in use, or not an address of this "
-                       "machine; the warning above says why)",
-                       params->host, params->port);
+        return lb_fail(err, LB_ERR_IO, "could not listen on %s port %d: %s", params->host,
+                       params->port, strerror(listen_errno));
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info ? (int)info->port : params->port;
+    s->daemon =
+        MHD_start_daemon(flags | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC, 0, NULL, NULL, on_request,
+                         s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_ARRAY, pool,
+                         MHD_OPTION_CONNECTION_LIMIT, params->connection_limit,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+                         on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
+                         MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout, MHD_OPTION_END);
+    if (!s->daemon) {
+        close(listen_fd);
+        lb_server_free(s);
+        return lb_fail(err, LB_ERR_RUNTIME,
+                       "libmicrohttpd could not start (the warning above says why)");
+    }
+    struct sockaddr_storage bound;
+    socklen_t bound_len = sizeof bound;
+    getsockname(listen_fd, (struct sockaddr *)&bound, &bound_len);
+    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                : ((struct sockaddr_in *)&bound)->sin_port);
+    lb_server_accept_params ap = {
+        .listen_fd = listen_fd,
+        .idle_timeout_s = params->idle_timeout_s,
+        .read_timeout_s = params->read_timeout_s,
+        .max_connections = params->connection_limit,
+        .hand = hand_to_mhd,
+        .open_connections = open_connections,
+        .ctx = s,
+    };
+    st = lb_server_accept_start(&ap, &s->acceptor, err);
+    if (st != LB_OK) {
+        close(listen_fd);
+        lb_server_free(s);
+        return st;
+    }
     atomic_store(&s->started, true);
     LB_INFO("serve: %u worker threads, port %d, fault %s at rate %g", threads, s->port,
             lb_server_fault_mode_name(params->fault), params->fault_rate);
@@ -1121,14 +1318,25 @@ void lb_server_get_stats(const lb_server *s, lb_server_stats *out) {
         .aborted = atomic_load(&m->aborted),
         .tokens = atomic_load(&m->tokens),
         .in_flight = atomic_load(&m->in_flight),
+        .idle_closed = m->guard ? lb_server_guard_idle_closed(m->guard) : 0,
+        .slow_closed = m->guard ? lb_server_guard_slow_closed(m->guard) : 0,
+        .busy = atomic_load(&m->busy),
     };
+    lb_server_accept_stats a = m->accepted;
+    if (m->acceptor) lb_server_accept_stats_get(m->acceptor, &a);
+    out->idle_closed += a.idle;
+    out->slow_closed += a.slow;
+    out->malformed = a.malformed;
+    out->over_limit = a.over_limit;
 }
 
 void lb_server_shutdown(lb_server *s, double drain_s) {
     if (!s || s->shut_down) return;
     s->shut_down = true;
     if (s->daemon) {
-        s->quiesced_fd = MHD_quiesce_daemon(s->daemon);
+        lb_server_accept_stats_get(s->acceptor, &s->accepted);
+        lb_server_accept_stop(s->acceptor); /* no new connections */
+        s->acceptor = NULL;
         atomic_store(&s->draining, true);
         lb_server_timer_drain(s->timer);
         int64_t deadline = lb_clock_now_ns() + (int64_t)(drain_s * 1e9);
@@ -1136,7 +1344,6 @@ void lb_server_shutdown(lb_server *s, double drain_s) {
             nanosleep(&(struct timespec){.tv_nsec = DRAIN_POLL_NS}, NULL);
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;
-        if (s->quiesced_fd != MHD_INVALID_SOCKET) close(s->quiesced_fd);
     }
     lb_server_timer_free(s->timer);
     s->timer = NULL;
@@ -1147,5 +1354,6 @@ void lb_server_free(lb_server *s) {
     lb_server_shutdown(s, 0.0);
     if (s->models_resp) MHD_destroy_response(s->models_resp);
     if (s->health_resp) MHD_destroy_response(s->health_resp);
+    lb_server_guard_free(s->guard);
     free(s);
 }

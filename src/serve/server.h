@@ -17,6 +17,13 @@
  * a client's error handling can be tested: see lb_fault_mode. Malformed requests get 4xx
  * with an OpenAI-style error body {"error":{"message","type","param","code"}}.
  *
+ * Limits keep hostile or broken clients from starving the others: at most
+ * connection_limit connections; one that sends no request for idle_timeout_s, or takes
+ * longer than read_timeout_s to send a request's head and body, is closed
+ * (serve/server_guard.h); request bodies held in memory at once are bounded by
+ * body_memory_bytes (a request that would pass it is answered 503 before its body is
+ * read), each body by 64 MiB (413).
+ *
  * It does not batch prompts (a prompt array is one prompt), honour n > 1 (refused),
  * stop sequences, logprobs or sampling parameters (accepted and ignored), nor TLS. */
 #ifndef LB_SERVE_SERVER_H
@@ -52,7 +59,10 @@ typedef struct {
     double fault_rate;          /* fraction of completion requests that fail, 0..1 */
     uint64_t seed;              /* which requests fail: request k fails iff a generator
                                    seeded by (seed, k) draws below fault_rate */
-    unsigned connection_limit;  /* open connections at most */
+    unsigned connection_limit;  /* open connections at most; more are closed when accepted */
+    double idle_timeout_s;      /* a connection without a request this long is closed, s */
+    double read_timeout_s;      /* a request's head and body must arrive within this, s */
+    size_t body_memory_bytes;   /* request bodies held at once, over all connections, bytes */
 } lb_server_params;
 
 lb_server_params lb_server_default_params(void);
@@ -69,6 +79,11 @@ typedef struct {
     uint64_t aborted;       /* ended early otherwise (client gone, shutdown, server error) */
     uint64_t tokens;        /* output tokens sent, over all completion requests */
     uint64_t in_flight;     /* completion requests not yet ended */
+    uint64_t idle_closed;   /* connections closed after idle_timeout_s without a request */
+    uint64_t slow_closed;   /* connections closed for a request not in after read_timeout_s */
+    uint64_t busy;          /* requests refused with 503: bodies over body_memory_bytes */
+    uint64_t malformed;     /* first requests of a connection refused for their head */
+    uint64_t over_limit;    /* connections refused at the connection limit (503) */
 } lb_server_stats;
 
 typedef struct lb_server lb_server;

@@ -16,14 +16,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/clock.h"
+#include "core/file.h"
 #include "core/version.h"
 
 struct lb_store {
     sqlite3 *db;
     char path[LB_STORE_PATH_BYTES];
+    double write_wait_s; /* how long a run's final write waits for the lock, seconds */
 };
+
+#define BUSY_TIMEOUT_MS    10000
+#define DEFAULT_WRITE_WAIT 120.0 /* seconds; LLMBENCH_DB_WAIT_S overrides */
 
 /* migrations[v] upgrades schema version v to v + 1. Append only; never edit a shipped
  * step. Times are seconds since the epoch; JSON columns hold compact JSON text. */
@@ -169,6 +175,14 @@ lb_status lb_store_resolve_path(const char *path_or_null, char *out, size_t out_
                    "XDG_DATA_HOME or HOME is set (give --db PATH)");
 }
 
+/* LLMBENCH_DB_WAIT_S when it is a number of seconds >= 0, else the default. */
+static double write_wait_s(void) {
+    const char *v = nonempty_env("LLMBENCH_DB_WAIT_S");
+    char *end = NULL;
+    double w = v ? strtod(v, &end) : NAN;
+    return v && *end == '\0' && w >= 0 && w < 1e6 ? w : DEFAULT_WRITE_WAIT;
+}
+
 /* mkdir -p of the folder holding path; new folders are private (0700, as XDG asks). */
 static lb_status make_parents(const char *path, lb_err *err) {
     char dir[LB_STORE_PATH_BYTES];
@@ -252,7 +266,10 @@ lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err) {
         return st;
     }
     sqlite3_extended_result_codes(s->db, 1);
-    sqlite3_busy_timeout(s->db, 10000);
+    s->write_wait_s = write_wait_s();
+    sqlite3_busy_timeout(s->db, s->write_wait_s * 1000 < BUSY_TIMEOUT_MS
+                                    ? (int)(s->write_wait_s * 1000)
+                                    : BUSY_TIMEOUT_MS);
     /* The version is checked before anything (WAL included) changes the file. */
     int version = 0;
     st = read_user_version(s, &version, err);
@@ -263,6 +280,56 @@ lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err) {
                   "PRAGMA foreign_keys = ON",
                   err);
     if (st == LB_OK) st = migrate(s, err);
+    if (st != LB_OK) {
+        lb_store_close(s);
+        return st;
+    }
+    *out = s;
+    return LB_OK;
+}
+
+lb_status lb_store_open_read(const char *path_or_null, lb_store **out, lb_err *err) {
+    *out = NULL;
+    lb_store *s = calloc(1, sizeof *s);
+    if (s == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to open the results database");
+    lb_status st = lb_store_resolve_path(path_or_null, s->path, sizeof s->path, err);
+    struct stat sb;
+    if (st == LB_OK && stat(s->path, &sb) != 0)
+        st = lb_fail(err, LB_ERR_DB, "no results database at %s: %s (a run stores one there)",
+                     s->path, strerror(errno));
+    else if (st == LB_OK && !S_ISREG(sb.st_mode))
+        st = lb_fail(err, LB_ERR_DB, "%s is not a results database file", s->path);
+    if (st != LB_OK) {
+        free(s);
+        return st;
+    }
+    /* Opened for writing where it may be, only so that SQLite removes the -wal and -shm
+     * files it needs when it is done (a read-only connection leaves them behind), with
+     * query_only on: no statement of this connection can change the file. Where the file
+     * or its folder is read-only, read-only. */
+    if (sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        sqlite3_close(s->db);
+        s->db = NULL;
+        if (sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+            st = db_fail(s, err, "cannot open");
+            lb_store_close(s);
+            return st;
+        }
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    int version = 0;
+    st = exec(s, "PRAGMA query_only = 1", err);
+    if (st == LB_OK) st = read_user_version(s, &version, err);
+    if (st == LB_OK && version > LB_STORE_SCHEMA_VERSION) st = refuse_newer(s, version, err);
+    if (st == LB_OK && version == 0)
+        st = lb_fail(err, LB_ERR_DB, "%s is not an llmbench results database (schema version 0)",
+                     s->path);
+    else if (st == LB_OK && version < LB_STORE_SCHEMA_VERSION)
+        st = lb_fail(err, LB_ERR_DB,
+                     "results database %s has schema version %d: a run stored with this "
+                     "llmbench upgrades it to %d, reading never does",
+                     s->path, version, LB_STORE_SCHEMA_VERSION);
     if (st != LB_OK) {
         lb_store_close(s);
         return st;
@@ -403,20 +470,111 @@ static lb_status write_outcome(lb_store *s, int64_t run_id, const lb_result *r, 
     return status;
 }
 
+/* The write lock was held by another connection (or it held back a checkpoint). */
+static bool is_busy(const lb_store *s) {
+    int code = sqlite3_extended_errcode(s->db) & 0xff;
+    return code == SQLITE_BUSY || code == SQLITE_LOCKED;
+}
+
+static lb_status finish_once(lb_store *s, int64_t run_id, const lb_result *r, bool *busy,
+                             lb_err *err) {
+    lb_status status = exec(s, "BEGIN IMMEDIATE", err);
+    if (status == LB_OK) status = check_running(s, run_id, err);
+    if (status == LB_OK) status = write_series(s, run_id, r, err);
+    if (status == LB_OK) status = write_metrics(s, run_id, r, err);
+    if (status == LB_OK) status = write_outcome(s, run_id, r, err);
+    if (status == LB_OK) status = exec(s, "COMMIT", err);
+    *busy = status != LB_OK && is_busy(s);
+    if (status != LB_OK) rollback(s);
+    return status;
+}
+
 lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {
     if (r->status == LB_RUN_RUNNING || lb_result_status_parse(lb_result_status_name(r->status)) < 0)
         return lb_fail(err, LB_ERR_RUNTIME,
                        "run %lld cannot be finished with status '%s': expected ok, failed or "
                        "interrupted",
                        (long long)run_id, lb_result_status_name(r->status));
-    LB_TRY(exec(s, "BEGIN IMMEDIATE", err));
-    lb_status status = check_running(s, run_id, err);
-    if (status == LB_OK) status = write_series(s, run_id, r, err);
-    if (status == LB_OK) status = write_metrics(s, run_id, r, err);
-    if (status == LB_OK) status = write_outcome(s, run_id, r, err);
-    if (status == LB_OK) status = exec(s, "COMMIT", err);
-    if (status != LB_OK) rollback(s);
+    /* Each attempt waits out the busy timeout; a lock held longer (a long export, another
+     * run's finish, a backup) is waited for again until the bounded wait is over. */
+    int64_t deadline = lb_clock_now_ns() + (int64_t)(s->write_wait_s * 1e9);
+    for (int attempt = 1;; attempt++) {
+        bool busy = false;
+        lb_status status = finish_once(s, run_id, r, &busy, err);
+        if (status == LB_OK || !busy) return status;
+        if (lb_clock_now_ns() >= deadline)
+            return lb_fail(err, LB_ERR_DB,
+                           "results database %s stayed locked by another process for %.0f s "
+                           "(%d attempts; LLMBENCH_DB_WAIT_S sets the wait)",
+                           s->path, s->write_wait_s, attempt);
+        nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
+    }
+}
+
+lb_status lb_store_run_mark(lb_store *s, int64_t run_id, lb_run_status run_status,
+                            const char *reason, lb_err *err) {
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s,
+                   "UPDATE runs SET status = ?, failure = ?, end_wall_s = ? "
+                   "WHERE id = ? AND status = 'running'",
+                   &st, err));
+    sqlite3_bind_text(st, 1, lb_result_status_name(run_status), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, reason, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 3, lb_clock_wall_s());
+    sqlite3_bind_int64(st, 4, run_id);
+    lb_status status = LB_OK;
+    if (sqlite3_step(st) != SQLITE_DONE)
+        status = db_fail(s, err, "cannot mark the run's end");
+    else if (sqlite3_changes(s->db) != 1)
+        status = lb_fail(err, LB_ERR_DB, "results database %s has no running run %lld", s->path,
+                         (long long)run_id);
+    sqlite3_finalize(st);
     return status;
+}
+
+/* ---- a result kept aside ---- */
+
+static lb_status write_result_json(FILE *out, void *ctx, lb_err *err) {
+    json_t *doc = lb_result_to_json(ctx);
+    if (doc == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to encode the result");
+    int rc = json_dumpf(doc, out, JSON_COMPACT);
+    fputc('\n', out);
+    json_decref(doc);
+    return rc == 0 ? LB_OK
+                   : lb_fail(err, LB_ERR_IO, "cannot write the result: %s", strerror(errno));
+}
+
+lb_status lb_store_keep_aside(const lb_store *s, int64_t run_id, const lb_result *r, char *path,
+                              size_t path_bytes, lb_err *err) {
+    char stamp[64];
+    snprintf(stamp, sizeof stamp, "unstored-run-%lld-%ld.json", (long long)run_id,
+             (long)lb_clock_wall_s());
+    /* Beside the database first, then the user's state folder (a full disk under the
+     * database may leave room elsewhere). */
+    lb_err first = {{0}};
+    char dir[LB_STORE_PATH_BYTES];
+    lb_status st = format_path(dir, sizeof dir, &first, s->path, ".");
+    if (st == LB_OK) st = format_path(path, path_bytes, &first, dir, stamp);
+    if (st == LB_OK) st = lb_file_write_atomic_with(path, write_result_json, (void *)r, &first);
+    if (st == LB_OK) return LB_OK;
+    const char *xdg = nonempty_env("XDG_STATE_HOME"), *home = nonempty_env("HOME");
+    if (xdg && xdg[0] == '/')
+        st = format_path(dir, sizeof dir, err, xdg, "/llmbench/");
+    else if (home)
+        st = format_path(dir, sizeof dir, err, home, "/.local/state/llmbench/");
+    else
+        return lb_fail(err, LB_ERR_IO, "%s (and neither XDG_STATE_HOME nor HOME is set)",
+                       first.msg);
+    if (st == LB_OK) st = format_path(path, path_bytes, err, dir, stamp);
+    if (st == LB_OK) st = make_parents(path, err);
+    if (st == LB_OK) st = lb_file_write_atomic_with(path, write_result_json, (void *)r, err);
+    if (st != LB_OK) {
+        char second[LB_ERR_MSG_BYTES];
+        snprintf(second, sizeof second, "%s", err->msg);
+        lb_fail(err, st, "%s; %s", first.msg, second);
+        path[0] = '\0';
+    }
+    return st;
 }
 
 /* ---- reading ---- */

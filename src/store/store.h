@@ -39,6 +39,11 @@ lb_status lb_store_resolve_path(const char *path_or_null, char *out, size_t out_
 /* Opens (creating it and its parent folders when missing) and upgrades the database at
  * lb_store_resolve_path(path_or_null). *out is owned by the caller: lb_store_close. */
 lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err);
+/* Opens the database read-only, for commands that only read: nothing is created,
+ * upgraded or written (no folders, no WAL switch), and a database left in WAL mode with
+ * read-only -wal and -shm files is read as it is. A missing file is LB_ERR_DB naming the
+ * path; so is a file of another or an older schema version. */
+lb_status lb_store_open_read(const char *path_or_null, lb_store **out, lb_err *err);
 void lb_store_close(lb_store *s); /* accepts NULL */
 const char *lb_store_path(const lb_store *s);
 
@@ -49,8 +54,25 @@ lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, l
 /* Completes a run begun with lb_store_run_begin, in one transaction: every series with
  * its samples, every metric, r->status (ok, failed or interrupted; not running),
  * r->failure, the end time (r->end_wall_s, or now when it is 0), and the final name, tags,
- * config and provenance. A run that is not `running` any more is refused. */
+ * config and provenance. A run that is not `running` any more is refused. While another
+ * process holds the write lock the write is tried again, for at most $LLMBENCH_DB_WAIT_S
+ * seconds (default 120) in all; then it fails naming the wait. */
 lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err);
+
+/* Ends a `running` run with run_status (failed or interrupted), reason and the end time
+ * now, nothing else: what is left to do when its finish could not be written (a full disk
+ * may still take a one-row update) or its process must exit at once (a second Ctrl-C). */
+lb_status lb_store_run_mark(lb_store *s, int64_t run_id, lb_run_status run_status,
+                            const char *reason, lb_err *err);
+
+/* Keeps a result whose finish could not be written: the whole of r (lb_result_to_json, one
+ * line) goes, written atomically, to a new file beside the database
+ * (DB.unstored-run-ID-TIME.json), or where that cannot be written, into
+ * $XDG_STATE_HOME/llmbench/ (default ~/.local/state/llmbench/). The file's path goes into
+ * path (path_bytes >= LB_STORE_PATH_BYTES + 64). `llmbench results import FILE` stores it
+ * later as a new run. */
+lb_status lb_store_keep_aside(const lb_store *s, int64_t run_id, const lb_result *r, char *path,
+                              size_t path_bytes, lb_err *err);
 
 /* Which runs lb_store_list returns. */
 typedef struct {

@@ -47,6 +47,7 @@
 #define MAX_EVENT_BYTES   (4u << 20)  /* one SSE event or line */
 #define MAX_BODY_BYTES    (64u << 20) /* a whole non-streamed answer */
 #define MAX_ERROR_BODY    512         /* kept of an error answer, for the detail */
+#define PRECONNECT_WINDOW 256         /* connections being opened at once before a run */
 #define SHARD_CONNECTIONS 64          /* connections one multi handle is sized for */
 #define MAX_KEYS          64          /* replicas told apart when choosing a shard */
 #define TIMER_TAG         UINT64_MAX  /* epoll data of the timerfd */
@@ -558,6 +559,10 @@ static void set_transport(lb_http_client *c, CURL *e) {
     curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, c);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, c);
+    /* Servers speak HTTP: no other protocol of libcurl's (file://, ftp://, ...) is ever used,
+     * whatever a URL or a redirect says. */
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 }
 
 static xfer *new_xfer(lb_http_client *c) {
@@ -738,25 +743,35 @@ lb_status lb_http_preconnect(lb_http_client *c, const char *url, int64_t n, int6
     c->openers = calloc((size_t)n, sizeof *c->openers);
     if (c->openers == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory opening connections");
     c->n_openers = c->running_openers = c->opened = 0;
-    for (int64_t i = 0; i < n; i++) {
-        shard *sh = &c->shards[i % c->n_shards]; /* spread evenly */
-        CURL *e = curl_easy_init();
-        if (e == NULL) break;
-        curl_easy_setopt(e, CURLOPT_URL, url);
-        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
-        set_transport(c, e);
-        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->p.connect_timeout_ms + 5000L);
-        if (curl_multi_add_handle(sh->multi, e) != CURLM_OK) {
-            curl_easy_cleanup(e);
-            break;
+    /* At most PRECONNECT_WINDOW connects at once: libcurl starts every due connect in one
+     * call, which for tens of thousands takes tens of seconds and cannot be interrupted. */
+    bool stalled = false;
+    while ((c->n_openers < n || c->running_openers > 0) && !lb_signals_interrupted()) {
+        while (c->n_openers < n && c->running_openers < PRECONNECT_WINDOW && !stalled) {
+            int64_t i = c->n_openers;
+            shard *sh = &c->shards[i % c->n_shards]; /* spread evenly */
+            CURL *e = curl_easy_init();
+            if (e == NULL) {
+                stalled = true;
+                break;
+            }
+            curl_easy_setopt(e, CURLOPT_URL, url);
+            curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+            curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+            set_transport(c, e);
+            curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->p.connect_timeout_ms + 5000L);
+            if (curl_multi_add_handle(sh->multi, e) != CURLM_OK) {
+                curl_easy_cleanup(e);
+                stalled = true;
+                break;
+            }
+            c->openers[c->n_openers++] = e;
+            c->running_openers++;
         }
-        c->openers[c->n_openers++] = e;
-        c->running_openers++;
-    }
-    int64_t started = c->n_openers;
-    while (c->running_openers > 0 && !lb_signals_interrupted())
+        if (stalled && c->running_openers == 0) break;
         lb_http_run(c, lb_clock_now_ns() + 10000000);
+    }
+    int64_t started = lb_signals_interrupted() ? n : c->n_openers; /* interrupted: not a failure */
     for (int64_t i = 0; i < c->n_openers; i++) /* interrupted: the rest are dropped */
         if (c->openers[i] != NULL) {
             curl_multi_remove_handle(c->shards[i % c->n_shards].multi, c->openers[i]);

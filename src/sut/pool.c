@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/provenance.h"
 
 struct lb_pool {
     lb_pool_params p;
@@ -114,7 +115,7 @@ static void on_done(void *user, const lb_http_outcome *o) {
         r->ejected = true;
         snprintf(r->eject_reason, sizeof r->eject_reason, "%lld failures in a row, last: %s (%s)",
                  (long long)r->consecutive_failures, lb_http_qerr_name(o->error), o->detail);
-        LB_WARN("replica %s taken out of rotation: %s", r->url, r->eject_reason);
+        LB_WARN("replica %s taken out of rotation: %s", r->shown, r->eject_reason);
     }
     if (o->error == LB_QERR_INTERRUPTED || o->req.attempt >= pool->p.retries) {
         pool->cb.on_done(pool->user, o);
@@ -151,8 +152,10 @@ lb_status lb_pool_init(lb_pool **out, const lb_pool_params *p, const lb_pool_cal
     pool->user = user;
     pool->replicas = reps;
     pool->n = p->n_endpoints;
-    for (size_t i = 0; i < pool->n; i++)
+    for (size_t i = 0; i < pool->n; i++) {
         lb_pool_endpoint_url(p->endpoints[i], p->http.api, reps[i].url, sizeof reps[i].url);
+        lb_provenance_mask_url(reps[i].url, reps[i].shown, sizeof reps[i].shown);
+    }
     lb_http_callbacks hcb = {.on_token = on_token, .on_done = on_done};
     lb_status st = lb_http_init(&pool->http, &p->http, &hcb, pool, err);
     if (st != LB_OK) {

@@ -31,7 +31,8 @@ typedef struct {
 lb_pool_params lb_pool_default_params(void);
 
 typedef struct {
-    char url[512];
+    char url[512];   /* where requests go, user and password included */
+    char shown[512]; /* url as printed and stored: user and password masked */
     int64_t inflight;
     int64_t sent;      /* attempts sent here */
     int64_t completed; /* attempts that completed here */

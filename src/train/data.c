@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,17 +17,33 @@ struct lb_data_loader {
     int32_t vocab_size;
     int64_t batch, seq;
     lb_rng rng;
-    int32_t *fixed;         /* SRC_REPEAT: the one batch of batch*seq+1 tokens */
-    int32_t *drawn;         /* SRC_SYNTHETIC: 2 batch*seq, the whole batch a part is cut from */
-    const uint16_t *tokens; /* SRC_SHARD: mapped token array */
-    void *map;
-    size_t map_bytes;
+    int32_t *fixed;   /* SRC_REPEAT: the one batch of batch*seq+1 tokens */
+    int32_t *drawn;   /* SRC_SYNTHETIC: 2 batch*seq, the whole batch a part is cut from */
+    uint16_t *tokens; /* SRC_SHARD: the shard's tokens, read into memory */
     int64_t n_tokens, pos;
 };
 
 static void fill_uniform(lb_data_loader *d, int32_t *out, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         out[i] = (int32_t)lb_rng_below(&d->rng, (uint64_t)d->vocab_size);
+}
+
+/* Reads n bytes at the file's position; a file that ends early (it shrank since it was
+ * measured) is an error naming it. */
+static lb_status read_exactly(int fd, void *buf, size_t n, const char *path, lb_err *err) {
+    for (size_t got = 0; got < n;) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0)
+            return lb_fail(err, LB_ERR_IO, "cannot read token shard %s: %s", path, strerror(errno));
+        if (r == 0)
+            return lb_fail(err, LB_ERR_FORMAT,
+                           "token shard %s ended at byte %zu while it was read: it changed after "
+                           "it was opened",
+                           path, got);
+        got += (size_t)r;
+    }
+    return LB_OK;
 }
 
 static lb_status open_shard(lb_data_loader *d, const char *path, lb_err *err) {
@@ -47,29 +62,42 @@ static lb_status open_shard(lb_data_loader *d, const char *path, lb_err *err) {
                        "token shard %s is truncated: %lld bytes, shorter than the %zu-byte header",
                        path, (long long)st.st_size, header_bytes);
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED)
-        return lb_fail(err, LB_ERR_IO, "cannot map token shard %s: %s", path, strerror(errno));
-    d->map = map;
-    d->map_bytes = (size_t)st.st_size;
-    const int32_t *header = map;
-    if (header[0] != LB_SHARD_MAGIC)
+    int32_t header[LB_SHARD_HEADER_INTS];
+    lb_status rs = read_exactly(fd, header, header_bytes, path, err);
+    if (rs != LB_OK) {
+        close(fd);
+        return rs;
+    }
+    if (header[0] != LB_SHARD_MAGIC) {
+        close(fd);
         return lb_fail(err, LB_ERR_FORMAT,
                        "%s is not a token shard: magic at offset 0 is %d, expected %d", path,
                        header[0], LB_SHARD_MAGIC);
-    if (header[1] != LB_SHARD_VERSION)
+    }
+    if (header[1] != LB_SHARD_VERSION) {
+        close(fd);
         return lb_fail(err, LB_ERR_FORMAT,
                        "token shard %s has version %d at offset 4, expected %d (uint16 tokens)",
                        path, header[1], LB_SHARD_VERSION);
+    }
     int64_t n = header[2];
     size_t want = header_bytes + (size_t)n * sizeof(uint16_t);
-    if (n < 0 || (size_t)st.st_size != want)
+    if (n < 0 || (size_t)st.st_size != want) {
+        close(fd);
         return lb_fail(err, LB_ERR_FORMAT,
                        "token shard %s is truncated or oversized: the count at offset 8 says "
                        "%lld tokens (%zu bytes in all), the file has %lld bytes",
                        path, (long long)n, want, (long long)st.st_size);
-    d->tokens = (const uint16_t *)((const char *)map + header_bytes);
+    }
+    d->tokens = malloc(n > 0 ? (size_t)n * sizeof *d->tokens : 1);
+    if (d->tokens == NULL) {
+        close(fd);
+        return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the %lld tokens of %s",
+                       (long long)n, path);
+    }
+    rs = read_exactly(fd, d->tokens, (size_t)n * sizeof *d->tokens, path, err);
+    close(fd);
+    if (rs != LB_OK) return rs;
     d->n_tokens = n;
     for (int64_t i = 0; i < n; i++) {
         if (d->tokens[i] >= d->vocab_size)
@@ -156,7 +184,7 @@ int64_t lb_data_shard_tokens(const lb_data_loader *d) {
 
 void lb_data_close(lb_data_loader *d) {
     if (d == NULL) return;
-    if (d->map != NULL) munmap(d->map, d->map_bytes);
+    free(d->tokens);
     free(d->fixed);
     free(d->drawn);
     free(d);

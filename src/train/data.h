@@ -8,9 +8,12 @@
  *                (magic 20240520, version 1, token count, rest zero) then that many
  *                uint16 tokens. Batches are read as consecutive windows of B*T+1
  *                tokens (targets are inputs shifted by one), wrapping at the end.
- * A shard is validated completely when opened (magic, version, size, every token id below
- * the vocabulary), so a bad file fails before anything runs, with the file and the byte
- * offset of the problem in the message. The loader does not shuffle.
+ * A shard is read whole into memory with read(2) and validated completely when opened
+ * (magic, version, size, every token id below the vocabulary), so a bad file fails before
+ * anything runs, with the file and the byte offset of the problem in the message, and a
+ * file changed or truncated during the run cannot affect it (a memory map would end the
+ * process with SIGBUS). It costs 2 bytes of host memory a token. The loader does not
+ * shuffle.
  *
  * Data parallelism: `batch` is the global batch; rank r of N reads its part with
  * lb_data_next_part, rows [r B/N, (r + 1) B/N) of the batch every rank draws alike, so N

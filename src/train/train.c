@@ -35,7 +35,7 @@ lb_train_params lb_train_default_params(void) {
         .device = LB_DEVICE_AUTO,
         .device_index = 0,
         .batch = 4,
-        .seq = 64,
+        .seq = 0,
         .steps = 20,
         .warmup = 3,
         .precision = LB_PREC_FP32,
@@ -230,6 +230,10 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
         json_string(p->boot != NULL ? lb_boot_source_name(lb_boot_source_of(p->boot)) : "single"));
     if (p->base_tok_per_s > 0)
         json_object_set_new(c, "base_tok_per_s", json_real(p->base_tok_per_s));
+}
+
+void lb_train_record_config(const lb_train_params *p, const lb_model_config *cfg, lb_result *r) {
+    record_config(p, cfg, r->config);
 }
 
 /* Config keys that may differ between ranks: how a rank was started and which local GPU
@@ -493,9 +497,11 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
                          info.loss, (long long)step);
         bool warm = step < p->warmup;
         lb_progress_update(&prog, false,
-                           "train %s cpu x%d zero %d: step %lld/%lld%s loss %.4f %.1f ms/step",
+                           "train %s cpu x%d zero %d: step %lld/%lld%s loss %.4f %.1f ms/step, "
+                           "ETA %.0f s",
                            cfg->name, ranks, p->zero, (long long)step + 1, (long long)total,
-                           warm ? " (warm-up)" : "", info.loss, mine[LB_REC_MS]);
+                           warm ? " (warm-up)" : "", info.loss, mine[LB_REC_MS],
+                           (double)(total - step - 1) * mine[LB_REC_MS] / 1e3);
     }
     lb_progress_done(&prog);
     if (st == LB_OK && ranks > 1 && (st = lb_dp_gather_params(dp, err)) == LB_OK)
@@ -681,6 +687,7 @@ static int64_t global_micro_batch(const lb_train_params *p) {
 
 lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err) {
     LB_TRY(lb_model_config_preset(p->model, cfg, err));
+    if (p->seq == 0) p->seq = cfg->max_seq < 64 ? cfg->max_seq : 64;
     int gpus = lb_devinfo_cuda_device_count();
     if (p->device == LB_DEVICE_AUTO) {
         p->device = gpus > 0 ? LB_DEVICE_CUDA : LB_DEVICE_CPU;
@@ -727,7 +734,7 @@ lb_status lb_train_run(const lb_train_params *params, lb_result *r, lb_err *err)
     lb_train_params p = *params;
     lb_model_config cfg;
     LB_TRY(lb_train_resolve(&p, &cfg, err));
-    record_config(&p, &cfg, r->config);
+    lb_train_record_config(&p, &cfg, r);
     lb_data_loader *data = NULL;
     LB_TRY(lb_data_open(p.data, cfg.vocab_size, global_micro_batch(&p), p.seq, p.seed, &data, err));
     lb_status st = p.device == LB_DEVICE_CUDA ? lb_train_cuda_run(&p, &cfg, data, r, err)

@@ -41,7 +41,7 @@ typedef struct {
     lb_device_kind device;
     int device_index; /* CUDA device ordinal for LB_DEVICE_CUDA */
     int64_t batch;    /* sequences per step */
-    int64_t seq;      /* tokens per sequence */
+    int64_t seq;      /* tokens per sequence; 0: 64, or the context when shorter */
     int64_t steps;    /* timed steps */
     int64_t warmup;   /* untimed steps before them */
     lb_precision precision;
@@ -88,6 +88,11 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
  * LB_ERR_USAGE, LB_ERR_FORMAT or LB_ERR_IO for bad input; LB_ERR_UNSUPPORTED when CUDA
  * was asked for and is not there. */
 lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err);
+
+/* Writes the run's configuration (options, model shape) into r->config; p and cfg as
+ * lb_train_resolve left them. Called before the run is stored as begun, so a run that
+ * crashes keeps its configuration. */
+void lb_train_record_config(const lb_train_params *p, const lb_model_config *cfg, lb_result *r);
 
 /* Runs the benchmark into r (created by the caller with kind "train"); resolves p first. */
 lb_status lb_train_run(const lb_train_params *p, lb_result *r, lb_err *err);

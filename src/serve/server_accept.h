@@ -1,0 +1,54 @@
+/* server_accept.h: the first look at every new connection of `llmbench serve`, before
+ * libmicrohttpd gets it.
+ *
+ * One thread accepts connections on the server's listening socket and waits, without
+ * reading them away, for the first request's head (recv with MSG_PEEK, woken by
+ * edge-triggered epoll as bytes arrive). A well-formed head (serve/http_head.h) hands the
+ * connection, its bytes still unread, to libmicrohttpd (params.hand); a malformed one gets
+ * one response with an OpenAI-style JSON error and the connection is closed; so does a
+ * connection past the connection limit (503). A connection that sends nothing for the idle
+ * timeout is closed; one whose first head is not complete after the read timeout gets 408.
+ * Later requests on a kept-alive connection are libmicrohttpd's to read (serve/server_guard.h
+ * keeps their deadlines).
+ *
+ * Internal to serve/server.c. */
+#ifndef LB_SERVE_SERVER_ACCEPT_H
+#define LB_SERVE_SERVER_ACCEPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core/status.h"
+
+typedef struct {
+    int listen_fd;            /* bound and listening, non-blocking; closed by stop */
+    double idle_timeout_s;    /* nothing sent this long: closed; <= 0 never */
+    double read_timeout_s;    /* first head not in this long after its first byte: 408 */
+    unsigned max_connections; /* connections being looked at plus open ones */
+    /* Takes over a connection whose first request head is well-formed; false when it
+     * refused it (and closed fd). */
+    bool (*hand)(void *ctx, int fd, const struct sockaddr *addr, socklen_t addr_len);
+    unsigned (*open_connections)(void *ctx); /* connections the HTTP library holds now */
+    void *ctx;
+} lb_server_accept_params;
+
+typedef struct lb_server_acceptor lb_server_acceptor;
+
+lb_status lb_server_accept_start(const lb_server_accept_params *p, lb_server_acceptor **out,
+                                 lb_err *err);
+
+/* Stops accepting: closes the listening socket and every connection not yet handed over,
+ * joins the thread, frees. Accepts NULL. */
+void lb_server_accept_stop(lb_server_acceptor *a);
+
+typedef struct {
+    uint64_t malformed;  /* first requests refused for their head (400, 413, 431, 501, 505) */
+    uint64_t over_limit; /* connections refused for the connection limit (503) */
+    uint64_t idle;       /* closed for sending nothing */
+    uint64_t slow;       /* refused for a head not in within the read timeout (408) */
+} lb_server_accept_stats;
+
+void lb_server_accept_stats_get(const lb_server_acceptor *a, lb_server_accept_stats *out);
+
+#endif
