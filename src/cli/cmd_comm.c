@@ -170,6 +170,7 @@ int lb_cmd_comm(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "comm",
+        .uses_db = true,
         .usage = "[COLLECTIVE ...] [options]",
         .summary =
             "Collective bandwidth and correctness, the nccl-tests job: for each COLLECTIVE "
