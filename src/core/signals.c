@@ -3,6 +3,7 @@
 #include "core/signals.h"
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stddef.h>
 #include <unistd.h>
@@ -12,8 +13,15 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static void (*g_last_words)(void *ctx, int signo);
 static void *g_last_words_ctx;
 
+typedef struct {
+    sigset_t set;
+    sem_t started;
+} watch_args;
+
 static void *watch_signals(void *arg) {
-    const sigset_t *set = arg;
+    watch_args *w = arg;
+    const sigset_t *set = &w->set;
+    sem_post(&w->started);
     for (;;) {
         int signo = 0;
         if (sigwait(set, &signo) != 0) continue;
@@ -29,16 +37,22 @@ static void *watch_signals(void *arg) {
 }
 
 void lb_signals_install(void) {
-    static sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    static watch_args w;
+    sigemptyset(&w.set);
+    sigaddset(&w.set, SIGINT);
+    sigaddset(&w.set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &w.set, NULL);
+    sem_init(&w.started, 0, 0);
     pthread_t thread;
-    if (pthread_create(&thread, NULL, watch_signals, &set) == 0)
+    if (pthread_create(&thread, NULL, watch_signals, &w) == 0) {
         pthread_detach(thread);
-    else
-        pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* no thread: default action, as before */
+        /* Running before anything else happens: a process that exits at once does not
+         * exit with the thread half made (which LeakSanitizer reported as a leak). */
+        while (sem_wait(&w.started) != 0) {
+        }
+    } else {
+        pthread_sigmask(SIG_UNBLOCK, &w.set, NULL); /* no thread: default action, as before */
+    }
 }
 
 void lb_signals_set_last_words(void (*fn)(void *ctx, int signo), void *ctx) {
