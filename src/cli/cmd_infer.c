@@ -98,6 +98,7 @@ int lb_cmd_infer(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "infer",
+        .uses_db = true,
         LB_ARG_SPECS(specs),
         .usage = "(--model DIR | --random PRESET) (--dataset FILE | --synthetic N) [options]",
         .summary = "MLPerf-style inference benchmark on the built-in engine (paged KV cache, "
