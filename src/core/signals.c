@@ -1,5 +1,7 @@
-/* signals.c: the interrupt flag behind signals.h, set by a thread that waits for the
- * signals (sigwait) instead of a handler, so that the last words may use any library. */
+/* signals.c: the interrupt flag behind signals.h. The handler sets the flag (and so
+ * interrupts blocking calls, which long loops rely on to notice it at once); a second
+ * signal wakes a thread of ours through a semaphore (sem_post is async-signal-safe), which
+ * runs the last words, where any library may be used, and exits. */
 #include "core/signals.h"
 
 #include <pthread.h>
@@ -8,51 +10,54 @@
 #include <stddef.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t g_signal = 0;
+static volatile sig_atomic_t g_signal = 0, g_second = 0;
+static sem_t g_wake;
+static bool g_watching;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static void (*g_last_words)(void *ctx, int signo);
 static void *g_last_words_ctx;
 
-typedef struct {
-    sigset_t set;
-    sem_t started;
-} watch_args;
+static void on_signal(int signo) {
+    if (g_signal == 0) {
+        g_signal = signo;
+        return;
+    }
+    if (!g_watching) _exit(128 + signo);
+    g_second = signo;
+    sem_post(&g_wake);
+}
 
 static void *watch_signals(void *arg) {
-    watch_args *w = arg;
-    const sigset_t *set = &w->set;
-    sem_post(&w->started);
-    for (;;) {
-        int signo = 0;
-        if (sigwait(set, &signo) != 0) continue;
-        if (g_signal == 0) {
-            g_signal = signo;
-            continue;
-        }
-        pthread_mutex_lock(&g_lock);
-        if (g_last_words) g_last_words(g_last_words_ctx, signo);
-        _exit(128 + signo);
+    sem_t *started = arg;
+    sem_post(started);
+    while (sem_wait(&g_wake) != 0) {
     }
+    pthread_mutex_lock(&g_lock);
+    if (g_last_words) g_last_words(g_last_words_ctx, (int)g_second);
+    _exit(128 + (int)g_second);
     return NULL;
 }
 
 void lb_signals_install(void) {
-    static watch_args w;
-    sigemptyset(&w.set);
-    sigaddset(&w.set, SIGINT);
-    sigaddset(&w.set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &w.set, NULL);
-    sem_init(&w.started, 0, 0);
+    sem_init(&g_wake, 0, 0);
+    sem_t started;
+    sem_init(&started, 0, 0);
     pthread_t thread;
-    if (pthread_create(&thread, NULL, watch_signals, &w) == 0) {
+    if (pthread_create(&thread, NULL, watch_signals, &started) == 0) {
         pthread_detach(thread);
         /* Running before anything else happens: a process that exits at once does not
          * exit with the thread half made (which LeakSanitizer reported as a leak). */
-        while (sem_wait(&w.started) != 0) {
+        while (sem_wait(&started) != 0) {
         }
-    } else {
-        pthread_sigmask(SIG_UNBLOCK, &w.set, NULL); /* no thread: default action, as before */
+        g_watching = true;
     }
+    sem_destroy(&started);
+    struct sigaction sa;
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 void lb_signals_set_last_words(void (*fn)(void *ctx, int signo), void *ctx) {

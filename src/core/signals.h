@@ -1,12 +1,12 @@
 /* signals.h: SIGINT/SIGTERM become a flag that long loops poll.
  *
- * The signals are blocked in every thread and taken by one thread of their own (sigwait),
- * so what runs on a signal is ordinary code. The first sets a flag; workloads check
- * lb_signals_interrupted() between steps or queries and return LB_ERR_INTERRUPTED, so the CLI can
- * store what was measured before exiting with 130. A second signal exits at once (130 or
- * 143), after the last words registered with lb_signals_set_last_words: the stored-run
- * lifecycle uses them to mark its run interrupted, so that no run is left `running` by a
- * Ctrl-C. Install before any other thread starts (main does): threads inherit the mask. */
+ * The handler only sets a flag (async-signal-safe, and it interrupts blocking calls);
+ * workloads check lb_signals_interrupted() between steps or queries and return
+ * LB_ERR_INTERRUPTED, so the CLI can store what was measured before exiting with 130. A
+ * second signal exits at once (130 or 143), after the last words registered with
+ * lb_signals_set_last_words, which a thread of ours runs (woken by the handler through a
+ * semaphore): the stored-run lifecycle uses them to mark its run interrupted, so that no
+ * run is left `running` by a Ctrl-C. */
 #ifndef LB_CORE_SIGNALS_H
 #define LB_CORE_SIGNALS_H
 
