@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -105,6 +106,7 @@ static void test_sweep_matrix_faults_name_line_and_key(void **state) {
 }
 
 static size_t count_runs(void) {
+    if (access(g_db, F_OK) != 0) return 0; /* no database: `results list` never makes one */
     assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 0);
     json_t *list = json_loads(out, 0, NULL);
     assert_non_null(list);

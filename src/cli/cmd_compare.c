@@ -65,6 +65,7 @@ int lb_cmd_compare(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "compare",
+        .uses_db = true,
         .usage = "A B [options]",
         .summary = "Compares runs B with runs A. A and B are each a run id (12), a list of ids of "
                    "repeats (12,13,14) or a sweep's name (two sweeps are compared cell by cell). "

@@ -60,6 +60,7 @@ int lb_cmd_history(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "history",
+        .uses_db = true,
         .usage = "[RUN|KEY] [options]",
         .summary =
             "Without an argument: the benchmarks of the store (a benchmark is the command, the "

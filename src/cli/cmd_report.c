@@ -26,6 +26,7 @@ int lb_cmd_report(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "report",
+        .uses_db = true,
         .usage = "[SPEC...] --out DIR [options]",
         .summary = "Writes a report of stored runs: report.html (self-contained: charts as inline "
                    "SVG, no scripts or network), report.md with the same tables, and each chart "

@@ -57,6 +57,7 @@ static int cmd_add(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "schedule add",
+        .uses_db = true,
         .usage = "NAME --at HH:MM [options] -- <llmbench command and options>",
         .summary = "Installs a recurring run of an llmbench command. The entry runs 'llmbench "
                    "schedule exec NAME -- <command>': one scheduled run at a time (a lock next to "
@@ -157,6 +158,7 @@ static int cmd_exec(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "schedule exec",
+        .uses_db = true,
         .usage = "NAME [options] -- <llmbench command and options>",
         .summary = "The job a scheduled entry runs (also by hand): takes the schedule lock, runs "
                    "the command with its runs tagged schedule:NAME, compares each with its "

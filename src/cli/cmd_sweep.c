@@ -158,6 +158,7 @@ int lb_cmd_sweep(int argc, char **argv) {
     };
     const lb_cli_command cmd = {
         .command = "sweep",
+        .uses_db = true,
         .usage = "FILE [options]",
         .summary =
             "Runs an experiment matrix: the command of FILE (YAML or JSON: name, command, "
