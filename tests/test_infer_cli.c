@@ -56,7 +56,7 @@ static double metric(json_t *j, const char *name) {
 }
 
 static json_t *run_json(const char *const *args, int want_rc) {
-    static char out[1 << 20], err[1 << 16];
+    static char out[64 << 20], err[1 << 16]; /* an interrupted run may hold thousands of queries */
     int rc = lb_test_run(args, out, sizeof out, err, sizeof err);
     if (rc != want_rc) fail_msg("exit %d, wanted %d: %s", rc, want_rc, err);
     json_t *j = json_loads(out, 0, NULL);
