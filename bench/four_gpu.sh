@@ -9,7 +9,7 @@
 #             same call;
 #   train     `llmbench train --scaling 1,2,..,N` GPT-2 124M bf16 16 x 1024 per GPU at
 #             ZeRO 0, beside PyTorch DDP + torch.compile (pytorch_ddp_baseline.py) on N
-#             and 2 GPUs;
+#             and 2 GPUs (DDP_GPUS: other counts, or none);
 #   replicas  one `llmbench serve --random llama3.1-8b` per GPU and one `llmbench load`
 #             Offline run against one replica, then against all: aggregate samples/s
 #             against N x one replica's;
@@ -71,7 +71,7 @@ for part in $PARTS; do
         section "llmbench train --scaling $counts"
         timeout "$(left)" "$L" train --scaling "$counts" "${perf[@]}" --json -q --no-progress --db "$db" \
             >"$dir/scaling.json" 2>"$dir/scaling.err" || echo "scaling exit $?: $(tail -c 400 "$dir/scaling.err")"
-        for g in $n 2; do
+        for g in ${DDP_GPUS-$n 2}; do
             enough "ddp$g" 80 || continue
             section "PyTorch DDP + compile, $g GPUs"
             timeout 150 torchrun --standalone --nproc-per-node "$g" "$bench_dir/pytorch_ddp_baseline.py" \
@@ -91,6 +91,7 @@ for part in $PARTS; do
         for ((g = 0; g < n; g++)); do
             for ((i = 0; i < 120; i++)); do
                 curl -sf "http://127.0.0.1:$((8100 + g))/health" >/dev/null && break
+                kill -0 "${pids[g]}" 2>/dev/null || break
                 sleep 1
             done
         done

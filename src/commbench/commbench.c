@@ -580,8 +580,9 @@ static lb_status nvlinks_to_peers(bench *B, lb_boot *boot, const int32_t *member
     return st;
 }
 
-/* Each ordered pair (a, b) of members: a sends matrix_bytes to b `iters` times while the
- * others wait; b times it. Rank 0 stores matrix.A.B.gbps and matrix.A.B.nvlinks. */
+/* Each ordered pair (a, b) of members: a sends matrix_bytes to b `warmup` times, then
+ * `iters` times while the others wait; b times the latter. Rank 0 stores matrix.A.B.gbps and
+ * matrix.A.B.nvlinks. */
 static lb_status run_matrix(bench *B, lb_boot *boot, const int32_t *member, lb_result *r,
                             lb_err *err) {
     const lb_commbench_params *p = B->p;
@@ -600,11 +601,14 @@ static lb_status run_matrix(bench *B, lb_boot *boot, const int32_t *member, lb_r
             if (a == b) continue;
             st = lb_comm_barrier(B->c, B->b.stream, err);
             if (st != LB_OK || (B->rank != a && B->rank != b)) continue;
-            if (B->rank == b) st = mark(&B->b, 0, err);
-            for (int64_t i = 0; st == LB_OK && i < p->iters; i++)
-                st = B->rank == a
-                         ? lb_comm_send(B->c, B->b.send, count, p->dtype, b, B->b.stream, err)
-                         : lb_comm_recv(B->c, B->b.recv, count, p->dtype, a, B->b.stream, err);
+            for (int64_t i = 0; st == LB_OK && i < p->warmup + p->iters; i++) {
+                /* The pair's first transfers set up its connection: marked after warm-up. */
+                if (i == p->warmup && B->rank == b) st = mark(&B->b, 0, err);
+                if (st == LB_OK)
+                    st = B->rank == a
+                             ? lb_comm_send(B->c, B->b.send, count, p->dtype, b, B->b.stream, err)
+                             : lb_comm_recv(B->c, B->b.recv, count, p->dtype, a, B->b.stream, err);
+            }
             if (st == LB_OK && B->rank == b) st = mark(&B->b, 1, err);
             if (st == LB_OK) st = lb_comm_sync(B->c, B->b.stream, err);
             double us = 0;
