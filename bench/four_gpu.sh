@@ -10,8 +10,9 @@
 #   train     `llmbench train --scaling 1,2,..,N` GPT-2 124M bf16 16 x 1024 per GPU at
 #             ZeRO 0, beside PyTorch DDP + torch.compile (pytorch_ddp_baseline.py) on N
 #             and 2 GPUs (DDP_GPUS: other counts, or none);
-#   replicas  one `llmbench serve --random llama3.1-8b` per GPU and one `llmbench load`
-#             Offline run against one replica, then against all: aggregate samples/s
+#   replicas  one `llmbench serve --random llama3.1-8b` per GPU, warmed up by a short
+#             untimed run on all, then one `llmbench load` Offline run of 512 queries
+#             against one replica and one of N x 512 against all: aggregate samples/s
 #             against N x one replica's;
 #   kill      a rank killed mid-collective: the job ends within --comm-timeout, naming it.
 # $LLMBENCH is the binary (default: build/llmbench); logs and JSON go to $OUT (or /tmp); the
@@ -98,12 +99,16 @@ for part in $PARTS; do
         echo "replicas up after $(($(date +%s) - start)) s"
         load=(--input-len normal:600:200 --max-tokens 128 --ignore-eos --scenario offline
             --json --db "$db")
-        timeout 120 "$L" load --endpoint http://127.0.0.1:8100 "${load[@]}" --synthetic 384 \
-            >"$dir/replica1.json" 2>"$dir/replica1.err"
-        echo "one replica: exit $?"
         eps=()
         for ((g = 0; g < n; g++)); do eps+=(--endpoint "http://127.0.0.1:$((8100 + g))"); done
-        timeout 120 "$L" load "${eps[@]}" "${load[@]}" --synthetic $((384 * n)) \
+        # every replica's first batches (kernel choices, first touch of its cache) untimed
+        timeout 60 "$L" load "${eps[@]}" "${load[@]}" --synthetic $((256 * n)) --max-tokens 16 \
+            >/dev/null 2>"$dir/replicas_warm.err"
+        echo "warm-up: exit $?"
+        timeout 120 "$L" load --endpoint http://127.0.0.1:8100 "${load[@]}" --synthetic 512 \
+            >"$dir/replica1.json" 2>"$dir/replica1.err"
+        echo "one replica: exit $?"
+        timeout 120 "$L" load "${eps[@]}" "${load[@]}" --synthetic $((512 * n)) \
             >"$dir/replicas.json" 2>"$dir/replicas.err"
         echo "$n replicas: exit $?"
         kill -INT "${pids[@]}"
