@@ -7,6 +7,8 @@
 #   comm      all_reduce, all_gather and reduce_scatter bf16 busbw from 8 B to 4 GB
 #             (factor 4) over --gpus N, beside torch.distributed (comm_torch.py) in the
 #             same call;
+#   check     `llmbench comm all` from 8 B to 128 MB (#wrong of every collective at every
+#             size), and all_reduce bf16 at 256 MB and 1 GB beside torch.distributed;
 #   train     `llmbench train --scaling 1,2,..,N` GPT-2 124M bf16 16 x 1024 per GPU at
 #             ZeRO 0, beside PyTorch DDP + torch.compile (pytorch_ddp_baseline.py) on N
 #             and 2 GPUs (DDP_GPUS: other counts, or none);
@@ -22,7 +24,7 @@ set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 L=$LLMBENCH
 n=${GPUS:-$(nvidia-smi -L | wc -l)}
-PARTS=${PARTS:-doctor comm train replicas kill}
+PARTS=${PARTS:-doctor comm check train replicas kill}
 dir=${OUT:-/tmp}
 db=/tmp/four_gpu.db
 start=$(date +%s)
@@ -63,6 +65,17 @@ for part in $PARTS; do
             "$bench_dir/comm_torch.py" --ops all_reduce,all_gather,reduce_scatter --sizes "$sizes" \
             --iters 40 --warmup 5 2>"$dir/comm_torch.err" | grep '^{' >"$dir/comm_torch.jsonl"
         echo "torch exit ${PIPESTATUS[0]}"
+        ;;
+    check)
+        enough check 90 || continue
+        section "every collective, #wrong at every size, $n GPUs"
+        timeout 90 "$L" comm all --gpus "$n" -b 8 -e 128M -f 8 -n 5 -w 2 --db "$db" 2>&1 |
+            grep -E '^ +[0-9]|Out of bounds|Collective|stored'
+        section "all_reduce bf16 256 MB and 1 GB, $n GPUs, llmbench then torch"
+        timeout 60 "$L" comm all_reduce --gpus "$n" -d bf16 -b 256M -e 1G -f 4 -n 20 -w 5 --db "$db" 2>&1 |
+            grep -E '^ +[0-9]'
+        timeout 90 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" \
+            "$bench_dir/comm_torch.py" --sizes 268435456,1073741824 --iters 20 --warmup 5 2>/dev/null | grep '^{'
         ;;
     train)
         perf=(--model gpt2-124m --precision bf16 --batch 16 --seq 1024 --steps 30 --warmup 5)
