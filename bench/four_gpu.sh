@@ -9,6 +9,8 @@
 #             same call;
 #   check     `llmbench comm all` from 8 B to 128 MB (#wrong of every collective at every
 #             size), and all_reduce bf16 at 256 MB and 1 GB beside torch.distributed;
+#   head      `llmbench comm` with rank 0 on no GPU (CUDA_VISIBLE_DEVICES empty), the
+#             coordinator, and two GPU ranks, started from torchrun's variables;
 #   train     `llmbench train --scaling 1,2,..,N` GPT-2 124M bf16 16 x 1024 per GPU at
 #             ZeRO 0, beside PyTorch DDP + torch.compile (pytorch_ddp_baseline.py) on N
 #             and 2 GPUs (DDP_GPUS: other counts, or none);
@@ -76,6 +78,22 @@ for part in $PARTS; do
             grep -E '^ +[0-9]'
         timeout 90 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" \
             "$bench_dir/comm_torch.py" --sizes 268435456,1073741824 --iters 20 --warmup 5 2>/dev/null | grep '^{'
+        ;;
+    head)
+        enough head 40 || continue
+        section "a rank without a GPU as rank 0 (torchrun variables), GPUs 1 and 2 as ranks 1 and 2"
+        hp=()
+        for r in 0 1 2; do
+            vis=()
+            [ "$r" = 0 ] && vis=(env CUDA_VISIBLE_DEVICES=)
+            RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 \
+                timeout 60 "${vis[@]}" "$L" comm all_reduce all_gather -b 8 -e 64M -f 64 -n 5 -w 2 \
+                --setup-timeout 30 --db "$db" >"$dir/head$r.log" 2>&1 &
+            hp+=($!)
+        done
+        for r in 0 1 2; do wait "${hp[r]}"; echo "rank $r exit $?"; done
+        grep -vE '^#  ' "$dir/head0.log" | head -20
+        tail -3 "$dir/head1.log"
         ;;
     train)
         perf=(--model gpt2-124m --precision bf16 --batch 16 --seq 1024 --steps 30 --warmup 5)
