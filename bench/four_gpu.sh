@@ -11,6 +11,7 @@
 #             size), and all_reduce bf16 at 256 MB and 1 GB beside torch.distributed;
 #   head      `llmbench comm` with rank 0 on no GPU (CUDA_VISIBLE_DEVICES empty), the
 #             coordinator, and two GPU ranks, started from torchrun's variables;
+#   sweep     `llmbench sweep` of `comm --gpus N` over two dtypes and two start sizes;
 #   train     `llmbench train --scaling 1,2,..,N` GPT-2 124M bf16 16 x 1024 per GPU at
 #             ZeRO 0, beside PyTorch DDP + torch.compile (pytorch_ddp_baseline.py) on N
 #             and 2 GPUs (DDP_GPUS: other counts, or none);
@@ -94,6 +95,14 @@ for part in $PARTS; do
         for r in 0 1 2; do wait "${hp[r]}"; echo "rank $r exit $?"; done
         grep -vE '^#  ' "$dir/head0.log" | head -20
         tail -3 "$dir/head1.log"
+        ;;
+    sweep)
+        enough sweep 60 || continue
+        section "a sweep of comm over --gpus $n"
+        printf '%s\n' "name: comm-gpus" "command: comm" "repeats: 2" \
+            "options: {gpus: $n, e: 64M, f: 8, n: 5, w: 2}" "axes: {d: [bfloat16, float], b: [8, 1M]}" \
+            >"$dir/comm-sweep.yaml"
+        timeout 60 "$L" sweep "$dir/comm-sweep.yaml" --db "$db" 2>&1 | tail -12
         ;;
     train)
         perf=(--model gpt2-124m --precision bf16 --batch 16 --seq 1024 --steps 30 --warmup 5)
