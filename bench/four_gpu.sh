@@ -29,6 +29,7 @@ L=$LLMBENCH
 n=${GPUS:-$(nvidia-smi -L | wc -l)}
 PARTS=${PARTS:-doctor comm check train replicas kill}
 dir=${OUT:-/tmp}
+mkdir -p "$dir"
 db=/tmp/four_gpu.db
 start=$(date +%s)
 deadline=${DEADLINE_S:-420}
