@@ -155,6 +155,40 @@ static void test_train_impossible_configs_are_refused(void **state) {
     assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_OK);
 }
 
+/* GPUs run ZeRO 0-2 and gradient accumulation; stage 3 and adapters with either are
+ * refused before anything runs, naming the option */
+static void test_train_gpu_zero_stages_and_accumulation_are_validated(void **state) {
+    (void)state;
+    lb_model_config cfg;
+    lb_err err = {{0}};
+    assert_int_equal(lb_model_config_preset("gpt2-tiny", &cfg, &err), LB_OK);
+    lb_train_params p = tiny_params("gpt2-tiny");
+    p.device = LB_DEVICE_CUDA, p.precision = LB_PREC_BF16, p.batch = 8;
+    for (int z = 0; z <= 2; z++) {
+        p.zero = z, p.grad_accum = 4;
+        assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_OK);
+    }
+    p.grad_accum = 3;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "--batch 8 does not split into --grad-accum 3"));
+    p.grad_accum = 1, p.zero = 3;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "--zero 3 on GPUs"));
+    p.zero = 4;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "--zero 4: expected a ZeRO stage from 0 to 3"));
+    assert_int_equal(lb_model_config_preset("llama-tiny", &cfg, &err), LB_OK);
+    p = tiny_params("llama-tiny");
+    p.device = LB_DEVICE_CUDA, p.precision = LB_PREC_BF16, p.lora_rank = 4, p.batch = 4;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_OK);
+    p.grad_accum = 2;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "--grad-accum 2"));
+    p.grad_accum = 1, p.zero = 1;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "--zero 1"));
+}
+
 /* --device cuda names what is visible: no GPU at all (CI), or the valid indices */
 static void test_train_missing_gpu_is_named(void **state) {
     (void)state;
@@ -255,6 +289,7 @@ int main(void) {
         cmocka_unit_test(test_train_llama_loss_falls_on_repeated_batch),
         cmocka_unit_test(test_train_lora_loss_falls_on_repeated_batch),
         cmocka_unit_test(test_train_impossible_configs_are_refused),
+        cmocka_unit_test(test_train_gpu_zero_stages_and_accumulation_are_validated),
         cmocka_unit_test(test_train_missing_gpu_is_named),
         cmocka_unit_test(test_train_summary_is_computed_from_the_series),
         cmocka_unit_test(test_train_summary_reports_step_time_drift),

@@ -3,6 +3,7 @@
  * cost and slowest-rank figures. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -103,6 +104,47 @@ static void test_zero_unit_buckets_when_cap_is_zero(void **state) {
     lb_zero_plan_free(&p);
 }
 
+static void test_zero_shard_segments_follow_tensors_and_padding(void **state) {
+    (void)state;
+    /* units of 10, 7 and 3 elements, one a bucket, over 2 ranks with align 2 (quantum 4):
+     * pieces 6, 4 and 2, at shard offsets 0, 6 and 10 */
+    const int64_t bounds[] = {0, 10, 17, 20};
+    lb_zero_plan p;
+    assert_int_equal(lb_zero_plan_init(&p, bounds, 3, 0, 2, 2, NULL), LB_OK);
+    lb_param_tensor t[5];
+    memset(t, 0, sizeof t);
+    const int64_t off[] = {0, 4, 10, 16, 17, 20};
+    const int dec[] = {1, 0, 1, 0, 1};
+    for (int i = 0; i < 5; i++)
+        t[i].offset = off[i], t[i].numel = off[i + 1] - off[i], t[i].decay = dec[i];
+    int64_t start[8];
+    bool decay[8];
+    /* rank 0: [0, 6) holds t0 and t1, [10, 14) t2, [17, 19) t4; no padding */
+    assert_int_equal(lb_zero_shard_segments(&p, 0, t, 5, start, decay, 8), 4);
+    const int64_t s0[] = {0, 4, 6, 10};
+    const bool d0[] = {true, false, true, true};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(start[i], s0[i]);
+        assert_int_equal(decay[i], d0[i]);
+    }
+    /* rank 1: [6, 10) of t1 then 2 of padding; [14, 17) t2 and t3, 1 of padding; [19, 20)
+     * t4, 1 of padding */
+    assert_int_equal(lb_zero_shard_segments(&p, 1, t, 5, NULL, NULL, 0), 7);
+    assert_int_equal(lb_zero_shard_segments(&p, 1, t, 5, start, decay, 8), 7);
+    const int64_t s1[] = {0, 4, 6, 8, 9, 10, 11};
+    const bool d1[] = {false, false, true, false, false, true, false};
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(start[i], s1[i]);
+        assert_int_equal(decay[i], d1[i]);
+    }
+    /* a short table gets the first cap segments and the count of all */
+    memset(start, -1, sizeof start);
+    assert_int_equal(lb_zero_shard_segments(&p, 1, t, 5, start, decay, 2), 7);
+    assert_int_equal(start[1], 4);
+    assert_int_equal(start[2], -1);
+    lb_zero_plan_free(&p);
+}
+
 static void test_zero_plan_refuses_nonsense(void **state) {
     (void)state;
     const int64_t empty[] = {0, 4, 4};
@@ -153,6 +195,7 @@ int main(void) {
         cmocka_unit_test(test_zero_buckets_pad_uneven_units_and_pieces_tile_them),
         cmocka_unit_test(test_zero_all_padding_piece_is_empty),
         cmocka_unit_test(test_zero_unit_buckets_when_cap_is_zero),
+        cmocka_unit_test(test_zero_shard_segments_follow_tensors_and_padding),
         cmocka_unit_test(test_zero_plan_refuses_nonsense),
         cmocka_unit_test(test_zero_formulas_match_the_paper),
         cmocka_unit_test(test_train_scaling_cost_and_slowest_rank),

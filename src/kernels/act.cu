@@ -188,7 +188,7 @@ static __global__ void ones_column_kernel(T *x, int64_t rows, int64_t ld, int co
  * (row, 8 columns), the bias column by the row's last thread. */
 template <typename TW>
 static __global__ void split_bias_column_kernel(TW *dw, float *dbias, const float *src, int rows,
-                                                int cols, int64_t ld) {
+                                                int cols, int64_t ld, bool add) {
     int per = cols / 8 + 1;
     GRID_LOOP(i, (int64_t)rows * per) {
         int64_t r = i / per;
@@ -196,11 +196,22 @@ static __global__ void split_bias_column_kernel(TW *dw, float *dbias, const floa
         if (c < cols) {
             float v[8];
             lb_ld8(v, src + r * ld + c);
+            if (add) {
+                float o[8];
+                lb_ld8(o, dw + r * cols + c);
+                for (int k = 0; k < 8; k++)
+                    v[k] += o[k];
+            }
             lb_st8(dw + r * cols + c, v);
         } else {
             dbias[r] += src[r * ld + cols];
         }
     }
+}
+
+template <typename TI>
+static __global__ void accumulate_kernel(float *acc, const TI *in, int64_t n) {
+    GRID_LOOP(i, n) acc[i] += lb_to_f(in[i]);
 }
 
 template <typename TO, typename TI>
@@ -304,7 +315,7 @@ extern "C" lb_status lb_act_ones_column(void *x, int64_t rows, int64_t ld, int c
 
 extern "C" lb_status lb_act_split_bias_column(void *dw, lb_gpu_dtype dw_type, float *dbias,
                                               const float *src, int rows, int cols, int64_t ld,
-                                              cudaStream_t s, lb_err *err) {
+                                              bool add, cudaStream_t s, lb_err *err) {
     if (cols % 8 != 0 || ld % 4 != 0 || ld <= cols || (uintptr_t)src % 16 != 0 ||
         (uintptr_t)dw % 16 != 0)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
@@ -313,8 +324,17 @@ extern "C" lb_status lb_act_split_bias_column(void *dw, lb_gpu_dtype dw_type, fl
                        cols, (long long)ld);
     int64_t n = (int64_t)rows * (cols / 8 + 1);
     LB_DISPATCH_DTYPE(dw_type, E,
-                      split_bias_column_kernel<E>
-                      <<<lb_grid_cap(n, 256), 256, 0, s>>>((E *)dw, dbias, src, rows, cols, ld));
+                      split_bias_column_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
+                          (E *)dw, dbias, src, rows, cols, ld, add));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_act_accumulate(float *acc, const void *in, lb_gpu_dtype dt_in, int64_t n,
+                                       cudaStream_t s, lb_err *err) {
+    LB_DISPATCH_DTYPE(dt_in, EI,
+                      accumulate_kernel<EI>
+                      <<<lb_grid_cap(n, 256), 256, 0, s>>>(acc, (const EI *)in, n));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

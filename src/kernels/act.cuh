@@ -6,6 +6,7 @@
 #define LB_KERNELS_ACT_CUH
 
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -43,13 +44,18 @@ lb_status lb_act_bias_grad_through(float *dbias, const float *dsum, const void *
 lb_status lb_act_ones_column(void *x, int64_t rows, int64_t ld, int col, int width, lb_gpu_dtype dt,
                              cudaStream_t s, lb_err *err);
 /* src [rows, ld] fp32, a weight gradient with its bias gradient in column cols: dw [rows,
- * cols] (type dw_type, packed) = the first cols columns, dbias[rows] (fp32) += column cols.
- * cols a multiple of 8, ld a multiple of 4 above cols, src and dw 16-byte aligned. */
+ * cols] (type dw_type, packed) = the first cols columns (add: += them, gradient
+ * accumulation), dbias[rows] (fp32) += column cols. cols a multiple of 8, ld a multiple of 4
+ * above cols, src and dw 16-byte aligned. */
 lb_status lb_act_split_bias_column(void *dw, lb_gpu_dtype dw_type, float *dbias, const float *src,
-                                   int rows, int cols, int64_t ld, cudaStream_t s, lb_err *err);
+                                   int rows, int cols, int64_t ld, bool add, cudaStream_t s,
+                                   lb_err *err);
 /* out[i] = (type dt_out) in[i] for n elements (any pair of types). */
 lb_status lb_act_convert(void *out, lb_gpu_dtype dt_out, const void *in, lb_gpu_dtype dt_in,
                          int64_t n, cudaStream_t s, lb_err *err);
+/* acc[i] += (fp32) in[i] for n elements of type dt_in (fp32 acc). */
+lb_status lb_act_accumulate(float *acc, const void *in, lb_gpu_dtype dt_in, int64_t n,
+                            cudaStream_t s, lb_err *err);
 /* x[0..n-1] = value (fp32). */
 lb_status lb_act_fill(float *x, int64_t n, float value, cudaStream_t s, lb_err *err);
 /* x[i] = std * N(0,1), a counter-based normal draw of (seed, first_index + i): the same

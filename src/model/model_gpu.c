@@ -119,16 +119,19 @@ static lb_status layout(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
     if (m->lora) {
         LB_TRY(layout_frozen(m, a, err));
     } else {
-        TAKE(m->master, "param.master", np * 4);
-        if (m->dt != LB_DT_F32)
+        bool own_opt = !m->p.external_optimizer;
+        if (own_opt) TAKE(m->master, "param.master", np * 4);
+        if (m->dt != LB_DT_F32 || !own_opt)
             TAKE(m->params, "param.work", np * es);
         else
             m->params = m->master;
-        TAKE(m->grads, "param.grad", np * 4);
-        TAKE(m->m, "opt.m", np * 4);
-        TAKE(m->v, "opt.v", np * 4);
-        TAKE(m->seg_start, "opt.seg_start", (size_t)m->n_seg * 8);
-        TAKE(m->seg_flags, "opt.seg_flags", (size_t)m->n_seg * 4);
+        if (!m->p.external_grads) TAKE(m->grads, "param.grad", np * 4);
+        if (own_opt) {
+            TAKE(m->m, "opt.m", np * 4);
+            TAKE(m->v, "opt.v", np * 4);
+            TAKE(m->seg_start, "opt.seg_start", (size_t)m->n_seg * 8);
+            TAKE(m->seg_flags, "opt.seg_flags", (size_t)m->n_seg * 4);
+        }
     }
     if (head_apart(m))
         TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
@@ -215,7 +218,7 @@ static lb_status open_cudnn(lb_model_gpu *m, lb_err *err) {
 static lb_status reset_optimizer(lb_model_gpu *m, lb_err *err) {
     if (m->lora) {
         LB_TRY(lb_lora_gpu_reset_moments(m->lora, m->stream, err));
-    } else {
+    } else if (m->m != NULL) {
         LB_CUDA_TRY(err, cudaMemsetAsync(m->m, 0, (size_t)m->n_params * 4, m->stream));
         LB_CUDA_TRY(err, cudaMemsetAsync(m->v, 0, (size_t)m->n_params * 4, m->stream));
     }
@@ -229,7 +232,7 @@ static lb_status reset_optimizer(lb_model_gpu *m, lb_err *err) {
 /* The working copy from the master weights: params, and the padded head's first V rows
  * (its padding rows stay zero). */
 static lb_status sync_working_copy(lb_model_gpu *m, lb_err *err) {
-    if (m->dt != LB_DT_F32)
+    if (m->params != m->master)
         LB_TRY(lb_act_convert(m->params, m->dt, m->master, LB_DT_F32, m->n_params, m->stream, err));
     if (!head_apart(m)) return LB_OK; /* the products read the head itself */
     return lb_act_convert(m->lm_w, m->dt, m->master + m->off.lm_head, LB_DT_F32,
@@ -286,10 +289,11 @@ static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
             else
                 m->clear[m->n_clear][0] = t[i].offset, m->clear[m->n_clear++][1] = t[i].numel;
         }
-        if (st == LB_OK && (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8,
-                                       cudaMemcpyHostToDevice) != cudaSuccess ||
-                            cudaMemcpy(m->seg_flags, flags, (size_t)m->n_seg * 4,
-                                       cudaMemcpyHostToDevice) != cudaSuccess))
+        if (st == LB_OK && m->seg_start != NULL &&
+            (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8, cudaMemcpyHostToDevice) !=
+                 cudaSuccess ||
+             cudaMemcpy(m->seg_flags, flags, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice) !=
+                 cudaSuccess))
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
     }
     if (st == LB_OK) st = rope_tables(m, err);
@@ -297,6 +301,33 @@ static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
     free(start);
     free(flags);
     return st;
+}
+
+/* First element of unit u (train/zero.h's units: 0 the embeddings, 1 + l layer l, L + 1
+ * the final norm and an untied head) and the unit holding element off. */
+static int64_t unit_first(const lb_model_gpu *m, int u) {
+    return u == 0 ? 0 : m->off.layers + (int64_t)(u - 1) * m->off.layer_numel;
+}
+static int unit_of(const lb_model_gpu *m, int64_t off) {
+    if (off < m->off.layers) return 0;
+    int64_t l = (off - m->off.layers) / m->off.layer_numel;
+    return l < m->L ? 1 + (int)l : m->L + 1;
+}
+
+/* Every unit's gradient slots in the model's own array (none with external_grads: bound
+ * later). */
+static lb_status init_units(lb_model_gpu *m, lb_err *err) {
+    m->unit_grads = calloc((size_t)m->L + 2, sizeof *m->unit_grads);
+    if (m->unit_grads == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the units");
+    for (int u = 0; m->grads != NULL && u < m->L + 2; u++)
+        m->unit_grads[u] = m->grads + unit_first(m, u);
+    return LB_OK;
+}
+
+void lb_model_gpu_bind_grads(lb_model_gpu *m, int unit, float *slots) {
+    m->unit_grads[unit] = slots != NULL      ? slots
+                          : m->grads != NULL ? m->grads + unit_first(m, unit)
+                                             : NULL;
 }
 
 lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
@@ -308,7 +339,10 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
     lb_model_gpu *m = calloc(1, sizeof *m);
     if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
     set_dims(m, cfg, p);
+    m->loss_grad_scale = 1.0f / (float)m->BT;
     lb_status st = LB_OK;
+    if (p->lora.rank > 0 && (p->external_optimizer || p->external_grads))
+        st = lb_fail(err, LB_ERR_USAGE, "adapters on a frozen base keep their optimizer inside");
     if (p->lora.rank > 0) st = lb_lora_gpu_new(&m->lora, cfg, &p->lora, m->BT, m->dt, err);
     if (st == LB_OK) st = open_cudnn(m, err);
     lb_gpu_arena sizing;
@@ -340,6 +374,7 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
         st = lb_act_ones_column(m->ln2, (m->p.recompute ? 1 : m->L) * m->BT, m->ld2, m->C,
                                 (int)(m->ld2 - m->C), m->dt, m->stream, err);
     if (st == LB_OK) st = init_tables(m, err);
+    if (st == LB_OK) st = init_units(m, err);
     if (st == LB_OK) st = reset_optimizer(m, err);
     if (st != LB_OK) {
         cudaGetLastError();
@@ -365,6 +400,7 @@ void lb_model_gpu_free(lb_model_gpu *m) {
     lb_gpu_arena_free(&m->arena);
     lb_lora_gpu_free(m->lora);
     free(m->clear);
+    free(m->unit_grads);
     free(m);
 }
 
@@ -428,24 +464,88 @@ static lb_status frozen_set(lb_model_gpu *m, const float *host, uint64_t seed, l
     return st;
 }
 
+static lb_status draw_working(lb_model_gpu *m, uint64_t seed, lb_err *err);
+
 lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err) {
     if (m->lora) {
         LB_TRY(frozen_set(m, NULL, seed, err));
         return reset_optimizer(m, err);
     }
-    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
-    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
-    lb_model_param_layout(&m->cfg, t, m->n_seg);
-    lb_status st = LB_OK;
-    for (int i = 0; st == LB_OK && i < m->n_seg; i++)
-        st = init_tensor(m, m->master + t[i].offset, &t[i], 0, t[i].numel, seed, err);
-    free(t);
-    LB_TRY(st);
+    if (m->master == NULL) {
+        LB_TRY(draw_working(m, seed, err));
+        return reset_optimizer(m, err);
+    }
+    LB_TRY(lb_model_gpu_draw_params(m, m->master, 0, m->n_params, seed, err));
     LB_TRY(sync_working_copy(m, err));
     return reset_optimizer(m, err);
 }
 
+lb_status lb_model_gpu_draw_params(lb_model_gpu *m, float *dst, int64_t lo, int64_t hi,
+                                   uint64_t seed, lb_err *err) {
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    lb_model_param_layout(&m->cfg, t, m->n_seg);
+    lb_status st = LB_OK;
+    for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
+        int64_t a = t[i].offset > lo ? t[i].offset : lo;
+        int64_t b = t[i].offset + t[i].numel < hi ? t[i].offset + t[i].numel : hi;
+        if (a < b) st = init_tensor(m, dst + (a - lo), &t[i], a - t[i].offset, b - a, seed, err);
+    }
+    free(t);
+    return st;
+}
+
+/* Without a master (external_optimizer): the working copy drawn in pieces of the largest
+ * layer matrix through an fp32 buffer outside the arena (fp32: drawn in place). */
+static lb_status draw_working(lb_model_gpu *m, uint64_t seed, lb_err *err) {
+    if (m->dt == LB_DT_F32) {
+        LB_TRY(lb_model_gpu_draw_params(m, m->params, 0, m->n_params, seed, err));
+        return lb_model_gpu_working_written(m, err);
+    }
+    int64_t most = (int64_t)m->C * (m->F > m->H ? m->F : m->H);
+    float *buf = NULL;
+    if (cudaMalloc((void **)&buf, (size_t)most * 4) != cudaSuccess) {
+        cudaGetLastError();
+        return lb_fail(err, LB_ERR_NOMEM, "no device memory for a %.2f GB buffer to draw weights",
+                       most * 4 / 1e9);
+    }
+    lb_status st = LB_OK;
+    for (int64_t at = 0; st == LB_OK && at < m->n_params; at += most) {
+        int64_t n = m->n_params - at < most ? m->n_params - at : most;
+        st = lb_model_gpu_draw_params(m, buf, at, at + n, seed, err);
+        if (st == LB_OK)
+            st = lb_act_convert((char *)m->params + (size_t)at * m->es, m->dt, buf, LB_DT_F32, n,
+                                m->stream, err);
+    }
+    if (st == LB_OK) st = lb_model_gpu_working_written(m, err);
+    /* pieces reuse buf in stream order; the buffer goes once all of them are done */
+    if (cudaStreamSynchronize(m->stream) != cudaSuccess && st == LB_OK)
+        st = lb_fail(err, LB_ERR_DEVICE, "drawing the weights failed");
+    cudaFree(buf);
+    return st;
+}
+
+void *lb_model_gpu_working(lb_model_gpu *m) {
+    return m->params;
+}
+lb_gpu_dtype lb_model_gpu_dtype(const lb_model_gpu *m) {
+    return m->dt;
+}
+lb_gpu_optstate *lb_model_gpu_optstate(lb_model_gpu *m) {
+    return m->opt;
+}
+
+lb_status lb_model_gpu_working_written(lb_model_gpu *m, lb_err *err) {
+    if (!head_apart(m)) return LB_OK; /* the products read the head itself */
+    LB_CUDA_TRY(err,
+                cudaMemcpyAsync(m->lm_w, (char *)m->params + (size_t)m->off.lm_head * m->es,
+                                (size_t)m->V * m->C * m->es, cudaMemcpyDeviceToDevice, m->stream));
+    return LB_OK;
+}
+
 lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err) {
+    if (!m->lora && m->master == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "the model keeps no master weights (external optimizer)");
     if (m->lora) {
         LB_TRY(frozen_set(m, host, 0, err));
         LB_TRY(reset_optimizer(m, err));
@@ -477,9 +577,24 @@ static lb_status need_lora(const lb_model_gpu *m, bool want, lb_err *err) {
                         : "the model's base is frozen: it has no fp32 master weights or gradients");
 }
 
+static float bits16_to_float(uint16_t h, lb_gpu_dtype dt);
+
+/* n 16-bit values packed from the start of x widened to fp32 in place (from the back:
+ * element j's float lies at or after the bytes of the 16-bit values still to read). */
+static void widen_in_place(float *x, int64_t n, lb_gpu_dtype dt) {
+    for (int64_t j = n - 1; j >= 0; j--) {
+        uint16_t h;
+        memcpy(&h, (const char *)x + 2 * j, 2);
+        x[j] = bits16_to_float(h, dt);
+    }
+}
+
 lb_status lb_model_gpu_get_params(lb_model_gpu *m, float *host, lb_err *err) {
     LB_TRY(need_lora(m, false, err));
-    return copy_out(m, host, m->master, (size_t)m->n_params * 4, err);
+    if (m->master != NULL) return copy_out(m, host, m->master, (size_t)m->n_params * 4, err);
+    LB_TRY(copy_out(m, host, m->params, (size_t)m->n_params * m->es, err));
+    if (m->dt != LB_DT_F32) widen_in_place(host, m->n_params, m->dt);
+    return LB_OK;
 }
 
 lb_status lb_model_gpu_set_lora(lb_model_gpu *m, const float *host, lb_err *err) {
@@ -525,24 +640,18 @@ static float bits16_to_float(uint16_t h, lb_gpu_dtype dt) {
     return (h & 0x8000) ? -v : v;
 }
 
-/* The gradients as fp32, the layer matrices' 16-bit ones widened in place (from the back:
- * element j's float lies at or after the bytes of the 16-bit values still to read). */
+/* The gradients as fp32, the layer matrices' 16-bit ones widened in place. */
 lb_status lb_model_gpu_get_grads(lb_model_gpu *m, float *host, lb_err *err) {
     LB_TRY(need_lora(m, false, err));
+    if (m->grads == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "the model keeps no gradient array (external gradients)");
     LB_TRY(copy_out(m, host, m->grads, (size_t)m->n_params * 4, err));
     if (m->dt == LB_DT_F32) return LB_OK;
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
     if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
     lb_model_param_layout(&m->cfg, t, m->n_seg);
-    for (int i = 0; i < m->n_seg; i++) {
-        if (!layer_matrix(&t[i])) continue;
-        float *g = host + t[i].offset;
-        for (int64_t j = t[i].numel - 1; j >= 0; j--) {
-            uint16_t h;
-            memcpy(&h, (const char *)g + 2 * j, 2);
-            g[j] = bits16_to_float(h, m->dt);
-        }
-    }
+    for (int i = 0; i < m->n_seg; i++)
+        if (layer_matrix(&t[i])) widen_in_place(host + t[i].offset, t[i].numel, m->dt);
     free(t);
     return LB_OK;
 }
@@ -571,7 +680,10 @@ static void *W(lb_model_gpu *m, int64_t off) {
 }
 /* A frozen base's weight gradients go to the sink (only the norm backwards ask for them). */
 static float *G(lb_model_gpu *m, int64_t off) {
-    return off < 0 ? NULL : m->lora ? m->sink : m->grads + off;
+    if (off < 0) return NULL;
+    if (m->lora) return m->sink;
+    int u = unit_of(m, off);
+    return m->unit_grads[u] + (off - unit_first(m, u));
 }
 /* A layer matrix at absolute offset off as its product reads it: with NF4, dequantised. */
 static lb_status matrix_w(lb_model_gpu *m, int64_t off, const void **w, lb_err *err) {
@@ -652,10 +764,11 @@ static lb_status linear_bwd(lb_model_gpu *m, void *dinp, const void *dout, int64
         g.d = m->aug_grad, g.ldd = aug, g.d_type = LB_DT_F32;
     else
         g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
+    if (m->accumulate && !with_bias) g.c = g.d, g.beta = 1.0f;
     LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
     if (with_bias)
         return lb_act_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC, aug,
-                                        m->stream, err);
+                                        m->accumulate, m->stream, err);
     if (b_off >= 0 && dout_cols)
         return lb_fail(err, LB_ERR_RUNTIME, "a bias gradient summed over a feature-major gradient");
     if (b_off >= 0)
@@ -808,9 +921,9 @@ static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
                       .d_type = m->dt,
                       .alpha = 1.0f};
     LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
-    LB_TRY(lb_loss_softmax_xent(
-        m->logits, m->losses, m->targets, m->BT, m->V, m->Vp, 1.0f / (float)m->BT,
-        m->dt == LB_DT_F16 ? &m->opt->loss_scale : NULL, 1, m->dt, m->stream, err));
+    LB_TRY(lb_loss_softmax_xent(m->logits, m->losses, m->targets, m->BT, m->V, m->Vp,
+                                m->loss_grad_scale, m->dt == LB_DT_F16 ? &m->opt->loss_scale : NULL,
+                                1, m->dt, m->stream, err));
     return lb_loss_mean(loss, m->losses, m->BT, m->stream, err);
 }
 
@@ -864,11 +977,13 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
                        .ldd = C,
                        .d_type = LB_DT_F32,
                        .alpha = 1.0f};
+    if (m->accumulate) gw.c = gw.d, gw.beta = 1.0f; /* adds to the earlier micro-batches' */
     if (Vq > 0) LB_TRY(lb_blas_gemm_run(m->blas, &gw, m->stream, err));
     if (!m->lora && Vq < m->V) {
         gw.m = m->V - Vq;
         gw.a = (char *)m->logits + (size_t)Vq * m->es;
         gw.d = G(m, m->off.lm_head + Vq * C);
+        if (m->accumulate) gw.c = gw.d;
         LB_TRY(lb_blas_gemm_run(m->blas, &gw, m->stream, err));
     }
     LB_CUDA_TRY(err, cudaMemsetAsync(m->dres, 0, (size_t)m->BT * C * m->es, m->stream));
@@ -982,7 +1097,7 @@ lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int3
 }
 
 static lb_status clear_forward_backward(lb_model_gpu *m, float *loss, lb_err *err) {
-    for (int i = 0; i < m->n_clear; i++)
+    for (int i = 0; m->grads != NULL && !m->accumulate && i < m->n_clear; i++)
         LB_CUDA_TRY(err, cudaMemsetAsync(m->grads + m->clear[i][0], 0, (size_t)m->clear[i][1] * 4,
                                          m->stream));
     LB_TRY(forward(m, loss, err));
@@ -996,6 +1111,8 @@ lb_status lb_model_gpu_forward_backward(lb_model_gpu *m, const int32_t *inputs,
 }
 
 static lb_status optimizer(lb_model_gpu *m, const lb_gpu_adamw_params *p, lb_err *err) {
+    if (!m->lora && m->master == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "the model's optimizer is external: it runs none");
     lb_gpu_adamw_params q = *p;
     q.dynamic_scaling = m->dt == LB_DT_F16;
     if (q.growth_interval <= 0) q.growth_interval = 2000;
@@ -1011,6 +1128,23 @@ static lb_status optimizer(lb_model_gpu *m, const lb_gpu_adamw_params *p, lb_err
 lb_status lb_model_gpu_step(lb_model_gpu *m, float *loss, const lb_gpu_adamw_params *p,
                             lb_err *err) {
     LB_TRY(clear_forward_backward(m, loss, err));
+    return optimizer(m, p, err);
+}
+
+lb_status lb_model_gpu_train_micro(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
+                                   int slot, int micro, int n_micro, const lb_gpu_adamw_params *p,
+                                   lb_err *err) {
+    if (n_micro < 1 || micro < 0 || micro >= n_micro)
+        return lb_fail(err, LB_ERR_USAGE, "micro-batch %d of %d: expected 0 to %d", micro, n_micro,
+                       n_micro - 1);
+    LB_TRY(lb_model_gpu_upload(m, inputs, targets, slot, err));
+    m->accumulate = micro > 0 && !m->p.external_grads;
+    m->loss_grad_scale = 1.0f / ((float)m->BT * (float)n_micro);
+    lb_status st = clear_forward_backward(m, m->loss_slots + slot, err);
+    m->accumulate = false;
+    m->loss_grad_scale = 1.0f / (float)m->BT;
+    LB_TRY(st);
+    if (micro < n_micro - 1 || p == NULL) return LB_OK;
     return optimizer(m, p, err);
 }
 

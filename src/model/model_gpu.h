@@ -71,6 +71,10 @@ typedef struct {
                                    * (model/lora_gpu.h) */
     bool no_graph;                /* every step kernel by kernel, never as a CUDA graph (a
                                    * gradient hook that enqueues collectives) */
+    bool external_optimizer;      /* no fp32 master, moments or optimizer pass: the caller
+                                   * keeps them (a ZeRO shard) and writes the working copy */
+    bool external_grads;          /* no gradient array: every unit's gradient slots are where
+                                   * lb_model_gpu_bind_grads points them */
 } lb_model_gpu_params;
 
 typedef struct lb_model_gpu lb_model_gpu;
@@ -86,7 +90,9 @@ void lb_model_gpu_free(lb_model_gpu *m);
 
 /* GPT-2 style initialisation on the device (normal(0, 0.02), residual projections
  * 0.02/sqrt(2L), biases 0, norm weights 1), the same rule as the CPU reference, drawn by a
- * counter-based generator: same seed, same weights, but not the CPU's numbers. */
+ * counter-based generator: same seed, same weights, but not the CPU's numbers. With
+ * external_optimizer only the working copy is drawn (through a device buffer of the largest
+ * layer matrix, outside the arena, freed before returning). */
 lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err);
 /* Copies n_params fp32 host parameters in (master and working copy); resets AdamW. */
 lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err);
@@ -103,8 +109,9 @@ typedef struct {
     double base, adapters, optimizer, activations;
 } lb_model_gpu_memory;
 lb_model_gpu_memory lb_model_gpu_memory_parts(const lb_model_gpu *m);
-/* Copies the fp32 master parameters or gradients out (synchronises); without a master
- * (adapters on a frozen base) LB_ERR_USAGE. */
+/* Copies the fp32 master parameters or gradients out (synchronises); adapters on a frozen
+ * base: LB_ERR_USAGE. With external_optimizer the parameters are the working copy widened to
+ * fp32; with external_grads the gradients are LB_ERR_USAGE. */
 lb_status lb_model_gpu_get_params(lb_model_gpu *m, float *host, lb_err *err);
 lb_status lb_model_gpu_get_grads(lb_model_gpu *m, float *host, lb_err *err);
 
@@ -121,6 +128,19 @@ lb_status lb_model_gpu_forward_backward(lb_model_gpu *m, const int32_t *inputs,
  * by kernel, with the same results. */
 lb_status lb_model_gpu_train_step(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
                                   int slot, const lb_gpu_adamw_params *p, lb_err *err);
+/* One of the n_micro micro-batches that make one step (gradient accumulation, and every
+ * step whose optimizer or gradients live outside the model): the batch copied in as above,
+ * forward + backward (mean loss to slot `slot`) with the loss gradient divided by n_micro,
+ * so that the micro-batches' gradients summed are the gradient of the step's mean loss.
+ * Micro-batch 0 clears the gradients first, later ones add to them (matrix gradients add in
+ * their 16-bit working type, as their products write them); with external_grads nothing is
+ * cleared and every micro-batch writes afresh into the bound slots (the caller accumulates).
+ * After the last one, the optimizer runs with p unless p is NULL. Kernel by kernel, never
+ * a graph. LB_ERR_USAGE for a micro index outside 0..n_micro-1, or p with
+ * external_optimizer. */
+lb_status lb_model_gpu_train_micro(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
+                                   int slot, int micro, int n_micro, const lb_gpu_adamw_params *p,
+                                   lb_err *err);
 /* Whether train steps are launched as a CUDA graph now. */
 bool lb_model_gpu_uses_graph(const lb_model_gpu *m);
 /* Whose attention kernels run forward (backward = false) or backward: "cudnn", "builtin",
@@ -137,10 +157,35 @@ const char *lb_model_gpu_gelu_product(const lb_model_gpu *m);
  * unit's collectives behind them; a failure it returns ends the step. NULL: none. */
 typedef lb_status (*lb_model_gpu_grad_hook)(void *ctx, int unit, lb_err *err);
 void lb_model_gpu_set_grad_hook(lb_model_gpu *m, lb_model_gpu_grad_hook fn, void *ctx);
-/* The gradients: one device array of fp32 slots in the parameter layout, and how tensor t's
- * gradient is stored in its slot: fp32, or packed 16-bit values of the working type. */
+/* The gradients: one device array of fp32 slots in the parameter layout (NULL with
+ * external_grads), and how tensor t's gradient is stored in its slot: fp32, or packed 16-bit
+ * values of the working type. */
 float *lb_model_gpu_grads(lb_model_gpu *m);
 lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m, const lb_param_tensor *t);
+/* Points unit u's gradient slots (train/zero.h's units; the unit's part of the layout, fp32
+ * slots as above, from the unit's first element) at `slots`, device memory the caller owns;
+ * NULL: back to the model's own array. Backward writes a unit's slots while it is in that
+ * unit, and one more time from the unit above (layer l's first norm adds layer l - 1's MLP
+ * output bias gradient; the final norm the last layer's) and, with a tied head, unit 0's
+ * wte slots before anything else: a binding must hold from then until the grad hook
+ * reports the unit done. Takes effect for the kernels enqueued after the call. */
+void lb_model_gpu_bind_grads(lb_model_gpu *m, int unit, float *slots);
+
+/* The working copy the products read: n_params values of lb_model_gpu_dtype in the
+ * parameter layout, device memory the model owns. A caller that writes it (external_optimizer)
+ * calls lb_model_gpu_working_written after, on the model's stream, so the model refreshes
+ * what it derives from it (the padded output head). */
+void *lb_model_gpu_working(lb_model_gpu *m);
+lb_gpu_dtype lb_model_gpu_dtype(const lb_model_gpu *m);
+lb_status lb_model_gpu_working_written(lb_model_gpu *m, lb_err *err);
+/* The initial fp32 values lb_model_gpu_init_weights gives elements [lo, hi) of the flat
+ * parameter array, written to device memory dst (the caller's), on the model's stream: a
+ * shard of the master weights drawn without the whole. */
+lb_status lb_model_gpu_draw_params(lb_model_gpu *m, float *dst, int64_t lo, int64_t hi,
+                                   uint64_t seed, lb_err *err);
+/* The optimizer state on the device (loss scale, norm accumulator, counters), which an
+ * external optimizer updates with kernels/adamw.cuh. */
+lb_gpu_optstate *lb_model_gpu_optstate(lb_model_gpu *m);
 
 /* Waits for the stream and copies n slots of mean losses out. */
 lb_status lb_model_gpu_read_losses(lb_model_gpu *m, float *host, int n, lb_err *err);

@@ -54,6 +54,10 @@ struct lb_model_gpu {
     lb_model_gpu_grad_hook
         grad_hook; /* data parallelism: told when a unit's gradients are queued */
     void *grad_hook_ctx;
+    float **unit_grads;    /* [L + 2]: where each unit's gradient slots start (train/zero.h's
+                            * units; the model's array, or lb_model_gpu_bind_grads') */
+    bool accumulate;       /* backward adds to the weight gradients (micro-batch > 0) */
+    float loss_grad_scale; /* 1 / (BT x micro-batches a step) */
     /* attention: cuDNN's plans (NULL: built-in kernels only) and, per direction, whose
      * kernels run (AUTO: not yet timed, before the first step) */
     lb_cudnn_attn *dnn;

@@ -1,4 +1,4 @@
-/* dp_cuda.c: ZeRO stage 0 over NCCL for the GPU model, buckets all-reduced on a
+/* dp_cuda.c: ZeRO stages 0-2 over NCCL for the GPU model, buckets reduced on a
  * communication stream while backward goes on (see dp_cuda.h). */
 #ifdef LB_HAVE_CUDA
 
@@ -8,29 +8,58 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "gpu/arena.h"
 #include "gpu/check.h"
-#include "train/zero.h"
+#include "kernels/act.cuh"
+#include "kernels/adamw.cuh"
+
+#define PIECE_ALIGN 64 /* elements: every piece starts 128 bytes apart or more */
+
+enum { EV_COMM_START = 0, EV_COMM_END, EV_COMPUTE_END, EV_GATHER_START, EV_GATHER_END, EV_N };
 
 struct lb_dp_cuda {
     lb_model_gpu *m;
-    lb_comm *c;
+    lb_comm *c; /* NULL: one rank, collectives are copies */
+    lb_dp_cuda_params p;
+    int rank, ranks;
     cudaStream_t model_stream, comm_stream;
     lb_zero_plan plan;
     lb_param_tensor *tensors; /* the layout, in flat order */
     int n_tensors;
-    lb_gpu_dtype *grad_type; /* [n_tensors] */
-    cudaEvent_t ready;       /* on the model's stream: a bucket's gradients are written */
-    cudaEvent_t *ev;         /* [n_steps][3]: comm start, comm end, compute end */
-    int64_t n_steps, step;
+    lb_gpu_dtype *grad_type;  /* [n_tensors] */
+    lb_gpu_dtype wt;          /* the working type */
+    size_t es;                /* its bytes */
+    cudaEvent_t ready;        /* on the model's stream: a bucket's gradients are packed */
+    cudaEvent_t send_free[2]; /* on the communication stream: send[i] was read */
+    cudaEvent_t *ev;          /* [n_steps][EV_N] */
+    int64_t step;
+    int micro;
+    int send_idx;
     bool started; /* this step's first bucket has begun */
     double sent_bytes;
+    /* stages 1-2: this rank's shard and the buffers, in one arena */
+    lb_gpu_arena arena;
+    float *master, *mom, *vel, *grad; /* [shard_elems] fp32 */
+    void *work;                       /* [shard_elems] working type (fp32: master) */
+    int64_t *seg_start;
+    int32_t *seg_flags;
+    int n_seg;
+    void *send[2]; /* [max_padded] working type: packed buckets; send[0] the gather's */
+    void *piece;   /* [largest piece] working type: a reduce-scatter's result */
+    float *bucket0_grads, *bucket_grads[2]; /* stage 2: fp32 slots of whole buckets */
 };
-
-enum { EV_COMM_START = 0, EV_COMM_END, EV_COMPUTE_END, EV_N };
 
 static lb_comm_dtype comm_type(lb_gpu_dtype t) {
     return t == LB_DT_F32 ? LB_COMM_FP32 : t == LB_DT_F16 ? LB_COMM_FP16 : LB_COMM_BF16;
 }
+
+void lb_dp_cuda_model_params(lb_zero_stage stage, lb_model_gpu_params *gp) {
+    gp->external_optimizer = stage >= LB_ZERO_1;
+    gp->external_grads = stage >= LB_ZERO_2;
+    gp->no_graph = true;
+}
+
+/* ---- stage 0 -------------------------------------------------------------------------- */
 
 /* Bucket b's tensors, all-reduced in place on the communication stream as one group. */
 static lb_status all_reduce_bucket(lb_dp_cuda *d, int b, lb_err *err) {
@@ -48,34 +77,292 @@ static lb_status all_reduce_bucket(lb_dp_cuda *d, int b, lb_err *err) {
     return st != LB_OK ? st : end;
 }
 
+/* ---- stages 1-2 ----------------------------------------------------------------------- */
+
+/* Where bucket b's gradient slots are: the model's array, or at stage 2 its bucket buffer
+ * (the embeddings' bucket its own, the others taking turns by parity). */
+static float *bucket_slots(lb_dp_cuda *d, int b) {
+    if (d->p.stage < LB_ZERO_2) return lb_model_gpu_grads(d->m) + d->plan.buckets[b].start;
+    return b == 0 ? d->bucket0_grads : d->bucket_grads[b % 2];
+}
+
+/* Stage 2: bucket b's units point at its buffer, cleared on the model's stream. */
+static lb_status bind_bucket(lb_dp_cuda *d, int b, lb_err *err) {
+    const lb_zero_bucket *k = &d->plan.buckets[b];
+    float *slots = bucket_slots(d, b);
+    for (int u = k->unit_lo; u <= k->unit_hi; u++)
+        lb_model_gpu_bind_grads(d->m, u, slots + (d->plan.unit_start[u] - k->start));
+    LB_CUDA_TRY(err, cudaMemsetAsync(slots, 0, (size_t)(k->end - k->start) * 4, d->model_stream));
+    return LB_OK;
+}
+
+/* Bucket b's gradients into dst on the model's stream: one contiguous array of the working
+ * type, zeros after the real elements up to the padded length. */
+static lb_status pack_bucket(lb_dp_cuda *d, int b, void *dst, lb_err *err) {
+    const lb_zero_bucket *k = &d->plan.buckets[b];
+    const float *slots = bucket_slots(d, b);
+    char *out = dst;
+    for (int i = 0; i < d->n_tensors; i++) {
+        const lb_param_tensor *t = &d->tensors[i];
+        if (t->offset < k->start || t->offset >= k->end) continue;
+        const float *src = slots + (t->offset - k->start);
+        char *to = out + (size_t)(t->offset - k->start) * d->es;
+        if (d->grad_type[i] == d->wt)
+            LB_CUDA_TRY(err, cudaMemcpyAsync(to, src, (size_t)t->numel * d->es,
+                                             cudaMemcpyDeviceToDevice, d->model_stream));
+        else
+            LB_TRY(lb_act_convert(to, d->wt, src, LB_DT_F32, t->numel, d->model_stream, err));
+    }
+    size_t real = (size_t)(k->end - k->start);
+    LB_CUDA_TRY(err, cudaMemsetAsync(out + real * d->es, 0, ((size_t)k->padded - real) * d->es,
+                                     d->model_stream));
+    return LB_OK;
+}
+
+/* recv (count elements a rank) = the average over ranks of send's block of this rank. */
+static lb_status reduce_scatter(lb_dp_cuda *d, const void *send, void *recv, int64_t count,
+                                cudaStream_t s, lb_err *err) {
+    if (d->c == NULL) {
+        LB_CUDA_TRY(
+            err, cudaMemcpyAsync(recv, send, (size_t)count * d->es, cudaMemcpyDeviceToDevice, s));
+        return LB_OK;
+    }
+    return lb_comm_reduce_scatter(d->c, send, recv, (size_t)count, comm_type(d->wt), LB_COMM_AVG, s,
+                                  err);
+}
+
+/* recv (ranks x count elements) = every rank's send, in rank order. */
+static lb_status all_gather(lb_dp_cuda *d, const void *send, void *recv, int64_t count,
+                            cudaStream_t s, lb_err *err) {
+    if (d->c == NULL) {
+        LB_CUDA_TRY(
+            err, cudaMemcpyAsync(recv, send, (size_t)count * d->es, cudaMemcpyDeviceToDevice, s));
+        return LB_OK;
+    }
+    return lb_comm_all_gather(d->c, send, recv, (size_t)count, comm_type(d->wt), s, err);
+}
+
+/* Bucket b packed on the model's stream, reduce-scattered on the communication stream and
+ * this rank's piece added into the gradient shard; at stage 2 the buffer it leaves goes to
+ * the bucket two below. */
+static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
+    const lb_zero_bucket *k = &d->plan.buckets[b];
+    int j = d->send_idx;
+    d->send_idx ^= 1;
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[j], 0));
+    LB_TRY(pack_bucket(d, b, d->send[j], err));
+    LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
+    if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(start_ev, d->comm_stream));
+    d->started = true;
+    LB_TRY(reduce_scatter(d, d->send[j], d->piece, k->piece, d->comm_stream, err));
+    LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
+    LB_TRY(lb_act_accumulate(d->grad + k->shard_offset, d->piece, d->wt, k->piece, d->comm_stream,
+                             err));
+    if (d->p.stage >= LB_ZERO_2 && b - 2 >= 1) LB_TRY(bind_bucket(d, b - 2, err));
+    return LB_OK;
+}
+
 static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     lb_dp_cuda *d = ctx;
+    bool last_micro = d->micro == d->p.grad_accum - 1;
+    if (!last_micro && d->p.stage < LB_ZERO_2) return LB_OK; /* the model adds them up */
     int b = d->plan.bucket_of_unit[unit];
     cudaEvent_t *ev = d->ev + d->step * EV_N;
     bool last = unit == 0;
-    if (last) LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMPUTE_END], d->model_stream));
+    if (last && last_micro) LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMPUTE_END], d->model_stream));
     if (d->plan.buckets[b].unit_lo == unit) {
-        LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
-        LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
-        if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMM_START], d->comm_stream));
-        d->started = true;
-        LB_TRY(all_reduce_bucket(d, b, err));
+        if (d->p.stage == LB_ZERO_0) {
+            LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
+            LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
+            if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMM_START], d->comm_stream));
+            d->started = true;
+            LB_TRY(all_reduce_bucket(d, b, err));
+        } else {
+            LB_TRY(reduce_scatter_bucket(d, b, ev[EV_COMM_START], err));
+        }
     }
-    if (!last) return LB_OK;
+    if (!last || !last_micro) return LB_OK;
     /* the optimizer waits for every bucket */
     LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMM_END], d->comm_stream));
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, ev[EV_COMM_END], 0));
     return LB_OK;
 }
 
+lb_status lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step, lb_err *err) {
+    d->step = step;
+    d->started = false;
+    if (d->p.stage >= LB_ZERO_1)
+        LB_CUDA_TRY(err,
+                    cudaMemsetAsync(d->grad, 0, (size_t)d->plan.shard_elems * 4, d->model_stream));
+    return LB_OK;
+}
+
+lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err) {
+    d->micro = micro;
+    if (d->p.stage < LB_ZERO_2) return LB_OK;
+    int nb = d->plan.n_buckets;
+    LB_TRY(bind_bucket(d, 0, err));
+    for (int b = nb - 1; b >= nb - 2 && b >= 1; b--)
+        LB_TRY(bind_bucket(d, b, err));
+    return LB_OK;
+}
+
+/* The updated working copy of every bucket's pieces gathered into the model's. */
+static lb_status gather_params(lb_dp_cuda *d, lb_err *err) {
+    char *work = lb_model_gpu_working(d->m);
+    for (int b = 0; b < d->plan.n_buckets; b++) {
+        const lb_zero_bucket *k = &d->plan.buckets[b];
+        LB_TRY(all_gather(d, (char *)d->work + (size_t)k->shard_offset * d->es, d->send[0],
+                          k->piece, d->model_stream, err));
+        LB_CUDA_TRY(err, cudaMemcpyAsync(work + (size_t)k->start * d->es, d->send[0],
+                                         (size_t)(k->end - k->start) * d->es,
+                                         cudaMemcpyDeviceToDevice, d->model_stream));
+    }
+    return lb_model_gpu_working_written(d->m, err);
+}
+
+lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *err) {
+    if (d->p.stage == LB_ZERO_0) return LB_OK;
+    lb_gpu_optstate *os = lb_model_gpu_optstate(d->m);
+    lb_gpu_adamw_params q = *p;
+    q.dynamic_scaling = d->wt == LB_DT_F16;
+    if (q.growth_interval <= 0) q.growth_interval = 2000;
+    lb_gpu_segments sg = {d->seg_start, d->seg_flags, d->n_seg, d->plan.shard_elems};
+    cudaStream_t s = d->model_stream;
+    LB_TRY(lb_adamw_grad_sumsq(os, d->grad, d->wt, &sg, s, err));
+    if (d->c != NULL)
+        LB_TRY(
+            lb_comm_all_reduce(d->c, &os->sumsq, &os->sumsq, 1, LB_COMM_FP64, LB_COMM_SUM, s, err));
+    LB_TRY(lb_adamw(d->master, d->wt == LB_DT_F32 ? NULL : d->work, NULL, d->wt, d->grad, d->mom,
+                    d->vel, &sg, &q, os, s, err));
+    LB_TRY(lb_adamw_finish(os, &q, s, err));
+    cudaEvent_t *ev = d->ev + d->step * EV_N;
+    LB_CUDA_TRY(err, cudaEventRecord(ev[EV_GATHER_START], s));
+    LB_TRY(gather_params(d, err));
+    LB_CUDA_TRY(err, cudaEventRecord(ev[EV_GATHER_END], s));
+    return LB_OK;
+}
+
+/* ---- set-up --------------------------------------------------------------------------- */
+
+/* The shard and the buffers of stages 1-2, carved from a (sizing or real) arena. */
+static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
+    size_t n = (size_t)d->plan.shard_elems, es = d->es;
+    int64_t most_piece = 0, most_other = 0;
+    for (int b = 0; b < d->plan.n_buckets; b++) {
+        const lb_zero_bucket *k = &d->plan.buckets[b];
+        if (k->piece > most_piece) most_piece = k->piece;
+        if (b > 0 && k->end - k->start > most_other) most_other = k->end - k->start;
+    }
+    void *p = NULL;
+#define CARVE(field, name, bytes)                                                                  \
+    do {                                                                                           \
+        LB_TRY(lb_gpu_arena_alloc(a, name, (size_t)(bytes), &p, err));                             \
+        *(void **)&(field) = p;                                                                    \
+    } while (0)
+    CARVE(d->master, "zero.master", n * 4);
+    CARVE(d->mom, "zero.m", n * 4);
+    CARVE(d->vel, "zero.v", n * 4);
+    CARVE(d->grad, "zero.grad", n * 4);
+    if (d->wt != LB_DT_F32)
+        CARVE(d->work, "zero.work", n * es);
+    else
+        d->work = d->master;
+    CARVE(d->seg_start, "zero.seg_start", (size_t)d->n_seg * 8);
+    CARVE(d->seg_flags, "zero.seg_flags", (size_t)d->n_seg * 4);
+    for (int i = 0; i < 2; i++)
+        CARVE(d->send[i], "zero.send", (size_t)d->plan.max_padded * es);
+    CARVE(d->piece, "zero.piece", (size_t)most_piece * es);
+    if (d->p.stage >= LB_ZERO_2) {
+        const lb_zero_bucket *k0 = &d->plan.buckets[0];
+        CARVE(d->bucket0_grads, "zero.bucket_grad", (size_t)(k0->end - k0->start) * 4);
+        for (int i = 0; i < 2 && most_other > 0; i++)
+            CARVE(d->bucket_grads[i], "zero.bucket_grad", (size_t)most_other * 4);
+    }
+#undef CARVE
+    return LB_OK;
+}
+
+/* The segment table of the shard on the device (train/zero.h's shard segments). */
+static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
+    int64_t *start = malloc((size_t)d->n_seg * sizeof *start);
+    bool *decay = malloc((size_t)d->n_seg * sizeof *decay);
+    int32_t *flags = malloc((size_t)d->n_seg * sizeof *flags);
+    lb_status st = LB_OK;
+    if (!start || !decay || !flags) {
+        st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the shard's segments");
+    } else {
+        lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, start, decay, d->n_seg);
+        for (int i = 0; i < d->n_seg; i++)
+            flags[i] = decay[i] ? LB_SEG_DECAY : 0;
+        if (cudaMemcpy(d->seg_start, start, (size_t)d->n_seg * 8, cudaMemcpyHostToDevice) !=
+                cudaSuccess ||
+            cudaMemcpy(d->seg_flags, flags, (size_t)d->n_seg * 4, cudaMemcpyHostToDevice) !=
+                cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the shard's segments to the device");
+    }
+    free(start);
+    free(decay);
+    free(flags);
+    return st;
+}
+
+/* Stages 1-2: the shard's master weights drawn as the model's working copy was (padding
+ * 0), its working copy from them, moments cleared. */
+static lb_status init_shard(lb_dp_cuda *d, lb_err *err) {
+    size_t n = (size_t)d->plan.shard_elems;
+    cudaStream_t s = d->model_stream;
+    LB_CUDA_TRY(err, cudaMemsetAsync(d->master, 0, n * 4, s));
+    LB_CUDA_TRY(err, cudaMemsetAsync(d->mom, 0, n * 4, s));
+    LB_CUDA_TRY(err, cudaMemsetAsync(d->vel, 0, n * 4, s));
+    for (int b = 0; b < d->plan.n_buckets; b++) {
+        int64_t lo, hi;
+        lb_zero_piece(&d->plan, b, d->rank, &lo, &hi);
+        if (lo < hi)
+            LB_TRY(lb_model_gpu_draw_params(d->m, d->master + d->plan.buckets[b].shard_offset, lo,
+                                            hi, d->p.seed, err));
+    }
+    if (d->work != d->master)
+        LB_TRY(lb_act_convert(d->work, d->wt, d->master, LB_DT_F32, (int64_t)n, s, err));
+    LB_CUDA_TRY(err, cudaStreamSynchronize(s));
+    return LB_OK;
+}
+
+/* Bytes this rank sends a step by ring accounting. */
+static double step_bytes(const lb_dp_cuda *d) {
+    double sent = 0;
+    if (d->p.stage == LB_ZERO_0) {
+        for (int i = 0; i < d->n_tensors; i++)
+            sent += lb_zero_ring_bytes(
+                LB_ZERO_ALL_REDUCE,
+                (double)d->tensors[i].numel * (double)lb_dtype_bytes(d->grad_type[i]), d->ranks);
+        return sent;
+    }
+    int reductions = d->p.stage >= LB_ZERO_2 ? d->p.grad_accum : 1;
+    for (int b = 0; b < d->plan.n_buckets; b++) {
+        double bytes = (double)d->plan.buckets[b].padded * (double)d->es;
+        sent += reductions * lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, bytes, d->ranks);
+        sent += lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, bytes, d->ranks);
+    }
+    return sent + lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, 8, d->ranks); /* the norm */
+}
+
 void lb_dp_cuda_free(lb_dp_cuda *d) {
     if (d == NULL) return;
-    if (d->m != NULL) lb_model_gpu_set_grad_hook(d->m, NULL, NULL);
+    if (d->m != NULL) {
+        lb_model_gpu_set_grad_hook(d->m, NULL, NULL);
+        for (int u = 0; d->p.stage >= LB_ZERO_2 && u < d->plan.n_units; u++)
+            lb_model_gpu_bind_grads(d->m, u, NULL);
+    }
     if (d->comm_stream != NULL) cudaStreamSynchronize(d->comm_stream);
-    for (int64_t i = 0; d->ev != NULL && i < d->n_steps * EV_N; i++)
+    for (int64_t i = 0; d->ev != NULL && i < d->p.n_steps * EV_N; i++)
         if (d->ev[i] != NULL) cudaEventDestroy(d->ev[i]);
     if (d->ready != NULL) cudaEventDestroy(d->ready);
+    for (int i = 0; i < 2; i++)
+        if (d->send_free[i] != NULL) cudaEventDestroy(d->send_free[i]);
     if (d->comm_stream != NULL) cudaStreamDestroy(d->comm_stream);
+    lb_gpu_arena_free(&d->arena);
     lb_zero_plan_free(&d->plan);
     free(d->ev);
     free(d->tensors);
@@ -83,74 +370,110 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
     free(d);
 }
 
+/* Buckets over the units, bucket_bytes of the smallest gradient type each at most. */
+static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
+    int64_t *bounds = malloc(((size_t)cfg->n_layer + 3) * sizeof *bounds);
+    if (bounds == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory");
+    double elem_bytes = 4;
+    for (int i = 0; i < d->n_tensors; i++) {
+        d->grad_type[i] = lb_model_gpu_grad_type(d->m, &d->tensors[i]);
+        double b = (double)lb_dtype_bytes(d->grad_type[i]);
+        if (b < elem_bytes) elem_bytes = b;
+    }
+    int n_units = lb_zero_model_units(cfg, bounds);
+    int64_t align = d->p.stage == LB_ZERO_0 ? 1 : PIECE_ALIGN;
+    lb_status st = lb_zero_plan_init(
+        &d->plan, bounds, n_units, (int64_t)(d->p.bucket_bytes / elem_bytes), d->ranks, align, err);
+    free(bounds);
+    return st;
+}
+
+/* Stages 1-2: the arena (sized, then allocated), the segment table and the shard. */
+static lb_status init_state(lb_dp_cuda *d, lb_err *err) {
+    d->n_seg = lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, NULL, NULL, 0);
+    lb_gpu_arena sizing;
+    lb_gpu_arena_init_sizing(&sizing);
+    lb_status st = layout(d, &sizing, err);
+    size_t need = sizing.used_bytes;
+    lb_gpu_arena_free(&sizing);
+    LB_TRY(st);
+    LB_TRY(lb_gpu_arena_init(&d->arena, need, "try a higher --zero stage or more GPUs", err));
+    LB_TRY(layout(d, &d->arena, err));
+    LB_TRY(upload_segments(d, err));
+    return init_shard(d, err);
+}
+
 lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_config *cfg, lb_comm *c,
-                          double bucket_bytes, int64_t n_steps, lb_err *err) {
+                          const lb_dp_cuda_params *p, lb_err *err) {
     *out = NULL;
+    if (p->stage > LB_ZERO_2 || p->grad_accum < 1 || (c == NULL && p->stage == LB_ZERO_0))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "data-parallel GPU training runs ZeRO 0-2 (0 with a communicator), with "
+                       "one or more micro-batches (got stage %d, %d micro-batches)",
+                       (int)p->stage, p->grad_accum);
     lb_dp_cuda *d = calloc(1, sizeof *d);
     if (d == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory");
     d->m = m;
     d->c = c;
-    d->n_steps = n_steps;
+    d->p = *p;
+    d->rank = c != NULL ? lb_comm_rank(c) : 0;
+    d->ranks = c != NULL ? lb_comm_size(c) : 1;
+    d->wt = lb_model_gpu_dtype(m);
+    d->es = lb_dtype_bytes(d->wt);
     d->model_stream = (cudaStream_t)lb_model_gpu_stream(m);
     d->n_tensors = lb_model_param_layout(cfg, NULL, 0);
     d->tensors = calloc((size_t)d->n_tensors, sizeof *d->tensors);
     d->grad_type = calloc((size_t)d->n_tensors, sizeof *d->grad_type);
-    d->ev = calloc((size_t)(n_steps * EV_N), sizeof *d->ev);
-    int64_t *bounds = malloc(((size_t)cfg->n_layer + 3) * sizeof *bounds);
+    d->ev = calloc((size_t)(p->n_steps * EV_N), sizeof *d->ev);
     lb_status st = LB_OK;
-    if (!d->tensors || !d->grad_type || !d->ev || !bounds)
+    if (!d->tensors || !d->grad_type || !d->ev)
         st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for %lld steps' events",
-                     (long long)n_steps);
+                     (long long)p->n_steps);
     if (st == LB_OK) {
         lb_model_param_layout(cfg, d->tensors, d->n_tensors);
-        double elem_bytes = 4;
-        for (int i = 0; i < d->n_tensors; i++) {
-            d->grad_type[i] = lb_model_gpu_grad_type(m, &d->tensors[i]);
-            double b = (double)lb_dtype_bytes(d->grad_type[i]);
-            d->sent_bytes += lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, (double)d->tensors[i].numel * b,
-                                                lb_comm_size(c));
-            if (b < elem_bytes) elem_bytes = b;
-        }
-        int n_units = lb_zero_model_units(cfg, bounds);
-        st = lb_zero_plan_init(&d->plan, bounds, n_units, (int64_t)(bucket_bytes / elem_bytes), 1,
-                               1, err);
+        st = plan(d, cfg, err);
     }
-    free(bounds);
+    if (st == LB_OK && p->stage >= LB_ZERO_1) st = init_state(d, err);
     if (st == LB_OK &&
         cudaStreamCreateWithFlags(&d->comm_stream, cudaStreamNonBlocking) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create the communication stream");
     if (st == LB_OK && cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
-    for (int64_t i = 0; st == LB_OK && i < n_steps * EV_N; i++)
+    for (int i = 0; st == LB_OK && i < 2; i++)
+        if (cudaEventCreateWithFlags(&d->send_free[i], cudaEventDisableTiming) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
+    for (int64_t i = 0; st == LB_OK && i < p->n_steps * EV_N; i++)
         if (cudaEventCreate(&d->ev[i]) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events");
     if (st != LB_OK) {
         lb_dp_cuda_free(d);
         return st;
     }
+    d->sent_bytes = step_bytes(d);
     lb_model_gpu_set_grad_hook(m, on_grads, d);
     *out = d;
     return LB_OK;
 }
 
-void lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step) {
-    d->step = step;
-    d->started = false;
-}
-
 lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, double *exposed_ms,
                                 lb_err *err) {
     cudaEvent_t *ev = d->ev + step * EV_N;
-    float all = 0, open = 0;
+    float all = 0, open = 0, gather = 0;
     LB_CUDA_TRY(err, cudaEventElapsedTime(&all, ev[EV_COMM_START], ev[EV_COMM_END]));
     LB_CUDA_TRY(err, cudaEventElapsedTime(&open, ev[EV_COMPUTE_END], ev[EV_COMM_END]));
-    *comm_ms = all;
-    *exposed_ms = open > 0 ? open : 0;
+    if (d->p.stage >= LB_ZERO_1)
+        LB_CUDA_TRY(err, cudaEventElapsedTime(&gather, ev[EV_GATHER_START], ev[EV_GATHER_END]));
+    *comm_ms = all + gather;
+    *exposed_ms = (open > 0 ? open : 0) + gather;
     return LB_OK;
 }
 
 double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d) {
     return d->sent_bytes;
+}
+
+double lb_dp_cuda_device_bytes(const lb_dp_cuda *d) {
+    return (double)d->arena.used_bytes;
 }
 
 #endif

@@ -1,25 +1,45 @@
 /* dp_cuda.h: data-parallel training of the GPU model (model/model_gpu.h) over NCCL
- * (comm/comm.h, device buffers): ZeRO stage 0 with bucketed overlap.
+ * (comm/comm.h, device buffers): ZeRO stages 0-2 with bucketed overlap, and gradient
+ * accumulation.
  *
  * The model's gradient hook says when backward has enqueued a unit's last gradient kernel;
  * when that completes a bucket (train/zero.h's plan: buckets of --bucket-mb over the units,
  * complete when their lowest unit is), an event on the model's stream makes the
- * communication stream wait for it, and the bucket's gradients are all-reduced (averaged)
- * there, one call per tensor in the type its slot holds (fp32, or the packed 16-bit
- * working type), fused into one NCCL group per bucket; the model's stream computes the
- * next layers meanwhile. After the embeddings' bucket the model's stream waits for the
- * communication stream before the optimizer, which then sees the same gradients on every
- * rank, so the global norm, the clip and fp16's skip decision agree everywhere. Steps run
- * kernel by kernel (model_gpu.h's no_graph): the collectives are not captured into the
- * step's CUDA graph.
+ * communication stream wait for it, and the bucket goes out there while the model's stream
+ * computes the next layers:
+ *   0: its gradients all-reduced (averaged) in place, one call per tensor in the type its
+ *      slot holds (fp32, or the packed 16-bit working type), fused into one NCCL group;
+ *      the model's own AdamW then runs on everything.
+ *   1: its gradients packed on the model's stream into one contiguous buffer of the working
+ *      type (padded to the plan's length), reduce-scattered (averaged) on the communication
+ *      stream, and this rank's piece added into the fp32 gradient shard. The model keeps no
+ *      master weights or moments (external_optimizer): AdamW runs here on the shard (fp32
+ *      master, m and v of the shard only, kernels/adamw.cuh with a segment table in shard
+ *      coordinates), writes the shard's 16-bit working copy, and every bucket's pieces are
+ *      all-gathered into the model's working copy.
+ *   2: as 1, and the model keeps no gradient array either (external_grads): each bucket's
+ *      gradients are written into one of three bucket buffers (the embeddings' bucket has
+ *      its own, since a tied head writes wte's gradient first of all; the others take
+ *      turns in two), bound to the model's units before backward reaches them and cleared
+ *      there; a buffer is free again as soon as its bucket is packed.
+ * With --grad-accum K the model adds K micro-batches' gradients (stages 0 and 1: the
+ * collectives run on the last one); at stage 2 every micro-batch's buckets are
+ * reduce-scattered and the shard adds them. After the embeddings' bucket of the last
+ * micro-batch the model's stream waits for the communication stream. The global norm is
+ * every rank's sum of squares of its shard all-reduced in fp64, so the clip and fp16's skip
+ * decision (kernels/adamw.cuh) are the same on every rank. Steps run kernel by kernel: the
+ * collectives are not captured into a CUDA graph.
  *
- * Per step, three events: the first bucket's start and the last bucket's end on the
- * communication stream (communication time: all of it, hidden or not) and the end of
- * backward's compute on the model's stream (the part after it until the last bucket's end
- * is what compute did not hide).
+ * With one rank (c NULL, stages 1-2) the collectives are copies: the same code path with
+ * a shard that is the whole model.
  *
- * Not here: ZeRO stages 1-3 on the GPU (train.c refuses them there), gradient
- * accumulation on the GPU. Only in CUDA builds with NCCL. */
+ * Per step, five events: the first bucket's start and the last bucket's end on the
+ * communication stream (all of backward's communication, hidden or not), the end of
+ * backward's compute on the model's stream (what follows it until the last bucket's end is
+ * what compute did not hide), and around the parameter all-gather of stages 1-2, which runs
+ * on the model's stream after the optimizer and is all exposed.
+ *
+ * Not here: ZeRO stage 3 (train.c refuses it on GPUs). Only in CUDA builds with NCCL. */
 #ifndef LB_TRAIN_DP_CUDA_H
 #define LB_TRAIN_DP_CUDA_H
 
@@ -28,23 +48,48 @@
 #include "comm/comm.h"
 #include "core/status.h"
 #include "model/model_gpu.h"
+#include "train/zero.h"
 
 typedef struct lb_dp_cuda lb_dp_cuda;
 
-/* Plans the buckets (bucket_bytes of gradient each at most), creates the communication
- * stream and n_steps x 3 events, and sets the model's gradient hook. m and c are kept, not
- * owned. Free with lb_dp_cuda_free (NULL-safe), which removes the hook. */
+typedef struct {
+    lb_zero_stage stage; /* 0, 1 or 2 */
+    double bucket_bytes; /* most gradient bytes a bucket holds */
+    int grad_accum;      /* micro-batches a step */
+    int64_t n_steps;     /* steps whose events are kept */
+    uint64_t seed;       /* stages 1-2: the shard's master weights are drawn from it */
+} lb_dp_cuda_params;
+
+/* What the model must keep out of its arena at this stage: sets gp's external_optimizer
+ * (1-2), external_grads (2) and no_graph. */
+void lb_dp_cuda_model_params(lb_zero_stage stage, lb_model_gpu_params *gp);
+
+/* Plans the buckets, lays out and allocates this rank's shard and buffers (one arena of
+ * its own), creates the communication stream and events, draws the shard's master weights
+ * (stages 1-2; the model's working copy must hold lb_model_gpu_init_weights' of the same
+ * seed) and sets the model's gradient hook. m, cfg and c are kept, not owned; c may be
+ * NULL with one rank at stages 1-2. Free with lb_dp_cuda_free (NULL-safe), which removes
+ * the hook. */
 lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_config *cfg, lb_comm *c,
-                          double bucket_bytes, int64_t n_steps, lb_err *err);
+                          const lb_dp_cuda_params *p, lb_err *err);
 void lb_dp_cuda_free(lb_dp_cuda *d);
 
-/* The step whose events the next backward records (0 .. n_steps - 1). */
-void lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step);
+/* The step whose events the next micro-batches record (0 .. n_steps - 1); stages 1-2 clear
+ * the gradient shard on the model's stream. */
+lb_status lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step, lb_err *err);
+/* Before micro-batch `micro` of the step is enqueued: stage 2 binds and clears the first
+ * bucket buffers. */
+lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err);
+/* After the step's last micro-batch, stages 1-2: AdamW on the shard with p, then the
+ * all-gather of the updated working copy. Stage 0: nothing (the model's optimizer ran). */
+lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *err);
 
 /* After the device finished step `step`: its communication time and the part of it that
- * compute did not hide, ms, and the bytes this rank sent (ring accounting). */
+ * compute did not hide, ms, and the bytes this rank sent a step (ring accounting). */
 lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, double *exposed_ms,
                                 lb_err *err);
 double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d);
+/* Device bytes of this layer's own arena (shard, buffers). */
+double lb_dp_cuda_device_bytes(const lb_dp_cuda *d);
 
 #endif

@@ -156,15 +156,15 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--batch %lld does not split into --grad-accum %lld micro-batches: give a "
                        "batch that is a multiple of %lld",
                        (long long)p->batch, (long long)p->grad_accum, (long long)p->grad_accum);
-    if (p->device == LB_DEVICE_CUDA && p->grad_accum > 1)
+    if (p->device == LB_DEVICE_CUDA && p->zero == 3)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "--grad-accum %lld runs on the CPU reference only so far (--device cpu)",
-                       (long long)p->grad_accum);
-    if (p->device == LB_DEVICE_CUDA && lb_train_ranks(p) > 1 && p->zero != 0)
+                       "--zero 3 on GPUs is not built yet: GPU training runs ZeRO 0-2; stage 3 "
+                       "runs on the CPU reference (--device cpu)");
+    if (p->device == LB_DEVICE_CUDA && p->lora_rank > 0 && (p->grad_accum > 1 || p->zero > 0))
         return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "--zero %d on GPUs is not built yet: data-parallel GPU training runs ZeRO "
-                       "0; stages 1-3 run on the CPU reference (--device cpu)",
-                       p->zero);
+                       "--lora-rank on --device cuda trains at --zero 0 with --grad-accum 1 (got "
+                       "--zero %d, --grad-accum %lld): the adapters keep their own optimizer",
+                       p->zero, (long long)p->grad_accum);
     if (p->lora_rank > 0 && lb_train_ranks(p) > 1)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "--lora-rank on %d ranks is not built yet: fine-tuning with adapters runs "

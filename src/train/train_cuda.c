@@ -73,7 +73,8 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
                                     double timed_s, int64_t timed_steps, lb_result *r,
                                     lb_err *err) {
     const lb_gpu_arena *a = lb_model_gpu_arena(s->m);
-    LB_TRY(lb_result_set_metric(r, "peak_device_bytes", (double)a->used_bytes, "bytes"));
+    double dp_bytes = s->dp != NULL ? lb_dp_cuda_device_bytes(s->dp) : 0;
+    LB_TRY(lb_result_set_metric(r, "peak_device_bytes", (double)a->used_bytes + dp_bytes, "bytes"));
     if (p->lora_rank > 0) {
         lb_model_gpu_memory mem = lb_model_gpu_memory_parts(s->m);
         LB_TRY(lb_result_set_metric(r, "base_bytes", mem.base, "bytes"));
@@ -157,7 +158,10 @@ static lb_status fill_records(const lb_train_params *p, run_state *s, int64_t do
         LB_CUDA_TRY(err, cudaEventElapsedTime(&ms, s->ev[2 * i], s->ev[2 * i + 1]));
         double *mine = rec + (size_t)i * LB_REC_N;
         mine[LB_REC_MS] = ms;
-        mine[LB_REC_LOSS] = s->losses[i];
+        double loss = 0; /* the step's: the mean of its micro-batches' */
+        for (int64_t k = 0; k < p->grad_accum; k++)
+            loss += s->losses[i * p->grad_accum + k];
+        mine[LB_REC_LOSS] = loss / (double)p->grad_accum;
         mine[LB_REC_NORM] = NAN; /* kept on the device */
         if (s->dp != NULL) {
             LB_TRY(lb_dp_cuda_step_times(s->dp, i, &mine[LB_REC_COMM_MS], &mine[LB_REC_EXPOSED_MS],
@@ -180,35 +184,67 @@ static lb_status check_replicas(const lb_train_params *p, run_state *s, lb_resul
     return st;
 }
 
+/* One step: its K micro-batches (each rank its part of each), then the optimizer: the
+ * model's, or at ZeRO 1-2 the shard's. One micro-batch at stage 0 is the model's whole
+ * train step (a CUDA graph on one rank). */
+static lb_status enqueue_step(const lb_train_params *p, run_state *s, lb_data_loader *data,
+                              int64_t step, const lb_gpu_adamw_params *ap, lb_err *err) {
+    const int K = (int)p->grad_accum, ranks = lb_train_ranks(p), rank = lb_train_rank(p);
+    const bool shard_opt = p->zero > 0;
+    if (s->dp != NULL) LB_TRY(lb_dp_cuda_begin_step(s->dp, step, err));
+    for (int k = 0; k < K; k++) {
+        lb_data_next_part(data, rank, ranks, s->inputs, s->targets);
+        int slot = (int)(step * K + k);
+        if (s->dp != NULL) LB_TRY(lb_dp_cuda_begin_micro(s->dp, k, err));
+        if (K == 1 && !shard_opt)
+            LB_TRY(lb_model_gpu_train_step(s->m, s->inputs, s->targets, slot, ap, err));
+        else
+            LB_TRY(lb_model_gpu_train_micro(s->m, s->inputs, s->targets, slot, k, K,
+                                            shard_opt ? NULL : ap, err));
+    }
+    return s->dp != NULL ? lb_dp_cuda_optimizer(s->dp, ap, err) : LB_OK;
+}
+
 lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg,
                             lb_data_loader *data, lb_result *r, lb_err *err) {
     LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
     int64_t total = p->warmup + p->steps;
     if (total > INT32_MAX / 2)
         return lb_fail(err, LB_ERR_USAGE, "too many steps: %lld", (long long)total);
-    size_t BT = (size_t)p->batch * (size_t)p->seq;
+    const int K = (int)p->grad_accum;
+    if (total * K > INT32_MAX / 2)
+        return lb_fail(err, LB_ERR_USAGE, "too many micro-batches: %lld", (long long)(total * K));
+    size_t BT = (size_t)(p->batch / K) * (size_t)p->seq;
     run_state s;
     memset(&s, 0, sizeof s);
     const int ranks = lb_train_ranks(p), rank = lb_train_rank(p);
+    const lb_zero_stage stage = (lb_zero_stage)p->zero;
+    /* one rank at stage 0 needs no data-parallel layer; one rank at 1-2 runs it with copies
+     * for collectives (a shard that is the whole model) */
+    const bool dp = ranks > 1 || stage > LB_ZERO_0;
     if (ranks > 1) LB_TRY(data_parallel_init(p, &s, err));
-    lb_model_gpu_params gp = {.B = (int)p->batch,
+    lb_model_gpu_params gp = {.B = (int)(p->batch / K),
                               .T = (int)p->seq,
                               .precision = p->precision,
                               .recompute = p->recompute,
                               .fp32_mode = p->fp32_matmul,
                               .gemm_heuristic_only = p->gemm_heuristic_only,
                               .attention = p->attention,
-                              .max_loss_slots = (int)total,
-                              .no_graph = ranks > 1};
+                              .max_loss_slots = (int)(total * K)};
+    if (dp) lb_dp_cuda_model_params(stage, &gp);
     lb_status st = p->lora_rank > 0 ? lb_train_lora_config(p, cfg, &gp.lora, err) : LB_OK;
     if (st == LB_OK) st = lb_model_gpu_init(&s.m, cfg, &gp, err);
     if (st == LB_OK) st = lb_model_gpu_init_weights(s.m, p->seed, err);
     if (st == LB_OK && p->lora_rank > 0)
         st = lb_model_gpu_init_lora(s.m, p->seed ^ LB_LORA_SEED_SALT, err);
-    if (st == LB_OK && ranks > 1)
-        st = lb_dp_cuda_init(&s.dp, s.m, cfg, s.comm, p->bucket_mib * 1024 * 1024, total, err);
+    lb_dp_cuda_params dpp = {.stage = stage,
+                             .bucket_bytes = p->bucket_mib * 1024 * 1024,
+                             .grad_accum = K,
+                             .n_steps = total,
+                             .seed = p->seed};
+    if (st == LB_OK && dp) st = lb_dp_cuda_init(&s.dp, s.m, cfg, s.comm, &dpp, err);
     s.ev = calloc((size_t)(2 * total), sizeof *s.ev);
-    s.losses = calloc((size_t)total, sizeof *s.losses);
+    s.losses = calloc((size_t)(total * K), sizeof *s.losses);
     s.inputs = malloc(BT * sizeof *s.inputs);
     s.targets = malloc(BT * sizeof *s.targets);
     if (st == LB_OK && (!s.ev || !s.losses || !s.inputs || !s.targets))
@@ -246,13 +282,11 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
             tel = lb_gpu_telemetry_start(p->device_index, 100);
             cudaProfilerStart();
         }
-        lb_data_next_part(data, rank, ranks, s.inputs, s.targets);
-        if (s.dp != NULL) lb_dp_cuda_begin_step(s.dp, step);
         if (cudaEventRecord(s.ev[2 * step], stream) != cudaSuccess) {
             st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
             break;
         }
-        st = lb_model_gpu_train_step(s.m, s.inputs, s.targets, (int)step, &ap, err);
+        st = enqueue_step(p, &s, data, step, &ap, err);
         if (st == LB_OK && cudaEventRecord(s.ev[2 * step + 1], stream) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
         if (st != LB_OK) break;
@@ -272,12 +306,12 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     double *rec = calloc((size_t)(done > 0 ? done : 1) * LB_REC_N, sizeof *rec);
     if (rec == NULL && st == LB_OK) st = lb_fail(err, LB_ERR_NOMEM, "out of host memory");
     if (rec != NULL && done > 0 && sync == LB_OK &&
-        lb_model_gpu_read_losses(s.m, s.losses, (int)done, err) == LB_OK &&
+        lb_model_gpu_read_losses(s.m, s.losses, (int)(done * K), err) == LB_OK &&
         fill_records(p, &s, done, rec, &timed_s, &timed, err) == LB_OK) {
-        for (int64_t i = 0; i < done && st == LB_OK; i++)
+        for (int64_t i = 0; i < done * K && st == LB_OK; i++)
             if (!isfinite(s.losses[i]))
                 st = lb_fail(err, LB_ERR_RUNTIME, "loss is %f at step %lld: training diverged",
-                             s.losses[i], (long long)i);
+                             s.losses[i], (long long)(i / K));
         lb_status mst =
             set_device_metrics(p, cfg, &s, &ts, timed_s, timed, r, st == LB_OK ? err : NULL);
         if (st == LB_OK) st = mst;

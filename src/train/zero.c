@@ -77,6 +77,28 @@ void lb_zero_piece(const lb_zero_plan *p, int b, int rank, int64_t *lo, int64_t 
     *hi = e < k->end ? e : k->end;
 }
 
+int lb_zero_shard_segments(const lb_zero_plan *p, int rank, const lb_param_tensor *t, int n_tensors,
+                           int64_t *start, bool *decay, int cap) {
+    int n = 0, i = 0;
+    for (int b = 0; b < p->n_buckets; b++) {
+        int64_t lo, hi, at = p->buckets[b].shard_offset;
+        lb_zero_piece(p, b, rank, &lo, &hi);
+        while (i > 0 && t[i - 1].offset + t[i - 1].numel > lo)
+            i--;
+        for (; i < n_tensors && t[i].offset < hi; i++) {
+            if (t[i].offset + t[i].numel <= lo) continue;
+            int64_t a = t[i].offset > lo ? t[i].offset : lo;
+            if (n < cap) start[n] = at + (a - lo), decay[n] = t[i].decay != 0;
+            n++;
+        }
+        if (hi - lo < p->buckets[b].piece) {
+            if (n < cap) start[n] = at + (hi - lo), decay[n] = false;
+            n++;
+        }
+    }
+    return n;
+}
+
 /* Bytes per parameter of parameters, gradients and optimizer state. */
 static void per_param(lb_precision prec, double *kp, double *kg, double *ko) {
     bool wide = prec == LB_PREC_FP32;

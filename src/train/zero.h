@@ -24,6 +24,7 @@
 #ifndef LB_TRAIN_ZERO_H
 #define LB_TRAIN_ZERO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/precision.h"
@@ -71,6 +72,15 @@ void lb_zero_plan_free(lb_zero_plan *p);
 /* Rank r's piece of bucket b in flat coordinates, clipped to the bucket's real end:
  * [*lo, *hi), empty (lo == hi) when the piece is all padding. */
 void lb_zero_piece(const lb_zero_plan *p, int b, int rank, int64_t *lo, int64_t *hi);
+
+/* The optimizer's view of rank's shard: segments in shard coordinates (ascending, the first
+ * at 0), one where each tensor's part of each of the rank's pieces starts and one where a
+ * piece's padding starts; decay[i] says whether segment i takes weight decay (padding: no).
+ * t: the n_tensors tensors of the flat array in flat order (model/config.h's layout). Writes
+ * at most cap segments into start and decay (both may be NULL with cap 0) and returns how
+ * many there are. */
+int lb_zero_shard_segments(const lb_zero_plan *p, int rank, const lb_param_tensor *t, int n_tensors,
+                           int64_t *start, bool *decay, int cap);
 
 /* Bytes a rank holds for parameters, gradients and optimizer state at this stage, the
  * formulas of ZeRO's paper (Rajbhandari et al. 2020) for n_params parameters over ranks:

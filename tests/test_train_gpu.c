@@ -1,0 +1,131 @@
+/* test_train_gpu.c: the GPU training path on one GPU against itself: K micro-batches
+ * (--grad-accum) give the losses of one batch of K times their size, and ZeRO 1 and 2 on one
+ * rank (the shard is the whole model, collectives are copies) give stage 0's losses and
+ * parameters, in fp32 (close) and bf16 (within its rounding). Data come from a token shard,
+ * which micro-batches read exactly as one whole batch would. Skipped without a GPU. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/rng.h"
+#include "gpu/devinfo.h"
+#include "test_skip.h"
+#include "test_util.h"
+#include "train/data.h"
+#include "train/train.h"
+
+static char dir[64], shard[128];
+
+/* 20,000 tokens below gpt2-tiny's vocabulary of 128 */
+static int make_shard(void **state) {
+    (void)state;
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(shard, sizeof shard, "%s/tokens.bin", dir);
+    FILE *f = fopen(shard, "wb");
+    if (f == NULL) return -1;
+    int32_t header[LB_SHARD_HEADER_INTS] = {LB_SHARD_MAGIC, LB_SHARD_VERSION, 20000};
+    fwrite(header, sizeof header, 1, f);
+    lb_rng rng;
+    lb_rng_seed(&rng, 11);
+    for (int i = 0; i < 20000; i++) {
+        uint16_t t = (uint16_t)lb_rng_below(&rng, 128);
+        fwrite(&t, sizeof t, 1, f);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static int remove_shard(void **state) {
+    (void)state;
+    lb_test_rmtree(dir);
+    return 0;
+}
+
+static lb_train_params gpu_params(lb_precision prec, int zero, int64_t accum) {
+    lb_train_params p = lb_train_default_params();
+    p.model = "gpt2-tiny";
+    p.device = LB_DEVICE_CUDA;
+    p.precision = prec;
+    p.fp32_matmul = LB_BLAS_FP32_IEEE;
+    p.batch = 8;
+    p.seq = 32;
+    p.steps = 6;
+    p.warmup = 0;
+    p.lr = 3e-3;
+    p.data = shard;
+    p.progress = false;
+    p.zero = zero;
+    p.grad_accum = accum;
+    p.bucket_mib = 0.01; /* several buckets even on a tiny model */
+    return p;
+}
+
+/* The run's losses into loss[steps]. */
+static void run_losses(lb_train_params p, double *loss) {
+    lb_result *r = lb_result_new("train", p.model);
+    lb_err err = {{0}};
+    lb_status st = lb_train_run(&p, r, &err);
+    if (st != LB_OK)
+        fail_msg("zero %d, grad-accum %lld: %s", p.zero, (long long)p.grad_accum, err.msg);
+    const lb_series *s = lb_result_find_series(r, "loss");
+    assert_non_null(s);
+    assert_int_equal(s->n, (size_t)p.steps);
+    for (size_t i = 0; i < s->n; i++) {
+        assert_true(isfinite(s->values[i]));
+        loss[i] = s->values[i];
+    }
+    lb_result_free(r);
+}
+
+static void expect_close(const double *a, const double *b, int n, double rel, const char *what) {
+    for (int i = 0; i < n; i++)
+        if (fabs(a[i] - b[i]) > rel * fabs(a[i]))
+            fail_msg("%s: step %d loss %.6f against %.6f (tolerance %.1e relative)", what, i, b[i],
+                     a[i], rel);
+}
+
+static void test_gpu_grad_accum_matches_the_whole_batch(void **state) {
+    (void)state;
+    LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() > 0, "no CUDA GPU here");
+    double whole[6], parts[6];
+    run_losses(gpu_params(LB_PREC_FP32, 0, 1), whole);
+    run_losses(gpu_params(LB_PREC_FP32, 0, 4), parts);
+    expect_close(whole, parts, 6, 1e-4, "fp32, 4 micro-batches of 2 against 1 of 8");
+    /* the loss must move, or agreement says nothing */
+    assert_true(whole[5] < whole[0] - 0.05);
+    run_losses(gpu_params(LB_PREC_BF16, 0, 1), whole);
+    run_losses(gpu_params(LB_PREC_BF16, 0, 2), parts);
+    expect_close(whole, parts, 6, 2e-2, "bf16, 2 micro-batches of 4 against 1 of 8");
+}
+
+static void test_gpu_zero_1_and_2_on_one_rank_match_stage_0(void **state) {
+    (void)state;
+    LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() > 0, "no CUDA GPU here");
+    double base[6], other[6];
+    run_losses(gpu_params(LB_PREC_FP32, 0, 1), base);
+    run_losses(gpu_params(LB_PREC_FP32, 1, 1), other);
+    expect_close(base, other, 6, 1e-4, "fp32 ZeRO 1 against 0");
+    run_losses(gpu_params(LB_PREC_FP32, 2, 2), other);
+    expect_close(base, other, 6, 1e-4, "fp32 ZeRO 2 with 2 micro-batches against 0");
+    run_losses(gpu_params(LB_PREC_BF16, 0, 1), base);
+    run_losses(gpu_params(LB_PREC_BF16, 2, 1), other);
+    expect_close(base, other, 6, 2e-2, "bf16 ZeRO 2 against 0");
+    run_losses(gpu_params(LB_PREC_FP16, 0, 1), base);
+    run_losses(gpu_params(LB_PREC_FP16, 1, 2), other);
+    expect_close(base, other, 6, 2e-2, "fp16 ZeRO 1 with 2 micro-batches against 0");
+}
+
+int main(int argc, char **argv) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpu_grad_accum_matches_the_whole_batch),
+        cmocka_unit_test(test_gpu_zero_1_and_2_on_one_rank_match_stage_0),
+    };
+    return lb_test_main(tests, sizeof tests / sizeof tests[0], make_shard, remove_shard, argc,
+                        argv);
+}
