@@ -1,5 +1,6 @@
 /* The safetensors reader on well-formed and malformed images: every malformed header is an
- * LB_ERR_FORMAT naming what is wrong, never an out-of-bounds read. */
+ * LB_ERR_FORMAT naming what is wrong, never an out-of-bounds read; a model's parameters
+ * written and read back. */
 /* cmocka.h needs these four first. */
 /* clang-format off */
 #include <setjmp.h>
@@ -10,9 +11,11 @@
 /* clang-format on */
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/safetensors.h"
+#include "test_util.h"
 
 /* Builds header length + JSON (space-padded to a multiple of 8 when pad) + data bytes into
  * buf, which must be 8-byte aligned; returns the image size. */
@@ -127,12 +130,54 @@ static void test_model_safetensors_refuses_truncated_files(void **state) {
     assert_non_null(strstr(err.msg, "/nonexistent/w.safetensors"));
 }
 
+/* every layout tensor comes back under its name with its shape and values; the model's name
+ * is in the metadata; an unwritable path is an I/O error naming it */
+static void test_model_safetensors_writes_parameters_it_reads_back(void **state) {
+    (void)state;
+    lb_model_config cfg;
+    assert_int_equal(lb_model_config_preset("llama-tiny", &cfg, NULL), LB_OK);
+    int64_t n = lb_model_param_count(&cfg);
+    float *p = malloc((size_t)n * sizeof *p);
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)i * 0.5f - 3.0f;
+    char dir[64], path[128];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/p.safetensors", dir);
+    lb_err err;
+    assert_int_equal(lb_safetensors_write_params(path, &cfg, p, &err), LB_OK);
+    lb_safetensors st;
+    assert_int_equal(lb_safetensors_open(&st, path, &err), LB_OK);
+    assert_string_equal(lb_safetensors_meta(&st, "model"), "llama-tiny");
+    int nt = lb_model_param_layout(&cfg, NULL, 0);
+    lb_param_tensor *t = calloc((size_t)nt, sizeof *t);
+    lb_model_param_layout(&cfg, t, nt);
+    assert_int_equal(st.n_tensors, (size_t)nt);
+    for (int i = 0; i < nt; i++) {
+        const lb_st_tensor *x = lb_safetensors_find(&st, t[i].name);
+        assert_non_null(x);
+        assert_int_equal(x->dtype, LB_ST_F32);
+        assert_int_equal(x->ndim, t[i].ndim);
+        assert_int_equal(x->shape[0], t[i].shape[0]);
+        assert_int_equal(x->numel, t[i].numel);
+        assert_memory_equal(x->data, p + t[i].offset, (size_t)t[i].numel * 4);
+    }
+    lb_safetensors_close(&st);
+    snprintf(path, sizeof path, "%s/no/such/dir/p.safetensors", dir);
+    assert_int_equal(lb_safetensors_write_params(path, &cfg, p, &err), LB_ERR_IO);
+    assert_non_null(strstr(err.msg, "no/such/dir"));
+    free(t);
+    free(p);
+    lb_test_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_safetensors_reads_tensors_and_metadata),
         cmocka_unit_test(test_model_safetensors_refuses_malformed_headers),
         cmocka_unit_test(test_model_safetensors_refuses_truncated_files),
         cmocka_unit_test(test_model_safetensors_refuses_misaligned_data),
+        cmocka_unit_test(test_model_safetensors_writes_parameters_it_reads_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

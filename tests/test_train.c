@@ -12,6 +12,8 @@
 
 #include "core/signals.h"
 #include "gpu/devinfo.h"
+#include "model/safetensors.h"
+#include "test_util.h"
 #include "train/train.h"
 
 static lb_train_params tiny_params(const char *model) {
@@ -189,6 +191,38 @@ static void test_train_gpu_zero_stages_and_accumulation_are_validated(void **sta
     assert_non_null(strstr(err.msg, "--zero 1"));
 }
 
+/* --save-params: the trained parameters come back under the layout's names, moved from
+ * their initial values; adapters on a frozen base are refused */
+static void test_train_save_params_writes_the_trained_model(void **state) {
+    (void)state;
+    char dir[64], path[128];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/trained.safetensors", dir);
+    lb_train_params p = tiny_params("gpt2-tiny");
+    p.steps = 3;
+    p.save_params = path;
+    lb_result *r = lb_result_new("train", p.model);
+    lb_err err = {{0}};
+    assert_int_equal(lb_train_run(&p, r, &err), LB_OK);
+    lb_result_free(r);
+    lb_model_config cfg;
+    assert_int_equal(lb_model_config_preset("gpt2-tiny", &cfg, &err), LB_OK);
+    lb_safetensors st;
+    assert_int_equal(lb_safetensors_open(&st, path, &err), LB_OK);
+    assert_int_equal(st.n_tensors, (size_t)lb_model_param_layout(&cfg, NULL, 0));
+    const lb_st_tensor *w = lb_safetensors_find(&st, "normf.w");
+    assert_non_null(w);
+    int moved = 0; /* norm weights start at 1 */
+    for (int64_t i = 0; i < w->numel; i++)
+        moved += ((const float *)w->data)[i] != 1.0f;
+    assert_true(moved > w->numel / 2);
+    lb_safetensors_close(&st);
+    p = tiny_params("llama-tiny");
+    p.lora_rank = 4, p.save_params = path;
+    expect_refused(p, "--save-params");
+    lb_test_rmtree(dir);
+}
+
 /* --device cuda names what is visible: no GPU at all (CI), or the valid indices */
 static void test_train_missing_gpu_is_named(void **state) {
     (void)state;
@@ -290,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_train_lora_loss_falls_on_repeated_batch),
         cmocka_unit_test(test_train_impossible_configs_are_refused),
         cmocka_unit_test(test_train_gpu_zero_stages_and_accumulation_are_validated),
+        cmocka_unit_test(test_train_save_params_writes_the_trained_model),
         cmocka_unit_test(test_train_missing_gpu_is_named),
         cmocka_unit_test(test_train_summary_is_computed_from_the_series),
         cmocka_unit_test(test_train_summary_reports_step_time_drift),

@@ -222,12 +222,11 @@ int lb_cmd_train(int argc, char **argv) {
         {"--zero", LB_ARG_INT, &zero, "0-3",
          "ZeRO stage over data-parallel ranks: 0 = gradients all-reduced; 1 = optimizer state "
          "sharded; 2 = gradients sharded too; 3 = parameters sharded too, gathered per layer "
-         "(default 0; on GPUs only 0 so far)",
+         "(default 0; on GPUs 0-2 so far)",
          0, 3},
         {"--grad-accum", LB_ARG_INT, &p->grad_accum, "K",
-         "split each step's batch into K micro-batches whose gradients add up (default 1; "
-         "CPU only so far)",
-         1, 1 << 20},
+         "split each step's batch into K micro-batches whose gradients add up (default 1)", 1,
+         1 << 20},
         {"--gpus", LB_ARG_INT, &gpus, "N",
          "start N local workers, one per GPU (default: the launcher's ranks: mpirun, srun or "
          "torchrun variables; --batch is per rank)",
@@ -235,6 +234,9 @@ int lb_cmd_train(int argc, char **argv) {
         {"--scaling", LB_ARG_STRING, &scaling, "LIST",
          "run on each GPU count of LIST in turn (such as 1,2,4), one stored run each, tagged as "
          "one group, with scaling efficiency against the 1-GPU run"},
+        {"--save-params", LB_ARG_STRING, &p->save_params, "FILE",
+         "after the last step, write the fp32 parameters (every rank's shards gathered) to FILE "
+         "as safetensors, one tensor per name of the model's layout"},
         {"--bucket-mb", LB_ARG_DOUBLE, &p->bucket_mib, "MIB",
          "most gradient data a communication bucket holds, MiB (default 25)", 0, 1 << 20},
         {"--base-tok-per-s", LB_ARG_DOUBLE, &p->base_tok_per_s, "X",

@@ -3,7 +3,8 @@
  * The JSON header is parsed with jansson; each entry is checked (dtype known or skipped,
  * non-negative shape whose product times the dtype size equals end - begin, begin <= end
  * <= data size, data aligned to the element size so it can be read through a typed
- * pointer) before any tensor pointer is handed out. Not here: writing files. */
+ * pointer) before any tensor pointer is handed out; and the one writer, a model's fp32
+ * parameters. */
 #include "model/safetensors.h"
 
 #include <fcntl.h>
@@ -13,6 +14,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "core/file.h"
 
 static const struct {
     const char *name;
@@ -203,4 +206,60 @@ const lb_st_tensor *lb_safetensors_find(const lb_safetensors *st, const char *na
 
 const char *lb_safetensors_meta(const lb_safetensors *st, const char *key) {
     return st->metadata ? json_string_value(json_object_get(st->metadata, key)) : NULL;
+}
+
+typedef struct {
+    const char *header;
+    size_t header_len; /* padded with spaces to a multiple of 8 */
+    const float *params;
+    int64_t n;
+} params_file;
+
+static lb_status write_params_file(FILE *out, void *ctx, lb_err *err) {
+    const params_file *f = ctx;
+    uint64_t len = f->header_len;
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)(len >> (8 * i));
+    size_t text = strlen(f->header);
+    if (fwrite(le, 1, 8, out) != 8 || fwrite(f->header, 1, text, out) != text)
+        return lb_fail(err, LB_ERR_IO, "writing the safetensors header failed");
+    for (size_t i = text; i < f->header_len; i++)
+        if (fputc(' ', out) == EOF) return lb_fail(err, LB_ERR_IO, "writing the header failed");
+    if (fwrite(f->params, sizeof(float), (size_t)f->n, out) != (size_t)f->n)
+        return lb_fail(err, LB_ERR_IO, "writing %lld parameters failed", (long long)f->n);
+    return LB_OK;
+}
+
+lb_status lb_safetensors_write_params(const char *path, const lb_model_config *cfg,
+                                      const float *params, lb_err *err) {
+    int n = lb_model_param_layout(cfg, NULL, 0);
+    lb_param_tensor *t = calloc((size_t)n, sizeof *t);
+    json_t *root = json_object();
+    if (t == NULL || root == NULL) {
+        free(t);
+        json_decref(root);
+        return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the safetensors header");
+    }
+    lb_model_param_layout(cfg, t, n);
+    json_object_set_new(root, "__metadata__", json_pack("{s:s}", "model", cfg->name));
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *shape = json_array();
+        for (int d = 0; d < t[i].ndim; d++)
+            json_array_append_new(shape, json_integer((json_int_t)t[i].shape[d]));
+        json_object_set_new(root, t[i].name,
+                            json_pack("{s:s,s:o,s:[I,I]}", "dtype", "F32", "shape", shape,
+                                      "data_offsets", (json_int_t)(t[i].offset * 4),
+                                      (json_int_t)((t[i].offset + t[i].numel) * 4)));
+        if (t[i].offset + t[i].numel > total) total = t[i].offset + t[i].numel;
+    }
+    free(t);
+    char *header = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    if (header == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the header");
+    params_file f = {header, (strlen(header) + 7) / 8 * 8, params, total};
+    lb_status st = lb_file_write_atomic_with(path, write_params_file, &f, err);
+    free(header);
+    return st;
 }

@@ -8,8 +8,9 @@
  * is checked against the file size on open, so a truncated or malformed file is an error,
  * never an out-of-bounds read; tensor data must be aligned to its element size (writers pad
  * the header to a multiple of 8 bytes), so it can be read through a typed pointer. Data are
- * little-endian as written (this build assumes a little-endian host). Not here: writing, dtype
- * conversion, big-endian hosts. */
+ * little-endian as written (this build assumes a little-endian host). Writing is one case
+ * only: a model's fp32 parameter array, one tensor per entry of its layout
+ * (lb_safetensors_write_params). Not here: dtype conversion, big-endian hosts. */
 #ifndef LB_MODEL_SAFETENSORS_H
 #define LB_MODEL_SAFETENSORS_H
 
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "model/config.h"
 
 typedef enum {
     LB_ST_F32,
@@ -62,5 +64,12 @@ void lb_safetensors_close(lb_safetensors *st);
 const lb_st_tensor *lb_safetensors_find(const lb_safetensors *st, const char *name);
 /* The metadata string of this key or NULL (valid until close). */
 const char *lb_safetensors_meta(const lb_safetensors *st, const char *key);
+
+/* Writes the n_params fp32 values of params (the flat array of cfg's layout) to path as
+ * safetensors, one F32 tensor per layout entry under its layout name ("wte", "h.3.qkv.w"),
+ * the model's name in the metadata ("model"); atomically (core/file.h). LB_ERR_IO naming
+ * the path when it cannot be written. */
+lb_status lb_safetensors_write_params(const char *path, const lb_model_config *cfg,
+                                      const float *params, lb_err *err);
 
 #endif

@@ -131,15 +131,15 @@ static lb_status reduce_scatter(lb_dp_cuda *d, const void *send, void *recv, int
                                   err);
 }
 
-/* recv (ranks x count elements) = every rank's send, in rank order. */
+/* recv (ranks x count elements of type t) = every rank's send, in rank order. */
 static lb_status all_gather(lb_dp_cuda *d, const void *send, void *recv, int64_t count,
-                            cudaStream_t s, lb_err *err) {
+                            lb_gpu_dtype t, cudaStream_t s, lb_err *err) {
     if (d->c == NULL) {
-        LB_CUDA_TRY(
-            err, cudaMemcpyAsync(recv, send, (size_t)count * d->es, cudaMemcpyDeviceToDevice, s));
+        LB_CUDA_TRY(err, cudaMemcpyAsync(recv, send, (size_t)count * lb_dtype_bytes(t),
+                                         cudaMemcpyDeviceToDevice, s));
         return LB_OK;
     }
-    return lb_comm_all_gather(d->c, send, recv, (size_t)count, comm_type(d->wt), s, err);
+    return lb_comm_all_gather(d->c, send, recv, (size_t)count, comm_type(t), s, err);
 }
 
 /* Bucket b packed on the model's stream, reduce-scattered on the communication stream and
@@ -214,7 +214,7 @@ static lb_status gather_params(lb_dp_cuda *d, lb_err *err) {
     for (int b = 0; b < d->plan.n_buckets; b++) {
         const lb_zero_bucket *k = &d->plan.buckets[b];
         LB_TRY(all_gather(d, (char *)d->work + (size_t)k->shard_offset * d->es, d->send[0],
-                          k->piece, d->model_stream, err));
+                          k->piece, d->wt, d->model_stream, err));
         LB_CUDA_TRY(err, cudaMemcpyAsync(work + (size_t)k->start * d->es, d->send[0],
                                          (size_t)(k->end - k->start) * d->es,
                                          cudaMemcpyDeviceToDevice, d->model_stream));
@@ -242,6 +242,28 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
     LB_TRY(gather_params(d, err));
     LB_CUDA_TRY(err, cudaEventRecord(ev[EV_GATHER_END], s));
     return LB_OK;
+}
+
+lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err) {
+    if (d->p.stage == LB_ZERO_0) return lb_model_gpu_get_params(d->m, host, err);
+    float *buf = NULL;
+    if (cudaMalloc((void **)&buf, (size_t)d->plan.max_padded * 4) != cudaSuccess) {
+        cudaGetLastError();
+        return lb_fail(err, LB_ERR_NOMEM, "no device memory to gather the master weights");
+    }
+    lb_status st = LB_OK;
+    for (int b = 0; b < d->plan.n_buckets && st == LB_OK; b++) {
+        const lb_zero_bucket *k = &d->plan.buckets[b];
+        st = all_gather(d, d->master + k->shard_offset, buf, k->piece, LB_DT_F32, d->model_stream,
+                        err);
+        if (st == LB_OK && cudaMemcpyAsync(host + k->start, buf, (size_t)(k->end - k->start) * 4,
+                                           cudaMemcpyDeviceToHost, d->model_stream) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the master weights out");
+        if (st == LB_OK && cudaStreamSynchronize(d->model_stream) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "gathering the master weights failed");
+    }
+    cudaFree(buf);
+    return st;
 }
 
 /* ---- set-up --------------------------------------------------------------------------- */

@@ -89,6 +89,10 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
 lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, double *exposed_ms,
                                 lb_err *err);
 double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d);
+/* Collective: the whole model's fp32 master weights into host (the flat layout), at
+ * stages 1-2 every rank's shard gathered (through a device buffer of the largest bucket,
+ * outside the arena); synchronises. */
+lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err);
 /* Device bytes of this layer's own arena (shard, buffers). */
 double lb_dp_cuda_device_bytes(const lb_dp_cuda *d);
 

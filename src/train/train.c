@@ -23,6 +23,7 @@
 #include "core/stats.h"
 #include "gpu/devinfo.h"
 #include "model/model.h"
+#include "model/safetensors.h"
 #include "train/data.h"
 #include "train/dp.h"
 #include "train/train_cuda.h"
@@ -165,6 +166,10 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--lora-rank on --device cuda trains at --zero 0 with --grad-accum 1 (got "
                        "--zero %d, --grad-accum %lld): the adapters keep their own optimizer",
                        p->zero, (long long)p->grad_accum);
+    if (p->lora_rank > 0 && p->save_params != NULL)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--save-params writes a whole model's trained parameters, but with "
+                       "--lora-rank only adapters train on a frozen base: drop one of them");
     if (p->lora_rank > 0 && lb_train_ranks(p) > 1)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "--lora-rank on %d ranks is not built yet: fine-tuning with adapters runs "
@@ -403,6 +408,12 @@ lb_status lb_train_check_replicas(const lb_train_params *p, const float *params,
     return LB_OK;
 }
 
+lb_status lb_train_save_params(const lb_train_params *p, const lb_model_config *cfg,
+                               const float *params, lb_err *err) {
+    if (p->save_params == NULL || lb_train_rank(p) != 0) return LB_OK;
+    return lb_safetensors_write_params(p->save_params, cfg, params, err);
+}
+
 /* With p->lora_rank > 0: adapters on m's frozen base (its projections through NF4 first
  * when asked), and the memory each part holds into r. */
 static lb_status cpu_attach_lora(const lb_train_params *p, const lb_model_config *cfg, lb_model *m,
@@ -504,8 +515,9 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
                            (double)(total - step - 1) * mine[LB_REC_MS] / 1e3);
     }
     lb_progress_done(&prog);
-    if (st == LB_OK && ranks > 1 && (st = lb_dp_gather_params(dp, err)) == LB_OK)
-        st = lb_train_check_replicas(p, m.params, m.n_params, r, err);
+    if (st == LB_OK && (ranks > 1 || p->save_params != NULL)) st = lb_dp_gather_params(dp, err);
+    if (st == LB_OK) st = lb_train_check_replicas(p, m.params, m.n_params, r, err);
+    if (st == LB_OK) st = lb_train_save_params(p, cfg, m.params, err);
     st = lb_train_store_steps(p, r, rec, done, st, err);
     if (rank == 0) {
         lb_result_set_metric(r, "peak_host_mem_bytes", (double)lb_provenance_peak_rss_bytes(),

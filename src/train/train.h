@@ -67,6 +67,8 @@ typedef struct {
     int64_t grad_accum;            /* micro-batches each step's batch is split into */
     double bucket_mib;             /* most gradient bytes a communication bucket holds, MiB */
     double base_tok_per_s;         /* one rank's tokens/s in this configuration; 0: unknown */
+    const char *save_params;       /* NULL, or where rank 0 writes the final fp32 parameters
+                                    * (safetensors) */
     lb_boot *boot;                 /* the job (comm/boot.h), kept; NULL: this process alone */
     double comm_timeout_s;         /* deadline of each collective, s */
 } lb_train_params;

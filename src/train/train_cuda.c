@@ -173,13 +173,20 @@ static lb_status fill_records(const lb_train_params *p, run_state *s, int64_t do
     return LB_OK;
 }
 
-/* Every rank's fp32 master parameters, hashed and compared (train_impl.h). */
-static lb_status check_replicas(const lb_train_params *p, run_state *s, lb_result *r, lb_err *err) {
+/* After the run: every rank's parameters as its products read them (ZeRO 0: the fp32
+ * master; 1-2: the working copy each rank gathered) hashed and compared (train_impl.h), and
+ * with --save-params the fp32 master weights (shards gathered) written by rank 0. */
+static lb_status finish_params(const lb_train_params *p, const lb_model_config *cfg, run_state *s,
+                               lb_result *r, lb_err *err) {
+    if (lb_train_ranks(p) <= 1 && p->save_params == NULL) return LB_OK;
     int64_t n = lb_model_gpu_n_params(s->m);
     float *host = malloc((size_t)n * sizeof *host);
     if (host == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the parameters");
     lb_status st = lb_model_gpu_get_params(s->m, host, err);
     if (st == LB_OK) st = lb_train_check_replicas(p, host, n, r, err);
+    if (st == LB_OK && p->save_params != NULL && s->dp != NULL)
+        st = lb_dp_cuda_get_params(s->dp, host, err);
+    if (st == LB_OK) st = lb_train_save_params(p, cfg, host, err);
     free(host);
     return st;
 }
@@ -318,7 +325,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     } else {
         done = 0;
     }
-    if (st == LB_OK && ranks > 1) st = check_replicas(p, &s, r, err);
+    if (st == LB_OK) st = finish_params(p, cfg, &s, r, err);
     if (rec != NULL) st = lb_train_store_steps(p, r, rec, done, st, err);
     free(rec);
     state_free(&s, 2 * total);

@@ -38,4 +38,10 @@ lb_status lb_train_store_steps(const lb_train_params *p, lb_result *r, const dou
 lb_status lb_train_check_replicas(const lb_train_params *p, const float *params, int64_t n,
                                   lb_result *r, lb_err *err);
 
+/* With p->save_params, rank 0 writes the n_params fp32 params (the whole model, every
+ * shard gathered) there as safetensors (model/safetensors.h); other ranks and runs without
+ * it: LB_OK at once. */
+lb_status lb_train_save_params(const lb_train_params *p, const lb_model_config *cfg,
+                               const float *params, lb_err *err);
+
 #endif
