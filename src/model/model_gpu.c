@@ -343,7 +343,8 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
     lb_status st = LB_OK;
     if (p->lora.rank > 0 && (p->external_optimizer || p->external_grads))
         st = lb_fail(err, LB_ERR_USAGE, "adapters on a frozen base keep their optimizer inside");
-    if (p->lora.rank > 0) st = lb_lora_gpu_new(&m->lora, cfg, &p->lora, m->BT, m->dt, err);
+    else if (p->lora.rank > 0)
+        st = lb_lora_gpu_new(&m->lora, cfg, &p->lora, m->BT, m->dt, err);
     if (st == LB_OK) st = open_cudnn(m, err);
     lb_gpu_arena sizing;
     lb_gpu_arena_init_sizing(&sizing);
