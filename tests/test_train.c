@@ -223,6 +223,31 @@ static void test_train_save_params_writes_the_trained_model(void **state) {
     lb_test_rmtree(dir);
 }
 
+/* A model that does not fit: one usage sentence with needed against free, the formula and
+ * what would fit; a model that fits: LB_OK */
+static void test_train_out_of_memory_names_what_would_fit(void **state) {
+    (void)state;
+    lb_model_config cfg;
+    lb_err err = {{0}};
+    assert_int_equal(lb_model_config_preset("llama3.1-8b", &cfg, &err), LB_OK);
+    double P = (double)lb_model_param_count(&cfg);
+    lb_train_params p = tiny_params("llama3.1-8b");
+    p.device = LB_DEVICE_CUDA, p.precision = LB_PREC_BF16;
+    /* 10.5 P free, no activations: 16P on one GPU does not fit, 4P + 6P on two does */
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 0, 10.5 * P, &err), LB_ERR_USAGE);
+    const char *want[] = {"--model llama3.1-8b at --zero 0 on 1 GPU needs 128.",
+                          "ZeRO's 16P for 8.03 B parameters in bf16", "cuda:0 has 84.",
+                          "--zero 1 on 2 GPUs would fit (80."};
+    for (int i = 0; i < 4; i++)
+        if (strstr(err.msg, want[i]) == NULL) fail_msg("'%s' lacks '%s'", err.msg, want[i]);
+    assert_null(strchr(err.msg, '\n'));
+    /* with 40 GB of activations nothing fits anywhere */
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 40e9, 30e9, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "no stage fits"));
+    /* enough memory: nothing to say */
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 1e9, 17.0 * P, &err), LB_OK);
+}
+
 /* --device cuda names what is visible: no GPU at all (CI), or the valid indices */
 static void test_train_missing_gpu_is_named(void **state) {
     (void)state;
@@ -325,6 +350,7 @@ int main(void) {
         cmocka_unit_test(test_train_impossible_configs_are_refused),
         cmocka_unit_test(test_train_gpu_zero_stages_and_accumulation_are_validated),
         cmocka_unit_test(test_train_save_params_writes_the_trained_model),
+        cmocka_unit_test(test_train_out_of_memory_names_what_would_fit),
         cmocka_unit_test(test_train_missing_gpu_is_named),
         cmocka_unit_test(test_train_summary_is_computed_from_the_series),
         cmocka_unit_test(test_train_summary_reports_step_time_drift),

@@ -145,6 +145,35 @@ static void test_zero_shard_segments_follow_tensors_and_padding(void **state) {
     lb_zero_plan_free(&p);
 }
 
+/* the fewest GPUs first, then the lowest stage there (bf16: 16P, 4P + 12P/N, 2P + 14P/N,
+ * 16P/N, bytes) */
+static void test_zero_fit_finds_fewest_gpus_then_lowest_stage(void **state) {
+    (void)state;
+    lb_zero_stage s = LB_ZERO_0;
+    int n = 0;
+    /* P = 1e9, 2 GB of activations, 10 GB free: only ZeRO 3 on 2 GPUs (8 + 2) */
+    assert_true(lb_zero_fit(LB_PREC_BF16, 1e9, 2e9, 10e9, 1, 64, &s, &n));
+    assert_int_equal(s, LB_ZERO_3);
+    assert_int_equal(n, 2);
+    /* 11 GB: ZeRO 2 on 2 (2 + 7 + 2) */
+    assert_true(lb_zero_fit(LB_PREC_BF16, 1e9, 2e9, 11e9, 1, 64, &s, &n));
+    assert_int_equal(s, LB_ZERO_2);
+    assert_int_equal(n, 2);
+    /* from 4 GPUs with 9 GB: ZeRO 1 there (4 + 3 + 2) */
+    assert_true(lb_zero_fit(LB_PREC_BF16, 1e9, 2e9, 9e9, 4, 64, &s, &n));
+    assert_int_equal(s, LB_ZERO_1);
+    assert_int_equal(n, 4);
+    /* fp32 keeps 4 + 4 bytes of parameters and gradients: 8P + 8P/N = 12 GB on 2 */
+    assert_true(lb_zero_fit(LB_PREC_FP32, 1e9, 0, 12e9, 2, 64, &s, &n));
+    assert_int_equal(s, LB_ZERO_1);
+    assert_int_equal(n, 2);
+    /* activations alone larger than the GPU: nothing fits, outputs untouched */
+    s = LB_ZERO_2, n = 7;
+    assert_false(lb_zero_fit(LB_PREC_BF16, 1e9, 11e9, 10e9, 1, 64, &s, &n));
+    assert_int_equal(s, LB_ZERO_2);
+    assert_int_equal(n, 7);
+}
+
 static void test_zero_plan_refuses_nonsense(void **state) {
     (void)state;
     const int64_t empty[] = {0, 4, 4};
@@ -196,6 +225,7 @@ int main(void) {
         cmocka_unit_test(test_zero_all_padding_piece_is_empty),
         cmocka_unit_test(test_zero_unit_buckets_when_cap_is_zero),
         cmocka_unit_test(test_zero_shard_segments_follow_tensors_and_padding),
+        cmocka_unit_test(test_zero_fit_finds_fewest_gpus_then_lowest_stage),
         cmocka_unit_test(test_zero_plan_refuses_nonsense),
         cmocka_unit_test(test_zero_formulas_match_the_paper),
         cmocka_unit_test(test_train_scaling_cost_and_slowest_rank),

@@ -386,6 +386,25 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
     return LB_OK;
 }
 
+lb_status lb_model_gpu_plan_bytes(const lb_model_config *cfg, const lb_model_gpu_params *p,
+                                  double *state_bytes, double *other_bytes, lb_err *err) {
+    if (p->lora.rank > 0)
+        return lb_fail(err, LB_ERR_USAGE, "no memory plan for adapters on a frozen base");
+    lb_model_gpu *m = calloc(1, sizeof *m);
+    if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
+    set_dims(m, cfg, p);
+    lb_gpu_arena sizing;
+    lb_gpu_arena_init_sizing(&sizing);
+    lb_status st = layout(m, &sizing, err);
+    double state = (double)(lb_gpu_arena_bytes_with_prefix(&sizing, "param.") +
+                            lb_gpu_arena_bytes_with_prefix(&sizing, "opt."));
+    *state_bytes = state;
+    *other_bytes = (double)sizing.used_bytes - state;
+    lb_gpu_arena_free(&sizing);
+    free(m);
+    return st;
+}
+
 void lb_model_gpu_free(lb_model_gpu *m) {
     if (m == NULL) return;
     if (m->stream) cudaStreamSynchronize(m->stream);

@@ -86,6 +86,12 @@ typedef struct lb_model_gpu lb_model_gpu;
  * --recompute. Weights are uninitialised. */
 lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
                             const lb_model_gpu_params *p, lb_err *err);
+/* What lb_model_gpu_init would allocate, without allocating or touching the device (cuDNN's
+ * workspace left out): state_bytes for parameters, gradients and optimizer state (the arena's
+ * "param." and "opt." pieces), other_bytes for the rest (activations, their gradients,
+ * workspace). Not for adapters on a frozen base (LB_ERR_USAGE). */
+lb_status lb_model_gpu_plan_bytes(const lb_model_config *cfg, const lb_model_gpu_params *p,
+                                  double *state_bytes, double *other_bytes, lb_err *err);
 void lb_model_gpu_free(lb_model_gpu *m);
 
 /* GPT-2 style initialisation on the device (normal(0, 0.02), residual projections

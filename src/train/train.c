@@ -408,6 +408,38 @@ lb_status lb_train_check_replicas(const lb_train_params *p, const float *params,
     return LB_OK;
 }
 
+#define FIT_MAX_GPUS 4096 /* the most GPUs an out-of-memory message suggests */
+
+lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cfg,
+                             double other_bytes, double free_bytes, lb_err *err) {
+    const int ranks = lb_train_ranks(p);
+    const double P = (double)lb_model_param_count(cfg), GB = 1e9;
+    const lb_zero_stage z = (lb_zero_stage)p->zero;
+    const double state = lb_zero_state_bytes(z, p->precision, P, ranks);
+    if (state + other_bytes <= free_bytes) return LB_OK;
+    static const char *formula[2][4] = {{"16P", "4P + 12P/N", "2P + 14P/N", "16P/N"},
+                                        {"16P", "8P + 8P/N", "4P + 12P/N", "16P/N"}};
+    char advice[160];
+    lb_zero_stage s;
+    int n;
+    if (lb_zero_fit(p->precision, P, other_bytes, free_bytes, ranks, FIT_MAX_GPUS, &s, &n))
+        snprintf(advice, sizeof advice, "--zero %d on %d GPU%s would fit (%.1f GB a GPU)", (int)s,
+                 n, n == 1 ? "" : "s",
+                 (lb_zero_state_bytes(s, p->precision, P, n) + other_bytes) / GB);
+    else
+        snprintf(advice, sizeof advice,
+                 "no stage fits on up to %d GPUs: try a smaller --batch or --recompute",
+                 FIT_MAX_GPUS);
+    return lb_fail(err, LB_ERR_USAGE,
+                   "--model %s at --zero %d on %d GPU%s needs %.1f GB a GPU, ZeRO's %s for %.2f B "
+                   "parameters in %s (%.1f GB) plus %.1f GB of activations and workspace, but "
+                   "cuda:%d has %.1f GB free: %s",
+                   cfg->name, (int)z, ranks, ranks == 1 ? "" : "s", (state + other_bytes) / GB,
+                   formula[p->precision == LB_PREC_FP32][z], P / 1e9,
+                   lb_precision_name(p->precision), state / GB, other_bytes / GB, p->device_index,
+                   free_bytes / GB, advice);
+}
+
 lb_status lb_train_save_params(const lb_train_params *p, const lb_model_config *cfg,
                                const float *params, lb_err *err) {
     if (p->save_params == NULL || lb_train_rank(p) != 0) return LB_OK;
@@ -730,6 +762,7 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
             return lb_fail(err, LB_ERR_UNSUPPORTED,
                            "--device cuda:%d: no such GPU; %d visible, cuda:0 to cuda:%d",
                            p->device_index, gpus, gpus - 1);
+        LB_TRY(lb_train_cuda_check_fit(p, cfg, err));
 #else
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "--device cuda was asked but this llmbench was built without CUDA");

@@ -27,6 +27,12 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                    "--device cuda was asked but this llmbench was built without CUDA");
 }
 
+lb_status lb_train_cuda_check_fit(const lb_train_params *p, const lb_model_config *cfg,
+                                  lb_err *err) {
+    (void)p, (void)cfg, (void)err;
+    return LB_OK;
+}
+
 #else
 
 #include <cuda_profiler_api.h>
@@ -139,6 +145,33 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     return LB_OK;
 }
 
+/* The GPU model's parameters for p (and the data-parallel layer's demands at p's stage). */
+static lb_model_gpu_params model_params(const lb_train_params *p, int64_t total) {
+    const int K = (int)p->grad_accum;
+    lb_model_gpu_params gp = {.B = (int)(p->batch / K),
+                              .T = (int)p->seq,
+                              .precision = p->precision,
+                              .recompute = p->recompute,
+                              .fp32_mode = p->fp32_matmul,
+                              .gemm_heuristic_only = p->gemm_heuristic_only,
+                              .attention = p->attention,
+                              .max_loss_slots = (int)(total * K)};
+    if (lb_train_ranks(p) > 1 || p->zero > 0) lb_dp_cuda_model_params((lb_zero_stage)p->zero, &gp);
+    return gp;
+}
+
+lb_status lb_train_cuda_check_fit(const lb_train_params *p, const lb_model_config *cfg,
+                                  lb_err *err) {
+    if (p->lora_rank > 0) return LB_OK;
+    lb_model_gpu_params gp = model_params(p, p->warmup + p->steps);
+    double state = 0, other = 0;
+    LB_TRY(lb_model_gpu_plan_bytes(cfg, &gp, &state, &other, err));
+    size_t free_bytes = 0, total_bytes = 0;
+    LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
+    LB_CUDA_TRY(err, cudaMemGetInfo(&free_bytes, &total_bytes));
+    return lb_train_check_fit(p, cfg, other, (double)free_bytes, err);
+}
+
 /* Several ranks: the NCCL communicator (before the model, so its memory is not the
  * arena's to count) and the bucketed all-reduce behind backward. */
 static lb_status data_parallel_init(const lb_train_params *p, run_state *s, lb_err *err) {
@@ -230,15 +263,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
      * for collectives (a shard that is the whole model) */
     const bool dp = ranks > 1 || stage > LB_ZERO_0;
     if (ranks > 1) LB_TRY(data_parallel_init(p, &s, err));
-    lb_model_gpu_params gp = {.B = (int)(p->batch / K),
-                              .T = (int)p->seq,
-                              .precision = p->precision,
-                              .recompute = p->recompute,
-                              .fp32_mode = p->fp32_matmul,
-                              .gemm_heuristic_only = p->gemm_heuristic_only,
-                              .attention = p->attention,
-                              .max_loss_slots = (int)(total * K)};
-    if (dp) lb_dp_cuda_model_params(stage, &gp);
+    lb_model_gpu_params gp = model_params(p, total);
     lb_status st = p->lora_rank > 0 ? lb_train_lora_config(p, cfg, &gp.lora, err) : LB_OK;
     if (st == LB_OK) st = lb_model_gpu_init(&s.m, cfg, &gp, err);
     if (st == LB_OK) st = lb_model_gpu_init_weights(s.m, p->seed, err);
