@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "cli/commands.h"
 #include "test_util.h"
 
 static char out[1 << 16], err[1 << 16];
@@ -65,6 +66,26 @@ static void test_cli_command_help_lists_its_options(void **state) {
     assert_int_equal(run((const char *[]){"env", "--help", NULL}), 0);
     assert_non_null(strstr(out, "usage: llmbench env"));
     assert_non_null(strstr(out, "--json"));
+}
+
+/* `llmbench run` on two or more GPUs adds the scaling run: GPT-2 124M on 1 and all GPUs
+ * at ZeRO 1 through train --scaling, with the suite's steps and database */
+static void test_cli_run_scaling_child_command(void **state) {
+    (void)state;
+    char buf[64], *args[24];
+    int n = lb_cli_run_scaling_args(4, 0, "r.db", buf, args);
+    const char *want[] = {"llmbench", "train",    "--scaling", "1,4",         "--zero",
+                          "1",        "--model",  "gpt2-124m", "--precision", "bf16",
+                          "--batch",  "16",       "--seq",     "1024",        "--steps",
+                          "100",      "--warmup", "10",        "--db",        "r.db"};
+    assert_int_equal(n, 20);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(args[i], want[i]);
+    assert_null(args[n]);
+    assert_int_equal(lb_cli_run_scaling_args(8, 7, NULL, buf, args), 18);
+    assert_string_equal(args[3], "1,8");
+    assert_string_equal(args[15], "7");
+    assert_null(args[18]);
 }
 
 static void test_cli_commands_that_store_nothing_refuse_db(void **state) {
@@ -126,6 +147,7 @@ int main(void) {
         cmocka_unit_test(test_cli_env_json_is_one_document),
         cmocka_unit_test(test_cli_command_help_lists_its_options),
         cmocka_unit_test(test_cli_commands_that_store_nothing_refuse_db),
+        cmocka_unit_test(test_cli_run_scaling_child_command),
         cmocka_unit_test(test_cli_out_of_range_lengths_are_refused_not_clamped),
         cmocka_unit_test(test_cli_tokenize_prints_nothing_before_an_unreadable_file),
     };

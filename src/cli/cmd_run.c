@@ -4,13 +4,14 @@
  * Llama configuration on the CPU reference; a machine with a CUDA GPU also trains GPT-2
  * 124M on it and runs a short Offline inference benchmark on the built-in engine (random
  * llama3.2-1b weights, 256 prompts of 512 tokens, 64 output tokens each); a machine with two
- * or more GPUs also runs `llmbench comm all_reduce` over all of them (8 B to 1 GiB) and
- * `llmbench doctor`'s single-node check, each as a child process that prints its own
- * report (comm stores its run). Each benchmark is its own stored run; the command ends
- * with one table of all of them and their run ids, a line per training and inference run
- * comparing it with its benchmark's history on this machine (history/history.h), and a
- * report of those runs (report/report.h) whose path the summary names. A benchmark that
- * fails does not stop the others; the exit code is 1 if any failed, 130 if interrupted. */
+ * or more GPUs also runs a scaling benchmark (`llmbench train --scaling 1,N`: GPT-2 124M on
+ * one and on all N GPUs at ZeRO 1, stored as one group), `llmbench comm all_reduce` over
+ * all of them (8 B to 1 GiB) and `llmbench doctor`'s single-node check, each as a child
+ * process that prints its own report (train and comm store their runs). Each benchmark is its own
+ * stored run; the command ends with one table of all of them and their run ids, a line per training
+ * and inference run comparing it with its benchmark's history on this machine (history/history.h),
+ * and a report of those runs (report/report.h) whose path the summary names. A benchmark that fails
+ * does not stop the others; the exit code is 1 if any failed, 130 if interrupted. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,6 +87,23 @@ static lb_status run_item(const lb_cli_common *common, int argc, char **argv, co
     lb_status st = lb_runctl_run(common, argc, argv, r, work, &ctx, run_id, &err);
     if (st != LB_OK) fprintf(stderr, "llmbench run: %s: %s\n", name, err.msg);
     return st;
+}
+
+int lb_cli_run_scaling_args(int gpus, int64_t steps, const char *db, char *buf, char **argv) {
+    const suite_item *it = &gpu_suite[0];
+    int n = 0;
+    char *counts = buf, *nsteps = buf + 24, *nwarm = buf + 44;
+    snprintf(counts, 24, "1,%d", gpus);
+    snprintf(nsteps, 20, "%lld", (long long)(steps > 0 ? steps : it->steps));
+    snprintf(nwarm, 20, "%lld", (long long)it->warmup);
+    const char *fixed[] = {"llmbench", "train",   "--scaling",   counts, "--zero",   "1",
+                           "--model",  it->model, "--precision", "bf16", "--batch",  "16",
+                           "--seq",    "1024",    "--steps",     nsteps, "--warmup", nwarm};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        argv[n++] = (char *)fixed[i];
+    if (db != NULL) argv[n++] = "--db", argv[n++] = (char *)db;
+    argv[n] = NULL;
+    return n;
 }
 
 /* Runs this program with args (NULL-terminated) as a child, its stdout on our stderr when
@@ -229,7 +247,8 @@ int lb_cmd_run(int argc, char **argv) {
         .summary = "The default suite for this machine: a short training benchmark of a small "
                    "GPT-2 and a small Llama configuration on the CPU, and GPT-2 124M in bf16 and "
                    "an Offline inference benchmark of the built-in engine (random llama3.2-1b "
-                   "weights) on the GPU when one is present; with two or more GPUs also "
+                   "weights) on the GPU when one is present; with two or more GPUs also a "
+                   "scaling run (GPT-2 124M on 1 and all GPUs at ZeRO 1, one stored group), "
                    "`llmbench comm all_reduce` over all of them (8 B to 1 GiB) and `llmbench "
                    "doctor`. Every benchmark is stored as its own run; a summary table with the "
                    "run ids, a comparison of each training and inference run with this "
@@ -277,8 +296,15 @@ int lb_cmd_run(int argc, char **argv) {
             exit_code = 1;
     }
 
-    /* two or more GPUs: the collectives and NCCL's health, as their own commands */
-    int comm_code = -1, doctor_code = -1;
+    /* two or more GPUs: scaling over them, the collectives and NCCL's health, as their own
+     * commands */
+    int comm_code = -1, doctor_code = -1, scaling_code = -1;
+    if (!cpu_only && gpus >= 2 && exit_code != 130 && !lb_signals_interrupted()) {
+        char buf[64], *scaling_args[24];
+        lb_cli_run_scaling_args(gpus, steps, a.common.db_path, buf, scaling_args);
+        scaling_code = run_self(scaling_args, a.common.json);
+        if (scaling_code == 130 || lb_signals_interrupted()) exit_code = 130;
+    }
     if (!cpu_only && gpus >= 2 && exit_code != 130 && !lb_signals_interrupted()) {
         char n_gpus[16];
         snprintf(n_gpus, sizeof n_gpus, "%d", gpus);
@@ -293,7 +319,8 @@ int lb_cmd_run(int argc, char **argv) {
         comm_code = run_self(comm_args, a.common.json);
         char *doctor_args[] = {"llmbench", "doctor", NULL};
         doctor_code = run_self(doctor_args, a.common.json);
-        if (comm_code > 0 || doctor_code > 0) exit_code = exit_code ? exit_code : 1;
+        if (comm_code > 0 || doctor_code > 0 || scaling_code > 0)
+            exit_code = exit_code ? exit_code : 1;
     }
 
     if (a.common.json) {
@@ -321,6 +348,9 @@ int lb_cmd_run(int argc, char **argv) {
                    lb_result_metric(r, infer ? "output_tok_per_s" : "tokens_per_s"),
                    lb_result_metric(r, "step_ms_median"), lb_result_metric(r, "final_loss"), rate);
         }
+        if (scaling_code >= 0)
+            printf("%-6s %-24s %-12s\n", "-", "train --scaling (ZeRO 1)",
+                   scaling_code == 0 ? "ok" : "failed");
         if (comm_code >= 0)
             printf("%-6s %-24s %-12s\n%-6s %-24s %-12s\n", "-", "comm all_reduce",
                    comm_code == 0 ? "ok" : "failed", "-", "doctor",

@@ -4,6 +4,8 @@
 #ifndef LB_CLI_COMMANDS_H
 #define LB_CLI_COMMANDS_H
 
+#include <stdint.h>
+
 int lb_cmd_env(int argc, char **argv);
 int lb_cmd_results(int argc, char **argv);
 int lb_cmd_serve(int argc, char **argv);
@@ -21,5 +23,11 @@ int lb_cmd_compare(int argc, char **argv);
 int lb_cmd_history(int argc, char **argv);
 int lb_cmd_report(int argc, char **argv);
 int lb_cmd_schedule(int argc, char **argv);
+
+/* `llmbench run`'s scaling benchmark on a machine with gpus (>= 2) GPUs: the command line of
+ * its `llmbench train --scaling 1,GPUS` child (GPT-2 124M bf16 16 x 1024 at ZeRO 1) into
+ * argv (NULL-terminated, at least 24 entries), its strings static or in buf (64 bytes);
+ * steps 0: the suite's default. Returns the number of arguments. */
+int lb_cli_run_scaling_args(int gpus, int64_t steps, const char *db, char *buf, char **argv);
 
 #endif
