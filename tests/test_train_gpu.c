@@ -1,8 +1,8 @@
 /* test_train_gpu.c: the GPU training path on one GPU against itself: K micro-batches
- * (--grad-accum) give the losses of one batch of K times their size, and ZeRO 1 and 2 on one
- * rank (the shard is the whole model, collectives are copies) give stage 0's losses and
- * parameters, in fp32 (close) and bf16 (within its rounding). Data come from a token shard,
- * which micro-batches read exactly as one whole batch would. Skipped without a GPU. */
+ * (--grad-accum) give the losses of one batch of K times their size, and ZeRO 1-3 on one
+ * rank (the shard is the whole model, collectives are copies) give stage 0's losses, in
+ * fp32 (close) and bf16 and fp16 (within their rounding), for both families. Data come from a token
+ * shard, which micro-batches read exactly as one whole batch would. Skipped without a GPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,7 +104,7 @@ static void test_gpu_grad_accum_matches_the_whole_batch(void **state) {
     expect_close(whole, parts, 6, 2e-2, "bf16, 2 micro-batches of 4 against 1 of 8");
 }
 
-static void test_gpu_zero_1_and_2_on_one_rank_match_stage_0(void **state) {
+static void test_gpu_zero_1_to_3_on_one_rank_match_stage_0(void **state) {
     (void)state;
     LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() > 0, "no CUDA GPU here");
     double base[6], other[6];
@@ -119,12 +119,24 @@ static void test_gpu_zero_1_and_2_on_one_rank_match_stage_0(void **state) {
     run_losses(gpu_params(LB_PREC_FP16, 0, 1), base);
     run_losses(gpu_params(LB_PREC_FP16, 1, 2), other);
     expect_close(base, other, 6, 2e-2, "fp16 ZeRO 1 with 2 micro-batches against 0");
+    run_losses(gpu_params(LB_PREC_FP32, 0, 1), base);
+    run_losses(gpu_params(LB_PREC_FP32, 3, 1), other);
+    expect_close(base, other, 6, 1e-4, "fp32 ZeRO 3 against 0");
+    run_losses(gpu_params(LB_PREC_BF16, 0, 2), base);
+    run_losses(gpu_params(LB_PREC_BF16, 3, 2), other);
+    expect_close(base, other, 6, 2e-2, "bf16 ZeRO 3 with 2 micro-batches against 0");
+    lb_train_params llama = gpu_params(LB_PREC_BF16, 0, 1);
+    llama.model = "llama-tiny"; /* untied head: its own unit */
+    run_losses(llama, base);
+    llama.zero = 3;
+    run_losses(llama, other);
+    expect_close(base, other, 6, 2e-2, "llama bf16 ZeRO 3 against 0");
 }
 
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_grad_accum_matches_the_whole_batch),
-        cmocka_unit_test(test_gpu_zero_1_and_2_on_one_rank_match_stage_0),
+        cmocka_unit_test(test_gpu_zero_1_to_3_on_one_rank_match_stage_0),
     };
     return lb_test_main(tests, sizeof tests / sizeof tests[0], make_shard, remove_shard, argc,
                         argv);

@@ -222,7 +222,7 @@ int lb_cmd_train(int argc, char **argv) {
         {"--zero", LB_ARG_INT, &zero, "0-3",
          "ZeRO stage over data-parallel ranks: 0 = gradients all-reduced; 1 = optimizer state "
          "sharded; 2 = gradients sharded too; 3 = parameters sharded too, gathered per layer "
-         "(default 0; on GPUs 0-2 so far)",
+         "(default 0)",
          0, 3},
         {"--grad-accum", LB_ARG_INT, &p->grad_accum, "K",
          "split each step's batch into K micro-batches whose gradients add up (default 1)", 1,

@@ -42,9 +42,10 @@ static int64_t hidden_ld(const lb_model_gpu *m, int64_t width) {
     return hidden_cols(m) ? m->BT : width;
 }
 
-/* whether the output head's working copy is a padded one of its own (m->lm_w) */
+/* whether the output head's working copy is a padded one of its own (m->lm_w); with
+ * external_params the products read the bound head, its padding rows whatever follows it */
 static bool head_apart(const lb_model_gpu *m) {
-    return m->Vp != m->V;
+    return m->Vp != m->V && !m->p.external_params;
 }
 
 static void set_dims(lb_model_gpu *m, const lb_model_config *cfg, const lb_model_gpu_params *p) {
@@ -121,7 +122,9 @@ static lb_status layout(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
     } else {
         bool own_opt = !m->p.external_optimizer;
         if (own_opt) TAKE(m->master, "param.master", np * 4);
-        if (m->dt != LB_DT_F32 || !own_opt)
+        if (m->p.external_params)
+            m->params = NULL;
+        else if (m->dt != LB_DT_F32 || !own_opt)
             TAKE(m->params, "param.work", np * es);
         else
             m->params = m->master;
@@ -133,10 +136,7 @@ static lb_status layout(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
             TAKE(m->seg_flags, "opt.seg_flags", (size_t)m->n_seg * 4);
         }
     }
-    if (head_apart(m))
-        TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
-    else
-        m->lm_w = W(m, m->off.lm_head);
+    if (head_apart(m)) TAKE(m->lm_w, "param.lm_head_padded", (size_t)m->Vp * C * es);
     TAKE(m->opt, "opt.state", sizeof(lb_gpu_optstate));
     if (m->llama) {
         TAKE(m->inv_freq, "rope.inv_freq", (size_t)m->HD / 2 * 4);
@@ -314,14 +314,34 @@ static int unit_of(const lb_model_gpu *m, int64_t off) {
     return l < m->L ? 1 + (int)l : m->L + 1;
 }
 
-/* Every unit's gradient slots in the model's own array (none with external_grads: bound
- * later). */
+/* Every unit's gradient slots and working copy in the model's own arrays (none with
+ * external_grads or external_params: bound later). */
 static lb_status init_units(lb_model_gpu *m, lb_err *err) {
     m->unit_grads = calloc((size_t)m->L + 2, sizeof *m->unit_grads);
-    if (m->unit_grads == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the units");
-    for (int u = 0; m->grads != NULL && u < m->L + 2; u++)
-        m->unit_grads[u] = m->grads + unit_first(m, u);
+    m->unit_params = calloc((size_t)m->L + 2, sizeof *m->unit_params);
+    if (m->unit_grads == NULL || m->unit_params == NULL)
+        return lb_fail(err, LB_ERR_NOMEM, "no host memory for the units");
+    for (int u = 0; u < m->L + 2; u++) {
+        if (m->grads != NULL) m->unit_grads[u] = m->grads + unit_first(m, u);
+        if (m->params != NULL && !m->lora)
+            m->unit_params[u] = (char *)m->params + (size_t)unit_first(m, u) * m->es;
+    }
     return LB_OK;
+}
+
+void lb_model_gpu_bind_params(lb_model_gpu *m, int unit, void *working) {
+    m->unit_params[unit] = working;
+}
+
+void lb_model_gpu_set_param_hook(lb_model_gpu *m, lb_model_gpu_param_hook fn, void *ctx) {
+    m->param_hook = fn;
+    m->param_hook_ctx = ctx;
+}
+
+/* Kernels that read unit u's parameters come next (forward, or backward): the hook may
+ * bind them first. */
+static lb_status param_use(lb_model_gpu *m, int unit, bool backward, lb_err *err) {
+    return m->param_hook != NULL ? m->param_hook(m->param_hook_ctx, unit, backward, err) : LB_OK;
 }
 
 void lb_model_gpu_bind_grads(lb_model_gpu *m, int unit, float *slots) {
@@ -341,7 +361,11 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
     set_dims(m, cfg, p);
     m->loss_grad_scale = 1.0f / (float)m->BT;
     lb_status st = LB_OK;
-    if (p->lora.rank > 0 && (p->external_optimizer || p->external_grads))
+    if (p->external_params && !(p->external_optimizer && p->external_grads))
+        st = lb_fail(err, LB_ERR_USAGE,
+                     "external parameters need an external optimizer and "
+                     "external gradients");
+    else if (p->lora.rank > 0 && (p->external_optimizer || p->external_grads))
         st = lb_fail(err, LB_ERR_USAGE, "adapters on a frozen base keep their optimizer inside");
     else if (p->lora.rank > 0)
         st = lb_lora_gpu_new(&m->lora, cfg, &p->lora, m->BT, m->dt, err);
@@ -421,6 +445,7 @@ void lb_model_gpu_free(lb_model_gpu *m) {
     lb_lora_gpu_free(m->lora);
     free(m->clear);
     free(m->unit_grads);
+    free(m->unit_params);
     free(m);
 }
 
@@ -492,7 +517,7 @@ lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err)
         return reset_optimizer(m, err);
     }
     if (m->master == NULL) {
-        LB_TRY(draw_working(m, seed, err));
+        if (m->params != NULL) LB_TRY(draw_working(m, seed, err));
         return reset_optimizer(m, err);
     }
     LB_TRY(lb_model_gpu_draw_params(m, m->master, 0, m->n_params, seed, err));
@@ -611,6 +636,8 @@ static void widen_in_place(float *x, int64_t n, lb_gpu_dtype dt) {
 
 lb_status lb_model_gpu_get_params(lb_model_gpu *m, float *host, lb_err *err) {
     LB_TRY(need_lora(m, false, err));
+    if (m->params == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "the model keeps no parameters (external parameters)");
     if (m->master != NULL) return copy_out(m, host, m->master, (size_t)m->n_params * 4, err);
     LB_TRY(copy_out(m, host, m->params, (size_t)m->n_params * m->es, err));
     if (m->dt != LB_DT_F32) widen_in_place(host, m->n_params, m->dt);
@@ -695,8 +722,13 @@ int64_t lb_model_gpu_n_params(const lb_model_gpu *m) {
 
 static void *W(lb_model_gpu *m, int64_t off) {
     if (off < 0) return NULL;
-    return (char *)m->params +
-           (size_t)(m->lora ? lb_lora_gpu_base_index(m->lora, off) : off) * m->es;
+    if (m->lora) return (char *)m->params + (size_t)lb_lora_gpu_base_index(m->lora, off) * m->es;
+    int u = unit_of(m, off);
+    return (char *)m->unit_params[u] + (size_t)(off - unit_first(m, u)) * m->es;
+}
+/* The output head as its products read it ([Vp, C]). */
+static const void *head_w(lb_model_gpu *m) {
+    return head_apart(m) ? m->lm_w : W(m, m->off.lm_head);
 }
 /* A frozen base's weight gradients go to the sink (only the norm backwards ask for them). */
 static float *G(lb_model_gpu *m, int64_t off) {
@@ -867,9 +899,11 @@ static const void *wte_lp(lb_model_gpu *m) {
 static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
+    LB_TRY(param_use(m, 0, false, err));
     LB_TRY(lb_embed_forward(m->encoded, m->tokens, wte_lp(m), W(m, m->off.wpe), m->B, m->T, C,
                             m->dt, m->stream, err));
     for (int l = 0; l < m->L; l++) {
+        LB_TRY(param_use(m, 1 + l, false, err));
         int keep = m->p.recompute ? 0 : l;
         const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
         void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, m->ld2);
@@ -925,14 +959,17 @@ static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
                           C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
         LB_TRY(lora_fwd(m, l, LB_LORA_IN_MLP_OUT, res3, C, fact, m->H, err));
     }
+    LB_TRY(param_use(m, m->L + 1, false, err));
     LB_TRY(norm_fwd(m, m->lnf, C, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C),
                     m->off.normf_w, m->off.normf_b, err));
+    if (unit_of(m, m->off.lm_head) != m->L + 1) /* a tied head is unit 0's wte */
+        LB_TRY(param_use(m, unit_of(m, m->off.lm_head), false, err));
     lb_blas_gemm g = {.m = m->BT,
                       .n = m->Vp,
                       .k = C,
                       .a = m->lnf,
                       .lda = C,
-                      .b = m->lm_w,
+                      .b = head_w(m),
                       .ldb = C,
                       .trans_b = true,
                       .ab_type = m->dt,
@@ -965,13 +1002,14 @@ static lb_status grad_done(lb_model_gpu *m, int unit, lb_err *err) {
 static lb_status backward(lb_model_gpu *m, lb_err *err) {
     const lb_layer_offsets *o = &m->off.layer;
     int C = m->C;
+    LB_TRY(param_use(m, unit_of(m, m->off.lm_head), true, err));
     /* output head over the padded width (padding logits' gradients are zero) */
     lb_blas_gemm gi = {.m = m->BT,
                        .n = C,
                        .k = m->Vp,
                        .a = m->logits,
                        .lda = m->Vp,
-                       .b = m->lm_w,
+                       .b = head_w(m),
                        .ldb = C,
                        .ab_type = m->dt,
                        .d = m->dc,
@@ -1007,6 +1045,7 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
         LB_TRY(lb_blas_gemm_run(m->blas, &gw, m->stream, err));
     }
     LB_CUDA_TRY(err, cudaMemsetAsync(m->dres, 0, (size_t)m->BT * C * m->es, m->stream));
+    if (unit_of(m, m->off.lm_head) != m->L + 1) LB_TRY(param_use(m, m->L + 1, true, err));
     /* The two C-wide biases of a layer (attention and MLP output projections) take their
      * gradients from the norm backward that writes their output's gradient: the last
      * layer's MLP one from the final norm, each layer's attention one from its second
@@ -1015,6 +1054,7 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
                     m->off.normf_b, lo(m, m->L - 1, o->mlp_out_b), err));
     LB_TRY(grad_done(m, m->L + 1, err));
     for (int l = m->L - 1; l >= 0; l--) {
+        LB_TRY(param_use(m, 1 + l, true, err));
         int keep = m->p.recompute ? 0 : l;
         const void *x = l == 0 ? m->encoded : at(m, m->res3, l - 1, C);
         void *ln1 = at(m, m->ln1, keep, C), *ln2 = at(m, m->ln2, keep, m->ld2);

@@ -75,6 +75,9 @@ typedef struct {
                                    * keeps them (a ZeRO shard) and writes the working copy */
     bool external_grads;          /* no gradient array: every unit's gradient slots are where
                                    * lb_model_gpu_bind_grads points them */
+    bool external_params;         /* no working copy either (with both the above): every
+                                   * unit's parameters are where lb_model_gpu_bind_params points
+                                   * them, bound by the parameter hook before each use */
 } lb_model_gpu_params;
 
 typedef struct lb_model_gpu lb_model_gpu;
@@ -177,10 +180,25 @@ lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m, const lb_param_tensor
  * reports the unit done. Takes effect for the kernels enqueued after the call. */
 void lb_model_gpu_bind_grads(lb_model_gpu *m, int unit, float *slots);
 
+/* Points unit u's working copy (the unit's part of the layout from its first element, in
+ * lb_model_gpu_dtype) at `working`, device memory the caller owns (external_params). The
+ * output head's products read V_pad = V rounded up to 64 rows: the rows after the head
+ * must be readable and finite (their logits are ignored). Takes effect for the kernels
+ * enqueued after the call. */
+void lb_model_gpu_bind_params(lb_model_gpu *m, int unit, void *working);
+/* Called on the host before the model enqueues kernels that read unit u's parameters, in
+ * forward (backward false) and backward, so the hook can bind them (and make the model's
+ * stream wait for them). Per micro-batch the units come in this order: forward 0, 1 ... L,
+ * L + 1 and, with a tied head, 0 again (the head); backward the head's unit (tied: 0, then
+ * L + 1; else L + 1), then L ... 1 (the embedding backward reads no parameters). Kernels of
+ * a use are enqueued before the next call. A failure it returns ends the step. NULL: none. */
+typedef lb_status (*lb_model_gpu_param_hook)(void *ctx, int unit, bool backward, lb_err *err);
+void lb_model_gpu_set_param_hook(lb_model_gpu *m, lb_model_gpu_param_hook fn, void *ctx);
+
 /* The working copy the products read: n_params values of lb_model_gpu_dtype in the
- * parameter layout, device memory the model owns. A caller that writes it (external_optimizer)
- * calls lb_model_gpu_working_written after, on the model's stream, so the model refreshes
- * what it derives from it (the padded output head). */
+ * parameter layout, device memory the model owns (NULL with external_params). A caller that writes
+ * it (external_optimizer) calls lb_model_gpu_working_written after, on the model's stream, so the
+ * model refreshes what it derives from it (the padded output head). */
 void *lb_model_gpu_working(lb_model_gpu *m);
 lb_gpu_dtype lb_model_gpu_dtype(const lb_model_gpu *m);
 lb_status lb_model_gpu_working_written(lb_model_gpu *m, lb_err *err);

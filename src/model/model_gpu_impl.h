@@ -54,8 +54,12 @@ struct lb_model_gpu {
     lb_model_gpu_grad_hook
         grad_hook; /* data parallelism: told when a unit's gradients are queued */
     void *grad_hook_ctx;
-    float **unit_grads;    /* [L + 2]: where each unit's gradient slots start (train/zero.h's
-                            * units; the model's array, or lb_model_gpu_bind_grads') */
+    float **unit_grads; /* [L + 2]: where each unit's gradient slots start (train/zero.h's
+                         * units; the model's array, or lb_model_gpu_bind_grads') */
+    void **unit_params; /* [L + 2]: where each unit's working copy starts (params, or
+                         * lb_model_gpu_bind_params') */
+    lb_model_gpu_param_hook param_hook; /* told before a unit's parameters are read */
+    void *param_hook_ctx;
     bool accumulate;       /* backward adds to the weight gradients (micro-batch > 0) */
     float loss_grad_scale; /* 1 / (BT x micro-batches a step) */
     /* attention: cuDNN's plans (NULL: built-in kernels only) and, per direction, whose

@@ -1,5 +1,6 @@
-/* dp_cuda.c: ZeRO stages 0-2 over NCCL for the GPU model, buckets reduced on a
- * communication stream while backward goes on (see dp_cuda.h). */
+/* dp_cuda.c: ZeRO stages 0-3 over NCCL for the GPU model, buckets reduced and (stage 3)
+ * units' parameters gathered on a communication stream while the model computes (see
+ * dp_cuda.h). */
 #ifdef LB_HAVE_CUDA
 
 #include "train/dp_cuda.h"
@@ -14,6 +15,7 @@
 #include "kernels/adamw.cuh"
 
 #define PIECE_ALIGN 64 /* elements: every piece starts 128 bytes apart or more */
+#define N_GATHER    3  /* stage 3: gather buffers (the unit in use, the next, the last) */
 
 enum { EV_COMM_START = 0, EV_COMM_END, EV_COMPUTE_END, EV_GATHER_START, EV_GATHER_END, EV_N };
 
@@ -21,6 +23,7 @@ struct lb_dp_cuda {
     lb_model_gpu *m;
     lb_comm *c; /* NULL: one rank, collectives are copies */
     lb_dp_cuda_params p;
+    lb_model_config cfg;
     int rank, ranks;
     cudaStream_t model_stream, comm_stream;
     lb_zero_plan plan;
@@ -35,9 +38,9 @@ struct lb_dp_cuda {
     int64_t step;
     int micro;
     int send_idx;
-    bool started; /* this step's first bucket has begun */
-    double sent_bytes;
-    /* stages 1-2: this rank's shard and the buffers, in one arena */
+    bool started; /* this step's first collective has begun */
+    double *sent; /* [n_steps]: bytes this rank sent, ring accounting */
+    /* stages 1-3: this rank's shard and the buffers, in one arena */
     lb_gpu_arena arena;
     float *master, *mom, *vel, *grad; /* [shard_elems] fp32 */
     void *work;                       /* [shard_elems] working type (fp32: master) */
@@ -46,7 +49,16 @@ struct lb_dp_cuda {
     int n_seg;
     void *send[2]; /* [max_padded] working type: packed buckets; send[0] the gather's */
     void *piece;   /* [largest piece] working type: a reduce-scatter's result */
-    float *bucket0_grads, *bucket_grads[2]; /* stage 2: fp32 slots of whole buckets */
+    float *bucket0_grads, *bucket_grads[2]; /* stages 2-3: fp32 slots of whole buckets */
+    /* stage 3: units' working copies gathered into N_GATHER buffers, used in the order seq
+     * (model_gpu.h's parameter hook) */
+    void *gather[N_GATHER];
+    int gather_unit[N_GATHER]; /* the unit a buffer holds, -1: none */
+    int64_t gather_used[N_GATHER];
+    cudaEvent_t gathered[N_GATHER]; /* on the communication stream: the gather is done */
+    cudaEvent_t released[N_GATHER]; /* on the model's stream: its last use is enqueued */
+    int *seq, n_seq, pos, cur;
+    int64_t clock;
 };
 
 static lb_comm_dtype comm_type(lb_gpu_dtype t) {
@@ -56,6 +68,7 @@ static lb_comm_dtype comm_type(lb_gpu_dtype t) {
 void lb_dp_cuda_model_params(lb_zero_stage stage, lb_model_gpu_params *gp) {
     gp->external_optimizer = stage >= LB_ZERO_1;
     gp->external_grads = stage >= LB_ZERO_2;
+    gp->external_params = stage >= LB_ZERO_3;
     gp->no_graph = true;
 }
 
@@ -72,6 +85,9 @@ static lb_status all_reduce_bucket(lb_dp_cuda *d, int b, lb_err *err) {
         if (t->offset < k->start || t->offset >= k->end) continue;
         st = lb_comm_all_reduce(d->c, grads + t->offset, grads + t->offset, (size_t)t->numel,
                                 comm_type(d->grad_type[i]), LB_COMM_AVG, d->comm_stream, err);
+        d->sent[d->step] += lb_zero_ring_bytes(
+            LB_ZERO_ALL_REDUCE, (double)t->numel * (double)lb_dtype_bytes(d->grad_type[i]),
+            d->ranks);
     }
     lb_status end = lb_comm_group_end(d->c, st == LB_OK ? err : NULL);
     return st != LB_OK ? st : end;
@@ -156,6 +172,8 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(start_ev, d->comm_stream));
     d->started = true;
     LB_TRY(reduce_scatter(d, d->send[j], d->piece, k->piece, d->comm_stream, err));
+    d->sent[d->step] +=
+        lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->es, d->ranks);
     LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
     LB_TRY(lb_act_accumulate(d->grad + k->shard_offset, d->piece, d->wt, k->piece, d->comm_stream,
                              err));
@@ -189,6 +207,83 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     return LB_OK;
 }
 
+/* ---- stage 3 -------------------------------------------------------------------------- */
+
+/* A buffer for a unit's gather: an empty one, else the least recently used other than
+ * `keep`. */
+static int pick_buffer(const lb_dp_cuda *d, int keep) {
+    int best = -1;
+    for (int k = 0; k < N_GATHER; k++) {
+        if (k == keep) continue;
+        if (d->gather_unit[k] < 0) return k;
+        if (best < 0 || d->gather_used[k] < d->gather_used[best]) best = k;
+    }
+    return best;
+}
+
+static int resident(const lb_dp_cuda *d, int unit) {
+    for (int k = 0; k < N_GATHER; k++)
+        if (d->gather_unit[k] == unit) return k;
+    return -1;
+}
+
+/* Unit u's working copy (bucket u: one unit a bucket) all-gathered into buffer k on the
+ * communication stream once the model's last use of what k held is done. */
+static lb_status gather_unit(lb_dp_cuda *d, int u, int k, lb_err *err) {
+    const lb_zero_bucket *b = &d->plan.buckets[u];
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->released[k], 0));
+    if (!d->started)
+        LB_CUDA_TRY(err, cudaEventRecord(d->ev[d->step * EV_N + EV_COMM_START], d->comm_stream));
+    d->started = true;
+    LB_TRY(all_gather(d, (char *)d->work + (size_t)b->shard_offset * d->es, d->gather[k], b->piece,
+                      d->wt, d->comm_stream, err));
+    d->sent[d->step] +=
+        lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, (double)b->padded * (double)d->es, d->ranks);
+    LB_CUDA_TRY(err, cudaEventRecord(d->gathered[k], d->comm_stream));
+    d->gather_unit[k] = u;
+    d->gather_used[k] = ++d->clock;
+    return LB_OK;
+}
+
+/* The model is about to read unit's parameters: they are gathered (or were, by the prefetch
+ * of the use before), the model's stream waits for them, they are bound, and the next use's
+ * unit is gathered into another buffer meanwhile. */
+static lb_status on_params(void *ctx, int unit, bool backward, lb_err *err) {
+    lb_dp_cuda *d = ctx;
+    if (d->pos >= d->n_seq || d->seq[d->pos] != unit)
+        return lb_fail(err, LB_ERR_RUNTIME,
+                       "the model read unit %d's parameters (%s) where ZeRO 3 planned unit %d",
+                       unit, backward ? "backward" : "forward",
+                       d->pos < d->n_seq ? d->seq[d->pos] : -1);
+    if (d->cur >= 0) LB_CUDA_TRY(err, cudaEventRecord(d->released[d->cur], d->model_stream));
+    int k = resident(d, unit);
+    if (k < 0) {
+        k = pick_buffer(d, d->cur);
+        LB_TRY(gather_unit(d, unit, k, err));
+    }
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->gathered[k], 0));
+    lb_model_gpu_bind_params(d->m, unit, d->gather[k]);
+    d->cur = k;
+    d->gather_used[k] = ++d->clock;
+    d->pos++;
+    if (d->pos < d->n_seq && resident(d, d->seq[d->pos]) < 0)
+        LB_TRY(gather_unit(d, d->seq[d->pos], pick_buffer(d, k), err));
+    return LB_OK;
+}
+
+/* The order a micro-batch reads the units in (model_gpu.h's parameter hook). */
+static int plan_uses(const lb_model_config *cfg, int *seq) {
+    int L = cfg->n_layer, n = 0;
+    bool tied = cfg->tied_embeddings;
+    for (int u = 0; u <= L + 1; u++)
+        seq[n++] = u;
+    if (tied) seq[n++] = 0, seq[n++] = 0;
+    seq[n++] = L + 1;
+    for (int u = L; u >= 1; u--)
+        seq[n++] = u;
+    return n;
+}
+
 lb_status lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step, lb_err *err) {
     d->step = step;
     d->started = false;
@@ -200,6 +295,7 @@ lb_status lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step, lb_err *err) {
 
 lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err) {
     d->micro = micro;
+    d->pos = 0;
     if (d->p.stage < LB_ZERO_2) return LB_OK;
     int nb = d->plan.n_buckets;
     LB_TRY(bind_bucket(d, 0, err));
@@ -215,6 +311,8 @@ static lb_status gather_params(lb_dp_cuda *d, lb_err *err) {
         const lb_zero_bucket *k = &d->plan.buckets[b];
         LB_TRY(all_gather(d, (char *)d->work + (size_t)k->shard_offset * d->es, d->send[0],
                           k->piece, d->wt, d->model_stream, err));
+        d->sent[d->step] +=
+            lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, (double)k->padded * (double)d->es, d->ranks);
         LB_CUDA_TRY(err, cudaMemcpyAsync(work + (size_t)k->start * d->es, d->send[0],
                                          (size_t)(k->end - k->start) * d->es,
                                          cudaMemcpyDeviceToDevice, d->model_stream));
@@ -231,12 +329,23 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
     lb_gpu_segments sg = {d->seg_start, d->seg_flags, d->n_seg, d->plan.shard_elems};
     cudaStream_t s = d->model_stream;
     LB_TRY(lb_adamw_grad_sumsq(os, d->grad, d->wt, &sg, s, err));
-    if (d->c != NULL)
+    if (d->c != NULL) {
         LB_TRY(
             lb_comm_all_reduce(d->c, &os->sumsq, &os->sumsq, 1, LB_COMM_FP64, LB_COMM_SUM, s, err));
+        d->sent[d->step] += lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, 8, d->ranks);
+    }
     LB_TRY(lb_adamw(d->master, d->wt == LB_DT_F32 ? NULL : d->work, NULL, d->wt, d->grad, d->mom,
                     d->vel, &sg, &q, os, s, err));
     LB_TRY(lb_adamw_finish(os, &q, s, err));
+    if (d->p.stage == LB_ZERO_3) {
+        /* every gathered unit is stale now; the next gathers read the updated shard */
+        for (int k = 0; k < N_GATHER; k++)
+            d->gather_unit[k] = -1;
+        d->cur = -1;
+        LB_CUDA_TRY(err, cudaEventRecord(d->ready, s));
+        LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
+        return LB_OK;
+    }
     cudaEvent_t *ev = d->ev + d->step * EV_N;
     LB_CUDA_TRY(err, cudaEventRecord(ev[EV_GATHER_START], s));
     LB_TRY(gather_params(d, err));
@@ -268,7 +377,14 @@ lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err) {
 
 /* ---- set-up --------------------------------------------------------------------------- */
 
-/* The shard and the buffers of stages 1-2, carved from a (sizing or real) arena. */
+/* Elements of a stage-3 gather buffer: the largest padded unit, and room for the output
+ * head's padding rows after it (its products read V rounded up to 64 rows). */
+static size_t gather_elems(const lb_dp_cuda *d) {
+    int64_t V = d->cfg.vocab_size, Vp = (V + 63) / 64 * 64;
+    return (size_t)(d->plan.max_padded + (Vp - V) * d->cfg.d_model);
+}
+
+/* The shard and the buffers of stages 1-3, carved from a (sizing or real) arena. */
 static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
     size_t n = (size_t)d->plan.shard_elems, es = d->es;
     int64_t most_piece = 0, most_other = 0;
@@ -302,6 +418,8 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
         for (int i = 0; i < 2 && most_other > 0; i++)
             CARVE(d->bucket_grads[i], "zero.bucket_grad", (size_t)most_other * 4);
     }
+    for (int i = 0; d->p.stage == LB_ZERO_3 && i < N_GATHER; i++)
+        CARVE(d->gather[i], "zero.gather", gather_elems(d) * es);
 #undef CARVE
     return LB_OK;
 }
@@ -330,8 +448,8 @@ static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
     return st;
 }
 
-/* Stages 1-2: the shard's master weights drawn as the model's working copy was (padding
- * 0), its working copy from them, moments cleared. */
+/* Stages 1-3: the shard's master weights drawn with the model's seed (padding 0), its
+ * working copy from them, moments cleared. */
 static lb_status init_shard(lb_dp_cuda *d, lb_err *err) {
     size_t n = (size_t)d->plan.shard_elems;
     cudaStream_t s = d->model_stream;
@@ -351,31 +469,15 @@ static lb_status init_shard(lb_dp_cuda *d, lb_err *err) {
     return LB_OK;
 }
 
-/* Bytes this rank sends a step by ring accounting. */
-static double step_bytes(const lb_dp_cuda *d) {
-    double sent = 0;
-    if (d->p.stage == LB_ZERO_0) {
-        for (int i = 0; i < d->n_tensors; i++)
-            sent += lb_zero_ring_bytes(
-                LB_ZERO_ALL_REDUCE,
-                (double)d->tensors[i].numel * (double)lb_dtype_bytes(d->grad_type[i]), d->ranks);
-        return sent;
-    }
-    int reductions = d->p.stage >= LB_ZERO_2 ? d->p.grad_accum : 1;
-    for (int b = 0; b < d->plan.n_buckets; b++) {
-        double bytes = (double)d->plan.buckets[b].padded * (double)d->es;
-        sent += reductions * lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, bytes, d->ranks);
-        sent += lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, bytes, d->ranks);
-    }
-    return sent + lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, 8, d->ranks); /* the norm */
-}
-
 void lb_dp_cuda_free(lb_dp_cuda *d) {
     if (d == NULL) return;
     if (d->m != NULL) {
         lb_model_gpu_set_grad_hook(d->m, NULL, NULL);
+        lb_model_gpu_set_param_hook(d->m, NULL, NULL);
         for (int u = 0; d->p.stage >= LB_ZERO_2 && u < d->plan.n_units; u++)
             lb_model_gpu_bind_grads(d->m, u, NULL);
+        for (int u = 0; d->p.stage == LB_ZERO_3 && u < d->plan.n_units; u++)
+            lb_model_gpu_bind_params(d->m, u, NULL);
     }
     if (d->comm_stream != NULL) cudaStreamSynchronize(d->comm_stream);
     for (int64_t i = 0; d->ev != NULL && i < d->p.n_steps * EV_N; i++)
@@ -383,10 +485,16 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
     if (d->ready != NULL) cudaEventDestroy(d->ready);
     for (int i = 0; i < 2; i++)
         if (d->send_free[i] != NULL) cudaEventDestroy(d->send_free[i]);
+    for (int i = 0; i < N_GATHER; i++) {
+        if (d->gathered[i] != NULL) cudaEventDestroy(d->gathered[i]);
+        if (d->released[i] != NULL) cudaEventDestroy(d->released[i]);
+    }
     if (d->comm_stream != NULL) cudaStreamDestroy(d->comm_stream);
     lb_gpu_arena_free(&d->arena);
     lb_zero_plan_free(&d->plan);
     free(d->ev);
+    free(d->sent);
+    free(d->seq);
     free(d->tensors);
     free(d->grad_type);
     free(d);
@@ -404,13 +512,14 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
     }
     int n_units = lb_zero_model_units(cfg, bounds);
     int64_t align = d->p.stage == LB_ZERO_0 ? 1 : PIECE_ALIGN;
-    lb_status st = lb_zero_plan_init(
-        &d->plan, bounds, n_units, (int64_t)(d->p.bucket_bytes / elem_bytes), d->ranks, align, err);
+    /* stage 3: one unit a bucket, since parameters are gathered unit by unit */
+    int64_t cap = d->p.stage == LB_ZERO_3 ? 0 : (int64_t)(d->p.bucket_bytes / elem_bytes);
+    lb_status st = lb_zero_plan_init(&d->plan, bounds, n_units, cap, d->ranks, align, err);
     free(bounds);
     return st;
 }
 
-/* Stages 1-2: the arena (sized, then allocated), the segment table and the shard. */
+/* Stages 1-3: the arena (sized, then allocated), the segment table and the shard. */
 static lb_status init_state(lb_dp_cuda *d, lb_err *err) {
     d->n_seg = lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, NULL, NULL, 0);
     lb_gpu_arena sizing;
@@ -421,6 +530,8 @@ static lb_status init_state(lb_dp_cuda *d, lb_err *err) {
     LB_TRY(st);
     LB_TRY(lb_gpu_arena_init(&d->arena, need, "try a higher --zero stage or more GPUs", err));
     LB_TRY(layout(d, &d->arena, err));
+    for (int k = 0; d->p.stage == LB_ZERO_3 && k < N_GATHER; k++)
+        LB_CUDA_TRY(err, cudaMemset(d->gather[k], 0, gather_elems(d) * d->es));
     LB_TRY(upload_segments(d, err));
     return init_shard(d, err);
 }
@@ -428,9 +539,9 @@ static lb_status init_state(lb_dp_cuda *d, lb_err *err) {
 lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_config *cfg, lb_comm *c,
                           const lb_dp_cuda_params *p, lb_err *err) {
     *out = NULL;
-    if (p->stage > LB_ZERO_2 || p->grad_accum < 1 || (c == NULL && p->stage == LB_ZERO_0))
+    if (p->stage > LB_ZERO_3 || p->grad_accum < 1 || (c == NULL && p->stage == LB_ZERO_0))
         return lb_fail(err, LB_ERR_USAGE,
-                       "data-parallel GPU training runs ZeRO 0-2 (0 with a communicator), with "
+                       "data-parallel GPU training runs ZeRO 0-3 (0 with a communicator), with "
                        "one or more micro-batches (got stage %d, %d micro-batches)",
                        (int)p->stage, p->grad_accum);
     lb_dp_cuda *d = calloc(1, sizeof *d);
@@ -438,6 +549,10 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     d->m = m;
     d->c = c;
     d->p = *p;
+    d->cfg = *cfg;
+    d->cur = -1;
+    for (int k = 0; k < N_GATHER; k++)
+        d->gather_unit[k] = -1;
     d->rank = c != NULL ? lb_comm_rank(c) : 0;
     d->ranks = c != NULL ? lb_comm_size(c) : 1;
     d->wt = lb_model_gpu_dtype(m);
@@ -447,8 +562,10 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     d->tensors = calloc((size_t)d->n_tensors, sizeof *d->tensors);
     d->grad_type = calloc((size_t)d->n_tensors, sizeof *d->grad_type);
     d->ev = calloc((size_t)(p->n_steps * EV_N), sizeof *d->ev);
+    d->sent = calloc((size_t)p->n_steps, sizeof *d->sent);
+    d->seq = malloc(((size_t)cfg->n_layer + 4) * 2 * sizeof *d->seq);
     lb_status st = LB_OK;
-    if (!d->tensors || !d->grad_type || !d->ev)
+    if (!d->tensors || !d->grad_type || !d->ev || !d->sent || !d->seq)
         st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for %lld steps' events",
                      (long long)p->n_steps);
     if (st == LB_OK) {
@@ -464,6 +581,10 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     for (int i = 0; st == LB_OK && i < 2; i++)
         if (cudaEventCreateWithFlags(&d->send_free[i], cudaEventDisableTiming) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
+    for (int i = 0; st == LB_OK && i < N_GATHER; i++)
+        if (cudaEventCreateWithFlags(&d->gathered[i], cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&d->released[i], cudaEventDisableTiming) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
     for (int64_t i = 0; st == LB_OK && i < p->n_steps * EV_N; i++)
         if (cudaEventCreate(&d->ev[i]) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events");
@@ -471,8 +592,9 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         lb_dp_cuda_free(d);
         return st;
     }
-    d->sent_bytes = step_bytes(d);
+    d->n_seq = plan_uses(cfg, d->seq);
     lb_model_gpu_set_grad_hook(m, on_grads, d);
+    if (p->stage == LB_ZERO_3) lb_model_gpu_set_param_hook(m, on_params, d);
     *out = d;
     return LB_OK;
 }
@@ -483,15 +605,15 @@ lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, do
     float all = 0, open = 0, gather = 0;
     LB_CUDA_TRY(err, cudaEventElapsedTime(&all, ev[EV_COMM_START], ev[EV_COMM_END]));
     LB_CUDA_TRY(err, cudaEventElapsedTime(&open, ev[EV_COMPUTE_END], ev[EV_COMM_END]));
-    if (d->p.stage >= LB_ZERO_1)
+    if (d->p.stage == LB_ZERO_1 || d->p.stage == LB_ZERO_2)
         LB_CUDA_TRY(err, cudaEventElapsedTime(&gather, ev[EV_GATHER_START], ev[EV_GATHER_END]));
     *comm_ms = all + gather;
     *exposed_ms = (open > 0 ? open : 0) + gather;
     return LB_OK;
 }
 
-double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d) {
-    return d->sent_bytes;
+double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d, int64_t step) {
+    return d->sent[step];
 }
 
 double lb_dp_cuda_device_bytes(const lb_dp_cuda *d) {

@@ -1,6 +1,6 @@
 /* dp_cuda.h: data-parallel training of the GPU model (model/model_gpu.h) over NCCL
- * (comm/comm.h, device buffers): ZeRO stages 0-2 with bucketed overlap, and gradient
- * accumulation.
+ * (comm/comm.h, device buffers): ZeRO stages 0-3 with bucketed overlap and parameter
+ * prefetch, and gradient accumulation.
  *
  * The model's gradient hook says when backward has enqueued a unit's last gradient kernel;
  * when that completes a bucket (train/zero.h's plan: buckets of --bucket-mb over the units,
@@ -22,6 +22,17 @@
  *      its own, since a tied head writes wte's gradient first of all; the others take
  *      turns in two), bound to the model's units before backward reaches them and cleared
  *      there; a buffer is free again as soon as its bucket is packed.
+ *   3: as 2 with one unit a bucket, and the model keeps no working copy either
+ *      (external_params): its parameter hook says before each use of a unit's parameters
+ *      (forward 0 ... L + 1, a tied head's 0; backward the head's unit, L + 1 ... 1) and the
+ *      unit's pieces of the 16-bit working copy shard are all-gathered on the communication
+ *      stream into one of three gather buffers, which the model's stream waits for and the
+ *      unit's tensors are bound to; meanwhile the next use's unit is gathered into another
+ *      (prefetch), into the buffer whose last use is longest past once the model's stream
+ *      has passed it. Parameters live only as shards: the optimizer updates the shard and
+ *      the next step gathers again. Peak memory: the shard (16 bytes a parameter over N,
+ *      plus its 16-bit copy), three gather buffers of the largest unit, three bucket
+ *      gradient buffers, activations.
  * With --grad-accum K the model adds K micro-batches' gradients (stages 0 and 1: the
  * collectives run on the last one); at stage 2 every micro-batch's buckets are
  * reduce-scattered and the shard adds them. After the embeddings' bucket of the last
@@ -39,7 +50,7 @@
  * what compute did not hide), and around the parameter all-gather of stages 1-2, which runs
  * on the model's stream after the optimizer and is all exposed.
  *
- * Not here: ZeRO stage 3 (train.c refuses it on GPUs). Only in CUDA builds with NCCL. */
+ * Only in CUDA builds with NCCL. */
 #ifndef LB_TRAIN_DP_CUDA_H
 #define LB_TRAIN_DP_CUDA_H
 
@@ -53,44 +64,46 @@
 typedef struct lb_dp_cuda lb_dp_cuda;
 
 typedef struct {
-    lb_zero_stage stage; /* 0, 1 or 2 */
+    lb_zero_stage stage; /* 0-3 */
     double bucket_bytes; /* most gradient bytes a bucket holds */
     int grad_accum;      /* micro-batches a step */
     int64_t n_steps;     /* steps whose events are kept */
-    uint64_t seed;       /* stages 1-2: the shard's master weights are drawn from it */
+    uint64_t seed;       /* stages 1-3: the shard's master weights are drawn from it */
 } lb_dp_cuda_params;
 
 /* What the model must keep out of its arena at this stage: sets gp's external_optimizer
- * (1-2), external_grads (2) and no_graph. */
+ * (1-3), external_grads (2-3), external_params (3) and no_graph. */
 void lb_dp_cuda_model_params(lb_zero_stage stage, lb_model_gpu_params *gp);
 
 /* Plans the buckets, lays out and allocates this rank's shard and buffers (one arena of
  * its own), creates the communication stream and events, draws the shard's master weights
- * (stages 1-2; the model's working copy must hold lb_model_gpu_init_weights' of the same
- * seed) and sets the model's gradient hook. m, cfg and c are kept, not owned; c may be
- * NULL with one rank at stages 1-2. Free with lb_dp_cuda_free (NULL-safe), which removes
- * the hook. */
+ * (stages 1-3; at 1-2 the model's working copy must hold lb_model_gpu_init_weights' of the
+ * same seed) and sets the model's gradient hook (and at stage 3 its parameter hook). m and
+ * c are kept, not owned; c may be NULL with one rank at stages 1-3. Free with
+ * lb_dp_cuda_free (NULL-safe), which removes the hooks and bindings. */
 lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_config *cfg, lb_comm *c,
                           const lb_dp_cuda_params *p, lb_err *err);
 void lb_dp_cuda_free(lb_dp_cuda *d);
 
-/* The step whose events the next micro-batches record (0 .. n_steps - 1); stages 1-2 clear
+/* The step whose events the next micro-batches record (0 .. n_steps - 1); stages 1-3 clear
  * the gradient shard on the model's stream. */
 lb_status lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step, lb_err *err);
-/* Before micro-batch `micro` of the step is enqueued: stage 2 binds and clears the first
+/* Before micro-batch `micro` of the step is enqueued: stages 2-3 bind and clear the first
  * bucket buffers. */
 lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err);
-/* After the step's last micro-batch, stages 1-2: AdamW on the shard with p, then the
+/* After the step's last micro-batch, stages 1-3: AdamW on the shard with p, then (1-2) the
  * all-gather of the updated working copy. Stage 0: nothing (the model's optimizer ran). */
 lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *err);
 
 /* After the device finished step `step`: its communication time and the part of it that
- * compute did not hide, ms, and the bytes this rank sent a step (ring accounting). */
+ * compute did not hide, ms (stage 3: of its gathers, only those after backward's compute
+ * count as exposed), and the bytes this rank sent in it (ring accounting, counted call by
+ * call). */
 lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, double *exposed_ms,
                                 lb_err *err);
-double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d);
+double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d, int64_t step);
 /* Collective: the whole model's fp32 master weights into host (the flat layout), at
- * stages 1-2 every rank's shard gathered (through a device buffer of the largest bucket,
+ * stages 1-3 every rank's shard gathered (through a device buffer of the largest bucket,
  * outside the arena); synchronises. */
 lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err);
 /* Device bytes of this layer's own arena (shard, buffers). */

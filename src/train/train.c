@@ -157,10 +157,6 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--batch %lld does not split into --grad-accum %lld micro-batches: give a "
                        "batch that is a multiple of %lld",
                        (long long)p->batch, (long long)p->grad_accum, (long long)p->grad_accum);
-    if (p->device == LB_DEVICE_CUDA && p->zero == 3)
-        return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "--zero 3 on GPUs is not built yet: GPU training runs ZeRO 0-2; stage 3 "
-                       "runs on the CPU reference (--device cpu)");
     if (p->device == LB_DEVICE_CUDA && p->lora_rank > 0 && (p->grad_accum > 1 || p->zero > 0))
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "--lora-rank on --device cuda trains at --zero 0 with --grad-accum 1 (got "

@@ -199,7 +199,7 @@ static lb_status fill_records(const lb_train_params *p, run_state *s, int64_t do
         if (s->dp != NULL) {
             LB_TRY(lb_dp_cuda_step_times(s->dp, i, &mine[LB_REC_COMM_MS], &mine[LB_REC_EXPOSED_MS],
                                          err));
-            mine[LB_REC_SENT] = lb_dp_cuda_sent_bytes(s->dp);
+            mine[LB_REC_SENT] = lb_dp_cuda_sent_bytes(s->dp, i);
         }
         if (i >= p->warmup) *timed_s += ms / 1e3, (*timed)++;
     }
@@ -207,17 +207,20 @@ static lb_status fill_records(const lb_train_params *p, run_state *s, int64_t do
 }
 
 /* After the run: every rank's parameters as its products read them (ZeRO 0: the fp32
- * master; 1-2: the working copy each rank gathered) hashed and compared (train_impl.h), and
- * with --save-params the fp32 master weights (shards gathered) written by rank 0. */
+ * master; 1-2: the working copy each rank gathered; 3: the master shards gathered) hashed
+ * and compared (train_impl.h), and with --save-params the fp32 master weights (shards
+ * gathered) written by rank 0. */
 static lb_status finish_params(const lb_train_params *p, const lb_model_config *cfg, run_state *s,
                                lb_result *r, lb_err *err) {
     if (lb_train_ranks(p) <= 1 && p->save_params == NULL) return LB_OK;
     int64_t n = lb_model_gpu_n_params(s->m);
     float *host = malloc((size_t)n * sizeof *host);
     if (host == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the parameters");
-    lb_status st = lb_model_gpu_get_params(s->m, host, err);
+    const bool shards_only = p->zero == 3;
+    lb_status st = shards_only ? lb_dp_cuda_get_params(s->dp, host, err)
+                               : lb_model_gpu_get_params(s->m, host, err);
     if (st == LB_OK) st = lb_train_check_replicas(p, host, n, r, err);
-    if (st == LB_OK && p->save_params != NULL && s->dp != NULL)
+    if (st == LB_OK && p->save_params != NULL && s->dp != NULL && !shards_only)
         st = lb_dp_cuda_get_params(s->dp, host, err);
     if (st == LB_OK) st = lb_train_save_params(p, cfg, host, err);
     free(host);
