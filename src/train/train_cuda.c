@@ -12,10 +12,12 @@
  * and int8 rates with the default auto), or --peak-tflops. The
  * timed steps sit between cudaProfilerStart and cudaProfilerStop, so a profiler started
  * with collection off (ncu --profile-from-start off) sees them and not the warm-up, where
- * cuBLASLt algorithms are timed. With several ranks the job's NCCL communicator carries
- * each bucket's gradient all-reduce during backward (train/dp_cuda.h), every rank's step
- * records go to rank 0 (train_impl.h), and steps run kernel by kernel. A build without
- * CUDA refuses. */
+ * cuBLASLt algorithms are timed. With several ranks (or --zero 1-3) the data-parallel layer
+ * (train/dp_cuda.h) runs the stage over the job's NCCL communicator during backward, every
+ * rank's step records go to rank 0 (train_impl.h), and steps run kernel by kernel; with
+ * --grad-accum K a step is K micro-batches of batch / K. Before anything is allocated,
+ * lb_train_cuda_check_fit holds ZeRO's formula against the GPU's free memory. A build
+ * without CUDA refuses. */
 #include "train/train_cuda.h"
 
 #ifndef LB_HAVE_CUDA
@@ -228,7 +230,7 @@ static lb_status finish_params(const lb_train_params *p, const lb_model_config *
 }
 
 /* One step: its K micro-batches (each rank its part of each), then the optimizer: the
- * model's, or at ZeRO 1-2 the shard's. One micro-batch at stage 0 is the model's whole
+ * model's, or at ZeRO 1-3 the shard's. One micro-batch at stage 0 is the model's whole
  * train step (a CUDA graph on one rank). */
 static lb_status enqueue_step(const lb_train_params *p, run_state *s, lb_data_loader *data,
                               int64_t step, const lb_gpu_adamw_params *ap, lb_err *err) {
@@ -262,7 +264,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     memset(&s, 0, sizeof s);
     const int ranks = lb_train_ranks(p), rank = lb_train_rank(p);
     const lb_zero_stage stage = (lb_zero_stage)p->zero;
-    /* one rank at stage 0 needs no data-parallel layer; one rank at 1-2 runs it with copies
+    /* one rank at stage 0 needs no data-parallel layer; one rank at 1-3 runs it with copies
      * for collectives (a shard that is the whole model) */
     const bool dp = ranks > 1 || stage > LB_ZERO_0;
     if (ranks > 1) LB_TRY(data_parallel_init(p, &s, err));
