@@ -371,16 +371,7 @@ static void test_train_cli_token_shard_4_ranks_read_what_one_rank_reads(void **s
     lb_test_tmpdir(dir, sizeof dir);
     snprintf(shard, sizeof shard, "%s/tokens.bin", dir);
     snprintf(db, sizeof db, "%s/r.db", dir);
-    FILE *f = fopen(shard, "wb");
-    int32_t header[LB_SHARD_HEADER_INTS] = {LB_SHARD_MAGIC, LB_SHARD_VERSION, 3000};
-    fwrite(header, sizeof header, 1, f);
-    lb_rng rng;
-    lb_rng_seed(&rng, 3);
-    for (int i = 0; i < 3000; i++) {
-        uint16_t t = (uint16_t)lb_rng_below(&rng, 128);
-        fwrite(&t, sizeof t, 1, f);
-    }
-    fclose(f);
+    assert_int_equal(lb_test_write_shard(shard, 3000, 128, 0, 3), 0);
     static char out4[1 << 16], out1[1 << 16];
     const char *four[] = {"-np",           "4",          "-x",       "OMP_NUM_THREADS=1",
                           LB_TEST_BIN,     "train",      "--device", "cpu",

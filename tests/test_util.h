@@ -19,6 +19,7 @@
 #include "core/rng.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "train/data.h"
 
 /* Called in a forked child that runs a server: it is killed when the test program ends,
  * also when a failed assertion skipped the test's own clean-up (a server left running
@@ -104,6 +105,29 @@ static inline int lb_test_run(const char *const *args, char *out, size_t out_cap
     unlink(out_path);
     unlink(err_path);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* An llm.c token shard (train/data.h) at path: n tokens drawn uniformly below vocab from
+ * seed, the first `period` of them repeated (0: none repeated; a short period gives text a
+ * model learns within a few steps). Returns 0, or -1 when the file cannot be written. */
+static inline int lb_test_write_shard(const char *path, int n, int vocab, int period,
+                                      uint64_t seed) {
+    FILE *f = fopen(path, "wb");
+    uint16_t *tok = malloc((size_t)n * sizeof *tok);
+    if (f == NULL || tok == NULL) {
+        if (f != NULL) fclose(f);
+        free(tok);
+        return -1;
+    }
+    int32_t header[LB_SHARD_HEADER_INTS] = {LB_SHARD_MAGIC, LB_SHARD_VERSION, n};
+    lb_rng rng;
+    lb_rng_seed(&rng, seed);
+    for (int i = 0; i < n; i++)
+        tok[i] = period > 0 && i >= period ? tok[i % period]
+                                           : (uint16_t)lb_rng_below(&rng, (uint64_t)vocab);
+    bool ok = fwrite(header, sizeof header, 1, f) == 1 && fwrite(tok, 2, (size_t)n, f) == (size_t)n;
+    free(tok);
+    return fclose(f) == 0 && ok ? 0 : -1;
 }
 
 /* Weights large enough that attention and norms are far from their trivial regime:

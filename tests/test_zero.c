@@ -149,26 +149,30 @@ static void test_zero_shard_segments_follow_tensors_and_padding(void **state) {
  * 16P/N, bytes) */
 static void test_zero_fit_finds_fewest_gpus_then_lowest_stage(void **state) {
     (void)state;
-    lb_zero_stage s = LB_ZERO_0;
-    int n = 0;
-    /* P = 1e9, 2 GB of activations, 10 GB free: only ZeRO 3 on 2 GPUs (8 + 2) */
-    assert_true(lb_zero_fit(LB_PREC_BF16, 1e9, 2e9, 10e9, 1, 64, &s, &n));
-    assert_int_equal(s, LB_ZERO_3);
-    assert_int_equal(n, 2);
-    /* 11 GB: ZeRO 2 on 2 (2 + 7 + 2) */
-    assert_true(lb_zero_fit(LB_PREC_BF16, 1e9, 2e9, 11e9, 1, 64, &s, &n));
-    assert_int_equal(s, LB_ZERO_2);
-    assert_int_equal(n, 2);
-    /* from 4 GPUs with 9 GB: ZeRO 1 there (4 + 3 + 2) */
-    assert_true(lb_zero_fit(LB_PREC_BF16, 1e9, 2e9, 9e9, 4, 64, &s, &n));
-    assert_int_equal(s, LB_ZERO_1);
-    assert_int_equal(n, 4);
-    /* fp32 keeps 4 + 4 bytes of parameters and gradients: 8P + 8P/N = 12 GB on 2 */
-    assert_true(lb_zero_fit(LB_PREC_FP32, 1e9, 0, 12e9, 2, 64, &s, &n));
-    assert_int_equal(s, LB_ZERO_1);
-    assert_int_equal(n, 2);
+    /* P = 1e9 throughout */
+    static const struct {
+        lb_precision prec;
+        double other_gb, free_gb;
+        int from;
+        lb_zero_stage stage;
+        int ranks;
+    } cases[] = {
+        {LB_PREC_BF16, 2, 10, 1, LB_ZERO_3, 2}, /* only 16P/2 + 2 */
+        {LB_PREC_BF16, 2, 11, 1, LB_ZERO_2, 2}, /* 2P + 14P/2 + 2 */
+        {LB_PREC_BF16, 2, 9, 4, LB_ZERO_1, 4},  /* from 4 GPUs: 4P + 12P/4 + 2 */
+        {LB_PREC_FP32, 0, 12, 2, LB_ZERO_1, 2}, /* fp32: 8P + 8P/2 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_zero_stage s = LB_ZERO_0;
+        int n = 0;
+        assert_true(lb_zero_fit(cases[i].prec, 1e9, cases[i].other_gb * 1e9, cases[i].free_gb * 1e9,
+                                cases[i].from, 64, &s, &n));
+        assert_int_equal(s, cases[i].stage);
+        assert_int_equal(n, cases[i].ranks);
+    }
     /* activations alone larger than the GPU: nothing fits, outputs untouched */
-    s = LB_ZERO_2, n = 7;
+    lb_zero_stage s = LB_ZERO_2;
+    int n = 7;
     assert_false(lb_zero_fit(LB_PREC_BF16, 1e9, 11e9, 10e9, 1, 64, &s, &n));
     assert_int_equal(s, LB_ZERO_2);
     assert_int_equal(n, 7);
