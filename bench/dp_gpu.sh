@@ -20,7 +20,8 @@
 #   llama    Llama 3.2 1B bf16 8 x 1024 at each of LSTAGES on LGPUS GPUs, and Llama 3.1 8B
 #            bf16 at ZeRO 3 (BIG=0 leaves it out): tokens/s, MFU, memory per rank against
 #            the formula.
-# Steps: STEPS timed after WARMUP warm-up steps (20 and 5). JSON of every run goes to $OUT
+# Steps: STEPS timed after WARMUP warm-up steps (20 and 5). A collective stuck for
+# COMM_TIMEOUT s (30) ends its run. JSON of every run goes to $OUT
 # (or /tmp/dp_gpu); the last lines are the summary tables.
 # NVLink multicast stays off (KINDS.md): NCCL_NVLS_ENABLE=0 and the like.
 set -u
@@ -48,15 +49,17 @@ db=$dir/dp_gpu.db
 start=$(date +%s)
 deadline=${DEADLINE_S:-480}
 left() { echo $((deadline - ($(date +%s) - start))); }
-run() { # NAME NEED_S COMMAND...: runs COMMAND into $dir/NAME.json if NEED_S seconds are left
+run() { # NAME NEED_S COMMAND...: runs COMMAND into $dir/NAME.json if NEED_S seconds are left,
+    # for at most 4 x NEED_S (a hung run costs the call no more)
     local name=$1 need=$2
     shift 2
     if [ "$(left)" -lt "$need" ]; then
         echo "skipped $name: $(left) s left, needs $need" | tee -a "$dir/summary.txt"
         return
     fi
-    local t0=$(date +%s)
-    timeout "$(left)" "$@" >"$dir/$name.json" 2>"$dir/$name.err" ||
+    local t0=$(date +%s) cap=$((4 * need))
+    [ "$cap" -gt "$(left)" ] && cap=$(left)
+    timeout "$cap" "$@" >"$dir/$name.json" 2>"$dir/$name.err" ||
         echo "$name failed (exit $?): $(tail -c 600 "$dir/$name.err")" | tee -a "$dir/summary.txt"
     echo "$name $(($(date +%s) - t0)) s" >>"$dir/times.txt"
 }
@@ -65,7 +68,8 @@ train() { # NAME NEED_S GPUS ARGS...: llmbench train on one GPU or N local worke
     shift 3
     local where=(--device cuda)
     [ "$n" -gt 1 ] && where=(--gpus "$n")
-    run "$name" "$need" "$LLMBENCH" train "${where[@]}" --json -q --no-progress --db "$db" "$@"
+    run "$name" "$need" "$LLMBENCH" train "${where[@]}" --json -q --no-progress --db "$db" \
+        --comm-timeout "${COMM_TIMEOUT:-30}" "$@"
 }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 "$LLMBENCH" --version
