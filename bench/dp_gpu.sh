@@ -7,8 +7,8 @@
 #            the whole batch (CBATCH x 256, CSTEPS steps, synthetic data) against each GPU
 #            count of GPUS with batch CBATCH / N each at every stage of STAGES (each rank
 #            reads its part of the same global batch); GPT-2 runs also write their fp32
-#            parameters (--save-params), compared with the same GPU count's ZeRO 0 run and
-#            with the one-GPU run;
+#            parameters (--save-params, into PARAMS_DIR, default /tmp/dp_gpu_params, not
+#            $OUT), compared with the same GPU count's ZeRO 0 run and with the one-GPU run;
 #   perf     GPT-2 124M bf16 16 x 1024 per GPU at every stage of STAGES on 1 and each of
 #            GPUS: tokens/s, scaling efficiency against the one-GPU stage 0 run, memory per
 #            rank, communication and its exposed part, bytes sent beside the formula;
@@ -44,7 +44,8 @@ BIG=${BIG:-1}
 STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
 dir=${OUT:-/tmp/dp_gpu}
-mkdir -p "$dir"
+pdir=${PARAMS_DIR:-/tmp/dp_gpu_params} # the correct part's parameters (0.5 GB a run): not in $OUT
+mkdir -p "$dir" "$pdir"
 db=$dir/dp_gpu.db
 start=$(date +%s)
 deadline=${DEADLINE_S:-480}
@@ -80,7 +81,7 @@ for part in $PARTS; do
         for model in $CMODELS; do
             for prec in $PRECS; do
                 c=(--model "$model" --precision "$prec" --seq 256 --steps "$CSTEPS" --warmup 0)
-                save() { [ "$model" = gpt2-124m ] && echo --save-params "$dir/$1.safetensors"; }
+                save() { [ "$model" = gpt2-124m ] && echo --save-params "$pdir/$1.safetensors"; }
                 train "c-$model-$prec-1g" 25 1 "${c[@]}" --batch "$CBATCH" $(save "c-$model-$prec-1g")
                 for n in $GPUS; do
                     for z in $STAGES; do
@@ -121,9 +122,9 @@ for part in $PARTS; do
             --batch 1 --seq 1024 --steps 10 --warmup 3 --zero 3 ;;
     esac
 done
-python3 - "$dir" "$GPUS" "$STAGES" <<'EOF' | tee -a "$dir/summary.txt"
+python3 - "$dir" "$GPUS" "$STAGES" "$pdir" <<'EOF' | tee -a "$dir/summary.txt"
 import glob, json, os, statistics, struct, sys
-d, gpus, stages = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+d, gpus, stages, pdir = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
 TOL = {"bf16": 2e-2, "fp16": 2e-2, "fp32": 1e-4}  # relative loss difference per precision
 def load(name):
     try:
@@ -142,7 +143,7 @@ try:
 except ImportError:
     np = None
 def params(name):
-    path = os.path.join(d, name + ".safetensors")
+    path = os.path.join(pdir, name + ".safetensors")
     if np is None or not os.path.exists(path):
         return None
     with open(path, "rb") as f:
