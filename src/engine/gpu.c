@@ -1,5 +1,22 @@
 /* gpu.c: the engine's GPU backend (engine_impl.h): bf16 weights and KV cache in one
- * arena, cuBLASLt products, kernels/ for the rest. A build without CUDA refuses. */
+ * arena, cuBLASLt products, kernels/ for the rest. A build without CUDA refuses.
+ *
+ * Three things keep a step's GPU busy:
+ * - A step of decodes only (every sequence computes one token and samples) runs as a CUDA
+ *   graph, one per batch-size bucket (rows_for: powers of two up to max_seqs): the batch
+ *   is padded to its bucket with rows that write a spare KV block nobody owns and read one
+ *   key of it. The first step of a bucket runs kernel by kernel (it prepares and times
+ *   its products), then it is captured; later ones launch the graph. A capture the driver
+ *   refuses is not an error: those steps run kernel by kernel.
+ * - Decode attention splits each context over blocks (kernels/paged.cuh) so that small
+ *   batches fill the GPU.
+ * - Prompt chunks that start at position 0 (a whole prompt, or its first chunk) attend
+ *   through cuDNN's fused flash attention, one sequence a call, its length padded up to a
+ *   multiple of DNN_PAD with one plan per padded length; such chunks are the tail of a
+ *   batch (the scheduler admits new sequences last), so the paged kernel runs over the
+ *   tokens before them. Without cuDNN every token takes the paged kernel.
+ * The step's inputs travel in one pinned host buffer. Not here: overlapping the host's
+ * planning of step n+1 with step n (each step waits for its argmax), fused norms. */
 #include "engine/engine_impl.h"
 
 #ifndef LB_HAVE_CUDA
@@ -23,6 +40,8 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
 #include "gpu/arena.h"
 #include "gpu/blas/matmul.h"
 #include "gpu/check.h"
+#include "gpu/cudnn/attn.h"
+#include "gpu/graph.cuh"
 #include "kernels/act.cuh"
 #include "kernels/embed.cuh"
 #include "kernels/logits.cuh"
@@ -32,12 +51,21 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
 #include "model/ref.h"
 
 #define BF                      LB_DT_BF16
+#define SMALL_M                 256
+#define DNN_PAD                 256 /* cuDNN prefill lengths: multiples of this */
+#define MAX_GRAPHS              16
+
+typedef struct {
+    int32_t rows; /* the bucket */
+    cudaGraphExec_t exec;
+} decode_graph;
 
 typedef struct {
     lb_backend base;
     lb_model_config cfg;
     lb_param_offsets off;
-    int32_t block_size, step_tokens, max_seqs, max_blocks;
+    int32_t block_size, step_tokens, max_seqs, max_blocks, n_blocks;
+    int n_sm;
     cudaStream_t stream;
     lb_blas *blas;       /* products of more than SMALL_M rows: the heuristic's choice */
     lb_blas *blas_small; /* up to SMALL_M rows (decode): timed once per row bucket */
@@ -48,12 +76,51 @@ typedef struct {
     float *cs;                                      /* RoPE (cos, sin) [max_ctx, HD/2, 2] */
     void *x, *x2, *n, *qkv, *att, *h, *a, *xo, *no; /* bf16 activations; x, x2: the
                                                      * residual stream, ping-pong */
-    float *rstd, *logits;
-    int32_t *tokens, *pos, *seq_of, *slot, *block_table, *out_token, *argmax;
+    float *rstd, *logits, *lse;
+    void *split_ws; /* decode attention's splits */
+    int32_t *in;    /* the step's inputs, IN_PARTS parts (in_at) */
+    int32_t *argmax;
     void *blas_ws;
-    /* host staging */
-    int32_t *h_slot;
+    int32_t *h_in;   /* pinned host copy of in */
+    int32_t *run_at; /* [max_seqs] host: where each cuDNN run of a step starts */
+    /* decode steps as graphs */
+    decode_graph graphs[MAX_GRAPHS];
+    int n_graphs;
+    bool graph_failed;
+    /* prefill attention through cuDNN: a plan per padded length / DNN_PAD - 1 */
+    lb_cudnn_attn **dnn;
+    int n_dnn;
+    bool dnn_off;
+    void *dnn_ws;
+    size_t dnn_ws_bytes;
 } gpu_backend;
+
+/* The step's inputs, each part at a fixed place in g->in (and g->h_in). */
+enum { IN_TOKENS, IN_POS, IN_SEQ, IN_SLOT, IN_OUT, IN_TABLE, IN_PARTS };
+
+static size_t in_offset(const gpu_backend *g, int part) {
+    const size_t T = (size_t)g->step_tokens, S = (size_t)g->max_seqs;
+    const size_t off[IN_PARTS + 1] = {0, T, 2 * T, 3 * T, 4 * T, 4 * T + S,
+                                      4 * T + S + S * (size_t)g->max_blocks};
+    return off[part];
+}
+
+static int32_t *in_at(const gpu_backend *g, int32_t *base, int part) {
+    return base + in_offset(g, part);
+}
+
+/* Bytes of split scratch the largest decode batch that splits its contexts needs. */
+static size_t split_bytes(const gpu_backend *g) {
+    const lb_model_config *c = &g->cfg;
+    size_t most = 0;
+    for (int n = 1; n <= g->max_seqs; n++) {
+        const int S = lb_paged_splits(n, c->n_kv_head, g->n_sm);
+        if (S == 1) break;
+        size_t b = lb_paged_scratch_bytes(n, c->n_head, lb_model_head_dim(c), S);
+        if (b > most) most = b;
+    }
+    return most;
+}
 
 /* Carves every device piece; a sizing arena only counts. */
 static lb_status carve(gpu_backend *g, lb_gpu_arena *a, int64_t n_blocks, int max_ctx,
@@ -61,28 +128,29 @@ static lb_status carve(gpu_backend *g, lb_gpu_arena *a, int64_t n_blocks, int ma
     const lb_model_config *c = &g->cfg;
     const size_t T = (size_t)g->step_tokens, S = (size_t)g->max_seqs, C = (size_t)c->d_model;
     const size_t HD = (size_t)lb_model_head_dim(c);
-    const size_t kv = (size_t)c->n_layer * (size_t)n_blocks * g->block_size * c->n_kv_head * HD;
+    /* the cache has a spare block after the n_blocks the scheduler hands out */
+    const size_t kv =
+        (size_t)c->n_layer * (size_t)(n_blocks + 1) * g->block_size * c->n_kv_head * HD;
 #define PIECE(name, bytes, ptr) LB_TRY(lb_gpu_arena_alloc(a, name, (bytes), (void **)(ptr), err))
     PIECE("params", (size_t)g->off.total * 2, &g->params);
     PIECE("blas_workspace", LB_BLAS_WORKSPACE_BYTES, &g->blas_ws);
     PIECE("rope_table", (size_t)max_ctx * HD * sizeof(float), &g->cs);
+    /* qkv and att have DNN_PAD rows more: a padded cuDNN prefill reads and writes past
+     * its sequence (masked rows) */
     PIECE("x", T * C * 2, &g->x);
     PIECE("x2", T * C * 2, &g->x2);
     PIECE("n", T * C * 2, &g->n);
-    PIECE("qkv", T * (size_t)lb_model_qkv_dim(c) * 2, &g->qkv);
-    PIECE("att", T * C * 2, &g->att);
+    PIECE("qkv", (T + DNN_PAD) * (size_t)lb_model_qkv_dim(c) * 2, &g->qkv);
+    PIECE("att", (T + DNN_PAD) * C * 2, &g->att);
     PIECE("h", T * 2 * (size_t)c->d_ff * 2, &g->h);
     PIECE("a", T * (size_t)c->d_ff * 2, &g->a);
     PIECE("xo", S * C * 2, &g->xo);
     PIECE("no", S * C * 2, &g->no);
     PIECE("rstd", T * sizeof(float), &g->rstd);
+    PIECE("lse", (T + DNN_PAD) * (size_t)c->n_head * sizeof(float), &g->lse);
     PIECE("logits", S * (size_t)c->vocab_size * sizeof(float), &g->logits);
-    PIECE("tokens", T * 4, &g->tokens);
-    PIECE("pos", T * 4, &g->pos);
-    PIECE("seq_of", T * 4, &g->seq_of);
-    PIECE("slot", T * 4, &g->slot);
-    PIECE("block_table", S * (size_t)g->max_blocks * 4, &g->block_table);
-    PIECE("out_token", S * 4, &g->out_token);
+    PIECE("split_scratch", split_bytes(g), &g->split_ws);
+    PIECE("inputs", in_offset(g, IN_PARTS) * 4, &g->in);
     PIECE("argmax", S * 4, &g->argmax);
     PIECE("k_cache", kv * 2, &g->k_cache);
     PIECE("v_cache", kv * 2, &g->v_cache);
@@ -93,11 +161,18 @@ static lb_status carve(gpu_backend *g, lb_gpu_arena *a, int64_t n_blocks, int ma
 static void gpu_close(lb_backend *b) {
     gpu_backend *g = (gpu_backend *)b;
     if (g == NULL) return;
+    for (int i = 0; i < g->n_graphs; i++)
+        cudaGraphExecDestroy(g->graphs[i].exec);
+    for (int i = 0; i < g->n_dnn; i++)
+        lb_cudnn_attn_free(g->dnn[i]);
+    free(g->dnn);
+    cudaFree(g->dnn_ws);
     lb_blas_free(g->blas);
     lb_blas_free(g->blas_small);
     lb_gpu_arena_free(&g->arena);
     if (g->stream) cudaStreamDestroy(g->stream);
-    free(g->h_slot);
+    cudaFreeHost(g->h_in);
+    free(g->run_at);
     free(g);
 }
 
@@ -115,8 +190,6 @@ static void gpu_read(lb_backend *b, const lb_param_tensor *t, lb_gpu_dtype dt, v
     }
     if (tmp != dst) free(tmp);
 }
-
-#define SMALL_M 256
 
 /* The rows a product runs over for n rows of work: n rounded up to a power of two up to
  * SMALL_M, above it to a multiple of 512, never past the buffers' cap. A handful of
@@ -155,41 +228,54 @@ static lb_status linear(gpu_backend *g, void *y, lb_gpu_dtype dt, const void *x,
     return lb_blas_gemm_run(M <= SMALL_M ? g->blas_small : g->blas, &mm, g->stream, err);
 }
 
-static lb_status gpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *argmax,
-                             float *logits, lb_err *err) {
-    gpu_backend *g = (gpu_backend *)b;
+/* Attention of a step's tokens [0, N): the tokens before n_paged through the paged
+ * kernel, then each run of the cuDNN tail (its own sequence from position 0) through the
+ * plan of its padded length. Runs in order: a run's padded rows spill into the next
+ * run's, which that run then writes. */
+static lb_status attention(gpu_backend *g, const uint16_t *kc, const uint16_t *vc, int N,
+                           int n_paged, const int32_t *run_at, int n_runs, lb_err *err) {
     const lb_model_config *c = &g->cfg;
-    const int N = bt->n_tokens, C = c->d_model, NH = c->n_head, NKV = c->n_kv_head;
+    const int NH = c->n_head, NKV = c->n_kv_head, HD = lb_model_head_dim(c);
+    const int Q = lb_model_qkv_dim(c), C = c->d_model;
+    const int S = lb_paged_splits(n_paged, NKV, g->n_sm);
+    LB_TRY(lb_paged_attention(g->att, g->split_ws, S, g->qkv, kc, vc, in_at(g, g->in, IN_TABLE),
+                              g->max_blocks, in_at(g, g->in, IN_SEQ), in_at(g, g->in, IN_POS),
+                              n_paged, NH, NKV, HD, g->block_size, BF, g->stream, err));
+    for (int r = 0; r < n_runs; r++) {
+        const int at = run_at[r], len = (r + 1 < n_runs ? run_at[r + 1] : N) - at;
+        lb_cudnn_attn *a = g->dnn[(len + DNN_PAD - 1) / DNN_PAD - 1];
+        LB_TRY(lb_cudnn_attn_forward(a, (uint16_t *)g->att + (size_t)at * C, g->lse,
+                                     (const uint16_t *)g->qkv + (size_t)at * Q, g->dnn_ws,
+                                     g->stream, err));
+    }
+    return LB_OK;
+}
+
+/* The model over the step's N tokens (inputs in g->in), logits and argmax of n_out of
+ * them. Nothing here waits on the device, so a decode step can be captured. */
+static lb_status layers(gpu_backend *g, int N, int n_paged, const int32_t *run_at, int n_runs,
+                        int n_out, lb_err *err) {
+    const lb_model_config *c = &g->cfg;
+    const int C = c->d_model, NH = c->n_head, NKV = c->n_kv_head;
     const int HD = lb_model_head_dim(c), Q = lb_model_qkv_dim(c), F = c->d_ff;
     const int64_t V = c->vocab_size;
-    const int64_t layer_cache = (int64_t)b->n_blocks * g->block_size * NKV * HD;
+    const int64_t layer_cache = (int64_t)(g->n_blocks + 1) * g->block_size * NKV * HD;
     cudaStream_t s = g->stream;
-    for (int i = 0; i < N; i++) {
-        const int32_t *row = bt->block_table + (int64_t)bt->seq_of[i] * bt->max_blocks;
-        g->h_slot[i] = row[bt->pos[i] / g->block_size] * g->block_size + bt->pos[i] % g->block_size;
-    }
-    const enum cudaMemcpyKind h2d = cudaMemcpyHostToDevice;
-    LB_CUDA_TRY(err, cudaMemcpyAsync(g->tokens, bt->tokens, (size_t)N * 4, h2d, s));
-    LB_CUDA_TRY(err, cudaMemcpyAsync(g->pos, bt->pos, (size_t)N * 4, h2d, s));
-    LB_CUDA_TRY(err, cudaMemcpyAsync(g->seq_of, bt->seq_of, (size_t)N * 4, h2d, s));
-    LB_CUDA_TRY(err, cudaMemcpyAsync(g->slot, g->h_slot, (size_t)N * 4, h2d, s));
-    LB_CUDA_TRY(err, cudaMemcpyAsync(g->block_table, bt->block_table,
-                                     (size_t)bt->n_seqs * bt->max_blocks * 4, h2d, s));
-    LB_CUDA_TRY(err, cudaMemcpyAsync(g->out_token, bt->out_token, (size_t)bt->n_out * 4, h2d, s));
+    const int32_t *tokens = in_at(g, g->in, IN_TOKENS), *pos = in_at(g, g->in, IN_POS);
+    const int32_t *slot = in_at(g, g->in, IN_SLOT), *out_token = in_at(g, g->in, IN_OUT);
     const uint16_t *P = g->params;
     const int64_t T = g->step_tokens;
     void *x = g->x, *x2 = g->x2, *t;
-    LB_TRY(lb_embed_forward(x, g->tokens, P + g->off.wte, NULL, 1, N, C, BF, s, err));
+    LB_TRY(lb_embed_forward(x, tokens, P + g->off.wte, NULL, 1, N, C, BF, s, err));
     for (int l = 0; l < c->n_layer; l++) {
         const uint16_t *L = P + g->off.layers + (int64_t)l * g->off.layer_numel;
         uint16_t *kc = g->k_cache + l * layer_cache, *vc = g->v_cache + l * layer_cache;
         LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, x, L + g->off.layer.norm1_w, N, C,
                                        c->norm_eps, BF, s, err));
         LB_TRY(linear(g, g->qkv, BF, g->n, L + g->off.layer.qkv_w, N, T, C, Q, NULL, err));
-        LB_TRY(lb_rope_positions(g->qkv, g->cs, g->pos, N, NH, NKV, HD, BF, s, err));
-        LB_TRY(lb_paged_kv_store(kc, vc, g->qkv, g->slot, N, NH, NKV, HD, BF, s, err));
-        LB_TRY(lb_paged_attention(g->att, g->qkv, kc, vc, g->block_table, bt->max_blocks, g->seq_of,
-                                  g->pos, N, NH, NKV, HD, g->block_size, BF, s, err));
+        LB_TRY(lb_rope_positions(g->qkv, g->cs, pos, N, NH, NKV, HD, BF, s, err));
+        LB_TRY(lb_paged_kv_store(kc, vc, g->qkv, slot, N, NH, NKV, HD, BF, s, err));
+        LB_TRY(attention(g, kc, vc, N, n_paged, run_at, n_runs, err));
         LB_TRY(linear(g, x2, BF, g->att, L + g->off.layer.attn_out_w, N, T, C, C, x, err));
         t = x, x = x2, x2 = t;
         LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, x, L + g->off.layer.norm2_w, N, C,
@@ -199,13 +285,153 @@ static lb_status gpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *
         LB_TRY(linear(g, x2, BF, g->a, L + g->off.layer.mlp_out_w, N, T, F, C, x, err));
         t = x, x = x2, x2 = t;
     }
-    const int n_out = bt->n_out;
-    LB_TRY(lb_logits_gather_rows(g->xo, x, g->out_token, n_out, C, BF, s, err));
+    LB_TRY(lb_logits_gather_rows(g->xo, x, out_token, n_out, C, BF, s, err));
     LB_TRY(lb_norm_rmsnorm_forward(g->no, g->rstd, g->xo, P + g->off.normf_w, n_out, C, c->norm_eps,
                                    BF, s, err));
     LB_TRY(linear(g, g->logits, LB_DT_F32, g->no, P + g->off.lm_head, n_out, g->max_seqs, C, V,
                   NULL, err));
-    LB_TRY(lb_logits_argmax(g->argmax, g->logits, n_out, (int)V, s, err));
+    return lb_logits_argmax(g->argmax, g->logits, n_out, (int)V, s, err);
+}
+
+/* Memset nodes up to this size become kernel nodes (cuBLASLt's workspace clears). */
+#define GRAPH_FILL_MAX_BYTES 65536
+
+/* Records a decode step of `rows` rows (inputs already in place) as the bucket's graph. A
+ * step that cannot be captured is not an error: nothing of it ran, and decode steps run
+ * kernel by kernel from then on. */
+static void capture(gpu_backend *g, int rows) {
+    lb_err e;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    const char *why = NULL;
+    if (g->n_graphs == MAX_GRAPHS) {
+        why = "too many batch buckets";
+    } else if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) !=
+               cudaSuccess) {
+        why = "stream capture could not begin";
+    } else {
+        lb_status st = layers(g, rows, rows, NULL, 0, rows, &e);
+        cudaError_t ce = cudaStreamEndCapture(g->stream, &graph);
+        int replaced = 0;
+        if (st != LB_OK)
+            why = e.msg;
+        else if (ce != cudaSuccess)
+            why = cudaGetErrorString(ce);
+        else if (lb_gpu_graph_memsets_to_kernels(graph, GRAPH_FILL_MAX_BYTES, &replaced, &e) !=
+                     LB_OK ||
+                 cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+            why = "the graph could not be instantiated";
+    }
+    if (graph) cudaGraphDestroy(graph);
+    if (why == NULL) {
+        g->graphs[g->n_graphs++] = (decode_graph){.rows = rows, .exec = exec};
+        return;
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    cudaGetLastError();
+    g->graph_failed = true;
+    LB_INFO("decode steps run kernel by kernel: capturing one as a CUDA graph failed (%s)", why);
+}
+
+/* Plans (and workspace) for the cuDNN runs of a step; false: cuDNN is not used (absent,
+ * or a plan could not be made), and never again. */
+static bool dnn_ready(gpu_backend *g, const int32_t *run_at, int n_runs, int N) {
+    const lb_model_config *c = &g->cfg;
+    size_t ws = 0;
+    for (int r = 0; r < n_runs && !g->dnn_off; r++) {
+        const int len = (r + 1 < n_runs ? run_at[r + 1] : N) - run_at[r];
+        const int k = (len + DNN_PAD - 1) / DNN_PAD - 1;
+        lb_err why;
+        if (g->dnn[k] == NULL &&
+            lb_cudnn_attn_init(&g->dnn[k], 1, (k + 1) * DNN_PAD, c->n_head, c->n_kv_head,
+                               lb_model_head_dim(c), BF, false, &why) != LB_OK) {
+            LB_INFO("prefill attention: the paged kernel (cuDNN: %s)", why.msg);
+            g->dnn_off = true;
+            break;
+        }
+        size_t b = lb_cudnn_attn_workspace_bytes(g->dnn[k]);
+        if (b > ws) ws = b;
+    }
+    if (!g->dnn_off && ws > g->dnn_ws_bytes) {
+        cudaFree(g->dnn_ws);
+        g->dnn_ws_bytes = 0;
+        if (cudaMalloc(&g->dnn_ws, ws) != cudaSuccess) {
+            cudaGetLastError();
+            g->dnn_ws = NULL;
+            g->dnn_off = true;
+            LB_INFO("prefill attention: the paged kernel (no memory for cuDNN's workspace)");
+        } else {
+            g->dnn_ws_bytes = ws;
+        }
+    }
+    return !g->dnn_off;
+}
+
+static lb_status gpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *argmax,
+                             float *logits, lb_err *err) {
+    gpu_backend *g = (gpu_backend *)b;
+    const int64_t V = g->cfg.vocab_size;
+    const int N = bt->n_tokens, n_out = bt->n_out;
+    cudaStream_t s = g->stream;
+    /* decodes only: every sequence computes one token, which samples (token k is sequence
+     * k's, out_token k); padded to its bucket */
+    const bool decode = N == bt->n_seqs && n_out == N;
+    const int rows = decode ? (int)rows_for(N, g->max_seqs) : N;
+    int32_t *tok = in_at(g, g->h_in, IN_TOKENS), *pos = in_at(g, g->h_in, IN_POS);
+    int32_t *seq = in_at(g, g->h_in, IN_SEQ), *slot = in_at(g, g->h_in, IN_SLOT);
+    int32_t *out = in_at(g, g->h_in, IN_OUT), *table = in_at(g, g->h_in, IN_TABLE);
+    const int32_t spare = g->n_blocks; /* the block padded rows write */
+    memcpy(tok, bt->tokens, (size_t)N * 4);
+    memcpy(pos, bt->pos, (size_t)N * 4);
+    memcpy(seq, bt->seq_of, (size_t)N * 4);
+    memcpy(out, bt->out_token, (size_t)n_out * 4);
+    memcpy(table, bt->block_table, (size_t)bt->n_seqs * bt->max_blocks * 4);
+    for (int i = 0; i < N; i++) {
+        const int32_t *row = bt->block_table + (int64_t)bt->seq_of[i] * bt->max_blocks;
+        slot[i] = row[bt->pos[i] / g->block_size] * g->block_size + bt->pos[i] % g->block_size;
+    }
+    for (int i = N; i < rows; i++) {
+        tok[i] = pos[i] = 0;
+        seq[i] = out[i] = i;
+        slot[i] = spare * g->block_size;
+        table[(size_t)i * g->max_blocks] = spare;
+    }
+    const int n_seqs = decode ? rows : bt->n_seqs;
+    const enum cudaMemcpyKind h2d = cudaMemcpyHostToDevice;
+    for (int part = IN_TOKENS; part < IN_TABLE; part++)
+        LB_CUDA_TRY(err, cudaMemcpyAsync(in_at(g, g->in, part), in_at(g, g->h_in, part),
+                                         (size_t)(part == IN_OUT && !decode ? n_out : rows) * 4,
+                                         h2d, s));
+    LB_CUDA_TRY(err, cudaMemcpyAsync(in_at(g, g->in, IN_TABLE), table,
+                                     (size_t)n_seqs * g->max_blocks * 4, h2d, s));
+    if (decode) {
+        decode_graph *dg = NULL;
+        for (int i = 0; i < g->n_graphs; i++)
+            if (g->graphs[i].rows == rows) dg = &g->graphs[i];
+        if (dg != NULL) {
+            LB_CUDA_TRY(err, cudaGraphLaunch(dg->exec, s));
+        } else {
+            /* the bucket's first step prepares its products (and waits on timing them) */
+            LB_TRY(layers(g, rows, rows, NULL, 0, rows, err));
+            if (!g->graph_failed) capture(g, rows);
+        }
+    } else {
+        /* the tail of sequences whose chunk starts at position 0, one run each */
+        int n_paged = N, n_runs = 0;
+        while (n_paged > 0) {
+            int k = n_paged - 1;
+            while (k > 0 && bt->seq_of[k - 1] == bt->seq_of[n_paged - 1])
+                k--;
+            if (bt->pos[k] != 0) break;
+            n_paged = k;
+            n_runs++;
+        }
+        int32_t *run_at = g->run_at;
+        for (int i = n_paged, r = 0; i < N; i++)
+            if (i == n_paged || bt->seq_of[i] != bt->seq_of[i - 1]) run_at[r++] = i;
+        if (n_runs > 0 && !dnn_ready(g, run_at, n_runs, N)) n_runs = 0, n_paged = N;
+        LB_TRY(layers(g, N, n_paged, run_at, n_runs, n_out, err));
+    }
     LB_CUDA_TRY(err,
                 cudaMemcpyAsync(argmax, g->argmax, (size_t)n_out * 4, cudaMemcpyDeviceToHost, s));
     for (int o = 0; o < n_out; o++)
@@ -287,8 +513,16 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
     g->step_tokens = p->step_tokens;
     g->max_seqs = p->max_seqs;
     g->max_blocks = (p->max_ctx + p->block_size - 1) / p->block_size;
-    g->h_slot = malloc((size_t)p->step_tokens * sizeof *g->h_slot);
-    lb_status st = g->h_slot ? LB_OK : lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    g->n_dnn = (p->step_tokens + DNN_PAD - 1) / DNN_PAD;
+    g->dnn = calloc((size_t)g->n_dnn, sizeof *g->dnn);
+    g->run_at = malloc((size_t)p->max_seqs * sizeof *g->run_at);
+    lb_status st = g->dnn && g->run_at ? LB_OK : lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    if (st == LB_OK && cudaDeviceGetAttribute(&g->n_sm, cudaDevAttrMultiProcessorCount,
+                                              p->device_index) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "cannot read the GPU's multiprocessor count");
+    if (st == LB_OK &&
+        cudaMallocHost((void **)&g->h_in, in_offset(g, IN_PARTS) * sizeof *g->h_in) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_NOMEM, "no pinned host memory for the step's inputs");
     if (st == LB_OK && cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "cannot create a CUDA stream");
     /* size everything but the cache, then give the cache what the fraction leaves */
@@ -314,7 +548,8 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
         if (st == LB_OK) {
             n_blocks = p->kv_tokens > 0
                            ? (p->kv_tokens + p->block_size - 1) / p->block_size
-                           : (int64_t)((allowed - (double)(fixed + reserve)) / (double)block_bytes);
+                           : (int64_t)((allowed - (double)(fixed + reserve)) / (double)block_bytes) -
+                                 1;
             if (n_blocks < g->max_blocks)
                 st = lb_fail(err, LB_ERR_NOMEM,
                              "after the weights, the KV cache holds %lld tokens, fewer than one "
@@ -356,6 +591,13 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
         cudaFree(d_inv);
         free(inv);
     }
+    g->n_blocks = (int32_t)n_blocks;
+    /* rows past a step's tokens are read by padded cuDNN prefills: finite from the start */
+    if (st == LB_OK && cudaMemsetAsync(g->qkv, 0,
+                                       ((size_t)p->step_tokens + DNN_PAD) *
+                                           (size_t)lb_model_qkv_dim(c) * 2,
+                                       g->stream) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "cannot clear the engine's buffers");
     if (st == LB_OK) st = load_weights(g, w, err);
     if (st == LB_OK && cudaStreamSynchronize(g->stream) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "loading the weights failed on the GPU");

@@ -39,9 +39,9 @@ static __device__ __forceinline__ float warp_sum(float v) {
 
 template <typename T, int HD>
 static __global__ void __launch_bounds__(PA_WARPS * 32)
-    paged_attention_kernel(T *out, const T *qkv, const T *kc, const T *vc, const int32_t *bt,
-                           int max_blocks, const int32_t *seq_of, const int32_t *pos, int NH,
-                           int NKV, int bs, float scale) {
+    paged_attention_kernel(T *out, float *po, float *plse, const T *qkv, const T *kc,
+                           const T *vc, const int32_t *bt, int max_blocks, const int32_t *seq_of,
+                           const int32_t *pos, int NH, int NKV, int bs, float scale) {
     constexpr int D = HD / 32; /* dims of the output each lane accumulates */
     const int i = blockIdx.x, kvh = blockIdx.y, G = NH / NKV;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -53,10 +53,13 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
         q_s[x / HD][x % HD] =
             lb_to_f(qkv[i * QW + (int64_t)(kvh * G + x / HD) * HD + x % HD]) * scale;
     __syncthreads();
-    const int len = pos[i] + 1;
+    const int len = pos[i] + 1, S = gridDim.z;
     const int32_t *table = bt + (int64_t)seq_of[i] * max_blocks;
-    const int chunk = ((len + PA_WARPS - 1) / PA_WARPS + 31) & ~31;
-    const int k0 = warp * chunk, k1 = min(len, k0 + chunk);
+    /* this block's keys [b0, b1) (split z of S), then a quarter of them per warp */
+    const int per = ((len + S - 1) / S + 31) & ~31;
+    const int b0 = min(len, (int)blockIdx.z * per), b1 = min(len, b0 + per);
+    const int chunk = ((b1 - b0 + PA_WARPS - 1) / PA_WARPS + 31) & ~31;
+    const int k0 = b0 + warp * chunk, k1 = min(b1, k0 + chunk);
     float m[PA_MAX_G], l[PA_MAX_G], acc[PA_MAX_G][D];
 #pragma unroll
     for (int g = 0; g < PA_MAX_G; g++) {
@@ -69,12 +72,13 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
     for (int t0 = k0; t0 < k1; t0 += 32) {
         const int t = t0 + lane;
         const bool valid = t < k1;
+        /* each lane's key slot, read once: the value loop below takes it by shuffle */
+        const int64_t slot = valid ? (int64_t)table[t / bs] * bs + t % bs : 0;
         float s[PA_MAX_G];
 #pragma unroll
         for (int g = 0; g < PA_MAX_G; g++)
             s[g] = 0.0f;
         if (valid) {
-            const int64_t slot = (int64_t)table[t / bs] * bs + t % bs;
             const T *k = kc + (slot * NKV + kvh) * HD;
 #pragma unroll 4
             for (int c = 0; c < HD; c += 8) {
@@ -103,10 +107,10 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
             s[g] = p;
         }
         const int nt = min(32, k1 - t0);
+#pragma unroll 4
         for (int j = 0; j < nt; j++) {
-            const int tj = t0 + j;
-            const int64_t slot = (int64_t)table[tj / bs] * bs + tj % bs;
-            const T *v = vc + (slot * NKV + kvh) * HD + lane * D;
+            const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
+            const T *v = vc + (sj * NKV + kvh) * HD + lane * D;
             float vf[D];
 #pragma unroll
             for (int d = 0; d < D; d++)
@@ -134,7 +138,7 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
     }
     __syncthreads();
     for (int x = threadIdx.x; x < G * HD; x += blockDim.x) {
-        const int g = x / HD, c = x % HD;
+        const int g = x / HD, c = x % HD, h = kvh * G + g;
         float M = -INFINITY;
         for (int w = 0; w < PA_WARPS; w++)
             M = fmaxf(M, m_s[w][g]);
@@ -145,7 +149,35 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
                 L += l_s[w][g] * f;
                 O += o_s[w][g][c] * f;
             }
-        out[(int64_t)i * NH * HD + (int64_t)(kvh * G + g) * HD + c] = lb_from_f<T>(O / L);
+        if (S == 1) {
+            out[(int64_t)i * NH * HD + (int64_t)h * HD + c] = lb_from_f<T>(O / L);
+        } else { /* this split's normalised output and log-sum-exp (-inf: no keys) */
+            const int64_t r = ((int64_t)i * NH + h) * S + blockIdx.z;
+            po[r * HD + c] = L > 0.0f ? O / L : 0.0f;
+            if (c == 0) plse[r] = L > 0.0f ? M + __logf(L) : -INFINITY;
+        }
+    }
+}
+
+/* out [N, NH*HD] from the S splits' outputs, weighted by exp(lse_z - lse) where lse is
+ * the log of the splits' summed exp(lse_z). One block of HD threads a (token, head). */
+template <typename T>
+static __global__ void paged_merge_kernel(T *out, const float *po, const float *plse, int NH,
+                                          int HD, int S) {
+    const int64_t r = (int64_t)blockIdx.x * NH + blockIdx.y;
+    const float *lse = plse + r * S;
+    float M = -INFINITY;
+    for (int z = 0; z < S; z++)
+        M = fmaxf(M, lse[z]);
+    for (int c = threadIdx.x; c < HD; c += blockDim.x) {
+        float L = 0.0f, O = 0.0f;
+        for (int z = 0; z < S; z++)
+            if (lse[z] != -INFINITY) {
+                const float f = __expf(lse[z] - M);
+                L += f;
+                O += f * po[(r * S + z) * HD + c];
+            }
+        out[r * HD + c] = lb_from_f<T>(O / L);
     }
 }
 
@@ -161,29 +193,55 @@ extern "C" lb_status lb_paged_kv_store(void *k_cache, void *v_cache, const void 
     return LB_OK;
 }
 
-extern "C" lb_status lb_paged_attention(void *out, const void *qkv, const void *k_cache,
-                                        const void *v_cache, const int32_t *block_table,
-                                        int max_blocks, const int32_t *seq_of, const int32_t *pos,
-                                        int N, int NH, int NKV, int HD, int block_size,
-                                        lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+extern "C" int lb_paged_splits(int N, int NKV, int n_sm) {
+    const int blocks = N * NKV;
+    if (N < 1 || blocks >= n_sm) return 1;
+    const int S = (2 * n_sm + blocks - 1) / blocks;
+    return S < LB_PAGED_MAX_SPLITS ? S : LB_PAGED_MAX_SPLITS;
+}
+
+extern "C" size_t lb_paged_scratch_bytes(int N, int NH, int HD, int n_split) {
+    return n_split <= 1 ? 0 : (size_t)N * NH * n_split * (HD + 1) * sizeof(float);
+}
+
+extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, const void *qkv,
+                                        const void *k_cache, const void *v_cache,
+                                        const int32_t *block_table, int max_blocks,
+                                        const int32_t *seq_of, const int32_t *pos, int N, int NH,
+                                        int NKV, int HD, int block_size, lb_gpu_dtype dt,
+                                        cudaStream_t s, lb_err *err) {
     if (NH % NKV != 0 || NH / NKV > PA_MAX_G || (HD != 64 && HD != 128))
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "paged attention runs head size 64 or 128 with at most %d query heads per "
                        "kv head (asked: %d, %d)",
                        PA_MAX_G, HD, NH / NKV);
+    if (n_split < 1 || n_split > LB_PAGED_MAX_SPLITS || (n_split > 1 && scratch == NULL))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "paged attention splits a context 1 to %d ways, with scratch when more "
+                       "than 1 (asked: %d)",
+                       LB_PAGED_MAX_SPLITS, n_split);
     if (N == 0) return LB_OK;
-    dim3 grid((unsigned)N, (unsigned)NKV);
+    dim3 grid((unsigned)N, (unsigned)NKV, (unsigned)n_split);
     const float scale = 1.0f / sqrtf((float)HD);
+    float *po = (float *)scratch, *plse = po ? po + (size_t)N * NH * n_split * HD : NULL;
     if (HD == 64)
         LB_DISPATCH_DTYPE(dt, E,
                           paged_attention_kernel<E, 64><<<grid, PA_WARPS * 32, 0, s>>>(
-                              (E *)out, (const E *)qkv, (const E *)k_cache, (const E *)v_cache,
-                              block_table, max_blocks, seq_of, pos, NH, NKV, block_size, scale));
+                              (E *)out, po, plse, (const E *)qkv, (const E *)k_cache,
+                              (const E *)v_cache, block_table, max_blocks, seq_of, pos, NH, NKV,
+                              block_size, scale));
     else
         LB_DISPATCH_DTYPE(dt, E,
                           paged_attention_kernel<E, 128><<<grid, PA_WARPS * 32, 0, s>>>(
-                              (E *)out, (const E *)qkv, (const E *)k_cache, (const E *)v_cache,
-                              block_table, max_blocks, seq_of, pos, NH, NKV, block_size, scale));
+                              (E *)out, po, plse, (const E *)qkv, (const E *)k_cache,
+                              (const E *)v_cache, block_table, max_blocks, seq_of, pos, NH, NKV,
+                              block_size, scale));
     LB_CUDA_LAUNCH_TRY(err);
+    if (n_split > 1) {
+        LB_DISPATCH_DTYPE(dt, E,
+                          paged_merge_kernel<E><<<dim3((unsigned)N, (unsigned)NH), HD, 0, s>>>(
+                              (E *)out, po, plse, NH, HD, n_split));
+        LB_CUDA_LAUNCH_TRY(err);
+    }
     return LB_OK;
 }

@@ -8,11 +8,19 @@
  * together, each warp walks a quarter of the token's context 32 keys at a time (a key
  * per lane) with an online softmax, and the warps' partial results are merged at the end.
  * The same kernel serves prefill chunks and decodes (every token attends to positions
- * 0..pos of its sequence). HD 64 or 128, at most 8 query heads per kv head. */
+ * 0..pos of its sequence). HD 64 or 128, at most 8 query heads per kv head.
+ *
+ * A decode batch has too few (token, kv head) pairs to fill the GPU (batch 1 of
+ * Llama-3.1-8B: 8 blocks), so the context can be split (flash-decoding): n_split blocks
+ * per pair each take a contiguous share of the keys and write their normalised output
+ * and log-sum-exp to scratch, and a second kernel merges the shares. The split count is
+ * the caller's (fixed per launch, so a captured graph serves any context length);
+ * lb_paged_splits gives the one that fills the GPU. */
 #ifndef LB_KERNELS_PAGED_CUH
 #define LB_KERNELS_PAGED_CUH
 
 #include <cuda_runtime.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -27,12 +35,24 @@ lb_status lb_paged_kv_store(void *k_cache, void *v_cache, const void *qkv, const
                             int N, int NH, int NKV, int HD, lb_gpu_dtype dt, cudaStream_t s,
                             lb_err *err);
 
+#define LB_PAGED_MAX_SPLITS 16
+
+/* Splits of each context that give N tokens of NKV kv heads about two blocks per SM
+ * (1 when N * NKV fills the n_sm SMs already; at most LB_PAGED_MAX_SPLITS). */
+int lb_paged_splits(int N, int NKV, int n_sm);
+
+/* Device scratch lb_paged_attention needs for n_split splits (0 when n_split is 1). */
+size_t lb_paged_scratch_bytes(int N, int NH, int HD, int n_split);
+
 /* out [N, NH*HD] = attention of token i (sequence seq_of[i], position pos[i]) over the
- * cache, as lb_ref_paged_attention. Every pointer is device memory. */
-lb_status lb_paged_attention(void *out, const void *qkv, const void *k_cache, const void *v_cache,
-                             const int32_t *block_table, int max_blocks, const int32_t *seq_of,
-                             const int32_t *pos, int N, int NH, int NKV, int HD, int block_size,
-                             lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+ * cache, as lb_ref_paged_attention, each context split n_split ways (1 to
+ * LB_PAGED_MAX_SPLITS; scratch of lb_paged_scratch_bytes when more than 1). Every pointer
+ * is device memory. */
+lb_status lb_paged_attention(void *out, void *scratch, int n_split, const void *qkv,
+                             const void *k_cache, const void *v_cache, const int32_t *block_table,
+                             int max_blocks, const int32_t *seq_of, const int32_t *pos, int N,
+                             int NH, int NKV, int HD, int block_size, lb_gpu_dtype dt,
+                             cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

@@ -205,7 +205,7 @@ static lb_status open_cudnn(lb_model_gpu *m, lb_err *err) {
     if (c == LB_GPU_ATTN_CUDNN && (m->dt == LB_DT_F32 || m->p.attn_scalar))
         return lb_fail(err, LB_ERR_USAGE, "cuDNN attention needs --precision bf16 or fp16");
     if (c == LB_GPU_ATTN_BUILTIN || m->dt == LB_DT_F32 || m->p.attn_scalar) return LB_OK;
-    if (lb_cudnn_attn_init(&m->dnn, m->B, m->T, m->NH, m->NKV, m->HD, m->dt, &why) != LB_OK) {
+    if (lb_cudnn_attn_init(&m->dnn, m->B, m->T, m->NH, m->NKV, m->HD, m->dt, true, &why) != LB_OK) {
         if (c == LB_GPU_ATTN_CUDNN)
             return lb_fail(err, LB_ERR_UNSUPPORTED, "--attention cudnn: %s", why.msg);
         LB_INFO("attention: built-in kernels (%s)", why.msg);

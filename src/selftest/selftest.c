@@ -884,7 +884,7 @@ static void check_attention_cudnn(ctx *c, const prec_t *pr, int B, int T, int NH
     if (c->st != LB_OK) return;
     lb_cudnn_attn *a = NULL;
     lb_err why;
-    if (lb_cudnn_attn_init(&a, B, T, NH, NKV, HD, pr->dt, &why) != LB_OK) {
+    if (lb_cudnn_attn_init(&a, B, T, NH, NKV, HD, pr->dt, true, &why) != LB_OK) {
         if (!c->dnn_noted) LB_WARN("selftest: cuDNN's kernels not checked: %s", why.msg);
         c->dnn_noted = true;
         return;
@@ -1384,16 +1384,16 @@ static void check_lora_model(ctx *c, const prec_t *pr, const lb_model_config *cf
  * (lb_paged_kv_store, checked exactly against the reference's copy), then every batch token
  * attends over its sequence (lb_paged_attention against lb_ref_paged_attention). */
 static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int bs, const int *lens,
-                        int n_seq, int chunk) {
-    char shape[56];
+                        int n_seq, int chunk, int n_split) {
+    char shape[72];
     int n_tok = 0, n_blocks = 0, max_len = 0;
     for (int s = 0; s < n_seq; s++) {
         n_tok += lens[s] < chunk ? lens[s] : chunk;
         n_blocks += (lens[s] + bs - 1) / bs;
         if (lens[s] > max_len) max_len = lens[s];
     }
-    snprintf(shape, sizeof shape, "H%d/%d D%d bs%d len<=%d x%d chunk%d", NH, NKV, HD, bs, max_len,
-             n_seq, chunk);
+    snprintf(shape, sizeof shape, "H%d/%d D%d bs%d len<=%d x%d chunk%d split%d", NH, NKV, HD, bs,
+             max_len, n_seq, chunk, n_split);
     const int max_blocks = (max_len + bs - 1) / bs, QW = (NH + 2 * NKV) * HD;
     const size_t row = (size_t)NKV * HD, cache_n = (size_t)n_blocks * bs * row;
     int32_t *table = calloc((size_t)n_seq * max_blocks, 4), *perm = malloc((size_t)n_blocks * 4);
@@ -1428,6 +1428,7 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
     void *d_out = dev(c, (size_t)n_tok * NH * HD * lb_dtype_bytes(pr->dt));
     int32_t *d_table = upi(c, table, (size_t)n_seq * max_blocks), *d_seq = upi(c, seq_of, n_tok);
     int32_t *d_pos = upi(c, pos, n_tok), *d_slot = upi(c, slot, n_tok);
+    void *d_scr = n_split > 1 ? dev(c, lb_paged_scratch_bytes(n_tok, NH, HD, n_split)) : NULL;
     if (c->st == LB_OK) {
         for (int i = 0; i < n_tok; i++) {
             memcpy(kc + (size_t)slot[i] * row, qkv + (size_t)i * QW + NH * HD, row * 4);
@@ -1436,8 +1437,8 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
         lb_ref_paged_attention(ref, qkv, kc, vc, table, max_blocks, seq_of, pos, n_tok, NH, NKV, HD,
                                bs);
         check(c, lb_paged_kv_store(d_k, d_v, d_qkv, d_slot, n_tok, NH, NKV, HD, pr->dt, 0, c->err));
-        check(c, lb_paged_attention(d_out, d_qkv, d_k, d_v, d_table, max_blocks, d_seq, d_pos,
-                                    n_tok, NH, NKV, HD, bs, pr->dt, 0, c->err));
+        check(c, lb_paged_attention(d_out, d_scr, n_split, d_qkv, d_k, d_v, d_table, max_blocks,
+                                    d_seq, d_pos, n_tok, NH, NKV, HD, bs, pr->dt, 0, c->err));
         down(c, kc_out, d_k, cache_n, pr->dt);
         double worst = 0;
         for (size_t e = 0; e < cache_n; e++)
@@ -1716,10 +1717,15 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
         }
         if (wanted(&c, "paged")) {
             const int dec[] = {1, 15, 16, 17, 100, 1000}, pre[] = {33, 200, 16}, one[] = {8192};
-            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1);  /* decodes at block edges */
-            check_paged(&c, pr, 32, 8, 128, 16, pre, 3, 40); /* prefill chunks */
-            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7);    /* no grouping, head size 64 */
-            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3);   /* 8k context, one kv head */
+            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 1);  /* decodes at block edges */
+            check_paged(&c, pr, 32, 8, 128, 16, pre, 3, 40, 1); /* prefill chunks */
+            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7, 1);    /* no grouping, head size 64 */
+            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3, 1);   /* 8k context, one kv head */
+            /* contexts split over blocks (flash-decoding): decodes, splits left empty by
+             * short contexts, the most splits over 8k */
+            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 5);
+            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7, 3);
+            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3, LB_PAGED_MAX_SPLITS);
         }
         /* fp32 angles pos * inv_freq are off by up to pos * 2^-24 radians (the table is
          * fp32, as HF's rotary embedding): past about 2k positions that exceeds fp32's

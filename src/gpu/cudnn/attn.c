@@ -14,7 +14,7 @@
 #ifndef LB_HAVE_CUDNN
 
 lb_status lb_cudnn_attn_init(lb_cudnn_attn **out, int B, int T, int NH, int NKV, int HD,
-                             lb_gpu_dtype dt, lb_err *err) {
+                             lb_gpu_dtype dt, bool backward, lb_err *err) {
     *out = NULL;
     return lb_fail(err, LB_ERR_UNSUPPORTED, "this build has no cuDNN headers");
 }
@@ -63,7 +63,8 @@ struct lb_cudnn_attn {
     int B, T, NH, NKV, HD;
     lb_gpu_dtype dt;
     cudnnHandle_t handle;
-    lb_cudnn_plans fwd, bwd;
+    lb_cudnn_plans fwd, bwd; /* bwd: none when built without a backward */
+    bool backward;
     float scale, neg_inf, one; /* the by-value scalars */
 };
 
@@ -241,7 +242,7 @@ static lb_status build_backward(lb_cudnn_attn *a, lb_err *err) {
 }
 
 lb_status lb_cudnn_attn_init(lb_cudnn_attn **out, int B, int T, int NH, int NKV, int HD,
-                             lb_gpu_dtype dt, lb_err *err) {
+                             lb_gpu_dtype dt, bool backward, lb_err *err) {
     *out = NULL;
     LB_TRY(lb_cudnn_load(err));
     if (dt != LB_DT_BF16 && dt != LB_DT_F16)
@@ -259,6 +260,7 @@ lb_status lb_cudnn_attn_init(lb_cudnn_attn **out, int B, int T, int NH, int NKV,
                          .NKV = NKV,
                          .HD = HD,
                          .dt = dt,
+                         .backward = backward,
                          .scale = 1.0f / sqrtf((float)HD),
                          .neg_inf = -INFINITY,
                          .one = 1.0f};
@@ -268,7 +270,7 @@ lb_status lb_cudnn_attn_init(lb_cudnn_attn **out, int B, int T, int NH, int NKV,
                        : lb_fail(err, LB_ERR_UNSUPPORTED, "cuDNN could not start: %s (%d)",
                                  lb_cudnn.error_string(s), (int)s);
     if (st == LB_OK) st = build_forward(a, err);
-    if (st == LB_OK) st = build_backward(a, err);
+    if (st == LB_OK && backward) st = build_backward(a, err);
     if (st != LB_OK) {
         lb_cudnn_attn_free(a);
         return st;
@@ -287,7 +289,9 @@ void lb_cudnn_attn_free(lb_cudnn_attn *a) {
 
 size_t lb_cudnn_attn_workspace_bytes(const lb_cudnn_attn *a) {
     size_t fwd = lb_cudnn_plans_workspace_bytes(&a->fwd);
-    size_t bwd = rowsum_bytes(a) + dq_acc_bytes(a) + lb_cudnn_plans_workspace_bytes(&a->bwd);
+    size_t bwd = a->backward ? rowsum_bytes(a) + dq_acc_bytes(a) +
+                                   lb_cudnn_plans_workspace_bytes(&a->bwd)
+                             : 0;
     return ((fwd > bwd ? fwd : bwd) + 255) / 256 * 256;
 }
 
@@ -312,6 +316,8 @@ lb_status lb_cudnn_attn_forward(lb_cudnn_attn *a, void *out, float *lse, const v
 lb_status lb_cudnn_attn_backward(lb_cudnn_attn *a, void *dqkv, const void *dout, const void *qkv,
                                  const void *out, const float *lse, void *workspace, cudaStream_t s,
                                  lb_err *err) {
+    if (!a->backward)
+        return lb_fail(err, LB_ERR_USAGE, "cuDNN attention was built without its backward");
     char *ws = workspace;
     const int64_t uids[] = {UID_Q,      UID_K,     UID_V,       UID_O,  UID_DO,
                             UID_STATS,  UID_DQ,    UID_DK,      UID_DV, UID_ROWSUM,

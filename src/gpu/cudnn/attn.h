@@ -15,6 +15,7 @@
 #define LB_GPU_CUDNN_ATTN_H
 
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -26,12 +27,13 @@ extern "C" {
 
 typedef struct lb_cudnn_attn lb_cudnn_attn;
 
-/* Loads cuDNN (once per process) and builds forward and backward execution plans for one
- * shape on the current device. LB_ERR_UNSUPPORTED, with the reason in err, when the
+/* Loads cuDNN (once per process) and builds the forward execution plan for one shape on
+ * the current device, and the backward's with `backward` (without it,
+ * lb_cudnn_attn_backward refuses). LB_ERR_UNSUPPORTED, with the reason in err, when the
  * library is absent or older than 9, or has no engine for the shape or type. *out is the
  * caller's, freed with lb_cudnn_attn_free. */
 lb_status lb_cudnn_attn_init(lb_cudnn_attn **out, int B, int T, int NH, int NKV, int HD,
-                             lb_gpu_dtype dt, lb_err *err);
+                             lb_gpu_dtype dt, bool backward, lb_err *err);
 void lb_cudnn_attn_free(lb_cudnn_attn *a);
 
 /* Device scratch either direction needs (at least 256 bytes; 256-byte aligned pointer). */
