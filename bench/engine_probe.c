@@ -1,0 +1,346 @@
+/* engine_probe.c: probe. Where a decode step of the engine goes on this GPU, at
+ * Llama-3.1-8B's shapes (bf16), for each batch size asked:
+ *   - each product of a layer and the head through cuBLASLt as the engine runs it (timed
+ *     candidates, the engine's row counts), the weights cycled over copies that outgrow
+ *     L2: time, weight bytes per second, TFLOP/s;
+ *   - decode attention over contexts of CTX tokens in 16-token blocks handed out in a
+ *     random order, whole and split over blocks (lb_paged_splits): time, cache bytes per
+ *     second;
+ *   - the small kernels of a layer (RMSNorm, RoPE, KV store, SwiGLU) at the batch's rows;
+ *   - their sum for a step (32 layers, the head, its norm and argmax), against whole
+ *     decode steps of the engine (lb_engine_step's wall clock: CUDA graphs, host work and
+ *     all) on random weights, prompts of PROMPT tokens, and the steps that prefilled them.
+ * Kernels are timed one run at a time between CUDA events (median of REPS after WARM).
+ *
+ * build: make bench (build/bench/engine_probe)
+ * usage: engine_probe [BATCH ...]   (default 1 8 32 64 128 256; CTX=840 PROMPT=778) */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/rng.h"
+#include "engine/engine.h"
+#include "gpu/blas/matmul.h"
+#include "kernels/act.cuh"
+#include "kernels/logits.cuh"
+#include "kernels/norm.cuh"
+#include "kernels/paged.cuh"
+#include "kernels/rope.cuh"
+#include "probe_check.h"
+
+#define REPS   15
+#define WARM   2
+#define COPIES 4
+#define BS     16
+#define CTX    840
+#define PROMPT 778
+
+enum { P_QKV, P_OUT, P_IN, P_DOWN, P_HEAD, N_PROD };
+static const char *PROD_NAME[N_PROD] = {"qkv", "attn_out", "mlp_in", "mlp_out", "lm_head"};
+
+typedef struct {
+    int C, F, V, NH, NKV, HD, Q, L, n_sm;
+    int64_t oc[N_PROD], k[N_PROD];
+    void *w[N_PROD][COPIES];
+    int copies[N_PROD];
+    void *x, *y, *qkv, *att, *h, *a, *kc, *vc, *scr;
+    float *yf, *rstd, *cs, *nw;
+    int32_t *pos, *seq, *slot, *table, *amax;
+    lb_blas *blas;
+    void *ws;
+    cudaStream_t s;
+    cudaEvent_t e0, e1;
+} probe;
+
+static lb_err err;
+#define LB(x) CK((x) != LB_OK ? (fprintf(stderr, "%s\n", err.msg), 1) : 0)
+
+static void *dmalloc(size_t bytes) {
+    void *p = NULL;
+    CK(cudaMalloc(&p, bytes));
+    return p;
+}
+
+/* a bf16 device buffer of n normal(0, 0.02) values */
+static void *drandom(int64_t n, uint64_t seed, float *tmp) {
+    void *p = dmalloc((size_t)n * 2);
+    LB(lb_act_fill_normal(tmp, n, 0.02f, seed, 0, 0, &err));
+    LB(lb_act_convert(p, LB_DT_BF16, tmp, LB_DT_F32, n, 0, &err));
+    return p;
+}
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+enum { K_PROD, K_ATTN, K_NORM, K_ROPE, K_STORE, K_SWIGLU, K_ARGMAX };
+
+/* One run of kernel `kind` (product `arg`, or attention split `arg` ways) at B rows. */
+static void run(probe *p, int kind, int arg, int B, int rep) {
+    switch (kind) {
+    case K_PROD: {
+        const bool head = arg == P_HEAD;
+        lb_blas_gemm g = {.m = B,
+                          .n = p->oc[arg],
+                          .k = p->k[arg],
+                          .a = arg == P_DOWN ? p->a : arg == P_OUT ? p->att : p->x,
+                          .lda = p->k[arg],
+                          .b = p->w[arg][rep % p->copies[arg]],
+                          .ldb = p->k[arg],
+                          .trans_b = true,
+                          .ab_type = LB_DT_BF16,
+                          .d = head ? (void *)p->yf : arg == P_QKV ? p->qkv : arg == P_IN ? p->h : p->y,
+                          .ldd = p->oc[arg],
+                          .d_type = head ? LB_DT_F32 : LB_DT_BF16,
+                          .alpha = 1.0f};
+        LB(lb_blas_gemm_run(p->blas, &g, p->s, &err));
+        break;
+    }
+    case K_ATTN:
+        LB(lb_paged_attention(p->att, p->scr, arg, p->qkv, p->kc, p->vc, p->table,
+                              (CTX + BS - 1) / BS, p->seq, p->pos, B, p->NH, p->NKV, p->HD, BS,
+                              LB_DT_BF16, p->s, &err));
+        break;
+    case K_NORM:
+        LB(lb_norm_rmsnorm_forward(p->y, p->rstd, p->x, p->nw, B, p->C, 1e-5f, LB_DT_BF16, p->s,
+                                   &err));
+        break;
+    case K_ROPE:
+        LB(lb_rope_positions(p->qkv, p->cs, p->pos, B, p->NH, p->NKV, p->HD, LB_DT_BF16, p->s,
+                             &err));
+        break;
+    case K_STORE:
+        LB(lb_paged_kv_store(p->kc, p->vc, p->qkv, p->slot, B, p->NH, p->NKV, p->HD, LB_DT_BF16,
+                             p->s, &err));
+        break;
+    case K_SWIGLU:
+        LB(lb_act_swiglu_forward(p->a, p->h, B, p->F, LB_DT_BF16, p->s, &err));
+        break;
+    default:
+        LB(lb_logits_argmax(p->amax, p->yf, B, p->V, p->s, &err));
+    }
+}
+
+/* median microseconds of one run */
+static double time_us(probe *p, int kind, int arg, int B) {
+    float t[REPS];
+    for (int r = 0; r < WARM; r++)
+        run(p, kind, arg, B, r);
+    for (int r = 0; r < REPS; r++) {
+        CK(cudaEventRecord(p->e0, p->s));
+        run(p, kind, arg, B, r);
+        CK(cudaEventRecord(p->e1, p->s));
+        CK(cudaEventSynchronize(p->e1));
+        CK(cudaEventElapsedTime(&t[r], p->e0, p->e1));
+    }
+    return probe_median(t, REPS) * 1e3;
+}
+
+static void setup(probe *p, const lb_model_config *c, int max_b) {
+    memset(p, 0, sizeof *p);
+    p->C = c->d_model, p->F = c->d_ff, p->V = c->vocab_size, p->NH = c->n_head;
+    p->NKV = c->n_kv_head, p->HD = lb_model_head_dim(c), p->Q = lb_model_qkv_dim(c);
+    p->L = c->n_layer;
+    CK(cudaDeviceGetAttribute(&p->n_sm, cudaDevAttrMultiProcessorCount, 0));
+    const int64_t oc[N_PROD] = {p->Q, p->C, 2 * (int64_t)p->F, p->C, p->V};
+    const int64_t k[N_PROD] = {p->C, p->C, p->C, p->F, p->C};
+    float *tmp = dmalloc((size_t)p->V * p->C * 4);
+    for (int i = 0; i < N_PROD; i++) {
+        p->oc[i] = oc[i], p->k[i] = k[i];
+        p->copies[i] = i == P_HEAD ? 1 : COPIES;
+        for (int j = 0; j < p->copies[i]; j++)
+            p->w[i][j] = drandom(oc[i] * k[i], (uint64_t)(10 * i + j), tmp);
+    }
+    const size_t B = (size_t)max_b;
+    p->x = drandom((int64_t)B * p->F, 100, tmp);
+    p->a = drandom((int64_t)B * p->F, 101, tmp);
+    p->att = drandom((int64_t)B * p->C, 102, tmp);
+    p->qkv = drandom((int64_t)B * p->Q, 103, tmp);
+    p->y = dmalloc(B * p->C * 2);
+    p->h = drandom((int64_t)B * 2 * p->F, 104, tmp);
+    p->yf = dmalloc(B * p->V * 4);
+    LB(lb_act_fill_normal(p->yf, (int64_t)B * p->V, 1.0f, 105, 0, 0, &err));
+    p->nw = dmalloc((size_t)p->C * 2);
+    p->rstd = dmalloc(B * 4);
+    const int max_blocks = (CTX + BS - 1) / BS, n_blocks = (int)B * max_blocks;
+    const size_t cache = (size_t)n_blocks * BS * p->NKV * p->HD;
+    p->kc = drandom((int64_t)cache, 106, tmp);
+    p->vc = drandom((int64_t)cache, 107, tmp);
+    p->scr = dmalloc(lb_paged_scratch_bytes(max_b, p->NH, p->HD, LB_PAGED_MAX_SPLITS));
+    CK(cudaFree(tmp));
+    /* sequence i at position CTX - 1 over a random permutation of the blocks */
+    int32_t *perm = malloc((size_t)n_blocks * 4), *h = malloc(B * 4 * 3);
+    lb_rng rng;
+    lb_rng_seed(&rng, 1);
+    for (int i = 0; i < n_blocks; i++)
+        perm[i] = i;
+    for (int i = n_blocks - 1; i > 0; i--) {
+        int j = (int)lb_rng_below(&rng, (uint64_t)i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (size_t i = 0; i < B; i++) {
+        h[i] = CTX - 1;
+        h[B + i] = (int32_t)i;
+        h[2 * B + i] = perm[i * max_blocks + (CTX - 1) / BS] * BS + (CTX - 1) % BS;
+    }
+    p->table = dmalloc((size_t)n_blocks * 4);
+    p->pos = dmalloc(B * 4), p->seq = dmalloc(B * 4), p->slot = dmalloc(B * 4);
+    p->amax = dmalloc(B * 4);
+    CK(cudaMemcpy(p->table, perm, (size_t)n_blocks * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(p->pos, h, B * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(p->seq, h + B, B * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(p->slot, h + 2 * B, B * 4, cudaMemcpyHostToDevice));
+    free(perm), free(h);
+    p->cs = dmalloc((size_t)CTX * p->HD * 4);
+    float *inv = dmalloc((size_t)p->HD / 2 * 4);
+    LB(lb_act_fill(inv, p->HD / 2, 0.01f, 0, &err));
+    LB(lb_rope_table(p->cs, inv, CTX, p->HD, 0, &err));
+    p->ws = dmalloc(LB_BLAS_WORKSPACE_BYTES);
+    lb_blas_params bp = lb_blas_default_params();
+    bp.workspace = p->ws, bp.workspace_bytes = LB_BLAS_WORKSPACE_BYTES, bp.tune = true;
+    LB(lb_blas_init(&p->blas, &bp, &err));
+    CK(cudaStreamCreate(&p->s));
+    CK(cudaEventCreate(&p->e0));
+    CK(cudaEventCreate(&p->e1));
+    CK(cudaDeviceSynchronize());
+}
+
+/* The kernels at B rows; returns their sum for one decode step in microseconds. */
+static double kernels(probe *p, int B) {
+    double step = 0, layer = 0;
+    for (int i = 0; i < N_PROD; i++) {
+        double us = time_us(p, K_PROD, i, B);
+        double gbs = (double)p->oc[i] * p->k[i] * 2 / (us * 1e3);
+        double tf = 2.0 * B * p->oc[i] * p->k[i] / (us * 1e6);
+        printf("B%-4d %-22s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", B, PROD_NAME[i], us, gbs, tf);
+        if (i == P_HEAD)
+            step += us;
+        else
+            layer += us;
+    }
+    const int S = lb_paged_splits(B, p->NKV, p->n_sm);
+    const double kv = (double)B * CTX * p->NKV * p->HD * 2 * 2;
+    double whole = time_us(p, K_ATTN, 1, B), split = S > 1 ? time_us(p, K_ATTN, S, B) : whole;
+    printf("B%-4d %-22s %9.1f us  %7.0f GB/s\n", B, "attention whole", whole, kv / (whole * 1e3));
+    printf("B%-4d attention split %-3d    %9.1f us  %7.0f GB/s\n", B, S, split,
+           kv / (split * 1e3));
+    layer += split;
+    static const char *small[] = {"rmsnorm", "rope", "kv_store", "swiglu"};
+    const int kinds[] = {K_NORM, K_ROPE, K_STORE, K_SWIGLU};
+    for (int i = 0; i < 4; i++) {
+        double us = time_us(p, kinds[i], 0, B);
+        printf("B%-4d %-22s %9.1f us\n", B, small[i], us);
+        layer += us * (kinds[i] == K_NORM ? 2 : 1);
+    }
+    double am = time_us(p, K_ARGMAX, 0, B);
+    printf("B%-4d %-22s %9.1f us\n", B, "argmax", am);
+    step += layer * p->L + am + time_us(p, K_NORM, 0, B);
+    printf("B%-4d kernel sum: a layer %.1f us, a step %.3f ms (%d kernels)\n", B, layer,
+           step / 1e3, p->L * 11 + 4);
+    return step;
+}
+
+static void release(probe *p) {
+    for (int i = 0; i < N_PROD; i++)
+        for (int j = 0; j < p->copies[i]; j++)
+            cudaFree(p->w[i][j]);
+    void *bufs[] = {p->x,    p->y,   p->qkv,   p->att, p->h,   p->a,   p->kc,  p->vc,
+                    p->scr,  p->yf,  p->rstd,  p->cs,  p->nw,  p->pos, p->seq, p->slot,
+                    p->table, p->amax, p->ws};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        cudaFree(bufs[i]);
+    lb_blas_free(p->blas);
+    cudaStreamDestroy(p->s);
+}
+
+/* Whole engine steps at batch B: B prompts of PROMPT random ids prefilled, then decode
+ * steps (the first DECODE_SKIP of them untimed: the bucket's products and graph). */
+#define DECODES     48
+#define DECODE_SKIP 4
+static void engine_steps(lb_engine *e, int B, double kernel_ms) {
+    const int V = lb_engine_config(e)->vocab_size;
+    int32_t *ids = malloc((size_t)PROMPT * 4);
+    int64_t *rid = malloc((size_t)B * sizeof *rid);
+    lb_rng rng;
+    lb_rng_seed(&rng, (uint64_t)B);
+    lb_engine_request rq = {.sampling = lb_sample_default(), .max_tokens = 128, .ignore_eos = true};
+    for (int b = 0; b < B; b++) {
+        for (int i = 0; i < PROMPT; i++)
+            ids[i] = (int32_t)lb_rng_below(&rng, (uint64_t)V);
+        LB(lb_engine_submit(e, ids, PROMPT, &rq, &rid[b], &err));
+    }
+    const lb_engine_event *ev;
+    int32_t n = 0;
+    int produced = 0, prefill_steps = 0;
+    int64_t t0 = now_ns();
+    while (produced < B) { /* until every prompt gave its first token */
+        LB(lb_engine_step(e, &ev, &n, &err));
+        produced += n;
+        prefill_steps++;
+    }
+    double prefill_ms = (double)(now_ns() - t0) / 1e6;
+    double t[DECODES];
+    int nt = 0;
+    for (int s = 0; s < DECODES + DECODE_SKIP; s++) {
+        int64_t a = now_ns();
+        LB(lb_engine_step(e, &ev, &n, &err));
+        if (s >= DECODE_SKIP && n == B) t[nt++] = (double)(now_ns() - a) / 1e6;
+    }
+    for (int b = 0; b < B; b++)
+        lb_engine_cancel(e, rid[b]);
+    float tf[DECODES];
+    for (int i = 0; i < nt; i++)
+        tf[i] = (float)t[i];
+    double med = nt ? probe_median(tf, nt) : 0;
+    printf("B%-4d engine: prefill %d x %d tokens in %d steps, %.1f ms (%.0f tok/s); decode step "
+           "%.3f ms (median of %d), %.0f tok/s; kernel sum %.3f ms (%.0f%% of the step)\n",
+           B, B, PROMPT, prefill_steps, prefill_ms, B * PROMPT / (prefill_ms / 1e3), med, nt,
+           B / (med / 1e3), kernel_ms, med > 0 ? 100 * kernel_ms / med : 0);
+    fflush(stdout);
+    free(ids), free(rid);
+}
+
+int main(int argc, char **argv) {
+    int batches[16] = {1, 8, 32, 64, 128, 256}, nb = 6;
+    if (argc > 1) {
+        nb = 0;
+        for (int i = 1; i < argc && nb < 16; i++)
+            batches[nb++] = atoi(argv[i]);
+    }
+    int max_b = 1;
+    for (int i = 0; i < nb; i++) {
+        if (batches[i] < 1 || batches[i] > 256) {
+            fprintf(stderr, "engine_probe: batch %d: give 1 to 256\n", batches[i]);
+            return 2;
+        }
+        if (batches[i] > max_b) max_b = batches[i];
+    }
+    lb_model_config cfg;
+    LB(lb_model_config_preset("llama3.1-8b", &cfg, &err));
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("%s, %d SMs; llama3.1-8b bf16, contexts of %d tokens, prompts of %d\n", prop.name,
+           prop.multiProcessorCount, CTX, PROMPT);
+    double sum_ms[16];
+    probe p;
+    setup(&p, &cfg, max_b);
+    for (int i = 0; i < nb; i++) {
+        sum_ms[i] = kernels(&p, batches[i]) / 1e3;
+        fflush(stdout);
+    }
+    release(&p);
+    lb_engine_params ep = lb_engine_default_params();
+    ep.max_seqs = max_b;
+    lb_weights w = {.cfg = cfg, .seed = 1};
+    lb_engine *e;
+    LB(lb_engine_open(&e, &ep, &w, &err));
+    for (int i = 0; i < nb; i++)
+        engine_steps(e, batches[i], sum_ms[i]);
+    lb_engine_close(e);
+    return 0;
+}
