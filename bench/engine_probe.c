@@ -1,8 +1,9 @@
 /* engine_probe.c: probe. Where a decode step of the engine goes on this GPU, at
  * Llama-3.1-8B's shapes (bf16), for each batch size asked:
  *   - each product of a layer and the head through cuBLASLt as the engine runs it (timed
- *     candidates, the engine's row counts), the weights cycled over copies that outgrow
- *     L2: time, weight bytes per second, TFLOP/s;
+ *     candidates, the engine's row counts), and at up to 8 rows through kernels/gemv.cuh,
+ *     the weights cycled over copies that outgrow L2: time, weight bytes per second,
+ *     TFLOP/s;
  *   - decode attention over contexts of CTX tokens in 16-token blocks handed out in a
  *     random order, whole and split over blocks (lb_paged_splits): time, cache bytes per
  *     second;
@@ -25,6 +26,7 @@
 #include "engine/engine.h"
 #include "gpu/blas/matmul.h"
 #include "kernels/act.cuh"
+#include "kernels/gemv.cuh"
 #include "kernels/logits.cuh"
 #include "kernels/norm.cuh"
 #include "kernels/paged.cuh"
@@ -78,23 +80,29 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-enum { K_PROD, K_ATTN, K_NORM, K_ROPE, K_STORE, K_SWIGLU, K_ARGMAX };
+enum { K_PROD, K_GEMV, K_ATTN, K_NORM, K_ROPE, K_STORE, K_SWIGLU, K_ARGMAX };
 
 /* One run of kernel `kind` (product `arg`, or attention split `arg` ways) at B rows. */
 static void run(probe *p, int kind, int arg, int B, int rep) {
+    const bool head = arg == P_HEAD;
+    const void *in = arg == P_DOWN ? p->a : arg == P_OUT ? p->att : p->x;
+    void *out = head ? (void *)p->yf : arg == P_QKV ? p->qkv : arg == P_IN ? p->h : p->y;
     switch (kind) {
+    case K_GEMV:
+        LB(lb_gemv(out, head ? LB_DT_F32 : LB_DT_BF16, in, p->w[arg][rep % p->copies[arg]], NULL,
+                   B, p->k[arg], p->oc[arg], LB_DT_BF16, p->s, &err));
+        break;
     case K_PROD: {
-        const bool head = arg == P_HEAD;
         lb_blas_gemm g = {.m = B,
                           .n = p->oc[arg],
                           .k = p->k[arg],
-                          .a = arg == P_DOWN ? p->a : arg == P_OUT ? p->att : p->x,
+                          .a = in,
                           .lda = p->k[arg],
                           .b = p->w[arg][rep % p->copies[arg]],
                           .ldb = p->k[arg],
                           .trans_b = true,
                           .ab_type = LB_DT_BF16,
-                          .d = head ? (void *)p->yf : arg == P_QKV ? p->qkv : arg == P_IN ? p->h : p->y,
+                          .d = out,
                           .ldd = p->oc[arg],
                           .d_type = head ? LB_DT_F32 : LB_DT_BF16,
                           .alpha = 1.0f};
@@ -218,6 +226,12 @@ static double kernels(probe *p, int B) {
         double gbs = (double)p->oc[i] * p->k[i] * 2 / (us * 1e3);
         double tf = 2.0 * B * p->oc[i] * p->k[i] / (us * 1e6);
         printf("B%-4d %-22s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", B, PROD_NAME[i], us, gbs, tf);
+        if (B <= LB_GEMV_MAX_ROWS) { /* the engine takes the faster of the two */
+            double gv = time_us(p, K_GEMV, i, B);
+            printf("B%-4d %-10s gemv        %9.1f us  %7.0f GB/s\n", B, PROD_NAME[i], gv,
+                   (double)p->oc[i] * p->k[i] * 2 / (gv * 1e3));
+            if (gv < us) us = gv;
+        }
         if (i == P_HEAD)
             step += us;
         else

@@ -33,6 +33,7 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
 #else
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,7 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
 #include "gpu/graph.cuh"
 #include "kernels/act.cuh"
 #include "kernels/embed.cuh"
+#include "kernels/gemv.cuh"
 #include "kernels/logits.cuh"
 #include "kernels/norm.cuh"
 #include "kernels/paged.cuh"
@@ -54,6 +56,11 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
 #define SMALL_M                 256
 #define DNN_PAD                 256 /* cuDNN prefill lengths: multiples of this */
 #define MAX_GRAPHS              16
+
+/* the products of a step, and how each runs at a decode bucket's rows */
+enum { PROD_QKV, PROD_OUT, PROD_IN, PROD_DOWN, PROD_HEAD, N_PROD };
+static const char *const PROD_NAMES[N_PROD] = {"qkv", "attn_out", "mlp_in", "mlp_out", "lm_head"};
+typedef enum { IMPL_UNKNOWN = 0, IMPL_BLAS, IMPL_GEMV } prod_impl;
 
 typedef struct {
     int32_t rows; /* the bucket */
@@ -83,6 +90,7 @@ typedef struct {
     void *blas_ws;
     int32_t *h_in;   /* pinned host copy of in */
     int32_t *run_at; /* [max_seqs] host: where each cuDNN run of a step starts */
+    prod_impl impl[LB_GEMV_MAX_ROWS + 1][N_PROD]; /* by rows (decode buckets) */
     /* decode steps as graphs */
     decode_graph graphs[MAX_GRAPHS];
     int n_graphs;
@@ -205,11 +213,14 @@ static int64_t rows_for(int64_t n, int64_t cap) {
 }
 
 /* y[N, OC] = x[N, K] W[OC, K]^T (+ res[N, OC] when res is not NULL; res != y), bf16 in,
- * out of type dt; N rows rounded by rows_for under cap. */
-static lb_status linear(gpu_backend *g, void *y, lb_gpu_dtype dt, const void *x, const void *w,
-                        int64_t N, int64_t cap, int64_t K, int64_t OC, const void *res,
-                        lb_err *err) {
+ * out of type dt; N rows rounded by rows_for under cap; through lb_gemv where this
+ * product at these rows was timed faster that way (choose_products), else cuBLASLt. */
+static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, const void *x,
+                        const void *w, int64_t N, int64_t cap, int64_t K, int64_t OC,
+                        const void *res, lb_err *err) {
     const int64_t M = rows_for(N, cap);
+    if (M <= LB_GEMV_MAX_ROWS && g->impl[M][prod] == IMPL_GEMV)
+        return lb_gemv(y, dt, x, w, res, (int)M, K, OC, BF, g->stream, err);
     lb_blas_gemm mm = {.m = M,
                        .n = OC,
                        .k = K,
@@ -226,6 +237,71 @@ static lb_status linear(gpu_backend *g, void *y, lb_gpu_dtype dt, const void *x,
                        .alpha = 1.0f,
                        .beta = res ? 1.0f : 0.0f};
     return lb_blas_gemm_run(M <= SMALL_M ? g->blas_small : g->blas, &mm, g->stream, err);
+}
+
+/* Product `prod` of a step's N tokens with layer L's weights (the head's for PROD_HEAD),
+ * from and to the backend's buffers; y and res for the two that add to the residual. */
+static lb_status product(gpu_backend *g, int prod, const uint16_t *L, int N, void *y,
+                         const void *res, lb_err *err) {
+    const lb_model_config *c = &g->cfg;
+    const int64_t C = c->d_model, F = c->d_ff, T = g->step_tokens;
+    switch (prod) {
+    case PROD_QKV:
+        return linear(g, prod, g->qkv, BF, g->n, L + g->off.layer.qkv_w, N, T, C,
+                      lb_model_qkv_dim(c), NULL, err);
+    case PROD_OUT:
+        return linear(g, prod, y, BF, g->att, L + g->off.layer.attn_out_w, N, T, C, C, res, err);
+    case PROD_IN:
+        return linear(g, prod, g->h, BF, g->n, L + g->off.layer.mlp_in_w, N, T, C, 2 * F, NULL,
+                      err);
+    case PROD_DOWN:
+        return linear(g, prod, y, BF, g->a, L + g->off.layer.mlp_out_w, N, T, F, C, res, err);
+    default:
+        return linear(g, prod, g->logits, LB_DT_F32, g->no, g->params + g->off.lm_head, N,
+                      g->max_seqs, C, c->vocab_size, NULL, err);
+    }
+}
+
+static lb_status event_ok(cudaError_t e, lb_err *err) {
+    return e == cudaSuccess ? LB_OK
+                            : lb_fail(err, LB_ERR_DEVICE, "timing the decode products: %s",
+                                      cudaGetErrorString(e));
+}
+
+/* For a decode bucket of at most LB_GEMV_MAX_ROWS rows, times each product both ways
+ * (cuBLASLt, lb_gemv; one run each untimed, then TIME_REPS) on layer 0's weights and keeps
+ * the faster. The outputs are scratch: the step computes them again. */
+#define TIME_REPS 3
+static lb_status choose_products(gpu_backend *g, int rows, lb_err *err) {
+    if (rows > LB_GEMV_MAX_ROWS || g->impl[rows][0] != IMPL_UNKNOWN) return LB_OK;
+    const uint16_t *L0 = g->params + g->off.layers;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    lb_status st = LB_OK;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "cannot create CUDA events");
+    for (int prod = 0; prod < N_PROD && st == LB_OK; prod++) {
+        float ms[2] = {INFINITY, INFINITY};
+        for (int way = 0; way < 2 && st == LB_OK; way++) {
+            g->impl[rows][prod] = way == 0 ? IMPL_BLAS : IMPL_GEMV;
+            for (int r = 0; r <= TIME_REPS && st == LB_OK; r++) {
+                if (r == 1) st = event_ok(cudaEventRecord(e0, g->stream), err);
+                if (st == LB_OK) st = product(g, prod, L0, rows, g->x2, g->x, err);
+            }
+            if (st == LB_OK) st = event_ok(cudaEventRecord(e1, g->stream), err);
+            if (st == LB_OK) st = event_ok(cudaEventSynchronize(e1), err);
+            if (st == LB_OK) st = event_ok(cudaEventElapsedTime(&ms[way], e0, e1), err);
+            if (st == LB_ERR_UNSUPPORTED) { /* lb_gemv cannot run it */
+                st = LB_OK;
+                ms[way] = INFINITY;
+            }
+        }
+        g->impl[rows][prod] = ms[1] < ms[0] ? IMPL_GEMV : IMPL_BLAS;
+        LB_DEBUG("decode products, %d rows: %s %.1f us through cuBLASLt, %.1f us through gemv",
+                 rows, PROD_NAMES[prod], ms[0] * 1e3 / TIME_REPS, ms[1] * 1e3 / TIME_REPS);
+    }
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    return st;
 }
 
 /* Attention of a step's tokens [0, N): the tokens before n_paged through the paged
@@ -257,14 +333,12 @@ static lb_status layers(gpu_backend *g, int N, int n_paged, const int32_t *run_a
                         int n_out, lb_err *err) {
     const lb_model_config *c = &g->cfg;
     const int C = c->d_model, NH = c->n_head, NKV = c->n_kv_head;
-    const int HD = lb_model_head_dim(c), Q = lb_model_qkv_dim(c), F = c->d_ff;
-    const int64_t V = c->vocab_size;
+    const int HD = lb_model_head_dim(c);
     const int64_t layer_cache = (int64_t)(g->n_blocks + 1) * g->block_size * NKV * HD;
     cudaStream_t s = g->stream;
     const int32_t *tokens = in_at(g, g->in, IN_TOKENS), *pos = in_at(g, g->in, IN_POS);
     const int32_t *slot = in_at(g, g->in, IN_SLOT), *out_token = in_at(g, g->in, IN_OUT);
     const uint16_t *P = g->params;
-    const int64_t T = g->step_tokens;
     void *x = g->x, *x2 = g->x2, *t;
     LB_TRY(lb_embed_forward(x, tokens, P + g->off.wte, NULL, 1, N, C, BF, s, err));
     for (int l = 0; l < c->n_layer; l++) {
@@ -272,25 +346,24 @@ static lb_status layers(gpu_backend *g, int N, int n_paged, const int32_t *run_a
         uint16_t *kc = g->k_cache + l * layer_cache, *vc = g->v_cache + l * layer_cache;
         LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, x, L + g->off.layer.norm1_w, N, C,
                                        c->norm_eps, BF, s, err));
-        LB_TRY(linear(g, g->qkv, BF, g->n, L + g->off.layer.qkv_w, N, T, C, Q, NULL, err));
+        LB_TRY(product(g, PROD_QKV, L, N, NULL, NULL, err));
         LB_TRY(lb_rope_positions(g->qkv, g->cs, pos, N, NH, NKV, HD, BF, s, err));
         LB_TRY(lb_paged_kv_store(kc, vc, g->qkv, slot, N, NH, NKV, HD, BF, s, err));
         LB_TRY(attention(g, kc, vc, N, n_paged, run_at, n_runs, err));
-        LB_TRY(linear(g, x2, BF, g->att, L + g->off.layer.attn_out_w, N, T, C, C, x, err));
+        LB_TRY(product(g, PROD_OUT, L, N, x2, x, err));
         t = x, x = x2, x2 = t;
         LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, x, L + g->off.layer.norm2_w, N, C,
                                        c->norm_eps, BF, s, err));
-        LB_TRY(linear(g, g->h, BF, g->n, L + g->off.layer.mlp_in_w, N, T, C, 2 * F, NULL, err));
-        LB_TRY(lb_act_swiglu_forward(g->a, g->h, N, F, BF, s, err));
-        LB_TRY(linear(g, x2, BF, g->a, L + g->off.layer.mlp_out_w, N, T, F, C, x, err));
+        LB_TRY(product(g, PROD_IN, L, N, NULL, NULL, err));
+        LB_TRY(lb_act_swiglu_forward(g->a, g->h, N, c->d_ff, BF, s, err));
+        LB_TRY(product(g, PROD_DOWN, L, N, x2, x, err));
         t = x, x = x2, x2 = t;
     }
     LB_TRY(lb_logits_gather_rows(g->xo, x, out_token, n_out, C, BF, s, err));
     LB_TRY(lb_norm_rmsnorm_forward(g->no, g->rstd, g->xo, P + g->off.normf_w, n_out, C, c->norm_eps,
                                    BF, s, err));
-    LB_TRY(linear(g, g->logits, LB_DT_F32, g->no, P + g->off.lm_head, n_out, g->max_seqs, C, V,
-                  NULL, err));
-    return lb_logits_argmax(g->argmax, g->logits, n_out, (int)V, s, err);
+    LB_TRY(product(g, PROD_HEAD, NULL, n_out, NULL, NULL, err));
+    return lb_logits_argmax(g->argmax, g->logits, n_out, c->vocab_size, s, err);
 }
 
 /* Memset nodes up to this size become kernel nodes (cuBLASLt's workspace clears). */
@@ -412,6 +485,7 @@ static lb_status gpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *
             LB_CUDA_TRY(err, cudaGraphLaunch(dg->exec, s));
         } else {
             /* the bucket's first step prepares its products (and waits on timing them) */
+            LB_TRY(choose_products(g, rows, err));
             LB_TRY(layers(g, rows, rows, NULL, 0, rows, err));
             if (!g->graph_failed) capture(g, rows);
         }
