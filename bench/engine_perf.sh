@@ -4,8 +4,8 @@
 # device_env.sh, peer_torch.py and libmicrohttpd.so.12 (or runs from the source tree:
 # make build bench). Logs go to $OUT (default /tmp); a table of the figures is printed
 # last. Parts, in this order, each under its own time limit in seconds:
-#  1. correctness (T_CHECK): selftest rows of the paged kernels (split contexts included)
-#     and of the whole engine on a small model (GPU logits against the CPU engine over the
+#  1. correctness (T_CHECK): selftest rows of the paged kernels (split contexts included),
+#     of the decode products' gemv and of the whole engine on a small model (GPU logits against the CPU engine over the
 #     same weights; greedy tokens through the cuDNN prefill and the decode graphs)
 #  2. where a decode step goes (T_PROBE): bench/engine_probe at batches $PROBE_B
 #  3. llmbench infer --random llama3.1-8b (T_INFER): SingleStream (778-token prompts: TTFT,
@@ -24,8 +24,9 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=c
 $B --version 2>&1 | head -1 | tee -a $O/device.txt
 echo "== selftest"
 timeout ${T_CHECK:-60} $B selftest --no-model --only paged --db $DB > $O/selftest_paged.txt 2>&1
-tail -3 $O/selftest_paged.txt
-grep -c "FAIL" $O/selftest_paged.txt
+timeout ${T_CHECK:-60} $B selftest --no-model --only gemv --db $DB > $O/selftest_gemv.txt 2>&1
+tail -2 $O/selftest_paged.txt $O/selftest_gemv.txt
+grep -h "FAIL" $O/selftest_paged.txt $O/selftest_gemv.txt | head -5
 timeout ${T_CHECK:-60} $B selftest --no-kernels --only engine --db $DB > $O/selftest_engine.txt 2>&1
 grep -E "engine\.|checks|FAIL" $O/selftest_engine.txt | tail -4
 echo "== probe"

@@ -52,6 +52,7 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
 #include "kernels/adamw.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/embed.cuh"
+#include "kernels/gemv.cuh"
 #include "kernels/logits.cuh"
 #include "kernels/loss.cuh"
 #include "kernels/nf4.cuh"
@@ -1452,6 +1453,36 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
     free(kc), free(vc), free(qkv), free(ref), free(out), free(kc_out);
 }
 
+/* A few rows against weights read once (lb_gemv), with and without the residual, out in
+ * the inputs' type or in fp32 (the head's logits), against sums in double. */
+static void check_gemv(ctx *c, const prec_t *pr, int M, int K, int OC, bool res, bool f32_out) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "M%d K%d OC%d%s%s", M, K, OC, res ? " +res" : "",
+             f32_out ? " out fp32" : "");
+    const size_t nx = (size_t)M * K, nw = (size_t)OC * K, ny = (size_t)M * OC;
+    float *x = hnew(nx), *w = hnew(nw), *r = hnew(ny), *ref = hnew(ny), *out = hnew(ny);
+    randn(c, x, nx, 1.0f);
+    randn(c, w, nw, 0.1f);
+    randn(c, r, ny, 1.0f);
+    const lb_gpu_dtype yt = f32_out ? LB_DT_F32 : pr->dt;
+    void *d_x = up(c, x, nx, pr->dt), *d_w = up(c, w, nw, pr->dt);
+    void *d_r = res ? up(c, r, ny, pr->dt) : NULL, *d_y = dev(c, ny * lb_dtype_bytes(yt));
+    if (c->st == LB_OK) {
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < OC; n++) {
+                double sum = res ? r[(size_t)m * OC + n] : 0.0;
+                for (int k = 0; k < K; k++)
+                    sum += (double)x[(size_t)m * K + k] * w[(size_t)n * K + k];
+                ref[(size_t)m * OC + n] = (float)sum;
+            }
+        check(c, lb_gemv(d_y, yt, d_x, d_w, d_r, M, K, OC, pr->dt, 0, c->err));
+        down(c, out, d_y, ny, yt);
+        compare(c, "gemv", shape, pr, out, ref, ny);
+    }
+    release(c);
+    free(x), free(w), free(r), free(ref), free(out);
+}
+
 /* RoPE of a batch of tokens at their own positions (a mixed batch of sequences). */
 static void check_rope_positions(ctx *c, const prec_t *pr, int N, int NH, int NKV, int HD, int T) {
     char shape[56];
@@ -1726,6 +1757,11 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 5);
             check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7, 3);
             check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3, LB_PAGED_MAX_SPLITS);
+        }
+        if (wanted(&c, "gemv")) {
+            check_gemv(&c, pr, 1, 4096, 200, false, false);
+            check_gemv(&c, pr, 3, 512, 96, true, false);
+            check_gemv(&c, pr, 8, 1024, 77, false, true); /* the head: fp32 logits */
         }
         /* fp32 angles pos * inv_freq are off by up to pos * 2^-24 radians (the table is
          * fp32, as HF's rotary embedding): past about 2k positions that exceeds fp32's
