@@ -26,14 +26,17 @@ NEW = 128
 MICRO = 16
 
 
+THETA = 500000.0
+EPS = 1e-5
+ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192}
+
+
 def config():
     return LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
                        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
-                       max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
-                       rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                     "high_freq_factor": 4.0,
-                                     "original_max_position_embeddings": 8192},
-                       tie_word_embeddings=False)
+                       max_position_embeddings=131072, rms_norm_eps=EPS, rope_theta=THETA,
+                       rope_scaling=ROPE, tie_word_embeddings=False)
 
 
 def emit(**kw):
@@ -76,9 +79,9 @@ def rotate(x, cos, sin):
 
 def llama3_inv_freq(cfg):
     """RoPE frequencies with llama3 scaling (the formula of Meta's reference code)."""
-    r = cfg.rope_scaling
+    r = ROPE
     hd = cfg.hidden_size // cfg.num_attention_heads
-    inv = 1.0 / cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+    inv = 1.0 / THETA ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
     old = r["original_max_position_embeddings"]
     low, high = old / r["low_freq_factor"], old / r["high_freq_factor"]
     wave = 2 * torch.pi / inv
@@ -92,7 +95,7 @@ class Static:
 
     def __init__(self, hf, cfg, batches, t_max):
         m = hf.model
-        self.cfg, self.t_max = cfg, t_max
+        self.t_max = t_max
         self.nh, self.nkv = cfg.num_attention_heads, cfg.num_key_value_heads
         self.hd = cfg.hidden_size // self.nh
         self.layers = []
@@ -126,13 +129,13 @@ class Static:
         return rotate(q, cos, sin), rotate(k, cos, sin), v
 
     def mlp(self, x, n2, w13, w2):
-        g, u = (rms(x, n2, self.cfg.rms_norm_eps) @ w13.T).chunk(2, -1)
+        g, u = (rms(x, n2, EPS) @ w13.T).chunk(2, -1)
         return x + (F.silu(g) * u) @ w2.T
 
     def decode_block(self, x, n1, wqkv, wo, n2, w13, w2, kc, vc, pos):
         """One layer for one new token a sequence at position pos (a [1] tensor)."""
         b = x.shape[0]
-        q, k, v = self.qkv(rms(x, n1, self.cfg.rms_norm_eps), wqkv, pos)
+        q, k, v = self.qkv(rms(x, n1, EPS), wqkv, pos)
         kc[:, :, pos] = k
         vc[:, :, pos] = v
         g = self.nh // self.nkv
@@ -150,21 +153,21 @@ class Static:
         pos = torch.arange(t, device=ids.device)
         x = self.emb[ids]
         for i, (n1, wqkv, wo, n2, w13, w2) in enumerate(self.layers):
-            q, k, v = self.qkv(rms(x, n1, self.cfg.rms_norm_eps), wqkv, pos)
+            q, k, v = self.qkv(rms(x, n1, EPS), wqkv, pos)
             kc[i][rows:rows + m, :, :t] = k
             vc[i][rows:rows + m, :, :t] = v
             g = self.nh // self.nkv
             o = F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1),
                                                v.repeat_interleave(g, 1), is_causal=True)
             x = self.mlp(x + o.transpose(1, 2).reshape(m, t, -1) @ wo.T, n2, w13, w2)
-        return (rms(x[:, -1], self.norm, self.cfg.rms_norm_eps) @ self.head.T).argmax(-1)
+        return (rms(x[:, -1], self.norm, EPS) @ self.head.T).argmax(-1)
 
     def decode_step(self, tok, pos, batch):
         x = self.emb[tok].view(batch, 1, -1)
         kc, vc = self.cache[batch]
         for i, w in enumerate(self.layers):
             x = self.block(x, *w, kc[i], vc[i], pos)
-        return (rms(x[:, 0], self.norm, self.cfg.rms_norm_eps) @ self.head.T).argmax(-1)
+        return (rms(x[:, 0], self.norm, EPS) @ self.head.T).argmax(-1)
 
     def graph(self, batch, prompt):
         """A CUDA graph of one decode step of `batch` rows; its static input and output."""

@@ -9,7 +9,11 @@
  * gradient partials in registers across those rows, and merges them once per
  * block (each warp's partials into its own shared slice, the slices summed per channel,
  * one global atomicAdd per block and channel). Other widths take the scalar kernels: same
- * structure, one element at a time, partials in shared memory per row. */
+ * structure, one element at a time, partials in shared memory per row, except RMSNorm's
+ * forward at widths above 2048 up to WIDE_MAX (a multiple of 8, aligned: Llama-3.1-8B's
+ * 4096), which runs a block a row, each thread holding up to four 8-element vectors: one
+ * warp walking such a row took about 29 us whatever the row count (an inference step's
+ * few rows, bench/engine_probe), a block about a tenth of that. */
 #include "gpu/common.cuh"
 #include "kernels/norm.cuh"
 
@@ -278,6 +282,53 @@ static __global__ void __launch_bounds__(bwd_shape<T, LAYER, VPL>::WARPS * 32,
     if constexpr (SUM) merge(part + (size_t)(NS - 1) * WARPS * SLICE / 4, dsum);
 }
 
+#define WIDE_THREADS 256
+#define WIDE_MAX     (4 * 8 * WIDE_THREADS)
+
+/* RMSNorm forward of rows wider than a warp's vectors: a block a row, thread t owning
+ * the 8-element vectors t, t + WIDE_THREADS, ... (C a multiple of 8, at most WIDE_MAX). */
+template <typename T>
+static __global__ void __launch_bounds__(WIDE_THREADS)
+    rmsnorm_forward_wide_kernel(T *out, float *rstd_out, const T *inp, const T *w, int C,
+                                float eps) {
+    constexpr int V = WIDE_MAX / (8 * WIDE_THREADS);
+    __shared__ float part[WIDE_THREADS / 32];
+    const int64_t row = blockIdx.x;
+    const T *x = inp + row * C;
+    float v[V][8], ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int c = (threadIdx.x + WIDE_THREADS * i) * 8;
+        if (c < C) {
+            lb_ld8(v[i], x + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                ss += v[i][k] * v[i][k];
+        }
+    }
+    ss = lb_warp_sum(ss);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = ss;
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < WIDE_THREADS / 32; k++)
+        ss += part[k];
+    const float rstd = rsqrtf(ss / C + eps);
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const int c = (threadIdx.x + WIDE_THREADS * i) * 8;
+        if (c < C) {
+            float wv[8], o[8];
+            lb_ld8(wv, w + c);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                o[k] = v[i][k] * rstd * wv[k];
+            lb_st8(out + row * C + c, o);
+        }
+    }
+    if (threadIdx.x == 0) rstd_out[row] = rstd;
+}
+
 /* Vectors per lane for width C, or 0 when the scalar kernels must run. */
 static int norm_vpl(int C, const void *a, const void *b, const void *c) {
     bool aligned = ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 == 0;
@@ -450,7 +501,12 @@ extern "C" lb_status lb_norm_rmsnorm_forward(void *out, float *rstd, const void 
                                              lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     unsigned blocks = lb_blocks(N, NORM_WARPS);
     int vpl = norm_vpl(C, out, inp, weight);
-    if (vpl) {
+    if (!vpl && C % 8 == 0 && C <= WIDE_MAX && N > 0 &&
+        ((uintptr_t)out | (uintptr_t)inp | (uintptr_t)weight) % 16 == 0) {
+        LB_DISPATCH_DTYPE(dt, E,
+                          rmsnorm_forward_wide_kernel<E><<<(unsigned)N, WIDE_THREADS, 0, s>>>(
+                              (E *)out, rstd, (const E *)inp, (const E *)weight, C, eps));
+    } else if (vpl) {
         LB_DISPATCH_DTYPE(dt, E,
                           VPL_DISPATCH(vpl, norm_forward_vec_kernel<E, false, VPL>
                                        <<<blocks, NORM_WARPS * 32, 0, s>>>(

@@ -5,7 +5,6 @@
 #include "kernels/paged.cuh"
 
 #define PA_WARPS 4
-#define PA_MAX_G 8
 
 template <typename T>
 static __global__ void kv_store_kernel(T *kc, T *vc, const T *qkv, const int32_t *slot, int N,
@@ -37,17 +36,41 @@ static __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-template <typename T, int HD>
+/* D consecutive elements (D * sizeof(T) bytes, aligned to that) as one load. */
+template <typename T, int D>
+static __device__ __forceinline__ void load_d(float f[D], const T *p) {
+    constexpr int B = D * (int)sizeof(T);
+    if constexpr (B == 16) {
+        const uint4 r = *(const uint4 *)p;
+        const T *e = (const T *)&r;
+#pragma unroll
+        for (int d = 0; d < D; d++)
+            f[d] = lb_to_f(e[d]);
+    } else if constexpr (B == 8) {
+        const uint2 r = *(const uint2 *)p;
+        const T *e = (const T *)&r;
+#pragma unroll
+        for (int d = 0; d < D; d++)
+            f[d] = lb_to_f(e[d]);
+    } else {
+#pragma unroll
+        for (int d = 0; d < D; d++)
+            f[d] = lb_to_f(p[d]);
+    }
+}
+
+/* G query heads a kv head, a compile-time count: every per-head array stays in registers. */
+template <typename T, int HD, int G>
 static __global__ void __launch_bounds__(PA_WARPS * 32)
     paged_attention_kernel(T *out, float *po, float *plse, const T *qkv, const T *kc,
                            const T *vc, const int32_t *bt, int max_blocks, const int32_t *seq_of,
-                           const int32_t *pos, int NH, int NKV, int bs, float scale) {
+                           const int32_t *pos, int NKV, int bs, float scale) {
     constexpr int D = HD / 32; /* dims of the output each lane accumulates */
-    const int i = blockIdx.x, kvh = blockIdx.y, G = NH / NKV;
+    const int NH = NKV * G, i = blockIdx.x, kvh = blockIdx.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __shared__ float q_s[PA_MAX_G][HD];
-    __shared__ float m_s[PA_WARPS][PA_MAX_G], l_s[PA_WARPS][PA_MAX_G];
-    __shared__ float o_s[PA_WARPS][PA_MAX_G][HD];
+    __shared__ float q_s[G][HD];
+    __shared__ float m_s[PA_WARPS][G], l_s[PA_WARPS][G];
+    __shared__ float o_s[PA_WARPS][G][HD];
     const int64_t QW = (int64_t)(NH + 2 * NKV) * HD;
     for (int x = threadIdx.x; x < G * HD; x += blockDim.x)
         q_s[x / HD][x % HD] =
@@ -60,9 +83,9 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
     const int b0 = min(len, (int)blockIdx.z * per), b1 = min(len, b0 + per);
     const int chunk = ((b1 - b0 + PA_WARPS - 1) / PA_WARPS + 31) & ~31;
     const int k0 = b0 + warp * chunk, k1 = min(b1, k0 + chunk);
-    float m[PA_MAX_G], l[PA_MAX_G], acc[PA_MAX_G][D];
+    float m[G], l[G], acc[G][D];
 #pragma unroll
-    for (int g = 0; g < PA_MAX_G; g++) {
+    for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
 #pragma unroll
@@ -74,27 +97,25 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
         const bool valid = t < k1;
         /* each lane's key slot, read once: the value loop below takes it by shuffle */
         const int64_t slot = valid ? (int64_t)table[t / bs] * bs + t % bs : 0;
-        float s[PA_MAX_G];
+        float s[G];
 #pragma unroll
-        for (int g = 0; g < PA_MAX_G; g++)
+        for (int g = 0; g < G; g++)
             s[g] = 0.0f;
         if (valid) {
             const T *k = kc + (slot * NKV + kvh) * HD;
-#pragma unroll 4
+#pragma unroll
             for (int c = 0; c < HD; c += 8) {
                 float kf[8];
                 lb_ld8(kf, k + c);
 #pragma unroll
-                for (int g = 0; g < PA_MAX_G; g++)
-                    if (g < G)
+                for (int g = 0; g < G; g++)
 #pragma unroll
-                        for (int j = 0; j < 8; j++)
-                            s[g] += q_s[g][c + j] * kf[j];
+                    for (int j = 0; j < 8; j++)
+                        s[g] += q_s[g][c + j] * kf[j];
             }
         }
 #pragma unroll
-        for (int g = 0; g < PA_MAX_G; g++) {
-            if (g >= G) break;
+        for (int g = 0; g < G; g++) {
             const float mt = warp_max(valid ? s[g] : -INFINITY);
             const float mn = fmaxf(m[g], mt);
             const float corr = __expf(m[g] - mn);
@@ -107,17 +128,13 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
             s[g] = p;
         }
         const int nt = min(32, k1 - t0);
-#pragma unroll 4
+#pragma unroll 8
         for (int j = 0; j < nt; j++) {
             const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
-            const T *v = vc + (sj * NKV + kvh) * HD + lane * D;
             float vf[D];
+            load_d<T, D>(vf, vc + (sj * NKV + kvh) * HD + lane * D);
 #pragma unroll
-            for (int d = 0; d < D; d++)
-                vf[d] = lb_to_f(v[d]);
-#pragma unroll
-            for (int g = 0; g < PA_MAX_G; g++) {
-                if (g >= G) break;
+            for (int g = 0; g < G; g++) {
                 const float p = __shfl_sync(0xffffffffu, s[g], j);
 #pragma unroll
                 for (int d = 0; d < D; d++)
@@ -126,8 +143,7 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
         }
     }
 #pragma unroll
-    for (int g = 0; g < PA_MAX_G; g++) {
-        if (g >= G) break;
+    for (int g = 0; g < G; g++) {
         if (lane == 0) {
             m_s[warp][g] = m[g];
             l_s[warp][g] = l[g];
@@ -210,11 +226,12 @@ extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, c
                                         const int32_t *seq_of, const int32_t *pos, int N, int NH,
                                         int NKV, int HD, int block_size, lb_gpu_dtype dt,
                                         cudaStream_t s, lb_err *err) {
-    if (NH % NKV != 0 || NH / NKV > PA_MAX_G || (HD != 64 && HD != 128))
+    const int G = NKV > 0 && NH % NKV == 0 ? NH / NKV : 0;
+    if ((G != 1 && G != 2 && G != 4 && G != 8) || (HD != 64 && HD != 128))
         return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "paged attention runs head size 64 or 128 with at most %d query heads per "
-                       "kv head (asked: %d, %d)",
-                       PA_MAX_G, HD, NH / NKV);
+                       "paged attention runs head size 64 or 128 with 1, 2, 4 or 8 query heads "
+                       "per kv head (asked: %d, %d of %d)",
+                       HD, NH, NKV);
     if (n_split < 1 || n_split > LB_PAGED_MAX_SPLITS || (n_split > 1 && scratch == NULL))
         return lb_fail(err, LB_ERR_USAGE,
                        "paged attention splits a context 1 to %d ways, with scratch when more "
@@ -224,18 +241,23 @@ extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, c
     dim3 grid((unsigned)N, (unsigned)NKV, (unsigned)n_split);
     const float scale = 1.0f / sqrtf((float)HD);
     float *po = (float *)scratch, *plse = po ? po + (size_t)N * NH * n_split * HD : NULL;
+#define PA_LAUNCH(E, HDV, GV)                                                                      \
+    paged_attention_kernel<E, HDV, GV><<<grid, PA_WARPS * 32, 0, s>>>(                             \
+        (E *)out, po, plse, (const E *)qkv, (const E *)k_cache, (const E *)v_cache, block_table,  \
+        max_blocks, seq_of, pos, NKV, block_size, scale)
+#define PA_GROUPS(E, HDV)                                                                          \
+    switch (NH / NKV) {                                                                            \
+    case 1: PA_LAUNCH(E, HDV, 1); break;                                                           \
+    case 2: PA_LAUNCH(E, HDV, 2); break;                                                           \
+    case 4: PA_LAUNCH(E, HDV, 4); break;                                                           \
+    default: PA_LAUNCH(E, HDV, 8); break;                                                          \
+    }
     if (HD == 64)
-        LB_DISPATCH_DTYPE(dt, E,
-                          paged_attention_kernel<E, 64><<<grid, PA_WARPS * 32, 0, s>>>(
-                              (E *)out, po, plse, (const E *)qkv, (const E *)k_cache,
-                              (const E *)v_cache, block_table, max_blocks, seq_of, pos, NH, NKV,
-                              block_size, scale));
+        LB_DISPATCH_DTYPE(dt, E, PA_GROUPS(E, 64));
     else
-        LB_DISPATCH_DTYPE(dt, E,
-                          paged_attention_kernel<E, 128><<<grid, PA_WARPS * 32, 0, s>>>(
-                              (E *)out, po, plse, (const E *)qkv, (const E *)k_cache,
-                              (const E *)v_cache, block_table, max_blocks, seq_of, pos, NH, NKV,
-                              block_size, scale));
+        LB_DISPATCH_DTYPE(dt, E, PA_GROUPS(E, 128));
+#undef PA_GROUPS
+#undef PA_LAUNCH
     LB_CUDA_LAUNCH_TRY(err);
     if (n_split > 1) {
         LB_DISPATCH_DTYPE(dt, E,

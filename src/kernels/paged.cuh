@@ -8,7 +8,7 @@
  * together, each warp walks a quarter of the token's context 32 keys at a time (a key
  * per lane) with an online softmax, and the warps' partial results are merged at the end.
  * The same kernel serves prefill chunks and decodes (every token attends to positions
- * 0..pos of its sequence). HD 64 or 128, at most 8 query heads per kv head.
+ * 0..pos of its sequence). HD 64 or 128; 1, 2, 4 or 8 query heads per kv head.
  *
  * A decode batch has too few (token, kv head) pairs to fill the GPU (batch 1 of
  * Llama-3.1-8B: 8 blocks), so the context can be split (flash-decoding): n_split blocks
