@@ -16,6 +16,7 @@
  * build: make bench (build/bench/engine_probe)
  * usage: engine_probe [BATCH ...]   (default 1 8 32 64 128 256; CTX=840 PROMPT=778) */
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,13 +291,16 @@ static void engine_steps(lb_engine *e, int B, double kernel_ms) {
     }
     const lb_engine_event *ev;
     int32_t n = 0;
-    int produced = 0, prefill_steps = 0;
+    int first = 0, prefill_steps = 0;
+    bool *seen = calloc((size_t)B, 1);
     int64_t t0 = now_ns();
-    while (produced < B) { /* until every prompt gave its first token */
+    while (first < B) { /* until every prompt gave its first token (ids are consecutive) */
         LB(lb_engine_step(e, &ev, &n, &err));
-        produced += n;
+        for (int32_t k = 0; k < n; k++)
+            if (!seen[ev[k].id - rid[0]]) seen[ev[k].id - rid[0]] = true, first++;
         prefill_steps++;
     }
+    free(seen);
     double prefill_ms = (double)(now_ns() - t0) / 1e6;
     double t[DECODES];
     int nt = 0;
