@@ -1,20 +1,27 @@
 #!/bin/bash
-# engine_perf.sh: the engine's speed beside its PyTorch peers, in one run on GPU 0, with
-# its correctness checks first. Travels in one folder with llmbench, engine_probe,
-# device_env.sh, peer_torch.py, libmicrohttpd.so.12 and libyaml-0.so.2 (or runs from the
-# source tree: make build bench). Logs go to $OUT (default /tmp). Parts, in this order,
-# each under its own time limit in seconds:
+# engine_perf.sh: the engine's correctness and speed beside its PyTorch peers, in one
+# run on GPU 0. Travels in one folder with llmbench, engine_probe, device_env.sh,
+# peer_torch.py, libmicrohttpd.so.12 and libyaml-0.so.2 (or runs from the source tree:
+# make build bench). Logs go to $OUT (default /tmp). Parts, in this order, each under its
+# own time limit in seconds:
 #  1. correctness (T_CHECK each): selftest rows of the paged kernels (split contexts
 #     included), the decode products' gemv, RMSNorm (wide rows included) and the whole
 #     engine on a small model (GPU logits against the CPU engine over the same weights;
-#     greedy tokens through the cuDNN prefill and the decode graphs)
+#     greedy tokens through the cuDNN prefill and the decode graphs); with BIG=1 the same
+#     on random llama3.1-8b weights; with HF=1 tools/hf_engine_check.py (transformers
+#     against the engine on a tiny model, through bench/engine_logits). CHECK_ONLY=1 stops
+#     here.
 #  2. llmbench infer --random llama3.1-8b (T_INFER each): SingleStream (778-token prompts:
 #     TTFT, TPOT; N_SS queries), Offline (N_OFF queries, prompts normal:778:256, 128
-#     tokens, eos ignored)
+#     tokens, eos ignored), and Server at each rate in $QPS (SQ queries and SD seconds at
+#     least, step budget 2048, llama3.1-8b's limits)
 #  3. the peers (T_PEER): bench/peer_torch.py $PEER_ARGS (the static-cache +
 #     torch.compile loop, then transformers' generate)
 #  4. where a decode step goes (T_PROBE): bench/engine_probe at batches $PROBE_B
 #  5. the table of the figures
+# At most 8 files come back from a lent machine: the logs are device, selftest, single,
+# offline (the Server runs appended), peer, peer_err and probe (.txt), beside the caller's
+# own.
 . "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 O=${OUT:-/tmp}
 B=$LLMBENCH
@@ -27,15 +34,29 @@ $B --version 2>&1 | head -1 | tee -a $O/device.txt
 echo "== selftest"
 : > $O/selftest.txt
 for K in paged gemv rmsnorm; do
-    timeout ${T_CHECK:-30} $B selftest --no-model --only $K --db $DB > $O/st.txt 2>&1
+    timeout ${T_CHECK:-30} $B selftest --no-model --only $K > $O/st.txt 2>&1
     cat $O/st.txt >> $O/selftest.txt
     tail -n 1 $O/st.txt
     grep -h "FAIL" $O/st.txt | head -3
 done
-timeout ${T_CHECK:-30} $B selftest --no-kernels --only engine --db $DB > $O/st.txt 2>&1
+timeout ${T_CHECK:-30} $B selftest --no-kernels --only engine > $O/st.txt 2>&1
 cat $O/st.txt >> $O/selftest.txt
+grep -E "engine\.|checks|FAIL" $O/st.txt | tail -4
+if [ -n "$BIG" ]; then
+    timeout ${T_CHECK:-30} $B selftest --no-kernels --only engine.llama3.1-8b > $O/st.txt 2>&1
+    cat $O/st.txt >> $O/selftest.txt
+    grep -E "engine\.|checks|FAIL" $O/st.txt | tail -4
+fi
+if [ -n "$HF" ]; then
+    E=$bench_dir/engine_logits
+    [ -x "$E" ] || E=$bench_dir/../build/bench/engine_logits
+    timeout ${T_CHECK:-30} python3 $bench_dir/../tools/hf_engine_check.py $E /tmp/hfcheck --gpu \
+        > $O/st.txt 2>&1
+    cat $O/st.txt >> $O/selftest.txt
+    tail -n 4 $O/st.txt
+fi
 rm -f $O/st.txt
-grep -E "engine\.|checks|FAIL" $O/selftest.txt | tail -4
+[ -n "$CHECK_ONLY" ] && exit 0
 echo "== singlestream"
 timeout ${T_INFER:-50} $B infer --random llama3.1-8b --scenario singlestream --synthetic ${N_SS:-4} \
     --input-len fixed:778 --max-tokens 128 --ignore-eos --db $DB -v > $O/single.txt 2>&1
@@ -44,6 +65,16 @@ echo "== offline"
 timeout ${T_INFER:-50} $B infer --random llama3.1-8b --synthetic ${N_OFF:-300} --input-len normal:778:256 \
     --max-tokens 128 --ignore-eos --db $DB -v > $O/offline.txt 2>&1
 grep -E "engine:|Samples per|Tokens per|Result is|Completed|Failed|Mean First|Mean Time|kernel by kernel|paged kernel" $O/offline.txt
+for Q in $QPS; do
+    echo "== server $Q queries/s"
+    timeout ${T_INFER:-50} $B infer --random llama3.1-8b --scenario server --qps $Q --synthetic 600 \
+        --step-tokens 2048 --input-len normal:778:256 --max-tokens 128 --ignore-eos \
+        --min-queries ${SQ:-100} --min-duration ${SD:-20} --model-key llama3.1-8b --db $DB \
+        > $O/server.txt 2>&1
+    grep -E "Scheduled|Completed samples|Result is|satisfied|99.00 percentile first|99.00 percentile time" $O/server.txt
+    cat $O/server.txt >> $O/offline.txt
+    rm -f $O/server.txt
+done
 echo "== peers"
 timeout ${T_PEER:-100} python3 $PEER $PEER_ARGS > $O/peer.txt 2> $O/peer_err.txt
 cat $O/peer.txt
