@@ -90,8 +90,8 @@ static void run(probe *p, int kind, int arg, int B, int rep) {
     void *out = head ? (void *)p->yf : arg == P_QKV ? p->qkv : arg == P_IN ? p->h : p->y;
     switch (kind) {
     case K_GEMV:
-        LB(lb_gemv(out, head ? LB_DT_F32 : LB_DT_BF16, in, p->w[arg][rep % p->copies[arg]], NULL,
-                   B, p->k[arg], p->oc[arg], LB_DT_BF16, p->s, &err));
+        LB(lb_gemv(out, head ? LB_DT_F32 : LB_DT_BF16, in, p->w[arg][rep % p->copies[arg]], NULL, B,
+                   p->k[arg], p->oc[arg], LB_DT_BF16, p->s, &err));
         break;
     case K_PROD: {
         lb_blas_gemm g = {.m = B,
@@ -127,11 +127,8 @@ static void run(probe *p, int kind, int arg, int B, int rep) {
         LB(lb_paged_kv_store(p->kc, p->vc, p->qkv, p->slot, B, p->NH, p->NKV, p->HD, LB_DT_BF16,
                              p->s, &err));
         break;
-    case K_SWIGLU:
-        LB(lb_act_swiglu_forward(p->a, p->h, B, p->F, LB_DT_BF16, p->s, &err));
-        break;
-    default:
-        LB(lb_logits_argmax(p->amax, p->yf, B, p->V, p->s, &err));
+    case K_SWIGLU: LB(lb_act_swiglu_forward(p->a, p->h, B, p->F, LB_DT_BF16, p->s, &err)); break;
+    default: LB(lb_logits_argmax(p->amax, p->yf, B, p->V, p->s, &err));
     }
 }
 
@@ -242,8 +239,7 @@ static double kernels(probe *p, int B) {
     const double kv = (double)B * CTX * p->NKV * p->HD * 2 * 2;
     double whole = time_us(p, K_ATTN, 1, B), split = S > 1 ? time_us(p, K_ATTN, S, B) : whole;
     printf("B%-4d %-22s %9.1f us  %7.0f GB/s\n", B, "attention whole", whole, kv / (whole * 1e3));
-    printf("B%-4d attention split %-3d    %9.1f us  %7.0f GB/s\n", B, S, split,
-           kv / (split * 1e3));
+    printf("B%-4d attention split %-3d    %9.1f us  %7.0f GB/s\n", B, S, split, kv / (split * 1e3));
     layer += split;
     static const char *small[] = {"rmsnorm", "rope", "kv_store", "swiglu"};
     const int kinds[] = {K_NORM, K_ROPE, K_STORE, K_SWIGLU};
@@ -255,8 +251,8 @@ static double kernels(probe *p, int B) {
     double am = time_us(p, K_ARGMAX, 0, B);
     printf("B%-4d %-22s %9.1f us\n", B, "argmax", am);
     step += layer * p->L + am + time_us(p, K_NORM, 0, B);
-    printf("B%-4d kernel sum: a layer %.1f us, a step %.3f ms (%d kernels)\n", B, layer,
-           step / 1e3, p->L * 11 + 4);
+    printf("B%-4d kernel sum: a layer %.1f us, a step %.3f ms (%d kernels)\n", B, layer, step / 1e3,
+           p->L * 11 + 4);
     return step;
 }
 
@@ -264,9 +260,9 @@ static void release(probe *p) {
     for (int i = 0; i < N_PROD; i++)
         for (int j = 0; j < p->copies[i]; j++)
             cudaFree(p->w[i][j]);
-    void *bufs[] = {p->x,    p->y,   p->qkv,   p->att, p->h,   p->a,   p->kc,  p->vc,
-                    p->scr,  p->yf,  p->rstd,  p->cs,  p->nw,  p->pos, p->seq, p->slot,
-                    p->table, p->amax, p->ws};
+    void *bufs[] = {p->x,   p->y,    p->qkv,   p->att,  p->h,  p->a,  p->kc,
+                    p->vc,  p->scr,  p->yf,    p->rstd, p->cs, p->nw, p->pos,
+                    p->seq, p->slot, p->table, p->amax, p->ws};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         cudaFree(bufs[i]);
     lb_blas_free(p->blas);

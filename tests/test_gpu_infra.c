@@ -204,11 +204,13 @@ static void test_cudnn_attention_refuses_with_a_reason(void **state) {
 #ifdef LB_HAVE_CUDA
     lb_cudnn_attn *a = (lb_cudnn_attn *)1;
     lb_err err = {{0}};
-    assert_int_equal(lb_cudnn_attn_init(&a, 2, 64, 4, 4, 64, LB_DT_F32, true, &err), LB_ERR_UNSUPPORTED);
+    assert_int_equal(lb_cudnn_attn_init(&a, 2, 64, 4, 4, 64, LB_DT_F32, true, &err),
+                     LB_ERR_UNSUPPORTED);
     assert_null(a);
     assert_true(strlen(err.msg) > 0);
     err.msg[0] = '\0';
-    assert_int_equal(lb_cudnn_attn_init(&a, 2, 64, 6, 4, 64, LB_DT_BF16, true, &err), LB_ERR_UNSUPPORTED);
+    assert_int_equal(lb_cudnn_attn_init(&a, 2, 64, 6, 4, 64, LB_DT_BF16, true, &err),
+                     LB_ERR_UNSUPPORTED);
     assert_null(a);
     assert_true(strlen(err.msg) > 0);
     lb_cudnn_attn_free(NULL);

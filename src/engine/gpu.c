@@ -108,8 +108,8 @@ enum { IN_TOKENS, IN_POS, IN_SEQ, IN_SLOT, IN_OUT, IN_TABLE, IN_PARTS };
 
 static size_t in_offset(const gpu_backend *g, int part) {
     const size_t T = (size_t)g->step_tokens, S = (size_t)g->max_seqs;
-    const size_t off[IN_PARTS + 1] = {0, T, 2 * T, 3 * T, 4 * T, 4 * T + S,
-                                      4 * T + S + S * (size_t)g->max_blocks};
+    const size_t off[IN_PARTS + 1] = {
+        0, T, 2 * T, 3 * T, 4 * T, 4 * T + S, 4 * T + S + S * (size_t)g->max_blocks};
     return off[part];
 }
 
@@ -271,7 +271,7 @@ static lb_status event_ok(cudaError_t e, lb_err *err) {
 /* For a decode bucket of at most LB_GEMV_MAX_ROWS rows, times each product both ways
  * (cuBLASLt, lb_gemv; one run each untimed, then TIME_REPS) on layer 0's weights and keeps
  * the faster. The outputs are scratch: the step computes them again. */
-#define TIME_REPS 3
+#define TIME_REPS            3
 static lb_status choose_products(gpu_backend *g, int rows, lb_err *err) {
     if (rows > LB_GEMV_MAX_ROWS || g->impl[rows][0] != IMPL_UNKNOWN) return LB_OK;
     const uint16_t *L0 = g->params + g->off.layers;
@@ -379,8 +379,7 @@ static void capture(gpu_backend *g, int rows) {
     const char *why = NULL;
     if (g->n_graphs == MAX_GRAPHS) {
         why = "too many batch buckets";
-    } else if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) !=
-               cudaSuccess) {
+    } else if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
         why = "stream capture could not begin";
     } else {
         lb_status st = layers(g, rows, rows, NULL, 0, rows, &e);
@@ -620,10 +619,10 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
                          (double)(fixed + reserve) / (1 << 30), allowed / (1 << 30),
                          (double)free_b / (1 << 30), p->gpu_memory_fraction);
         if (st == LB_OK) {
-            n_blocks = p->kv_tokens > 0
-                           ? (p->kv_tokens + p->block_size - 1) / p->block_size
-                           : (int64_t)((allowed - (double)(fixed + reserve)) / (double)block_bytes) -
-                                 1;
+            n_blocks =
+                p->kv_tokens > 0
+                    ? (p->kv_tokens + p->block_size - 1) / p->block_size
+                    : (int64_t)((allowed - (double)(fixed + reserve)) / (double)block_bytes) - 1;
             if (n_blocks < g->max_blocks)
                 st = lb_fail(err, LB_ERR_NOMEM,
                              "after the weights, the KV cache holds %lld tokens, fewer than one "
@@ -667,10 +666,10 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
     }
     g->n_blocks = (int32_t)n_blocks;
     /* rows past a step's tokens are read by padded cuDNN prefills: finite from the start */
-    if (st == LB_OK && cudaMemsetAsync(g->qkv, 0,
-                                       ((size_t)p->step_tokens + DNN_PAD) *
-                                           (size_t)lb_model_qkv_dim(c) * 2,
-                                       g->stream) != cudaSuccess)
+    if (st == LB_OK &&
+        cudaMemsetAsync(g->qkv, 0,
+                        ((size_t)p->step_tokens + DNN_PAD) * (size_t)lb_model_qkv_dim(c) * 2,
+                        g->stream) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "cannot clear the engine's buffers");
     if (st == LB_OK) st = load_weights(g, w, err);
     if (st == LB_OK && cudaStreamSynchronize(g->stream) != cudaSuccess)

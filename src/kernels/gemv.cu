@@ -50,8 +50,8 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
 }
 
 extern "C" bool lb_gemv_fits(int M, int64_t K, const void *x, const void *w, const void *res) {
-    return M >= 1 && M <= LB_GEMV_MAX_ROWS && K % 256 == 0 && lb_aligned16(x) &&
-           lb_aligned16(w) && (res == NULL || lb_aligned16(res));
+    return M >= 1 && M <= LB_GEMV_MAX_ROWS && K % 256 == 0 && lb_aligned16(x) && lb_aligned16(w) &&
+           (res == NULL || lb_aligned16(res));
 }
 
 template <typename T, typename Y>
@@ -59,9 +59,7 @@ static void launch(Y *y, const T *x, const T *w, const T *res, int M, int64_t K,
                    cudaStream_t s) {
     const unsigned grid = (unsigned)((OC + GEMV_WARPS - 1) / GEMV_WARPS);
 #define GEMV_ROWS(R)                                                                               \
-    case R:                                                                                        \
-        gemv_kernel<T, Y, R><<<grid, GEMV_WARPS * 32, 0, s>>>(y, x, w, res, K, OC);                \
-        break
+    case R: gemv_kernel<T, Y, R><<<grid, GEMV_WARPS * 32, 0, s>>>(y, x, w, res, K, OC); break
     switch (M) {
         GEMV_ROWS(1);
         GEMV_ROWS(2);
@@ -84,13 +82,12 @@ extern "C" lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const 
                        "(asked: %d rows, K %lld)",
                        LB_GEMV_MAX_ROWS, M, (long long)K);
     if (y_type == LB_DT_F32)
-        LB_DISPATCH_DTYPE(dt, T,
-                          launch<T, float>((float *)y, (const T *)x, (const T *)w, (const T *)res,
-                                           M, K, OC, s));
+        LB_DISPATCH_DTYPE(
+            dt, T,
+            launch<T, float>((float *)y, (const T *)x, (const T *)w, (const T *)res, M, K, OC, s));
     else if (y_type == dt)
-        LB_DISPATCH_DTYPE(dt, T,
-                          launch<T, T>((T *)y, (const T *)x, (const T *)w, (const T *)res, M, K,
-                                       OC, s));
+        LB_DISPATCH_DTYPE(
+            dt, T, launch<T, T>((T *)y, (const T *)x, (const T *)w, (const T *)res, M, K, OC, s));
     else
         return lb_fail(err, LB_ERR_UNSUPPORTED, "gemv writes fp32 or the inputs' type");
     LB_CUDA_LAUNCH_TRY(err);

@@ -37,8 +37,7 @@ static __device__ __forceinline__ float warp_sum(float v) {
 }
 
 /* D consecutive elements (D * sizeof(T) bytes, aligned to that) as one load. */
-template <typename T, int D>
-static __device__ __forceinline__ void load_d(float f[D], const T *p) {
+template <typename T, int D> static __device__ __forceinline__ void load_d(float f[D], const T *p) {
     constexpr int B = D * (int)sizeof(T);
     if constexpr (B == 16) {
         const uint4 r = *(const uint4 *)p;
@@ -62,8 +61,8 @@ static __device__ __forceinline__ void load_d(float f[D], const T *p) {
 /* G query heads a kv head, a compile-time count: every per-head array stays in registers. */
 template <typename T, int HD, int G>
 static __global__ void __launch_bounds__(PA_WARPS * 32)
-    paged_attention_kernel(T *out, float *po, float *plse, const T *qkv, const T *kc,
-                           const T *vc, const int32_t *bt, int max_blocks, const int32_t *seq_of,
+    paged_attention_kernel(T *out, float *po, float *plse, const T *qkv, const T *kc, const T *vc,
+                           const int32_t *bt, int max_blocks, const int32_t *seq_of,
                            const int32_t *pos, int NKV, int bs, float scale) {
     constexpr int D = HD / 32; /* dims of the output each lane accumulates */
     const int NH = NKV * G, i = blockIdx.x, kvh = blockIdx.y;
@@ -243,7 +242,7 @@ extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, c
     float *po = (float *)scratch, *plse = po ? po + (size_t)N * NH * n_split * HD : NULL;
 #define PA_LAUNCH(E, HDV, GV)                                                                      \
     paged_attention_kernel<E, HDV, GV><<<grid, PA_WARPS * 32, 0, s>>>(                             \
-        (E *)out, po, plse, (const E *)qkv, (const E *)k_cache, (const E *)v_cache, block_table,  \
+        (E *)out, po, plse, (const E *)qkv, (const E *)k_cache, (const E *)v_cache, block_table,   \
         max_blocks, seq_of, pos, NKV, block_size, scale)
 #define PA_GROUPS(E, HDV)                                                                          \
     switch (NH / NKV) {                                                                            \

@@ -289,9 +289,9 @@ void lb_cudnn_attn_free(lb_cudnn_attn *a) {
 
 size_t lb_cudnn_attn_workspace_bytes(const lb_cudnn_attn *a) {
     size_t fwd = lb_cudnn_plans_workspace_bytes(&a->fwd);
-    size_t bwd = a->backward ? rowsum_bytes(a) + dq_acc_bytes(a) +
-                                   lb_cudnn_plans_workspace_bytes(&a->bwd)
-                             : 0;
+    size_t bwd = a->backward
+                     ? rowsum_bytes(a) + dq_acc_bytes(a) + lb_cudnn_plans_workspace_bytes(&a->bwd)
+                     : 0;
     return ((fwd > bwd ? fwd : bwd) + 255) / 256 * 256;
 }
 
