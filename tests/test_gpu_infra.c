@@ -1,5 +1,6 @@
 /* test_gpu_infra.c: the GPU infrastructure logic that runs without a GPU: arena sizing
- * and accounting, the dense peak table and MFU, telemetry summaries, check messages. */
+ * and accounting, the dense peak table and MFU, telemetry summaries, check messages, and
+ * the engine kernels' own checks of what they run (split counts, gemv's shapes). */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -23,6 +24,8 @@
 #ifdef LB_HAVE_CUDA
 #include "gpu/cudnn/attn.h"
 #include "gpu/cudnn/gelu.h"
+#include "kernels/gemv.cuh"
+#include "kernels/paged.cuh"
 #endif
 
 static void test_arena_sizing_adds_aligned_pieces(void **state) {
@@ -214,6 +217,62 @@ static void test_cudnn_attention_refuses_with_a_reason(void **state) {
     assert_null(a);
     assert_true(strlen(err.msg) > 0);
     lb_cudnn_attn_free(NULL);
+#else
+    LB_TEST_SKIP_UNLESS(false, "this build has no CUDA");
+#endif
+}
+
+/* Decode attention's split count gives about two blocks an SM, at most
+ * LB_PAGED_MAX_SPLITS, and 1 once a batch's kv heads fill the GPU; scratch is for splits
+ * only; a split count out of range, splits without scratch and head groups the kernel has
+ * no instance for are refused before anything is launched (so no GPU is needed here). */
+static void test_paged_splits_fill_the_gpu_and_are_checked(void **state) {
+    (void)state;
+#ifdef LB_HAVE_CUDA
+    assert_int_equal(lb_paged_splits(1, 8, 132), LB_PAGED_MAX_SPLITS);
+    assert_int_equal(lb_paged_splits(8, 8, 132), 5);
+    assert_int_equal(lb_paged_splits(16, 8, 132), 3);
+    assert_int_equal(lb_paged_splits(17, 8, 132), 1);
+    assert_int_equal(lb_paged_splits(0, 8, 132), 1);
+    assert_int_equal(lb_paged_scratch_bytes(8, 32, 128, 1), 0);
+    assert_int_equal(lb_paged_scratch_bytes(2, 32, 128, 3), (size_t)2 * 32 * 3 * 129 * 4);
+    int32_t fake[4];
+    void *p = fake;
+    lb_err err = {{0}};
+    assert_int_equal(lb_paged_attention(p, NULL, 2, p, p, p, fake, 1, fake, fake, 1, 32, 8, 128, 16,
+                                        LB_DT_BF16, NULL, &err),
+                     LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "scratch"));
+    assert_int_equal(lb_paged_attention(p, p, LB_PAGED_MAX_SPLITS + 1, p, p, p, fake, 1, fake, fake,
+                                        1, 32, 8, 128, 16, LB_DT_BF16, NULL, &err),
+                     LB_ERR_USAGE);
+    assert_int_equal(lb_paged_attention(p, NULL, 1, p, p, p, fake, 1, fake, fake, 1, 12, 4, 128, 16,
+                                        LB_DT_BF16, NULL, &err),
+                     LB_ERR_UNSUPPORTED);
+#else
+    LB_TEST_SKIP_UNLESS(false, "this build has no CUDA");
+#endif
+}
+
+/* gemv takes 1 to LB_GEMV_MAX_ROWS rows, K a multiple of 256 and 16-byte aligned
+ * operands, and writes fp32 or the inputs' type; anything else is refused unlaunched. */
+static void test_gemv_says_what_it_runs(void **state) {
+    (void)state;
+#ifdef LB_HAVE_CUDA
+    void *a = (void *)(uintptr_t)4096, *b = (void *)(uintptr_t)8192, *odd = (void *)(uintptr_t)4098;
+    assert_true(lb_gemv_fits(1, 4096, a, b, NULL));
+    assert_true(lb_gemv_fits(LB_GEMV_MAX_ROWS, 14336, a, b, a));
+    assert_false(lb_gemv_fits(LB_GEMV_MAX_ROWS + 1, 4096, a, b, NULL));
+    assert_false(lb_gemv_fits(0, 4096, a, b, NULL));
+    assert_false(lb_gemv_fits(1, 4000, a, b, NULL));
+    assert_false(lb_gemv_fits(1, 4096, odd, b, NULL));
+    assert_false(lb_gemv_fits(1, 4096, a, b, odd));
+    lb_err err = {{0}};
+    assert_int_equal(lb_gemv(a, LB_DT_BF16, a, b, NULL, 9, 4096, 64, LB_DT_BF16, NULL, &err),
+                     LB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "9 rows"));
+    assert_int_equal(lb_gemv(a, LB_DT_F16, a, b, NULL, 1, 4096, 64, LB_DT_BF16, NULL, &err),
+                     LB_ERR_UNSUPPORTED);
 #else
     LB_TEST_SKIP_UNLESS(false, "this build has no CUDA");
 #endif
@@ -411,6 +470,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_telemetry_summary_says_why_clocks_dropped),
         cmocka_unit_test(test_telemetry_without_gpu_stops_cleanly),
         cmocka_unit_test(test_check_message_names_expression_and_place),
+        cmocka_unit_test(test_paged_splits_fill_the_gpu_and_are_checked),
+        cmocka_unit_test(test_gemv_says_what_it_runs),
     };
     return lb_test_main(tests, sizeof tests / sizeof tests[0], NULL, NULL, argc, argv);
 }

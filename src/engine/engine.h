@@ -6,8 +6,9 @@
  * and decodes, then sampling) and reports the tokens it produced. Two backends run the
  * same steps: the CPU reference (fp32, model/ref.h; for tests and machines without a
  * GPU) and the GPU (bf16 weights and cache, cuBLASLt products, the kernels of
- * kernels/paged.cuh), chosen by lb_engine_params.device. A GPU engine sizes its cache
- * from the device memory left after the weights (gpu_memory_fraction of the total).
+ * kernels/paged.cuh, cuDNN's attention for prompts, decode steps as CUDA graphs: gpu.c),
+ * chosen by lb_engine_params.device. A GPU engine sizes its cache from the device memory
+ * left after the weights (gpu_memory_fraction of the total).
  *
  * Weights come from an lb_weights source: a Hugging Face directory (model/hf_model.h),
  * or random weights of a preset's shape (normal(0, 0.02) matrices, norm weights 1), made
