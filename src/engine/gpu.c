@@ -1,7 +1,7 @@
 /* gpu.c: the engine's GPU backend (engine_impl.h): bf16 weights and KV cache in one
  * arena, cuBLASLt products, kernels/ for the rest. A build without CUDA refuses.
  *
- * Three things keep a step's GPU busy:
+ * What keeps a step's GPU busy (figures: docs/PERFORMANCE.md, bench/engine_probe):
  * - A step of decodes only (every sequence computes one token and samples) runs as a CUDA
  *   graph, one per batch-size bucket (rows_for: powers of two up to max_seqs): the batch
  *   is padded to its bucket with rows that write a spare KV block nobody owns and read one
@@ -10,6 +10,8 @@
  *   refuses is not an error: those steps run kernel by kernel.
  * - Decode attention splits each context over blocks (kernels/paged.cuh) so that small
  *   batches fill the GPU.
+ * - At buckets of up to LB_GEMV_MAX_ROWS rows each product runs through kernels/gemv.cuh
+ *   or cuBLASLt, whichever the bucket's first step timed faster (choose_products).
  * - Prompt chunks that start at position 0 (a whole prompt, or its first chunk) attend
  *   through cuDNN's fused flash attention, one sequence a call, its length padded up to a
  *   multiple of DNN_PAD with one plan per padded length; such chunks are the tail of a
