@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "core/file.h"
+#include "model/ucd_classes.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -30,20 +31,22 @@
 #define MAX_RANK       0x3fffffffu /* ranks above this are refused (ids stay well in uint32) */
 #define SCAN_MAX_BYTES 96          /* pieces up to this long merge by scanning small arrays */
 
-/* The reference tokenizers' \s is Rust's regex class: Unicode's White_Space property
- * (tiktoken's fancy-regex). PCRE2's \s under UCP is \p{Z}, \h and \v, which adds
- * U+180E (no longer White_Space since Unicode 6.3), so the class is spelled out: tab, line
- * feed, vertical tab, form feed, carriage return, space, U+0085, U+00A0, U+1680,
- * U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 (PropList.txt). \S is its
- * complement. */
-#define WS                                                                                         \
-    "\\t\\n\\x0B\\f\\r "                                                                           \
-    "\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+/* The classes are spelled out (ucd_classes.h), not PCRE2's \p{L}, \p{N} and \s: PCRE2's
+ * tables are those of its own Unicode version (Debian 12's PCRE2 10.42 has Unicode 14, whose
+ * \p{L} lacks the letters Unicode 15 added), and its \s under UCP is \p{Z}, \h and \v,
+ * which takes U+180E (no longer White_Space since Unicode 6.3). The reference tokenizers'
+ * \s is the White_Space property (Rust's regex crate in tiktoken, Oniguruma in Hugging
+ * Face's tokenizers); \S is its complement. */
+#define L  LB_UCD_LETTER
+#define N  LB_UCD_NUMBER
+#define WS LB_UCD_WHITE_SPACE
 static const char *const llama3_pattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
-    "| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+";
-static const char *const gpt2_pattern = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS
-                                        "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n" L N "]?[" L "]+|[" N "]{1,3}"
+    "| ?[^" WS L N "]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+static const char *const gpt2_pattern = "'s|'t|'re|'ve|'m|'ll|'d| ?[" L "]+| ?[" N "]+| ?[^" WS L N
+                                        "]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+#undef L
+#undef N
 #undef WS
 
 /* Llama 3.1's special tokens in id order: these eleven, then reserved 3..247. */
