@@ -112,6 +112,10 @@ int lb_cmd_serve(int argc, char **argv) {
          "first token this long after the request arrives (default 0)", 0, 3.6e6, NULL},
         {"--tpot-ms", LB_ARG_DOUBLE, &syn.tpot_ms, "MS",
          "each further token this long after the previous one (default 0)", 0, 3.6e6, NULL},
+        {"--slots", LB_ARG_INT, &syn.slots, "N",
+         "synthetic: generate for at most N requests at once, the rest wait their turn (default "
+         "0: no limit)",
+         0, 1e6, NULL},
         {"--max-tokens", LB_ARG_INT, &max_tokens, "N",
          "cap on output tokens per request; a request without max_tokens gets 16 "
          "(default 4096)",

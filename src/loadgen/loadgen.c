@@ -39,9 +39,8 @@ typedef struct {
 typedef struct {
     const lb_loadgen_params *p;
     const lb_dataset *ds;
-    lb_pool *pool;
-    char **bodies;
-    size_t *body_len;
+    const lb_sut *sut;
+    bool sut_open;
     lb_query *q;
     gapbuf *gb;
     size_t n_q, cap_q; /* query records in use (open loop: the schedule, then follow-ups) */
@@ -70,6 +69,8 @@ typedef struct {
     size_t n_rs, cap_rs;
     float *gaps; /* every query's gaps, in query order (filled at the end) */
     char **texts;
+    uint32_t **ids; /* accuracy mode: each sample's token ids, where the SUT gives them */
+    size_t *n_ids;
     lb_status oom;
 } run;
 
@@ -102,9 +103,13 @@ lb_loadgen_params lb_loadgen_default_params(void) {
 
 void lb_loadgen_report_free(lb_loadgen_report *r) {
     if (r == NULL) return;
-    for (size_t i = 0; i < r->n_texts; i++)
+    for (size_t i = 0; i < r->n_texts; i++) {
         free(r->texts[i]);
+        free(r->ids ? r->ids[i] : NULL);
+    }
     free(r->texts);
+    free(r->ids);
+    free(r->n_ids);
     memset(r, 0, sizeof *r);
 }
 
@@ -220,8 +225,8 @@ static void issue(run *R, size_t i, int64_t now_rel) {
     R->inflight++;
     R->n_issued++;
     lb_err err;
-    if (lb_pool_submit(R->pool, i, R->bodies[x->sample], R->body_len[x->sample], &err) != LB_OK) {
-        /* libcurl refused: count it as a failure of this query and go on. */
+    if (R->sut->ops->submit(R->sut->self, i, x->sample, &err) != LB_OK) {
+        /* the SUT refused at once: count it as a failure of this query and go on. */
         x->finished = true;
         x->error = LB_QERR_OTHER;
         x->sent_ns = x->done_ns = now_rel;
@@ -347,6 +352,16 @@ static void on_done(void *user, const lb_http_outcome *o) {
         R->texts[x->sample] = strndup(o->text, o->text_len);
         if (R->texts[x->sample] == NULL) R->oom = LB_ERR_NOMEM;
     }
+    if (R->ids != NULL && o->token_ids != NULL && R->ids[x->sample] == NULL) {
+        uint32_t *v = malloc((o->n_token_ids ? o->n_token_ids : 1) * sizeof *v);
+        if (v == NULL) {
+            R->oom = LB_ERR_NOMEM;
+            return;
+        }
+        memcpy(v, o->token_ids, o->n_token_ids * sizeof *v);
+        R->ids[x->sample] = v;
+        R->n_ids[x->sample] = o->n_token_ids;
+    }
 }
 
 static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t *last_done) {
@@ -420,7 +435,7 @@ static lb_status preconnect(run *R, int64_t *opened, lb_err *err) {
         n = room;
     }
     int64_t t = lb_clock_now_ns();
-    LB_TRY(lb_pool_preconnect(R->pool, n, opened, err));
+    LB_TRY(R->sut->ops->preconnect(R->sut->self, n, opened, err));
     double ms = (double)(lb_clock_now_ns() - t) / 1e6;
     if (*opened < n)
         LB_WARN("opened %lld of %lld connections before the run (%.0f ms); the rest open as "
@@ -443,13 +458,12 @@ static void warm_up(run *R) {
         while (sent < n && R->warm_inflight < slots && !lb_signals_interrupted()) {
             uint32_t k = (uint32_t)(sent % (int64_t)R->ds->n);
             lb_err err;
-            if (lb_pool_submit(R->pool, WARMUP_TAG | (uint64_t)sent, R->bodies[k], R->body_len[k],
-                               &err) != LB_OK)
+            if (R->sut->ops->submit(R->sut->self, WARMUP_TAG | (uint64_t)sent, k, &err) != LB_OK)
                 return;
             R->warm_inflight++;
             sent++;
         }
-        lb_pool_run(R->pool, lb_clock_now_ns() + PROGRESS_NS);
+        R->sut->ops->serve(R->sut->self, lb_clock_now_ns() + PROGRESS_NS);
     }
 }
 
@@ -526,7 +540,7 @@ static bool run_step(run *R) {
             (R->pend_n > 0 || (R->open_loop ? R->next < R->n_planned : closed_loop_wants(R, now)));
         if (!more && R->inflight == 0) break;
         if (stopping && now >= drain_deadline) {
-            lb_pool_abort_all(R->pool, LB_QERR_INTERRUPTED);
+            R->sut->ops->abort_all(R->sut->self, LB_QERR_INTERRUPTED);
             break;
         }
         int64_t wake = now + PROGRESS_NS;
@@ -536,29 +550,104 @@ static bool run_step(run *R) {
             int64_t due = R->q[R->next].scheduled_ns;
             if (due < wake) wake = due;
         }
-        lb_pool_run(R->pool, R->t0 + wake);
+        R->sut->ops->serve(R->sut->self, R->t0 + wake);
         report_progress(R, lb_clock_now_ns() - R->t0, &last_tick, &last_done);
     }
     return stopping;
 }
 
-static lb_status build_bodies(run *R, lb_err *err) {
-    size_t n = R->ds->n;
-    R->bodies = calloc(n, sizeof *R->bodies);
-    R->body_len = calloc(n, sizeof *R->body_len);
-    R->order = malloc(n * sizeof *R->order);
-    if (R->bodies == NULL || R->body_len == NULL || R->order == NULL)
-        return lb_fail(err, LB_ERR_NOMEM, "out of memory for %zu request bodies", n);
-    for (size_t i = 0; i < n; i++) {
-        const lb_sample *s = &R->ds->samples[i];
-        int32_t mt = s->max_tokens > 0 ? s->max_tokens : R->p->max_tokens;
-        R->bodies[i] = lb_openai_body(&R->p->request, (const char *const *)s->history, s->n_history,
-                                      s->prompt, mt, &R->body_len[i]);
-        if (R->bodies[i] == NULL)
-            return lb_fail(err, LB_ERR_NOMEM, "out of memory building request %zu", i);
-        if (!s->follow_up) R->order[R->n_order++] = (uint32_t)i;
-    }
+/* The samples that start something (every sample, or conversations' first turns). */
+static lb_status make_order(run *R, lb_err *err) {
+    R->order = malloc(R->ds->n * sizeof *R->order);
+    if (R->order == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory for the sample order");
+    for (size_t i = 0; i < R->ds->n; i++)
+        if (!R->ds->samples[i].follow_up) R->order[R->n_order++] = (uint32_t)i;
     return LB_OK;
+}
+
+/* ---- the HTTP system under test: the replica pool of p->pool ---- */
+
+typedef struct {
+    lb_pool *pool;
+    char **bodies; /* one request body per sample, built before t0 */
+    size_t *body_len;
+    size_t n;
+} http_sut;
+
+static lb_status http_open(void *self, const lb_loadgen_params *p, const lb_dataset *ds,
+                           const lb_pool_callbacks *cb, void *user, lb_err *err) {
+    http_sut *h = self;
+    size_t n = ds->n;
+    h->bodies = calloc(n, sizeof *h->bodies);
+    h->body_len = calloc(n, sizeof *h->body_len);
+    if (h->bodies == NULL || h->body_len == NULL)
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory for %zu request bodies", n);
+    h->n = n;
+    for (size_t i = 0; i < n; i++) {
+        const lb_sample *s = &ds->samples[i];
+        int32_t mt = s->max_tokens > 0 ? s->max_tokens : p->max_tokens;
+        h->bodies[i] = lb_openai_body(&p->request, (const char *const *)s->history, s->n_history,
+                                      s->prompt, mt, &h->body_len[i]);
+        if (h->bodies[i] == NULL)
+            return lb_fail(err, LB_ERR_NOMEM, "out of memory building request %zu", i);
+    }
+    lb_pool_params pp = p->pool;
+    pp.http.stream = p->request.stream;
+    pp.http.api = p->request.api;
+    pp.http.keep_text = p->mode == LB_MODE_ACCURACY || p->tokenizer != NULL;
+    /* The connection cache holds every connection the run may have open at once (libcurl
+     * closes the oldest idle one beyond its size, and a closed one must be opened again). */
+    int64_t most = most_inflight(p);
+    if (p->preconnect > most) most = p->preconnect;
+    if (most > pp.http.max_connections) pp.http.max_connections = most;
+    return lb_pool_init(&h->pool, &pp, cb, user, err);
+}
+
+static lb_status http_submit(void *self, uint64_t tag, uint32_t sample, lb_err *err) {
+    http_sut *h = self;
+    return lb_pool_submit(h->pool, tag, h->bodies[sample], h->body_len[sample], err);
+}
+
+static void http_serve(void *self, int64_t until_ns) {
+    lb_pool_run(((http_sut *)self)->pool, until_ns);
+}
+
+static void http_abort_all(void *self, lb_qerr why) {
+    lb_pool_abort_all(((http_sut *)self)->pool, why);
+}
+
+static lb_status http_preconnect(void *self, int64_t n, int64_t *opened, lb_err *err) {
+    return lb_pool_preconnect(((http_sut *)self)->pool, n, opened, err);
+}
+
+static const lb_replica *http_replicas(void *self, size_t *n) {
+    return lb_pool_replicas(((http_sut *)self)->pool, n);
+}
+
+static void http_close(void *self) {
+    http_sut *h = self;
+    lb_pool_free(h->pool);
+    for (size_t i = 0; h->bodies && i < h->n; i++)
+        free(h->bodies[i]);
+    free(h->bodies);
+    free(h->body_len);
+    memset(h, 0, sizeof *h);
+}
+
+static const lb_sut_ops http_ops = {.open = http_open,
+                                    .submit = http_submit,
+                                    .serve = http_serve,
+                                    .abort_all = http_abort_all,
+                                    .preconnect = http_preconnect,
+                                    .replicas = http_replicas,
+                                    .close = http_close};
+
+lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_result *out,
+                         lb_loadgen_report *report, lb_err *err) {
+    http_sut h;
+    memset(&h, 0, sizeof h);
+    lb_sut sut = {&http_ops, &h};
+    return lb_loadgen_run_sut(p, ds, &sut, out, report, err);
 }
 
 /* Accuracy mode: ROUGE of every sample's text against its reference (a failed sample
@@ -590,12 +679,7 @@ lb_status lb_loadgen_score_accuracy(const lb_dataset *ds, char *const *texts, lb
 }
 
 static void free_run(run *R) {
-    lb_pool_free(R->pool);
-    if (R->bodies)
-        for (size_t i = 0; i < R->ds->n; i++)
-            free(R->bodies[i]);
-    free(R->bodies);
-    free(R->body_len);
+    if (R->sut_open) R->sut->ops->close(R->sut->self);
     free(R->order);
     free(R->pend);
     for (size_t i = 0; i < R->cap_q; i++)
@@ -610,6 +694,11 @@ static void free_run(run *R) {
         for (size_t i = 0; i < R->ds->n; i++)
             free(R->texts[i]);
     free(R->texts);
+    if (R->ids)
+        for (size_t i = 0; i < R->ds->n; i++)
+            free(R->ids[i]);
+    free(R->ids);
+    free(R->n_ids);
 }
 
 json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds) {
@@ -756,8 +845,8 @@ static void judge_failure(const lb_loadgen_params *p, lb_loadgen_summary *s) {
         s->run_failed = false;
 }
 
-lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_result *out,
-                         lb_loadgen_report *report, lb_err *err) {
+lb_status lb_loadgen_run_sut(const lb_loadgen_params *p, const lb_dataset *ds, const lb_sut *sut,
+                             lb_result *out, lb_loadgen_report *report, lb_err *err) {
     if (report != NULL) memset(report, 0, sizeof *report);
     if (ds->n == 0) return lb_fail(err, LB_ERR_USAGE, "the dataset has no samples");
     if (p->scenario == LB_SCENARIO_SERVER && !(p->qps > 0))
@@ -768,20 +857,17 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
     memset(&R, 0, sizeof R);
     R.p = p;
     R.ds = ds;
-    lb_status st = build_bodies(&R, err);
-    lb_pool_params pp = p->pool;
-    pp.http.stream = p->request.stream;
-    pp.http.api = p->request.api;
-    pp.http.keep_text = p->mode == LB_MODE_ACCURACY || p->tokenizer != NULL;
-    /* The connection cache holds every connection the run may have open at once (libcurl
-     * closes the oldest idle one beyond its size, and a closed one must be opened again). */
-    int64_t most = most_inflight(p);
-    if (p->preconnect > most) most = p->preconnect;
-    if (most > pp.http.max_connections) pp.http.max_connections = most;
+    R.sut = sut;
+    lb_status st = make_order(&R, err);
     lb_pool_callbacks cb = {.on_token = on_token, .on_retry = on_retry, .on_done = on_done};
-    if (st == LB_OK) st = lb_pool_init(&R.pool, &pp, &cb, &R, err);
+    if (st == LB_OK) {
+        R.sut_open = true; /* close undoes a partial open too */
+        st = sut->ops->open(sut->self, p, ds, &cb, &R, err);
+    }
     if (st == LB_OK && p->mode == LB_MODE_ACCURACY &&
-        (R.texts = calloc(ds->n, sizeof *R.texts)) == NULL)
+        ((R.texts = calloc(ds->n, sizeof *R.texts)) == NULL ||
+         (R.ids = calloc(ds->n, sizeof *R.ids)) == NULL ||
+         (R.n_ids = calloc(ds->n, sizeof *R.n_ids)) == NULL))
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory for the generated texts");
     R.open_loop = p->scenario == LB_SCENARIO_OFFLINE || p->scenario == LB_SCENARIO_SERVER;
     R.slots = p->scenario == LB_SCENARIO_SINGLE_STREAM ? 1 : p->concurrency;
@@ -790,7 +876,8 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
     if (st == LB_OK && R.open_loop && plan_open_loop(&R, p->schedule_seed) != LB_OK)
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory for the query schedule");
     int64_t preconnected = 0;
-    if (st == LB_OK && p->preconnect != 0) st = preconnect(&R, &preconnected, err);
+    if (st == LB_OK && p->preconnect != 0 && sut->ops->preconnect != NULL)
+        st = preconnect(&R, &preconnected, err);
     if (st != LB_OK) {
         free_run(&R);
         return st;
@@ -804,7 +891,7 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
     if (p->warmup_queries > 0) warm_up(&R);
     lb_replica base[LB_POOL_MAX_REPLICAS];
     size_t n_reps;
-    const lb_replica *before = lb_pool_replicas(R.pool, &n_reps);
+    const lb_replica *before = sut->ops->replicas(sut->self, &n_reps);
     memcpy(base, before, n_reps * sizeof *base);
     bool interrupted = run_step(&R);
     prctl(PR_SET_TIMERSLACK, (unsigned long)(old_slack > 0 ? old_slack : 50000), 0, 0, 0);
@@ -827,7 +914,7 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
     s->schedule_seed = p->schedule_seed;
     s->n_samples = ds->n;
     /* The run's own counts: what the replicas did in the warm-up is subtracted. */
-    const lb_replica *reps = lb_pool_replicas(R.pool, &s->n_replicas);
+    const lb_replica *reps = sut->ops->replicas(sut->self, &s->n_replicas);
     memcpy(s->replicas, reps, s->n_replicas * sizeof *reps);
     for (size_t i = 0; i < s->n_replicas; i++) {
         s->replicas[i].sent -= base[i].sent;
@@ -862,7 +949,11 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
         if (R.texts != NULL) {
             report->texts = R.texts;
             report->n_texts = ds->n;
+            report->ids = R.ids;
+            report->n_ids = R.n_ids;
             R.texts = NULL;
+            R.ids = NULL;
+            R.n_ids = NULL;
         }
     }
     free_run(&R);

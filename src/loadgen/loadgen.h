@@ -83,6 +83,10 @@ typedef struct {
     bool summarized; /* summary is filled (the run got as far as its end) */
     char **texts;    /* owned; n_texts == dataset size in accuracy mode, else 0 */
     size_t n_texts;
+    /* accuracy mode, where the SUT gives its own token ids (the engine): each sample's
+     * generated ids (owned; NULL where it failed or the SUT gives none) */
+    uint32_t **ids;
+    size_t *n_ids;
 } lb_loadgen_report;
 
 void lb_loadgen_report_free(lb_loadgen_report *r);
@@ -105,11 +109,44 @@ lb_status lb_loadgen_add_series(const lb_query *q, size_t n_q, const float *gaps
                                 const uint32_t *rs_query, const uint8_t *rs_error,
                                 const int16_t *rs_replica, size_t n_rs, lb_result *r);
 
-/* Runs the load. Fills `out` (config, series, metrics; status ok, failed or interrupted)
+/* A system under test as the scenario engine (lb_loadgen_run_sut) drives it: the HTTP
+ * replica pool of p->pool (lb_loadgen_run), or the built-in engine in process (infer/).
+ * Everything measured, judged, summarized and stored is the scenario engine's; a SUT only
+ * answers queries and reports each one's events through the callbacks it was opened with
+ * (sut/pool.h's: on_token at every generated piece, on_retry, and one on_done per query,
+ * which may come from inside submit). Times are lb_clock_now_ns() values. */
+typedef struct {
+    /* Prepares to answer ds's samples (request bodies, prompt ids) before t0. */
+    lb_status (*open)(void *self, const lb_loadgen_params *p, const lb_dataset *ds,
+                      const lb_pool_callbacks *cb, void *user, lb_err *err);
+    /* Starts query `tag` on sample `sample`. An error counts as the query's failure. */
+    lb_status (*submit)(void *self, uint64_t tag, uint32_t sample, lb_err *err);
+    /* Works (network, engine steps) until until_ns or an event, whichever comes first. */
+    void (*serve)(void *self, int64_t until_ns);
+    /* Ends every query in flight with `why` through on_done. */
+    void (*abort_all)(void *self, lb_qerr why);
+    /* Opens n connections before t0; NULL when there is nothing to open. */
+    lb_status (*preconnect)(void *self, int64_t n, int64_t *opened, lb_err *err);
+    /* Where queries went, with their counts. */
+    const lb_replica *(*replicas)(void *self, size_t *n);
+    /* Releases what open made (the SUT itself stays its owner's). */
+    void (*close)(void *self);
+} lb_sut_ops;
+
+typedef struct {
+    const lb_sut_ops *ops;
+    void *self;
+} lb_sut;
+
+/* Runs the load against sut. Fills `out` (config, series, metrics; status ok, failed or interrupted)
  * and, when report is not NULL, *report (caller frees with lb_loadgen_report_free).
  * Returns LB_OK, LB_ERR_INTERRUPTED when SIGINT stopped it, or LB_ERR_RUNTIME when no
  * query completed or more than max_failed failed (the sentence says how many and why),
  * each with everything measured kept; another status when the run could not start. */
+lb_status lb_loadgen_run_sut(const lb_loadgen_params *p, const lb_dataset *ds, const lb_sut *sut,
+                             lb_result *out, lb_loadgen_report *report, lb_err *err);
+
+/* lb_loadgen_run_sut against the HTTP replicas of p->pool. */
 lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_result *out,
                          lb_loadgen_report *report, lb_err *err);
 

@@ -7,6 +7,7 @@
 #include "serve/synthetic.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,10 @@ typedef struct {
     int64_t ttft_ns;
     int64_t tpot_ns;
     uint64_t seed;
+    /* slots: when each frees (ns), under the lock: requests start on many threads */
+    pthread_mutex_t lock;
+    int64_t *slot_free_ns;
+    int64_t n_slots;
 } synth_ctx;
 
 typedef struct {
@@ -55,7 +60,19 @@ static lb_status synth_start(void *ctx, const lb_token_request *req, void *strea
     for (size_t i = 0; i < req->prompt_len; i++)
         h = (h ^ (unsigned char)req->prompt[i]) * 1099511628211ULL;
     lb_rng_seed(&s->rng, h);
-    s->first_due_ns = req->arrival_ns + c->ttft_ns;
+    int64_t begin = req->arrival_ns;
+    if (c->n_slots > 0) { /* the slot that frees first; the request holds it to its end */
+        synth_ctx *mc = ctx;
+        pthread_mutex_lock(&mc->lock);
+        int64_t k = 0;
+        for (int64_t i = 1; i < mc->n_slots; i++)
+            if (mc->slot_free_ns[i] < mc->slot_free_ns[k]) k = i;
+        if (mc->slot_free_ns[k] > begin) begin = mc->slot_free_ns[k];
+        int64_t rest = req->max_tokens > 1 ? (req->max_tokens - 1) * c->tpot_ns : 0;
+        mc->slot_free_ns[k] = begin + c->ttft_ns + rest;
+        pthread_mutex_unlock(&mc->lock);
+    }
+    s->first_due_ns = begin + c->ttft_ns;
     s->tpot_ns = c->tpot_ns;
     s->next = 0;
     s->n = req->max_tokens;
@@ -98,8 +115,17 @@ lb_status lb_synthetic_init(const lb_synthetic_params *params, lb_token_source *
         return lb_fail(err, LB_ERR_USAGE,
                        "synthetic timing must be finite and >= 0 ms, got ttft %g, tpot %g",
                        params->ttft_ms, params->tpot_ms);
-    synth_ctx *c = malloc(sizeof *c);
-    if (!c) return lb_fail(err, LB_ERR_NOMEM, "no memory for the synthetic token source");
+    if (params->slots < 0)
+        return lb_fail(err, LB_ERR_USAGE, "synthetic slots must be >= 0 (0: no limit), got %lld",
+                       (long long)params->slots);
+    synth_ctx *c = calloc(1, sizeof *c);
+    if (c) c->slot_free_ns = calloc(params->slots > 0 ? (size_t)params->slots : 1, sizeof(int64_t));
+    if (!c || !c->slot_free_ns) {
+        free(c);
+        return lb_fail(err, LB_ERR_NOMEM, "no memory for the synthetic token source");
+    }
+    c->n_slots = params->slots;
+    pthread_mutex_init(&c->lock, NULL);
     c->ttft_ns = (int64_t)llround(params->ttft_ms * 1e6);
     c->tpot_ns = (int64_t)llround(params->tpot_ms * 1e6);
     c->seed = params->seed;
@@ -116,6 +142,11 @@ lb_status lb_synthetic_init(const lb_synthetic_params *params, lb_token_source *
 
 void lb_synthetic_free(lb_token_source *src) {
     if (!src) return;
+    synth_ctx *c = src->ctx;
+    if (c) {
+        pthread_mutex_destroy(&c->lock);
+        free(c->slot_free_ns);
+    }
     free(src->ctx);
     src->ctx = NULL;
 }

@@ -8,6 +8,11 @@
  * exactly one whitespace-separated word. Prompt tokens are counted as whitespace-separated
  * words of the prompt (space, tab, newline, carriage return, form feed, vertical tab).
  *
+ * With `slots` N > 0 it models a server that generates for at most N requests at once: a
+ * request waits (first come, first served) for the slot that frees first, and its clock
+ * starts there, so TTFT grows with the load once arrivals outpace N slots (a known
+ * capacity: N / (ttft + (max_tokens - 1) * tpot) requests a second).
+ *
  * It always generates exactly max_tokens tokens; it does not model stop sequences or EOS. */
 #ifndef LB_SERVE_SYNTHETIC_H
 #define LB_SERVE_SYNTHETIC_H
@@ -21,6 +26,7 @@ typedef struct {
     double ttft_ms; /* first token this long after the request arrived, ms (>= 0) */
     double tpot_ms; /* each further token this long after the one before, ms (>= 0) */
     uint64_t seed;  /* mixed into every request's token generator */
+    int64_t slots;  /* requests generating at once, at most; 0 = no limit */
 } lb_synthetic_params;
 
 lb_synthetic_params lb_synthetic_default_params(void);

@@ -83,6 +83,9 @@ typedef struct {
     bool new_connection;       /* the transfer had to open a connection (none was idle) */
     const char *text;          /* generated text when keep_text, else NULL; valid in on_done */
     size_t text_len;
+    const uint32_t *token_ids; /* the generated token ids where the SUT has them (an
+                                  in-process engine), else NULL; valid in on_done */
+    size_t n_token_ids;
 } lb_http_outcome;
 
 typedef struct {
