@@ -113,11 +113,13 @@ static void test_infer_cli_a_request_too_long_fails_alone(void **state) {
                                 "--max-tokens",
                                 "30",
                                 "--ignore-eos",
+                                "--max-failed",
+                                "6",
                                 "--db",
                                 db,
                                 "--json",
                                 NULL};
-    json_t *j = run_json(args, 0);
+    json_t *j = run_json(args, 3); /* completed, INVALID: failed queries */
     double failed = metric(j, "failed"), done = metric(j, "completed");
     assert_true(failed >= 1);
     assert_true(done >= 1);

@@ -1337,7 +1337,9 @@ static void test_load_cli_conflicting_options_are_refused(void **state) {
         {"--qps 5 --concurrency 2", "give one of them"},
         {"--qps 5 --scenario offline", "apply to --scenario server only, not offline"},
         {"--concurrency 2 --scenario singlestream", "--concurrency applies to --scenario"},
-        {"--qps 5 --sweep-qps 1,2", "not both"},
+        {"--qps 5 --sweep-qps 1,2", "give one of --qps R, --sweep-qps R1,R2,.. and --search-qps R"},
+        {"--sweep-qps 1,2 --search-qps 3", "give one of --qps R, --sweep-qps"},
+        {"--search-qps 3 --scenario offline", "apply to --scenario server only, not offline"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[1024];

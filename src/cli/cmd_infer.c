@@ -10,28 +10,18 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_opt.h"
-#include "cli/output.h"
-#include "cli/runctl.h"
-#include "core/log.h"
-#include "core/progress.h"
+#include "cli/loadrun.h"
 #include "core/result.h"
 #include "infer/infer.h"
-#include "loadgen/summary.h"
-
-/* The load generator calls this every progress tick; core/progress.h rate-limits and draws. */
-static void print_progress(void *user, const lb_loadgen_progress *p) {
-    lb_output_loadgen_progress(user, "infer", p);
-}
 
 typedef struct {
     const lb_infer_params *p;
     const lb_dataset *ds;
-    lb_loadgen_report rep;
 } infer_work;
 
-static lb_status do_infer(void *ctx, lb_result *r, lb_err *err) {
+static lb_status do_infer(void *ctx, lb_result *r, lb_loadgen_report *rep, lb_err *err) {
     infer_work *w = ctx;
-    return lb_infer_run(w->p, w->ds, r, &w->rep, err);
+    return lb_infer_run(w->p, w->ds, r, rep, err);
 }
 
 int lb_cmd_infer(int argc, char **argv) {
@@ -44,7 +34,10 @@ int lb_cmd_infer(int argc, char **argv) {
     const char *model_key = NULL, *in_len = "fixed:128", *out_len = NULL, *tokenizer = NULL;
     int64_t synthetic = 0, min_queries = 0, seed = 1, concurrency = 1, max_tokens = 128, top_k = 0;
     double qps = 0, min_duration = 0, drain_s = 10, temperature = 0, top_p = 1;
-    double ttft_limit = -1, tpot_limit = -1;
+    double ttft_limit = -1, tpot_limit = -1, search_qps = 0, search_tol = 0.05;
+    int64_t max_failed = 0, search_trials = 16;
+    const char *sweep = NULL, *out_dir = NULL, *name = NULL;
+    lb_arg_list tags = {0};
     bool ignore_eos = false, chat = false;
     const lb_arg_spec specs[] = {
         {"--model", LB_ARG_STRING, &eo.model_dir, "DIR",
@@ -59,6 +52,29 @@ int lb_cmd_infer(int argc, char **argv) {
         {"--mode", LB_ARG_CHOICE, &mode, NULL, "default performance", 0, 0, "performance|accuracy"},
         {"--qps", LB_ARG_DOUBLE, &qps, "R", "Server: Poisson arrival rate, queries/s", 1e-6, 1e9,
          NULL},
+        {"--sweep-qps", LB_ARG_STRING, &sweep, "R1,R2,..",
+         "Server: one run per rate, stored as one group, and a table of rate against the "
+         "figures",
+         0, 0, NULL},
+        {"--search-qps", LB_ARG_DOUBLE, &search_qps, "R",
+         "Server: find the highest rate whose run is VALID, starting at R q/s (as load's)", 1e-6,
+         1e9, NULL},
+        {"--search-tolerance", LB_ARG_DOUBLE, &search_tol, "F",
+         "--search-qps stops when the VALID and not-VALID rates are within F (default 0.05)",
+         1e-4, 1, NULL},
+        {"--search-trials", LB_ARG_INT, &search_trials, "N",
+         "--search-qps runs at most N trials (default 16)", 1, 1000, NULL},
+        {"--max-failed", LB_ARG_INT, &max_failed, "N",
+         "queries that may fail (refused by the engine) before the run is failed (default 0)", 0,
+         1e12, NULL},
+        {"--out", LB_ARG_STRING, &out_dir, "DIR",
+         "write LoadGen's mlperf_log_summary.txt, mlperf_log_detail.txt (accuracy mode: "
+         "mlperf_log_accuracy.json, the engine's token ids), requests.jsonl, summary.csv, "
+         "llmbench_result.json there; a sweep or search writes one folder per rate",
+         0, 0, NULL},
+        {"--name", LB_ARG_STRING, &name, "NAME", "the stored run's name (default model-scenario)",
+         0, 0, NULL},
+        {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)", 0, 0, NULL},
         {"--concurrency", LB_ARG_INT, &concurrency, "N",
          "Concurrency: N queries in flight (default 1)", 1, 1e6, NULL},
         {"--dataset", LB_ARG_STRING, &dataset, "FILE",
@@ -104,7 +120,9 @@ int lb_cmd_infer(int argc, char **argv) {
         .summary = "MLPerf-style inference benchmark on the built-in engine (paged KV cache, "
                    "continuous batching), in process: Offline, Server, SingleStream or fixed "
                    "concurrency, performance or accuracy mode; the load generator's metrics and "
-                   "verdict.",
+                   "verdict. Exit status: 0 VALID, 3 completed but INVALID (stored ok; a search: "
+                   "no VALID rate), 1 failed (no query completed, or more than --max-failed "
+                   "failed; stored failed), 2 bad usage, 130 interrupted.",
     };
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
@@ -116,14 +134,30 @@ int lb_cmd_infer(int argc, char **argv) {
                   : strcmp(scenario, "singlestream") == 0 ? LB_SCENARIO_SINGLE_STREAM
                   : strcmp(scenario, "concurrency") == 0  ? LB_SCENARIO_CONCURRENCY
                                                           : LB_SCENARIO_OFFLINE;
-    if (p->scenario == LB_SCENARIO_SERVER && qps <= 0)
-        return lb_status_exit_code(lb_args_usage_error("infer", "--scenario server needs --qps R"));
+    bool rated = sweep != NULL || search_qps > 0; /* rates from a list or a search */
+    if ((qps > 0) + (sweep != NULL) + (search_qps > 0) > 1)
+        return lb_status_exit_code(lb_args_usage_error(
+            "infer", "give one of --qps R, --sweep-qps R1,R2,.. and --search-qps R"));
+    if ((qps > 0 || rated) && p->scenario != LB_SCENARIO_SERVER)
+        return lb_status_exit_code(lb_args_usage_error(
+            "infer", "--qps, --sweep-qps and --search-qps apply to --scenario server only"));
+    if (p->scenario == LB_SCENARIO_SERVER && qps <= 0 && !rated)
+        return lb_status_exit_code(lb_args_usage_error(
+            "infer", "--scenario server needs --qps R, --sweep-qps or --search-qps"));
+    double rates[LB_LOADRUN_MAX_RATES];
+    size_t n_rates = 0;
+    lb_status rst;
+    if (sweep && (rst = lb_loadrun_parse_rates("infer", sweep, rates, &n_rates)) != LB_OK)
+        return lb_status_exit_code(rst);
+    if (out_dir && (rst = lb_loadrun_check_out_dir("infer", out_dir)) != LB_OK)
+        return lb_status_exit_code(rst);
     p->mode = strcmp(mode, "accuracy") == 0 ? LB_MODE_ACCURACY : LB_MODE_PERFORMANCE;
     p->qps = qps;
     p->concurrency = concurrency;
     p->min_duration_s = min_duration;
     p->min_queries = min_queries;
     p->max_inflight = 0;
+    p->max_failed = max_failed;
     p->sample_seed = (uint64_t)seed;
     p->schedule_seed = (uint64_t)seed + 1000003;
     p->max_tokens = (int32_t)max_tokens;
@@ -184,33 +218,34 @@ int lb_cmd_infer(int argc, char **argv) {
         lb_dataset_free(&ds);
         return 1;
     }
-    lb_progress prog;
-    lb_progress_init(&prog, a.common.verbosity >= 0);
-    p->progress = print_progress;
-    p->progress_user = &prog;
-    char name[128];
-    snprintf(name, sizeof name, "%s-%s", es.model_name, lb_loadgen_scenario_name(p->scenario));
-    lb_result *r = lb_result_new("infer", name);
+    char run_name[128];
+    snprintf(run_name, sizeof run_name, "%s-%s", es.model_name,
+             lb_loadgen_scenario_name(p->scenario));
     infer_work w = {.p = &ip, .ds = &ds};
-    int64_t run_id = -1;
-    st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, do_infer, &w, &run_id, &err);
-    lb_progress_done(&prog);
-    if (st != LB_OK && st != LB_ERR_INTERRUPTED) {
-        fprintf(stderr, "llmbench infer: %s\n", err.msg);
-    } else {
-        if (a.common.json) {
-            json_t *j = lb_result_to_json(r);
-            json_dumpf(j, stdout, JSON_INDENT(1));
-            printf("\n");
-            json_decref(j);
-        } else {
-            if (w.rep.summarized) lb_loadgen_summary_write(stdout, &w.rep.summary, es.name);
-        }
-        if (st == LB_ERR_INTERRUPTED) fprintf(stderr, "llmbench infer: %s\n", err.msg);
+    lb_loadrun_params lp = {.command = "infer",
+                            .common = &a.common,
+                            .argc = argc + 1, /* runctl records main's command line */
+                            .argv = argv - 1,
+                            .p = p,
+                            .ds = &ds,
+                            .run = do_infer,
+                            .run_user = &w,
+                            .name = name ? name : run_name,
+                            .tags = (const char *const *)tags.items,
+                            .n_tags = tags.n,
+                            .sut_name = es.name,
+                            .out_dir = out_dir,
+                            .qsl_seed = p->sample_seed,
+                            .tok = NULL, /* the engine gives its own ids */
+                            .rates = sweep ? rates : NULL,
+                            .n_rates = n_rates};
+    if (search_qps > 0) {
+        lp.search = lb_search_default_params(search_qps);
+        lp.search.rel_tol = search_tol;
+        lp.search.max_trials = (int)search_trials;
     }
-    lb_loadgen_report_free(&w.rep);
-    lb_result_free(r);
+    int code = lb_loadrun(&lp);
     lb_engine_opt_close(&es);
     lb_dataset_free(&ds);
-    return lb_status_exit_code(st);
+    return code;
 }

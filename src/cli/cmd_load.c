@@ -19,6 +19,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/loadrun.h"
 #include "cli/output.h"
 #include "cli/runctl.h"
 #include "cli/tokenizer_opt.h"
@@ -33,49 +34,14 @@
 #include "loadgen/mlperf_log.h"
 #include "loadgen/summary.h"
 
-/* What the progress line says besides the counts: which rate of a sweep runs. */
-typedef struct {
-    lb_progress prog;
-    char label[64]; /* "" or " [rate 2/3: 20 q/s]" */
-} progress_ctx;
-
-/* The loadgen calls this every progress tick; core/progress.h rate-limits and draws. */
-static void print_progress(void *user, const lb_loadgen_progress *p) {
-    progress_ctx *pc = user;
-    char label[80];
-    snprintf(label, sizeof label, "load%s", pc->label);
-    lb_output_loadgen_progress(&pc->prog, label, p);
-}
-
 typedef struct {
     const lb_loadgen_params *p;
     const lb_dataset *ds;
-    lb_loadgen_report rep;
 } load_work;
 
-static lb_status do_load(void *ctx, lb_result *r, lb_err *err) {
+static lb_status do_load(void *ctx, lb_result *r, lb_loadgen_report *rep, lb_err *err) {
     load_work *w = ctx;
-    return lb_loadgen_run(w->p, w->ds, r, &w->rep, err);
-}
-
-#define MAX_SWEEP 32
-
-static lb_status parse_sweep(const char *text, double *rates, size_t *n) {
-    const char *s = text;
-    *n = 0;
-    while (*s) {
-        char *end;
-        errno = 0;
-        double v = strtod(s, &end);
-        if (end == s || errno != 0 || !(v > 0) || (*end != ',' && *end != '\0') || *n == MAX_SWEEP)
-            return lb_args_usage_error("load",
-                                       "--sweep-qps expects up to %d positive rates separated "
-                                       "by commas (\"1,2,4\"), got '%s'",
-                                       MAX_SWEEP, text);
-        rates[(*n)++] = v;
-        s = *end ? end + 1 : end;
-    }
-    return *n ? LB_OK : lb_args_usage_error("load", "--sweep-qps expects at least one rate");
+    return lb_loadgen_run(w->p, w->ds, r, rep, err);
 }
 
 /* --percentiles 75,99.5: levels strictly between 0 and 100, at most LB_MAX_USER_PCTL. */
@@ -152,276 +118,6 @@ static lb_status read_conf_files(const char *mlperf_conf, const char *user_conf,
     return LB_OK;
 }
 
-static json_t *verdict_json(const lb_loadgen_summary *s) {
-    return json_pack("{s:s, s:f, s:b, s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:i, s:s}", "scenario",
-                     lb_loadgen_scenario_name(s->scenario), "target_qps", s->target_qps, "valid",
-                     s->valid, "reasons", s->reasons, "token_source", s->token_source,
-                     "performance_constraints", s->perf_ok, "min_duration", s->min_duration_ok,
-                     "min_queries", s->min_queries_ok, "early_stopping", s->early_stop_ok,
-                     "every_query_completed", s->no_failures, "n_warnings", s->n_warnings,
-                     "warnings", s->warnings);
-}
-
-/* The run as one JSON object: the stored result, its id and its verdict. */
-static json_t *run_json(const lb_result *r, int64_t run_id, const lb_loadgen_report *rep) {
-    json_t *j = lb_result_to_json(r);
-    json_object_set_new(j, "id", run_id >= 0 ? json_integer(run_id) : json_null());
-    if (rep->summarized) json_object_set_new(j, "verdict", verdict_json(&rep->summary));
-    return j;
-}
-
-/* mlperf_log_accuracy.json: every sample's answer as token ids (the tokenizer's), the
- * way MLPerf's LLM evaluation scripts read them. */
-static lb_status write_accuracy_log(FILE *f, const lb_loadgen_report *rep, const lb_tokenizer *tok,
-                                    lb_err *err) {
-    lb_mlperf_answer *a = calloc(rep->n_texts ? rep->n_texts : 1, sizeof *a);
-    if (a == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory for the accuracy log");
-    lb_status st = LB_OK;
-    size_t n = 0;
-    for (size_t i = 0; i < rep->n_texts && st == LB_OK; i++) {
-        if (rep->texts[i] == NULL) continue; /* a failed sample has no answer */
-        uint32_t *ids = NULL;
-        size_t n_ids = 0;
-        st = lb_tokenizer_encode(tok, rep->texts[i], strlen(rep->texts[i]), &ids, &n_ids, err);
-        a[n++] = (lb_mlperf_answer){
-            .seq_id = (int64_t)i, .qsl_idx = (int64_t)i, .ids = ids, .n_ids = n_ids};
-    }
-    if (st == LB_OK) lb_mlperf_log_accuracy_write(f, a, n);
-    for (size_t i = 0; i < n; i++)
-        free((void *)a[i].ids);
-    free(a);
-    return st;
-}
-
-/* requests.jsonl: one object a query with its timestamps, figures and every token's time
- * (first_token_s plus the running sums of its gaps), from the stored series. */
-static void write_requests(FILE *f, const lb_result *r) {
-    static const char *const cols[] = {
-        "sample",      "status",     "http_status",   "replica",      "attempts",
-        "scheduled_s", "sent_s",     "first_token_s", "done_s",       "ttft_ms",
-        "tpot_ms",     "latency_ms", "input_tokens",  "output_tokens"};
-    enum { N = sizeof cols / sizeof cols[0] };
-    const lb_series *c[N];
-    for (size_t k = 0; k < N; k++)
-        c[k] = lb_result_find_series(r, cols[k]);
-    const lb_series *ngaps = lb_result_find_series(r, "token_gaps");
-    const lb_series *gaps = lb_result_find_series(r, "token_gap_ms");
-    if (ngaps == NULL || gaps == NULL || c[0] == NULL) return;
-    size_t g = 0;
-    for (size_t i = 0; i < c[0]->n; i++) {
-        json_t *o = json_pack("{s:I}", "query", (json_int_t)i);
-        for (size_t k = 0; k < N; k++) {
-            double v = c[k] != NULL && i < c[k]->n ? c[k]->values[i] : NAN;
-            json_object_set_new(o, cols[k], isfinite(v) ? json_real(v) : json_null());
-        }
-        const lb_series *st = c[1];
-        json_object_set_new(o, "error", json_string(lb_http_qerr_name((lb_qerr)st->values[i])));
-        json_t *times = json_array();
-        double t = c[7]->values[i];
-        size_t n_gaps = (size_t)ngaps->values[i];
-        if (isfinite(t)) json_array_append_new(times, json_real(t));
-        for (size_t k = 0; k < n_gaps && g < gaps->n; k++, g++) {
-            t += gaps->values[g] / 1e3;
-            if (isfinite(t)) json_array_append_new(times, json_real(t));
-        }
-        json_object_set_new(o, "token_times_s", times);
-        json_dumpf(o, f, JSON_COMPACT);
-        fputc('\n', f);
-        json_decref(o);
-    }
-}
-
-/* summary.csv: metric,value,unit, one stored metric a row (empty value: not measured). */
-static void write_summary_csv(FILE *f, const lb_result *r) {
-    fprintf(f, "metric,value,unit\n");
-    for (size_t i = 0; i < r->n_metrics; i++) {
-        const lb_metric *m = &r->metrics[i];
-        if (isfinite(m->value))
-            fprintf(f, "%s,%.17g,%s\n", m->name, m->value, m->unit);
-        else
-            fprintf(f, "%s,,%s\n", m->name, m->unit);
-    }
-}
-
-/* --out DIR before the run: the folder exists (made now when missing) and can be written
- * into, so a bad --out costs no run. */
-static lb_status check_out_dir(const char *dir) {
-    struct stat st;
-    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
-        return lb_args_usage_error("load", "--out %s is a file: give a folder (made if missing)",
-                                   dir);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return lb_args_usage_error("load", "--out %s: cannot create the folder: %s", dir,
-                                   strerror(errno));
-    if (access(dir, W_OK | X_OK) != 0)
-        return lb_args_usage_error("load", "--out %s: cannot write into the folder: %s", dir,
-                                   strerror(errno));
-    return LB_OK;
-}
-
-/* What the files of --out are written from. */
-typedef struct {
-    const lb_result *r;
-    int64_t run_id;
-    const lb_loadgen_report *rep;
-    const lb_dataset *ds;
-    const lb_mlperf_detail_info *info;
-    const lb_tokenizer *tok;
-} out_files;
-
-static lb_status out_summary(FILE *f, void *ctx, lb_err *err) {
-    (void)err;
-    const out_files *o = ctx;
-    lb_loadgen_summary_write(f, &o->rep->summary, o->info->sut_name);
-    return LB_OK;
-}
-
-static lb_status out_detail(FILE *f, void *ctx, lb_err *err) {
-    (void)err;
-    const out_files *o = ctx;
-    lb_mlperf_log_detail_write(f, &o->rep->summary, o->info);
-    return LB_OK;
-}
-
-static lb_status out_accuracy(FILE *f, void *ctx, lb_err *err) {
-    const out_files *o = ctx;
-    return write_accuracy_log(f, o->rep, o->tok, err);
-}
-
-static lb_status out_requests(FILE *f, void *ctx, lb_err *err) {
-    (void)err;
-    write_requests(f, ((const out_files *)ctx)->r);
-    return LB_OK;
-}
-
-static lb_status out_summary_csv(FILE *f, void *ctx, lb_err *err) {
-    (void)err;
-    write_summary_csv(f, ((const out_files *)ctx)->r);
-    return LB_OK;
-}
-
-static lb_status out_result(FILE *f, void *ctx, lb_err *err) {
-    const out_files *o = ctx;
-    json_t *j = run_json(o->r, o->run_id, o->rep);
-    int rc = json_dumpf(j, f, JSON_INDENT(1));
-    json_decref(j);
-    return rc == 0 ? LB_OK : lb_fail(err, LB_ERR_NOMEM, "cannot encode llmbench_result.json");
-}
-
-static lb_status out_generated(FILE *f, void *ctx, lb_err *err) {
-    (void)err;
-    const out_files *o = ctx;
-    for (size_t i = 0; i < o->rep->n_texts; i++) {
-        json_t *line = json_pack("{s:I, s:s?, s:s?}", "sample", (json_int_t)i, "text",
-                                 o->rep->texts[i], "reference", o->ds->samples[i].reference);
-        json_dumpf(line, f, JSON_COMPACT);
-        fputc('\n', f);
-        json_decref(line);
-    }
-    return LB_OK;
-}
-
-/* The files of --out DIR (checked, and made, before the run), each written whole or not
- * at all (core/file.h). */
-static lb_status write_out(const char *dir, const lb_result *r, int64_t run_id,
-                           const lb_loadgen_report *rep, const lb_dataset *ds,
-                           const lb_mlperf_detail_info *info, const lb_tokenizer *tok) {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) { /* a sweep's folder per rate */
-        LB_ERROR("--out %s: cannot create the directory: %s", dir, strerror(errno));
-        return LB_ERR_IO;
-    }
-    if (rep->n_texts > 0 && tok == NULL)
-        LB_WARN("--out: no mlperf_log_accuracy.json: it holds token ids, which need "
-                "--tokenizer");
-    out_files o = {.r = r, .run_id = run_id, .rep = rep, .ds = ds, .info = info, .tok = tok};
-    const struct {
-        const char *name;
-        lb_file_writer write;
-        bool wanted;
-    } files[] = {
-        {"mlperf_log_summary.txt", out_summary, rep->summarized},
-        {"mlperf_log_detail.txt", out_detail, rep->summarized},
-        {"mlperf_log_accuracy.json", out_accuracy, rep->n_texts > 0 && tok != NULL},
-        {"requests.jsonl", out_requests, true},
-        {"summary.csv", out_summary_csv, true},
-        {"llmbench_result.json", out_result, true},
-        {"generated.jsonl", out_generated, rep->n_texts > 0},
-    };
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        if (!files[i].wanted) continue;
-        char path[4096 + 64];
-        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
-        lb_err err = {{0}};
-        lb_status st = lb_file_write_atomic_with(path, files[i].write, &o, &err);
-        if (st != LB_OK) {
-            LB_ERROR("--out: %s", err.msg);
-            return st;
-        }
-    }
-    return LB_OK;
-}
-
-/* One row of the --sweep-qps table. */
-typedef struct {
-    double qps;
-    int64_t run_id;
-    lb_run_status status;
-    bool summarized, valid;
-    double samples_per_s, out_tok_per_s, goodput_per_s;
-    double ttft_p50, ttft_p99, tpot_p50, tpot_p99; /* ms */
-} sweep_row;
-
-static sweep_row sweep_row_of(double qps, int64_t run_id, const lb_result *r,
-                              const lb_loadgen_report *rep) {
-    sweep_row row = {.qps = qps, .run_id = run_id, .status = r->status};
-    row.summarized = rep->summarized;
-    if (!rep->summarized) return row;
-    const lb_loadgen_summary *s = &rep->summary;
-    row.valid = s->valid;
-    row.samples_per_s = s->samples_per_s;
-    row.out_tok_per_s = s->output_tok_per_s;
-    row.goodput_per_s = s->goodput_per_s;
-    row.ttft_p50 = s->ttft_ms.p[0];
-    row.ttft_p99 = s->ttft_ms.p[4];
-    row.tpot_p50 = s->tpot_ms.p[0];
-    row.tpot_p99 = s->tpot_ms.p[4];
-    return row;
-}
-
-/* The highest rate whose run is stored ok and VALID; NaN when none. */
-static double highest_valid(const sweep_row *rows, size_t n) {
-    double best = NAN;
-    for (size_t i = 0; i < n; i++)
-        if (rows[i].status == LB_RUN_OK && rows[i].valid && !(rows[i].qps <= best))
-            best = rows[i].qps;
-    return best;
-}
-
-/* The rate against the figures, and the highest rate whose run is VALID. */
-static void print_sweep_table(FILE *f, const char *sweep_tag, const sweep_row *rows, size_t n) {
-    fprintf(f, "QPS sweep %s: %zu rate%s\n", sweep_tag, n, n == 1 ? "" : "s");
-    fprintf(f, "%10s %6s %10s %11s %10s %10s %10s %10s %10s  %s\n", "target q/s", "run",
-            "samples/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "goodput/s",
-            "result");
-    fprintf(f, "%10s %6s %10s %11s %10s %10s %10s %10s %10s\n", "", "", "", "", "ms", "ms", "ms",
-            "ms", "");
-    for (size_t i = 0; i < n; i++) {
-        const sweep_row *w = &rows[i];
-        const char *verdict = w->status == LB_RUN_FAILED        ? "FAILED"
-                              : w->status == LB_RUN_INTERRUPTED ? "INTERRUPTED"
-                              : w->valid                        ? "VALID"
-                                                                : "INVALID";
-        fprintf(f, "%10g %6lld %10.2f %11.1f %10.1f %10.1f %10.2f %10.2f %10.2f  %s\n", w->qps,
-                (long long)w->run_id, w->samples_per_s, w->out_tok_per_s, w->ttft_p50, w->ttft_p99,
-                w->tpot_p50, w->tpot_p99, w->goodput_per_s, verdict);
-    }
-    double best = highest_valid(rows, n);
-    if (isnan(best))
-        fprintf(f, "No rate gave a VALID run.\n");
-    else
-        fprintf(f, "Highest VALID rate: %g queries/s\n", best);
-}
-
 int lb_cmd_load(int argc, char **argv) {
     lb_loadgen_params p = lb_loadgen_default_params();
     lb_arg_list endpoints = {0};
@@ -436,6 +132,8 @@ int lb_cmd_load(int argc, char **argv) {
     double qps = 0, min_duration = -1, timeout_s = 600, drain_s = 10, temperature = 0;
     const char *mlperf_conf = NULL, *user_conf = NULL, *percentiles = NULL;
     double ttft_limit = -1, tpot_limit = -1, burstiness = 1, ramp_up = 0;
+    double search_qps = 0, search_tol = 0.05;
+    int64_t search_trials = 16;
     bool no_stream = false, ignore_eos = false;
     lb_tokenizer_opt topt = LB_TOKENIZER_OPT_DEFAULT;
     const lb_arg_spec specs[] = {
@@ -455,6 +153,17 @@ int lb_cmd_load(int argc, char **argv) {
         {"--sweep-qps", LB_ARG_STRING, &sweep, "R1,R2,..",
          "Server: one stored run per rate, in turn, then a table of rate against the figures", 0, 0,
          NULL},
+        {"--search-qps", LB_ARG_DOUBLE, &search_qps, "R",
+         "Server: find the highest rate whose run is VALID, starting at R q/s: double or halve "
+         "until a VALID rate lies below one that is not, then bisect; each trial a whole run "
+         "(set --min-duration and --model-key), stored as one group",
+         1e-6, 1e9, NULL},
+        {"--search-tolerance", LB_ARG_DOUBLE, &search_tol, "F",
+         "--search-qps stops when the VALID and not-VALID rates are within F of each other "
+         "(default 0.05)",
+         1e-4, 1, NULL},
+        {"--search-trials", LB_ARG_INT, &search_trials, "N",
+         "--search-qps runs at most N trials (default 16)", 1, 1000, NULL},
         {"--burstiness", LB_ARG_DOUBLE, &burstiness, "B",
          "Server: gaps between arrivals from a gamma distribution of shape B and mean 1/qps "
          "(1 = Poisson, the default; below 1 burstier, above 1 more even)",
@@ -585,18 +294,19 @@ int lb_cmd_load(int argc, char **argv) {
     if ((dataset == NULL) == (synthetic == 0))
         return lb_status_exit_code(
             lb_args_usage_error("load", "give exactly one of --dataset FILE and --synthetic N"));
-    if (qps > 0 && sweep)
-        return lb_status_exit_code(
-            lb_args_usage_error("load", "give --qps R or --sweep-qps R1,R2,.., not both"));
-    if ((qps > 0 || sweep) && concurrency > 0)
+    if ((qps > 0) + (sweep != NULL) + (search_qps > 0) > 1)
         return lb_status_exit_code(lb_args_usage_error(
-            "load", "--qps and --sweep-qps set the Server scenario's arrival rate and "
+            "load", "give one of --qps R, --sweep-qps R1,R2,.. and --search-qps R"));
+    bool rated = sweep != NULL || search_qps > 0; /* rates come from a list or a search */
+    if ((qps > 0 || rated) && concurrency > 0)
+        return lb_status_exit_code(lb_args_usage_error(
+            "load", "--qps, --sweep-qps and --search-qps set the Server scenario's arrival rate and "
                     "--concurrency a closed loop: give one of them"));
     if (scenario == NULL)
-        scenario = (qps > 0 || sweep) ? "server" : concurrency > 0 ? "concurrency" : "offline";
-    if ((qps > 0 || sweep) && strcmp(scenario, "server") != 0)
+        scenario = (qps > 0 || rated) ? "server" : concurrency > 0 ? "concurrency" : "offline";
+    if ((qps > 0 || rated) && strcmp(scenario, "server") != 0)
         return lb_status_exit_code(lb_args_usage_error(
-            "load", "--qps and --sweep-qps apply to --scenario server only, not %s", scenario));
+            "load", "--qps, --sweep-qps and --search-qps apply to --scenario server only, not %s", scenario));
     if ((burstiness != 1 || ramp_up > 0) && strcmp(scenario, "server") != 0)
         return lb_status_exit_code(lb_args_usage_error(
             "load", "--burstiness and --ramp-up shape the Server scenario's arrivals, not %s",
@@ -611,9 +321,9 @@ int lb_cmd_load(int argc, char **argv) {
     lb_mlperf_settings conf = {0};
     if ((st = read_conf_files(mlperf_conf, user_conf, model_key, p.scenario, &conf)) != LB_OK)
         return lb_status_exit_code(st);
-    if (p.scenario == LB_SCENARIO_SERVER && qps <= 0 && sweep == NULL && conf.has_target_qps)
+    if (p.scenario == LB_SCENARIO_SERVER && qps <= 0 && !rated && conf.has_target_qps)
         qps = conf.target_qps;
-    if (p.scenario == LB_SCENARIO_SERVER && !(qps > 0) && sweep == NULL)
+    if (p.scenario == LB_SCENARIO_SERVER && !(qps > 0) && !rated)
         return lb_status_exit_code(lb_args_usage_error(
             "load", "--scenario server needs --qps R, --sweep-qps or a target_qps in --user-conf"));
     if (min_duration < 0) min_duration = conf.has_min_duration ? conf.min_duration_ms / 1e3 : 0;
@@ -621,9 +331,9 @@ int lb_cmd_load(int argc, char **argv) {
     if (p.scenario == LB_SCENARIO_CONCURRENCY && concurrency <= 0)
         return lb_status_exit_code(
             lb_args_usage_error("load", "--scenario concurrency needs --concurrency N"));
-    double rates[MAX_SWEEP] = {qps};
+    double rates[LB_LOADRUN_MAX_RATES] = {qps};
     size_t n_rates = 1;
-    if (sweep && (st = parse_sweep(sweep, rates, &n_rates)) != LB_OK)
+    if (sweep && (st = lb_loadrun_parse_rates("load", sweep, rates, &n_rates)) != LB_OK)
         return lb_status_exit_code(st);
     p.mode = strcmp(mode, "accuracy") == 0 ? LB_MODE_ACCURACY : LB_MODE_PERFORMANCE;
     p.qps = qps;
@@ -729,7 +439,7 @@ int lb_cmd_load(int argc, char **argv) {
     if (ds.skipped > 0)
         LB_WARN("dataset %s: %zu records without a prompt and a reply were skipped", p.dataset_path,
                 ds.skipped);
-    if (out_dir != NULL && (st = check_out_dir(out_dir)) != LB_OK) {
+    if (out_dir != NULL && (st = lb_loadrun_check_out_dir("load", out_dir)) != LB_OK) {
         lb_tokenizer_free(tok);
         lb_dataset_free(&ds);
         return lb_status_exit_code(st);
@@ -744,96 +454,35 @@ int lb_cmd_load(int argc, char **argv) {
             "(raise it with ulimit -n)",
             (long long)preconnect, (long long)lb_loadgen_connection_room()));
     }
-    progress_ctx pc = {.label = ""};
-    lb_progress_init(&pc.prog, a.common.verbosity >= 0);
-    p.progress = print_progress;
-    p.progress_user = &pc;
     char sut[1200], first[1024];
     lb_provenance_mask_url(endpoints.items[0], first, sizeof first);
     snprintf(sut, sizeof sut, "%s%s%s%s", first, endpoints.n > 1 ? " and other replicas" : "",
              model ? ", model " : "", model ? model : "");
-    /* A sweep's runs carry one tag that groups them: sweep:<start time>-<pid>. */
-    char sweep_tag[64] = "";
-    if (sweep) {
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        char when[32];
-        strftime(when, sizeof when, "%Y%m%dT%H%M%SZ", &tm);
-        snprintf(sweep_tag, sizeof sweep_tag, "sweep:%s-%ld", when, (long)getpid());
+    load_work w = {.p = &p, .ds = &ds};
+    lb_loadrun_params lp = {.command = "load",
+                            .common = &a.common,
+                            .argc = argc + 1, /* runctl records main's command line */
+                            .argv = argv - 1,
+                            .p = &p,
+                            .ds = &ds,
+                            .run = do_load,
+                            .run_user = &w,
+                            .name = name ? name : model ? model : "load",
+                            .tags = (const char *const *)tags.items,
+                            .n_tags = tags.n,
+                            .sut_name = sut,
+                            .out_dir = out_dir,
+                            .qsl_seed = qsl_seed,
+                            .tok = tok,
+                            .rates = sweep ? rates : NULL,
+                            .n_rates = n_rates};
+    if (search_qps > 0) {
+        lp.search = lb_search_default_params(search_qps);
+        lp.search.rel_tol = search_tol;
+        lp.search.max_trials = (int)search_trials;
     }
-    sweep_row rows[MAX_SWEEP];
-    size_t n_rows = 0;
-    json_t *doc = sweep && a.common.json ? json_array() : NULL;
-    bool any_failed = false, any_invalid = false;
-    lb_status last = LB_OK;
-    for (size_t k = 0; k < n_rates && last != LB_ERR_INTERRUPTED; k++) {
-        p.qps = rates[k];
-        if (sweep)
-            snprintf(pc.label, sizeof pc.label, " [rate %zu/%zu: %g q/s]", k + 1, n_rates,
-                     rates[k]);
-        lb_result *r = lb_result_new("load", name ? name : model ? model : "load");
-        for (int i = 0; i < tags.n; i++)
-            json_array_append_new(r->tags, json_string(tags.items[i]));
-        if (sweep) json_array_append_new(r->tags, json_string(sweep_tag));
-        load_work w = {.p = &p, .ds = &ds};
-        json_decref(r->config);
-        r->config = lb_loadgen_config_json(&p, &ds);
-        int64_t run_id = -1;
-        /* runctl records main's command line: this argv starts one word after main's. */
-        st = lb_runctl_run(&a.common, argc + 1, argv - 1, r, do_load, &w, &run_id, &err);
-        lb_progress_done(&pc.prog);
-        if (!w.rep.summarized) {
-            fprintf(stderr, "llmbench load: %s\n", err.msg);
-        } else {
-            if (a.common.json && doc != NULL)
-                json_array_append_new(doc, run_json(r, run_id, &w.rep));
-            else if (a.common.json)
-                doc = run_json(r, run_id, &w.rep);
-            else if (!sweep)
-                lb_loadgen_summary_write(stdout, &w.rep.summary, sut);
-            if (out_dir != NULL) {
-                char dir[4096];
-                if (sweep && mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
-                    LB_ERROR("--out %s: cannot create the directory: %s", out_dir, strerror(errno));
-                    st = LB_ERR_IO;
-                }
-                snprintf(dir, sizeof dir, sweep ? "%s/qps%g" : "%s", out_dir, rates[k]);
-                lb_mlperf_detail_info info = {.sut_name = sut,
-                                              .version = lb_version_string,
-                                              .start_wall_s = r->start_wall_s,
-                                              .qsl_seed = qsl_seed};
-                if (st != LB_ERR_IO &&
-                    write_out(dir, r, run_id, &w.rep, &ds, &info, tok) != LB_OK && st == LB_OK)
-                    st = LB_ERR_IO;
-            }
-            if (st != LB_OK) fprintf(stderr, "llmbench load: %s\n", err.msg);
-            any_invalid |= st == LB_OK && !w.rep.summary.valid;
-        }
-        rows[k] = sweep_row_of(rates[k], run_id, r, &w.rep);
-        any_failed |= st != LB_OK && st != LB_ERR_INTERRUPTED;
-        if (st != LB_OK) last = st;
-        n_rows = k + 1;
-        bool measured = w.rep.summarized;
-        lb_loadgen_report_free(&w.rep);
-        lb_result_free(r);
-        if (!measured) break; /* nothing could run (the store, memory): neither can the rest */
-    }
-    if (sweep && !a.common.json) print_sweep_table(stdout, sweep_tag, rows, n_rows);
-    if (sweep && a.common.json) {
-        double best = highest_valid(rows, n_rows);
-        doc = json_pack("{s:s, s:o, s:o}", "sweep", sweep_tag, "highest_valid_qps",
-                        isnan(best) ? json_null() : json_real(best), "runs", doc);
-    }
-    if (doc != NULL) {
-        json_dumpf(doc, stdout, JSON_INDENT(1));
-        printf("\n");
-        json_decref(doc);
-    }
+    int code = lb_loadrun(&lp);
     lb_dataset_free(&ds);
     lb_tokenizer_free(tok);
-    /* The exit rule (README): interrupted 130, failed 1, INVALID 3, else 0. */
-    if (last == LB_ERR_INTERRUPTED) return lb_status_exit_code(last);
-    if (any_failed) return lb_status_exit_code(last);
-    return any_invalid ? LB_EXIT_INVALID : 0;
+    return code;
 }
