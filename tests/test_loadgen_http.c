@@ -1326,6 +1326,60 @@ static void test_load_cli_sweep_stores_one_run_per_rate_and_prints_a_table(void 
     stop_server(&s);
 }
 
+/* --search-qps against a server of known capacity: one generation slot, 10 tokens 5 ms
+ * apart (45 ms a request: 22 requests/s at most). Far below that a run is VALID (p90
+ * TTFT under 200 ms); past it the queue grows through the run and TTFT with it, so it is
+ * not. The search doubles from 4 q/s, then bisects: its answer lies between the two, and
+ * every trial is a stored run of one "search:" group. */
+static void test_load_cli_search_finds_the_highest_valid_rate(void **state) {
+    (void)state;
+    const char *const sargs[] = {"--slots", "1", "--tpot-ms", "5", NULL};
+    server s = start_server(sargs);
+    char dir[] = "/tmp/lb_load_search_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char conf[600];
+    snprintf(conf, sizeof conf, "%s/user.conf", dir);
+    write_text(conf, "*.Server.target_latency_percentile = 90\n");
+    int rc = shell("%s load --endpoint %s --synthetic 20 --max-tokens 10 --search-qps 4 "
+                   "--search-tolerance 0.1 --min-duration 1.5 --min-queries 60 "
+                   "--ttft-limit-ms 200 --tpot-limit-ms 100 --user-conf %s --json --db %s/r.db "
+                   "-q > %s/out.json",
+                   LB_TEST_BIN, s.url, conf, dir, dir);
+    assert_int_equal(rc, 0);
+    char *out = read_file_in(dir, "out.json");
+    json_t *doc = json_loads(out, 0, NULL);
+    if (doc == NULL) fail_msg("not JSON: %.300s", out);
+    free(out);
+    const char *group = json_string_value(json_object_get(doc, "search"));
+    assert_non_null(group);
+    assert_true(strncmp(group, "search:", 7) == 0);
+    double best = json_real_value(json_object_get(doc, "highest_valid_qps"));
+    json_t *runs = json_object_get(doc, "runs");
+    size_t n = json_array_size(runs);
+    if (!(best >= 8 && best <= 26)) fail_msg("highest VALID rate %g, expected 8 to 26", best);
+    /* 4 and 8 VALID; a rate above the answer was tried and was not VALID */
+    bool over = false;
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_object_get(json_array_get(runs, i), "verdict");
+        double q = json_real_value(json_object_get(v, "target_qps"));
+        bool valid = json_is_true(json_object_get(v, "valid"));
+        if (q > best && q <= 32) over = over || !valid;
+        if (q <= 8 && !valid) fail_msg("%g q/s was not VALID", q);
+    }
+    assert_true(over);
+    assert_true(n >= 5 && n <= 16);
+    json_decref(doc);
+    json_t *stored = list_runs(dir);
+    assert_int_equal(json_array_size(stored), n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *tags = json_object_get(json_array_get(stored, i), "tags");
+        assert_string_equal(json_string_value(json_array_get(tags, 0)), group);
+    }
+    json_decref(stored);
+    shell("rm -rf %s", dir);
+    stop_server(&s);
+}
+
 /* Options that contradict each other are refused, not ignored. */
 static void test_load_cli_conflicting_options_are_refused(void **state) {
     (void)state;
@@ -1735,6 +1789,7 @@ int main(void) {
         cmocka_unit_test(test_load_cli_nothing_listening_exits_1_and_is_stored_failed),
         cmocka_unit_test(test_load_cli_resent_attempts_are_reported),
         cmocka_unit_test(test_load_cli_sweep_stores_one_run_per_rate_and_prints_a_table),
+        cmocka_unit_test(test_load_cli_search_finds_the_highest_valid_rate),
         cmocka_unit_test(test_load_cli_conflicting_options_are_refused),
         cmocka_unit_test(test_load_cli_reads_loadgen_conf_files_and_writes_its_logs),
         cmocka_unit_test(test_loadgen_ramp_up_and_burstiness_shape_the_arrivals),
