@@ -1350,9 +1350,11 @@ static void test_load_cli_search_finds_the_highest_valid_rate(void **state) {
     json_t *doc = json_loads(out, 0, NULL);
     if (doc == NULL) fail_msg("not JSON: %.300s", out);
     free(out);
-    const char *group = json_string_value(json_object_get(doc, "search"));
-    assert_non_null(group);
-    assert_true(strncmp(group, "search:", 7) == 0);
+    char group[64];
+    const char *g = json_string_value(json_object_get(doc, "search"));
+    assert_non_null(g);
+    assert_true(strncmp(g, "search:", 7) == 0);
+    snprintf(group, sizeof group, "%s", g);
     double best = json_real_value(json_object_get(doc, "highest_valid_qps"));
     json_t *runs = json_object_get(doc, "runs");
     size_t n = json_array_size(runs);
