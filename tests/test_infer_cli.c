@@ -1,7 +1,8 @@
 /* `llmbench infer` as a program on the CPU engine and a tiny model directory: an Offline
  * run completes every query and is stored; accuracy mode scores ROUGE against the
- * references; a request longer than the context fails alone; a bad directory is refused
- * with exit 2 naming the file. */
+ * references and writes LoadGen's accuracy log from the engine's ids; --search-qps runs
+ * load's search with the engine answering; a request longer than the context fails alone;
+ * a bad directory is refused with exit 2 naming the file. */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,6 +100,108 @@ static void test_infer_cli_accuracy_scores_rouge(void **state) {
     json_decref(j);
 }
 
+/* Accuracy mode's --out holds LoadGen's mlperf_log_accuracy.json with the engine's own
+ * token ids (no tokenizer needed): one entry per sample, its qsl_idx, token_count the
+ * tokens generated and data their little-endian int32s in hex, each id in the vocabulary. */
+static void test_infer_cli_accuracy_log_holds_the_engines_token_ids(void **state) {
+    (void)state;
+    char out_dir[160], path[220];
+    snprintf(out_dir, sizeof out_dir, "%s/acc", dir);
+    const char *const args[] = {"infer",    "--model",
+                                dir,        "--device",
+                                "cpu",      "--synthetic",
+                                "3",        "--input-len",
+                                "fixed:4",  "--mode",
+                                "accuracy", "--max-tokens",
+                                "4",        "--ignore-eos",
+                                "--out",    out_dir,
+                                "--db",     db,
+                                "--json",   NULL};
+    json_decref(run_json(args, 0));
+    snprintf(path, sizeof path, "%s/mlperf_log_accuracy.json", out_dir);
+    json_error_t je;
+    json_t *log = json_load_file(path, 0, &je);
+    if (log == NULL) fail_msg("%s: %s", path, je.text);
+    assert_int_equal(json_array_size(log), 3);
+    int32_t vocab = lb_fixture_config().vocab_size;
+    bool seen[3] = {false, false, false};
+    size_t i;
+    json_t *e;
+    json_array_foreach(log, i, e) {
+        json_int_t q = json_integer_value(json_object_get(e, "qsl_idx"));
+        assert_true(q >= 0 && q < 3 && !seen[q]);
+        seen[q] = true;
+        assert_int_equal(json_integer_value(json_object_get(e, "token_count")), 4);
+        const char *hex = json_string_value(json_object_get(e, "data"));
+        assert_non_null(hex);
+        assert_int_equal(strlen(hex), 4 * 8);
+        for (int k = 0; k < 4; k++) {
+            uint32_t id = 0;
+            for (int b = 0; b < 4; b++) {
+                unsigned byte;
+                assert_int_equal(sscanf(hex + 8 * k + 2 * b, "%2X", &byte), 1);
+                id |= (uint32_t)byte << (8 * b);
+            }
+            assert_true(id < (uint32_t)vocab);
+        }
+    }
+    json_decref(log);
+}
+
+/* --search-qps is load's search (cli/loadrun.h) with the engine answering: every trial is
+ * a stored Server run of one "search:" group, and the document names the answer. */
+static void test_infer_cli_search_runs_trials_as_one_group(void **state) {
+    (void)state;
+    const char *const args[] = {"infer",
+                                "--model",
+                                dir,
+                                "--device",
+                                "cpu",
+                                "--synthetic",
+                                "4",
+                                "--input-len",
+                                "fixed:4",
+                                "--max-tokens",
+                                "2",
+                                "--ignore-eos",
+                                "--scenario",
+                                "server",
+                                "--search-qps",
+                                "20",
+                                "--search-trials",
+                                "2",
+                                "--min-duration",
+                                "0.2",
+                                "--ttft-limit-ms",
+                                "60000",
+                                "--tpot-limit-ms",
+                                "60000",
+                                "--db",
+                                db,
+                                "--json",
+                                NULL};
+    char out[1 << 16], err[4096];
+    int rc = lb_test_run(args, out, sizeof out, err, sizeof err);
+    assert_true(rc == 0 || rc == 3); /* 3: a trial too short for early stopping */
+    json_t *j = json_loads(out, 0, NULL);
+    if (j == NULL) fail_msg("not JSON: %.200s", out);
+    const char *group = json_string_value(json_object_get(j, "search"));
+    assert_non_null(group);
+    assert_true(strncmp(group, "search:", 7) == 0);
+    json_t *runs = json_object_get(j, "runs");
+    assert_int_equal(json_array_size(runs), 2);
+    size_t i;
+    json_t *r;
+    json_array_foreach(runs, i, r) {
+        assert_string_equal(json_string_value(json_object_get(r, "kind")), "infer");
+        json_t *tags = json_object_get(r, "tags");
+        assert_string_equal(json_string_value(json_array_get(tags, 0)), group);
+        double q = json_number_value(json_object_get(json_object_get(r, "verdict"), "target_qps"));
+        assert_true(q == 20 || q == 40 || q == 10); /* doubled or halved from 20 */
+    }
+    json_decref(j);
+}
+
 static void test_infer_cli_a_request_too_long_fails_alone(void **state) {
     (void)state;
     const char *const args[] = {"infer",
@@ -180,6 +283,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_infer_cli_offline_completes_every_query),
         cmocka_unit_test(test_infer_cli_accuracy_scores_rouge),
+        cmocka_unit_test(test_infer_cli_accuracy_log_holds_the_engines_token_ids),
+        cmocka_unit_test(test_infer_cli_search_runs_trials_as_one_group),
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
         cmocka_unit_test(test_infer_cli_refuses_a_bad_directory_with_exit_2),
         cmocka_unit_test(test_infer_cli_sigint_drains_and_stores_an_interrupted_run),

@@ -1,23 +1,21 @@
 /* infer.h: `llmbench infer`: the load generator's scenarios with the built-in engine as an
  * in-process system under test.
  *
- * The run is the load generator's in all that is measured and recorded: the same query
- * records (loadgen/metrics.h), the same summary, verdict, series and config JSON, the
- * same accuracy scoring; what differs is the system under test. There is no HTTP: the
- * calling thread issues each query at its scheduled time into the engine and runs engine
- * steps in between; every token a step produces is timed when the step ends (the moment
- * a server could have sent it). Offline schedules every query at t0, Server draws Poisson
- * arrivals at qps from the schedule seed, SingleStream and Concurrency keep 1 or N queries
- * in flight; performance mode cycles through the dataset in a seeded order until
- * min_queries and min_duration are met, accuracy mode runs every sample once and keeps
- * the generated texts.
+ * lb_infer_run is lb_loadgen_run_sut (loadgen/loadgen.h) with the engine behind
+ * lb_sut_ops: the schedule, the records, summary, verdict, failure rule, series and
+ * accuracy scoring are the load generator's, computed once for both. There is no HTTP:
+ * each serve() call of the scenario loop runs one engine step when anything is pending
+ * (every token a step produces is timed when the step ends, the moment a server could have
+ * sent it) and otherwise sleeps until the scenario's next deadline. An answer carries the
+ * engine's token ids (accuracy mode keeps them for mlperf_log_accuracy.json) and, in
+ * accuracy mode, their text.
  *
  * Prompts are tokenized before t0 (the bos id prepended, Llama 3's chat format when
  * asked). Without a tokenizer (random weights), a sample's prompt is input_tokens random
  * ids, seeded: the shape of the work without its text. A request the engine refuses
- * (longer than its context or cache) fails with that reason; the others go on. After
- * SIGINT no query is issued, those in flight run for up to drain_s, and the run is
- * marked interrupted with what it measured. */
+ * (longer than its context or cache) fails at once as http_4xx with the engine's reason;
+ * the others go on. After SIGINT no query is issued, those in flight run for up to
+ * drain_s, and the run is marked interrupted with what it measured. */
 #ifndef LB_INFER_INFER_H
 #define LB_INFER_INFER_H
 
@@ -46,7 +44,9 @@ typedef struct {
     const char *sut_name; /* for the record: "gpu engine, llama3.1-8b (random)" */
 } lb_infer_params;
 
-/* Runs the scenario. Fills out and *report as lb_loadgen_run does. */
+/* Runs the scenario. Fills out and *report as lb_loadgen_run does, and adds the engine's
+ * description to the config and its counters (KV capacity, weight bytes, preemptions,
+ * steps) to the metrics. */
 lb_status lb_infer_run(const lb_infer_params *p, const lb_dataset *ds, lb_result *out,
                        lb_loadgen_report *report, lb_err *err);
 

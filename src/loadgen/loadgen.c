@@ -652,8 +652,8 @@ lb_status lb_loadgen_run(const lb_loadgen_params *p, const lb_dataset *ds, lb_re
 
 /* Accuracy mode: ROUGE of every sample's text against its reference (a failed sample
  * scores as an empty text), MLPerf's targets when the whole cnn_eval set was run. */
-lb_status lb_loadgen_score_accuracy(const lb_dataset *ds, char *const *texts, lb_loadgen_summary *s,
-                                    lb_result *out, lb_err *err) {
+static lb_status score_accuracy(const lb_dataset *ds, char *const *texts, lb_loadgen_summary *s,
+                                lb_result *out, lb_err *err) {
     for (size_t i = 0; i < ds->n; i++)
         if (ds->samples[i].reference == NULL) return LB_OK;
     lb_rouge_params rp = lb_rouge_default_params();
@@ -736,9 +736,9 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
 /* Appends the per-query series to r, then the run's inter-token gaps in query order
  * (query i's are the token_gaps[i] that follow those of queries before it: with
  * first_token_s they give every streamed piece's time) and the resent attempts. */
-lb_status lb_loadgen_add_series(const lb_query *q, size_t n_q, const float *gaps, bool streamed,
-                                const uint32_t *rs_query, const uint8_t *rs_error,
-                                const int16_t *rs_replica, size_t n_rs, lb_result *r) {
+static lb_status add_series(const lb_query *q, size_t n_q, const float *gaps, bool streamed,
+                           const uint32_t *rs_query, const uint8_t *rs_error,
+                           const int16_t *rs_replica, size_t n_rs, lb_result *r) {
     static const struct {
         const char *name, *unit;
     } defs[] = {{"scheduled_s", "s"},
@@ -926,9 +926,9 @@ lb_status lb_loadgen_run_sut(const lb_loadgen_params *p, const lb_dataset *ds, c
     if (st == LB_OK && lb_loadgen_summarize(R.q, R.n_q, R.gaps, R.rs_error, R.n_rs, s) != LB_OK)
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory summarizing");
     if (st == LB_OK && p->mode == LB_MODE_ACCURACY)
-        st = lb_loadgen_score_accuracy(ds, R.texts, s, out, err);
+        st = score_accuracy(ds, R.texts, s, out, err);
     if (st == LB_OK && (lb_loadgen_summary_to_result(s, out) != LB_OK ||
-                        lb_loadgen_add_series(R.q, R.n_q, R.gaps, p->request.stream, R.rs_query,
+                        add_series(R.q, R.n_q, R.gaps, p->request.stream, R.rs_query,
                                               R.rs_error, R.rs_replica, R.n_rs, out) != LB_OK))
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory storing the result");
     if (st == LB_OK) judge_failure(p, s);

@@ -95,20 +95,6 @@ void lb_loadgen_report_free(lb_loadgen_report *r);
  * the name of its environment variable. lb_loadgen_run stores it as the result's config. */
 json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds);
 
-/* Accuracy mode's scoring, shared with in-process runs (infer/): ROUGE of texts[i] (NULL:
- * an empty text) against every sample's reference into s and out, with MLPerf's
- * llama3.1-8b targets when the whole cnn_eval set was run; nothing when a sample has no
- * reference. */
-lb_status lb_loadgen_score_accuracy(const lb_dataset *ds, char *const *texts, lb_loadgen_summary *s,
-                                    lb_result *out, lb_err *err);
-/* Appends the per-query series of q[0..n_q) (the issued ones) to r, then the inter-token
- * gaps in query order (query i's are gaps[q[i].gap0 ..] n_gaps of them; TTFT and TPOT
- * only when streamed) and the resent attempts rs_*[0..n_rs) (query index, reason,
- * replica). Shared with infer/. LB_ERR_NOMEM only. */
-lb_status lb_loadgen_add_series(const lb_query *q, size_t n_q, const float *gaps, bool streamed,
-                                const uint32_t *rs_query, const uint8_t *rs_error,
-                                const int16_t *rs_replica, size_t n_rs, lb_result *r);
-
 /* A system under test as the scenario engine (lb_loadgen_run_sut) drives it: the HTTP
  * replica pool of p->pool (lb_loadgen_run), or the built-in engine in process (infer/).
  * Everything measured, judged, summarized and stored is the scenario engine's; a SUT only
