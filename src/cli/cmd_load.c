@@ -300,13 +300,15 @@ int lb_cmd_load(int argc, char **argv) {
     bool rated = sweep != NULL || search_qps > 0; /* rates come from a list or a search */
     if ((qps > 0 || rated) && concurrency > 0)
         return lb_status_exit_code(lb_args_usage_error(
-            "load", "--qps, --sweep-qps and --search-qps set the Server scenario's arrival rate and "
-                    "--concurrency a closed loop: give one of them"));
+            "load",
+            "--qps, --sweep-qps and --search-qps set the Server scenario's arrival rate and "
+            "--concurrency a closed loop: give one of them"));
     if (scenario == NULL)
         scenario = (qps > 0 || rated) ? "server" : concurrency > 0 ? "concurrency" : "offline";
     if ((qps > 0 || rated) && strcmp(scenario, "server") != 0)
         return lb_status_exit_code(lb_args_usage_error(
-            "load", "--qps, --sweep-qps and --search-qps apply to --scenario server only, not %s", scenario));
+            "load", "--qps, --sweep-qps and --search-qps apply to --scenario server only, not %s",
+            scenario));
     if ((burstiness != 1 || ramp_up > 0) && strcmp(scenario, "server") != 0)
         return lb_status_exit_code(lb_args_usage_error(
             "load", "--burstiness and --ramp-up shape the Server scenario's arrivals, not %s",
@@ -467,7 +469,9 @@ int lb_cmd_load(int argc, char **argv) {
                             .ds = &ds,
                             .run = do_load,
                             .run_user = &w,
-                            .name = name ? name : model ? model : "load",
+                            .name = name    ? name
+                                    : model ? model
+                                            : "load",
                             .tags = (const char *const *)tags.items,
                             .n_tags = tags.n,
                             .sut_name = sut,

@@ -106,8 +106,8 @@ static lb_status write_accuracy_log(FILE *f, const lb_loadgen_report *rep, const
         if (ids == NULL && (rep->texts[i] == NULL || tok == NULL))
             continue; /* a failed sample has no answer */
         if (ids == NULL) {
-            st = lb_tokenizer_encode(tok, rep->texts[i], strlen(rep->texts[i]), &owned[n],
-                                     &n_ids, err);
+            st = lb_tokenizer_encode(tok, rep->texts[i], strlen(rep->texts[i]), &owned[n], &n_ids,
+                                     err);
             ids = owned[n];
         }
         a[n++] = (lb_mlperf_answer){
@@ -444,7 +444,8 @@ int lb_loadrun(const lb_loadrun_params *lp) {
         if (st != LB_OK) last = st;
         n_rows = k + 1;
         bool measured = w.rep.summarized;
-        if (searching) lb_search_report(&search, rate, rows[k].status == LB_RUN_OK && rows[k].valid);
+        if (searching)
+            lb_search_report(&search, rate, rows[k].status == LB_RUN_OK && rows[k].valid);
         lb_loadgen_report_free(&w.rep);
         lb_result_free(r);
         if (!measured) break; /* nothing could run (the store, memory): neither can the rest */

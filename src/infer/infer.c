@@ -273,7 +273,9 @@ static void engine_serve(void *self, int64_t until_ns) {
     }
 }
 
-static void engine_abort_all(void *self, lb_qerr why) { fail_all(self, why, "interrupted"); }
+static void engine_abort_all(void *self, lb_qerr why) {
+    fail_all(self, why, "interrupted");
+}
 
 static const lb_replica *engine_replicas(void *self, size_t *n) {
     *n = 1;

@@ -737,8 +737,8 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
  * (query i's are the token_gaps[i] that follow those of queries before it: with
  * first_token_s they give every streamed piece's time) and the resent attempts. */
 static lb_status add_series(const lb_query *q, size_t n_q, const float *gaps, bool streamed,
-                           const uint32_t *rs_query, const uint8_t *rs_error,
-                           const int16_t *rs_replica, size_t n_rs, lb_result *r) {
+                            const uint32_t *rs_query, const uint8_t *rs_error,
+                            const int16_t *rs_replica, size_t n_rs, lb_result *r) {
     static const struct {
         const char *name, *unit;
     } defs[] = {{"scheduled_s", "s"},
@@ -925,11 +925,10 @@ lb_status lb_loadgen_run_sut(const lb_loadgen_params *p, const lb_dataset *ds, c
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory while recording queries");
     if (st == LB_OK && lb_loadgen_summarize(R.q, R.n_q, R.gaps, R.rs_error, R.n_rs, s) != LB_OK)
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory summarizing");
-    if (st == LB_OK && p->mode == LB_MODE_ACCURACY)
-        st = score_accuracy(ds, R.texts, s, out, err);
+    if (st == LB_OK && p->mode == LB_MODE_ACCURACY) st = score_accuracy(ds, R.texts, s, out, err);
     if (st == LB_OK && (lb_loadgen_summary_to_result(s, out) != LB_OK ||
-                        add_series(R.q, R.n_q, R.gaps, p->request.stream, R.rs_query,
-                                              R.rs_error, R.rs_replica, R.n_rs, out) != LB_OK))
+                        add_series(R.q, R.n_q, R.gaps, p->request.stream, R.rs_query, R.rs_error,
+                                   R.rs_replica, R.n_rs, out) != LB_OK))
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory storing the result");
     if (st == LB_OK) judge_failure(p, s);
     if (st == LB_OK && interrupted) {

@@ -124,8 +124,8 @@ typedef struct {
     void *self;
 } lb_sut;
 
-/* Runs the load against sut. Fills `out` (config, series, metrics; status ok, failed or interrupted)
- * and, when report is not NULL, *report (caller frees with lb_loadgen_report_free).
+/* Runs the load against sut. Fills `out` (config, series, metrics; status ok, failed or
+ * interrupted) and, when report is not NULL, *report (caller frees with lb_loadgen_report_free).
  * Returns LB_OK, LB_ERR_INTERRUPTED when SIGINT stopped it, or LB_ERR_RUNTIME when no
  * query completed or more than max_failed failed (the sentence says how many and why),
  * each with everything measured kept; another status when the run could not start. */

@@ -50,4 +50,6 @@ void lb_search_report(lb_search *s, double qps, bool valid) {
     if (s->trials >= s->p.max_trials) s->done = true;
 }
 
-double lb_search_result(const lb_search *s) { return s->valid_qps; }
+double lb_search_result(const lb_search *s) {
+    return s->valid_qps;
+}
