@@ -34,10 +34,8 @@ int lb_cmd_infer(int argc, char **argv) {
     const char *model_key = NULL, *in_len = "fixed:128", *out_len = NULL, *tokenizer = NULL;
     int64_t synthetic = 0, min_queries = 0, seed = 1, concurrency = 1, max_tokens = 128, top_k = 0;
     double qps = 0, min_duration = 0, drain_s = 10, temperature = 0, top_p = 1;
-    double ttft_limit = -1, tpot_limit = -1, search_qps = 0, search_tol = 0.05;
-    int64_t max_failed = 0, search_trials = 16;
-    const char *sweep = NULL, *out_dir = NULL, *name = NULL;
-    lb_arg_list tags = {0};
+    double ttft_limit = -1, tpot_limit = -1;
+    lb_loadrun_opts lo = LB_LOADRUN_OPTS_DEFAULT;
     bool ignore_eos = false, chat = false;
     const lb_arg_spec specs[] = {
         {"--model", LB_ARG_STRING, &eo.model_dir, "DIR",
@@ -52,29 +50,6 @@ int lb_cmd_infer(int argc, char **argv) {
         {"--mode", LB_ARG_CHOICE, &mode, NULL, "default performance", 0, 0, "performance|accuracy"},
         {"--qps", LB_ARG_DOUBLE, &qps, "R", "Server: Poisson arrival rate, queries/s", 1e-6, 1e9,
          NULL},
-        {"--sweep-qps", LB_ARG_STRING, &sweep, "R1,R2,..",
-         "Server: one run per rate, stored as one group, and a table of rate against the "
-         "figures",
-         0, 0, NULL},
-        {"--search-qps", LB_ARG_DOUBLE, &search_qps, "R",
-         "Server: find the highest rate whose run is VALID, starting at R q/s (as load's)", 1e-6,
-         1e9, NULL},
-        {"--search-tolerance", LB_ARG_DOUBLE, &search_tol, "F",
-         "--search-qps stops when the VALID and not-VALID rates are within F (default 0.05)", 1e-4,
-         1, NULL},
-        {"--search-trials", LB_ARG_INT, &search_trials, "N",
-         "--search-qps runs at most N trials (default 16)", 1, 1000, NULL},
-        {"--max-failed", LB_ARG_INT, &max_failed, "N",
-         "queries that may fail (refused by the engine) before the run is failed (default 0)", 0,
-         1e12, NULL},
-        {"--out", LB_ARG_STRING, &out_dir, "DIR",
-         "write LoadGen's mlperf_log_summary.txt, mlperf_log_detail.txt (accuracy mode: "
-         "mlperf_log_accuracy.json, the engine's token ids), requests.jsonl, summary.csv, "
-         "llmbench_result.json there; a sweep or search writes one folder per rate",
-         0, 0, NULL},
-        {"--name", LB_ARG_STRING, &name, "NAME", "the stored run's name (default model-scenario)",
-         0, 0, NULL},
-        {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)", 0, 0, NULL},
         {"--concurrency", LB_ARG_INT, &concurrency, "N",
          "Concurrency: N queries in flight (default 1)", 1, 1e6, NULL},
         {"--dataset", LB_ARG_STRING, &dataset, "FILE",
@@ -111,6 +86,7 @@ int lb_cmd_infer(int argc, char **argv) {
         {"--top-p", LB_ARG_DOUBLE, &top_p, "P", "nucleus sampling mass (default 1)", 1e-6, 1, NULL},
         {"--chat", LB_ARG_FLAG, &chat, NULL, "wrap each prompt in Llama 3's chat format", 0, 0,
          NULL},
+        LB_LOADRUN_ARG_SPECS(&lo),
     };
     const lb_cli_command cmd = {
         .command = "infer",
@@ -134,22 +110,12 @@ int lb_cmd_infer(int argc, char **argv) {
                   : strcmp(scenario, "singlestream") == 0 ? LB_SCENARIO_SINGLE_STREAM
                   : strcmp(scenario, "concurrency") == 0  ? LB_SCENARIO_CONCURRENCY
                                                           : LB_SCENARIO_OFFLINE;
-    bool rated = sweep != NULL || search_qps > 0; /* rates from a list or a search */
-    if ((qps > 0) + (sweep != NULL) + (search_qps > 0) > 1)
-        return lb_status_exit_code(lb_args_usage_error(
-            "infer", "give one of --qps R, --sweep-qps R1,R2,.. and --search-qps R"));
-    if ((qps > 0 || rated) && p->scenario != LB_SCENARIO_SERVER)
-        return lb_status_exit_code(lb_args_usage_error(
-            "infer", "--qps, --sweep-qps and --search-qps apply to --scenario server only"));
-    if (p->scenario == LB_SCENARIO_SERVER && qps <= 0 && !rated)
+    lb_status rst = lb_loadrun_opts_check("infer", &lo, qps, scenario);
+    if (rst != LB_OK) return lb_status_exit_code(rst);
+    if (p->scenario == LB_SCENARIO_SERVER && qps <= 0 && !lb_loadrun_opts_rated(&lo))
         return lb_status_exit_code(lb_args_usage_error(
             "infer", "--scenario server needs --qps R, --sweep-qps or --search-qps"));
-    double rates[LB_LOADRUN_MAX_RATES];
-    size_t n_rates = 0;
-    lb_status rst;
-    if (sweep && (rst = lb_loadrun_parse_rates("infer", sweep, rates, &n_rates)) != LB_OK)
-        return lb_status_exit_code(rst);
-    if (out_dir && (rst = lb_loadrun_check_out_dir("infer", out_dir)) != LB_OK)
+    if (lo.out_dir && (rst = lb_loadrun_check_out_dir("infer", lo.out_dir)) != LB_OK)
         return lb_status_exit_code(rst);
     p->mode = strcmp(mode, "accuracy") == 0 ? LB_MODE_ACCURACY : LB_MODE_PERFORMANCE;
     p->qps = qps;
@@ -157,7 +123,7 @@ int lb_cmd_infer(int argc, char **argv) {
     p->min_duration_s = min_duration;
     p->min_queries = min_queries;
     p->max_inflight = 0;
-    p->max_failed = max_failed;
+    p->max_failed = lo.max_failed;
     p->sample_seed = (uint64_t)seed;
     p->schedule_seed = (uint64_t)seed + 1000003;
     p->max_tokens = (int32_t)max_tokens;
@@ -230,20 +196,10 @@ int lb_cmd_infer(int argc, char **argv) {
                             .ds = &ds,
                             .run = do_infer,
                             .run_user = &w,
-                            .name = name ? name : run_name,
-                            .tags = (const char *const *)tags.items,
-                            .n_tags = tags.n,
                             .sut_name = es.name,
-                            .out_dir = out_dir,
                             .qsl_seed = p->sample_seed,
-                            .tok = NULL, /* the engine gives its own ids */
-                            .rates = sweep ? rates : NULL,
-                            .n_rates = n_rates};
-    if (search_qps > 0) {
-        lp.search = lb_search_default_params(search_qps);
-        lp.search.rel_tol = search_tol;
-        lp.search.max_trials = (int)search_trials;
-    }
+                            .tok = NULL}; /* the engine gives its own ids */
+    lb_loadrun_opts_apply(&lo, run_name, &lp);
     int code = lb_loadrun(&lp);
     lb_engine_opt_close(&es);
     lb_dataset_free(&ds);

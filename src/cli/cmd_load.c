@@ -122,18 +122,15 @@ int lb_cmd_load(int argc, char **argv) {
     lb_loadgen_params p = lb_loadgen_default_params();
     lb_arg_list endpoints = {0};
     const char *scenario = NULL, *mode = "performance", *api = "completions", *model = NULL;
-    const char *api_key_env = NULL, *dataset = NULL, *format = "auto", *sweep = NULL;
-    const char *model_key = NULL, *slo = NULL, *out_dir = NULL, *in_len = "fixed:128";
-    const char *out_len = NULL, *name = NULL;
-    lb_arg_list tags = {0};
+    const char *api_key_env = NULL, *dataset = NULL, *format = "auto";
+    const char *model_key = NULL, *slo = NULL, *in_len = "fixed:128", *out_len = NULL;
+    lb_loadrun_opts lo = LB_LOADRUN_OPTS_DEFAULT;
     int64_t synthetic = 0, min_queries = 0, max_inflight = 1024, seed = -1, retries = 2, warmup = 0;
-    int64_t max_failed = 0, prefix_len = 0, prefix_count = 0;
+    int64_t prefix_len = 0, prefix_count = 0;
     int64_t eject_after = 5, concurrency = 0, max_tokens = 128, preconnect = -1;
     double qps = 0, min_duration = -1, timeout_s = 600, drain_s = 10, temperature = 0;
     const char *mlperf_conf = NULL, *user_conf = NULL, *percentiles = NULL;
     double ttft_limit = -1, tpot_limit = -1, burstiness = 1, ramp_up = 0;
-    double search_qps = 0, search_tol = 0.05;
-    int64_t search_trials = 16;
     bool no_stream = false, ignore_eos = false;
     lb_tokenizer_opt topt = LB_TOKENIZER_OPT_DEFAULT;
     const lb_arg_spec specs[] = {
@@ -150,20 +147,6 @@ int lb_cmd_load(int argc, char **argv) {
         {"--mode", LB_ARG_CHOICE, &mode, NULL, "default performance", 0, 0, "performance|accuracy"},
         {"--qps", LB_ARG_DOUBLE, &qps, "R",
          "Server: arrival rate, queries/s (Poisson unless --burstiness)", 1e-6, 1e9, NULL},
-        {"--sweep-qps", LB_ARG_STRING, &sweep, "R1,R2,..",
-         "Server: one stored run per rate, in turn, then a table of rate against the figures", 0, 0,
-         NULL},
-        {"--search-qps", LB_ARG_DOUBLE, &search_qps, "R",
-         "Server: find the highest rate whose run is VALID, starting at R q/s: double or halve "
-         "until a VALID rate lies below one that is not, then bisect; each trial a whole run "
-         "(set --min-duration and --model-key), stored as one group",
-         1e-6, 1e9, NULL},
-        {"--search-tolerance", LB_ARG_DOUBLE, &search_tol, "F",
-         "--search-qps stops when the VALID and not-VALID rates are within F of each other "
-         "(default 0.05)",
-         1e-4, 1, NULL},
-        {"--search-trials", LB_ARG_INT, &search_trials, "N",
-         "--search-qps runs at most N trials (default 16)", 1, 1000, NULL},
         {"--burstiness", LB_ARG_DOUBLE, &burstiness, "B",
          "Server: gaps between arrivals from a gamma distribution of shape B and mean 1/qps "
          "(1 = Poisson, the default; below 1 burstier, above 1 more even)",
@@ -235,10 +218,6 @@ int lb_cmd_load(int argc, char **argv) {
          NULL},
         {"--retries", LB_ARG_INT, &retries, "N",
          "resend a failed request up to N times (default 2)", 0, 100, NULL},
-        {"--max-failed", LB_ARG_INT, &max_failed, "N",
-         "queries that may fail after their retries before the run is stored as failed "
-         "(default 0)",
-         0, 1e12, NULL},
         {"--eject-after", LB_ARG_INT, &eject_after, "N",
          "take a replica out after N failures in a row; 0 never (default 5)", 0, 1e9, NULL},
         {"--drain", LB_ARG_DOUBLE, &drain_s, "S",
@@ -249,16 +228,8 @@ int lb_cmd_load(int argc, char **argv) {
          NULL},
         {"--temperature", LB_ARG_DOUBLE, &temperature, "T", "sampling temperature (default 0)", 0,
          100, NULL},
-        {"--out", LB_ARG_STRING, &out_dir, "DIR",
-         "write LoadGen's mlperf_log_summary.txt, mlperf_log_detail.txt (accuracy mode with "
-         "--tokenizer: mlperf_log_accuracy.json), requests.jsonl (a line per query, token "
-         "times included), summary.csv, llmbench_result.json (accuracy mode: generated.jsonl) "
-         "there; a sweep writes one folder per rate (qps<R>)",
-         0, 0, NULL},
-        {"--name", LB_ARG_STRING, &name, "NAME",
-         "name of the stored run (default: the model name, else \"load\")", 0, 0, NULL},
-        {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)", 0, 0, NULL},
         LB_TOKENIZER_ARG_SPECS(&topt),
+        LB_LOADRUN_ARG_SPECS(&lo),
     };
     const lb_cli_command cmd = {
         .command = "load",
@@ -294,10 +265,7 @@ int lb_cmd_load(int argc, char **argv) {
     if ((dataset == NULL) == (synthetic == 0))
         return lb_status_exit_code(
             lb_args_usage_error("load", "give exactly one of --dataset FILE and --synthetic N"));
-    if ((qps > 0) + (sweep != NULL) + (search_qps > 0) > 1)
-        return lb_status_exit_code(lb_args_usage_error(
-            "load", "give one of --qps R, --sweep-qps R1,R2,.. and --search-qps R"));
-    bool rated = sweep != NULL || search_qps > 0; /* rates come from a list or a search */
+    bool rated = lb_loadrun_opts_rated(&lo); /* rates come from a list or a search */
     if ((qps > 0 || rated) && concurrency > 0)
         return lb_status_exit_code(lb_args_usage_error(
             "load",
@@ -305,10 +273,8 @@ int lb_cmd_load(int argc, char **argv) {
             "--concurrency a closed loop: give one of them"));
     if (scenario == NULL)
         scenario = (qps > 0 || rated) ? "server" : concurrency > 0 ? "concurrency" : "offline";
-    if ((qps > 0 || rated) && strcmp(scenario, "server") != 0)
-        return lb_status_exit_code(lb_args_usage_error(
-            "load", "--qps, --sweep-qps and --search-qps apply to --scenario server only, not %s",
-            scenario));
+    if ((st = lb_loadrun_opts_check("load", &lo, qps, scenario)) != LB_OK)
+        return lb_status_exit_code(st);
     if ((burstiness != 1 || ramp_up > 0) && strcmp(scenario, "server") != 0)
         return lb_status_exit_code(lb_args_usage_error(
             "load", "--burstiness and --ramp-up shape the Server scenario's arrivals, not %s",
@@ -333,10 +299,6 @@ int lb_cmd_load(int argc, char **argv) {
     if (p.scenario == LB_SCENARIO_CONCURRENCY && concurrency <= 0)
         return lb_status_exit_code(
             lb_args_usage_error("load", "--scenario concurrency needs --concurrency N"));
-    double rates[LB_LOADRUN_MAX_RATES] = {qps};
-    size_t n_rates = 1;
-    if (sweep && (st = lb_loadrun_parse_rates("load", sweep, rates, &n_rates)) != LB_OK)
-        return lb_status_exit_code(st);
     p.mode = strcmp(mode, "accuracy") == 0 ? LB_MODE_ACCURACY : LB_MODE_PERFORMANCE;
     p.qps = qps;
     p.burstiness = burstiness;
@@ -345,7 +307,7 @@ int lb_cmd_load(int argc, char **argv) {
     p.min_duration_s = min_duration;
     p.min_queries = min_queries;
     p.max_inflight = max_inflight;
-    p.max_failed = max_failed;
+    p.max_failed = lo.max_failed;
     p.warmup_queries = warmup;
     p.preconnect = preconnect;
     if (seed >= 0) {
@@ -441,7 +403,7 @@ int lb_cmd_load(int argc, char **argv) {
     if (ds.skipped > 0)
         LB_WARN("dataset %s: %zu records without a prompt and a reply were skipped", p.dataset_path,
                 ds.skipped);
-    if (out_dir != NULL && (st = lb_loadrun_check_out_dir("load", out_dir)) != LB_OK) {
+    if (lo.out_dir != NULL && (st = lb_loadrun_check_out_dir("load", lo.out_dir)) != LB_OK) {
         lb_tokenizer_free(tok);
         lb_dataset_free(&ds);
         return lb_status_exit_code(st);
@@ -469,22 +431,10 @@ int lb_cmd_load(int argc, char **argv) {
                             .ds = &ds,
                             .run = do_load,
                             .run_user = &w,
-                            .name = name    ? name
-                                    : model ? model
-                                            : "load",
-                            .tags = (const char *const *)tags.items,
-                            .n_tags = tags.n,
                             .sut_name = sut,
-                            .out_dir = out_dir,
                             .qsl_seed = qsl_seed,
-                            .tok = tok,
-                            .rates = sweep ? rates : NULL,
-                            .n_rates = n_rates};
-    if (search_qps > 0) {
-        lp.search = lb_search_default_params(search_qps);
-        lp.search.rel_tol = search_tol;
-        lp.search.max_trials = (int)search_trials;
-    }
+                            .tok = tok};
+    lb_loadrun_opts_apply(&lo, model ? model : "load", &lp);
     int code = lb_loadrun(&lp);
     lb_dataset_free(&ds);
     lb_tokenizer_free(tok);

@@ -49,7 +49,7 @@ static lb_status do_run(void *ctx, lb_result *r, lb_err *err) {
     return w->lp->run(w->lp->run_user, r, &w->rep, err);
 }
 
-lb_status lb_loadrun_parse_rates(const char *command, const char *text, double *rates, size_t *n) {
+static lb_status parse_rates(const char *command, const char *text, double *rates, size_t *n) {
     const char *s = text;
     *n = 0;
     while (*s) {
@@ -66,6 +66,38 @@ lb_status lb_loadrun_parse_rates(const char *command, const char *text, double *
         s = *end ? end + 1 : end;
     }
     return *n ? LB_OK : lb_args_usage_error(command, "--sweep-qps expects at least one rate");
+}
+
+bool lb_loadrun_opts_rated(const lb_loadrun_opts *o) {
+    return o->sweep != NULL || o->search_qps > 0;
+}
+
+lb_status lb_loadrun_opts_check(const char *command, lb_loadrun_opts *o, double qps,
+                                const char *scenario) {
+    if ((qps > 0) + (o->sweep != NULL) + (o->search_qps > 0) > 1)
+        return lb_args_usage_error(command,
+                                   "give one of --qps R, --sweep-qps R1,R2,.. and --search-qps R");
+    if ((qps > 0 || lb_loadrun_opts_rated(o)) && strcmp(scenario, "server") != 0)
+        return lb_args_usage_error(
+            command, "--qps, --sweep-qps and --search-qps apply to --scenario server only, not %s",
+            scenario);
+    if (o->sweep != NULL) return parse_rates(command, o->sweep, o->rates, &o->n_rates);
+    return LB_OK;
+}
+
+void lb_loadrun_opts_apply(const lb_loadrun_opts *o, const char *default_name,
+                           lb_loadrun_params *lp) {
+    lp->name = o->name ? o->name : default_name;
+    lp->tags = (const char *const *)o->tags.items;
+    lp->n_tags = o->tags.n;
+    lp->out_dir = o->out_dir;
+    lp->rates = o->sweep ? o->rates : NULL;
+    lp->n_rates = o->n_rates;
+    if (o->search_qps > 0) {
+        lp->search = lb_search_default_params(o->search_qps);
+        lp->search.rel_tol = o->search_tol;
+        lp->search.max_trials = (int)o->search_trials;
+    }
 }
 
 static json_t *verdict_json(const lb_loadgen_summary *s) {

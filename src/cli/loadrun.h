@@ -45,8 +45,67 @@ typedef struct {
     lb_search_params search; /* --search-qps: start_qps > 0 */
 } lb_loadrun_params;
 
-/* Parses "R1,R2,.." (positive, at most LB_LOADRUN_MAX_RATES) for --sweep-qps. */
-lb_status lb_loadrun_parse_rates(const char *command, const char *text, double *rates, size_t *n);
+/* The options load and infer share for what follows a run: parsed by args.h into this
+ * struct (LB_LOADRUN_ARG_SPECS), checked by lb_loadrun_opts_check. */
+typedef struct {
+    const char *sweep;                  /* --sweep-qps text; NULL: none */
+    double search_qps;                  /* --search-qps start; 0: none */
+    double search_tol;                  /* --search-tolerance */
+    int64_t search_trials;              /* --search-trials */
+    int64_t max_failed;                 /* --max-failed */
+    const char *out_dir;                /* --out */
+    const char *name;                   /* --name; NULL: the command's default */
+    lb_arg_list tags;                   /* --tag */
+    double rates[LB_LOADRUN_MAX_RATES]; /* --sweep-qps parsed */
+    size_t n_rates;
+} lb_loadrun_opts;
+
+#define LB_LOADRUN_OPTS_DEFAULT                                                                    \
+    { .search_tol = 0.05, .search_trials = 16 }
+
+/* clang-format off */
+#define LB_LOADRUN_ARG_SPECS(o)                                                                  \
+    {"--sweep-qps", LB_ARG_STRING, &(o)->sweep, "R1,R2,..",                                  \
+     "Server: one stored run per rate, in turn, then a table of rate against the figures", 0, \
+     0, NULL},                                                                                \
+    {"--search-qps", LB_ARG_DOUBLE, &(o)->search_qps, "R",                                   \
+     "Server: find the highest rate whose run is VALID, starting at R q/s: double or halve "   \
+     "until a VALID rate lies below one that is not, then bisect; each trial a whole run "    \
+     "(set --min-duration and --model-key), stored as one group", 1e-6, 1e9, NULL},          \
+    {"--search-tolerance", LB_ARG_DOUBLE, &(o)->search_tol, "F",                             \
+     "--search-qps stops when the VALID and not-VALID rates are within F of each other "      \
+     "(default 0.05)", 1e-4, 1, NULL},                                                        \
+    {"--search-trials", LB_ARG_INT, &(o)->search_trials, "N",                                \
+     "--search-qps runs at most N trials (default 16)", 1, 1000, NULL},                       \
+    {"--max-failed", LB_ARG_INT, &(o)->max_failed, "N",                                      \
+     "queries that may fail (after their retries) before the run is stored as failed "        \
+     "(default 0)", 0, 1e12, NULL},                                                           \
+    {"--out", LB_ARG_STRING, &(o)->out_dir, "DIR",                                           \
+     "write LoadGen's mlperf_log_summary.txt, mlperf_log_detail.txt (accuracy mode: "         \
+     "mlperf_log_accuracy.json, the answers' token ids: infer's engine gives them, load "      \
+     "needs --tokenizer), requests.jsonl (a line per query, token times included), "          \
+     "summary.csv, llmbench_result.json (accuracy mode: generated.jsonl) there; a sweep or "  \
+     "search writes one folder per rate (qps<R>)", 0, 0, NULL},                               \
+    {"--name", LB_ARG_STRING, &(o)->name, "NAME",                                            \
+     "name of the stored run (load: the model name, else \"load\"; infer: model-scenario)",  \
+     0, 0, NULL},                                                                             \
+    {"--tag", LB_ARG_LIST, &(o)->tags, "TAG", "a tag for the stored run (repeatable)", 0, 0, \
+     NULL}
+/* clang-format on */
+
+/* After parsing: --qps (qps > 0), --sweep-qps and --search-qps exclude each other and are
+ * the Server scenario's only (scenario: its name, "server", "offline", ...); parses the
+ * rates. A usage error names the options. */
+lb_status lb_loadrun_opts_check(const char *command, lb_loadrun_opts *o, double qps,
+                                const char *scenario);
+
+/* Whether the rates come from --sweep-qps or --search-qps. */
+bool lb_loadrun_opts_rated(const lb_loadrun_opts *o);
+
+/* Copies what the options say into lp: name (o's, else default_name), tags, out_dir,
+ * rates and the search. */
+void lb_loadrun_opts_apply(const lb_loadrun_opts *o, const char *default_name,
+                           lb_loadrun_params *lp);
 
 /* --out DIR before the run: the folder exists (made now when missing) and can be written
  * into, so a bad --out costs no run. */
