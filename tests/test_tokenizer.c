@@ -403,19 +403,6 @@ static void test_tokenizer_cli_prints_ids_counts_and_refuses_a_bad_file(void **s
     lb_test_rmtree(dir);
 }
 
-static size_t utf8_of(uint32_t cp, unsigned char *out) {
-    if (cp < 0x80) return out[0] = (unsigned char)cp, 1;
-    if (cp < 0x800) {
-        out[0] = (unsigned char)(0xC0 | cp >> 6);
-        out[1] = (unsigned char)(0x80 | (cp & 63));
-        return 2;
-    }
-    out[0] = (unsigned char)(0xE0 | cp >> 12);
-    out[1] = (unsigned char)(0x80 | (cp >> 6 & 63));
-    out[2] = (unsigned char)(0x80 | (cp & 63));
-    return 3;
-}
-
 /* The pre-split's whitespace class is the reference tokenizers' (Rust regex \s: Unicode
  * White_Space), code point by code point, in both expressions: with a vocabulary that has
  * a token for "!" + each tested code point, "!" + c is that one token exactly when c is not
@@ -441,8 +428,8 @@ static void test_tokenizer_whitespace_class_is_unicode_white_space(void **state)
     memcpy(cps, white, sizeof white);
     memcpy(cps + NW, not_white, sizeof not_white);
     for (unsigned i = 0; i < NW + NN; i++) {
-        unsigned char t[4] = {'!'};
-        size_t n = 1 + utf8_of(cps[i], t + 1);
+        unsigned char t[8] = {'!'};
+        size_t n = 1 + lb_test_utf8_of(cps[i], t + 1);
         lb_test_add_rank(&ranks, &len, t, n, 256 + i);
     }
     const lb_tok_pattern patterns[] = {LB_TOK_PATTERN_GPT2, LB_TOK_PATTERN_LLAMA3};
@@ -454,7 +441,7 @@ static void test_tokenizer_whitespace_class_is_unicode_white_space(void **state)
             fail_msg("%s", err.msg);
         for (unsigned i = 0; i < NW + NN; i++) {
             char text[8] = "!";
-            size_t n = 1 + utf8_of(cps[i], (unsigned char *)text + 1);
+            size_t n = 1 + lb_test_utf8_of(cps[i], (unsigned char *)text + 1);
             size_t n_ids = 0;
             uint32_t *ids = encode(tok, text, n, &n_ids);
             bool joined = n_ids == 1 && ids[0] == 256 + i;

@@ -109,26 +109,6 @@ static uint32_t *reference_folding(void) {
     return fold;
 }
 
-static size_t utf8_of(uint32_t cp, unsigned char *out) {
-    if (cp < 0x80) return out[0] = (unsigned char)cp, 1;
-    if (cp < 0x800) {
-        out[0] = (unsigned char)(0xC0 | cp >> 6);
-        out[1] = (unsigned char)(0x80 | (cp & 63));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (unsigned char)(0xE0 | cp >> 12);
-        out[1] = (unsigned char)(0x80 | (cp >> 6 & 63));
-        out[2] = (unsigned char)(0x80 | (cp & 63));
-        return 3;
-    }
-    out[0] = (unsigned char)(0xF0 | cp >> 18);
-    out[1] = (unsigned char)(0x80 | (cp >> 12 & 63));
-    out[2] = (unsigned char)(0x80 | (cp >> 6 & 63));
-    out[3] = (unsigned char)(0x80 | (cp & 63));
-    return 4;
-}
-
 /* Compiled as the tokenizer compiles its expression, anchored. */
 static pcre2_code *compile(const char *pattern) {
     int code;
@@ -174,7 +154,7 @@ static void test_tokenizer_classes_equal_the_unicode_database(void **state) {
         for (uint32_t c = 0; c < N_CP; c++) {
             if (is_surrogate(c)) continue;
             unsigned char u[4];
-            size_t n = utf8_of(c, u);
+            size_t n = lb_test_utf8_of(c, u);
             bool want = (ref[c] & classes[k].bit) != 0;
             bool got = match_len(in, md, u, n) == (long)n;
             bool got_not = match_len(out, md, u, n) == (long)n;
@@ -206,7 +186,7 @@ static void test_tokenizer_contractions_fold_case_as_unicode_does(void **state) 
     for (uint32_t c = 0; c < N_CP; c++) {
         if (is_surrogate(c)) continue;
         unsigned char u[8] = {'\''};
-        size_t n = 1 + utf8_of(c, u + 1);
+        size_t n = 1 + lb_test_utf8_of(c, u + 1);
         uint32_t f = fold[c];
         bool one = f == 's' || f == 't' || f == 'm' || f == 'd';
         u[n] = 'e';
@@ -254,7 +234,7 @@ static void test_tokenizer_joins_letters_and_numbers_of_the_newest_unicode(void 
     }
     for (unsigned i = 0; i < NC; i++) {
         unsigned char t[8] = {(unsigned char)cases[i].lead};
-        lb_test_add_rank(&ranks, &len, t, 1 + utf8_of(cases[i].cp, t + 1), 256 + i);
+        lb_test_add_rank(&ranks, &len, t, 1 + lb_test_utf8_of(cases[i].cp, t + 1), 256 + i);
     }
     lb_tokenizer_params p = {.pattern = LB_TOK_PATTERN_GPT2, .special = LB_TOK_SPECIAL_NONE};
     lb_tokenizer *tok = NULL;
@@ -264,7 +244,7 @@ static void test_tokenizer_joins_letters_and_numbers_of_the_newest_unicode(void 
     int wrong = 0;
     for (unsigned i = 0; i < NC; i++) {
         unsigned char t[8] = {(unsigned char)cases[i].lead};
-        size_t n = 1 + utf8_of(cases[i].cp, t + 1);
+        size_t n = 1 + lb_test_utf8_of(cases[i].cp, t + 1);
         uint32_t *ids = NULL;
         size_t n_ids = 0;
         if (lb_tokenizer_encode(tok, (const char *)t, n, &ids, &n_ids, &err) != LB_OK)

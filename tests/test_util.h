@@ -235,6 +235,27 @@ static inline bool lb_test_write_file(const char *path, const char *text) {
     return fclose(f) == 0 && ok;
 }
 
+/* The UTF-8 bytes of code point cp (at most 4) into out; returns their count. */
+static inline size_t lb_test_utf8_of(uint32_t cp, unsigned char *out) {
+    if (cp < 0x80) return out[0] = (unsigned char)cp, 1;
+    if (cp < 0x800) {
+        out[0] = (unsigned char)(0xC0 | cp >> 6);
+        out[1] = (unsigned char)(0x80 | (cp & 63));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (unsigned char)(0xE0 | cp >> 12);
+        out[1] = (unsigned char)(0x80 | (cp >> 6 & 63));
+        out[2] = (unsigned char)(0x80 | (cp & 63));
+        return 3;
+    }
+    out[0] = (unsigned char)(0xF0 | cp >> 18);
+    out[1] = (unsigned char)(0x80 | (cp >> 12 & 63));
+    out[2] = (unsigned char)(0x80 | (cp >> 6 & 63));
+    out[3] = (unsigned char)(0x80 | (cp & 63));
+    return 4;
+}
+
 /* Appends "base64(b[0..n)) rank\n" to a ranks file being built in the malloc'd *buf
  * (length *len, NUL-terminated). */
 static inline void lb_test_add_rank(char **buf, size_t *len, const unsigned char *b, size_t n,
