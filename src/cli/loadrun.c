@@ -28,13 +28,13 @@
 typedef struct {
     lb_progress prog;
     const char *command;
-    char label[64]; /* "" or " [rate 2/3: 20 q/s]" */
+    char label[96]; /* "" or " [rate 2/3: 20 q/s]" */
 } progress_ctx;
 
 /* The loadgen calls this every progress tick; core/progress.h rate-limits and draws. */
 static void print_progress(void *user, const lb_loadgen_progress *p) {
     progress_ctx *pc = user;
-    char label[80];
+    char label[128];
     snprintf(label, sizeof label, "%s%s", pc->command, pc->label);
     lb_output_loadgen_progress(&pc->prog, label, p);
 }
