@@ -100,6 +100,25 @@ static void test_infer_cli_accuracy_scores_rouge(void **state) {
     json_decref(j);
 }
 
+/* Synthetic prompts are sized in tokens of the model's tokenizer: --input-len fixed:7 sends
+ * 7 tokens and the bos id, every query. */
+static void test_infer_cli_synthetic_prompts_are_sized_in_tokens(void **state) {
+    (void)state;
+    const char *const args[] = {
+        "infer",   "--model",      dir, "--device", "cpu", "--synthetic", "3", "--input-len",
+        "fixed:7", "--max-tokens", "2", "--db",     db,    "--json",      NULL};
+    json_t *j = run_json(args, 0);
+    json_t *in =
+        json_object_get(json_object_get(json_object_get(j, "series"), "input_tokens"), "values");
+    assert_int_equal(json_array_size(in), 3);
+    size_t i;
+    json_t *v;
+    json_array_foreach(in, i, v) {
+        assert_true(json_number_value(v) == 8);
+    }
+    json_decref(j);
+}
+
 /* Accuracy mode's --out holds LoadGen's mlperf_log_accuracy.json with the engine's own
  * token ids (no tokenizer needed): one entry per sample, its qsl_idx, token_count the
  * tokens generated and data their little-endian int32s in hex, each id in the vocabulary. */
@@ -212,7 +231,7 @@ static void test_infer_cli_a_request_too_long_fails_alone(void **state) {
                                 "--synthetic",
                                 "6",
                                 "--input-len",
-                                "uniform:2:40",
+                                "uniform:2:60",
                                 "--max-tokens",
                                 "30",
                                 "--ignore-eos",
@@ -283,6 +302,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_infer_cli_offline_completes_every_query),
         cmocka_unit_test(test_infer_cli_accuracy_scores_rouge),
+        cmocka_unit_test(test_infer_cli_synthetic_prompts_are_sized_in_tokens),
         cmocka_unit_test(test_infer_cli_accuracy_log_holds_the_engines_token_ids),
         cmocka_unit_test(test_infer_cli_search_runs_trials_as_one_group),
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),

@@ -82,8 +82,12 @@ int lb_cmd_infer(int argc, char **argv) {
                                 .top_p = (float)top_p,
                                 .seed = so.seed >= 0 ? (uint64_t)so.seed : 1};
     ip.chat = chat;
+    /* A data file is read before the engine loads (a bad one costs no loading); synthetic
+     * prompts after, sized in tokens of the model's tokenizer when it has one. */
     lb_dataset ds;
-    if ((st = lb_scenario_opt_dataset("infer", &so, NULL, 0, 0, p, &ds)) != LB_OK)
+    memset(&ds, 0, sizeof ds);
+    if (so.synthetic == 0 &&
+        (st = lb_scenario_opt_dataset("infer", &so, NULL, 0, 0, p, &ds)) != LB_OK)
         return lb_status_exit_code(st);
     lb_err err = {""};
     lb_engine_setup es;
@@ -99,11 +103,14 @@ int lb_cmd_infer(int argc, char **argv) {
     ip.eos_ids = es.eos_ids;
     ip.n_eos = es.n_eos;
     ip.sut_name = es.name;
-    if (es.tok != NULL && lb_dataset_count_tokens(&ds, es.tok, &err) != LB_OK) {
+    if (so.synthetic > 0)
+        st = lb_scenario_opt_dataset("infer", &so, es.tok, 0, 0, p, &ds);
+    else if (es.tok != NULL && (st = lb_dataset_count_tokens(&ds, es.tok, &err)) != LB_OK)
         fprintf(stderr, "llmbench infer: %s\n", err.msg);
+    if (st != LB_OK) {
         lb_engine_opt_close(&es);
         lb_dataset_free(&ds);
-        return 1;
+        return lb_status_exit_code(st);
     }
     char run_name[128];
     snprintf(run_name, sizeof run_name, "%s-%s", es.model_name,

@@ -81,6 +81,12 @@ lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_load
     lb_status st;
     if ((o->dataset == NULL) == (o->synthetic == 0))
         return lb_args_usage_error(command, "give exactly one of --dataset FILE and --synthetic N");
+    lb_len_dist dist;
+    lb_err err = {""};
+    if (o->synthetic > 0 &&
+        (lb_dataset_len_dist_parse(o->in_len, &dist, &err) != LB_OK ||
+         (o->out_len && lb_dataset_len_dist_parse(o->out_len, &dist, &err) != LB_OK)))
+        return lb_args_usage_error(command, "%s", err.msg);
     bool rated = lb_loadrun_opts_rated(&o->run); /* rates come from a list or a search */
     if ((o->qps > 0 || rated) && o->concurrency > 0)
         return lb_args_usage_error(
@@ -136,7 +142,6 @@ lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_load
     *qsl_seed = conf.has_qsl_seed ? conf.qsl_seed : LB_MLPERF_QSL_SEED;
     p->max_tokens = (int32_t)o->max_tokens;
     p->drain_s = o->drain_s;
-    lb_err err = {""};
     if (o->model_key &&
         lb_loadgen_constraints_for_model(o->model_key, &p->constraints, &err) != LB_OK)
         return lb_args_usage_error(command, "%s", err.msg);
