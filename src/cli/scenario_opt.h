@@ -63,7 +63,8 @@ typedef struct {
     {"--synthetic", LB_ARG_INT, &(o)->synthetic, "N",                                        \
      "N synthetic prompts instead of --dataset", 1, 1e8, NULL},                               \
     {"--input-len", LB_ARG_STRING, &(o)->in_len, "DIST",                                     \
-     "synthetic prompt length, in words or with load's --tokenizer in tokens: "               \
+     "synthetic prompt length, in tokens (load: with --tokenizer, else words; infer: the "     \
+     "model's tokenizer): "                                                                   \
      "fixed:N|uniform:A:B|normal:M:S (default fixed:128)", 0, 0, NULL},                       \
     {"--output-len", LB_ARG_STRING, &(o)->out_len, "DIST",                                   \
      "synthetic max_tokens distribution (default fixed:--max-tokens)", 0, 0, NULL},           \

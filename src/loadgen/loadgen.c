@@ -1,10 +1,11 @@
 /* loadgen.c: the scheduler loop behind loadgen.h.
  *
- * One thread: the loop issues every query that is due, then lets the pool serve the
- * network until the next query is due (or a completion frees a slot, or the progress tick
- * comes). Open-loop scenarios (Offline, Server) have their whole schedule drawn before
- * t0; closed-loop ones (SingleStream, concurrency) schedule a query when a slot frees.
- * Request bodies are built once per sample before t0, so sending costs no JSON work.
+ * One thread: the loop issues every query that is due, then lets the SUT serve (the
+ * network, or an engine step) until the next query is due (or a completion frees a slot,
+ * or the progress tick comes). Open-loop scenarios (Offline, Server) have their whole
+ * schedule drawn before t0; closed-loop ones (SingleStream, concurrency) schedule a query
+ * when a slot frees. The HTTP SUT (the end of this file) builds request bodies once per
+ * sample before t0, so sending costs no JSON work.
  * Conversations (multi-turn datasets): the schedule and the closed loop start
  * conversations; a turn's next one is queued when it ends and sent first, as soon as the
  * in-flight cap allows (its history is the dataset's, so its body is built before t0).

@@ -1,13 +1,15 @@
-/* loadgen.h: the load generator: MLPerf-style scenarios against a replica pool.
+/* loadgen.h: the load generator: MLPerf-style scenarios against a system under test.
  *
- * lb_loadgen_run() turns a dataset and a scenario into a schedule of queries, sends each
- * at its scheduled time through the pool (sut/pool.h), times every query from its
- * scheduled time (so a server or client that falls behind shows up as queueing in TTFT
- * and latency, with no coordinated omission), and fills an lb_result: the config, one
- * series per per-query quantity (timestamps, TTFT, TPOT, latency, queueing, tokens,
- * status) and the summary metrics of metrics.h. It runs on the calling thread; the pool's
- * event loop is its clock. It never prints (except through the progress callback the
- * CLI gives it) and never touches the store.
+ * lb_loadgen_run_sut() turns a dataset and a scenario into a schedule of queries, submits
+ * each at its scheduled time to a system under test (lb_sut_ops below: the HTTP replica
+ * pool of sut/pool.h, which lb_loadgen_run uses, or the engine in process, infer/), times
+ * every query from its scheduled time (so a server or client that falls behind shows up
+ * as queueing in TTFT and latency, with no coordinated omission), and fills an lb_result:
+ * the config, one series per per-query quantity (timestamps, TTFT, TPOT, latency,
+ * queueing, tokens, status) and the summary metrics of metrics.h. Whatever the SUT, the
+ * verdict, failure rule, percentiles, summary and stored series are computed here, once.
+ * It runs on the calling thread; the SUT's serve() is its clock. It never prints (except
+ * through the progress callback the CLI gives it) and never touches the store.
  *
  * Scenarios: Offline (every query scheduled at t0, sent as fast as max_inflight allows),
  * Server (arrivals at qps from a seeded generator: Poisson, or gamma gaps with
