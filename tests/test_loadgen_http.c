@@ -1260,6 +1260,11 @@ static void test_load_cli_nothing_listening_exits_1_and_is_stored_failed(void **
                            "%s/r.db -q > /dev/null 2>&1",
                            LB_TEST_BIN, url, dir),
                      1);
+    /* A search whose every trial failed found nothing to judge: failed, not INVALID. */
+    assert_int_equal(shell("%s load --endpoint %s --synthetic 2 --retries 0 --search-qps 4 "
+                           "--search-trials 2 --db %s/r.db -q > /dev/null 2>&1",
+                           LB_TEST_BIN, url, dir),
+                     1);
     shell("rm -rf %s", dir);
 }
 

@@ -416,7 +416,7 @@ int lb_loadrun(const lb_loadrun_params *lp) {
     }
     size_t n_rows = 0;
     json_t *doc = grouped && lp->common->json ? json_array() : NULL;
-    bool any_failed = false, any_invalid = false, none_ran = true;
+    bool any_failed = false, any_invalid = false, none_ran = true, any_ok = false;
     lb_status last = LB_OK;
     for (size_t k = 0; k < n_planned && last != LB_ERR_INTERRUPTED; k++) {
         double rate = p->qps;
@@ -469,6 +469,7 @@ int lb_loadrun(const lb_loadrun_params *lp) {
             any_invalid |= st == LB_OK && !w.rep.summary.valid;
         }
         rows[k] = sweep_row_of(rate, run_id, r, &w.rep);
+        any_ok |= rows[k].status == LB_RUN_OK;
         /* a search's trial that failed (too many failed queries at that rate) is one
          * more rate that is not VALID; a sweep reports it as failed */
         if (searching && st == LB_ERR_RUNTIME) st = LB_OK;
@@ -495,9 +496,11 @@ int lb_loadrun(const lb_loadrun_params *lp) {
     }
     free(rows);
     /* The exit rule (README): interrupted 130, failed 1, INVALID 3, else 0; a search that
-     * found a VALID rate succeeded, one that found none is INVALID. */
+     * found a VALID rate succeeded, one that found none is INVALID, one whose every trial
+     * failed (nothing answering) failed. */
     if (last == LB_ERR_INTERRUPTED) return lb_status_exit_code(last);
     if (any_failed || none_ran) return lb_status_exit_code(last != LB_OK ? last : LB_ERR_RUNTIME);
+    if (searching && !any_ok) return lb_status_exit_code(LB_ERR_RUNTIME); /* every trial failed */
     if (searching) return isnan(best) ? LB_EXIT_INVALID : 0;
     return any_invalid ? LB_EXIT_INVALID : 0;
 }

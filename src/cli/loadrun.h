@@ -112,7 +112,8 @@ void lb_loadrun_opts_apply(const lb_loadrun_opts *o, const char *default_name,
 lb_status lb_loadrun_check_out_dir(const char *command, const char *dir);
 
 /* Runs, stores, prints and writes as above; returns the exit status (README): 130
- * interrupted, 1 failed, 3 INVALID (a search: no VALID rate found), else 0. */
+ * interrupted, 1 failed (a search: every trial failed), 3 INVALID (a search: no VALID
+ * rate found), else 0. */
 int lb_loadrun(const lb_loadrun_params *lp);
 
 #endif
