@@ -7,11 +7,20 @@
 # LoRA, torch.compile, fused AdamW on the adapters: tools/pytorch_gpt2_baseline.py
 # --lora-rank), then one table.
 #
+# The dp part (PARTS=dp, alone; on 2 or 4 GPUs of one host) trains LoRA data-parallel:
+# N GPUs with BATCH/N sequences each against one GPU with the whole BATCH on a repeated
+# batch (the loss of every step, warm-up included, and replicas_identical: the same adapter
+# bits on every rank), then --scaling 1,2,4 at BATCH sequences per GPU for tokens/s per GPU
+# and scaling efficiency, and one table.
+#
 # usage: bench/lora_bench.sh
 #        MODEL=mistral-7b BATCH=8 SEQ=512 RANK=16 TARGETS=all STEPS=20 WARMUP=5 bench/lora_bench.sh
 #        TORCH=0 SELFTEST=0 bench/lora_bench.sh     llmbench's timings only
 #        SELFTEST_SETS="--only nf4;--only lora" bench/lora_bench.sh   fewer selftest rows
-# Raw JSON and logs go to $OUT/MODEL (or /tmp/llmbench-lora/MODEL).
+#        PARTS=dp MODEL=mistral-7b bench/lora_bench.sh   data parallel only (DP_STEPS=4,
+#                                                   DP_WARMUP=1, DP_LR=1e-3)
+# PARTS lists what runs, comma-separated: single (selftest, small runs, timings, PyTorch;
+# the default) and dp. Raw JSON and logs go to $OUT/MODEL (or /tmp/llmbench-lora/MODEL).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 MODEL=${MODEL:-llama3.1-8b}
@@ -25,7 +34,71 @@ STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
 TORCH=${TORCH:-1}
 SELFTEST=${SELFTEST:-1}
+PARTS=${PARTS:-single}
 export PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0
+
+if [[ ",$PARTS," == *,dp,* ]]; then
+    gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+    dp=(--model "$MODEL" --seq "$SEQ" --precision bf16 --device cuda --lora-rank "$RANK"
+        --lora-targets "$TARGETS" --data repeat --lr "${DP_LR:-1e-3}" --steps "${DP_STEPS:-4}"
+        --warmup "${DP_WARMUP:-1}" --no-progress --db "$out/bench.db")
+    counts=1
+    for n in 2 4; do [ "$n" -le "$gpus" ] && counts=$counts,$n; done
+    # --scaling: BATCH a GPU on 1, 2, 4 GPUs; its 1-GPU run is the reference of the checks
+    timeout 120 "$LLMBENCH" train "${dp[@]}" --batch "$BATCH" --scaling "$counts" --json \
+        > "$out/dp_scaling.json" 2> "$out/dp_scaling.err"
+    echo "llmbench --scaling $counts exit $? $(tail -c 300 "$out/dp_scaling.err" | tr '\n' ' ')"
+    for n in ${counts//,/ }; do
+        [ "$n" = 1 ] && continue
+        timeout 60 "$LLMBENCH" train "${dp[@]}" --batch $((BATCH / n)) --gpus "$n" --json \
+            > "$out/dp_split$n.json" 2> "$out/dp_split$n.err"
+        echo "llmbench --gpus $n --batch $((BATCH / n)) exit $? $(tail -c 300 "$out/dp_split$n.err" | tr '\n' ' ')"
+    done
+    MODEL=$MODEL BATCH=$BATCH python3 - "$out" <<'EOF' | tee -a "$out/table.md"
+import json, os, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return json.load(f)
+    except Exception:
+        return None
+def metric(d, k):
+    return {x["name"]: x["value"] for x in d["metrics"]}.get(k, float("nan"))
+def losses(d):
+    s = d["series"]
+    return s.get("warmup_loss", {}).get("values", []) + s["loss"]["values"]
+runs = load("dp_scaling.json") or []
+ref = runs[0] if runs else None
+B = int(os.environ["BATCH"])
+print(f"{os.environ['MODEL']} LoRA data parallel: N GPUs x {B}/N sequences against 1 GPU x {B}; then {B} a GPU")
+print("| GPUs | batch/GPU | loss first -> last | max rel. loss diff vs 1 GPU | replicas identical | step ms | tokens/s | tokens/s/GPU | comm ms (exposed) | sent MB/step | peak GB |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+rows = [(1, ref)] + [(n, load(f"dp_split{n}.json")) for n in (2, 4)]
+rows += [(int(d["config"]["ranks"]), d) for d in runs[1:]]
+ok = ref is not None and len(rows) > 1
+for n, d in rows:
+    if d is None or ref is None:
+        continue
+    l, r = losses(d), losses(ref)
+    split = n > 1 and d["config"]["batch"] * n == ref["config"]["batch"]
+    diff = max(abs(a - b) / b for a, b in zip(l, r))
+    rep = metric(d, "replicas_identical") if n > 1 else 1
+    if n > 1:
+        ok = ok and rep == 1 and (not split or (diff < 1e-2 and len(l) == len(r)))
+    print(f"| {n} | {d['config']['batch']} | {l[0]:.4f} -> {l[-1]:.4f} | "
+          f"{diff:.2e}{'' if split or n == 1 else ' (other data)'} | {rep:.0f} | "
+          f"{metric(d, 'step_ms_median'):.1f} | {metric(d, 'tokens_per_s'):.0f} | "
+          f"{metric(d, 'tokens_per_s_per_gpu'):.0f} | {metric(d, 'comm_ms_median'):.2f} "
+          f"({metric(d, 'comm_exposed_ms_median'):.2f}) | {metric(d, 'sent_bytes_per_step') / 1e6:.1f} | "
+          f"{metric(d, 'peak_device_bytes') / 1e9:.2f} |")
+for d in runs[1:]:
+    print(f"scaling efficiency on {d['config']['ranks']} GPUs at {B} a GPU: {metric(d, 'scaling_efficiency'):.3f}")
+print("dp check:", "PASS" if ok else "FAIL")
+EOF
+fi
+[[ ",$PARTS," == *,single,* ]] || exit 0
 
 if [ "$SELFTEST" = 1 ]; then
     # default: the NF4 kernels, then every whole-model row (full training and LoRA/QLoRA)

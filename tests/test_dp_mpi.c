@@ -7,7 +7,7 @@
  * and final parameters to DIR; the test then trains one rank on the whole batch in this
  * process and compares. Then `llmbench train` end to end under mpirun: the stored run with
  * every rank's series, a token shard read by 4 ranks as by one, ranks started with
- * different options, and bad input. */
+ * different options, LoRA adapters on 4 ranks as on one, and bad input. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -405,6 +405,101 @@ static void test_train_cli_token_shard_4_ranks_read_what_one_rank_reads(void **s
     lb_test_rmtree(dir);
 }
 
+/* LoRA adapters on a frozen base, 4 ranks with 2 micro-batches of one sequence each
+ * against one rank with 2 micro-batches of 4 (the same sequences): the same loss curve
+ * (the adapters' gradient averaged over ranks and micro-batches) and the same adapters on
+ * every rank. One repeated batch, so that the loss falls. */
+static void test_train_cli_lora_4_ranks_equal_one_rank_with_4x_batch(void **state) {
+    (void)state;
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    static char out4[1 << 16], out1[1 << 16];
+    const char *four[] = {"-np",
+                          "4",
+                          "-x",
+                          "OMP_NUM_THREADS=1",
+                          LB_TEST_BIN,
+                          "train",
+                          "--device",
+                          "cpu",
+                          "--model",
+                          "llama-tiny",
+                          "--lora-rank",
+                          "4",
+                          "--batch",
+                          "2",
+                          "--grad-accum",
+                          "2",
+                          "--seq",
+                          "16",
+                          "--steps",
+                          "5",
+                          "--warmup",
+                          "0",
+                          "--data",
+                          "repeat",
+                          "--lr",
+                          "2e-2",
+                          "--json",
+                          "-q",
+                          "--no-progress",
+                          "--db",
+                          db,
+                          NULL};
+    int rc = mpirun(four, out4, sizeof out4);
+    if (rc != 0) fprintf(stderr, "%s\n", out4);
+    assert_int_equal(rc, 0);
+    const char *one[] = {"train",
+                         "--device",
+                         "cpu",
+                         "--model",
+                         "llama-tiny",
+                         "--lora-rank",
+                         "4",
+                         "--batch",
+                         "8",
+                         "--grad-accum",
+                         "2",
+                         "--seq",
+                         "16",
+                         "--steps",
+                         "5",
+                         "--warmup",
+                         "0",
+                         "--data",
+                         "repeat",
+                         "--lr",
+                         "2e-2",
+                         "--json",
+                         "--no-progress",
+                         "--db",
+                         db,
+                         NULL};
+    assert_int_equal(lb_test_run(one, out1, sizeof out1, NULL, 0), 0);
+    json_t *a = json_of(out4), *b = json_of(out1);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(metric_of(a, "replicas_identical") == 1);
+    assert_true(metric_of(a, "sent_bytes_per_step") > 0);
+    const json_t *la = series_values(a, "loss"), *lb = series_values(b, "loss");
+    assert_int_equal(json_array_size(la), 5);
+    assert_int_equal(json_array_size(lb), 5);
+    double first = json_real_value(json_array_get(lb, 0)),
+           last = json_real_value(json_array_get(lb, 4));
+    if (!(last < first - 1e-3))
+        fail_msg("the adapters did not train: loss %.6f -> %.6f", first, last);
+    for (size_t i = 0; i < 5; i++) {
+        double x = json_real_value(json_array_get(la, i)),
+               y = json_real_value(json_array_get(lb, i));
+        if (!(fabs(x - y) <= 1e-5 * y))
+            fail_msg("step %zu: loss %.8f on 4 ranks, %.8f on one", i, x, y);
+    }
+    json_decref(a);
+    json_decref(b);
+    lb_test_rmtree(dir);
+}
+
 static void test_train_cli_ranks_with_different_options_stop_before_running(void **state) {
     (void)state;
     char dir[64], db[96];
@@ -558,6 +653,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_dp_llama_every_stage_on_4_ranks_equals_one_rank_with_4x_batch),
         cmocka_unit_test(test_train_cli_4_ranks_store_one_run_with_every_rank),
         cmocka_unit_test(test_train_cli_token_shard_4_ranks_read_what_one_rank_reads),
+        cmocka_unit_test(test_train_cli_lora_4_ranks_equal_one_rank_with_4x_batch),
         cmocka_unit_test(test_train_cli_ranks_with_different_options_stop_before_running),
         cmocka_unit_test(test_train_cli_bad_input_exits_2),
         cmocka_unit_test(test_train_cli_hung_rank_fails_the_run_naming_it),

@@ -155,6 +155,13 @@ static void test_train_impossible_configs_are_refused(void **state) {
     assert_non_null(strstr(err.msg, "--quant nf4 needs --precision bf16 or fp16"));
     p.precision = LB_PREC_BF16;
     assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_OK);
+    /* adapters shard no state yet: ZeRO 1-3 refused, ZeRO 0 accepted */
+    p = tiny_params("llama-tiny");
+    p.lora_rank = 4, p.zero = 2;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "--zero 2 with --lora-rank is not built yet"));
+    p.zero = 0;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_OK);
 }
 
 /* GPUs run ZeRO 0-3 and gradient accumulation; adapters with either are refused before

@@ -141,6 +141,11 @@ int64_t lb_lora_gpu_n_params(const lb_lora_gpu *l) {
     return l->off.total;
 }
 
+float *lb_lora_gpu_grads(lb_lora_gpu *l, int64_t *layer_numel) {
+    *layer_numel = l->off.layer_numel;
+    return l->grads;
+}
+
 bool lb_lora_gpu_nf4(const lb_lora_gpu *l) {
     return l->nf4;
 }

@@ -16,7 +16,7 @@
  *   forward:  u = x A^T;  y[:, row0:row0+out] += s u B^T
  *   backward: dB = s dy^T u (fp32);  du = s dy B;  dA = du^T x (fp32);  dx += du A
  * The base gets no weight-gradient product. Not here: the base products themselves (the
- * model's), data parallelism. Only in CUDA builds. */
+ * model's), data parallelism (train/dp_lora_cuda.h). Only in CUDA builds. */
 #ifndef LB_MODEL_LORA_GPU_H
 #define LB_MODEL_LORA_GPU_H
 
@@ -89,6 +89,9 @@ lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora
 lb_status lb_lora_gpu_optimizer(lb_lora_gpu *l, const lb_gpu_adamw_params *p, lb_gpu_optstate *st,
                                 void *stream, lb_err *err);
 int64_t lb_lora_gpu_n_params(const lb_lora_gpu *l);
+/* The adapters' fp32 gradients on the device, layer-major: layer l's layer_numel elements
+ * start at l * layer_numel (model/lora.h's layout). */
+float *lb_lora_gpu_grads(lb_lora_gpu *l, int64_t *layer_numel);
 
 #ifdef __cplusplus
 }

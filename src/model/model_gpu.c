@@ -663,6 +663,14 @@ lb_status lb_model_gpu_get_lora(lb_model_gpu *m, float *host, bool grads, lb_err
     return lb_model_gpu_sync(m, err);
 }
 
+float *lb_model_gpu_lora_grads(lb_model_gpu *m, int64_t *layer_numel) {
+    return m->lora ? lb_lora_gpu_grads(m->lora, layer_numel) : NULL;
+}
+
+int64_t lb_model_gpu_lora_n_params(const lb_model_gpu *m) {
+    return m->lora ? lb_lora_gpu_n_params(m->lora) : 0;
+}
+
 lb_model_gpu_memory lb_model_gpu_memory_parts(const lb_model_gpu *m) {
     const lb_gpu_arena *a = &m->arena;
     return (lb_model_gpu_memory){.base = (double)lb_gpu_arena_bytes_with_prefix(a, "param."),

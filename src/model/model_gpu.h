@@ -111,6 +111,11 @@ lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *er
 lb_status lb_model_gpu_set_lora(lb_model_gpu *m, const float *host, lb_err *err);
 lb_status lb_model_gpu_init_lora(lb_model_gpu *m, uint64_t seed, lb_err *err);
 lb_status lb_model_gpu_get_lora(lb_model_gpu *m, float *host, bool grads, lb_err *err);
+/* With adapters: their fp32 gradients on the device, layer l's layer_numel elements at
+ * l * layer_numel (written by backward; what data parallelism averages), and how many
+ * adapter parameters there are. Without: NULL and 0. */
+float *lb_model_gpu_lora_grads(lb_model_gpu *m, int64_t *layer_numel);
+int64_t lb_model_gpu_lora_n_params(const lb_model_gpu *m);
 /* Device bytes the arena holds for the frozen base, the adapters (weights, working copy,
  * gradients), their optimizer state and the activations (saved ones, one layer's
  * gradients, the adapters' intermediates). */

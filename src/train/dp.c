@@ -165,9 +165,9 @@ lb_status lb_dp_init(lb_dp **out, lb_model *m, lb_comm *c, const lb_dp_params *p
                        "data parallel: stage %d, %d micro-batches, buckets of %lld elements: "
                        "expected stage 0-3, at least one micro-batch, buckets >= 0",
                        (int)p->stage, p->grad_accum, (long long)p->bucket_elems);
-    if (m->lora != NULL && (c != NULL || p->stage != LB_ZERO_0))
+    if (m->lora != NULL && p->stage != LB_ZERO_0)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "data parallel: a frozen base with adapters trains on one rank at ZeRO 0");
+                       "data parallel: a frozen base with adapters trains at ZeRO 0 only");
     lb_dp *d = calloc(1, sizeof *d);
     if (d == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory");
     d->m = m;
@@ -245,6 +245,23 @@ static void adamw_range(const lb_model *m, int64_t lo, int64_t hi, float *param,
     }
 }
 
+/* Adapters on a frozen base: their gradient (the only one) averaged over micro-batches
+ * and ranks in one all-reduce, then the model's own AdamW over them on every rank. */
+static lb_status lora_step(lb_dp *d, double loss, const lb_adamw_params *opt, int step,
+                           lb_dp_step_info *info, lb_err *err) {
+    lb_model *m = d->m;
+    if (d->p.grad_accum > 1)
+        scale(m->lora->grads, m->lora->off.total, 1.0f / (float)d->p.grad_accum);
+    LB_TRY(
+        all_reduce(d, m->lora->grads, (size_t)m->lora->off.total, LB_COMM_FP32, LB_COMM_AVG, err));
+    LB_TRY(all_reduce(d, &loss, 1, LB_COMM_FP64, LB_COMM_AVG, err));
+    lb_model_adamw_step(m, opt, step, &info->grad_norm);
+    info->loss = (float)loss;
+    info->comm_ms = (double)d->comm_ns / 1e6;
+    info->sent_bytes = d->sent_bytes;
+    return LB_OK;
+}
+
 lb_status lb_dp_gather_params(lb_dp *d, lb_err *err) {
     if (d->p.stage != LB_ZERO_3) return LB_OK;
     for (int b = 0; b < d->plan.n_buckets; b++)
@@ -276,14 +293,7 @@ lb_status lb_dp_step(lb_dp *d, const int32_t *inputs, const int32_t *targets, in
         d->st = LB_OK;
         return st;
     }
-    if (m->lora != NULL) { /* adapters on a frozen base, one rank: the model's own step */
-        if (K > 1) scale(m->lora->grads, m->lora->off.total, 1.0f / (float)K);
-        lb_model_adamw_step(m, opt, step, &info->grad_norm);
-        info->loss = (float)(loss / K);
-        info->comm_ms = 0;
-        info->sent_bytes = 0;
-        return LB_OK;
-    }
+    if (m->lora != NULL) return lora_step(d, loss / K, opt, step, info, err);
     /* loss and squared norm: [0] loss, [1] sum of squares of this rank's part */
     double sums[2] = {loss / K, 0.0};
     float inv_k = 1.0f / (float)K;

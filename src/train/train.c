@@ -157,20 +157,20 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--batch %lld does not split into --grad-accum %lld micro-batches: give a "
                        "batch that is a multiple of %lld",
                        (long long)p->batch, (long long)p->grad_accum, (long long)p->grad_accum);
-    if (p->device == LB_DEVICE_CUDA && p->lora_rank > 0 && (p->grad_accum > 1 || p->zero > 0))
+    if (p->lora_rank > 0 && p->zero != 0)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "--lora-rank on --device cuda trains at --zero 0 with --grad-accum 1 (got "
-                       "--zero %d, --grad-accum %lld): the adapters keep their own optimizer",
-                       p->zero, (long long)p->grad_accum);
+                       "--zero %d with --lora-rank is not built yet: adapters train data-parallel "
+                       "at ZeRO 0 (every rank keeps their whole optimizer state)",
+                       p->zero);
+    if (p->device == LB_DEVICE_CUDA && p->lora_rank > 0 && p->grad_accum > 1)
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "--grad-accum %lld with --lora-rank on --device cuda is not built yet: the "
+                       "adapters' optimizer runs after every micro-batch; give --grad-accum 1",
+                       (long long)p->grad_accum);
     if (p->lora_rank > 0 && p->save_params != NULL)
         return lb_fail(err, LB_ERR_USAGE,
                        "--save-params writes a whole model's trained parameters, but with "
                        "--lora-rank only adapters train on a frozen base: drop one of them");
-    if (p->lora_rank > 0 && lb_train_ranks(p) > 1)
-        return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "--lora-rank on %d ranks is not built yet: fine-tuning with adapters runs "
-                       "on one rank",
-                       lb_train_ranks(p));
     if (p->batch * p->seq > INT32_MAX)
         return lb_fail(err, LB_ERR_USAGE, "--batch x --seq = %lld tokens per step is too many",
                        (long long)(p->batch * p->seq));
@@ -544,7 +544,9 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     }
     lb_progress_done(&prog);
     if (st == LB_OK && (ranks > 1 || p->save_params != NULL)) st = lb_dp_gather_params(dp, err);
-    if (st == LB_OK) st = lb_train_check_replicas(p, m.params, m.n_params, r, err);
+    if (st == LB_OK)
+        st = p->lora_rank > 0 ? lb_train_check_replicas(p, lora.params, lora.off.total, r, err)
+                              : lb_train_check_replicas(p, m.params, m.n_params, r, err);
     if (st == LB_OK) st = lb_train_save_params(p, cfg, m.params, err);
     st = lb_train_store_steps(p, r, rec, done, st, err);
     if (rank == 0) {
