@@ -62,6 +62,8 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
                  "--tf32 contradicts --fp32-matmul 3xtf32");
     expect_usage((const char *[]){"train", "--quant", "int4", NULL}, "none|nf4");
     expect_usage((const char *[]){"train", "--lora-rank", "0", NULL}, "--lora-rank");
+    expect_usage((const char *[]){"train", "--model", "./no-such-dir", "--db", g_db, NULL},
+                 "--model ./no-such-dir: no such directory");
     expect_usage((const char *[]){"train", "--model", "llama-tiny", "--seq", "16", "--device",
                                   "cpu", "--lora-rank", "4", "--lora-targets", "q,attn", "--db",
                                   g_db, NULL},

@@ -1,6 +1,7 @@
 /* test_train.c: the CPU training workload: loss falls on a repeated batch for both
- * families, impossible configurations are refused before anything runs, and the summary
- * is the one the raw series give. */
+ * families, a Hugging Face model directory's weights are the ones trained (CPU, and the
+ * GPU where there is one), impossible configurations are refused before anything runs, and
+ * the summary is the one the raw series give. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,8 +13,11 @@
 
 #include "core/signals.h"
 #include "gpu/devinfo.h"
+#include "hf_fixture.h"
+#include "model/model.h"
 #include "model/safetensors.h"
 #include "test_util.h"
+#include "train/data.h"
 #include "train/train.h"
 
 static lb_train_params tiny_params(const char *model) {
@@ -95,6 +99,66 @@ static void test_train_lora_loss_falls_on_repeated_batch(void **state) {
     expect_lora_loss_falls("llama-tiny", LB_QUANT_NONE);
     expect_lora_loss_falls("llama-tiny", LB_QUANT_NF4);
     expect_lora_loss_falls("gpt2-tiny", LB_QUANT_NF4);
+}
+
+/* The first step's loss of lb_train_run on model directory dir. */
+static double first_loss(const char *dir, lb_device_kind device, int64_t lora_rank) {
+    lb_train_params p = tiny_params(dir);
+    p.device = device, p.lora_rank = lora_rank, p.data = "synthetic";
+    p.batch = 2, p.steps = 2;
+    lb_result *r = lb_result_new("train", "dir");
+    lb_err err = {{0}};
+    if (lb_train_run(&p, r, &err) != LB_OK) fail_msg("%s", err.msg);
+    assert_string_equal(json_string_value(json_object_get(r->config, "model_dir")), dir);
+    double loss = lb_result_find_series(r, "loss")->values[0];
+    lb_result_free(r);
+    return loss;
+}
+
+/* --model DIR: the base is the directory's weights (written from seed 3; a preset's random
+ * weights come from the run's seed, 1337), checked by the first step's loss against the
+ * reference model's on the same batch: at step 0 the adapters (B = 0) change nothing. */
+static void test_train_model_dir_trains_its_weights(void **state) {
+    (void)state;
+    char dir[64];
+    lb_test_tmpdir(dir, sizeof dir);
+    lb_model_config cfg = lb_fixture_config();
+    lb_model m;
+    assert_int_equal(lb_model_init(&m, &cfg, 2, 16, 3, NULL), LB_OK);
+    lb_fixture_write_dir(dir, &cfg, m.params, false, true);
+    lb_data_loader *data = NULL;
+    int32_t in[32], tg[32];
+    assert_int_equal(lb_data_open("synthetic", cfg.vocab_size, 2, 16,
+                                  lb_train_default_params().seed, &data, NULL),
+                     LB_OK);
+    lb_data_next(data, in, tg);
+    lb_data_close(data);
+    float want = 0;
+    lb_model_forward(&m, in, tg, 2, 16, &want);
+    for (int64_t rank = 0; rank <= 4; rank += 4) {
+        double got = first_loss(dir, LB_DEVICE_CPU, rank);
+        if (!(fabs(got - want) <= 1e-5 * want))
+            fail_msg("cpu, rank %lld: first loss %.7f, the directory's model gives %.7f",
+                     (long long)rank, got, want);
+        if (lb_devinfo_cuda_device_count() == 0) continue; /* CI: no GPU */
+        got = first_loss(dir, LB_DEVICE_CUDA, rank);
+        if (!(fabs(got - want) <= 1e-3 * want))
+            fail_msg("cuda, rank %lld: first loss %.7f, the directory's model gives %.7f",
+                     (long long)rank, got, want);
+    }
+    /* a directory's config.json whose weights do not match it, and a path that is none */
+    lb_model_config wide = cfg;
+    wide.d_ff *= 2;
+    lb_fixture_write_config(dir, &wide, "LlamaForCausalLM");
+    lb_train_params p = tiny_params(dir);
+    lb_err err = {{0}};
+    assert_int_equal(lb_train_resolve(&p, &cfg, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "mlp.gate_proj"));
+    p.model = "/no/such/model";
+    assert_int_equal(lb_train_resolve(&p, &cfg, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "--model /no/such/model: no such directory"));
+    lb_model_free(&m);
+    lb_test_rmtree(dir);
 }
 
 static void expect_refused(lb_train_params p, const char *needle) {
@@ -351,6 +415,7 @@ int main(void) {
         cmocka_unit_test(test_train_gpt2_loss_falls_on_repeated_batch),
         cmocka_unit_test(test_train_llama_loss_falls_on_repeated_batch),
         cmocka_unit_test(test_train_lora_loss_falls_on_repeated_batch),
+        cmocka_unit_test(test_train_model_dir_trains_its_weights),
         cmocka_unit_test(test_train_impossible_configs_are_refused),
         cmocka_unit_test(test_train_gpu_zero_stages_and_accumulation_are_validated),
         cmocka_unit_test(test_train_save_params_writes_the_trained_model),

@@ -161,8 +161,9 @@ int lb_cmd_train(int argc, char **argv) {
     double setup_timeout = 120;
     lb_arg_list tags = {0};
     const lb_arg_spec specs[] = {
-        {"--model", LB_ARG_STRING, &p->model, "NAME",
-         "model preset (default gpt2-124m; see below)"},
+        {"--model", LB_ARG_STRING, &p->model, "NAME|DIR",
+         "model preset, random weights of its shape (default gpt2-124m; see below), or a "
+         "Hugging Face Llama/Mistral directory (config.json, safetensors): its weights"},
         {"--device", LB_ARG_STRING, &device, "DEV",
          "cpu, cuda or cuda:N (default: cuda if a GPU is present, else cpu)"},
         {"--batch", LB_ARG_INT, &p->batch, "B", "sequences per step and rank (default 4)", 1,

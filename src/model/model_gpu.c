@@ -465,30 +465,46 @@ static lb_status init_tensor(lb_model_gpu *m, float *dst, const lb_param_tensor 
     return lb_act_fill(dst, n, one ? 1.0f : 0.0f, m->stream, err);
 }
 
-/* The frozen base from fp32 values: each tensor drawn by init_tensor or copied from host
- * through one fp32 buffer outside the arena, into the working copy or NF4 (and the padded
- * head's copy). The buffer holds the largest layer matrix, which NF4 quantises whole; other
- * tensors (a 128K-token embedding: 2.1 GB in fp32) pass in pieces of that size. */
-static lb_status frozen_set(lb_model_gpu *m, const float *host, uint64_t seed, lb_err *err) {
+/* The largest tensor of the layout t[0..n), elements. */
+static int64_t largest_tensor(const lb_param_tensor *t, int n) {
+    int64_t most = 0;
+    for (int i = 0; i < n; i++)
+        if (t[i].numel > most) most = t[i].numel;
+    return most;
+}
+
+/* The frozen base from fp32 values: each tensor drawn by init_tensor, or read from src into
+ * one host buffer (the largest tensor) and copied in, through one fp32 device buffer outside
+ * the arena, into the working copy or NF4 (and the padded head's copy). The device buffer
+ * holds the largest layer matrix, which NF4 quantises whole; other tensors (a 128K-token
+ * embedding: 2.1 GB in fp32) pass in pieces of that size. */
+static lb_status frozen_set(lb_model_gpu *m, const lb_model_gpu_source *src, uint64_t seed,
+                            lb_err *err) {
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
     if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
     lb_model_param_layout(&m->cfg, t, m->n_seg);
     int64_t most = 0;
     for (int i = 0; i < m->n_seg; i++)
         if (layer_matrix(&t[i]) && t[i].numel > most) most = t[i].numel;
-    float *buf = NULL;
+    float *buf = NULL, *host = NULL;
     lb_status st = LB_OK;
-    if (cudaMalloc((void **)&buf, (size_t)most * 4) != cudaSuccess) {
+    if (src != NULL && (host = malloc((size_t)largest_tensor(t, m->n_seg) * 4)) == NULL)
+        st = lb_fail(err, LB_ERR_NOMEM, "no host memory for a %.2f GB tensor",
+                     largest_tensor(t, m->n_seg) * 4 / 1e9);
+    if (st == LB_OK && cudaMalloc((void **)&buf, (size_t)most * 4) != cudaSuccess) {
         cudaGetLastError();
         st = lb_fail(err, LB_ERR_NOMEM, "no device memory for a %.2f GB buffer to set up the base",
                      most * 4 / 1e9);
     }
-    for (int i = 0; i < m->n_seg; i++) {
+    for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
+        /* the pieces of the previous tensor have left the host buffer: the copies below
+         * are from pageable memory, which returns once the data is staged */
+        if (src != NULL) src->read(src->ctx, &t[i], host);
         for (int64_t at = 0; st == LB_OK && at < t[i].numel; at += most) {
             int64_t n = t[i].numel - at < most ? t[i].numel - at : most;
-            if (host) {
-                if (cudaMemcpyAsync(buf, host + t[i].offset + at, (size_t)n * 4,
-                                    cudaMemcpyHostToDevice, m->stream) != cudaSuccess)
+            if (src != NULL) {
+                if (cudaMemcpyAsync(buf, host + at, (size_t)n * 4, cudaMemcpyHostToDevice,
+                                    m->stream) != cudaSuccess)
                     st = lb_fail(err, LB_ERR_DEVICE, "could not copy tensor %s in", t[i].name);
             } else {
                 st = init_tensor(m, buf, &t[i], at, n, seed, err);
@@ -505,6 +521,7 @@ static lb_status frozen_set(lb_model_gpu *m, const float *host, uint64_t seed, l
     if (cudaStreamSynchronize(m->stream) != cudaSuccess && st == LB_OK)
         st = lb_fail(err, LB_ERR_DEVICE, "setting up the frozen base failed");
     cudaFree(buf);
+    free(host);
     free(t);
     return st;
 }
@@ -588,19 +605,41 @@ lb_status lb_model_gpu_working_written(lb_model_gpu *m, lb_err *err) {
     return LB_OK;
 }
 
-lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err) {
+/* Every tensor from src into the fp32 master weights through one host buffer. */
+static lb_status master_set(lb_model_gpu *m, const lb_model_gpu_source *src, lb_err *err) {
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    lb_model_param_layout(&m->cfg, t, m->n_seg);
+    float *host = malloc((size_t)largest_tensor(t, m->n_seg) * 4);
+    lb_status st = host ? LB_OK : lb_fail(err, LB_ERR_NOMEM, "no host memory for a tensor");
+    for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
+        src->read(src->ctx, &t[i], host);
+        /* from pageable memory: returns once the data is staged, so host is free again */
+        if (cudaMemcpyAsync(m->master + t[i].offset, host, (size_t)t[i].numel * 4,
+                            cudaMemcpyHostToDevice, m->stream) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy tensor %s in", t[i].name);
+    }
+    free(host);
+    free(t);
+    return st;
+}
+
+lb_status lb_model_gpu_load_params(lb_model_gpu *m, const lb_model_gpu_source *src, lb_err *err) {
     if (!m->lora && m->master == NULL)
         return lb_fail(err, LB_ERR_USAGE, "the model keeps no master weights (external optimizer)");
-    if (m->lora) {
-        LB_TRY(frozen_set(m, host, 0, err));
-        LB_TRY(reset_optimizer(m, err));
-        return lb_model_gpu_sync(m, err);
-    }
-    LB_CUDA_TRY(err, cudaMemcpyAsync(m->master, host, (size_t)m->n_params * 4,
-                                     cudaMemcpyHostToDevice, m->stream));
-    LB_TRY(sync_working_copy(m, err));
+    LB_TRY(m->lora ? frozen_set(m, src, 0, err) : master_set(m, src, err));
+    if (!m->lora) LB_TRY(sync_working_copy(m, err));
     LB_TRY(reset_optimizer(m, err));
     return lb_model_gpu_sync(m, err);
+}
+
+static void read_host(void *ctx, const lb_param_tensor *t, float *dst) {
+    memcpy(dst, (const float *)ctx + t->offset, (size_t)t->numel * sizeof *dst);
+}
+
+lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err) {
+    lb_model_gpu_source src = {read_host, (void *)host};
+    return lb_model_gpu_load_params(m, &src, err);
 }
 
 lb_status lb_model_gpu_sync(lb_model_gpu *m, lb_err *err) {

@@ -25,7 +25,7 @@
  * params.lora.quant, dequantised just before each product that reads them; backward runs
  * no weight-gradient product of the base; the adapters (model/lora_gpu.h) add their
  * products at each chosen projection and AdamW updates them alone. Setting the base up
- * (init_weights, set_params) borrows one fp32 buffer outside the arena, the size of the
+ * (init_weights, load_params) borrows one fp32 buffer outside the arena, the size of the
  * largest layer matrix, and frees it before returning. */
 #ifndef LB_MODEL_MODEL_GPU_H
 #define LB_MODEL_MODEL_GPU_H
@@ -103,7 +103,17 @@ void lb_model_gpu_free(lb_model_gpu *m);
  * external_optimizer only the working copy is drawn (through a device buffer of the largest
  * layer matrix, outside the arena, freed before returning). */
 lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err);
-/* Copies n_params fp32 host parameters in (master and working copy); resets AdamW. */
+/* A source of fp32 parameter values: read writes tensor t's t->numel values (layout of
+ * model/config.h) into dst, host memory. */
+typedef struct {
+    void (*read)(void *ctx, const lb_param_tensor *t, float *dst);
+    void *ctx;
+} lb_model_gpu_source;
+/* Every parameter from src, tensor by tensor through one host buffer as large as the
+ * largest tensor (master and working copy; with adapters the frozen base, its projections
+ * in NF4 when asked); resets AdamW. */
+lb_status lb_model_gpu_load_params(lb_model_gpu *m, const lb_model_gpu_source *src, lb_err *err);
+/* The same from n_params fp32 host parameters in the layout. */
 lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err);
 /* With adapters: A and B from the host (layout of model/lora.h; fp32), or drawn from seed
  * by lb_lora_init's rule; AdamW moments reset. Their fp32 weights or gradients out

@@ -15,8 +15,8 @@ struct lb_dp_lora_cuda {
     lb_model_gpu *m;
     lb_comm *c;
     cudaStream_t model_stream, comm_stream;
-    float *grads;        /* the adapters' gradients, layer-major */
-    int64_t layer_numel; /* elements of one layer's adapters */
+    float *grads;          /* the adapters' gradients, layer-major */
+    int64_t layer_numel;   /* elements of one layer's adapters */
     int64_t bucket_layers; /* layers an all-reduce waits for, >= 1 */
     int pending_hi;        /* the highest finished layer not yet sent; -1: none */
     cudaEvent_t ready;     /* on the model's stream: a range's gradients are written */

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -22,6 +23,7 @@
 #include "core/signals.h"
 #include "core/stats.h"
 #include "gpu/devinfo.h"
+#include "model/hf_model.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "train/data.h"
@@ -183,6 +185,7 @@ static const char *device_name(lb_device_kind d) {
 
 static void record_config(const lb_train_params *p, const lb_model_config *cfg, json_t *c) {
     json_object_set_new(c, "model", json_string(cfg->name));
+    if (lb_train_model_is_dir(p)) json_object_set_new(c, "model_dir", json_string(p->model));
     json_object_set_new(c, "family", json_string(cfg->family == LB_FAMILY_GPT2 ? "gpt2" : "llama"));
     json_object_set_new(c, "device", json_string(device_name(p->device)));
     if (p->device == LB_DEVICE_CUDA)
@@ -463,7 +466,7 @@ static lb_status cpu_attach_lora(const lb_train_params *p, const lb_model_config
 }
 
 static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
-                           lb_data_loader *data, lb_result *r, lb_err *err) {
+                           const lb_hf_model *hf, lb_data_loader *data, lb_result *r, lb_err *err) {
     const int ranks = lb_train_ranks(p), rank = lb_train_rank(p);
     const int K = (int)p->grad_accum, B = (int)(p->batch / p->grad_accum), T = (int)p->seq;
     const int64_t total = p->warmup + p->steps;
@@ -479,6 +482,8 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     lb_model m;
     lb_lora lora = {0};
     lb_status st = lb_model_init(&m, cfg, B, T, p->seed, err);
+    for (int i = 0; st == LB_OK && hf != NULL && i < m.n_tensors; i++)
+        lb_hf_model_read(hf, &m.layout[i], LB_DT_F32, m.params + m.layout[i].offset);
     if (st == LB_OK && p->lora_rank > 0) st = cpu_attach_lora(p, cfg, &m, &lora, r, err);
     if (st != LB_OK) {
         lb_lora_free(&lora);
@@ -727,8 +732,31 @@ static int64_t global_micro_batch(const lb_train_params *p) {
     return p->batch / p->grad_accum * lb_train_ranks(p);
 }
 
+bool lb_train_model_is_dir(const lb_train_params *p) {
+    struct stat st;
+    return p->model != NULL && stat(p->model, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The model's configuration: a preset's, or a Hugging Face directory's (opened and checked
+ * whole, then closed). */
+static lb_status resolve_model(const lb_train_params *p, lb_model_config *cfg, lb_err *err) {
+    if (!lb_train_model_is_dir(p)) {
+        if (p->model != NULL && strchr(p->model, '/') != NULL)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "--model %s: no such directory; give a Hugging Face model directory "
+                           "(config.json and safetensors) or a preset name",
+                           p->model);
+        return lb_model_config_preset(p->model, cfg, err);
+    }
+    lb_hf_model hf;
+    LB_TRY(lb_hf_model_open(&hf, p->model, err));
+    *cfg = hf.cfg;
+    lb_hf_model_close(&hf);
+    return LB_OK;
+}
+
 lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err) {
-    LB_TRY(lb_model_config_preset(p->model, cfg, err));
+    LB_TRY(resolve_model(p, cfg, err));
     if (p->seq == 0) p->seq = cfg->max_seq < 64 ? cfg->max_seq : 64;
     int gpus = lb_devinfo_cuda_device_count();
     if (p->device == LB_DEVICE_AUTO) {
@@ -778,11 +806,21 @@ lb_status lb_train_run(const lb_train_params *params, lb_result *r, lb_err *err)
     lb_model_config cfg;
     LB_TRY(lb_train_resolve(&p, &cfg, err));
     lb_train_record_config(&p, &cfg, r);
+    lb_hf_model hf = {0};
+    bool dir = lb_train_model_is_dir(&p);
+    if (dir) LB_TRY(lb_hf_model_open(&hf, p.model, err));
     lb_data_loader *data = NULL;
-    LB_TRY(lb_data_open(p.data, cfg.vocab_size, global_micro_batch(&p), p.seq, p.seed, &data, err));
-    lb_status st = p.device == LB_DEVICE_CUDA ? lb_train_cuda_run(&p, &cfg, data, r, err)
-                                              : train_cpu(&p, &cfg, data, r, err);
+    lb_status st =
+        lb_data_open(p.data, cfg.vocab_size, global_micro_batch(&p), p.seq, p.seed, &data, err);
+    if (st != LB_OK) {
+        lb_hf_model_close(&hf);
+        return st;
+    }
+    const lb_hf_model *weights = dir ? &hf : NULL; /* NULL: random weights */
+    st = p.device == LB_DEVICE_CUDA ? lb_train_cuda_run(&p, &cfg, weights, data, r, err)
+                                    : train_cpu(&p, &cfg, weights, data, r, err);
     lb_data_close(data);
+    lb_hf_model_close(&hf);
     lb_status sum = lb_train_summarize(&p, &cfg, r);
     return st != LB_OK ? st : sum;
 }

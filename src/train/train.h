@@ -8,7 +8,8 @@
  * (train/dp.h on the CPU reference, stages 0-3; train/dp_cuda.h on GPUs, stage 0), and
  * rank 0's result receives every rank's per-step series.
  *
- * lb_train_run() resolves the model preset, refuses configurations that cannot work
+ * lb_train_run() resolves the model (a preset, or a Hugging Face directory whose weights
+ * it loads through model/hf_model.h), refuses configurations that cannot work
  * before anything runs, opens the data, runs W warm-up steps (measured and kept apart)
  * and N timed steps on the CPU reference or on a CUDA device, and fills an lb_result:
  * the configuration, raw series (warmup_step_ms, warmup_loss, step_ms, loss: one value
@@ -37,7 +38,9 @@ typedef enum {
 } lb_device_kind;
 
 typedef struct {
-    const char *model; /* preset name (model/config.h) */
+    const char *model; /* preset name (model/config.h: random weights of its shape), or a
+                        * Hugging Face model directory (model/hf_model.h: its configuration
+                        * and weights) */
     lb_device_kind device;
     int device_index; /* CUDA device ordinal for LB_DEVICE_CUDA */
     int64_t batch;    /* sequences per step */
@@ -84,7 +87,12 @@ lb_status lb_train_lora_config(const lb_train_params *p, const lb_model_config *
  * option when a configuration cannot work. */
 lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg, lb_err *err);
 
-/* Everything that can be refused before a run starts: looks the model up (into *cfg),
+/* Whether p->model names a directory (a Hugging Face model) rather than a preset. */
+bool lb_train_model_is_dir(const lb_train_params *p);
+
+/* Everything that can be refused before a run starts: looks the model up (into *cfg: the
+ * preset, or the directory's config.json with every weight checked by name, shape and
+ * type),
  * turns LB_DEVICE_AUTO into CPU or CUDA (saying so on stderr when it falls back to the
  * CPU), validates the parameters and opens the data once to validate it. Updates *p.
  * LB_ERR_USAGE, LB_ERR_FORMAT or LB_ERR_IO for bad input; LB_ERR_UNSUPPORTED when CUDA

@@ -24,8 +24,9 @@
 #ifndef LB_HAVE_CUDA
 
 lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg,
-                            lb_data_loader *data, lb_result *r, lb_err *err) {
-    (void)p, (void)cfg, (void)data, (void)r;
+                            const lb_hf_model *hf, lb_data_loader *data, lb_result *r,
+                            lb_err *err) {
+    (void)p, (void)cfg, (void)hf, (void)data, (void)r;
     return lb_fail(err, LB_ERR_UNSUPPORTED,
                    "--device cuda was asked but this llmbench was built without CUDA");
 }
@@ -262,8 +263,18 @@ static lb_status enqueue_step(const lb_train_params *p, run_state *s, lb_data_lo
     return s->dp != NULL ? lb_dp_cuda_optimizer(s->dp, ap, err) : LB_OK;
 }
 
+static void read_hf(void *ctx, const lb_param_tensor *t, float *dst) {
+    lb_hf_model_read(ctx, t, LB_DT_F32, dst);
+}
+
 lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg,
-                            lb_data_loader *data, lb_result *r, lb_err *err) {
+                            const lb_hf_model *hf, lb_data_loader *data, lb_result *r,
+                            lb_err *err) {
+    if (hf != NULL && p->zero > 0) /* stages 1-3 draw their own master shards */
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "--zero %d with a model directory (--model %s) is not built yet on "
+                       "--device cuda: its weights load at --zero 0",
+                       p->zero, p->model);
     LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
     int64_t total = p->warmup + p->steps;
     if (total > INT32_MAX / 2)
@@ -283,7 +294,10 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     lb_model_gpu_params gp = model_params(p, total);
     lb_status st = p->lora_rank > 0 ? lb_train_lora_config(p, cfg, &gp.lora, err) : LB_OK;
     if (st == LB_OK) st = lb_model_gpu_init(&s.m, cfg, &gp, err);
-    if (st == LB_OK) st = lb_model_gpu_init_weights(s.m, p->seed, err);
+    lb_model_gpu_source src = {read_hf, (void *)hf};
+    if (st == LB_OK)
+        st = hf ? lb_model_gpu_load_params(s.m, &src, err)
+                : lb_model_gpu_init_weights(s.m, p->seed, err);
     if (st == LB_OK && p->lora_rank > 0)
         st = lb_model_gpu_init_lora(s.m, p->seed ^ LB_LORA_SEED_SALT, err);
     lb_dp_cuda_params dpp = {.stage = stage,

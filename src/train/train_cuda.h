@@ -1,7 +1,8 @@
 /* train_cuda.h: the CUDA path of the training workload (implemented under src/gpu and
  * src/train when built with CUDA).
  *
- * lb_train_cuda_run() trains on device p->device_index with batches from `data`, filling
+ * lb_train_cuda_run() trains on device p->device_index with batches from `data`, starting
+ * from the weights of hf (NULL: random weights from p->seed), filling
  * r's series warmup_step_ms, warmup_loss, step_ms and loss exactly like the CPU path, and
  * adding the device metrics (peak device bytes, MFU, GPU utilisation, energy per token,
  * skipped fp16 steps). lb_train_summarize() is called by the caller afterwards. */
@@ -10,11 +11,12 @@
 
 #include "core/result.h"
 #include "model/config.h"
+#include "model/hf_model.h"
 #include "train/data.h"
 #include "train/train.h"
 
 lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg,
-                            lb_data_loader *data, lb_result *r, lb_err *err);
+                            const lb_hf_model *hf, lb_data_loader *data, lb_result *r, lb_err *err);
 
 /* Before anything is allocated: whether ZeRO's state at p's stage and rank count plus the
  * GPU model's activations and workspace fit the free memory of GPU p->device_index
