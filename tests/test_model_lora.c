@@ -295,12 +295,16 @@ static void test_lora_adamw_moves_adapters_only(void **state) {
     lb_model_adamw_step(&m, &p, 1, &norm);
     assert_true(norm > 0.0f);
     assert_memory_equal(m.params, base, (size_t)m.n_params * sizeof(float));
-    const int64_t a0 = l.off.a[LB_LORA_Q], b0 = l.off.b[LB_LORA_Q];
-    assert_memory_equal(l.params + a0, adapters + a0, (size_t)(b0 - a0) * sizeof(float));
-    int moved = 0;
-    for (int64_t i = b0; i < l.off.a[LB_LORA_DOWN]; i++)
-        moved += l.params[i] != adapters[i];
-    assert_true(moved > 0);
+    for (int t = LB_LORA_Q; t <= LB_LORA_DOWN; t += LB_LORA_DOWN - LB_LORA_Q) {
+        lb_lora_proj pr = lb_lora_projection(&m.cfg, (lb_lora_target)t);
+        const int64_t a = l.off.a[t], b = l.off.b[t], nb = (int64_t)pr.out * l.lc.rank;
+        assert_memory_equal(l.params + a, adapters + a, (size_t)l.lc.rank * pr.in * sizeof(float));
+        int moved = 0;
+        for (int64_t i = b; i < b + nb; i++)
+            moved += l.params[i] != adapters[i];
+        if (moved == 0)
+            fail_msg("target %s: B did not move", lb_lora_target_name((lb_lora_target)t));
+    }
     free(base);
     free(adapters);
     lb_model_free(&m);

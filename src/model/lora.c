@@ -135,14 +135,16 @@ lb_status lb_lora_config_check(const lb_lora_config *lc, const lb_model_config *
 void lb_lora_offsets_compute(const lb_model_config *cfg, const lb_lora_config *lc,
                              lb_lora_offsets *o) {
     int64_t at = 0;
-    for (int t = 0; t < LB_LORA_N_TARGETS; t++) {
+    for (int t = 0; t < LB_LORA_N_TARGETS; t++) { /* every A, then every B */
         o->a[t] = o->b[t] = -1;
         if (!(lc->targets & (1u << t))) continue;
-        lb_lora_proj p = lb_lora_projection(cfg, (lb_lora_target)t);
         o->a[t] = at;
-        at += (int64_t)lc->rank * p.in;
+        at += (int64_t)lc->rank * lb_lora_projection(cfg, (lb_lora_target)t).in;
+    }
+    for (int t = 0; t < LB_LORA_N_TARGETS; t++) {
+        if (!(lc->targets & (1u << t))) continue;
         o->b[t] = at;
-        at += (int64_t)p.out * lc->rank;
+        at += (int64_t)lb_lora_projection(cfg, (lb_lora_target)t).out * lc->rank;
     }
     o->layer_numel = at;
     o->total = at * cfg->n_layer;

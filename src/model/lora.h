@@ -10,8 +10,11 @@
  *   gate, up  Llama: row blocks of h.l.mlp_in.w ([d_ff, d] each); GPT-2 has no gate and
  *             its up is the whole c_fc [d_ff, d]
  *   down      h.l.mlp_out.w [d, d_ff]
- * Adapter layout: one float array; per layer (layer-major, stride layer_numel), per chosen
- * target in the order above, A then B. Gradients and AdamW moments use the same layout.
+ * Adapter layout: one float array; per layer (layer-major, stride layer_numel), the A of
+ * every chosen target in the order above, then their B in the same order. The chosen
+ * targets of one base tensor (q, k, v; gate, up) thus have their A stacked as one
+ * [n r, in] matrix, which the GPU multiplies in one product. Gradients and AdamW moments
+ * use the same layout.
  *
  * The base is frozen: with an adapter attached (lb_model_attach_lora) the model computes
  * activation gradients through every base product but no base weight, norm or embedding

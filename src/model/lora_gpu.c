@@ -30,7 +30,8 @@ struct lb_lora_gpu {
     size_t es;
     float *master, *grads, *m, *v; /* fp32 [off.total] */
     void *work;                    /* working copy (== master in fp32) */
-    void *u, *du;                  /* [L, targets, BT, r], [BT, r] */
+    void *u, *du;                  /* [L, targets, BT, r], [BT, max_group r] */
+    int max_group;                 /* most chosen targets on one base tensor */
     int64_t *seg_start;
     int32_t *seg_flags;
     /* NF4 base: per layer and target, codes (rounded up to 16 bytes), 8-bit absmax, scales
@@ -54,6 +55,16 @@ static lb_nf4_gpu_code nf4_code(void) {
 
 static bool has(const lb_lora_gpu *l, lb_lora_target t) {
     return (lb_lora_all_targets(l->cfg.family) >> t) & 1u;
+}
+
+/* The chosen targets on base tensor `which`, in target order, into ts; how many. Their A
+ * are stacked (model/lora.h's layout) into one [n r, in] matrix at the first one's. */
+static int group_of(const lb_lora_gpu *l, lb_lora_tensor which, int ts[LB_LORA_N_TARGETS]) {
+    int n = 0;
+    for (int t = 0; t < LB_LORA_N_TARGETS; t++)
+        if (l->off.a[t] >= 0 && lb_lora_projection(&l->cfg, (lb_lora_target)t).tensor == which)
+            ts[n++] = t;
+    return n;
 }
 
 lb_status lb_lora_gpu_new(lb_lora_gpu **out, const lb_model_config *cfg, const lb_lora_config *lc,
@@ -88,6 +99,10 @@ lb_status lb_lora_gpu_new(lb_lora_gpu **out, const lb_model_config *cfg, const l
         if (fused > l->wdq_n) l->wdq_n = fused;
     }
     l->code_layer = code, l->aq_layer = aq, l->sc_layer = sc;
+    for (int w = LB_LORA_IN_QKV; w <= LB_LORA_IN_MLP_OUT; w++) {
+        int ts[LB_LORA_N_TARGETS], n = group_of(l, (lb_lora_tensor)w, ts);
+        if (n > l->max_group) l->max_group = n;
+    }
     *out = l;
     return LB_OK;
 }
@@ -117,7 +132,7 @@ lb_status lb_lora_gpu_carve(lb_lora_gpu *l, lb_gpu_arena *a, lb_err *err) {
     TAKE(l->seg_start, "opt.lora_seg_start", 8);
     TAKE(l->seg_flags, "opt.lora_seg_flags", 4);
     TAKE(l->u, "act.lora_u", L * LB_LORA_N_TARGETS * BT * r * l->es);
-    TAKE(l->du, "grad.lora_du", BT * r * l->es);
+    TAKE(l->du, "grad.lora_du", BT * (size_t)l->max_group * r * l->es);
     if (l->nf4) {
         TAKE(l->codes, "param.nf4_codes", L * (size_t)l->code_layer);
         TAKE(l->aq, "param.nf4_absmax", L * (size_t)l->aq_layer);
@@ -269,7 +284,6 @@ typedef struct {
     lb_lora_proj p;
     const void *a, *b; /* working copies */
     float *ga, *gb;    /* fp32 gradients */
-    void *u;
 } adapter;
 
 static adapter adapter_at(lb_lora_gpu *l, int layer, int t) {
@@ -280,39 +294,48 @@ static adapter adapter_at(lb_lora_gpu *l, int layer, int t) {
     r.b = (char *)l->work + (size_t)(base + l->off.b[t]) * l->es;
     r.ga = l->grads + base + l->off.a[t];
     r.gb = l->grads + base + l->off.b[t];
-    r.u =
-        (char *)l->u + ((size_t)layer * LB_LORA_N_TARGETS + t) * (size_t)l->BT * l->lc.rank * l->es;
     return r;
+}
+
+/* The intermediates of a group in layer `layer`: [BT, n r], in the slots of its targets
+ * (consecutive target numbers from its first one). */
+static void *group_u(const lb_lora_gpu *l, int layer, int first) {
+    return (char *)l->u +
+           ((size_t)layer * LB_LORA_N_TARGETS + (size_t)first) * (size_t)l->BT * l->lc.rank * l->es;
 }
 
 lb_status lb_lora_gpu_forward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
                               void *y, int64_t ldy, const void *x, int64_t ldx, void *stream,
                               lb_err *err) {
     const int r = l->lc.rank;
-    for (int t = 0; t < LB_LORA_N_TARGETS; t++) {
-        if (l->off.a[t] < 0) continue;
-        adapter ad = adapter_at(l, layer, t);
-        if (ad.p.tensor != which) continue;
-        lb_blas_gemm g = {.m = l->BT,
-                          .n = r,
-                          .k = ad.p.in,
-                          .a = x,
-                          .lda = ldx,
-                          .b = ad.a,
-                          .ldb = ad.p.in,
-                          .trans_b = true,
-                          .ab_type = l->dt,
-                          .d = ad.u,
-                          .ldd = r,
-                          .d_type = l->dt,
-                          .alpha = 1.0f};
-        LB_TRY(lb_blas_gemm_run(blas, &g, stream, err)); /* u = x A^T */
+    int ts[LB_LORA_N_TARGETS];
+    const int n = group_of(l, which, ts);
+    if (n == 0) return LB_OK;
+    const adapter first = adapter_at(l, layer, ts[0]);
+    const int64_t ldu = (int64_t)n * r;
+    char *u = group_u(l, layer, ts[0]);
+    lb_blas_gemm g = {.m = l->BT,
+                      .n = ldu,
+                      .k = first.p.in,
+                      .a = x,
+                      .lda = ldx,
+                      .b = first.a,
+                      .ldb = first.p.in,
+                      .trans_b = true,
+                      .ab_type = l->dt,
+                      .d = u,
+                      .ldd = ldu,
+                      .d_type = l->dt,
+                      .alpha = 1.0f};
+    LB_TRY(lb_blas_gemm_run(blas, &g, stream, err)); /* [u_1 .. u_n] = x [A_1; ..; A_n]^T */
+    for (int i = 0; i < n; i++) {
+        adapter ad = adapter_at(l, layer, ts[i]);
         void *ys = (char *)y + (size_t)ad.p.row0 * l->es;
         lb_blas_gemm h = {.m = l->BT,
                           .n = ad.p.out,
                           .k = r,
-                          .a = ad.u,
-                          .lda = r,
+                          .a = u + (size_t)i * r * l->es,
+                          .lda = ldu,
                           .b = ad.b,
                           .ldb = r,
                           .trans_b = true,
@@ -323,7 +346,7 @@ lb_status lb_lora_gpu_forward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_
                           .d_type = l->dt,
                           .alpha = l->scale,
                           .beta = 1.0f};
-        LB_TRY(lb_blas_gemm_run(blas, &h, stream, err)); /* y += s u B^T */
+        LB_TRY(lb_blas_gemm_run(blas, &h, stream, err)); /* y_i += s u_i B_i^T */
     }
     return LB_OK;
 }
@@ -332,27 +355,31 @@ lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora
                                void *dx, const void *dy, int64_t ldy, const void *x, int64_t ldx,
                                void *stream, lb_err *err) {
     const int r = l->lc.rank;
-    for (int t = 0; t < LB_LORA_N_TARGETS; t++) {
-        if (l->off.a[t] < 0) continue;
-        adapter ad = adapter_at(l, layer, t);
-        if (ad.p.tensor != which) continue;
+    int ts[LB_LORA_N_TARGETS];
+    const int n = group_of(l, which, ts);
+    if (n == 0) return LB_OK;
+    const adapter first = adapter_at(l, layer, ts[0]);
+    const int64_t ldu = (int64_t)n * r;
+    const char *u = group_u(l, layer, ts[0]);
+    for (int i = 0; i < n; i++) {
+        adapter ad = adapter_at(l, layer, ts[i]);
         const void *dys = (const char *)dy + (size_t)ad.p.row0 * l->es;
-        /* dB = s dy^T u */
+        /* dB_i = s dy_i^T u_i */
         lb_blas_gemm g = {.m = ad.p.out,
                           .n = r,
                           .k = l->BT,
                           .a = dys,
                           .lda = ldy,
                           .trans_a = true,
-                          .b = ad.u,
-                          .ldb = r,
+                          .b = u + (size_t)i * r * l->es,
+                          .ldb = ldu,
                           .ab_type = l->dt,
                           .d = ad.gb,
                           .ldd = r,
                           .d_type = LB_DT_F32,
                           .alpha = l->scale};
         LB_TRY(lb_blas_gemm_run(blas, &g, stream, err));
-        /* du = s dy B */
+        /* du_i = s dy_i B_i, columns i r .. (i + 1) r - 1 of du */
         g = (lb_blas_gemm){.m = l->BT,
                            .n = r,
                            .k = ad.p.out,
@@ -361,45 +388,44 @@ lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora
                            .b = ad.b,
                            .ldb = r,
                            .ab_type = l->dt,
-                           .d = l->du,
-                           .ldd = r,
+                           .d = (char *)l->du + (size_t)i * r * l->es,
+                           .ldd = ldu,
                            .d_type = l->dt,
                            .alpha = l->scale};
         LB_TRY(lb_blas_gemm_run(blas, &g, stream, err));
-        /* dA = du^T x */
-        g = (lb_blas_gemm){.m = r,
-                           .n = ad.p.in,
-                           .k = l->BT,
-                           .a = l->du,
-                           .lda = r,
-                           .trans_a = true,
-                           .b = x,
-                           .ldb = ldx,
-                           .ab_type = l->dt,
-                           .d = ad.ga,
-                           .ldd = ad.p.in,
-                           .d_type = LB_DT_F32,
-                           .alpha = 1.0f};
-        LB_TRY(lb_blas_gemm_run(blas, &g, stream, err));
-        if (dx == NULL) continue;
-        /* dx += du A */
-        g = (lb_blas_gemm){.m = l->BT,
-                           .n = ad.p.in,
-                           .k = r,
-                           .a = l->du,
-                           .lda = r,
-                           .b = ad.a,
-                           .ldb = ad.p.in,
-                           .ab_type = l->dt,
-                           .c = dx,
-                           .d = dx,
-                           .ldd = ad.p.in,
-                           .d_type = l->dt,
-                           .alpha = 1.0f,
-                           .beta = 1.0f};
-        LB_TRY(lb_blas_gemm_run(blas, &g, stream, err));
     }
-    return LB_OK;
+    /* [dA_1; ..; dA_n] = du^T x */
+    lb_blas_gemm g = {.m = ldu,
+                      .n = first.p.in,
+                      .k = l->BT,
+                      .a = l->du,
+                      .lda = ldu,
+                      .trans_a = true,
+                      .b = x,
+                      .ldb = ldx,
+                      .ab_type = l->dt,
+                      .d = first.ga,
+                      .ldd = first.p.in,
+                      .d_type = LB_DT_F32,
+                      .alpha = 1.0f};
+    LB_TRY(lb_blas_gemm_run(blas, &g, stream, err));
+    if (dx == NULL) return LB_OK;
+    /* dx += du [A_1; ..; A_n] */
+    g = (lb_blas_gemm){.m = l->BT,
+                       .n = first.p.in,
+                       .k = ldu,
+                       .a = l->du,
+                       .lda = ldu,
+                       .b = first.a,
+                       .ldb = first.p.in,
+                       .ab_type = l->dt,
+                       .c = dx,
+                       .d = dx,
+                       .ldd = first.p.in,
+                       .d_type = l->dt,
+                       .alpha = 1.0f,
+                       .beta = 1.0f};
+    return lb_blas_gemm_run(blas, &g, stream, err);
 }
 
 lb_status lb_lora_gpu_optimizer(lb_lora_gpu *l, const lb_gpu_adamw_params *p, lb_gpu_optstate *st,

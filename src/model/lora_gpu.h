@@ -11,10 +11,14 @@
  * copy; lb_lora_gpu_base_index maps the parameter layout onto that copy when the
  * projections live in NF4 (compact, no room for them).
  *
- * Products (gpu/blas/matmul.h), per chosen target of the tensor at hand, x [BT, in] the
- * base product's input, y its output (rows ldy wide; the target's columns start at row0):
- *   forward:  u = x A^T;  y[:, row0:row0+out] += s u B^T
- *   backward: dB = s dy^T u (fp32);  du = s dy B;  dA = du^T x (fp32);  dx += du A
+ * Products (gpu/blas/matmul.h) for the chosen targets 1..n of the tensor at hand (q, k, v
+ * of qkv; gate, up of the MLP input; one target elsewhere), x [BT, in] the base product's
+ * input, y its output (rows ldy wide; target i's columns start at its row0). The targets'
+ * A are stacked [A_1; ..; A_n] (model/lora.h's layout), so what reads x or writes dx is
+ * one product for the whole tensor, not one a target:
+ *   forward:  [u_1 .. u_n] = x [A_1; ..; A_n]^T;  per i: y_i += s u_i B_i^T
+ *   backward: per i: dB_i = s dy_i^T u_i (fp32), du_i = s dy_i B_i;
+ *             [dA_1; ..; dA_n] = du^T x (fp32);  dx += du [A_1; ..; A_n]
  * The base gets no weight-gradient product. Not here: the base products themselves (the
  * model's), data parallelism (train/dp_lora_cuda.h). Only in CUDA builds. */
 #ifndef LB_MODEL_LORA_GPU_H
