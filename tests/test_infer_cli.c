@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -262,6 +263,21 @@ static void test_infer_cli_refuses_a_bad_directory_with_exit_2(void **state) {
                                 "--synthetic", "1",       "--db", db,         NULL};
     assert_int_equal(lb_test_run(both, NULL, 0, err, sizeof err), 2);
     assert_non_null(strstr(err, "exactly one of --model"));
+    /* a directory without a tokenizer: the engine needs one */
+    char notok[128], tpath[160];
+    snprintf(notok, sizeof notok, "%s/notok", dir);
+    assert_int_equal(mkdir(notok, 0700), 0);
+    lb_model_config cfg = lb_fixture_config();
+    lb_model m;
+    assert_int_equal(lb_model_init(&m, &cfg, 1, 1, 3, NULL), LB_OK);
+    lb_fixture_write_dir(notok, &cfg, m.params, false, false);
+    lb_model_free(&m);
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", notok);
+    assert_int_equal(remove(tpath), 0);
+    const char *const none[] = {"infer",       "--model", notok,  "--device", "cpu",
+                                "--synthetic", "1",       "--db", db,         NULL};
+    assert_int_equal(lb_test_run(none, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "no tokenizer.json or original/tokenizer.model"));
 }
 
 static void test_infer_cli_sigint_drains_and_stores_an_interrupted_run(void **state) {

@@ -415,10 +415,7 @@ lb_status lb_hf_model_open(lb_hf_model *m, const char *dir, lb_err *err) {
             snprintf(m->tokenizer_path, sizeof m->tokenizer_path, "%s/original/tokenizer.model",
                      m->dir);
             m->tokenizer_json = false;
-            if (!exists(m->tokenizer_path))
-                st = lb_fail(err, LB_ERR_USAGE,
-                             "%s: no tokenizer.json or original/tokenizer.model; one is needed",
-                             m->dir);
+            if (!exists(m->tokenizer_path)) m->tokenizer_path[0] = '\0'; /* training needs none */
         }
     }
     if (st == LB_OK) st = open_shards(m, err);

@@ -3,8 +3,9 @@
  *
  * A directory holds config.json, the weights as one model.safetensors or as shards listed
  * by model.safetensors.index.json ("weight_map": tensor name -> shard file), optionally
- * generation_config.json (eos and bos ids), and a tokenizer: tokenizer.json, else the
- * tiktoken ranks file original/tokenizer.model. Opening reads config.json into an
+ * generation_config.json (eos and bos ids), and optionally a tokenizer: tokenizer.json,
+ * else the tiktoken ranks file original/tokenizer.model (what generating text needs;
+ * training on token ids does not). Opening reads config.json into an
  * lb_model_config, maps every shard (model/safetensors.h) and checks every tensor the
  * configuration needs, by name, shape and dtype (bf16, fp16 or fp32, one dtype for all),
  * before any weight is copied, so a bad directory is refused with one sentence naming the
@@ -42,7 +43,7 @@ typedef struct {
     int32_t eos_ids[LB_HF_MAX_EOS];
     int n_eos;
     int32_t bos_id;           /* -1 when none is given */
-    char tokenizer_path[600]; /* tokenizer.json or original/tokenizer.model */
+    char tokenizer_path[600]; /* tokenizer.json or original/tokenizer.model; "" when none */
     bool tokenizer_json;      /* true: tokenizer_path is a tokenizer.json */
 } lb_hf_model;
 
