@@ -19,8 +19,13 @@
 #        SELFTEST_SETS="--only nf4;--only lora" bench/lora_bench.sh   fewer selftest rows
 #        PARTS=dp MODEL=mistral-7b bench/lora_bench.sh   data parallel only (DP_STEPS=4,
 #                                                   DP_WARMUP=1, DP_LR=1e-3)
+# The hf part (PARTS=hf) writes tiny random Llama and Mistral directories with
+# transformers and a token shard, and checks llmbench's first loss on --model DIR (CPU fp32;
+# GPU fp32, with and without adapters; bf16 LoRA and NF4 QLoRA) against the model's own
+# PyTorch loss on that batch.
 # PARTS lists what runs, comma-separated: single (selftest, small runs, timings, PyTorch;
-# the default) and dp. Raw JSON and logs go to $OUT/MODEL (or /tmp/llmbench-lora/MODEL).
+# the default), dp and hf. QUANTS picks the single part's llmbench rows (default "none nf4
+# nf4:recompute"). Raw JSON and logs go to $OUT/MODEL (or /tmp/llmbench-lora/MODEL).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 MODEL=${MODEL:-llama3.1-8b}
@@ -98,6 +103,77 @@ for d in runs[1:]:
 print("dp check:", "PASS" if ok else "FAIL")
 EOF
 fi
+if [[ ",$PARTS," == *,hf,* ]]; then
+    # tiny random Llama and Mistral directories written by transformers, a token shard, and
+    # each model's own loss on its first batch (fp32, on the CPU)
+    python3 - "$out" <<'EOF' > "$out/hf_ref.json" 2> "$out/hf_ref.err"
+import json, os, sys
+import numpy as np
+import torch
+import transformers as tf
+out = sys.argv[1]
+B, T, V = 2, 32, 512
+torch.manual_seed(0)
+tok = torch.randint(0, V, (B * T + 1,))
+header = np.zeros(256, dtype=np.int32)
+header[:3] = (20240520, 1, B * T + 1)
+with open(os.path.join(out, "hf_tokens.bin"), "wb") as f:
+    f.write(header.tobytes())
+    f.write(tok.numpy().astype(np.uint16).tobytes())
+shape = dict(vocab_size=V, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+             rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
+ref = {"batch": B, "seq": T, "transformers": tf.__version__}
+for name, cfg, cls in (("llama", tf.LlamaConfig(**shape), tf.LlamaForCausalLM),
+                       ("mistral", tf.MistralConfig(sliding_window=None, **shape), tf.MistralForCausalLM)):
+    model = cls(cfg).float().eval()
+    model.save_pretrained(os.path.join(out, f"hf-{name}"), safe_serialization=True)
+    with torch.no_grad():
+        logits = model(tok[:-1].view(B, T)).logits
+        ref[name] = torch.nn.functional.cross_entropy(logits.view(-1, V), tok[1:]).item()
+print(json.dumps(ref))
+EOF
+    echo "transformers directories exit $? $(tail -c 200 "$out/hf_ref.err" | tr '\n' ' ')"
+    for arch in llama mistral; do
+        for run in cpu:fp32:0 cuda:fp32:0 cuda:fp32:4 cuda:bf16:4 cuda:bf16:4:nf4; do
+            IFS=: read -r dev prec rank q <<< "$run"
+            tag=${arch}_${dev}_${prec}_r${rank}${q:+_$q}
+            "$LLMBENCH" train --model "$out/hf-$arch" --device "$dev" --precision "$prec" \
+                ${q:+--quant $q} $([ "$rank" = 0 ] || echo --lora-rank "$rank") \
+                $([ "$dev:$prec" = cuda:fp32 ] && echo --fp32-matmul ieee) \
+                --data "$out/hf_tokens.bin" --batch 2 --seq 32 --steps 3 --warmup 0 --json \
+                --no-progress --db "$out/bench.db" > "$out/hf_$tag.json" 2> "$out/hf_$tag.err"
+            echo "hf $tag exit $? $(tail -c 200 "$out/hf_$tag.err" | tr '\n' ' ')"
+        done
+    done
+    python3 - "$out" <<'EOF' | tee -a "$out/table.md"
+import json, os, sys
+out = sys.argv[1]
+ref = json.load(open(os.path.join(out, "hf_ref.json")))
+print(f"--model DIR (transformers {ref['transformers']} directories, batch {ref['batch']} x {ref['seq']}): "
+      "llmbench's first loss against the model's own in PyTorch fp32")
+print("| model | device | precision | LoRA rank | quant | first loss | PyTorch loss | rel. diff | verdict |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+ok = True
+for arch in ("llama", "mistral"):
+    for run in ("cpu:fp32:0", "cuda:fp32:0", "cuda:fp32:4", "cuda:bf16:4", "cuda:bf16:4:nf4"):
+        dev, prec, rank, *q = run.split(":")
+        tag = f"{arch}_{dev}_{prec}_r{rank}" + (f"_{q[0]}" if q else "")
+        try:
+            d = json.load(open(os.path.join(out, f"hf_{tag}.json")))
+            got = d["series"]["loss"]["values"][0]
+        except Exception:
+            got = float("nan")
+        want = ref[arch]
+        diff = abs(got - want) / want
+        tol = 1e-4 if prec == "fp32" else 2e-2 if not q else 5e-2
+        good = diff < tol
+        ok = ok and good
+        print(f"| {arch} | {dev} | {prec} | {rank} | {q[0] if q else 'none'} | {got:.6f} | {want:.6f} | "
+              f"{diff:.2e} | {'ok' if good else 'FAIL'} (tol {tol:g}) |")
+print("hf check:", "PASS" if ok else "FAIL")
+EOF
+fi
 [[ ",$PARTS," == *,single,* ]] || exit 0
 
 if [ "$SELFTEST" = 1 ]; then
@@ -117,7 +193,7 @@ if [ "$SELFTEST" = 1 ]; then
         echo "tiny [$args] exit $? $(python3 -c "import json; d = json.load(open('$out/tiny.json')); l = d['series']['loss']['values']; print('loss %.3f -> %.3f' % (l[0], l[-1]))" 2>&1 | tail -1)"
     done
 fi
-for run in none nf4 nf4:recompute; do
+for run in ${QUANTS:-none nf4 nf4:recompute}; do
     IFS=: read -r q extra <<< "$run"
     tag=${q}${extra:+_$extra}
     "$LLMBENCH" train --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --precision bf16 \

@@ -481,7 +481,14 @@ static void test_train_cli_lora_4_ranks_equal_one_rank_with_4x_batch(void **stat
     assert_non_null(a);
     assert_non_null(b);
     assert_true(metric_of(a, "replicas_identical") == 1);
-    assert_true(metric_of(a, "sent_bytes_per_step") > 0);
+    /* one all-reduce of the adapters' fp32 gradients and one of the loss, ring-counted */
+    lb_model_config cfg;
+    lb_model_config_preset("llama-tiny", &cfg, NULL);
+    lb_lora_config lc = {4, 16.0f, lb_lora_all_targets(cfg.family), LB_QUANT_NONE};
+    double grads = 4.0 * (double)lb_lora_param_count(&cfg, &lc);
+    assert_float_equal(metric_of(a, "sent_bytes_formula"), 1.5 * grads, 1e-6 * grads);
+    assert_float_equal(metric_of(a, "sent_bytes_per_step"), 1.5 * (grads + 8), 1e-6 * grads);
+    assert_true(isnan(metric_of(a, "zero_state_bytes_formula")));
     const json_t *la = series_values(a, "loss"), *lb = series_values(b, "loss");
     assert_int_equal(json_array_size(la), 5);
     assert_int_equal(json_array_size(lb), 5);

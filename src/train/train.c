@@ -618,12 +618,18 @@ static lb_status summarize_ranks(const lb_train_params *p, const lb_model_config
     const int ranks = lb_train_ranks(p);
     const double P = (double)lb_model_param_count(cfg);
     const lb_zero_stage z = (lb_zero_stage)p->zero;
-    LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula",
-                                lb_zero_state_bytes(z, p->precision, P, ranks), "bytes"));
+    /* adapters: their fp32 gradients all-reduced, their state in adapter/optimizer_bytes */
+    const bool lora = p->lora_rank > 0;
+    if (!lora)
+        LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula",
+                                    lb_zero_state_bytes(z, p->precision, P, ranks), "bytes"));
     if (ranks > 1) {
+        double grads = 4.0 * (double)lb_train_trainable_params(p, cfg);
         LB_TRY(lb_result_set_metric(r, "tokens_per_s_per_gpu", tok_per_s / ranks, "tok/s"));
         LB_TRY(lb_result_set_metric(r, "sent_bytes_formula",
-                                    lb_zero_traffic_bytes(z, p->precision, P, ranks), "bytes"));
+                                    lora ? lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, grads, ranks)
+                                         : lb_zero_traffic_bytes(z, p->precision, P, ranks),
+                                    "bytes"));
     }
     const lb_series *comm = lb_result_find_series(r, "comm_ms");
     const lb_series *sent = lb_result_find_series(r, "sent_bytes");
