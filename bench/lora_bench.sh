@@ -20,9 +20,10 @@
 #        PARTS=dp MODEL=mistral-7b bench/lora_bench.sh   data parallel only (DP_STEPS=4,
 #                                                   DP_WARMUP=1, DP_LR=1e-3)
 # The hf part (PARTS=hf) writes tiny random Llama and Mistral directories with
-# transformers and a token shard, and checks llmbench's first loss on --model DIR (CPU fp32;
-# GPU fp32, with and without adapters; bf16 LoRA and NF4 QLoRA) against the model's own
-# PyTorch loss on that batch.
+# transformers and a token shard, and checks llmbench's first loss on --model DIR against
+# the model's own PyTorch loss on that batch, for each of HF_RUNS (ARCH:DEVICE:PRECISION:
+# LORA_RANK[:QUANT]; default CPU fp32, GPU fp32 with and without adapters, bf16 LoRA, NF4
+# QLoRA).
 # PARTS lists what runs, comma-separated: single (selftest, small runs, timings, PyTorch;
 # the default), dp and hf. QUANTS picks the single part's llmbench rows (default "none nf4
 # nf4:recompute"). Raw JSON and logs go to $OUT/MODEL (or /tmp/llmbench-lora/MODEL).
@@ -103,6 +104,7 @@ for d in runs[1:]:
 print("dp check:", "PASS" if ok else "FAIL")
 EOF
 fi
+HF_RUNS=${HF_RUNS:-llama:cpu:fp32:0 llama:cuda:fp32:0 llama:cuda:fp32:4 llama:cuda:bf16:4 llama:cuda:bf16:4:nf4 mistral:cpu:fp32:0 mistral:cuda:fp32:4 mistral:cuda:bf16:4}
 if [[ ",$PARTS," == *,hf,* ]]; then
     # tiny random Llama and Mistral directories written by transformers, a token shard, and
     # each model's own loss on its first batch (fp32, on the CPU)
@@ -134,19 +136,16 @@ for name, cfg, cls in (("llama", tf.LlamaConfig(**shape), tf.LlamaForCausalLM),
 print(json.dumps(ref))
 EOF
     echo "transformers directories exit $? $(tail -c 200 "$out/hf_ref.err" | tr '\n' ' ')"
-    for arch in llama mistral; do
-        for run in cpu:fp32:0 cuda:fp32:0 cuda:fp32:4 cuda:bf16:4 cuda:bf16:4:nf4; do
-            IFS=: read -r dev prec rank q <<< "$run"
-            tag=${arch}_${dev}_${prec}_r${rank}${q:+_$q}
-            "$LLMBENCH" train --model "$out/hf-$arch" --device "$dev" --precision "$prec" \
-                ${q:+--quant $q} $([ "$rank" = 0 ] || echo --lora-rank "$rank") \
-                $([ "$dev:$prec" = cuda:fp32 ] && echo --fp32-matmul ieee) \
-                --data "$out/hf_tokens.bin" --batch 2 --seq 32 --steps 3 --warmup 0 --json \
-                --no-progress --db "$out/bench.db" > "$out/hf_$tag.json" 2> "$out/hf_$tag.err"
-            echo "hf $tag exit $? $(tail -c 200 "$out/hf_$tag.err" | tr '\n' ' ')"
-        done
+    for run in $HF_RUNS; do
+        IFS=: read -r arch dev prec rank q <<< "$run"
+        "$LLMBENCH" train --model "$out/hf-$arch" --device "$dev" --precision "$prec" \
+            ${q:+--quant $q} $([ "$rank" = 0 ] || echo --lora-rank "$rank") \
+            $([ "$dev:$prec" = cuda:fp32 ] && echo --fp32-matmul ieee) \
+            --data "$out/hf_tokens.bin" --batch 2 --seq 32 --steps 3 --warmup 0 --json \
+            --no-progress --db "$out/bench.db" > "$out/hf_${run//:/_}.json" 2> "$out/hf_${run//:/_}.err"
+        echo "hf $run exit $? $(tail -c 200 "$out/hf_${run//:/_}.err" | tr '\n' ' ')"
     done
-    python3 - "$out" <<'EOF' | tee -a "$out/table.md"
+    HF_RUNS=$HF_RUNS python3 - "$out" <<'EOF' | tee -a "$out/table.md"
 import json, os, sys
 out = sys.argv[1]
 ref = json.load(open(os.path.join(out, "hf_ref.json")))
@@ -155,22 +154,20 @@ print(f"--model DIR (transformers {ref['transformers']} directories, batch {ref[
 print("| model | device | precision | LoRA rank | quant | first loss | PyTorch loss | rel. diff | verdict |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 ok = True
-for arch in ("llama", "mistral"):
-    for run in ("cpu:fp32:0", "cuda:fp32:0", "cuda:fp32:4", "cuda:bf16:4", "cuda:bf16:4:nf4"):
-        dev, prec, rank, *q = run.split(":")
-        tag = f"{arch}_{dev}_{prec}_r{rank}" + (f"_{q[0]}" if q else "")
-        try:
-            d = json.load(open(os.path.join(out, f"hf_{tag}.json")))
-            got = d["series"]["loss"]["values"][0]
-        except Exception:
-            got = float("nan")
-        want = ref[arch]
-        diff = abs(got - want) / want
-        tol = 1e-4 if prec == "fp32" else 2e-2 if not q else 5e-2
-        good = diff < tol
-        ok = ok and good
-        print(f"| {arch} | {dev} | {prec} | {rank} | {q[0] if q else 'none'} | {got:.6f} | {want:.6f} | "
-              f"{diff:.2e} | {'ok' if good else 'FAIL'} (tol {tol:g}) |")
+for run in os.environ["HF_RUNS"].split():
+    arch, dev, prec, rank, *q = run.split(":")
+    try:
+        d = json.load(open(os.path.join(out, f"hf_{run.replace(':', '_')}.json")))
+        got = d["series"]["loss"]["values"][0]
+    except Exception:
+        got = float("nan")
+    want = ref[arch]
+    diff = abs(got - want) / want
+    tol = 1e-4 if prec == "fp32" else 2e-2 if not q else 5e-2
+    good = diff < tol
+    ok = ok and good
+    print(f"| {arch} | {dev} | {prec} | {rank} | {q[0] if q else 'none'} | {got:.6f} | {want:.6f} | "
+          f"{diff:.2e} | {'ok' if good else 'FAIL'} (tol {tol:g}) |")
 print("hf check:", "PASS" if ok else "FAIL")
 EOF
 fi

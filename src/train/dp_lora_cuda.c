@@ -15,8 +15,9 @@ struct lb_dp_lora_cuda {
     lb_model_gpu *m;
     lb_comm *c;
     cudaStream_t model_stream, comm_stream;
-    float *grads;          /* the adapters' gradients, layer-major */
-    int64_t layer_numel;   /* elements of one layer's adapters */
+    float *grads;        /* the adapters' gradients, layer-major */
+    int64_t layer_numel; /* elements of one layer's adapters */
+    int n_layer;
     int64_t bucket_layers; /* layers an all-reduce waits for, >= 1 */
     int pending_hi;        /* the highest finished layer not yet sent; -1: none */
     cudaEvent_t ready;     /* on the model's stream: a range's gradients are written */
@@ -47,7 +48,7 @@ static lb_status send_range(lb_dp_lora_cuda *d, int lo, lb_err *err) {
 static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     lb_dp_lora_cuda *d = ctx;
     int l = unit - 1;
-    if (l < 0) return LB_OK;
+    if (l < 0 || l >= d->n_layer) return LB_OK;
     if (d->pending_hi < 0) d->pending_hi = l;
     if (l > 0 && d->pending_hi - l + 1 < d->bucket_layers) return LB_OK;
     cudaEvent_t *ev = d->ev + d->step * EV_N;
@@ -85,6 +86,7 @@ lb_status lb_dp_lora_cuda_init(lb_dp_lora_cuda **out, lb_model_gpu *m, int n_lay
     d->c = c;
     d->grads = grads;
     d->layer_numel = layer_numel;
+    d->n_layer = n_layer;
     d->n_steps = n_steps;
     d->pending_hi = -1;
     d->model_stream = (cudaStream_t)lb_model_gpu_stream(m);
