@@ -8,17 +8,17 @@
 # --lora-rank), then one table.
 #
 # The dp part (PARTS=dp, alone; on 2 or 4 GPUs of one host) trains LoRA data-parallel:
-# N GPUs with BATCH/N sequences each against one GPU with the whole BATCH on a repeated
-# batch (the loss of every step, warm-up included, and replicas_identical: the same adapter
-# bits on every rank), then --scaling 1,2,4 at BATCH sequences per GPU for tokens/s per GPU
-# and scaling efficiency, and one table.
+# N = 2 and 4 GPUs with BATCH/N sequences each against one GPU with the whole BATCH on a
+# repeated batch (the loss of every step, warm-up included, and replicas_identical: the
+# same adapter bits on every rank), then DP_WEAK GPUs (default 4) with BATCH each for
+# tokens/s per GPU and scaling efficiency against the one-GPU run, and one table.
 #
 # usage: bench/lora_bench.sh
 #        MODEL=mistral-7b BATCH=8 SEQ=512 RANK=16 TARGETS=all STEPS=20 WARMUP=5 bench/lora_bench.sh
 #        TORCH=0 SELFTEST=0 bench/lora_bench.sh     llmbench's timings only
 #        SELFTEST_SETS="--only nf4;--only lora" bench/lora_bench.sh   fewer selftest rows
 #        PARTS=dp MODEL=mistral-7b bench/lora_bench.sh   data parallel only (DP_STEPS=4,
-#                                                   DP_WARMUP=1, DP_LR=1e-3)
+#                                                   DP_WARMUP=1, DP_LR=1e-3, DP_WEAK=4)
 # The hf part (PARTS=hf) writes tiny random Llama and Mistral directories with
 # transformers and a token shard, and checks llmbench's first loss on --model DIR against
 # the model's own PyTorch loss on that batch, for each of HF_RUNS (ARCH:DEVICE:PRECISION:
@@ -48,18 +48,22 @@ if [[ ",$PARTS," == *,dp,* ]]; then
     gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
     dp=(--model "$MODEL" --seq "$SEQ" --precision bf16 --device cuda --lora-rank "$RANK"
         --lora-targets "$TARGETS" --data repeat --lr "${DP_LR:-1e-3}" --steps "${DP_STEPS:-4}"
-        --warmup "${DP_WARMUP:-1}" --no-progress --db "$out/bench.db")
-    counts=1
-    for n in 2 4; do [ "$n" -le "$gpus" ] && counts=$counts,$n; done
-    # --scaling: BATCH a GPU on 1, 2, 4 GPUs; its 1-GPU run is the reference of the checks
-    timeout 120 "$LLMBENCH" train "${dp[@]}" --batch "$BATCH" --scaling "$counts" --json \
-        > "$out/dp_scaling.json" 2> "$out/dp_scaling.err"
-    echo "llmbench --scaling $counts exit $? $(tail -c 300 "$out/dp_scaling.err" | tr '\n' ' ')"
-    for n in ${counts//,/ }; do
-        [ "$n" = 1 ] && continue
-        timeout 60 "$LLMBENCH" train "${dp[@]}" --batch $((BATCH / n)) --gpus "$n" --json \
+        --warmup "${DP_WARMUP:-1}" --json --no-progress --db "$out/bench.db")
+    # one GPU with the whole batch: the reference of the checks and of scaling efficiency
+    timeout 60 "$LLMBENCH" train "${dp[@]}" --batch "$BATCH" > "$out/dp_1.json" 2> "$out/dp_1.err"
+    echo "llmbench 1 GPU --batch $BATCH exit $? $(tail -c 300 "$out/dp_1.err" | tr '\n' ' ')"
+    base=$(python3 -c "import json; d = json.load(open('$out/dp_1.json')); print([m['value'] for m in d['metrics'] if m['name'] == 'tokens_per_s'][0])" 2> /dev/null)
+    for n in 2 4; do # the same global batch split over n GPUs
+        [ "$n" -le "$gpus" ] || continue
+        timeout 60 "$LLMBENCH" train "${dp[@]}" --batch $((BATCH / n)) --gpus "$n" \
             > "$out/dp_split$n.json" 2> "$out/dp_split$n.err"
         echo "llmbench --gpus $n --batch $((BATCH / n)) exit $? $(tail -c 300 "$out/dp_split$n.err" | tr '\n' ' ')"
+    done
+    for n in ${DP_WEAK-4}; do # BATCH a GPU: scaling efficiency against the one-GPU run
+        [ "$n" -le "$gpus" ] || continue
+        timeout 60 "$LLMBENCH" train "${dp[@]}" --batch "$BATCH" --gpus "$n" \
+            ${base:+--base-tok-per-s $base} > "$out/dp_weak$n.json" 2> "$out/dp_weak$n.err"
+        echo "llmbench --gpus $n --batch $BATCH exit $? $(tail -c 300 "$out/dp_weak$n.err" | tr '\n' ' ')"
     done
     MODEL=$MODEL BATCH=$BATCH python3 - "$out" <<'EOF' | tee -a "$out/table.md"
 import json, os, sys
@@ -75,35 +79,35 @@ def metric(d, k):
 def losses(d):
     s = d["series"]
     return s.get("warmup_loss", {}).get("values", []) + s["loss"]["values"]
-runs = load("dp_scaling.json") or []
-ref = runs[0] if runs else None
+ref = load("dp_1.json")
 B = int(os.environ["BATCH"])
-print(f"{os.environ['MODEL']} LoRA data parallel: N GPUs x {B}/N sequences against 1 GPU x {B}; then {B} a GPU")
-print("| GPUs | batch/GPU | loss first -> last | max rel. loss diff vs 1 GPU | replicas identical | step ms | tokens/s | tokens/s/GPU | comm ms (exposed) | sent MB/step | peak GB |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-rows = [(1, ref)] + [(n, load(f"dp_split{n}.json")) for n in (2, 4)]
-rows += [(int(d["config"]["ranks"]), d) for d in runs[1:]]
-ok = ref is not None and len(rows) > 1
-for n, d in rows:
+print(f"{os.environ['MODEL']} LoRA data parallel: N GPUs x {B}/N sequences against 1 GPU x {B} "
+      f"(same batch: losses and adapters checked), then N GPUs x {B} (scaling efficiency)")
+print("| GPUs | batch/GPU | loss first -> last | max rel. loss diff vs 1 GPU | replicas identical | step ms | tokens/s | tokens/s/GPU | scaling eff. | comm ms (exposed) | sent MB/step | peak GB |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+rows = [(1, "dp_1.json")] + [(n, f"dp_split{n}.json") for n in (2, 4)] + [(n, f"dp_weak{n}.json") for n in (2, 4, 8)]
+ok, checked = ref is not None, 0
+for n, name in rows:
+    d = load(name)
     if d is None or ref is None:
         continue
     l, r = losses(d), losses(ref)
-    split = n > 1 and d["config"]["batch"] * n == ref["config"]["batch"]
+    split = name.startswith("dp_split")
     diff = max(abs(a - b) / b for a, b in zip(l, r))
     rep = metric(d, "replicas_identical") if n > 1 else 1
     if n > 1:
         ok = ok and rep == 1 and (not split or (diff < 1e-2 and len(l) == len(r)))
+        checked += split
     print(f"| {n} | {d['config']['batch']} | {l[0]:.4f} -> {l[-1]:.4f} | "
-          f"{diff:.2e}{'' if split or n == 1 else ' (other data)'} | {rep:.0f} | "
+          f"{diff:.2e}{' (other data)' if n > 1 and not split else ''} | {rep:.0f} | "
           f"{metric(d, 'step_ms_median'):.1f} | {metric(d, 'tokens_per_s'):.0f} | "
-          f"{metric(d, 'tokens_per_s_per_gpu'):.0f} | {metric(d, 'comm_ms_median'):.2f} "
-          f"({metric(d, 'comm_exposed_ms_median'):.2f}) | {metric(d, 'sent_bytes_per_step') / 1e6:.1f} | "
-          f"{metric(d, 'peak_device_bytes') / 1e9:.2f} |")
-for d in runs[1:]:
-    print(f"scaling efficiency on {d['config']['ranks']} GPUs at {B} a GPU: {metric(d, 'scaling_efficiency'):.3f}")
-print("dp check:", "PASS" if ok else "FAIL")
+          f"{metric(d, 'tokens_per_s_per_gpu'):.0f} | {metric(d, 'scaling_efficiency'):.3f} | "
+          f"{metric(d, 'comm_ms_median'):.2f} ({metric(d, 'comm_exposed_ms_median'):.2f}) | "
+          f"{metric(d, 'sent_bytes_per_step') / 1e6:.1f} | {metric(d, 'peak_device_bytes') / 1e9:.2f} |")
+print("dp check:", "PASS" if ok and checked > 0 else "FAIL")
 EOF
 fi
+
 HF_RUNS=${HF_RUNS:-llama:cpu:fp32:0 llama:cuda:fp32:0 llama:cuda:fp32:4 llama:cuda:bf16:4 llama:cuda:bf16:4:nf4 mistral:cpu:fp32:0 mistral:cuda:fp32:4 mistral:cuda:bf16:4}
 if [[ ",$PARTS," == *,hf,* ]]; then
     # tiny random Llama and Mistral directories written by transformers, a token shard, and
