@@ -18,7 +18,9 @@
 #        TORCH=0 SELFTEST=0 bench/lora_bench.sh     llmbench's timings only
 #        SELFTEST_SETS="--only nf4;--only lora" bench/lora_bench.sh   fewer selftest rows
 #        PARTS=dp MODEL=mistral-7b bench/lora_bench.sh   data parallel only (DP_STEPS=4,
-#                                                   DP_WARMUP=1, DP_LR=1e-3, DP_WEAK=4)
+#                                                   DP_WARMUP=1, DP_LR=1e-3, DP_WEAK=4,
+#                                                   DP_SELFTEST=1: selftest --only lora first;
+#                                                   LLMBENCH_BASE=BIN: its 1-GPU run beside)
 # The hf part (PARTS=hf) writes tiny random Llama and Mistral directories with
 # transformers and a token shard, and checks llmbench's first loss on --model DIR against
 # the model's own PyTorch loss on that batch, for each of HF_RUNS (ARCH:DEVICE:PRECISION:
@@ -48,10 +50,19 @@ if [[ ",$PARTS," == *,dp,* ]]; then
     gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
     dp=(--model "$MODEL" --seq "$SEQ" --precision bf16 --device cuda --lora-rank "$RANK"
         --lora-targets "$TARGETS" --data repeat --lr "${DP_LR:-1e-3}" --steps "${DP_STEPS:-4}"
-        --warmup "${DP_WARMUP:-1}" --json --no-progress --db "$out/bench.db")
+        --warmup "${DP_WARMUP:-1}" --json -q --no-progress --db "$out/bench.db")
+    if [ "${DP_SELFTEST:-1}" = 1 ]; then # the GPU's LoRA and QLoRA steps against the CPU
+        timeout 40 "$LLMBENCH" selftest --only lora > "$out/dp_selftest.txt" 2>&1
+        echo "selftest --only lora exit $?: $(tail -1 "$out/dp_selftest.txt")"
+        grep FAIL "$out/dp_selftest.txt" | head -5
+    fi
     # one GPU with the whole batch: the reference of the checks and of scaling efficiency
     timeout 60 "$LLMBENCH" train "${dp[@]}" --batch "$BATCH" > "$out/dp_1.json" 2> "$out/dp_1.err"
     echo "llmbench 1 GPU --batch $BATCH exit $? $(tail -c 300 "$out/dp_1.err" | tr '\n' ' ')"
+    if [ -n "${LLMBENCH_BASE:-}" ]; then # the same run with another build, side by side
+        timeout 60 "$LLMBENCH_BASE" train "${dp[@]}" --batch "$BATCH" > "$out/dp_base.json" 2> "$out/dp_base.err"
+        echo "LLMBENCH_BASE 1 GPU --batch $BATCH exit $? $(tail -c 300 "$out/dp_base.err" | tr '\n' ' ')"
+    fi
     base=$(python3 -c "import json; d = json.load(open('$out/dp_1.json')); print([m['value'] for m in d['metrics'] if m['name'] == 'tokens_per_s'][0])" 2> /dev/null)
     for n in 2 4; do # the same global batch split over n GPUs
         [ "$n" -le "$gpus" ] || continue
@@ -85,7 +96,8 @@ print(f"{os.environ['MODEL']} LoRA data parallel: N GPUs x {B}/N sequences again
       f"(same batch: losses and adapters checked), then N GPUs x {B} (scaling efficiency)")
 print("| GPUs | batch/GPU | loss first -> last | max rel. loss diff vs 1 GPU | replicas identical | step ms | tokens/s | tokens/s/GPU | scaling eff. | comm ms (exposed) | sent MB/step | peak GB |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-rows = [(1, "dp_1.json")] + [(n, f"dp_split{n}.json") for n in (2, 4)] + [(n, f"dp_weak{n}.json") for n in (2, 4, 8)]
+rows = [(1, "dp_1.json"), (1, "dp_base.json")] + [(n, f"dp_split{n}.json") for n in (2, 4)]
+rows += [(n, f"dp_weak{n}.json") for n in (2, 4, 8)]
 ok, checked = ref is not None, 0
 for n, name in rows:
     d = load(name)
@@ -98,7 +110,8 @@ for n, name in rows:
     if n > 1:
         ok = ok and rep == 1 and (not split or (diff < 1e-2 and len(l) == len(r)))
         checked += split
-    print(f"| {n} | {d['config']['batch']} | {l[0]:.4f} -> {l[-1]:.4f} | "
+    label = f"{n} (LLMBENCH_BASE)" if name == "dp_base.json" else n
+    print(f"| {label} | {d['config']['batch']} | {l[0]:.4f} -> {l[-1]:.4f} | "
           f"{diff:.2e}{' (other data)' if n > 1 and not split else ''} | {rep:.0f} | "
           f"{metric(d, 'step_ms_median'):.1f} | {metric(d, 'tokens_per_s'):.0f} | "
           f"{metric(d, 'tokens_per_s_per_gpu'):.0f} | {metric(d, 'scaling_efficiency'):.3f} | "
@@ -145,7 +158,7 @@ EOF
         "$LLMBENCH" train --model "$out/hf-$arch" --device "$dev" --precision "$prec" \
             ${q:+--quant $q} $([ "$rank" = 0 ] || echo --lora-rank "$rank") \
             $([ "$dev:$prec" = cuda:fp32 ] && echo --fp32-matmul ieee) \
-            --data "$out/hf_tokens.bin" --batch 2 --seq 32 --steps 3 --warmup 0 --json \
+            --data "$out/hf_tokens.bin" --batch 2 --seq 32 --steps 3 --warmup 0 --json -q \
             --no-progress --db "$out/bench.db" > "$out/hf_${run//:/_}.json" 2> "$out/hf_${run//:/_}.err"
         echo "hf $run exit $? $(tail -c 200 "$out/hf_${run//:/_}.err" | tr '\n' ' ')"
     done
