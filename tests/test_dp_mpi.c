@@ -415,67 +415,17 @@ static void test_train_cli_lora_4_ranks_equal_one_rank_with_4x_batch(void **stat
     lb_test_tmpdir(dir, sizeof dir);
     snprintf(db, sizeof db, "%s/r.db", dir);
     static char out4[1 << 16], out1[1 << 16];
-    const char *four[] = {"-np",
-                          "4",
-                          "-x",
-                          "OMP_NUM_THREADS=1",
-                          LB_TEST_BIN,
-                          "train",
-                          "--device",
-                          "cpu",
-                          "--model",
-                          "llama-tiny",
-                          "--lora-rank",
-                          "4",
-                          "--batch",
-                          "2",
-                          "--grad-accum",
-                          "2",
-                          "--seq",
-                          "16",
-                          "--steps",
-                          "5",
-                          "--warmup",
-                          "0",
-                          "--data",
-                          "repeat",
-                          "--lr",
-                          "2e-2",
-                          "--json",
-                          "-q",
-                          "--no-progress",
-                          "--db",
-                          db,
-                          NULL};
+    /* every option but --batch, which comes last */
+#define LORA_RUN                                                                                   \
+    "train", "--device", "cpu", "--model", "llama-tiny", "--lora-rank", "4", "--grad-accum", "2",  \
+        "--seq", "16", "--steps", "5", "--warmup", "0", "--data", "repeat", "--lr", "2e-2",        \
+        "--json", "--no-progress", "--db", db, "--batch"
+    const char *four[] = {"-np", "4", "-x", "OMP_NUM_THREADS=1", LB_TEST_BIN, LORA_RUN, "2", NULL};
     int rc = mpirun(four, out4, sizeof out4);
     if (rc != 0) fprintf(stderr, "%s\n", out4);
     assert_int_equal(rc, 0);
-    const char *one[] = {"train",
-                         "--device",
-                         "cpu",
-                         "--model",
-                         "llama-tiny",
-                         "--lora-rank",
-                         "4",
-                         "--batch",
-                         "8",
-                         "--grad-accum",
-                         "2",
-                         "--seq",
-                         "16",
-                         "--steps",
-                         "5",
-                         "--warmup",
-                         "0",
-                         "--data",
-                         "repeat",
-                         "--lr",
-                         "2e-2",
-                         "--json",
-                         "--no-progress",
-                         "--db",
-                         db,
-                         NULL};
+    const char *one[] = {LORA_RUN, "8", NULL};
+#undef LORA_RUN
     assert_int_equal(lb_test_run(one, out1, sizeof out1, NULL, 0), 0);
     json_t *a = json_of(out4), *b = json_of(out1);
     assert_non_null(a);
