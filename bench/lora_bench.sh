@@ -55,6 +55,11 @@ if [[ ",$PARTS," == *,dp,* ]]; then
         timeout 40 "$LLMBENCH" selftest --only lora > "$out/dp_selftest.txt" 2>&1
         echo "selftest --only lora exit $?: $(tail -1 "$out/dp_selftest.txt")"
         grep FAIL "$out/dp_selftest.txt" | head -5
+        # an odd rank on two of qkv's three targets (stacked A, unaligned columns): loss falls
+        "$LLMBENCH" train --model llama-tiny --device cuda --precision bf16 --batch 4 --seq 32 \
+            --data repeat --lr 1e-2 --lora-rank 5 --lora-targets q,v --steps 30 --warmup 0 \
+            --json -q --no-progress --db "$out/bench.db" > "$out/dp_tiny.json" 2> "$out/dp_tiny.err"
+        echo "tiny rank 5 q,v exit $? $(python3 -c "import json; l = json.load(open('$out/dp_tiny.json'))['series']['loss']['values']; print('loss %.3f -> %.3f' % (l[0], l[-1]))" 2>&1 | tail -1)"
     fi
     # one GPU with the whole batch: the reference of the checks and of scaling efficiency
     timeout 60 "$LLMBENCH" train "${dp[@]}" --batch "$BATCH" > "$out/dp_1.json" 2> "$out/dp_1.err"
