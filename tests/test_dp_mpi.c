@@ -286,6 +286,19 @@ static double metric_of(const json_t *run, const char *name) {
     return NAN;
 }
 
+/* Run a (4 ranks) and run b (one rank) both have n losses, equal within rel. */
+static void expect_same_losses(const json_t *a, const json_t *b, size_t n, double rel) {
+    const json_t *la = series_values(a, "loss"), *lb = series_values(b, "loss");
+    assert_int_equal(json_array_size(la), n);
+    assert_int_equal(json_array_size(lb), n);
+    for (size_t i = 0; i < n; i++) {
+        double x = json_real_value(json_array_get(la, i)),
+               y = json_real_value(json_array_get(lb, i));
+        if (!(fabs(x - y) <= rel * y))
+            fail_msg("step %zu: loss %.8f on 4 ranks, %.8f on one", i, x, y);
+    }
+}
+
 static void test_train_cli_4_ranks_store_one_run_with_every_rank(void **state) {
     (void)state;
     char dir[64], db[96];
@@ -391,15 +404,7 @@ static void test_train_cli_token_shard_4_ranks_read_what_one_rank_reads(void **s
     json_t *a = json_of(out4), *b = json_of(out1);
     assert_non_null(a);
     assert_non_null(b);
-    const json_t *la = series_values(a, "loss"), *lb = series_values(b, "loss");
-    assert_int_equal(json_array_size(la), 6);
-    assert_int_equal(json_array_size(lb), 6);
-    for (size_t i = 0; i < 6; i++) {
-        double x = json_real_value(json_array_get(la, i)),
-               y = json_real_value(json_array_get(lb, i));
-        if (!(fabs(x - y) <= 2e-6 * y))
-            fail_msg("step %zu: loss %.8f on 4 ranks, %.8f on one", i, x, y);
-    }
+    expect_same_losses(a, b, 6, 2e-6);
     json_decref(a);
     json_decref(b);
     lb_test_rmtree(dir);
@@ -439,19 +444,12 @@ static void test_train_cli_lora_4_ranks_equal_one_rank_with_4x_batch(void **stat
     assert_float_equal(metric_of(a, "sent_bytes_formula"), 1.5 * grads, 1e-6 * grads);
     assert_float_equal(metric_of(a, "sent_bytes_per_step"), 1.5 * (grads + 8), 1e-6 * grads);
     assert_true(isnan(metric_of(a, "zero_state_bytes_formula")));
-    const json_t *la = series_values(a, "loss"), *lb = series_values(b, "loss");
-    assert_int_equal(json_array_size(la), 5);
-    assert_int_equal(json_array_size(lb), 5);
+    expect_same_losses(a, b, 5, 1e-5);
+    const json_t *lb = series_values(b, "loss");
     double first = json_real_value(json_array_get(lb, 0)),
            last = json_real_value(json_array_get(lb, 4));
     if (!(last < first - 1e-3))
         fail_msg("the adapters did not train: loss %.6f -> %.6f", first, last);
-    for (size_t i = 0; i < 5; i++) {
-        double x = json_real_value(json_array_get(la, i)),
-               y = json_real_value(json_array_get(lb, i));
-        if (!(fabs(x - y) <= 1e-5 * y))
-            fail_msg("step %zu: loss %.8f on 4 ranks, %.8f on one", i, x, y);
-    }
     json_decref(a);
     json_decref(b);
     lb_test_rmtree(dir);

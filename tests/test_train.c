@@ -158,6 +158,10 @@ static void test_train_model_dir_trains_its_weights(void **state) {
     lb_err err = {{0}};
     assert_int_equal(lb_train_resolve(&p, &cfg, &err), LB_ERR_USAGE);
     assert_non_null(strstr(err.msg, "mlp.gate_proj"));
+    p.device = LB_DEVICE_CUDA, p.precision = LB_PREC_BF16, p.zero = 1;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "--zero 1 with a model directory"));
+    p = tiny_params(dir);
     p.model = "/no/such/model";
     assert_int_equal(lb_train_resolve(&p, &cfg, &err), LB_ERR_USAGE);
     assert_non_null(strstr(err.msg, "--model /no/such/model: no such directory"));

@@ -13,11 +13,10 @@
 #include "gpu/check.h"
 #include "kernels/act.cuh"
 #include "kernels/adamw.cuh"
+#include "train/dp_steps_cuda.h"
 
 #define PIECE_ALIGN 64 /* elements: every piece starts 128 bytes apart or more */
 #define N_GATHER    3  /* stage 3: gather buffers (the unit in use, the next, the last) */
-
-enum { EV_COMM_START = 0, EV_COMM_END, EV_COMPUTE_END, EV_GATHER_START, EV_GATHER_END, EV_N };
 
 struct lb_dp_cuda {
     lb_model_gpu *m;
@@ -34,12 +33,11 @@ struct lb_dp_cuda {
     size_t es;                /* its bytes */
     cudaEvent_t ready;        /* on the model's stream: a bucket's gradients are packed */
     cudaEvent_t send_free[2]; /* on the communication stream: send[i] was read */
-    cudaEvent_t *ev;          /* [n_steps][EV_N] */
+    lb_dp_steps steps;        /* events and sent bytes a step */
     int64_t step;
     int micro;
     int send_idx;
     bool started; /* this step's first collective has begun */
-    double *sent; /* [n_steps]: bytes this rank sent, ring accounting */
     /* stages 1-3: this rank's shard and the buffers, in one arena */
     lb_gpu_arena arena;
     float *master, *mom, *vel, *grad; /* [shard_elems] fp32 */
@@ -85,7 +83,7 @@ static lb_status all_reduce_bucket(lb_dp_cuda *d, int b, lb_err *err) {
         if (t->offset < k->start || t->offset >= k->end) continue;
         st = lb_comm_all_reduce(d->c, grads + t->offset, grads + t->offset, (size_t)t->numel,
                                 comm_type(d->grad_type[i]), LB_COMM_AVG, d->comm_stream, err);
-        d->sent[d->step] += lb_zero_ring_bytes(
+        d->steps.sent[d->step] += lb_zero_ring_bytes(
             LB_ZERO_ALL_REDUCE, (double)t->numel * (double)lb_dtype_bytes(d->grad_type[i]),
             d->ranks);
     }
@@ -172,7 +170,7 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(start_ev, d->comm_stream));
     d->started = true;
     LB_TRY(reduce_scatter(d, d->send[j], d->piece, k->piece, d->comm_stream, err));
-    d->sent[d->step] +=
+    d->steps.sent[d->step] +=
         lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->es, d->ranks);
     LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
     LB_TRY(lb_act_accumulate(d->grad + k->shard_offset, d->piece, d->wt, k->piece, d->comm_stream,
@@ -186,24 +184,26 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     bool last_micro = d->micro == d->p.grad_accum - 1;
     if (!last_micro && d->p.stage < LB_ZERO_2) return LB_OK; /* the model adds them up */
     int b = d->plan.bucket_of_unit[unit];
-    cudaEvent_t *ev = d->ev + d->step * EV_N;
+    cudaEvent_t *ev = lb_dp_steps_events(&d->steps, d->step);
     bool last = unit == 0;
-    if (last && last_micro) LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMPUTE_END], d->model_stream));
+    if (last && last_micro)
+        LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMPUTE_END], d->model_stream));
     if (d->plan.buckets[b].unit_lo == unit) {
         if (d->p.stage == LB_ZERO_0) {
             LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
             LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
-            if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMM_START], d->comm_stream));
+            if (!d->started)
+                LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMM_START], d->comm_stream));
             d->started = true;
             LB_TRY(all_reduce_bucket(d, b, err));
         } else {
-            LB_TRY(reduce_scatter_bucket(d, b, ev[EV_COMM_START], err));
+            LB_TRY(reduce_scatter_bucket(d, b, ev[LB_DP_EV_COMM_START], err));
         }
     }
     if (!last || !last_micro) return LB_OK;
     /* the optimizer waits for every bucket */
-    LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMM_END], d->comm_stream));
-    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, ev[EV_COMM_END], 0));
+    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMM_END], d->comm_stream));
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, ev[LB_DP_EV_COMM_END], 0));
     return LB_OK;
 }
 
@@ -233,11 +233,13 @@ static lb_status gather_unit(lb_dp_cuda *d, int u, int k, lb_err *err) {
     const lb_zero_bucket *b = &d->plan.buckets[u];
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->released[k], 0));
     if (!d->started)
-        LB_CUDA_TRY(err, cudaEventRecord(d->ev[d->step * EV_N + EV_COMM_START], d->comm_stream));
+        LB_CUDA_TRY(err,
+                    cudaEventRecord(lb_dp_steps_events(&d->steps, d->step)[LB_DP_EV_COMM_START],
+                                    d->comm_stream));
     d->started = true;
     LB_TRY(all_gather(d, (char *)d->work + (size_t)b->shard_offset * d->es, d->gather[k], b->piece,
                       d->wt, d->comm_stream, err));
-    d->sent[d->step] +=
+    d->steps.sent[d->step] +=
         lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, (double)b->padded * (double)d->es, d->ranks);
     LB_CUDA_TRY(err, cudaEventRecord(d->gathered[k], d->comm_stream));
     d->gather_unit[k] = u;
@@ -311,7 +313,7 @@ static lb_status gather_params(lb_dp_cuda *d, lb_err *err) {
         const lb_zero_bucket *k = &d->plan.buckets[b];
         LB_TRY(all_gather(d, (char *)d->work + (size_t)k->shard_offset * d->es, d->send[0],
                           k->piece, d->wt, d->model_stream, err));
-        d->sent[d->step] +=
+        d->steps.sent[d->step] +=
             lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, (double)k->padded * (double)d->es, d->ranks);
         LB_CUDA_TRY(err, cudaMemcpyAsync(work + (size_t)k->start * d->es, d->send[0],
                                          (size_t)(k->end - k->start) * d->es,
@@ -332,7 +334,7 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
     if (d->c != NULL) {
         LB_TRY(
             lb_comm_all_reduce(d->c, &os->sumsq, &os->sumsq, 1, LB_COMM_FP64, LB_COMM_SUM, s, err));
-        d->sent[d->step] += lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, 8, d->ranks);
+        d->steps.sent[d->step] += lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, 8, d->ranks);
     }
     LB_TRY(lb_adamw(d->master, d->wt == LB_DT_F32 ? NULL : d->work, NULL, d->wt, d->grad, d->mom,
                     d->vel, &sg, &q, os, s, err));
@@ -346,10 +348,10 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
         LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
         return LB_OK;
     }
-    cudaEvent_t *ev = d->ev + d->step * EV_N;
-    LB_CUDA_TRY(err, cudaEventRecord(ev[EV_GATHER_START], s));
+    cudaEvent_t *ev = lb_dp_steps_events(&d->steps, d->step);
+    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_START], s));
     LB_TRY(gather_params(d, err));
-    LB_CUDA_TRY(err, cudaEventRecord(ev[EV_GATHER_END], s));
+    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_END], s));
     return LB_OK;
 }
 
@@ -480,8 +482,7 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
             lb_model_gpu_bind_params(d->m, u, NULL);
     }
     if (d->comm_stream != NULL) cudaStreamSynchronize(d->comm_stream);
-    for (int64_t i = 0; d->ev != NULL && i < d->p.n_steps * EV_N; i++)
-        if (d->ev[i] != NULL) cudaEventDestroy(d->ev[i]);
+    lb_dp_steps_free(&d->steps);
     if (d->ready != NULL) cudaEventDestroy(d->ready);
     for (int i = 0; i < 2; i++)
         if (d->send_free[i] != NULL) cudaEventDestroy(d->send_free[i]);
@@ -492,8 +493,6 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
     if (d->comm_stream != NULL) cudaStreamDestroy(d->comm_stream);
     lb_gpu_arena_free(&d->arena);
     lb_zero_plan_free(&d->plan);
-    free(d->ev);
-    free(d->sent);
     free(d->seq);
     free(d->tensors);
     free(d->grad_type);
@@ -561,13 +560,11 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     d->n_tensors = lb_model_param_layout(cfg, NULL, 0);
     d->tensors = calloc((size_t)d->n_tensors, sizeof *d->tensors);
     d->grad_type = calloc((size_t)d->n_tensors, sizeof *d->grad_type);
-    d->ev = calloc((size_t)(p->n_steps * EV_N), sizeof *d->ev);
-    d->sent = calloc((size_t)p->n_steps, sizeof *d->sent);
     d->seq = malloc(((size_t)cfg->n_layer + 4) * 2 * sizeof *d->seq);
     lb_status st = LB_OK;
-    if (!d->tensors || !d->grad_type || !d->ev || !d->sent || !d->seq)
-        st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for %lld steps' events",
-                     (long long)p->n_steps);
+    if (!d->tensors || !d->grad_type || !d->seq)
+        st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the data-parallel layer");
+    if (st == LB_OK) st = lb_dp_steps_init(&d->steps, p->n_steps, err);
     if (st == LB_OK) {
         lb_model_param_layout(cfg, d->tensors, d->n_tensors);
         st = plan(d, cfg, err);
@@ -585,9 +582,6 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         if (cudaEventCreateWithFlags(&d->gathered[i], cudaEventDisableTiming) != cudaSuccess ||
             cudaEventCreateWithFlags(&d->released[i], cudaEventDisableTiming) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
-    for (int64_t i = 0; st == LB_OK && i < p->n_steps * EV_N; i++)
-        if (cudaEventCreate(&d->ev[i]) != cudaSuccess)
-            st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events");
     if (st != LB_OK) {
         lb_dp_cuda_free(d);
         return st;
@@ -601,19 +595,12 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
 
 lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, double *exposed_ms,
                                 lb_err *err) {
-    cudaEvent_t *ev = d->ev + step * EV_N;
-    float all = 0, open = 0, gather = 0;
-    LB_CUDA_TRY(err, cudaEventElapsedTime(&all, ev[EV_COMM_START], ev[EV_COMM_END]));
-    LB_CUDA_TRY(err, cudaEventElapsedTime(&open, ev[EV_COMPUTE_END], ev[EV_COMM_END]));
-    if (d->p.stage == LB_ZERO_1 || d->p.stage == LB_ZERO_2)
-        LB_CUDA_TRY(err, cudaEventElapsedTime(&gather, ev[EV_GATHER_START], ev[EV_GATHER_END]));
-    *comm_ms = all + gather;
-    *exposed_ms = (open > 0 ? open : 0) + gather;
-    return LB_OK;
+    bool gather = d->p.stage == LB_ZERO_1 || d->p.stage == LB_ZERO_2;
+    return lb_dp_steps_times(&d->steps, step, gather, comm_ms, exposed_ms, err);
 }
 
 double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d, int64_t step) {
-    return d->sent[step];
+    return d->steps.sent[step];
 }
 
 double lb_dp_cuda_device_bytes(const lb_dp_cuda *d) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "gpu/check.h"
+#include "train/dp_steps_cuda.h"
 #include "train/zero.h"
 
 struct lb_dp_lora_cuda {
@@ -21,25 +22,24 @@ struct lb_dp_lora_cuda {
     int64_t bucket_layers; /* layers an all-reduce waits for, >= 1 */
     int pending_hi;        /* the highest finished layer not yet sent; -1: none */
     cudaEvent_t ready;     /* on the model's stream: a range's gradients are written */
-    cudaEvent_t *ev;       /* [n_steps][3]: comm start, comm end, compute end */
-    int64_t n_steps, step;
+    lb_dp_steps steps;     /* events and sent bytes a step */
+    int64_t step;
     bool started; /* this step's first range has begun */
-    double sent_bytes;
 };
-
-enum { EV_COMM_START = 0, EV_COMM_END, EV_COMPUTE_END, EV_N };
 
 /* Layers lo .. pending_hi, all-reduced in place on the communication stream behind the
  * kernels that wrote them. */
 static lb_status send_range(lb_dp_lora_cuda *d, int lo, lb_err *err) {
-    cudaEvent_t *ev = d->ev + d->step * EV_N;
+    cudaEvent_t *ev = lb_dp_steps_events(&d->steps, d->step);
     LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
-    if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMM_START], d->comm_stream));
+    if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMM_START], d->comm_stream));
     d->started = true;
     float *g = d->grads + (size_t)lo * (size_t)d->layer_numel;
     size_t n = (size_t)(d->pending_hi - lo + 1) * (size_t)d->layer_numel;
     d->pending_hi = -1;
+    d->steps.sent[d->step] +=
+        lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, 4.0 * (double)n, lb_comm_size(d->c));
     return lb_comm_all_reduce(d->c, g, g, n, LB_COMM_FP32, LB_COMM_AVG, d->comm_stream, err);
 }
 
@@ -51,13 +51,13 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     if (l < 0 || l >= d->n_layer) return LB_OK;
     if (d->pending_hi < 0) d->pending_hi = l;
     if (l > 0 && d->pending_hi - l + 1 < d->bucket_layers) return LB_OK;
-    cudaEvent_t *ev = d->ev + d->step * EV_N;
-    if (l == 0) LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMPUTE_END], d->model_stream));
+    cudaEvent_t *ev = lb_dp_steps_events(&d->steps, d->step);
+    if (l == 0) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMPUTE_END], d->model_stream));
     LB_TRY(send_range(d, l, err));
     if (l > 0) return LB_OK;
     /* the optimizer waits for every range */
-    LB_CUDA_TRY(err, cudaEventRecord(ev[EV_COMM_END], d->comm_stream));
-    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, ev[EV_COMM_END], 0));
+    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMM_END], d->comm_stream));
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, ev[LB_DP_EV_COMM_END], 0));
     return LB_OK;
 }
 
@@ -65,11 +65,9 @@ void lb_dp_lora_cuda_free(lb_dp_lora_cuda *d) {
     if (d == NULL) return;
     if (d->m != NULL) lb_model_gpu_set_grad_hook(d->m, NULL, NULL);
     if (d->comm_stream != NULL) cudaStreamSynchronize(d->comm_stream);
-    for (int64_t i = 0; d->ev != NULL && i < d->n_steps * EV_N; i++)
-        if (d->ev[i] != NULL) cudaEventDestroy(d->ev[i]);
+    lb_dp_steps_free(&d->steps);
     if (d->ready != NULL) cudaEventDestroy(d->ready);
     if (d->comm_stream != NULL) cudaStreamDestroy(d->comm_stream);
-    free(d->ev);
     free(d);
 }
 
@@ -87,26 +85,17 @@ lb_status lb_dp_lora_cuda_init(lb_dp_lora_cuda **out, lb_model_gpu *m, int n_lay
     d->grads = grads;
     d->layer_numel = layer_numel;
     d->n_layer = n_layer;
-    d->n_steps = n_steps;
     d->pending_hi = -1;
     d->model_stream = (cudaStream_t)lb_model_gpu_stream(m);
     double layer_bytes = 4.0 * (double)layer_numel;
     d->bucket_layers = layer_bytes > 0 ? (int64_t)(bucket_bytes / layer_bytes) : 1;
     if (d->bucket_layers < 1) d->bucket_layers = 1;
-    d->sent_bytes = lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, layer_bytes * n_layer, lb_comm_size(c));
-    d->ev = calloc((size_t)(n_steps * EV_N), sizeof *d->ev);
-    lb_status st = LB_OK;
-    if (d->ev == NULL)
-        st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for %lld steps' events",
-                     (long long)n_steps);
+    lb_status st = lb_dp_steps_init(&d->steps, n_steps, err);
     if (st == LB_OK &&
         cudaStreamCreateWithFlags(&d->comm_stream, cudaStreamNonBlocking) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create the communication stream");
     if (st == LB_OK && cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
-    for (int64_t i = 0; st == LB_OK && i < n_steps * EV_N; i++)
-        if (cudaEventCreate(&d->ev[i]) != cudaSuccess)
-            st = lb_fail(err, LB_ERR_DEVICE, "could not create CUDA events");
     if (st != LB_OK) {
         lb_dp_lora_cuda_free(d);
         return st;
@@ -124,17 +113,11 @@ void lb_dp_lora_cuda_begin_step(lb_dp_lora_cuda *d, int64_t step) {
 
 lb_status lb_dp_lora_cuda_step_times(lb_dp_lora_cuda *d, int64_t step, double *comm_ms,
                                      double *exposed_ms, lb_err *err) {
-    cudaEvent_t *ev = d->ev + step * EV_N;
-    float all = 0, open = 0;
-    LB_CUDA_TRY(err, cudaEventElapsedTime(&all, ev[EV_COMM_START], ev[EV_COMM_END]));
-    LB_CUDA_TRY(err, cudaEventElapsedTime(&open, ev[EV_COMPUTE_END], ev[EV_COMM_END]));
-    *comm_ms = all;
-    *exposed_ms = open > 0 ? open : 0;
-    return LB_OK;
+    return lb_dp_steps_times(&d->steps, step, false, comm_ms, exposed_ms, err);
 }
 
-double lb_dp_lora_cuda_sent_bytes(const lb_dp_lora_cuda *d) {
-    return d->sent_bytes;
+double lb_dp_lora_cuda_sent_bytes(const lb_dp_lora_cuda *d, int64_t step) {
+    return d->steps.sent[step];
 }
 
 #endif

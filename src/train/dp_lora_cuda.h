@@ -13,8 +13,8 @@
  * (the global norm, the clip and fp16's skip decision agree everywhere). Steps run kernel
  * by kernel (model_gpu.h's no_graph).
  *
- * Per step, three events, as train/dp_cuda.h records them: the first range's start and the
- * last range's end on the communication stream, and the end of backward's compute on the
+ * Per step, three of train/dp_steps_cuda.h's events: the first range's start and the last
+ * range's end on the communication stream, and the end of backward's compute on the
  * model's stream. Not here: ZeRO stages (train.c refuses them with adapters), the full
  * training of train/dp_cuda.h. Only in CUDA builds with NCCL. */
 #ifndef LB_TRAIN_DP_LORA_CUDA_H
@@ -29,8 +29,9 @@
 typedef struct lb_dp_lora_cuda lb_dp_lora_cuda;
 
 /* For model m with adapters (LB_ERR_USAGE otherwise) on n_layer layers: creates the
- * communication stream and n_steps x 3 events and sets the model's gradient hook. m and c
- * are kept, not owned. Free with lb_dp_lora_cuda_free (NULL-safe), which removes the hook. */
+ * communication stream and n_steps steps' events (train/dp_steps_cuda.h) and sets the model's
+ * gradient hook. m and c are kept, not owned. Free with lb_dp_lora_cuda_free (NULL-safe), which
+ * removes the hook. */
 lb_status lb_dp_lora_cuda_init(lb_dp_lora_cuda **out, lb_model_gpu *m, int n_layer, lb_comm *c,
                                double bucket_bytes, int64_t n_steps, lb_err *err);
 void lb_dp_lora_cuda_free(lb_dp_lora_cuda *d);
@@ -39,9 +40,10 @@ void lb_dp_lora_cuda_free(lb_dp_lora_cuda *d);
 void lb_dp_lora_cuda_begin_step(lb_dp_lora_cuda *d, int64_t step);
 
 /* After the device finished step `step`: its communication time and the part of it that
- * compute did not hide, ms; and the bytes this rank sends a step (ring accounting). */
+ * compute did not hide, ms; and the bytes this rank sent in it (ring accounting, counted
+ * range by range). */
 lb_status lb_dp_lora_cuda_step_times(lb_dp_lora_cuda *d, int64_t step, double *comm_ms,
                                      double *exposed_ms, lb_err *err);
-double lb_dp_lora_cuda_sent_bytes(const lb_dp_lora_cuda *d);
+double lb_dp_lora_cuda_sent_bytes(const lb_dp_lora_cuda *d, int64_t step);
 
 #endif

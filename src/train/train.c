@@ -169,6 +169,11 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--grad-accum %lld with --lora-rank on --device cuda is not built yet: the "
                        "adapters' optimizer runs after every micro-batch; give --grad-accum 1",
                        (long long)p->grad_accum);
+    if (p->device == LB_DEVICE_CUDA && p->zero > 0 && lb_train_model_is_dir(p))
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "--zero %d with a model directory (--model %s) is not built yet on "
+                       "--device cuda: stages 1-3 draw their own weights; give --zero 0",
+                       p->zero, p->model);
     if (p->lora_rank > 0 && p->save_params != NULL)
         return lb_fail(err, LB_ERR_USAGE,
                        "--save-params writes a whole model's trained parameters, but with "

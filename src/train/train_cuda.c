@@ -211,7 +211,7 @@ static lb_status fill_records(const lb_train_params *p, run_state *s, int64_t do
         if (s->dp_lora != NULL) {
             LB_TRY(lb_dp_lora_cuda_step_times(s->dp_lora, i, &mine[LB_REC_COMM_MS],
                                               &mine[LB_REC_EXPOSED_MS], err));
-            mine[LB_REC_SENT] = lb_dp_lora_cuda_sent_bytes(s->dp_lora);
+            mine[LB_REC_SENT] = lb_dp_lora_cuda_sent_bytes(s->dp_lora, i);
         }
         if (i >= p->warmup) *timed_s += ms / 1e3, (*timed)++;
     }
@@ -270,11 +270,6 @@ static void read_hf(void *ctx, const lb_param_tensor *t, float *dst) {
 lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg,
                             const lb_hf_model *hf, lb_data_loader *data, lb_result *r,
                             lb_err *err) {
-    if (hf != NULL && p->zero > 0) /* stages 1-3 draw their own master shards */
-        return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "--zero %d with a model directory (--model %s) is not built yet on "
-                       "--device cuda: its weights load at --zero 0",
-                       p->zero, p->model);
     LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
     int64_t total = p->warmup + p->steps;
     if (total > INT32_MAX / 2)
