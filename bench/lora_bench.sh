@@ -29,7 +29,10 @@
 # PARTS lists what runs, comma-separated: single (selftest, small runs, timings, PyTorch;
 # the default), dp and hf. QUANTS picks the single part's llmbench rows (default "none nf4
 # nf4:recompute"). Raw JSON and logs go to $OUT/MODEL (or /tmp/llmbench-lora/MODEL).
+# The binary beside this script, when there is one, is the one measured: an LLMBENCH that
+# another script exported does not replace it (LLMBENCH_BASE names a second build).
 set -u
+[ -x "$(dirname "${BASH_SOURCE[0]}")/llmbench" ] && unset LLMBENCH
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 MODEL=${MODEL:-llama3.1-8b}
 out=${OUT:-/tmp/llmbench-lora}/$MODEL
