@@ -33,7 +33,7 @@ struct lb_dp_cuda {
     size_t es;                /* its bytes */
     cudaEvent_t ready;        /* on the model's stream: a bucket's gradients are packed */
     cudaEvent_t send_free[2]; /* on the communication stream: send[i] was read */
-    lb_dp_steps steps;        /* events and sent bytes a step */
+    lb_dp_steps_cuda steps;   /* events and sent bytes a step */
     int64_t step;
     int micro;
     int send_idx;
@@ -184,7 +184,7 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     bool last_micro = d->micro == d->p.grad_accum - 1;
     if (!last_micro && d->p.stage < LB_ZERO_2) return LB_OK; /* the model adds them up */
     int b = d->plan.bucket_of_unit[unit];
-    cudaEvent_t *ev = lb_dp_steps_events(&d->steps, d->step);
+    cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
     bool last = unit == 0;
     if (last && last_micro)
         LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMPUTE_END], d->model_stream));
@@ -233,9 +233,9 @@ static lb_status gather_unit(lb_dp_cuda *d, int u, int k, lb_err *err) {
     const lb_zero_bucket *b = &d->plan.buckets[u];
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->released[k], 0));
     if (!d->started)
-        LB_CUDA_TRY(err,
-                    cudaEventRecord(lb_dp_steps_events(&d->steps, d->step)[LB_DP_EV_COMM_START],
-                                    d->comm_stream));
+        LB_CUDA_TRY(
+            err, cudaEventRecord(lb_dp_steps_cuda_events(&d->steps, d->step)[LB_DP_EV_COMM_START],
+                                 d->comm_stream));
     d->started = true;
     LB_TRY(all_gather(d, (char *)d->work + (size_t)b->shard_offset * d->es, d->gather[k], b->piece,
                       d->wt, d->comm_stream, err));
@@ -348,7 +348,7 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
         LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
         return LB_OK;
     }
-    cudaEvent_t *ev = lb_dp_steps_events(&d->steps, d->step);
+    cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
     LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_START], s));
     LB_TRY(gather_params(d, err));
     LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_END], s));
@@ -482,7 +482,7 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
             lb_model_gpu_bind_params(d->m, u, NULL);
     }
     if (d->comm_stream != NULL) cudaStreamSynchronize(d->comm_stream);
-    lb_dp_steps_free(&d->steps);
+    lb_dp_steps_cuda_free(&d->steps);
     if (d->ready != NULL) cudaEventDestroy(d->ready);
     for (int i = 0; i < 2; i++)
         if (d->send_free[i] != NULL) cudaEventDestroy(d->send_free[i]);
@@ -564,7 +564,7 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     lb_status st = LB_OK;
     if (!d->tensors || !d->grad_type || !d->seq)
         st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the data-parallel layer");
-    if (st == LB_OK) st = lb_dp_steps_init(&d->steps, p->n_steps, err);
+    if (st == LB_OK) st = lb_dp_steps_cuda_init(&d->steps, p->n_steps, err);
     if (st == LB_OK) {
         lb_model_param_layout(cfg, d->tensors, d->n_tensors);
         st = plan(d, cfg, err);
@@ -596,7 +596,7 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
 lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, double *exposed_ms,
                                 lb_err *err) {
     bool gather = d->p.stage == LB_ZERO_1 || d->p.stage == LB_ZERO_2;
-    return lb_dp_steps_times(&d->steps, step, gather, comm_ms, exposed_ms, err);
+    return lb_dp_steps_cuda_times(&d->steps, step, gather, comm_ms, exposed_ms, err);
 }
 
 double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d, int64_t step) {

@@ -19,10 +19,10 @@ struct lb_dp_lora_cuda {
     float *grads;        /* the adapters' gradients, layer-major */
     int64_t layer_numel; /* elements of one layer's adapters */
     int n_layer;
-    int64_t bucket_layers; /* layers an all-reduce waits for, >= 1 */
-    int pending_hi;        /* the highest finished layer not yet sent; -1: none */
-    cudaEvent_t ready;     /* on the model's stream: a range's gradients are written */
-    lb_dp_steps steps;     /* events and sent bytes a step */
+    int64_t bucket_layers;  /* layers an all-reduce waits for, >= 1 */
+    int pending_hi;         /* the highest finished layer not yet sent; -1: none */
+    cudaEvent_t ready;      /* on the model's stream: a range's gradients are written */
+    lb_dp_steps_cuda steps; /* events and sent bytes a step */
     int64_t step;
     bool started; /* this step's first range has begun */
 };
@@ -30,7 +30,7 @@ struct lb_dp_lora_cuda {
 /* Layers lo .. pending_hi, all-reduced in place on the communication stream behind the
  * kernels that wrote them. */
 static lb_status send_range(lb_dp_lora_cuda *d, int lo, lb_err *err) {
-    cudaEvent_t *ev = lb_dp_steps_events(&d->steps, d->step);
+    cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
     LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
     if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMM_START], d->comm_stream));
@@ -51,7 +51,7 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     if (l < 0 || l >= d->n_layer) return LB_OK;
     if (d->pending_hi < 0) d->pending_hi = l;
     if (l > 0 && d->pending_hi - l + 1 < d->bucket_layers) return LB_OK;
-    cudaEvent_t *ev = lb_dp_steps_events(&d->steps, d->step);
+    cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
     if (l == 0) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMPUTE_END], d->model_stream));
     LB_TRY(send_range(d, l, err));
     if (l > 0) return LB_OK;
@@ -65,7 +65,7 @@ void lb_dp_lora_cuda_free(lb_dp_lora_cuda *d) {
     if (d == NULL) return;
     if (d->m != NULL) lb_model_gpu_set_grad_hook(d->m, NULL, NULL);
     if (d->comm_stream != NULL) cudaStreamSynchronize(d->comm_stream);
-    lb_dp_steps_free(&d->steps);
+    lb_dp_steps_cuda_free(&d->steps);
     if (d->ready != NULL) cudaEventDestroy(d->ready);
     if (d->comm_stream != NULL) cudaStreamDestroy(d->comm_stream);
     free(d);
@@ -90,7 +90,7 @@ lb_status lb_dp_lora_cuda_init(lb_dp_lora_cuda **out, lb_model_gpu *m, int n_lay
     double layer_bytes = 4.0 * (double)layer_numel;
     d->bucket_layers = layer_bytes > 0 ? (int64_t)(bucket_bytes / layer_bytes) : 1;
     if (d->bucket_layers < 1) d->bucket_layers = 1;
-    lb_status st = lb_dp_steps_init(&d->steps, n_steps, err);
+    lb_status st = lb_dp_steps_cuda_init(&d->steps, n_steps, err);
     if (st == LB_OK &&
         cudaStreamCreateWithFlags(&d->comm_stream, cudaStreamNonBlocking) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create the communication stream");
@@ -113,7 +113,7 @@ void lb_dp_lora_cuda_begin_step(lb_dp_lora_cuda *d, int64_t step) {
 
 lb_status lb_dp_lora_cuda_step_times(lb_dp_lora_cuda *d, int64_t step, double *comm_ms,
                                      double *exposed_ms, lb_err *err) {
-    return lb_dp_steps_times(&d->steps, step, false, comm_ms, exposed_ms, err);
+    return lb_dp_steps_cuda_times(&d->steps, step, false, comm_ms, exposed_ms, err);
 }
 
 double lb_dp_lora_cuda_sent_bytes(const lb_dp_lora_cuda *d, int64_t step) {

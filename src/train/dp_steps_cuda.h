@@ -31,19 +31,19 @@ typedef struct {
     cudaEvent_t *ev; /* [n_steps][LB_DP_EV_N] */
     double *sent;    /* [n_steps]: bytes this rank sent */
     int64_t n_steps;
-} lb_dp_steps;
+} lb_dp_steps_cuda;
 
 /* Creates n_steps steps' events and zeroed byte counts; on failure frees what it made.
- * Free with lb_dp_steps_free (a zeroed s is safe). */
-lb_status lb_dp_steps_init(lb_dp_steps *s, int64_t n_steps, lb_err *err);
-void lb_dp_steps_free(lb_dp_steps *s);
+ * Free with lb_dp_steps_cuda_free (a zeroed s is safe). */
+lb_status lb_dp_steps_cuda_init(lb_dp_steps_cuda *s, int64_t n_steps, lb_err *err);
+void lb_dp_steps_cuda_free(lb_dp_steps_cuda *s);
 
 /* Step `step`'s LB_DP_EV_N events. */
-cudaEvent_t *lb_dp_steps_events(const lb_dp_steps *s, int64_t step);
+cudaEvent_t *lb_dp_steps_cuda_events(const lb_dp_steps_cuda *s, int64_t step);
 
 /* After the device finished step `step`: its communication time and the part of it that
  * compute did not hide, ms; with gather, the all-gather's time is added to both. */
-lb_status lb_dp_steps_times(const lb_dp_steps *s, int64_t step, bool gather, double *comm_ms,
-                            double *exposed_ms, lb_err *err);
+lb_status lb_dp_steps_cuda_times(const lb_dp_steps_cuda *s, int64_t step, bool gather,
+                                 double *comm_ms, double *exposed_ms, lb_err *err);
 
 #endif
