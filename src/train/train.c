@@ -166,8 +166,8 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        p->zero);
     if (p->device == LB_DEVICE_CUDA && p->lora_rank > 0 && p->grad_accum > 1)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "--grad-accum %lld with --lora-rank on --device cuda is not built yet: the "
-                       "adapters' optimizer runs after every micro-batch; give --grad-accum 1",
+                       "--grad-accum %lld with --lora-rank on --device cuda is not built yet: give "
+                       "--grad-accum 1 (the CPU reference, --device cpu, accumulates adapters)",
                        (long long)p->grad_accum);
     if (p->device == LB_DEVICE_CUDA && p->zero > 0 && lb_train_model_is_dir(p))
         return lb_fail(err, LB_ERR_UNSUPPORTED,
