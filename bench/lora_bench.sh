@@ -14,7 +14,7 @@
 # tokens/s per GPU and scaling efficiency against the one-GPU run, and one table.
 #
 # usage: bench/lora_bench.sh
-#        MODEL=mistral-7b BATCH=8 SEQ=512 RANK=16 TARGETS=all STEPS=20 WARMUP=5 bench/lora_bench.sh
+#        MODEL=mistral-7b BATCH=8 SEQ=512 LORA_RANK=16 TARGETS=all STEPS=20 WARMUP=5 bench/lora_bench.sh
 #        TORCH=0 SELFTEST=0 bench/lora_bench.sh     llmbench's timings only
 #        SELFTEST_SETS="--only nf4;--only lora" bench/lora_bench.sh   fewer selftest rows
 #        PARTS=dp MODEL=mistral-7b bench/lora_bench.sh   data parallel only (DP_STEPS=4,
@@ -39,7 +39,7 @@ out=${OUT:-/tmp/llmbench-lora}/$MODEL
 mkdir -p "$out"
 BATCH=${BATCH:-8}
 SEQ=${SEQ:-512}
-RANK=${RANK:-16}
+LORA_RANK=${LORA_RANK:-16}
 TARGETS=${TARGETS:-all}
 STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
@@ -51,7 +51,7 @@ export NCCL_NVLS_ENABLE=0
 
 if [[ ",$PARTS," == *,dp,* ]]; then
     gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
-    dp=(--model "$MODEL" --seq "$SEQ" --precision bf16 --device cuda --lora-rank "$RANK"
+    dp=(--model "$MODEL" --seq "$SEQ" --precision bf16 --device cuda --lora-rank "$LORA_RANK"
         --lora-targets "$TARGETS" --data repeat --lr "${DP_LR:-1e-3}" --steps "${DP_STEPS:-4}"
         --warmup "${DP_WARMUP:-1}" --json -q --no-progress --db "$out/bench.db")
     if [ "${DP_SELFTEST:-1}" = 1 ]; then # the GPU's LoRA and QLoRA steps against the CPU
@@ -219,14 +219,14 @@ for run in ${QUANTS:-none nf4 nf4:recompute}; do
     IFS=: read -r q extra <<< "$run"
     tag=${q}${extra:+_$extra}
     "$LLMBENCH" train --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --precision bf16 \
-        --device cuda --lora-rank "$RANK" --lora-targets "$TARGETS" --quant "$q" \
+        --device cuda --lora-rank "$LORA_RANK" --lora-targets "$TARGETS" --quant "$q" \
         ${extra:+--$extra} --steps "$STEPS" --warmup "$WARMUP" --json --no-progress \
         --db "$out/bench.db" > "$out/llmbench_$tag.json" 2> "$out/llmbench_$tag.err"
     echo "llmbench --quant $q ${extra:+--$extra} exit $? $(tail -c 300 "$out/llmbench_$tag.err" | tr '\n' ' ')"
 done
 if [ "$TORCH" = 1 ]; then
     python3 "$BASELINE" --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --precision bf16 \
-        --steps "$STEPS" --warmup "$WARMUP" --lora-rank "$RANK" --lora-targets "$TARGETS" \
+        --steps "$STEPS" --warmup "$WARMUP" --lora-rank "$LORA_RANK" --lora-targets "$TARGETS" \
         > "$out/torch_lora.json" 2> "$out/torch_lora.err"
     echo "torch exit $? $(tail -c 300 "$out/torch_lora.err" | tr '\n' ' ')"
 fi
