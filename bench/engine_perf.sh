@@ -24,6 +24,7 @@
 # own.
 . "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 O=${OUT:-/tmp}
+mkdir -p "$O"
 B=$LLMBENCH
 PEER=$(dirname "${BASH_SOURCE[0]}")/peer_torch.py
 [ -f "$PEER" ] || PEER=$bench_dir/peer_torch.py
