@@ -244,6 +244,124 @@ static void test_serve_framing_errors_get_one_json_error(void **state) {
     stop(&s, counters, sizeof counters);
 }
 
+/* A kept-alive connection: a GET answered, then `bad` on the same connection gets one JSON
+ * error with `status` and the connection is closed. */
+static void expect_refused_after_a_good_request(int port, const char *bad, int status) {
+    static const char good[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = connect_to(port);
+    assert_true(fd >= 0);
+    char buf[8192];
+    bool closed;
+    assert_int_equal(send(fd, good, sizeof good - 1, MSG_NOSIGNAL), (ssize_t)sizeof good - 1);
+    read_reply(fd, buf, sizeof buf, 300, &closed);
+    if (strstr(buf, "HTTP/1.1 200") == NULL || closed)
+        fail_msg("the first request: '%.300s' (closed %d)", buf, closed);
+    assert_int_equal(send(fd, bad, strlen(bad), MSG_NOSIGNAL), (ssize_t)strlen(bad));
+    read_reply(fd, buf, sizeof buf, 2000, &closed);
+    close(fd);
+    expect_json_error(buf, status);
+    if (!closed) fail_msg("the connection stayed open after '%.60s'", bad);
+}
+
+static void test_serve_malformed_second_requests_get_one_json_error(void **state) {
+    (void)state;
+    server s = start(0, "");
+    expect_refused_after_a_good_request(s.port, "GARBAGE\r\n", 400);
+    expect_refused_after_a_good_request(s.port, "GARBAGE\r\n\r\n", 400);
+    expect_refused_after_a_good_request(
+        s.port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400);
+    expect_refused_after_a_good_request(s.port,
+                                        "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                        "Content-Length: 99999999999999999999\r\n\r\n",
+                                        413);
+    expect_refused_after_a_good_request(s.port,
+                                        "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                        "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+                                        400);
+    expect_refused_after_a_good_request(s.port, "GET /health HTTP/2.0\r\n\r\n", 505);
+    expect_refused_after_a_good_request(s.port, "GET /health HTTP/1.1\r\nno colon here\r\n\r\n",
+                                        400);
+    expect_refused_after_a_good_request(
+        s.port, "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
+    char big[20000];
+    int n = snprintf(big, sizeof big, "GET /health HTTP/1.1\r\nX-Big: ");
+    memset(big + n, 'a', sizeof big - (size_t)n - 5);
+    memcpy(big + sizeof big - 5, "\r\n\r\n", 5);
+    expect_refused_after_a_good_request(s.port, big, 431);
+    char counters[2048];
+    stop(&s, counters, sizeof counters);
+    if (strstr(counters, "9 for a malformed") == NULL) fail_msg("counters: %s", counters);
+}
+
+/* Requests sent back to back before their answers (pipelined) are all answered, and a
+ * kept-alive connection serves HEAD and GET in turn. */
+static void test_serve_keeps_a_connection_alive_for_pipelined_and_head_requests(void **state) {
+    (void)state;
+    server s = start(0, "");
+    static const char two[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                              "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = connect_to(s.port);
+    assert_true(fd >= 0);
+    char buf[8192];
+    bool closed;
+    assert_int_equal(send(fd, two, sizeof two - 1, MSG_NOSIGNAL), (ssize_t)sizeof two - 1);
+    read_reply(fd, buf, sizeof buf, 1000, &closed);
+    assert_false(closed);
+    const char *second = strstr(buf + 1, "HTTP/1.1 200");
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || second == NULL ||
+        strstr(second, "\"object\":\"list\"") == NULL)
+        fail_msg("pipelined: '%.600s'", buf);
+    static const char head[] = "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char get[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(send(fd, head, sizeof head - 1, MSG_NOSIGNAL), (ssize_t)sizeof head - 1);
+        read_reply(fd, buf, sizeof buf, 300, &closed);
+        assert_false(closed);
+        if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || strstr(buf, "{\"status\"") != NULL)
+            fail_msg("HEAD: '%.300s'", buf);
+        assert_int_equal(send(fd, get, sizeof get - 1, MSG_NOSIGNAL), (ssize_t)sizeof get - 1);
+        read_reply(fd, buf, sizeof buf, 300, &closed);
+        assert_false(closed);
+        if (strstr(buf, "{\"status\":\"ok\"}") == NULL) fail_msg("GET: '%.300s'", buf);
+    }
+    close(fd);
+    char counters[2048];
+    stop(&s, counters, sizeof counters);
+}
+
+/* Between requests a kept-alive connection keeps its deadlines: idle, it is closed; a next
+ * head that does not arrive in time gets 408. */
+static void test_serve_kept_alive_connections_keep_their_deadlines(void **state) {
+    (void)state;
+    server s = start(0, "--idle-timeout 1 --read-timeout 1");
+    static const char good[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[4096];
+    bool closed;
+    int fd = connect_to(s.port);
+    assert_int_equal(send(fd, good, sizeof good - 1, MSG_NOSIGNAL), (ssize_t)sizeof good - 1);
+    int64_t t0 = lb_clock_now_ns();
+    read_reply(fd, buf, sizeof buf, 3000, &closed);
+    double idle_s = (double)(lb_clock_now_ns() - t0) / 1e9;
+    close(fd);
+    assert_non_null(strstr(buf, "HTTP/1.1 200"));
+    assert_true(closed);
+    if (idle_s < 0.9 || idle_s > 2.5) fail_msg("closed after %.2f s idle", idle_s);
+
+    fd = connect_to(s.port);
+    assert_int_equal(send(fd, good, sizeof good - 1, MSG_NOSIGNAL), (ssize_t)sizeof good - 1);
+    read_reply(fd, buf, sizeof buf, 300, &closed);
+    assert_false(closed);
+    static const char part[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n";
+    assert_int_equal(send(fd, part, sizeof part - 1, MSG_NOSIGNAL), (ssize_t)sizeof part - 1);
+    read_reply(fd, buf, sizeof buf, 3000, &closed);
+    close(fd);
+    expect_json_error(buf, 408);
+    assert_true(closed);
+    char counters[2048];
+    stop(&s, counters, sizeof counters);
+    if (strstr(counters, "idle 1, slow 1;") == NULL) fail_msg("counters: %s", counters);
+}
+
 static void test_serve_first_request_head_not_in_within_the_read_timeout_gets_408(void **state) {
     (void)state;
     server s = start(0, "--read-timeout 1");
@@ -282,6 +400,9 @@ int main(void) {
         cmocka_unit_test(test_serve_closes_a_request_sent_one_byte_at_a_time),
         cmocka_unit_test(test_serve_half_sent_bodies_beyond_the_budget_get_503),
         cmocka_unit_test(test_serve_framing_errors_get_one_json_error),
+        cmocka_unit_test(test_serve_malformed_second_requests_get_one_json_error),
+        cmocka_unit_test(test_serve_keeps_a_connection_alive_for_pipelined_and_head_requests),
+        cmocka_unit_test(test_serve_kept_alive_connections_keep_their_deadlines),
         cmocka_unit_test(test_serve_first_request_head_not_in_within_the_read_timeout_gets_408),
         cmocka_unit_test(test_serve_on_a_port_in_use_says_so),
     };

@@ -1,12 +1,12 @@
 /* http_head.h: checks the head of an HTTP/1.1 request (request line and header fields)
- * before `llmbench serve` hands the connection to libmicrohttpd.
+ * before `llmbench serve` lets libmicrohttpd read it.
  *
  * libmicrohttpd answers the malformed requests it finds itself, with HTML bodies (and, in
- * 0.9.75, for a bad Content-Length, with two response heads). The server's first look at a
- * new connection's bytes (serve/server_accept.h) runs this check instead, so such a request
- * gets one response with an OpenAI-style JSON error. It accepts what a careful server
- * accepts (RFC 9112): METHOD SP request-target SP HTTP/1.0 or HTTP/1.1, header lines of
- * token ":" value without control characters and without line folding, at most one
+ * 0.9.75, for a bad Content-Length, with two response heads). The server's look at each
+ * request's bytes before the library reads them (serve/server_accept.h) runs this check
+ * instead, so such a request gets one response with an OpenAI-style JSON error. It accepts what a
+ * careful server accepts (RFC 9112): METHOD SP request-target SP HTTP/1.0 or HTTP/1.1, header lines
+ * of token ":" value without control characters and without line folding, at most one
  * Content-Length value (digits only, at most LB_HTTP_BODY_MAX bytes), no Content-Length
  * together with Transfer-Encoding, and Transfer-Encoding only as "chunked". A pure
  * function of its bytes: the fuzz target tests/fuzz/fuzz_http_head.c drives it. */

@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
+#include <linux/tcp.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -292,11 +294,101 @@ static enum MHD_Result reply_error(lb_server *s, struct MHD_Connection *c, unsig
 
 /* ---- request lifetime ---- */
 
-/* The connection's deadline record (serve/server_guard.h). */
-static lb_guarded_conn *guarded(struct MHD_Connection *c) {
+/* What the server keeps of a connection (libmicrohttpd's socket context). */
+typedef struct {
+    lb_guarded_conn *guard; /* its deadlines (serve/server_guard.h) */
+    int fd;
+    uint64_t ended_bytes; /* input of the requests that have ended on it, bytes */
+    bool http10;          /* the current request is HTTP/1.0 */
+    bool unwatched;       /* libmicrohttpd may hold input of its own: never watched again */
+} conn_ctx;
+
+static conn_ctx *conn_of(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
+}
+
+/* The connection's deadline record. */
+static lb_guarded_conn *guarded(struct MHD_Connection *c) {
+    conn_ctx *cc = conn_of(c);
+    return cc ? cc->guard : NULL;
+}
+
+/* What the headers say about the body's length and the connection. */
+typedef struct {
+    int n_lengths;
+    const char *length; /* the first Content-Length */
+    bool lengths_differ;
+    bool transfer_encoding;
+    bool close, keep_alive; /* Connection: close, Connection: keep-alive */
+} body_framing;
+
+/* Whether the comma-separated list value holds token (case-insensitive). */
+static bool has_token(const char *value, const char *token) {
+    size_t n = strlen(token);
+    for (const char *p = value; *p;) {
+        p += strspn(p, " \t,");
+        size_t len = strcspn(p, ",");
+        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len == n && strncasecmp(p, token, n) == 0) return true;
+        p += strcspn(p, ",");
+    }
+    return false;
+}
+
+static enum MHD_Result read_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+    (void)kind;
+    body_framing *f = cls;
+    if (value == NULL) return MHD_YES;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (f->n_lengths++ == 0)
+            f->length = value;
+        else if (strcmp(f->length, value) != 0)
+            f->lengths_differ = true;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->transfer_encoding = true;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_CONNECTION) == 0) {
+        f->close |= has_token(value, "close");
+        f->keep_alive |= has_token(value, "keep-alive");
+    }
+    return MHD_YES;
+}
+
+/* Whether a request that ended well leaves its connection open with the next request's
+ * bytes all unread in the socket, so that the acceptor can look at its head first. Open:
+ * libmicrohttpd's rule for the answers this server sends (HTTP/1.1 unless the request says
+ * close; HTTP/1.0 when it asks for keep-alive). Unread: every byte the kernel received,
+ * less those waiting in the socket, is of requests that have ended (a client that sent the
+ * next request before this answer, or a chunked body whose framing is not counted here, may
+ * have left bytes in libmicrohttpd's buffer; such a connection is not watched again). */
+static bool next_request_unread(lb_server *s, struct MHD_Connection *c) {
+    conn_ctx *cc = conn_of(c);
+    if (cc == NULL || cc->unwatched || atomic_load(&s->draining)) return false;
+    body_framing f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, read_framing, &f);
+    const union MHD_ConnectionInfo *head =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (head == NULL || f.transfer_encoding || f.lengths_differ) {
+        cc->unwatched = true;
+        return false;
+    }
+    cc->ended_bytes += head->header_size + (f.length ? strtoull(f.length, NULL, 10) : 0);
+    /* The unread count first: bytes that arrive between the two calls then make the
+     * received count larger, never smaller, and the connection is left unwatched. */
+    int unread = 0;
+    struct tcp_info ti;
+    socklen_t ti_len = sizeof ti;
+    if (ioctl(cc->fd, FIONREAD, &unread) != 0 ||
+        getsockopt(cc->fd, IPPROTO_TCP, TCP_INFO, &ti, &ti_len) != 0 ||
+        ti_len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received ||
+        ti.tcpi_bytes_received - (uint64_t)unread != cc->ended_bytes) {
+        cc->unwatched = true;
+        return false;
+    }
+    return cc->http10 ? f.keep_alive && !f.close : !f.close;
 }
 
 static request *request_new(lb_server *s, struct MHD_Connection *c, bool chat) {
@@ -330,10 +422,20 @@ static void request_release(void *cls) {
     atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
 }
 
+/* A request has ended. A connection kept open is suspended and watched by the acceptor
+ * until the next request's head is in and checked (serve/server_accept.h). */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     lb_server *s = cls;
     lb_server_guard_phase(s->guard, guarded(c), LB_CONN_WAITING);
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && next_request_unread(s, c)) {
+        MHD_suspend_connection(c);
+        lb_server_guard_phase(s->guard, guarded(c), LB_CONN_WATCHED);
+        if (!lb_server_accept_watch(s->acceptor, conn_of(c)->fd, c)) {
+            lb_server_guard_phase(s->guard, guarded(c), LB_CONN_WAITING);
+            MHD_resume_connection(c);
+        }
+    }
     request *r = *con_cls;
     if (!r) return;
     *con_cls = NULL;
@@ -977,9 +1079,16 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = ci ? lb_server_guard_open(s->guard, ci->connect_fd) : NULL;
-    } else {
-        lb_server_guard_close(s->guard, *socket_context);
+        conn_ctx *cc = ci ? calloc(1, sizeof *cc) : NULL;
+        if (cc) {
+            cc->fd = ci->connect_fd;
+            cc->guard = lb_server_guard_open(s->guard, cc->fd);
+        }
+        *socket_context = cc;
+    } else if (*socket_context) {
+        conn_ctx *cc = *socket_context;
+        lb_server_guard_close(s->guard, cc->guard);
+        free(cc);
         *socket_context = NULL;
     }
 }
@@ -998,29 +1107,6 @@ static bool reserve_body(lb_server *s, size_t n) {
     if (before + n <= s->p.body_memory_bytes) return true;
     atomic_fetch_sub(&s->body_bytes, n);
     return false;
-}
-
-/* What the headers say about the body's length. */
-typedef struct {
-    int n_lengths;
-    const char *length; /* the first Content-Length */
-    bool lengths_differ;
-    bool transfer_encoding;
-} body_framing;
-
-static enum MHD_Result read_framing(void *cls, enum MHD_ValueKind kind, const char *key,
-                                    const char *value) {
-    (void)kind;
-    body_framing *f = cls;
-    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
-        if (f->n_lengths++ == 0)
-            f->length = value;
-        else if (strcmp(f->length, value) != 0)
-            f->lengths_differ = true;
-    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
-        f->transfer_encoding = true;
-    }
-    return MHD_YES;
 }
 
 /* A completion request's headers are in: refuse an ambiguous or too large body, or one the
@@ -1087,8 +1173,9 @@ static enum MHD_Result take_body(request *r, const char *data, size_t n) {
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
-    (void)version;
     lb_server *s = cls;
+    conn_ctx *cc = conn_of(c);
+    if (cc) cc->http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
     if (*con_cls == &models_pending || *con_cls == &health_pending) {
         struct MHD_Response *resp = *con_cls == &models_pending ? s->models_resp : s->health_resp;
         *con_cls = NULL;
@@ -1180,6 +1267,13 @@ static int open_listener(const struct addrinfo *ai) {
     if (fd >= 0) close(fd);
     errno = e;
     return -1;
+}
+
+/* A connection the acceptor watched goes back to libmicrohttpd. */
+static void resume_watched(void *ctx, void *conn) {
+    lb_server *s = ctx;
+    lb_server_guard_phase(s->guard, guarded(conn), LB_CONN_WAITING);
+    MHD_resume_connection(conn);
 }
 
 /* The acceptor's hand-over: libmicrohttpd closes fd itself when it refuses it. */
@@ -1287,6 +1381,7 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
         .read_timeout_s = params->read_timeout_s,
         .max_connections = params->connection_limit,
         .hand = hand_to_mhd,
+        .resume = resume_watched,
         .open_connections = open_connections,
         .ctx = s,
     };
@@ -1334,9 +1429,8 @@ void lb_server_shutdown(lb_server *s, double drain_s) {
     if (!s || s->shut_down) return;
     s->shut_down = true;
     if (s->daemon) {
+        lb_server_accept_stop(s->acceptor); /* no new connections, none watched */
         lb_server_accept_stats_get(s->acceptor, &s->accepted);
-        lb_server_accept_stop(s->acceptor); /* no new connections */
-        s->acceptor = NULL;
         atomic_store(&s->draining, true);
         lb_server_timer_drain(s->timer);
         int64_t deadline = lb_clock_now_ns() + (int64_t)(drain_s * 1e9);
@@ -1344,6 +1438,8 @@ void lb_server_shutdown(lb_server *s, double drain_s) {
             nanosleep(&(struct timespec){.tv_nsec = DRAIN_POLL_NS}, NULL);
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;
+        lb_server_accept_free(s->acceptor);
+        s->acceptor = NULL;
     }
     lb_server_timer_free(s->timer);
     s->timer = NULL;

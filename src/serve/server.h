@@ -82,7 +82,7 @@ typedef struct {
     uint64_t idle_closed;   /* connections closed after idle_timeout_s without a request */
     uint64_t slow_closed;   /* connections closed for a request not in after read_timeout_s */
     uint64_t busy;          /* requests refused with 503: bodies over body_memory_bytes */
-    uint64_t malformed;     /* first requests of a connection refused for their head */
+    uint64_t malformed;     /* requests refused for their head (serve/server_accept.h) */
     uint64_t over_limit;    /* connections refused at the connection limit (503) */
 } lb_server_stats;
 

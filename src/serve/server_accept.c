@@ -1,9 +1,12 @@
 /* server_accept.c: the acceptor behind server_accept.h: one thread, one epoll set (the
- * listening socket level-triggered, new connections edge-triggered), a list of the
- * connections not yet handed over, checked for deadlines every 100 ms. */
+ * listening socket level-triggered, connections edge-triggered), a list of the connections
+ * it holds (new ones not yet handed over, kept-alive ones watched between requests),
+ * checked for deadlines every 100 ms. The list is under a mutex: workers add watched
+ * connections to it. */
 #include "serve/server_accept.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -27,14 +30,17 @@ typedef struct pending {
     socklen_t addr_len;
     int64_t opened_ns, first_byte_ns; /* first_byte_ns: 0 until a byte arrived */
     int64_t closing_until_ns;         /* > 0: an error was sent; read until EOF or then */
+    void *conn;                       /* watched: libmicrohttpd's connection; NULL: new */
 } pending;
 
 struct lb_server_acceptor {
     lb_server_accept_params p;
     int epfd, stopfd;
     pthread_t thread;
+    pthread_mutex_t lock; /* the list, n_new and stopped */
     pending *head;
-    unsigned n_pending;
+    unsigned n_new; /* new connections in the list (watched ones are the library's) */
+    bool stopped;
     char peek[LB_HTTP_HEAD_MAX];
     atomic_uint_fast64_t malformed, over_limit, idle, slow;
 };
@@ -47,13 +53,32 @@ static void unlink_pending(lb_server_acceptor *a, pending *c) {
     else
         a->head = c->next;
     if (c->next) c->next->prev = c->prev;
-    a->n_pending--;
+    if (c->conn == NULL) a->n_new--;
 }
 
+/* Replaces the socket under fd by one whose peer has closed: the client's connection is
+ * closed, and libmicrohttpd, reading fd, finds the end of the input and closes it. */
+static void detach(int fd) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
+        shutdown(fd, SHUT_RDWR); /* the library reads the end of input, or what came after */
+        return;
+    }
+    close(pair[1]);
+    dup3(pair[0], fd, O_CLOEXEC);
+    close(pair[0]);
+}
+
+/* Ends a connection held here: a new one is closed, a watched one given back closed. */
 static void close_pending(lb_server_acceptor *a, pending *c) {
     epoll_ctl(a->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
     unlink_pending(a, c);
+    if (c->conn != NULL) {
+        detach(c->fd);
+        a->p.resume(a->p.ctx, c->conn);
+    } else {
+        close(c->fd);
+    }
     free(c);
 }
 
@@ -102,7 +127,10 @@ static void on_readable(lb_server_acceptor *a, pending *c, bool peer_done) {
     }
     epoll_ctl(a->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     unlink_pending(a, c);
-    a->p.hand(a->p.ctx, c->fd, (const struct sockaddr *)&c->addr, c->addr_len);
+    if (c->conn != NULL)
+        a->p.resume(a->p.ctx, c->conn);
+    else
+        a->p.hand(a->p.ctx, c->fd, (const struct sockaddr *)&c->addr, c->addr_len);
     free(c);
 }
 
@@ -125,8 +153,8 @@ static void accept_all(lb_server_acceptor *a) {
         c->next = a->head;
         if (a->head) a->head->prev = c;
         a->head = c;
-        a->n_pending++;
-        if (a->n_pending + a->p.open_connections(a->p.ctx) > a->p.max_connections) {
+        a->n_new++;
+        if (a->n_new + a->p.open_connections(a->p.ctx) > a->p.max_connections) {
             atomic_fetch_add(&a->over_limit, 1);
             char response[ERROR_RESPONSE_BYTES];
             size_t n = lb_http_head_error_response(
@@ -177,8 +205,12 @@ static void *accept_main(void *arg) {
     int64_t next_check = lb_clock_now_ns();
     for (;;) {
         int n = epoll_wait(a->epfd, evs, 64, TICK_MS);
+        pthread_mutex_lock(&a->lock);
         for (int i = 0; i < n; i++) {
-            if (evs[i].data.ptr == &stop_tag) return NULL;
+            if (evs[i].data.ptr == &stop_tag) {
+                pthread_mutex_unlock(&a->lock);
+                return NULL;
+            }
             if (evs[i].data.ptr == &listen_tag)
                 accept_all(a);
             else
@@ -188,6 +220,7 @@ static void *accept_main(void *arg) {
             check_deadlines(a);
             next_check = lb_clock_now_ns() + (int64_t)TICK_MS * 1000000;
         }
+        pthread_mutex_unlock(&a->lock);
     }
 }
 
@@ -197,10 +230,12 @@ lb_status lb_server_accept_start(const lb_server_accept_params *p, lb_server_acc
     lb_server_acceptor *a = calloc(1, sizeof *a);
     if (a == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the acceptor");
     a->p = *p;
+    pthread_mutex_init(&a->lock, NULL);
     a->epfd = epoll_create1(EPOLL_CLOEXEC);
     a->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &listen_tag};
     struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &stop_tag};
+    *out = a; /* before the first connection is handed over: its requests watch through it */
     bool ok = a->epfd >= 0 && a->stopfd >= 0 &&
               epoll_ctl(a->epfd, EPOLL_CTL_ADD, p->listen_fd, &lev) == 0 &&
               epoll_ctl(a->epfd, EPOLL_CTL_ADD, a->stopfd, &sev) == 0 &&
@@ -209,23 +244,54 @@ lb_status lb_server_accept_start(const lb_server_accept_params *p, lb_server_acc
         int e = errno;
         if (a->epfd >= 0) close(a->epfd);
         if (a->stopfd >= 0) close(a->stopfd);
+        pthread_mutex_destroy(&a->lock);
         free(a);
+        *out = NULL;
         return lb_fail(err, LB_ERR_RUNTIME, "cannot start the server's acceptor: %s", strerror(e));
     }
-    *out = a;
     return LB_OK;
+}
+
+bool lb_server_accept_watch(lb_server_acceptor *a, int fd, void *conn) {
+    pending *c = calloc(1, sizeof *c);
+    if (c == NULL) return false;
+    c->fd = fd;
+    c->conn = conn;
+    c->opened_ns = lb_clock_now_ns();
+    pthread_mutex_lock(&a->lock);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+    bool ok = !a->stopped && epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+    if (ok) {
+        c->next = a->head;
+        if (a->head) a->head->prev = c;
+        a->head = c;
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (!ok) free(c);
+    return ok;
 }
 
 void lb_server_accept_stop(lb_server_acceptor *a) {
     if (a == NULL) return;
+    pthread_mutex_lock(&a->lock);
+    bool was_stopped = a->stopped;
+    a->stopped = true;
+    pthread_mutex_unlock(&a->lock);
+    if (was_stopped) return;
     uint64_t one = 1;
     (void)!write(a->stopfd, &one, sizeof one);
     pthread_join(a->thread, NULL);
     while (a->head)
         close_pending(a, a->head);
     close(a->p.listen_fd);
+}
+
+void lb_server_accept_free(lb_server_acceptor *a) {
+    if (a == NULL) return;
+    lb_server_accept_stop(a);
     close(a->stopfd);
     close(a->epfd);
+    pthread_mutex_destroy(&a->lock);
     free(a);
 }
 

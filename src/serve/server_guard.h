@@ -3,11 +3,12 @@
  *
  * Every connection is in one phase: WAITING for a request (since it opened or since its
  * last response ended), READING one (since its request line arrived, until its body is
- * in), or ANSWERING it. A connection WAITING longer than the idle timeout, or READING longer
- * than the read timeout (head and body together: a client that sends one byte a second
- * gets no more time than one that sends nothing), is shut down; ANSWERING has no deadline
- * here (a stream may last long; libmicrohttpd's own timeout catches a client that stops
- * reading). A thread checks every connection ten times a second and ends an overdue one
+ * in), ANSWERING it, or WATCHED between requests by the acceptor (serve/server_accept.h,
+ * which keeps that phase's deadlines). A connection WAITING longer than the idle timeout, or
+ * READING longer than the read timeout (head and body together: a client that sends one
+ * byte a second gets no more time than one that sends nothing), is shut down; ANSWERING has
+ * no deadline here (a stream may last long; libmicrohttpd's own timeout catches a client
+ * that stops reading). A thread checks every connection ten times a second and ends an overdue one
  * with shutdown(2) on its socket, which libmicrohttpd's worker then sees as a closed
  * connection and cleans up as usual; the socket stays open (and its number unused by
  * anything else) until the worker reports the connection closed, which takes the same
@@ -28,6 +29,7 @@ typedef enum {
     LB_CONN_WAITING,   /* for a request: the idle timeout runs */
     LB_CONN_READING,   /* a request's head and body: the read timeout runs */
     LB_CONN_ANSWERING, /* no deadline */
+    LB_CONN_WATCHED,   /* between requests, held by serve/server_accept.h: its deadlines */
 } lb_conn_phase;
 
 /* Starts the checking thread. A timeout <= 0 never expires. */
