@@ -221,6 +221,18 @@ static void test_serve_framing_errors_get_one_json_error(void **state) {
     exchange(s.port, negative, sizeof negative - 1, buf, sizeof buf, 1000, &closed);
     expect_json_error(buf, 400);
     assert_true(closed);
+    static const char chunked[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+    exchange(s.port, chunked, sizeof chunked - 1, buf, sizeof buf, 1000, &closed);
+    expect_json_error(buf, 411);
+    /* 100 header fields are served. */
+    char fields[2048];
+    int n = snprintf(fields, sizeof fields, "GET /health HTTP/1.1\r\n");
+    for (int i = 0; i < 100; i++)
+        n += snprintf(fields + n, sizeof fields - (size_t)n, "a%d:b\r\n", i);
+    n += snprintf(fields + n, sizeof fields - (size_t)n, "\r\n");
+    exchange(s.port, fields, (size_t)n, buf, sizeof buf, 500, &closed);
+    assert_non_null(strstr(buf, "{\"status\":\"ok\"}"));
     static const char huge[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
                                "Content-Length: 99999999999999999999\r\n\r\n";
     exchange(s.port, huge, sizeof huge - 1, buf, sizeof buf, 1000, &closed);
@@ -288,9 +300,20 @@ static void test_serve_malformed_second_requests_get_one_json_error(void **state
     memset(big + n, 'a', sizeof big - (size_t)n - 5);
     memcpy(big + sizeof big - 5, "\r\n\r\n", 5);
     expect_refused_after_a_good_request(s.port, big, 431);
+    /* More header fields than libmicrohttpd has memory for (it would answer 431 in HTML). */
+    n = snprintf(big, sizeof big, "GET /health HTTP/1.1\r\n");
+    for (int i = 0; i < 3000; i++)
+        n += snprintf(big + n, sizeof big - (size_t)n, "a:b\r\n");
+    snprintf(big + n, sizeof big - (size_t)n, "\r\n");
+    expect_refused_after_a_good_request(s.port, big, 431);
+    /* A chunked body (libmicrohttpd would answer a broken one in HTML). */
+    expect_refused_after_a_good_request(s.port,
+                                        "POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                                        "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+                                        411);
     char counters[2048];
     stop(&s, counters, sizeof counters);
-    if (strstr(counters, "9 for a malformed") == NULL) fail_msg("counters: %s", counters);
+    if (strstr(counters, "11 for a malformed") == NULL) fail_msg("counters: %s", counters);
 }
 
 /* Requests sent back to back before their answers (pipelined) are all answered, and a

@@ -91,6 +91,7 @@ int lb_http_head_check(const char *buf, size_t len, size_t *head_len, const char
 
     const char *length = NULL, *length_end = NULL;
     bool transfer_encoding = false;
+    int fields = 0;
     for (const char *p = eol + 1;;) {
         eol = line_end(p, end);
         if (eol == NULL) {
@@ -106,8 +107,17 @@ int lb_http_head_check(const char *buf, size_t len, size_t *head_len, const char
         }
         line_stop = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
         if (line_stop == p) { /* the blank line: the head is complete */
+            if (transfer_encoding) {
+                *why = "a request body must come with Content-Length (chunked request bodies "
+                       "are not accepted)";
+                return 411;
+            }
             *head_len = (size_t)(eol + 1 - buf);
             return LB_HTTP_HEAD_OK;
+        }
+        if (++fields > LB_HTTP_FIELDS_MAX) {
+            *why = "the request head has more than 100 header fields";
+            return 431;
         }
         if (*p == ' ' || *p == '\t') {
             *why = "a header line is folded onto the next (obsolete line folding)";
@@ -178,6 +188,7 @@ static const char *reason_phrase(int status) {
     switch (status) {
     case 400: return "Bad Request";
     case 408: return "Request Timeout";
+    case 411: return "Length Required";
     case 413: return "Content Too Large";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";

@@ -8,22 +8,26 @@
  * careful server accepts (RFC 9112): METHOD SP request-target SP HTTP/1.0 or HTTP/1.1, header lines
  * of token ":" value without control characters and without line folding, at most one
  * Content-Length value (digits only, at most LB_HTTP_BODY_MAX bytes), no Content-Length
- * together with Transfer-Encoding, and Transfer-Encoding only as "chunked". A pure
+ * together with Transfer-Encoding, at most LB_HTTP_FIELDS_MAX header fields (more would
+ * pass libmicrohttpd's memory for a connection, which it answers itself), and no
+ * Transfer-Encoding: a body comes with Content-Length (chunked: 411, as libmicrohttpd
+ * answers a broken chunked body itself; any other coding: 501). A pure
  * function of its bytes: the fuzz target tests/fuzz/fuzz_http_head.c drives it. */
 #ifndef LB_SERVE_HTTP_HEAD_H
 #define LB_SERVE_HTTP_HEAD_H
 
 #include <stddef.h>
 
-#define LB_HTTP_BODY_MAX  ((size_t)64 << 20) /* the largest request body served, bytes */
-#define LB_HTTP_HEAD_MAX  16384              /* the longest request head, bytes */
-#define LB_HTTP_HEAD_MORE 0                  /* no verdict yet: the head has not ended */
-#define LB_HTTP_HEAD_OK   200
+#define LB_HTTP_BODY_MAX   ((size_t)64 << 20) /* the largest request body served, bytes */
+#define LB_HTTP_HEAD_MAX   16384              /* the longest request head, bytes */
+#define LB_HTTP_FIELDS_MAX 100                /* header fields in a request head at most */
+#define LB_HTTP_HEAD_MORE  0                  /* no verdict yet: the head has not ended */
+#define LB_HTTP_HEAD_OK    200
 
 /* The verdict on buf[0..len), the first bytes of a request: LB_HTTP_HEAD_MORE while the head
  * has not ended (and nothing in it is wrong yet), LB_HTTP_HEAD_OK for a well-formed head
  * (*head_len = its length with the blank line), or the HTTP status to refuse it with (400,
- * 413, 431, 501, 505) and a sentence in why (static text). */
+ * 411, 413, 431, 501, 505) and a sentence in why (static text). */
 int lb_http_head_check(const char *buf, size_t len, size_t *head_len, const char **why);
 
 /* A whole HTTP/1.1 response refusing a request: status, JSON body

@@ -362,8 +362,8 @@ static enum MHD_Result read_framing(void *cls, enum MHD_ValueKind kind, const ch
  * libmicrohttpd's rule for the answers this server sends (HTTP/1.1 unless the request says
  * close; HTTP/1.0 when it asks for keep-alive). Unread: every byte the kernel received,
  * less those waiting in the socket, is of requests that have ended (a client that sent the
- * next request before this answer, or a chunked body whose framing is not counted here, may
- * have left bytes in libmicrohttpd's buffer; such a connection is not watched again). */
+ * next request before this answer may have left bytes in libmicrohttpd's buffer, and a
+ * chunked body's framing is not counted; such a connection is not watched again). */
 static bool next_request_unread(lb_server *s, struct MHD_Connection *c) {
     conn_ctx *cc = conn_of(c);
     if (cc == NULL || cc->unwatched || atomic_load(&s->draining)) return false;
@@ -1120,6 +1120,10 @@ static enum MHD_Result accept_completion(lb_server *s, struct MHD_Connection *c,
                            "the request's body length is ambiguous: %s",
                            f.lengths_differ ? "two different Content-Length headers"
                                             : "both Content-Length and Transfer-Encoding");
+    if (f.transfer_encoding)
+        return reply_error(s, c, MHD_HTTP_LENGTH_REQUIRED, NULL,
+                           "a request body must come with Content-Length (chunked request "
+                           "bodies are not accepted)");
     unsigned long long length = f.length ? strtoull(f.length, NULL, 10) : 0;
     if (length > BODY_MAX_BYTES)
         return reply_error(s, c, MHD_HTTP_CONTENT_TOO_LARGE, NULL,

@@ -59,7 +59,7 @@ void lb_server_accept_stop(lb_server_acceptor *a);
 void lb_server_accept_free(lb_server_acceptor *a);
 
 typedef struct {
-    uint64_t malformed;  /* requests refused for their head (400, 413, 431, 501, 505) */
+    uint64_t malformed;  /* requests refused for their head (400, 411, 413, 431, 501, 505) */
     uint64_t over_limit; /* connections refused for the connection limit (503) */
     uint64_t idle;       /* closed for sending nothing */
     uint64_t slow;       /* refused for a head not in within the read timeout (408) */

@@ -25,8 +25,8 @@
 #include "serve/synthetic.h"
 
 static bool is_verdict(int v) {
-    return v == LB_HTTP_HEAD_MORE || v == LB_HTTP_HEAD_OK || v == 400 || v == 413 || v == 431 ||
-           v == 501 || v == 505;
+    return v == LB_HTTP_HEAD_MORE || v == LB_HTTP_HEAD_OK || v == 400 || v == 411 || v == 413 ||
+           v == 431 || v == 501 || v == 505;
 }
 
 /* The body of the HTTP response in r[0..n) is {"error":{"message":...}}. */
