@@ -282,6 +282,7 @@ static void test_cli_results_show_prints_numbers_for_people(void **state) {
     lb_result *r = lb_result_new("train", "numbers");
     json_object_set_new(r->config, "lr", json_real(0.0003));
     lb_result_set_metric(r, "peak_host_mem_bytes", 173175000, "bytes");
+    lb_result_set_metric(r, "achieved_gflops", 482964.79, "GFLOP/s");
     int64_t id = 0;
     assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
     r->status = LB_RUN_OK;
@@ -293,6 +294,7 @@ static void test_cli_results_show_prints_numbers_for_people(void **state) {
     assert_int_equal(run((const char *[]){"results", "show", id_text, NULL}), 0);
     assert_non_null(strstr(out, " 0.0003\n"));
     assert_non_null(strstr(out, "165.15 MiB"));
+    assert_non_null(strstr(out, "482.96 TFLOP/s"));
     assert_null(strstr(out, "e+08"));
 }
 

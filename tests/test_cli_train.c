@@ -2,6 +2,8 @@
  * and a line naming it before anything is stored; a real run is stored with its raw
  * samples; Ctrl-C stores an interrupted run that keeps the steps measured. */
 #include <jansson.h>
+#include <pty.h>
+#include <regex.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -92,6 +94,54 @@ static void test_cli_train_tiny_model_runs_with_its_defaults(void **state) {
     assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "config"), "seq")),
                      32);
     json_decref(doc);
+}
+
+/* On a terminal a run shows the time left on its progress line. */
+static void test_cli_train_progress_on_a_terminal_shows_the_time_left(void **state) {
+    (void)state;
+    int master = -1, slave = -1;
+    assert_int_equal(openpty(&master, &slave, NULL, NULL, NULL), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        dup2(slave, 2);
+        close(master);
+        close(slave);
+        /* about 2 s of steps on a 2-core machine: several redraws 200 ms apart */
+        execl(LB_TEST_BIN, "llmbench", "train", "--model", "gpt2-tiny", "--batch", "1", "--seq",
+              "16", "--steps", "3000", "--warmup", "0", "--db", g_db, (char *)NULL);
+        _exit(127);
+    }
+    close(slave);
+    static char tty[1 << 20];
+    size_t n = 0;
+    for (;;) { /* until the child has gone: then the terminal reads EIO */
+        ssize_t r = read(master, tty + n, sizeof tty - 1 - n);
+        if (r <= 0) break;
+        n += (size_t)r;
+        if (n == sizeof tty - 1) n = 0; /* keep the end */
+    }
+    tty[n] = '\0';
+    close(master);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    regex_t re;
+    assert_int_equal(regcomp(&re,
+                             "step ([0-9]+)/3000 loss [0-9.]+ [0-9.]+ ms/step, ETA "
+                             "([0-9]+ s|[0-9]+ min [0-5][0-9] s|[0-9]+ h [0-5][0-9] min) *$",
+                             REG_EXTENDED | REG_NEWLINE),
+                     0);
+    int lines = 0;
+    for (char *line = strtok(tty, "\r\n"); line; line = strtok(NULL, "\r\n")) {
+        if (strstr(line, "ETA") == NULL) continue;
+        if (regexec(&re, line, 0, NULL, 0) != 0) fail_msg("progress line: '%s'", line);
+        lines++;
+    }
+    regfree(&re);
+    if (lines < 1) fail_msg("no progress line with ETA on the terminal: '%.400s'", tty);
 }
 
 static void test_cli_train_prints_no_result_when_the_store_cannot_be_used(void **state) {
@@ -298,6 +348,7 @@ int main(void) {
         cmocka_unit_test(test_cli_train_sigint_stores_interrupted_run),
         cmocka_unit_test(test_cli_train_tiny_model_runs_with_its_defaults),
         cmocka_unit_test(test_cli_train_prints_no_result_when_the_store_cannot_be_used),
+        cmocka_unit_test(test_cli_train_progress_on_a_terminal_shows_the_time_left),
         cmocka_unit_test(test_cli_train_crashed_run_keeps_its_config),
         cmocka_unit_test(test_cli_train_second_sigint_marks_the_run_interrupted),
     };

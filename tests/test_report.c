@@ -5,6 +5,7 @@
  * (no runs, unknown runs, no --out) is refused with exit 2. Without Chromium the browser
  * part is skipped and says so; the files are still checked. */
 #include <jansson.h>
+#include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -163,6 +164,20 @@ static void test_run_ends_with_history_and_report(void **state) {
     int rc = run((const char *[]){"run", "--cpu-only", "--steps", "3", "--db", db, NULL});
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     assert_int_equal(count(out, ": no change point in 1 runs of tokens_per_s"), 2);
+    /* The table's FLOP rate of each run carries the SI prefix that keeps it below 1000. */
+    regex_t re;
+    assert_int_equal(
+        regcomp(&re, " ([0-9]+)\\.[0-9][0-9] [kMGTPE]?FLOP/s$", REG_EXTENDED | REG_NEWLINE), 0);
+    int rates = 0;
+    regmatch_t m[2];
+    for (const char *p = out; regexec(&re, p, 2, m, 0) == 0; p += m[0].rm_eo) {
+        long whole = strtol(p + m[1].rm_so, NULL, 10);
+        if (whole >= 1000 || (whole < 1 && strncmp(p + m[0].rm_so, " 0.00 ", 6) != 0))
+            fail_msg("FLOP rate '%.*s'", (int)(m[0].rm_eo - m[0].rm_so), p + m[0].rm_so);
+        rates++;
+    }
+    regfree(&re);
+    assert_int_equal(rates, 2);
     const char *line = strstr(out, "report: ");
     assert_non_null(line);
     char path[256];

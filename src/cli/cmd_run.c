@@ -211,21 +211,6 @@ static lb_status history_and_report(const lb_cli_common *common, const int64_t *
     return st;
 }
 
-/* "2.31 GFLOP/s", "482.96 TFLOP/s": the prefix that keeps the number below 1000. */
-static void format_flop_rate(char *buf, size_t cap, double flop_per_s) {
-    static const char *const prefixes[] = {"", "k", "M", "G", "T", "P"};
-    if (!isfinite(flop_per_s)) {
-        snprintf(buf, cap, "n/a");
-        return;
-    }
-    int k = 0;
-    while (fabs(flop_per_s) >= 1000.0 && k < 5) {
-        flop_per_s /= 1000.0;
-        k++;
-    }
-    snprintf(buf, cap, "%.2f %sFLOP/s", flop_per_s, prefixes[k]);
-}
-
 int lb_cmd_run(int argc, char **argv) {
     bool cpu_only = false, no_report = false, no_progress = false;
     const char *report_dir = NULL;
@@ -342,7 +327,8 @@ int lb_cmd_run(int argc, char **argv) {
             if (r == NULL || r->status == LB_RUN_RUNNING) continue;
             bool infer = strcmp(r->kind, "infer") == 0; /* output tokens, no steps or loss */
             char rate[32];
-            format_flop_rate(rate, sizeof rate, lb_result_metric(r, "achieved_gflops") * 1e9);
+            lb_output_format_value(rate, sizeof rate, lb_result_metric(r, "achieved_gflops"),
+                                   "GFLOP/s");
             printf("%-6lld %-24s %-12s %12.1f %14.3f %11.4f %14s\n", (long long)ids[i], r->name,
                    lb_result_status_name(r->status),
                    lb_result_metric(r, infer ? "output_tok_per_s" : "tokens_per_s"),

@@ -19,6 +19,25 @@ void lb_output_format_value(char *buf, size_t cap, double value, const char *uni
         snprintf(buf, cap, k == 0 ? "%.0f %s" : "%.2f %s", value, units[k]);
         return;
     }
+    /* FLOP/s, GFLOP/s, TFLOP/s: the SI prefix that keeps the number below 1000. */
+    size_t ulen = strlen(unit);
+    if (ulen >= 6 && ulen <= 7 && strcmp(unit + ulen - 6, "FLOP/s") == 0) {
+        static const char prefixes[] = " kMGTPE";
+        const char *at = ulen == 7 ? strchr(prefixes + 1, unit[0]) : prefixes;
+        if (at != NULL) {
+            int k = (int)(at - prefixes);
+            while (fabs(value) >= 1000.0 && k < 6) {
+                value /= 1000.0;
+                k++;
+            }
+            while (value != 0.0 && fabs(value) < 1.0 && k > 0) {
+                value *= 1000.0;
+                k--;
+            }
+            snprintf(buf, cap, k == 0 ? "%.2f FLOP/s" : "%.2f %cFLOP/s", value, prefixes[k]);
+            return;
+        }
+    }
     double a = fabs(value);
     const char *fmt =
         a == 0.0 || (a >= 0.01 && a < 1e9) ? (a >= 1000 ? "%.1f %s" : "%.4g %s") : "%.4e %s";
@@ -48,8 +67,8 @@ void lb_output_loadgen_progress(lb_progress *prog, const char *label,
                                 const lb_loadgen_progress *p) {
     char total[32] = "";
     if (p->planned >= 0) snprintf(total, sizeof total, "/%lld", (long long)p->planned);
-    char eta[32] = "?";
-    if (isfinite(p->eta_s)) snprintf(eta, sizeof eta, "%.0f s", p->eta_s);
+    char eta[32];
+    lb_progress_format_eta(eta, sizeof eta, p->eta_s);
     lb_progress_update(prog, false,
                        "%s: %lld%s done, %lld failed, %lld in flight, %.1f/s, %.0f s elapsed, "
                        "ETA %s",

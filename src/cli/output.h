@@ -15,7 +15,8 @@
 void lb_output_result_table(FILE *f, const lb_result *r, int64_t run_id);
 /* Prints lb_result_to_json(r) plus "id" as one indented JSON document and a newline. */
 void lb_output_result_json(FILE *f, const lb_result *r, int64_t run_id);
-/* Formats a value with its unit for people: 1234567 bytes -> "1.18 MiB". */
+/* Formats a value with its unit for people: 1234567 bytes -> "1.18 MiB", 482964.79 GFLOP/s
+ * -> "482.96 TFLOP/s". */
 void lb_output_format_value(char *buf, size_t cap, double value, const char *unit);
 
 /* The progress line of a load run (`load`, `infer`): "LABEL: done/planned, failed, in

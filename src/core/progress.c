@@ -1,6 +1,7 @@
 /* progress.c: the rate-limited progress line behind progress.h. */
 #include "core/progress.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -50,4 +51,23 @@ void lb_progress_done(lb_progress *p) {
         fprintf(stderr, "\n");
         p->last_len = 0;
     }
+}
+
+double lb_progress_eta_s(double left, double rate_per_s) {
+    if (!(rate_per_s > 0) || !isfinite(rate_per_s) || !isfinite(left)) return NAN;
+    return left > 0 ? left / rate_per_s : 0.0;
+}
+
+void lb_progress_format_eta(char *buf, size_t cap, double eta_s) {
+    if (!isfinite(eta_s) || eta_s < 0) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    long long s = llround(eta_s);
+    if (s < 60)
+        snprintf(buf, cap, "%lld s", s);
+    else if (s < 3600)
+        snprintf(buf, cap, "%lld min %02lld s", s / 60, s % 60);
+    else
+        snprintf(buf, cap, "%lld h %02lld min", s / 3600, s / 60 % 60);
 }

@@ -8,6 +8,7 @@
 #define LB_CORE_PROGRESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -23,5 +24,11 @@ void lb_progress_update(lb_progress *p, bool force, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Ends the line (a newline on a terminal, so later output starts on a clean line). */
 void lb_progress_done(lb_progress *p);
+
+/* Seconds until `left` items are done at rate_per_s items a second (0 when none are left);
+ * NaN when the rate is not known (not positive, not finite). */
+double lb_progress_eta_s(double left, double rate_per_s);
+/* The time left for people: "42 s", "12 min 05 s", "3 h 07 min"; "?" when eta_s is NaN. */
+void lb_progress_format_eta(char *buf, size_t cap, double eta_s);
 
 #endif

@@ -24,6 +24,7 @@
 #include "accuracy/rouge.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/provenance.h"
 #include "core/rng.h"
 #include "core/signals.h"
@@ -380,8 +381,7 @@ static void report_progress(run *R, int64_t now_rel, int64_t *last_tick, int64_t
         pr.planned = R->planned_turns;
     else if (R->p->mode == LB_MODE_ACCURACY || R->p->min_duration_s <= 0)
         pr.planned = queries_wanted(R);
-    if (pr.planned >= 0 && pr.rate_per_s > 0)
-        pr.eta_s = (double)(pr.planned - done) / pr.rate_per_s;
+    if (pr.planned >= 0) pr.eta_s = lb_progress_eta_s((double)(pr.planned - done), pr.rate_per_s);
     if (R->p->scenario == LB_SCENARIO_SERVER && R->open_loop && R->n_planned > 0) {
         double left = (double)(R->q[R->n_planned - 1].scheduled_ns - now_rel) / 1e9;
         if (left > 0 && !(pr.eta_s > left)) pr.eta_s = left;

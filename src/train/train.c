@@ -518,6 +518,7 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     lb_progress prog;
     lb_progress_init(&prog, p->progress && rank == 0);
     int64_t done = 0;
+    double steps_ms = 0; /* the steps' times so far: their mean rate gives the ETA */
     for (int64_t step = 0; st == LB_OK && step < total; step++) {
         int32_t go = !lb_signals_interrupted();
         if (ranks > 1 && (st = lb_boot_bcast(p->boot, &go, sizeof go, err)) != LB_OK) break;
@@ -545,12 +546,16 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
             st = lb_fail(err, LB_ERR_RUNTIME, "loss is %f at step %lld: training diverged",
                          info.loss, (long long)step);
         bool warm = step < p->warmup;
+        char eta[32];
+        steps_ms += mine[LB_REC_MS];
+        lb_progress_format_eta(
+            eta, sizeof eta,
+            lb_progress_eta_s((double)(total - done), 1e3 * (double)done / steps_ms));
         lb_progress_update(&prog, false,
                            "train %s cpu x%d zero %d: step %lld/%lld%s loss %.4f %.1f ms/step, "
-                           "ETA %.0f s",
-                           cfg->name, ranks, p->zero, (long long)step + 1, (long long)total,
-                           warm ? " (warm-up)" : "", info.loss, mine[LB_REC_MS],
-                           (double)(total - step - 1) * mine[LB_REC_MS] / 1e3);
+                           "ETA %s",
+                           cfg->name, ranks, p->zero, (long long)done, (long long)total,
+                           warm ? " (warm-up)" : "", info.loss, mine[LB_REC_MS], eta);
     }
     lb_progress_done(&prog);
     if (st == LB_OK && (ranks > 1 || p->save_params != NULL)) st = lb_dp_gather_params(dp, err);
