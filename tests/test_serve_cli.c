@@ -174,6 +174,127 @@ static void test_serve_cli_prints_counters_on_stderr(void **state) {
     close(ch.err_fd);
 }
 
+/* GET path with an Accept header (NULL: none) into b; returns the status, the content type
+ * into type. */
+static long get_keep(int port, const char *path, const char *accept, body *b, char *type,
+                     size_t type_cap) {
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    if (accept) {
+        char line[160];
+        snprintf(line, sizeof line, "Accept: %s", accept);
+        h = curl_slist_append(h, line);
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        char *ct = NULL;
+        curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+        snprintf(type, type_cap, "%s", ct ? ct : "");
+    }
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+/* Parses text with Debian's python3-prometheus-client (the Prometheus text parser, or the
+ * OpenMetrics one) and checks that the named samples have the values given, as
+ * "name[sorted label items]=value;..." (python's repr of the items). Returns the
+ * parser's exit status (0 when every sample matched). */
+static int parse_with_prometheus_client(const char *text, bool openmetrics, const char *want) {
+    char path[] = "/tmp/lbtest-metricsXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    setenv("LB_METRICS_WANT", want, 1);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import os, sys\n"
+             "from prometheus_client%s.parser import text_string_to_metric_families as p\n"
+             "got = {s.name + repr(sorted(s.labels.items())): s.value\n"
+             "       for f in p(open('%s').read()) for s in f.samples}\n"
+             "want = os.environ['LB_METRICS_WANT'].split(';')\n"
+             "bad = [w for w in want if got.get(w.rsplit('=', 1)[0]) != "
+             "float(w.rsplit('=', 1)[1])]\n"
+             "print(bad, got) if bad else None\n"
+             "sys.exit(1 if bad else 0)\"",
+             openmetrics ? ".openmetrics" : "", path);
+    int rc = system(cmd);
+    unlink(path);
+    return rc;
+}
+
+/* /metrics: the counters and histograms, in Prometheus text and, when asked, OpenMetrics,
+ * as Prometheus' own client library reads them. */
+static void test_serve_cli_metrics_count_requests_tokens_and_latencies(void **state) {
+    (void)state;
+    const char *const args[] = {LB_TEST_BIN, "serve", "--synthetic", "--port",     "0",
+                                "--threads", "2",     "--model",     "tiny \"m\"", NULL};
+    child ch;
+    int port = start_serve(&ch, args, false);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(post(port, "{\"prompt\":\"a b\",\"max_tokens\":3}"), 200);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(post(port, "{\"prompt\":\"a b\",\"max_tokens\":5,\"stream\":true}"), 200);
+    assert_int_equal(post(port, "{\"prompt\":"), 400);
+    body b = {0};
+    char type[128];
+    assert_int_equal(get_keep(port, "/metrics", NULL, &b, type, sizeof type), 200);
+    assert_string_equal(type, "text/plain; version=0.0.4; charset=utf-8");
+    const char *lines[] = {
+        "# TYPE llmbench_serve_requests_total counter\n",
+        "llmbench_serve_requests_total{model=\"tiny \\\"m\\\"\"} 6\n",
+        "llmbench_serve_streamed_requests_total{model=\"tiny \\\"m\\\"\"} 2\n",
+        "llmbench_serve_completed_requests_total{model=\"tiny \\\"m\\\"\"} 5\n",
+        "llmbench_serve_client_errors_total{model=\"tiny \\\"m\\\"\"} 1\n",
+        "llmbench_serve_output_tokens_total{model=\"tiny \\\"m\\\"\"} 19\n",
+        "llmbench_serve_in_flight_requests{model=\"tiny \\\"m\\\"\"} 0\n",
+        "# TYPE llmbench_serve_request_duration_seconds histogram\n",
+        "llmbench_serve_request_duration_seconds_bucket{model=\"tiny \\\"m\\\"\",le=\"+Inf\"} 5\n",
+        "llmbench_serve_request_duration_seconds_count{model=\"tiny \\\"m\\\"\"} 5\n",
+        "llmbench_serve_time_to_first_token_seconds_count{model=\"tiny \\\"m\\\"\"} 2\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (strstr(b.p, lines[i]) == NULL) fail_msg("/metrics lacks '%s':\n%s", lines[i], b.p);
+    assert_null(strstr(b.p, "# EOF"));
+    assert_null(strstr(b.p, "# UNIT"));
+    static const char want[] =
+        "llmbench_serve_requests_total[('model', 'tiny \"m\"')]=6;"
+        "llmbench_serve_output_tokens_total[('model', 'tiny \"m\"')]=19;"
+        "llmbench_serve_request_duration_seconds_count[('model', 'tiny \"m\"')]=5;"
+        "llmbench_serve_time_to_first_token_seconds_bucket[('le', '+Inf'), ('model', 'tiny "
+        "\"m\"')]=2;"
+        "llmbench_serve_closed_connections_total[('model', 'tiny \"m\"'), ('reason', 'idle')]=0";
+    if (system("/usr/bin/python3 -c 'import prometheus_client' 2>/dev/null") != 0)
+        fail_msg("python3-prometheus-client (deps/apt-packages.txt) is not installed");
+    assert_int_equal(parse_with_prometheus_client(b.p, false, want), 0);
+    free(b.p);
+
+    body om = {0};
+    assert_int_equal(get_keep(port, "/metrics",
+                              "application/openmetrics-text; version=1.0.0,text/plain;q=0.5", &om,
+                              type, sizeof type),
+                     200);
+    assert_string_equal(type, "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    assert_non_null(strstr(om.p, "# TYPE llmbench_serve_requests counter\n"));
+    assert_non_null(strstr(om.p, "# UNIT llmbench_serve_request_duration_seconds seconds\n"));
+    assert_non_null(strstr(om.p, "\n# EOF\n"));
+    assert_int_equal(parse_with_prometheus_client(om.p, true, want), 0);
+    free(om.p);
+    kill(ch.pid, SIGTERM);
+    assert_int_equal(wait_exit(ch.pid, 10000), 0);
+    close(ch.out_fd);
+    close(ch.err_fd);
+}
+
 static void check_usage_error(const char *const *args, const char *expected) {
     child ch = spawn(args);
     assert_int_equal(wait_exit(ch.pid, 10000), 2);
@@ -278,6 +399,7 @@ int main(void) {
         cmocka_unit_test(test_serve_cli_prints_port_and_exits_0_on_sigterm),
         cmocka_unit_test(test_serve_cli_exits_0_on_sigint),
         cmocka_unit_test(test_serve_cli_prints_counters_on_stderr),
+        cmocka_unit_test(test_serve_cli_metrics_count_requests_tokens_and_latencies),
         cmocka_unit_test(test_serve_cli_without_a_token_source_says_which_and_exits_2),
         cmocka_unit_test(test_serve_cli_generates_with_the_engine_on_a_model_directory),
         cmocka_unit_test(test_serve_cli_rejects_bad_options_with_exit_2),

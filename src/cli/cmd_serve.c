@@ -149,7 +149,8 @@ int lb_cmd_serve(int argc, char **argv) {
     };
     static const char summary[] =
         "Serves an OpenAI-compatible HTTP API (POST /v1/completions, POST "
-        "/v1/chat/completions, GET /v1/models, GET /health), streamed (SSE) or not. With "
+        "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics for Prometheus), streamed "
+        "(SSE) or not. With "
         "--model DIR or --random PRESET the built-in engine generates (continuous batching "
         "over a paged KV cache, on the GPU or with --device cpu the CPU reference). With "
         "--synthetic the tokens are pseudo-words timed by --ttft-ms and --tpot-ms: the peer "

@@ -5,29 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/metrics_text.h"
 #include "history/bench.h"
 #include "history/history.h"
-
-/* A label value with \, " and newlines escaped. */
-static void label_value(FILE *f, const char *v) {
-    for (const char *p = v; *p; p++) {
-        if (*p == '\\' || *p == '"')
-            fputc('\\', f), fputc(*p, f);
-        else if (*p == '\n')
-            fputs("\\n", f);
-        else
-            fputc(*p, f);
-    }
-}
-
-/* Metric names allow [a-zA-Z0-9_:]; anything else becomes '_'. */
-static void metric_name(FILE *f, const char *name) {
-    fputs("llmbench_", f);
-    for (const char *p = name; *p; p++)
-        fputc(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:", *p) ? *p
-                                                                                             : '_',
-              f);
-}
 
 static void labels(FILE *f, const lb_history_bench *b, const lb_result *r) {
     lb_bench_field fields[LB_BENCH_MAX_FIELDS];
@@ -35,7 +15,7 @@ static void labels(FILE *f, const lb_history_bench *b, const lb_result *r) {
     fprintf(f, "{benchmark=\"%s\",kind=\"%s\"", b->key, b->kind);
     for (size_t i = 0; i < n; i++) {
         fprintf(f, ",%s=\"", fields[i].key);
-        label_value(f, fields[i].value);
+        lb_metrics_text_label_value(f, fields[i].value);
         fputc('"', f);
     }
     fprintf(f, ",run=\"%lld\"}", (long long)b->last_id);
@@ -74,40 +54,37 @@ lb_status lb_openmetrics_write(lb_store *s, double threshold_pct, FILE *out, lb_
                 double v = lb_result_metric(last[i], keys[m].metric);
                 if (!isfinite(v)) continue;
                 if (!header) {
-                    fputs("# TYPE ", out);
-                    metric_name(out, keys[m].metric);
-                    fputs(" gauge\n# HELP ", out);
-                    metric_name(out, keys[m].metric);
-                    fprintf(out, " %s of the newest ok %s run of each benchmark\n", keys[m].metric,
-                            kinds[k]);
+                    char help[160];
+                    snprintf(help, sizeof help, "%s of the newest ok %s run of each benchmark",
+                             keys[m].metric, kinds[k]);
+                    lb_metrics_text_family(out, LB_METRICS_TEXT_OPENMETRICS, keys[m].metric,
+                                           "gauge", NULL, help);
                     header = true;
                 }
-                metric_name(out, keys[m].metric);
+                lb_metrics_text_name(out, keys[m].metric);
                 labels(out, &b[i], last[i]);
                 fprintf(out, " %.17g %.3f\n", v, last[i]->start_wall_s);
             }
         }
     }
     if (st == LB_OK && n > 0) {
-        fputs("# TYPE llmbench_run_start_seconds gauge\n# UNIT llmbench_run_start_seconds "
-              "seconds\n# HELP llmbench_run_start_seconds when the newest ok run of each "
-              "benchmark started\n",
-              out);
+        lb_metrics_text_family(out, LB_METRICS_TEXT_OPENMETRICS, "run_start_seconds", "gauge",
+                               "seconds", "when the newest ok run of each benchmark started");
         for (size_t i = 0; i < n; i++) {
             fputs("llmbench_run_start_seconds", out);
             labels(out, &b[i], last[i]);
             fprintf(out, " %.3f\n", last[i]->start_wall_s);
         }
-        fputs("# TYPE llmbench_regression gauge\n# HELP llmbench_regression 1 when the newest "
-              "change point of the benchmark's history is a regression\n",
-              out);
+        lb_metrics_text_family(
+            out, LB_METRICS_TEXT_OPENMETRICS, "regression", "gauge", NULL,
+            "1 when the newest change point of the benchmark's history is a regression");
         for (size_t i = 0; i < n; i++) {
             fputs("llmbench_regression", out);
             labels(out, &b[i], last[i]);
             fprintf(out, " %d\n", regressed[i] ? 1 : 0);
         }
     }
-    if (st == LB_OK) fputs("# EOF\n", out);
+    if (st == LB_OK) lb_metrics_text_end(out, LB_METRICS_TEXT_OPENMETRICS);
     for (size_t i = 0; last && i < n; i++)
         lb_result_free(last[i]);
     free(last), free(regressed), free(b);

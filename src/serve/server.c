@@ -46,6 +46,7 @@
 #include "serve/http_head.h"
 #include "serve/server_accept.h"
 #include "serve/server_guard.h"
+#include "serve/server_metrics.h"
 #include "serve/server_timer.h"
 
 #define BODY_INLINE_BYTES 4096
@@ -71,7 +72,14 @@ _Static_assert(HEAD_BYTES >= HEAD_FIXED_MAX_BYTES + MODEL_MAX_BYTES * 6 + 2,
 #define STREAM_BLOCK_BYTES (16 * 1024)
 #define DRAIN_POLL_NS      2000000
 
-typedef enum { ROUTE_NONE, ROUTE_COMPLETIONS, ROUTE_CHAT, ROUTE_MODELS, ROUTE_HEALTH } route;
+typedef enum {
+    ROUTE_NONE,
+    ROUTE_COMPLETIONS,
+    ROUTE_CHAT,
+    ROUTE_MODELS,
+    ROUTE_HEALTH,
+    ROUTE_METRICS,
+} route;
 
 typedef enum {
     OUT_TOKENS, /* sending token events */
@@ -105,7 +113,8 @@ struct lb_server {
     atomic_uint_fast64_t next_index;
     atomic_uint_fast64_t requests, streamed, completed, faults, client_errors, aborted, tokens,
         in_flight, busy;
-    atomic_size_t body_bytes; /* request bodies held (reserved) now */
+    atomic_size_t body_bytes;         /* request bodies held (reserved) now */
+    lb_server_latency duration, ttft; /* serve/server_metrics.h */
 };
 
 typedef struct {
@@ -445,6 +454,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         count(&s->faults, 1);
     } else if (r->ok && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         count(&s->completed, 1);
+        lb_server_metrics_observe(&s->duration, lb_clock_now_ns() - r->arrival_ns);
     } else {
         count(&s->aborted, 1);
     }
@@ -842,6 +852,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             }
             size_t plen = stop_filter(r, tok, len, r->sent + 1 == r->max_tokens, piece);
             n = write_token_event(r, w, piece, plen);
+            if (r->sent == 0)
+                lb_server_metrics_observe(&s->ttft, lb_clock_now_ns() - r->arrival_ns);
             r->sent++;
             if (r->stopped) r->out = r->include_usage ? OUT_USAGE : OUT_DONE;
             break;
@@ -1058,6 +1070,7 @@ static route route_of(const char *url) {
     if (strcmp(url, "/v1/chat/completions") == 0) return ROUTE_CHAT;
     if (strcmp(url, "/v1/models") == 0) return ROUTE_MODELS;
     if (strcmp(url, "/health") == 0) return ROUTE_HEALTH;
+    if (strcmp(url, "/metrics") == 0) return ROUTE_METRICS;
     return ROUTE_NONE;
 }
 
@@ -1069,7 +1082,27 @@ static enum MHD_Result reply_shared(struct MHD_Connection *c, struct MHD_Respons
  * the one that ends the request: libmicrohttpd closes the connection after a response
  * queued before the request was read to its end, so GETs are answered on the second call
  * and their connections stay open for the requests that follow. */
-static char models_pending, health_pending;
+static char models_pending, health_pending, metrics_pending;
+
+/* GET /metrics: the counters and histograms now, in OpenMetrics when the scraper accepts
+ * it, else in Prometheus text. */
+static enum MHD_Result reply_metrics(lb_server *s, struct MHD_Connection *c) {
+    const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    lb_metrics_text_format format = accept && strstr(accept, "application/openmetrics-text")
+                                        ? LB_METRICS_TEXT_OPENMETRICS
+                                        : LB_METRICS_TEXT_PROMETHEUS;
+    lb_server_stats st;
+    lb_server_get_stats(s, &st);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL) return MHD_NO;
+    lb_server_metrics_write(f, format, s->model, &st, &s->duration, &s->ttft);
+    fclose(f);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (resp == NULL) free(text);
+    return queue(s, c, MHD_HTTP_OK, resp, lb_metrics_text_content_type(format));
+}
 
 /* ---- connections and their limits ---- */
 
@@ -1180,6 +1213,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     lb_server *s = cls;
     conn_ctx *cc = conn_of(c);
     if (cc) cc->http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+    if (*con_cls == &metrics_pending) {
+        *con_cls = NULL;
+        lb_server_guard_phase(s->guard, guarded(c), LB_CONN_ANSWERING);
+        return reply_metrics(s, c);
+    }
     if (*con_cls == &models_pending || *con_cls == &health_pending) {
         struct MHD_Response *resp = *con_cls == &models_pending ? s->models_resp : s->health_resp;
         *con_cls = NULL;
@@ -1195,15 +1233,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         case ROUTE_NONE:
             return reply_error(s, c, MHD_HTTP_NOT_FOUND, NULL,
                                "no such endpoint: %s %s (served: POST /v1/completions, POST "
-                               "/v1/chat/completions, GET /v1/models, GET /health)",
+                               "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics)",
                                method, url);
         case ROUTE_MODELS:
         case ROUTE_HEALTH:
+        case ROUTE_METRICS:
             /* HEAD: libmicrohttpd sends the GET answer's head without its body. */
             if (!get && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
                 return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET, HEAD",
                                    "%s %s is not allowed: use GET", method, url);
-            *con_cls = rt == ROUTE_MODELS ? &models_pending : &health_pending;
+            *con_cls = rt == ROUTE_MODELS   ? (void *)&models_pending
+                       : rt == ROUTE_HEALTH ? (void *)&health_pending
+                                            : (void *)&metrics_pending;
             return MHD_YES;
         case ROUTE_COMPLETIONS:
         case ROUTE_CHAT:
