@@ -45,9 +45,8 @@ void lb_metrics_text_family(FILE *f, lb_metrics_text_format format, const char *
     fprintf(f, "%s %s\n", total ? "_total" : "", help);
 }
 
-void lb_metrics_text_histogram(FILE *f, const char *name, const char *labels,
-                               const double *bounds, const uint64_t *counts, size_t n,
-                               double sum) {
+void lb_metrics_text_histogram(FILE *f, const char *name, const char *labels, const double *bounds,
+                               const uint64_t *counts, size_t n, double sum) {
     const char *sep = labels[0] ? "," : "";
     uint64_t cumulative = 0;
     for (size_t i = 0; i <= n; i++) {

@@ -37,9 +37,8 @@ void lb_metrics_text_family(FILE *f, lb_metrics_text_format format, const char *
  * bounds[0..n) and +Inf, then _sum and _count. counts[i] holds the observations in
  * (bounds[i-1], bounds[i]], counts[n] those above the last bound; labels is the text
  * inside the braces (already escaped), "" for none. */
-void lb_metrics_text_histogram(FILE *f, const char *name, const char *labels,
-                               const double *bounds, const uint64_t *counts, size_t n,
-                               double sum);
+void lb_metrics_text_histogram(FILE *f, const char *name, const char *labels, const double *bounds,
+                               const uint64_t *counts, size_t n, double sum);
 
 /* Ends the exposition (# EOF for OpenMetrics). */
 void lb_metrics_text_end(FILE *f, lb_metrics_text_format format);

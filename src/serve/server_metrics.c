@@ -17,22 +17,21 @@ void lb_server_metrics_observe(lb_server_latency *h, int64_t ns) {
 }
 
 /* One counter family of one sample (name without _total). */
-static void counter(FILE *f, lb_metrics_text_format format, const char *labels,
-                    const char *name, const char *help, uint64_t value) {
+static void counter(FILE *f, lb_metrics_text_format format, const char *labels, const char *name,
+                    const char *help, uint64_t value) {
     lb_metrics_text_family(f, format, name, "counter", NULL, help);
     lb_metrics_text_name(f, name);
     fprintf(f, "_total{%s} %llu\n", labels, (unsigned long long)value);
 }
 
-static void histogram(FILE *f, lb_metrics_text_format format, const char *labels,
-                      const char *name, const char *help, const lb_server_latency *h) {
+static void histogram(FILE *f, lb_metrics_text_format format, const char *labels, const char *name,
+                      const char *help, const lb_server_latency *h) {
     uint64_t counts[LB_SERVER_LATENCY_BOUNDS + 1];
     for (size_t i = 0; i <= LB_SERVER_LATENCY_BOUNDS; i++)
-        counts[i] = atomic_load_explicit(&((lb_server_latency *)h)->counts[i],
-                                         memory_order_relaxed);
+        counts[i] =
+            atomic_load_explicit(&((lb_server_latency *)h)->counts[i], memory_order_relaxed);
     double sum_s =
-        (double)atomic_load_explicit(&((lb_server_latency *)h)->sum_ns, memory_order_relaxed) /
-        1e9;
+        (double)atomic_load_explicit(&((lb_server_latency *)h)->sum_ns, memory_order_relaxed) / 1e9;
     lb_metrics_text_family(f, format, name, "histogram", "seconds", help);
     lb_metrics_text_histogram(f, name, labels, bounds_s, counts, LB_SERVER_LATENCY_BOUNDS, sum_s);
 }
@@ -62,8 +61,7 @@ void lb_server_metrics_write(FILE *f, lb_metrics_text_format format, const char 
     counter(f, format, labels, "serve_client_errors",
             "requests answered 4xx after their head was read, on any path", st->client_errors);
     counter(f, format, labels, "serve_busy_requests",
-            "requests answered 503 for the body memory budget (serve --max-body-memory)",
-            st->busy);
+            "requests answered 503 for the body memory budget (serve --max-body-memory)", st->busy);
     counter(f, format, labels, "serve_malformed_requests",
             "requests refused for a malformed head (one JSON error, connection closed)",
             st->malformed);

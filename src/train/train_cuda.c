@@ -45,6 +45,7 @@ lb_status lb_train_cuda_check_fit(const lb_train_params *p, const lb_model_confi
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/signals.h"
@@ -331,6 +332,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     lb_progress_init(&prog, p->progress && rank == 0);
     lb_gpu_telemetry *tel = NULL;
     int64_t done = 0;
+    int64_t loop_ns = lb_clock_now_ns(); /* the steps' rate so far gives the ETA */
     for (int64_t step = 0; step < total; step++) {
         int32_t go = !lb_signals_interrupted();
         if (ranks > 1 && (st = lb_boot_bcast(p->boot, &go, sizeof go, err)) != LB_OK) break;
@@ -353,8 +355,16 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
             st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
         if (st != LB_OK) break;
         done = step + 1;
-        lb_progress_update(&prog, false, "train %s cuda: step %lld/%lld%s queued", cfg->name,
-                           (long long)done, (long long)total, step < p->warmup ? " (warm-up)" : "");
+        /* Steps are queued ahead of the GPU only as far as its queue holds, so after the
+         * first few the host's pace is the GPU's. */
+        char eta[32];
+        lb_progress_format_eta(
+            eta, sizeof eta,
+            lb_progress_eta_s((double)(total - done),
+                              (double)done * 1e9 / (double)(lb_clock_now_ns() - loop_ns)));
+        lb_progress_update(&prog, false, "train %s cuda: step %lld/%lld%s queued, ETA %s",
+                           cfg->name, (long long)done, (long long)total,
+                           step < p->warmup ? " (warm-up)" : "", eta);
     }
     lb_status sync = lb_model_gpu_sync(s.m, st == LB_OK ? err : NULL);
     if (st == LB_OK) st = sync;
