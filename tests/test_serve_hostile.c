@@ -348,6 +348,29 @@ static void test_serve_keeps_a_connection_alive_for_pipelined_and_head_requests(
         if (strstr(buf, "{\"status\":\"ok\"}") == NULL) fail_msg("GET: '%.300s'", buf);
     }
     close(fd);
+    /* A client that ends its side after its request gets the answer, then the end. */
+    fd = connect_to(s.port);
+    assert_int_equal(send(fd, get, sizeof get - 1, MSG_NOSIGNAL), (ssize_t)sizeof get - 1);
+    shutdown(fd, SHUT_WR);
+    read_reply(fd, buf, sizeof buf, 1000, &closed);
+    assert_true(closed);
+    if (strstr(buf, "{\"status\":\"ok\"}") == NULL) fail_msg("half-closed: '%.300s'", buf);
+    close(fd);
+    /* HTTP/1.0 asking for keep-alive is kept alive, and its later heads are checked too. */
+    static const char get10[] = "GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+    fd = connect_to(s.port);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(send(fd, get10, sizeof get10 - 1, MSG_NOSIGNAL),
+                         (ssize_t)sizeof get10 - 1);
+        read_reply(fd, buf, sizeof buf, 300, &closed);
+        assert_false(closed);
+        if (strstr(buf, "{\"status\":\"ok\"}") == NULL) fail_msg("HTTP/1.0: '%.300s'", buf);
+    }
+    assert_int_equal(send(fd, "GARBAGE\r\n", 9, MSG_NOSIGNAL), 9);
+    read_reply(fd, buf, sizeof buf, 1000, &closed);
+    close(fd);
+    expect_json_error(buf, 400);
+    assert_true(closed);
     char counters[2048];
     stop(&s, counters, sizeof counters);
 }
