@@ -16,14 +16,6 @@ void lb_server_metrics_observe(lb_server_latency *h, int64_t ns) {
     atomic_fetch_add_explicit(&h->sum_ns, ns > 0 ? (uint64_t)ns : 0, memory_order_relaxed);
 }
 
-/* One counter family of one sample (name without _total). */
-static void counter(FILE *f, lb_metrics_text_format format, const char *labels, const char *name,
-                    const char *help, uint64_t value) {
-    lb_metrics_text_family(f, format, name, "counter", NULL, help);
-    lb_metrics_text_name(f, name);
-    fprintf(f, "_total{%s} %llu\n", labels, (unsigned long long)value);
-}
-
 static void histogram(FILE *f, lb_metrics_text_format format, const char *labels, const char *name,
                       const char *help, const lb_server_latency *h) {
     uint64_t counts[LB_SERVER_LATENCY_BOUNDS + 1];
@@ -49,23 +41,34 @@ void lb_server_metrics_write(FILE *f, lb_metrics_text_format format, const char 
     fputc('"', l);
     fclose(l);
 
-    counter(f, format, labels, "serve_requests", "completion requests received", st->requests);
-    counter(f, format, labels, "serve_streamed_requests",
-            "completion requests that asked for a stream", st->streamed);
-    counter(f, format, labels, "serve_completed_requests",
-            "completion requests answered in full, as asked", st->completed);
-    counter(f, format, labels, "serve_fault_requests",
-            "completion requests given the configured fault (serve --fault)", st->faults);
-    counter(f, format, labels, "serve_aborted_requests",
-            "completion requests ended early (client gone, shutdown, server error)", st->aborted);
-    counter(f, format, labels, "serve_client_errors",
-            "requests answered 4xx after their head was read, on any path", st->client_errors);
-    counter(f, format, labels, "serve_busy_requests",
-            "requests answered 503 for the body memory budget (serve --max-body-memory)", st->busy);
-    counter(f, format, labels, "serve_malformed_requests",
-            "requests refused for a malformed head (one JSON error, connection closed)",
-            st->malformed);
-    counter(f, format, labels, "serve_output_tokens", "output tokens sent", st->tokens);
+    const struct {
+        const char *name, *help; /* name without _total */
+        uint64_t value;
+    } counters[] = {
+        {"serve_requests", "completion requests received", st->requests},
+        {"serve_streamed_requests", "completion requests that asked for a stream", st->streamed},
+        {"serve_completed_requests", "completion requests answered in full, as asked",
+         st->completed},
+        {"serve_fault_requests", "completion requests given the configured fault (serve --fault)",
+         st->faults},
+        {"serve_aborted_requests",
+         "completion requests ended early (client gone, shutdown, server error)", st->aborted},
+        {"serve_client_errors", "requests answered 4xx after their head was read, on any path",
+         st->client_errors},
+        {"serve_busy_requests",
+         "requests answered 503 for the body memory budget (serve --max-body-memory)", st->busy},
+        {"serve_malformed_requests",
+         "requests refused for a malformed head (one JSON error, connection closed)",
+         st->malformed},
+        {"serve_output_tokens", "output tokens sent", st->tokens},
+        {"serve_refused_connections",
+         "connections refused at the connection limit (serve --max-connections)", st->over_limit},
+    };
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+        lb_metrics_text_family(f, format, counters[i].name, "counter", NULL, counters[i].help);
+        lb_metrics_text_name(f, counters[i].name);
+        fprintf(f, "_total{%s} %llu\n", labels, (unsigned long long)counters[i].value);
+    }
 
     lb_metrics_text_family(f, format, "serve_closed_connections", "counter", NULL,
                            "connections closed by a deadline: idle (serve --idle-timeout) or "
@@ -74,9 +77,6 @@ void lb_server_metrics_write(FILE *f, lb_metrics_text_format format, const char 
     fprintf(f, "_total{%s,reason=\"idle\"} %llu\n", labels, (unsigned long long)st->idle_closed);
     lb_metrics_text_name(f, "serve_closed_connections");
     fprintf(f, "_total{%s,reason=\"slow\"} %llu\n", labels, (unsigned long long)st->slow_closed);
-    counter(f, format, labels, "serve_refused_connections",
-            "connections refused at the connection limit (serve --max-connections)",
-            st->over_limit);
 
     lb_metrics_text_family(f, format, "serve_in_flight_requests", "gauge", NULL,
                            "completion requests not yet ended");
