@@ -262,8 +262,17 @@ static void test_cli_train_sigint_stores_interrupted_run(void **state) {
               (char *)NULL);
         _exit(127);
     }
-    /* wait until some steps have run: poll the store for a running train run */
-    usleep(1500 * 1000);
+    /* Wait until steps have run: the first progress line (written to a file 5 s after the
+     * first step, "step N/...") says so, however slow the machine or the build. */
+    int64_t deadline = lb_clock_now_ns() + 120 * 1000000000LL;
+    bool stepped = false;
+    while (!stepped && lb_clock_now_ns() < deadline) {
+        usleep(200 * 1000);
+        char *text = lb_test_read_file(out_path, NULL);
+        stepped = text != NULL && strstr(text, ": step ") != NULL;
+        free(text);
+    }
+    assert_true(stepped);
     assert_int_equal(kill(pid, SIGINT), 0);
     int status = 0;
     waitpid(pid, &status, 0);
