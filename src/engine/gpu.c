@@ -74,6 +74,7 @@ typedef struct {
     lb_model_config cfg;
     lb_param_offsets off;
     int32_t block_size, step_tokens, max_seqs, max_blocks, n_blocks;
+    int device; /* made current on the calling thread by every forward and read */
     int n_sm;
     cudaStream_t stream;
     lb_blas *blas;       /* products of more than SMALL_M rows: the heuristic's choice */
@@ -190,6 +191,7 @@ static void gpu_read(lb_backend *b, const lb_param_tensor *t, lb_gpu_dtype dt, v
     gpu_backend *g = (gpu_backend *)b;
     uint16_t *tmp = dt == BF ? dst : malloc((size_t)t->numel * 2);
     if (tmp == NULL) return;
+    cudaSetDevice(g->device);
     cudaMemcpy(tmp, g->params + t->offset, (size_t)t->numel * 2, cudaMemcpyDeviceToHost);
     if (dt == LB_DT_F32) {
         float *o = dst;
@@ -447,6 +449,9 @@ static lb_status gpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *
     const int64_t V = g->cfg.vocab_size;
     const int N = bt->n_tokens, n_out = bt->n_out;
     cudaStream_t s = g->stream;
+    /* The current device is a thread's: the thread that steps the engine (serve's engine
+     * thread) need not be the one that opened it on this device. */
+    LB_CUDA_TRY(err, cudaSetDevice(g->device));
     /* decodes only: every sequence computes one token, which samples (token k is sequence
      * k's, out_token k); padded to its bucket */
     const bool decode = N == bt->n_seqs && n_out == N;
@@ -583,6 +588,7 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
     g->base =
         (lb_backend){.name = "gpu", .forward = gpu_forward, .read = gpu_read, .close = gpu_close};
     g->cfg = *c;
+    g->device = p->device_index;
     lb_model_param_offsets(c, &g->off);
     g->block_size = p->block_size;
     g->step_tokens = p->step_tokens;

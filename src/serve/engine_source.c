@@ -24,8 +24,9 @@ typedef struct ereq {
     int32_t *toks;
     int32_t n_toks, cap_toks;
     lb_finish fin;
-    bool ended;     /* finished or failed: no more tokens */
-    bool abandoned; /* done() came first */
+    const char *failed; /* why the engine ended it unfinished; NULL when it finished */
+    bool ended;         /* finished or failed: no more tokens */
+    bool abandoned;     /* done() came first */
     struct ereq *next;
 } ereq;
 
@@ -60,8 +61,10 @@ static bool is_eos(const esrc *s, int32_t t) {
     return false;
 }
 
-/* Under mu: ends r (it leaves the active list by the caller's hand). */
-static void end_req(ereq *r) {
+/* Under mu: ends r, finished (why NULL) or failed (it leaves the active list by the
+ * caller's hand). */
+static void end_req(ereq *r, const char *why) {
+    r->failed = why;
     r->ended = true;
     if (r->abandoned) free_req(r);
 }
@@ -103,15 +106,15 @@ static void *engine_thread(void *arg) {
                 int32_t cap = s->cap_active ? 2 * s->cap_active : 256;
                 ereq **a = realloc(s->active, (size_t)cap * sizeof *a);
                 if (a == NULL) {
-                    end_req(r);
+                    end_req(r, "the server ran out of memory");
                     continue;
                 }
                 s->active = a;
                 s->cap_active = cap;
             }
             if (lb_engine_submit(s->p.engine, r->prompt, r->n_prompt, &rq, &r->id, &err) != LB_OK) {
-                LB_WARN("serve: a request was refused by the engine: %s", err.msg);
-                end_req(r);
+                LB_ERROR("serve: a request was refused by the engine: %s", err.msg);
+                end_req(r, "the engine refused the request");
                 continue;
             }
             free(r->prompt);
@@ -132,7 +135,7 @@ static void *engine_thread(void *arg) {
             LB_ERROR("serve: the engine failed: %s; ending every request", err.msg);
             for (int32_t k = 0; k < s->n_active; k++) {
                 lb_engine_cancel(s->p.engine, s->active[k]->id);
-                end_req(s->active[k]);
+                end_req(s->active[k], "the engine failed");
             }
             s->n_active = 0;
             continue;
@@ -149,7 +152,7 @@ static void *engine_thread(void *arg) {
                 if (t == NULL) {
                     lb_engine_cancel(s->p.engine, r->id);
                     drop_active(s, k);
-                    end_req(r);
+                    end_req(r, "the server ran out of memory");
                     continue;
                 }
                 r->toks = t;
@@ -159,7 +162,7 @@ static void *engine_thread(void *arg) {
             if (ev[e].done != LB_FINISH_NONE) {
                 r->fin = ev[e].done;
                 drop_active(s, k);
-                end_req(r);
+                end_req(r, NULL);
             }
         }
     }
@@ -272,8 +275,14 @@ static lb_token_state src_next(void *ctx, void *stream, int64_t now_ns, char *te
     int32_t tok = have ? r->toks[ss->n_read++] : -1;
     bool last = ended && ss->n_read == r->n_toks;
     lb_finish fin = r->fin;
+    const char *failed = r->failed;
     pthread_mutex_unlock(&s->mu);
     if (!have) {
+        if (ended && failed != NULL) {
+            *len = strlen(failed);
+            memcpy(text, failed, *len);
+            return LB_TOKEN_FAILED;
+        }
         if (ended && ss->pend_len > 0 && (*len = take_utf8(ss, text, true)) > 0)
             return LB_TOKEN_READY;
         if (ended) return LB_TOKEN_END;

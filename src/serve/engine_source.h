@@ -10,7 +10,9 @@
  * are there, one token a call (whole UTF-8 characters, an invalid byte as U+FFFD, at
  * most LB_TOKEN_TEXT_MAX_BYTES at a time, possibly none when a character continues in
  * the next token; the end-of-sequence token's text is not sent), or asks to be called
- * again in a millisecond. done() on an unfinished request cancels it in the engine, freeing its
+ * again in a millisecond. A request the engine refuses or that a failed step ends is
+ * LB_TOKEN_FAILED after the tokens it got (the server sends an error, never a complete
+ * answer). done() on an unfinished request cancels it in the engine, freeing its
  * blocks. Sampling is the same for every request (the server passes no sampling fields
  * yet). */
 #ifndef LB_SERVE_ENGINE_SOURCE_H

@@ -789,6 +789,15 @@ static size_t write_usage_event(const request *r, char *w) {
     return (size_t)(p - w);
 }
 
+/* The token source failed the request: an OpenAI-style error as the stream's last event
+ * (no usage, no [DONE]), so a client counts the request as failed, not as complete. */
+static size_t write_error_event(char *w, const char *why, size_t len) {
+    char *p = PUT_LIT(w, "data: {\"error\":{\"message\":\"");
+    p = put_json(p, why, len);
+    p = PUT_LIT(p, "\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n");
+    return (size_t)(p - w);
+}
+
 /* The bad-json fault: an event whose data stops in the middle of the object. */
 static size_t write_bad_event(const request *r, char *w) {
     char *p = PUT_LIT(w, "data: ");
@@ -843,6 +852,11 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             if (st == LB_TOKEN_END) {
                 r->out = r->include_usage ? OUT_USAGE : OUT_DONE;
                 continue;
+            }
+            if (st == LB_TOKEN_FAILED) {
+                n = write_error_event(w, tok, len);
+                r->out = OUT_END;
+                break;
             }
             if (st == LB_TOKEN_LATER) {
                 if (used > 0) return (ssize_t)used;
@@ -1000,6 +1014,9 @@ static enum MHD_Result generate_whole(request *r) {
             now = INT64_MAX;
             continue;
         }
+        if (st == LB_TOKEN_FAILED)
+            return reply_error(s, r->conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "%.*s", (int)len,
+                               tok);
         if (st == LB_TOKEN_END) {
             size_t plen = stop_filter(r, "", 0, true, piece); /* what was held */
             r->resp.len = (size_t)(put_json(r->resp.p + r->resp.len, piece, plen) - r->resp.p);

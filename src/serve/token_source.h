@@ -36,9 +36,10 @@ typedef struct {
 } lb_token_request;
 
 typedef enum {
-    LB_TOKEN_READY, /* the next token's text was written */
-    LB_TOKEN_LATER, /* the next token is not due yet: *due_ns says when to ask again */
-    LB_TOKEN_END,   /* no more tokens */
+    LB_TOKEN_READY,  /* the next token's text was written */
+    LB_TOKEN_LATER,  /* the next token is not due yet: *due_ns says when to ask again */
+    LB_TOKEN_END,    /* no more tokens: the request is complete */
+    LB_TOKEN_FAILED, /* no more tokens, the request is not complete: text says why */
 } lb_token_state;
 
 typedef struct {
@@ -51,7 +52,8 @@ typedef struct {
                        lb_err *err);
     /* The next token as of now_ns (monotonic ns; INT64_MAX means "everything is due"):
      * LB_TOKEN_READY with text[0..*len) (at most LB_TOKEN_TEXT_MAX_BYTES, no NUL),
-     * LB_TOKEN_LATER with *due_ns, or LB_TOKEN_END. Never blocks. */
+     * LB_TOKEN_LATER with *due_ns, LB_TOKEN_END, or LB_TOKEN_FAILED with the reason in
+     * text[0..*len) (same limits) after the tokens it could give. Never blocks. */
     lb_token_state (*next)(void *ctx, void *stream, int64_t now_ns, char *text, size_t *len,
                            int64_t *due_ns);
     /* Ends a request, finished or abandoned; releases what start() took. */
