@@ -332,7 +332,7 @@ lb_status lb_engine_source_init(const lb_engine_source_params *p, lb_token_sourc
     if (s == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
     s->p = *p;
     s->p.n_eos = p->n_eos < MAX_EOS ? p->n_eos : MAX_EOS;
-    memcpy(s->eos, p->eos_ids, (size_t)s->p.n_eos * sizeof *s->eos);
+    if (s->p.n_eos > 0) memcpy(s->eos, p->eos_ids, (size_t)s->p.n_eos * sizeof *s->eos);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->th, NULL, engine_thread, s) != 0) {
