@@ -316,24 +316,14 @@ static void test_serve_malformed_second_requests_get_one_json_error(void **state
     if (strstr(counters, "11 for a malformed") == NULL) fail_msg("counters: %s", counters);
 }
 
-/* Requests sent back to back before their answers (pipelined) are all answered, and a
- * kept-alive connection serves HEAD and GET in turn. */
-static void test_serve_keeps_a_connection_alive_for_pipelined_and_head_requests(void **state) {
+/* A kept-alive connection serves HEAD and GET in turn. */
+static void test_serve_keeps_a_connection_alive_for_head_and_get_requests(void **state) {
     (void)state;
     server s = start(0, "");
-    static const char two[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-                              "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
     int fd = connect_to(s.port);
     assert_true(fd >= 0);
     char buf[8192];
     bool closed;
-    assert_int_equal(send(fd, two, sizeof two - 1, MSG_NOSIGNAL), (ssize_t)sizeof two - 1);
-    read_reply(fd, buf, sizeof buf, 1000, &closed);
-    assert_false(closed);
-    const char *second = strstr(buf + 1, "HTTP/1.1 200");
-    if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || second == NULL ||
-        strstr(second, "\"object\":\"list\"") == NULL)
-        fail_msg("pipelined: '%.600s'", buf);
     static const char head[] = "HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n";
     static const char get[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
     for (int i = 0; i < 3; i++) {
@@ -373,6 +363,73 @@ static void test_serve_keeps_a_connection_alive_for_pipelined_and_head_requests(
     assert_true(closed);
     char counters[2048];
     stop(&s, counters, sizeof counters);
+}
+
+/* Sends first and next in one write (libmicrohttpd reads both at once): the answer is
+ * exactly one response to first, with status `status`, Connection: close, then the end of
+ * the connection; next is never answered (no second head, no HTML). */
+static void expect_read_ahead_closed(int port, const char *first, const char *next, int status) {
+    char req[4096];
+    int n = snprintf(req, sizeof req, "%s%s", first, next);
+    int fd = connect_to(port);
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char buf[8192];
+    bool closed;
+    read_reply(fd, buf, sizeof buf, 2000, &closed);
+    close(fd);
+    char want[32];
+    snprintf(want, sizeof want, "HTTP/1.1 %d ", status);
+    if (strncmp(buf, want, strlen(want)) != 0 || strstr(buf + 1, "HTTP/1.1 ") != NULL ||
+        strstr(buf, "<html") != NULL || strstr(buf, "\r\nConnection: close\r\n") == NULL)
+        fail_msg("after '%.40s' pipelined with '%.40s': '%.600s'", first, next, buf);
+    if (!closed) fail_msg("the connection stayed open after '%.40s'", next);
+}
+
+/* Requests a client pipelines (sends before the previous answer): those libmicrohttpd has
+ * read ahead are never parsed (the connection ends after the answer before them); those
+ * still unread when an answer ends have their heads checked like any later request. */
+static void test_serve_never_parses_pipelined_requests_unchecked(void **state) {
+    (void)state;
+    server s = start(0, "--tpot-ms 40");
+    static const char health[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char post[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n"
+                               "\r\n{\"prompt\":\"hi\",\"max_tokens\":1}";
+    expect_read_ahead_closed(s.port, health, "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+    expect_read_ahead_closed(
+        s.port, health, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+        200);
+    expect_read_ahead_closed(s.port, health, "GARBAGE\r\n\r\n", 200);
+    expect_read_ahead_closed(s.port, post, "GET /health HTTP/2.0\r\n\r\n", 200);
+    expect_read_ahead_closed(s.port, post, post, 200);
+    expect_read_ahead_closed(s.port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", health, 200);
+    expect_read_ahead_closed(s.port, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", health, 404);
+    /* The next request sent while a streamed answer is under way is not read ahead: it is
+     * checked when the answer has ended, and a malformed one gets one JSON error. */
+    static const char stream[] =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 44\r\n"
+        "\r\n{\"prompt\":\"hi\",\"max_tokens\":8,\"stream\":true}";
+    int fd = connect_to(s.port);
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, stream, sizeof stream - 1, MSG_NOSIGNAL), (ssize_t)sizeof stream - 1);
+    char buf[8192], rest[8192];
+    bool closed;
+    read_reply(fd, buf, sizeof buf, 100, &closed);
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || strstr(buf, "[DONE]") != NULL)
+        fail_msg("the stream's start: '%.300s'", buf);
+    static const char bad[] =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n";
+    assert_int_equal(send(fd, bad, sizeof bad - 1, MSG_NOSIGNAL), (ssize_t)sizeof bad - 1);
+    read_reply(fd, rest, sizeof rest, 3000, &closed);
+    close(fd);
+    const char *done = strstr(rest, "data: [DONE]");
+    const char *error = strstr(rest, "HTTP/1.1 ");
+    if (done == NULL || error == NULL || error < done) fail_msg("after the stream: '%.600s'", rest);
+    expect_json_error(error, 400);
+    assert_true(closed);
+    char counters[2048];
+    stop(&s, counters, sizeof counters);
+    if (strstr(counters, "1 for a malformed") == NULL) fail_msg("counters: %s", counters);
 }
 
 /* Between requests a kept-alive connection keeps its deadlines: idle, it is closed; a next
@@ -447,7 +504,8 @@ int main(void) {
         cmocka_unit_test(test_serve_half_sent_bodies_beyond_the_budget_get_503),
         cmocka_unit_test(test_serve_framing_errors_get_one_json_error),
         cmocka_unit_test(test_serve_malformed_second_requests_get_one_json_error),
-        cmocka_unit_test(test_serve_keeps_a_connection_alive_for_pipelined_and_head_requests),
+        cmocka_unit_test(test_serve_keeps_a_connection_alive_for_head_and_get_requests),
+        cmocka_unit_test(test_serve_never_parses_pipelined_requests_unchecked),
         cmocka_unit_test(test_serve_kept_alive_connections_keep_their_deadlines),
         cmocka_unit_test(test_serve_first_request_head_not_in_within_the_read_timeout_gets_408),
         cmocka_unit_test(test_serve_on_a_port_in_use_says_so),

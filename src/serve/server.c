@@ -104,8 +104,8 @@ struct lb_server {
     lb_server_accept_stats accepted; /* the acceptor's counters once it has stopped */
     lb_server_timer *timer;
     lb_server_guard *guard;
-    struct MHD_Response *models_resp;
-    struct MHD_Response *health_resp;
+    struct MHD_Response *models_resp[2]; /* [1]: with Connection: close */
+    struct MHD_Response *health_resp[2];
     int port;
     bool shut_down;
     atomic_bool started;
@@ -258,12 +258,13 @@ static void count(atomic_uint_fast64_t *c, uint64_t n) {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
+static bool answer_closes(lb_server *s, struct MHD_Connection *c);
+
 static enum MHD_Result queue(lb_server *s, struct MHD_Connection *c, unsigned code,
                              struct MHD_Response *resp, const char *content_type) {
     if (!resp) return MHD_NO;
     if (content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    if (atomic_load_explicit(&s->draining, memory_order_relaxed))
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (answer_closes(s, c)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, code, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -307,9 +308,10 @@ static enum MHD_Result reply_error(lb_server *s, struct MHD_Connection *c, unsig
 typedef struct {
     lb_guarded_conn *guard; /* its deadlines (serve/server_guard.h) */
     int fd;
-    uint64_t ended_bytes; /* input of the requests that have ended on it, bytes */
+    uint64_t ended_bytes; /* input of the requests answered on it, bytes */
     bool http10;          /* the current request is HTTP/1.0 */
-    bool unwatched;       /* libmicrohttpd may hold input of its own: never watched again */
+    bool first_call;      /* the access handler's first call for the current request */
+    bool closing;         /* the answer queued ends the connection */
 } conn_ctx;
 
 static conn_ctx *conn_of(struct MHD_Connection *c) {
@@ -366,37 +368,69 @@ static enum MHD_Result read_framing(void *cls, enum MHD_ValueKind kind, const ch
     return MHD_YES;
 }
 
-/* Whether a request that ended well leaves its connection open with the next request's
- * bytes all unread in the socket, so that the acceptor can look at its head first. Open:
- * libmicrohttpd's rule for the answers this server sends (HTTP/1.1 unless the request says
- * close; HTTP/1.0 when it asks for keep-alive). Unread: every byte the kernel received,
- * less those waiting in the socket, is of requests that have ended (a client that sent the
- * next request before this answer may have left bytes in libmicrohttpd's buffer, and a
- * chunked body's framing is not counted; such a connection is not watched again). */
-static bool next_request_unread(lb_server *s, struct MHD_Connection *c) {
+/* The bytes of fd's input that the process has read: the kernel's count of bytes received
+ * less those waiting unread, at one instant (the unread count, taken before and after, did
+ * not change: only the thread calling this reads fd). False when it cannot be known. */
+static bool input_read(int fd, uint64_t *out) {
+    for (int tries = 0; tries < 8; tries++) {
+        int before = 0, after = 0;
+        struct tcp_info ti;
+        socklen_t ti_len = sizeof ti;
+        if (ioctl(fd, FIONREAD, &before) != 0 ||
+            getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &ti_len) != 0 ||
+            ti_len <
+                offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received ||
+            ioctl(fd, FIONREAD, &after) != 0)
+            return false;
+        if (before == after) {
+            *out = ti.tcpi_bytes_received - (uint64_t)after;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether the answer being queued on c ends the connection; recorded in its conn_ctx.
+ * libmicrohttpd closes after an answer queued on the access handler's first call (before
+ * the request was read to its end). This server closes while draining, and when
+ * libmicrohttpd has read input past the current request: a client that sent the next
+ * request before this answer (pipelined) left it in the library's buffer, where the
+ * library would parse it unchecked (serve/server_accept.h), so it is never parsed: the
+ * connection ends after this answer and the client sends the rest again on a new one.
+ * Past the request: the bytes the process has read are more than those of the requests
+ * answered on the connection, this one included (head size and Content-Length; a chunked
+ * body never gets here). libmicrohttpd reads no input from a request read to its end
+ * until its answer has been sent, so what this finds holds until the request ends. */
+static bool answer_closes(lb_server *s, struct MHD_Connection *c) {
+    bool draining = atomic_load_explicit(&s->draining, memory_order_relaxed);
     conn_ctx *cc = conn_of(c);
-    if (cc == NULL || cc->unwatched || atomic_load(&s->draining)) return false;
+    if (cc == NULL) return draining;
+    if (cc->first_call) {
+        cc->closing = true;
+        return true;
+    }
     body_framing f = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, read_framing, &f);
     const union MHD_ConnectionInfo *head =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-    if (head == NULL || f.transfer_encoding || f.lengths_differ) {
-        cc->unwatched = true;
-        return false;
-    }
-    cc->ended_bytes += head->header_size + (f.length ? strtoull(f.length, NULL, 10) : 0);
-    /* The unread count first: bytes that arrive between the two calls then make the
-     * received count larger, never smaller, and the connection is left unwatched. */
-    int unread = 0;
-    struct tcp_info ti;
-    socklen_t ti_len = sizeof ti;
-    if (ioctl(cc->fd, FIONREAD, &unread) != 0 ||
-        getsockopt(cc->fd, IPPROTO_TCP, TCP_INFO, &ti, &ti_len) != 0 ||
-        ti_len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received ||
-        ti.tcpi_bytes_received - (uint64_t)unread != cc->ended_bytes) {
-        cc->unwatched = true;
-        return false;
-    }
+    uint64_t taken = 0;
+    if (head != NULL)
+        cc->ended_bytes += head->header_size + (f.length ? strtoull(f.length, NULL, 10) : 0);
+    cc->closing =
+        draining || head == NULL || !input_read(cc->fd, &taken) || taken != cc->ended_bytes;
+    return cc->closing;
+}
+
+/* Whether a request that ended well leaves its connection open with the next request's
+ * bytes all unread in the socket, so that the acceptor can look at its head first. Open:
+ * the answer did not end it (answer_closes) and, by libmicrohttpd's rule for the answers
+ * this server sends, HTTP/1.1 unless the request says close, HTTP/1.0 when it asks for
+ * keep-alive. Unread: answer_closes ended every connection where the library read ahead. */
+static bool next_request_unread(lb_server *s, struct MHD_Connection *c) {
+    conn_ctx *cc = conn_of(c);
+    if (cc == NULL || cc->closing || atomic_load(&s->draining)) return false;
+    body_framing f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, read_framing, &f);
     return cc->http10 ? f.keep_alive && !f.close : !f.close;
 }
 
@@ -1091,8 +1125,10 @@ static route route_of(const char *url) {
     return ROUTE_NONE;
 }
 
-static enum MHD_Result reply_shared(struct MHD_Connection *c, struct MHD_Response *resp) {
-    return MHD_queue_response(c, MHD_HTTP_OK, resp);
+/* A shared answer (resp[0], or resp[1] with Connection: close when it ends the connection). */
+static enum MHD_Result reply_shared(lb_server *s, struct MHD_Connection *c,
+                                    struct MHD_Response *const resp[2]) {
+    return MHD_queue_response(c, MHD_HTTP_OK, resp[answer_closes(s, c)]);
 }
 
 /* The *con_cls of a GET /v1/models or /health between the call that saw its headers and
@@ -1229,17 +1265,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   size_t *upload_data_size, void **con_cls) {
     lb_server *s = cls;
     conn_ctx *cc = conn_of(c);
-    if (cc) cc->http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+    if (cc) {
+        cc->http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+        cc->first_call = *con_cls == NULL;
+    }
     if (*con_cls == &metrics_pending) {
         *con_cls = NULL;
         lb_server_guard_phase(s->guard, guarded(c), LB_CONN_ANSWERING);
         return reply_metrics(s, c);
     }
     if (*con_cls == &models_pending || *con_cls == &health_pending) {
-        struct MHD_Response *resp = *con_cls == &models_pending ? s->models_resp : s->health_resp;
+        struct MHD_Response *const *resp =
+            *con_cls == &models_pending ? s->models_resp : s->health_resp;
         *con_cls = NULL;
         lb_server_guard_phase(s->guard, guarded(c), LB_CONN_ANSWERING);
-        return reply_shared(c, resp);
+        return reply_shared(s, c, resp);
     }
     request *r = *con_cls;
     if (!r) {
@@ -1296,11 +1336,16 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     lb_log(atomic_load(&s->started) ? LB_LOG_DEBUG : LB_LOG_WARN, "serve: libmicrohttpd: %s", msg);
 }
 
-static struct MHD_Response *shared_json(const char *text) {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
-    if (r) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    return r;
+/* resp[0] answers text; resp[1] too, with Connection: close. False when out of memory. */
+static bool shared_json(const char *text, struct MHD_Response *resp[2]) {
+    for (int i = 0; i < 2; i++) {
+        resp[i] =
+            MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
+        if (resp[i] == NULL) return false;
+        MHD_add_response_header(resp[i], MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+        if (i == 1) MHD_add_response_header(resp[i], MHD_HTTP_HEADER_CONNECTION, "close");
+    }
+    return true;
 }
 
 static lb_status build_shared_responses(lb_server *s, lb_err *err) {
@@ -1311,9 +1356,7 @@ static lb_status build_shared_responses(lb_server *s, lb_err *err) {
     p = put_i64(p, (int64_t)time(NULL));
     p = PUT_LIT(p, ",\"owned_by\":\"llmbench\"}]}");
     *p = '\0';
-    s->models_resp = shared_json(text);
-    s->health_resp = shared_json("{\"status\":\"ok\"}");
-    if (!s->models_resp || !s->health_resp)
+    if (!shared_json(text, s->models_resp) || !shared_json("{\"status\":\"ok\"}", s->health_resp))
         return lb_fail(err, LB_ERR_NOMEM, "no memory for the server's responses");
     return LB_OK;
 }
@@ -1510,8 +1553,10 @@ void lb_server_shutdown(lb_server *s, double drain_s) {
 void lb_server_free(lb_server *s) {
     if (!s) return;
     lb_server_shutdown(s, 0.0);
-    if (s->models_resp) MHD_destroy_response(s->models_resp);
-    if (s->health_resp) MHD_destroy_response(s->health_resp);
+    for (int i = 0; i < 2; i++) {
+        if (s->models_resp[i]) MHD_destroy_response(s->models_resp[i]);
+        if (s->health_resp[i]) MHD_destroy_response(s->health_resp[i]);
+    }
     lb_server_guard_free(s->guard);
     free(s);
 }

@@ -11,12 +11,13 @@
  *
  * Between requests a kept-alive connection comes back here (lb_server_accept_watch): the
  * server suspends it in libmicrohttpd when a request has ended and nothing of the next one
- * has been read, and this thread looks at the next head the same way. A well-formed one
- * resumes the connection (params.resume); a malformed or late one is refused as above, and
- * the connection goes back to libmicrohttpd with its socket replaced by one at end of input,
- * so the library closes it without reading or answering anything (its own answers are HTML,
- * and in 0.9.75 a bad Content-Length gets two response heads). A watched connection has the
- * deadlines of a new one, from the time it came back.
+ * has been read (a connection where libmicrohttpd read some of it ahead is closed after the
+ * answer instead, serve/server.c), and this thread looks at the next head the same way. A
+ * well-formed one resumes the connection (params.resume); a malformed or late one is
+ * refused as above, and the connection goes back to libmicrohttpd with its socket replaced
+ * by one at end of input, so the library closes it without reading or answering anything
+ * (its own answers are HTML, and in 0.9.75 a bad Content-Length gets two response heads). A
+ * watched connection has the deadlines of a new one, from the time it came back.
  *
  * Internal to serve/server.c. */
 #ifndef LB_SERVE_SERVER_ACCEPT_H
