@@ -434,6 +434,28 @@ static void test_serve_never_parses_pipelined_requests_unchecked(void **state) {
     if (strstr(counters, "1 for a malformed") == NULL) fail_msg("counters: %s", counters);
 }
 
+/* An answer queued before its request was read to its end (here 404 on the head) ends the
+ * connection in libmicrohttpd; the server does not also watch it for a next request (it
+ * would count it idle when the idle timeout passes). */
+static void test_serve_does_not_watch_a_connection_answered_on_its_head(void **state) {
+    (void)state;
+    server s = start(0, "--idle-timeout 1");
+    static const char nope[] = "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = connect_to(s.port);
+    assert_true(fd >= 0);
+    assert_int_equal(send(fd, nope, sizeof nope - 1, MSG_NOSIGNAL), (ssize_t)sizeof nope - 1);
+    char buf[4096];
+    bool closed;
+    read_reply(fd, buf, sizeof buf, 2000, &closed);
+    expect_json_error(buf, 404);
+    assert_true(closed);
+    usleep(1500 * 1000); /* past the idle timeout, this end still open */
+    close(fd);
+    char counters[2048];
+    stop(&s, counters, sizeof counters);
+    if (strstr(counters, "idle 0,") == NULL) fail_msg("counters: %s", counters);
+}
+
 /* Between requests a kept-alive connection keeps its deadlines: idle, it is closed; a next
  * head that does not arrive in time gets 408. */
 static void test_serve_kept_alive_connections_keep_their_deadlines(void **state) {
@@ -508,6 +530,7 @@ int main(void) {
         cmocka_unit_test(test_serve_malformed_second_requests_get_one_json_error),
         cmocka_unit_test(test_serve_keeps_a_connection_alive_for_head_and_get_requests),
         cmocka_unit_test(test_serve_never_parses_pipelined_requests_unchecked),
+        cmocka_unit_test(test_serve_does_not_watch_a_connection_answered_on_its_head),
         cmocka_unit_test(test_serve_kept_alive_connections_keep_their_deadlines),
         cmocka_unit_test(test_serve_first_request_head_not_in_within_the_read_timeout_gets_408),
         cmocka_unit_test(test_serve_on_a_port_in_use_says_so),
