@@ -434,6 +434,53 @@ static void test_serve_never_parses_pipelined_requests_unchecked(void **state) {
     if (strstr(counters, "1 for a malformed") == NULL) fail_msg("counters: %s", counters);
 }
 
+/* A client that pipelined much more than libmicrohttpd read ahead, reading slowly, still
+ * gets the whole answer before the close: the input left unread is read away first, so
+ * closing the socket does not reset the connection and drop the answer's unsent end. */
+static void test_serve_closing_after_read_ahead_keeps_the_whole_answer(void **state) {
+    (void)state;
+    server s = start(0, "");
+    /* One request, then the head and most of the body of the next, in one stream. */
+    static char req[2 << 20];
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 33\r\n\r\n"
+                     "{\"prompt\":\"hi\",\"max_tokens\":4000}"
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+                     sizeof req);
+    memset(req + n, 'a', sizeof req - (size_t)n);
+    int fd = connect_to(s.port);
+    assert_true(fd >= 0);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    size_t sent = 0;
+    for (int64_t end = lb_clock_now_ns() + 1000000000;
+         sent < sizeof req && lb_clock_now_ns() < end;) {
+        ssize_t r = send(fd, req + sent, sizeof req - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r > 0)
+            sent += (size_t)r;
+        else
+            usleep(10 * 1000);
+    }
+    usleep(300 * 1000); /* the answer waits in the server's socket */
+    static char buf[1 << 16];
+    bool closed;
+    size_t got = read_reply(fd, buf, sizeof buf, 3000, &closed);
+    close(fd);
+    const char *length = strstr(buf, "Content-Length: ");
+    const char *body = strstr(buf, "\r\n\r\n");
+    const char *close_field = strstr(buf, "\r\nConnection: close\r\n");
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || length == NULL || body == NULL ||
+        close_field == NULL || close_field > body)
+        fail_msg("the answer: '%.300s'", buf);
+    size_t want = strtoul(length + 16, NULL, 10);
+    if (got - (size_t)(body + 4 - buf) != want)
+        fail_msg("%zu of the answer's %zu body bytes before the close (%zu bytes sent)",
+                 got - (size_t)(body + 4 - buf), want, sent);
+    assert_true(closed);
+    char counters[2048];
+    stop(&s, counters, sizeof counters);
+}
+
 /* An answer queued before its request was read to its end (here 404 on the head) ends the
  * connection in libmicrohttpd; the server does not also watch it for a next request (it
  * would count it idle when the idle timeout passes). */
@@ -530,6 +577,7 @@ int main(void) {
         cmocka_unit_test(test_serve_malformed_second_requests_get_one_json_error),
         cmocka_unit_test(test_serve_keeps_a_connection_alive_for_head_and_get_requests),
         cmocka_unit_test(test_serve_never_parses_pipelined_requests_unchecked),
+        cmocka_unit_test(test_serve_closing_after_read_ahead_keeps_the_whole_answer),
         cmocka_unit_test(test_serve_does_not_watch_a_connection_answered_on_its_head),
         cmocka_unit_test(test_serve_kept_alive_connections_keep_their_deadlines),
         cmocka_unit_test(test_serve_first_request_head_not_in_within_the_read_timeout_gets_408),

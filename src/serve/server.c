@@ -21,6 +21,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <linux/tcp.h>
 #include <math.h>
@@ -466,12 +467,18 @@ static void request_release(void *cls) {
 }
 
 /* A request has ended. A connection kept open is suspended and watched by the acceptor
- * until the next request's head is in and checked (serve/server_accept.h). */
+ * until the next request's head is in and checked (serve/server_accept.h). One its answer
+ * ends lingers there: libmicrohttpd closes its descriptor, and the acceptor reads away the
+ * input the client sent on (requests after it, the rest of a body) before closing its own. */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     lb_server *s = cls;
     lb_server_guard_phase(s->guard, guarded(c), LB_CONN_WAITING);
-    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && next_request_unread(s, c)) {
+    conn_ctx *cc = conn_of(c);
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && cc != NULL && cc->closing) {
+        int fd = fcntl(cc->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd >= 0 && !lb_server_accept_linger(s->acceptor, fd)) close(fd);
+    } else if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && next_request_unread(s, c)) {
         MHD_suspend_connection(c);
         lb_server_guard_phase(s->guard, guarded(c), LB_CONN_WATCHED);
         if (!lb_server_accept_watch(s->acceptor, conn_of(c)->fd, c)) {

@@ -1,6 +1,7 @@
 /* server_accept.c: the acceptor behind server_accept.h: one thread, one epoll set (the
  * listening socket level-triggered, connections edge-triggered), a list of the connections
- * it holds (new ones not yet handed over, kept-alive ones watched between requests),
+ * it holds (new ones not yet handed over, kept-alive ones watched between requests, ended
+ * ones read to their end: lb_server_accept_linger),
  * checked for deadlines every 100 ms. The list is under a mutex: workers add watched
  * connections to it. */
 #include "serve/server_accept.h"
@@ -39,7 +40,7 @@ struct lb_server_acceptor {
     pthread_t thread;
     pthread_mutex_t lock; /* the list, n_new and stopped */
     pending *head;
-    unsigned n_new; /* new connections in the list (watched ones are the library's) */
+    unsigned n_new; /* new and lingering connections in the list (watched: the library's) */
     bool stopped;
     char peek[LB_HTTP_HEAD_MAX];
     atomic_uint_fast64_t malformed, over_limit, idle, slow;
@@ -265,6 +266,29 @@ bool lb_server_accept_watch(lb_server_acceptor *a, int fd, void *conn) {
         c->next = a->head;
         if (a->head) a->head->prev = c;
         a->head = c;
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (!ok) free(c);
+    return ok;
+}
+
+bool lb_server_accept_linger(lb_server_acceptor *a, int fd) {
+    pending *c = calloc(1, sizeof *c);
+    if (c == NULL) return false;
+    c->fd = fd;
+    c->opened_ns = lb_clock_now_ns();
+    c->first_byte_ns = c->opened_ns;
+    c->closing_until_ns = c->opened_ns + CLOSING_NS;
+    pthread_mutex_lock(&a->lock);
+    /* Added, a socket with input waiting is reported readable at once. */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c};
+    bool ok = !a->stopped && epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev) == 0;
+    if (ok) {
+        shutdown(fd, SHUT_WR);
+        c->next = a->head;
+        if (a->head) a->head->prev = c;
+        a->head = c;
+        a->n_new++;
     }
     pthread_mutex_unlock(&a->lock);
     if (!ok) free(c);

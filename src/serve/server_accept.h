@@ -53,6 +53,13 @@ lb_status lb_server_accept_start(const lb_server_accept_params *p, lb_server_acc
  * above says. Thread-safe. False when the acceptor has stopped: the caller resumes conn. */
 bool lb_server_accept_watch(lb_server_acceptor *a, int fd, void *conn);
 
+/* Takes fd, a descriptor of a connection whose last answer has been written: ends its
+ * output, reads its input away until the client closes or a second has passed, then closes
+ * fd, so that unread input does not make the kernel reset the connection (discarding the
+ * answer's unsent end) when the socket is closed. Thread-safe. False when the acceptor has
+ * stopped (fd is left to the caller). */
+bool lb_server_accept_linger(lb_server_acceptor *a, int fd);
+
 /* Stops accepting and watching: closes the listening socket and every connection not yet
  * handed over, gives every watched connection back closed, joins the thread. Accepts NULL. */
 void lb_server_accept_stop(lb_server_acceptor *a);
