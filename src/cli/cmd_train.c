@@ -110,7 +110,9 @@ static int run_scaling(const char *list, int argc, char **argv, bool json_out, d
         printf("# scaling group %s\n#  gpus        tok/s    tok/s/gpu  efficiency   run\n", group);
     int code = 0;
     for (int c = 0; c < n && code == 0; c++) {
-        child[k + (base[0] ? 5 : 3)] = NULL; /* the one-GPU run has no base */
+        /* the one-GPU run has no base; the others end with --base-tok-per-s BASE */
+        child[k + 3] = base[0] ? extra[3] : NULL;
+        child[k + 5] = NULL;
         char path[] = "/tmp/llmbench-scalingXXXXXX";
         int fd = mkstemp(path);
         if (fd < 0) {
