@@ -88,6 +88,29 @@ static void test_cli_run_scaling_child_command(void **state) {
     assert_null(args[18]);
 }
 
+/* Each `train --scaling` run: the command line without --scaling, tagged with the group;
+ * every run after the one-GPU run also gets that run's tokens/s as its base. */
+static void test_cli_train_scaling_runs_after_the_first_get_the_base(void **state) {
+    (void)state;
+    char *cmd[] = {"train",   "--model", "gpt2-124m",     "--scaling", "1,2,4",
+                   "--steps", "5",       "--scaling=1,2", NULL};
+    char *child[16];
+    const char *first[] = {"train", "--model", "gpt2-124m", "--steps", "5", "--json", "--tag", "g"};
+    int n = lb_cli_train_scaling_child(7, cmd + 1, "g", "", child);
+    assert_int_equal(n, 8);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(child[i], first[i]);
+    assert_null(child[n]);
+    for (int run = 0; run < 2; run++) { /* the same for every later run */
+        n = lb_cli_train_scaling_child(7, cmd + 1, "g", "1234.5", child);
+        assert_int_equal(n, 10);
+        assert_string_equal(child[7], "g");
+        assert_string_equal(child[8], "--base-tok-per-s");
+        assert_string_equal(child[9], "1234.5");
+        assert_null(child[10]);
+    }
+}
+
 static void test_cli_commands_that_store_nothing_refuse_db(void **state) {
     (void)state;
     expect_usage_error((const char *[]){"env", "--db", "/tmp/x.db", NULL}, "--db does not apply");
@@ -148,6 +171,7 @@ int main(void) {
         cmocka_unit_test(test_cli_command_help_lists_its_options),
         cmocka_unit_test(test_cli_commands_that_store_nothing_refuse_db),
         cmocka_unit_test(test_cli_run_scaling_child_command),
+        cmocka_unit_test(test_cli_train_scaling_runs_after_the_first_get_the_base),
         cmocka_unit_test(test_cli_out_of_range_lengths_are_refused_not_clamped),
         cmocka_unit_test(test_cli_tokenize_prints_nothing_before_an_unreadable_file),
     };

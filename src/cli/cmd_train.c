@@ -78,6 +78,27 @@ static int parse_counts(const char *list, int present, int *n_out, int *counts, 
     return 0;
 }
 
+int lb_cli_train_scaling_child(int argc, char **argv, const char *group, const char *base,
+                               char **child) {
+    int k = 0;
+    for (int i = -1; i < argc; i++) {
+        if (strcmp(argv[i], "--scaling") == 0) {
+            i++;
+            continue;
+        }
+        if (strncmp(argv[i], "--scaling=", 10) != 0) child[k++] = argv[i];
+    }
+    child[k++] = "--json";
+    child[k++] = "--tag";
+    child[k++] = (char *)group;
+    if (base[0] != '\0') {
+        child[k++] = "--base-tok-per-s";
+        child[k++] = (char *)base;
+    }
+    child[k] = NULL;
+    return k;
+}
+
 /* --scaling: the same training on each GPU count in turn, each a run of its own started by
  * --gpus N's local launcher and tagged with one group name; every count after 1 gets the
  * one-GPU run's tokens/s (--base-tok-per-s), so its run stores its scaling efficiency.
@@ -90,29 +111,15 @@ static int run_scaling(const char *list, int argc, char **argv, bool json_out, d
     if (parse_counts(list, present, &n, counts, 16) != 0) return 2;
     char group[64], base[32] = "";
     snprintf(group, sizeof group, "scaling-%lld", (long long)time(NULL));
-    /* argv - 1 is the whole command line (main passes argv + 1), without --scaling */
     char **child = calloc((size_t)argc + 8, sizeof *child);
     if (child == NULL) return 1;
-    int k = 0;
-    for (int i = -1; i < argc; i++) {
-        if (strcmp(argv[i], "--scaling") == 0) {
-            i++;
-            continue;
-        }
-        if (strncmp(argv[i], "--scaling=", 10) != 0) child[k++] = argv[i];
-    }
-    char *extra[] = {"--json", "--tag", group, "--base-tok-per-s", base};
-    for (int i = 0; i < 5; i++)
-        child[k + i] = extra[i];
     if (json_out)
         printf("[\n");
     else
         printf("# scaling group %s\n#  gpus        tok/s    tok/s/gpu  efficiency   run\n", group);
     int code = 0;
     for (int c = 0; c < n && code == 0; c++) {
-        /* the one-GPU run has no base; the others end with --base-tok-per-s BASE */
-        child[k + 3] = base[0] ? extra[3] : NULL;
-        child[k + 5] = NULL;
+        lb_cli_train_scaling_child(argc, argv, group, base, child);
         char path[] = "/tmp/llmbench-scalingXXXXXX";
         int fd = mkstemp(path);
         if (fd < 0) {

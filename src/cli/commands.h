@@ -29,5 +29,11 @@ int lb_cmd_schedule(int argc, char **argv);
  * argv (NULL-terminated, at least 24 entries), its strings static or in buf (64 bytes);
  * steps 0: the suite's default. Returns the number of arguments. */
 int lb_cli_run_scaling_args(int gpus, int64_t steps, const char *db, char *buf, char **argv);
+/* The command line of one `train --scaling` run: the whole command line (argv[-1] to
+ * argv[argc - 1], as main passes it) without --scaling and its list, then --json --tag
+ * GROUP and, when BASE is not empty (every run after the one-GPU run), --base-tok-per-s
+ * BASE; child (room for argc + 6) ends with NULL. Returns the number of entries. */
+int lb_cli_train_scaling_child(int argc, char **argv, const char *group, const char *base,
+                               char **child);
 
 #endif
