@@ -69,31 +69,13 @@ static int wait_exit(pid_t pid, int timeout_ms) {
     return -1;
 }
 
-typedef struct {
-    char *p;
-    size_t n;
-} body;
-
-/* Keeps the answer's body in u (a body), or drops it when u is NULL. */
-static size_t keep(char *d, size_t s, size_t n, void *u) {
-    body *b = u;
-    if (b == NULL) return s * n;
-    char *p = realloc(b->p, b->n + s * n + 1);
-    if (p == NULL) return 0;
-    memcpy(p + b->n, d, s * n);
-    b->p = p;
-    b->n += s * n;
-    p[b->n] = '\0';
-    return s * n;
-}
-
-static long post_keep(int port, const char *path, const char *json, body *b) {
+static long post_keep(int port, const char *path, const char *json, lb_test_body *b) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, lb_test_keep);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, b ? 60000L : 5000L);
     long status = 0;
@@ -176,7 +158,7 @@ static void test_serve_cli_prints_counters_on_stderr(void **state) {
 
 /* GET path with an Accept header (NULL: none) into b; returns the status, the content type
  * into type. */
-static long get_keep(int port, const char *path, const char *accept, body *b, char *type,
+static long get_keep(int port, const char *path, const char *accept, lb_test_body *b, char *type,
                      size_t type_cap) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
@@ -189,7 +171,7 @@ static long get_keep(int port, const char *path, const char *accept, body *b, ch
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     }
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, lb_test_keep);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
     long status = 0;
@@ -245,7 +227,7 @@ static void test_serve_cli_metrics_count_requests_tokens_and_latencies(void **st
     for (int i = 0; i < 2; i++)
         assert_int_equal(post(port, "{\"prompt\":\"a b\",\"max_tokens\":5,\"stream\":true}"), 200);
     assert_int_equal(post(port, "{\"prompt\":"), 400);
-    body b = {0};
+    lb_test_body b = {0};
     char type[128];
     assert_int_equal(get_keep(port, "/metrics", NULL, &b, type, sizeof type), 200);
     assert_string_equal(type, "text/plain; version=0.0.4; charset=utf-8");
@@ -278,7 +260,7 @@ static void test_serve_cli_metrics_count_requests_tokens_and_latencies(void **st
     assert_int_equal(parse_with_prometheus_client(b.p, false, want), 0);
     free(b.p);
 
-    body om = {0};
+    lb_test_body om = {0};
     assert_int_equal(get_keep(port, "/metrics",
                               "application/openmetrics-text; version=1.0.0,text/plain;q=0.5", &om,
                               type, sizeof type),
@@ -329,7 +311,7 @@ static void test_serve_cli_generates_with_the_engine_on_a_model_directory(void *
                                 "--ignore-eos", NULL};
     child ch;
     int port = start_serve(&ch, args, false);
-    body b = {0};
+    lb_test_body b = {0};
     assert_int_equal(
         post_keep(port, "/v1/completions", "{\"prompt\":\"hello world\",\"max_tokens\":6}", &b),
         200);
@@ -347,7 +329,7 @@ static void test_serve_cli_generates_with_the_engine_on_a_model_directory(void *
     char first[512];
     snprintf(first, sizeof first, "%s", b.p);
     free(b.p);
-    b = (body){0};
+    b = (lb_test_body){0};
     assert_int_equal(
         post_keep(port, "/v1/completions", "{\"prompt\":\"hello world\",\"max_tokens\":6}", &b),
         200);
@@ -361,13 +343,13 @@ static void test_serve_cli_generates_with_the_engine_on_a_model_directory(void *
     json_decref(j1);
     free(b.p);
     /* longer than the context (64): a 400 naming the limit */
-    b = (body){0};
+    b = (lb_test_body){0};
     assert_int_equal(
         post_keep(port, "/v1/completions", "{\"prompt\":\"hello\",\"max_tokens\":100}", &b), 400);
     assert_non_null(strstr(b.p, "limit of 64 tokens"));
     free(b.p);
     /* chat */
-    b = (body){0};
+    b = (lb_test_body){0};
     assert_int_equal(post_keep(port, "/v1/chat/completions",
                                "{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
                                "\"max_tokens\":3}",

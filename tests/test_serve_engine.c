@@ -17,31 +17,15 @@
 #include "model/hf_tokenizer.h"
 #include "serve/engine_source.h"
 #include "serve/server.h"
+#include "test_util.h"
 
-typedef struct {
-    char *p;
-    size_t len;
-} text;
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
-    text *t = ud;
-    size_t n = size * nmemb;
-    char *q = realloc(t->p, t->len + n + 1);
-    if (q == NULL) return 0;
-    memcpy(q + t->len, ptr, n);
-    t->p = q;
-    t->len += n;
-    t->p[t->len] = '\0';
-    return n;
-}
-
-static long post(int port, const char *body, text *out) {
+static long post(int port, const char *body, lb_test_body *out) {
     char url[96];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", port);
     memset(out, 0, sizeof *out);
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, lb_test_keep);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -98,7 +82,7 @@ static void test_serve_engine_refused_request_streams_an_error(void **state) {
     (void)state;
     fixture f;
     start(&f);
-    text t;
+    lb_test_body t;
     long status = post(f.port,
                        "{\"prompt\":\"hello world friends\",\"max_tokens\":8,\"stream\":true,"
                        "\"stream_options\":{\"include_usage\":true}}",
@@ -123,7 +107,7 @@ static void test_serve_engine_refused_request_whole_is_500(void **state) {
     (void)state;
     fixture f;
     start(&f);
-    text t;
+    lb_test_body t;
     long status = post(f.port, "{\"prompt\":\"hello world friends\",\"max_tokens\":8}", &t);
     assert_int_equal(status, 500);
     assert_non_null(t.p);

@@ -315,4 +315,23 @@ static inline lb_tokenizer *lb_test_gpt2_tokenizer(void) {
     return tok;
 }
 
+/* An HTTP answer's body, collected by lb_test_keep (a curl write callback) and
+ * NUL-terminated; u NULL drops it. */
+typedef struct {
+    char *p;
+    size_t n;
+} lb_test_body;
+
+static inline size_t lb_test_keep(char *d, size_t s, size_t n, void *u) {
+    lb_test_body *b = u;
+    if (b == NULL) return s * n;
+    char *p = realloc(b->p, b->n + s * n + 1);
+    if (p == NULL) return 0;
+    memcpy(p + b->n, d, s * n);
+    b->p = p;
+    b->n += s * n;
+    p[b->n] = '\0';
+    return s * n;
+}
+
 #endif
