@@ -194,6 +194,9 @@ static int scenario_late_rank(lb_comm *c) {
     ok = ok && lb_comm_barrier(c, NULL, &again) == LB_ERR_COMM && strcmp(again.msg, err.msg) == 0;
     printf("rank %d: late rank %s after %.1f s: %s\n", me, ok ? "named" : "NOT NAMED", s, err.msg);
     fflush(stdout);
+    /* the first rank to leave aborts the job: give the others (and mpirun's forwarding of
+     * their lines) time before that, or a rank slowed by a loaded machine says nothing */
+    sleep(3);
     return ok ? 0 : 1;
 }
 
