@@ -12,6 +12,9 @@
 #   perf     GPT-2 124M bf16 16 x 1024 per GPU at every stage of STAGES on 1 and each of
 #            GPUS: tokens/s, scaling efficiency against the one-GPU stage 0 run, memory per
 #            rank, communication and its exposed part, bytes sent beside the formula;
+#            with CTAS (a list of NCCL_MAX_CTAS values, "-" for NCCL's default) each
+#            multi-GPU run is repeated under each value (named ...-ctaV), the one-GPU runs
+#            once (PONE=0 leaves them out);
 #   ddp      PyTorch DDP + torch.compile (bench/pytorch_ddp_baseline.py) at the perf shape
 #            on 1 and each of GPUS;
 #   stages   the stage table: GPT-2 124M 32 x 128, every stage of STAGES x SPRECS on each
@@ -92,9 +95,18 @@ for part in $PARTS; do
             done
         done ;;
     perf)
-        for n in 1 $GPUS; do
+        ones=1
+        [ "${PONE:-1}" = 0 ] && ones=
+        for n in $ones $GPUS; do
             for z in $STAGES; do
-                train "p-${n}g-z$z" 25 "$n" "${perf[@]}" --zero "$z"
+                for c in ${CTAS:--}; do
+                    if [ "$c" = - ] || [ "$n" = 1 ]; then
+                        train "p-${n}g-z$z" 25 "$n" "${perf[@]}" --zero "$z"
+                    else
+                        NCCL_MAX_CTAS=$c train "p-${n}g-z$z-cta$c" 25 "$n" "${perf[@]}" --zero "$z"
+                    fi
+                    [ "$n" = 1 ] && break
+                done
             done
         done ;;
     ddp)
@@ -188,12 +200,12 @@ def perf_row(name, r, base):
     g = r["config"].get("ranks", 1)
     tok = metric(r, "tokens_per_s")
     eff = tok / (g * base) if base == base and base > 0 else float("nan")
-    return (f"{name:>14} {g:>4} {r['config'].get('zero', 0):>4} {tok:>10.0f} {tok / g:>10.0f} {eff:>6.3f} "
+    return (f"{name:>18} {g:>4} {r['config'].get('zero', 0):>4} {tok:>10.0f} {tok / g:>10.0f} {eff:>6.3f} "
             f"{metric(r, 'step_ms_median'):>8.2f} {metric(r, 'mfu'):>5.3f} {metric(r, 'peak_device_bytes') / gib:>8.2f} "
             f"{metric(r, 'zero_state_bytes_formula') / gib:>8.2f} {metric(r, 'comm_ms_median'):>7.2f} "
             f"{metric(r, 'comm_exposed_ms_median'):>7.2f} {metric(r, 'sent_bytes_per_step') / 1e6:>8.1f} "
             f"{metric(r, 'sent_bytes_formula') / 1e6:>8.1f}")
-head = (f"{'run':>14} {'gpus':>4} {'zero':>4} {'tok/s':>10} {'tok/s/gpu':>10} {'eff':>6} {'step ms':>8} {'mfu':>5} "
+head = (f"{'run':>18} {'gpus':>4} {'zero':>4} {'tok/s':>10} {'tok/s/gpu':>10} {'eff':>6} {'step ms':>8} {'mfu':>5} "
         f"{'mem GiB':>8} {'formula':>8} {'comm ms':>7} {'exposed':>7} {'sent MB':>8} {'formula':>8}")
 perf = sorted(glob.glob(os.path.join(d, "p-*.json")))
 if perf:
@@ -202,16 +214,17 @@ if perf:
     base = metric(load("p-1g-z0"), "tokens_per_s")
     for n in ["1"] + gpus:
         for z in stages:
-            r = load(f"p-{n}g-z{z}")
-            if r:
-                print(perf_row(f"p-{n}g-z{z}", r, base))
+            for name in [f"p-{n}g-z{z}"] + sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(d, f"p-{n}g-z{z}-cta*.json"))):
+                r = load(name)
+                if r:
+                    print(perf_row(name, r, base))
     ddp1 = load("ddp-1g")
     for n in ["1"] + gpus:
         r = load(f"ddp-{n}g")
         if r:
             eff = r["tokens_per_s"] / (int(n) * ddp1["tokens_per_s"]) if ddp1 else float("nan")
             ours = metric(load(f"p-{n}g-z0"), "tokens_per_s")
-            print(f"{'ddp-' + n + 'g':>14} {n:>4} {'':>4} {r['tokens_per_s']:>10.0f} {r['tokens_per_s_per_gpu']:>10.0f} "
+            print(f"{'ddp-' + n + 'g':>18} {n:>4} {'':>4} {r['tokens_per_s']:>10.0f} {r['tokens_per_s_per_gpu']:>10.0f} "
                   f"{eff:>6.3f} {r['step_ms_median']:>8.2f} {'':>5} {r['peak_mem_bytes_per_rank'] / gib:>8.2f}"
                   f"   llmbench ZeRO 0 / DDP: {ours / r['tokens_per_s']:.2f}x")
 srs = glob.glob(os.path.join(d, "s-*.json"))

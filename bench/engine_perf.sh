@@ -14,7 +14,8 @@
 #  2. llmbench infer --random llama3.1-8b (T_INFER each): SingleStream (778-token prompts:
 #     TTFT, TPOT; N_SS queries), Offline (N_OFF queries, prompts normal:778:256, 128
 #     tokens, eos ignored), and Server at each rate in $QPS (SQ queries and SD seconds at
-#     least, step budget 2048, llama3.1-8b's limits)
+#     least, step budget 2048, llama3.1-8b's limits); with SEARCH=R, infer --search-qps R
+#     (the same queries; at most ST trials, tolerance STOL) under T_SEARCH
 #  3. the peers (T_PEER): bench/peer_torch.py $PEER_ARGS (the static-cache +
 #     torch.compile loop, then transformers' generate)
 #  4. where a decode step goes (T_PROBE): bench/engine_probe at batches $PROBE_B
@@ -76,6 +77,17 @@ for Q in $QPS; do
     cat $O/server.txt >> $O/offline.txt
     rm -f $O/server.txt
 done
+if [ -n "$SEARCH" ]; then
+    echo "== server search from $SEARCH queries/s"
+    timeout ${T_SEARCH:-200} $B infer --random llama3.1-8b --search-qps $SEARCH --synthetic 2000 \
+        --step-tokens 2048 --input-len normal:778:256 --max-tokens 128 --ignore-eos \
+        --min-queries ${SQ:-100} --min-duration ${SD:-20} --model-key llama3.1-8b \
+        --search-trials ${ST:-6} --search-tolerance ${STOL:-0.1} --db $DB > $O/server.txt 2>&1
+    sed -n '/^QPS search/,$p' $O/server.txt
+    tail -n 2 $O/server.txt
+    cat $O/server.txt >> $O/offline.txt
+    rm -f $O/server.txt
+fi
 echo "== peers"
 timeout ${T_PEER:-100} python3 $PEER $PEER_ARGS > $O/peer.txt 2> $O/peer_err.txt
 cat $O/peer.txt

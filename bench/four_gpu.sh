@@ -9,6 +9,9 @@
 #             same call;
 #   check     `llmbench comm all` from 8 B to 128 MB (#wrong of every collective at every
 #             size), and all_reduce bf16 at 256 MB and 1 GB beside torch.distributed;
+#   nccl1m    all_reduce float 512 KB to 2 MB (#wrong of every element), three times under
+#             each libnccl.so.2 the machine has, beside nccl-tests' all_reduce_perf with
+#             its check (-c 1) when $NCCL_TESTS names that binary;
 #   head      `llmbench comm` with rank 0 on no GPU (CUDA_VISIBLE_DEVICES empty), the
 #             coordinator, and two GPU ranks, started from torchrun's variables;
 #   sweep     `llmbench sweep` of `comm --gpus N` over two dtypes and two start sizes;
@@ -80,6 +83,20 @@ for part in $PARTS; do
             grep -E '^ +[0-9]'
         timeout 90 python3 -m torch.distributed.run --standalone --nproc_per_node "$n" \
             "$bench_dir/comm_torch.py" --sizes 268435456,1073741824 --iters 20 --warmup 5 2>/dev/null | grep '^{'
+        ;;
+    nccl1m)
+        enough nccl1m 60 || continue
+        for lib in $(find /opt /usr/local /usr/lib -name 'libnccl.so.2' -exec readlink -f {} \; 2>/dev/null | sort -u); do
+            section "all_reduce float 512 KB - 2 MB under $lib"
+            for i in 1 2 3; do
+                LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH NCCL_DEBUG=VERSION timeout 40 "$L" comm \
+                    all_reduce --gpus "$n" -b 512K -e 2M -n 50 -w 5 --db "$db" 2>&1 |
+                    grep -E '^ +[0-9]|NCCL version' | sort -u
+                [ -x "${NCCL_TESTS:-}" ] && LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH \
+                    NCCL_DEBUG=VERSION timeout 40 "$NCCL_TESTS" -g "$n" -b 512K -e 2M -f 2 -d float \
+                    -c 1 -n 50 -w 5 2>&1 | grep -E '^ +[0-9]|NCCL version|wrong|Avg bus' | sed 's/^/nccl-tests /'
+            done
+        done
         ;;
     head)
         enough head 40 || continue
