@@ -141,6 +141,13 @@ static void test_openai_parses_completion_chat_usage_done_and_errors(void **stat
     assert_int_equal(piece.completion_tokens, -1);
     lb_openai_piece_clear(&piece);
 
+    /* a NUL byte in a token's text (escaped by the server) is text like any other */
+    const char *nul = "{\"choices\":[{\"text\":\"a\\u0000b\"}]}";
+    assert_int_equal(lb_openai_parse(LB_API_COMPLETIONS, true, nul, strlen(nul), &piece), LB_OK);
+    assert_int_equal(piece.text_len, 3);
+    assert_memory_equal(piece.text, "a\0b", 3);
+    lb_openai_piece_clear(&piece);
+
     const char *c2 = "{\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}";
     assert_int_equal(lb_openai_parse(LB_API_CHAT, true, c2, strlen(c2), &piece), LB_OK);
     assert_string_equal(piece.text, "Hi");

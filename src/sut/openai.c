@@ -62,7 +62,9 @@ lb_status lb_openai_parse(lb_api api, bool streamed, const char *data, size_t le
         out->done = true;
         return LB_OK;
     }
-    json_t *root = json_loadb(data, len, 0, NULL);
+    /* a token may decode to a NUL byte, which servers send as \u0000: the text is kept with
+     * its length */
+    json_t *root = json_loadb(data, len, JSON_ALLOW_NUL, NULL);
     if (!json_is_object(root)) {
         json_decref(root);
         return LB_ERR_FORMAT;
