@@ -8,6 +8,7 @@
 
 #include "core/file.h"
 #include "core/log.h"
+#include "loadgen/early_stop.h"
 #include "loadgen/mlperf_log.h"
 
 /* --percentiles 75,99.5: levels strictly between 0 and 100, at most LB_MAX_USER_PCTL. */
@@ -49,6 +50,23 @@ static lb_status parse_slo(const char *command, const char *text, lb_constraints
             c->slo_tpot_ms = v;
     }
     return LB_OK;
+}
+
+/* A search's trials at low rates issue --min-queries queries (or the dataset's); under
+ * latency bounds, fewer than early stopping needs with no late query at all make every
+ * trial INVALID, and the search halves its rate to the end. */
+static void warn_short_search(const char *command, const lb_scenario_opt *o,
+                              const lb_loadgen_params *p) {
+    const lb_constraints *c = &p->constraints;
+    int64_t issued = p->min_queries > 0 ? p->min_queries : o->synthetic;
+    if (!(o->run.search_qps > 0) || issued <= 0 || (c->ttft_limit_ms <= 0 && c->tpot_limit_ms <= 0))
+        return;
+    int64_t need = lb_early_stop_min_passing(0, c->percentile / 100.0, c->confidence);
+    if (issued < need)
+        LB_WARN("%s --search-qps: a trial at a low rate issues %lld queries, fewer than the %lld "
+                "that early stopping needs at p%g even with no late query, so such trials are "
+                "INVALID whatever their latencies: give --min-queries %lld or more",
+                command, (long long)issued, (long long)need, c->percentile, (long long)need);
 }
 
 /* Reads --mlperf-conf then --user-conf (either may be NULL) for the model key (LoadGen's
@@ -152,6 +170,7 @@ lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_load
     if (o->tpot_limit >= 0) p->constraints.tpot_limit_ms = o->tpot_limit;
     if (o->slo && (st = parse_slo(command, o->slo, &p->constraints)) != LB_OK) return st;
     if (o->percentiles && (st = parse_percentiles(command, o->percentiles, p)) != LB_OK) return st;
+    warn_short_search(command, o, p);
     p->model_key = o->model_key;
     p->request.ignore_eos = o->ignore_eos;
     p->request.temperature = o->temperature;
