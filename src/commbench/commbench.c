@@ -161,14 +161,17 @@ static lb_status bufs_init(bufs *b, bool device, size_t bytes, int n_marks, lb_e
 }
 
 /* Between host staging and the benchmark's buffers (device ones: the direction from
- * unified addressing). */
+ * unified addressing), ordered on the benchmark's stream and finished on return. A plain
+ * cudaMemcpy from pageable memory may return before its DMA lands, and the collectives'
+ * non-blocking stream does not wait for it: a check then reads inputs half written. */
 static lb_status copy(bufs *b, void *dst, const void *src, size_t bytes, lb_err *err) {
     if (!b->device) {
         memcpy(dst, src, bytes);
         return LB_OK;
     }
 #ifdef LB_HAVE_CUDA
-    LB_CUDA_TRY(err, cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+    LB_CUDA_TRY(err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)b->stream));
+    LB_CUDA_TRY(err, cudaStreamSynchronize((cudaStream_t)b->stream));
 #endif
     return LB_OK;
 }

@@ -546,7 +546,8 @@ static lb_status load_weights(gpu_backend *g, const lb_weights *w, lb_err *err) 
         void *dst = g->params + t->offset;
         if (w->read != NULL) {
             w->read(w->ctx, t, BF, buf);
-            cudaError_t ce = cudaMemcpy(dst, buf, (size_t)t->numel * 2, cudaMemcpyHostToDevice);
+            cudaError_t ce =
+                cudaMemcpyAsync(dst, buf, (size_t)t->numel * 2, cudaMemcpyHostToDevice, g->stream);
             if (ce != cudaSuccess)
                 st = lb_fail(err, LB_ERR_DEVICE, "copying %s to the GPU: %s", t->name,
                              cudaGetErrorString(ce));
@@ -665,7 +666,8 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
             st = lb_fail(err, LB_ERR_NOMEM, "out of memory for the RoPE table");
         } else {
             lb_ref_rope_freqs(c, inv);
-            cudaMemcpy(d_inv, inv, (size_t)lb_model_head_dim(c) / 2 * 4, cudaMemcpyHostToDevice);
+            cudaMemcpyAsync(d_inv, inv, (size_t)lb_model_head_dim(c) / 2 * 4,
+                            cudaMemcpyHostToDevice, g->stream);
             st = lb_rope_table(g->cs, d_inv, p->max_ctx, lb_model_head_dim(c), g->stream, err);
             cudaStreamSynchronize(g->stream);
         }

@@ -144,12 +144,15 @@ lb_status lb_lora_gpu_carve(lb_lora_gpu *l, lb_gpu_arena *a, lb_err *err) {
     return LB_OK;
 }
 
-lb_status lb_lora_gpu_upload_tables(lb_lora_gpu *l, lb_err *err) {
+lb_status lb_lora_gpu_upload_tables(lb_lora_gpu *l, void *stream, lb_err *err) {
     const int64_t start = 0;
     const int32_t flags = LB_SEG_DECAY;
-    LB_CUDA_TRY(err, cudaMemcpy(l->seg_start, &start, 8, cudaMemcpyHostToDevice));
-    LB_CUDA_TRY(err, cudaMemcpy(l->seg_flags, &flags, 4, cudaMemcpyHostToDevice));
-    return LB_OK;
+    cudaStream_t s = (cudaStream_t)stream;
+    LB_CUDA_TRY(err, cudaMemcpyAsync(l->seg_start, &start, 8, cudaMemcpyHostToDevice, s));
+    LB_CUDA_TRY(err, cudaMemcpyAsync(l->seg_flags, &flags, 4, cudaMemcpyHostToDevice, s));
+    return cudaStreamSynchronize(s) == cudaSuccess
+               ? LB_OK
+               : lb_fail(err, LB_ERR_DEVICE, "could not copy the adapters' table to the device");
 }
 
 int64_t lb_lora_gpu_n_params(const lb_lora_gpu *l) {

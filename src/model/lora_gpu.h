@@ -48,8 +48,9 @@ lb_status lb_lora_gpu_new(lb_lora_gpu **out, const lb_model_config *cfg, const l
 void lb_lora_gpu_free(lb_lora_gpu *l);
 /* Carves the device pieces above from a (sizing or real) arena. */
 lb_status lb_lora_gpu_carve(lb_lora_gpu *l, lb_gpu_arena *a, lb_err *err);
-/* After carving on the real arena: the optimizer's segment table to the device. */
-lb_status lb_lora_gpu_upload_tables(lb_lora_gpu *l, lb_err *err);
+/* After carving on the real arena: the optimizer's segment table to the device, ordered on
+ * `stream` (a cudaStream_t) and finished on return. */
+lb_status lb_lora_gpu_upload_tables(lb_lora_gpu *l, void *stream, lb_err *err);
 
 /* Elements of the model's working copy of the frozen base: every parameter, or without
  * the projections when they live in NF4. */

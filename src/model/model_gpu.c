@@ -244,7 +244,8 @@ static lb_status rope_tables(lb_model_gpu *m, lb_err *err) {
     if (!m->llama) return LB_OK;
     float f[512];
     lb_ref_rope_freqs(&m->cfg, f);
-    LB_CUDA_TRY(err, cudaMemcpy(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice));
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->inv_freq, f, (size_t)m->HD / 2 * 4, cudaMemcpyHostToDevice,
+                                     m->stream));
     return lb_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
 }
 
@@ -260,7 +261,7 @@ lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m, const lb_param_tensor
 
 static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
     if (m->lora) { /* no base gradients to clear or update: the adapters' one segment */
-        LB_TRY(lb_lora_gpu_upload_tables(m->lora, err));
+        LB_TRY(lb_lora_gpu_upload_tables(m->lora, m->stream, err));
         return rope_tables(m, err);
     }
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
@@ -290,10 +291,10 @@ static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
                 m->clear[m->n_clear][0] = t[i].offset, m->clear[m->n_clear++][1] = t[i].numel;
         }
         if (st == LB_OK && m->seg_start != NULL &&
-            (cudaMemcpy(m->seg_start, start, (size_t)m->n_seg * 8, cudaMemcpyHostToDevice) !=
-                 cudaSuccess ||
-             cudaMemcpy(m->seg_flags, flags, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice) !=
-                 cudaSuccess))
+            (cudaMemcpyAsync(m->seg_start, start, (size_t)m->n_seg * 8, cudaMemcpyHostToDevice,
+                             m->stream) != cudaSuccess ||
+             cudaMemcpyAsync(m->seg_flags, flags, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice,
+                             m->stream) != cudaSuccess))
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
     }
     if (st == LB_OK) st = rope_tables(m, err);

@@ -438,10 +438,10 @@ static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
         lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, start, decay, d->n_seg);
         for (int i = 0; i < d->n_seg; i++)
             flags[i] = decay[i] ? LB_SEG_DECAY : 0;
-        if (cudaMemcpy(d->seg_start, start, (size_t)d->n_seg * 8, cudaMemcpyHostToDevice) !=
-                cudaSuccess ||
-            cudaMemcpy(d->seg_flags, flags, (size_t)d->n_seg * 4, cudaMemcpyHostToDevice) !=
-                cudaSuccess)
+        if (cudaMemcpyAsync(d->seg_start, start, (size_t)d->n_seg * 8, cudaMemcpyHostToDevice,
+                            d->model_stream) != cudaSuccess ||
+            cudaMemcpyAsync(d->seg_flags, flags, (size_t)d->n_seg * 4, cudaMemcpyHostToDevice,
+                            d->model_stream) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the shard's segments to the device");
     }
     free(start);
