@@ -267,7 +267,7 @@ def main():
     total_s = sum(ms) / 1e3
     print(json.dumps({"impl": "pytorch" + ("" if a.no_compile else "+compile"), "torch": torch.__version__,
                       "model": a.model, "batch": a.batch, "seq": a.seq, "precision": a.precision,
-                      "params": n_params, "trainable_params": sum(p.numel() for p in trained),
+                      "params": n_params, "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
                       "lora_rank": a.lora_rank, "step_ms_median": med,
                       "tokens_per_s": a.batch * a.seq * a.steps / total_s,
                       "samples_per_s": a.batch * a.steps / total_s,
