@@ -1,19 +1,18 @@
 #!/bin/bash
-# gpu_round.sh: one call on a machine with 4 GPUs that checks the GPU paths built since the
-# last such call and measures what they were built for, each part under its own limit so
-# the whole ends within TOTAL_S (default 500) seconds:
-#   1. at once, on separate GPUs: the engine's correctness rows (engine_perf.sh
-#      CHECK_ONLY=1 BIG=1, GPU 0), test_train_gpu (GPU 1), and Llama 3.1 8B at ZeRO 0 on one
-#      GPU, which must be refused before anything is allocated (GPU 2);
-#   2. data-parallel LoRA and `train --model DIR` (lora_bench.sh PARTS=dp,hf, Mistral 7B);
-#   3. ZeRO 0-3 agreement in fp16 on 4 GPUs (dp_gpu.sh PARTS=correct);
-#   4. Llama 3.1 8B at ZeRO 3 on 4 GPUs (dp_gpu.sh PARTS=llama);
-#   5. one engine replica per GPU under one load run (four_gpu.sh PARTS=replicas);
-#   6. `llmbench run --steps 10` in the time left (its multi-GPU suite: scaling, comm,
-#      doctor).
-# $LLMBENCH is the binary, $LORA_DIR the folder with lora_bench.sh and its binary, $TTG the
-# test_train_gpu binary. Logs go to $OUT/round (default /tmp/round); the last lines say
-# what each part ended with.
+# gpu_round.sh: one call on a machine with 4 GPUs that checks the GPU paths changed since
+# the last such call and repeats the rows they touch, each part under its own limit so the
+# whole ends within TOTAL_S (default 540) seconds:
+#   1. collectives: all_reduce float 512 KB - 2 MB three times under each libnccl.so.2
+#      (four_gpu.sh PARTS=nccl1m), then every collective 8 B - 128 MB and all_reduce float
+#      at 1 MB over `mpirun -np 4` (Open MPI from $OMPI_DIR, bench/comm_carry.sh's layout);
+#   2. one engine replica per GPU under one load run (four_gpu.sh PARTS=replicas);
+#   3. tests/test_train_gpu ($TTG) on GPU 0;
+#   4. ZeRO 0-3 agreement in bf16 on 4 GPUs against one (dp_gpu.sh PARTS=correct), then
+#      GPT-2 124M bf16 16 x 1024 at ZeRO 0-3 on 1 and 4 GPUs (dp_gpu.sh PARTS=perf);
+#   5. LoRA with ZeRO 1-3 and --grad-accum (lora_bench.sh PARTS=zero from $LORA_DIR, which
+#      holds the script and its binary).
+# $LLMBENCH is the binary. Logs go to $OUT/round (default /tmp/round); the last lines say
+# how each part ended.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 X=$LLMBENCH
@@ -21,7 +20,7 @@ O=${OUT:-/tmp}/round
 mkdir -p "$O"
 export NCCL_NVLS_ENABLE=0
 start=$(date +%s)
-total=${TOTAL_S:-500}
+total=${TOTAL_S:-540}
 left() { echo $((total - ($(date +%s) - start))); }
 cap() { # SECONDS: the smaller of SECONDS and what is left
     local l
@@ -30,29 +29,41 @@ cap() { # SECONDS: the smaller of SECONDS and what is left
 }
 note() { echo "$*" | tee -a "$O/ends.txt"; }
 
-(OUT=$O/eng CHECK_ONLY=1 BIG=1 T_CHECK=40 timeout 100 bash "$here/engine_perf.sh" >"$O/eng.txt" 2>&1
-    echo "engine checks exit $?" >>"$O/eng.txt") &
-(CUDA_VISIBLE_DEVICES=1 timeout 90 "$TTG" >"$O/ttg.txt" 2>&1; echo "test_train_gpu exit $?" >>"$O/ttg.txt") &
-(CUDA_VISIBLE_DEVICES=2 timeout 60 "$X" train --model llama3.1-8b --device cuda --precision bf16 \
-    --batch 1 --seq 1024 --steps 2 --db /tmp/round-oom.db >"$O/oom.txt" 2>&1
-    echo "8b at zero 0 on one GPU: exit $?" >>"$O/oom.txt") &
-wait
-note "$(tail -n 1 "$O/eng.txt"), $(tail -n 1 "$O/ttg.txt"), $(tail -n 1 "$O/oom.txt")"
-
-(cd "$LORA_DIR" && env -u LLMBENCH PARTS=dp,hf MODEL=mistral-7b BATCH=8 SEQ=512 RANK=16 OUT=$O/lora \
-    timeout "$(cap 110)" bash ./lora_bench.sh >"$O/lora.txt" 2>&1)
-note "lora_bench dp,hf exit $?"
-
-OUT=$O/dp PARTS=correct CMODELS=gpt2-124m PRECS=fp16 GPUS=4 STAGES="0 1 2 3" CSTEPS=6 \
-    DEADLINE_S=$(cap 50) bash "$here/dp_gpu.sh" >"$O/fp16.txt" 2>&1
-note "dp_gpu correct fp16 exit $?"
-OUT=$O/dp PARTS=llama LSTAGES= BIG=1 DEADLINE_S=$(cap 100) bash "$here/dp_gpu.sh" >"$O/big.txt" 2>&1
-note "dp_gpu llama 8b exit $?"
-OUT=$O/four PARTS=replicas DDP_GPUS= DEADLINE_S=$(cap 125) bash "$here/four_gpu.sh" >"$O/four.txt" 2>&1
-note "four_gpu replicas exit $?"
-if [ "$(left)" -gt 40 ]; then
-    timeout "$(cap 200)" "$X" run --steps 10 --db /tmp/round-run.db --no-progress >"$O/run.txt" 2>&1
-    note "llmbench run exit $? ($(left) s left)"
-else
-    note "llmbench run skipped: $(left) s left"
+OUT=$O/four PARTS=nccl1m DEADLINE_S=$(cap 70) bash "$here/four_gpu.sh" >"$O/nccl1m.txt" 2>&1
+note "nccl1m exit $?: $(awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != 0 || $13 != 0)' "$O/nccl1m.txt" | wc -l) rows with wrong elements"
+if [ -n "${OMPI_DIR:-}" ]; then
+    (
+        export OPAL_PREFIX=$OMPI_DIR/ompi/usr PMIX_INSTALL_PREFIX=$OMPI_DIR/ompi/usr/lib/x86_64-linux-gnu/pmix2
+        export PATH=$OMPI_DIR/ompi/usr/bin:$PATH PMIX_MCA_pcompress_base_silence_warning=1
+        export LD_LIBRARY_PATH=$OMPI_DIR/lib:${LD_LIBRARY_PATH:-}
+        . "$here/device_env.sh"
+        mpi=(mpirun --allow-run-as-root -np 4 --mca btl self,vader -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
+        timeout "$(cap 60)" "${mpi[@]}" "$X" comm all -b 8 -e 128M -f 8 -n 5 -w 2 --db /tmp/round-mpi.db
+        echo "mpirun comm all exit $?"
+        timeout "$(cap 30)" "${mpi[@]}" "$X" comm all_reduce -b 1M -e 1M -n 50 -w 5 --db /tmp/round-mpi.db
+        echo "mpirun all_reduce 1M exit $?"
+    ) >"$O/mpi.txt" 2>&1
+    note "$(grep -E 'exit' "$O/mpi.txt" | tr '\n' ' ')"
 fi
+
+OUT=$O/four PARTS=replicas DDP_GPUS= DEADLINE_S=$(cap 130) bash "$here/four_gpu.sh" >"$O/four.txt" 2>&1
+note "replicas exit $?: $(grep 'replicas:' "$O/four.txt" | tail -1)"
+
+if [ -n "${TTG:-}" ]; then
+    CUDA_VISIBLE_DEVICES=0 timeout "$(cap 90)" "$TTG" >"$O/ttg.txt" 2>&1
+    note "test_train_gpu exit $?: $(grep -E 'PASSED|FAILED' "$O/ttg.txt" | tr '\n' ' ')"
+fi
+
+OUT=$O/dp PARTS=correct CMODELS=gpt2-124m PRECS=bf16 GPUS=4 STAGES="0 1 2 3" CSTEPS=6 \
+    DEADLINE_S=$(cap 80) bash "$here/dp_gpu.sh" >"$O/correct.txt" 2>&1
+note "dp_gpu correct exit $?"
+OUT=$O/dp PARTS=perf GPUS=4 STAGES="0 1 2 3" STEPS=15 WARMUP=3 DEADLINE_S=$(cap 120) \
+    bash "$here/dp_gpu.sh" >"$O/perf.txt" 2>&1
+note "dp_gpu perf exit $?"
+
+if [ -n "${LORA_DIR:-}" ]; then
+    (cd "$LORA_DIR" && env -u LLMBENCH PARTS=zero OUT=$O/lora timeout "$(cap 130)" bash ./lora_bench.sh \
+        >"$O/lora.txt" 2>&1)
+    note "lora_bench zero exit $?"
+fi
+note "done after $(($(date +%s) - start)) s"
