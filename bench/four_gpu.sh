@@ -19,9 +19,9 @@
 #             ZeRO 0, beside PyTorch DDP + torch.compile (pytorch_ddp_baseline.py) on N
 #             and 2 GPUs (DDP_GPUS: other counts, or none);
 #   replicas  one `llmbench serve --random llama3.1-8b` per GPU, warmed up by a short
-#             untimed run on all, then one `llmbench load` Offline run of 512 queries
-#             against one replica and one of N x 512 against all: aggregate samples/s
-#             against N x one replica's;
+#             untimed run on all, then one `llmbench load` Offline run of RQ queries
+#             (default 512) against one replica and one of N x RQ against all: aggregate
+#             samples/s against N x one replica's;
 #   kill      a rank killed mid-collective: the job ends within --comm-timeout, naming it.
 # $LLMBENCH is the binary (default: build/llmbench); logs and JSON go to $OUT (or /tmp); the
 # last lines are a summary. NVLink multicast stays off (KINDS.md).
@@ -163,10 +163,10 @@ for part in $PARTS; do
         timeout 60 "$L" load "${eps[@]}" "${load[@]}" --synthetic $((256 * n)) --max-tokens 16 \
             >/dev/null 2>"$dir/replicas_warm.err"
         echo "warm-up: exit $?"
-        timeout 120 "$L" load --endpoint http://127.0.0.1:8100 "${load[@]}" --synthetic 512 \
+        timeout 120 "$L" load --endpoint http://127.0.0.1:8100 "${load[@]}" --synthetic "${RQ:-512}" \
             >"$dir/replica1.json" 2>"$dir/replica1.err"
         echo "one replica: exit $?"
-        timeout 120 "$L" load "${eps[@]}" "${load[@]}" --synthetic $((512 * n)) \
+        timeout 120 "$L" load "${eps[@]}" "${load[@]}" --synthetic $((${RQ:-512} * n)) \
             >"$dir/replicas.json" 2>"$dir/replicas.err"
         echo "$n replicas: exit $?"
         kill -INT "${pids[@]}"

@@ -46,7 +46,7 @@ if [ -n "${OMPI_DIR:-}" ]; then
     note "$(grep -E 'exit' "$O/mpi.txt" | tr '\n' ' ')"
 fi
 
-OUT=$O/four PARTS=replicas DDP_GPUS= DEADLINE_S=$(cap 130) bash "$here/four_gpu.sh" >"$O/four.txt" 2>&1
+OUT=$O/four PARTS=replicas RQ=1024 DDP_GPUS= DEADLINE_S=$(cap 150) bash "$here/four_gpu.sh" >"$O/four.txt" 2>&1
 note "replicas exit $?: $(grep 'replicas:' "$O/four.txt" | tail -1)"
 
 if [ -n "${TTG:-}" ]; then
