@@ -372,6 +372,33 @@ static void test_train_summary_is_computed_from_the_series(void **state) {
     lb_result_free(r);
 }
 
+/* --gpu-hour-price: refused beside --hour-cost and on the CPU; on a GPU run it prices the
+ * run's GPUs (one rank here: two steps of 0.5 s, 4 samples each, at 2.0 an hour). */
+static void test_train_gpu_hour_price_prices_the_gpus(void **state) {
+    (void)state;
+    lb_train_params p = tiny_params("gpt2-tiny");
+    lb_model_config cfg;
+    lb_err err = {{0}};
+    assert_int_equal(lb_model_config_preset("gpt2-tiny", &cfg, &err), LB_OK);
+    p.gpu_hour_price = 2.0;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "give --hour-cost"));
+    p.device = LB_DEVICE_CUDA;
+    p.hour_cost = 1.0;
+    assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "give one of them"));
+    p.hour_cost = 0;
+    assert_float_equal(lb_train_hour_cost(&p), 2.0, 0);
+    lb_result *r = lb_result_new("train", "price");
+    lb_series *ms = lb_result_series(r, "step_ms", "ms");
+    assert_int_equal(lb_result_series_push(ms, 500.0), LB_OK);
+    assert_int_equal(lb_result_series_push(ms, 500.0), LB_OK);
+    assert_int_equal(lb_train_summarize(&p, &cfg, r), LB_OK);
+    assert_float_equal(lb_result_metric(r, "samples_per_s"), 8.0, 1e-12);
+    assert_float_equal(lb_result_metric(r, "cost_per_1k_samples"), 2.0 / 3600 / 8 * 1000, 1e-12);
+    lb_result_free(r);
+}
+
 static void test_train_summary_reports_step_time_drift(void **state) {
     (void)state;
     lb_train_params p = tiny_params("gpt2-tiny");
@@ -430,6 +457,7 @@ int main(void) {
         cmocka_unit_test(test_train_out_of_memory_names_what_would_fit),
         cmocka_unit_test(test_train_missing_gpu_is_named),
         cmocka_unit_test(test_train_summary_is_computed_from_the_series),
+        cmocka_unit_test(test_train_gpu_hour_price_prices_the_gpus),
         cmocka_unit_test(test_train_summary_reports_step_time_drift),
         cmocka_unit_test(test_train_interrupt_keeps_steps_measured),
     };

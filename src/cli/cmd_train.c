@@ -262,6 +262,10 @@ int lb_cmd_train(int argc, char **argv) {
          "price per hour of the hardware the run uses (this machine; with several ranks, all "
          "of theirs), any currency: adds cost_per_1k_samples and cost_per_1m_tokens",
          1e-9, 1e9},
+        {"--gpu-hour-price", LB_ARG_DOUBLE, &p->gpu_hour_price, "X",
+         "price of one GPU per hour, any currency: the run costs X times its GPUs (so each "
+         "run of --scaling its own); instead of --hour-cost",
+         1e-9, 1e9},
         {"--name", LB_ARG_STRING, &name, "NAME",
          "name of the stored run (default MODEL-DEVICE-PRECISION)"},
         {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)"},

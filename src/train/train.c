@@ -106,6 +106,14 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
     if (p->steps < 1)
         return lb_fail(err, LB_ERR_USAGE, "--steps must be at least 1, got %lld",
                        (long long)p->steps);
+    if (p->hour_cost > 0 && p->gpu_hour_price > 0)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--hour-cost prices the whole hardware and --gpu-hour-price each GPU: "
+                       "give one of them");
+    if (p->gpu_hour_price > 0 && p->device != LB_DEVICE_CUDA)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--gpu-hour-price prices the run's GPUs, but --device cpu uses none: "
+                       "give --hour-cost, the machine's price per hour");
     if (p->warmup < 0)
         return lb_fail(err, LB_ERR_USAGE, "--warmup must be 0 or more, got %lld",
                        (long long)p->warmup);
@@ -215,6 +223,8 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "attention", json_string(lb_gpu_attn_choice_name(p->attention)));
     json_object_set_new(c, "params", json_integer(lb_model_param_count(cfg)));
     if (p->hour_cost > 0) json_object_set_new(c, "hour_cost", json_real(p->hour_cost));
+    if (p->gpu_hour_price > 0)
+        json_object_set_new(c, "gpu_hour_price", json_real(p->gpu_hour_price));
     lb_lora_config lc;
     if (p->lora_rank > 0 && lb_train_lora_config(p, cfg, &lc, NULL) == LB_OK) {
         char targets[64];
@@ -603,6 +613,10 @@ double lb_train_scaling_efficiency(double tok_per_s, int ranks, double base_tok_
     return tok_per_s / ((double)ranks * base_tok_per_s);
 }
 
+double lb_train_hour_cost(const lb_train_params *p) {
+    return p->hour_cost > 0 ? p->hour_cost : p->gpu_hour_price * lb_train_ranks(p);
+}
+
 double lb_train_cost_per_1k_samples(double hour_cost, double samples_per_s) {
     return hour_cost / 3600.0 / samples_per_s * 1e3;
 }
@@ -704,12 +718,13 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
     lb_stats_median_ci(ms->values, ms->n, 1000, 0.95, 12345, &lo, &hi);
     LB_TRY(lb_result_set_metric(r, "tokens_per_s", tok_per_s, "tok/s"));
     LB_TRY(lb_result_set_metric(r, "samples_per_s", samples_per_s, "samples/s"));
-    if (p->hour_cost > 0) {
+    const double hour_cost = lb_train_hour_cost(p);
+    if (hour_cost > 0) {
         LB_TRY(lb_result_set_metric(r, "cost_per_1k_samples",
-                                    lb_train_cost_per_1k_samples(p->hour_cost, samples_per_s),
+                                    lb_train_cost_per_1k_samples(hour_cost, samples_per_s),
                                     "cost"));
         LB_TRY(lb_result_set_metric(r, "cost_per_1m_tokens",
-                                    lb_train_cost_per_1m_tokens(p->hour_cost, tok_per_s), "cost"));
+                                    lb_train_cost_per_1m_tokens(hour_cost, tok_per_s), "cost"));
     }
     LB_TRY(lb_result_set_metric(r, "step_ms_median", s.median, "ms"));
     LB_TRY(lb_result_set_metric(r, "step_ms_mean", s.mean, "ms"));

@@ -60,6 +60,7 @@ typedef struct {
     lb_gpu_attn_choice attention;  /* CUDA fp16/bf16: whose attention kernels */
     double peak_tflops;            /* dense peak for MFU; 0 = look the GPU up in the table */
     double hour_cost;              /* price of the machine per hour (any currency); 0: no cost */
+    double gpu_hour_price;         /* price of one GPU per hour: x the run's GPUs; 0: none */
     int64_t lora_rank;             /* 0: every parameter trains; else LoRA adapters of this rank
                                     * on a frozen base (model/lora.h) */
     double lora_alpha;             /* adapter scale alpha / rank; 0: 16 */
@@ -136,6 +137,9 @@ lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cf
 /* Metrics of data-parallel runs (docs/METRICS.md). Scaling efficiency: tokens/s on n ranks
  * over n times one rank's, tok_n / (n tok_1). */
 double lb_train_scaling_efficiency(double tok_per_s, int ranks, double base_tok_per_s);
+/* The run's price per hour: hour_cost, else gpu_hour_price x its ranks (one GPU each);
+ * 0 when neither is given. */
+double lb_train_hour_cost(const lb_train_params *p);
 /* Cost of 1,000 samples (1,000,000 tokens) at hour_cost for the hardware per hour:
  * hour_cost / 3600 / rate x 1e3 (x 1e6). */
 double lb_train_cost_per_1k_samples(double hour_cost, double samples_per_s);
