@@ -4,7 +4,9 @@
 the idle time between consecutive kernels, which kernel pairs leave the largest gaps, and
 where a step's kernel time goes, kernel by kernel name (as timed under the clock the GPU
 held in those steps, unlike Nsight Compute's kernels run alone).
-Steps are queued back to back, so each is an equal share of the captured kernels."""
+Steps are queued back to back, so each is an equal share of the captured kernels. A capture
+of several GPUs (train --gpus N) is read for the lowest device only; NCCL's kernels, which
+run beside the step on their own stream, are left out of the steps and summed apart."""
 import re
 import sqlite3
 import sys
@@ -12,9 +14,17 @@ from collections import defaultdict
 
 db = sqlite3.connect(sys.argv[1])
 names = dict(db.execute("SELECT id, value FROM StringIds"))
-rows = db.execute("SELECT start, end, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start").fetchall()
-if not rows:
+every = db.execute("SELECT start, end, shortName, deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                   "ORDER BY start").fetchall()
+if not every:
     sys.exit("no kernels in the capture")
+device = min(r[3] for r in every)
+mine = [r[:3] for r in every if r[3] == device]
+nccl = [r for r in mine if "nccl" in names.get(r[2], "").lower()]
+rows = [r for r in mine if "nccl" not in names.get(r[2], "").lower()]
+if len({r[3] for r in every}) > 1 or nccl:
+    print(f"device {device} of {len({r[3] for r in every})}: {len(rows)} step kernels, {len(nccl)} NCCL "
+          f"kernels, {sum(b - a for a, b, _ in nccl) / 1e6 / int(sys.argv[2]):.3f} ms of NCCL a step")
 
 
 def short(i):
