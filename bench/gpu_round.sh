@@ -10,7 +10,9 @@
 #   4. ZeRO 0-3 agreement in bf16 on 4 GPUs against one (dp_gpu.sh PARTS=correct), then
 #      GPT-2 124M bf16 16 x 1024 at ZeRO 0-3 on 1 and 4 GPUs (dp_gpu.sh PARTS=perf);
 #   5. LoRA with ZeRO 1-3 and --grad-accum (lora_bench.sh PARTS=zero from $LORA_DIR, which
-#      holds the script and its binary).
+#      holds the script and its binary);
+#   6. where the 4-GPU step loses time against one GPU: step_gaps.sh traces of GPT-2 124M
+#      bf16 16 x 1024 at ZeRO 0 on 1 GPU and on 4 (GAPS=0 leaves it out).
 # $LLMBENCH is the binary. Logs go to $OUT/round (default /tmp/round); the last lines say
 # how each part ended.
 set -u
@@ -65,5 +67,13 @@ if [ -n "${LORA_DIR:-}" ]; then
     (cd "$LORA_DIR" && env -u LLMBENCH PARTS=zero OUT=$O/lora timeout "$(cap 130)" bash ./lora_bench.sh \
         >"$O/lora.txt" 2>&1)
     note "lora_bench zero exit $?"
+fi
+if [ "${GAPS:-1}" = 1 ]; then
+    for g in 1 4; do
+        OUT=$O/gaps GPUS=$([ $g = 1 ] || echo $g) SHAPES=gpt2-124m:16:1024:bf16 STEPS=10 WARMUP=5 TOP=25 \
+            timeout "$(cap 75)" bash "$here/step_gaps.sh" >"$O/gaps$g.txt" 2>&1
+        note "step_gaps $g GPU exit $?"
+        rm -f "$O"/gaps/*.sqlite
+    done
 fi
 note "done after $(($(date +%s) - start)) s"
