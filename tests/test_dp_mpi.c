@@ -2,17 +2,18 @@
  * `mpirun -np 4 --oversubscribe`, against one rank training on the whole batch.
  *
  * The program is its own worker: CTest runs it plainly; a test starts it again under
- * mpirun (argv[1] = "--dp-worker MODEL DIR"), each rank trains every stage with and
- * without gradient accumulation on its part of each batch and writes its losses, norms
- * and final parameters to DIR; the test then trains one rank on the whole batch in this
- * process and compares. Then `llmbench train` end to end under mpirun: the stored run with
- * every rank's series, a token shard read by 4 ranks as by one, ranks started with
- * different options, LoRA adapters on 4 ranks as on one, and bad input. */
+ * mpirun (argv[1] = "--dp-worker MODEL DIR all|lora"), each rank trains every stage with
+ * and without gradient accumulation on its part of each batch (every parameter, or LoRA
+ * adapters on a frozen base) and writes its losses, norms and final parameters to DIR; the test
+ * then trains one rank on the whole batch in this process and compares. Then `llmbench train` end
+ * to end under mpirun: the stored run with every rank's series, a token shard read by 4 ranks as by
+ * one, ranks started with different options, LoRA adapters on 4 ranks as on one, and bad input. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include "comm/comm.h"
 #include "core/rng.h"
 #include "gpu/devinfo.h"
+#include "model/lora.h"
 #include "test_util.h"
 #include "train/data.h"
 #include "train/dp.h"
@@ -45,14 +47,37 @@ typedef struct {
     float *params;
 } outcome;
 
-/* This rank trains STEPS steps of `stage` with K micro-batches of MICRO sequences. */
-static int train(const char *model, lb_comm *comm, lb_zero_stage stage, int K, outcome *out) {
+/* Adapters of rank LORA_RANK on every projection, on a frozen base (model/lora.h). */
+#define LORA_RANK 4
+
+/* With lora, adapters on m's frozen base into *l; the array that trains into *out:
+ * the adapters', else the whole model's. */
+static lb_status attach(lb_model *m, bool lora, lb_lora *l, float **params, int64_t *n) {
+    *params = m->params;
+    *n = m->n_params;
+    if (!lora) return LB_OK;
+    lb_lora_config lc = {LORA_RANK, 16.0f, lb_lora_all_targets(m->cfg.family), LB_QUANT_NONE};
+    lb_status st = lb_lora_init(l, &m->cfg, &lc, (int64_t)m->B * m->T, 9, NULL);
+    if (st == LB_OK) st = lb_model_attach_lora(m, l, NULL);
+    *params = l->params;
+    *n = l->off.total;
+    return st;
+}
+
+/* This rank trains STEPS steps of `stage` with K micro-batches of MICRO sequences: every
+ * parameter, or with lora the adapters alone. */
+static int train(const char *model, bool lora, lb_comm *comm, lb_zero_stage stage, int K,
+                 outcome *out) {
     lb_model_config cfg;
     lb_err err = {{0}};
     if (lb_model_config_preset(model, &cfg, &err) != LB_OK) return 1;
     int ranks = lb_comm_size(comm), rank = lb_comm_rank(comm), B = MICRO;
     lb_model m;
     if (lb_model_init(&m, &cfg, B, SEQ, 5, &err) != LB_OK) return 1;
+    lb_lora ad = {0};
+    float *params = NULL;
+    int64_t n_params = 0;
+    if (attach(&m, lora, &ad, &params, &n_params) != LB_OK) return 1;
     lb_data_loader *data = NULL;
     lb_dp *dp = NULL;
     /* buckets of about 20,000 elements: gpt2-tiny puts the embeddings and layer 0 in one */
@@ -79,25 +104,31 @@ static int train(const char *model, lb_comm *comm, lb_zero_stage stage, int K, o
         out->norm[s] = info.grad_norm;
     }
     if (rc == 0 && lb_dp_gather_params(dp, &err) != LB_OK) rc = 1;
-    out->n_params = m.n_params;
-    out->params = malloc((size_t)m.n_params * sizeof(float));
-    memcpy(out->params, m.params, (size_t)m.n_params * sizeof(float));
+    out->n_params = n_params;
+    out->params = malloc((size_t)n_params * sizeof(float));
+    memcpy(out->params, params, (size_t)n_params * sizeof(float));
     free(in);
     free(tg);
     lb_dp_free(dp);
     lb_data_close(data);
     lb_model_free(&m);
+    lb_lora_free(&ad);
     return rc;
 }
 
 /* The oracle: the reference model alone on the whole batch, gradients of the K
  * micro-batches added up and divided by K, lb_model_adamw_step; no train/dp.h. */
-static void train_alone(const char *model, int K, outcome *out) {
+static void train_alone(const char *model, bool lora, int K, outcome *out) {
     lb_model_config cfg;
     lb_model_config_preset(model, &cfg, NULL);
     const int B = MICRO * NP;
     lb_model m;
     assert_int_equal(lb_model_init(&m, &cfg, B, SEQ, 5, NULL), LB_OK);
+    lb_lora ad = {0};
+    float *params = NULL, *grads = lora ? NULL : m.grads;
+    int64_t n_params = 0;
+    assert_int_equal(attach(&m, lora, &ad, &params, &n_params), LB_OK);
+    if (lora) grads = ad.grads;
     lb_data_loader *data = NULL;
     assert_int_equal(lb_data_open("synthetic", cfg.vocab_size, B, SEQ, 11, &data, NULL), LB_OK);
     int32_t *in = malloc((size_t)B * SEQ * sizeof *in), *tg = malloc((size_t)B * SEQ * sizeof *tg);
@@ -113,25 +144,26 @@ static void train_alone(const char *model, int K, outcome *out) {
             lb_model_backward(&m);
             loss += l;
         }
-        for (int64_t i = 0; i < m.n_params; i++)
-            m.grads[i] /= (float)K;
+        for (int64_t i = 0; i < n_params; i++)
+            grads[i] /= (float)K;
         out->loss[s] = (float)(loss / K);
         lb_model_adamw_step(&m, &opt, s + 1, &out->norm[s]);
     }
-    out->n_params = m.n_params;
-    out->params = malloc((size_t)m.n_params * sizeof(float));
-    memcpy(out->params, m.params, (size_t)m.n_params * sizeof(float));
+    out->n_params = n_params;
+    out->params = malloc((size_t)n_params * sizeof(float));
+    memcpy(out->params, params, (size_t)n_params * sizeof(float));
     free(in);
     free(tg);
     lb_data_close(data);
     lb_model_free(&m);
+    lb_lora_free(&ad);
 }
 
 static void path_of(char *buf, size_t cap, const char *dir, int stage, int K, int rank) {
     snprintf(buf, cap, "%s/z%d-k%d-r%d.bin", dir, stage, K, rank);
 }
 
-static int dp_worker(const char *model, const char *dir) {
+static int dp_worker(const char *model, bool lora, const char *dir) {
     lb_boot *boot = NULL;
     lb_err err = {{0}};
     if (lb_boot_init(30, &boot, &err) != LB_OK) {
@@ -150,7 +182,7 @@ static int dp_worker(const char *model, const char *dir) {
         for (int stage = 0; stage <= 3 && rc == 0; stage++)
             for (int K = 1; K <= 2 && rc == 0; K++) {
                 outcome o;
-                rc = train(model, c, (lb_zero_stage)stage, K, &o);
+                rc = train(model, lora, c, (lb_zero_stage)stage, K, &o);
                 char path[512];
                 path_of(path, sizeof path, dir, stage, K, lb_comm_rank(c));
                 FILE *f = fopen(path, "wb");
@@ -198,29 +230,51 @@ static double rel_update_err(const float *a, const float *b, const float *start,
     return sqrt(d / u);
 }
 
-static void expect_ranks_match_one_rank(const char *model) {
+/* Rank 0's outcome of run a (loss, norm and parameters, as the worker wrote them) against
+ * b's, in fp32 on the CPU: losses within 2e-6 and norms within 2e-5 relative, the
+ * parameters within 1e-4 of the size of b's whole update from start. */
+static void expect_close(const float *a, const outcome *b, const float *start, const char *what) {
+    for (int s = 0; s < STEPS; s++) {
+        double dl = fabs(a[s] - b->loss[s]) / b->loss[s];
+        double dn = fabs(a[STEPS + s] - b->norm[s]) / b->norm[s];
+        if (dl > 2e-6 || dn > 2e-5)
+            fail_msg("%s step %d: loss %.8f vs %.8f, norm %.8f vs %.8f", what, s, a[s], b->loss[s],
+                     a[STEPS + s], b->norm[s]);
+    }
+    double e = rel_update_err(a + 2 * STEPS, b->params, start, b->n_params);
+    if (!(e < 1e-4)) fail_msg("%s: parameters off by %.3g of the update", what, e);
+}
+
+/* Every stage with one and two micro-batches on NP ranks against one rank on the whole
+ * batch, and stages 1-3 against stage 0 on the same ranks; with lora the adapters alone
+ * train (the frozen base whole on every rank). */
+static void expect_ranks_match_one_rank(const char *model, bool lora) {
     char dir[64];
     lb_test_tmpdir(dir, sizeof dir);
     static char out[1 << 16];
-    const char *args[] = {"-np", "4", "-x", "OMP_NUM_THREADS=1", self_path, "--dp-worker",
-                          model, dir, NULL};
+    const char *args[] = {"-np",         "4",   "-x", "OMP_NUM_THREADS=1",   self_path,
+                          "--dp-worker", model, dir,  lora ? "lora" : "all", NULL};
     int rc = mpirun(args, out, sizeof out);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     assert_int_equal(rc, 0);
-    outcome start;
     lb_model_config cfg;
     lb_model_config_preset(model, &cfg, NULL);
     lb_model m0;
     assert_int_equal(lb_model_init(&m0, &cfg, 1, SEQ, 5, NULL), LB_OK);
-    start.params = m0.params;
+    lb_lora l0 = {0};
+    float *start = NULL;
+    int64_t n0 = 0;
+    assert_int_equal(attach(&m0, lora, &l0, &start, &n0), LB_OK);
     outcome refs[2];
-    train_alone(model, 1, &refs[0]);
-    train_alone(model, 2, &refs[1]);
+    train_alone(model, lora, 1, &refs[0]);
+    train_alone(model, lora, 2, &refs[1]);
+    size_t bytes = 2 * STEPS * sizeof(float) + (size_t)n0 * sizeof(float);
+    float *stage0[2] = {malloc(bytes), malloc(bytes)};
     for (int stage = 0; stage <= 3; stage++)
         for (int K = 1; K <= 2; K++) {
-            const outcome ref = refs[K - 1];
-            size_t bytes = 2 * STEPS * sizeof(float) + (size_t)ref.n_params * sizeof(float);
-            float *rank0 = malloc(bytes), *mine = malloc(bytes);
+            const outcome *ref = &refs[K - 1];
+            assert_int_equal(ref->n_params, n0);
+            float *rank0 = stage == 0 ? stage0[K - 1] : malloc(bytes), *mine = malloc(bytes);
             for (int r = 0; r < NP; r++) {
                 char path[512];
                 path_of(path, sizeof path, dir, stage, K, r);
@@ -230,36 +284,48 @@ static void expect_ranks_match_one_rank(const char *model) {
                 fclose(f);
                 /* loss, norm and parameters: the same bits on every rank */
                 if (r > 0 && memcmp(rank0, mine, bytes) != 0)
-                    fail_msg("%s zero %d K %d: rank %d differs from rank 0", model, stage, K, r);
+                    fail_msg("%s%s zero %d K %d: rank %d differs from rank 0", model,
+                             lora ? " lora" : "", stage, K, r);
             }
-            for (int s = 0; s < STEPS; s++) {
-                double dl = fabs(rank0[s] - ref.loss[s]) / ref.loss[s];
-                double dn = fabs(rank0[STEPS + s] - ref.norm[s]) / ref.norm[s];
-                if (dl > 2e-6 || dn > 2e-5)
-                    fail_msg("%s zero %d K %d step %d: loss %.8f vs %.8f, norm %.8f vs %.8f", model,
-                             stage, K, s, rank0[s], ref.loss[s], rank0[STEPS + s], ref.norm[s]);
+            char what[96];
+            snprintf(what, sizeof what, "%s%s zero %d K %d", model, lora ? " lora" : "", stage, K);
+            expect_close(rank0, ref, start, what);
+            if (stage > 0) {
+                /* stage 0's run on the same ranks as the reference */
+                outcome z0 = {.n_params = n0, .params = stage0[K - 1] + 2 * STEPS};
+                memcpy(z0.loss, stage0[K - 1], sizeof z0.loss);
+                memcpy(z0.norm, stage0[K - 1] + STEPS, sizeof z0.norm);
+                snprintf(what, sizeof what, "%s%s zero %d K %d against zero 0", model,
+                         lora ? " lora" : "", stage, K);
+                expect_close(rank0, &z0, start, what);
+                free(rank0);
             }
-            double e = rel_update_err(rank0 + 2 * STEPS, ref.params, start.params, ref.n_params);
-            if (!(e < 1e-4))
-                fail_msg("%s zero %d K %d: parameters off by %.3g of the update", model, stage, K,
-                         e);
-            free(rank0);
             free(mine);
         }
+    free(stage0[0]);
+    free(stage0[1]);
     free(refs[0].params);
     free(refs[1].params);
     lb_model_free(&m0);
+    lb_lora_free(&l0);
     lb_test_rmtree(dir);
 }
 
 static void test_dp_gpt2_every_stage_on_4_ranks_equals_one_rank_with_4x_batch(void **state) {
     (void)state;
-    expect_ranks_match_one_rank("gpt2-tiny");
+    expect_ranks_match_one_rank("gpt2-tiny", false);
 }
 
 static void test_dp_llama_every_stage_on_4_ranks_equals_one_rank_with_4x_batch(void **state) {
     (void)state;
-    expect_ranks_match_one_rank("llama-tiny");
+    expect_ranks_match_one_rank("llama-tiny", false);
+}
+
+/* The adapters' state is what ZeRO shards: every stage trains them as one rank would. */
+static void test_dp_lora_every_stage_on_4_ranks_equals_zero_0_and_one_rank(void **state) {
+    (void)state;
+    expect_ranks_match_one_rank("llama-tiny", true);
+    expect_ranks_match_one_rank("gpt2-tiny", true);
 }
 
 /* ---- llmbench train end to end ---- */
@@ -436,13 +502,14 @@ static void test_train_cli_lora_4_ranks_equal_one_rank_with_4x_batch(void **stat
     assert_non_null(a);
     assert_non_null(b);
     assert_true(metric_of(a, "replicas_identical") == 1);
-    /* one all-reduce of the adapters' fp32 gradients and one of the loss, ring-counted */
+    /* the adapters' fp32 gradients all-reduced, then the loss and the squared norm (fp64),
+     * ring-counted */
     lb_model_config cfg;
     lb_model_config_preset("llama-tiny", &cfg, NULL);
     lb_lora_config lc = {4, 16.0f, lb_lora_all_targets(cfg.family), LB_QUANT_NONE};
     double grads = 4.0 * (double)lb_lora_param_count(&cfg, &lc);
     assert_float_equal(metric_of(a, "sent_bytes_formula"), 1.5 * grads, 1e-6 * grads);
-    assert_float_equal(metric_of(a, "sent_bytes_per_step"), 1.5 * (grads + 8), 1e-6 * grads);
+    assert_float_equal(metric_of(a, "sent_bytes_per_step"), 1.5 * (grads + 16), 1e-6 * grads);
     assert_true(isnan(metric_of(a, "zero_state_bytes_formula")));
     expect_same_losses(a, b, 5, 1e-5);
     const json_t *lb = series_values(b, "loss");
@@ -451,6 +518,59 @@ static void test_train_cli_lora_4_ranks_equal_one_rank_with_4x_batch(void **stat
     if (!(last < first - 1e-3))
         fail_msg("the adapters did not train: loss %.6f -> %.6f", first, last);
     json_decref(a);
+    json_decref(b);
+    lb_test_rmtree(dir);
+}
+
+/* LoRA at ZeRO 1 and 3 on 4 ranks, 2 micro-batches of one sequence each, against one rank
+ * with one batch of 8 (the same sequences of a token shard): the same loss curve, the same
+ * adapters on every rank, the optimizer state cut into 4 shards (fp32 master, m and v of a
+ * quarter each) and the traffic beside zero.h's formula. */
+static void test_train_cli_lora_zero_stages_on_4_ranks_equal_one_batch_on_one_rank(void **state) {
+    (void)state;
+    char dir[64], shard[96], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(shard, sizeof shard, "%s/tokens.bin", dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    assert_int_equal(lb_test_write_shard(shard, 3000, 128, 0, 5), 0);
+    static char out4[1 << 16], out1[1 << 16];
+    /* every option but the last two, which say the layout of the batch */
+#define LORA_RUN                                                                                   \
+    "train", "--device", "cpu", "--model", "llama-tiny", "--lora-rank", "4", "--seq", "16",        \
+        "--steps", "4", "--warmup", "0", "--data", shard, "--lr", "2e-2", "--json",                \
+        "--no-progress", "--db", db
+    const char *one[] = {LORA_RUN, "--batch", "8", NULL};
+    assert_int_equal(lb_test_run(one, out1, sizeof out1, NULL, 0), 0);
+    json_t *b = json_of(out1);
+    assert_non_null(b);
+    lb_model_config cfg;
+    lb_model_config_preset("llama-tiny", &cfg, NULL);
+    lb_lora_config lc = {4, 16.0f, lb_lora_all_targets(cfg.family), LB_QUANT_NONE};
+    const double n = (double)lb_lora_param_count(&cfg, &lc);
+    assert_float_equal(metric_of(b, "optimizer_bytes"), 8 * n, 0.5);
+    const char *stages[] = {"1", "3"};
+    for (int i = 0; i < 2; i++) {
+        const char *four[] = {"-np",    "4",       "-x", "OMP_NUM_THREADS=1", LB_TEST_BIN,
+                              LORA_RUN, "--batch", "2",  "--grad-accum",      "2",
+                              "--zero", stages[i], NULL};
+        int rc = mpirun(four, out4, sizeof out4);
+        if (rc != 0) fprintf(stderr, "%s\n", out4);
+        assert_int_equal(rc, 0);
+        json_t *a = json_of(out4);
+        assert_non_null(a);
+        assert_true(metric_of(a, "replicas_identical") == 1);
+        expect_same_losses(a, b, 4, 1e-5);
+        double shard_elems = metric_of(a, "shard_elems");
+        if (!(shard_elems >= n / 4 && shard_elems <= n / 4 + cfg.n_layer * 4))
+            fail_msg("zero %s: a shard of %.0f adapter elements of %.0f", stages[i], shard_elems,
+                     n);
+        assert_float_equal(metric_of(a, "optimizer_bytes"), 12 * shard_elems, 0.5);
+        lb_zero_stage z = (lb_zero_stage)atoi(stages[i]);
+        assert_float_equal(metric_of(a, "sent_bytes_formula"),
+                           lb_zero_adapter_traffic_bytes(z, LB_PREC_FP32, n, 4), 1e-6 * n);
+        json_decref(a);
+    }
+#undef LORA_RUN
     json_decref(b);
     lb_test_rmtree(dir);
 }
@@ -601,14 +721,17 @@ static void test_train_cli_hung_rank_fails_the_run_naming_it(void **state) {
 int main(int argc, char **argv) {
     ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     self_path[len > 0 ? len : 0] = '\0';
-    if (argc >= 4 && strcmp(argv[1], "--dp-worker") == 0) return dp_worker(argv[2], argv[3]);
+    if (argc >= 5 && strcmp(argv[1], "--dp-worker") == 0)
+        return dp_worker(argv[2], strcmp(argv[4], "lora") == 0, argv[3]);
     if (argc >= 2 && strcmp(argv[1], "--hang-worker") == 0) return hang_worker();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_gpt2_every_stage_on_4_ranks_equals_one_rank_with_4x_batch),
         cmocka_unit_test(test_dp_llama_every_stage_on_4_ranks_equals_one_rank_with_4x_batch),
+        cmocka_unit_test(test_dp_lora_every_stage_on_4_ranks_equals_zero_0_and_one_rank),
         cmocka_unit_test(test_train_cli_4_ranks_store_one_run_with_every_rank),
         cmocka_unit_test(test_train_cli_token_shard_4_ranks_read_what_one_rank_reads),
         cmocka_unit_test(test_train_cli_lora_4_ranks_equal_one_rank_with_4x_batch),
+        cmocka_unit_test(test_train_cli_lora_zero_stages_on_4_ranks_equal_one_batch_on_one_rank),
         cmocka_unit_test(test_train_cli_ranks_with_different_options_stop_before_running),
         cmocka_unit_test(test_train_cli_bad_input_exits_2),
         cmocka_unit_test(test_train_cli_hung_rank_fails_the_run_naming_it),

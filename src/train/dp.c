@@ -1,7 +1,9 @@
 /* dp.c: data-parallel steps with ZeRO stages 0-3 on the CPU reference (see dp.h).
  *
- * Buffers: the model's own params and grads stay whole (they are the working copies the
- * reference ops read and write); stages 1-3 add this rank's shard of the gradient, of the
+ * What trains is one flat array: the model's parameters, or with adapters on a frozen base
+ * the adapters' (model/lora.h's layer-major layout, one unit a layer, one decayed tensor).
+ * Buffers: its params and grads stay whole (they are the working copies the reference ops
+ * read and write); stages 1-3 add this rank's shard of the gradient, of the
  * fp32 master parameters and of AdamW's m and v, and one staging buffer as long as the
  * largest padded bucket, through which a bucket goes into a reduce-scatter (zero padding
  * after its real end) and comes out of an all-gather. A failure inside the model's hook is
@@ -20,7 +22,13 @@
 
 struct lb_dp {
     lb_model *m;
-    lb_comm *c; /* NULL: one rank */
+    float *params, *grads;          /* what trains: the model's, or its adapters' */
+    int64_t n_params;               /* elements of both */
+    const lb_param_tensor *tensors; /* their tensors, for weight decay */
+    int n_tensors;
+    lb_param_tensor adapters; /* the adapters as one decayed tensor */
+    int unit_shift;           /* the model's unit u is the plan's u - unit_shift */
+    lb_comm *c;               /* NULL: one rank */
     lb_dp_params p;
     int rank, ranks;
     lb_zero_plan plan;
@@ -51,7 +59,7 @@ static lb_status all_reduce(lb_dp *d, void *buf, size_t n, lb_comm_dtype t, lb_c
 static lb_status reduce_scatter_bucket(lb_dp *d, int b, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
     int64_t len = k->end - k->start;
-    memcpy(d->staging, d->m->grads + k->start, (size_t)len * sizeof(float));
+    memcpy(d->staging, d->grads + k->start, (size_t)len * sizeof(float));
     memset(d->staging + len, 0, (size_t)(k->padded - len) * sizeof(float));
     if (d->c == NULL) {
         memcpy(d->piece, d->staging, (size_t)k->piece * sizeof(float));
@@ -82,7 +90,7 @@ static lb_status all_gather_bucket(lb_dp *d, int b, lb_err *err) {
         d->comm_ns += lb_clock_now_ns() - t0;
         d->sent_bytes += lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, (double)k->padded * 4, d->ranks);
     }
-    memcpy(d->m->params + k->start, d->staging, (size_t)(k->end - k->start) * sizeof(float));
+    memcpy(d->params + k->start, d->staging, (size_t)(k->end - k->start) * sizeof(float));
     return LB_OK;
 }
 
@@ -90,7 +98,7 @@ static lb_status all_gather_bucket(lb_dp *d, int b, lb_err *err) {
 static void release_bucket(lb_dp *d, int b) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
     for (int64_t i = k->start; i < k->end; i++)
-        d->m->params[i] = NAN;
+        d->params[i] = NAN;
 }
 
 /* ---- the model's hook ---- */
@@ -103,7 +111,7 @@ static void keep(lb_dp *d, lb_status st) {
 static int buckets_read(const lb_dp *d, int unit, int out[2]) {
     int n = 0;
     out[n++] = d->plan.bucket_of_unit[unit];
-    if (unit == d->plan.n_units - 1 && d->m->cfg.tied_embeddings &&
+    if (d->m->lora == NULL && unit == d->plan.n_units - 1 && d->m->cfg.tied_embeddings &&
         d->plan.bucket_of_unit[0] != out[0])
         out[n++] = d->plan.bucket_of_unit[0];
     return n;
@@ -114,7 +122,7 @@ static void gradient_complete(lb_dp *d, int b) {
     switch (d->p.stage) {
     case LB_ZERO_0:
         if (d->last_micro)
-            keep(d, all_reduce(d, d->m->grads + k->start, (size_t)(k->end - k->start), LB_COMM_FP32,
+            keep(d, all_reduce(d, d->grads + k->start, (size_t)(k->end - k->start), LB_COMM_FP32,
                                LB_COMM_AVG, &d->err));
         break;
     case LB_ZERO_1:
@@ -122,14 +130,16 @@ static void gradient_complete(lb_dp *d, int b) {
         break;
     default:
         keep(d, reduce_scatter_bucket(d, b, &d->err));
-        memset(d->m->grads + k->start, 0, (size_t)(k->end - k->start) * sizeof(float));
+        memset(d->grads + k->start, 0, (size_t)(k->end - k->start) * sizeof(float));
         break;
     }
 }
 
 static void on_unit(void *ctx, lb_model_event ev, int unit) {
     lb_dp *d = ctx;
-    if (d->st != LB_OK || d->m->lora != NULL) return; /* a frozen base sends nothing */
+    unit -= d->unit_shift;
+    /* with adapters the embeddings and the head hold nothing that trains */
+    if (d->st != LB_OK || unit < 0 || unit >= d->plan.n_units) return;
     int read[2], n = buckets_read(d, unit, read);
     bool stage3 = d->p.stage == LB_ZERO_3;
     if (ev == LB_MODEL_FORWARD_BEGIN || ev == LB_MODEL_BACKWARD_BEGIN) {
@@ -158,6 +168,16 @@ void lb_dp_free(lb_dp *d) {
     free(d);
 }
 
+/* Unit boundaries of what trains into bounds (n_layer + 3 room); how many units. */
+static int train_units(const lb_dp *d, int64_t *bounds) {
+    const lb_lora *a = d->m->lora;
+    if (a == NULL) return lb_zero_model_units(&d->m->cfg, bounds);
+    const int L = d->m->cfg.n_layer;
+    for (int l = 0; l <= L; l++)
+        bounds[l] = (int64_t)l * a->off.layer_numel;
+    return L;
+}
+
 lb_status lb_dp_init(lb_dp **out, lb_model *m, lb_comm *c, const lb_dp_params *p, lb_err *err) {
     *out = NULL;
     if (p->grad_accum < 1 || p->stage < LB_ZERO_0 || p->stage > LB_ZERO_3 || p->bucket_elems < 0)
@@ -165,9 +185,6 @@ lb_status lb_dp_init(lb_dp **out, lb_model *m, lb_comm *c, const lb_dp_params *p
                        "data parallel: stage %d, %d micro-batches, buckets of %lld elements: "
                        "expected stage 0-3, at least one micro-batch, buckets >= 0",
                        (int)p->stage, p->grad_accum, (long long)p->bucket_elems);
-    if (m->lora != NULL && p->stage != LB_ZERO_0)
-        return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "data parallel: a frozen base with adapters trains at ZeRO 0 only");
     lb_dp *d = calloc(1, sizeof *d);
     if (d == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory");
     d->m = m;
@@ -175,12 +192,27 @@ lb_status lb_dp_init(lb_dp **out, lb_model *m, lb_comm *c, const lb_dp_params *p
     d->p = *p;
     d->rank = c ? lb_comm_rank(c) : 0;
     d->ranks = c ? lb_comm_size(c) : 1;
+    if (m->lora != NULL) {
+        d->params = m->lora->params;
+        d->grads = m->lora->grads;
+        d->n_params = m->lora->off.total;
+        d->adapters = (lb_param_tensor){.offset = 0, .numel = d->n_params, .decay = 1};
+        d->tensors = &d->adapters;
+        d->n_tensors = 1;
+        d->unit_shift = 1;
+    } else {
+        d->params = m->params;
+        d->grads = m->grads;
+        d->n_params = m->n_params;
+        d->tensors = m->layout;
+        d->n_tensors = m->n_tensors;
+    }
     int64_t *bounds = malloc(((size_t)m->cfg.n_layer + 3) * sizeof *bounds);
     if (bounds == NULL) {
         lb_dp_free(d);
         return lb_fail(err, LB_ERR_NOMEM, "out of host memory");
     }
-    int n_units = lb_zero_model_units(&m->cfg, bounds);
+    int n_units = train_units(d, bounds);
     lb_status st = lb_zero_plan_init(&d->plan, bounds, n_units,
                                      p->stage == LB_ZERO_3 ? 0 : p->bucket_elems, d->ranks, 1, err);
     free(bounds);
@@ -209,7 +241,7 @@ lb_status lb_dp_init(lb_dp **out, lb_model *m, lb_comm *c, const lb_dp_params *p
     for (int b = 0; sharded && b < d->plan.n_buckets; b++) {
         int64_t lo, hi;
         lb_zero_piece(&d->plan, b, d->rank, &lo, &hi);
-        memcpy(d->p_shard + d->plan.buckets[b].shard_offset, m->params + lo,
+        memcpy(d->p_shard + d->plan.buckets[b].shard_offset, d->params + lo,
                (size_t)(hi - lo) * sizeof(float));
     }
     for (int b = 0; p->stage == LB_ZERO_3 && b < d->plan.n_buckets; b++)
@@ -225,6 +257,13 @@ int64_t lb_dp_shard_elems(const lb_dp *d) {
 
 /* ---- the optimizer step ---- */
 
+/* Stage 0's AdamW moments m (first) or v: the model's, or its adapters'. */
+static float *moments(const lb_dp *d, bool first) {
+    const lb_lora *a = d->m->lora;
+    if (a != NULL) return first ? a->m : a->v;
+    return first ? d->m->m : d->m->v;
+}
+
 static void scale(float *x, int64_t n, float s) {
     for (int64_t i = 0; i < n; i++)
         x[i] *= s;
@@ -232,10 +271,10 @@ static void scale(float *x, int64_t n, float s) {
 
 /* AdamW over flat elements [lo, hi), whose state lives at param, grad, m, v (element lo at
  * index 0), split at tensor boundaries for weight decay. */
-static void adamw_range(const lb_model *m, int64_t lo, int64_t hi, float *param, const float *grad,
+static void adamw_range(const lb_dp *d, int64_t lo, int64_t hi, float *param, const float *grad,
                         float *mo, float *vo, const lb_adamw_params *o, float clip, int step) {
-    for (int i = 0; i < m->n_tensors; i++) {
-        const lb_param_tensor *t = &m->layout[i];
+    for (int i = 0; i < d->n_tensors; i++) {
+        const lb_param_tensor *t = &d->tensors[i];
         int64_t a = t->offset > lo ? t->offset : lo;
         int64_t e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
         if (a >= e) continue;
@@ -243,23 +282,6 @@ static void adamw_range(const lb_model *m, int64_t lo, int64_t hi, float *param,
         lb_ref_adamw_update(param + j, grad + j, mo + j, vo + j, e - a, o->lr, o->beta1, o->beta2,
                             o->eps, t->decay ? o->weight_decay : 0.0f, clip, step);
     }
-}
-
-/* Adapters on a frozen base: their gradient (the only one) averaged over micro-batches
- * and ranks in one all-reduce, then the model's own AdamW over them on every rank. */
-static lb_status lora_step(lb_dp *d, double loss, const lb_adamw_params *opt, int step,
-                           lb_dp_step_info *info, lb_err *err) {
-    lb_model *m = d->m;
-    if (d->p.grad_accum > 1)
-        scale(m->lora->grads, m->lora->off.total, 1.0f / (float)d->p.grad_accum);
-    LB_TRY(
-        all_reduce(d, m->lora->grads, (size_t)m->lora->off.total, LB_COMM_FP32, LB_COMM_AVG, err));
-    LB_TRY(all_reduce(d, &loss, 1, LB_COMM_FP64, LB_COMM_AVG, err));
-    lb_model_adamw_step(m, opt, step, &info->grad_norm);
-    info->loss = (float)loss;
-    info->comm_ms = (double)d->comm_ns / 1e6;
-    info->sent_bytes = d->sent_bytes;
-    return LB_OK;
 }
 
 lb_status lb_dp_gather_params(lb_dp *d, lb_err *err) {
@@ -293,16 +315,15 @@ lb_status lb_dp_step(lb_dp *d, const int32_t *inputs, const int32_t *targets, in
         d->st = LB_OK;
         return st;
     }
-    if (m->lora != NULL) return lora_step(d, loss / K, opt, step, info, err);
     /* loss and squared norm: [0] loss, [1] sum of squares of this rank's part */
     double sums[2] = {loss / K, 0.0};
     float inv_k = 1.0f / (float)K;
     if (!sharded) {
-        if (K > 1) scale(m->grads, m->n_params, inv_k);
+        if (K > 1) scale(d->grads, d->n_params, inv_k);
         for (int b = 0; b < d->plan.n_buckets; b++) {
             int64_t lo, hi;
             lb_zero_piece(&d->plan, b, d->rank, &lo, &hi);
-            sums[1] += lb_ref_sum_squares(m->grads + lo, hi - lo);
+            sums[1] += lb_ref_sum_squares(d->grads + lo, hi - lo);
         }
     } else {
         if (K > 1) scale(d->g_shard, d->plan.shard_elems, inv_k);
@@ -313,12 +334,13 @@ lb_status lb_dp_step(lb_dp *d, const int32_t *inputs, const int32_t *targets, in
     double norm = sqrt(sums[1]);
     float clip = lb_ref_clip_scale(norm, opt->grad_clip);
     if (!sharded) {
-        adamw_range(m, 0, m->n_params, m->params, m->grads, m->m, m->v, opt, clip, step);
+        adamw_range(d, 0, d->n_params, d->params, d->grads, moments(d, true), moments(d, false),
+                    opt, clip, step);
     } else {
         for (int b = 0; b < d->plan.n_buckets; b++) {
             int64_t lo, hi, so = d->plan.buckets[b].shard_offset;
             lb_zero_piece(&d->plan, b, d->rank, &lo, &hi);
-            adamw_range(m, lo, hi, d->p_shard + so, d->g_shard + so, d->m_shard + so,
+            adamw_range(d, lo, hi, d->p_shard + so, d->g_shard + so, d->m_shard + so,
                         d->v_shard + so, opt, clip, step);
         }
         for (int b = 0; d->p.stage != LB_ZERO_3 && b < d->plan.n_buckets; b++)

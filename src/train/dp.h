@@ -24,9 +24,11 @@
  * would send it (zero.h's lb_zero_ring_bytes).
  *
  * With a NULL communicator (one rank) the same steps run with copies for collectives. A
- * model with adapters on a frozen base (model/lora.h) trains at stage 0 only: after the
- * last micro-batch the adapters' gradient, the only one, is all-reduced (averaged) in one
- * piece and every rank runs the model's own AdamW over the adapters. */
+ * model with adapters on a frozen base (model/lora.h) trains its adapters alone the same
+ * way at every stage: they are the flat array that is bucketed and sharded (one unit a
+ * layer, layer-major, every element decayed), the frozen base stays whole on every rank
+ * and sends nothing.
+ */
 #ifndef LB_TRAIN_DP_H
 #define LB_TRAIN_DP_H
 

@@ -167,11 +167,6 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--batch %lld does not split into --grad-accum %lld micro-batches: give a "
                        "batch that is a multiple of %lld",
                        (long long)p->batch, (long long)p->grad_accum, (long long)p->grad_accum);
-    if (p->lora_rank > 0 && p->zero != 0)
-        return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "--zero %d with --lora-rank is not built yet: adapters train data-parallel "
-                       "at ZeRO 0 (every rank keeps their whole optimizer state)",
-                       p->zero);
     if (p->device == LB_DEVICE_CUDA && p->lora_rank > 0 && p->grad_accum > 1)
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "--grad-accum %lld with --lora-rank on --device cuda is not built yet: give "
@@ -461,23 +456,39 @@ lb_status lb_train_save_params(const lb_train_params *p, const lb_model_config *
 }
 
 /* With p->lora_rank > 0: adapters on m's frozen base (its projections through NF4 first
- * when asked), and the memory each part holds into r. */
+ * when asked). */
 static lb_status cpu_attach_lora(const lb_train_params *p, const lb_model_config *cfg, lb_model *m,
-                                 lb_lora *lora, lb_result *r, lb_err *err) {
+                                 lb_lora *lora, lb_err *err) {
     lb_lora_config lc;
     LB_TRY(lb_train_lora_config(p, cfg, &lc, err));
     LB_TRY(lb_lora_init(lora, cfg, &lc, (int64_t)m->B * m->T, p->seed ^ LB_LORA_SEED_SALT, err));
     if (lc.quant == LB_QUANT_NF4) LB_TRY(lb_lora_quantize_base(cfg, m->params, err));
-    LB_TRY(lb_model_attach_lora(m, lora, err));
-    const double n = (double)lora->off.total;
-    const double u = (double)cfg->n_layer * LB_LORA_N_TARGETS * (double)lora->max_tokens * lc.rank;
+    return lb_model_attach_lora(m, lora, err);
+}
+
+/* The memory each part of fine-tuning holds into r, once dp's shard is laid out: the
+ * adapters' weights and whole gradient (the reference writes it), and at ZeRO 1-3 the
+ * gradient shard beside it; the optimizer state: AdamW's m and v of every adapter at stage
+ * 0, the shard's fp32 master, m and v at 1-3, whose unused whole moments are freed here. */
+static lb_status cpu_lora_memory(const lb_train_params *p, const lb_model *m, lb_lora *lora,
+                                 const lb_dp *dp, lb_result *r) {
+    const double n = (double)lora->off.total, shard = (double)lb_dp_shard_elems(dp);
+    const double u = (double)m->cfg.n_layer * LB_LORA_N_TARGETS * (double)lora->max_tokens *
+                     (double)lora->lc.rank;
+    const bool sharded = p->zero > 0;
+    if (sharded) {
+        free(lora->m);
+        free(lora->v);
+        lora->m = lora->v = NULL;
+    }
     LB_TRY(lb_result_set_metric(r, "base_bytes", (double)m->n_params * 4, "bytes"));
-    LB_TRY(lb_result_set_metric(r, "adapter_bytes", 2 * 4 * n, "bytes"));
-    LB_TRY(lb_result_set_metric(r, "optimizer_bytes", 2 * 4 * n, "bytes"));
-    LB_TRY(lb_result_set_metric(
-        r, "activation_bytes", 4 * ((double)m->act_floats + u + (double)lora->max_tokens * lc.rank),
-        "bytes"));
-    return LB_OK;
+    LB_TRY(
+        lb_result_set_metric(r, "adapter_bytes", 2 * 4 * n + (sharded ? 4 * shard : 0), "bytes"));
+    LB_TRY(
+        lb_result_set_metric(r, "optimizer_bytes", sharded ? 3 * 4 * shard : 2 * 4 * n, "bytes"));
+    return lb_result_set_metric(
+        r, "activation_bytes",
+        4 * ((double)m->act_floats + u + (double)lora->max_tokens * lora->lc.rank), "bytes");
 }
 
 static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
@@ -499,7 +510,7 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     lb_status st = lb_model_init(&m, cfg, B, T, p->seed, err);
     for (int i = 0; st == LB_OK && hf != NULL && i < m.n_tensors; i++)
         lb_hf_model_read(hf, &m.layout[i], LB_DT_F32, m.params + m.layout[i].offset);
-    if (st == LB_OK && p->lora_rank > 0) st = cpu_attach_lora(p, cfg, &m, &lora, r, err);
+    if (st == LB_OK && p->lora_rank > 0) st = cpu_attach_lora(p, cfg, &m, &lora, err);
     if (st != LB_OK) {
         lb_lora_free(&lora);
         lb_model_free(&m);
@@ -511,6 +522,7 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
                         .grad_accum = K};
     lb_dp *dp = NULL;
     st = lb_dp_init(&dp, &m, comm, &dpp, err);
+    if (st == LB_OK && p->lora_rank > 0 && rank == 0) st = cpu_lora_memory(p, &m, &lora, dp, r);
     int32_t *inputs = malloc(tokens * sizeof *inputs);
     int32_t *targets = malloc(tokens * sizeof *targets);
     double *rec = calloc((size_t)total * LB_REC_N, sizeof *rec);
@@ -642,16 +654,16 @@ static lb_status summarize_ranks(const lb_train_params *p, const lb_model_config
     const int ranks = lb_train_ranks(p);
     const double P = (double)lb_model_param_count(cfg);
     const lb_zero_stage z = (lb_zero_stage)p->zero;
-    /* adapters: their fp32 gradients all-reduced, their state in adapter/optimizer_bytes */
+    /* adapters: their traffic by zero.h's formula, their state in adapter/optimizer_bytes */
     const bool lora = p->lora_rank > 0;
     if (!lora)
         LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula",
                                     lb_zero_state_bytes(z, p->precision, P, ranks), "bytes"));
     if (ranks > 1) {
-        double grads = 4.0 * (double)lb_train_trainable_params(p, cfg);
+        double n = (double)lb_train_trainable_params(p, cfg);
         LB_TRY(lb_result_set_metric(r, "tokens_per_s_per_gpu", tok_per_s / ranks, "tok/s"));
         LB_TRY(lb_result_set_metric(r, "sent_bytes_formula",
-                                    lora ? lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, grads, ranks)
+                                    lora ? lb_zero_adapter_traffic_bytes(z, p->precision, n, ranks)
                                          : lb_zero_traffic_bytes(z, p->precision, P, ranks),
                                     "bytes"));
     }

@@ -136,6 +136,15 @@ double lb_zero_traffic_bytes(lb_zero_stage s, lb_precision prec, double n_params
     return times * (ranks - 1) / (double)ranks * n_params * b;
 }
 
+double lb_zero_adapter_traffic_bytes(lb_zero_stage s, lb_precision prec, double n, int ranks) {
+    double b = prec == LB_PREC_FP32 ? 4 : 2, f = (ranks - 1) / (double)ranks;
+    switch (s) {
+    case LB_ZERO_0: return 2 * f * 4 * n;
+    case LB_ZERO_3: return f * (4 + 2 * b) * n;
+    default: return f * (4 + b) * n;
+    }
+}
+
 double lb_zero_ring_bytes(lb_zero_coll c, double bytes, int ranks) {
     double f = (ranks - 1) / (double)ranks;
     return c == LB_ZERO_ALL_REDUCE ? 2 * f * bytes : f * bytes;

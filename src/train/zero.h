@@ -98,6 +98,13 @@ double lb_zero_state_bytes(lb_zero_stage s, lb_precision prec, double n_params, 
  * the working precision (4 fp32, 2 fp16/bf16). 0 for one rank. */
 double lb_zero_traffic_bytes(lb_zero_stage s, lb_precision prec, double n_params, int ranks);
 
+/* The same for n adapters on a frozen base (their gradients fp32 whatever the precision,
+ * their working copy in prec's working type of b bytes): stage 0 all-reduces the
+ * gradients, 2 (N - 1) / N x 4n; stages 1-2 reduce-scatter them and all-gather the working
+ * copy, (N - 1) / N x (4 + b) n; stage 3 gathers it twice, (N - 1) / N x (4 + 2b) n. One
+ * micro-batch a step (stages 2-3 send again for every further one). 0 for one rank. */
+double lb_zero_adapter_traffic_bytes(lb_zero_stage s, lb_precision prec, double n, int ranks);
+
 /* Where a model fits: the fewest ranks from `ranks` up to max_ranks and, at that count, the
  * lowest stage whose lb_zero_state_bytes plus other_bytes (activations and workspace, the
  * same at every stage) is at most free_bytes, into *stage and *fit_ranks. false (outputs
