@@ -1,11 +1,13 @@
 /* test_train_gpu.c: the GPU training path on one GPU against itself: K micro-batches
  * (--grad-accum) give the losses of one batch of K times their size, and ZeRO 1-3 on one
  * rank (the shard is the whole model, collectives are copies) give stage 0's losses, in
- * fp32 (close) and bf16 and fp16 (within their rounding), for both families. Data come from a token
+ * fp32 (close) and bf16 and fp16 (within their rounding), for both families; the same for
+ * LoRA adapters on a frozen base. Data come from a token
  * shard, which micro-batches read exactly as one whole batch would. Skipped without a GPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -123,10 +125,49 @@ static void test_gpu_zero_1_to_3_on_one_rank_match_stage_0(void **state) {
     }
 }
 
+/* LoRA adapters on a frozen base (rank 4, every projection): K micro-batches against one
+ * batch, and ZeRO 1-3 on one rank (the adapters' state in the shard, their gradients and
+ * working copy bound layer by layer at 2-3) against stage 0 with the same micro-batches. */
+static void test_gpu_lora_grad_accum_and_zero_1_to_3_match(void **state) {
+    (void)state;
+    LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() > 0, "no CUDA GPU here");
+    static const struct {
+        const char *model;
+        lb_precision prec;
+        int zero, accum;
+        double tol;
+    } cases[] = {
+        {"llama-tiny", LB_PREC_FP32, 0, 4, 1e-4}, {"llama-tiny", LB_PREC_BF16, 0, 2, 2e-2},
+        {"llama-tiny", LB_PREC_FP32, 1, 1, 1e-4}, {"llama-tiny", LB_PREC_FP32, 2, 2, 1e-4},
+        {"llama-tiny", LB_PREC_FP32, 3, 2, 1e-4}, {"llama-tiny", LB_PREC_BF16, 3, 1, 2e-2},
+        {"gpt2-tiny", LB_PREC_BF16, 2, 2, 2e-2},  {"gpt2-tiny", LB_PREC_FP16, 1, 2, 2e-2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* stage 0 cases: one batch against accum micro-batches; others: stage 0 against it */
+        bool accum_case = cases[i].zero == 0;
+        lb_train_params p = gpu_params(cases[i].prec, 0, accum_case ? 1 : cases[i].accum);
+        p.model = cases[i].model;
+        p.lora_rank = 4;
+        p.lr = 5e-2;
+        double base[6], other[6];
+        run_losses(p, base);
+        assert_true(base[5] < base[0] - 0.02); /* the adapters train */
+        p.zero = cases[i].zero;
+        p.grad_accum = cases[i].accum;
+        run_losses(p, other);
+        char what[112];
+        snprintf(what, sizeof what, "LoRA %s %s ZeRO %d, %d micro-batches, against %s",
+                 cases[i].model, lb_precision_name(cases[i].prec), cases[i].zero, cases[i].accum,
+                 accum_case ? "one batch" : "ZeRO 0");
+        expect_close(base, other, 6, cases[i].tol, what);
+    }
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_grad_accum_matches_the_whole_batch),
         cmocka_unit_test(test_gpu_zero_1_to_3_on_one_rank_match_stage_0),
+        cmocka_unit_test(test_gpu_lora_grad_accum_and_zero_1_to_3_match),
     };
     return lb_test_main(tests, sizeof tests / sizeof tests[0], make_shard, remove_shard, argc,
                         argv);

@@ -28,8 +28,11 @@ struct lb_lora_gpu {
     int64_t BT;
     lb_gpu_dtype dt;
     size_t es;
-    float *master, *grads, *m, *v; /* fp32 [off.total] */
-    void *work;                    /* working copy (== master in fp32) */
+    lb_lora_gpu_external ext;
+    float *master, *grads, *m, *v; /* fp32 [off.total]; NULL where external */
+    void *work;                    /* working copy (== master in fp32 with its own optimizer) */
+    float **layer_grads;           /* [L]: where layer l's gradient slots are */
+    void **layer_work;             /* [L]: where layer l's working copy is */
     void *u, *du;                  /* [L, targets, BT, r], [BT, max_group r] */
     int max_group;                 /* most chosen targets on one base tensor */
     int64_t *seg_start;
@@ -68,11 +71,20 @@ static int group_of(const lb_lora_gpu *l, lb_lora_tensor which, int ts[LB_LORA_N
 }
 
 lb_status lb_lora_gpu_new(lb_lora_gpu **out, const lb_model_config *cfg, const lb_lora_config *lc,
-                          int64_t BT, lb_gpu_dtype dt, lb_err *err) {
+                          int64_t BT, lb_gpu_dtype dt, const lb_lora_gpu_external *ext,
+                          lb_err *err) {
     *out = NULL;
     LB_TRY(lb_lora_config_check(lc, cfg, err));
     lb_lora_gpu *l = calloc(1, sizeof *l);
-    if (!l) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the adapters");
+    if (l != NULL) {
+        l->layer_grads = calloc((size_t)cfg->n_layer, sizeof *l->layer_grads);
+        l->layer_work = calloc((size_t)cfg->n_layer, sizeof *l->layer_work);
+    }
+    if (!l || !l->layer_grads || !l->layer_work) {
+        lb_lora_gpu_free(l);
+        return lb_fail(err, LB_ERR_NOMEM, "no host memory for the adapters");
+    }
+    l->ext = *ext;
     l->cfg = *cfg;
     l->lc = *lc;
     lb_lora_offsets_compute(cfg, lc, &l->off);
@@ -108,6 +120,9 @@ lb_status lb_lora_gpu_new(lb_lora_gpu **out, const lb_model_config *cfg, const l
 }
 
 void lb_lora_gpu_free(lb_lora_gpu *l) {
+    if (l == NULL) return;
+    free(l->layer_grads);
+    free(l->layer_work);
     free(l);
 }
 
@@ -121,16 +136,25 @@ void lb_lora_gpu_free(lb_lora_gpu *l) {
 lb_status lb_lora_gpu_carve(lb_lora_gpu *l, lb_gpu_arena *a, lb_err *err) {
     const size_t n = (size_t)l->off.total, r = (size_t)l->lc.rank, BT = (size_t)l->BT;
     const size_t L = (size_t)l->cfg.n_layer;
-    TAKE(l->master, "lora.master", n * 4);
-    TAKE(l->grads, "lora.grad", n * 4);
-    if (l->dt != LB_DT_F32)
+    const bool own_opt = !l->ext.external_optimizer;
+    if (own_opt) TAKE(l->master, "lora.master", n * 4);
+    if (!l->ext.external_grads) TAKE(l->grads, "lora.grad", n * 4);
+    if (l->ext.external_work)
+        l->work = NULL;
+    else if (l->dt != LB_DT_F32 || !own_opt)
         TAKE(l->work, "lora.work", n * l->es);
     else
         l->work = l->master;
-    TAKE(l->m, "opt.lora_m", n * 4);
-    TAKE(l->v, "opt.lora_v", n * 4);
-    TAKE(l->seg_start, "opt.lora_seg_start", 8);
-    TAKE(l->seg_flags, "opt.lora_seg_flags", 4);
+    if (own_opt) {
+        TAKE(l->m, "opt.lora_m", n * 4);
+        TAKE(l->v, "opt.lora_v", n * 4);
+        TAKE(l->seg_start, "opt.lora_seg_start", 8);
+        TAKE(l->seg_flags, "opt.lora_seg_flags", 4);
+    }
+    for (int layer = 0; layer < l->cfg.n_layer; layer++) {
+        lb_lora_gpu_bind_grads(l, layer, NULL);
+        lb_lora_gpu_bind_work(l, layer, NULL);
+    }
     TAKE(l->u, "act.lora_u", L * LB_LORA_N_TARGETS * BT * r * l->es);
     TAKE(l->du, "grad.lora_du", BT * (size_t)l->max_group * r * l->es);
     if (l->nf4) {
@@ -145,6 +169,7 @@ lb_status lb_lora_gpu_carve(lb_lora_gpu *l, lb_gpu_arena *a, lb_err *err) {
 }
 
 lb_status lb_lora_gpu_upload_tables(lb_lora_gpu *l, void *stream, lb_err *err) {
+    if (l->seg_start == NULL) return LB_OK; /* an external optimizer keeps its own */
     const int64_t start = 0;
     const int32_t flags = LB_SEG_DECAY;
     cudaStream_t s = (cudaStream_t)stream;
@@ -162,6 +187,23 @@ int64_t lb_lora_gpu_n_params(const lb_lora_gpu *l) {
 float *lb_lora_gpu_grads(lb_lora_gpu *l, int64_t *layer_numel) {
     *layer_numel = l->off.layer_numel;
     return l->grads;
+}
+
+void *lb_lora_gpu_work(lb_lora_gpu *l) {
+    return l->work;
+}
+
+void lb_lora_gpu_bind_grads(lb_lora_gpu *l, int layer, float *slots) {
+    l->layer_grads[layer] = slots != NULL      ? slots
+                            : l->grads != NULL ? l->grads + layer * l->off.layer_numel
+                                               : NULL;
+}
+
+void lb_lora_gpu_bind_work(lb_lora_gpu *l, int layer, void *work) {
+    l->layer_work[layer] = work != NULL ? work
+                           : l->work != NULL
+                               ? (char *)l->work + (size_t)(layer * l->off.layer_numel) * l->es
+                               : NULL;
 }
 
 bool lb_lora_gpu_nf4(const lb_lora_gpu *l) {
@@ -253,7 +295,14 @@ lb_status lb_lora_gpu_base_weight(lb_lora_gpu *l, void *base, int layer, int64_t
     return LB_OK;
 }
 
+/* LB_ERR_USAGE when the piece `what` is kept outside (NULL). */
+static lb_status need(const void *piece, const char *what, lb_err *err) {
+    if (piece != NULL) return LB_OK;
+    return lb_fail(err, LB_ERR_USAGE, "the adapters' %s live in a ZeRO shard, not here", what);
+}
+
 lb_status lb_lora_gpu_set(lb_lora_gpu *l, const float *host, void *stream, lb_err *err) {
+    LB_TRY(need(l->master, "master weights", err));
     LB_CUDA_TRY(err, cudaMemcpyAsync(l->master, host, (size_t)l->off.total * 4,
                                      cudaMemcpyHostToDevice, (cudaStream_t)stream));
     if (l->dt == LB_DT_F32) return LB_OK;
@@ -271,12 +320,15 @@ lb_status lb_lora_gpu_init_weights(lb_lora_gpu *l, uint64_t seed, void *stream, 
 }
 
 lb_status lb_lora_gpu_get(lb_lora_gpu *l, float *host, bool grads, void *stream, lb_err *err) {
+    LB_TRY(need(grads ? (void *)l->grads : (void *)l->master,
+                grads ? "gradients" : "master weights", err));
     LB_CUDA_TRY(err, cudaMemcpyAsync(host, grads ? l->grads : l->master, (size_t)l->off.total * 4,
                                      cudaMemcpyDeviceToHost, (cudaStream_t)stream));
     return LB_OK;
 }
 
 lb_status lb_lora_gpu_reset_moments(lb_lora_gpu *l, void *stream, lb_err *err) {
+    if (l->m == NULL) return LB_OK; /* an external optimizer keeps its own */
     LB_CUDA_TRY(err, cudaMemsetAsync(l->m, 0, (size_t)l->off.total * 4, (cudaStream_t)stream));
     LB_CUDA_TRY(err, cudaMemsetAsync(l->v, 0, (size_t)l->off.total * 4, (cudaStream_t)stream));
     return LB_OK;
@@ -290,13 +342,12 @@ typedef struct {
 } adapter;
 
 static adapter adapter_at(lb_lora_gpu *l, int layer, int t) {
-    const int64_t base = layer * l->off.layer_numel;
     adapter r;
     r.p = lb_lora_projection(&l->cfg, (lb_lora_target)t);
-    r.a = (char *)l->work + (size_t)(base + l->off.a[t]) * l->es;
-    r.b = (char *)l->work + (size_t)(base + l->off.b[t]) * l->es;
-    r.ga = l->grads + base + l->off.a[t];
-    r.gb = l->grads + base + l->off.b[t];
+    r.a = (char *)l->layer_work[layer] + (size_t)l->off.a[t] * l->es;
+    r.b = (char *)l->layer_work[layer] + (size_t)l->off.b[t] * l->es;
+    r.ga = l->layer_grads[layer] + l->off.a[t];
+    r.gb = l->layer_grads[layer] + l->off.b[t];
     return r;
 }
 
@@ -356,7 +407,7 @@ lb_status lb_lora_gpu_forward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_
 
 lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
                                void *dx, const void *dy, int64_t ldy, const void *x, int64_t ldx,
-                               void *stream, lb_err *err) {
+                               bool accumulate, void *stream, lb_err *err) {
     const int r = l->lc.rank;
     int ts[LB_LORA_N_TARGETS];
     const int n = group_of(l, which, ts);
@@ -381,6 +432,7 @@ lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora
                           .ldd = r,
                           .d_type = LB_DT_F32,
                           .alpha = l->scale};
+        if (accumulate) g.c = g.d, g.beta = 1.0f;
         LB_TRY(lb_blas_gemm_run(blas, &g, stream, err));
         /* du_i = s dy_i B_i, columns i r .. (i + 1) r - 1 of du */
         g = (lb_blas_gemm){.m = l->BT,
@@ -411,6 +463,7 @@ lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora
                       .ldd = first.p.in,
                       .d_type = LB_DT_F32,
                       .alpha = 1.0f};
+    if (accumulate) g.c = g.d, g.beta = 1.0f;
     LB_TRY(lb_blas_gemm_run(blas, &g, stream, err));
     if (dx == NULL) return LB_OK;
     /* dx += du [A_1; ..; A_n] */
@@ -433,6 +486,7 @@ lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora
 
 lb_status lb_lora_gpu_optimizer(lb_lora_gpu *l, const lb_gpu_adamw_params *p, lb_gpu_optstate *st,
                                 void *stream, lb_err *err) {
+    LB_TRY(need(l->master, "master weights and moments", err));
     lb_gpu_segments sg = {l->seg_start, l->seg_flags, 1, l->off.total};
     LB_TRY(lb_adamw_grad_sumsq(st, l->grads, l->dt, &sg, (cudaStream_t)stream, err));
     LB_TRY(lb_adamw(l->master, l->dt == LB_DT_F32 ? NULL : l->work, NULL, l->dt, l->grads, l->m,

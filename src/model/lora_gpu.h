@@ -20,7 +20,7 @@
  *   backward: per i: dB_i = s dy_i^T u_i (fp32), du_i = s dy_i B_i;
  *             [dA_1; ..; dA_n] = du^T x (fp32);  dx += du [A_1; ..; A_n]
  * The base gets no weight-gradient product. Not here: the base products themselves (the
- * model's), data parallelism (train/dp_lora_cuda.h). Only in CUDA builds. */
+ * model's), data parallelism (train/dp_cuda.h). Only in CUDA builds. */
 #ifndef LB_MODEL_LORA_GPU_H
 #define LB_MODEL_LORA_GPU_H
 
@@ -41,10 +41,19 @@ extern "C" {
 
 typedef struct lb_lora_gpu lb_lora_gpu;
 
+/* What a ZeRO stage keeps out of the adapters' pieces (train/dp_cuda.h): the caller binds
+ * each layer's gradient slots or working copy (lb_lora_gpu_bind_grads, _bind_work). */
+typedef struct {
+    bool external_optimizer; /* no fp32 master, moments or optimizer pass (a ZeRO shard) */
+    bool external_grads;     /* no gradient array */
+    bool external_work;      /* no working copy */
+} lb_lora_gpu_external;
+
 /* Host-side state for adapters of config lc on model cfg, for BT tokens a step in working
- * type dt. Nothing on the device until lb_lora_gpu_carve. */
+ * type dt, keeping out what ext says. Nothing on the device until lb_lora_gpu_carve. */
 lb_status lb_lora_gpu_new(lb_lora_gpu **out, const lb_model_config *cfg, const lb_lora_config *lc,
-                          int64_t BT, lb_gpu_dtype dt, lb_err *err);
+                          int64_t BT, lb_gpu_dtype dt, const lb_lora_gpu_external *ext,
+                          lb_err *err);
 void lb_lora_gpu_free(lb_lora_gpu *l);
 /* Carves the device pieces above from a (sizing or real) arena. */
 lb_status lb_lora_gpu_carve(lb_lora_gpu *l, lb_gpu_arena *a, lb_err *err);
@@ -73,11 +82,12 @@ lb_status lb_lora_gpu_base_weight(lb_lora_gpu *l, void *base, int layer, int64_t
                                   const void **w, void *stream, lb_err *err);
 
 /* Adapters from host fp32 values in the layout of model/lora.h (master and working copy);
- * the AdamW moments are the caller's to reset. */
+ * the AdamW moments are the caller's to reset. LB_ERR_USAGE with an external optimizer. */
 lb_status lb_lora_gpu_set(lb_lora_gpu *l, const float *host, void *stream, lb_err *err);
 /* Adapters (A uniform in +-1/sqrt(in) from seed, B zero: lb_lora_init's rule and numbers). */
 lb_status lb_lora_gpu_init_weights(lb_lora_gpu *l, uint64_t seed, void *stream, lb_err *err);
-/* Host copies of the fp32 adapter weights or gradients (caller synchronises the stream). */
+/* Host copies of the fp32 adapter weights or gradients (caller synchronises the stream);
+ * LB_ERR_USAGE where they are external. */
 lb_status lb_lora_gpu_get(lb_lora_gpu *l, float *host, bool grads, void *stream, lb_err *err);
 lb_status lb_lora_gpu_reset_moments(lb_lora_gpu *l, void *stream, lb_err *err);
 
@@ -85,18 +95,28 @@ lb_status lb_lora_gpu_reset_moments(lb_lora_gpu *l, void *stream, lb_err *err);
 lb_status lb_lora_gpu_forward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
                               void *y, int64_t ldy, const void *x, int64_t ldx, void *stream,
                               lb_err *err);
-/* dy rows ldy apart; dx (rows `in` wide) gets += du A; NULL: no input gradient. */
+/* dy rows ldy apart; dx (rows `in` wide) gets += du A; NULL: no input gradient. The
+ * adapters' gradients are written, or with accumulate added to what their slots hold (the
+ * micro-batches of one step). */
 lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
                                void *dx, const void *dy, int64_t ldy, const void *x, int64_t ldx,
-                               void *stream, lb_err *err);
+                               bool accumulate, void *stream, lb_err *err);
 /* Clip by the adapters' global norm and one AdamW step over them; st is the model's
- * optimizer state (its loss scale divides the gradients in fp16). */
+ * optimizer state (its loss scale divides the gradients in fp16). LB_ERR_USAGE with an
+ * external optimizer. */
 lb_status lb_lora_gpu_optimizer(lb_lora_gpu *l, const lb_gpu_adamw_params *p, lb_gpu_optstate *st,
                                 void *stream, lb_err *err);
 int64_t lb_lora_gpu_n_params(const lb_lora_gpu *l);
 /* The adapters' fp32 gradients on the device, layer-major: layer l's layer_numel elements
- * start at l * layer_numel (model/lora.h's layout). */
+ * start at l * layer_numel (model/lora.h's layout); NULL when external. */
 float *lb_lora_gpu_grads(lb_lora_gpu *l, int64_t *layer_numel);
+/* Their working copy in the working type, the same layout; NULL when external. */
+void *lb_lora_gpu_work(lb_lora_gpu *l);
+/* Points layer `layer`'s gradient slots (its layer_numel fp32 elements) or working copy at
+ * device memory the caller owns; NULL: back to the adapters' own arrays. Takes effect for
+ * the products enqueued after the call. */
+void lb_lora_gpu_bind_grads(lb_lora_gpu *l, int layer, float *slots);
+void lb_lora_gpu_bind_work(lb_lora_gpu *l, int layer, void *work);
 
 #ifdef __cplusplus
 }

@@ -43,9 +43,10 @@ static int64_t hidden_ld(const lb_model_gpu *m, int64_t width) {
 }
 
 /* whether the output head's working copy is a padded one of its own (m->lm_w); with
- * external_params the products read the bound head, its padding rows whatever follows it */
+ * external_params the products read the bound head, its padding rows whatever follows it
+ * (with adapters external_params is theirs: the frozen head stays the model's) */
 static bool head_apart(const lb_model_gpu *m) {
-    return m->Vp != m->V && !m->p.external_params;
+    return m->Vp != m->V && (m->lora != NULL || !m->p.external_params);
 }
 
 static void set_dims(lb_model_gpu *m, const lb_model_config *cfg, const lb_model_gpu_params *p) {
@@ -256,7 +257,7 @@ static bool layer_matrix(const lb_param_tensor *t) {
 }
 
 lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m, const lb_param_tensor *t) {
-    return m->dt != LB_DT_F32 && layer_matrix(t) ? m->dt : LB_DT_F32;
+    return m->dt != LB_DT_F32 && !m->lora && layer_matrix(t) ? m->dt : LB_DT_F32;
 }
 
 static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
@@ -331,7 +332,10 @@ static lb_status init_units(lb_model_gpu *m, lb_err *err) {
 }
 
 void lb_model_gpu_bind_params(lb_model_gpu *m, int unit, void *working) {
-    m->unit_params[unit] = working;
+    if (m->lora == NULL)
+        m->unit_params[unit] = working;
+    else if (unit >= 1 && unit <= m->L)
+        lb_lora_gpu_bind_work(m->lora, unit - 1, working);
 }
 
 void lb_model_gpu_set_param_hook(lb_model_gpu *m, lb_model_gpu_param_hook fn, void *ctx) {
@@ -346,6 +350,10 @@ static lb_status param_use(lb_model_gpu *m, int unit, bool backward, lb_err *err
 }
 
 void lb_model_gpu_bind_grads(lb_model_gpu *m, int unit, float *slots) {
+    if (m->lora != NULL) {
+        if (unit >= 1 && unit <= m->L) lb_lora_gpu_bind_grads(m->lora, unit - 1, slots);
+        return;
+    }
     m->unit_grads[unit] = slots != NULL      ? slots
                           : m->grads != NULL ? m->grads + unit_first(m, unit)
                                              : NULL;
@@ -366,10 +374,11 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
         st = lb_fail(err, LB_ERR_USAGE,
                      "external parameters need an external optimizer and "
                      "external gradients");
-    else if (p->lora.rank > 0 && (p->external_optimizer || p->external_grads))
-        st = lb_fail(err, LB_ERR_USAGE, "adapters on a frozen base keep their optimizer inside");
     else if (p->lora.rank > 0)
-        st = lb_lora_gpu_new(&m->lora, cfg, &p->lora, m->BT, m->dt, err);
+        st = lb_lora_gpu_new(
+            &m->lora, cfg, &p->lora, m->BT, m->dt,
+            &(lb_lora_gpu_external){p->external_optimizer, p->external_grads, p->external_params},
+            err);
     if (st == LB_OK) st = open_cudnn(m, err);
     lb_gpu_arena sizing;
     lb_gpu_arena_init_sizing(&sizing);
@@ -589,7 +598,7 @@ static lb_status draw_working(lb_model_gpu *m, uint64_t seed, lb_err *err) {
 }
 
 void *lb_model_gpu_working(lb_model_gpu *m) {
-    return m->params;
+    return m->lora ? lb_lora_gpu_work(m->lora) : m->params;
 }
 lb_gpu_dtype lb_model_gpu_dtype(const lb_model_gpu *m) {
     return m->dt;
@@ -599,7 +608,8 @@ lb_gpu_optstate *lb_model_gpu_optstate(lb_model_gpu *m) {
 }
 
 lb_status lb_model_gpu_working_written(lb_model_gpu *m, lb_err *err) {
-    if (!head_apart(m)) return LB_OK; /* the products read the head itself */
+    /* the products read the head itself, or the adapters were written (the head frozen) */
+    if (!head_apart(m) || m->lora) return LB_OK;
     LB_CUDA_TRY(err,
                 cudaMemcpyAsync(m->lm_w, (char *)m->params + (size_t)m->off.lm_head * m->es,
                                 (size_t)m->V * m->C * m->es, cudaMemcpyDeviceToDevice, m->stream));
@@ -703,10 +713,6 @@ lb_status lb_model_gpu_get_lora(lb_model_gpu *m, float *host, bool grads, lb_err
     return lb_model_gpu_sync(m, err);
 }
 
-float *lb_model_gpu_lora_grads(lb_model_gpu *m, int64_t *layer_numel) {
-    return m->lora ? lb_lora_gpu_grads(m->lora, layer_numel) : NULL;
-}
-
 int64_t lb_model_gpu_lora_n_params(const lb_model_gpu *m) {
     return m->lora ? lb_lora_gpu_n_params(m->lora) : 0;
 }
@@ -805,7 +811,8 @@ static lb_status lora_fwd(lb_model_gpu *m, int l, lb_lora_tensor which, void *y,
 static lb_status lora_bwd(lb_model_gpu *m, int l, lb_lora_tensor which, void *dx, const void *dy,
                           int64_t ldy, const void *x, int64_t ldx, lb_err *err) {
     if (!m->lora) return LB_OK;
-    return lb_lora_gpu_backward(m->lora, m->blas, l, which, dx, dy, ldy, x, ldx, m->stream, err);
+    return lb_lora_gpu_backward(m->lora, m->blas, l, which, dx, dy, ldy, x, ldx, m->accumulate,
+                                m->stream, err);
 }
 static void *at(lb_model_gpu *m, void *base, int64_t index, int64_t row_elems) {
     return (char *)base + (size_t)index * (size_t)m->BT * (size_t)row_elems * m->es;
@@ -1038,7 +1045,8 @@ void lb_model_gpu_set_grad_hook(lb_model_gpu *m, lb_model_gpu_grad_hook fn, void
 }
 
 float *lb_model_gpu_grads(lb_model_gpu *m) {
-    return m->grads;
+    int64_t layer_numel;
+    return m->lora ? lb_lora_gpu_grads(m->lora, &layer_numel) : m->grads;
 }
 
 /* A unit's gradient kernels are all enqueued (layer l's last one is the norm backward that
@@ -1219,7 +1227,7 @@ lb_status lb_model_gpu_forward_backward(lb_model_gpu *m, const int32_t *inputs,
 }
 
 static lb_status optimizer(lb_model_gpu *m, const lb_gpu_adamw_params *p, lb_err *err) {
-    if (!m->lora && m->master == NULL)
+    if (m->p.external_optimizer)
         return lb_fail(err, LB_ERR_USAGE, "the model's optimizer is external: it runs none");
     lb_gpu_adamw_params q = *p;
     q.dynamic_scaling = m->dt == LB_DT_F16;

@@ -78,6 +78,8 @@ typedef struct {
     bool external_params;         /* no working copy either (with both the above): every
                                    * unit's parameters are where lb_model_gpu_bind_params points
                                    * them, bound by the parameter hook before each use */
+    /* With adapters the three apply to the adapters (what trains), never to the frozen base,
+     * which stays the model's: see "Data parallelism" below. */
 } lb_model_gpu_params;
 
 typedef struct lb_model_gpu lb_model_gpu;
@@ -121,10 +123,7 @@ lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *er
 lb_status lb_model_gpu_set_lora(lb_model_gpu *m, const float *host, lb_err *err);
 lb_status lb_model_gpu_init_lora(lb_model_gpu *m, uint64_t seed, lb_err *err);
 lb_status lb_model_gpu_get_lora(lb_model_gpu *m, float *host, bool grads, lb_err *err);
-/* With adapters: their fp32 gradients on the device, layer l's layer_numel elements at
- * l * layer_numel (written by backward; what data parallelism averages), and how many
- * adapter parameters there are. Without: NULL and 0. */
-float *lb_model_gpu_lora_grads(lb_model_gpu *m, int64_t *layer_numel);
+/* With adapters, how many adapter parameters there are; without, 0. */
 int64_t lb_model_gpu_lora_n_params(const lb_model_gpu *m);
 /* Device bytes the arena holds for the frozen base, the adapters (weights, working copy,
  * gradients), their optimizer state and the activations (saved ones, one layer's
@@ -175,7 +174,10 @@ const char *lb_model_gpu_attention(const lb_model_gpu *m, bool backward);
  * its own). */
 const char *lb_model_gpu_gelu_product(const lb_model_gpu *m);
 
-/* Data parallelism. Backward calls the hook on the host after enqueuing the last kernel
+/* Data parallelism. What trains is every parameter, or with adapters the adapters alone
+ * (model/lora.h's layout, layer l's adapters in unit 1 + l, nothing in units 0 and L + 1,
+ * all gradients fp32): lb_model_gpu_grads, _grad_type, _bind_grads, _bind_params and
+ * _working speak of that array. Backward calls the hook on the host after enqueuing the last kernel
  * that writes a unit's gradients (units of train/zero.h: L + 1 the final norm and head
  * first, then 1 + l for layer l downwards, 0 the embeddings last), so it can enqueue that
  * unit's collectives behind them; a failure it returns ends the step. NULL: none. */

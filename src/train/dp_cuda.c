@@ -13,6 +13,7 @@
 #include "gpu/check.h"
 #include "kernels/act.cuh"
 #include "kernels/adamw.cuh"
+#include "model/lora.h"
 #include "train/dp_steps_cuda.h"
 
 #define PIECE_ALIGN 64 /* elements: every piece starts 128 bytes apart or more */
@@ -26,11 +27,16 @@ struct lb_dp_cuda {
     int rank, ranks;
     cudaStream_t model_stream, comm_stream;
     lb_zero_plan plan;
-    lb_param_tensor *tensors; /* the layout, in flat order */
+    bool lora;                /* what trains is the model's adapters (p.lora) */
+    lb_lora_config lc;        /* theirs */
+    int unit_shift;           /* the model's unit u is the plan's u - unit_shift */
+    lb_param_tensor *tensors; /* the layout of what trains, in flat order */
     int n_tensors;
     lb_gpu_dtype *grad_type;  /* [n_tensors] */
     lb_gpu_dtype wt;          /* the working type */
     size_t es;                /* its bytes */
+    lb_gpu_dtype rt;          /* the type buckets are reduce-scattered in: wt, adapters fp32 */
+    size_t rs;                /* its bytes */
     cudaEvent_t ready;        /* on the model's stream: a bucket's gradients are packed */
     cudaEvent_t send_free[2]; /* on the communication stream: send[i] was read */
     lb_dp_steps_cuda steps;   /* events and sent bytes a step */
@@ -45,8 +51,8 @@ struct lb_dp_cuda {
     int64_t *seg_start;
     int32_t *seg_flags;
     int n_seg;
-    void *send[2]; /* [max_padded] working type: packed buckets; send[0] the gather's */
-    void *piece;   /* [largest piece] working type: a reduce-scatter's result */
+    void *send[2]; /* [max_padded] reduce type: packed buckets; send[0] the gather's */
+    void *piece;   /* [largest piece] reduce type: a reduce-scatter's result */
     float *bucket0_grads, *bucket_grads[2]; /* stages 2-3: fp32 slots of whole buckets */
     /* stage 3: units' working copies gathered into N_GATHER buffers, used in the order seq
      * (model_gpu.h's parameter hook) */
@@ -105,12 +111,13 @@ static lb_status bind_bucket(lb_dp_cuda *d, int b, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
     float *slots = bucket_slots(d, b);
     for (int u = k->unit_lo; u <= k->unit_hi; u++)
-        lb_model_gpu_bind_grads(d->m, u, slots + (d->plan.unit_start[u] - k->start));
+        lb_model_gpu_bind_grads(d->m, u + d->unit_shift,
+                                slots + (d->plan.unit_start[u] - k->start));
     LB_CUDA_TRY(err, cudaMemsetAsync(slots, 0, (size_t)(k->end - k->start) * 4, d->model_stream));
     return LB_OK;
 }
 
-/* Bucket b's gradients into dst on the model's stream: one contiguous array of the working
+/* Bucket b's gradients into dst on the model's stream: one contiguous array of the reduce
  * type, zeros after the real elements up to the padded length. */
 static lb_status pack_bucket(lb_dp_cuda *d, int b, void *dst, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
@@ -120,28 +127,29 @@ static lb_status pack_bucket(lb_dp_cuda *d, int b, void *dst, lb_err *err) {
         const lb_param_tensor *t = &d->tensors[i];
         if (t->offset < k->start || t->offset >= k->end) continue;
         const float *src = slots + (t->offset - k->start);
-        char *to = out + (size_t)(t->offset - k->start) * d->es;
-        if (d->grad_type[i] == d->wt)
-            LB_CUDA_TRY(err, cudaMemcpyAsync(to, src, (size_t)t->numel * d->es,
+        char *to = out + (size_t)(t->offset - k->start) * d->rs;
+        if (d->grad_type[i] == d->rt)
+            LB_CUDA_TRY(err, cudaMemcpyAsync(to, src, (size_t)t->numel * d->rs,
                                              cudaMemcpyDeviceToDevice, d->model_stream));
         else
-            LB_TRY(lb_act_convert(to, d->wt, src, LB_DT_F32, t->numel, d->model_stream, err));
+            LB_TRY(lb_act_convert(to, d->rt, src, LB_DT_F32, t->numel, d->model_stream, err));
     }
     size_t real = (size_t)(k->end - k->start);
-    LB_CUDA_TRY(err, cudaMemsetAsync(out + real * d->es, 0, ((size_t)k->padded - real) * d->es,
+    LB_CUDA_TRY(err, cudaMemsetAsync(out + real * d->rs, 0, ((size_t)k->padded - real) * d->rs,
                                      d->model_stream));
     return LB_OK;
 }
 
-/* recv (count elements a rank) = the average over ranks of send's block of this rank. */
+/* recv (count elements a rank) = the average over ranks of send's block of this rank, in the
+ * reduce type. */
 static lb_status reduce_scatter(lb_dp_cuda *d, const void *send, void *recv, int64_t count,
                                 cudaStream_t s, lb_err *err) {
     if (d->c == NULL) {
         LB_CUDA_TRY(
-            err, cudaMemcpyAsync(recv, send, (size_t)count * d->es, cudaMemcpyDeviceToDevice, s));
+            err, cudaMemcpyAsync(recv, send, (size_t)count * d->rs, cudaMemcpyDeviceToDevice, s));
         return LB_OK;
     }
-    return lb_comm_reduce_scatter(d->c, send, recv, (size_t)count, comm_type(d->wt), LB_COMM_AVG, s,
+    return lb_comm_reduce_scatter(d->c, send, recv, (size_t)count, comm_type(d->rt), LB_COMM_AVG, s,
                                   err);
 }
 
@@ -171,9 +179,9 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     d->started = true;
     LB_TRY(reduce_scatter(d, d->send[j], d->piece, k->piece, d->comm_stream, err));
     d->steps.sent[d->step] +=
-        lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->es, d->ranks);
+        lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->rs, d->ranks);
     LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
-    LB_TRY(lb_act_accumulate(d->grad + k->shard_offset, d->piece, d->wt, k->piece, d->comm_stream,
+    LB_TRY(lb_act_accumulate(d->grad + k->shard_offset, d->piece, d->rt, k->piece, d->comm_stream,
                              err));
     if (d->p.stage >= LB_ZERO_2 && b - 2 >= 1) LB_TRY(bind_bucket(d, b - 2, err));
     return LB_OK;
@@ -183,6 +191,8 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     lb_dp_cuda *d = ctx;
     bool last_micro = d->micro == d->p.grad_accum - 1;
     if (!last_micro && d->p.stage < LB_ZERO_2) return LB_OK; /* the model adds them up */
+    unit -= d->unit_shift;
+    if (unit < 0 || unit >= d->plan.n_units) return LB_OK; /* a unit without adapters */
     int b = d->plan.bucket_of_unit[unit];
     cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
     bool last = unit == 0;
@@ -252,6 +262,8 @@ static lb_status gather_unit(lb_dp_cuda *d, int u, int k, lb_err *err) {
  * unit is gathered into another buffer meanwhile. */
 static lb_status on_params(void *ctx, int unit, bool backward, lb_err *err) {
     lb_dp_cuda *d = ctx;
+    unit -= d->unit_shift;
+    if (unit < 0 || unit >= d->plan.n_units) return LB_OK; /* a unit without adapters */
     if (d->pos >= d->n_seq || d->seq[d->pos] != unit)
         return lb_fail(err, LB_ERR_RUNTIME,
                        "the model read unit %d's parameters (%s) where ZeRO 3 planned unit %d",
@@ -264,7 +276,7 @@ static lb_status on_params(void *ctx, int unit, bool backward, lb_err *err) {
         LB_TRY(gather_unit(d, unit, k, err));
     }
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->gathered[k], 0));
-    lb_model_gpu_bind_params(d->m, unit, d->gather[k]);
+    lb_model_gpu_bind_params(d->m, unit + d->unit_shift, d->gather[k]);
     d->cur = k;
     d->gather_used[k] = ++d->clock;
     d->pos++;
@@ -273,9 +285,17 @@ static lb_status on_params(void *ctx, int unit, bool backward, lb_err *err) {
     return LB_OK;
 }
 
-/* The order a micro-batch reads the units in (model_gpu.h's parameter hook). */
-static int plan_uses(const lb_model_config *cfg, int *seq) {
+/* The order a micro-batch reads the units in (model_gpu.h's parameter hook); adapters:
+ * their layers up in forward, down in backward. */
+static int plan_uses(const lb_dp_cuda *d, const lb_model_config *cfg, int *seq) {
     int L = cfg->n_layer, n = 0;
+    if (d->lora) {
+        for (int l = 0; l < L; l++)
+            seq[n++] = l;
+        for (int l = L - 1; l >= 0; l--)
+            seq[n++] = l;
+        return n;
+    }
     bool tied = cfg->tied_embeddings;
     for (int u = 0; u <= L + 1; u++)
         seq[n++] = u;
@@ -356,7 +376,9 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
 }
 
 lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err) {
-    if (d->p.stage == LB_ZERO_0) return lb_model_gpu_get_params(d->m, host, err);
+    if (d->p.stage == LB_ZERO_0)
+        return d->lora ? lb_model_gpu_get_lora(d->m, host, false, err)
+                       : lb_model_gpu_get_params(d->m, host, err);
     float *buf = NULL;
     if (cudaMalloc((void **)&buf, (size_t)d->plan.max_padded * 4) != cudaSuccess) {
         cudaGetLastError();
@@ -380,8 +402,10 @@ lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err) {
 /* ---- set-up --------------------------------------------------------------------------- */
 
 /* Elements of a stage-3 gather buffer: the largest padded unit, and room for the output
- * head's padding rows after it (its products read V rounded up to 64 rows). */
+ * head's padding rows after it (its products read V rounded up to 64 rows; adapters: no
+ * head). */
 static size_t gather_elems(const lb_dp_cuda *d) {
+    if (d->lora) return (size_t)d->plan.max_padded;
     int64_t V = d->cfg.vocab_size, Vp = (V + 63) / 64 * 64;
     return (size_t)(d->plan.max_padded + (Vp - V) * d->cfg.d_model);
 }
@@ -412,8 +436,8 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
     CARVE(d->seg_start, "zero.seg_start", (size_t)d->n_seg * 8);
     CARVE(d->seg_flags, "zero.seg_flags", (size_t)d->n_seg * 4);
     for (int i = 0; i < 2; i++)
-        CARVE(d->send[i], "zero.send", (size_t)d->plan.max_padded * es);
-    CARVE(d->piece, "zero.piece", (size_t)most_piece * es);
+        CARVE(d->send[i], "zero.send", (size_t)d->plan.max_padded * d->rs);
+    CARVE(d->piece, "zero.piece", (size_t)most_piece * d->rs);
     if (d->p.stage >= LB_ZERO_2) {
         const lb_zero_bucket *k0 = &d->plan.buckets[0];
         CARVE(d->bucket0_grads, "zero.bucket_grad", (size_t)(k0->end - k0->start) * 4);
@@ -450,15 +474,56 @@ static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
     return st;
 }
 
-/* Stages 1-3: the shard's master weights drawn with the model's seed (padding 0), its
- * working copy from them, moments cleared. */
+/* The adapters drawn whole on the host by lb_lora_init's rule (the numbers of the model's
+ * own lb_model_gpu_init_lora), the rank's pieces into the master shard and, at stages 1-2,
+ * all of them into the model's working copy (through a device buffer outside the arena,
+ * freed before returning); synchronises. */
+static lb_status draw_adapters(lb_dp_cuda *d, lb_err *err) {
+    lb_lora host;
+    LB_TRY(lb_lora_init(&host, &d->cfg, &d->lc, 1, d->p.seed, err));
+    cudaStream_t s = d->model_stream;
+    lb_status st = LB_OK;
+    for (int b = 0; b < d->plan.n_buckets && st == LB_OK; b++) {
+        int64_t lo, hi;
+        lb_zero_piece(&d->plan, b, d->rank, &lo, &hi);
+        if (lo < hi &&
+            cudaMemcpyAsync(d->master + d->plan.buckets[b].shard_offset, host.params + lo,
+                            (size_t)(hi - lo) * 4, cudaMemcpyHostToDevice, s) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the adapters to the device");
+    }
+    float *whole = NULL;
+    const size_t n = (size_t)host.off.total;
+    if (st == LB_OK && d->p.stage < LB_ZERO_3) {
+        if (cudaMalloc((void **)&whole, n * 4) != cudaSuccess) {
+            cudaGetLastError();
+            whole = NULL;
+            st = lb_fail(err, LB_ERR_NOMEM, "no device memory for a %.2f GB buffer of adapters",
+                         (double)n * 4 / 1e9);
+        }
+        if (st == LB_OK &&
+            cudaMemcpyAsync(whole, host.params, n * 4, cudaMemcpyHostToDevice, s) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the adapters to the device");
+        if (st == LB_OK)
+            st = lb_act_convert(lb_model_gpu_working(d->m), d->wt, whole, LB_DT_F32, (int64_t)n, s,
+                                err);
+    }
+    if (cudaStreamSynchronize(s) != cudaSuccess && st == LB_OK)
+        st = lb_fail(err, LB_ERR_DEVICE, "drawing the adapters failed");
+    cudaFree(whole);
+    lb_lora_free(&host);
+    return st;
+}
+
+/* Stages 1-3: the shard's master weights drawn with the model's seed (padding 0; adapters:
+ * draw_adapters), its working copy from them, moments cleared. */
 static lb_status init_shard(lb_dp_cuda *d, lb_err *err) {
     size_t n = (size_t)d->plan.shard_elems;
     cudaStream_t s = d->model_stream;
     LB_CUDA_TRY(err, cudaMemsetAsync(d->master, 0, n * 4, s));
     LB_CUDA_TRY(err, cudaMemsetAsync(d->mom, 0, n * 4, s));
     LB_CUDA_TRY(err, cudaMemsetAsync(d->vel, 0, n * 4, s));
-    for (int b = 0; b < d->plan.n_buckets; b++) {
+    if (d->lora) LB_TRY(draw_adapters(d, err));
+    for (int b = 0; !d->lora && b < d->plan.n_buckets; b++) {
         int64_t lo, hi;
         lb_zero_piece(&d->plan, b, d->rank, &lo, &hi);
         if (lo < hi)
@@ -477,9 +542,9 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
         lb_model_gpu_set_grad_hook(d->m, NULL, NULL);
         lb_model_gpu_set_param_hook(d->m, NULL, NULL);
         for (int u = 0; d->p.stage >= LB_ZERO_2 && u < d->plan.n_units; u++)
-            lb_model_gpu_bind_grads(d->m, u, NULL);
+            lb_model_gpu_bind_grads(d->m, u + d->unit_shift, NULL);
         for (int u = 0; d->p.stage == LB_ZERO_3 && u < d->plan.n_units; u++)
-            lb_model_gpu_bind_params(d->m, u, NULL);
+            lb_model_gpu_bind_params(d->m, u + d->unit_shift, NULL);
     }
     if (d->comm_stream != NULL) cudaStreamSynchronize(d->comm_stream);
     lb_dp_steps_cuda_free(&d->steps);
@@ -499,6 +564,20 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
     free(d);
 }
 
+/* The tensors of what trains: the model's layout, or each layer's adapters as one tensor
+ * (all 2-D, all decayed, as the model's own optimizer treats them). */
+static void set_layout(lb_dp_cuda *d, const lb_model_config *cfg) {
+    if (!d->lora) {
+        lb_model_param_layout(cfg, d->tensors, d->n_tensors);
+        return;
+    }
+    lb_lora_offsets off;
+    lb_lora_offsets_compute(cfg, &d->lc, &off);
+    for (int l = 0; l < cfg->n_layer; l++)
+        d->tensors[l] = (lb_param_tensor){
+            .offset = l * off.layer_numel, .numel = off.layer_numel, .layer = l, .decay = 1};
+}
+
 /* Buckets over the units, bucket_bytes of the smallest gradient type each at most. */
 static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
     int64_t *bounds = malloc(((size_t)cfg->n_layer + 3) * sizeof *bounds);
@@ -509,7 +588,13 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
         double b = (double)lb_dtype_bytes(d->grad_type[i]);
         if (b < elem_bytes) elem_bytes = b;
     }
-    int n_units = lb_zero_model_units(cfg, bounds);
+    /* what trains: every parameter in the model's units, or the adapters one unit a layer */
+    int n_units = cfg->n_layer;
+    if (d->lora)
+        for (int l = 0; l <= cfg->n_layer; l++)
+            bounds[l] = d->tensors[0].numel * l;
+    else
+        n_units = lb_zero_model_units(cfg, bounds);
     int64_t align = d->p.stage == LB_ZERO_0 ? 1 : PIECE_ALIGN;
     /* stage 3: one unit a bucket, since parameters are gathered unit by unit */
     int64_t cap = d->p.stage == LB_ZERO_3 ? 0 : (int64_t)(d->p.bucket_bytes / elem_bytes);
@@ -556,8 +641,14 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     d->ranks = c != NULL ? lb_comm_size(c) : 1;
     d->wt = lb_model_gpu_dtype(m);
     d->es = lb_dtype_bytes(d->wt);
+    d->lora = p->lora != NULL;
+    if (d->lora) d->lc = *p->lora;
+    d->unit_shift = d->lora ? 1 : 0;
+    /* adapters' gradients are fp32 and travel so, as at stage 0 */
+    d->rt = d->lora ? LB_DT_F32 : d->wt;
+    d->rs = lb_dtype_bytes(d->rt);
     d->model_stream = (cudaStream_t)lb_model_gpu_stream(m);
-    d->n_tensors = lb_model_param_layout(cfg, NULL, 0);
+    d->n_tensors = d->lora ? cfg->n_layer : lb_model_param_layout(cfg, NULL, 0);
     d->tensors = calloc((size_t)d->n_tensors, sizeof *d->tensors);
     d->grad_type = calloc((size_t)d->n_tensors, sizeof *d->grad_type);
     d->seq = malloc(((size_t)cfg->n_layer + 4) * 2 * sizeof *d->seq);
@@ -566,7 +657,7 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the data-parallel layer");
     if (st == LB_OK) st = lb_dp_steps_cuda_init(&d->steps, p->n_steps, err);
     if (st == LB_OK) {
-        lb_model_param_layout(cfg, d->tensors, d->n_tensors);
+        set_layout(d, cfg);
         st = plan(d, cfg, err);
     }
     if (st == LB_OK && p->stage >= LB_ZERO_1) st = init_state(d, err);
@@ -586,7 +677,7 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         lb_dp_cuda_free(d);
         return st;
     }
-    d->n_seq = plan_uses(cfg, d->seq);
+    d->n_seq = plan_uses(d, cfg, d->seq);
     lb_model_gpu_set_grad_hook(m, on_grads, d);
     if (p->stage == LB_ZERO_3) lb_model_gpu_set_param_hook(m, on_params, d);
     *out = d;
@@ -603,8 +694,8 @@ double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d, int64_t step) {
     return d->steps.sent[step];
 }
 
-double lb_dp_cuda_device_bytes(const lb_dp_cuda *d) {
-    return (double)d->arena.used_bytes;
+const lb_gpu_arena *lb_dp_cuda_arena(const lb_dp_cuda *d) {
+    return &d->arena;
 }
 
 #endif

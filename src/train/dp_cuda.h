@@ -41,8 +41,18 @@
  * decision (kernels/adamw.cuh) are the same on every rank. Steps run kernel by kernel: the
  * collectives are not captured into a CUDA graph.
  *
- * With one rank (c NULL, stages 1-2) the collectives are copies: the same code path with
+ * With one rank (c NULL, stages 1-3) the collectives are copies: the same code path with
  * a shard that is the whole model.
+ *
+ * Fine-tuning (params.lora): what trains is the model's adapters on a frozen base, and they
+ * are all that this layer sees: their flat array (model/lora.h's layout) in one unit a layer
+ * (the model's unit 1 + l; the embeddings and the head have none), each layer's adapters
+ * one decayed tensor, their gradients fp32 and reduced in fp32 at every stage (as stage 0
+ * all-reduces them), the working copy gathered in the working type. The model keeps, by
+ * stage, no master or moments of its adapters (1-3), no gradient array for them (2-3), no
+ * working copy of them (3): the shard and the buffers here hold them, and the shard's
+ * master weights are drawn on the host by lb_lora_init's rule. The frozen base is the
+ * model's, whole on every rank, and never travels.
  *
  * Per step, five events: the first bucket's start and the last bucket's end on the
  * communication stream (all of backward's communication, hidden or not), the end of
@@ -58,17 +68,21 @@
 
 #include "comm/comm.h"
 #include "core/status.h"
+#include "gpu/arena.h"
+#include "model/lora.h"
 #include "model/model_gpu.h"
 #include "train/zero.h"
 
 typedef struct lb_dp_cuda lb_dp_cuda;
 
 typedef struct {
-    lb_zero_stage stage; /* 0-3 */
-    double bucket_bytes; /* most gradient bytes a bucket holds */
-    int grad_accum;      /* micro-batches a step */
-    int64_t n_steps;     /* steps whose events are kept */
-    uint64_t seed;       /* stages 1-3: the shard's master weights are drawn from it */
+    lb_zero_stage stage;        /* 0-3 */
+    double bucket_bytes;        /* most gradient bytes a bucket holds */
+    int grad_accum;             /* micro-batches a step */
+    int64_t n_steps;            /* steps whose events are kept */
+    uint64_t seed;              /* stages 1-3: the shard's master weights are drawn from it */
+    const lb_lora_config *lora; /* NULL: every parameter trains; else the model's adapters
+                                 * of this configuration alone (read at init) */
 } lb_dp_cuda_params;
 
 /* What the model must keep out of its arena at this stage: sets gp's external_optimizer
@@ -78,7 +92,8 @@ void lb_dp_cuda_model_params(lb_zero_stage stage, lb_model_gpu_params *gp);
 /* Plans the buckets, lays out and allocates this rank's shard and buffers (one arena of
  * its own), creates the communication stream and events, draws the shard's master weights
  * (stages 1-3; at 1-2 the model's working copy must hold lb_model_gpu_init_weights' of the
- * same seed) and sets the model's gradient hook (and at stage 3 its parameter hook). m and
+ * same seed; adapters: drawn here, the model's working copy of them too) and sets the
+ * model's gradient hook (and at stage 3 its parameter hook). m and
  * c are kept, not owned; c may be NULL with one rank at stages 1-3. Free with
  * lb_dp_cuda_free (NULL-safe), which removes the hooks and bindings. */
 lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_config *cfg, lb_comm *c,
@@ -102,11 +117,12 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
 lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, double *exposed_ms,
                                 lb_err *err);
 double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d, int64_t step);
-/* Collective: the whole model's fp32 master weights into host (the flat layout), at
- * stages 1-3 every rank's shard gathered (through a device buffer of the largest bucket,
- * outside the arena); synchronises. */
+/* Collective: the fp32 master weights of what trains (the whole model, or the adapters) into
+ * host (the flat layout), at stages 1-3 every rank's shard gathered (through a device buffer of the
+ * largest bucket, outside the arena); synchronises. */
 lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err);
-/* Device bytes of this layer's own arena (shard, buffers). */
-double lb_dp_cuda_device_bytes(const lb_dp_cuda *d);
+/* This layer's own arena (shard, buffers; stages 1-3), its pieces named "zero.": master,
+ * m, v (the optimizer state), grad, work, seg_*, send, piece, bucket_grad, gather. */
+const lb_gpu_arena *lb_dp_cuda_arena(const lb_dp_cuda *d);
 
 #endif

@@ -1,11 +1,11 @@
-/* dp_steps_cuda.h: what the GPU data-parallel layers (train/dp_cuda.h, train/dp_lora_cuda.h)
- * keep per step for the records: five timing events and the bytes this rank sent.
+/* dp_steps_cuda.h: what the GPU data-parallel layer (train/dp_cuda.h) keeps per step for
+ * the records: five timing events and the bytes this rank sent.
  *
  * The events of a step: the first collective's start and the last one's end on the
  * communication stream (all of backward's communication, hidden or not), the end of
  * backward's compute on the model's stream (what follows it until the last end is what
  * compute did not hide), and around a parameter all-gather on the model's stream after the
- * optimizer (ZeRO 1-2; all exposed). A layer records those it has and counts its sent
+ * optimizer (ZeRO 1-2; all exposed). The layer records those it has and counts its sent
  * bytes (ring accounting, train/zero.h) into sent[step].
  *
  * Only in CUDA builds. */

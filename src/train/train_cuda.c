@@ -14,7 +14,7 @@
  * with collection off (ncu --profile-from-start off) sees them and not the warm-up, where
  * cuBLASLt algorithms are timed. With several ranks (or --zero 1-3) the data-parallel layer
  * (train/dp_cuda.h) runs the stage over the job's NCCL communicator during backward (with
- * adapters on several ranks, only the adapters' all-reduce: train/dp_lora_cuda.h), every
+ * adapters, over the adapters alone: they are what trains and what ZeRO shards), every
  * rank's step records go to rank 0 (train_impl.h), and steps run kernel by kernel; with
  * --grad-accum K a step is K micro-batches of batch / K. Before anything is allocated,
  * lb_train_cuda_check_fit holds ZeRO's formula against the GPU's free memory. A build
@@ -55,7 +55,6 @@ lb_status lb_train_cuda_check_fit(const lb_train_params *p, const lb_model_confi
 #include "gpu/nvml/telemetry.h"
 #include "model/model_gpu.h"
 #include "train/dp_cuda.h"
-#include "train/dp_lora_cuda.h"
 #include "train/train_impl.h"
 
 typedef struct {
@@ -65,12 +64,10 @@ typedef struct {
     int32_t *inputs, *targets;
     lb_comm *comm; /* several ranks: NCCL over the job; else NULL */
     lb_dp_cuda *dp;
-    lb_dp_lora_cuda *dp_lora; /* several ranks with adapters: instead of dp */
 } run_state;
 
 static void state_free(run_state *s, int64_t n_events) {
     lb_dp_cuda_free(s->dp);
-    lb_dp_lora_cuda_free(s->dp_lora);
     lb_comm_free(s->comm);
     lb_model_gpu_free(s->m);
     if (s->ev)
@@ -87,13 +84,19 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
                                     double timed_s, int64_t timed_steps, lb_result *r,
                                     lb_err *err) {
     const lb_gpu_arena *a = lb_model_gpu_arena(s->m);
-    double dp_bytes = s->dp != NULL ? lb_dp_cuda_device_bytes(s->dp) : 0;
+    const lb_gpu_arena *da = s->dp != NULL ? lb_dp_cuda_arena(s->dp) : NULL;
+    double dp_bytes = da != NULL ? (double)da->used_bytes : 0;
     LB_TRY(lb_result_set_metric(r, "peak_device_bytes", (double)a->used_bytes + dp_bytes, "bytes"));
     if (p->lora_rank > 0) {
+        /* at ZeRO 1-3 the shard's master, m and v are optimizer state, the rest of the data
+         * parallel layer's arena (gradient shard, buffers) the adapters' */
         lb_model_gpu_memory mem = lb_model_gpu_memory_parts(s->m);
+        double dp_opt = da != NULL ? (double)(lb_gpu_arena_bytes_with_prefix(da, "zero.m") +
+                                              lb_gpu_arena_bytes_with_prefix(da, "zero.v"))
+                                   : 0;
         LB_TRY(lb_result_set_metric(r, "base_bytes", mem.base, "bytes"));
-        LB_TRY(lb_result_set_metric(r, "adapter_bytes", mem.adapters, "bytes"));
-        LB_TRY(lb_result_set_metric(r, "optimizer_bytes", mem.optimizer, "bytes"));
+        LB_TRY(lb_result_set_metric(r, "adapter_bytes", mem.adapters + dp_bytes - dp_opt, "bytes"));
+        LB_TRY(lb_result_set_metric(r, "optimizer_bytes", mem.optimizer + dp_opt, "bytes"));
         LB_TRY(lb_result_set_metric(r, "activation_bytes", mem.activations, "bytes"));
     }
     LB_TRY(lb_result_set_metric(r, "driver_peak_device_bytes", (double)a->driver_used_peak_bytes,
@@ -209,11 +212,6 @@ static lb_status fill_records(const lb_train_params *p, run_state *s, int64_t do
                                          err));
             mine[LB_REC_SENT] = lb_dp_cuda_sent_bytes(s->dp, i);
         }
-        if (s->dp_lora != NULL) {
-            LB_TRY(lb_dp_lora_cuda_step_times(s->dp_lora, i, &mine[LB_REC_COMM_MS],
-                                              &mine[LB_REC_EXPOSED_MS], err));
-            mine[LB_REC_SENT] = lb_dp_lora_cuda_sent_bytes(s->dp_lora, i);
-        }
         if (i >= p->warmup) *timed_s += ms / 1e3, (*timed)++;
     }
     return LB_OK;
@@ -221,8 +219,9 @@ static lb_status fill_records(const lb_train_params *p, run_state *s, int64_t do
 
 /* After the run: every rank's parameters as its products read them (ZeRO 0: the fp32
  * master; 1-2: the working copy each rank gathered; 3: the master shards gathered; with
- * adapters the adapters alone, the base being frozen) hashed and compared (train_impl.h),
- * and with --save-params the fp32 master weights (shards gathered) written by rank 0. */
+ * adapters the adapters alone, the base being frozen: at stage 0 their fp32 master, at 1-3
+ * the master shards gathered) hashed and compared (train_impl.h), and with --save-params
+ * the fp32 master weights (shards gathered) written by rank 0. */
 static lb_status finish_params(const lb_train_params *p, const lb_model_config *cfg, run_state *s,
                                lb_result *r, lb_err *err) {
     if (lb_train_ranks(p) <= 1 && p->save_params == NULL) return LB_OK;
@@ -230,10 +229,10 @@ static lb_status finish_params(const lb_train_params *p, const lb_model_config *
     int64_t n = lora ? lb_model_gpu_lora_n_params(s->m) : lb_model_gpu_n_params(s->m);
     float *host = malloc((size_t)n * sizeof *host);
     if (host == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the parameters");
-    const bool shards_only = p->zero == 3;
-    lb_status st = lora          ? lb_model_gpu_get_lora(s->m, host, false, err)
-                   : shards_only ? lb_dp_cuda_get_params(s->dp, host, err)
-                                 : lb_model_gpu_get_params(s->m, host, err);
+    const bool shards_only = p->zero == 3 || (lora && p->zero > 0);
+    lb_status st = shards_only ? lb_dp_cuda_get_params(s->dp, host, err)
+                   : lora      ? lb_model_gpu_get_lora(s->m, host, false, err)
+                               : lb_model_gpu_get_params(s->m, host, err);
     if (st == LB_OK) st = lb_train_check_replicas(p, host, n, r, err);
     if (st == LB_OK && p->save_params != NULL && s->dp != NULL && !shards_only)
         st = lb_dp_cuda_get_params(s->dp, host, err);
@@ -250,7 +249,6 @@ static lb_status enqueue_step(const lb_train_params *p, run_state *s, lb_data_lo
     const int K = (int)p->grad_accum, ranks = lb_train_ranks(p), rank = lb_train_rank(p);
     const bool shard_opt = p->zero > 0;
     if (s->dp != NULL) LB_TRY(lb_dp_cuda_begin_step(s->dp, step, err));
-    if (s->dp_lora != NULL) lb_dp_lora_cuda_begin_step(s->dp_lora, step);
     for (int k = 0; k < K; k++) {
         lb_data_next_part(data, rank, ranks, s->inputs, s->targets);
         int slot = (int)(step * K + k);
@@ -294,18 +292,17 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     if (st == LB_OK)
         st = hf ? lb_model_gpu_load_params(s.m, &src, err)
                 : lb_model_gpu_init_weights(s.m, p->seed, err);
-    if (st == LB_OK && p->lora_rank > 0)
+    /* adapters: at stages 1-3 the data-parallel layer draws them into its shard */
+    const bool lora = p->lora_rank > 0;
+    if (st == LB_OK && lora && stage == LB_ZERO_0)
         st = lb_model_gpu_init_lora(s.m, p->seed ^ LB_LORA_SEED_SALT, err);
     lb_dp_cuda_params dpp = {.stage = stage,
                              .bucket_bytes = p->bucket_mib * 1024 * 1024,
                              .grad_accum = K,
                              .n_steps = total,
-                             .seed = p->seed};
-    if (st == LB_OK && ranks > 1 && p->lora_rank > 0)
-        st = lb_dp_lora_cuda_init(&s.dp_lora, s.m, cfg->n_layer, s.comm, dpp.bucket_bytes, total,
-                                  err);
-    else if (st == LB_OK && dp)
-        st = lb_dp_cuda_init(&s.dp, s.m, cfg, s.comm, &dpp, err);
+                             .seed = lora ? p->seed ^ LB_LORA_SEED_SALT : p->seed,
+                             .lora = lora ? &gp.lora : NULL};
+    if (st == LB_OK && dp) st = lb_dp_cuda_init(&s.dp, s.m, cfg, s.comm, &dpp, err);
     s.ev = calloc((size_t)(2 * total), sizeof *s.ev);
     s.losses = calloc((size_t)(total * K), sizeof *s.losses);
     s.inputs = malloc(BT * sizeof *s.inputs);
