@@ -26,8 +26,16 @@
 # the model's own PyTorch loss on that batch, for each of HF_RUNS (ARCH:DEVICE:PRECISION:
 # LORA_RANK[:QUANT]; default CPU fp32, GPU fp32 with and without adapters, bf16 LoRA, NF4
 # QLoRA).
+# The zero part (PARTS=zero, alone; on 2 or 4 GPUs of one host) trains LoRA under ZeRO and
+# gradient accumulation on one token shard: 1 GPU with the whole ZBATCH (default 8) in K
+# micro-batches (ZONE: STAGE:K pairs, default "0:1 0:2 0:4 3:2"), then each of ZGPUS
+# (default "2 4") GPUs with ZBATCH/N at each of ZSTAGES (default "0 1 2 3"), ZMODEL (default
+# llama3.2-1b) at ZSEQ 256, ZSTEPS 6 after ZWARMUP 1, ZLR 1e-3; each run under ZCAP s (25),
+# none started after ZDEADLINE_S (115); the table: the max relative loss difference against
+# 1 GPU at ZeRO 0 with one micro-batch, replicas identical, tokens/s, memory per rank
+# (peak, optimizer state, adapters), bytes sent a step beside zero.h's formula.
 # PARTS lists what runs, comma-separated: single (selftest, small runs, timings, PyTorch;
-# the default), dp and hf. QUANTS picks the single part's llmbench rows (default "none nf4
+# the default), dp, zero and hf. QUANTS picks the single part's llmbench rows (default "none nf4
 # nf4:recompute"). Raw JSON and logs go to $OUT/MODEL (or /tmp/llmbench-lora/MODEL).
 # The binary beside this script, when there is one, is the one measured: an LLMBENCH that
 # another script exported does not replace it (LLMBENCH_BASE names a second build).
@@ -126,6 +134,97 @@ for n, name in rows:
           f"{metric(d, 'comm_ms_median'):.2f} ({metric(d, 'comm_exposed_ms_median'):.2f}) | "
           f"{metric(d, 'sent_bytes_per_step') / 1e6:.1f} | {metric(d, 'peak_device_bytes') / 1e9:.2f} |")
 print("dp check:", "PASS" if ok and checked > 0 else "FAIL")
+EOF
+fi
+
+if [[ ",$PARTS," == *,zero,* ]]; then
+    # LoRA with ZeRO and gradient accumulation: one token shard (random tokens below ZVOCAB,
+    # default 32000, repeating every 997, so the loss falls), read by every run as one GPU with the whole batch reads
+    # it; 1 GPU with ZBATCH sequences in K micro-batches (ZONE: STAGE:K pairs), then each of
+    # ZGPUS GPUs with ZBATCH/N each at every stage of ZSTAGES; every run capped at ZCAP s
+    # and skipped once ZDEADLINE_S have passed since the part began.
+    gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+    zstart=$(date +%s)
+    ZMODEL=${ZMODEL:-llama3.2-1b}
+    ZBATCH=${ZBATCH:-8}
+    zout=${OUT:-/tmp/llmbench-lora}/$ZMODEL/zero
+    mkdir -p "$zout"
+    python3 -c "
+import struct, random
+random.seed(7); n = 400000; period = [random.randrange(${ZVOCAB:-32000}) for _ in range(997)]
+with open('$zout/tokens.bin', 'wb') as f:
+    f.write(struct.pack('<256i', 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack('<%dH' % n, *(period[i % 997] for i in range(n))))
+"
+    z=(--model "$ZMODEL" --seq "${ZSEQ:-256}" --precision bf16 --device cuda
+       --lora-rank "$LORA_RANK" --lora-targets "$TARGETS" --data "$zout/tokens.bin"
+       --lr "${ZLR:-1e-3}" --steps "${ZSTEPS:-6}" --warmup "${ZWARMUP:-1}" --comm-timeout 30
+       --json -q --no-progress --db "$zout/bench.db")
+    zrun() { # NAME ARGS...: one run into $zout/NAME.json, unless the part's time is spent
+        local name=$1
+        shift
+        if [ $(($(date +%s) - zstart)) -ge "${ZDEADLINE_S:-115}" ]; then
+            echo "$name: skipped (the part's ${ZDEADLINE_S:-115} s are spent)"
+            return
+        fi
+        local t0=$(date +%s)
+        timeout "${ZCAP:-25}" "$LLMBENCH" train "${z[@]}" "$@" > "$zout/$name.json" 2> "$zout/$name.err"
+        echo "$name exit $? in $(($(date +%s) - t0)) s $(tail -c 200 "$zout/$name.err" | tr '\n' ' ')"
+    }
+    for sk in ${ZONE:-0:1 0:2 0:4 3:2}; do
+        zrun "g1-z${sk%%:*}-k${sk##*:}" --batch "$ZBATCH" --grad-accum "${sk##*:}" --zero "${sk%%:*}"
+    done
+    for n in ${ZGPUS:-2 4}; do
+        [ "$n" -le "$gpus" ] || continue
+        for s in ${ZSTAGES:-0 1 2 3}; do
+            zrun "g$n-z$s-k1" --batch $((ZBATCH / n)) --gpus "$n" --zero "$s"
+        done
+    done
+    MODEL=$ZMODEL python3 - "$zout" <<'EOF' | tee -a "$zout/table.md"
+import glob, json, os, re, sys
+out = sys.argv[1]
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except Exception:
+        return None
+def metric(d, k):
+    return {x["name"]: x["value"] for x in d["metrics"]}.get(k, float("nan"))
+def losses(d):
+    s = d["series"]
+    return s.get("warmup_loss", {}).get("values", []) + s["loss"]["values"]
+ref = load(os.path.join(out, "g1-z0-k1.json"))
+runs = []
+for path in glob.glob(os.path.join(out, "g*-z*-k*.json")):
+    g, z, k = map(int, re.match(r"g(\d+)-z(\d+)-k(\d+)", os.path.basename(path)).groups())
+    runs.append((g, z, k, load(path)))
+runs.sort(key=lambda r: r[:3])
+print(f"{os.environ['MODEL']} LoRA: every run on the same global batch of the same token shard, "
+      "against 1 GPU at ZeRO 0 with one micro-batch")
+print("| GPUs | ZeRO | micro-batches | loss first -> last | max rel. loss diff vs 1 GPU | "
+      "replicas identical | tokens/s | peak GB/rank | optimizer MB/rank | adapters MB/rank | "
+      "sent MB/step (formula) |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+ok = ref is not None
+for g, z, k, d in runs:
+    if d is None:
+        print(f"| {g} | {z} | {k} | failed | | | | | | | |")
+        ok = False
+        continue
+    l = losses(d)
+    diff = max(abs(a - b) / b for a, b in zip(l, losses(ref))) if ref else float("nan")
+    rep = metric(d, "replicas_identical") if g > 1 else 1
+    ok = ok and diff < 2e-2 and rep == 1 and len(l) == len(losses(ref))
+    print(f"| {g} | {z} | {k} | {l[0]:.4f} -> {l[-1]:.4f} | {diff:.2e} | {rep:.0f} | "
+          f"{metric(d, 'tokens_per_s'):.0f} | {metric(d, 'peak_device_bytes') / 1e9:.2f} | "
+          f"{metric(d, 'optimizer_bytes') / 1e6:.1f} | {metric(d, 'adapter_bytes') / 1e6:.1f} | "
+          f"{metric(d, 'sent_bytes_per_step') / 1e6:.2f} ({metric(d, 'sent_bytes_formula') / 1e6:.2f}) |")
+if ref is not None: # agreement says little unless the adapters moved the loss
+    print(f"reference loss {losses(ref)[0]:.4f} -> {losses(ref)[-1]:.4f}:",
+          "falls" if losses(ref)[-1] < losses(ref)[0] else "does NOT fall (raise ZLR or ZSTEPS)")
+print("zero check:", "PASS" if ok and len(runs) > 1 else "FAIL",
+      "(bf16: losses within 2e-2 of the 1-GPU run, the same adapter bits on every rank)")
 EOF
 fi
 

@@ -320,6 +320,22 @@ lb_status lb_lora_gpu_init_weights(lb_lora_gpu *l, uint64_t seed, void *stream, 
 }
 
 lb_status lb_lora_gpu_get(lb_lora_gpu *l, float *host, bool grads, void *stream, lb_err *err) {
+    if (!grads && l->master == NULL && l->work != NULL) { /* the working copy, widened */
+        float *wide = NULL;
+        if (cudaMalloc((void **)&wide, (size_t)l->off.total * 4) != cudaSuccess) {
+            cudaGetLastError();
+            return lb_fail(err, LB_ERR_NOMEM, "no device memory to widen the adapters");
+        }
+        lb_status st = lb_act_convert(wide, LB_DT_F32, l->work, l->dt, l->off.total, stream, err);
+        if (st == LB_OK &&
+            cudaMemcpyAsync(host, wide, (size_t)l->off.total * 4, cudaMemcpyDeviceToHost,
+                            (cudaStream_t)stream) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the adapters out");
+        if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess && st == LB_OK)
+            st = lb_fail(err, LB_ERR_DEVICE, "widening the adapters failed");
+        cudaFree(wide);
+        return st;
+    }
     LB_TRY(need(grads ? (void *)l->grads : (void *)l->master,
                 grads ? "gradients" : "master weights", err));
     LB_CUDA_TRY(err, cudaMemcpyAsync(host, grads ? l->grads : l->master, (size_t)l->off.total * 4,

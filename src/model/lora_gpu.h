@@ -87,7 +87,8 @@ lb_status lb_lora_gpu_set(lb_lora_gpu *l, const float *host, void *stream, lb_er
 /* Adapters (A uniform in +-1/sqrt(in) from seed, B zero: lb_lora_init's rule and numbers). */
 lb_status lb_lora_gpu_init_weights(lb_lora_gpu *l, uint64_t seed, void *stream, lb_err *err);
 /* Host copies of the fp32 adapter weights or gradients (caller synchronises the stream);
- * LB_ERR_USAGE where they are external. */
+ * with an external optimizer the weights are the working copy widened to fp32;
+ * LB_ERR_USAGE where what is asked for is external. */
 lb_status lb_lora_gpu_get(lb_lora_gpu *l, float *host, bool grads, void *stream, lb_err *err);
 lb_status lb_lora_gpu_reset_moments(lb_lora_gpu *l, void *stream, lb_err *err);
 

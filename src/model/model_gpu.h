@@ -118,8 +118,9 @@ lb_status lb_model_gpu_load_params(lb_model_gpu *m, const lb_model_gpu_source *s
 /* The same from n_params fp32 host parameters in the layout. */
 lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err);
 /* With adapters: A and B from the host (layout of model/lora.h; fp32), or drawn from seed
- * by lb_lora_init's rule; AdamW moments reset. Their fp32 weights or gradients out
- * (synchronises). LB_ERR_USAGE on a model without adapters. */
+ * by lb_lora_init's rule; AdamW moments reset. Their fp32 weights (with external_optimizer
+ * the working copy widened) or gradients out (synchronises). LB_ERR_USAGE on a model
+ * without adapters, or for what is external. */
 lb_status lb_model_gpu_set_lora(lb_model_gpu *m, const float *host, lb_err *err);
 lb_status lb_model_gpu_init_lora(lb_model_gpu *m, uint64_t seed, lb_err *err);
 lb_status lb_model_gpu_get_lora(lb_model_gpu *m, float *host, bool grads, lb_err *err);

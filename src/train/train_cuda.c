@@ -219,9 +219,8 @@ static lb_status fill_records(const lb_train_params *p, run_state *s, int64_t do
 
 /* After the run: every rank's parameters as its products read them (ZeRO 0: the fp32
  * master; 1-2: the working copy each rank gathered; 3: the master shards gathered; with
- * adapters the adapters alone, the base being frozen: at stage 0 their fp32 master, at 1-3
- * the master shards gathered) hashed and compared (train_impl.h), and with --save-params
- * the fp32 master weights (shards gathered) written by rank 0. */
+ * adapters the adapters alone, the base being frozen) hashed and compared (train_impl.h),
+ * and with --save-params the fp32 master weights (shards gathered) written by rank 0. */
 static lb_status finish_params(const lb_train_params *p, const lb_model_config *cfg, run_state *s,
                                lb_result *r, lb_err *err) {
     if (lb_train_ranks(p) <= 1 && p->save_params == NULL) return LB_OK;
@@ -229,7 +228,7 @@ static lb_status finish_params(const lb_train_params *p, const lb_model_config *
     int64_t n = lora ? lb_model_gpu_lora_n_params(s->m) : lb_model_gpu_n_params(s->m);
     float *host = malloc((size_t)n * sizeof *host);
     if (host == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the parameters");
-    const bool shards_only = p->zero == 3 || (lora && p->zero > 0);
+    const bool shards_only = p->zero == 3;
     lb_status st = shards_only ? lb_dp_cuda_get_params(s->dp, host, err)
                    : lora      ? lb_model_gpu_get_lora(s->m, host, false, err)
                                : lb_model_gpu_get_params(s->m, host, err);
