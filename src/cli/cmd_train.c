@@ -232,12 +232,12 @@ int lb_cmd_train(int argc, char **argv) {
         {"--zero", LB_ARG_INT, &zero, "0-3",
          "ZeRO stage over data-parallel ranks: 0 = gradients all-reduced; 1 = optimizer state "
          "sharded; 2 = gradients sharded too; 3 = parameters sharded too, gathered per layer "
-         "(default 0; --lora-rank, and a model directory on cuda, train at 0)",
+         "(default 0; with --lora-rank the adapters' state is what is sharded, the frozen base "
+         "whole on every rank; full training of a model directory on cuda: 0 only)",
          0, 3},
         {"--grad-accum", LB_ARG_INT, &p->grad_accum, "K",
-         "split each step's batch into K micro-batches whose gradients add up (default 1; "
-         "with --lora-rank on cuda: 1)",
-         1, 1 << 20},
+         "split each step's batch into K micro-batches whose gradients add up (default 1)", 1,
+         1 << 20},
         {"--gpus", LB_ARG_INT, &gpus, "N",
          "start N local workers, one per GPU (default: the launcher's ranks: mpirun, srun or "
          "torchrun variables; --batch is per rank)",
