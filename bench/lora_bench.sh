@@ -30,7 +30,7 @@
 # gradient accumulation on one token shard: 1 GPU with the whole ZBATCH (default 8) in K
 # micro-batches (ZONE: STAGE:K pairs, default "0:1 0:2 0:4 3:2"), then each of ZGPUS
 # (default "2 4") GPUs with ZBATCH/N at each of ZSTAGES (default "0 1 2 3"), ZMODEL (default
-# llama3.2-1b) at ZSEQ 256, ZSTEPS 6 after ZWARMUP 1, ZLR 1e-3; each run under ZCAP s (25),
+# llama3.2-1b) at ZSEQ 256, ZSTEPS 6 after ZWARMUP 1, ZLR 5e-3; each run under ZCAP s (25),
 # none started after ZDEADLINE_S (115); the table: the max relative loss difference against
 # 1 GPU at ZeRO 0 with one micro-batch, replicas identical, tokens/s, memory per rank
 # (peak, optimizer state, adapters), bytes sent a step beside zero.h's formula.
@@ -56,6 +56,25 @@ SELFTEST=${SELFTEST:-1}
 PARTS=${PARTS:-single}
 export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0
+
+# The tables' Python: what both tables read from a run's JSON, then the table's own code
+# from stdin; the folder of the runs is its first argument.
+table_py() {
+    python3 -c 'import json, os, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return json.load(f)
+    except Exception:
+        return None
+def metric(d, k):
+    return {x["name"]: x["value"] for x in d["metrics"]}.get(k, float("nan"))
+def losses(d):
+    s = d["series"]
+    return s.get("warmup_loss", {}).get("values", []) + s["loss"]["values"]
+'"$(cat)" "$@"
+}
 
 if [[ ",$PARTS," == *,dp,* ]]; then
     gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -92,20 +111,7 @@ if [[ ",$PARTS," == *,dp,* ]]; then
             ${base:+--base-tok-per-s $base} > "$out/dp_weak$n.json" 2> "$out/dp_weak$n.err"
         echo "llmbench --gpus $n --batch $BATCH exit $? $(tail -c 300 "$out/dp_weak$n.err" | tr '\n' ' ')"
     done
-    MODEL=$MODEL BATCH=$BATCH python3 - "$out" <<'EOF' | tee -a "$out/table.md"
-import json, os, sys
-out = sys.argv[1]
-def load(name):
-    try:
-        with open(os.path.join(out, name)) as f:
-            return json.load(f)
-    except Exception:
-        return None
-def metric(d, k):
-    return {x["name"]: x["value"] for x in d["metrics"]}.get(k, float("nan"))
-def losses(d):
-    s = d["series"]
-    return s.get("warmup_loss", {}).get("values", []) + s["loss"]["values"]
+    MODEL=$MODEL BATCH=$BATCH table_py "$out" <<'EOF' | tee -a "$out/table.md"
 ref = load("dp_1.json")
 B = int(os.environ["BATCH"])
 print(f"{os.environ['MODEL']} LoRA data parallel: N GPUs x {B}/N sequences against 1 GPU x {B} "
@@ -158,7 +164,7 @@ with open('$zout/tokens.bin', 'wb') as f:
 "
     z=(--model "$ZMODEL" --seq "${ZSEQ:-256}" --precision bf16 --device cuda
        --lora-rank "$LORA_RANK" --lora-targets "$TARGETS" --data "$zout/tokens.bin"
-       --lr "${ZLR:-1e-3}" --steps "${ZSTEPS:-6}" --warmup "${ZWARMUP:-1}" --comm-timeout 30
+       --lr "${ZLR:-5e-3}" --steps "${ZSTEPS:-6}" --warmup "${ZWARMUP:-1}" --comm-timeout 30
        --json -q --no-progress --db "$zout/bench.db")
     zrun() { # NAME ARGS...: one run into $zout/NAME.json, unless the part's time is spent
         local name=$1
@@ -180,25 +186,14 @@ with open('$zout/tokens.bin', 'wb') as f:
             zrun "g$n-z$s-k1" --batch $((ZBATCH / n)) --gpus "$n" --zero "$s"
         done
     done
-    MODEL=$ZMODEL python3 - "$zout" <<'EOF' | tee -a "$zout/table.md"
-import glob, json, os, re, sys
-out = sys.argv[1]
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except Exception:
-        return None
-def metric(d, k):
-    return {x["name"]: x["value"] for x in d["metrics"]}.get(k, float("nan"))
-def losses(d):
-    s = d["series"]
-    return s.get("warmup_loss", {}).get("values", []) + s["loss"]["values"]
-ref = load(os.path.join(out, "g1-z0-k1.json"))
+    MODEL=$ZMODEL table_py "$zout" <<'EOF' | tee -a "$zout/table.md"
+import glob, re
+ref = load("g1-z0-k1.json")
 runs = []
 for path in glob.glob(os.path.join(out, "g*-z*-k*.json")):
-    g, z, k = map(int, re.match(r"g(\d+)-z(\d+)-k(\d+)", os.path.basename(path)).groups())
-    runs.append((g, z, k, load(path)))
+    name = os.path.basename(path)
+    g, z, k = map(int, re.match(r"g(\d+)-z(\d+)-k(\d+)", name).groups())
+    runs.append((g, z, k, load(name)))
 runs.sort(key=lambda r: r[:3])
 print(f"{os.environ['MODEL']} LoRA: every run on the same global batch of the same token shard, "
       "against 1 GPU at ZeRO 0 with one micro-batch")

@@ -444,13 +444,19 @@ static void test_train_cli_4_ranks_store_one_run_with_every_rank(void **state) {
     lb_test_rmtree(dir);
 }
 
+/* A fresh directory dir[64] holding a token shard of 3,000 random tokens below 128 from
+ * seed (shard[96]) and the path of a database (db[96]). */
+static void shard_dir(char *dir, char *shard, char *db, uint64_t seed) {
+    lb_test_tmpdir(dir, 64);
+    snprintf(shard, 96, "%s/tokens.bin", dir);
+    snprintf(db, 96, "%s/r.db", dir);
+    assert_int_equal(lb_test_write_shard(shard, 3000, 128, 0, seed), 0);
+}
+
 static void test_train_cli_token_shard_4_ranks_read_what_one_rank_reads(void **state) {
     (void)state;
     char dir[64], shard[96], db[96];
-    lb_test_tmpdir(dir, sizeof dir);
-    snprintf(shard, sizeof shard, "%s/tokens.bin", dir);
-    snprintf(db, sizeof db, "%s/r.db", dir);
-    assert_int_equal(lb_test_write_shard(shard, 3000, 128, 0, 3), 0);
+    shard_dir(dir, shard, db, 3);
     static char out4[1 << 16], out1[1 << 16];
     const char *four[] = {"-np",           "4",          "-x",       "OMP_NUM_THREADS=1",
                           LB_TEST_BIN,     "train",      "--device", "cpu",
@@ -529,10 +535,7 @@ static void test_train_cli_lora_4_ranks_equal_one_rank_with_4x_batch(void **stat
 static void test_train_cli_lora_zero_stages_on_4_ranks_equal_one_batch_on_one_rank(void **state) {
     (void)state;
     char dir[64], shard[96], db[96];
-    lb_test_tmpdir(dir, sizeof dir);
-    snprintf(shard, sizeof shard, "%s/tokens.bin", dir);
-    snprintf(db, sizeof db, "%s/r.db", dir);
-    assert_int_equal(lb_test_write_shard(shard, 3000, 128, 0, 5), 0);
+    shard_dir(dir, shard, db, 5);
     static char out4[1 << 16], out1[1 << 16];
     /* every option but the last two, which say the layout of the batch */
 #define LORA_RUN                                                                                   \

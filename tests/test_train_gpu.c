@@ -2,12 +2,11 @@
  * (--grad-accum) give the losses of one batch of K times their size, and ZeRO 1-3 on one
  * rank (the shard is the whole model, collectives are copies) give stage 0's losses, in
  * fp32 (close) and bf16 and fp16 (within their rounding), for both families; the same for
- * LoRA adapters on a frozen base. Data come from a token
- * shard, which micro-batches read exactly as one whole batch would. Skipped without a GPU. */
+ * LoRA adapters on a frozen base. Data come from a token shard, which micro-batches read
+ * exactly as one whole batch would. Skipped without a GPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -95,34 +94,48 @@ static void test_gpu_grad_accum_matches_the_whole_batch(void **state) {
     expect_close(whole, parts, 6, 2e-2, "bf16, 2 micro-batches of 4 against 1 of 8");
 }
 
-/* Each case: model, precision, stage, micro-batches, against stage 0 with the same
- * micro-batches, relative tolerance of the losses. */
+/* A case: model, precision, stage and micro-batches, and the relative tolerance of the
+ * losses against stage 0 with the same micro-batches (a stage-0 case: against one batch). */
+typedef struct {
+    const char *model;
+    lb_precision prec;
+    int zero, accum;
+    double tol;
+} zero_case;
+
+/* Each case, every parameter training (lora_rank 0) or adapters of that rank on a frozen
+ * base, whose loss must fall for agreement to say anything. */
+static void expect_cases(const zero_case *cases, size_t n, int64_t lora_rank) {
+    for (size_t i = 0; i < n; i++) {
+        const zero_case *c = &cases[i];
+        lb_train_params p = gpu_params(c->prec, 0, c->zero == 0 ? 1 : c->accum);
+        p.model = c->model;
+        p.lora_rank = lora_rank;
+        if (lora_rank > 0) p.lr = 5e-2;
+        double base[6], other[6];
+        run_losses(p, base);
+        if (lora_rank > 0) assert_true(base[5] < base[0] - 0.02);
+        p.zero = c->zero;
+        p.grad_accum = c->accum;
+        run_losses(p, other);
+        char what[112];
+        snprintf(what, sizeof what, "%s%s %s ZeRO %d, %d micro-batches, against %s",
+                 lora_rank > 0 ? "LoRA " : "", c->model, lb_precision_name(c->prec), c->zero,
+                 c->accum, c->zero == 0 ? "one batch" : "ZeRO 0");
+        expect_close(base, other, 6, c->tol, what);
+    }
+}
+
 static void test_gpu_zero_1_to_3_on_one_rank_match_stage_0(void **state) {
     (void)state;
     LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() > 0, "no CUDA GPU here");
-    static const struct {
-        const char *model;
-        lb_precision prec;
-        int zero, accum;
-        double tol;
-    } cases[] = {
+    static const zero_case cases[] = {
         {"gpt2-tiny", LB_PREC_FP32, 1, 1, 1e-4},  {"gpt2-tiny", LB_PREC_FP32, 2, 2, 1e-4},
         {"gpt2-tiny", LB_PREC_BF16, 2, 1, 2e-2},  {"gpt2-tiny", LB_PREC_FP16, 1, 2, 2e-2},
         {"gpt2-tiny", LB_PREC_FP32, 3, 1, 1e-4},  {"gpt2-tiny", LB_PREC_BF16, 3, 2, 2e-2},
         {"llama-tiny", LB_PREC_BF16, 3, 1, 2e-2}, /* an untied head: a unit of its own */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        lb_train_params p = gpu_params(cases[i].prec, 0, cases[i].accum);
-        p.model = cases[i].model;
-        double base[6], other[6];
-        run_losses(p, base);
-        p.zero = cases[i].zero;
-        run_losses(p, other);
-        char what[96];
-        snprintf(what, sizeof what, "%s %s ZeRO %d, %d micro-batches, against ZeRO 0",
-                 cases[i].model, lb_precision_name(cases[i].prec), cases[i].zero, cases[i].accum);
-        expect_close(base, other, 6, cases[i].tol, what);
-    }
+    expect_cases(cases, sizeof cases / sizeof cases[0], 0);
 }
 
 /* LoRA adapters on a frozen base (rank 4, every projection): K micro-batches against one
@@ -131,36 +144,13 @@ static void test_gpu_zero_1_to_3_on_one_rank_match_stage_0(void **state) {
 static void test_gpu_lora_grad_accum_and_zero_1_to_3_match(void **state) {
     (void)state;
     LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() > 0, "no CUDA GPU here");
-    static const struct {
-        const char *model;
-        lb_precision prec;
-        int zero, accum;
-        double tol;
-    } cases[] = {
+    static const zero_case cases[] = {
         {"llama-tiny", LB_PREC_FP32, 0, 4, 1e-4}, {"llama-tiny", LB_PREC_BF16, 0, 2, 2e-2},
         {"llama-tiny", LB_PREC_FP32, 1, 1, 1e-4}, {"llama-tiny", LB_PREC_FP32, 2, 2, 1e-4},
         {"llama-tiny", LB_PREC_FP32, 3, 2, 1e-4}, {"llama-tiny", LB_PREC_BF16, 3, 1, 2e-2},
         {"gpt2-tiny", LB_PREC_BF16, 2, 2, 2e-2},  {"gpt2-tiny", LB_PREC_FP16, 1, 2, 2e-2},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        /* stage 0 cases: one batch against accum micro-batches; others: stage 0 against it */
-        bool accum_case = cases[i].zero == 0;
-        lb_train_params p = gpu_params(cases[i].prec, 0, accum_case ? 1 : cases[i].accum);
-        p.model = cases[i].model;
-        p.lora_rank = 4;
-        p.lr = 5e-2;
-        double base[6], other[6];
-        run_losses(p, base);
-        assert_true(base[5] < base[0] - 0.02); /* the adapters train */
-        p.zero = cases[i].zero;
-        p.grad_accum = cases[i].accum;
-        run_losses(p, other);
-        char what[112];
-        snprintf(what, sizeof what, "LoRA %s %s ZeRO %d, %d micro-batches, against %s",
-                 cases[i].model, lb_precision_name(cases[i].prec), cases[i].zero, cases[i].accum,
-                 accum_case ? "one batch" : "ZeRO 0");
-        expect_close(base, other, 6, cases[i].tol, what);
-    }
+    expect_cases(cases, sizeof cases / sizeof cases[0], 4);
 }
 
 int main(int argc, char **argv) {
