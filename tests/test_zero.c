@@ -210,6 +210,21 @@ static void test_zero_formulas_match_the_paper(void **state) {
     assert_float_equal(lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, 400, 4), 300, 1e-9);
 }
 
+/* Adapters: fp32 gradients at every stage, the working copy gathered in its own type. */
+static void test_zero_adapter_traffic_by_stage(void **state) {
+    (void)state;
+    const double n = 1e6;
+    assert_float_equal(lb_zero_adapter_traffic_bytes(LB_ZERO_0, LB_PREC_BF16, n, 4), 2 * 0.75 * 4e6,
+                       1e-6);
+    assert_float_equal(lb_zero_adapter_traffic_bytes(LB_ZERO_1, LB_PREC_BF16, n, 4), 0.75 * 6e6,
+                       1e-6);
+    assert_float_equal(lb_zero_adapter_traffic_bytes(LB_ZERO_2, LB_PREC_FP32, n, 2), 0.5 * 8e6,
+                       1e-6);
+    assert_float_equal(lb_zero_adapter_traffic_bytes(LB_ZERO_3, LB_PREC_FP16, n, 4), 0.75 * 8e6,
+                       1e-6);
+    assert_float_equal(lb_zero_adapter_traffic_bytes(LB_ZERO_3, LB_PREC_FP32, n, 1), 0, 0);
+}
+
 static void test_train_scaling_cost_and_slowest_rank(void **state) {
     (void)state;
     assert_float_equal(lb_train_scaling_efficiency(1.8e6, 4, 5e5), 0.9, 1e-12);
@@ -232,6 +247,7 @@ int main(void) {
         cmocka_unit_test(test_zero_fit_finds_fewest_gpus_then_lowest_stage),
         cmocka_unit_test(test_zero_plan_refuses_nonsense),
         cmocka_unit_test(test_zero_formulas_match_the_paper),
+        cmocka_unit_test(test_zero_adapter_traffic_by_stage),
         cmocka_unit_test(test_train_scaling_cost_and_slowest_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -233,7 +233,7 @@ int lb_cmd_train(int argc, char **argv) {
          "ZeRO stage over data-parallel ranks: 0 = gradients all-reduced; 1 = optimizer state "
          "sharded; 2 = gradients sharded too; 3 = parameters sharded too, gathered per layer "
          "(default 0; with --lora-rank the adapters' state is what is sharded, the frozen base "
-         "whole on every rank; full training of a model directory on cuda: 0 only)",
+         "whole on every rank)",
          0, 3},
         {"--grad-accum", LB_ARG_INT, &p->grad_accum, "K",
          "split each step's batch into K micro-batches whose gradients add up (default 1)", 1,

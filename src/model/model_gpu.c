@@ -483,13 +483,15 @@ static int64_t largest_tensor(const lb_param_tensor *t, int n) {
     return most;
 }
 
-/* The frozen base from fp32 values: each tensor drawn by init_tensor, or read from src into
- * one host buffer (the largest tensor) and copied in, through one fp32 device buffer outside
- * the arena, into the working copy or NF4 (and the padded head's copy). The device buffer
- * holds the largest layer matrix, which NF4 quantises whole; other tensors (a 128K-token
- * embedding: 2.1 GB in fp32) pass in pieces of that size. */
-static lb_status frozen_set(lb_model_gpu *m, const lb_model_gpu_source *src, uint64_t seed,
-                            lb_err *err) {
+/* The working copy of a model without master weights (a frozen base; or one whose
+ * optimizer, and master, are external) from fp32 values: each tensor drawn by init_tensor,
+ * or read from src into one host buffer (the largest tensor) and copied in, through one fp32
+ * device buffer outside the arena, into the working copy (a frozen base's projections into
+ * NF4 when asked) and the padded head's copy. The device buffer holds the largest layer
+ * matrix, which NF4 quantises whole; other tensors (a 128K-token embedding: 2.1 GB in fp32)
+ * pass in pieces of that size. */
+static lb_status working_set(lb_model_gpu *m, const lb_model_gpu_source *src, uint64_t seed,
+                             lb_err *err) {
     lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
     if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
     lb_model_param_layout(&m->cfg, t, m->n_seg);
@@ -519,9 +521,12 @@ static lb_status frozen_set(lb_model_gpu *m, const lb_model_gpu_source *src, uin
             } else {
                 st = init_tensor(m, buf, &t[i], at, n, seed, err);
             }
-            if (st == LB_OK)
+            if (st == LB_OK && m->lora)
                 st = lb_lora_gpu_base_set(m->lora, m->params, t[i].offset + at, n, buf, m->stream,
                                           err);
+            else if (st == LB_OK)
+                st = lb_act_convert((char *)m->params + (size_t)(t[i].offset + at) * m->es, m->dt,
+                                    buf, LB_DT_F32, n, m->stream, err);
             if (st == LB_OK && head_apart(m) && t[i].offset == m->off.lm_head)
                 st = lb_act_convert((char *)m->lm_w + (size_t)at * m->es, m->dt, buf, LB_DT_F32, n,
                                     m->stream, err);
@@ -536,15 +541,9 @@ static lb_status frozen_set(lb_model_gpu *m, const lb_model_gpu_source *src, uin
     return st;
 }
 
-static lb_status draw_working(lb_model_gpu *m, uint64_t seed, lb_err *err);
-
 lb_status lb_model_gpu_init_weights(lb_model_gpu *m, uint64_t seed, lb_err *err) {
-    if (m->lora) {
-        LB_TRY(frozen_set(m, NULL, seed, err));
-        return reset_optimizer(m, err);
-    }
-    if (m->master == NULL) {
-        if (m->params != NULL) LB_TRY(draw_working(m, seed, err));
+    if (m->lora || m->master == NULL) {
+        if (m->params != NULL) LB_TRY(working_set(m, NULL, seed, err));
         return reset_optimizer(m, err);
     }
     LB_TRY(lb_model_gpu_draw_params(m, m->master, 0, m->n_params, seed, err));
@@ -564,36 +563,6 @@ lb_status lb_model_gpu_draw_params(lb_model_gpu *m, float *dst, int64_t lo, int6
         if (a < b) st = init_tensor(m, dst + (a - lo), &t[i], a - t[i].offset, b - a, seed, err);
     }
     free(t);
-    return st;
-}
-
-/* Without a master (external_optimizer): the working copy drawn in pieces of the largest
- * layer matrix through an fp32 buffer outside the arena (fp32: drawn in place). */
-static lb_status draw_working(lb_model_gpu *m, uint64_t seed, lb_err *err) {
-    if (m->dt == LB_DT_F32) {
-        LB_TRY(lb_model_gpu_draw_params(m, m->params, 0, m->n_params, seed, err));
-        return lb_model_gpu_working_written(m, err);
-    }
-    int64_t most = (int64_t)m->C * (m->F > m->H ? m->F : m->H);
-    float *buf = NULL;
-    if (cudaMalloc((void **)&buf, (size_t)most * 4) != cudaSuccess) {
-        cudaGetLastError();
-        return lb_fail(err, LB_ERR_NOMEM, "no device memory for a %.2f GB buffer to draw weights",
-                       most * 4 / 1e9);
-    }
-    lb_status st = LB_OK;
-    for (int64_t at = 0; st == LB_OK && at < m->n_params; at += most) {
-        int64_t n = m->n_params - at < most ? m->n_params - at : most;
-        st = lb_model_gpu_draw_params(m, buf, at, at + n, seed, err);
-        if (st == LB_OK)
-            st = lb_act_convert((char *)m->params + (size_t)at * m->es, m->dt, buf, LB_DT_F32, n,
-                                m->stream, err);
-    }
-    if (st == LB_OK) st = lb_model_gpu_working_written(m, err);
-    /* pieces reuse buf in stream order; the buffer goes once all of them are done */
-    if (cudaStreamSynchronize(m->stream) != cudaSuccess && st == LB_OK)
-        st = lb_fail(err, LB_ERR_DEVICE, "drawing the weights failed");
-    cudaFree(buf);
     return st;
 }
 
@@ -636,10 +605,12 @@ static lb_status master_set(lb_model_gpu *m, const lb_model_gpu_source *src, lb_
 }
 
 lb_status lb_model_gpu_load_params(lb_model_gpu *m, const lb_model_gpu_source *src, lb_err *err) {
-    if (!m->lora && m->master == NULL)
-        return lb_fail(err, LB_ERR_USAGE, "the model keeps no master weights (external optimizer)");
-    LB_TRY(m->lora ? frozen_set(m, src, 0, err) : master_set(m, src, err));
-    if (!m->lora) LB_TRY(sync_working_copy(m, err));
+    if (m->lora || m->master == NULL) {
+        if (m->params != NULL) LB_TRY(working_set(m, src, 0, err));
+    } else {
+        LB_TRY(master_set(m, src, err));
+        LB_TRY(sync_working_copy(m, err));
+    }
     LB_TRY(reset_optimizer(m, err));
     return lb_model_gpu_sync(m, err);
 }

@@ -113,7 +113,8 @@ typedef struct {
 } lb_model_gpu_source;
 /* Every parameter from src, tensor by tensor through one host buffer as large as the
  * largest tensor (master and working copy; with adapters the frozen base, its projections
- * in NF4 when asked); resets AdamW. */
+ * in NF4 when asked; with external_optimizer the working copy alone, none with
+ * external_params: the caller's shard holds the rest); resets AdamW. */
 lb_status lb_model_gpu_load_params(lb_model_gpu *m, const lb_model_gpu_source *src, lb_err *err);
 /* The same from n_params fp32 host parameters in the layout. */
 lb_status lb_model_gpu_set_params(lb_model_gpu *m, const float *host, lb_err *err);

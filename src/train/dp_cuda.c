@@ -514,16 +514,49 @@ static lb_status draw_adapters(lb_dp_cuda *d, lb_err *err) {
     return st;
 }
 
-/* Stages 1-3: the shard's master weights drawn with the model's seed (padding 0; adapters:
- * draw_adapters), its working copy from them, moments cleared. */
+/* The rank's pieces of every parameter read from the source into the master shard, tensor
+ * by tensor through one host buffer as large as the largest tensor (a tensor lies in one
+ * unit, so in one piece of this rank at most, and is read once). */
+static lb_status read_shard(lb_dp_cuda *d, lb_err *err) {
+    int64_t most = 0;
+    for (int i = 0; i < d->n_tensors; i++)
+        if (d->tensors[i].numel > most) most = d->tensors[i].numel;
+    float *host = malloc((size_t)most * 4);
+    if (host == NULL)
+        return lb_fail(err, LB_ERR_NOMEM, "no host memory for a %.2f GB tensor", most * 4 / 1e9);
+    lb_status st = LB_OK;
+    for (int b = 0; b < d->plan.n_buckets && st == LB_OK; b++) {
+        int64_t lo, hi;
+        lb_zero_piece(&d->plan, b, d->rank, &lo, &hi);
+        for (int i = 0; i < d->n_tensors && st == LB_OK; i++) {
+            const lb_param_tensor *t = &d->tensors[i];
+            int64_t a = t->offset > lo ? t->offset : lo;
+            int64_t e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+            if (a >= e) continue;
+            d->p.src->read(d->p.src->ctx, t, host);
+            if (cudaMemcpy(d->master + d->plan.buckets[b].shard_offset + (a - lo),
+                           host + (a - t->offset), (size_t)(e - a) * 4,
+                           cudaMemcpyHostToDevice) != cudaSuccess)
+                st = lb_fail(err, LB_ERR_DEVICE, "could not copy tensor %s in", t->name);
+        }
+    }
+    free(host);
+    return st;
+}
+
+/* Stages 1-3: the shard's master weights drawn with the model's seed or read from the
+ * source (padding 0; adapters: draw_adapters), its working copy from them, moments
+ * cleared. */
 static lb_status init_shard(lb_dp_cuda *d, lb_err *err) {
     size_t n = (size_t)d->plan.shard_elems;
     cudaStream_t s = d->model_stream;
     LB_CUDA_TRY(err, cudaMemsetAsync(d->master, 0, n * 4, s));
     LB_CUDA_TRY(err, cudaMemsetAsync(d->mom, 0, n * 4, s));
     LB_CUDA_TRY(err, cudaMemsetAsync(d->vel, 0, n * 4, s));
+    LB_CUDA_TRY(err, cudaStreamSynchronize(s));
     if (d->lora) LB_TRY(draw_adapters(d, err));
-    for (int b = 0; !d->lora && b < d->plan.n_buckets; b++) {
+    if (!d->lora && d->p.src != NULL) LB_TRY(read_shard(d, err));
+    for (int b = 0; !d->lora && d->p.src == NULL && b < d->plan.n_buckets; b++) {
         int64_t lo, hi;
         lb_zero_piece(&d->plan, b, d->rank, &lo, &hi);
         if (lo < hi)

@@ -76,13 +76,16 @@
 typedef struct lb_dp_cuda lb_dp_cuda;
 
 typedef struct {
-    lb_zero_stage stage;        /* 0-3 */
-    double bucket_bytes;        /* most gradient bytes a bucket holds */
-    int grad_accum;             /* micro-batches a step */
-    int64_t n_steps;            /* steps whose events are kept */
-    uint64_t seed;              /* stages 1-3: the shard's master weights are drawn from it */
-    const lb_lora_config *lora; /* NULL: every parameter trains; else the model's adapters
-                                 * of this configuration alone (read at init) */
+    lb_zero_stage stage;            /* 0-3 */
+    double bucket_bytes;            /* most gradient bytes a bucket holds */
+    int grad_accum;                 /* micro-batches a step */
+    int64_t n_steps;                /* steps whose events are kept */
+    uint64_t seed;                  /* stages 1-3: the shard's master weights are drawn from it */
+    const lb_lora_config *lora;     /* NULL: every parameter trains; else the model's adapters
+                                     * of this configuration alone (read at init) */
+    const lb_model_gpu_source *src; /* NULL: stages 1-3 draw the shard from seed; else every
+                                     * parameter is read from it (a model directory; read at
+                                     * init; not with lora) */
 } lb_dp_cuda_params;
 
 /* What the model must keep out of its arena at this stage: sets gp's external_optimizer
@@ -92,7 +95,8 @@ void lb_dp_cuda_model_params(lb_zero_stage stage, lb_model_gpu_params *gp);
 /* Plans the buckets, lays out and allocates this rank's shard and buffers (one arena of
  * its own), creates the communication stream and events, draws the shard's master weights
  * (stages 1-3; at 1-2 the model's working copy must hold lb_model_gpu_init_weights' of the
- * same seed; adapters: drawn here, the model's working copy of them too) and sets the
+ * same seed, or with src lb_model_gpu_load_params' of it; adapters: drawn here, the
+ * model's working copy of them too) and sets the
  * model's gradient hook (and at stage 3 its parameter hook). m and
  * c are kept, not owned; c may be NULL with one rank at stages 1-3. Free with
  * lb_dp_cuda_free (NULL-safe), which removes the hooks and bindings. */

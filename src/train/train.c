@@ -167,12 +167,6 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--batch %lld does not split into --grad-accum %lld micro-batches: give a "
                        "batch that is a multiple of %lld",
                        (long long)p->batch, (long long)p->grad_accum, (long long)p->grad_accum);
-    if (p->device == LB_DEVICE_CUDA && p->zero > 0 && p->lora_rank == 0 && lb_train_model_is_dir(p))
-        return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "--zero %d with a model directory (--model %s) is not built yet on "
-                       "--device cuda for full training: stages 1-3 draw their own weights; give "
-                       "--zero 0, or --lora-rank R (a frozen base from the directory)",
-                       p->zero, p->model);
     if (p->lora_rank > 0 && p->save_params != NULL)
         return lb_fail(err, LB_ERR_USAGE,
                        "--save-params writes a whole model's trained parameters, but with "
