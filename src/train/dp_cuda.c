@@ -534,9 +534,11 @@ static lb_status read_shard(lb_dp_cuda *d, lb_err *err) {
             int64_t e = t->offset + t->numel < hi ? t->offset + t->numel : hi;
             if (a >= e) continue;
             d->p.src->read(d->p.src->ctx, t, host);
-            if (cudaMemcpy(d->master + d->plan.buckets[b].shard_offset + (a - lo),
-                           host + (a - t->offset), (size_t)(e - a) * 4,
-                           cudaMemcpyHostToDevice) != cudaSuccess)
+            /* on the model's stream, which reads it, and landed before host is read again */
+            if (cudaMemcpyAsync(d->master + d->plan.buckets[b].shard_offset + (a - lo),
+                                host + (a - t->offset), (size_t)(e - a) * 4, cudaMemcpyHostToDevice,
+                                d->model_stream) != cudaSuccess ||
+                cudaStreamSynchronize(d->model_stream) != cudaSuccess)
                 st = lb_fail(err, LB_ERR_DEVICE, "could not copy tensor %s in", t->name);
         }
     }
@@ -553,7 +555,6 @@ static lb_status init_shard(lb_dp_cuda *d, lb_err *err) {
     LB_CUDA_TRY(err, cudaMemsetAsync(d->master, 0, n * 4, s));
     LB_CUDA_TRY(err, cudaMemsetAsync(d->mom, 0, n * 4, s));
     LB_CUDA_TRY(err, cudaMemsetAsync(d->vel, 0, n * 4, s));
-    LB_CUDA_TRY(err, cudaStreamSynchronize(s));
     if (d->lora) LB_TRY(draw_adapters(d, err));
     if (!d->lora && d->p.src != NULL) LB_TRY(read_shard(d, err));
     for (int b = 0; !d->lora && d->p.src == NULL && b < d->plan.n_buckets; b++) {
