@@ -1,9 +1,10 @@
 /* test_train_gpu.c: the GPU training path on one GPU against itself: K micro-batches
  * (--grad-accum) give the losses of one batch of K times their size, and ZeRO 1-3 on one
- * rank (the shard is the whole model, collectives are copies) give stage 0's losses, in
- * fp32 (close) and bf16 and fp16 (within their rounding), for both families; the same for
- * LoRA adapters on a frozen base. Data come from a token shard, which micro-batches read
- * exactly as one whole batch would. Skipped without a GPU. */
+ * rank (the shard is the whole model, updated in the model's own arrays) give stage 0's
+ * losses, in fp32 (close) and bf16 and fp16 (within their rounding), for both families,
+ * holding stage 0's device bytes (no copy of the gradients or the working copy); the same
+ * for LoRA adapters on a frozen base (their losses only). Data come from a token shard,
+ * which micro-batches read exactly as one whole batch would. Skipped without a GPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,8 +57,9 @@ static lb_train_params gpu_params(lb_precision prec, int zero, int64_t accum) {
     return p;
 }
 
-/* The run's losses into loss[steps]. */
-static void run_losses(lb_train_params p, double *loss) {
+/* The run's losses into loss[steps]; its device bytes (the arenas) into *bytes unless
+ * NULL. */
+static void run_losses(lb_train_params p, double *loss, double *bytes) {
     lb_result *r = lb_result_new("train", p.model);
     lb_err err = {{0}};
     lb_status st = lb_train_run(&p, r, &err);
@@ -70,6 +72,7 @@ static void run_losses(lb_train_params p, double *loss) {
         assert_true(isfinite(s->values[i]));
         loss[i] = s->values[i];
     }
+    if (bytes != NULL) *bytes = lb_result_metric(r, "peak_device_bytes");
     lb_result_free(r);
 }
 
@@ -84,13 +87,13 @@ static void test_gpu_grad_accum_matches_the_whole_batch(void **state) {
     (void)state;
     LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() > 0, "no CUDA GPU here");
     double whole[6], parts[6];
-    run_losses(gpu_params(LB_PREC_FP32, 0, 1), whole);
-    run_losses(gpu_params(LB_PREC_FP32, 0, 4), parts);
+    run_losses(gpu_params(LB_PREC_FP32, 0, 1), whole, NULL);
+    run_losses(gpu_params(LB_PREC_FP32, 0, 4), parts, NULL);
     expect_close(whole, parts, 6, 1e-4, "fp32, 4 micro-batches of 2 against 1 of 8");
     /* the loss must move, or agreement says nothing */
     assert_true(whole[5] < whole[0] - 0.05);
-    run_losses(gpu_params(LB_PREC_BF16, 0, 1), whole);
-    run_losses(gpu_params(LB_PREC_BF16, 0, 2), parts);
+    run_losses(gpu_params(LB_PREC_BF16, 0, 1), whole, NULL);
+    run_losses(gpu_params(LB_PREC_BF16, 0, 2), parts, NULL);
     expect_close(whole, parts, 6, 2e-2, "bf16, 2 micro-batches of 4 against 1 of 8");
 }
 
@@ -112,17 +115,24 @@ static void expect_cases(const zero_case *cases, size_t n, int64_t lora_rank) {
         p.model = c->model;
         p.lora_rank = lora_rank;
         if (lora_rank > 0) p.lr = 5e-2;
-        double base[6], other[6];
-        run_losses(p, base);
+        double base[6], other[6], base_bytes = 0, other_bytes = 0;
+        run_losses(p, base, &base_bytes);
         if (lora_rank > 0) assert_true(base[5] < base[0] - 0.02);
         p.zero = c->zero;
         p.grad_accum = c->accum;
-        run_losses(p, other);
+        run_losses(p, other, &other_bytes);
         char what[112];
         snprintf(what, sizeof what, "%s%s %s ZeRO %d, %d micro-batches, against %s",
                  lora_rank > 0 ? "LoRA " : "", c->model, lb_precision_name(c->prec), c->zero,
                  c->accum, c->zero == 0 ? "one batch" : "ZeRO 0");
         expect_close(base, other, 6, c->tol, what);
+        if (lora_rank > 0 || c->zero == 0) continue;
+        /* stage 0's pieces, the master weights and moments in the data-parallel layer's
+         * arena instead of the model's (a copy of the gradients, 4 bytes a parameter, would
+         * show) */
+        assert_true(base_bytes > 0 && other_bytes > 0);
+        if (fabs(other_bytes - base_bytes) > 4096)
+            fail_msg("%s: %.0f device bytes against %.0f", what, other_bytes, base_bytes);
     }
 }
 

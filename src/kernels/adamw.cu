@@ -1,7 +1,9 @@
 /* adamw.cu: optimizer kernels (adamw.cuh). Every thread reads the step's global state
  * (norm, scale, step) from device memory, so the host never waits for the norm. Both
  * passes walk the parameters four at a time with the segment table beside them (weight
- * decay, and whether a tensor's gradient is fp32 or packed 16-bit). */
+ * decay, and whether a tensor's gradient is fp32 or packed 16-bit). The gradient slots'
+ * pack and unpack give each run a row of blocks (blockIdx.y), so a block never looks its
+ * run up. */
 #include "gpu/common.cuh"
 #include "kernels/adamw.cuh"
 
@@ -263,4 +265,51 @@ extern "C" lb_status lb_adamw_finish(lb_gpu_optstate *st, const lb_gpu_adamw_par
     opt_finish_kernel<<<1, 1, 0, s>>>(st, *p);
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
+}
+
+/* Run blockIdx.y's gradients between their slots and the dense buffer: into it (pack) or
+ * back from it (unpack), grid-stride along the run. */
+template <typename T>
+static __global__ void grad_runs_kernel(float *__restrict__ slots, T *__restrict__ dense,
+                                        const lb_adamw_grad_run *runs, bool unpack) {
+    lb_adamw_grad_run r = runs[blockIdx.y];
+    float *slot = slots + r.slot;
+    T *packed = sizeof(T) == 2 && (r.flags & LB_SEG_GRAD16) ? (T *)slot : NULL;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < r.n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        if (!unpack)
+            dense[r.dense + i] = packed ? packed[i] : lb_from_f<T>(slot[i]);
+        else if (packed)
+            packed[i] = dense[r.dense + i];
+        else
+            slot[i] = lb_to_f(dense[r.dense + i]);
+    }
+}
+
+/* One launch over every run; blocks a run: enough for the longest, about 4,224 in all (a
+ * row of a run much shorter than the longest mostly returns at once). */
+static lb_status grad_runs(float *slots, void *dense, const lb_adamw_grad_run *runs, int n_runs,
+                           int64_t longest, lb_gpu_dtype dt, bool unpack, cudaStream_t s,
+                           lb_err *err) {
+    if (n_runs <= 0 || longest <= 0) return LB_OK;
+    unsigned width = lb_grid_cap(longest, 256), most = 4224u / (unsigned)n_runs;
+    if (most < 132) most = 132;
+    dim3 grid(width < most ? width : most, (unsigned)n_runs);
+    LB_DISPATCH_DTYPE(dt, E,
+                      grad_runs_kernel<E><<<grid, 256, 0, s>>>(slots, (E *)dense, runs, unpack));
+    LB_CUDA_LAUNCH_TRY(err);
+    return LB_OK;
+}
+
+extern "C" lb_status lb_adamw_pack_grads(void *dst, const float *slots,
+                                         const lb_adamw_grad_run *runs, int n_runs, int64_t longest,
+                                         lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    return grad_runs((float *)slots, dst, runs, n_runs, longest, dt, false, s, err);
+}
+
+extern "C" lb_status lb_adamw_unpack_grads(float *slots, const void *src,
+                                           const lb_adamw_grad_run *runs, int n_runs,
+                                           int64_t longest, lb_gpu_dtype dt, cudaStream_t s,
+                                           lb_err *err) {
+    return grad_runs(slots, (void *)src, runs, n_runs, longest, dt, true, s, err);
 }

@@ -77,6 +77,25 @@ lb_status lb_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
 lb_status lb_adamw_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p, cudaStream_t s,
                           lb_err *err);
 
+/* A tensor's gradient slots as one run of a contiguous buffer of the working type (data
+ * parallelism's buckets): n elements of the tensor whose slot starts at element `slot` of
+ * the slots passed, fp32 or (flags LB_SEG_GRAD16) packed 16-bit as above, and elements
+ * [dense, dense + n) of the buffer. */
+typedef struct {
+    int64_t slot, dense, n;
+    int32_t flags, pad;
+} lb_adamw_grad_run;
+
+/* One launch for all runs (device table runs[n_runs]; longest: the largest n, which sizes
+ * the grid): lb_adamw_pack_grads writes each run's gradients to dst in the working type dt,
+ * lb_adamw_unpack_grads writes src's values back into the slots, each in its slot's type. */
+lb_status lb_adamw_pack_grads(void *dst, const float *slots, const lb_adamw_grad_run *runs,
+                              int n_runs, int64_t longest, lb_gpu_dtype dt, cudaStream_t s,
+                              lb_err *err);
+lb_status lb_adamw_unpack_grads(float *slots, const void *src, const lb_adamw_grad_run *runs,
+                                int n_runs, int64_t longest, lb_gpu_dtype dt, cudaStream_t s,
+                                lb_err *err);
+
 #ifdef __cplusplus
 }
 #endif

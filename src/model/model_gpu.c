@@ -576,6 +576,12 @@ lb_gpu_optstate *lb_model_gpu_optstate(lb_model_gpu *m) {
     return m->opt;
 }
 
+bool lb_model_gpu_head_apart(lb_model_gpu *m, lb_gpu_lp_apart *out) {
+    if (!head_apart(m)) return false;
+    *out = (lb_gpu_lp_apart){m->lm_w, m->off.lm_head, m->off.lm_head + (int64_t)m->V * m->C};
+    return true;
+}
+
 lb_status lb_model_gpu_working_written(lb_model_gpu *m, lb_err *err) {
     /* the products read the head itself, or the adapters were written (the head frozen) */
     if (!head_apart(m) || m->lora) return LB_OK;
@@ -1206,9 +1212,10 @@ static lb_status optimizer(lb_model_gpu *m, const lb_gpu_adamw_params *p, lb_err
     if (m->lora) return lb_lora_gpu_optimizer(m->lora, &q, m->opt, m->stream, err);
     lb_gpu_segments sg = {m->seg_start, m->seg_flags, m->n_seg, m->n_params};
     LB_TRY(lb_adamw_grad_sumsq(m->opt, m->grads, m->dt, &sg, m->stream, err));
-    lb_gpu_lp_apart head = {m->lm_w, m->off.lm_head, m->off.lm_head + (int64_t)m->V * m->C};
-    LB_TRY(lb_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params, head_apart(m) ? &head : NULL,
-                    m->dt, m->grads, m->m, m->v, &sg, &q, m->opt, m->stream, err));
+    lb_gpu_lp_apart head;
+    bool apart = lb_model_gpu_head_apart(m, &head);
+    LB_TRY(lb_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params, apart ? &head : NULL, m->dt,
+                    m->grads, m->m, m->v, &sg, &q, m->opt, m->stream, err));
     return lb_adamw_finish(m->opt, &q, m->stream, err);
 }
 

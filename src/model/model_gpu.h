@@ -221,6 +221,10 @@ void lb_model_gpu_set_param_hook(lb_model_gpu *m, lb_model_gpu_param_hook fn, vo
 void *lb_model_gpu_working(lb_model_gpu *m);
 lb_gpu_dtype lb_model_gpu_dtype(const lb_model_gpu *m);
 lb_status lb_model_gpu_working_written(lb_model_gpu *m, lb_err *err);
+/* Whether the output head's working copy lives apart (the padded copy its products read):
+ * then true and *out set as lb_adamw's apart, so an optimizer that writes the whole working
+ * copy writes that head too and needs no lb_model_gpu_working_written; else false. */
+bool lb_model_gpu_head_apart(lb_model_gpu *m, lb_gpu_lp_apart *out);
 /* The initial fp32 values lb_model_gpu_init_weights gives elements [lo, hi) of the flat
  * parameter array, written to device memory dst (the caller's), on the model's stream: a
  * shard of the master weights drawn without the whole. */

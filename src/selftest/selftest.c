@@ -1097,6 +1097,45 @@ static void check_nf4_dequantize(ctx *c, const prec_t *pr, int64_t n) {
     release(c);
 }
 
+/* Gradient slots of three tensors (fp32, in fp16/bf16 a packed 16-bit one, fp32) packed into
+ * a buffer of the working type in another order than the slots', then unpacked into cleared
+ * slots: each value where its run puts it, in its slot's type. */
+static void check_grad_pack(ctx *c, const prec_t *pr) {
+    const int64_t n[3] = {1000, 3001, 777}, slot[3] = {0, 1000, 4001}, dense[3] = {777, 1777, 0};
+    const int64_t total = 4778;
+    bool g16 = pr->dt != LB_DT_F32;
+    float *x = hnew(total), *ref = hnew(total), *got = hnew(total);
+    randn(c, x, total, 1.0f);
+    float *d_slots = up(c, x, total, LB_DT_F32);
+    void *packed = g16 ? up(c, x + slot[1], n[1], pr->dt) : NULL; /* rounds x's tensor 1 */
+    if (packed)
+        check_cuda(c, cudaMemcpy(d_slots + slot[1], packed, n[1] * 2, cudaMemcpyDeviceToDevice),
+                   "packed gradients");
+    lb_adamw_grad_run runs[3];
+    for (int t = 0; t < 3; t++) {
+        runs[t] = (lb_adamw_grad_run){.slot = slot[t],
+                                      .dense = dense[t],
+                                      .n = n[t],
+                                      .flags = t == 1 && g16 ? LB_SEG_GRAD16 : 0};
+        memcpy(ref + dense[t], x + slot[t], (size_t)n[t] * 4);
+    }
+    lb_adamw_grad_run *d_runs = dev(c, sizeof runs);
+    void *d_dense = dev(c, (size_t)total * lb_dtype_bytes(pr->dt));
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemcpy(d_runs, runs, sizeof runs, cudaMemcpyHostToDevice), "runs");
+        check(c, lb_adamw_pack_grads(d_dense, d_slots, d_runs, 3, n[1], pr->dt, 0, c->err));
+        down(c, got, d_dense, total, pr->dt);
+        compare(c, "grad_pack", "3 runs", pr, got, ref, total);
+        check_cuda(c, cudaMemset(d_slots, 0, (size_t)total * 4), "clear");
+        check(c, lb_adamw_unpack_grads(d_slots, d_dense, d_runs, 3, n[1], pr->dt, 0, c->err));
+        down(c, got, d_slots, total, LB_DT_F32);
+        if (g16) down(c, got + slot[1], d_slots + slot[1], n[1], pr->dt);
+        compare(c, "grad_unpack", "3 runs", pr, got, x, total);
+    }
+    release(c);
+    free(x), free(ref), free(got);
+}
+
 static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
     char shape[56];
     snprintf(shape, sizeof shape, "n%lld 3 tensors", (long long)n);
@@ -1744,6 +1783,7 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_nf4_dequantize(&c, pr, 4096 * 344);
             check_nf4_dequantize(&c, pr, 64 * 256 * 3 + 8);
         }
+        if (wanted(&c, "grad_pack")) check_grad_pack(&c, pr);
         if (wanted(&c, "adamw")) {
             check_adamw(&c, pr, 10001);
             check_adamw(&c, pr, 5000001); /* threads take several vectors, across segments */

@@ -19,9 +19,20 @@
 #define PIECE_ALIGN 64 /* elements: every piece starts 128 bytes apart or more */
 #define N_GATHER    3  /* stage 3: gather buffers (the unit in use, the next, the last) */
 
+/* A bucket's runs of gradient slots (kernels/adamw.cuh's lb_adamw_grad_run) in the device
+ * table: runs [first, first + n), the longest run's length, and where its packed elements
+ * are in the buffer they are packed into, [base, base + dense) (stages 1-3: from 0 in a send
+ * buffer; stage 0: the bucket's own region of send[0]). */
+typedef struct {
+    int first, n;
+    int64_t longest, base, dense;
+} bucket_runs;
+
 struct lb_dp_cuda {
     lb_model_gpu *m;
-    lb_comm *c; /* NULL: one rank, collectives are copies */
+    lb_comm *c; /* NULL: one rank (adapters: collectives are copies) */
+    bool whole; /* one rank, every parameter training: the shard is the whole model, in the
+                 * model's own arrays */
     lb_dp_cuda_params p;
     lb_model_config cfg;
     int rank, ranks;
@@ -54,6 +65,15 @@ struct lb_dp_cuda {
     void *send[2]; /* [max_padded] reduce type: packed buckets; send[0] the gather's */
     void *piece;   /* [largest piece] reduce type: a reduce-scatter's result */
     float *bucket0_grads, *bucket_grads[2]; /* stages 2-3: fp32 slots of whole buckets */
+    lb_adamw_grad_run *runs;                /* [n_runs] device table: every bucket's runs */
+    int n_runs;
+    bucket_runs *br;      /* [n_buckets], NULL without runs */
+    int64_t stage0_dense; /* stage 0: the fp32 gradient elements of all buckets */
+    /* stages 1-2, several ranks, every parameter training: the parameters gathered on the
+     * communication stream */
+    cudaEvent_t *bucket_gathered; /* [n_buckets]: bucket's gather into the working copy done */
+    int head_bucket;              /* the bucket holding the output head (tied: wte's) */
+    bool head_fresh;              /* the padded head's copy holds the gathered head */
     /* stage 3: units' working copies gathered into N_GATHER buffers, used in the order seq
      * (model_gpu.h's parameter hook) */
     void *gather[N_GATHER];
@@ -69,32 +89,65 @@ static lb_comm_dtype comm_type(lb_gpu_dtype t) {
     return t == LB_DT_F32 ? LB_COMM_FP32 : t == LB_DT_F16 ? LB_COMM_FP16 : LB_COMM_BF16;
 }
 
-void lb_dp_cuda_model_params(lb_zero_stage stage, lb_model_gpu_params *gp) {
+void lb_dp_cuda_model_params(lb_zero_stage stage, int ranks, bool lora, lb_model_gpu_params *gp) {
+    bool whole = ranks == 1 && !lora;
     gp->external_optimizer = stage >= LB_ZERO_1;
-    gp->external_grads = stage >= LB_ZERO_2;
-    gp->external_params = stage >= LB_ZERO_3;
+    gp->external_grads = stage >= LB_ZERO_2 && !whole;
+    gp->external_params = stage >= LB_ZERO_3 && !whole;
     gp->no_graph = true;
+}
+
+/* What the model's stream enqueued so far is what the communication stream waits for; the
+ * step's first collective marks its start. */
+static lb_status hand_over(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
+    LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
+    if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(start_ev, d->comm_stream));
+    d->started = true;
+    return LB_OK;
 }
 
 /* ---- stage 0 -------------------------------------------------------------------------- */
 
-/* Bucket b's tensors, all-reduced in place on the communication stream as one group. */
-static lb_status all_reduce_bucket(lb_dp_cuda *d, int b, lb_err *err) {
+/* Bucket b all-reduced on the communication stream as one group: each tensor in place in the
+ * type its slot holds, except, in 16-bit precision with every parameter training, the fp32
+ * ones, packed (on the model's stream) into the bucket's own region of send[0] in the
+ * working type, all-reduced there and unpacked into their slots. A region is written again
+ * only in the next step's backward, after the model's stream waited for this step's
+ * communication: no buffer is waited for. */
+static lb_status all_reduce_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
+    const bucket_runs *r = d->br != NULL ? &d->br[b] : NULL;
     float *grads = lb_model_gpu_grads(d->m);
+    bool packs = r != NULL && r->n > 0;
+    char *region = packs ? (char *)d->send[0] + (size_t)r->base * d->es : NULL;
+    if (packs)
+        LB_TRY(lb_adamw_pack_grads(d->send[0], grads + k->start, d->runs + r->first, r->n,
+                                   r->longest, d->wt, d->model_stream, err));
+    LB_TRY(hand_over(d, start_ev, err));
     LB_TRY(lb_comm_group_start(d->c, err));
     lb_status st = LB_OK;
     for (int i = 0; i < d->n_tensors && st == LB_OK; i++) {
         const lb_param_tensor *t = &d->tensors[i];
         if (t->offset < k->start || t->offset >= k->end) continue;
+        if (d->br != NULL && d->grad_type[i] == LB_DT_F32) continue; /* packed */
         st = lb_comm_all_reduce(d->c, grads + t->offset, grads + t->offset, (size_t)t->numel,
                                 comm_type(d->grad_type[i]), LB_COMM_AVG, d->comm_stream, err);
         d->steps.sent[d->step] += lb_zero_ring_bytes(
             LB_ZERO_ALL_REDUCE, (double)t->numel * (double)lb_dtype_bytes(d->grad_type[i]),
             d->ranks);
     }
+    if (st == LB_OK && packs) {
+        st = lb_comm_all_reduce(d->c, region, region, (size_t)r->dense, comm_type(d->wt),
+                                LB_COMM_AVG, d->comm_stream, err);
+        d->steps.sent[d->step] +=
+            lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, (double)r->dense * (double)d->es, d->ranks);
+    }
     lb_status end = lb_comm_group_end(d->c, st == LB_OK ? err : NULL);
-    return st != LB_OK ? st : end;
+    LB_TRY(st != LB_OK ? st : end);
+    if (!packs) return LB_OK;
+    return lb_adamw_unpack_grads(grads + k->start, d->send[0], d->runs + r->first, r->n, r->longest,
+                                 d->wt, d->comm_stream, err);
 }
 
 /* ---- stages 1-2 ----------------------------------------------------------------------- */
@@ -118,22 +171,13 @@ static lb_status bind_bucket(lb_dp_cuda *d, int b, lb_err *err) {
 }
 
 /* Bucket b's gradients into dst on the model's stream: one contiguous array of the reduce
- * type, zeros after the real elements up to the padded length. */
+ * type (one launch), zeros after the real elements up to the padded length. */
 static lb_status pack_bucket(lb_dp_cuda *d, int b, void *dst, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
-    const float *slots = bucket_slots(d, b);
+    const bucket_runs *r = &d->br[b];
     char *out = dst;
-    for (int i = 0; i < d->n_tensors; i++) {
-        const lb_param_tensor *t = &d->tensors[i];
-        if (t->offset < k->start || t->offset >= k->end) continue;
-        const float *src = slots + (t->offset - k->start);
-        char *to = out + (size_t)(t->offset - k->start) * d->rs;
-        if (d->grad_type[i] == d->rt)
-            LB_CUDA_TRY(err, cudaMemcpyAsync(to, src, (size_t)t->numel * d->rs,
-                                             cudaMemcpyDeviceToDevice, d->model_stream));
-        else
-            LB_TRY(lb_act_convert(to, d->rt, src, LB_DT_F32, t->numel, d->model_stream, err));
-    }
+    LB_TRY(lb_adamw_pack_grads(dst, bucket_slots(d, b), d->runs + r->first, r->n, r->longest, d->rt,
+                               d->model_stream, err));
     size_t real = (size_t)(k->end - k->start);
     LB_CUDA_TRY(err, cudaMemsetAsync(out + real * d->rs, 0, ((size_t)k->padded - real) * d->rs,
                                      d->model_stream));
@@ -173,16 +217,18 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     d->send_idx ^= 1;
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[j], 0));
     LB_TRY(pack_bucket(d, b, d->send[j], err));
-    LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
-    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
-    if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(start_ev, d->comm_stream));
-    d->started = true;
+    LB_TRY(hand_over(d, start_ev, err));
     LB_TRY(reduce_scatter(d, d->send[j], d->piece, k->piece, d->comm_stream, err));
     d->steps.sent[d->step] +=
         lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->rs, d->ranks);
     LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
-    LB_TRY(lb_act_accumulate(d->grad + k->shard_offset, d->piece, d->rt, k->piece, d->comm_stream,
-                             err));
+    /* the step's first piece of this bucket is written, later micro-batches' (stages 2-3) add
+     * to it: every shard element is some bucket's, so the shard needs no clearing */
+    float *to = d->grad + k->shard_offset;
+    if (d->p.stage == LB_ZERO_1 || d->micro == 0)
+        LB_TRY(lb_act_convert(to, LB_DT_F32, d->piece, d->rt, k->piece, d->comm_stream, err));
+    else
+        LB_TRY(lb_act_accumulate(to, d->piece, d->rt, k->piece, d->comm_stream, err));
     if (d->p.stage >= LB_ZERO_2 && b - 2 >= 1) LB_TRY(bind_bucket(d, b - 2, err));
     return LB_OK;
 }
@@ -198,18 +244,9 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     bool last = unit == 0;
     if (last && last_micro)
         LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMPUTE_END], d->model_stream));
-    if (d->plan.buckets[b].unit_lo == unit) {
-        if (d->p.stage == LB_ZERO_0) {
-            LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
-            LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
-            if (!d->started)
-                LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMM_START], d->comm_stream));
-            d->started = true;
-            LB_TRY(all_reduce_bucket(d, b, err));
-        } else {
-            LB_TRY(reduce_scatter_bucket(d, b, ev[LB_DP_EV_COMM_START], err));
-        }
-    }
+    if (d->plan.buckets[b].unit_lo == unit)
+        LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, b, ev[LB_DP_EV_COMM_START], err)
+                                       : reduce_scatter_bucket(d, b, ev[LB_DP_EV_COMM_START], err));
     if (!last || !last_micro) return LB_OK;
     /* the optimizer waits for every bucket */
     LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMM_END], d->comm_stream));
@@ -306,19 +343,15 @@ static int plan_uses(const lb_dp_cuda *d, const lb_model_config *cfg, int *seq) 
     return n;
 }
 
-lb_status lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step, lb_err *err) {
+void lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step) {
     d->step = step;
     d->started = false;
-    if (d->p.stage >= LB_ZERO_1)
-        LB_CUDA_TRY(err,
-                    cudaMemsetAsync(d->grad, 0, (size_t)d->plan.shard_elems * 4, d->model_stream));
-    return LB_OK;
 }
 
 lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err) {
     d->micro = micro;
     d->pos = 0;
-    if (d->p.stage < LB_ZERO_2) return LB_OK;
+    if (d->p.stage < LB_ZERO_2 || d->whole) return LB_OK;
     int nb = d->plan.n_buckets;
     LB_TRY(bind_bucket(d, 0, err));
     for (int b = nb - 1; b >= nb - 2 && b >= 1; b--)
@@ -326,20 +359,69 @@ lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err) {
     return LB_OK;
 }
 
-/* The updated working copy of every bucket's pieces gathered into the model's. */
+/* After the optimizer: the updated working copy of every bucket's pieces gathered into the
+ * model's in flat order, straight into place (a bucket's padding lands on the next bucket's
+ * first elements, which its own gather overwrites after; only a bucket whose padding would
+ * run past the array's end goes through send[0]). With every parameter training the gathers
+ * run on the communication stream, an event after each bucket for the next forward's wait
+ * (wait_gathered), and the run's last step waits for the whole gather; adapters are
+ * gathered on the model's stream. */
 static lb_status gather_params(lb_dp_cuda *d, lb_err *err) {
     char *work = lb_model_gpu_working(d->m);
+    int64_t total = d->plan.unit_start[d->plan.n_units];
+    bool overlap = d->bucket_gathered != NULL;
+    cudaStream_t s = overlap ? d->comm_stream : d->model_stream;
+    cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
+    if (overlap) {
+        LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
+        LB_CUDA_TRY(err, cudaStreamWaitEvent(s, d->ready, 0));
+    }
+    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_START], s));
+    if (!overlap) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_WAIT_START], s));
     for (int b = 0; b < d->plan.n_buckets; b++) {
         const lb_zero_bucket *k = &d->plan.buckets[b];
-        LB_TRY(all_gather(d, (char *)d->work + (size_t)k->shard_offset * d->es, d->send[0],
-                          k->piece, d->wt, d->model_stream, err));
+        char *to = work + (size_t)k->start * d->es;
+        bool direct = k->start + k->padded <= total;
+        LB_TRY(all_gather(d, (char *)d->work + (size_t)k->shard_offset * d->es,
+                          direct ? to : d->send[0], k->piece, d->wt, s, err));
         d->steps.sent[d->step] +=
             lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, (double)k->padded * (double)d->es, d->ranks);
-        LB_CUDA_TRY(err, cudaMemcpyAsync(work + (size_t)k->start * d->es, d->send[0],
-                                         (size_t)(k->end - k->start) * d->es,
-                                         cudaMemcpyDeviceToDevice, d->model_stream));
+        if (!direct) {
+            LB_CUDA_TRY(err, cudaMemcpyAsync(to, d->send[0], (size_t)(k->end - k->start) * d->es,
+                                             cudaMemcpyDeviceToDevice, s));
+            LB_CUDA_TRY(err, cudaEventRecord(d->send_free[0], s));
+        }
+        if (overlap) LB_CUDA_TRY(err, cudaEventRecord(d->bucket_gathered[b], s));
     }
-    return lb_model_gpu_working_written(d->m, err);
+    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_END], s));
+    if (!overlap) { /* on the model's stream: all of it waited for */
+        LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_WAIT_END], s));
+        return lb_model_gpu_working_written(d->m, err);
+    }
+    d->head_fresh = false;
+    if (d->step == d->p.n_steps - 1)
+        LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, ev[LB_DP_EV_GATHER_END], 0));
+    return LB_OK;
+}
+
+/* Stages 1-2, every parameter training, the parameter hook: before the first micro-batch's
+ * forward reads a unit, the model's stream waits for its bucket's gather (the first wait,
+ * the embeddings', between the step's wait events), and once the head's bucket is in, the
+ * padded head's copy is refreshed from it. */
+static lb_status wait_gathered(void *ctx, int unit, bool backward, lb_err *err) {
+    lb_dp_cuda *d = ctx;
+    if (backward || d->micro > 0) return LB_OK;
+    int b = d->plan.bucket_of_unit[unit];
+    cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
+    bool first = d->pos++ == 0;
+    if (first) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_WAIT_START], d->model_stream));
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->bucket_gathered[b], 0));
+    if (first) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_WAIT_END], d->model_stream));
+    if (b == d->head_bucket && !d->head_fresh) {
+        LB_TRY(lb_model_gpu_working_written(d->m, err));
+        d->head_fresh = true;
+    }
+    return LB_OK;
 }
 
 lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *err) {
@@ -350,15 +432,21 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
     if (q.growth_interval <= 0) q.growth_interval = 2000;
     lb_gpu_segments sg = {d->seg_start, d->seg_flags, d->n_seg, d->plan.shard_elems};
     cudaStream_t s = d->model_stream;
-    LB_TRY(lb_adamw_grad_sumsq(os, d->grad, d->wt, &sg, s, err));
+    /* one rank: the model's gradients read and its working copy (the head's apart one
+     * included) written in place, the three launches of the model's own optimizer */
+    const float *grads = d->whole ? lb_model_gpu_grads(d->m) : d->grad;
+    lb_gpu_lp_apart head;
+    bool apart = d->whole && lb_model_gpu_head_apart(d->m, &head);
+    LB_TRY(lb_adamw_grad_sumsq(os, grads, d->wt, &sg, s, err));
     if (d->c != NULL) {
         LB_TRY(
             lb_comm_all_reduce(d->c, &os->sumsq, &os->sumsq, 1, LB_COMM_FP64, LB_COMM_SUM, s, err));
         d->steps.sent[d->step] += lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, 8, d->ranks);
     }
-    LB_TRY(lb_adamw(d->master, d->wt == LB_DT_F32 ? NULL : d->work, NULL, d->wt, d->grad, d->mom,
-                    d->vel, &sg, &q, os, s, err));
+    LB_TRY(lb_adamw(d->master, d->wt == LB_DT_F32 ? NULL : d->work, apart ? &head : NULL, d->wt,
+                    grads, d->mom, d->vel, &sg, &q, os, s, err));
     LB_TRY(lb_adamw_finish(os, &q, s, err));
+    if (d->whole) return LB_OK;
     if (d->p.stage == LB_ZERO_3) {
         /* every gathered unit is stale now; the next gathers read the updated shard */
         for (int k = 0; k < N_GATHER; k++)
@@ -368,11 +456,7 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
         LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
         return LB_OK;
     }
-    cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
-    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_START], s));
-    LB_TRY(gather_params(d, err));
-    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_END], s));
-    return LB_OK;
+    return gather_params(d, err);
 }
 
 lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err) {
@@ -410,7 +494,10 @@ static size_t gather_elems(const lb_dp_cuda *d) {
     return (size_t)(d->plan.max_padded + (Vp - V) * d->cfg.d_model);
 }
 
-/* The shard and the buffers of stages 1-3, carved from a (sizing or real) arena. */
+/* The shard and the buffers, carved from a (sizing or real) arena: stage 0 the runs and
+ * the buffer of the packed fp32 gradients (16-bit precision); stages 1-3 the shard and the
+ * buffers (one rank with every parameter training: master weights and moments only, and in
+ * fp32 the master is the model's working copy). */
 static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
     size_t n = (size_t)d->plan.shard_elems, es = d->es;
     int64_t most_piece = 0, most_other = 0;
@@ -425,16 +512,28 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
         LB_TRY(lb_gpu_arena_alloc(a, name, (size_t)(bytes), &p, err));                             \
         *(void **)&(field) = p;                                                                    \
     } while (0)
-    CARVE(d->master, "zero.master", n * 4);
+    if (d->n_runs > 0) CARVE(d->runs, "zero.runs", (size_t)d->n_runs * sizeof(lb_adamw_grad_run));
+    if (d->p.stage == LB_ZERO_0) {
+        if (d->n_runs > 0) CARVE(d->send[0], "zero.send", (size_t)d->stage0_dense * es);
+        return LB_OK;
+    }
+    if (d->whole && d->wt == LB_DT_F32)
+        d->master = lb_model_gpu_working(d->m);
+    else
+        CARVE(d->master, "zero.master", n * 4);
     CARVE(d->mom, "zero.m", n * 4);
     CARVE(d->vel, "zero.v", n * 4);
+    CARVE(d->seg_start, "zero.seg_start", (size_t)d->n_seg * 8);
+    CARVE(d->seg_flags, "zero.seg_flags", (size_t)d->n_seg * 4);
+    if (d->whole) {
+        d->work = lb_model_gpu_working(d->m);
+        return LB_OK;
+    }
     CARVE(d->grad, "zero.grad", n * 4);
     if (d->wt != LB_DT_F32)
         CARVE(d->work, "zero.work", n * es);
     else
         d->work = d->master;
-    CARVE(d->seg_start, "zero.seg_start", (size_t)d->n_seg * 8);
-    CARVE(d->seg_flags, "zero.seg_flags", (size_t)d->n_seg * 4);
     for (int i = 0; i < 2; i++)
         CARVE(d->send[i], "zero.send", (size_t)d->plan.max_padded * d->rs);
     CARVE(d->piece, "zero.piece", (size_t)most_piece * d->rs);
@@ -450,7 +549,9 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
     return LB_OK;
 }
 
-/* The segment table of the shard on the device (train/zero.h's shard segments). */
+/* The segment table of the shard on the device (train/zero.h's shard segments; one rank
+ * with every parameter training: the model's tensors, whose gradients the optimizer reads in
+ * their slots, 16-bit ones packed). */
 static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
     int64_t *start = malloc((size_t)d->n_seg * sizeof *start);
     bool *decay = malloc((size_t)d->n_seg * sizeof *decay);
@@ -461,7 +562,8 @@ static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
     } else {
         lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, start, decay, d->n_seg);
         for (int i = 0; i < d->n_seg; i++)
-            flags[i] = decay[i] ? LB_SEG_DECAY : 0;
+            flags[i] = (decay[i] ? LB_SEG_DECAY : 0) |
+                       (d->whole && d->grad_type[i] != LB_DT_F32 ? LB_SEG_GRAD16 : 0);
         if (cudaMemcpyAsync(d->seg_start, start, (size_t)d->n_seg * 8, cudaMemcpyHostToDevice,
                             d->model_stream) != cudaSuccess ||
             cudaMemcpyAsync(d->seg_flags, flags, (size_t)d->n_seg * 4, cudaMemcpyHostToDevice,
@@ -566,13 +668,14 @@ static lb_status init_shard(lb_dp_cuda *d, lb_err *err) {
     }
     if (d->work != d->master)
         LB_TRY(lb_act_convert(d->work, d->wt, d->master, LB_DT_F32, (int64_t)n, s, err));
+    if (d->whole) LB_TRY(lb_model_gpu_working_written(d->m, err));
     LB_CUDA_TRY(err, cudaStreamSynchronize(s));
     return LB_OK;
 }
 
 void lb_dp_cuda_free(lb_dp_cuda *d) {
     if (d == NULL) return;
-    if (d->m != NULL) {
+    if (d->m != NULL && !d->whole) {
         lb_model_gpu_set_grad_hook(d->m, NULL, NULL);
         lb_model_gpu_set_param_hook(d->m, NULL, NULL);
         for (int u = 0; d->p.stage >= LB_ZERO_2 && u < d->plan.n_units; u++)
@@ -589,10 +692,14 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
         if (d->gathered[i] != NULL) cudaEventDestroy(d->gathered[i]);
         if (d->released[i] != NULL) cudaEventDestroy(d->released[i]);
     }
+    for (int b = 0; d->bucket_gathered != NULL && b < d->plan.n_buckets; b++)
+        if (d->bucket_gathered[b] != NULL) cudaEventDestroy(d->bucket_gathered[b]);
+    free(d->bucket_gathered);
     if (d->comm_stream != NULL) cudaStreamDestroy(d->comm_stream);
     lb_gpu_arena_free(&d->arena);
     lb_zero_plan_free(&d->plan);
     free(d->seq);
+    free(d->br);
     free(d->tensors);
     free(d->grad_type);
     free(d);
@@ -629,7 +736,8 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
             bounds[l] = d->tensors[0].numel * l;
     else
         n_units = lb_zero_model_units(cfg, bounds);
-    int64_t align = d->p.stage == LB_ZERO_0 ? 1 : PIECE_ALIGN;
+    /* one rank, every parameter training: shard coordinates are flat ones */
+    int64_t align = d->p.stage == LB_ZERO_0 || d->whole ? 1 : PIECE_ALIGN;
     /* stage 3: one unit a bucket, since parameters are gathered unit by unit */
     int64_t cap = d->p.stage == LB_ZERO_3 ? 0 : (int64_t)(d->p.bucket_bytes / elem_bytes);
     lb_status st = lb_zero_plan_init(&d->plan, bounds, n_units, cap, d->ranks, align, err);
@@ -637,9 +745,52 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
     return st;
 }
 
-/* Stages 1-3: the arena (sized, then allocated), the segment table and the shard. */
-static lb_status init_state(lb_dp_cuda *d, lb_err *err) {
-    d->n_seg = lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, NULL, NULL, 0);
+/* Each bucket's runs of gradient slots for lb_adamw_pack_grads, into *out (host, the caller
+ * frees): at stages 1-3 (but for one rank with every parameter training) every tensor at its
+ * place in the bucket; at stage 0 in 16-bit precision with every parameter training the fp32
+ * ones, one after the other, bucket after bucket, each bucket's region from a 128-byte
+ * boundary (the others travel in place); none otherwise. */
+static lb_status plan_runs(lb_dp_cuda *d, lb_adamw_grad_run **out, lb_err *err) {
+    *out = NULL;
+    bool every = d->p.stage >= LB_ZERO_1 && !d->whole;
+    bool fp32_only = d->p.stage == LB_ZERO_0 && d->wt != LB_DT_F32 && !d->lora;
+    if (!every && !fp32_only) return LB_OK;
+    lb_adamw_grad_run *r = malloc((size_t)d->n_tensors * sizeof *r);
+    d->br = calloc((size_t)d->plan.n_buckets, sizeof *d->br);
+    if (r == NULL || d->br == NULL) {
+        free(r);
+        return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the buckets' runs");
+    }
+    for (int b = 0; b < d->plan.n_buckets; b++) {
+        const lb_zero_bucket *k = &d->plan.buckets[b];
+        bucket_runs *br = &d->br[b];
+        br->first = d->n_runs;
+        br->base = every ? 0 : d->stage0_dense;
+        for (int i = 0; i < d->n_tensors; i++) {
+            const lb_param_tensor *t = &d->tensors[i];
+            bool grad16 = d->grad_type[i] != LB_DT_F32;
+            if (t->offset < k->start || t->offset >= k->end || (fp32_only && grad16)) continue;
+            int64_t at = every ? t->offset - k->start : br->base + br->dense;
+            r[d->n_runs++] = (lb_adamw_grad_run){.slot = t->offset - k->start,
+                                                 .dense = at,
+                                                 .n = t->numel,
+                                                 .flags = grad16 ? LB_SEG_GRAD16 : 0};
+            br->dense = at + t->numel - br->base;
+            if (t->numel > br->longest) br->longest = t->numel;
+        }
+        br->n = d->n_runs - br->first;
+        if (fp32_only) d->stage0_dense = (d->stage0_dense + br->dense + 63) / 64 * 64;
+    }
+    *out = r;
+    return LB_OK;
+}
+
+/* The arena (sized, then allocated), the runs' table and at stages 1-3 the segment table
+ * and the shard. */
+static lb_status init_state(lb_dp_cuda *d, const lb_adamw_grad_run *runs, lb_err *err) {
+    if (d->p.stage >= LB_ZERO_1)
+        d->n_seg =
+            lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, NULL, NULL, 0);
     lb_gpu_arena sizing;
     lb_gpu_arena_init_sizing(&sizing);
     lb_status st = layout(d, &sizing, err);
@@ -648,8 +799,12 @@ static lb_status init_state(lb_dp_cuda *d, lb_err *err) {
     LB_TRY(st);
     LB_TRY(lb_gpu_arena_init(&d->arena, need, "try a higher --zero stage or more GPUs", err));
     LB_TRY(layout(d, &d->arena, err));
-    for (int k = 0; d->p.stage == LB_ZERO_3 && k < N_GATHER; k++)
+    for (int k = 0; !d->whole && d->p.stage == LB_ZERO_3 && k < N_GATHER; k++)
         LB_CUDA_TRY(err, cudaMemset(d->gather[k], 0, gather_elems(d) * d->es));
+    if (d->n_runs > 0 && cudaMemcpyAsync(d->runs, runs, (size_t)d->n_runs * sizeof *runs,
+                                         cudaMemcpyHostToDevice, d->model_stream) != cudaSuccess)
+        return lb_fail(err, LB_ERR_DEVICE, "could not copy the buckets' runs to the device");
+    if (d->p.stage == LB_ZERO_0) return LB_OK;
     LB_TRY(upload_segments(d, err));
     return init_shard(d, err);
 }
@@ -677,6 +832,7 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     d->es = lb_dtype_bytes(d->wt);
     d->lora = p->lora != NULL;
     if (d->lora) d->lc = *p->lora;
+    d->whole = d->ranks == 1 && !d->lora;
     d->unit_shift = d->lora ? 1 : 0;
     /* adapters' gradients are fp32 and travel so, as at stage 0 */
     d->rt = d->lora ? LB_DT_F32 : d->wt;
@@ -694,7 +850,10 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         set_layout(d, cfg);
         st = plan(d, cfg, err);
     }
-    if (st == LB_OK && p->stage >= LB_ZERO_1) st = init_state(d, err);
+    lb_adamw_grad_run *runs = NULL;
+    if (st == LB_OK) st = plan_runs(d, &runs, err);
+    if (st == LB_OK && (p->stage >= LB_ZERO_1 || d->n_runs > 0)) st = init_state(d, runs, err);
+    free(runs);
     if (st == LB_OK &&
         cudaStreamCreateWithFlags(&d->comm_stream, cudaStreamNonBlocking) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create the communication stream");
@@ -707,19 +866,37 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         if (cudaEventCreateWithFlags(&d->gathered[i], cudaEventDisableTiming) != cudaSuccess ||
             cudaEventCreateWithFlags(&d->released[i], cudaEventDisableTiming) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
+    bool overlap = !d->whole && !d->lora && (p->stage == LB_ZERO_1 || p->stage == LB_ZERO_2);
+    if (st == LB_OK && overlap) {
+        d->bucket_gathered = calloc((size_t)d->plan.n_buckets, sizeof *d->bucket_gathered);
+        if (d->bucket_gathered == NULL) st = lb_fail(err, LB_ERR_NOMEM, "out of host memory");
+    }
+    for (int b = 0; st == LB_OK && overlap && b < d->plan.n_buckets; b++)
+        if (cudaEventCreateWithFlags(&d->bucket_gathered[b], cudaEventDisableTiming) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
     if (st != LB_OK) {
         lb_dp_cuda_free(d);
         return st;
     }
     d->n_seq = plan_uses(d, cfg, d->seq);
-    lb_model_gpu_set_grad_hook(m, on_grads, d);
-    if (p->stage == LB_ZERO_3) lb_model_gpu_set_param_hook(m, on_params, d);
+    if (overlap)
+        d->head_bucket = d->plan.bucket_of_unit[cfg->tied_embeddings ? 0 : cfg->n_layer + 1];
+    d->head_fresh = true; /* the model's working copy and head start alike */
+    if (!d->whole) lb_model_gpu_set_grad_hook(m, on_grads, d);
+    if (!d->whole && p->stage == LB_ZERO_3) lb_model_gpu_set_param_hook(m, on_params, d);
+    if (overlap) lb_model_gpu_set_param_hook(m, wait_gathered, d);
     *out = d;
     return LB_OK;
 }
 
 lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, double *exposed_ms,
                                 lb_err *err) {
+    if (d->whole) { /* nothing travels */
+        *comm_ms = *exposed_ms = 0;
+        return LB_OK;
+    }
+    /* a run cut short has not waited for its last gather */
+    LB_CUDA_TRY(err, cudaStreamSynchronize(d->comm_stream));
     bool gather = d->p.stage == LB_ZERO_1 || d->p.stage == LB_ZERO_2;
     return lb_dp_steps_cuda_times(&d->steps, step, gather, comm_ms, exposed_ms, err);
 }

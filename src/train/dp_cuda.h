@@ -7,16 +7,27 @@
  * complete when their lowest unit is), an event on the model's stream makes the
  * communication stream wait for it, and the bucket goes out there while the model's stream
  * computes the next layers:
- *   0: its gradients all-reduced (averaged) in place, one call per tensor in the type its
- *      slot holds (fp32, or the packed 16-bit working type), fused into one NCCL group;
- *      the model's own AdamW then runs on everything.
- *   1: its gradients packed on the model's stream into one contiguous buffer of the working
- *      type (padded to the plan's length), reduce-scattered (averaged) on the communication
- *      stream, and this rank's piece added into the fp32 gradient shard. The model keeps no
- *      master weights or moments (external_optimizer): AdamW runs here on the shard (fp32
+ *   0: its gradients all-reduced (averaged) in the working type, fused into one NCCL group:
+ *      those stored in it (the layer matrices' packed 16-bit ones; in fp32 all) in place, one
+ *      call per tensor, and in fp16/bf16 the fp32 ones (embeddings, biases, norms) packed on
+ *      the model's stream into the bucket's own region of one buffer of the working type
+ *      (one launch, kernels/adamw.cuh's lb_adamw_pack_grads), all-reduced there and unpacked into
+ *      their slots on the communication stream, so every bucket travels in the working type
+ *      as at stages 1-2; the model's own AdamW then runs on everything.
+ *   1: its gradients packed on the model's stream (one launch) into one contiguous buffer of
+ *      the working type (padded to the plan's length), reduce-scattered (averaged) on the
+ *      communication stream, and this rank's piece written into the fp32 gradient shard
+ *      (the first micro-batch's writes, later ones add; nothing is cleared). The model keeps
+ *      no master weights or moments (external_optimizer): AdamW runs here on the shard (fp32
  *      master, m and v of the shard only, kernels/adamw.cuh with a segment table in shard
  *      coordinates), writes the shard's 16-bit working copy, and every bucket's pieces are
- *      all-gathered into the model's working copy.
+ *      all-gathered straight into the model's working copy (only a last bucket whose padding
+ *      would run past its end goes through a buffer) on the communication stream, bucket
+ *      after bucket in the order the next forward reads them, an event after each: the
+ *      parameter hook makes the model's stream wait for a unit's bucket before the next
+ *      step's first forward reads it (and refreshes the padded head once its bucket is
+ *      in), so the gather of later buckets runs beside the forward of earlier ones. The
+ *      run's last step waits for its whole gather.
  *   2: as 1, and the model keeps no gradient array either (external_grads): each bucket's
  *      gradients are written into one of three bucket buffers (the embeddings' bucket has
  *      its own, since a tied head writes wte's gradient first of all; the others take
@@ -41,8 +52,14 @@
  * decision (kernels/adamw.cuh) are the same on every rank. Steps run kernel by kernel: the
  * collectives are not captured into a CUDA graph.
  *
- * With one rank (c NULL, stages 1-3) the collectives are copies: the same code path with
- * a shard that is the whole model.
+ * With one rank (c NULL) at stages 1-3, every parameter training, the shard is the whole
+ * model and nothing travels: the model keeps its gradients and working copy
+ * (external_optimizer only), this layer keeps the fp32 master weights (in fp32 the model's
+ * working copy is the master) and moments in the flat layout, and the optimizer is the
+ * model's own three launches over them: the sum of squares and AdamW read the model's
+ * gradients in their slots (16-bit ones packed) and AdamW writes the working copy and the
+ * padded head in place. No hook, no copy, no gather. Adapters on one rank run the code of
+ * several ranks with copies for collectives.
  *
  * Fine-tuning (params.lora): what trains is the model's adapters on a frozen base, and they
  * are all that this layer sees: their flat array (model/lora.h's layout) in one unit a layer
@@ -54,11 +71,14 @@
  * master weights are drawn on the host by lb_lora_init's rule. The frozen base is the
  * model's, whole on every rank, and never travels.
  *
- * Per step, five events: the first bucket's start and the last bucket's end on the
+ * Per step, seven events: the first bucket's start and the last bucket's end on the
  * communication stream (all of backward's communication, hidden or not), the end of
  * backward's compute on the model's stream (what follows it until the last bucket's end is
- * what compute did not hide), and around the parameter all-gather of stages 1-2, which runs
- * on the model's stream after the optimizer and is all exposed.
+ * what compute did not hide), around the parameter all-gather of stages 1-2 on the
+ * communication stream, and around the model's stream's wait, before the step's forward,
+ * for the first bucket of the step before's gather (what of the gather was exposed; later
+ * buckets arrive behind the forward of the units before them, and waits for them are not
+ * timed).
  *
  * Only in CUDA builds with NCCL. */
 #ifndef LB_TRAIN_DP_CUDA_H
@@ -88,36 +108,39 @@ typedef struct {
                                      * init; not with lora) */
 } lb_dp_cuda_params;
 
-/* What the model must keep out of its arena at this stage: sets gp's external_optimizer
- * (1-3), external_grads (2-3), external_params (3) and no_graph. */
-void lb_dp_cuda_model_params(lb_zero_stage stage, lb_model_gpu_params *gp);
+/* What the model must keep out of its arena at this stage over `ranks` ranks, training its
+ * adapters (lora) or every parameter: sets gp's external_optimizer (1-3), external_grads
+ * (2-3) and external_params (3), the last two not for one rank training every parameter,
+ * and no_graph. */
+void lb_dp_cuda_model_params(lb_zero_stage stage, int ranks, bool lora, lb_model_gpu_params *gp);
 
 /* Plans the buckets, lays out and allocates this rank's shard and buffers (one arena of
  * its own), creates the communication stream and events, draws the shard's master weights
  * (stages 1-3; at 1-2 the model's working copy must hold lb_model_gpu_init_weights' of the
  * same seed, or with src lb_model_gpu_load_params' of it; adapters: drawn here, the
- * model's working copy of them too) and sets the
- * model's gradient hook (and at stage 3 its parameter hook). m and
+ * model's working copy of them too; one rank with every parameter training: the working copy
+ * is written from them) and, but for that one rank, sets the model's gradient hook (and at
+ * stages 1-3 its parameter hook). m and
  * c are kept, not owned; c may be NULL with one rank at stages 1-3. Free with
  * lb_dp_cuda_free (NULL-safe), which removes the hooks and bindings. */
 lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_config *cfg, lb_comm *c,
                           const lb_dp_cuda_params *p, lb_err *err);
 void lb_dp_cuda_free(lb_dp_cuda *d);
 
-/* The step whose events the next micro-batches record (0 .. n_steps - 1); stages 1-3 clear
- * the gradient shard on the model's stream. */
-lb_status lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step, lb_err *err);
+/* The step whose events the next micro-batches record (0 .. n_steps - 1). */
+void lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step);
 /* Before micro-batch `micro` of the step is enqueued: stages 2-3 bind and clear the first
  * bucket buffers. */
 lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err);
-/* After the step's last micro-batch, stages 1-3: AdamW on the shard with p, then (1-2) the
- * all-gather of the updated working copy. Stage 0: nothing (the model's optimizer ran). */
+/* After the step's last micro-batch, stages 1-3: AdamW on the shard with p, then (1-2, with
+ * several ranks) the all-gather of the updated working copy on the communication stream.
+ * Stage 0: nothing (the model's optimizer ran). */
 lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *err);
 
 /* After the device finished step `step`: its communication time and the part of it that
  * compute did not hide, ms (stage 3: of its gathers, only those after backward's compute
  * count as exposed), and the bytes this rank sent in it (ring accounting, counted call by
- * call). */
+ * call); one rank: 0. */
 lb_status lb_dp_cuda_step_times(lb_dp_cuda *d, int64_t step, double *comm_ms, double *exposed_ms,
                                 lb_err *err);
 double lb_dp_cuda_sent_bytes(const lb_dp_cuda *d, int64_t step);

@@ -39,14 +39,17 @@ cudaEvent_t *lb_dp_steps_cuda_events(const lb_dp_steps_cuda *s, int64_t step) {
 lb_status lb_dp_steps_cuda_times(const lb_dp_steps_cuda *s, int64_t step, bool gather,
                                  double *comm_ms, double *exposed_ms, lb_err *err) {
     cudaEvent_t *ev = lb_dp_steps_cuda_events(s, step);
-    float all = 0, open = 0, gathered = 0;
+    float all = 0, open = 0, gathered = 0, waited = 0;
     LB_CUDA_TRY(err, cudaEventElapsedTime(&all, ev[LB_DP_EV_COMM_START], ev[LB_DP_EV_COMM_END]));
     LB_CUDA_TRY(err, cudaEventElapsedTime(&open, ev[LB_DP_EV_COMPUTE_END], ev[LB_DP_EV_COMM_END]));
-    if (gather)
+    if (gather) {
         LB_CUDA_TRY(err, cudaEventElapsedTime(&gathered, ev[LB_DP_EV_GATHER_START],
                                               ev[LB_DP_EV_GATHER_END]));
+        LB_CUDA_TRY(err,
+                    cudaEventElapsedTime(&waited, ev[LB_DP_EV_WAIT_START], ev[LB_DP_EV_WAIT_END]));
+    }
     *comm_ms = all + gathered;
-    *exposed_ms = (open > 0 ? open : 0) + gathered;
+    *exposed_ms = (open > 0 ? open : 0) + (waited > 0 ? waited : 0);
     return LB_OK;
 }
 

@@ -167,7 +167,8 @@ static lb_model_gpu_params model_params(const lb_train_params *p, int64_t total)
                               .gemm_heuristic_only = p->gemm_heuristic_only,
                               .attention = p->attention,
                               .max_loss_slots = (int)(total * K)};
-    if (lb_train_ranks(p) > 1 || p->zero > 0) lb_dp_cuda_model_params((lb_zero_stage)p->zero, &gp);
+    if (lb_train_ranks(p) > 1 || p->zero > 0)
+        lb_dp_cuda_model_params((lb_zero_stage)p->zero, lb_train_ranks(p), p->lora_rank > 0, &gp);
     return gp;
 }
 
@@ -247,7 +248,7 @@ static lb_status enqueue_step(const lb_train_params *p, run_state *s, lb_data_lo
                               int64_t step, const lb_gpu_adamw_params *ap, lb_err *err) {
     const int K = (int)p->grad_accum, ranks = lb_train_ranks(p), rank = lb_train_rank(p);
     const bool shard_opt = p->zero > 0;
-    if (s->dp != NULL) LB_TRY(lb_dp_cuda_begin_step(s->dp, step, err));
+    if (s->dp != NULL) lb_dp_cuda_begin_step(s->dp, step);
     for (int k = 0; k < K; k++) {
         lb_data_next_part(data, rank, ranks, s->inputs, s->targets);
         int slot = (int)(step * K + k);
