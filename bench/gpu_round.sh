@@ -25,9 +25,10 @@ export NCCL_NVLS_ENABLE=0
 start=$(date +%s)
 total=${TOTAL_S:-540}
 left() { echo $((total - ($(date +%s) - start))); }
-cap() { # SECONDS: the smaller of SECONDS and what is left
+cap() { # SECONDS: the smaller of SECONDS and what is left, at least 1 (timeout 0 never ends)
     local l
     l=$(left)
+    [ "$l" -lt 1 ] && l=1
     [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
 }
 note() { echo "$*" | tee -a "$O/ends.txt"; }
