@@ -28,6 +28,7 @@
 #include "model/safetensors.h"
 #include "train/data.h"
 #include "train/dp.h"
+#include "train/memory.h"
 #include "train/train_cuda.h"
 #include "train/train_impl.h"
 #include "train/zero.h"
@@ -637,6 +638,27 @@ int lb_train_slowest_rank(const double *median_ms, int ranks, double *pct_over_f
     return slow;
 }
 
+/* Memory per rank by formula (train/memory.h): ZeRO's model state and, on GPUs, what this
+ * code keeps beyond it, the activations and work buffers, their sum and the arena's peak
+ * over it. */
+static lb_status memory_metrics(const lb_train_params *p, const lb_model_config *cfg,
+                                lb_result *r) {
+    lb_train_memory m;
+    LB_TRY(lb_train_memory_formula(p, cfg, lb_train_ranks(p), &m, NULL));
+    LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula", m.zero_state, "bytes"));
+    if (p->device != LB_DEVICE_CUDA) return LB_OK;
+    LB_TRY(lb_result_set_metric(r, "zero_extra_bytes_formula",
+                                m.model_state + m.shard_state + m.buffers - m.zero_state,
+                                "bytes"));
+    LB_TRY(lb_result_set_metric(r, "activation_bytes_formula", m.activations + m.workspace,
+                                "bytes"));
+    LB_TRY(lb_result_set_metric(r, "memory_formula_bytes", m.total, "bytes"));
+    double peak = lb_result_metric(r, "peak_device_bytes");
+    if (isfinite(peak))
+        LB_TRY(lb_result_set_metric(r, "peak_over_memory_formula", peak / m.total, "ratio"));
+    return LB_OK;
+}
+
 /* The metrics of several ranks: communication, traffic and memory beside ZeRO's formulas,
  * the slowest rank, scaling efficiency and cost. */
 static lb_status summarize_ranks(const lb_train_params *p, const lb_model_config *cfg, lb_result *r,
@@ -646,9 +668,7 @@ static lb_status summarize_ranks(const lb_train_params *p, const lb_model_config
     const lb_zero_stage z = (lb_zero_stage)p->zero;
     /* adapters: their traffic by zero.h's formula, their state in adapter/optimizer_bytes */
     const bool lora = p->lora_rank > 0;
-    if (!lora)
-        LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula",
-                                    lb_zero_state_bytes(z, p->precision, P, ranks), "bytes"));
+    if (!lora) LB_TRY(memory_metrics(p, cfg, r));
     if (ranks > 1) {
         double n = (double)lb_train_trainable_params(p, cfg);
         LB_TRY(lb_result_set_metric(r, "tokens_per_s_per_gpu", tok_per_s / ranks, "tok/s"));

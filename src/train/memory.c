@@ -1,0 +1,118 @@
+/* memory.c: the device bytes a GPU training rank holds, term by term (see memory.h and
+ * docs/METRICS.md, "Memory per rank"). */
+#include "train/memory.h"
+
+#include <stdlib.h>
+
+#include "gpu/blas/matmul.h"
+#include "train/zero.h"
+
+#define ALIGN_ELEMS 64 /* dp_cuda.c's piece alignment, elements */
+
+static double round_up(double n, double to) {
+    return (double)(((int64_t)n + (int64_t)to - 1) / (int64_t)to) * to;
+}
+
+/* The split scratch of fp32 products (none in 16-bit runs and IEEE/TF32 modes): the largest
+ * of every linear map's three products (forward, input gradient, weight gradient). */
+static double fp32_split_bytes(lb_blas_fp32_mode mode, const lb_model_config *cfg, int64_t BT,
+                               int64_t Vp, int64_t mlp_in_cols) {
+    const int64_t C = cfg->d_model, Q = lb_model_qkv_dim(cfg), F = lb_model_mlp_in_dim(cfg);
+    const int64_t maps[6][2] = {{C, Q},  {C, C},  {C, F}, {cfg->d_ff, C},
+                                {C, Vp}, {mlp_in_cols, F}}; /* [inputs, outputs] */
+    double most = 0;
+    for (int i = 0; i < 6; i++) {
+        int64_t in = maps[i][0], out = maps[i][1];
+        double b[3] = {(double)lb_blas_gemm_scratch_bytes(mode, BT, out, in),
+                       (double)lb_blas_gemm_scratch_bytes(mode, BT, in, out),
+                       (double)lb_blas_gemm_scratch_bytes(mode, out, in, BT)};
+        for (int j = 0; j < 3; j++)
+            if (b[j] > most) most = b[j];
+    }
+    return most;
+}
+
+/* ZeRO 1-3: the shard and dp_cuda.c's buffers, from the bucket plan of the stage. */
+static lb_status shard_terms(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                             double es, lb_train_memory *out, lb_err *err) {
+    const int L = cfg->n_layer;
+    const bool wide = p->precision == LB_PREC_FP32;
+    int64_t *bounds = malloc(((size_t)L + 3) * sizeof *bounds);
+    if (bounds == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for a bucket plan");
+    int n_units = lb_zero_model_units(cfg, bounds);
+    /* buckets of --bucket-mib of the smallest gradient type (16-bit matrices in 16-bit runs);
+     * at stage 3 one unit each */
+    int64_t cap = p->zero == LB_ZERO_3 ? 0 : (int64_t)(p->bucket_mib * 1048576.0 / es);
+    lb_zero_plan plan;
+    lb_status st = lb_zero_plan_init(&plan, bounds, n_units, cap, ranks, ALIGN_ELEMS, err);
+    free(bounds);
+    LB_TRY(st);
+    double n = (double)plan.shard_elems, most_piece = 0, most_other = 0;
+    for (int b = 0; b < plan.n_buckets; b++) {
+        const lb_zero_bucket *k = &plan.buckets[b];
+        if ((double)k->piece > most_piece) most_piece = (double)k->piece;
+        if (b > 0 && (double)(k->end - k->start) > most_other)
+            most_other = (double)(k->end - k->start);
+    }
+    /* master, m, v and gradient in fp32, and the working copy in 16-bit runs */
+    out->shard_state = n * (wide ? 16 : 18);
+    out->buffers = 2 * (double)plan.max_padded * es + most_piece * es;
+    if (p->zero >= LB_ZERO_2)
+        out->buffers += 4 * (double)(plan.buckets[0].end - plan.buckets[0].start) + 8 * most_other;
+    if (p->zero == LB_ZERO_3) {
+        double V = cfg->vocab_size, Vp = round_up(V, 64);
+        out->buffers += 3 * ((double)plan.max_padded + (Vp - V) * cfg->d_model) * es;
+    }
+    lb_zero_plan_free(&plan);
+    return LB_OK;
+}
+
+lb_status lb_train_memory_formula(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                                  lb_train_memory *out, lb_err *err) {
+    *out = (lb_train_memory){0};
+    if (p->lora_rank > 0 || ranks < 1)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "no memory formula for adapters on a frozen base or %d ranks", ranks);
+    const bool gpt2 = cfg->family == LB_FAMILY_GPT2, wide = p->precision == LB_PREC_FP32;
+    const lb_zero_stage z = (lb_zero_stage)p->zero;
+    const double P = (double)lb_model_param_count(cfg), es = wide ? 4 : 2;
+    const double C = cfg->d_model, L = cfg->n_layer, NH = cfg->n_head, H = cfg->d_ff;
+    const double HD = lb_model_head_dim(cfg), Q = lb_model_qkv_dim(cfg);
+    const double F = lb_model_mlp_in_dim(cfg), V = cfg->vocab_size, Vp = round_up(V, 64);
+    const int64_t B = p->batch / p->grad_accum, T = p->seq;
+    const double BT = (double)B * (double)T;
+    /* GPT-2's ln2 rows carry a ones column (and zeros) for the MLP input's bias gradient */
+    const bool ones = gpt2 && cfg->linear_bias && cfg->d_model % 8 == 0;
+    const double ld2 = ones ? round_up(C + 8, 64) : C;
+
+    out->zero_state = lb_zero_state_bytes(z, p->precision, P, ranks);
+    /* stage 0: master, gradients, m, v in fp32 and a working copy in 16-bit runs; 1: the
+     * working copy and fp32 gradient slots; 2: the working copy; 3: nothing */
+    static const double per_param[2][4] = {{18, 6, 2, 0}, {16, 8, 4, 0}};
+    out->model_state = per_param[wide][z] * P;
+    if (Vp != V && z < LB_ZERO_3) out->model_state += Vp * C * es; /* the head padded to Vp rows */
+    if (z > LB_ZERO_0) LB_TRY(shard_terms(p, cfg, ranks, es, out, err));
+
+    /* per token: a layer's saved tensors (residual stream after attention and after the
+     * MLP, qkv, attention output, MLP input product) and statistics (lse a head, the norms'
+     * rstd and GPT-2's mean, fp32); the norm outputs and MLP activation (every layer, or one
+     * with --recompute); then the final norm, logits, loss; one layer's gradients */
+    const double keep = p->recompute ? 1 : L;
+    const double saved = (2 * C + Q + C + F) * es + 4 * NH + (gpt2 ? 16 : 8);
+    const double kept = (C + ld2 + H) * es;
+    const double once = (C + C + Vp) * es + (gpt2 ? 8 : 4) + 4;
+    const double grads = (C + C + Q + F + H) * es;
+    out->activations = BT * (L * saved + keep * kept + once + grads);
+
+    out->workspace = round_up((double)B * NH * (double)T * 4, 256) + BT * NH * HD * 4 +
+                     (double)LB_BLAS_WORKSPACE_BYTES + 8 * BT +
+                     4 * (double)((p->warmup + p->steps) * p->grad_accum + 1);
+    if (ones) out->workspace += F * (C + 8) * 4;
+    if (!gpt2) out->workspace += (double)T * HD * 4 + HD / 2 * 4;
+    if (wide)
+        out->workspace += fp32_split_bytes(p->fp32_matmul, cfg, (int64_t)BT, (int64_t)Vp,
+                                           (int64_t)(ones ? C + 8 : C));
+    out->total =
+        out->model_state + out->shard_state + out->buffers + out->activations + out->workspace;
+    return LB_OK;
+}

@@ -1,0 +1,43 @@
+/* memory.h: the device bytes one rank of `llmbench train` on GPUs holds, as closed formulas
+ * of the configuration, to set beside what the arenas really hold (peak_device_bytes).
+ *
+ * The parts follow what model/model_gpu.c and train/dp_cuda.c carve, written from the
+ * model's widths rather than by running their layout: ZeRO's formula for the model state
+ * (train/zero.h) and, apart from it, what this code keeps beyond it (fp32 gradient slots,
+ * the shard's own gradient and working copy, the padded output head), the communication
+ * buffers of ZeRO 1-3, the activations kept from forward for backward with one layer's
+ * activation gradients and the logits, and the work buffers. docs/METRICS.md lists every
+ * term. Left out: cuDNN's workspace (sized by cuDNN at run time), the arena's 256-byte
+ * alignment of each piece, tables of a few KB, and memory outside the arenas (CUDA's
+ * context, NCCL's buffers). Not for adapters on a frozen base. */
+#ifndef LB_TRAIN_MEMORY_H
+#define LB_TRAIN_MEMORY_H
+
+#include "core/status.h"
+#include "model/config.h"
+#include "train/train.h"
+
+typedef struct {
+    double zero_state;  /* ZeRO's formula for the stage and precision (lb_zero_state_bytes) */
+    double model_state; /* the model's arena: fp32 master, working copy, fp32 gradient slots
+                         * and moments as the stage leaves them there, the padded head copy */
+    double shard_state; /* ZeRO 1-3: this rank's shard: fp32 master, moments and gradients,
+                         * and its working copy in 16-bit runs */
+    double buffers;     /* ZeRO 1-3: packed buckets and a piece for the collectives; 2-3 the
+                         * fp32 gradient slots of three buckets; 3 the three gather buffers */
+    double activations; /* kept from forward for backward, one layer's activation gradients,
+                         * the final norm's output, the logits and per-token losses */
+    double workspace;   /* attention's backward scratch, cuBLASLt's workspace, the split
+                         * scratch of fp32 products, GPT-2's MLP bias-gradient product, RoPE's
+                         * table, token ids and loss slots */
+    double total;       /* model_state + shard_state + buffers + activations + workspace */
+} lb_train_memory;
+
+/* The formula's parts for p (per-GPU --batch over --grad-accum micro-batches, --seq,
+ * --precision, --recompute, --zero, --fp32-matmul, --bucket-mib, steps for the loss
+ * slots) on `ranks` GPUs and cfg. LB_ERR_USAGE with adapters (--lora-rank) or ranks < 1,
+ * LB_ERR_NOMEM. */
+lb_status lb_train_memory_formula(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                                  lb_train_memory *out, lb_err *err);
+
+#endif

@@ -1,0 +1,237 @@
+/* test_train_memory.c: train/memory.h's formula for a GPU rank's device bytes, term by
+ * term against values worked out by hand for tiny models of each family, against the GPU
+ * model's own arena plan (model/model_gpu.h, CUDA builds: it needs no device), and against
+ * the peak memory per rank measured on H100s (docs/PERFORMANCE.md, "Data-parallel GPU
+ * training"). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "test_skip.h"
+#include "train/memory.h"
+#include "train/train.h"
+#ifdef LB_HAVE_CUDA
+#include "model/model_gpu.h"
+#include "train/dp_cuda.h"
+#endif
+
+static lb_model_config preset(const char *name) {
+    lb_model_config cfg;
+    assert_int_equal(lb_model_config_preset(name, &cfg, NULL), LB_OK);
+    return cfg;
+}
+
+static lb_train_params params(lb_precision prec, int zero, int64_t batch, int64_t seq) {
+    lb_train_params p = lb_train_default_params();
+    p.precision = prec;
+    p.zero = zero;
+    p.batch = batch;
+    p.seq = seq;
+    p.grad_accum = 1;
+    return p;
+}
+
+static lb_train_memory formula(const lb_train_params *p, const lb_model_config *cfg, int ranks) {
+    lb_train_memory m;
+    lb_err err;
+    assert_int_equal(lb_train_memory_formula(p, cfg, ranks, &m, &err), LB_OK);
+    return m;
+}
+
+/* gpt2-tiny with a vocabulary of 100 (padded to 128 rows): C 32, L 2, 4 heads of 8, d_ff
+ * 128, 29,696 parameters (wte 3,200, wpe 1,024, 12,704 a layer, normf 64). bf16, ZeRO 0,
+ * batch 4 in 2 micro-batches of 2 x 16 (BT 32), 1 + 2 steps. */
+static void test_memory_gpt2_bf16_zero0_by_hand(void **state) {
+    (void)state;
+    lb_model_config cfg = preset("gpt2-tiny");
+    cfg.vocab_size = 100;
+    lb_train_params p = params(LB_PREC_BF16, 0, 4, 16);
+    p.grad_accum = 2, p.warmup = 1, p.steps = 2;
+    lb_train_memory m = formula(&p, &cfg, 1);
+    assert_int_equal(m.zero_state, 16.0 * 29696);
+    /* 18 P (master, gradients, m, v in fp32, bf16 copy) + the head padded 128 x 32 x 2 */
+    assert_int_equal(m.model_state, 18.0 * 29696 + 8192);
+    assert_int_equal(m.shard_state, 0);
+    assert_int_equal(m.buffers, 0);
+    /* a token: per layer (2C + Q + C + F) 2 + 4 NH + 16 = 672; norm outputs (ln2's rows
+     * 64 wide) and GELU output (C + 64 + H) 2 = 448 a layer; (C + C + Vp) 2 + 8 + 4 = 396;
+     * gradients (C + C + Q + F + H) 2 = 832: 2 x 672 + 2 x 448 + 396 + 832 = 3,468 */
+    assert_int_equal(m.activations, 32.0 * 3468);
+    /* attention 512 + 4,096, cuBLASLt 64 MiB, tokens 256, 7 loss slots 28, MLP bias
+     * gradient F (C + 8) 4 = 20,480 */
+    assert_int_equal(m.workspace, 512 + 4096 + 67108864.0 + 256 + 28 + 20480);
+    assert_int_equal(m.total, 542720 + 110976 + 67134236.0);
+}
+
+/* llama-tiny: C 64, L 2, 4 query heads and 2 kv heads of 16 (Q 128), SwiGLU d_ff 96 (F
+ * 192), untied head, 78,144 parameters in units of 8,192, 30,848, 30,848 and 8,256. fp16
+ * with --recompute, ZeRO 3 on 4 ranks, 3 x 8. */
+static void test_memory_llama_fp16_zero3_recompute_by_hand(void **state) {
+    (void)state;
+    lb_model_config cfg = preset("llama-tiny");
+    lb_train_params p = params(LB_PREC_FP16, 3, 3, 8);
+    p.recompute = true, p.warmup = 0, p.steps = 1;
+    lb_train_memory m = formula(&p, &cfg, 4);
+    assert_int_equal(m.zero_state, 4.0 * 78144);
+    assert_int_equal(m.model_state, 0);
+    /* pieces of the units padded to 256: 2,048 + 7,744 + 7,744 + 2,112 = 19,648, 18 bytes
+     * each */
+    assert_int_equal(m.shard_state, 18.0 * 19648);
+    /* send 2 x 30,976 x 2, piece 7,744 x 2, gradient buckets 8,192 x 4 + 2 x 30,848 x 4,
+     * gathers 3 x 30,976 x 2 */
+    assert_int_equal(m.buffers, 123904 + 15488 + 32768 + 246784 + 185856.0);
+    /* a token: per layer (2C + Q + C + F) 2 + 4 NH + 8 = 1,048; one layer's norm outputs
+     * and SwiGLU output (C + C + H) 2 = 448; (C + C + Vp) 2 + 4 + 4 = 520; gradients
+     * (C + C + Q + F + H) 2 = 1,088: 2 x 1,048 + 448 + 520 + 1,088 = 4,152 */
+    assert_int_equal(m.activations, 24.0 * 4152);
+    /* attention 512 + 6,144, cuBLASLt, tokens 192, 2 loss slots 8, RoPE 512 + 32 */
+    assert_int_equal(m.workspace, 512 + 6144 + 67108864.0 + 192 + 8 + 544);
+    assert_int_equal(m.total, 353664 + 604800 + 99648 + 67116264.0);
+}
+
+/* gpt2-tiny (vocabulary 100) in fp32 (IEEE products: no split scratch), ZeRO 2 on 2 ranks,
+ * 2 x 8, buckets of 1/16 MiB (16,384 fp32 elements): the embeddings, layer 0, layer 1 with
+ * the final norm. */
+static void test_memory_gpt2_fp32_zero2_buckets_by_hand(void **state) {
+    (void)state;
+    lb_model_config cfg = preset("gpt2-tiny");
+    cfg.vocab_size = 100;
+    lb_train_params p = params(LB_PREC_FP32, 2, 2, 8);
+    p.fp32_matmul = LB_BLAS_FP32_IEEE, p.bucket_mib = 0.0625, p.warmup = 0, p.steps = 3;
+    lb_train_memory m = formula(&p, &cfg, 2);
+    assert_int_equal(m.zero_state, 10.0 * 29696); /* 4P + 12P/2 */
+    assert_int_equal(m.model_state, 4.0 * 29696 + 16384);
+    /* buckets of 4,224, 12,704 and 12,768 padded to 128: pieces 2,112 + 6,400 + 6,400 */
+    assert_int_equal(m.shard_state, 16.0 * 14912);
+    /* send 2 x 12,800 x 4, piece 6,400 x 4, gradient buckets 4,224 x 4 + 2 x 12,768 x 4 */
+    assert_int_equal(m.buffers, 102400 + 25600 + 16896 + 102144.0);
+    assert_int_equal(m.activations, 16.0 * 6860);
+    assert_int_equal(m.workspace, 256 + 2048 + 67108864.0 + 128 + 16 + 20480);
+}
+
+static void test_memory_refuses_adapters(void **state) {
+    (void)state;
+    lb_model_config cfg = preset("gpt2-tiny");
+    lb_train_params p = params(LB_PREC_BF16, 0, 2, 16);
+    p.lora_rank = 8;
+    lb_train_memory m;
+    lb_err err;
+    assert_int_equal(lb_train_memory_formula(&p, &cfg, 1, &m, &err), LB_ERR_USAGE);
+}
+
+/* The formula against the arena plan the GPU model lays out (the model's arena: its state,
+ * and everything else), at every stage, both families, each precision, with and without
+ * --recompute. They may differ by the arena's 256-byte alignment of each piece and the
+ * optimizer's few-KB tables, which the formula leaves out. */
+static void test_memory_matches_the_gpu_arena_plan(void **state) {
+    (void)state;
+#ifndef LB_HAVE_CUDA
+    LB_TEST_SKIP_UNLESS(false, "this build has no CUDA (the arena plan is in model_gpu.c)");
+#else
+    static const struct {
+        const char *model;
+        lb_precision prec;
+        int64_t batch, seq;
+        bool recompute;
+        lb_blas_fp32_mode mode;
+    } cases[] = {
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, false, LB_BLAS_FP32_AUTO},
+        {"gpt2-124m", LB_PREC_FP16, 32, 128, true, LB_BLAS_FP32_AUTO},
+        {"gpt2-124m", LB_PREC_FP32, 32, 128, false, LB_BLAS_FP32_AUTO},
+        {"gpt2-350m", LB_PREC_FP32, 8, 1024, true, LB_BLAS_FP32_3XTF32},
+        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, false, LB_BLAS_FP32_AUTO},
+        {"llama3.1-8b", LB_PREC_BF16, 2, 4096, true, LB_BLAS_FP32_AUTO},
+        {"llama3.2-1b", LB_PREC_FP32, 4, 2048, false, LB_BLAS_FP32_INT8},
+    };
+    const double slack = 16384; /* bytes: alignment and tables */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_model_config cfg = preset(cases[i].model);
+        for (int zero = 0; zero <= 3; zero++) {
+            lb_train_params p = params(cases[i].prec, zero, cases[i].batch, cases[i].seq);
+            p.recompute = cases[i].recompute, p.fp32_matmul = cases[i].mode;
+            lb_train_memory m = formula(&p, &cfg, 4);
+            lb_model_gpu_params gp = {.B = (int)p.batch,
+                                      .T = (int)p.seq,
+                                      .precision = p.precision,
+                                      .recompute = p.recompute,
+                                      .fp32_mode = p.fp32_matmul,
+                                      .max_loss_slots = (int)(p.warmup + p.steps)};
+            if (zero > 0) lb_dp_cuda_model_params((lb_zero_stage)zero, &gp);
+            double plan_state = 0, plan_other = 0;
+            lb_err err;
+            assert_int_equal(lb_model_gpu_plan_bytes(&cfg, &gp, &plan_state, &plan_other, &err),
+                             LB_OK);
+            print_message("%s %s zero %d: state %.0f / plan %.0f, activations %.0f / plan %.0f\n",
+                          cases[i].model, lb_precision_name(p.precision), zero, m.model_state,
+                          plan_state, m.activations + m.workspace, plan_other);
+            assert_true(fabs(m.model_state - plan_state) <= slack);
+            assert_true(fabs(m.activations + m.workspace - plan_other) <= slack);
+        }
+    }
+#endif
+}
+
+/* The formula against peak_device_bytes measured on H100s (docs/PERFORMANCE.md,
+ * "Data-parallel GPU training", GiB a rank as printed there, 2 decimals): every figure
+ * within 2% (the formula leaves out cuDNN's workspace). */
+static void test_memory_formula_meets_the_measured_peaks(void **state) {
+    (void)state;
+#ifndef LB_HAVE_CUDA
+    /* fp32's split scratch is cuBLASLt's (gpu/blas/matmul.h), 0 in a build without CUDA */
+    const bool fp32_scratch = false;
+#else
+    const bool fp32_scratch = true;
+#endif
+    static const struct {
+        const char *model;
+        lb_precision prec;
+        int64_t batch, seq;
+        int ranks;
+        double gib[4]; /* ZeRO 0-3; 0: not measured */
+    } rows[] = {
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, {8.75, 8.04, 7.78, 7.70}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 1, {8.75, 9.66, 9.40, 9.31}},
+        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, {0, 25.21, 0, 21.20}},
+        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 4, {0, 0, 0, 49.40}},
+        {"gpt2-124m", LB_PREC_FP16, 32, 128, 1, {3.86, 4.77, 4.51, 4.43}},
+        {"gpt2-124m", LB_PREC_FP16, 32, 128, 4, {3.86, 3.15, 2.89, 2.81}},
+        {"gpt2-124m", LB_PREC_FP32, 32, 128, 1, {6.98, 8.35, 8.09, 7.92}},
+        {"gpt2-124m", LB_PREC_FP32, 32, 128, 4, {6.98, 6.85, 6.59, 6.42}},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (rows[i].prec == LB_PREC_FP32 && !fp32_scratch) continue;
+        lb_model_config cfg = preset(rows[i].model);
+        for (int zero = 0; zero <= 3; zero++) {
+            if (rows[i].gib[zero] == 0) continue;
+            lb_train_params p = params(rows[i].prec, zero, rows[i].batch, rows[i].seq);
+            lb_train_memory m = formula(&p, &cfg, rows[i].ranks);
+            double gib = 1024.0 * 1024 * 1024, ratio = rows[i].gib[zero] * gib / m.total;
+            print_message("%-11s %s %4lldx%-4lld %d GPU ZeRO %d: measured %6.2f GiB, formula "
+                          "%6.2f (ZeRO's state %5.2f + extra %5.2f + activations %5.2f), "
+                          "ratio %.3f\n",
+                          rows[i].model, lb_precision_name(p.precision), (long long)p.batch,
+                          (long long)p.seq, rows[i].ranks, zero, rows[i].gib[zero],
+                          m.total / gib, m.zero_state / gib,
+                          (m.model_state + m.shard_state + m.buffers - m.zero_state) / gib,
+                          (m.activations + m.workspace) / gib, ratio);
+            assert_true(ratio > 0.98 && ratio < 1.02);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memory_gpt2_bf16_zero0_by_hand),
+        cmocka_unit_test(test_memory_llama_fp16_zero3_recompute_by_hand),
+        cmocka_unit_test(test_memory_gpt2_fp32_zero2_buckets_by_hand),
+        cmocka_unit_test(test_memory_refuses_adapters),
+        cmocka_unit_test(test_memory_matches_the_gpu_arena_plan),
+        cmocka_unit_test(test_memory_formula_meets_the_measured_peaks),
+    };
+    return lb_test_main(tests, sizeof tests / sizeof tests[0], NULL, NULL, argc, argv);
+}
