@@ -215,8 +215,8 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
                           "%6.2f (ZeRO's state %5.2f + extra %5.2f + activations %5.2f), "
                           "ratio %.3f\n",
                           rows[i].model, lb_precision_name(p.precision), (long long)p.batch,
-                          (long long)p.seq, rows[i].ranks, zero, rows[i].gib[zero],
-                          m.total / gib, m.zero_state / gib,
+                          (long long)p.seq, rows[i].ranks, zero, rows[i].gib[zero], m.total / gib,
+                          m.zero_state / gib,
                           (m.model_state + m.shard_state + m.buffers - m.zero_state) / gib,
                           (m.activations + m.workspace) / gib, ratio);
             assert_true(ratio > 0.98 && ratio < 1.02);

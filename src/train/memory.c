@@ -18,8 +18,8 @@ static double round_up(double n, double to) {
 static double fp32_split_bytes(lb_blas_fp32_mode mode, const lb_model_config *cfg, int64_t BT,
                                int64_t Vp, int64_t mlp_in_cols) {
     const int64_t C = cfg->d_model, Q = lb_model_qkv_dim(cfg), F = lb_model_mlp_in_dim(cfg);
-    const int64_t maps[6][2] = {{C, Q},  {C, C},  {C, F}, {cfg->d_ff, C},
-                                {C, Vp}, {mlp_in_cols, F}}; /* [inputs, outputs] */
+    const int64_t maps[6][2] = {{C, Q},         {C, C},  {C, F},
+                                {cfg->d_ff, C}, {C, Vp}, {mlp_in_cols, F}}; /* [inputs, outputs] */
     double most = 0;
     for (int i = 0; i < 6; i++) {
         int64_t in = maps[i][0], out = maps[i][1];

@@ -648,10 +648,9 @@ static lb_status memory_metrics(const lb_train_params *p, const lb_model_config 
     LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula", m.zero_state, "bytes"));
     if (p->device != LB_DEVICE_CUDA) return LB_OK;
     LB_TRY(lb_result_set_metric(r, "zero_extra_bytes_formula",
-                                m.model_state + m.shard_state + m.buffers - m.zero_state,
-                                "bytes"));
-    LB_TRY(lb_result_set_metric(r, "activation_bytes_formula", m.activations + m.workspace,
-                                "bytes"));
+                                m.model_state + m.shard_state + m.buffers - m.zero_state, "bytes"));
+    LB_TRY(
+        lb_result_set_metric(r, "activation_bytes_formula", m.activations + m.workspace, "bytes"));
     LB_TRY(lb_result_set_metric(r, "memory_formula_bytes", m.total, "bytes"));
     double peak = lb_result_metric(r, "peak_device_bytes");
     if (isfinite(peak))
