@@ -1,5 +1,5 @@
 /* memory.c: the device bytes a GPU training rank holds, term by term (see memory.h and
- * docs/METRICS.md, "Memory per rank"). */
+ * docs/METRICS.md's memory_formula_bytes). */
 #include "train/memory.h"
 
 #include <stdlib.h>
