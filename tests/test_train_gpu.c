@@ -73,6 +73,11 @@ static void run_losses(lb_train_params p, double *loss, double *bytes) {
         loss[i] = s->values[i];
     }
     if (bytes != NULL) *bytes = lb_result_metric(r, "peak_device_bytes");
+    /* the arenas against train/memory.h's formula (not for adapters), which leaves out only
+     * cuDNN's workspace, the arena's alignment and a few KB of tables */
+    double ratio = lb_result_metric(r, "peak_over_memory_formula");
+    if (p.lora_rank == 0 && !(ratio > 0.999 && ratio < 1.25))
+        fail_msg("zero %d: peak_device_bytes / memory_formula_bytes is %.4f", p.zero, ratio);
     lb_result_free(r);
 }
 
