@@ -638,13 +638,11 @@ int lb_train_slowest_rank(const double *median_ms, int ranks, double *pct_over_f
     return slow;
 }
 
-/* Memory per rank by formula (train/memory.h): ZeRO's model state and, on GPUs, what this
- * code keeps beyond it, the activations and work buffers, their sum and the arena's peak
- * over it. */
-static lb_status memory_metrics(const lb_train_params *p, const lb_model_config *cfg,
-                                lb_result *r) {
+lb_status lb_train_memory_metrics(const lb_train_params *p, const lb_model_config *cfg,
+                                  lb_result *r, lb_err *err) {
+    if (p->lora_rank > 0) return LB_OK; /* the adapters' state: adapter/optimizer_bytes */
     lb_train_memory m;
-    LB_TRY(lb_train_memory_formula(p, cfg, lb_train_ranks(p), &m, NULL));
+    LB_TRY(lb_train_memory_formula(p, cfg, lb_train_ranks(p), &m, err));
     LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula", m.zero_state, "bytes"));
     if (p->device != LB_DEVICE_CUDA) return LB_OK;
     LB_TRY(lb_result_set_metric(r, "zero_extra_bytes_formula",
@@ -667,7 +665,8 @@ static lb_status summarize_ranks(const lb_train_params *p, const lb_model_config
     const lb_zero_stage z = (lb_zero_stage)p->zero;
     /* adapters: their traffic by zero.h's formula, their state in adapter/optimizer_bytes */
     const bool lora = p->lora_rank > 0;
-    if (!lora) LB_TRY(memory_metrics(p, cfg, r));
+    /* GPU runs store them beside their peak (train_cuda.c) */
+    if (p->device != LB_DEVICE_CUDA) LB_TRY(lb_train_memory_metrics(p, cfg, r, NULL));
     if (ranks > 1) {
         double n = (double)lb_train_trainable_params(p, cfg);
         LB_TRY(lb_result_set_metric(r, "tokens_per_s_per_gpu", tok_per_s / ranks, "tok/s"));

@@ -87,6 +87,7 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     const lb_gpu_arena *da = s->dp != NULL ? lb_dp_cuda_arena(s->dp) : NULL;
     double dp_bytes = da != NULL ? (double)da->used_bytes : 0;
     LB_TRY(lb_result_set_metric(r, "peak_device_bytes", (double)a->used_bytes + dp_bytes, "bytes"));
+    LB_TRY(lb_train_memory_metrics(p, cfg, r, err));
     if (p->lora_rank > 0) {
         /* at ZeRO 1-3 the shard's master, m and v are optimizer state, the rest of the data
          * parallel layer's arena (gradient shard, buffers) the adapters' */

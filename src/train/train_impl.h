@@ -38,6 +38,13 @@ lb_status lb_train_store_steps(const lb_train_params *p, lb_result *r, const dou
 lb_status lb_train_check_replicas(const lb_train_params *p, const float *params, int64_t n,
                                   lb_result *r, lb_err *err);
 
+/* Memory per rank by formula (train/memory.h) into r: zero_state_bytes_formula and, in a
+ * GPU run (after its peak_device_bytes, which it is set beside), zero_extra_bytes_formula,
+ * activation_bytes_formula, memory_formula_bytes and peak_over_memory_formula. Nothing
+ * with adapters. err may be NULL. */
+lb_status lb_train_memory_metrics(const lb_train_params *p, const lb_model_config *cfg,
+                                  lb_result *r, lb_err *err);
+
 /* With p->save_params, rank 0 writes the n_params fp32 params (the whole model, every
  * shard gathered) there as safetensors (model/safetensors.h); other ranks and runs without
  * it: LB_OK at once. */
