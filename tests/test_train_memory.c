@@ -114,6 +114,44 @@ static void test_memory_gpt2_fp32_zero2_buckets_by_hand(void **state) {
     assert_int_equal(m.workspace, 256 + 2048 + 67108864.0 + 128 + 16 + 20480);
 }
 
+/* One rank at ZeRO 1-3 updates the model in place: the bytes of ZeRO 0, the model keeping
+ * its working copy and gradient slots (6P and the padded head), the data-parallel layer
+ * the fp32 master, m and v (12P). */
+static void test_memory_one_rank_at_stages_1_to_3_holds_stage_0s_bytes(void **state) {
+    (void)state;
+    lb_model_config cfg = preset("gpt2-tiny");
+    cfg.vocab_size = 100;
+    lb_train_params p = params(LB_PREC_BF16, 0, 2, 16);
+    const double stage0 = formula(&p, &cfg, 1).total;
+    for (int zero = 1; zero <= 3; zero++) {
+        p.zero = zero;
+        lb_train_memory m = formula(&p, &cfg, 1);
+        assert_int_equal(m.model_state, 6.0 * 29696 + 8192);
+        assert_int_equal(m.shard_state, 12.0 * 29696);
+        assert_int_equal(m.buffers, 0);
+        assert_int_equal(m.total, stage0);
+    }
+}
+
+/* ZeRO 0 on 2 ranks in bf16: the fp32 gradients (embeddings, norms, biases) travel in one
+ * buffer of the working type, each bucket's part from a 64-element boundary. gpt2-tiny with
+ * a vocabulary of 100, buckets of 1/32 MiB (16,384 16-bit elements): the embeddings (4,224
+ * fp32), layer 0 (416: norms 128, biases 96 + 32 + 128 + 32), layer 1 with the final norm
+ * (416 + 64): 4,224 + 448 + 512 elements of 2 bytes. */
+static void test_memory_stage_0_on_ranks_packs_fp32_gradients_by_hand(void **state) {
+    (void)state;
+    lb_model_config cfg = preset("gpt2-tiny");
+    cfg.vocab_size = 100;
+    lb_train_params p = params(LB_PREC_BF16, 0, 2, 16);
+    p.bucket_mib = 0.03125;
+    lb_train_memory m = formula(&p, &cfg, 2);
+    assert_int_equal(m.buffers, 2.0 * (4224 + 448 + 512));
+    assert_int_equal(m.shard_state, 0);
+    assert_int_equal(m.model_state, formula(&p, &cfg, 1).model_state);
+    p.precision = LB_PREC_FP32; /* fp32 gradients travel in place */
+    assert_int_equal(formula(&p, &cfg, 2).buffers, 0);
+}
+
 static void test_memory_refuses_adapters(void **state) {
     (void)state;
     lb_model_config cfg = preset("gpt2-tiny");
@@ -151,24 +189,27 @@ static void test_memory_matches_the_gpu_arena_plan(void **state) {
     const double slack = 16384; /* bytes: alignment and tables */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lb_model_config cfg = preset(cases[i].model);
-        for (int zero = 0; zero <= 3; zero++) {
+        for (int k = 0; k < 8; k++) {
+            int zero = k % 4, ranks = k < 4 ? 1 : 4;
             lb_train_params p = params(cases[i].prec, zero, cases[i].batch, cases[i].seq);
             p.recompute = cases[i].recompute, p.fp32_matmul = cases[i].mode;
-            lb_train_memory m = formula(&p, &cfg, 4);
+            lb_train_memory m = formula(&p, &cfg, ranks);
             lb_model_gpu_params gp = {.B = (int)p.batch,
                                       .T = (int)p.seq,
                                       .precision = p.precision,
                                       .recompute = p.recompute,
                                       .fp32_mode = p.fp32_matmul,
                                       .max_loss_slots = (int)(p.warmup + p.steps)};
-            if (zero > 0) lb_dp_cuda_model_params((lb_zero_stage)zero, &gp);
+            if (zero > 0 || ranks > 1)
+                lb_dp_cuda_model_params((lb_zero_stage)zero, ranks, false, &gp);
             double plan_state = 0, plan_other = 0;
             lb_err err;
             assert_int_equal(lb_model_gpu_plan_bytes(&cfg, &gp, &plan_state, &plan_other, &err),
                              LB_OK);
-            print_message("%s %s zero %d: state %.0f / plan %.0f, activations %.0f / plan %.0f\n",
-                          cases[i].model, lb_precision_name(p.precision), zero, m.model_state,
-                          plan_state, m.activations + m.workspace, plan_other);
+            print_message("%s %s zero %d on %d: state %.0f / plan %.0f, activations %.0f / plan "
+                          "%.0f\n",
+                          cases[i].model, lb_precision_name(p.precision), zero, ranks,
+                          m.model_state, plan_state, m.activations + m.workspace, plan_other);
             assert_true(fabs(m.model_state - plan_state) <= slack);
             assert_true(fabs(m.activations + m.workspace - plan_other) <= slack);
         }
@@ -177,8 +218,12 @@ static void test_memory_matches_the_gpu_arena_plan(void **state) {
 }
 
 /* The formula against peak_device_bytes measured on H100s (docs/PERFORMANCE.md,
- * "Data-parallel GPU training", GiB a rank as printed there, 2 decimals): every figure
- * within 2% (the formula leaves out cuDNN's workspace). */
+ * "Data-parallel GPU training", GiB a rank as printed there, 2 decimals): within 2% (the
+ * formula leaves out cuDNN's workspace). The figures were measured before commit 17a83de
+ * changed two layouts: one GPU at ZeRO 1-3 now updates the model in place (its bytes
+ * those of ZeRO 0), and ZeRO 0 on several GPUs in 16-bit precision adds the buffer its
+ * fp32 gradients travel in; those figures are printed beside the formula, not held to
+ * it. */
 static void test_memory_formula_meets_the_measured_peaks(void **state) {
     (void)state;
 #ifndef LB_HAVE_CUDA
@@ -193,16 +238,18 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
         int64_t batch, seq;
         int ranks;
         double gib[4]; /* ZeRO 0-3; 0: not measured */
+        bool stale[4]; /* measured on a layout the code no longer has */
     } rows[] = {
-        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, {8.75, 8.04, 7.78, 7.70}},
-        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 1, {8.75, 9.66, 9.40, 9.31}},
-        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, {0, 25.21, 0, 21.20}},
-        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 4, {0, 0, 0, 49.40}},
-        {"gpt2-124m", LB_PREC_FP16, 32, 128, 1, {3.86, 4.77, 4.51, 4.43}},
-        {"gpt2-124m", LB_PREC_FP16, 32, 128, 4, {3.86, 3.15, 2.89, 2.81}},
-        {"gpt2-124m", LB_PREC_FP32, 32, 128, 1, {6.98, 8.35, 8.09, 7.92}},
-        {"gpt2-124m", LB_PREC_FP32, 32, 128, 4, {6.98, 6.85, 6.59, 6.42}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, {8.75, 8.04, 7.78, 7.70}, {1, 0, 0, 0}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 1, {8.75, 9.66, 9.40, 9.31}, {0, 1, 1, 1}},
+        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, {0, 25.21, 0, 21.20}, {0}},
+        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 4, {0, 0, 0, 49.40}, {0}},
+        {"gpt2-124m", LB_PREC_FP16, 32, 128, 1, {3.86, 4.77, 4.51, 4.43}, {0, 1, 1, 1}},
+        {"gpt2-124m", LB_PREC_FP16, 32, 128, 4, {3.86, 3.15, 2.89, 2.81}, {1, 0, 0, 0}},
+        {"gpt2-124m", LB_PREC_FP32, 32, 128, 1, {6.98, 8.35, 8.09, 7.92}, {0, 1, 1, 1}},
+        {"gpt2-124m", LB_PREC_FP32, 32, 128, 4, {6.98, 6.85, 6.59, 6.42}, {0}},
     };
+    int held = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (rows[i].prec == LB_PREC_FP32 && !fp32_scratch) continue;
         lb_model_config cfg = preset(rows[i].model);
@@ -213,15 +260,19 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
             double gib = 1024.0 * 1024 * 1024, ratio = rows[i].gib[zero] * gib / m.total;
             print_message("%-11s %s %4lldx%-4lld %d GPU ZeRO %d: measured %6.2f GiB, formula "
                           "%6.2f (ZeRO's state %5.2f + extra %5.2f + activations %5.2f), "
-                          "ratio %.3f\n",
+                          "ratio %.3f%s\n",
                           rows[i].model, lb_precision_name(p.precision), (long long)p.batch,
                           (long long)p.seq, rows[i].ranks, zero, rows[i].gib[zero], m.total / gib,
                           m.zero_state / gib,
                           (m.model_state + m.shard_state + m.buffers - m.zero_state) / gib,
-                          (m.activations + m.workspace) / gib, ratio);
+                          (m.activations + m.workspace) / gib, ratio,
+                          rows[i].stale[zero] ? " (layout changed since)" : "");
+            if (rows[i].stale[zero]) continue;
             assert_true(ratio > 0.98 && ratio < 1.02);
+            held++;
         }
     }
+    assert_int_equal(held, fp32_scratch ? 16 : 11);
 }
 
 int main(int argc, char **argv) {
@@ -229,6 +280,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_memory_gpt2_bf16_zero0_by_hand),
         cmocka_unit_test(test_memory_llama_fp16_zero3_recompute_by_hand),
         cmocka_unit_test(test_memory_gpt2_fp32_zero2_buckets_by_hand),
+        cmocka_unit_test(test_memory_one_rank_at_stages_1_to_3_holds_stage_0s_bytes),
+        cmocka_unit_test(test_memory_stage_0_on_ranks_packs_fp32_gradients_by_hand),
         cmocka_unit_test(test_memory_refuses_adapters),
         cmocka_unit_test(test_memory_matches_the_gpu_arena_plan),
         cmocka_unit_test(test_memory_formula_meets_the_measured_peaks),

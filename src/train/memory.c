@@ -32,36 +32,59 @@ static double fp32_split_bytes(lb_blas_fp32_mode mode, const lb_model_config *cf
     return most;
 }
 
-/* ZeRO 1-3: the shard and dp_cuda.c's buffers, from the bucket plan of the stage. */
-static lb_status shard_terms(const lb_train_params *p, const lb_model_config *cfg, int ranks,
-                             double es, lb_train_memory *out, lb_err *err) {
-    const int L = cfg->n_layer;
+/* Elements of unit u (train/zero.h) whose gradients stay fp32 in 16-bit runs: all but the
+ * layer matrices (embeddings, norms, biases, an untied head). */
+static double unit_fp32_elems(const lb_model_config *cfg, const int64_t *bounds, int u) {
+    double n = (double)(bounds[u + 1] - bounds[u]), C = cfg->d_model;
+    if (u < 1 || u > cfg->n_layer) return n;
+    return n - C * (lb_model_qkv_dim(cfg) + C + lb_model_mlp_in_dim(cfg) + cfg->d_ff);
+}
+
+/* dp_cuda.c's part on several ranks: at stage 0 in 16-bit runs the buffer the fp32
+ * gradients travel in (each bucket's from a 64-element boundary); at stages 1-3 the shard
+ * and the buffers, from the stage's bucket plan. */
+static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                          double es, lb_train_memory *out, lb_err *err) {
     const bool wide = p->precision == LB_PREC_FP32;
-    int64_t *bounds = malloc(((size_t)L + 3) * sizeof *bounds);
+    if (p->zero == LB_ZERO_0 && wide) return LB_OK;
+    int64_t *bounds = malloc(((size_t)cfg->n_layer + 3) * sizeof *bounds);
     if (bounds == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for a bucket plan");
     int n_units = lb_zero_model_units(cfg, bounds);
     /* buckets of --bucket-mib of the smallest gradient type (16-bit matrices in 16-bit runs);
      * at stage 3 one unit each */
     int64_t cap = p->zero == LB_ZERO_3 ? 0 : (int64_t)(p->bucket_mib * 1048576.0 / es);
+    int64_t align = p->zero == LB_ZERO_0 ? 1 : ALIGN_ELEMS;
     lb_zero_plan plan;
-    lb_status st = lb_zero_plan_init(&plan, bounds, n_units, cap, ranks, ALIGN_ELEMS, err);
-    free(bounds);
-    LB_TRY(st);
-    double n = (double)plan.shard_elems, most_piece = 0, most_other = 0;
+    lb_status st = lb_zero_plan_init(&plan, bounds, n_units, cap, ranks, align, err);
+    if (st != LB_OK) {
+        free(bounds);
+        return st;
+    }
+    double n = (double)plan.shard_elems, most_piece = 0, most_other = 0, fp32 = 0;
     for (int b = 0; b < plan.n_buckets; b++) {
         const lb_zero_bucket *k = &plan.buckets[b];
         if ((double)k->piece > most_piece) most_piece = (double)k->piece;
         if (b > 0 && (double)(k->end - k->start) > most_other)
             most_other = (double)(k->end - k->start);
+        double in_bucket = 0;
+        for (int u = k->unit_lo; u <= k->unit_hi; u++)
+            in_bucket += unit_fp32_elems(cfg, bounds, u);
+        fp32 += round_up(in_bucket, 64);
     }
-    /* master, m, v and gradient in fp32, and the working copy in 16-bit runs */
-    out->shard_state = n * (wide ? 16 : 18);
-    out->buffers = 2 * (double)plan.max_padded * es + most_piece * es;
-    if (p->zero >= LB_ZERO_2)
-        out->buffers += 4 * (double)(plan.buckets[0].end - plan.buckets[0].start) + 8 * most_other;
-    if (p->zero == LB_ZERO_3) {
-        double V = cfg->vocab_size, Vp = round_up(V, 64);
-        out->buffers += 3 * ((double)plan.max_padded + (Vp - V) * cfg->d_model) * es;
+    free(bounds);
+    if (p->zero == LB_ZERO_0) {
+        out->buffers = fp32 * es;
+    } else {
+        /* master, m, v and gradient in fp32, and the working copy in 16-bit runs */
+        out->shard_state = n * (wide ? 16 : 18);
+        out->buffers = 2 * (double)plan.max_padded * es + most_piece * es;
+        if (p->zero >= LB_ZERO_2)
+            out->buffers +=
+                4 * (double)(plan.buckets[0].end - plan.buckets[0].start) + 8 * most_other;
+        if (p->zero == LB_ZERO_3) {
+            double V = cfg->vocab_size, Vp = round_up(V, 64);
+            out->buffers += 3 * ((double)plan.max_padded + (Vp - V) * cfg->d_model) * es;
+        }
     }
     lb_zero_plan_free(&plan);
     return LB_OK;
@@ -86,12 +109,18 @@ lb_status lb_train_memory_formula(const lb_train_params *p, const lb_model_confi
     const double ld2 = ones ? round_up(C + 8, 64) : C;
 
     out->zero_state = lb_zero_state_bytes(z, p->precision, P, ranks);
-    /* stage 0: master, gradients, m, v in fp32 and a working copy in 16-bit runs; 1: the
-     * working copy and fp32 gradient slots; 2: the working copy; 3: nothing */
+    /* stage 0: master, gradients, m, v in fp32 and a working copy in 16-bit runs; 1 (and
+     * one rank at 1-3): the working copy and fp32 gradient slots; 2: the working copy; 3:
+     * nothing */
     static const double per_param[2][4] = {{18, 6, 2, 0}, {16, 8, 4, 0}};
-    out->model_state = per_param[wide][z] * P;
-    if (Vp != V && z < LB_ZERO_3) out->model_state += Vp * C * es; /* the head padded to Vp rows */
-    if (z > LB_ZERO_0) LB_TRY(shard_terms(p, cfg, ranks, es, out, err));
+    const bool whole = ranks == 1 && z > LB_ZERO_0; /* the shard is the whole model */
+    out->model_state = per_param[wide][whole ? LB_ZERO_1 : z] * P;
+    if (Vp != V && (z < LB_ZERO_3 || whole))
+        out->model_state += Vp * C * es; /* the head padded to Vp rows */
+    if (whole)
+        out->shard_state = (wide ? 8 : 12) * P; /* m, v and a 16-bit run's fp32 master */
+    else if (ranks > 1)
+        LB_TRY(dp_terms(p, cfg, ranks, es, out, err));
 
     /* per token: a layer's saved tensors (residual stream after attention and after the
      * MLP, qkv, attention output, MLP input product) and statistics (lse a head, the norms'

@@ -22,9 +22,11 @@ typedef struct {
     double model_state; /* the model's arena: fp32 master, working copy, fp32 gradient slots
                          * and moments as the stage leaves them there, the padded head copy */
     double shard_state; /* ZeRO 1-3: this rank's shard: fp32 master, moments and gradients,
-                         * and its working copy in 16-bit runs */
-    double buffers;     /* ZeRO 1-3: packed buckets and a piece for the collectives; 2-3 the
-                         * fp32 gradient slots of three buckets; 3 the three gather buffers */
+                         * and its working copy in 16-bit runs (one rank: the whole model's
+                         * moments and a 16-bit run's fp32 master only) */
+    double buffers;     /* several ranks: at ZeRO 0 in 16-bit runs the buffer fp32 gradients
+                         * travel in; at 1-3 packed buckets and a piece for the collectives, 2-3
+                         * the fp32 gradient slots of three buckets, 3 the three gathers */
     double activations; /* kept from forward for backward, one layer's activation gradients,
                          * the final norm's output, the logits and per-token losses */
     double workspace;   /* attention's backward scratch, cuBLASLt's workspace, the split
