@@ -4,8 +4,9 @@
 # peer_torch.py, libmicrohttpd.so.12 and libyaml-0.so.2 (or runs from the source tree:
 # make build bench). Logs go to $OUT (default /tmp). Parts, in this order, each under its
 # own time limit in seconds:
-#  1. correctness (T_CHECK each): selftest rows of the paged kernels (split contexts
-#     included), the decode products' gemv, RMSNorm (wide rows included) and the whole
+#  1. correctness (T_CHECK each): selftest rows of the paged kernels (split contexts and
+#     RoPE inside the store included), RoPE at mixed positions, the decode products' gemv
+#     (splits, norm and SwiGLU inside), RMSNorm (wide rows included), argmax and the whole
 #     engine on a small model (GPU logits against the CPU engine over the same weights;
 #     greedy tokens through the cuDNN prefill and the decode graphs); with BIG=1 the same
 #     on random llama3.1-8b weights; with HF=1 tools/hf_engine_check.py (transformers
@@ -35,7 +36,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=c
 $B --version 2>&1 | head -1 | tee -a $O/device.txt
 echo "== selftest"
 : > $O/selftest.txt
-for K in paged gemv rmsnorm; do
+for K in paged rope gemv rmsnorm sample; do
     timeout ${T_CHECK:-30} $B selftest --no-model --only $K > $O/st.txt 2>&1
     cat $O/st.txt >> $O/selftest.txt
     tail -n 1 $O/st.txt

@@ -1,14 +1,19 @@
 /* engine_probe.c: probe. Where a decode step of the engine goes on this GPU, at
  * Llama-3.1-8B's shapes (bf16), for each batch size asked:
  *   - each product of a layer and the head through cuBLASLt as the engine runs it (timed
- *     candidates, the engine's row counts), and at up to 8 rows through kernels/gemv.cuh,
- *     the weights cycled over copies that outgrow L2: time, weight bytes per second,
+ *     candidates, the engine's row counts), and at up to 8 rows through kernels/gemv.cuh
+ *     at each split of K over warps, plain and (qkv, mlp_in, the head) with the RMSNorm
+ *     before it and (mlp_in) the SwiGLU after it inside, as the engine runs it where it
+ *     fits; the weights cycled over copies that outgrow L2: time, weight bytes per second,
  *     TFLOP/s;
  *   - decode attention over contexts of CTX tokens in 16-token blocks handed out in a
  *     random order, whole and split over blocks (lb_paged_splits): time, cache bytes per
  *     second;
- *   - the small kernels of a layer (RMSNorm, RoPE, KV store, SwiGLU) at the batch's rows;
- *   - their sum for a step (32 layers, the head, its norm and argmax), against whole
+ *   - the small kernels of a layer (RMSNorm, RoPE with the KV store, SwiGLU) at the
+ *     batch's rows;
+ *   - their sum for a step (32 layers, the head, its norm and argmax; each product the
+ *     faster of cuBLASLt with the norm and SwiGLU kernels beside it and the fused gemv),
+ *     against whole
  *     decode steps of the engine (lb_engine_step's wall clock: CUDA graphs, host work and
  *     all) on random weights, prompts of PROMPT tokens, and the steps that prefilled them.
  * Kernels are timed one run at a time between CUDA events (median of REPS after WARM).
@@ -16,6 +21,7 @@
  * build: make bench (build/bench/engine_probe)
  * usage: engine_probe [BATCH ...]   (default 1 8 32 64 128 256; CTX=840 PROMPT=778) */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +52,7 @@ static const char *PROD_NAME[N_PROD] = {"qkv", "attn_out", "mlp_in", "mlp_out", 
 
 typedef struct {
     int C, F, V, NH, NKV, HD, Q, L, n_sm;
+    lb_gemv_opts gemv; /* how K_GEMV runs (norm_w set: fused as the engine does) */
     int64_t oc[N_PROD], k[N_PROD];
     void *w[N_PROD][COPIES];
     int copies[N_PROD];
@@ -81,7 +88,7 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-enum { K_PROD, K_GEMV, K_ATTN, K_NORM, K_ROPE, K_STORE, K_SWIGLU, K_ARGMAX };
+enum { K_PROD, K_GEMV, K_ATTN, K_NORM, K_STORE, K_SWIGLU, K_ARGMAX };
 
 /* One run of kernel `kind` (product `arg`, or attention split `arg` ways) at B rows. */
 static void run(probe *p, int kind, int arg, int B, int rep) {
@@ -89,10 +96,15 @@ static void run(probe *p, int kind, int arg, int B, int rep) {
     const void *in = arg == P_DOWN ? p->a : arg == P_OUT ? p->att : p->x;
     void *out = head ? (void *)p->yf : arg == P_QKV ? p->qkv : arg == P_IN ? p->h : p->y;
     switch (kind) {
-    case K_GEMV:
-        LB(lb_gemv(out, head ? LB_DT_F32 : LB_DT_BF16, in, p->w[arg][rep % p->copies[arg]], NULL, B,
-                   p->k[arg], p->oc[arg], LB_DT_BF16, p->s, &err));
+    case K_GEMV: {
+        lb_gemv_opts o = p->gemv;
+        o.swiglu = o.norm_w != NULL && arg == P_IN;
+        if (arg == P_OUT || arg == P_DOWN) o.norm_w = NULL;
+        LB(lb_gemv(o.swiglu ? p->a : out, head ? LB_DT_F32 : LB_DT_BF16, in,
+                   p->w[arg][rep % p->copies[arg]], NULL, B, p->k[arg], p->oc[arg], &o, LB_DT_BF16,
+                   p->s, &err));
         break;
+    }
     case K_PROD: {
         lb_blas_gemm g = {.m = B,
                           .n = p->oc[arg],
@@ -119,13 +131,9 @@ static void run(probe *p, int kind, int arg, int B, int rep) {
         LB(lb_norm_rmsnorm_forward(p->y, p->rstd, p->x, p->nw, B, p->C, 1e-5f, LB_DT_BF16, p->s,
                                    &err));
         break;
-    case K_ROPE:
-        LB(lb_rope_positions(p->qkv, p->cs, p->pos, B, p->NH, p->NKV, p->HD, LB_DT_BF16, p->s,
-                             &err));
-        break;
     case K_STORE:
-        LB(lb_paged_kv_store(p->kc, p->vc, p->qkv, p->slot, B, p->NH, p->NKV, p->HD, LB_DT_BF16,
-                             p->s, &err));
+        LB(lb_paged_kv_store(p->kc, p->vc, p->qkv, p->cs, p->pos, p->slot, B, p->NH, p->NKV, p->HD,
+                             LB_DT_BF16, p->s, &err));
         break;
     case K_SWIGLU: LB(lb_act_swiglu_forward(p->a, p->h, B, p->F, LB_DT_BF16, p->s, &err)); break;
     default: LB(lb_logits_argmax(p->amax, p->yf, B, p->V, p->s, &err));
@@ -171,7 +179,7 @@ static void setup(probe *p, const lb_model_config *c, int max_b) {
     p->h = drandom((int64_t)B * 2 * p->F, 104, tmp);
     p->yf = dmalloc(B * p->V * 4);
     LB(lb_act_fill_normal(p->yf, (int64_t)B * p->V, 1.0f, 105, 0, 0, &err));
-    p->nw = dmalloc((size_t)p->C * 2);
+    p->nw = drandom(p->C, 108, tmp);
     p->rstd = dmalloc(B * 4);
     const int max_blocks = (CTX + BS - 1) / BS, n_blocks = (int)B * max_blocks;
     const size_t cache = (size_t)n_blocks * BS * p->NKV * p->HD;
@@ -219,15 +227,35 @@ static void setup(probe *p, const lb_model_config *c, int max_b) {
 /* The kernels at B rows; returns their sum for one decode step in microseconds. */
 static double kernels(probe *p, int B) {
     double step = 0, layer = 0;
+    const double norm = time_us(p, K_NORM, 0, B), swiglu = time_us(p, K_SWIGLU, 0, B);
     for (int i = 0; i < N_PROD; i++) {
         double us = time_us(p, K_PROD, i, B);
-        double gbs = (double)p->oc[i] * p->k[i] * 2 / (us * 1e3);
-        double tf = 2.0 * B * p->oc[i] * p->k[i] / (us * 1e6);
-        printf("B%-4d %-22s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", B, PROD_NAME[i], us, gbs, tf);
-        if (B <= LB_GEMV_MAX_ROWS) { /* the engine takes the faster of the two */
-            double gv = time_us(p, K_GEMV, i, B);
-            printf("B%-4d %-10s gemv        %9.1f us  %7.0f GB/s\n", B, PROD_NAME[i], gv,
-                   (double)p->oc[i] * p->k[i] * 2 / (gv * 1e3));
+        const double bytes = (double)p->oc[i] * p->k[i] * 2;
+        const double tf = 2.0 * B * p->oc[i] * p->k[i] / (us * 1e6);
+        printf("B%-4d %-22s %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", B, PROD_NAME[i], us,
+               bytes / (us * 1e3), tf);
+        /* the neighbours cuBLASLt's product needs beside it */
+        const bool normed = i == P_QKV || i == P_IN || i == P_HEAD;
+        us += (normed ? norm : 0) + (i == P_IN ? swiglu : 0);
+        if (B <= LB_GEMV_MAX_ROWS) { /* the engine takes the fastest way */
+            int best = 1;
+            double gv = INFINITY;
+            for (int split = 1; split <= 8; split *= 2) {
+                p->gemv = (lb_gemv_opts){.split = split};
+                const double t = time_us(p, K_GEMV, i, B);
+                printf("B%-4d %-10s gemv split %d %7.1f us  %7.0f GB/s\n", B, PROD_NAME[i], split,
+                       t, bytes / (t * 1e3));
+                if (t < gv) gv = t, best = split;
+            }
+            gv += (normed ? norm : 0) + (i == P_IN ? swiglu : 0);
+            if (normed && lb_gemv_fits(B, p->k[i], p->oc[i], p->x, p->w[i][0], NULL, LB_DT_BF16,
+                                       &(lb_gemv_opts){.split = best, .norm_w = p->nw})) {
+                p->gemv = (lb_gemv_opts){.split = best, .norm_w = p->nw, .eps = 1e-5f};
+                const double t = time_us(p, K_GEMV, i, B);
+                printf("B%-4d %-10s gemv fused  %7.1f us  (split %d: norm%s inside)\n", B,
+                       PROD_NAME[i], t, best, i == P_IN ? ", SwiGLU" : "");
+                if (t < gv) gv = t;
+            }
             if (gv < us) us = gv;
         }
         if (i == P_HEAD)
@@ -241,18 +269,15 @@ static double kernels(probe *p, int B) {
     printf("B%-4d %-22s %9.1f us  %7.0f GB/s\n", B, "attention whole", whole, kv / (whole * 1e3));
     printf("B%-4d attention split %-3d    %9.1f us  %7.0f GB/s\n", B, S, split, kv / (split * 1e3));
     layer += split;
-    static const char *small[] = {"rmsnorm", "rope", "kv_store", "swiglu"};
-    const int kinds[] = {K_NORM, K_ROPE, K_STORE, K_SWIGLU};
-    for (int i = 0; i < 4; i++) {
-        double us = time_us(p, kinds[i], 0, B);
-        printf("B%-4d %-22s %9.1f us\n", B, small[i], us);
-        layer += us * (kinds[i] == K_NORM ? 2 : 1);
-    }
+    const double store = time_us(p, K_STORE, 0, B);
+    layer += store;
+    printf("B%-4d %-22s %9.1f us\n", B, "rmsnorm", norm);
+    printf("B%-4d %-22s %9.1f us\n", B, "rope + kv_store", store);
+    printf("B%-4d %-22s %9.1f us\n", B, "swiglu", swiglu);
     double am = time_us(p, K_ARGMAX, 0, B);
     printf("B%-4d %-22s %9.1f us\n", B, "argmax", am);
-    step += layer * p->L + am + time_us(p, K_NORM, 0, B);
-    printf("B%-4d kernel sum: a layer %.1f us, a step %.3f ms (%d kernels)\n", B, layer, step / 1e3,
-           p->L * 11 + 4);
+    step += layer * p->L + am;
+    printf("B%-4d kernel sum: a layer %.1f us, a step %.3f ms\n", B, layer, step / 1e3);
     return step;
 }
 

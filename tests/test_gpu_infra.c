@@ -254,24 +254,37 @@ static void test_paged_splits_fill_the_gpu_and_are_checked(void **state) {
 #endif
 }
 
-/* gemv takes 1 to LB_GEMV_MAX_ROWS rows, K a multiple of 256 and 16-byte aligned
- * operands, and writes fp32 or the inputs' type; anything else is refused unlaunched. */
+/* gemv takes 1 to LB_GEMV_MAX_ROWS rows, K a multiple of 256, 16-byte aligned operands,
+ * splits of 1, 2, 4 or 8 warps, normalised rows that fit its shared memory and SwiGLU
+ * over an even OC without a residual, and writes fp32 or the inputs' type; anything else
+ * is refused unlaunched. */
 static void test_gemv_says_what_it_runs(void **state) {
     (void)state;
 #ifdef LB_HAVE_CUDA
     void *a = (void *)(uintptr_t)4096, *b = (void *)(uintptr_t)8192, *odd = (void *)(uintptr_t)4098;
-    assert_true(lb_gemv_fits(1, 4096, a, b, NULL));
-    assert_true(lb_gemv_fits(LB_GEMV_MAX_ROWS, 14336, a, b, a));
-    assert_false(lb_gemv_fits(LB_GEMV_MAX_ROWS + 1, 4096, a, b, NULL));
-    assert_false(lb_gemv_fits(0, 4096, a, b, NULL));
-    assert_false(lb_gemv_fits(1, 4000, a, b, NULL));
-    assert_false(lb_gemv_fits(1, 4096, odd, b, NULL));
-    assert_false(lb_gemv_fits(1, 4096, a, b, odd));
+    const lb_gpu_dtype bf = LB_DT_BF16;
+    assert_true(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, NULL));
+    assert_true(lb_gemv_fits(LB_GEMV_MAX_ROWS, 14336, 64, a, b, a, bf, NULL));
+    assert_false(lb_gemv_fits(LB_GEMV_MAX_ROWS + 1, 4096, 64, a, b, NULL, bf, NULL));
+    assert_false(lb_gemv_fits(0, 4096, 64, a, b, NULL, bf, NULL));
+    assert_false(lb_gemv_fits(1, 4000, 64, a, b, NULL, bf, NULL));
+    assert_false(lb_gemv_fits(1, 4096, 64, odd, b, NULL, bf, NULL));
+    assert_false(lb_gemv_fits(1, 4096, 64, a, b, odd, bf, NULL));
+    lb_gemv_opts o = {.split = 4, .norm_w = a, .eps = 1e-5f, .swiglu = true};
+    assert_true(lb_gemv_fits(4, 4096, 64, a, b, NULL, bf, &o));
+    assert_false(lb_gemv_fits(8, 4096, 64, a, b, NULL, bf, &o)); /* 64 KiB of rows */
+    assert_false(lb_gemv_fits(4, 4096, 64, a, b, NULL, LB_DT_F32, &o));
+    assert_false(lb_gemv_fits(4, 4096, 63, a, b, NULL, bf, &o)); /* SwiGLU: OC odd */
+    assert_false(lb_gemv_fits(4, 4096, 64, a, b, a, bf, &o));    /* SwiGLU: a residual */
+    o.norm_w = odd;
+    assert_false(lb_gemv_fits(4, 4096, 64, a, b, NULL, bf, &o));
+    o = (lb_gemv_opts){.split = 3};
+    assert_false(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, &o));
     lb_err err = {{0}};
-    assert_int_equal(lb_gemv(a, LB_DT_BF16, a, b, NULL, 9, 4096, 64, LB_DT_BF16, NULL, &err),
+    assert_int_equal(lb_gemv(a, bf, a, b, NULL, 9, 4096, 64, NULL, bf, NULL, &err),
                      LB_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "9 rows"));
-    assert_int_equal(lb_gemv(a, LB_DT_F16, a, b, NULL, 1, 4096, 64, LB_DT_BF16, NULL, &err),
+    assert_int_equal(lb_gemv(a, LB_DT_F16, a, b, NULL, 1, 4096, 64, NULL, bf, NULL, &err),
                      LB_ERR_UNSUPPORTED);
 #else
     LB_TEST_SKIP_UNLESS(false, "this build has no CUDA");

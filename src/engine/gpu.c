@@ -11,14 +11,18 @@
  * - Decode attention splits each context over blocks (kernels/paged.cuh) so that small
  *   batches fill the GPU.
  * - At buckets of up to LB_GEMV_MAX_ROWS rows each product runs through kernels/gemv.cuh
- *   or cuBLASLt, whichever the bucket's first step timed faster (choose_products).
+ *   (at the split of K over warps that suits it, the RMSNorm before qkv, mlp_in and the
+ *   head and the SwiGLU after mlp_in inside it) or cuBLASLt (with the norm and SwiGLU
+ *   kernels), whichever the bucket's first step timed faster (choose_products).
+ * - RoPE and the KV store are one kernel (lb_paged_kv_store with the RoPE table).
  * - Prompt chunks that start at position 0 (a whole prompt, or its first chunk) attend
  *   through cuDNN's fused flash attention, one sequence a call, its length padded up to a
  *   multiple of DNN_PAD with one plan per padded length; such chunks are the tail of a
  *   batch (the scheduler admits new sequences last), so the paged kernel runs over the
  *   tokens before them. Without cuDNN every token takes the paged kernel.
  * The step's inputs travel in one pinned host buffer. Not here: overlapping the host's
- * planning of step n+1 with step n (each step waits for its argmax), fused norms. */
+ * planning of step n+1 with step n (each step waits for its argmax), norms fused into
+ * cuBLASLt's products (batches over LB_GEMV_MAX_ROWS rows, and prefill). */
 #include "engine/engine_impl.h"
 
 #ifndef LB_HAVE_CUDA
@@ -62,7 +66,15 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
 /* the products of a step, and how each runs at a decode bucket's rows */
 enum { PROD_QKV, PROD_OUT, PROD_IN, PROD_DOWN, PROD_HEAD, N_PROD };
 static const char *const PROD_NAMES[N_PROD] = {"qkv", "attn_out", "mlp_in", "mlp_out", "lm_head"};
-typedef enum { IMPL_UNKNOWN = 0, IMPL_BLAS, IMPL_GEMV } prod_impl;
+typedef enum {
+    IMPL_UNKNOWN = 0,
+    IMPL_BLAS,
+    IMPL_GEMV1, /* lb_gemv, 1 << (impl - IMPL_GEMV1) warps a column */
+    IMPL_GEMV2,
+    IMPL_GEMV4,
+    IMPL_GEMV8,
+    N_IMPL
+} prod_impl;
 
 typedef struct {
     int32_t rows; /* the bucket */
@@ -84,8 +96,8 @@ typedef struct {
     uint16_t *params;                               /* bf16, config.h's layout */
     uint16_t *k_cache, *v_cache;                    /* [L, n_blocks, block_size, NKV, HD] bf16 */
     float *cs;                                      /* RoPE (cos, sin) [max_ctx, HD/2, 2] */
-    void *x, *x2, *n, *qkv, *att, *h, *a, *xo, *no; /* bf16 activations; x, x2: the
-                                                     * residual stream, ping-pong */
+    void *x, *x2, *n, *qkv, *att, *h, *a, *xo; /* bf16 activations; x, x2: the
+                                                * residual stream, ping-pong */
     float *rstd, *logits, *lse;
     void *split_ws; /* decode attention's splits */
     int32_t *in;    /* the step's inputs, IN_PARTS parts (in_at) */
@@ -156,7 +168,6 @@ static lb_status carve(gpu_backend *g, lb_gpu_arena *a, int64_t n_blocks, int ma
     PIECE("h", T * 2 * (size_t)c->d_ff * 2, &g->h);
     PIECE("a", T * (size_t)c->d_ff * 2, &g->a);
     PIECE("xo", S * C * 2, &g->xo);
-    PIECE("no", S * C * 2, &g->no);
     PIECE("rstd", T * sizeof(float), &g->rstd);
     PIECE("lse", (T + DNN_PAD) * (size_t)c->n_head * sizeof(float), &g->lse);
     PIECE("logits", S * (size_t)c->vocab_size * sizeof(float), &g->logits);
@@ -217,14 +228,28 @@ static int64_t rows_for(int64_t n, int64_t cap) {
 }
 
 /* y[N, OC] = x[N, K] W[OC, K]^T (+ res[N, OC] when res is not NULL; res != y), bf16 in,
- * out of type dt; N rows rounded by rows_for under cap; through lb_gemv where this
- * product at these rows was timed faster that way (choose_products), else cuBLASLt. */
+ * out of type dt; with norm_w, x's rows RMS-normalised with those weights first; with
+ * swiglu, y [N, OC/2] = silu(gate) * up of W's two halves. N rows rounded by rows_for under
+ * cap; through lb_gemv (norm and SwiGLU inside it) where this product at these rows was
+ * timed faster that way (choose_products), else the norm kernel into g->n, cuBLASLt (into
+ * g->h under SwiGLU) and the SwiGLU kernel. */
 static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, const void *x,
                         const void *w, int64_t N, int64_t cap, int64_t K, int64_t OC,
-                        const void *res, lb_err *err) {
+                        const void *res, const void *norm_w, bool swiglu, lb_err *err) {
     const int64_t M = rows_for(N, cap);
-    if (M <= LB_GEMV_MAX_ROWS && g->impl[M][prod] == IMPL_GEMV)
-        return lb_gemv(y, dt, x, w, res, (int)M, K, OC, BF, g->stream, err);
+    const prod_impl im = M <= LB_GEMV_MAX_ROWS ? g->impl[M][prod] : IMPL_BLAS;
+    if (im >= IMPL_GEMV1) {
+        const lb_gemv_opts o = {.split = 1 << (im - IMPL_GEMV1),
+                                .norm_w = norm_w,
+                                .eps = g->cfg.norm_eps,
+                                .swiglu = swiglu};
+        return lb_gemv(y, dt, x, w, res, (int)M, K, OC, &o, BF, g->stream, err);
+    }
+    if (norm_w != NULL) {
+        LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, x, norm_w, N, (int)K, g->cfg.norm_eps, BF,
+                                       g->stream, err));
+        x = g->n;
+    }
     lb_blas_gemm mm = {.m = M,
                        .n = OC,
                        .k = K,
@@ -235,34 +260,38 @@ static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, cons
                        .trans_b = true,
                        .ab_type = BF,
                        .c = res,
-                       .d = y,
+                       .d = swiglu ? g->h : y,
                        .ldd = OC,
                        .d_type = dt,
                        .alpha = 1.0f,
                        .beta = res ? 1.0f : 0.0f};
-    return lb_blas_gemm_run(M <= SMALL_M ? g->blas_small : g->blas, &mm, g->stream, err);
+    LB_TRY(lb_blas_gemm_run(M <= SMALL_M ? g->blas_small : g->blas, &mm, g->stream, err));
+    return swiglu ? lb_act_swiglu_forward(y, g->h, N, (int)(OC / 2), BF, g->stream, err) : LB_OK;
 }
 
 /* Product `prod` of a step's N tokens with layer L's weights (the head's for PROD_HEAD),
- * from and to the backend's buffers; y and res for the two that add to the residual. */
+ * between the backend's buffers and the residual stream x: qkv, mlp_in (with SwiGLU,
+ * into g->a) and the head read RMSNorm(x); attn_out and mlp_out write y = ... + x. */
 static lb_status product(gpu_backend *g, int prod, const uint16_t *L, int N, void *y,
-                         const void *res, lb_err *err) {
+                         const void *x, lb_err *err) {
     const lb_model_config *c = &g->cfg;
     const int64_t C = c->d_model, F = c->d_ff, T = g->step_tokens;
+    const lb_layer_offsets *lo = &g->off.layer;
     switch (prod) {
     case PROD_QKV:
-        return linear(g, prod, g->qkv, BF, g->n, L + g->off.layer.qkv_w, N, T, C,
-                      lb_model_qkv_dim(c), NULL, err);
+        return linear(g, prod, g->qkv, BF, x, L + lo->qkv_w, N, T, C, lb_model_qkv_dim(c), NULL,
+                      L + lo->norm1_w, false, err);
     case PROD_OUT:
-        return linear(g, prod, y, BF, g->att, L + g->off.layer.attn_out_w, N, T, C, C, res, err);
+        return linear(g, prod, y, BF, g->att, L + lo->attn_out_w, N, T, C, C, x, NULL, false, err);
     case PROD_IN:
-        return linear(g, prod, g->h, BF, g->n, L + g->off.layer.mlp_in_w, N, T, C, 2 * F, NULL,
-                      err);
+        return linear(g, prod, g->a, BF, x, L + lo->mlp_in_w, N, T, C, 2 * F, NULL,
+                      L + lo->norm2_w, true, err);
     case PROD_DOWN:
-        return linear(g, prod, y, BF, g->a, L + g->off.layer.mlp_out_w, N, T, F, C, res, err);
+        return linear(g, prod, y, BF, g->a, L + lo->mlp_out_w, N, T, F, C, x, NULL, false, err);
     default:
-        return linear(g, prod, g->logits, LB_DT_F32, g->no, g->params + g->off.lm_head, N,
-                      g->max_seqs, C, c->vocab_size, NULL, err);
+        return linear(g, prod, g->logits, LB_DT_F32, x, g->params + g->off.lm_head, N,
+                      g->max_seqs, C, c->vocab_size, NULL, g->params + g->off.normf_w, false,
+                      err);
     }
 }
 
@@ -272,36 +301,45 @@ static lb_status event_ok(cudaError_t e, lb_err *err) {
                                       cudaGetErrorString(e));
 }
 
-/* For a decode bucket of at most LB_GEMV_MAX_ROWS rows, times each product both ways
- * (cuBLASLt, lb_gemv; one run each untimed, then TIME_REPS) on layer 0's weights and keeps
- * the faster. The outputs are scratch: the step computes them again. */
+/* For a decode bucket of at most LB_GEMV_MAX_ROWS rows, times each product every way
+ * (cuBLASLt with the norm and SwiGLU kernels beside it, lb_gemv at each split with them
+ * inside; one run each untimed, then TIME_REPS, each on the next layer's weights so that
+ * none comes from L2) and keeps the fastest. The outputs are scratch: the step computes
+ * them again. */
 #define TIME_REPS            3
 static lb_status choose_products(gpu_backend *g, int rows, lb_err *err) {
     if (rows > LB_GEMV_MAX_ROWS || g->impl[rows][0] != IMPL_UNKNOWN) return LB_OK;
-    const uint16_t *L0 = g->params + g->off.layers;
     cudaEvent_t e0 = NULL, e1 = NULL;
     lb_status st = LB_OK;
     if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "cannot create CUDA events");
     for (int prod = 0; prod < N_PROD && st == LB_OK; prod++) {
-        float ms[2] = {INFINITY, INFINITY};
-        for (int way = 0; way < 2 && st == LB_OK; way++) {
-            g->impl[rows][prod] = way == 0 ? IMPL_BLAS : IMPL_GEMV;
+        float ms[N_IMPL] = {0};
+        prod_impl best = IMPL_BLAS;
+        for (int im = IMPL_BLAS; im < N_IMPL && st == LB_OK; im++) {
+            g->impl[rows][prod] = (prod_impl)im;
             for (int r = 0; r <= TIME_REPS && st == LB_OK; r++) {
+                const uint16_t *L = g->params + g->off.layers +
+                                    (int64_t)(r % g->cfg.n_layer) * g->off.layer_numel;
                 if (r == 1) st = event_ok(cudaEventRecord(e0, g->stream), err);
-                if (st == LB_OK) st = product(g, prod, L0, rows, g->x2, g->x, err);
+                if (st == LB_OK)
+                    st = product(g, prod, L, rows, g->x2, prod == PROD_HEAD ? g->xo : g->x, err);
             }
             if (st == LB_OK) st = event_ok(cudaEventRecord(e1, g->stream), err);
             if (st == LB_OK) st = event_ok(cudaEventSynchronize(e1), err);
-            if (st == LB_OK) st = event_ok(cudaEventElapsedTime(&ms[way], e0, e1), err);
+            if (st == LB_OK) st = event_ok(cudaEventElapsedTime(&ms[im], e0, e1), err);
             if (st == LB_ERR_UNSUPPORTED) { /* lb_gemv cannot run it */
                 st = LB_OK;
-                ms[way] = INFINITY;
+                ms[im] = INFINITY;
             }
+            if (ms[im] < ms[best]) best = (prod_impl)im;
         }
-        g->impl[rows][prod] = ms[1] < ms[0] ? IMPL_GEMV : IMPL_BLAS;
-        LB_DEBUG("decode products, %d rows: %s %.1f us through cuBLASLt, %.1f us through gemv",
-                 rows, PROD_NAMES[prod], ms[0] * 1e3 / TIME_REPS, ms[1] * 1e3 / TIME_REPS);
+        g->impl[rows][prod] = best;
+        LB_DEBUG("decode products, %d rows: %s %.1f us through cuBLASLt, gemv %.1f / %.1f / "
+                 "%.1f / %.1f us at 1 / 2 / 4 / 8 warps a column",
+                 rows, PROD_NAMES[prod], ms[IMPL_BLAS] * 1e3 / TIME_REPS,
+                 ms[IMPL_GEMV1] * 1e3 / TIME_REPS, ms[IMPL_GEMV2] * 1e3 / TIME_REPS,
+                 ms[IMPL_GEMV4] * 1e3 / TIME_REPS, ms[IMPL_GEMV8] * 1e3 / TIME_REPS);
     }
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
@@ -348,25 +386,17 @@ static lb_status layers(gpu_backend *g, int N, int n_paged, const int32_t *run_a
     for (int l = 0; l < c->n_layer; l++) {
         const uint16_t *L = P + g->off.layers + (int64_t)l * g->off.layer_numel;
         uint16_t *kc = g->k_cache + l * layer_cache, *vc = g->v_cache + l * layer_cache;
-        LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, x, L + g->off.layer.norm1_w, N, C,
-                                       c->norm_eps, BF, s, err));
-        LB_TRY(product(g, PROD_QKV, L, N, NULL, NULL, err));
-        LB_TRY(lb_rope_positions(g->qkv, g->cs, pos, N, NH, NKV, HD, BF, s, err));
-        LB_TRY(lb_paged_kv_store(kc, vc, g->qkv, slot, N, NH, NKV, HD, BF, s, err));
+        LB_TRY(product(g, PROD_QKV, L, N, NULL, x, err));
+        LB_TRY(lb_paged_kv_store(kc, vc, g->qkv, g->cs, pos, slot, N, NH, NKV, HD, BF, s, err));
         LB_TRY(attention(g, kc, vc, N, n_paged, run_at, n_runs, err));
         LB_TRY(product(g, PROD_OUT, L, N, x2, x, err));
         t = x, x = x2, x2 = t;
-        LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, x, L + g->off.layer.norm2_w, N, C,
-                                       c->norm_eps, BF, s, err));
-        LB_TRY(product(g, PROD_IN, L, N, NULL, NULL, err));
-        LB_TRY(lb_act_swiglu_forward(g->a, g->h, N, c->d_ff, BF, s, err));
+        LB_TRY(product(g, PROD_IN, L, N, NULL, x, err));
         LB_TRY(product(g, PROD_DOWN, L, N, x2, x, err));
         t = x, x = x2, x2 = t;
     }
     LB_TRY(lb_logits_gather_rows(g->xo, x, out_token, n_out, C, BF, s, err));
-    LB_TRY(lb_norm_rmsnorm_forward(g->no, g->rstd, g->xo, P + g->off.normf_w, n_out, C, c->norm_eps,
-                                   BF, s, err));
-    LB_TRY(product(g, PROD_HEAD, NULL, n_out, NULL, NULL, err));
+    LB_TRY(product(g, PROD_HEAD, NULL, n_out, NULL, g->xo, err));
     return lb_logits_argmax(g->argmax, g->logits, n_out, c->vocab_size, s, err);
 }
 

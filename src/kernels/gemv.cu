@@ -2,64 +2,200 @@
 #include "gpu/common.cuh"
 #include "kernels/gemv.cuh"
 
-#define GEMV_WARPS  8
-#define GEMV_UNROLL 4
+#define GEMV_WARPS 8
+#define GEMV_LOADS 8 /* 16-byte weight loads in flight a lane */
 
-template <typename T, typename Y, int M>
-static __global__ void __launch_bounds__(GEMV_WARPS * 32)
-    gemv_kernel(Y *__restrict__ y, const T *__restrict__ x, const T *__restrict__ w,
-                const T *__restrict__ res, int64_t K, int64_t OC) {
+/* E = 16 / sizeof(T) consecutive elements as one 16-byte load / store. */
+template <typename T, int E> static __device__ __forceinline__ void ld16(float f[E], const T *p) {
+    const uint4 raw = *(const uint4 *)p;
+    const T *e = (const T *)&raw;
+#pragma unroll
+    for (int j = 0; j < E; j++)
+        f[j] = lb_to_f(e[j]);
+}
+
+template <typename T, int E> static __device__ __forceinline__ void st16(T *p, const float f[E]) {
+    uint4 raw;
+    T *e = (T *)&raw;
+#pragma unroll
+    for (int j = 0; j < E; j++)
+        e[j] = lb_from_f<T>(f[j]);
+    *(uint4 *)p = raw;
+}
+
+/* xn [M, K] = RMSNorm of x's rows with weights nw, rounded to T as the norm kernel's
+ * output is (kernels/norm.cuh), by the whole block. */
+template <typename T, int M>
+static __device__ void norm_rows(T *xn, const T *x, const T *nw, float eps, int K,
+                                 float (*red)[M]) {
+    constexpr int E = 16 / sizeof(T);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + warp;
-    if (n >= OC) return;
-    constexpr int E = 16 / sizeof(T); /* elements a 16-byte load */
-    const T *wr = w + n * K;
-    const int iters = (int)(K / (32 * E));
-    float acc[M];
+    float ss[M];
 #pragma unroll
     for (int m = 0; m < M; m++)
-        acc[m] = 0.0f;
-    for (int it = 0; it < iters; it += GEMV_UNROLL) {
-        uint4 wv[GEMV_UNROLL];
+        ss[m] = 0.0f;
+    for (int c = threadIdx.x * E; c < K; c += GEMV_WARPS * 32 * E)
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++)
-            if (it + u < iters)
-                wv[u] = __ldg((const uint4 *)(wr + (int64_t)(it + u) * 32 * E + lane * E));
+        for (int m = 0; m < M; m++) {
+            float v[E];
+            ld16<T, E>(v, x + (int64_t)m * K + c);
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) {
-            if (it + u >= iters) break;
-            const int64_t k = (int64_t)(it + u) * 32 * E + lane * E;
-            const T *we = (const T *)&wv[u];
+            for (int j = 0; j < E; j++)
+                ss[m] += v[j] * v[j];
+        }
 #pragma unroll
-            for (int m = 0; m < M; m++) {
-                const uint4 xv = *(const uint4 *)(x + m * K + k);
-                const T *xe = (const T *)&xv;
+    for (int m = 0; m < M; m++) {
+        ss[m] = lb_warp_sum(ss[m]);
+        if (lane == 0) red[warp][m] = ss[m];
+    }
+    __syncthreads();
+    float rstd[M];
 #pragma unroll
-                for (int j = 0; j < E; j++)
-                    acc[m] += lb_to_f(we[j]) * lb_to_f(xe[j]);
+    for (int m = 0; m < M; m++) {
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < GEMV_WARPS; w++)
+            s += red[w][m];
+        rstd[m] = rsqrtf(s / K + eps);
+    }
+    for (int c = threadIdx.x * E; c < K; c += GEMV_WARPS * 32 * E) {
+        float wv[E];
+        ld16<T, E>(wv, nw + c);
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+            float v[E];
+            ld16<T, E>(v, x + (int64_t)m * K + c);
+#pragma unroll
+            for (int j = 0; j < E; j++)
+                v[j] = v[j] * rstd[m] * wv[j];
+            st16<T, E>(xn + (int64_t)m * K + c, v);
+        }
+    }
+}
+
+/* R = 1: y[m, n] = x[m] . W[n] (+ res[m, n]); R = 2 (SwiGLU): y[m, n] = silu(g) u with
+ * g = x[m] . W[n] and u = x[m] . W[n_out + n], each rounded to T first (as the product's
+ * output would be). `split` warps of a block share a column, each taking every split-th
+ * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns. */
+template <typename T, typename Y, int M, int R>
+static __global__ void __launch_bounds__(GEMV_WARPS * 32)
+    gemv_kernel(Y *__restrict__ y, const T *__restrict__ x, const T *__restrict__ w,
+                const T *__restrict__ res, const T *__restrict__ norm_w, float eps, int K,
+                int64_t n_out, int split) {
+    extern __shared__ __align__(16) unsigned char gemv_smem[];
+    __shared__ float red[GEMV_WARPS][M], part[GEMV_WARPS][R * M];
+    constexpr int E = 16 / sizeof(T); /* elements a 16-byte load */
+    constexpr int U = GEMV_LOADS / R;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int sub = warp % split;
+    const int64_t n = (int64_t)blockIdx.x * (GEMV_WARPS / split) + warp / split;
+    const T *xs = x;
+    if (norm_w != NULL) {
+        T *xn = (T *)gemv_smem;
+        norm_rows<T, M>(xn, x, norm_w, eps, K, red);
+        __syncthreads();
+        xs = xn;
+    }
+    float acc[R][M];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int m = 0; m < M; m++)
+            acc[r][m] = 0.0f;
+    if (n < n_out) {
+        const T *wr[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            wr[r] = w + (n + r * n_out) * K + lane * E;
+        const int iters = K / (32 * E);
+        for (int it0 = sub; it0 < iters; it0 += split * U) {
+            uint4 wv[R][U];
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (it0 + u * split < iters)
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        wv[r][u] = __ldg((const uint4 *)(wr[r] + (int64_t)(it0 + u * split) * 32 * E));
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int it = it0 + u * split;
+                if (it >= iters) break;
+                const int k = it * 32 * E + lane * E;
+#pragma unroll
+                for (int m = 0; m < M; m++) {
+                    const uint4 xv = *(const uint4 *)(xs + (int64_t)m * K + k);
+                    const T *xe = (const T *)&xv;
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        const T *we = (const T *)&wv[r][u];
+#pragma unroll
+                        for (int j = 0; j < E; j++)
+                            acc[r][m] += lb_to_f(we[j]) * lb_to_f(xe[j]);
+                    }
+                }
             }
         }
     }
 #pragma unroll
-    for (int m = 0; m < M; m++)
-        acc[m] = lb_warp_sum(acc[m]);
-    if (lane == 0)
+    for (int r = 0; r < R; r++)
 #pragma unroll
         for (int m = 0; m < M; m++)
-            y[m * OC + n] = lb_from_f<Y>(acc[m] + (res ? lb_to_f(res[m * OC + n]) : 0.0f));
+            acc[r][m] = lb_warp_sum(acc[r][m]);
+    if (split > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int m = 0; m < M; m++)
+                    part[warp][r * M + m] = acc[r][m];
+        __syncthreads();
+        if (sub == 0 && lane == 0)
+            for (int s = 1; s < split; s++)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int m = 0; m < M; m++)
+                        acc[r][m] += part[warp + s][r * M + m];
+    }
+    if (sub != 0 || lane != 0 || n >= n_out) return;
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+        float v = acc[0][m];
+        if constexpr (R == 2) {
+            const float g = lb_to_f(lb_from_f<T>(v)), u = lb_to_f(lb_from_f<T>(acc[1][m]));
+            v = g / (1.0f + expf(-g)) * u;
+        } else if (res != NULL) {
+            v += lb_to_f(res[m * n_out + n]);
+        }
+        y[m * n_out + n] = lb_from_f<Y>(v);
+    }
 }
 
-extern "C" bool lb_gemv_fits(int M, int64_t K, const void *x, const void *w, const void *res) {
-    return M >= 1 && M <= LB_GEMV_MAX_ROWS && K % 256 == 0 && lb_aligned16(x) && lb_aligned16(w) &&
-           (res == NULL || lb_aligned16(res));
+static size_t norm_bytes(int M, int64_t K, lb_gpu_dtype dt, const lb_gemv_opts *o) {
+    return o != NULL && o->norm_w != NULL ? (size_t)M * (size_t)K * lb_dtype_bytes(dt) : 0;
 }
 
-template <typename T, typename Y>
-static void launch(Y *y, const T *x, const T *w, const T *res, int M, int64_t K, int64_t OC,
-                   cudaStream_t s) {
-    const unsigned grid = (unsigned)((OC + GEMV_WARPS - 1) / GEMV_WARPS);
-#define GEMV_ROWS(R)                                                                               \
-    case R: gemv_kernel<T, Y, R><<<grid, GEMV_WARPS * 32, 0, s>>>(y, x, w, res, K, OC); break
+extern "C" bool lb_gemv_fits(int M, int64_t K, int64_t OC, const void *x, const void *w,
+                             const void *res, lb_gpu_dtype dt, const lb_gemv_opts *o) {
+    const int split = o != NULL ? o->split : 1;
+    const bool swiglu = o != NULL && o->swiglu;
+    return M >= 1 && M <= LB_GEMV_MAX_ROWS && K % 256 == 0 && K <= INT32_MAX &&
+           (split == 1 || split == 2 || split == 4 || split == 8) && lb_aligned16(x) &&
+           lb_aligned16(w) && (res == NULL || lb_aligned16(res)) &&
+           (!swiglu || (OC % 2 == 0 && res == NULL)) &&
+           (o == NULL || o->norm_w == NULL || lb_aligned16(o->norm_w)) &&
+           norm_bytes(M, K, dt, o) <= LB_GEMV_NORM_BYTES;
+}
+
+template <typename T, typename Y, int R>
+static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, float eps, int M,
+                   int K, int64_t n_out, int split, size_t smem, cudaStream_t s) {
+    const unsigned grid = (unsigned)((n_out + GEMV_WARPS / split - 1) / (GEMV_WARPS / split));
+#define GEMV_ROWS(ROWS)                                                                            \
+    case ROWS:                                                                                     \
+        gemv_kernel<T, Y, ROWS, R>                                                                 \
+            <<<grid, GEMV_WARPS * 32, smem, s>>>(y, x, w, res, nw, eps, K, n_out, split);          \
+        break
     switch (M) {
         GEMV_ROWS(1);
         GEMV_ROWS(2);
@@ -74,22 +210,36 @@ static void launch(Y *y, const T *x, const T *w, const T *res, int M, int64_t K,
 }
 
 extern "C" lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const void *w,
-                             const void *res, int M, int64_t K, int64_t OC, lb_gpu_dtype dt,
-                             cudaStream_t s, lb_err *err) {
-    if (!lb_gemv_fits(M, K, x, w, res))
+                             const void *res, int M, int64_t K, int64_t OC,
+                             const lb_gemv_opts *o, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    if (!lb_gemv_fits(M, K, OC, x, w, res, dt, o))
         return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "gemv runs 1 to %d rows, K a multiple of 256 and 16-byte aligned operands "
-                       "(asked: %d rows, K %lld)",
-                       LB_GEMV_MAX_ROWS, M, (long long)K);
-    if (y_type == LB_DT_F32)
-        LB_DISPATCH_DTYPE(
-            dt, T,
-            launch<T, float>((float *)y, (const T *)x, (const T *)w, (const T *)res, M, K, OC, s));
-    else if (y_type == dt)
-        LB_DISPATCH_DTYPE(
-            dt, T, launch<T, T>((T *)y, (const T *)x, (const T *)w, (const T *)res, M, K, OC, s));
+                       "gemv runs 1 to %d rows, K a multiple of 256, 16-byte aligned operands, "
+                       "a split of 1, 2, 4 or 8 warps, normalised rows of at most %d bytes, "
+                       "SwiGLU over an even OC without a residual (asked: %d rows, K %lld, OC "
+                       "%lld)",
+                       LB_GEMV_MAX_ROWS, LB_GEMV_NORM_BYTES, M, (long long)K, (long long)OC);
+    const int split = o != NULL ? o->split : 1;
+    const bool swiglu = o != NULL && o->swiglu;
+    const void *nw = o != NULL ? o->norm_w : NULL;
+    const float eps = o != NULL ? o->eps : 0.0f;
+    const size_t smem = norm_bytes(M, K, dt, o);
+    if (swiglu && y_type == dt)
+        LB_DISPATCH_DTYPE(dt, T,
+                          launch<T, T, 2>((T *)y, (const T *)x, (const T *)w, NULL,
+                                          (const T *)nw, eps, M, (int)K, OC / 2, split, smem, s));
+    else if (!swiglu && y_type == LB_DT_F32)
+        LB_DISPATCH_DTYPE(dt, T,
+                          launch<T, float, 1>((float *)y, (const T *)x, (const T *)w,
+                                              (const T *)res, (const T *)nw, eps, M, (int)K, OC,
+                                              split, smem, s));
+    else if (!swiglu && y_type == dt)
+        LB_DISPATCH_DTYPE(dt, T,
+                          launch<T, T, 1>((T *)y, (const T *)x, (const T *)w, (const T *)res,
+                                          (const T *)nw, eps, M, (int)K, OC, split, smem, s));
     else
-        return lb_fail(err, LB_ERR_UNSUPPORTED, "gemv writes fp32 or the inputs' type");
+        return lb_fail(err, LB_ERR_UNSUPPORTED,
+                       "gemv writes fp32 or the inputs' type (SwiGLU: the inputs' type)");
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

@@ -3,11 +3,19 @@
  * y[m, n] = sum_k x[m, k] W[n, k] (+ res[m, n]) for m < M, n < OC, with x [M, K], W
  * [OC, K] and res [M, OC] row-major of one type, y of type y_type, fp32 sums.
  *
- * A warp computes one output column n for all M rows: it streams W's row n in 16-byte
- * loads, four in flight a lane, and takes x's rows from L1; the lanes' sums meet by
- * shuffles. The bound is the weights' bytes over the memory bandwidth, where cuBLASLt's
- * kernels at a handful of rows reach less of it (bench/engine_probe measures both; the
- * engine times both per product and keeps the faster). Not here: more than
+ * A warp (or `split` warps, each taking every split-th stretch of K) computes one output
+ * column n for all M rows: it streams W's row n in 16-byte loads, eight in flight a lane,
+ * and takes x's rows from L1 (or shared memory); the lanes' sums meet by shuffles, the
+ * warps' through shared memory. Two neighbours of the product can run inside it:
+ * - RMSNorm of x's rows first (norm_w, eps: kernels/norm.cuh's forward, its output
+ *   rounded to the inputs' type as that kernel's is): every block normalises the M rows
+ *   into shared memory (M * K elements, at most LB_GEMV_NORM_BYTES);
+ * - SwiGLU after (swiglu): W's OC rows are the gate's OC/2 then the up projection's, and
+ *   y [M, OC/2] is silu(gate) * up of the two products, each rounded to the inputs' type
+ *   first (as kernels/act.cuh's SwiGLU reads them).
+ * The bound is the weights' bytes over the memory bandwidth, where cuBLASLt's kernels at
+ * a handful of rows reach less of it (bench/engine_probe measures both; the engine times
+ * both, and each split, per product and keeps the fastest). Not here: more than
  * LB_GEMV_MAX_ROWS rows, K not a multiple of 256, pointers not 16-byte aligned
  * (lb_gemv_fits says which). */
 #ifndef LB_KERNELS_GEMV_CUH
@@ -24,15 +32,26 @@ extern "C" {
 #include "core/status.h"
 #include "gpu/dtype.h"
 
-#define LB_GEMV_MAX_ROWS 8
+#define LB_GEMV_MAX_ROWS   8
+#define LB_GEMV_NORM_BYTES 40960 /* with the kernel's own, under 48 KiB a block */
+
+/* How lb_gemv runs a product; NULL: one warp a column, nothing fused. */
+typedef struct {
+    int split;          /* warps that share a column: 1, 2, 4 or 8 */
+    const void *norm_w; /* not NULL: x's rows RMS-normalised with these [K] weights first */
+    float eps;          /* the norm's epsilon */
+    bool swiglu;        /* y [M, OC/2] = silu(gate) * up of W's two halves (no res) */
+} lb_gemv_opts;
 
 /* Whether lb_gemv runs this problem. */
-bool lb_gemv_fits(int M, int64_t K, const void *x, const void *w, const void *res);
+bool lb_gemv_fits(int M, int64_t K, int64_t OC, const void *x, const void *w, const void *res,
+                  lb_gpu_dtype dt, const lb_gemv_opts *o);
 
-/* y = x W^T (+ res) as above; res may be NULL, and may not be y. LB_ERR_UNSUPPORTED where
- * lb_gemv_fits says no. */
+/* y = x W^T (+ res) as above, with o's fusions; res may be NULL, and may not be y.
+ * LB_ERR_UNSUPPORTED where lb_gemv_fits says no. */
 lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const void *w, const void *res,
-                  int M, int64_t K, int64_t OC, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+                  int M, int64_t K, int64_t OC, const lb_gemv_opts *o, lb_gpu_dtype dt,
+                  cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* logits.cu: row gathering and greedy choice (logits.cuh). The argmax is one block per
- * row: each thread keeps its best (value, index), a shared-memory tree keeps the larger
- * value, the smaller index on ties. */
+ * row: each thread keeps its best (value, index) over 16-byte loads, four in flight (where
+ * the row is 16-byte aligned), a shared-memory tree keeps the larger value, the smaller
+ * index on ties. */
 #include "gpu/common.cuh"
 #include "kernels/logits.cuh"
 
@@ -20,7 +21,19 @@ static __global__ void argmax_rows_kernel(int32_t *out, const float *logits, int
     const float *row = logits + (int64_t)blockIdx.x * V;
     float best = -INFINITY;
     int bi = V;
-    for (int v = threadIdx.x; v < V; v += blockDim.x)
+    const int V4 = V % 4 == 0 && (uintptr_t)row % 16 == 0 ? V / 4 : 0;
+#pragma unroll 4
+    for (int c = threadIdx.x; c < V4; c += blockDim.x) {
+        const float4 q = __ldg((const float4 *)row + c);
+        const float e[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (bi == V || e[j] > best) {
+                best = e[j];
+                bi = 4 * c + j;
+            }
+    }
+    for (int v = 4 * V4 + threadIdx.x; v < V; v += blockDim.x)
         if (bi == V || row[v] > best) {
             best = row[v];
             bi = v;

@@ -6,21 +6,54 @@
 
 #define PA_WARPS 4
 
+/* A thread per 8 pairs of a rotated head (q then k; k stored too) or per 8 values of v. */
 template <typename T>
-static __global__ void kv_store_kernel(T *kc, T *vc, const T *qkv, const int32_t *slot, int N,
-                                       int NH, int NKV, int HD) {
-    const int64_t row = (int64_t)NKV * HD, per = row / 8, QW = (int64_t)(NH + 2 * NKV) * HD;
-    const int64_t n = (int64_t)N * per;
+static __global__ void kv_store_kernel(T *kc, T *vc, T *qkv, const float *cs, const int32_t *pos,
+                                       const int32_t *slot, int N, int NH, int NKV, int HD) {
+    const int half = HD / 2, per_head = half / 8, rot = (NH + NKV) * per_head;
+    const int per_tok = rot + NKV * HD / 8;
+    const int64_t row = (int64_t)NKV * HD, QW = (int64_t)(NH + 2 * NKV) * HD;
+    const int64_t n = (int64_t)N * per_tok;
     for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n;
          x += (int64_t)gridDim.x * blockDim.x) {
-        int64_t i = x / per, c = (x % per) * 8;
-        const T *src = qkv + i * QW + (int64_t)NH * HD;
-        int64_t dst = (int64_t)slot[i] * row + c;
-        float k[8], v[8];
-        lb_ld8(k, src + c);
-        lb_ld8(v, src + row + c);
-        lb_st8(kc + dst, k);
-        lb_st8(vc + dst, v);
+        const int64_t i = x / per_tok;
+        const int r = (int)(x % per_tok);
+        T *src = qkv + i * QW;
+        if (r >= rot) { /* v */
+            const int c = (r - rot) * 8;
+            float v[8];
+            lb_ld8(v, src + (NH + NKV) * HD + c);
+            lb_st8(vc + (int64_t)slot[i] * row + c, v);
+            continue;
+        }
+        const int h = r / per_head, j = (r % per_head) * 8;
+        if (cs == NULL && h < NH) continue;
+        T *hx = src + (int64_t)h * HD;
+        float a[8], b[8];
+        lb_ld8(a, hx + j);
+        lb_ld8(b, hx + j + half);
+        if (cs != NULL) { /* as kernels/rope.cuh's rotation */
+            const float4 *e = (const float4 *)(cs + 2 * ((int64_t)pos[i] * half + j));
+            float oa[8], ob[8];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float4 v = e[k]; /* cos, sin of pair 2k, then of pair 2k + 1 */
+                oa[2 * k] = a[2 * k] * v.x - b[2 * k] * v.y;
+                ob[2 * k] = b[2 * k] * v.x + a[2 * k] * v.y;
+                oa[2 * k + 1] = a[2 * k + 1] * v.z - b[2 * k + 1] * v.w;
+                ob[2 * k + 1] = b[2 * k + 1] * v.z + a[2 * k + 1] * v.w;
+            }
+            lb_st8(hx + j, oa);
+            lb_st8(hx + j + half, ob);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                a[k] = lb_to_f(lb_from_f<T>(oa[k])), b[k] = lb_to_f(lb_from_f<T>(ob[k]));
+        }
+        if (h >= NH) {
+            T *dst = kc + (int64_t)slot[i] * row + (int64_t)(h - NH) * HD;
+            lb_st8(dst + j, a);
+            lb_st8(dst + j + half, b);
+        }
     }
 }
 
@@ -196,14 +229,15 @@ static __global__ void paged_merge_kernel(T *out, const float *po, const float *
     }
 }
 
-extern "C" lb_status lb_paged_kv_store(void *k_cache, void *v_cache, const void *qkv,
-                                       const int32_t *slot, int N, int NH, int NKV, int HD,
-                                       lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
-    if (HD % 8 != 0) return lb_fail(err, LB_ERR_UNSUPPORTED, "kv_store needs HD a multiple of 8");
-    int64_t n = (int64_t)N * NKV * HD / 8;
+extern "C" lb_status lb_paged_kv_store(void *k_cache, void *v_cache, void *qkv, const float *cs,
+                                       const int32_t *pos, const int32_t *slot, int N, int NH,
+                                       int NKV, int HD, lb_gpu_dtype dt, cudaStream_t s,
+                                       lb_err *err) {
+    if (HD % 16 != 0) return lb_fail(err, LB_ERR_UNSUPPORTED, "kv_store needs HD a multiple of 16");
+    const int64_t n = (int64_t)N * ((NH + NKV) * HD / 16 + NKV * HD / 8);
     LB_DISPATCH_DTYPE(dt, E,
                       kv_store_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
-                          (E *)k_cache, (E *)v_cache, (const E *)qkv, slot, N, NH, NKV, HD));
+                          (E *)k_cache, (E *)v_cache, (E *)qkv, cs, pos, slot, N, NH, NKV, HD));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

@@ -30,10 +30,13 @@ extern "C" {
 #include "core/status.h"
 #include "gpu/dtype.h"
 
-/* k and v of token i (columns NH*HD.. of qkv [N, (NH+2*NKV)*HD]) to slot[i]. */
-lb_status lb_paged_kv_store(void *k_cache, void *v_cache, const void *qkv, const int32_t *slot,
-                            int N, int NH, int NKV, int HD, lb_gpu_dtype dt, cudaStream_t s,
-                            lb_err *err);
+/* k and v of token i (columns NH*HD.. of qkv [N, (NH+2*NKV)*HD]) to slot[i]. With a RoPE
+ * table cs (kernels/rope.cuh's) the token's q and k heads are rotated first, in place, to
+ * its position pos[i] (as lb_rope_forward rotates position t), and the rotated k is
+ * stored; cs NULL: no rotation (pos unread). HD a multiple of 16. */
+lb_status lb_paged_kv_store(void *k_cache, void *v_cache, void *qkv, const float *cs,
+                            const int32_t *pos, const int32_t *slot, int N, int NH, int NKV,
+                            int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 
 #define LB_PAGED_MAX_SPLITS 16
 

@@ -19,7 +19,7 @@ static __global__ void rope_table_kernel(float *cs, const float *inv_freq, int T
 
 /* One pair per thread. */
 template <typename T>
-static __global__ void rope_kernel(T *qkv, const float *cs, const int32_t *pos, int64_t BT, int T_,
+static __global__ void rope_kernel(T *qkv, const float *cs, int64_t BT, int T_,
                                    int NH, int NKV, int HD, float sign) {
     int half = HD / 2, heads = NH + NKV; /* rotated heads: q then k */
     int64_t n = BT * heads * half;
@@ -30,7 +30,7 @@ static __global__ void rope_kernel(T *qkv, const float *cs, const int32_t *pos, 
         int64_t r = i / half;
         int h = (int)(r % heads);
         int64_t bt = r / heads;
-        const float *e = cs + 2 * ((pos ? pos[bt] : bt % T_) * half + j);
+        const float *e = cs + 2 * ((bt % T_) * half + j);
         float c = e[0], sn = sign * e[1];
         T *x = qkv + bt * width + (int64_t)h * HD;
         float a = lb_to_f(x[j]), b = lb_to_f(x[j + half]);
@@ -41,8 +41,8 @@ static __global__ void rope_kernel(T *qkv, const float *cs, const int32_t *pos, 
 
 /* Eight pairs per thread (HD a multiple of 16). */
 template <typename T>
-static __global__ void rope_vec_kernel(T *qkv, const float *cs, const int32_t *pos, int64_t BT,
-                                       int T_, int NH, int NKV, int HD, float sign) {
+static __global__ void rope_vec_kernel(T *qkv, const float *cs, int64_t BT, int T_, int NH,
+                                       int NKV, int HD, float sign) {
     int half = HD / 2, per_head = half / 8, heads = NH + NKV;
     int64_t n = BT * heads * per_head;
     int width = (NH + 2 * NKV) * HD;
@@ -52,7 +52,7 @@ static __global__ void rope_vec_kernel(T *qkv, const float *cs, const int32_t *p
         int64_t r = i / per_head;
         int h = (int)(r % heads);
         int64_t bt = r / heads;
-        const float4 *e = (const float4 *)(cs + 2 * ((pos ? pos[bt] : bt % T_) * half + j));
+        const float4 *e = (const float4 *)(cs + 2 * ((bt % T_) * half + j));
         T *x = qkv + bt * width + (int64_t)h * HD;
         float a[8], b[8], oa[8], ob[8];
         lb_ld8(a, x + j);
@@ -79,17 +79,17 @@ extern "C" lb_status lb_rope_table(float *cs, const float *inv_freq, int T, int 
     return LB_OK;
 }
 
-static lb_status launch(void *qkv, const float *cs, const int32_t *pos, int B, int T, int NH,
-                        int NKV, int HD, lb_gpu_dtype dt, float sign, cudaStream_t s, lb_err *err) {
+static lb_status launch(void *qkv, const float *cs, int B, int T, int NH, int NKV, int HD,
+                        lb_gpu_dtype dt, float sign, cudaStream_t s, lb_err *err) {
     int64_t pairs = (int64_t)B * T * (NH + NKV) * (HD / 2);
     if (HD % 16 == 0) {
         LB_DISPATCH_DTYPE(dt, E,
                           rope_vec_kernel<E><<<lb_grid_cap(pairs / 8, 256), 256, 0, s>>>(
-                              (E *)qkv, cs, pos, (int64_t)B * T, T, NH, NKV, HD, sign));
+                              (E *)qkv, cs, (int64_t)B * T, T, NH, NKV, HD, sign));
     } else {
         LB_DISPATCH_DTYPE(dt, E,
                           rope_kernel<E><<<lb_grid_cap(pairs, 256), 256, 0, s>>>(
-                              (E *)qkv, cs, pos, (int64_t)B * T, T, NH, NKV, HD, sign));
+                              (E *)qkv, cs, (int64_t)B * T, T, NH, NKV, HD, sign));
     }
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
@@ -97,16 +97,10 @@ static lb_status launch(void *qkv, const float *cs, const int32_t *pos, int B, i
 
 extern "C" lb_status lb_rope_forward(void *qkv, const float *cs, int B, int T, int NH, int NKV,
                                      int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
-    return launch(qkv, cs, NULL, B, T, NH, NKV, HD, dt, 1.0f, s, err);
-}
-
-extern "C" lb_status lb_rope_positions(void *qkv, const float *cs, const int32_t *pos, int N,
-                                       int NH, int NKV, int HD, lb_gpu_dtype dt, cudaStream_t s,
-                                       lb_err *err) {
-    return launch(qkv, cs, pos, 1, N, NH, NKV, HD, dt, 1.0f, s, err);
+    return launch(qkv, cs, B, T, NH, NKV, HD, dt, 1.0f, s, err);
 }
 
 extern "C" lb_status lb_rope_backward(void *dqkv, const float *cs, int B, int T, int NH, int NKV,
                                       int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
-    return launch(dqkv, cs, NULL, B, T, NH, NKV, HD, dt, -1.0f, s, err);
+    return launch(dqkv, cs, B, T, NH, NKV, HD, dt, -1.0f, s, err);
 }

@@ -3,7 +3,8 @@
  * model/ref.h: inv_freq [HD/2] fp32 on the device (computed once on the host by
  * lb_ref_rope_freqs). lb_rope_table turns it into the (cos, sin) table cs
  * [T][HD/2][2] (fp32, device) that the rotations read. Backward is the rotation by the
- * negative angle, also in place. */
+ * negative angle, also in place. Inference rotates each token to its own position inside
+ * kernels/paged.cuh's KV store. */
 #ifndef LB_KERNELS_ROPE_CUH
 #define LB_KERNELS_ROPE_CUH
 
@@ -21,10 +22,6 @@ lb_status lb_rope_table(float *cs, const float *inv_freq, int T, int HD, cudaStr
                         lb_err *err);
 lb_status lb_rope_forward(void *qkv, const float *cs, int B, int T, int NH, int NKV, int HD,
                           lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
-/* Inference: token i of qkv [N, ...] rotated to position pos[i] (pos on the device; cs
- * covers every position used). */
-lb_status lb_rope_positions(void *qkv, const float *cs, const int32_t *pos, int N, int NH, int NKV,
-                            int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 lb_status lb_rope_backward(void *dqkv, const float *cs, int B, int T, int NH, int NKV, int HD,
                            lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 

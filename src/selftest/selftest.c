@@ -1421,10 +1421,12 @@ static void check_lora_model(ctx *c, const prec_t *pr, const lb_model_config *cf
 /* The paged cache: sequences of lens[] tokens in blocks of bs handed out in a random
  * order; the last min(chunk, len) tokens of each are the batch (a decode when chunk is 1,
  * else a prefill chunk). The batch's keys and values are stored by slot
- * (lb_paged_kv_store, checked exactly against the reference's copy), then every batch token
- * attends over its sequence (lb_paged_attention against lb_ref_paged_attention). */
+ * (lb_paged_kv_store, checked exactly against the reference's copy; with rope, its q and k
+ * rotated to their positions by llama3's RoPE first, the keys checked against
+ * lb_ref_rope_positions' within the tolerance), then every batch token attends over its
+ * sequence (lb_paged_attention against lb_ref_paged_attention). */
 static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int bs, const int *lens,
-                        int n_seq, int chunk, int n_split) {
+                        int n_seq, int chunk, int n_split, bool rope) {
     char shape[72];
     int n_tok = 0, n_blocks = 0, max_len = 0;
     for (int s = 0; s < n_seq; s++) {
@@ -1432,8 +1434,8 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
         n_blocks += (lens[s] + bs - 1) / bs;
         if (lens[s] > max_len) max_len = lens[s];
     }
-    snprintf(shape, sizeof shape, "H%d/%d D%d bs%d len<=%d x%d chunk%d split%d", NH, NKV, HD, bs,
-             max_len, n_seq, chunk, n_split);
+    snprintf(shape, sizeof shape, "H%d/%d D%d bs%d len<=%d x%d chunk%d split%d%s", NH, NKV, HD,
+             bs, max_len, n_seq, chunk, n_split, rope ? " rope" : "");
     const int max_blocks = (max_len + bs - 1) / bs, QW = (NH + 2 * NKV) * HD;
     const size_t row = (size_t)NKV * HD, cache_n = (size_t)n_blocks * bs * row;
     int32_t *table = calloc((size_t)n_seq * max_blocks, 4), *perm = malloc((size_t)n_blocks * 4);
@@ -1469,6 +1471,18 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
     int32_t *d_table = upi(c, table, (size_t)n_seq * max_blocks), *d_seq = upi(c, seq_of, n_tok);
     int32_t *d_pos = upi(c, pos, n_tok), *d_slot = upi(c, slot, n_tok);
     void *d_scr = n_split > 1 ? dev(c, lb_paged_scratch_bytes(n_tok, NH, HD, n_split)) : NULL;
+    float *freq = hnew((size_t)HD / 2), *d_f = rope ? dev(c, (size_t)HD / 2 * 4) : NULL;
+    float *d_cs = rope ? dev(c, (size_t)max_len * HD * 4) : NULL;
+    lb_model_config cfg;
+    lb_err e2;
+    if (rope && lb_model_config_preset("llama3.1-8b", &cfg, &e2) != LB_OK) c->st = LB_ERR_USAGE;
+    if (c->st == LB_OK && rope) {
+        cfg.d_model = NH * HD, cfg.n_head = NH, cfg.n_kv_head = NKV;
+        lb_ref_rope_freqs(&cfg, freq);
+        check_cuda(c, cudaMemcpy(d_f, freq, (size_t)HD / 2 * 4, cudaMemcpyHostToDevice), "freqs");
+        check(c, lb_rope_table(d_cs, d_f, max_len, HD, 0, c->err));
+        lb_ref_rope_positions(qkv, pos, freq, n_tok, NH, NKV, HD);
+    }
     if (c->st == LB_OK) {
         for (int i = 0; i < n_tok; i++) {
             memcpy(kc + (size_t)slot[i] * row, qkv + (size_t)i * QW + NH * HD, row * 4);
@@ -1476,53 +1490,94 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
         }
         lb_ref_paged_attention(ref, qkv, kc, vc, table, max_blocks, seq_of, pos, n_tok, NH, NKV, HD,
                                bs);
-        check(c, lb_paged_kv_store(d_k, d_v, d_qkv, d_slot, n_tok, NH, NKV, HD, pr->dt, 0, c->err));
+        check(c, lb_paged_kv_store(d_k, d_v, d_qkv, d_cs, d_pos, d_slot, n_tok, NH, NKV, HD,
+                                   pr->dt, 0, c->err));
         check(c, lb_paged_attention(d_out, d_scr, n_split, d_qkv, d_k, d_v, d_table, max_blocks,
                                     d_seq, d_pos, n_tok, NH, NKV, HD, bs, pr->dt, 0, c->err));
         down(c, kc_out, d_k, cache_n, pr->dt);
-        double worst = 0;
-        for (size_t e = 0; e < cache_n; e++)
-            if (kc_out[e] != kc[e]) worst = INFINITY;
-        record(c, "paged.kv_store", shape, pr->name, worst, worst, worst == 0);
+        if (rope) {
+            compare(c, "paged.kv_store", shape, pr, kc_out, kc, cache_n);
+        } else {
+            double worst = 0;
+            for (size_t e = 0; e < cache_n; e++)
+                if (kc_out[e] != kc[e]) worst = INFINITY;
+            record(c, "paged.kv_store", shape, pr->name, worst, worst, worst == 0);
+        }
         down(c, out, d_out, (size_t)n_tok * NH * HD, pr->dt);
         compare(c, "paged.attention", shape, pr, out, ref, (size_t)n_tok * NH * HD);
     }
     release(c);
     free(table), free(perm), free(seq_of), free(pos), free(slot);
-    free(kc), free(vc), free(qkv), free(ref), free(out), free(kc_out);
+    free(kc), free(vc), free(qkv), free(ref), free(out), free(kc_out), free(freq);
 }
 
 /* A few rows against weights read once (lb_gemv), with and without the residual, out in
- * the inputs' type or in fp32 (the head's logits), against sums in double. */
-static void check_gemv(ctx *c, const prec_t *pr, int M, int K, int OC, bool res, bool f32_out) {
-    char shape[56];
-    snprintf(shape, sizeof shape, "M%d K%d OC%d%s%s", M, K, OC, res ? " +res" : "",
-             f32_out ? " out fp32" : "");
-    const size_t nx = (size_t)M * K, nw = (size_t)OC * K, ny = (size_t)M * OC;
-    float *x = hnew(nx), *w = hnew(nw), *r = hnew(ny), *ref = hnew(ny), *out = hnew(ny);
+ * the inputs' type or in fp32 (the head's logits), K split over `split` warps, with the
+ * RMSNorm before it (norm) and the SwiGLU after it (swiglu: OC is twice the output's
+ * width) inside it, against sums in double of the rows normalised and rounded as the norm
+ * kernel's output (its gate and up sums rounded as the product's output under SwiGLU). */
+static void check_gemv(ctx *c, const prec_t *pr, int M, int K, int OC, bool res, bool f32_out,
+                       int split, bool norm, bool swiglu) {
+    char shape[72];
+    snprintf(shape, sizeof shape, "M%d K%d OC%d split%d%s%s%s%s", M, K, OC, split,
+             res ? " +res" : "", f32_out ? " out fp32" : "", norm ? " norm" : "",
+             swiglu ? " swiglu" : "");
+    const int NO = swiglu ? OC / 2 : OC;
+    const size_t nx = (size_t)M * K, nw = (size_t)OC * K, ny = (size_t)M * NO;
+    float *x = hnew(nx), *xn = hnew(nx), *w = hnew(nw), *nwt = hnew((size_t)K);
+    float *r = hnew(ny), *ref = hnew(ny), *out = hnew(ny), *sums = hnew((size_t)M * OC);
     randn(c, x, nx, 1.0f);
     randn(c, w, nw, 0.1f);
     randn(c, r, ny, 1.0f);
+    for (int k = 0; k < K; k++)
+        nwt[k] = 1.0f + 0.1f * (float)lb_rng_normal(&c->rng);
     const lb_gpu_dtype yt = f32_out ? LB_DT_F32 : pr->dt;
     void *d_x = up(c, x, nx, pr->dt), *d_w = up(c, w, nw, pr->dt);
+    void *d_nw = norm ? up(c, nwt, (size_t)K, pr->dt) : NULL;
     void *d_r = res ? up(c, r, ny, pr->dt) : NULL, *d_y = dev(c, ny * lb_dtype_bytes(yt));
     if (c->st == LB_OK) {
+        memcpy(xn, x, nx * sizeof *x);
+        if (norm) {
+            for (int m = 0; m < M; m++) {
+                double ss = 0;
+                for (int k = 0; k < K; k++)
+                    ss += (double)x[(size_t)m * K + k] * x[(size_t)m * K + k];
+                const float rstd = (float)(1.0 / sqrt(ss / K + 1e-5));
+                for (int k = 0; k < K; k++)
+                    xn[(size_t)m * K + k] = x[(size_t)m * K + k] * rstd * nwt[k];
+            }
+            up(c, xn, nx, pr->dt); /* rounded as the norm kernel's output */
+        }
         for (int m = 0; m < M; m++)
             for (int n = 0; n < OC; n++) {
-                double sum = res ? r[(size_t)m * OC + n] : 0.0;
+                double sum = 0.0;
                 for (int k = 0; k < K; k++)
-                    sum += (double)x[(size_t)m * K + k] * w[(size_t)n * K + k];
-                ref[(size_t)m * OC + n] = (float)sum;
+                    sum += (double)xn[(size_t)m * K + k] * w[(size_t)n * K + k];
+                sums[(size_t)m * OC + n] = (float)sum;
             }
-        check(c, lb_gemv(d_y, yt, d_x, d_w, d_r, M, K, OC, pr->dt, 0, c->err));
+        if (swiglu) up(c, sums, (size_t)M * OC, pr->dt);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < NO; n++) {
+                const size_t i = (size_t)m * NO + n;
+                if (swiglu) {
+                    const double g = sums[(size_t)m * OC + n], u = sums[(size_t)m * OC + NO + n];
+                    ref[i] = (float)(g / (1.0 + exp(-g)) * u);
+                } else {
+                    ref[i] = sums[i] + (res ? r[i] : 0.0f);
+                }
+            }
+        const lb_gemv_opts o = {
+            .split = split, .norm_w = d_nw, .eps = 1e-5f, .swiglu = swiglu};
+        check(c, lb_gemv(d_y, yt, d_x, d_w, d_r, M, K, OC, &o, pr->dt, 0, c->err));
         down(c, out, d_y, ny, yt);
         compare(c, "gemv", shape, pr, out, ref, ny);
     }
     release(c);
-    free(x), free(w), free(r), free(ref), free(out);
+    free(x), free(xn), free(w), free(nwt), free(r), free(ref), free(out), free(sums);
 }
 
-/* RoPE of a batch of tokens at their own positions (a mixed batch of sequences). */
+/* RoPE of a batch of tokens at their own positions (a mixed batch of sequences), as the
+ * engine rotates them: inside lb_paged_kv_store (token i to slot i of a scratch cache). */
 static void check_rope_positions(ctx *c, const prec_t *pr, int N, int NH, int NKV, int HD, int T) {
     char shape[56];
     snprintf(shape, sizeof shape, "N%d H%d/%d D%d pos<%d llama3", N, NH, NKV, HD, T);
@@ -1539,17 +1594,23 @@ static void check_rope_positions(ctx *c, const prec_t *pr, int N, int NH, int NK
     lb_ref_rope_freqs(&cfg, freq);
     void *d_x = up(c, x, n, pr->dt);
     float *d_f = dev(c, (size_t)HD / 2 * 4), *d_cs = dev(c, (size_t)T * HD * 4);
-    int32_t *d_pos = upi(c, pos, N);
+    int32_t *d_pos = upi(c, pos, N), *slot = malloc((size_t)N * 4);
+    for (int i = 0; i < N; i++)
+        slot[i] = i;
+    int32_t *d_slot = upi(c, slot, N);
+    void *d_kc = dev(c, (size_t)N * NKV * HD * lb_dtype_bytes(pr->dt));
+    void *d_vc = dev(c, (size_t)N * NKV * HD * lb_dtype_bytes(pr->dt));
     if (c->st == LB_OK) {
         check_cuda(c, cudaMemcpy(d_f, freq, (size_t)HD / 2 * 4, cudaMemcpyHostToDevice), "freqs");
         check(c, lb_rope_table(d_cs, d_f, T, HD, 0, c->err));
         lb_ref_rope_positions(x, pos, freq, N, NH, NKV, HD);
-        check(c, lb_rope_positions(d_x, d_cs, d_pos, N, NH, NKV, HD, pr->dt, 0, c->err));
+        check(c, lb_paged_kv_store(d_kc, d_vc, d_x, d_cs, d_pos, d_slot, N, NH, NKV, HD, pr->dt, 0,
+                                   c->err));
         down(c, out, d_x, n, pr->dt);
         compare(c, "rope.positions", shape, pr, out, x, n);
     }
     release(c);
-    free(x), free(out), free(freq), free(pos);
+    free(x), free(out), free(freq), free(pos), free(slot);
 }
 
 /* Greedy choice of rows of logits, ties to the first index. */
@@ -1790,20 +1851,32 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
         }
         if (wanted(&c, "paged")) {
             const int dec[] = {1, 15, 16, 17, 100, 1000}, pre[] = {33, 200, 16}, one[] = {8192};
-            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 1);  /* decodes at block edges */
-            check_paged(&c, pr, 32, 8, 128, 16, pre, 3, 40, 1); /* prefill chunks */
-            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7, 1);    /* no grouping, head size 64 */
-            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3, 1);   /* 8k context, one kv head */
+            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 1, false); /* decodes, block edges */
+            check_paged(&c, pr, 32, 8, 128, 16, pre, 3, 40, 1, false); /* prefill chunks */
+            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7, 1, false); /* no grouping, size 64 */
+            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3, 1, false); /* 8k, one kv head */
             /* contexts split over blocks (flash-decoding): decodes, splits left empty by
              * short contexts, the most splits over 8k */
-            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 5);
-            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7, 3);
-            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3, LB_PAGED_MAX_SPLITS);
+            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 5, false);
+            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7, 3, false);
+            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3, LB_PAGED_MAX_SPLITS, false);
+            /* RoPE inside the store (the engine's way): decodes, prefill chunks */
+            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 5, true);
+            check_paged(&c, pr, 8, 2, 64, 16, pre, 3, 40, 1, true);
         }
         if (wanted(&c, "gemv")) {
-            check_gemv(&c, pr, 1, 4096, 200, false, false);
-            check_gemv(&c, pr, 3, 512, 96, true, false);
-            check_gemv(&c, pr, 8, 1024, 77, false, true); /* the head: fp32 logits */
+            check_gemv(&c, pr, 1, 4096, 200, false, false, 1, false, false);
+            check_gemv(&c, pr, 3, 512, 96, true, false, 2, false, false);
+            check_gemv(&c, pr, 8, 1024, 77, false, true, 1, false, false); /* the head */
+            /* K split over warps (part of the warps idle at 8), the norm inside (the head's
+             * with fp32 logits), the SwiGLU, both (mlp_in of a decode step) */
+            check_gemv(&c, pr, 2, 4096, 130, true, false, 4, false, false);
+            check_gemv(&c, pr, 5, 1024, 40, false, false, 8, false, false);
+            check_gemv(&c, pr, 1, 4096, 96, false, true, 2, true, false);
+            check_gemv(&c, pr, 3, 2048, 160, false, false, 1, true, false);
+            check_gemv(&c, pr, 4, 1024, 128, false, false, 2, false, true);
+            check_gemv(&c, pr, 1, 4096, 256, false, false, 4, true, true);
+            check_gemv(&c, pr, 2, 512, 64, false, false, 8, true, true);
         }
         /* fp32 angles pos * inv_freq are off by up to pos * 2^-24 radians (the table is
          * fp32, as HF's rotary embedding): past about 2k positions that exceeds fp32's
