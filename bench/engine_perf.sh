@@ -62,8 +62,8 @@ rm -f $O/st.txt
 [ -n "$CHECK_ONLY" ] && exit 0
 echo "== singlestream"
 timeout ${T_INFER:-50} $B infer --random llama3.1-8b --scenario singlestream --synthetic ${N_SS:-4} \
-    --input-len fixed:778 --max-tokens 128 --ignore-eos --db $DB -v > $O/single.txt 2>&1
-grep -E "engine:|Samples per|Mean First|50.00 percentile first|Mean Time|50.00 percentile time|kernel by kernel|paged kernel" $O/single.txt
+    --input-len fixed:778 --max-tokens 128 --ignore-eos --db $DB -vv > $O/single.txt 2>&1
+grep -E "engine:|Samples per|Mean First|50.00 percentile first|Mean Time|50.00 percentile time|kernel by kernel|paged kernel|decode products" $O/single.txt
 echo "== offline"
 timeout ${T_INFER:-50} $B infer --random llama3.1-8b --synthetic ${N_OFF:-300} --input-len normal:778:256 \
     --max-tokens 128 --ignore-eos --db $DB -v > $O/offline.txt 2>&1
