@@ -93,9 +93,9 @@ typedef struct {
     lb_blas *blas_small; /* up to SMALL_M rows (decode): timed once per row bucket */
     lb_gpu_arena arena;
     /* device pieces */
-    uint16_t *params;                               /* bf16, config.h's layout */
-    uint16_t *k_cache, *v_cache;                    /* [L, n_blocks, block_size, NKV, HD] bf16 */
-    float *cs;                                      /* RoPE (cos, sin) [max_ctx, HD/2, 2] */
+    uint16_t *params;                          /* bf16, config.h's layout */
+    uint16_t *k_cache, *v_cache;               /* [L, n_blocks, block_size, NKV, HD] bf16 */
+    float *cs;                                 /* RoPE (cos, sin) [max_ctx, HD/2, 2] */
     void *x, *x2, *n, *qkv, *att, *h, *a, *xo; /* bf16 activations; x, x2: the
                                                 * residual stream, ping-pong */
     float *rstd, *logits, *lse;
@@ -272,8 +272,8 @@ static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, cons
 /* Product `prod` of a step's N tokens with layer L's weights (the head's for PROD_HEAD),
  * between the backend's buffers and the residual stream x: qkv, mlp_in (with SwiGLU,
  * into g->a) and the head read RMSNorm(x); attn_out and mlp_out write y = ... + x. */
-static lb_status product(gpu_backend *g, int prod, const uint16_t *L, int N, void *y,
-                         const void *x, lb_err *err) {
+static lb_status product(gpu_backend *g, int prod, const uint16_t *L, int N, void *y, const void *x,
+                         lb_err *err) {
     const lb_model_config *c = &g->cfg;
     const int64_t C = c->d_model, F = c->d_ff, T = g->step_tokens;
     const lb_layer_offsets *lo = &g->off.layer;
@@ -284,14 +284,13 @@ static lb_status product(gpu_backend *g, int prod, const uint16_t *L, int N, voi
     case PROD_OUT:
         return linear(g, prod, y, BF, g->att, L + lo->attn_out_w, N, T, C, C, x, NULL, false, err);
     case PROD_IN:
-        return linear(g, prod, g->a, BF, x, L + lo->mlp_in_w, N, T, C, 2 * F, NULL,
-                      L + lo->norm2_w, true, err);
+        return linear(g, prod, g->a, BF, x, L + lo->mlp_in_w, N, T, C, 2 * F, NULL, L + lo->norm2_w,
+                      true, err);
     case PROD_DOWN:
         return linear(g, prod, y, BF, g->a, L + lo->mlp_out_w, N, T, F, C, x, NULL, false, err);
     default:
-        return linear(g, prod, g->logits, LB_DT_F32, x, g->params + g->off.lm_head, N,
-                      g->max_seqs, C, c->vocab_size, NULL, g->params + g->off.normf_w, false,
-                      err);
+        return linear(g, prod, g->logits, LB_DT_F32, x, g->params + g->off.lm_head, N, g->max_seqs,
+                      C, c->vocab_size, NULL, g->params + g->off.normf_w, false, err);
     }
 }
 
@@ -319,8 +318,8 @@ static lb_status choose_products(gpu_backend *g, int rows, lb_err *err) {
         for (int im = IMPL_BLAS; im < N_IMPL && st == LB_OK; im++) {
             g->impl[rows][prod] = (prod_impl)im;
             for (int r = 0; r <= TIME_REPS && st == LB_OK; r++) {
-                const uint16_t *L = g->params + g->off.layers +
-                                    (int64_t)(r % g->cfg.n_layer) * g->off.layer_numel;
+                const uint16_t *L =
+                    g->params + g->off.layers + (int64_t)(r % g->cfg.n_layer) * g->off.layer_numel;
                 if (r == 1) st = event_ok(cudaEventRecord(e0, g->stream), err);
                 if (st == LB_OK)
                     st = product(g, prod, L, rows, g->x2, prod == PROD_HEAD ? g->xo : g->x, err);

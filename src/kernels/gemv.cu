@@ -115,7 +115,8 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
                 if (it0 + u * split < iters)
 #pragma unroll
                     for (int r = 0; r < R; r++)
-                        wv[r][u] = __ldg((const uint4 *)(wr[r] + (int64_t)(it0 + u * split) * 32 * E));
+                        wv[r][u] =
+                            __ldg((const uint4 *)(wr[r] + (int64_t)(it0 + u * split) * 32 * E));
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int it = it0 + u * split;
@@ -188,8 +189,8 @@ extern "C" bool lb_gemv_fits(int M, int64_t K, int64_t OC, const void *x, const 
 }
 
 template <typename T, typename Y, int R>
-static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, float eps, int M,
-                   int K, int64_t n_out, int split, size_t smem, cudaStream_t s) {
+static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, float eps, int M, int K,
+                   int64_t n_out, int split, size_t smem, cudaStream_t s) {
     const unsigned grid = (unsigned)((n_out + GEMV_WARPS / split - 1) / (GEMV_WARPS / split));
 #define GEMV_ROWS(ROWS)                                                                            \
     case ROWS:                                                                                     \
@@ -210,8 +211,8 @@ static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, floa
 }
 
 extern "C" lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const void *w,
-                             const void *res, int M, int64_t K, int64_t OC,
-                             const lb_gemv_opts *o, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+                             const void *res, int M, int64_t K, int64_t OC, const lb_gemv_opts *o,
+                             lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     if (!lb_gemv_fits(M, K, OC, x, w, res, dt, o))
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "gemv runs 1 to %d rows, K a multiple of 256, 16-byte aligned operands, "
@@ -226,8 +227,8 @@ extern "C" lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const 
     const size_t smem = norm_bytes(M, K, dt, o);
     if (swiglu && y_type == dt)
         LB_DISPATCH_DTYPE(dt, T,
-                          launch<T, T, 2>((T *)y, (const T *)x, (const T *)w, NULL,
-                                          (const T *)nw, eps, M, (int)K, OC / 2, split, smem, s));
+                          launch<T, T, 2>((T *)y, (const T *)x, (const T *)w, NULL, (const T *)nw,
+                                          eps, M, (int)K, OC / 2, split, smem, s));
     else if (!swiglu && y_type == LB_DT_F32)
         LB_DISPATCH_DTYPE(dt, T,
                           launch<T, float, 1>((float *)y, (const T *)x, (const T *)w,

@@ -35,8 +35,8 @@ extern "C" {
  * its position pos[i] (as lb_rope_forward rotates position t), and the rotated k is
  * stored; cs NULL: no rotation (pos unread). HD a multiple of 16. */
 lb_status lb_paged_kv_store(void *k_cache, void *v_cache, void *qkv, const float *cs,
-                            const int32_t *pos, const int32_t *slot, int N, int NH, int NKV,
-                            int HD, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+                            const int32_t *pos, const int32_t *slot, int N, int NH, int NKV, int HD,
+                            lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 
 #define LB_PAGED_MAX_SPLITS 16
 

@@ -19,8 +19,8 @@ static __global__ void rope_table_kernel(float *cs, const float *inv_freq, int T
 
 /* One pair per thread. */
 template <typename T>
-static __global__ void rope_kernel(T *qkv, const float *cs, int64_t BT, int T_,
-                                   int NH, int NKV, int HD, float sign) {
+static __global__ void rope_kernel(T *qkv, const float *cs, int64_t BT, int T_, int NH, int NKV,
+                                   int HD, float sign) {
     int half = HD / 2, heads = NH + NKV; /* rotated heads: q then k */
     int64_t n = BT * heads * half;
     int width = (NH + 2 * NKV) * HD;
@@ -41,8 +41,8 @@ static __global__ void rope_kernel(T *qkv, const float *cs, int64_t BT, int T_,
 
 /* Eight pairs per thread (HD a multiple of 16). */
 template <typename T>
-static __global__ void rope_vec_kernel(T *qkv, const float *cs, int64_t BT, int T_, int NH,
-                                       int NKV, int HD, float sign) {
+static __global__ void rope_vec_kernel(T *qkv, const float *cs, int64_t BT, int T_, int NH, int NKV,
+                                       int HD, float sign) {
     int half = HD / 2, per_head = half / 8, heads = NH + NKV;
     int64_t n = BT * heads * per_head;
     int width = (NH + 2 * NKV) * HD;

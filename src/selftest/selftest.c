@@ -1434,8 +1434,8 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
         n_blocks += (lens[s] + bs - 1) / bs;
         if (lens[s] > max_len) max_len = lens[s];
     }
-    snprintf(shape, sizeof shape, "H%d/%d D%d bs%d len<=%d x%d chunk%d split%d%s", NH, NKV, HD,
-             bs, max_len, n_seq, chunk, n_split, rope ? " rope" : "");
+    snprintf(shape, sizeof shape, "H%d/%d D%d bs%d len<=%d x%d chunk%d split%d%s", NH, NKV, HD, bs,
+             max_len, n_seq, chunk, n_split, rope ? " rope" : "");
     const int max_blocks = (max_len + bs - 1) / bs, QW = (NH + 2 * NKV) * HD;
     const size_t row = (size_t)NKV * HD, cache_n = (size_t)n_blocks * bs * row;
     int32_t *table = calloc((size_t)n_seq * max_blocks, 4), *perm = malloc((size_t)n_blocks * 4);
@@ -1490,8 +1490,8 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
         }
         lb_ref_paged_attention(ref, qkv, kc, vc, table, max_blocks, seq_of, pos, n_tok, NH, NKV, HD,
                                bs);
-        check(c, lb_paged_kv_store(d_k, d_v, d_qkv, d_cs, d_pos, d_slot, n_tok, NH, NKV, HD,
-                                   pr->dt, 0, c->err));
+        check(c, lb_paged_kv_store(d_k, d_v, d_qkv, d_cs, d_pos, d_slot, n_tok, NH, NKV, HD, pr->dt,
+                                   0, c->err));
         check(c, lb_paged_attention(d_out, d_scr, n_split, d_qkv, d_k, d_v, d_table, max_blocks,
                                     d_seq, d_pos, n_tok, NH, NKV, HD, bs, pr->dt, 0, c->err));
         down(c, kc_out, d_k, cache_n, pr->dt);
@@ -1566,8 +1566,7 @@ static void check_gemv(ctx *c, const prec_t *pr, int M, int K, int OC, bool res,
                     ref[i] = sums[i] + (res ? r[i] : 0.0f);
                 }
             }
-        const lb_gemv_opts o = {
-            .split = split, .norm_w = d_nw, .eps = 1e-5f, .swiglu = swiglu};
+        const lb_gemv_opts o = {.split = split, .norm_w = d_nw, .eps = 1e-5f, .swiglu = swiglu};
         check(c, lb_gemv(d_y, yt, d_x, d_w, d_r, M, K, OC, &o, pr->dt, 0, c->err));
         down(c, out, d_y, ny, yt);
         compare(c, "gemv", shape, pr, out, ref, ny);
@@ -1851,10 +1850,10 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
         }
         if (wanted(&c, "paged")) {
             const int dec[] = {1, 15, 16, 17, 100, 1000}, pre[] = {33, 200, 16}, one[] = {8192};
-            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 1, false); /* decodes, block edges */
+            check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 1, false);  /* decodes, block edges */
             check_paged(&c, pr, 32, 8, 128, 16, pre, 3, 40, 1, false); /* prefill chunks */
-            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7, 1, false); /* no grouping, size 64 */
-            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3, 1, false); /* 8k, one kv head */
+            check_paged(&c, pr, 8, 8, 64, 16, pre, 3, 7, 1, false);    /* no grouping, size 64 */
+            check_paged(&c, pr, 8, 1, 128, 32, one, 1, 3, 1, false);   /* 8k, one kv head */
             /* contexts split over blocks (flash-decoding): decodes, splits left empty by
              * short contexts, the most splits over 8k */
             check_paged(&c, pr, 32, 8, 128, 16, dec, 6, 1, 5, false);
