@@ -9,6 +9,7 @@
 #            reads its part of the same global batch); GPT-2 runs also write their fp32
 #            parameters (--save-params, into PARAMS_DIR, default /tmp/dp_gpu_params, not
 #            $OUT), compared with the same GPU count's ZeRO 0 run and with the one-GPU run;
+#            CONE=0 leaves the one-GPU run out (one in $OUT from before is the reference);
 #   perf     GPT-2 124M bf16 16 x 1024 per GPU at every stage of STAGES on 1 and each of
 #            GPUS: tokens/s, scaling efficiency against the one-GPU stage 0 run, memory per
 #            rank, communication and its exposed part, bytes sent beside the formula;
@@ -85,7 +86,8 @@ for part in $PARTS; do
             for prec in $PRECS; do
                 c=(--model "$model" --precision "$prec" --seq 256 --steps "$CSTEPS" --warmup 0)
                 save() { [ "$model" = gpt2-124m ] && echo --save-params "$pdir/$1.safetensors"; }
-                train "c-$model-$prec-1g" 25 1 "${c[@]}" --batch "$CBATCH" $(save "c-$model-$prec-1g")
+                [ "${CONE:-1}" = 1 ] &&
+                    train "c-$model-$prec-1g" 25 1 "${c[@]}" --batch "$CBATCH" $(save "c-$model-$prec-1g")
                 for n in $GPUS; do
                     for z in $STAGES; do
                         name=c-$model-$prec-${n}g-z$z
