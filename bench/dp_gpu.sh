@@ -24,6 +24,7 @@
 #   llama    Llama 3.2 1B bf16 8 x 1024 at each of LSTAGES on LGPUS GPUs, and Llama 3.1 8B
 #            bf16 at ZeRO 3 (BIG=0 leaves it out): tokens/s, MFU, memory per rank against
 #            the formula.
+# TRAIN_ARGS: options added to every llmbench run.
 # Steps: STEPS timed after WARMUP warm-up steps (20 and 5). A collective stuck for
 # COMM_TIMEOUT s (30) ends its run. JSON of every run goes to $OUT
 # (or /tmp/dp_gpu); the last lines are the summary tables.
@@ -74,7 +75,7 @@ train() { # NAME NEED_S GPUS ARGS...: llmbench train on one GPU or N local worke
     local where=(--device cuda)
     [ "$n" -gt 1 ] && where=(--gpus "$n")
     run "$name" "$need" "$LLMBENCH" train "${where[@]}" --json -q --no-progress --db "$db" \
-        --comm-timeout "${COMM_TIMEOUT:-30}" "$@"
+        --comm-timeout "${COMM_TIMEOUT:-30}" "$@" ${TRAIN_ARGS:-}
 }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 "$LLMBENCH" --version

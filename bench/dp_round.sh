@@ -2,17 +2,20 @@
 # dp_round.sh: one call on a machine with 4 GPUs for the data-parallel training rows, the
 # parts in the order PARTS names them (default: correct trace stages), each under its own
 # limit so the whole ends within TOTAL_S (default 270) seconds:
-#   correct  agreement rows (dp_gpu.sh PARTS=correct): GPT-2 124M fp16 at ZeRO 0, 2 and 3
-#            and Llama 3.2 1B bf16 at ZeRO 0-3, on 2 GPUs (the two models side by side, on
-#            GPUs 0-1 and 2-3) and then on 4, each against its one-GPU run;
+#   selftest `selftest --only matmul` on GPU 0;
+#   correct  agreement rows (dp_gpu.sh PARTS=correct): GPT-2 124M in GPT2_PREC (fp16) at
+#            GPT2_STAGES (0 2 3) on GPT2_GPUS (2 4), Llama 3.2 1B bf16 at LLAMA_STAGES (0-3)
+#            on LLAMA_GPUS (2 4): the 2-GPU runs of the two models side by side (GPUs 0-1
+#            and 2-3), then the 4-GPU ones, each against its one-GPU run;
 #   trace    dp_trace.sh: CUPTI traces of GPT-2 124M bf16 16 x 1024 at ZeRO 0 on 1 GPU and
 #            on 4, summarised (then ZeRO 1 on 4 against ZeRO 1 on 1, time allowing);
 #   stages   the stage table's one-GPU rows (dp_gpu.sh PARTS=stages SGPUS=1, fp16 and fp32,
 #            REPEATS runs each): stage z on GPU z, the four stages at the same time, each
 #            into its own folder (one database each), the table over all four;
-#   ab       GPT-2 124M bf16 16 x 1024 at ZeRO AB_STAGES (default 0 1 3) on 1 and 4 GPUs
-#            with $LLMBENCH and with $BASE_LLMBENCH (another build), alternating, AB_REPEATS
-#            (default 2) times (dp_gpu.sh PARTS=perf into $OUT/round/ab-NAME-REP).
+#   ab       GPT-2 124M bf16 16 x 1024 on 1 GPU at ZeRO 0, then at each stage of AB_STAGES
+#            (default 0 1 3) on 4 GPUs with each of AB_VARIANTS (default: base, $BASE_LLMBENCH
+#            (another build); new, $LLMBENCH; cms0, $LLMBENCH --comm-sms 0 (not at 3)) in turn
+#            (dp_gpu.sh PARTS=perf), a table a variant against the one-GPU run.
 # Logs go to $OUT/round (default /tmp/round); ends.txt says how each part ended.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,23 +41,31 @@ dp() { # LOG VAR=VALUE...: dp_gpu.sh with those settings
 
 for part in ${PARTS:-correct trace stages}; do
     case $part in
+    selftest)
+        CUDA_VISIBLE_DEVICES=0 timeout "$(cap 40)" "$LLMBENCH" selftest --no-model --only matmul \
+            >"$O/selftest.txt" 2>&1
+        note "selftest matmul exit $?: $(tail -n 1 "$O/selftest.txt")" ;;
     correct)
         c=(PARTS=correct CSTEPS=6 COMM_TIMEOUT=20)
-        g=(CMODELS=gpt2-124m PRECS=fp16 STAGES="0 2 3" OUT=$O/c-gpt2)
-        l=(CMODELS=llama3.2-1b PRECS=bf16 STAGES="0 1 2 3" OUT=$O/c-llama)
+        g=(CMODELS=gpt2-124m PRECS="${GPT2_PREC:-fp16}" STAGES="${GPT2_STAGES:-0 2 3}" OUT=$O/c-gpt2)
+        l=(CMODELS=llama3.2-1b PRECS=bf16 STAGES="${LLAMA_STAGES:-0 1 2 3}" OUT=$O/c-llama)
         t=$(cap 70)
-        dp c-gpt2.txt CUDA_VISIBLE_DEVICES=0,1 "${c[@]}" "${g[@]}" GPUS=2 DEADLINE_S="$t" &
-        dp c-llama.txt CUDA_VISIBLE_DEVICES=2,3 "${c[@]}" "${l[@]}" GPUS=2 DEADLINE_S="$t" &
+        case " ${GPT2_GPUS:-2 4} " in *" 2 "*)
+            dp c-gpt2.txt CUDA_VISIBLE_DEVICES=0,1 "${c[@]}" "${g[@]}" GPUS=2 DEADLINE_S="$t" & ;; esac
+        case " ${LLAMA_GPUS:-2 4} " in *" 2 "*)
+            dp c-llama.txt CUDA_VISIBLE_DEVICES=2,3 "${c[@]}" "${l[@]}" GPUS=2 DEADLINE_S="$t" & ;; esac
         wait
-        dp c-gpt2.txt "${c[@]}" "${g[@]}" GPUS=4 CONE=0 DEADLINE_S="$(cap 45)"
-        dp c-llama.txt "${c[@]}" "${l[@]}" GPUS=4 CONE=0 DEADLINE_S="$(cap 70)"
+        case " ${GPT2_GPUS:-2 4} " in *" 4 "*)
+            dp c-gpt2.txt "${c[@]}" "${g[@]}" GPUS=4 CONE=0 DEADLINE_S="$(cap 45)" ;; esac
+        case " ${LLAMA_GPUS:-2 4} " in *" 4 "*)
+            dp c-llama.txt "${c[@]}" "${l[@]}" GPUS=4 CONE=0 DEADLINE_S="$(cap 70)" ;; esac
         for m in gpt2 llama; do # the tables over both GPU counts
             s=("${g[@]}")
             [ $m = llama ] && s=("${l[@]}")
             dp c-$m-table.txt PARTS=none "${s[@]}" GPUS="2 4"
         done
-        note "correct: $(grep -c ' yes ' "$O"/c-*-table.txt | tr '\n' ' ') rows agree," \
-            "$(cat "$O"/c-*-table.txt | grep -c ' NO ') do not; $(grep -h 'failed\|skipped' "$O"/c-gpt2.txt "$O"/c-llama.txt | wc -l) runs failed or skipped" ;;
+        note "correct: $(cat "$O"/c-*-table.txt | grep -c ' yes ') rows agree," \
+            "$(cat "$O"/c-*-table.txt | grep -c ' NO ') do not; $(cat "$O"/c-gpt2.txt "$O"/c-llama.txt 2>/dev/null | grep -c '^skipped\| failed (exit') runs failed or skipped" ;;
     trace)
         OUT=$O/trace RUNS="1 4" TAG=z0 STEPS=10 WARMUP=5 timeout "$(cap 50)" bash "$here/dp_trace.sh" \
             >"$O/trace-z0.txt" 2>&1
@@ -74,15 +85,25 @@ for part in ${PARTS:-correct trace stages}; do
         dp stages-table.txt PARTS=none OUT=$O/stages GPUS=1
         note "stages: $(grep -c '^ *1 ' "$O/stages-table.txt") rows" ;;
     ab)
-        for rep in $(seq 1 "${AB_REPEATS:-2}"); do
-            for who in new base; do
-                x=$LLMBENCH
-                [ $who = base ] && x=$BASE_LLMBENCH
-                dp ab-$who-$rep.txt LLMBENCH="$x" PARTS=perf GPUS=4 STAGES="${AB_STAGES:-0 1 3}" STEPS=15 \
-                    WARMUP=3 OUT="$O/ab-$who-$rep" DEADLINE_S="$(cap 75)"
+        # the one-GPU baseline (its code is the same in both builds), then per stage the
+        # builds and variants alternating; every run's JSON into one folder for the table
+        dp ab.txt PARTS=perf GPUS=" " STAGES=0 STEPS=15 WARMUP=3 OUT="$O/ab" DEADLINE_S="$(cap 30)"
+        for z in ${AB_STAGES:-0 1 3}; do
+            for v in ${AB_VARIANTS:-base new cms0}; do
+                x=$LLMBENCH a=
+                [ "$v" = base ] && x=$BASE_LLMBENCH
+                [ "$v" = cms0 ] && a="--comm-sms 0"
+                [ "$v" = cms0 ] && [ "$z" = 3 ] && continue
+                dp ab.txt LLMBENCH="$x" TRAIN_ARGS="$a" PARTS=perf PONE=0 GPUS=4 STAGES="$z" STEPS=15 \
+                    WARMUP=3 OUT="$O/ab-$v" DEADLINE_S="$(cap 30)"
+                cp "$O/ab/p-1g-z0.json" "$O/ab-$v/" 2>/dev/null
             done
         done
-        note "ab: $(grep -h '^ *p-' "$O"/ab-*.txt | wc -l) rows" ;;
+        for v in ${AB_VARIANTS:-base new cms0}; do
+            echo "== $v" >>"$O/ab-table.txt"
+            dp ab-table.txt PARTS=none OUT="$O/ab-$v" GPUS=4 STAGES="${AB_STAGES:-0 1 3}"
+        done
+        note "ab: $(grep -c '^ *p-4g' "$O/ab-table.txt") rows" ;;
     esac
 done
 note "done after $(($(date +%s) - start)) s"

@@ -169,7 +169,8 @@ static lb_model_gpu_params model_params(const lb_train_params *p, int64_t total)
                               .attention = p->attention,
                               .max_loss_slots = (int)(total * K)};
     if (lb_train_ranks(p) > 1 || p->zero > 0)
-        lb_dp_cuda_model_params((lb_zero_stage)p->zero, lb_train_ranks(p), p->lora_rank > 0, &gp);
+        lb_dp_cuda_model_params((lb_zero_stage)p->zero, lb_train_ranks(p), p->lora_rank > 0,
+                                (int)p->comm_sms, &gp);
     return gp;
 }
 
@@ -193,6 +194,7 @@ static lb_status data_parallel_init(const lb_train_params *p, run_state *s, lb_e
     cp.device = p->device_index;
     cp.op_timeout_s = p->comm_timeout_s;
     cp.setup_timeout_s = lb_boot_timeout_s(p->boot);
+    cp.max_ctas = (int)p->comm_sms;
     return lb_comm_init(p->boot, &cp, true, &s->comm, err);
 }
 
