@@ -98,8 +98,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     while (g_out != NULL && cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS)
         write_record(r);
     size_t dropped = 0;
-    if (g_out != NULL && cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS &&
-        dropped > 0)
+    if (g_out != NULL &&
+        cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped > 0)
         fprintf(g_out, "D\t%zu\n", dropped);
     pthread_mutex_unlock(&g_mu);
     free(buffer);
@@ -111,7 +111,8 @@ static void CUPTIAPI on_api(void *user, CUpti_CallbackDomain domain, CUpti_Callb
     (void)user;
     const CUpti_CallbackData *cb = data;
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-        cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000 && cb->callbackSite == CUPTI_API_EXIT)
+        cbid == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000 &&
+        cb->callbackSite == CUPTI_API_EXIT)
         cuptiActivityFlushAll(0);
 }
 

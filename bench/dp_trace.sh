@@ -7,8 +7,8 @@
 # host's runtime calls.
 #
 # usage: [RUNS="1 4"] [ARGS="--zero 1"] [TAG=z1] [STEPS=10] [WARMUP=5] bench/dp_trace.sh
-# RUNS: the GPU counts to trace (each summarised against the one-GPU trace of the same TAG,
-# traced now or before into the same $OUT); MODEL, BATCH, SEQ, PREC: the shape. The
+# RUNS: the GPU counts to trace (each summarised against the one-GPU trace of BASE_TAG,
+# default TAG, traced now or before into the same $OUT); MODEL, BATCH, SEQ, PREC: the shape. The
 # tracer is $TRACE_LIB (default: libcupti_trace.so beside this script, else
 # build/bench/); it needs libcupti.so.13 on the loader path. Traces and the runs' JSON go
 # to $OUT/TAG-Ng (default /tmp/dp_trace).
@@ -35,5 +35,6 @@ for n in ${RUNS:-1 4}; do
     echo "== $tag on $n GPU(s): train exit $?, step ms median $(python3 -c 'import json,sys
 r = json.load(open(sys.argv[1])); r = r[0] if isinstance(r, list) else r
 print(next((m["value"] for m in r["metrics"] if m["name"] == "step_ms_median"), "?"))' "$d/train.json" 2>/dev/null)"
-    [ "$n" -gt 1 ] && [ -d "$out/$tag-1g" ] && python3 "$bench_dir/trace_summary.py" "$out/$tag-1g" "$d" "$steps" "${TOP:-25}"
+    base=$out/${BASE_TAG:-$tag}-1g
+    [ "$n" -gt 1 ] && [ -d "$base" ] && python3 "$bench_dir/trace_summary.py" "$base" "$d" "$steps" "${TOP:-25}"
 done

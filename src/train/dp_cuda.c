@@ -18,10 +18,11 @@
 
 #define PIECE_ALIGN 64 /* elements: every piece starts 128 bytes apart or more */
 #define N_GATHER    3  /* stage 3: gather buffers (the unit in use, the next, the last) */
-/* The products the model enqueues after a collective that it runs beside: the collective
- * starts once the kernels before it are done, and holds --comm-sms SMs while the next
- * product runs (one layer's bucket, 14 MB in GPT-2 124M bf16, took less time than that
- * product on four H100s when it had its SMs: docs/PERFORMANCE.md) */
+/* With share_sms, the products the model enqueues after a collective that it runs beside:
+ * the collective starts once the kernels before it are done and holds its SMs while the
+ * next product runs (GPT-2 124M in bf16 on four H100s: a layer's bucket, 14 MB, is about
+ * 90 us of all-reduce at the bus bandwidth `llmbench comm` measured for that size, the
+ * product after it in backward 167 us; docs/PERFORMANCE.md) */
 #define SHARED_PRODUCTS 1
 
 /* A bucket's runs of gradient slots (kernels/adamw.cuh's lb_adamw_grad_run) in the device
@@ -258,10 +259,11 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     bool last = unit == 0;
     if (last && last_micro)
         LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMPUTE_END], d->model_stream));
-    /* The run's first step times each product's algorithms (gpu/blas/matmul.h) and the
-     * model's other choices: at stages 0-1, whose buckets stay in the model's array, its
-     * buckets travel after backward, so that nothing runs beside those timings. */
-    bool quiet = d->step == 0 && d->p.stage < LB_ZERO_2 && d->c != NULL;
+    /* With share_sms: the run's first step times each product's algorithms
+     * (gpu/blas/matmul.h) and the model's other choices; at stages 0-1, whose buckets stay
+     * in the model's array, its buckets travel after backward, so that nothing runs beside
+     * those timings. */
+    bool quiet = d->p.share_sms && d->step == 0 && d->p.stage < LB_ZERO_2 && d->c != NULL;
     if (d->plan.buckets[b].unit_lo == unit && quiet)
         lb_model_gpu_share_next(d->m, SHARED_PRODUCTS); /* timed as they will run */
     else if (d->plan.buckets[b].unit_lo == unit)

@@ -106,6 +106,10 @@ typedef struct {
     const lb_model_gpu_source *src; /* NULL: stages 1-3 draw the shard from seed; else every
                                      * parameter is read from it (a model directory; read at
                                      * init; not with lora) */
+    bool share_sms;                 /* the model's shared_sms is set (lb_dp_cuda_model_params):
+                                     * the product after each collective is named to it, and at
+                                     * stages 0-1 the first step's buckets travel after its
+                                     * backward, so that products are timed alone */
 } lb_dp_cuda_params;
 
 /* What the model must keep out of its arena at this stage over `ranks` ranks, training its

@@ -68,7 +68,7 @@ lb_train_params lb_train_default_params(void) {
         .base_tok_per_s = 0.0,
         .boot = NULL,
         .comm_timeout_s = 300.0,
-        .comm_sms = LB_TRAIN_COMM_SMS,
+        .comm_sms = 0,
     };
 }
 

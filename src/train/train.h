@@ -76,12 +76,10 @@ typedef struct {
     lb_boot *boot;                 /* the job (comm/boot.h), kept; NULL: this process alone */
     double comm_timeout_s;         /* deadline of each collective, s */
     int64_t comm_sms;              /* several GPU ranks: the most SMs (NCCL blocks) a collective
-                                    * takes, and the products beside collectives are chosen for
-                                    * the others; 0: NCCL's own count, products for every SM */
+                                    * takes, the product beside each collective's start chosen
+                                    * for the others, and the first step's collectives after its
+                                    * backward (train/dp_cuda.h); 0: none of that */
 } lb_train_params;
-
-/* --comm-sms's default: the blocks NCCL 2.28 gives an all-reduce over four NVLink H100s */
-#define LB_TRAIN_COMM_SMS 24
 
 lb_train_params lb_train_default_params(void);
 

@@ -305,7 +305,8 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                              .n_steps = total,
                              .seed = lora ? p->seed ^ LB_LORA_SEED_SALT : p->seed,
                              .lora = lora ? &gp.lora : NULL,
-                             .src = hf != NULL && !lora ? &src : NULL};
+                             .src = hf != NULL && !lora ? &src : NULL,
+                             .share_sms = ranks > 1 && p->comm_sms > 0};
     if (st == LB_OK && dp) st = lb_dp_cuda_init(&s.dp, s.m, cfg, s.comm, &dpp, err);
     s.ev = calloc((size_t)(2 * total), sizeof *s.ev);
     s.losses = calloc((size_t)(total * K), sizeof *s.losses);
