@@ -24,16 +24,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp}/round
 mkdir -p "$O"
-start=$(date +%s)
 total=${TOTAL_S:-270}
-left() { echo $((total - ($(date +%s) - start))); }
-cap() { # SECONDS: the smaller of SECONDS and what is left, at least 1 (timeout 0 never ends)
-    local l
-    l=$(left)
-    [ "$l" -lt 1 ] && l=1
-    [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
-}
-note() { echo "$*" | tee -a "$O/ends.txt"; }
+. "$here/round_clock.sh"
 dp() { # LOG VAR=VALUE...: dp_gpu.sh with those settings
     local log=$1
     shift

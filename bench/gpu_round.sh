@@ -12,7 +12,7 @@
 #   5. one engine replica per GPU under one load run (four_gpu.sh PARTS=replicas);
 #   6. GPT-2 124M bf16 16 x 1024 at ZeRO PSTAGES (default 0 1 3) on 1 and 4 GPUs
 #      (dp_gpu.sh PARTS=perf);
-#   7. where the 4-GPU step loses time against one GPU: step_gaps.sh traces of GPT-2 124M
+#   7. where the 4-GPU step loses time against one GPU: dp_trace.sh's CUPTI traces of GPT-2 124M
 #      bf16 16 x 1024 at ZeRO 0 on 1 GPU and on 4 (GAPS=0 leaves it out).
 # $LLMBENCH is the binary. Logs go to $OUT/round (default /tmp/round); the last lines say
 # how each part ended.
@@ -22,16 +22,8 @@ X=$LLMBENCH
 O=${OUT:-/tmp}/round
 mkdir -p "$O"
 export NCCL_NVLS_ENABLE=0
-start=$(date +%s)
 total=${TOTAL_S:-540}
-left() { echo $((total - ($(date +%s) - start))); }
-cap() { # SECONDS: the smaller of SECONDS and what is left, at least 1 (timeout 0 never ends)
-    local l
-    l=$(left)
-    [ "$l" -lt 1 ] && l=1
-    [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
-}
-note() { echo "$*" | tee -a "$O/ends.txt"; }
+. "$here/round_clock.sh"
 
 if [ -n "${TTG:-}" ]; then
     CUDA_VISIBLE_DEVICES=0 timeout "$(cap 90)" "$TTG" >"$O/ttg.txt" 2>&1
@@ -75,11 +67,8 @@ OUT=$O/dp PARTS=perf GPUS=4 STAGES="${PSTAGES:-0 1 3}" STEPS=15 WARMUP=3 DEADLIN
 note "dp_gpu perf exit $?"
 
 if [ "${GAPS:-1}" = 1 ]; then
-    for g in 1 4; do
-        OUT=$O/gaps GPUS=$([ $g = 1 ] || echo $g) SHAPES=gpt2-124m:16:1024:bf16 STEPS=10 WARMUP=5 TOP=25 \
-            timeout "$(cap 75)" bash "$here/step_gaps.sh" >"$O/gaps$g.txt" 2>&1
-        note "step_gaps $g GPU exit $?"
-        rm -f "$O"/gaps/*.sqlite
-    done
+    OUT=$O/trace RUNS="1 4" TAG=z0 STEPS=10 WARMUP=5 timeout "$(cap 75)" bash "$here/dp_trace.sh" \
+        >"$O/trace.txt" 2>&1
+    note "dp_trace exit $?"
 fi
 note "done after $(($(date +%s) - start)) s"
