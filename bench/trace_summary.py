@@ -10,10 +10,11 @@ busy time (kernels, copies, sets) and its idle time, split into the part while a
 another stream ran (waiting for communication, or sharing the GPU with it), the part whose
 next kernel was launched by the host only after the previous one ended (the host was late),
 and the rest; NCCL's kernel time a step and the part of it while the model stream was idle
-(exposed). Then, per kernel name, the time a step in BASE and in RUN (rank mean) and the
-difference, largest first, with how much of RUN's time ran beside an NCCL kernel and the
-per-launch slowdown there against BASE's mean; and the host thread's runtime calls that took
-the most time a step in each run."""
+(exposed), and per rank NCCL's kernels a step, their mean time and blocks. Then, per kernel
+name, the time a step in BASE and in RUN (rank mean) and the difference, largest first, with
+how much of RUN's time ran beside an NCCL kernel, the per-launch time there against BASE's
+mean, and the block counts RUN launched it with; and the host thread's runtime calls that
+took the most time a step in each run."""
 import glob
 import os
 import re
@@ -26,10 +27,13 @@ def load(path):
     for line in open(path, errors="replace"):
         f = line.rstrip("\n").split("\t")
         if f[0] == "K" and len(f) >= 9:
-            k.append((int(f[3]), int(f[4]), int(f[1]), int(f[2]), int(f[5]), f[8]))
+            blocks = 1
+            for g in f[6].split("x"):
+                blocks *= int(g)
+            k.append((int(f[3]), int(f[4]), int(f[1]), int(f[2]), int(f[5]), f[8], blocks))
         elif f[0] in ("M", "S") and len(f) >= 7:
             name = "[memcpy]" if f[0] == "M" else "[memset]"
-            k.append((int(f[3]), int(f[4]), int(f[1]), int(f[2]), int(f[5]), name))
+            k.append((int(f[3]), int(f[4]), int(f[1]), int(f[2]), int(f[5]), name, 0))
         elif f[0] == "A" and len(f) >= 6:
             api.append((int(f[2]), int(f[3]), int(f[1]), int(f[4]), f[5]))
     return k, api
@@ -129,12 +133,13 @@ def analyse(path, steps):
     model_u = union([(r[0], r[1]) for r in mine])
     nccl_ns = sum(r[1] - r[0] for r in nccl)
     nccl_exposed = sum((b - a) - overlap(a, b, model_u, first_after(model_u, a)) for a, b in u_nccl)
-    by_name = defaultdict(lambda: [0, 0, 0, 0])  # ns, launches, ns beside NCCL, launches beside
+    by_name = defaultdict(lambda: [0, 0, 0, 0, set()])  # ns, launches, beside NCCL: ns, launches; blocks
     for r in mine:
         d = r[1] - r[0]
         e = by_name[short(r[5])]
         e[0] += d
         e[1] += 1
+        e[4].add(r[6])
         if u_nccl and overlap(r[0], r[1], u_nccl, first_after(u_nccl, r[0])) > d / 2:
             e[2] += d
             e[3] += 1
@@ -144,11 +149,13 @@ def analyse(path, steps):
             api_ms[a[4]] += (a[1] - a[0]) / 1e6
     dev = mine[0][2]
     ms = lambda ns: ns / 1e6 / steps
+    blocks = sorted({r[6] for r in nccl})
     return {
         "file": os.path.basename(path), "device": dev, "period": ms(span), "busy": ms(busy),
         "idle": ms(span - busy), "idle_other": ms(idle_other), "idle_late": ms(idle_late),
         "idle_rest": ms(idle_rest), "nccl": ms(nccl_ns), "nccl_exposed": ms(nccl_exposed),
         "kernels": len(mine) / steps, "nccl_kernels": len(nccl) / steps, "by_name": by_name,
+        "nccl_us": nccl_ns / max(1, len(nccl)) / 1e3, "nccl_blocks": blocks,
         "api": {k: v / steps for k, v in api_ms.items()},
     }
 
@@ -174,11 +181,15 @@ def main():
     b0 = base[0]
     print(f"{'run mean':>12} {'':>3} {'':>6} " + " ".join(f"{mean[c]:>12.3f}" for c in cols))
     print(f"{'run - base':>12} {'':>3} {'':>6} " + " ".join(f"{mean[c] - b0[c]:>12.3f}" for c in cols))
+    for r in run:
+        print(f"device {r['device']}: {r['nccl_kernels']:.1f} NCCL kernels a step, {r['nccl_us']:.1f} us each on"
+              f" average, blocks {'/'.join(map(str, r['nccl_blocks']))}")
     names = set(b0["by_name"]) | set().union(*(r["by_name"] for r in run))
     table = []
     for n in names:
-        b = b0["by_name"].get(n, [0, 0, 0, 0])
-        rs = [r["by_name"].get(n, [0, 0, 0, 0]) for r in run]
+        b = b0["by_name"].get(n, [0, 0, 0, 0, set()])
+        rs = [r["by_name"].get(n, [0, 0, 0, 0, set()]) for r in run]
+        grids = "/".join(map(str, sorted(set().union(*(x[4] for x in rs)))[:3]))
         t_run = sum(x[0] for x in rs) / len(rs) / 1e6 / steps
         t_base = b[0] / 1e6 / steps
         beside = sum(x[2] for x in rs) / len(rs) / 1e6 / steps
@@ -187,15 +198,15 @@ def main():
         run_beside_per = sum(x[2] for x in rs) / max(1, sum(x[3] for x in rs)) / 1e3
         launches = sum(x[1] for x in rs) / len(rs) / steps
         table.append((t_run - t_base, n, t_base, t_run, launches, b[1] / steps, beside, n_beside,
-                      base_per, run_beside_per))
+                      base_per, run_beside_per, grids))
     table.sort(key=lambda x: -abs(x[0]))
     print(f"\nper kernel name, ms a step (run: mean over ranks), by |difference|; beside NCCL: the run's time"
           f" while an NCCL kernel ran, us a launch there against base's mean")
     print(f"{'diff':>7} {'base':>7} {'run':>7} {'n base':>6} {'n run':>6} {'beside':>7} {'n bes.':>6}"
-          f" {'us base':>8} {'us bes.':>8}  name")
-    for d, n, tb, tr, lr, lb, bs, nb, bp, rp in table[:top]:
+          f" {'us base':>8} {'us bes.':>8} {'blocks':>11}  name (blocks: the run's launches)")
+    for d, n, tb, tr, lr, lb, bs, nb, bp, rp, gr in table[:top]:
         print(f"{d:>7.3f} {tb:>7.3f} {tr:>7.3f} {lb:>6.1f} {lr:>6.1f} {bs:>7.3f} {nb:>6.1f} {bp:>8.1f}"
-              f" {rp if nb else float('nan'):>8.1f}  {n}")
+              f" {rp if nb else float('nan'):>8.1f} {gr:>11}  {n}")
     slow = sum(x[6] - x[7] * x[8] / 1e3 for x in table if x[7] and x[8] == x[8])
     print(f"kernels beside NCCL took {slow:.3f} ms a step more than base's mean for the same launches")
     print("\nhost thread's runtime calls, ms a step (base | run rank of the first device)")
