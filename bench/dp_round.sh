@@ -14,8 +14,9 @@
 #            REPEATS runs each): stage z on GPU z, the four stages at the same time, each
 #            into its own folder (one database each), the table over all four;
 #   ab       GPT-2 124M bf16 16 x 1024 on 1 GPU at ZeRO 0, then at each stage of AB_STAGES
-#            (default 0 1 3) on 4 GPUs with each of AB_VARIANTS (default: base, $BASE_LLMBENCH
-#            (another build); off, $LLMBENCH; on, $LLMBENCH --comm-sms AB_SMS (24)) in turn
+#            (default 0 1 3) on AB_GPUS (default 4) GPUs with each of AB_VARIANTS (default:
+#            base, $BASE_LLMBENCH (another build); off, $LLMBENCH; on, $LLMBENCH --comm-sms
+#            AB_SMS (24)) in turn
 #            (dp_gpu.sh PARTS=perf), a table a variant against the one-GPU run.
 # Logs go to $OUT/round (default /tmp/round); ends.txt says how each part ended.
 set -u
@@ -89,16 +90,16 @@ for part in ${PARTS:-correct trace stages}; do
                 x=$LLMBENCH a=
                 [ "$v" = base ] && x=$BASE_LLMBENCH
                 [ "$v" = on ] && a="--comm-sms ${AB_SMS:-24}"
-                dp ab.txt LLMBENCH="$x" TRAIN_ARGS="$a" PARTS=perf PONE=0 GPUS=4 STAGES="$z" STEPS=15 \
+                dp ab.txt LLMBENCH="$x" TRAIN_ARGS="$a" PARTS=perf PONE=0 GPUS="${AB_GPUS:-4}" STAGES="$z" STEPS=15 \
                     WARMUP=3 OUT="$O/ab-$v" DEADLINE_S="$(cap 30)"
                 cp "$O/ab/p-1g-z0.json" "$O/ab-$v/" 2>/dev/null
             done
         done
         for v in ${AB_VARIANTS:-base off on}; do
             echo "== $v" >>"$O/ab-table.txt"
-            dp ab-table.txt PARTS=none OUT="$O/ab-$v" GPUS=4 STAGES="${AB_STAGES:-0 1 3}"
+            dp ab-table.txt PARTS=none OUT="$O/ab-$v" GPUS="${AB_GPUS:-4}" STAGES="${AB_STAGES:-0 1 3}"
         done
-        note "ab: $(grep -c '^ *p-4g' "$O/ab-table.txt") rows" ;;
+        note "ab: $(grep -c "^ *p-${AB_GPUS:-4}g" "$O/ab-table.txt") rows" ;;
     esac
 done
 note "done after $(($(date +%s) - start)) s"
