@@ -6,7 +6,7 @@
 #   correct  agreement rows (dp_gpu.sh PARTS=correct): GPT-2 124M in GPT2_PREC (fp16) at
 #            GPT2_STAGES (0 2 3) on GPT2_GPUS (2 4), Llama 3.2 1B bf16 at LLAMA_STAGES (0-3)
 #            on LLAMA_GPUS (2 4): the 2-GPU runs of the two models side by side (GPUs 0-1
-#            and 2-3), then the 4-GPU ones, each against its one-GPU run;
+#            and LLAMA_DEVS, default 2,3), then the 4-GPU ones, each against its one-GPU run;
 #   trace    dp_trace.sh: CUPTI traces of GPT-2 124M bf16 16 x 1024 at ZeRO 0 on 1 GPU and
 #            on 4, summarised (with TRACE_SMS=N also ZeRO 0 on 4 under --comm-sms N; then
 #            ZeRO 1 on 4 against ZeRO 1 on 1, time allowing);
@@ -47,7 +47,8 @@ for part in ${PARTS:-correct trace stages}; do
         case " ${GPT2_GPUS:-2 4} " in *" 2 "*)
             dp c-gpt2.txt CUDA_VISIBLE_DEVICES=0,1 "${c[@]}" "${g[@]}" GPUS=2 DEADLINE_S="$t" & ;; esac
         case " ${LLAMA_GPUS:-2 4} " in *" 2 "*)
-            dp c-llama.txt CUDA_VISIBLE_DEVICES=2,3 "${c[@]}" "${l[@]}" GPUS=2 DEADLINE_S="$t" & ;; esac
+            dp c-llama.txt CUDA_VISIBLE_DEVICES="${LLAMA_DEVS:-2,3}" "${c[@]}" "${l[@]}" GPUS=2 \
+                DEADLINE_S="$t" & ;; esac
         wait
         case " ${GPT2_GPUS:-2 4} " in *" 4 "*)
             dp c-gpt2.txt "${c[@]}" "${g[@]}" GPUS=4 CONE=0 DEADLINE_S="$(cap 45)" ;; esac
