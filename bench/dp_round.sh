@@ -8,16 +8,16 @@
 #            on LLAMA_GPUS (2 4): the 2-GPU runs of the two models side by side (GPUs 0-1
 #            and LLAMA_DEVS, default 2,3), then the 4-GPU ones, each against its one-GPU run;
 #   trace    dp_trace.sh: CUPTI traces of GPT-2 124M bf16 16 x 1024 at ZeRO 0 on 1 GPU and
-#            on 4, summarised (with TRACE_SMS=N also ZeRO 0 on 4 under --comm-sms N; then
+#            on 4, summarised (with TRACE_ARGS also ZeRO 0 on 4 with those options; then
 #            ZeRO 1 on 4 against ZeRO 1 on 1, time allowing);
 #   stages   the stage table's one-GPU rows (dp_gpu.sh PARTS=stages SGPUS=1, fp16 and fp32,
 #            REPEATS runs each): stage z on GPU z, the four stages at the same time, each
 #            into its own folder (one database each), the table over all four;
 #   ab       GPT-2 124M bf16 16 x 1024 on 1 GPU at ZeRO 0, then at each stage of AB_STAGES
-#            (default 0 1 3) on AB_GPUS (default 4) GPUs with each of AB_VARIANTS (default:
-#            base, $BASE_LLMBENCH (another build); off, $LLMBENCH; on, $LLMBENCH --comm-sms
-#            AB_SMS (24)) in turn
-#            (dp_gpu.sh PARTS=perf), a table a variant against the one-GPU run.
+#            (default 0 1 3) on AB_GPUS (default 4) GPUs with each of AB_VARIANTS in turn
+#            (default "base off"; base: $BASE_LLMBENCH, another build; off: $LLMBENCH; on:
+#            $LLMBENCH with AB_ARGS' options) (dp_gpu.sh PARTS=perf), a table a variant
+#            against the one-GPU run.
 # Logs go to $OUT/round (default /tmp/round); ends.txt says how each part ended.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,9 +65,9 @@ for part in ${PARTS:-correct trace stages}; do
         OUT=$O/trace RUNS="1 4" TAG=z0 STEPS=10 WARMUP=5 timeout "$(cap 50)" bash "$here/dp_trace.sh" \
             >"$O/trace-z0.txt" 2>&1
         note "trace z0 exit $?"
-        [ -n "${TRACE_SMS:-}" ] && OUT=$O/trace RUNS=4 TAG=z0-sms BASE_TAG=z0 ARGS="--comm-sms $TRACE_SMS" \
-            STEPS=10 WARMUP=5 timeout "$(cap 30)" bash "$here/dp_trace.sh" >"$O/trace-z0-sms.txt" 2>&1 &&
-            note "trace z0 --comm-sms $TRACE_SMS done"
+        [ -n "${TRACE_ARGS:-}" ] && OUT=$O/trace RUNS=4 TAG=z0-args BASE_TAG=z0 ARGS="$TRACE_ARGS" \
+            STEPS=10 WARMUP=5 timeout "$(cap 30)" bash "$here/dp_trace.sh" >"$O/trace-z0-args.txt" 2>&1 &&
+            note "trace z0 $TRACE_ARGS done"
         [ "$(left)" -gt 70 ] && OUT=$O/trace RUNS="1 4" TAG=z1 ARGS="--zero 1" STEPS=10 WARMUP=5 \
             timeout "$(cap 40)" bash "$here/dp_trace.sh" >"$O/trace-z1.txt" 2>&1 &&
             note "trace z1 done" ;;
@@ -87,16 +87,16 @@ for part in ${PARTS:-correct trace stages}; do
         # builds and variants alternating; every run's JSON into one folder for the table
         dp ab.txt PARTS=perf GPUS=" " STAGES=0 STEPS=15 WARMUP=3 OUT="$O/ab" DEADLINE_S="$(cap 30)"
         for z in ${AB_STAGES:-0 1 3}; do
-            for v in ${AB_VARIANTS:-base off on}; do
+            for v in ${AB_VARIANTS:-base off}; do
                 x=$LLMBENCH a=
                 [ "$v" = base ] && x=$BASE_LLMBENCH
-                [ "$v" = on ] && a="--comm-sms ${AB_SMS:-24}"
+                [ "$v" = on ] && a=${AB_ARGS:-}
                 dp ab.txt LLMBENCH="$x" TRAIN_ARGS="$a" PARTS=perf PONE=0 GPUS="${AB_GPUS:-4}" STAGES="$z" STEPS=15 \
                     WARMUP=3 OUT="$O/ab-$v" DEADLINE_S="$(cap 30)"
                 cp "$O/ab/p-1g-z0.json" "$O/ab-$v/" 2>/dev/null
             done
         done
-        for v in ${AB_VARIANTS:-base off on}; do
+        for v in ${AB_VARIANTS:-base off}; do
             echo "== $v" >>"$O/ab-table.txt"
             dp ab-table.txt PARTS=none OUT="$O/ab-$v" GPUS="${AB_GPUS:-4}" STAGES="${AB_STAGES:-0 1 3}"
         done

@@ -65,7 +65,6 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--tf32", "--fp32-matmul", "3xtf32", NULL},
                  "--tf32 contradicts --fp32-matmul 3xtf32");
     expect_usage((const char *[]){"train", "--quant", "int4", NULL}, "none|nf4");
-    expect_usage((const char *[]){"train", "--comm-sms", "-1", NULL}, "--comm-sms");
     expect_usage((const char *[]){"train", "--lora-rank", "0", NULL}, "--lora-rank");
     expect_usage((const char *[]){"train", "--model", "./no-such-dir", "--db", g_db, NULL},
                  "--model ./no-such-dir: no such directory");

@@ -201,12 +201,7 @@ static void test_memory_matches_the_gpu_arena_plan(void **state) {
                                       .fp32_mode = p.fp32_matmul,
                                       .max_loss_slots = (int)(p.warmup + p.steps)};
             if (zero > 0 || ranks > 1)
-                lb_dp_cuda_model_params((lb_zero_stage)zero, ranks, false, (int)p.comm_sms, &gp);
-            /* products beside collectives: over several ranks only, as --comm-sms says */
-            lb_model_gpu_params shared = gp;
-            lb_dp_cuda_model_params((lb_zero_stage)zero, ranks, false, 24, &shared);
-            assert_int_equal(shared.shared_sms, ranks > 1 ? 24 : 0);
-            assert_int_equal(gp.shared_sms, 0);
+                lb_dp_cuda_model_params((lb_zero_stage)zero, ranks, false, &gp);
             double plan_state = 0, plan_other = 0;
             lb_err err;
             assert_int_equal(lb_model_gpu_plan_bytes(&cfg, &gp, &plan_state, &plan_other, &err),

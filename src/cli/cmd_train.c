@@ -250,12 +250,6 @@ int lb_cmd_train(int argc, char **argv) {
          "as safetensors, one tensor per name of the model's layout"},
         {"--bucket-mb", LB_ARG_DOUBLE, &p->bucket_mib, "MIB",
          "most gradient data a communication bucket holds, MiB (default 25)", 0, 1 << 20},
-        {"--comm-sms", LB_ARG_INT, &p->comm_sms, "N",
-         "with several GPU ranks: the most SMs a collective takes (NCCL's blocks); the "
-         "product that runs beside a collective as it starts is chosen for the other SMs, "
-         "and the first step's collectives wait for its backward, so that products are "
-         "timed alone (default 0: NCCL's own count, every product for all SMs)",
-         0, 1024},
         {"--base-tok-per-s", LB_ARG_DOUBLE, &p->base_tok_per_s, "X",
          "tokens/s of this configuration on one rank: adds scaling efficiency", 0, 1e15},
         {"--comm-timeout", LB_ARG_DOUBLE, &p->comm_timeout_s, "S",

@@ -88,8 +88,6 @@ typedef struct {
     int device;             /* NCCL: CUDA device ordinal; -1: the local rank (default) */
     double setup_timeout_s; /* creating the communicator and its first connections, s */
     double op_timeout_s;    /* each call, from the call to its completion, s */
-    int max_ctas;           /* NCCL: most blocks (so SMs) a call's kernel takes; 0: NCCL's
-                             * own choice */
 } lb_comm_params;
 
 lb_comm_params lb_comm_default_params(void);

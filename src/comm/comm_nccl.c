@@ -435,7 +435,6 @@ lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err) {
     LB_CUDA_TRY(err, cudaMemset(s->one, 0, sizeof *s->one));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    if (c->params.max_ctas > 0) config.maxCTAs = c->params.max_ctas;
     ncclResult_t r = ncclCommInitRankConfig(&s->setup, m, id, my, &config);
     char what[96];
     snprintf(what, sizeof what, "creating the NCCL communicator of %d ranks", m);
@@ -448,7 +447,6 @@ lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err) {
     s->thread_started = true;
     ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
     blocking.blocking = 1;
-    if (c->params.max_ctas > 0) blocking.maxCTAs = c->params.max_ctas;
     /* with a non-blocking parent the split runs on NCCL's thread, which writes s->comm
      * once the new communicator is ready */
     r = ncclCommSplit(s->setup, 0, my, &s->comm, &blocking);

@@ -397,13 +397,6 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
         bp.split_scratch = m->split_scratch, bp.split_scratch_bytes = m->split_bytes;
         st = lb_blas_init(&m->blas, &bp, err);
     }
-    int sms = 0, dev = 0;
-    if (st == LB_OK && p->shared_sms > 0 &&
-        (cudaGetDevice(&dev) != cudaSuccess ||
-         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
-        st = lb_fail(err, LB_ERR_DEVICE, "could not read the GPU's SM count");
-    /* the SMs left to this model's products while collectives run beside them */
-    m->shared_target = p->shared_sms > 0 && sms > p->shared_sms ? sms - p->shared_sms : 0;
     for (int i = 0; st == LB_OK && i < 2; i++) {
         if (cudaMallocHost((void **)&m->host_tok[i], 2 * (size_t)m->BT * 4) != cudaSuccess ||
             cudaEventCreateWithFlags(&m->host_done[i], cudaEventDisableTiming) != cudaSuccess)
@@ -1202,10 +1195,6 @@ static lb_status clear_forward_backward(lb_model_gpu *m, float *loss, lb_err *er
                                          m->stream));
     LB_TRY(forward(m, loss, err));
     return backward(m, err);
-}
-
-void lb_model_gpu_share_next(lb_model_gpu *m, int n) {
-    lb_blas_share_sms(m->blas, m->shared_target, n);
 }
 
 lb_status lb_model_gpu_forward_backward(lb_model_gpu *m, const int32_t *inputs,

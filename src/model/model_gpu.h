@@ -71,9 +71,6 @@ typedef struct {
                                    * (model/lora_gpu.h) */
     bool no_graph;                /* every step kernel by kernel, never as a CUDA graph (a
                                    * gradient hook that enqueues collectives) */
-    int shared_sms;               /* SMs a collective beside the step's kernels holds: the
-                                   * products lb_model_gpu_share_next names are chosen for
-                                   * the rest (gpu/blas/matmul.h's lb_blas_share_sms); 0: none */
     bool external_optimizer;      /* no fp32 master, moments or optimizer pass: the caller
                                    * keeps them (a ZeRO shard) and writes the working copy */
     bool external_grads;          /* no gradient array: every unit's gradient slots are where
@@ -188,10 +185,6 @@ const char *lb_model_gpu_gelu_product(const lb_model_gpu *m);
  * unit's collectives behind them; a failure it returns ends the step. NULL: none. */
 typedef lb_status (*lb_model_gpu_grad_hook)(void *ctx, int unit, lb_err *err);
 void lb_model_gpu_set_grad_hook(lb_model_gpu *m, lb_model_gpu_grad_hook fn, void *ctx);
-/* The next n cuBLASLt products the model enqueues are chosen for its GPU's SMs less
- * p->shared_sms (none with shared_sms 0): a hook that has just enqueued a collective, which
- * starts as soon as the kernels before it are done, names the products it will run beside. */
-void lb_model_gpu_share_next(lb_model_gpu *m, int n);
 /* The gradients: one device array of fp32 slots in the parameter layout (NULL with
  * external_grads), and how tensor t's gradient is stored in its slot: fp32, or packed 16-bit
  * values of the working type. */

@@ -27,7 +27,6 @@ struct lb_model_gpu {
     bool llama;
     lb_gpu_arena arena;
     lb_blas *blas;
-    int shared_target; /* SMs the products beside collectives are chosen for (0: all) */
     cudaStream_t stream;
     /* parameters and optimizer state */
     float *master, *grads, *m, *v;

@@ -1776,15 +1776,6 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_matmul(&c, pr, blas, 96, 64, 200);
             check_matmul(&c, pr, blas, 64, 256, 56);
             check_matmul(&c, pr, blas, 128, 192, 192);
-            /* the first product chosen for fewer SMs than the GPU has (one beside a
-             * collective), then the same products for the whole GPU: one problem more */
-            lb_blas_share_sms(blas, 24, 1);
-            check_matmul(&c, pr, blas, 160, 136, 96);
-            int shared = lb_blas_cached(blas);
-            check_matmul(&c, pr, blas, 160, 136, 96);
-            int more = lb_blas_cached(blas) - shared;
-            record(&c, "matmul.share", "N160 IC136 OC96", pr->name, more == 1 ? 0 : 1, more,
-                   more == 1);
             if (pr->dt == LB_DT_F32) { /* the same checks with the other fp32 products */
                 for (int v = 0; v < 3; v++) {
                     const prec_t *alt = v == 0 ? &SPLIT : v == 1 ? &CUT : &AUTO;

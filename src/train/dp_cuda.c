@@ -18,12 +18,6 @@
 
 #define PIECE_ALIGN 64 /* elements: every piece starts 128 bytes apart or more */
 #define N_GATHER    3  /* stage 3: gather buffers (the unit in use, the next, the last) */
-/* With share_sms, the products the model enqueues after a collective that it runs beside:
- * the collective starts once the kernels before it are done and holds its SMs while the
- * next product runs (GPT-2 124M in bf16 on four H100s: a layer's bucket, 14 MB, is about
- * 90 us of all-reduce at the bus bandwidth `llmbench comm` measured for that size, the
- * product after it in backward 167 us; docs/PERFORMANCE.md) */
-#define SHARED_PRODUCTS 1
 
 /* A bucket's runs of gradient slots (kernels/adamw.cuh's lb_adamw_grad_run) in the device
  * table: runs [first, first + n), the longest run's length, and where its packed elements
@@ -95,14 +89,12 @@ static lb_comm_dtype comm_type(lb_gpu_dtype t) {
     return t == LB_DT_F32 ? LB_COMM_FP32 : t == LB_DT_F16 ? LB_COMM_FP16 : LB_COMM_BF16;
 }
 
-void lb_dp_cuda_model_params(lb_zero_stage stage, int ranks, bool lora, int comm_sms,
-                             lb_model_gpu_params *gp) {
+void lb_dp_cuda_model_params(lb_zero_stage stage, int ranks, bool lora, lb_model_gpu_params *gp) {
     bool whole = ranks == 1 && !lora;
     gp->external_optimizer = stage >= LB_ZERO_1;
     gp->external_grads = stage >= LB_ZERO_2 && !whole;
     gp->external_params = stage >= LB_ZERO_3 && !whole;
     gp->no_graph = true;
-    gp->shared_sms = ranks > 1 ? comm_sms : 0;
 }
 
 /* What the model's stream enqueued so far is what the communication stream waits for; the
@@ -112,7 +104,6 @@ static lb_status hand_over(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
     if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(start_ev, d->comm_stream));
     d->started = true;
-    lb_model_gpu_share_next(d->m, SHARED_PRODUCTS);
     return LB_OK;
 }
 
@@ -242,12 +233,6 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     return LB_OK;
 }
 
-/* Bucket b's collective at the stage, behind the kernels enqueued so far. */
-static lb_status send_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
-    return d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, b, start_ev, err)
-                                   : reduce_scatter_bucket(d, b, start_ev, err);
-}
-
 static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     lb_dp_cuda *d = ctx;
     bool last_micro = d->micro == d->p.grad_accum - 1;
@@ -259,19 +244,9 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     bool last = unit == 0;
     if (last && last_micro)
         LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMPUTE_END], d->model_stream));
-    /* With share_sms: the run's first step times each product's algorithms
-     * (gpu/blas/matmul.h) and the model's other choices; at stages 0-1, whose buckets stay
-     * in the model's array, its buckets travel after backward, so that nothing runs beside
-     * those timings. */
-    bool quiet = d->p.share_sms && d->step == 0 && d->p.stage < LB_ZERO_2 && d->c != NULL;
-    if (d->plan.buckets[b].unit_lo == unit && quiet)
-        lb_model_gpu_share_next(d->m, SHARED_PRODUCTS); /* timed as they will run */
-    else if (d->plan.buckets[b].unit_lo == unit)
-        LB_TRY(send_bucket(d, b, ev[LB_DP_EV_COMM_START], err));
-    for (int q = d->plan.n_buckets - 1; quiet && last && last_micro && q >= 0; q--)
-        LB_TRY(send_bucket(d, q, ev[LB_DP_EV_COMM_START], err));
-    /* no product of this micro-batch is left to run beside them */
-    if (last) lb_model_gpu_share_next(d->m, 0);
+    if (d->plan.buckets[b].unit_lo == unit)
+        LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, b, ev[LB_DP_EV_COMM_START], err)
+                                       : reduce_scatter_bucket(d, b, ev[LB_DP_EV_COMM_START], err));
     if (!last || !last_micro) return LB_OK;
     /* the optimizer waits for every bucket */
     LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMM_END], d->comm_stream));
@@ -316,7 +291,6 @@ static lb_status gather_unit(lb_dp_cuda *d, int u, int k, lb_err *err) {
     LB_CUDA_TRY(err, cudaEventRecord(d->gathered[k], d->comm_stream));
     d->gather_unit[k] = u;
     d->gather_used[k] = ++d->clock;
-    lb_model_gpu_share_next(d->m, SHARED_PRODUCTS);
     return LB_OK;
 }
 

@@ -106,19 +106,13 @@ typedef struct {
     const lb_model_gpu_source *src; /* NULL: stages 1-3 draw the shard from seed; else every
                                      * parameter is read from it (a model directory; read at
                                      * init; not with lora) */
-    bool share_sms;                 /* the model's shared_sms is set (lb_dp_cuda_model_params):
-                                     * the product after each collective is named to it, and at
-                                     * stages 0-1 the first step's buckets travel after its
-                                     * backward, so that products are timed alone */
 } lb_dp_cuda_params;
 
 /* What the model must keep out of its arena at this stage over `ranks` ranks, training its
  * adapters (lora) or every parameter: sets gp's external_optimizer (1-3), external_grads
  * (2-3) and external_params (3), the last two not for one rank training every parameter,
- * and no_graph; over several ranks, the comm_sms SMs the collectives take beside backward
- * (and forward at stage 3) as gp's shared_sms (shared_forward). */
-void lb_dp_cuda_model_params(lb_zero_stage stage, int ranks, bool lora, int comm_sms,
-                             lb_model_gpu_params *gp);
+ * and no_graph. */
+void lb_dp_cuda_model_params(lb_zero_stage stage, int ranks, bool lora, lb_model_gpu_params *gp);
 
 /* Plans the buckets, lays out and allocates this rank's shard and buffers (one arena of
  * its own), creates the communication stream and events, draws the shard's master weights

@@ -68,7 +68,6 @@ lb_train_params lb_train_default_params(void) {
         .base_tok_per_s = 0.0,
         .boot = NULL,
         .comm_timeout_s = 300.0,
-        .comm_sms = 0,
     };
 }
 
@@ -229,7 +228,6 @@ static void record_config(const lb_train_params *p, const lb_model_config *cfg, 
     json_object_set_new(c, "zero", json_integer(p->zero));
     json_object_set_new(c, "grad_accum", json_integer(p->grad_accum));
     json_object_set_new(c, "bucket_mib", json_real(p->bucket_mib));
-    json_object_set_new(c, "comm_sms", json_integer(p->comm_sms));
     json_object_set_new(c, "ranks", json_integer(lb_train_ranks(p)));
     json_object_set_new(c, "global_batch", json_integer(p->batch * lb_train_ranks(p)));
     json_object_set_new(

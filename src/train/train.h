@@ -75,10 +75,6 @@ typedef struct {
                                     * (safetensors) */
     lb_boot *boot;                 /* the job (comm/boot.h), kept; NULL: this process alone */
     double comm_timeout_s;         /* deadline of each collective, s */
-    int64_t comm_sms;              /* several GPU ranks: the most SMs (NCCL blocks) a collective
-                                    * takes, the product beside each collective's start chosen
-                                    * for the others, and the first step's collectives after its
-                                    * backward (train/dp_cuda.h); 0: none of that */
 } lb_train_params;
 
 lb_train_params lb_train_default_params(void);

@@ -169,8 +169,7 @@ static lb_model_gpu_params model_params(const lb_train_params *p, int64_t total)
                               .attention = p->attention,
                               .max_loss_slots = (int)(total * K)};
     if (lb_train_ranks(p) > 1 || p->zero > 0)
-        lb_dp_cuda_model_params((lb_zero_stage)p->zero, lb_train_ranks(p), p->lora_rank > 0,
-                                (int)p->comm_sms, &gp);
+        lb_dp_cuda_model_params((lb_zero_stage)p->zero, lb_train_ranks(p), p->lora_rank > 0, &gp);
     return gp;
 }
 
@@ -194,7 +193,6 @@ static lb_status data_parallel_init(const lb_train_params *p, run_state *s, lb_e
     cp.device = p->device_index;
     cp.op_timeout_s = p->comm_timeout_s;
     cp.setup_timeout_s = lb_boot_timeout_s(p->boot);
-    cp.max_ctas = (int)p->comm_sms;
     return lb_comm_init(p->boot, &cp, true, &s->comm, err);
 }
 
@@ -305,8 +303,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                              .n_steps = total,
                              .seed = lora ? p->seed ^ LB_LORA_SEED_SALT : p->seed,
                              .lora = lora ? &gp.lora : NULL,
-                             .src = hf != NULL && !lora ? &src : NULL,
-                             .share_sms = ranks > 1 && p->comm_sms > 0};
+                             .src = hf != NULL && !lora ? &src : NULL};
     if (st == LB_OK && dp) st = lb_dp_cuda_init(&s.dp, s.m, cfg, s.comm, &dpp, err);
     s.ev = calloc((size_t)(2 * total), sizeof *s.ev);
     s.losses = calloc((size_t)(total * K), sizeof *s.losses);

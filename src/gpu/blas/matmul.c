@@ -83,8 +83,7 @@ enum { COMPUTE_PLAIN = 0, COMPUTE_TF32, COMPUTE_INT8 };
 typedef struct {
     int64_t m, n, k, lda, ldb, ldd;
     int trans_a, trans_b, ab_type, d_type, epilogue, has_c, align;
-    int compute;   /* COMPUTE_*; COMPUTE_INT8 ignores ab_type and d_type (int8 -> int32) */
-    int sm_target; /* the SMs the algorithm is chosen for (0: the device's) */
+    int compute; /* COMPUTE_*; COMPUTE_INT8 ignores ab_type and d_type (int8 -> int32) */
 } key;
 
 typedef struct {
@@ -106,9 +105,6 @@ typedef struct {
 struct lb_blas {
     cublasLtHandle_t lt;
     lb_blas_params p;
-    int sm_target;  /* the product being run is chosen for this many SMs (0: the device's) */
-    int share_sms;  /* lb_blas_share_sms's SMs, */
-    int share_left; /* for this many more products */
     prepared cache[MAX_CACHED];
     int n_cached;
     fp32_choice choices[MAX_CACHED];
@@ -163,12 +159,6 @@ int lb_blas_cached(const lb_blas *h) {
     return h ? h->n_cached : 0;
 }
 
-void lb_blas_share_sms(lb_blas *h, int sms, int n) {
-    if (h == NULL) return;
-    h->share_sms = sms > 0 ? sms : 0;
-    h->share_left = sms > 0 && n > 0 ? n : 0;
-}
-
 static cublasLtEpilogue_t lt_epilogue(lb_gpu_epilogue e) {
     switch (e) {
     case LB_EPI_NONE: return CUBLASLT_EPILOGUE_DEFAULT;
@@ -198,11 +188,6 @@ static lb_status prepare(lb_blas *h, const key *k, prepared *p, lb_err *err) {
     cublasLtEpilogue_t epi = lt_epilogue((lb_gpu_epilogue)k->epilogue);
     LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
                                                       sizeof epi));
-    if (k->sm_target > 0) {
-        int32_t sms = k->sm_target;
-        LB_CUBLAS_TRY(err, cublasLtMatmulDescSetAttribute(
-                               p->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
-    }
     if (k->epilogue == LB_EPI_GELU_AUX_BIAS || k->epilogue == LB_EPI_DGELU) {
         int64_t ld_aux = k->ldd;
         LB_CUBLAS_TRY(err,
@@ -324,11 +309,10 @@ static lb_status tune(lb_blas *h, prepared *p, const lb_blas_gemm *g, const void
     return LB_OK;
 }
 
-/* g's cache key with the given compute type, for the handle's SM target */
-static key key_of(const lb_blas *h, const lb_blas_gemm *g, int compute) {
+/* g's cache key with the given compute type */
+static key key_of(const lb_blas_gemm *g, int compute) {
     key k;
     memset(&k, 0, sizeof k);
-    k.sm_target = h->sm_target;
     k.m = g->m, k.n = g->n, k.k = g->k;
     k.lda = g->lda, k.ldb = g->ldb, k.ldd = g->ldd;
     k.trans_a = g->trans_a, k.trans_b = g->trans_b;
@@ -347,7 +331,7 @@ static key key_of(const lb_blas *h, const lb_blas_gemm *g, int compute) {
 /* The prepared problem for g with the given compute type (found or made). */
 static lb_status lookup(lb_blas *h, const lb_blas_gemm *g, int compute, prepared **out,
                         lb_err *err) {
-    key k = key_of(h, g, compute);
+    key k = key_of(g, compute);
     for (int i = 0; i < h->n_cached; i++)
         if (memcmp(&h->cache[i].k, &k, sizeof k) == 0) {
             *out = &h->cache[i];
@@ -561,7 +545,7 @@ static lb_status time_fp32(lb_blas *h, const lb_blas_gemm *g, bool int8, cudaStr
 
 /* AUTO: g the way its first run found faster (see matmul.h). */
 static lb_status run_auto(lb_blas *h, const lb_blas_gemm *g, cudaStream_t stream, lb_err *err) {
-    key k = key_of(h, g, COMPUTE_PLAIN);
+    key k = key_of(g, COMPUTE_PLAIN);
     fp32_choice *c = NULL;
     for (int i = 0; i < h->n_choices && c == NULL; i++)
         if (memcmp(&h->choices[i].k, &k, sizeof k) == 0) c = &h->choices[i];
@@ -588,8 +572,6 @@ static lb_status run_auto(lb_blas *h, const lb_blas_gemm *g, cudaStream_t stream
 
 lb_status lb_blas_gemm_run(lb_blas *h, const lb_blas_gemm *g, void *stream, lb_err *err) {
     cudaStream_t s = (cudaStream_t)stream;
-    h->sm_target = h->share_left > 0 ? h->share_sms : 0;
-    if (h->share_left > 0) h->share_left--;
     if (g->ab_type != LB_DT_F32 || h->p.fp32_mode == LB_BLAS_FP32_IEEE)
         return run_one(h, g, COMPUTE_PLAIN, s, err);
     if (h->p.fp32_mode == LB_BLAS_FP32_TF32) return run_one(h, g, COMPUTE_TF32, s, err);
@@ -617,9 +599,6 @@ lb_status lb_blas_gemm_run(lb_blas *h, const lb_blas_gemm *g, void *stream, lb_e
 int lb_blas_cached(const lb_blas *h) {
     (void)h;
     return 0;
-}
-void lb_blas_share_sms(lb_blas *h, int sms, int n) {
-    (void)h, (void)sms, (void)n;
 }
 size_t lb_blas_gemm_scratch_bytes(lb_blas_fp32_mode mode, int64_t m, int64_t n, int64_t k) {
     (void)mode, (void)m, (void)n, (void)k;

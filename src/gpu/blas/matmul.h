@@ -124,14 +124,6 @@ lb_status lb_blas_gemm_run(lb_blas *h, const lb_blas_gemm *g, void *stream, lb_e
 /* Number of distinct problems prepared so far (the heuristic cache's size). */
 int lb_blas_cached(const lb_blas *h);
 
-/* The next n products (lb_blas_gemm_run calls) are chosen for `sms` SMs (cuBLASLt's SM
- * count target), the ones after for the whole device again; sms or n 0: none. For a
- * product that shares the GPU with another stream's kernels, such as a collective holding
- * some SMs: cuBLASLt's persistent kernels launch one block per SM, and with some SMs taken
- * the blocks left over run only after others finish, which can double the product's time.
- * Each target is a problem of its own in the cache (prepared and tuned once). */
-void lb_blas_share_sms(lb_blas *h, int sms, int n);
-
 /* split-K and stream-K algorithms need workspace; more than 32 MiB widens their choice */
 #define LB_BLAS_WORKSPACE_BYTES ((size_t)64 << 20)
 
