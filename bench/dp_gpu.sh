@@ -14,8 +14,9 @@
 #            GPUS: tokens/s, scaling efficiency against the one-GPU stage 0 run, memory per
 #            rank, communication and its exposed part, bytes sent beside the formula;
 #            with CTAS (a list of NCCL_MAX_CTAS values, "-" for NCCL's default) each
-#            multi-GPU run is repeated under each value (named ...-ctaV), the one-GPU runs
-#            once (PONE=0 leaves them out);
+#            multi-GPU run is repeated under each value (named ...-ctaV), and with BUCKETS
+#            (a list of --bucket-mb values, "-" for the default) under each value (named
+#            ...-bV); the one-GPU runs once (PONE=0 leaves them out);
 #   ddp      PyTorch DDP + torch.compile (bench/pytorch_ddp_baseline.py) at the perf shape
 #            on 1 and each of GPUS;
 #   stages   the stage table: GPT-2 124M 32 x 128, every stage of STAGES x SPRECS on each
@@ -103,12 +104,19 @@ for part in $PARTS; do
         for n in $ones $GPUS; do
             for z in $STAGES; do
                 for c in ${CTAS:--}; do
-                    if [ "$c" = - ] || [ "$n" = 1 ]; then
-                        train "p-${n}g-z$z" 25 "$n" "${perf[@]}" --zero "$z"
-                    else
-                        NCCL_MAX_CTAS=$c train "p-${n}g-z$z-cta$c" 25 "$n" "${perf[@]}" --zero "$z"
-                    fi
-                    [ "$n" = 1 ] && break
+                    for k in ${BUCKETS:--}; do
+                        if [ "$n" = 1 ] || { [ "$c" = - ] && [ "$k" = - ]; }; then
+                            train "p-${n}g-z$z" 25 "$n" "${perf[@]}" --zero "$z"
+                        elif [ "$k" = - ]; then
+                            NCCL_MAX_CTAS=$c train "p-${n}g-z$z-cta$c" 25 "$n" "${perf[@]}" --zero "$z"
+                        elif [ "$c" = - ]; then
+                            train "p-${n}g-z$z-b$k" 25 "$n" "${perf[@]}" --zero "$z" --bucket-mb "$k"
+                        else
+                            NCCL_MAX_CTAS=$c train "p-${n}g-z$z-cta$c-b$k" 25 "$n" "${perf[@]}" --zero "$z" \
+                                --bucket-mb "$k"
+                        fi
+                        [ "$n" = 1 ] && break 2
+                    done
                 done
             done
         done ;;
@@ -217,7 +225,7 @@ if perf:
     base = metric(load("p-1g-z0"), "tokens_per_s")
     for n in ["1"] + gpus:
         for z in stages:
-            for name in [f"p-{n}g-z{z}"] + sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(d, f"p-{n}g-z{z}-cta*.json"))):
+            for name in [f"p-{n}g-z{z}"] + sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(d, f"p-{n}g-z{z}-[cb]*.json"))):
                 r = load(name)
                 if r:
                     print(perf_row(name, r, base))

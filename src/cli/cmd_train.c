@@ -249,7 +249,7 @@ int lb_cmd_train(int argc, char **argv) {
          "after the last step, write the fp32 parameters (every rank's shards gathered) to FILE "
          "as safetensors, one tensor per name of the model's layout"},
         {"--bucket-mb", LB_ARG_DOUBLE, &p->bucket_mib, "MIB",
-         "most gradient data a communication bucket holds, MiB (default 25)", 0, 1 << 20},
+         "most gradient data a communication bucket holds, MiB (default 50)", 0, 1 << 20},
         {"--base-tok-per-s", LB_ARG_DOUBLE, &p->base_tok_per_s, "X",
          "tokens/s of this configuration on one rank: adds scaling efficiency", 0, 1e15},
         {"--comm-timeout", LB_ARG_DOUBLE, &p->comm_timeout_s, "S",

@@ -64,7 +64,7 @@ lb_train_params lb_train_default_params(void) {
         .progress = true,
         .zero = 0,
         .grad_accum = 1,
-        .bucket_mib = 25.0,
+        .bucket_mib = 50.0,
         .base_tok_per_s = 0.0,
         .boot = NULL,
         .comm_timeout_s = 300.0,
