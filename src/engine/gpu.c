@@ -15,6 +15,10 @@
  *   head and the SwiGLU after mlp_in inside it) or cuBLASLt (with the norm and SwiGLU
  *   kernels), whichever the bucket's first step timed faster (choose_products).
  * - RoPE and the KV store are one kernel (lb_paged_kv_store with the RoPE table).
+ * - The gemv, KV store and paged attention kernels are launched programmatically dependent
+ *   (gpu/common.cuh): each starts while the one before it finishes, the gemv reading its
+ *   first weights then, so a decode step of a few rows has no gap between its kernels but
+ *   around cuBLASLt's.
  * - Prompt chunks that start at position 0 (a whole prompt, or its first chunk) attend
  *   through cuDNN's fused flash attention, one sequence a call, its length padded up to a
  *   multiple of DNN_PAD with one plan per padded length; such chunks are the tail of a

@@ -152,6 +152,55 @@ static inline unsigned lb_grid_cap(int64_t n, int threads) {
     return (unsigned)(b > 0 ? b : 1);
 }
 
+/* Programmatic dependent launch (compute capability 9.0 on): a kernel launched through
+ * lb_launch_pdl may start while the kernel before it in its stream is finishing, once every
+ * block of that kernel has called lb_pdl_trigger (or ended). Such a kernel calls lb_pdl_wait
+ * before it reads or writes anything that kernel (or an earlier one) touches, which returns
+ * once that kernel has ended and its writes are visible; what comes before the wait may only
+ * read memory no kernel of the stream writes (weights). Both are no-ops in a kernel launched
+ * the ordinary way and on older GPUs. */
+__device__ __forceinline__ void lb_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void lb_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+template <typename X> struct lb_same { typedef X type; };
+
+/* kernel<<<grid, block, smem, s>>>(args...), programmatically dependent on the kernel before
+ * it where the current device has compute capability 9.0 or more and s is a stream of the
+ * caller's own (the legacy default stream synchronises with every other: launched the
+ * ordinary way there). Errors as a launch's (cudaGetLastError). */
+template <typename... K>
+static inline void lb_launch_pdl(void (*kernel)(K...), dim3 grid, dim3 block, size_t smem,
+                                 cudaStream_t s, typename lb_same<K>::type... args) {
+    static int major[16];
+    int dev = 0, pdl = 0;
+    if (s != NULL && cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < 16) {
+        if (major[dev] == 0 &&
+            cudaDeviceGetAttribute(&major[dev], cudaDevAttrComputeCapabilityMajor, dev) !=
+                cudaSuccess)
+            major[dev] = -1;
+        pdl = major[dev] >= 9;
+    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 /* Runs `body` with `T` bound to the element type of dtype `dt`. */
 #define LB_DISPATCH_DTYPE(dt, T, ...)                                                              \
     do {                                                                                           \

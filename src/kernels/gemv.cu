@@ -73,10 +73,26 @@ static __device__ void norm_rows(T *xn, const T *x, const T *nw, float eps, int 
     }
 }
 
+/* The U stretches it0, it0 + split, ... (those under iters) of each of the R weight rows
+ * wr (at this lane's elements) into wv. */
+template <typename T, int R, int U>
+static __device__ __forceinline__ void load_weights(uint4 (&wv)[R][U], const T *const *wr, int it0,
+                                                    int split, int iters) {
+    constexpr int E = 16 / sizeof(T);
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (it0 + u * split < iters)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                wv[r][u] = __ldg((const uint4 *)(wr[r] + (int64_t)(it0 + u * split) * 32 * E));
+}
+
 /* R = 1: y[m, n] = x[m] . W[n] (+ res[m, n]); R = 2 (SwiGLU): y[m, n] = silu(g) u with
  * g = x[m] . W[n] and u = x[m] . W[n_out + n], each rounded to T first (as the product's
  * output would be). `split` warps of a block share a column, each taking every split-th
- * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns. */
+ * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns. Launched
+ * programmatically dependent (gpu/common.cuh): its first loads of weights run while the
+ * kernel before it finishes. */
 template <typename T, typename Y, int M, int R>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
     gemv_kernel(Y *__restrict__ y, const T *__restrict__ x, const T *__restrict__ w,
@@ -89,6 +105,17 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int sub = warp % split;
     const int64_t n = (int64_t)blockIdx.x * (GEMV_WARPS / split) + warp / split;
+    const bool active = n < n_out;
+    const int iters = K / (32 * E);
+    const T *wr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        wr[r] = w + (active ? n + r * n_out : 0) * K + lane * E;
+    /* the weights of the first stretches are read before the kernel before this one ends */
+    lb_pdl_trigger();
+    uint4 wv[R][U];
+    if (active) load_weights<T, R, U>(wv, wr, sub, split, iters);
+    lb_pdl_wait();
     const T *xs = x;
     if (norm_w != NULL) {
         T *xn = (T *)gemv_smem;
@@ -102,21 +129,9 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
 #pragma unroll
         for (int m = 0; m < M; m++)
             acc[r][m] = 0.0f;
-    if (n < n_out) {
-        const T *wr[R];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            wr[r] = w + (n + r * n_out) * K + lane * E;
-        const int iters = K / (32 * E);
+    if (active)
         for (int it0 = sub; it0 < iters; it0 += split * U) {
-            uint4 wv[R][U];
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (it0 + u * split < iters)
-#pragma unroll
-                    for (int r = 0; r < R; r++)
-                        wv[r][u] =
-                            __ldg((const uint4 *)(wr[r] + (int64_t)(it0 + u * split) * 32 * E));
+            if (it0 != sub) load_weights<T, R, U>(wv, wr, it0, split, iters);
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int it = it0 + u * split;
@@ -136,7 +151,6 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
                 }
             }
         }
-    }
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
@@ -194,8 +208,8 @@ static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, floa
     const unsigned grid = (unsigned)((n_out + GEMV_WARPS / split - 1) / (GEMV_WARPS / split));
 #define GEMV_ROWS(ROWS)                                                                            \
     case ROWS:                                                                                     \
-        gemv_kernel<T, Y, ROWS, R>                                                                 \
-            <<<grid, GEMV_WARPS * 32, smem, s>>>(y, x, w, res, nw, eps, K, n_out, split);          \
+        lb_launch_pdl(gemv_kernel<T, Y, ROWS, R>, grid, GEMV_WARPS * 32, smem, s, y, x, w, res,    \
+                      nw, eps, K, n_out, split);                                                   \
         break
     switch (M) {
         GEMV_ROWS(1);
@@ -227,8 +241,8 @@ extern "C" lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const 
     const size_t smem = norm_bytes(M, K, dt, o);
     if (swiglu && y_type == dt)
         LB_DISPATCH_DTYPE(dt, T,
-                          launch<T, T, 2>((T *)y, (const T *)x, (const T *)w, NULL, (const T *)nw,
-                                          eps, M, (int)K, OC / 2, split, smem, s));
+                          launch<T, T, 2>((T *)y, (const T *)x, (const T *)w, (const T *)NULL,
+                                          (const T *)nw, eps, M, (int)K, OC / 2, split, smem, s));
     else if (!swiglu && y_type == LB_DT_F32)
         LB_DISPATCH_DTYPE(dt, T,
                           launch<T, float, 1>((float *)y, (const T *)x, (const T *)w,

@@ -13,6 +13,8 @@
  * - SwiGLU after (swiglu): W's OC rows are the gate's OC/2 then the up projection's, and
  *   y [M, OC/2] is silu(gate) * up of the two products, each rounded to the inputs' type
  *   first (as kernels/act.cuh's SwiGLU reads them).
+ * The kernel is launched programmatically dependent on the one before it
+ * (gpu/common.cuh) and reads its first weights while that one finishes.
  * The bound is the weights' bytes over the memory bandwidth, where cuBLASLt's kernels at
  * a handful of rows reach less of it (bench/engine_probe measures both; the engine times
  * both, and each split, per product and keeps the fastest). Not here: more than

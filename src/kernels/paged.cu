@@ -14,6 +14,8 @@ static __global__ void kv_store_kernel(T *kc, T *vc, T *qkv, const float *cs, co
     const int per_tok = rot + NKV * HD / 8;
     const int64_t row = (int64_t)NKV * HD, QW = (int64_t)(NH + 2 * NKV) * HD;
     const int64_t n = (int64_t)N * per_tok;
+    lb_pdl_trigger();
+    lb_pdl_wait();
     for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < n;
          x += (int64_t)gridDim.x * blockDim.x) {
         const int64_t i = x / per_tok;
@@ -104,6 +106,8 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
     __shared__ float m_s[PA_WARPS][G], l_s[PA_WARPS][G];
     __shared__ float o_s[PA_WARPS][G][HD];
     const int64_t QW = (int64_t)(NH + 2 * NKV) * HD;
+    lb_pdl_trigger();
+    lb_pdl_wait();
     for (int x = threadIdx.x; x < G * HD; x += blockDim.x)
         q_s[x / HD][x % HD] =
             lb_to_f(qkv[i * QW + (int64_t)(kvh * G + x / HD) * HD + x % HD]) * scale;
@@ -214,6 +218,8 @@ static __global__ void paged_merge_kernel(T *out, const float *po, const float *
                                           int HD, int S) {
     const int64_t r = (int64_t)blockIdx.x * NH + blockIdx.y;
     const float *lse = plse + r * S;
+    lb_pdl_trigger();
+    lb_pdl_wait();
     float M = -INFINITY;
     for (int z = 0; z < S; z++)
         M = fmaxf(M, lse[z]);
@@ -236,8 +242,9 @@ extern "C" lb_status lb_paged_kv_store(void *k_cache, void *v_cache, void *qkv, 
     if (HD % 16 != 0) return lb_fail(err, LB_ERR_UNSUPPORTED, "kv_store needs HD a multiple of 16");
     const int64_t n = (int64_t)N * ((NH + NKV) * HD / 16 + NKV * HD / 8);
     LB_DISPATCH_DTYPE(dt, E,
-                      kv_store_kernel<E><<<lb_grid_cap(n, 256), 256, 0, s>>>(
-                          (E *)k_cache, (E *)v_cache, (E *)qkv, cs, pos, slot, N, NH, NKV, HD));
+                      lb_launch_pdl(kv_store_kernel<E>, lb_grid_cap(n, 256), 256, 0, s,
+                                    (E *)k_cache, (E *)v_cache, (E *)qkv, cs, pos, slot, N, NH, NKV,
+                                    HD));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }
@@ -275,9 +282,9 @@ extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, c
     const float scale = 1.0f / sqrtf((float)HD);
     float *po = (float *)scratch, *plse = po ? po + (size_t)N * NH * n_split * HD : NULL;
 #define PA_LAUNCH(E, HDV, GV)                                                                      \
-    paged_attention_kernel<E, HDV, GV><<<grid, PA_WARPS * 32, 0, s>>>(                             \
-        (E *)out, po, plse, (const E *)qkv, (const E *)k_cache, (const E *)v_cache, block_table,   \
-        max_blocks, seq_of, pos, NKV, block_size, scale)
+    lb_launch_pdl(paged_attention_kernel<E, HDV, GV>, grid, PA_WARPS * 32, 0, s, (E *)out, po,     \
+                  plse, (const E *)qkv, (const E *)k_cache, (const E *)v_cache, block_table,       \
+                  max_blocks, seq_of, pos, NKV, block_size, scale)
 #define PA_GROUPS(E, HDV)                                                                          \
     switch (NH / NKV) {                                                                            \
     case 1: PA_LAUNCH(E, HDV, 1); break;                                                           \
@@ -294,8 +301,8 @@ extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, c
     LB_CUDA_LAUNCH_TRY(err);
     if (n_split > 1) {
         LB_DISPATCH_DTYPE(dt, E,
-                          paged_merge_kernel<E><<<dim3((unsigned)N, (unsigned)NH), HD, 0, s>>>(
-                              (E *)out, po, plse, NH, HD, n_split));
+                          lb_launch_pdl(paged_merge_kernel<E>, dim3((unsigned)N, (unsigned)NH), HD,
+                                        0, s, (E *)out, po, plse, NH, HD, n_split));
         LB_CUDA_LAUNCH_TRY(err);
     }
     return LB_OK;

@@ -15,7 +15,8 @@
  * per pair each take a contiguous share of the keys and write their normalised output
  * and log-sum-exp to scratch, and a second kernel merges the shares. The split count is
  * the caller's (fixed per launch, so a captured graph serves any context length);
- * lb_paged_splits gives the one that fills the GPU. */
+ * lb_paged_splits gives the one that fills the GPU. The store and attention kernels are
+ * launched programmatically dependent on the kernel before them (gpu/common.cuh). */
 #ifndef LB_KERNELS_PAGED_CUH
 #define LB_KERNELS_PAGED_CUH
 
