@@ -331,6 +331,39 @@ static void test_engine_stops_at_eos_unless_told_to_ignore_it(void **state) {
     lb_model_free(&r.m);
 }
 
+/* Steps are counted by kind (with prompt tokens, decodes only) and timed; warming up an
+ * idle engine changes nothing it generates, a busy one refuses. */
+static void test_engine_counts_steps_by_kind_and_warms_up_only_idle(void **state) {
+    (void)state;
+    ref r;
+    ref_init(&r, 64);
+    lb_err err;
+    lb_engine *e;
+    lb_engine_params p = cpu_params();
+    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_OK);
+    int32_t prompts[2][40] = {{5, 6, 7, 8}, {9, 10}}, cold[2][40], warm[2][40];
+    int lens[2] = {4, 2}, n_new[2] = {6, 3};
+    run_all(e, 2, prompts, lens, n_new, cold);
+    const lb_engine_info *info = lb_engine_get_info(e);
+    /* both prompts fit one step; then two decode steps of both, three of the first alone */
+    assert_int_equal(info->prefill_steps, 1);
+    assert_int_equal(info->decode_steps, 5);
+    assert_int_equal(info->prefill_steps + info->decode_steps, info->steps);
+    assert_true(info->prefill_ns > 0 && info->decode_ns > 0);
+    assert_int_equal(info->prepare_ns, 0); /* the CPU prepares nothing */
+    assert_int_equal(lb_engine_warmup(e, 40, &err), LB_OK);
+    run_all(e, 2, prompts, lens, n_new, warm);
+    for (int i = 0; i < 2; i++)
+        assert_memory_equal(cold[i], warm[i], (size_t)n_new[i] * sizeof(int32_t));
+    lb_engine_request rq = {.sampling = lb_sample_default(), .max_tokens = 2};
+    int64_t id;
+    assert_int_equal(lb_engine_submit(e, prompts[0], 4, &rq, &id, &err), LB_OK);
+    assert_int_equal(lb_engine_warmup(e, 40, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "busy"));
+    lb_engine_close(e);
+    lb_model_free(&r.m);
+}
+
 static void test_sample_follows_temperature_top_k_and_top_p(void **state) {
     (void)state;
     const float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f};
@@ -383,6 +416,7 @@ int main(void) {
         cmocka_unit_test(test_engine_logits_match_the_reference_forward),
         cmocka_unit_test(test_engine_greedy_equals_recomputing_and_alone_equals_batched),
         cmocka_unit_test(test_engine_stops_at_eos_unless_told_to_ignore_it),
+        cmocka_unit_test(test_engine_counts_steps_by_kind_and_warms_up_only_idle),
         cmocka_unit_test(test_sample_follows_temperature_top_k_and_top_p),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

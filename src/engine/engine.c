@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "engine/engine_impl.h"
 #include "engine/sched.h"
 
@@ -258,6 +259,7 @@ lb_status lb_engine_step(lb_engine *e, const lb_engine_event **events, int32_t *
                          lb_err *err) {
     *events = e->events;
     *n_events = 0;
+    const int64_t t0 = lb_clock_now_ns();
     if (lb_sched_plan(&e->sched) == 0) return LB_OK;
     lb_engine_batch b;
     build_batch(e, &b);
@@ -265,6 +267,8 @@ lb_status lb_engine_step(lb_engine *e, const lb_engine_event **events, int32_t *
     e->info.steps++;
     e->info.forward_tokens += b.n_tokens;
     e->info.preemptions = e->sched.preemptions;
+    e->info.prepare_ns = e->be->prepare_ns;
+    const bool decodes_only = b.n_tokens == b.n_seqs && b.n_out == b.n_tokens;
     lb_sched_advance(&e->sched);
     /* the planned sequences that sample, in batch order; ending one (drop) changes the
      * running list and frees it, not the step arrays read here */
@@ -287,7 +291,24 @@ lb_status lb_engine_step(lb_engine *e, const lb_engine_event **events, int32_t *
         e->events[(*n_events)++] = (lb_engine_event){q->id, tok, fin};
         if (fin != LB_FINISH_NONE) drop(e, r);
     }
+    const int64_t took = lb_clock_now_ns() - t0;
+    if (decodes_only) {
+        e->info.decode_steps++;
+        e->info.decode_ns += took;
+    } else {
+        e->info.prefill_steps++;
+        e->info.prefill_ns += took;
+    }
     return LB_OK;
+}
+
+lb_status lb_engine_warmup(lb_engine *e, int32_t max_prompt, lb_err *err) {
+    if (e->n_reqs > 0) return lb_fail(err, LB_ERR_USAGE, "the engine is busy");
+    if (e->be->warmup == NULL) return LB_OK;
+    const int64_t before = e->be->prepare_ns;
+    lb_status st = e->be->warmup(e->be, max_prompt, err);
+    e->be->prepare_ns = before;
+    return st;
 }
 
 lb_status lb_engine_logits(lb_engine *e, const int32_t *prompt, int32_t n, float *out,

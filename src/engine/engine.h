@@ -83,6 +83,12 @@ typedef struct {
     int64_t kv_bytes;     /* its memory */
     int32_t block_size, max_seqs, step_tokens, max_ctx;
     int64_t steps, preemptions, forward_tokens;
+    /* where the steps' wall time went: steps carrying prompt tokens (prefill chunks, with
+     * the decodes beside them) and steps of decodes only, each whole (forward, sampling);
+     * prepare_ns is the part of both the backend spent preparing what a kind of step needs
+     * the first time (attention plans, timing the decode products, capturing graphs) */
+    int64_t prefill_steps, decode_steps;
+    int64_t prefill_ns, decode_ns, prepare_ns;
 } lb_engine_info;
 
 typedef struct lb_engine lb_engine;
@@ -94,6 +100,13 @@ lb_status lb_engine_open(lb_engine **out, const lb_engine_params *p, const lb_we
 void lb_engine_close(lb_engine *e);
 const lb_engine_info *lb_engine_get_info(const lb_engine *e);
 const lb_model_config *lb_engine_config(const lb_engine *e);
+
+/* Prepares, before any request, what the first steps of each kind would prepare while
+ * they are timed (GPU: the decode graph of every batch bucket up to max_seqs, with its
+ * products timed; the prefill attention plans of prompt chunks up to max_prompt tokens).
+ * The engine must be idle; nothing of it changes but that preparation (info's prepare_ns
+ * does not count it). The CPU backend has nothing to prepare. */
+lb_status lb_engine_warmup(lb_engine *e, int32_t max_prompt, lb_err *err);
 
 /* Queues a request (prompt[0..n) copied). *id names it in events. A request that could
  * never fit (context, whole cache) is LB_ERR_USAGE naming the limit. */

@@ -30,10 +30,14 @@ typedef struct lb_backend lb_backend;
 struct lb_backend {
     const char *name;
     int64_t weight_bytes, kv_bytes;
-    int32_t n_blocks; /* the cache's blocks (the backend sized them) */
+    int32_t n_blocks;   /* the cache's blocks (the backend sized them) */
+    int64_t prepare_ns; /* spent in forwards preparing a kind of step the first time */
     /* One forward: argmax [n_out]; logits [n_out, V] rows written where out_full. */
     lb_status (*forward)(lb_backend *b, const lb_engine_batch *batch, int32_t *argmax,
                          float *logits, lb_err *err);
+    /* Prepares every kind of step up to max_prompt prompt tokens (engine.h's
+     * lb_engine_warmup); NULL: nothing to prepare. */
+    lb_status (*warmup)(lb_backend *b, int32_t max_prompt, lb_err *err);
     /* Copies layout tensor t of the backend's weights into dst as dt. */
     void (*read)(lb_backend *b, const lb_param_tensor *t, lb_gpu_dtype dt, void *dst);
     void (*close)(lb_backend *b);

@@ -47,6 +47,7 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "gpu/arena.h"
 #include "gpu/blas/matmul.h"
@@ -446,6 +447,7 @@ static void capture(gpu_backend *g, int rows) {
  * or a plan could not be made), and never again. */
 static bool dnn_ready(gpu_backend *g, const int32_t *run_at, int n_runs, int N) {
     const lb_model_config *c = &g->cfg;
+    const int64_t t0 = lb_clock_now_ns();
     size_t ws = 0;
     for (int r = 0; r < n_runs && !g->dnn_off; r++) {
         const int len = (r + 1 < n_runs ? run_at[r + 1] : N) - run_at[r];
@@ -473,7 +475,54 @@ static bool dnn_ready(gpu_backend *g, const int32_t *run_at, int n_runs, int N) 
             g->dnn_ws_bytes = ws;
         }
     }
+    g->base.prepare_ns += lb_clock_now_ns() - t0;
     return !g->dnn_off;
+}
+
+/* Rows [from, rows) of the step's host inputs as padding: token 0 at position 0 of a
+ * sequence of its own whose one block is the spare one, logits and argmax of its own. */
+static void pad_rows(gpu_backend *g, int from, int rows) {
+    int32_t *tok = in_at(g, g->h_in, IN_TOKENS), *pos = in_at(g, g->h_in, IN_POS);
+    int32_t *seq = in_at(g, g->h_in, IN_SEQ), *slot = in_at(g, g->h_in, IN_SLOT);
+    int32_t *out = in_at(g, g->h_in, IN_OUT), *table = in_at(g, g->h_in, IN_TABLE);
+    const int32_t spare = g->n_blocks; /* the block padded rows write */
+    for (int i = from; i < rows; i++) {
+        tok[i] = pos[i] = 0;
+        seq[i] = out[i] = i;
+        slot[i] = spare * g->block_size;
+        table[(size_t)i * g->max_blocks] = spare;
+    }
+}
+
+/* The step's host inputs to the device: rows tokens, n_out output rows, n_seqs rows of
+ * the block table. */
+static lb_status upload(gpu_backend *g, int rows, int n_out, int n_seqs, lb_err *err) {
+    const enum cudaMemcpyKind h2d = cudaMemcpyHostToDevice;
+    for (int part = IN_TOKENS; part < IN_TABLE; part++)
+        LB_CUDA_TRY(err,
+                    cudaMemcpyAsync(in_at(g, g->in, part), in_at(g, g->h_in, part),
+                                    (size_t)(part == IN_OUT ? n_out : rows) * 4, h2d, g->stream));
+    LB_CUDA_TRY(err, cudaMemcpyAsync(in_at(g, g->in, IN_TABLE), in_at(g, g->h_in, IN_TABLE),
+                                     (size_t)n_seqs * g->max_blocks * 4, h2d, g->stream));
+    return LB_OK;
+}
+
+/* A decode step of `rows` rows (a bucket; inputs in place): the bucket's graph, or on its
+ * first step the products chosen, the step run kernel by kernel and captured (counted in
+ * prepare_ns). */
+static lb_status decode_step(gpu_backend *g, int rows, lb_err *err) {
+    for (int i = 0; i < g->n_graphs; i++)
+        if (g->graphs[i].rows == rows) {
+            LB_CUDA_TRY(err, cudaGraphLaunch(g->graphs[i].exec, g->stream));
+            return LB_OK;
+        }
+    const int64_t t0 = lb_clock_now_ns();
+    /* the bucket's first step prepares its products (and waits on timing them) */
+    LB_TRY(choose_products(g, rows, err));
+    LB_TRY(layers(g, rows, rows, NULL, 0, rows, err));
+    if (!g->graph_failed) capture(g, rows);
+    g->base.prepare_ns += lb_clock_now_ns() - t0;
+    return LB_OK;
 }
 
 static lb_status gpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *argmax,
@@ -492,7 +541,6 @@ static lb_status gpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *
     int32_t *tok = in_at(g, g->h_in, IN_TOKENS), *pos = in_at(g, g->h_in, IN_POS);
     int32_t *seq = in_at(g, g->h_in, IN_SEQ), *slot = in_at(g, g->h_in, IN_SLOT);
     int32_t *out = in_at(g, g->h_in, IN_OUT), *table = in_at(g, g->h_in, IN_TABLE);
-    const int32_t spare = g->n_blocks; /* the block padded rows write */
     memcpy(tok, bt->tokens, (size_t)N * 4);
     memcpy(pos, bt->pos, (size_t)N * 4);
     memcpy(seq, bt->seq_of, (size_t)N * 4);
@@ -502,32 +550,10 @@ static lb_status gpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *
         const int32_t *row = bt->block_table + (int64_t)bt->seq_of[i] * bt->max_blocks;
         slot[i] = row[bt->pos[i] / g->block_size] * g->block_size + bt->pos[i] % g->block_size;
     }
-    for (int i = N; i < rows; i++) {
-        tok[i] = pos[i] = 0;
-        seq[i] = out[i] = i;
-        slot[i] = spare * g->block_size;
-        table[(size_t)i * g->max_blocks] = spare;
-    }
-    const int n_seqs = decode ? rows : bt->n_seqs;
-    const enum cudaMemcpyKind h2d = cudaMemcpyHostToDevice;
-    for (int part = IN_TOKENS; part < IN_TABLE; part++)
-        LB_CUDA_TRY(err, cudaMemcpyAsync(in_at(g, g->in, part), in_at(g, g->h_in, part),
-                                         (size_t)(part == IN_OUT && !decode ? n_out : rows) * 4,
-                                         h2d, s));
-    LB_CUDA_TRY(err, cudaMemcpyAsync(in_at(g, g->in, IN_TABLE), table,
-                                     (size_t)n_seqs * g->max_blocks * 4, h2d, s));
+    pad_rows(g, N, rows);
+    LB_TRY(upload(g, rows, decode ? rows : n_out, decode ? rows : bt->n_seqs, err));
     if (decode) {
-        decode_graph *dg = NULL;
-        for (int i = 0; i < g->n_graphs; i++)
-            if (g->graphs[i].rows == rows) dg = &g->graphs[i];
-        if (dg != NULL) {
-            LB_CUDA_TRY(err, cudaGraphLaunch(dg->exec, s));
-        } else {
-            /* the bucket's first step prepares its products (and waits on timing them) */
-            LB_TRY(choose_products(g, rows, err));
-            LB_TRY(layers(g, rows, rows, NULL, 0, rows, err));
-            if (!g->graph_failed) capture(g, rows);
-        }
+        LB_TRY(decode_step(g, rows, err));
     } else {
         /* the tail of sequences whose chunk starts at position 0, one run each */
         int n_paged = N, n_runs = 0;
@@ -552,6 +578,26 @@ static lb_status gpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *
             LB_CUDA_TRY(err, cudaMemcpyAsync(logits + o * V, g->logits + o * V, (size_t)V * 4,
                                              cudaMemcpyDeviceToHost, s));
     LB_CUDA_TRY(err, cudaStreamSynchronize(s));
+    return LB_OK;
+}
+
+/* Every decode bucket up to max_seqs through its first (padding-only) step, and the
+ * cuDNN plans of prompt chunks up to max_prompt tokens. */
+static lb_status gpu_warmup(lb_backend *b, int32_t max_prompt, lb_err *err) {
+    gpu_backend *g = (gpu_backend *)b;
+    LB_CUDA_TRY(err, cudaSetDevice(g->device));
+    for (int n = 1;; n *= 2) {
+        const int rows = (int)rows_for(n < g->max_seqs ? n : g->max_seqs, g->max_seqs);
+        pad_rows(g, 0, rows);
+        LB_TRY(upload(g, rows, rows, rows, err));
+        LB_TRY(decode_step(g, rows, err));
+        if (n >= g->max_seqs) break;
+    }
+    const int most = max_prompt < g->step_tokens ? max_prompt : g->step_tokens;
+    g->run_at[0] = 0;
+    for (int len = DNN_PAD; len - DNN_PAD < most && !g->dnn_off; len += DNN_PAD)
+        dnn_ready(g, g->run_at, 1, len < g->step_tokens ? len : g->step_tokens);
+    LB_CUDA_TRY(err, cudaStreamSynchronize(g->stream));
     return LB_OK;
 }
 
@@ -619,8 +665,11 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
     LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
     gpu_backend *g = calloc(1, sizeof *g);
     if (g == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
-    g->base =
-        (lb_backend){.name = "gpu", .forward = gpu_forward, .read = gpu_read, .close = gpu_close};
+    g->base = (lb_backend){.name = "gpu",
+                           .forward = gpu_forward,
+                           .warmup = gpu_warmup,
+                           .read = gpu_read,
+                           .close = gpu_close};
     g->cfg = *c;
     g->device = p->device_index;
     lb_model_param_offsets(c, &g->off);

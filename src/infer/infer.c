@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/rng.h"
 #include "model/hf_tokenizer.h"
 
@@ -41,7 +42,8 @@ typedef struct {
     size_t cap_live;
     lb_replica rep;
     bool keep_text;
-    char broken[160]; /* an engine step failed: every query after fails with this */
+    char broken[160];       /* an engine step failed: every query after fails with this */
+    lb_engine_info at_open; /* the engine's counts when this run began */
 } engine_sut;
 
 /* Token ids of every sample before t0. */
@@ -182,7 +184,17 @@ static lb_status engine_open(void *self, const lb_loadgen_params *lg, const lb_d
     E->keep_text = lg->mode == LB_MODE_ACCURACY;
     snprintf(E->rep.url, sizeof E->rep.url, "%s", E->p->sut_name ? E->p->sut_name : "engine");
     snprintf(E->rep.shown, sizeof E->rep.shown, "%s", E->rep.url);
-    return make_prompts(E, err);
+    LB_TRY(make_prompts(E, err));
+    /* what the first steps of each kind would prepare inside the run, before t0 */
+    int32_t longest = 0;
+    for (size_t i = 0; i < ds->n; i++)
+        if (E->prompts[i].n > longest) longest = E->prompts[i].n;
+    const int64_t t = lb_clock_now_ns();
+    LB_TRY(lb_engine_warmup(E->p->engine, longest, err));
+    E->at_open = *lb_engine_get_info(E->p->engine);
+    LB_INFO("engine warm-up (decode graphs, prefill plans up to %d tokens): %.2f s", longest,
+            (double)(lb_clock_now_ns() - t) / 1e9);
+    return LB_OK;
 }
 
 /* A request the engine refuses (longer than its context or cache) fails at once with the
@@ -326,5 +338,20 @@ lb_status lb_infer_run(const lb_infer_params *p, const lb_dataset *ds, lb_result
     lb_result_set_metric(out, "engine_weight_bytes", (double)info->weight_bytes, "bytes");
     lb_result_set_metric(out, "engine_preemptions", (double)info->preemptions, "count");
     lb_result_set_metric(out, "engine_steps", (double)info->steps, "count");
+    /* this run's steps (a QPS search runs one engine through several) */
+    const lb_engine_info *b = &E.at_open;
+    const int64_t pre_n = info->prefill_steps - b->prefill_steps;
+    const int64_t dec_n = info->decode_steps - b->decode_steps;
+    const double pre_s = (double)(info->prefill_ns - b->prefill_ns) / 1e9;
+    const double dec_s = (double)(info->decode_ns - b->decode_ns) / 1e9;
+    const double prep_s = (double)(info->prepare_ns - b->prepare_ns) / 1e9;
+    lb_result_set_metric(out, "engine_prefill_steps", (double)pre_n, "count");
+    lb_result_set_metric(out, "engine_prefill_seconds", pre_s, "s");
+    lb_result_set_metric(out, "engine_decode_steps", (double)dec_n, "count");
+    lb_result_set_metric(out, "engine_decode_seconds", dec_s, "s");
+    lb_result_set_metric(out, "engine_prepare_seconds", prep_s, "s");
+    LB_INFO("engine steps: %lld with prompt tokens in %.3f s, %lld of decodes only in %.3f s; "
+            "%.3f s of them preparing a kind of step the first time",
+            (long long)pre_n, pre_s, (long long)dec_n, dec_s, prep_s);
     return st;
 }

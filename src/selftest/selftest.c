@@ -1642,7 +1642,8 @@ static void check_argmax(ctx *c, int n, int V) {
  * bf16 model bound), then n_gen greedy tokens from the GPU engine's paged decode, each
  * checked against the CPU's logits over the GPU's sequence: the same token, or one whose
  * logit is within twice the largest logit error of the prompt check below the best (a
- * near-tie that bf16 may break either way). */
+ * near-tie that bf16 may break either way). The GPU engine is warmed up first
+ * (lb_engine_warmup), so these steps run the graphs and plans it prepared. */
 static void check_engine(ctx *c, const lb_model_config *cfg, const char *label, int n_prompt,
                          int n_gen) {
     if (c->st != LB_OK) return;
@@ -1658,6 +1659,8 @@ static void check_engine(ctx *c, const lb_model_config *cfg, const char *label, 
     lb_weights w = {.cfg = *cfg, .seed = c->rep->seed};
     lb_engine *g = NULL, *h = NULL;
     lb_status st = lb_engine_open(&g, &ep, &w, c->err);
+    /* the steps below then run the decode graphs and prefill plans the warm-up made */
+    if (st == LB_OK) st = lb_engine_warmup(g, n_prompt, c->err);
     lb_weights wg = g ? lb_engine_weights(g) : w;
     ep.device = LB_ENGINE_CPU;
     ep.kv_tokens = 512;
