@@ -16,6 +16,12 @@
  *     against whole
  *     decode steps of the engine (lb_engine_step's wall clock: CUDA graphs, host work and
  *     all) on random weights, prompts of PROMPT tokens, and the steps that prefilled them.
+ *   - a prefill step of PRE_T tokens: the products through cuBLASLt as the engine runs them
+ *     at that size (the heuristic's choice: TFLOP/s), RMSNorm, SwiGLU and RoPE with the KV
+ *     store at PRE_T rows, cuDNN's attention over one prompt of PROMPT tokens (padded as
+ *     the engine pads it; PRE_T / PROMPT of them a step), the paged kernel over the rest
+ *     of a prompt whose first PRE_SPLIT tokens an earlier step computed, and their sum;
+ *     against the engine's own prefill (tokens a second, after lb_engine_warmup).
  * Kernels are timed one run at a time between CUDA events (median of REPS after WARM).
  *
  * build: make bench (build/bench/engine_probe)
@@ -32,6 +38,7 @@
 #include "core/rng.h"
 #include "engine/engine.h"
 #include "gpu/blas/matmul.h"
+#include "gpu/cudnn/attn.h"
 #include "kernels/act.cuh"
 #include "kernels/gemv.cuh"
 #include "kernels/logits.cuh"
@@ -40,12 +47,15 @@
 #include "kernels/rope.cuh"
 #include "probe_check.h"
 
-#define REPS   15
-#define WARM   2
-#define COPIES 4
-#define BS     16
-#define CTX    840
-#define PROMPT 778
+#define REPS      15
+#define WARM      2
+#define COPIES    4
+#define BS        16
+#define CTX       840
+#define PROMPT    778
+#define PRE_T     8192 /* tokens of a prefill step (the engine's default budget) */
+#define PRE_SPLIT 400  /* prompt tokens an earlier step computed, for the paged prefill */
+#define DNN_PAD   256  /* as engine/gpu.c pads cuDNN's prompts */
 
 enum { P_QKV, P_OUT, P_IN, P_DOWN, P_HEAD, N_PROD };
 static const char *PROD_NAME[N_PROD] = {"qkv", "attn_out", "mlp_in", "mlp_out", "lm_head"};
@@ -59,7 +69,11 @@ typedef struct {
     void *x, *y, *qkv, *att, *h, *a, *kc, *vc, *scr;
     float *yf, *rstd, *cs, *nw;
     int32_t *pos, *seq, *slot, *table, *amax;
-    lb_blas *blas;
+    int32_t *ppos, *pseq, *pslot; /* [PRE_T]: prefill rows */
+    float *lse;
+    lb_cudnn_attn *dnn; /* NULL: no cuDNN */
+    void *dnn_ws;
+    lb_blas *blas, *blas_big; /* tuned (decode rows), the heuristic's choice (prefill) */
     void *ws;
     cudaStream_t s;
     cudaEvent_t e0, e1;
@@ -88,7 +102,7 @@ static int64_t now_ns(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-enum { K_PROD, K_GEMV, K_ATTN, K_NORM, K_STORE, K_SWIGLU, K_ARGMAX };
+enum { K_PROD, K_GEMV, K_ATTN, K_NORM, K_STORE, K_SWIGLU, K_ARGMAX, K_DNN, K_PAGED_PRE };
 
 /* One run of kernel `kind` (product `arg`, or attention split `arg` ways) at B rows. */
 static void run(probe *p, int kind, int arg, int B, int rep) {
@@ -119,9 +133,17 @@ static void run(probe *p, int kind, int arg, int B, int rep) {
                           .ldd = p->oc[arg],
                           .d_type = head ? LB_DT_F32 : LB_DT_BF16,
                           .alpha = 1.0f};
-        LB(lb_blas_gemm_run(p->blas, &g, p->s, &err));
+        LB(lb_blas_gemm_run(B > 256 ? p->blas_big : p->blas, &g, p->s, &err));
         break;
     }
+    case K_DNN:
+        LB(lb_cudnn_attn_forward(p->dnn, p->att, p->lse, p->qkv, p->dnn_ws, p->s, &err));
+        break;
+    case K_PAGED_PRE: /* one sequence's tokens PRE_SPLIT.. of a prompt of PROMPT */
+        LB(lb_paged_attention(p->att, NULL, 1, p->qkv, p->kc, p->vc, p->table, (CTX + BS - 1) / BS,
+                              p->pseq, p->ppos, B, p->NH, p->NKV, p->HD, BS, LB_DT_BF16, p->s,
+                              &err));
+        break;
     case K_ATTN:
         LB(lb_paged_attention(p->att, p->scr, arg, p->qkv, p->kc, p->vc, p->table,
                               (CTX + BS - 1) / BS, p->seq, p->pos, B, p->NH, p->NKV, p->HD, BS,
@@ -132,8 +154,9 @@ static void run(probe *p, int kind, int arg, int B, int rep) {
                                    &err));
         break;
     case K_STORE:
-        LB(lb_paged_kv_store(p->kc, p->vc, p->qkv, p->cs, p->pos, p->slot, B, p->NH, p->NKV, p->HD,
-                             LB_DT_BF16, p->s, &err));
+        LB(lb_paged_kv_store(p->kc, p->vc, p->qkv, p->cs, B > 256 ? p->ppos : p->pos,
+                             B > 256 ? p->pslot : p->slot, B, p->NH, p->NKV, p->HD, LB_DT_BF16,
+                             p->s, &err));
         break;
     case K_SWIGLU: LB(lb_act_swiglu_forward(p->a, p->h, B, p->F, LB_DT_BF16, p->s, &err)); break;
     default: LB(lb_logits_argmax(p->amax, p->yf, B, p->V, p->s, &err));
@@ -170,17 +193,18 @@ static void setup(probe *p, const lb_model_config *c, int max_b) {
         for (int j = 0; j < p->copies[i]; j++)
             p->w[i][j] = drandom(oc[i] * k[i], (uint64_t)(10 * i + j), tmp);
     }
-    const size_t B = (size_t)max_b;
-    p->x = drandom((int64_t)B * p->F, 100, tmp);
-    p->a = drandom((int64_t)B * p->F, 101, tmp);
-    p->att = drandom((int64_t)B * p->C, 102, tmp);
-    p->qkv = drandom((int64_t)B * p->Q, 103, tmp);
-    p->y = dmalloc(B * p->C * 2);
-    p->h = drandom((int64_t)B * 2 * p->F, 104, tmp);
+    const size_t B = (size_t)max_b, R = B > PRE_T ? B : PRE_T; /* rows of activations */
+    p->x = drandom((int64_t)R * p->F, 100, tmp);
+    p->a = drandom((int64_t)R * p->F, 101, tmp);
+    p->att = drandom((int64_t)R * p->C, 102, tmp);
+    p->qkv = drandom((int64_t)R * p->Q, 103, tmp);
+    p->y = dmalloc(R * p->C * 2);
+    p->h = drandom((int64_t)R * 2 * p->F, 104, tmp);
+    p->lse = dmalloc(R * p->NH * 4);
     p->yf = dmalloc(B * p->V * 4);
     LB(lb_act_fill_normal(p->yf, (int64_t)B * p->V, 1.0f, 105, 0, 0, &err));
     p->nw = drandom(p->C, 108, tmp);
-    p->rstd = dmalloc(B * 4);
+    p->rstd = dmalloc(R * 4);
     const int max_blocks = (CTX + BS - 1) / BS, n_blocks = (int)B * max_blocks;
     const size_t cache = (size_t)n_blocks * BS * p->NKV * p->HD;
     p->kc = drandom((int64_t)cache, 106, tmp);
@@ -202,6 +226,19 @@ static void setup(probe *p, const lb_model_config *c, int max_b) {
         h[B + i] = (int32_t)i;
         h[2 * B + i] = perm[i * max_blocks + (CTX - 1) / BS] * BS + (CTX - 1) % BS;
     }
+    /* prefill rows: positions PRE_SPLIT.. of sequence 0 (the paged prefill), slots of the
+     * cache in turn (the store) */
+    int32_t *ph = malloc((size_t)PRE_T * 4 * 3);
+    for (int i = 0; i < PRE_T; i++) {
+        ph[i] = PRE_SPLIT + i % (PROMPT - PRE_SPLIT);
+        ph[PRE_T + i] = 0;
+        ph[2 * PRE_T + i] = i % (n_blocks * BS);
+    }
+    p->ppos = dmalloc(PRE_T * 4), p->pseq = dmalloc(PRE_T * 4), p->pslot = dmalloc(PRE_T * 4);
+    CK(cudaMemcpy(p->ppos, ph, PRE_T * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(p->pseq, ph + PRE_T, PRE_T * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(p->pslot, ph + 2 * PRE_T, PRE_T * 4, cudaMemcpyHostToDevice));
+    free(ph);
     p->table = dmalloc((size_t)n_blocks * 4);
     p->pos = dmalloc(B * 4), p->seq = dmalloc(B * 4), p->slot = dmalloc(B * 4);
     p->amax = dmalloc(B * 4);
@@ -218,6 +255,17 @@ static void setup(probe *p, const lb_model_config *c, int max_b) {
     lb_blas_params bp = lb_blas_default_params();
     bp.workspace = p->ws, bp.workspace_bytes = LB_BLAS_WORKSPACE_BYTES, bp.tune = true;
     LB(lb_blas_init(&p->blas, &bp, &err));
+    bp.tune = false; /* as the engine runs products of more than 256 rows */
+    LB(lb_blas_init(&p->blas_big, &bp, &err));
+    const int padded = (PROMPT + DNN_PAD - 1) / DNN_PAD * DNN_PAD;
+    lb_err why;
+    if (lb_cudnn_attn_init(&p->dnn, 1, padded, p->NH, p->NKV, p->HD, LB_DT_BF16, false, &why) ==
+        LB_OK) {
+        p->dnn_ws = dmalloc(lb_cudnn_attn_workspace_bytes(p->dnn));
+    } else {
+        printf("no cuDNN attention: %s\n", why.msg);
+        p->dnn = NULL;
+    }
     CK(cudaStreamCreate(&p->s));
     CK(cudaEventCreate(&p->e0));
     CK(cudaEventCreate(&p->e1));
@@ -281,16 +329,47 @@ static double kernels(probe *p, int B) {
     return step;
 }
 
+/* A prefill step of PRE_T tokens, kernel by kernel; returns its sum in milliseconds. */
+static double prefill(probe *p) {
+    const int T = PRE_T;
+    double layer = 0;
+    for (int i = 0; i < P_HEAD; i++) {
+        const double us = time_us(p, K_PROD, i, T);
+        printf("prefill %-17s %9.1f us  %6.1f TFLOP/s\n", PROD_NAME[i], us,
+               2.0 * T * p->oc[i] * p->k[i] / (us * 1e6));
+        layer += us;
+    }
+    const double norm = time_us(p, K_NORM, 0, T), swiglu = time_us(p, K_SWIGLU, 0, T);
+    const double store = time_us(p, K_STORE, 0, T);
+    const int runs = T / PROMPT, rest = PROMPT - PRE_SPLIT;
+    const double dnn = p->dnn ? time_us(p, K_DNN, 0, 1) : 0;
+    const double paged = time_us(p, K_PAGED_PRE, 0, rest);
+    printf("prefill %-17s %9.1f us (x2 a layer)\n", "rmsnorm", norm);
+    printf("prefill %-17s %9.1f us\n", "swiglu", swiglu);
+    printf("prefill %-17s %9.1f us\n", "rope + kv_store", store);
+    printf("prefill cuDNN attention, one prompt of %d: %.1f us (%d a step)\n", PROMPT, dnn, runs);
+    printf("prefill paged attention, tokens %d..%d of a prompt: %.1f us\n", PRE_SPLIT, PROMPT - 1,
+           paged);
+    layer += 2 * norm + swiglu + store + runs * dnn + paged;
+    const double step = layer * p->L / 1e3;
+    printf("prefill kernel sum: a layer %.1f us, a step of %d tokens %.1f ms (%.0f tok/s)\n", layer,
+           T, step, T / (step / 1e3));
+    fflush(stdout);
+    return step;
+}
+
 static void release(probe *p) {
     for (int i = 0; i < N_PROD; i++)
         for (int j = 0; j < p->copies[i]; j++)
             cudaFree(p->w[i][j]);
-    void *bufs[] = {p->x,   p->y,    p->qkv,   p->att,  p->h,  p->a,  p->kc,
-                    p->vc,  p->scr,  p->yf,    p->rstd, p->cs, p->nw, p->pos,
-                    p->seq, p->slot, p->table, p->amax, p->ws};
+    void *bufs[] = {p->x,     p->y,    p->qkv,  p->att, p->h,    p->a,    p->kc,    p->vc,
+                    p->scr,   p->yf,   p->rstd, p->cs,  p->nw,   p->pos,  p->seq,   p->slot,
+                    p->table, p->amax, p->ws,   p->lse, p->ppos, p->pseq, p->pslot, p->dnn_ws};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         cudaFree(bufs[i]);
     lb_blas_free(p->blas);
+    lb_blas_free(p->blas_big);
+    lb_cudnn_attn_free(p->dnn);
     cudaStreamDestroy(p->s);
 }
 
@@ -372,12 +451,14 @@ int main(int argc, char **argv) {
         sum_ms[i] = kernels(&p, batches[i]) / 1e3;
         fflush(stdout);
     }
+    prefill(&p);
     release(&p);
     lb_engine_params ep = lb_engine_default_params();
     ep.max_seqs = max_b;
     lb_weights w = {.cfg = cfg, .seed = 1};
     lb_engine *e;
     LB(lb_engine_open(&e, &ep, &w, &err));
+    LB(lb_engine_warmup(e, PROMPT, &err));
     for (int i = 0; i < nb; i++)
         engine_steps(e, batches[i], sum_ms[i]);
     lb_engine_close(e);

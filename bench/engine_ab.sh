@@ -1,0 +1,121 @@
+#!/bin/bash
+# engine_ab.sh: the engine of this build against another build's (BASE, e.g. main's), side
+# by side in one run on GPU 0: correctness first, then the same runs of both alternately.
+# Travels in one folder with llmbench, BASE's binary (llmbench.base), engine_probe,
+# device_env.sh and the shared libraries the machine lacks (or runs from the source tree:
+# make build bench, BASE=path). Logs go to $OUT (default /tmp). Parts, in this order, each
+# under its own time limit in seconds:
+#  1. correctness (T_CHECK each), this build: the selftest rows of the paged kernels, RoPE,
+#     the decode gemv, RMSNorm, argmax and the whole engine against the CPU engine, on the
+#     small model and on random llama3.1-8b weights. CHECK_ONLY=1 stops here.
+#  2. one Offline run of BASE, untimed (a fresh machine's first run is slow), then ROUNDS
+#     rounds (T_INFER each run) of SingleStream (N_SS queries of 778 tokens, 128 out) and
+#     Offline (N_OFF queries, normal:778:256, 128 out, eos ignored), both builds, their
+#     order swapped every round; NO_SS=1 leaves SingleStream out
+#  3. with SEARCH=R, this build's infer --search-qps R under MODEL_KEY's limits (SQ queries
+#     and SD seconds a trial at least, step budget STEP, ST trials, tolerance STOL), T_SEARCH
+#  4. with PROBE_B, bench/engine_probe at those batches (T_PROBE): where a decode step and
+#     a prefill step go
+#  5. the table: each build's figures per round and their medians
+# At most 8 files come back from a lent machine: device, selftest, runs, search and probe
+# (.txt).
+. "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
+O=${OUT:-/tmp}
+mkdir -p "$O"
+A=$LLMBENCH
+B=${BASE:-$bench_dir/llmbench.base}
+DB=/tmp/engine-ab.db
+export CUDA_VISIBLE_DEVICES=0
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee $O/device.txt
+for X in "$A" "$B"; do $X --version 2>&1 | head -1 | tee -a $O/device.txt; done
+echo "== selftest"
+: > $O/selftest.txt
+for K in paged rope gemv rmsnorm sample; do
+    timeout ${T_CHECK:-40} $A selftest --no-model --only $K > $O/st.txt 2>&1
+    cat $O/st.txt >> $O/selftest.txt
+    tail -n 1 $O/st.txt
+    grep -h "FAIL" $O/st.txt | head -3
+done
+for K in engine engine.llama3.1-8b; do
+    timeout ${T_CHECK:-40} $A selftest --no-kernels --only $K > $O/st.txt 2>&1
+    cat $O/st.txt >> $O/selftest.txt
+    grep -E "engine\.|checks|FAIL" $O/st.txt | tail -4
+done
+rm -f $O/st.txt
+[ -n "$CHECK_ONLY" ] && exit 0
+
+# one run: ss|off, build (a|b), round; its log appended to runs.txt, figures to figs.txt
+: > $O/runs.txt
+: > $O/figs.txt
+one() {
+    local X=$A
+    [ "$2" = b ] && X=$B
+    if [ "$1" = ss ]; then
+        timeout ${T_INFER:-50} $X infer --random llama3.1-8b --scenario singlestream \
+            --synthetic ${N_SS:-3} --input-len fixed:778 --max-tokens 128 --ignore-eos \
+            --db $DB -v > $O/r.txt 2>&1
+        local tpot ttft
+        tpot=$(awk '/50.00 percentile time to output token/ {print $NF/1e6}' $O/r.txt)
+        ttft=$(awk '/50.00 percentile first token latency/ {print $NF/1e6}' $O/r.txt)
+        echo "ss $2 $3 ${tpot:-NA} ${ttft:-NA}" | tee -a $O/figs.txt
+    else
+        timeout ${T_INFER:-50} $X infer --random llama3.1-8b --synthetic ${N_OFF:-250} \
+            --input-len normal:778:256 --max-tokens 128 --ignore-eos --db $DB -v > $O/r.txt 2>&1
+        local sps
+        sps=$(grep -E "Samples per second" $O/r.txt | head -1 | grep -oE '[0-9]+(\.[0-9]+)?' | tail -1)
+        echo "off $2 $3 ${sps:-NA}" | tee -a $O/figs.txt
+        grep -E "engine steps|warm-up|Result is|Failed" $O/r.txt
+    fi
+    echo "==== $1 $2 round $3" >> $O/runs.txt
+    cat $O/r.txt >> $O/runs.txt
+    rm -f $O/r.txt
+}
+echo "== warm-up (base Offline, untimed)"
+one off b 0
+for R in $(seq 1 ${ROUNDS:-3}); do
+    echo "== round $R"
+    if [ $((R % 2)) = 1 ]; then first=b second=a; else first=a second=b; fi
+    [ -z "$NO_SS" ] && { one ss $first $R; one ss $second $R; }
+    one off $first $R
+    one off $second $R
+done
+if [ -n "$SEARCH" ]; then
+    echo "== server search from $SEARCH queries/s (${MODEL_KEY:-llama3.1-8b-interactive})"
+    timeout ${T_SEARCH:-200} $A infer --random llama3.1-8b --search-qps $SEARCH \
+        --synthetic ${N_SEARCH:-2000} --step-tokens ${STEP:-2048} --input-len normal:778:256 \
+        --max-tokens 128 --ignore-eos --min-queries ${SQ:-500} --min-duration ${SD:-20} \
+        --model-key ${MODEL_KEY:-llama3.1-8b-interactive} --search-trials ${ST:-6} \
+        --search-tolerance ${STOL:-0.1} --db $DB -v > $O/search.txt 2>&1
+    sed -n '/^QPS search/,$p' $O/search.txt
+    tail -n 2 $O/search.txt
+fi
+if [ -n "$PROBE_B" ]; then
+    echo "== probe"
+    P=$bench_dir/engine_probe
+    [ -x "$P" ] || P=$bench_dir/../build/bench/engine_probe
+    timeout ${T_PROBE:-60} $P $PROBE_B > $O/probe.txt 2>&1
+    grep -E "kernel sum|engine:|attention|prefill" $O/probe.txt
+fi
+echo "== table (a: $($A --version 2>&1 | head -1), b: $($B --version 2>&1 | head -1))"
+python3 - "$O/figs.txt" << 'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f[2] == "0":
+        continue  # the untimed warm-up
+    for i, v in enumerate(f[3:]):
+        if v != "NA":
+            runs.setdefault((f[0], i, f[1]), []).append(float(v))
+names = {("ss", 0): "SingleStream TPOT p50 ms", ("ss", 1): "SingleStream TTFT p50 ms",
+         ("off", 0): "Offline samples/s"}
+print("| figure | a (this build): runs, median | b (base): runs, median |")
+print("| --- | --- | --- |")
+for (kind, i), name in names.items():
+    cells = []
+    for b in "ab":
+        v = runs.get((kind, i, b), [])
+        cells.append("%s, **%s**" % (" ".join("%g" % x for x in v),
+                                     "%.2f" % statistics.median(v) if v else "-"))
+    print("| %s | %s | %s |" % (name, *cells))
+EOF
