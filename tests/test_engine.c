@@ -52,6 +52,10 @@ static void seq_init(lb_seq *q, int64_t id, int32_t n_prompt, int32_t max_new) {
         assert_int_equal(lb_sched_seq_push(q, i % 7, &err), LB_OK);
 }
 
+static const lb_seq *waiting_head(const lb_sched *s) {
+    return s->waiting[s->head];
+}
+
 static int32_t take_of(const lb_sched *s, const lb_seq *q) {
     for (int32_t i = 0; i < s->n_step; i++)
         if (s->step_seq[i] == q) return s->step_take[i];
@@ -86,6 +90,50 @@ static void test_sched_chunks_prefill_and_puts_decodes_first(void **state) {
     assert_int_equal(s.kv.n_free, 64);
     lb_sched_seq_free(&a);
     lb_sched_seq_free(&b);
+    lb_sched_free(&s);
+}
+
+/* A prompt that fits a step but not what is left of this one waits, while a later one
+ * that fits whole goes first; with no prompt tokens in a step the head is cut. */
+static void test_sched_admits_whole_prompts_first_fit(void **state) {
+    (void)state;
+    lb_sched s;
+    lb_err err;
+    lb_sched_params p = {.max_seqs = 8, .step_tokens = 10, .max_ctx = 64};
+    assert_int_equal(lb_sched_init(&s, &p, 64, 4, &err), LB_OK);
+    lb_seq a, b, c, d;
+    seq_init(&a, 0, 6, 4);
+    seq_init(&b, 1, 7, 4);
+    seq_init(&c, 2, 3, 4);
+    seq_init(&d, 3, 9, 4);
+    lb_seq *all[4] = {&a, &b, &c, &d};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(lb_sched_add(&s, all[i], &err), LB_OK);
+    /* a whole; b (7) does not fit the 4 left, c (3) does; 1 token stays unused */
+    assert_int_equal(lb_sched_plan(&s), 2);
+    assert_int_equal(take_of(&s, &a), 6);
+    assert_int_equal(take_of(&s, &c), 3);
+    assert_int_equal(b.state, LB_SEQ_WAITING);
+    assert_int_equal(s.n_waiting, 2);
+    assert_ptr_equal(waiting_head(&s), &b); /* b keeps its place ahead of d */
+    lb_sched_advance(&s);
+    assert_int_equal(lb_sched_seq_push(&a, 1, &err), LB_OK);
+    assert_int_equal(lb_sched_seq_push(&c, 1, &err), LB_OK);
+    /* two decodes, b whole (7); d (9) does not fit the 1 left and nothing else does */
+    assert_int_equal(lb_sched_plan(&s), 3);
+    assert_int_equal(take_of(&s, &b), 7);
+    assert_int_equal(d.state, LB_SEQ_WAITING);
+    lb_sched_advance(&s);
+    for (int i = 0; i < 3; i++) /* a, b and c sampled */
+        assert_int_equal(lb_sched_seq_push(all[i], 1, &err), LB_OK);
+    /* three decodes and no prompt tokens: d is cut to the 7 left */
+    assert_int_equal(lb_sched_plan(&s), 4);
+    assert_int_equal(take_of(&s, &d), 7);
+    for (int i = 0; i < 4; i++) {
+        lb_sched_finish(&s, all[i]);
+        lb_sched_seq_free(all[i]);
+    }
+    assert_int_equal(s.kv.n_free, 64);
     lb_sched_free(&s);
 }
 
@@ -412,6 +460,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_blocks_hand_out_each_block_once),
         cmocka_unit_test(test_sched_chunks_prefill_and_puts_decodes_first),
+        cmocka_unit_test(test_sched_admits_whole_prompts_first_fit),
         cmocka_unit_test(test_sched_preempts_the_newest_when_blocks_run_out),
         cmocka_unit_test(test_engine_logits_match_the_reference_forward),
         cmocka_unit_test(test_engine_greedy_equals_recomputing_and_alone_equals_batched),

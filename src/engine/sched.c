@@ -170,9 +170,27 @@ static bool plan_running(lb_sched *s, lb_seq *q, int32_t take, int32_t *budget) 
     return true;
 }
 
+/* The waiting sequence to admit next with `budget` tokens left in a step, or -1: the
+ * head when it fits whole; else the first later one that does (a prompt cut at the step's
+ * end would run its rest in the next step through the paged kernel, attending over the
+ * cache, slower than a whole prompt's attention); else the head cut to the budget when
+ * it could never fit a step whole, or when the step holds no prompt tokens yet (so every
+ * prompt progresses); else none (the rest of the budget stays unused). */
+static int32_t next_waiting(const lb_sched *s, int32_t budget, bool has_prompt) {
+    const lb_seq *h = waiting_at(s, 0);
+    const int32_t left = h->n_tokens - h->n_computed;
+    if (left <= budget) return 0;
+    for (int32_t i = 1; i < s->n_waiting; i++) {
+        const lb_seq *q = waiting_at(s, i);
+        if (q->n_tokens - q->n_computed <= budget) return i;
+    }
+    return left > s->p.step_tokens || !has_prompt ? 0 : -1;
+}
+
 int32_t lb_sched_plan(lb_sched *s) {
     s->n_step = 0;
     int32_t budget = s->p.step_tokens;
+    bool has_prompt = false; /* the step computes some prompt tokens */
     /* decodes first, then prefill chunks of running sequences, both in admission order */
     for (int pass = 0; pass < 2; pass++)
         for (int32_t i = 0; i < s->n_running && budget > 0; i++) {
@@ -183,13 +201,20 @@ int32_t lb_sched_plan(lb_sched *s) {
             for (int32_t k = 0; k < s->n_step; k++)
                 planned |= s->step_seq[k] == q;
             if (planned) continue;
-            if (!plan_running(s, q, left < budget ? left : budget, &budget)) i--;
+            if (!plan_running(s, q, left < budget ? left : budget, &budget))
+                i--;
+            else
+                has_prompt |= pass == 1;
         }
     while (budget > 0 && s->n_waiting > 0 && s->n_running < s->p.max_seqs) {
-        lb_seq *q = waiting_at(s, 0);
+        const int32_t at = next_waiting(s, budget, has_prompt);
+        if (at < 0) break;
+        lb_seq *q = waiting_at(s, at);
         int32_t left = q->n_tokens - q->n_computed;
         int32_t take = left < budget ? left : budget;
         if (!take_blocks(s, q, q->n_computed + take)) break;
+        for (int32_t k = at; k > 0; k--) /* q out of the ring, the ones before it move up */
+            s->waiting[(s->head + k) % s->cap_waiting] = waiting_at(s, k - 1);
         s->head = (s->head + 1) % s->cap_waiting;
         s->n_waiting--;
         q->state = LB_SEQ_RUNNING;
@@ -197,6 +222,7 @@ int32_t lb_sched_plan(lb_sched *s) {
         s->step_seq[s->n_step] = q;
         s->step_take[s->n_step++] = take;
         budget -= take;
+        has_prompt = true;
     }
     return s->n_step;
 }

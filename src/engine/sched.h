@@ -6,8 +6,11 @@
  * every running sequence the tokens it needs next, within a per-step token budget:
  * decodes (one token) first, then prefill chunks (as many prompt tokens as the budget
  * leaves: chunked prefill), then admits waiting sequences in arrival order while the
- * budget, the batch size and the free blocks allow. A sequence whose n_computed reaches
- * n_tokens in a step gets its next token sampled from that step's logits.
+ * budget, the batch size and the free blocks allow. A waiting prompt is cut to the budget
+ * left only when it could never fit a step whole or the step holds no prompt tokens yet;
+ * otherwise a later one that fits whole is admitted before it (first fit), or none. A
+ * sequence whose n_computed reaches n_tokens in a step gets its next token sampled from
+ * that step's logits.
  *
  * When a running sequence needs a block and none is free, the most recently admitted
  * running sequence is preempted: its blocks are freed, n_computed goes back to 0 and it
