@@ -3,6 +3,7 @@
 
 #include "gpu/common.cuh"
 #include "kernels/paged.cuh"
+#include "kernels/ptx.cuh"
 
 #define PA_WARPS 4
 
@@ -93,6 +94,35 @@ template <typename T, int D> static __device__ __forceinline__ void load_d(float
     }
 }
 
+/* The warps' partial results of a block (running max m_s, sum l_s and unnormalised
+ * output o_s of each query head) merged: token i's output for kv head kvh's G heads, or
+ * with S splits this split's normalised output and log-sum-exp. */
+template <typename T, int HD, int G>
+static __device__ void merge_warps(T *out, float *po, float *plse, const float (*m_s)[8],
+                                   const float (*l_s)[8], const float (*o_s)[G][HD], int i, int kvh,
+                                   int NH, int S) {
+    for (int x = threadIdx.x; x < G * HD; x += blockDim.x) {
+        const int g = x / HD, c = x % HD, h = kvh * G + g;
+        float M = -INFINITY;
+        for (int w = 0; w < PA_WARPS; w++)
+            M = fmaxf(M, m_s[w][g]);
+        float L = 0.0f, O = 0.0f;
+        for (int w = 0; w < PA_WARPS; w++)
+            if (m_s[w][g] != -INFINITY) {
+                const float f = __expf(m_s[w][g] - M);
+                L += l_s[w][g] * f;
+                O += o_s[w][g][c] * f;
+            }
+        if (S == 1) {
+            out[(int64_t)i * NH * HD + (int64_t)h * HD + c] = lb_from_f<T>(O / L);
+        } else { /* this split's normalised output and log-sum-exp (-inf: no keys) */
+            const int64_t r = ((int64_t)i * NH + h) * S + blockIdx.z;
+            po[r * HD + c] = L > 0.0f ? O / L : 0.0f;
+            if (c == 0) plse[r] = L > 0.0f ? M + __logf(L) : -INFINITY;
+        }
+    }
+}
+
 /* G query heads a kv head, a compile-time count: every per-head array stays in registers. */
 template <typename T, int HD, int G>
 static __global__ void __launch_bounds__(PA_WARPS * 32)
@@ -103,7 +133,7 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
     const int NH = NKV * G, i = blockIdx.x, kvh = blockIdx.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     __shared__ float q_s[G][HD];
-    __shared__ float m_s[PA_WARPS][G], l_s[PA_WARPS][G];
+    __shared__ float m_s[PA_WARPS][8], l_s[PA_WARPS][8];
     __shared__ float o_s[PA_WARPS][G][HD];
     const int64_t QW = (int64_t)(NH + 2 * NKV) * HD;
     lb_pdl_trigger();
@@ -189,26 +219,154 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
             o_s[warp][g][lane * D + d] = acc[g][d];
     }
     __syncthreads();
-    for (int x = threadIdx.x; x < G * HD; x += blockDim.x) {
-        const int g = x / HD, c = x % HD, h = kvh * G + g;
-        float M = -INFINITY;
-        for (int w = 0; w < PA_WARPS; w++)
-            M = fmaxf(M, m_s[w][g]);
-        float L = 0.0f, O = 0.0f;
-        for (int w = 0; w < PA_WARPS; w++)
-            if (m_s[w][g] != -INFINITY) {
-                const float f = __expf(m_s[w][g] - M);
-                L += l_s[w][g] * f;
-                O += o_s[w][g][c] * f;
+    merge_warps<T, HD, G>(out, po, plse, m_s, l_s, o_s, i, kvh, NH, S);
+}
+
+/* The same attention on tensor cores, for 16-bit types and blocks of a multiple of 16
+ * tokens: a warp takes 16 keys a tile (all in one cache block), scores them against the
+ * kv head's G query heads as S^T = K Q^T (m16n8k16: keys as rows, heads as columns, G <= 8
+ * of the 8 used) and adds P V as O^T = V^T P^T (value dimensions as rows), both from
+ * registers loaded straight from the cache: the dimensions of K and Q are permuted alike
+ * (a dot product does not care), so that a lane reads 16 contiguous bytes of a key for two
+ * k-steps; a lane reads HD/8 contiguous dimensions of four values, and its output rows are
+ * those dimensions (dimension HD/8 r + 2 m for row r of m-tile m, + 1 for row r + 8). P
+ * goes through shared memory between the two products (the scores' layout has the heads
+ * as columns, the second product wants them as columns of its B operand by lane). P is
+ * rounded to T for the second product, the softmax sums are fp32. Keys and values of a
+ * tile are loaded together, and the next tile's cache block is looked up meanwhile. */
+template <typename T, int HD, int G>
+static __global__ void __launch_bounds__(PA_WARPS * 32, 4)
+    paged_attention_mma_kernel(T *out, float *po, float *plse, const T *qkv, const T *kc,
+                               const T *vc, const int32_t *bt, int max_blocks,
+                               const int32_t *seq_of, const int32_t *pos, int NKV, int bs,
+                               float scale) {
+    constexpr int KC = HD / 32; /* 16-byte pieces of a key a lane reads (two k-steps each) */
+    constexpr int VU = HD / 64; /* 16-byte pieces of a value a lane reads */
+    constexpr int MT = HD / 16; /* m-tiles of the output (value dimensions) */
+    const int NH = NKV * G, i = blockIdx.x, kvh = blockIdx.y;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, r = lane / 4, t = lane % 4;
+    __shared__ float m_s[PA_WARPS][8], l_s[PA_WARPS][8];
+    __shared__ float o_s[PA_WARPS][G][HD];
+    __shared__ __align__(16) uint16_t p_s[PA_WARPS][8][16]; /* P^T of a tile: [head][key] */
+    const int64_t QW = (int64_t)(NH + 2 * NKV) * HD, SW = (int64_t)NKV * HD;
+    lb_pdl_trigger();
+    lb_pdl_wait();
+    /* Q as the scores' B operand: head r, dimensions 32 c + 8 t .. + 8 (zero past G) */
+    uint4 qb[KC];
+#pragma unroll
+    for (int c = 0; c < KC; c++)
+        qb[c] = r < G
+                    ? *(const uint4 *)(qkv + i * QW + (int64_t)(kvh * G + r) * HD + 32 * c + 8 * t)
+                    : make_uint4(0, 0, 0, 0);
+    const int len = pos[i] + 1, S = gridDim.z;
+    const int32_t *table = bt + (int64_t)seq_of[i] * max_blocks;
+    /* this block's keys [b0, b1) (split z of S), then a quarter of them per warp, each
+     * share starting at a multiple of 16 */
+    const int per = ((len + S - 1) / S + 15) & ~15;
+    const int b0 = min(len, (int)blockIdx.z * per), b1 = min(len, b0 + per);
+    const int chunk = ((b1 - b0 + PA_WARPS - 1) / PA_WARPS + 15) & ~15;
+    const int k0 = b0 + warp * chunk, k1 = min(b1, k0 + chunk);
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* heads 2t, 2t + 1 */
+    float acc[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+        acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
+    int64_t base = k0 < k1 ? (int64_t)table[k0 / bs] * bs + k0 % bs : 0; /* the tile's slot */
+    for (int t0 = k0; t0 < k1; t0 += 16) {
+        const int64_t next =
+            t0 + 16 < k1 ? (int64_t)table[(t0 + 16) / bs] * bs + (t0 + 16) % bs : 0;
+        /* keys r and r + 8 of the tile; values 2t, 2t + 1, 2t + 8, 2t + 9 (zero past k1:
+         * a slot nothing wrote may hold any bits, and 0 * NaN is not 0) */
+        uint4 ka[KC], kb[KC], v[4][VU];
+        const T *kr = kc + (base + r) * SW + (int64_t)kvh * HD + 8 * t;
+#pragma unroll
+        for (int c = 0; c < KC; c++) {
+            ka[c] = *(const uint4 *)(kr + 32 * c);
+            kb[c] = *(const uint4 *)(kr + 8 * SW + 32 * c);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int key = 2 * t + (j & 1) + 8 * (j >> 1);
+            const bool ok = t0 + key < k1;
+            const T *vr = vc + (base + key) * SW + (int64_t)kvh * HD + (HD / 8) * r;
+#pragma unroll
+            for (int u = 0; u < VU; u++)
+                v[j][u] = ok ? *(const uint4 *)(vr + 8 * u) : make_uint4(0, 0, 0, 0);
+        }
+        base = next;
+        float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int c = 0; c < KC; c++) {
+            const uint32_t *a0 = (const uint32_t *)&ka[c], *a1 = (const uint32_t *)&kb[c];
+            const uint32_t *b = (const uint32_t *)&qb[c];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint32_t a[4] = {a0[2 * h], a1[2 * h], a0[2 * h + 1], a1[2 * h + 1]};
+                mma_op<T>::run(sc, a, b[2 * h], b[2 * h + 1]);
             }
-        if (S == 1) {
-            out[(int64_t)i * NH * HD + (int64_t)h * HD + c] = lb_from_f<T>(O / L);
-        } else { /* this split's normalised output and log-sum-exp (-inf: no keys) */
-            const int64_t r = ((int64_t)i * NH + h) * S + blockIdx.z;
-            po[r * HD + c] = L > 0.0f ? O / L : 0.0f;
-            if (c == 0) plse[r] = L > 0.0f ? M + __logf(L) : -INFINITY;
+        }
+        /* sc: keys r (0, 1) and r + 8 (2, 3) of heads 2t, 2t + 1 */
+        const bool ok0 = t0 + r < k1, ok1 = t0 + r + 8 < k1;
+        float p[4];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float s0 = ok0 ? sc[e] * scale : -INFINITY;
+            const float s1 = ok1 ? sc[e + 2] * scale : -INFINITY;
+            float mx = fmaxf(s0, s1);
+            for (int o = 4; o < 32; o <<= 1)
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            const float mn = fmaxf(m[e], mx); /* finite: key t0 is valid */
+            const float corr = __expf(m[e] - mn);
+            p[e] = __expf(s0 - mn);
+            p[e + 2] = __expf(s1 - mn);
+            float sum = p[e] + p[e + 2];
+            for (int o = 4; o < 32; o <<= 1)
+                sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            l[e] = l[e] * corr + sum;
+            m[e] = mn;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                acc[mt][e] *= corr, acc[mt][e + 2] *= corr;
+        }
+        uint16_t(*ps)[16] = p_s[warp];
+        __syncwarp();
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const T pe = lb_from_f<T>(p[e]);
+            ps[2 * t + (e & 1)][r + 8 * (e >> 1)] = *(const uint16_t *)&pe;
+        }
+        __syncwarp();
+        /* P^T as the B operand: keys 2t, 2t + 1 (and + 8) of head r */
+        const uint32_t pb0 = *(const uint32_t *)&ps[r][2 * t];
+        const uint32_t pb1 = *(const uint32_t *)&ps[r][2 * t + 8];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            /* m-tile mt: this lane's word mt of each value (dimensions HD/8 r + 2 mt, + 1) */
+            const int u = mt / 4, w = mt % 4;
+            const uint32_t x0 = ((const uint32_t *)&v[0][u])[w],
+                           x1 = ((const uint32_t *)&v[1][u])[w];
+            const uint32_t x2 = ((const uint32_t *)&v[2][u])[w],
+                           x3 = ((const uint32_t *)&v[3][u])[w];
+            const uint32_t a[4] = {__byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632),
+                                   __byte_perm(x2, x3, 0x5410), __byte_perm(x2, x3, 0x7632)};
+            mma_op<T>::run(acc[mt], a, pb0, pb1);
         }
     }
+    /* acc: value dimension HD/8 r + 2 mt (0, 1) and + 1 (2, 3) of heads 2t, 2t + 1 */
+    if (r == 0)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            m_s[warp][2 * t + e] = m[e], l_s[warp][2 * t + e] = l[e];
+#pragma unroll
+    for (int e = 0; e < 2; e++)
+        if (2 * t + e < G)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                o_s[warp][2 * t + e][(HD / 8) * r + 2 * mt] = acc[mt][e];
+                o_s[warp][2 * t + e][(HD / 8) * r + 2 * mt + 1] = acc[mt][e + 2];
+            }
+    __syncthreads();
+    merge_warps<T, HD, G>(out, po, plse, m_s, l_s, o_s, i, kvh, NH, S);
 }
 
 /* out [N, NH*HD] from the S splits' outputs, weighted by exp(lse_z - lse) where lse is
@@ -233,6 +391,13 @@ static __global__ void paged_merge_kernel(T *out, const float *po, const float *
             }
         out[r * HD + c] = lb_from_f<T>(O / L);
     }
+}
+
+/* The attention kernel for E: on tensor cores where E is 16-bit and `mma` allows. */
+template <typename E, int HD, int G> static auto pa_kernel(bool mma) {
+    if constexpr (sizeof(E) == 2)
+        if (mma) return &paged_attention_mma_kernel<E, HD, G>;
+    return &paged_attention_kernel<E, HD, G>;
 }
 
 extern "C" lb_status lb_paged_kv_store(void *k_cache, void *v_cache, void *qkv, const float *cs,
@@ -281,10 +446,13 @@ extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, c
     dim3 grid((unsigned)N, (unsigned)NKV, (unsigned)n_split);
     const float scale = 1.0f / sqrtf((float)HD);
     float *po = (float *)scratch, *plse = po ? po + (size_t)N * NH * n_split * HD : NULL;
+    /* tensor cores for 16-bit types over blocks of whole 16-key tiles */
+    const bool mma = block_size % 16 == 0;
+#define PA_KERNEL(E, HDV, GV) pa_kernel<E, HDV, GV>(mma)
 #define PA_LAUNCH(E, HDV, GV)                                                                      \
-    lb_launch_pdl(paged_attention_kernel<E, HDV, GV>, grid, PA_WARPS * 32, 0, s, (E *)out, po,     \
-                  plse, (const E *)qkv, (const E *)k_cache, (const E *)v_cache, block_table,       \
-                  max_blocks, seq_of, pos, NKV, block_size, scale)
+    lb_launch_pdl(PA_KERNEL(E, HDV, GV), grid, PA_WARPS * 32, 0, s, (E *)out, po, plse,            \
+                  (const E *)qkv, (const E *)k_cache, (const E *)v_cache, block_table, max_blocks, \
+                  seq_of, pos, NKV, block_size, scale)
 #define PA_GROUPS(E, HDV)                                                                          \
     switch (NH / NKV) {                                                                            \
     case 1: PA_LAUNCH(E, HDV, 1); break;                                                           \
@@ -298,6 +466,7 @@ extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, c
         LB_DISPATCH_DTYPE(dt, E, PA_GROUPS(E, 128));
 #undef PA_GROUPS
 #undef PA_LAUNCH
+#undef PA_KERNEL
     LB_CUDA_LAUNCH_TRY(err);
     if (n_split > 1) {
         LB_DISPATCH_DTYPE(dt, E,

@@ -8,7 +8,10 @@
  * together, each warp walks a quarter of the token's context 32 keys at a time (a key
  * per lane) with an online softmax, and the warps' partial results are merged at the end.
  * The same kernel serves prefill chunks and decodes (every token attends to positions
- * 0..pos of its sequence). HD 64 or 128; 1, 2, 4 or 8 query heads per kv head.
+ * 0..pos of its sequence). HD 64 or 128; 1, 2, 4 or 8 query heads per kv head. For fp16
+ * and bf16 over blocks of a multiple of 16 tokens the warps score 16 keys at a time on
+ * tensor cores instead (mma.sync; the probabilities rounded to the type for the product
+ * with the values, the softmax sums in fp32): paged.cu says how.
  *
  * A decode batch has too few (token, kv head) pairs to fill the GPU (batch 1 of
  * Llama-3.1-8B: 8 blocks), so the context can be split (flash-decoding): n_split blocks
