@@ -1,17 +1,20 @@
 #!/bin/bash
 # engine_ab.sh: the engine of this build against another build's (BASE, e.g. main's), side
-# by side in one run on GPU 0: correctness first, then the same runs of both alternately.
-# Travels in one folder with llmbench, BASE's binary (llmbench.base), engine_probe,
-# device_env.sh and the shared libraries the machine lacks (or runs from the source tree:
-# make build bench, BASE=path). Logs go to $OUT (default /tmp). Parts, in this order, each
-# under its own time limit in seconds:
+# by side in one run on GPU 0: correctness first, then the same runs of both alternately;
+# with ALT, a third build (e.g. this one less a change) beside them in the Offline runs.
+# Travels in one folder with llmbench, BASE's binary (llmbench.base), ALT's (llmbench.alt),
+# engine_probe, device_env.sh and the shared libraries the machine lacks (or runs from the
+# source tree: make build bench, BASE=path). Logs go to $OUT (default /tmp). Parts, in this
+# order, each under its own time limit in seconds:
 #  1. correctness (T_CHECK each), this build: the selftest rows of the paged kernels, RoPE,
-#     the decode gemv, RMSNorm, argmax and the whole engine against the CPU engine, on the
-#     small model and on random llama3.1-8b weights. CHECK_ONLY=1 stops here.
+#     the decode gemv, RMSNorm, argmax ($KERNELS: those named) and the whole engine against
+#     the CPU engine, on the small model and on random llama3.1-8b weights (T_BIG).
+#     CHECK_ONLY=1 stops here.
 #  2. one Offline run of BASE, untimed (a fresh machine's first run is slow), then ROUNDS
-#     rounds (T_INFER each run) of SingleStream (N_SS queries of 778 tokens, 128 out) and
-#     Offline (N_OFF queries, normal:778:256, 128 out, eos ignored), both builds, their
-#     order swapped every round; NO_SS=1 leaves SingleStream out
+#     rounds (T_INFER each run) of SingleStream (N_SS queries of 778 tokens, 128 out; this
+#     build and BASE) and Offline (N_OFF queries, normal:778:256, 128 out, eos ignored;
+#     ALT too), the order of the builds reversed every round; NO_SS=1 leaves SingleStream
+#     out
 #  3. with SEARCH=R, this build's infer --search-qps R under MODEL_KEY's limits (SQ queries
 #     and SD seconds a trial at least, step budget STEP, ST trials, tolerance STOL), T_SEARCH
 #  4. with PROBE_B, bench/engine_probe at those batches (T_PROBE): where a decode step and
@@ -24,32 +27,37 @@ O=${OUT:-/tmp}
 mkdir -p "$O"
 A=$LLMBENCH
 B=${BASE:-$bench_dir/llmbench.base}
+C=${ALT:-$bench_dir/llmbench.alt}
+[ -x "$C" ] || C=
 DB=/tmp/engine-ab.db
 export CUDA_VISIBLE_DEVICES=0
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee $O/device.txt
-for X in "$A" "$B"; do $X --version 2>&1 | head -1 | tee -a $O/device.txt; done
+for X in "$A" "$B" $C; do $X --version 2>&1 | head -1 | tee -a $O/device.txt; done
 echo "== selftest"
 : > $O/selftest.txt
-for K in paged rope gemv rmsnorm sample; do
+for K in ${KERNELS:-paged rope gemv rmsnorm sample}; do
     timeout ${T_CHECK:-40} $A selftest --no-model --only $K > $O/st.txt 2>&1
     cat $O/st.txt >> $O/selftest.txt
     tail -n 1 $O/st.txt
     grep -h "FAIL" $O/st.txt | head -3
 done
 for K in engine engine.llama3.1-8b; do
-    timeout ${T_CHECK:-40} $A selftest --no-kernels --only $K > $O/st.txt 2>&1
+    T=${T_CHECK:-40}
+    [ $K = engine.llama3.1-8b ] && T=${T_BIG:-120}
+    timeout $T $A selftest --no-kernels --only $K > $O/st.txt 2>&1 || echo "selftest $K: exit $?"
     cat $O/st.txt >> $O/selftest.txt
     grep -E "engine\.|checks|FAIL" $O/st.txt | tail -4
 done
 rm -f $O/st.txt
 [ -n "$CHECK_ONLY" ] && exit 0
 
-# one run: ss|off, build (a|b), round; its log appended to runs.txt, figures to figs.txt
+# one run: ss|off, build (a|b|c), round; its log appended to runs.txt, figures to figs.txt
 : > $O/runs.txt
 : > $O/figs.txt
 one() {
     local X=$A
     [ "$2" = b ] && X=$B
+    [ "$2" = c ] && X=$C
     if [ "$1" = ss ]; then
         timeout ${T_INFER:-50} $X infer --random llama3.1-8b --scenario singlestream \
             --synthetic ${N_SS:-3} --input-len fixed:778 --max-tokens 128 --ignore-eos \
@@ -74,10 +82,9 @@ echo "== warm-up (base Offline, untimed)"
 one off b 0
 for R in $(seq 1 ${ROUNDS:-3}); do
     echo "== round $R"
-    if [ $((R % 2)) = 1 ]; then first=b second=a; else first=a second=b; fi
-    [ -z "$NO_SS" ] && { one ss $first $R; one ss $second $R; }
-    one off $first $R
-    one off $second $R
+    if [ $((R % 2)) = 1 ]; then order="b ${C:+c }a"; else order="a ${C:+c }b"; fi
+    if [ -z "$NO_SS" ]; then for X in $order; do [ $X = c ] || one ss $X $R; done; fi
+    for X in $order; do one off $X $R; done
 done
 if [ -n "$SEARCH" ]; then
     echo "== server search from $SEARCH queries/s (${MODEL_KEY:-llama3.1-8b-interactive})"
@@ -96,7 +103,7 @@ if [ -n "$PROBE_B" ]; then
     timeout ${T_PROBE:-60} $P $PROBE_B > $O/probe.txt 2>&1
     grep -E "kernel sum|engine:|attention|prefill" $O/probe.txt
 fi
-echo "== table (a: $($A --version 2>&1 | head -1), b: $($B --version 2>&1 | head -1))"
+echo "== table (a: $($A --version 2>&1 | head -1), b: $($B --version 2>&1 | head -1)${C:+, c: $($C --version 2>&1 | head -1)})"
 python3 - "$O/figs.txt" << 'EOF'
 import statistics, sys
 runs = {}
@@ -109,13 +116,15 @@ for line in open(sys.argv[1]):
             runs.setdefault((f[0], i, f[1]), []).append(float(v))
 names = {("ss", 0): "SingleStream TPOT p50 ms", ("ss", 1): "SingleStream TTFT p50 ms",
          ("off", 0): "Offline samples/s"}
-print("| figure | a (this build): runs, median | b (base): runs, median |")
-print("| --- | --- | --- |")
+builds = "abc" if any(k[2] == "c" for k in runs) else "ab"
+label = {"a": "a (this build)", "b": "b (base)", "c": "c (alt)"}
+print("| figure | " + " | ".join(label[b] + ": runs, median" for b in builds) + " |")
+print("| --- |" + " --- |" * len(builds))
 for (kind, i), name in names.items():
     cells = []
-    for b in "ab":
+    for b in builds:
         v = runs.get((kind, i, b), [])
         cells.append("%s, **%s**" % (" ".join("%g" % x for x in v),
                                      "%.2f" % statistics.median(v) if v else "-"))
-    print("| %s | %s | %s |" % (name, *cells))
+    print("| %s | %s |" % (name, " | ".join(cells)))
 EOF
