@@ -10,7 +10,8 @@
 #     the decode gemv, RMSNorm, argmax ($KERNELS: those named) and the whole engine against
 #     the CPU engine, on the small model and on random llama3.1-8b weights (T_BIG).
 #     CHECK_ONLY=1 stops here.
-#  2. one Offline run of BASE, untimed (a fresh machine's first run is slow), then ROUNDS
+#  2. one Offline run of BASE, untimed (a fresh machine's first run is slow; NO_WARM=1
+#     leaves it out, BASE then runs first in round 1), then ROUNDS
 #     rounds (T_INFER each run) of SingleStream (N_SS queries of 778 tokens, 128 out; this
 #     build and BASE) and Offline (N_OFF queries, normal:778:256, 128 out, eos ignored;
 #     ALT too), the order of the builds reversed every round; NO_SS=1 leaves SingleStream
@@ -78,8 +79,10 @@ one() {
     cat $O/r.txt >> $O/runs.txt
     rm -f $O/r.txt
 }
-echo "== warm-up (base Offline, untimed)"
-one off b 0
+if [ -z "$NO_WARM" ]; then
+    echo "== warm-up (base Offline, untimed)"
+    one off b 0
+fi
 for R in $(seq 1 ${ROUNDS:-3}); do
     echo "== round $R"
     if [ $((R % 2)) = 1 ]; then order="b ${C:+c }a"; else order="a ${C:+c }b"; fi
