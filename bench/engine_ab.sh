@@ -10,14 +10,15 @@
 #     the decode gemv, RMSNorm, argmax ($KERNELS: those named) and the whole engine against
 #     the CPU engine, on the small model and on random llama3.1-8b weights (T_BIG).
 #     CHECK_ONLY=1 stops here.
-#  2. one Offline run of BASE, untimed (a fresh machine's first run is slow; NO_WARM=1
-#     leaves it out, BASE then runs first in round 1), then ROUNDS
-#     rounds (T_INFER each run) of SingleStream (N_SS queries of 778 tokens, 128 out; this
-#     build and BASE) and Offline (N_OFF queries, normal:778:256, 128 out, eos ignored;
-#     ALT too), the order of the builds reversed every round; NO_SS=1 leaves SingleStream
-#     out
-#  3. with SEARCH=R, this build's infer --search-qps R under MODEL_KEY's limits (SQ queries
-#     and SD seconds a trial at least, step budget STEP, ST trials, tolerance STOL), T_SEARCH
+#  2. with SEARCH=R, this build's infer --search-qps R (ALT's when this build failed a
+#     selftest row) under MODEL_KEY's limits (SQ queries and SD seconds a trial at least,
+#     step budget STEP, ST trials, tolerance STOL), T_SEARCH
+#  3. one Offline run of BASE, untimed (a fresh machine's first run is slow; NO_WARM=1
+#     leaves it out, BASE then runs first in round 1), then ROUNDS rounds (T_INFER each
+#     run) of SingleStream (N_SS queries of 778 tokens, 128 out; the builds SS_BUILDS, of
+#     a (this one), b (BASE) and c (ALT): a and b unless named) and Offline (N_OFF queries,
+#     normal:778:256, 128 out, eos ignored; OFF_BUILDS, all three unless named), the order
+#     of the builds reversed every round
 #  4. with PROBE_B, bench/engine_probe at those batches (T_PROBE): where a decode step and
 #     a prefill step go
 #  5. the table: each build's figures per round and their medians
@@ -37,7 +38,7 @@ for X in "$A" "$B" $C; do $X --version 2>&1 | head -1 | tee -a $O/device.txt; do
 echo "== selftest"
 : > $O/selftest.txt
 for K in ${KERNELS:-paged rope gemv rmsnorm sample}; do
-    timeout ${T_CHECK:-40} $A selftest --no-model --only $K > $O/st.txt 2>&1
+    timeout ${T_CHECK:-40} $A selftest --no-model --only $K > $O/st.txt 2>&1 || bad=1
     cat $O/st.txt >> $O/selftest.txt
     tail -n 1 $O/st.txt
     grep -h "FAIL" $O/st.txt | head -3
@@ -45,12 +46,25 @@ done
 for K in engine engine.llama3.1-8b; do
     T=${T_CHECK:-40}
     [ $K = engine.llama3.1-8b ] && T=${T_BIG:-120}
-    timeout $T $A selftest --no-kernels --only $K > $O/st.txt 2>&1 || echo "selftest $K: exit $?"
+    timeout $T $A selftest --no-kernels --only $K > $O/st.txt 2>&1 || { echo "selftest $K: exit $?"; bad=1; }
     cat $O/st.txt >> $O/selftest.txt
     grep -E "engine\.|checks|FAIL" $O/st.txt | tail -4
 done
 rm -f $O/st.txt
 [ -n "$CHECK_ONLY" ] && exit 0
+
+if [ -n "$SEARCH" ]; then
+    S=$A
+    [ -n "$bad" ] && [ -n "$C" ] && { echo "this build failed a selftest row: the search runs ALT"; S=$C; }
+    echo "== server search from $SEARCH queries/s (${MODEL_KEY:-llama3.1-8b-interactive}, $($S --version 2>&1 | head -1))"
+    timeout ${T_SEARCH:-200} $S infer --random llama3.1-8b --search-qps $SEARCH \
+        --synthetic ${N_SEARCH:-2000} --step-tokens ${STEP:-2048} --input-len normal:778:256 \
+        --max-tokens 128 --ignore-eos --min-queries ${SQ:-500} --min-duration ${SD:-20} \
+        --model-key ${MODEL_KEY:-llama3.1-8b-interactive} --search-trials ${ST:-6} \
+        --search-tolerance ${STOL:-0.1} --db $DB -v > $O/search.txt 2>&1
+    sed -n '/^QPS search/,$p' $O/search.txt
+    tail -n 2 $O/search.txt
+fi
 
 # one run: ss|off, build (a|b|c), round; its log appended to runs.txt, figures to figs.txt
 : > $O/runs.txt
@@ -86,19 +100,9 @@ fi
 for R in $(seq 1 ${ROUNDS:-3}); do
     echo "== round $R"
     if [ $((R % 2)) = 1 ]; then order="b ${C:+c }a"; else order="a ${C:+c }b"; fi
-    if [ -z "$NO_SS" ]; then for X in $order; do [ $X = c ] || one ss $X $R; done; fi
-    for X in $order; do one off $X $R; done
+    for X in $order; do [[ " ${SS_BUILDS:-a b} " == *" $X "* ]] && one ss $X $R; done
+    for X in $order; do [[ " ${OFF_BUILDS:-a b c} " == *" $X "* ]] && one off $X $R; done
 done
-if [ -n "$SEARCH" ]; then
-    echo "== server search from $SEARCH queries/s (${MODEL_KEY:-llama3.1-8b-interactive})"
-    timeout ${T_SEARCH:-200} $A infer --random llama3.1-8b --search-qps $SEARCH \
-        --synthetic ${N_SEARCH:-2000} --step-tokens ${STEP:-2048} --input-len normal:778:256 \
-        --max-tokens 128 --ignore-eos --min-queries ${SQ:-500} --min-duration ${SD:-20} \
-        --model-key ${MODEL_KEY:-llama3.1-8b-interactive} --search-trials ${ST:-6} \
-        --search-tolerance ${STOL:-0.1} --db $DB -v > $O/search.txt 2>&1
-    sed -n '/^QPS search/,$p' $O/search.txt
-    tail -n 2 $O/search.txt
-fi
 if [ -n "$PROBE_B" ]; then
     echo "== probe"
     P=$bench_dir/engine_probe
