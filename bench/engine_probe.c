@@ -70,7 +70,6 @@ typedef struct {
     float *yf, *rstd, *cs, *nw;
     int32_t *pos, *seq, *slot, *table, *amax;
     int32_t *ppos, *pseq, *pslot; /* [PRE_T]: prefill rows */
-    void *ascr;                   /* the argmax's scratch */
     float *lse;
     lb_cudnn_attn *dnn; /* NULL: no cuDNN */
     void *dnn_ws;
@@ -160,7 +159,7 @@ static void run(probe *p, int kind, int arg, int B, int rep) {
                              p->s, &err));
         break;
     case K_SWIGLU: LB(lb_act_swiglu_forward(p->a, p->h, B, p->F, LB_DT_BF16, p->s, &err)); break;
-    default: LB(lb_logits_argmax(p->amax, p->yf, B, p->V, p->ascr, p->s, &err));
+    default: LB(lb_logits_argmax(p->amax, p->yf, B, p->V, p->s, &err));
     }
 }
 
@@ -210,11 +209,7 @@ static void setup(probe *p, const lb_model_config *c, int max_b) {
     const size_t cache = (size_t)n_blocks * BS * p->NKV * p->HD;
     p->kc = drandom((int64_t)cache, 106, tmp);
     p->vc = drandom((int64_t)cache, 107, tmp);
-    const size_t scr = lb_paged_scratch_bytes(max_b, p->NH, p->HD, LB_PAGED_MAX_SPLITS);
-    p->scr = dmalloc(scr);
-    CK(cudaMemset(p->scr, 0, scr)); /* the split counters start at zero */
-    p->ascr = dmalloc(LB_ARGMAX_SCRATCH_BYTES);
-    CK(cudaMemset(p->ascr, 0, LB_ARGMAX_SCRATCH_BYTES));
+    p->scr = dmalloc(lb_paged_scratch_bytes(max_b, p->NH, p->HD, LB_PAGED_MAX_SPLITS));
     CK(cudaFree(tmp));
     /* sequence i at position CTX - 1 over a random permutation of the blocks */
     int32_t *perm = malloc((size_t)n_blocks * 4), *h = malloc(B * 4 * 3);
@@ -367,10 +362,9 @@ static void release(probe *p) {
     for (int i = 0; i < N_PROD; i++)
         for (int j = 0; j < p->copies[i]; j++)
             cudaFree(p->w[i][j]);
-    void *bufs[] = {p->x,    p->y,     p->qkv,    p->att,  p->h,  p->a,   p->kc,
-                    p->vc,   p->scr,   p->yf,     p->rstd, p->cs, p->nw,  p->pos,
-                    p->seq,  p->slot,  p->table,  p->amax, p->ws, p->lse, p->ppos,
-                    p->pseq, p->pslot, p->dnn_ws, p->ascr};
+    void *bufs[] = {p->x,     p->y,    p->qkv,  p->att, p->h,    p->a,    p->kc,    p->vc,
+                    p->scr,   p->yf,   p->rstd, p->cs,  p->nw,   p->pos,  p->seq,   p->slot,
+                    p->table, p->amax, p->ws,   p->lse, p->ppos, p->pseq, p->pslot, p->dnn_ws};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         cudaFree(bufs[i]);
     lb_blas_free(p->blas);

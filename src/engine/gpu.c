@@ -107,7 +107,6 @@ typedef struct {
     void *split_ws; /* decode attention's splits */
     int32_t *in;    /* the step's inputs, IN_PARTS parts (in_at) */
     int32_t *argmax;
-    void *argmax_ws; /* the argmax's scratch (a few rows over many blocks) */
     void *blas_ws;
     int32_t *h_in;   /* pinned host copy of in */
     int32_t *run_at; /* [max_seqs] host: where each cuDNN run of a step starts */
@@ -180,7 +179,6 @@ static lb_status carve(gpu_backend *g, lb_gpu_arena *a, int64_t n_blocks, int ma
     PIECE("split_scratch", split_bytes(g), &g->split_ws);
     PIECE("inputs", in_offset(g, IN_PARTS) * 4, &g->in);
     PIECE("argmax", S * 4, &g->argmax);
-    PIECE("argmax_scratch", LB_ARGMAX_SCRATCH_BYTES, &g->argmax_ws);
     PIECE("k_cache", kv * 2, &g->k_cache);
     PIECE("v_cache", kv * 2, &g->v_cache);
 #undef PIECE
@@ -403,7 +401,7 @@ static lb_status layers(gpu_backend *g, int N, int n_paged, const int32_t *run_a
     }
     LB_TRY(lb_logits_gather_rows(g->xo, x, out_token, n_out, C, BF, s, err));
     LB_TRY(product(g, PROD_HEAD, NULL, n_out, NULL, g->xo, err));
-    return lb_logits_argmax(g->argmax, g->logits, n_out, c->vocab_size, g->argmax_ws, s, err);
+    return lb_logits_argmax(g->argmax, g->logits, n_out, c->vocab_size, s, err);
 }
 
 /* Memset nodes up to this size become kernel nodes (cuBLASLt's workspace clears). */
@@ -759,14 +757,11 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
         free(inv);
     }
     g->n_blocks = (int32_t)n_blocks;
-    /* rows past a step's tokens are read by padded cuDNN prefills: finite from the start;
-     * the counters of the attention's and the argmax's scratch start at zero */
+    /* rows past a step's tokens are read by padded cuDNN prefills: finite from the start */
     if (st == LB_OK &&
-        (cudaMemsetAsync(g->qkv, 0,
-                         ((size_t)p->step_tokens + DNN_PAD) * (size_t)lb_model_qkv_dim(c) * 2,
-                         g->stream) != cudaSuccess ||
-         cudaMemsetAsync(g->split_ws, 0, split_bytes(g), g->stream) != cudaSuccess ||
-         cudaMemsetAsync(g->argmax_ws, 0, LB_ARGMAX_SCRATCH_BYTES, g->stream) != cudaSuccess))
+        cudaMemsetAsync(g->qkv, 0,
+                        ((size_t)p->step_tokens + DNN_PAD) * (size_t)lb_model_qkv_dim(c) * 2,
+                        g->stream) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "cannot clear the engine's buffers");
     if (st == LB_OK) st = load_weights(g, w, err);
     if (st == LB_OK && cudaStreamSynchronize(g->stream) != cudaSuccess)

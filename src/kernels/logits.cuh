@@ -17,15 +17,9 @@ extern "C" {
 /* out[r, 0..C) = in[idx[r], 0..C) for r < n (type dt; idx on the device). */
 lb_status lb_logits_gather_rows(void *out, const void *in, const int32_t *idx, int n, int C,
                                 lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
-#define LB_ARGMAX_SPLIT_ROWS    8 /* rows that split with scratch */
-#define LB_ARGMAX_SCRATCH_BYTES 4096
-
-/* out[r] = the first index of the largest of logits[r, 0..V) (fp32), r < n. A row is one
- * block; with scratch (LB_ARGMAX_SCRATCH_BYTES of device memory, zero before its first
- * use, left zero by each call), up to LB_ARGMAX_SPLIT_ROWS rows spread over many blocks
- * each (a decode step of a few rows waits on this). */
-lb_status lb_logits_argmax(int32_t *out, const float *logits, int n, int V, void *scratch,
-                           cudaStream_t s, lb_err *err);
+/* out[r] = the first index of the largest of logits[r, 0..V) (fp32), r < n. */
+lb_status lb_logits_argmax(int32_t *out, const float *logits, int n, int V, cudaStream_t s,
+                           lb_err *err);
 
 #ifdef __cplusplus
 }

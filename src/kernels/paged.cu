@@ -96,12 +96,9 @@ template <typename T, int D> static __device__ __forceinline__ void load_d(float
 
 /* The warps' partial results of a block (running max m_s, sum l_s and unnormalised
  * output o_s of each query head) merged: token i's output for kv head kvh's G heads, or
- * with S splits this split's normalised output and log-sum-exp to scratch, after which
- * the last of the S blocks of (i, kvh) to get there (a counter per pair, cnt, which it
- * leaves at zero again) merges the splits: the output weighted by exp(lse_z - lse), lse
- * the log of the splits' summed exp(lse_z). */
+ * with S splits this split's normalised output and log-sum-exp. */
 template <typename T, int HD, int G>
-static __device__ void merge_warps(T *out, float *po, float *plse, int *cnt, const float (*m_s)[8],
+static __device__ void merge_warps(T *out, float *po, float *plse, const float (*m_s)[8],
                                    const float (*l_s)[8], const float (*o_s)[G][HD], int i, int kvh,
                                    int NH, int S) {
     for (int x = threadIdx.x; x < G * HD; x += blockDim.x) {
@@ -124,43 +121,13 @@ static __device__ void merge_warps(T *out, float *po, float *plse, int *cnt, con
             if (c == 0) plse[r] = L > 0.0f ? M + __logf(L) : -INFINITY;
         }
     }
-    if (S == 1) return;
-    __shared__ bool last;
-    __threadfence(); /* this split's share visible before the count says so */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int *n = cnt + (int64_t)i * gridDim.y + kvh;
-        last = atomicAdd(n, 1) == S - 1;
-        if (last) *n = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int x = threadIdx.x; x < G * HD; x += blockDim.x) {
-        const int64_t r = (int64_t)i * NH + kvh * G + x / HD;
-        const int c = x % HD;
-        const float *lse = plse + r * S;
-        float M = -INFINITY;
-        for (int z = 0; z < S; z++)
-            M = fmaxf(M, __ldcg(lse + z));
-        float L = 0.0f, O = 0.0f;
-        for (int z = 0; z < S; z++) {
-            const float e = __ldcg(lse + z);
-            if (e != -INFINITY) {
-                const float f = __expf(e - M);
-                L += f;
-                O += f * __ldcg(po + (r * S + z) * HD + c);
-            }
-        }
-        out[r * HD + c] = lb_from_f<T>(O / L);
-    }
 }
 
 /* G query heads a kv head, a compile-time count: every per-head array stays in registers. */
 template <typename T, int HD, int G>
 static __global__ void __launch_bounds__(PA_WARPS * 32)
-    paged_attention_kernel(T *out, float *po, float *plse, int *cnt, const T *qkv, const T *kc,
-                           const T *vc, const int32_t *bt, int max_blocks, const int32_t *seq_of,
+    paged_attention_kernel(T *out, float *po, float *plse, const T *qkv, const T *kc, const T *vc,
+                           const int32_t *bt, int max_blocks, const int32_t *seq_of,
                            const int32_t *pos, int NKV, int bs, float scale) {
     constexpr int D = HD / 32; /* dims of the output each lane accumulates */
     const int NH = NKV * G, i = blockIdx.x, kvh = blockIdx.y;
@@ -252,7 +219,7 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
             o_s[warp][g][lane * D + d] = acc[g][d];
     }
     __syncthreads();
-    merge_warps<T, HD, G>(out, po, plse, cnt, m_s, l_s, o_s, i, kvh, NH, S);
+    merge_warps<T, HD, G>(out, po, plse, m_s, l_s, o_s, i, kvh, NH, S);
 }
 
 /* The same attention on tensor cores, for 16-bit types and blocks of a multiple of 16
@@ -269,7 +236,7 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
  * tile are loaded together, and the next tile's cache block is looked up meanwhile. */
 template <typename T, int HD, int G>
 static __global__ void __launch_bounds__(PA_WARPS * 32, 4)
-    paged_attention_mma_kernel(T *out, float *po, float *plse, int *cnt, const T *qkv, const T *kc,
+    paged_attention_mma_kernel(T *out, float *po, float *plse, const T *qkv, const T *kc,
                                const T *vc, const int32_t *bt, int max_blocks,
                                const int32_t *seq_of, const int32_t *pos, int NKV, int bs,
                                float scale) {
@@ -399,7 +366,31 @@ static __global__ void __launch_bounds__(PA_WARPS * 32, 4)
                 o_s[warp][2 * t + e][(HD / 8) * r + 2 * mt + 1] = acc[mt][e + 2];
             }
     __syncthreads();
-    merge_warps<T, HD, G>(out, po, plse, cnt, m_s, l_s, o_s, i, kvh, NH, S);
+    merge_warps<T, HD, G>(out, po, plse, m_s, l_s, o_s, i, kvh, NH, S);
+}
+
+/* out [N, NH*HD] from the S splits' outputs, weighted by exp(lse_z - lse) where lse is
+ * the log of the splits' summed exp(lse_z). One block of HD threads a (token, head). */
+template <typename T>
+static __global__ void paged_merge_kernel(T *out, const float *po, const float *plse, int NH,
+                                          int HD, int S) {
+    const int64_t r = (int64_t)blockIdx.x * NH + blockIdx.y;
+    const float *lse = plse + r * S;
+    lb_pdl_trigger();
+    lb_pdl_wait();
+    float M = -INFINITY;
+    for (int z = 0; z < S; z++)
+        M = fmaxf(M, lse[z]);
+    for (int c = threadIdx.x; c < HD; c += blockDim.x) {
+        float L = 0.0f, O = 0.0f;
+        for (int z = 0; z < S; z++)
+            if (lse[z] != -INFINITY) {
+                const float f = __expf(lse[z] - M);
+                L += f;
+                O += f * po[(r * S + z) * HD + c];
+            }
+        out[r * HD + c] = lb_from_f<T>(O / L);
+    }
 }
 
 /* The attention kernel for E: on tensor cores where E is 16-bit and `mma` allows. */
@@ -431,7 +422,7 @@ extern "C" int lb_paged_splits(int N, int NKV, int n_sm) {
 }
 
 extern "C" size_t lb_paged_scratch_bytes(int N, int NH, int HD, int n_split) {
-    return n_split <= 1 ? 0 : (LB_PAGED_MAX_PAIRS + (size_t)N * NH * n_split * (HD + 1)) * 4;
+    return n_split <= 1 ? 0 : (size_t)N * NH * n_split * (HD + 1) * sizeof(float);
 }
 
 extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, const void *qkv,
@@ -451,23 +442,15 @@ extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, c
                        "paged attention splits a context 1 to %d ways, with scratch when more "
                        "than 1 (asked: %d)",
                        LB_PAGED_MAX_SPLITS, n_split);
-    if (n_split > 1 && (int64_t)N * NKV > LB_PAGED_MAX_PAIRS)
-        return lb_fail(err, LB_ERR_USAGE,
-                       "paged attention splits contexts of at most %d (token, kv head) pairs "
-                       "(asked: %d x %d)",
-                       LB_PAGED_MAX_PAIRS, N, NKV);
     if (N == 0) return LB_OK;
     dim3 grid((unsigned)N, (unsigned)NKV, (unsigned)n_split);
     const float scale = 1.0f / sqrtf((float)HD);
-    /* the counters first, at a place that does not move with N and n_split */
-    int *cnt = (int *)scratch;
-    float *po = scratch ? (float *)(cnt + LB_PAGED_MAX_PAIRS) : NULL;
-    float *plse = po ? po + (size_t)N * NH * n_split * HD : NULL;
+    float *po = (float *)scratch, *plse = po ? po + (size_t)N * NH * n_split * HD : NULL;
     /* tensor cores for 16-bit types over blocks of whole 16-key tiles */
     const bool mma = block_size % 16 == 0;
 #define PA_KERNEL(E, HDV, GV) pa_kernel<E, HDV, GV>(mma)
 #define PA_LAUNCH(E, HDV, GV)                                                                      \
-    lb_launch_pdl(PA_KERNEL(E, HDV, GV), grid, PA_WARPS * 32, 0, s, (E *)out, po, plse, cnt,       \
+    lb_launch_pdl(PA_KERNEL(E, HDV, GV), grid, PA_WARPS * 32, 0, s, (E *)out, po, plse,            \
                   (const E *)qkv, (const E *)k_cache, (const E *)v_cache, block_table, max_blocks, \
                   seq_of, pos, NKV, block_size, scale)
 #define PA_GROUPS(E, HDV)                                                                          \
@@ -485,5 +468,11 @@ extern "C" lb_status lb_paged_attention(void *out, void *scratch, int n_split, c
 #undef PA_LAUNCH
 #undef PA_KERNEL
     LB_CUDA_LAUNCH_TRY(err);
+    if (n_split > 1) {
+        LB_DISPATCH_DTYPE(dt, E,
+                          lb_launch_pdl(paged_merge_kernel<E>, dim3((unsigned)N, (unsigned)NH), HD,
+                                        0, s, (E *)out, po, plse, NH, HD, n_split));
+        LB_CUDA_LAUNCH_TRY(err);
+    }
     return LB_OK;
 }

@@ -16,10 +16,9 @@
  * A decode batch has too few (token, kv head) pairs to fill the GPU (batch 1 of
  * Llama-3.1-8B: 8 blocks), so the context can be split (flash-decoding): n_split blocks
  * per pair each take a contiguous share of the keys and write their normalised output
- * and log-sum-exp to scratch, and the last of a pair's blocks to finish (a counter per
- * pair in the scratch) merges the shares. The split count is the caller's (fixed per
- * launch, so a captured graph serves any context length); lb_paged_splits gives the one
- * that fills the GPU. The store and attention kernels are
+ * and log-sum-exp to scratch, and a second kernel merges the shares. The split count is
+ * the caller's (fixed per launch, so a captured graph serves any context length);
+ * lb_paged_splits gives the one that fills the GPU. The store and attention kernels are
  * launched programmatically dependent on the kernel before them (gpu/common.cuh). */
 #ifndef LB_KERNELS_PAGED_CUH
 #define LB_KERNELS_PAGED_CUH
@@ -44,21 +43,18 @@ lb_status lb_paged_kv_store(void *k_cache, void *v_cache, void *qkv, const float
                             lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 
 #define LB_PAGED_MAX_SPLITS 16
-#define LB_PAGED_MAX_PAIRS  4096 /* (token, kv head) pairs of a call that splits */
 
 /* Splits of each context that give N tokens of NKV kv heads about two blocks per SM
  * (1 when N * NKV fills the n_sm SMs already; at most LB_PAGED_MAX_SPLITS). */
 int lb_paged_splits(int N, int NKV, int n_sm);
 
-/* Device scratch lb_paged_attention needs for n_split splits (0 when n_split is 1): a
- * counter per (token, kv head) pair first, then the splits' shares. Zero it once before
- * its first use: each call leaves its counters zero again. */
+/* Device scratch lb_paged_attention needs for n_split splits (0 when n_split is 1). */
 size_t lb_paged_scratch_bytes(int N, int NH, int HD, int n_split);
 
 /* out [N, NH*HD] = attention of token i (sequence seq_of[i], position pos[i]) over the
  * cache, as lb_ref_paged_attention, each context split n_split ways (1 to
- * LB_PAGED_MAX_SPLITS; scratch of lb_paged_scratch_bytes when more than 1, and then at
- * most LB_PAGED_MAX_PAIRS pairs N * NKV). Every pointer is device memory. */
+ * LB_PAGED_MAX_SPLITS; scratch of lb_paged_scratch_bytes when more than 1). Every pointer
+ * is device memory. */
 lb_status lb_paged_attention(void *out, void *scratch, int n_split, const void *qkv,
                              const void *k_cache, const void *v_cache, const int32_t *block_table,
                              int max_blocks, const int32_t *seq_of, const int32_t *pos, int N,
