@@ -9,7 +9,7 @@
 #     (splits, norm and SwiGLU inside), RMSNorm (wide rows included), argmax and the whole
 #     engine on a small model (GPU logits against the CPU engine over the same weights;
 #     greedy tokens through the cuDNN prefill and the decode graphs); with BIG=1 the same
-#     on random llama3.1-8b weights; with HF=1 tools/hf_engine_check.py (transformers
+#     on random llama3.1-8b weights (T_BIG); with HF=1 tools/hf_engine_check.py (transformers
 #     against the engine on a tiny model, through bench/engine_logits). CHECK_ONLY=1 stops
 #     here.
 #  2. llmbench infer --random llama3.1-8b (T_INFER each): SingleStream (778-token prompts:
@@ -46,7 +46,7 @@ timeout ${T_CHECK:-30} $B selftest --no-kernels --only engine > $O/st.txt 2>&1
 cat $O/st.txt >> $O/selftest.txt
 grep -E "engine\.|checks|FAIL" $O/st.txt | tail -4
 if [ -n "$BIG" ]; then
-    timeout ${T_CHECK:-30} $B selftest --no-kernels --only engine.llama3.1-8b > $O/st.txt 2>&1
+    timeout ${T_BIG:-120} $B selftest --no-kernels --only engine.llama3.1-8b > $O/st.txt 2>&1
     cat $O/st.txt >> $O/selftest.txt
     grep -E "engine\.|checks|FAIL" $O/st.txt | tail -4
 fi
@@ -67,7 +67,7 @@ grep -E "engine:|Samples per|Mean First|50.00 percentile first|Mean Time|50.00 p
 echo "== offline"
 timeout ${T_INFER:-50} $B infer --random llama3.1-8b --synthetic ${N_OFF:-300} --input-len normal:778:256 \
     --max-tokens 128 --ignore-eos --db $DB -v > $O/offline.txt 2>&1
-grep -E "engine:|Samples per|Tokens per|Result is|Completed|Failed|Mean First|Mean Time|kernel by kernel|paged kernel" $O/offline.txt
+grep -E "engine:|engine steps|warm-up|Samples per|Tokens per|Result is|Completed|Failed|Mean First|Mean Time|kernel by kernel|paged kernel" $O/offline.txt
 for Q in $QPS; do
     echo "== server $Q queries/s"
     timeout ${T_INFER:-50} $B infer --random llama3.1-8b --scenario server --qps $Q --synthetic 600 \

@@ -6,7 +6,9 @@
  *   graph, one per batch-size bucket (rows_for: powers of two up to max_seqs): the batch
  *   is padded to its bucket with rows that write a spare KV block nobody owns and read one
  *   key of it. The first step of a bucket runs kernel by kernel (it prepares and times
- *   its products), then it is captured; later ones launch the graph. A capture the driver
+ *   its products), then it is captured; later ones launch the graph. The warm-up
+ *   (gpu_warmup) runs that first step, of padding rows only, for every bucket before a
+ *   run, and makes the cuDNN plans of the prompt lengths it is told. A capture the driver
  *   refuses is not an error: those steps run kernel by kernel.
  * - Decode attention splits each context over blocks (kernels/paged.cuh) so that small
  *   batches fill the GPU.
