@@ -213,6 +213,16 @@ static lb_engine_params cpu_params(void) {
     return p;
 }
 
+/* A CPU engine (cpu_params) over a fresh reference model of 64 positions. */
+static lb_engine *open_cpu_engine(ref *r) {
+    ref_init(r, 64);
+    lb_engine_params p = cpu_params();
+    lb_engine *e;
+    lb_err err;
+    assert_int_equal(lb_engine_open(&e, &p, &r->w, &err), LB_OK);
+    return e;
+}
+
 static void test_engine_logits_match_the_reference_forward(void **state) {
     (void)state;
     const int T = 23;
@@ -343,11 +353,8 @@ static void test_engine_greedy_equals_recomputing_and_alone_equals_batched(void 
 static void test_engine_stops_at_eos_unless_told_to_ignore_it(void **state) {
     (void)state;
     ref r;
-    ref_init(&r, 64);
     lb_err err;
-    lb_engine *e;
-    lb_engine_params p = cpu_params();
-    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_OK);
+    lb_engine *e = open_cpu_engine(&r);
     int32_t prompt[3] = {1, 2, 3}, first[8];
     int n3 = 3, n8 = 8;
     run_all(e, 1, (const int32_t(*)[40])prompt, &n3, &n8, (int32_t(*)[40])first);
@@ -384,11 +391,8 @@ static void test_engine_stops_at_eos_unless_told_to_ignore_it(void **state) {
 static void test_engine_counts_steps_by_kind_and_warms_up_only_idle(void **state) {
     (void)state;
     ref r;
-    ref_init(&r, 64);
     lb_err err;
-    lb_engine *e;
-    lb_engine_params p = cpu_params();
-    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_OK);
+    lb_engine *e = open_cpu_engine(&r);
     int32_t prompts[2][40] = {{5, 6, 7, 8}, {9, 10}}, cold[2][40], warm[2][40];
     int lens[2] = {4, 2}, n_new[2] = {6, 3};
     run_all(e, 2, prompts, lens, n_new, cold);

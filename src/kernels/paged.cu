@@ -94,6 +94,17 @@ template <typename T, int D> static __device__ __forceinline__ void load_d(float
     }
 }
 
+/* Warp `warp`'s keys [k0, k1) of a context of len: the block's share (split blockIdx.z of
+ * gridDim.z), then a quarter of that per warp, each share a multiple of A keys long. */
+template <int A>
+static __device__ __forceinline__ void warp_keys(int len, int warp, int &k0, int &k1) {
+    const int per = ((len + (int)gridDim.z - 1) / (int)gridDim.z + A - 1) & ~(A - 1);
+    const int b0 = min(len, (int)blockIdx.z * per), b1 = min(len, b0 + per);
+    const int chunk = ((b1 - b0 + PA_WARPS - 1) / PA_WARPS + A - 1) & ~(A - 1);
+    k0 = b0 + warp * chunk;
+    k1 = min(b1, k0 + chunk);
+}
+
 /* The warps' partial results of a block (running max m_s, sum l_s and unnormalised
  * output o_s of each query head) merged: token i's output for kv head kvh's G heads, or
  * with S splits this split's normalised output and log-sum-exp. */
@@ -144,11 +155,8 @@ static __global__ void __launch_bounds__(PA_WARPS * 32)
     __syncthreads();
     const int len = pos[i] + 1, S = gridDim.z;
     const int32_t *table = bt + (int64_t)seq_of[i] * max_blocks;
-    /* this block's keys [b0, b1) (split z of S), then a quarter of them per warp */
-    const int per = ((len + S - 1) / S + 31) & ~31;
-    const int b0 = min(len, (int)blockIdx.z * per), b1 = min(len, b0 + per);
-    const int chunk = ((b1 - b0 + PA_WARPS - 1) / PA_WARPS + 31) & ~31;
-    const int k0 = b0 + warp * chunk, k1 = min(b1, k0 + chunk);
+    int k0, k1;
+    warp_keys<32>(len, warp, k0, k1);
     float m[G], l[G], acc[G][D];
 #pragma unroll
     for (int g = 0; g < G; g++) {
@@ -260,12 +268,8 @@ static __global__ void __launch_bounds__(PA_WARPS * 32, 4)
                     : make_uint4(0, 0, 0, 0);
     const int len = pos[i] + 1, S = gridDim.z;
     const int32_t *table = bt + (int64_t)seq_of[i] * max_blocks;
-    /* this block's keys [b0, b1) (split z of S), then a quarter of them per warp, each
-     * share starting at a multiple of 16 */
-    const int per = ((len + S - 1) / S + 15) & ~15;
-    const int b0 = min(len, (int)blockIdx.z * per), b1 = min(len, b0 + per);
-    const int chunk = ((b1 - b0 + PA_WARPS - 1) / PA_WARPS + 15) & ~15;
-    const int k0 = b0 + warp * chunk, k1 = min(b1, k0 + chunk);
+    int k0, k1;
+    warp_keys<16>(len, warp, k0, k1);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* heads 2t, 2t + 1 */
     float acc[MT][4];
 #pragma unroll
