@@ -7,6 +7,7 @@
  * it on port 0 and read the port. It serves until SIGINT or SIGTERM, then drains and exits
  * 0; the counters go to stderr, or with --json as the one JSON document on stdout. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -19,6 +20,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "engine/engine.h"
 #include "serve/engine_source.h"
 #include "serve/server.h"
 #include "serve/synthetic.h"
@@ -200,6 +202,12 @@ int lb_cmd_serve(int argc, char **argv) {
         st = lb_synthetic_init(&syn, &src, &err);
     } else {
         st = lb_engine_opt_open(&eo, tokenizer, &es, &err);
+        if (st == LB_OK) { /* what the first requests would prepare, before the port opens */
+            const int64_t t = lb_clock_now_ns();
+            st = lb_engine_warmup(es.engine, INT32_MAX, &err);
+            LB_INFO("engine warm-up (decode graphs, prefill plans up to a step): %.2f s",
+                    (double)(lb_clock_now_ns() - t) / 1e9);
+        }
         lb_engine_source_params ep = {.engine = es.engine,
                                       .tok = es.tok,
                                       .bos_id = es.bos_id,
