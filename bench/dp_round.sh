@@ -16,8 +16,9 @@
 #   ab       GPT-2 124M bf16 16 x 1024 on 1 GPU at ZeRO 0, then at each stage of AB_STAGES
 #            (default 0 1 3) on AB_GPUS (default 4) GPUs with each of AB_VARIANTS in turn
 #            (default "base off"; base: $BASE_LLMBENCH, another build; off: $LLMBENCH; on:
-#            $LLMBENCH with AB_ARGS' options) (dp_gpu.sh PARTS=perf), a table a variant
-#            against the one-GPU run.
+#            $LLMBENCH with AB_ARGS' options) (dp_gpu.sh PARTS=perf), the variants AB_REPS
+#            times in turn (default 1; round r > 1 into ab-VARIANT-r), a table a variant and
+#            round against the one-GPU run.
 # Logs go to $OUT/round (default /tmp/round); ends.txt says how each part ended.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -86,19 +87,24 @@ for part in ${PARTS:-correct trace stages}; do
         # the one-GPU baseline (its code is the same in both builds), then per stage the
         # builds and variants alternating; every run's JSON into one folder for the table
         dp ab.txt PARTS=perf GPUS=" " STAGES=0 STEPS=15 WARMUP=3 OUT="$O/ab" DEADLINE_S="$(cap 30)"
+        folders=()
         for z in ${AB_STAGES:-0 1 3}; do
-            for v in ${AB_VARIANTS:-base off}; do
-                x=$LLMBENCH a=
-                [ "$v" = base ] && x=$BASE_LLMBENCH
-                [ "$v" = on ] && a=${AB_ARGS:-}
-                dp ab.txt LLMBENCH="$x" TRAIN_ARGS="$a" PARTS=perf PONE=0 GPUS="${AB_GPUS:-4}" STAGES="$z" STEPS=15 \
-                    WARMUP=3 OUT="$O/ab-$v" DEADLINE_S="$(cap 30)"
-                cp "$O/ab/p-1g-z0.json" "$O/ab-$v/" 2>/dev/null
+            for r in $(seq 1 "${AB_REPS:-1}"); do
+                for v in ${AB_VARIANTS:-base off}; do
+                    x=$LLMBENCH a= f=ab-$v
+                    [ "$v" = base ] && x=$BASE_LLMBENCH
+                    [ "$v" = on ] && a=${AB_ARGS:-}
+                    [ "$r" -gt 1 ] && f=ab-$v-$r
+                    case " ${folders[*]} " in *" $f "*) ;; *) folders+=("$f") ;; esac
+                    dp ab.txt LLMBENCH="$x" TRAIN_ARGS="$a" PARTS=perf PONE=0 GPUS="${AB_GPUS:-4}" STAGES="$z" \
+                        STEPS=15 WARMUP=3 OUT="$O/$f" DEADLINE_S="$(cap 30)"
+                    cp "$O/ab/p-1g-z0.json" "$O/$f/" 2>/dev/null
+                done
             done
         done
-        for v in ${AB_VARIANTS:-base off}; do
-            echo "== $v" >>"$O/ab-table.txt"
-            dp ab-table.txt PARTS=none OUT="$O/ab-$v" GPUS="${AB_GPUS:-4}" STAGES="${AB_STAGES:-0 1 3}"
+        for f in "${folders[@]}"; do
+            echo "== ${f#ab-}" >>"$O/ab-table.txt"
+            dp ab-table.txt PARTS=none OUT="$O/$f" GPUS="${AB_GPUS:-4}" STAGES="${AB_STAGES:-0 1 3}"
         done
         note "ab: $(grep -c "^ *p-${AB_GPUS:-4}g" "$O/ab-table.txt") rows" ;;
     esac

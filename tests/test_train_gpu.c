@@ -3,8 +3,11 @@
  * rank (the shard is the whole model, updated in the model's own arrays) give stage 0's
  * losses, in fp32 (close) and bf16 and fp16 (within their rounding), for both families,
  * holding stage 0's device bytes (no copy of the gradients or the working copy); the same
- * for LoRA adapters on a frozen base (their losses only). Data come from a token shard,
- * which micro-batches read exactly as one whole batch would. Skipped without a GPU. */
+ * for LoRA adapters on a frozen base (their losses only); and steps launched as a CUDA graph
+ * (stage 0 the model's, stages 1-3 the data-parallel layer's) give the losses of the same
+ * steps run kernel by kernel. Data come from a token shard, which micro-batches read exactly
+ * as one whole batch would. Skipped without a GPU. */
+#include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -57,9 +60,9 @@ static lb_train_params gpu_params(lb_precision prec, int zero, int64_t accum) {
     return p;
 }
 
-/* The run's losses into loss[steps]; its device bytes (the arenas) into *bytes unless
- * NULL. */
-static void run_losses(lb_train_params p, double *loss, double *bytes) {
+/* The run's losses into loss[steps]; its device bytes (the arenas) into *bytes and whether
+ * its steps ran as a CUDA graph into *graph, each unless NULL. */
+static void run_graph_losses(lb_train_params p, double *loss, double *bytes, bool *graph) {
     lb_result *r = lb_result_new("train", p.model);
     lb_err err = {{0}};
     lb_status st = lb_train_run(&p, r, &err);
@@ -73,12 +76,17 @@ static void run_losses(lb_train_params p, double *loss, double *bytes) {
         loss[i] = s->values[i];
     }
     if (bytes != NULL) *bytes = lb_result_metric(r, "peak_device_bytes");
+    if (graph != NULL) *graph = json_is_true(json_object_get(r->config, "cuda_graph"));
     /* the arenas against train/memory.h's formula (not for adapters), which leaves out only
      * cuDNN's workspace, the arena's alignment and a few KB of tables */
     double ratio = lb_result_metric(r, "peak_over_memory_formula");
     if (p.lora_rank == 0 && !(ratio > 0.999 && ratio < 1.25))
         fail_msg("zero %d: peak_device_bytes / memory_formula_bytes is %.4f", p.zero, ratio);
     lb_result_free(r);
+}
+
+static void run_losses(lb_train_params p, double *loss, double *bytes) {
+    run_graph_losses(p, loss, bytes, NULL);
 }
 
 static void expect_close(const double *a, const double *b, int n, double rel, const char *what) {
@@ -168,11 +176,47 @@ static void test_gpu_lora_grad_accum_and_zero_1_to_3_match(void **state) {
     expect_cases(cases, sizeof cases / sizeof cases[0], 4);
 }
 
+/* Each stage's steps as a CUDA graph against the same steps kernel by kernel, with the
+ * products' first heuristic algorithm and the built-in attention (no timed choice that could
+ * differ between the runs): fp32 to within its summation order's noise, 16-bit within its
+ * rounding; and the graph must have been used. */
+static void test_gpu_graph_steps_match_kernel_by_kernel(void **state) {
+    (void)state;
+    LB_TEST_SKIP_UNLESS(lb_devinfo_cuda_device_count() > 0, "no CUDA GPU here");
+    static const zero_case cases[] = {
+        {"gpt2-tiny", LB_PREC_FP32, 0, 1, 1e-5},  {"gpt2-tiny", LB_PREC_FP32, 1, 1, 1e-5},
+        {"gpt2-tiny", LB_PREC_FP32, 2, 1, 1e-5},  {"gpt2-tiny", LB_PREC_FP32, 3, 1, 1e-5},
+        {"llama-tiny", LB_PREC_FP32, 3, 1, 1e-5}, {"gpt2-tiny", LB_PREC_BF16, 2, 1, 2e-2},
+        {"gpt2-tiny", LB_PREC_FP16, 1, 1, 2e-2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const zero_case *c = &cases[i];
+        lb_train_params p = gpu_params(c->prec, c->zero, 1);
+        p.model = c->model;
+        p.gemm_heuristic_only = true;
+        p.attention = LB_GPU_ATTN_BUILTIN;
+        double direct[6], graphed[6];
+        bool used = true;
+        p.no_graph = true;
+        run_graph_losses(p, direct, NULL, &used);
+        assert_false(used);
+        assert_true(direct[5] < direct[0] - 0.02); /* agreement must say something */
+        p.no_graph = false;
+        run_graph_losses(p, graphed, NULL, &used);
+        char what[96];
+        snprintf(what, sizeof what, "%s %s ZeRO %d, a CUDA graph against kernel by kernel",
+                 c->model, lb_precision_name(c->prec), c->zero);
+        if (!used) fail_msg("%s: the steps did not run as a CUDA graph", what);
+        expect_close(direct, graphed, 6, c->tol, what);
+    }
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_grad_accum_matches_the_whole_batch),
         cmocka_unit_test(test_gpu_zero_1_to_3_on_one_rank_match_stage_0),
         cmocka_unit_test(test_gpu_lora_grad_accum_and_zero_1_to_3_match),
+        cmocka_unit_test(test_gpu_graph_steps_match_kernel_by_kernel),
     };
     return lb_test_main(tests, sizeof tests / sizeof tests[0], make_shard, remove_shard, argc,
                         argv);

@@ -317,6 +317,14 @@ lb_status lb_comm_group_end(lb_comm *c, lb_err *err) {
     return st;
 }
 
+lb_status lb_comm_watch(lb_comm *c, void *stream, const char *what, lb_err *err) {
+    LB_TRY(refuse_if_broken(c, err));
+    if (c->ops->watch == NULL) return LB_OK;
+    lb_status st = c->ops->watch(c, stream, what, err);
+    if (st == LB_ERR_COMM) lb_comm_mark_broken(c, err);
+    return st;
+}
+
 lb_status lb_comm_sync(lb_comm *c, void *stream, lb_err *err) {
     LB_TRY(refuse_if_broken(c, err));
     lb_status st = c->ops->sync(c, stream, err);

@@ -154,4 +154,10 @@ lb_status lb_comm_group_end(lb_comm *c, lb_err *err);
  * LB_OK at once for MPI. Fails with the communicator's error when it broke. */
 lb_status lb_comm_sync(lb_comm *c, void *stream, lb_err *err);
 
+/* Calls enqueued while their stream is captured into a CUDA graph run nothing then and are not
+ * watched; the work enqueued on stream since (a launch of such a graph, named by what) is
+ * watched as one call under op_timeout_s instead (NCCL: a hang aborts the communicator and
+ * the next call or sync fails with it). LB_OK at once for MPI. */
+lb_status lb_comm_watch(lb_comm *c, void *stream, const char *what, lb_err *err);
+
 #endif

@@ -34,6 +34,8 @@ typedef struct {
     lb_status (*group_start)(lb_comm *c, lb_err *err);
     lb_status (*group_end)(lb_comm *c, lb_err *err);
     lb_status (*sync)(lb_comm *c, void *stream, lb_err *err);
+    /* NULL: nothing is watched (lb_comm_watch) */
+    lb_status (*watch)(lb_comm *c, void *stream, const char *what, lb_err *err);
     void (*free)(lb_comm *c);
 } lb_comm_ops;
 

@@ -308,7 +308,8 @@ static void mpi_free(lb_comm *c) {
     c->impl = NULL;
 }
 
-static const lb_comm_ops mpi_ops = {mpi_call, mpi_group_start, mpi_group_end, mpi_sync, mpi_free};
+static const lb_comm_ops mpi_ops = {mpi_call, mpi_group_start, mpi_group_end, mpi_sync,
+                                    NULL,     mpi_free};
 
 lb_status lb_comm_mpi_init(lb_comm *c, lb_err *err) {
     if (lb_boot_source_of(c->boot) != LB_BOOT_MPI)

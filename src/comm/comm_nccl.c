@@ -16,7 +16,9 @@
  * the deadline or NCCL reports an error, it aborts the communicator (NCCL's kernels see
  * the abort flag and end, so a waiting stream returns) and keeps one sentence naming rank,
  * host, GPU, the call, NCCL's error and ncclGetLastError's last warning. The calling
- * thread picks the sentence up at its next call or sync. */
+ * thread picks the sentence up at its next call or sync. Calls enqueued while their stream
+ * is captured into a CUDA graph are not watched (nothing runs then); each launch of the
+ * graph is, through lb_comm_watch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,13 +182,17 @@ static lb_status check_aborted(lb_comm *c, nccl_state *s, lb_err *err) {
     return lb_fail(err, LB_ERR_COMM, "%s", s->abort_msg);
 }
 
-/* Records a watch event after the call k (NULL: a group) just enqueued on stream, when it
- * is due. */
+/* Records a watch event after the call k (NULL: what) just enqueued on stream, when it is
+ * due or `always`; none while the stream is captured into a CUDA graph, where a recorded
+ * event would stand for nothing that runs (the graph's launch is watched, lb_comm_watch). */
 static lb_status watch(lb_comm *c, nccl_state *s, void *stream, const lb_coll_call *k,
-                       lb_err *err) {
+                       const char *what, bool always, lb_err *err) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    LB_CUDA_TRY(err, cudaStreamIsCapturing((cudaStream_t)stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone) return LB_OK;
     int64_t now = lb_clock_now_ns();
     pthread_mutex_lock(&s->mu);
-    bool due = s->n == 0 || now - s->last_record_ns >= RECORD_EVERY_NS;
+    bool due = always || s->n == 0 || now - s->last_record_ns >= RECORD_EVERY_NS;
     if (due && s->n < N_SLOTS) {
         watch_slot *w = &s->slots[(s->head + s->n) % N_SLOTS];
         cudaError_t e = cudaEventRecord(w->ev, (cudaStream_t)stream);
@@ -195,8 +201,7 @@ static lb_status watch(lb_comm *c, nccl_state *s, void *stream, const lb_coll_ca
             if (k != NULL)
                 lb_comm_coll_describe(c, k, w->what, sizeof w->what);
             else
-                snprintf(w->what, sizeof w->what, "group ending at call #%llu",
-                         (unsigned long long)c->seq);
+                snprintf(w->what, sizeof w->what, "%s", what);
             s->n++;
             s->last_record_ns = now;
         }
@@ -274,7 +279,7 @@ static lb_status enqueue(lb_comm *c, nccl_state *s, const lb_coll_call *k, lb_er
         s->stream = k->stream;
         return LB_OK;
     }
-    LB_TRY(watch(c, s, k->stream, k, err));
+    LB_TRY(watch(c, s, k->stream, k, NULL, false, err));
     if (k->kind == LB_COLL_BARRIER) return lb_comm_sync(c, k->stream, err);
     return LB_OK;
 }
@@ -301,7 +306,13 @@ static lb_status nccl_group_end(lb_comm *c, lb_err *err) {
         LB_TRY(wait_ready(c, s, s->calls, c->params.op_timeout_s, what, err));
     else if (r != ncclSuccess)
         return nccl_fail(c, s, r, what, err);
-    return watch(c, s, s->stream, NULL, err);
+    return watch(c, s, s->stream, NULL, what, false, err);
+}
+
+static lb_status nccl_watch(lb_comm *c, void *stream, const char *what, lb_err *err) {
+    nccl_state *s = c->impl;
+    LB_TRY(check_aborted(c, s, err));
+    return watch(c, s, stream, NULL, what, true, err);
 }
 
 static lb_status nccl_sync(lb_comm *c, void *stream, lb_err *err) {
@@ -351,8 +362,8 @@ int lb_comm_nccl_local_gpus(void) {
     return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-static const lb_comm_ops nccl_ops = {nccl_call, nccl_group_start, nccl_group_end, nccl_sync,
-                                     nccl_free};
+static const lb_comm_ops nccl_ops = {nccl_call, nccl_group_start, nccl_group_end,
+                                     nccl_sync, nccl_watch,       nccl_free};
 
 typedef struct {
     int32_t ok;

@@ -1,4 +1,5 @@
 /* graph.cu: see graph.cuh. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,4 +127,38 @@ extern "C" lb_status lb_gpu_graph_memsets_to_kernels(cudaGraph_t g, size_t max_b
     }
     free(nodes);
     return st;
+}
+
+extern "C" bool lb_gpu_graph_capture(cudaStream_t s, lb_gpu_graph_body body, void *ctx,
+                                     cudaGraph_t *graph, cudaGraphExec_t *exec, char *why,
+                                     size_t why_cap) {
+    lb_err e;
+    cudaGraph_t g = NULL;
+    *exec = NULL;
+    if (graph) *graph = NULL;
+    why[0] = '\0';
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        snprintf(why, why_cap, "stream capture could not begin");
+    } else {
+        lb_status st = body(ctx, s, &e);
+        cudaError_t ce = cudaStreamEndCapture(s, &g);
+        if (st != LB_OK)
+            snprintf(why, why_cap, "%s", e.msg);
+        else if (ce != cudaSuccess)
+            snprintf(why, why_cap, "%s", cudaGetErrorString(ce));
+    }
+    if (why[0] == '\0') {
+        /* a failure leaves a valid graph, with the rest of them as memsets */
+        int replaced = 0;
+        lb_gpu_graph_memsets_to_kernels(g, LB_GPU_GRAPH_FILL_MAX_BYTES, &replaced, &e);
+        if (cudaGraphInstantiate(exec, g, 0) != cudaSuccess) {
+            *exec = NULL;
+            snprintf(why, why_cap, "the graph could not be instantiated");
+        }
+    }
+    if (why[0] == '\0' && graph != NULL) return *graph = g, true;
+    if (g) cudaGraphDestroy(g);
+    if (why[0] == '\0') return true;
+    cudaGetLastError();
+    return false;
 }

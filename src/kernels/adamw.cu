@@ -260,6 +260,12 @@ extern "C" lb_status lb_adamw(float *master, void *params_lp, const lb_gpu_lp_ap
     return LB_OK;
 }
 
+extern "C" bool lb_adamw_params_same(const lb_gpu_adamw_params *a, const lb_gpu_adamw_params *b) {
+    return a->lr == b->lr && a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
+           a->weight_decay == b->weight_decay && a->grad_clip == b->grad_clip &&
+           a->dynamic_scaling == b->dynamic_scaling && a->growth_interval == b->growth_interval;
+}
+
 extern "C" lb_status lb_adamw_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p,
                                      cudaStream_t s, lb_err *err) {
     opt_finish_kernel<<<1, 1, 0, s>>>(st, *p);

@@ -18,6 +18,7 @@
 #define LB_KERNELS_ADAMW_CUH
 
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -44,6 +45,9 @@ typedef struct {
     int dynamic_scaling; /* 1 in fp16 mode */
     int growth_interval; /* good steps before the scale doubles (2000) */
 } lb_gpu_adamw_params;
+
+/* Whether a and b are the same settings (a captured step holds them). */
+bool lb_adamw_params_same(const lb_gpu_adamw_params *a, const lb_gpu_adamw_params *b);
 
 /* bits of a segment's flags */
 #define LB_SEG_DECAY  1 /* weight decay applies */

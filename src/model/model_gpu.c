@@ -1225,21 +1225,46 @@ lb_status lb_model_gpu_step(lb_model_gpu *m, float *loss, const lb_gpu_adamw_par
     return optimizer(m, p, err);
 }
 
-lb_status lb_model_gpu_train_micro(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
-                                   int slot, int micro, int n_micro, const lb_gpu_adamw_params *p,
-                                   lb_err *err) {
-    if (n_micro < 1 || micro < 0 || micro >= n_micro)
-        return lb_fail(err, LB_ERR_USAGE, "micro-batch %d of %d: expected 0 to %d", micro, n_micro,
-                       n_micro - 1);
-    LB_TRY(lb_model_gpu_upload(m, inputs, targets, slot, err));
+/* The micro-batch's work after its upload, its mean loss to *loss. */
+static lb_status micro_work(lb_model_gpu *m, float *loss, int micro, int n_micro,
+                            const lb_gpu_adamw_params *p, lb_err *err) {
     m->accumulate = micro > 0 && !m->p.external_grads;
     m->loss_grad_scale = 1.0f / ((float)m->BT * (float)n_micro);
-    lb_status st = clear_forward_backward(m, m->loss_slots + slot, err);
+    lb_status st = clear_forward_backward(m, loss, err);
     m->accumulate = false;
     m->loss_grad_scale = 1.0f / (float)m->BT;
     LB_TRY(st);
     if (micro < n_micro - 1 || p == NULL) return LB_OK;
     return optimizer(m, p, err);
+}
+
+static lb_status check_micro(int micro, int n_micro, lb_err *err) {
+    if (n_micro < 1 || micro < 0 || micro >= n_micro)
+        return lb_fail(err, LB_ERR_USAGE, "micro-batch %d of %d: expected 0 to %d", micro, n_micro,
+                       n_micro - 1);
+    return LB_OK;
+}
+
+lb_status lb_model_gpu_train_micro(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
+                                   int slot, int micro, int n_micro, const lb_gpu_adamw_params *p,
+                                   lb_err *err) {
+    LB_TRY(check_micro(micro, n_micro, err));
+    LB_TRY(lb_model_gpu_upload(m, inputs, targets, slot, err));
+    return micro_work(m, m->loss_slots + slot, micro, n_micro, p, err);
+}
+
+lb_status lb_model_gpu_micro(lb_model_gpu *m, int micro, int n_micro, const lb_gpu_adamw_params *p,
+                             lb_err *err) {
+    LB_TRY(check_micro(micro, n_micro, err));
+    return micro_work(m, m->loss_slots + n_slots(m), micro, n_micro, p, err);
+}
+
+lb_status lb_model_gpu_keep_loss(lb_model_gpu *m, int slot, lb_err *err) {
+    if (slot < 0 || slot >= n_slots(m))
+        return lb_fail(err, LB_ERR_RUNTIME, "loss slot %d out of range", slot);
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->loss_slots + slot, m->loss_slots + n_slots(m),
+                                     sizeof(float), cudaMemcpyDeviceToDevice, m->stream));
+    return LB_OK;
 }
 
 #endif

@@ -69,8 +69,8 @@ typedef struct {
     lb_lora_config lora;          /* rank 0: every parameter trains; else LoRA adapters on a
                                    * frozen base, its projections in NF4 with lora.quant
                                    * (model/lora_gpu.h) */
-    bool no_graph;                /* every step kernel by kernel, never as a CUDA graph (a
-                                   * gradient hook that enqueues collectives) */
+    bool no_graph;                /* every step kernel by kernel, never as a CUDA graph
+                                   * (tests) */
     bool external_optimizer;      /* no fp32 master, moments or optimizer pass: the caller
                                    * keeps them (a ZeRO shard) and writes the working copy */
     bool external_grads;          /* no gradient array: every unit's gradient slots are where
@@ -166,6 +166,17 @@ lb_status lb_model_gpu_train_step(lb_model_gpu *m, const int32_t *inputs, const 
 lb_status lb_model_gpu_train_micro(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
                                    int slot, int micro, int n_micro, const lb_gpu_adamw_params *p,
                                    lb_err *err);
+/* The parts of lb_model_gpu_train_micro for a caller that captures a step as a CUDA graph
+ * (train/dp_cuda.h): lb_model_gpu_upload copies the batch in (through the pinned buffer the
+ * copy before does not use, waiting for it while in flight; slot is checked); then
+ * lb_model_gpu_micro enqueues the rest, the mean loss written to a scratch slot past the
+ * last, and waits on nothing but on the first step (which prepares and times the products);
+ * lb_model_gpu_keep_loss copies that loss into slot `slot` on the model's stream. */
+lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
+                              int slot, lb_err *err);
+lb_status lb_model_gpu_micro(lb_model_gpu *m, int micro, int n_micro, const lb_gpu_adamw_params *p,
+                             lb_err *err);
+lb_status lb_model_gpu_keep_loss(lb_model_gpu *m, int slot, lb_err *err);
 /* Whether train steps are launched as a CUDA graph now. */
 bool lb_model_gpu_uses_graph(const lb_model_gpu *m);
 /* Whose attention kernels run forward (backward = false) or backward: "cudnn", "builtin",

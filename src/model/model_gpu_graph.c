@@ -6,8 +6,9 @@
  * captured as a graph (gradient clears, forward, backward, optimizer; the batch upload and
  * the copy of the mean loss into its slot stay outside) and every later step launches it,
  * recaptured when the optimizer settings change. Before instantiation the libraries' small
- * workspace memsets become kernel nodes (gpu/graph.cuh). A capture the driver refuses is
- * not an error: that step and all later ones run kernel by kernel, with the same results. */
+ * workspace memsets become kernel nodes (gpu/graph.cuh's capture). A capture the driver
+ * refuses is not an error: that step and all later ones run kernel by kernel, with the same
+ * results. */
 #ifdef LB_HAVE_CUDA
 
 #include "core/log.h"
@@ -15,51 +16,28 @@
 #include "gpu/graph.cuh"
 #include "model/model_gpu_impl.h"
 
-static bool same_adamw(const lb_gpu_adamw_params *a, const lb_gpu_adamw_params *b) {
-    return a->lr == b->lr && a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
-           a->weight_decay == b->weight_decay && a->grad_clip == b->grad_clip &&
-           a->dynamic_scaling == b->dynamic_scaling && a->growth_interval == b->growth_interval;
-}
+typedef struct {
+    lb_model_gpu *m;
+    float *loss;
+    const lb_gpu_adamw_params *p;
+} step_body;
 
-/* Memset nodes up to this size become kernel nodes in the step graph: cuBLASLt's and
- * cuDNN's (4 to 1,536 bytes) and the bias-gradient clears (9-12 KB); not the large clears. */
-#define GRAPH_FILL_MAX_BYTES 65536
+static lb_status enqueue_step(void *ctx, cudaStream_t s, lb_err *err) {
+    const step_body *b = ctx;
+    (void)s; /* the model's stream */
+    return lb_model_gpu_step(b->m, b->loss, b->p, err);
+}
 
 /* Records a whole step (lb_model_gpu_step) into step_graph. A step that cannot be captured (an
  * operation that stream capture does not allow) is not an error: nothing of it ran, the caller runs
  * it kernel by kernel, and so do all later steps. */
 static void capture(lb_model_gpu *m, float *loss, const lb_gpu_adamw_params *p) {
-    lb_err e;
-    cudaGraph_t g = NULL;
-    const char *why = NULL;
-    if (cudaStreamBeginCapture(m->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        why = "stream capture could not begin";
-    } else {
-        lb_status st = lb_model_gpu_step(m, loss, p, &e);
-        cudaError_t ce = cudaStreamEndCapture(m->stream, &g);
-        if (st != LB_OK)
-            why = e.msg;
-        else if (ce != cudaSuccess)
-            why = cudaGetErrorString(ce);
-        else {
-            /* the libraries' small workspace memsets as kernel nodes (gpu/graph.cuh); a
-             * failure leaves a valid graph, with the rest of them as memsets */
-            int replaced = 0;
-            if (lb_gpu_graph_memsets_to_kernels(g, GRAPH_FILL_MAX_BYTES, &replaced, &e) != LB_OK)
-                LB_DEBUG("step graph: %s", e.msg);
-            LB_DEBUG("step graph: %d memset nodes of at most %d bytes replaced by kernel nodes",
-                     replaced, GRAPH_FILL_MAX_BYTES);
-            if (cudaGraphInstantiate(&m->step_graph, g, 0) != cudaSuccess)
-                why = "the graph could not be instantiated";
-        }
-    }
-    if (g) cudaGraphDestroy(g);
-    if (why == NULL) {
+    step_body b = {m, loss, p};
+    char why[LB_ERR_MSG_BYTES];
+    if (lb_gpu_graph_capture(m->stream, enqueue_step, &b, NULL, &m->step_graph, why, sizeof why)) {
         m->graph_ap = *p;
         return;
     }
-    cudaGetLastError();
-    m->step_graph = NULL;
     m->graph_failed = true;
     LB_INFO("training steps run kernel by kernel: capturing one as a CUDA graph failed (%s)", why);
 }
@@ -67,8 +45,8 @@ static void capture(lb_model_gpu *m, float *loss, const lb_gpu_adamw_params *p) 
 lb_status lb_model_gpu_train_step(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
                                   int slot, const lb_gpu_adamw_params *p, lb_err *err) {
     LB_TRY(lb_model_gpu_upload(m, inputs, targets, slot, err));
-    float *loss = m->loss_slots + n_slots(m);
-    if (m->step_graph && !same_adamw(&m->graph_ap, p)) {
+    float *loss = m->loss_slots + n_slots(m); /* lb_model_gpu_keep_loss's scratch */
+    if (m->step_graph && !lb_adamw_params_same(&m->graph_ap, p)) {
         cudaGraphExecDestroy(m->step_graph);
         m->step_graph = NULL;
     }
@@ -79,9 +57,7 @@ lb_status lb_model_gpu_train_step(lb_model_gpu *m, const int32_t *inputs, const 
         LB_CUDA_TRY(err, cudaGraphLaunch(m->step_graph, m->stream));
     else
         LB_TRY(lb_model_gpu_step(m, loss, p, err));
-    LB_CUDA_TRY(err, cudaMemcpyAsync(m->loss_slots + slot, loss, sizeof *loss,
-                                     cudaMemcpyDeviceToDevice, m->stream));
-    return LB_OK;
+    return lb_model_gpu_keep_loss(m, slot, err);
 }
 
 bool lb_model_gpu_uses_graph(const lb_model_gpu *m) {

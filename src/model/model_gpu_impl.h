@@ -132,9 +132,6 @@ lb_status lb_model_gpu_attn_backward(lb_model_gpu *m, bool dnn, const qkv_bias_g
 /* model_gpu.c: the MLP input product with its GELU (g, an LB_EPI_GELU_AUX_BIAS product), by
  * cuDNN (dnn) or cuBLASLt */
 lb_status lb_model_gpu_gelu_forward(lb_model_gpu *m, bool dnn, const lb_blas_gemm *g, lb_err *err);
-/* model_gpu.c: copies a batch in (through the pinned buffer the copy before does not use) */
-lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
-                              int slot, lb_err *err);
 /* model_gpu.c: a whole training step after the upload: gradients cleared, forward (mean
  * loss to *loss), backward, clipping and AdamW with p */
 lb_status lb_model_gpu_step(lb_model_gpu *m, float *loss, const lb_gpu_adamw_params *p,

@@ -7,10 +7,13 @@
 
 #include <cuda_runtime.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "core/log.h"
 #include "gpu/arena.h"
 #include "gpu/check.h"
+#include "gpu/graph.cuh"
 #include "kernels/act.cuh"
 #include "kernels/adamw.cuh"
 #include "model/lora.h"
@@ -49,7 +52,9 @@ struct lb_dp_cuda {
     lb_gpu_dtype rt;          /* the type buckets are reduce-scattered in: wt, adapters fp32 */
     size_t rs;                /* its bytes */
     cudaEvent_t ready;        /* on the model's stream: a bucket's gradients are packed */
+    cudaEvent_t joined;       /* on the communication stream: its part of the step is done */
     cudaEvent_t send_free[2]; /* on the communication stream: send[i] was read */
+    bool send_waits[2];       /* send_free[i] was recorded after a reduce-scatter this step */
     lb_dp_steps_cuda steps;   /* events and sent bytes a step */
     int64_t step;
     int micro;
@@ -81,9 +86,25 @@ struct lb_dp_cuda {
     int64_t gather_used[N_GATHER];
     cudaEvent_t gathered[N_GATHER]; /* on the communication stream: the gather is done */
     cudaEvent_t released[N_GATHER]; /* on the model's stream: its last use is enqueued */
+    bool released_waits[N_GATHER];  /* released[k] was recorded this step */
     int *seq, n_seq, pos, cur;
     int64_t clock;
+    /* the step as a CUDA graph (one micro-batch a step) */
+    bool capturing;                      /* the step's work is being captured */
+    bool graph_failed;                   /* a capture failed: every step kernel by kernel */
+    int64_t steps_run;                   /* lb_dp_cuda_train_step calls so far */
+    cudaGraph_t graph;                   /* the captured step, whose nodes name exec's */
+    cudaGraphExec_t exec;                /* NULL: none */
+    lb_gpu_adamw_params graph_ap;        /* the optimizer settings it holds */
+    cudaGraphNode_t ev_node[LB_DP_EV_N]; /* its records of the step's events (NULL: none) */
+    double graph_sent;                   /* the bytes its collectives send */
 };
+
+/* Records the step's event ev on s: inside a capture as an event record node, which each
+ * launch points at its own step's event (a plain record there would only order streams). */
+static cudaError_t mark(const lb_dp_cuda *d, cudaEvent_t ev, cudaStream_t s) {
+    return cudaEventRecordWithFlags(ev, s, d->capturing ? cudaEventRecordExternal : 0);
+}
 
 static lb_comm_dtype comm_type(lb_gpu_dtype t) {
     return t == LB_DT_F32 ? LB_COMM_FP32 : t == LB_DT_F16 ? LB_COMM_FP16 : LB_COMM_BF16;
@@ -94,7 +115,14 @@ void lb_dp_cuda_model_params(lb_zero_stage stage, int ranks, bool lora, lb_model
     gp->external_optimizer = stage >= LB_ZERO_1;
     gp->external_grads = stage >= LB_ZERO_2 && !whole;
     gp->external_params = stage >= LB_ZERO_3 && !whole;
-    gp->no_graph = true;
+}
+
+/* The model's stream waits for what the communication stream enqueued so far (in a capture:
+ * the communication stream joins the model's). */
+static lb_status join(lb_dp_cuda *d, lb_err *err) {
+    LB_CUDA_TRY(err, cudaEventRecord(d->joined, d->comm_stream));
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->joined, 0));
+    return LB_OK;
 }
 
 /* What the model's stream enqueued so far is what the communication stream waits for; the
@@ -102,7 +130,7 @@ void lb_dp_cuda_model_params(lb_zero_stage stage, int ranks, bool lora, lb_model
 static lb_status hand_over(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
     LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
-    if (!d->started) LB_CUDA_TRY(err, cudaEventRecord(start_ev, d->comm_stream));
+    if (!d->started) LB_CUDA_TRY(err, mark(d, start_ev, d->comm_stream));
     d->started = true;
     return LB_OK;
 }
@@ -215,13 +243,17 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     const lb_zero_bucket *k = &d->plan.buckets[b];
     int j = d->send_idx;
     d->send_idx ^= 1;
-    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[j], 0));
+    /* a record of a step before came before the communication stream's end, which the model's
+     * stream waited for (and the gather's, before the forward read its last bucket) */
+    if (d->send_waits[j])
+        LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[j], 0));
     LB_TRY(pack_bucket(d, b, d->send[j], err));
     LB_TRY(hand_over(d, start_ev, err));
     LB_TRY(reduce_scatter(d, d->send[j], d->piece, k->piece, d->comm_stream, err));
     d->steps.sent[d->step] +=
         lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->rs, d->ranks);
     LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
+    d->send_waits[j] = true;
     /* the step's first piece of this bucket is written, later micro-batches' (stages 2-3) add
      * to it: every shard element is some bucket's, so the shard needs no clearing */
     float *to = d->grad + k->shard_offset;
@@ -242,16 +274,14 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     int b = d->plan.bucket_of_unit[unit];
     cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
     bool last = unit == 0;
-    if (last && last_micro)
-        LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMPUTE_END], d->model_stream));
+    if (last && last_micro) LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_COMPUTE_END], d->model_stream));
     if (d->plan.buckets[b].unit_lo == unit)
         LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, b, ev[LB_DP_EV_COMM_START], err)
                                        : reduce_scatter_bucket(d, b, ev[LB_DP_EV_COMM_START], err));
     if (!last || !last_micro) return LB_OK;
     /* the optimizer waits for every bucket */
-    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_COMM_END], d->comm_stream));
-    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, ev[LB_DP_EV_COMM_END], 0));
-    return LB_OK;
+    LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_COMM_END], d->comm_stream));
+    return join(d, err);
 }
 
 /* ---- stage 3 -------------------------------------------------------------------------- */
@@ -278,11 +308,13 @@ static int resident(const lb_dp_cuda *d, int unit) {
  * communication stream once the model's last use of what k held is done. */
 static lb_status gather_unit(lb_dp_cuda *d, int u, int k, lb_err *err) {
     const lb_zero_bucket *b = &d->plan.buckets[u];
-    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->released[k], 0));
+    /* a record of a step before came before this step's start, which the communication
+     * stream waited for */
+    if (d->released_waits[k])
+        LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->released[k], 0));
     if (!d->started)
-        LB_CUDA_TRY(
-            err, cudaEventRecord(lb_dp_steps_cuda_events(&d->steps, d->step)[LB_DP_EV_COMM_START],
-                                 d->comm_stream));
+        LB_CUDA_TRY(err, mark(d, lb_dp_steps_cuda_events(&d->steps, d->step)[LB_DP_EV_COMM_START],
+                              d->comm_stream));
     d->started = true;
     LB_TRY(all_gather(d, (char *)d->work + (size_t)b->shard_offset * d->es, d->gather[k], b->piece,
                       d->wt, d->comm_stream, err));
@@ -306,7 +338,10 @@ static lb_status on_params(void *ctx, int unit, bool backward, lb_err *err) {
                        "the model read unit %d's parameters (%s) where ZeRO 3 planned unit %d",
                        unit, backward ? "backward" : "forward",
                        d->pos < d->n_seq ? d->seq[d->pos] : -1);
-    if (d->cur >= 0) LB_CUDA_TRY(err, cudaEventRecord(d->released[d->cur], d->model_stream));
+    if (d->cur >= 0) {
+        LB_CUDA_TRY(err, cudaEventRecord(d->released[d->cur], d->model_stream));
+        d->released_waits[d->cur] = true;
+    }
     int k = resident(d, unit);
     if (k < 0) {
         k = pick_buffer(d, d->cur);
@@ -346,12 +381,24 @@ static int plan_uses(const lb_dp_cuda *d, const lb_model_config *cfg, int *seq) 
 void lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step) {
     d->step = step;
     d->started = false;
+    d->send_idx = 0;
+    for (int i = 0; i < 2; i++)
+        d->send_waits[i] = false;
+    for (int k = 0; k < N_GATHER; k++)
+        d->released_waits[k] = false;
 }
 
 lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err) {
     d->micro = micro;
     d->pos = 0;
-    if (d->p.stage < LB_ZERO_2 || d->whole) return LB_OK;
+    if (d->whole) return LB_OK;
+    /* stage 3: the step's gathers read the shard after the optimizer before updated it (in a
+     * capture, the communication stream joins it here) */
+    if (d->p.stage == LB_ZERO_3 && micro == 0) {
+        LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
+        LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
+    }
+    if (d->p.stage < LB_ZERO_2) return LB_OK;
     int nb = d->plan.n_buckets;
     LB_TRY(bind_bucket(d, 0, err));
     for (int b = nb - 1; b >= nb - 2 && b >= 1; b--)
@@ -376,8 +423,8 @@ static lb_status gather_params(lb_dp_cuda *d, lb_err *err) {
         LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
         LB_CUDA_TRY(err, cudaStreamWaitEvent(s, d->ready, 0));
     }
-    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_START], s));
-    if (!overlap) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_WAIT_START], s));
+    LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_GATHER_START], s));
+    if (!overlap) LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_WAIT_START], s));
     for (int b = 0; b < d->plan.n_buckets; b++) {
         const lb_zero_bucket *k = &d->plan.buckets[b];
         char *to = work + (size_t)k->start * d->es;
@@ -393,9 +440,9 @@ static lb_status gather_params(lb_dp_cuda *d, lb_err *err) {
         }
         if (overlap) LB_CUDA_TRY(err, cudaEventRecord(d->bucket_gathered[b], s));
     }
-    LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_GATHER_END], s));
+    LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_GATHER_END], s));
     if (!overlap) { /* on the model's stream: all of it waited for */
-        LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_WAIT_END], s));
+        LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_WAIT_END], s));
         return lb_model_gpu_working_written(d->m, err);
     }
     d->head_fresh = false;
@@ -414,9 +461,12 @@ static lb_status wait_gathered(void *ctx, int unit, bool backward, lb_err *err) 
     int b = d->plan.bucket_of_unit[unit];
     cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
     bool first = d->pos++ == 0;
-    if (first) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_WAIT_START], d->model_stream));
-    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->bucket_gathered[b], 0));
-    if (first) LB_CUDA_TRY(err, cudaEventRecord(ev[LB_DP_EV_WAIT_END], d->model_stream));
+    if (first) LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_WAIT_START], d->model_stream));
+    /* the gather ran after the step before, outside its graph: a capture waits for its
+     * latest record when the graph runs */
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->bucket_gathered[b],
+                                         d->capturing ? cudaEventWaitExternal : 0));
+    if (first) LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_WAIT_END], d->model_stream));
     if (b == d->head_bucket && !d->head_fresh) {
         LB_TRY(lb_model_gpu_working_written(d->m, err));
         d->head_fresh = true;
@@ -424,7 +474,8 @@ static lb_status wait_gathered(void *ctx, int unit, bool backward, lb_err *err) 
     return LB_OK;
 }
 
-lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *err) {
+/* AdamW on the shard (stages 1-3), and at stage 3 the gathered units marked stale. */
+static lb_status optimize(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *err) {
     if (d->p.stage == LB_ZERO_0) return LB_OK;
     lb_gpu_optstate *os = lb_model_gpu_optstate(d->m);
     lb_gpu_adamw_params q = *p;
@@ -448,15 +499,152 @@ lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_e
     LB_TRY(lb_adamw_finish(os, &q, s, err));
     if (d->whole) return LB_OK;
     if (d->p.stage == LB_ZERO_3) {
-        /* every gathered unit is stale now; the next gathers read the updated shard */
+        /* every gathered unit is stale now; the next step's gathers read the updated shard
+         * (lb_dp_cuda_begin_micro) */
         for (int k = 0; k < N_GATHER; k++)
             d->gather_unit[k] = -1;
         d->cur = -1;
-        LB_CUDA_TRY(err, cudaEventRecord(d->ready, s));
-        LB_CUDA_TRY(err, cudaStreamWaitEvent(d->comm_stream, d->ready, 0));
-        return LB_OK;
     }
+    return LB_OK;
+}
+
+/* Stages 1-2 (not one rank with every parameter training): the updated working copy
+ * gathered. */
+static lb_status gather_updated(lb_dp_cuda *d, lb_err *err) {
+    if (d->whole || (d->p.stage != LB_ZERO_1 && d->p.stage != LB_ZERO_2)) return LB_OK;
     return gather_params(d, err);
+}
+
+lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *err) {
+    LB_TRY(optimize(d, p, err));
+    return gather_updated(d, err);
+}
+
+/* ---- the step as a CUDA graph --------------------------------------------------------- */
+
+typedef struct {
+    lb_dp_cuda *d;
+    const lb_gpu_adamw_params *p;
+} step_body;
+
+/* A step's work after its batch upload and before stages 1-2's gather: the micro-batch with
+ * its collectives, the optimizer, and the communication stream joined back. */
+static lb_status enqueue_step(void *ctx, cudaStream_t s, lb_err *err) {
+    const step_body *b = ctx;
+    lb_dp_cuda *d = b->d;
+    (void)s; /* the model's stream */
+    LB_TRY(lb_dp_cuda_begin_micro(d, 0, err));
+    LB_TRY(lb_model_gpu_micro(d->m, 0, 1, d->p.stage == LB_ZERO_0 ? b->p : NULL, err));
+    LB_TRY(optimize(d, b->p, err));
+    return d->whole ? LB_OK : join(d, err);
+}
+
+static void drop_graph(lb_dp_cuda *d) {
+    if (d->exec) cudaGraphExecDestroy(d->exec);
+    if (d->graph) cudaGraphDestroy(d->graph);
+    d->exec = NULL;
+    d->graph = NULL;
+}
+
+/* The graph's event record nodes, each matched to the kind of step event it records (it
+ * was captured recording the current step's). */
+static lb_status find_event_nodes(lb_dp_cuda *d, lb_err *err) {
+    size_t n = 0;
+    LB_CUDA_TRY(err, cudaGraphGetNodes(d->graph, NULL, &n));
+    cudaGraphNode_t *nodes = calloc(n ? n : 1, sizeof *nodes);
+    if (nodes == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory");
+    cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
+    lb_status st = LB_OK;
+    if (cudaGraphGetNodes(d->graph, nodes, &n) != cudaSuccess)
+        st = lb_fail(err, LB_ERR_DEVICE, "cudaGraphGetNodes failed");
+    for (int k = 0; k < LB_DP_EV_N; k++)
+        d->ev_node[k] = NULL;
+    for (size_t i = 0; i < n && st == LB_OK; i++) {
+        enum cudaGraphNodeType type;
+        cudaEvent_t e = NULL;
+        if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess ||
+            type != cudaGraphNodeTypeEventRecord ||
+            cudaGraphEventRecordNodeGetEvent(nodes[i], &e) != cudaSuccess)
+            continue;
+        for (int k = 0; k < LB_DP_EV_N; k++)
+            if (e == ev[k]) d->ev_node[k] = nodes[i];
+    }
+    free(nodes);
+    return st;
+}
+
+/* The step (lb_dp_cuda_begin_step was called) captured into d->exec, this layer's host side
+ * left as after the step; a capture that fails is no error: nothing of it ran, the host side
+ * is as before, and every step runs kernel by kernel. */
+static void capture(lb_dp_cuda *d, const lb_gpu_adamw_params *p) {
+    lb_dp_cuda saved = *d;
+    double sent = d->steps.sent[d->step];
+    step_body b = {d, p};
+    char why[LB_ERR_MSG_BYTES];
+    lb_err e;
+    d->capturing = true;
+    bool ok = lb_gpu_graph_capture(d->model_stream, enqueue_step, &b, &d->graph, &d->exec, why,
+                                   sizeof why);
+    d->capturing = false;
+    if (ok && find_event_nodes(d, &e) != LB_OK) {
+        snprintf(why, sizeof why, "%s", e.msg);
+        drop_graph(d);
+        ok = false;
+    }
+    if (ok) { /* the host side is as after the step, the launch's to do */
+        d->graph_ap = *p;
+        d->graph_sent = d->steps.sent[d->step] - sent;
+        d->steps.sent[d->step] = sent;
+        return;
+    }
+    *d = saved;
+    d->graph_failed = true;
+    LB_INFO("training steps run kernel by kernel: capturing one as a CUDA graph failed (%s)", why);
+}
+
+/* The graph launched for the current step: its event records pointed at the step's events,
+ * its bytes counted, and the launch watched under the communicator's deadline. */
+static lb_status launch(lb_dp_cuda *d, lb_err *err) {
+    cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
+    for (int k = 0; k < LB_DP_EV_N; k++)
+        if (d->ev_node[k] != NULL)
+            LB_CUDA_TRY(err, cudaGraphExecEventRecordNodeSetEvent(d->exec, d->ev_node[k], ev[k]));
+    LB_CUDA_TRY(err, cudaGraphLaunch(d->exec, d->model_stream));
+    d->steps.sent[d->step] += d->graph_sent;
+    /* what the step's captured calls did on the host (as they did when it was captured) */
+    if (d->p.stage == LB_ZERO_3) {
+        for (int k = 0; k < N_GATHER; k++)
+            d->gather_unit[k] = -1;
+        d->cur = -1;
+    }
+    d->head_fresh = true;
+    if (d->c == NULL) return LB_OK;
+    char what[64];
+    snprintf(what, sizeof what, "the CUDA graph of step %lld", (long long)d->step);
+    return lb_comm_watch(d->c, d->model_stream, what, err);
+}
+
+lb_status lb_dp_cuda_train_step(lb_dp_cuda *d, const int32_t *inputs, const int32_t *targets,
+                                int slot, const lb_gpu_adamw_params *p, lb_err *err) {
+    if (d->p.grad_accum != 1)
+        return lb_fail(err, LB_ERR_USAGE, "a step of %d micro-batches is not one train step",
+                       d->p.grad_accum);
+    LB_TRY(lb_model_gpu_upload(d->m, inputs, targets, slot, err));
+    if (d->exec != NULL && !lb_adamw_params_same(&d->graph_ap, p)) drop_graph(d);
+    /* the first step runs directly: it prepares and times every product (host waits) */
+    bool first = d->steps_run++ == 0;
+    if (d->exec == NULL && !first && !d->graph_failed && !d->p.no_graph) capture(d, p);
+    step_body b = {d, p};
+    if (d->exec != NULL)
+        LB_TRY(launch(d, err));
+    else
+        LB_TRY(enqueue_step(&b, d->model_stream, err));
+    LB_TRY(lb_model_gpu_keep_loss(d->m, slot, err));
+    return gather_updated(d, err);
+}
+
+bool lb_dp_cuda_uses_graph(const lb_dp_cuda *d) {
+    return d->exec != NULL;
 }
 
 lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err) {
@@ -684,8 +872,10 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
             lb_model_gpu_bind_params(d->m, u + d->unit_shift, NULL);
     }
     if (d->comm_stream != NULL) cudaStreamSynchronize(d->comm_stream);
+    drop_graph(d);
     lb_dp_steps_cuda_free(&d->steps);
     if (d->ready != NULL) cudaEventDestroy(d->ready);
+    if (d->joined != NULL) cudaEventDestroy(d->joined);
     for (int i = 0; i < 2; i++)
         if (d->send_free[i] != NULL) cudaEventDestroy(d->send_free[i]);
     for (int i = 0; i < N_GATHER; i++) {
@@ -857,7 +1047,9 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     if (st == LB_OK &&
         cudaStreamCreateWithFlags(&d->comm_stream, cudaStreamNonBlocking) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create the communication stream");
-    if (st == LB_OK && cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming) != cudaSuccess)
+    if (st == LB_OK &&
+        (cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming) != cudaSuccess ||
+         cudaEventCreateWithFlags(&d->joined, cudaEventDisableTiming) != cudaSuccess))
         st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
     for (int i = 0; st == LB_OK && i < 2; i++)
         if (cudaEventCreateWithFlags(&d->send_free[i], cudaEventDisableTiming) != cudaSuccess)

@@ -49,8 +49,24 @@
  * reduce-scattered and the shard adds them. After the embeddings' bucket of the last
  * micro-batch the model's stream waits for the communication stream. The global norm is
  * every rank's sum of squares of its shard all-reduced in fp64, so the clip and fp16's skip
- * decision (kernels/adamw.cuh) are the same on every rank. Steps run kernel by kernel: the
- * collectives are not captured into a CUDA graph.
+ * decision (kernels/adamw.cuh) are the same on every rank.
+ *
+ * A step of one micro-batch (lb_dp_cuda_train_step) runs as one CUDA graph from the second
+ * on, as the one-GPU step does (model/model_gpu_graph.c): the first runs kernel by kernel
+ * (it prepares and times every product), the second is captured on the model's stream with
+ * the communication stream forked from it through events and joined back (the collectives
+ * are NCCL calls captured into the graph; the batch upload, the copy of the loss into its
+ * slot, and stages 1-2's gather stay outside), and every later step launches it, recaptured
+ * when the optimizer settings change. The gather runs after the graph on the communication
+ * stream, so the next step's forward (inside its graph) waits for its buckets through event
+ * wait nodes, as kernel by kernel. A wait on an event a step before recorded, which the
+ * capture could not hold, is left out where the step's own order already implies it. Each
+ * launch points the graph's records of the step's timing events at its own step's, adds
+ * the bytes its collectives send, and is watched under the communication deadline as one
+ * call (comm/comm.h's lb_comm_watch). A capture the driver refuses is no error: an INFO
+ * line, and every step runs kernel by kernel with the same results. With --grad-accum K > 1
+ * steps run kernel by kernel (lb_dp_cuda_begin_micro and lb_dp_cuda_optimizer around the
+ * model's micro-batches).
  *
  * With one rank (c NULL) at stages 1-3, every parameter training, the shard is the whole
  * model and nothing travels: the model keeps its gradients and working copy
@@ -106,12 +122,12 @@ typedef struct {
     const lb_model_gpu_source *src; /* NULL: stages 1-3 draw the shard from seed; else every
                                      * parameter is read from it (a model directory; read at
                                      * init; not with lora) */
+    bool no_graph;                  /* every step kernel by kernel (tests) */
 } lb_dp_cuda_params;
 
 /* What the model must keep out of its arena at this stage over `ranks` ranks, training its
  * adapters (lora) or every parameter: sets gp's external_optimizer (1-3), external_grads
- * (2-3) and external_params (3), the last two not for one rank training every parameter,
- * and no_graph. */
+ * (2-3) and external_params (3), the last two not for one rank training every parameter. */
 void lb_dp_cuda_model_params(lb_zero_stage stage, int ranks, bool lora, lb_model_gpu_params *gp);
 
 /* Plans the buckets, lays out and allocates this rank's shard and buffers (one arena of
@@ -130,12 +146,21 @@ void lb_dp_cuda_free(lb_dp_cuda *d);
 /* The step whose events the next micro-batches record (0 .. n_steps - 1). */
 void lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step);
 /* Before micro-batch `micro` of the step is enqueued: stages 2-3 bind and clear the first
- * bucket buffers. */
+ * bucket buffers; stage 3 makes the communication stream wait for the model's (the step's
+ * gathers read the shard the optimizer before wrote). */
 lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err);
 /* After the step's last micro-batch, stages 1-3: AdamW on the shard with p, then (1-2, with
  * several ranks) the all-gather of the updated working copy on the communication stream.
  * Stage 0: nothing (the model's optimizer ran). */
 lb_status lb_dp_cuda_optimizer(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *err);
+/* A whole step of one micro-batch (grad_accum 1; after lb_dp_cuda_begin_step): the batch
+ * (host token ids) copied in, forward and backward with this stage's collectives, the
+ * optimizer with p (the model's at stage 0), the mean loss to slot `slot`, stages 1-2's
+ * gather; as a CUDA graph from the second call on (above). */
+lb_status lb_dp_cuda_train_step(lb_dp_cuda *d, const int32_t *inputs, const int32_t *targets,
+                                int slot, const lb_gpu_adamw_params *p, lb_err *err);
+/* Whether steps are launched as a CUDA graph now. */
+bool lb_dp_cuda_uses_graph(const lb_dp_cuda *d);
 
 /* After the device finished step `step`: its communication time and the part of it that
  * compute did not hide, ms (stage 3: of its gathers, only those after backward's compute

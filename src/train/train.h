@@ -57,6 +57,7 @@ typedef struct {
     lb_blas_fp32_mode fp32_matmul; /* CUDA fp32: how matrix products run (--tf32: TF32) */
     bool recompute;                /* CUDA: recompute activations in backward to save memory */
     bool gemm_heuristic_only;      /* CUDA: cuBLASLt's first heuristic algorithm, no timing */
+    bool no_graph;                 /* CUDA: every step kernel by kernel, never a graph (tests) */
     lb_gpu_attn_choice attention;  /* CUDA fp16/bf16: whose attention kernels */
     double peak_tflops;            /* dense peak for MFU; 0 = look the GPU up in the table */
     double hour_cost;              /* price of the machine per hour (any currency); 0: no cost */

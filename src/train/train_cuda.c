@@ -15,8 +15,9 @@
  * cuBLASLt algorithms are timed. With several ranks (or --zero 1-3) the data-parallel layer
  * (train/dp_cuda.h) runs the stage over the job's NCCL communicator during backward (with
  * adapters, over the adapters alone: they are what trains and what ZeRO shards), every
- * rank's step records go to rank 0 (train_impl.h), and steps run kernel by kernel; with
- * --grad-accum K a step is K micro-batches of batch / K. Before anything is allocated,
+ * rank's step records go to rank 0 (train_impl.h), and a step of one micro-batch is its
+ * whole train step (a CUDA graph from the second on, as on one rank); with --grad-accum K a
+ * step is K micro-batches of batch / K, kernel by kernel. Before anything is allocated,
  * lb_train_cuda_check_fit holds ZeRO's formula against the GPU's free memory. A build
  * without CUDA refuses. */
 #include "train/train_cuda.h"
@@ -105,7 +106,8 @@ static lb_status set_device_metrics(const lb_train_params *p, const lb_model_con
     struct cudaDeviceProp prop;
     LB_CUDA_TRY(err, cudaGetDeviceProperties(&prop, p->device_index));
     json_object_set_new(r->config, "device_name", json_string(prop.name));
-    json_object_set_new(r->config, "cuda_graph", json_boolean(lb_model_gpu_uses_graph(s->m)));
+    bool graph = lb_model_gpu_uses_graph(s->m) || (s->dp != NULL && lb_dp_cuda_uses_graph(s->dp));
+    json_object_set_new(r->config, "cuda_graph", json_boolean(graph));
     json_object_set_new(r->config, "attention_forward",
                         json_string(lb_model_gpu_attention(s->m, false)));
     json_object_set_new(r->config, "attention_backward",
@@ -167,7 +169,8 @@ static lb_model_gpu_params model_params(const lb_train_params *p, int64_t total)
                               .fp32_mode = p->fp32_matmul,
                               .gemm_heuristic_only = p->gemm_heuristic_only,
                               .attention = p->attention,
-                              .max_loss_slots = (int)(total * K)};
+                              .max_loss_slots = (int)(total * K),
+                              .no_graph = p->no_graph};
     if (lb_train_ranks(p) > 1 || p->zero > 0)
         lb_dp_cuda_model_params((lb_zero_stage)p->zero, lb_train_ranks(p), p->lora_rank > 0, &gp);
     return gp;
@@ -243,13 +246,17 @@ static lb_status finish_params(const lb_train_params *p, const lb_model_config *
 }
 
 /* One step: its K micro-batches (each rank its part of each), then the optimizer: the
- * model's, or at ZeRO 1-3 the shard's. One micro-batch at stage 0 is the model's whole
- * train step (a CUDA graph on one rank). */
+ * model's, or at ZeRO 1-3 the shard's. One micro-batch is the model's whole train step, or
+ * with the data-parallel layer its (each a CUDA graph from the second step on). */
 static lb_status enqueue_step(const lb_train_params *p, run_state *s, lb_data_loader *data,
                               int64_t step, const lb_gpu_adamw_params *ap, lb_err *err) {
     const int K = (int)p->grad_accum, ranks = lb_train_ranks(p), rank = lb_train_rank(p);
     const bool shard_opt = p->zero > 0;
     if (s->dp != NULL) lb_dp_cuda_begin_step(s->dp, step);
+    if (s->dp != NULL && K == 1) {
+        lb_data_next_part(data, rank, ranks, s->inputs, s->targets);
+        return lb_dp_cuda_train_step(s->dp, s->inputs, s->targets, (int)step, ap, err);
+    }
     for (int k = 0; k < K; k++) {
         lb_data_next_part(data, rank, ranks, s->inputs, s->targets);
         int slot = (int)(step * K + k);
@@ -303,7 +310,8 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
                              .n_steps = total,
                              .seed = lora ? p->seed ^ LB_LORA_SEED_SALT : p->seed,
                              .lora = lora ? &gp.lora : NULL,
-                             .src = hf != NULL && !lora ? &src : NULL};
+                             .src = hf != NULL && !lora ? &src : NULL,
+                             .no_graph = p->no_graph};
     if (st == LB_OK && dp) st = lb_dp_cuda_init(&s.dp, s.m, cfg, s.comm, &dpp, err);
     s.ev = calloc((size_t)(2 * total), sizeof *s.ev);
     s.losses = calloc((size_t)(total * K), sizeof *s.losses);
