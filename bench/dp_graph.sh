@@ -44,9 +44,11 @@ for part in ${PARTS:-test correct ab}; do
         mkdir -p "$O/correct"
         cp "$O"/correct-1g-*/c-*.json "$O/correct/"
         env "${c[@]}" PRECS="bf16 fp16" GPUS=2 CONE=0 OUT="$O/correct" DEADLINE_S="$(cap 75)" \
-            bash "$here/dp_gpu.sh" >"$O/correct.txt" 2>&1
+            TRAIN_ARGS=-v bash "$here/dp_gpu.sh" >"$O/correct.txt" 2>&1
         note "correct: $(grep -c ' yes ' "$O/correct.txt") rows agree, $(grep -c ' NO ' "$O/correct.txt")" \
-            "do not; $(grep -c '^skipped\| failed (exit' "$O/correct.txt") runs failed or skipped" ;;
+            "do not; $(grep -c '^skipped\| failed (exit' "$O/correct.txt") runs failed or skipped;" \
+            "graph: $(grep -l '"cuda_graph": *true' "$O"/correct/c-*-2g-*.json | wc -l) 2-GPU runs," \
+            "capture failed in $(grep -l 'kernel by kernel' "$O"/correct/c-*-2g-*.err | wc -l)" ;;
     ab)
         OUT=$O TOTAL_S=$(left) PARTS=ab AB_VARIANTS="base off" AB_GPUS=2 AB_STAGES="0 1 2 3" AB_REPS=2 \
             bash "$here/dp_round.sh" >"$O/ab-run.txt" 2>&1
