@@ -1,13 +1,13 @@
 #!/bin/bash
-# dp_graph.sh: one call on a machine with 2 GPUs for the data-parallel step as one CUDA
-# graph, the parts in the order PARTS names them (default: test correct ab), each under its
+# dp_graph.sh: one call on a machine with N_GPUS GPUs (default 2) for the data-parallel step
+# as one CUDA graph, the parts in the order PARTS names them (default: test correct ab), each under its
 # own limit so the whole ends within TOTAL_S (default 280) seconds:
 #   test     the GPU training test's case of steps as a graph against kernel by kernel
 #            ($TEST_BIN, default test_train_gpu beside this script);
 #   correct  loss agreement (dp_gpu.sh PARTS=correct): GPT-2 124M in bf16 and fp16 at ZeRO
-#            0-3 on 2 GPUs against one GPU with the whole batch (the two one-GPU runs side
+#            0-3 on N_GPUS GPUs against one GPU with the whole batch (the two one-GPU runs side
 #            by side, one a GPU), replicas identical;
-#   ab       dp_round.sh PARTS=ab on 2 GPUs at ZeRO 0-3, $BASE_LLMBENCH (base) and
+#   ab       dp_round.sh PARTS=ab on N_GPUS GPUs at ZeRO 0-3, $BASE_LLMBENCH (base) and
 #            $LLMBENCH (off) in turn, twice each (AB_REPS), after one one-GPU ZeRO 0 run
 #            (BASE_LLMBENCH default: llmbench-main beside this script).
 # Logs go to $OUT/graph (default /tmp/graph); ends.txt says how each part ended.
@@ -19,6 +19,7 @@ O=${OUT:-/tmp}/graph
 mkdir -p "$O"
 total=${TOTAL_S:-280}
 . "$here/round_clock.sh"
+n=${N_GPUS:-2}
 TEST_BIN=${TEST_BIN:-$here/test_train_gpu}
 BASE_LLMBENCH=${BASE_LLMBENCH:-$here/llmbench-main}
 export BASE_LLMBENCH
@@ -43,14 +44,14 @@ for part in ${PARTS:-test correct ab}; do
         wait
         mkdir -p "$O/correct"
         cp "$O"/correct-1g-*/c-*.json "$O/correct/"
-        env "${c[@]}" PRECS="bf16 fp16" GPUS=2 CONE=0 OUT="$O/correct" DEADLINE_S="$(cap 75)" \
+        env "${c[@]}" PRECS="bf16 fp16" GPUS=$n CONE=0 OUT="$O/correct" DEADLINE_S="$(cap 75)" \
             TRAIN_ARGS=-v bash "$here/dp_gpu.sh" >"$O/correct.txt" 2>&1
         note "correct: $(grep -c ' yes ' "$O/correct.txt") rows agree, $(grep -c ' NO ' "$O/correct.txt")" \
             "do not; $(grep -c '^skipped\| failed (exit' "$O/correct.txt") runs failed or skipped;" \
-            "graph: $(grep -l '"cuda_graph": *true' "$O"/correct/c-*-2g-*.json | wc -l) 2-GPU runs," \
-            "capture failed in $(grep -l 'kernel by kernel' "$O"/correct/c-*-2g-*.err | wc -l)" ;;
+            "graph: $(grep -l '"cuda_graph": *true' "$O"/correct/c-*-"$n"g-*.json | wc -l) $n-GPU runs," \
+            "capture failed in $(grep -l 'kernel by kernel' "$O"/correct/c-*-"$n"g-*.err | wc -l)" ;;
     ab)
-        OUT=$O TOTAL_S=$(left) PARTS=ab AB_VARIANTS="base off" AB_GPUS=2 AB_STAGES="0 1 2 3" AB_REPS=2 \
+        OUT=$O TOTAL_S=$(left) PARTS=ab AB_VARIANTS="base off" AB_GPUS=$n AB_STAGES="0 1 2 3" AB_REPS=2 \
             bash "$here/dp_round.sh" >"$O/ab-run.txt" 2>&1
         note "ab: $(tail -n 2 "$O/ab-run.txt" | tr '\n' ' ')" ;;
     esac
