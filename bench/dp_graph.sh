@@ -14,9 +14,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/device_env.sh"
-export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp}/graph
-mkdir -p "$O"
 total=${TOTAL_S:-280}
 . "$here/round_clock.sh"
 n=${N_GPUS:-2}

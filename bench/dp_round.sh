@@ -23,9 +23,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/device_env.sh"
-export NCCL_NVLS_ENABLE=0
 O=${OUT:-/tmp}/round
-mkdir -p "$O"
 total=${TOTAL_S:-270}
 . "$here/round_clock.sh"
 dp() { # LOG VAR=VALUE...: dp_gpu.sh with those settings

@@ -20,8 +20,6 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 X=$LLMBENCH
 O=${OUT:-/tmp}/round
-mkdir -p "$O"
-export NCCL_NVLS_ENABLE=0
 total=${TOTAL_S:-540}
 . "$here/round_clock.sh"
 
