@@ -13,6 +13,9 @@
 #   stages   the stage table's one-GPU rows (dp_gpu.sh PARTS=stages SGPUS=1, fp16 and fp32,
 #            REPEATS runs each): stage z on GPU z, the four stages at the same time, each
 #            into its own folder (one database each), the table over all four;
+#   kill     rank 1 of `train --gpus 2` (GPT-2 124M bf16 16 x 1024, ZeRO KILL_ZERO, default 0,
+#            --comm-timeout 5) killed after KILL_AFTER seconds (15): the job's exit, how long
+#            it took after the kill, and the run stored as failed naming the rank;
 #   ab       GPT-2 124M bf16 16 x 1024 on 1 GPU at ZeRO 0, then at each stage of AB_STAGES
 #            (default 0 1 3) on AB_GPUS (default 4) GPUs with each of AB_VARIANTS in turn
 #            (default "base off"; base: $BASE_LLMBENCH, another build; off: $LLMBENCH; on:
@@ -81,6 +84,26 @@ for part in ${PARTS:-correct trace stages}; do
         cp "$O"/stages-z*/s-*.json "$O/stages/"
         dp stages-table.txt PARTS=none OUT=$O/stages GPUS=1
         note "stages: $(grep -c '^ *1 ' "$O/stages-table.txt") rows" ;;
+    kill)
+        timeout "$(cap 60)" "$LLMBENCH" train --gpus 2 --model gpt2-124m --precision bf16 --batch 16 \
+            --seq 1024 --zero "${KILL_ZERO:-0}" --steps 1000000 --warmup 2 --comm-timeout 5 \
+            --no-progress --db "$O/kill.db" >"$O/kill.txt" 2>&1 &
+        job=$!
+        sleep "${KILL_AFTER:-15}"
+        killed=
+        for p in /proc/[0-9]*; do
+            if [ "$(readlink "$p/exe")" = "$(readlink -f "$LLMBENCH")" ] &&
+                tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx 'RANK=1'; then
+                kill -9 "${p#/proc/}" && killed=$(date +%s%N)
+            fi
+        done
+        wait $job
+        rc=$?
+        [ -n "$killed" ] && took="$((($(date +%s%N) - killed) / 1000000)) ms after the kill" ||
+            took="no rank 1 found to kill"
+        note "kill: train exit $rc, $took; stored: $("$LLMBENCH" results list --db "$O/kill.db" \
+            --limit 1 2>&1 | tail -n 1)"
+        tail -n 3 "$O/kill.txt" | tee -a "$O/ends.txt" ;;
     ab)
         # the one-GPU baseline (its code is the same in both builds), then per stage the
         # builds and variants alternating; every run's JSON into one folder for the table
