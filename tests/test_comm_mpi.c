@@ -225,6 +225,22 @@ static int mpi_worker(const char *scenario) {
 
 /* ---- torchrun variables: the TCP rendezvous ---- */
 
+/* Rank 0 sees no rank gone while all wait in a barrier, then, once the others exited after
+ * it, every one of them gone, by their closed control connections. */
+static int gone_worker(lb_boot *boot, int me, int n) {
+    lb_err err = {{0}};
+    char text[128];
+    int before = me == 0 ? lb_boot_gone(boot, text, sizeof text) : 0;
+    if (lb_boot_barrier(boot, &err) != LB_OK) return 1;
+    if (me != 0) _exit(0); /* no goodbye: the sockets close with the process */
+    int after = 0;
+    for (int i = 0; i < 500 && (after = lb_boot_gone(boot, text, sizeof text)) < n - 1; i++)
+        usleep(10 * 1000);
+    printf("gone before %d, after %d: %s\n", before, after, text);
+    lb_boot_free(boot);
+    return 0;
+}
+
 static int torchrun_worker(void) {
     lb_boot *boot = NULL;
     lb_err err = {{0}};
@@ -235,6 +251,7 @@ static int torchrun_worker(void) {
         return lb_status_exit_code(st);
     }
     int me = lb_boot_rank(boot), n = lb_boot_size(boot);
+    if (getenv("LB_TEST_GONE") != NULL) return gone_worker(boot, me, n);
     char id[128];
     for (int i = 0; i < 128; i++)
         id[i] = (char)(me == 0 ? i * 3 + 1 : 0);
@@ -381,6 +398,24 @@ static void test_comm_torchrun_variables_rendezvous_over_tcp(void **state) {
 static void test_comm_slurm_variables_without_mpi_rendezvous_over_tcp(void **state) {
     (void)state;
     rendezvous(true);
+}
+
+static void test_comm_ranks_gone_are_named_by_their_closed_connections(void **state) {
+    (void)state;
+    int port = free_port();
+    pid_t pids[NP];
+    int fds[NP];
+    setenv("LB_TEST_GONE", "1", 1);
+    for (int r = 0; r < NP; r++)
+        spawn_rank(false, r, NP, port, "20", &pids[r], &fds[r]);
+    unsetenv("LB_TEST_GONE");
+    char out[512];
+    for (int r = NP - 1; r >= 0; r--)
+        assert_int_equal(wait_code(pids[r]), 0);
+    read_all(fds[0], out, sizeof out);
+    for (int r = 1; r < NP; r++)
+        close(fds[r]);
+    assert_non_null(strstr(out, "gone before 0, after 3: ranks 1, 2, 3"));
 }
 
 static void test_comm_mismatched_world_size_is_a_usage_error(void **state) {
@@ -558,6 +593,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_mpi_rank_that_never_arrives_is_named_within_the_deadline),
         cmocka_unit_test(test_comm_torchrun_variables_rendezvous_over_tcp),
         cmocka_unit_test(test_comm_slurm_variables_without_mpi_rendezvous_over_tcp),
+        cmocka_unit_test(test_comm_ranks_gone_are_named_by_their_closed_connections),
         cmocka_unit_test(test_comm_mismatched_world_size_is_a_usage_error),
         cmocka_unit_test(test_comm_unreachable_master_is_named_with_its_port),
         cmocka_unit_test(test_comm_local_launcher_starts_ranks_that_meet),

@@ -427,6 +427,29 @@ const char *lb_boot_host(const lb_boot *b) {
 double lb_boot_timeout_s(const lb_boot *b) {
     return b->timeout_s;
 }
+/* The peer behind fd closed its end: a hang-up, or end of stream with nothing unread. */
+static bool closed(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) return true;
+    char c;
+    return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+int lb_boot_gone(const lb_boot *b, char *text, size_t cap) {
+    int n = 0;
+    char list[256] = "";
+    size_t used = 0;
+    for (int r = 0; b->fds != NULL && r < b->size; r++) {
+        if (r == b->rank || b->fds[r] < 0 || !closed(b->fds[r])) continue;
+        if (used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", n ? ", " : "", r);
+        n++;
+    }
+    if (cap > 0) snprintf(text, cap, "%s%s", n == 0 ? "" : n == 1 ? "rank " : "ranks ", list);
+    return n;
+}
+
 void lb_boot_mark_broken(lb_boot *b) {
     b->broken = true;
 }

@@ -55,6 +55,11 @@ const char *lb_boot_host(const lb_boot *b);
 double lb_boot_timeout_s(const lb_boot *b);
 /* A communicator of this job failed: leave it with MPI_Abort rather than MPI_Finalize. */
 void lb_boot_mark_broken(lb_boot *b);
+/* The ranks whose process is gone, as far as this rank can see without waiting: over TCP a
+ * closed control connection (rank 0 sees every peer's, a peer rank 0's; a process that
+ * dies closes its sockets). Writes "rank 1" or "ranks 1, 3" into text (empty when none)
+ * and returns their count; under MPI or alone always 0. Safe beside other calls. */
+int lb_boot_gone(const lb_boot *b, char *text, size_t cap);
 
 /* Rank 0's bytes into every rank's buf. */
 lb_status lb_boot_bcast(lb_boot *b, void *buf, size_t bytes, lb_err *err);

@@ -161,6 +161,12 @@ static void *watchdog(void *arg) {
                      lb_boot_host(c->boot), s->gpu, oldest, ncclGetErrorString(ar));
         pthread_mutex_unlock(&s->mu);
         if (msg[0] != '\0') {
+            char gone[200];
+            if (lb_boot_gone(c->boot, gone, sizeof gone) > 0) {
+                size_t used = strlen(msg);
+                snprintf(msg + used, sizeof msg - used, "; %s gone (control connection closed)",
+                         gone);
+            }
             const char *last = ncclGetLastError(watched);
             if (last != NULL && last[0] != '\0') {
                 size_t used = strlen(msg);
