@@ -25,6 +25,7 @@
 #include "comm/comm.h"
 #include "comm/launch.h"
 #include "core/clock.h"
+#include "core/signals.h"
 #include "gpu/devinfo.h"
 #include "test_util.h"
 
@@ -483,6 +484,44 @@ static void test_comm_launcher_reports_the_first_failure(void **state) {
     assert_int_equal(lb_launch_local(&lp, &err), 2);
 }
 
+/* --stuck-worker: rank 1 fails at once (exit 3); rank 0 sleeps through the first SIGTERM
+ * (a flag nobody polls) and says its last words on the second. */
+static void stuck_last_words(void *ctx, int signo) {
+    (void)ctx;
+    printf("last words on signal %d\n", signo);
+    fflush(stdout);
+}
+
+static int stuck_worker(void) {
+    if (strcmp(getenv("RANK") ? getenv("RANK") : "", "0") != 0) return 3;
+    lb_signals_install();
+    lb_signals_set_last_words(stuck_last_words, NULL);
+    printf("rank 0 stuck\n");
+    fflush(stdout);
+    for (int i = 0; i < 600; i++)
+        usleep(100 * 1000);
+    return 0;
+}
+
+static void test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm(void **state) {
+    (void)state;
+    char path[] = "/tmp/lbtest-stuckXXXXXX";
+    int fd = mkstemp(path);
+    unlink(path);
+    char *const argv[] = {self_path, "--stuck-worker", NULL};
+    lb_launch_params lp = {.n = 2, .argv = argv, .rank0_stdout = fd, .grace_s = 0.5};
+    lb_err err = {{0}};
+    int64_t t0 = lb_clock_now_ns();
+    int rc = lb_launch_local(&lp, &err);
+    double s = (double)(lb_clock_now_ns() - t0) / 1e9;
+    char out[512];
+    read_all(fd, out, sizeof out);
+    assert_int_equal(rc, 3); /* the first failure's code */
+    assert_non_null(strstr(out, "rank 0 stuck"));
+    assert_non_null(strstr(out, "last words on signal 15"));
+    assert_true(s > 2 && s < 10); /* grace, SIGTERM, 2 s, SIGTERM: ended there */
+}
+
 static void test_comm_cli_end_to_end_under_mpirun(void **state) {
     (void)state;
     static char out[1 << 17];
@@ -587,6 +626,7 @@ int main(int argc, char **argv) {
     self_path[len > 0 ? len : 0] = '\0';
     if (argc >= 3 && strcmp(argv[1], "--mpi-worker") == 0) return mpi_worker(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "--torchrun-worker") == 0) return torchrun_worker();
+    if (argc >= 2 && strcmp(argv[1], "--stuck-worker") == 0) return stuck_worker();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_comm_values_round_like_the_hardware),
         cmocka_unit_test(test_comm_mpi_every_collective_dtype_and_op_matches),
@@ -598,6 +638,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_unreachable_master_is_named_with_its_port),
         cmocka_unit_test(test_comm_local_launcher_starts_ranks_that_meet),
         cmocka_unit_test(test_comm_launcher_reports_the_first_failure),
+        cmocka_unit_test(test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm),
         cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),
         cmocka_unit_test(test_comm_cli_int_max_checks_every_element),
         cmocka_unit_test(test_comm_cli_bad_input_exits_2),

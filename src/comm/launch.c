@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +102,7 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
     }
     int code = 0, left = p->n;
     int64_t kill_at = 0;
-    bool termed = false;
+    int sent = 0; /* signals sent to the workers left: SIGTERM, SIGTERM again, SIGKILL */
     while (left > 0) {
         for (int r = 0; r < p->n; r++) {
             int status = 0;
@@ -116,9 +115,11 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
             }
         }
         if (kill_at != 0 && lb_clock_now_ns() > kill_at) {
+            /* the first SIGTERM asks a worker to stop between steps; a second one reaches
+             * a worker stuck elsewhere (its last words mark its stored run, core/signals.h) */
             for (int r = 0; r < p->n; r++)
-                if (pids[r] > 0) kill(pids[r], termed ? SIGKILL : SIGTERM);
-            termed = true;
+                if (pids[r] > 0) kill(pids[r], sent < 2 ? SIGTERM : SIGKILL);
+            sent++;
             kill_at = lb_clock_now_ns() + 2000000000LL;
         }
         struct timespec ts = {0, 10 * 1000 * 1000};
