@@ -312,7 +312,7 @@ static lb_status event_ok(cudaError_t e, lb_err *err) {
  * inside; one run each untimed, then TIME_REPS, each on the next layer's weights so that
  * none comes from L2) and keeps the fastest. The outputs are scratch: the step computes
  * them again. */
-#define TIME_REPS            3
+#define TIME_REPS 3
 static lb_status choose_products(gpu_backend *g, int rows, lb_err *err) {
     if (rows > LB_GEMV_MAX_ROWS || g->impl[rows][0] != IMPL_UNKNOWN) return LB_OK;
     cudaEvent_t e0 = NULL, e1 = NULL;
@@ -406,41 +406,29 @@ static lb_status layers(gpu_backend *g, int N, int n_paged, const int32_t *run_a
     return lb_logits_argmax(g->argmax, g->logits, n_out, c->vocab_size, s, err);
 }
 
-/* Memset nodes up to this size become kernel nodes (cuBLASLt's workspace clears). */
-#define GRAPH_FILL_MAX_BYTES 65536
+typedef struct {
+    gpu_backend *g;
+    int rows;
+} decode_body;
 
-/* Records a decode step of `rows` rows (inputs already in place) as the bucket's graph. A
- * step that cannot be captured is not an error: nothing of it ran, and decode steps run
- * kernel by kernel from then on. */
+static lb_status enqueue_decode(void *ctx, cudaStream_t s, lb_err *err) {
+    const decode_body *d = ctx;
+    (void)s; /* the backend's stream */
+    return layers(d->g, d->rows, d->rows, NULL, 0, d->rows, err);
+}
+
+/* Records a decode step of `rows` rows (inputs already in place) as the bucket's graph
+ * (gpu/graph.cuh). A step that cannot be captured is not an error: nothing of it ran, and
+ * decode steps run kernel by kernel from then on. */
 static void capture(gpu_backend *g, int rows) {
-    lb_err e;
-    cudaGraph_t graph = NULL;
+    char why[LB_ERR_MSG_BYTES] = "too many batch buckets";
+    decode_body d = {g, rows};
     cudaGraphExec_t exec = NULL;
-    const char *why = NULL;
-    if (g->n_graphs == MAX_GRAPHS) {
-        why = "too many batch buckets";
-    } else if (cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        why = "stream capture could not begin";
-    } else {
-        lb_status st = layers(g, rows, rows, NULL, 0, rows, &e);
-        cudaError_t ce = cudaStreamEndCapture(g->stream, &graph);
-        int replaced = 0;
-        if (st != LB_OK)
-            why = e.msg;
-        else if (ce != cudaSuccess)
-            why = cudaGetErrorString(ce);
-        else if (lb_gpu_graph_memsets_to_kernels(graph, GRAPH_FILL_MAX_BYTES, &replaced, &e) !=
-                     LB_OK ||
-                 cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
-            why = "the graph could not be instantiated";
-    }
-    if (graph) cudaGraphDestroy(graph);
-    if (why == NULL) {
+    if (g->n_graphs < MAX_GRAPHS &&
+        lb_gpu_graph_capture(g->stream, enqueue_decode, &d, NULL, &exec, why, sizeof why)) {
         g->graphs[g->n_graphs++] = (decode_graph){.rows = rows, .exec = exec};
         return;
     }
-    if (exec) cudaGraphExecDestroy(exec);
-    cudaGetLastError();
     g->graph_failed = true;
     LB_INFO("decode steps run kernel by kernel: capturing one as a CUDA graph failed (%s)", why);
 }

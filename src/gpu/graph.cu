@@ -156,9 +156,11 @@ extern "C" bool lb_gpu_graph_capture(cudaStream_t s, lb_gpu_graph_body body, voi
             snprintf(why, why_cap, "the graph could not be instantiated");
         }
     }
-    if (why[0] == '\0' && graph != NULL) return *graph = g, true;
-    if (g) cudaGraphDestroy(g);
-    if (why[0] == '\0') return true;
-    cudaGetLastError();
-    return false;
+    const bool ok = why[0] == '\0';
+    if (ok && graph != NULL)
+        *graph = g;
+    else if (g)
+        cudaGraphDestroy(g);
+    if (!ok) cudaGetLastError();
+    return ok;
 }

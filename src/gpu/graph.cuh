@@ -1,5 +1,5 @@
-/* graph.cuh: a training step captured as a CUDA graph, and the edits of a captured graph
- * before it is instantiated. C-callable. */
+/* graph.cuh: a step (training, or the engine's decode) captured as a CUDA graph, and the
+ * edits of a captured graph before it is instantiated. C-callable. */
 #ifndef LB_GPU_GRAPH_CUH
 #define LB_GPU_GRAPH_CUH
 
