@@ -202,12 +202,8 @@ int lb_cmd_serve(int argc, char **argv) {
         st = lb_synthetic_init(&syn, &src, &err);
     } else {
         st = lb_engine_opt_open(&eo, tokenizer, &es, &err);
-        if (st == LB_OK) { /* what the first requests would prepare, before the port opens */
-            const int64_t t = lb_clock_now_ns();
-            st = lb_engine_warmup(es.engine, INT32_MAX, &err);
-            LB_INFO("engine warm-up (decode graphs, prefill plans up to a step): %.2f s",
-                    (double)(lb_clock_now_ns() - t) / 1e9);
-        }
+        /* what the first requests would prepare, before the port opens */
+        if (st == LB_OK) st = lb_engine_warmup(es.engine, INT32_MAX, &err);
         lb_engine_source_params ep = {.engine = es.engine,
                                       .tok = es.tok,
                                       .bos_id = es.bos_id,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "engine/engine_impl.h"
 #include "engine/sched.h"
 
@@ -305,9 +306,12 @@ lb_status lb_engine_step(lb_engine *e, const lb_engine_event **events, int32_t *
 lb_status lb_engine_warmup(lb_engine *e, int32_t max_prompt, lb_err *err) {
     if (e->n_reqs > 0) return lb_fail(err, LB_ERR_USAGE, "the engine is busy");
     if (e->be->warmup == NULL) return LB_OK;
-    const int64_t before = e->be->prepare_ns;
+    const int64_t before = e->be->prepare_ns, t = lb_clock_now_ns();
     lb_status st = e->be->warmup(e->be, max_prompt, err);
     e->be->prepare_ns = before;
+    LB_INFO("engine warm-up (decode graphs, prefill plans up to %d tokens): %.2f s",
+            max_prompt < e->p.step_tokens ? max_prompt : e->p.step_tokens,
+            (double)(lb_clock_now_ns() - t) / 1e9);
     return st;
 }
 

@@ -105,7 +105,7 @@ const lb_model_config *lb_engine_config(const lb_engine *e);
  * they are timed (GPU: the decode graph of every batch bucket up to max_seqs, with its
  * products timed; the prefill attention plans of prompt chunks up to max_prompt tokens).
  * The engine must be idle; nothing of it changes but that preparation (info's prepare_ns
- * does not count it). The CPU backend has nothing to prepare. */
+ * does not count it); its time is logged (info). The CPU backend has nothing to prepare. */
 lb_status lb_engine_warmup(lb_engine *e, int32_t max_prompt, lb_err *err);
 
 /* Queues a request (prompt[0..n) copied). *id names it in events. A request that could

@@ -189,11 +189,8 @@ static lb_status engine_open(void *self, const lb_loadgen_params *lg, const lb_d
     int32_t longest = 0;
     for (size_t i = 0; i < ds->n; i++)
         if (E->prompts[i].n > longest) longest = E->prompts[i].n;
-    const int64_t t = lb_clock_now_ns();
     LB_TRY(lb_engine_warmup(E->p->engine, longest, err));
     E->at_open = *lb_engine_get_info(E->p->engine);
-    LB_INFO("engine warm-up (decode graphs, prefill plans up to %d tokens): %.2f s", longest,
-            (double)(lb_clock_now_ns() - t) / 1e9);
     return LB_OK;
 }
 
