@@ -199,8 +199,9 @@ def main():
         launches = sum(x[1] for x in rs) / len(rs) / steps
         table.append((t_run - t_base, n, t_base, t_run, launches, b[1] / steps, beside, n_beside,
                       base_per, run_beside_per, grids))
-    table.sort(key=lambda x: -abs(x[0]))
-    print(f"\nper kernel name, ms a step (run: mean over ranks), by |difference|; beside NCCL: the run's time"
+    table.sort(key=lambda x: (-abs(x[0]), -x[3]))
+    print(f"\nper kernel name, ms a step (run: mean over ranks), by |difference| (then the run's time: with"
+          f" RUN_DIR = BASE_DIR, a one-GPU step's kernels by time); beside NCCL: the run's time"
           f" while an NCCL kernel ran, us a launch there against base's mean")
     print(f"{'diff':>7} {'base':>7} {'run':>7} {'n base':>6} {'n run':>6} {'beside':>7} {'n bes.':>6}"
           f" {'us base':>8} {'us bes.':>8} {'blocks':>11}  name (blocks: the run's launches)")
