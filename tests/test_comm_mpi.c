@@ -511,14 +511,27 @@ static void test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm(void
     char *const argv[] = {self_path, "--stuck-worker", NULL};
     lb_launch_params lp = {.n = 2, .argv = argv, .rank0_stdout = fd, .grace_s = 0.5};
     lb_err err = {{0}};
+    /* the launcher's own line goes to its stderr: caught in a file of its own */
+    char epath[] = "/tmp/lbtest-stuckerrXXXXXX";
+    int efd = mkstemp(epath);
+    unlink(epath);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(efd, 2);
     int64_t t0 = lb_clock_now_ns();
     int rc = lb_launch_local(&lp, &err);
     double s = (double)(lb_clock_now_ns() - t0) / 1e9;
-    char out[512];
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char out[512], errout[512];
     read_all(fd, out, sizeof out);
+    read_all(efd, errout, sizeof errout);
     assert_int_equal(rc, 3); /* the first failure's code */
     assert_non_null(strstr(out, "rank 0 stuck"));
     assert_non_null(strstr(out, "last words on signal 15"));
+    assert_non_null(strstr(errout, "worker 1 of 2 (rank 1) exited with status 3; the 1 left get "
+                                   "0.5 s to end on their own"));
     assert_true(s > 2 && s < 10); /* grace, SIGTERM, 2 s, SIGTERM: ended there */
 }
 

@@ -33,6 +33,22 @@ static int code_of(int status) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* One line on stderr for the first worker that failed: which, how, and what follows. */
+static void report_failure(const lb_launch_params *p, int r, int status, int left) {
+    char how[64];
+    if (WIFSIGNALED(status))
+        snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+    fprintf(stderr, "llmbench: worker %d of %d (rank %d) %s", r, p->n, p->first_rank + r, how);
+    if (left > 0)
+        fprintf(stderr, "; the %d left get %g s to end on their own, then SIGTERM", left,
+                p->grace_s);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
 int lb_launch_free_port(void) {
     return free_port();
 }
@@ -112,6 +128,7 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
             if (code == 0 && code_of(status) != 0) {
                 code = code_of(status);
                 kill_at = lb_clock_now_ns() + (int64_t)(p->grace_s * 1e9);
+                report_failure(p, r, status, left);
             }
         }
         if (kill_at != 0 && lb_clock_now_ns() > kill_at) {
