@@ -470,6 +470,21 @@ static void test_comm_local_launcher_starts_ranks_that_meet(void **state) {
     assert_non_null(strstr(out, "rank 0 of 3: ok"));
 }
 
+static void test_comm_free_port_is_below_the_ephemeral_range(void **state) {
+    (void)state;
+    int lo = 0, hi = 0;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f == NULL || fscanf(f, "%d %d", &lo, &hi) != 2 || lo <= 2048) {
+        if (f != NULL) fclose(f);
+        skip();
+    }
+    fclose(f);
+    for (int i = 0; i < 20; i++) {
+        int p = lb_launch_free_port();
+        assert_true(p >= 1024 && p < lo);
+    }
+}
+
 static void test_comm_launcher_reports_the_first_failure(void **state) {
     (void)state;
     /* one worker alone succeeds; two told MASTER_PORT=0 each fail with a usage error (2) */
@@ -650,6 +665,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_mismatched_world_size_is_a_usage_error),
         cmocka_unit_test(test_comm_unreachable_master_is_named_with_its_port),
         cmocka_unit_test(test_comm_local_launcher_starts_ranks_that_meet),
+        cmocka_unit_test(test_comm_free_port_is_below_the_ephemeral_range),
         cmocka_unit_test(test_comm_launcher_reports_the_first_failure),
         cmocka_unit_test(test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm),
         cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),

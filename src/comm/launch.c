@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +18,36 @@
 #include "core/clock.h"
 
 /* A TCP port free on the loopback now (the kernel's choice for port 0). */
-static int free_port(void) {
+/* Whether port p on 127.0.0.1 can be bound now (p = 0: any; *got: the one bound). */
+static bool bindable(int p, int *got) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0) return false;
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)p),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &len) == 0;
+    if (ok) *got = ntohs(a.sin_port);
     close(fd);
-    return port;
+    return ok;
+}
+
+/* A port for rank 0 to listen on, free now. Taken from below the kernel's ephemeral range
+ * where it can: a port from inside it may be handed to some process's outgoing connection
+ * before rank 0 binds it ("Address already in use" when jobs run side by side). */
+static int free_port(void) {
+    int lo = 32768, hi = 60999, got = -1;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+        fclose(f);
+    }
+    int from = lo - 12000 > 1024 ? lo - 12000 : 1024;
+    unsigned seed = (unsigned)getpid() ^ (unsigned)lb_clock_now_ns();
+    for (int i = 0; i < 64 && lo > from; i++)
+        if (bindable(from + (int)(rand_r(&seed) % (unsigned)(lo - from)), &got)) return got;
+    return bindable(0, &got) ? got : -1;
 }
 
 static int code_of(int status) {

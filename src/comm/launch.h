@@ -34,7 +34,8 @@ typedef struct {
  * of the first to fail (a worker killed by signal S counts as 128 + S); -1 with err set when
  * they could not be started. */
 int lb_launch_local(const lb_launch_params *p, lb_err *err);
-/* A TCP port free on 127.0.0.1 now (-1 when none), for a rendezvous about to start. */
+/* A TCP port free on 127.0.0.1 now (-1 when none), for a rendezvous about to start: below
+ * the kernel's ephemeral range where there is room, so no outgoing connection takes it first. */
 int lb_launch_free_port(void);
 
 #endif
