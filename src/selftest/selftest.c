@@ -1771,9 +1771,11 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_norm(&c, pr, 130, 96, false);
             check_norm(&c, pr, 16, 2048, false);
             check_norm(&c, pr, 600, 768, false);
-            check_norm(&c, pr, 40, 100, false); /* not a multiple of 8: scalar kernels */
-            check_norm(&c, pr, 3, 4096, false); /* wide rows: a block a row forward */
-            check_norm(&c, pr, 2, 2056, false); /* a partly filled last vector a thread */
+            check_norm(&c, pr, 40, 100, false);    /* not a multiple of 8: scalar kernels */
+            check_norm(&c, pr, 3, 4096, false);    /* wide rows: a block a row forward */
+            check_norm(&c, pr, 2, 2056, false);    /* a partly filled last vector a thread */
+            check_norm(&c, pr, 2000, 4096, false); /* backward: blocks walk several rows */
+            check_norm(&c, pr, 300, 6152, false);  /* four vectors a thread: the last, thread 0 */
         }
         if (wanted(&c, "matmul")) {
             check_matmul(&c, pr, blas, 96, 64, 200);
