@@ -17,6 +17,7 @@
 #        MODEL=mistral-7b BATCH=8 SEQ=512 LORA_RANK=16 TARGETS=all STEPS=20 WARMUP=5 bench/lora_bench.sh
 #        TORCH=0 SELFTEST=0 bench/lora_bench.sh     llmbench's timings only
 #        SELFTEST_SETS="--only nf4;--only lora" bench/lora_bench.sh   fewer selftest rows
+#        LLMBENCH_BASE=BIN bench/lora_bench.sh      BIN's bf16 LoRA row beside this build's
 #        PARTS=dp MODEL=mistral-7b bench/lora_bench.sh   data parallel only (DP_STEPS=4,
 #                                                   DP_WARMUP=1, DP_LR=1e-3, DP_WEAK=4,
 #                                                   DP_SELFTEST=1: selftest --only lora first;
@@ -310,15 +311,19 @@ if [ "$SELFTEST" = 1 ]; then
         echo "tiny [$args] exit $? $(python3 -c "import json; d = json.load(open('$out/tiny.json')); l = d['series']['loss']['values']; print('loss %.3f -> %.3f' % (l[0], l[-1]))" 2>&1 | tail -1)"
     done
 fi
+single() { # BIN TAG QUANT [FLAG]: one timed run of the shape into $out/llmbench_TAG.json
+    "$1" train --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --precision bf16 \
+        --device cuda --lora-rank "$LORA_RANK" --lora-targets "$TARGETS" --quant "$3" \
+        ${4:+--$4} --steps "$STEPS" --warmup "$WARMUP" --json --no-progress \
+        --db "$out/bench.db" > "$out/llmbench_$2.json" 2> "$out/llmbench_$2.err"
+    echo "llmbench [$2] --quant $3 ${4:+--$4} exit $? $(tail -c 300 "$out/llmbench_$2.err" | tr '\n' ' ')"
+}
 for run in ${QUANTS:-none nf4 nf4:recompute}; do
     IFS=: read -r q extra <<< "$run"
-    tag=${q}${extra:+_$extra}
-    "$LLMBENCH" train --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --precision bf16 \
-        --device cuda --lora-rank "$LORA_RANK" --lora-targets "$TARGETS" --quant "$q" \
-        ${extra:+--$extra} --steps "$STEPS" --warmup "$WARMUP" --json --no-progress \
-        --db "$out/bench.db" > "$out/llmbench_$tag.json" 2> "$out/llmbench_$tag.err"
-    echo "llmbench --quant $q ${extra:+--$extra} exit $? $(tail -c 300 "$out/llmbench_$tag.err" | tr '\n' ' ')"
+    single "$LLMBENCH" "${q}${extra:+_$extra}" "$q" "$extra"
 done
+# LLMBENCH_BASE: another build's bf16 row beside this one's (an A/B in the same call)
+[ -n "${LLMBENCH_BASE:-}" ] && single "$LLMBENCH_BASE" base none
 if [ "$TORCH" = 1 ]; then
     python3 "$BASELINE" --model "$MODEL" --batch "$BATCH" --seq "$SEQ" --precision bf16 \
         --steps "$STEPS" --warmup "$WARMUP" --lora-rank "$LORA_RANK" --lora-targets "$TARGETS" \
@@ -337,7 +342,8 @@ def load(name):
 print(f"{os.environ.get('MODEL', 'llama3.1-8b')}:")
 print("| run | step ms (median, 95% CI) | tokens/s | samples/s | MFU | SM MHz | trainable | peak device GB | final loss |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-for tag, label in (("none", "LoRA bf16"), ("nf4", "QLoRA nf4"), ("nf4_recompute", "QLoRA nf4 --recompute")):
+for tag, label in (("none", "LoRA bf16"), ("base", "LoRA bf16 (LLMBENCH_BASE)"),
+                   ("nf4", "QLoRA nf4"), ("nf4_recompute", "QLoRA nf4 --recompute")):
     d = load(f"llmbench_{tag}.json")
     if not d:
         continue

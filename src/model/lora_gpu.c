@@ -374,9 +374,24 @@ static void *group_u(const lb_lora_gpu *l, int layer, int first) {
            ((size_t)layer * LB_LORA_N_TARGETS + (size_t)first) * (size_t)l->BT * l->lc.rank * l->es;
 }
 
+/* Columns [c0, c1) of y (rows ldy) = those of res (same rows), or zeros where res is NULL. */
+static lb_status fill_columns(lb_lora_gpu *l, void *y, int64_t ldy, const void *res, int64_t c0,
+                              int64_t c1, void *stream, lb_err *err) {
+    if (c1 <= c0) return LB_OK;
+    const size_t pitch = (size_t)ldy * l->es, w = (size_t)(c1 - c0) * l->es;
+    char *dst = (char *)y + (size_t)c0 * l->es;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (res != NULL)
+        LB_CUDA_TRY(err, cudaMemcpy2DAsync(dst, pitch, (const char *)res + (size_t)c0 * l->es,
+                                           pitch, w, (size_t)l->BT, cudaMemcpyDeviceToDevice, s));
+    else
+        LB_CUDA_TRY(err, cudaMemset2DAsync(dst, pitch, 0, w, (size_t)l->BT, s));
+    return LB_OK;
+}
+
 lb_status lb_lora_gpu_forward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
-                              void *y, int64_t ldy, const void *x, int64_t ldx, void *stream,
-                              lb_err *err) {
+                              void *y, int64_t ldy, const void **res, const void *x, int64_t ldx,
+                              void *stream, lb_err *err) {
     const int r = l->lc.rank;
     int ts[LB_LORA_N_TARGETS];
     const int n = group_of(l, which, ts);
@@ -398,8 +413,10 @@ lb_status lb_lora_gpu_forward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_
                       .d_type = l->dt,
                       .alpha = 1.0f};
     LB_TRY(lb_blas_gemm_run(blas, &g, stream, err)); /* [u_1 .. u_n] = x [A_1; ..; A_n]^T */
+    int64_t done = 0; /* columns of y written so far (targets in row order) */
     for (int i = 0; i < n; i++) {
         adapter ad = adapter_at(l, layer, ts[i]);
+        LB_TRY(fill_columns(l, y, ldy, *res, done, ad.p.row0, stream, err));
         void *ys = (char *)y + (size_t)ad.p.row0 * l->es;
         lb_blas_gemm h = {.m = l->BT,
                           .n = ad.p.out,
@@ -410,20 +427,24 @@ lb_status lb_lora_gpu_forward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_
                           .ldb = r,
                           .trans_b = true,
                           .ab_type = l->dt,
-                          .c = ys,
+                          .c = *res != NULL ? (const char *)*res + (size_t)ad.p.row0 * l->es : NULL,
                           .d = ys,
                           .ldd = ldy,
                           .d_type = l->dt,
                           .alpha = l->scale,
                           .beta = 1.0f};
-        LB_TRY(lb_blas_gemm_run(blas, &h, stream, err)); /* y_i += s u_i B_i^T */
+        LB_TRY(lb_blas_gemm_run(blas, &h, stream, err)); /* y_i = res_i + s u_i B_i^T */
+        done = ad.p.row0 + ad.p.out;
     }
+    LB_TRY(fill_columns(l, y, ldy, *res, done, first.p.ld_out, stream, err));
+    *res = y;
     return LB_OK;
 }
 
 lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
-                               void *dx, const void *dy, int64_t ldy, const void *x, int64_t ldx,
-                               bool accumulate, void *stream, lb_err *err) {
+                               void *dx, bool *wrote_dx, const void *dy, int64_t ldy, const void *x,
+                               int64_t ldx, bool accumulate, void *stream, lb_err *err) {
+    *wrote_dx = false;
     const int r = l->lc.rank;
     int ts[LB_LORA_N_TARGETS];
     const int n = group_of(l, which, ts);
@@ -482,7 +503,7 @@ lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora
     if (accumulate) g.c = g.d, g.beta = 1.0f;
     LB_TRY(lb_blas_gemm_run(blas, &g, stream, err));
     if (dx == NULL) return LB_OK;
-    /* dx += du [A_1; ..; A_n] */
+    /* dx = du [A_1; ..; A_n] */
     g = (lb_blas_gemm){.m = l->BT,
                        .n = first.p.in,
                        .k = ldu,
@@ -491,13 +512,13 @@ lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora
                        .b = first.a,
                        .ldb = first.p.in,
                        .ab_type = l->dt,
-                       .c = dx,
                        .d = dx,
                        .ldd = first.p.in,
                        .d_type = l->dt,
-                       .alpha = 1.0f,
-                       .beta = 1.0f};
-    return lb_blas_gemm_run(blas, &g, stream, err);
+                       .alpha = 1.0f};
+    LB_TRY(lb_blas_gemm_run(blas, &g, stream, err));
+    *wrote_dx = true;
+    return LB_OK;
 }
 
 lb_status lb_lora_gpu_optimizer(lb_lora_gpu *l, const lb_gpu_adamw_params *p, lb_gpu_optstate *st,

@@ -16,9 +16,10 @@
  * input, y its output (rows ldy wide; target i's columns start at its row0). The targets'
  * A are stacked [A_1; ..; A_n] (model/lora.h's layout), so what reads x or writes dx is
  * one product for the whole tensor, not one a target:
- *   forward:  [u_1 .. u_n] = x [A_1; ..; A_n]^T;  per i: y_i += s u_i B_i^T
+ *   forward:  [u_1 .. u_n] = x [A_1; ..; A_n]^T;  per i: y_i = res_i + s u_i B_i^T
  *   backward: per i: dB_i = s dy_i^T u_i (fp32), du_i = s dy_i B_i;
- *             [dA_1; ..; dA_n] = du^T x (fp32);  dx += du [A_1; ..; A_n]
+ *             [dA_1; ..; dA_n] = du^T x (fp32);  dx = du [A_1; ..; A_n]
+ * and then the base product adds into y or dx.
  * The base gets no weight-gradient product. Not here: the base products themselves (the
  * model's), data parallelism (train/dp_cuda.h). Only in CUDA builds. */
 #ifndef LB_MODEL_LORA_GPU_H
@@ -92,16 +93,22 @@ lb_status lb_lora_gpu_init_weights(lb_lora_gpu *l, uint64_t seed, void *stream, 
 lb_status lb_lora_gpu_get(lb_lora_gpu *l, float *host, bool grads, void *stream, lb_err *err);
 lb_status lb_lora_gpu_reset_moments(lb_lora_gpu *l, void *stream, lb_err *err);
 
-/* The adapters on the base tensor `which` of layer `layer`; see above. x rows ldx apart. */
+/* The adapters on the base tensor `which` of layer `layer`; see above. x rows ldx apart.
+ * Runs BEFORE the base product, which then adds into y (beta 1): with adapters on the
+ * tensor, y = *res + the adapters' outputs in every column (*res, rows ldy like y, is the
+ * residual the base product would have added, NULL for none: zeros) and *res becomes y;
+ * without, nothing happens. The adapters' output is written once instead of read and
+ * written again after the base product. */
 lb_status lb_lora_gpu_forward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
-                              void *y, int64_t ldy, const void *x, int64_t ldx, void *stream,
-                              lb_err *err);
-/* dy rows ldy apart; dx (rows `in` wide) gets += du A; NULL: no input gradient. The
- * adapters' gradients are written, or with accumulate added to what their slots hold (the
- * micro-batches of one step). */
+                              void *y, int64_t ldy, const void **res, const void *x, int64_t ldx,
+                              void *stream, lb_err *err);
+/* dy rows ldy apart; dx (rows `in` wide) is written with du A, before the base's
+ * input-gradient product, which then adds into it (*wrote_dx true); NULL: no input
+ * gradient. The adapters' gradients are written, or with accumulate added to what their
+ * slots hold (the micro-batches of one step). */
 lb_status lb_lora_gpu_backward(lb_lora_gpu *l, lb_blas *blas, int layer, lb_lora_tensor which,
-                               void *dx, const void *dy, int64_t ldy, const void *x, int64_t ldx,
-                               bool accumulate, void *stream, lb_err *err);
+                               void *dx, bool *wrote_dx, const void *dy, int64_t ldy, const void *x,
+                               int64_t ldx, bool accumulate, void *stream, lb_err *err);
 /* Clip by the adapters' global norm and one AdamW step over them; st is the model's
  * optimizer state (its loss scale divides the gradients in fp16). LB_ERR_USAGE with an
  * external optimizer. */

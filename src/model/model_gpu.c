@@ -107,11 +107,10 @@ static size_t split_need(const lb_model_gpu *m) {
 
 static void *W(lb_model_gpu *m, int64_t off);
 
-/* The frozen base in the working type (its projections in NF4 apart), the gradient sink
- * and the adapters' pieces. */
+/* The frozen base in the working type (its projections in NF4 apart) and the adapters'
+ * pieces. */
 static lb_status layout_frozen(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
     TAKE(m->params, "param.base", (size_t)lb_lora_gpu_base_elems(m->lora) * m->es);
-    TAKE(m->sink, "scratch.frozen_grad_sink", (size_t)m->C * 4);
     return lb_lora_gpu_carve(m->lora, a, err);
 }
 
@@ -761,10 +760,9 @@ static void *W(lb_model_gpu *m, int64_t off) {
 static const void *head_w(lb_model_gpu *m) {
     return head_apart(m) ? m->lm_w : W(m, m->off.lm_head);
 }
-/* A frozen base's weight gradients go to the sink (only the norm backwards ask for them). */
+/* A frozen base (LoRA) has no gradients: NULL. */
 static float *G(lb_model_gpu *m, int64_t off) {
-    if (off < 0) return NULL;
-    if (m->lora) return m->sink;
+    if (off < 0 || m->lora) return NULL;
     int u = unit_of(m, off);
     return m->unit_grads[u] + (off - unit_first(m, u));
 }
@@ -778,18 +776,21 @@ static lb_status matrix_w(lb_model_gpu *m, int64_t off, const void **w, lb_err *
     return lb_lora_gpu_base_weight(m->lora, m->params, (int)(in_layers / m->off.layer_numel),
                                    in_layers % m->off.layer_numel, w, m->stream, err);
 }
-/* The adapters at base tensor `which` of layer l: forward adds to y (rows ldy), backward
- * takes dy (rows ldy), adds to dx; x is the product's input (rows ldx). */
+/* The adapters at base tensor `which` of layer l, run before its base product (which then
+ * adds into their output): forward writes y (rows ldy) = *res + the adapters' output of x
+ * (rows ldx) and points *res (the residual the base product adds, NULL: none) at y;
+ * backward takes dy (rows ldy), writes dx (*wrote_dx). Nothing where no adapter sits. */
 static lb_status lora_fwd(lb_model_gpu *m, int l, lb_lora_tensor which, void *y, int64_t ldy,
-                          const void *x, int64_t ldx, lb_err *err) {
+                          const void **res, const void *x, int64_t ldx, lb_err *err) {
     if (!m->lora) return LB_OK;
-    return lb_lora_gpu_forward(m->lora, m->blas, l, which, y, ldy, x, ldx, m->stream, err);
+    return lb_lora_gpu_forward(m->lora, m->blas, l, which, y, ldy, res, x, ldx, m->stream, err);
 }
-static lb_status lora_bwd(lb_model_gpu *m, int l, lb_lora_tensor which, void *dx, const void *dy,
-                          int64_t ldy, const void *x, int64_t ldx, lb_err *err) {
+static lb_status lora_bwd(lb_model_gpu *m, int l, lb_lora_tensor which, void *dx, bool *wrote_dx,
+                          const void *dy, int64_t ldy, const void *x, int64_t ldx, lb_err *err) {
+    *wrote_dx = false;
     if (!m->lora) return LB_OK;
-    return lb_lora_gpu_backward(m->lora, m->blas, l, which, dx, dy, ldy, x, ldx, m->accumulate,
-                                m->stream, err);
+    return lb_lora_gpu_backward(m->lora, m->blas, l, which, dx, wrote_dx, dy, ldy, x, ldx,
+                                m->accumulate, m->stream, err);
 }
 static void *at(lb_model_gpu *m, void *base, int64_t index, int64_t row_elems) {
     return (char *)base + (size_t)index * (size_t)m->BT * (size_t)row_elems * m->es;
@@ -813,17 +814,17 @@ static lb_status linear_fwd(lb_model_gpu *m, void *out, int64_t ldo, const void 
     return lb_blas_gemm_run(m->blas, &g, m->stream, err);
 }
 
-/* dinp[N, IC] = dout W (when dinp); dW = dout^T inp (written, not added: a layer matrix
- * gets no other gradient, so its gradient is not cleared before the step; in the working
- * type, as autocast's products give it, LB_SEG_GRAD16); db += column sums of dout when
- * b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with its ones column,
- * m->ld2) the weight-gradient product runs over IC + ONES_COLS columns into
- * m->aug_grad and its column IC is the bias gradient (lb_act_split_bias_column); else a
- * separate reduction (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on
- * the H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
-static lb_status linear_bwd(lb_model_gpu *m, void *dinp, const void *dout, int64_t ld_dout,
-                            const void *inp, int64_t ld_inp, unsigned cols, int IC, int OC,
-                            int64_t w_off, int64_t b_off, lb_err *err) {
+/* dinp[N, IC] = dout W (when dinp; added to what it holds with add_dinp); dW = dout^T inp (written,
+ * not added: a layer matrix gets no other gradient, so its gradient is not cleared before the step;
+ * in the working type, as autocast's products give it, LB_SEG_GRAD16); db += column sums of dout
+ * when b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with its ones column, m->ld2)
+ * the weight-gradient product runs over IC + ONES_COLS columns into m->aug_grad and its column IC
+ * is the bias gradient (lb_act_split_bias_column); else a separate reduction (cuBLASLt's BGRADB
+ * epilogue on the dW product ran as an extra, slower pass on the H200). Callers whose bias gradient
+ * came out of the kernel that wrote dout pass b_off -1. */
+static lb_status linear_bwd(lb_model_gpu *m, void *dinp, bool add_dinp, const void *dout,
+                            int64_t ld_dout, const void *inp, int64_t ld_inp, unsigned cols, int IC,
+                            int OC, int64_t w_off, int64_t b_off, lb_err *err) {
     bool dout_cols = cols & COLS_DOUT;
     lb_blas_gemm g;
     memset(&g, 0, sizeof g);
@@ -834,6 +835,7 @@ static lb_status linear_bwd(lb_model_gpu *m, void *dinp, const void *dout, int64
         LB_TRY(matrix_w(m, w_off, &g.b, err));
         g.ldb = IC;
         g.d = dinp, g.ldd = IC, g.d_type = m->dt;
+        if (add_dinp) g.c = dinp, g.beta = 1.0f;
         LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
     }
     if (m->lora) return LB_OK; /* frozen: no weight or bias gradient */
@@ -870,16 +872,16 @@ static lb_status norm_fwd(lb_model_gpu *m, void *out, int64_t ldo, float *mean, 
 }
 
 /* m->dres += the norm's input gradient; dsum_off >= 0: that parameter's gradient += the
- * column sums of the new m->dres (a bias whose output gradient it is). */
+ * column sums of the new m->dres (a bias whose output gradient it is). A frozen base
+ * (LoRA): no weight, bias or dsum gradient at all. */
 static lb_status norm_bwd(lb_model_gpu *m, const void *dout, const void *inp, const float *mean,
                           const float *rstd, int64_t w_off, int64_t b_off, int64_t dsum_off,
                           lb_err *err) {
     if (m->llama)
-        return lb_norm_rmsnorm_backward(m->dres, G(m, w_off), m->lora ? NULL : G(m, dsum_off), dout,
-                                        inp, W(m, w_off), rstd, m->BT, m->C, m->dt, m->stream, err);
-    return lb_norm_layernorm_backward(m->dres, G(m, w_off), G(m, b_off),
-                                      m->lora ? NULL : G(m, dsum_off), dout, inp, W(m, w_off), mean,
-                                      rstd, m->BT, m->C, m->dt, m->stream, err);
+        return lb_norm_rmsnorm_backward(m->dres, G(m, w_off), G(m, dsum_off), dout, inp,
+                                        W(m, w_off), rstd, m->BT, m->C, m->dt, m->stream, err);
+    return lb_norm_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), G(m, dsum_off), dout, inp,
+                                      W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream, err);
 }
 
 static lb_status act_fwd(lb_model_gpu *m, void *out, const void *inp, lb_err *err) {
@@ -946,9 +948,10 @@ static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
         LB_TRY(norm_fwd(m, ln1, C, m->ln1_mean ? m->ln1_mean + l * m->BT : NULL,
                         m->ln1_rstd + l * m->BT, x, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
                         err));
+        const void *res = NULL; /* what each base product adds (beta 1) */
+        LB_TRY(lora_fwd(m, l, LB_LORA_IN_QKV, qkv, m->Q, &res, ln1, C, err));
         LB_TRY(linear_fwd(m, qkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w), lo(m, l, o->qkv_b),
-                          NULL, err));
-        LB_TRY(lora_fwd(m, l, LB_LORA_IN_QKV, qkv, m->Q, ln1, C, err));
+                          res, err));
         if (m->llama)
             LB_TRY(lb_rope_forward(qkv, m->rope_cs, m->B, m->T, m->NH, m->NKV, m->HD, m->dt,
                                    m->stream, err));
@@ -956,9 +959,10 @@ static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
             LB_TRY(lb_model_gpu_attn_choose(m, false, NULL, qkv, atty, lse, err));
         LB_TRY(
             lb_model_gpu_attn_forward(m, m->attn_src[0] == LB_GPU_ATTN_CUDNN, atty, lse, qkv, err));
+        res = x;
+        LB_TRY(lora_fwd(m, l, LB_LORA_IN_ATTN_OUT, res2, C, &res, atty, C, err));
         LB_TRY(linear_fwd(m, res2, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w),
-                          lo(m, l, o->attn_out_b), x, err));
-        LB_TRY(lora_fwd(m, l, LB_LORA_IN_ATTN_OUT, res2, C, atty, C, err));
+                          lo(m, l, o->attn_out_b), res, err));
         LB_TRY(norm_fwd(m, ln2, m->ld2, m->ln2_mean ? m->ln2_mean + l * m->BT : NULL,
                         m->ln2_rstd + l * m->BT, res2, lo(m, l, o->norm2_w), lo(m, l, o->norm2_b),
                         err));
@@ -982,14 +986,16 @@ static lb_status forward(lb_model_gpu *m, float *loss, lb_err *err) {
             if (m->gelu_src == LB_GELU_PRODUCT_AUTO) LB_TRY(lb_model_gpu_gelu_choose(m, &g, err));
             LB_TRY(lb_model_gpu_gelu_forward(m, m->gelu_src == LB_GELU_PRODUCT_CUDNN, &g, err));
         } else {
+            res = NULL;
+            LB_TRY(lora_fwd(m, l, LB_LORA_IN_MLP_IN, fch, m->F, &res, ln2, m->ld2, err));
             LB_TRY(linear_fwd(m, fch, m->F, ln2, m->ld2, 0, C, m->F, lo(m, l, o->mlp_in_w),
-                              lo(m, l, o->mlp_in_b), NULL, err));
-            LB_TRY(lora_fwd(m, l, LB_LORA_IN_MLP_IN, fch, m->F, ln2, m->ld2, err));
+                              lo(m, l, o->mlp_in_b), res, err));
             LB_TRY(act_fwd(m, fact, fch, err));
         }
+        res = res2;
+        LB_TRY(lora_fwd(m, l, LB_LORA_IN_MLP_OUT, res3, C, &res, fact, m->H, err));
         LB_TRY(linear_fwd(m, res3, C, fact, hidden_ld(m, m->H), hidden_cols(m) ? COLS_INP : 0, m->H,
-                          C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res2, err));
-        LB_TRY(lora_fwd(m, l, LB_LORA_IN_MLP_OUT, res3, C, fact, m->H, err));
+                          C, lo(m, l, o->mlp_out_w), lo(m, l, o->mlp_out_b), res, err));
     }
     LB_TRY(param_use(m, m->L + 1, false, err));
     LB_TRY(norm_fwd(m, m->lnf, C, m->lnf_mean, m->lnf_rstd, at(m, m->res3, m->L - 1, C),
@@ -1098,6 +1104,7 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
         const float *ln1_mean = m->ln1_mean ? m->ln1_mean + l * m->BT : NULL;
         const float *ln2_mean = m->ln2_mean ? m->ln2_mean + l * m->BT : NULL;
         const float *ln1_rstd = m->ln1_rstd + l * m->BT, *ln2_rstd = m->ln2_rstd + l * m->BT;
+        bool add; /* the adapters wrote the input gradient the base product adds to */
         if (m->p.recompute) {
             LB_TRY(act_fwd(m, fact, fch, err));
             LB_TRY(lb_norm_recompute(ln2, m->ld2, res2, W(m, lo(m, l, o->norm2_w)),
@@ -1120,13 +1127,13 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
                 g.m = m->BT, g.n = m->H, g.k = C, g.a = m->dres, g.lda = C, g.b = w_out,
                 g.ldb = m->H, g.ldd = m->H;
             LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
-            LB_TRY(linear_bwd(m, NULL, m->dres, C, fact, hidden_ld(m, m->H),
+            LB_TRY(linear_bwd(m, NULL, false, m->dres, C, fact, hidden_ld(m, m->H),
                               hidden_cols(m) ? COLS_INP : 0, m->H, C, lo(m, l, o->mlp_out_w), -1,
                               err));
         } else {
-            LB_TRY(linear_bwd(m, m->dact, m->dres, C, fact, m->H, 0, m->H, C,
+            LB_TRY(lora_bwd(m, l, LB_LORA_IN_MLP_OUT, m->dact, &add, m->dres, C, fact, m->H, err));
+            LB_TRY(linear_bwd(m, m->dact, add, m->dres, C, fact, m->H, 0, m->H, C,
                               lo(m, l, o->mlp_out_w), -1, err));
-            LB_TRY(lora_bwd(m, l, LB_LORA_IN_MLP_OUT, m->dact, m->dres, C, fact, m->H, err));
             if (m->llama)
                 LB_TRY(lb_act_swiglu_backward(m->dfch, m->dact, fch, m->BT, m->H, m->dt, m->stream,
                                               err));
@@ -1134,16 +1141,16 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
                 LB_TRY(lb_act_gelu_backward(m->dfch, fch, m->dact, m->BT * m->H, m->dt, m->stream,
                                             err));
         }
-        LB_TRY(linear_bwd(m, m->dc, m->dfch, hidden_ld(m, m->F), ln2, m->ld2,
+        LB_TRY(lora_bwd(m, l, LB_LORA_IN_MLP_IN, m->dc, &add, m->dfch, m->F, ln2, m->ld2, err));
+        LB_TRY(linear_bwd(m, m->dc, add, m->dfch, hidden_ld(m, m->F), ln2, m->ld2,
                           hidden_cols(m) ? COLS_DOUT : 0, C, m->F, lo(m, l, o->mlp_in_w),
                           lo(m, l, o->mlp_in_b), err));
-        LB_TRY(lora_bwd(m, l, LB_LORA_IN_MLP_IN, m->dc, m->dfch, m->F, ln2, m->ld2, err));
         LB_TRY(norm_bwd(m, m->dc, res2, ln2_mean, ln2_rstd, lo(m, l, o->norm2_w),
                         lo(m, l, o->norm2_b), lo(m, l, o->attn_out_b), err));
         /* attention */
-        LB_TRY(
-            linear_bwd(m, m->dc, m->dres, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w), -1, err));
-        LB_TRY(lora_bwd(m, l, LB_LORA_IN_ATTN_OUT, m->dc, m->dres, C, atty, C, err));
+        LB_TRY(lora_bwd(m, l, LB_LORA_IN_ATTN_OUT, m->dc, &add, m->dres, C, atty, C, err));
+        LB_TRY(linear_bwd(m, m->dc, add, m->dres, C, atty, C, 0, C, C, lo(m, l, o->attn_out_w), -1,
+                          err));
         /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
         bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0 && !m->lora;
@@ -1161,9 +1168,9 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
             LB_TRY(lb_norm_recompute(ln1, C, x, W(m, lo(m, l, o->norm1_w)),
                                      W(m, lo(m, l, o->norm1_b)), ln1_mean, ln1_rstd, m->BT, C,
                                      m->dt, m->stream, err));
-        LB_TRY(linear_bwd(m, m->dc, m->dqkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w),
+        LB_TRY(lora_bwd(m, l, LB_LORA_IN_QKV, m->dc, &add, m->dqkv, m->Q, ln1, C, err));
+        LB_TRY(linear_bwd(m, m->dc, add, m->dqkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w),
                           qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
-        LB_TRY(lora_bwd(m, l, LB_LORA_IN_QKV, m->dc, m->dqkv, m->Q, ln1, C, err));
         LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
                         l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));
         LB_TRY(grad_done(m, 1 + l, err));

@@ -89,10 +89,8 @@ struct lb_model_gpu {
     void *dres, *dc, *dqkv, *dfch, *dact, *attn_scratch, *blas_ws;
     void *split_scratch; /* 3xTF32 operand copies or int8 planes (NULL in other modes) */
     size_t split_bytes;
-    /* fine-tuning: adapters on a frozen base (NULL: every parameter trains); the norm
-     * backward kernels always add weight gradients, which then go to sink ([C], unread) */
+    /* fine-tuning: adapters on a frozen base (NULL: every parameter trains) */
     lb_lora_gpu *lora;
-    float *sink;
 };
 
 /* GPT-2's MLP with biases: GELU and its derivative run in cuBLASLt's epilogues (the
