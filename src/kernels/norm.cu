@@ -13,7 +13,8 @@
  * forward at widths above 2048 up to WIDE_MAX (a multiple of 8, aligned: Llama-3.1-8B's
  * 4096), which runs a block a row, each thread holding up to four 8-element vectors: one
  * warp walking such a row took about 29 us whatever the row count (an inference step's
- * few rows, bench/engine_probe), a block about a tenth of that. */
+ * few rows, bench/engine_probe), a block about a tenth of that. RMSNorm's backward at those
+ * widths runs a block a row too (rmsnorm_backward_wide_kernel). */
 #include "gpu/common.cuh"
 #include "kernels/norm.cuh"
 

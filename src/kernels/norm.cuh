@@ -3,7 +3,8 @@
  * weight and bias the working-copy type dt, statistics (mean, rstd) are fp32 [N] and kept
  * for backward. Backward ADDS into dinp (type dt: the residual-stream gradient) and into
  * the fp32 dweight, dbias (block partial sums in shared memory, then one atomicAdd per
- * block and channel). bias/dbias may be NULL; mean is unused (NULL) for RMSNorm. dsum,
+ * block and channel). dweight, bias and dbias may be NULL (a frozen norm: no weight
+ * gradient computed); mean is unused (NULL) for RMSNorm. dsum,
  * when not NULL, gets the column sums of dinp as written (fp32 [C], added the same way):
  * the bias gradient of the linear map whose output gradient is that residual gradient,
  * with no pass of its own. */
