@@ -1,5 +1,8 @@
 /* embed.cu: embedding kernels (embed.cuh). One thread per output element (eight in the
- * forward when rows allow 16-byte accesses); the gather is coalesced along C. */
+ * forward when rows allow 16-byte accesses); the gather is coalesced along C. The sorted
+ * backward orders rows by token with CUB's stable radix sort. */
+#include <cub/device/device_radix_sort.cuh>
+
 #include "gpu/common.cuh"
 #include "kernels/embed.cuh"
 
@@ -51,14 +54,48 @@ static __global__ void embed_backward_wte_kernel(float *dwte, const T *dout, con
     }
 }
 
+/* dwpe[i - lo] += scale x the sum over the batch of dout at (t, c) = i, for i in [lo, hi),
+ * in batch order. */
 template <typename T>
-static __global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int B, int T_, int C) {
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i >= (int64_t)T_ * C) return;
+static __global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int B, int T_, int C,
+                                                 float scale, int64_t lo, int64_t hi) {
+    int64_t i = lo + blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= hi) return;
     float acc = 0.0f;
     for (int b = 0; b < B; b++)
         acc += lb_to_f(dout[(int64_t)b * T_ * C + i]);
-    dwpe[i] += acc;
+    dwpe[i - lo] += scale * acc;
+}
+
+/* One block a sorted position: the first position of each token sums that token's rows in
+ * sorted order (column by column) into dwte's row, within [lo, hi); the others return. */
+template <typename T>
+static __global__ void embed_backward_sorted_kernel(float *dwte, const T *dout, const int32_t *keys,
+                                                    const int32_t *rows, int n, int C, float scale,
+                                                    int64_t lo, int64_t hi) {
+    int i = blockIdx.x;
+    int32_t key = keys[i];
+    if (i > 0 && keys[i - 1] == key) return;
+    int64_t row = (int64_t)key * C;
+    if (row + C <= lo || row >= hi) return;
+    int end = i + 1;
+    while (end < n && keys[end] == key)
+        end++;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        int64_t e = row + c;
+        if (e < lo || e >= hi) continue;
+        float acc = 0.0f;
+        /* unrolled, the loads of several rows are in flight at once; the sum keeps its order */
+#pragma unroll 8
+        for (int j = i; j < end; j++)
+            acc += lb_to_f(dout[(int64_t)rows[j] * C + c]);
+        dwte[e - lo] += scale * acc;
+    }
+}
+
+static __global__ void iota_kernel(int32_t *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = i;
 }
 
 extern "C" lb_status lb_embed_forward(void *out, const int32_t *inp, const void *wte,
@@ -87,10 +124,62 @@ extern "C" lb_status lb_embed_backward(float *dwte, float *dwpe, const void *dou
                       <<<lb_grid_cap(n, 256), 256, 0, s>>>(dwte, (const E *)dout, inp, C, n));
     LB_CUDA_LAUNCH_TRY(err);
     if (dwpe != NULL) {
-        LB_DISPATCH_DTYPE(
-            dt, E,
-            embed_backward_wpe_kernel<E>
-            <<<lb_blocks((int64_t)T * C, 256), 256, 0, s>>>(dwpe, (const E *)dout, B, T, C));
+        LB_DISPATCH_DTYPE(dt, E,
+                          embed_backward_wpe_kernel<E>
+                          <<<lb_blocks((int64_t)T * C, 256), 256, 0, s>>>(
+                              dwpe, (const E *)dout, B, T, C, 1.0f, 0, (int64_t)T * C));
+        LB_CUDA_LAUNCH_TRY(err);
+    }
+    return LB_OK;
+}
+
+/* Bits that hold every id below V. */
+static int id_bits(int V) {
+    int bits = 1;
+    while (bits < 31 && (1 << bits) < V)
+        bits++;
+    return bits;
+}
+
+extern "C" size_t lb_embed_sort_bytes(int n, int V) {
+    size_t bytes = 0;
+    cub::DeviceRadixSort::SortPairs(NULL, bytes, (const uint32_t *)NULL, (uint32_t *)NULL,
+                                    (const int32_t *)NULL, (int32_t *)NULL, n, 0, id_bits(V));
+    return bytes + (size_t)n * sizeof(int32_t);
+}
+
+extern "C" lb_status lb_embed_sort_ids(int32_t *keys, int32_t *rows, const int32_t *ids, int n,
+                                       int V, void *tmp, size_t tmp_bytes, cudaStream_t s,
+                                       lb_err *err) {
+    int32_t *index = (int32_t *)tmp;
+    size_t sort_bytes = tmp_bytes - (size_t)n * sizeof(int32_t);
+    void *sort_tmp = (char *)tmp + (size_t)n * sizeof(int32_t);
+    iota_kernel<<<lb_blocks(n, 256), 256, 0, s>>>(index, n);
+    LB_CUDA_LAUNCH_TRY(err);
+    /* ids are below V: as unsigned keys of id_bits(V) bits they sort as they compare */
+    LB_CUDA_TRY(err, cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, (const uint32_t *)ids,
+                                                     (uint32_t *)keys, index, rows, n, 0,
+                                                     id_bits(V), s));
+    return LB_OK;
+}
+
+extern "C" lb_status lb_embed_backward_sorted(float *dwte, int64_t wte_lo, int64_t wte_hi,
+                                              float *dwpe, int64_t wpe_lo, int64_t wpe_hi,
+                                              const void *dout, const int32_t *keys,
+                                              const int32_t *rows, int B, int T, int C, float scale,
+                                              lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+    int n = B * T;
+    if (wte_lo < wte_hi) {
+        LB_DISPATCH_DTYPE(dt, E,
+                          embed_backward_sorted_kernel<E><<<n, 256, 0, s>>>(
+                              dwte, (const E *)dout, keys, rows, n, C, scale, wte_lo, wte_hi));
+        LB_CUDA_LAUNCH_TRY(err);
+    }
+    if (dwpe != NULL && wpe_lo < wpe_hi) {
+        LB_DISPATCH_DTYPE(dt, E,
+                          embed_backward_wpe_kernel<E>
+                          <<<lb_blocks(wpe_hi - wpe_lo, 256), 256, 0, s>>>(
+                              dwpe, (const E *)dout, B, T, C, scale, wpe_lo, wpe_hi));
         LB_CUDA_LAUNCH_TRY(err);
     }
     return LB_OK;

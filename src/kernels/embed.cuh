@@ -2,7 +2,9 @@
  * C-callable; tensors as in model/ref.h. Activations have type dt, parameters `wte`,
  * `wpe` have type dt too (the working copy), gradients are fp32. wpe may be NULL (Llama).
  * Backward accumulates into dwte with atomics (order-dependent rounding, fp32) and into
- * dwpe by a deterministic per-(t,c) loop over the batch. */
+ * dwpe by a deterministic per-(t,c) loop over the batch. The sorted backward adds the same
+ * sums in an order fixed by the ids alone (every device computes the same bits), for
+ * data-parallel training where every rank adds all ranks' rows (train/dp_cuda.h). */
 #ifndef LB_KERNELS_EMBED_CUH
 #define LB_KERNELS_EMBED_CUH
 
@@ -21,6 +23,23 @@ lb_status lb_embed_forward(void *out, const int32_t *inp, const void *wte, const
 /* dwte += ; dwpe += (when non-NULL). dout has type dt. */
 lb_status lb_embed_backward(float *dwte, float *dwpe, const void *dout, const int32_t *inp, int B,
                             int T, int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+
+/* The sorted backward over n = B x T rows: lb_embed_sort_ids orders the ids (int32 below V)
+ * stably, the sorted ids into keys and each one's row index into rows, with tmp of
+ * lb_embed_sort_bytes(n, V) bytes as scratch (no allocation: capturable in a CUDA graph).
+ * lb_embed_backward_sorted then adds scale x the embedding's weight gradients of those rows
+ * (dout: B x T x C of type dt) to the elements of wte in [wte_lo, wte_hi) (element e of the
+ * V x C table at dwte[e - wte_lo]) and, when dwpe is non-NULL, of wpe in [wpe_lo, wpe_hi)
+ * (T x C, at dwpe[e - wpe_lo]): each token's rows summed in fp32 in row order, each (t, c)
+ * of wpe over the batch in order, so the result does not depend on the device's
+ * scheduling. */
+size_t lb_embed_sort_bytes(int n, int V);
+lb_status lb_embed_sort_ids(int32_t *keys, int32_t *rows, const int32_t *ids, int n, int V,
+                            void *tmp, size_t tmp_bytes, cudaStream_t s, lb_err *err);
+lb_status lb_embed_backward_sorted(float *dwte, int64_t wte_lo, int64_t wte_hi, float *dwpe,
+                                   int64_t wpe_lo, int64_t wpe_hi, const void *dout,
+                                   const int32_t *keys, const int32_t *rows, int B, int T, int C,
+                                   float scale, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

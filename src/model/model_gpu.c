@@ -1027,6 +1027,17 @@ void lb_model_gpu_set_grad_hook(lb_model_gpu *m, lb_model_gpu_grad_hook fn, void
     m->grad_hook_ctx = ctx;
 }
 
+void lb_model_gpu_defer_embed(lb_model_gpu *m, bool on) {
+    m->defer_embed = on;
+}
+
+const void *lb_model_gpu_embed_rows(const lb_model_gpu *m, const int32_t **ids, int *B, int *T) {
+    *ids = m->tokens;
+    *B = m->B;
+    *T = m->T;
+    return m->dres;
+}
+
 float *lb_model_gpu_grads(lb_model_gpu *m) {
     int64_t layer_numel;
     return m->lora ? lb_lora_gpu_grads(m->lora, &layer_numel) : m->grads;
@@ -1176,8 +1187,9 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
         LB_TRY(grad_done(m, 1 + l, err));
     }
     if (m->lora) return LB_OK; /* a frozen embedding */
-    LB_TRY(lb_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T, C,
-                             m->dt, m->stream, err));
+    if (!m->defer_embed)
+        LB_TRY(lb_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T,
+                                 C, m->dt, m->stream, err));
     return grad_done(m, 0, err);
 }
 

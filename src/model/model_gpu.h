@@ -196,6 +196,14 @@ const char *lb_model_gpu_gelu_product(const lb_model_gpu *m);
  * unit's collectives behind them; a failure it returns ends the step. NULL: none. */
 typedef lb_status (*lb_model_gpu_grad_hook)(void *ctx, int unit, lb_err *err);
 void lb_model_gpu_set_grad_hook(lb_model_gpu *m, lb_model_gpu_grad_hook fn, void *ctx);
+/* With on, backward leaves the embedding's weight gradients to its grad hook: it skips the
+ * embedding backward, so wte's and wpe's slots hold only what it writes there otherwise (a
+ * tied head's gradient; nothing), and reports unit 0 done with the rows that make them in
+ * place: lb_model_gpu_embed_rows gives the gradient of the embedding's output (B x T x C
+ * of lb_model_gpu_dtype, device memory the next backward writes again) and *ids the
+ * micro-batch's token ids (B x T int32, on the device until the next upload). */
+void lb_model_gpu_defer_embed(lb_model_gpu *m, bool on);
+const void *lb_model_gpu_embed_rows(const lb_model_gpu *m, const int32_t **ids, int *B, int *T);
 /* The gradients: one device array of fp32 slots in the parameter layout (NULL with
  * external_grads), and how tensor t's gradient is stored in its slot: fp32, or packed 16-bit
  * values of the working type. */

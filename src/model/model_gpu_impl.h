@@ -54,6 +54,7 @@ struct lb_model_gpu {
     lb_model_gpu_grad_hook
         grad_hook; /* data parallelism: told when a unit's gradients are queued */
     void *grad_hook_ctx;
+    bool defer_embed;   /* backward leaves the embedding's weight gradients to the hook */
     float **unit_grads; /* [L + 2]: where each unit's gradient slots start (train/zero.h's
                          * units; the model's array, or lb_model_gpu_bind_grads') */
     void **unit_params; /* [L + 2]: where each unit's working copy starts (params, or

@@ -320,6 +320,61 @@ static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bo
         free(gdwpe), free(ids);
 }
 
+/* The sorted backward (every data-parallel rank adds all ranks' rows): scale x the
+ * reference gradients added to nonzero ones (the averaged head's) in an element range
+ * that starts and ends inside rows, and bitwise the same sums on a second run (its order
+ * is the ids', not the scheduling's: V below B x T repeats tokens many times). */
+static void check_embed_sorted(ctx *c, const prec_t *pr, int B, int T, int C, int V) {
+    char shape[56];
+    snprintf(shape, sizeof shape, "B%d T%d C%d V%d", B, T, C, V);
+    int n = B * T;
+    size_t nte = (size_t)V * C, npe = (size_t)T * C;
+    int64_t wlo = C / 2 + 1, whi = (int64_t)nte - C / 2 - 3, plo = 3, phi = (int64_t)npe - 5;
+    float scale = 0.5f;
+    float *dout = hnew((size_t)n * C), *head = hnew(nte), *pos = hnew(npe);
+    float *rte = hnew(nte), *rpe = hnew(npe), *gte = hnew(nte), *gpe = hnew(npe);
+    float *again = hnew(nte);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
+    randn(c, dout, (size_t)n * C, 1.0f);
+    randn(c, head, nte, 1.0f);
+    randn(c, pos, npe, 1.0f);
+    void *d_dout = up(c, dout, (size_t)n * C, pr->dt), *d_ids = upi(c, ids, (size_t)n);
+    size_t tmp_bytes = lb_embed_sort_bytes(n, V);
+    void *d_tmp = dev(c, tmp_bytes);
+    int32_t *d_keys = dev(c, (size_t)n * 4), *d_rows = dev(c, (size_t)n * 4);
+    float *d_te = dev(c, nte * 4), *d_pe = dev(c, npe * 4);
+    if (c->st == LB_OK) {
+        lb_ref_encoder_backward(rte, rpe, dout, ids, B, T, C);
+        for (size_t i = 0; i < nte; i++)
+            rte[i] = head[i] + scale * rte[i];
+        for (size_t i = 0; i < npe; i++)
+            rpe[i] = pos[i] + scale * rpe[i];
+        check(c, lb_embed_sort_ids(d_keys, d_rows, d_ids, n, V, d_tmp, tmp_bytes, 0, c->err));
+        for (int run = 0; run < 2 && c->st == LB_OK; run++) {
+            check_cuda(
+                c, cudaMemcpy(d_te, head + wlo, (size_t)(whi - wlo) * 4, cudaMemcpyHostToDevice),
+                "cudaMemcpy head");
+            check_cuda(c,
+                       cudaMemcpy(d_pe, pos + plo, (size_t)(phi - plo) * 4, cudaMemcpyHostToDevice),
+                       "cudaMemcpy pos");
+            check(c, lb_embed_backward_sorted(d_te, wlo, whi, d_pe, plo, phi, d_dout, d_keys,
+                                              d_rows, B, T, C, scale, pr->dt, 0, c->err));
+            down(c, run == 0 ? gte : again, d_te, (size_t)(whi - wlo), LB_DT_F32);
+        }
+        down(c, gpe, d_pe, (size_t)(phi - plo), LB_DT_F32);
+        compare(c, "embed.bwd.sorted.dwte", shape, pr, gte, rte + wlo, (size_t)(whi - wlo));
+        compare(c, "embed.bwd.sorted.dwpe", shape, pr, gpe, rpe + plo, (size_t)(phi - plo));
+        bool same = memcmp(gte, again, (size_t)(whi - wlo) * 4) == 0;
+        if (c->st == LB_OK)
+            record(c, "embed.bwd.sorted.repeat", shape, pr->name, same ? 0.0 : INFINITY, 0.0, same);
+    }
+    release(c);
+    free(dout), free(head), free(pos), free(rte), free(rpe), free(gte), free(gpe), free(again),
+        free(ids);
+}
+
 static void check_norm(ctx *c, const prec_t *pr, int N, int C, bool layer) {
     char shape[56];
     snprintf(shape, sizeof shape, "N%d C%d", N, C);
@@ -1760,6 +1815,8 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_embed(&c, pr, 2, 64, 96, 100, true);
             check_embed(&c, pr, 3, 17, 64, 50, false);
             check_embed(&c, pr, 2, 9, 20, 30, true); /* C not a multiple of 8: scalar */
+            check_embed_sorted(&c, pr, 4, 256, 96, 37);
+            check_embed_sorted(&c, pr, 2, 300, 20, 1000);
         }
         if (wanted(&c, "layernorm")) {
             check_norm(&c, pr, 130, 96, true);

@@ -16,6 +16,7 @@
 #include "gpu/graph.cuh"
 #include "kernels/act.cuh"
 #include "kernels/adamw.cuh"
+#include "kernels/embed.cuh"
 #include "model/lora.h"
 #include "train/dp_steps_cuda.h"
 
@@ -79,6 +80,16 @@ struct lb_dp_cuda {
     cudaEvent_t *bucket_gathered; /* [n_buckets]: bucket's gather into the working copy done */
     int head_bucket;              /* the bucket holding the output head (tied: wte's) */
     bool head_fresh;              /* the padded head's copy holds the gathered head */
+    /* stages 0-2, several ranks, every parameter training, one micro-batch a step, the
+     * embeddings a bucket alone: their gradients from every rank's rows (embed_rows) */
+    bool rows;
+    lb_param_offsets off;
+    int B, T;                 /* a rank's micro-batch */
+    int32_t *ids_all;         /* [ranks x B x T]: every rank's token ids, in rank order */
+    int32_t *keys, *key_rows; /* [ranks x B x T]: those ids sorted, and each one's row */
+    void *rows_all;           /* [ranks x B x T x C] working type: every rank's rows */
+    void *sort_tmp;           /* [sort_bytes] */
+    size_t sort_bytes;
     /* stage 3: units' working copies gathered into N_GATHER buffers, used in the order seq
      * (model_gpu.h's parameter hook) */
     void *gather[N_GATHER];
@@ -265,6 +276,76 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     return LB_OK;
 }
 
+/* ---- the embeddings' rows (stages 0-2) ------------------------------------------------ */
+
+/* Backward's first hook (the final norm, after the output head): with a tied head, the
+ * embeddings' bucket goes out now, wte's slots holding the head's gradient and wpe's zeros
+ * (the early half of wte's gradient), and every rank's token ids are gathered and sorted
+ * on the communication stream behind it. */
+static lb_status head_and_ids(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
+    if (d->cfg.tied_embeddings)
+        LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, 0, start_ev, err)
+                                       : reduce_scatter_bucket(d, 0, start_ev, err));
+    else
+        LB_TRY(hand_over(d, start_ev, err));
+    const int32_t *ids;
+    int B, T;
+    (void)lb_model_gpu_embed_rows(d->m, &ids, &B, &T);
+    int n = B * T;
+    LB_TRY(
+        lb_comm_all_gather(d->c, ids, d->ids_all, (size_t)n, LB_COMM_INT32, d->comm_stream, err));
+    d->steps.sent[d->step] +=
+        lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, (double)d->ranks * n * 4, d->ranks);
+    return lb_embed_sort_ids(d->keys, d->key_rows, d->ids_all, d->ranks * n, d->cfg.vocab_size,
+                             d->sort_tmp, d->sort_bytes, d->comm_stream, err);
+}
+
+/* Where this rank keeps tensor elements [0, numel) of the tensor at flat offset `at`: the
+ * part [*lo, *hi) in the model's gradient array (stage 0, all of it) or in this rank's
+ * piece of the embeddings' bucket in the gradient shard (stages 1-2), element e at
+ * (*dst)[e - *lo]. */
+static float *rows_target(const lb_dp_cuda *d, int64_t at, int64_t numel, int64_t *lo,
+                          int64_t *hi) {
+    if (d->p.stage == LB_ZERO_0) {
+        *lo = 0;
+        *hi = numel;
+        return lb_model_gpu_grads(d->m) + at;
+    }
+    int64_t plo, phi;
+    lb_zero_piece(&d->plan, 0, d->rank, &plo, &phi);
+    int64_t a = at > plo ? at : plo, e = at + numel < phi ? at + numel : phi;
+    *lo = a - at;
+    *hi = e > a ? e - at : *lo;
+    return d->grad + d->plan.buckets[0].shard_offset + (a - plo);
+}
+
+/* Backward's last hook: every rank's gradient rows of the embedding's output gathered on
+ * the communication stream, and the embeddings' gradients (over every rank's rows in rank
+ * order, averaged: one rank with the global batch computes the same sums) added where this
+ * rank keeps them, after the head's averaged half (untied at stages 1-2: into the piece
+ * cleared first). */
+static lb_status embed_rows(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
+    const int32_t *ids;
+    int B, T, C = d->cfg.d_model;
+    const void *dout = lb_model_gpu_embed_rows(d->m, &ids, &B, &T);
+    int64_t n = (int64_t)B * T;
+    LB_TRY(hand_over(d, start_ev, err));
+    LB_TRY(lb_comm_all_gather(d->c, dout, d->rows_all, (size_t)(n * C), comm_type(d->wt),
+                              d->comm_stream, err));
+    d->steps.sent[d->step] += lb_zero_ring_bytes(
+        LB_ZERO_ALL_GATHER, (double)d->ranks * (double)(n * C) * (double)d->es, d->ranks);
+    if (d->p.stage != LB_ZERO_0 && !d->cfg.tied_embeddings)
+        LB_CUDA_TRY(err, cudaMemsetAsync(d->grad + d->plan.buckets[0].shard_offset, 0,
+                                         (size_t)d->plan.buckets[0].piece * 4, d->comm_stream));
+    int64_t wte_lo, wte_hi, wpe_lo = 0, wpe_hi = 0;
+    float *dwte = rows_target(d, d->off.wte, (int64_t)d->cfg.vocab_size * C, &wte_lo, &wte_hi);
+    float *dwpe =
+        d->off.wpe >= 0 ? rows_target(d, d->off.wpe, (int64_t)T * C, &wpe_lo, &wpe_hi) : NULL;
+    return lb_embed_backward_sorted(dwte, wte_lo, wte_hi, dwpe, wpe_lo, wpe_hi, d->rows_all,
+                                    d->keys, d->key_rows, d->ranks * B, T, C, 1.0f / d->ranks,
+                                    d->wt, d->comm_stream, err);
+}
+
 static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     lb_dp_cuda *d = ctx;
     bool last_micro = d->micro == d->p.grad_accum - 1;
@@ -275,7 +356,11 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
     bool last = unit == 0;
     if (last && last_micro) LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_COMPUTE_END], d->model_stream));
-    if (d->plan.buckets[b].unit_lo == unit)
+    if (d->rows && unit == d->plan.n_units - 1)
+        LB_TRY(head_and_ids(d, ev[LB_DP_EV_COMM_START], err));
+    if (d->rows && last)
+        LB_TRY(embed_rows(d, ev[LB_DP_EV_COMM_START], err));
+    else if (d->plan.buckets[b].unit_lo == unit)
         LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, b, ev[LB_DP_EV_COMM_START], err)
                                        : reduce_scatter_bucket(d, b, ev[LB_DP_EV_COMM_START], err));
     if (!last || !last_micro) return LB_OK;
@@ -701,6 +786,14 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
         *(void **)&(field) = p;                                                                    \
     } while (0)
     if (d->n_runs > 0) CARVE(d->runs, "zero.runs", (size_t)d->n_runs * sizeof(lb_adamw_grad_run));
+    if (d->rows) {
+        size_t all = (size_t)d->ranks * (size_t)d->B * (size_t)d->T;
+        CARVE(d->ids_all, "zero.rows_ids", all * 4);
+        CARVE(d->keys, "zero.rows_ids", all * 4);
+        CARVE(d->key_rows, "zero.rows_ids", all * 4);
+        CARVE(d->rows_all, "zero.rows", all * (size_t)d->cfg.d_model * es);
+        CARVE(d->sort_tmp, "zero.rows_sort", d->sort_bytes);
+    }
     if (d->p.stage == LB_ZERO_0) {
         if (d->n_runs > 0) CARVE(d->send[0], "zero.send", (size_t)d->stage0_dense * es);
         return LB_OK;
@@ -866,6 +959,7 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
     if (d->m != NULL && !d->whole) {
         lb_model_gpu_set_grad_hook(d->m, NULL, NULL);
         lb_model_gpu_set_param_hook(d->m, NULL, NULL);
+        lb_model_gpu_defer_embed(d->m, false);
         for (int u = 0; d->p.stage >= LB_ZERO_2 && u < d->plan.n_units; u++)
             lb_model_gpu_bind_grads(d->m, u + d->unit_shift, NULL);
         for (int u = 0; d->p.stage == LB_ZERO_3 && u < d->plan.n_units; u++)
@@ -935,6 +1029,21 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
     return st;
 }
 
+/* Whether the embeddings' gradients come from every rank's rows (embed_rows): several
+ * ranks at stages 0-2, every parameter training, one micro-batch a step (with more the
+ * model adds them up in its slots: the embeddings' bucket travels dense), and the
+ * embeddings a bucket alone (a bucket holding more goes dense too); then the sort's
+ * scratch is sized. */
+static void plan_rows(lb_dp_cuda *d) {
+    d->rows = !d->whole && !d->lora && d->ranks > 1 && d->p.stage <= LB_ZERO_2 &&
+              d->p.grad_accum == 1 && d->plan.buckets[0].unit_hi == 0;
+    if (!d->rows) return;
+    lb_model_param_offsets(&d->cfg, &d->off);
+    const int32_t *ids;
+    (void)lb_model_gpu_embed_rows(d->m, &ids, &d->B, &d->T);
+    d->sort_bytes = lb_embed_sort_bytes(d->ranks * d->B * d->T, d->cfg.vocab_size);
+}
+
 /* Each bucket's runs of gradient slots for lb_adamw_pack_grads, into *out (host, the caller
  * frees): at stages 1-3 (but for one rank with every parameter training) every tensor at its
  * place in the bucket; at stage 0 in 16-bit precision with every parameter training the fp32
@@ -960,6 +1069,8 @@ static lb_status plan_runs(lb_dp_cuda *d, lb_adamw_grad_run **out, lb_err *err) 
             const lb_param_tensor *t = &d->tensors[i];
             bool grad16 = d->grad_type[i] != LB_DT_F32;
             if (t->offset < k->start || t->offset >= k->end || (fp32_only && grad16)) continue;
+            /* an untied embedding's gradient never travels dense (embed_rows) */
+            if (b == 0 && d->rows && !d->cfg.tied_embeddings) continue;
             int64_t at = every ? t->offset - k->start : br->base + br->dense;
             r[d->n_runs++] = (lb_adamw_grad_run){.slot = t->offset - k->start,
                                                  .dense = at,
@@ -1040,9 +1151,11 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         set_layout(d, cfg);
         st = plan(d, cfg, err);
     }
+    if (st == LB_OK) plan_rows(d);
     lb_adamw_grad_run *runs = NULL;
     if (st == LB_OK) st = plan_runs(d, &runs, err);
-    if (st == LB_OK && (p->stage >= LB_ZERO_1 || d->n_runs > 0)) st = init_state(d, runs, err);
+    if (st == LB_OK && (p->stage >= LB_ZERO_1 || d->n_runs > 0 || d->rows))
+        st = init_state(d, runs, err);
     free(runs);
     if (st == LB_OK &&
         cudaStreamCreateWithFlags(&d->comm_stream, cudaStreamNonBlocking) != cudaSuccess)
@@ -1075,6 +1188,7 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         d->head_bucket = d->plan.bucket_of_unit[cfg->tied_embeddings ? 0 : cfg->n_layer + 1];
     d->head_fresh = true; /* the model's working copy and head start alike */
     if (!d->whole) lb_model_gpu_set_grad_hook(m, on_grads, d);
+    lb_model_gpu_defer_embed(m, d->rows);
     if (!d->whole && p->stage == LB_ZERO_3) lb_model_gpu_set_param_hook(m, on_params, d);
     if (overlap) lb_model_gpu_set_param_hook(m, wait_gathered, d);
     *out = d;

@@ -42,11 +42,13 @@ static double unit_fp32_elems(const lb_model_config *cfg, const int64_t *bounds,
 
 /* dp_cuda.c's part on several ranks: at stage 0 in 16-bit runs the buffer the fp32
  * gradients travel in (each bucket's from a 64-element boundary); at stages 1-3 the shard
- * and the buffers, from the stage's bucket plan. */
+ * and the buffers, from the stage's bucket plan; where the embeddings travel as rows
+ * (stages 0-2, one micro-batch a step, the embeddings a bucket alone) every rank's
+ * gradient rows and token ids, the ids sorted with their rows' indices, and the sort's
+ * scratch (about three more int32 a token). */
 static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, int ranks,
                           double es, lb_train_memory *out, lb_err *err) {
     const bool wide = p->precision == LB_PREC_FP32;
-    if (p->zero == LB_ZERO_0 && wide) return LB_OK;
     int64_t *bounds = malloc(((size_t)cfg->n_layer + 3) * sizeof *bounds);
     if (bounds == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for a bucket plan");
     int n_units = lb_zero_model_units(cfg, bounds);
@@ -61,6 +63,8 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
         return st;
     }
     double n = (double)plan.shard_elems, most_piece = 0, most_other = 0, fp32 = 0;
+    const bool rows = p->zero <= LB_ZERO_2 && p->grad_accum == 1 && plan.buckets[0].unit_hi == 0;
+    const double tokens = (double)ranks * (double)p->batch * (double)p->seq;
     for (int b = 0; b < plan.n_buckets; b++) {
         const lb_zero_bucket *k = &plan.buckets[b];
         if ((double)k->piece > most_piece) most_piece = (double)k->piece;
@@ -69,15 +73,17 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
         double in_bucket = 0;
         for (int u = k->unit_lo; u <= k->unit_hi; u++)
             in_bucket += unit_fp32_elems(cfg, bounds, u);
-        fp32 += round_up(in_bucket, 64);
+        /* an untied embedding's gradient travels only as rows */
+        if (b > 0 || !rows || cfg->tied_embeddings) fp32 += round_up(in_bucket, 64);
     }
     free(bounds);
+    if (rows) out->buffers = tokens * ((double)cfg->d_model * es + 6 * 4);
     if (p->zero == LB_ZERO_0) {
-        out->buffers = fp32 * es;
+        if (!wide) out->buffers += fp32 * es;
     } else {
         /* master, m, v and gradient in fp32, and the working copy in 16-bit runs */
         out->shard_state = n * (wide ? 16 : 18);
-        out->buffers = 2 * (double)plan.max_padded * es + most_piece * es;
+        out->buffers += 2 * (double)plan.max_padded * es + most_piece * es;
         if (p->zero >= LB_ZERO_2)
             out->buffers +=
                 4 * (double)(plan.buckets[0].end - plan.buckets[0].start) + 8 * most_other;
