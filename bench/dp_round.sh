@@ -2,7 +2,7 @@
 # dp_round.sh: one call on a machine with 4 GPUs for the data-parallel training rows, the
 # parts in the order PARTS names them (default: correct trace stages), each under its own
 # limit so the whole ends within TOTAL_S (default 270) seconds:
-#   selftest `selftest --only matmul` on GPU 0;
+#   selftest `selftest --only SELFTEST_ONLY` (default matmul) on GPU 0;
 #   correct  agreement rows (dp_gpu.sh PARTS=correct): GPT-2 124M in GPT2_PREC (fp16) at
 #            GPT2_STAGES (0 2 3) on GPT2_GPUS (2 4), Llama 3.2 1B bf16 at LLAMA_STAGES (0-3)
 #            on LLAMA_GPUS (2 4): the 2-GPU runs of the two models side by side (GPUs 0-1
@@ -38,9 +38,9 @@ dp() { # LOG VAR=VALUE...: dp_gpu.sh with those settings
 for part in ${PARTS:-correct trace stages}; do
     case $part in
     selftest)
-        CUDA_VISIBLE_DEVICES=0 timeout "$(cap 40)" "$LLMBENCH" selftest --no-model --only matmul \
+        CUDA_VISIBLE_DEVICES=0 timeout "$(cap 40)" "$LLMBENCH" selftest --no-model --only "${SELFTEST_ONLY:-matmul}" \
             >"$O/selftest.txt" 2>&1
-        note "selftest matmul exit $?: $(tail -n 1 "$O/selftest.txt")" ;;
+        note "selftest ${SELFTEST_ONLY:-matmul} exit $?: $(tail -n 1 "$O/selftest.txt")" ;;
     correct)
         c=(PARTS=correct CSTEPS=6 COMM_TIMEOUT=20)
         g=(CMODELS=gpt2-124m PRECS="${GPT2_PREC:-fp16}" STAGES="${GPT2_STAGES:-0 2 3}" OUT=$O/c-gpt2)

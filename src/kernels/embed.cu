@@ -133,6 +133,11 @@ extern "C" lb_status lb_embed_backward(float *dwte, float *dwpe, const void *dou
     return LB_OK;
 }
 
+/* The row indices' bytes before CUB's scratch, kept 256-byte aligned. */
+static size_t index_bytes(int n) {
+    return ((size_t)n * sizeof(int32_t) + 255) / 256 * 256;
+}
+
 /* Bits that hold every id below V. */
 static int id_bits(int V) {
     int bits = 1;
@@ -145,15 +150,15 @@ extern "C" size_t lb_embed_sort_bytes(int n, int V) {
     size_t bytes = 0;
     cub::DeviceRadixSort::SortPairs(NULL, bytes, (const uint32_t *)NULL, (uint32_t *)NULL,
                                     (const int32_t *)NULL, (int32_t *)NULL, n, 0, id_bits(V));
-    return bytes + (size_t)n * sizeof(int32_t);
+    return bytes + index_bytes(n);
 }
 
 extern "C" lb_status lb_embed_sort_ids(int32_t *keys, int32_t *rows, const int32_t *ids, int n,
                                        int V, void *tmp, size_t tmp_bytes, cudaStream_t s,
                                        lb_err *err) {
     int32_t *index = (int32_t *)tmp;
-    size_t sort_bytes = tmp_bytes - (size_t)n * sizeof(int32_t);
-    void *sort_tmp = (char *)tmp + (size_t)n * sizeof(int32_t);
+    size_t sort_bytes = tmp_bytes - index_bytes(n);
+    void *sort_tmp = (char *)tmp + index_bytes(n);
     iota_kernel<<<lb_blocks(n, 256), 256, 0, s>>>(index, n);
     LB_CUDA_LAUNCH_TRY(err);
     /* ids are below V: as unsigned keys of id_bits(V) bits they sort as they compare */
