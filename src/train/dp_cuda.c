@@ -90,6 +90,7 @@ struct lb_dp_cuda {
     void *rows_all;           /* [ranks x B x T x C] working type: every rank's rows */
     void *sort_tmp;           /* [sort_bytes] */
     size_t sort_bytes;
+    cudaEvent_t rows_in; /* on the communication stream: rows_all holds every rank's */
     /* stage 3: units' working copies gathered into N_GATHER buffers, used in the order seq
      * (model_gpu.h's parameter hook) */
     void *gather[N_GATHER];
@@ -320,30 +321,38 @@ static float *rows_target(const lb_dp_cuda *d, int64_t at, int64_t numel, int64_
 }
 
 /* Backward's last hook: every rank's gradient rows of the embedding's output gathered on
- * the communication stream, and the embeddings' gradients (over every rank's rows in rank
- * order, averaged: one rank with the global batch computes the same sums) added where this
- * rank keeps them, after the head's averaged half (untied at stages 1-2: into the piece
- * cleared first). */
+ * the communication stream, then the first layer's bucket sent there, held back since
+ * its hook (nothing ran between the two hooks), while the model's stream adds the
+ * embeddings' gradients (over every rank's rows in rank order, averaged: one rank with the
+ * global batch computes the same sums) where this rank keeps them, after the head's
+ * averaged half (untied at stages 1-2: into the piece cleared first): the sums run beside
+ * the bucket's collective instead of after it. */
 static lb_status embed_rows(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
     const int32_t *ids;
     int B, T, C = d->cfg.d_model;
     const void *dout = lb_model_gpu_embed_rows(d->m, &ids, &B, &T);
     int64_t n = (int64_t)B * T;
+    cudaStream_t s = d->model_stream;
     LB_TRY(hand_over(d, start_ev, err));
     LB_TRY(lb_comm_all_gather(d->c, dout, d->rows_all, (size_t)(n * C), comm_type(d->wt),
                               d->comm_stream, err));
     d->steps.sent[d->step] += lb_zero_ring_bytes(
         LB_ZERO_ALL_GATHER, (double)d->ranks * (double)(n * C) * (double)d->es, d->ranks);
+    LB_CUDA_TRY(err, cudaEventRecord(d->rows_in, d->comm_stream));
+    LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, 1, start_ev, err)
+                                   : reduce_scatter_bucket(d, 1, start_ev, err));
+    /* after the head's half: the communication stream wrote it before the rows */
+    LB_CUDA_TRY(err, cudaStreamWaitEvent(s, d->rows_in, 0));
     if (d->p.stage != LB_ZERO_0 && !d->cfg.tied_embeddings)
         LB_CUDA_TRY(err, cudaMemsetAsync(d->grad + d->plan.buckets[0].shard_offset, 0,
-                                         (size_t)d->plan.buckets[0].piece * 4, d->comm_stream));
+                                         (size_t)d->plan.buckets[0].piece * 4, s));
     int64_t wte_lo, wte_hi, wpe_lo = 0, wpe_hi = 0;
     float *dwte = rows_target(d, d->off.wte, (int64_t)d->cfg.vocab_size * C, &wte_lo, &wte_hi);
     float *dwpe =
         d->off.wpe >= 0 ? rows_target(d, d->off.wpe, (int64_t)T * C, &wpe_lo, &wpe_hi) : NULL;
     return lb_embed_backward_sorted(dwte, wte_lo, wte_hi, dwpe, wpe_lo, wpe_hi, d->rows_all,
                                     d->keys, d->key_rows, d->ranks * B, T, C, 1.0f / d->ranks,
-                                    d->wt, d->comm_stream, err);
+                                    d->wt, s, err);
 }
 
 static lb_status on_grads(void *ctx, int unit, lb_err *err) {
@@ -360,7 +369,7 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
         LB_TRY(head_and_ids(d, ev[LB_DP_EV_COMM_START], err));
     if (d->rows && last)
         LB_TRY(embed_rows(d, ev[LB_DP_EV_COMM_START], err));
-    else if (d->plan.buckets[b].unit_lo == unit)
+    else if (d->plan.buckets[b].unit_lo == unit && !(d->rows && b == 1)) /* b 1: embed_rows */
         LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, b, ev[LB_DP_EV_COMM_START], err)
                                        : reduce_scatter_bucket(d, b, ev[LB_DP_EV_COMM_START], err));
     if (!last || !last_micro) return LB_OK;
@@ -970,6 +979,7 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
     lb_dp_steps_cuda_free(&d->steps);
     if (d->ready != NULL) cudaEventDestroy(d->ready);
     if (d->joined != NULL) cudaEventDestroy(d->joined);
+    if (d->rows_in != NULL) cudaEventDestroy(d->rows_in);
     for (int i = 0; i < 2; i++)
         if (d->send_free[i] != NULL) cudaEventDestroy(d->send_free[i]);
     for (int i = 0; i < N_GATHER; i++) {
@@ -1162,7 +1172,8 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         st = lb_fail(err, LB_ERR_DEVICE, "could not create the communication stream");
     if (st == LB_OK &&
         (cudaEventCreateWithFlags(&d->ready, cudaEventDisableTiming) != cudaSuccess ||
-         cudaEventCreateWithFlags(&d->joined, cudaEventDisableTiming) != cudaSuccess))
+         cudaEventCreateWithFlags(&d->joined, cudaEventDisableTiming) != cudaSuccess ||
+         cudaEventCreateWithFlags(&d->rows_in, cudaEventDisableTiming) != cudaSuccess))
         st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
     for (int i = 0; st == LB_OK && i < 2; i++)
         if (cudaEventCreateWithFlags(&d->send_free[i], cudaEventDisableTiming) != cudaSuccess)

@@ -49,9 +49,11 @@
  * embedding backward out (lb_model_gpu_defer_embed); at backward's first hook a tied
  * head's gradient, in wte's slots, goes out as the embeddings' bucket (wpe's slots zero)
  * and every rank's token ids are all-gathered and sorted on the communication stream; at
- * the last hook every rank's gradient rows of the embedding's output are all-gathered and
- * each rank adds the embeddings' gradients over all of them, averaged, where it keeps them
- * (kernels/embed.cuh's sorted backward: the same bits on every rank). Elsewhere the
+ * the last hook every rank's gradient rows of the embedding's output are all-gathered, the
+ * first layer's bucket is sent behind them (held back since its hook), and each rank adds,
+ * on the model's stream beside that collective, the embeddings' gradients over all the
+ * rows, averaged, where it keeps them (kernels/embed.cuh's sorted backward: the same bits
+ * on every rank). Elsewhere the
  * embeddings' bucket travels dense, complete after the embedding backward.
  * With --grad-accum K the model adds K micro-batches' gradients (stages 0 and 1: the
  * collectives run on the last one); at stage 2 every micro-batch's buckets are
