@@ -6,7 +6,8 @@
 #   correct  agreement rows (dp_gpu.sh PARTS=correct): GPT-2 124M in GPT2_PREC (fp16) at
 #            GPT2_STAGES (0 2 3) on GPT2_GPUS (2 4), Llama 3.2 1B bf16 at LLAMA_STAGES (0-3)
 #            on LLAMA_GPUS (2 4): the 2-GPU runs of the two models side by side (GPUs 0-1
-#            and LLAMA_DEVS, default 2,3), then the 4-GPU ones, each against its one-GPU run;
+#            and LLAMA_DEVS, default 2,3; CORRECT_S, default 70, seconds for them), then the
+#            4-GPU ones, each against its one-GPU run;
 #   trace    dp_trace.sh: CUPTI traces of GPT-2 124M bf16 16 x 1024 at ZeRO 0 on 1 GPU and
 #            on 4, summarised (with TRACE_ARGS also ZeRO 0 on 4 with those options; then
 #            ZeRO 1 on 4 against ZeRO 1 on 1, time allowing);
@@ -18,8 +19,9 @@
 #            it took after the kill, and the run stored as failed naming the rank;
 #   ab       GPT-2 124M bf16 16 x 1024 on 1 GPU at ZeRO 0, then at each stage of AB_STAGES
 #            (default 0 1 3) on AB_GPUS (default 4) GPUs with each of AB_VARIANTS in turn
-#            (default "base off"; base: $BASE_LLMBENCH, another build; off: $LLMBENCH; on:
-#            $LLMBENCH with AB_ARGS' options) (dp_gpu.sh PARTS=perf), the variants AB_REPS
+#            (default "base off"; base: $BASE_LLMBENCH, another build; alt: $ALT_LLMBENCH, a
+#            third; off: $LLMBENCH; on: $LLMBENCH with AB_ARGS' options) (dp_gpu.sh
+#            PARTS=perf), the variants AB_REPS
 #            times in turn (default 1; round r > 1 into ab-VARIANT-r), a table a variant and
 #            round against the one-GPU run.
 # Logs go to $OUT/round (default /tmp/round); ends.txt says how each part ended.
@@ -45,7 +47,7 @@ for part in ${PARTS:-correct trace stages}; do
         c=(PARTS=correct CSTEPS=6 COMM_TIMEOUT=20)
         g=(CMODELS=gpt2-124m PRECS="${GPT2_PREC:-fp16}" STAGES="${GPT2_STAGES:-0 2 3}" OUT=$O/c-gpt2)
         l=(CMODELS=llama3.2-1b PRECS=bf16 STAGES="${LLAMA_STAGES:-0 1 2 3}" OUT=$O/c-llama)
-        t=$(cap 70)
+        t=$(cap "${CORRECT_S:-70}")
         case " ${GPT2_GPUS:-2 4} " in *" 2 "*)
             dp c-gpt2.txt CUDA_VISIBLE_DEVICES=0,1 "${c[@]}" "${g[@]}" GPUS=2 DEADLINE_S="$t" & ;; esac
         case " ${LLAMA_GPUS:-2 4} " in *" 2 "*)
@@ -114,6 +116,7 @@ for part in ${PARTS:-correct trace stages}; do
                 for v in ${AB_VARIANTS:-base off}; do
                     x=$LLMBENCH a= f=ab-$v
                     [ "$v" = base ] && x=$BASE_LLMBENCH
+                    [ "$v" = alt ] && x=$ALT_LLMBENCH
                     [ "$v" = on ] && a=${AB_ARGS:-}
                     [ "$r" -gt 1 ] && f=ab-$v-$r
                     case " ${folders[*]} " in *" $f "*) ;; *) folders+=("$f") ;; esac
