@@ -108,9 +108,8 @@ static void test_memory_gpt2_fp32_zero2_buckets_by_hand(void **state) {
     assert_int_equal(m.model_state, 4.0 * 29696 + 16384);
     /* buckets of 4,224, 12,704 and 12,768 padded to 128: pieces 2,112 + 6,400 + 6,400 */
     assert_int_equal(m.shard_state, 16.0 * 14912);
-    /* send 2 x 12,800 x 4, piece 6,400 x 4, gradient buckets 4,224 x 4 + 2 x 12,768 x 4, and
-     * the embeddings' rows: 2 ranks x 2 x 8 tokens of 32 x 4 + 24 bytes */
-    assert_int_equal(m.buffers, 102400 + 25600 + 16896 + 102144.0 + 32 * 152);
+    /* send 2 x 12,800 x 4, piece 6,400 x 4, gradient buckets 4,224 x 4 + 2 x 12,768 x 4 */
+    assert_int_equal(m.buffers, 102400 + 25600 + 16896 + 102144.0);
     assert_int_equal(m.activations, 16.0 * 6860);
     assert_int_equal(m.workspace, 256 + 2048 + 67108864.0 + 128 + 16 + 20480);
 }
@@ -138,9 +137,10 @@ static void test_memory_one_rank_at_stages_1_to_3_holds_stage_0s_bytes(void **st
  * buffer of the working type, each bucket's part from a 64-element boundary. gpt2-tiny with
  * a vocabulary of 100, buckets of 1/32 MiB (16,384 16-bit elements): the embeddings (4,224
  * fp32), layer 0 (416: norms 128, biases 96 + 32 + 128 + 32), layer 1 with the final norm
- * (416 + 64): 4,224 + 448 + 512 elements of 2 bytes. The embeddings, a bucket alone, also
- * travel as rows with one micro-batch a step: 2 ranks x 2 x 16 tokens of 32 x 2 + 24
- * bytes (fp32: 32 x 4 + 24); an untied embedding (Llama) only so. */
+ * (416 + 64): 4,224 + 448 + 512 elements of 2 bytes. An untied embedding (Llama's), a
+ * bucket alone, travels as rows instead with one micro-batch a step: its fp32 elements
+ * leave the buffer, and every rank's rows and ids come, 2 ranks x 2 x 16 tokens of C x 2
+ * + 24 bytes. */
 static void test_memory_stage_0_on_ranks_packs_fp32_gradients_by_hand(void **state) {
     (void)state;
     lb_model_config cfg = preset("gpt2-tiny");
@@ -148,19 +148,16 @@ static void test_memory_stage_0_on_ranks_packs_fp32_gradients_by_hand(void **sta
     lb_train_params p = params(LB_PREC_BF16, 0, 2, 16);
     p.bucket_mib = 0.03125;
     lb_train_memory m = formula(&p, &cfg, 2);
-    assert_int_equal(m.buffers, 2.0 * (4224 + 448 + 512) + 64 * 88);
+    assert_int_equal(m.buffers, 2.0 * (4224 + 448 + 512));
     assert_int_equal(m.shard_state, 0);
     assert_int_equal(m.model_state, formula(&p, &cfg, 1).model_state);
-    p.grad_accum = 2; /* the embeddings travel dense */
-    assert_int_equal(formula(&p, &cfg, 2).buffers, 2.0 * (4224 + 448 + 512));
-    p.grad_accum = 1;
     p.precision = LB_PREC_FP32; /* fp32 gradients travel in place */
-    assert_int_equal(formula(&p, &cfg, 2).buffers, 64 * 152);
+    assert_int_equal(formula(&p, &cfg, 2).buffers, 0);
     lb_model_config llama = preset("llama-tiny");
     p.precision = LB_PREC_BF16;
     p.bucket_mib = 0.0001; /* a unit a bucket */
     double C = llama.d_model, wte = llama.vocab_size * C;
-    double dense = (p.grad_accum = 2, formula(&p, &llama, 2).buffers);
+    double dense = (p.grad_accum = 2, formula(&p, &llama, 2).buffers); /* rows need one */
     double rows = (p.grad_accum = 1, formula(&p, &llama, 2).buffers);
     assert_true(fmod(wte, 64) == 0);
     assert_int_equal(rows, dense - 2 * wte + 2 * 2 * 16 * (2 * C + 24));

@@ -279,20 +279,14 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
 
 /* ---- the embeddings' rows (stages 0-2) ------------------------------------------------ */
 
-/* Backward's first hook (the final norm, after the output head): with a tied head, the
- * embeddings' bucket goes out now, wte's slots holding the head's gradient and wpe's zeros
- * (the early half of wte's gradient), and every rank's token ids are gathered and sorted
- * on the communication stream behind it. */
-static lb_status head_and_ids(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
-    if (d->cfg.tied_embeddings)
-        LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, 0, start_ev, err)
-                                       : reduce_scatter_bucket(d, 0, start_ev, err));
-    else
-        LB_TRY(hand_over(d, start_ev, err));
+/* Backward's first hook (the final norm and the head): every rank's token ids gathered and
+ * sorted on the communication stream, long before the rows come. */
+static lb_status gather_ids(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
     const int32_t *ids;
     int B, T;
     (void)lb_model_gpu_embed_rows(d->m, &ids, &B, &T);
     int n = B * T;
+    LB_TRY(hand_over(d, start_ev, err));
     LB_TRY(
         lb_comm_all_gather(d->c, ids, d->ids_all, (size_t)n, LB_COMM_INT32, d->comm_stream, err));
     d->steps.sent[d->step] +=
@@ -324,9 +318,8 @@ static float *rows_target(const lb_dp_cuda *d, int64_t at, int64_t numel, int64_
  * the communication stream, then the first layer's bucket sent there, held back since
  * its hook (nothing ran between the two hooks), while the model's stream adds the
  * embeddings' gradients (over every rank's rows in rank order, averaged: one rank with the
- * global batch computes the same sums) where this rank keeps them, after the head's
- * averaged half (untied at stages 1-2: into the piece cleared first): the sums run beside
- * the bucket's collective instead of after it. */
+ * global batch computes the same sums) where this rank keeps them: the sums run beside the
+ * bucket's collective instead of after it. */
 static lb_status embed_rows(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
     const int32_t *ids;
     int B, T, C = d->cfg.d_model;
@@ -341,9 +334,9 @@ static lb_status embed_rows(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
     LB_CUDA_TRY(err, cudaEventRecord(d->rows_in, d->comm_stream));
     LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, 1, start_ev, err)
                                    : reduce_scatter_bucket(d, 1, start_ev, err));
-    /* after the head's half: the communication stream wrote it before the rows */
+    /* stage 0: the slots were cleared before the step; 1-2: the piece is cleared here */
     LB_CUDA_TRY(err, cudaStreamWaitEvent(s, d->rows_in, 0));
-    if (d->p.stage != LB_ZERO_0 && !d->cfg.tied_embeddings)
+    if (d->p.stage != LB_ZERO_0)
         LB_CUDA_TRY(err, cudaMemsetAsync(d->grad + d->plan.buckets[0].shard_offset, 0,
                                          (size_t)d->plan.buckets[0].piece * 4, s));
     int64_t wte_lo, wte_hi, wpe_lo = 0, wpe_hi = 0;
@@ -365,8 +358,7 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
     cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
     bool last = unit == 0;
     if (last && last_micro) LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_COMPUTE_END], d->model_stream));
-    if (d->rows && unit == d->plan.n_units - 1)
-        LB_TRY(head_and_ids(d, ev[LB_DP_EV_COMM_START], err));
+    if (d->rows && unit == d->plan.n_units - 1) LB_TRY(gather_ids(d, ev[LB_DP_EV_COMM_START], err));
     if (d->rows && last)
         LB_TRY(embed_rows(d, ev[LB_DP_EV_COMM_START], err));
     else if (d->plan.buckets[b].unit_lo == unit && !(d->rows && b == 1)) /* b 1: embed_rows */
@@ -1041,12 +1033,15 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
 
 /* Whether the embeddings' gradients come from every rank's rows (embed_rows): several
  * ranks at stages 0-2, every parameter training, one micro-batch a step (with more the
- * model adds them up in its slots: the embeddings' bucket travels dense), and the
- * embeddings a bucket alone (a bucket holding more goes dense too); then the sort's
- * scratch is sized. */
+ * model adds them up in its slots: the embeddings' bucket travels dense), the embeddings a
+ * bucket alone (a bucket holding more goes dense too), and an untied head. A tied head's
+ * gradient fills wte's slots whole, so its bucket travels dense anyway: sent at backward's
+ * start with the rows gathered at its end, it slowed backward's products by what it
+ * saved at the end (docs/PERFORMANCE.md), and it stays dense, sent after the embedding
+ * backward. Then the sort's scratch is sized. */
 static void plan_rows(lb_dp_cuda *d) {
     d->rows = !d->whole && !d->lora && d->ranks > 1 && d->p.stage <= LB_ZERO_2 &&
-              d->p.grad_accum == 1 && d->plan.buckets[0].unit_hi == 0;
+              d->p.grad_accum == 1 && d->plan.buckets[0].unit_hi == 0 && !d->cfg.tied_embeddings;
     if (!d->rows) return;
     lb_model_param_offsets(&d->cfg, &d->off);
     const int32_t *ids;
@@ -1079,8 +1074,8 @@ static lb_status plan_runs(lb_dp_cuda *d, lb_adamw_grad_run **out, lb_err *err) 
             const lb_param_tensor *t = &d->tensors[i];
             bool grad16 = d->grad_type[i] != LB_DT_F32;
             if (t->offset < k->start || t->offset >= k->end || (fp32_only && grad16)) continue;
-            /* an untied embedding's gradient never travels dense (embed_rows) */
-            if (b == 0 && d->rows && !d->cfg.tied_embeddings) continue;
+            /* the embeddings' gradients never travel dense (embed_rows) */
+            if (b == 0 && d->rows) continue;
             int64_t at = every ? t->offset - k->start : br->base + br->dense;
             r[d->n_runs++] = (lb_adamw_grad_run){.slot = t->offset - k->start,
                                                  .dense = at,

@@ -44,17 +44,16 @@
  *      the next step gathers again. Peak memory: the shard (16 bytes a parameter over N,
  *      plus its 16-bit copy), three gather buffers of the largest unit, three bucket
  *      gradient buffers, activations.
- * The embeddings' gradients (stages 0-2, several ranks, every parameter training, one
- * micro-batch a step, the embeddings a bucket alone) travel as rows: the model leaves its
- * embedding backward out (lb_model_gpu_defer_embed); at backward's first hook a tied
- * head's gradient, in wte's slots, goes out as the embeddings' bucket (wpe's slots zero)
- * and every rank's token ids are all-gathered and sorted on the communication stream; at
- * the last hook every rank's gradient rows of the embedding's output are all-gathered, the
- * first layer's bucket is sent behind them (held back since its hook), and each rank adds,
- * on the model's stream beside that collective, the embeddings' gradients over all the
- * rows, averaged, where it keeps them (kernels/embed.cuh's sorted backward: the same bits
- * on every rank). Elsewhere the
- * embeddings' bucket travels dense, complete after the embedding backward.
+ * An untied embedding's gradient (stages 0-2, several ranks, every parameter training, one
+ * micro-batch a step, the embeddings a bucket alone) travels as rows: the model leaves its
+ * embedding backward out (lb_model_gpu_defer_embed); at backward's first hook every rank's
+ * token ids are all-gathered and sorted on the communication stream; at the last hook
+ * every rank's gradient rows of the embedding's output are all-gathered, the first layer's
+ * bucket is sent behind them (held back since its hook), and each rank adds, on the
+ * model's stream beside that collective, the embedding's gradients over all the rows,
+ * averaged, where it keeps them (kernels/embed.cuh's sorted backward: the same bits on
+ * every rank). Elsewhere (a tied head's gradient fills wte whole) the embeddings' bucket
+ * travels dense, complete after the embedding backward.
  * With --grad-accum K the model adds K micro-batches' gradients (stages 0 and 1: the
  * collectives run on the last one); at stage 2 every micro-batch's buckets are
  * reduce-scattered and the shard adds them. After the embeddings' bucket of the last

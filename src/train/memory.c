@@ -43,7 +43,7 @@ static double unit_fp32_elems(const lb_model_config *cfg, const int64_t *bounds,
 /* dp_cuda.c's part on several ranks: at stage 0 in 16-bit runs the buffer the fp32
  * gradients travel in (each bucket's from a 64-element boundary); at stages 1-3 the shard
  * and the buffers, from the stage's bucket plan; where the embeddings travel as rows
- * (stages 0-2, one micro-batch a step, the embeddings a bucket alone) every rank's
+ * (stages 0-2, one micro-batch a step, the embeddings a bucket alone, untied) every rank's
  * gradient rows and token ids, the ids sorted with their rows' indices, and the sort's
  * scratch (about three more int32 a token). */
 static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, int ranks,
@@ -63,7 +63,8 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
         return st;
     }
     double n = (double)plan.shard_elems, most_piece = 0, most_other = 0, fp32 = 0;
-    const bool rows = p->zero <= LB_ZERO_2 && p->grad_accum == 1 && plan.buckets[0].unit_hi == 0;
+    const bool rows = p->zero <= LB_ZERO_2 && p->grad_accum == 1 && plan.buckets[0].unit_hi == 0 &&
+                      !cfg->tied_embeddings;
     const double tokens = (double)ranks * (double)p->batch * (double)p->seq;
     for (int b = 0; b < plan.n_buckets; b++) {
         const lb_zero_bucket *k = &plan.buckets[b];
@@ -73,8 +74,8 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
         double in_bucket = 0;
         for (int u = k->unit_lo; u <= k->unit_hi; u++)
             in_bucket += unit_fp32_elems(cfg, bounds, u);
-        /* an untied embedding's gradient travels only as rows */
-        if (b > 0 || !rows || cfg->tied_embeddings) fp32 += round_up(in_bucket, 64);
+        /* the embeddings' gradients travel only as rows */
+        if (b > 0 || !rows) fp32 += round_up(in_bucket, 64);
     }
     free(bounds);
     if (rows) out->buffers = tokens * ((double)cfg->d_model * es + 6 * 4);

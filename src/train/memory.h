@@ -27,7 +27,7 @@ typedef struct {
     double buffers;     /* several ranks: at ZeRO 0 in 16-bit runs the buffer fp32 gradients
                          * travel in; at 1-3 packed buckets and a piece for the collectives, 2-3
                          * the fp32 gradient slots of three buckets, 3 the three gathers;
-                         * at 0-2 where the embeddings travel as rows, every rank's
+                         * at 0-2 where an untied embedding travels as rows, every rank's
                          * gradient rows and token ids with the ids' sort */
     double activations; /* kept from forward for backward, one layer's activation gradients,
                          * the final norm's output, the logits and per-token losses */
