@@ -5,7 +5,9 @@
 # src/gpu/blas/matmul.c may be lb_matmul_*, lb_blas_* or lb_gpu_*. Everything else is static.
 # One exception: core/status.c's lb_fail, the error call of nearly every function.
 # Reads the library's object files in a CMake build folder with nm (C++ names demangled;
-# the toolchain's own symbols, which begin with "__" or "DW.ref.", are not ours; objects
+# the toolchain's own symbols, which begin with "__" or "DW.ref.", are not ours, nor are the
+# CUDA toolkit's C++ libraries' (CUB, Thrust, libcu++: names in cub::, thrust:: or cuda::,
+# whose inline templates nvcc emits as weak symbols in every object that uses them); objects
 # whose source is gone from ROOT/src are stale and skipped), prints each offender with its
 # source file, and fails when there is one.
 # usage: tools/check-names.sh [BUILD [ROOT]]   (default: build, this checkout)
@@ -25,7 +27,7 @@ for obj in $objs; do
     modules="$stem $(dirname "$src" | tr '/' ' ')"
     nm -g --defined-only "$objdir/$obj" | awk 'NF >= 3 {print $3}' | c++filt | sed 's/(.*//' |
         while IFS= read -r sym; do
-            case "$sym" in __* | DW.ref.* | lb_fail) continue ;; esac
+            case "$sym" in __* | DW.ref.* | lb_fail | *cub::* | *thrust::* | *cuda::*) continue ;; esac
             ok=0
             for m in $modules; do
                 case "$sym" in "lb_$m" | "lb_${m}_"*) ok=1 && break ;; esac

@@ -1,6 +1,8 @@
 /* embed.cu: embedding kernels (embed.cuh). One thread per output element (eight in the
  * forward when rows allow 16-byte accesses); the gather is coalesced along C. The sorted
  * backward orders rows by token with CUB's stable radix sort. */
+/* no NVTX ranges from CUB: they would add NVTX's symbols to the library */
+#define CCCL_DISABLE_NVTX
 #include <cub/device/device_radix_sort.cuh>
 
 #include "gpu/common.cuh"

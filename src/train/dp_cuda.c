@@ -81,7 +81,8 @@ struct lb_dp_cuda {
     int head_bucket;              /* the bucket holding the output head (tied: wte's) */
     bool head_fresh;              /* the padded head's copy holds the gathered head */
     /* stages 0-2, several ranks, every parameter training, one micro-batch a step, the
-     * embeddings a bucket alone: their gradients from every rank's rows (embed_rows) */
+     * embeddings a bucket alone, an untied head: their gradients from every rank's rows
+     * (embed_rows) */
     bool rows;
     lb_param_offsets off;
     int B, T;                 /* a rank's micro-batch */
