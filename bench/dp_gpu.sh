@@ -4,7 +4,7 @@
 # skipped when the time left (DEADLINE_S, default 480 s from the start) is shorter than it
 # needs; every part runs alone (PARTS=perf):
 #   correct  loss agreement: for each model of CMODELS and precision of PRECS, one GPU with
-#            the whole batch (CBATCH x 256, CSTEPS steps, synthetic data) against each GPU
+#            the whole batch (CBATCH x CSEQ (256), CSTEPS steps, synthetic data) against each GPU
 #            count of GPUS with batch CBATCH / N each at every stage of STAGES (each rank
 #            reads its part of the same global batch); GPT-2 runs also write their fp32
 #            parameters (--save-params, into PARAMS_DIR, default /tmp/dp_gpu_params, not
@@ -40,6 +40,7 @@ STAGES=${STAGES:-0 1 2 3}
 PRECS=${PRECS:-bf16 fp16}
 CMODELS=${CMODELS:-gpt2-124m llama3.2-1b}
 CBATCH=${CBATCH:-8}
+CSEQ=${CSEQ:-256}
 CSTEPS=${CSTEPS:-8}
 SGPUS=${SGPUS:-1 4}
 SPRECS=${SPRECS:-fp16 fp32}
@@ -86,7 +87,7 @@ for part in $PARTS; do
     correct)
         for model in $CMODELS; do
             for prec in $PRECS; do
-                c=(--model "$model" --precision "$prec" --seq 256 --steps "$CSTEPS" --warmup 0)
+                c=(--model "$model" --precision "$prec" --seq "$CSEQ" --steps "$CSTEPS" --warmup 0)
                 save() { [ "$model" = gpt2-124m ] && echo --save-params "$pdir/$1.safetensors"; }
                 [ "${CONE:-1}" = 1 ] &&
                     train "c-$model-$prec-1g" 25 1 "${c[@]}" --batch "$CBATCH" $(save "c-$model-$prec-1g")
