@@ -270,6 +270,7 @@ static void test_gemv_says_what_it_runs(void **state) {
     assert_false(lb_gemv_fits(1, 4000, 64, a, b, NULL, bf, NULL));
     assert_false(lb_gemv_fits(1, 4096, 64, odd, b, NULL, bf, NULL));
     assert_false(lb_gemv_fits(1, 4096, 64, a, b, odd, bf, NULL));
+    lb_err err = {{0}};
     lb_gemv_opts o = {.split = 4, .norm_w = a, .eps = 1e-5f, .swiglu = true};
     assert_true(lb_gemv_fits(4, 4096, 64, a, b, NULL, bf, &o));
     assert_false(lb_gemv_fits(8, 4096, 64, a, b, NULL, bf, &o)); /* 64 KiB of rows */
@@ -280,7 +281,15 @@ static void test_gemv_says_what_it_runs(void **state) {
     assert_false(lb_gemv_fits(4, 4096, 64, a, b, NULL, bf, &o));
     o = (lb_gemv_opts){.split = 3};
     assert_false(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, &o));
-    lb_err err = {{0}};
+    o = (lb_gemv_opts){.split = 1, .argmax = (int32_t *)a}; /* the argmax needs scratch */
+    assert_false(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, &o));
+    o.argmax_ws = a;
+    assert_true(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, &o));
+    o.swiglu = true;
+    assert_false(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, &o));
+    o.swiglu = false; /* and fp32 logits */
+    assert_int_equal(lb_gemv(a, bf, a, b, NULL, 1, 4096, 64, &o, bf, NULL, &err),
+                     LB_ERR_UNSUPPORTED);
     assert_int_equal(lb_gemv(a, bf, a, b, NULL, 9, 4096, 64, NULL, bf, NULL, &err),
                      LB_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "9 rows"));

@@ -13,9 +13,10 @@
  * - Decode attention splits each context over blocks (kernels/paged.cuh) so that small
  *   batches fill the GPU.
  * - At buckets of up to LB_GEMV_MAX_ROWS rows each product runs through kernels/gemv.cuh
- *   (at the split of K over warps that suits it, the RMSNorm before qkv, mlp_in and the
- *   head and the SwiGLU after mlp_in inside it) or cuBLASLt (with the norm and SwiGLU
- *   kernels), whichever the bucket's first step timed faster (choose_products).
+ *   (at the split of K over warps that suits it, the RMSNorm before qkv and mlp_in, the
+ *   SwiGLU after mlp_in and the head's argmax inside it) or cuBLASLt (with the norm,
+ *   SwiGLU and argmax kernels), whichever the bucket's first step timed faster
+ *   (choose_products).
  * - RoPE and the KV store are one kernel (lb_paged_kv_store with the RoPE table).
  * - The gemv, KV store and paged attention kernels are launched programmatically dependent
  *   (gpu/common.cuh): each starts while the one before it finishes, the gemv reading its
@@ -109,6 +110,7 @@ typedef struct {
     void *split_ws; /* decode attention's splits */
     int32_t *in;    /* the step's inputs, IN_PARTS parts (in_at) */
     int32_t *argmax;
+    void *argmax_ws; /* the head's argmax inside lb_gemv */
     void *blas_ws;
     int32_t *h_in;   /* pinned host copy of in */
     int32_t *run_at; /* [max_seqs] host: where each cuDNN run of a step starts */
@@ -181,6 +183,7 @@ static lb_status carve(gpu_backend *g, lb_gpu_arena *a, int64_t n_blocks, int ma
     PIECE("split_scratch", split_bytes(g), &g->split_ws);
     PIECE("inputs", in_offset(g, IN_PARTS) * 4, &g->in);
     PIECE("argmax", S * 4, &g->argmax);
+    PIECE("argmax_scratch", LB_GEMV_ARGMAX_BYTES, &g->argmax_ws);
     PIECE("k_cache", kv * 2, &g->k_cache);
     PIECE("v_cache", kv * 2, &g->v_cache);
 #undef PIECE
@@ -236,20 +239,24 @@ static int64_t rows_for(int64_t n, int64_t cap) {
 
 /* y[N, OC] = x[N, K] W[OC, K]^T (+ res[N, OC] when res is not NULL; res != y), bf16 in,
  * out of type dt; with norm_w, x's rows RMS-normalised with those weights first; with
- * swiglu, y [N, OC/2] = silu(gate) * up of W's two halves. N rows rounded by rows_for under
- * cap; through lb_gemv (norm and SwiGLU inside it) where this product at these rows was
- * timed faster that way (choose_products), else the norm kernel into g->n, cuBLASLt (into
- * g->h under SwiGLU) and the SwiGLU kernel. */
+ * swiglu, y [N, OC/2] = silu(gate) * up of W's two halves; with argmax (fp32 y), the first
+ * largest column of each of y's M rows too. N rows rounded by rows_for under cap; through
+ * lb_gemv (norm, SwiGLU and argmax inside it) where this product at these rows was timed
+ * faster that way (choose_products), else the norm kernel into g->n, cuBLASLt (into g->h
+ * under SwiGLU) and the SwiGLU or argmax kernel. */
 static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, const void *x,
                         const void *w, int64_t N, int64_t cap, int64_t K, int64_t OC,
-                        const void *res, const void *norm_w, bool swiglu, lb_err *err) {
+                        const void *res, const void *norm_w, bool swiglu, int32_t *argmax,
+                        lb_err *err) {
     const int64_t M = rows_for(N, cap);
     const prod_impl im = M <= LB_GEMV_MAX_ROWS ? g->impl[M][prod] : IMPL_BLAS;
     if (im >= IMPL_GEMV1) {
         const lb_gemv_opts o = {.split = 1 << (im - IMPL_GEMV1),
                                 .norm_w = norm_w,
                                 .eps = g->cfg.norm_eps,
-                                .swiglu = swiglu};
+                                .swiglu = swiglu,
+                                .argmax = argmax,
+                                .argmax_ws = g->argmax_ws};
         return lb_gemv(y, dt, x, w, res, (int)M, K, OC, &o, BF, g->stream, err);
     }
     if (norm_w != NULL) {
@@ -273,12 +280,15 @@ static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, cons
                        .alpha = 1.0f,
                        .beta = res ? 1.0f : 0.0f};
     LB_TRY(lb_blas_gemm_run(M <= SMALL_M ? g->blas_small : g->blas, &mm, g->stream, err));
+    if (argmax != NULL) return lb_logits_argmax(argmax, y, (int)N, (int)OC, g->stream, err);
     return swiglu ? lb_act_swiglu_forward(y, g->h, N, (int)(OC / 2), BF, g->stream, err) : LB_OK;
 }
 
 /* Product `prod` of a step's N tokens with layer L's weights (the head's for PROD_HEAD),
- * between the backend's buffers and the residual stream x: qkv, mlp_in (with SwiGLU,
- * into g->a) and the head read RMSNorm(x); attn_out and mlp_out write y = ... + x. */
+ * between the backend's buffers and the residual stream x: qkv and mlp_in (with SwiGLU,
+ * into g->a) read RMSNorm(x); attn_out and mlp_out write y = ... + x; the head reads x
+ * (its rows normalised before: a norm inside lb_gemv is done again by each of its many
+ * blocks) and writes the logits and their argmax. */
 static lb_status product(gpu_backend *g, int prod, const uint16_t *L, int N, void *y, const void *x,
                          lb_err *err) {
     const lb_model_config *c = &g->cfg;
@@ -287,17 +297,19 @@ static lb_status product(gpu_backend *g, int prod, const uint16_t *L, int N, voi
     switch (prod) {
     case PROD_QKV:
         return linear(g, prod, g->qkv, BF, x, L + lo->qkv_w, N, T, C, lb_model_qkv_dim(c), NULL,
-                      L + lo->norm1_w, false, err);
+                      L + lo->norm1_w, false, NULL, err);
     case PROD_OUT:
-        return linear(g, prod, y, BF, g->att, L + lo->attn_out_w, N, T, C, C, x, NULL, false, err);
+        return linear(g, prod, y, BF, g->att, L + lo->attn_out_w, N, T, C, C, x, NULL, false, NULL,
+                      err);
     case PROD_IN:
         return linear(g, prod, g->a, BF, x, L + lo->mlp_in_w, N, T, C, 2 * F, NULL, L + lo->norm2_w,
-                      true, err);
+                      true, NULL, err);
     case PROD_DOWN:
-        return linear(g, prod, y, BF, g->a, L + lo->mlp_out_w, N, T, F, C, x, NULL, false, err);
+        return linear(g, prod, y, BF, g->a, L + lo->mlp_out_w, N, T, F, C, x, NULL, false, NULL,
+                      err);
     default:
         return linear(g, prod, g->logits, LB_DT_F32, x, g->params + g->off.lm_head, N, g->max_seqs,
-                      C, c->vocab_size, NULL, g->params + g->off.normf_w, false, err);
+                      C, c->vocab_size, NULL, NULL, false, g->argmax, err);
     }
 }
 
@@ -402,8 +414,9 @@ static lb_status layers(gpu_backend *g, int N, int n_paged, const int32_t *run_a
         t = x, x = x2, x2 = t;
     }
     LB_TRY(lb_logits_gather_rows(g->xo, x, out_token, n_out, C, BF, s, err));
-    LB_TRY(product(g, PROD_HEAD, NULL, n_out, NULL, g->xo, err));
-    return lb_logits_argmax(g->argmax, g->logits, n_out, c->vocab_size, s, err);
+    LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, g->xo, P + g->off.normf_w, n_out, C, c->norm_eps,
+                                   BF, s, err));
+    return product(g, PROD_HEAD, NULL, n_out, NULL, g->n, err);
 }
 
 typedef struct {
@@ -747,11 +760,13 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
         free(inv);
     }
     g->n_blocks = (int32_t)n_blocks;
-    /* rows past a step's tokens are read by padded cuDNN prefills: finite from the start */
+    /* rows past a step's tokens are read by padded cuDNN prefills: finite from the start;
+     * the head's argmax scratch starts at zero (lb_gemv leaves it so) */
     if (st == LB_OK &&
-        cudaMemsetAsync(g->qkv, 0,
-                        ((size_t)p->step_tokens + DNN_PAD) * (size_t)lb_model_qkv_dim(c) * 2,
-                        g->stream) != cudaSuccess)
+        (cudaMemsetAsync(g->qkv, 0,
+                         ((size_t)p->step_tokens + DNN_PAD) * (size_t)lb_model_qkv_dim(c) * 2,
+                         g->stream) != cudaSuccess ||
+         cudaMemsetAsync(g->argmax_ws, 0, LB_GEMV_ARGMAX_BYTES, g->stream) != cudaSuccess))
         st = lb_fail(err, LB_ERR_DEVICE, "cannot clear the engine's buffers");
     if (st == LB_OK) st = load_weights(g, w, err);
     if (st == LB_OK && cudaStreamSynchronize(g->stream) != cudaSuccess)

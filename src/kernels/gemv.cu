@@ -87,17 +87,51 @@ static __device__ __forceinline__ void load_weights(uint4 (&wv)[R][U], const T *
                 wv[r][u] = __ldg((const uint4 *)(wr[r] + (int64_t)(it0 + u * split) * 32 * E));
 }
 
+/* The argmax's key of value v at column n (gemv.cuh): the larger key the larger value, the
+ * smaller column on ties; -0 as 0, NaN below every number. */
+static __device__ __forceinline__ unsigned long long argmax_key(float v, int64_t n) {
+    uint32_t u = v == 0.0f ? 0u : __float_as_uint(v);
+    u = v != v ? 0u : (u & 0x80000000u) ? ~u : u | 0x80000000u;
+    return (unsigned long long)u << 32 | (uint32_t) ~(uint32_t)n;
+}
+
+/* The block's best of each row (yv of the threads that own a column) into the scratch;
+ * the block that counts itself last writes amax and leaves the scratch at zero. */
+template <int M>
+static __device__ void argmax_blocks(int32_t *amax, unsigned long long *keys, bool own,
+                                     const float (&yv)[M], int64_t n) {
+    __shared__ unsigned long long best[M];
+    __shared__ bool last;
+    unsigned int *count = (unsigned int *)(keys + LB_GEMV_MAX_ROWS);
+    if (threadIdx.x < M) best[threadIdx.x] = 0;
+    __syncthreads();
+    if (own)
+#pragma unroll
+        for (int m = 0; m < M; m++)
+            atomicMax(&best[m], argmax_key(yv[m], n));
+    __syncthreads();
+    if (threadIdx.x < M) atomicMax(&keys[threadIdx.x], best[threadIdx.x]);
+    __threadfence(); /* the block's keys in before its count */
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(count, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    if (threadIdx.x < M)
+        amax[threadIdx.x] = (int32_t) ~(uint32_t)atomicExch(&keys[threadIdx.x], 0ull);
+    if (threadIdx.x == 0) *count = 0;
+}
+
 /* R = 1: y[m, n] = x[m] . W[n] (+ res[m, n]); R = 2 (SwiGLU): y[m, n] = silu(g) u with
  * g = x[m] . W[n] and u = x[m] . W[n_out + n], each rounded to T first (as the product's
  * output would be). `split` warps of a block share a column, each taking every split-th
- * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns. Launched
- * programmatically dependent (gpu/common.cuh): its first loads of weights run while the
- * kernel before it finishes. */
+ * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns. With amax (fp32 y),
+ * each row's argmax too (argmax_blocks). Launched programmatically dependent
+ * (gpu/common.cuh): its first loads of weights run while the kernel before it finishes. */
 template <typename T, typename Y, int M, int R>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
     gemv_kernel(Y *__restrict__ y, const T *__restrict__ x, const T *__restrict__ w,
                 const T *__restrict__ res, const T *__restrict__ norm_w, float eps, int K,
-                int64_t n_out, int split) {
+                int64_t n_out, int split, int32_t *amax, unsigned long long *akeys) {
     extern __shared__ __align__(16) unsigned char gemv_smem[];
     __shared__ float red[GEMV_WARPS][M], part[GEMV_WARPS][R * M];
     constexpr int E = 16 / sizeof(T); /* elements a 16-byte load */
@@ -172,18 +206,22 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
                     for (int m = 0; m < M; m++)
                         acc[r][m] += part[warp + s][r * M + m];
     }
-    if (sub != 0 || lane != 0 || n >= n_out) return;
+    const bool own = sub == 0 && lane == 0 && active;
+    float yv[M];
 #pragma unroll
     for (int m = 0; m < M; m++) {
         float v = acc[0][m];
         if constexpr (R == 2) {
             const float g = lb_to_f(lb_from_f<T>(v)), u = lb_to_f(lb_from_f<T>(acc[1][m]));
             v = g / (1.0f + expf(-g)) * u;
-        } else if (res != NULL) {
+        } else if (own && res != NULL) {
             v += lb_to_f(res[m * n_out + n]);
         }
-        y[m * n_out + n] = lb_from_f<Y>(v);
+        yv[m] = v;
+        if (own) y[m * n_out + n] = lb_from_f<Y>(v);
     }
+    if constexpr (R == 1 && sizeof(Y) == 4)
+        if (amax != NULL) argmax_blocks<M>(amax, akeys, own, yv, n);
 }
 
 static size_t norm_bytes(int M, int64_t K, lb_gpu_dtype dt, const lb_gemv_opts *o) {
@@ -194,22 +232,24 @@ extern "C" bool lb_gemv_fits(int M, int64_t K, int64_t OC, const void *x, const 
                              const void *res, lb_gpu_dtype dt, const lb_gemv_opts *o) {
     const int split = o != NULL ? o->split : 1;
     const bool swiglu = o != NULL && o->swiglu;
+    const bool amax = o != NULL && o->argmax != NULL;
     return M >= 1 && M <= LB_GEMV_MAX_ROWS && K % 256 == 0 && K <= INT32_MAX &&
            (split == 1 || split == 2 || split == 4 || split == 8) && lb_aligned16(x) &&
            lb_aligned16(w) && (res == NULL || lb_aligned16(res)) &&
-           (!swiglu || (OC % 2 == 0 && res == NULL)) &&
+           (!swiglu || (OC % 2 == 0 && res == NULL)) && (!amax || (!swiglu && o->argmax_ws)) &&
            (o == NULL || o->norm_w == NULL || lb_aligned16(o->norm_w)) &&
            norm_bytes(M, K, dt, o) <= LB_GEMV_NORM_BYTES;
 }
 
 template <typename T, typename Y, int R>
 static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, float eps, int M, int K,
-                   int64_t n_out, int split, size_t smem, cudaStream_t s) {
+                   int64_t n_out, int split, size_t smem, int32_t *amax, void *aws,
+                   cudaStream_t s) {
     const unsigned grid = (unsigned)((n_out + GEMV_WARPS / split - 1) / (GEMV_WARPS / split));
 #define GEMV_ROWS(ROWS)                                                                            \
     case ROWS:                                                                                     \
         lb_launch_pdl(gemv_kernel<T, Y, ROWS, R>, grid, GEMV_WARPS * 32, smem, s, y, x, w, res,    \
-                      nw, eps, K, n_out, split);                                                   \
+                      nw, eps, K, n_out, split, amax, (unsigned long long *)aws);                  \
         break
     switch (M) {
         GEMV_ROWS(1);
@@ -231,30 +271,35 @@ extern "C" lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const 
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "gemv runs 1 to %d rows, K a multiple of 256, 16-byte aligned operands, "
                        "a split of 1, 2, 4 or 8 warps, normalised rows of at most %d bytes, "
-                       "SwiGLU over an even OC without a residual (asked: %d rows, K %lld, OC "
-                       "%lld)",
+                       "SwiGLU over an even OC without a residual, the argmax with scratch and "
+                       "without SwiGLU (asked: %d rows, K %lld, OC %lld)",
                        LB_GEMV_MAX_ROWS, LB_GEMV_NORM_BYTES, M, (long long)K, (long long)OC);
     const int split = o != NULL ? o->split : 1;
     const bool swiglu = o != NULL && o->swiglu;
     const void *nw = o != NULL ? o->norm_w : NULL;
     const float eps = o != NULL ? o->eps : 0.0f;
+    int32_t *amax = o != NULL ? o->argmax : NULL;
+    void *aws = o != NULL ? o->argmax_ws : NULL;
     const size_t smem = norm_bytes(M, K, dt, o);
     if (swiglu && y_type == dt)
         LB_DISPATCH_DTYPE(dt, T,
                           launch<T, T, 2>((T *)y, (const T *)x, (const T *)w, (const T *)NULL,
-                                          (const T *)nw, eps, M, (int)K, OC / 2, split, smem, s));
+                                          (const T *)nw, eps, M, (int)K, OC / 2, split, smem, NULL,
+                                          NULL, s));
     else if (!swiglu && y_type == LB_DT_F32)
         LB_DISPATCH_DTYPE(dt, T,
                           launch<T, float, 1>((float *)y, (const T *)x, (const T *)w,
                                               (const T *)res, (const T *)nw, eps, M, (int)K, OC,
-                                              split, smem, s));
-    else if (!swiglu && y_type == dt)
+                                              split, smem, amax, aws, s));
+    else if (!swiglu && y_type == dt && amax == NULL)
         LB_DISPATCH_DTYPE(dt, T,
                           launch<T, T, 1>((T *)y, (const T *)x, (const T *)w, (const T *)res,
-                                          (const T *)nw, eps, M, (int)K, OC, split, smem, s));
+                                          (const T *)nw, eps, M, (int)K, OC, split, smem, NULL,
+                                          NULL, s));
     else
         return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "gemv writes fp32 or the inputs' type (SwiGLU: the inputs' type)");
+                       "gemv writes fp32 or the inputs' type (SwiGLU: the inputs' type; the "
+                       "argmax: fp32)");
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

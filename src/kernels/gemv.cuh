@@ -12,7 +12,13 @@
  *   into shared memory (M * K elements, at most LB_GEMV_NORM_BYTES);
  * - SwiGLU after (swiglu): W's OC rows are the gate's OC/2 then the up projection's, and
  *   y [M, OC/2] is silu(gate) * up of the two products, each rounded to the inputs' type
- *   first (as kernels/act.cuh's SwiGLU reads them).
+ *   first (as kernels/act.cuh's SwiGLU reads them);
+ * - the greedy choice after (argmax, fp32 y): each block's best column of every row, as a
+ *   64-bit key (the value's bits ordered as the value, then the column inverted, so that
+ *   the larger key is the larger value, the first column on ties), goes to the scratch by
+ *   an atomic maximum; the block that counts itself last there writes each row's column
+ *   and leaves the scratch at zero (as kernels/logits.cuh's argmax of y would: the first
+ *   largest value; a NaN is never chosen).
  * The kernel is launched programmatically dependent on the one before it
  * (gpu/common.cuh) and reads its first weights while that one finishes.
  * The bound is the weights' bytes over the memory bandwidth, where cuBLASLt's kernels at
@@ -36,6 +42,8 @@ extern "C" {
 
 #define LB_GEMV_MAX_ROWS   8
 #define LB_GEMV_NORM_BYTES 40960 /* with the kernel's own, under 48 KiB a block */
+/* the argmax's scratch: a key a row, then the count of blocks done */
+#define LB_GEMV_ARGMAX_BYTES (LB_GEMV_MAX_ROWS * 8 + 8)
 
 /* How lb_gemv runs a product; NULL: one warp a column, nothing fused. */
 typedef struct {
@@ -43,6 +51,10 @@ typedef struct {
     const void *norm_w; /* not NULL: x's rows RMS-normalised with these [K] weights first */
     float eps;          /* the norm's epsilon */
     bool swiglu;        /* y [M, OC/2] = silu(gate) * up of W's two halves (no res) */
+    int32_t *argmax;    /* not NULL (fp32 y, no SwiGLU): argmax[m] = y's row m's first
+                         * largest column */
+    void *argmax_ws;    /* its scratch: LB_GEMV_ARGMAX_BYTES, zero before the first call
+                         * (each call leaves it zero); one product at a time uses it */
 } lb_gemv_opts;
 
 /* Whether lb_gemv runs this problem. */

@@ -1,4 +1,5 @@
-/* logits.cu: row gathering and greedy choice (logits.cuh). The argmax is one block per
+/* logits.cu: row gathering (launched programmatically dependent on the kernel before it,
+ * gpu/common.cuh) and greedy choice (logits.cuh). The argmax is one block per
  * row: each thread keeps its best (value, index) over 16-byte loads, four in flight (where
  * the row is 16-byte aligned), a shared-memory tree keeps the larger value, the smaller
  * index on ties. */
@@ -8,6 +9,8 @@
 template <typename T>
 static __global__ void gather_rows_kernel(T *out, const T *in, const int32_t *idx, int n, int C) {
     const int64_t total = (int64_t)n * C;
+    lb_pdl_trigger();
+    lb_pdl_wait();
     for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < total;
          x += (int64_t)gridDim.x * blockDim.x)
         out[x] = in[(int64_t)idx[x / C] * C + x % C];
@@ -60,8 +63,8 @@ extern "C" lb_status lb_logits_gather_rows(void *out, const void *in, const int3
                                            int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
     if (n == 0) return LB_OK;
     LB_DISPATCH_DTYPE(dt, E,
-                      gather_rows_kernel<E><<<lb_grid_cap((int64_t)n * C, 256), 256, 0, s>>>(
-                          (E *)out, (const E *)in, idx, n, C));
+                      lb_launch_pdl(gather_rows_kernel<E>, lb_grid_cap((int64_t)n * C, 256), 256, 0,
+                                    s, (E *)out, (const E *)in, idx, n, C));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

@@ -374,25 +374,33 @@ static __global__ void __launch_bounds__(PA_WARPS * 32, 4)
 }
 
 /* out [N, NH*HD] from the S splits' outputs, weighted by exp(lse_z - lse) where lse is
- * the log of the splits' summed exp(lse_z). One block of HD threads a (token, head). */
+ * the log of the splits' summed exp(lse_z). One block of HD threads a (token, head); every
+ * split's log-sum-exp and output are loaded at once (a split without keys has output 0 and
+ * weight 0), so the merge waits on about one trip to L2 rather than one a split. */
 template <typename T>
 static __global__ void paged_merge_kernel(T *out, const float *po, const float *plse, int NH,
                                           int HD, int S) {
     const int64_t r = (int64_t)blockIdx.x * NH + blockIdx.y;
-    const float *lse = plse + r * S;
     lb_pdl_trigger();
     lb_pdl_wait();
-    float M = -INFINITY;
-    for (int z = 0; z < S; z++)
+    float lse[LB_PAGED_MAX_SPLITS], M = -INFINITY;
+#pragma unroll
+    for (int z = 0; z < LB_PAGED_MAX_SPLITS; z++) {
+        lse[z] = z < S ? plse[r * S + z] : -INFINITY;
         M = fmaxf(M, lse[z]);
+    }
     for (int c = threadIdx.x; c < HD; c += blockDim.x) {
+        float o[LB_PAGED_MAX_SPLITS];
+#pragma unroll
+        for (int z = 0; z < LB_PAGED_MAX_SPLITS; z++)
+            o[z] = z < S ? po[(r * S + z) * HD + c] : 0.0f;
         float L = 0.0f, O = 0.0f;
-        for (int z = 0; z < S; z++)
-            if (lse[z] != -INFINITY) {
-                const float f = __expf(lse[z] - M);
-                L += f;
-                O += f * po[(r * S + z) * HD + c];
-            }
+#pragma unroll
+        for (int z = 0; z < LB_PAGED_MAX_SPLITS; z++) {
+            const float f = lse[z] != -INFINITY ? __expf(lse[z] - M) : 0.0f;
+            L += f;
+            O += f * o[z];
+        }
         out[r * HD + c] = lb_from_f<T>(O / L);
     }
 }
