@@ -4,6 +4,9 @@
 
 #define GEMV_WARPS 8
 #define GEMV_LOADS 8 /* 16-byte weight loads in flight a lane */
+#ifndef GEMV_L2_PREFETCH
+#define GEMV_L2_PREFETCH 0
+#endif
 
 /* E = 16 / sizeof(T) consecutive elements as one 16-byte load / store. */
 template <typename T, int E> static __device__ __forceinline__ void ld16(float f[E], const T *p) {
@@ -95,22 +98,22 @@ static __device__ __forceinline__ unsigned long long argmax_key(float v, int64_t
     return (unsigned long long)u << 32 | (uint32_t) ~(uint32_t)n;
 }
 
-/* The block's best of each row (yv of the threads that own a column) into the scratch;
- * the block that counts itself last writes amax and leaves the scratch at zero. */
+/* The block's best key of each row (best: each thread's, 0 where it owned no column)
+ * into the scratch; the block that counts itself last writes amax and leaves the scratch
+ * at zero. */
 template <int M>
-static __device__ void argmax_blocks(int32_t *amax, unsigned long long *keys, bool own,
-                                     const float (&yv)[M], int64_t n) {
-    __shared__ unsigned long long best[M];
+static __device__ void argmax_blocks(int32_t *amax, unsigned long long *keys,
+                                     const unsigned long long (&best)[M]) {
+    __shared__ unsigned long long blk[M];
     __shared__ bool last;
     unsigned int *count = (unsigned int *)(keys + LB_GEMV_MAX_ROWS);
-    if (threadIdx.x < M) best[threadIdx.x] = 0;
+    if (threadIdx.x < M) blk[threadIdx.x] = 0;
     __syncthreads();
-    if (own)
 #pragma unroll
-        for (int m = 0; m < M; m++)
-            atomicMax(&best[m], argmax_key(yv[m], n));
+    for (int m = 0; m < M; m++)
+        if (best[m] != 0) atomicMax(&blk[m], best[m]);
     __syncthreads();
-    if (threadIdx.x < M) atomicMax(&keys[threadIdx.x], best[threadIdx.x]);
+    if (threadIdx.x < M) atomicMax(&keys[threadIdx.x], blk[threadIdx.x]);
     __threadfence(); /* the block's keys in before its count */
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(count, 1u) == gridDim.x - 1;
@@ -121,11 +124,27 @@ static __device__ void argmax_blocks(int32_t *amax, unsigned long long *keys, bo
     if (threadIdx.x == 0) *count = 0;
 }
 
+#if GEMV_L2_PREFETCH
+/* The R weight rows of column n (K elements each) asked of L2 ahead of their loads. */
+template <typename T, int R>
+static __device__ __forceinline__ void prefetch_rows(const T *w, int64_t n, int64_t n_out, int K) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + (n + r * n_out) * K),
+                     "r"((unsigned)(K * sizeof(T)))
+                     : "memory");
+#endif
+}
+#endif
+
 /* R = 1: y[m, n] = x[m] . W[n] (+ res[m, n]); R = 2 (SwiGLU): y[m, n] = silu(g) u with
  * g = x[m] . W[n] and u = x[m] . W[n_out + n], each rounded to T first (as the product's
  * output would be). `split` warps of a block share a column, each taking every split-th
- * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns. With amax (fp32 y),
- * each row's argmax too (argmax_blocks). Launched programmatically dependent
+ * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns, a group, and takes
+ * groups blockIdx.x, + gridDim.x, ... (one where the grid covers them all). With amax
+ * (fp32 y), each row's argmax too (argmax_blocks: the grid is what stays resident, so
+ * that few blocks meet in the scratch). Launched programmatically dependent
  * (gpu/common.cuh): its first loads of weights run while the kernel before it finishes. */
 template <typename T, typename Y, int M, int R>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
@@ -137,14 +156,18 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
     constexpr int E = 16 / sizeof(T); /* elements a 16-byte load */
     constexpr int U = GEMV_LOADS / R;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int sub = warp % split;
-    const int64_t n = (int64_t)blockIdx.x * (GEMV_WARPS / split) + warp / split;
-    const bool active = n < n_out;
+    const int sub = warp % split, cols = GEMV_WARPS / split;
+    const int64_t groups = (n_out + cols - 1) / cols;
     const int iters = K / (32 * E);
+    int64_t grp = blockIdx.x, n = grp * cols + warp / split;
+    bool active = n < n_out;
     const T *wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
         wr[r] = w + (active ? n + r * n_out : 0) * K + lane * E;
+#if GEMV_L2_PREFETCH
+    if (active && sub == 0 && lane == 0) prefetch_rows<T, R>(w, n, n_out, K);
+#endif
     /* the weights of the first stretches are read before the kernel before this one ends */
     lb_pdl_trigger();
     uint4 wv[R][U];
@@ -157,71 +180,90 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
         __syncthreads();
         xs = xn;
     }
-    float acc[R][M];
+    unsigned long long best[M]; /* argmax keys of the columns this thread owned */
 #pragma unroll
-    for (int r = 0; r < R; r++)
+    for (int m = 0; m < M; m++)
+        best[m] = 0;
+    for (;;) {
+#if GEMV_L2_PREFETCH
+        const int64_t ahead = (grp + gridDim.x) * cols + warp / split;
+        if (ahead < n_out && sub == 0 && lane == 0) prefetch_rows<T, R>(w, ahead, n_out, K);
+#endif
+        float acc[R][M];
 #pragma unroll
-        for (int m = 0; m < M; m++)
-            acc[r][m] = 0.0f;
-    if (active)
-        for (int it0 = sub; it0 < iters; it0 += split * U) {
-            if (it0 != sub) load_weights<T, R, U>(wv, wr, it0, split, iters);
+        for (int r = 0; r < R; r++)
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int it = it0 + u * split;
-                if (it >= iters) break;
-                const int k = it * 32 * E + lane * E;
+            for (int m = 0; m < M; m++)
+                acc[r][m] = 0.0f;
+        if (active)
+            for (int it0 = sub; it0 < iters; it0 += split * U) {
+                if (it0 != sub) load_weights<T, R, U>(wv, wr, it0, split, iters);
 #pragma unroll
-                for (int m = 0; m < M; m++) {
-                    const uint4 xv = *(const uint4 *)(xs + (int64_t)m * K + k);
-                    const T *xe = (const T *)&xv;
+                for (int u = 0; u < U; u++) {
+                    const int it = it0 + u * split;
+                    if (it >= iters) break;
+                    const int k = it * 32 * E + lane * E;
 #pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        const T *we = (const T *)&wv[r][u];
+                    for (int m = 0; m < M; m++) {
+                        const uint4 xv = *(const uint4 *)(xs + (int64_t)m * K + k);
+                        const T *xe = (const T *)&xv;
 #pragma unroll
-                        for (int j = 0; j < E; j++)
-                            acc[r][m] += lb_to_f(we[j]) * lb_to_f(xe[j]);
+                        for (int r = 0; r < R; r++) {
+                            const T *we = (const T *)&wv[r][u];
+#pragma unroll
+                            for (int j = 0; j < E; j++)
+                                acc[r][m] += lb_to_f(we[j]) * lb_to_f(xe[j]);
+                        }
                     }
                 }
             }
-        }
 #pragma unroll
-    for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int m = 0; m < M; m++)
-            acc[r][m] = lb_warp_sum(acc[r][m]);
-    if (split > 1) {
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++)
-#pragma unroll
-                for (int m = 0; m < M; m++)
-                    part[warp][r * M + m] = acc[r][m];
-        __syncthreads();
-        if (sub == 0 && lane == 0)
-            for (int s = 1; s < split; s++)
+            for (int m = 0; m < M; m++)
+                acc[r][m] = lb_warp_sum(acc[r][m]);
+        if (split > 1) {
+            if (lane == 0)
 #pragma unroll
                 for (int r = 0; r < R; r++)
 #pragma unroll
                     for (int m = 0; m < M; m++)
-                        acc[r][m] += part[warp + s][r * M + m];
-    }
-    const bool own = sub == 0 && lane == 0 && active;
-    float yv[M];
+                        part[warp][r * M + m] = acc[r][m];
+            __syncthreads();
+            if (sub == 0 && lane == 0)
+                for (int s = 1; s < split; s++)
 #pragma unroll
-    for (int m = 0; m < M; m++) {
-        float v = acc[0][m];
-        if constexpr (R == 2) {
-            const float g = lb_to_f(lb_from_f<T>(v)), u = lb_to_f(lb_from_f<T>(acc[1][m]));
-            v = g / (1.0f + expf(-g)) * u;
-        } else if (own && res != NULL) {
-            v += lb_to_f(res[m * n_out + n]);
+                    for (int r = 0; r < R; r++)
+#pragma unroll
+                        for (int m = 0; m < M; m++)
+                            acc[r][m] += part[warp + s][r * M + m];
         }
-        yv[m] = v;
-        if (own) y[m * n_out + n] = lb_from_f<Y>(v);
+        if (sub == 0 && lane == 0 && active)
+#pragma unroll
+            for (int m = 0; m < M; m++) {
+                float v = acc[0][m];
+                if constexpr (R == 2) {
+                    const float g = lb_to_f(lb_from_f<T>(v)), u = lb_to_f(lb_from_f<T>(acc[1][m]));
+                    v = g / (1.0f + expf(-g)) * u;
+                } else if (res != NULL) {
+                    v += lb_to_f(res[m * n_out + n]);
+                }
+                y[m * n_out + n] = lb_from_f<Y>(v);
+                if constexpr (R == 1 && sizeof(Y) == 4)
+                    if (amax != NULL) best[m] = max(best[m], argmax_key(v, n));
+            }
+        grp += gridDim.x;
+        if (grp >= groups) break;
+        n = grp * cols + warp / split;
+        active = n < n_out;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            wr[r] = w + (active ? n + r * n_out : 0) * K + lane * E;
+        if (split > 1) __syncthreads(); /* part read before the next group writes it */
+        if (active) load_weights<T, R, U>(wv, wr, sub, split, iters);
     }
     if constexpr (R == 1 && sizeof(Y) == 4)
-        if (amax != NULL) argmax_blocks<M>(amax, akeys, own, yv, n);
+        if (amax != NULL) argmax_blocks<M>(amax, akeys, best);
 }
 
 static size_t norm_bytes(int M, int64_t K, lb_gpu_dtype dt, const lb_gemv_opts *o) {
@@ -241,6 +283,19 @@ extern "C" bool lb_gemv_fits(int M, int64_t K, int64_t OC, const void *x, const 
            norm_bytes(M, K, dt, o) <= LB_GEMV_NORM_BYTES;
 }
 
+/* The blocks of `kernel` that are resident at once on this GPU (at most grid). */
+template <typename F> static unsigned resident(F kernel, size_t smem, unsigned grid) {
+    int dev = 0, sms = 0, per = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, GEMV_WARPS * 32, smem) !=
+            cudaSuccess ||
+        per < 1)
+        return grid;
+    const unsigned most = (unsigned)(sms * per);
+    return grid < most ? grid : most;
+}
+
 template <typename T, typename Y, int R>
 static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, float eps, int M, int K,
                    int64_t n_out, int split, size_t smem, int32_t *amax, void *aws,
@@ -248,8 +303,10 @@ static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, floa
     const unsigned grid = (unsigned)((n_out + GEMV_WARPS / split - 1) / (GEMV_WARPS / split));
 #define GEMV_ROWS(ROWS)                                                                            \
     case ROWS:                                                                                     \
-        lb_launch_pdl(gemv_kernel<T, Y, ROWS, R>, grid, GEMV_WARPS * 32, smem, s, y, x, w, res,    \
-                      nw, eps, K, n_out, split, amax, (unsigned long long *)aws);                  \
+        lb_launch_pdl(gemv_kernel<T, Y, ROWS, R>,                                                  \
+                      amax ? resident(gemv_kernel<T, Y, ROWS, R>, smem, grid) : grid,              \
+                      GEMV_WARPS * 32, smem, s, y, x, w, res, nw, eps, K, n_out, split, amax,      \
+                      (unsigned long long *)aws);                                                  \
         break
     switch (M) {
         GEMV_ROWS(1);
