@@ -3,7 +3,8 @@
  *   - each product of a layer and the head through cuBLASLt as the engine runs it (timed
  *     candidates, the engine's row counts), and at up to 8 rows through kernels/gemv.cuh
  *     at each split of K over warps, plain and (qkv, mlp_in) with the RMSNorm before it
- *     and (mlp_in) the SwiGLU after it inside, (the head) with the argmax after it inside,
+ *     and (qkv) RoPE and the KV store or (mlp_in) the SwiGLU after it inside, (the head)
+ *     with the argmax after it inside,
  *     as the engine runs it where it fits; the weights cycled over copies that outgrow L2:
  *     time, weight bytes per second, TFLOP/s;
  *   - decode attention over contexts of CTX tokens in 16-token blocks handed out in a
@@ -12,8 +13,8 @@
  *   - the small kernels of a layer (RMSNorm, RoPE with the KV store, SwiGLU) at the
  *     batch's rows;
  *   - their sum for a step (32 layers, the head, its norm and argmax; each product the
- *     faster of cuBLASLt with the norm, SwiGLU and argmax kernels beside it and the fused
- *     gemv), against whole
+ *     faster of cuBLASLt with the norm, KV store, SwiGLU and argmax kernels beside it and
+ *     the fused gemv), against whole
  *     decode steps of the engine (lb_engine_step's wall clock: CUDA graphs, host work and
  *     all) on random weights, prompts of PROMPT tokens, and the steps that prefilled them.
  *   - a prefill step of PRE_T tokens: the products through cuBLASLt as the engine runs them
@@ -70,6 +71,7 @@ typedef struct {
     float *yf, *rstd, *cs, *nw;
     int32_t *pos, *seq, *slot, *table, *amax;
     void *amax_ws;                /* the argmax inside the head's gemv */
+    lb_gemv_kv kv;                /* the KV store inside the qkv gemv (its rows: the batch's) */
     int32_t *ppos, *pseq, *pslot; /* [PRE_T]: prefill rows */
     float *lse;
     lb_cudnn_attn *dnn; /* NULL: no cuDNN */
@@ -251,6 +253,14 @@ static void setup(probe *p, const lb_model_config *c, int max_b) {
     CK(cudaMemcpy(p->slot, h + 2 * B, B * 4, cudaMemcpyHostToDevice));
     free(perm), free(h);
     p->cs = dmalloc((size_t)CTX * p->HD * 4);
+    p->kv = (lb_gemv_kv){.k_cache = p->kc,
+                         .v_cache = p->vc,
+                         .cs = p->cs,
+                         .pos = p->pos,
+                         .slot = p->slot,
+                         .n_head = p->NH,
+                         .n_kv_head = p->NKV,
+                         .head_dim = p->HD};
     float *inv = dmalloc((size_t)p->HD / 2 * 4);
     LB(lb_act_fill(inv, p->HD / 2, 0.01f, 0, &err));
     LB(lb_rope_table(p->cs, inv, CTX, p->HD, 0, &err));
@@ -279,7 +289,7 @@ static void setup(probe *p, const lb_model_config *c, int max_b) {
 static double kernels(probe *p, int B) {
     double step = 0, layer = 0;
     const double norm = time_us(p, K_NORM, 0, B), swiglu = time_us(p, K_SWIGLU, 0, B);
-    const double am = time_us(p, K_ARGMAX, 0, B);
+    const double am = time_us(p, K_ARGMAX, 0, B), store = time_us(p, K_STORE, 0, B);
     for (int i = 0; i < N_PROD; i++) {
         double us = time_us(p, K_PROD, i, B);
         const double bytes = (double)p->oc[i] * p->k[i] * 2;
@@ -288,7 +298,9 @@ static double kernels(probe *p, int B) {
                bytes / (us * 1e3), tf);
         /* the neighbours cuBLASLt's product needs beside it */
         const bool normed = i == P_QKV || i == P_IN || i == P_HEAD;
-        us += (normed ? norm : 0) + (i == P_IN ? swiglu : 0) + (i == P_HEAD ? am : 0);
+        const double beside = (normed ? norm : 0) + (i == P_QKV ? store : 0) +
+                              (i == P_IN ? swiglu : 0) + (i == P_HEAD ? am : 0);
+        us += beside;
         if (B <= LB_GEMV_MAX_ROWS) { /* the engine takes the fastest way */
             int best = 1;
             double gv = INFINITY;
@@ -299,21 +311,24 @@ static double kernels(probe *p, int B) {
                        t, bytes / (t * 1e3));
                 if (t < gv) gv = t, best = split;
             }
-            gv += (normed ? norm : 0) + (i == P_IN ? swiglu : 0) + (i == P_HEAD ? am : 0);
+            gv += beside;
             if (i == P_HEAD) { /* the norm kernel before it, the argmax inside */
                 p->gemv = (lb_gemv_opts){.split = best, .argmax = p->amax, .argmax_ws = p->amax_ws};
                 const double t = time_us(p, K_GEMV, i, B);
                 printf("B%-4d %-10s gemv fused  %7.1f us  (split %d: argmax inside)\n", B,
                        PROD_NAME[i], t, best);
                 if (t + norm < gv) gv = t + norm;
-            } else if (normed &&
-                       lb_gemv_fits(B, p->k[i], p->oc[i], p->x, p->w[i][0], NULL, LB_DT_BF16,
-                                    &(lb_gemv_opts){.split = best, .norm_w = p->nw})) {
-                p->gemv = (lb_gemv_opts){.split = best, .norm_w = p->nw, .eps = 1e-5f};
-                const double t = time_us(p, K_GEMV, i, B);
-                printf("B%-4d %-10s gemv fused  %7.1f us  (split %d: norm%s inside)\n", B,
-                       PROD_NAME[i], t, best, i == P_IN ? ", SwiGLU" : "");
-                if (t < gv) gv = t;
+            } else if (normed) {
+                p->kv.rows = B;
+                p->gemv = (lb_gemv_opts){
+                    .split = best, .norm_w = p->nw, .eps = 1e-5f, .kv = i == P_QKV ? &p->kv : NULL};
+                if (lb_gemv_fits(B, p->k[i], p->oc[i], p->x, p->w[i][0], NULL, LB_DT_BF16,
+                                 &p->gemv)) {
+                    const double t = time_us(p, K_GEMV, i, B);
+                    printf("B%-4d %-10s gemv fused  %7.1f us  (split %d: norm, %s inside)\n", B,
+                           PROD_NAME[i], t, best, i == P_IN ? "SwiGLU" : "RoPE and KV store");
+                    if (t < gv) gv = t;
+                }
             }
             if (gv < us) us = gv;
         }
@@ -328,8 +343,6 @@ static double kernels(probe *p, int B) {
     printf("B%-4d %-22s %9.1f us  %7.0f GB/s\n", B, "attention whole", whole, kv / (whole * 1e3));
     printf("B%-4d attention split %-3d    %9.1f us  %7.0f GB/s\n", B, S, split, kv / (split * 1e3));
     layer += split;
-    const double store = time_us(p, K_STORE, 0, B);
-    layer += store;
     printf("B%-4d %-22s %9.1f us\n", B, "rmsnorm", norm);
     printf("B%-4d %-22s %9.1f us\n", B, "rope + kv_store", store);
     printf("B%-4d %-22s %9.1f us\n", B, "swiglu", swiglu);

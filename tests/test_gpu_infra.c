@@ -290,6 +290,25 @@ static void test_gemv_says_what_it_runs(void **state) {
     o.swiglu = false; /* and fp32 logits */
     assert_int_equal(lb_gemv(a, bf, a, b, NULL, 1, 4096, 64, &o, bf, NULL, &err),
                      LB_ERR_UNSUPPORTED);
+    /* the KV store: qkv columns of its heads, pairs of columns in a block, y bf16 */
+    const lb_gemv_kv kv = {.k_cache = a,
+                           .v_cache = a,
+                           .cs = (const float *)a,
+                           .pos = (const int32_t *)a,
+                           .slot = (const int32_t *)a,
+                           .rows = 1,
+                           .n_head = 4,
+                           .n_kv_head = 2,
+                           .head_dim = 64};
+    o = (lb_gemv_opts){.split = 4, .norm_w = a, .kv = &kv};
+    assert_true(lb_gemv_fits(1, 4096, 512, a, b, NULL, bf, &o));
+    assert_false(lb_gemv_fits(1, 4096, 448, a, b, NULL, bf, &o)); /* not 4 + 2 x 2 heads */
+    assert_false(lb_gemv_fits(1, 4096, 512, a, b, a, bf, &o));    /* a residual */
+    o.split = 8;                                                  /* one column a block */
+    assert_false(lb_gemv_fits(1, 4096, 512, a, b, NULL, bf, &o));
+    o.split = 1;
+    assert_int_equal(lb_gemv(a, LB_DT_F32, a, b, NULL, 1, 4096, 512, &o, bf, NULL, &err),
+                     LB_ERR_UNSUPPORTED);
     assert_int_equal(lb_gemv(a, bf, a, b, NULL, 9, 4096, 64, NULL, bf, NULL, &err),
                      LB_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "9 rows"));

@@ -17,7 +17,8 @@
  *   SwiGLU after mlp_in and the head's argmax inside it) or cuBLASLt (with the norm,
  *   SwiGLU and argmax kernels), whichever the bucket's first step timed faster
  *   (choose_products).
- * - RoPE and the KV store are one kernel (lb_paged_kv_store with the RoPE table).
+ * - RoPE and the KV store run inside the qkv product where that is lb_gemv (its kv
+ *   option), else as one kernel after it (lb_paged_kv_store with the RoPE table).
  * - The gemv, KV store and paged attention kernels are launched programmatically dependent
  *   (gpu/common.cuh): each starts while the one before it finishes, the gemv reading its
  *   first weights then, so a decode step of a few rows has no gap between its kernels but
@@ -240,14 +241,15 @@ static int64_t rows_for(int64_t n, int64_t cap) {
 /* y[N, OC] = x[N, K] W[OC, K]^T (+ res[N, OC] when res is not NULL; res != y), bf16 in,
  * out of type dt; with norm_w, x's rows RMS-normalised with those weights first; with
  * swiglu, y [N, OC/2] = silu(gate) * up of W's two halves; with argmax (fp32 y), the first
- * largest column of each of y's M rows too. N rows rounded by rows_for under cap; through
- * lb_gemv (norm, SwiGLU and argmax inside it) where this product at these rows was timed
- * faster that way (choose_products), else the norm kernel into g->n, cuBLASLt (into g->h
- * under SwiGLU) and the SwiGLU or argmax kernel. */
+ * largest column of each of y's M rows too; with kv (y = g->qkv), RoPE and the KV store of
+ * the N tokens after it. N rows rounded by rows_for under cap; through lb_gemv (norm,
+ * SwiGLU, argmax and KV store inside it) where this product at these rows was timed faster
+ * that way (choose_products), else the norm kernel into g->n, cuBLASLt (into g->h under
+ * SwiGLU) and the SwiGLU, argmax or KV store kernel. */
 static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, const void *x,
                         const void *w, int64_t N, int64_t cap, int64_t K, int64_t OC,
                         const void *res, const void *norm_w, bool swiglu, int32_t *argmax,
-                        lb_err *err) {
+                        const lb_gemv_kv *kv, lb_err *err) {
     const int64_t M = rows_for(N, cap);
     const prod_impl im = M <= LB_GEMV_MAX_ROWS ? g->impl[M][prod] : IMPL_BLAS;
     if (im >= IMPL_GEMV1) {
@@ -256,7 +258,8 @@ static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, cons
                                 .eps = g->cfg.norm_eps,
                                 .swiglu = swiglu,
                                 .argmax = argmax,
-                                .argmax_ws = g->argmax_ws};
+                                .argmax_ws = g->argmax_ws,
+                                .kv = kv};
         return lb_gemv(y, dt, x, w, res, (int)M, K, OC, &o, BF, g->stream, err);
     }
     if (norm_w != NULL) {
@@ -281,35 +284,56 @@ static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, cons
                        .beta = res ? 1.0f : 0.0f};
     LB_TRY(lb_blas_gemm_run(M <= SMALL_M ? g->blas_small : g->blas, &mm, g->stream, err));
     if (argmax != NULL) return lb_logits_argmax(argmax, y, (int)N, (int)OC, g->stream, err);
+    if (kv != NULL)
+        return lb_paged_kv_store(kv->k_cache, kv->v_cache, y, kv->cs, kv->pos, kv->slot, (int)N,
+                                 kv->n_head, kv->n_kv_head, kv->head_dim, BF, g->stream, err);
     return swiglu ? lb_act_swiglu_forward(y, g->h, N, (int)(OC / 2), BF, g->stream, err) : LB_OK;
 }
 
-/* Product `prod` of a step's N tokens with layer L's weights (the head's for PROD_HEAD),
- * between the backend's buffers and the residual stream x: qkv and mlp_in (with SwiGLU,
- * into g->a) read RMSNorm(x); attn_out and mlp_out write y = ... + x; the head reads x
- * (its rows normalised before: a norm inside lb_gemv is done again by each of its many
- * blocks) and writes the logits and their argmax. */
-static lb_status product(gpu_backend *g, int prod, const uint16_t *L, int N, void *y, const void *x,
+/* Elements of a layer's K (or V) cache: the blocks handed out and the spare one. */
+static int64_t layer_cache(const gpu_backend *g) {
+    return (int64_t)(g->n_blocks + 1) * g->block_size * g->cfg.n_kv_head *
+           lb_model_head_dim(&g->cfg);
+}
+
+/* Product `prod` of a step's N tokens with layer l's weights (the head's for PROD_HEAD),
+ * between the backend's buffers and the residual stream x: qkv (its q and k rotated, k
+ * and v into layer l's cache) and mlp_in (with SwiGLU, into g->a) read RMSNorm(x);
+ * attn_out and mlp_out write y = ... + x; the head reads x (its rows normalised before: a
+ * norm inside lb_gemv is done again by each of its many blocks) and writes the logits and
+ * their argmax. */
+static lb_status product(gpu_backend *g, int prod, int l, int N, void *y, const void *x,
                          lb_err *err) {
     const lb_model_config *c = &g->cfg;
     const int64_t C = c->d_model, F = c->d_ff, T = g->step_tokens;
     const lb_layer_offsets *lo = &g->off.layer;
+    const uint16_t *L = g->params + g->off.layers + (int64_t)l * g->off.layer_numel;
     switch (prod) {
-    case PROD_QKV:
+    case PROD_QKV: {
+        const lb_gemv_kv kv = {.k_cache = g->k_cache + l * layer_cache(g),
+                               .v_cache = g->v_cache + l * layer_cache(g),
+                               .cs = g->cs,
+                               .pos = in_at(g, g->in, IN_POS),
+                               .slot = in_at(g, g->in, IN_SLOT),
+                               .rows = N,
+                               .n_head = c->n_head,
+                               .n_kv_head = c->n_kv_head,
+                               .head_dim = lb_model_head_dim(c)};
         return linear(g, prod, g->qkv, BF, x, L + lo->qkv_w, N, T, C, lb_model_qkv_dim(c), NULL,
-                      L + lo->norm1_w, false, NULL, err);
+                      L + lo->norm1_w, false, NULL, &kv, err);
+    }
     case PROD_OUT:
         return linear(g, prod, y, BF, g->att, L + lo->attn_out_w, N, T, C, C, x, NULL, false, NULL,
-                      err);
+                      NULL, err);
     case PROD_IN:
         return linear(g, prod, g->a, BF, x, L + lo->mlp_in_w, N, T, C, 2 * F, NULL, L + lo->norm2_w,
-                      true, NULL, err);
+                      true, NULL, NULL, err);
     case PROD_DOWN:
         return linear(g, prod, y, BF, g->a, L + lo->mlp_out_w, N, T, F, C, x, NULL, false, NULL,
-                      err);
+                      NULL, err);
     default:
         return linear(g, prod, g->logits, LB_DT_F32, x, g->params + g->off.lm_head, N, g->max_seqs,
-                      C, c->vocab_size, NULL, NULL, false, g->argmax, err);
+                      C, c->vocab_size, NULL, NULL, false, g->argmax, NULL, err);
     }
 }
 
@@ -320,10 +344,11 @@ static lb_status event_ok(cudaError_t e, lb_err *err) {
 }
 
 /* For a decode bucket of at most LB_GEMV_MAX_ROWS rows, times each product every way
- * (cuBLASLt with the norm and SwiGLU kernels beside it, lb_gemv at each split with them
- * inside; one run each untimed, then TIME_REPS, each on the next layer's weights so that
- * none comes from L2) and keeps the fastest. The outputs are scratch: the step computes
- * them again. */
+ * (cuBLASLt with the norm, SwiGLU, argmax and KV store kernels beside it, lb_gemv at each
+ * split with them inside; one run each untimed, then TIME_REPS, each on the next layer's
+ * weights so that none comes from L2) and keeps the fastest. The outputs are scratch: the
+ * step computes them again (the KV store writes the step's own slots, which the step
+ * writes again). */
 #define TIME_REPS 3
 static lb_status choose_products(gpu_backend *g, int rows, lb_err *err) {
     if (rows > LB_GEMV_MAX_ROWS || g->impl[rows][0] != IMPL_UNKNOWN) return LB_OK;
@@ -337,11 +362,10 @@ static lb_status choose_products(gpu_backend *g, int rows, lb_err *err) {
         for (int im = IMPL_BLAS; im < N_IMPL && st == LB_OK; im++) {
             g->impl[rows][prod] = (prod_impl)im;
             for (int r = 0; r <= TIME_REPS && st == LB_OK; r++) {
-                const uint16_t *L =
-                    g->params + g->off.layers + (int64_t)(r % g->cfg.n_layer) * g->off.layer_numel;
                 if (r == 1) st = event_ok(cudaEventRecord(e0, g->stream), err);
                 if (st == LB_OK)
-                    st = product(g, prod, L, rows, g->x2, prod == PROD_HEAD ? g->xo : g->x, err);
+                    st = product(g, prod, r % g->cfg.n_layer, rows, g->x2,
+                                 prod == PROD_HEAD ? g->xo : g->x, err);
             }
             if (st == LB_OK) st = event_ok(cudaEventRecord(e1, g->stream), err);
             if (st == LB_OK) st = event_ok(cudaEventSynchronize(e1), err);
@@ -392,31 +416,28 @@ static lb_status attention(gpu_backend *g, const uint16_t *kc, const uint16_t *v
 static lb_status layers(gpu_backend *g, int N, int n_paged, const int32_t *run_at, int n_runs,
                         int n_out, lb_err *err) {
     const lb_model_config *c = &g->cfg;
-    const int C = c->d_model, NH = c->n_head, NKV = c->n_kv_head;
-    const int HD = lb_model_head_dim(c);
-    const int64_t layer_cache = (int64_t)(g->n_blocks + 1) * g->block_size * NKV * HD;
+    const int C = c->d_model;
+    const int64_t lc = layer_cache(g);
     cudaStream_t s = g->stream;
-    const int32_t *tokens = in_at(g, g->in, IN_TOKENS), *pos = in_at(g, g->in, IN_POS);
-    const int32_t *slot = in_at(g, g->in, IN_SLOT), *out_token = in_at(g, g->in, IN_OUT);
+    const int32_t *tokens = in_at(g, g->in, IN_TOKENS), *out_token = in_at(g, g->in, IN_OUT);
     const uint16_t *P = g->params;
     void *x = g->x, *x2 = g->x2, *t;
     LB_TRY(lb_embed_forward(x, tokens, P + g->off.wte, NULL, 1, N, C, BF, s, err));
     for (int l = 0; l < c->n_layer; l++) {
-        const uint16_t *L = P + g->off.layers + (int64_t)l * g->off.layer_numel;
-        uint16_t *kc = g->k_cache + l * layer_cache, *vc = g->v_cache + l * layer_cache;
-        LB_TRY(product(g, PROD_QKV, L, N, NULL, x, err));
-        LB_TRY(lb_paged_kv_store(kc, vc, g->qkv, g->cs, pos, slot, N, NH, NKV, HD, BF, s, err));
-        LB_TRY(attention(g, kc, vc, N, n_paged, run_at, n_runs, err));
-        LB_TRY(product(g, PROD_OUT, L, N, x2, x, err));
+        /* qkv, RoPE and the KV store */
+        LB_TRY(product(g, PROD_QKV, l, N, NULL, x, err));
+        LB_TRY(attention(g, g->k_cache + l * lc, g->v_cache + l * lc, N, n_paged, run_at, n_runs,
+                         err));
+        LB_TRY(product(g, PROD_OUT, l, N, x2, x, err));
         t = x, x = x2, x2 = t;
-        LB_TRY(product(g, PROD_IN, L, N, NULL, x, err));
-        LB_TRY(product(g, PROD_DOWN, L, N, x2, x, err));
+        LB_TRY(product(g, PROD_IN, l, N, NULL, x, err));
+        LB_TRY(product(g, PROD_DOWN, l, N, x2, x, err));
         t = x, x = x2, x2 = t;
     }
     LB_TRY(lb_logits_gather_rows(g->xo, x, out_token, n_out, C, BF, s, err));
     LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, g->xo, P + g->off.normf_w, n_out, C, c->norm_eps,
                                    BF, s, err));
-    return product(g, PROD_HEAD, NULL, n_out, NULL, g->n, err);
+    return product(g, PROD_HEAD, 0, n_out, NULL, g->n, err);
 }
 
 typedef struct {

@@ -124,6 +124,50 @@ static __device__ void argmax_blocks(int32_t *amax, unsigned long long *keys,
     if (threadIdx.x == 0) *count = 0;
 }
 
+/* The column of logical column ln: under the KV store (rot, the q and k columns, > 0)
+ * logical columns 2i and 2i + 1 of a head are dimensions i and i + HD/2, a pair of the
+ * rotation; the same column elsewhere. */
+static __device__ __forceinline__ int64_t kv_column(int64_t ln, int rot, int HD) {
+    if (ln >= rot) return ln;
+    const int64_t h = ln / HD;
+    const int r = (int)(ln - h * HD);
+    return h * HD + r / 2 + (r & 1) * (HD / 2);
+}
+
+/* The block's columns (logical first..first + cols, their rows' values rounded to T in
+ * kvv) rotated and stored as lb_paged_kv_store does: q and k rotated to each row's
+ * position, y written, k and v put in the cache, for rows under kv.rows (the rest: y
+ * unrotated). */
+template <typename T, int M>
+static __device__ void store_kv(T *y, const float (*kvv)[M], const lb_gemv_kv &kv, int64_t first,
+                                int cols, int64_t n_out, int rot) {
+    __syncthreads();
+    const int HD = kv.head_dim, half = HD / 2, NH = kv.n_head;
+    const int64_t row = (int64_t)kv.n_kv_head * HD;
+    for (int e = threadIdx.x; e < cols * M; e += blockDim.x) {
+        const int j = e % cols, m = e / cols;
+        const int64_t ln = first + j;
+        if (ln >= n_out) continue;
+        const int64_t n = kv_column(ln, rot, HD);
+        const bool store = m < kv.rows;
+        float o = kvv[j][m];
+        if (ln < rot) {
+            const int64_t h = ln / HD;
+            if (store) { /* as kernels/rope.cuh's rotation: (a, b) -> (a c - b s, b c + a s) */
+                const float other = kvv[j ^ 1][m];
+                const float *cs = kv.cs + 2 * ((int64_t)kv.pos[m] * half + (ln - h * HD) / 2);
+                o = (j & 1) == 0 ? o * cs[0] - other * cs[1] : o * cs[0] + other * cs[1];
+                if (h >= NH)
+                    ((T *)kv.k_cache)[kv.slot[m] * row + (h - NH) * HD + (n - h * HD)] =
+                        lb_from_f<T>(o);
+            }
+        } else if (store) {
+            ((T *)kv.v_cache)[kv.slot[m] * row + (n - rot)] = lb_from_f<T>(o);
+        }
+        y[m * n_out + n] = lb_from_f<T>(o);
+    }
+}
+
 #if GEMV_L2_PREFETCH
 /* The R weight rows of column n (K elements each) asked of L2 ahead of their loads. */
 template <typename T, int R>
@@ -144,23 +188,26 @@ static __device__ __forceinline__ void prefetch_rows(const T *w, int64_t n, int6
  * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns, a group, and takes
  * groups blockIdx.x, + gridDim.x, ... (one where the grid covers them all). With amax
  * (fp32 y), each row's argmax too (argmax_blocks: the grid is what stays resident, so
- * that few blocks meet in the scratch). Launched programmatically dependent
+ * that few blocks meet in the scratch). With kv.k_cache (y of type T), the KV store
+ * after it (store_kv; its columns in pairs, kv_column). Launched programmatically dependent
  * (gpu/common.cuh): its first loads of weights run while the kernel before it finishes. */
 template <typename T, typename Y, int M, int R>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
     gemv_kernel(Y *__restrict__ y, const T *__restrict__ x, const T *__restrict__ w,
                 const T *__restrict__ res, const T *__restrict__ norm_w, float eps, int K,
-                int64_t n_out, int split, int32_t *amax, unsigned long long *akeys) {
+                int64_t n_out, int split, int32_t *amax, unsigned long long *akeys, lb_gemv_kv kv) {
     extern __shared__ __align__(16) unsigned char gemv_smem[];
-    __shared__ float red[GEMV_WARPS][M], part[GEMV_WARPS][R * M];
+    __shared__ float red[GEMV_WARPS][M], part[GEMV_WARPS][R * M], kvv[GEMV_WARPS][M];
     constexpr int E = 16 / sizeof(T); /* elements a 16-byte load */
     constexpr int U = GEMV_LOADS / R;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int sub = warp % split, cols = GEMV_WARPS / split;
     const int64_t groups = (n_out + cols - 1) / cols;
     const int iters = K / (32 * E);
-    int64_t grp = blockIdx.x, n = grp * cols + warp / split;
-    bool active = n < n_out;
+    const bool store = R == 1 && sizeof(Y) == sizeof(T) && kv.k_cache != NULL;
+    const int rot = store ? (kv.n_head + kv.n_kv_head) * kv.head_dim : 0;
+    int64_t grp = blockIdx.x, ln = grp * cols + warp / split, n = kv_column(ln, rot, kv.head_dim);
+    bool active = ln < n_out;
     const T *wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -248,18 +295,24 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
                 } else if (res != NULL) {
                     v += lb_to_f(res[m * n_out + n]);
                 }
-                y[m * n_out + n] = lb_from_f<Y>(v);
+                if (store)
+                    kvv[warp / split][m] = lb_to_f(lb_from_f<T>(v));
+                else
+                    y[m * n_out + n] = lb_from_f<Y>(v);
                 if constexpr (R == 1 && sizeof(Y) == 4)
                     if (amax != NULL) best[m] = max(best[m], argmax_key(v, n));
             }
+        if constexpr (R == 1 && sizeof(Y) == sizeof(T))
+            if (store) store_kv<T, M>((T *)y, kvv, kv, grp * cols, cols, n_out, rot);
         grp += gridDim.x;
         if (grp >= groups) break;
-        n = grp * cols + warp / split;
-        active = n < n_out;
+        ln = grp * cols + warp / split;
+        n = kv_column(ln, rot, kv.head_dim);
+        active = ln < n_out;
 #pragma unroll
         for (int r = 0; r < R; r++)
             wr[r] = w + (active ? n + r * n_out : 0) * K + lane * E;
-        if (split > 1) __syncthreads(); /* part read before the next group writes it */
+        if (split > 1 || store) __syncthreads(); /* part, kvv read before the next group */
         if (active) load_weights<T, R, U>(wv, wr, sub, split, iters);
     }
     if constexpr (R == 1 && sizeof(Y) == 4)
@@ -275,10 +328,16 @@ extern "C" bool lb_gemv_fits(int M, int64_t K, int64_t OC, const void *x, const 
     const int split = o != NULL ? o->split : 1;
     const bool swiglu = o != NULL && o->swiglu;
     const bool amax = o != NULL && o->argmax != NULL;
+    const lb_gemv_kv *kv = o != NULL ? o->kv : NULL;
     return M >= 1 && M <= LB_GEMV_MAX_ROWS && K % 256 == 0 && K <= INT32_MAX &&
            (split == 1 || split == 2 || split == 4 || split == 8) && lb_aligned16(x) &&
            lb_aligned16(w) && (res == NULL || lb_aligned16(res)) &&
            (!swiglu || (OC % 2 == 0 && res == NULL)) && (!amax || (!swiglu && o->argmax_ws)) &&
+           (kv == NULL ||
+            (!swiglu && !amax && res == NULL && split <= 4 && kv->k_cache && kv->v_cache &&
+             kv->cs && kv->pos && kv->slot && kv->rows >= 0 && kv->rows <= M && kv->head_dim > 0 &&
+             kv->head_dim % 8 == 0 && kv->n_head > 0 && kv->n_kv_head > 0 &&
+             OC == (int64_t)(kv->n_head + 2 * kv->n_kv_head) * kv->head_dim)) &&
            (o == NULL || o->norm_w == NULL || lb_aligned16(o->norm_w)) &&
            norm_bytes(M, K, dt, o) <= LB_GEMV_NORM_BYTES;
 }
@@ -299,14 +358,15 @@ template <typename F> static unsigned resident(F kernel, size_t smem, unsigned g
 template <typename T, typename Y, int R>
 static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, float eps, int M, int K,
                    int64_t n_out, int split, size_t smem, int32_t *amax, void *aws,
-                   cudaStream_t s) {
+                   const lb_gemv_kv *kv, cudaStream_t s) {
+    const lb_gemv_kv none = {0};
     const unsigned grid = (unsigned)((n_out + GEMV_WARPS / split - 1) / (GEMV_WARPS / split));
 #define GEMV_ROWS(ROWS)                                                                            \
     case ROWS:                                                                                     \
         lb_launch_pdl(gemv_kernel<T, Y, ROWS, R>,                                                  \
                       amax ? resident(gemv_kernel<T, Y, ROWS, R>, smem, grid) : grid,              \
                       GEMV_WARPS * 32, smem, s, y, x, w, res, nw, eps, K, n_out, split, amax,      \
-                      (unsigned long long *)aws);                                                  \
+                      (unsigned long long *)aws, kv != NULL ? *kv : none);                         \
         break
     switch (M) {
         GEMV_ROWS(1);
@@ -329,7 +389,8 @@ extern "C" lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const 
                        "gemv runs 1 to %d rows, K a multiple of 256, 16-byte aligned operands, "
                        "a split of 1, 2, 4 or 8 warps, normalised rows of at most %d bytes, "
                        "SwiGLU over an even OC without a residual, the argmax with scratch and "
-                       "without SwiGLU (asked: %d rows, K %lld, OC %lld)",
+                       "without SwiGLU, the KV store without SwiGLU, argmax or residual at a "
+                       "split of at most 4 over qkv columns (asked: %d rows, K %lld, OC %lld)",
                        LB_GEMV_MAX_ROWS, LB_GEMV_NORM_BYTES, M, (long long)K, (long long)OC);
     const int split = o != NULL ? o->split : 1;
     const bool swiglu = o != NULL && o->swiglu;
@@ -337,26 +398,27 @@ extern "C" lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const 
     const float eps = o != NULL ? o->eps : 0.0f;
     int32_t *amax = o != NULL ? o->argmax : NULL;
     void *aws = o != NULL ? o->argmax_ws : NULL;
+    const lb_gemv_kv *kv = o != NULL ? o->kv : NULL;
     const size_t smem = norm_bytes(M, K, dt, o);
     if (swiglu && y_type == dt)
         LB_DISPATCH_DTYPE(dt, T,
                           launch<T, T, 2>((T *)y, (const T *)x, (const T *)w, (const T *)NULL,
                                           (const T *)nw, eps, M, (int)K, OC / 2, split, smem, NULL,
-                                          NULL, s));
-    else if (!swiglu && y_type == LB_DT_F32)
+                                          NULL, NULL, s));
+    else if (!swiglu && y_type == LB_DT_F32 && (kv == NULL || dt == LB_DT_F32))
         LB_DISPATCH_DTYPE(dt, T,
                           launch<T, float, 1>((float *)y, (const T *)x, (const T *)w,
                                               (const T *)res, (const T *)nw, eps, M, (int)K, OC,
-                                              split, smem, amax, aws, s));
+                                              split, smem, amax, aws, kv, s));
     else if (!swiglu && y_type == dt && amax == NULL)
         LB_DISPATCH_DTYPE(dt, T,
                           launch<T, T, 1>((T *)y, (const T *)x, (const T *)w, (const T *)res,
                                           (const T *)nw, eps, M, (int)K, OC, split, smem, NULL,
-                                          NULL, s));
+                                          NULL, kv, s));
     else
         return lb_fail(err, LB_ERR_UNSUPPORTED,
-                       "gemv writes fp32 or the inputs' type (SwiGLU: the inputs' type; the "
-                       "argmax: fp32)");
+                       "gemv writes fp32 or the inputs' type (SwiGLU and the KV store: the "
+                       "inputs' type; the argmax: fp32)");
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

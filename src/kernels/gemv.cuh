@@ -18,7 +18,12 @@
  *   the larger key is the larger value, the first column on ties), goes to the scratch by
  *   an atomic maximum; the block that counts itself last there writes each row's column
  *   and leaves the scratch at zero (as kernels/logits.cuh's argmax of y would: the first
- *   largest value; a NaN is never chosen).
+ *   largest value; a NaN is never chosen);
+ * - the KV store after (kv, y the qkv rows of a layer, y's type): as kernels/paged.cuh's
+ *   lb_paged_kv_store with a RoPE table, q and k rotated in y and k and v stored in the
+ *   cache, for the first kv->rows rows (the others are y only, unrotated). A block's
+ *   columns are then pairs of a rotation (dimensions d and d + HD/2 of a head), so that
+ *   it rotates them itself; at least two columns a block (a split of 1, 2 or 4).
  * The kernel is launched programmatically dependent on the one before it
  * (gpu/common.cuh) and reads its first weights while that one finishes.
  * The bound is the weights' bytes over the memory bandwidth, where cuBLASLt's kernels at
@@ -45,16 +50,26 @@ extern "C" {
 /* the argmax's scratch: a key a row, then the count of blocks done */
 #define LB_GEMV_ARGMAX_BYTES (LB_GEMV_MAX_ROWS * 8 + 8)
 
+/* Where lb_gemv stores k and v (the kv option). */
+typedef struct {
+    void *k_cache, *v_cache;   /* [slots, n_kv_head, head_dim] of the inputs' type */
+    const float *cs;           /* the RoPE table (kernels/rope.cuh's) */
+    const int32_t *pos, *slot; /* [rows]: each row's position and cache slot */
+    int rows;                  /* rows stored, at most M */
+    int n_head, n_kv_head, head_dim;
+} lb_gemv_kv;
+
 /* How lb_gemv runs a product; NULL: one warp a column, nothing fused. */
 typedef struct {
-    int split;          /* warps that share a column: 1, 2, 4 or 8 */
-    const void *norm_w; /* not NULL: x's rows RMS-normalised with these [K] weights first */
-    float eps;          /* the norm's epsilon */
-    bool swiglu;        /* y [M, OC/2] = silu(gate) * up of W's two halves (no res) */
-    int32_t *argmax;    /* not NULL (fp32 y, no SwiGLU): argmax[m] = y's row m's first
-                         * largest column */
-    void *argmax_ws;    /* its scratch: LB_GEMV_ARGMAX_BYTES, zero before the first call
-                         * (each call leaves it zero); one product at a time uses it */
+    int split;            /* warps that share a column: 1, 2, 4 or 8 */
+    const void *norm_w;   /* not NULL: x's rows RMS-normalised with these [K] weights first */
+    float eps;            /* the norm's epsilon */
+    bool swiglu;          /* y [M, OC/2] = silu(gate) * up of W's two halves (no res) */
+    int32_t *argmax;      /* not NULL (fp32 y, no SwiGLU): argmax[m] = y's row m's first
+                           * largest column */
+    void *argmax_ws;      /* its scratch: LB_GEMV_ARGMAX_BYTES, zero before the first call
+                           * (each call leaves it zero); one product at a time uses it */
+    const lb_gemv_kv *kv; /* not NULL: RoPE and the KV store after (y in the inputs' type) */
 } lb_gemv_opts;
 
 /* Whether lb_gemv runs this problem. */

@@ -1660,6 +1660,72 @@ static void check_gemv(ctx *c, const prec_t *pr, int M, int K, int OC, bool res,
     free(x), free(xn), free(w), free(nwt), free(r), free(ref), free(out), free(sums);
 }
 
+/* The qkv product with RoPE and the KV store inside lb_gemv (its kv option) against the
+ * same product without it followed by lb_paged_kv_store: q, k, v rows of M tokens, the
+ * first `rows` of them at random positions under T into distinct random slots of a cache
+ * of 64, the rest left unrotated and unstored; the rows and both caches compared. */
+static void check_gemv_kv(ctx *c, const prec_t *pr, int M, int rows, int NH, int NKV, int HD,
+                          int split, bool norm) {
+    char shape[80];
+    snprintf(shape, sizeof shape, "M%d rows%d H%d/%d D%d split%d%s kv", M, rows, NH, NKV, HD, split,
+             norm ? " norm" : "");
+    enum { K = 512, T = 4096, SLOTS = 64 };
+    const int OC = (NH + 2 * NKV) * HD;
+    const size_t nx = (size_t)M * K, nw = (size_t)OC * K, ny = (size_t)M * OC;
+    const size_t cache = (size_t)SLOTS * NKV * HD;
+    float *x = hnew(nx), *w = hnew(nw), *nwt = hnew(K), *freq = hnew((size_t)HD / 2);
+    float *ref = hnew(ny), *out = hnew(ny), *kref = hnew(cache), *kout = hnew(cache);
+    int32_t pos[LB_GEMV_MAX_ROWS], slot[LB_GEMV_MAX_ROWS];
+    randn(c, x, nx, 1.0f);
+    randn(c, w, nw, 0.1f);
+    for (int k = 0; k < K; k++)
+        nwt[k] = 1.0f + 0.1f * (float)lb_rng_normal(&c->rng);
+    for (int i = 0; i < HD / 2; i++)
+        freq[i] = powf(10000.0f, -2.0f * (float)i / (float)HD);
+    for (int i = 0; i < M; i++) {
+        pos[i] = (int32_t)lb_rng_below(&c->rng, T);
+        slot[i] = i * (SLOTS / LB_GEMV_MAX_ROWS) + (int32_t)lb_rng_below(&c->rng, 8);
+    }
+    void *d_x = up(c, x, nx, pr->dt), *d_w = up(c, w, nw, pr->dt);
+    void *d_nw = norm ? up(c, nwt, K, pr->dt) : NULL;
+    const size_t eb = lb_dtype_bytes(pr->dt);
+    void *d_y = dev(c, ny * eb), *d_ref = dev(c, ny * eb);
+    void *d_kc = dev(c, cache * eb), *d_vc = dev(c, cache * eb);
+    void *d_kr = dev(c, cache * eb), *d_vr = dev(c, cache * eb);
+    float *d_f = dev(c, (size_t)HD / 2 * 4), *d_cs = dev(c, (size_t)T * HD * 4);
+    int32_t *d_pos = upi(c, pos, (size_t)M), *d_slot = upi(c, slot, (size_t)M);
+    if (c->st == LB_OK) {
+        check_cuda(c, cudaMemcpy(d_f, freq, (size_t)HD / 2 * 4, cudaMemcpyHostToDevice), "freqs");
+        check(c, lb_rope_table(d_cs, d_f, T, HD, 0, c->err));
+        const lb_gemv_kv kv = {.k_cache = d_kc,
+                               .v_cache = d_vc,
+                               .cs = d_cs,
+                               .pos = d_pos,
+                               .slot = d_slot,
+                               .rows = rows,
+                               .n_head = NH,
+                               .n_kv_head = NKV,
+                               .head_dim = HD};
+        lb_gemv_opts o = {.split = split, .norm_w = d_nw, .eps = 1e-5f};
+        check(c, lb_gemv(d_ref, pr->dt, d_x, d_w, NULL, M, K, OC, &o, pr->dt, 0, c->err));
+        check(c, lb_paged_kv_store(d_kr, d_vr, d_ref, d_cs, d_pos, d_slot, rows, NH, NKV, HD,
+                                   pr->dt, 0, c->err));
+        o.kv = &kv;
+        check(c, lb_gemv(d_y, pr->dt, d_x, d_w, NULL, M, K, OC, &o, pr->dt, 0, c->err));
+        down(c, out, d_y, ny, pr->dt);
+        down(c, ref, d_ref, ny, pr->dt);
+        compare(c, "gemv.kv_rows", shape, pr, out, ref, ny);
+        down(c, kout, d_kc, cache, pr->dt);
+        down(c, kref, d_kr, cache, pr->dt);
+        compare(c, "gemv.kv_k", shape, pr, kout, kref, cache);
+        down(c, kout, d_vc, cache, pr->dt);
+        down(c, kref, d_vr, cache, pr->dt);
+        compare(c, "gemv.kv_v", shape, pr, kout, kref, cache);
+    }
+    release(c);
+    free(x), free(w), free(nwt), free(freq), free(ref), free(out), free(kref), free(kout);
+}
+
 /* RoPE of a batch of tokens at their own positions (a mixed batch of sequences), as the
  * engine rotates them: inside lb_paged_kv_store (token i to slot i of a scratch cache). */
 static void check_rope_positions(ctx *c, const prec_t *pr, int N, int NH, int NKV, int HD, int T) {
@@ -1974,6 +2040,11 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_gemv(&c, pr, 8, 1024, 77, false, true, 1, false, false, true);
             check_gemv(&c, pr, 3, 512, 1000, false, true, 2, true, false, true);
             check_gemv(&c, pr, 2, 1024, 300, false, true, 8, false, false, true);
+            /* RoPE and the KV store inside (the engine's qkv at a decode bucket): every split
+             * that has pairs, padded rows left out, a norm beside it, head size 64 and 128 */
+            check_gemv_kv(&c, pr, 1, 1, 32, 8, 128, 4, true);
+            check_gemv_kv(&c, pr, 4, 3, 8, 2, 64, 2, false);
+            check_gemv_kv(&c, pr, 8, 8, 4, 4, 128, 1, true);
         }
         /* fp32 angles pos * inv_freq are off by up to pos * 2^-24 radians (the table is
          * fp32, as HF's rotary embedding): past about 2k positions that exceeds fp32's
