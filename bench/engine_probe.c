@@ -2,11 +2,9 @@
  * Llama-3.1-8B's shapes (bf16), for each batch size asked:
  *   - each product of a layer and the head through cuBLASLt as the engine runs it (timed
  *     candidates, the engine's row counts), and at up to 8 rows through kernels/gemv.cuh
- *     at each split of K over warps, plain and (qkv, mlp_in) with the RMSNorm before it
- *     and (qkv) RoPE and the KV store or (mlp_in) the SwiGLU after it inside, (the head)
- *     with the argmax after it inside,
- *     as the engine runs it where it fits; the weights cycled over copies that outgrow L2:
- *     time, weight bytes per second, TFLOP/s;
+ *     at each split of K over warps, plain and (qkv, mlp_in) with the RMSNorm before it *     and
+ * (qkv) RoPE and the KV store or (mlp_in) the SwiGLU after it inside, as the engine runs it where
+ * it fits; the weights cycled over copies that outgrow L2: time, weight bytes per second, TFLOP/s;
  *   - decode attention over contexts of CTX tokens in 16-token blocks handed out in a
  *     random order, whole and split over blocks (lb_paged_splits): time, cache bytes per
  *     second;
@@ -63,14 +61,14 @@ static const char *PROD_NAME[N_PROD] = {"qkv", "attn_out", "mlp_in", "mlp_out", 
 
 typedef struct {
     int C, F, V, NH, NKV, HD, Q, L, n_sm;
-    lb_gemv_opts gemv; /* how K_GEMV runs (norm_w, argmax set: fused as the engine does) */
+    lb_gemv_opts gemv; /* how K_GEMV runs (norm_w, kv set: fused as the engine does) */
     int64_t oc[N_PROD], k[N_PROD];
     void *w[N_PROD][COPIES];
     int copies[N_PROD];
     void *x, *y, *qkv, *att, *h, *a, *kc, *vc, *scr;
     float *yf, *rstd, *cs, *nw;
     int32_t *pos, *seq, *slot, *table, *amax;
-    void *amax_ws;                /* the argmax inside the head's gemv */
+    void *amax_ws;                /* the argmax's scratch */
     lb_gemv_kv kv;                /* the KV store inside the qkv gemv (its rows: the batch's) */
     int32_t *ppos, *pseq, *pslot; /* [PRE_T]: prefill rows */
     float *lse;
@@ -162,7 +160,7 @@ static void run(probe *p, int kind, int arg, int B, int rep) {
                              p->s, &err));
         break;
     case K_SWIGLU: LB(lb_act_swiglu_forward(p->a, p->h, B, p->F, LB_DT_BF16, p->s, &err)); break;
-    default: LB(lb_logits_argmax(p->amax, p->yf, B, p->V, p->s, &err));
+    default: LB(lb_logits_argmax(p->amax, p->yf, B, p->V, p->amax_ws, p->s, &err));
     }
 }
 
@@ -245,8 +243,8 @@ static void setup(probe *p, const lb_model_config *c, int max_b) {
     p->table = dmalloc((size_t)n_blocks * 4);
     p->pos = dmalloc(B * 4), p->seq = dmalloc(B * 4), p->slot = dmalloc(B * 4);
     p->amax = dmalloc(B * 4);
-    p->amax_ws = dmalloc(LB_GEMV_ARGMAX_BYTES);
-    CK(cudaMemset(p->amax_ws, 0, LB_GEMV_ARGMAX_BYTES));
+    p->amax_ws = dmalloc(LB_ARGMAX_SCRATCH_BYTES);
+    CK(cudaMemset(p->amax_ws, 0, LB_ARGMAX_SCRATCH_BYTES));
     CK(cudaMemcpy(p->table, perm, (size_t)n_blocks * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(p->pos, h, B * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(p->seq, h + B, B * 4, cudaMemcpyHostToDevice));
@@ -312,13 +310,7 @@ static double kernels(probe *p, int B) {
                 if (t < gv) gv = t, best = split;
             }
             gv += beside;
-            if (i == P_HEAD) { /* the norm kernel before it, the argmax inside */
-                p->gemv = (lb_gemv_opts){.split = best, .argmax = p->amax, .argmax_ws = p->amax_ws};
-                const double t = time_us(p, K_GEMV, i, B);
-                printf("B%-4d %-10s gemv fused  %7.1f us  (split %d: argmax inside)\n", B,
-                       PROD_NAME[i], t, best);
-                if (t + norm < gv) gv = t + norm;
-            } else if (normed) {
+            if (normed && i != P_HEAD) { /* the head's norm: a kernel before it */
                 p->kv.rows = B;
                 p->gemv = (lb_gemv_opts){
                     .split = best, .norm_w = p->nw, .eps = 1e-5f, .kv = i == P_QKV ? &p->kv : NULL};

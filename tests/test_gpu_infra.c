@@ -281,15 +281,6 @@ static void test_gemv_says_what_it_runs(void **state) {
     assert_false(lb_gemv_fits(4, 4096, 64, a, b, NULL, bf, &o));
     o = (lb_gemv_opts){.split = 3};
     assert_false(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, &o));
-    o = (lb_gemv_opts){.split = 1, .argmax = (int32_t *)a}; /* the argmax needs scratch */
-    assert_false(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, &o));
-    o.argmax_ws = a;
-    assert_true(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, &o));
-    o.swiglu = true;
-    assert_false(lb_gemv_fits(1, 4096, 64, a, b, NULL, bf, &o));
-    o.swiglu = false; /* and fp32 logits */
-    assert_int_equal(lb_gemv(a, bf, a, b, NULL, 1, 4096, 64, &o, bf, NULL, &err),
-                     LB_ERR_UNSUPPORTED);
     /* the KV store: qkv columns of its heads, pairs of columns in a block, y bf16 */
     const lb_gemv_kv kv = {.k_cache = a,
                            .v_cache = a,

@@ -13,10 +13,12 @@
  * - Decode attention splits each context over blocks (kernels/paged.cuh) so that small
  *   batches fill the GPU.
  * - At buckets of up to LB_GEMV_MAX_ROWS rows each product runs through kernels/gemv.cuh
- *   (at the split of K over warps that suits it, the RMSNorm before qkv and mlp_in, the
- *   SwiGLU after mlp_in and the head's argmax inside it) or cuBLASLt (with the norm,
- *   SwiGLU and argmax kernels), whichever the bucket's first step timed faster
- *   (choose_products).
+ *   (at the split of K over warps that suits it, the RMSNorm before qkv and mlp_in, RoPE
+ *   and the KV store after qkv and the SwiGLU after mlp_in inside it) or cuBLASLt (with
+ *   the norm, KV store and SwiGLU kernels), whichever the bucket's first step timed
+ *   faster (choose_products). The head's rows are normalised before it by the norm kernel
+ *   (inside lb_gemv each of its many blocks would do it again).
+ * - The argmax of a few rows spreads each row over many blocks (kernels/logits.cuh).
  * - RoPE and the KV store run inside the qkv product where that is lb_gemv (its kv
  *   option), else as one kernel after it (lb_paged_kv_store with the RoPE table).
  * - The gemv, KV store and paged attention kernels are launched programmatically dependent
@@ -111,7 +113,7 @@ typedef struct {
     void *split_ws; /* decode attention's splits */
     int32_t *in;    /* the step's inputs, IN_PARTS parts (in_at) */
     int32_t *argmax;
-    void *argmax_ws; /* the head's argmax inside lb_gemv */
+    void *argmax_ws; /* the argmax's scratch (a few rows over many blocks) */
     void *blas_ws;
     int32_t *h_in;   /* pinned host copy of in */
     int32_t *run_at; /* [max_seqs] host: where each cuDNN run of a step starts */
@@ -184,7 +186,7 @@ static lb_status carve(gpu_backend *g, lb_gpu_arena *a, int64_t n_blocks, int ma
     PIECE("split_scratch", split_bytes(g), &g->split_ws);
     PIECE("inputs", in_offset(g, IN_PARTS) * 4, &g->in);
     PIECE("argmax", S * 4, &g->argmax);
-    PIECE("argmax_scratch", LB_GEMV_ARGMAX_BYTES, &g->argmax_ws);
+    PIECE("argmax_scratch", LB_ARGMAX_SCRATCH_BYTES, &g->argmax_ws);
     PIECE("k_cache", kv * 2, &g->k_cache);
     PIECE("v_cache", kv * 2, &g->v_cache);
 #undef PIECE
@@ -240,16 +242,15 @@ static int64_t rows_for(int64_t n, int64_t cap) {
 
 /* y[N, OC] = x[N, K] W[OC, K]^T (+ res[N, OC] when res is not NULL; res != y), bf16 in,
  * out of type dt; with norm_w, x's rows RMS-normalised with those weights first; with
- * swiglu, y [N, OC/2] = silu(gate) * up of W's two halves; with argmax (fp32 y), the first
- * largest column of each of y's M rows too; with kv (y = g->qkv), RoPE and the KV store of
- * the N tokens after it. N rows rounded by rows_for under cap; through lb_gemv (norm,
- * SwiGLU, argmax and KV store inside it) where this product at these rows was timed faster
- * that way (choose_products), else the norm kernel into g->n, cuBLASLt (into g->h under
- * SwiGLU) and the SwiGLU, argmax or KV store kernel. */
+ * swiglu, y [N, OC/2] = silu(gate) * up of W's two halves; with kv (y = g->qkv), RoPE and
+ * the KV store of the N tokens after it. N rows rounded by rows_for under cap; through
+ * lb_gemv (norm, SwiGLU and KV store inside it) where this product at these rows was timed
+ * faster that way (choose_products), else the norm kernel into g->n, cuBLASLt (into g->h
+ * under SwiGLU) and the SwiGLU or KV store kernel. */
 static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, const void *x,
                         const void *w, int64_t N, int64_t cap, int64_t K, int64_t OC,
-                        const void *res, const void *norm_w, bool swiglu, int32_t *argmax,
-                        const lb_gemv_kv *kv, lb_err *err) {
+                        const void *res, const void *norm_w, bool swiglu, const lb_gemv_kv *kv,
+                        lb_err *err) {
     const int64_t M = rows_for(N, cap);
     const prod_impl im = M <= LB_GEMV_MAX_ROWS ? g->impl[M][prod] : IMPL_BLAS;
     if (im >= IMPL_GEMV1) {
@@ -257,8 +258,6 @@ static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, cons
                                 .norm_w = norm_w,
                                 .eps = g->cfg.norm_eps,
                                 .swiglu = swiglu,
-                                .argmax = argmax,
-                                .argmax_ws = g->argmax_ws,
                                 .kv = kv};
         return lb_gemv(y, dt, x, w, res, (int)M, K, OC, &o, BF, g->stream, err);
     }
@@ -283,7 +282,6 @@ static lb_status linear(gpu_backend *g, int prod, void *y, lb_gpu_dtype dt, cons
                        .alpha = 1.0f,
                        .beta = res ? 1.0f : 0.0f};
     LB_TRY(lb_blas_gemm_run(M <= SMALL_M ? g->blas_small : g->blas, &mm, g->stream, err));
-    if (argmax != NULL) return lb_logits_argmax(argmax, y, (int)N, (int)OC, g->stream, err);
     if (kv != NULL)
         return lb_paged_kv_store(kv->k_cache, kv->v_cache, y, kv->cs, kv->pos, kv->slot, (int)N,
                                  kv->n_head, kv->n_kv_head, kv->head_dim, BF, g->stream, err);
@@ -299,9 +297,8 @@ static int64_t layer_cache(const gpu_backend *g) {
 /* Product `prod` of a step's N tokens with layer l's weights (the head's for PROD_HEAD),
  * between the backend's buffers and the residual stream x: qkv (its q and k rotated, k
  * and v into layer l's cache) and mlp_in (with SwiGLU, into g->a) read RMSNorm(x);
- * attn_out and mlp_out write y = ... + x; the head reads x (its rows normalised before: a
- * norm inside lb_gemv is done again by each of its many blocks) and writes the logits and
- * their argmax. */
+ * attn_out and mlp_out write y = ... + x; the head reads x (its rows normalised before)
+ * and writes the logits. */
 static lb_status product(gpu_backend *g, int prod, int l, int N, void *y, const void *x,
                          lb_err *err) {
     const lb_model_config *c = &g->cfg;
@@ -320,20 +317,20 @@ static lb_status product(gpu_backend *g, int prod, int l, int N, void *y, const 
                                .n_kv_head = c->n_kv_head,
                                .head_dim = lb_model_head_dim(c)};
         return linear(g, prod, g->qkv, BF, x, L + lo->qkv_w, N, T, C, lb_model_qkv_dim(c), NULL,
-                      L + lo->norm1_w, false, NULL, &kv, err);
+                      L + lo->norm1_w, false, &kv, err);
     }
     case PROD_OUT:
         return linear(g, prod, y, BF, g->att, L + lo->attn_out_w, N, T, C, C, x, NULL, false, NULL,
-                      NULL, err);
+                      err);
     case PROD_IN:
         return linear(g, prod, g->a, BF, x, L + lo->mlp_in_w, N, T, C, 2 * F, NULL, L + lo->norm2_w,
-                      true, NULL, NULL, err);
+                      true, NULL, err);
     case PROD_DOWN:
         return linear(g, prod, y, BF, g->a, L + lo->mlp_out_w, N, T, F, C, x, NULL, false, NULL,
-                      NULL, err);
+                      err);
     default:
         return linear(g, prod, g->logits, LB_DT_F32, x, g->params + g->off.lm_head, N, g->max_seqs,
-                      C, c->vocab_size, NULL, NULL, false, g->argmax, NULL, err);
+                      C, c->vocab_size, NULL, NULL, false, NULL, err);
     }
 }
 
@@ -344,7 +341,7 @@ static lb_status event_ok(cudaError_t e, lb_err *err) {
 }
 
 /* For a decode bucket of at most LB_GEMV_MAX_ROWS rows, times each product every way
- * (cuBLASLt with the norm, SwiGLU, argmax and KV store kernels beside it, lb_gemv at each
+ * (cuBLASLt with the norm, SwiGLU and KV store kernels beside it, lb_gemv at each
  * split with them inside; one run each untimed, then TIME_REPS, each on the next layer's
  * weights so that none comes from L2) and keeps the fastest. The outputs are scratch: the
  * step computes them again (the KV store writes the step's own slots, which the step
@@ -437,7 +434,8 @@ static lb_status layers(gpu_backend *g, int N, int n_paged, const int32_t *run_a
     LB_TRY(lb_logits_gather_rows(g->xo, x, out_token, n_out, C, BF, s, err));
     LB_TRY(lb_norm_rmsnorm_forward(g->n, g->rstd, g->xo, P + g->off.normf_w, n_out, C, c->norm_eps,
                                    BF, s, err));
-    return product(g, PROD_HEAD, 0, n_out, NULL, g->n, err);
+    LB_TRY(product(g, PROD_HEAD, 0, n_out, NULL, g->n, err));
+    return lb_logits_argmax(g->argmax, g->logits, n_out, c->vocab_size, g->argmax_ws, s, err);
 }
 
 typedef struct {
@@ -782,12 +780,12 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
     }
     g->n_blocks = (int32_t)n_blocks;
     /* rows past a step's tokens are read by padded cuDNN prefills: finite from the start;
-     * the head's argmax scratch starts at zero (lb_gemv leaves it so) */
+     * the argmax's scratch starts at zero (each argmax leaves it so) */
     if (st == LB_OK &&
         (cudaMemsetAsync(g->qkv, 0,
                          ((size_t)p->step_tokens + DNN_PAD) * (size_t)lb_model_qkv_dim(c) * 2,
                          g->stream) != cudaSuccess ||
-         cudaMemsetAsync(g->argmax_ws, 0, LB_GEMV_ARGMAX_BYTES, g->stream) != cudaSuccess))
+         cudaMemsetAsync(g->argmax_ws, 0, LB_ARGMAX_SCRATCH_BYTES, g->stream) != cudaSuccess))
         st = lb_fail(err, LB_ERR_DEVICE, "cannot clear the engine's buffers");
     if (st == LB_OK) st = load_weights(g, w, err);
     if (st == LB_OK && cudaStreamSynchronize(g->stream) != cudaSuccess)

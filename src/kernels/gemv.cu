@@ -4,9 +4,6 @@
 
 #define GEMV_WARPS 8
 #define GEMV_LOADS 8 /* 16-byte weight loads in flight a lane */
-#ifndef GEMV_L2_PREFETCH
-#define GEMV_L2_PREFETCH 0
-#endif
 
 /* E = 16 / sizeof(T) consecutive elements as one 16-byte load / store. */
 template <typename T, int E> static __device__ __forceinline__ void ld16(float f[E], const T *p) {
@@ -90,40 +87,6 @@ static __device__ __forceinline__ void load_weights(uint4 (&wv)[R][U], const T *
                 wv[r][u] = __ldg((const uint4 *)(wr[r] + (int64_t)(it0 + u * split) * 32 * E));
 }
 
-/* The argmax's key of value v at column n (gemv.cuh): the larger key the larger value, the
- * smaller column on ties; -0 as 0, NaN below every number. */
-static __device__ __forceinline__ unsigned long long argmax_key(float v, int64_t n) {
-    uint32_t u = v == 0.0f ? 0u : __float_as_uint(v);
-    u = v != v ? 0u : (u & 0x80000000u) ? ~u : u | 0x80000000u;
-    return (unsigned long long)u << 32 | (uint32_t) ~(uint32_t)n;
-}
-
-/* The block's best key of each row (best: each thread's, 0 where it owned no column)
- * into the scratch; the block that counts itself last writes amax and leaves the scratch
- * at zero. */
-template <int M>
-static __device__ void argmax_blocks(int32_t *amax, unsigned long long *keys,
-                                     const unsigned long long (&best)[M]) {
-    __shared__ unsigned long long blk[M];
-    __shared__ bool last;
-    unsigned int *count = (unsigned int *)(keys + LB_GEMV_MAX_ROWS);
-    if (threadIdx.x < M) blk[threadIdx.x] = 0;
-    __syncthreads();
-#pragma unroll
-    for (int m = 0; m < M; m++)
-        if (best[m] != 0) atomicMax(&blk[m], best[m]);
-    __syncthreads();
-    if (threadIdx.x < M) atomicMax(&keys[threadIdx.x], blk[threadIdx.x]);
-    __threadfence(); /* the block's keys in before its count */
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(count, 1u) == gridDim.x - 1;
-    __syncthreads();
-    if (!last) return;
-    if (threadIdx.x < M)
-        amax[threadIdx.x] = (int32_t) ~(uint32_t)atomicExch(&keys[threadIdx.x], 0ull);
-    if (threadIdx.x == 0) *count = 0;
-}
-
 /* The column of logical column ln: under the KV store (rot, the q and k columns, > 0)
  * logical columns 2i and 2i + 1 of a head are dimensions i and i + HD/2, a pair of the
  * rotation; the same column elsewhere. */
@@ -168,53 +131,33 @@ static __device__ void store_kv(T *y, const float (*kvv)[M], const lb_gemv_kv &k
     }
 }
 
-#if GEMV_L2_PREFETCH
-/* The R weight rows of column n (K elements each) asked of L2 ahead of their loads. */
-template <typename T, int R>
-static __device__ __forceinline__ void prefetch_rows(const T *w, int64_t n, int64_t n_out, int K) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + (n + r * n_out) * K),
-                     "r"((unsigned)(K * sizeof(T)))
-                     : "memory");
-#endif
-}
-#endif
-
 /* R = 1: y[m, n] = x[m] . W[n] (+ res[m, n]); R = 2 (SwiGLU): y[m, n] = silu(g) u with
  * g = x[m] . W[n] and u = x[m] . W[n_out + n], each rounded to T first (as the product's
  * output would be). `split` warps of a block share a column, each taking every split-th
- * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns, a group, and takes
- * groups blockIdx.x, + gridDim.x, ... (one where the grid covers them all). With amax
- * (fp32 y), each row's argmax too (argmax_blocks: the grid is what stays resident, so
- * that few blocks meet in the scratch). With kv.k_cache (y of type T), the KV store
- * after it (store_kv; its columns in pairs, kv_column). Launched programmatically dependent
- * (gpu/common.cuh): its first loads of weights run while the kernel before it finishes. */
-template <typename T, typename Y, int M, int R>
+ * 32 E-element stretch of K; a block holds GEMV_WARPS / split columns. With KV (R = 1, Y
+ * = T), the KV store after it (store_kv; a block's columns in pairs, kv_column). Launched
+ * programmatically dependent (gpu/common.cuh): its first loads of weights run while the
+ * kernel before it finishes. */
+template <typename T, typename Y, int M, int R, bool KV>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32)
     gemv_kernel(Y *__restrict__ y, const T *__restrict__ x, const T *__restrict__ w,
                 const T *__restrict__ res, const T *__restrict__ norm_w, float eps, int K,
-                int64_t n_out, int split, int32_t *amax, unsigned long long *akeys, lb_gemv_kv kv) {
+                int64_t n_out, int split, lb_gemv_kv kv) {
     extern __shared__ __align__(16) unsigned char gemv_smem[];
-    __shared__ float red[GEMV_WARPS][M], part[GEMV_WARPS][R * M], kvv[GEMV_WARPS][M];
+    __shared__ float red[GEMV_WARPS][M], part[GEMV_WARPS][R * M];
     constexpr int E = 16 / sizeof(T); /* elements a 16-byte load */
     constexpr int U = GEMV_LOADS / R;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int sub = warp % split, cols = GEMV_WARPS / split;
-    const int64_t groups = (n_out + cols - 1) / cols;
+    const int sub = warp % split;
+    const int64_t ln = (int64_t)blockIdx.x * (GEMV_WARPS / split) + warp / split;
+    const int rot = KV ? (kv.n_head + kv.n_kv_head) * kv.head_dim : 0; /* rotated columns */
+    const int64_t n = KV ? kv_column(ln, rot, kv.head_dim) : ln;
+    const bool active = ln < n_out;
     const int iters = K / (32 * E);
-    const bool store = R == 1 && sizeof(Y) == sizeof(T) && kv.k_cache != NULL;
-    const int rot = store ? (kv.n_head + kv.n_kv_head) * kv.head_dim : 0;
-    int64_t grp = blockIdx.x, ln = grp * cols + warp / split, n = kv_column(ln, rot, kv.head_dim);
-    bool active = ln < n_out;
     const T *wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
         wr[r] = w + (active ? n + r * n_out : 0) * K + lane * E;
-#if GEMV_L2_PREFETCH
-    if (active && sub == 0 && lane == 0) prefetch_rows<T, R>(w, n, n_out, K);
-#endif
     /* the weights of the first stretches are read before the kernel before this one ends */
     lb_pdl_trigger();
     uint4 wv[R][U];
@@ -227,96 +170,77 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
         __syncthreads();
         xs = xn;
     }
-    unsigned long long best[M]; /* argmax keys of the columns this thread owned */
+    float acc[R][M];
 #pragma unroll
-    for (int m = 0; m < M; m++)
-        best[m] = 0;
-    for (;;) {
-#if GEMV_L2_PREFETCH
-        const int64_t ahead = (grp + gridDim.x) * cols + warp / split;
-        if (ahead < n_out && sub == 0 && lane == 0) prefetch_rows<T, R>(w, ahead, n_out, K);
-#endif
-        float acc[R][M];
+    for (int r = 0; r < R; r++)
 #pragma unroll
-        for (int r = 0; r < R; r++)
+        for (int m = 0; m < M; m++)
+            acc[r][m] = 0.0f;
+    if (active)
+        for (int it0 = sub; it0 < iters; it0 += split * U) {
+            if (it0 != sub) load_weights<T, R, U>(wv, wr, it0, split, iters);
 #pragma unroll
-            for (int m = 0; m < M; m++)
-                acc[r][m] = 0.0f;
-        if (active)
-            for (int it0 = sub; it0 < iters; it0 += split * U) {
-                if (it0 != sub) load_weights<T, R, U>(wv, wr, it0, split, iters);
+            for (int u = 0; u < U; u++) {
+                const int it = it0 + u * split;
+                if (it >= iters) break;
+                const int k = it * 32 * E + lane * E;
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const int it = it0 + u * split;
-                    if (it >= iters) break;
-                    const int k = it * 32 * E + lane * E;
+                for (int m = 0; m < M; m++) {
+                    const uint4 xv = *(const uint4 *)(xs + (int64_t)m * K + k);
+                    const T *xe = (const T *)&xv;
 #pragma unroll
-                    for (int m = 0; m < M; m++) {
-                        const uint4 xv = *(const uint4 *)(xs + (int64_t)m * K + k);
-                        const T *xe = (const T *)&xv;
+                    for (int r = 0; r < R; r++) {
+                        const T *we = (const T *)&wv[r][u];
 #pragma unroll
-                        for (int r = 0; r < R; r++) {
-                            const T *we = (const T *)&wv[r][u];
-#pragma unroll
-                            for (int j = 0; j < E; j++)
-                                acc[r][m] += lb_to_f(we[j]) * lb_to_f(xe[j]);
-                        }
+                        for (int j = 0; j < E; j++)
+                            acc[r][m] += lb_to_f(we[j]) * lb_to_f(xe[j]);
                     }
                 }
             }
+        }
 #pragma unroll
-        for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++)
 #pragma unroll
-            for (int m = 0; m < M; m++)
-                acc[r][m] = lb_warp_sum(acc[r][m]);
-        if (split > 1) {
-            if (lane == 0)
+        for (int m = 0; m < M; m++)
+            acc[r][m] = lb_warp_sum(acc[r][m]);
+    if (split > 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int m = 0; m < M; m++)
+                    part[warp][r * M + m] = acc[r][m];
+        __syncthreads();
+        if (sub == 0 && lane == 0)
+            for (int s = 1; s < split; s++)
 #pragma unroll
                 for (int r = 0; r < R; r++)
 #pragma unroll
                     for (int m = 0; m < M; m++)
-                        part[warp][r * M + m] = acc[r][m];
-            __syncthreads();
-            if (sub == 0 && lane == 0)
-                for (int s = 1; s < split; s++)
-#pragma unroll
-                    for (int r = 0; r < R; r++)
-#pragma unroll
-                        for (int m = 0; m < M; m++)
-                            acc[r][m] += part[warp + s][r * M + m];
-        }
+                        acc[r][m] += part[warp + s][r * M + m];
+    }
+    if constexpr (KV) {
+        __shared__ float kvv[GEMV_WARPS][M];
         if (sub == 0 && lane == 0 && active)
 #pragma unroll
-            for (int m = 0; m < M; m++) {
-                float v = acc[0][m];
-                if constexpr (R == 2) {
-                    const float g = lb_to_f(lb_from_f<T>(v)), u = lb_to_f(lb_from_f<T>(acc[1][m]));
-                    v = g / (1.0f + expf(-g)) * u;
-                } else if (res != NULL) {
-                    v += lb_to_f(res[m * n_out + n]);
-                }
-                if (store)
-                    kvv[warp / split][m] = lb_to_f(lb_from_f<T>(v));
-                else
-                    y[m * n_out + n] = lb_from_f<Y>(v);
-                if constexpr (R == 1 && sizeof(Y) == 4)
-                    if (amax != NULL) best[m] = max(best[m], argmax_key(v, n));
-            }
-        if constexpr (R == 1 && sizeof(Y) == sizeof(T))
-            if (store) store_kv<T, M>((T *)y, kvv, kv, grp * cols, cols, n_out, rot);
-        grp += gridDim.x;
-        if (grp >= groups) break;
-        ln = grp * cols + warp / split;
-        n = kv_column(ln, rot, kv.head_dim);
-        active = ln < n_out;
-#pragma unroll
-        for (int r = 0; r < R; r++)
-            wr[r] = w + (active ? n + r * n_out : 0) * K + lane * E;
-        if (split > 1 || store) __syncthreads(); /* part, kvv read before the next group */
-        if (active) load_weights<T, R, U>(wv, wr, sub, split, iters);
+            for (int m = 0; m < M; m++)
+                kvv[warp / split][m] = lb_to_f(lb_from_f<T>(acc[0][m]));
+        store_kv<T, M>((T *)y, kvv, kv, (int64_t)blockIdx.x * (GEMV_WARPS / split),
+                       GEMV_WARPS / split, n_out, rot);
+        return;
     }
-    if constexpr (R == 1 && sizeof(Y) == 4)
-        if (amax != NULL) argmax_blocks<M>(amax, akeys, best);
+    if (sub != 0 || lane != 0 || n >= n_out) return;
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+        float v = acc[0][m];
+        if constexpr (R == 2) {
+            const float g = lb_to_f(lb_from_f<T>(v)), u = lb_to_f(lb_from_f<T>(acc[1][m]));
+            v = g / (1.0f + expf(-g)) * u;
+        } else if (res != NULL) {
+            v += lb_to_f(res[m * n_out + n]);
+        }
+        y[m * n_out + n] = lb_from_f<Y>(v);
+    }
 }
 
 static size_t norm_bytes(int M, int64_t K, lb_gpu_dtype dt, const lb_gemv_opts *o) {
@@ -327,46 +251,29 @@ extern "C" bool lb_gemv_fits(int M, int64_t K, int64_t OC, const void *x, const 
                              const void *res, lb_gpu_dtype dt, const lb_gemv_opts *o) {
     const int split = o != NULL ? o->split : 1;
     const bool swiglu = o != NULL && o->swiglu;
-    const bool amax = o != NULL && o->argmax != NULL;
     const lb_gemv_kv *kv = o != NULL ? o->kv : NULL;
     return M >= 1 && M <= LB_GEMV_MAX_ROWS && K % 256 == 0 && K <= INT32_MAX &&
            (split == 1 || split == 2 || split == 4 || split == 8) && lb_aligned16(x) &&
            lb_aligned16(w) && (res == NULL || lb_aligned16(res)) &&
-           (!swiglu || (OC % 2 == 0 && res == NULL)) && (!amax || (!swiglu && o->argmax_ws)) &&
+           (!swiglu || (OC % 2 == 0 && res == NULL)) &&
            (kv == NULL ||
-            (!swiglu && !amax && res == NULL && split <= 4 && kv->k_cache && kv->v_cache &&
-             kv->cs && kv->pos && kv->slot && kv->rows >= 0 && kv->rows <= M && kv->head_dim > 0 &&
+            (!swiglu && res == NULL && split <= 4 && kv->k_cache && kv->v_cache && kv->cs &&
+             kv->pos && kv->slot && kv->rows >= 0 && kv->rows <= M && kv->head_dim > 0 &&
              kv->head_dim % 8 == 0 && kv->n_head > 0 && kv->n_kv_head > 0 &&
              OC == (int64_t)(kv->n_head + 2 * kv->n_kv_head) * kv->head_dim)) &&
            (o == NULL || o->norm_w == NULL || lb_aligned16(o->norm_w)) &&
            norm_bytes(M, K, dt, o) <= LB_GEMV_NORM_BYTES;
 }
 
-/* The blocks of `kernel` that are resident at once on this GPU (at most grid). */
-template <typename F> static unsigned resident(F kernel, size_t smem, unsigned grid) {
-    int dev = 0, sms = 0, per = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, GEMV_WARPS * 32, smem) !=
-            cudaSuccess ||
-        per < 1)
-        return grid;
-    const unsigned most = (unsigned)(sms * per);
-    return grid < most ? grid : most;
-}
-
-template <typename T, typename Y, int R>
+template <typename T, typename Y, int R, bool KV>
 static void launch(Y *y, const T *x, const T *w, const T *res, const T *nw, float eps, int M, int K,
-                   int64_t n_out, int split, size_t smem, int32_t *amax, void *aws,
-                   const lb_gemv_kv *kv, cudaStream_t s) {
-    const lb_gemv_kv none = {0};
+                   int64_t n_out, int split, size_t smem, const lb_gemv_kv *kv, cudaStream_t s) {
     const unsigned grid = (unsigned)((n_out + GEMV_WARPS / split - 1) / (GEMV_WARPS / split));
+    const lb_gemv_kv none = {0};
 #define GEMV_ROWS(ROWS)                                                                            \
     case ROWS:                                                                                     \
-        lb_launch_pdl(gemv_kernel<T, Y, ROWS, R>,                                                  \
-                      amax ? resident(gemv_kernel<T, Y, ROWS, R>, smem, grid) : grid,              \
-                      GEMV_WARPS * 32, smem, s, y, x, w, res, nw, eps, K, n_out, split, amax,      \
-                      (unsigned long long *)aws, kv != NULL ? *kv : none);                         \
+        lb_launch_pdl(gemv_kernel<T, Y, ROWS, R, KV>, grid, GEMV_WARPS * 32, smem, s, y, x, w,     \
+                      res, nw, eps, K, n_out, split, KV ? *kv : none);                             \
         break
     switch (M) {
         GEMV_ROWS(1);
@@ -388,37 +295,40 @@ extern "C" lb_status lb_gemv(void *y, lb_gpu_dtype y_type, const void *x, const 
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "gemv runs 1 to %d rows, K a multiple of 256, 16-byte aligned operands, "
                        "a split of 1, 2, 4 or 8 warps, normalised rows of at most %d bytes, "
-                       "SwiGLU over an even OC without a residual, the argmax with scratch and "
-                       "without SwiGLU, the KV store without SwiGLU, argmax or residual at a "
-                       "split of at most 4 over qkv columns (asked: %d rows, K %lld, OC %lld)",
+                       "SwiGLU over an even OC without a residual, the KV store without SwiGLU "
+                       "or residual at a split of at most 4 over qkv columns (asked: %d rows, K "
+                       "%lld, OC %lld)",
                        LB_GEMV_MAX_ROWS, LB_GEMV_NORM_BYTES, M, (long long)K, (long long)OC);
     const int split = o != NULL ? o->split : 1;
     const bool swiglu = o != NULL && o->swiglu;
     const void *nw = o != NULL ? o->norm_w : NULL;
     const float eps = o != NULL ? o->eps : 0.0f;
-    int32_t *amax = o != NULL ? o->argmax : NULL;
-    void *aws = o != NULL ? o->argmax_ws : NULL;
     const lb_gemv_kv *kv = o != NULL ? o->kv : NULL;
     const size_t smem = norm_bytes(M, K, dt, o);
-    if (swiglu && y_type == dt)
+    if (kv != NULL && y_type == dt)
         LB_DISPATCH_DTYPE(dt, T,
-                          launch<T, T, 2>((T *)y, (const T *)x, (const T *)w, (const T *)NULL,
-                                          (const T *)nw, eps, M, (int)K, OC / 2, split, smem, NULL,
-                                          NULL, NULL, s));
-    else if (!swiglu && y_type == LB_DT_F32 && (kv == NULL || dt == LB_DT_F32))
+                          launch<T, T, 1, true>((T *)y, (const T *)x, (const T *)w, (const T *)NULL,
+                                                (const T *)nw, eps, M, (int)K, OC, split, smem, kv,
+                                                s));
+    else if (kv == NULL && swiglu && y_type == dt)
         LB_DISPATCH_DTYPE(dt, T,
-                          launch<T, float, 1>((float *)y, (const T *)x, (const T *)w,
-                                              (const T *)res, (const T *)nw, eps, M, (int)K, OC,
-                                              split, smem, amax, aws, kv, s));
-    else if (!swiglu && y_type == dt && amax == NULL)
+                          launch<T, T, 2, false>((T *)y, (const T *)x, (const T *)w,
+                                                 (const T *)NULL, (const T *)nw, eps, M, (int)K,
+                                                 OC / 2, split, smem, NULL, s));
+    else if (kv == NULL && !swiglu && y_type == LB_DT_F32)
         LB_DISPATCH_DTYPE(dt, T,
-                          launch<T, T, 1>((T *)y, (const T *)x, (const T *)w, (const T *)res,
-                                          (const T *)nw, eps, M, (int)K, OC, split, smem, NULL,
-                                          NULL, kv, s));
+                          launch<T, float, 1, false>((float *)y, (const T *)x, (const T *)w,
+                                                     (const T *)res, (const T *)nw, eps, M, (int)K,
+                                                     OC, split, smem, NULL, s));
+    else if (kv == NULL && !swiglu && y_type == dt)
+        LB_DISPATCH_DTYPE(dt, T,
+                          launch<T, T, 1, false>((T *)y, (const T *)x, (const T *)w, (const T *)res,
+                                                 (const T *)nw, eps, M, (int)K, OC, split, smem,
+                                                 NULL, s));
     else
         return lb_fail(err, LB_ERR_UNSUPPORTED,
                        "gemv writes fp32 or the inputs' type (SwiGLU and the KV store: the "
-                       "inputs' type; the argmax: fp32)");
+                       "inputs' type)");
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

@@ -13,12 +13,6 @@
  * - SwiGLU after (swiglu): W's OC rows are the gate's OC/2 then the up projection's, and
  *   y [M, OC/2] is silu(gate) * up of the two products, each rounded to the inputs' type
  *   first (as kernels/act.cuh's SwiGLU reads them);
- * - the greedy choice after (argmax, fp32 y): each block's best column of every row, as a
- *   64-bit key (the value's bits ordered as the value, then the column inverted, so that
- *   the larger key is the larger value, the first column on ties), goes to the scratch by
- *   an atomic maximum; the block that counts itself last there writes each row's column
- *   and leaves the scratch at zero (as kernels/logits.cuh's argmax of y would: the first
- *   largest value; a NaN is never chosen);
  * - the KV store after (kv, y the qkv rows of a layer, y's type): as kernels/paged.cuh's
  *   lb_paged_kv_store with a RoPE table, q and k rotated in y and k and v stored in the
  *   cache, for the first kv->rows rows (the others are y only, unrotated). A block's
@@ -47,8 +41,6 @@ extern "C" {
 
 #define LB_GEMV_MAX_ROWS   8
 #define LB_GEMV_NORM_BYTES 40960 /* with the kernel's own, under 48 KiB a block */
-/* the argmax's scratch: a key a row, then the count of blocks done */
-#define LB_GEMV_ARGMAX_BYTES (LB_GEMV_MAX_ROWS * 8 + 8)
 
 /* Where lb_gemv stores k and v (the kv option). */
 typedef struct {
@@ -65,10 +57,6 @@ typedef struct {
     const void *norm_w;   /* not NULL: x's rows RMS-normalised with these [K] weights first */
     float eps;            /* the norm's epsilon */
     bool swiglu;          /* y [M, OC/2] = silu(gate) * up of W's two halves (no res) */
-    int32_t *argmax;      /* not NULL (fp32 y, no SwiGLU): argmax[m] = y's row m's first
-                           * largest column */
-    void *argmax_ws;      /* its scratch: LB_GEMV_ARGMAX_BYTES, zero before the first call
-                           * (each call leaves it zero); one product at a time uses it */
     const lb_gemv_kv *kv; /* not NULL: RoPE and the KV store after (y in the inputs' type) */
 } lb_gemv_opts;
 

@@ -1570,17 +1570,13 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
  * the inputs' type or in fp32 (the head's logits), K split over `split` warps, with the
  * RMSNorm before it (norm) and the SwiGLU after it (swiglu: OC is twice the output's
  * width) inside it, against sums in double of the rows normalised and rounded as the norm
- * kernel's output (its gate and up sums rounded as the product's output under SwiGLU).
- * With amax (fp32 out), the argmax inside it against lb_sample_argmax of the output it
- * wrote: row 0 with a tie for its largest value (two equal weight rows along it), then
- * again with x negated (the smallest columns win: wrong where the first call left its
- * scratch dirty). */
+ * kernel's output (its gate and up sums rounded as the product's output under SwiGLU). */
 static void check_gemv(ctx *c, const prec_t *pr, int M, int K, int OC, bool res, bool f32_out,
-                       int split, bool norm, bool swiglu, bool amax) {
-    char shape[80];
-    snprintf(shape, sizeof shape, "M%d K%d OC%d split%d%s%s%s%s%s", M, K, OC, split,
+                       int split, bool norm, bool swiglu) {
+    char shape[72];
+    snprintf(shape, sizeof shape, "M%d K%d OC%d split%d%s%s%s%s", M, K, OC, split,
              res ? " +res" : "", f32_out ? " out fp32" : "", norm ? " norm" : "",
-             swiglu ? " swiglu" : "", amax ? " argmax" : "");
+             swiglu ? " swiglu" : "");
     const int NO = swiglu ? OC / 2 : OC;
     const size_t nx = (size_t)M * K, nw = (size_t)OC * K, ny = (size_t)M * NO;
     float *x = hnew(nx), *xn = hnew(nx), *w = hnew(nw), *nwt = hnew((size_t)K);
@@ -1590,10 +1586,6 @@ static void check_gemv(ctx *c, const prec_t *pr, int M, int K, int OC, bool res,
     randn(c, r, ny, 1.0f);
     for (int k = 0; k < K; k++)
         nwt[k] = 1.0f + 0.1f * (float)lb_rng_normal(&c->rng);
-    const int tie = OC / 3;
-    if (amax) /* columns tie and OC - 1 - tie of row 0: equal, and larger than the rest */
-        for (int k = 0; k < K; k++)
-            w[(size_t)tie * K + k] = w[(size_t)(OC - 1 - tie) * K + k] = 0.1f * x[k];
     const lb_gpu_dtype yt = f32_out ? LB_DT_F32 : pr->dt;
     void *d_x = up(c, x, nx, pr->dt), *d_w = up(c, w, nw, pr->dt);
     void *d_nw = norm ? up(c, nwt, (size_t)K, pr->dt) : NULL;
@@ -1629,32 +1621,10 @@ static void check_gemv(ctx *c, const prec_t *pr, int M, int K, int OC, bool res,
                     ref[i] = sums[i] + (res ? r[i] : 0.0f);
                 }
             }
-        int32_t *d_am = amax ? dev(c, (size_t)M * 4) : NULL, am[LB_GEMV_MAX_ROWS];
-        void *d_ws = amax ? dev(c, LB_GEMV_ARGMAX_BYTES) : NULL; /* zero */
-        const lb_gemv_opts o = {.split = split,
-                                .norm_w = d_nw,
-                                .eps = 1e-5f,
-                                .swiglu = swiglu,
-                                .argmax = d_am,
-                                .argmax_ws = d_ws};
+        const lb_gemv_opts o = {.split = split, .norm_w = d_nw, .eps = 1e-5f, .swiglu = swiglu};
         check(c, lb_gemv(d_y, yt, d_x, d_w, d_r, M, K, OC, &o, pr->dt, 0, c->err));
         down(c, out, d_y, ny, yt);
         compare(c, "gemv", shape, pr, out, ref, ny);
-        int wrong = 0;
-        for (int pass = 0; amax && pass < 2 && c->st == LB_OK; pass++) {
-            if (pass == 1) { /* x negated: every row's argmax moves */
-                for (size_t e = 0; e < nx; e++)
-                    x[e] = -x[e];
-                const void *d_neg = up(c, x, nx, pr->dt);
-                check(c, lb_gemv(d_y, yt, d_neg, d_w, d_r, M, K, OC, &o, pr->dt, 0, c->err));
-                down(c, out, d_y, ny, yt);
-            }
-            check_cuda(c, cudaMemcpy(am, d_am, (size_t)M * 4, cudaMemcpyDeviceToHost), "argmax");
-            for (int m = 0; m < M && c->st == LB_OK; m++)
-                wrong += am[m] != lb_sample_argmax(out + (size_t)m * NO, NO);
-            wrong += pass == 0 && am[0] != tie;
-        }
-        if (amax) record(c, "gemv.argmax", shape, pr->name, wrong, wrong, wrong == 0);
     }
     release(c);
     free(x), free(xn), free(w), free(nwt), free(r), free(ref), free(out), free(sums);
@@ -1763,10 +1733,12 @@ static void check_rope_positions(ctx *c, const prec_t *pr, int N, int NH, int NK
     free(x), free(out), free(freq), free(pos), free(slot);
 }
 
-/* Greedy choice of rows of logits, ties to the first index. */
-static void check_argmax(ctx *c, int n, int V) {
+/* Greedy choice of rows of logits, ties to the first index; with scratch (rows of at most
+ * LB_ARGMAX_SPLIT_ROWS over many blocks each) twice, the logits negated the second time
+ * (wrong where the first call left the scratch's counters dirty). */
+static void check_argmax(ctx *c, int n, int V, bool scratch) {
     char shape[56];
-    snprintf(shape, sizeof shape, "rows%d V%d", n, V);
+    snprintf(shape, sizeof shape, "rows%d V%d%s", n, V, scratch ? " scratch" : "");
     float *x = hnew((size_t)n * V);
     randn(c, x, (size_t)n * V, 1.0f);
     for (int r = 0; r < n; r++) { /* a tie: the first of two equal maxima wins */
@@ -1774,16 +1746,20 @@ static void check_argmax(ctx *c, int n, int V) {
         x[(size_t)r * V + a] = x[(size_t)r * V + V - 1 - a] = 100.0f;
     }
     float *d_x = dev(c, (size_t)n * V * 4);
+    void *d_s = scratch ? dev(c, LB_ARGMAX_SCRATCH_BYTES) : NULL; /* zero */
     int32_t *d_o = dev(c, (size_t)n * 4), *o = malloc((size_t)n * 4);
-    if (c->st == LB_OK) {
+    int wrong = 0;
+    for (int pass = 0; pass < (scratch ? 2 : 1) && c->st == LB_OK; pass++) {
+        if (pass == 1)
+            for (size_t e = 0; e < (size_t)n * V; e++)
+                x[e] = -x[e];
         check_cuda(c, cudaMemcpy(d_x, x, (size_t)n * V * 4, cudaMemcpyHostToDevice), "logits");
-        check(c, lb_logits_argmax(d_o, d_x, n, V, 0, c->err));
+        check(c, lb_logits_argmax(d_o, d_x, n, V, d_s, 0, c->err));
         check_cuda(c, cudaMemcpy(o, d_o, (size_t)n * 4, cudaMemcpyDeviceToHost), "argmax");
-        int wrong = 0;
         for (int r = 0; r < n && c->st == LB_OK; r++)
             wrong += o[r] != lb_sample_argmax(x + (size_t)r * V, V);
-        record(c, "sample.argmax", shape, "fp32", wrong, wrong, wrong == 0);
     }
+    if (c->st == LB_OK) record(c, "sample.argmax", shape, "fp32", wrong, wrong, wrong == 0);
     release(c);
     free(x), free(o);
 }
@@ -2022,24 +1998,18 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_paged(&c, pr, 8, 2, 64, 16, pre, 3, 40, 1, true);
         }
         if (wanted(&c, "gemv")) {
-            check_gemv(&c, pr, 1, 4096, 200, false, false, 1, false, false, false);
-            check_gemv(&c, pr, 3, 512, 96, true, false, 2, false, false, false);
-            check_gemv(&c, pr, 8, 1024, 77, false, true, 1, false, false, false); /* the head */
+            check_gemv(&c, pr, 1, 4096, 200, false, false, 1, false, false);
+            check_gemv(&c, pr, 3, 512, 96, true, false, 2, false, false);
+            check_gemv(&c, pr, 8, 1024, 77, false, true, 1, false, false); /* the head */
             /* K split over warps (part of the warps idle at 8), the norm inside (with fp32
              * logits), the SwiGLU, both (mlp_in of a decode step) */
-            check_gemv(&c, pr, 2, 4096, 130, true, false, 4, false, false, false);
-            check_gemv(&c, pr, 5, 1024, 40, false, false, 8, false, false, false);
-            check_gemv(&c, pr, 1, 4096, 96, false, true, 2, true, false, false);
-            check_gemv(&c, pr, 3, 2048, 160, false, false, 1, true, false, false);
-            check_gemv(&c, pr, 4, 1024, 128, false, false, 2, false, true, false);
-            check_gemv(&c, pr, 1, 4096, 256, false, false, 4, true, true, false);
-            check_gemv(&c, pr, 2, 512, 64, false, false, 8, true, true, false);
-            /* the head's argmax inside: many blocks (the engine's head at a decode step),
-             * every split, all rows, a norm beside it */
-            check_gemv(&c, pr, 1, 4096, 5000, false, true, 4, false, false, true);
-            check_gemv(&c, pr, 8, 1024, 77, false, true, 1, false, false, true);
-            check_gemv(&c, pr, 3, 512, 1000, false, true, 2, true, false, true);
-            check_gemv(&c, pr, 2, 1024, 300, false, true, 8, false, false, true);
+            check_gemv(&c, pr, 2, 4096, 130, true, false, 4, false, false);
+            check_gemv(&c, pr, 5, 1024, 40, false, false, 8, false, false);
+            check_gemv(&c, pr, 1, 4096, 96, false, true, 2, true, false);
+            check_gemv(&c, pr, 3, 2048, 160, false, false, 1, true, false);
+            check_gemv(&c, pr, 4, 1024, 128, false, false, 2, false, true);
+            check_gemv(&c, pr, 1, 4096, 256, false, false, 4, true, true);
+            check_gemv(&c, pr, 2, 512, 64, false, false, 8, true, true);
             /* RoPE and the KV store inside (the engine's qkv at a decode bucket): every split
              * that has pairs, padded rows left out, a norm beside it, head size 64 and 128 */
             check_gemv_kv(&c, pr, 1, 1, 32, 8, 128, 4, true);
@@ -2052,7 +2022,12 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
         if (wanted(&c, "rope"))
             check_rope_positions(&c, pr, 37, 8, 2, 128, pr->dt == LB_DT_F32 ? 1024 : 8192);
     }
-    if (p->kernels && wanted(&c, "sample")) check_argmax(&c, 5, 128256);
+    if (p->kernels && wanted(&c, "sample")) {
+        check_argmax(&c, 5, 128256, false);
+        check_argmax(&c, 1, 128256, true); /* the engine's head at a decode step */
+        check_argmax(&c, 8, 1001, true);   /* a row not of whole 16-byte pieces */
+        check_argmax(&c, 9, 5000, true);   /* more rows than spread: one block each */
+    }
     if (p->model && wanted(&c, "engine")) {
         /* head size 64, 4 query heads a kv head, llama3 RoPE */
         lb_model_config small;
