@@ -21,10 +21,10 @@
  * - The argmax of a few rows spreads each row over many blocks (kernels/logits.cuh).
  * - RoPE and the KV store run inside the qkv product where that is lb_gemv (its kv
  *   option), else as one kernel after it (lb_paged_kv_store with the RoPE table).
- * - The gemv, KV store and paged attention kernels are launched programmatically dependent
- *   (gpu/common.cuh): each starts while the one before it finishes, the gemv reading its
- *   first weights then, so a decode step of a few rows has no gap between its kernels but
- *   around cuBLASLt's.
+ * - The gemv, KV store, paged attention, row gather and argmax kernels are launched
+ *   programmatically dependent (gpu/common.cuh): each starts while the one before it
+ *   finishes, the gemv reading its first weights then, so a decode step of a few rows has
+ *   no gap between its kernels but around cuBLASLt's and the head's norm.
  * - Prompt chunks that start at position 0 (a whole prompt, or its first chunk) attend
  *   through cuDNN's fused flash attention, one sequence a call, its length padded up to a
  *   multiple of DNN_PAD with one plan per padded length; such chunks are the tail of a
