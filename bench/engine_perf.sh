@@ -16,7 +16,9 @@
 #     TTFT, TPOT; N_SS queries), Offline (N_OFF queries, prompts normal:778:256, 128
 #     tokens, eos ignored), and Server at each rate in $QPS (SQ queries and SD seconds at
 #     least, step budget 2048, llama3.1-8b's limits); with SEARCH=R, infer --search-qps R
-#     (the same queries; at most ST trials, tolerance STOL) under T_SEARCH
+#     (the same queries; at most ST trials, tolerance STOL, step budget STEP (2048), the
+#     limits of MODEL_KEY (llama3.1-8b; llama3.1-8b-interactive: 500 ms / 30 ms); early
+#     stopping at p99 needs SQ >= 459 for any trial to be VALID) under T_SEARCH
 #  3. the peers (T_PEER): bench/peer_torch.py $PEER_ARGS (the static-cache +
 #     torch.compile loop, then transformers' generate)
 #  4. where a decode step goes (T_PROBE): bench/engine_probe at batches $PROBE_B
@@ -81,8 +83,8 @@ done
 if [ -n "$SEARCH" ]; then
     echo "== server search from $SEARCH queries/s"
     timeout ${T_SEARCH:-200} $B infer --random llama3.1-8b --search-qps $SEARCH --synthetic 2000 \
-        --step-tokens 2048 --input-len normal:778:256 --max-tokens 128 --ignore-eos \
-        --min-queries ${SQ:-100} --min-duration ${SD:-20} --model-key llama3.1-8b \
+        --step-tokens ${STEP:-2048} --input-len normal:778:256 --max-tokens 128 --ignore-eos \
+        --min-queries ${SQ:-100} --min-duration ${SD:-20} --model-key ${MODEL_KEY:-llama3.1-8b} \
         --search-trials ${ST:-6} --search-tolerance ${STOL:-0.1} --db $DB > $O/server.txt 2>&1
     sed -n '/^QPS search/,$p' $O/server.txt
     tail -n 2 $O/server.txt
