@@ -7,6 +7,11 @@
 
 #define PA_WARPS 4
 
+/* Asks the 128-byte line at p into L2; returns nothing. */
+static __device__ __forceinline__ void prefetch_l2(const void *p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 /* A thread per 8 pairs of a rotated head (q then k; k stored too) or per 8 values of v. */
 template <typename T>
 static __global__ void kv_store_kernel(T *kc, T *vc, T *qkv, const float *cs, const int32_t *pos,
@@ -258,6 +263,20 @@ static __global__ void __launch_bounds__(PA_WARPS * 32, 4)
     __shared__ __align__(16) uint16_t p_s[PA_WARPS][8][16]; /* P^T of a tile: [head][key] */
     const int64_t QW = (int64_t)(NH + 2 * NKV) * HD, SW = (int64_t)NKV * HD;
     lb_pdl_trigger();
+    /* Before the wait, what the step's inputs (copied before its first kernel) say: the
+     * warp's keys and its first tile's slot; the first tile's keys and values are asked
+     * into L2 (a prefetch returns nothing, so a slot the kernel before writes is read
+     * after the wait as that kernel left it). */
+    const int len = pos[i] + 1, S = gridDim.z;
+    const int32_t *table = bt + (int64_t)seq_of[i] * max_blocks;
+    int k0, k1;
+    warp_keys<16>(len, warp, k0, k1);
+    int64_t base = k0 < k1 ? (int64_t)table[k0 / bs] * bs + k0 % bs : 0; /* the tile's slot */
+    if (k0 + lane / 2 < k1) {
+        const int64_t at = (base + lane / 2) * SW + (int64_t)kvh * HD + (lane & 1) * (HD / 2);
+        prefetch_l2(kc + at);
+        prefetch_l2(vc + at);
+    }
     lb_pdl_wait();
     /* Q as the scores' B operand: head r, dimensions 32 c + 8 t .. + 8 (zero past G) */
     uint4 qb[KC];
@@ -266,16 +285,11 @@ static __global__ void __launch_bounds__(PA_WARPS * 32, 4)
         qb[c] = r < G
                     ? *(const uint4 *)(qkv + i * QW + (int64_t)(kvh * G + r) * HD + 32 * c + 8 * t)
                     : make_uint4(0, 0, 0, 0);
-    const int len = pos[i] + 1, S = gridDim.z;
-    const int32_t *table = bt + (int64_t)seq_of[i] * max_blocks;
-    int k0, k1;
-    warp_keys<16>(len, warp, k0, k1);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* heads 2t, 2t + 1 */
     float acc[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
         acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.0f;
-    int64_t base = k0 < k1 ? (int64_t)table[k0 / bs] * bs + k0 % bs : 0; /* the tile's slot */
     for (int t0 = k0; t0 < k1; t0 += 16) {
         const int64_t next =
             t0 + 16 < k1 ? (int64_t)table[(t0 + 16) / bs] * bs + (t0 + 16) % bs : 0;
