@@ -87,6 +87,33 @@ static __device__ __forceinline__ void load_weights(uint4 (&wv)[R][U], const T *
                 wv[r][u] = __ldg((const uint4 *)(wr[r] + (int64_t)(it0 + u * split) * 32 * E));
 }
 
+/* acc[r][m] += the U stretches it0, it0 + split, ... (those under iters) of wv against
+ * x's rows (xs, K wide) at this lane's elements. */
+template <typename T, int M, int R, int U>
+static __device__ __forceinline__ void fma_weights(float (&acc)[R][M], const uint4 (&wv)[R][U],
+                                                   const T *xs, int K, int lane, int it0,
+                                                   int split, int iters) {
+    constexpr int E = 16 / sizeof(T);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int it = it0 + u * split;
+        if (it >= iters) break;
+        const int k = it * 32 * E + lane * E;
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+            const uint4 xv = *(const uint4 *)(xs + (int64_t)m * K + k);
+            const T *xe = (const T *)&xv;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const T *we = (const T *)&wv[r][u];
+#pragma unroll
+                for (int j = 0; j < E; j++)
+                    acc[r][m] += lb_to_f(we[j]) * lb_to_f(xe[j]);
+            }
+        }
+    }
+}
+
 /* The column of logical column ln: under the KV store (rot, the q and k columns, > 0)
  * logical columns 2i and 2i + 1 of a head are dimensions i and i + HD/2, a pair of the
  * rotation; the same column elsewhere. */
@@ -158,11 +185,20 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
 #pragma unroll
     for (int r = 0; r < R; r++)
         wr[r] = w + (active ? n + r * n_out : 0) * K + lane * E;
-    /* the weights of the first stretches are read before the kernel before this one ends */
+    /* The stretches go in two halves, each refilled once it is summed, so that loads are
+     * in flight while the other half is summed. The first half is read before the kernel
+     * before this one ends (and the norm's weights asked into L1), the second right after
+     * it, while x's rows come. */
     lb_pdl_trigger();
-    uint4 wv[R][U];
-    if (active) load_weights<T, R, U>(wv, wr, sub, split, iters);
+    constexpr int H = U / 2;
+    uint4 wa[R][H], wb[R][H];
+    if (active) load_weights<T, R, H>(wa, wr, sub, split, iters);
+    if (norm_w != NULL)
+        for (int c = threadIdx.x * (128 / (int)sizeof(T)); c < K;
+             c += GEMV_WARPS * 32 * (128 / (int)sizeof(T)))
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(norm_w + c));
     lb_pdl_wait();
+    if (active) load_weights<T, R, H>(wb, wr, sub + H * split, split, iters);
     const T *xs = x;
     if (norm_w != NULL) {
         T *xn = (T *)gemv_smem;
@@ -178,25 +214,10 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32)
             acc[r][m] = 0.0f;
     if (active)
         for (int it0 = sub; it0 < iters; it0 += split * U) {
-            if (it0 != sub) load_weights<T, R, U>(wv, wr, it0, split, iters);
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int it = it0 + u * split;
-                if (it >= iters) break;
-                const int k = it * 32 * E + lane * E;
-#pragma unroll
-                for (int m = 0; m < M; m++) {
-                    const uint4 xv = *(const uint4 *)(xs + (int64_t)m * K + k);
-                    const T *xe = (const T *)&xv;
-#pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        const T *we = (const T *)&wv[r][u];
-#pragma unroll
-                        for (int j = 0; j < E; j++)
-                            acc[r][m] += lb_to_f(we[j]) * lb_to_f(xe[j]);
-                    }
-                }
-            }
+            fma_weights<T, M, R, H>(acc, wa, xs, K, lane, it0, split, iters);
+            load_weights<T, R, H>(wa, wr, it0 + U * split, split, iters);
+            fma_weights<T, M, R, H>(acc, wb, xs, K, lane, it0 + H * split, split, iters);
+            load_weights<T, R, H>(wb, wr, it0 + (U + H) * split, split, iters);
         }
 #pragma unroll
     for (int r = 0; r < R; r++)
