@@ -91,8 +91,8 @@ static __device__ __forceinline__ void load_weights(uint4 (&wv)[R][U], const T *
  * x's rows (xs, K wide) at this lane's elements. */
 template <typename T, int M, int R, int U>
 static __device__ __forceinline__ void fma_weights(float (&acc)[R][M], const uint4 (&wv)[R][U],
-                                                   const T *xs, int K, int lane, int it0,
-                                                   int split, int iters) {
+                                                   const T *xs, int K, int lane, int it0, int split,
+                                                   int iters) {
     constexpr int E = 16 / sizeof(T);
 #pragma unroll
     for (int u = 0; u < U; u++) {

@@ -4,9 +4,11 @@
  * [OC, K] and res [M, OC] row-major of one type, y of type y_type, fp32 sums.
  *
  * A warp (or `split` warps, each taking every split-th stretch of K) computes one output
- * column n for all M rows: it streams W's row n in 16-byte loads, eight in flight a lane,
- * and takes x's rows from L1 (or shared memory); the lanes' sums meet by shuffles, the
- * warps' through shared memory. Two neighbours of the product can run inside it:
+ * column n for all M rows: it streams W's row n in 16-byte loads, eight a lane (under
+ * SwiGLU four of each of two rows) in two halves, each loaded again as soon as it is
+ * summed (so loads are in flight while the other half is summed), and takes x's rows from
+ * L1 (or shared memory); the lanes' sums meet by shuffles, the warps' through shared
+ * memory. Two neighbours of the product can run inside it:
  * - RMSNorm of x's rows first (norm_w, eps: kernels/norm.cuh's forward, its output
  *   rounded to the inputs' type as that kernel's is): every block normalises the M rows
  *   into shared memory (M * K elements, at most LB_GEMV_NORM_BYTES);
@@ -19,7 +21,8 @@
  *   columns are then pairs of a rotation (dimensions d and d + HD/2 of a head), so that
  *   it rotates them itself; at least two columns a block (a split of 1, 2 or 4).
  * The kernel is launched programmatically dependent on the one before it
- * (gpu/common.cuh) and reads its first weights while that one finishes.
+ * (gpu/common.cuh): it reads its first half of weights while that one finishes and the
+ * second right after it ends, while x's rows come.
  * The bound is the weights' bytes over the memory bandwidth, where cuBLASLt's kernels at
  * a handful of rows reach less of it (bench/engine_probe measures both; the engine times
  * both, and each split, per product and keeps the fastest). Not here: more than
