@@ -527,6 +527,18 @@ static __global__ void norm_backward_kernel(T *dinp, float *dweight, float *dbia
     }
 }
 
+/* How many blocks of kernel (threads each, smem bytes of dynamic shared memory) the GPU
+ * holds at once: the SMs times the blocks one SM takes (at least one). */
+template <typename K>
+static lb_status resident_blocks(K kernel, int threads, size_t smem, int64_t *out, lb_err *err) {
+    int dev = 0, sms = 0, per_sm = 0;
+    LB_CUDA_TRY(err, cudaGetDevice(&dev));
+    LB_CUDA_TRY(err, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    LB_CUDA_TRY(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    *out = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    return LB_OK;
+}
+
 /* A grid of as many blocks as fit on the GPU at once: each warp walks its rows. */
 template <typename T, bool LAYER, int VPL, bool SUM>
 static lb_status launch_backward_vec(void *dinp, float *dw, float *db, float *dsum,
@@ -537,15 +549,12 @@ static lb_status launch_backward_vec(void *dinp, float *dw, float *db, float *ds
     constexpr int WARPS = shape::WARPS, NS = shape::SLICES + (SUM ? 1 : 0);
     auto kernel = norm_backward_vec_kernel<T, LAYER, VPL, SUM>;
     size_t vsmem = (size_t)NS * WARPS * VPL * 256 * sizeof(float); /* <= 96 KiB */
-    int dev = 0, sms = 0, per_sm = 0;
+    int64_t fit = 0;
     LB_CUDA_TRY(
         err, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)vsmem));
-    LB_CUDA_TRY(err, cudaGetDevice(&dev));
-    LB_CUDA_TRY(err, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    LB_CUDA_TRY(err,
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, vsmem));
+    LB_TRY(resident_blocks(kernel, WARPS * 32, vsmem, &fit, err));
     int64_t vblocks = (N + WARPS - 1) / WARPS;
-    if (vblocks > (int64_t)sms * per_sm) vblocks = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    if (vblocks > fit) vblocks = fit;
     kernel<<<(unsigned)vblocks, WARPS * 32, vsmem, s>>>(
         (T *)dinp, dw, db, dsum, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
     LB_CUDA_LAUNCH_TRY(err);
@@ -558,12 +567,8 @@ static lb_status launch_backward_wide(void *dinp, float *dw, float *dsum, const 
                                       const void *inp, const void *w, const float *rstd, int64_t N,
                                       int C, cudaStream_t s, lb_err *err) {
     auto kernel = rmsnorm_backward_wide_kernel<T, V>;
-    int dev = 0, sms = 0, per_sm = 0;
-    LB_CUDA_TRY(err, cudaGetDevice(&dev));
-    LB_CUDA_TRY(err, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    LB_CUDA_TRY(err,
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WIDE_THREADS, 0));
-    int64_t blocks = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    int64_t blocks = 0;
+    LB_TRY(resident_blocks(kernel, WIDE_THREADS, 0, &blocks, err));
     if (blocks > N) blocks = N;
     kernel<<<(unsigned)blocks, WIDE_THREADS, 0, s>>>((T *)dinp, dw, dsum, (const T *)dout,
                                                      (const T *)inp, (const T *)w, rstd, N, C);
