@@ -7,7 +7,6 @@
  * and checks what the ranks printed and how they ended. Expected values are computed here
  * from the inputs' formula, independently of commbench's checker. */
 #include <math.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -325,13 +323,19 @@ static void test_comm_mpi_rank_that_never_arrives_is_named_within_the_deadline(v
     assert_true(s < 20);         /* rank 3 sleeps 30 s: the abort ended it */
 }
 
+/* A file with no name, a process's output, read back from the start. */
+static int nameless_file(void) {
+    char path[] = "/tmp/lbtest-outXXXXXX";
+    int fd = mkstemp(path);
+    unlink(path);
+    return fd;
+}
+
 /* One rank of a job joined through the torchrun variables, or Slurm's (slurm: srun's
  * SLURM_PROCID and SLURM_STEP_NUM_TASKS, rank 0's address in SLURM_LAUNCH_NODE_IPADDR). */
 static void spawn_rank(bool slurm, int rank, int world, int port, const char *timeout, pid_t *pid,
                        int *out_fd) {
-    char path[] = "/tmp/lbtest-trXXXXXX";
-    *out_fd = mkstemp(path);
-    unlink(path);
+    *out_fd = nameless_file();
     *pid = fork();
     if (*pid == 0) {
         lb_test_die_with_parent();
@@ -356,16 +360,6 @@ static int wait_code(pid_t pid) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void read_all(int fd, char *buf, size_t cap) {
     lseek(fd, 0, SEEK_SET);
     lb_test_slurp(fd, buf, cap);
@@ -373,7 +367,7 @@ static void read_all(int fd, char *buf, size_t cap) {
 }
 
 static void rendezvous(bool slurm) {
-    int port = free_port();
+    int port = lb_launch_free_port();
     pid_t pids[NP];
     int fds[NP];
     /* rank 0 last: the others must retry until it listens */
@@ -403,7 +397,7 @@ static void test_comm_slurm_variables_without_mpi_rendezvous_over_tcp(void **sta
 
 static void test_comm_ranks_gone_are_named_by_their_closed_connections(void **state) {
     (void)state;
-    int port = free_port();
+    int port = lb_launch_free_port();
     pid_t pids[NP];
     int fds[NP];
     setenv("LB_TEST_GONE", "1", 1);
@@ -421,7 +415,7 @@ static void test_comm_ranks_gone_are_named_by_their_closed_connections(void **st
 
 static void test_comm_mismatched_world_size_is_a_usage_error(void **state) {
     (void)state;
-    int port = free_port();
+    int port = lb_launch_free_port();
     pid_t p0, p1;
     int f0, f1;
     spawn_rank(false, 0, 2, port, "10", &p0, &f0);
@@ -439,7 +433,7 @@ static void test_comm_mismatched_world_size_is_a_usage_error(void **state) {
 
 static void test_comm_unreachable_master_is_named_with_its_port(void **state) {
     (void)state;
-    int port = free_port(); /* nothing listens there */
+    int port = lb_launch_free_port(); /* nothing listens there */
     pid_t p;
     int f;
     int64_t t0 = lb_clock_now_ns();
@@ -456,9 +450,7 @@ static void test_comm_unreachable_master_is_named_with_its_port(void **state) {
 
 static void test_comm_local_launcher_starts_ranks_that_meet(void **state) {
     (void)state;
-    char path[] = "/tmp/lbtest-launchXXXXXX";
-    int fd = mkstemp(path);
-    unlink(path);
+    int fd = nameless_file();
     char *const argv[] = {self_path, "--torchrun-worker", NULL};
     const char *env[] = {"LB_TEST_BOOT_TIMEOUT=20", NULL};
     lb_launch_params lp = {.n = 3, .argv = argv, .env = env, .rank0_stdout = fd, .grace_s = 5};
@@ -520,16 +512,12 @@ static int stuck_worker(void) {
 
 static void test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm(void **state) {
     (void)state;
-    char path[] = "/tmp/lbtest-stuckXXXXXX";
-    int fd = mkstemp(path);
-    unlink(path);
+    int fd = nameless_file();
     char *const argv[] = {self_path, "--stuck-worker", NULL};
     lb_launch_params lp = {.n = 2, .argv = argv, .rank0_stdout = fd, .grace_s = 0.5};
     lb_err err = {{0}};
     /* the launcher's own line goes to its stderr: caught in a file of its own */
-    char epath[] = "/tmp/lbtest-stuckerrXXXXXX";
-    int efd = mkstemp(epath);
-    unlink(epath);
+    int efd = nameless_file();
     fflush(stderr);
     int saved = dup(2);
     dup2(efd, 2);
