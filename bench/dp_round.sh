@@ -20,8 +20,9 @@
 #   ab       GPT-2 124M bf16 16 x 1024 on 1 GPU at ZeRO 0, then at each stage of AB_STAGES
 #            (default 0 1 3) on AB_GPUS (default 4) GPUs with each of AB_VARIANTS in turn
 #            (default "base off"; base: $BASE_LLMBENCH, another build; alt: $ALT_LLMBENCH, a
-#            third; off: $LLMBENCH; on: $LLMBENCH with AB_ARGS' options) (dp_gpu.sh
-#            PARTS=perf), the variants AB_REPS
+#            third; off: $LLMBENCH; on: $LLMBENCH with AB_ARGS' options; any other name V:
+#            $LLMBENCH under the environment assignments in AB_ENV_V, e.g.
+#            AB_ENV_eff="NCCL_CTA_POLICY=1") (dp_gpu.sh PARTS=perf), the variants AB_REPS
 #            times in turn (default 1; round r > 1 into ab-VARIANT-r), a table a variant and
 #            round against the one-GPU run.
 # Logs go to $OUT/round (default /tmp/round); ends.txt says how each part ended.
@@ -118,9 +119,11 @@ for part in ${PARTS:-correct trace stages}; do
                     [ "$v" = base ] && x=$BASE_LLMBENCH
                     [ "$v" = alt ] && x=$ALT_LLMBENCH
                     [ "$v" = on ] && a=${AB_ARGS:-}
+                    e=AB_ENV_$v
+                    read -r -a ev <<<"${!e:-}"
                     [ "$r" -gt 1 ] && f=ab-$v-$r
                     case " ${folders[*]} " in *" $f "*) ;; *) folders+=("$f") ;; esac
-                    dp ab.txt LLMBENCH="$x" TRAIN_ARGS="$a" PARTS=perf PONE=0 GPUS="${AB_GPUS:-4}" STAGES="$z" \
+                    dp ab.txt "${ev[@]}" LLMBENCH="$x" TRAIN_ARGS="$a" PARTS=perf PONE=0 GPUS="${AB_GPUS:-4}" STAGES="$z" \
                         STEPS=15 WARMUP=3 OUT="$O/$f" DEADLINE_S="$(cap 30)"
                     cp "$O/ab/p-1g-z0.json" "$O/$f/" 2>/dev/null
                 done
