@@ -18,6 +18,7 @@
 #include "model/safetensors.h"
 #include "test_util.h"
 #include "train/data.h"
+#include "train/memory.h"
 #include "train/train.h"
 
 static lb_train_params tiny_params(const char *model) {
@@ -308,29 +309,55 @@ static void test_train_save_params_writes_the_trained_model(void **state) {
     lb_test_rmtree(dir);
 }
 
-/* A model that does not fit: one usage sentence with needed against free, the formula and
- * what would fit; a model that fits: LB_OK */
+/* The memory formula's total for p at stage z on n ranks, bytes. */
+static double formula_total(const lb_train_params *p, const lb_model_config *cfg, int z, int n) {
+    lb_train_params q = *p;
+    q.zero = z;
+    lb_train_memory m;
+    lb_err err;
+    assert_int_equal(lb_train_memory_formula(&q, cfg, n, &m, &err), LB_OK);
+    return m.total;
+}
+
+/* A model that does not fit: one usage sentence with needed (the memory formula's total)
+ * against free, ZeRO's formula within it, and what would fit: the fewest GPUs, then the
+ * lowest stage there; a model that fits: LB_OK */
 static void test_train_out_of_memory_names_what_would_fit(void **state) {
     (void)state;
     lb_model_config cfg;
     lb_err err = {{0}};
     assert_int_equal(lb_model_config_preset("llama3.1-8b", &cfg, &err), LB_OK);
-    double P = (double)lb_model_param_count(&cfg);
     lb_train_params p = tiny_params("llama3.1-8b");
-    p.device = LB_DEVICE_CUDA, p.precision = LB_PREC_BF16;
-    /* 10.5 P free, no activations: 16P on one GPU does not fit, 4P + 6P on two does */
-    assert_int_equal(lb_train_check_fit(&p, &cfg, 0, 10.5 * P, &err), LB_ERR_USAGE);
-    const char *want[] = {"--model llama3.1-8b at --zero 0 on 1 GPU needs 128.",
-                          "ZeRO's 16P for 8.03 B parameters in bf16", "cuda:0 has 84.",
-                          "--zero 1 on 2 GPUs would fit (80."};
+    p.device = LB_DEVICE_CUDA, p.precision = LB_PREC_BF16, p.batch = 1, p.seq = 1024;
+    /* an H100's free memory: ZeRO 2 on 2 GPUs holds 2P + 14P/N = 72 GB of ZeRO's state,
+     * but the fp32 shard gradient, the bucket buffers and the activations take it past 85 */
+    const double h100 = 84.5e9;
+    p.zero = 2;
+    assert_true(formula_total(&p, &cfg, 2, 2) > h100);
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 2, h100, &err), LB_ERR_USAGE);
+    char want[96];
+    snprintf(want, sizeof want, "needs %.1f GB a GPU", formula_total(&p, &cfg, 2, 2) / 1e9);
+    const char *parts[] = {"--model llama3.1-8b at --zero 2 on 2 GPUs ", want,
+                           "ZeRO's 2P + 14P/N for 8.03 B parameters in bf16 (72.",
+                           "cuda:0 has 84.5 GB free: --zero "};
     for (int i = 0; i < 4; i++)
-        if (strstr(err.msg, want[i]) == NULL) fail_msg("'%s' lacks '%s'", err.msg, want[i]);
+        if (strstr(err.msg, parts[i]) == NULL) fail_msg("'%s' lacks '%s'", err.msg, parts[i]);
     assert_null(strchr(err.msg, '\n'));
-    /* with 40 GB of activations nothing fits anywhere */
-    assert_int_equal(lb_train_check_fit(&p, &cfg, 40e9, 30e9, &err), LB_ERR_USAGE);
+    /* what it advises fits, and nothing with fewer GPUs or a lower stage there does */
+    int z = -1, n = 0;
+    double gb = 0;
+    const char *a = strstr(err.msg, "free: --zero ");
+    assert_int_equal(sscanf(a, "free: --zero %d on %d GPUs would fit (%lf GB", &z, &n, &gb), 3);
+    assert_true(formula_total(&p, &cfg, z, n) <= h100);
+    assert_float_equal(gb, formula_total(&p, &cfg, z, n) / 1e9, 0.05);
+    for (int m = 2; m <= n; m++)
+        for (int s = 0; s < (m < n ? 4 : z); s++)
+            assert_true(formula_total(&p, &cfg, s, m) > h100);
+    /* with no memory nothing fits anywhere */
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 2, 1e9, &err), LB_ERR_USAGE);
     assert_non_null(strstr(err.msg, "no stage fits"));
     /* enough memory: nothing to say */
-    assert_int_equal(lb_train_check_fit(&p, &cfg, 1e9, 17.0 * P, &err), LB_OK);
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 2, formula_total(&p, &cfg, 2, 2), &err), LB_OK);
 }
 
 /* --device cuda names what is visible: no GPU at all (CI), or the valid indices */

@@ -145,39 +145,6 @@ static void test_zero_shard_segments_follow_tensors_and_padding(void **state) {
     lb_zero_plan_free(&p);
 }
 
-/* the fewest GPUs first, then the lowest stage there (bf16: 16P, 4P + 12P/N, 2P + 14P/N,
- * 16P/N, bytes) */
-static void test_zero_fit_finds_fewest_gpus_then_lowest_stage(void **state) {
-    (void)state;
-    /* P = 1e9 throughout */
-    static const struct {
-        lb_precision prec;
-        double other_gb, free_gb;
-        int from;
-        lb_zero_stage stage;
-        int ranks;
-    } cases[] = {
-        {LB_PREC_BF16, 2, 10, 1, LB_ZERO_3, 2}, /* only 16P/2 + 2 */
-        {LB_PREC_BF16, 2, 11, 1, LB_ZERO_2, 2}, /* 2P + 14P/2 + 2 */
-        {LB_PREC_BF16, 2, 9, 4, LB_ZERO_1, 4},  /* from 4 GPUs: 4P + 12P/4 + 2 */
-        {LB_PREC_FP32, 0, 12, 2, LB_ZERO_1, 2}, /* fp32: 8P + 8P/2 */
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        lb_zero_stage s = LB_ZERO_0;
-        int n = 0;
-        assert_true(lb_zero_fit(cases[i].prec, 1e9, cases[i].other_gb * 1e9, cases[i].free_gb * 1e9,
-                                cases[i].from, 64, &s, &n));
-        assert_int_equal(s, cases[i].stage);
-        assert_int_equal(n, cases[i].ranks);
-    }
-    /* activations alone larger than the GPU: nothing fits, outputs untouched */
-    lb_zero_stage s = LB_ZERO_2;
-    int n = 7;
-    assert_false(lb_zero_fit(LB_PREC_BF16, 1e9, 11e9, 10e9, 1, 64, &s, &n));
-    assert_int_equal(s, LB_ZERO_2);
-    assert_int_equal(n, 7);
-}
-
 static void test_zero_plan_refuses_nonsense(void **state) {
     (void)state;
     const int64_t empty[] = {0, 4, 4};
@@ -244,7 +211,6 @@ int main(void) {
         cmocka_unit_test(test_zero_all_padding_piece_is_empty),
         cmocka_unit_test(test_zero_unit_buckets_when_cap_is_zero),
         cmocka_unit_test(test_zero_shard_segments_follow_tensors_and_padding),
-        cmocka_unit_test(test_zero_fit_finds_fewest_gpus_then_lowest_stage),
         cmocka_unit_test(test_zero_plan_refuses_nonsense),
         cmocka_unit_test(test_zero_formulas_match_the_paper),
         cmocka_unit_test(test_zero_adapter_traffic_by_stage),

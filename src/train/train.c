@@ -410,34 +410,45 @@ lb_status lb_train_check_replicas(const lb_train_params *p, const float *params,
 
 #define FIT_MAX_GPUS 4096 /* the most GPUs an out-of-memory message suggests */
 
-lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cfg,
-                             double other_bytes, double free_bytes, lb_err *err) {
-    const int ranks = lb_train_ranks(p);
+/* The memory formula's parts for p at stage z on n ranks. */
+static lb_status formula_at(const lb_train_params *p, const lb_model_config *cfg, int z, int n,
+                            lb_train_memory *m, lb_err *err) {
+    lb_train_params q = *p;
+    q.zero = z;
+    return lb_train_memory_formula(&q, cfg, n, m, err);
+}
+
+lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                             double free_bytes, lb_err *err) {
     const double P = (double)lb_model_param_count(cfg), GB = 1e9;
-    const lb_zero_stage z = (lb_zero_stage)p->zero;
-    const double state = lb_zero_state_bytes(z, p->precision, P, ranks);
-    if (state + other_bytes <= free_bytes) return LB_OK;
+    const int z = (int)p->zero;
+    lb_train_memory m, f;
+    LB_TRY(formula_at(p, cfg, z, ranks, &m, err));
+    if (m.total <= free_bytes) return LB_OK;
     static const char *formula[2][4] = {{"16P", "4P + 12P/N", "2P + 14P/N", "16P/N"},
                                         {"16P", "8P + 8P/N", "4P + 12P/N", "16P/N"}};
     char advice[160];
-    lb_zero_stage s;
-    int n;
-    if (lb_zero_fit(p->precision, P, other_bytes, free_bytes, ranks, FIT_MAX_GPUS, &s, &n))
-        snprintf(advice, sizeof advice, "--zero %d on %d GPU%s would fit (%.1f GB a GPU)", (int)s,
-                 n, n == 1 ? "" : "s",
-                 (lb_zero_state_bytes(s, p->precision, P, n) + other_bytes) / GB);
-    else
-        snprintf(advice, sizeof advice,
-                 "no stage fits on up to %d GPUs: try a smaller --batch or --recompute",
-                 FIT_MAX_GPUS);
+    snprintf(advice, sizeof advice,
+             "no stage fits on up to %d GPUs: try a smaller --batch or --recompute", FIT_MAX_GPUS);
+    bool found = false;
+    for (int n = ranks; n <= FIT_MAX_GPUS && !found; n++)
+        for (int s = LB_ZERO_0; s <= LB_ZERO_3 && !found; s++) {
+            LB_TRY(formula_at(p, cfg, s, n, &f, err));
+            if (f.total > free_bytes) continue;
+            found = true;
+            snprintf(advice, sizeof advice, "--zero %d on %d GPU%s would fit (%.1f GB a GPU)", s, n,
+                     n == 1 ? "" : "s", f.total / GB);
+        }
+    const double kept = m.model_state + m.shard_state + m.buffers - m.zero_state;
     return lb_fail(err, LB_ERR_USAGE,
-                   "--model %s at --zero %d on %d GPU%s needs %.1f GB a GPU, ZeRO's %s for %.2f B "
-                   "parameters in %s (%.1f GB) plus %.1f GB of activations and workspace, but "
-                   "cuda:%d has %.1f GB free: %s",
-                   cfg->name, (int)z, ranks, ranks == 1 ? "" : "s", (state + other_bytes) / GB,
+                   "--model %s at --zero %d on %d GPU%s needs %.1f GB a GPU: ZeRO's %s for %.2f B "
+                   "parameters in %s (%.1f GB), %.1f GB more of state and communication buffers "
+                   "as llmbench keeps them, and %.1f GB of activations and workspace, but cuda:%d "
+                   "has %.1f GB free: %s",
+                   cfg->name, z, ranks, ranks == 1 ? "" : "s", m.total / GB,
                    formula[p->precision == LB_PREC_FP32][z], P / 1e9,
-                   lb_precision_name(p->precision), state / GB, other_bytes / GB, p->device_index,
-                   free_bytes / GB, advice);
+                   lb_precision_name(p->precision), m.zero_state / GB, kept / GB,
+                   (m.activations + m.workspace) / GB, p->device_index, free_bytes / GB, advice);
 }
 
 lb_status lb_train_save_params(const lb_train_params *p, const lb_model_config *cfg,

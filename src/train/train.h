@@ -127,13 +127,13 @@ lb_status lb_train_agree(const lb_train_params *p, const lb_model_config *cfg, l
 int lb_train_ranks(const lb_train_params *p);
 int lb_train_rank(const lb_train_params *p);
 
-/* Before anything is allocated on a GPU: LB_ERR_USAGE when ZeRO's state bytes at p's
- * stage and rank count (train/zero.h's formula for the precision) plus other_bytes (one
- * rank's activations and workspace) exceed free_bytes (one GPU's free memory), in one
- * sentence naming needed against free and the fewest GPUs, with the lowest stage there,
- * that would fit; LB_OK when it fits. */
-lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cfg,
-                             double other_bytes, double free_bytes, lb_err *err);
+/* Before anything is allocated on a GPU: LB_ERR_USAGE when the device bytes a rank of p
+ * holds on `ranks` GPUs (train/memory.h's formula: ZeRO's state for the stage and
+ * precision, what this code keeps beyond it, activations and workspace) exceed free_bytes
+ * (one GPU's free memory), in one sentence naming needed against free, ZeRO's part of it,
+ * and the fewest GPUs, with the lowest stage there, that would fit; LB_OK when it fits. */
+lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                             double free_bytes, lb_err *err);
 
 /* Metrics of data-parallel runs (docs/METRICS.md). Scaling efficiency: tokens/s on n ranks
  * over n times one rank's, tok_n / (n tok_1). */

@@ -18,7 +18,7 @@
  * rank's step records go to rank 0 (train_impl.h), and a step of one micro-batch is its
  * whole train step (a CUDA graph from the second on, as on one rank); with --grad-accum K a
  * step is K micro-batches of batch / K, kernel by kernel. Before anything is allocated,
- * lb_train_cuda_check_fit holds ZeRO's formula against the GPU's free memory. A build
+ * lb_train_cuda_check_fit holds the memory formula against the GPU's free memory. A build
  * without CUDA refuses. */
 #include "train/train_cuda.h"
 
@@ -179,13 +179,10 @@ static lb_model_gpu_params model_params(const lb_train_params *p, int64_t total)
 lb_status lb_train_cuda_check_fit(const lb_train_params *p, const lb_model_config *cfg,
                                   lb_err *err) {
     if (p->lora_rank > 0) return LB_OK;
-    lb_model_gpu_params gp = model_params(p, p->warmup + p->steps);
-    double state = 0, other = 0;
-    LB_TRY(lb_model_gpu_plan_bytes(cfg, &gp, &state, &other, err));
     size_t free_bytes = 0, total_bytes = 0;
     LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
     LB_CUDA_TRY(err, cudaMemGetInfo(&free_bytes, &total_bytes));
-    return lb_train_check_fit(p, cfg, other, (double)free_bytes, err);
+    return lb_train_check_fit(p, cfg, lb_train_ranks(p), (double)free_bytes, err);
 }
 
 /* Several ranks: the NCCL communicator (before the model, so its memory is not the

@@ -118,19 +118,6 @@ double lb_zero_state_bytes(lb_zero_stage s, lb_precision prec, double n_params, 
     }
 }
 
-bool lb_zero_fit(lb_precision prec, double n_params, double other_bytes, double free_bytes,
-                 int ranks, int max_ranks, lb_zero_stage *stage, int *fit_ranks) {
-    for (int n = ranks; n <= max_ranks; n++)
-        for (int s = LB_ZERO_0; s <= LB_ZERO_3; s++)
-            if (lb_zero_state_bytes((lb_zero_stage)s, prec, n_params, n) + other_bytes <=
-                free_bytes) {
-                *stage = (lb_zero_stage)s;
-                *fit_ranks = n;
-                return true;
-            }
-    return false;
-}
-
 double lb_zero_traffic_bytes(lb_zero_stage s, lb_precision prec, double n_params, int ranks) {
     double b = prec == LB_PREC_FP32 ? 4 : 2, times = s == LB_ZERO_3 ? 3 : 2;
     return times * (ranks - 1) / (double)ranks * n_params * b;

@@ -105,13 +105,6 @@ double lb_zero_traffic_bytes(lb_zero_stage s, lb_precision prec, double n_params
  * micro-batch a step (stages 2-3 send again for every further one). 0 for one rank. */
 double lb_zero_adapter_traffic_bytes(lb_zero_stage s, lb_precision prec, double n, int ranks);
 
-/* Where a model fits: the fewest ranks from `ranks` up to max_ranks and, at that count, the
- * lowest stage whose lb_zero_state_bytes plus other_bytes (activations and workspace, the
- * same at every stage) is at most free_bytes, into *stage and *fit_ranks. false (outputs
- * untouched) when none does. */
-bool lb_zero_fit(lb_precision prec, double n_params, double other_bytes, double free_bytes,
-                 int ranks, int max_ranks, lb_zero_stage *stage, int *fit_ranks);
-
 typedef enum {
     LB_ZERO_ALL_REDUCE = 0,
     LB_ZERO_REDUCE_SCATTER,
