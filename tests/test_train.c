@@ -330,7 +330,7 @@ static void test_train_out_of_memory_names_what_would_fit(void **state) {
     lb_train_params p = tiny_params("llama3.1-8b");
     p.device = LB_DEVICE_CUDA, p.precision = LB_PREC_BF16, p.batch = 1, p.seq = 1024;
     /* an H100's free memory: ZeRO 2 on 2 GPUs holds 2P + 14P/N = 72 GB of ZeRO's state,
-     * but the fp32 shard gradient, the bucket buffers and the activations take it past 85 */
+     * but the working copies, the bucket buffers and the activations take it past 85 */
     const double h100 = 84.5e9;
     p.zero = 2;
     assert_true(formula_total(&p, &cfg, 2, 2) > h100);

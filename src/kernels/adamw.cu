@@ -15,7 +15,8 @@ struct seg_walk {
     const int32_t *flags;
     int n_seg;
     int64_t n;
-    int lo; /* segment of the element last looked up, -1 before the first */
+    bool dense16; /* lb_gpu_segments.dense16 */
+    int lo;       /* segment of the element last looked up, -1 before the first */
 
     __device__ void seek(int64_t e) {
         if (lo < 0) { /* last segment whose start <= e */
@@ -33,15 +34,21 @@ struct seg_walk {
             lo++;
     }
     __device__ int64_t end() const { return lo + 1 < n_seg ? start[lo + 1] : n; }
+    /* whether the current segment's gradient is 16-bit (seek first) */
+    template <typename T> __device__ bool packed() const {
+        return sizeof(T) == 2 && (dense16 || (flags[lo] & LB_SEG_GRAD16));
+    }
+    /* where a 16-bit gradient's run starts, in fp32 elements of grads: its slot's start, or
+     * 0 in a dense array */
+    __device__ int64_t base() const { return dense16 ? 0 : start[lo]; }
 };
 
 /* Gradient of element e of the current segment (seek first): fp32, or a T packed from
- * the start of the segment's slot (LB_SEG_GRAD16). */
+ * the start of the segment's slot (LB_SEG_GRAD16) or of a dense array. */
 template <typename T>
 __device__ __forceinline__ float grad_at(const float *grads, const seg_walk &w, int64_t e) {
-    int64_t s0 = w.start[w.lo];
-    if (sizeof(T) == 2 && (w.flags[w.lo] & LB_SEG_GRAD16))
-        return lb_to_f(((const T *)(grads + s0))[e - s0]);
+    int64_t s0 = w.base();
+    if (w.packed<T>()) return lb_to_f(((const T *)(grads + s0))[e - s0]);
     return grads[e];
 }
 
@@ -52,8 +59,8 @@ __device__ __forceinline__ void grad4(float g[4], int fl[4], const float *grads,
                                       int64_t e0) {
     w.seek(e0);
     int f = w.flags[w.lo];
-    int64_t s0 = w.start[w.lo];
-    bool packed = sizeof(T) == 2 && (f & LB_SEG_GRAD16);
+    int64_t s0 = w.base();
+    bool packed = w.packed<T>();
     if (e0 + 4 <= w.end() && (!packed || (s0 & 3) == 0)) {
         if (packed) {
             uint2 raw = *(const uint2 *)((const T *)(grads + s0) + (e0 - s0));
@@ -118,8 +125,8 @@ static __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w)
         w.lo = -1;
         for (int64_t a = c0; a < c1;) {
             w.seek(a);
-            int64_t b = min(c1, w.end()), s0 = w.start[w.lo];
-            if (sizeof(T) == 2 && (w.flags[w.lo] & LB_SEG_GRAD16))
+            int64_t b = min(c1, w.end()), s0 = w.base();
+            if (w.packed<T>())
                 s += range_sumsq((const T *)(grads + s0) + (a - s0), b - a);
             else
                 s += range_sumsq(grads + a, b - a);
@@ -235,7 +242,7 @@ static __global__ void opt_finish_kernel(lb_gpu_optstate *st, lb_gpu_adamw_param
 }
 
 static seg_walk walk_of(const lb_gpu_segments *sg) {
-    return {sg->start, sg->flags, sg->n_seg, sg->n, -1};
+    return {sg->start, sg->flags, sg->n_seg, sg->n, sg->dense16, -1};
 }
 
 extern "C" lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,

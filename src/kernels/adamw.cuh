@@ -12,7 +12,8 @@
  * ascending, and flags each) kept on the device. A segment flagged LB_SEG_GRAD16 holds its
  * gradient as 16-bit values of the working type packed from the start of its fp32 slot
  * (the layer matrices in fp16/bf16 modes, whose products write them in that type, as
- * autocast's products do); both passes widen them to fp32. The master weights are
+ * autocast's products do); both passes widen them to fp32, as they do a whole gradient
+ * array of the working type (lb_gpu_segments.dense16). The master weights are
  * written back to the working copy (fp16/bf16) in the same pass. */
 #ifndef LB_KERNELS_ADAMW_CUH
 #define LB_KERNELS_ADAMW_CUH
@@ -54,12 +55,15 @@ bool lb_adamw_params_same(const lb_gpu_adamw_params *a, const lb_gpu_adamw_param
 #define LB_SEG_GRAD16 2 /* gradient stored as the working type, packed (see above) */
 
 /* The parameters as tensors: device arrays start [n_seg] (first elements, ascending,
- * start[0] = 0) and flags [n_seg] (LB_SEG_* bits), n elements in all. */
+ * start[0] = 0) and flags [n_seg] (LB_SEG_* bits), n elements in all. dense16: every
+ * gradient is of the 16-bit working type, element e at ((dt *)grads)[e] (a ZeRO shard's
+ * reduce-scattered gradient), whatever the flags say. */
 typedef struct {
     const int64_t *start;
     const int32_t *flags;
     int n_seg;
     int64_t n;
+    bool dense16;
 } lb_gpu_segments;
 
 /* Parameters [start, end) whose working copy lives apart (a padded copy of the output

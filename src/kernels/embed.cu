@@ -57,22 +57,22 @@ static __global__ void embed_backward_wte_kernel(float *dwte, const T *dout, con
 }
 
 /* dwpe[i - lo] += scale x the sum over the batch of dout at (t, c) = i, for i in [lo, hi),
- * in batch order. */
-template <typename T>
-static __global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int B, int T_, int C,
+ * in batch order (dwpe of type G, the sum in fp32). */
+template <typename T, typename G>
+static __global__ void embed_backward_wpe_kernel(G *dwpe, const T *dout, int B, int T_, int C,
                                                  float scale, int64_t lo, int64_t hi) {
     int64_t i = lo + blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i >= hi) return;
     float acc = 0.0f;
     for (int b = 0; b < B; b++)
         acc += lb_to_f(dout[(int64_t)b * T_ * C + i]);
-    dwpe[i - lo] += scale * acc;
+    dwpe[i - lo] = lb_from_f<G>(lb_to_f(dwpe[i - lo]) + scale * acc);
 }
 
 /* One block a sorted position: the first position of each token sums that token's rows in
  * sorted order (column by column) into dwte's row, within [lo, hi); the others return. */
-template <typename T>
-static __global__ void embed_backward_sorted_kernel(float *dwte, const T *dout, const int32_t *keys,
+template <typename T, typename G>
+static __global__ void embed_backward_sorted_kernel(G *dwte, const T *dout, const int32_t *keys,
                                                     const int32_t *rows, int n, int C, float scale,
                                                     int64_t lo, int64_t hi) {
     int i = blockIdx.x;
@@ -91,7 +91,7 @@ static __global__ void embed_backward_sorted_kernel(float *dwte, const T *dout, 
 #pragma unroll 8
         for (int j = i; j < end; j++)
             acc += lb_to_f(dout[(int64_t)rows[j] * C + c]);
-        dwte[e - lo] += scale * acc;
+        dwte[e - lo] = lb_from_f<G>(lb_to_f(dwte[e - lo]) + scale * acc);
     }
 }
 
@@ -127,7 +127,7 @@ extern "C" lb_status lb_embed_backward(float *dwte, float *dwpe, const void *dou
     LB_CUDA_LAUNCH_TRY(err);
     if (dwpe != NULL) {
         LB_DISPATCH_DTYPE(dt, E,
-                          embed_backward_wpe_kernel<E>
+                          embed_backward_wpe_kernel<E, float>
                           <<<lb_blocks((int64_t)T * C, 256), 256, 0, s>>>(
                               dwpe, (const E *)dout, B, T, C, 1.0f, 0, (int64_t)T * C));
         LB_CUDA_LAUNCH_TRY(err);
@@ -170,23 +170,28 @@ extern "C" lb_status lb_embed_sort_ids(int32_t *keys, int32_t *rows, const int32
     return LB_OK;
 }
 
-extern "C" lb_status lb_embed_backward_sorted(float *dwte, int64_t wte_lo, int64_t wte_hi,
-                                              float *dwpe, int64_t wpe_lo, int64_t wpe_hi,
+extern "C" lb_status lb_embed_backward_sorted(void *dwte, int64_t wte_lo, int64_t wte_hi,
+                                              void *dwpe, int64_t wpe_lo, int64_t wpe_hi,
                                               const void *dout, const int32_t *keys,
                                               const int32_t *rows, int B, int T, int C, float scale,
-                                              lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
+                                              lb_gpu_dtype dt, lb_gpu_dtype dt_grad, cudaStream_t s,
+                                              lb_err *err) {
     int n = B * T;
     if (wte_lo < wte_hi) {
         LB_DISPATCH_DTYPE(dt, E,
-                          embed_backward_sorted_kernel<E><<<n, 256, 0, s>>>(
-                              dwte, (const E *)dout, keys, rows, n, C, scale, wte_lo, wte_hi));
+                          LB_DISPATCH_DTYPE(dt_grad, G,
+                                            embed_backward_sorted_kernel<E, G>
+                                            <<<n, 256, 0, s>>>((G *)dwte, (const E *)dout, keys,
+                                                               rows, n, C, scale, wte_lo, wte_hi)));
         LB_CUDA_LAUNCH_TRY(err);
     }
     if (dwpe != NULL && wpe_lo < wpe_hi) {
-        LB_DISPATCH_DTYPE(dt, E,
-                          embed_backward_wpe_kernel<E>
-                          <<<lb_blocks(wpe_hi - wpe_lo, 256), 256, 0, s>>>(
-                              dwpe, (const E *)dout, B, T, C, scale, wpe_lo, wpe_hi));
+        LB_DISPATCH_DTYPE(
+            dt, E,
+            LB_DISPATCH_DTYPE(dt_grad, G,
+                              embed_backward_wpe_kernel<E, G>
+                              <<<lb_blocks(wpe_hi - wpe_lo, 256), 256, 0, s>>>(
+                                  (G *)dwpe, (const E *)dout, B, T, C, scale, wpe_lo, wpe_hi)));
         LB_CUDA_LAUNCH_TRY(err);
     }
     return LB_OK;

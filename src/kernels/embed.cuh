@@ -30,16 +30,17 @@ lb_status lb_embed_backward(float *dwte, float *dwpe, const void *dout, const in
  * lb_embed_backward_sorted then adds scale x the embedding's weight gradients of those rows
  * (dout: B x T x C of type dt) to the elements of wte in [wte_lo, wte_hi) (element e of the
  * V x C table at dwte[e - wte_lo]) and, when dwpe is non-NULL, of wpe in [wpe_lo, wpe_hi)
- * (T x C, at dwpe[e - wpe_lo]): each token's rows summed in fp32 in row order, each (t, c)
- * of wpe over the batch in order, so the result does not depend on the device's
- * scheduling. */
+ * (T x C, at dwpe[e - wpe_lo]), gradients of type dt_grad: each token's rows summed in
+ * fp32 in row order, each (t, c) of wpe over the batch in order, once into each element,
+ * so the result does not depend on the device's scheduling. */
 size_t lb_embed_sort_bytes(int n, int V);
 lb_status lb_embed_sort_ids(int32_t *keys, int32_t *rows, const int32_t *ids, int n, int V,
                             void *tmp, size_t tmp_bytes, cudaStream_t s, lb_err *err);
-lb_status lb_embed_backward_sorted(float *dwte, int64_t wte_lo, int64_t wte_hi, float *dwpe,
+lb_status lb_embed_backward_sorted(void *dwte, int64_t wte_lo, int64_t wte_hi, void *dwpe,
                                    int64_t wpe_lo, int64_t wpe_hi, const void *dout,
                                    const int32_t *keys, const int32_t *rows, int B, int T, int C,
-                                   float scale, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
+                                   float scale, lb_gpu_dtype dt, lb_gpu_dtype dt_grad,
+                                   cudaStream_t s, lb_err *err);
 
 #ifdef __cplusplus
 }

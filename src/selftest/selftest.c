@@ -322,14 +322,18 @@ static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bo
 
 /* The sorted backward (every data-parallel rank adds all ranks' rows): scale x the
  * reference gradients added to nonzero ones (the averaged head's) in an element range
- * that starts and ends inside rows, and bitwise the same sums on a second run (its order
- * is the ids', not the scheduling's: V below B x T repeats tokens many times). */
-static void check_embed_sorted(ctx *c, const prec_t *pr, int B, int T, int C, int V) {
-    char shape[56];
-    snprintf(shape, sizeof shape, "B%d T%d C%d V%d", B, T, C, V);
+ * that starts and ends inside rows, gradients of type gt, and bitwise the same sums on a
+ * second run (its order is the ids', not the scheduling's: V below B x T repeats tokens
+ * many times). */
+static void check_embed_sorted(ctx *c, const prec_t *pr, lb_gpu_dtype gt, int B, int T, int C,
+                               int V) {
+    char shape[64];
+    snprintf(shape, sizeof shape, "B%d T%d C%d V%d, %s gradients", B, T, C, V,
+             gt == LB_DT_F32 ? "fp32" : "16-bit");
     int n = B * T;
     size_t nte = (size_t)V * C, npe = (size_t)T * C;
     int64_t wlo = C / 2 + 1, whi = (int64_t)nte - C / 2 - 3, plo = 3, phi = (int64_t)npe - 5;
+    size_t gs = lb_dtype_bytes(gt);
     float scale = 0.5f;
     float *dout = hnew((size_t)n * C), *head = hnew(nte), *pos = hnew(npe);
     float *rte = hnew(nte), *rpe = hnew(npe), *gte = hnew(nte), *gpe = hnew(npe);
@@ -341,10 +345,13 @@ static void check_embed_sorted(ctx *c, const prec_t *pr, int B, int T, int C, in
     randn(c, head, nte, 1.0f);
     randn(c, pos, npe, 1.0f);
     void *d_dout = up(c, dout, (size_t)n * C, pr->dt), *d_ids = upi(c, ids, (size_t)n);
+    /* the starting gradients in gt (rounded on the host too) */
+    void *d_head = up(c, head + wlo, (size_t)(whi - wlo), gt);
+    void *d_pos = up(c, pos + plo, (size_t)(phi - plo), gt);
     size_t tmp_bytes = lb_embed_sort_bytes(n, V);
     void *d_tmp = dev(c, tmp_bytes);
     int32_t *d_keys = dev(c, (size_t)n * 4), *d_rows = dev(c, (size_t)n * 4);
-    float *d_te = dev(c, nte * 4), *d_pe = dev(c, npe * 4);
+    void *d_te = dev(c, nte * gs), *d_pe = dev(c, npe * gs);
     if (c->st == LB_OK) {
         lb_ref_encoder_backward(rte, rpe, dout, ids, B, T, C);
         for (size_t i = 0; i < nte; i++)
@@ -353,17 +360,17 @@ static void check_embed_sorted(ctx *c, const prec_t *pr, int B, int T, int C, in
             rpe[i] = pos[i] + scale * rpe[i];
         check(c, lb_embed_sort_ids(d_keys, d_rows, d_ids, n, V, d_tmp, tmp_bytes, 0, c->err));
         for (int run = 0; run < 2 && c->st == LB_OK; run++) {
-            check_cuda(
-                c, cudaMemcpy(d_te, head + wlo, (size_t)(whi - wlo) * 4, cudaMemcpyHostToDevice),
-                "cudaMemcpy head");
             check_cuda(c,
-                       cudaMemcpy(d_pe, pos + plo, (size_t)(phi - plo) * 4, cudaMemcpyHostToDevice),
+                       cudaMemcpy(d_te, d_head, (size_t)(whi - wlo) * gs, cudaMemcpyDeviceToDevice),
+                       "cudaMemcpy head");
+            check_cuda(c,
+                       cudaMemcpy(d_pe, d_pos, (size_t)(phi - plo) * gs, cudaMemcpyDeviceToDevice),
                        "cudaMemcpy pos");
             check(c, lb_embed_backward_sorted(d_te, wlo, whi, d_pe, plo, phi, d_dout, d_keys,
-                                              d_rows, B, T, C, scale, pr->dt, 0, c->err));
-            down(c, run == 0 ? gte : again, d_te, (size_t)(whi - wlo), LB_DT_F32);
+                                              d_rows, B, T, C, scale, pr->dt, gt, 0, c->err));
+            down(c, run == 0 ? gte : again, d_te, (size_t)(whi - wlo), gt);
         }
-        down(c, gpe, d_pe, (size_t)(phi - plo), LB_DT_F32);
+        down(c, gpe, d_pe, (size_t)(phi - plo), gt);
         compare(c, "embed.bwd.sorted.dwte", shape, pr, gte, rte + wlo, (size_t)(whi - wlo));
         compare(c, "embed.bwd.sorted.dwpe", shape, pr, gpe, rpe + plo, (size_t)(phi - plo));
         bool same = memcmp(gte, again, (size_t)(whi - wlo) * 4) == 0;
@@ -1191,9 +1198,12 @@ static void check_grad_pack(ctx *c, const prec_t *pr) {
     free(x), free(ref), free(got);
 }
 
-static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
+/* dense16: in fp16/bf16 every gradient is one dense array of the working type (a ZeRO
+ * shard's), not fp32 slots with some packed 16-bit */
+static void check_adamw(ctx *c, const prec_t *pr, int64_t n, bool dense16) {
     char shape[56];
-    snprintf(shape, sizeof shape, "n%lld 3 tensors", (long long)n);
+    snprintf(shape, sizeof shape, "n%lld 3 tensors%s", (long long)n,
+             dense16 ? ", dense 16-bit gradients" : "");
     float *w = hnew(n), *g = hnew(n), *m = hnew(n), *v = hnew(n), *gw = hnew(n), *gm = hnew(n);
     randn(c, w, n, 1.0f);
     randn(c, g, n, 1.0f);
@@ -1203,13 +1213,14 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
     /* in fp16/bf16 the last two tensors keep 16-bit gradients, as layer matrices do: the
      * middle one starting at an odd element (element by element), the last one aligned */
     int64_t starts[3] = {0, n / 3, n / 2};
-    bool g16 = pr->dt != LB_DT_F32;
+    dense16 = dense16 && pr->dt != LB_DT_F32;
+    bool g16 = pr->dt != LB_DT_F32 && !dense16;
     int32_t flags[3] = {LB_SEG_DECAY, g16 ? LB_SEG_GRAD16 : 0,
                         LB_SEG_DECAY | (g16 ? LB_SEG_GRAD16 : 0)};
     void *packed[3] = {NULL, NULL, NULL};
     for (int s = 1; g16 && s < 3; s++) /* rounds those gradients on the host too */
         packed[s] = up(c, g + starts[s], (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]), pr->dt);
-    float *d_w = up(c, w, n, LB_DT_F32), *d_g = up(c, g, n, LB_DT_F32);
+    float *d_w = up(c, w, n, LB_DT_F32), *d_g = up(c, g, n, dense16 ? pr->dt : LB_DT_F32);
     for (int s = 1; g16 && s < 3 && c->st == LB_OK; s++)
         check_cuda(c,
                    cudaMemcpy(d_g + starts[s], packed[s],
@@ -1242,7 +1253,7 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n) {
                                   .weight_decay = 0.1f,
                                   .grad_clip = 1.0f,
                                   .growth_interval = 2000};
-        lb_gpu_segments sg = {d_s, d_flags, 3, n};
+        lb_gpu_segments sg = {d_s, d_flags, 3, n, dense16};
         check(c, lb_adamw_grad_sumsq(d_st, d_g, pr->dt, &sg, 0, c->err));
         check(c, lb_adamw(d_w, d_lp, &apart, pr->dt, d_g, d_m, d_v, &sg, &ap, d_st, 0, c->err));
         check(c, lb_adamw_finish(d_st, &ap, 0, c->err));
@@ -1887,8 +1898,9 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
             check_embed(&c, pr, 2, 64, 96, 100, true);
             check_embed(&c, pr, 3, 17, 64, 50, false);
             check_embed(&c, pr, 2, 9, 20, 30, true); /* C not a multiple of 8: scalar */
-            check_embed_sorted(&c, pr, 4, 256, 96, 37);
-            check_embed_sorted(&c, pr, 2, 300, 20, 1000);
+            check_embed_sorted(&c, pr, LB_DT_F32, 4, 256, 96, 37);
+            check_embed_sorted(&c, pr, LB_DT_F32, 2, 300, 20, 1000);
+            if (pr->dt != LB_DT_F32) check_embed_sorted(&c, pr, pr->dt, 4, 256, 96, 37);
         }
         if (wanted(&c, "layernorm")) {
             check_norm(&c, pr, 130, 96, true);
@@ -1979,8 +1991,9 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
         }
         if (wanted(&c, "grad_pack")) check_grad_pack(&c, pr);
         if (wanted(&c, "adamw")) {
-            check_adamw(&c, pr, 10001);
-            check_adamw(&c, pr, 5000001); /* threads take several vectors, across segments */
+            check_adamw(&c, pr, 10001, false);
+            check_adamw(&c, pr, 5000001, false); /* threads take several vectors, across segments */
+            if (pr->dt != LB_DT_F32) check_adamw(&c, pr, 10001, true);
         }
         if (wanted(&c, "paged")) {
             const int dec[] = {1, 15, 16, 17, 100, 1000}, pre[] = {33, 200, 16}, one[] = {8192};

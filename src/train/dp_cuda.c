@@ -52,6 +52,10 @@ struct lb_dp_cuda {
     size_t es;                /* its bytes */
     lb_gpu_dtype rt;          /* the type buckets are reduce-scattered in: wt, adapters fp32 */
     size_t rs;                /* its bytes */
+    lb_gpu_dtype gt;          /* the shard gradient's: rt where one reduce-scatter a step writes
+                               * it (stage 1, or one micro-batch a step), else fp32 (stages 2-3
+                               * add micro-batches) */
+    size_t gs;                /* its bytes */
     cudaEvent_t ready;        /* on the model's stream: a bucket's gradients are packed */
     cudaEvent_t joined;       /* on the communication stream: its part of the step is done */
     cudaEvent_t send_free[2]; /* on the communication stream: send[i] was read */
@@ -63,13 +67,15 @@ struct lb_dp_cuda {
     bool started; /* this step's first collective has begun */
     /* stages 1-3: this rank's shard and the buffers, in one arena */
     lb_gpu_arena arena;
-    float *master, *mom, *vel, *grad; /* [shard_elems] fp32 */
-    void *work;                       /* [shard_elems] working type (fp32: master) */
+    float *master, *mom, *vel; /* [shard_elems] fp32 */
+    void *grad;                /* [shard_elems] gt */
+    void *work;                /* [shard_elems] working type (fp32: master) */
     int64_t *seg_start;
     int32_t *seg_flags;
     int n_seg;
     void *send[2]; /* [max_padded] reduce type: packed buckets; send[0] the gather's */
-    void *piece;   /* [largest piece] reduce type: a reduce-scatter's result */
+    void *piece;   /* [largest piece] reduce type: a reduce-scatter's result, added into an fp32
+                    * shard gradient (NULL where the reduce-scatter writes the shard) */
     float *bucket0_grads, *bucket_grads[2]; /* stages 2-3: fp32 slots of whole buckets */
     lb_adamw_grad_run *runs;                /* [n_runs] device table: every bucket's runs */
     int n_runs;
@@ -262,17 +268,18 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
         LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[j], 0));
     LB_TRY(pack_bucket(d, b, d->send[j], err));
     LB_TRY(hand_over(d, start_ev, err));
-    LB_TRY(reduce_scatter(d, d->send[j], d->piece, k->piece, d->comm_stream, err));
+    /* the step's first piece of this bucket is written, later micro-batches' (stages 2-3) add
+     * to it: every shard element is some bucket's, so the shard needs no clearing */
+    void *to = (char *)d->grad + (size_t)k->shard_offset * d->gs;
+    LB_TRY(reduce_scatter(d, d->send[j], d->piece != NULL ? d->piece : to, k->piece, d->comm_stream,
+                          err));
     d->steps.sent[d->step] +=
         lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->rs, d->ranks);
     LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
     d->send_waits[j] = true;
-    /* the step's first piece of this bucket is written, later micro-batches' (stages 2-3) add
-     * to it: every shard element is some bucket's, so the shard needs no clearing */
-    float *to = d->grad + k->shard_offset;
-    if (d->p.stage == LB_ZERO_1 || d->micro == 0)
+    if (d->piece != NULL && d->micro == 0)
         LB_TRY(lb_act_convert(to, LB_DT_F32, d->piece, d->rt, k->piece, d->comm_stream, err));
-    else
+    else if (d->piece != NULL)
         LB_TRY(lb_act_accumulate(to, d->piece, d->rt, k->piece, d->comm_stream, err));
     if (d->p.stage >= LB_ZERO_2 && b - 2 >= 1) LB_TRY(bind_bucket(d, b - 2, err));
     return LB_OK;
@@ -300,8 +307,7 @@ static lb_status gather_ids(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
  * part [*lo, *hi) in the model's gradient array (stage 0, all of it) or in this rank's
  * piece of the embeddings' bucket in the gradient shard (stages 1-2), element e at
  * (*dst)[e - *lo]. */
-static float *rows_target(const lb_dp_cuda *d, int64_t at, int64_t numel, int64_t *lo,
-                          int64_t *hi) {
+static void *rows_target(const lb_dp_cuda *d, int64_t at, int64_t numel, int64_t *lo, int64_t *hi) {
     if (d->p.stage == LB_ZERO_0) {
         *lo = 0;
         *hi = numel;
@@ -312,7 +318,7 @@ static float *rows_target(const lb_dp_cuda *d, int64_t at, int64_t numel, int64_
     int64_t a = at > plo ? at : plo, e = at + numel < phi ? at + numel : phi;
     *lo = a - at;
     *hi = e > a ? e - at : *lo;
-    return d->grad + d->plan.buckets[0].shard_offset + (a - plo);
+    return (char *)d->grad + (size_t)(d->plan.buckets[0].shard_offset + (a - plo)) * d->gs;
 }
 
 /* Backward's last hook: every rank's gradient rows of the embedding's output gathered on
@@ -338,15 +344,18 @@ static lb_status embed_rows(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
     /* stage 0: the slots were cleared before the step; 1-2: the piece is cleared here */
     LB_CUDA_TRY(err, cudaStreamWaitEvent(s, d->rows_in, 0));
     if (d->p.stage != LB_ZERO_0)
-        LB_CUDA_TRY(err, cudaMemsetAsync(d->grad + d->plan.buckets[0].shard_offset, 0,
-                                         (size_t)d->plan.buckets[0].piece * 4, s));
+        LB_CUDA_TRY(
+            err, cudaMemsetAsync((char *)d->grad + (size_t)d->plan.buckets[0].shard_offset * d->gs,
+                                 0, (size_t)d->plan.buckets[0].piece * d->gs, s));
+    /* stage 0: the model's fp32 slots; 1-2: the shard's gradient */
+    lb_gpu_dtype gt = d->p.stage == LB_ZERO_0 ? LB_DT_F32 : d->gt;
     int64_t wte_lo, wte_hi, wpe_lo = 0, wpe_hi = 0;
-    float *dwte = rows_target(d, d->off.wte, (int64_t)d->cfg.vocab_size * C, &wte_lo, &wte_hi);
-    float *dwpe =
+    void *dwte = rows_target(d, d->off.wte, (int64_t)d->cfg.vocab_size * C, &wte_lo, &wte_hi);
+    void *dwpe =
         d->off.wpe >= 0 ? rows_target(d, d->off.wpe, (int64_t)T * C, &wpe_lo, &wpe_hi) : NULL;
     return lb_embed_backward_sorted(dwte, wte_lo, wte_hi, dwpe, wpe_lo, wpe_hi, d->rows_all,
                                     d->keys, d->key_rows, d->ranks * B, T, C, 1.0f / d->ranks,
-                                    d->wt, s, err);
+                                    d->wt, gt, s, err);
 }
 
 static lb_status on_grads(void *ctx, int unit, lb_err *err) {
@@ -568,11 +577,12 @@ static lb_status optimize(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *e
     lb_gpu_adamw_params q = *p;
     q.dynamic_scaling = d->wt == LB_DT_F16;
     if (q.growth_interval <= 0) q.growth_interval = 2000;
-    lb_gpu_segments sg = {d->seg_start, d->seg_flags, d->n_seg, d->plan.shard_elems};
+    lb_gpu_segments sg = {d->seg_start, d->seg_flags, d->n_seg, d->plan.shard_elems,
+                          !d->whole && d->gt != LB_DT_F32};
     cudaStream_t s = d->model_stream;
     /* one rank: the model's gradients read and its working copy (the head's apart one
      * included) written in place, the three launches of the model's own optimizer */
-    const float *grads = d->whole ? lb_model_gpu_grads(d->m) : d->grad;
+    const float *grads = d->whole ? lb_model_gpu_grads(d->m) : (const float *)d->grad;
     lb_gpu_lp_apart head;
     bool apart = d->whole && lb_model_gpu_head_apart(d->m, &head);
     LB_TRY(lb_adamw_grad_sumsq(os, grads, d->wt, &sg, s, err));
@@ -812,14 +822,14 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
         d->work = lb_model_gpu_working(d->m);
         return LB_OK;
     }
-    CARVE(d->grad, "zero.grad", n * 4);
+    CARVE(d->grad, "zero.grad", n * d->gs);
     if (d->wt != LB_DT_F32)
         CARVE(d->work, "zero.work", n * es);
     else
         d->work = d->master;
     for (int i = 0; i < 2; i++)
         CARVE(d->send[i], "zero.send", (size_t)d->plan.max_padded * d->rs);
-    CARVE(d->piece, "zero.piece", (size_t)most_piece * d->rs);
+    if (d->gt != d->rt) CARVE(d->piece, "zero.piece", (size_t)most_piece * d->rs);
     if (d->p.stage >= LB_ZERO_2) {
         const lb_zero_bucket *k0 = &d->plan.buckets[0];
         CARVE(d->bucket0_grads, "zero.bucket_grad", (size_t)(k0->end - k0->start) * 4);
@@ -1144,6 +1154,8 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     /* adapters' gradients are fp32 and travel so, as at stage 0 */
     d->rt = d->lora ? LB_DT_F32 : d->wt;
     d->rs = lb_dtype_bytes(d->rt);
+    d->gt = p->stage == LB_ZERO_1 || p->grad_accum == 1 ? d->rt : LB_DT_F32;
+    d->gs = lb_dtype_bytes(d->gt);
     d->model_stream = (cudaStream_t)lb_model_gpu_stream(m);
     d->n_tensors = d->lora ? cfg->n_layer : lb_model_param_layout(cfg, NULL, 0);
     d->tensors = calloc((size_t)d->n_tensors, sizeof *d->tensors);

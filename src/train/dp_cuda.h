@@ -16,8 +16,10 @@
  *      as at stages 1-2; the model's own AdamW then runs on everything.
  *   1: its gradients packed on the model's stream (one launch) into one contiguous buffer of
  *      the working type (padded to the plan's length), reduce-scattered (averaged) on the
- *      communication stream, and this rank's piece written into the fp32 gradient shard
- *      (the first micro-batch's writes, later ones add; nothing is cleared). The model keeps
+ *      communication stream straight into this rank's gradient shard in the working type
+ *      (at stages 2-3 with several micro-batches a step the shard's gradient is fp32: the
+ *      first micro-batch's piece is widened into it, later ones are added; nothing is
+ *      cleared). The model keeps
  *      no master weights or moments (external_optimizer): AdamW runs here on the shard (fp32
  *      master, m and v of the shard only, kernels/adamw.cuh with a segment table in shard
  *      coordinates), writes the shard's 16-bit working copy, and every bucket's pieces are
@@ -42,7 +44,7 @@
  *      (prefetch), into the buffer whose last use is longest past once the model's stream
  *      has passed it. Parameters live only as shards: the optimizer updates the shard and
  *      the next step gathers again. Peak memory: the shard (16 bytes a parameter over N,
- *      plus its 16-bit copy), three gather buffers of the largest unit, three bucket
+ *      18 with an fp32 gradient), three gather buffers of the largest unit, three bucket
  *      gradient buffers, activations.
  * An untied embedding's gradient (stages 0-2, several ranks, every parameter training, one
  * micro-batch a step, the embeddings a bucket alone) travels as rows: the model leaves its

@@ -82,9 +82,13 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
     if (p->zero == LB_ZERO_0) {
         if (!wide) out->buffers += fp32 * es;
     } else {
-        /* master, m, v and gradient in fp32, and the working copy in 16-bit runs */
-        out->shard_state = n * (wide ? 16 : 18);
-        out->buffers += 2 * (double)plan.max_padded * es + most_piece * es;
+        /* master, m and v in fp32, the gradient in the working type where one reduce-scatter
+         * a step writes it (stage 1, one micro-batch a step; else fp32, added into through a
+         * piece buffer), and the working copy in 16-bit runs */
+        const bool one_rs = p->zero == LB_ZERO_1 || p->grad_accum == 1;
+        const double gs = one_rs ? es : 4;
+        out->shard_state = n * (12 + gs + (wide ? 0 : es));
+        out->buffers += 2 * (double)plan.max_padded * es + (one_rs ? 0 : most_piece * es);
         if (p->zero >= LB_ZERO_2)
             out->buffers +=
                 4 * (double)(plan.buckets[0].end - plan.buckets[0].start) + 8 * most_other;

@@ -4,7 +4,7 @@
  * The parts follow what model/model_gpu.c and train/dp_cuda.c carve, written from the
  * model's widths rather than by running their layout: ZeRO's formula for the model state
  * (train/zero.h) and, apart from it, what this code keeps beyond it (fp32 gradient slots,
- * the shard's own gradient and working copy, the padded output head), the communication
+ * the shard's own working copy, the padded output head), the communication
  * buffers of ZeRO 1-3, the activations kept from forward for backward with one layer's
  * activation gradients and the logits, and the work buffers. docs/METRICS.md lists every
  * term. Left out: cuDNN's workspace (sized by cuDNN at run time), the arena's 256-byte
@@ -21,12 +21,14 @@ typedef struct {
     double zero_state;  /* ZeRO's formula for the stage and precision (lb_zero_state_bytes) */
     double model_state; /* the model's arena: fp32 master, working copy, fp32 gradient slots
                          * and moments as the stage leaves them there, the padded head copy */
-    double shard_state; /* ZeRO 1-3: this rank's shard: fp32 master, moments and gradients,
-                         * and its working copy in 16-bit runs (one rank: the whole model's
-                         * moments and a 16-bit run's fp32 master only) */
+    double shard_state; /* ZeRO 1-3: this rank's shard: fp32 master and moments, gradients
+                         * (the working type where one reduce-scatter a step writes them,
+                         * else fp32), and its working copy in 16-bit runs (one rank: the
+                         * whole model's moments and a 16-bit run's fp32 master only) */
     double buffers;     /* several ranks: at ZeRO 0 in 16-bit runs the buffer fp32 gradients
-                         * travel in; at 1-3 packed buckets and a piece for the collectives, 2-3
-                         * the fp32 gradient slots of three buckets, 3 the three gathers;
+                         * travel in; at 1-3 packed buckets (and, with an fp32 shard gradient
+                         * in a 16-bit run, a piece) for the collectives, 2-3 the fp32
+                         * gradient slots of three buckets, 3 the three gathers;
                          * at 0-2 where an untied embedding travels as rows, every rank's
                          * gradient rows and token ids with the ids' sort */
     double activations; /* kept from forward for backward, one layer's activation gradients,
