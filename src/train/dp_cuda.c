@@ -63,7 +63,6 @@ struct lb_dp_cuda {
     lb_dp_steps_cuda steps;   /* events and sent bytes a step */
     int64_t step;
     int micro;
-    int send_idx;
     bool started; /* this step's first collective has begun */
     /* stages 1-3: this rank's shard and the buffers, in one arena */
     lb_gpu_arena arena;
@@ -86,9 +85,8 @@ struct lb_dp_cuda {
     cudaEvent_t *bucket_gathered; /* [n_buckets]: bucket's gather into the working copy done */
     int head_bucket;              /* the bucket holding the output head (tied: wte's) */
     bool head_fresh;              /* the padded head's copy holds the gathered head */
-    /* stages 0-2, several ranks, every parameter training, one micro-batch a step, the
-     * embeddings a bucket alone, an untied head: their gradients from every rank's rows
-     * (embed_rows) */
+    /* several ranks, every parameter training, one micro-batch a step, the embeddings a
+     * bucket alone, an untied head: their gradients from every rank's rows (embed_rows) */
     bool rows;
     lb_param_offsets off;
     int B, T;                 /* a rank's micro-batch */
@@ -101,7 +99,10 @@ struct lb_dp_cuda {
     /* stage 3: units' working copies gathered into N_GATHER buffers, used in the order seq
      * (model_gpu.h's parameter hook) */
     void *gather[N_GATHER];
-    int gather_unit[N_GATHER]; /* the unit a buffer holds, -1: none */
+    int64_t gather_size[N_GATHER]; /* elements (lb_zero_gather_sizes) */
+    int head_unit;                 /* the unit holding the output head, -1: none (adapters) */
+    int64_t head_pad;              /* the rows its products read past V, elements */
+    int gather_unit[N_GATHER];     /* the unit a buffer holds, -1: none */
     int64_t gather_used[N_GATHER];
     cudaEvent_t gathered[N_GATHER]; /* on the communication stream: the gather is done */
     cudaEvent_t released[N_GATHER]; /* on the model's stream: its last use is enqueued */
@@ -260,8 +261,7 @@ static lb_status all_gather(lb_dp_cuda *d, const void *send, void *recv, int64_t
  * the bucket two below. */
 static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
-    int j = d->send_idx;
-    d->send_idx ^= 1;
+    int j = b % 2;
     /* a record of a step before came before the communication stream's end, which the model's
      * stream waited for (and the gather's, before the forward read its last bucket) */
     if (d->send_waits[j])
@@ -285,7 +285,7 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     return LB_OK;
 }
 
-/* ---- the embeddings' rows (stages 0-2) ------------------------------------------------ */
+/* ---- the embeddings' rows ------------------------------------------------------------ */
 
 /* Backward's first hook (the final norm and the head): every rank's token ids gathered and
  * sorted on the communication stream, long before the rows come. */
@@ -382,11 +382,16 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
 
 /* ---- stage 3 -------------------------------------------------------------------------- */
 
-/* A buffer for a unit's gather: an empty one, else the least recently used other than
- * `keep`. */
-static int pick_buffer(const lb_dp_cuda *d, int keep) {
+/* A buffer other than `keep` for unit u's gather: buffer 0 for a unit larger than the
+ * others hold; else an empty one, else the least recently used, of buffers 1 and 2 where
+ * buffer 0 is larger (it stays the large units'), else of all three. -1: none (a large unit
+ * while buffer 0 is in use, which the model's order of uses never asks: the embeddings and
+ * the head are far apart, and a tied head's second use finds its unit still there). */
+static int pick_buffer(const lb_dp_cuda *d, int keep, int u) {
+    if (lb_zero_gather_big(&d->plan, d->gather_size, u, d->head_unit, d->head_pad))
+        return keep == 0 ? -1 : 0;
     int best = -1;
-    for (int k = 0; k < N_GATHER; k++) {
+    for (int k = d->gather_size[0] > d->gather_size[1] ? 1 : 0; k < N_GATHER; k++) {
         if (k == keep) continue;
         if (d->gather_unit[k] < 0) return k;
         if (best < 0 || d->gather_used[k] < d->gather_used[best]) best = k;
@@ -400,10 +405,17 @@ static int resident(const lb_dp_cuda *d, int unit) {
     return -1;
 }
 
-/* Unit u's working copy (bucket u: one unit a bucket) all-gathered into buffer k on the
- * communication stream once the model's last use of what k held is done. */
-static lb_status gather_unit(lb_dp_cuda *d, int u, int k, lb_err *err) {
+/* Unit u's working copy (bucket u: one unit a bucket) all-gathered on the communication
+ * stream into a buffer other than `keep` (pick_buffer) once the model's last use of what
+ * it held is done; *out: that buffer. */
+static lb_status gather_unit(lb_dp_cuda *d, int u, int keep, int *out, lb_err *err) {
     const lb_zero_bucket *b = &d->plan.buckets[u];
+    int k = pick_buffer(d, keep, u);
+    if (k < 0)
+        return lb_fail(err, LB_ERR_RUNTIME,
+                       "ZeRO 3 needs unit %d's large gather buffer while unit %d uses it", u,
+                       d->gather_unit[keep]);
+    *out = k;
     /* a record of a step before came before this step's start, which the communication
      * stream waited for */
     if (d->released_waits[k])
@@ -439,17 +451,15 @@ static lb_status on_params(void *ctx, int unit, bool backward, lb_err *err) {
         d->released_waits[d->cur] = true;
     }
     int k = resident(d, unit);
-    if (k < 0) {
-        k = pick_buffer(d, d->cur);
-        LB_TRY(gather_unit(d, unit, k, err));
-    }
+    if (k < 0) LB_TRY(gather_unit(d, unit, d->cur, &k, err));
     LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->gathered[k], 0));
     lb_model_gpu_bind_params(d->m, unit + d->unit_shift, d->gather[k]);
     d->cur = k;
     d->gather_used[k] = ++d->clock;
     d->pos++;
+    int next;
     if (d->pos < d->n_seq && resident(d, d->seq[d->pos]) < 0)
-        LB_TRY(gather_unit(d, d->seq[d->pos], pick_buffer(d, k), err));
+        LB_TRY(gather_unit(d, d->seq[d->pos], k, &next, err));
     return LB_OK;
 }
 
@@ -477,7 +487,6 @@ static int plan_uses(const lb_dp_cuda *d, const lb_model_config *cfg, int *seq) 
 void lb_dp_cuda_begin_step(lb_dp_cuda *d, int64_t step) {
     d->step = step;
     d->started = false;
-    d->send_idx = 0;
     for (int i = 0; i < 2; i++)
         d->send_waits[i] = false;
     for (int k = 0; k < N_GATHER; k++)
@@ -496,7 +505,7 @@ lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err) {
     }
     if (d->p.stage < LB_ZERO_2) return LB_OK;
     int nb = d->plan.n_buckets;
-    LB_TRY(bind_bucket(d, 0, err));
+    if (!d->rows) LB_TRY(bind_bucket(d, 0, err)); /* rows: the model writes none there */
     for (int b = nb - 1; b >= nb - 2 && b >= 1; b--)
         LB_TRY(bind_bucket(d, b, err));
     return LB_OK;
@@ -770,26 +779,16 @@ lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err) {
 
 /* ---- set-up --------------------------------------------------------------------------- */
 
-/* Elements of a stage-3 gather buffer: the largest padded unit, and room for the output
- * head's padding rows after it (its products read V rounded up to 64 rows; adapters: no
- * head). */
-static size_t gather_elems(const lb_dp_cuda *d) {
-    if (d->lora) return (size_t)d->plan.max_padded;
-    int64_t V = d->cfg.vocab_size, Vp = (V + 63) / 64 * 64;
-    return (size_t)(d->plan.max_padded + (Vp - V) * d->cfg.d_model);
-}
-
 /* The shard and the buffers, carved from a (sizing or real) arena: stage 0 the runs and
  * the buffer of the packed fp32 gradients (16-bit precision); stages 1-3 the shard and the
  * buffers (one rank with every parameter training: master weights and moments only, and in
  * fp32 the master is the model's working copy). */
 static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
     size_t n = (size_t)d->plan.shard_elems, es = d->es;
-    int64_t most_piece = 0, most_other = 0;
+    int64_t most_piece = 0, other[2];
     for (int b = 0; b < d->plan.n_buckets; b++) {
         const lb_zero_bucket *k = &d->plan.buckets[b];
         if (k->piece > most_piece) most_piece = k->piece;
-        if (b > 0 && k->end - k->start > most_other) most_other = k->end - k->start;
     }
     void *p = NULL;
 #define CARVE(field, name, bytes)                                                                  \
@@ -827,17 +826,21 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
         CARVE(d->work, "zero.work", n * es);
     else
         d->work = d->master;
+    int64_t send[2];
+    lb_zero_send_sizes(&d->plan, d->rows, d->p.stage < LB_ZERO_3, send);
     for (int i = 0; i < 2; i++)
-        CARVE(d->send[i], "zero.send", (size_t)d->plan.max_padded * d->rs);
+        CARVE(d->send[i], "zero.send", (size_t)send[i] * d->rs);
     if (d->gt != d->rt) CARVE(d->piece, "zero.piece", (size_t)most_piece * d->rs);
     if (d->p.stage >= LB_ZERO_2) {
         const lb_zero_bucket *k0 = &d->plan.buckets[0];
-        CARVE(d->bucket0_grads, "zero.bucket_grad", (size_t)(k0->end - k0->start) * 4);
-        for (int i = 0; i < 2 && most_other > 0; i++)
-            CARVE(d->bucket_grads[i], "zero.bucket_grad", (size_t)most_other * 4);
+        if (!d->rows)
+            CARVE(d->bucket0_grads, "zero.bucket_grad", (size_t)(k0->end - k0->start) * 4);
+        lb_zero_other_slots(&d->plan, other);
+        for (int i = 0; i < 2; i++)
+            if (other[i] > 0) CARVE(d->bucket_grads[i], "zero.bucket_grad", (size_t)other[i] * 4);
     }
     for (int i = 0; d->p.stage == LB_ZERO_3 && i < N_GATHER; i++)
-        CARVE(d->gather[i], "zero.gather", gather_elems(d) * es);
+        CARVE(d->gather[i], "zero.gather", (size_t)d->gather_size[i] * es);
 #undef CARVE
     return LB_OK;
 }
@@ -1039,11 +1042,19 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
     int64_t cap = d->p.stage == LB_ZERO_3 ? 0 : (int64_t)(d->p.bucket_bytes / elem_bytes);
     lb_status st = lb_zero_plan_init(&d->plan, bounds, n_units, cap, d->ranks, align, err);
     free(bounds);
-    return st;
+    if (st != LB_OK || d->p.stage != LB_ZERO_3) return st;
+    /* stage 3's gather buffers: the layers' units, and the head's with the rows its products
+     * read past V (adapters: layers only, no head) */
+    int64_t V = cfg->vocab_size, Vp = (V + 63) / 64 * 64;
+    d->head_unit = d->lora ? -1 : cfg->tied_embeddings ? 0 : n_units - 1;
+    d->head_pad = d->lora ? 0 : (Vp - V) * cfg->d_model;
+    lb_zero_gather_sizes(&d->plan, d->lora ? 0 : 1, d->lora ? n_units : n_units - 1, d->head_unit,
+                         d->head_pad, d->gather_size);
+    return LB_OK;
 }
 
 /* Whether the embeddings' gradients come from every rank's rows (embed_rows): several
- * ranks at stages 0-2, every parameter training, one micro-batch a step (with more the
+ * ranks at any stage, every parameter training, one micro-batch a step (with more the
  * model adds them up in its slots: the embeddings' bucket travels dense), the embeddings a
  * bucket alone (a bucket holding more goes dense too), and an untied head. A tied head's
  * gradient fills wte's slots whole, so its bucket travels dense anyway: sent at backward's
@@ -1051,8 +1062,8 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
  * saved at the end (docs/PERFORMANCE.md), and it stays dense, sent after the embedding
  * backward. Then the sort's scratch is sized. */
 static void plan_rows(lb_dp_cuda *d) {
-    d->rows = !d->whole && !d->lora && d->ranks > 1 && d->p.stage <= LB_ZERO_2 &&
-              d->p.grad_accum == 1 && d->plan.buckets[0].unit_hi == 0 && !d->cfg.tied_embeddings;
+    d->rows = !d->whole && !d->lora && d->ranks > 1 && d->p.grad_accum == 1 &&
+              d->plan.buckets[0].unit_hi == 0 && !d->cfg.tied_embeddings;
     if (!d->rows) return;
     lb_model_param_offsets(&d->cfg, &d->off);
     const int32_t *ids;
@@ -1117,7 +1128,7 @@ static lb_status init_state(lb_dp_cuda *d, const lb_adamw_grad_run *runs, lb_err
     LB_TRY(lb_gpu_arena_init(&d->arena, need, "try a higher --zero stage or more GPUs", err));
     LB_TRY(layout(d, &d->arena, err));
     for (int k = 0; !d->whole && d->p.stage == LB_ZERO_3 && k < N_GATHER; k++)
-        LB_CUDA_TRY(err, cudaMemset(d->gather[k], 0, gather_elems(d) * d->es));
+        LB_CUDA_TRY(err, cudaMemset(d->gather[k], 0, (size_t)d->gather_size[k] * d->es));
     if (d->n_runs > 0 && cudaMemcpyAsync(d->runs, runs, (size_t)d->n_runs * sizeof *runs,
                                          cudaMemcpyHostToDevice, d->model_stream) != cudaSuccess)
         return lb_fail(err, LB_ERR_DEVICE, "could not copy the buckets' runs to the device");

@@ -33,7 +33,8 @@
  *   2: as 1, and the model keeps no gradient array either (external_grads): each bucket's
  *      gradients are written into one of three bucket buffers (the embeddings' bucket has
  *      its own, since a tied head writes wte's gradient first of all; the others take
- *      turns in two), bound to the model's units before backward reaches them and cleared
+ *      turns in two by parity, each as large as the largest of its turn), bound to the
+ *      model's units before backward reaches them and cleared
  *      there; a buffer is free again as soon as its bucket is packed.
  *   3: as 2 with one unit a bucket, and the model keeps no working copy either
  *      (external_params): its parameter hook says before each use of a unit's parameters
@@ -42,20 +43,23 @@
  *      stream into one of three gather buffers, which the model's stream waits for and the
  *      unit's tensors are bound to; meanwhile the next use's unit is gathered into another
  *      (prefetch), into the buffer whose last use is longest past once the model's stream
- *      has passed it. Parameters live only as shards: the optimizer updates the shard and
- *      the next step gathers again. Peak memory: the shard (16 bytes a parameter over N,
- *      18 with an fp32 gradient), three gather buffers of the largest unit, three bucket
- *      gradient buffers, activations.
- * An untied embedding's gradient (stages 0-2, several ranks, every parameter training, one
- * micro-batch a step, the embeddings a bucket alone) travels as rows: the model leaves its
+ *      has passed it. The first buffer holds the largest unit, the other two the largest
+ *      layer; a unit larger than a layer (the embeddings, an untied head) goes into the
+ *      first alone and layers into the other two. Parameters live only as shards: the
+ *      optimizer updates the shard and the next step gathers again. Peak memory: the shard
+ *      (16 bytes a parameter over N, 18 with an fp32 gradient), the gather buffers, three
+ *      bucket gradient buffers, activations.
+ * An untied embedding's gradient (several ranks, every parameter training, one micro-batch
+ * a step, the embeddings a bucket alone) travels as rows: the model leaves its
  * embedding backward out (lb_model_gpu_defer_embed); at backward's first hook every rank's
  * token ids are all-gathered and sorted on the communication stream; at the last hook
  * every rank's gradient rows of the embedding's output are all-gathered, the first layer's
  * bucket is sent behind them (held back since its hook), and each rank adds, on the
  * model's stream beside that collective, the embedding's gradients over all the rows,
  * averaged, where it keeps them (kernels/embed.cuh's sorted backward: the same bits on
- * every rank). Elsewhere (a tied head's gradient fills wte whole) the embeddings' bucket
- * travels dense, complete after the embedding backward.
+ * every rank); at stages 2-3 the embeddings' bucket then has no gradient buffer. Elsewhere
+ * (a tied head's gradient fills wte whole) the embeddings' bucket travels dense, complete
+ * after the embedding backward.
  * With --grad-accum K the model adds K micro-batches' gradients (stages 0 and 1: the
  * collectives run on the last one); at stage 2 every micro-batch's buckets are
  * reduce-scattered and the shard adds them. After the embeddings' bucket of the last

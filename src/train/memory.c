@@ -43,7 +43,7 @@ static double unit_fp32_elems(const lb_model_config *cfg, const int64_t *bounds,
 /* dp_cuda.c's part on several ranks: at stage 0 in 16-bit runs the buffer the fp32
  * gradients travel in (each bucket's from a 64-element boundary); at stages 1-3 the shard
  * and the buffers, from the stage's bucket plan; where the embeddings travel as rows
- * (stages 0-2, one micro-batch a step, the embeddings a bucket alone, untied) every rank's
+ * (one micro-batch a step, the embeddings a bucket alone, untied) every rank's
  * gradient rows and token ids, the ids sorted with their rows' indices, and the sort's
  * scratch (about three more int32 a token). */
 static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, int ranks,
@@ -62,15 +62,12 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
         free(bounds);
         return st;
     }
-    double n = (double)plan.shard_elems, most_piece = 0, most_other = 0, fp32 = 0;
-    const bool rows = p->zero <= LB_ZERO_2 && p->grad_accum == 1 && plan.buckets[0].unit_hi == 0 &&
-                      !cfg->tied_embeddings;
+    double n = (double)plan.shard_elems, most_piece = 0, fp32 = 0;
+    const bool rows = p->grad_accum == 1 && plan.buckets[0].unit_hi == 0 && !cfg->tied_embeddings;
     const double tokens = (double)ranks * (double)p->batch * (double)p->seq;
     for (int b = 0; b < plan.n_buckets; b++) {
         const lb_zero_bucket *k = &plan.buckets[b];
         if ((double)k->piece > most_piece) most_piece = (double)k->piece;
-        if (b > 0 && (double)(k->end - k->start) > most_other)
-            most_other = (double)(k->end - k->start);
         double in_bucket = 0;
         for (int u = k->unit_lo; u <= k->unit_hi; u++)
             in_bucket += unit_fp32_elems(cfg, bounds, u);
@@ -88,13 +85,19 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
         const bool one_rs = p->zero == LB_ZERO_1 || p->grad_accum == 1;
         const double gs = one_rs ? es : 4;
         out->shard_state = n * (12 + gs + (wide ? 0 : es));
-        out->buffers += 2 * (double)plan.max_padded * es + (one_rs ? 0 : most_piece * es);
-        if (p->zero >= LB_ZERO_2)
-            out->buffers +=
-                4 * (double)(plan.buckets[0].end - plan.buckets[0].start) + 8 * most_other;
+        int64_t send[2], other[2];
+        lb_zero_send_sizes(&plan, rows, p->zero < LB_ZERO_3, send);
+        out->buffers += (double)(send[0] + send[1]) * es + (one_rs ? 0 : most_piece * es);
+        if (p->zero >= LB_ZERO_2) {
+            lb_zero_other_slots(&plan, other);
+            out->buffers += 4 * (double)(other[0] + other[1]) +
+                            (rows ? 0 : 4 * (double)(plan.buckets[0].end - plan.buckets[0].start));
+        }
         if (p->zero == LB_ZERO_3) {
-            double V = cfg->vocab_size, Vp = round_up(V, 64);
-            out->buffers += 3 * ((double)plan.max_padded + (Vp - V) * cfg->d_model) * es;
+            int64_t V = cfg->vocab_size, Vp = (V + 63) / 64 * 64, g[3];
+            lb_zero_gather_sizes(&plan, 1, n_units - 1, cfg->tied_embeddings ? 0 : n_units - 1,
+                                 (Vp - V) * cfg->d_model, g);
+            out->buffers += (double)(g[0] + g[1] + g[2]) * es;
         }
     }
     lb_zero_plan_free(&plan);

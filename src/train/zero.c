@@ -70,6 +70,44 @@ lb_status lb_zero_plan_init(lb_zero_plan *p, const int64_t *bounds, int n_units,
     return LB_OK;
 }
 
+void lb_zero_send_sizes(const lb_zero_plan *p, bool rows, bool gathers, int64_t out[2]) {
+    out[0] = out[1] = 0;
+    for (int b = rows ? 1 : 0; b < p->n_buckets; b++)
+        if (p->buckets[b].padded > out[b % 2]) out[b % 2] = p->buckets[b].padded;
+    const lb_zero_bucket *last = &p->buckets[p->n_buckets - 1];
+    if (gathers && last->start + last->padded > p->unit_start[p->n_units] && last->padded > out[0])
+        out[0] = last->padded;
+}
+
+void lb_zero_other_slots(const lb_zero_plan *p, int64_t out[2]) {
+    out[0] = out[1] = 0;
+    for (int b = 1; b < p->n_buckets; b++) {
+        int64_t n = p->buckets[b].end - p->buckets[b].start;
+        if (n > out[b % 2]) out[b % 2] = n;
+    }
+}
+
+/* Elements unit u's gather needs: its bucket padded, and the head's padding rows. */
+static int64_t gather_need(const lb_zero_plan *p, int u, int head_unit, int64_t head_pad) {
+    return p->buckets[p->bucket_of_unit[u]].padded + (u == head_unit ? head_pad : 0);
+}
+
+void lb_zero_gather_sizes(const lb_zero_plan *p, int lo, int hi, int head_unit, int64_t head_pad,
+                          int64_t out[3]) {
+    out[0] = out[1] = 0;
+    for (int u = 0; u < p->n_units; u++) {
+        int64_t n = gather_need(p, u, head_unit, head_pad);
+        if (n > out[0]) out[0] = n;
+        if (u >= lo && u < hi && n > out[1]) out[1] = n;
+    }
+    out[2] = out[1];
+}
+
+bool lb_zero_gather_big(const lb_zero_plan *p, const int64_t sizes[3], int u, int head_unit,
+                        int64_t head_pad) {
+    return gather_need(p, u, head_unit, head_pad) > sizes[1];
+}
+
 void lb_zero_piece(const lb_zero_plan *p, int b, int rank, int64_t *lo, int64_t *hi) {
     const lb_zero_bucket *k = &p->buckets[b];
     int64_t a = k->start + (int64_t)rank * k->piece, e = a + k->piece;

@@ -69,6 +69,26 @@ lb_status lb_zero_plan_init(lb_zero_plan *p, const int64_t *bounds, int n_units,
                             int64_t bucket_elems, int ranks, int64_t align, lb_err *err);
 void lb_zero_plan_free(lb_zero_plan *p);
 
+/* Stages 1-3's two packing buffers, elements: bucket b is packed into send[b % 2] (rows:
+ * bucket 0 is not packed, an untied embedding's rows going instead), out[i] the largest
+ * padded bucket of its turn; with `gathers` (stages 1-2) out[0] also holds the gather of
+ * the last bucket where its padding runs past the flat array's end. */
+void lb_zero_send_sizes(const lb_zero_plan *p, bool rows, bool gathers, int64_t out[2]);
+
+/* The gradient slots (elements, unpadded) of the buckets after the first, in two buffers
+ * by parity: out[i] the largest of buckets b >= 1 with b % 2 == i (0: none). */
+void lb_zero_other_slots(const lb_zero_plan *p, int64_t out[2]);
+
+/* Stage 3's three gather buffers for plan p (one unit a bucket), elements: buffers 1 and 2
+ * hold the largest of units [lo, hi) (the layers), buffer 0 the largest unit of all; the
+ * head unit (-1: none) needs head_pad elements after it. A unit that needs more than
+ * out[1] is gathered into buffer 0 alone (lb_zero_gather_big). */
+void lb_zero_gather_sizes(const lb_zero_plan *p, int lo, int hi, int head_unit, int64_t head_pad,
+                          int64_t out[3]);
+/* Whether unit u (needing head_pad more as the head unit) goes into buffer 0 alone. */
+bool lb_zero_gather_big(const lb_zero_plan *p, const int64_t sizes[3], int u, int head_unit,
+                        int64_t head_pad);
+
 /* Rank r's piece of bucket b in flat coordinates, clipped to the bucket's real end:
  * [*lo, *hi), empty (lo == hi) when the piece is all padding. */
 void lb_zero_piece(const lb_zero_plan *p, int b, int rank, int64_t *lo, int64_t *hi);
