@@ -236,13 +236,13 @@ static void test_memory_matches_the_gpu_arena_plan(void **state) {
 #endif
 }
 
-/* The formula against peak_device_bytes measured on H100s and (2 ranks, 50 MiB buckets)
- * H200s (docs/PERFORMANCE.md, "Data-parallel GPU training", GiB a rank as printed there, 2
+/* The formula against peak_device_bytes measured on H100s and (50 MiB buckets) H200s
+ * (docs/PERFORMANCE.md, "Data-parallel GPU training", GiB a rank as printed there, 2
  * decimals): within 2% (the formula leaves out cuDNN's workspace). The figures were measured before
  * commit 17a83de changed two layouts: one GPU at ZeRO 1-3 now updates the model in place (its bytes
  * those of ZeRO 0), and ZeRO 0 on several GPUs in 16-bit precision adds the buffer its
- * fp32 gradients travel in; the 4-GPU figures at ZeRO 1-3 before the shard's gradient
- * took the working type and the buffers their sizes by turn. Those figures are printed
+ * fp32 gradients travel in; the 4-GPU figures of 32 x 128 at ZeRO 1-3 before the shard's
+ * gradient took the working type and the buffers their sizes by turn. Those figures are printed
  * beside the formula, not held to it. */
 static void test_memory_formula_meets_the_measured_peaks(void **state) {
     (void)state;
@@ -261,10 +261,7 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
         double gib[4];     /* ZeRO 0-3; 0: not measured */
         bool stale[4];     /* measured on a layout the code no longer has */
     } rows[] = {
-        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, 25, {8.75, 8.04, 7.78, 7.70}, {1, 1, 1, 1}},
         {"gpt2-124m", LB_PREC_BF16, 16, 1024, 1, 25, {8.75, 9.66, 9.40, 9.31}, {0, 1, 1, 1}},
-        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, 25, {0, 25.21, 0, 21.20}, {0, 1, 0, 1}},
-        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 4, 25, {0, 0, 0, 49.40}, {0, 0, 0, 1}},
         {"gpt2-124m", LB_PREC_FP16, 32, 128, 1, 25, {3.86, 4.77, 4.51, 4.43}, {0, 1, 1, 1}},
         {"gpt2-124m", LB_PREC_FP16, 32, 128, 4, 25, {3.86, 3.15, 2.89, 2.81}, {1, 1, 1, 1}},
         {"gpt2-124m", LB_PREC_FP32, 32, 128, 1, 25, {6.98, 8.35, 8.09, 7.92}, {0, 1, 1, 1}},
@@ -272,6 +269,9 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
         {"gpt2-124m", LB_PREC_BF16, 16, 1024, 2, 50, {0, 8.40, 8.24, 7.90}, {0}},
         {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 2, 50, {0, 28.74, 0, 23.98}, {0}},
         {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 2, 50, {0, 0, 0, 70.53}, {0}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, 50, {8.82, 7.93, 7.77, 7.44}, {0}},
+        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, 50, {0, 24.13, 0, 19.38}, {0}},
+        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 4, 50, {0, 0, 0, 40.63}, {0}},
     };
     int held = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -297,7 +297,7 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
             held++;
         }
     }
-    assert_int_equal(held, fp32_scratch ? 10 : 8);
+    assert_int_equal(held, fp32_scratch ? 17 : 15);
 }
 
 int main(int argc, char **argv) {
