@@ -72,7 +72,8 @@ struct lb_dp_cuda {
     int64_t *seg_start;
     int32_t *seg_flags;
     int n_seg;
-    void *send[2]; /* [max_padded] reduce type: packed buckets; send[0] the gather's */
+    void *send[2]; /* reduce type: bucket b packed into send[b % 2] (lb_zero_send_sizes);
+                    * send[0] also the gather's */
     void *piece;   /* [largest piece] reduce type: a reduce-scatter's result, added into an fp32
                     * shard gradient (NULL where the reduce-scatter writes the shard) */
     float *bucket0_grads, *bucket_grads[2]; /* stages 2-3: fp32 slots of whole buckets */
@@ -256,9 +257,10 @@ static lb_status all_gather(lb_dp_cuda *d, const void *send, void *recv, int64_t
     return lb_comm_all_gather(d->c, send, recv, (size_t)count, comm_type(t), s, err);
 }
 
-/* Bucket b packed on the model's stream, reduce-scattered on the communication stream and
- * this rank's piece added into the gradient shard; at stage 2 the buffer it leaves goes to
- * the bucket two below. */
+/* Bucket b packed on the model's stream into send[b % 2], reduce-scattered on the
+ * communication stream into this rank's piece of the gradient shard (or, with an fp32
+ * shard gradient in a 16-bit run, into the piece buffer and added there); at stages 2-3
+ * the gradient buffer it leaves goes to the bucket two below. */
 static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
     int j = b % 2;
@@ -305,7 +307,7 @@ static lb_status gather_ids(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
 
 /* Where this rank keeps tensor elements [0, numel) of the tensor at flat offset `at`: the
  * part [*lo, *hi) in the model's gradient array (stage 0, all of it) or in this rank's
- * piece of the embeddings' bucket in the gradient shard (stages 1-2), element e at
+ * piece of the embeddings' bucket in the gradient shard (stages 1-3), element e at
  * (*dst)[e - *lo]. */
 static void *rows_target(const lb_dp_cuda *d, int64_t at, int64_t numel, int64_t *lo, int64_t *hi) {
     if (d->p.stage == LB_ZERO_0) {
@@ -341,13 +343,13 @@ static lb_status embed_rows(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
     LB_CUDA_TRY(err, cudaEventRecord(d->rows_in, d->comm_stream));
     LB_TRY(d->p.stage == LB_ZERO_0 ? all_reduce_bucket(d, 1, start_ev, err)
                                    : reduce_scatter_bucket(d, 1, start_ev, err));
-    /* stage 0: the slots were cleared before the step; 1-2: the piece is cleared here */
+    /* stage 0: the slots were cleared before the step; 1-3: the piece is cleared here */
     LB_CUDA_TRY(err, cudaStreamWaitEvent(s, d->rows_in, 0));
     if (d->p.stage != LB_ZERO_0)
         LB_CUDA_TRY(
             err, cudaMemsetAsync((char *)d->grad + (size_t)d->plan.buckets[0].shard_offset * d->gs,
                                  0, (size_t)d->plan.buckets[0].piece * d->gs, s));
-    /* stage 0: the model's fp32 slots; 1-2: the shard's gradient */
+    /* stage 0: the model's fp32 slots; 1-3: the shard's gradient */
     lb_gpu_dtype gt = d->p.stage == LB_ZERO_0 ? LB_DT_F32 : d->gt;
     int64_t wte_lo, wte_hi, wpe_lo = 0, wpe_hi = 0;
     void *dwte = rows_target(d, d->off.wte, (int64_t)d->cfg.vocab_size * C, &wte_lo, &wte_hi);
@@ -407,7 +409,7 @@ static int resident(const lb_dp_cuda *d, int unit) {
 
 /* Unit u's working copy (bucket u: one unit a bucket) all-gathered on the communication
  * stream into a buffer other than `keep` (pick_buffer) once the model's last use of what
- * it held is done; *out: that buffer. */
+ * it held is done; *out (NULL: not wanted): that buffer. */
 static lb_status gather_unit(lb_dp_cuda *d, int u, int keep, int *out, lb_err *err) {
     const lb_zero_bucket *b = &d->plan.buckets[u];
     int k = pick_buffer(d, keep, u);
@@ -415,7 +417,7 @@ static lb_status gather_unit(lb_dp_cuda *d, int u, int keep, int *out, lb_err *e
         return lb_fail(err, LB_ERR_RUNTIME,
                        "ZeRO 3 needs unit %d's large gather buffer while unit %d uses it", u,
                        d->gather_unit[keep]);
-    *out = k;
+    if (out != NULL) *out = k;
     /* a record of a step before came before this step's start, which the communication
      * stream waited for */
     if (d->released_waits[k])
@@ -457,9 +459,8 @@ static lb_status on_params(void *ctx, int unit, bool backward, lb_err *err) {
     d->cur = k;
     d->gather_used[k] = ++d->clock;
     d->pos++;
-    int next;
     if (d->pos < d->n_seq && resident(d, d->seq[d->pos]) < 0)
-        LB_TRY(gather_unit(d, d->seq[d->pos], k, &next, err));
+        LB_TRY(gather_unit(d, d->seq[d->pos], k, NULL, err));
     return LB_OK;
 }
 
