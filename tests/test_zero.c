@@ -76,6 +76,48 @@ static void test_zero_buckets_pad_uneven_units_and_pieces_tile_them(void **state
     lb_zero_plan_free(&p);
 }
 
+/* Stages 1-3's buffers (dp_cuda.c): packing and gradient buffers by the buckets' parity,
+ * the gathers' large buffer and two small ones. */
+static void test_zero_buffers_by_turn_and_size(void **state) {
+    (void)state;
+    /* units of 4, 36, 2 and 30 elements a bucket each over 2 ranks, align 4: padded 8, 40,
+     * 8 and 32; the last runs past the array's end (42 + 32 > 72) */
+    const int64_t bounds[] = {0, 4, 40, 42, 72};
+    lb_zero_plan p;
+    assert_int_equal(lb_zero_plan_init(&p, bounds, 4, 0, 2, 4, NULL), LB_OK);
+    int64_t send[2], other[2], g[3];
+    lb_zero_send_sizes(&p, false, false, send);
+    assert_int_equal(send[0], 8); /* buckets 0 and 2 */
+    assert_int_equal(send[1], 40);
+    /* stages 1-2 gather the last bucket through the first */
+    lb_zero_send_sizes(&p, false, true, send);
+    assert_int_equal(send[0], 32);
+    assert_int_equal(send[1], 40);
+    /* rows: bucket 0 is not packed */
+    lb_zero_send_sizes(&p, true, false, send);
+    assert_int_equal(send[0], 8);
+    lb_zero_other_slots(&p, other);
+    assert_int_equal(other[0], 2); /* bucket 2, unpadded; bucket 0 has its own */
+    assert_int_equal(other[1], 36);
+    /* layers: unit 2 alone; unit 3 the head with 5 elements after it */
+    lb_zero_gather_sizes(&p, 2, 3, 3, 5, g);
+    assert_int_equal(g[0], 40);
+    assert_int_equal(g[1], 8);
+    assert_int_equal(g[2], 8);
+    assert_false(lb_zero_gather_big(&p, g, 0, 3, 5)); /* 8 fits a small buffer */
+    assert_true(lb_zero_gather_big(&p, g, 1, 3, 5));
+    assert_false(lb_zero_gather_big(&p, g, 2, 3, 5));
+    assert_true(lb_zero_gather_big(&p, g, 3, 3, 5));
+    /* the head's rows count: unit 2 as the head needs 9, so the small buffers hold 9 */
+    lb_zero_gather_sizes(&p, 2, 3, 2, 1, g);
+    assert_int_equal(g[1], 9);
+    /* layers as large as any unit (no head): no unit needs the large buffer alone */
+    lb_zero_gather_sizes(&p, 1, 3, -1, 0, g);
+    assert_int_equal(g[0], g[1]);
+    assert_false(lb_zero_gather_big(&p, g, 3, -1, 0));
+    lb_zero_plan_free(&p);
+}
+
 static void test_zero_all_padding_piece_is_empty(void **state) {
     (void)state;
     /* 3 elements over 8 ranks: pieces of 1, ranks 3-7 hold only padding */
@@ -208,6 +250,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_zero_units_cover_the_model_in_layout_order),
         cmocka_unit_test(test_zero_buckets_pad_uneven_units_and_pieces_tile_them),
+        cmocka_unit_test(test_zero_buffers_by_turn_and_size),
         cmocka_unit_test(test_zero_all_padding_piece_is_empty),
         cmocka_unit_test(test_zero_unit_buckets_when_cap_is_zero),
         cmocka_unit_test(test_zero_shard_segments_follow_tensors_and_padding),
