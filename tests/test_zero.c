@@ -1,6 +1,6 @@
 /* test_zero.c: train/zero.h's arithmetic: units of a model, buckets over them, padding and
- * pieces on uneven sizes, and ZeRO's memory and traffic formulas; train.h's scaling,
- * cost and slowest-rank figures. */
+ * pieces on uneven sizes, the buffers' sizes, and ZeRO's memory and traffic formulas; train.h's
+ * scaling, cost and slowest-rank figures. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
