@@ -127,17 +127,22 @@ static void expect_cases(const zero_case *cases, size_t n, int64_t lora_rank) {
         lb_train_params p = gpu_params(c->prec, 0, c->zero == 0 ? 1 : c->accum);
         p.model = c->model;
         p.lora_rank = lora_rank;
-        if (lora_rank > 0) p.lr = 5e-2;
+        /* fp16's reference moved its loss by 0.003 in six steps in some runs at 5e-2 (the
+         * products' algorithms are picked by timing, so runs differ), clearly at 1e-1; 4e-1
+         * diverged */
+        if (lora_rank > 0) p.lr = c->prec == LB_PREC_FP16 ? 1e-1 : 5e-2;
         double base[6], other[6], base_bytes = 0, other_bytes = 0;
-        run_losses(p, base, &base_bytes);
-        if (lora_rank > 0) assert_true(base[5] < base[0] - 0.02);
-        p.zero = c->zero;
-        p.grad_accum = c->accum;
-        run_losses(p, other, &other_bytes);
         char what[112];
         snprintf(what, sizeof what, "%s%s %s ZeRO %d, %d micro-batches, against %s",
                  lora_rank > 0 ? "LoRA " : "", c->model, lb_precision_name(c->prec), c->zero,
                  c->accum, c->zero == 0 ? "one batch" : "ZeRO 0");
+        run_losses(p, base, &base_bytes);
+        if (lora_rank > 0 && !(base[5] < base[0] - 0.02))
+            fail_msg("%s: the reference's loss went from %.4f to %.4f, not down by 0.02", what,
+                     base[0], base[5]);
+        p.zero = c->zero;
+        p.grad_accum = c->accum;
+        run_losses(p, other, &other_bytes);
         expect_close(base, other, 6, c->tol, what);
         if (lora_rank > 0 || c->zero == 0) continue;
         /* stage 0's pieces, the master weights and moments in the data-parallel layer's

@@ -52,9 +52,11 @@ struct lb_dp_cuda {
     size_t es;                /* its bytes */
     lb_gpu_dtype rt;          /* the type buckets are reduce-scattered in: wt, adapters fp32 */
     size_t rs;                /* its bytes */
-    lb_gpu_dtype gt;          /* the shard gradient's: rt where one reduce-scatter a step writes
-                               * it (stage 1, or one micro-batch a step), else fp32 (stages 2-3
-                               * add micro-batches) */
+    bool adds;                /* stages 2-3 with several micro-batches a step: each one's
+                               * reduce-scatter lands in the piece buffer and is added into an
+                               * fp32 shard gradient */
+    lb_gpu_dtype gt;          /* the shard gradient's: fp32 where it adds, else rt (the one
+                               * reduce-scatter a step writes it) */
     size_t gs;                /* its bytes */
     cudaEvent_t ready;        /* on the model's stream: a bucket's gradients are packed */
     cudaEvent_t joined;       /* on the communication stream: its part of the step is done */
@@ -74,8 +76,8 @@ struct lb_dp_cuda {
     int n_seg;
     void *send[2]; /* reduce type: bucket b packed into send[b % 2] (lb_zero_send_sizes);
                     * send[0] also the gather's */
-    void *piece;   /* [largest piece] reduce type: a reduce-scatter's result, added into an fp32
-                    * shard gradient (NULL where the reduce-scatter writes the shard) */
+    void *piece;   /* [largest piece] reduce type: a reduce-scatter's result, added into the
+                    * shard gradient (adds; else NULL: the reduce-scatter writes the shard) */
     float *bucket0_grads, *bucket_grads[2]; /* stages 2-3: fp32 slots of whole buckets */
     lb_adamw_grad_run *runs;                /* [n_runs] device table: every bucket's runs */
     int n_runs;
@@ -258,9 +260,9 @@ static lb_status all_gather(lb_dp_cuda *d, const void *send, void *recv, int64_t
 }
 
 /* Bucket b packed on the model's stream into send[b % 2], reduce-scattered on the
- * communication stream into this rank's piece of the gradient shard (or, with an fp32
- * shard gradient in a 16-bit run, into the piece buffer and added there); at stages 2-3
- * the gradient buffer it leaves goes to the bucket two below. */
+ * communication stream into this rank's piece of the gradient shard (or, where micro-batches
+ * add, into the piece buffer, widened into the shard or added there); at stages 2-3 the
+ * gradient buffer it leaves goes to the bucket two below. */
 static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
     int j = b % 2;
@@ -273,15 +275,14 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     /* the step's first piece of this bucket is written, later micro-batches' (stages 2-3) add
      * to it: every shard element is some bucket's, so the shard needs no clearing */
     void *to = (char *)d->grad + (size_t)k->shard_offset * d->gs;
-    LB_TRY(reduce_scatter(d, d->send[j], d->piece != NULL ? d->piece : to, k->piece, d->comm_stream,
-                          err));
+    LB_TRY(reduce_scatter(d, d->send[j], d->adds ? d->piece : to, k->piece, d->comm_stream, err));
     d->steps.sent[d->step] +=
         lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->rs, d->ranks);
     LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
     d->send_waits[j] = true;
-    if (d->piece != NULL && d->micro == 0)
+    if (d->adds && d->micro == 0)
         LB_TRY(lb_act_convert(to, LB_DT_F32, d->piece, d->rt, k->piece, d->comm_stream, err));
-    else if (d->piece != NULL)
+    else if (d->adds)
         LB_TRY(lb_act_accumulate(to, d->piece, d->rt, k->piece, d->comm_stream, err));
     if (d->p.stage >= LB_ZERO_2 && b - 2 >= 1) LB_TRY(bind_bucket(d, b - 2, err));
     return LB_OK;
@@ -831,7 +832,7 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
     lb_zero_send_sizes(&d->plan, d->rows, d->p.stage < LB_ZERO_3, send);
     for (int i = 0; i < 2; i++)
         CARVE(d->send[i], "zero.send", (size_t)send[i] * d->rs);
-    if (d->gt != d->rt) CARVE(d->piece, "zero.piece", (size_t)most_piece * d->rs);
+    if (d->adds) CARVE(d->piece, "zero.piece", (size_t)most_piece * d->rs);
     if (d->p.stage >= LB_ZERO_2) {
         const lb_zero_bucket *k0 = &d->plan.buckets[0];
         if (!d->rows)
@@ -1166,7 +1167,8 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     /* adapters' gradients are fp32 and travel so, as at stage 0 */
     d->rt = d->lora ? LB_DT_F32 : d->wt;
     d->rs = lb_dtype_bytes(d->rt);
-    d->gt = p->stage == LB_ZERO_1 || p->grad_accum == 1 ? d->rt : LB_DT_F32;
+    d->adds = p->stage >= LB_ZERO_2 && p->grad_accum > 1;
+    d->gt = d->adds ? LB_DT_F32 : d->rt;
     d->gs = lb_dtype_bytes(d->gt);
     d->model_stream = (cudaStream_t)lb_model_gpu_stream(m);
     d->n_tensors = d->lora ? cfg->n_layer : lb_model_param_layout(cfg, NULL, 0);

@@ -26,8 +26,8 @@ typedef struct {
                          * else fp32), and its working copy in 16-bit runs (one rank: the
                          * whole model's moments and a 16-bit run's fp32 master only) */
     double buffers;     /* several ranks: at ZeRO 0 in 16-bit runs the buffer fp32 gradients
-                         * travel in; at 1-3 packed buckets (and, with an fp32 shard gradient
-                         * in a 16-bit run, a piece) for the collectives, 2-3 the fp32
+                         * travel in; at 1-3 packed buckets (and, where micro-batches add at
+                         * 2-3, a piece) for the collectives, 2-3 the fp32
                          * gradient slots of three buckets, 3 the three gathers;
                          * at 0-2 where an untied embedding travels as rows, every rank's
                          * gradient rows and token ids with the ids' sort */
