@@ -27,10 +27,10 @@ typedef struct {
                          * whole model's moments and a 16-bit run's fp32 master only) */
     double buffers;     /* several ranks: at ZeRO 0 in 16-bit runs the buffer fp32 gradients
                          * travel in; at 1-3 packed buckets (and, where micro-batches add at
-                         * 2-3, a piece) for the collectives, 2-3 the fp32
-                         * gradient slots of three buckets, 3 the three gathers;
-                         * at 0-2 where an untied embedding travels as rows, every rank's
-                         * gradient rows and token ids with the ids' sort */
+                         * 2-3, a piece) for the collectives, 2-3 the fp32 gradient slots of
+                         * up to three buckets, 3 the three gathers; where an untied
+                         * embedding travels as rows, every rank's gradient rows and token
+                         * ids with the ids' sort */
     double activations; /* kept from forward for backward, one layer's activation gradients,
                          * the final norm's output, the logits and per-token losses */
     double workspace;   /* attention's backward scratch, cuBLASLt's workspace, the split
