@@ -85,7 +85,7 @@ static void test_zero_buffers_by_turn_and_size(void **state) {
     const int64_t bounds[] = {0, 4, 40, 42, 72};
     lb_zero_plan p;
     assert_int_equal(lb_zero_plan_init(&p, bounds, 4, 0, 2, 4, NULL), LB_OK);
-    int64_t send[2], other[2], g[3];
+    int64_t send[2], other[2];
     lb_zero_send_sizes(&p, false, false, send);
     assert_int_equal(send[0], 8); /* buckets 0 and 2 */
     assert_int_equal(send[1], 40);
@@ -100,21 +100,67 @@ static void test_zero_buffers_by_turn_and_size(void **state) {
     assert_int_equal(other[0], 2); /* bucket 2, unpadded; bucket 0 has its own */
     assert_int_equal(other[1], 36);
     /* layers: unit 2 alone; unit 3 the head with 5 elements after it */
-    lb_zero_gather_sizes(&p, 2, 3, 3, 5, g);
-    assert_int_equal(g[0], 40);
-    assert_int_equal(g[1], 8);
-    assert_int_equal(g[2], 8);
-    assert_false(lb_zero_gather_big(&p, g, 0, 3, 5)); /* 8 fits a small buffer */
-    assert_true(lb_zero_gather_big(&p, g, 1, 3, 5));
-    assert_false(lb_zero_gather_big(&p, g, 2, 3, 5));
-    assert_true(lb_zero_gather_big(&p, g, 3, 3, 5));
+    lb_zero_gathers g;
+    lb_zero_gather_sizes(&p, 2, 3, 3, 5, &g);
+    assert_int_equal(g.size[0], 40);
+    assert_int_equal(g.size[1], 8);
+    assert_int_equal(g.size[2], 8);
+    assert_false(lb_zero_gather_big(&p, &g, 0)); /* 8 fits a small buffer */
+    assert_true(lb_zero_gather_big(&p, &g, 1));
+    assert_false(lb_zero_gather_big(&p, &g, 2));
+    assert_true(lb_zero_gather_big(&p, &g, 3));
     /* the head's rows count: unit 2 as the head needs 9, so the small buffers hold 9 */
-    lb_zero_gather_sizes(&p, 2, 3, 2, 1, g);
-    assert_int_equal(g[1], 9);
+    lb_zero_gather_sizes(&p, 2, 3, 2, 1, &g);
+    assert_int_equal(g.size[1], 9);
     /* layers as large as any unit (no head): no unit needs the large buffer alone */
-    lb_zero_gather_sizes(&p, 1, 3, -1, 0, g);
-    assert_int_equal(g[0], g[1]);
-    assert_false(lb_zero_gather_big(&p, g, 3, -1, 0));
+    lb_zero_gather_sizes(&p, 1, 3, -1, 0, &g);
+    assert_int_equal(g.size[0], g.size[1]);
+    assert_false(lb_zero_gather_big(&p, &g, 3));
+    /* micro-batches add at stages 2-3 only */
+    assert_false(lb_zero_adds(LB_ZERO_1, 4));
+    assert_false(lb_zero_adds(LB_ZERO_2, 1));
+    assert_true(lb_zero_adds(LB_ZERO_2, 2));
+    assert_true(lb_zero_adds(LB_ZERO_3, 2));
+    lb_zero_plan_free(&p);
+}
+
+/* A model's gathers: the head's unit and rows past V, the layers' units small; and when an
+ * untied embedding travels as rows. */
+static void test_zero_model_gathers_and_rows(void **state) {
+    (void)state;
+    lb_model_config cfg;
+    assert_int_equal(lb_model_config_preset("llama-tiny", &cfg, NULL), LB_OK);
+    cfg.vocab_size = 1000; /* 1,024 rows read: 24 x C past V */
+    int64_t b[8];
+    int n = lb_zero_model_units(&cfg, b);
+    lb_zero_plan p;
+    assert_int_equal(lb_zero_plan_init(&p, b, n, 0, 2, 64, NULL), LB_OK);
+    lb_zero_gathers g;
+    lb_zero_model_gathers(&p, &cfg, false, &g);
+    assert_int_equal(g.head_unit, n - 1); /* untied: the final norm and the head */
+    assert_int_equal(g.head_pad, 24 * cfg.d_model);
+    assert_int_equal(g.size[0], p.buckets[n - 1].padded + 24 * cfg.d_model);
+    assert_int_equal(g.size[1], p.buckets[1].padded);
+    assert_true(lb_zero_gather_big(&p, &g, 0)); /* 1,000 rows of embeddings */
+    assert_false(lb_zero_gather_big(&p, &g, 1));
+    assert_true(lb_zero_gather_big(&p, &g, n - 1));
+    assert_true(lb_zero_rows(&p, &cfg, 1));
+    assert_false(lb_zero_rows(&p, &cfg, 2));
+    /* adapters: every unit a layer, no head */
+    lb_zero_model_gathers(&p, &cfg, true, &g);
+    assert_int_equal(g.head_unit, -1);
+    assert_int_equal(g.size[0], g.size[1]);
+    lb_zero_plan_free(&p);
+    /* the embeddings sharing a bucket, or a tied head: no rows */
+    assert_int_equal(lb_zero_plan_init(&p, b, n, b[n], 2, 64, NULL), LB_OK);
+    assert_false(lb_zero_rows(&p, &cfg, 1));
+    lb_zero_plan_free(&p);
+    cfg.tied_embeddings = 1;
+    n = lb_zero_model_units(&cfg, b);
+    assert_int_equal(lb_zero_plan_init(&p, b, n, 0, 2, 64, NULL), LB_OK);
+    assert_false(lb_zero_rows(&p, &cfg, 1));
+    lb_zero_model_gathers(&p, &cfg, false, &g);
+    assert_int_equal(g.head_unit, 0);
     lb_zero_plan_free(&p);
 }
 
@@ -251,6 +297,7 @@ int main(void) {
         cmocka_unit_test(test_zero_units_cover_the_model_in_layout_order),
         cmocka_unit_test(test_zero_buckets_pad_uneven_units_and_pieces_tile_them),
         cmocka_unit_test(test_zero_buffers_by_turn_and_size),
+        cmocka_unit_test(test_zero_model_gathers_and_rows),
         cmocka_unit_test(test_zero_all_padding_piece_is_empty),
         cmocka_unit_test(test_zero_unit_buckets_when_cap_is_zero),
         cmocka_unit_test(test_zero_shard_segments_follow_tensors_and_padding),

@@ -102,10 +102,8 @@ struct lb_dp_cuda {
     /* stage 3: units' working copies gathered into N_GATHER buffers, used in the order seq
      * (model_gpu.h's parameter hook) */
     void *gather[N_GATHER];
-    int64_t gather_size[N_GATHER]; /* elements (lb_zero_gather_sizes) */
-    int head_unit;                 /* the unit holding the output head, -1: none (adapters) */
-    int64_t head_pad;              /* the rows its products read past V, elements */
-    int gather_unit[N_GATHER];     /* the unit a buffer holds, -1: none */
+    lb_zero_gathers gathers;   /* their sizes, elements */
+    int gather_unit[N_GATHER]; /* the unit a buffer holds, -1: none */
     int64_t gather_used[N_GATHER];
     cudaEvent_t gathered[N_GATHER]; /* on the communication stream: the gather is done */
     cudaEvent_t released[N_GATHER]; /* on the model's stream: its last use is enqueued */
@@ -391,10 +389,9 @@ static lb_status on_grads(void *ctx, int unit, lb_err *err) {
  * while buffer 0 is in use, which the model's order of uses never asks: the embeddings and
  * the head are far apart, and a tied head's second use finds its unit still there). */
 static int pick_buffer(const lb_dp_cuda *d, int keep, int u) {
-    if (lb_zero_gather_big(&d->plan, d->gather_size, u, d->head_unit, d->head_pad))
-        return keep == 0 ? -1 : 0;
+    if (lb_zero_gather_big(&d->plan, &d->gathers, u)) return keep == 0 ? -1 : 0;
     int best = -1;
-    for (int k = d->gather_size[0] > d->gather_size[1] ? 1 : 0; k < N_GATHER; k++) {
+    for (int k = d->gathers.size[0] > d->gathers.size[1] ? 1 : 0; k < N_GATHER; k++) {
         if (k == keep) continue;
         if (d->gather_unit[k] < 0) return k;
         if (best < 0 || d->gather_used[k] < d->gather_used[best]) best = k;
@@ -842,7 +839,7 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
             if (other[i] > 0) CARVE(d->bucket_grads[i], "zero.bucket_grad", (size_t)other[i] * 4);
     }
     for (int i = 0; d->p.stage == LB_ZERO_3 && i < N_GATHER; i++)
-        CARVE(d->gather[i], "zero.gather", (size_t)d->gather_size[i] * es);
+        CARVE(d->gather[i], "zero.gather", (size_t)d->gathers.size[i] * es);
 #undef CARVE
     return LB_OK;
 }
@@ -1044,15 +1041,9 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
     int64_t cap = d->p.stage == LB_ZERO_3 ? 0 : (int64_t)(d->p.bucket_bytes / elem_bytes);
     lb_status st = lb_zero_plan_init(&d->plan, bounds, n_units, cap, d->ranks, align, err);
     free(bounds);
-    if (st != LB_OK || d->p.stage != LB_ZERO_3) return st;
-    /* stage 3's gather buffers: the layers' units, and the head's with the rows its products
-     * read past V (adapters: layers only, no head) */
-    int64_t V = cfg->vocab_size, Vp = (V + 63) / 64 * 64;
-    d->head_unit = d->lora ? -1 : cfg->tied_embeddings ? 0 : n_units - 1;
-    d->head_pad = d->lora ? 0 : (Vp - V) * cfg->d_model;
-    lb_zero_gather_sizes(&d->plan, d->lora ? 0 : 1, d->lora ? n_units : n_units - 1, d->head_unit,
-                         d->head_pad, d->gather_size);
-    return LB_OK;
+    if (st == LB_OK && d->p.stage == LB_ZERO_3)
+        lb_zero_model_gathers(&d->plan, cfg, d->lora, &d->gathers);
+    return st;
 }
 
 /* Whether the embeddings' gradients come from every rank's rows (embed_rows): several
@@ -1064,8 +1055,8 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
  * saved at the end (docs/PERFORMANCE.md), and it stays dense, sent after the embedding
  * backward. Then the sort's scratch is sized. */
 static void plan_rows(lb_dp_cuda *d) {
-    d->rows = !d->whole && !d->lora && d->ranks > 1 && d->p.grad_accum == 1 &&
-              d->plan.buckets[0].unit_hi == 0 && !d->cfg.tied_embeddings;
+    d->rows =
+        !d->whole && !d->lora && d->ranks > 1 && lb_zero_rows(&d->plan, &d->cfg, d->p.grad_accum);
     if (!d->rows) return;
     lb_model_param_offsets(&d->cfg, &d->off);
     const int32_t *ids;
@@ -1130,7 +1121,7 @@ static lb_status init_state(lb_dp_cuda *d, const lb_adamw_grad_run *runs, lb_err
     LB_TRY(lb_gpu_arena_init(&d->arena, need, "try a higher --zero stage or more GPUs", err));
     LB_TRY(layout(d, &d->arena, err));
     for (int k = 0; !d->whole && d->p.stage == LB_ZERO_3 && k < N_GATHER; k++)
-        LB_CUDA_TRY(err, cudaMemset(d->gather[k], 0, (size_t)d->gather_size[k] * d->es));
+        LB_CUDA_TRY(err, cudaMemset(d->gather[k], 0, (size_t)d->gathers.size[k] * d->es));
     if (d->n_runs > 0 && cudaMemcpyAsync(d->runs, runs, (size_t)d->n_runs * sizeof *runs,
                                          cudaMemcpyHostToDevice, d->model_stream) != cudaSuccess)
         return lb_fail(err, LB_ERR_DEVICE, "could not copy the buckets' runs to the device");
@@ -1167,7 +1158,7 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     /* adapters' gradients are fp32 and travel so, as at stage 0 */
     d->rt = d->lora ? LB_DT_F32 : d->wt;
     d->rs = lb_dtype_bytes(d->rt);
-    d->adds = p->stage >= LB_ZERO_2 && p->grad_accum > 1;
+    d->adds = lb_zero_adds(p->stage, p->grad_accum);
     d->gt = d->adds ? LB_DT_F32 : d->rt;
     d->gs = lb_dtype_bytes(d->gt);
     d->model_stream = (cudaStream_t)lb_model_gpu_stream(m);

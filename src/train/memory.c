@@ -63,7 +63,7 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
         return st;
     }
     double n = (double)plan.shard_elems, most_piece = 0, fp32 = 0;
-    const bool rows = p->grad_accum == 1 && plan.buckets[0].unit_hi == 0 && !cfg->tied_embeddings;
+    const bool rows = lb_zero_rows(&plan, cfg, p->grad_accum);
     const double tokens = (double)ranks * (double)p->batch * (double)p->seq;
     for (int b = 0; b < plan.n_buckets; b++) {
         const lb_zero_bucket *k = &plan.buckets[b];
@@ -80,24 +80,22 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
         if (!wide) out->buffers += fp32 * es;
     } else {
         /* master, m and v in fp32, the gradient in the working type where one reduce-scatter
-         * a step writes it (stage 1, one micro-batch a step; else fp32, added into through a
-         * piece buffer), and the working copy in 16-bit runs */
-        const bool one_rs = p->zero == LB_ZERO_1 || p->grad_accum == 1;
-        const double gs = one_rs ? es : 4;
-        out->shard_state = n * (12 + gs + (wide ? 0 : es));
+         * a step writes it (else fp32, added into through a piece buffer), and the working
+         * copy in 16-bit runs */
+        const bool adds = lb_zero_adds((lb_zero_stage)p->zero, p->grad_accum);
+        out->shard_state = n * (12 + (adds ? 4 : es) + (wide ? 0 : es));
         int64_t send[2], other[2];
         lb_zero_send_sizes(&plan, rows, p->zero < LB_ZERO_3, send);
-        out->buffers += (double)(send[0] + send[1]) * es + (one_rs ? 0 : most_piece * es);
+        out->buffers += (double)(send[0] + send[1]) * es + (adds ? most_piece * es : 0);
         if (p->zero >= LB_ZERO_2) {
             lb_zero_other_slots(&plan, other);
             out->buffers += 4 * (double)(other[0] + other[1]) +
                             (rows ? 0 : 4 * (double)(plan.buckets[0].end - plan.buckets[0].start));
         }
         if (p->zero == LB_ZERO_3) {
-            int64_t V = cfg->vocab_size, Vp = (V + 63) / 64 * 64, g[3];
-            lb_zero_gather_sizes(&plan, 1, n_units - 1, cfg->tied_embeddings ? 0 : n_units - 1,
-                                 (Vp - V) * cfg->d_model, g);
-            out->buffers += (double)(g[0] + g[1] + g[2]) * es;
+            lb_zero_gathers g;
+            lb_zero_model_gathers(&plan, cfg, false, &g);
+            out->buffers += (double)(g.size[0] + g.size[1] + g.size[2]) * es;
         }
     }
     lb_zero_plan_free(&plan);

@@ -92,20 +92,39 @@ static int64_t gather_need(const lb_zero_plan *p, int u, int head_unit, int64_t 
     return p->buckets[p->bucket_of_unit[u]].padded + (u == head_unit ? head_pad : 0);
 }
 
-void lb_zero_gather_sizes(const lb_zero_plan *p, int lo, int hi, int head_unit, int64_t head_pad,
-                          int64_t out[3]) {
-    out[0] = out[1] = 0;
-    for (int u = 0; u < p->n_units; u++) {
-        int64_t n = gather_need(p, u, head_unit, head_pad);
-        if (n > out[0]) out[0] = n;
-        if (u >= lo && u < hi && n > out[1]) out[1] = n;
-    }
-    out[2] = out[1];
+bool lb_zero_adds(lb_zero_stage s, int64_t grad_accum) {
+    return s >= LB_ZERO_2 && grad_accum > 1;
 }
 
-bool lb_zero_gather_big(const lb_zero_plan *p, const int64_t sizes[3], int u, int head_unit,
-                        int64_t head_pad) {
-    return gather_need(p, u, head_unit, head_pad) > sizes[1];
+bool lb_zero_rows(const lb_zero_plan *p, const lb_model_config *cfg, int64_t grad_accum) {
+    return grad_accum == 1 && p->buckets[0].unit_hi == 0 && !cfg->tied_embeddings;
+}
+
+void lb_zero_gather_sizes(const lb_zero_plan *p, int lo, int hi, int head_unit, int64_t head_pad,
+                          lb_zero_gathers *out) {
+    *out = (lb_zero_gathers){.head_unit = head_unit, .head_pad = head_pad};
+    for (int u = 0; u < p->n_units; u++) {
+        int64_t n = gather_need(p, u, head_unit, head_pad);
+        if (n > out->size[0]) out->size[0] = n;
+        if (u >= lo && u < hi && n > out->size[1]) out->size[1] = n;
+    }
+    out->size[2] = out->size[1];
+}
+
+void lb_zero_model_gathers(const lb_zero_plan *p, const lb_model_config *cfg, bool adapters,
+                           lb_zero_gathers *out) {
+    int n = p->n_units;
+    if (adapters) {
+        lb_zero_gather_sizes(p, 0, n, -1, 0, out);
+        return;
+    }
+    int64_t V = cfg->vocab_size, Vp = (V + 63) / 64 * 64;
+    lb_zero_gather_sizes(p, 1, n - 1, cfg->tied_embeddings ? 0 : n - 1, (Vp - V) * cfg->d_model,
+                         out);
+}
+
+bool lb_zero_gather_big(const lb_zero_plan *p, const lb_zero_gathers *g, int u) {
+    return gather_need(p, u, g->head_unit, g->head_pad) > g->size[1];
 }
 
 void lb_zero_piece(const lb_zero_plan *p, int b, int rank, int64_t *lo, int64_t *hi) {

@@ -79,15 +79,34 @@ void lb_zero_send_sizes(const lb_zero_plan *p, bool rows, bool gathers, int64_t 
  * by parity: out[i] the largest of buckets b >= 1 with b % 2 == i (0: none). */
 void lb_zero_other_slots(const lb_zero_plan *p, int64_t out[2]);
 
-/* Stage 3's three gather buffers for plan p (one unit a bucket), elements: buffers 1 and 2
- * hold the largest of units [lo, hi) (the layers), buffer 0 the largest unit of all; the
- * head unit (-1: none) needs head_pad elements after it. A unit that needs more than
- * out[1] is gathered into buffer 0 alone (lb_zero_gather_big). */
+/* Whether each micro-batch's reduce-scatter is added into an fp32 gradient (stages 2-3
+ * with several micro-batches a step) rather than written once a step in the reduce type. */
+bool lb_zero_adds(lb_zero_stage s, int64_t grad_accum);
+
+/* Whether an untied embedding's gradient travels as every rank's rows (several ranks,
+ * every parameter training, at any stage): one micro-batch a step and the embeddings a
+ * bucket alone. */
+bool lb_zero_rows(const lb_zero_plan *p, const lb_model_config *cfg, int64_t grad_accum);
+
+/* Stage 3's three gather buffers (one unit a bucket): size[1] and size[2] hold the largest
+ * of the layers' units, size[0] the largest unit of all; the head unit (-1: none) needs
+ * head_pad elements after it (the rows its products read past V). A unit that needs more
+ * than size[1] is gathered into buffer 0 alone (lb_zero_gather_big). */
+typedef struct {
+    int64_t size[3];
+    int head_unit;
+    int64_t head_pad;
+} lb_zero_gathers;
+
+/* The gathers of plan p whose layers are units [lo, hi). */
 void lb_zero_gather_sizes(const lb_zero_plan *p, int lo, int hi, int head_unit, int64_t head_pad,
-                          int64_t out[3]);
-/* Whether unit u (needing head_pad more as the head unit) goes into buffer 0 alone. */
-bool lb_zero_gather_big(const lb_zero_plan *p, const int64_t sizes[3], int u, int head_unit,
-                        int64_t head_pad);
+                          lb_zero_gathers *out);
+/* The same for a model's plan (lb_zero_model_units): layers 1 ... L, the head in unit 0
+ * (tied) or L + 1; with adapters every unit is a layer and none holds a head. */
+void lb_zero_model_gathers(const lb_zero_plan *p, const lb_model_config *cfg, bool adapters,
+                           lb_zero_gathers *out);
+/* Whether unit u goes into buffer 0 alone. */
+bool lb_zero_gather_big(const lb_zero_plan *p, const lb_zero_gathers *g, int u);
 
 /* Rank r's piece of bucket b in flat coordinates, clipped to the bucket's real end:
  * [*lo, *hi), empty (lo == hi) when the piece is all padding. */
