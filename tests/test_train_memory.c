@@ -54,18 +54,20 @@ static void test_memory_gpt2_bf16_zero0_by_hand(void **state) {
     p.grad_accum = 2, p.warmup = 1, p.steps = 2;
     lb_train_memory m = formula(&p, &cfg, 1);
     assert_int_equal(m.zero_state, 16.0 * 29696);
-    /* 18 P (master, gradients, m, v in fp32, bf16 copy) + the head padded 128 x 32 x 2 */
-    assert_int_equal(m.model_state, 18.0 * 29696 + 8192);
+    /* 16 P (master, m, v in fp32, bf16 gradients and copy) + the head padded 128 x 32 x 2 +
+     * the 1-D tensors' fp32 sums (2 x 416 + 64 elements) */
+    assert_int_equal(m.model_state, 16.0 * 29696 + 8192 + 3584);
     assert_int_equal(m.shard_state, 0);
     assert_int_equal(m.buffers, 0);
     /* a token: per layer (2C + Q + C + F) 2 + 4 NH + 16 = 672; norm outputs (ln2's rows
      * 64 wide) and GELU output (C + 64 + H) 2 = 448 a layer; (C + C + Vp) 2 + 8 + 4 = 396;
      * gradients (C + C + Q + F + H) 2 = 832: 2 x 672 + 2 x 448 + 396 + 832 = 3,468 */
     assert_int_equal(m.activations, 32.0 * 3468);
-    /* attention 512 + 4,096, cuBLASLt 64 MiB, tokens 256, 7 loss slots 28, MLP bias
-     * gradient F (C + 8) 4 = 20,480 */
-    assert_int_equal(m.workspace, 512 + 4096 + 67108864.0 + 256 + 28 + 20480);
-    assert_int_equal(m.total, 542720 + 110976 + 67134236.0);
+    /* attention 512 + 4,096, cuBLASLt 64 MiB, tokens (ids, targets, sorted ids and their
+     * rows) 512, the 18 1-D tensors' runs 432, 7 loss slots 28, MLP bias gradient F (C + 8)
+     * 4 = 20,480 */
+    assert_int_equal(m.workspace, 512 + 4096 + 67108864.0 + 512 + 432 + 28 + 20480);
+    assert_int_equal(m.total, 486912 + 110976 + 67134924.0);
 }
 
 /* llama-tiny: C 64, L 2, 4 query heads and 2 kv heads of 16 (Q 128), SwiGLU d_ff 96 (F
@@ -78,27 +80,28 @@ static void test_memory_llama_fp16_zero3_recompute_by_hand(void **state) {
     p.recompute = true, p.warmup = 0, p.steps = 1;
     lb_train_memory m = formula(&p, &cfg, 4);
     assert_int_equal(m.zero_state, 4.0 * 78144);
-    assert_int_equal(m.model_state, 0);
+    assert_int_equal(m.model_state, 4.0 * 320); /* the 1-D tensors' fp32 sums */
     /* pieces of the units padded to 256: 2,048 + 7,744 + 7,744 + 2,112 = 19,648, 16 bytes
      * each (one micro-batch a step: the gradient in fp16) */
     assert_int_equal(m.shard_state, 16.0 * 19648);
-    /* the embeddings travel as rows: send 2 x 30,976 x 2 (the layers'), gradient buckets 2 x
-     * 30,848 x 4 (none for the embeddings), gathers 3 x 30,976 x 2, every rank's rows and
-     * ids 4 x 3 x 8 x (64 x 2 + 24) */
-    assert_int_equal(m.buffers, 123904 + 246784 + 185856 + 14592.0);
+    /* the embeddings travel as rows: gradient buckets 2 x 30,976 x 2 (padded; none for the
+     * embeddings), gathers 3 x 30,976 x 2, every rank's rows and ids 4 x 3 x 8 x (64 x 2 +
+     * 24); no copies to reduce-scatter from */
+    assert_int_equal(m.buffers, 123904 + 185856 + 14592.0);
     /* a token: per layer (2C + Q + C + F) 2 + 4 NH + 8 = 1,048; one layer's norm outputs
      * and SwiGLU output (C + C + H) 2 = 448; (C + C + Vp) 2 + 4 + 4 = 520; gradients
      * (C + C + Q + F + H) 2 = 1,088: 2 x 1,048 + 448 + 520 + 1,088 = 4,152 */
     assert_int_equal(m.activations, 24.0 * 4152);
-    /* attention 512 + 6,144, cuBLASLt, tokens 192, 2 loss slots 8, RoPE 512 + 32 */
-    assert_int_equal(m.workspace, 512 + 6144 + 67108864.0 + 192 + 8 + 544);
-    assert_int_equal(m.total, 314368 + 571136 + 99648 + 67116264.0);
+    /* attention 512 + 6,144, cuBLASLt, tokens 384, 5 runs 120, 2 loss slots 8, RoPE 512 +
+     * 32 */
+    assert_int_equal(m.workspace, 512 + 6144 + 67108864.0 + 384 + 120 + 8 + 544);
+    assert_int_equal(m.total, 1280 + 314368 + 324352 + 99648 + 67116576.0);
     /* several micro-batches a step: an fp32 gradient, 18 bytes, a piece of 7,744 x 2, and
-     * the embeddings dense with their gradient bucket, 8,192 x 4 */
+     * the embeddings dense with their gradient bucket, 8,192 x 2 */
     p.grad_accum = 3, p.batch = 9;
     m = formula(&p, &cfg, 4);
     assert_int_equal(m.shard_state, 18.0 * 19648);
-    assert_int_equal(m.buffers, 123904 + 15488 + 32768 + 246784 + 185856.0);
+    assert_int_equal(m.buffers, 15488 + 16384 + 123904 + 185856.0);
 }
 
 /* gpt2-tiny (vocabulary 100) in fp32 (IEEE products: no split scratch), ZeRO 2 on 2 ranks,
@@ -112,19 +115,19 @@ static void test_memory_gpt2_fp32_zero2_buckets_by_hand(void **state) {
     p.fp32_matmul = LB_BLAS_FP32_IEEE, p.bucket_mib = 0.0625, p.warmup = 0, p.steps = 3;
     lb_train_memory m = formula(&p, &cfg, 2);
     assert_int_equal(m.zero_state, 10.0 * 29696); /* 4P + 12P/2 */
-    assert_int_equal(m.model_state, 4.0 * 29696 + 16384);
+    assert_int_equal(m.model_state, 4.0 * 29696 + 16384 + 3584);
     /* buckets of 4,224, 12,704 and 12,768 padded to 128: pieces 2,112 + 6,400 + 6,400 */
     assert_int_equal(m.shard_state, 16.0 * 14912);
-    /* send 2 x 12,800 x 4, gradient buckets 4,224 x 4 + (12,768 + 12,704) x 4 (bucket 2's
-     * and bucket 1's buffers) */
-    assert_int_equal(m.buffers, 102400 + 16896 + 101888.0);
+    /* the gather of the last bucket, whose padding runs past the end, 12,800 x 4; gradient
+     * buckets, padded, 4,224 x 4 + (12,800 + 12,800) x 4 (bucket 2's and bucket 1's) */
+    assert_int_equal(m.buffers, 51200 + 16896 + 102400.0);
     assert_int_equal(m.activations, 16.0 * 6860);
-    assert_int_equal(m.workspace, 256 + 2048 + 67108864.0 + 128 + 16 + 20480);
+    assert_int_equal(m.workspace, 256 + 2048 + 67108864.0 + 256 + 432 + 16 + 20480);
 }
 
 /* One rank at ZeRO 1-3 updates the model in place: the bytes of ZeRO 0, the model keeping
- * its working copy and gradient slots (6P and the padded head), the data-parallel layer
- * the fp32 master, m and v (12P). */
+ * its working copy and gradients (4P, the padded head, the 1-D tensors' fp32 sums), the
+ * data-parallel layer the fp32 master, m and v (12P). */
 static void test_memory_one_rank_at_stages_1_to_3_holds_stage_0s_bytes(void **state) {
     (void)state;
     lb_model_config cfg = preset("gpt2-tiny");
@@ -134,41 +137,37 @@ static void test_memory_one_rank_at_stages_1_to_3_holds_stage_0s_bytes(void **st
     for (int zero = 1; zero <= 3; zero++) {
         p.zero = zero;
         lb_train_memory m = formula(&p, &cfg, 1);
-        assert_int_equal(m.model_state, 6.0 * 29696 + 8192);
+        assert_int_equal(m.model_state, 4.0 * 29696 + 8192 + 3584);
         assert_int_equal(m.shard_state, 12.0 * 29696);
         assert_int_equal(m.buffers, 0);
         assert_int_equal(m.total, stage0);
     }
 }
 
-/* ZeRO 0 on 2 ranks in bf16: the fp32 gradients (embeddings, norms, biases) travel in one
- * buffer of the working type, each bucket's part from a 64-element boundary. gpt2-tiny with
- * a vocabulary of 100, buckets of 1/32 MiB (16,384 16-bit elements): the embeddings (4,224
- * fp32), layer 0 (416: norms 128, biases 96 + 32 + 128 + 32), layer 1 with the final norm
- * (416 + 64): 4,224 + 448 + 512 elements of 2 bytes. An untied embedding (Llama's), a
- * bucket alone, travels as rows instead with one micro-batch a step: its fp32 elements
- * leave the buffer, and every rank's rows and ids come, 2 ranks x 2 x 16 tokens of C x 2
- * + 24 bytes. */
-static void test_memory_stage_0_on_ranks_packs_fp32_gradients_by_hand(void **state) {
+/* ZeRO 0 on 2 ranks: every bucket is all-reduced in place in the model's gradients, in
+ * bf16 as in fp32: no buffer. An untied embedding (Llama's), a bucket alone, travels as
+ * rows with one micro-batch a step: every rank's rows and ids, 2 ranks x 2 x 16 tokens of
+ * C x 2 + 24 bytes. */
+static void test_memory_stage_0_on_ranks_reduces_in_place(void **state) {
     (void)state;
     lb_model_config cfg = preset("gpt2-tiny");
     cfg.vocab_size = 100;
     lb_train_params p = params(LB_PREC_BF16, 0, 2, 16);
     p.bucket_mib = 0.03125;
     lb_train_memory m = formula(&p, &cfg, 2);
-    assert_int_equal(m.buffers, 2.0 * (4224 + 448 + 512));
+    assert_int_equal(m.buffers, 0);
     assert_int_equal(m.shard_state, 0);
     assert_int_equal(m.model_state, formula(&p, &cfg, 1).model_state);
-    p.precision = LB_PREC_FP32; /* fp32 gradients travel in place */
+    p.precision = LB_PREC_FP32;
     assert_int_equal(formula(&p, &cfg, 2).buffers, 0);
     lb_model_config llama = preset("llama-tiny");
     p.precision = LB_PREC_BF16;
     p.bucket_mib = 0.0001; /* a unit a bucket */
-    double C = llama.d_model, wte = llama.vocab_size * C;
+    double C = llama.d_model;
     double dense = (p.grad_accum = 2, formula(&p, &llama, 2).buffers); /* rows need one */
     double rows = (p.grad_accum = 1, formula(&p, &llama, 2).buffers);
-    assert_true(fmod(wte, 64) == 0);
-    assert_int_equal(rows, dense - 2 * wte + 2 * 2 * 16 * (2 * C + 24));
+    assert_int_equal(dense, 0);
+    assert_int_equal(rows, 2 * 2 * 16 * (2 * C + 24));
 }
 
 static void test_memory_refuses_adapters(void **state) {
@@ -261,17 +260,17 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
         double gib[4];     /* ZeRO 0-3; 0: not measured */
         bool stale[4];     /* measured on a layout the code no longer has */
     } rows[] = {
-        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 1, 25, {8.75, 9.66, 9.40, 9.31}, {0, 1, 1, 1}},
-        {"gpt2-124m", LB_PREC_FP16, 32, 128, 1, 25, {3.86, 4.77, 4.51, 4.43}, {0, 1, 1, 1}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 1, 25, {8.75, 9.66, 9.40, 9.31}, {1, 1, 1, 1}},
+        {"gpt2-124m", LB_PREC_FP16, 32, 128, 1, 25, {3.86, 4.77, 4.51, 4.43}, {1, 1, 1, 1}},
         {"gpt2-124m", LB_PREC_FP16, 32, 128, 4, 25, {3.86, 3.15, 2.89, 2.81}, {1, 1, 1, 1}},
         {"gpt2-124m", LB_PREC_FP32, 32, 128, 1, 25, {6.98, 8.35, 8.09, 7.92}, {0, 1, 1, 1}},
         {"gpt2-124m", LB_PREC_FP32, 32, 128, 4, 25, {6.98, 6.85, 6.59, 6.42}, {0, 1, 1, 1}},
-        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 2, 50, {0, 8.40, 8.24, 7.90}, {0}},
-        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 2, 50, {0, 28.74, 0, 23.98}, {0}},
-        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 2, 50, {0, 0, 0, 70.53}, {0}},
-        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, 50, {8.82, 7.93, 7.77, 7.44}, {0}},
-        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, 50, {0, 24.13, 0, 19.38}, {0}},
-        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 4, 50, {0, 0, 0, 40.63}, {0}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 2, 50, {0, 8.40, 8.24, 7.90}, {0, 1, 1, 1}},
+        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 2, 50, {0, 28.74, 0, 23.98}, {0, 1, 0, 1}},
+        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 2, 50, {0, 0, 0, 70.53}, {0, 0, 0, 1}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, 50, {8.82, 7.93, 7.77, 7.44}, {1, 1, 1, 1}},
+        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, 50, {0, 24.13, 0, 19.38}, {0, 1, 0, 1}},
+        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 4, 50, {0, 0, 0, 40.63}, {0, 0, 0, 1}},
     };
     int held = 0;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -297,7 +296,7 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
             held++;
         }
     }
-    assert_int_equal(held, fp32_scratch ? 17 : 15);
+    assert_int_equal(held, fp32_scratch ? 2 : 0);
 }
 
 int main(int argc, char **argv) {
@@ -306,7 +305,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_memory_llama_fp16_zero3_recompute_by_hand),
         cmocka_unit_test(test_memory_gpt2_fp32_zero2_buckets_by_hand),
         cmocka_unit_test(test_memory_one_rank_at_stages_1_to_3_holds_stage_0s_bytes),
-        cmocka_unit_test(test_memory_stage_0_on_ranks_packs_fp32_gradients_by_hand),
+        cmocka_unit_test(test_memory_stage_0_on_ranks_reduces_in_place),
         cmocka_unit_test(test_memory_refuses_adapters),
         cmocka_unit_test(test_memory_matches_the_gpu_arena_plan),
         cmocka_unit_test(test_memory_formula_meets_the_measured_peaks),

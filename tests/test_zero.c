@@ -76,7 +76,7 @@ static void test_zero_buckets_pad_uneven_units_and_pieces_tile_them(void **state
     lb_zero_plan_free(&p);
 }
 
-/* Stages 1-3's buffers (dp_cuda.c): packing and gradient buffers by the buckets' parity,
+/* Stages 1-3's buffers (dp_cuda.c): copy and gradient buffers by the buckets' parity,
  * the gathers' large buffer and two small ones. */
 static void test_zero_buffers_by_turn_and_size(void **state) {
     (void)state;
@@ -86,19 +86,28 @@ static void test_zero_buffers_by_turn_and_size(void **state) {
     lb_zero_plan p;
     assert_int_equal(lb_zero_plan_init(&p, bounds, 4, 0, 2, 4, NULL), LB_OK);
     int64_t send[2], other[2];
-    lb_zero_send_sizes(&p, false, false, send);
-    assert_int_equal(send[0], 8); /* buckets 0 and 2 */
-    assert_int_equal(send[1], 40);
-    /* stages 1-2 gather the last bucket through the first */
-    lb_zero_send_sizes(&p, false, true, send);
+    /* stage 1 copies bucket b into send[b % 2] and gathers the last bucket through send[0] */
+    lb_zero_send_sizes(&p, false, LB_ZERO_1, send);
     assert_int_equal(send[0], 32);
     assert_int_equal(send[1], 40);
-    /* rows: bucket 0 is not packed */
-    lb_zero_send_sizes(&p, true, false, send);
-    assert_int_equal(send[0], 8);
+    /* stage 2 only gathers through it; stage 3 needs neither */
+    lb_zero_send_sizes(&p, false, LB_ZERO_2, send);
+    assert_int_equal(send[0], 32);
+    assert_int_equal(send[1], 0);
+    lb_zero_send_sizes(&p, false, LB_ZERO_3, send);
+    assert_int_equal(send[0] + send[1], 0);
     lb_zero_other_slots(&p, other);
-    assert_int_equal(other[0], 2); /* bucket 2, unpadded; bucket 0 has its own */
-    assert_int_equal(other[1], 36);
+    assert_int_equal(other[0], 8); /* bucket 2, padded; bucket 0 has its own */
+    assert_int_equal(other[1], 40);
+    /* rows: bucket 0 (the largest here, 40) is not copied */
+    const int64_t first_large[] = {0, 40, 44, 46};
+    lb_zero_plan q;
+    assert_int_equal(lb_zero_plan_init(&q, first_large, 3, 0, 2, 4, NULL), LB_OK);
+    lb_zero_send_sizes(&q, false, LB_ZERO_1, send);
+    assert_int_equal(send[0], 40);
+    lb_zero_send_sizes(&q, true, LB_ZERO_1, send);
+    assert_int_equal(send[0], 8);
+    lb_zero_plan_free(&q);
     /* layers: unit 2 alone; unit 3 the head with 5 elements after it */
     lb_zero_gathers g;
     lb_zero_gather_sizes(&p, 2, 3, 3, 5, &g);

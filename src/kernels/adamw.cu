@@ -1,9 +1,8 @@
 /* adamw.cu: optimizer kernels (adamw.cuh). Every thread reads the step's global state
  * (norm, scale, step) from device memory, so the host never waits for the norm. Both
  * passes walk the parameters four at a time with the segment table beside them (weight
- * decay, and whether a tensor's gradient is fp32 or packed 16-bit). The gradient slots'
- * pack and unpack give each run a row of blocks (blockIdx.y), so a block never looks its
- * run up. */
+ * decay). The gradient runs' pack gives each run a row of blocks (blockIdx.y), so a block
+ * never looks its run up. */
 #include "gpu/common.cuh"
 #include "kernels/adamw.cuh"
 
@@ -34,42 +33,34 @@ struct seg_walk {
             lo++;
     }
     __device__ int64_t end() const { return lo + 1 < n_seg ? start[lo + 1] : n; }
-    /* whether the current segment's gradient is 16-bit (seek first) */
-    template <typename T> __device__ bool packed() const {
-        return sizeof(T) == 2 && (dense16 || (flags[lo] & LB_SEG_GRAD16));
-    }
-    /* where a 16-bit gradient's run starts, in fp32 elements of grads: its slot's start, or
-     * 0 in a dense array */
-    __device__ int64_t base() const { return dense16 ? 0 : start[lo]; }
+    /* whether the gradients are 16-bit */
+    template <typename T> __device__ bool packed() const { return sizeof(T) == 2 && dense16; }
 };
 
-/* Gradient of element e of the current segment (seek first): fp32, or a T packed from
- * the start of the segment's slot (LB_SEG_GRAD16) or of a dense array. */
+/* Gradient of element e: fp32, or a T of a 16-bit array. */
 template <typename T>
-__device__ __forceinline__ float grad_at(const float *grads, const seg_walk &w, int64_t e) {
-    int64_t s0 = w.base();
-    if (w.packed<T>()) return lb_to_f(((const T *)(grads + s0))[e - s0]);
-    return grads[e];
+__device__ __forceinline__ float grad_at(const void *grads, const seg_walk &w, int64_t e) {
+    if (w.packed<T>()) return lb_to_f(((const T *)grads)[e]);
+    return ((const float *)grads)[e];
 }
 
 /* The gradients and segment flags of the four parameters from e0 (none past n: gradient
  * and flags 0): one 16- or 8-byte load when the four share a segment, else one by one. */
 template <typename T>
-__device__ __forceinline__ void grad4(float g[4], int fl[4], const float *grads, seg_walk &w,
+__device__ __forceinline__ void grad4(float g[4], int fl[4], const void *grads, seg_walk &w,
                                       int64_t e0) {
     w.seek(e0);
     int f = w.flags[w.lo];
-    int64_t s0 = w.base();
     bool packed = w.packed<T>();
-    if (e0 + 4 <= w.end() && (!packed || (s0 & 3) == 0)) {
+    if (e0 + 4 <= w.end()) {
         if (packed) {
-            uint2 raw = *(const uint2 *)((const T *)(grads + s0) + (e0 - s0));
+            uint2 raw = *(const uint2 *)((const T *)grads + e0);
             const T *h = (const T *)&raw;
 #pragma unroll
             for (int k = 0; k < 4; k++)
                 g[k] = lb_to_f(h[k]);
         } else {
-            float4 a = *(const float4 *)(grads + e0);
+            float4 a = *(const float4 *)((const float *)grads + e0);
             g[0] = a.x, g[1] = a.y, g[2] = a.z, g[3] = a.w;
         }
 #pragma unroll
@@ -116,7 +107,7 @@ template <typename V> __device__ __forceinline__ float range_sumsq(const V *p, i
  * by binary search: a chunk lies gridDim.x chunks past the block's last one, tens of
  * segments on, too far for seek's forward scan (a dependent table read a segment). */
 template <typename T>
-static __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w) {
+static __global__ void sumsq_kernel(double *acc, const void *grads, seg_walk w) {
     __shared__ float scratch[32];
     float s = 0.0f;
     for (int64_t c0 = (int64_t)blockIdx.x * SUMSQ_CHUNK; c0 < w.n;
@@ -125,11 +116,11 @@ static __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w)
         w.lo = -1;
         for (int64_t a = c0; a < c1;) {
             w.seek(a);
-            int64_t b = min(c1, w.end()), s0 = w.base();
+            int64_t b = min(c1, w.end());
             if (w.packed<T>())
-                s += range_sumsq((const T *)(grads + s0) + (a - s0), b - a);
+                s += range_sumsq((const T *)grads + a, b - a);
             else
-                s += range_sumsq(grads + a, b - a);
+                s += range_sumsq((const float *)grads + a, b - a);
             a = b;
         }
     }
@@ -142,7 +133,7 @@ static __global__ void sumsq_kernel(double *acc, const float *grads, seg_walk w)
 template <typename T>
 static __global__ void
 adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *__restrict__ apart, int64_t a0,
-             int64_t a1, const float *__restrict__ grads, float *__restrict__ m,
+             int64_t a1, const void *__restrict__ grads, float *__restrict__ m,
              float *__restrict__ v, seg_walk w, lb_gpu_adamw_params p, const lb_gpu_optstate *st) {
     float scale = p.dynamic_scaling ? st->loss_scale : 1.0f;
     float norm = (float)sqrt(st->sumsq) / scale;
@@ -245,7 +236,7 @@ static seg_walk walk_of(const lb_gpu_segments *sg) {
     return {sg->start, sg->flags, sg->n_seg, sg->n, sg->dense16, -1};
 }
 
-extern "C" lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
+extern "C" lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const void *grads, lb_gpu_dtype dt,
                                          const lb_gpu_segments *sg, cudaStream_t s, lb_err *err) {
     unsigned g = lb_grid_cap((sg->n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, 1);
     LB_DISPATCH_DTYPE(dt, E, sumsq_kernel<E><<<g, 512, 0, s>>>(&st->sumsq, grads, walk_of(sg)));
@@ -254,7 +245,7 @@ extern "C" lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const float *grads
 }
 
 extern "C" lb_status lb_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
-                              lb_gpu_dtype dt, const float *grads, float *m, float *v,
+                              lb_gpu_dtype dt, const void *grads, float *m, float *v,
                               const lb_gpu_segments *sg, const lb_gpu_adamw_params *p,
                               lb_gpu_optstate *st, cudaStream_t s, lb_err *err) {
     unsigned g = lb_grid_cap((sg->n + 3) / 4, 256);
@@ -280,49 +271,26 @@ extern "C" lb_status lb_adamw_finish(lb_gpu_optstate *st, const lb_gpu_adamw_par
     return LB_OK;
 }
 
-/* Run blockIdx.y's gradients between their slots and the dense buffer: into it (pack) or
- * back from it (unpack), grid-stride along the run. */
+/* Run blockIdx.y's fp32 gradients into the dense buffer, grid-stride along the run. */
 template <typename T>
-static __global__ void grad_runs_kernel(float *__restrict__ slots, T *__restrict__ dense,
-                                        const lb_adamw_grad_run *runs, bool unpack) {
+static __global__ void grad_runs_kernel(const float *__restrict__ src, T *__restrict__ dense,
+                                        const lb_adamw_grad_run *runs) {
     lb_adamw_grad_run r = runs[blockIdx.y];
-    float *slot = slots + r.slot;
-    T *packed = sizeof(T) == 2 && (r.flags & LB_SEG_GRAD16) ? (T *)slot : NULL;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < r.n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        if (!unpack)
-            dense[r.dense + i] = packed ? packed[i] : lb_from_f<T>(slot[i]);
-        else if (packed)
-            packed[i] = dense[r.dense + i];
-        else
-            slot[i] = lb_to_f(dense[r.dense + i]);
-    }
+         i += (int64_t)gridDim.x * blockDim.x)
+        dense[r.dense + i] = lb_from_f<T>(src[r.slot + i]);
 }
 
 /* One launch over every run; blocks a run: enough for the longest, about 4,224 in all (a
  * row of a run much shorter than the longest mostly returns at once). */
-static lb_status grad_runs(float *slots, void *dense, const lb_adamw_grad_run *runs, int n_runs,
-                           int64_t longest, lb_gpu_dtype dt, bool unpack, cudaStream_t s,
-                           lb_err *err) {
+extern "C" lb_status lb_adamw_pack_grads(void *dst, const float *src, const lb_adamw_grad_run *runs,
+                                         int n_runs, int64_t longest, lb_gpu_dtype dt,
+                                         cudaStream_t s, lb_err *err) {
     if (n_runs <= 0 || longest <= 0) return LB_OK;
     unsigned width = lb_grid_cap(longest, 256), most = 4224u / (unsigned)n_runs;
     if (most < 132) most = 132;
     dim3 grid(width < most ? width : most, (unsigned)n_runs);
-    LB_DISPATCH_DTYPE(dt, E,
-                      grad_runs_kernel<E><<<grid, 256, 0, s>>>(slots, (E *)dense, runs, unpack));
+    LB_DISPATCH_DTYPE(dt, E, grad_runs_kernel<E><<<grid, 256, 0, s>>>(src, (E *)dst, runs));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
-}
-
-extern "C" lb_status lb_adamw_pack_grads(void *dst, const float *slots,
-                                         const lb_adamw_grad_run *runs, int n_runs, int64_t longest,
-                                         lb_gpu_dtype dt, cudaStream_t s, lb_err *err) {
-    return grad_runs((float *)slots, dst, runs, n_runs, longest, dt, false, s, err);
-}
-
-extern "C" lb_status lb_adamw_unpack_grads(float *slots, const void *src,
-                                           const lb_adamw_grad_run *runs, int n_runs,
-                                           int64_t longest, lb_gpu_dtype dt, cudaStream_t s,
-                                           lb_err *err) {
-    return grad_runs(slots, (void *)src, runs, n_runs, longest, dt, true, s, err);
 }

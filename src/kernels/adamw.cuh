@@ -9,12 +9,10 @@
  * scale (halve on overflow, double after `growth_interval` good steps, as torch's
  * GradScaler), counts skipped steps and steps taken, records the norm and clears the
  * accumulator. Weight decay applies per tensor, from a segment table (start offsets,
- * ascending, and flags each) kept on the device. A segment flagged LB_SEG_GRAD16 holds its
- * gradient as 16-bit values of the working type packed from the start of its fp32 slot
- * (the layer matrices in fp16/bf16 modes, whose products write them in that type, as
- * autocast's products do); both passes widen them to fp32, as they do a whole gradient
- * array of the working type (lb_gpu_segments.dense16). The master weights are
- * written back to the working copy (fp16/bf16) in the same pass. */
+ * ascending, and flags each) kept on the device. The gradients are fp32 or, in fp16/bf16
+ * modes, one array of the working type (lb_gpu_segments.dense16), which both passes widen
+ * to fp32. The master weights are written back to the working copy (fp16/bf16) in the
+ * same pass. */
 #ifndef LB_KERNELS_ADAMW_CUH
 #define LB_KERNELS_ADAMW_CUH
 
@@ -51,8 +49,7 @@ typedef struct {
 bool lb_adamw_params_same(const lb_gpu_adamw_params *a, const lb_gpu_adamw_params *b);
 
 /* bits of a segment's flags */
-#define LB_SEG_DECAY  1 /* weight decay applies */
-#define LB_SEG_GRAD16 2 /* gradient stored as the working type, packed (see above) */
+#define LB_SEG_DECAY 1 /* weight decay applies */
 
 /* The parameters as tensors: device arrays start [n_seg] (first elements, ascending,
  * start[0] = 0) and flags [n_seg] (LB_SEG_* bits), n elements in all. dense16: every
@@ -74,35 +71,29 @@ typedef struct {
     int64_t start, end;
 } lb_gpu_lp_apart;
 
-/* dt: the working type (that of LB_SEG_GRAD16 gradients; fp32 mode has none) */
-lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const float *grads, lb_gpu_dtype dt,
+/* dt: the working type (that of dense16 gradients) */
+lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const void *grads, lb_gpu_dtype dt,
                               const lb_gpu_segments *sg, cudaStream_t s, lb_err *err);
 /* params_lp (type dt) may be NULL (fp32 mode: master is the working copy); apart may be
  * NULL (no parameter's working copy lives apart). */
 lb_status lb_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart, lb_gpu_dtype dt,
-                   const float *grads, float *m, float *v, const lb_gpu_segments *sg,
+                   const void *grads, float *m, float *v, const lb_gpu_segments *sg,
                    const lb_gpu_adamw_params *p, lb_gpu_optstate *st, cudaStream_t s, lb_err *err);
 lb_status lb_adamw_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p, cudaStream_t s,
                           lb_err *err);
 
-/* A tensor's gradient slots as one run of a contiguous buffer of the working type (data
- * parallelism's buckets): n elements of the tensor whose slot starts at element `slot` of
- * the slots passed, fp32 or (flags LB_SEG_GRAD16) packed 16-bit as above, and elements
+/* A run of fp32 gradients into a dense buffer of the working type (the model's small
+ * tensors' sums into their gradient slots): elements [slot, slot + n) of the source to
  * [dense, dense + n) of the buffer. */
 typedef struct {
     int64_t slot, dense, n;
-    int32_t flags, pad;
 } lb_adamw_grad_run;
 
 /* One launch for all runs (device table runs[n_runs]; longest: the largest n, which sizes
- * the grid): lb_adamw_pack_grads writes each run's gradients to dst in the working type dt,
- * lb_adamw_unpack_grads writes src's values back into the slots, each in its slot's type. */
-lb_status lb_adamw_pack_grads(void *dst, const float *slots, const lb_adamw_grad_run *runs,
+ * the grid): each run's gradients written to dst in type dt. */
+lb_status lb_adamw_pack_grads(void *dst, const float *src, const lb_adamw_grad_run *runs,
                               int n_runs, int64_t longest, lb_gpu_dtype dt, cudaStream_t s,
                               lb_err *err);
-lb_status lb_adamw_unpack_grads(float *slots, const void *src, const lb_adamw_grad_run *runs,
-                                int n_runs, int64_t longest, lb_gpu_dtype dt, cudaStream_t s,
-                                lb_err *err);
 
 #ifdef __cplusplus
 }

@@ -45,17 +45,6 @@ static __global__ void embed_forward_vec_kernel(T *out, const int32_t *inp, cons
     }
 }
 
-template <typename T>
-static __global__ void embed_backward_wte_kernel(float *dwte, const T *dout, const int32_t *inp,
-                                                 int C, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t bt = i / C;
-        int c = (int)(i % C);
-        atomicAdd(&dwte[(int64_t)inp[bt] * C + c], lb_to_f(dout[i]));
-    }
-}
-
 /* dwpe[i - lo] += scale x the sum over the batch of dout at (t, c) = i, for i in [lo, hi),
  * in batch order (dwpe of type G, the sum in fp32). */
 template <typename T, typename G>
@@ -114,24 +103,6 @@ extern "C" lb_status lb_embed_forward(void *out, const int32_t *inp, const void 
                               (E *)out, inp, (const E *)wte, (const E *)wpe, T, C, n));
     }
     LB_CUDA_LAUNCH_TRY(err);
-    return LB_OK;
-}
-
-extern "C" lb_status lb_embed_backward(float *dwte, float *dwpe, const void *dout,
-                                       const int32_t *inp, int B, int T, int C, lb_gpu_dtype dt,
-                                       cudaStream_t s, lb_err *err) {
-    int64_t n = (int64_t)B * T * C;
-    LB_DISPATCH_DTYPE(dt, E,
-                      embed_backward_wte_kernel<E>
-                      <<<lb_grid_cap(n, 256), 256, 0, s>>>(dwte, (const E *)dout, inp, C, n));
-    LB_CUDA_LAUNCH_TRY(err);
-    if (dwpe != NULL) {
-        LB_DISPATCH_DTYPE(dt, E,
-                          embed_backward_wpe_kernel<E, float>
-                          <<<lb_blocks((int64_t)T * C, 256), 256, 0, s>>>(
-                              dwpe, (const E *)dout, B, T, C, 1.0f, 0, (int64_t)T * C));
-        LB_CUDA_LAUNCH_TRY(err);
-    }
     return LB_OK;
 }
 

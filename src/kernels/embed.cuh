@@ -1,10 +1,9 @@
 /* embed.cuh: token (and learned position) embeddings, forward and backward.
  * C-callable; tensors as in model/ref.h. Activations have type dt, parameters `wte`,
- * `wpe` have type dt too (the working copy), gradients are fp32. wpe may be NULL (Llama).
- * Backward accumulates into dwte with atomics (order-dependent rounding, fp32) and into
- * dwpe by a deterministic per-(t,c) loop over the batch. The sorted backward adds the same
- * sums in an order fixed by the ids alone (every device computes the same bits), for
- * data-parallel training where every rank adds all ranks' rows (train/dp_cuda.h). */
+ * `wpe` have type dt too (the working copy). wpe may be NULL (Llama). Backward runs over
+ * rows sorted by token id: each token's rows are summed in an order fixed by the ids alone
+ * (every device computes the same bits, so data-parallel ranks that add all ranks' rows
+ * agree, train/dp_cuda.h), and dwpe by a per-(t,c) loop over the batch. */
 #ifndef LB_KERNELS_EMBED_CUH
 #define LB_KERNELS_EMBED_CUH
 
@@ -20,10 +19,6 @@ extern "C" {
 
 lb_status lb_embed_forward(void *out, const int32_t *inp, const void *wte, const void *wpe, int B,
                            int T, int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
-/* dwte += ; dwpe += (when non-NULL). dout has type dt. */
-lb_status lb_embed_backward(float *dwte, float *dwpe, const void *dout, const int32_t *inp, int B,
-                            int T, int C, lb_gpu_dtype dt, cudaStream_t s, lb_err *err);
-
 /* The sorted backward over n = B x T rows: lb_embed_sort_ids orders the ids (int32 below V)
  * stably, the sorted ids into keys and each one's row index into rows, with tmp of
  * lb_embed_sort_bytes(n, V) bytes as scratch (no allocation: capturable in a CUDA graph).

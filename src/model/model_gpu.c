@@ -62,6 +62,8 @@ static void set_dims(lb_model_gpu *m, const lb_model_config *cfg, const lb_model
             : p->precision == LB_PREC_FP16 ? LB_DT_F16
                                            : LB_DT_F32;
     m->es = lb_dtype_bytes(m->dt);
+    m->gdt = p->lora.rank > 0 ? LB_DT_F32 : m->dt;
+    m->gs = lb_dtype_bytes(m->gdt);
     m->llama = cfg->family == LB_FAMILY_LLAMA;
     m->n_seg = lb_model_param_layout(cfg, NULL, 0);
     /* the ones column needs a bias and rows that stay 16-byte aligned (C % 8: every
@@ -70,6 +72,20 @@ static void set_dims(lb_model_gpu *m, const lb_model_config *cfg, const lb_model
                                                                                   * bias gradient */
                  ? (m->C + ONES_COLS + 63) / 64 * 64
                  : m->C;
+}
+
+/* The 1-D tensors (norms, biases), whose gradients are summed in fp32 first: their count
+ * (m->n_small_t) and elements (m->n_small); none with adapters (a frozen base). */
+static lb_status count_small(lb_model_gpu *m, lb_err *err) {
+    m->n_small = m->n_small_t = 0;
+    if (m->p.lora.rank > 0) return LB_OK;
+    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
+    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    lb_model_param_layout(&m->cfg, t, m->n_seg);
+    for (int i = 0; i < m->n_seg; i++)
+        if (t[i].ndim == 1) m->n_small += t[i].numel, m->n_small_t++;
+    free(t);
+    return LB_OK;
 }
 
 /* Columns of the MLP input's weight-gradient product: C + ONES_COLS with ln2's ones
@@ -128,7 +144,8 @@ static lb_status layout(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
             TAKE(m->params, "param.work", np * es);
         else
             m->params = m->master;
-        if (!m->p.external_grads) TAKE(m->grads, "param.grad", np * 4);
+        if (!m->p.external_grads) TAKE(m->grads, "param.grad", np * m->gs);
+        TAKE(m->small, "param.grad_small", (size_t)m->n_small * 4);
         if (own_opt) {
             TAKE(m->m, "opt.m", np * 4);
             TAKE(m->v, "opt.v", np * 4);
@@ -142,7 +159,9 @@ static lb_status layout(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
         TAKE(m->inv_freq, "rope.inv_freq", (size_t)m->HD / 2 * 4);
         TAKE(m->rope_cs, "rope.table", (size_t)m->T * m->HD * 4);
     }
-    TAKE(m->tokens, "data.tokens", 2 * BT * 4);
+    TAKE(m->tokens, "data.tokens", 4 * BT * 4);
+    if (m->n_small_t > 0)
+        TAKE(m->small_runs, "data.small_runs", (size_t)m->n_small_t * sizeof(lb_adamw_grad_run));
     TAKE(m->loss_slots, "data.loss_slots", (size_t)(n_slots(m) + 1) * 4);
     TAKE(m->encoded, "act.encoded", BT * C * es);
     TAKE(m->res2, "act.res2", L * BT * C * es);
@@ -183,6 +202,8 @@ static lb_status layout(lb_model_gpu *m, lb_gpu_arena *a, lb_err *err) {
     m->split_bytes = split_need(m);
     if (m->split_bytes > 0) TAKE(m->split_scratch, "scratch.fp32_products", m->split_bytes);
     m->targets = m->tokens + BT;
+    m->keys = m->tokens + 2 * BT;
+    m->key_rows = m->tokens + 3 * BT;
     return LB_OK;
 }
 
@@ -249,61 +270,6 @@ static lb_status rope_tables(lb_model_gpu *m, lb_err *err) {
     return lb_rope_table(m->rope_cs, m->inv_freq, m->T, m->HD, m->stream, err);
 }
 
-/* A layer matrix: its gradient is written whole by its weight-gradient product, in the
- * working type in fp16/bf16 modes (packed into its fp32 slot: LB_SEG_GRAD16). */
-static bool layer_matrix(const lb_param_tensor *t) {
-    return t->layer >= 0 && t->ndim == 2;
-}
-
-lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m, const lb_param_tensor *t) {
-    return m->dt != LB_DT_F32 && !m->lora && layer_matrix(t) ? m->dt : LB_DT_F32;
-}
-
-static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
-    if (m->lora) { /* no base gradients to clear or update: the adapters' one segment */
-        LB_TRY(lb_lora_gpu_upload_tables(m->lora, m->stream, err));
-        return rope_tables(m, err);
-    }
-    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
-    int64_t *start = malloc((size_t)m->n_seg * 8);
-    int32_t *flags = malloc((size_t)m->n_seg * 4);
-    lb_status st = LB_OK;
-    if (!t || !start || !flags) {
-        st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
-    } else {
-        lb_model_param_layout(&m->cfg, t, m->n_seg);
-        for (int i = 0; i < m->n_seg; i++) {
-            start[i] = t[i].offset;
-            flags[i] = (t[i].decay ? LB_SEG_DECAY : 0) |
-                       (lb_model_gpu_grad_type(m, &t[i]) != LB_DT_F32 ? LB_SEG_GRAD16 : 0);
-        }
-        m->clear = malloc((size_t)m->n_seg * sizeof *m->clear);
-        if (m->clear == NULL)
-            st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the gradient table");
-        for (int i = 0; st == LB_OK && i < m->n_seg; i++) {
-            /* written whole by its product: every layer matrix, and the head (when tied, the
-             * head's product writes wte's gradient before the embedding backward adds to it) */
-            if (layer_matrix(&t[i]) || t[i].offset == m->off.lm_head) continue;
-            if (m->n_clear > 0 &&
-                m->clear[m->n_clear - 1][0] + m->clear[m->n_clear - 1][1] == t[i].offset)
-                m->clear[m->n_clear - 1][1] += t[i].numel;
-            else
-                m->clear[m->n_clear][0] = t[i].offset, m->clear[m->n_clear++][1] = t[i].numel;
-        }
-        if (st == LB_OK && m->seg_start != NULL &&
-            (cudaMemcpyAsync(m->seg_start, start, (size_t)m->n_seg * 8, cudaMemcpyHostToDevice,
-                             m->stream) != cudaSuccess ||
-             cudaMemcpyAsync(m->seg_flags, flags, (size_t)m->n_seg * 4, cudaMemcpyHostToDevice,
-                             m->stream) != cudaSuccess))
-            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
-    }
-    if (st == LB_OK) st = rope_tables(m, err);
-    free(t);
-    free(start);
-    free(flags);
-    return st;
-}
-
 /* First element of unit u (train/zero.h's units: 0 the embeddings, 1 + l layer l, L + 1
  * the final norm and an untied head) and the unit holding element off. */
 static int64_t unit_first(const lb_model_gpu *m, int u) {
@@ -315,6 +281,103 @@ static int unit_of(const lb_model_gpu *m, int64_t off) {
     return l < m->L ? 1 + (int)l : m->L + 1;
 }
 
+/* A layer matrix: its gradient is written whole by its weight-gradient product. */
+static bool layer_matrix(const lb_param_tensor *t) {
+    return t->layer >= 0 && t->ndim == 2;
+}
+
+lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m) {
+    return m->gdt;
+}
+
+/* Unit by unit (units come in flat order), the runs that write the fp32 sums of the 1-D
+ * tensors into their slots: adjacent tensors one run. */
+static void plan_small_runs(lb_model_gpu *m, const lb_param_tensor *t, lb_adamw_grad_run *runs) {
+    int nr = 0, u_last = -1;
+    int64_t at = 0;
+    for (int i = 0; i < m->n_seg; i++) {
+        m->t_off[i] = t[i].offset;
+        m->small_at[i] = -1;
+        if (t[i].ndim != 1) continue;
+        int u = unit_of(m, t[i].offset);
+        int64_t dense = t[i].offset - unit_first(m, u);
+        m->small_at[i] = at;
+        lb_adamw_grad_run *r = nr > 0 ? &runs[nr - 1] : NULL;
+        if (r != NULL && u == u_last && r->slot + r->n == at && r->dense + r->n == dense) {
+            r->n += t[i].numel;
+        } else {
+            for (int v = u_last + 1; v <= u; v++)
+                m->unit_run[v] = nr;
+            runs[nr++] = (lb_adamw_grad_run){at, dense, t[i].numel};
+            u_last = u;
+        }
+        at += t[i].numel;
+    }
+    for (int v = u_last + 1; v <= m->L + 2; v++)
+        m->unit_run[v] = nr;
+    for (int u = 0; u < m->L + 2; u++)
+        for (int r = m->unit_run[u]; r < m->unit_run[u + 1]; r++)
+            if (runs[r].n > m->unit_longest[u]) m->unit_longest[u] = runs[r].n;
+}
+
+/* The optimizer's segment table, the 1-D tensors' runs, and the gradients cleared before a
+ * step: those no product writes whole, outside the 1-D tensors (wte when untied, wpe). */
+static lb_status init_tables(lb_model_gpu *m, lb_err *err) {
+    if (m->lora) { /* no base gradients to clear or update: the adapters' one segment */
+        LB_TRY(lb_lora_gpu_upload_tables(m->lora, m->stream, err));
+        return rope_tables(m, err);
+    }
+    size_t n = (size_t)m->n_seg;
+    lb_param_tensor *t = malloc(n * sizeof *t);
+    int64_t *start = malloc(n * 8);
+    int32_t *flags = malloc(n * 4);
+    lb_adamw_grad_run *runs = malloc((n + 1) * sizeof *runs);
+    m->t_off = malloc(n * sizeof *m->t_off);
+    m->small_at = malloc(n * sizeof *m->small_at);
+    m->unit_run = calloc((size_t)m->L + 3, sizeof *m->unit_run);
+    m->unit_longest = calloc((size_t)m->L + 2, sizeof *m->unit_longest);
+    m->clear = malloc(n * sizeof *m->clear);
+    lb_status st = LB_OK;
+    if (!t || !start || !flags || !runs || !m->t_off || !m->small_at || !m->unit_run ||
+        !m->unit_longest || !m->clear) {
+        st = lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
+    } else {
+        lb_model_param_layout(&m->cfg, t, m->n_seg);
+        for (int i = 0; i < m->n_seg; i++) {
+            start[i] = t[i].offset;
+            flags[i] = t[i].decay ? LB_SEG_DECAY : 0;
+            /* written whole by its product: every layer matrix, and the head (when tied, the
+             * head's product writes wte's gradient before the embedding backward adds to
+             * it); the 1-D tensors' slots by their runs */
+            if (t[i].ndim != 2 || t[i].layer >= 0 || t[i].offset == m->off.lm_head) continue;
+            if (m->n_clear > 0 &&
+                m->clear[m->n_clear - 1][0] + m->clear[m->n_clear - 1][1] == t[i].offset)
+                m->clear[m->n_clear - 1][1] += t[i].numel;
+            else
+                m->clear[m->n_clear][0] = t[i].offset, m->clear[m->n_clear++][1] = t[i].numel;
+        }
+        plan_small_runs(m, t, runs);
+        int nr = m->unit_run[m->L + 2];
+        if ((nr > 0 && cudaMemcpyAsync(m->small_runs, runs, (size_t)nr * sizeof *runs,
+                                       cudaMemcpyHostToDevice, m->stream) != cudaSuccess) ||
+            (m->seg_start != NULL &&
+             (cudaMemcpyAsync(m->seg_start, start, n * 8, cudaMemcpyHostToDevice, m->stream) !=
+                  cudaSuccess ||
+              cudaMemcpyAsync(m->seg_flags, flags, n * 4, cudaMemcpyHostToDevice, m->stream) !=
+                  cudaSuccess)))
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
+        /* the copies read host memory freed below */
+        if (st == LB_OK && cudaStreamSynchronize(m->stream) != cudaSuccess)
+            st = lb_fail(err, LB_ERR_DEVICE, "could not copy the parameter table to the device");
+    }
+    if (st == LB_OK) st = rope_tables(m, err);
+    free(t);
+    free(start);
+    free(flags);
+    free(runs);
+    return st;
+}
+
 /* Every unit's gradient slots and working copy in the model's own arrays (none with
  * external_grads or external_params: bound later). */
 static lb_status init_units(lb_model_gpu *m, lb_err *err) {
@@ -323,7 +386,8 @@ static lb_status init_units(lb_model_gpu *m, lb_err *err) {
     if (m->unit_grads == NULL || m->unit_params == NULL)
         return lb_fail(err, LB_ERR_NOMEM, "no host memory for the units");
     for (int u = 0; u < m->L + 2; u++) {
-        if (m->grads != NULL) m->unit_grads[u] = m->grads + unit_first(m, u);
+        if (m->grads != NULL)
+            m->unit_grads[u] = (char *)m->grads + (size_t)unit_first(m, u) * m->gs;
         if (m->params != NULL && !m->lora)
             m->unit_params[u] = (char *)m->params + (size_t)unit_first(m, u) * m->es;
     }
@@ -348,14 +412,15 @@ static lb_status param_use(lb_model_gpu *m, int unit, bool backward, lb_err *err
     return m->param_hook != NULL ? m->param_hook(m->param_hook_ctx, unit, backward, err) : LB_OK;
 }
 
-void lb_model_gpu_bind_grads(lb_model_gpu *m, int unit, float *slots) {
+void lb_model_gpu_bind_grads(lb_model_gpu *m, int unit, void *slots) {
     if (m->lora != NULL) {
         if (unit >= 1 && unit <= m->L) lb_lora_gpu_bind_grads(m->lora, unit - 1, slots);
         return;
     }
-    m->unit_grads[unit] = slots != NULL      ? slots
-                          : m->grads != NULL ? m->grads + unit_first(m, unit)
-                                             : NULL;
+    m->unit_grads[unit] = slots != NULL ? slots
+                          : m->grads != NULL
+                              ? (char *)m->grads + (size_t)unit_first(m, unit) * m->gs
+                              : NULL;
 }
 
 lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
@@ -368,12 +433,12 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
     if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
     set_dims(m, cfg, p);
     m->loss_grad_scale = 1.0f / (float)m->BT;
-    lb_status st = LB_OK;
-    if (p->external_params && !(p->external_optimizer && p->external_grads))
+    lb_status st = count_small(m, err);
+    if (st == LB_OK && p->external_params && !(p->external_optimizer && p->external_grads))
         st = lb_fail(err, LB_ERR_USAGE,
                      "external parameters need an external optimizer and "
                      "external gradients");
-    else if (p->lora.rank > 0)
+    else if (st == LB_OK && p->lora.rank > 0)
         st = lb_lora_gpu_new(
             &m->lora, cfg, &p->lora, m->BT, m->dt,
             &(lb_lora_gpu_external){p->external_optimizer, p->external_grads, p->external_params},
@@ -397,10 +462,13 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
         st = lb_blas_init(&m->blas, &bp, err);
     }
     for (int i = 0; st == LB_OK && i < 2; i++) {
-        if (cudaMallocHost((void **)&m->host_tok[i], 2 * (size_t)m->BT * 4) != cudaSuccess ||
+        if (cudaMallocHost((void **)&m->host_tok[i], 4 * (size_t)m->BT * 4) != cudaSuccess ||
             cudaEventCreateWithFlags(&m->host_done[i], cudaEventDisableTiming) != cudaSuccess)
             st = lb_fail(err, LB_ERR_NOMEM, "no pinned host memory for token batches");
     }
+    if (st == LB_OK && !m->lora &&
+        (m->host_count = malloc(((size_t)m->V + 1) * sizeof *m->host_count)) == NULL)
+        st = lb_fail(err, LB_ERR_NOMEM, "no host memory to sort token ids");
     if (st == LB_OK && head_apart(m) &&
         cudaMemset(m->lm_w, 0, (size_t)m->Vp * m->C * m->es) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not clear the padded output head");
@@ -428,7 +496,8 @@ lb_status lb_model_gpu_plan_bytes(const lb_model_config *cfg, const lb_model_gpu
     set_dims(m, cfg, p);
     lb_gpu_arena sizing;
     lb_gpu_arena_init_sizing(&sizing);
-    lb_status st = layout(m, &sizing, err);
+    lb_status st = count_small(m, err);
+    if (st == LB_OK) st = layout(m, &sizing, err);
     double state = (double)(lb_gpu_arena_bytes_with_prefix(&sizing, "param.") +
                             lb_gpu_arena_bytes_with_prefix(&sizing, "opt."));
     *state_bytes = state;
@@ -453,6 +522,11 @@ void lb_model_gpu_free(lb_model_gpu *m) {
     lb_gpu_arena_free(&m->arena);
     lb_lora_gpu_free(m->lora);
     free(m->clear);
+    free(m->t_off);
+    free(m->small_at);
+    free(m->unit_run);
+    free(m->unit_longest);
+    free(m->host_count);
     free(m->unit_grads);
     free(m->unit_params);
     free(m);
@@ -717,19 +791,13 @@ static float bits16_to_float(uint16_t h, lb_gpu_dtype dt) {
     return (h & 0x8000) ? -v : v;
 }
 
-/* The gradients as fp32, the layer matrices' 16-bit ones widened in place. */
+/* The gradients as fp32, 16-bit ones widened in place. */
 lb_status lb_model_gpu_get_grads(lb_model_gpu *m, float *host, lb_err *err) {
     LB_TRY(need_lora(m, false, err));
     if (m->grads == NULL)
         return lb_fail(err, LB_ERR_USAGE, "the model keeps no gradient array (external gradients)");
-    LB_TRY(copy_out(m, host, m->grads, (size_t)m->n_params * 4, err));
-    if (m->dt == LB_DT_F32) return LB_OK;
-    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
-    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
-    lb_model_param_layout(&m->cfg, t, m->n_seg);
-    for (int i = 0; i < m->n_seg; i++)
-        if (layer_matrix(&t[i])) widen_in_place(host + t[i].offset, t[i].numel, m->dt);
-    free(t);
+    LB_TRY(copy_out(m, host, m->grads, (size_t)m->n_params * m->gs, err));
+    if (m->gdt != LB_DT_F32) widen_in_place(host, m->n_params, m->gdt);
     return LB_OK;
 }
 lb_status lb_model_gpu_read_losses(lb_model_gpu *m, float *host, int n, lb_err *err) {
@@ -760,11 +828,24 @@ static void *W(lb_model_gpu *m, int64_t off) {
 static const void *head_w(lb_model_gpu *m) {
     return head_apart(m) ? m->lm_w : W(m, m->off.lm_head);
 }
-/* A frozen base (LoRA) has no gradients: NULL. */
-static float *G(lb_model_gpu *m, int64_t off) {
+/* The gradient slot of the tensor at off (type gdt); a frozen base (LoRA) has none: NULL. */
+static void *G(lb_model_gpu *m, int64_t off) {
     if (off < 0 || m->lora) return NULL;
     int u = unit_of(m, off);
-    return m->unit_grads[u] + (off - unit_first(m, u));
+    return (char *)m->unit_grads[u] + (size_t)(off - unit_first(m, u)) * m->gs;
+}
+/* The fp32 sum of the gradient of the 1-D tensor at off (m->small); NULL as G. */
+static float *GS(lb_model_gpu *m, int64_t off) {
+    if (off < 0 || m->lora) return NULL;
+    int lo = 0, hi = m->n_seg - 1; /* the last tensor starting at or before off */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (m->t_off[mid] <= off)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return m->small_at[lo] < 0 ? NULL : m->small + m->small_at[lo] + (off - m->t_off[lo]);
 }
 /* A layer matrix at absolute offset off as its product reads it: with NF4, dequantised. */
 static lb_status matrix_w(lb_model_gpu *m, int64_t off, const void **w, lb_err *err) {
@@ -816,12 +897,12 @@ static lb_status linear_fwd(lb_model_gpu *m, void *out, int64_t ldo, const void 
 
 /* dinp[N, IC] = dout W (when dinp; added to what it holds with add_dinp); dW = dout^T inp (written,
  * not added: a layer matrix gets no other gradient, so its gradient is not cleared before the step;
- * in the working type, as autocast's products give it, LB_SEG_GRAD16); db += column sums of dout
- * when b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with its ones column, m->ld2)
- * the weight-gradient product runs over IC + ONES_COLS columns into m->aug_grad and its column IC
- * is the bias gradient (lb_act_split_bias_column); else a separate reduction (cuBLASLt's BGRADB
- * epilogue on the dW product ran as an extra, slower pass on the H200). Callers whose bias gradient
- * came out of the kernel that wrote dout pass b_off -1. */
+ * in the gradient type, the working type as autocast's products give it); db (its fp32 sum, GS)
+ * += column sums of dout when b_off >= 0. inp's rows are ld_inp apart: with ld_inp > IC (ln2 with
+ * its ones column, m->ld2) the weight-gradient product runs over IC + ONES_COLS columns into
+ * m->aug_grad and its column IC is the bias gradient (lb_act_split_bias_column); else a separate
+ * reduction (cuBLASLt's BGRADB epilogue on the dW product ran as an extra, slower pass on the
+ * H200). Callers whose bias gradient came out of the kernel that wrote dout pass b_off -1. */
 static lb_status linear_bwd(lb_model_gpu *m, void *dinp, bool add_dinp, const void *dout,
                             int64_t ld_dout, const void *inp, int64_t ld_inp, unsigned cols, int IC,
                             int OC, int64_t w_off, int64_t b_off, lb_err *err) {
@@ -849,16 +930,16 @@ static lb_status linear_bwd(lb_model_gpu *m, void *dinp, bool add_dinp, const vo
     if (with_bias)
         g.d = m->aug_grad, g.ldd = aug, g.d_type = LB_DT_F32;
     else
-        g.d = G(m, w_off), g.ldd = IC, g.d_type = m->dt; /* packed 16-bit in fp16/bf16 modes */
+        g.d = G(m, w_off), g.ldd = IC, g.d_type = m->gdt;
     if (m->accumulate && !with_bias) g.c = g.d, g.beta = 1.0f;
     LB_TRY(lb_blas_gemm_run(m->blas, &g, m->stream, err));
     if (with_bias)
-        return lb_act_split_bias_column(G(m, w_off), m->dt, G(m, b_off), m->aug_grad, OC, IC, aug,
+        return lb_act_split_bias_column(G(m, w_off), m->gdt, GS(m, b_off), m->aug_grad, OC, IC, aug,
                                         m->accumulate, m->stream, err);
     if (b_off >= 0 && dout_cols)
         return lb_fail(err, LB_ERR_RUNTIME, "a bias gradient summed over a feature-major gradient");
     if (b_off >= 0)
-        LB_TRY(lb_act_bias_backward(G(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
+        LB_TRY(lb_act_bias_backward(GS(m, b_off), dout, m->BT, OC, ld_dout, m->dt, m->stream, err));
     return LB_OK;
 }
 
@@ -878,10 +959,11 @@ static lb_status norm_bwd(lb_model_gpu *m, const void *dout, const void *inp, co
                           const float *rstd, int64_t w_off, int64_t b_off, int64_t dsum_off,
                           lb_err *err) {
     if (m->llama)
-        return lb_norm_rmsnorm_backward(m->dres, G(m, w_off), G(m, dsum_off), dout, inp,
+        return lb_norm_rmsnorm_backward(m->dres, GS(m, w_off), GS(m, dsum_off), dout, inp,
                                         W(m, w_off), rstd, m->BT, m->C, m->dt, m->stream, err);
-    return lb_norm_layernorm_backward(m->dres, G(m, w_off), G(m, b_off), G(m, dsum_off), dout, inp,
-                                      W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream, err);
+    return lb_norm_layernorm_backward(m->dres, GS(m, w_off), GS(m, b_off), GS(m, dsum_off), dout,
+                                      inp, W(m, w_off), mean, rstd, m->BT, m->C, m->dt, m->stream,
+                                      err);
 }
 
 static lb_status act_fwd(lb_model_gpu *m, void *out, const void *inp, lb_err *err) {
@@ -1038,14 +1120,19 @@ const void *lb_model_gpu_embed_rows(const lb_model_gpu *m, const int32_t **ids, 
     return m->dres;
 }
 
-float *lb_model_gpu_grads(lb_model_gpu *m) {
+void *lb_model_gpu_grads(lb_model_gpu *m) {
     int64_t layer_numel;
     return m->lora ? lb_lora_gpu_grads(m->lora, &layer_numel) : m->grads;
 }
 
 /* A unit's gradient kernels are all enqueued (layer l's last one is the norm backward that
- * also writes layer l - 1's MLP output bias, so each unit completes in its own turn). */
+ * also writes layer l - 1's MLP output bias, so each unit completes in its own turn): its
+ * 1-D tensors' sums written into their slots, then the hook told. */
 static lb_status grad_done(lb_model_gpu *m, int unit, lb_err *err) {
+    int r0 = m->lora ? 0 : m->unit_run[unit], r1 = m->lora ? 0 : m->unit_run[unit + 1];
+    if (r1 > r0)
+        LB_TRY(lb_adamw_pack_grads(m->unit_grads[unit], m->small, m->small_runs + r0, r1 - r0,
+                                   m->unit_longest[unit], m->gdt, m->stream, err));
     return m->grad_hook != NULL ? m->grad_hook(m->grad_hook_ctx, unit, err) : LB_OK;
 }
 
@@ -1083,7 +1170,7 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
                        .ab_type = m->dt,
                        .d = G(m, m->off.lm_head),
                        .ldd = C,
-                       .d_type = LB_DT_F32,
+                       .d_type = m->gdt,
                        .alpha = 1.0f};
     if (m->accumulate) gw.c = gw.d, gw.beta = 1.0f; /* adds to the earlier micro-batches' */
     if (Vq > 0) LB_TRY(lb_blas_gemm_run(m->blas, &gw, m->stream, err));
@@ -1165,7 +1252,7 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
         /* the qkv bias gradient comes with the attention backward, unless RoPE's backward
          * changes dqkv afterwards (Llama: any qkv bias is summed after it, as before) */
         bool qkv_bias_fused = !m->llama && o->qkv_b >= 0 && o->attn_out_b >= 0 && !m->lora;
-        qkv_bias_grad bg = {G(m, lo(m, l, o->qkv_b)), G(m, lo(m, l, o->attn_out_b)),
+        qkv_bias_grad bg = {GS(m, lo(m, l, o->qkv_b)), GS(m, lo(m, l, o->attn_out_b)),
                             W(m, lo(m, l, o->attn_out_w))};
         if (m->attn_src[1] == LB_GPU_ATTN_AUTO)
             LB_TRY(lb_model_gpu_attn_choose(m, true, qkv_bias_fused ? &bg : NULL, qkv, atty, lse,
@@ -1188,9 +1275,26 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
     }
     if (m->lora) return LB_OK; /* a frozen embedding */
     if (!m->defer_embed)
-        LB_TRY(lb_embed_backward(G(m, m->off.wte), G(m, m->off.wpe), m->dres, m->tokens, m->B, m->T,
-                                 C, m->dt, m->stream, err));
+        LB_TRY(lb_embed_backward_sorted(G(m, m->off.wte), 0, (int64_t)m->V * C, G(m, m->off.wpe), 0,
+                                        (int64_t)m->T * C, m->dres, m->keys, m->key_rows, m->B,
+                                        m->T, C, 1.0f, m->dt, m->gdt, m->stream, err));
     return grad_done(m, 0, err);
+}
+
+/* The micro-batch's ids sorted stably (a counting sort) into keys, each one's row index
+ * into rows: the embedding backward's order. */
+static void sort_ids(lb_model_gpu *m, const int32_t *ids, int32_t *keys, int32_t *rows) {
+    int32_t *count = m->host_count;
+    memset(count, 0, ((size_t)m->V + 1) * sizeof *count);
+    for (int64_t i = 0; i < m->BT; i++)
+        count[ids[i] + 1]++;
+    for (int v = 0; v < m->V; v++)
+        count[v + 1] += count[v];
+    for (int64_t i = 0; i < m->BT; i++) {
+        int32_t at = count[ids[i]]++;
+        keys[at] = ids[i];
+        rows[at] = (int32_t)i;
+    }
 }
 
 lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
@@ -1202,7 +1306,8 @@ lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int3
     LB_CUDA_TRY(err, cudaEventSynchronize(m->host_done[k]));
     memcpy(m->host_tok[k], inputs, (size_t)m->BT * 4);
     memcpy(m->host_tok[k] + m->BT, targets, (size_t)m->BT * 4);
-    LB_CUDA_TRY(err, cudaMemcpyAsync(m->tokens, m->host_tok[k], 2 * (size_t)m->BT * 4,
+    if (!m->lora) sort_ids(m, inputs, m->host_tok[k] + 2 * m->BT, m->host_tok[k] + 3 * m->BT);
+    LB_CUDA_TRY(err, cudaMemcpyAsync(m->tokens, m->host_tok[k], 4 * (size_t)m->BT * 4,
                                      cudaMemcpyHostToDevice, m->stream));
     LB_CUDA_TRY(err, cudaEventRecord(m->host_done[k], m->stream));
     return LB_OK;
@@ -1210,8 +1315,10 @@ lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int3
 
 static lb_status clear_forward_backward(lb_model_gpu *m, float *loss, lb_err *err) {
     for (int i = 0; m->grads != NULL && !m->accumulate && i < m->n_clear; i++)
-        LB_CUDA_TRY(err, cudaMemsetAsync(m->grads + m->clear[i][0], 0, (size_t)m->clear[i][1] * 4,
-                                         m->stream));
+        LB_CUDA_TRY(err, cudaMemsetAsync((char *)m->grads + (size_t)m->clear[i][0] * m->gs, 0,
+                                         (size_t)m->clear[i][1] * m->gs, m->stream));
+    if (m->n_small > 0 && !m->accumulate)
+        LB_CUDA_TRY(err, cudaMemsetAsync(m->small, 0, (size_t)m->n_small * 4, m->stream));
     LB_TRY(forward(m, loss, err));
     return backward(m, err);
 }
@@ -1229,7 +1336,7 @@ static lb_status optimizer(lb_model_gpu *m, const lb_gpu_adamw_params *p, lb_err
     q.dynamic_scaling = m->dt == LB_DT_F16;
     if (q.growth_interval <= 0) q.growth_interval = 2000;
     if (m->lora) return lb_lora_gpu_optimizer(m->lora, &q, m->opt, m->stream, err);
-    lb_gpu_segments sg = {m->seg_start, m->seg_flags, m->n_seg, m->n_params};
+    lb_gpu_segments sg = {m->seg_start, m->seg_flags, m->n_seg, m->n_params, m->gdt != LB_DT_F32};
     LB_TRY(lb_adamw_grad_sumsq(m->opt, m->grads, m->dt, &sg, m->stream, err));
     lb_gpu_lp_apart head;
     bool apart = lb_model_gpu_head_apart(m, &head);

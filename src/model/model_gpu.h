@@ -204,19 +204,18 @@ void lb_model_gpu_set_grad_hook(lb_model_gpu *m, lb_model_gpu_grad_hook fn, void
  * micro-batch's token ids (B x T int32, on the device until the next upload). */
 void lb_model_gpu_defer_embed(lb_model_gpu *m, bool on);
 const void *lb_model_gpu_embed_rows(const lb_model_gpu *m, const int32_t **ids, int *B, int *T);
-/* The gradients: one device array of fp32 slots in the parameter layout (NULL with
- * external_grads), and how tensor t's gradient is stored in its slot: fp32, or packed 16-bit
- * values of the working type. */
-float *lb_model_gpu_grads(lb_model_gpu *m);
-lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m, const lb_param_tensor *t);
-/* Points unit u's gradient slots (train/zero.h's units; the unit's part of the layout, fp32
- * slots as above, from the unit's first element) at `slots`, device memory the caller owns;
- * NULL: back to the model's own array. Backward writes a unit's slots while it is in that
- * unit, and one more time from the unit above (layer l's first norm adds layer l - 1's MLP
- * output bias gradient; the final norm the last layer's) and, with a tied head, unit 0's
- * wte slots before anything else: a binding must hold from then until the grad hook
- * reports the unit done. Takes effect for the kernels enqueued after the call. */
-void lb_model_gpu_bind_grads(lb_model_gpu *m, int unit, float *slots);
+/* The gradients: one device array in the parameter layout, every element of
+ * lb_model_gpu_grad_type (the working type; fp32 for adapters), NULL with external_grads. */
+void *lb_model_gpu_grads(lb_model_gpu *m);
+lb_gpu_dtype lb_model_gpu_grad_type(const lb_model_gpu *m);
+/* Points unit u's gradient slots (train/zero.h's units; the unit's part of the layout, from
+ * the unit's first element, in lb_model_gpu_grad_type) at `slots`, device memory the caller
+ * owns; NULL: back to the model's own array. Backward writes a unit's slots only while it
+ * is in that unit (its 1-D tensors' once at its end, from fp32 sums the model keeps) and,
+ * with a tied head, unit 0's wte slots before anything else: a binding must hold from
+ * then until the grad hook reports the unit done. Takes effect for the kernels enqueued
+ * after the call. */
+void lb_model_gpu_bind_grads(lb_model_gpu *m, int unit, void *slots);
 
 /* Points unit u's working copy (the unit's part of the layout from its first element, in
  * lb_model_gpu_dtype) at `working`, device memory the caller owns (external_params). The

@@ -12,6 +12,7 @@
 #include "gpu/blas/matmul.h"
 #include "gpu/cudnn/attn.h"
 #include "gpu/cudnn/gelu.h"
+#include "kernels/adamw.cuh"
 #include "model/lora_gpu.h"
 #include "model/model_gpu.h"
 
@@ -24,17 +25,31 @@ struct lb_model_gpu {
     int64_t BT;
     size_t es; /* bytes per activation element */
     lb_gpu_dtype dt;
+    lb_gpu_dtype gdt; /* the gradients' type: the working type; fp32 with adapters */
+    size_t gs;        /* its bytes */
     bool llama;
     lb_gpu_arena arena;
     lb_blas *blas;
     cudaStream_t stream;
     /* parameters and optimizer state */
-    float *master, *grads, *m, *v;
-    void *params; /* working copy (== master in fp32) */
-    void *lm_w;   /* the output head as its products read it: the head itself when V is a
-                   * multiple of 64, else its working copy padded to [Vp, C], rows >= V zero,
-                   * which the optimizer writes in place of the head's slot in params (and
-                   * the embedding reads, when tied) */
+    float *master, *m, *v;
+    void *grads; /* [n_params] gdt: one dense array in the parameter layout */
+    /* The 1-D tensors' (norms', biases') gradients are summed in fp32 here by kernels that
+     * add into them from several places, then written into their slots in the gradient
+     * type once their unit is done (small_runs, one launch a unit). */
+    float *small;                  /* [n_small] */
+    int64_t n_small;               /* elements of the 1-D tensors */
+    int n_small_t;                 /* the 1-D tensors */
+    int64_t *t_off;                /* host [n_seg]: each tensor's first element */
+    int64_t *small_at;             /* host [n_seg]: its place in small, -1: not a 1-D tensor */
+    lb_adamw_grad_run *small_runs; /* device table: small -> the unit's slots, unit by unit */
+    int *unit_run;         /* host [L + 3]: unit u's runs are [unit_run[u], unit_run[u + 1]) */
+    int64_t *unit_longest; /* host [L + 2]: its longest run */
+    void *params;          /* working copy (== master in fp32) */
+    void *lm_w;            /* the output head as its products read it: the head itself when V is a
+                            * multiple of 64, else its working copy padded to [Vp, C], rows >= V zero,
+                            * which the optimizer writes in place of the head's slot in params (and
+                            * the embedding reads, when tied) */
     int64_t *seg_start;
     int32_t *seg_flags; /* LB_SEG_* bits a tensor */
     int n_seg;
@@ -42,8 +57,11 @@ struct lb_model_gpu {
     int n_clear;
     lb_gpu_optstate *opt;
     float *inv_freq, *rope_cs;
-    int32_t *tokens, *targets;
-    int32_t *host_tok[2];
+    int32_t *tokens, *targets; /* [BT] each, then the ids sorted (keys) with their rows'
+                                * indices (key_rows) for the embedding backward */
+    int32_t *keys, *key_rows;
+    int32_t *host_tok[2]; /* [4 BT] as tokens */
+    int32_t *host_count;  /* [V + 1]: the host's counting sort */
     cudaEvent_t host_done[2];
     int host_idx;
     float *loss_slots;          /* max_loss_slots slots, then the graph's own (copied to a slot) */
@@ -55,7 +73,7 @@ struct lb_model_gpu {
         grad_hook; /* data parallelism: told when a unit's gradients are queued */
     void *grad_hook_ctx;
     bool defer_embed;   /* backward leaves the embedding's weight gradients to the hook */
-    float **unit_grads; /* [L + 2]: where each unit's gradient slots start (train/zero.h's
+    void **unit_grads;  /* [L + 2]: where each unit's gradient slots start (train/zero.h's
                          * units; the model's array, or lb_model_gpu_bind_grads') */
     void **unit_params; /* [L + 2]: where each unit's working copy starts (params, or
                          * lb_model_gpu_bind_params') */

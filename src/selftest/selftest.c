@@ -281,18 +281,13 @@ static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bo
     snprintf(shape, sizeof shape, "B%d T%d C%d V%d%s", B, T, C, V, pos ? " +pos" : "");
     size_t n = (size_t)B * T * C;
     float *wte = hnew((size_t)V * C), *wpe = hnew((size_t)T * C), *out = hnew(n), *ref = hnew(n);
-    float *dout = hnew(n), *dwte = hnew((size_t)V * C), *dwpe = hnew((size_t)T * C);
-    float *gdwte = hnew((size_t)V * C), *gdwpe = hnew((size_t)T * C);
     int32_t *ids = malloc(sizeof(int32_t) * B * T);
     for (int i = 0; i < B * T; i++)
         ids[i] = (int32_t)lb_rng_below(&c->rng, (uint64_t)V);
     randn(c, wte, (size_t)V * C, 1.0f);
     randn(c, wpe, (size_t)T * C, 1.0f);
-    randn(c, dout, n, 1.0f);
     void *d_wte = up(c, wte, (size_t)V * C, pr->dt), *d_wpe = up(c, wpe, (size_t)T * C, pr->dt);
-    void *d_dout = up(c, dout, n, pr->dt), *d_ids = upi(c, ids, (size_t)B * T);
-    void *d_out = dev(c, n * lb_dtype_bytes(pr->dt));
-    float *d_dwte = dev(c, (size_t)V * C * 4), *d_dwpe = dev(c, (size_t)T * C * 4);
+    void *d_ids = upi(c, ids, (size_t)B * T), *d_out = dev(c, n * lb_dtype_bytes(pr->dt));
     if (c->st == LB_OK) {
         if (pos)
             lb_ref_encoder_forward(ref, ids, wte, wpe, B, T, C);
@@ -302,22 +297,9 @@ static void check_embed(ctx *c, const prec_t *pr, int B, int T, int C, int V, bo
                                   c->err));
         down(c, out, d_out, n, pr->dt);
         compare(c, "embed.fwd", shape, pr, out, ref, n);
-        if (pos)
-            lb_ref_encoder_backward(dwte, dwpe, dout, ids, B, T, C);
-        else
-            lb_ref_embedding_backward(dwte, dout, ids, B, T, C);
-        check(c, lb_embed_backward(d_dwte, pos ? d_dwpe : NULL, d_dout, d_ids, B, T, C, pr->dt, 0,
-                                   c->err));
-        down(c, gdwte, d_dwte, (size_t)V * C, LB_DT_F32);
-        compare(c, "embed.bwd.dwte", shape, pr, gdwte, dwte, (size_t)V * C);
-        if (pos) {
-            down(c, gdwpe, d_dwpe, (size_t)T * C, LB_DT_F32);
-            compare(c, "embed.bwd.dwpe", shape, pr, gdwpe, dwpe, (size_t)T * C);
-        }
     }
     release(c);
-    free(wte), free(wpe), free(out), free(ref), free(dout), free(dwte), free(dwpe), free(gdwte),
-        free(gdwpe), free(ids);
+    free(wte), free(wpe), free(out), free(ref), free(ids);
 }
 
 /* The sorted backward (every data-parallel rank adds all ranks' rows): scale x the
@@ -1159,74 +1141,50 @@ static void check_nf4_dequantize(ctx *c, const prec_t *pr, int64_t n) {
     release(c);
 }
 
-/* Gradient slots of three tensors (fp32, in fp16/bf16 a packed 16-bit one, fp32) packed into
- * a buffer of the working type in another order than the slots', then unpacked into cleared
- * slots: each value where its run puts it, in its slot's type. */
+/* Three runs of fp32 sums written into a buffer of the working type in another order than
+ * theirs (as the model writes its 1-D tensors' gradients into their slots): each value where
+ * its run puts it, elements outside the runs left alone. */
 static void check_grad_pack(ctx *c, const prec_t *pr) {
-    const int64_t n[3] = {1000, 3001, 777}, slot[3] = {0, 1000, 4001}, dense[3] = {777, 1777, 0};
-    const int64_t total = 4778;
-    bool g16 = pr->dt != LB_DT_F32;
+    const int64_t n[3] = {1000, 3001, 777}, slot[3] = {0, 1000, 4001}, dense[3] = {778, 1778, 0};
+    const int64_t total = 4779; /* element 777 is no run's */
     float *x = hnew(total), *ref = hnew(total), *got = hnew(total);
     randn(c, x, total, 1.0f);
-    float *d_slots = up(c, x, total, LB_DT_F32);
-    void *packed = g16 ? up(c, x + slot[1], n[1], pr->dt) : NULL; /* rounds x's tensor 1 */
-    if (packed)
-        check_cuda(c, cudaMemcpy(d_slots + slot[1], packed, n[1] * 2, cudaMemcpyDeviceToDevice),
-                   "packed gradients");
+    randn(c, ref, total, 1.0f);
+    float *d_src = up(c, x, total, LB_DT_F32);
+    void *d_dense = up(c, ref, total, pr->dt); /* what lies outside the runs */
     lb_adamw_grad_run runs[3];
     for (int t = 0; t < 3; t++) {
-        runs[t] = (lb_adamw_grad_run){.slot = slot[t],
-                                      .dense = dense[t],
-                                      .n = n[t],
-                                      .flags = t == 1 && g16 ? LB_SEG_GRAD16 : 0};
+        runs[t] = (lb_adamw_grad_run){.slot = slot[t], .dense = dense[t], .n = n[t]};
         memcpy(ref + dense[t], x + slot[t], (size_t)n[t] * 4);
     }
     lb_adamw_grad_run *d_runs = dev(c, sizeof runs);
-    void *d_dense = dev(c, (size_t)total * lb_dtype_bytes(pr->dt));
     if (c->st == LB_OK) {
         check_cuda(c, cudaMemcpy(d_runs, runs, sizeof runs, cudaMemcpyHostToDevice), "runs");
-        check(c, lb_adamw_pack_grads(d_dense, d_slots, d_runs, 3, n[1], pr->dt, 0, c->err));
+        check(c, lb_adamw_pack_grads(d_dense, d_src, d_runs, 3, n[1], pr->dt, 0, c->err));
         down(c, got, d_dense, total, pr->dt);
         compare(c, "grad_pack", "3 runs", pr, got, ref, total);
-        check_cuda(c, cudaMemset(d_slots, 0, (size_t)total * 4), "clear");
-        check(c, lb_adamw_unpack_grads(d_slots, d_dense, d_runs, 3, n[1], pr->dt, 0, c->err));
-        down(c, got, d_slots, total, LB_DT_F32);
-        if (g16) down(c, got + slot[1], d_slots + slot[1], n[1], pr->dt);
-        compare(c, "grad_unpack", "3 runs", pr, got, x, total);
     }
     release(c);
     free(x), free(ref), free(got);
 }
 
-/* dense16: in fp16/bf16 every gradient is one dense array of the working type (a ZeRO
- * shard's), not fp32 slots with some packed 16-bit */
+/* The gradients fp32, or in fp16/bf16 runs one array of the working type (dense16). */
 static void check_adamw(ctx *c, const prec_t *pr, int64_t n, bool dense16) {
+    dense16 = dense16 && pr->dt != LB_DT_F32;
     char shape[56];
     snprintf(shape, sizeof shape, "n%lld 3 tensors%s", (long long)n,
-             dense16 ? ", dense 16-bit gradients" : "");
+             dense16 ? ", 16-bit gradients" : "");
     float *w = hnew(n), *g = hnew(n), *m = hnew(n), *v = hnew(n), *gw = hnew(n), *gm = hnew(n);
     randn(c, w, n, 1.0f);
     randn(c, g, n, 1.0f);
     randn(c, m, n, 0.1f);
     for (int64_t i = 0; i < n; i++)
         v[i] = 0.01f * (float)lb_rng_uniform(&c->rng);
-    /* in fp16/bf16 the last two tensors keep 16-bit gradients, as layer matrices do: the
-     * middle one starting at an odd element (element by element), the last one aligned */
+    /* the middle tensor starting at an odd element (element by element), the last aligned */
     int64_t starts[3] = {0, n / 3, n / 2};
-    dense16 = dense16 && pr->dt != LB_DT_F32;
-    bool g16 = pr->dt != LB_DT_F32 && !dense16;
-    int32_t flags[3] = {LB_SEG_DECAY, g16 ? LB_SEG_GRAD16 : 0,
-                        LB_SEG_DECAY | (g16 ? LB_SEG_GRAD16 : 0)};
-    void *packed[3] = {NULL, NULL, NULL};
-    for (int s = 1; g16 && s < 3; s++) /* rounds those gradients on the host too */
-        packed[s] = up(c, g + starts[s], (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]), pr->dt);
-    float *d_w = up(c, w, n, LB_DT_F32), *d_g = up(c, g, n, dense16 ? pr->dt : LB_DT_F32);
-    for (int s = 1; g16 && s < 3 && c->st == LB_OK; s++)
-        check_cuda(c,
-                   cudaMemcpy(d_g + starts[s], packed[s],
-                              (size_t)((s < 2 ? starts[s + 1] : n) - starts[s]) * 2,
-                              cudaMemcpyDeviceToDevice),
-                   "packed gradients");
+    int32_t flags[3] = {LB_SEG_DECAY, 0, LB_SEG_DECAY};
+    float *d_w = up(c, w, n, LB_DT_F32);
+    void *d_g = up(c, g, n, dense16 ? pr->dt : LB_DT_F32); /* rounds g on the host too */
     float *d_m = up(c, m, n, LB_DT_F32), *d_v = up(c, v, n, LB_DT_F32);
     void *d_lp = pr->dt == LB_DT_F32 ? NULL : dev(c, n * lb_dtype_bytes(pr->dt));
     /* a range whose working copy lives apart (as a padded output head's does): from a

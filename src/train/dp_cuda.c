@@ -23,15 +23,6 @@
 #define PIECE_ALIGN 64 /* elements: every piece starts 128 bytes apart or more */
 #define N_GATHER    3  /* stage 3: gather buffers (the unit in use, the next, the last) */
 
-/* A bucket's runs of gradient slots (kernels/adamw.cuh's lb_adamw_grad_run) in the device
- * table: runs [first, first + n), the longest run's length, and where its packed elements
- * are in the buffer they are packed into, [base, base + dense) (stages 1-3: from 0 in a send
- * buffer; stage 0: the bucket's own region of send[0]). */
-typedef struct {
-    int first, n;
-    int64_t longest, base, dense;
-} bucket_runs;
-
 struct lb_dp_cuda {
     lb_model_gpu *m;
     lb_comm *c; /* NULL: one rank (adapters: collectives are copies) */
@@ -47,10 +38,10 @@ struct lb_dp_cuda {
     int unit_shift;           /* the model's unit u is the plan's u - unit_shift */
     lb_param_tensor *tensors; /* the layout of what trains, in flat order */
     int n_tensors;
-    lb_gpu_dtype *grad_type;  /* [n_tensors] */
     lb_gpu_dtype wt;          /* the working type */
     size_t es;                /* its bytes */
-    lb_gpu_dtype rt;          /* the type buckets are reduce-scattered in: wt, adapters fp32 */
+    lb_gpu_dtype rt;          /* the gradients' and the buckets' (the model's gradient type: wt,
+                               * adapters fp32) */
     size_t rs;                /* its bytes */
     bool adds;                /* stages 2-3 with several micro-batches a step: each one's
                                * reduce-scatter lands in the piece buffer and is added into an
@@ -60,7 +51,8 @@ struct lb_dp_cuda {
     size_t gs;                /* its bytes */
     cudaEvent_t ready;        /* on the model's stream: a bucket's gradients are packed */
     cudaEvent_t joined;       /* on the communication stream: its part of the step is done */
-    cudaEvent_t send_free[2]; /* on the communication stream: send[i] was read */
+    cudaEvent_t send_free[2]; /* on the communication stream: send[i] (stage 1) or bucket
+                               * buffer i (stages 2-3) was read */
     bool send_waits[2];       /* send_free[i] was recorded after a reduce-scatter this step */
     lb_dp_steps_cuda steps;   /* events and sent bytes a step */
     int64_t step;
@@ -74,15 +66,11 @@ struct lb_dp_cuda {
     int64_t *seg_start;
     int32_t *seg_flags;
     int n_seg;
-    void *send[2]; /* reduce type: bucket b packed into send[b % 2] (lb_zero_send_sizes);
-                    * send[0] also the gather's */
+    void *send[2]; /* reduce type: stage 1 copies bucket b into send[b % 2]
+                    * (lb_zero_send_sizes); send[0] also the gather's */
     void *piece;   /* [largest piece] reduce type: a reduce-scatter's result, added into the
                     * shard gradient (adds; else NULL: the reduce-scatter writes the shard) */
-    float *bucket0_grads, *bucket_grads[2]; /* stages 2-3: fp32 slots of whole buckets */
-    lb_adamw_grad_run *runs;                /* [n_runs] device table: every bucket's runs */
-    int n_runs;
-    bucket_runs *br;      /* [n_buckets], NULL without runs */
-    int64_t stage0_dense; /* stage 0: the fp32 gradient elements of all buckets */
+    void *bucket0_grads, *bucket_grads[2]; /* stages 2-3: whole buckets' gradients, padded */
     /* stages 1-2, several ranks, every parameter training: the parameters gathered on the
      * communication stream */
     cudaEvent_t *bucket_gathered; /* [n_buckets]: bucket's gather into the working copy done */
@@ -158,78 +146,40 @@ static lb_status hand_over(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
 
 /* ---- stage 0 -------------------------------------------------------------------------- */
 
-/* Bucket b all-reduced on the communication stream as one group: each tensor in place in the
- * type its slot holds, except, in 16-bit precision with every parameter training, the fp32
- * ones, packed (on the model's stream) into the bucket's own region of send[0] in the
- * working type, all-reduced there and unpacked into their slots. A region is written again
- * only in the next step's backward, after the model's stream waited for this step's
- * communication: no buffer is waited for. */
+/* Bucket b's gradients all-reduced (averaged) in place on the communication stream: one
+ * contiguous run of the model's array. A bucket is written again only in the next step's
+ * backward, after the model's stream waited for this step's communication. */
 static lb_status all_reduce_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
-    const bucket_runs *r = d->br != NULL ? &d->br[b] : NULL;
-    float *grads = lb_model_gpu_grads(d->m);
-    bool packs = r != NULL && r->n > 0;
-    char *region = packs ? (char *)d->send[0] + (size_t)r->base * d->es : NULL;
-    if (packs)
-        LB_TRY(lb_adamw_pack_grads(d->send[0], grads + k->start, d->runs + r->first, r->n,
-                                   r->longest, d->wt, d->model_stream, err));
+    char *at = (char *)lb_model_gpu_grads(d->m) + (size_t)k->start * d->rs;
+    int64_t n = k->end - k->start;
     LB_TRY(hand_over(d, start_ev, err));
-    LB_TRY(lb_comm_group_start(d->c, err));
-    lb_status st = LB_OK;
-    for (int i = 0; i < d->n_tensors && st == LB_OK; i++) {
-        const lb_param_tensor *t = &d->tensors[i];
-        if (t->offset < k->start || t->offset >= k->end) continue;
-        if (d->br != NULL && d->grad_type[i] == LB_DT_F32) continue; /* packed */
-        st = lb_comm_all_reduce(d->c, grads + t->offset, grads + t->offset, (size_t)t->numel,
-                                comm_type(d->grad_type[i]), LB_COMM_AVG, d->comm_stream, err);
-        d->steps.sent[d->step] += lb_zero_ring_bytes(
-            LB_ZERO_ALL_REDUCE, (double)t->numel * (double)lb_dtype_bytes(d->grad_type[i]),
-            d->ranks);
-    }
-    if (st == LB_OK && packs) {
-        st = lb_comm_all_reduce(d->c, region, region, (size_t)r->dense, comm_type(d->wt),
-                                LB_COMM_AVG, d->comm_stream, err);
-        d->steps.sent[d->step] +=
-            lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, (double)r->dense * (double)d->es, d->ranks);
-    }
-    lb_status end = lb_comm_group_end(d->c, st == LB_OK ? err : NULL);
-    LB_TRY(st != LB_OK ? st : end);
-    if (!packs) return LB_OK;
-    return lb_adamw_unpack_grads(grads + k->start, d->send[0], d->runs + r->first, r->n, r->longest,
-                                 d->wt, d->comm_stream, err);
+    LB_TRY(lb_comm_all_reduce(d->c, at, at, (size_t)n, comm_type(d->rt), LB_COMM_AVG,
+                              d->comm_stream, err));
+    d->steps.sent[d->step] +=
+        lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, (double)n * (double)d->rs, d->ranks);
+    return LB_OK;
 }
 
 /* ---- stages 1-2 ----------------------------------------------------------------------- */
 
-/* Where bucket b's gradient slots are: the model's array, or at stage 2 its bucket buffer
+/* Where bucket b's gradients are: the model's array, or at stages 2-3 its bucket buffer
  * (the embeddings' bucket its own, the others taking turns by parity). */
-static float *bucket_slots(lb_dp_cuda *d, int b) {
-    if (d->p.stage < LB_ZERO_2) return lb_model_gpu_grads(d->m) + d->plan.buckets[b].start;
+static void *bucket_slots(lb_dp_cuda *d, int b) {
+    if (d->p.stage < LB_ZERO_2)
+        return (char *)lb_model_gpu_grads(d->m) + (size_t)d->plan.buckets[b].start * d->rs;
     return b == 0 ? d->bucket0_grads : d->bucket_grads[b % 2];
 }
 
-/* Stage 2: bucket b's units point at its buffer, cleared on the model's stream. */
+/* Stages 2-3: bucket b's units point at its buffer, cleared (the padding after them too) on
+ * the model's stream. */
 static lb_status bind_bucket(lb_dp_cuda *d, int b, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
-    float *slots = bucket_slots(d, b);
+    char *slots = bucket_slots(d, b);
     for (int u = k->unit_lo; u <= k->unit_hi; u++)
         lb_model_gpu_bind_grads(d->m, u + d->unit_shift,
-                                slots + (d->plan.unit_start[u] - k->start));
-    LB_CUDA_TRY(err, cudaMemsetAsync(slots, 0, (size_t)(k->end - k->start) * 4, d->model_stream));
-    return LB_OK;
-}
-
-/* Bucket b's gradients into dst on the model's stream: one contiguous array of the reduce
- * type (one launch), zeros after the real elements up to the padded length. */
-static lb_status pack_bucket(lb_dp_cuda *d, int b, void *dst, lb_err *err) {
-    const lb_zero_bucket *k = &d->plan.buckets[b];
-    const bucket_runs *r = &d->br[b];
-    char *out = dst;
-    LB_TRY(lb_adamw_pack_grads(dst, bucket_slots(d, b), d->runs + r->first, r->n, r->longest, d->rt,
-                               d->model_stream, err));
-    size_t real = (size_t)(k->end - k->start);
-    LB_CUDA_TRY(err, cudaMemsetAsync(out + real * d->rs, 0, ((size_t)k->padded - real) * d->rs,
-                                     d->model_stream));
+                                slots + (size_t)(d->plan.unit_start[u] - k->start) * d->rs);
+    LB_CUDA_TRY(err, cudaMemsetAsync(slots, 0, (size_t)k->padded * d->rs, d->model_stream));
     return LB_OK;
 }
 
@@ -257,23 +207,33 @@ static lb_status all_gather(lb_dp_cuda *d, const void *send, void *recv, int64_t
     return lb_comm_all_gather(d->c, send, recv, (size_t)count, comm_type(t), s, err);
 }
 
-/* Bucket b packed on the model's stream into send[b % 2], reduce-scattered on the
- * communication stream into this rank's piece of the gradient shard (or, where micro-batches
- * add, into the piece buffer, widened into the shard or added there); at stages 2-3 the
- * gradient buffer it leaves goes to the bucket two below. */
+/* Bucket b reduce-scattered on the communication stream into this rank's piece of the
+ * gradient shard (or, where micro-batches add, into the piece buffer, widened into the
+ * shard or added there): at stage 1 from send[b % 2], which the model's stream copies it
+ * into; at stages 2-3 from its bucket buffer, whose next bucket (b - 2, bound when bucket
+ * b - 1 is done, so the collective has a bucket's compute to finish) waits for it. */
 static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
-    int j = b % 2;
-    /* a record of a step before came before the communication stream's end, which the model's
-     * stream waited for (and the gather's, before the forward read its last bucket) */
-    if (d->send_waits[j])
-        LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[j], 0));
-    LB_TRY(pack_bucket(d, b, d->send[j], err));
+    int j = b % 2, nb = d->plan.n_buckets;
+    const void *from = bucket_slots(d, b);
+    if (d->p.stage == LB_ZERO_1) {
+        /* a record of a step before came before the communication stream's end, which the
+         * model's stream waited for (and the gather's, before the forward read its last
+         * bucket) */
+        if (d->send_waits[j])
+            LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[j], 0));
+        size_t real = (size_t)(k->end - k->start) * d->rs;
+        LB_CUDA_TRY(err, cudaMemcpyAsync(d->send[j], from, real, cudaMemcpyDeviceToDevice,
+                                         d->model_stream));
+        LB_CUDA_TRY(err, cudaMemsetAsync((char *)d->send[j] + real, 0,
+                                         (size_t)k->padded * d->rs - real, d->model_stream));
+        from = d->send[j];
+    }
     LB_TRY(hand_over(d, start_ev, err));
     /* the step's first piece of this bucket is written, later micro-batches' (stages 2-3) add
      * to it: every shard element is some bucket's, so the shard needs no clearing */
     void *to = (char *)d->grad + (size_t)k->shard_offset * d->gs;
-    LB_TRY(reduce_scatter(d, d->send[j], d->adds ? d->piece : to, k->piece, d->comm_stream, err));
+    LB_TRY(reduce_scatter(d, from, d->adds ? d->piece : to, k->piece, d->comm_stream, err));
     d->steps.sent[d->step] +=
         lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->rs, d->ranks);
     LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
@@ -282,7 +242,12 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
         LB_TRY(lb_act_convert(to, LB_DT_F32, d->piece, d->rt, k->piece, d->comm_stream, err));
     else if (d->adds)
         LB_TRY(lb_act_accumulate(to, d->piece, d->rt, k->piece, d->comm_stream, err));
-    if (d->p.stage >= LB_ZERO_2 && b - 2 >= 1) LB_TRY(bind_bucket(d, b - 2, err));
+    /* bucket b - 1 takes the buffer bucket b + 1 left (b - 1 >= 1; the last two buckets'
+     * were bound before backward) */
+    if (d->p.stage >= LB_ZERO_2 && b - 1 >= 1 && b + 1 <= nb - 1) {
+        LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[(b - 1) % 2], 0));
+        LB_TRY(bind_bucket(d, b - 1, err));
+    }
     return LB_OK;
 }
 
@@ -312,7 +277,7 @@ static void *rows_target(const lb_dp_cuda *d, int64_t at, int64_t numel, int64_t
     if (d->p.stage == LB_ZERO_0) {
         *lo = 0;
         *hi = numel;
-        return lb_model_gpu_grads(d->m) + at;
+        return (char *)lb_model_gpu_grads(d->m) + (size_t)at * d->rs;
     }
     int64_t plo, phi;
     lb_zero_piece(&d->plan, 0, d->rank, &plo, &phi);
@@ -348,8 +313,8 @@ static lb_status embed_rows(lb_dp_cuda *d, cudaEvent_t start_ev, lb_err *err) {
         LB_CUDA_TRY(
             err, cudaMemsetAsync((char *)d->grad + (size_t)d->plan.buckets[0].shard_offset * d->gs,
                                  0, (size_t)d->plan.buckets[0].piece * d->gs, s));
-    /* stage 0: the model's fp32 slots; 1-3: the shard's gradient */
-    lb_gpu_dtype gt = d->p.stage == LB_ZERO_0 ? LB_DT_F32 : d->gt;
+    /* stage 0: the model's gradients; 1-3: the shard's */
+    lb_gpu_dtype gt = d->p.stage == LB_ZERO_0 ? d->rt : d->gt;
     int64_t wte_lo, wte_hi, wpe_lo = 0, wpe_hi = 0;
     void *dwte = rows_target(d, d->off.wte, (int64_t)d->cfg.vocab_size * C, &wte_lo, &wte_hi);
     void *dwpe =
@@ -504,6 +469,11 @@ lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err) {
     }
     if (d->p.stage < LB_ZERO_2) return LB_OK;
     int nb = d->plan.n_buckets;
+    /* the micro-batch before's last collectives read the buffers (the step before's: the
+     * model's stream waited for all of them) */
+    for (int i = 0; micro > 0 && i < 2; i++)
+        if (d->send_waits[i])
+            LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[i], 0));
     if (!d->rows) LB_TRY(bind_bucket(d, 0, err)); /* rows: the model writes none there */
     for (int b = nb - 1; b >= nb - 2 && b >= 1; b--)
         LB_TRY(bind_bucket(d, b, err));
@@ -586,11 +556,11 @@ static lb_status optimize(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *e
     q.dynamic_scaling = d->wt == LB_DT_F16;
     if (q.growth_interval <= 0) q.growth_interval = 2000;
     lb_gpu_segments sg = {d->seg_start, d->seg_flags, d->n_seg, d->plan.shard_elems,
-                          !d->whole && d->gt != LB_DT_F32};
+                          (d->whole ? d->rt : d->gt) != LB_DT_F32};
     cudaStream_t s = d->model_stream;
     /* one rank: the model's gradients read and its working copy (the head's apart one
      * included) written in place, the three launches of the model's own optimizer */
-    const float *grads = d->whole ? lb_model_gpu_grads(d->m) : (const float *)d->grad;
+    const void *grads = d->whole ? lb_model_gpu_grads(d->m) : d->grad;
     lb_gpu_lp_apart head;
     bool apart = d->whole && lb_model_gpu_head_apart(d->m, &head);
     LB_TRY(lb_adamw_grad_sumsq(os, grads, d->wt, &sg, s, err));
@@ -778,13 +748,13 @@ lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err) {
 
 /* ---- set-up --------------------------------------------------------------------------- */
 
-/* The shard and the buffers, carved from a (sizing or real) arena: stage 0 the runs and
- * the buffer of the packed fp32 gradients (16-bit precision); stages 1-3 the shard and the
- * buffers (one rank with every parameter training: master weights and moments only, and in
- * fp32 the master is the model's working copy). */
+/* The shard and the buffers, carved from a (sizing or real) arena: the embeddings' rows'
+ * buffers (any stage); stages 1-3 the shard and the buffers (one rank with every parameter
+ * training: master weights and moments only, and in fp32 the master is the model's working
+ * copy). */
 static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
     size_t n = (size_t)d->plan.shard_elems, es = d->es;
-    int64_t most_piece = 0, other[2];
+    int64_t most_piece = 0, other[2], send[2];
     for (int b = 0; b < d->plan.n_buckets; b++) {
         const lb_zero_bucket *k = &d->plan.buckets[b];
         if (k->piece > most_piece) most_piece = k->piece;
@@ -795,7 +765,6 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
         LB_TRY(lb_gpu_arena_alloc(a, name, (size_t)(bytes), &p, err));                             \
         *(void **)&(field) = p;                                                                    \
     } while (0)
-    if (d->n_runs > 0) CARVE(d->runs, "zero.runs", (size_t)d->n_runs * sizeof(lb_adamw_grad_run));
     if (d->rows) {
         size_t all = (size_t)d->ranks * (size_t)d->B * (size_t)d->T;
         CARVE(d->ids_all, "zero.rows_ids", all * 4);
@@ -804,10 +773,7 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
         CARVE(d->rows_all, "zero.rows", all * (size_t)d->cfg.d_model * es);
         CARVE(d->sort_tmp, "zero.rows_sort", d->sort_bytes);
     }
-    if (d->p.stage == LB_ZERO_0) {
-        if (d->n_runs > 0) CARVE(d->send[0], "zero.send", (size_t)d->stage0_dense * es);
-        return LB_OK;
-    }
+    if (d->p.stage == LB_ZERO_0) return LB_OK;
     if (d->whole && d->wt == LB_DT_F32)
         d->master = lb_model_gpu_working(d->m);
     else
@@ -825,18 +791,17 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
         CARVE(d->work, "zero.work", n * es);
     else
         d->work = d->master;
-    int64_t send[2];
-    lb_zero_send_sizes(&d->plan, d->rows, d->p.stage < LB_ZERO_3, send);
+    lb_zero_send_sizes(&d->plan, d->rows, d->p.stage, send);
     for (int i = 0; i < 2; i++)
-        CARVE(d->send[i], "zero.send", (size_t)send[i] * d->rs);
+        if (send[i] > 0) CARVE(d->send[i], "zero.send", (size_t)send[i] * d->rs);
     if (d->adds) CARVE(d->piece, "zero.piece", (size_t)most_piece * d->rs);
     if (d->p.stage >= LB_ZERO_2) {
         const lb_zero_bucket *k0 = &d->plan.buckets[0];
-        if (!d->rows)
-            CARVE(d->bucket0_grads, "zero.bucket_grad", (size_t)(k0->end - k0->start) * 4);
+        if (!d->rows) CARVE(d->bucket0_grads, "zero.bucket_grad", (size_t)k0->padded * d->rs);
         lb_zero_other_slots(&d->plan, other);
         for (int i = 0; i < 2; i++)
-            if (other[i] > 0) CARVE(d->bucket_grads[i], "zero.bucket_grad", (size_t)other[i] * 4);
+            if (other[i] > 0)
+                CARVE(d->bucket_grads[i], "zero.bucket_grad", (size_t)other[i] * d->rs);
     }
     for (int i = 0; d->p.stage == LB_ZERO_3 && i < N_GATHER; i++)
         CARVE(d->gather[i], "zero.gather", (size_t)d->gathers.size[i] * es);
@@ -845,8 +810,7 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
 }
 
 /* The segment table of the shard on the device (train/zero.h's shard segments; one rank
- * with every parameter training: the model's tensors, whose gradients the optimizer reads in
- * their slots, 16-bit ones packed). */
+ * with every parameter training: the model's tensors). */
 static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
     int64_t *start = malloc((size_t)d->n_seg * sizeof *start);
     bool *decay = malloc((size_t)d->n_seg * sizeof *decay);
@@ -857,8 +821,7 @@ static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
     } else {
         lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, start, decay, d->n_seg);
         for (int i = 0; i < d->n_seg; i++)
-            flags[i] = (decay[i] ? LB_SEG_DECAY : 0) |
-                       (d->whole && d->grad_type[i] != LB_DT_F32 ? LB_SEG_GRAD16 : 0);
+            flags[i] = decay[i] ? LB_SEG_DECAY : 0;
         if (cudaMemcpyAsync(d->seg_start, start, (size_t)d->n_seg * 8, cudaMemcpyHostToDevice,
                             d->model_stream) != cudaSuccess ||
             cudaMemcpyAsync(d->seg_flags, flags, (size_t)d->n_seg * 4, cudaMemcpyHostToDevice,
@@ -998,9 +961,7 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
     lb_gpu_arena_free(&d->arena);
     lb_zero_plan_free(&d->plan);
     free(d->seq);
-    free(d->br);
     free(d->tensors);
-    free(d->grad_type);
     free(d);
 }
 
@@ -1018,16 +979,10 @@ static void set_layout(lb_dp_cuda *d, const lb_model_config *cfg) {
             .offset = l * off.layer_numel, .numel = off.layer_numel, .layer = l, .decay = 1};
 }
 
-/* Buckets over the units, bucket_bytes of the smallest gradient type each at most. */
+/* Buckets over the units, bucket_bytes of gradients each at most. */
 static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
     int64_t *bounds = malloc(((size_t)cfg->n_layer + 3) * sizeof *bounds);
     if (bounds == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory");
-    double elem_bytes = 4;
-    for (int i = 0; i < d->n_tensors; i++) {
-        d->grad_type[i] = lb_model_gpu_grad_type(d->m, &d->tensors[i]);
-        double b = (double)lb_dtype_bytes(d->grad_type[i]);
-        if (b < elem_bytes) elem_bytes = b;
-    }
     /* what trains: every parameter in the model's units, or the adapters one unit a layer */
     int n_units = cfg->n_layer;
     if (d->lora)
@@ -1038,7 +993,7 @@ static lb_status plan(lb_dp_cuda *d, const lb_model_config *cfg, lb_err *err) {
     /* one rank, every parameter training: shard coordinates are flat ones */
     int64_t align = d->p.stage == LB_ZERO_0 || d->whole ? 1 : PIECE_ALIGN;
     /* stage 3: one unit a bucket, since parameters are gathered unit by unit */
-    int64_t cap = d->p.stage == LB_ZERO_3 ? 0 : (int64_t)(d->p.bucket_bytes / elem_bytes);
+    int64_t cap = d->p.stage == LB_ZERO_3 ? 0 : (int64_t)(d->p.bucket_bytes / (double)d->rs);
     lb_status st = lb_zero_plan_init(&d->plan, bounds, n_units, cap, d->ranks, align, err);
     free(bounds);
     if (st == LB_OK && d->p.stage == LB_ZERO_3)
@@ -1064,51 +1019,8 @@ static void plan_rows(lb_dp_cuda *d) {
     d->sort_bytes = lb_embed_sort_bytes(d->ranks * d->B * d->T, d->cfg.vocab_size);
 }
 
-/* Each bucket's runs of gradient slots for lb_adamw_pack_grads, into *out (host, the caller
- * frees): at stages 1-3 (but for one rank with every parameter training) every tensor at its
- * place in the bucket; at stage 0 in 16-bit precision with every parameter training the fp32
- * ones, one after the other, bucket after bucket, each bucket's region from a 128-byte
- * boundary (the others travel in place); none otherwise. */
-static lb_status plan_runs(lb_dp_cuda *d, lb_adamw_grad_run **out, lb_err *err) {
-    *out = NULL;
-    bool every = d->p.stage >= LB_ZERO_1 && !d->whole;
-    bool fp32_only = d->p.stage == LB_ZERO_0 && d->wt != LB_DT_F32 && !d->lora;
-    if (!every && !fp32_only) return LB_OK;
-    lb_adamw_grad_run *r = malloc((size_t)d->n_tensors * sizeof *r);
-    d->br = calloc((size_t)d->plan.n_buckets, sizeof *d->br);
-    if (r == NULL || d->br == NULL) {
-        free(r);
-        return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the buckets' runs");
-    }
-    for (int b = 0; b < d->plan.n_buckets; b++) {
-        const lb_zero_bucket *k = &d->plan.buckets[b];
-        bucket_runs *br = &d->br[b];
-        br->first = d->n_runs;
-        br->base = every ? 0 : d->stage0_dense;
-        for (int i = 0; i < d->n_tensors; i++) {
-            const lb_param_tensor *t = &d->tensors[i];
-            bool grad16 = d->grad_type[i] != LB_DT_F32;
-            if (t->offset < k->start || t->offset >= k->end || (fp32_only && grad16)) continue;
-            /* the embeddings' gradients never travel dense (embed_rows) */
-            if (b == 0 && d->rows) continue;
-            int64_t at = every ? t->offset - k->start : br->base + br->dense;
-            r[d->n_runs++] = (lb_adamw_grad_run){.slot = t->offset - k->start,
-                                                 .dense = at,
-                                                 .n = t->numel,
-                                                 .flags = grad16 ? LB_SEG_GRAD16 : 0};
-            br->dense = at + t->numel - br->base;
-            if (t->numel > br->longest) br->longest = t->numel;
-        }
-        br->n = d->n_runs - br->first;
-        if (fp32_only) d->stage0_dense = (d->stage0_dense + br->dense + 63) / 64 * 64;
-    }
-    *out = r;
-    return LB_OK;
-}
-
-/* The arena (sized, then allocated), the runs' table and at stages 1-3 the segment table
- * and the shard. */
-static lb_status init_state(lb_dp_cuda *d, const lb_adamw_grad_run *runs, lb_err *err) {
+/* The arena (sized, then allocated) and at stages 1-3 the segment table and the shard. */
+static lb_status init_state(lb_dp_cuda *d, lb_err *err) {
     if (d->p.stage >= LB_ZERO_1)
         d->n_seg =
             lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, NULL, NULL, 0);
@@ -1122,9 +1034,6 @@ static lb_status init_state(lb_dp_cuda *d, const lb_adamw_grad_run *runs, lb_err
     LB_TRY(layout(d, &d->arena, err));
     for (int k = 0; !d->whole && d->p.stage == LB_ZERO_3 && k < N_GATHER; k++)
         LB_CUDA_TRY(err, cudaMemset(d->gather[k], 0, (size_t)d->gathers.size[k] * d->es));
-    if (d->n_runs > 0 && cudaMemcpyAsync(d->runs, runs, (size_t)d->n_runs * sizeof *runs,
-                                         cudaMemcpyHostToDevice, d->model_stream) != cudaSuccess)
-        return lb_fail(err, LB_ERR_DEVICE, "could not copy the buckets' runs to the device");
     if (d->p.stage == LB_ZERO_0) return LB_OK;
     LB_TRY(upload_segments(d, err));
     return init_shard(d, err);
@@ -1155,8 +1064,7 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     if (d->lora) d->lc = *p->lora;
     d->whole = d->ranks == 1 && !d->lora;
     d->unit_shift = d->lora ? 1 : 0;
-    /* adapters' gradients are fp32 and travel so, as at stage 0 */
-    d->rt = d->lora ? LB_DT_F32 : d->wt;
+    d->rt = lb_model_gpu_grad_type(m);
     d->rs = lb_dtype_bytes(d->rt);
     d->adds = lb_zero_adds(p->stage, p->grad_accum);
     d->gt = d->adds ? LB_DT_F32 : d->rt;
@@ -1164,10 +1072,9 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     d->model_stream = (cudaStream_t)lb_model_gpu_stream(m);
     d->n_tensors = d->lora ? cfg->n_layer : lb_model_param_layout(cfg, NULL, 0);
     d->tensors = calloc((size_t)d->n_tensors, sizeof *d->tensors);
-    d->grad_type = calloc((size_t)d->n_tensors, sizeof *d->grad_type);
     d->seq = malloc(((size_t)cfg->n_layer + 4) * 2 * sizeof *d->seq);
     lb_status st = LB_OK;
-    if (!d->tensors || !d->grad_type || !d->seq)
+    if (!d->tensors || !d->seq)
         st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the data-parallel layer");
     if (st == LB_OK) st = lb_dp_steps_cuda_init(&d->steps, p->n_steps, err);
     if (st == LB_OK) {
@@ -1175,11 +1082,7 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
         st = plan(d, cfg, err);
     }
     if (st == LB_OK) plan_rows(d);
-    lb_adamw_grad_run *runs = NULL;
-    if (st == LB_OK) st = plan_runs(d, &runs, err);
-    if (st == LB_OK && (p->stage >= LB_ZERO_1 || d->n_runs > 0 || d->rows))
-        st = init_state(d, runs, err);
-    free(runs);
+    if (st == LB_OK && (p->stage >= LB_ZERO_1 || d->rows)) st = init_state(d, err);
     if (st == LB_OK &&
         cudaStreamCreateWithFlags(&d->comm_stream, cudaStreamNonBlocking) != cudaSuccess)
         st = lb_fail(err, LB_ERR_DEVICE, "could not create the communication stream");

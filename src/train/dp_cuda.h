@@ -7,15 +7,12 @@
  * complete when their lowest unit is), an event on the model's stream makes the
  * communication stream wait for it, and the bucket goes out there while the model's stream
  * computes the next layers:
- *   0: its gradients all-reduced (averaged) in the working type, fused into one NCCL group:
- *      those stored in it (the layer matrices' packed 16-bit ones; in fp32 all) in place, one
- *      call per tensor, and in fp16/bf16 the fp32 ones (embeddings, biases, norms) packed on
- *      the model's stream into the bucket's own region of one buffer of the working type
- *      (one launch, kernels/adamw.cuh's lb_adamw_pack_grads), all-reduced there and unpacked into
- *      their slots on the communication stream, so every bucket travels in the working type
- *      as at stages 1-2; the model's own AdamW then runs on everything.
- *   1: its gradients packed on the model's stream (one launch) into one contiguous buffer of
- *      the working type (padded to the plan's length), reduce-scattered (averaged) on the
+ * The model keeps every gradient in its gradient type (the working type; adapters fp32),
+ * one dense array in the parameter layout, so a bucket is one contiguous run:
+ *   0: its gradients all-reduced (averaged) in place, one call; the model's own AdamW then
+ *      runs on everything.
+ *   1: its gradients copied on the model's stream into one of two buffers (by the bucket's
+ *      parity, padded to the plan's length with zeros), reduce-scattered (averaged) on the
  *      communication stream straight into this rank's gradient shard in the working type
  *      (at stages 2-3 with several micro-batches a step the shard's gradient is fp32: the
  *      first micro-batch's piece is widened into it, later ones are added; nothing is
@@ -33,9 +30,10 @@
  *   2: as 1, and the model keeps no gradient array either (external_grads): each bucket's
  *      gradients are written into one of three bucket buffers (the embeddings' bucket has
  *      its own, since a tied head writes wte's gradient first of all; the others take
- *      turns in two by parity, each as large as the largest of its turn), bound to the
- *      model's units before backward reaches them and cleared
- *      there; a buffer is free again as soon as its bucket is packed.
+ *      turns in two by parity, each as large as the largest padded bucket of its turn),
+ *      bound to the model's units and cleared when the bucket before theirs is sent, and
+ *      reduce-scattered straight from there: the bucket that takes a buffer next waits
+ *      for that collective, which had a bucket's compute to finish.
  *   3: as 2 with one unit a bucket, and the model keeps no working copy either
  *      (external_params): its parameter hook says before each use of a unit's parameters
  *      (forward 0 ... L + 1, a tied head's 0; backward the head's unit, L + 1 ... 1) and the
@@ -48,7 +46,7 @@
  *      first alone and layers into the other two. Parameters live only as shards: the
  *      optimizer updates the shard and the next step gathers again. Peak memory: the shard
  *      (16 bytes a parameter over N, 18 with an fp32 gradient), the gather buffers, three
- *      bucket gradient buffers, activations.
+ *      bucket gradient buffers in the working type, activations.
  * An untied embedding's gradient (several ranks, every parameter training, one micro-batch
  * a step, the embeddings a bucket alone) travels as rows: the model leaves its
  * embedding backward out (lb_model_gpu_defer_embed); at backward's first hook every rank's
@@ -89,9 +87,8 @@
  * (external_optimizer only), this layer keeps the fp32 master weights (in fp32 the model's
  * working copy is the master) and moments in the flat layout, and the optimizer is the
  * model's own three launches over them: the sum of squares and AdamW read the model's
- * gradients in their slots (16-bit ones packed) and AdamW writes the working copy and the
- * padded head in place. No hook, no copy, no gather. Adapters on one rank run the code of
- * several ranks with copies for collectives.
+ * gradients and AdamW writes the working copy and the padded head in place. No hook, no copy, no
+ * gather. Adapters on one rank run the code of several ranks with copies for collectives.
  *
  * Fine-tuning (params.lora): what trains is the model's adapters on a frozen base, and they
  * are all that this layer sees: their flat array (model/lora.h's layout) in one unit a layer

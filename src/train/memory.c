@@ -32,28 +32,33 @@ static double fp32_split_bytes(lb_blas_fp32_mode mode, const lb_model_config *cf
     return most;
 }
 
-/* Elements of unit u (train/zero.h) whose gradients stay fp32 in 16-bit runs: all but the
- * layer matrices (embeddings, norms, biases, an untied head). */
-static double unit_fp32_elems(const lb_model_config *cfg, const int64_t *bounds, int u) {
-    double n = (double)(bounds[u + 1] - bounds[u]), C = cfg->d_model;
-    if (u < 1 || u > cfg->n_layer) return n;
-    return n - C * (lb_model_qkv_dim(cfg) + C + lb_model_mlp_in_dim(cfg) + cfg->d_ff);
+/* The 1-D tensors (norms, biases), whose gradients the model sums in fp32 beside their
+ * slots: their elements, and their count into *count. */
+static double small_elems(const lb_model_config *cfg, int *count, lb_err *err) {
+    int n = lb_model_param_layout(cfg, NULL, 0);
+    lb_param_tensor *t = malloc((size_t)n * sizeof *t);
+    *count = -1;
+    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the layout"), 0;
+    lb_model_param_layout(cfg, t, n);
+    double elems = 0;
+    *count = 0;
+    for (int i = 0; i < n; i++)
+        if (t[i].ndim == 1) elems += (double)t[i].numel, (*count)++;
+    free(t);
+    return elems;
 }
 
-/* dp_cuda.c's part on several ranks: at stage 0 in 16-bit runs the buffer the fp32
- * gradients travel in (each bucket's from a 64-element boundary); at stages 1-3 the shard
- * and the buffers, from the stage's bucket plan; where the embeddings travel as rows
- * (one micro-batch a step, the embeddings a bucket alone, untied) every rank's
- * gradient rows and token ids, the ids sorted with their rows' indices, and the sort's
- * scratch (about three more int32 a token). */
+/* dp_cuda.c's part on several ranks: at stages 1-3 the shard and the buffers, from the
+ * stage's bucket plan; where the embeddings travel as rows (one micro-batch a step, the
+ * embeddings a bucket alone, untied) every rank's gradient rows and token ids, the ids
+ * sorted with their rows' indices, and the sort's scratch (about three more int32 a
+ * token). */
 static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, int ranks,
                           double es, lb_train_memory *out, lb_err *err) {
-    const bool wide = p->precision == LB_PREC_FP32;
     int64_t *bounds = malloc(((size_t)cfg->n_layer + 3) * sizeof *bounds);
     if (bounds == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for a bucket plan");
     int n_units = lb_zero_model_units(cfg, bounds);
-    /* buckets of --bucket-mib of the smallest gradient type (16-bit matrices in 16-bit runs);
-     * at stage 3 one unit each */
+    /* buckets of --bucket-mib of gradients; at stage 3 one unit each */
     int64_t cap = p->zero == LB_ZERO_3 ? 0 : (int64_t)(p->bucket_mib * 1048576.0 / es);
     int64_t align = p->zero == LB_ZERO_0 ? 1 : ALIGN_ELEMS;
     lb_zero_plan plan;
@@ -62,35 +67,27 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
         free(bounds);
         return st;
     }
-    double n = (double)plan.shard_elems, most_piece = 0, fp32 = 0;
+    double n = (double)plan.shard_elems, most_piece = 0;
     const bool rows = lb_zero_rows(&plan, cfg, p->grad_accum);
     const double tokens = (double)ranks * (double)p->batch * (double)p->seq;
-    for (int b = 0; b < plan.n_buckets; b++) {
-        const lb_zero_bucket *k = &plan.buckets[b];
-        if ((double)k->piece > most_piece) most_piece = (double)k->piece;
-        double in_bucket = 0;
-        for (int u = k->unit_lo; u <= k->unit_hi; u++)
-            in_bucket += unit_fp32_elems(cfg, bounds, u);
-        /* the embeddings' gradients travel only as rows */
-        if (b > 0 || !rows) fp32 += round_up(in_bucket, 64);
-    }
+    for (int b = 0; b < plan.n_buckets; b++)
+        if ((double)plan.buckets[b].piece > most_piece) most_piece = (double)plan.buckets[b].piece;
     free(bounds);
     if (rows) out->buffers = tokens * ((double)cfg->d_model * es + 6 * 4);
-    if (p->zero == LB_ZERO_0) {
-        if (!wide) out->buffers += fp32 * es;
-    } else {
+    if (p->zero != LB_ZERO_0) {
+        const bool wide = p->precision == LB_PREC_FP32;
         /* master, m and v in fp32, the gradient in the working type where one reduce-scatter
          * a step writes it (else fp32, added into through a piece buffer), and the working
          * copy in 16-bit runs */
         const bool adds = lb_zero_adds((lb_zero_stage)p->zero, p->grad_accum);
         out->shard_state = n * (12 + (adds ? 4 : es) + (wide ? 0 : es));
         int64_t send[2], other[2];
-        lb_zero_send_sizes(&plan, rows, p->zero < LB_ZERO_3, send);
+        lb_zero_send_sizes(&plan, rows, (lb_zero_stage)p->zero, send);
         out->buffers += (double)(send[0] + send[1]) * es + (adds ? most_piece * es : 0);
         if (p->zero >= LB_ZERO_2) {
             lb_zero_other_slots(&plan, other);
-            out->buffers += 4 * (double)(other[0] + other[1]) +
-                            (rows ? 0 : 4 * (double)(plan.buckets[0].end - plan.buckets[0].start));
+            out->buffers +=
+                es * (double)(other[0] + other[1] + (rows ? 0 : plan.buckets[0].padded));
         }
         if (p->zero == LB_ZERO_3) {
             lb_zero_gathers g;
@@ -121,12 +118,16 @@ lb_status lb_train_memory_formula(const lb_train_params *p, const lb_model_confi
     const double ld2 = ones ? round_up(C + 8, 64) : C;
 
     out->zero_state = lb_zero_state_bytes(z, p->precision, P, ranks);
-    /* stage 0: master, gradients, m, v in fp32 and a working copy in 16-bit runs; 1 (and
-     * one rank at 1-3): the working copy and fp32 gradient slots; 2: the working copy; 3:
-     * nothing */
-    static const double per_param[2][4] = {{18, 6, 2, 0}, {16, 8, 4, 0}};
+    /* stage 0: master, m, v in fp32, gradients and a working copy in the working type (in
+     * fp32 the master is the working copy); 1 (and one rank at 1-3): the working copy and
+     * gradients; 2: the working copy; 3: nothing. Every stage: the 1-D tensors' fp32
+     * gradient sums. */
+    static const double per_param[2][4] = {{16, 4, 2, 0}, {16, 8, 4, 0}};
+    int n_small_t;
+    const double small = small_elems(cfg, &n_small_t, err);
+    if (n_small_t < 0) return LB_ERR_NOMEM;
     const bool whole = ranks == 1 && z > LB_ZERO_0; /* the shard is the whole model */
-    out->model_state = per_param[wide][whole ? LB_ZERO_1 : z] * P;
+    out->model_state = per_param[wide][whole ? LB_ZERO_1 : z] * P + 4 * small;
     if (Vp != V && (z < LB_ZERO_3 || whole))
         out->model_state += Vp * C * es; /* the head padded to Vp rows */
     if (whole)
@@ -146,7 +147,7 @@ lb_status lb_train_memory_formula(const lb_train_params *p, const lb_model_confi
     out->activations = BT * (L * saved + keep * kept + once + grads);
 
     out->workspace = round_up((double)B * NH * (double)T * 4, 256) + BT * NH * HD * 4 +
-                     (double)LB_BLAS_WORKSPACE_BYTES + 8 * BT +
+                     (double)LB_BLAS_WORKSPACE_BYTES + 16 * BT + 24.0 * n_small_t +
                      4 * (double)((p->warmup + p->steps) * p->grad_accum + 1);
     if (ones) out->workspace += F * (C + 8) * 4;
     if (!gpt2) out->workspace += (double)T * HD * 4 + HD / 2 * 4;

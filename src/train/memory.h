@@ -3,8 +3,9 @@
  *
  * The parts follow what model/model_gpu.c and train/dp_cuda.c carve, written from the
  * model's widths rather than by running their layout: ZeRO's formula for the model state
- * (train/zero.h) and, apart from it, what this code keeps beyond it (fp32 gradient slots,
- * the shard's own working copy, the padded output head), the communication
+ * (train/zero.h) and, apart from it, what this code keeps beyond it (the 1-D tensors' fp32
+ * gradient sums, the shard's own working copy and gradient, the padded output head), the
+ * communication
  * buffers of ZeRO 1-3, the activations kept from forward for backward with one layer's
  * activation gradients and the logits, and the work buffers. docs/METRICS.md lists every
  * term. Left out: cuDNN's workspace (sized by cuDNN at run time), the arena's 256-byte
@@ -19,23 +20,24 @@
 
 typedef struct {
     double zero_state;  /* ZeRO's formula for the stage and precision (lb_zero_state_bytes) */
-    double model_state; /* the model's arena: fp32 master, working copy, fp32 gradient slots
-                         * and moments as the stage leaves them there, the padded head copy */
+    double model_state; /* the model's arena: fp32 master, working copy, gradients (working
+                         * type) and moments as the stage leaves them there, the padded head
+                         * copy, the 1-D tensors' fp32 gradient sums */
     double shard_state; /* ZeRO 1-3: this rank's shard: fp32 master and moments, gradients
                          * (the working type where one reduce-scatter a step writes them,
                          * else fp32), and its working copy in 16-bit runs (one rank: the
                          * whole model's moments and a 16-bit run's fp32 master only) */
-    double buffers;     /* several ranks: at ZeRO 0 in 16-bit runs the buffer fp32 gradients
-                         * travel in; at 1-3 packed buckets (and, where micro-batches add at
-                         * 2-3, a piece) for the collectives, 2-3 the fp32 gradient slots of
-                         * up to three buckets, 3 the three gathers; where an untied
-                         * embedding travels as rows, every rank's gradient rows and token
-                         * ids with the ids' sort */
+    double buffers;     /* several ranks: at ZeRO 1 the buckets' copies for the collectives,
+                         * at 1-2 the last bucket's gather where its padding runs past the
+                         * end, where micro-batches add at 2-3 a piece, at 2-3 the gradients
+                         * of up to three buckets (working type, padded), at 3 the three
+                         * gathers; where an untied embedding travels as rows, every rank's
+                         * gradient rows and token ids with the ids' sort */
     double activations; /* kept from forward for backward, one layer's activation gradients,
                          * the final norm's output, the logits and per-token losses */
     double workspace;   /* attention's backward scratch, cuBLASLt's workspace, the split
                          * scratch of fp32 products, GPT-2's MLP bias-gradient product, RoPE's
-                         * table, token ids and loss slots */
+                         * table, token ids (and their sorted order) and loss slots */
     double total;       /* model_state + shard_state + buffers + activations + workspace */
 } lb_train_memory;
 

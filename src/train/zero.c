@@ -70,21 +70,20 @@ lb_status lb_zero_plan_init(lb_zero_plan *p, const int64_t *bounds, int n_units,
     return LB_OK;
 }
 
-void lb_zero_send_sizes(const lb_zero_plan *p, bool rows, bool gathers, int64_t out[2]) {
+void lb_zero_send_sizes(const lb_zero_plan *p, bool rows, lb_zero_stage s, int64_t out[2]) {
     out[0] = out[1] = 0;
-    for (int b = rows ? 1 : 0; b < p->n_buckets; b++)
+    for (int b = rows ? 1 : 0; s == LB_ZERO_1 && b < p->n_buckets; b++)
         if (p->buckets[b].padded > out[b % 2]) out[b % 2] = p->buckets[b].padded;
     const lb_zero_bucket *last = &p->buckets[p->n_buckets - 1];
-    if (gathers && last->start + last->padded > p->unit_start[p->n_units] && last->padded > out[0])
+    if ((s == LB_ZERO_1 || s == LB_ZERO_2) &&
+        last->start + last->padded > p->unit_start[p->n_units] && last->padded > out[0])
         out[0] = last->padded;
 }
 
 void lb_zero_other_slots(const lb_zero_plan *p, int64_t out[2]) {
     out[0] = out[1] = 0;
-    for (int b = 1; b < p->n_buckets; b++) {
-        int64_t n = p->buckets[b].end - p->buckets[b].start;
-        if (n > out[b % 2]) out[b % 2] = n;
-    }
+    for (int b = 1; b < p->n_buckets; b++)
+        if (p->buckets[b].padded > out[b % 2]) out[b % 2] = p->buckets[b].padded;
 }
 
 /* Elements unit u's gather needs: its bucket padded, and the head's padding rows. */

@@ -69,14 +69,15 @@ lb_status lb_zero_plan_init(lb_zero_plan *p, const int64_t *bounds, int n_units,
                             int64_t bucket_elems, int ranks, int64_t align, lb_err *err);
 void lb_zero_plan_free(lb_zero_plan *p);
 
-/* Stages 1-3's two packing buffers, elements: bucket b is packed into send[b % 2] (rows:
- * bucket 0 is not packed, an untied embedding's rows going instead), out[i] the largest
- * padded bucket of its turn; with `gathers` (stages 1-2) out[0] also holds the gather of
- * the last bucket where its padding runs past the flat array's end. */
-void lb_zero_send_sizes(const lb_zero_plan *p, bool rows, bool gathers, int64_t out[2]);
+/* The two buffers, elements, that buckets are copied into before their reduce-scatter at
+ * stage 1 (s): bucket b into send[b % 2] (rows: bucket 0 is not, an untied embedding's
+ * rows going instead), out[i] the largest padded bucket of its turn; at stages 1-2 out[0]
+ * also holds the gather of the last bucket where its padding runs past the flat array's
+ * end. Stages 2-3 reduce-scatter from the buckets' gradient buffers. */
+void lb_zero_send_sizes(const lb_zero_plan *p, bool rows, lb_zero_stage s, int64_t out[2]);
 
-/* The gradient slots (elements, unpadded) of the buckets after the first, in two buffers
- * by parity: out[i] the largest of buckets b >= 1 with b % 2 == i (0: none). */
+/* Stages 2-3: the gradient buffers (elements, padded) of the buckets after the first, in
+ * two by parity: out[i] the largest of buckets b >= 1 with b % 2 == i (0: none). */
 void lb_zero_other_slots(const lb_zero_plan *p, int64_t out[2]);
 
 /* Whether each micro-batch's reduce-scatter is added into an fp32 gradient (stages 2-3
