@@ -349,6 +349,9 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
             if (lb_model_gpu_sync(s.m, err) != LB_OK) break;
             tel = lb_gpu_telemetry_start(p->device_index, 100);
             cudaProfilerStart();
+            /* every rank starts the timed steps together: a rank still opening NVML would
+             * hold the others' first collective, and the first timed step with it */
+            if (ranks > 1 && (st = lb_boot_barrier(p->boot, err)) != LB_OK) break;
         }
         if (cudaEventRecord(s.ev[2 * step], stream) != cudaSuccess) {
             st = lb_fail(err, LB_ERR_DEVICE, "cudaEventRecord failed");
