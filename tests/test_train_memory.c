@@ -265,9 +265,9 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
         {"gpt2-124m", LB_PREC_FP16, 32, 128, 4, 25, {3.86, 3.15, 2.89, 2.81}, {1, 1, 1, 1}},
         {"gpt2-124m", LB_PREC_FP32, 32, 128, 1, 25, {6.98, 8.35, 8.09, 7.92}, {0, 1, 1, 1}},
         {"gpt2-124m", LB_PREC_FP32, 32, 128, 4, 25, {6.98, 6.85, 6.59, 6.42}, {0, 1, 1, 1}},
-        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 2, 50, {0, 8.40, 8.24, 7.90}, {0, 1, 1, 1}},
-        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 2, 50, {0, 28.74, 0, 23.98}, {0, 1, 0, 1}},
-        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 2, 50, {0, 0, 0, 70.53}, {0, 0, 0, 1}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 2, 50, {8.52, 8.17, 7.97, 7.72}, {0}},
+        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 2, 50, {0, 26.44, 0, 22.66}, {0}},
+        {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 2, 50, {0, 0, 0, 67.76}, {0}},
         {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, 50, {8.52, 7.70, 7.51, 7.25}, {0}},
         {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, 50, {0, 21.83, 0, 18.06}, {0}},
         {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 4, 50, {0, 0, 0, 37.86}, {0}},
@@ -296,7 +296,7 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
             held++;
         }
     }
-    assert_int_equal(held, fp32_scratch ? 10 : 8);
+    assert_int_equal(held, fp32_scratch ? 17 : 15);
 }
 
 int main(int argc, char **argv) {
