@@ -19,7 +19,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+# tools/ in the source tree, or this folder where the bench scripts travel with it
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.join(here, "..", "tools")]
 from pytorch_gpt2_baseline import PRESETS, Model, make_step  # noqa: E402
 
 
