@@ -49,7 +49,7 @@ struct lb_dp_cuda {
     lb_gpu_dtype gt;          /* the shard gradient's: fp32 where it adds, else rt (the one
                                * reduce-scatter a step writes it) */
     size_t gs;                /* its bytes */
-    cudaEvent_t ready;        /* on the model's stream: a bucket's gradients are packed */
+    cudaEvent_t ready;        /* on the model's stream: what the communication stream waits for */
     cudaEvent_t joined;       /* on the communication stream: its part of the step is done */
     cudaEvent_t send_free[2]; /* on the communication stream: send[i] (stage 1) or bucket
                                * buffer i (stages 2-3) was read */
