@@ -1,6 +1,6 @@
 /* The reference model's backward against central finite differences of its own forward,
- * for both tiny models, independent of the PyTorch fixture; and the llama3 RoPE
- * frequency bands against hand-computed values. */
+ * for both tiny models, independent of the PyTorch fixture; the llama3 RoPE frequency
+ * bands against hand-computed values; the embedding backward's order of rows. */
 /* cmocka.h needs these four first. */
 /* clang-format off */
 #include <setjmp.h>
@@ -129,12 +129,35 @@ static void test_model_rope_backward_inverts_forward(void **state) {
     free(y);
 }
 
+/* The embedding backward's order: ids sorted, equal ids in their positions' order, every
+ * position once; and summing rows in that order gives the reference's gradient. */
+static void test_model_embedding_order_is_a_stable_sort(void **state) {
+    (void)state;
+    const int32_t ids[10] = {3, 0, 3, 7, 0, 3, 9, 7, 0, 3};
+    const int32_t want_keys[10] = {0, 0, 0, 3, 3, 3, 3, 7, 7, 9};
+    const int32_t want_rows[10] = {1, 4, 8, 0, 2, 5, 9, 3, 7, 6};
+    int32_t count[11], keys[10], rows[10];
+    lb_ref_embedding_order(ids, 10, 10, count, keys, rows);
+    assert_memory_equal(keys, want_keys, sizeof keys);
+    assert_memory_equal(rows, want_rows, sizeof rows);
+    /* rows summed in that order are the gradient, C = 2 */
+    float dout[20], ref[20] = {0}, got[20] = {0};
+    for (int i = 0; i < 20; i++)
+        dout[i] = (float)(i + 1) / 8.0f;
+    lb_ref_embedding_backward(ref, dout, ids, 1, 10, 2);
+    for (int i = 0; i < 10; i++)
+        for (int c = 0; c < 2; c++)
+            got[keys[i] * 2 + c] += dout[rows[i] * 2 + c];
+    assert_memory_equal(got, ref, sizeof got);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_gpt2_backward_matches_finite_differences),
         cmocka_unit_test(test_model_llama_backward_matches_finite_differences),
         cmocka_unit_test(test_model_rope_llama3_scaling_bands),
         cmocka_unit_test(test_model_rope_backward_inverts_forward),
+        cmocka_unit_test(test_model_embedding_order_is_a_stable_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

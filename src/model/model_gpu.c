@@ -1281,22 +1281,6 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
     return grad_done(m, 0, err);
 }
 
-/* The micro-batch's ids sorted stably (a counting sort) into keys, each one's row index
- * into rows: the embedding backward's order. */
-static void sort_ids(lb_model_gpu *m, const int32_t *ids, int32_t *keys, int32_t *rows) {
-    int32_t *count = m->host_count;
-    memset(count, 0, ((size_t)m->V + 1) * sizeof *count);
-    for (int64_t i = 0; i < m->BT; i++)
-        count[ids[i] + 1]++;
-    for (int v = 0; v < m->V; v++)
-        count[v + 1] += count[v];
-    for (int64_t i = 0; i < m->BT; i++) {
-        int32_t at = count[ids[i]]++;
-        keys[at] = ids[i];
-        rows[at] = (int32_t)i;
-    }
-}
-
 lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int32_t *targets,
                               int slot, lb_err *err) {
     if (slot < 0 || slot >= n_slots(m))
@@ -1306,7 +1290,9 @@ lb_status lb_model_gpu_upload(lb_model_gpu *m, const int32_t *inputs, const int3
     LB_CUDA_TRY(err, cudaEventSynchronize(m->host_done[k]));
     memcpy(m->host_tok[k], inputs, (size_t)m->BT * 4);
     memcpy(m->host_tok[k] + m->BT, targets, (size_t)m->BT * 4);
-    if (!m->lora) sort_ids(m, inputs, m->host_tok[k] + 2 * m->BT, m->host_tok[k] + 3 * m->BT);
+    if (!m->lora) /* the embedding backward's order */
+        lb_ref_embedding_order(inputs, m->BT, m->V, m->host_count, m->host_tok[k] + 2 * m->BT,
+                               m->host_tok[k] + 3 * m->BT);
     LB_CUDA_TRY(err, cudaMemcpyAsync(m->tokens, m->host_tok[k], 4 * (size_t)m->BT * 4,
                                      cudaMemcpyHostToDevice, m->stream));
     LB_CUDA_TRY(err, cudaEventRecord(m->host_done[k], m->stream));

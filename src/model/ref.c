@@ -53,6 +53,20 @@ void lb_ref_embedding_backward(float *dwte, const float *dout, const int32_t *in
     }
 }
 
+void lb_ref_embedding_order(const int32_t *ids, int64_t n, int V, int32_t *count, int32_t *keys,
+                            int32_t *rows) {
+    memset(count, 0, ((size_t)V + 1) * sizeof *count);
+    for (int64_t i = 0; i < n; i++)
+        count[ids[i] + 1]++;
+    for (int v = 0; v < V; v++)
+        count[v + 1] += count[v];
+    for (int64_t i = 0; i < n; i++) {
+        int32_t at = count[ids[i]]++;
+        keys[at] = ids[i];
+        rows[at] = (int32_t)i;
+    }
+}
+
 /* --- norms -------------------------------------------------------------------------- */
 
 void lb_ref_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,

@@ -33,6 +33,11 @@ void lb_ref_embedding_forward(float *out, const int32_t *inp, const float *wte, 
 /* dwte[V,C] += rows of dout[B,T,C] by token. */
 void lb_ref_embedding_backward(float *dwte, const float *dout, const int32_t *inp, int B, int T,
                                int C);
+/* The order the GPU's sorted embedding backward sums rows in (kernels/embed.cuh): the n ids
+ * (in [0,V)) sorted stably into keys, each one's position among the ids into rows (a
+ * counting sort; count: V + 1 ints of scratch). */
+void lb_ref_embedding_order(const int32_t *ids, int64_t n, int V, int32_t *count, int32_t *keys,
+                            int32_t *rows);
 
 /* --- norms -------------------------------------------------------------------------- */
 /* LayerNorm over C: out[B,T,C], mean[B,T], rstd[B,T] (1/sqrt(var + eps), biased var).
