@@ -224,6 +224,24 @@ int lb_model_param_layout(const lb_model_config *cfg, lb_param_tensor *out, int 
     return t.n;
 }
 
+typedef struct {
+    int count;
+    int64_t numel;
+} vector_ctx;
+
+static void vector_visit(void *vctx, const char *name, int layer, int64_t offset, int ndim,
+                         int64_t rows, int64_t cols) {
+    vector_ctx *v = vctx;
+    if (ndim == 1) v->count++, v->numel += rows * cols;
+}
+
+void lb_model_vector_params(const lb_model_config *cfg, int *count, int64_t *numel) {
+    vector_ctx v = {0, 0};
+    layout_walk(cfg, vector_visit, &v);
+    *count = v.count;
+    *numel = v.numel;
+}
+
 /* Records the offsets of layer 0 (relative to its start) and of the global tensors. */
 static void offsets_visit(void *vctx, const char *name, int layer, int64_t offset, int ndim,
                           int64_t rows, int64_t cols) {

@@ -141,4 +141,8 @@ typedef struct {
  * with max 0) and returns the number of tensors the layout has. */
 int lb_model_param_layout(const lb_model_config *cfg, lb_param_tensor *out, int max);
 
+/* The layout's 1-D tensors (norm weights and biases, linear biases): how many into *count,
+ * their elements into *numel. */
+void lb_model_vector_params(const lb_model_config *cfg, int *count, int64_t *numel);
+
 #endif

@@ -66,26 +66,16 @@ static void set_dims(lb_model_gpu *m, const lb_model_config *cfg, const lb_model
     m->gs = lb_dtype_bytes(m->gdt);
     m->llama = cfg->family == LB_FAMILY_LLAMA;
     m->n_seg = lb_model_param_layout(cfg, NULL, 0);
+    /* the 1-D tensors, whose gradients are summed in fp32 first; none with adapters (a
+     * frozen base) */
+    m->n_small_t = 0, m->n_small = 0;
+    if (p->lora.rank == 0) lb_model_vector_params(cfg, &m->n_small_t, &m->n_small);
     /* the ones column needs a bias and rows that stay 16-byte aligned (C % 8: every
      * parameter offset, so the split's packed gradients, then 16-byte aligned too) */
     m->ld2 = !m->llama && cfg->linear_bias && m->C % 8 == 0 && p->lora.rank == 0 /* frozen: no
                                                                                   * bias gradient */
                  ? (m->C + ONES_COLS + 63) / 64 * 64
                  : m->C;
-}
-
-/* The 1-D tensors (norms, biases), whose gradients are summed in fp32 first: their count
- * (m->n_small_t) and elements (m->n_small); none with adapters (a frozen base). */
-static lb_status count_small(lb_model_gpu *m, lb_err *err) {
-    m->n_small = m->n_small_t = 0;
-    if (m->p.lora.rank > 0) return LB_OK;
-    lb_param_tensor *t = malloc((size_t)m->n_seg * sizeof *t);
-    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the parameter table");
-    lb_model_param_layout(&m->cfg, t, m->n_seg);
-    for (int i = 0; i < m->n_seg; i++)
-        if (t[i].ndim == 1) m->n_small += t[i].numel, m->n_small_t++;
-    free(t);
-    return LB_OK;
 }
 
 /* Columns of the MLP input's weight-gradient product: C + ONES_COLS with ln2's ones
@@ -433,12 +423,12 @@ lb_status lb_model_gpu_init(lb_model_gpu **out, const lb_model_config *cfg,
     if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "no host memory for the GPU model");
     set_dims(m, cfg, p);
     m->loss_grad_scale = 1.0f / (float)m->BT;
-    lb_status st = count_small(m, err);
-    if (st == LB_OK && p->external_params && !(p->external_optimizer && p->external_grads))
+    lb_status st = LB_OK;
+    if (p->external_params && !(p->external_optimizer && p->external_grads))
         st = lb_fail(err, LB_ERR_USAGE,
                      "external parameters need an external optimizer and "
                      "external gradients");
-    else if (st == LB_OK && p->lora.rank > 0)
+    else if (p->lora.rank > 0)
         st = lb_lora_gpu_new(
             &m->lora, cfg, &p->lora, m->BT, m->dt,
             &(lb_lora_gpu_external){p->external_optimizer, p->external_grads, p->external_params},
@@ -496,8 +486,7 @@ lb_status lb_model_gpu_plan_bytes(const lb_model_config *cfg, const lb_model_gpu
     set_dims(m, cfg, p);
     lb_gpu_arena sizing;
     lb_gpu_arena_init_sizing(&sizing);
-    lb_status st = count_small(m, err);
-    if (st == LB_OK) st = layout(m, &sizing, err);
+    lb_status st = layout(m, &sizing, err);
     double state = (double)(lb_gpu_arena_bytes_with_prefix(&sizing, "param.") +
                             lb_gpu_arena_bytes_with_prefix(&sizing, "opt."));
     *state_bytes = state;

@@ -32,22 +32,6 @@ static double fp32_split_bytes(lb_blas_fp32_mode mode, const lb_model_config *cf
     return most;
 }
 
-/* The 1-D tensors (norms, biases), whose gradients the model sums in fp32 beside their
- * slots: their elements, and their count into *count. */
-static double small_elems(const lb_model_config *cfg, int *count, lb_err *err) {
-    int n = lb_model_param_layout(cfg, NULL, 0);
-    lb_param_tensor *t = malloc((size_t)n * sizeof *t);
-    *count = -1;
-    if (t == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the layout"), 0;
-    lb_model_param_layout(cfg, t, n);
-    double elems = 0;
-    *count = 0;
-    for (int i = 0; i < n; i++)
-        if (t[i].ndim == 1) elems += (double)t[i].numel, (*count)++;
-    free(t);
-    return elems;
-}
-
 /* dp_cuda.c's part on several ranks: at stages 1-3 the shard and the buffers, from the
  * stage's bucket plan; where the embeddings travel as rows (one micro-batch a step, the
  * embeddings a bucket alone, untied) every rank's gradient rows and token ids, the ids
@@ -124,10 +108,10 @@ lb_status lb_train_memory_formula(const lb_train_params *p, const lb_model_confi
      * gradient sums. */
     static const double per_param[2][4] = {{16, 4, 2, 0}, {16, 8, 4, 0}};
     int n_small_t;
-    const double small = small_elems(cfg, &n_small_t, err);
-    if (n_small_t < 0) return LB_ERR_NOMEM;
+    int64_t small;
+    lb_model_vector_params(cfg, &n_small_t, &small);
     const bool whole = ranks == 1 && z > LB_ZERO_0; /* the shard is the whole model */
-    out->model_state = per_param[wide][whole ? LB_ZERO_1 : z] * P + 4 * small;
+    out->model_state = per_param[wide][whole ? LB_ZERO_1 : z] * P + 4 * (double)small;
     if (Vp != V && (z < LB_ZERO_3 || whole))
         out->model_state += Vp * C * es; /* the head padded to Vp rows */
     if (whole)
