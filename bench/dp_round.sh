@@ -24,7 +24,7 @@
 #            $LLMBENCH under the environment assignments in AB_ENV_V, e.g.
 #            AB_ENV_eff="NCCL_CTA_POLICY=1") (dp_gpu.sh PARTS=perf), the variants AB_REPS
 #            times in turn (default 1; round r > 1 into ab-VARIANT-r), a table a variant and
-#            round against the one-GPU run.
+#            round against the one-GPU run; AB_STEPS timed steps a run (15) after 3.
 # Logs go to $OUT/round (default /tmp/round); ends.txt says how each part ended.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -110,7 +110,7 @@ for part in ${PARTS:-correct trace stages}; do
     ab)
         # the one-GPU baseline (its code is the same in both builds), then per stage the
         # builds and variants alternating; every run's JSON into one folder for the table
-        dp ab.txt PARTS=perf GPUS=" " STAGES=0 STEPS=15 WARMUP=3 OUT="$O/ab" DEADLINE_S="$(cap 30)"
+        dp ab.txt PARTS=perf GPUS=" " STAGES=0 STEPS="${AB_STEPS:-15}" WARMUP=3 OUT="$O/ab" DEADLINE_S="$(cap 30)"
         folders=()
         for z in ${AB_STAGES:-0 1 3}; do
             for r in $(seq 1 "${AB_REPS:-1}"); do
@@ -124,7 +124,7 @@ for part in ${PARTS:-correct trace stages}; do
                     [ "$r" -gt 1 ] && f=ab-$v-$r
                     case " ${folders[*]} " in *" $f "*) ;; *) folders+=("$f") ;; esac
                     dp ab.txt "${ev[@]}" LLMBENCH="$x" TRAIN_ARGS="$a" PARTS=perf PONE=0 GPUS="${AB_GPUS:-4}" STAGES="$z" \
-                        STEPS=15 WARMUP=3 OUT="$O/$f" DEADLINE_S="$(cap 30)"
+                        STEPS="${AB_STEPS:-15}" WARMUP=3 OUT="$O/$f" DEADLINE_S="$(cap 30)"
                     cp "$O/ab/p-1g-z0.json" "$O/$f/" 2>/dev/null
                 done
             done

@@ -237,7 +237,8 @@ static void test_memory_matches_the_gpu_arena_plan(void **state) {
 
 /* The formula against peak_device_bytes measured on H100s and (50 MiB buckets) H200s
  * (docs/PERFORMANCE.md, "Data-parallel GPU training", GiB a rank as printed there, 2
- * decimals): within 2% (the formula leaves out cuDNN's workspace). Figures measured on a
+ * decimals; the several-GPU ZeRO 1 figures since its reduce-scatter reads the model's
+ * gradients in place): within 2% (the formula leaves out cuDNN's workspace). Figures measured on a
  * layout the code no longer has are printed beside the formula, not held to it: one GPU at
  * ZeRO 1-3 before it updated the model in place (commit 17a83de); the several-GPU ones at
  * ZeRO 1-3 before every gradient took the working type (one dense array, ZeRO 2-3
@@ -261,14 +262,14 @@ static void test_memory_formula_meets_the_measured_peaks(void **state) {
     } rows[] = {
         {"gpt2-124m", LB_PREC_BF16, 16, 1024, 1, 25, {8.52, 9.66, 9.40, 9.31}, {0, 1, 1, 1}},
         {"gpt2-124m", LB_PREC_FP16, 32, 128, 1, 50, {3.63, 3.63, 3.63, 3.63}, {0}},
-        {"gpt2-124m", LB_PREC_FP16, 32, 128, 4, 50, {3.63, 2.81, 2.62, 2.36}, {0}},
+        {"gpt2-124m", LB_PREC_FP16, 32, 128, 4, 50, {3.63, 2.70, 2.62, 2.36}, {0}},
         {"gpt2-124m", LB_PREC_FP32, 32, 128, 1, 50, {6.98, 6.98, 6.98, 6.98}, {0}},
-        {"gpt2-124m", LB_PREC_FP32, 32, 128, 4, 50, {6.98, 6.69, 6.59, 6.42}, {0, 0, 1, 1}},
-        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 2, 50, {8.52, 8.17, 7.97, 7.72}, {0}},
-        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 2, 50, {0, 26.44, 0, 22.66}, {0}},
+        {"gpt2-124m", LB_PREC_FP32, 32, 128, 4, 50, {6.98, 6.52, 6.59, 6.42}, {0, 0, 1, 1}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 2, 50, {8.52, 8.05, 7.97, 7.72}, {0}},
+        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 2, 50, {0, 25.83, 0, 22.66}, {0}},
         {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 2, 50, {0, 0, 0, 67.76}, {0}},
-        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, 50, {8.52, 7.70, 7.51, 7.25}, {0}},
-        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, 50, {0, 21.83, 0, 18.06}, {0}},
+        {"gpt2-124m", LB_PREC_BF16, 16, 1024, 4, 50, {8.52, 7.59, 7.51, 7.25}, {0}},
+        {"llama3.2-1b", LB_PREC_BF16, 8, 1024, 4, 50, {0, 21.23, 0, 18.06}, {0}},
         {"llama3.1-8b", LB_PREC_BF16, 1, 1024, 4, 50, {0, 0, 0, 37.86}, {0}},
     };
     int held = 0;

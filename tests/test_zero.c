@@ -85,28 +85,21 @@ static void test_zero_buffers_by_turn_and_size(void **state) {
     const int64_t bounds[] = {0, 4, 40, 42, 72};
     lb_zero_plan p;
     assert_int_equal(lb_zero_plan_init(&p, bounds, 4, 0, 2, 4, NULL), LB_OK);
-    int64_t send[2], other[2];
-    /* stage 1 copies bucket b into send[b % 2] and gathers the last bucket through send[0] */
-    lb_zero_send_sizes(&p, false, LB_ZERO_1, send);
-    assert_int_equal(send[0], 32);
-    assert_int_equal(send[1], 40);
-    /* stage 2 only gathers through it; stage 3 needs neither */
-    lb_zero_send_sizes(&p, false, LB_ZERO_2, send);
-    assert_int_equal(send[0], 32);
-    assert_int_equal(send[1], 0);
-    lb_zero_send_sizes(&p, false, LB_ZERO_3, send);
-    assert_int_equal(send[0] + send[1], 0);
+    int64_t other[2];
+    /* stages 1-2 send the last bucket, whose padding runs past the end, through a buffer;
+     * stage 3 needs none */
+    assert_int_equal(lb_zero_send_elems(&p, LB_ZERO_1), 32);
+    assert_int_equal(lb_zero_send_elems(&p, LB_ZERO_2), 32);
+    assert_int_equal(lb_zero_send_elems(&p, LB_ZERO_3), 0);
+    assert_int_equal(lb_zero_send_elems(&p, LB_ZERO_0), 0);
     lb_zero_other_slots(&p, other);
     assert_int_equal(other[0], 8); /* bucket 2, padded; bucket 0 has its own */
     assert_int_equal(other[1], 40);
-    /* rows: bucket 0 (the largest here, 40) is not copied */
-    const int64_t first_large[] = {0, 40, 44, 46};
+    /* a last bucket whose padding ends inside the array needs no buffer */
+    const int64_t fits[] = {0, 40, 44, 52};
     lb_zero_plan q;
-    assert_int_equal(lb_zero_plan_init(&q, first_large, 3, 0, 2, 4, NULL), LB_OK);
-    lb_zero_send_sizes(&q, false, LB_ZERO_1, send);
-    assert_int_equal(send[0], 40);
-    lb_zero_send_sizes(&q, true, LB_ZERO_1, send);
-    assert_int_equal(send[0], 8);
+    assert_int_equal(lb_zero_plan_init(&q, fits, 3, 0, 2, 4, NULL), LB_OK);
+    assert_int_equal(lb_zero_send_elems(&q, LB_ZERO_1), 0);
     lb_zero_plan_free(&q);
     /* layers: unit 2 alone; unit 3 the head with 5 elements after it */
     lb_zero_gathers g;
@@ -215,28 +208,29 @@ static void test_zero_shard_segments_follow_tensors_and_padding(void **state) {
     for (int i = 0; i < 5; i++)
         t[i].offset = off[i], t[i].numel = off[i + 1] - off[i], t[i].decay = dec[i];
     int64_t start[8];
-    bool decay[8];
+    lb_zero_seg kind[8];
     /* rank 0: [0, 6) holds t0 and t1, [10, 14) t2, [17, 19) t4; no padding */
-    assert_int_equal(lb_zero_shard_segments(&p, 0, t, 5, start, decay, 8), 4);
+    assert_int_equal(lb_zero_shard_segments(&p, 0, t, 5, start, kind, 8), 4);
     const int64_t s0[] = {0, 4, 6, 10};
-    const bool d0[] = {true, false, true, true};
+    const lb_zero_seg P = LB_ZERO_SEG_PLAIN, D = LB_ZERO_SEG_DECAY, X = LB_ZERO_SEG_PAD;
+    const lb_zero_seg d0[] = {D, P, D, D};
     for (int i = 0; i < 4; i++) {
         assert_int_equal(start[i], s0[i]);
-        assert_int_equal(decay[i], d0[i]);
+        assert_int_equal(kind[i], d0[i]);
     }
     /* rank 1: [6, 10) of t1 then 2 of padding; [14, 17) t2 and t3, 1 of padding; [19, 20)
      * t4, 1 of padding */
     assert_int_equal(lb_zero_shard_segments(&p, 1, t, 5, NULL, NULL, 0), 7);
-    assert_int_equal(lb_zero_shard_segments(&p, 1, t, 5, start, decay, 8), 7);
+    assert_int_equal(lb_zero_shard_segments(&p, 1, t, 5, start, kind, 8), 7);
     const int64_t s1[] = {0, 4, 6, 8, 9, 10, 11};
-    const bool d1[] = {false, false, true, false, false, true, false};
+    const lb_zero_seg d1[] = {P, X, D, P, X, D, X};
     for (int i = 0; i < 7; i++) {
         assert_int_equal(start[i], s1[i]);
-        assert_int_equal(decay[i], d1[i]);
+        assert_int_equal(kind[i], d1[i]);
     }
     /* a short table gets the first cap segments and the count of all */
     memset(start, -1, sizeof start);
-    assert_int_equal(lb_zero_shard_segments(&p, 1, t, 5, start, decay, 2), 7);
+    assert_int_equal(lb_zero_shard_segments(&p, 1, t, 5, start, kind, 2), 7);
     assert_int_equal(start[1], 4);
     assert_int_equal(start[2], -1);
     lb_zero_plan_free(&p);

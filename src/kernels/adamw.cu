@@ -117,10 +117,9 @@ static __global__ void sumsq_kernel(double *acc, const void *grads, seg_walk w) 
         for (int64_t a = c0; a < c1;) {
             w.seek(a);
             int64_t b = min(c1, w.end());
-            if (w.packed<T>())
-                s += range_sumsq((const T *)grads + a, b - a);
-            else
-                s += range_sumsq((const float *)grads + a, b - a);
+            bool pad = w.flags[w.lo] & LB_SEG_PAD;
+            if (!pad && w.packed<T>()) s += range_sumsq((const T *)grads + a, b - a);
+            if (!pad && !w.packed<T>()) s += range_sumsq((const float *)grads + a, b - a);
             a = b;
         }
     }
@@ -131,10 +130,11 @@ static __global__ void sumsq_kernel(double *acc, const void *grads, seg_walk w) 
 /* Four consecutive parameters per step, 16-byte accesses (a partial last vector element
  * by element). */
 template <typename T>
-static __global__ void
-adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *__restrict__ apart, int64_t a0,
-             int64_t a1, const void *__restrict__ grads, float *__restrict__ m,
-             float *__restrict__ v, seg_walk w, lb_gpu_adamw_params p, const lb_gpu_optstate *st) {
+static __global__ void adamw_kernel(float *__restrict__ master, T *__restrict__ lp,
+                                    T *__restrict__ apart, int64_t a0, int64_t a1,
+                                    const void *__restrict__ grads, float *__restrict__ m,
+                                    float *__restrict__ v, seg_walk w, int64_t lo, int64_t hi,
+                                    lb_gpu_adamw_params p, const lb_gpu_optstate *st) {
     float scale = p.dynamic_scaling ? st->loss_scale : 1.0f;
     float norm = (float)sqrt(st->sumsq) / scale;
     if (p.dynamic_scaling && !isfinite(norm)) return;
@@ -145,8 +145,8 @@ adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *__restrict__ apa
     float bc1 = 1.0f - powf(p.beta1, (float)t), bc2 = 1.0f - powf(p.beta2, (float)t);
     float step_size = p.lr / bc1, inv_sqrt_bc2 = rsqrtf(bc2);
     float decay = 1.0f - p.lr * p.weight_decay, b1c = 1.0f - p.beta1, b2c = 1.0f - p.beta2;
-    int64_t n = w.n, nv = (n + 3) / 4;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
+    int64_t n = w.n, nv = (hi + 3) / 4;
+    for (int64_t i = lo / 4 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t e0 = 4 * i;
         /* a group of four goes by vectors when it is whole and either outside the range
@@ -175,7 +175,7 @@ adamw_kernel(float *__restrict__ master, T *__restrict__ lp, T *__restrict__ apa
          * optimizer is memory-bound, and under a power limit its arithmetic still costs */
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            float gk = g[k] * gscale;
+            float gk = (fl[k] & LB_SEG_PAD) ? 0.0f : g[k] * gscale;
             float wk = (fl[k] & LB_SEG_DECAY) ? wt[k] * decay : wt[k];
             mi[k] = fmaf(p.beta1, mi[k], b1c * gk);
             vi[k] = fmaf(p.beta2, vi[k], b2c * gk * gk);
@@ -246,14 +246,16 @@ extern "C" lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const void *grads,
 
 extern "C" lb_status lb_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart,
                               lb_gpu_dtype dt, const void *grads, float *m, float *v,
-                              const lb_gpu_segments *sg, const lb_gpu_adamw_params *p,
-                              lb_gpu_optstate *st, cudaStream_t s, lb_err *err) {
-    unsigned g = lb_grid_cap((sg->n + 3) / 4, 256);
+                              const lb_gpu_segments *sg, int64_t lo, int64_t hi,
+                              const lb_gpu_adamw_params *p, lb_gpu_optstate *st, cudaStream_t s,
+                              lb_err *err) {
+    if (hi <= lo) return LB_OK;
+    unsigned g = lb_grid_cap((hi - lo + 3) / 4, 256);
     void *ap = apart ? apart->dst : NULL;
     int64_t a0 = apart ? apart->start : 0, a1 = apart ? apart->end : 0;
     LB_DISPATCH_DTYPE(dt, E,
                       adamw_kernel<E><<<g, 256, 0, s>>>(master, (E *)params_lp, (E *)ap, a0, a1,
-                                                        grads, m, v, walk_of(sg), *p, st));
+                                                        grads, m, v, walk_of(sg), lo, hi, *p, st));
     LB_CUDA_LAUNCH_TRY(err);
     return LB_OK;
 }

@@ -50,6 +50,9 @@ bool lb_adamw_params_same(const lb_gpu_adamw_params *a, const lb_gpu_adamw_param
 
 /* bits of a segment's flags */
 #define LB_SEG_DECAY 1 /* weight decay applies */
+/* padding, no parameter: its gradient is read as 0 and left out of the norm, whatever the
+ * array holds there */
+#define LB_SEG_PAD 2
 
 /* The parameters as tensors: device arrays start [n_seg] (first elements, ascending,
  * start[0] = 0) and flags [n_seg] (LB_SEG_* bits), n elements in all. dense16: every
@@ -74,11 +77,14 @@ typedef struct {
 /* dt: the working type (that of dense16 gradients) */
 lb_status lb_adamw_grad_sumsq(lb_gpu_optstate *st, const void *grads, lb_gpu_dtype dt,
                               const lb_gpu_segments *sg, cudaStream_t s, lb_err *err);
-/* params_lp (type dt) may be NULL (fp32 mode: master is the working copy); apart may be
- * NULL (no parameter's working copy lives apart). */
+/* Elements [lo, hi) of the sg->n updated (all: 0, sg->n; lo a multiple of 4, and hi too
+ * unless it is sg->n), so that one step's update may go in several launches, each range
+ * once, before lb_adamw_finish. params_lp (type dt) may be NULL (fp32 mode: master is the
+ * working copy); apart may be NULL (no parameter's working copy lives apart). */
 lb_status lb_adamw(float *master, void *params_lp, const lb_gpu_lp_apart *apart, lb_gpu_dtype dt,
-                   const void *grads, float *m, float *v, const lb_gpu_segments *sg,
-                   const lb_gpu_adamw_params *p, lb_gpu_optstate *st, cudaStream_t s, lb_err *err);
+                   const void *grads, float *m, float *v, const lb_gpu_segments *sg, int64_t lo,
+                   int64_t hi, const lb_gpu_adamw_params *p, lb_gpu_optstate *st, cudaStream_t s,
+                   lb_err *err);
 lb_status lb_adamw_finish(lb_gpu_optstate *st, const lb_gpu_adamw_params *p, cudaStream_t s,
                           lb_err *err);
 

@@ -527,7 +527,7 @@ lb_status lb_lora_gpu_optimizer(lb_lora_gpu *l, const lb_gpu_adamw_params *p, lb
     lb_gpu_segments sg = {l->seg_start, l->seg_flags, 1, l->off.total};
     LB_TRY(lb_adamw_grad_sumsq(st, l->grads, l->dt, &sg, (cudaStream_t)stream, err));
     LB_TRY(lb_adamw(l->master, l->dt == LB_DT_F32 ? NULL : l->work, NULL, l->dt, l->grads, l->m,
-                    l->v, &sg, p, st, (cudaStream_t)stream, err));
+                    l->v, &sg, 0, sg.n, p, st, (cudaStream_t)stream, err));
     return lb_adamw_finish(st, p, (cudaStream_t)stream, err);
 }
 

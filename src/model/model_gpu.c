@@ -1316,7 +1316,7 @@ static lb_status optimizer(lb_model_gpu *m, const lb_gpu_adamw_params *p, lb_err
     lb_gpu_lp_apart head;
     bool apart = lb_model_gpu_head_apart(m, &head);
     LB_TRY(lb_adamw(m->master, m->dt == LB_DT_F32 ? NULL : m->params, apart ? &head : NULL, m->dt,
-                    m->grads, m->m, m->v, &sg, &q, m->opt, m->stream, err));
+                    m->grads, m->m, m->v, &sg, 0, sg.n, &q, m->opt, m->stream, err));
     return lb_adamw_finish(m->opt, &q, m->stream, err);
 }
 

@@ -1172,17 +1172,21 @@ static void check_grad_pack(ctx *c, const prec_t *pr) {
 static void check_adamw(ctx *c, const prec_t *pr, int64_t n, bool dense16) {
     dense16 = dense16 && pr->dt != LB_DT_F32;
     char shape[56];
-    snprintf(shape, sizeof shape, "n%lld 3 tensors%s", (long long)n,
+    snprintf(shape, sizeof shape, "n%lld 3 tensors, padding%s", (long long)n,
              dense16 ? ", 16-bit gradients" : "");
     float *w = hnew(n), *g = hnew(n), *m = hnew(n), *v = hnew(n), *gw = hnew(n), *gm = hnew(n);
     randn(c, w, n, 1.0f);
     randn(c, g, n, 1.0f);
+    /* the middle tensor starting at an odd element (element by element), the third aligned,
+     * then padding from an odd element: its gradients (random here) in no norm, its
+     * parameters and its moments (zero, as a shard's padding has them) left as they are */
+    int64_t starts[4] = {0, n / 3, n / 2, n - 14};
+    int32_t flags[4] = {LB_SEG_DECAY, 0, LB_SEG_DECAY, LB_SEG_PAD};
     randn(c, m, n, 0.1f);
     for (int64_t i = 0; i < n; i++)
         v[i] = 0.01f * (float)lb_rng_uniform(&c->rng);
-    /* the middle tensor starting at an odd element (element by element), the last aligned */
-    int64_t starts[3] = {0, n / 3, n / 2};
-    int32_t flags[3] = {LB_SEG_DECAY, 0, LB_SEG_DECAY};
+    for (int64_t i = starts[3]; i < n; i++)
+        m[i] = v[i] = 0.0f;
     float *d_w = up(c, w, n, LB_DT_F32);
     void *d_g = up(c, g, n, dense16 ? pr->dt : LB_DT_F32); /* rounds g on the host too */
     float *d_m = up(c, m, n, LB_DT_F32), *d_v = up(c, v, n, LB_DT_F32);
@@ -1211,14 +1215,19 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n, bool dense16) {
                                   .weight_decay = 0.1f,
                                   .grad_clip = 1.0f,
                                   .growth_interval = 2000};
-        lb_gpu_segments sg = {d_s, d_flags, 3, n, dense16};
+        lb_gpu_segments sg = {d_s, d_flags, 4, n, dense16};
         check(c, lb_adamw_grad_sumsq(d_st, d_g, pr->dt, &sg, 0, c->err));
-        check(c, lb_adamw(d_w, d_lp, &apart, pr->dt, d_g, d_m, d_v, &sg, &ap, d_st, 0, c->err));
+        /* the update in two launches, cut at a multiple of 4 inside the first tensor */
+        int64_t cut = n / 8 * 4;
+        check(c, lb_adamw(d_w, d_lp, &apart, pr->dt, d_g, d_m, d_v, &sg, cut, n, &ap, d_st, 0,
+                          c->err));
+        check(c, lb_adamw(d_w, d_lp, &apart, pr->dt, d_g, d_m, d_v, &sg, 0, cut, &ap, d_st, 0,
+                          c->err));
         check(c, lb_adamw_finish(d_st, &ap, 0, c->err));
-        double norm = sqrt(lb_ref_sum_squares(g, n));
+        double norm = sqrt(lb_ref_sum_squares(g, starts[3]));
         float clip = lb_ref_clip_scale(norm, 1.0f);
         for (int s = 0; s < 3; s++) {
-            int64_t a = starts[s], b = s < 2 ? starts[s + 1] : n;
+            int64_t a = starts[s], b = starts[s + 1];
             lb_ref_adamw_update(w + a, g + a, m + a, v + a, b - a, 1e-3f, 0.9f, 0.95f, 1e-8f,
                                 (flags[s] & LB_SEG_DECAY) ? 0.1f : 0.0f, clip, 5);
         }

@@ -51,8 +51,8 @@ struct lb_dp_cuda {
     size_t gs;                /* its bytes */
     cudaEvent_t ready;        /* on the model's stream: what the communication stream waits for */
     cudaEvent_t joined;       /* on the communication stream: its part of the step is done */
-    cudaEvent_t send_free[2]; /* on the communication stream: send[i] (stage 1) or bucket
-                               * buffer i (stages 2-3) was read */
+    cudaEvent_t send_free[2]; /* on the communication stream: send (stage 1, index 0) or
+                               * bucket buffer i (stages 2-3) was read */
     bool send_waits[2];       /* send_free[i] was recorded after a reduce-scatter this step */
     lb_dp_steps_cuda steps;   /* events and sent bytes a step */
     int64_t step;
@@ -66,14 +66,16 @@ struct lb_dp_cuda {
     int64_t *seg_start;
     int32_t *seg_flags;
     int n_seg;
-    void *send[2]; /* reduce type: stage 1 copies bucket b into send[b % 2]
-                    * (lb_zero_send_sizes); send[0] also the gather's */
-    void *piece;   /* [largest piece] reduce type: a reduce-scatter's result, added into the
-                    * shard gradient (adds; else NULL: the reduce-scatter writes the shard) */
+    void *send;  /* reduce type: the last bucket's, where its padding runs past the
+                  * array's end (lb_zero_send_elems); NULL: none */
+    void *piece; /* [largest piece] reduce type: a reduce-scatter's result, added into the
+                  * shard gradient (adds; else NULL: the reduce-scatter writes the shard) */
     void *bucket0_grads, *bucket_grads[2]; /* stages 2-3: whole buckets' gradients, padded */
     /* stages 1-2, several ranks, every parameter training: the parameters gathered on the
      * communication stream */
     cudaEvent_t *bucket_gathered; /* [n_buckets]: bucket's gather into the working copy done */
+    cudaEvent_t *bucket_updated;  /* [n_buckets], on the model's stream: the optimizer updated
+                                   * this rank's piece of the bucket */
     int head_bucket;              /* the bucket holding the output head (tied: wte's) */
     bool head_fresh;              /* the padded head's copy holds the gathered head */
     /* several ranks, every parameter training, one micro-batch a step, the embeddings a
@@ -109,8 +111,9 @@ struct lb_dp_cuda {
     double graph_sent;                   /* the bytes its collectives send */
 };
 
-/* Records the step's event ev on s: inside a capture as an event record node, which each
- * launch points at its own step's event (a plain record there would only order streams). */
+/* Records ev on s: inside a capture as an event record node (a plain record there would
+ * only order streams), which each launch records anew (the step's events: each launch
+ * points it at its own step's). */
 static cudaError_t mark(const lb_dp_cuda *d, cudaEvent_t ev, cudaStream_t s) {
     return cudaEventRecordWithFlags(ev, s, d->capturing ? cudaEventRecordExternal : 0);
 }
@@ -164,7 +167,8 @@ static lb_status all_reduce_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, l
 /* ---- stages 1-2 ----------------------------------------------------------------------- */
 
 /* Where bucket b's gradients are: the model's array, or at stages 2-3 its bucket buffer
- * (the embeddings' bucket its own, the others taking turns by parity). */
+ * (the embeddings' bucket its own, the others taking turns by parity). At stages 0-1 the
+ * padding after a bucket is the next bucket's first elements. */
 static void *bucket_slots(lb_dp_cuda *d, int b) {
     if (d->p.stage < LB_ZERO_2)
         return (char *)lb_model_gpu_grads(d->m) + (size_t)d->plan.buckets[b].start * d->rs;
@@ -209,25 +213,30 @@ static lb_status all_gather(lb_dp_cuda *d, const void *send, void *recv, int64_t
 
 /* Bucket b reduce-scattered on the communication stream into this rank's piece of the
  * gradient shard (or, where micro-batches add, into the piece buffer, widened into the
- * shard or added there): at stage 1 from send[b % 2], which the model's stream copies it
- * into; at stages 2-3 from its bucket buffer, whose next bucket (b - 2, bound when bucket
- * b - 1 is done, so the collective has a bucket's compute to finish) waits for it. */
+ * shard or added there): at stage 1 from the model's array in place, its padding summing
+ * the next bucket's first elements into the shard's padding, which the optimizer leaves
+ * out (LB_ZERO_SEG_PAD; a bucket whose padding would run past the array's end is copied
+ * into the send buffer first); at stages 2-3 from its bucket buffer, whose next bucket
+ * (b - 2, bound when bucket b - 1 is done, so the collective has a bucket's compute to
+ * finish) waits for it. The model's stream writes the array again only in the next step's
+ * backward, after it waited for this step's communication. */
 static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
     int j = b % 2, nb = d->plan.n_buckets;
     const void *from = bucket_slots(d, b);
-    if (d->p.stage == LB_ZERO_1) {
-        /* a record of a step before came before the communication stream's end, which the
-         * model's stream waited for (and the gather's, before the forward read its last
-         * bucket) */
+    bool through_send = d->p.stage == LB_ZERO_1 && b == nb - 1 && d->send != NULL;
+    if (through_send) {
+        /* the gather of the step before wrote send last (the model's stream waited for it
+         * before the forward read this bucket) */
+        j = 0;
         if (d->send_waits[j])
             LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[j], 0));
         size_t real = (size_t)(k->end - k->start) * d->rs;
-        LB_CUDA_TRY(err, cudaMemcpyAsync(d->send[j], from, real, cudaMemcpyDeviceToDevice,
-                                         d->model_stream));
-        LB_CUDA_TRY(err, cudaMemsetAsync((char *)d->send[j] + real, 0,
+        LB_CUDA_TRY(
+            err, cudaMemcpyAsync(d->send, from, real, cudaMemcpyDeviceToDevice, d->model_stream));
+        LB_CUDA_TRY(err, cudaMemsetAsync((char *)d->send + real, 0,
                                          (size_t)k->padded * d->rs - real, d->model_stream));
-        from = d->send[j];
+        from = d->send;
     }
     LB_TRY(hand_over(d, start_ev, err));
     /* the step's first piece of this bucket is written, later micro-batches' (stages 2-3) add
@@ -236,8 +245,10 @@ static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_e
     LB_TRY(reduce_scatter(d, from, d->adds ? d->piece : to, k->piece, d->comm_stream, err));
     d->steps.sent[d->step] +=
         lb_zero_ring_bytes(LB_ZERO_REDUCE_SCATTER, (double)k->padded * (double)d->rs, d->ranks);
-    LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
-    d->send_waits[j] = true;
+    if (through_send || d->p.stage >= LB_ZERO_2) {
+        LB_CUDA_TRY(err, cudaEventRecord(d->send_free[j], d->comm_stream));
+        d->send_waits[j] = true;
+    }
     if (d->adds && d->micro == 0)
         LB_TRY(lb_act_convert(to, LB_DT_F32, d->piece, d->rt, k->piece, d->comm_stream, err));
     else if (d->adds)
@@ -483,32 +494,29 @@ lb_status lb_dp_cuda_begin_micro(lb_dp_cuda *d, int micro, lb_err *err) {
 /* After the optimizer: the updated working copy of every bucket's pieces gathered into the
  * model's in flat order, straight into place (a bucket's padding lands on the next bucket's
  * first elements, which its own gather overwrites after; only a bucket whose padding would
- * run past the array's end goes through send[0]). With every parameter training the gathers
- * run on the communication stream, an event after each bucket for the next forward's wait
- * (wait_gathered), and the run's last step waits for the whole gather; adapters are
- * gathered on the model's stream. */
+ * run past the array's end goes through the send buffer). With every parameter training the
+ * gathers run on the communication stream, each once its bucket is updated, an event after
+ * each for the next forward's wait (wait_gathered), and the run's last step waits for the
+ * whole gather; adapters are gathered on the model's stream. */
 static lb_status gather_params(lb_dp_cuda *d, lb_err *err) {
     char *work = lb_model_gpu_working(d->m);
     int64_t total = d->plan.unit_start[d->plan.n_units];
     bool overlap = d->bucket_gathered != NULL;
     cudaStream_t s = overlap ? d->comm_stream : d->model_stream;
     cudaEvent_t *ev = lb_dp_steps_cuda_events(&d->steps, d->step);
-    if (overlap) {
-        LB_CUDA_TRY(err, cudaEventRecord(d->ready, d->model_stream));
-        LB_CUDA_TRY(err, cudaStreamWaitEvent(s, d->ready, 0));
-    }
-    LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_GATHER_START], s));
-    if (!overlap) LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_WAIT_START], s));
     for (int b = 0; b < d->plan.n_buckets; b++) {
         const lb_zero_bucket *k = &d->plan.buckets[b];
+        if (overlap) LB_CUDA_TRY(err, cudaStreamWaitEvent(s, d->bucket_updated[b], 0));
+        if (b == 0) LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_GATHER_START], s));
+        if (b == 0 && !overlap) LB_CUDA_TRY(err, mark(d, ev[LB_DP_EV_WAIT_START], s));
         char *to = work + (size_t)k->start * d->es;
         bool direct = k->start + k->padded <= total;
         LB_TRY(all_gather(d, (char *)d->work + (size_t)k->shard_offset * d->es,
-                          direct ? to : d->send[0], k->piece, d->wt, s, err));
+                          direct ? to : d->send, k->piece, d->wt, s, err));
         d->steps.sent[d->step] +=
             lb_zero_ring_bytes(LB_ZERO_ALL_GATHER, (double)k->padded * (double)d->es, d->ranks);
         if (!direct) {
-            LB_CUDA_TRY(err, cudaMemcpyAsync(to, d->send[0], (size_t)(k->end - k->start) * d->es,
+            LB_CUDA_TRY(err, cudaMemcpyAsync(to, d->send, (size_t)(k->end - k->start) * d->es,
                                              cudaMemcpyDeviceToDevice, s));
             LB_CUDA_TRY(err, cudaEventRecord(d->send_free[0], s));
         }
@@ -569,8 +577,19 @@ static lb_status optimize(lb_dp_cuda *d, const lb_gpu_adamw_params *p, lb_err *e
             lb_comm_all_reduce(d->c, &os->sumsq, &os->sumsq, 1, LB_COMM_FP64, LB_COMM_SUM, s, err));
         d->steps.sent[d->step] += lb_zero_ring_bytes(LB_ZERO_ALL_REDUCE, 8, d->ranks);
     }
-    LB_TRY(lb_adamw(d->master, d->wt == LB_DT_F32 ? NULL : d->work, apart ? &head : NULL, d->wt,
-                    grads, d->mom, d->vel, &sg, &q, os, s, err));
+    void *lp = d->wt == LB_DT_F32 ? NULL : d->work;
+    if (d->bucket_updated == NULL)
+        LB_TRY(lb_adamw(d->master, lp, apart ? &head : NULL, d->wt, grads, d->mom, d->vel, &sg, 0,
+                        sg.n, &q, os, s, err));
+    /* stages 1-2 with the gathers on the communication stream: bucket by bucket in flat
+     * order, each bucket's gather waiting for its own update, so the embeddings', which the
+     * next forward reads first, travel while the rest is updated */
+    for (int b = 0; d->bucket_updated != NULL && b < d->plan.n_buckets; b++) {
+        const lb_zero_bucket *k = &d->plan.buckets[b];
+        LB_TRY(lb_adamw(d->master, lp, NULL, d->wt, grads, d->mom, d->vel, &sg, k->shard_offset,
+                        k->shard_offset + k->piece, &q, os, s, err));
+        LB_CUDA_TRY(err, mark(d, d->bucket_updated[b], s));
+    }
     LB_TRY(lb_adamw_finish(os, &q, s, err));
     if (d->whole) return LB_OK;
     if (d->p.stage == LB_ZERO_3) {
@@ -754,7 +773,7 @@ lb_status lb_dp_cuda_get_params(lb_dp_cuda *d, float *host, lb_err *err) {
  * copy). */
 static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
     size_t n = (size_t)d->plan.shard_elems, es = d->es;
-    int64_t most_piece = 0, other[2], send[2];
+    int64_t most_piece = 0, other[2];
     for (int b = 0; b < d->plan.n_buckets; b++) {
         const lb_zero_bucket *k = &d->plan.buckets[b];
         if (k->piece > most_piece) most_piece = k->piece;
@@ -791,9 +810,8 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
         CARVE(d->work, "zero.work", n * es);
     else
         d->work = d->master;
-    lb_zero_send_sizes(&d->plan, d->rows, d->p.stage, send);
-    for (int i = 0; i < 2; i++)
-        if (send[i] > 0) CARVE(d->send[i], "zero.send", (size_t)send[i] * d->rs);
+    int64_t send = lb_zero_send_elems(&d->plan, d->p.stage);
+    if (send > 0) CARVE(d->send, "zero.send", (size_t)send * d->rs);
     if (d->adds) CARVE(d->piece, "zero.piece", (size_t)most_piece * d->rs);
     if (d->p.stage >= LB_ZERO_2) {
         const lb_zero_bucket *k0 = &d->plan.buckets[0];
@@ -813,15 +831,17 @@ static lb_status layout(lb_dp_cuda *d, lb_gpu_arena *a, lb_err *err) {
  * with every parameter training: the model's tensors). */
 static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
     int64_t *start = malloc((size_t)d->n_seg * sizeof *start);
-    bool *decay = malloc((size_t)d->n_seg * sizeof *decay);
+    lb_zero_seg *kind = malloc((size_t)d->n_seg * sizeof *kind);
     int32_t *flags = malloc((size_t)d->n_seg * sizeof *flags);
     lb_status st = LB_OK;
-    if (!start || !decay || !flags) {
+    if (!start || !kind || !flags) {
         st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for the shard's segments");
     } else {
-        lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, start, decay, d->n_seg);
+        lb_zero_shard_segments(&d->plan, d->rank, d->tensors, d->n_tensors, start, kind, d->n_seg);
         for (int i = 0; i < d->n_seg; i++)
-            flags[i] = decay[i] ? LB_SEG_DECAY : 0;
+            flags[i] = kind[i] == LB_ZERO_SEG_DECAY ? LB_SEG_DECAY
+                       : kind[i] == LB_ZERO_SEG_PAD ? LB_SEG_PAD
+                                                    : 0;
         if (cudaMemcpyAsync(d->seg_start, start, (size_t)d->n_seg * 8, cudaMemcpyHostToDevice,
                             d->model_stream) != cudaSuccess ||
             cudaMemcpyAsync(d->seg_flags, flags, (size_t)d->n_seg * 4, cudaMemcpyHostToDevice,
@@ -829,7 +849,7 @@ static lb_status upload_segments(lb_dp_cuda *d, lb_err *err) {
             st = lb_fail(err, LB_ERR_DEVICE, "could not copy the shard's segments to the device");
     }
     free(start);
-    free(decay);
+    free(kind);
     free(flags);
     return st;
 }
@@ -954,9 +974,12 @@ void lb_dp_cuda_free(lb_dp_cuda *d) {
         if (d->gathered[i] != NULL) cudaEventDestroy(d->gathered[i]);
         if (d->released[i] != NULL) cudaEventDestroy(d->released[i]);
     }
-    for (int b = 0; d->bucket_gathered != NULL && b < d->plan.n_buckets; b++)
+    for (int b = 0; d->bucket_gathered && d->bucket_updated && b < d->plan.n_buckets; b++) {
         if (d->bucket_gathered[b] != NULL) cudaEventDestroy(d->bucket_gathered[b]);
+        if (d->bucket_updated[b] != NULL) cudaEventDestroy(d->bucket_updated[b]);
+    }
     free(d->bucket_gathered);
+    free(d->bucket_updated);
     if (d->comm_stream != NULL) cudaStreamDestroy(d->comm_stream);
     lb_gpu_arena_free(&d->arena);
     lb_zero_plan_free(&d->plan);
@@ -1101,10 +1124,14 @@ lb_status lb_dp_cuda_init(lb_dp_cuda **out, lb_model_gpu *m, const lb_model_conf
     bool overlap = !d->whole && !d->lora && (p->stage == LB_ZERO_1 || p->stage == LB_ZERO_2);
     if (st == LB_OK && overlap) {
         d->bucket_gathered = calloc((size_t)d->plan.n_buckets, sizeof *d->bucket_gathered);
-        if (d->bucket_gathered == NULL) st = lb_fail(err, LB_ERR_NOMEM, "out of host memory");
+        d->bucket_updated = calloc((size_t)d->plan.n_buckets, sizeof *d->bucket_updated);
+        if (d->bucket_gathered == NULL || d->bucket_updated == NULL)
+            st = lb_fail(err, LB_ERR_NOMEM, "out of host memory");
     }
     for (int b = 0; st == LB_OK && overlap && b < d->plan.n_buckets; b++)
-        if (cudaEventCreateWithFlags(&d->bucket_gathered[b], cudaEventDisableTiming) != cudaSuccess)
+        if (cudaEventCreateWithFlags(&d->bucket_gathered[b], cudaEventDisableTiming) !=
+                cudaSuccess ||
+            cudaEventCreateWithFlags(&d->bucket_updated[b], cudaEventDisableTiming) != cudaSuccess)
             st = lb_fail(err, LB_ERR_DEVICE, "could not create a CUDA event");
     if (st != LB_OK) {
         lb_dp_cuda_free(d);

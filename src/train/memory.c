@@ -65,9 +65,9 @@ static lb_status dp_terms(const lb_train_params *p, const lb_model_config *cfg, 
          * copy in 16-bit runs */
         const bool adds = lb_zero_adds((lb_zero_stage)p->zero, p->grad_accum);
         out->shard_state = n * (12 + (adds ? 4 : es) + (wide ? 0 : es));
-        int64_t send[2], other[2];
-        lb_zero_send_sizes(&plan, rows, (lb_zero_stage)p->zero, send);
-        out->buffers += (double)(send[0] + send[1]) * es + (adds ? most_piece * es : 0);
+        int64_t other[2];
+        out->buffers += (double)lb_zero_send_elems(&plan, (lb_zero_stage)p->zero) * es +
+                        (adds ? most_piece * es : 0);
         if (p->zero >= LB_ZERO_2) {
             lb_zero_other_slots(&plan, other);
             out->buffers +=

@@ -70,14 +70,10 @@ lb_status lb_zero_plan_init(lb_zero_plan *p, const int64_t *bounds, int n_units,
     return LB_OK;
 }
 
-void lb_zero_send_sizes(const lb_zero_plan *p, bool rows, lb_zero_stage s, int64_t out[2]) {
-    out[0] = out[1] = 0;
-    for (int b = rows ? 1 : 0; s == LB_ZERO_1 && b < p->n_buckets; b++)
-        if (p->buckets[b].padded > out[b % 2]) out[b % 2] = p->buckets[b].padded;
+int64_t lb_zero_send_elems(const lb_zero_plan *p, lb_zero_stage s) {
     const lb_zero_bucket *last = &p->buckets[p->n_buckets - 1];
-    if ((s == LB_ZERO_1 || s == LB_ZERO_2) &&
-        last->start + last->padded > p->unit_start[p->n_units] && last->padded > out[0])
-        out[0] = last->padded;
+    bool past = last->start + last->padded > p->unit_start[p->n_units];
+    return (s == LB_ZERO_1 || s == LB_ZERO_2) && past ? last->padded : 0;
 }
 
 void lb_zero_other_slots(const lb_zero_plan *p, int64_t out[2]) {
@@ -134,7 +130,7 @@ void lb_zero_piece(const lb_zero_plan *p, int b, int rank, int64_t *lo, int64_t 
 }
 
 int lb_zero_shard_segments(const lb_zero_plan *p, int rank, const lb_param_tensor *t, int n_tensors,
-                           int64_t *start, bool *decay, int cap) {
+                           int64_t *start, lb_zero_seg *kind, int cap) {
     int n = 0, i = 0;
     for (int b = 0; b < p->n_buckets; b++) {
         int64_t lo, hi, at = p->buckets[b].shard_offset;
@@ -144,11 +140,13 @@ int lb_zero_shard_segments(const lb_zero_plan *p, int rank, const lb_param_tenso
         for (; i < n_tensors && t[i].offset < hi; i++) {
             if (t[i].offset + t[i].numel <= lo) continue;
             int64_t a = t[i].offset > lo ? t[i].offset : lo;
-            if (n < cap) start[n] = at + (a - lo), decay[n] = t[i].decay != 0;
+            if (n < cap)
+                start[n] = at + (a - lo),
+                kind[n] = t[i].decay ? LB_ZERO_SEG_DECAY : LB_ZERO_SEG_PLAIN;
             n++;
         }
         if (hi - lo < p->buckets[b].piece) {
-            if (n < cap) start[n] = at + (hi - lo), decay[n] = false;
+            if (n < cap) start[n] = at + (hi - lo), kind[n] = LB_ZERO_SEG_PAD;
             n++;
         }
     }

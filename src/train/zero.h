@@ -69,12 +69,13 @@ lb_status lb_zero_plan_init(lb_zero_plan *p, const int64_t *bounds, int n_units,
                             int64_t bucket_elems, int ranks, int64_t align, lb_err *err);
 void lb_zero_plan_free(lb_zero_plan *p);
 
-/* The two buffers, elements, that buckets are copied into before their reduce-scatter at
- * stage 1 (s): bucket b into send[b % 2] (rows: bucket 0 is not, an untied embedding's
- * rows going instead), out[i] the largest padded bucket of its turn; at stages 1-2 out[0]
- * also holds the gather of the last bucket where its padding runs past the flat array's
- * end. Stages 2-3 reduce-scatter from the buckets' gradient buffers. */
-void lb_zero_send_sizes(const lb_zero_plan *p, bool rows, lb_zero_stage s, int64_t out[2]);
+/* Stages 1-2: the elements of the one buffer the last bucket goes through where its padding
+ * runs past the flat array's end (its reduce-scatter's source at stage 1, its gather's
+ * destination at stages 1-2); every other bucket is reduce-scattered from and gathered into
+ * the array in place, its padding reading or writing the next bucket's first elements. 0
+ * when none does, and at stages 0 and 3. Stages 2-3 reduce-scatter from the buckets'
+ * gradient buffers. */
+int64_t lb_zero_send_elems(const lb_zero_plan *p, lb_zero_stage s);
 
 /* Stages 2-3: the gradient buffers (elements, padded) of the buckets after the first, in
  * two by parity: out[i] the largest of buckets b >= 1 with b % 2 == i (0: none). */
@@ -113,14 +114,20 @@ bool lb_zero_gather_big(const lb_zero_plan *p, const lb_zero_gathers *g, int u);
  * [*lo, *hi), empty (lo == hi) when the piece is all padding. */
 void lb_zero_piece(const lb_zero_plan *p, int b, int rank, int64_t *lo, int64_t *hi);
 
+/* What a shard segment holds. */
+typedef enum {
+    LB_ZERO_SEG_PLAIN, /* parameters without weight decay */
+    LB_ZERO_SEG_DECAY, /* parameters with weight decay */
+    LB_ZERO_SEG_PAD,   /* a piece's padding: whatever its gradient holds is no parameter's */
+} lb_zero_seg;
+
 /* The optimizer's view of rank's shard: segments in shard coordinates (ascending, the first
  * at 0), one where each tensor's part of each of the rank's pieces starts and one where a
- * piece's padding starts; decay[i] says whether segment i takes weight decay (padding: no).
- * t: the n_tensors tensors of the flat array in flat order (model/config.h's layout). Writes
- * at most cap segments into start and decay (both may be NULL with cap 0) and returns how
- * many there are. */
+ * piece's padding starts; kind[i] says what segment i holds. t: the n_tensors tensors of the
+ * flat array in flat order (model/config.h's layout). Writes at most cap segments into start
+ * and kind (both may be NULL with cap 0) and returns how many there are. */
 int lb_zero_shard_segments(const lb_zero_plan *p, int rank, const lb_param_tensor *t, int n_tensors,
-                           int64_t *start, bool *decay, int cap);
+                           int64_t *start, lb_zero_seg *kind, int cap);
 
 /* Bytes a rank holds for parameters, gradients and optimizer state at this stage, the
  * formulas of ZeRO's paper (Rajbhandari et al. 2020) for n_params parameters over ranks:
