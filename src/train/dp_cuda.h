@@ -11,18 +11,20 @@
  * one dense array in the parameter layout, so a bucket is one contiguous run:
  *   0: its gradients all-reduced (averaged) in place, one call; the model's own AdamW then
  *      runs on everything.
- *   1: its gradients copied on the model's stream into one of two buffers (by the bucket's
- *      parity, padded to the plan's length with zeros), reduce-scattered (averaged) on the
- *      communication stream straight into this rank's gradient shard in the working type
- *      (at stages 2-3 with several micro-batches a step the shard's gradient is fp32: the
- *      first micro-batch's piece is widened into it, later ones are added; nothing is
- *      cleared). The model keeps
+ *   1: its gradients reduce-scattered (averaged) on the communication stream straight from
+ *      the model's gradient array into this rank's gradient shard in the working type (the
+ *      bucket's padding is the next bucket's first elements, whose sums land in the shard's
+ *      padding, which the optimizer leaves out; only a last bucket whose padding would run
+ *      past the array is copied into a buffer first) (at stages 2-3 with several
+ *      micro-batches a step the shard's gradient is fp32: the first micro-batch's piece is
+ *      widened into it, later ones are added; nothing is cleared). The model keeps
  *      no master weights or moments (external_optimizer): AdamW runs here on the shard (fp32
  *      master, m and v of the shard only, kernels/adamw.cuh with a segment table in shard
- *      coordinates), writes the shard's 16-bit working copy, and every bucket's pieces are
- *      all-gathered straight into the model's working copy (only a last bucket whose padding
- *      would run past its end goes through a buffer) on the communication stream, bucket
- *      after bucket in the order the next forward reads them, an event after each: the
+ *      coordinates; one launch a bucket's piece), writes the shard's 16-bit working copy, and
+ *      every bucket's pieces are all-gathered, once updated, straight into the model's
+ *      working copy (only a last bucket whose padding would run past its end goes through
+ *      a buffer) on the communication stream, bucket after bucket in the order the next
+ *      forward reads them, an event after each: the
  *      parameter hook makes the model's stream wait for a unit's bucket before the next
  *      step's first forward reads it (and refreshes the padded head once its bucket is
  *      in), so the gather of later buckets runs beside the forward of earlier ones. The
