@@ -222,13 +222,14 @@ static lb_status all_gather(lb_dp_cuda *d, const void *send, void *recv, int64_t
  * backward, after it waited for this step's communication. */
 static lb_status reduce_scatter_bucket(lb_dp_cuda *d, int b, cudaEvent_t start_ev, lb_err *err) {
     const lb_zero_bucket *k = &d->plan.buckets[b];
-    int j = b % 2, nb = d->plan.n_buckets;
+    int nb = d->plan.n_buckets;
     const void *from = bucket_slots(d, b);
     bool through_send = d->p.stage == LB_ZERO_1 && b == nb - 1 && d->send != NULL;
+    int j = through_send ? 0 : b % 2; /* send_free's index: the send buffer's, or the bucket
+                                       * buffer's (stages 2-3) */
     if (through_send) {
         /* the gather of the step before wrote send last (the model's stream waited for it
          * before the forward read this bucket) */
-        j = 0;
         if (d->send_waits[j])
             LB_CUDA_TRY(err, cudaStreamWaitEvent(d->model_stream, d->send_free[j], 0));
         size_t real = (size_t)(k->end - k->start) * d->rs;
