@@ -15,6 +15,10 @@ bool lb_cli_is_worker(void) {
 int lb_cli_run_workers(const char *command, int64_t gpus, char *const *argv, int rank0_stdout,
                        double grace_s) {
     int present = lb_devinfo_cuda_device_count();
+    if (present == 0)
+        return lb_status_exit_code(lb_args_usage_error(
+            command, "--gpus %lld starts one worker per GPU and this machine has no usable GPU",
+            (long long)gpus));
     if (gpus > present)
         return lb_status_exit_code(lb_args_usage_error(
             command, "--gpus %lld: this machine has %d usable GPU(s); expected 1 to %d",
