@@ -295,6 +295,48 @@ static void test_cli_train_sigint_stores_interrupted_run(void **state) {
     json_decref(all);
 }
 
+/* `llmbench train | head`: the reader goes away after the first progress line, and the
+ * run stops as on Ctrl-C, stored interrupted (the default action of SIGPIPE would kill it
+ * and leave it `running`). */
+static void test_cli_train_closed_reader_stores_interrupted_run(void **state) {
+    (void)state;
+    char db[160];
+    snprintf(db, sizeof db, "%s/pipe.db", g_dir);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "train", "--model", "gpt2-tiny", "--device", "cpu",
+              "--batch", "2", "--seq", "16", "--steps", "100000000", "--warmup", "0", "--db", db,
+              (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    /* read until the first progress line ("step N/...", 5 s after the first step) */
+    char seen[4096] = {0};
+    size_t n = 0;
+    while (strstr(seen, ": step ") == NULL && n + 1 < sizeof seen) {
+        ssize_t k = read(fds[0], seen + n, sizeof seen - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    assert_non_null(strstr(seen, ": step "));
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status)); /* not killed by the signal */
+    /* 130 from the run's own end, 141 where a second SIGPIPE (its last words) ended it */
+    assert_true(WEXITSTATUS(status) == 130 || WEXITSTATUS(status) == 128 + SIGPIPE);
+    assert_int_equal(run((const char *[]){"results", "show", "1", "--json", "--db", db, NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "status")), "interrupted");
+    json_decref(doc);
+}
+
 /* Starts a long training run (batch B) storing into db, its output discarded, and returns
  * its pid once the run is recorded as begun (run 1 of db). */
 static pid_t start_long_run(const char *db, const char *batch) {
@@ -371,6 +413,7 @@ int main(void) {
         cmocka_unit_test(test_cli_train_stores_run_with_raw_samples),
         cmocka_unit_test(test_cli_train_qlora_run_is_stored_with_its_figures),
         cmocka_unit_test(test_cli_train_sigint_stores_interrupted_run),
+        cmocka_unit_test(test_cli_train_closed_reader_stores_interrupted_run),
         cmocka_unit_test(test_cli_train_tiny_model_runs_with_its_defaults),
         cmocka_unit_test(test_cli_train_prints_no_result_when_the_store_cannot_be_used),
         cmocka_unit_test(test_cli_train_progress_on_a_terminal_shows_the_time_left),

@@ -51,6 +51,7 @@ static void set_outcome(lb_result *r, lb_status work_status, const lb_err *work_
             snprintf(r->failure, sizeof r->failure, "interrupted by %s",
                      signo == SIGINT    ? "SIGINT"
                      : signo == SIGTERM ? "SIGTERM"
+                     : signo == SIGPIPE ? "SIGPIPE (the reader of the output went away)"
                                         : "a signal");
     } else if (work_status != LB_OK) {
         r->status = LB_RUN_FAILED;

@@ -58,6 +58,7 @@ void lb_signals_install(void) {
     sa.sa_flags = 0;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGPIPE, &sa, NULL);
 }
 
 void lb_signals_set_last_words(void (*fn)(void *ctx, int signo), void *ctx) {

@@ -1,9 +1,11 @@
-/* signals.h: SIGINT/SIGTERM become a flag that long loops poll.
+/* signals.h: SIGINT/SIGTERM become a flag that long loops poll, and so does SIGPIPE (the
+ * reader of our output went away, as `llmbench train | head` does): the run stops as on
+ * Ctrl-C, where the default action would kill it and leave its stored run `running`.
  *
  * The handler only sets a flag (async-signal-safe, and it interrupts blocking calls);
  * workloads check lb_signals_interrupted() between steps or queries and return
  * LB_ERR_INTERRUPTED, so the CLI can store what was measured before exiting with 130. A
- * second signal exits at once (130 or 143), after the last words registered with
+ * second signal exits at once (128 + its number), after the last words registered with
  * lb_signals_set_last_words, which a thread of ours runs (woken by the handler through a
  * semaphore): the stored-run lifecycle uses them to mark its run interrupted, so that no
  * run is left `running` by a Ctrl-C. */
