@@ -81,6 +81,14 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--model", "llama-tiny", "--seq", "16", "--device",
                                   "cuda", "--lora-rank", "4", "--quant", "nf4", "--db", g_db, NULL},
                  "--quant nf4 needs --precision bf16 or fp16");
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
+                                  "--save-params", "/no-such-dir/p.safetensors", "--db", g_db,
+                                  NULL},
+                 "--save-params /no-such-dir/p.safetensors: cannot create a file in folder "
+                 "/no-such-dir");
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
+                                  "--save-params", g_dir, "--db", g_db, NULL},
+                 "is a folder: give a file name");
     /* nothing was stored for any of them: not even a database was made */
     assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 1);
     assert_non_null(strstr(err, "no results database"));

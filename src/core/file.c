@@ -1,4 +1,4 @@
-/* file.c: lb_file_read, lb_file_write_atomic, lb_file_mkdirs. */
+/* file.c: lb_file_read, lb_file_write_atomic, lb_file_check_writable, lb_file_mkdirs. */
 #include "core/file.h"
 
 #include <errno.h>
@@ -81,6 +81,24 @@ static lb_status write_buffer(FILE *out, void *ctx, lb_err *err) {
 lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, lb_err *err) {
     buffer b = {.data = data, .len = len};
     return lb_file_write_atomic_with(path, write_buffer, &b, err);
+}
+
+lb_status lb_file_check_writable(const char *option, const char *path, lb_err *err) {
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+        return lb_fail(err, LB_ERR_USAGE, "%s %s: the path is too long", option, path);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return lb_fail(err, LB_ERR_USAGE, "%s %s is a folder: give a file name", option, path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir ? 1 : 0] = '\0'; /* "/x" keeps "/" */
+    if (access(dir, W_OK | X_OK) != 0)
+        return lb_fail(err, LB_ERR_USAGE, "%s %s: cannot create a file in folder %s: %s", option,
+                       path, dir, strerror(errno));
+    return LB_OK;
 }
 
 lb_status lb_file_mkdirs(const char *dir, unsigned mode, lb_err *err) {

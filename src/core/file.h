@@ -28,6 +28,11 @@ lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void
 /* Creates or replaces path with data[0..len-1], as lb_file_write_atomic_with does. */
 lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, lb_err *err);
 
+/* Before a long job whose end writes path (as lb_file_write_atomic does: a new file beside
+ * it, renamed over it): path is not a folder, and its folder exists and takes new files.
+ * LB_ERR_USAGE naming `option` (such as "--save-params") and path otherwise. */
+lb_status lb_file_check_writable(const char *option, const char *path, lb_err *err);
+
 /* mkdir -p: dir and every missing parent, with mode. LB_ERR_IO naming the folder that
  * could not be made; LB_ERR_USAGE when dir exists and is not a folder. */
 lb_status lb_file_mkdirs(const char *dir, unsigned mode, lb_err *err);

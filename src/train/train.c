@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "core/clock.h"
+#include "core/file.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/provenance.h"
@@ -172,6 +173,8 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
         return lb_fail(err, LB_ERR_USAGE,
                        "--save-params writes a whole model's trained parameters, but with "
                        "--lora-rank only adapters train on a frozen base: drop one of them");
+    if (p->save_params != NULL && lb_train_rank(p) == 0)
+        LB_TRY(lb_file_check_writable("--save-params", p->save_params, err));
     if (p->batch * p->seq > INT32_MAX)
         return lb_fail(err, LB_ERR_USAGE, "--batch x --seq = %lld tokens per step is too many",
                        (long long)(p->batch * p->seq));
