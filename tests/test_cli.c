@@ -161,6 +161,25 @@ static void test_cli_tokenize_prints_nothing_before_an_unreadable_file(void **st
     unlink(path);
 }
 
+/* `run --report DIR` where DIR cannot be a folder: refused before the suite runs, nothing
+ * stored. */
+static void test_cli_run_refuses_a_bad_report_folder_before_running(void **state) {
+    (void)state;
+    char dir[64], file[96], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(file, sizeof file, "%s/a-file", dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    expect_usage_error((const char *[]){"run", "--cpu-only", "--report", file, "--db", db, NULL},
+                       "is a file: give a folder");
+    expect_usage_error((const char *[]){"run", "--report", dir, "--no-report", "--db", db, NULL},
+                       "give one of them");
+    assert_int_equal(access(db, F_OK), -1);
+    lb_test_rmtree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_unknown_command_exits_2_naming_it),
@@ -174,6 +193,7 @@ int main(void) {
         cmocka_unit_test(test_cli_train_scaling_runs_after_the_first_get_the_base),
         cmocka_unit_test(test_cli_out_of_range_lengths_are_refused_not_clamped),
         cmocka_unit_test(test_cli_tokenize_prints_nothing_before_an_unreadable_file),
+        cmocka_unit_test(test_cli_run_refuses_a_bad_report_folder_before_running),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

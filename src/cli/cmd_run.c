@@ -23,6 +23,7 @@
 #include "cli/engine_opt.h"
 #include "cli/output.h"
 #include "cli/runctl.h"
+#include "core/file.h"
 #include "core/signals.h"
 #include "gpu/devinfo.h"
 #include "history/bench.h"
@@ -244,6 +245,17 @@ int lb_cmd_run(int argc, char **argv) {
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
+    if (report_dir != NULL && no_report)
+        return lb_status_exit_code(lb_args_usage_error(
+            "run",
+            "--report %s names where the report goes and --no-report asks for none: give "
+            "one of them",
+            report_dir));
+    if (report_dir != NULL) { /* a bad folder costs no suite */
+        lb_err err = {{0}};
+        if (lb_file_check_folder("--report", report_dir, &err) != LB_OK)
+            return lb_status_exit_code(lb_args_usage_error("run", "%s", err.msg));
+    }
 
     suite_item items[8];
     size_t n = 0;

@@ -1,4 +1,5 @@
-/* file.c: lb_file_read, lb_file_write_atomic, lb_file_check_writable, lb_file_mkdirs. */
+/* file.c: lb_file_read, lb_file_write_atomic, lb_file_check_writable,
+ * lb_file_check_folder, lb_file_mkdirs. */
 #include "core/file.h"
 
 #include <errno.h>
@@ -98,6 +99,20 @@ lb_status lb_file_check_writable(const char *option, const char *path, lb_err *e
     if (access(dir, W_OK | X_OK) != 0)
         return lb_fail(err, LB_ERR_USAGE, "%s %s: cannot create a file in folder %s: %s", option,
                        path, dir, strerror(errno));
+    return LB_OK;
+}
+
+lb_status lb_file_check_folder(const char *option, const char *dir, lb_err *err) {
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+        return lb_fail(err, LB_ERR_USAGE, "%s %s is a file: give a folder (made if missing)",
+                       option, dir);
+    lb_err mk = {{0}};
+    if (lb_file_mkdirs(dir, 0777, &mk) != LB_OK)
+        return lb_fail(err, LB_ERR_USAGE, "%s %s: %s", option, dir, mk.msg);
+    if (access(dir, W_OK | X_OK) != 0)
+        return lb_fail(err, LB_ERR_USAGE, "%s %s: cannot write into the folder: %s", option, dir,
+                       strerror(errno));
     return LB_OK;
 }
 

@@ -33,6 +33,10 @@ lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, l
  * LB_ERR_USAGE naming `option` (such as "--save-params") and path otherwise. */
 lb_status lb_file_check_writable(const char *option, const char *path, lb_err *err);
 
+/* Before a long job that writes files into dir: dir made (its missing parents too) where
+ * missing, and it takes new files. LB_ERR_USAGE naming `option` and dir otherwise. */
+lb_status lb_file_check_folder(const char *option, const char *dir, lb_err *err);
+
 /* mkdir -p: dir and every missing parent, with mode. LB_ERR_IO naming the folder that
  * could not be made; LB_ERR_USAGE when dir exists and is not a folder. */
 lb_status lb_file_mkdirs(const char *dir, unsigned mode, lb_err *err);
