@@ -298,6 +298,14 @@ static void test_cli_results_show_prints_numbers_for_people(void **state) {
     assert_null(strstr(out, "e+08"));
 }
 
+static void test_cli_results_list_with_no_match_names_the_filter(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"results", "list", "--kind", "tarin", NULL}), 0);
+    if (strstr(out, "no runs of kind 'tarin' in ") == NULL) fail_msg("stdout: %s", out);
+    assert_int_equal(run((const char *[]){"results", "list", "--status", "failed", NULL}), 0);
+    if (strstr(out, "no runs with status failed in ") == NULL) fail_msg("stdout: %s", out);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -317,6 +325,7 @@ int main(void) {
         T(test_cli_results_export_that_fails_midway_prints_nothing),
         T(test_cli_results_list_escapes_control_characters_in_names),
         T(test_cli_results_show_prints_numbers_for_people),
+        T(test_cli_results_list_with_no_match_names_the_filter),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

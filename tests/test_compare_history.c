@@ -330,6 +330,77 @@ static void test_openmetrics_export_labels_newest_values_and_regressions(void **
     assert_int_equal(system(cmd), 0);
 }
 
+static void test_read_commands_never_create_a_database(void **state) {
+    (void)state;
+    char typo[160], missing[200], rep[200];
+    snprintf(typo, sizeof typo, "%s/typo", g_dir);
+    snprintf(missing, sizeof missing, "%s/x.db", typo);
+    snprintf(rep, sizeof rep, "%s/rep-of-nothing", g_dir);
+    const char *const cases[][8] = {
+        {"compare", "1", "2", "--db", missing, NULL},
+        {"history", "--db", missing, NULL},
+        {"history", "1", "--db", missing, NULL},
+        {"report", "1", "--out", rep, "--db", missing, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = run(cases[i]);
+        if (rc != 1) fail_msg("%s: exit %d: %s", cases[i][0], rc, err);
+        assert_non_null(strstr(err, "no results database at"));
+        assert_non_null(strstr(err, missing));
+    }
+    assert_int_equal(access(typo, F_OK), -1);
+    assert_int_equal(access(rep, F_OK), -1);
+}
+
+static void test_history_of_an_empty_store_says_so(void **state) {
+    (void)state;
+    char empty[160];
+    snprintf(empty, sizeof empty, "%s/empty.db", g_dir);
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(empty, &s, &e), LB_OK);
+    lb_store_close(s);
+    assert_int_equal(run((const char *[]){"history", "--db", empty, NULL}), 0);
+    assert_non_null(strstr(out, "no benchmark in"));
+    assert_int_equal(run((const char *[]){"history", "--json", "--db", empty, NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_true(json_is_array(doc));
+    assert_int_equal(json_array_size(doc), 0);
+    json_decref(doc);
+}
+
+static void test_history_unknown_metric_names_the_key_metrics(void **state) {
+    (void)state;
+    int64_t t = store_run("train", 16, 10.0, 5, 6, 3e9);
+    char x[24];
+    assert_int_equal(
+        run((const char *[]){"history", id_text(t, x), "--metric", "nope", "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "--metric 'nope' is not a key metric of train runs: expected "
+                                "one of tokens_per_s, step_ms_median"));
+}
+
+static void test_a_sweep_table_run_is_refused_by_id_naming_the_sweep(void **state) {
+    (void)state;
+    int64_t t = store_run("train", 32, 10.0, 5, 8, 4e9);
+    int64_t sw = store_run("sweep", 32, 10.0, 5, 9, 4e9 + 10);
+    char x[24], y[24], rep[160];
+    snprintf(rep, sizeof rep, "%s/rep-of-a-table", g_dir);
+    assert_int_equal(run((const char *[]){"history", id_text(sw, x), "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "is a sweep run, which has no history"));
+    assert_int_equal(
+        run((const char *[]){"compare", id_text(t, x), id_text(sw, y), "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "is the table of sweep 'synthetic'"));
+    assert_int_equal(
+        run((const char *[]){"report", id_text(sw, x), "--out", rep, "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "name the sweep ('synthetic')"));
+    assert_int_equal(access(rep, F_OK), -1);
+    /* a list of ids that ends with a comma is refused, not read as one id */
+    char list[32];
+    snprintf(list, sizeof list, "%lld,", (long long)t);
+    assert_int_equal(run((const char *[]){"compare", list, id_text(t, y), "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "ends with a comma"));
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -341,6 +412,10 @@ int main(void) {
         cmocka_unit_test(test_openmetrics_export_labels_newest_values_and_regressions),
         cmocka_unit_test(test_store_summary_load_skips_samples),
         cmocka_unit_test(test_report_scaling_efficiency_from_gpu_counts),
+        cmocka_unit_test(test_read_commands_never_create_a_database),
+        cmocka_unit_test(test_history_of_an_empty_store_says_so),
+        cmocka_unit_test(test_history_unknown_metric_names_the_key_metrics),
+        cmocka_unit_test(test_a_sweep_table_run_is_refused_by_id_naming_the_sweep),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

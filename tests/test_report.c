@@ -206,6 +206,27 @@ static void test_report_bad_input_exits_2(void **state) {
     assert_non_null(strstr(err, "name the runs"));
 }
 
+static void test_report_json_names_its_files_as_json_strings(void **state) {
+    (void)state;
+    char dir[160], html[200];
+    snprintf(dir, sizeof dir, "%s/a \"quoted\" \\ folder", g_dir);
+    snprintf(html, sizeof html, "%s/report.html", dir);
+    char matrix[160];
+    snprintf(matrix, sizeof matrix, "%s/j.yaml", g_dir);
+    assert_true(lb_test_write_file(matrix, "name: jrep\ncommand: train\noptions: {model: "
+                                           "gpt2-tiny, device: cpu, seq: 16, steps: 2}\n"));
+    int rc = run((const char *[]){"sweep", matrix, "--db", g_db, NULL});
+    if (rc != 0) fail_msg("sweep exit %d: %s", rc, err);
+    rc = run((const char *[]){"report", "jrep", "--out", dir, "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    json_error_t jerr;
+    json_t *doc = json_loads(out, 0, &jerr);
+    if (doc == NULL) fail_msg("not JSON (%s): %s", jerr.text, out);
+    assert_string_equal(json_string_value(json_object_get(doc, "html")), html);
+    json_decref(doc);
+    assert_int_equal(access(html, F_OK), 0);
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -214,6 +235,7 @@ int main(void) {
         cmocka_unit_test(test_report_since_groups_runs_by_benchmark),
         cmocka_unit_test(test_run_ends_with_history_and_report),
         cmocka_unit_test(test_report_bad_input_exits_2),
+        cmocka_unit_test(test_report_json_names_its_files_as_json_strings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 #include <cmocka.h>
@@ -221,6 +222,113 @@ static void test_schedule_bad_input_exits_2(void **state) {
     assert_int_equal(run((const char *[]){"schedule", "fly", NULL}), 2);
 }
 
+static void test_schedule_add_refuses_a_command_its_parser_refuses(void **state) {
+    (void)state;
+    int rc = run((const char *[]){"schedule", "add", "typo", "--at", "19:00", "--backend",
+                                  "kubernetes", "--", "train", "--modle", "gpt2-tiny", NULL});
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "llmbench schedule add: not scheduled, the command is refused: "
+                                "llmbench train: unknown option '--modle'"));
+    assert_null(strchr(err, '\n') + 1 == err + strlen(err) ? NULL : "more than one line");
+    assert_string_equal(out, "");
+    rc = run((const char *[]){"schedule", "add", "typo", "--at", "19:00", "--backend", "kubernetes",
+                              "--", "fly", NULL});
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "unknown command 'fly'"));
+}
+
+static void test_schedule_json_is_json_or_refused(void **state) {
+    (void)state;
+    int rc =
+        run((const char *[]){"schedule", "add", "k8s", "--at", "7:5", "--backend", "kubernetes",
+                             "--json", "--", "train", "--model", "gpt2-tiny", NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "at")), "07:05");
+    assert_non_null(strstr(json_string_value(json_object_get(doc, "manifest")), "kind: CronJob"));
+    json_decref(doc);
+    rc =
+        run((const char *[]){"schedule", "exec", "j", "--json", "--db", g_db, "--", "train", NULL});
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "--json does not apply"));
+}
+
+/* A crontab(1) that keeps the table in a file and, like cron's, says "no crontab for USER"
+ * on stderr when there is none. */
+static void fake_crontab(char *bin, size_t cap, char *old_path, size_t old_cap) {
+    snprintf(bin, cap, "%s/fakebin", g_dir);
+    assert_int_equal(mkdir(bin, 0755), 0);
+    char script[200], text[600];
+    snprintf(script, sizeof script, "%s/crontab", bin);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\nF=%s/fake.crontab\n"
+             "if [ \"$1\" = -l ]; then [ -f $F ] && exec cat $F; "
+             "echo \"no crontab for tester\" >&2; exit 1; fi\ncat > $F\n",
+             g_dir);
+    assert_true(lb_test_write_file(script, text));
+    assert_int_equal(chmod(script, 0755), 0);
+    snprintf(old_path, old_cap, "%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    char path[4400]; /* bin (under 160 bytes), ':' and old_path (under 4096) */
+    snprintf(path, sizeof path, "%s:%s", bin, old_path);
+    setenv("PATH", path, 1);
+}
+
+static void test_schedule_no_crontab_yet_is_not_an_error_line(void **state) {
+    (void)state;
+    char bin[160], old_path[4096];
+    fake_crontab(bin, sizeof bin, old_path, sizeof old_path);
+    int rc = run((const char *[]){"schedule", "list", NULL});
+    int rc_add = rc == 0 ? run((const char *[]){"schedule", "add", "fresh", "--at", "01:00", "--db",
+                                                g_db, "--", "train", NULL})
+                         : -1;
+    setenv("PATH", old_path, 1);
+    assert_int_equal(rc, 0);
+    if (rc_add != 0) fail_msg("add: exit %d: %s", rc_add, err);
+    assert_string_equal(err, "");
+    assert_non_null(strstr(out, "scheduled fresh at 01:00"));
+}
+
+static void test_schedule_exec_of_a_sweep_checks_and_reports_its_cells(void **state) {
+    (void)state;
+    char matrix[160], rep[160], db[160];
+    snprintf(matrix, sizeof matrix, "%s/nightly.yaml", g_dir);
+    snprintf(rep, sizeof rep, "%s/sweep-report", g_dir);
+    snprintf(db, sizeof db, "%s/sweep.db", g_dir);
+    assert_true(lb_test_write_file(matrix, "name: nightly-sweep\ncommand: train\n"
+                                           "options: {model: gpt2-tiny, device: cpu, seq: 16, "
+                                           "steps: 2}\naxes: {batch: [1, 2]}\n"));
+    int rc = run((const char *[]){"schedule", "exec", "sw", "--report", rep, "--db", db, "--",
+                                  "sweep", matrix, "--no-progress", NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    /* each cell's history is checked; the sweep's table has none */
+    size_t checked = 0;
+    for (const char *p = out; (p = strstr(p, ", benchmark ")) != NULL; p++)
+        checked++;
+    assert_int_equal(checked, 2);
+    char html[200];
+    snprintf(html, sizeof html, "%s/report.html", rep);
+    char *page = lb_test_read_file(html, NULL);
+    assert_non_null(page);
+    assert_non_null(strstr(page, "2 runs in 2 configurations"));
+    free(page);
+    /* the cells carry the schedule's tag too */
+    assert_int_equal(
+        run((const char *[]){"results", "list", "--kind", "train", "--json", "--db", db, NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *runs = json_object_get(doc, "runs"), *r;
+    size_t i;
+    assert_int_equal(json_array_size(runs), 2);
+    json_array_foreach(runs, i, r) {
+        char *tags = json_dumps(json_object_get(r, "tags"), JSON_COMPACT);
+        assert_non_null(strstr(tags, "\"schedule:sw\""));
+        assert_non_null(strstr(tags, "\"sweep:nightly-sweep\""));
+        free(tags);
+    }
+    json_decref(doc);
+}
+
 static int setup(void **state) {
     (void)state;
     lb_test_tmpdir(g_dir, sizeof g_dir);
@@ -254,6 +362,10 @@ int main(void) {
         cmocka_unit_test(test_schedule_kubernetes_cronjob_parses),
         cmocka_unit_test(test_schedule_exec_tags_reports_and_locks),
         cmocka_unit_test(test_schedule_bad_input_exits_2),
+        cmocka_unit_test(test_schedule_add_refuses_a_command_its_parser_refuses),
+        cmocka_unit_test(test_schedule_json_is_json_or_refused),
+        cmocka_unit_test(test_schedule_no_crontab_yet_is_not_an_error_line),
+        cmocka_unit_test(test_schedule_exec_of_a_sweep_checks_and_reports_its_cells),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -103,6 +103,9 @@ static void test_sweep_matrix_faults_name_line_and_key(void **state) {
     parse_fails("name: a\ncommand: train\noptions: {batch: 2}\naxes: {batch: [1]}\n",
                 "m.yaml:4: key 'axes.batch': also under options (line 3)");
     parse_fails("name: a\ncommand: [train\n", "m.yaml:3: not valid YAML or JSON");
+    /* compare and report read "2024" and "1,2" as run ids, never as a sweep's name */
+    parse_fails("name: 2024\ncommand: train\n", "m.yaml:1: key 'name': a sweep name of digits");
+    parse_fails("name: '1,2'\ncommand: train\n", "m.yaml:1: key 'name': a sweep name of digits");
 }
 
 static size_t count_runs(void) {
@@ -353,6 +356,25 @@ static void test_sweep_failed_cell_does_not_stop_the_others(void **state) {
         strstr(json_string_value(json_object_get(json_array_get(bad, 0), "reason")), "--seq 4096"));
     assert_int_equal(json_array_size(json_object_get(json_array_get(cells, 1), "runs")), 1);
     json_decref(table);
+    /* the progress line of the refused cell says no run was stored (not "run -1") */
+    assert_non_null(strstr(err, "repeat 1: FAILED, no run stored ("));
+    assert_null(strstr(err, "run -1"));
+}
+
+static void test_sweep_dry_run_creates_no_database(void **state) {
+    (void)state;
+    char path[160], db[160];
+    snprintf(path, sizeof path, "%s/dry.yaml", g_dir);
+    snprintf(db, sizeof db, "%s/never/made.db", g_dir);
+    assert_true(lb_test_write_file(path, "name: dry\ncommand: train\n"
+                                         "options: {model: gpt2-tiny, device: cpu, steps: 2}\n"
+                                         "axes: {batch: [1, 2]}\n"));
+    int rc = run((const char *[]){"sweep", path, "--dry-run", "--db", db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    assert_non_null(strstr(out, "2 of 2 to run"));
+    char folder[160];
+    snprintf(folder, sizeof folder, "%s/never", g_dir);
+    assert_int_equal(access(folder, F_OK), -1);
 }
 
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
@@ -367,6 +389,7 @@ int main(void) {
         cmocka_unit_test(test_sweep_one_letter_keys_are_short_options),
         cmocka_unit_test(test_sweep_of_load_cells_against_a_synthetic_server),
         cmocka_unit_test(test_sweep_failed_cell_does_not_stop_the_others),
+        cmocka_unit_test(test_sweep_dry_run_creates_no_database),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,7 +1,8 @@
 /* cmd_compare.c: `llmbench compare A B`: two runs, two sets of repeats or two sweeps
  * (cell by cell), metric by metric, with a rank test on the raw samples
  * (history/compare.h). Exit 1 when a performance metric got worse beyond the threshold,
- * so cron and CI can act on it; 2 when the runs do not exist or share no metric. */
+ * so cron and CI can act on it; 2 when the runs do not exist or share no metric. The
+ * database is opened read-only: a mistyped --db is an error, never a new empty file. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -85,7 +86,7 @@ int lb_cmd_compare(int argc, char **argv) {
     lb_err err = {{0}};
     lb_store *s = NULL;
     lb_run_set A = {0}, B = {0};
-    lb_status st = lb_store_open(a.common.db_path, &s, &err);
+    lb_status st = lb_store_open_read(a.common.db_path, &s, &err);
     if (st == LB_OK) st = lb_select_runs(s, a.pos[0], &A, &err);
     if (st == LB_OK) st = lb_select_runs(s, a.pos[1], &B, &err);
     if (st == LB_OK && A.sweep != B.sweep && (A.n_groups > 1 || B.n_groups > 1))

@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/clock.h"
+#include "history/bench.h"
 #include "history/history.h"
 
 #define MAX_CHANGES 64
@@ -27,7 +28,11 @@ static int list_benchmarks(lb_store *s, bool json) {
         return 1;
     }
     json_t *arr = json_array();
-    if (!json) printf("%-12s %5s %-20s %s\n", "benchmark", "runs", "last run", "identity");
+    if (!json && n == 0)
+        printf("no benchmark in %s: it holds no ok run of train, infer, load or comm\n",
+               lb_store_path(s));
+    else if (!json)
+        printf("%-12s %5s %-20s %s\n", "benchmark", "runs", "last run", "identity");
     for (size_t i = 0; i < n; i++) {
         char when[40];
         lb_clock_format_iso(b[i].last_wall_s, when, sizeof when);
@@ -47,6 +52,20 @@ static int list_benchmarks(lb_store *s, bool json) {
     json_decref(arr);
     free(b);
     return 0;
+}
+
+/* --metric names no key metric of kind: the sentence lists the ones it has. */
+static lb_status unknown_metric(const char *metric, const char *kind, lb_err *err) {
+    size_t n = 0;
+    const lb_key_metric *keys = lb_bench_key_metrics(kind, &n);
+    char list[256] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < n && len < sizeof list; i++)
+        len +=
+            (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", keys[i].metric);
+    return lb_fail(err, LB_ERR_USAGE,
+                   "--metric '%s' is not a key metric of %s runs: expected one of %s", metric, kind,
+                   list);
 }
 
 int lb_cmd_history(int argc, char **argv) {
@@ -78,7 +97,7 @@ int lb_cmd_history(int argc, char **argv) {
     if (rc != LB_ARGS_GO_ON) return rc;
     lb_err err = {{0}};
     lb_store *s = NULL;
-    if (lb_store_open(a.common.db_path, &s, &err) != LB_OK) {
+    if (lb_store_open_read(a.common.db_path, &s, &err) != LB_OK) {
         fprintf(stderr, "llmbench history: %s\n", err.msg);
         return 1;
     }
@@ -101,7 +120,7 @@ int lb_cmd_history(int argc, char **argv) {
     const lb_key_metric *k = NULL;
     if (st == LB_OK) st = lb_history_points(s, key, metric, &bench, &pts, &n, &err);
     if (st == LB_OK && (k = lb_history_metric(bench.kind, metric)) == NULL)
-        st = lb_fail(&err, LB_ERR_USAGE, "'%s' is not a key metric of %s runs", metric, bench.kind);
+        st = unknown_metric(metric, bench.kind, &err);
     lb_history_change changes[MAX_CHANGES];
     size_t n_changes = 0;
     lb_changepoint_params cp = lb_changepoint_default_params();

@@ -1,6 +1,7 @@
 /* cmd_report.c: `llmbench report [SPEC...] --out DIR`: an HTML page with charts and a
  * Markdown file of stored runs (report/report.h), chosen by id, id list, sweep name, or
  * time window. */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,7 +55,7 @@ int lb_cmd_report(int argc, char **argv) {
     lb_err err = {{0}};
     lb_store *s = NULL;
     lb_run_set all = {0}, one = {0};
-    lb_status st = lb_store_open(a.common.db_path, &s, &err);
+    lb_status st = lb_store_open_read(a.common.db_path, &s, &err);
     for (int i = 0; st == LB_OK && i < a.n_pos; i++) {
         st = lb_select_runs(s, a.pos[i], &one, &err);
         if (st == LB_OK) st = lb_select_take(&all, &one, &err);
@@ -76,9 +77,15 @@ int lb_cmd_report(int argc, char **argv) {
         fprintf(stderr, "llmbench report: %s\n", err.msg);
         return lb_status_exit_code(st);
     }
-    if (a.common.json)
-        printf("{\"html\": \"%s\", \"markdown\": \"%s/report.md\"}\n", html, out);
-    else
+    if (a.common.json) {
+        /* the paths as JSON strings: a folder may hold quotes or backslashes */
+        char md[4200];
+        snprintf(md, sizeof md, "%s/report.md", out);
+        json_t *doc = json_pack("{s:s, s:s}", "html", html, "markdown", md);
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(doc);
+    } else
         printf("report: %s (and %s/report.md)\n", html, out);
     return 0;
 }

@@ -117,8 +117,17 @@ static void print_list_json(const lb_store *s, const lb_store_run_info *runs, si
     json_decref(doc);
 }
 
-static void print_list_table(const lb_store *s, const lb_store_run_info *runs, size_t n,
-                             int64_t limit) {
+static void print_list_table(const lb_store *s, const lb_store_filter *f,
+                             const lb_store_run_info *runs, size_t n, int64_t limit) {
+    if (n == 0 && (f->kind != NULL || f->status >= 0)) {
+        char kind[64 * 4];
+        printf("no runs%s%s%s%s%s in %s\n", f->kind ? " of kind '" : "",
+               f->kind ? printable(f->kind, kind, sizeof kind) : "", f->kind ? "'" : "",
+               f->status >= 0 ? " with status " : "",
+               f->status >= 0 ? lb_result_status_name((lb_run_status)f->status) : "",
+               lb_store_path(s));
+        return;
+    }
     if (n == 0) {
         printf("no runs in %s\n", lb_store_path(s));
         return;
@@ -182,7 +191,7 @@ static int results_list(int argc, char **argv) {
     else if (a.common.json)
         print_list_json(s, runs, n);
     else
-        print_list_table(s, runs, n, limit);
+        print_list_table(s, &filter, runs, n, limit);
     free(runs);
     lb_store_close(s);
     return code;

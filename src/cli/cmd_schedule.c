@@ -1,14 +1,17 @@
 /* cmd_schedule.c: `llmbench schedule add|list|remove|exec`: recurring runs as a crontab
  * line, a systemd user timer or a printed Kubernetes CronJob (schedule/schedule.h), and
  * the job those entries start (schedule/job.h). */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/runctl.h"
+#include "core/file.h"
 #include "core/proc.h"
 #include "schedule/job.h"
 #include "schedule/schedule.h"
@@ -26,6 +29,56 @@ static const char *absolute(const char *path, char *buf, size_t cap) {
     if (path[0] == '/' || getcwd(cwd, sizeof cwd) == NULL) return path;
     snprintf(buf, cap, "%s/%s", cwd, path);
     return buf;
+}
+
+/* Offers the command to schedule to its own option parser in check-only mode (args.h's
+ * LB_ARGS_CHECK_ENV, as the sweep does), so a typo is refused now, with the command's own
+ * sentence, rather than failing at every scheduled time. */
+static lb_status check_command(const char *exe, const lb_schedule_entry *e, lb_err *err) {
+    const char **argv = calloc(e->argc + 2, sizeof *argv);
+    if (argv == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to check the command");
+    argv[0] = exe;
+    for (size_t i = 0; i < e->argc; i++)
+        argv[i + 1] = e->argv[i];
+    char log_path[] = "/tmp/llmbench-schedule-XXXXXX";
+    int fd = mkstemp(log_path);
+    if (fd < 0) {
+        free(argv);
+        return lb_fail(err, LB_ERR_IO, "cannot make a temporary file in /tmp: %s", strerror(errno));
+    }
+    close(fd);
+    const char *env[] = {LB_ARGS_CHECK_ENV "=1", NULL};
+    lb_proc_spec spec = {
+        .argv = argv, .env = env, .stdout_path = "/dev/null", .stderr_path = log_path};
+    int code = 0;
+    lb_status st = lb_proc_run(&spec, &code, err);
+    free(argv);
+    if (st == LB_OK && code != 0) {
+        char why[LB_ERR_MSG_BYTES];
+        lb_file_last_line(log_path, why, sizeof why);
+        st = lb_fail(err, LB_ERR_USAGE, "not scheduled, the command is refused: %s",
+                     why[0] ? why : "it exits with an error when its options are checked");
+    }
+    unlink(log_path);
+    return st;
+}
+
+/* The CronJob as {"name", "backend", "at", "days", "manifest"} for --json. */
+static void print_cronjob_json(const lb_schedule_entry *e) {
+    char *text = NULL, at[8];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f != NULL) {
+        lb_schedule_print_cronjob(f, e);
+        fclose(f);
+    }
+    snprintf(at, sizeof at, "%02d:%02d", e->hour, e->minute);
+    json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", e->name, "backend", "kubernetes",
+                            "at", at, "days", e->days, "manifest", text ? text : "");
+    json_dumpf(doc, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(doc);
+    free(text);
 }
 
 static int fail(const char *sub, const lb_err *err, lb_status st) {
@@ -84,11 +137,15 @@ static int cmd_add(int argc, char **argv) {
     e.gpus = (int)gpus;
     if (st == LB_OK) st = lb_schedule_check(&e, &err);
     if (st == LB_OK) st = lb_proc_self_exe(exe, sizeof exe, &err);
+    if (st == LB_OK && e.argc > 0) st = check_command(exe, &e, &err);
     if (st == LB_OK) st = lb_store_resolve_path(a.common.db_path, db, sizeof db, &err);
     if (st != LB_OK) return fail("add", &err, st);
     lb_schedule_backend b = parse_backend(backend);
     if (b == LB_SCHEDULE_KUBERNETES) { /* paths are the container's */
-        lb_schedule_print_cronjob(stdout, &e);
+        if (a.common.json)
+            print_cronjob_json(&e);
+        else
+            lb_schedule_print_cronjob(stdout, &e);
         return 0;
     }
     /* cron and systemd start jobs in another folder: relative paths are made absolute */
@@ -100,8 +157,10 @@ static int cmd_add(int argc, char **argv) {
     st = lb_schedule_add(&e, b, note, sizeof note, &err);
     if (st != LB_OK) return fail("add", &err, st);
     if (a.common.json) {
+        char hhmm[8];
+        snprintf(hhmm, sizeof hhmm, "%02d:%02d", e.hour, e.minute);
         json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", e.name, "backend", backend,
-                                "at", at, "days", e.days, "note", note);
+                                "at", hhmm, "days", e.days, "note", note);
         json_dumpf(doc, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(doc);
@@ -131,7 +190,14 @@ static int cmd_remove(int argc, char **argv) {
     lb_err err = {{0}};
     lb_status st = lb_schedule_remove(a.pos[0], parse_backend(backend), &err);
     if (st != LB_OK) return fail("remove", &err, st);
-    printf("removed %s from %s\n", a.pos[0], backend);
+    if (a.common.json) {
+        json_t *doc =
+            json_pack("{s:s, s:s, s:b}", "name", a.pos[0], "backend", backend, "removed", 1);
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(doc);
+    } else
+        printf("removed %s from %s\n", a.pos[0], backend);
     return 0;
 }
 
@@ -173,6 +239,10 @@ static int cmd_exec(int argc, char **argv) {
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
+    if (a.common.json) /* stdout is the command's own, then one line per run */
+        return lb_status_exit_code(lb_args_usage_error(
+            cmd.command, "--json does not apply: the job's output is the command's own, then "
+                         "one line per stored run"));
     char exe[4096], db[LB_STORE_PATH_BYTES];
     lb_err err = {{0}};
     lb_status st = lb_proc_self_exe(exe, sizeof exe, &err);

@@ -112,11 +112,12 @@ static void print_json(const lb_result *r, int64_t run_id) {
     json_decref(doc);
 }
 
-/* --dry-run: the plan, as lines or JSON; returns the exit code. */
+/* --dry-run: the plan, as lines or JSON; returns the exit code. The database is only read
+ * (a missing one holds no run yet): a dry run creates and writes nothing. */
 static int print_plan(const lb_sweep_matrix *m, const char *db, bool json, lb_err *err) {
     lb_store *store = NULL;
     json_t *plan = NULL;
-    lb_status st = lb_store_open(db, &store, err);
+    lb_status st = access(db, F_OK) == 0 ? lb_store_open_read(db, &store, err) : LB_OK;
     if (st == LB_OK) st = lb_sweep_plan(m, store, &plan, err);
     lb_store_close(store);
     if (st != LB_OK) return lb_status_exit_code(st);

@@ -1,4 +1,4 @@
-/* file.c: lb_file_read, lb_file_write_atomic, lb_file_check_writable,
+/* file.c: lb_file_read, lb_file_write_atomic, lb_file_last_line, lb_file_check_writable,
  * lb_file_check_folder, lb_file_mkdirs. */
 #include "core/file.h"
 
@@ -82,6 +82,18 @@ static lb_status write_buffer(FILE *out, void *ctx, lb_err *err) {
 lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, lb_err *err) {
     buffer b = {.data = data, .len = len};
     return lb_file_write_atomic_with(path, write_buffer, &b, err);
+}
+
+void lb_file_last_line(const char *path, char *out, size_t cap) {
+    char *text = NULL;
+    size_t len = 0;
+    out[0] = '\0';
+    if (lb_file_read(path, &text, &len, NULL) != LB_OK) return;
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = '\0';
+    const char *line = strrchr(text, '\n');
+    snprintf(out, cap, "%s", line ? line + 1 : text);
+    free(text);
 }
 
 lb_status lb_file_check_writable(const char *option, const char *path, lb_err *err) {

@@ -28,6 +28,10 @@ lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void
 /* Creates or replaces path with data[0..len-1], as lb_file_write_atomic_with does. */
 lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, lb_err *err);
 
+/* The last non-empty line of the file at path into out (cut to cap - 1 bytes); empty where
+ * the file holds none or cannot be read. What a child process said last on its stderr. */
+void lb_file_last_line(const char *path, char *out, size_t cap);
+
 /* Before a long job whose end writes path (as lb_file_write_atomic does: a new file beside
  * it, renamed over it): path is not a folder, and its folder exists and takes new files.
  * LB_ERR_USAGE naming `option` (such as "--save-params") and path otherwise. */

@@ -98,6 +98,19 @@ lb_status lb_history_key_of_run(lb_store *s, int64_t id, char key_out[13], lb_er
                        lb_store_path(s));
     lb_result *r = NULL;
     LB_TRY(lb_store_run_load_summary(s, id, &r, err));
+    size_t n_keys = 0;
+    lb_bench_key_metrics(r->kind, &n_keys);
+    if (n_keys == 0) {
+        lb_status st = lb_fail(err, LB_ERR_USAGE,
+                               "run %lld is a %s run, which has no history: a history follows "
+                               "the runs of train, load, infer or comm%s",
+                               (long long)id, r->kind,
+                               strcmp(r->kind, "sweep") == 0
+                                   ? " (a sweep's cells are; 'llmbench history' lists them)"
+                                   : "");
+        lb_result_free(r);
+        return st;
+    }
     static char identity[LB_BENCH_ID_BYTES];
     lb_bench_identity(r, identity, sizeof identity);
     lb_bench_key(identity, key_out);

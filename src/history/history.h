@@ -31,7 +31,8 @@ typedef struct {
 /* Every benchmark with at least one ok run, most recently run first. *out: malloc'd. */
 lb_status lb_history_benchmarks(lb_store *s, lb_history_bench **out, size_t *n, lb_err *err);
 
-/* The benchmark of stored run id (its key into key_out). */
+/* The benchmark of stored run id (its key into key_out). A run that does not exist, or of
+ * a kind without key metrics (a sweep's table), is LB_ERR_USAGE naming it. */
 lb_status lb_history_key_of_run(lb_store *s, int64_t id, char key_out[13], lb_err *err);
 
 typedef struct {

@@ -58,8 +58,19 @@ static lb_status select_ids(lb_store *s, const char *spec, lb_run_set *out, lb_e
                            lb_store_path(s));
         lb_result *r = NULL;
         LB_TRY(lb_store_run_load(s, id, &r, err));
+        if (strcmp(r->kind, "sweep") == 0) {
+            lb_status st = lb_fail(err, LB_ERR_USAGE,
+                                   "run %lld is the table of sweep '%s', not a run of its cells: "
+                                   "name the sweep ('%s') to use its cells",
+                                   id, r->name, r->name);
+            lb_result_free(r);
+            return st;
+        }
         LB_TRY(append(g, r, id, err));
         p = *end == ',' ? end + 1 : end;
+        if (*end == ',' && *p == '\0')
+            return lb_fail(err, LB_ERR_USAGE,
+                           "'%s' ends with a comma: a list of ids is written 12,13,14", spec);
     }
     return LB_OK;
 }

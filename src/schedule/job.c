@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/proc.h"
+#include "history/bench.h"
 #include "history/history.h"
 #include "history/select.h"
 #include "report/report.h"
@@ -26,32 +27,40 @@ static lb_status after_runs(const lb_schedule_job *j, double t0, FILE *f, lb_sch
     lb_store_run_info *list = NULL;
     size_t n = 0;
     lb_status st = lb_store_list(s, &filt, &list, &n, err);
-    char ids[4096] = "";
-    size_t len = 0;
-    for (size_t i = 0; st == LB_OK && i < n && list[i].start_wall_s >= t0; i++) {
+    lb_run_set set = {0};
+    for (size_t i = n; st == LB_OK && i-- > 0;) { /* oldest first */
+        if (list[i].start_wall_s < t0) continue;
         o->n_runs++;
-        if (list[i].status != LB_RUN_OK) continue;
+        size_t n_keys = 0;
+        lb_bench_key_metrics(list[i].kind, &n_keys);
+        /* a run without a benchmark (a sweep's table: its cells are runs of their own) has
+         * no history to check and nothing of its own to report */
+        if (list[i].status != LB_RUN_OK || n_keys == 0) continue;
         bool regressed = false;
         st = lb_history_check_run(s, list[i].id, j->threshold_pct, f, &regressed, err);
         o->regression |= regressed;
-        if (len < sizeof ids - 24)
-            len += (size_t)snprintf(ids + len, sizeof ids - len, "%s%lld", len ? "," : "",
-                                    (long long)list[i].id);
+        if (st != LB_OK || j->report_dir == NULL) continue;
+        /* one group a run: the runs of one job (a sweep's cells, a --scaling series) are
+         * different configurations, not repeats of one */
+        char id[24];
+        snprintf(id, sizeof id, "%lld", (long long)list[i].id);
+        lb_run_set one = {0};
+        st = lb_select_runs(s, id, &one, err);
+        if (st == LB_OK) st = lb_select_take(&set, &one, err);
+        lb_select_free(&one);
     }
     free(list);
-    if (st == LB_OK && j->report_dir && len > 0) {
-        lb_run_set set = {0};
+    if (st == LB_OK && j->report_dir && set.n_groups > 0) {
         lb_report_params p = lb_report_default_params();
         p.out_dir = j->report_dir;
         p.threshold_pct = j->threshold_pct;
         char title[200], html[4200];
         snprintf(title, sizeof title, "llmbench scheduled run %s", j->name);
         p.title = title;
-        st = lb_select_runs(s, ids, &set, err);
-        if (st == LB_OK) st = lb_report_write(s, &set, &p, html, sizeof html, err);
+        st = lb_report_write(s, &set, &p, html, sizeof html, err);
         if (st == LB_OK) fprintf(f, "schedule: report %s\n", html);
-        lb_select_free(&set);
     }
+    lb_select_free(&set);
     lb_store_close(s);
     return st;
 }

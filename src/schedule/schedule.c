@@ -156,6 +156,8 @@ static lb_status run_crontab(const char *const *args, const char *text, char **o
     if (pid == 0) {
         if (freopen(in_path, "r", stdin) == NULL || freopen(out_path, "w", stdout) == NULL)
             _exit(127);
+        /* reading: "no crontab for USER" is an empty table here, not a line for the user */
+        if (out != NULL && freopen("/dev/null", "w", stderr) == NULL) _exit(127);
         execvp("crontab", (char *const *)args);
         _exit(127);
     }

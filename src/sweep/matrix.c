@@ -156,6 +156,10 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
                 name_node = v;
                 if (strpbrk(scalar(v), ":/ \t") != NULL)
                     return bad(R, v, key, "a sweep name has no ':', '/' or blanks");
+                if (strspn(scalar(v), "0123456789,") == strlen(scalar(v)))
+                    return bad(R, v, key,
+                               "a sweep name of digits and commas only would read as run ids "
+                               "in compare and report: give it a letter");
             } else {
                 command_node = v;
             }

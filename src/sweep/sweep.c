@@ -21,23 +21,15 @@ lb_sweep_params lb_sweep_default_params(void) {
 
 /* The first line of the child's stderr without "llmbench CMD: " and the " (see ...)" tail. */
 static void child_sentence(const char *log_path, const char *command, char *out, size_t cap) {
-    char *text = NULL;
-    size_t len = 0;
-    out[0] = '\0';
-    if (lb_file_read(log_path, &text, &len, NULL) != LB_OK) return;
     /* the last non-empty line: the command's final word on why it stopped */
-    char *end = text + len;
-    while (end > text && (end[-1] == '\n' || end[-1] == '\r'))
-        *--end = '\0';
-    char *line = strrchr(text, '\n');
-    line = line ? line + 1 : text;
-    char prefix[64];
+    char text[LB_ERR_MSG_BYTES];
+    lb_file_last_line(log_path, text, sizeof text);
+    char *line = text, prefix[64];
     snprintf(prefix, sizeof prefix, "llmbench %s: ", command);
     if (strncmp(line, prefix, strlen(prefix)) == 0) line += strlen(prefix);
     char *see = strstr(line, " (see 'llmbench");
     if (see) *see = '\0';
     snprintf(out, cap, "%s", line);
-    free(text);
 }
 
 static lb_status check_value(const lb_sweep_matrix *m, const lb_sweep_params *p,
@@ -99,8 +91,17 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     char **cell_argv = NULL;
     size_t cell_argc = 0;
     LB_TRY(lb_sweep_cell_args(m, cell, &cell_argv, &cell_argc, err));
-    char tags[1024];
-    snprintf(tags, sizeof tags, "%s=sweep:%s\nsweep-cell:%s\n%s", p->tags_env, m->name, label, tag);
+    /* the sweep's own tags (a schedule's) go on to its cells, after the sweep's three */
+    const char *inherited = p->tags_env ? getenv(p->tags_env) : NULL;
+    char tags[2048];
+    int len =
+        snprintf(tags, sizeof tags, "%s=sweep:%s\nsweep-cell:%s\n%s%s%s", p->tags_env, m->name,
+                 label, tag, inherited && inherited[0] ? "\n" : "", inherited ? inherited : "");
+    if (len < 0 || (size_t)len >= sizeof tags) {
+        free(cell_argv);
+        return lb_fail(err, LB_ERR_USAGE, "the tags of cell %s are longer than %zu bytes", label,
+                       sizeof tags - 1);
+    }
     const char **argv = calloc(cell_argc + 6, sizeof *argv);
     if (argv == NULL) {
         free(cell_argv);
@@ -151,8 +152,8 @@ lb_status lb_sweep_plan(const lb_sweep_matrix *m, lb_store *store, json_t **out,
         for (int64_t r = 1; st == LB_OK && r <= m->repeats; r++) {
             char tag[320];
             run_tag(m, cell, r, tag, sizeof tag);
-            lb_store_run_info info;
-            st = newest_tagged(store, tag, LB_RUN_OK, &info, err);
+            lb_store_run_info info = {.id = -1};
+            if (store != NULL) st = newest_tagged(store, tag, LB_RUN_OK, &info, err);
             if (st == LB_OK)
                 json_array_append_new(
                     *out,
@@ -213,12 +214,13 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
                         "again to resume",
                         label, r);
             if (st != LB_OK) break;
-            if (p->progress)
-                fprintf(stderr,
-                        "sweep %s [%zu/%zu] %s repeat %" PRId64 ": %s run %" PRId64
-                        " (%.1f s)%s%s\n",
-                        m->name, k, total, label, r, ok ? "ok," : "FAILED,", info.id,
+            if (p->progress) {
+                char stored[48] = "no run stored";
+                if (info.id >= 0) snprintf(stored, sizeof stored, "run %" PRId64, info.id);
+                fprintf(stderr, "sweep %s [%zu/%zu] %s repeat %" PRId64 ": %s %s (%.1f s)%s%s\n",
+                        m->name, k, total, label, r, ok ? "ok," : "FAILED,", stored,
                         lb_clock_wall_s() - t0, ok ? "" : ": ", ok ? "" : reason);
+            }
             if (!ok)
                 json_array_append_new(failures,
                                       json_pack("{s:I, s:I, s:o, s:s}", "cell", (json_int_t)cell,

@@ -3,7 +3,8 @@
  * Each cell x repeat runs as its own process: this program started again with the
  * command, the cell's options and --db, and in the environment (params.tags_env) the tags
  * that name the sweep, the cell and the repeat ("sweep:NAME", "sweep-cell:LABEL",
- * "sweep-run:NAME/FINGERPRINT/rK"). So a cell
+ * "sweep-run:NAME/FINGERPRINT/rK"), followed by the lines of that variable in the sweep's
+ * own environment (a scheduled sweep's "schedule:NAME" reaches its cells). So a cell
  * takes exactly the path the command takes when typed (same option parser, same checks,
  * same stored run, same Ctrl-C handling), and a cell that crashes takes only itself down.
  * Before anything runs, every option value of the file is offered to the command's own
@@ -47,7 +48,7 @@ lb_status lb_sweep_check(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
 
 /* What lb_sweep_run would do, doing nothing: a new JSON array (caller decrefs) of
  * {"cell", "label", "repeat", "run": the ok run's id or null, "args": the cell's option
- * arguments}, in run order. */
+ * arguments}, in run order. store may be NULL (no database yet): nothing is stored. */
 lb_status lb_sweep_plan(const lb_sweep_matrix *m, lb_store *store, json_t **out, lb_err *err);
 
 /* Runs every cell x repeat not yet stored as ok, then aggregates into agg (a result of
