@@ -298,8 +298,16 @@ static void test_schedule_exec_of_a_sweep_checks_and_reports_its_cells(void **st
     assert_true(lb_test_write_file(matrix, "name: nightly-sweep\ncommand: train\n"
                                            "options: {model: gpt2-tiny, device: cpu, seq: 16, "
                                            "steps: 2}\naxes: {batch: [1, 2]}\n"));
-    int rc = run((const char *[]){"schedule", "exec", "sw", "--report", rep, "--db", db, "--",
-                                  "sweep", matrix, "--no-progress", NULL});
+    /* without --again the second night would find every cell stored: refused */
+    assert_int_equal(run((const char *[]){"schedule", "add", "sw", "--at", "01:00", "--db", db,
+                                          "--", "sweep", matrix, NULL}),
+                     2);
+    assert_non_null(strstr(err, "a scheduled sweep needs --again"));
+    /* two nights: each runs every cell */
+    int rc = 0;
+    for (int night = 0; night < 2 && rc == 0; night++)
+        rc = run((const char *[]){"schedule", "exec", "sw", "--report", rep, "--db", db, "--",
+                                  "sweep", matrix, "--again", "--no-progress", NULL});
     if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
     /* each cell's history is checked; the sweep's table has none */
     size_t checked = 0;
@@ -319,7 +327,7 @@ static void test_schedule_exec_of_a_sweep_checks_and_reports_its_cells(void **st
     assert_non_null(doc);
     json_t *runs = json_object_get(doc, "runs"), *r;
     size_t i;
-    assert_int_equal(json_array_size(runs), 2);
+    assert_int_equal(json_array_size(runs), 4);
     json_array_foreach(runs, i, r) {
         char *tags = json_dumps(json_object_get(r, "tags"), JSON_COMPACT);
         assert_non_null(strstr(tags, "\"schedule:sw\""));

@@ -270,6 +270,41 @@ static void test_sweep_dry_run_plans_only_the_missing_repeats(void **state) {
                                 "--model gpt2-tiny --device cpu --seq 16 --steps " RESUME_STEPS
                                 " --warmup 1 --batch 2\n"));
     assert_int_equal(count_runs(), before);
+    rc = run((const char *[]){"sweep", path, "--dry-run", "--again", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    assert_non_null(strstr(out, "6 of 6 to run"));
+}
+
+/* Run again, a finished sweep runs nothing; with --again every cell runs once more, and
+ * the table holds the new round's runs. */
+static void test_sweep_again_runs_every_cell_once_more(void **state) {
+    (void)state;
+    char path[160], db[160];
+    snprintf(path, sizeof path, "%s/again.yaml", g_dir);
+    snprintf(db, sizeof db, "%s/again.db", g_dir);
+    assert_true(lb_test_write_file(path, "name: again\ncommand: train\n"
+                                         "options: {model: gpt2-tiny, device: cpu, seq: 16, "
+                                         "steps: 2}\naxes: {batch: [1, 2]}\n"));
+    const char *plain[] = {"sweep", path, "--json", "--db", db, NULL};
+    const char *again[] = {"sweep", path, "--again", "--json", "--db", db, NULL};
+    int64_t first[2] = {0}, last[2] = {0};
+    for (int round = 0; round < 3; round++) {
+        int rc = run(round == 2 ? again : plain);
+        if (rc != 0) fail_msg("round %d: exit %d: %s", round, rc, err);
+        assert_int_equal(count_lines(err, ": running"), round == 1 ? 0 : 2);
+        json_t *table = json_loads(out, 0, NULL);
+        assert_non_null(table);
+        json_t *cell;
+        size_t i;
+        json_array_foreach(json_object_get(table, "cells"), i, cell) {
+            json_t *runs = json_object_get(cell, "runs");
+            assert_int_equal(json_array_size(runs), 1);
+            (round == 0 ? first : last)[i] = json_integer_value(json_array_get(runs, 0));
+        }
+        json_decref(table);
+    }
+    for (int i = 0; i < 2; i++)
+        assert_true(last[i] > first[i]);
 }
 
 /* comm's sizes are short options: a one-letter key is -k, checked by comm's own parser. */
@@ -386,6 +421,7 @@ int main(void) {
         cmocka_unit_test(test_sweep_bad_file_exits_2_and_runs_nothing),
         cmocka_unit_test(test_sweep_resumes_after_sigint_running_only_missing_cells),
         cmocka_unit_test(test_sweep_dry_run_plans_only_the_missing_repeats),
+        cmocka_unit_test(test_sweep_again_runs_every_cell_once_more),
         cmocka_unit_test(test_sweep_one_letter_keys_are_short_options),
         cmocka_unit_test(test_sweep_of_load_cells_against_a_synthetic_server),
         cmocka_unit_test(test_sweep_failed_cell_does_not_stop_the_others),

@@ -112,12 +112,13 @@ static void print_json(const lb_result *r, int64_t run_id) {
     json_decref(doc);
 }
 
-/* --dry-run: the plan, as lines or JSON; returns the exit code. The database is only read
- * (a missing one holds no run yet): a dry run creates and writes nothing. */
+/* --dry-run: the plan, as lines or JSON; returns the exit code. The database (NULL: none
+ * taken as done, --again) is only read (a missing one holds no run yet): a dry run creates
+ * and writes nothing. */
 static int print_plan(const lb_sweep_matrix *m, const char *db, bool json, lb_err *err) {
     lb_store *store = NULL;
     json_t *plan = NULL;
-    lb_status st = access(db, F_OK) == 0 ? lb_store_open_read(db, &store, err) : LB_OK;
+    lb_status st = db && access(db, F_OK) == 0 ? lb_store_open_read(db, &store, err) : LB_OK;
     if (st == LB_OK) st = lb_sweep_plan(m, store, &plan, err);
     lb_store_close(store);
     if (st != LB_OK) return lb_status_exit_code(st);
@@ -150,12 +151,15 @@ static int print_plan(const lb_sweep_matrix *m, const char *db, bool json, lb_er
 }
 
 int lb_cmd_sweep(int argc, char **argv) {
-    bool quiet_cells = false, dry_run = false;
+    bool quiet_cells = false, dry_run = false, again = false;
     const lb_arg_spec specs[] = {
         {"--no-progress", LB_ARG_FLAG, &quiet_cells, NULL, "no line on stderr per cell x repeat"},
         {"--dry-run", LB_ARG_FLAG, &dry_run, NULL,
          "check the file and list each cell x repeat (stored already, or the command it would "
          "run); run nothing"},
+        {"--again", LB_ARG_FLAG, &again, NULL,
+         "run every cell x repeat, those stored as ok before too: a new round, which the "
+         "table then holds (a scheduled sweep needs it)"},
     };
     const lb_cli_command cmd = {
         .command = "sweep",
@@ -165,7 +169,8 @@ int lb_cmd_sweep(int argc, char **argv) {
             "Runs an experiment matrix: the command of FILE (YAML or JSON: name, command, "
             "repeats, options, axes) once per cell of the crossed axes and per repeat, each as "
             "a stored run tagged sweep:NAME, sweep-cell:LABEL and sweep-run:NAME/FINGERPRINT/rK. "
-            "Run again, it resumes: a cell x repeat already stored as ok is not run again. A "
+            "Run again, it resumes: a cell x repeat already stored as ok is not run again "
+            "(with --again every one runs). A "
             "failed cell does not stop the others. Ends with one table of median, std, min and "
             "max over the repeats of each key metric per cell, stored as a run of kind sweep. "
             "Exit 0 when every cell x repeat is ok, 1 when some failed, 2 for a bad file "
@@ -210,6 +215,7 @@ int lb_cmd_sweep(int argc, char **argv) {
     ctx.params.tags_env = LB_RUNCTL_TAGS_ENV;
     ctx.params.log_path = log_path;
     ctx.params.progress = !quiet_cells && a.common.verbosity >= 0;
+    ctx.params.again = again;
     st = lb_sweep_check(&m, &ctx.params, &err);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench sweep: %s\n", err.msg);
@@ -218,7 +224,7 @@ int lb_cmd_sweep(int argc, char **argv) {
         return lb_status_exit_code(st);
     }
     if (dry_run) {
-        rc = print_plan(&m, db, a.common.json, &err);
+        rc = print_plan(&m, again ? NULL : db, a.common.json, &err);
         unlink(log_path);
         lb_sweep_matrix_free(&m);
         if (rc != 0) fprintf(stderr, "llmbench sweep: %s\n", err.msg);

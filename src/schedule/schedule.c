@@ -81,6 +81,15 @@ lb_status lb_schedule_check(const lb_schedule_entry *e, lb_err *err) {
         return lb_fail(
             err, LB_ERR_USAGE,
             "no command to schedule: give it after '--', e.g. -- train --model gpt2-124m");
+    if (strcmp(e->argv[0], "sweep") == 0) {
+        bool again = false;
+        for (size_t i = 1; i < e->argc; i++)
+            again |= strcmp(e->argv[i], "--again") == 0;
+        if (!again)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "a scheduled sweep needs --again: without it every run after the "
+                           "first finds each cell stored and runs nothing");
+    }
     return LB_OK;
 }
 

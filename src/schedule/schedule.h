@@ -51,7 +51,8 @@ lb_schedule_entry lb_schedule_default_entry(void);
 
 /* Parses "HH:MM" into *hour, *minute; LB_ERR_USAGE naming the text otherwise. */
 lb_status lb_schedule_parse_at(const char *text, int *hour, int *minute, lb_err *err);
-/* Checks a name and a days value; LB_ERR_USAGE naming what is wrong. */
+/* Checks a name, a days value and the command (a sweep must run with --again, or it would
+ * run only once); LB_ERR_USAGE naming what is wrong. */
 lb_status lb_schedule_check(const lb_schedule_entry *e, lb_err *err);
 
 /* Installs e (replacing an entry of the same name). The systemd backend writes the units,

@@ -184,8 +184,9 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
             k++;
             char tag[320];
             run_tag(m, cell, r, tag, sizeof tag);
-            lb_store_run_info info;
-            if ((st = newest_tagged(store, tag, LB_RUN_OK, &info, err)) != LB_OK) break;
+            lb_store_run_info info = {.id = -1};
+            if (!p->again && (st = newest_tagged(store, tag, LB_RUN_OK, &info, err)) != LB_OK)
+                break;
             if (info.id >= 0) {
                 if (p->progress)
                     fprintf(stderr,

@@ -38,6 +38,7 @@ typedef struct {
     const char *tags_env;  /* the variable whose lines a command adds to its run's tags */
     const char *log_path;  /* each child's stderr goes here (overwritten per child) */
     bool progress;         /* a line on stderr per cell x repeat */
+    bool again;            /* run every cell x repeat, those stored as ok before too */
 } lb_sweep_params;
 
 lb_sweep_params lb_sweep_default_params(void);
