@@ -307,6 +307,47 @@ static void test_sweep_again_runs_every_cell_once_more(void **state) {
         assert_true(last[i] > first[i]);
 }
 
+/* --again whose cell fails: the table does not fall back on the round before's ok run. */
+static void test_sweep_again_table_holds_only_its_round(void **state) {
+    (void)state;
+    char path[160], db[160], shard[160];
+    snprintf(path, sizeof path, "%s/round.yaml", g_dir);
+    snprintf(db, sizeof db, "%s/round.db", g_dir);
+    snprintf(shard, sizeof shard, "%s/tokens.bin", g_dir);
+    /* an llm.c token shard (train/data.h) of 4096 tokens below gpt2-tiny's vocabulary */
+    int32_t header[256] = {20240520, 1, 4096};
+    uint16_t tokens[4096];
+    for (int i = 0; i < 4096; i++)
+        tokens[i] = (uint16_t)(i % 97);
+    FILE *f = fopen(shard, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(header, sizeof header, 1, f), 1);
+    assert_int_equal(fwrite(tokens, sizeof tokens, 1, f), 1);
+    assert_int_equal(fclose(f), 0);
+    char text[512];
+    snprintf(text, sizeof text,
+             "name: round\ncommand: train\noptions: {model: gpt2-tiny, device: cpu, seq: 16, "
+             "steps: 2, data: %s}\naxes: {batch: [1, 2]}\n",
+             shard);
+    assert_true(lb_test_write_file(path, text));
+    int rc = run((const char *[]){"sweep", path, "--no-progress", "--db", db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    unlink(shard); /* the next round's cells fail */
+    rc = run(
+        (const char *[]){"sweep", path, "--again", "--json", "--no-progress", "--db", db, NULL});
+    assert_int_equal(rc, 1);
+    json_t *table = json_loads(out, 0, NULL);
+    assert_non_null(table);
+    assert_string_equal(json_string_value(json_object_get(table, "status")), "failed");
+    json_t *cell;
+    size_t i;
+    json_array_foreach(json_object_get(table, "cells"), i, cell) {
+        assert_int_equal(json_array_size(json_object_get(cell, "runs")), 0);
+        assert_int_equal(json_array_size(json_object_get(cell, "failed")), 1);
+    }
+    json_decref(table);
+}
+
 /* comm's sizes are short options: a one-letter key is -k, checked by comm's own parser. */
 static void test_sweep_one_letter_keys_are_short_options(void **state) {
     (void)state;
@@ -422,6 +463,7 @@ int main(void) {
         cmocka_unit_test(test_sweep_resumes_after_sigint_running_only_missing_cells),
         cmocka_unit_test(test_sweep_dry_run_plans_only_the_missing_repeats),
         cmocka_unit_test(test_sweep_again_runs_every_cell_once_more),
+        cmocka_unit_test(test_sweep_again_table_holds_only_its_round),
         cmocka_unit_test(test_sweep_one_letter_keys_are_short_options),
         cmocka_unit_test(test_sweep_of_load_cells_against_a_synthetic_server),
         cmocka_unit_test(test_sweep_failed_cell_does_not_stop_the_others),

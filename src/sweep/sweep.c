@@ -67,8 +67,9 @@ static void run_tag(const lb_sweep_matrix *m, size_t cell, int64_t repeat, char 
              lb_sweep_cell_fingerprint(m, cell), repeat);
 }
 
-/* The newest run carrying tag (status -1: any), or id -1. */
-static lb_status newest_tagged(lb_store *store, const char *tag, int status,
+/* The newest run carrying tag (status -1: any) and started at since_wall_s or later, or
+ * id -1. */
+static lb_status newest_tagged(lb_store *store, const char *tag, int status, double since_wall_s,
                                lb_store_run_info *info, lb_err *err) {
     lb_store_filter f = lb_store_default_filter();
     f.tag = tag;
@@ -78,7 +79,7 @@ static lb_status newest_tagged(lb_store *store, const char *tag, int status,
     size_t n = 0;
     LB_TRY(lb_store_list(store, &f, &list, &n, err));
     info->id = -1;
-    if (n > 0) *info = list[0];
+    if (n > 0 && list[0].start_wall_s >= since_wall_s) *info = list[0];
     free(list);
     return LB_OK;
 }
@@ -123,7 +124,7 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     free(argv);
     free(cell_argv);
     LB_TRY(st);
-    LB_TRY(newest_tagged(store, tag, -1, info, err));
+    LB_TRY(newest_tagged(store, tag, -1, 0, info, err));
     /* exit 3: completed and stored ok, but its MLPerf-style verdict is INVALID */
     *ok = (code == 0 || code == 3) && info->id >= 0 && info->status == LB_RUN_OK;
     if (code == 130 || lb_signals_interrupted()) return LB_ERR_INTERRUPTED;
@@ -153,7 +154,7 @@ lb_status lb_sweep_plan(const lb_sweep_matrix *m, lb_store *store, json_t **out,
             char tag[320];
             run_tag(m, cell, r, tag, sizeof tag);
             lb_store_run_info info = {.id = -1};
-            if (store != NULL) st = newest_tagged(store, tag, LB_RUN_OK, &info, err);
+            if (store != NULL) st = newest_tagged(store, tag, LB_RUN_OK, 0, &info, err);
             if (st == LB_OK)
                 json_array_append_new(
                     *out,
@@ -176,6 +177,7 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
     json_t *failures = json_array();
     if (failures == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep");
     size_t total = m->n_cells * (size_t)m->repeats, k = 0;
+    const double started = lb_clock_wall_s(); /* --again: the table holds runs from here on */
     lb_status st = LB_OK;
     for (size_t cell = 0; cell < m->n_cells && st == LB_OK; cell++) {
         char label[256];
@@ -185,7 +187,7 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
             char tag[320];
             run_tag(m, cell, r, tag, sizeof tag);
             lb_store_run_info info = {.id = -1};
-            if (!p->again && (st = newest_tagged(store, tag, LB_RUN_OK, &info, err)) != LB_OK)
+            if (!p->again && (st = newest_tagged(store, tag, LB_RUN_OK, 0, &info, err)) != LB_OK)
                 break;
             if (info.id >= 0) {
                 if (p->progress)
@@ -230,7 +232,7 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
                                                 "reason", reason));
         }
     }
-    if (st == LB_OK) st = lb_sweep_aggregate(m, store, failures, agg, err);
+    if (st == LB_OK) st = lb_sweep_aggregate(m, store, p->again ? started : 0, failures, agg, err);
     json_decref(failures);
     if (st == LB_OK && agg->status != LB_RUN_OK)
         st = lb_fail(err, LB_ERR_RUNTIME, "%s", agg->failure);
@@ -292,8 +294,8 @@ static lb_status add_cell_stats(lb_result *agg, size_t cell, lb_result *const *r
     return LB_OK;
 }
 
-lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, json_t *failures,
-                             lb_result *agg, lb_err *err) {
+lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, double since_wall_s,
+                             json_t *failures, lb_result *agg, lb_err *err) {
     lb_result **runs = calloc((size_t)m->repeats, sizeof *runs);
     if (runs == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep's table");
     char sweep_tag[160];
@@ -322,7 +324,8 @@ lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, json_t *
             char tag[320];
             run_tag(m, cell, r, tag, sizeof tag);
             lb_store_run_info info;
-            if ((st = newest_tagged(store, tag, LB_RUN_OK, &info, err)) != LB_OK) break;
+            if ((st = newest_tagged(store, tag, LB_RUN_OK, since_wall_s, &info, err)) != LB_OK)
+                break;
             if (info.id < 0) {
                 missing++;
                 continue;

@@ -59,10 +59,12 @@ lb_status lb_sweep_plan(const lb_sweep_matrix *m, lb_store *store, json_t **out,
 lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_store *store,
                        lb_result *agg, lb_err *err);
 
-/* Aggregates the ok runs of m already stored into agg, without running anything (the end
- * of lb_sweep_run). failures is a JSON array of {"cell": K, "repeat": R, "run": id or
- * null, "reason": text}, copied into the cells' "failed" lists. */
-lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, json_t *failures,
-                             lb_result *agg, lb_err *err);
+/* Aggregates the ok runs of m already stored (the newest of each cell x repeat, started at
+ * since_wall_s or later: 0 takes any) into agg, without running anything (the end of
+ * lb_sweep_run; with --again only its round's runs count). failures is a JSON array of
+ * {"cell": K, "repeat": R, "run": id or null, "reason": text}, copied into the cells'
+ * "failed" lists. */
+lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, double since_wall_s,
+                             json_t *failures, lb_result *agg, lb_err *err);
 
 #endif
