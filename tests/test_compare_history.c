@@ -110,7 +110,17 @@ static void test_compare_finds_planted_slowdown_and_none_between_equals(void **s
     assert_false(json_is_true(json_object_get(doc, "regression")));
     m = find_metric(doc, "step_ms");
     assert_string_equal(json_string_value(json_object_get(m, "verdict")), "no change");
+    /* one benchmark: no differences */
+    assert_int_equal(json_array_size(json_object_get(
+                         json_array_get(json_object_get(doc, "groups"), 0), "differences")),
+                     0);
     json_decref(doc);
+
+    /* another batch is another benchmark: compared, and said so */
+    int64_t d = store_run("train", 8, 10.0, 200, 4, 1e9 + 30);
+    rc = run((const char *[]){"compare", id_text(a, x), id_text(d, y), "--db", g_db, NULL});
+    assert_true(rc == 0 || rc == 1);
+    assert_non_null(strstr(out, "  different benchmarks: batch 4 -> 8\n"));
 
     /* B faster than A: the same planted change the other way is an improvement, exit 0 */
     rc = run((const char *[]){"compare", id_text(b, x), id_text(a, y), "--db", g_db, NULL});

@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "history/bench.h"
 #include "history/compare.h"
 #include "history/select.h"
 #include "store/store.h"
@@ -40,6 +41,28 @@ static void print_rows(const lb_compare_row *rows, size_t n, double conf) {
                r->regression ? " (regression)" : "");
     }
     (void)conf;
+}
+
+/* Where B's benchmark identity (history/bench.h) differs from A's, both told by their first
+ * runs: "batch 4 -> 8, gpu_count 1 -> 2" into text (empty when they are one benchmark), and
+ * the same as a new JSON array of {"key", "a", "b"}. */
+static json_t *differences(const lb_result *a, const lb_result *b, char *text, size_t cap) {
+    lb_bench_field fa[LB_BENCH_MAX_FIELDS], fb[LB_BENCH_MAX_FIELDS];
+    size_t na = lb_bench_fields(a, fa), nb = lb_bench_fields(b, fb), len = 0;
+    json_t *out = json_array();
+    text[0] = '\0';
+    for (size_t i = 0; i < na; i++) {
+        const char *other = NULL;
+        for (size_t j = 0; j < nb && other == NULL; j++)
+            if (strcmp(fa[i].key, fb[j].key) == 0) other = fb[j].value;
+        if (other != NULL && strcmp(other, fa[i].value) == 0) continue;
+        json_array_append_new(out, json_pack("{s:s, s:s, s:o}", "key", fa[i].key, "a", fa[i].value,
+                                             "b", other ? json_string(other) : json_null()));
+        if (len < cap)
+            len += (size_t)snprintf(text + len, cap - len, "%s%s %s -> %s", len ? ", " : "",
+                                    fa[i].key, fa[i].value, other ? other : "(none)");
+    }
+    return out;
 }
 
 static json_t *rows_json(const lb_compare_row *rows, size_t n) {
@@ -113,16 +136,20 @@ int lb_cmd_compare(int argc, char **argv) {
         compared++;
         for (size_t i = 0; i < n; i++)
             regression |= rows[i].regression;
+        char differ[512];
+        json_t *diff_json = differences(ga->runs[0], gb->runs[0], differ, sizeof differ);
         if (!a.common.json) {
             if (A.sweep && B.sweep)
                 printf("cell %s (A = sweep %s, B = sweep %s)\n", ga->label, A.name, B.name);
             else
                 printf("%s: A = %s, B = %s\n", ga->runs[0]->kind, ga->label, gb->label);
+            if (differ[0]) printf("  different benchmarks: %s\n", differ);
             print_rows(rows, n, p.conf);
         }
-        json_array_append_new(groups, json_pack("{s:s, s:o, s:o, s:o}", "label", ga->label,
-                                                "a_runs", ids_json(ga), "b_runs", ids_json(gb),
-                                                "metrics", rows_json(rows, n)));
+        json_array_append_new(groups,
+                              json_pack("{s:s, s:o, s:o, s:o, s:o}", "label", ga->label, "a_runs",
+                                        ids_json(ga), "b_runs", ids_json(gb), "differences",
+                                        diff_json, "metrics", rows_json(rows, n)));
     }
     if (st == LB_OK && compared == 0)
         st = lb_fail(&err, LB_ERR_USAGE, "sweeps '%s' and '%s' share no cell", a.pos[0], a.pos[1]);
