@@ -2,7 +2,8 @@
  * run completes every query and is stored; accuracy mode scores ROUGE against the
  * references and writes LoadGen's accuracy log from the engine's ids; --search-qps runs
  * load's search with the engine answering; a request longer than the context fails alone;
- * a bad directory is refused with exit 2 naming the file. */
+ * more such samples than --max-failed allows are refused before the run; a bad directory
+ * is refused with exit 2 naming the file. */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -253,6 +254,22 @@ static void test_infer_cli_a_request_too_long_fails_alone(void **state) {
     json_decref(j);
 }
 
+static void test_infer_cli_refuses_samples_that_cannot_fit_before_running(void **state) {
+    (void)state;
+    char fresh[128], out[4096], err[4096];
+    snprintf(fresh, sizeof fresh, "%s/unfit.db", dir);
+    const char *const args[] = {"infer",       "--model", dir,           "--device", "cpu",
+                                "--synthetic", "3",       "--input-len", "fixed:4",  "--max-tokens",
+                                "100",         "--db",    fresh,         NULL};
+    assert_int_equal(lb_test_run(args, out, sizeof out, err, sizeof err), 2);
+    assert_string_equal(out, "");
+    if (!strstr(err, "3 of 3 samples cannot fit the engine's context of 64 tokens") ||
+        !strstr(err, "--max-ctx") || strchr(err, '\n') != err + strlen(err) - 1)
+        fail_msg("stderr: %s", err);
+    struct stat st;
+    assert_int_not_equal(stat(fresh, &st), 0); /* nothing ran, nothing was stored */
+}
+
 static void test_infer_cli_refuses_a_bad_directory_with_exit_2(void **state) {
     (void)state;
     char bad[128], err[4096];
@@ -324,6 +341,7 @@ int main(void) {
         cmocka_unit_test(test_infer_cli_accuracy_log_holds_the_engines_token_ids),
         cmocka_unit_test(test_infer_cli_search_runs_trials_as_one_group),
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
+        cmocka_unit_test(test_infer_cli_refuses_samples_that_cannot_fit_before_running),
         cmocka_unit_test(test_infer_cli_refuses_a_bad_directory_with_exit_2),
         cmocka_unit_test(test_infer_cli_sigint_drains_and_stores_an_interrupted_run),
     };

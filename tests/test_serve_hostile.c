@@ -560,8 +560,10 @@ static void test_serve_on_a_port_in_use_says_so(void **state) {
     snprintf(port, sizeof port, "%d", s.port);
     const char *args[] = {"serve", "--synthetic", "--port", port, NULL};
     assert_int_equal(lb_test_run(args, NULL, 0, errbuf, sizeof errbuf), 1);
-    char want[96];
-    snprintf(want, sizeof want, "could not listen on 127.0.0.1 port %d: Address already in use\n",
+    char want[192]; /* what is wrong, then what would be right */
+    snprintf(want, sizeof want,
+             "could not listen on 127.0.0.1 port %d: Address already in use (another process "
+             "has it: give another --port, or --port 0 for a free one)\n",
              s.port);
     if (strstr(errbuf, want) == NULL) fail_msg("stderr: %s", errbuf);
     char counters[2048];

@@ -25,6 +25,31 @@ static lb_status do_infer(void *ctx, lb_result *r, lb_loadgen_report *rep, lb_er
     return lb_infer_run(w->p, w->ds, r, rep, err);
 }
 
+/* A sample whose prompt and output can never fit the engine's context fails at its turn,
+ * after the run has begun: more such samples than --max-failed allows are a usage error
+ * before anything runs, naming the first. The prompt counts its known tokens (one when
+ * unknown): what bos or --chat adds is the engine's to refuse. */
+static lb_status check_fits(const lb_dataset *ds, int32_t default_max_tokens, int32_t max_ctx,
+                            int64_t max_failed) {
+    size_t n_unfit = 0, first = 0;
+    int64_t first_in = 0, first_out = 0;
+    for (size_t i = 0; i < ds->n; i++) {
+        const lb_sample *s = &ds->samples[i];
+        int64_t out = s->max_tokens > 0 ? s->max_tokens : default_max_tokens;
+        int64_t in = s->input_tokens > 0 ? s->input_tokens : 1;
+        if (in + out <= max_ctx) continue;
+        if (n_unfit++ == 0) first = i, first_in = in, first_out = out;
+    }
+    if (n_unfit == 0 || (int64_t)n_unfit <= max_failed) return LB_OK;
+    return lb_args_usage_error("infer",
+                               "%zu of %zu samples cannot fit the engine's context of %d tokens "
+                               "(sample %zu: a prompt of %lld and %lld to generate): give a "
+                               "smaller --max-tokens or --output-len, shorter prompts, or a "
+                               "larger --max-ctx",
+                               n_unfit, ds->n, max_ctx, first, (long long)first_in,
+                               (long long)first_out);
+}
+
 int lb_cmd_infer(int argc, char **argv) {
     lb_infer_params ip;
     memset(&ip, 0, sizeof ip);
@@ -107,6 +132,8 @@ int lb_cmd_infer(int argc, char **argv) {
         st = lb_scenario_opt_dataset("infer", &so, es.tok, 0, 0, p, &ds);
     else if (es.tok != NULL && (st = lb_dataset_count_tokens(&ds, es.tok, &err)) != LB_OK)
         fprintf(stderr, "llmbench infer: %s\n", err.msg);
+    if (st == LB_OK)
+        st = check_fits(&ds, p->max_tokens, lb_engine_get_info(es.engine)->max_ctx, p->max_failed);
     if (st != LB_OK) {
         lb_engine_opt_close(&es);
         lb_dataset_free(&ds);

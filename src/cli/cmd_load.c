@@ -35,6 +35,9 @@
 #include "loadgen/mlperf_log.h"
 #include "loadgen/summary.h"
 
+/* --max-inflight's default: queries in flight at most, Offline and Server. */
+#define DEFAULT_MAX_INFLIGHT 1024
+
 typedef struct {
     const lb_loadgen_params *p;
     const lb_dataset *ds;
@@ -58,7 +61,7 @@ int lb_cmd_load(int argc, char **argv) {
     lb_scenario_opt so = LB_SCENARIO_OPT_DEFAULT;
     lb_arg_list endpoints = {0};
     const char *api = "completions", *model = NULL, *api_key_env = NULL;
-    int64_t max_inflight = 1024, retries = 2, prefix_len = 0, prefix_count = 0;
+    int64_t max_inflight = DEFAULT_MAX_INFLIGHT, retries = 2, prefix_len = 0, prefix_count = 0;
     int64_t eject_after = 5, preconnect = -1;
     double timeout_s = 600;
     bool no_stream = false;
@@ -126,9 +129,25 @@ int lb_cmd_load(int argc, char **argv) {
                 shown));
         }
     }
+    if (topt.path == NULL &&
+        (strcmp(topt.pattern, "auto") != 0 || strcmp(topt.special, "auto") != 0))
+        return lb_status_exit_code(lb_args_usage_error(
+            "load", "%s shapes the tokenizer: give --tokenizer FILE with it",
+            strcmp(topt.pattern, "auto") != 0 ? "--tokenizer-pattern" : "--tokenizer-special"));
+    if (so.synthetic > 0 && prefix_count > 0 && prefix_len == 0)
+        return lb_status_exit_code(lb_args_usage_error(
+            "load", "--prefix-count %lld counts shared prefixes: give --prefix-len N with it",
+            (long long)prefix_count));
     uint64_t qsl_seed;
     if ((st = lb_scenario_opt_apply("load", &so, &p, &qsl_seed)) != LB_OK)
         return lb_status_exit_code(st);
+    if (max_inflight != DEFAULT_MAX_INFLIGHT && p.scenario != LB_SCENARIO_OFFLINE &&
+        p.scenario != LB_SCENARIO_SERVER)
+        return lb_status_exit_code(lb_args_usage_error(
+            "load",
+            "--max-inflight bounds Offline and Server; %s keeps its own number in flight (%s)",
+            lb_loadgen_scenario_name(p.scenario),
+            p.scenario == LB_SCENARIO_CONCURRENCY ? "--concurrency N" : "one"));
     p.max_inflight = max_inflight;
     p.preconnect = preconnect;
     lb_err err = {""};

@@ -62,15 +62,41 @@ static void print_stats(const lb_server_stats *st, const char *url, double uptim
     }
     fprintf(stderr,
             "serve: %llu completion requests (%llu streamed): %llu completed, %llu faults, "
-            "%llu client errors, %llu aborted; %llu tokens sent in %.1f s; connections closed "
+            "%llu aborted; %llu client errors (4xx, any path); %llu tokens sent in %.1f s; "
+            "connections closed "
             "idle %llu, slow %llu; %llu refused for the body memory budget, %llu for a malformed "
             "request head, %llu at the connection limit\n",
             (unsigned long long)st->requests, (unsigned long long)st->streamed,
             (unsigned long long)st->completed, (unsigned long long)st->faults,
-            (unsigned long long)st->client_errors, (unsigned long long)st->aborted,
+            (unsigned long long)st->aborted, (unsigned long long)st->client_errors,
             (unsigned long long)st->tokens, uptime_s, (unsigned long long)st->idle_closed,
             (unsigned long long)st->slow_closed, (unsigned long long)st->busy,
             (unsigned long long)st->malformed, (unsigned long long)st->over_limit);
+}
+
+/* The options of the engine given with --synthetic, or of the synthetic source given
+ * with the engine: the first one, as spelt on the command line, or NULL. Such an option
+ * would change nothing, so it is refused rather than ignored. */
+static const char *other_source_option(bool synthetic, const lb_engine_opt *eo,
+                                       const char *tokenizer, const char *served_name,
+                                       double temperature, int64_t top_k, double top_p,
+                                       bool ignore_eos, const lb_synthetic_params *syn) {
+    if (synthetic) {
+        const char *e = lb_engine_opt_first_set(eo);
+        return e                  ? e
+               : tokenizer        ? "--tokenizer"
+               : served_name      ? "--served-name"
+               : temperature != 0 ? "--temperature"
+               : top_k != 0       ? "--top-k"
+               : top_p != 1       ? "--top-p"
+               : ignore_eos       ? "--ignore-eos"
+                                  : NULL;
+    }
+    const lb_synthetic_params d = lb_synthetic_default_params();
+    return syn->ttft_ms != d.ttft_ms   ? "--ttft-ms"
+           : syn->tpot_ms != d.tpot_ms ? "--tpot-ms"
+           : syn->slots != d.slots     ? "--slots"
+                                       : NULL;
 }
 
 int lb_cmd_serve(int argc, char **argv) {
@@ -111,9 +137,10 @@ int lb_cmd_serve(int argc, char **argv) {
         {"--port", LB_ARG_INT, &port, "P", "TCP port; 0 picks a free one (default 8000)", 0, 65535,
          NULL},
         {"--ttft-ms", LB_ARG_DOUBLE, &syn.ttft_ms, "MS",
-         "first token this long after the request arrives (default 0)", 0, 3.6e6, NULL},
+         "synthetic: first token this long after the request arrives (default 0)", 0, 3.6e6, NULL},
         {"--tpot-ms", LB_ARG_DOUBLE, &syn.tpot_ms, "MS",
-         "each further token this long after the previous one (default 0)", 0, 3.6e6, NULL},
+         "synthetic: each further token this long after the previous one (default 0)", 0, 3.6e6,
+         NULL},
         {"--slots", LB_ARG_INT, &syn.slots, "N",
          "synthetic: generate for at most N requests at once, the rest wait their turn (default "
          "0: no limit)",
@@ -176,6 +203,27 @@ int lb_cmd_serve(int argc, char **argv) {
     if (!synthetic && eo.model_dir == NULL && eo.random == NULL)
         return lb_status_exit_code(lb_args_usage_error(
             "serve", "give --model DIR or --random PRESET (the engine) or --synthetic"));
+    const char *other = other_source_option(synthetic, &eo, tokenizer, served_name, temperature,
+                                            top_k, top_p, ignore_eos, &syn);
+    if (other != NULL && synthetic)
+        return lb_status_exit_code(lb_args_usage_error(
+            "serve",
+            "%s is an option of the engine, and --synthetic serves without it: drop %s, or "
+            "give --model DIR or --random PRESET instead of --synthetic",
+            other, other));
+    if (other != NULL)
+        return lb_status_exit_code(lb_args_usage_error(
+            "serve",
+            "%s shapes the synthetic tokens, and the engine generates its own: drop %s, or "
+            "give --synthetic",
+            other, other));
+    /* Checked before the engine is opened, which may take a while. */
+    if (eo.random != NULL && tokenizer == NULL)
+        return lb_status_exit_code(lb_args_usage_error(
+            "serve",
+            "--random %s has no tokenizer and serving turns text into ids: give "
+            "--tokenizer FILE (tokenizer.json or a tiktoken ranks file)",
+            eo.random));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int64_t room = raise_fd_limit(threads > 0 ? threads : cores > 0 ? cores : 1);
     if (max_connections > room)

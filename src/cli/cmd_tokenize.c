@@ -68,9 +68,9 @@ int lb_cmd_tokenize(int argc, char **argv) {
         .command = "tokenize",
         .usage = "--tokenizer FILE [options] TEXTFILE...",
         .summary = "Counts the tokens of each text file (read whole, as one text) with a "
-                   "byte-level BPE vocabulary in tiktoken's ranks format, as `load "
-                   "--tokenizer` counts generated texts, and reports the count's speed on "
-                   "one thread; --ids prints the ids.",
+                   "byte-level BPE vocabulary (tiktoken's ranks format or a Hugging Face "
+                   "tokenizer.json), as `load --tokenizer` counts generated texts, and reports "
+                   "the count's speed on one thread; --ids prints the ids instead.",
         LB_ARG_SPECS(specs),
         .min_positional = 1,
         .max_positional = LB_ARGS_MAX_POSITIONAL,
@@ -80,6 +80,10 @@ int lb_cmd_tokenize(int argc, char **argv) {
     if (rc != LB_ARGS_GO_ON) return rc;
     if (topt.path == NULL)
         return lb_status_exit_code(lb_args_usage_error("tokenize", "--tokenizer FILE is required"));
+    if (ids && repeat != 1)
+        return lb_status_exit_code(lb_args_usage_error(
+            "tokenize", "--repeat times the count, and --ids prints the ids once, untimed: give "
+                        "one of them"));
 
     lb_err err = {{0}};
     lb_tokenizer *tok = NULL;

@@ -11,12 +11,37 @@ static void read_hf(void *ctx, const lb_param_tensor *t, lb_gpu_dtype dt, void *
     lb_hf_model_read(ctx, t, dt, dst);
 }
 
+const char *lb_engine_opt_first_set(const lb_engine_opt *o) {
+    const lb_engine_opt d = LB_ENGINE_OPT_DEFAULT;
+    return o->random != NULL                   ? "--random"
+           : strcmp(o->device, d.device) != 0  ? "--device"
+           : o->gpu != d.gpu                   ? "--gpu"
+           : o->max_seqs != d.max_seqs         ? "--max-seqs"
+           : o->step_tokens != d.step_tokens   ? "--step-tokens"
+           : o->block_size != d.block_size     ? "--block-size"
+           : o->max_ctx != d.max_ctx           ? "--max-ctx"
+           : o->kv_tokens != d.kv_tokens       ? "--kv-tokens"
+           : o->mem_fraction != d.mem_fraction ? "--gpu-memory-fraction"
+           : o->weight_seed != d.weight_seed   ? "--weight-seed"
+                                               : NULL;
+}
+
 lb_status lb_engine_opt_open(const lb_engine_opt *o, const char *tokenizer_path, lb_engine_setup *s,
                              lb_err *err) {
     memset(s, 0, sizeof *s);
     s->bos_id = -1;
     if ((o->model_dir == NULL) == (o->random == NULL))
         return lb_fail(err, LB_ERR_USAGE, "give exactly one of --model DIR and --random PRESET");
+    const lb_engine_opt d = LB_ENGINE_OPT_DEFAULT;
+    if (strcmp(o->device, "cpu") == 0 && (o->gpu != d.gpu || o->mem_fraction != d.mem_fraction))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "%s is for the GPU, but --device cpu uses none: drop it or give --device "
+                       "gpu",
+                       o->gpu != d.gpu ? "--gpu" : "--gpu-memory-fraction");
+    if (o->model_dir != NULL && o->weight_seed != d.weight_seed)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--weight-seed draws --random weights; --model %s brings its own: drop it",
+                       o->model_dir);
     lb_weights w = {.seed = (uint64_t)o->weight_seed};
     if (o->model_dir != NULL) {
         LB_TRY(lb_hf_model_open(&s->hf, o->model_dir, err));

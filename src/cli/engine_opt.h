@@ -54,6 +54,11 @@ typedef struct {
      "seed of --random weights (default 1)", 0, 1e18, NULL}
 /* clang-format on */
 
+/* The first option of o besides --model that is set away from its default, spelt as on
+ * the command line ("--device"), or NULL when none is: a command that runs without the
+ * engine (serve --synthetic) refuses it rather than ignoring it. */
+const char *lb_engine_opt_first_set(const lb_engine_opt *o);
+
 /* What lb_engine_opt_open sets up; lb_engine_opt_close frees it. */
 typedef struct {
     lb_hf_model hf;    /* --model: the directory */
@@ -68,7 +73,8 @@ typedef struct {
 
 /* Opens what o names (exactly one of --model and --random, else LB_ERR_USAGE).
  * tokenizer_path, when not NULL, replaces the model's tokenizer (and is the only one
- * --random has). Bad input is LB_ERR_USAGE with err naming it. */
+ * --random has). Bad input is LB_ERR_USAGE with err naming it, checked before anything is
+ * read: --gpu and --gpu-memory-fraction with --device cpu are refused, not ignored. */
 lb_status lb_engine_opt_open(const lb_engine_opt *o, const char *tokenizer_path, lb_engine_setup *s,
                              lb_err *err);
 void lb_engine_opt_close(lb_engine_setup *s);

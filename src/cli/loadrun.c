@@ -81,6 +81,12 @@ lb_status lb_loadrun_opts_check(const char *command, lb_loadrun_opts *o, double 
         return lb_args_usage_error(
             command, "--qps, --sweep-qps and --search-qps apply to --scenario server only, not %s",
             scenario);
+    const lb_loadrun_opts d = LB_LOADRUN_OPTS_DEFAULT;
+    if (!(o->search_qps > 0) &&
+        (o->search_tol != d.search_tol || o->search_trials != d.search_trials))
+        return lb_args_usage_error(command, "%s shapes a search: give --search-qps R with it",
+                                   o->search_tol != d.search_tol ? "--search-tolerance"
+                                                                 : "--search-trials");
     if (o->sweep != NULL) return parse_rates(command, o->sweep, o->rates, &o->n_rates);
     return LB_OK;
 }

@@ -94,8 +94,9 @@ typedef struct {
 /* clang-format on */
 
 /* After parsing: --qps (qps > 0), --sweep-qps and --search-qps exclude each other and are
- * the Server scenario's only (scenario: its name, "server", "offline", ...); parses the
- * rates. A usage error names the options. */
+ * the Server scenario's only (scenario: its name, "server", "offline", ...);
+ * --search-tolerance and --search-trials need --search-qps; parses the rates. A usage error
+ * names the options. */
 lb_status lb_loadrun_opts_check(const char *command, lb_loadrun_opts *o, double qps,
                                 const char *scenario);
 

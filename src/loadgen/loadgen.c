@@ -14,6 +14,7 @@
  * the stored series. */
 #include "loadgen/loadgen.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -710,8 +711,13 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
         json_array_append_new(eps, json_string(shown));
     }
     const lb_constraints *c = &p->constraints;
+    /* The seeds are unsigned 64-bit (MLPerf's exceed INT64_MAX) and JSON integers here are
+     * signed: decimal text keeps them exact, as the summary prints them. */
+    char sample_seed[24], schedule_seed[24];
+    snprintf(sample_seed, sizeof sample_seed, "%" PRIu64, p->sample_seed);
+    snprintf(schedule_seed, sizeof schedule_seed, "%" PRIu64, p->schedule_seed);
     return json_pack(
-        "{s:s, s:s, s:f, s:f, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:{s:f, s:f, "
+        "{s:s, s:s, s:f, s:f, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:i, s:{s:f, s:f, "
         "s:f, s:f, "
         "s:f, s:f},"
         " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I},"
@@ -721,17 +727,16 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
         (json_int_t)p->concurrency, "min_duration_s", p->min_duration_s, "min_queries",
         (json_int_t)p->min_queries, "max_inflight", (json_int_t)p->max_inflight, "max_failed",
         (json_int_t)p->max_failed, "warmup_queries", (json_int_t)p->warmup_queries, "preconnect",
-        (json_int_t)p->preconnect, "sample_seed", (json_int_t)p->sample_seed, "schedule_seed",
-        (json_int_t)p->schedule_seed, "max_tokens", (int)p->max_tokens, "constraints",
-        "ttft_limit_ms", c->ttft_limit_ms, "tpot_limit_ms", c->tpot_limit_ms, "percentile",
-        c->percentile, "confidence", c->confidence, "slo_ttft_ms", c->slo_ttft_ms, "slo_tpot_ms",
-        c->slo_tpot_ms, "drain_s", p->drain_s, "api", lb_openai_api_name(p->request.api), "model",
-        p->request.model, "stream", p->request.stream, "ignore_eos", p->request.ignore_eos,
-        "temperature", p->request.temperature, "endpoints", eps, "timeout_ms",
-        (json_int_t)p->pool.http.timeout_ms, "retries", (json_int_t)p->pool.retries, "eject_after",
-        (json_int_t)p->pool.eject_after, "model_key", p->model_key, "api_key_env", p->api_key_env,
-        "dataset", "path", p->dataset_path, "format", ds->format, "samples", (json_int_t)ds->n,
-        "tokenizer", p->tokenizer_path);
+        (json_int_t)p->preconnect, "sample_seed", sample_seed, "schedule_seed", schedule_seed,
+        "max_tokens", (int)p->max_tokens, "constraints", "ttft_limit_ms", c->ttft_limit_ms,
+        "tpot_limit_ms", c->tpot_limit_ms, "percentile", c->percentile, "confidence", c->confidence,
+        "slo_ttft_ms", c->slo_ttft_ms, "slo_tpot_ms", c->slo_tpot_ms, "drain_s", p->drain_s, "api",
+        lb_openai_api_name(p->request.api), "model", p->request.model, "stream", p->request.stream,
+        "ignore_eos", p->request.ignore_eos, "temperature", p->request.temperature, "endpoints",
+        eps, "timeout_ms", (json_int_t)p->pool.http.timeout_ms, "retries",
+        (json_int_t)p->pool.retries, "eject_after", (json_int_t)p->pool.eject_after, "model_key",
+        p->model_key, "api_key_env", p->api_key_env, "dataset", "path", p->dataset_path, "format",
+        ds->format, "samples", (json_int_t)ds->n, "tokenizer", p->tokenizer_path);
 }
 
 /* Appends the per-query series to r, then the run's inter-token gaps in query order

@@ -1466,8 +1466,13 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
     freeaddrinfo(ai);
     if (listen_fd < 0) {
         lb_server_free(s);
-        return lb_fail(err, LB_ERR_IO, "could not listen on %s port %d: %s", params->host,
-                       params->port, strerror(listen_errno));
+        return lb_fail(err, LB_ERR_IO, "could not listen on %s port %d: %s%s", params->host,
+                       params->port, strerror(listen_errno),
+                       listen_errno == EADDRINUSE ? " (another process has it: give another "
+                                                    "--port, or --port 0 for a free one)"
+                       : listen_errno == EACCES   ? " (ports below 1024 need privileges: give "
+                                                    "--port 1024 or above, or 0 for a free one)"
+                                                  : "");
     }
     s->daemon =
         MHD_start_daemon(flags | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC, 0, NULL, NULL, on_request,
