@@ -232,7 +232,7 @@ static void test_hf_tokenizer_json_encodes_as_the_ranks_file(void **state) {
     lb_fixture_write_tokenizer_json(path);
     lb_tokenizer *tj = NULL, *tr = NULL;
     lb_err err;
-    assert_int_equal(lb_hf_tokenizer_load(&tj, path, &err), LB_OK);
+    assert_int_equal(lb_hf_tokenizer_load(&tj, path, NULL, &err), LB_OK);
     /* the same vocabulary as a tiktoken ranks file */
     static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *ranks = malloc(65536);

@@ -58,7 +58,8 @@ static void start(fixture *f) {
     p.step_tokens = 64;
     assert_int_equal(lb_engine_open(&f->engine, &p, &w, &err), LB_OK);
     assert_int_equal(
-        lb_hf_tokenizer_load(&f->tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", &err), LB_OK);
+        lb_hf_tokenizer_load(&f->tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, &err),
+        LB_OK);
     lb_engine_source_params ep = {.engine = f->engine, .tok = f->tok, .bos_id = -1};
     assert_int_equal(lb_engine_source_init(&ep, &f->src, &err), LB_OK);
     lb_server_params sp = lb_server_default_params();

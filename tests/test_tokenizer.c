@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
+#include "model/hf_tokenizer.h"
 #include "model/tokenizer.h"
 #include "test_skip.h"
 #include "test_util.h"
@@ -512,14 +513,18 @@ static void test_tokenizer_reads_hugging_face_tokenizer_json(void **state) {
         json_object_set_new(vocab, key, json_integer(rank));
     }
     fclose(in);
-    json_t *doc = json_pack("{s:{s:s, s:o, s:[]}, s:[]}", "model", "type", "BPE", "vocab", vocab,
-                            "merges", "added_tokens");
+    /* GPT-2's own file: <|endoftext|> an added token, the pre-tokenizer ByteLevel */
+    json_t *doc = json_pack("{s:{s:s, s:o, s:[]}, s:[{s:i, s:s}], s:{s:s, s:b}}", "model", "type",
+                            "BPE", "vocab", vocab, "merges", "added_tokens", "id", 50256, "content",
+                            "<|endoftext|>", "pre_tokenizer", "type", "ByteLevel", "use_regex", 1);
     char path[] = "/tmp/lb_tok_hf_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
     assert_int_equal(json_dump_file(doc, path, JSON_COMPACT), 0);
-    lb_tokenizer *hf = load(path, LB_TOK_PATTERN_AUTO, LB_TOK_SPECIAL_AUTO);
+    lb_tokenizer *hf = NULL, *tok = NULL;
+    lb_err err = {{0}};
+    if (lb_hf_tokenizer_load(&hf, path, NULL, &err) != LB_OK) fail_msg("%s", err.msg);
     const lb_tokenizer_info *info = lb_tokenizer_get_info(hf);
     assert_int_equal(info->pattern, LB_TOK_PATTERN_GPT2);
     assert_int_equal(info->n_ranks, 50256);
@@ -531,15 +536,17 @@ static void test_tokenizer_reads_hugging_face_tokenizer_json(void **state) {
     json_array_append_new(merges, json_string("h e"));
     json_array_append_new(merges, json_string("\xC4\xA0 a"));
     assert_int_equal(json_dump_file(doc, path, JSON_COMPACT), 0);
-    lb_tokenizer *tok = NULL;
-    lb_err err = {{0}};
-    assert_int_equal(lb_tokenizer_load(&tok, path, NULL, &err), LB_ERR_UNSUPPORTED);
-    assert_non_null(
-        strstr(err.msg, "merge 2 (\"\xC4\xA0 a\") does not follow the order of the ids"));
+    assert_int_equal(lb_hf_tokenizer_load(&tok, path, NULL, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "model.merges[2] makes id 257 after id 258"));
     json_object_set_new(json_object_get(doc, "model"), "type", json_string("Unigram"));
     assert_int_equal(json_dump_file(doc, path, JSON_COMPACT), 0);
-    assert_int_equal(lb_tokenizer_load(&tok, path, NULL, &err), LB_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "needs a BPE model with a vocab (got model type Unigram)"));
+    assert_int_equal(lb_hf_tokenizer_load(&tok, path, NULL, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "model.type must be \"BPE\""));
+    /* its pattern and special tokens are its own: a choice meant for a ranks file is refused */
+    lb_tokenizer_params p = lb_tokenizer_default_params();
+    p.pattern = LB_TOK_PATTERN_GPT2;
+    assert_int_equal(lb_hf_tokenizer_load(&tok, path, &p, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "is a tokenizer.json, which names its own"));
     json_decref(doc);
     unlink(path);
 }

@@ -63,7 +63,7 @@ lb_status lb_engine_opt_open(const lb_engine_opt *o, const char *tokenizer_path,
                      "%s: no tokenizer.json or original/tokenizer.model; one is needed",
                      o->model_dir);
     else if (tp != NULL) {
-        st = lb_hf_tokenizer_load(&s->tok, tp, err);
+        st = lb_hf_tokenizer_load(&s->tok, tp, NULL, err);
         if (st == LB_OK && lb_tokenizer_get_info(s->tok)->max_id >= (uint32_t)w.cfg.vocab_size)
             st = lb_fail(err, LB_ERR_USAGE, "%s: ids reach %u, beyond the model's vocabulary of %d",
                          tp, lb_tokenizer_get_info(s->tok)->max_id, w.cfg.vocab_size);

@@ -3,11 +3,13 @@
 
 #include <stdio.h>
 
+#include "model/hf_tokenizer.h"
+
 lb_status lb_tokenizer_opt_open(const lb_tokenizer_opt *opt, lb_tokenizer **out, lb_err *err) {
     lb_tokenizer_params p = lb_tokenizer_default_params();
     LB_TRY(lb_tokenizer_pattern_parse(opt->pattern, &p.pattern, err));
     LB_TRY(lb_tokenizer_special_parse(opt->special, &p.special, err));
-    return lb_tokenizer_load(out, opt->path, &p, err);
+    return lb_hf_tokenizer_load(out, opt->path, &p, err);
 }
 
 void lb_tokenizer_opt_describe(const lb_tokenizer_opt *opt, const lb_tokenizer *tok, char *buf,

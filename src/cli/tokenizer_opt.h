@@ -25,11 +25,12 @@ typedef struct {
      "tokenizer.model, *.tiktoken) or a Hugging Face tokenizer.json (byte-level BPE merged " \
      "in id order: GPT-2, Llama 3)", 0, 0, NULL},                                            \
     {"--tokenizer-pattern", LB_ARG_CHOICE, &(opt)->pattern, NULL,                            \
-     "pre-split expression (default auto: gpt2 when a token holds four digits in a row, "    \
-     "else llama3)", 0, 0, "auto|llama3|gpt2"},                                              \
+     "ranks file: pre-split expression (default auto: gpt2 when a token holds four digits " \
+     "in a row, else llama3; a tokenizer.json names its own)", 0, 0, "auto|llama3|gpt2"},    \
     {"--tokenizer-special", LB_ARG_CHOICE, &(opt)->special, NULL,                            \
-     "special tokens (default auto: the pattern's family when the ranks end where it "       \
-     "starts them, 128000 or 50256)", 0, 0, "auto|none|llama3|gpt2"}
+     "ranks file: special tokens (default auto: the pattern's family when the ranks end "    \
+     "where it starts them, 128000 or 50256; a tokenizer.json's are its added tokens)", 0, 0, \
+     "auto|none|llama3|gpt2"}
 /* clang-format on */
 
 /* Loads what opt names; opt->path must be set. */

@@ -239,17 +239,25 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
     return st;
 }
 
-lb_status lb_hf_tokenizer_load(lb_tokenizer **out, const char *path, lb_err *err) {
+lb_status lb_hf_tokenizer_load(lb_tokenizer **out, const char *path,
+                               const lb_tokenizer_params *ranks_params, lb_err *err) {
+    *out = NULL;
     char *buf = NULL;
     size_t n = 0;
     LB_TRY(lb_file_read(path, &buf, &n, err));
+    const lb_tokenizer_params d = lb_tokenizer_default_params();
+    const lb_tokenizer_params *tp = ranks_params ? ranks_params : &d;
     lb_status st;
-    size_t pl = strlen(path);
-    if (pl >= 5 && strcmp(path + pl - 5, ".json") == 0) {
-        st = lb_hf_tokenizer_parse(out, buf, n, path, err);
+    if (buf[strspn(buf, " \t\r\n")] == '{') {
+        st = tp->pattern != d.pattern || tp->special != d.special
+                 ? lb_fail(err, LB_ERR_USAGE,
+                           "%s is a tokenizer.json, which names its own pre-split expression "
+                           "and special tokens: a pattern or special-token set is for a ranks "
+                           "file",
+                           path)
+                 : lb_hf_tokenizer_parse(out, buf, n, path, err);
     } else {
-        lb_tokenizer_params tp = lb_tokenizer_default_params();
-        st = lb_tokenizer_parse(out, buf, n, path, &tp, err);
+        st = lb_tokenizer_parse(out, buf, n, path, tp, err);
         if (st != LB_OK) st = LB_ERR_USAGE;
     }
     free(buf);

@@ -22,9 +22,13 @@
  * (lb_tokenizer_free). A file it cannot read is LB_ERR_USAGE naming it and the field. */
 lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len, const char *name,
                                 lb_err *err);
-/* Reads the file at path: tokenizer.json, or else a tiktoken ranks file (Llama 3's
- * original/tokenizer.model, with its special tokens). */
-lb_status lb_hf_tokenizer_load(lb_tokenizer **out, const char *path, lb_err *err);
+/* Reads the file at path: a tokenizer.json (its text starts with '{'), or else a tiktoken
+ * ranks file (Llama 3's original/tokenizer.model, with its special tokens) read with
+ * ranks_params (NULL: tokenizer.h's defaults). A tokenizer.json names its own pre-split
+ * expression and special tokens: ranks_params other than the defaults' automatic choices
+ * are LB_ERR_USAGE for one. */
+lb_status lb_hf_tokenizer_load(lb_tokenizer **out, const char *path,
+                               const lb_tokenizer_params *ranks_params, lb_err *err);
 
 /* One chat message. */
 typedef struct {

@@ -15,8 +15,6 @@
  * per-thread copies, and whole-piece lookups already serve common words. */
 #include "model/tokenizer.h"
 
-#include <jansson.h>
-
 #include "core/file.h"
 #include "model/ucd_classes.h"
 
@@ -538,148 +536,12 @@ lb_status lb_tokenizer_parse(lb_tokenizer **out, const char *bytes, size_t n, co
     return LB_OK;
 }
 
-/* ---- Hugging Face tokenizer.json ---- */
-
-/* GPT-2's byte-level alphabet, inverted: the code point a token string uses for each
- * byte. Bytes 33-126, 161-172 and 174-255 stand for themselves; the other 68, in order,
- * are U+0100 onwards. *byte gets the byte of code point cp; false when cp is none. */
-static bool hf_byte_of(uint32_t cp, uint8_t *byte) {
-    bool self = (cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255);
-    if (self) {
-        *byte = (uint8_t)cp;
-        return true;
-    }
-    if (cp < 256 || cp >= 256 + 68) return false;
-    uint32_t k = cp - 256; /* the k-th byte that does not stand for itself */
-    for (uint32_t b = 0; b < 256; b++) {
-        bool s = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-        if (!s && k-- == 0) {
-            *byte = (uint8_t)b;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The bytes a byte-level token string stands for, into out (at least strlen(s) bytes). */
-static bool hf_token_bytes(const char *s, uint8_t *out, size_t *n) {
-    *n = 0;
-    const uint8_t *p = (const uint8_t *)s;
-    while (*p) {
-        uint32_t cp;
-        int len = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : 0;
-        if (len == 0) return false;
-        cp = len == 1 ? *p : len == 2 ? *p & 0x1Fu : *p & 0x0Fu;
-        for (int k = 1; k < len; k++) {
-            if ((p[k] & 0xC0) != 0x80) return false;
-            cp = cp << 6 | (p[k] & 0x3Fu);
-        }
-        if (!hf_byte_of(cp, &out[(*n)++])) return false;
-        p += len;
-    }
-    return true;
-}
-
-/* A tokenizer.json whose model is byte-level BPE, as a ranks file (one "base64 id" a
- * line): the id is the rank, which holds where the merges come in the order of the ids
- * (vocabularies made by merging in id order: GPT-2's, Llama 3's); one whose merges say
- * otherwise is refused. Added tokens are left to the family's special tokens. */
-static lb_status hf_to_ranks(const char *buf, size_t len, const char *name, char **ranks,
-                             size_t *ranks_len, lb_err *err) {
-    json_error_t je;
-    json_t *root = json_loadb(buf, len, 0, &je);
-    if (root == NULL)
-        return lb_fail(err, LB_ERR_FORMAT, "%s: not JSON: %s (line %d)", name, je.text, je.line);
-    json_t *model = json_object_get(root, "model");
-    json_t *vocab = json_object_get(model, "vocab");
-    const char *type = json_string_value(json_object_get(model, "type"));
-    lb_status st = LB_OK;
-    if (type == NULL || strcmp(type, "BPE") != 0 || !json_is_object(vocab))
-        st = lb_fail(err, LB_ERR_FORMAT,
-                     "%s: a tokenizer.json needs a BPE model with a vocab (got model type %s)",
-                     name, type ? type : "none");
-    /* The merges, where given as "a b" strings: each merged token's id must come after
-     * the ids of the merges before it. */
-    json_t *merges = json_object_get(model, "merges");
-    json_int_t last = -1;
-    for (size_t i = 0; st == LB_OK && i < json_array_size(merges); i++) {
-        const char *m = json_string_value(json_array_get(merges, i));
-        const char *sp = m ? strchr(m, ' ') : NULL;
-        if (sp == NULL) break; /* another spelling of merges: not checked */
-        char joined[1024];
-        snprintf(joined, sizeof joined, "%.*s%s", (int)(sp - m), m, sp + 1);
-        json_t *id = json_object_get(vocab, joined);
-        if (!json_is_integer(id) || json_integer_value(id) <= last)
-            st = lb_fail(err, LB_ERR_UNSUPPORTED,
-                         "%s: merge %zu (\"%s\") does not follow the order of the ids, so the "
-                         "ids are not merge ranks; only vocabularies merged in id order (GPT-2, "
-                         "Llama 3) are read",
-                         name, i, m);
-        else
-            last = json_integer_value(id);
-    }
-    size_t cap = 0, n = 0;
-    char *out = NULL;
-    const char *key;
-    json_t *v;
-    json_object_foreach(vocab, key, v) {
-        if (st != LB_OK) break;
-        uint8_t bytes[1024];
-        size_t nb = 0;
-        if (strlen(key) >= sizeof bytes || !json_is_integer(v) || json_integer_value(v) < 0 ||
-            !hf_token_bytes(key, bytes, &nb)) {
-            st = lb_fail(err, LB_ERR_FORMAT,
-                         "%s: vocab entry \"%.40s\" is not a byte-level token with an id >= 0",
-                         name, key);
-            break;
-        }
-        if (n + 4 * (nb / 3 + 1) + 24 > cap) {
-            cap = cap ? 2 * cap + 4 * nb : 1 << 20;
-            char *grown = realloc(out, cap);
-            if (grown == NULL) {
-                st = lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", name);
-                break;
-            }
-            out = grown;
-        }
-        static const char b64[] =
-            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        for (size_t i = 0; i < nb; i += 3) {
-            uint32_t w = (uint32_t)bytes[i] << 16 | (i + 1 < nb ? (uint32_t)bytes[i + 1] << 8 : 0) |
-                         (i + 2 < nb ? bytes[i + 2] : 0);
-            out[n++] = b64[w >> 18 & 63];
-            out[n++] = b64[w >> 12 & 63];
-            out[n++] = i + 1 < nb ? b64[w >> 6 & 63] : '=';
-            out[n++] = i + 2 < nb ? b64[w & 63] : '=';
-        }
-        n += (size_t)snprintf(out + n, cap - n, " %lld\n", (long long)json_integer_value(v));
-    }
-    json_decref(root);
-    if (st != LB_OK) {
-        free(out);
-        return st;
-    }
-    *ranks = out;
-    *ranks_len = n;
-    return LB_OK;
-}
-
 lb_status lb_tokenizer_load(lb_tokenizer **out, const char *path, const lb_tokenizer_params *params,
                             lb_err *err) {
     *out = NULL;
     char *buf = NULL;
     size_t n = 0;
     LB_TRY(lb_file_read(path, &buf, &n, err));
-    size_t lead = strspn(buf, " \t\r\n");
-    if (buf[lead] == '{') { /* a Hugging Face tokenizer.json */
-        char *ranks = NULL;
-        size_t len = 0;
-        lb_status st = hf_to_ranks(buf, n, path, &ranks, &len, err);
-        free(buf);
-        if (st != LB_OK) return st;
-        buf = ranks;
-        n = len;
-    }
     lb_status st = lb_tokenizer_parse(out, buf, n, path, params, err);
     free(buf);
     return st;

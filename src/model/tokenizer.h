@@ -3,10 +3,8 @@
  *
  * The vocabulary is a tiktoken ranks file: one "base64(token bytes) rank" pair a line (the
  * format of Llama 3's tokenizer.model and of tiktoken's *.tiktoken files); a token's rank
- * is its id and its merge priority. lb_tokenizer_load also reads a Hugging Face
- * tokenizer.json whose model is byte-level BPE with ids in merge order (GPT-2's, Llama
- * 3's): its vocab's strings in GPT-2's byte alphabet become the tokens, its ids the ranks;
- * merges that contradict the ids are refused. Encoding: special-token text, when the vocabulary has
+ * is its id and its merge priority (a Hugging Face tokenizer.json becomes one in
+ * model/hf_tokenizer.h). Encoding: special-token text, when the vocabulary has
  * special tokens, becomes one id each; the rest is cut into pieces by the family's pre-split
  * regular expression (PCRE2, JIT-compiled); a piece that is a token is its id, any other is
  * merged from single bytes, always joining the adjacent pair whose concatenation has the
@@ -78,10 +76,9 @@ const char *lb_tokenizer_pattern_name(lb_tok_pattern pattern);
 lb_status lb_tokenizer_special_parse(const char *name, lb_tok_special *out, lb_err *err);
 const char *lb_tokenizer_special_name(lb_tok_special special);
 
-/* Reads a ranks file, or a tokenizer.json (a file that starts with '{'). *out is the
- * caller's, freed with lb_tokenizer_free. A malformed file is refused with its name and
- * line (bad base64, a missing or bad rank, a repeated token or rank), as is one that
- * leaves any of the 256 bytes without a rank. */
+/* Reads a ranks file. *out is the caller's, freed with lb_tokenizer_free. A malformed file is
+ * refused with its name and line (bad base64, a missing or bad rank, a repeated token or rank), as
+ * is one that leaves any of the 256 bytes without a rank. */
 lb_status lb_tokenizer_load(lb_tokenizer **out, const char *path, const lb_tokenizer_params *params,
                             lb_err *err);
 /* The same from bytes in memory; name stands for the file in messages. */
