@@ -180,6 +180,20 @@ static void test_cli_run_refuses_a_bad_report_folder_before_running(void **state
     lb_test_rmtree(dir);
 }
 
+/* A file that cannot be read is named with the option that gave it. */
+static void test_cli_unreadable_files_name_their_option(void **state) {
+    (void)state;
+    expect_usage_error((const char *[]){"load", "--endpoint", "http://127.0.0.1:1", "--dataset",
+                                        "/nonexistent/d.json", NULL},
+                       "--dataset: cannot read /nonexistent/d.json");
+    expect_usage_error((const char *[]){"tokenize", "--tokenizer", "/nonexistent/t.tiktoken",
+                                        "/nonexistent/x.txt", NULL},
+                       "--tokenizer: cannot read /nonexistent/t.tiktoken");
+    expect_usage_error((const char *[]){"load", "--endpoint", "http://127.0.0.1:1", "--synthetic",
+                                        "2", "--mlperf-conf", "/nonexistent/m.conf", NULL},
+                       "--mlperf-conf: cannot read /nonexistent/m.conf");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_unknown_command_exits_2_naming_it),
@@ -194,6 +208,7 @@ int main(void) {
         cmocka_unit_test(test_cli_out_of_range_lengths_are_refused_not_clamped),
         cmocka_unit_test(test_cli_tokenize_prints_nothing_before_an_unreadable_file),
         cmocka_unit_test(test_cli_run_refuses_a_bad_report_folder_before_running),
+        cmocka_unit_test(test_cli_unreadable_files_name_their_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

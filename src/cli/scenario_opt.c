@@ -89,7 +89,9 @@ static lb_status read_conf_files(const char *command, const char *mlperf_conf,
         if (st == LB_OK)
             st = lb_mlperf_log_conf_apply(text, paths[i], model_key ? model : NULL, sc, out, &err);
         free(text);
-        if (st != LB_OK) return lb_args_usage_error(command, "%s", err.msg);
+        if (st != LB_OK)
+            return lb_args_usage_error(command, "%s: %s", i == 0 ? "--mlperf-conf" : "--user-conf",
+                                       err.msg);
     }
     return LB_OK;
 }
@@ -203,7 +205,7 @@ lb_status lb_scenario_opt_dataset(const char *command, const lb_scenario_opt *o,
             lb_dataset_free(ds);
     }
     if (st != LB_OK) {
-        fprintf(stderr, "llmbench %s: %s\n", command, err.msg);
+        fprintf(stderr, "llmbench %s: %s%s\n", command, o->dataset ? "--dataset: " : "", err.msg);
         return st == LB_ERR_FORMAT ? LB_ERR_USAGE : st;
     }
     if (ds->skipped > 0)

@@ -9,7 +9,12 @@ lb_status lb_tokenizer_opt_open(const lb_tokenizer_opt *opt, lb_tokenizer **out,
     lb_tokenizer_params p = lb_tokenizer_default_params();
     LB_TRY(lb_tokenizer_pattern_parse(opt->pattern, &p.pattern, err));
     LB_TRY(lb_tokenizer_special_parse(opt->special, &p.special, err));
-    return lb_hf_tokenizer_load(out, opt->path, &p, err);
+    lb_status st = lb_hf_tokenizer_load(out, opt->path, &p, err);
+    if (st != LB_OK) { /* the message names the file; the option is said here */
+        lb_err why = *err;
+        lb_fail(err, st, "--tokenizer: %s", why.msg);
+    }
+    return st;
 }
 
 void lb_tokenizer_opt_describe(const lb_tokenizer_opt *opt, const lb_tokenizer *tok, char *buf,
