@@ -347,7 +347,9 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
         }
         if (step == p->warmup) {
             if (lb_model_gpu_sync(s.m, err) != LB_OK) break;
-            tel = lb_gpu_telemetry_start(p->device_index, 100);
+            char bus_id[32] = "";
+            (void)cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, p->device_index);
+            tel = lb_gpu_telemetry_start(bus_id, 100);
             cudaProfilerStart();
             /* every rank starts the timed steps together: a rank still opening NVML would
              * hold the others' first collective, and the first timed step with it */

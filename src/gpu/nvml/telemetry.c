@@ -57,7 +57,7 @@ static void take_sample(lb_gpu_telemetry *t) {
     lb_gpu_tsample s;
     memset(&s, 0, sizeof s);
     s.t_s = (double)(lb_clock_now_ns() - t->t0_ns) * 1e-9;
-    if (!t->nvml_open || !lb_nvml_sample_device(t->device, &s.s)) return;
+    if (!t->nvml_open || t->device < 0 || !lb_nvml_sample_device(t->device, &s.s)) return;
     pthread_mutex_lock(&t->lock);
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 256;
@@ -108,13 +108,13 @@ static void telemetry_free(lb_gpu_telemetry *t) {
     free(t);
 }
 
-lb_gpu_telemetry *lb_gpu_telemetry_start(int device_index, int period_ms) {
+lb_gpu_telemetry *lb_gpu_telemetry_start(const char *pci_bus_id, int period_ms) {
     lb_gpu_telemetry *t = calloc(1, sizeof *t);
     if (t == NULL) return NULL;
     char why[128];
-    t->device = device_index;
     t->period_ms = period_ms > 0 ? period_ms : 100;
     t->nvml_open = lb_nvml_open(why, sizeof why);
+    t->device = t->nvml_open ? lb_nvml_index_of_pci(pci_bus_id) : -1;
     t->t0_ns = lb_clock_now_ns();
     t->wall0_s = lb_clock_wall_s();
     /* power from the start on; utilisation from a little before, so that the first

@@ -15,9 +15,10 @@
  * reasons say why the SM clock ran below its maximum: the share of samples held down by
  * the power limit, and by temperature, tells a slow run on a hot or power-capped GPU from
  * slow code. Without NVML the sampler starts anyway and the summary says nothing was
- * measured (has_* false): telemetry never fails a run. The NVML device index is the CUDA
- * ordinal; with CUDA_VISIBLE_DEVICES remapping them it may name another GPU (noted in the
- * summary's device_name). Samples are kept (at 100 ms, an hour is 36k samples) so a
+ * measured (has_* false): telemetry never fails a run. The GPU is named by its PCI
+ * address, not by an ordinal: NVML numbers every GPU of the host, while CUDA numbers only
+ * those CUDA_VISIBLE_DEVICES leaves (as Slurm and Kubernetes set it), so CUDA's device 0
+ * may be NVML's device 3. Samples are kept (at 100 ms, an hour is 36k samples) so a
  * caller can store them as series. */
 #ifndef LB_GPU_NVML_TELEMETRY_H
 #define LB_GPU_NVML_TELEMETRY_H
@@ -74,9 +75,10 @@ typedef struct {
 
 typedef struct lb_gpu_telemetry lb_gpu_telemetry;
 
-/* Starts sampling device `device_index`. Returns NULL only when the host is out of
+/* Starts sampling the GPU at PCI address pci_bus_id (cudaDeviceGetPCIBusId's form; an
+ * address NVML does not know gives no samples). Returns NULL only when the host is out of
  * memory or cannot start a thread. Caller stops it with lb_gpu_telemetry_stop. */
-lb_gpu_telemetry *lb_gpu_telemetry_start(int device_index, int period_ms);
+lb_gpu_telemetry *lb_gpu_telemetry_start(const char *pci_bus_id, int period_ms);
 /* Takes the last sample, joins the thread, fills *out, and frees t (NULL is fine: *out is
  * then all zero). If samples/n_samples are non-NULL they receive a malloc'ed copy of the
  * samples that the caller frees. */
