@@ -221,6 +221,10 @@ static void test_infer_cli_search_runs_trials_as_one_group(void **state) {
         assert_string_equal(json_string_value(json_array_get(tags, 0)), group);
         double q = json_number_value(json_object_get(json_object_get(r, "verdict"), "target_qps"));
         assert_true(q == 20 || q == 40 || q == 10); /* doubled or halved from 20 */
+        /* each trial counts its own steps, though one engine runs them all */
+        assert_true(metric(r, "engine_steps") > 0);
+        assert_true(metric(r, "engine_steps") ==
+                    metric(r, "engine_prefill_steps") + metric(r, "engine_decode_steps"));
     }
     json_decref(j);
 }

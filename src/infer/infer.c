@@ -333,10 +333,11 @@ lb_status lb_infer_run(const lb_infer_params *p, const lb_dataset *ds, lb_result
                   p->chat));
     lb_result_set_metric(out, "engine_kv_tokens", (double)info->kv_tokens, "tokens");
     lb_result_set_metric(out, "engine_weight_bytes", (double)info->weight_bytes, "bytes");
-    lb_result_set_metric(out, "engine_preemptions", (double)info->preemptions, "count");
-    lb_result_set_metric(out, "engine_steps", (double)info->steps, "count");
     /* this run's steps (a QPS search runs one engine through several) */
     const lb_engine_info *b = &E.at_open;
+    lb_result_set_metric(out, "engine_preemptions", (double)(info->preemptions - b->preemptions),
+                         "count");
+    lb_result_set_metric(out, "engine_steps", (double)(info->steps - b->steps), "count");
     const int64_t pre_n = info->prefill_steps - b->prefill_steps;
     const int64_t dec_n = info->decode_steps - b->decode_steps;
     const double pre_s = (double)(info->prefill_ns - b->prefill_ns) / 1e9;
