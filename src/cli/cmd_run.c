@@ -212,6 +212,15 @@ static lb_status history_and_report(const lb_cli_common *common, const int64_t *
     return st;
 }
 
+/* A table cell: v in fmt, or "n/a" (as the rate column) where the run has no such figure (an
+ * inference run has no steps or loss). */
+static void cell(char *buf, size_t cap, const char *fmt, double v) {
+    if (isfinite(v))
+        snprintf(buf, cap, fmt, v);
+    else
+        snprintf(buf, cap, "n/a");
+}
+
 int lb_cmd_run(int argc, char **argv) {
     bool cpu_only = false, no_report = false, no_progress = false;
     const char *report_dir = NULL;
@@ -338,13 +347,15 @@ int lb_cmd_run(int argc, char **argv) {
             const lb_result *r = results[i];
             if (r == NULL || r->status == LB_RUN_RUNNING) continue;
             bool infer = strcmp(r->kind, "infer") == 0; /* output tokens, no steps or loss */
-            char rate[32];
+            char rate[32], tps[32], step[32], loss[32];
             lb_output_format_value(rate, sizeof rate, lb_result_metric(r, "achieved_gflops"),
                                    "GFLOP/s");
-            printf("%-6lld %-24s %-12s %12.1f %14.3f %11.4f %14s\n", (long long)ids[i], r->name,
-                   lb_result_status_name(r->status),
-                   lb_result_metric(r, infer ? "output_tok_per_s" : "tokens_per_s"),
-                   lb_result_metric(r, "step_ms_median"), lb_result_metric(r, "final_loss"), rate);
+            cell(tps, sizeof tps, "%.1f",
+                 lb_result_metric(r, infer ? "output_tok_per_s" : "tokens_per_s"));
+            cell(step, sizeof step, "%.3f", lb_result_metric(r, "step_ms_median"));
+            cell(loss, sizeof loss, "%.4f", lb_result_metric(r, "final_loss"));
+            printf("%-6lld %-24s %-12s %12s %14s %11s %14s\n", (long long)ids[i], r->name,
+                   lb_result_status_name(r->status), tps, step, loss, rate);
         }
         if (scaling_code >= 0)
             printf("%-6s %-24s %-12s\n", "-", "train --scaling (ZeRO 1)",
