@@ -225,6 +225,25 @@ static void test_report_json_names_its_files_as_json_strings(void **state) {
     assert_string_equal(json_string_value(json_object_get(doc, "html")), html);
     json_decref(doc);
     assert_int_equal(access(html, F_OK), 0);
+    /* written again where an older, longer report left more charts: those are removed */
+    int n = 0;
+    char chart[240];
+    do
+        snprintf(chart, sizeof chart, "%s/chart-%d.svg", dir, ++n);
+    while (access(chart, F_OK) == 0);
+    assert_true(n > 1);
+    for (int k = n; k < n + 2; k++) {
+        snprintf(chart, sizeof chart, "%s/chart-%d.svg", dir, k);
+        assert_true(lb_test_write_file(chart, "<svg/>"));
+    }
+    rc = run((const char *[]){"report", "jrep", "--out", dir, "--db", g_db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    snprintf(chart, sizeof chart, "%s/chart-%d.svg", dir, n - 1);
+    assert_int_equal(access(chart, F_OK), 0);
+    for (int k = n; k < n + 2; k++) {
+        snprintf(chart, sizeof chart, "%s/chart-%d.svg", dir, k);
+        assert_int_equal(access(chart, F_OK), -1);
+    }
 }
 
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)

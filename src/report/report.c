@@ -775,6 +775,12 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
         st = lb_fail(err, LB_ERR_NOMEM, "no memory for the report");
     if (st == LB_OK) st = write_in(p->out_dir, "report.md", md, md_len, err);
     if (st == LB_OK) st = write_in(p->out_dir, "report.html", page, page_len, err);
+    /* an older, longer report's charts beyond this one's: it links none of them */
+    for (int k = d.n_charts + 1; st == LB_OK; k++) {
+        char stale[4200];
+        snprintf(stale, sizeof stale, "%s/chart-%d.svg", p->out_dir, k);
+        if (unlink(stale) != 0) break;
+    }
     if (st == LB_OK) snprintf(html_path, html_path_bytes, "%s/report.html", p->out_dir);
     free(page), free(md), free(d.html_buf), free(d.md_buf), free(d.find_html_buf),
         free(d.find_md_buf);
