@@ -171,7 +171,7 @@ int lb_cmd_train(int argc, char **argv) {
     lb_arg_list tags = {0};
     const lb_arg_spec specs[] = {
         {"--model", LB_ARG_STRING, &p->model, "NAME|DIR",
-         "model preset, random weights of its shape (default gpt2-124m; see below), or a "
+         "model preset, random weights of its shape (default gpt2-124m; the models above), or a "
          "Hugging Face Llama/Mistral directory (config.json, safetensors): its weights"},
         {"--device", LB_ARG_STRING, &device, "DEV",
          "cpu, cuda or cuda:N (default: cuda if a GPU is present, else cpu)"},
@@ -334,7 +334,7 @@ int lb_cmd_train(int argc, char **argv) {
     p->boot = boot;
     int rank = lb_boot_rank(boot);
     if (lb_boot_size(boot) > 1 && p->device != LB_DEVICE_CPU) /* one GPU a rank */
-        p->device_index = lb_boot_local_rank(boot);
+        p->device_index = lb_boot_device(boot, lb_devinfo_cuda_device_count());
     lb_model_config cfg;
     st = lb_train_agree(p, &cfg, lb_train_resolve(p, &cfg, &err), &err);
     if (st != LB_OK) {

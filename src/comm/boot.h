@@ -49,6 +49,10 @@ const char *lb_boot_source_name(lb_boot_source s); /* "single", "mpi", "slurm", 
 int lb_boot_rank(const lb_boot *b);
 int lb_boot_size(const lb_boot *b);
 int lb_boot_local_rank(const lb_boot *b); /* among the ranks on this host */
+/* The CUDA device this rank uses of the `visible` it sees: its local rank, or 0 where it
+ * sees exactly one (a launcher that gives each task its own GPU: srun --gpus-per-task=1,
+ * CUDA_VISIBLE_DEVICES set per rank). */
+int lb_boot_device(const lb_boot *b, int visible);
 int lb_boot_local_size(const lb_boot *b);
 const char *lb_boot_host(const lb_boot *b);
 /* The control plane's deadline, s. */
@@ -72,5 +76,9 @@ lb_status lb_boot_gather_text(lb_boot *b, const char *mine, char ***all, lb_err 
 void lb_boot_strings_free(char **all, int n);
 /* Every rank has reached it. */
 lb_status lb_boot_barrier(lb_boot *b, lb_err *err);
+/* Every rank's flag goes to rank 0, which names the lowest rank whose flag is set: *first
+ * is that rank on every rank, -1 when no rank's is. How a loop that every rank runs step by
+ * step stops at the same step on all of them when something (a signal) reached only one. */
+lb_status lb_boot_first_set(lb_boot *b, bool mine, int *first, lb_err *err);
 
 #endif

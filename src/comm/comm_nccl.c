@@ -387,7 +387,7 @@ lb_status lb_comm_nccl_init(lb_comm *c, bool join, lb_err *err) {
     lb_boot *b = c->boot;
     int nb = lb_boot_size(b), me = lb_boot_rank(b), gpus = 0;
     if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
-    int dev = c->params.device >= 0 ? c->params.device : lb_boot_local_rank(b);
+    int dev = c->params.device >= 0 ? c->params.device : lb_boot_device(b, gpus);
     int32_t mine = !join ? 0 : dev < gpus ? 1 : -1;
     int32_t *flags = calloc((size_t)nb, sizeof *flags);
     id_msg *ids = calloc((size_t)nb, sizeof *ids);

@@ -250,6 +250,19 @@ static bool rank_local_key(const char *key) {
     return strcmp(key, "launcher") == 0 || strcmp(key, "device_index") == 0;
 }
 
+/* Two values of an option that differ between ranks as a user would type them: numbers
+ * with 15 digits (3e-4 is "0.0003", not its binary value's 17), all 17 where that is what
+ * tells them apart. *a and *b are malloc'd (NULL: no value, or out of memory). */
+static void show_values(const json_t *v, const json_t *w, char **a, char **b) {
+    for (int digits = 15; digits <= 17; digits += 2) {
+        free(*a);
+        free(*b);
+        *a = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(digits));
+        *b = w ? json_dumps(w, JSON_ENCODE_ANY | JSON_REAL_PRECISION(digits)) : NULL;
+        if (*a == NULL || *b == NULL || strcmp(*a, *b) != 0) return;
+    }
+}
+
 /* Rank 0: the verdict on every rank's "STATUS\nTEXT" (TEXT: the error sentence, or the
  * configuration as JSON). */
 static lb_status judge(char **all, int ranks, lb_err *err) {
@@ -269,8 +282,8 @@ static lb_status judge(char **all, int ranks, lb_err *err) {
             if (q == 0 || rank_local_key(key)) continue;
             json_t *w = json_object_get(theirs, key);
             if (w != NULL && json_equal(v, w)) continue;
-            char *a = json_dumps(v, JSON_ENCODE_ANY),
-                 *b = w ? json_dumps(w, JSON_ENCODE_ANY) : NULL;
+            char *a = NULL, *b = NULL;
+            show_values(v, w, &a, &b);
             char opt[64];
             snprintf(opt, sizeof opt, "--%s", key);
             for (char *c = opt; *c; c++)
@@ -411,6 +424,19 @@ lb_status lb_train_check_replicas(const lb_train_params *p, const float *params,
     return LB_OK;
 }
 
+lb_status lb_train_check_interrupt(const lb_train_params *p, int64_t step, int64_t total,
+                                   lb_err *err) {
+    int who = lb_signals_interrupted() ? 0 : -1;
+    if (lb_train_ranks(p) > 1) LB_TRY(lb_boot_first_set(p->boot, who == 0, &who, err));
+    if (who < 0) return LB_OK;
+    if (lb_train_ranks(p) == 1)
+        return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
+                       (long long)step, (long long)total);
+    return lb_fail(err, LB_ERR_INTERRUPTED,
+                   "interrupted (a signal reached rank %d) after %lld of %lld steps", who,
+                   (long long)step, (long long)total);
+}
+
 #define FIT_MAX_GPUS 4096 /* the most GPUs an out-of-memory message suggests */
 
 /* The memory formula's parts for p at stage z on n ranks. */
@@ -547,13 +573,7 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     int64_t done = 0;
     double steps_ms = 0; /* the steps' times so far: their mean rate gives the ETA */
     for (int64_t step = 0; st == LB_OK && step < total; step++) {
-        int32_t go = !lb_signals_interrupted();
-        if (ranks > 1 && (st = lb_boot_bcast(p->boot, &go, sizeof go, err)) != LB_OK) break;
-        if (!go) {
-            st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
-                         (long long)step, (long long)total);
-            break;
-        }
+        if ((st = lb_train_check_interrupt(p, step, total, err)) != LB_OK) break;
         for (int k = 0; k < K; k++)
             lb_data_next_part(data, rank, ranks, inputs + (size_t)k * B * T,
                               targets + (size_t)k * B * T);
