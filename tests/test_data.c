@@ -121,6 +121,25 @@ static void test_data_token_outside_vocabulary_names_offset(void **state) {
     expect_refused("vocab.bin", LB_SHARD_MAGIC, 1, 16, 16, 50, "token 50 at offset 1034");
 }
 
+/* A shard shorter than one batch names the sequences and tokens a batch reads and what
+ * would fit: N ranks' batches are one batch of N times the sequences, which --batch (per
+ * rank) alone does not show. */
+static void test_data_shard_shorter_than_a_batch_says_what_a_batch_reads(void **state) {
+    (void)state;
+    uint16_t tokens[16] = {0};
+    char path[128];
+    shard_path(path, sizeof path, "few.bin");
+    write_shard(path, LB_SHARD_MAGIC, LB_SHARD_VERSION, 16, tokens, 16);
+    lb_data_loader *d = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_data_open(path, 50, 4, 8, 1, &d, &err), LB_ERR_USAGE);
+    assert_null(d);
+    const char *want = "has 16 tokens, fewer than one batch reads: 4 sequences (every rank's "
+                       "micro-batch together) x 8 tokens + 1 = 33; give a longer shard, or a "
+                       "smaller --batch or --seq";
+    if (strstr(err.msg, want) == NULL) fail_msg("'%s' lacks '%s'", err.msg, want);
+}
+
 static void test_data_missing_file_is_an_io_error(void **state) {
     (void)state;
     lb_data_loader *d = NULL;
@@ -213,6 +232,7 @@ int main(void) {
         cmocka_unit_test(test_data_shard_with_wrong_version_is_refused),
         cmocka_unit_test(test_data_truncated_shard_is_refused),
         cmocka_unit_test(test_data_token_outside_vocabulary_names_offset),
+        cmocka_unit_test(test_data_shard_shorter_than_a_batch_says_what_a_batch_reads),
         cmocka_unit_test(test_data_missing_file_is_an_io_error),
         cmocka_unit_test(test_data_repeat_returns_the_same_batch),
         cmocka_unit_test(test_data_synthetic_is_seeded_and_in_vocabulary),

@@ -110,9 +110,10 @@ static lb_status open_shard(lb_data_loader *d, const char *path, lb_err *err) {
     int64_t need = d->batch * d->seq + 1;
     if (n < need)
         return lb_fail(err, LB_ERR_USAGE,
-                       "token shard %s has %lld tokens, fewer than one batch needs (%lld = "
-                       "batch x seq + 1)",
-                       path, (long long)n, (long long)need);
+                       "token shard %s has %lld tokens, fewer than one batch reads: %lld "
+                       "sequences (every rank's micro-batch together) x %lld tokens + 1 = %lld; "
+                       "give a longer shard, or a smaller --batch or --seq",
+                       path, (long long)n, (long long)d->batch, (long long)d->seq, (long long)need);
     return LB_OK;
 }
 
