@@ -15,6 +15,7 @@
 
 #include "core/rng.h"
 #include "core/stats.h"
+#include "history/bench.h"
 #include "store/store.h"
 #include "test_util.h"
 
@@ -81,6 +82,29 @@ static json_t *find_metric(json_t *doc, const char *name) {
         json_object_get(json_array_get(json_object_get(doc, "groups"), 0), "metrics"), i,
         m) if (strcmp(json_string_value(json_object_get(m, "metric")), name) == 0) return m;
     return NULL;
+}
+
+/* A train run's benchmark is split by what shapes its work (ranks, accumulation), not by
+ * its seed or step count. */
+static void test_bench_identity_of_train_runs(void **state) {
+    (void)state;
+    char key[4][13];
+    for (int i = 0; i < 4; i++) {
+        lb_result *r = lb_result_new("train", "t");
+        json_object_set_new(r->config, "model", json_string("gpt2-tiny"));
+        json_object_set_new(r->config, "batch", json_integer(4));
+        json_object_set_new(r->config, "ranks", json_integer(i == 1 ? 4 : 1));
+        json_object_set_new(r->config, "grad_accum", json_integer(i == 2 ? 2 : 1));
+        json_object_set_new(r->config, "seed", json_integer(i == 3 ? 7 : 1));
+        json_object_set_new(r->config, "steps", json_integer(i == 3 ? 50 : 20));
+        char id[LB_BENCH_ID_BYTES];
+        lb_bench_identity(r, id, sizeof id);
+        lb_bench_key(id, key[i]);
+        lb_result_free(r);
+    }
+    assert_string_not_equal(key[0], key[1]); /* 1 rank against 4 */
+    assert_string_not_equal(key[0], key[2]); /* accumulation */
+    assert_string_equal(key[0], key[3]);     /* seed and steps do not split it */
 }
 
 static void test_compare_finds_planted_slowdown_and_none_between_equals(void **state) {
@@ -415,6 +439,7 @@ LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bench_identity_of_train_runs),
         cmocka_unit_test(test_compare_finds_planted_slowdown_and_none_between_equals),
         cmocka_unit_test(test_compare_refuses_missing_runs_and_no_common_metric),
         cmocka_unit_test(test_history_finds_the_one_step_and_marks_regression),

@@ -44,10 +44,10 @@ const lb_key_metric *lb_bench_key_metrics(const char *kind, size_t *n) {
     return NULL;
 }
 
-static const char *const train_keys[] = {
-    "model",        "batch",       "seq",       "precision", "device",
-    "data",         "fp32_matmul", "attention", "recompute", "lora_rank",
-    "lora_targets", "quant",       "zero",      "gpus",      NULL};
+static const char *const train_keys[] = {"model",     "batch",     "seq",          "precision",
+                                         "device",    "data",      "fp32_matmul",  "attention",
+                                         "recompute", "lora_rank", "lora_targets", "quant",
+                                         "zero",      "ranks",     "grad_accum",   NULL};
 static const char *const comm_keys[] = {"collectives", "min_bytes", "max_bytes", "factor", "dtype",
                                         "op",          "place",     "backend",   "ranks",  NULL};
 static const char *const infer_keys[] = {

@@ -3,12 +3,13 @@
  * A benchmark's identity is what decides the work and where it ran: the command, the
  * options that shape the work (for train: model, batch, seq, precision, device, data,
  * matrix-product and attention choices, recompute, LoRA rank, targets and quantisation
- * when fine-tuning; for load: scenario, rates, concurrency, model, API, streaming,
- * dataset, max tokens; for comm: collectives, sizes, dtype, op, placement, backend,
- * ranks), the GPU model and count, and the host. Runs with the same identity form one
- * history; seeds, step counts, names and tags do not split it. Key metrics are the few figures per
- * command that the sweep table, compare, history, reports and the OpenMetrics export speak about,
- * each with the raw series it comes from (when there is one) and which way is better. */
+ * when fine-tuning, ZeRO stage, ranks and gradient accumulation; for load: scenario, rates,
+ * concurrency, model, API, streaming, dataset, max tokens; for comm: collectives, sizes, dtype, op,
+ * placement, backend, ranks), the GPU model and count, and the host. Runs with the same identity
+ * form one history; seeds, step counts, names and tags do not split it. Key metrics are the few
+ * figures per command that the sweep table, compare, history, reports and the OpenMetrics export
+ * speak about, each with the raw series it comes from (when there is one) and which way is better.
+ */
 #ifndef LB_HISTORY_BENCH_H
 #define LB_HISTORY_BENCH_H
 
@@ -42,7 +43,7 @@ typedef struct {
     char value[256];
 } lb_bench_field;
 
-#define LB_BENCH_MAX_FIELDS 16
+#define LB_BENCH_MAX_FIELDS 20
 
 /* The parts of r's identity after its kind, in a fixed order; returns how many. */
 size_t lb_bench_fields(const lb_result *r, lb_bench_field *out);
