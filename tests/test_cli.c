@@ -61,11 +61,32 @@ static void test_cli_env_json_is_one_document(void **state) {
     json_decref(doc);
 }
 
+/* selftest refuses what would check nothing, or not what it says, before it looks for a
+ * GPU: the same answer on a machine without one. */
+static void test_cli_selftest_refuses_options_that_check_nothing(void **state) {
+    (void)state;
+    expect_usage_error((const char *[]){"selftest", "--no-model", "--no-kernels", NULL},
+                       "--no-model with --no-kernels leaves nothing to check");
+    /* 0 means "from the clock" inside: a seed given as 0 could not be repeated */
+    expect_usage_error((const char *[]){"selftest", "--seed", "0", NULL},
+                       "option --seed must be between 1 and");
+}
+
 static void test_cli_command_help_lists_its_options(void **state) {
     (void)state;
     assert_int_equal(run((const char *[]){"env", "--help", NULL}), 0);
     assert_non_null(strstr(out, "usage: llmbench env"));
     assert_non_null(strstr(out, "--json"));
+    /* train's presets are listed before its options, where --model's help points */
+    assert_int_equal(run((const char *[]){"train", "--help", NULL}), 0);
+    const char *models = strstr(out, "models: gpt2-124m"), *ref = strstr(out, "the models above");
+    assert_non_null(models);
+    assert_non_null(ref);
+    assert_true(models < ref);
+    assert_null(strstr(out, "see below"));
+    /* a long list of choices is shown whole */
+    assert_int_equal(run((const char *[]){"comm", "--help", NULL}), 0);
+    assert_non_null(strstr(out, "|double|bfloat16|fp32|fp16|bf16|fp64 "));
 }
 
 /* `llmbench run` on two or more GPUs adds the scaling run: GPT-2 124M on 1 and all GPUs
@@ -209,6 +230,7 @@ int main(void) {
         cmocka_unit_test(test_cli_tokenize_prints_nothing_before_an_unreadable_file),
         cmocka_unit_test(test_cli_run_refuses_a_bad_report_folder_before_running),
         cmocka_unit_test(test_cli_unreadable_files_name_their_option),
+        cmocka_unit_test(test_cli_selftest_refuses_options_that_check_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,7 +92,7 @@ void lb_args_print_help(const lb_cli_command *cmd) {
     printf("usage: llmbench %s %s\n\n%s\n\noptions:\n", cmd->command, cmd->usage, cmd->summary);
     for (int i = 0; i < cmd->n_specs; i++) {
         const lb_arg_spec *s = &cmd->specs[i];
-        char left[64];
+        char left[256]; /* an option with its choices, however many */
         if (s->type == LB_ARG_FLAG)
             snprintf(left, sizeof left, "%s", s->name);
         else if (s->type == LB_ARG_CHOICE)

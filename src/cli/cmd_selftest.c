@@ -16,8 +16,8 @@ int lb_cmd_selftest(int argc, char **argv) {
     const char *only = NULL;
     const lb_arg_spec specs[] = {
         {"--device", LB_ARG_INT, &device, "N", "CUDA device ordinal (default 0)", 0, 1024, NULL},
-        {"--seed", LB_ARG_INT, &seed, "S", "seed of the random inputs (default: from the clock)", 0,
-         9e15, NULL},
+        {"--seed", LB_ARG_INT, &seed, "S",
+         "seed of the random inputs, as a run prints it (default: from the clock)", 1, 9e15, NULL},
         {"--only", LB_ARG_STRING, &only, "OP",
          "only ops whose name starts with OP (attention, model, ...)", 0, 0, NULL},
         {"--no-model", LB_ARG_FLAG, &no_model, NULL, "skip the whole-step and 10-step checks", 0, 0,
@@ -39,6 +39,11 @@ int lb_cmd_selftest(int argc, char **argv) {
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
+    if (no_model && no_kernels) {
+        lb_args_usage_error("selftest", "--no-model with --no-kernels leaves nothing to check: "
+                                        "give at most one of them");
+        return 2;
+    }
     lb_selftest_params p = lb_selftest_default_params();
     p.device = (int)device;
     p.seed = (uint64_t)seed;
@@ -48,6 +53,16 @@ int lb_cmd_selftest(int argc, char **argv) {
     lb_selftest_report rep;
     lb_err err = {{0}};
     lb_status st = lb_selftest_run(&p, &rep, &err);
+    if (st == LB_OK && rep.n == 0 && only != NULL) {
+        /* a selftest that checked nothing has not passed */
+        lb_selftest_report_free(&rep);
+        lb_args_usage_error(
+            "selftest",
+            "--only %s matches no check%s: give the start of an op's name as the "
+            "table prints it (attention, model, ...)",
+            only, no_model || no_kernels ? " that runs with --no-model or --no-kernels" : "");
+        return 2;
+    }
     if (a.common.json) {
         json_t *rows = json_array();
         for (size_t i = 0; i < rep.n; i++) {
