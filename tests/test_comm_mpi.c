@@ -564,49 +564,6 @@ static void test_comm_cli_end_to_end_under_mpirun(void **state) {
     lb_test_rmtree(dir);
 }
 
-/* A Ctrl-C that reaches one rank only (not rank 0) ends every rank at the same row; the
- * run is stored as interrupted, naming that rank, and rank 0 says so. */
-static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state) {
-    (void)state;
-    static char out[1 << 18];
-    char dir[64], db[96];
-    lb_test_tmpdir(dir, sizeof dir);
-    snprintf(db, sizeof db, "%s/r.db", dir);
-    /* some 700 rows up to 16 MiB: many seconds after the signal when nothing stops them */
-    const char *args[] = {"--interrupt-rank",
-                          "2",
-                          "3",
-                          LB_TEST_BIN,
-                          "comm",
-                          "-b",
-                          "4",
-                          "-e",
-                          "16M",
-                          "-f",
-                          "1.02",
-                          "-n",
-                          "20",
-                          "-w",
-                          "1",
-                          "--backend",
-                          "mpi",
-                          "--db",
-                          db,
-                          NULL};
-    double seconds = 0;
-    int rc = mpirun(self_path, args, out, sizeof out, &seconds);
-    assert_int_equal(rc, 130);
-    assert_true(seconds < 30);
-    if (strstr(out, "llmbench comm: rank 0: interrupted (a signal reached rank 2) before ") == NULL)
-        fail_msg("output: %.3000s", out);
-    const char *show[] = {"results", "show", "1", "--db", db, "--json", NULL};
-    static char json[1 << 20];
-    assert_int_equal(lb_test_run(show, json, sizeof json, NULL, 0), 0);
-    assert_non_null(strstr(json, "\"status\": \"interrupted\""));
-    assert_non_null(strstr(json, "a signal reached rank 2"));
-    lb_test_rmtree(dir);
-}
-
 static void test_comm_cli_int_max_checks_every_element(void **state) {
     (void)state;
     static char out[1 << 16];
@@ -691,8 +648,6 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--mpi-worker") == 0) return mpi_worker(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "--torchrun-worker") == 0) return torchrun_worker();
     if (argc >= 2 && strcmp(argv[1], "--stuck-worker") == 0) return stuck_worker();
-    if (argc >= 5 && strcmp(argv[1], "--interrupt-rank") == 0)
-        return lb_test_exec_interrupting_rank(atoi(argv[2]), atof(argv[3]), argv + 4);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_comm_values_round_like_the_hardware),
         cmocka_unit_test(test_comm_mpi_every_collective_dtype_and_op_matches),
@@ -707,7 +662,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_launcher_reports_the_first_failure),
         cmocka_unit_test(test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm),
         cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),
-        cmocka_unit_test(test_comm_cli_signal_to_one_rank_interrupts_every_rank),
         cmocka_unit_test(test_comm_cli_int_max_checks_every_element),
         cmocka_unit_test(test_comm_cli_bad_input_exits_2),
     };

@@ -305,8 +305,7 @@ int lb_cmd_comm(int argc, char **argv) {
             if (p->matrix) print_matrix(r);
         }
     }
-    /* an interrupted job says why once, on rank 0 (every rank stopped at the same row) */
-    if (st != LB_OK && (st != LB_ERR_INTERRUPTED || rank == 0))
+    if (st != LB_OK && st != LB_ERR_INTERRUPTED)
         fprintf(stderr, "llmbench comm: rank %d: %s\n", rank, err.msg);
     lb_result_free(r);
     fflush(stdout);

@@ -556,17 +556,3 @@ lb_status lb_boot_barrier(lb_boot *b, lb_err *err) {
     free(all);
     return st;
 }
-
-lb_status lb_boot_first_set(lb_boot *b, bool mine, int *first, lb_err *err) {
-    int32_t flag = mine ? 1 : 0, who = -1, *all = NULL;
-    *first = -1;
-    if (b->rank == 0 && (all = calloc((size_t)b->size, sizeof *all)) == NULL)
-        return lb_fail(err, LB_ERR_NOMEM, "out of memory");
-    lb_status st = lb_boot_gather(b, &flag, sizeof flag, all, err);
-    for (int q = 0; st == LB_OK && all != NULL && q < b->size && who < 0; q++)
-        if (all[q] != 0) who = q;
-    free(all);
-    if (st == LB_OK) st = lb_boot_bcast(b, &who, sizeof who, err);
-    if (st == LB_OK) *first = (int)who;
-    return st;
-}

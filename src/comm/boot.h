@@ -76,9 +76,5 @@ lb_status lb_boot_gather_text(lb_boot *b, const char *mine, char ***all, lb_err 
 void lb_boot_strings_free(char **all, int n);
 /* Every rank has reached it. */
 lb_status lb_boot_barrier(lb_boot *b, lb_err *err);
-/* Every rank's flag goes to rank 0, which names the lowest rank whose flag is set: *first
- * is that rank on every rank, -1 when no rank's is. How a loop that every rank runs step by
- * step stops at the same step on all of them when something (a signal) reached only one. */
-lb_status lb_boot_first_set(lb_boot *b, bool mine, int *first, lb_err *err);
 
 #endif
