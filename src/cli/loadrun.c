@@ -212,16 +212,9 @@ static void write_summary_csv(FILE *f, const lb_result *r) {
 /* --out DIR before the run: the folder exists (made now when missing) and can be written
  * into, so a bad --out costs no run. */
 lb_status lb_loadrun_check_out_dir(const char *command, const char *dir) {
-    struct stat st;
-    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
-        return lb_args_usage_error(command, "--out %s is a file: give a folder (made if missing)",
-                                   dir);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return lb_args_usage_error(command, "--out %s: cannot create the folder: %s", dir,
-                                   strerror(errno));
-    if (access(dir, W_OK | X_OK) != 0)
-        return lb_args_usage_error(command, "--out %s: cannot write into the folder: %s", dir,
-                                   strerror(errno));
+    lb_err err = {{0}};
+    if (lb_file_check_folder("--out", dir, &err) != LB_OK)
+        return lb_args_usage_error(command, "%s", err.msg);
     return LB_OK;
 }
 

@@ -119,9 +119,9 @@ lb_status lb_file_check_folder(const char *option, const char *dir, lb_err *err)
     if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
         return lb_fail(err, LB_ERR_USAGE, "%s %s is a file: give a folder (made if missing)",
                        option, dir);
-    lb_err mk = {{0}};
-    if (lb_file_mkdirs(dir, 0777, &mk) != LB_OK)
-        return lb_fail(err, LB_ERR_USAGE, "%s %s: %s", option, dir, mk.msg);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return lb_fail(err, LB_ERR_USAGE, "%s %s: cannot create the folder: %s", option, dir,
+                       strerror(errno));
     if (access(dir, W_OK | X_OK) != 0)
         return lb_fail(err, LB_ERR_USAGE, "%s %s: cannot write into the folder: %s", option, dir,
                        strerror(errno));

@@ -37,8 +37,9 @@ void lb_file_last_line(const char *path, char *out, size_t cap);
  * LB_ERR_USAGE naming `option` (such as "--save-params") and path otherwise. */
 lb_status lb_file_check_writable(const char *option, const char *path, lb_err *err);
 
-/* Before a long job that writes files into dir: dir made (its missing parents too) where
- * missing, and it takes new files. LB_ERR_USAGE naming `option` and dir otherwise. */
+/* Before a long job that writes files into dir: dir made where missing (its parent must
+ * exist: a mistyped path is not built), and it takes new files. LB_ERR_USAGE naming
+ * `option` and dir otherwise. */
 lb_status lb_file_check_folder(const char *option, const char *dir, lb_err *err);
 
 /* mkdir -p: dir and every missing parent, with mode. LB_ERR_IO naming the folder that
