@@ -240,6 +240,27 @@ static int gone_worker(lb_boot *boot, int me, int n) {
     return 0;
 }
 
+/* Steps in lockstep until the ranks agree to stop; rank 2 raises its flag at step 5. Then
+ * a gather checks that the control stream still carries its bytes as they were sent. */
+static int stop_worker(lb_boot *boot, int me, int n) {
+    lb_err err = {{0}};
+    int who = -1, step = 0;
+    for (; step < 2000 && who < 0; step++) {
+        if (lb_boot_agree_stop(boot, me == 2 && step >= 5, &who, &err) != LB_OK) return 1;
+        /* a step's collective: no rank runs more than a step ahead */
+        if (lb_boot_barrier(boot, &err) != LB_OK) return 1;
+    }
+    char text[64];
+    snprintf(text, sizeof text, "rank %d stopped at step %d by rank %d", me, step, who);
+    char **all = NULL;
+    if (lb_boot_gather_text(boot, text, &all, &err) != LB_OK) return 1;
+    for (int r = 0; me == 0 && r < n; r++)
+        printf("%s\n", all[r]);
+    lb_boot_strings_free(all, n);
+    lb_boot_free(boot);
+    return 0;
+}
+
 static int torchrun_worker(void) {
     lb_boot *boot = NULL;
     lb_err err = {{0}};
@@ -251,6 +272,7 @@ static int torchrun_worker(void) {
     }
     int me = lb_boot_rank(boot), n = lb_boot_size(boot);
     if (getenv("LB_TEST_GONE") != NULL) return gone_worker(boot, me, n);
+    if (getenv("LB_TEST_STOP") != NULL) return stop_worker(boot, me, n);
     char id[128];
     for (int i = 0; i < 128; i++)
         id[i] = (char)(me == 0 ? i * 3 + 1 : 0);
@@ -415,6 +437,37 @@ static void test_comm_ranks_gone_are_named_by_their_closed_connections(void **st
     assert_non_null(strstr(out, "gone before 0, after 3: ranks 1, 2, 3"));
 }
 
+/* A flag raised on rank 2 only reaches rank 0 over TCP without a wait (an urgent byte) and
+ * stops every rank at the same step, within a step or two of it; the bytes of the control
+ * stream around the urgent byte arrive intact. */
+static void test_comm_stop_on_one_rank_stops_every_rank_over_tcp(void **state) {
+    (void)state;
+    int port = lb_launch_free_port();
+    pid_t pids[NP];
+    int fds[NP];
+    setenv("LB_TEST_STOP", "1", 1);
+    for (int r = 0; r < NP; r++)
+        spawn_rank(false, r, NP, port, "20", &pids[r], &fds[r]);
+    unsetenv("LB_TEST_STOP");
+    char out[1024];
+    for (int r = NP - 1; r >= 0; r--)
+        assert_int_equal(wait_code(pids[r]), 0);
+    read_all(fds[0], out, sizeof out);
+    for (int r = 1; r < NP; r++)
+        close(fds[r]);
+    int step = -1;
+    const char *line = strstr(out, "rank 0 stopped at step ");
+    if (line == NULL || sscanf(line, "rank 0 stopped at step %d", &step) != 1)
+        fail_msg("output: %s", out);
+    /* rank 2 sent it in step 5 before that step's barrier: rank 0 decides step 5 or 6 on it */
+    assert_true(step >= 6 && step <= 7);
+    for (int r = 0; r < NP; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "rank %d stopped at step %d by rank 2", r, step);
+        if (strstr(out, want) == NULL) fail_msg("no '%s' in: %s", want, out);
+    }
+}
+
 static void test_comm_mismatched_world_size_is_a_usage_error(void **state) {
     (void)state;
     int port = lb_launch_free_port();
@@ -564,6 +617,49 @@ static void test_comm_cli_end_to_end_under_mpirun(void **state) {
     lb_test_rmtree(dir);
 }
 
+/* A Ctrl-C that reaches one rank only (not rank 0) ends every rank at the same row; the
+ * run is stored as interrupted, naming that rank, and rank 0 says so. */
+static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state) {
+    (void)state;
+    static char out[1 << 18];
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    /* some 700 rows up to 16 MiB: many seconds after the signal when nothing stops them */
+    const char *args[] = {"--interrupt-rank",
+                          "2",
+                          "3",
+                          LB_TEST_BIN,
+                          "comm",
+                          "-b",
+                          "4",
+                          "-e",
+                          "16M",
+                          "-f",
+                          "1.02",
+                          "-n",
+                          "20",
+                          "-w",
+                          "1",
+                          "--backend",
+                          "mpi",
+                          "--db",
+                          db,
+                          NULL};
+    double seconds = 0;
+    int rc = mpirun(self_path, args, out, sizeof out, &seconds);
+    assert_int_equal(rc, 130);
+    assert_true(seconds < 30);
+    if (strstr(out, "llmbench comm: rank 0: interrupted (a signal reached rank 2) before ") == NULL)
+        fail_msg("output: %.3000s", out);
+    const char *show[] = {"results", "show", "1", "--db", db, "--json", NULL};
+    static char json[1 << 20];
+    assert_int_equal(lb_test_run(show, json, sizeof json, NULL, 0), 0);
+    assert_non_null(strstr(json, "\"status\": \"interrupted\""));
+    assert_non_null(strstr(json, "a signal reached rank 2"));
+    lb_test_rmtree(dir);
+}
+
 static void test_comm_cli_int_max_checks_every_element(void **state) {
     (void)state;
     static char out[1 << 16];
@@ -648,6 +744,8 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--mpi-worker") == 0) return mpi_worker(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "--torchrun-worker") == 0) return torchrun_worker();
     if (argc >= 2 && strcmp(argv[1], "--stuck-worker") == 0) return stuck_worker();
+    if (argc >= 5 && strcmp(argv[1], "--interrupt-rank") == 0)
+        return lb_test_exec_interrupting_rank(atoi(argv[2]), atof(argv[3]), argv + 4);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_comm_values_round_like_the_hardware),
         cmocka_unit_test(test_comm_mpi_every_collective_dtype_and_op_matches),
@@ -655,6 +753,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_torchrun_variables_rendezvous_over_tcp),
         cmocka_unit_test(test_comm_slurm_variables_without_mpi_rendezvous_over_tcp),
         cmocka_unit_test(test_comm_ranks_gone_are_named_by_their_closed_connections),
+        cmocka_unit_test(test_comm_stop_on_one_rank_stops_every_rank_over_tcp),
         cmocka_unit_test(test_comm_mismatched_world_size_is_a_usage_error),
         cmocka_unit_test(test_comm_unreachable_master_is_named_with_its_port),
         cmocka_unit_test(test_comm_local_launcher_starts_ranks_that_meet),
@@ -662,6 +761,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_launcher_reports_the_first_failure),
         cmocka_unit_test(test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm),
         cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),
+        cmocka_unit_test(test_comm_cli_signal_to_one_rank_interrupts_every_rank),
         cmocka_unit_test(test_comm_cli_int_max_checks_every_element),
         cmocka_unit_test(test_comm_cli_bad_input_exits_2),
     };

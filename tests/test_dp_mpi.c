@@ -636,6 +636,60 @@ static void test_train_cli_bad_input_exits_2(void **state) {
     assert_non_null(strstr(err, "give it without --gpus"));
 }
 
+/* A Ctrl-C that reaches one rank only (not rank 0) ends every rank at the same step, and
+ * the run is stored as interrupted, naming that rank, with the steps measured so far. */
+static void test_train_cli_signal_to_one_rank_interrupts_every_rank(void **state) {
+    (void)state;
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    static char out[1 << 16];
+    const char *args[] = {"-np",
+                          "4",
+                          "-x",
+                          "OMP_NUM_THREADS=1",
+                          self_path,
+                          "--interrupt-rank",
+                          "2",
+                          "3",
+                          LB_TEST_BIN,
+                          "train",
+                          "--device",
+                          "cpu",
+                          "--model",
+                          "gpt2-tiny",
+                          "--batch",
+                          "2",
+                          "--seq",
+                          "16",
+                          "--steps",
+                          "20000",
+                          "--warmup",
+                          "0",
+                          "--no-progress",
+                          "--db",
+                          db,
+                          NULL};
+    int rc = mpirun(args, out, sizeof out);
+    assert_int_equal(rc, 130);
+    const char *export[] = {"results", "export", "--db", db, NULL};
+    static char doc[1 << 20];
+    assert_int_equal(lb_test_run(export, doc, sizeof doc, NULL, 0), 0);
+    json_t *runs = json_loads(doc, 0, NULL);
+    assert_int_equal(json_array_size(runs), 1);
+    json_t *run = json_array_get(runs, 0);
+    const char *failure = json_string_value(json_object_get(run, "failure"));
+    if (failure == NULL || strstr(failure, "interrupted (a signal reached rank 2) after ") == NULL)
+        fail_msg("failure: %s\noutput: %.2000s", failure ? failure : "(none)", out);
+    assert_string_equal(json_string_value(json_object_get(run, "status")), "interrupted");
+    size_t steps = json_array_size(series_values(run, "step_ms"));
+    assert_true(steps > 0 && steps < 20000);
+    /* every rank's series holds the same steps */
+    assert_int_equal(json_array_size(series_values(run, "step_ms.r3")), steps);
+    json_decref(runs);
+    lb_test_rmtree(dir);
+}
+
 /* ---- a rank that stops answering ---- */
 
 static void hang(int sig) {
@@ -743,6 +797,8 @@ int main(int argc, char **argv) {
     if (argc >= 5 && strcmp(argv[1], "--dp-worker") == 0)
         return dp_worker(argv[2], strcmp(argv[4], "lora") == 0, argv[3]);
     if (argc >= 2 && strcmp(argv[1], "--hang-worker") == 0) return hang_worker();
+    if (argc >= 5 && strcmp(argv[1], "--interrupt-rank") == 0)
+        return lb_test_exec_interrupting_rank(atoi(argv[2]), atof(argv[3]), argv + 4);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_gpt2_every_stage_on_4_ranks_equals_one_rank_with_4x_batch),
         cmocka_unit_test(test_dp_llama_every_stage_on_4_ranks_equals_one_rank_with_4x_batch),
@@ -753,6 +809,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_train_cli_lora_zero_stages_on_4_ranks_equal_one_batch_on_one_rank),
         cmocka_unit_test(test_train_cli_ranks_with_different_options_stop_before_running),
         cmocka_unit_test(test_train_cli_bad_input_exits_2),
+        cmocka_unit_test(test_train_cli_signal_to_one_rank_interrupts_every_rank),
         cmocka_unit_test(test_train_cli_hung_rank_fails_the_run_naming_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

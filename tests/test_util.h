@@ -334,4 +334,26 @@ static inline size_t lb_test_keep(char *d, size_t s, size_t n, void *u) {
     return s * n;
 }
 
+/* A rank of an mpirun job that a Ctrl-C reaches alone: execs argv (argv[0] a path, the
+ * list NULL-terminated), and in the rank numbered `rank` (OMPI_COMM_WORLD_RANK) first forks
+ * a helper that sends it SIGINT after `seconds` (nothing if it has gone by then). Returns
+ * only when exec failed. */
+static inline int lb_test_exec_interrupting_rank(int rank, double seconds, char **argv) {
+    const char *me = getenv("OMPI_COMM_WORLD_RANK");
+    if (me != NULL && atoi(me) == rank) {
+        pid_t target = getpid();
+        if (fork() == 0) {
+            int null = open("/dev/null", O_RDWR);
+            dup2(null, 0), dup2(null, 1), dup2(null, 2);
+            struct timespec ts = {(time_t)seconds,
+                                  (long)((seconds - (double)(time_t)seconds) * 1e9)};
+            nanosleep(&ts, NULL);
+            if (getppid() == target) kill(target, SIGINT);
+            _exit(0);
+        }
+    }
+    execv(argv[0], argv);
+    return 127;
+}
+
 #endif

@@ -305,7 +305,8 @@ int lb_cmd_comm(int argc, char **argv) {
             if (p->matrix) print_matrix(r);
         }
     }
-    if (st != LB_OK && st != LB_ERR_INTERRUPTED)
+    /* an interrupted job says why once, on rank 0 (every rank stopped at the same row) */
+    if (st != LB_OK && (st != LB_ERR_INTERRUPTED || rank == 0))
         fprintf(stderr, "llmbench comm: rank %d: %s\n", rank, err.msg);
     lb_result_free(r);
     fflush(stdout);

@@ -24,6 +24,7 @@
 
 #define BOOT_MAGIC        0x6c62626fu /* "lbbo" */
 #define BOOT_DEFAULT_PORT 29500
+#define BOOT_STOP_TAG     0x6c62 /* MPI: a rank's stop notice to rank 0 */
 
 typedef struct {
     uint32_t magic;
@@ -44,7 +45,9 @@ struct lb_boot {
     double timeout_s;
     bool broken;
     bool mpi_inited;
-    int *fds; /* TCP: rank 0 holds one per peer (index = rank), a peer holds fds[0] */
+    bool stop_sent; /* this rank told rank 0 of its signal */
+    int stop_rank;  /* rank 0: the lowest rank whose stop notice arrived, -1: none */
+    int *fds;       /* TCP: rank 0 holds one per peer (index = rank), a peer holds fds[0] */
 };
 
 /* ---- small helpers ---- */
@@ -317,6 +320,34 @@ static lb_status mpi_wait(lb_boot *b, MPI_Request *req, const char *what, lb_err
 }
 #endif
 
+/* Rank 0: receives the stop notices that have arrived and keeps the lowest rank among them
+ * in stop_rank. Never waits. */
+static void collect_stop_notices(lb_boot *b) {
+    if (b->rank != 0 || b->size == 1) return;
+#ifdef LB_HAVE_MPI
+    if (b->source == LB_BOOT_MPI) {
+        for (int flag = 1; flag;) {
+            MPI_Status s;
+            MPI_Iprobe(MPI_ANY_SOURCE, BOOT_STOP_TAG, MPI_COMM_WORLD, &flag, &s);
+            if (!flag) break;
+            char c;
+            MPI_Recv(&c, 1, MPI_BYTE, s.MPI_SOURCE, BOOT_STOP_TAG, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            if (b->stop_rank < 0 || s.MPI_SOURCE < b->stop_rank) b->stop_rank = s.MPI_SOURCE;
+        }
+        return;
+    }
+#endif
+    for (int r = 1; b->fds != NULL && r < b->size; r++) {
+        struct pollfd p = {.fd = b->fds[r], .events = POLLPRI};
+        char c;
+        if (b->fds[r] < 0 || poll(&p, 1, 0) <= 0 || !(p.revents & POLLPRI)) continue;
+        if (recv(b->fds[r], &c, 1, MSG_OOB | MSG_DONTWAIT) == 1 &&
+            (b->stop_rank < 0 || r < b->stop_rank))
+            b->stop_rank = r;
+    }
+}
+
 lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err) {
     *out = NULL;
     lb_boot *b = calloc(1, sizeof *b);
@@ -324,6 +355,7 @@ lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err) {
     b->timeout_s = timeout_s;
     b->size = 1;
     b->local_size = 1;
+    b->stop_rank = -1;
     gethostname(b->host, sizeof b->host - 1);
     lb_status st = LB_OK;
     const char *addr = NULL;
@@ -391,6 +423,7 @@ void lb_boot_free(lb_boot *b) {
     free(b->fds);
 #ifdef LB_HAVE_MPI
     if (b->source == LB_BOOT_MPI) {
+        collect_stop_notices(b); /* a notice sent after the last step: received, not left */
         if (b->broken) {
             fflush(stdout);
             fflush(stderr);
@@ -555,4 +588,34 @@ lb_status lb_boot_barrier(lb_boot *b, lb_err *err) {
     if (st == LB_OK) st = lb_boot_bcast(b, &one, 1, err);
     free(all);
     return st;
+}
+
+lb_status lb_boot_agree_stop(lb_boot *b, bool mine, int *who, lb_err *err) {
+    *who = -1;
+    if (b->size == 1) {
+        *who = mine ? 0 : -1;
+        return LB_OK;
+    }
+    if (mine && b->rank != 0 && !b->stop_sent) {
+        b->stop_sent = true;
+#ifdef LB_HAVE_MPI
+        if (b->source == LB_BOOT_MPI) {
+            static const char one = 1;
+            MPI_Request req;
+            MPI_Isend(&one, 1, MPI_BYTE, 0, BOOT_STOP_TAG, MPI_COMM_WORLD, &req);
+            MPI_Request_free(&req);
+        }
+#endif
+        /* urgent data leaves the control stream's bytes as they are */
+        if (b->fds != NULL && b->fds[0] >= 0)
+            (void)send(b->fds[0], "!", 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    int32_t first = -1;
+    if (b->rank == 0) {
+        collect_stop_notices(b);
+        first = mine ? 0 : b->stop_rank;
+    }
+    LB_TRY(lb_boot_bcast(b, &first, sizeof first, err));
+    *who = (int)first;
+    return LB_OK;
 }

@@ -3,9 +3,9 @@
  * Inputs follow one pattern known to every rank: element i of rank r's logical input is
  * ((7i + 13r + 3) mod 11), minus 5 for signed and floating types, so sums over up to 25
  * ranks are exact in every type (bf16 included) and each output element's expected value
- * can be computed on the host from its index alone. Rank 0 decides before each row whether
- * to go on (a signal arrived, a rank failed), and says so to all, so an interrupted run
- * ends on every rank at the same row. */
+ * can be computed on the host from its index alone. Before each row the ranks agree whether
+ * to go on (comm/boot.h's lb_boot_agree_stop), so a run interrupted on any one rank ends on
+ * every rank at the same row. */
 #include "commbench/commbench.h"
 
 #include <math.h>
@@ -521,9 +521,15 @@ static lb_status run_rows(bench *B, lb_boot *boot, const int32_t *member, lb_res
         lb_bench_coll coll = (lb_bench_coll)ci;
         for (int64_t size = p->min_bytes; size <= p->max_bytes;
              size = next_size(size, p->factor, es)) {
-            int32_t go = !lb_signals_interrupted();
-            LB_TRY(lb_boot_bcast(boot, &go, sizeof go, err));
-            if (!go) return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted");
+            int who = -1;
+            LB_TRY(lb_boot_agree_stop(boot, lb_signals_interrupted(), &who, err));
+            if (who >= 0 && lb_boot_size(boot) > 1)
+                return lb_fail(err, LB_ERR_INTERRUPTED,
+                               "interrupted (a signal reached rank %d) before %s of %lld bytes",
+                               who, lb_commbench_coll_name(coll), (long long)size);
+            if (who >= 0)
+                return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted before %s of %lld bytes",
+                               lb_commbench_coll_name(coll), (long long)size);
             shape s = shape_of(coll, (size_t)size / es, B->n, es);
             if (s.unit == 0) continue;
             lb_bench_row row = {.coll = coll,

@@ -424,6 +424,19 @@ lb_status lb_train_check_replicas(const lb_train_params *p, const float *params,
     return LB_OK;
 }
 
+lb_status lb_train_check_interrupt(const lb_train_params *p, int64_t step, int64_t total,
+                                   lb_err *err) {
+    int who = lb_signals_interrupted() ? 0 : -1;
+    if (lb_train_ranks(p) > 1) LB_TRY(lb_boot_agree_stop(p->boot, who == 0, &who, err));
+    if (who < 0) return LB_OK;
+    if (lb_train_ranks(p) == 1)
+        return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
+                       (long long)step, (long long)total);
+    return lb_fail(err, LB_ERR_INTERRUPTED,
+                   "interrupted (a signal reached rank %d) after %lld of %lld steps", who,
+                   (long long)step, (long long)total);
+}
+
 #define FIT_MAX_GPUS 4096 /* the most GPUs an out-of-memory message suggests */
 
 /* The memory formula's parts for p at stage z on n ranks. */
@@ -560,13 +573,7 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     int64_t done = 0;
     double steps_ms = 0; /* the steps' times so far: their mean rate gives the ETA */
     for (int64_t step = 0; st == LB_OK && step < total; step++) {
-        int32_t go = !lb_signals_interrupted();
-        if (ranks > 1 && (st = lb_boot_bcast(p->boot, &go, sizeof go, err)) != LB_OK) break;
-        if (!go) {
-            st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
-                         (long long)step, (long long)total);
-            break;
-        }
+        if ((st = lb_train_check_interrupt(p, step, total, err)) != LB_OK) break;
         for (int k = 0; k < K; k++)
             lb_data_next_part(data, rank, ranks, inputs + (size_t)k * B * T,
                               targets + (size_t)k * B * T);

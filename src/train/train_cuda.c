@@ -338,13 +338,7 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
     int64_t done = 0;
     int64_t loop_ns = lb_clock_now_ns(); /* the steps' rate so far gives the ETA */
     for (int64_t step = 0; step < total; step++) {
-        int32_t go = !lb_signals_interrupted();
-        if (ranks > 1 && (st = lb_boot_bcast(p->boot, &go, sizeof go, err)) != LB_OK) break;
-        if (!go) {
-            st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted after %lld of %lld steps",
-                         (long long)step, (long long)total);
-            break;
-        }
+        if ((st = lb_train_check_interrupt(p, step, total, err)) != LB_OK) break;
         if (step == p->warmup) {
             if (lb_model_gpu_sync(s.m, err) != LB_OK) break;
             char bus_id[32] = "";

@@ -38,6 +38,12 @@ lb_status lb_train_store_steps(const lb_train_params *p, lb_result *r, const dou
 lb_status lb_train_check_replicas(const lb_train_params *p, const float *params, int64_t n,
                                   lb_result *r, lb_err *err);
 
+/* Collective, before each step: LB_ERR_INTERRUPTED on every rank once a signal reached
+ * any of them (lb_boot_agree_stop; the sentence names that rank and the steps done of
+ * total), LB_OK otherwise, so every rank stops at the same step. */
+lb_status lb_train_check_interrupt(const lb_train_params *p, int64_t step, int64_t total,
+                                   lb_err *err);
+
 /* Memory per rank by formula (train/memory.h) into r: zero_state_bytes_formula and, in a
  * GPU run (after its peak_device_bytes, which it is set beside), zero_extra_bytes_formula,
  * activation_bytes_formula, memory_formula_bytes and peak_over_memory_formula. Nothing
