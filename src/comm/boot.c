@@ -25,6 +25,9 @@
 #define BOOT_MAGIC        0x6c62626fu /* "lbbo" */
 #define BOOT_DEFAULT_PORT 29500
 #define BOOT_STOP_TAG     0x6c62 /* MPI: a rank's stop notice to rank 0 */
+/* TCP: what a peer sends rank 0 after the rendezvous starts with one of these bytes */
+#define BOOT_DATA 'D' /* a gather's bytes follow */
+#define BOOT_STOP 'S' /* a stop notice, alone */
 
 typedef struct {
     uint32_t magic;
@@ -320,6 +323,10 @@ static lb_status mpi_wait(lb_boot *b, MPI_Request *req, const char *what, lb_err
 }
 #endif
 
+static void note_stop(lb_boot *b, int r) {
+    if (b->stop_rank < 0 || r < b->stop_rank) b->stop_rank = r;
+}
+
 /* Rank 0: receives the stop notices that have arrived and keeps the lowest rank among them
  * in stop_rank. Never waits. */
 static void collect_stop_notices(lb_boot *b) {
@@ -333,19 +340,17 @@ static void collect_stop_notices(lb_boot *b) {
             char c;
             MPI_Recv(&c, 1, MPI_BYTE, s.MPI_SOURCE, BOOT_STOP_TAG, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
-            if (b->stop_rank < 0 || s.MPI_SOURCE < b->stop_rank) b->stop_rank = s.MPI_SOURCE;
+            note_stop(b, s.MPI_SOURCE);
         }
         return;
     }
 #endif
-    for (int r = 1; b->fds != NULL && r < b->size; r++) {
-        struct pollfd p = {.fd = b->fds[r], .events = POLLPRI};
-        char c;
-        if (b->fds[r] < 0 || poll(&p, 1, 0) <= 0 || !(p.revents & POLLPRI)) continue;
-        if (recv(b->fds[r], &c, 1, MSG_OOB | MSG_DONTWAIT) == 1 &&
-            (b->stop_rank < 0 || r < b->stop_rank))
-            b->stop_rank = r;
-    }
+    /* a notice behind a gather's bytes that rank 0 has not read yet waits for that read */
+    char c;
+    for (int r = 1; b->fds != NULL && r < b->size; r++)
+        while (b->fds[r] >= 0 && recv(b->fds[r], &c, 1, MSG_PEEK | MSG_DONTWAIT) == 1 &&
+               c == BOOT_STOP && recv(b->fds[r], &c, 1, MSG_DONTWAIT) == 1)
+            note_stop(b, r);
 }
 
 lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err) {
@@ -492,6 +497,9 @@ void lb_boot_mark_broken(lb_boot *b) {
 
 /* ---- control plane ---- */
 
+/* Over TCP a peer's messages to rank 0 (a gather's bytes, a stop notice) each start with a
+ * byte that says which, so a notice may go at any time between them without a wait. */
+
 lb_status lb_boot_bcast(lb_boot *b, void *buf, size_t bytes, lb_err *err) {
     if (b->size == 1) return LB_OK;
 #ifdef LB_HAVE_MPI
@@ -528,10 +536,19 @@ lb_status lb_boot_gather(lb_boot *b, const void *mine, size_t bytes, void *all, 
     char what[96];
     if (b->rank != 0) {
         snprintf(what, sizeof what, "rank %d: gather to rank 0", b->rank);
+        LB_TRY(io_all(b->fds[0], &(char){BOOT_DATA}, 1, true, deadline, what, err));
         return io_all(b->fds[0], (void *)mine, bytes, true, deadline, what, err);
     }
     for (int r = 1; r < b->size; r++) {
         snprintf(what, sizeof what, "rank 0: gather from rank %d", r);
+        char kind = BOOT_STOP;
+        while (kind == BOOT_STOP) { /* stop notices sent before this gather's bytes */
+            LB_TRY(io_all(b->fds[r], &kind, 1, false, deadline, what, err));
+            if (kind == BOOT_STOP) note_stop(b, r);
+        }
+        if (kind != BOOT_DATA)
+            return lb_fail(err, LB_ERR_COMM, "%s: unexpected byte %d on the control connection",
+                           what, kind);
         LB_TRY(
             io_all(b->fds[r], (char *)all + (size_t)r * bytes, bytes, false, deadline, what, err));
     }
@@ -606,9 +623,8 @@ lb_status lb_boot_agree_stop(lb_boot *b, bool mine, int *who, lb_err *err) {
             MPI_Request_free(&req);
         }
 #endif
-        /* urgent data leaves the control stream's bytes as they are */
         if (b->fds != NULL && b->fds[0] >= 0)
-            (void)send(b->fds[0], "!", 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL);
+            (void)send(b->fds[0], &(char){BOOT_STOP}, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     }
     int32_t first = -1;
     if (b->rank == 0) {

@@ -79,8 +79,8 @@ lb_status lb_boot_barrier(lb_boot *b, lb_err *err);
 
 /* Whether a loop that every rank runs step by step goes on, so that a signal that reached
  * any one rank ends all of them at the same step. Collective, once a step: a rank other
- * than 0 whose `mine` is set tells rank 0 without waiting (TCP: one urgent byte on its
- * control connection; MPI: a message of its own), once a process; rank 0 names the lowest
+ * than 0 whose `mine` is set tells rank 0 without waiting (TCP: a byte of its own kind on
+ * its control connection; MPI: a message of its own tag), once a process; rank 0 names the lowest
  * rank it has heard from (0 when `mine` is set on it) and broadcasts that. *who is that
  * rank on every rank, -1 to go on. A notice that arrives after rank 0 decided a step counts
  * at the next one, so the ranks stop at most a step after the signal. */
