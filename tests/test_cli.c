@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "test_util.h"
 
@@ -70,6 +71,19 @@ static void test_cli_selftest_refuses_options_that_check_nothing(void **state) {
     /* 0 means "from the clock" inside: a seed given as 0 could not be repeated */
     expect_usage_error((const char *[]){"selftest", "--seed", "0", NULL},
                        "option --seed must be between 1 and");
+    /* --failed would shorten only the table: with --json it did nothing */
+    expect_usage_error((const char *[]){"selftest", "--failed", "--json", NULL},
+                       "--failed shortens the table, and --json prints every row");
+}
+
+/* The seed a selftest prints comes from the monotonic clock, in ns since boot: after 104
+ * days up (9e15 ns) it is larger than 9e15, and --seed must still take it back. */
+static void test_cli_selftest_takes_back_the_seed_it_printed(void **state) {
+    (void)state;
+    setenv(LB_ARGS_CHECK_ENV, "1", 1); /* the command line is only checked */
+    int rc = run((const char *[]){"selftest", "--seed", "31536000000000000", NULL}); /* 1 year */
+    unsetenv(LB_ARGS_CHECK_ENV);
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
 }
 
 static void test_cli_command_help_lists_its_options(void **state) {
@@ -231,6 +245,7 @@ int main(void) {
         cmocka_unit_test(test_cli_run_refuses_a_bad_report_folder_before_running),
         cmocka_unit_test(test_cli_unreadable_files_name_their_option),
         cmocka_unit_test(test_cli_selftest_refuses_options_that_check_nothing),
+        cmocka_unit_test(test_cli_selftest_takes_back_the_seed_it_printed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

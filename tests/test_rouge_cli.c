@@ -124,6 +124,26 @@ static void test_rouge_cli_reads_lines_jsonl_and_json_alike(void **state) {
     expect_json_matches_library();
 }
 
+/* A UTF-8 byte order mark (Windows editors write one) is skipped: a JSONL file is still
+ * JSONL, and the first text of a plain file does not start with U+FEFF. */
+static void test_rouge_cli_skips_a_byte_order_mark(void **state) {
+    (void)state;
+    char jl_p[1024], lines_r[1024];
+    snprintf(jl_p, sizeof jl_p,
+             "\xEF\xBB\xBF{\"prediction\": \"%s\"}\n{\"prediction\": \"%s\"}\n"
+             "{\"prediction\": \"%s\"}\n",
+             preds[0], preds[1], preds[2]);
+    snprintf(lines_r, sizeof lines_r, "\xEF\xBB\xBF%s\n%s\n%s\n", refs[0], refs[1], refs[2]);
+    assert_int_equal(
+        rouge(write_tmp("bom_p.jsonl", jl_p), write_tmp("bom_r.txt", lines_r), "--json"), 0);
+    expect_json_matches_library();
+    char lines_p[1024];
+    snprintf(lines_p, sizeof lines_p, "\xEF\xBB\xBF%s\n%s\n%s\n", preds[0], preds[1], preds[2]);
+    assert_int_equal(
+        rouge(write_tmp("bom_p.txt", lines_p), write_tmp("bom_r.txt", lines_r), "--json"), 0);
+    expect_json_matches_library(); /* gen_len counts no U+FEFF */
+}
+
 /* The oracle corpus (tools/rouge_oracle.py) read as both files: its mean F x 100. */
 static void test_rouge_cli_matches_oracle_means(void **state) {
     (void)state;
@@ -183,6 +203,10 @@ static void test_rouge_cli_malformed_jsonl_names_file_and_line(void **state) {
     assert_int_equal(rouge(write_tmp("bad.jsonl", "\"a\"\n\"b\"\n{\"text\": \"c\",\n"), r, NULL),
                      2);
     expect_one_line_error("bad.jsonl:3: not valid JSON");
+    /* plain text whose first text opens with a quote: the message says why it is JSON */
+    assert_int_equal(rouge(write_tmp("quote.txt", "\"Go,\" he said.\nb\nc\n"), r, NULL), 2);
+    expect_one_line_error("quote.txt:1: not valid JSON");
+    expect_one_line_error("starts with '{' or '\"' is JSON Lines");
     assert_int_equal(
         rouge(write_tmp("nofield.jsonl", "\"a\"\n{\"summary\": \"b\"}\n\"c\"\n"), r, NULL), 2);
     expect_one_line_error("nofield.jsonl:2: object has none of the fields \"prediction\"");
@@ -191,6 +215,7 @@ static void test_rouge_cli_malformed_jsonl_names_file_and_line(void **state) {
     assert_int_equal(rouge(write_tmp("arr.jsonl", "\"a\"\n[1]\n\"c\"\n"), r, NULL), 2);
     expect_one_line_error("arr.jsonl:2: a record must be a JSON string or object, got an array");
     assert_int_equal(rouge(r, write_tmp("arr.json", "[\"a\", 7, \"c\"]"), NULL), 2);
+    expect_one_line_error("--ref: ");
     expect_one_line_error("arr.json: record 2 of the array: a record must be");
 }
 
@@ -209,8 +234,11 @@ static void test_rouge_cli_usage_errors_exit_2(void **state) {
     char missing[128];
     snprintf(missing, sizeof missing, "%s/missing.txt", dir);
     assert_int_equal(rouge(missing, missing, NULL), 2);
-    expect_one_line_error("cannot read");
+    expect_one_line_error("--pred: cannot read");
     expect_one_line_error("missing.txt");
+    /* the option says which file it is, though both are named alike */
+    assert_int_equal(rouge(write_tmp("one.txt", "a\n"), missing, NULL), 2);
+    expect_one_line_error("--ref: cannot read");
     const char *empty = write_tmp("empty.txt", "");
     assert_int_equal(rouge(empty, empty, NULL), 2);
     expect_one_line_error("has 0 texts");
@@ -219,6 +247,7 @@ static void test_rouge_cli_usage_errors_exit_2(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rouge_cli_reads_lines_jsonl_and_json_alike),
+        cmocka_unit_test(test_rouge_cli_skips_a_byte_order_mark),
         cmocka_unit_test(test_rouge_cli_matches_oracle_means),
         cmocka_unit_test(test_rouge_cli_table_names_metrics_and_verdict),
         cmocka_unit_test(test_rouge_cli_count_mismatch_names_both_files),

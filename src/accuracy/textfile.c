@@ -97,8 +97,8 @@ static lb_status read_jsonl(const char *path, const char *buf, size_t n, lb_text
         json_t *rec = json_loadb(line, len, JSON_DECODE_ANY, &je);
         if (rec == NULL)
             return lb_fail(err, LB_ERR_USAGE,
-                           "%s:%zu: not valid JSON: %s (one JSON record per "
-                           "line expected)",
+                           "%s:%zu: not valid JSON: %s (a file that starts with '{' or '\"' "
+                           "is JSON Lines: one JSON record per line)",
                            path, line_no, je.text);
         char why[160];
         size_t text_len = 0;
@@ -166,6 +166,10 @@ lb_status lb_textfile_read(const char *path, lb_textfile_role role, lb_textfile 
 lb_status lb_textfile_parse(const char *buf, size_t n, const char *name, lb_textfile_role role,
                             lb_textfile *out, lb_err *err) {
     memset(out, 0, sizeof *out);
+    if (n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) { /* a UTF-8 byte order mark */
+        buf += 3;
+        n -= 3;
+    }
     size_t first = 0;
     while (first < n && strchr(" \t\r\n\f\v", buf[first]) != NULL && buf[first] != '\0')
         first++;

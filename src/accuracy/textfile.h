@@ -1,7 +1,8 @@
 /* textfile.h: reads the predictions or references that `llmbench rouge` scores.
  *
  * One file holds one text per record, in one of three layouts, picked by the first
- * non-space byte:
+ * non-space byte (after a UTF-8 byte order mark, which is skipped: Windows editors write
+ * one, and it is no part of the first text):
  *   '{' or '"'  JSON Lines: each non-blank line is a JSON string, or an object whose text
  *               is the first string field found of: "prediction", "text", "output" for
  *               predictions; "reference", "text", "output" for references (so one file of

@@ -9,16 +9,13 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/result.h"
 #include "history/bench.h"
 #include "history/compare.h"
 #include "history/select.h"
 #include "store/store.h"
 
 #define MAX_ROWS 32
-
-static json_t *num(double v) {
-    return isfinite(v) ? json_real(v) : json_null();
-}
 
 static json_t *ids_json(const lb_run_group *g) {
     json_t *a = json_array();
@@ -72,9 +69,10 @@ static json_t *rows_json(const lb_compare_row *rows, size_t n) {
         json_array_append_new(
             a, json_pack("{s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b}", "metric",
                          r->metric, "unit", r->unit, "n_a", (json_int_t)r->n_a, "n_b",
-                         (json_int_t)r->n_b, "a", num(r->a), "b", num(r->b), "change_pct",
-                         num(r->change_pct), "lo_pct", num(r->lo_pct), "hi_pct", num(r->hi_pct),
-                         "p", num(r->p), "verdict", r->word, "regression", r->regression));
+                         (json_int_t)r->n_b, "a", lb_json_number(r->a), "b", lb_json_number(r->b),
+                         "change_pct", lb_json_number(r->change_pct), "lo_pct",
+                         lb_json_number(r->lo_pct), "hi_pct", lb_json_number(r->hi_pct), "p",
+                         lb_json_number(r->p), "verdict", r->word, "regression", r->regression));
     }
     return a;
 }

@@ -1,6 +1,7 @@
 /* cmd_doctor.c: `llmbench doctor`: node facts, cross-rank comparison, the all_reduce check
  * and the ladder of NCCL settings (doctor/doctor.h); prints the report or --json. Exit 0
- * when NCCL works as found, 1 when only a changed setting works or nothing does, 2 usage. */
+ * when NCCL works as found (or there is nothing to check: no GPU and no MPI ranks), 1 when
+ * only a changed setting works or nothing does, 2 usage. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,7 +147,8 @@ int lb_cmd_doctor(int argc, char **argv) {
             "compares the ranks; runs one small all_reduce with a deadline and, if it fails or "
             "is far below what the links allow, a ladder of NCCL settings, each in fresh "
             "processes, and prints the first that works and the export line to use. Exit 0: "
-            "works as found; 1: only a changed setting works, or nothing does.",
+            "works as found (or nothing to check: no GPU and no MPI ranks); 1: only a changed "
+            "setting works, or nothing does.",
         LB_ARG_SPECS(specs),
     };
     lb_args a;

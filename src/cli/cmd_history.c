@@ -2,7 +2,6 @@
  * benchmark's runs over time with its change points (history/history.h). Exit 1 when the
  * newest change point is a regression (the benchmark is worse now than before it). */
 #include <ctype.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,14 +9,11 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/clock.h"
+#include "core/result.h"
 #include "history/bench.h"
 #include "history/history.h"
 
 #define MAX_CHANGES 64
-
-static json_t *num(double v) {
-    return isfinite(v) ? json_real(v) : json_null();
-}
 
 static int list_benchmarks(lb_store *s, bool json) {
     lb_history_bench *b = NULL;
@@ -138,13 +134,14 @@ int lb_cmd_history(int argc, char **argv) {
         for (size_t i = 0; i < n; i++)
             json_array_append_new(points, json_pack("{s:I, s:f, s:o}", "id", (json_int_t)pts[i].id,
                                                     "start_wall_s", pts[i].start_wall_s, "value",
-                                                    num(pts[i].value)));
+                                                    lb_json_number(pts[i].value)));
         for (size_t c = 0; c < n_changes; c++)
             json_array_append_new(
                 cps, json_pack("{s:I, s:I, s:o, s:o, s:o, s:s, s:b}", "index",
                                (json_int_t)changes[c].index, "run", (json_int_t)changes[c].run_id,
-                               "before", num(changes[c].before), "after", num(changes[c].after),
-                               "change_pct", num(changes[c].change_pct), "verdict", changes[c].word,
+                               "before", lb_json_number(changes[c].before), "after",
+                               lb_json_number(changes[c].after), "change_pct",
+                               lb_json_number(changes[c].change_pct), "verdict", changes[c].word,
                                "regression", changes[c].regression));
         json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:b}", "key", bench.key, "kind",
                                 bench.kind, "identity", bench.identity, "metric", k->metric,

@@ -109,20 +109,20 @@ int lb_cmd_rouge(int argc, char **argv) {
     lb_err err = {{0}};
     lb_status st = lb_textfile_read(pred_path, LB_TEXTFILE_PREDICTIONS, &preds, &err);
     if (st != LB_OK) {
-        fprintf(stderr, "llmbench rouge: %s\n", err.msg);
+        fprintf(stderr, "llmbench rouge: --pred: %s\n", err.msg);
         return lb_status_exit_code(st);
     }
     st = lb_textfile_read(ref_path, LB_TEXTFILE_REFERENCES, &refs, &err);
     if (st != LB_OK) {
-        fprintf(stderr, "llmbench rouge: %s\n", err.msg);
+        fprintf(stderr, "llmbench rouge: --ref: %s\n", err.msg);
         lb_textfile_free(&preds);
         return lb_status_exit_code(st);
     }
     int code = 0;
     if (preds.n != refs.n || preds.n == 0) {
         fprintf(stderr,
-                "llmbench rouge: %s has %zu texts and %s has %zu; expected the same number, "
-                "at least 1 (record i of --pred is scored against record i of --ref)\n",
+                "llmbench rouge: --pred %s has %zu texts and --ref %s has %zu; expected the same "
+                "number, at least 1 (record i of --pred is scored against record i of --ref)\n",
                 pred_path, preds.n, ref_path, refs.n);
         code = 2;
     }

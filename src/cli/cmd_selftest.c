@@ -2,12 +2,12 @@
  * training step against the CPU reference on this machine's GPU (selftest/selftest.h). Prints
  * the table (or --json) and exits 1 when any row fails or the GPU cannot be used. */
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/result.h"
 #include "selftest/selftest.h"
 
 int lb_cmd_selftest(int argc, char **argv) {
@@ -17,7 +17,7 @@ int lb_cmd_selftest(int argc, char **argv) {
     const lb_arg_spec specs[] = {
         {"--device", LB_ARG_INT, &device, "N", "CUDA device ordinal (default 0)", 0, 1024, NULL},
         {"--seed", LB_ARG_INT, &seed, "S",
-         "seed of the random inputs, as a run prints it (default: from the clock)", 1, 9e15, NULL},
+         "seed of the random inputs, as a run prints it (default: from the clock)", 1, 9e18, NULL},
         {"--only", LB_ARG_STRING, &only, "OP",
          "only ops whose name starts with OP (attention, model, ...)", 0, 0, NULL},
         {"--no-model", LB_ARG_FLAG, &no_model, NULL, "skip the whole-step and 10-step checks", 0, 0,
@@ -44,6 +44,11 @@ int lb_cmd_selftest(int argc, char **argv) {
                                         "give at most one of them");
         return 2;
     }
+    if (failed_only && a.common.json) {
+        lb_args_usage_error("selftest", "--failed shortens the table, and --json prints every row "
+                                        "with its \"pass\": give at most one of them");
+        return 2;
+    }
     lb_selftest_params p = lb_selftest_default_params();
     p.device = (int)device;
     p.seed = (uint64_t)seed;
@@ -67,11 +72,11 @@ int lb_cmd_selftest(int argc, char **argv) {
         json_t *rows = json_array();
         for (size_t i = 0; i < rep.n; i++) {
             const lb_selftest_row *r = &rep.rows[i];
-            json_array_append_new(
-                rows, json_pack("{s:s, s:s, s:s, s:f, s:f, s:b}", "op", r->op, "shape", r->shape,
-                                "precision", r->precision, "err_over_tol",
-                                isfinite(r->err_ratio) ? r->err_ratio : -1.0, "max_abs_err",
-                                isfinite(r->max_abs) ? r->max_abs : -1.0, "pass", r->pass));
+            json_array_append_new(rows,
+                                  json_pack("{s:s, s:s, s:s, s:o, s:o, s:b}", "op", r->op, "shape",
+                                            r->shape, "precision", r->precision, "err_over_tol",
+                                            lb_json_number(r->err_ratio), "max_abs_err",
+                                            lb_json_number(r->max_abs), "pass", r->pass));
         }
         json_t *doc = json_pack("{s:o, s:I, s:i, s:s}", "rows", rows, "seed", (json_int_t)rep.seed,
                                 "failed", rep.n_failed, "error", st == LB_OK ? "" : err.msg);

@@ -298,7 +298,8 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
             check = mpi_check(boot, p, err, &cst);
             if (!json_is_true(json_object_get(check, "ok"))) v = LB_DOCTOR_BROKEN;
         } else {
-            check = json_pack("{s:s}", "how", "none: no GPU, and no MPI ranks to check");
+            check = json_pack("{s:s, s:s}", "how", "none: no GPU, and no MPI ranks to check",
+                              "verdict", "not checked");
         }
     } else if (me != 0) {
         st = follow(&c, err);

@@ -7,7 +7,8 @@
  * environment, since NCCL reads most settings once per process), with deadlines; if it
  * fails or its bus bandwidth is below a tenth of what the links allow (NVLink count x 25
  * GB/s, else the PCIe link, else the fastest network port), the ladder (doctor/ladder.h)
- * is climbed. Without GPUs, ranks started by MPI run the all_reduce over the MPI backend.
+ * is climbed. Without GPUs, ranks started by MPI run the all_reduce over the MPI backend;
+ * with neither, nothing is checked (verdict "not checked").
  *
  * The report is one JSON object on rank 0 ("ranks": each rank's facts, "mismatches",
  * "problems", "check": {how, good_gbps, rungs: [...], chosen, verdict, export}); rank 0
