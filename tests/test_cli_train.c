@@ -78,9 +78,19 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--model", "llama-tiny", "--seq", "16", "--device",
                                   "cpu", "--quant", "nf4", "--db", g_db, NULL},
                  "--quant nf4 needs --lora-rank R");
+#ifdef LB_HAVE_CUDA
     expect_usage((const char *[]){"train", "--model", "llama-tiny", "--seq", "16", "--device",
                                   "cuda", "--lora-rank", "4", "--quant", "nf4", "--db", g_db, NULL},
                  "--quant nf4 needs --precision bf16 or fp16");
+#else
+    /* a device this build cannot serve is a usage error saying what to use instead */
+    expect_usage(
+        (const char *[]){"train", "--model", "gpt2-tiny", "--device", "cuda", "--db", g_db, NULL},
+        "--device cuda: this llmbench was built without CUDA; use --device cpu");
+    expect_usage((const char *[]){"train", "--device", "cuda:1", NULL},
+                 "--device cuda:1: this llmbench was built without CUDA; use --device cpu");
+#endif
+    expect_usage((const char *[]){"train", "--device", "cuda:x", NULL}, "cpu, cuda or cuda:N");
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
                                   "--save-params", "/no-such-dir/p.safetensors", "--db", g_db,
                                   NULL},

@@ -106,6 +106,27 @@ static void test_sweep_matrix_faults_name_line_and_key(void **state) {
     /* compare and report read "2024" and "1,2" as run ids, never as a sweep's name */
     parse_fails("name: 2024\ncommand: train\n", "m.yaml:1: key 'name': a sweep name of digits");
     parse_fails("name: '1,2'\ncommand: train\n", "m.yaml:1: key 'name': a sweep name of digits");
+    /* one cell, run once, would stand for both */
+    parse_fails("name: a\ncommand: train\naxes:\n  batch: [1, 2,\n    1]\n",
+                "m.yaml:5: key 'axes.batch': a value given twice");
+    parse_fails("name: a\ncommand: train\naxes: {recompute: [true, yes]}\n",
+                "m.yaml:3: key 'axes.recompute': a value given twice");
+    /* the name is its stored run's; a longer one was cut in its runs' tags, so that every
+     * cell x repeat found the first one's run */
+    char text[1024], name[129];
+    memset(name, 'n', 128);
+    name[128] = '\0';
+    snprintf(text, sizeof text, "name: %s\ncommand: train\n", name);
+    parse_fails(text, "m.yaml:1: key 'name': a sweep name of at most 127 characters");
+    /* nothing of the file goes unread */
+    parse_fails("name: a\ncommand: train\n---\nname: b\n", "m.yaml:4: a second document");
+    parse_fails("name: a\ncommand: train\n---\n[b\n", "m.yaml:5: not valid YAML or JSON");
+    /* more axes than a cell's index holds */
+    int len = snprintf(text, sizeof text, "name: a\ncommand: train\naxes: {");
+    for (int i = 0; i <= LB_SWEEP_MAX_AXES; i++)
+        len += snprintf(text + len, sizeof text - (size_t)len, "%sa%d: [1]", i ? ", " : "", i);
+    snprintf(text + len, sizeof text - (size_t)len, "}\n");
+    parse_fails(text, "m.yaml:3: key 'axes': over 64 axes");
 }
 
 static size_t count_runs(void) {
@@ -145,15 +166,15 @@ static void test_sweep_bad_file_exits_2_and_runs_nothing(void **state) {
     assert_int_equal(count_runs(), 0);
 }
 
-/* ok train runs stored with this tag (the sweep's own run is of kind sweep) */
-static size_t ok_tagged(const char *tag) {
+/* train runs stored with this tag and status (the sweep's own run is of kind sweep) */
+static size_t train_runs_tagged(const char *tag, lb_run_status status) {
     lb_store *s = NULL;
     lb_err e = {{0}};
     assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
     lb_store_filter f = lb_store_default_filter();
     f.tag = tag;
     f.kind = "train";
-    f.status = LB_RUN_OK;
+    f.status = status;
     lb_store_run_info *list = NULL;
     size_t n = 0;
     assert_int_equal(lb_store_list(s, &f, &list, &n, &e), LB_OK);
@@ -188,21 +209,21 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
         _exit(127);
     }
     /* interrupt once the first cell x repeat is stored */
-    for (int i = 0; i < 50000 && ok_tagged("sweep:resume") == 0; i++)
+    for (int i = 0; i < 50000 && train_runs_tagged("sweep:resume", LB_RUN_OK) == 0; i++)
         usleep(10 * 1000);
     assert_int_equal(kill(pid, SIGINT), 0);
     int status = 0;
     waitpid(pid, &status, 0);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 130);
-    size_t done = ok_tagged("sweep:resume");
+    size_t done = train_runs_tagged("sweep:resume", LB_RUN_OK);
     assert_true(done >= 1 && done < 4);
 
     int rc = run((const char *[]){"sweep", path, "--json", "--db", g_db, NULL});
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     assert_int_equal(count_lines(err, "stored before as run"), done);
     assert_int_equal(count_lines(err, ": running"), 4 - done);
-    assert_int_equal(ok_tagged("sweep:resume"), 4);
+    assert_int_equal(train_runs_tagged("sweep:resume", LB_RUN_OK), 4);
 
     /* the table recomputed from the export agrees */
     json_t *table = json_loads(out, 0, NULL);
@@ -249,6 +270,79 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
     }
     json_decref(all);
     json_decref(table);
+}
+
+/* The child of pid (0 when none runs), and the file its stderr goes to into path. */
+static pid_t child_and_its_stderr(pid_t pid, char *path, size_t cap) {
+    char proc[64], children[64] = "", link[96];
+    path[0] = '\0';
+    snprintf(proc, sizeof proc, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(proc, "r");
+    pid_t child = f && fgets(children, sizeof children, f) ? atoi(children) : 0;
+    if (f) fclose(f);
+    snprintf(link, sizeof link, "/proc/%d/fd/2", (int)child);
+    ssize_t n = child > 0 ? readlink(link, path, cap - 1) : -1;
+    path[n > 0 ? n : 0] = '\0';
+    return child;
+}
+
+/* Whether a SIGINT waits for pid (a stopped process keeps it pending). */
+static bool sigint_pending(pid_t pid) {
+    char proc[64], line[128];
+    unsigned long long mask = 0;
+    snprintf(proc, sizeof proc, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(proc, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "ShdPnd: %llx", &mask) == 1) break;
+    if (f) fclose(f);
+    return (mask >> (SIGINT - 1)) & 1;
+}
+
+/* A second Ctrl-C ends the sweep at once; the log of its children's stderr is not left
+ * behind in /tmp. */
+static void test_sweep_second_sigint_leaves_no_log_file(void **state) {
+    (void)state;
+    char path[160], log[160], child_log[256] = "";
+    snprintf(path, sizeof path, "%s/twice.yaml", g_dir);
+    snprintf(log, sizeof log, "%s/twice.log", g_dir);
+    assert_true(lb_test_write_file(path, "name: twice\ncommand: train\noptions: {model: gpt2-tiny, "
+                                         "device: cpu, seq: 16, steps: 1000000}\n"));
+    pid_t pid = fork();
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "sweep", path, "--db", g_db, (char *)NULL);
+        _exit(127);
+    }
+    /* the cell's run is stored as running, its stderr on the sweep's log */
+    for (int i = 0; i < 3000 && train_runs_tagged("sweep:twice", LB_RUN_RUNNING) == 0; i++)
+        usleep(10 * 1000);
+    pid_t cell = child_and_its_stderr(pid, child_log, sizeof child_log);
+    if (strstr(child_log, "llmbench-sweep-") == NULL) fail_msg("no cell runs: '%s'", child_log);
+    /* the cell stopped, so that the second signal finds the sweep still waiting for it;
+     * the second goes once the sweep has passed the first on */
+    assert_int_equal(kill(cell, SIGSTOP), 0);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    for (int i = 0; i < 3000 && !sigint_pending(cell); i++)
+        usleep(10 * 1000);
+    if (!sigint_pending(cell)) {
+        kill(cell, SIGKILL); /* a stopped cell would outlive the sweep */
+        fail_msg("the sweep did not pass the first SIGINT on");
+    }
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    kill(cell, SIGKILL);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    char *deleted = strstr(child_log, " (deleted)");
+    if (deleted) *deleted = '\0';
+    if (access(child_log, F_OK) == 0) {
+        unlink(child_log);
+        fail_msg("%s was left behind", child_log);
+    }
 }
 
 /* After the resume test: the plan lists what is stored and what would run, runs nothing. */
@@ -461,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_sweep_matrix_faults_name_line_and_key),
         cmocka_unit_test(test_sweep_bad_file_exits_2_and_runs_nothing),
         cmocka_unit_test(test_sweep_resumes_after_sigint_running_only_missing_cells),
+        cmocka_unit_test(test_sweep_second_sigint_leaves_no_log_file),
         cmocka_unit_test(test_sweep_dry_run_plans_only_the_missing_repeats),
         cmocka_unit_test(test_sweep_again_runs_every_cell_once_more),
         cmocka_unit_test(test_sweep_again_table_holds_only_its_round),

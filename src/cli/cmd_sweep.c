@@ -1,6 +1,7 @@
 /* cmd_sweep.c: `llmbench sweep FILE`: an experiment matrix run as stored runs, resumed
  * when run again, and one aggregated table at the end (sweep/sweep.h does the work; this
  * file parses options, keeps the sweep's own run through runctl and prints the table). */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,17 +198,22 @@ int lb_cmd_sweep(int argc, char **argv) {
         lb_sweep_matrix_free(&m);
         return st == LB_ERR_NOMEM ? 1 : 2;
     }
-    char exe[4096], db[LB_STORE_PATH_BYTES], log_path[] = "/tmp/llmbench-sweep-XXXXXX";
+    char exe[4096], db[LB_STORE_PATH_BYTES], log_name[] = "/tmp/llmbench-sweep-XXXXXX";
+    char log_path[32];
     int log_fd = -1;
     if (lb_proc_self_exe(exe, sizeof exe, &err) != LB_OK ||
         lb_store_resolve_path(a.common.db_path, db, sizeof db, &err) != LB_OK ||
-        (log_fd = mkstemp(log_path)) < 0) {
+        (log_fd = mkostemp(log_name, O_CLOEXEC)) < 0) {
         fprintf(stderr, "llmbench sweep: %s\n",
                 err.msg[0] ? err.msg : "cannot make a log file in /tmp");
         lb_sweep_matrix_free(&m);
         return 1;
     }
-    close(log_fd);
+    /* The children's stderr goes to a file without a name, reached through our descriptor
+     * (a child opens it between fork and exec): nothing is left in /tmp however the sweep
+     * ends, a second Ctrl-C's immediate exit included. */
+    unlink(log_name);
+    snprintf(log_path, sizeof log_path, "/dev/fd/%d", log_fd);
     sweep_ctx ctx = {.m = &m, .params = lb_sweep_default_params()};
     ctx.params.exe = exe;
     ctx.params.db_path = db;
@@ -219,13 +225,13 @@ int lb_cmd_sweep(int argc, char **argv) {
     st = lb_sweep_check(&m, &ctx.params, &err);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench sweep: %s\n", err.msg);
-        unlink(log_path);
+        close(log_fd);
         lb_sweep_matrix_free(&m);
         return lb_status_exit_code(st);
     }
     if (dry_run) {
         rc = print_plan(&m, again ? NULL : db, a.common.json, &err);
-        unlink(log_path);
+        close(log_fd);
         lb_sweep_matrix_free(&m);
         if (rc != 0) fprintf(stderr, "llmbench sweep: %s\n", err.msg);
         return rc;
@@ -233,7 +239,7 @@ int lb_cmd_sweep(int argc, char **argv) {
     lb_result *r = lb_result_new("sweep", m.name);
     if (r == NULL) {
         fprintf(stderr, "llmbench sweep: out of memory\n");
-        unlink(log_path);
+        close(log_fd);
         lb_sweep_matrix_free(&m);
         return 1;
     }
@@ -247,7 +253,7 @@ int lb_cmd_sweep(int argc, char **argv) {
             print_table(r, run_id);
     }
     if (st != LB_OK) fprintf(stderr, "llmbench sweep: %s\n", err.msg);
-    unlink(log_path);
+    close(log_fd);
     lb_result_free(r);
     lb_sweep_matrix_free(&m);
     return lb_status_exit_code(st);

@@ -21,24 +21,27 @@
 #include "gpu/devinfo.h"
 #include "train/train.h"
 
-/* Parses "cpu", "cuda" or "cuda:N". */
+/* Parses "cpu", "cuda" or "cuda:N"; a build without CUDA refuses the last two, as a
+ * request it cannot serve. */
 static lb_status parse_device(const char *s, lb_train_params *p) {
     if (strcmp(s, "cpu") == 0) {
         p->device = LB_DEVICE_CPU;
         return LB_OK;
     }
-    if (strncmp(s, "cuda", 4) == 0) {
-        p->device = LB_DEVICE_CUDA;
-        p->device_index = 0;
-        if (s[4] == '\0') return LB_OK;
-        char *end = NULL;
-        long idx = s[4] == ':' ? strtol(s + 5, &end, 10) : -1;
-        if (s[4] == ':' && end != s + 5 && *end == '\0' && idx >= 0 && idx < 1024) {
-            p->device_index = (int)idx;
-            return LB_OK;
-        }
-    }
-    return lb_args_usage_error("train", "option --device expects cpu, cuda or cuda:N, got '%s'", s);
+    char *end = NULL;
+    long idx = strncmp(s, "cuda:", 5) == 0 ? strtol(s + 5, &end, 10) : 0;
+    if (strcmp(s, "cuda") != 0 &&
+        (end == NULL || end == s + 5 || *end != '\0' || idx < 0 || idx >= 1024))
+        return lb_args_usage_error("train", "option --device expects cpu, cuda or cuda:N, got '%s'",
+                                   s);
+#ifndef LB_HAVE_CUDA
+    return lb_args_usage_error(
+        "train", "--device %s: this llmbench was built without CUDA; use --device cpu", s);
+#else
+    p->device = LB_DEVICE_CUDA;
+    p->device_index = (int)idx;
+    return LB_OK;
+#endif
 }
 
 typedef struct {

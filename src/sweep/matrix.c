@@ -9,7 +9,11 @@
 #include <yaml.h>
 
 #include "core/file.h"
+#include "core/result.h"
 #include "history/bench.h"
+
+/* The sweep's name is its stored run's (and part of its runs' tags): at most what that holds. */
+#define MAX_NAME (sizeof((lb_result *)NULL)->name - 1)
 
 typedef struct {
     yaml_document_t *doc;
@@ -107,9 +111,16 @@ static lb_status read_keys(const reader *R, const yaml_node_t *map, const char *
             if (key->values == NULL)
                 return lb_fail(R->err, LB_ERR_NOMEM, "no memory to read %s", R->path);
             for (yaml_node_item_t *it = v->data.sequence.items.start;
-                 it < v->data.sequence.items.top; it++)
-                LB_TRY(read_value(R, yaml_document_get_node(R->doc, *it), full,
-                                  &key->values[key->n_values++]));
+                 it < v->data.sequence.items.top; it++) {
+                const yaml_node_t *item = yaml_document_get_node(R->doc, *it);
+                LB_TRY(read_value(R, item, full, &key->values[key->n_values++]));
+                const char *text = key->values[key->n_values - 1].text;
+                for (size_t i = 0; axes && i + 1 < key->n_values; i++)
+                    if (strcmp(key->values[i].text, text) == 0)
+                        return bad(R, item, full,
+                                   "a value given twice: the two cells would be one (give "
+                                   "repeats for more runs of a cell)");
+            }
         } else if (axes) {
             return bad(R, v, full, "an axis is a list of values, for example [1, 2, 4]");
         } else {
@@ -156,6 +167,11 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
                 name_node = v;
                 if (strpbrk(scalar(v), ":/ \t") != NULL)
                     return bad(R, v, key, "a sweep name has no ':', '/' or blanks");
+                if (strlen(scalar(v)) > MAX_NAME)
+                    return lb_fail(R->err, LB_ERR_USAGE,
+                                   "%s:%d: key 'name': a sweep name of at most %zu characters "
+                                   "(its stored run's name)",
+                                   R->path, line_of(v), MAX_NAME);
                 if (strspn(scalar(v), "0123456789,") == strlen(scalar(v)))
                     return bad(R, v, key,
                                "a sweep name of digits and commas only would read as run ids "
@@ -199,6 +215,9 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
                                "%s:%d: key 'axes.%s': also under options (line %d): give it in "
                                "one place",
                                R->path, m->axes[a].line, m->axes[a].key, m->options[o].line);
+    if (m->n_axes > LB_SWEEP_MAX_AXES)
+        return lb_fail(R->err, LB_ERR_USAGE, "%s:%d: key 'axes': over %d axes", R->path,
+                       m->axes[LB_SWEEP_MAX_AXES].line, LB_SWEEP_MAX_AXES);
     m->n_cells = 1;
     for (size_t a = 0; a < m->n_axes; a++) {
         m->n_cells *= m->axes[a].n_values;
@@ -232,6 +251,19 @@ lb_status lb_sweep_matrix_parse(const char *text, size_t len, const char *path, 
     lb_status st = root == NULL ? lb_fail(err, LB_ERR_USAGE, "%s: the file is empty", path)
                                 : read_top(&R, root, m);
     yaml_document_delete(&doc);
+    /* a second document would be left unread: one matrix a file */
+    if (st == LB_OK && yaml_parser_load(&parser, &doc)) {
+        root = yaml_document_get_root_node(&doc);
+        if (root != NULL)
+            st = lb_fail(err, LB_ERR_USAGE,
+                         "%s:%d: a second document: a sweep file holds one matrix", path,
+                         line_of(root));
+        yaml_document_delete(&doc);
+    } else if (st == LB_OK) {
+        st = lb_fail(err, LB_ERR_USAGE, "%s:%d: not valid YAML or JSON: %s", path,
+                     (int)parser.problem_mark.line + 1,
+                     parser.problem ? parser.problem : "unreadable");
+    }
     yaml_parser_delete(&parser);
     return st;
 }
@@ -275,8 +307,8 @@ void lb_sweep_cell_index(const lb_sweep_matrix *m, size_t cell, size_t *idx) {
 }
 
 void lb_sweep_cell_label(const lb_sweep_matrix *m, size_t cell, char *out, size_t out_bytes) {
-    size_t idx[64];
-    if (m->n_axes == 0 || m->n_axes > 64) {
+    size_t idx[LB_SWEEP_MAX_AXES];
+    if (m->n_axes == 0) {
         snprintf(out, out_bytes, "all");
         return;
     }
@@ -302,11 +334,8 @@ lb_status lb_sweep_cell_args(const lb_sweep_matrix *m, size_t cell, char ***argv
     for (size_t o = 0; o < m->n_options; o++)
         cap += 2 * m->options[o].n_values;
     const char **a = calloc(cap, sizeof *a);
-    if (a == NULL || m->n_axes > 64) {
-        free(a);
-        return lb_fail(err, LB_ERR_NOMEM, "no memory for the arguments of a cell");
-    }
-    size_t n = 0, idx[64];
+    if (a == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the arguments of a cell");
+    size_t n = 0, idx[LB_SWEEP_MAX_AXES];
     for (size_t o = 0; o < m->n_options; o++)
         for (size_t v = 0; v < m->options[o].n_values; v++)
             n = push_value(a, n, &m->options[o], &m->options[o].values[v]);

@@ -12,8 +12,9 @@
  * Keys of options and axes are the command's own option names without their dashes (a
  * one-letter key is a short option: b is -b, as comm's sizes). A scalar becomes
  * "--key value"; true becomes the bare flag "--key" and false leaves it out; a
- * list under options repeats the option. The reader checks the file's shape (keys, types,
- * empty axes, the command); whether the command takes each option and value is for the
+ * list under options repeats the option. The reader checks the file's shape (one document;
+ * keys, types, a name of at most 127 characters, empty axes, a value twice in
+ * an axis, the command); whether the command takes each option and value is for the
  * command's own parser to say (sweep.h). Every error is LB_ERR_USAGE with one sentence
  * "FILE:LINE: key 'K': what is wrong". */
 #ifndef LB_SWEEP_MATRIX_H
@@ -56,6 +57,9 @@ typedef struct {
     size_t n_axes;
     size_t n_cells; /* product of the axes' lengths (1 without axes) */
 } lb_sweep_matrix;
+
+/* The most axes a file may have (a cell's index has one entry per axis). */
+#define LB_SWEEP_MAX_AXES 64
 
 /* The commands whose runs a sweep can make. */
 #define LB_SWEEP_COMMANDS "train|load|comm"

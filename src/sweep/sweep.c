@@ -310,7 +310,7 @@ lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, double s
     json_object_set_new(agg->config, "cells", cells);
     size_t missing = 0;
     lb_status st = LB_OK;
-    size_t idx[64];
+    size_t idx[LB_SWEEP_MAX_AXES];
     for (size_t cell = 0; cell < m->n_cells && st == LB_OK; cell++) {
         char label[256], fp[17];
         lb_sweep_cell_label(m, cell, label, sizeof label);
