@@ -196,6 +196,21 @@ static void test_cli_tokenize_prints_nothing_before_an_unreadable_file(void **st
     unlink(path);
 }
 
+/* `run -q` that succeeds says nothing on stderr (without a GPU it said it ran the CPU suite
+ * only: a remark, not a warning). */
+static void test_cli_run_quiet_is_quiet(void **state) {
+    (void)state;
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    const char *args[] = {"run",           "-q",   "--cpu-only", "--steps", "1", "--no-report",
+                          "--no-progress", "--db", db,           NULL};
+    assert_int_equal(run(args), 0);
+    if (err[0] != '\0') fail_msg("stderr: %s", err);
+    assert_non_null(strstr(out, "gpt2-tiny-cpu-fp32"));
+    lb_test_rmtree(dir);
+}
+
 /* `run --report DIR` where DIR cannot be a folder: refused before the suite runs, nothing
  * stored. */
 static void test_cli_run_refuses_a_bad_report_folder_before_running(void **state) {
@@ -242,6 +257,7 @@ int main(void) {
         cmocka_unit_test(test_cli_train_scaling_runs_after_the_first_get_the_base),
         cmocka_unit_test(test_cli_out_of_range_lengths_are_refused_not_clamped),
         cmocka_unit_test(test_cli_tokenize_prints_nothing_before_an_unreadable_file),
+        cmocka_unit_test(test_cli_run_quiet_is_quiet),
         cmocka_unit_test(test_cli_run_refuses_a_bad_report_folder_before_running),
         cmocka_unit_test(test_cli_unreadable_files_name_their_option),
         cmocka_unit_test(test_cli_selftest_refuses_options_that_check_nothing),

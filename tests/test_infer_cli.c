@@ -274,6 +274,26 @@ static void test_infer_cli_refuses_samples_that_cannot_fit_before_running(void *
     assert_int_not_equal(stat(fresh, &st), 0); /* nothing ran, nothing was stored */
 }
 
+#ifndef LB_HAVE_CUDA
+/* The engine on a GPU, the default, in a build without CUDA: a usage error saying what to
+ * use instead, before anything is read (a CUDA build has no such case). */
+static void test_infer_cli_gpu_without_cuda_is_a_usage_error(void **state) {
+    (void)state;
+    char err[4096];
+    const char *const dflt[] = {"infer", "--random", "llama-tiny", "--synthetic",
+                                "1",     "--db",     db,           NULL};
+    assert_int_equal(lb_test_run(dflt, NULL, 0, err, sizeof err), 2);
+    if (strstr(err, "(--device gpu, the default) needs CUDA, and this llmbench was built without "
+                    "it: use --device cpu") == NULL)
+        fail_msg("stderr: %s", err);
+    const char *const serve[] = {"serve", "--model", dir, "--device", "gpu", NULL};
+    assert_int_equal(lb_test_run(serve, NULL, 0, err, sizeof err), 2);
+    if (strstr(err, "llmbench serve: the GPU engine (--device gpu, the default) needs CUDA") ==
+        NULL)
+        fail_msg("stderr: %s", err);
+}
+#endif
+
 static void test_infer_cli_refuses_a_bad_directory_with_exit_2(void **state) {
     (void)state;
     char bad[128], err[4096];
@@ -346,6 +366,9 @@ int main(void) {
         cmocka_unit_test(test_infer_cli_search_runs_trials_as_one_group),
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
         cmocka_unit_test(test_infer_cli_refuses_samples_that_cannot_fit_before_running),
+#ifndef LB_HAVE_CUDA
+        cmocka_unit_test(test_infer_cli_gpu_without_cuda_is_a_usage_error),
+#endif
         cmocka_unit_test(test_infer_cli_refuses_a_bad_directory_with_exit_2),
         cmocka_unit_test(test_infer_cli_sigint_drains_and_stores_an_interrupted_run),
     };

@@ -276,7 +276,7 @@ int lb_cmd_run(int argc, char **argv) {
             items[n++] = gpu_suite[i];
     for (size_t i = 0; steps > 0 && i < n; i++)
         items[i].steps = steps;
-    if (gpus == 0 && !a.common.json)
+    if (gpus == 0 && !a.common.json && a.common.verbosity >= 0)
         fprintf(stderr, "llmbench run: no CUDA GPU found: running the CPU suite only\n");
 
     lb_result *results[8] = {0};

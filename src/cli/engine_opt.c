@@ -33,6 +33,12 @@ lb_status lb_engine_opt_open(const lb_engine_opt *o, const char *tokenizer_path,
     if ((o->model_dir == NULL) == (o->random == NULL))
         return lb_fail(err, LB_ERR_USAGE, "give exactly one of --model DIR and --random PRESET");
     const lb_engine_opt d = LB_ENGINE_OPT_DEFAULT;
+#ifndef LB_HAVE_CUDA
+    if (strcmp(o->device, "gpu") == 0) /* a request this build cannot serve */
+        return lb_fail(err, LB_ERR_USAGE,
+                       "the GPU engine (--device gpu, the default) needs CUDA, and this llmbench "
+                       "was built without it: use --device cpu");
+#endif
     if (strcmp(o->device, "cpu") == 0 && (o->gpu != d.gpu || o->mem_fraction != d.mem_fraction))
         return lb_fail(err, LB_ERR_USAGE,
                        "%s is for the GPU, but --device cpu uses none: drop it or give --device "
