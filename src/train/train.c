@@ -855,6 +855,12 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
             }
         }
     }
+    if (p->device == LB_DEVICE_CPU && lb_train_ranks(p) > 1 &&
+        lb_boot_source_of(p->boot) != LB_BOOT_MPI) /* the CPU ranks' collectives are MPI's */
+        return lb_fail(err, LB_ERR_USAGE,
+                       "%d ranks on the CPU train over MPI, but this job was started as '%s': "
+                       "start it with mpirun or srun --mpi=pmix, or train on GPUs (--device cuda)",
+                       lb_train_ranks(p), lb_boot_source_name(lb_boot_source_of(p->boot)));
     if (p->device == LB_DEVICE_CPU && p->fp32_matmul == LB_BLAS_FP32_AUTO)
         p->fp32_matmul = LB_BLAS_FP32_IEEE; /* what the CPU reference computes */
     LB_TRY(lb_train_validate(p, cfg, err));
