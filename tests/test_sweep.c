@@ -105,6 +105,8 @@ static void test_sweep_matrix_faults_name_line_and_key(void **state) {
     parse_fails("name: a\ncommand: [train\n", "m.yaml:3: not valid YAML or JSON");
     /* compare and report read "2024" and "1,2" as run ids, never as a sweep's name */
     parse_fails("name: 2024\ncommand: train\n", "m.yaml:1: key 'name': a sweep name of digits");
+    parse_fails("name: \"a\\nb\"\ncommand: train\n",
+                "m.yaml:1: key 'name': a sweep name has no ':', '/', blanks or control");
     parse_fails("name: '1,2'\ncommand: train\n", "m.yaml:1: key 'name': a sweep name of digits");
     /* one cell, run once, would stand for both */
     parse_fails("name: a\ncommand: train\naxes:\n  batch: [1, 2,\n    1]\n",

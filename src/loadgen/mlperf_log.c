@@ -91,6 +91,9 @@ lb_status lb_mlperf_log_conf_apply(const char *text, const char *path, const cha
         int f = fit(m, sc, model, scenario);
         for (int k = 0; k < K_COUNT && f >= 0; k++)
             if (strcmp(key, key_names[k]) == 0 && f >= best[k]) {
+                if (strlen(val) >= sizeof value[k]) /* kept whole, or a cut one would read */
+                    return lb_fail(err, LB_ERR_USAGE, "%s:%d: %s = '%.20s...': over %zu characters",
+                                   path, line_no, key, val, sizeof value[k] - 1);
                 best[k] = f;
                 snprintf(value[k], sizeof value[k], "%s", val);
                 value_line[k] = line_no;
@@ -101,11 +104,18 @@ lb_status lb_mlperf_log_conf_apply(const char *text, const char *path, const cha
         char *end;
         errno = 0;
         bool seed = k == K_QSL_SEED || k == K_SAMPLE_SEED || k == K_SCHEDULE_SEED;
+        bool count = k == K_MIN_QUERY_COUNT || k == K_SAMPLE_COUNT; /* int64_t: below 2^63 */
         uint64_t u = seed ? strtoull(value[k], &end, 10) : 0;
         double v = seed ? 0.0 : strtod(value[k], &end);
-        if (end == value[k] || *end != '\0' || errno != 0 || !(v >= 0) || value[k][0] == '-')
+        /* strtoull and strtod skip blanks that trim() keeps ('\v', '\f'): the sign after them */
+        bool minus = value[k][strspn(value[k], " \t\n\v\f\r")] == '-';
+        if (end == value[k] || *end != '\0' || errno != 0 || !(v >= 0) || isinf(v) || minus ||
+            (count && !(v < 0x1p63)))
             return lb_fail(err, LB_ERR_USAGE, "%s:%d: %s = '%s' is not a non-negative %s", path,
-                           value_line[k], key_names[k], value[k], seed ? "integer" : "number");
+                           value_line[k], key_names[k], value[k],
+                           seed    ? "integer"
+                           : count ? "integer below 2^63"
+                                   : "number");
         switch ((conf_key)k) {
         case K_TARGET_QPS: s->has_target_qps = true, s->target_qps = v; break;
         case K_MIN_DURATION: s->has_min_duration = true, s->min_duration_ms = v; break;

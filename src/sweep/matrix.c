@@ -25,8 +25,14 @@ static int line_of(const yaml_node_t *n) {
     return (int)n->start_mark.line + 1;
 }
 
+/* The key is shown with control characters as '?': a quoted key may hold "\n", and the
+ * message is one line. */
 static lb_status bad(const reader *R, const yaml_node_t *n, const char *key, const char *what) {
-    return lb_fail(R->err, LB_ERR_USAGE, "%s:%d: key '%s': %s", R->path, line_of(n), key, what);
+    char shown[192];
+    snprintf(shown, sizeof shown, "%s", key);
+    for (char *c = shown; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    return lb_fail(R->err, LB_ERR_USAGE, "%s:%d: key '%s': %s", R->path, line_of(n), shown, what);
 }
 
 static const char *scalar(const yaml_node_t *n) {
@@ -165,8 +171,12 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
             if (*slot != NULL) return bad(R, k, key, "given twice");
             if (key[0] == 'n') {
                 name_node = v;
-                if (strpbrk(scalar(v), ":/ \t") != NULL)
-                    return bad(R, v, key, "a sweep name has no ':', '/' or blanks");
+                bool control = false;
+                for (const char *c = scalar(v); *c; c++)
+                    control |= (unsigned char)*c < 0x20 || *c == 0x7f;
+                if (strpbrk(scalar(v), ":/ \t") != NULL || control)
+                    return bad(R, v, key,
+                               "a sweep name has no ':', '/', blanks or control characters");
                 if (strlen(scalar(v)) > MAX_NAME)
                     return lb_fail(R->err, LB_ERR_USAGE,
                                    "%s:%d: key 'name': a sweep name of at most %zu characters "
