@@ -231,6 +231,11 @@ static void test_rouge_cli_usage_errors_exit_2(void **state) {
     const char *args[] = {"rouge", "--pred", "x.txt", NULL};
     assert_int_equal(lb_test_run(args, out, sizeof out, err, sizeof err), 2);
     expect_one_line_error("both --pred FILE and --ref FILE are required");
+    const char *other[] = {"rouge", "--pred",  "x.txt",      "--ref",
+                           "x.txt", "--check", "--no-split", NULL};
+    assert_int_equal(lb_test_run(other, out, sizeof out, err, sizeof err), 2);
+    expect_one_line_error("--check judges MLPerf's scoring, which stems and splits sentences: "
+                          "drop --no-split");
     char missing[128];
     snprintf(missing, sizeof missing, "%s/missing.txt", dir);
     assert_int_equal(rouge(missing, missing, NULL), 2);

@@ -86,7 +86,9 @@ int lb_cmd_rouge(int argc, char **argv) {
          "postprocessing (rougeLsum then splits only at line breaks already there)",
          0, 0, NULL},
         {"--check", LB_ARG_FLAG, &check, NULL,
-         "exit 1 when MLPerf's llama3.1-8b accuracy targets are not met", 0, 0, NULL},
+         "exit 1 when MLPerf's llama3.1-8b accuracy targets are not met (MLPerf's scoring: not "
+         "with --no-stemmer or --no-split)",
+         0, 0, NULL},
     };
     const lb_cli_command cmd = {
         .command = "rouge",
@@ -104,6 +106,10 @@ int lb_cmd_rouge(int argc, char **argv) {
     if (pred_path == NULL || ref_path == NULL)
         return lb_status_exit_code(
             lb_args_usage_error("rouge", "both --pred FILE and --ref FILE are required"));
+    if (check && (no_stemmer || no_split)) /* MLPerf's targets are for its own scoring */
+        return lb_status_exit_code(lb_args_usage_error(
+            "rouge", "--check judges MLPerf's scoring, which stems and splits sentences: drop %s",
+            no_stemmer ? "--no-stemmer" : "--no-split"));
 
     lb_textfile preds, refs;
     lb_err err = {{0}};
