@@ -125,7 +125,7 @@ static void print_report(const json_t *rep) {
 
 int lb_cmd_doctor(int argc, char **argv) {
     lb_doctor_params p = lb_doctor_default_params();
-    bool probe = false;
+    bool probe = false, no_progress = false;
     const lb_arg_spec specs[] = {
         {"--setup-timeout", LB_ARG_DOUBLE, &p.setup_timeout_s, "S",
          "deadline of each probe's rendezvous and communicator (default 20)", 0.1, 1e5},
@@ -135,6 +135,7 @@ int lb_cmd_doctor(int argc, char **argv) {
          "size of the probe all_reduce (default 33554432)", 4, 1e12},
         {"--probe", LB_ARG_FLAG, &probe, NULL,
          "run as one of the probe's workers (started by doctor itself)"},
+        {"--no-progress", LB_ARG_FLAG, &no_progress, NULL, "no progress line on stderr"},
     };
     const lb_cli_command cmd = {
         .command = "doctor",
@@ -154,6 +155,7 @@ int lb_cmd_doctor(int argc, char **argv) {
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
+    p.progress = !no_progress;
     if (p.probe_bytes % 4 != 0)
         return lb_status_exit_code(lb_args_usage_error(
             "doctor", "--probe-bytes %lld: expected a multiple of 4 (float elements)",

@@ -12,7 +12,7 @@
 
 int lb_cmd_selftest(int argc, char **argv) {
     int64_t device = 0, seed = 0;
-    bool no_model = false, no_kernels = false, failed_only = false;
+    bool no_model = false, no_kernels = false, failed_only = false, no_progress = false;
     const char *only = NULL;
     const lb_arg_spec specs[] = {
         {"--device", LB_ARG_INT, &device, "N", "CUDA device ordinal (default 0)", 0, 1024, NULL},
@@ -24,6 +24,8 @@ int lb_cmd_selftest(int argc, char **argv) {
          NULL},
         {"--no-kernels", LB_ARG_FLAG, &no_kernels, NULL, "skip the per-kernel checks", 0, 0, NULL},
         {"--failed", LB_ARG_FLAG, &failed_only, NULL, "print only failed rows", 0, 0, NULL},
+        {"--no-progress", LB_ARG_FLAG, &no_progress, NULL, "no progress line on stderr", 0, 0,
+         NULL},
     };
     const lb_cli_command cmd = {
         .command = "selftest",
@@ -53,6 +55,7 @@ int lb_cmd_selftest(int argc, char **argv) {
     p.device = (int)device;
     p.seed = (uint64_t)seed;
     p.only = only;
+    p.progress = !no_progress;
     p.model = !no_model;
     p.kernels = !no_kernels;
     lb_selftest_report rep;

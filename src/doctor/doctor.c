@@ -17,11 +17,13 @@
 #include "comm/launch.h"
 #include "commbench/commbench.h"
 #include "core/clock.h"
+#include "core/progress.h"
 #include "doctor/facts.h"
 #include "gpu/devinfo.h"
 
 lb_doctor_params lb_doctor_default_params(void) {
-    return (lb_doctor_params){.setup_timeout_s = 20, .op_timeout_s = 10, .probe_bytes = 32 << 20};
+    return (lb_doctor_params){
+        .setup_timeout_s = 20, .op_timeout_s = 10, .probe_bytes = 32 << 20, .progress = true};
 }
 
 double lb_doctor_good_gbps(const json_t *facts, bool multi_node) {
@@ -94,6 +96,8 @@ typedef struct {
     int first_gpu_rank, gpu_ranks; /* multi-rank jobs: who starts a worker */
     int local_gpus;
     char master[256];
+    lb_progress prog; /* rank 0: the rung being probed (each may take up to its deadlines) */
+    int tried;
 } probe_ctx;
 
 /* What a rank tells rank 0 after its part of a probe. */
@@ -176,6 +180,7 @@ typedef struct {
 static lb_status probe_all(void *ctx, const lb_doctor_rung *rung, lb_doctor_probe *out,
                            lb_err *err) {
     probe_ctx *c = ctx;
+    lb_progress_update(&c->prog, true, "doctor: probe %d, %s", ++c->tried, rung->name);
     probe_cmd cmd = {.go = 1, .port = lb_launch_free_port(), .rung = *rung};
     LB_TRY(lb_boot_bcast(c->boot, &cmd, sizeof cmd, err));
     probe_msg mine;
@@ -310,7 +315,9 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
         lb_doctor_probe results[LB_LADDER_MAX];
         int nr = lb_doctor_ladder(f0, multi, rungs, LB_LADDER_MAX), chosen = -1;
         double good = lb_doctor_good_gbps(f0, multi);
+        lb_progress_init(&c.prog, p->progress);
         st = lb_doctor_climb(rungs, nr, good, probe_all, &c, results, &chosen, &v, err);
+        lb_progress_done(&c.prog);
         probe_cmd done = {.go = 0};
         lb_err ignored;
         lb_boot_bcast(boot, &done, sizeof done, st == LB_OK ? err : &ignored);

@@ -27,6 +27,7 @@ typedef struct {
     double setup_timeout_s; /* each probe's rendezvous and communicator creation, s */
     double op_timeout_s;    /* each probe's all_reduce, s */
     int64_t probe_bytes;    /* the all_reduce's size */
+    bool progress;          /* rank 0: a progress line on stderr, the rung being probed */
 } lb_doctor_params;
 
 lb_doctor_params lb_doctor_default_params(void);

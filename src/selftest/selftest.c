@@ -12,10 +12,12 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/rng.h"
 
 lb_selftest_params lb_selftest_default_params(void) {
-    lb_selftest_params p = {.device = 0, .seed = 0, .kernels = true, .model = true, .only = NULL};
+    lb_selftest_params p = {
+        .device = 0, .seed = 0, .kernels = true, .model = true, .only = NULL, .progress = true};
     return p;
 }
 
@@ -102,6 +104,7 @@ typedef struct {
     lb_selftest_report *rep;
     const lb_selftest_params *p;
     bool dnn_noted; /* cuDNN's absence has been said once */
+    lb_progress prog;
 } ctx;
 
 static void *dev(ctx *c, size_t bytes) {
@@ -190,6 +193,8 @@ static lb_selftest_row *add_row(ctx *c, const char *op, const char *shape, const
     snprintf(row->op, sizeof row->op, "%s", op);
     snprintf(row->shape, sizeof row->shape, "%s", shape);
     snprintf(row->precision, sizeof row->precision, "%s", prec);
+    lb_progress_update(&c->prog, false, "selftest: %zu checks, %d failed; %s %s", r->n, r->n_failed,
+                       op, prec);
     return row;
 }
 
@@ -1850,6 +1855,7 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
     c.err = err;
     c.rep = rep;
     c.p = p;
+    lb_progress_init(&c.prog, p->progress);
     rep->seed = p->seed ? p->seed : (uint64_t)lb_clock_now_ns();
     lb_rng_seed(&c.rng, rep->seed);
     /* four handles (plain fp32, 3xTF32, int8 planes, the faster of plain and int8 per
@@ -2081,6 +2087,7 @@ lb_status lb_selftest_run(const lb_selftest_params *p, lb_selftest_report *rep, 
     if (ws) cudaFree(ws);
     if (scratch) cudaFree(scratch);
     release(&c);
+    lb_progress_done(&c.prog);
     return c.st;
 }
 

@@ -44,6 +44,7 @@ typedef struct {
     bool kernels;     /* per-kernel checks */
     bool model;       /* whole-step and 10-step checks */
     const char *only; /* run only ops whose name starts with this (NULL: all) */
+    bool progress;    /* a progress line on stderr (core/progress.h): checks so far, the op */
 } lb_selftest_params;
 
 lb_selftest_params lb_selftest_default_params(void);
