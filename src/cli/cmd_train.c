@@ -62,7 +62,7 @@ static double json_metric(const json_t *run, const char *name) {
 /* Parses "1,2,4": GPU counts from 1, increasing, each at most `present`; 0 on success. */
 static int parse_counts(const char *list, int present, int *n_out, int *counts, int max) {
     int n = 0;
-    for (const char *c = list; *c != '\0' && n < max;) {
+    for (const char *c = list; *c != '\0';) {
         char *end = NULL;
         long v = strtol(c, &end, 10);
         if (end == c || v < 1 || v > present || (n == 0 && v != 1) || (n > 0 && v <= counts[n - 1]))
@@ -71,9 +71,11 @@ static int parse_counts(const char *list, int present, int *n_out, int *counts, 
                 "--scaling %s: expected GPU counts from 1 upwards, increasing, each at most the "
                 "%d GPU(s) here, such as 1,2,4",
                 list, present);
+        if (n == max)
+            return lb_args_usage_error("train", "--scaling %s: at most %d GPU counts", list, max);
         counts[n++] = (int)v;
         c = *end == ',' ? end + 1 : end;
-        if (*end != ',' && *end != '\0')
+        if ((*end != ',' && *end != '\0') || (*end == ',' && *c == '\0'))
             return lb_args_usage_error("train",
                                        "--scaling %s: expected numbers separated by commas", list);
     }
