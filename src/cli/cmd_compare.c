@@ -67,12 +67,13 @@ static json_t *rows_json(const lb_compare_row *rows, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const lb_compare_row *r = &rows[i];
         json_array_append_new(
-            a, json_pack("{s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b}", "metric",
-                         r->metric, "unit", r->unit, "n_a", (json_int_t)r->n_a, "n_b",
-                         (json_int_t)r->n_b, "a", lb_json_number(r->a), "b", lb_json_number(r->b),
-                         "change_pct", lb_json_number(r->change_pct), "lo_pct",
-                         lb_json_number(r->lo_pct), "hi_pct", lb_json_number(r->hi_pct), "p",
-                         lb_json_number(r->p), "verdict", r->word, "regression", r->regression));
+            a, json_pack(
+                   "{s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b}", "metric",
+                   r->metric, "unit", r->unit, "n_a", (json_int_t)r->n_a, "n_b", (json_int_t)r->n_b,
+                   "a", lb_result_json_number(r->a), "b", lb_result_json_number(r->b), "change_pct",
+                   lb_result_json_number(r->change_pct), "lo_pct", lb_result_json_number(r->lo_pct),
+                   "hi_pct", lb_result_json_number(r->hi_pct), "p", lb_result_json_number(r->p),
+                   "verdict", r->word, "regression", r->regression));
     }
     return a;
 }

@@ -134,15 +134,15 @@ int lb_cmd_history(int argc, char **argv) {
         for (size_t i = 0; i < n; i++)
             json_array_append_new(points, json_pack("{s:I, s:f, s:o}", "id", (json_int_t)pts[i].id,
                                                     "start_wall_s", pts[i].start_wall_s, "value",
-                                                    lb_json_number(pts[i].value)));
+                                                    lb_result_json_number(pts[i].value)));
         for (size_t c = 0; c < n_changes; c++)
             json_array_append_new(
                 cps, json_pack("{s:I, s:I, s:o, s:o, s:o, s:s, s:b}", "index",
                                (json_int_t)changes[c].index, "run", (json_int_t)changes[c].run_id,
-                               "before", lb_json_number(changes[c].before), "after",
-                               lb_json_number(changes[c].after), "change_pct",
-                               lb_json_number(changes[c].change_pct), "verdict", changes[c].word,
-                               "regression", changes[c].regression));
+                               "before", lb_result_json_number(changes[c].before), "after",
+                               lb_result_json_number(changes[c].after), "change_pct",
+                               lb_result_json_number(changes[c].change_pct), "verdict",
+                               changes[c].word, "regression", changes[c].regression));
         json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:b}", "key", bench.key, "kind",
                                 bench.kind, "identity", bench.identity, "metric", k->metric,
                                 "points", points, "change_points", cps, "regression", regressed);

@@ -78,8 +78,8 @@ int lb_cmd_selftest(int argc, char **argv) {
             json_array_append_new(rows,
                                   json_pack("{s:s, s:s, s:s, s:o, s:o, s:b}", "op", r->op, "shape",
                                             r->shape, "precision", r->precision, "err_over_tol",
-                                            lb_json_number(r->err_ratio), "max_abs_err",
-                                            lb_json_number(r->max_abs), "pass", r->pass));
+                                            lb_result_json_number(r->err_ratio), "max_abs_err",
+                                            lb_result_json_number(r->max_abs), "pass", r->pass));
         }
         json_t *doc = json_pack("{s:o, s:I, s:i, s:s}", "rows", rows, "seed", (json_int_t)rep.seed,
                                 "failed", rep.n_failed, "error", st == LB_OK ? "" : err.msg);

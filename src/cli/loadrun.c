@@ -179,7 +179,7 @@ static void write_requests(FILE *f, const lb_result *r) {
         json_t *o = json_pack("{s:I}", "query", (json_int_t)i);
         for (size_t k = 0; k < N; k++) {
             double v = c[k] != NULL && i < c[k]->n ? c[k]->values[i] : NAN;
-            json_object_set_new(o, cols[k], lb_json_number(v));
+            json_object_set_new(o, cols[k], lb_result_json_number(v));
         }
         const lb_series *st = c[1];
         json_object_set_new(o, "error", json_string(lb_http_qerr_name((lb_qerr)st->values[i])));

@@ -112,29 +112,30 @@ int lb_result_status_parse(const char *name) {
     return -1;
 }
 
-json_t *lb_json_number(double v) {
+json_t *lb_result_json_number(double v) {
     return isfinite(v) ? json_real(v) : json_null();
 }
 
 json_t *lb_result_to_json(const lb_result *r) {
     json_t *metrics = json_array();
     for (size_t i = 0; i < r->n_metrics; i++)
-        json_array_append_new(metrics, json_pack("{s:s, s:o, s:s}", "name", r->metrics[i].name,
-                                                 "value", lb_json_number(r->metrics[i].value),
-                                                 "unit", r->metrics[i].unit));
+        json_array_append_new(metrics,
+                              json_pack("{s:s, s:o, s:s}", "name", r->metrics[i].name, "value",
+                                        lb_result_json_number(r->metrics[i].value), "unit",
+                                        r->metrics[i].unit));
     json_t *series = json_object();
     for (size_t i = 0; i < r->n_series; i++) {
         json_t *values = json_array();
         for (size_t k = 0; k < r->series[i].n; k++)
-            json_array_append_new(values, lb_json_number(r->series[i].values[k]));
+            json_array_append_new(values, lb_result_json_number(r->series[i].values[k]));
         json_object_set_new(series, r->series[i].name,
                             json_pack("{s:s, s:o}", "unit", r->series[i].unit, "values", values));
     }
     return json_pack("{s:s, s:s, s:O, s:s, s:s, s:o, s:o, s:O, s:O, s:o, s:o}", "kind", r->kind,
                      "name", r->name, "tags", r->tags, "status", lb_result_status_name(r->status),
-                     "failure", r->failure, "start_wall_s", lb_json_number(r->start_wall_s),
-                     "end_wall_s", lb_json_number(r->end_wall_s), "config", r->config, "provenance",
-                     r->provenance, "metrics", metrics, "series", series);
+                     "failure", r->failure, "start_wall_s", lb_result_json_number(r->start_wall_s),
+                     "end_wall_s", lb_result_json_number(r->end_wall_s), "config", r->config,
+                     "provenance", r->provenance, "metrics", metrics, "series", series);
 }
 
 static double number_value(const json_t *v) {

@@ -74,7 +74,7 @@ const char *lb_result_status_name(lb_run_status status);
 int lb_result_status_parse(const char *name);
 
 /* v as a JSON number (new reference); JSON has no NaN or infinity, so such a value is null. */
-json_t *lb_json_number(double v);
+json_t *lb_result_json_number(double v);
 
 /* The whole result as JSON (new reference): kind, name, tags, status, failure, start and
  * end times, config, provenance, metrics [{name,value,unit}], series {name:{unit,values}}. */
