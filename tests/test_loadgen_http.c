@@ -775,11 +775,10 @@ static int cmp_dbl(const void *a, const void *b) {
 }
 
 /* Linear interpolation between the closest ranks, rank = q/100 * (n - 1). */
+/* LoadGen's percentile: the sorted sample at index floor(n q), no interpolation. */
 static double percentile_of(const double *sorted, size_t n, double q) {
-    double h = (double)(n - 1) * q / 100.0;
-    size_t lo = (size_t)h;
-    if (lo + 1 >= n) return sorted[n - 1];
-    return sorted[lo] + (h - (double)lo) * (sorted[lo + 1] - sorted[lo]);
+    size_t at = (size_t)((double)n * (q / 100.0));
+    return sorted[at < n ? at : n - 1];
 }
 
 /* BASE_{mean,std,min,max,p50..p99_9,p75}SUFFIX against x[0..n) without NaNs (sorted
@@ -851,13 +850,17 @@ static void recompute_every_figure(json_t *run) {
     int64_t rep_done[LB_POOL_MAX_REPLICAS] = {0}, rep_failed[LB_POOL_MAX_REPLICAS] = {0};
     bool in_known = true;
     double last_done = 0, last_sched = 0, last_sent = 0;
+    double final_done = 0; /* the last-scheduled query's done time: LoadGen's final query */
     size_t g = 0;
     double *a = calloc(n + gaps.n + 1, sizeof *a), *b = calloc(n + 1, sizeof *b);
     for (size_t i = 0; i < n; i++) {
         bool ok = st.v[i] == 0;
         retries += (int64_t)att.v[i] - 1;
         conns += (int64_t)conn.v[i];
-        if (sched.v[i] > last_sched) last_sched = sched.v[i];
+        if (sched.v[i] >= last_sched) {
+            last_sched = sched.v[i];
+            final_done = isnan(done.v[i]) ? 0 : done.v[i];
+        }
         if (sent.v[i] > last_sent) last_sent = sent.v[i];
         if (done.v[i] > last_done) last_done = done.v[i];
         /* Each query's figures from its timestamps. */
@@ -941,10 +944,12 @@ static void recompute_every_figure(json_t *run) {
     bool judged = stream || (slo_ttft <= 0 && slo_tpot <= 0);
     check_metric(&rc, "goodput_per_s", judged ? (double)good / dur : NAN, 1e-12);
     check_metric(&rc, "mlperf_samples_per_s",
-                 is_server ? (double)(completed - 1) / dur
+                 is_server ? (double)(completed - 1) / final_done
                  : offline ? (double)completed / dur
                            : (double)(completed - 1) / last_sent,
                  1e-12);
+    check_metric(&rc, "mlperf_tok_per_s",
+                 unknown ? NAN : (double)out_tokens / (is_server ? final_done : dur), 1e-12);
     if (is_server) {
         check_metric(&rc, "target_qps", config_number(cfg, "qps", NULL), 0);
         check_metric(&rc, "scheduled_qps", (double)(n - 1) / last_sched, 1e-12);
@@ -1021,26 +1026,27 @@ static void recompute_every_figure(json_t *run) {
         for (size_t i = 0; i < n; i++)
             a[i] = st.v[i] == 0 ? lat.v[i] : INFINITY;
         qsort(a, n, sizeof *a, cmp_dbl);
-        es_l = lb_early_stop_estimate(a, n, 0.90, c);
+        es_l = lb_early_stop_estimate(a, n, pct, c);
     }
     check_metric(&rc, "early_stop_needed_queries",
-                 (double)(es_a.needed > es_b.needed ? es_a.needed : es_b.needed), 0);
+                 is_server ? (double)(es_a.needed > es_b.needed ? es_a.needed : es_b.needed)
+                           : (double)es_l.needed,
+                 0);
     double want_q = config_number(cfg, "min_queries", NULL);
     if (want_q <= 0) want_q = config_number(cfg, "dataset", "samples");
     double reached = is_server ? last_sched : offline ? dur : last_sent;
     bool bounds_ok = true;
     if (is_server && (ttft_bound > 0 || tpot_bound > 0)) {
+        /* every issued query, a failed one over every bound, a TPOT not defined as 0 */
         double *x = calloc(n + 1, sizeof *x);
-        size_t m = 0;
         for (size_t i = 0; i < n; i++)
-            if (st.v[i] == 0 && !isnan(ttft.v[i])) x[m++] = ttft.v[i];
-        qsort(x, m, sizeof *x, cmp_dbl);
-        bounds_ok = stream && (ttft_bound <= 0 || percentile_of(x, m, pct * 100) <= ttft_bound);
-        m = 0;
+            x[i] = st.v[i] == 0 ? ttft.v[i] : INFINITY;
+        qsort(x, n, sizeof *x, cmp_dbl);
+        bounds_ok = stream && (ttft_bound <= 0 || percentile_of(x, n, pct * 100) <= ttft_bound);
         for (size_t i = 0; i < n; i++)
-            if (st.v[i] == 0 && !isnan(tpot.v[i])) x[m++] = tpot.v[i];
-        qsort(x, m, sizeof *x, cmp_dbl);
-        bounds_ok = bounds_ok && (tpot_bound <= 0 || percentile_of(x, m, pct * 100) <= tpot_bound);
+            x[i] = st.v[i] != 0 ? INFINITY : isnan(tpot.v[i]) ? 0 : tpot.v[i];
+        qsort(x, n, sizeof *x, cmp_dbl);
+        bounds_ok = bounds_ok && (tpot_bound <= 0 || percentile_of(x, n, pct * 100) <= tpot_bound);
         free(x);
     }
     bool valid = failed == 0 && (double)n >= want_q &&

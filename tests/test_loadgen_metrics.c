@@ -77,7 +77,7 @@ static void test_metrics_ttft_from_scheduled_and_tpot_formula(void **state) {
     assert_string_equal(s.token_source, "usage");
     assert_float_equal(s.ttft_ms.min, 50, 1e-9);
     assert_float_equal(s.ttft_ms.max, 101, 1e-9);
-    assert_float_equal(s.ttft_ms.p[0], 75.5, 1e-9);
+    assert_float_equal(s.ttft_ms.p[0], 101, 1e-9); /* LoadGen's p50 of 2: the sample at 1 */
     assert_float_equal(s.tpot_ms.mean, 15, 1e-9);
     assert_float_equal(s.latency_ms.max, 201, 1e-9);
     assert_float_equal(s.queue_ms.min, 0.5, 1e-9);
@@ -134,6 +134,53 @@ static void test_metrics_server_bound_exceeded_is_invalid_with_reason(void **sta
     assert_null(strstr(s.reasons, "TPOT 50"));
     assert_float_equal(s.scheduled_qps, 9 / 0.9, 1e-9);
     assert_float_equal(s.mlperf_samples_per_s, 9 / 4.4, 1e-9);
+}
+
+/* As LoadGen (results.cc): the bounds are judged on the sorted sample at floor(n p), not an
+ * interpolation (TTFTs 1..100 ms: p99 is 100 ms, which a 99.5 ms bound refuses, where
+ * numpy's 99.01 ms would pass), and the completed rates divide by the done time of the
+ * last-scheduled query, not of the last to finish. */
+static void test_metrics_server_follows_loadgens_percentile_and_final_query(void **state) {
+    (void)state;
+    enum { N = 100 };
+    lb_query q[N];
+    for (int i = 0; i < N; i++)
+        q[i] = done_query(i * 10, i * 10000, i * 10 + (i + 1), i * 10 + (i + 1) + 50, 6);
+    q[40].done_ns = 5000 * MS; /* finishes after the last-scheduled query (done at 1.14 s) */
+    lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
+    s.constraints.ttft_limit_ms = 99.5;
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
+    assert_float_equal(s.ttft_ms.p[4], 100, 0);
+    assert_false(s.perf_ok);
+    assert_non_null(strstr(s.reasons, "p99 TTFT 100.0 ms exceeds the 100 ms bound"));
+    assert_float_equal(s.duration_s, 5.0, 1e-12);
+    assert_float_equal(s.final_done_s, 1.14, 1e-12);
+    assert_float_equal(s.mlperf_samples_per_s, 99 / 1.14, 1e-9);
+    assert_float_equal(s.mlperf_tok_per_s, 600 / 1.14, 1e-9);
+    assert_float_equal(s.output_tok_per_s, 600 / 5.0, 1e-9);
+    s.constraints.ttft_limit_ms = 100;
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
+    assert_true(s.perf_ok);
+}
+
+/* A closed loop's verdict is the latency estimate at its percentile (90): the needed count
+ * stored is that estimate's, h(1) + 1 = 64, not Server's p99 662. */
+static void test_metrics_closed_loop_needs_what_its_estimate_needs(void **state) {
+    (void)state;
+    enum { N = 100 };
+    lb_query q[N];
+    for (int i = 0; i < N; i++)
+        q[i] = done_query(i * 100, i * 100000, i * 100 + 5, i * 100 + 50, 11);
+    lb_loadgen_summary s = setup(LB_SCENARIO_SINGLE_STREAM);
+    s.constraints.percentile = 90;
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
+    assert_true(s.early_stop_ok);
+    assert_int_equal(s.es_latency.needed, 64);
+    assert_float_equal(s.target_latency_ms, 50, 1e-9);
+    lb_result *r = lb_result_new("load", "t");
+    assert_int_equal(lb_loadgen_summary_to_result(&s, r), LB_OK);
+    assert_float_equal(lb_result_metric(r, "early_stop_needed_queries"), 64, 0);
+    lb_result_free(r);
 }
 
 static void test_metrics_server_run_long_enough_is_valid(void **state) {
@@ -329,6 +376,8 @@ int main(void) {
         cmocka_unit_test(test_metrics_ttft_from_scheduled_and_tpot_formula),
         cmocka_unit_test(test_metrics_unknown_token_counts_make_token_rates_unknown),
         cmocka_unit_test(test_metrics_server_bound_exceeded_is_invalid_with_reason),
+        cmocka_unit_test(test_metrics_server_follows_loadgens_percentile_and_final_query),
+        cmocka_unit_test(test_metrics_closed_loop_needs_what_its_estimate_needs),
         cmocka_unit_test(test_metrics_server_run_long_enough_is_valid),
         cmocka_unit_test(test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks),
         cmocka_unit_test(test_metrics_no_stream_latencies_are_not_measured),

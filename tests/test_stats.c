@@ -13,6 +13,23 @@
 
 static const double one_to_ten[] = {10, 3, 7, 1, 5, 2, 9, 4, 8, 6}; /* 1..10 shuffled */
 
+/* LoadGen's percentile is the sample at floor(n p): 1..10 at p90 is x[9] = 10, at p50 x[5] =
+ * 6, at p99 x[9]; 1..100 at p99 x[99] = 100, at p90 x[90] = 91. */
+static void test_stats_percentile_rank_is_loadgens_sample(void **state) {
+    (void)state;
+    double x[100];
+    for (int i = 0; i < 100; i++)
+        x[i] = i + 1;
+    assert_float_equal(lb_stats_percentile_rank_sorted(x, 10, 90), 10.0, 0);
+    assert_float_equal(lb_stats_percentile_rank_sorted(x, 10, 50), 6.0, 0);
+    assert_float_equal(lb_stats_percentile_rank_sorted(x, 10, 99), 10.0, 0);
+    assert_float_equal(lb_stats_percentile_rank_sorted(x, 100, 99), 100.0, 0);
+    assert_float_equal(lb_stats_percentile_rank_sorted(x, 100, 90), 91.0, 0);
+    assert_float_equal(lb_stats_percentile_rank_sorted(x, 100, 0), 1.0, 0);
+    assert_float_equal(lb_stats_percentile_rank_sorted(x, 100, 100), 100.0, 0);
+    assert_true(isnan(lb_stats_percentile_rank_sorted(NULL, 0, 50)));
+}
+
 static void test_stats_percentile_interpolates_linearly(void **state) {
     (void)state;
     /* sorted 1..10, h = 9q/100: q=90 -> h=8.1 -> 9 + 0.1*(10-9) = 9.1 */
@@ -145,6 +162,7 @@ static void test_stats_gamma_has_mean_and_variance_of_its_shape(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_percentile_interpolates_linearly),
+        cmocka_unit_test(test_stats_percentile_rank_is_loadgens_sample),
         cmocka_unit_test(test_stats_gamma_has_mean_and_variance_of_its_shape),
         cmocka_unit_test(test_stats_median_ci_level_and_resampling_range_by_hand),
         cmocka_unit_test(test_stats_median_of_odd_and_even_counts),

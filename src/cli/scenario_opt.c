@@ -167,6 +167,8 @@ lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_load
         return lb_args_usage_error(command, "%s", err.msg);
     if (conf.has_ttft) p->constraints.ttft_limit_ms = conf.ttft_latency_ms;
     if (conf.has_tpot) p->constraints.tpot_limit_ms = conf.tpot_latency_ms;
+    /* MLPerf's target latency percentile: Server 99, SingleStream 90 (closed loops here) */
+    if (p->scenario != LB_SCENARIO_SERVER) p->constraints.percentile = 90;
     if (conf.has_percentile) p->constraints.percentile = conf.percentile;
     if (o->ttft_limit >= 0) p->constraints.ttft_limit_ms = o->ttft_limit;
     if (o->tpot_limit >= 0) p->constraints.tpot_limit_ms = o->tpot_limit;

@@ -39,6 +39,12 @@ double lb_stats_percentile_sorted(const double *sorted, size_t n, double q) {
     return sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]);
 }
 
+double lb_stats_percentile_rank_sorted(const double *sorted, size_t n, double q) {
+    if (n == 0) return NAN;
+    double at = floor((double)n * (q / 100.0)); /* LoadGen's sample_count * percentile */
+    return sorted[at <= 0 ? 0 : at >= (double)n ? n - 1 : (size_t)at];
+}
+
 double lb_stats_percentile(const double *x, size_t n, double q) {
     if (n == 0) return NAN;
     double *copy = malloc(n * sizeof *copy);

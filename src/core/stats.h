@@ -27,6 +27,10 @@ double lb_stats_std(const double *x, size_t n);
 double lb_stats_percentile(const double *x, size_t n, double q);
 /* Same, on data already sorted ascending (no copy). */
 double lb_stats_percentile_sorted(const double *sorted, size_t n, double q);
+/* MLPerf LoadGen's percentile (loadgen/results.cc): the sample at index floor(n q / 100) of
+ * data sorted ascending, the largest for q >= 100; NaN for n == 0. No interpolation, so
+ * it is always a measured value and never below numpy's. */
+double lb_stats_percentile_rank_sorted(const double *sorted, size_t n, double q);
 double lb_stats_median(const double *x, size_t n);
 lb_stats_summary lb_stats_summarize(const double *x, size_t n);
 

@@ -76,7 +76,6 @@ lb_early_stop lb_early_stop_estimate(const double *sorted, size_t n, double p, d
     }
     r.ok = true;
     r.t = lo;
-    r.needed = lb_early_stop_min_passing(lo, p, c) + lo;
     r.estimate = sorted[nn - lo];
     return r;
 }

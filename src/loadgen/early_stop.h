@@ -28,7 +28,8 @@ typedef struct {
     bool ok;         /* enough queries for the bound to hold with confidence c */
     int64_t n;       /* queries processed */
     int64_t t;       /* queries over the bound */
-    int64_t needed;  /* h(t) + t: queries the run needed */
+    int64_t needed;  /* queries the run needed: h(t) + t (Server's check), h(1) + 1 for an
+                      * estimate (any estimate at all; LoadGen's "at least N queries") */
     double estimate; /* percentile estimate (early_stop_estimate), NaN when not enough */
 } lb_early_stop;
 

@@ -85,16 +85,10 @@ static lb_dist dist_of(const lb_loadgen_summary *s, double *x, size_t n) {
     d.mean = lb_stats_mean(x, k);
     d.std = lb_stats_std(x, k);
     for (int i = 0; i < LB_N_PCTL; i++)
-        d.p[i] = lb_stats_percentile_sorted(x, k, lb_loadgen_pctl_levels[i]);
+        d.p[i] = lb_stats_percentile_rank_sorted(x, k, lb_loadgen_pctl_levels[i]);
     for (int i = 0; i < s->n_user_pctl; i++)
-        d.user_p[i] = lb_stats_percentile_sorted(x, k, s->user_pctl[i]);
+        d.user_p[i] = lb_stats_percentile_rank_sorted(x, k, s->user_pctl[i]);
     return d;
-}
-
-static double pctl_of(const lb_dist *d, double q) {
-    for (int i = 0; i < LB_N_PCTL; i++)
-        if (lb_loadgen_pctl_levels[i] == q) return d->p[i];
-    return NAN;
 }
 
 /* Appends a sentence to list (a buffer of cap bytes), after sep when not the first. */
@@ -197,6 +191,7 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
     s->perf_ok = s->min_duration_ok = s->min_queries_ok = s->early_stop_ok = true;
     s->es_ttft = s->es_tpot = s->es_latency =
         (lb_early_stop){.ok = true, .n = s->issued, .estimate = NAN};
+    s->target_latency_ms = s->target_ttft_ms = NAN;
     if (s->mode == LB_MODE_ACCURACY) {
         s->valid = s->no_failures;
         return;
@@ -218,7 +213,11 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
         add_reason(s, "TTFT and TPOT are not measured with whole answers (--no-stream), so the "
                       "Server latency bounds cannot be checked: stream the answers");
     } else if (s->scenario == LB_SCENARIO_SERVER) {
-        double pt = pctl_of(&s->ttft_ms, c->percentile), pp = pctl_of(&s->tpot_ms, c->percentile);
+        /* LoadGen's performance constraints: the percentile of every issued query */
+        qsort(a, k, sizeof *a, cmp_double);
+        qsort(b, k, sizeof *b, cmp_double);
+        double pt = lb_stats_percentile_rank_sorted(a, k, c->percentile),
+               pp = lb_stats_percentile_rank_sorted(b, k, c->percentile);
         if (c->ttft_limit_ms > 0 && !(pt <= c->ttft_limit_ms)) {
             s->perf_ok = false;
             add_reason(s, "p%g TTFT %.1f ms exceeds the %.0f ms bound: reduce --qps", c->percentile,
@@ -241,10 +240,11 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
                        (long long)s->es_ttft.needed, (long long)s->es_tpot.needed,
                        (long long)s->issued);
     } else if (s->scenario != LB_SCENARIO_OFFLINE) {
-        /* Percentile estimates: latency at p90 (MLPerf SingleStream), TTFT and TPOT at p
-         * when they were measured. */
+        /* Percentile estimates at the scenario's percentile (MLPerf SingleStream: 90):
+         * latency, and TTFT and TPOT when they were measured. */
         if (s->streamed) {
             qsort(a, k, sizeof *a, cmp_double);
+            s->target_ttft_ms = lb_stats_percentile_rank_sorted(a, k, c->percentile);
             s->es_ttft = lb_early_stop_estimate(a, k, p, c->confidence);
             qsort(b, k, sizeof *b, cmp_double);
             s->es_tpot = lb_early_stop_estimate(b, k, p, c->confidence);
@@ -256,7 +256,8 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
             a[m++] = ok ? ms(q[i].done_ns - q[i].scheduled_ns) : INFINITY;
         }
         qsort(a, m, sizeof *a, cmp_double);
-        s->es_latency = lb_early_stop_estimate(a, m, 0.90, c->confidence);
+        s->target_latency_ms = lb_stats_percentile_rank_sorted(a, m, c->percentile);
+        s->es_latency = lb_early_stop_estimate(a, m, p, c->confidence);
         s->early_stop_ok = s->es_latency.ok;
         if (!s->early_stop_ok)
             add_reason(s, "early stopping needs at least %lld queries, %lld were issued",
@@ -344,13 +345,17 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
     s->input_tokens_known = true;
     s->reasons[0] = '\0';
     int64_t last_done = 0, last_sched = 0, last_sent = 0;
+    int64_t final_done = 0; /* the last-scheduled query's (LoadGen's final query) */
     for (size_t i = 0; i < n; i++) {
         const lb_query *x = &q[i];
         if (!x->issued) continue;
         s->issued++;
         s->new_connections += x->conns_opened;
         if (x->attempts > 1) s->retries += x->attempts - 1;
-        if (x->scheduled_ns > last_sched) last_sched = x->scheduled_ns;
+        if (x->scheduled_ns >= last_sched) {
+            last_sched = x->scheduled_ns;
+            final_done = x->finished ? x->done_ns : 0;
+        }
         if (x->sent_ns > last_sent) last_sent = x->sent_ns;
         if (!x->finished) continue;
         if (x->done_ns > last_done) last_done = x->done_ns;
@@ -379,6 +384,7 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
     s->duration_s = ms(last_done) / 1e3;
     s->final_scheduled_s = ms(last_sched) / 1e3;
     s->final_issued_s = ms(last_sent) / 1e3;
+    s->final_done_s = ms(final_done) / 1e3;
     double dur = s->duration_s > 0 ? s->duration_s : NAN;
     s->samples_per_s = (double)s->completed / dur;
     s->output_tok_per_s = out_known ? (double)s->output_tokens / dur : NAN;
@@ -386,7 +392,10 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
                              ? (double)(s->output_tokens + s->input_tokens) / dur
                              : NAN;
     switch (s->scenario) {
-    case LB_SCENARIO_SERVER: s->mlperf_samples_per_s = (double)(s->completed - 1) / dur; break;
+    case LB_SCENARIO_SERVER:
+        s->mlperf_samples_per_s =
+            s->final_done_s > 0 ? (double)(s->completed - 1) / s->final_done_s : NAN;
+        break;
     case LB_SCENARIO_SINGLE_STREAM:
     case LB_SCENARIO_CONCURRENCY:
         s->mlperf_samples_per_s =
@@ -394,6 +403,9 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
         break;
     case LB_SCENARIO_OFFLINE: s->mlperf_samples_per_s = s->samples_per_s; break;
     }
+    s->mlperf_tok_per_s = s->scenario == LB_SCENARIO_SERVER && out_known && s->final_done_s > 0
+                              ? (double)s->output_tokens / s->final_done_s
+                              : s->output_tok_per_s;
     s->scheduled_qps =
         s->final_scheduled_s > 0 ? (double)(s->issued - 1) / s->final_scheduled_s : NAN;
 
@@ -512,6 +524,7 @@ lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, lb_result *r
     LB_TRY(put(r, "total_tok_per_s", s->total_tok_per_s, "tok/s"));
     LB_TRY(put(r, "goodput_per_s", s->goodput_per_s, "samples/s"));
     LB_TRY(put(r, "mlperf_samples_per_s", s->mlperf_samples_per_s, "samples/s"));
+    LB_TRY(put(r, "mlperf_tok_per_s", s->mlperf_tok_per_s, "tok/s"));
     if (s->scenario == LB_SCENARIO_SERVER) {
         LB_TRY(put(r, "target_qps", s->target_qps, "queries/s"));
         LB_TRY(put(r, "scheduled_qps", s->scheduled_qps, "queries/s"));
@@ -550,10 +563,12 @@ lb_status lb_loadgen_summary_to_result(const lb_loadgen_summary *s, lb_result *r
     LB_TRY(put_dist(r, s, "output_len", "", &s->output_len, "tokens"));
     LB_TRY(put(r, "valid", s->valid ? 1.0 : 0.0, "bool"));
     LB_TRY(put(r, "warnings", (double)s->n_warnings, "count"));
-    LB_TRY(
-        put(r, "early_stop_needed_queries",
-            (double)(s->es_ttft.needed > s->es_tpot.needed ? s->es_ttft.needed : s->es_tpot.needed),
-            "queries"));
+    /* what decided the verdict: Server's two bounds, the latency estimate elsewhere */
+    int64_t need =
+        s->scenario == LB_SCENARIO_SERVER
+            ? (s->es_ttft.needed > s->es_tpot.needed ? s->es_ttft.needed : s->es_tpot.needed)
+            : s->es_latency.needed;
+    LB_TRY(put(r, "early_stop_needed_queries", (double)need, "queries"));
     for (size_t i = 0; i < s->n_replicas; i++) {
         char name[LB_NAME_BYTES];
         snprintf(name, sizeof name, "replica%zu_completed", i);

@@ -12,7 +12,8 @@
  * bound on them is not met. Warnings name what to distrust in a result that may still
  * be VALID: the load generator behind its schedule, attempts resent after a failure,
  * replicas taken out, token counts unknown. The formulas are listed in docs/METRICS.md;
- * percentiles are core/stats.h's (linear interpolation). */
+ * percentiles are LoadGen's (core/stats.h lb_stats_percentile_rank_sorted: the sample at
+ * floor(n p), no interpolation), so they equal those of LoadGen's own logs. */
 #ifndef LB_LOADGEN_METRICS_H
 #define LB_LOADGEN_METRICS_H
 
@@ -81,7 +82,8 @@ typedef struct {
 typedef struct {
     double ttft_limit_ms; /* Server: p-th percentile TTFT must not exceed this; 0 = none */
     double tpot_limit_ms; /* Server: p-th percentile TPOT must not exceed this; 0 = none */
-    double percentile;    /* for the bounds and early stopping (99) */
+    double percentile;    /* for the bounds and early stopping: MLPerf's target latency
+                           * percentile, 99 (Server), 90 (closed loops) unless a config sets it */
     double confidence;    /* early stopping confidence (0.99) */
     double slo_ttft_ms;   /* goodput: a query counts when TTFT <= this; 0 = no bound */
     double slo_tpot_ms;   /* goodput: ... and TPOT <= this; 0 = no bound */
@@ -137,9 +139,14 @@ typedef struct {
     double duration_s;               /* t0 to the last completion */
     double final_scheduled_s;        /* the last query's scheduled time */
     double final_issued_s;           /* the last query's send time */
+    double final_done_s;             /* the last-scheduled query's done time (LoadGen's final
+                                        query), 0 when it did not finish */
     double samples_per_s;            /* completed / duration */
-    double mlperf_samples_per_s;     /* MLPerf: (completed - 1) / last done (Server), completed /
-                                        duration */
+    double mlperf_samples_per_s;     /* MLPerf: (completed - 1) / final_done_s (Server),
+                                        (completed - 1) / final_issued_s (closed loops),
+                                        completed / duration (Offline) */
+    double mlperf_tok_per_s;         /* MLPerf: output tokens / final_done_s (Server), else
+                                        output_tok_per_s */
     double scheduled_qps;            /* (issued - 1) / final scheduled time (Server) */
     double output_tok_per_s;
     double total_tok_per_s;
@@ -158,7 +165,10 @@ typedef struct {
     lb_dist input_len, output_len; /* tokens of completed queries whose count is known */
     bool perf_ok, min_duration_ok, min_queries_ok, early_stop_ok, no_failures, valid;
     lb_early_stop es_ttft, es_tpot, es_latency;
-    char reasons[768];   /* why INVALID, "; "-separated; "" when valid */
+    double target_latency_ms, target_ttft_ms; /* closed loops: latency and (streamed) TTFT at
+                                                 constraints.percentile over issued queries,
+                                                 a failed one as infinite; NaN elsewhere */
+    char reasons[768];                        /* why INVALID, "; "-separated; "" when valid */
     char warnings[1024]; /* what to distrust in a result, one a line; "" when none */
     int n_warnings;
     bool run_failed;   /* no query completed, or more than max_failed failed */

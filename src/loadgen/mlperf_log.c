@@ -262,7 +262,7 @@ void lb_mlperf_log_detail_write(FILE *f, const lb_loadgen_summary *s,
     case LB_SCENARIO_SERVER:
         put_num(&l, "result_scheduled_samples_per_sec", s->scheduled_qps);
         put_num(&l, "result_completed_samples_per_sec", s->mlperf_samples_per_s);
-        put_num(&l, "result_completed_tokens_per_second", s->output_tok_per_s);
+        put_num(&l, "result_completed_tokens_per_second", s->mlperf_tok_per_s);
         break;
     case LB_SCENARIO_OFFLINE:
         put_num(&l, "result_samples_per_second", s->samples_per_s);

@@ -101,13 +101,15 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "Mode     : %s\n", lb_loadgen_mode_name(s->mode));
     if (server) {
         fprintf(f, "Completed samples per second    : %.2f\n", s->mlperf_samples_per_s);
-        fprintf(f, "Completed tokens per second: %.2f\n", s->output_tok_per_s);
+        fprintf(f, "Completed tokens per second: %.2f\n", s->mlperf_tok_per_s);
     } else if (offline) {
         fprintf(f, "Samples per second: %g\n", s->samples_per_s);
         fprintf(f, "Tokens per second: %g\n", s->output_tok_per_s);
     } else {
-        fprintf(f, "90th percentile latency (ns) : %lld\n", ns_of(s->latency_ms.p[1]));
-        fprintf(f, "90th first token percentile latency (ns) : %lld\n", ns_of(s->ttft_ms.p[1]));
+        fprintf(f, "%.0fth percentile latency (ns) : %lld\n", c->percentile,
+                ns_of(s->target_latency_ms));
+        fprintf(f, "%.0fth first token percentile latency (ns) : %lld\n", c->percentile,
+                ns_of(s->target_ttft_ms));
     }
     fprintf(f, "Result is : %s\n", s->valid ? "VALID" : "INVALID");
     if (server) fprintf(f, "  Performance constraints satisfied : %s\n", yes(s->perf_ok));
@@ -123,7 +125,7 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
         early_stop_server(f, &s->es_tpot);
     } else if (!offline && s->mode == LB_MODE_PERFORMANCE) {
         fprintf(f, "Early Stopping Result:\n");
-        early_stop_estimate(f, &s->es_latency, 90);
+        early_stop_estimate(f, &s->es_latency, c->percentile);
         fprintf(f, "TTFT Early Stopping Result:\n");
         early_stop_estimate(f, &s->es_ttft, c->percentile);
     }
