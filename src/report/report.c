@@ -516,40 +516,39 @@ static void qps_chart(doc *d, const lb_run_set *set) {
     }
 }
 
-/* Throughput per GPU against GPU count, where runs record a count ("gpus" or
- * "world_size" in config) and differ in it. */
-static void scaling_chart(doc *d, const lb_run_set *set, const char *kind) {
-    const lb_key_metric *m = lb_history_metric(kind, NULL);
-    double gpus[256], eff[256];
+/* Training throughput per rank (one GPU a rank on GPUs) against the rank count that train
+ * stores in its config ("ranks"), where the set's train runs differ in it. */
+static void scaling_chart(doc *d, const lb_run_set *set) {
+    const lb_key_metric *m = lb_history_metric("train", NULL);
+    double ranks[256], eff[256];
     size_t n = 0;
     for (size_t g = 0; g < set->n_groups && n < 256; g++) {
         const lb_run_group *grp = &set->groups[g];
-        if (m == NULL || strcmp(group_kind(grp), kind) != 0) continue;
-        json_t *c = grp->runs[0]->config;
-        double count = json_number_value(json_object_get(c, "gpus"));
-        if (!(count > 0)) count = json_number_value(json_object_get(c, "world_size"));
+        if (m == NULL || strcmp(group_kind(grp), "train") != 0) continue;
+        double count = json_number_value(json_object_get(grp->runs[0]->config, "ranks"));
         gstat s = group_stat(grp, m->metric);
-        if (count > 0 && s.n) gpus[n] = count, eff[n++] = s.median;
+        if (count > 0 && s.n) ranks[n] = count, eff[n++] = s.median;
     }
     double base = NAN, lowest = INFINITY;
     for (size_t i = 0; i < n; i++)
-        if (gpus[i] < lowest) lowest = gpus[i], base = eff[i] / gpus[i];
+        if (ranks[i] < lowest) lowest = ranks[i], base = eff[i] / ranks[i];
     bool differ = false;
     for (size_t i = 0; i < n; i++)
-        differ |= gpus[i] != lowest;
+        differ |= ranks[i] != lowest;
     if (!differ) return;
     for (size_t i = 0; i < n; i++)
-        eff[i] = 100.0 * eff[i] / (gpus[i] * base);
-    lb_svg_line line = {"efficiency", gpus, eff, n};
-    const char *title = "scaling efficiency: throughput per GPU against the smallest count";
+        eff[i] = 100.0 * eff[i] / (ranks[i] * base);
+    lb_svg_line line = {"efficiency", ranks, eff, n};
+    const char *title = "scaling efficiency: throughput per rank against the smallest count";
     char *buf;
     size_t len;
     FILE *f = chart_open(&buf, &len);
-    lb_svg_lines(f, title, "GPUs", "% of per-GPU throughput", &line, 1, NULL, 0, false);
+    lb_svg_lines(f, title, "ranks (one GPU each on GPUs)", "% of per-rank throughput", &line, 1,
+                 NULL, 0, false);
     chart_close(d, f, &buf, &len, title);
     for (size_t i = 0; i < n; i++)
-        if (gpus[i] != lowest)
-            finding(d, "%.0f GPUs scale at %.0f%% of %.0f GPU%s throughput per GPU.", gpus[i],
+        if (ranks[i] != lowest)
+            finding(d, "%.0f ranks scale at %.0f%% of %.0f rank%s throughput per rank.", ranks[i],
                     eff[i], lowest, lowest == 1 ? "'s" : "s'");
 }
 
@@ -709,8 +708,8 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
         kind_findings(&d, set, kinds[k]);
         const lb_key_metric *m = lb_history_metric(kinds[k], NULL);
         bars_of(&d, set, kinds[k], m->metric, kinds[k]);
-        scaling_chart(&d, set, kinds[k]);
         if (strcmp(kinds[k], "train") == 0) {
+            scaling_chart(&d, set);
             series_lines(&d, set, "train", "loss",
                          "training loss per step (first run of each "
                          "configuration)",
