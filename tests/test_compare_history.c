@@ -270,9 +270,11 @@ static void test_store_summary_load_skips_samples(void **state) {
 /* Runs at 1, 2 and 4 GPUs (config "gpus"): the report charts throughput per GPU against
  * the count and says how each count scales. Throughput is 100 x batch here, so batches 10,
  * 19 and 36 give 95% and 90%. */
-static void test_report_scaling_efficiency_from_gpu_counts(void **state) {
+/* Train runs of 1, 2 and 4 ranks (the count train stores in its config): the scaling chart
+ * and a finding for each larger count. */
+static void test_report_scaling_efficiency_from_rank_counts(void **state) {
     (void)state;
-    const int gpus[] = {1, 2, 4}, batch[] = {10, 19, 36};
+    const int ranks[] = {1, 2, 4}, batch[] = {10, 19, 36};
     char specs[3][24];
     for (int i = 0; i < 3; i++) {
         int64_t id = store_run("train", batch[i], 10.0, 50, 500 + (uint64_t)i, 6e9);
@@ -282,8 +284,8 @@ static void test_report_scaling_efficiency_from_gpu_counts(void **state) {
         lb_result *r = NULL;
         assert_int_equal(lb_store_run_load(s, id, &r, &e), LB_OK);
         lb_store_close(s);
-        /* the same run again with its GPU count in config and GPU telemetry */
-        json_object_set_new(r->config, "gpus", json_integer(gpus[i]));
+        /* the same run again with its rank count in config and GPU telemetry */
+        json_object_set_new(r->config, "ranks", json_integer(ranks[i]));
         lb_result_set_metric(r, "gpu_util_mean_pct", 90.0 + i, "%");
         lb_result_set_metric(r, "gpu_power_mean_w", 600.0 + i, "W");
         assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
@@ -308,11 +310,12 @@ static void test_report_scaling_efficiency_from_gpu_counts(void **state) {
     assert_non_null(strstr(md, "![GPU utilisation: gpu_util_mean_pct per configuration"));
     assert_non_null(strstr(md, "![GPU power: gpu_power_mean_w per configuration"));
     assert_null(strstr(md, "these runs measured none"));
-    const char *two = strstr(md, "2 GPUs scale at ");
-    const char *four = strstr(md, "4 GPUs scale at ");
+    const char *two = strstr(md, "2 ranks scale at ");
+    const char *four = strstr(md, "4 ranks scale at ");
     assert_non_null(two);
     assert_non_null(four);
-    double e2 = strtod(two + 16, NULL), e4 = strtod(four + 16, NULL);
+    assert_non_null(strstr(two, "% of 1 rank's throughput per rank."));
+    double e2 = strtod(two + 17, NULL), e4 = strtod(four + 17, NULL);
     assert_float_equal(e2, 95.0, 1.5);
     assert_float_equal(e4, 90.0, 1.5);
     free(md);
@@ -446,7 +449,7 @@ int main(void) {
         cmocka_unit_test(test_history_one_bad_night_is_not_a_change),
         cmocka_unit_test(test_openmetrics_export_labels_newest_values_and_regressions),
         cmocka_unit_test(test_store_summary_load_skips_samples),
-        cmocka_unit_test(test_report_scaling_efficiency_from_gpu_counts),
+        cmocka_unit_test(test_report_scaling_efficiency_from_rank_counts),
         cmocka_unit_test(test_read_commands_never_create_a_database),
         cmocka_unit_test(test_history_of_an_empty_store_says_so),
         cmocka_unit_test(test_history_unknown_metric_names_the_key_metrics),

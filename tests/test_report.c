@@ -14,8 +14,6 @@
 
 #include <cmocka.h>
 
-#include "core/result.h"
-#include "store/store.h"
 #include "test_util.h"
 
 #define STEPS 6
@@ -248,47 +246,6 @@ static void test_report_json_names_its_files_as_json_strings(void **state) {
     }
 }
 
-/* Stores an ok train run of `ranks` ranks at tok_per_s; its id. */
-static int64_t store_train(int64_t ranks, double tok_per_s) {
-    lb_store *s = NULL;
-    lb_err e = {{0}};
-    assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
-    lb_result *r = lb_result_new("train", "scaled");
-    json_object_set_new(r->config, "model", json_string("gpt2-124m"));
-    json_object_set_new(r->config, "ranks", json_integer(ranks));
-    r->start_wall_s = 1e9;
-    int64_t id = -1;
-    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
-    lb_result_set_metric(r, "tokens_per_s", tok_per_s, "tok/s");
-    r->status = LB_RUN_OK;
-    r->end_wall_s = 1e9 + 1;
-    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
-    lb_result_free(r);
-    lb_store_close(s);
-    return id;
-}
-
-/* Train runs of 1, 2 and 4 ranks: the scaling chart and a finding for each larger count,
- * from the ranks train stores in its config. */
-static void test_report_scales_train_runs_by_their_ranks(void **state) {
-    (void)state;
-    char a[24], b[24], c[24], dir[160], md_path[200];
-    snprintf(a, sizeof a, "%lld", (long long)store_train(1, 1000));
-    snprintf(b, sizeof b, "%lld", (long long)store_train(2, 1900));
-    snprintf(c, sizeof c, "%lld", (long long)store_train(4, 3600));
-    snprintf(dir, sizeof dir, "%s/scaled", g_dir);
-    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
-    int rc = run((const char *[]){"report", a, b, c, "--out", dir, "--db", g_db, NULL});
-    if (rc != 0) fail_msg("exit %d: %s", rc, err);
-    char *md = lb_test_read_file(md_path, NULL);
-    assert_non_null(md);
-    if (strstr(md, "2 ranks scale at 95% of 1 rank's throughput per rank.") == NULL ||
-        strstr(md, "4 ranks scale at 90% of 1 rank's throughput per rank.") == NULL ||
-        strstr(md, "scaling efficiency: throughput per rank") == NULL)
-        fail_msg("report.md: %s", md);
-    free(md);
-}
-
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -298,7 +255,6 @@ int main(void) {
         cmocka_unit_test(test_run_ends_with_history_and_report),
         cmocka_unit_test(test_report_bad_input_exits_2),
         cmocka_unit_test(test_report_json_names_its_files_as_json_strings),
-        cmocka_unit_test(test_report_scales_train_runs_by_their_ranks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
