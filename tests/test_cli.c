@@ -104,23 +104,24 @@ static void test_cli_command_help_lists_its_options(void **state) {
 }
 
 /* `llmbench run` on two or more GPUs adds the scaling run: GPT-2 124M on 1 and all GPUs
- * at ZeRO 1 through train --scaling, with the suite's steps and database */
+ * at ZeRO 1 through train --scaling, with the suite's steps and database, its runs tagged
+ * so that the suite's table and report take them in */
 static void test_cli_run_scaling_child_command(void **state) {
     (void)state;
     char buf[64], *args[24];
-    int n = lb_cli_run_scaling_args(4, 0, "r.db", buf, args);
-    const char *want[] = {"llmbench", "train",    "--scaling", "1,4",         "--zero",
-                          "1",        "--model",  "gpt2-124m", "--precision", "bf16",
-                          "--batch",  "16",       "--seq",     "1024",        "--steps",
-                          "100",      "--warmup", "10",        "--db",        "r.db"};
-    assert_int_equal(n, 20);
+    int n = lb_cli_run_scaling_args(4, 0, "r.db", "run-suite-7", buf, args);
+    const char *want[] = {"llmbench", "train",       "--scaling",   "1,4",  "--zero",   "1",
+                          "--model",  "gpt2-124m",   "--precision", "bf16", "--batch",  "16",
+                          "--seq",    "1024",        "--steps",     "100",  "--warmup", "10",
+                          "--tag",    "run-suite-7", "--db",        "r.db"};
+    assert_int_equal(n, 22);
     for (int i = 0; i < n; i++)
         assert_string_equal(args[i], want[i]);
     assert_null(args[n]);
-    assert_int_equal(lb_cli_run_scaling_args(8, 7, NULL, buf, args), 18);
+    assert_int_equal(lb_cli_run_scaling_args(8, 7, NULL, "t", buf, args), 20);
     assert_string_equal(args[3], "1,8");
     assert_string_equal(args[15], "7");
-    assert_null(args[18]);
+    assert_null(args[20]);
 }
 
 /* Each `train --scaling` run: the command line without --scaling, tagged with the group;

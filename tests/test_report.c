@@ -189,6 +189,14 @@ static void test_run_ends_with_history_and_report(void **state) {
     assert_non_null(page);
     assert_non_null(strstr(page, "llama-tiny"));
     free(page);
+    /* each benchmark of the suite a configuration of its own, not one group of repeats */
+    snprintf(path, sizeof path, "%s/suite/reports/run-1/report.md", g_dir);
+    char *md = lb_test_read_file(path, NULL);
+    assert_non_null(md);
+    if (strstr(md, "| gpt2-tiny-cpu-fp32 (run 1) | 1 |") == NULL ||
+        strstr(md, "| llama-tiny-cpu-fp32 (run 2) | 1 |") == NULL)
+        fail_msg("report.md: %s", md);
+    free(md);
 }
 
 static void test_report_bad_input_exits_2(void **state) {

@@ -14,6 +14,7 @@
  * does not stop the others; the exit code is 1 if any failed, 130 if interrupted. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +34,8 @@
 #include "report/report.h"
 #include "store/store.h"
 #include "train/train.h"
+
+#define MAX_ROWS 8 /* the suite's runs, the inference run and the scaling group's */
 
 typedef struct {
     const char *model;
@@ -90,7 +93,8 @@ static lb_status run_item(const lb_cli_common *common, int argc, char **argv, co
     return st;
 }
 
-int lb_cli_run_scaling_args(int gpus, int64_t steps, const char *db, char *buf, char **argv) {
+int lb_cli_run_scaling_args(int gpus, int64_t steps, const char *db, const char *tag, char *buf,
+                            char **argv) {
     const suite_item *it = &gpu_suite[0];
     int n = 0;
     char *counts = buf, *nsteps = buf + 24, *nwarm = buf + 44;
@@ -102,6 +106,7 @@ int lb_cli_run_scaling_args(int gpus, int64_t steps, const char *db, char *buf, 
                            "--seq",    "1024",    "--steps",     nsteps, "--warmup", nwarm};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         argv[n++] = (char *)fixed[i];
+    argv[n++] = "--tag", argv[n++] = (char *)tag;
     if (db != NULL) argv[n++] = "--db", argv[n++] = (char *)db;
     argv[n] = NULL;
     return n;
@@ -179,37 +184,65 @@ static lb_status history_and_report(const lb_cli_common *common, const int64_t *
                                     char *html, size_t html_bytes, lb_err *err) {
     lb_store *s = NULL;
     LB_TRY(lb_store_open(common->db_path, &s, err));
-    char spec[1024] = "", dir[LB_STORE_PATH_BYTES + 64];
-    size_t len = 0;
+    char dir[LB_STORE_PATH_BYTES + 64];
     lb_status st = LB_OK;
     FILE *f = common->json ? stderr : stdout;
+    /* each run its own configuration in the report, labelled by its name (one list of ids
+     * would be read as repeats of one configuration) */
+    lb_run_set set = {0};
     for (size_t i = 0; i < n && st == LB_OK; i++) {
         size_t n_keys = 0;
         if (results[i] == NULL || results[i]->status != LB_RUN_OK) continue;
         if (lb_bench_key_metrics(results[i]->kind, &n_keys) == NULL) continue; /* no history */
         bool regressed = false;
         st = lb_history_check_run(s, ids[i], 3.0, f, &regressed, err);
-        len += (size_t)snprintf(spec + len, sizeof spec - len, "%s%lld", len ? "," : "",
-                                (long long)ids[i]);
+        char spec[24];
+        snprintf(spec, sizeof spec, "%lld", (long long)ids[i]);
+        lb_run_set one = {0};
+        if (st == LB_OK) st = lb_select_runs(s, spec, &one, err);
+        if (st == LB_OK)
+            snprintf(one.groups[0].label, sizeof one.groups[0].label, "%s (run %lld)",
+                     results[i]->name, (long long)ids[i]);
+        if (st == LB_OK) st = lb_select_take(&set, &one, err);
+        lb_select_free(&one);
     }
-    if (st == LB_OK && len > 0 && report_dir == NULL) { /* beside the database */
+    if (st == LB_OK && set.n_groups > 0 && report_dir == NULL) { /* beside the database */
         snprintf(dir, sizeof dir, "%s", lb_store_path(s));
         char *slash = strrchr(dir, '/');
         size_t at = slash ? (size_t)(slash - dir) + 1 : 0;
         snprintf(dir + at, sizeof dir - at, "reports/run-%lld", (long long)ids[0]);
         report_dir = dir;
     }
-    if (st == LB_OK && len > 0) {
-        lb_run_set set = {0};
+    if (st == LB_OK && set.n_groups > 0) {
         lb_report_params p = lb_report_default_params();
         p.out_dir = report_dir;
         p.title = "llmbench run";
-        st = lb_select_runs(s, spec, &set, err);
-        if (st == LB_OK) st = lb_report_write(s, &set, &p, html, html_bytes, err);
-        lb_select_free(&set);
+        st = lb_report_write(s, &set, &p, html, html_bytes, err);
     }
+    lb_select_free(&set);
     lb_store_close(s);
     return st;
+}
+
+/* The runs a child stored with `tag` (the scaling group's), oldest first, at most cap of
+ * them into results and ids; their count. Read failures leave them out (the child's own
+ * output named its runs). */
+static size_t load_tagged(const lb_cli_common *common, const char *tag, lb_result **results,
+                          int64_t *ids, size_t cap) {
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    lb_store_filter f = lb_store_default_filter();
+    f.tag = tag;
+    lb_store_run_info *runs = NULL;
+    size_t n_runs = 0, k = 0;
+    if (lb_store_open(common->db_path, &s, &err) == LB_OK &&
+        lb_store_list(s, &f, &runs, &n_runs, &err) == LB_OK)
+        for (size_t i = n_runs; i-- > 0 && k < cap;) /* newest first: from the end */
+            if (lb_store_run_load_summary(s, runs[i].id, &results[k], &err) == LB_OK)
+                ids[k++] = runs[i].id;
+    free(runs);
+    lb_store_close(s);
+    return k;
 }
 
 /* A table cell: v in fmt, or "n/a" (as the rate column) where the run has no such figure (an
@@ -279,8 +312,8 @@ int lb_cmd_run(int argc, char **argv) {
     if (gpus == 0 && !a.common.json && a.common.verbosity >= 0)
         fprintf(stderr, "llmbench run: no CUDA GPU found: running the CPU suite only\n");
 
-    lb_result *results[8] = {0};
-    int64_t ids[8];
+    lb_result *results[MAX_ROWS] = {0};
+    int64_t ids[MAX_ROWS];
     int exit_code = 0;
     for (size_t i = 0; i < n; i++) {
         /* main passes argv + 1: argv - 1 is the program's whole command line */
@@ -306,9 +339,13 @@ int lb_cmd_run(int argc, char **argv) {
      * commands */
     int comm_code = -1, doctor_code = -1, scaling_code = -1;
     if (!cpu_only && gpus >= 2 && exit_code != 130 && !lb_signals_interrupted()) {
-        char buf[64], *scaling_args[24];
-        lb_cli_run_scaling_args(gpus, steps, a.common.db_path, buf, scaling_args);
+        /* the scaling group's runs carry a tag of this suite's, so that its table and report
+         * hold them too */
+        char buf[64], *scaling_args[24], tag[48];
+        snprintf(tag, sizeof tag, "run-suite-%lld", (long long)ids[0]);
+        lb_cli_run_scaling_args(gpus, steps, a.common.db_path, tag, buf, scaling_args);
         scaling_code = run_self(scaling_args, a.common.json);
+        n += load_tagged(&a.common, tag, results + n, ids + n, MAX_ROWS - n);
         if (scaling_code == 130 || lb_signals_interrupted()) exit_code = 130;
     }
     if (!cpu_only && gpus >= 2 && exit_code != 130 && !lb_signals_interrupted()) {

@@ -25,10 +25,11 @@ int lb_cmd_report(int argc, char **argv);
 int lb_cmd_schedule(int argc, char **argv);
 
 /* `llmbench run`'s scaling benchmark on a machine with gpus (>= 2) GPUs: the command line of
- * its `llmbench train --scaling 1,GPUS` child (GPT-2 124M bf16 16 x 1024 at ZeRO 1) into
- * argv (NULL-terminated, at least 24 entries), its strings static or in buf (64 bytes);
- * steps 0: the suite's default. Returns the number of arguments. */
-int lb_cli_run_scaling_args(int gpus, int64_t steps, const char *db, char *buf, char **argv);
+ * its `llmbench train --scaling 1,GPUS` child (GPT-2 124M bf16 16 x 1024 at ZeRO 1, its runs
+ * tagged `tag`) into argv (NULL-terminated, at least 24 entries), its strings static, tag's
+ * or in buf (64 bytes); steps 0: the suite's default. Returns the number of arguments. */
+int lb_cli_run_scaling_args(int gpus, int64_t steps, const char *db, const char *tag, char *buf,
+                            char **argv);
 /* The command line of one `train --scaling` run: the whole command line (argv[-1] to
  * argv[argc - 1], as main passes it) without --scaling and its list, then --json --tag
  * GROUP and, when BASE is not empty (every run after the one-GPU run), --base-tok-per-s
