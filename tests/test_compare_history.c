@@ -274,10 +274,12 @@ static void test_store_summary_load_skips_samples(void **state) {
  * and a finding for each larger count. */
 static void test_report_scaling_efficiency_from_rank_counts(void **state) {
     (void)state;
-    const int ranks[] = {1, 2, 4}, batch[] = {10, 19, 36};
-    char specs[3][24];
-    for (int i = 0; i < 3; i++) {
-        int64_t id = store_run("train", batch[i], 10.0, 50, 500 + (uint64_t)i, 6e9);
+    /* the fourth, of another batch, is another configuration: no scaling of its own */
+    const int ranks[] = {1, 2, 4, 8}, batch[] = {10, 10, 10, 12};
+    const double step_ms[] = {10.0, 100.0 / 19, 100.0 / 36, 1.0}; /* 95% and 90% per rank */
+    char specs[4][24];
+    for (int i = 0; i < 4; i++) {
+        int64_t id = store_run("train", batch[i], step_ms[i], 50, 500 + (uint64_t)i, 6e9);
         lb_store *s = NULL;
         lb_err e = {{0}};
         assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
@@ -301,8 +303,8 @@ static void test_report_scaling_efficiency_from_rank_counts(void **state) {
     char dir[160], md_path[200];
     snprintf(dir, sizeof dir, "%s/scaling", g_dir);
     snprintf(md_path, sizeof md_path, "%s/report.md", dir);
-    int rc = run(
-        (const char *[]){"report", specs[0], specs[1], specs[2], "--out", dir, "--db", g_db, NULL});
+    int rc = run((const char *[]){"report", specs[0], specs[1], specs[2], specs[3], "--out", dir,
+                                  "--db", g_db, NULL});
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     char *md = lb_test_read_file(md_path, NULL);
     assert_non_null(md);
@@ -315,6 +317,7 @@ static void test_report_scaling_efficiency_from_rank_counts(void **state) {
     assert_non_null(two);
     assert_non_null(four);
     assert_non_null(strstr(two, "% of 1 rank's throughput per rank."));
+    assert_null(strstr(md, "8 ranks scale"));
     double e2 = strtod(two + 17, NULL), e4 = strtod(four + 17, NULL);
     assert_float_equal(e2, 95.0, 1.5);
     assert_float_equal(e4, 90.0, 1.5);

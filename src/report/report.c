@@ -516,40 +516,73 @@ static void qps_chart(doc *d, const lb_run_set *set) {
     }
 }
 
-/* Training throughput per rank (one GPU a rank on GPUs) against the rank count that train
- * stores in its config ("ranks"), where the set's train runs differ in it. */
+#define MAX_FAMILIES 8  /* scaling lines in one chart */
+#define MAX_COUNTS   32 /* rank counts on one line */
+
+/* A train run's identity (history/bench.h) but its rank count: the runs of one scaling. */
+static void family_key(const lb_result *r, char *out, size_t cap) {
+    lb_bench_field f[LB_BENCH_MAX_FIELDS];
+    size_t n = lb_bench_fields(r, f), len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++)
+        if (strcmp(f[i].key, "ranks") != 0)
+            len += (size_t)snprintf(out + len, cap - len, " %s=%s", f[i].key, f[i].value);
+}
+
+/* Training throughput per rank (one GPU a rank on GPUs) against the rank count train stores
+ * in its config ("ranks"): a line for each configuration whose runs differ only in it,
+ * against that configuration's smallest count. */
 static void scaling_chart(doc *d, const lb_run_set *set) {
     const lb_key_metric *m = lb_history_metric("train", NULL);
-    double ranks[256], eff[256];
-    size_t n = 0;
-    for (size_t g = 0; g < set->n_groups && n < 256; g++) {
+    char fam[MAX_FAMILIES][LB_BENCH_ID_BYTES];
+    const char *name[MAX_FAMILIES];
+    double ranks[MAX_FAMILIES][MAX_COUNTS], eff[MAX_FAMILIES][MAX_COUNTS];
+    size_t nf = 0, np[MAX_FAMILIES] = {0};
+    for (size_t g = 0; m != NULL && g < set->n_groups; g++) {
         const lb_run_group *grp = &set->groups[g];
-        if (m == NULL || strcmp(group_kind(grp), "train") != 0) continue;
+        if (strcmp(group_kind(grp), "train") != 0) continue;
         double count = json_number_value(json_object_get(grp->runs[0]->config, "ranks"));
         gstat s = group_stat(grp, m->metric);
-        if (count > 0 && s.n) ranks[n] = count, eff[n++] = s.median;
+        if (!(count > 0) || s.n == 0) continue;
+        char key[LB_BENCH_ID_BYTES];
+        family_key(grp->runs[0], key, sizeof key);
+        size_t f = 0;
+        while (f < nf && strcmp(fam[f], key) != 0)
+            f++;
+        if (f == nf) {
+            if (nf == MAX_FAMILIES) continue;
+            snprintf(fam[nf++], sizeof fam[0], "%s", key);
+            name[f] = grp->runs[0]->name;
+        }
+        if (np[f] == MAX_COUNTS) continue;
+        size_t at = np[f]++; /* in rank order */
+        for (; at > 0 && ranks[f][at - 1] > count; at--)
+            ranks[f][at] = ranks[f][at - 1], eff[f][at] = eff[f][at - 1];
+        ranks[f][at] = count, eff[f][at] = s.median;
+        if (at == 0) name[f] = grp->runs[0]->name; /* the smallest count's run names it */
     }
-    double base = NAN, lowest = INFINITY;
-    for (size_t i = 0; i < n; i++)
-        if (ranks[i] < lowest) lowest = ranks[i], base = eff[i] / ranks[i];
-    bool differ = false;
-    for (size_t i = 0; i < n; i++)
-        differ |= ranks[i] != lowest;
-    if (!differ) return;
-    for (size_t i = 0; i < n; i++)
-        eff[i] = 100.0 * eff[i] / (ranks[i] * base);
-    lb_svg_line line = {"efficiency", ranks, eff, n};
+    lb_svg_line lines[MAX_FAMILIES];
+    size_t nl = 0;
+    for (size_t f = 0; f < nf; f++) {
+        if (np[f] < 2 || ranks[f][np[f] - 1] == ranks[f][0]) continue;
+        double base = eff[f][0] / ranks[f][0];
+        for (size_t i = 0; i < np[f]; i++)
+            eff[f][i] = 100.0 * eff[f][i] / (ranks[f][i] * base);
+        for (size_t i = 1; i < np[f]; i++)
+            if (ranks[f][i] != ranks[f][0])
+                finding(d, "%s: %.0f ranks scale at %.0f%% of %.0f rank%s throughput per rank.",
+                        name[f], ranks[f][i], eff[f][i], ranks[f][0],
+                        ranks[f][0] == 1 ? "'s" : "s'");
+        lines[nl++] = (lb_svg_line){name[f], ranks[f], eff[f], np[f]};
+    }
+    if (nl == 0) return;
     const char *title = "scaling efficiency: throughput per rank against the smallest count";
     char *buf;
     size_t len;
     FILE *f = chart_open(&buf, &len);
-    lb_svg_lines(f, title, "ranks (one GPU each on GPUs)", "% of per-rank throughput", &line, 1,
+    lb_svg_lines(f, title, "ranks (one GPU each on GPUs)", "% of per-rank throughput", lines, nl,
                  NULL, 0, false);
     chart_close(d, f, &buf, &len, title);
-    for (size_t i = 0; i < n; i++)
-        if (ranks[i] != lowest)
-            finding(d, "%.0f ranks scale at %.0f%% of %.0f rank%s throughput per rank.", ranks[i],
-                    eff[i], lowest, lowest == 1 ? "'s" : "s'");
 }
 
 /* Each benchmark of the set (at most MAX_BENCH): its history with change points. */
