@@ -6,9 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Copies src into dst[cap], cut short where it must be at a character's start, so that a
+ * UTF-8 name stays UTF-8 (jansson will not write one that is not). */
 static void copy_name(char *dst, size_t cap, const char *src) {
     size_t n = strlen(src);
-    if (n >= cap) n = cap - 1;
+    if (n >= cap) {
+        n = cap - 1;
+        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80) /* a continuation byte */
+            n--;
+    }
     memcpy(dst, src, n);
     dst[n] = '\0';
 }
@@ -146,6 +152,14 @@ static bool is_number_or_null(const json_t *v) {
     return json_is_number(v) || json_is_null(v);
 }
 
+/* name as it may go into a one-line message: cut to a name's length, control bytes as '?'. */
+static const char *printable(char *buf, const char *name) {
+    copy_name(buf, LB_NAME_BYTES, name);
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    return buf;
+}
+
 lb_status lb_result_from_json(const json_t *doc, const char *what, lb_result **out, lb_err *err) {
     *out = NULL;
     const char *kind = json_string_value(json_object_get(doc, "kind"));
@@ -191,23 +205,30 @@ lb_status lb_result_from_json(const json_t *doc, const char *what, lb_result **o
         const char *mname = json_string_value(json_object_get(m, "name"));
         const char *unit = json_string_value(json_object_get(m, "unit"));
         if (st != LB_OK) break;
-        if (mname == NULL || unit == NULL || !is_number_or_null(json_object_get(m, "value"))) {
+        if (mname == NULL || mname[0] == '\0' || unit == NULL ||
+            !is_number_or_null(json_object_get(m, "value"))) {
             lb_result_free(r);
-            return lb_fail(err, LB_ERR_FORMAT, "%s: metric %zu is not {name, value, unit}", what,
+            return lb_fail(err, LB_ERR_FORMAT,
+                           "%s: metric %zu is not {name, value, unit} with a non-empty name", what,
                            i);
         }
         st = lb_result_set_metric(r, mname, number_value(json_object_get(m, "value")), unit);
     }
     const char *sname;
     json_t *sv;
+    char shown[LB_NAME_BYTES];
     json_object_foreach(series, sname, sv) {
         const char *unit = json_string_value(json_object_get(sv, "unit"));
         json_t *values = json_object_get(sv, "values");
         if (st != LB_OK) break;
+        if (sname[0] == '\0') {
+            lb_result_free(r);
+            return lb_fail(err, LB_ERR_FORMAT, "%s: a series has an empty name", what);
+        }
         if (unit == NULL || !json_is_array(values)) {
             lb_result_free(r);
             return lb_fail(err, LB_ERR_FORMAT, "%s: series '%s' is not {unit, values}", what,
-                           sname);
+                           printable(shown, sname));
         }
         lb_series *ser = lb_result_series(r, sname, unit);
         json_t *v;
@@ -217,7 +238,7 @@ lb_status lb_result_from_json(const json_t *doc, const char *what, lb_result **o
             if (!is_number_or_null(v)) {
                 lb_result_free(r);
                 return lb_fail(err, LB_ERR_FORMAT, "%s: series '%s' value %zu is not a number",
-                               what, sname, k);
+                               what, printable(shown, sname), k);
             }
             st = lb_result_series_push(ser, number_value(v));
         }
