@@ -419,21 +419,27 @@ static void test_comm_slurm_variables_without_mpi_rendezvous_over_tcp(void **sta
     rendezvous(true);
 }
 
-static void test_comm_ranks_gone_are_named_by_their_closed_connections(void **state) {
-    (void)state;
+/* NP ranks over TCP with the environment variable `mode` set (a worker of torchrun_worker's
+ * choice), each ending with exit 0; rank 0's output into out. */
+static void run_tcp_ranks(const char *mode, char *out, size_t cap) {
     int port = lb_launch_free_port();
     pid_t pids[NP];
     int fds[NP];
-    setenv("LB_TEST_GONE", "1", 1);
+    setenv(mode, "1", 1);
     for (int r = 0; r < NP; r++)
         spawn_rank(false, r, NP, port, "20", &pids[r], &fds[r]);
-    unsetenv("LB_TEST_GONE");
-    char out[512];
+    unsetenv(mode);
     for (int r = NP - 1; r >= 0; r--)
         assert_int_equal(wait_code(pids[r]), 0);
-    read_all(fds[0], out, sizeof out);
+    read_all(fds[0], out, cap);
     for (int r = 1; r < NP; r++)
         close(fds[r]);
+}
+
+static void test_comm_ranks_gone_are_named_by_their_closed_connections(void **state) {
+    (void)state;
+    char out[512];
+    run_tcp_ranks("LB_TEST_GONE", out, sizeof out);
     assert_non_null(strstr(out, "gone before 0, after 3: ranks 1, 2, 3"));
 }
 
@@ -442,19 +448,8 @@ static void test_comm_ranks_gone_are_named_by_their_closed_connections(void **st
  * bytes behind the notice; the control stream's bytes around it arrive intact. */
 static void test_comm_stop_on_one_rank_stops_every_rank_over_tcp(void **state) {
     (void)state;
-    int port = lb_launch_free_port();
-    pid_t pids[NP];
-    int fds[NP];
-    setenv("LB_TEST_STOP", "1", 1);
-    for (int r = 0; r < NP; r++)
-        spawn_rank(false, r, NP, port, "20", &pids[r], &fds[r]);
-    unsetenv("LB_TEST_STOP");
     char out[1024];
-    for (int r = NP - 1; r >= 0; r--)
-        assert_int_equal(wait_code(pids[r]), 0);
-    read_all(fds[0], out, sizeof out);
-    for (int r = 1; r < NP; r++)
-        close(fds[r]);
+    run_tcp_ranks("LB_TEST_STOP", out, sizeof out);
     int step = -1;
     const char *line = strstr(out, "rank 0 stopped at step ");
     if (line == NULL || sscanf(line, "rank 0 stopped at step %d", &step) != 1)
