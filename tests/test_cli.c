@@ -50,6 +50,16 @@ static void test_cli_version_names_version_and_commit(void **state) {
     assert_non_null(strstr(out, "(commit "));
 }
 
+/* The table shows a byte count with its GiB beside it. */
+static void test_cli_env_table_reads_memory_in_gib(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"env", NULL}), 0);
+    const char *mem = strstr(out, "host_mem_bytes");
+    assert_non_null(mem);
+    const char *gib = strstr(mem, " GiB)\n");
+    if (gib == NULL || strchr(mem, '\n') < gib) fail_msg("env: %s", out);
+}
+
 static void test_cli_env_json_is_one_document(void **state) {
     (void)state;
     assert_int_equal(run((const char *[]){"env", "--json", NULL}), 0);
@@ -251,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_cli_unknown_option_exits_2_naming_it),
         cmocka_unit_test(test_cli_no_command_prints_help_and_exits_0),
         cmocka_unit_test(test_cli_version_names_version_and_commit),
+        cmocka_unit_test(test_cli_env_table_reads_memory_in_gib),
         cmocka_unit_test(test_cli_env_json_is_one_document),
         cmocka_unit_test(test_cli_command_help_lists_its_options),
         cmocka_unit_test(test_cli_commands_that_store_nothing_refuse_db),

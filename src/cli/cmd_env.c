@@ -2,6 +2,7 @@
  * carries), as a table or as JSON. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -9,12 +10,30 @@
 #include "core/provenance.h"
 #include "gpu/devinfo.h"
 
+/* One key: an object or a list of objects (each GPU) as an indented block, a byte count
+ * with its GiB beside it, anything else as its JSON text. */
 static void print_value(const char *key, json_t *v, int indent) {
     if (json_is_object(v)) {
         printf("%*s%s:\n", indent, "", key);
         const char *k;
         json_t *sub;
         json_object_foreach(v, k, sub) print_value(k, sub, indent + 2);
+        return;
+    }
+    if (json_is_array(v) && json_array_size(v) > 0 && json_is_object(json_array_get(v, 0))) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(v, i, item) {
+            char name[64];
+            snprintf(name, sizeof name, "%s[%zu]", key, i);
+            print_value(name, item, indent);
+        }
+        return;
+    }
+    size_t len = strlen(key);
+    if (json_is_integer(v) && len > 6 && strcmp(key + len - 6, "_bytes") == 0) {
+        printf("%*s%-18s %lld (%.1f GiB)\n", indent, "", key, (long long)json_integer_value(v),
+               (double)json_integer_value(v) / (1024.0 * 1024.0 * 1024.0));
         return;
     }
     char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
