@@ -314,6 +314,8 @@ int lb_cmd_run(int argc, char **argv) {
 
     lb_result *results[MAX_ROWS] = {0};
     int64_t ids[MAX_ROWS];
+    for (size_t i = 0; i < MAX_ROWS; i++)
+        ids[i] = -1; /* not stored */
     int exit_code = 0;
     for (size_t i = 0; i < n; i++) {
         /* main passes argv + 1: argv - 1 is the program's whole command line */
