@@ -163,6 +163,22 @@ static void test_metrics_server_follows_loadgens_percentile_and_final_query(void
     assert_true(s.perf_ok);
 }
 
+/* Every query failed: no completed samples a second, not a negative count. */
+static void test_metrics_no_completion_is_zero_a_second(void **state) {
+    (void)state;
+    lb_query q[4];
+    for (int i = 0; i < 4; i++) {
+        q[i] = done_query(i * 10, i * 10000, i * 10 + 5, i * 10 + 50, 11);
+        q[i].error = LB_QERR_TIMEOUT;
+    }
+    lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
+    assert_int_equal(lb_loadgen_summarize(q, 4, NULL, NULL, 0, &s), LB_OK);
+    assert_float_equal(s.mlperf_samples_per_s, 0, 0);
+    s = setup(LB_SCENARIO_SINGLE_STREAM);
+    assert_int_equal(lb_loadgen_summarize(q, 4, NULL, NULL, 0, &s), LB_OK);
+    assert_float_equal(s.mlperf_samples_per_s, 0, 0);
+}
+
 /* A closed loop's verdict is the latency estimate at its percentile (90): the needed count
  * stored is that estimate's, h(1) + 1 = 64, not Server's p99 662. */
 static void test_metrics_closed_loop_needs_what_its_estimate_needs(void **state) {
@@ -377,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_metrics_unknown_token_counts_make_token_rates_unknown),
         cmocka_unit_test(test_metrics_server_bound_exceeded_is_invalid_with_reason),
         cmocka_unit_test(test_metrics_server_follows_loadgens_percentile_and_final_query),
+        cmocka_unit_test(test_metrics_no_completion_is_zero_a_second),
         cmocka_unit_test(test_metrics_closed_loop_needs_what_its_estimate_needs),
         cmocka_unit_test(test_metrics_server_run_long_enough_is_valid),
         cmocka_unit_test(test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks),

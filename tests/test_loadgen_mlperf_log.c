@@ -61,6 +61,15 @@ static void test_mlperf_conf_lookup_order_and_override(void **state) {
                                               "Server", &s, &err),
                      LB_ERR_USAGE);
     assert_non_null(strstr(err.msg, "u.conf:1: min_query_count = 'many' is not"));
+    /* a count is whole; the percentile a fraction of 100 that LoadGen can use (not 100) */
+    assert_int_equal(
+        lb_mlperf_log_conf_apply("*.*.min_query_count = 1.5\n", "u.conf", NULL, "Server", &s, &err),
+        LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "is not a non-negative integer below 2^63"));
+    assert_int_equal(lb_mlperf_log_conf_apply("*.*.target_latency_percentile = 100\n", "u.conf",
+                                              NULL, "Server", &s, &err),
+                     LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "is not a number above 0 and below 100"));
 }
 
 static lb_loadgen_summary a_summary(void) {

@@ -347,7 +347,8 @@ int lb_cmd_run(int argc, char **argv) {
         snprintf(tag, sizeof tag, "run-suite-%lld", (long long)ids[0]);
         lb_cli_run_scaling_args(gpus, steps, a.common.db_path, tag, buf, scaling_args);
         scaling_code = run_self(scaling_args, a.common.json);
-        n += load_tagged(&a.common, tag, results + n, ids + n, MAX_ROWS - n);
+        if (ids[0] >= 0) /* a tag of the first stored run's id names this suite alone */
+            n += load_tagged(&a.common, tag, results + n, ids + n, MAX_ROWS - n);
         if (scaling_code == 130 || lb_signals_interrupted()) exit_code = 130;
     }
     if (!cpu_only && gpus >= 2 && exit_code != 130 && !lb_signals_interrupted()) {

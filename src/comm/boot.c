@@ -614,17 +614,18 @@ lb_status lb_boot_agree_stop(lb_boot *b, bool mine, int *who, lb_err *err) {
         return LB_OK;
     }
     if (mine && b->rank != 0 && !b->stop_sent) {
-        b->stop_sent = true;
 #ifdef LB_HAVE_MPI
         if (b->source == LB_BOOT_MPI) {
             static const char one = 1;
             MPI_Request req;
             MPI_Isend(&one, 1, MPI_BYTE, 0, BOOT_STOP_TAG, MPI_COMM_WORLD, &req);
             MPI_Request_free(&req);
+            b->stop_sent = true;
         }
 #endif
+        /* a full send buffer (rank 0 not yet through a large gather): again next step */
         if (b->fds != NULL && b->fds[0] >= 0)
-            (void)send(b->fds[0], &(char){BOOT_STOP}, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            b->stop_sent = send(b->fds[0], &(char){BOOT_STOP}, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
     }
     int32_t first = -1;
     if (b->rank == 0) {

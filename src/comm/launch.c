@@ -149,8 +149,11 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
             if (code == 0 && code_of(status) != 0) {
                 code = code_of(status);
                 kill_at = lb_clock_now_ns() + (int64_t)(p->grace_s * 1e9);
-                /* an interrupted worker said so itself, and the others stop at its step */
-                if (code != lb_status_exit_code(LB_ERR_INTERRUPTED))
+                /* a worker that ended interrupted (its own exit, not a signal's default
+                 * action or a second signal's) said so itself, and the others stop at its
+                 * step */
+                if (!WIFEXITED(status) ||
+                    WEXITSTATUS(status) != lb_status_exit_code(LB_ERR_INTERRUPTED))
                     report_failure(p, r, status, left);
             }
         }

@@ -212,7 +212,7 @@ static void verdict(const lb_query *q, size_t n, lb_loadgen_summary *s, double *
         s->perf_ok = s->early_stop_ok = false;
         add_reason(s, "TTFT and TPOT are not measured with whole answers (--no-stream), so the "
                       "Server latency bounds cannot be checked: stream the answers");
-    } else if (s->scenario == LB_SCENARIO_SERVER) {
+    } else if (s->scenario == LB_SCENARIO_SERVER && s->streamed) {
         /* LoadGen's performance constraints: the percentile of every issued query */
         qsort(a, k, sizeof *a, cmp_double);
         qsort(b, k, sizeof *b, cmp_double);
@@ -392,14 +392,18 @@ lb_status lb_loadgen_summarize(const lb_query *q, size_t n, const float *gaps_ms
                              ? (double)(s->output_tokens + s->input_tokens) / dur
                              : NAN;
     switch (s->scenario) {
-    case LB_SCENARIO_SERVER:
+    case LB_SCENARIO_SERVER: /* (completed - 1): none completed is none a second, not -1 */
         s->mlperf_samples_per_s =
-            s->final_done_s > 0 ? (double)(s->completed - 1) / s->final_done_s : NAN;
+            s->final_done_s > 0
+                ? (double)(s->completed > 0 ? s->completed - 1 : 0) / s->final_done_s
+                : NAN;
         break;
     case LB_SCENARIO_SINGLE_STREAM:
     case LB_SCENARIO_CONCURRENCY:
         s->mlperf_samples_per_s =
-            s->final_issued_s > 0 ? (double)(s->completed - 1) / s->final_issued_s : NAN;
+            s->final_issued_s > 0
+                ? (double)(s->completed > 0 ? s->completed - 1 : 0) / s->final_issued_s
+                : NAN;
         break;
     case LB_SCENARIO_OFFLINE: s->mlperf_samples_per_s = s->samples_per_s; break;
     }

@@ -105,17 +105,19 @@ lb_status lb_mlperf_log_conf_apply(const char *text, const char *path, const cha
         errno = 0;
         bool seed = k == K_QSL_SEED || k == K_SAMPLE_SEED || k == K_SCHEDULE_SEED;
         bool count = k == K_MIN_QUERY_COUNT || k == K_SAMPLE_COUNT; /* int64_t: below 2^63 */
+        bool pct = k == K_PERCENTILE; /* LoadGen takes it as a fraction in [0, 1) */
         uint64_t u = seed ? strtoull(value[k], &end, 10) : 0;
         double v = seed ? 0.0 : strtod(value[k], &end);
         /* strtoull and strtod skip blanks that trim() keeps ('\v', '\f'): the sign after them */
         bool minus = value[k][strspn(value[k], " \t\n\v\f\r")] == '-';
         if (end == value[k] || *end != '\0' || errno != 0 || !(v >= 0) || isinf(v) || minus ||
-            (count && !(v < 0x1p63)))
-            return lb_fail(err, LB_ERR_USAGE, "%s:%d: %s = '%s' is not a non-negative %s", path,
-                           value_line[k], key_names[k], value[k],
-                           seed    ? "integer"
-                           : count ? "integer below 2^63"
-                                   : "number");
+            (count && !(v < 0x1p63 && v == floor(v))) || (pct && !(v > 0 && v < 100)))
+            return lb_fail(err, LB_ERR_USAGE, "%s:%d: %s = '%s' is not %s", path, value_line[k],
+                           key_names[k], value[k],
+                           seed    ? "a non-negative integer"
+                           : count ? "a non-negative integer below 2^63"
+                           : pct   ? "a number above 0 and below 100"
+                                   : "a non-negative number");
         switch ((conf_key)k) {
         case K_TARGET_QPS: s->has_target_qps = true, s->target_qps = v; break;
         case K_MIN_DURATION: s->has_min_duration = true, s->min_duration_ms = v; break;
