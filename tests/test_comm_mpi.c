@@ -541,7 +541,8 @@ static void test_comm_launcher_reports_the_first_failure(void **state) {
     assert_int_equal(lb_launch_local(&lp, &err), 2);
 }
 
-/* --stuck-worker: rank 1 fails at once (exit 3, or LB_TEST_EXIT); rank 0 sleeps through the first
+/* --stuck-worker: rank 1 fails at once (exit 3, or LB_TEST_EXIT); rank 0 ends 0.1 s later with
+ * LB_TEST_RANK0_EXIT when that is set, else sleeps through the first
  * SIGTERM (a flag nobody polls) and says its last words on the second. */
 static void stuck_last_words(void *ctx, int signo) {
     (void)ctx;
@@ -552,6 +553,10 @@ static void stuck_last_words(void *ctx, int signo) {
 static int stuck_worker(void) {
     if (strcmp(getenv("RANK") ? getenv("RANK") : "", "0") != 0)
         return getenv("LB_TEST_EXIT") ? atoi(getenv("LB_TEST_EXIT")) : 3;
+    if (getenv("LB_TEST_RANK0_EXIT") != NULL) { /* rank 0 ends too, a moment later */
+        usleep(100 * 1000);
+        return atoi(getenv("LB_TEST_RANK0_EXIT"));
+    }
     lb_signals_install();
     lb_signals_set_last_words(stuck_last_words, NULL);
     printf("rank 0 stuck\n");
@@ -561,26 +566,35 @@ static int stuck_worker(void) {
     return 0;
 }
 
-static void test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm(void **state) {
-    (void)state;
-    int fd = nameless_file();
+/* Two --stuck-worker workers with env (NULL-terminated) and a grace of 0.5 s; rank 0's
+ * stdout into out, the launcher's own stderr into errout, the time taken into *s. */
+static int launch_stuck(const char **env, char *out, char *errout, size_t cap, double *s) {
+    int fd = nameless_file(), efd = nameless_file();
     char *const argv[] = {self_path, "--stuck-worker", NULL};
-    lb_launch_params lp = {.n = 2, .argv = argv, .rank0_stdout = fd, .grace_s = 0.5};
+    lb_launch_params lp = {.n = 2, .argv = argv, .env = env, .rank0_stdout = fd, .grace_s = 0.5};
     lb_err err = {{0}};
-    /* the launcher's own line goes to its stderr: caught in a file of its own */
-    int efd = nameless_file();
     fflush(stderr);
     int saved = dup(2);
     dup2(efd, 2);
     int64_t t0 = lb_clock_now_ns();
     int rc = lb_launch_local(&lp, &err);
-    double s = (double)(lb_clock_now_ns() - t0) / 1e9;
+    *s = (double)(lb_clock_now_ns() - t0) / 1e9;
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
+    read_all(fd, out, cap);
+    read_all(efd, errout, cap);
+    close(fd);
+    close(efd);
+    return rc;
+}
+
+static void test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm(void **state) {
+    (void)state;
     char out[512], errout[512];
-    read_all(fd, out, sizeof out);
-    read_all(efd, errout, sizeof errout);
+    double s = 0;
+    const char *env[] = {NULL};
+    int rc = launch_stuck(env, out, errout, sizeof out, &s);
     assert_int_equal(rc, 3); /* the first failure's code */
     assert_non_null(strstr(out, "rank 0 stuck"));
     assert_non_null(strstr(out, "last words on signal 15"));
@@ -589,30 +603,23 @@ static void test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm(void
     assert_true(s > 2 && s < 10); /* grace, SIGTERM, 2 s, SIGTERM: ended there */
 }
 
-/* A worker that ends interrupted (exit 130) said why itself: the launcher adds no line of
- * its own, yet still ends the workers left as for any failure. */
+/* A worker that ends interrupted (exit 130) said why itself: the launcher adds no line while
+ * the others end within their grace, as at the same step they do; a worker left running
+ * past it (a second Ctrl-C ends a worker at once, with no word to the others) is named
+ * then, and the workers left are ended as for any failure. */
 static void test_comm_launcher_leaves_an_interrupted_worker_to_say_so(void **state) {
     (void)state;
-    int fd = nameless_file();
-    char *const argv[] = {self_path, "--stuck-worker", NULL};
-    const char *env[] = {"LB_TEST_EXIT=130", NULL};
-    lb_launch_params lp = {.n = 2, .argv = argv, .env = env, .rank0_stdout = fd, .grace_s = 0.5};
-    lb_err err = {{0}};
-    int efd = nameless_file();
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(efd, 2);
-    int rc = lb_launch_local(&lp, &err);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
     char out[512], errout[512];
-    read_all(fd, out, sizeof out);
-    read_all(efd, errout, sizeof errout);
-    close(fd);
-    assert_int_equal(rc, 130);
+    double s = 0;
+    const char *together[] = {"LB_TEST_EXIT=130", "LB_TEST_RANK0_EXIT=130", NULL};
+    assert_int_equal(launch_stuck(together, out, errout, sizeof out, &s), 130);
+    if (strstr(errout, "worker") != NULL) fail_msg("launcher said: %s", errout);
+    const char *alone[] = {"LB_TEST_EXIT=130", NULL};
+    assert_int_equal(launch_stuck(alone, out, errout, sizeof out, &s), 130);
     assert_non_null(strstr(out, "last words on signal 15"));
-    if (strstr(errout, "worker 1 of 2") != NULL) fail_msg("launcher said: %s", errout);
+    if (strstr(errout, "worker 1 of 2 (rank 1) exited with status 130; the 1 left did not end "
+                       "within 0.5 s: SIGTERM") == NULL)
+        fail_msg("launcher said: %s", errout);
 }
 
 static void test_comm_cli_end_to_end_under_mpirun(void **state) {

@@ -54,8 +54,9 @@ static int code_of(int status) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* One line on stderr for the first worker that failed: which, how, and what follows. */
-static void report_failure(const lb_launch_params *p, int r, int status, int left) {
+/* One line on stderr for the first worker that failed: which, how, and what follows (late:
+ * the others outlived their grace). */
+static void report_failure(const lb_launch_params *p, int r, int status, int left, bool late) {
     char how[64];
     if (WIFSIGNALED(status))
         snprintf(how, sizeof how, "was killed by signal %d (%s)", WTERMSIG(status),
@@ -63,7 +64,9 @@ static void report_failure(const lb_launch_params *p, int r, int status, int lef
     else
         snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
     fprintf(stderr, "llmbench: worker %d of %d (rank %d) %s", r, p->n, p->first_rank + r, how);
-    if (left > 0)
+    if (left > 0 && late)
+        fprintf(stderr, "; the %d left did not end within %g s: SIGTERM", left, p->grace_s);
+    else if (left > 0)
         fprintf(stderr, "; the %d left get %g s to end on their own, then SIGTERM", left,
                 p->grace_s);
     fputc('\n', stderr);
@@ -140,6 +143,8 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
     int code = 0, left = p->n;
     int64_t kill_at = 0;
     int sent = 0; /* signals sent to the workers left: SIGTERM, SIGTERM again, SIGKILL */
+    int quiet_r = -1, quiet_status = 0; /* an interrupted worker's end, said if the others
+                                         * outlive their grace */
     while (left > 0) {
         for (int r = 0; r < p->n; r++) {
             int status = 0;
@@ -149,15 +154,18 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
             if (code == 0 && code_of(status) != 0) {
                 code = code_of(status);
                 kill_at = lb_clock_now_ns() + (int64_t)(p->grace_s * 1e9);
-                /* a worker that ended interrupted (its own exit, not a signal's default
-                 * action or a second signal's) said so itself, and the others stop at its
-                 * step */
-                if (!WIFEXITED(status) ||
-                    WEXITSTATUS(status) != lb_status_exit_code(LB_ERR_INTERRUPTED))
-                    report_failure(p, r, status, left);
+                /* a worker that ended interrupted said so itself, and the others stop at
+                 * its step: its line waits for whether they do (a second Ctrl-C ends a
+                 * worker with the same status and no word to the others) */
+                if (WIFEXITED(status) &&
+                    WEXITSTATUS(status) == lb_status_exit_code(LB_ERR_INTERRUPTED))
+                    quiet_r = r, quiet_status = status;
+                else
+                    report_failure(p, r, status, left, false);
             }
         }
         if (kill_at != 0 && lb_clock_now_ns() > kill_at) {
+            if (sent == 0 && quiet_r >= 0) report_failure(p, quiet_r, quiet_status, left, true);
             /* the first SIGTERM asks a worker to stop between steps; a second one reaches
              * a worker stuck elsewhere (its last words mark its stored run, core/signals.h) */
             for (int r = 0; r < p->n; r++)

@@ -4,8 +4,9 @@
  * variables RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free
  * MASTER_PORT, so it joins through comm/boot.h's TCP rendezvous like any torchrun worker.
  * The launcher only waits: rank 0 prints and stores. When a worker fails, the launcher names
- * it and how it ended in one line on stderr (not for one that ended interrupted, exit 130:
- * it said so itself, and the others stop at its step), and the others get
+ * it and how it ended in one line on stderr (for one that ended interrupted, exit 130, only
+ * if the others outlive their grace: it said so itself, and they stop at its step), and the
+ * others get
  * grace_s to end on their own (their deadlines name the failure), then SIGTERM, a second
  * SIGTERM 2 s later (a worker stuck outside its step loop then runs its last words, which
  * mark its stored run: core/signals.h), then SIGKILL 2 s after that. Workers die with the
