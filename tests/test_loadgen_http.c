@@ -1151,17 +1151,6 @@ static void test_load_every_summary_figure_is_recomputed_from_the_export(void **
     stop_server(&s);
 }
 
-/* Runs a shell command line; returns its exit status (128 + signal when killed). */
-static int shell(const char *fmt, ...) {
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
 static char *read_file_in(const char *dir, const char *name) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -1173,7 +1162,8 @@ static char *read_file_in(const char *dir, const char *name) {
 /* `results list --json` of db: its "runs" array (new reference). */
 static json_t *list_runs(const char *dir) {
     assert_int_equal(
-        shell("%s results list --db %s/r.db --json > %s/list.json", LB_TEST_BIN, dir, dir), 0);
+        lb_test_shell("%s results list --db %s/r.db --json > %s/list.json", LB_TEST_BIN, dir, dir),
+        0);
     char path[512];
     snprintf(path, sizeof path, "%s/list.json", dir);
     json_t *doc = json_load_file(path, 0, NULL);
@@ -1191,10 +1181,11 @@ static void test_load_cli_server_run_at_min_duration_5_is_valid(void **state) {
     server s = start_server(NULL);
     char dir[] = "/tmp/lb_load_dur_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    assert_int_equal(shell("%s load --endpoint %s --synthetic 20 --qps 10 --min-duration 5 --db "
-                           "%s/r.db -q > %s/out.txt",
-                           LB_TEST_BIN, s.url, dir, dir),
-                     0);
+    assert_int_equal(
+        lb_test_shell("%s load --endpoint %s --synthetic 20 --qps 10 --min-duration 5 --db "
+                      "%s/r.db -q > %s/out.txt",
+                      LB_TEST_BIN, s.url, dir, dir),
+        0);
     char *out = read_file_in(dir, "out.txt");
     assert_non_null(strstr(out, "Result is : VALID\n"));
     assert_non_null(strstr(out, "  Min duration satisfied : Yes\n"));
@@ -1204,7 +1195,7 @@ static void test_load_cli_server_run_at_min_duration_5_is_valid(void **state) {
     assert_string_equal(json_string_value(json_object_get(run, "status")), "ok");
     assert_true(json_is_true(json_object_get(run, "valid")));
     json_decref(runs);
-    shell("rm -rf %s", dir);
+    lb_test_shell("rm -rf %s", dir);
     stop_server(&s);
 }
 
@@ -1246,10 +1237,11 @@ static void test_load_cli_nothing_listening_exits_1_and_is_stored_failed(void **
     stop_server(&gone);
     char dir[] = "/tmp/lb_load_gone_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    assert_int_equal(shell("%s load --endpoint %s --synthetic 4 --retries 0 --db %s/r.db -q > "
-                           "%s/out.txt 2> %s/err.txt",
-                           LB_TEST_BIN, url, dir, dir, dir),
-                     1);
+    assert_int_equal(
+        lb_test_shell("%s load --endpoint %s --synthetic 4 --retries 0 --db %s/r.db -q > "
+                      "%s/out.txt 2> %s/err.txt",
+                      LB_TEST_BIN, url, dir, dir, dir),
+        1);
     char *out = read_file_in(dir, "out.txt"), *err = read_file_in(dir, "err.txt");
     assert_non_null(strstr(out, "Failed queries : 4\n"));
     assert_non_null(strstr(err, "none of the 4 queries completed (connect 4)"));
@@ -1262,16 +1254,17 @@ static void test_load_cli_nothing_listening_exits_1_and_is_stored_failed(void **
                            "none of the 4 queries completed"));
     json_decref(runs);
     /* One failure allowed, four happened: failed too. */
-    assert_int_equal(shell("%s load --endpoint %s --synthetic 4 --retries 0 --max-failed 1 --db "
-                           "%s/r.db -q > /dev/null 2>&1",
-                           LB_TEST_BIN, url, dir),
-                     1);
+    assert_int_equal(
+        lb_test_shell("%s load --endpoint %s --synthetic 4 --retries 0 --max-failed 1 --db "
+                      "%s/r.db -q > /dev/null 2>&1",
+                      LB_TEST_BIN, url, dir),
+        1);
     /* A search whose every trial failed found nothing to judge: failed, not INVALID. */
-    assert_int_equal(shell("%s load --endpoint %s --synthetic 2 --retries 0 --search-qps 4 "
-                           "--search-trials 2 --db %s/r.db -q > /dev/null 2>&1",
-                           LB_TEST_BIN, url, dir),
+    assert_int_equal(lb_test_shell("%s load --endpoint %s --synthetic 2 --retries 0 --search-qps 4 "
+                                   "--search-trials 2 --db %s/r.db -q > /dev/null 2>&1",
+                                   LB_TEST_BIN, url, dir),
                      1);
-    shell("rm -rf %s", dir);
+    lb_test_shell("rm -rf %s", dir);
 }
 
 /* Dropped answers that a retry recovered are not hidden: the summary counts the resent
@@ -1282,16 +1275,17 @@ static void test_load_cli_resent_attempts_are_reported(void **state) {
     server s = start_server(args);
     char dir[] = "/tmp/lb_load_resent_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    int rc = shell("%s load --endpoint %s --synthetic 20 --retries 5 --max-failed 20 --db %s/r.db "
-                   "-q > %s/out.txt",
-                   LB_TEST_BIN, s.url, dir, dir);
+    int rc = lb_test_shell(
+        "%s load --endpoint %s --synthetic 20 --retries 5 --max-failed 20 --db %s/r.db "
+        "-q > %s/out.txt",
+        LB_TEST_BIN, s.url, dir, dir);
     assert_true(rc == 0 || rc == 3);
     char *out = read_file_in(dir, "out.txt");
     assert_non_null(strstr(out, "  resent after dropped : "));
     assert_non_null(strstr(out, "attempts failed and were sent again (dropped "));
     assert_null(strstr(out, "No warnings encountered"));
     free(out);
-    shell("rm -rf %s", dir);
+    lb_test_shell("rm -rf %s", dir);
     stop_server(&s);
 }
 
@@ -1302,10 +1296,11 @@ static void test_load_cli_sweep_stores_one_run_per_rate_and_prints_a_table(void 
     server s = start_server(NULL);
     char dir[] = "/tmp/lb_load_sweep_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    assert_int_equal(shell("%s load --endpoint %s --synthetic 10 --sweep-qps 40,80 --min-queries "
-                           "20 --name sw --tag nightly --out %s/o --db %s/r.db -q > %s/out.txt",
-                           LB_TEST_BIN, s.url, dir, dir, dir),
-                     0);
+    assert_int_equal(
+        lb_test_shell("%s load --endpoint %s --synthetic 10 --sweep-qps 40,80 --min-queries "
+                      "20 --name sw --tag nightly --out %s/o --db %s/r.db -q > %s/out.txt",
+                      LB_TEST_BIN, s.url, dir, dir, dir),
+        0);
     char *out = read_file_in(dir, "out.txt");
     assert_non_null(strstr(out, "target q/s"));
     assert_non_null(strstr(out, "        40 "));
@@ -1333,7 +1328,7 @@ static void test_load_cli_sweep_stores_one_run_per_rate_and_prints_a_table(void 
         assert_string_equal(t, group);
     }
     json_decref(runs);
-    shell("rm -rf %s", dir);
+    lb_test_shell("rm -rf %s", dir);
     stop_server(&s);
 }
 
@@ -1351,11 +1346,12 @@ static void test_load_cli_search_finds_the_highest_valid_rate(void **state) {
     char conf[600];
     snprintf(conf, sizeof conf, "%s/user.conf", dir);
     write_text(conf, "*.Server.target_latency_percentile = 90\n");
-    int rc = shell("%s load --endpoint %s --synthetic 20 --max-tokens 10 --search-qps 4 "
-                   "--search-tolerance 0.1 --min-duration 1.5 --min-queries 60 "
-                   "--ttft-limit-ms 200 --tpot-limit-ms 100 --user-conf %s --json --db %s/r.db "
-                   "-q > %s/out.json",
-                   LB_TEST_BIN, s.url, conf, dir, dir);
+    int rc =
+        lb_test_shell("%s load --endpoint %s --synthetic 20 --max-tokens 10 --search-qps 4 "
+                      "--search-tolerance 0.1 --min-duration 1.5 --min-queries 60 "
+                      "--ttft-limit-ms 200 --tpot-limit-ms 100 --user-conf %s --json --db %s/r.db "
+                      "-q > %s/out.json",
+                      LB_TEST_BIN, s.url, conf, dir, dir);
     assert_int_equal(rc, 0);
     char *out = read_file_in(dir, "out.json");
     json_t *doc = json_loads(out, 0, NULL);
@@ -1389,7 +1385,7 @@ static void test_load_cli_search_finds_the_highest_valid_rate(void **state) {
         assert_string_equal(json_string_value(json_array_get(tags, 0)), group);
     }
     json_decref(stored);
-    shell("rm -rf %s", dir);
+    lb_test_shell("rm -rf %s", dir);
     stop_server(&s);
 }
 
@@ -1416,7 +1412,7 @@ static void test_load_cli_conflicting_options_are_refused(void **state) {
                  LB_TEST_BIN, cases[i].args, dir, dir);
         assert_refused(cmd, dir, cases[i].needle);
     }
-    shell("rm -rf %s", dir);
+    lb_test_shell("rm -rf %s", dir);
 }
 
 /* --mlperf-conf and --user-conf shape the run (user.conf wins; an option given wins over
@@ -1433,11 +1429,12 @@ static void test_load_cli_reads_loadgen_conf_files_and_writes_its_logs(void **st
                      "llama3_1-8b.Server.ttft_latency = 2000\n");
     snprintf(path, sizeof path, "%s/user.conf", dir);
     write_text(path, "*.*.min_duration = 300\n*.Server.target_qps = 40\n");
-    assert_int_equal(shell("%s load --endpoint %s --synthetic 10 --scenario server --model-key "
-                           "llama3.1-8b --mlperf-conf %s/mlperf.conf --user-conf %s/user.conf "
-                           "--max-tokens 3 --out %s/o --db %s/r.db -q > /dev/null",
-                           LB_TEST_BIN, s.url, dir, dir, dir, dir),
-                     3); /* too few queries for early stopping on the TTFT bound */
+    assert_int_equal(
+        lb_test_shell("%s load --endpoint %s --synthetic 10 --scenario server --model-key "
+                      "llama3.1-8b --mlperf-conf %s/mlperf.conf --user-conf %s/user.conf "
+                      "--max-tokens 3 --out %s/o --db %s/r.db -q > /dev/null",
+                      LB_TEST_BIN, s.url, dir, dir, dir, dir),
+        3); /* too few queries for early stopping on the TTFT bound */
     char *sum = read_file_in(dir, "o/mlperf_log_summary.txt");
     assert_non_null(strstr(sum, "target_qps : 40\n"));
     assert_non_null(strstr(sum, "min_duration (ms): 300\n"));
@@ -1452,22 +1449,23 @@ static void test_load_cli_reads_loadgen_conf_files_and_writes_its_logs(void **st
                                    "1780908523862526354,"));
     free(detail);
     /* An option given on the command line wins over the files. */
-    assert_int_equal(shell("%s load --endpoint %s --synthetic 10 --qps 80 --min-duration 0.1 "
-                           "--user-conf %s/user.conf --seed 5 --out %s/o2 --db %s/r.db -q > "
-                           "/dev/null",
-                           LB_TEST_BIN, s.url, dir, dir, dir),
-                     0);
+    assert_int_equal(
+        lb_test_shell("%s load --endpoint %s --synthetic 10 --qps 80 --min-duration 0.1 "
+                      "--user-conf %s/user.conf --seed 5 --out %s/o2 --db %s/r.db -q > "
+                      "/dev/null",
+                      LB_TEST_BIN, s.url, dir, dir, dir),
+        0);
     sum = read_file_in(dir, "o2/mlperf_log_summary.txt");
     assert_non_null(strstr(sum, "target_qps : 80\n"));
     assert_non_null(strstr(sum, "min_duration (ms): 100\n"));
     assert_non_null(strstr(sum, "sample_index_rng_seed : 5\n"));
     free(sum);
     /* Accuracy mode with a tokenizer: the accuracy log, one answer a sample. */
-    assert_int_equal(shell("%s load --endpoint %s --synthetic 4 --mode accuracy --tokenizer %s "
-                           "--out %s/o3 --db %s/r.db -q > /dev/null",
-                           LB_TEST_BIN, s.url, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", dir,
-                           dir),
-                     0);
+    assert_int_equal(
+        lb_test_shell("%s load --endpoint %s --synthetic 4 --mode accuracy --tokenizer %s "
+                      "--out %s/o3 --db %s/r.db -q > /dev/null",
+                      LB_TEST_BIN, s.url, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", dir, dir),
+        0);
     snprintf(path, sizeof path, "%s/o3/mlperf_log_accuracy.json", dir);
     json_t *acc = json_load_file(path, 0, NULL);
     assert_non_null(acc);
@@ -1485,7 +1483,7 @@ static void test_load_cli_reads_loadgen_conf_files_and_writes_its_logs(void **st
              "%s load --endpoint %s --synthetic 2 --user-conf %s --db %s/r.db 2> %s/err.txt",
              LB_TEST_BIN, s.url, path, dir, dir);
     assert_refused(cmd, dir, "bad.conf:2: expected 'model.scenario.key = value'");
-    shell("rm -rf %s", dir);
+    lb_test_shell("rm -rf %s", dir);
     stop_server(&s);
 }
 

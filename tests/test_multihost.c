@@ -27,20 +27,9 @@
 
 static char ns[2][32], veth[2][16], dir[64];
 
-/* Runs a shell command line; its exit status. */
-static int sh(const char *fmt, ...) {
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 static void hosts_down(void) {
     for (int h = 0; h < 2; h++)
-        sh("ip netns del %s 2>/dev/null", ns[h]);
+        lb_test_shell("ip netns del %s 2>/dev/null", ns[h]);
 }
 
 /* Two namespaces and the veth pair between them; false when this machine cannot. */
@@ -49,13 +38,13 @@ static bool hosts_up(void) {
         snprintf(ns[h], sizeof ns[h], "lbmh%c%d", 'a' + h, (int)getpid());
         snprintf(veth[h], sizeof veth[h], "mh%c%d", 'a' + h, (int)getpid() % 1000000);
     }
-    bool ok = sh("ip netns add %s 2>/dev/null && ip netns add %s", ns[0], ns[1]) == 0 &&
-              sh("ip link add %s netns %s type veth peer name %s netns %s", veth[0], ns[0], veth[1],
-                 ns[1]) == 0;
+    bool ok = lb_test_shell("ip netns add %s 2>/dev/null && ip netns add %s", ns[0], ns[1]) == 0 &&
+              lb_test_shell("ip link add %s netns %s type veth peer name %s netns %s", veth[0],
+                            ns[0], veth[1], ns[1]) == 0;
     for (int h = 0; ok && h < 2; h++)
-        ok = sh("ip -n %s addr add 10.77.0.%d/24 dev %s && ip -n %s link set %s up && "
-                "ip -n %s link set lo up",
-                ns[h], h + 1, veth[h], ns[h], veth[h], ns[h]) == 0;
+        ok = lb_test_shell("ip -n %s addr add 10.77.0.%d/24 dev %s && ip -n %s link set %s up && "
+                           "ip -n %s link set lo up",
+                           ns[h], h + 1, veth[h], ns[h], veth[h], ns[h]) == 0;
     if (!ok) hosts_down();
     return ok;
 }
@@ -71,7 +60,7 @@ static void run_ranks(const char *env, const char *args, int rc[2]) {
                  "WORLD_SIZE=2 MASTER_ADDR=10.77.0.1 MASTER_PORT=29500 exec %s %s' >%s/out%d "
                  "2>%s/err%d; echo $? >%s/rc%d)",
                  ns[r], 'a' + r, env, r, LB_TEST_BIN, args, dir, r, dir, r, dir, r);
-    sh("%s & %s; wait", cmd[0], cmd[1]);
+    lb_test_shell("%s & %s; wait", cmd[0], cmd[1]);
     for (int r = 0; r < 2; r++) {
         char path[128];
         snprintf(path, sizeof path, "%s/rc%d", dir, r);

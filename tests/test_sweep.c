@@ -192,6 +192,20 @@ static size_t count_lines(const char *text, const char *needle) {
     return n;
 }
 
+/* `llmbench sweep PATH` on g_db as a child of this test, its stdout and stderr into log. */
+static pid_t start_sweep(const char *path, const char *log) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "sweep", path, "--db", g_db, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
 static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **state) {
     (void)state;
     char path[160], log[160];
@@ -202,14 +216,7 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
         "name: resume\ncommand: train\nrepeats: 2\n"
         "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: " RESUME_STEPS ", warmup: 1}\n"
         "axes: {batch: [1, 2]}\n"));
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execl(LB_TEST_BIN, LB_TEST_BIN, "sweep", path, "--db", g_db, (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = start_sweep(path, log);
     /* interrupt once the first cell x repeat is stored */
     for (int i = 0; i < 50000 && train_runs_tagged("sweep:resume", LB_RUN_OK) == 0; i++)
         usleep(10 * 1000);
@@ -297,15 +304,7 @@ static void test_sweep_log_file_has_no_name_while_cells_run(void **state) {
     snprintf(log, sizeof log, "%s/twice.log", g_dir);
     assert_true(lb_test_write_file(path, "name: twice\ncommand: train\noptions: {model: gpt2-tiny, "
                                          "device: cpu, seq: 16, steps: 1000000}\n"));
-    pid_t pid = fork();
-    if (pid == 0) {
-        lb_test_die_with_parent();
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execl(LB_TEST_BIN, LB_TEST_BIN, "sweep", path, "--db", g_db, (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = start_sweep(path, log);
     /* the cell's run is stored as running, its stderr on the sweep's log */
     for (int i = 0; i < 6000 && train_runs_tagged("sweep:twice", LB_RUN_RUNNING) == 0; i++)
         usleep(10 * 1000);

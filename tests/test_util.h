@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,6 +355,17 @@ static inline int lb_test_exec_interrupting_rank(int rank, double seconds, char 
     }
     execv(argv[0], argv);
     return 127;
+}
+
+/* Runs a shell command line made from fmt; its exit status (128 + signal when killed). */
+static inline __attribute__((format(printf, 1, 2))) int lb_test_shell(const char *fmt, ...) {
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
 }
 
 #endif
