@@ -155,9 +155,7 @@ static bool is_number_or_null(const json_t *v) {
 /* name as it may go into a one-line message: cut to a name's length, control bytes as '?'. */
 static const char *printable(char *buf, const char *name) {
     copy_name(buf, LB_NAME_BYTES, name);
-    for (char *c = buf; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-    return buf;
+    return lb_status_printable(buf);
 }
 
 lb_status lb_result_from_json(const json_t *doc, const char *what, lb_result **out, lb_err *err) {

@@ -39,3 +39,9 @@ int lb_status_exit_code(lb_status status) {
     default: return 1;
     }
 }
+
+char *lb_status_printable(char *text) {
+    for (char *c = text; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    return text;
+}

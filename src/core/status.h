@@ -34,6 +34,10 @@ typedef struct {
 lb_status lb_fail(lb_err *err, lb_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* text with its control bytes replaced by '?', in place, so that it can go into a one-line
+ * message (a name from a file may hold a newline); returns text. */
+char *lb_status_printable(char *text);
+
 /* Short stable name of a status ("usage", "io", ...), for logs and the store. */
 const char *lb_status_name(lb_status status);
 

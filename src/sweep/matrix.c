@@ -30,9 +30,8 @@ static int line_of(const yaml_node_t *n) {
 static lb_status bad(const reader *R, const yaml_node_t *n, const char *key, const char *what) {
     char shown[192];
     snprintf(shown, sizeof shown, "%s", key);
-    for (char *c = shown; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
-    return lb_fail(R->err, LB_ERR_USAGE, "%s:%d: key '%s': %s", R->path, line_of(n), shown, what);
+    return lb_fail(R->err, LB_ERR_USAGE, "%s:%d: key '%s': %s", R->path, line_of(n),
+                   lb_status_printable(shown), what);
 }
 
 static const char *scalar(const yaml_node_t *n) {
