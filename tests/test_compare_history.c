@@ -441,6 +441,49 @@ static void test_a_sweep_table_run_is_refused_by_id_naming_the_sweep(void **stat
     assert_non_null(strstr(err, "ends with a comma"));
 }
 
+/* Load runs have key metrics of their own: their verdicts are words, in text and JSON. */
+static void test_load_verdicts_are_named_in_compare_and_history(void **state) {
+    (void)state;
+    enum { N = 24, STEP = 16 };
+    int64_t ids[N];
+    lb_rng rng;
+    lb_rng_seed(&rng, 29);
+    for (int i = 0; i < N; i++) /* from night 16 TTFT is 10% longer */
+        ids[i] = store_run("load", 1, (i >= STEP ? 11.0 : 10.0) * (1 + 0.005 * lb_rng_normal(&rng)),
+                           200, 700 + (uint64_t)i, 7e9 + 86400.0 * i);
+    char x[24], y[24];
+    int rc = run((const char *[]){"compare", id_text(ids[0], x), id_text(ids[N - 1], y), "--json",
+                                  "--db", g_db, NULL});
+    if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *m = find_metric(doc, "ttft_ms");
+    assert_non_null(m);
+    assert_string_equal(json_string_value(json_object_get(m, "verdict")), "slower");
+    assert_true(json_is_true(json_object_get(m, "regression")));
+    json_decref(doc);
+    rc = run((const char *[]){"compare", id_text(ids[N - 1], x), id_text(ids[0], y), "--db", g_db,
+                              NULL});
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "  faster\n"));
+    assert_null(strstr(out, "(null)"));
+
+    rc = run((const char *[]){"history", id_text(ids[0], x), "--json", "--db", g_db, NULL});
+    if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
+    doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *cps = json_object_get(doc, "change_points");
+    assert_int_equal(json_array_size(cps), 1);
+    json_t *cp = json_array_get(cps, 0);
+    assert_int_equal(json_integer_value(json_object_get(cp, "run")), ids[STEP]);
+    assert_string_equal(json_string_value(json_object_get(cp, "verdict")), "slower");
+    json_decref(doc);
+    rc = run((const char *[]){"history", id_text(ids[0], x), "--db", g_db, NULL});
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "): slower (regression)\n"));
+    assert_null(strstr(out, "(null)"));
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -457,6 +500,7 @@ int main(void) {
         cmocka_unit_test(test_history_of_an_empty_store_says_so),
         cmocka_unit_test(test_history_unknown_metric_names_the_key_metrics),
         cmocka_unit_test(test_a_sweep_table_run_is_refused_by_id_naming_the_sweep),
+        cmocka_unit_test(test_load_verdicts_are_named_in_compare_and_history),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,16 +7,19 @@
  * 2. The user's own crontab is saved first and restored at the end. */
 #include <jansson.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <yaml.h>
 
 #include <cmocka.h>
 
+#include "store/store.h"
 #include "test_util.h"
 
 static char g_dir[64], g_db[128], g_saved_cron[160];
@@ -206,6 +209,54 @@ static void test_schedule_exec_tags_reports_and_locks(void **state) {
     close(fd);
 }
 
+/* Ctrl-C during a scheduled run is passed on to the command (its run stored as
+ * interrupted); the job then ends with 130, as every interrupted command does, without
+ * checking histories or writing a report. */
+static void test_schedule_exec_interrupted_exits_130(void **state) {
+    (void)state;
+    char db[160], rep[160], log[160];
+    snprintf(db, sizeof db, "%s/interrupted.db", g_dir);
+    snprintf(rep, sizeof rep, "%s/interrupted-report", g_dir);
+    snprintf(log, sizeof log, "%s/interrupted.log", g_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "schedule", "exec", "long", "--report", rep, "--db", db,
+              "--", "train", "--model", "gpt2-tiny", "--device", "cpu", "--seq", "16", "--steps",
+              "1000000", (char *)NULL);
+        _exit(127);
+    }
+    /* Ctrl-C once the command's run is stored as running */
+    bool running = false;
+    for (int i = 0; i < 600 && !running; i++) {
+        usleep(100000);
+        lb_store *s = NULL;
+        lb_err e = {{0}};
+        if (access(db, F_OK) != 0 || lb_store_open_read(db, &s, &e) != LB_OK) continue;
+        lb_store_filter f = lb_store_default_filter();
+        f.status = LB_RUN_RUNNING;
+        lb_store_run_info *list = NULL;
+        size_t n = 0;
+        running = lb_store_list(s, &f, &list, &n, &e) == LB_OK && n > 0;
+        free(list);
+        lb_store_close(s);
+    }
+    kill(pid, SIGINT);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    char *text = lb_test_read_file(log, NULL);
+    assert_non_null(text);
+    if (!running) fail_msg("the command's run never started: %s", text);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 130) fail_msg("status %d: %s", status, text);
+    assert_non_null(strstr(text, "llmbench schedule exec: interrupted: 'long' stopped its "
+                                 "command and checked no history\n"));
+    assert_null(strstr(text, ", benchmark "));
+    assert_int_equal(access(rep, F_OK), -1);
+    free(text);
+}
+
 static void test_schedule_bad_input_exits_2(void **state) {
     (void)state;
     assert_int_equal(
@@ -219,7 +270,73 @@ static void test_schedule_bad_input_exits_2(void **state) {
     assert_non_null(strstr(err, "--days expects"));
     assert_int_equal(
         run((const char *[]){"schedule", "add", "a b", "--at", "19:00", "--", "run", NULL}), 2);
+    /* an unknown or missing subcommand: one line, not the overview */
     assert_int_equal(run((const char *[]){"schedule", "fly", NULL}), 2);
+    assert_string_equal(err, "llmbench schedule: unknown subcommand 'fly': expected add, list, "
+                             "remove or exec (see 'llmbench schedule --help')\n");
+    assert_int_equal(run((const char *[]){"schedule", NULL}), 2);
+    assert_non_null(strstr(err, "missing subcommand"));
+    assert_null(strchr(err, '\n') + 1 == err + strlen(err) ? NULL : "more than one line");
+    assert_int_equal(run((const char *[]){"schedule", "--help", NULL}), 0);
+    assert_non_null(strstr(out, "usage: llmbench schedule add NAME"));
+}
+
+/* Input that once overflowed the entry's fixed buffers: a day named many times, a command
+ * of more words than an entry holds. Refused with one line, nothing printed. */
+static void test_schedule_long_days_and_commands_are_refused(void **state) {
+    (void)state;
+    char days[4 * 40] = "";
+    for (int i = 0; i < 40; i++)
+        strcat(days, i ? ",mon" : "mon");
+    assert_int_equal(run((const char *[]){"schedule", "add", "x", "--at", "19:00", "--days", days,
+                                          "--backend", "kubernetes", "--", "train", NULL}),
+                     2);
+    assert_string_equal(err, "llmbench schedule add: --days names mon twice: give each day once\n");
+    assert_string_equal(out, "");
+    assert_int_equal(run((const char *[]){"schedule", "add", "x", "--at", "19:00", "--days",
+                                          "fri,mon,fri", "--", "train", NULL}),
+                     2);
+    assert_non_null(strstr(err, "--days names fri twice"));
+    /* train -q and 40 times --seed 1: 82 words (more than lb_test_run passes on) */
+    const char *args[11 + 80 + 1] = {LB_TEST_BIN, "schedule",   "add", "x",     "--at", "19:00",
+                                     "--backend", "kubernetes", "--",  "train", "-q"};
+    size_t n = 11;
+    for (int i = 0; i < 40; i++) {
+        args[n++] = "--seed";
+        args[n++] = "1";
+    }
+    args[n] = NULL;
+    assert_int_equal(lb_test_run_argv(args, out, sizeof out, NULL), 2);
+    assert_string_equal(out, "llmbench schedule add: the command to schedule has 82 words; a "
+                             "schedule holds at most 64\n");
+    /* 64 words fit (train -q and 31 times --seed 1): all of them in the CronJob's command */
+    args[9 + 64] = NULL;
+    int rc = lb_test_run_argv(args, out, sizeof out, NULL);
+    if (rc != 0) fail_msg("exit %d: %s", rc, out);
+    size_t words = 0;
+    for (const char *p = strstr(out, "- \"train\"\n");
+         p && (p = strstr(p, "\n                - \"")); p++)
+        words++;
+    assert_int_equal(words, 63); /* the words after train */
+}
+
+/* The CronJob is llmbench-NAME: a name Kubernetes refuses (capitals, '_', longer than 52
+ * characters with the prefix) is refused here, not by kubectl apply. */
+static void test_schedule_kubernetes_name_must_be_a_kubernetes_name(void **state) {
+    (void)state;
+    const char *bad[] = {"Nightly", "night_ly", "nightly-", /* and 44 characters: */
+                         "nightly-train-gpt2-124m-bf16-on-eight-h100s1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(run((const char *[]){"schedule", "add", bad[i], "--at", "19:00",
+                                              "--backend", "kubernetes", "--", "train", NULL}),
+                         2);
+        assert_non_null(strstr(err, "is not a Kubernetes name"));
+        assert_string_equal(out, "");
+    }
+    int rc = run((const char *[]){"schedule", "add", "nightly-train-gpt2-124m-bf16-on-eight-h100s",
+                                  "--at", "19:00", "--backend", "kubernetes", "--", "train", NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    assert_non_null(strstr(out, "  name: llmbench-nightly-train-gpt2-124m-bf16-on-eight-h100s\n"));
 }
 
 static void test_schedule_add_refuses_a_command_its_parser_refuses(void **state) {
@@ -369,7 +486,10 @@ int main(void) {
         cmocka_unit_test(test_schedule_systemd_units_verify_and_remove),
         cmocka_unit_test(test_schedule_kubernetes_cronjob_parses),
         cmocka_unit_test(test_schedule_exec_tags_reports_and_locks),
+        cmocka_unit_test(test_schedule_exec_interrupted_exits_130),
         cmocka_unit_test(test_schedule_bad_input_exits_2),
+        cmocka_unit_test(test_schedule_long_days_and_commands_are_refused),
+        cmocka_unit_test(test_schedule_kubernetes_name_must_be_a_kubernetes_name),
         cmocka_unit_test(test_schedule_add_refuses_a_command_its_parser_refuses),
         cmocka_unit_test(test_schedule_json_is_json_or_refused),
         cmocka_unit_test(test_schedule_no_crontab_yet_is_not_an_error_line),

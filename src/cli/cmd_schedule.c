@@ -135,12 +135,12 @@ static int cmd_add(int argc, char **argv) {
     e.argv = (const char *const *)&a.pos[1];
     e.argc = (size_t)a.n_pos - 1;
     e.gpus = (int)gpus;
-    if (st == LB_OK) st = lb_schedule_check(&e, &err);
+    lb_schedule_backend b = parse_backend(backend);
+    if (st == LB_OK) st = lb_schedule_check(&e, b, &err);
     if (st == LB_OK) st = lb_proc_self_exe(exe, sizeof exe, &err);
     if (st == LB_OK && e.argc > 0) st = check_command(exe, &e, &err);
     if (st == LB_OK) st = lb_store_resolve_path(a.common.db_path, db, sizeof db, &err);
     if (st != LB_OK) return fail("add", &err, st);
-    lb_schedule_backend b = parse_backend(backend);
     if (b == LB_SCHEDULE_KUBERNETES) { /* paths are the container's */
         if (a.common.json)
             print_cronjob_json(&e);
@@ -231,7 +231,8 @@ static int cmd_exec(int argc, char **argv) {
                    "benchmark's history and writes a report with --report. Exit 0: ran, no "
                    "regression (also when the command completed with an INVALID verdict, exit "
                    "3, which is said); 1: the command failed, a history regressed, or another "
-                   "scheduled run holds the lock; 2: bad usage.",
+                   "scheduled run holds the lock; 2: bad usage; 130: interrupted (Ctrl-C is "
+                   "passed on to the command; no history checked, no report written).",
         LB_ARG_SPECS(specs),
         .min_positional = 2,
         .max_positional = LB_ARGS_MAX_POSITIONAL,
@@ -268,17 +269,18 @@ int lb_cmd_schedule(int argc, char **argv) {
         const char *name;
         int (*fn)(int, char **);
     } subs[] = {{"add", cmd_add}, {"list", cmd_list}, {"remove", cmd_remove}, {"exec", cmd_exec}};
-    if (argc >= 2)
-        for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-            if (strcmp(argv[1], subs[i].name) == 0) return subs[i].fn(argc - 1, argv + 1);
-    bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-    fprintf(help ? stdout : stderr,
-            "usage: llmbench schedule add NAME --at HH:MM [options] -- <command>\n"
-            "       llmbench schedule list\n"
-            "       llmbench schedule remove NAME [--backend cron|systemd]\n"
-            "       llmbench schedule exec NAME [options] -- <command>\n"
-            "(llmbench schedule <sub> --help for each)\n");
-    if (!help && argc >= 2)
-        fprintf(stderr, "llmbench schedule: unknown subcommand '%s'\n", argv[1]);
-    return help ? 0 : 2;
+    if (argc < 2)
+        return lb_status_exit_code(lb_args_usage_error(
+            "schedule", "missing subcommand: expected add, list, remove or exec"));
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
+        if (strcmp(argv[1], subs[i].name) == 0) return subs[i].fn(argc - 1, argv + 1);
+    if (strcmp(argv[1], "--help") != 0 && strcmp(argv[1], "-h") != 0)
+        return lb_status_exit_code(lb_args_usage_error(
+            "schedule", "unknown subcommand '%s': expected add, list, remove or exec", argv[1]));
+    printf("usage: llmbench schedule add NAME --at HH:MM [options] -- <command>\n"
+           "       llmbench schedule list\n"
+           "       llmbench schedule remove NAME [--backend cron|systemd]\n"
+           "       llmbench schedule exec NAME [options] -- <command>\n"
+           "(llmbench schedule <sub> --help for each)\n");
+    return 0;
 }

@@ -15,9 +15,12 @@ static const lb_key_metric train_metrics[] = {
 };
 
 static const lb_key_metric load_metrics[] = {
-    {"output_tok_per_s", NULL, true, true},        {"samples_per_s", NULL, true, true},
-    {"ttft_p99_ms", "ttft_ms", false, true},       {"tpot_p99_ms", "tpot_ms", false, true},
-    {"latency_p50_ms", "latency_ms", false, true}, {"failed", NULL, false, false},
+    {"output_tok_per_s", NULL, true, true, "faster", "slower"},
+    {"samples_per_s", NULL, true, true, "faster", "slower"},
+    {"ttft_p99_ms", "ttft_ms", false, true, "faster", "slower"},
+    {"tpot_p99_ms", "tpot_ms", false, true, "faster", "slower"},
+    {"latency_p50_ms", "latency_ms", false, true, "faster", "slower"},
+    {"failed", NULL, false, false, "fewer", "more"},
 };
 
 static const lb_key_metric comm_metrics[] = {

@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/proc.h"
+#include "core/signals.h"
 #include "history/bench.h"
 #include "history/history.h"
 #include "history/select.h"
@@ -96,6 +97,11 @@ lb_status lb_schedule_exec(const lb_schedule_job *j, FILE *f, lb_schedule_outcom
     double t0 = lb_clock_wall_s(); /* the command's runs start after this */
     lb_status st = lb_proc_run(&spec, &o->command_exit, err);
     free(argv);
+    /* Ctrl-C (passed on to the command, which stored its run as interrupted): the job ends
+     * there, as the sweep does, without checking histories or writing a report */
+    if (st == LB_OK && (o->command_exit == 130 || lb_signals_interrupted()))
+        st = lb_fail(err, LB_ERR_INTERRUPTED,
+                     "interrupted: '%s' stopped its command and checked no history", j->name);
     if (st == LB_OK) st = after_runs(j, t0, f, o, err);
     close(lock);
     return st;

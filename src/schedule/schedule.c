@@ -49,6 +49,7 @@ static lb_status days_fields(const char *days, char *cron, size_t cron_cap, char
     if (strcmp(days, "weekdays") == 0) days = "mon,tue,wed,thu,fri";
     if (strcmp(days, "weekends") == 0) days = "sat,sun";
     size_t cl = 0, sl = 0;
+    unsigned seen = 0; /* each day once: at most 7 names fit the fields */
     cron[0] = sd[0] = '\0';
     for (const char *p = days; *p;) {
         const char *comma = strchr(p, ',');
@@ -61,6 +62,10 @@ static lb_status days_fields(const char *days, char *cron, size_t cron_cap, char
                            "--days expects daily, weekdays, weekends or day names such as "
                            "mon,wed,fri; got '%s'",
                            days);
+        if (seen & (1u << d))
+            return lb_fail(err, LB_ERR_USAGE, "--days names %s twice: give each day once",
+                           day_names[d]);
+        seen |= 1u << d;
         cl += (size_t)snprintf(cron + cl, cron_cap - cl, "%s%d", cl ? "," : "", d);
         sl += (size_t)snprintf(sd + sl, sd_cap - sl, "%s%s", sl ? "," : "", systemd_days[d]);
         p = comma ? comma + 1 : p + n;
@@ -68,19 +73,33 @@ static lb_status days_fields(const char *days, char *cron, size_t cron_cap, char
     return LB_OK;
 }
 
-lb_status lb_schedule_check(const lb_schedule_entry *e, lb_err *err) {
+lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, lb_err *err) {
     const char *n = e->name;
     if (n == NULL || n[0] == '\0' || strlen(n) > 64 ||
         strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != strlen(n))
         return lb_fail(err, LB_ERR_USAGE,
                        "schedule name '%s' must be 1 to 64 letters, digits, '-' or '_'",
                        n ? n : "");
+    /* the CronJob llmbench-NAME: an RFC 1123 name of at most 52 characters, NAME a label
+     * value (starts and ends with a letter or digit) */
+    size_t len = strlen(n);
+    if (b == LB_SCHEDULE_KUBERNETES &&
+        (len > 43 || strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789-") != len || n[0] == '-' ||
+         n[len - 1] == '-'))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "schedule name '%s' is not a Kubernetes name: give 1 to 43 lowercase "
+                       "letters, digits or '-', starting and ending with a letter or digit",
+                       n);
     char cron[64], sd[64];
     LB_TRY(days_fields(e->days, cron, sizeof cron, sd, sizeof sd, err));
     if (e->argc == 0)
         return lb_fail(
             err, LB_ERR_USAGE,
             "no command to schedule: give it after '--', e.g. -- train --model gpt2-124m");
+    if (e->argc > LB_SCHEDULE_MAX_ARGS)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "the command to schedule has %zu words; a schedule holds at most %d",
+                       e->argc, LB_SCHEDULE_MAX_ARGS);
     if (strcmp(e->argv[0], "sweep") == 0) {
         bool again = false;
         for (size_t i = 1; i < e->argc; i++)
@@ -121,7 +140,8 @@ static void sd_quote(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-/* The job's words: exe schedule exec NAME [--report DIR] --threshold X --db DB -- argv... */
+/* The job's words: exe schedule exec NAME [--report DIR] --threshold X --db DB -- argv...
+ * (at most 11 + LB_SCHEDULE_MAX_ARGS). */
 static size_t job_words(const lb_schedule_entry *e, const char **w, char *thr, size_t thr_cap) {
     size_t n = 0;
     w[n++] = e->exe;
@@ -252,7 +272,7 @@ static lb_status cron_add(const lb_schedule_entry *e, lb_err *err) {
     fputs(rest, f);
     if (len == 0 && rest[0] && rest[strlen(rest) - 1] != '\n') fputc('\n', f);
     fprintf(f, MARKER "%s\n%d %d * * %s", e->name, e->minute, e->hour, cron_days);
-    const char *w[64 + 16];
+    const char *w[LB_SCHEDULE_MAX_ARGS + 16];
     size_t n = job_words(e, w, thr, sizeof thr);
     for (size_t i = 0; i < n; i++) {
         fputc(' ', f);
@@ -318,7 +338,7 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
         "# written by llmbench schedule add %s\n[Unit]\nDescription=llmbench scheduled run %s\n\n"
         "[Service]\nType=oneshot\nExecStart=",
         e->name, e->name);
-    const char *w[64 + 16];
+    const char *w[LB_SCHEDULE_MAX_ARGS + 16];
     size_t n = job_words(e, w, thr, sizeof thr);
     for (size_t i = 0; i < n; i++) {
         if (i) fputc(' ', f);
@@ -373,7 +393,7 @@ static lb_status systemd_remove(const char *name, lb_err *err) {
 
 lb_status lb_schedule_add(const lb_schedule_entry *e, lb_schedule_backend b, char *note,
                           size_t note_bytes, lb_err *err) {
-    LB_TRY(lb_schedule_check(e, err));
+    LB_TRY(lb_schedule_check(e, b, err));
     if (note && note_bytes) note[0] = '\0';
     switch (b) {
     case LB_SCHEDULE_CRON: return cron_add(e, err);
@@ -454,7 +474,7 @@ void lb_schedule_print_cronjob(FILE *f, const lb_schedule_entry *e) {
     lb_schedule_entry k = *e;
     k.exe = "llmbench";
     k.db_path = "/data/results.db";
-    const char *w[64 + 16];
+    const char *w[LB_SCHEDULE_MAX_ARGS + 16];
     size_t n = job_words(&k, w, thr, sizeof thr);
     fprintf(f,
             "# llmbench schedule add %s --backend kubernetes: a CronJob (kubectl apply -f FILE)\n"

@@ -49,11 +49,16 @@ typedef struct {
 
 lb_schedule_entry lb_schedule_default_entry(void);
 
+/* The most words a scheduled command may have (its entry is written from a fixed list). */
+#define LB_SCHEDULE_MAX_ARGS 64
+
 /* Parses "HH:MM" into *hour, *minute; LB_ERR_USAGE naming the text otherwise. */
 lb_status lb_schedule_parse_at(const char *text, int *hour, int *minute, lb_err *err);
-/* Checks a name, a days value and the command (a sweep must run with --again, or it would
- * run only once); LB_ERR_USAGE naming what is wrong. */
-lb_status lb_schedule_check(const lb_schedule_entry *e, lb_err *err);
+/* Checks a name (for Kubernetes also a valid object name: lowercase letters, digits and
+ * '-', at most 43), a days value (each day once) and the command (at most
+ * LB_SCHEDULE_MAX_ARGS words; a sweep must run with --again, or it would run only once);
+ * LB_ERR_USAGE naming what is wrong. */
+lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, lb_err *err);
 
 /* Installs e (replacing an entry of the same name). The systemd backend writes the units,
  * then asks systemctl --user to reload and enable the timer; when there is no user manager
