@@ -1244,7 +1244,11 @@ static void test_load_cli_nothing_listening_exits_1_and_is_stored_failed(void **
         1);
     char *out = read_file_in(dir, "out.txt"), *err = read_file_in(dir, "err.txt");
     assert_non_null(strstr(out, "Failed queries : 4\n"));
-    assert_non_null(strstr(err, "none of the 4 queries completed (connect 4)"));
+    /* one line that names the server and what went wrong */
+    char line[160];
+    snprintf(line, sizeof line, "llmbench load: %s: none of the 4 queries completed (connect 4)\n",
+             url);
+    if (strstr(err, line) == NULL) fail_msg("no '%s' in: %s", line, err);
     free(out);
     free(err);
     json_t *runs = list_runs(dir);
@@ -1411,6 +1415,25 @@ static void test_load_cli_conflicting_options_are_refused(void **state) {
                  "%s/err.txt",
                  LB_TEST_BIN, cases[i].args, dir, dir);
         assert_refused(cmd, dir, cases[i].needle);
+    }
+    lb_test_shell("rm -rf %s", dir);
+}
+
+/* A --sweep-qps rate outside --qps's range is refused before anything runs: "inf" ran and
+ * was reported as the highest VALID rate, and a tiny rate scheduled its first query
+ * centuries away, so the run never ended. */
+static void test_load_cli_sweep_rates_outside_the_qps_range_are_refused(void **state) {
+    (void)state;
+    char dir[] = "/tmp/lb_load_rates_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const char *const rates[] = {"1,inf", "1e-300", "2,2e9", "nan", "-1"};
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "%s load --endpoint http://127.0.0.1:9 --synthetic 2 --sweep-qps %s --db "
+                 "%s/r.db 2> %s/err.txt",
+                 LB_TEST_BIN, rates[i], dir, dir);
+        assert_refused(cmd, dir, "--sweep-qps expects up to 32 rates from 1e-06 to 1e+09");
     }
     lb_test_shell("rm -rf %s", dir);
 }
@@ -1802,6 +1825,7 @@ int main(void) {
         cmocka_unit_test(test_load_cli_sweep_stores_one_run_per_rate_and_prints_a_table),
         cmocka_unit_test(test_load_cli_search_finds_the_highest_valid_rate),
         cmocka_unit_test(test_load_cli_conflicting_options_are_refused),
+        cmocka_unit_test(test_load_cli_sweep_rates_outside_the_qps_range_are_refused),
         cmocka_unit_test(test_load_cli_reads_loadgen_conf_files_and_writes_its_logs),
         cmocka_unit_test(test_loadgen_ramp_up_and_burstiness_shape_the_arrivals),
         cmocka_unit_test(test_pool_picks_the_least_loaded_replica),

@@ -982,6 +982,70 @@ static void test_serve_stop_sequences_end_the_answer(void **state) {
     stop(&f);
 }
 
+/* A source that ends after EARLY_END tokens whatever max_tokens says, as the engine does at
+ * an end-of-sequence token: the synthetic one, asked for fewer. */
+#define EARLY_END 3
+static lb_status early_start(void *ctx, const lb_token_request *req, void *stream,
+                             int64_t *prompt_tokens, lb_err *err) {
+    const lb_token_source *inner = ctx;
+    lb_token_request fewer = *req;
+    if (fewer.max_tokens > EARLY_END) fewer.max_tokens = EARLY_END;
+    return inner->start(inner->ctx, &fewer, stream, prompt_tokens, err);
+}
+
+/* A stream that ends before max_tokens says why: its last chunk has finish_reason "stop"
+ * (it had none: every chunk said null, so a client could not tell an end of sequence
+ * from a cut), and the usage counts the tokens sent; completions and chat alike. */
+static void test_serve_stream_ended_by_the_source_finishes_with_stop(void **state) {
+    (void)state;
+    fixture f;
+    lb_synthetic_params sp = lb_synthetic_default_params();
+    lb_err err = {{0}};
+    assert_int_equal(lb_synthetic_init(&sp, &f.src, &err), LB_OK);
+    lb_token_source early = {.name = "early",
+                             .ctx = &f.src,
+                             .stream_bytes = f.src.stream_bytes,
+                             .start = early_start,
+                             .next = holding_next,
+                             .done = holding_done};
+    lb_server_params p = lb_server_default_params();
+    p.port = 0;
+    p.threads = 2;
+    if (lb_server_start(&p, &early, &f.srv, &err) != LB_OK)
+        fail_msg("server did not start: %s", err.msg);
+    static const char *const paths[] = {"/v1/completions", "/v1/chat/completions"};
+    static const char *const bodies[] = {
+        "{\"prompt\":\"p\",\"max_tokens\":8,\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true}}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"p\"}],\"max_tokens\":8,\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true}}"};
+    for (int k = 0; k < 2; k++) {
+        reply r;
+        post(lb_server_port(f.srv), paths[k], bodies[k], &r);
+        assert_int_equal(r.status, 200);
+        assert_true(r.n_events >= EARLY_END + 2);
+        assert_string_equal(r.events[r.n_events - 1], "[DONE]");
+        int last = r.n_events - 3; /* the last event with a choice: before usage and [DONE] */
+        for (int i = 0; i <= last; i++) {
+            json_t *j = parse(r.events[i]);
+            json_t *fr =
+                json_object_get(json_array_get(json_object_get(j, "choices"), 0), "finish_reason");
+            if (i == last && !json_is_string(fr)) fail_msg("no finish_reason in %s", r.events[i]);
+            if (i == last)
+                assert_string_equal(json_string_value(fr), "stop");
+            else
+                assert_true(json_is_null(fr));
+            json_decref(j);
+        }
+        json_t *u = parse(r.events[r.n_events - 2]);
+        assert_int_equal(json_array_size(json_object_get(u, "choices")), 0);
+        assert_int_equal(get_int(u, "usage", "completion_tokens"), EARLY_END);
+        json_decref(u);
+        reply_free(&r);
+    }
+    stop(&f);
+}
+
 /* A batch of prompts gets one choice a prompt, each as long as asked and as a request of
  * its own prompt would get; streamed batches are refused by name. */
 static void test_serve_prompt_batch_gets_one_choice_a_prompt(void **state) {
@@ -1062,6 +1126,7 @@ int main(void) {
         cmocka_unit_test(test_serve_max_tokens_defaults_to_16_and_is_capped),
         cmocka_unit_test(test_serve_prompt_arrays_count_every_part),
         cmocka_unit_test(test_serve_stop_sequences_end_the_answer),
+        cmocka_unit_test(test_serve_stream_ended_by_the_source_finishes_with_stop),
         cmocka_unit_test(test_serve_prompt_batch_gets_one_choice_a_prompt),
         cmocka_unit_test(test_serve_refuses_logprobs_echo_and_unknown_fields),
         cmocka_unit_test(test_serve_large_prompt_counts_every_word),

@@ -50,6 +50,10 @@ static lb_status do_run(void *ctx, lb_result *r, lb_err *err) {
     return w->lp->run(w->lp->run_user, r, &w->rep, err);
 }
 
+/* A rate of --sweep-qps lies where one of --qps or --search-qps must, queries/s. */
+#define RATE_MIN 1e-6
+#define RATE_MAX 1e9
+
 static lb_status parse_rates(const char *command, const char *text, double *rates, size_t *n) {
     const char *s = text;
     *n = 0;
@@ -57,12 +61,12 @@ static lb_status parse_rates(const char *command, const char *text, double *rate
         char *end;
         errno = 0;
         double v = strtod(s, &end);
-        if (end == s || errno != 0 || !(v > 0) || (*end != ',' && *end != '\0') ||
-            *n == LB_LOADRUN_MAX_RATES)
+        if (end == s || errno != 0 || !(v >= RATE_MIN && v <= RATE_MAX) ||
+            (*end != ',' && *end != '\0') || *n == LB_LOADRUN_MAX_RATES)
             return lb_args_usage_error(command,
-                                       "--sweep-qps expects up to %d positive rates separated "
-                                       "by commas (\"1,2,4\"), got '%s'",
-                                       LB_LOADRUN_MAX_RATES, text);
+                                       "--sweep-qps expects up to %d rates from %g to %g "
+                                       "queries/s separated by commas (\"1,2,4\"), got '%s'",
+                                       LB_LOADRUN_MAX_RATES, RATE_MIN, RATE_MAX, text);
         rates[(*n)++] = v;
         s = *end ? end + 1 : end;
     }
@@ -465,7 +469,10 @@ int lb_loadrun(const lb_loadrun_params *lp) {
                     st == LB_OK)
                     st = LB_ERR_IO;
             }
-            if (st != LB_OK) fprintf(stderr, "llmbench %s: %s\n", cmd, err.msg);
+            /* the system under test named: the line may be all a script's log keeps (a
+             * failed --out has said why itself) */
+            if (st != LB_OK && err.msg[0] != '\0')
+                fprintf(stderr, "llmbench %s: %s: %s\n", cmd, lp->sut_name, err.msg);
             any_invalid |= st == LB_OK && !w.rep.summary.valid;
         }
         rows[k] = sweep_row_of(rate, run_id, r, &w.rep);

@@ -885,9 +885,13 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             size_t len = 0;
             int64_t due = 0;
             lb_token_state st = src->next(src->ctx, r->stream_state, now, tok, &len, &due);
-            if (st == LB_TOKEN_END && r->held_len > 0) { /* held text: one last piece */
+            if (st == LB_TOKEN_END && r->sent < r->max_tokens) {
+                /* The source ended early (end of sequence): no event said why yet. One
+                 * last event, with the text held back, ends the choice as "stop". */
+                r->stopped = true;
                 n = write_token_event(r, w, r->held, r->held_len);
                 r->held_len = 0;
+                r->out = r->include_usage ? OUT_USAGE : OUT_DONE;
                 break;
             }
             if (st == LB_TOKEN_END) {

@@ -4,7 +4,8 @@
  * GET /health, GET /metrics (the counters below and latency histograms, in Prometheus text
  * or, when the scraper accepts it, OpenMetrics: serve/server_metrics.h). A completion request is
  * answered whole (one JSON body with usage) or, with "stream": true, as server-sent events in
- * OpenAI's chunk format: one chunk per token, a usage chunk with empty choices when
+ * OpenAI's chunk format: one chunk per token (and, when the source ends before max_tokens,
+ * one more with finish_reason "stop"), a usage chunk with empty choices when
  * stream_options.include_usage is true, then "data: [DONE]". The output length is the request's
  * max_tokens (chat: max_completion_tokens first), 16 when absent, capped by params.max_tokens; the
  * token source (serve/token_source.h) counts prompt tokens and times every token.
