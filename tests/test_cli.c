@@ -207,6 +207,26 @@ static void test_cli_tokenize_prints_nothing_before_an_unreadable_file(void **st
     unlink(path);
 }
 
+/* A vocabulary whose own bytes go into the error (a token, a JSON key) still gives one line
+ * that a terminal shows as it is: a newline or an escape from the file is shown as '?'. */
+static void test_cli_tokenize_vocabulary_error_is_one_printable_line(void **state) {
+    (void)state;
+    char dir[64], json[96], ranks[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(json, sizeof json, "%s/tokenizer.json", dir);
+    snprintf(ranks, sizeof ranks, "%s/t.tiktoken", dir);
+    assert_true(lb_test_write_file(json, "{\"model\": {\"type\": \"BPE\", \"merges\": [], "
+                                         "\"vocab\": {\"a\\nb\\u001b[2K\": 0}}, "
+                                         "\"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+                                         "\"use_regex\": true}}"));
+    assert_true(lb_test_write_file(ranks, "YQ== 0\n\x1b[2K\rYg== 1\n"));
+    expect_usage_error((const char *[]){"tokenize", "--tokenizer", json, "x.txt", NULL},
+                       "model.vocab[\"a?b?[2K\"] is not written in the byte-level alphabet");
+    expect_usage_error((const char *[]){"tokenize", "--tokenizer", ranks, "x.txt", NULL},
+                       ":2: \"?[2K?Yg==\" is not base64 of a token");
+    lb_test_rmtree(dir);
+}
+
 /* `run -q` that succeeds says nothing on stderr (without a GPU it said it ran the CPU suite
  * only: a remark, not a warning). */
 static void test_cli_run_quiet_is_quiet(void **state) {
@@ -269,6 +289,7 @@ int main(void) {
         cmocka_unit_test(test_cli_train_scaling_runs_after_the_first_get_the_base),
         cmocka_unit_test(test_cli_out_of_range_lengths_are_refused_not_clamped),
         cmocka_unit_test(test_cli_tokenize_prints_nothing_before_an_unreadable_file),
+        cmocka_unit_test(test_cli_tokenize_vocabulary_error_is_one_printable_line),
         cmocka_unit_test(test_cli_run_quiet_is_quiet),
         cmocka_unit_test(test_cli_run_refuses_a_bad_report_folder_before_running),
         cmocka_unit_test(test_cli_unreadable_files_name_their_option),

@@ -22,6 +22,7 @@
 #include "comm/boot.h"
 #include "comm/comm.h"
 #include "comm/launch.h"
+#include "commbench/commbench.h"
 #include "core/clock.h"
 #include "core/signals.h"
 #include "gpu/devinfo.h"
@@ -220,6 +221,53 @@ static int mpi_worker(const char *scenario) {
     lb_comm_free(c);
     lb_boot_free(boot); /* after the late rank: MPI_Abort */
     return rc;
+}
+
+/* ---- a collective that loses its data: commbench's check must see it ---- */
+
+#ifdef LB_HAVE_MPI
+#include <mpi.h>
+
+/* MPI's profiling interface: the library's MPI_Iallgather is this one. With lose_in_place
+ * set, an in-place call moves nothing (a barrier stands in, so the ranks still meet). */
+static bool lose_in_place;
+
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
+    if (lose_in_place && sendbuf == MPI_IN_PLACE) return PMPI_Ibarrier(comm, request);
+    return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                           request);
+}
+#endif
+
+/* all_gather of 1 KiB of floats, out of place then in place, where the in-place calls lose
+ * their data; rank 0 prints the run's status and each placement's #wrong. */
+static int lost_gather_worker(void) {
+    lb_boot *boot = NULL;
+    lb_err err = {{0}};
+    if (lb_boot_init(30, &boot, &err) != LB_OK) {
+        fprintf(stderr, "boot: %s\n", err.msg);
+        return 1;
+    }
+#ifdef LB_HAVE_MPI
+    lose_in_place = true;
+#endif
+    lb_commbench_params p = lb_commbench_default_params();
+    p.colls[LB_BENCH_ALL_REDUCE] = false;
+    p.colls[LB_BENCH_ALL_GATHER] = true;
+    p.min_bytes = p.max_bytes = 1024;
+    p.warmup = 0;
+    p.iters = 1;
+    p.comm.backend = LB_COMM_BACKEND_MPI;
+    lb_result *r = lb_boot_rank(boot) == 0 ? lb_result_new("comm", "lost") : NULL;
+    lb_status st = lb_commbench_run(boot, &p, r, &err);
+    if (r != NULL)
+        printf("status %s, out-of-place wrong %.0f, in-place wrong %.0f\n", lb_status_name(st),
+               lb_result_metric(r, "all_gather.1024.oop.wrong"),
+               lb_result_metric(r, "all_gather.1024.ip.wrong"));
+    lb_result_free(r);
+    lb_boot_free(boot);
+    return 0;
 }
 
 /* ---- torchrun variables: the TCP rendezvous ---- */
@@ -689,6 +737,47 @@ static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state)
     lb_test_rmtree(dir);
 }
 
+/* The check fills the output with values no call leaves before it runs: an in-place
+ * all_gather that moves nothing leaves the right answer of the out-of-place check before it
+ * in every block, and must still count the 3 blocks of 64 floats on each of 4 ranks. */
+static void test_comm_check_counts_what_a_call_did_not_write(void **state) {
+    (void)state;
+    char out[4096];
+    const char *args[] = {"--lost-gather-worker", NULL};
+    int rc = mpirun(self_path, args, out, sizeof out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    if (strstr(out, "status runtime, out-of-place wrong 0, in-place wrong 768") == NULL)
+        fail_msg("output: %s", out);
+}
+
+/* What did not run says N/A, not 0 or OK: with --place in, the out-of-place columns, p50
+ * and p99 included; with -c 0, #wrong and the summary of wrong values. */
+static void test_comm_cli_what_did_not_run_shows_as_na(void **state) {
+    (void)state;
+    static char out[1 << 14];
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    const char *args[] = {"comm", "broadcast", "-b",   "64",      "-e", "64",        "-n",
+                          "2",    "-w",        "0",    "--place", "in", "--backend", "mpi",
+                          "-c",   "0",         "--db", db,        NULL};
+    int rc = mpirun(LB_TEST_BIN, args, out, sizeof out, NULL);
+    lb_test_rmtree(dir);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    const char *row = strstr(out, "\n          64            16     float    none       0");
+    assert_non_null(row);
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(row + 1, "\n"), row + 1);
+    /* out of place: time, algbw, busbw, #wrong; then the in-place #wrong (not checked) and
+     * the out-of-place p50 and p99 */
+    if (strstr(line, "0      N/A     N/A     N/A     N/A  ") == NULL ||
+        strstr(line, " N/A      N/A      N/A  ") == NULL)
+        fail_msg("row: %s", line);
+    assert_non_null(strstr(out, "# Out of bounds values : N/A (-c 0: not checked)\n"));
+}
+
 static void test_comm_cli_int_max_checks_every_element(void **state) {
     (void)state;
     static char out[1 << 16];
@@ -727,6 +816,10 @@ static void test_comm_cli_bad_input_exits_2(void **state) {
                                     : "--gpus 4096: this machine has"));
     const char *a6[] = {"comm", "-b", "64", "-e", "8", NULL};
     assert_int_equal(lb_test_run(a6, NULL, 0, err, sizeof err), 2);
+    /* the option is named as it is spelt */
+    const char *a9[] = {"comm", "--matrix", "6", NULL};
+    assert_int_equal(lb_test_run(a9, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "--matrix 6: expected whole float elements"));
     /* nothing to move data with: no GPU and no MPI ranks; nothing is stored */
     char dir[64], db[96];
     lb_test_tmpdir(dir, sizeof dir);
@@ -773,6 +866,7 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--mpi-worker") == 0) return mpi_worker(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "--torchrun-worker") == 0) return torchrun_worker();
     if (argc >= 2 && strcmp(argv[1], "--stuck-worker") == 0) return stuck_worker();
+    if (argc >= 2 && strcmp(argv[1], "--lost-gather-worker") == 0) return lost_gather_worker();
     if (argc >= 5 && strcmp(argv[1], "--interrupt-rank") == 0)
         return lb_test_exec_interrupting_rank(atoi(argv[2]), atof(argv[3]), argv + 4);
     const struct CMUnitTest tests[] = {
@@ -792,6 +886,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_launcher_leaves_an_interrupted_worker_to_say_so),
         cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),
         cmocka_unit_test(test_comm_cli_signal_to_one_rank_interrupts_every_rank),
+        cmocka_unit_test(test_comm_check_counts_what_a_call_did_not_write),
+        cmocka_unit_test(test_comm_cli_what_did_not_run_shows_as_na),
         cmocka_unit_test(test_comm_cli_int_max_checks_every_element),
         cmocka_unit_test(test_comm_cli_bad_input_exits_2),
     };

@@ -93,12 +93,14 @@ static void print_row(void *ctx, const lb_bench_row *row) {
            reduces ? lb_comm_op_name(row->op) : "none", rooted ? row->root : -1);
     print_cell(&row->oop);
     print_cell(&row->ip);
-    printf("  %7.2f  %7.2f", row->oop.ran ? row->oop.p50_us : 0.0,
-           row->oop.ran ? row->oop.p99_us : 0.0);
-    if (row->ip.ran)
-        printf("  %7.2f  %7.2f\n", row->ip.p50_us, row->ip.p99_us);
-    else
-        printf("  %7s  %7s\n", "N/A", "N/A");
+    const lb_bench_cell *cells[2] = {&row->oop, &row->ip};
+    for (int k = 0; k < 2; k++) {
+        if (cells[k]->ran)
+            printf("  %7.2f  %7.2f", cells[k]->p50_us, cells[k]->p99_us);
+        else
+            printf("  %7s  %7s", "N/A", "N/A");
+    }
+    printf("\n");
     fflush(stdout);
 }
 
@@ -299,8 +301,11 @@ int lb_cmd_comm(int argc, char **argv) {
             lb_output_result_json(stdout, r, run_id);
         } else if (r->n_metrics > 0) {
             double wrong = lb_result_metric(r, "wrong_total");
-            printf("# Out of bounds values : %.0f %s\n", wrong != wrong ? 0 : wrong,
-                   wrong > 0 ? "FAILED" : "OK");
+            if (!p->check)
+                printf("# Out of bounds values : N/A (-c 0: not checked)\n");
+            else
+                printf("# Out of bounds values : %.0f %s\n", isnan(wrong) ? 0 : wrong,
+                       wrong > 0 ? "FAILED" : "OK");
             printf("# Avg bus bandwidth    : %g\n#\n", lb_result_metric(r, "avg_busbw"));
             if (p->matrix) print_matrix(r);
         }

@@ -12,7 +12,8 @@ lb_status lb_tokenizer_opt_open(const lb_tokenizer_opt *opt, lb_tokenizer **out,
     lb_status st = lb_hf_tokenizer_load(out, opt->path, &p, err);
     if (st != LB_OK) { /* the message names the file; the option is said here */
         lb_err why = *err;
-        lb_fail(err, st, "--tokenizer: %s", why.msg);
+        /* it may quote the file's bytes: a newline or an escape there would break the line */
+        lb_fail(err, st, "--tokenizer: %s", lb_status_printable(why.msg));
     }
     return st;
 }

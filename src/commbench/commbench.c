@@ -89,8 +89,9 @@ lb_status lb_commbench_validate(const lb_commbench_params *p, lb_err *err) {
         return lb_fail(err, LB_ERR_USAGE, "-f %g: the size factor must be above 1", p->factor);
     if (p->matrix_bytes % (int64_t)es != 0 || p->matrix_bytes < (int64_t)es)
         return lb_fail(err, LB_ERR_USAGE,
-                       "--matrix-bytes %lld: expected a positive multiple of %zu bytes",
-                       (long long)p->matrix_bytes, es);
+                       "--matrix %lld: expected whole %s elements (a positive multiple of %zu "
+                       "bytes)",
+                       (long long)p->matrix_bytes, lb_comm_dtype_name(p->dtype), es);
     return LB_OK;
 }
 
@@ -329,6 +330,11 @@ static lb_status check(bench *B, lb_bench_coll coll, const shape *s, bool inplac
     size_t es = lb_comm_dtype_bytes(t);
     void *send, *recv;
     pointers(B, coll, s, inplace, &send, &recv);
+    /* recv is first filled with 0xff bytes (NaN in floats, -1 or the largest value in
+     * integers): it may still hold the right answer from an earlier call, which a call that
+     * writes nothing (an in-place all_gather's other blocks) would pass off as its own */
+    memset(B->b.host, 0xff, s->recv_n * es);
+    LB_TRY(copy(&B->b, recv, B->b.host, s->recv_n * es, err));
     /* the send buffer holds this rank's pattern (in place it lies inside recv) */
     for (size_t i = 0; i < s->send_n; i++)
         lb_comm_value_set(B->b.host, t, i, (double)pattern(B->rank, i, t));

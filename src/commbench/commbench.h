@@ -2,13 +2,13 @@
  *
  * For each collective and each size from min_bytes to max_bytes (times factor), every
  * rank runs warm-up calls, then `iters` timed calls back to back, out-of-place and
- * in-place, then one more call on fresh inputs whose every output element is compared with
- * the value it must have (#wrong). Sizes follow nccl-tests: the size of a row is the whole
- * buffer (all_gather: what each rank receives; reduce_scatter: what each rank sends;
- * alltoall: each buffer), rounded down to a whole number of elements per rank where the
- * collective splits it. algbw = size / time; busbw = algbw x nccl-tests' factor
- * (all_reduce 2(n-1)/n; reduce_scatter, all_gather, alltoall (n-1)/n; broadcast, reduce,
- * sendrecv 1). A row's time is the slowest rank's mean; p50 and p99 are over iterations of
+ * in-place, then one more call on fresh inputs, into outputs first filled with 0xff bytes,
+ * whose every output element is compared with the value it must have (#wrong). Sizes
+ * follow nccl-tests: the size of a row is the whole buffer (all_gather: what each rank receives;
+ * reduce_scatter: what each rank sends; alltoall: each buffer), rounded down to a whole number of
+ * elements per rank where the collective splits it. algbw = size / time; busbw = algbw x
+ * nccl-tests' factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather, alltoall (n-1)/n; broadcast,
+ * reduce, sendrecv 1). A row's time is the slowest rank's mean; p50 and p99 are over iterations of
  * the slowest rank's time of that iteration. GPU work is timed with CUDA events on the
  * benchmark's stream, host buffers (MPI) with the monotonic clock.
  *
