@@ -195,6 +195,17 @@ static void test_cli_results_export_out_replaces_file_whole(void **state) {
     free(text);
 }
 
+static void test_cli_results_export_out_that_cannot_be_a_file_exits_2(void **state) {
+    (void)state;
+    expect_error((const char *[]){"results", "export", "--out", dir, NULL}, 2, "is a folder");
+    assert_non_null(strstr(err, "--out"));
+    char missing[320];
+    snprintf(missing, sizeof missing, "%s/typo/x.json", dir);
+    expect_error((const char *[]){"results", "export", "--out", missing, NULL}, 2,
+                 "cannot create a file in folder");
+    assert_string_equal(out, "");
+}
+
 static void test_cli_results_export_csv_to_stdout(void **state) {
     (void)state;
     char id[24];
@@ -208,6 +219,23 @@ static void test_cli_results_export_csv_to_stdout(void **state) {
     snprintf(row, sizeof row, "%s,train,gpt2-tiny-cpu-fp32,ok,metric,tok_per_s,,1234.5,tok/s\n",
              id);
     assert_non_null(strstr(out, row));
+}
+
+static void test_cli_results_export_of_an_id_given_twice_has_it_once(void **state) {
+    (void)state;
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)ok_id);
+    assert_int_equal(run((const char *[]){"results", "export", id, id, NULL}), 0);
+    json_error_t je;
+    json_t *doc = json_loads(out, 0, &je);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(doc), 1);
+    json_decref(doc);
+    assert_int_equal(run((const char *[]){"results", "export", id, "--format", "csv", id, NULL}),
+                     0);
+    const char *row = strstr(out, ",sample,step_ms,19,");
+    assert_non_null(row);
+    assert_null(strstr(row + 1, ",sample,step_ms,19,"));
 }
 
 static void test_cli_results_newer_database_exits_1_saying_so(void **state) {
@@ -274,6 +302,39 @@ static void test_cli_results_list_escapes_control_characters_in_names(void **sta
     assert_non_null(strstr(out, "evil\\n99"));
 }
 
+/* Config values, where the run ran and how it was started are stored text like its name:
+ * show prints their control characters escaped, so none reaches the terminal. */
+static void
+test_cli_results_show_escapes_control_characters_in_config_and_provenance(void **state) {
+    (void)state;
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    lb_result *r = lb_result_new("train", "plain");
+    json_object_set_new(r->config, "data\x1b[1m", json_string("x\x1b[2Jy"));
+    json_object_set_new(r->provenance, "hostname", json_string("node\r\x1b[K"));
+    json_object_set_new(r->provenance, "command_line",
+                        json_pack("[s, s, s]", "llmbench", "--name", "\x1b]0;title\x07"));
+    json_object_set_new(r->provenance, "gpus", json_pack("[{s:s}]", "name", "H100\x1b[8m"));
+    lb_result_set_metric(r, "evil\x1b[31m", 1.0, "u\x1b");
+    lb_series *ser = lb_result_series(r, "s\x1b[0m", "ms\x1b");
+    lb_result_series_push(ser, 1.0);
+    int64_t id = 0;
+    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+    r->status = LB_RUN_OK;
+    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+    char id_text[24];
+    snprintf(id_text, sizeof id_text, "%lld", (long long)id);
+    assert_int_equal(run((const char *[]){"results", "show", id_text, NULL}), 0);
+    if (strpbrk(out, "\x1b\x07\r") != NULL) fail_msg("stdout: %s", out);
+    const char *want[] = {"data\\x1b[1m",        "x\\x1b[2Jy",    "node\\r\\x1b[K", "H100\\x1b[8m",
+                          " \\x1b]0;title\\x07", "evil\\x1b[31m", "s\\x1b[0m"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (strstr(out, want[i]) == NULL) fail_msg("stdout lacks %s: %s", want[i], out);
+}
+
 static void test_cli_results_show_prints_numbers_for_people(void **state) {
     (void)state;
     lb_store *s = NULL;
@@ -319,11 +380,14 @@ int main(void) {
         T(test_cli_results_list_shows_running_run_first),
         T(test_cli_results_show_prints_metrics_and_series),
         T(test_cli_results_export_out_replaces_file_whole),
+        T(test_cli_results_export_out_that_cannot_be_a_file_exits_2),
         T(test_cli_results_export_csv_to_stdout),
+        T(test_cli_results_export_of_an_id_given_twice_has_it_once),
         T(test_cli_results_newer_database_exits_1_saying_so),
         T(test_cli_results_read_commands_never_create_a_database),
         T(test_cli_results_export_that_fails_midway_prints_nothing),
         T(test_cli_results_list_escapes_control_characters_in_names),
+        T(test_cli_results_show_escapes_control_characters_in_config_and_provenance),
         T(test_cli_results_show_prints_numbers_for_people),
         T(test_cli_results_list_with_no_match_names_the_filter),
     };

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "report/svg.h"
+#include "store/store.h"
 #include "test_util.h"
 
 #define STEPS 6
@@ -254,6 +256,126 @@ static void test_report_json_names_its_files_as_json_strings(void **state) {
     }
 }
 
+/* A run named with Markdown's and HTML's special characters and a line break: report.md
+ * shows the name as text in one table row, opening no HTML tag, code span or new row. */
+static void test_report_markdown_shows_names_as_text(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    snprintf(db, sizeof db, "%s/names.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/names", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    lb_result *r = lb_result_new("train", "a|b\n<script>alert(1)</script> &amp; `x` \\");
+    lb_result_set_metric(r, "tokens_per_s", 10.0, "tok/s");
+    int64_t id = 0;
+    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+    r->status = LB_RUN_OK;
+    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+    char id_text[24];
+    snprintf(id_text, sizeof id_text, "%lld", (long long)id);
+    int rc = run(
+        (const char *[]){"report", id_text, "--out", dir, "--title", "T <b>", "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    for (const char *p = strchr(md, '<'); p != NULL; p = strchr(p + 1, '<'))
+        if (p[-1] != '\\') fail_msg("an HTML tag in report.md: %.40s", p);
+    if (strstr(md, " | train | a\\|b \\<script>alert(1)\\</script> \\&amp; \\`x\\` \\\\ | ") ==
+            NULL ||
+        strncmp(md, "# T \\<b>\n", 9) != 0)
+        fail_msg("report.md: %s", md);
+    free(md);
+}
+
+/* A run named twice, as an id, in a list of repeats and through --since, is reported once:
+ * one configuration of one run, one provenance row. */
+static void test_report_counts_a_run_named_twice_once(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    snprintf(db, sizeof db, "%s/twice.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/twice", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    lb_result *r = lb_result_new("train", "once");
+    lb_result_set_metric(r, "tokens_per_s", 10.0, "tok/s");
+    int64_t id = 0;
+    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+    r->status = LB_RUN_OK;
+    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+    char one[24], two[48];
+    snprintf(one, sizeof one, "%lld", (long long)id);
+    snprintf(two, sizeof two, "%lld,%lld", (long long)id, (long long)id);
+    int rc = run(
+        (const char *[]){"report", one, two, one, "--since", "1", "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    char row[64];
+    snprintf(row, sizeof row, "\n| %s | train | once |", one);
+    if (strstr(md, "\n1 runs in 1 configurations;") == NULL || count(md, row) != 1)
+        fail_msg("report.md: %s", md);
+    free(md);
+}
+
+/* The chart of lines as SVG text in buf; the alarm fails the test (SIGALRM) where drawing
+ * never ends. */
+static void draw_lines(char *buf, size_t cap, const lb_svg_line *line) {
+    FILE *f = fmemopen(buf, cap, "w");
+    assert_non_null(f);
+    alarm(20);
+    lb_svg_lines(f, "t", "x", "y", line, 1, NULL, 0, false);
+    alarm(0);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Values one rounding apart (0.1 + 0.2 and 0.3), and one point too large for +1 to move it:
+ * each chart is drawn whole with a handful of ticks, not an endless tick loop. */
+static void test_report_chart_of_nearly_equal_values_ends(void **state) {
+    (void)state;
+    static char svg[1 << 16];
+    double x[] = {0.0, 1.0}, y[] = {0.1 + 0.2, 0.3}, huge_x[] = {1e17};
+    assert_true(y[0] != y[1]);
+    const lb_svg_line lines[] = {{"close", x, y, 2}, {"huge", huge_x, y, 1}};
+    for (size_t i = 0; i < 2; i++) {
+        draw_lines(svg, sizeof svg, &lines[i]);
+        size_t len = strlen(svg);
+        assert_true(len > 7 && strcmp(svg + len - 7, "</svg>\n") == 0);
+        size_t y_ticks = count(svg, "text-anchor=\"end\""),
+               x_ticks = count(svg, "text-anchor=\"middle\"");
+        if (y_ticks < 2 || y_ticks > 12 || x_ticks < 2 || x_ticks > 13)
+            fail_msg("%s: %zu y ticks, %zu x ticks", lines[i].name, y_ticks, x_ticks);
+        assert_null(strstr(svg, "nan"));
+        assert_null(strstr(svg, "inf"));
+    }
+}
+
+/* A label with control characters (a run's name) leaves the chart well-formed XML, which
+ * has no form for them, with its markup characters escaped. */
+static void test_report_chart_with_control_characters_is_xml(void **state) {
+    (void)state;
+    char *svg = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&svg, &len);
+    assert_non_null(f);
+    const char *labels[] = {"run\x01\x1b[2J<b>&\"\t"};
+    const double v[] = {1.0};
+    lb_svg_bars(f, "t\x7f\x02", "y", labels, v, NULL, NULL, 1);
+    assert_int_equal(fclose(f), 0);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)svg[i] < 0x20 && strchr("\t\n\r", svg[i]) == NULL)
+            fail_msg("control character 0x%02x at byte %zu: %s", svg[i], i, svg);
+    assert_non_null(strstr(svg, "run??[2J&lt;b&gt;&amp;&quot;\t"));
+    free(svg);
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -263,6 +385,10 @@ int main(void) {
         cmocka_unit_test(test_run_ends_with_history_and_report),
         cmocka_unit_test(test_report_bad_input_exits_2),
         cmocka_unit_test(test_report_json_names_its_files_as_json_strings),
+        cmocka_unit_test(test_report_chart_of_nearly_equal_values_ends),
+        cmocka_unit_test(test_report_markdown_shows_names_as_text),
+        cmocka_unit_test(test_report_chart_with_control_characters_is_xml),
+        cmocka_unit_test(test_report_counts_a_run_named_twice_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

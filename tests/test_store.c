@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "core/rng.h"
+#include "core/signals.h"
 #include "core/stats.h"
 #include "store/store.h"
 #include "test_util.h"
@@ -187,6 +188,33 @@ static void test_store_unfinished_run_lists_as_running(void **state) {
     lb_result_free(r);
 }
 
+/* A name and failure that are not UTF-8 (Latin-1 bytes, a stray byte) read back as UTF-8,
+ * each bad byte a '?', so they can be written as JSON; UTF-8 stays as it is. */
+static void test_store_text_that_is_not_utf8_reads_back_as_utf8(void **state) {
+    fixture *f = *state;
+    lb_result *r = make_result("caf\xe9 \xc3\xa9 \xed\xa0\x80 \xe2\x82", 2, 5);
+    snprintf(r->failure, sizeof r->failure, "cannot read /data/\xff\xfe.txt");
+    int64_t id = store_run(f->store, r, LB_RUN_INTERRUPTED);
+    lb_result_free(r);
+    const char *want = "caf? \xc3\xa9 ??? ??";
+    lb_store_run_info *runs = NULL;
+    size_t n = 0;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_list(f->store, NULL, &runs, &n, &err), LB_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(runs[0].name, want);
+    assert_string_equal(runs[0].failure, "cannot read /data/??.txt");
+    free(runs);
+    lb_result *back = NULL;
+    assert_int_equal(lb_store_run_load(f->store, id, &back, &err), LB_OK);
+    assert_string_equal(back->name, want);
+    assert_string_equal(back->failure, "cannot read /data/??.txt");
+    json_t *doc = lb_result_to_json(back);
+    assert_non_null(doc);
+    json_decref(doc);
+    lb_result_free(back);
+}
+
 static void test_store_finished_run_is_not_rewritten(void **state) {
     fixture *f = *state;
     lb_result *r = make_result("once", 3, 4);
@@ -356,6 +384,22 @@ static char *export_text(lb_store *s, const int64_t *ids, size_t n, lb_store_for
     assert_int_equal(lb_store_export(s, ids, n, fmt, out, &err), want);
     fclose(out);
     return buf;
+}
+
+/* Ctrl-C stops an export (of a store that may take minutes) before its next run. */
+static void test_store_export_stops_on_ctrl_c(void **state) {
+    fixture *f = *state;
+    lb_result *a = make_result("a", 3, 5);
+    store_run(f->store, a, LB_RUN_OK);
+    lb_result_free(a);
+    lb_signals_raise(SIGINT);
+    char *text = export_text(f->store, NULL, 0, LB_STORE_FORMAT_CSV, LB_ERR_INTERRUPTED);
+    lb_signals_reset();
+    assert_null(strstr(text, ",sample,"));
+    free(text);
+    text = export_text(f->store, NULL, 0, LB_STORE_FORMAT_CSV, LB_OK);
+    assert_non_null(strstr(text, ",sample,"));
+    free(text);
 }
 
 static void test_store_json_export_round_trips(void **state) {
@@ -530,6 +574,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_store_interrupted_run_is_marked_and_keeps_samples,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_unfinished_run_lists_as_running, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_export_stops_on_ctrl_c, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_text_that_is_not_utf8_reads_back_as_utf8, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_finished_run_is_not_rewritten, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_list_filters_newest_first, setup, teardown),

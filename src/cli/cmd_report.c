@@ -2,7 +2,9 @@
  * Markdown file of stored runs (report/report.h), chosen by id, id list, sweep name, or
  * time window. */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
@@ -11,6 +13,38 @@
 #include "history/select.h"
 #include "report/report.h"
 #include "store/store.h"
+
+/* Each run once: a run named twice ("12 12", "12,12", or an id and a --since window that
+ * holds it) would count twice in its configuration's median and in the page's run count.
+ * Its first mention keeps it; a group left with no run goes. */
+static void drop_repeats(lb_run_set *set) {
+    size_t n_groups = 0;
+    for (size_t g = 0; g < set->n_groups; g++) {
+        lb_run_group *grp = &set->groups[g];
+        size_t kept = 0;
+        for (size_t i = 0; i < grp->n; i++) {
+            bool seen = false;
+            for (size_t h = 0; h < n_groups && !seen; h++)
+                for (size_t j = 0; j < set->groups[h].n && !seen; j++)
+                    seen = set->groups[h].ids[j] == grp->ids[i];
+            for (size_t j = 0; j < kept && !seen; j++)
+                seen = grp->ids[j] == grp->ids[i];
+            if (seen) {
+                lb_result_free(grp->runs[i]);
+                continue;
+            }
+            grp->runs[kept] = grp->runs[i];
+            grp->ids[kept++] = grp->ids[i];
+        }
+        grp->n = kept;
+        if (kept == 0) {
+            free(grp->runs);
+            free(grp->ids);
+        } else
+            set->groups[n_groups++] = *grp;
+    }
+    set->n_groups = n_groups;
+}
 
 int lb_cmd_report(int argc, char **argv) {
     lb_report_params p = lb_report_default_params();
@@ -36,7 +70,8 @@ int lb_cmd_report(int argc, char **argv) {
                    "summary of findings computed from the runs, key metrics per configuration, "
                    "charts (throughput with the spread of repeats, loss and step times, latency "
                    "CDFs, TTFT/TPOT against QPS, GPU use, scaling, each benchmark's history with "
-                   "change points) and every run's provenance.",
+                   "change points) and every run's provenance. A run named twice is reported "
+                   "once.",
         LB_ARG_SPECS(specs),
         .max_positional = LB_ARGS_MAX_POSITIONAL,
     };
@@ -66,6 +101,7 @@ int lb_cmd_report(int argc, char **argv) {
         if (st == LB_OK) st = lb_select_take(&all, &one, &err);
         lb_select_free(&one);
     }
+    drop_repeats(&all);
     if (st == LB_OK && all.n_groups == 0)
         st = lb_fail(&err, LB_ERR_USAGE, "no ok run in the last %g hours in %s", since_h,
                      lb_store_path(s));

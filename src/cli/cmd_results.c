@@ -79,6 +79,15 @@ static const char *printable(const char *text, char *buf, size_t cap) {
     return buf;
 }
 
+/* Stored text of any length (a config value, a command line) on stdout as printable()
+ * writes it. */
+static void put_printable(const char *text) {
+    size_t cap = 4 * strlen(text) + 6;
+    char *buf = malloc(cap);
+    fputs(buf ? printable(text, buf, cap) : "?", stdout);
+    free(buf);
+}
+
 /* JSON has no NaN: an unknown time is null. */
 static json_t *json_time(double wall_s) {
     return isnan(wall_s) ? json_null() : json_real(wall_s);
@@ -199,12 +208,16 @@ static int results_list(int argc, char **argv) {
 
 /* ---- show ---- */
 
-/* Numbers with 15 significant digits, so 3e-4 reads 0.0003, not its exact binary value. */
+/* Numbers with 15 significant digits, so 3e-4 reads 0.0003, not its exact binary value;
+ * strings bare, their control characters escaped as in names. */
 static void print_json_value(const char *key, const json_t *v, int indent) {
     char *text = json_is_string(v)
                      ? NULL
                      : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
-    printf("%*s%-20s %s\n", indent, "", key, text ? text : json_string_value(v));
+    char k[1024];
+    printf("%*s%-20s ", indent, "", printable(key, k, sizeof k));
+    put_printable(text ? text : json_string_value(v));
+    printf("\n");
     free(text);
 }
 
@@ -214,26 +227,35 @@ static const char *prov_text(const json_t *prov, const char *key) {
 }
 
 static void print_provenance_summary(const json_t *prov) {
-    printf("provenance:\n");
-    printf("  %-20s %s\n", "host", prov_text(prov, "hostname"));
-    printf("  %-20s %s, kernel %s\n", "os", prov_text(prov, "os"), prov_text(prov, "kernel"));
-    printf("  %-20s %s (%" JSON_INTEGER_FORMAT " cores)\n", "cpu", prov_text(prov, "cpu_model"),
-           json_integer_value(json_object_get(prov, "cpu_cores")));
+    printf("provenance:\n  %-20s ", "host");
+    put_printable(prov_text(prov, "hostname"));
+    printf("\n  %-20s ", "os");
+    put_printable(prov_text(prov, "os"));
+    printf(", kernel ");
+    put_printable(prov_text(prov, "kernel"));
+    printf("\n  %-20s ", "cpu");
+    put_printable(prov_text(prov, "cpu_model"));
+    printf(" (%" JSON_INTEGER_FORMAT " cores)\n  %-20s ",
+           json_integer_value(json_object_get(prov, "cpu_cores")), "gpus");
     const json_t *gpus = json_object_get(prov, "gpus");
-    printf("  %-20s ", "gpus");
     if (json_array_size(gpus) == 0) printf("none");
     size_t i;
     const json_t *g;
     json_array_foreach(gpus, i, g) {
         const char *name = json_string_value(json_object_get(g, "name"));
-        printf("%s%s", i ? ", " : "", name ? name : "?");
+        printf("%s", i ? ", " : "");
+        put_printable(name ? name : "?");
     }
-    printf("\n  %-20s %s (commit %s)\n", "llmbench", prov_text(prov, "llmbench_version"),
-           prov_text(prov, "llmbench_commit"));
-    printf("  %-20s", "command");
+    printf("\n  %-20s ", "llmbench");
+    put_printable(prov_text(prov, "llmbench_version"));
+    printf(" (commit ");
+    put_printable(prov_text(prov, "llmbench_commit"));
+    printf(")\n  %-20s", "command");
     const json_t *arg;
-    json_array_foreach(json_object_get(prov, "command_line"), i, arg)
-        printf(" %s", json_string_value(arg) ? json_string_value(arg) : "?");
+    json_array_foreach(json_object_get(prov, "command_line"), i, arg) {
+        printf(" ");
+        put_printable(json_string_value(arg) ? json_string_value(arg) : "?");
+    }
     printf("\n");
 }
 
@@ -263,14 +285,18 @@ static void print_show_text(int64_t id, const lb_result *r) {
     printf("metrics:\n");
     if (r->n_metrics == 0) printf("  none\n");
     for (size_t i = 0; i < r->n_metrics; i++) {
-        char value[64];
-        lb_output_format_value(value, sizeof value, r->metrics[i].value, r->metrics[i].unit);
-        printf("  %-32s %s\n", r->metrics[i].name, value);
+        char value[64], unit[LB_UNIT_BYTES * 4], metric[LB_NAME_BYTES * 4];
+        lb_output_format_value(value, sizeof value, r->metrics[i].value,
+                               printable(r->metrics[i].unit, unit, sizeof unit));
+        printf("  %-32s %s\n", printable(r->metrics[i].name, metric, sizeof metric), value);
     }
     printf("series (raw samples: 'llmbench results export %" PRId64 "'):\n", id);
     if (r->n_series == 0) printf("  none\n");
-    for (size_t i = 0; i < r->n_series; i++)
-        printf("  %-32s %10zu samples  %s\n", r->series[i].name, r->series[i].n, r->series[i].unit);
+    for (size_t i = 0; i < r->n_series; i++) {
+        char series[LB_NAME_BYTES * 4], unit[LB_UNIT_BYTES * 4];
+        printf("  %-32s %10zu samples  %s\n", printable(r->series[i].name, series, sizeof series),
+               r->series[i].n, printable(r->series[i].unit, unit, sizeof unit));
+    }
 }
 
 /* The show view as JSON: the whole result with its id, but each series as its unit and
@@ -388,8 +414,10 @@ static int results_export(int argc, char **argv) {
                    "being config, metric or sample. openmetrics: no IDs; the newest ok value "
                    "of each benchmark's key metrics as gauges labelled by the benchmark's "
                    "identity, and llmbench_regression per benchmark, for Prometheus' textfile "
-                   "collector (with --out the file is replaced atomically). Exit code 2 for a "
-                   "malformed ID, 1 when an ID is not found (nothing is written then).",
+                   "collector (with --out the file is replaced atomically). An ID given twice "
+                   "is exported once. Exit code 2 for a malformed ID or an --out FILE that is a "
+                   "folder or whose folder is missing, 1 when an ID is not found (nothing is "
+                   "written then).",
         LB_ARG_SPECS(specs),
         .max_positional = MAX_EXPORT_IDS,
     };
@@ -401,19 +429,27 @@ static int results_export(int argc, char **argv) {
         return lb_status_exit_code(lb_args_usage_error(
             cmd.command,
             "--format openmetrics takes no IDs (it gives the newest run of every benchmark)"));
+    /* each run once, in the order first named: a repeated ID would repeat its samples */
     static int64_t ids[MAX_EXPORT_IDS];
-    for (int i = 0; i < a.n_pos; i++)
-        if (parse_id(cmd.command, a.pos[i], &ids[i]) != LB_OK) return 2;
+    size_t n_ids = 0;
+    for (int i = 0; i < a.n_pos; i++) {
+        if (parse_id(cmd.command, a.pos[i], &ids[n_ids]) != LB_OK) return 2;
+        size_t k = 0;
+        while (ids[k] != ids[n_ids])
+            k++;
+        n_ids += k == n_ids;
+    }
+    lb_err err = {{0}};
+    lb_status st = out_path ? lb_file_check_writable("--out", out_path, &err) : LB_OK;
+    if (st != LB_OK) return report_failure(cmd.command, st, &err);
 
     int code = 0;
     lb_store *s = NULL;
     if (open_store(cmd.command, &a.common, &s, &code) != LB_OK) return code;
     lb_store_format fmt = strcmp(format, "csv") == 0 ? LB_STORE_FORMAT_CSV : LB_STORE_FORMAT_JSON;
-    lb_err err = {{0}};
-    export_job job = {
-        .s = s, .ids = ids, .n_ids = (size_t)a.n_pos, .format = fmt, .openmetrics = om};
-    lb_status st = out_path ? lb_file_write_atomic_with(out_path, write_export, &job, &err)
-                            : export_to_stdout(&job, &err);
+    export_job job = {.s = s, .ids = ids, .n_ids = n_ids, .format = fmt, .openmetrics = om};
+    st = out_path ? lb_file_write_atomic_with(out_path, write_export, &job, &err)
+                  : export_to_stdout(&job, &err);
     if (st != LB_OK) code = report_failure(cmd.command, st, &err);
     lb_store_close(s);
     return code;

@@ -56,10 +56,19 @@ static void esc(FILE *f, const char *t) {
     lb_svg_escape(f, t);
 }
 
-/* Markdown table cells: '|' would end the cell. */
-static void md_cell(FILE *f, const char *t) {
-    for (const char *p = t ? t : ""; *p; p++)
-        fputs(*p == '|' ? "\\|" : (char[2]){*p, 0}, f);
+/* Stored text (names, labels, the title) as Markdown that shows it as it is, in a table
+ * cell or a line: '|' would end the cell, a line break the row, '<' and '&' open raw HTML
+ * (a run named <script> would run in a renderer that passes HTML through), '`' a code
+ * span, and '\' would undo the escape that follows it. */
+static void md_text(FILE *f, const char *t) {
+    for (const char *p = t ? t : ""; *p; p++) {
+        if (*p == '\n' || *p == '\r')
+            fputc(' ', f);
+        else if (strchr("|<&`\\", *p) != NULL)
+            fprintf(f, "\\%c", *p);
+        else
+            fputc(*p, f);
+    }
 }
 
 static void fmt_value(char *buf, size_t cap, double v, const char *unit) {
@@ -122,7 +131,9 @@ static void finding(doc *d, const char *fmt, ...) {
     fputs("<li>", d->find_html);
     esc(d->find_html, text);
     fputs("</li>\n", d->find_html);
-    fprintf(d->find_md, "- %s\n", text);
+    fputs("- ", d->find_md);
+    md_text(d->find_md, text);
+    fputs("\n", d->find_md);
     d->n_findings++;
 }
 
@@ -283,7 +294,7 @@ static void metrics_table(doc *d, const lb_run_set *set, const char *kind) {
         esc(d->html, grp->label);
         fprintf(d->html, "</td><td>%zu</td>", grp->n);
         fputs("| ", d->md);
-        md_cell(d->md, grp->label);
+        md_text(d->md, grp->label);
         fprintf(d->md, " | %zu |", grp->n);
         for (size_t k = 0; k < n_keys; k++) {
             gstat s = group_stat(grp, keys[k].metric);
@@ -298,7 +309,9 @@ static void metrics_table(doc *d, const lb_run_set *set, const char *kind) {
             fputs("<td>", d->html);
             esc(d->html, cell);
             fputs("</td>", d->html);
-            fprintf(d->md, " %s |", cell);
+            fputs(" ", d->md);
+            md_text(d->md, cell);
+            fputs(" |", d->md);
         }
         fputs("</tr>\n", d->html);
         fputs("\n", d->md);
@@ -696,7 +709,7 @@ static void provenance_table(doc *d, const lb_run_set *set) {
                 fputs(c == 7 ? "</code></td>" : "</td>", d->html);
                 if (c == 4) continue; /* the CPU model: the page only */
                 fputs(" ", d->md);
-                md_cell(d->md, cells[c]);
+                md_text(d->md, cells[c]);
                 fputs(" |", d->md);
             }
             fputs("</tr>\n", d->html);
@@ -795,9 +808,10 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
         fprintf(f, "<h2>Summary</h2>\n<ul class=\"findings\">\n%s</ul>\n%s",
                 d.find_html_buf ? d.find_html_buf : "", d.html_buf ? d.html_buf : "");
         fputs("<footer id=\"end\"><p>llmbench report</p></footer>\n</body></html>\n", f);
-        fprintf(g,
-                "# %s\n\n%zu runs in %zu configurations; written %s UTC.\n\n## Summary\n\n%s\n%s",
-                p->title, n_runs, set->n_groups, now, d.find_md_buf ? d.find_md_buf : "",
+        fputs("# ", g);
+        md_text(g, p->title);
+        fprintf(g, "\n\n%zu runs in %zu configurations; written %s UTC.\n\n## Summary\n\n%s\n%s",
+                n_runs, set->n_groups, now, d.find_md_buf ? d.find_md_buf : "",
                 d.md_buf ? d.md_buf : "");
     }
     if (f) fclose(f);

@@ -17,7 +17,8 @@ void lb_svg_escape(FILE *f, const char *text) {
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
-        default: fputc(*p, f);
+        /* XML 1.0 has no form of the other control characters: chart-N.svg would not parse */
+        default: fputc((unsigned char)*p < 0x20 && strchr("\t\n\r", *p) == NULL ? '?' : *p, f);
         }
     }
 }
@@ -29,6 +30,13 @@ static double tick_step(double lo, double hi) {
     double raw = span / 5.0, mag = pow(10.0, floor(log10(raw)));
     double r = raw / mag;
     return (r < 1.5 ? 1.0 : r < 3.5 ? 2.0 : r < 7.5 ? 5.0 : 10.0) * mag;
+}
+
+/* Below this span an axis is drawn as if its values were equal: ticks a fifth of a span
+ * apart must be distinct doubles, or the tick loop never reaches the axis' end (two values
+ * one rounding apart, such as 0.1 + 0.2 and 0.3, or one value of 1e17 plus 1). */
+static double least_span(double lo, double hi) {
+    return fmax(fabs(lo), fabs(hi)) * 1e-12;
 }
 
 static void fmt_num(char *buf, size_t cap, double v) {
@@ -138,9 +146,9 @@ void lb_svg_lines(FILE *f, const char *title, const char *x_label, const char *y
             total++;
         }
     if (total == 0) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-    if (x1 <= x0) x1 = x0 + 1;
+    if (!(x1 - x0 > least_span(x0, x1))) x1 = x0 + fmax(1.0, fabs(x0) * 1e-6);
     double pad = (y1 - y0) * 0.08;
-    if (!(pad > 0)) pad = fabs(y0) * 0.05 + 1e-9;
+    if (!(pad > least_span(y0, y1))) pad = fabs(y0) * 0.05 + 1e-9;
     y0 -= pad, y1 += pad;
     open_chart(f, "line", n_lines, title);
     y_axis(f, y0, y1, y_label);

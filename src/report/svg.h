@@ -37,7 +37,8 @@ void lb_svg_lines(FILE *f, const char *title, const char *x_label, const char *y
                   const lb_svg_line *lines, size_t n_lines, const lb_svg_marker *markers,
                   size_t n_markers, bool x_is_time);
 
-/* Writes text with &, <, >, " escaped. */
+/* Writes text with &, <, >, " escaped, and control characters but tab and line breaks
+ * (which XML cannot hold) as '?'. */
 void lb_svg_escape(FILE *f, const char *text);
 
 #endif

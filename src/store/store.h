@@ -107,7 +107,9 @@ lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info
 lb_status lb_store_run_exists(lb_store *s, int64_t id, bool *exists, lb_err *err);
 
 /* Loads run `id` into a new lb_result with everything stored (caller frees it with
- * lb_result_free). A missing id is LB_ERR_DB with a sentence naming the id. */
+ * lb_result_free). A missing id is LB_ERR_DB with a sentence naming the id. Its kind, name
+ * and failure read back as UTF-8, each stored byte that is not as '?' (so are
+ * lb_store_list's), so that they can be written as JSON. */
 lb_status lb_store_run_load(lb_store *s, int64_t id, lb_result **out, lb_err *err);
 
 /* The same without the series: kind, name, tags, config, provenance, status, times and
@@ -120,7 +122,9 @@ typedef enum {
 } lb_store_format;
 
 /* Writes runs ids[0..n_ids-1] (n_ids == 0: every run, oldest first) to out. Every id is
- * checked before the first byte is written; one run is in memory at a time. */
+ * checked before the first byte is written; one run is in memory at a time. Once SIGINT or
+ * SIGTERM arrived (core/signals.h) it stops before the next run with LB_ERR_INTERRUPTED,
+ * out then holding part of the export. */
 lb_status lb_store_export(lb_store *s, const int64_t *ids, size_t n_ids, lb_store_format format,
                           FILE *out, lb_err *err);
 
