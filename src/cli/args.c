@@ -210,5 +210,12 @@ int lb_args_parse(const lb_cli_command *cmd, int argc, char **argv, lb_args *out
     lb_status st = parse(cmd, argc, argv, &out->common, out->pos, &out->n_pos, &help);
     if (st != LB_OK) return lb_status_exit_code(st);
     const char *check = getenv(LB_ARGS_CHECK_ENV);
-    return help || (check != NULL && check[0] != '\0') ? 0 : LB_ARGS_GO_ON;
+    if (help) return 0;
+    if (check == NULL || check[0] == '\0') return LB_ARGS_GO_ON;
+    return cmd->checks_inputs && lb_args_checking_inputs() ? LB_ARGS_GO_ON : 0;
+}
+
+bool lb_args_checking_inputs(void) {
+    const char *check = getenv(LB_ARGS_CHECK_ENV);
+    return check != NULL && strcmp(check, LB_ARGS_CHECK_INPUTS) == 0;
 }

@@ -54,7 +54,9 @@ typedef struct {
     const lb_arg_spec *specs;
     int n_specs;
     int min_positional, max_positional;
-    bool uses_db; /* takes --db PATH: it stores runs or reads them; else --db is refused */
+    bool uses_db;       /* takes --db PATH: it stores runs or reads them; else --db is refused */
+    bool checks_inputs; /* with LB_ARGS_CHECK_ENV=LB_ARGS_CHECK_INPUTS it goes on to check
+                         * its inputs (lb_args_checking_inputs) */
 } lb_cli_command;
 
 #define LB_ARGS_MAX_POSITIONAL 1024
@@ -75,10 +77,19 @@ typedef struct {
  * verbosity to the logger. Returns LB_ARGS_GO_ON when the command should run, or the exit
  * code to return at once: 0 after printing --help, 2 after printing a usage error.
  * With LB_ARGS_CHECK_ENV set (non-empty) in the environment it returns 0 instead of
- * LB_ARGS_GO_ON: the command line was only checked. `llmbench sweep` starts each option
- * of a matrix file this way, so the command's own table judges it before anything runs. */
-#define LB_ARGS_CHECK_ENV "LLMBENCH_CHECK_ARGS"
+ * LB_ARGS_GO_ON: the command line was only checked. `llmbench sweep` and `schedule add`
+ * start each option or command line this way, so the command's own table judges it
+ * before anything runs. With the variable set to LB_ARGS_CHECK_INPUTS, a command that
+ * sets checks_inputs gets LB_ARGS_GO_ON and lb_args_checking_inputs() true: it goes on to
+ * the checks of its inputs that do not depend on the machine (a model's name, a data
+ * file, options that contradict each other), then exits 0 or with its usage error,
+ * measuring and storing nothing; the sweep checks each cell's whole command line so. */
+#define LB_ARGS_CHECK_ENV    "LLMBENCH_CHECK_ARGS"
+#define LB_ARGS_CHECK_INPUTS "inputs"
 int lb_args_parse(const lb_cli_command *cmd, int argc, char **argv, lb_args *out);
+
+/* True when LB_ARGS_CHECK_ENV is LB_ARGS_CHECK_INPUTS (see lb_args_parse). */
+bool lb_args_checking_inputs(void);
 
 void lb_args_print_help(const lb_cli_command *cmd);
 

@@ -218,6 +218,7 @@ int lb_cmd_sweep(int argc, char **argv) {
     ctx.params.exe = exe;
     ctx.params.db_path = db;
     ctx.params.check_env = LB_ARGS_CHECK_ENV "=1";
+    ctx.params.check_inputs_env = LB_ARGS_CHECK_ENV "=" LB_ARGS_CHECK_INPUTS;
     ctx.params.tags_env = LB_RUNCTL_TAGS_ENV;
     ctx.params.log_path = log_path;
     ctx.params.progress = !quiet_cells && a.common.verbosity >= 0;

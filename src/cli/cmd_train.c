@@ -162,6 +162,11 @@ static lb_status work(void *ctx, lb_result *r, lb_err *err) {
     return lb_train_run(&((train_ctx *)ctx)->params, r, err);
 }
 
+/* --gpus N refused: its count, then why */
+#define LAUNCH_ON_CPUS                                                                             \
+    "--gpus %lld starts one worker per GPU and %s; on CPUs start the ranks with mpirun -np N "     \
+    "and --device cpu"
+
 int lb_cmd_train(int argc, char **argv) {
     train_ctx ctx = {.params = lb_train_default_params()};
     lb_train_params *p = &ctx.params;
@@ -288,6 +293,7 @@ int lb_cmd_train(int argc, char **argv) {
     const lb_cli_command cmd = {
         .command = "train",
         .uses_db = true,
+        .checks_inputs = true,
         .usage = "[options]",
         .summary = summary,
         LB_ARG_SPECS(specs),
@@ -310,21 +316,27 @@ int lb_cmd_train(int argc, char **argv) {
     p->progress = !no_progress;
     p->zero = (int)zero;
 
-    if (scaling != NULL && !lb_cli_is_worker()) {
-        if (gpus > 0)
-            return lb_status_exit_code(lb_args_usage_error(
-                "train", "--scaling %s chooses the GPU counts: give it without --gpus", scaling));
-        return run_scaling(scaling, argc, argv, a.common.json, p->comm_timeout_s + 5);
+    if (gpus > 0 && p->device == LB_DEVICE_CPU && !lb_cli_is_worker())
+        return lb_status_exit_code(lb_args_usage_error("train", LAUNCH_ON_CPUS, (long long)gpus,
+                                                       "--device cpu uses none"));
+    if (scaling != NULL && gpus > 0 && !lb_cli_is_worker())
+        return lb_status_exit_code(lb_args_usage_error(
+            "train", "--scaling %s chooses the GPU counts: give it without --gpus", scaling));
+    if (lb_args_checking_inputs()) {
+        lb_err err = {{0}};
+        lb_status st = lb_train_check_inputs(p, &err);
+        if (st == LB_OK) return 0;
+        fprintf(stderr, "llmbench train: %s\n", err.msg);
+        return st == LB_ERR_USAGE || st == LB_ERR_FORMAT || st == LB_ERR_IO
+                   ? 2
+                   : lb_status_exit_code(st);
     }
+    if (scaling != NULL && !lb_cli_is_worker())
+        return run_scaling(scaling, argc, argv, a.common.json, p->comm_timeout_s + 5);
     if (gpus > 0 && !lb_cli_is_worker()) {
-        int present = lb_devinfo_cuda_device_count();
-        if (p->device == LB_DEVICE_CPU || present == 0)
-            return lb_status_exit_code(lb_args_usage_error(
-                "train",
-                "--gpus %lld starts one worker per GPU and %s; on CPUs start the ranks with "
-                "mpirun -np N and --device cpu",
-                (long long)gpus,
-                present == 0 ? "this machine has no usable GPU" : "--device cpu uses none"));
+        if (lb_devinfo_cuda_device_count() == 0)
+            return lb_status_exit_code(lb_args_usage_error("train", LAUNCH_ON_CPUS, (long long)gpus,
+                                                           "this machine has no usable GPU"));
         /* main passes argv + 1: argv - 1 is the program's whole command line */
         return lb_cli_run_workers("train", gpus, argv - 1, -1, p->comm_timeout_s + 5);
     }

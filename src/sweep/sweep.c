@@ -15,8 +15,12 @@
 #include "history/bench.h"
 
 lb_sweep_params lb_sweep_default_params(void) {
-    return (lb_sweep_params){
-        .exe = NULL, .db_path = NULL, .check_env = NULL, .log_path = "/dev/null", .progress = true};
+    return (lb_sweep_params){.exe = NULL,
+                             .db_path = NULL,
+                             .check_env = NULL,
+                             .check_inputs_env = NULL,
+                             .log_path = "/dev/null",
+                             .progress = true};
 }
 
 /* The first line of the child's stderr without "llmbench CMD: " and the " (see ...)" tail. */
@@ -52,6 +56,54 @@ static lb_status check_value(const lb_sweep_matrix *m, const lb_sweep_params *p,
                    why[0] ? why : "refused by the command (exit code without a message)");
 }
 
+/* A cell's command line: the program, the command, the cell's options, --db PATH. The
+ * caller frees *argv and *cell_argv (which *argv points into). */
+static lb_status cell_command(const lb_sweep_matrix *m, const lb_sweep_params *p, size_t cell,
+                              const char ***argv, char ***cell_argv, lb_err *err) {
+    size_t cell_argc = 0;
+    LB_TRY(lb_sweep_cell_args(m, cell, cell_argv, &cell_argc, err));
+    const char **a = calloc(cell_argc + 5, sizeof *a);
+    if (a == NULL) {
+        free(*cell_argv);
+        *cell_argv = NULL;
+        return lb_fail(err, LB_ERR_NOMEM, "no memory to start a cell");
+    }
+    size_t n = 0;
+    a[n++] = p->exe;
+    a[n++] = m->command;
+    for (size_t i = 0; i < cell_argc; i++)
+        a[n++] = (*cell_argv)[i];
+    a[n++] = "--db";
+    a[n++] = p->db_path;
+    a[n] = NULL;
+    *argv = a;
+    return LB_OK;
+}
+
+/* Offers a cell's whole command line to the command in input-checking mode. */
+static lb_status check_cell(const lb_sweep_matrix *m, const lb_sweep_params *p, size_t cell,
+                            lb_err *err) {
+    const char **argv = NULL;
+    char **cell_argv = NULL;
+    LB_TRY(cell_command(m, p, cell, &argv, &cell_argv, err));
+    const char *env[] = {p->check_inputs_env, NULL};
+    lb_proc_spec spec = {
+        .argv = argv, .env = env, .stdout_path = "/dev/null", .stderr_path = p->log_path};
+    int code = 0;
+    lb_status st = lb_proc_run(&spec, &code, err);
+    free(argv);
+    free(cell_argv);
+    LB_TRY(st);
+    if (lb_signals_interrupted())
+        return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted while checking %s", m->path);
+    if (code == 0) return LB_OK;
+    char why[LB_ERR_MSG_BYTES], label[256];
+    child_sentence(p->log_path, m->command, why, sizeof why);
+    lb_sweep_cell_label(m, cell, label, sizeof label);
+    return lb_fail(err, code == 2 ? LB_ERR_USAGE : LB_ERR_RUNTIME, "%s: cell %s: %s", m->path,
+                   label, why[0] ? why : "refused by the command (exit code without a message)");
+}
+
 lb_status lb_sweep_check(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_err *err) {
     for (size_t o = 0; o < m->n_options; o++)
         for (size_t v = 0; v < m->options[o].n_values; v++)
@@ -59,6 +111,8 @@ lb_status lb_sweep_check(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     for (size_t a = 0; a < m->n_axes; a++)
         for (size_t v = 0; v < m->axes[a].n_values; v++)
             LB_TRY(check_value(m, p, "axes", &m->axes[a], &m->axes[a].values[v], err));
+    for (size_t cell = 0; p->check_inputs_env != NULL && cell < m->n_cells; cell++)
+        LB_TRY(check_cell(m, p, cell, err));
     return LB_OK;
 }
 
@@ -89,33 +143,18 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
                          size_t cell, int64_t repeat, const char *label, const char *tag,
                          lb_store_run_info *info, bool *ok, char *reason, size_t reason_cap,
                          lb_err *err) {
-    char **cell_argv = NULL;
-    size_t cell_argc = 0;
-    LB_TRY(lb_sweep_cell_args(m, cell, &cell_argv, &cell_argc, err));
     /* the sweep's own tags (a schedule's) go on to its cells, after the sweep's three */
     const char *inherited = p->tags_env ? getenv(p->tags_env) : NULL;
     char tags[2048];
     int len =
         snprintf(tags, sizeof tags, "%s=sweep:%s\nsweep-cell:%s\n%s%s%s", p->tags_env, m->name,
                  label, tag, inherited && inherited[0] ? "\n" : "", inherited ? inherited : "");
-    if (len < 0 || (size_t)len >= sizeof tags) {
-        free(cell_argv);
+    if (len < 0 || (size_t)len >= sizeof tags)
         return lb_fail(err, LB_ERR_USAGE, "the tags of cell %s are longer than %zu bytes", label,
                        sizeof tags - 1);
-    }
-    const char **argv = calloc(cell_argc + 6, sizeof *argv);
-    if (argv == NULL) {
-        free(cell_argv);
-        return lb_fail(err, LB_ERR_NOMEM, "no memory to start a cell");
-    }
-    size_t n = 0;
-    argv[n++] = p->exe;
-    argv[n++] = m->command;
-    for (size_t i = 0; i < cell_argc; i++)
-        argv[n++] = cell_argv[i];
-    argv[n++] = "--db";
-    argv[n++] = p->db_path;
-    argv[n] = NULL;
+    const char **argv = NULL;
+    char **cell_argv = NULL;
+    LB_TRY(cell_command(m, p, cell, &argv, &cell_argv, err));
     const char *env[] = {tags, NULL};
     lb_proc_spec spec = {
         .argv = argv, .env = env, .stdout_path = "/dev/null", .stderr_path = p->log_path};

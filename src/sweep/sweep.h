@@ -9,7 +9,9 @@
  * same stored run, same Ctrl-C handling), and a cell that crashes takes only itself down.
  * Before anything runs, every option value of the file is offered to the command's own
  * parser in check-only mode (the environment variable params.check_env), so an unknown
- * option or a bad value is refused with the file's line and nothing runs.
+ * option or a bad value is refused with the file's line and nothing runs; then each cell's
+ * whole command line, so that a value the parser cannot judge alone (a model's name, a
+ * data file, options that contradict each other) is refused naming the cell.
  *
  * Resume: a cell x repeat whose sweep-run tag is already on a stored `ok` run is not run
  * again; the fingerprint covers the command and every option of the cell, so an edited
@@ -32,19 +34,24 @@
 #include "sweep/matrix.h"
 
 typedef struct {
-    const char *exe;       /* this program's path (core/proc.h's lb_proc_self_exe) */
-    const char *db_path;   /* the results database every cell writes to (a resolved path) */
-    const char *check_env; /* "NAME=1" that puts a command in check-only mode */
-    const char *tags_env;  /* the variable whose lines a command adds to its run's tags */
-    const char *log_path;  /* each child's stderr goes here (overwritten per child) */
-    bool progress;         /* a line on stderr per cell x repeat */
-    bool again;            /* run every cell x repeat, those stored as ok before too */
+    const char *exe;              /* this program's path (core/proc.h's lb_proc_self_exe) */
+    const char *db_path;          /* the results database every cell writes to (a resolved path) */
+    const char *check_env;        /* "NAME=1" that puts a command in check-only mode */
+    const char *check_inputs_env; /* "NAME=inputs": a command checks its inputs too; NULL:
+                                   * cells are not checked */
+    const char *tags_env;         /* the variable whose lines a command adds to its run's tags */
+    const char *log_path;         /* each child's stderr goes here (overwritten per child) */
+    bool progress;                /* a line on stderr per cell x repeat */
+    bool again;                   /* run every cell x repeat, those stored as ok before too */
 } lb_sweep_params;
 
 lb_sweep_params lb_sweep_default_params(void);
 
-/* Offers each option value of m to the command's parser in check-only mode. The first one
- * refused is LB_ERR_USAGE: "FILE:LINE: key 'options.batch': <the command's sentence>". */
+/* Offers each option value of m to the command's parser in check-only mode, then each
+ * cell's whole command line to the command in input-checking mode (params.check_inputs_env:
+ * cli/args.h's LB_ARGS_CHECK_INPUTS; a model name, a data file, options that contradict
+ * each other). The first one refused is LB_ERR_USAGE: "FILE:LINE: key 'options.batch':
+ * <the command's sentence>" or "FILE: cell LABEL: <the command's sentence>". */
 lb_status lb_sweep_check(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_err *err);
 
 /* What lb_sweep_run would do, doing nothing: a new JSON array (caller decrefs) of

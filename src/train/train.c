@@ -112,7 +112,7 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
         return lb_fail(err, LB_ERR_USAGE,
                        "--hour-cost prices the whole hardware and --gpu-hour-price each GPU: "
                        "give one of them");
-    if (p->gpu_hour_price > 0 && p->device != LB_DEVICE_CUDA)
+    if (p->gpu_hour_price > 0 && p->device == LB_DEVICE_CPU)
         return lb_fail(err, LB_ERR_USAGE,
                        "--gpu-hour-price prices the run's GPUs, but --device cpu uses none: "
                        "give --hour-cost, the machine's price per hour");
@@ -840,9 +840,32 @@ static lb_status resolve_model(const lb_train_params *p, lb_model_config *cfg, l
     return LB_OK;
 }
 
-lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err) {
+/* The model, and the sequence length it gives when --seq was not. */
+static lb_status resolve_model_and_seq(lb_train_params *p, lb_model_config *cfg, lb_err *err) {
     LB_TRY(resolve_model(p, cfg, err));
     if (p->seq == 0) p->seq = cfg->max_seq < 64 ? cfg->max_seq : 64;
+    return LB_OK;
+}
+
+/* Opens the data once, to refuse a file that cannot feed this model and batch. */
+static lb_status check_data(const lb_train_params *p, const lb_model_config *cfg, lb_err *err) {
+    lb_data_loader *data = NULL;
+    LB_TRY(
+        lb_data_open(p->data, cfg->vocab_size, global_micro_batch(p), p->seq, p->seed, &data, err));
+    lb_data_close(data);
+    return LB_OK;
+}
+
+lb_status lb_train_check_inputs(const lb_train_params *params, lb_err *err) {
+    lb_train_params p = *params;
+    lb_model_config cfg;
+    LB_TRY(resolve_model_and_seq(&p, &cfg, err));
+    LB_TRY(lb_train_validate(&p, &cfg, err));
+    return check_data(&p, &cfg, err);
+}
+
+lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err) {
+    LB_TRY(resolve_model_and_seq(p, cfg, err));
     int gpus = lb_devinfo_cuda_device_count();
     if (p->device == LB_DEVICE_AUTO) {
         p->device = gpus > 0 ? LB_DEVICE_CUDA : LB_DEVICE_CPU;
@@ -885,11 +908,7 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
                        "--device cuda was asked but this llmbench was built without CUDA");
 #endif
     }
-    lb_data_loader *data = NULL;
-    LB_TRY(
-        lb_data_open(p->data, cfg->vocab_size, global_micro_batch(p), p->seq, p->seed, &data, err));
-    lb_data_close(data);
-    return LB_OK;
+    return check_data(p, cfg, err);
 }
 
 lb_status lb_train_run(const lb_train_params *params, lb_result *r, lb_err *err) {

@@ -101,6 +101,12 @@ bool lb_train_model_is_dir(const lb_train_params *p);
  * was asked for and is not there. */
 lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err);
 
+/* The part of lb_train_resolve that does not depend on the machine's GPUs: the model, the
+ * parameters as given (LB_DEVICE_AUTO left undecided, so no device's own rules apply) and
+ * the data. p is not changed. For checking a command line before it runs elsewhere or
+ * later (a sweep's cells). */
+lb_status lb_train_check_inputs(const lb_train_params *p, lb_err *err);
+
 /* Writes the run's configuration (options, model shape) into r->config; p and cfg as
  * lb_train_resolve left them. Called before the run is stored as begun, so a run that
  * crashes keeps its configuration. */
