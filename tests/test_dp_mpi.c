@@ -334,7 +334,9 @@ static void test_dp_lora_every_stage_on_4_ranks_equals_zero_0_and_one_rank(void 
  * warnings); NULL when there is none. */
 static json_t *json_of(const char *out) {
     const char *start = strstr(out, "{\n");
-    return start ? json_loads(start, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+    json_t *j = start ? json_loads(start, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+    if (j == NULL) fprintf(stderr, "no JSON document in the output:\n%s\n", out);
+    return j;
 }
 
 static const json_t *series_values(const json_t *run, const char *name) {

@@ -48,9 +48,10 @@ struct lb_boot {
     double timeout_s;
     bool broken;
     bool mpi_inited;
-    bool stop_sent; /* this rank told rank 0 of its signal */
-    int stop_rank;  /* rank 0: the lowest rank whose stop notice arrived, -1: none */
-    int *fds;       /* TCP: rank 0 holds one per peer (index = rank), a peer holds fds[0] */
+    bool stop_sent;     /* this rank told rank 0 of its signal */
+    int stop_rank;      /* rank 0: the lowest rank whose stop notice arrived, -1: none */
+    int stops_received; /* rank 0, MPI: stop notices received */
+    int *fds;           /* TCP: rank 0 holds one per peer (index = rank), a peer holds fds[0] */
 };
 
 /* ---- small helpers ---- */
@@ -341,6 +342,7 @@ static void collect_stop_notices(lb_boot *b) {
             MPI_Recv(&c, 1, MPI_BYTE, s.MPI_SOURCE, BOOT_STOP_TAG, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
             note_stop(b, s.MPI_SOURCE);
+            b->stops_received++;
         }
         return;
     }
@@ -420,6 +422,23 @@ lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err) {
     return LB_OK;
 }
 
+#ifdef LB_HAVE_MPI
+/* A notice sent after rank 0's last look may still be in flight, and MPI_Finalize wants
+ * every send matched: the ranks sum the notices they sent, and rank 0 receives the rest. */
+static void receive_late_stop_notices(lb_boot *b) {
+    if (b->size == 1 || b->broken) return;
+    int sent = b->stop_sent ? 1 : 0, total = 0;
+    MPI_Request req;
+    lb_err ignored;
+    MPI_Ireduce(&sent, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD, &req);
+    if (mpi_wait(b, &req, "count of stop notices", &ignored) != LB_OK) return; /* broken */
+    for (; b->rank == 0 && b->stops_received < total; b->stops_received++) {
+        char c;
+        MPI_Recv(&c, 1, MPI_BYTE, MPI_ANY_SOURCE, BOOT_STOP_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+}
+#endif
+
 void lb_boot_free(lb_boot *b) {
     if (b == NULL) return;
     if (b->fds != NULL)
@@ -428,7 +447,7 @@ void lb_boot_free(lb_boot *b) {
     free(b->fds);
 #ifdef LB_HAVE_MPI
     if (b->source == LB_BOOT_MPI) {
-        collect_stop_notices(b); /* a notice sent after the last step: received, not left */
+        if (b->mpi_inited) receive_late_stop_notices(b);
         if (b->broken) {
             fflush(stdout);
             fflush(stderr);
