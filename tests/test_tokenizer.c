@@ -530,6 +530,33 @@ static void test_tokenizer_reads_hugging_face_tokenizer_json(void **state) {
     assert_int_equal(info->n_ranks, 50256);
     expect_fixture_parity(hf, "gpt2");
     lb_tokenizer_free(hf);
+    /* added tokens of any form match where they stand, the longest of those starting at one
+     * place ("<s>x" over "<s>"), and nothing of them matches in part ("<s" is text) */
+    json_t *added = json_object_get(doc, "added_tokens");
+    const char *more[] = {"<fim_prefix>", "<s>", "<s>x"};
+    for (int k = 0; k < 3; k++)
+        json_array_append_new(added, json_pack("{s:i, s:s}", "id", 50257 + k, "content", more[k]));
+    char path_added[] = "/tmp/lb_tok_hf_XXXXXX";
+    fd = mkstemp(path_added);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(doc, path_added, JSON_COMPACT), 0);
+    if (lb_hf_tokenizer_load(&hf, path_added, NULL, &err) != LB_OK) fail_msg("%s", err.msg);
+    const char *text = "a<fim_prefix>b<s>x<s>y<s<|endoftext|>";
+    uint32_t *ids = NULL;
+    size_t n_ids = 0;
+    assert_int_equal(lb_tokenizer_encode(hf, text, strlen(text), &ids, &n_ids, &err), LB_OK);
+    /* a, <fim_prefix>, b, <s>x, <s>, y, <, s, <|endoftext|> */
+    const uint32_t want[] = {64, 50257, 65, 50259, 50258, 88, 27, 82, 50256};
+    assert_int_equal(n_ids, sizeof want / sizeof want[0]);
+    for (size_t k = 0; k < n_ids; k++)
+        if (ids[k] != want[k]) fail_msg("id %zu is %u, expected %u", k, ids[k], want[k]);
+    free(ids);
+    lb_tokenizer_free(hf);
+    unlink(path_added);
+    json_array_remove(added, 3);
+    json_array_remove(added, 2);
+    json_array_remove(added, 1);
     /* Merges out of id order ("Ġ t" makes id 256, "h e" id 258, "Ġ a" 257): refused. */
     json_t *merges = json_object_get(json_object_get(doc, "model"), "merges");
     json_array_append_new(merges, json_string("\xC4\xA0 t"));

@@ -93,6 +93,8 @@ struct lb_tokenizer {
     tok_map ranks, special;
     uint32_t *by_id; /* entry numbers sorted by id */
     uint32_t byte_rank[256];
+    bool special_first[256]; /* bytes a special token starts with */
+    int special_first_byte;  /* the one such byte, or -1 when several (or none) */
     pcre2_code *re;
     lb_tokenizer_info info;
 };
@@ -322,6 +324,19 @@ static lb_tok_pattern detect_pattern(const lb_tokenizer *t) {
     return LB_TOK_PATTERN_LLAMA3;
 }
 
+/* The special tokens' first bytes, for find_special's scan. */
+static void index_special_starts(lb_tokenizer *t) {
+    int n = 0;
+    t->special_first_byte = -1;
+    for (size_t e = t->info.n_ranks; e < t->n_entries; e++) {
+        uint8_t b = t->blob[t->entries[e].off];
+        if (!t->special_first[b]) n++;
+        t->special_first[b] = true;
+        t->special_first_byte = b;
+    }
+    if (n != 1) t->special_first_byte = -1;
+}
+
 static lb_status add_special(lb_tokenizer *t, const char *name, uint32_t id, lb_err *err) {
     char text[64];
     int n = snprintf(text, sizeof text, "<|%s|>", name);
@@ -500,6 +515,7 @@ static lb_status build(lb_tokenizer *t, const char *bytes, size_t n, const char 
     }
     LB_TRY(add_specials(t, params, t->info.special, next_id, err));
     t->info.n_special = t->n_entries - t->info.n_ranks;
+    index_special_starts(t);
     t->info.max_id = next_id - 1 + (uint32_t)t->info.n_special;
     /* Special ids of a family follow every rank, so appending them keeps by_id sorted; a
      * given list is sorted in and its ids checked against the ranks'. */
@@ -720,27 +736,29 @@ static lb_status split(const lb_tokenizer *t, work *w, const uint8_t *s, size_t 
     return LB_OK;
 }
 
-/* The first special-token text in s[from..n): its start, length and id; false if none.
- * Every special token is "<|name|>" with no '|' in the name. */
+/* The first special-token text in s[from..n), the longest one where several start there
+ * (Hugging Face's added tokens match leftmost-longest): its start, length and id; false if
+ * none. One first byte (GPT-2's and Llama 3's "<|...|>") is found with memchr. */
 static bool find_special(const lb_tokenizer *t, const uint8_t *s, size_t from, size_t n, size_t *at,
                          size_t *len, uint32_t *id) {
-    while (from + 4 <= n) {
-        const uint8_t *lt = memmem(s + from, n - from, "<|", 2);
-        if (lt == NULL) return false;
-        size_t start = (size_t)(lt - s), lim = n - start;
-        if (lim > t->special.max_len) lim = t->special.max_len;
-        const uint8_t *close = lim > 2 ? memmem(lt + 2, lim - 2, "|>", 2) : NULL;
-        if (close != NULL) {
-            size_t l = (size_t)(close - lt) + 2;
-            uint32_t sid = map_id(t, &t->special, lt, l);
+    for (size_t i = from; i < n; i++) {
+        if (t->special_first_byte >= 0) {
+            const uint8_t *c = memchr(s + i, t->special_first_byte, n - i);
+            if (c == NULL) return false;
+            i = (size_t)(c - s);
+        } else if (!t->special_first[s[i]]) {
+            continue;
+        }
+        size_t lim = n - i < t->special.max_len ? n - i : t->special.max_len;
+        for (size_t l = lim; l > 0; l--) {
+            uint32_t sid = map_id(t, &t->special, s + i, l);
             if (sid != NO_RANK) {
-                *at = start;
+                *at = i;
                 *len = l;
                 *id = sid;
                 return true;
             }
         }
-        from = start + 1;
     }
     return false;
 }

@@ -5,12 +5,13 @@
  * format of Llama 3's tokenizer.model and of tiktoken's *.tiktoken files); a token's rank
  * is its id and its merge priority (a Hugging Face tokenizer.json becomes one in
  * model/hf_tokenizer.h). Encoding: special-token text, when the vocabulary has
- * special tokens, becomes one id each; the rest is cut into pieces by the family's pre-split
- * regular expression (PCRE2, JIT-compiled); a piece that is a token is its id, any other is
- * merged from single bytes, always joining the adjacent pair whose concatenation has the
- * lowest rank (the leftmost of equals), as tiktoken does. Bytes that are not valid UTF-8
- * match no part of the expression: each run of them is a piece of its own, so every input
- * encodes and decodes back to the same bytes.
+ * special tokens, becomes one id each (the leftmost first, the longest of those starting at
+ * one byte, as Hugging Face matches added tokens); the rest is cut into pieces by the family's
+ * pre-split regular expression (PCRE2, JIT-compiled); a piece that is a token is its id, any other
+ * is merged from single bytes, always joining the adjacent pair whose concatenation has the lowest
+ * rank (the leftmost of equals), as tiktoken does. Bytes that are not valid UTF-8 match no part of
+ * the expression: each run of them is a piece of its own, so every input encodes and decodes back
+ * to the same bytes.
  *
  * A loaded tokenizer is read-only: any number of threads may encode, count and decode with
  * it at once. Not here: training, SentencePiece (Llama 2) vocabularies, other pre-split
