@@ -132,6 +132,24 @@ static void test_cli_results_list_shows_running_run_first(void **state) {
     assert_null(strstr(out, "gpt2-tiny-cpu-fp32"));
 }
 
+/* The note that --limit cut the list appears only when it did: two runs fill --limit 2. */
+static void test_cli_results_list_says_limit_cut_it_only_when_it_did(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"results", "list", "--limit", "2", NULL}), 0);
+    assert_non_null(strstr(out, "crashed-run"));
+    assert_non_null(strstr(out, "gpt2-tiny-cpu-fp32"));
+    assert_null(strstr(out, "--limit 0 lists all"));
+    assert_int_equal(run((const char *[]){"results", "list", "--limit", "1", NULL}), 0);
+    assert_non_null(strstr(out, "crashed-run"));
+    assert_null(strstr(out, "gpt2-tiny-cpu-fp32"));
+    assert_non_null(strstr(out, "\n(the 1 newest runs; --limit 0 lists all)\n"));
+    assert_int_equal(run((const char *[]){"results", "list", "--limit", "1", "--json", NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(json_object_get(doc, "runs")), 1);
+    json_decref(doc);
+}
+
 static void test_cli_results_show_prints_metrics_and_series(void **state) {
     (void)state;
     char id[24];
@@ -219,6 +237,24 @@ static void test_cli_results_export_csv_to_stdout(void **state) {
     snprintf(row, sizeof row, "%s,train,gpt2-tiny-cpu-fp32,ok,metric,tok_per_s,,1234.5,tok/s\n",
              id);
     assert_non_null(strstr(out, row));
+}
+
+/* --json is --format json; with another --format it is refused, not silently dropped. */
+static void test_cli_results_export_json_is_format_json_and_refused_with_another(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"results", "export", "--json", NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(doc), 2);
+    json_decref(doc);
+    const char *formats[] = {"csv", "openmetrics"};
+    for (size_t i = 0; i < 2; i++) {
+        expect_error((const char *[]){"results", "export", "--format", formats[i], "--json", NULL},
+                     2, "--json and --format");
+        assert_non_null(strstr(err, formats[i]));
+        assert_non_null(strstr(err, "--format json|csv|openmetrics"));
+        assert_string_equal(out, "");
+    }
 }
 
 static void test_cli_results_export_of_an_id_given_twice_has_it_once(void **state) {
@@ -378,10 +414,12 @@ int main(void) {
         T(test_cli_results_bad_format_exits_2_naming_it),
         T(test_cli_results_bad_list_options_exit_2),
         T(test_cli_results_list_shows_running_run_first),
+        T(test_cli_results_list_says_limit_cut_it_only_when_it_did),
         T(test_cli_results_show_prints_metrics_and_series),
         T(test_cli_results_export_out_replaces_file_whole),
         T(test_cli_results_export_out_that_cannot_be_a_file_exits_2),
         T(test_cli_results_export_csv_to_stdout),
+        T(test_cli_results_export_json_is_format_json_and_refused_with_another),
         T(test_cli_results_export_of_an_id_given_twice_has_it_once),
         T(test_cli_results_newer_database_exits_1_saying_so),
         T(test_cli_results_read_commands_never_create_a_database),

@@ -331,9 +331,40 @@ static bool line_ends_with(const char *p, const char *suffix) {
     return nl != NULL && (size_t)(nl - p) >= n && strncmp(nl - n, suffix, n) == 0;
 }
 
-/* Runs after the history tests: batch 16's history regressed, batch 32's did not. */
+/* The exposition has the shape OpenMetrics demands: each family's # TYPE once with all its
+ * samples right after it, no sample's name and labels twice, and # EOF last. */
+static void check_openmetrics_shape(const char *text) {
+    char family[128] = "";
+    for (const char *line = text; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        assert_non_null(end);
+        int len = (int)(end - line);
+        if (strncmp(line, "# TYPE ", 7) == 0) {
+            snprintf(family, sizeof family, "%.*s", (int)strcspn(line + 7, " "), line + 7);
+            char head[160];
+            snprintf(head, sizeof head, "# TYPE %s ", family);
+            if (count_text(text, head) != 1) fail_msg("%s has more than one # TYPE", family);
+        } else if (strncmp(line, "# EOF", 5) == 0) {
+            if (end[1] != '\0') fail_msg("lines after # EOF: %s", end + 1);
+        } else if (line[0] != '#') {
+            size_t name_len = strcspn(line, "{ ");
+            if (name_len != strlen(family) || strncmp(line, family, name_len) != 0)
+                fail_msg("a sample away from its family %s: %.*s", family, len, line);
+            const char *labels_end = strstr(line, "} ");
+            assert_true(labels_end != NULL && labels_end < end);
+            char series[1024];
+            snprintf(series, sizeof series, "\n%.*s ", (int)(labels_end + 1 - line), line);
+            if (strstr(text, series) != line - 1) fail_msg("a series twice: %.*s", len, line);
+        }
+        line = end + 1;
+    }
+}
+
+/* Runs after the history tests: batch 16's history regressed, batch 32's did not. A load
+ * and an infer benchmark share the load generator's key metrics, so one family each. */
 static void test_openmetrics_export_labels_newest_values_and_regressions(void **state) {
     (void)state;
+    store_run("infer", 8, 10.0, 20, 11, 2e9 + 5);
     char path[160];
     snprintf(path, sizeof path, "%s/llmbench.prom", g_dir);
     int rc = run((const char *[]){"results", "export", "--format", "openmetrics", "--out", path,
@@ -350,6 +381,15 @@ static void test_openmetrics_export_labels_newest_values_and_regressions(void **
     assert_non_null(line32);
     assert_true(line_ends_with(line32, "} 0"));
     assert_non_null(strstr(text, "# TYPE llmbench_tokens_per_s gauge\n"));
+    check_openmetrics_shape(text);
+    const char *tok = strstr(text, "# TYPE llmbench_output_tok_per_s gauge\n");
+    assert_non_null(tok);
+    assert_non_null(strstr(tok, "\n# HELP llmbench_output_tok_per_s output_tok_per_s of the "
+                                "newest ok load or infer run of each benchmark\n"));
+    const char *next = strstr(tok + 1, "# TYPE ");
+    assert_non_null(next);
+    const char *load = strstr(tok, ",kind=\"load\""), *infer = strstr(tok, ",kind=\"infer\"");
+    assert_true(load != NULL && load < next && infer != NULL && infer < next);
     size_t len = strlen(text);
     assert_true(len > 6 && strcmp(text + len - 6, "# EOF\n") == 0);
     free(text);

@@ -325,6 +325,63 @@ static void test_report_counts_a_run_named_twice_once(void **state) {
     free(md);
 }
 
+/* Stores an ok train run named name whose tokens_per_s is tok_per_s; ranks 0 leaves the
+ * rank count out. Returns its id. */
+static int64_t store_train(const char *db, const char *name, int batch, int ranks,
+                           double tok_per_s) {
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    lb_result *r = lb_result_new("train", name);
+    json_object_set_new(r->config, "batch", json_integer(batch));
+    if (ranks > 0) json_object_set_new(r->config, "ranks", json_integer(ranks));
+    lb_result_set_metric(r, "tokens_per_s", tok_per_s, "tok/s");
+    int64_t id = 0;
+    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+    r->status = LB_RUN_OK;
+    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+    return id;
+}
+
+/* Configurations whose median throughput is 0 (every request failed, a stalled rank) get
+ * findings with the values themselves, never a ratio to zero ("infx", "inf%"). */
+static void test_report_findings_never_divide_by_a_zero_median(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    snprintf(db, sizeof db, "%s/zero.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/zero", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    char fast[24], stalled[24], flaky[80], one[24], two[24];
+    snprintf(fast, sizeof fast, "%lld", (long long)store_train(db, "fast", 1, 0, 100.0));
+    snprintf(stalled, sizeof stalled, "%lld", (long long)store_train(db, "stalled", 2, 0, 0.0));
+    int64_t f0 = store_train(db, "flaky", 3, 0, 0.0), f1 = store_train(db, "flaky", 3, 0, 0.0),
+            f2 = store_train(db, "flaky", 3, 0, 5.0); /* median 0, spread 5 */
+    snprintf(flaky, sizeof flaky, "%lld,%lld,%lld", (long long)f0, (long long)f1, (long long)f2);
+    snprintf(one, sizeof one, "%lld", (long long)store_train(db, "scaled", 4, 1, 0.0));
+    snprintf(two, sizeof two, "%lld", (long long)store_train(db, "scaled", 4, 2, 10.0));
+    int rc = run(
+        (const char *[]){"report", fast, stalled, flaky, one, two, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    char worst[80];
+    snprintf(worst, sizeof worst, "- Best tokens_per_s: %s at ", fast);
+    const char *best = strstr(md, worst);
+    if (best == NULL) fail_msg("report.md: %s", md);
+    snprintf(worst, sizeof worst, "; the worst: %s at 0", stalled);
+    const char *nl = strchr(best, '\n'), *w = strstr(best, worst);
+    if (w == NULL || w > nl) fail_msg("finding: %.*s", (int)(nl - best), best);
+    assert_non_null(
+        strstr(md, "- scaled: no scaling efficiency, as 1 rank measured a tokens_per_s of 0.\n"));
+    assert_null(strstr(md, "Repeats vary")); /* the only repeats have median 0 */
+    const char *ratios[] = {"infx", "inf%", "nanx", "nan%"};
+    for (size_t i = 0; i < sizeof ratios / sizeof ratios[0]; i++)
+        if (strstr(md, ratios[i]) != NULL) fail_msg("'%s' in report.md: %s", ratios[i], md);
+    free(md);
+}
+
 /* The chart of lines as SVG text in buf; the alarm fails the test (SIGALRM) where drawing
  * never ends. */
 static void draw_lines(char *buf, size_t cap, const lb_svg_line *line) {
@@ -389,6 +446,7 @@ int main(void) {
         cmocka_unit_test(test_report_markdown_shows_names_as_text),
         cmocka_unit_test(test_report_chart_with_control_characters_is_xml),
         cmocka_unit_test(test_report_counts_a_run_named_twice_once),
+        cmocka_unit_test(test_report_findings_never_divide_by_a_zero_median),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -126,8 +126,9 @@ static void print_list_json(const lb_store *s, const lb_store_run_info *runs, si
     json_decref(doc);
 }
 
+/* more: the store holds more runs than the n listed (--limit cut them). */
 static void print_list_table(const lb_store *s, const lb_store_filter *f,
-                             const lb_store_run_info *runs, size_t n, int64_t limit) {
+                             const lb_store_run_info *runs, size_t n, bool more) {
     if (n == 0 && (f->kind != NULL || f->status >= 0)) {
         char kind[64 * 4];
         printf("no runs%s%s%s%s%s in %s\n", f->kind ? " of kind '" : "",
@@ -155,8 +156,7 @@ static void print_list_table(const lb_store *s, const lb_store_filter *f,
                printable(runs[i].name, name, sizeof name), strcmp(runs[i].tags, "[]") ? " " : "",
                strcmp(runs[i].tags, "[]") ? printable(runs[i].tags, tags, sizeof tags) : "");
     }
-    if (limit > 0 && (int64_t)n == limit)
-        printf("(the %" PRId64 " newest runs; --limit 0 lists all)\n", limit);
+    if (more) printf("(the %zu newest runs; --limit 0 lists all)\n", n);
 }
 
 static int results_list(int argc, char **argv) {
@@ -190,17 +190,19 @@ static int results_list(int argc, char **argv) {
     lb_store_filter filter = lb_store_default_filter();
     filter.kind = kind;
     filter.status = status ? lb_result_status_parse(status) : -1;
-    filter.limit = limit;
+    filter.limit = limit > 0 ? limit + 1 : 0; /* one more tells whether --limit cut any */
     lb_store_run_info *runs = NULL;
     size_t n = 0;
     lb_err err = {{0}};
     lb_status st = lb_store_list(s, &filter, &runs, &n, &err);
+    bool more = limit > 0 && (int64_t)n > limit;
+    if (more) n = (size_t)limit;
     if (st != LB_OK)
         code = report_failure(cmd.command, st, &err);
     else if (a.common.json)
         print_list_json(s, runs, n);
     else
-        print_list_table(s, &filter, runs, n, limit);
+        print_list_table(s, &filter, runs, n, more);
     free(runs);
     lb_store_close(s);
     return code;
@@ -417,13 +419,19 @@ static int results_export(int argc, char **argv) {
                    "collector (with --out the file is replaced atomically). An ID given twice "
                    "is exported once. Exit code 2 for a malformed ID or an --out FILE that is a "
                    "folder or whose folder is missing, 1 when an ID is not found (nothing is "
-                   "written then).",
+                   "written then). --json is --format json.",
         LB_ARG_SPECS(specs),
         .max_positional = MAX_EXPORT_IDS,
     };
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
+    if (a.common.json && strcmp(format, "json") != 0)
+        return lb_status_exit_code(lb_args_usage_error(
+            cmd.command,
+            "--json and --format %s contradict: the output is chosen with --format "
+            "json|csv|openmetrics (--json is --format json)",
+            format));
     bool om = strcmp(format, "openmetrics") == 0;
     if (om && a.n_pos > 0)
         return lb_status_exit_code(lb_args_usage_error(

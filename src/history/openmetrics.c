@@ -3,7 +3,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/metrics_text.h"
 #include "history/bench.h"
@@ -19,6 +18,45 @@ static void labels(FILE *f, const lb_history_bench *b, const lb_result *r) {
         fputc('"', f);
     }
     fprintf(f, ",run=\"%lld\"}", (long long)b->last_id);
+}
+
+/* One family per key metric name, written when the first kind that has it comes up: kinds
+ * that share a metric (load and infer share all theirs) share its family, and every
+ * benchmark of any of them is one sample, its labels (benchmark first) telling them apart. */
+static void key_metric_families(FILE *out, const lb_history_bench *b, lb_result *const *last,
+                                size_t n) {
+    const char *const *kinds = lb_bench_kinds;
+    for (size_t k = 0; kinds[k] != NULL; k++) {
+        size_t n_keys = 0;
+        const lb_key_metric *keys = lb_bench_key_metrics(kinds[k], &n_keys);
+        for (size_t m = 0; m < n_keys; m++) {
+            const char *metric = keys[m].metric;
+            size_t first = 0;
+            while (lb_history_metric(kinds[first], metric) == NULL)
+                first++;
+            if (first != k) continue;      /* written with an earlier kind */
+            char with[64] = "", help[160]; /* with: "load or infer", all four kinds fit */
+            for (size_t j = k, len = 0; kinds[j] != NULL; j++)
+                if (lb_history_metric(kinds[j], metric) != NULL)
+                    len += (size_t)snprintf(with + len, sizeof with - len, "%s%s",
+                                            len ? " or " : "", kinds[j]);
+            snprintf(help, sizeof help, "%s of the newest ok %s run of each benchmark", metric,
+                     with);
+            bool header = false;
+            for (size_t i = 0; i < n; i++) {
+                if (lb_history_metric(b[i].kind, metric) == NULL) continue;
+                double v = lb_result_metric(last[i], metric);
+                if (!isfinite(v)) continue;
+                if (!header)
+                    lb_metrics_text_family(out, LB_METRICS_TEXT_OPENMETRICS, metric, "gauge", NULL,
+                                           help);
+                header = true;
+                lb_metrics_text_name(out, metric);
+                labels(out, &b[i], last[i]);
+                fprintf(out, " %.17g %.3f\n", v, last[i]->start_wall_s);
+            }
+        }
+    }
 }
 
 lb_status lb_openmetrics_write(lb_store *s, double threshold_pct, FILE *out, lb_err *err) {
@@ -43,30 +81,7 @@ lb_status lb_openmetrics_write(lb_store *s, double threshold_pct, FILE *out, lb_
         regressed[i] = st == LB_OK && nc > 0 && ch[nc - 1].regression;
         free(pts);
     }
-    const char *const *kinds = lb_bench_kinds;
-    for (size_t k = 0; st == LB_OK && kinds[k] != NULL; k++) {
-        size_t n_keys = 0;
-        const lb_key_metric *keys = lb_bench_key_metrics(kinds[k], &n_keys);
-        for (size_t m = 0; m < n_keys; m++) {
-            bool header = false;
-            for (size_t i = 0; i < n; i++) {
-                if (strcmp(b[i].kind, kinds[k]) != 0) continue;
-                double v = lb_result_metric(last[i], keys[m].metric);
-                if (!isfinite(v)) continue;
-                if (!header) {
-                    char help[160];
-                    snprintf(help, sizeof help, "%s of the newest ok %s run of each benchmark",
-                             keys[m].metric, kinds[k]);
-                    lb_metrics_text_family(out, LB_METRICS_TEXT_OPENMETRICS, keys[m].metric,
-                                           "gauge", NULL, help);
-                    header = true;
-                }
-                lb_metrics_text_name(out, keys[m].metric);
-                labels(out, &b[i], last[i]);
-                fprintf(out, " %.17g %.3f\n", v, last[i]->start_wall_s);
-            }
-        }
-    }
+    if (st == LB_OK) key_metric_families(out, b, last, n);
     if (st == LB_OK && n > 0) {
         lb_metrics_text_family(out, LB_METRICS_TEXT_OPENMETRICS, "run_start_seconds", "gauge",
                                "seconds", "when the newest ok run of each benchmark started");

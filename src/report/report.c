@@ -449,16 +449,20 @@ static void kind_findings(doc *d, const lb_run_set *set, const char *kind) {
         bool worse = worst == NULL || (m->higher_is_better ? s.median < wv : s.median > wv);
         if (better) best = &set->groups[g], bv = s.median;
         if (worse) worst = &set->groups[g], wv = s.median;
-        if (s.n > 1 && s.std / s.median > noisiest)
+        if (s.n > 1 && s.median > 0 && s.std / s.median > noisiest) /* no ratio to a zero */
             noisiest = s.std / s.median, noisy_label = set->groups[g].label;
     }
     if (best == NULL) return;
     char a[48], b[48];
     fmt_value(a, sizeof a, bv, unit);
     fmt_value(b, sizeof b, wv, unit);
-    if (best != worst)
+    double below = m->higher_is_better ? wv : bv; /* the ratio's denominator */
+    if (best != worst && below > 0)
         finding(d, "Best %s: %s at %s, %.2fx the worst (%s at %s).", m->metric, best->label, a,
                 m->higher_is_better ? bv / wv : wv / bv, worst->label, b);
+    else if (best != worst)
+        finding(d, "Best %s: %s at %s; the worst: %s at %s.", m->metric, best->label, a,
+                worst->label, b);
     else
         finding(d, "%s: %s at %s.", m->metric, best->label, a);
     if (noisy_label)
@@ -578,6 +582,11 @@ static void scaling_chart(doc *d, const lb_run_set *set) {
     size_t nl = 0;
     for (size_t f = 0; f < nf; f++) {
         if (np[f] < 2 || ranks[f][np[f] - 1] == ranks[f][0]) continue;
+        if (!(eff[f][0] > 0)) { /* no efficiency against nothing */
+            finding(d, "%s: no scaling efficiency, as %.0f rank%s measured a %s of 0.", name[f],
+                    ranks[f][0], ranks[f][0] == 1 ? "" : "s", m->metric);
+            continue;
+        }
         double base = eff[f][0] / ranks[f][0];
         for (size_t i = 0; i < np[f]; i++)
             eff[f][i] = 100.0 * eff[f][i] / (ranks[f][i] * base);
