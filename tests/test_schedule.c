@@ -1,10 +1,14 @@
-/* test_schedule.c: `llmbench schedule`. A crontab line is installed through crontab(1),
- * read back by `crontab -l` and `schedule list`, and removed with every other line of the
+/* test_schedule.c: `llmbench schedule`. A crontab line is installed through crontab(1) (a
+ * stand-in of the test's own, first on PATH, which keeps the table in a file: no test
+ * touches the table of the user who runs them), read back by `crontab -l` and `schedule
+ * list`, and removed with every other line of the
  * table kept; a systemd user timer and service are written and accepted by
  * `systemd-analyze verify`, then removed; the Kubernetes CronJob parses as YAML (libyaml)
- * with its command, variable and GPU request; `schedule exec` tags its run, writes a
- * report, and does not start while another scheduled run holds the lock; bad input exits
- * 2. The user's own crontab is saved first and restored at the end. */
+ * with its command, variable and GPU request, every value from the user a string; `schedule
+ * exec` tags its run, writes a report, and does not start while another scheduled run
+ * holds the lock; bad input (a control character, a name add refuses) exits 2; remove
+ * keeps a user's line after an entry whose job line was edited away. */
+#include <errno.h>
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -22,8 +26,7 @@
 #include "store/store.h"
 #include "test_util.h"
 
-static char g_dir[64], g_db[128], g_saved_cron[160];
-static bool g_had_crontab;
+static char g_dir[64], g_db[128];
 static char out[1 << 20], err[1 << 16];
 
 static int run(const char *const *args) {
@@ -36,41 +39,56 @@ static bool have(const char *tool) {
     return system(cmd) == 0;
 }
 
+/* A crontab(1) that keeps the table in g_dir/fake.crontab and, like cron's, says "no
+ * crontab for USER" on stderr when there is none; first on PATH for the whole program, so
+ * that no test touches the table of the user who runs them. 0, or -1 when it cannot be. */
+static int fake_crontab(void) {
+    char bin[160], script[200], text[600];
+    snprintf(bin, sizeof bin, "%s/fakebin", g_dir);
+    snprintf(script, sizeof script, "%s/crontab", bin);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\nF=%s/fake.crontab\n"
+             "if [ \"$1\" = -l ]; then [ -f $F ] && exec cat $F; "
+             "echo \"no crontab for tester\" >&2; exit 1; fi\ncat > $F\n",
+             g_dir);
+    if (mkdir(bin, 0755) != 0 || !lb_test_write_file(script, text) || chmod(script, 0755) != 0)
+        return -1;
+    const char *old = getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin";
+    char path[4400];
+    if (snprintf(path, sizeof path, "%s:%s", bin, old) >= (int)sizeof path) return -1;
+    return setenv("PATH", path, 1);
+}
+
 static void test_schedule_cron_line_added_listed_and_removed(void **state) {
     (void)state;
-    if (!have("crontab")) {
-        fprintf(stderr, "crontab is not installed: skipped\n");
-        skip();
-    }
+    char table_path[200];
+    snprintf(table_path, sizeof table_path, "%s/fake.crontab", g_dir);
     /* a line of the user's own that must survive */
-    char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             "(crontab -l 2>/dev/null; echo '5 4 * * * true # lbtest keep') | crontab -");
-    assert_int_equal(system(cmd), 0);
+    assert_true(lb_test_write_file(table_path, "5 4 * * * true # lbtest keep\n"));
     int rc = run((const char *[]){"schedule", "add", "lbtest-nightly", "--at", "19:00", "--days",
                                   "mon,fri", "--db", g_db, "--", "train", "--model", "gpt2-tiny",
                                   "--name", "it's 100%", NULL});
+    char *table = lb_test_read_file(table_path, NULL);
+    int rc_list = run((const char *[]){"schedule", "list", NULL});
+    bool listed = strstr(out, "lbtest-nightly") != NULL;
+    int rc_remove = run((const char *[]){"schedule", "remove", "lbtest-nightly", NULL});
+    char *after = lb_test_read_file(table_path, NULL);
+    int rc_again = run((const char *[]){"schedule", "remove", "lbtest-nightly", NULL});
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
-    FILE *p = popen("crontab -l", "r");
-    assert_non_null(p);
-    static char table[1 << 16];
-    size_t n = fread(table, 1, sizeof table - 1, p);
-    table[n] = '\0';
-    assert_int_equal(pclose(p), 0);
+    assert_non_null(table);
+    assert_non_null(strstr(table, "5 4 * * * true # lbtest keep\n"));
     assert_non_null(strstr(table, "# llmbench schedule lbtest-nightly\n0 19 * * 1,5 "));
     assert_non_null(strstr(table, "'schedule' 'exec' 'lbtest-nightly'"));
     assert_non_null(strstr(table, "'it'\\''s 100\\%'")); /* quoted for sh, % escaped for cron */
-    assert_int_equal(run((const char *[]){"schedule", "list", NULL}), 0);
-    assert_non_null(strstr(out, "lbtest-nightly"));
-    assert_int_equal(run((const char *[]){"schedule", "remove", "lbtest-nightly", NULL}), 0);
-    p = popen("crontab -l", "r");
-    n = fread(table, 1, sizeof table - 1, p);
-    table[n] = '\0';
-    pclose(p);
-    assert_null(strstr(table, "lbtest-nightly"));
-    assert_non_null(strstr(table, "true # lbtest keep"));
-    assert_int_equal(run((const char *[]){"schedule", "remove", "lbtest-nightly", NULL}), 2);
+    assert_int_equal(rc_list, 0);
+    assert_true(listed);
+    assert_int_equal(rc_remove, 0);
+    assert_non_null(after);
+    assert_string_equal(after, "5 4 * * * true # lbtest keep\n");
+    assert_int_equal(rc_again, 2);
     assert_non_null(strstr(err, "no crontab entry named 'lbtest-nightly'"));
+    free(table);
+    free(after);
 }
 
 static void test_schedule_systemd_units_verify_and_remove(void **state) {
@@ -174,6 +192,74 @@ static void test_schedule_kubernetes_cronjob_parses(void **state) {
     }
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
+}
+
+/* The node at keys, which must be a double-quoted scalar (a string whatever it holds, where
+ * a plain 2024, on or null is a number, a bool or null) holding want. */
+static void assert_string_at(yaml_document_t *d, const char *const *keys, const char *want) {
+    yaml_node_t *n = at(d, yaml_document_get_root_node(d), keys);
+    assert_non_null(n);
+    assert_int_equal(n->type, YAML_SCALAR_NODE);
+    assert_string_equal((const char *)n->data.scalar.value, want);
+    assert_int_equal(n->data.scalar.style, YAML_DOUBLE_QUOTED_SCALAR_STYLE);
+}
+
+/* What the user gives reads back from the CronJob, by a YAML parser, as the strings given:
+ * names YAML would read as a number, bool or null, such an image, claim and report folder,
+ * and command words that are numbers, bools, nulls, indicators, comments or "key: value". */
+static void test_schedule_cronjob_values_read_back_as_strings(void **state) {
+    (void)state;
+    const char *names[] = {"2024", "on", "yes", "null", "1e3"};
+    const char *cmd[] = {"train", "--tag", "true",  "--tag", "1e3",   "--tag", "null",
+                         "--tag", "-",     "--tag", ":",     "--tag", "a #b",  "--tag",
+                         "k: v",  "--tag", "~",     "--tag", "[x",    "--tag", "\"q\" \\ 'x'"};
+    const size_t n_cmd = sizeof cmd / sizeof cmd[0];
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        const char *args[14 + sizeof cmd / sizeof cmd[0] + 1] = {
+            "schedule", "add",  names[k], "--at", "19:00",    "--backend", "kubernetes",
+            "--image",  "true", "--pvc",  "null", "--report", "~",         "--"};
+        memcpy(args + 14, cmd, sizeof cmd);
+        args[14 + n_cmd] = NULL;
+        int rc = run(args);
+        if (rc != 0) fail_msg("%s: exit %d: %s", names[k], rc, err);
+        yaml_parser_t parser;
+        yaml_document_t doc;
+        assert_true(yaml_parser_initialize(&parser));
+        yaml_parser_set_input_string(&parser, (const unsigned char *)out, strlen(out));
+        if (!yaml_parser_load(&parser, &doc)) fail_msg("%s: %s\n%s", names[k], parser.problem, out);
+        char object[64];
+        snprintf(object, sizeof object, "llmbench-%s", names[k]);
+        assert_string_at(&doc, (const char *[]){"metadata", "name", NULL}, object);
+        assert_string_at(&doc, (const char *[]){"metadata", "labels", "llmbench-schedule", NULL},
+                         names[k]);
+        assert_string_at(&doc,
+                         (const char *[]){"spec", "jobTemplate", "spec", "template", "metadata",
+                                          "labels", "llmbench-schedule", NULL},
+                         names[k]);
+        const char *pod[] = {"spec", "jobTemplate", "spec", "template", "spec",
+                             NULL,   NULL,          NULL,   NULL,       NULL};
+        pod[5] = "containers", pod[6] = "0", pod[7] = "image";
+        assert_string_at(&doc, pod, "true");
+        pod[5] = "volumes", pod[7] = "persistentVolumeClaim", pod[8] = "claimName";
+        assert_string_at(&doc, pod, "null");
+        const char *words[14 + sizeof cmd / sizeof cmd[0]] = {
+            "llmbench",    "schedule", "exec", names[k],           "--report", "~",
+            "--threshold", "3",        "--db", "/data/results.db", "--"};
+        memcpy(words + 11, cmd, sizeof cmd);
+        pod[5] = "containers", pod[7] = "command", pod[8] = NULL;
+        yaml_node_t *seq = at(&doc, yaml_document_get_root_node(&doc), pod);
+        assert_non_null(seq);
+        assert_int_equal(seq->type, YAML_SEQUENCE_NODE);
+        assert_int_equal(seq->data.sequence.items.top - seq->data.sequence.items.start, 11 + n_cmd);
+        for (size_t i = 0; i < 11 + n_cmd; i++) {
+            char idx[8];
+            snprintf(idx, sizeof idx, "%zu", i);
+            pod[8] = idx;
+            assert_string_at(&doc, pod, words[i]);
+        }
+        yaml_document_delete(&doc);
+        yaml_parser_delete(&parser);
+    }
 }
 
 static void test_schedule_exec_tags_reports_and_locks(void **state) {
@@ -336,7 +422,8 @@ static void test_schedule_kubernetes_name_must_be_a_kubernetes_name(void **state
     int rc = run((const char *[]){"schedule", "add", "nightly-train-gpt2-124m-bf16-on-eight-h100s",
                                   "--at", "19:00", "--backend", "kubernetes", "--", "train", NULL});
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
-    assert_non_null(strstr(out, "  name: llmbench-nightly-train-gpt2-124m-bf16-on-eight-h100s\n"));
+    assert_non_null(
+        strstr(out, "  name: \"llmbench-nightly-train-gpt2-124m-bf16-on-eight-h100s\"\n"));
 }
 
 static void test_schedule_add_refuses_a_command_its_parser_refuses(void **state) {
@@ -371,39 +458,135 @@ static void test_schedule_json_is_json_or_refused(void **state) {
     assert_non_null(strstr(err, "--json does not apply"));
 }
 
-/* A crontab(1) that keeps the table in a file and, like cron's, says "no crontab for USER"
- * on stderr when there is none. */
-static void fake_crontab(char *bin, size_t cap, char *old_path, size_t old_cap) {
-    snprintf(bin, cap, "%s/fakebin", g_dir);
-    assert_int_equal(mkdir(bin, 0755), 0);
-    char script[200], text[600];
-    snprintf(script, sizeof script, "%s/crontab", bin);
-    snprintf(text, sizeof text,
-             "#!/bin/sh\nF=%s/fake.crontab\n"
-             "if [ \"$1\" = -l ]; then [ -f $F ] && exec cat $F; "
-             "echo \"no crontab for tester\" >&2; exit 1; fi\ncat > $F\n",
-             g_dir);
-    assert_true(lb_test_write_file(script, text));
-    assert_int_equal(chmod(script, 0755), 0);
-    snprintf(old_path, old_cap, "%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
-    char path[4400]; /* bin (under 160 bytes), ':' and old_path (under 4096) */
-    snprintf(path, sizeof path, "%s:%s", bin, old_path);
-    setenv("PATH", path, 1);
-}
-
 static void test_schedule_no_crontab_yet_is_not_an_error_line(void **state) {
     (void)state;
-    char bin[160], old_path[4096];
-    fake_crontab(bin, sizeof bin, old_path, sizeof old_path);
+    char table[200];
+    snprintf(table, sizeof table, "%s/fake.crontab", g_dir);
+    unlink(table);
     int rc = run((const char *[]){"schedule", "list", NULL});
     int rc_add = rc == 0 ? run((const char *[]){"schedule", "add", "fresh", "--at", "01:00", "--db",
                                                 g_db, "--", "train", NULL})
                          : -1;
-    setenv("PATH", old_path, 1);
     assert_int_equal(rc, 0);
     if (rc_add != 0) fail_msg("add: exit %d: %s", rc_add, err);
     assert_string_equal(err, "");
     assert_non_null(strstr(out, "scheduled fresh at 01:00"));
+}
+
+static bool one_line(const char *text) {
+    return strchr(text, '\n') == text + strlen(text) - 1;
+}
+
+/* A newline, carriage return or other control character in a command word or a path would
+ * end the crontab line or the unit's line there: refused with one line naming it, nothing
+ * written. */
+static void test_schedule_control_characters_are_refused(void **state) {
+    (void)state;
+    char cfg[160], db[160], table[200];
+    snprintf(cfg, sizeof cfg, "%s/ctl-config", g_dir);
+    setenv("XDG_CONFIG_HOME", cfg, 1);
+    snprintf(db, sizeof db, "%s/ctl\nx.db", g_dir);
+    snprintf(table, sizeof table, "%s/fake.crontab", g_dir);
+    const struct {
+        const char *args[16];
+        const char *said;
+    } cases[] = {
+        {{"schedule", "add", "ctl", "--at", "01:00", "--db", g_db, "--", "train", "--name", "a\nb",
+          NULL},
+         "the command's word 3 'a?b' holds a control character"},
+        {{"schedule", "add", "ctl", "--at", "01:00", "--db", g_db, "--report", "r\rx", "--",
+          "train", NULL},
+         "--report 'r?x' holds a control character"},
+        {{"schedule", "add", "ctl", "--at", "01:00", "--db", db, "--", "train", NULL},
+         "ctl?x.db' holds a control character"},
+        {{"schedule", "add", "ctl", "--at", "01:00", "--backend", "systemd", "--db", g_db, "--",
+          "train", "--tag", "t\tu", NULL},
+         "the command's word 3 't?u' holds a control character"},
+        {{"schedule", "add", "ctl", "--at", "01:00", "--backend", "kubernetes", "--image", "img\n",
+          "--", "train", NULL},
+         "--image 'img?' holds a control character"},
+    };
+    static char said[sizeof err]; /* the first case not refused as it should be */
+    int bad = -1, bad_rc = 0;
+    for (int i = 0; i < 5; i++) {
+        int rc = run(cases[i].args);
+        if (bad < 0 && (rc != 2 || strstr(err, cases[i].said) == NULL || !one_line(err))) {
+            bad = i, bad_rc = rc;
+            memcpy(said, err, sizeof err);
+        }
+    }
+    unsetenv("XDG_CONFIG_HOME");
+    if (bad >= 0) fail_msg("case %d: exit %d: %s", bad, bad_rc, said);
+    char *t = lb_test_read_file(table, NULL); /* none, or the entries of the tests before */
+    assert_true(t == NULL || strstr(t, "'ctl'") == NULL);
+    free(t);
+    char unit[256];
+    snprintf(unit, sizeof unit, "%s/systemd/user/llmbench-ctl.service", cfg);
+    assert_int_equal(access(unit, F_OK), -1);
+}
+
+/* `schedule exec` takes the names `schedule add` takes: a longer one would tag its runs
+ * with more than it searches for afterwards. Refused before the command runs. */
+static void test_schedule_exec_refuses_a_name_add_refuses(void **state) {
+    (void)state;
+    char name[151], db[160];
+    memset(name, 'n', 150);
+    name[150] = '\0';
+    snprintf(db, sizeof db, "%s/exec-name.db", g_dir);
+    const char *bad[] = {name, "a b", "a\nb"};
+    for (size_t i = 0; i < 3; i++) {
+        int rc = run((const char *[]){"schedule", "exec", bad[i], "--db", db, "--", "train",
+                                      "--model", "gpt2-tiny", "--device", "cpu", "--seq", "16",
+                                      "--steps", "1", NULL});
+        if (rc != 2) fail_msg("%zu: exit %d: %s", i, rc, err);
+        assert_non_null(strstr(err, "must be 1 to 64 letters, digits, '-' or '_'"));
+        assert_true(one_line(err));
+        assert_int_equal(access(db, F_OK), -1); /* the command did not run */
+    }
+}
+
+/* `schedule remove` takes the marker line and the job line under it, but not a line of the
+ * user's where the job line was deleted or edited away, nor another entry's marker. */
+static void test_schedule_remove_keeps_the_users_line_after_an_edited_entry(void **state) {
+    (void)state;
+    char table[200];
+    static char text[1 << 14];
+    snprintf(table, sizeof table, "%s/fake.crontab", g_dir);
+    const char *mine = "MAILTO=me\n5 4 * * * my-own-job\n";
+    /* the job line deleted by hand: the user's next line stays */
+    assert_true(lb_test_write_file(table, "MAILTO=me\n# llmbench schedule lbtest-edited\n"
+                                          "5 4 * * * my-own-job\n"));
+    int rc_edited = run((const char *[]){"schedule", "remove", "lbtest-edited", NULL});
+    char *after_edited = lb_test_read_file(table, NULL);
+    /* an entry without its job line right above another one: the other stays whole */
+    int rc_add = run((const char *[]){"schedule", "add", "lbtest-kept", "--at", "02:00", "--db",
+                                      g_db, "--", "train", NULL});
+    char *added = lb_test_read_file(table, NULL);
+    const char *kept = added ? strstr(added, "# llmbench schedule lbtest-kept\n") : NULL;
+    snprintf(text, sizeof text, "%s# llmbench schedule lbtest-gone\n%s", mine, kept ? kept : "");
+    assert_true(lb_test_write_file(table, text));
+    int rc_gone = run((const char *[]){"schedule", "remove", "lbtest-gone", NULL});
+    char *after_gone = lb_test_read_file(table, NULL);
+    /* llmbench's own job line goes with its marker */
+    int rc_kept = run((const char *[]){"schedule", "remove", "lbtest-kept", NULL});
+    char *after_kept = lb_test_read_file(table, NULL);
+    assert_int_equal(rc_edited, 0);
+    assert_non_null(after_edited);
+    assert_string_equal(after_edited, mine);
+    if (rc_add != 0) fail_msg("add: exit %d: %s", rc_add, err);
+    assert_non_null(kept);
+    assert_non_null(strstr(kept, "\n0 2 * * * '"));
+    assert_int_equal(rc_gone, 0);
+    assert_non_null(after_gone);
+    snprintf(text, sizeof text, "%s%s", mine, kept);
+    assert_string_equal(after_gone, text);
+    assert_int_equal(rc_kept, 0);
+    assert_non_null(after_kept);
+    assert_string_equal(after_kept, mine);
+    free(after_edited);
+    free(added);
+    free(after_gone);
+    free(after_kept);
 }
 
 static void test_schedule_exec_of_a_sweep_checks_and_reports_its_cells(void **state) {
@@ -458,24 +641,11 @@ static int setup(void **state) {
     (void)state;
     lb_test_tmpdir(g_dir, sizeof g_dir);
     snprintf(g_db, sizeof g_db, "%s/results.db", g_dir);
-    snprintf(g_saved_cron, sizeof g_saved_cron, "%s/crontab.saved", g_dir);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "crontab -l > %s 2>/dev/null", g_saved_cron);
-    g_had_crontab = have("crontab") && system(cmd) == 0;
-    return 0;
+    return fake_crontab();
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[256];
-    if (g_had_crontab) {
-        snprintf(cmd, sizeof cmd, "crontab %s", g_saved_cron);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not restore the crontab from %s\n", g_saved_cron);
-    } else if (have("crontab")) {
-        if (system("crontab -r 2>/dev/null") != 0) { /* there was none, and none is left */
-        }
-    }
     lb_test_rmtree(g_dir);
     return 0;
 }
@@ -485,6 +655,7 @@ int main(void) {
         cmocka_unit_test(test_schedule_cron_line_added_listed_and_removed),
         cmocka_unit_test(test_schedule_systemd_units_verify_and_remove),
         cmocka_unit_test(test_schedule_kubernetes_cronjob_parses),
+        cmocka_unit_test(test_schedule_cronjob_values_read_back_as_strings),
         cmocka_unit_test(test_schedule_exec_tags_reports_and_locks),
         cmocka_unit_test(test_schedule_exec_interrupted_exits_130),
         cmocka_unit_test(test_schedule_bad_input_exits_2),
@@ -493,6 +664,9 @@ int main(void) {
         cmocka_unit_test(test_schedule_add_refuses_a_command_its_parser_refuses),
         cmocka_unit_test(test_schedule_json_is_json_or_refused),
         cmocka_unit_test(test_schedule_no_crontab_yet_is_not_an_error_line),
+        cmocka_unit_test(test_schedule_control_characters_are_refused),
+        cmocka_unit_test(test_schedule_exec_refuses_a_name_add_refuses),
+        cmocka_unit_test(test_schedule_remove_keeps_the_users_line_after_an_edited_entry),
         cmocka_unit_test(test_schedule_exec_of_a_sweep_checks_and_reports_its_cells),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -15,6 +15,7 @@
 #include "history/history.h"
 #include "history/select.h"
 #include "report/report.h"
+#include "schedule/schedule.h"
 #include "store/store.h"
 
 static lb_status after_runs(const lb_schedule_job *j, double t0, FILE *f, lb_schedule_outcome *o,
@@ -68,6 +69,9 @@ static lb_status after_runs(const lb_schedule_job *j, double t0, FILE *f, lb_sch
 
 lb_status lb_schedule_exec(const lb_schedule_job *j, FILE *f, lb_schedule_outcome *o, lb_err *err) {
     memset(o, 0, sizeof *o);
+    /* the name schedule add takes: a longer one's tag would be cut short in after_runs and
+     * find none of the job's runs (any backend's name: cron's rule is the widest) */
+    LB_TRY(lb_schedule_check_name(j->name, LB_SCHEDULE_CRON, err));
     char lock_path[4200];
     snprintf(lock_path, sizeof lock_path, "%s.schedule.lock", j->db_path);
     int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -36,7 +36,8 @@ typedef struct {
 } lb_schedule_outcome;
 
 /* Runs the job, printing one line per stored run (its history's verdict) to f. Returns
- * LB_OK when the job ran (the outcome says how it went), LB_ERR_RUNTIME when the lock is
+ * LB_OK when the job ran (the outcome says how it went), LB_ERR_USAGE (nothing run) for a
+ * name `schedule add` refuses (lb_schedule_check_name), LB_ERR_RUNTIME when the lock is
  * held by another job, LB_ERR_INTERRUPTED when it was interrupted (the command exited 130;
  * no history checked, no report written), or the error that stopped it. */
 lb_status lb_schedule_exec(const lb_schedule_job *j, FILE *f, lb_schedule_outcome *o, lb_err *err);

@@ -73,13 +73,14 @@ static lb_status days_fields(const char *days, char *cron, size_t cron_cap, char
     return LB_OK;
 }
 
-lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, lb_err *err) {
-    const char *n = e->name;
+lb_status lb_schedule_check_name(const char *n, lb_schedule_backend b, lb_err *err) {
+    char shown[LB_ERR_MSG_BYTES]; /* control characters as '?': the message is one line */
+    snprintf(shown, sizeof shown, "%s", n ? n : "");
+    lb_status_printable(shown);
     if (n == NULL || n[0] == '\0' || strlen(n) > 64 ||
         strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != strlen(n))
         return lb_fail(err, LB_ERR_USAGE,
-                       "schedule name '%s' must be 1 to 64 letters, digits, '-' or '_'",
-                       n ? n : "");
+                       "schedule name '%s' must be 1 to 64 letters, digits, '-' or '_'", shown);
     /* the CronJob llmbench-NAME: an RFC 1123 name of at most 52 characters, NAME a label
      * value (starts and ends with a letter or digit) */
     size_t len = strlen(n);
@@ -90,6 +91,27 @@ lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, l
                        "schedule name '%s' is not a Kubernetes name: give 1 to 43 lowercase "
                        "letters, digits or '-', starting and ending with a letter or digit",
                        n);
+    return LB_OK;
+}
+
+/* LB_ERR_USAGE when text (NULL: not given) holds a control character: a newline or a
+ * carriage return would end the crontab line or the unit's ExecStart line there. */
+static lb_status check_text(const char *what, const char *text, lb_err *err) {
+    for (const char *p = text; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            char shown[LB_ERR_MSG_BYTES];
+            snprintf(shown, sizeof shown, "%s", text);
+            return lb_fail(err, LB_ERR_USAGE,
+                           "%s '%s' holds a control character (shown as '?'), which would break "
+                           "the schedule's entry: give it without newlines, tabs or other control "
+                           "characters",
+                           what, lb_status_printable(shown));
+        }
+    return LB_OK;
+}
+
+lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, lb_err *err) {
+    LB_TRY(lb_schedule_check_name(e->name, b, err));
     char cron[64], sd[64];
     LB_TRY(days_fields(e->days, cron, sizeof cron, sd, sizeof sd, err));
     if (e->argc == 0)
@@ -100,6 +122,16 @@ lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, l
         return lb_fail(err, LB_ERR_USAGE,
                        "the command to schedule has %zu words; a schedule holds at most %d",
                        e->argc, LB_SCHEDULE_MAX_ARGS);
+    LB_TRY(check_text("llmbench's path", e->exe, err));
+    LB_TRY(check_text("the database path", e->db_path, err));
+    LB_TRY(check_text("--report", e->report_dir, err));
+    LB_TRY(check_text("--image", e->image, err));
+    LB_TRY(check_text("--pvc", e->pvc, err));
+    for (size_t i = 0; i < e->argc; i++) {
+        char what[48];
+        snprintf(what, sizeof what, "the command's word %zu", i + 1);
+        LB_TRY(check_text(what, e->argv[i], err));
+    }
     if (strcmp(e->argv[0], "sweep") == 0) {
         bool again = false;
         for (size_t i = 1; i < e->argc; i++)
@@ -136,6 +168,24 @@ static void sd_quote(FILE *f, const char *s) {
         if (*p == '%') fputc('%', f);
         if (*p == '$') fputc('$', f);
         fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* One YAML scalar, double-quoted so that it is always a string (never a number, bool or
+ * null such as 2024, on or ~), with '\', '"' and control characters escaped, the C1 ones
+ * (U+0080 to U+009F, which YAML does not allow as they are) included. */
+static void yaml_quote(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            fprintf(f, "\\x%02x", *++p);
+        else
+            fputc(*p, f);
     }
     fputc('"', f);
 }
@@ -224,11 +274,14 @@ static lb_status crontab_write(const char *text, lb_err *err) {
     return LB_OK;
 }
 
-/* text without the marker line of name and the line after it; *found says whether it was
- * there. The result is malloc'd. */
+/* text without the marker line of name and, when it is the job cron_add wrote there (it
+ * runs 'schedule' 'exec' 'NAME'), the line after it: a job line the user deleted or edited
+ * away leaves the user's next line in place. *found says whether the marker was there. The
+ * result is malloc'd. */
 static char *crontab_without(const char *text, const char *name, bool *found) {
-    char marker[128];
+    char marker[128], job[128];
     snprintf(marker, sizeof marker, MARKER "%s", name);
+    snprintf(job, sizeof job, "'schedule' 'exec' '%s'", name);
     char *out = malloc(strlen(text) + 2), *o = out;
     if (out == NULL) return NULL;
     *found = false;
@@ -241,9 +294,10 @@ static char *crontab_without(const char *text, const char *name, bool *found) {
         if (is_marker) {
             *found = true;
             skip_next = true;
-        } else if (skip_next) {
+        } else if (skip_next && memmem(p, body, job, strlen(job)) != NULL) {
             skip_next = false;
         } else {
+            skip_next = false;
             memcpy(o, p, n);
             o += n;
         }
@@ -469,38 +523,46 @@ lb_status lb_schedule_list(FILE *f, bool json, lb_err *err) {
 }
 
 void lb_schedule_print_cronjob(FILE *f, const lb_schedule_entry *e) {
-    char cron_days[64] = "*", sd[64], thr[32];
+    char cron_days[64] = "*", sd[64], thr[32], object[96];
     days_fields(e->days, cron_days, sizeof cron_days, sd, sizeof sd, NULL);
     lb_schedule_entry k = *e;
     k.exe = "llmbench";
     k.db_path = "/data/results.db";
     const char *w[LB_SCHEDULE_MAX_ARGS + 16];
     size_t n = job_words(&k, w, thr, sizeof thr);
+    snprintf(object, sizeof object, "llmbench-%s", e->name);
     fprintf(f,
             "# llmbench schedule add %s --backend kubernetes: a CronJob (kubectl apply -f FILE)\n"
-            "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: llmbench-%s\n"
-            "  labels: {app: llmbench, llmbench-schedule: %s}\nspec:\n"
-            "  schedule: \"%d %d * * %s\"\n  timeZone: \"Etc/UTC\"\n"
+            "apiVersion: batch/v1\nkind: CronJob\nmetadata:\n  name: ",
+            e->name);
+    yaml_quote(f, object);
+    fputs("\n  labels: {app: llmbench, llmbench-schedule: ", f);
+    yaml_quote(f, e->name);
+    fprintf(f,
+            "}\nspec:\n  schedule: \"%d %d * * %s\"\n  timeZone: \"Etc/UTC\"\n"
             "  concurrencyPolicy: Forbid\n  successfulJobsHistoryLimit: 7\n"
             "  failedJobsHistoryLimit: 7\n  jobTemplate:\n    spec:\n      backoffLimit: 0\n"
             "      template:\n        metadata:\n          labels: {app: llmbench, "
-            "llmbench-schedule: %s}\n        spec:\n          restartPolicy: Never\n"
-            "          containers:\n            - name: llmbench\n              image: %s\n"
-            "              command:\n",
-            e->name, e->name, e->name, e->minute, e->hour, cron_days, e->name, e->image);
+            "llmbench-schedule: ",
+            e->minute, e->hour, cron_days);
+    yaml_quote(f, e->name);
+    fputs("}\n        spec:\n          restartPolicy: Never\n          containers:\n"
+          "            - name: llmbench\n              image: ",
+          f);
+    yaml_quote(f, e->image);
+    fputs("\n              command:\n", f);
     for (size_t i = 0; i < n; i++) {
-        fputs("                - \"", f);
-        for (const char *p = w[i]; *p; p++) {
-            if (*p == '"' || *p == '\\') fputc('\\', f);
-            fputc(*p, f);
-        }
-        fputs("\"\n", f);
+        fputs("                - ", f);
+        yaml_quote(f, w[i]);
+        fputc('\n', f);
     }
     fprintf(f,
             "              env:\n                - {name: LLMBENCH_DB, value: /data/results.db}\n"
             "              resources:\n                limits: {nvidia.com/gpu: %d}\n"
             "              volumeMounts:\n                - {name: results, mountPath: /data}\n"
             "          volumes:\n            - name: results\n"
-            "              persistentVolumeClaim: {claimName: %s}\n",
-            e->gpus, e->pvc);
+            "              persistentVolumeClaim: {claimName: ",
+            e->gpus);
+    yaml_quote(f, e->pvc);
+    fputs("}\n", f);
 }

@@ -4,11 +4,13 @@
  * An entry runs `llmbench schedule exec NAME [--report DIR] [--threshold PCT] --db DB --
  * <command and options>` at HH:MM on the chosen days. The crontab line is kept between a
  * marker comment naming it ("# llmbench schedule NAME") and is added and removed through
- * crontab(1) itself, every other line untouched. The systemd timer is a pair of user units
- * llmbench-NAME.service (Type=oneshot) and llmbench-NAME.timer (OnCalendar, Persistent)
- * in $XDG_CONFIG_HOME/systemd/user (else ~/.config/systemd/user). The CronJob is printed,
- * not applied: concurrencyPolicy Forbid, the GPUs as nvidia.com/gpu limits, the database
- * on a persistent volume claim.
+ * crontab(1) itself, every other line untouched (the line after the marker goes with it
+ * only while it is still the job llmbench wrote there). The systemd timer is a pair of
+ * user units llmbench-NAME.service (Type=oneshot) and llmbench-NAME.timer (OnCalendar,
+ * Persistent) in $XDG_CONFIG_HOME/systemd/user (else ~/.config/systemd/user). The CronJob
+ * is printed, not applied: concurrencyPolicy Forbid, the GPUs as nvidia.com/gpu limits,
+ * the database on a persistent volume claim, every value quoted as a YAML string. No word,
+ * path or value of an entry may hold a control character (lb_schedule_check).
  *
  * The job (schedule/job.h) takes an exclusive lock next to the database so two scheduled
  * runs never overlap (a second one exits at once), runs the command as its own process
@@ -54,10 +56,15 @@ lb_schedule_entry lb_schedule_default_entry(void);
 
 /* Parses "HH:MM" into *hour, *minute; LB_ERR_USAGE naming the text otherwise. */
 lb_status lb_schedule_parse_at(const char *text, int *hour, int *minute, lb_err *err);
-/* Checks a name (for Kubernetes also a valid object name: lowercase letters, digits and
- * '-', at most 43), a days value (each day once) and the command (at most
- * LB_SCHEDULE_MAX_ARGS words; a sweep must run with --again, or it would run only once);
- * LB_ERR_USAGE naming what is wrong. */
+/* Checks a schedule name: 1 to 64 letters, digits, '-' or '_', for Kubernetes also a valid
+ * object name (lowercase letters, digits and '-', at most 43, starting and ending with a
+ * letter or digit); LB_ERR_USAGE naming it. `schedule exec` checks its NAME with it too. */
+lb_status lb_schedule_check_name(const char *name, lb_schedule_backend b, lb_err *err);
+/* Checks the name (lb_schedule_check_name), a days value (each day once), the command (at
+ * most LB_SCHEDULE_MAX_ARGS words; a sweep must run with --again, or it would run only
+ * once) and that no word, path or value of e holds a control character (a newline would
+ * end the crontab line or the unit file's line; NULL ones are not checked); LB_ERR_USAGE
+ * naming what is wrong. */
 lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, lb_err *err);
 
 /* Installs e (replacing an entry of the same name). The systemd backend writes the units,
@@ -73,7 +80,8 @@ lb_status lb_schedule_remove(const char *name, lb_schedule_backend b, lb_err *er
  * "systemd NAME OnCalendar", one a line, to f. */
 lb_status lb_schedule_list(FILE *f, bool json, lb_err *err);
 
-/* Prints e as a Kubernetes CronJob manifest. */
+/* Prints e as a Kubernetes CronJob manifest; every value from e but the GPU count is a
+ * double-quoted YAML string ("2024", "on" or "null" stay strings). */
 void lb_schedule_print_cronjob(FILE *f, const lb_schedule_entry *e);
 
 /* The systemd folder for user units (created when create is true). */
