@@ -227,6 +227,29 @@ static void test_cli_tokenize_vocabulary_error_is_one_printable_line(void **stat
     lb_test_rmtree(dir);
 }
 
+/* `tokenize --json` of a file whose name is not UTF-8 (a Latin-1 e-acute) keeps its "path",
+ * the byte shown as '?' (jansson writes no string that is not UTF-8, so it was dropped). */
+static void test_cli_tokenize_json_keeps_a_path_that_is_not_utf8(void **state) {
+    (void)state;
+    char dir[64], path[96], want[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/caf\xe9.txt", dir);
+    snprintf(want, sizeof want, "%s/caf?.txt", dir);
+    assert_true(lb_test_write_file(path, "hello world"));
+    const char *args[] = {"tokenize", "--tokenizer", LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken",
+                          "--json",   path,          NULL};
+    assert_int_equal(run(args), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    if (doc == NULL) fail_msg("not JSON: %s", out);
+    json_t *file = json_array_get(json_object_get(doc, "files"), 0);
+    const char *got = json_string_value(json_object_get(file, "path"));
+    if (got == NULL || strcmp(got, want) != 0) fail_msg("path %s in %s", got ? got : "-", out);
+    assert_int_equal(json_integer_value(json_object_get(file, "tokens")), 2);
+    assert_non_null(json_string_value(json_object_get(doc, "tokenizer")));
+    json_decref(doc);
+    lb_test_rmtree(dir);
+}
+
 /* `run -q` that succeeds says nothing on stderr (without a GPU it said it ran the CPU suite
  * only: a remark, not a warning). */
 static void test_cli_run_quiet_is_quiet(void **state) {
@@ -290,6 +313,7 @@ int main(void) {
         cmocka_unit_test(test_cli_out_of_range_lengths_are_refused_not_clamped),
         cmocka_unit_test(test_cli_tokenize_prints_nothing_before_an_unreadable_file),
         cmocka_unit_test(test_cli_tokenize_vocabulary_error_is_one_printable_line),
+        cmocka_unit_test(test_cli_tokenize_json_keeps_a_path_that_is_not_utf8),
         cmocka_unit_test(test_cli_run_quiet_is_quiet),
         cmocka_unit_test(test_cli_run_refuses_a_bad_report_folder_before_running),
         cmocka_unit_test(test_cli_unreadable_files_name_their_option),

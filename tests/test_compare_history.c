@@ -524,6 +524,68 @@ static void test_load_verdicts_are_named_in_compare_and_history(void **state) {
     assert_null(strstr(out, "(null)"));
 }
 
+/* A history whose level was 0 (a link that carried nothing, then 40 GB/s) has no
+ * percentage for its change: `history` says "+40 from 0" (it said "+inf%"), its JSON has
+ * a null change_pct, and the report's chart marks the change the same way. Own database. */
+static void test_history_change_from_zero_is_not_an_infinite_percentage(void **state) {
+    (void)state;
+    enum { N = 16, STEP = 8 };
+    char db[160], dir[160];
+    snprintf(db, sizeof db, "%s/from-zero.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/from-zero", g_dir);
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    int64_t ids[N];
+    for (int i = 0; i < N; i++) {
+        lb_result *r = lb_result_new("comm", "collectives");
+        json_object_set_new(r->config, "collectives", json_string("all_reduce"));
+        json_object_set_new(r->config, "ranks", json_integer(2));
+        json_object_set_new(r->provenance, "hostname", json_string("testhost"));
+        json_object_set_new(r->provenance, "gpus", json_array());
+        r->start_wall_s = 8e9 + 86400.0 * i;
+        assert_int_equal(lb_store_run_begin(s, r, &ids[i], &e), LB_OK);
+        lb_result_set_metric(r, "avg_busbw", i < STEP ? 0.0 : 40.0, "GB/s");
+        lb_result_set_metric(r, "wrong_total", 0, "count");
+        r->status = LB_RUN_OK;
+        r->end_wall_s = r->start_wall_s + 1;
+        assert_int_equal(lb_store_run_finish(s, ids[i], r, &e), LB_OK);
+        lb_result_free(r);
+    }
+    lb_store_close(s);
+    char x[24];
+    int rc = run((const char *[]){"history", id_text(ids[0], x), "--db", db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    if (strstr(out, "(+40 from 0): faster\n") == NULL || strstr(out, "inf") != NULL)
+        fail_msg("history: %s", out);
+    rc = run((const char *[]){"history", id_text(ids[0], x), "--json", "--db", db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *cps = json_object_get(doc, "change_points");
+    assert_int_equal(json_array_size(cps), 1);
+    assert_true(json_is_null(json_object_get(json_array_get(cps, 0), "change_pct")));
+    json_decref(doc);
+    rc = run((const char *[]){"report", id_text(ids[N - 1], x), "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    char md_path[200], svg_path[200];
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    const char *chart = strstr(md, "![history of avg_busbw");
+    assert_non_null(chart);
+    int k = 0;
+    assert_int_equal(sscanf(strstr(chart, "](chart-") + 8, "%d", &k), 1);
+    snprintf(svg_path, sizeof svg_path, "%s/chart-%d.svg", dir, k);
+    char *svg = lb_test_read_file(svg_path, NULL);
+    assert_non_null(svg);
+    assert_int_equal(count_text(svg, "class=\"marker\""), 1);
+    if (strstr(svg, "+40 from 0") == NULL || strstr(svg, "inf%") != NULL)
+        fail_msg("chart: %s", svg);
+    free(svg);
+    free(md);
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -541,6 +603,7 @@ int main(void) {
         cmocka_unit_test(test_history_unknown_metric_names_the_key_metrics),
         cmocka_unit_test(test_a_sweep_table_run_is_refused_by_id_naming_the_sweep),
         cmocka_unit_test(test_load_verdicts_are_named_in_compare_and_history),
+        cmocka_unit_test(test_history_change_from_zero_is_not_an_infinite_percentage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

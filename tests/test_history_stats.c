@@ -1,7 +1,8 @@
 /* test_history_stats.c: the rank test and the change-point search on data whose answer is
  * known: hand-computed U and p, a planted shift found with its size inside the interval,
  * no shift found between samples of one distribution, one step in a series found at its
- * place and nowhere else, and a single outlier not taken for a change. */
+ * place and nowhere else, a single outlier not taken for a change, and a change from 0
+ * told without a percentage. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include "core/rng.h"
 #include "core/stats.h"
 #include "history/changepoint.h"
+#include "history/history.h"
 #include "history/stattest.h"
 
 static void test_mwu_matches_hand_computed_values(void **state) {
@@ -95,12 +97,44 @@ static void test_changepoint_ignores_noise_and_one_outlier(void **state) {
     assert_int_equal(n, 0);
 }
 
+/* A change from 0 (no wrong results, then some) has no percentage: the change is NaN
+ * (JSON null), not inf, and reads as the change itself; it is still a big change, "more". */
+static void test_history_change_from_zero_reads_as_the_change_itself(void **state) {
+    (void)state;
+    enum { N = 20, STEP = 12 };
+    lb_history_point pts[N];
+    for (size_t i = 0; i < N; i++)
+        pts[i] = (lb_history_point){(int64_t)i + 1, 86400.0 * (double)i, i < STEP ? 0.0 : 3.0};
+    const lb_key_metric *k = lb_history_metric("comm", "wrong_total");
+    assert_non_null(k);
+    lb_changepoint_params cp = lb_changepoint_default_params();
+    lb_history_change ch[4];
+    size_t n = 0;
+    lb_err e = {{0}};
+    assert_int_equal(lb_history_changes(pts, N, k, 5.0, &cp, ch, &n, 4, &e), LB_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ch[0].index, STEP);
+    assert_true(isnan(ch[0].change_pct));
+    assert_string_equal(ch[0].word, "more");
+    char text[48];
+    assert_string_equal(lb_history_change_text(&ch[0], text, sizeof text), "+3 from 0");
+    /* and back down to 0: -100% */
+    for (size_t i = 0; i < N; i++)
+        pts[i].value = i < STEP ? 3.0 : 0.0;
+    assert_int_equal(lb_history_changes(pts, N, k, 5.0, &cp, ch, &n, 4, &e), LB_OK);
+    assert_int_equal(n, 1);
+    assert_float_equal(ch[0].change_pct, -100.0, 1e-12);
+    assert_string_equal(lb_history_change_text(&ch[0], text, sizeof text), "-100.0%");
+    assert_string_equal(ch[0].word, "fewer");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mwu_matches_hand_computed_values),
         cmocka_unit_test(test_mwu_finds_planted_10pct_slowdown_and_no_change_in_same_config),
         cmocka_unit_test(test_changepoint_finds_the_one_step_and_no_other),
         cmocka_unit_test(test_changepoint_ignores_noise_and_one_outlier),
+        cmocka_unit_test(test_history_change_from_zero_reads_as_the_change_itself),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1118,6 +1118,39 @@ static void test_serve_refuses_logprobs_echo_and_unknown_fields(void **state) {
     stop(&f);
 }
 
+/* An error body that quotes the request stays JSON a strict client reads: the raw bytes
+ * 0xff 0xfe of a path are '?', and an unknown field's name is cut between characters. */
+static void test_serve_error_bodies_are_utf8_json(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    reply r;
+    http(f.port, "GET", "/v2/caf\xff\xfe", NULL, &r, 5000);
+    assert_int_equal(r.status, 404);
+    json_t *j = parse(r.body);
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    if (msg == NULL || strstr(msg, "GET /v2/caf?? (served:") == NULL)
+        fail_msg("404 message: %s", r.body);
+    json_decref(j);
+    reply_free(&r);
+
+    /* 199 bytes of 'x' and an e-acute across the 200-byte cut */
+    char name[206], body[300];
+    memset(name, 'x', 199);
+    memcpy(name + 199, "\xc3\xa9zz", 5);
+    snprintf(body, sizeof body, "{\"prompt\":\"a\",\"%s\":1}", name);
+    post(f.port, "/v1/completions", body, &r);
+    assert_int_equal(r.status, 400);
+    j = parse(r.body);
+    msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    char want[240];
+    snprintf(want, sizeof want, "unknown field '%.199s': ", name);
+    if (msg == NULL || strncmp(msg, want, strlen(want)) != 0) fail_msg("400 message: %s", r.body);
+    json_decref(j);
+    reply_free(&r);
+    stop(&f);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
@@ -1129,6 +1162,7 @@ int main(void) {
         cmocka_unit_test(test_serve_stream_ended_by_the_source_finishes_with_stop),
         cmocka_unit_test(test_serve_prompt_batch_gets_one_choice_a_prompt),
         cmocka_unit_test(test_serve_refuses_logprobs_echo_and_unknown_fields),
+        cmocka_unit_test(test_serve_error_bodies_are_utf8_json),
         cmocka_unit_test(test_serve_large_prompt_counts_every_word),
         cmocka_unit_test(test_serve_stream_sends_one_chunk_per_token_then_usage_then_done),
         cmocka_unit_test(test_serve_chat_stream_without_usage_ends_with_done),

@@ -160,11 +160,13 @@ int lb_cmd_history(int argc, char **argv) {
                    at ? "  <- change point" : "");
             if (at) c++;
         }
-        for (c = 0; c < n_changes; c++)
-            printf("change at run %lld: %.6g -> %.6g (%+.1f%%): %s%s\n",
-                   (long long)changes[c].run_id, changes[c].before, changes[c].after,
-                   changes[c].change_pct, changes[c].word,
+        for (c = 0; c < n_changes; c++) {
+            char size[48];
+            printf("change at run %lld: %.6g -> %.6g (%s): %s%s\n", (long long)changes[c].run_id,
+                   changes[c].before, changes[c].after,
+                   lb_history_change_text(&changes[c], size, sizeof size), changes[c].word,
                    changes[c].regression ? " (regression)" : "");
+        }
         if (n_changes == 0) printf("no change point\n");
     }
     free(pts);

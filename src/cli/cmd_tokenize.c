@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -16,6 +17,7 @@
 #include "core/clock.h"
 #include "core/file.h"
 #include "core/stats.h"
+#include "core/utf8text.h"
 
 static lb_status print_ids(FILE *out, const lb_tokenizer *tok, const char *text, size_t n,
                            json_t *rec, lb_err *err) {
@@ -95,7 +97,9 @@ int lb_cmd_tokenize(int argc, char **argv) {
     char about[512];
     lb_tokenizer_opt_describe(&topt, tok, about, sizeof about);
     json_t *doc = a.common.json ? json_object() : NULL, *files = json_array();
-    if (doc) json_object_set_new(doc, "tokenizer", json_string(about));
+    /* A path need not be UTF-8 and jansson writes no string that is not: the JSON names
+     * its bytes that are not as '?' (the table prints them as they are). */
+    if (doc) json_object_set_new(doc, "tokenizer", json_string(lb_utf8text_repair(about)));
     /* The table is kept until every file is done: a file that fails prints only its error. */
     char *table = NULL;
     size_t table_len = 0;
@@ -108,7 +112,9 @@ int lb_cmd_tokenize(int argc, char **argv) {
         st = lb_file_read(a.pos[i], &text, &n, &err);
         if (st != LB_OK) break;
         json_t *rec = doc ? json_object() : NULL;
-        if (rec) json_object_set_new(rec, "path", json_string(a.pos[i]));
+        char *path = rec ? strdup(a.pos[i]) : NULL;
+        if (path) json_object_set_new(rec, "path", json_string(lb_utf8text_repair(path)));
+        free(path);
         if (rec) json_object_set_new(rec, "bytes", json_integer((json_int_t)n));
         if (ids) {
             st = print_ids(out, tok, text, n, rec, &err);

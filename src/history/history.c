@@ -188,14 +188,24 @@ lb_status lb_history_changes(const lb_history_point *pts, size_t n, const lb_key
         h->run_id = pts[at].id;
         h->before = lb_stats_mean(x + from, at - from);
         h->after = lb_stats_mean(x + at, to - at);
-        h->change_pct = 100.0 * (h->after - h->before) / fabs(h->before);
-        bool worse = (h->change_pct > 0) != k->higher_is_better;
-        bool big = fabs(h->change_pct) >= threshold_pct;
+        double delta = h->after - h->before;
+        /* from 0 there is no percentage (NaN, not inf), and any change is a big one */
+        h->change_pct = h->before != 0 ? 100.0 * delta / fabs(h->before) : NAN;
+        bool worse = (delta > 0) != k->higher_is_better;
+        bool big = h->before != 0 ? fabs(h->change_pct) >= threshold_pct : delta != 0;
         h->regression = big && worse && k->performance;
         h->word = !big ? "small change" : worse ? k->worse : k->better;
     }
     free(x), free(cps);
     return st;
+}
+
+const char *lb_history_change_text(const lb_history_change *h, char *buf, size_t cap) {
+    if (h->before != 0)
+        snprintf(buf, cap, "%+.1f%%", h->change_pct);
+    else
+        snprintf(buf, cap, "%+.4g from 0", h->after - h->before);
+    return buf;
 }
 
 lb_status lb_history_check_run(lb_store *s, int64_t id, double threshold_pct, FILE *f,
@@ -217,12 +227,14 @@ lb_status lb_history_check_run(lb_store *s, int64_t id, double threshold_pct, FI
     if (n_ch == 0)
         fprintf(f, "run %lld, benchmark %s: no change point in %zu runs of %s\n", (long long)id,
                 key, n, k->metric);
-    else
+    else {
+        char size[48];
         fprintf(f,
                 "run %lld, benchmark %s: newest change point at run %lld, %s %.4g -> %.4g "
-                "(%+.1f%%): %s%s\n",
+                "(%s): %s%s\n",
                 (long long)id, key, (long long)ch[n_ch - 1].run_id, k->metric, ch[n_ch - 1].before,
-                ch[n_ch - 1].after, ch[n_ch - 1].change_pct, ch[n_ch - 1].word,
-                *regressed ? " (regression)" : "");
+                ch[n_ch - 1].after, lb_history_change_text(&ch[n_ch - 1], size, sizeof size),
+                ch[n_ch - 1].word, *regressed ? " (regression)" : "");
+    }
     return LB_OK;
 }

@@ -49,18 +49,22 @@ lb_status lb_history_points(lb_store *s, const char *key, const char *metric,
                             lb_err *err);
 
 typedef struct {
-    size_t index;   /* first point of the new segment */
-    int64_t run_id; /* its run */
-    double before;  /* mean of the segment before */
-    double after;   /* mean of the segment after */
-    double change_pct;
-    bool regression;  /* worse by threshold_pct or more, on a performance metric */
-    const char *word; /* the key metric's better/worse word, or "small change" */
+    size_t index;      /* first point of the new segment */
+    int64_t run_id;    /* its run */
+    double before;     /* mean of the segment before */
+    double after;      /* mean of the segment after */
+    double change_pct; /* (after - before) / |before|, percent; NaN when before is 0 */
+    bool regression;   /* worse by threshold_pct or more, on a performance metric */
+    const char *word;  /* the key metric's better/worse word, or "small change" */
 } lb_history_change;
 
 lb_status lb_history_changes(const lb_history_point *pts, size_t n, const lb_key_metric *k,
                              double threshold_pct, const lb_changepoint_params *cp,
                              lb_history_change *out, size_t *n_out, size_t cap, lb_err *err);
+
+/* The size of change h as people read it, into buf: "+8.0%", or from a before of 0, which
+ * no percentage is of, the change itself: "+3 from 0". Returns buf. */
+const char *lb_history_change_text(const lb_history_change *h, char *buf, size_t cap);
 
 /* Compares stored run id with its benchmark's history: one line to f ("run 12, benchmark
  * KEY: no change point in 9 runs of tokens_per_s", or the newest change point with its

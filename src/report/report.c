@@ -645,16 +645,18 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
             for (size_t i = 0; i < n; i++)
                 x[i] = pts[i].start_wall_s, y[i] = pts[i].value;
             for (size_t c = 0; c < n_ch; c++) {
-                snprintf(mark_text[c], sizeof mark_text[c], "%+.1f%%%s", ch[c].change_pct,
+                char size[32];
+                snprintf(mark_text[c], sizeof mark_text[c], "%s%s",
+                         lb_history_change_text(&ch[c], size, sizeof size),
                          ch[c].regression ? " regression" : "");
                 marks[c] = (lb_svg_marker){pts[ch[c].index].start_wall_s, mark_text[c]};
                 if (ch[c].regression) {
                     char when[40];
                     lb_clock_format_iso(pts[ch[c].index].start_wall_s, when, sizeof when);
                     finding(d,
-                            "Regression: %s of benchmark %s fell from %.4g to %.4g (%+.1f%%) "
+                            "Regression: %s of benchmark %s fell from %.4g to %.4g (%s) "
                             "at run %lld (%.10s).",
-                            m->metric, bench.key, ch[c].before, ch[c].after, ch[c].change_pct,
+                            m->metric, bench.key, ch[c].before, ch[c].after, size,
                             (long long)ch[c].run_id, when);
                     regressions++;
                 }

@@ -12,6 +12,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/utf8text.h"
 #include "model/hf_tokenizer.h"
 
 #define MAX_EOS 8
@@ -223,33 +224,14 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
     return LB_OK;
 }
 
-/* Length of the valid UTF-8 character at p[0..n): 1-4, 0 when it is invalid, -1 when it
- * is cut short by the end of the bytes. */
-static int utf8_char(const unsigned char *p, size_t n) {
-    unsigned char c = p[0];
-    int need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (need == 0 || (need == 2 && c < 0xc2) || c > 0xf4) return 0;
-    for (int k = 1; k < need; k++) {
-        if ((size_t)k >= n) return -1;
-        if ((p[k] & 0xc0) != 0x80) return 0;
-    }
-    if (need >= 3) { /* overlong forms, surrogates, beyond U+10FFFF */
-        unsigned char d = p[1];
-        if ((c == 0xe0 && d < 0xa0) || (c == 0xed && d >= 0xa0) || (c == 0xf0 && d < 0x90) ||
-            (c == 0xf4 && d >= 0x90))
-            return 0;
-    }
-    return need;
-}
-
 /* Moves up to LB_TOKEN_TEXT_MAX_BYTES of valid UTF-8 from the pending bytes to text:
  * whole characters, an invalid byte as U+FFFD; a character cut short at the end waits for
  * the next token unless final. Returns the bytes written. */
 static size_t take_utf8(stream_state *ss, char *text, bool final) {
-    const unsigned char *p = (const unsigned char *)ss->pend;
+    const char *p = ss->pend;
     size_t i = 0, o = 0;
     while (i < ss->pend_len) {
-        int k = utf8_char(p + i, ss->pend_len - i);
+        int k = lb_utf8text_char_len(p + i, ss->pend_len - i);
         if (k < 0 && !final) break;
         size_t w = k > 0 ? (size_t)k : 3;
         if (o + w > LB_TOKEN_TEXT_MAX_BYTES) break;

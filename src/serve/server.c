@@ -44,6 +44,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/utf8text.h"
 #include "serve/http_head.h"
 #include "serve/server_accept.h"
 #include "serve/server_guard.h"
@@ -67,6 +68,7 @@ _Static_assert(HEAD_BYTES >= HEAD_FIXED_MAX_BYTES + MODEL_MAX_BYTES * 6 + 2,
 #define PIECE_MAX_BYTES      (LB_TOKEN_TEXT_MAX_BYTES + STOP_MAX_BYTES)
 #define TOKEN_JSON_MAX_BYTES (PIECE_MAX_BYTES * 6)
 #define BATCH_MAX            128 /* prompts in one completion request */
+#define ERROR_MSG_MAX_BYTES  511 /* an error body's message, before JSON escapes */
 /* An SSE event is "data: " + head + at most this many bytes. */
 #define EVENT_TAIL_BYTES   (TOKEN_JSON_MAX_BYTES + 192)
 #define EVENT_BYTES        (6 + HEAD_BYTES + EVENT_TAIL_BYTES)
@@ -271,13 +273,18 @@ static enum MHD_Result queue(lb_server *s, struct MHD_Connection *c, unsigned co
     return ret;
 }
 
-/* An OpenAI-style error: {"error":{"message":..,"type":..,"param":null,"code":null}}. */
+/* An OpenAI-style error: {"error":{"message":..,"type":..,"param":null,"code":null}}. The
+ * message may quote the request (a URL's raw bytes, a field name): it is cut to
+ * ERROR_MSG_MAX_BYTES between characters and its bytes that are not UTF-8 become '?', so
+ * that a strict JSON client can read the body. */
 static enum MHD_Result vreply_error(lb_server *s, struct MHD_Connection *c, unsigned code,
                                     const char *allow, const char *fmt, va_list ap) {
-    char msg[512];
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
-    char body[sizeof msg * 6 + 128];
+    char msg[ERROR_MSG_MAX_BYTES + 4]; /* + 3: the character that crosses the cut, seen whole */
+    if (vsnprintf(msg, sizeof msg, fmt, ap) < 0) msg[0] = '\0';
+    size_t len = lb_utf8text_cut_len(msg, ERROR_MSG_MAX_BYTES);
+    msg[len] = '\0';
+    lb_utf8text_repair(msg);
+    char body[ERROR_MSG_MAX_BYTES * 6 + 128];
     char *p = PUT_LIT(body, "{\"error\":{\"message\":\"");
     p = put_json(p, msg, len);
     p = PUT_LIT(p, "\",\"type\":\"");
@@ -651,7 +658,8 @@ static const char *check_fields(request *r, const json_t *root) {
             known = strcmp(key, known_fields[i]) == 0;
         if (!known) {
             snprintf(r->head, sizeof r->head,
-                     "unknown field '%.200s': this server does not implement it", key);
+                     "unknown field '%.*s': this server does not implement it",
+                     (int)lb_utf8text_cut_len(key, 200), key);
             return r->head;
         }
     }

@@ -21,6 +21,7 @@
 #include "core/clock.h"
 #include "core/file.h"
 #include "core/signals.h"
+#include "core/utf8text.h"
 #include "core/version.h"
 
 struct lb_store {
@@ -123,31 +124,6 @@ static void copy_text(char *dst, size_t cap, const char *src) {
     if (n >= cap) n = cap - 1;
     memcpy(dst, src, n);
     dst[n] = '\0';
-}
-
-/* Stored text made UTF-8 in place: each byte that starts no well-formed character becomes
- * '?'. A name or failure is stored as it came (--name in a Latin-1 terminal, a path in a
- * message), but jansson writes no string that is not UTF-8, so `results list --json` would
- * drop such a run and export would fail on it. The second byte's range excludes overlong
- * forms, surrogates and code points above U+10FFFF, as jansson does. */
-static void make_utf8(char *text) {
-    unsigned char *p = (unsigned char *)text;
-    while (*p) {
-        size_t len = p[0] < 0x80                    ? 1
-                     : p[0] >= 0xc2 && p[0] <= 0xdf ? 2
-                     : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-                     : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
-                                                    : 0;
-        unsigned lo = p[0] == 0xe0 ? 0xa0 : p[0] == 0xf0 ? 0x90 : 0x80;
-        unsigned hi = p[0] == 0xed ? 0x9f : p[0] == 0xf4 ? 0x8f : 0xbf;
-        size_t k = 1;
-        while (k < len && p[k] >= (k == 1 ? lo : 0x80) && p[k] <= (k == 1 ? hi : 0xbf))
-            k++;
-        if (len == 0 || k < len)
-            *p++ = '?';
-        else
-            p += len;
-    }
 }
 
 /* The JSON columns of a run, as compact text (malloc'd; run_json_free frees them). */
@@ -650,9 +626,12 @@ lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info
         int run_status = lb_result_status_parse(column_text(st, 3));
         info->status = run_status < 0 ? LB_RUN_FAILED : (lb_run_status)run_status;
         copy_text(info->failure, sizeof info->failure, column_text(st, 4));
-        make_utf8(info->kind);
-        make_utf8(info->name);
-        make_utf8(info->failure);
+        /* A name or failure is stored as it came (--name in a Latin-1 terminal, a path in a
+         * message), but jansson writes no string that is not UTF-8: `results list --json`
+         * would drop such a run and export would fail on it. */
+        lb_utf8text_repair(info->kind);
+        lb_utf8text_repair(info->name);
+        lb_utf8text_repair(info->failure);
         info->start_wall_s = column_real(st, 5);
         info->end_wall_s = column_real(st, 6);
         info->n_samples = sqlite3_column_int64(st, 7);
@@ -717,9 +696,9 @@ static lb_status load_run_row(lb_store *s, int64_t id, lb_result **out, lb_err *
         int run_status = lb_result_status_parse(column_text(st, 5));
         r->status = run_status < 0 ? LB_RUN_FAILED : (lb_run_status)run_status;
         copy_text(r->failure, sizeof r->failure, column_text(st, 6));
-        make_utf8(r->kind);
-        make_utf8(r->name);
-        make_utf8(r->failure);
+        lb_utf8text_repair(r->kind); /* as lb_store_list does */
+        lb_utf8text_repair(r->name);
+        lb_utf8text_repair(r->failure);
         status = load_json(&r->tags, column_text(st, 2), id, "tags", err);
         if (status == LB_OK) status = load_json(&r->config, column_text(st, 7), id, "config", err);
         if (status == LB_OK)
