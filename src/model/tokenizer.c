@@ -93,8 +93,14 @@ struct lb_tokenizer {
     tok_map ranks, special;
     uint32_t *by_id; /* entry numbers sorted by id */
     uint32_t byte_rank[256];
-    bool special_first[256]; /* bytes a special token starts with */
-    int special_first_byte;  /* the one such byte, or -1 when several (or none) */
+    /* find_special's filters, so that a byte that could start a special token costs a
+     * lookup only where one may stand there */
+    bool special_first[256];       /* bytes a special token starts with */
+    int special_first_byte;        /* the one such byte, or -1 when several (or none) */
+    bool special_one[256];         /* bytes that are a special token by themselves */
+    uint8_t special_pair[1 << 13]; /* bit a << 8 | b: a longer special token starts "ab" */
+    uint8_t special_len[32];       /* bit l: a special token of l bytes (l < 256) */
+    bool special_long;             /* a special token of 256 bytes or more */
     pcre2_code *re;
     lb_tokenizer_info info;
 };
@@ -329,12 +335,24 @@ static void index_special_starts(lb_tokenizer *t) {
     int n = 0;
     t->special_first_byte = -1;
     for (size_t e = t->info.n_ranks; e < t->n_entries; e++) {
-        uint8_t b = t->blob[t->entries[e].off];
-        if (!t->special_first[b]) n++;
-        t->special_first[b] = true;
-        t->special_first_byte = b;
+        const uint8_t *p = t->blob + t->entries[e].off;
+        size_t len = t->entries[e].len;
+        if (!t->special_first[p[0]]) n++;
+        t->special_first[p[0]] = true;
+        t->special_first_byte = p[0];
+        if (len == 1) t->special_one[p[0]] = true;
+        if (len >= 2) t->special_pair[p[0] << 5 | p[1] >> 3] |= (uint8_t)(1u << (p[1] & 7));
+        if (len < 256)
+            t->special_len[len >> 3] |= (uint8_t)(1u << (len & 7));
+        else
+            t->special_long = true;
     }
     if (n != 1) t->special_first_byte = -1;
+}
+
+/* Whether a special token has l bytes (l >= 2). */
+static inline bool special_may(const lb_tokenizer *t, size_t l) {
+    return l < 256 ? (t->special_len[l >> 3] >> (l & 7)) & 1 : t->special_long;
 }
 
 static lb_status add_special(lb_tokenizer *t, const char *name, uint32_t id, lb_err *err) {
@@ -750,7 +768,9 @@ static bool find_special(const lb_tokenizer *t, const uint8_t *s, size_t from, s
             continue;
         }
         size_t lim = n - i < t->special.max_len ? n - i : t->special.max_len;
-        for (size_t l = lim; l > 0; l--) {
+        bool pair = lim >= 2 && (t->special_pair[s[i] << 5 | s[i + 1] >> 3] >> (s[i + 1] & 7)) & 1;
+        for (size_t l = pair ? lim : 1; l > 0; l--) {
+            if (l >= 2 ? !special_may(t, l) : !t->special_one[s[i]]) continue;
             uint32_t sid = map_id(t, &t->special, s + i, l);
             if (sid != NO_RANK) {
                 *at = i;
