@@ -25,6 +25,7 @@
 
 #include "comm/boot.h"
 #include "comm/comm.h"
+#include "core/clock.h"
 #include "core/rng.h"
 #include "gpu/devinfo.h"
 #include "model/lora.h"
@@ -638,6 +639,29 @@ static void test_train_cli_bad_input_exits_2(void **state) {
     assert_non_null(strstr(err, "give it without --gpus"));
 }
 
+/* Rank 0 cannot open the results database (its folder would be under a file) while the
+ * other ranks go on to train: the job ends with rank 0's error within the control plane's
+ * deadline (--setup-timeout), where it used to wait forever. */
+static void test_train_cli_rank_0_failing_alone_ends_the_job(void **state) {
+    (void)state;
+    char dir[64], file[96], db[128];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(file, sizeof file, "%s/a-file", dir);
+    assert_true(lb_test_write_file(file, "not a folder\n"));
+    snprintf(db, sizeof db, "%s/sub/r.db", file);
+    static char out[1 << 16];
+    const char *args[] = {
+        "-np",           "3",     "--timeout",       "100", "-x",      "OMP_NUM_THREADS=1",
+        LB_TEST_BIN,     "train", "--device",        "cpu", "--model", "gpt2-tiny",
+        "--steps",       "20",    "--setup-timeout", "5",   "--db",    db,
+        "--no-progress", NULL};
+    double t0 = lb_clock_wall_s();
+    int rc = mpirun(args, out, sizeof out);
+    double took = lb_clock_wall_s() - t0;
+    if (rc == 0 || took > 60 || strstr(out, "cannot create folder") == NULL)
+        fail_msg("exit %d after %.0f s:\n%s", rc, took, out);
+}
+
 /* A Ctrl-C that reaches one rank only (not rank 0) ends every rank at the same step, and
  * the run is stored as interrupted, naming that rank, with the steps measured so far. */
 static void test_train_cli_signal_to_one_rank_interrupts_every_rank(void **state) {
@@ -813,6 +837,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_train_cli_lora_zero_stages_on_4_ranks_equal_one_batch_on_one_rank),
         cmocka_unit_test(test_train_cli_ranks_with_different_options_stop_before_running),
         cmocka_unit_test(test_train_cli_bad_input_exits_2),
+        cmocka_unit_test(test_train_cli_rank_0_failing_alone_ends_the_job),
         cmocka_unit_test(test_train_cli_signal_to_one_rank_interrupts_every_rank),
         cmocka_unit_test(test_train_cli_hung_rank_fails_the_run_naming_it),
     };

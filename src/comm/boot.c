@@ -1,4 +1,5 @@
-/* boot.c: launcher detection and the control plane (MPI_COMM_WORLD, or a TCP star around
+/* boot.c: launcher detection and the control plane (a duplicate of MPI_COMM_WORLD of its
+ * own, so that none of its collectives can meet another layer's, or a TCP star around
  * rank 0). Every wait is a poll with the deadline left, so a rank that never comes turns
  * into an error naming it instead of a hang. */
 #include "comm/boot.h"
@@ -52,6 +53,10 @@ struct lb_boot {
     int stop_rank;      /* rank 0: the lowest rank whose stop notice arrived, -1: none */
     int stops_received; /* rank 0, MPI: stop notices received */
     int *fds;           /* TCP: rank 0 holds one per peer (index = rank), a peer holds fds[0] */
+#ifdef LB_HAVE_MPI
+    MPI_Comm ctrl; /* MPI: the control plane's communicator, when ctrl_made */
+    bool ctrl_made;
+#endif
 };
 
 /* ---- small helpers ---- */
@@ -295,6 +300,9 @@ static lb_status mpi_join(lb_boot *b, lb_err *err) {
     b->mpi_inited = !inited;
     MPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &b->size);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &b->ctrl) != MPI_SUCCESS)
+        return lb_fail(err, LB_ERR_COMM, "rank %d on %s: MPI_Comm_dup failed", b->rank, b->host);
+    b->ctrl_made = true;
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &b->local_rank);
@@ -336,11 +344,10 @@ static void collect_stop_notices(lb_boot *b) {
     if (b->source == LB_BOOT_MPI) {
         for (int flag = 1; flag;) {
             MPI_Status s;
-            MPI_Iprobe(MPI_ANY_SOURCE, BOOT_STOP_TAG, MPI_COMM_WORLD, &flag, &s);
+            MPI_Iprobe(MPI_ANY_SOURCE, BOOT_STOP_TAG, b->ctrl, &flag, &s);
             if (!flag) break;
             char c;
-            MPI_Recv(&c, 1, MPI_BYTE, s.MPI_SOURCE, BOOT_STOP_TAG, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
+            MPI_Recv(&c, 1, MPI_BYTE, s.MPI_SOURCE, BOOT_STOP_TAG, b->ctrl, MPI_STATUS_IGNORE);
             note_stop(b, s.MPI_SOURCE);
             b->stops_received++;
         }
@@ -424,17 +431,25 @@ lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err) {
 
 #ifdef LB_HAVE_MPI
 /* A notice sent after rank 0's last look may still be in flight, and MPI_Finalize wants
- * every send matched: the ranks sum the notices they sent, and rank 0 receives the rest. */
+ * every send matched: the ranks sum the notices they sent, and rank 0 receives the rest.
+ * Rank 0 waits under the deadline (a rank that never comes aborts the job, as a rank left
+ * behind by a failure before the workload would hang it); the others wait for rank 0. */
 static void receive_late_stop_notices(lb_boot *b) {
     if (b->size == 1 || b->broken) return;
     int sent = b->stop_sent ? 1 : 0, total = 0;
     MPI_Request req;
     lb_err ignored;
-    MPI_Ireduce(&sent, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD, &req);
+    MPI_Ireduce(&sent, &total, 1, MPI_INT, MPI_SUM, 0, b->ctrl, &req);
+    if (b->rank != 0) { /* as long as rank 0 takes to store the run, as MPI_Finalize would */
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        return;
+    }
     if (mpi_wait(b, &req, "count of stop notices", &ignored) != LB_OK) return; /* broken */
-    for (; b->rank == 0 && b->stops_received < total; b->stops_received++) {
+    if (total > b->size - 1) total = b->size - 1;
+    for (; b->stops_received < total; b->stops_received++) {
         char c;
-        MPI_Recv(&c, 1, MPI_BYTE, MPI_ANY_SOURCE, BOOT_STOP_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Irecv(&c, 1, MPI_BYTE, MPI_ANY_SOURCE, BOOT_STOP_TAG, b->ctrl, &req);
+        if (mpi_wait(b, &req, "late stop notice", &ignored) != LB_OK) return; /* broken */
     }
 }
 #endif
@@ -447,12 +462,13 @@ void lb_boot_free(lb_boot *b) {
     free(b->fds);
 #ifdef LB_HAVE_MPI
     if (b->source == LB_BOOT_MPI) {
-        if (b->mpi_inited) receive_late_stop_notices(b);
+        if (b->mpi_inited && b->ctrl_made) receive_late_stop_notices(b);
         if (b->broken) {
             fflush(stdout);
             fflush(stderr);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
+        if (b->ctrl_made) MPI_Comm_free(&b->ctrl);
         if (b->mpi_inited) MPI_Finalize();
     }
 #endif
@@ -524,7 +540,7 @@ lb_status lb_boot_bcast(lb_boot *b, void *buf, size_t bytes, lb_err *err) {
 #ifdef LB_HAVE_MPI
     if (b->source == LB_BOOT_MPI) {
         MPI_Request req;
-        MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+        MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, b->ctrl, &req);
         return mpi_wait(b, &req, "broadcast", err);
     }
 #endif
@@ -547,7 +563,7 @@ lb_status lb_boot_gather(lb_boot *b, const void *mine, size_t bytes, void *all, 
 #ifdef LB_HAVE_MPI
     if (b->source == LB_BOOT_MPI) {
         MPI_Request req;
-        MPI_Igather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+        MPI_Igather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, 0, b->ctrl, &req);
         return mpi_wait(b, &req, "gather", err);
     }
 #endif
@@ -637,7 +653,7 @@ lb_status lb_boot_agree_stop(lb_boot *b, bool mine, int *who, lb_err *err) {
         if (b->source == LB_BOOT_MPI) {
             static const char one = 1;
             MPI_Request req;
-            MPI_Isend(&one, 1, MPI_BYTE, 0, BOOT_STOP_TAG, MPI_COMM_WORLD, &req);
+            MPI_Isend(&one, 1, MPI_BYTE, 0, BOOT_STOP_TAG, b->ctrl, &req);
             MPI_Request_free(&req);
             b->stop_sent = true;
         }
