@@ -500,7 +500,7 @@ static void test_schedule_control_characters_are_refused(void **state) {
         {{"schedule", "add", "ctl", "--at", "01:00", "--db", db, "--", "train", NULL},
          "ctl?x.db' holds a control character"},
         {{"schedule", "add", "ctl", "--at", "01:00", "--backend", "systemd", "--db", g_db, "--",
-          "train", "--tag", "t\tu", NULL},
+          "train", "--tag", "t\x01u", NULL},
          "the command's word 3 't?u' holds a control character"},
         {{"schedule", "add", "ctl", "--at", "01:00", "--backend", "kubernetes", "--image", "img\n",
           "--", "train", NULL},
@@ -523,6 +523,15 @@ static void test_schedule_control_characters_are_refused(void **state) {
     char unit[256];
     snprintf(unit, sizeof unit, "%s/systemd/user/llmbench-ctl.service", cfg);
     assert_int_equal(access(unit, F_OK), -1);
+    /* a tab stays inside its word's quotes: kept */
+    int rc = run((const char *[]){"schedule", "add", "tabbed", "--at", "01:00", "--db", g_db, "--",
+                                  "train", "--name", "a\tb", NULL});
+    if (rc != 0) fail_msg("a tab: exit %d: %s", rc, err);
+    t = lb_test_read_file(table, NULL);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "'a\tb'"));
+    free(t);
+    assert_int_equal(run((const char *[]){"schedule", "remove", "tabbed", NULL}), 0);
 }
 
 /* `schedule exec` takes the names `schedule add` takes: a longer one would tag its runs

@@ -327,9 +327,7 @@ int lb_cmd_train(int argc, char **argv) {
         lb_status st = lb_train_check_inputs(p, &err);
         if (st == LB_OK) return 0;
         fprintf(stderr, "llmbench train: %s\n", err.msg);
-        return st == LB_ERR_USAGE || st == LB_ERR_FORMAT || st == LB_ERR_IO
-                   ? 2
-                   : lb_status_exit_code(st);
+        return st == LB_ERR_NOMEM ? 1 : 2; /* whatever refused, it is the input */
     }
     if (scaling != NULL && !lb_cli_is_worker())
         return run_scaling(scaling, argc, argv, a.common.json, p->comm_timeout_s + 5);

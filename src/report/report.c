@@ -5,10 +5,12 @@
  * same numbers the tables show. */
 #include "report/report.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,12 +61,17 @@ static void esc(FILE *f, const char *t) {
 /* Stored text (names, labels, the title) as Markdown that shows it as it is, in a table
  * cell or a line: '|' would end the cell, a line break the row, '<' and '&' open raw HTML
  * (a run named <script> would run in a renderer that passes HTML through), '`' a code
- * span, and '\' would undo the escape that follows it. */
+ * span, '*' emphasis, '\' would undo the escape that follows it; '_' opens emphasis only
+ * at a word's edge ("tokens_per_s" stays as it is), and a link or an image needs "](" or
+ * "][" (a label's "[batch=8]" stays). Other marks ('#', '>', '-') act only at a line's
+ * start, where the text never stands. */
 static void md_text(FILE *f, const char *t) {
     for (const char *p = t ? t : ""; *p; p++) {
+        bool edge = p == t || !isalnum((unsigned char)p[-1]) || !isalnum((unsigned char)p[1]);
         if (*p == '\n' || *p == '\r')
             fputc(' ', f);
-        else if (strchr("|<&`\\", *p) != NULL)
+        else if (strchr("|<&`*\\", *p) != NULL || (*p == '_' && edge) ||
+                 (*p == ']' && (p[1] == '(' || p[1] == '[')))
             fprintf(f, "\\%c", *p);
         else
             fputc(*p, f);

@@ -94,16 +94,18 @@ lb_status lb_schedule_check_name(const char *n, lb_schedule_backend b, lb_err *e
     return LB_OK;
 }
 
-/* LB_ERR_USAGE when text (NULL: not given) holds a control character: a newline or a
- * carriage return would end the crontab line or the unit's ExecStart line there. */
+/* LB_ERR_USAGE when text (NULL: not given) holds a control character other than a tab: a
+ * newline or a carriage return would end the crontab line or the unit's ExecStart line
+ * there, and the others are no part of a path or an option (a tab, inside the quotes every
+ * word gets, is kept as it is). */
 static lb_status check_text(const char *what, const char *text, lb_err *err) {
     for (const char *p = text; p && *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f) {
             char shown[LB_ERR_MSG_BYTES];
             snprintf(shown, sizeof shown, "%s", text);
             return lb_fail(err, LB_ERR_USAGE,
                            "%s '%s' holds a control character (shown as '?'), which would break "
-                           "the schedule's entry: give it without newlines, tabs or other control "
+                           "the schedule's entry: give it without newlines or other control "
                            "characters",
                            what, lb_status_printable(shown));
         }
