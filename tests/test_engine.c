@@ -2,7 +2,8 @@
  * chunked prefill, preemption, every block free at the end), the logits of a paged
  * forward against model.h's reference forward, greedy generation against recomputing
  * the whole sequence each token, the same output alone and inside a large mixed batch
- * under a small cache, and the sampler's distributions. */
+ * under a small cache, a cache of more blocks than it counts refused, and the sampler's
+ * distributions. */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -416,6 +417,24 @@ static void test_engine_counts_steps_by_kind_and_warms_up_only_idle(void **state
     lb_model_free(&r.m);
 }
 
+/* Blocks are counted in int32_t: a cache of more is refused, not wrapped (2^32 + 1 blocks
+ * wrapped to 1 block, a cache of 4 tokens reported as what was asked). */
+static void test_engine_refuses_a_cache_of_more_blocks_than_it_counts(void **state) {
+    (void)state;
+    ref r;
+    ref_init(&r, 64);
+    lb_engine_params p = cpu_params();
+    p.kv_tokens = ((int64_t)1 << 34) + 4; /* 2^32 + 1 blocks of 4 tokens */
+    lb_engine *e = NULL;
+    lb_err err;
+    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_ERR_USAGE);
+    assert_null(e);
+    if (strstr(err.msg, "a KV cache of 17179869188 tokens") == NULL ||
+        strstr(err.msg, "--block-size") == NULL)
+        fail_msg("%s", err.msg);
+    lb_model_free(&r.m);
+}
+
 static void test_sample_follows_temperature_top_k_and_top_p(void **state) {
     (void)state;
     const float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f};
@@ -470,6 +489,7 @@ int main(void) {
         cmocka_unit_test(test_engine_greedy_equals_recomputing_and_alone_equals_batched),
         cmocka_unit_test(test_engine_stops_at_eos_unless_told_to_ignore_it),
         cmocka_unit_test(test_engine_counts_steps_by_kind_and_warms_up_only_idle),
+        cmocka_unit_test(test_engine_refuses_a_cache_of_more_blocks_than_it_counts),
         cmocka_unit_test(test_sample_follows_temperature_top_k_and_top_p),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,9 @@
 /* The Hugging Face directory loader and tokenizer.json on tiny directories written by
  * hf_fixture.h: the configuration and weights come back as written (single file and
  * shards, F32 and BF16), every kind of bad directory is refused with a sentence naming
- * the file and tensor, tokenizer.json encodes as the equivalent tiktoken ranks file, and
- * the chat format is Llama 3's. */
+ * the file and tensor (a layer count the weights disagree with, a bos id outside the
+ * vocabulary included), the model is named in whole UTF-8 characters, tokenizer.json
+ * encodes as the equivalent tiktoken ranks file, and the chat format is Llama 3's. */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "hf_fixture.h"
 #include "model/hf_model.h"
@@ -176,6 +178,75 @@ static void test_hf_model_refuses_wrong_tensors_naming_them(void **state) {
     unmake(&f);
 }
 
+/* num_hidden_layers must be the layers the weights hold: fewer would cut the model short
+ * without a word, and a count far beyond them is refused at once (at its first missing
+ * layer, not after walking a layout of a billion layers). */
+static void test_hf_model_refuses_a_layer_count_the_weights_disagree_with(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, false, false);
+    lb_hf_model hf;
+    lb_err err;
+    lb_model_config c = f.cfg;
+    c.n_layer = f.cfg.n_layer - 1;
+    lb_fixture_write_config(f.dir, &c, "LlamaForCausalLM");
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_ERR_USAGE);
+    char want[96];
+    snprintf(want, sizeof want, "'model.layers.%d.input_layernorm.weight' is of a layer beyond",
+             c.n_layer);
+    if (strstr(err.msg, want) == NULL) fail_msg("%s", err.msg);
+    c.n_layer = 1000000000;
+    lb_fixture_write_config(f.dir, &c, "LlamaForCausalLM");
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_ERR_USAGE);
+    snprintf(want, sizeof want, "no tensor 'model.layers.%d.input_layernorm.weight'",
+             f.cfg.n_layer);
+    if (strstr(err.msg, want) == NULL) fail_msg("%s", err.msg);
+    lb_fixture_write_config(f.dir, &f.cfg, "LlamaForCausalLM");
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_OK);
+    lb_hf_model_close(&hf);
+    unmake(&f);
+}
+
+/* A bos id the model has no row for is refused when the directory is opened (every prompt
+ * would fail at its turn otherwise), and so is a config.json that is JSON but no object. */
+static void test_hf_model_refuses_a_bos_id_outside_the_vocabulary(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, false, false);
+    expect_refused(&f, "generation_config.json", "{\"bos_token_id\":320,\"eos_token_id\":311}",
+                   "generation_config.json: bos_token_id must be an id below vocab_size 320");
+    expect_refused(&f, "generation_config.json", "{\"bos_token_id\":-2}", "bos_token_id");
+    expect_refused(&f, "generation_config.json", "{\"bos_token_id\":\"1\"}", "bos_token_id");
+    expect_refused(&f, "config.json", "[1]",
+                   "config.json: not a JSON object; a config.json is one");
+    unmake(&f);
+}
+
+/* The model's name is its directory's, cut to whole characters and made UTF-8: a cut
+ * through a character, or a Latin-1 byte, left a name that no JSON result could hold. */
+static void test_hf_model_names_the_model_in_whole_utf8_characters(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, false, false);
+    static const char *const names[][2] = {
+        {"llama-3.1-8b-instruct-abcd\xe4\xb8\xad\xe6\x96\x87", /* 26 bytes, then 3 + 3 */
+         "llama-3.1-8b-instruct-abcd\xe4\xb8\xad"},
+        {"caf\xe9", "caf?"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s/%s", f.dir, names[i][0]);
+        assert_int_equal(mkdir(sub, 0700), 0);
+        lb_fixture_write_dir(sub, &f.cfg, f.m.params, false, false);
+        lb_hf_model hf;
+        lb_err err;
+        assert_int_equal(lb_hf_model_open(&hf, sub, &err), LB_OK);
+        assert_string_equal(hf.cfg.name, names[i][1]);
+        lb_hf_model_close(&hf);
+    }
+    unmake(&f);
+}
+
 static void test_hf_config_reads_llama31_fields(void **state) {
     (void)state;
     const char *js =
@@ -330,6 +401,9 @@ int main(void) {
         cmocka_unit_test(test_hf_model_reads_bf16_shards_through_the_index),
         cmocka_unit_test(test_hf_model_refuses_bad_directories_naming_the_file),
         cmocka_unit_test(test_hf_model_refuses_wrong_tensors_naming_them),
+        cmocka_unit_test(test_hf_model_refuses_a_layer_count_the_weights_disagree_with),
+        cmocka_unit_test(test_hf_model_refuses_a_bos_id_outside_the_vocabulary),
+        cmocka_unit_test(test_hf_model_names_the_model_in_whole_utf8_characters),
         cmocka_unit_test(test_hf_config_reads_llama31_fields),
         cmocka_unit_test(test_hf_tokenizer_json_encodes_as_the_ranks_file),
         cmocka_unit_test(test_chat_format_is_llama3s),

@@ -2,8 +2,9 @@
  * run completes every query and is stored; accuracy mode scores ROUGE against the
  * references and writes LoadGen's accuracy log from the engine's ids; --search-qps runs
  * load's search with the engine answering; a request longer than the context fails alone;
- * more such samples than --max-failed allows are refused before the run; a bad directory
- * is refused with exit 2 naming the file. */
+ * more such samples than --max-failed allows are refused before the run, and so are
+ * options that cannot work together; a bad directory is refused with exit 2 naming the
+ * file. */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -274,6 +275,51 @@ static void test_infer_cli_refuses_samples_that_cannot_fit_before_running(void *
     assert_int_not_equal(stat(fresh, &st), 0); /* nothing ran, nothing was stored */
 }
 
+/* Runs args with a fresh database; expects exit 2, one line on stderr containing want,
+ * nothing on stdout and nothing stored (the database never made). */
+static void expect_refused_before_running(const char *const *args, const char *fresh,
+                                          const char *want) {
+    char out[4096], err[4096];
+    int rc = lb_test_run(args, out, sizeof out, err, sizeof err);
+    if (rc != 2 || strstr(err, want) == NULL || strchr(err, '\n') != err + strlen(err) - 1)
+        fail_msg("exit %d, stderr: %s", rc, err);
+    assert_string_equal(out, "");
+    struct stat st;
+    assert_int_not_equal(stat(fresh, &st), 0);
+}
+
+/* Options that cannot work together are refused before anything runs: prompts longer
+ * than a KV cache smaller than the context (every query would fail at its turn), --chat
+ * or a data file without token counts when --random has no tokenizer, and --top-k or
+ * --top-p without a temperature to sample at. */
+static void test_infer_cli_refuses_options_that_cannot_work_together(void **state) {
+    (void)state;
+    char fresh[128], data[128];
+    snprintf(fresh, sizeof fresh, "%s/contra.db", dir);
+    snprintf(data, sizeof data, "%s/untokenized.jsonl", dir);
+    assert_true(lb_test_write_file(data, "{\"prompt\":\"hello world\"}\n"));
+    const char *const cache[] = {
+        "infer",    "--model",      dir, "--device",    "cpu", "--synthetic", "3",   "--input-len",
+        "fixed:20", "--max-tokens", "4", "--kv-tokens", "16",  "--db",        fresh, NULL};
+    expect_refused_before_running(cache, fresh,
+                                  "3 of 3 samples cannot fit the engine's whole KV cache of 16 "
+                                  "tokens (sample 0: a prompt of 20 and 4 to generate): give a "
+                                  "smaller --max-tokens or --output-len, shorter prompts, or a "
+                                  "larger --kv-tokens");
+    const char *const chat[] = {"infer", "--random", "llama-tiny", "--device", "cpu", "--synthetic",
+                                "2",     "--chat",   "--db",       fresh,      NULL};
+    expect_refused_before_running(chat, fresh, "--random has no tokenizer");
+    const char *const untok[] = {"infer",     "--random", "llama-tiny", "--device", "cpu",
+                                 "--dataset", data,       "--db",       fresh,      NULL};
+    expect_refused_before_running(untok, fresh, "sample 0 has no token count");
+    const char *const topk[] = {"infer", "--model", dir, "--device", "cpu", "--synthetic",
+                                "2",     "--top-k", "5", "--db",     fresh, NULL};
+    expect_refused_before_running(topk, fresh, "--top-k cuts what sampling draws from");
+    const char *const topp[] = {"infer", "--model", dir,   "--device", "cpu", "--synthetic",
+                                "2",     "--top-p", "0.9", "--db",     fresh, NULL};
+    expect_refused_before_running(topp, fresh, "--temperature 0 (the default) decodes greedily");
+}
+
 #ifndef LB_HAVE_CUDA
 /* The engine on a GPU, the default, in a build without CUDA: a usage error saying what to
  * use instead, before anything is read (a CUDA build has no such case). */
@@ -366,6 +412,7 @@ int main(void) {
         cmocka_unit_test(test_infer_cli_search_runs_trials_as_one_group),
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
         cmocka_unit_test(test_infer_cli_refuses_samples_that_cannot_fit_before_running),
+        cmocka_unit_test(test_infer_cli_refuses_options_that_cannot_work_together),
 #ifndef LB_HAVE_CUDA
         cmocka_unit_test(test_infer_cli_gpu_without_cuda_is_a_usage_error),
 #endif

@@ -25,29 +25,52 @@ static lb_status do_infer(void *ctx, lb_result *r, lb_loadgen_report *rep, lb_er
     return lb_infer_run(w->p, w->ds, r, rep, err);
 }
 
-/* A sample whose prompt and output can never fit the engine's context fails at its turn,
- * after the run has begun: more such samples than --max-failed allows are a usage error
- * before anything runs, naming the first. The prompt counts its known tokens (one when
- * unknown): what bos or --chat adds is the engine's to refuse. */
-static lb_status check_fits(const lb_dataset *ds, int32_t default_max_tokens, int32_t max_ctx,
-                            int64_t max_failed) {
+/* A sample whose prompt and output can never fit the engine's context, or its whole KV
+ * cache when that is smaller, fails at its turn, after the run has begun: more such
+ * samples than --max-failed allows are a usage error before anything runs, naming the
+ * first. The prompt counts its known tokens (one when unknown): what bos or --chat adds is
+ * the engine's to refuse. */
+static lb_status check_fits(const lb_dataset *ds, int32_t default_max_tokens,
+                            const lb_engine_info *info, int64_t max_failed) {
+    const bool by_cache = info->kv_tokens < info->max_ctx;
+    const int64_t limit = by_cache ? info->kv_tokens : info->max_ctx;
     size_t n_unfit = 0, first = 0;
     int64_t first_in = 0, first_out = 0;
     for (size_t i = 0; i < ds->n; i++) {
         const lb_sample *s = &ds->samples[i];
         int64_t out = s->max_tokens > 0 ? s->max_tokens : default_max_tokens;
         int64_t in = s->input_tokens > 0 ? s->input_tokens : 1;
-        if (in + out <= max_ctx) continue;
+        if (in + out <= limit) continue;
         if (n_unfit++ == 0) first = i, first_in = in, first_out = out;
     }
     if (n_unfit == 0 || (int64_t)n_unfit <= max_failed) return LB_OK;
     return lb_args_usage_error("infer",
-                               "%zu of %zu samples cannot fit the engine's context of %d tokens "
+                               "%zu of %zu samples cannot fit the engine's %s of %lld tokens "
                                "(sample %zu: a prompt of %lld and %lld to generate): give a "
                                "smaller --max-tokens or --output-len, shorter prompts, or a "
-                               "larger --max-ctx",
-                               n_unfit, ds->n, max_ctx, first, (long long)first_in,
-                               (long long)first_out);
+                               "larger %s",
+                               n_unfit, ds->n, by_cache ? "whole KV cache" : "context",
+                               (long long)limit, first, (long long)first_in, (long long)first_out,
+                               by_cache ? "--kv-tokens" : "--max-ctx");
+}
+
+/* Without a tokenizer (--random, no --tokenizer) a prompt is random ids of its sample's
+ * token count: a data file's samples must carry one, and there is no text to wrap in a
+ * chat format. Checked before the engine loads. */
+static lb_status check_untokenized(const lb_dataset *ds, bool chat) {
+    if (chat)
+        return lb_args_usage_error("infer", "--chat wraps prompts in Llama 3's chat format, and "
+                                            "--random has no tokenizer to encode them: give "
+                                            "--tokenizer FILE or drop --chat");
+    for (size_t i = 0; i < ds->n; i++)
+        if (ds->samples[i].input_tokens < 1)
+            return lb_args_usage_error(
+                "infer",
+                "--dataset: sample %zu has no token count; without a tokenizer the prompts are "
+                "random ids of each sample's count (synthetic or cnn_eval data): give "
+                "--tokenizer FILE",
+                i);
+    return LB_OK;
 }
 
 int lb_cmd_infer(int argc, char **argv) {
@@ -69,11 +92,12 @@ int lb_cmd_infer(int argc, char **argv) {
          "tokenizer.json or a tiktoken ranks file (default: the model's; --random without it "
          "sends random prompt ids of each sample's length)",
          0, 0, NULL},
-        {"--top-k", LB_ARG_INT, &top_k, "K", "sample among the K likeliest (default 0: all)", 0,
-         1e9, NULL},
-        {"--top-p", LB_ARG_DOUBLE, &top_p, "P", "nucleus sampling mass (default 1)", 1e-6, 1, NULL},
-        {"--chat", LB_ARG_FLAG, &chat, NULL, "wrap each prompt in Llama 3's chat format", 0, 0,
-         NULL},
+        {"--top-k", LB_ARG_INT, &top_k, "K",
+         "sample among the K likeliest (default 0: all; with --temperature above 0)", 0, 1e9, NULL},
+        {"--top-p", LB_ARG_DOUBLE, &top_p, "P",
+         "nucleus sampling mass (default 1; with --temperature above 0)", 1e-6, 1, NULL},
+        {"--chat", LB_ARG_FLAG, &chat, NULL,
+         "wrap each prompt in Llama 3's chat format (needs a tokenizer)", 0, 0, NULL},
         LB_SCENARIO_ARG_SPECS(&so),
     };
     const lb_cli_command cmd = {
@@ -100,6 +124,12 @@ int lb_cmd_infer(int argc, char **argv) {
                      "infer sends single prompts: use sharegpt"));
     if (so.run.out_dir && (st = lb_loadrun_check_out_dir("infer", so.run.out_dir)) != LB_OK)
         return lb_status_exit_code(st);
+    if ((top_k > 0 || top_p < 1) && !(so.temperature > 0))
+        return lb_status_exit_code(lb_args_usage_error(
+            "infer",
+            "%s cuts what sampling draws from, and --temperature 0 (the default) "
+            "decodes greedily: give --temperature T or drop it",
+            top_k > 0 ? "--top-k" : "--top-p"));
     p->max_inflight = 0;
     p->request.model = eo.model_dir ? eo.model_dir : eo.random;
     ip.sampling = (lb_sampling){.temperature = (float)so.temperature,
@@ -114,6 +144,11 @@ int lb_cmd_infer(int argc, char **argv) {
     if (so.synthetic == 0 &&
         (st = lb_scenario_opt_dataset("infer", &so, NULL, 0, 0, p, &ds)) != LB_OK)
         return lb_status_exit_code(st);
+    if (eo.model_dir == NULL && eo.random != NULL && tokenizer == NULL &&
+        (st = check_untokenized(&ds, chat)) != LB_OK) {
+        lb_dataset_free(&ds);
+        return lb_status_exit_code(st);
+    }
     lb_err err = {""};
     lb_engine_setup es;
     st = lb_engine_opt_open(&eo, tokenizer, &es, &err);
@@ -133,7 +168,7 @@ int lb_cmd_infer(int argc, char **argv) {
     else if (es.tok != NULL && (st = lb_dataset_count_tokens(&ds, es.tok, &err)) != LB_OK)
         fprintf(stderr, "llmbench infer: %s\n", err.msg);
     if (st == LB_OK)
-        st = check_fits(&ds, p->max_tokens, lb_engine_get_info(es.engine)->max_ctx, p->max_failed);
+        st = check_fits(&ds, p->max_tokens, lb_engine_get_info(es.engine), p->max_failed);
     if (st != LB_OK) {
         lb_engine_opt_close(&es);
         lb_dataset_free(&ds);

@@ -135,9 +135,8 @@ lb_status lb_engine_cpu_open(lb_backend **out, const lb_weights *w, const lb_eng
     c->n_tensors = lb_model_param_layout(cfg, NULL, 0);
     c->layout = malloc((size_t)c->n_tensors * sizeof *c->layout);
     c->params = malloc((size_t)c->off.total * sizeof(float));
-    int64_t kv_tokens = p->kv_tokens > 0 ? p->kv_tokens : (int64_t)p->max_seqs * p->max_ctx;
     c->block_size = p->block_size;
-    c->base.n_blocks = (int32_t)((kv_tokens + p->block_size - 1) / p->block_size);
+    c->base.n_blocks = (int32_t)((p->kv_tokens + p->block_size - 1) / p->block_size);
     const int64_t kv_row = (int64_t)cfg->n_kv_head * lb_model_head_dim(cfg);
     const size_t cache = (size_t)cfg->n_layer * c->base.n_blocks * p->block_size * kv_row;
     c->k_cache = malloc(cache * sizeof(float));

@@ -7,6 +7,7 @@
  * max_tokens or an end-of-sequence id. */
 #include "engine/engine.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,14 @@ lb_status lb_engine_open(lb_engine **out, const lb_engine_params *pin, const lb_
         return lb_fail(err, LB_ERR_USAGE,
                        "the engine needs blocks of at least 1 token, at least 1 sequence and a "
                        "step budget of at least --max-seqs tokens");
+    if (p.kv_tokens <= 0 && p.device == LB_ENGINE_CPU)
+        p.kv_tokens = (int64_t)p.max_seqs * p.max_ctx;
+    if (p.kv_tokens > (int64_t)(INT32_MAX - 1) * p.block_size) /* blocks count in int32_t */
+        return lb_fail(err, LB_ERR_USAGE,
+                       "a KV cache of %lld tokens (--kv-tokens; on the CPU by default --max-seqs "
+                       "x --max-ctx) is more than %d blocks of %d tokens: give fewer tokens or "
+                       "a larger --block-size",
+                       (long long)p.kv_tokens, INT32_MAX - 1, p.block_size);
     lb_engine *e = calloc(1, sizeof *e);
     if (e == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
     e->p = p;

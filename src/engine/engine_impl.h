@@ -44,7 +44,7 @@ struct lb_backend {
 };
 
 /* max_tokens: the most tokens one forward carries; max_seqs: sequences; p->max_ctx is
- * resolved. */
+ * resolved, and so is p->kv_tokens for the CPU (its blocks fit an int32_t). */
 lb_status lb_engine_cpu_open(lb_backend **out, const lb_weights *w, const lb_engine_params *p,
                              lb_err *err);
 /* LB_ERR_UNSUPPORTED in a build without CUDA or on a machine without a GPU. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/file.h"
+#include "core/utf8text.h"
 
 #define MAX_PARTS 3
 
@@ -158,9 +159,11 @@ lb_status lb_hf_model_config_parse(const char *text, size_t len, const char *nam
                                    lb_model_config *cfg, lb_err *err) {
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je);
-    if (root == NULL || !json_is_object(root)) {
+    if (root == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "%s:%d: not JSON: %s", name, je.line, je.text);
+    if (!json_is_object(root)) {
         json_decref(root);
-        return lb_fail(err, LB_ERR_USAGE, "%s:%d: not a JSON object: %s", name, je.line, je.text);
+        return lb_fail(err, LB_ERR_USAGE, "%s: not a JSON object; a config.json is one", name);
     }
     memset(cfg, 0, sizeof *cfg);
     cfg->family = LB_FAMILY_LLAMA;
@@ -313,7 +316,30 @@ static const char *st_dtype_name(lb_st_dtype d) {
     return d == LB_ST_BF16 ? "BF16" : d == LB_ST_F16 ? "F16" : d == LB_ST_F32 ? "F32" : "other";
 }
 
+/* The layers the weights hold, told by their input norms, against num_hidden_layers: first,
+ * so that a count far beyond the weights is refused at its first missing layer rather
+ * than after walking a layout of that many layers, and so that weights of more layers
+ * than config.json says are refused, not cut short. */
+static lb_status check_layers(const lb_hf_model *m, lb_err *err) {
+    for (int l = 0; l <= m->cfg.n_layer; l++) {
+        char name[96];
+        const char *file = m->dir;
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+        bool held = find(m, name, &file) != NULL;
+        if (l < m->cfg.n_layer && !held)
+            return lb_fail(err, LB_ERR_USAGE, "%s: no tensor '%s', which the config.json needs",
+                           m->dir, name);
+        if (l == m->cfg.n_layer && held)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "%s: tensor '%s' is of a layer beyond config.json's "
+                           "num_hidden_layers %d; the weights and the config.json disagree",
+                           file, name, m->cfg.n_layer);
+    }
+    return LB_OK;
+}
+
 static lb_status check_tensors(lb_hf_model *m, lb_err *err) {
+    LB_TRY(check_layers(m, err));
     int n = lb_model_param_layout(&m->cfg, NULL, 0);
     lb_param_tensor *lay = malloc((size_t)n * sizeof *lay);
     if (lay == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
@@ -380,7 +406,14 @@ static lb_status read_ids(lb_hf_model *m, const char *path, bool required, lb_er
                 m->eos_ids[m->n_eos++] = (int32_t)json_integer_value(v);
         }
     }
-    if (st == LB_OK && json_is_integer(bos)) m->bos_id = (int32_t)json_integer_value(bos);
+    if (st == LB_OK && bos != NULL && !json_is_null(bos)) {
+        if (!json_is_integer(bos) || json_integer_value(bos) < 0 ||
+            json_integer_value(bos) >= m->cfg.vocab_size)
+            st = lb_fail(err, LB_ERR_USAGE, "%s: bos_token_id must be an id below vocab_size %d",
+                         path, m->cfg.vocab_size);
+        else
+            m->bos_id = (int32_t)json_integer_value(bos);
+    }
     json_decref(root);
     return st;
 }
@@ -403,8 +436,12 @@ lb_status lb_hf_model_open(lb_hf_model *m, const char *dir, lb_err *err) {
     LB_TRY(lb_file_read(path, &text, &n, err));
     lb_status st = lb_hf_model_config_parse(text, n, path, &m->cfg, err);
     free(text);
+    /* the directory's name, whole characters only and UTF-8, as results are JSON */
     const char *base = strrchr(m->dir, '/');
-    snprintf(m->cfg.name, sizeof m->cfg.name, "%.31s", base ? base + 1 : m->dir);
+    base = base ? base + 1 : m->dir;
+    snprintf(m->cfg.name, sizeof m->cfg.name, "%.*s",
+             (int)lb_utf8text_cut_len(base, sizeof m->cfg.name - 1), base);
+    lb_utf8text_repair(m->cfg.name);
     if (st == LB_OK) st = read_ids(m, path, true, err);
     snprintf(path, sizeof path, "%s/generation_config.json", m->dir);
     if (st == LB_OK) st = read_ids(m, path, false, err);

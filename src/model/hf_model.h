@@ -8,8 +8,9 @@
  * training on token ids does not). Opening reads config.json into an
  * lb_model_config, maps every shard (model/safetensors.h) and checks every tensor the
  * configuration needs, by name, shape and dtype (bf16, fp16 or fp32, one dtype for all),
- * before any weight is copied, so a bad directory is refused with one sentence naming the
- * file and the tensor. Weights stay in the mappings until read.
+ * and that the weights hold no layer beyond num_hidden_layers, before any weight is
+ * copied, so a bad directory is refused with one sentence naming the file and the tensor.
+ * The eos and bos ids must lie below vocab_size. Weights stay in the mappings until read.
  *
  * HF names map onto the layout of config.h: model.embed_tokens.weight -> wte;
  * model.layers.L.input_layernorm.weight -> h.L.norm1.w; q_proj, k_proj, v_proj stacked
