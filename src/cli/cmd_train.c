@@ -19,6 +19,7 @@
 #include "cli/workers.h"
 #include "comm/boot.h"
 #include "gpu/devinfo.h"
+#include "store/store.h"
 #include "train/train.h"
 
 /* Parses "cpu", "cuda" or "cuda:N"; a build without CUDA refuses the last two, as a
@@ -351,7 +352,15 @@ int lb_cmd_train(int argc, char **argv) {
     if (lb_boot_size(boot) > 1 && p->device != LB_DEVICE_CPU) /* one GPU a rank */
         p->device_index = lb_boot_device(boot, lb_devinfo_cuda_device_count());
     lb_model_config cfg;
-    st = lb_train_agree(p, &cfg, lb_train_resolve(p, &cfg, &err), &err);
+    lb_status local = lb_train_resolve(p, &cfg, &err);
+    if (local == LB_OK && rank == 0 && lb_boot_size(boot) > 1) {
+        /* the results database rank 0 will write, opened now: a path it cannot use stops
+         * every rank here, not rank 0 alone while the others wait for it in the run */
+        lb_store *s = NULL;
+        local = lb_store_open(a.common.db_path, &s, &err);
+        lb_store_close(s);
+    }
+    st = lb_train_agree(p, &cfg, local, &err);
     if (st != LB_OK) {
         if (rank == 0) fprintf(stderr, "llmbench train: %s\n", err.msg);
         lb_boot_free(boot);
