@@ -694,6 +694,26 @@ static void test_comm_cli_end_to_end_under_mpirun(void **state) {
     lb_test_rmtree(dir);
 }
 
+/* Rank 0 cannot open the results database (its folder would be under a file): every rank
+ * stops before the benchmark with rank 0's one line, where the others used to wait for
+ * rank 0 in the first collective until the deadline. */
+static void test_comm_cli_database_rank_0_cannot_open_stops_every_rank(void **state) {
+    (void)state;
+    static char out[1 << 16];
+    char dir[64], file[96], db[128];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(file, sizeof file, "%s/a-file", dir);
+    assert_true(lb_test_write_file(file, "not a folder\n"));
+    snprintf(db, sizeof db, "%s/sub/r.db", file);
+    const char *args[] = {"comm", "all_reduce",     "-b", "8",    "-e", "64", "--backend",
+                          "mpi",  "--comm-timeout", "60", "--db", db,   NULL};
+    double seconds = 0;
+    int rc = mpirun(LB_TEST_BIN, args, out, sizeof out, &seconds);
+    if (rc == 0 || seconds > 30 || count(out, "cannot create folder") != 1)
+        fail_msg("exit %d after %.0f s:\n%s", rc, seconds, out);
+    lb_test_rmtree(dir);
+}
+
 /* A Ctrl-C that reaches one rank only (not rank 0) ends every rank at the same row; the
  * run is stored as interrupted, naming that rank, and rank 0 says so. */
 static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state) {
@@ -885,6 +905,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm),
         cmocka_unit_test(test_comm_launcher_leaves_an_interrupted_worker_to_say_so),
         cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),
+        cmocka_unit_test(test_comm_cli_database_rank_0_cannot_open_stops_every_rank),
         cmocka_unit_test(test_comm_cli_signal_to_one_rank_interrupts_every_rank),
         cmocka_unit_test(test_comm_check_counts_what_a_call_did_not_write),
         cmocka_unit_test(test_comm_cli_what_did_not_run_shows_as_na),

@@ -18,6 +18,7 @@
 #include "comm/comm.h"
 #include "commbench/commbench.h"
 #include "gpu/devinfo.h"
+#include "store/store.h"
 
 /* "8", "64K", "256M", "1G" (binary multiples, as nccl-tests reads them); -1 when malformed. */
 static int64_t parse_size(const char *s) {
@@ -266,6 +267,21 @@ int lb_cmd_comm(int argc, char **argv) {
     else if (st == LB_OK && p->root >= lb_boot_size(ctx.boot))
         st = lb_fail(&err, LB_ERR_USAGE, "-r %d: the root must be a rank below %d", p->root,
                      lb_boot_size(ctx.boot));
+    if (st == LB_OK && lb_boot_size(ctx.boot) > 1) {
+        /* the results database rank 0 will write, opened now: a path it cannot use stops
+         * every rank here, not rank 0 alone while the others wait for it in the benchmark */
+        int32_t opened = 1;
+        if (rank == 0) {
+            lb_store *s = NULL;
+            st = lb_store_open(a.common.db_path, &s, &err);
+            lb_store_close(s);
+            opened = st == LB_OK;
+        }
+        lb_status sent = lb_boot_bcast(ctx.boot, &opened, sizeof opened, &err);
+        if (st == LB_OK) st = sent;
+        if (st == LB_OK && !opened) /* a rank other than 0: rank 0 says why */
+            st = lb_fail(&err, LB_ERR_USAGE, "rank 0 cannot open the results database");
+    }
     if (st != LB_OK) {
         if (rank == 0 || st != LB_ERR_USAGE) fprintf(stderr, "llmbench comm: %s\n", err.msg);
         lb_boot_free(ctx.boot);
