@@ -3,7 +3,7 @@
  * forward against model.h's reference forward, greedy generation against recomputing
  * the whole sequence each token, the same output alone and inside a large mixed batch
  * under a small cache, a cache of more blocks than it counts refused, and the sampler's
- * distributions. */
+ * distributions (greedy at a temperature too small to divide by). */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -479,6 +479,25 @@ static void test_sample_follows_temperature_top_k_and_top_p(void **state) {
                          lb_sample_token(logits, 4, &s, &b, scratch));
 }
 
+/* A temperature so small (subnormal) that the logits over it overflow is greedy: the
+ * largest logit, never the draw from infinities that picks the least likely. */
+static void test_sample_a_subnormal_temperature_is_greedy(void **state) {
+    (void)state;
+    const float logits[4] = {-1.0f, 0.5f, 3.0f, -2.0f};
+    float scratch[8];
+    lb_rng rng;
+    lb_rng_seed(&rng, 3);
+    const float temps[] = {1e-40f, 1e-45f, 1e-38f};
+    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
+        lb_sampling s = {.temperature = temps[t], .top_k = 0, .top_p = 1.0f};
+        for (int i = 0; i < 20; i++)
+            assert_int_equal(lb_sample_token(logits, 4, &s, &rng, scratch), 2);
+        s.top_k = 3;
+        s.top_p = 0.9f;
+        assert_int_equal(lb_sample_token(logits, 4, &s, &rng, scratch), 2);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_blocks_hand_out_each_block_once),
@@ -491,6 +510,7 @@ int main(void) {
         cmocka_unit_test(test_engine_counts_steps_by_kind_and_warms_up_only_idle),
         cmocka_unit_test(test_engine_refuses_a_cache_of_more_blocks_than_it_counts),
         cmocka_unit_test(test_sample_follows_temperature_top_k_and_top_p),
+        cmocka_unit_test(test_sample_a_subnormal_temperature_is_greedy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

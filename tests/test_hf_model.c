@@ -1,8 +1,9 @@
 /* The Hugging Face directory loader and tokenizer.json on tiny directories written by
  * hf_fixture.h: the configuration and weights come back as written (single file and
- * shards, F32 and BF16), every kind of bad directory is refused with a sentence naming
- * the file and tensor (a layer count the weights disagree with, a bos id outside the
- * vocabulary included), the model is named in whole UTF-8 characters, tokenizer.json
+ * shards, F32 and BF16, an index of more than 1024 shard files), every kind of bad
+ * directory is refused with a sentence naming the file and tensor (a layer count the
+ * weights disagree with, a bos id outside the vocabulary, an index that is not JSON with
+ * its line and column included), the model is named in whole UTF-8 characters, tokenizer.json
  * encodes as the equivalent tiktoken ranks file, and the chat format is Llama 3's. */
 /* clang-format off */
 #include <setjmp.h>
@@ -175,6 +176,53 @@ static void test_hf_model_refuses_wrong_tensors_naming_them(void **state) {
     free(all);
     assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_ERR_USAGE);
     if (strstr(err.msg, "model.safetensors") == NULL) fail_msg("%s", err.msg);
+    unmake(&f);
+}
+
+/* An index is read whatever number of shard files it names: 1100 files of one tensor
+ * each before the file with the model's tensors (a fixed table once dropped every file
+ * after the 1024th and then said a tensor was missing). */
+static void test_hf_model_reads_an_index_of_more_than_1024_shard_files(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, false, false);
+    enum { EXTRA = 1100 };
+    lb_fixture_tensor t[64];
+    int n = lb_fixture_tensors(&f.cfg, f.m.params, t);
+    const float one = 1.0f;
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", f.dir);
+    FILE *idx = fopen(path, "w");
+    assert_non_null(idx);
+    fprintf(idx, "{\"weight_map\":{");
+    for (int i = 0; i < EXTRA; i++) {
+        lb_fixture_tensor x = {.rows = 1, .cols = 0, .data = &one};
+        snprintf(x.name, sizeof x.name, "extra.%d", i);
+        char shard[256];
+        snprintf(shard, sizeof shard, "%s/extra-%04d.safetensors", f.dir, i);
+        lb_fixture_write_safetensors(shard, &x, 1, false);
+        fprintf(idx, "\"extra.%d\":\"extra-%04d.safetensors\",", i, i);
+    }
+    for (int i = 0; i < n; i++)
+        fprintf(idx, "%s\"%s\":\"model.safetensors\"", i ? "," : "", t[i].name);
+    fprintf(idx, "}}");
+    assert_int_equal(fclose(idx), 0);
+    lb_hf_model hf;
+    lb_err err = {{0}};
+    if (lb_hf_model_open(&hf, f.dir, &err) != LB_OK) fail_msg("%s", err.msg);
+    assert_int_equal(hf.n_shards, EXTRA + 1);
+    lb_hf_model_close(&hf);
+    unmake(&f);
+}
+
+/* An index that is not JSON says so, with jansson's line and column, rather than that it
+ * has no weight_map. */
+static void test_hf_model_refuses_an_index_that_is_not_json(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, false, true);
+    expect_refused(&f, "model.safetensors.index.json", "{\"weight_map\": {\n  \"a\": }\n",
+                   "model.safetensors.index.json:2:8: not JSON: unexpected token near '}'");
     unmake(&f);
 }
 
@@ -401,6 +449,8 @@ int main(void) {
         cmocka_unit_test(test_hf_model_reads_bf16_shards_through_the_index),
         cmocka_unit_test(test_hf_model_refuses_bad_directories_naming_the_file),
         cmocka_unit_test(test_hf_model_refuses_wrong_tensors_naming_them),
+        cmocka_unit_test(test_hf_model_reads_an_index_of_more_than_1024_shard_files),
+        cmocka_unit_test(test_hf_model_refuses_an_index_that_is_not_json),
         cmocka_unit_test(test_hf_model_refuses_a_layer_count_the_weights_disagree_with),
         cmocka_unit_test(test_hf_model_refuses_a_bos_id_outside_the_vocabulary),
         cmocka_unit_test(test_hf_model_names_the_model_in_whole_utf8_characters),

@@ -1,6 +1,8 @@
 /* `llmbench infer` as a program on the CPU engine and a tiny model directory: an Offline
  * run completes every query and is stored; accuracy mode scores ROUGE against the
- * references and writes LoadGen's accuracy log from the engine's ids; --search-qps runs
+ * references and writes LoadGen's accuracy log from the engine's ids and generated.jsonl
+ * in UTF-8 whatever bytes the model made; paths that are not UTF-8 still give a --json
+ * result; --search-qps runs
  * load's search with the engine answering; a request longer than the context fails alone;
  * more such samples than --max-failed allows are refused before the run, and so are
  * options that cannot work together; a bad directory is refused with exit 2 naming the
@@ -23,7 +25,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/utf8text.h"
 #include "hf_fixture.h"
+#include "model/hf_tokenizer.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -122,6 +126,25 @@ static void test_infer_cli_synthetic_prompts_are_sized_in_tokens(void **state) {
     json_decref(j);
 }
 
+/* The token ids of an entry of mlperf_log_accuracy.json (data: little-endian int32s in
+ * hex) into ids[0..cap); returns their count. */
+static size_t entry_ids(json_t *e, uint32_t *ids, size_t cap) {
+    const char *hex = json_string_value(json_object_get(e, "data"));
+    assert_non_null(hex);
+    size_t n = strlen(hex) / 8;
+    assert_int_equal(strlen(hex), n * 8);
+    assert_true(n <= cap);
+    for (size_t k = 0; k < n; k++) {
+        ids[k] = 0;
+        for (int b = 0; b < 4; b++) {
+            unsigned byte;
+            assert_int_equal(sscanf(hex + 8 * k + 2 * b, "%2X", &byte), 1);
+            ids[k] |= (uint32_t)byte << (8 * b);
+        }
+    }
+    return n;
+}
+
 /* Accuracy mode's --out holds LoadGen's mlperf_log_accuracy.json with the engine's own
  * token ids (no tokenizer needed): one entry per sample, its qsl_idx, token_count the
  * tokens generated and data their little-endian int32s in hex, each id in the vocabulary. */
@@ -154,20 +177,131 @@ static void test_infer_cli_accuracy_log_holds_the_engines_token_ids(void **state
         assert_true(q >= 0 && q < 3 && !seen[q]);
         seen[q] = true;
         assert_int_equal(json_integer_value(json_object_get(e, "token_count")), 4);
-        const char *hex = json_string_value(json_object_get(e, "data"));
-        assert_non_null(hex);
-        assert_int_equal(strlen(hex), 4 * 8);
-        for (int k = 0; k < 4; k++) {
-            uint32_t id = 0;
-            for (int b = 0; b < 4; b++) {
-                unsigned byte;
-                assert_int_equal(sscanf(hex + 8 * k + 2 * b, "%2X", &byte), 1);
-                id |= (uint32_t)byte << (8 * b);
-            }
-            assert_true(id < (uint32_t)vocab);
-        }
+        uint32_t ids[8];
+        assert_int_equal(entry_ids(e, ids, 8), 4);
+        for (int k = 0; k < 4; k++)
+            assert_true(ids[k] < (uint32_t)vocab);
     }
     json_decref(log);
+}
+
+/* Accuracy mode's generated.jsonl: a line a sample, each JSON with its text, though the
+ * random-weight fixture's answers are random bytes of its byte-level vocabulary (a
+ * character cut by --max-tokens, bytes that start none). Each text is its ids' bytes
+ * (mlperf_log_accuracy.json's, decoded with the model's tokenizer) made UTF-8: a character
+ * the end cuts short dropped, every other ill-formed byte '?'. */
+static void test_infer_cli_generated_text_is_utf8_on_every_line(void **state) {
+    (void)state;
+    enum { N = 8, TOKENS = 9 };
+    char out_dir[160], path[220], n_text[8], tokens[8];
+    snprintf(out_dir, sizeof out_dir, "%s/gen", dir);
+    snprintf(n_text, sizeof n_text, "%d", N);
+    snprintf(tokens, sizeof tokens, "%d", TOKENS);
+    const char *const args[] = {"infer",    "--model",
+                                dir,        "--device",
+                                "cpu",      "--synthetic",
+                                n_text,     "--input-len",
+                                "fixed:4",  "--mode",
+                                "accuracy", "--max-tokens",
+                                tokens,     "--ignore-eos",
+                                "--out",    out_dir,
+                                "--db",     db,
+                                "--json",   NULL};
+    json_decref(run_json(args, 0));
+    snprintf(path, sizeof path, "%s/mlperf_log_accuracy.json", out_dir);
+    json_error_t je;
+    json_t *log = json_load_file(path, 0, &je);
+    if (log == NULL) fail_msg("%s: %s", path, je.text);
+    uint32_t ids[N][TOKENS];
+    size_t i;
+    json_t *e;
+    json_array_foreach(log, i, e) {
+        json_int_t q = json_integer_value(json_object_get(e, "qsl_idx"));
+        assert_true(q >= 0 && q < N);
+        assert_int_equal(entry_ids(e, ids[q], TOKENS), TOKENS);
+    }
+    json_decref(log);
+    lb_tokenizer *tok = NULL;
+    lb_err err;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    assert_int_equal(lb_hf_tokenizer_load(&tok, path, NULL, &err), LB_OK);
+    snprintf(path, sizeof path, "%s/generated.jsonl", out_dir);
+    size_t bytes = 0;
+    char *all = lb_test_read_file(path, &bytes);
+    assert_non_null(all);
+    int lines = 0, repaired = 0;
+    for (char *line = all, *end; *line; line = end + 1, lines++) {
+        end = strchr(line, '\n');
+        assert_non_null(end);
+        *end = '\0';
+        json_t *j = json_loads(line, 0, &je);
+        if (j == NULL) fail_msg("line %d is not JSON: %s: '%s'", lines + 1, je.text, line);
+        assert_int_equal(json_integer_value(json_object_get(j, "sample")), lines);
+        const char *text = json_string_value(json_object_get(j, "text"));
+        assert_non_null(text);
+        /* the ids' bytes, token by token: an id the tokenizer lacks (the fixture's unused
+         * rows) adds none */
+        char raw[TOKENS * 64];
+        size_t n_raw = 0;
+        for (int k = 0; k < TOKENS; k++) {
+            char *piece = NULL;
+            size_t pl = 0;
+            if (lb_tokenizer_decode(tok, &ids[lines][k], 1, &piece, &pl, &err) != LB_OK) continue;
+            assert_true(n_raw + pl <= sizeof raw);
+            memcpy(raw + n_raw, piece, pl);
+            n_raw += pl;
+            free(piece);
+        }
+        n_raw = strnlen(raw, n_raw); /* a C string from here: to a NUL byte */
+        /* the beginning of a character that the end cuts short is dropped */
+        size_t want = n_raw;
+        for (size_t k = n_raw > 3 ? n_raw - 3 : 0; k < n_raw && want == n_raw; k++)
+            if (lb_utf8text_char_len(raw + k, n_raw - k) < 0) want = k;
+        assert_int_equal(strlen(text), want);
+        repaired += want < n_raw;
+        /* the same bytes but '?' for one that starts no character (in the whole output: a
+         * character that bytes after it break is no cut one) */
+        for (size_t k = 0; k < want; k++)
+            if (text[k] != raw[k]) {
+                assert_true(text[k] == '?' && lb_utf8text_char_len(raw + k, n_raw - k) == 0);
+                repaired++;
+            }
+        json_decref(j);
+    }
+    assert_int_equal(lines, N);
+    assert_true(repaired > 0); /* the fixture's random bytes do need repair */
+    free(all);
+    lb_tokenizer_free(tok);
+}
+
+/* A --model or --dataset path that is not UTF-8 (a Latin-1 file name) is in the --json
+ * result's config with '?' for its byte: the result is printed, not an empty output with
+ * exit 0. */
+static void test_infer_cli_json_names_paths_that_are_not_utf8(void **state) {
+    (void)state;
+    char sub[160], data[160];
+    snprintf(sub, sizeof sub, "%s/caf\xe9", dir);
+    snprintf(data, sizeof data, "%s/donn\xe9.jsonl", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    lb_model_config cfg = lb_fixture_config();
+    lb_model m;
+    assert_int_equal(lb_model_init(&m, &cfg, 1, 1, 3, NULL), LB_OK);
+    lb_fixture_write_dir(sub, &cfg, m.params, false, false);
+    lb_model_free(&m);
+    assert_true(lb_test_write_file(data, "{\"prompt\":\"hello world\"}\n"));
+    const char *const args[] = {"infer", "--model",      sub, "--device", "cpu", "--dataset",
+                                data,    "--max-tokens", "2", "--db",     db,    "--json",
+                                NULL};
+    json_t *j = run_json(args, 0);
+    json_t *config = json_object_get(j, "config");
+    char want[160];
+    snprintf(want, sizeof want, "%s/caf?", dir);
+    assert_string_equal(json_string_value(json_object_get(config, "model")), want);
+    snprintf(want, sizeof want, "%s/donn?.jsonl", dir);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(config, "dataset"), "path")), want);
+    assert_true(metric(j, "completed") == 1);
+    json_decref(j);
 }
 
 /* --search-qps is load's search (cli/loadrun.h) with the engine answering: every trial is
@@ -409,6 +543,8 @@ int main(void) {
         cmocka_unit_test(test_infer_cli_accuracy_scores_rouge),
         cmocka_unit_test(test_infer_cli_synthetic_prompts_are_sized_in_tokens),
         cmocka_unit_test(test_infer_cli_accuracy_log_holds_the_engines_token_ids),
+        cmocka_unit_test(test_infer_cli_generated_text_is_utf8_on_every_line),
+        cmocka_unit_test(test_infer_cli_json_names_paths_that_are_not_utf8),
         cmocka_unit_test(test_infer_cli_search_runs_trials_as_one_group),
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
         cmocka_unit_test(test_infer_cli_refuses_samples_that_cannot_fit_before_running),

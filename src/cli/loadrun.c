@@ -272,15 +272,22 @@ static lb_status out_result(FILE *f, void *ctx, lb_err *err) {
     return rc == 0 ? LB_OK : lb_fail(err, LB_ERR_NOMEM, "cannot encode llmbench_result.json");
 }
 
+/* generated.jsonl: a line a sample with its text (null where it failed) and reference.
+ * The SUT's texts are UTF-8 (infer/ makes the engine's so); one that is not, or no memory,
+ * fails the file rather than leave an empty line for ROUGE to score. */
 static lb_status out_generated(FILE *f, void *ctx, lb_err *err) {
-    (void)err;
     const out_files *o = ctx;
     for (size_t i = 0; i < o->rep->n_texts; i++) {
         json_t *line = json_pack("{s:I, s:s?, s:s?}", "sample", (json_int_t)i, "text",
                                  o->rep->texts[i], "reference", o->ds->samples[i].reference);
-        json_dumpf(line, f, JSON_COMPACT);
-        fputc('\n', f);
+        int rc = line ? json_dumpf(line, f, JSON_COMPACT) : -1;
         json_decref(line);
+        if (rc != 0)
+            return lb_fail(err, LB_ERR_FORMAT,
+                           "generated.jsonl: sample %zu: its text or reference cannot be "
+                           "written as JSON (not UTF-8, or out of memory)",
+                           i);
+        fputc('\n', f);
     }
     return LB_OK;
 }
@@ -446,12 +453,20 @@ int lb_loadrun(const lb_loadrun_params *lp) {
             fprintf(stderr, "llmbench %s: %s\n", cmd, err.msg);
         } else {
             none_ran = false;
-            if (lp->common->json && doc != NULL)
-                json_array_append_new(doc, run_json(r, run_id, &w.rep));
-            else if (lp->common->json)
-                doc = run_json(r, run_id, &w.rep);
-            else if (!grouped)
+            json_t *rj = lp->common->json ? run_json(r, run_id, &w.rep) : NULL;
+            if (lp->common->json && rj == NULL) { /* never an empty --json with exit 0 */
+                fprintf(stderr,
+                        "llmbench %s: the run cannot be written as JSON (a string not UTF-8, or "
+                        "out of memory)\n",
+                        cmd);
+                st = LB_ERR_FORMAT;
+            } else if (rj != NULL && doc != NULL) {
+                json_array_append_new(doc, rj);
+            } else if (rj != NULL) {
+                doc = rj;
+            } else if (!grouped) {
                 lb_loadgen_summary_write(stdout, &w.rep.summary, lp->sut_name);
+            }
             if (lp->out_dir != NULL) {
                 char dir[4096];
                 if (grouped && mkdir(lp->out_dir, 0777) != 0 && errno != EEXIST) {

@@ -736,6 +736,8 @@ lb_status lb_engine_gpu_open(lb_backend **out, const lb_weights *w, const lb_eng
                 p->kv_tokens > 0
                     ? (p->kv_tokens + p->block_size - 1) / p->block_size
                     : (int64_t)((allowed - (double)(fixed + reserve)) / (double)block_bytes) - 1;
+            /* blocks count in int32_t (engine.c refuses a --kv-tokens of more) */
+            if (n_blocks > INT32_MAX - 1) n_blocks = INT32_MAX - 1;
             if (n_blocks < g->max_blocks)
                 st = lb_fail(err, LB_ERR_NOMEM,
                              "after the weights, the KV cache holds %lld tokens, fewer than one "

@@ -1,5 +1,6 @@
 /* sample.c: the sampler of sample.h. Candidates are sorted by logit (ties by id), so the
- * top-k and top-p cuts are prefixes of one order; sums run in double. */
+ * top-k and top-p cuts are prefixes of one order; sums run in double. A temperature too
+ * small for the logits over it to stay finite decodes greedily. */
 #include "engine/sample.h"
 
 #include <math.h>
@@ -34,6 +35,9 @@ int32_t lb_sample_token(const float *logits, int32_t V, const lb_sampling *s, lb
     for (int32_t i = 0; i < V; i++)
         c[i] = (cand){logits[i] / s->temperature, i};
     qsort(c, (size_t)V, sizeof *c, cmp_cand);
+    /* A temperature so small (1e-40, subnormal) that the largest logit over it overflows
+     * puts all the mass on that logit: greedy, where exp(inf - inf) would draw from NaNs. */
+    if (isinf(c[0].v)) return lb_sample_argmax(logits, V);
     int32_t n = s->top_k > 0 && s->top_k < V ? s->top_k : V;
     double sum = 0.0, mx = c[0].v;
     for (int32_t i = 0; i < n; i++)

@@ -1,7 +1,8 @@
 /* sample.h: choosing the next token from a row of logits.
  *
- * Greedy (temperature 0) is the first largest logit. Otherwise the logits are divided by
- * the temperature, cut to the top_k largest (0: all), softmaxed, cut to the smallest set
+ * Greedy (temperature 0) is the first largest logit; so is a temperature so small that the
+ * largest logit divided by it overflows (a subnormal one). Otherwise the logits are divided
+ * by the temperature, cut to the top_k largest (0: all), softmaxed, cut to the smallest set
  * of most likely tokens whose probability reaches top_p (1: all), renormalised, and one
  * token is drawn with the request's own generator, so a seed gives the same text
  * whatever else is in the batch. Not here: repetition or frequency penalties, min_p,

@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/utf8text.h"
 #include "model/hf_tokenizer.h"
 
 typedef struct {
@@ -96,8 +97,24 @@ static lb_status make_prompts(engine_sut *E, lb_err *err) {
     return LB_OK;
 }
 
-/* The generated ids as text (a trailing end-of-sequence id left out), token by token: an
- * id the tokenizer lacks (a model's unused rows) adds nothing. Without a tokenizer, "". */
+/* Makes the NUL-terminated t UTF-8, as JSON (generated.jsonl) needs, and *len its length:
+ * a character that the end cuts short (--max-tokens stopped inside its bytes) is dropped,
+ * every other byte that starts no character becomes '?'. The text ends at a NUL byte a
+ * token decoded to: it goes on as a C string. */
+static void make_utf8(char *t, size_t *len) {
+    *len = strlen(t);
+    for (size_t i = *len > 3 ? *len - 3 : 0; i < *len; i++)
+        if (lb_utf8text_char_len(t + i, *len - i) < 0) {
+            *len = i;
+            t[i] = '\0';
+            break;
+        }
+    lb_utf8text_repair(t);
+}
+
+/* The generated ids as text (a trailing end-of-sequence id left out), token by token, made
+ * UTF-8 (make_utf8): an id the tokenizer lacks (a model's unused rows) adds nothing.
+ * Without a tokenizer, "". */
 static char *decode_text(const engine_sut *E, const uint32_t *ids, size_t n, size_t *len) {
     const lb_infer_params *p = E->p;
     for (int k = 0; n > 0 && k < p->n_eos && !p->lg.request.ignore_eos; k++)
@@ -130,6 +147,7 @@ static char *decode_text(const engine_sut *E, const uint32_t *ids, size_t n, siz
         free(piece);
     }
     t[*len] = '\0';
+    make_utf8(t, len);
     return t;
 }
 

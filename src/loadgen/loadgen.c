@@ -29,6 +29,7 @@
 #include "core/provenance.h"
 #include "core/rng.h"
 #include "core/signals.h"
+#include "core/utf8text.h"
 
 #define PROGRESS_NS     500000000LL
 #define WARMUP_TAG      (UINT64_C(1) << 62) /* marks unrecorded warm-up requests */
@@ -703,12 +704,23 @@ static void free_run(run *R) {
     free(R->n_ids);
 }
 
+/* text as a JSON string, its bytes that are not UTF-8 as '?' (a path or a name typed by
+ * the user may hold any bytes, and jansson takes none that are not UTF-8); NULL as null.
+ * New reference; NULL when out of memory. */
+static json_t *text_json(const char *text) {
+    if (text == NULL) return json_null();
+    char *copy = strdup(text);
+    json_t *j = copy ? json_string(lb_utf8text_repair(copy)) : NULL;
+    free(copy);
+    return j;
+}
+
 json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds) {
     json_t *eps = json_array();
     for (size_t i = 0; i < p->pool.n_endpoints; i++) {
         char shown[1024];
         lb_provenance_mask_url(p->pool.endpoints[i], shown, sizeof shown);
-        json_array_append_new(eps, json_string(shown));
+        json_array_append_new(eps, json_string(lb_utf8text_repair(shown)));
     }
     const lb_constraints *c = &p->constraints;
     /* The seeds are unsigned 64-bit (MLPerf's exceed INT64_MAX) and JSON integers here are
@@ -720,8 +732,8 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
         "{s:s, s:s, s:f, s:f, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:i, s:{s:f, s:f, "
         "s:f, s:f, "
         "s:f, s:f},"
-        " s:f, s:s, s:s?, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:s?, s:s?, s:{s:s?, s:s, s:I},"
-        " s:s?}",
+        " s:f, s:s, s:o, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:o, s:o, s:{s:o, s:s, s:I},"
+        " s:o}",
         "scenario", lb_loadgen_scenario_name(p->scenario), "mode", lb_loadgen_mode_name(p->mode),
         "qps", p->qps, "burstiness", p->burstiness, "ramp_up_s", p->ramp_up_s, "concurrency",
         (json_int_t)p->concurrency, "min_duration_s", p->min_duration_s, "min_queries",
@@ -731,12 +743,13 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
         "max_tokens", (int)p->max_tokens, "constraints", "ttft_limit_ms", c->ttft_limit_ms,
         "tpot_limit_ms", c->tpot_limit_ms, "percentile", c->percentile, "confidence", c->confidence,
         "slo_ttft_ms", c->slo_ttft_ms, "slo_tpot_ms", c->slo_tpot_ms, "drain_s", p->drain_s, "api",
-        lb_openai_api_name(p->request.api), "model", p->request.model, "stream", p->request.stream,
-        "ignore_eos", p->request.ignore_eos, "temperature", p->request.temperature, "endpoints",
-        eps, "timeout_ms", (json_int_t)p->pool.http.timeout_ms, "retries",
-        (json_int_t)p->pool.retries, "eject_after", (json_int_t)p->pool.eject_after, "model_key",
-        p->model_key, "api_key_env", p->api_key_env, "dataset", "path", p->dataset_path, "format",
-        ds->format, "samples", (json_int_t)ds->n, "tokenizer", p->tokenizer_path);
+        lb_openai_api_name(p->request.api), "model", text_json(p->request.model), "stream",
+        p->request.stream, "ignore_eos", p->request.ignore_eos, "temperature",
+        p->request.temperature, "endpoints", eps, "timeout_ms", (json_int_t)p->pool.http.timeout_ms,
+        "retries", (json_int_t)p->pool.retries, "eject_after", (json_int_t)p->pool.eject_after,
+        "model_key", text_json(p->model_key), "api_key_env", text_json(p->api_key_env), "dataset",
+        "path", text_json(p->dataset_path), "format", ds->format, "samples", (json_int_t)ds->n,
+        "tokenizer", text_json(p->tokenizer_path));
 }
 
 /* Appends the per-query series to r, then the run's inter-token gaps in query order
@@ -890,6 +903,10 @@ lb_status lb_loadgen_run_sut(const lb_loadgen_params *p, const lb_dataset *ds, c
     }
     json_decref(out->config);
     out->config = lb_loadgen_config_json(p, ds);
+    if (out->config == NULL) {
+        free_run(&R);
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory for the run's options as JSON");
+    }
     out->start_wall_s = lb_clock_wall_s();
     int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* wake-ups within a microsecond */

@@ -93,9 +93,10 @@ typedef struct {
 
 void lb_loadgen_report_free(lb_loadgen_report *r);
 
-/* Every option that shapes the run, as JSON (new reference). The API key appears only as
- * the name of its environment variable; the two seeds, unsigned 64-bit, are decimal
- * strings. lb_loadgen_run stores it as the result's config. */
+/* Every option that shapes the run, as JSON (new reference; NULL when out of memory). The
+ * API key appears only as the name of its environment variable; the two seeds, unsigned
+ * 64-bit, are decimal strings; a name or path that is not UTF-8 is written with '?' for
+ * the bytes that are not. lb_loadgen_run stores it as the result's config. */
 json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds);
 
 /* A system under test as the scenario engine (lb_loadgen_run_sut) drives it: the HTTP

@@ -263,12 +263,20 @@ static lb_status open_shards(lb_hf_model *m, lb_err *err) {
     }
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
+    if (root == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "%s:%d:%d: not JSON: %s", path, je.line, je.column,
+                       je.text);
     json_t *wm = json_object_get(root, "weight_map");
     if (!json_is_object(wm)) {
         json_decref(root);
         return lb_fail(err, LB_ERR_USAGE, "%s: no \"weight_map\" object", path);
     }
-    const char *files[1024];
+    /* no more files than tensors; files[k] points into root */
+    const char **files = malloc((json_object_size(wm) + 1) * sizeof *files);
+    if (files == NULL) {
+        json_decref(root);
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    }
     size_t n = 0;
     const char *key;
     json_t *val;
@@ -283,7 +291,7 @@ static lb_status open_shards(lb_hf_model *m, lb_err *err) {
         size_t i = 0;
         while (i < n && strcmp(files[i], f) != 0)
             i++;
-        if (i == n && n < sizeof files / sizeof files[0]) files[n++] = f;
+        if (i == n) files[n++] = f;
     }
     if (st == LB_OK && n == 0) st = lb_fail(err, LB_ERR_USAGE, "%s: weight_map is empty", path);
     if (st == LB_OK && (m->shards = calloc(n, sizeof *m->shards)) == NULL)
@@ -297,6 +305,7 @@ static lb_status open_shards(lb_hf_model *m, lb_err *err) {
         else
             st = LB_ERR_USAGE;
     }
+    free(files);
     json_decref(root);
     return st;
 }
