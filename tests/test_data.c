@@ -14,17 +14,22 @@
 
 static char g_dir[64];
 
-/* Writes a shard with the given header fields and tokens; extra_bytes appends garbage. */
-static void write_shard(const char *path, int32_t magic, int32_t version, int32_t count,
-                        const uint16_t *tokens, int n_tokens) {
+/* Writes a shard with the given header fields and n_tokens tokens of token_bytes each. */
+static void write_shard_of(const char *path, int32_t magic, int32_t version, int32_t count,
+                           const void *tokens, size_t token_bytes, int n_tokens) {
     int32_t header[LB_SHARD_HEADER_INTS] = {0};
     header[0] = magic;
     header[1] = version;
     header[2] = count;
     FILE *f = fopen(path, "wb");
     fwrite(header, sizeof header, 1, f);
-    fwrite(tokens, sizeof *tokens, (size_t)n_tokens, f);
+    fwrite(tokens, token_bytes, (size_t)n_tokens, f);
     fclose(f);
+}
+
+static void write_shard(const char *path, int32_t magic, int32_t version, int32_t count,
+                        const uint16_t *tokens, int n_tokens) {
+    write_shard_of(path, magic, version, count, tokens, sizeof *tokens, n_tokens);
 }
 
 static void shard_path(char *buf, size_t cap, const char *name) {
@@ -115,6 +120,13 @@ static void test_data_truncated_shard_is_refused(void **state) {
     expect_refused("short.bin", LB_SHARD_MAGIC, 1, 16, 10, 5, "says 16 tokens");
 }
 
+/* A negative count is named as such, not as a size computed from it. */
+static void test_data_shard_with_negative_count_is_refused(void **state) {
+    (void)state;
+    expect_refused("negative.bin", LB_SHARD_MAGIC, 1, -1, 16, 5,
+                   "the token count at offset 8 is -1, below zero");
+}
+
 static void test_data_token_outside_vocabulary_names_offset(void **state) {
     (void)state;
     /* token 5 sits at byte 1024 + 5*2 = 1034 */
@@ -135,9 +147,51 @@ static void test_data_shard_shorter_than_a_batch_says_what_a_batch_reads(void **
     assert_int_equal(lb_data_open(path, 50, 4, 8, 1, &d, &err), LB_ERR_USAGE);
     assert_null(d);
     const char *want = "has 16 tokens, fewer than one batch reads: 4 sequences (every rank's "
-                       "micro-batch together) x 8 tokens + 1 = 33; give a longer shard, or a "
-                       "smaller --batch or --seq";
+                       "micro-batch together) x 8 tokens + 1 = 33; it holds a batch of 1 x 8 "
+                       "or 4 x 3 tokens (+ 1): give a longer shard, or a smaller --batch or "
+                       "--seq";
     if (strstr(err.msg, want) == NULL) fail_msg("'%s' lacks '%s'", err.msg, want);
+    /* What it says fits does fit. */
+    assert_int_equal(lb_data_open(path, 50, 1, 8, 1, &d, &err), LB_OK);
+    lb_data_close(d);
+    assert_int_equal(lb_data_open(path, 50, 4, 3, 1, &d, &err), LB_OK);
+    lb_data_close(d);
+}
+
+/* llm.c's Llama 3 shards hold uint32 ids (a Llama 3 vocabulary has 128256): read whole,
+ * batches as from a GPT-2 shard, an id outside the vocabulary named at its byte offset. */
+static void test_data_llama3_shard_reads_ids_past_65535(void **state) {
+    (void)state;
+    uint32_t tokens[20];
+    for (int i = 0; i < 20; i++)
+        tokens[i] = 70000u + (uint32_t)i * 3000u;
+    char path[128];
+    shard_path(path, sizeof path, "llama3.bin");
+    write_shard_of(path, LB_SHARD_MAGIC_LLAMA3, LB_SHARD_VERSION_LLAMA3, 20, tokens, sizeof *tokens,
+                   20);
+    lb_data_loader *d = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_data_open(path, 128256, 2, 4, 1, &d, &err), LB_OK);
+    assert_int_equal(lb_data_shard_tokens(d), 20);
+    int32_t in[8], tg[8];
+    lb_data_next(d, in, tg);
+    lb_data_next(d, in, tg); /* tokens 8..16 */
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(in[i], 70000 + (8 + i) * 3000);
+        assert_int_equal(tg[i], 70000 + (9 + i) * 3000);
+    }
+    lb_data_close(d);
+    /* token 19 = 127000 sits at byte 1024 + 19 * 4 = 1100 */
+    assert_int_equal(lb_data_open(path, 127000, 2, 4, 1, &d, &err), LB_ERR_FORMAT);
+    if (strstr(err.msg, "token 127000 at offset 1100") == NULL) fail_msg("'%s'", err.msg);
+    /* its size is counted in 4-byte tokens, and its version is the Llama 3 layout's */
+    write_shard_of(path, LB_SHARD_MAGIC_LLAMA3, LB_SHARD_VERSION_LLAMA3, 20, tokens, sizeof *tokens,
+                   10);
+    assert_int_equal(lb_data_open(path, 128256, 2, 4, 1, &d, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "says 20 tokens of 4 bytes (1104 bytes in all)"));
+    write_shard_of(path, LB_SHARD_MAGIC_LLAMA3, LB_SHARD_VERSION, 20, tokens, sizeof *tokens, 20);
+    assert_int_equal(lb_data_open(path, 128256, 2, 4, 1, &d, &err), LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "version 1 at offset 4, expected 7"));
 }
 
 static void test_data_missing_file_is_an_io_error(void **state) {
@@ -220,6 +274,12 @@ static void test_data_rank_parts_tile_the_global_batch(void **state) {
     shard_path(path, sizeof path, "parts.bin");
     write_shard(path, LB_SHARD_MAGIC, LB_SHARD_VERSION, 100, tokens, 100);
     expect_parts_tile_the_batch(path); /* 3 x 41 > 100: the third batch wraps */
+    uint32_t wide[100];
+    for (int i = 0; i < 100; i++)
+        wide[i] = tokens[i];
+    write_shard_of(path, LB_SHARD_MAGIC_LLAMA3, LB_SHARD_VERSION_LLAMA3, 100, wide, sizeof *wide,
+                   100);
+    expect_parts_tile_the_batch(path);
     expect_parts_tile_the_batch("synthetic");
     expect_parts_tile_the_batch("repeat");
 }
@@ -231,8 +291,10 @@ int main(void) {
         cmocka_unit_test(test_data_shard_with_wrong_magic_is_refused),
         cmocka_unit_test(test_data_shard_with_wrong_version_is_refused),
         cmocka_unit_test(test_data_truncated_shard_is_refused),
+        cmocka_unit_test(test_data_shard_with_negative_count_is_refused),
         cmocka_unit_test(test_data_token_outside_vocabulary_names_offset),
         cmocka_unit_test(test_data_shard_shorter_than_a_batch_says_what_a_batch_reads),
+        cmocka_unit_test(test_data_llama3_shard_reads_ids_past_65535),
         cmocka_unit_test(test_data_missing_file_is_an_io_error),
         cmocka_unit_test(test_data_repeat_returns_the_same_batch),
         cmocka_unit_test(test_data_synthetic_is_seeded_and_in_vocabulary),

@@ -55,6 +55,11 @@ static void test_dataset_cnn_bad_field_names_file_record_and_field(void **state)
         parse(lb_dataset_parse_cnn, "[{\"input\": \"x\", \"tok_input\": [1, \"a\"]}]", &ds, &err),
         LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "tok_input"));
+    /* an empty tok_input would count a prompt of 0 tokens */
+    assert_int_equal(
+        parse(lb_dataset_parse_cnn, "[{\"input\": \"x\", \"tok_input\": []}]", &ds, &err),
+        LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "record 0: field \"tok_input\" must be a non-empty array"));
     assert_int_equal(parse(lb_dataset_parse_cnn, "{\"input\": \"x\"}", &ds, &err), LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "array"));
     assert_int_equal(parse(lb_dataset_parse_cnn, "[{\"input\": \"x\"", &ds, &err), LB_ERR_FORMAT);
@@ -101,6 +106,11 @@ static void test_dataset_jsonl_bad_line_is_named(void **state) {
         parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\", \"reference\": [1]}", &ds, &err),
         LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "reference"));
+    /* an empty prompt is a request every server refuses: refused before the run */
+    assert_int_equal(
+        parse(lb_dataset_parse_jsonl, "{\"prompt\": \"a\"}\n{\"prompt\": \"\"}\n", &ds, &err),
+        LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "data.json: line 2: field \"prompt\" is empty"));
 }
 
 /* "\u0000" inside a text would silently cut the prompt short as a C string: refused, with
@@ -152,10 +162,12 @@ static void test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones(void
         " {\"from\": \"gpt\", \"value\": \"A1\"}, {\"from\": \"human\", \"value\": \"Q2\"}]},"
         " {\"id\": \"b\", \"conversations\": [{\"from\": \"human\", \"value\": \"alone\"}]},"
         " {\"id\": \"c\", \"conversations\": [{\"from\": \"gpt\", \"value\": \"x\"},"
-        " {\"from\": \"human\", \"value\": \"y\"}]}]";
+        " {\"from\": \"human\", \"value\": \"y\"}]},"
+        " {\"id\": \"d\", \"conversations\": [{\"from\": \"human\", \"value\": \"\"},"
+        " {\"from\": \"gpt\", \"value\": \"an answer to nothing\"}]}]";
     assert_int_equal(parse(lb_dataset_parse_sharegpt, text, &ds, &err), LB_OK);
     assert_int_equal(ds.n, 1);
-    assert_int_equal(ds.skipped, 2);
+    assert_int_equal(ds.skipped, 3); /* b and c lack an exchange, d's prompt is empty */
     assert_string_equal(ds.samples[0].prompt, "Q1");
     assert_string_equal(ds.samples[0].reference, "A1");
     lb_dataset_free(&ds);
@@ -237,8 +249,9 @@ static void test_dataset_synthetic_is_seeded_and_follows_lengths(void **state) {
     lb_dataset_free(&b);
 }
 
-/* With a tokenizer, prompts without a count (JSONL) or with an estimate (synthetic: words)
- * get the tokenizer's count; cnn_eval.json's own tok_input stays. */
+/* With a tokenizer, prompts without a count (JSONL, cnn_eval records without tok_input) or
+ * with an estimate (synthetic: words) get the tokenizer's count; cnn_eval.json's own
+ * tok_input stays. */
 static void test_dataset_count_tokens_replaces_missing_and_estimated_counts(void **state) {
     (void)state;
     lb_tokenizer *tok = lb_test_gpt2_tokenizer();
@@ -266,11 +279,18 @@ static void test_dataset_count_tokens_replaces_missing_and_estimated_counts(void
     }
     lb_dataset_free(&d);
 
+    /* a record without tok_input is counted like a JSONL prompt */
     const char *cnn = "[{\"input\": \"An article.\", \"tok_input\": [1, 2, 3, 4], "
-                      "\"output\": \"A summary.\"}]";
+                      "\"output\": \"A summary.\"}, {\"input\": \"Another.\"}]";
     assert_int_equal(lb_dataset_parse_cnn(cnn, strlen(cnn), "cnn.json", &d, &err), LB_OK);
+    assert_int_equal(d.samples[1].input_tokens, -1);
     assert_int_equal(lb_dataset_count_tokens(&d, tok, &err), LB_OK);
     assert_int_equal(d.samples[0].input_tokens, 4);
+    int64_t n = 0;
+    assert_int_equal(
+        lb_tokenizer_count(tok, d.samples[1].prompt, strlen(d.samples[1].prompt), &n, &err), LB_OK);
+    assert_true(n > 10);
+    assert_int_equal(d.samples[1].input_tokens, n);
     lb_dataset_free(&d);
     lb_tokenizer_free(tok);
 }
@@ -369,6 +389,23 @@ static void test_dataset_load_detects_format_from_file(void **state) {
     fclose(f);
     assert_int_equal(lb_dataset_load(path, "auto", &ds, &err), LB_OK);
     assert_string_equal(ds.format, "sharegpt");
+    lb_dataset_free(&ds);
+    unlink(path);
+    /* A UTF-8 byte order mark before the JSON (Notepad, PowerShell) is skipped, in the
+     * format's detection too. */
+    f = fopen(path, "w");
+    fputs("\xEF\xBB\xBF{\"prompt\": \"x\"}\r\n{\"prompt\": \"y\"}\r\n", f);
+    fclose(f);
+    assert_int_equal(lb_dataset_load(path, "auto", &ds, &err), LB_OK);
+    assert_string_equal(ds.format, "jsonl");
+    assert_int_equal(ds.n, 2);
+    assert_string_equal(ds.samples[0].prompt, "x");
+    lb_dataset_free(&ds);
+    f = fopen(path, "w");
+    fputs("\xEF\xBB\xBF[{\"input\": \"An article.\", \"output\": \"A summary.\"}]", f);
+    fclose(f);
+    assert_int_equal(lb_dataset_load(path, "cnn", &ds, &err), LB_OK);
+    assert_int_equal(ds.n, 1);
     lb_dataset_free(&ds);
     unlink(path);
     assert_int_equal(lb_dataset_load(path, "auto", &ds, &err), LB_ERR_USAGE);

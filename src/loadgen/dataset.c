@@ -53,8 +53,9 @@ static void sample_free(lb_sample *s) {
 }
 
 lb_status lb_dataset_count_tokens(lb_dataset *d, const lb_tokenizer *tok, lb_err *err) {
-    if (strcmp(d->format, "cnn") == 0) return LB_OK;
+    const bool cnn = strcmp(d->format, "cnn") == 0;
     for (size_t i = 0; i < d->n; i++) {
+        if (cnn && d->samples[i].input_tokens >= 0) continue; /* the file's tok_input */
         int64_t n = 0;
         LB_TRY(
             lb_tokenizer_count(tok, d->samples[i].prompt, strlen(d->samples[i].prompt), &n, err));
@@ -172,12 +173,12 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
         if (tok != NULL) {
             size_t k;
             json_t *t;
-            bool ok = json_is_array(tok);
+            bool ok = json_is_array(tok) && json_array_size(tok) > 0;
             if (ok) json_array_foreach(tok, k, t) ok = ok && json_is_integer(t);
             if (!ok) {
                 st = lb_fail(err, LB_ERR_FORMAT,
-                             "dataset %s: record %zu: field \"tok_input\" must be an array of "
-                             "integers (token ids)",
+                             "dataset %s: record %zu: field \"tok_input\" must be a non-empty "
+                             "array of integers (the prompt's token ids)",
                              name, i);
                 break;
             }
@@ -227,6 +228,11 @@ static lb_status jsonl_record(const char *line, size_t n, size_t line_no, const 
                      "dataset %s: line %zu: field \"max_tokens\" must be an integer in "
                      "[1, 1000000]",
                      name, line_no);
+    else if (json_string_length(prompt) == 0)
+        st = lb_fail(err, LB_ERR_FORMAT,
+                     "dataset %s: line %zu: field \"prompt\" is empty: a request needs a prompt "
+                     "of at least one token",
+                     name, line_no);
     else if (has_nul(prompt) || (ref != NULL && has_nul(ref)))
         st = lb_fail(err, LB_ERR_FORMAT,
                      "dataset %s: line %zu: field \"%s\" contains a NUL character (\\u0000): "
@@ -270,6 +276,12 @@ static bool turn_from(const json_t *turn, const char *a, const char *b) {
     const char *from = json_string_value(json_object_get(turn, "from"));
     if (from == NULL) from = json_string_value(json_object_get(turn, "role"));
     return from != NULL && (strcmp(from, a) == 0 || strcmp(from, b) == 0);
+}
+
+/* A user turn a request can send: an empty text is no prompt (a server refuses it). */
+static bool user_turn(const json_t *turn) {
+    return turn_from(turn, "human", "user") &&
+           json_string_length(json_object_get(turn, "value")) > 0;
 }
 
 /* One sample a user turn that has a reply: turns = the conversation's first 2k + 1 texts
@@ -345,7 +357,7 @@ static lb_status parse_sharegpt(const char *buf, size_t len, const char *name, b
         if (st != LB_OK) break;
         size_t pairs = 0, first = out->n;
         while (json_array_get(conv, 2 * pairs + 1) != NULL &&
-               turn_from(json_array_get(conv, 2 * pairs), "human", "user") &&
+               user_turn(json_array_get(conv, 2 * pairs)) &&
                turn_from(json_array_get(conv, 2 * pairs + 1), "gpt", "assistant") &&
                (multi_turn || pairs == 0))
             pairs++;
@@ -568,16 +580,19 @@ lb_status lb_dataset_load(const char *path, const char *format, lb_dataset *out,
     char *buf = NULL;
     size_t len = 0;
     LB_TRY(lb_file_read(path, &buf, &len, err));
-    if (strcmp(format, "auto") == 0) format = sniff(path, buf, len);
+    /* A UTF-8 byte order mark (Windows editors write one) is not JSON: skipped. */
+    const char *text = buf;
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) text += 3, len -= 3;
+    if (strcmp(format, "auto") == 0) format = sniff(path, text, len);
     lb_status st;
     if (strcmp(format, "cnn") == 0)
-        st = lb_dataset_parse_cnn(buf, len, path, out, err);
+        st = lb_dataset_parse_cnn(text, len, path, out, err);
     else if (strcmp(format, "jsonl") == 0)
-        st = lb_dataset_parse_jsonl(buf, len, path, out, err);
+        st = lb_dataset_parse_jsonl(text, len, path, out, err);
     else if (strcmp(format, "sharegpt") == 0)
-        st = lb_dataset_parse_sharegpt(buf, len, path, out, err);
+        st = lb_dataset_parse_sharegpt(text, len, path, out, err);
     else if (strcmp(format, "sharegpt-turns") == 0)
-        st = lb_dataset_parse_sharegpt_turns(buf, len, path, out, err);
+        st = lb_dataset_parse_sharegpt_turns(text, len, path, out, err);
     else
         st = lb_fail(err, LB_ERR_USAGE,
                      "dataset format '%s' is not one of auto, cnn, jsonl, sharegpt, sharegpt-turns",

@@ -4,13 +4,15 @@
  * Four sources: MLPerf llama3.1-8b cnn_eval.json (a JSON array of {input, tok_input,
  * output}; the prompt is the MLPerf summarization template around `input`), JSONL with
  * `prompt` (and optional `reference`, `max_tokens`), ShareGPT JSON (the first human turn
- * is the prompt, the next assistant turn the reference), and synthetic prompts whose
- * input and output lengths follow a seeded distribution, in words or (with a tokenizer)
- * in tokens, optionally after one of a few shared prefixes (vLLM's prefix repetition). Every parser
- * takes a buffer, so it can be fuzzed and tested without files, and refuses a malformed dataset
- * with one sentence naming the file, the record and the field. Token counts are known where the
- * file carries them (tok_input), the generator chose them (synthetic), or a tokenizer
- * counted them. */
+ * is the prompt, the next assistant turn the reference; a conversation that does not open
+ * with a non-empty human turn and a reply is skipped and counted), and synthetic prompts
+ * whose input and output lengths follow a seeded distribution, in words or (with a
+ * tokenizer) in tokens, optionally after one of a few shared prefixes (vLLM's prefix
+ * repetition). Every parser takes a buffer, so it can be fuzzed and tested without files,
+ * and refuses a malformed dataset with one sentence naming the file, the record and the
+ * field (an empty JSONL prompt included: no server takes one). lb_dataset_load skips a
+ * file's leading UTF-8 byte order mark. Token counts are known where the file carries them
+ * (tok_input), the generator chose them (synthetic), or a tokenizer counted them. */
 #ifndef LB_LOADGEN_DATASET_H
 #define LB_LOADGEN_DATASET_H
 
@@ -103,9 +105,9 @@ lb_status lb_dataset_synthetic(const lb_dataset_synthetic_params *p, lb_dataset 
  * "input" is cnn_eval). */
 lb_status lb_dataset_load(const char *path, const char *format, lb_dataset *out, lb_err *err);
 
-/* Counts every prompt with tok where the dataset carries no token count (JSONL, ShareGPT)
- * or only an estimate (synthetic made without a tokenizer: one per word); cnn_eval.json's
- * tok_input is kept. */
+/* Counts every prompt with tok where the dataset carries no token count (JSONL, ShareGPT,
+ * a cnn_eval record without tok_input) or only an estimate (synthetic made without a
+ * tokenizer: one per word); cnn_eval.json's tok_input is kept. */
 lb_status lb_dataset_count_tokens(lb_dataset *d, const lb_tokenizer *tok, lb_err *err);
 
 void lb_dataset_free(lb_dataset *d);

@@ -1,4 +1,5 @@
-/* data.c: synthetic batches and validated llm.c token shards (see data.h). */
+/* data.c: synthetic batches and validated llm.c token shards (see data.h). A shard's
+ * tokens stay in the file's width (uint16 or uint32) and are widened as batches are cut. */
 #include "train/data.h"
 
 #include <errno.h>
@@ -17,11 +18,27 @@ struct lb_data_loader {
     int32_t vocab_size;
     int64_t batch, seq;
     lb_rng rng;
-    int32_t *fixed;   /* SRC_REPEAT: the one batch of batch*seq+1 tokens */
-    int32_t *drawn;   /* SRC_SYNTHETIC: 2 batch*seq, the whole batch a part is cut from */
-    uint16_t *tokens; /* SRC_SHARD: the shard's tokens, read into memory */
+    int32_t *fixed;     /* SRC_REPEAT: the one batch of batch*seq+1 tokens */
+    int32_t *drawn;     /* SRC_SYNTHETIC: 2 batch*seq, the whole batch a part is cut from */
+    void *tokens;       /* SRC_SHARD: the shard's tokens, read into memory */
+    size_t token_bytes; /* SRC_SHARD: 2 (uint16 tokens) or 4 (uint32) */
     int64_t n_tokens, pos;
 };
+
+/* The shard layouts llm.c writes (its dev/data/data_common.py). */
+static const struct {
+    int32_t magic, version;
+    size_t token_bytes;
+    const char *name;
+} layouts[] = {
+    {LB_SHARD_MAGIC, LB_SHARD_VERSION, 2, "GPT-2"},
+    {LB_SHARD_MAGIC_LLAMA3, LB_SHARD_VERSION_LLAMA3, 4, "Llama 3"},
+};
+
+static uint32_t token_at(const lb_data_loader *d, int64_t i) {
+    return d->token_bytes == 2 ? ((const uint16_t *)d->tokens)[i]
+                               : ((const uint32_t *)d->tokens)[i];
+}
 
 static void fill_uniform(lb_data_loader *d, int32_t *out, int64_t n) {
     for (int64_t i = 0; i < n; i++)
@@ -68,52 +85,68 @@ static lb_status open_shard(lb_data_loader *d, const char *path, lb_err *err) {
         close(fd);
         return rs;
     }
-    if (header[0] != LB_SHARD_MAGIC) {
+    size_t k = 0;
+    while (k < sizeof layouts / sizeof layouts[0] && header[0] != layouts[k].magic)
+        k++;
+    if (k == sizeof layouts / sizeof layouts[0]) {
         close(fd);
         return lb_fail(err, LB_ERR_FORMAT,
-                       "%s is not a token shard: magic at offset 0 is %d, expected %d", path,
-                       header[0], LB_SHARD_MAGIC);
+                       "%s is not a token shard: magic at offset 0 is %d, expected %d (GPT-2, "
+                       "uint16 tokens) or %d (Llama 3, uint32 tokens)",
+                       path, header[0], LB_SHARD_MAGIC, LB_SHARD_MAGIC_LLAMA3);
     }
-    if (header[1] != LB_SHARD_VERSION) {
+    if (header[1] != layouts[k].version) {
         close(fd);
         return lb_fail(err, LB_ERR_FORMAT,
-                       "token shard %s has version %d at offset 4, expected %d (uint16 tokens)",
-                       path, header[1], LB_SHARD_VERSION);
+                       "token shard %s has version %d at offset 4, expected %d (the %s layout, "
+                       "uint%zu tokens)",
+                       path, header[1], layouts[k].version, layouts[k].name,
+                       8 * layouts[k].token_bytes);
     }
     int64_t n = header[2];
-    size_t want = header_bytes + (size_t)n * sizeof(uint16_t);
-    if (n < 0 || (size_t)st.st_size != want) {
+    if (n < 0) {
+        close(fd);
+        return lb_fail(err, LB_ERR_FORMAT,
+                       "token shard %s: the token count at offset 8 is %lld, below zero", path,
+                       (long long)n);
+    }
+    d->token_bytes = layouts[k].token_bytes;
+    size_t want = header_bytes + (size_t)n * d->token_bytes;
+    if ((size_t)st.st_size != want) {
         close(fd);
         return lb_fail(err, LB_ERR_FORMAT,
                        "token shard %s is truncated or oversized: the count at offset 8 says "
-                       "%lld tokens (%zu bytes in all), the file has %lld bytes",
-                       path, (long long)n, want, (long long)st.st_size);
+                       "%lld tokens of %zu bytes (%zu bytes in all), the file has %lld bytes",
+                       path, (long long)n, d->token_bytes, want, (long long)st.st_size);
     }
-    d->tokens = malloc(n > 0 ? (size_t)n * sizeof *d->tokens : 1);
+    d->tokens = malloc(n > 0 ? (size_t)n * d->token_bytes : 1);
     if (d->tokens == NULL) {
         close(fd);
         return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the %lld tokens of %s",
                        (long long)n, path);
     }
-    rs = read_exactly(fd, d->tokens, (size_t)n * sizeof *d->tokens, path, err);
+    rs = read_exactly(fd, d->tokens, (size_t)n * d->token_bytes, path, err);
     close(fd);
     if (rs != LB_OK) return rs;
     d->n_tokens = n;
     for (int64_t i = 0; i < n; i++) {
-        if (d->tokens[i] >= d->vocab_size)
+        uint32_t t = token_at(d, i);
+        if (t >= (uint32_t)d->vocab_size)
             return lb_fail(err, LB_ERR_FORMAT,
                            "token shard %s: token %u at offset %zu is outside the vocabulary "
                            "(size %d)",
-                           path, d->tokens[i], header_bytes + (size_t)i * sizeof(uint16_t),
-                           d->vocab_size);
+                           path, t, header_bytes + (size_t)i * d->token_bytes, d->vocab_size);
     }
-    int64_t need = d->batch * d->seq + 1;
+    int64_t need = d->batch * d->seq + 1, spare = n > 0 ? n - 1 : 0;
     if (n < need)
         return lb_fail(err, LB_ERR_USAGE,
                        "token shard %s has %lld tokens, fewer than one batch reads: %lld "
                        "sequences (every rank's micro-batch together) x %lld tokens + 1 = %lld; "
+                       "it holds a batch of %lld x %lld or %lld x %lld tokens (+ 1): "
                        "give a longer shard, or a smaller --batch or --seq",
-                       path, (long long)n, (long long)d->batch, (long long)d->seq, (long long)need);
+                       path, (long long)n, (long long)d->batch, (long long)d->seq, (long long)need,
+                       (long long)(spare / d->seq), (long long)d->seq, (long long)d->batch,
+                       (long long)(spare / d->batch));
     return LB_OK;
 }
 
@@ -167,8 +200,8 @@ void lb_data_next_part(lb_data_loader *d, int part, int parts, int32_t *inputs, 
     case SRC_SHARD:
         if (d->pos + n + 1 > d->n_tokens) d->pos = 0;
         for (int64_t i = 0; i < mine; i++) {
-            inputs[i] = d->tokens[d->pos + first + i];
-            targets[i] = d->tokens[d->pos + first + i + 1];
+            inputs[i] = (int32_t)token_at(d, d->pos + first + i);
+            targets[i] = (int32_t)token_at(d, d->pos + first + i + 1);
         }
         d->pos += n;
         break;

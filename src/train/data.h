@@ -4,16 +4,18 @@
  *   "synthetic"  a fresh batch every step, tokens uniform over the vocabulary (seeded);
  *   "repeat"     one synthetic batch returned every step: an overfitting check whose
  *                loss must fall;
- *   FILE.bin     an llm.c-compatible token shard: a header of 256 little-endian int32
- *                (magic 20240520, version 1, token count, rest zero) then that many
- *                uint16 tokens. Batches are read as consecutive windows of B*T+1
- *                tokens (targets are inputs shifted by one), wrapping at the end.
+ *   FILE.bin     an llm.c token shard: a header of 256 little-endian int32 (magic,
+ *                version, token count, rest zero) then that many tokens, uint16 in the
+ *                GPT-2 layout (magic 20240520, version 1) or uint32 in the Llama 3 one
+ *                (magic 20240801, version 7: ids past 65535). Batches are read as
+ *                consecutive windows of B*T+1 tokens (targets are inputs shifted by one),
+ *                wrapping at the end.
  * A shard is read whole into memory with read(2) and validated completely when opened
  * (magic, version, size, every token id below the vocabulary), so a bad file fails before
  * anything runs, with the file and the byte offset of the problem in the message, and a
  * file changed or truncated during the run cannot affect it (a memory map would end the
- * process with SIGBUS). It costs 2 bytes of host memory a token. The loader does not
- * shuffle.
+ * process with SIGBUS). It costs the file's 2 or 4 bytes of host memory a token. The loader
+ * does not shuffle.
  *
  * Data parallelism: `batch` is the global batch; rank r of N reads its part with
  * lb_data_next_part, rows [r B/N, (r + 1) B/N) of the batch every rank draws alike, so N
@@ -25,9 +27,11 @@
 
 #include "core/status.h"
 
-#define LB_SHARD_MAGIC       20240520
-#define LB_SHARD_VERSION     1
-#define LB_SHARD_HEADER_INTS 256
+#define LB_SHARD_MAGIC          20240520 /* GPT-2 layout: uint16 tokens */
+#define LB_SHARD_VERSION        1
+#define LB_SHARD_MAGIC_LLAMA3   20240801 /* Llama 3 layout: uint32 tokens */
+#define LB_SHARD_VERSION_LLAMA3 7
+#define LB_SHARD_HEADER_INTS    256
 
 typedef struct lb_data_loader lb_data_loader;
 

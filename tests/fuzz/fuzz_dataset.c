@@ -3,9 +3,10 @@
  * corpus of all three formats feeds all three.
  *
  * A refused dataset must be empty and its message must name the file; an accepted one has
- * at least one sample, every prompt present and NUL-terminated, the format's fields as
- * dataset.h promises (cnn: the MLPerf template around the article and 128 output tokens;
- * JSONL: max_tokens 0 or within [1, 1000000]; ShareGPT: a reference for every prompt). */
+ * at least one sample, every prompt present, non-empty and NUL-terminated, a token count
+ * unknown (-1) or at least 1, the format's fields as dataset.h promises (cnn: the MLPerf
+ * template around the article and 128 output tokens; JSONL: max_tokens 0 or within
+ * [1, 1000000]; ShareGPT: a reference for every prompt). */
 #include <string.h>
 
 #include "fuzz.h"
@@ -23,7 +24,8 @@ static void check_samples(const lb_dataset *d) {
         FUZZ_CHECK(s->prompt != NULL);
         fuzz_touch(s->prompt, strlen(s->prompt) + 1);
         if (s->reference) fuzz_touch(s->reference, strlen(s->reference) + 1);
-        FUZZ_CHECK(s->input_tokens >= -1);
+        FUZZ_CHECK(s->prompt[0] != '\0');                          /* no server takes "" */
+        FUZZ_CHECK(s->input_tokens == -1 || s->input_tokens >= 1); /* tok_input: not [] */
         FUZZ_CHECK(s->max_tokens >= 0 && s->max_tokens <= 1000000);
     }
 }

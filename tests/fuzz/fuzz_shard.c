@@ -1,11 +1,12 @@
 /* fuzz_shard.c: llm.c token shards through lb_data_open (train/data.h) on arbitrary bytes.
  *
- * The loader only takes a path (it maps the file), so the bytes go into a memfd that is
+ * The loader only takes a path (it reads the file), so the bytes go into a memfd that is
  * opened through /proc/self/fd. Input layout: 4 bytes of loader settings (vocabulary
  * 1..65536 from bytes 0-1, batch 1..4 from byte 2, seq 1..16 from byte 3), then the shard
  * file. A refused shard must name the file; an accepted one must hold exactly the count its
- * header gives, and three batches drawn from it must be the file's consecutive windows,
- * every token id below the vocabulary. */
+ * header gives (uint16 tokens, or uint32 in the Llama 3 layout), and three batches drawn
+ * from it must be the file's consecutive windows, every token id below the vocabulary. */
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -40,10 +41,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(n >= header_bytes);
     int32_t header[3];
     memcpy(header, file, sizeof header);
-    FUZZ_CHECK(header[0] == LB_SHARD_MAGIC && header[1] == LB_SHARD_VERSION);
+    const bool wide = header[0] == LB_SHARD_MAGIC_LLAMA3; /* uint32 tokens */
+    FUZZ_CHECK((header[0] == LB_SHARD_MAGIC && header[1] == LB_SHARD_VERSION) ||
+               (wide && header[1] == LB_SHARD_VERSION_LLAMA3));
+    const size_t width = wide ? 4 : 2;
     int64_t n_tokens = lb_data_shard_tokens(d);
     FUZZ_CHECK(n_tokens == header[2]);
-    FUZZ_CHECK(n == header_bytes + (size_t)n_tokens * sizeof(uint16_t));
+    FUZZ_CHECK(n == header_bytes + (size_t)n_tokens * width);
     FUZZ_CHECK(n_tokens >= batch * seq + 1);
 
     /* Batches are windows of batch*seq+1 tokens from the start, wrapping to the start
@@ -55,10 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         lb_data_next(d, inputs, targets);
         if (pos + bt + 1 > n_tokens) pos = 0;
         for (int64_t i = 0; i < bt; i++) {
-            uint16_t in, target;
-            memcpy(&in, file + header_bytes + (size_t)(pos + i) * 2, 2);
-            memcpy(&target, file + header_bytes + (size_t)(pos + i + 1) * 2, 2);
-            FUZZ_CHECK(inputs[i] == in && targets[i] == target);
+            uint32_t in = 0, target = 0; /* little-endian: the low bytes first */
+            memcpy(&in, file + header_bytes + (size_t)(pos + i) * width, width);
+            memcpy(&target, file + header_bytes + (size_t)(pos + i + 1) * width, width);
+            FUZZ_CHECK(inputs[i] == (int32_t)in && targets[i] == (int32_t)target);
             FUZZ_CHECK(inputs[i] < vocab && targets[i] < vocab);
         }
         pos += bt;
