@@ -12,6 +12,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -29,6 +31,7 @@
 #include "core/rng.h"
 #include "gpu/devinfo.h"
 #include "model/lora.h"
+#include "store/store.h"
 #include "test_util.h"
 #include "train/data.h"
 #include "train/dp.h"
@@ -662,6 +665,66 @@ static void test_train_cli_rank_0_failing_alone_ends_the_job(void **state) {
         fail_msg("exit %d after %.0f s:\n%s", rc, took, out);
 }
 
+/* Another writer holds the results database's lock for longer than the ranks' start-up
+ * deadline: rank 0's check of the database takes no lock, so the ranks start, and rank 0
+ * stores the run once the lock is free (the store waits for it). */
+static void test_train_cli_database_locked_for_a_while_still_runs(void **state) {
+    (void)state;
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    lb_store *made = NULL; /* a database as llmbench leaves one: its schema, in WAL mode */
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_open(db, &made, &err), LB_OK);
+    lb_store_close(made);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t holder = fork();
+    if (holder == 0) { /* holds the write lock for 6 s */
+        sqlite3 *h = NULL;
+        if (sqlite3_open(db, &h) != SQLITE_OK ||
+            sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+            _exit(1);
+        if (write(ready[1], "x", 1) != 1) _exit(1);
+        sleep(6);
+        sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+        sqlite3_close(h);
+        _exit(0);
+    }
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    static char out[1 << 16];
+    const char *args[] = {"-np",
+                          "2",
+                          "-x",
+                          "OMP_NUM_THREADS=1",
+                          LB_TEST_BIN,
+                          "train",
+                          "--device",
+                          "cpu",
+                          "--model",
+                          "gpt2-tiny",
+                          "--steps",
+                          "2",
+                          "--warmup",
+                          "0",
+                          "--setup-timeout",
+                          "3",
+                          "--db",
+                          db,
+                          "--no-progress",
+                          "-q",
+                          NULL};
+    int rc = mpirun(args, out, sizeof out);
+    int status = 0;
+    waitpid(holder, &status, 0);
+    close(ready[0]);
+    close(ready[1]);
+    if (rc != 0) fail_msg("exit %d:\n%s", rc, out);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    lb_test_rmtree(dir);
+}
+
 /* A Ctrl-C that reaches one rank only (not rank 0) ends every rank at the same step, and
  * the run is stored as interrupted, naming that rank, with the steps measured so far. */
 static void test_train_cli_signal_to_one_rank_interrupts_every_rank(void **state) {
@@ -838,6 +901,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_train_cli_ranks_with_different_options_stop_before_running),
         cmocka_unit_test(test_train_cli_bad_input_exits_2),
         cmocka_unit_test(test_train_cli_rank_0_failing_alone_ends_the_job),
+        cmocka_unit_test(test_train_cli_database_locked_for_a_while_still_runs),
         cmocka_unit_test(test_train_cli_signal_to_one_rank_interrupts_every_rank),
         cmocka_unit_test(test_train_cli_hung_rank_fails_the_run_naming_it),
     };

@@ -268,13 +268,11 @@ int lb_cmd_comm(int argc, char **argv) {
         st = lb_fail(&err, LB_ERR_USAGE, "-r %d: the root must be a rank below %d", p->root,
                      lb_boot_size(ctx.boot));
     if (st == LB_OK && lb_boot_size(ctx.boot) > 1) {
-        /* the results database rank 0 will write, opened now: a path it cannot use stops
+        /* the results database rank 0 will write, checked now: a path it cannot use stops
          * every rank here, not rank 0 alone while the others wait for it in the benchmark */
         int32_t opened = 1;
         if (rank == 0) {
-            lb_store *s = NULL;
-            st = lb_store_open(a.common.db_path, &s, &err);
-            lb_store_close(s);
+            st = lb_store_check_path(a.common.db_path, &err);
             opened = st == LB_OK;
         }
         lb_status sent = lb_boot_bcast(ctx.boot, &opened, sizeof opened, &err);

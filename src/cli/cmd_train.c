@@ -354,11 +354,9 @@ int lb_cmd_train(int argc, char **argv) {
     lb_model_config cfg;
     lb_status local = lb_train_resolve(p, &cfg, &err);
     if (local == LB_OK && rank == 0 && lb_boot_size(boot) > 1) {
-        /* the results database rank 0 will write, opened now: a path it cannot use stops
+        /* the results database rank 0 will write, checked now: a path it cannot use stops
          * every rank here, not rank 0 alone while the others wait for it in the run */
-        lb_store *s = NULL;
-        local = lb_store_open(a.common.db_path, &s, &err);
-        lb_store_close(s);
+        local = lb_store_check_path(a.common.db_path, &err);
     }
     st = lb_train_agree(p, &cfg, local, &err);
     if (st != LB_OK) {

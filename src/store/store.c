@@ -13,10 +13,12 @@
 #include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/file.h"
@@ -206,6 +208,26 @@ static lb_status make_parents(const char *path, lb_err *err) {
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return lb_fail(err, LB_ERR_IO, "%s is not a folder, so it cannot hold the results database",
                        dir);
+    return LB_OK;
+}
+
+lb_status lb_store_check_path(const char *path_or_null, lb_err *err) {
+    char path[LB_STORE_PATH_BYTES], dir[LB_STORE_PATH_BYTES];
+    LB_TRY(lb_store_resolve_path(path_or_null, path, sizeof path, err));
+    LB_TRY(make_parents(path, err));
+    copy_text(dir, sizeof dir, path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        copy_text(dir, sizeof dir, ".");
+    else
+        slash[slash == dir ? 1 : 0] = '\0'; /* "/x" keeps "/" */
+    struct stat st;
+    bool exists = stat(path, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode))
+        return lb_fail(err, LB_ERR_IO, "%s is not a results database file", path);
+    if (access(dir, W_OK | X_OK) != 0 || (exists && access(path, R_OK | W_OK) != 0))
+        return lb_fail(err, LB_ERR_IO, "cannot write the results database %s: %s", path,
+                       strerror(errno));
     return LB_OK;
 }
 

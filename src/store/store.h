@@ -36,6 +36,13 @@ typedef struct lb_store lb_store;
  * always enough); creates nothing. */
 lb_status lb_store_resolve_path(const char *path_or_null, char *out, size_t out_bytes, lb_err *err);
 
+/* Before a job whose end writes the database (the ranks of a multi-rank run wait for rank
+ * 0 meanwhile): the folders lb_store_open would make are made, and the folder takes new
+ * files (SQLite's -wal and -shm too) and the file, where it is, is one that can be
+ * written. Takes no lock, so it never waits on another writer. LB_ERR_IO naming the path
+ * otherwise. */
+lb_status lb_store_check_path(const char *path_or_null, lb_err *err);
+
 /* Opens (creating it and its parent folders when missing) and upgrades the database at
  * lb_store_resolve_path(path_or_null). *out is owned by the caller: lb_store_close. */
 lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err);
