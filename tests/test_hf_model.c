@@ -265,6 +265,17 @@ static void test_hf_model_refuses_a_bos_id_outside_the_vocabulary(void **state) 
                    "generation_config.json: bos_token_id must be an id below vocab_size 320");
     expect_refused(&f, "generation_config.json", "{\"bos_token_id\":-2}", "bos_token_id");
     expect_refused(&f, "generation_config.json", "{\"bos_token_id\":\"1\"}", "bos_token_id");
+    expect_refused(&f, "generation_config.json", "{\"bos_token_id\":[1, 2]}", "bos_token_id");
+    /* a list of one, as eos_token_id may be written, is that id */
+    char path[600];
+    snprintf(path, sizeof path, "%s/generation_config.json", f.dir);
+    assert_true(lb_test_write_file(path, "{\"bos_token_id\":[7]}"));
+    lb_hf_model hf;
+    lb_err err = {{0}};
+    if (lb_hf_model_open(&hf, f.dir, &err) != LB_OK) fail_msg("%s", err.msg);
+    assert_int_equal(hf.bos_id, 7);
+    lb_hf_model_close(&hf);
+    unlink(path);
     expect_refused(&f, "config.json", "[1]",
                    "config.json: not a JSON object; a config.json is one");
     unmake(&f);

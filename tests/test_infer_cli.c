@@ -452,6 +452,11 @@ static void test_infer_cli_refuses_options_that_cannot_work_together(void **stat
     const char *const topp[] = {"infer", "--model", dir,   "--device", "cpu", "--synthetic",
                                 "2",     "--top-p", "0.9", "--db",     fresh, NULL};
     expect_refused_before_running(topp, fresh, "--temperature 0 (the default) decodes greedily");
+    /* a temperature above 0 that is 0 as the sampler's float */
+    const char *const tiny[] = {"infer",       "--model", dir,       "--device", "cpu",
+                                "--synthetic", "2",       "--top-k", "5",        "--temperature",
+                                "1e-50",       "--db",    fresh,     NULL};
+    expect_refused_before_running(tiny, fresh, "--top-k cuts what sampling draws from");
 }
 
 #ifndef LB_HAVE_CUDA

@@ -73,6 +73,13 @@ static void test_provenance_masks_secret_words_not_names_that_contain_them(void 
     assert_string_equal(out, "a http://***@h/x@y and https://***@k?q=@");
     lb_provenance_mask_url("no url here", out, sizeof out);
     assert_string_equal(out, "no url here");
+    /* an argument that is not UTF-8 (a Latin-1 file name) is kept, its byte as '?' */
+    char *latin1[] = {"llmbench", "infer", "--dataset", "donn\xe9.jsonl"};
+    p = lb_provenance_collect(4, latin1);
+    cmd = json_object_get(p, "command_line");
+    assert_int_equal(json_array_size(cmd), 4);
+    assert_string_equal(json_string_value(json_array_get(cmd, 3)), "donn?.jsonl");
+    json_decref(p);
 }
 
 static void test_provenance_records_only_run_shaping_variables(void **state) {

@@ -124,7 +124,7 @@ int lb_cmd_infer(int argc, char **argv) {
                      "infer sends single prompts: use sharegpt"));
     if (so.run.out_dir && (st = lb_loadrun_check_out_dir("infer", so.run.out_dir)) != LB_OK)
         return lb_status_exit_code(st);
-    if ((top_k > 0 || top_p < 1) && !(so.temperature > 0))
+    if ((top_k > 0 || top_p < 1) && !((float)so.temperature > 0)) /* the sampler's type */
         return lb_status_exit_code(lb_args_usage_error(
             "infer",
             "%s cuts what sampling draws from, and --temperature 0 (the default) "

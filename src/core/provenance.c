@@ -14,6 +14,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "core/utf8text.h"
 #include "core/version.h"
 
 extern char **environ;
@@ -204,7 +205,8 @@ json_t *lb_provenance_collect(int argc, char **argv) {
                 }
             }
         }
-        json_array_append_new(cmd, json_string(arg));
+        /* an argument that is not UTF-8 (a Latin-1 file name) would be left out */
+        json_array_append_new(cmd, json_string(lb_utf8text_repair(arg)));
     }
     json_object_set_new(p, "command_line", cmd);
     json_object_set_new(p, "libraries", library_versions());

@@ -415,6 +415,8 @@ static lb_status read_ids(lb_hf_model *m, const char *path, bool required, lb_er
                 m->eos_ids[m->n_eos++] = (int32_t)json_integer_value(v);
         }
     }
+    if (st == LB_OK && json_is_array(bos) && json_array_size(bos) == 1)
+        bos = json_array_get(bos, 0); /* a list of one, as eos_token_id may be */
     if (st == LB_OK && bos != NULL && !json_is_null(bos)) {
         if (!json_is_integer(bos) || json_integer_value(bos) < 0 ||
             json_integer_value(bos) >= m->cfg.vocab_size)

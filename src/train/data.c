@@ -138,15 +138,14 @@ static lb_status open_shard(lb_data_loader *d, const char *path, lb_err *err) {
                            path, t, header_bytes + (size_t)i * d->token_bytes, d->vocab_size);
     }
     int64_t need = d->batch * d->seq + 1, spare = n > 0 ? n - 1 : 0;
-    if (n < need)
+    if (n < need) /* in sequences: --batch is a rank's, and ranks and --grad-accum divide */
         return lb_fail(err, LB_ERR_USAGE,
                        "token shard %s has %lld tokens, fewer than one batch reads: %lld "
                        "sequences (every rank's micro-batch together) x %lld tokens + 1 = %lld; "
-                       "it holds a batch of %lld x %lld or %lld x %lld tokens (+ 1): "
-                       "give a longer shard, or a smaller --batch or --seq",
+                       "it holds %lld sequences of %lld tokens (+ 1): give a longer shard, or a "
+                       "smaller --batch or --seq",
                        path, (long long)n, (long long)d->batch, (long long)d->seq, (long long)need,
-                       (long long)(spare / d->seq), (long long)d->seq, (long long)d->batch,
-                       (long long)(spare / d->batch));
+                       (long long)(spare / d->seq), (long long)d->seq);
     return LB_OK;
 }
 
