@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -113,6 +114,25 @@ static void test_cli_train_tiny_model_runs_with_its_defaults(void **state) {
     assert_non_null(doc);
     assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "config"), "seq")),
                      32);
+    json_decref(doc);
+}
+
+/* A --name and a --tag that are not UTF-8 (typed in a Latin-1 terminal) are kept with '?'
+ * for their odd bytes: the tag was left out and the run's JSON could not be written. */
+static void test_cli_train_name_and_tag_not_utf8_are_kept(void **state) {
+    (void)state;
+    int rc = run((const char *[]){"train", "--model", "gpt2-tiny", "--device", "cpu", "--steps",
+                                  "1", "--warmup", "0", "--name", "caf\xe9", "--tag", "t\xe9",
+                                  "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    if (doc == NULL) fail_msg("not JSON: %s", out);
+    assert_string_equal(json_string_value(json_object_get(doc, "name")), "caf?");
+    const json_t *tags = json_object_get(doc, "tags");
+    bool found = false;
+    for (size_t i = 0; i < json_array_size(tags); i++)
+        found |= strcmp(json_string_value(json_array_get(tags, i)), "t?") == 0;
+    assert_true(found);
     json_decref(doc);
 }
 
@@ -433,6 +453,7 @@ int main(void) {
         cmocka_unit_test(test_cli_train_sigint_stores_interrupted_run),
         cmocka_unit_test(test_cli_train_closed_reader_stores_interrupted_run),
         cmocka_unit_test(test_cli_train_tiny_model_runs_with_its_defaults),
+        cmocka_unit_test(test_cli_train_name_and_tag_not_utf8_are_kept),
         cmocka_unit_test(test_cli_train_prints_no_result_when_the_store_cannot_be_used),
         cmocka_unit_test(test_cli_train_progress_on_a_terminal_shows_the_time_left),
         cmocka_unit_test(test_cli_train_crashed_run_keeps_its_config),

@@ -381,7 +381,7 @@ int lb_cmd_train(int argc, char **argv) {
         return 1;
     }
     for (int i = 0; i < tags.n; i++)
-        json_array_append_new(r->tags, json_string(tags.items[i]));
+        lb_result_add_tag(r, tags.items[i], strlen(tags.items[i]));
     lb_train_record_config(p, &cfg, r); /* stored when the run begins */
     int64_t run_id = -1;
     if (rank == 0) {

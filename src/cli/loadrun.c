@@ -440,7 +440,7 @@ int lb_loadrun(const lb_loadrun_params *lp) {
             snprintf(pc.label, sizeof pc.label, " [rate %zu/%zu: %g q/s]", k + 1, n_planned, rate);
         lb_result *r = lb_result_new(cmd, lp->name);
         for (int i = 0; i < lp->n_tags; i++)
-            json_array_append_new(r->tags, json_string(lp->tags[i]));
+            lb_result_add_tag(r, lp->tags[i], strlen(lp->tags[i]));
         if (grouped) json_array_append_new(r->tags, json_string(group_tag));
         json_decref(r->config);
         r->config = lb_loadgen_config_json(p, lp->ds);

@@ -34,7 +34,7 @@ static lb_status add_env_tags(lb_result *r, lb_err *err) {
     for (const char *p = env; p != NULL && *p;) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        if (n > 0 && json_array_append_new(r->tags, json_stringn(p, n)) != 0)
+        if (n > 0 && lb_result_add_tag(r, p, n) != LB_OK)
             return lb_fail(err, LB_ERR_NOMEM, "no memory for the run's tags");
         p = nl ? nl + 1 : p + n;
     }

@@ -6,17 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Copies src into dst[cap], cut short where it must be at a character's start, so that a
- * UTF-8 name stays UTF-8 (jansson will not write one that is not). */
+#include "core/utf8text.h"
+
+/* Copies src into dst[cap], cut short where it must be between characters and made UTF-8
+ * ('?' for a byte that starts no character): jansson writes no string that is not. */
 static void copy_name(char *dst, size_t cap, const char *src) {
-    size_t n = strlen(src);
-    if (n >= cap) {
-        n = cap - 1;
-        while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80) /* a continuation byte */
-            n--;
-    }
+    size_t n = lb_utf8text_cut_len(src, cap - 1);
     memcpy(dst, src, n);
     dst[n] = '\0';
+    lb_utf8text_repair(dst);
 }
 
 lb_result *lb_result_new(const char *kind, const char *name) {
@@ -29,6 +27,16 @@ lb_result *lb_result_new(const char *kind, const char *name) {
     r->provenance = json_object();
     r->status = LB_RUN_RUNNING;
     return r;
+}
+
+lb_status lb_result_add_tag(lb_result *r, const char *tag, size_t len) {
+    char *text = malloc(len + 1);
+    if (text == NULL) return LB_ERR_NOMEM;
+    memcpy(text, tag, len);
+    text[len] = '\0';
+    int rc = json_array_append_new(r->tags, json_string(lb_utf8text_repair(text)));
+    free(text);
+    return rc == 0 ? LB_OK : LB_ERR_NOMEM;
 }
 
 void lb_result_free(lb_result *r) {

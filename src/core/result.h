@@ -54,9 +54,14 @@ typedef struct {
     double start_wall_s, end_wall_s; /* seconds since the epoch */
 } lb_result;
 
-/* Returns a new result with empty tags, config and provenance objects; NULL on no memory. */
+/* Returns a new result with empty tags, config and provenance objects; NULL on no memory.
+ * kind and name are cut to their fields between characters and made UTF-8 ('?' for a byte
+ * that starts no character), so that the result can be written as JSON. */
 lb_result *lb_result_new(const char *kind, const char *name);
 void lb_result_free(lb_result *r);
+
+/* Appends the len bytes at tag to r's tags, made UTF-8 as names are. LB_ERR_NOMEM. */
+lb_status lb_result_add_tag(lb_result *r, const char *tag, size_t len);
 
 /* Adds or replaces a summary metric. */
 lb_status lb_result_set_metric(lb_result *r, const char *name, double value, const char *unit);
