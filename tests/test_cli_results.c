@@ -403,6 +403,101 @@ static void test_cli_results_list_with_no_match_names_the_filter(void **state) {
     if (strstr(out, "no runs with status failed in ") == NULL) fail_msg("stdout: %s", out);
 }
 
+/* Writes a finished training result (lb_result_to_json's document, indented by `indent`)
+ * to dir/name; the path goes into path. */
+static void write_result_file(const char *name, int indent, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s", dir, name);
+    lb_result *r = lb_result_new("train", "from-elsewhere");
+    r->status = LB_RUN_OK;
+    r->start_wall_s = 1.7e9;
+    r->end_wall_s = 1.7e9 + 60;
+    lb_series *step = lb_result_series(r, "step_ms", "ms");
+    for (int i = 0; i < 5; i++)
+        lb_result_series_push(step, 50.0 + i);
+    lb_result_set_metric(r, "tokens_per_s", 999.0, "tok/s");
+    json_t *doc = lb_result_to_json(r);
+    assert_int_equal(json_dump_file(doc, path, indent ? JSON_INDENT(indent) : JSON_COMPACT), 0);
+    json_decref(doc);
+    lb_result_free(r);
+}
+
+static size_t count_runs(int status) {
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open_read(db, &s, &e), LB_OK);
+    lb_store_filter f = lb_store_default_filter();
+    f.status = status;
+    lb_store_run_info *list = NULL;
+    size_t n = 0;
+    assert_int_equal(lb_store_list(s, &f, &list, &n, &e), LB_OK);
+    free(list);
+    lb_store_close(s);
+    return n;
+}
+
+/* Importing the same result twice (the same file, or a copy laid out otherwise) stores it
+ * once and names the run that holds it; --again stores another. */
+static void test_cli_results_import_of_the_same_result_twice_stores_it_once(void **state) {
+    (void)state;
+    char path[320], copy[320];
+    write_result_file("kept.json", 0, path, sizeof path);
+    write_result_file("copy.json", 4, copy, sizeof copy);
+    assert_int_equal(run((const char *[]){"results", "import", path, NULL}), 0);
+    long long first = 0;
+    assert_int_equal(sscanf(strstr(out, "as run "), "as run %lld", &first), 1);
+    size_t before = count_runs(-1);
+
+    assert_int_equal(run((const char *[]){"results", "import", path, NULL}), 0);
+    char want[128];
+    snprintf(want, sizeof want, "was imported before, as run %lld in ", first);
+    if (strstr(out, want) == NULL) fail_msg("stdout: %s", out);
+    assert_int_equal(run((const char *[]){"results", "import", copy, "--json", NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_integer_value(json_object_get(doc, "id")), first);
+    assert_true(json_is_false(json_object_get(doc, "stored")));
+    json_decref(doc);
+    assert_int_equal(count_runs(-1), before);
+
+    assert_int_equal(run((const char *[]){"results", "import", path, "--again", "--json", NULL}),
+                     0);
+    doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_true(json_integer_value(json_object_get(doc, "id")) > first);
+    assert_true(json_is_true(json_object_get(doc, "stored")));
+    json_decref(doc);
+    assert_int_equal(count_runs(-1), before + 1);
+}
+
+/* When the database refuses the import's final write (a trigger stands in for a full
+ * disk), the run begun for it is marked failed, never left `running`, and does not count
+ * as imported: once the database takes writes again, the import stores it. */
+static void test_cli_results_import_whose_write_fails_leaves_no_running_run(void **state) {
+    (void)state;
+    char path[320];
+    write_result_file("kept.json", 0, path, sizeof path);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "CREATE TRIGGER full BEFORE INSERT ON metrics BEGIN SELECT "
+                                  "RAISE(ABORT, 'database or disk is full'); END",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    size_t running = count_runs(LB_RUN_RUNNING);
+    expect_error((const char *[]){"results", "import", path, NULL}, 1, "marked failed");
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "disk is full"));
+    assert_int_equal(count_runs(LB_RUN_RUNNING), running);
+    assert_int_equal(count_runs(LB_RUN_FAILED), 1);
+    assert_string_equal(out, "");
+
+    assert_int_equal(sqlite3_exec(h, "DROP TRIGGER full", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    assert_int_equal(run((const char *[]){"results", "import", path, NULL}), 0);
+    assert_non_null(strstr(out, "stored "));
+    assert_int_equal(count_runs(LB_RUN_RUNNING), running);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -428,6 +523,8 @@ int main(void) {
         T(test_cli_results_show_escapes_control_characters_in_config_and_provenance),
         T(test_cli_results_show_prints_numbers_for_people),
         T(test_cli_results_list_with_no_match_names_the_filter),
+        T(test_cli_results_import_of_the_same_result_twice_stores_it_once),
+        T(test_cli_results_import_whose_write_fails_leaves_no_running_run),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

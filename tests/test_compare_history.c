@@ -26,9 +26,10 @@ static int run(const char *const *args) {
     return lb_test_run(args, out, sizeof out, err, sizeof err);
 }
 
-/* Stores an ok train run of batch `batch` with n step times around step_ms (1% noise). */
-static int64_t store_run(const char *kind, int batch, double step_ms, size_t n, uint64_t seed,
-                         double start_s) {
+/* Stores an ok train run of batch `batch` with n step times around step_ms (1% noise),
+ * tagged with tags[0..] (NULL-terminated; NULL: none). */
+static int64_t store_tagged_run(const char *kind, int batch, double step_ms, size_t n,
+                                uint64_t seed, double start_s, const char *const *tags) {
     lb_store *s = NULL;
     lb_err e = {{0}};
     assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
@@ -37,6 +38,8 @@ static int64_t store_run(const char *kind, int batch, double step_ms, size_t n, 
     json_object_set_new(r->config, "batch", json_integer(batch));
     json_object_set_new(r->provenance, "hostname", json_string("testhost"));
     json_object_set_new(r->provenance, "gpus", json_array());
+    for (size_t i = 0; tags && tags[i]; i++)
+        json_array_append_new(r->tags, json_string(tags[i]));
     r->start_wall_s = start_s;
     int64_t id = -1;
     assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
@@ -61,6 +64,11 @@ static int64_t store_run(const char *kind, int batch, double step_ms, size_t n, 
     lb_result_free(r);
     lb_store_close(s);
     return id;
+}
+
+static int64_t store_run(const char *kind, int batch, double step_ms, size_t n, uint64_t seed,
+                         double start_s) {
+    return store_tagged_run(kind, batch, step_ms, n, seed, start_s, NULL);
 }
 
 static size_t count_text(const char *text, const char *needle) {
@@ -586,6 +594,82 @@ static void test_history_change_from_zero_is_not_an_infinite_percentage(void **s
     free(md);
 }
 
+/* Two sweeps whose matrices differ in one axis value: the cell both have is compared, and
+ * the cells only one has are named, in text and JSON, not silently left out. */
+static void test_compare_of_sweeps_names_the_cells_only_one_side_has(void **state) {
+    (void)state;
+    const char *mon4[] = {"sweep:mon", "sweep-cell:batch=4", NULL};
+    const char *mon8[] = {"sweep:mon", "sweep-cell:batch=8", NULL};
+    const char *tue4[] = {"sweep:tue", "sweep-cell:batch=4", NULL};
+    const char *tue16[] = {"sweep:tue", "sweep-cell:batch=16", NULL};
+    store_tagged_run("train", 4, 10.0, 50, 41, 9e9, mon4);
+    store_tagged_run("train", 8, 10.0, 50, 42, 9e9 + 1, mon8);
+    store_tagged_run("train", 4, 10.0, 50, 43, 9e9 + 2, tue4);
+    store_tagged_run("train", 16, 10.0, 50, 44, 9e9 + 3, tue16);
+    int rc = run((const char *[]){"compare", "mon", "tue", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    assert_int_equal(count_text(out, "cell batch=4 (A = sweep mon, B = sweep tue)\n"), 1);
+    if (strstr(out, "\ncells only in A (sweep mon), not compared: batch=8\n") == NULL ||
+        strstr(out, "\ncells only in B (sweep tue), not compared: batch=16\n") == NULL)
+        fail_msg("stdout: %s", out);
+
+    rc = run((const char *[]){"compare", "mon", "tue", "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(json_object_get(doc, "groups")), 1);
+    json_t *only_a = json_object_get(doc, "only_in_a"), *only_b = json_object_get(doc, "only_in_b");
+    assert_int_equal(json_array_size(only_a), 1);
+    assert_string_equal(json_string_value(json_array_get(only_a, 0)), "batch=8");
+    assert_int_equal(json_array_size(only_b), 1);
+    assert_string_equal(json_string_value(json_array_get(only_b, 0)), "batch=16");
+    json_decref(doc);
+
+    /* one sweep against itself: every cell compared, none named */
+    rc = run((const char *[]){"compare", "mon", "mon", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    assert_null(strstr(out, "cells only in"));
+}
+
+/* Three runs a side, B's throughput 33% lower in every run: the rank test on 3 values
+ * against 3 cannot give p below 0.08 (U = 0: z = (4.5 - 0.5) / sqrt(9 * 7 / 12) = 1.75),
+ * so at alpha 0.01 tokens_per_s is untested, not "no change"; the pooled step times (9
+ * against 9) do reach it. With alpha 0.1 the three runs are enough. */
+static void test_compare_with_too_few_values_to_test_says_untested(void **state) {
+    (void)state;
+    char a[96] = "", b[96] = "";
+    for (int i = 0; i < 3; i++) {
+        char id[24];
+        sprintf(id, "%s%lld", i ? "," : "",
+                (long long)store_run("train", 3, 10.0, 3, 60 + (uint64_t)i, 1e10 + i));
+        strcat(a, id);
+        sprintf(id, "%s%lld", i ? "," : "",
+                (long long)store_run("train", 3, 15.0, 3, 70 + (uint64_t)i, 1e10 + 10 + i));
+        strcat(b, id);
+    }
+    int rc = run((const char *[]){"compare", a, b, "--json", "--db", g_db, NULL});
+    if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *tok = find_metric(doc, "tokens_per_s"), *step = find_metric(doc, "step_ms");
+    assert_non_null(tok);
+    assert_non_null(step);
+    assert_string_equal(json_string_value(json_object_get(tok, "verdict")), "untested");
+    assert_true(json_is_null(json_object_get(tok, "p")));
+    assert_float_equal(json_number_value(json_object_get(tok, "change_pct")), -100.0 / 3, 2.0);
+    assert_string_equal(json_string_value(json_object_get(step, "verdict")), "slower");
+    json_decref(doc);
+
+    rc = run((const char *[]){"compare", a, b, "--alpha", "0.1", "--json", "--db", g_db, NULL});
+    if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
+    doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    tok = find_metric(doc, "tokens_per_s");
+    assert_string_equal(json_string_value(json_object_get(tok, "verdict")), "slower");
+    assert_float_equal(json_number_value(json_object_get(tok, "p")), 0.0809, 0.001);
+    json_decref(doc);
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -604,6 +688,8 @@ int main(void) {
         cmocka_unit_test(test_a_sweep_table_run_is_refused_by_id_naming_the_sweep),
         cmocka_unit_test(test_load_verdicts_are_named_in_compare_and_history),
         cmocka_unit_test(test_history_change_from_zero_is_not_an_infinite_percentage),
+        cmocka_unit_test(test_compare_of_sweeps_names_the_cells_only_one_side_has),
+        cmocka_unit_test(test_compare_with_too_few_values_to_test_says_untested),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -24,7 +24,7 @@ static json_t *ids_json(const lb_run_group *g) {
     return a;
 }
 
-static void print_rows(const lb_compare_row *rows, size_t n, double conf) {
+static void print_rows(const lb_compare_row *rows, size_t n) {
     printf("  %-20s %-8s %6s %6s %12s %12s %9s %21s %9s  %s\n", "metric", "unit", "n A", "n B",
            "A median", "B median", "change", "interval", "p", "verdict");
     for (size_t i = 0; i < n; i++) {
@@ -37,7 +37,6 @@ static void print_rows(const lb_compare_row *rows, size_t n, double conf) {
                r->n_a, r->n_b, r->a, r->b, r->change_pct, interval, p, r->word,
                r->regression ? " (regression)" : "");
     }
-    (void)conf;
 }
 
 /* Where B's benchmark identity (history/bench.h) differs from A's, both told by their first
@@ -60,6 +59,32 @@ static json_t *differences(const lb_result *a, const lb_result *b, char *text, s
                                     fa[i].key, fa[i].value, other ? other : "(none)");
     }
     return out;
+}
+
+/* The group of set labelled label (a sweep's cell), NULL when it has none. */
+static const lb_run_group *find_cell(const lb_run_set *set, const char *label) {
+    for (size_t k = 0; k < set->n_groups; k++)
+        if (strcmp(set->groups[k].label, label) == 0) return &set->groups[k];
+    return NULL;
+}
+
+/* Two sweeps: the cells of set that other lacks, which are not compared, as a new JSON
+ * array of labels, with a line naming them on stdout when print is true and there are any
+ * ("cells only in A (sweep mon), not compared: x, y"). Runs against runs: an empty array. */
+static json_t *cells_only_in(const lb_run_set *set, const char *side, const lb_run_set *other,
+                             bool print) {
+    json_t *labels = json_array();
+    for (size_t g = 0; set->sweep && other->sweep && g < set->n_groups; g++) {
+        const char *label = set->groups[g].label;
+        if (find_cell(other, label) != NULL) continue;
+        if (print && json_array_size(labels) == 0)
+            printf("cells only in %s (sweep %s), not compared: %s", side, set->name, label);
+        else if (print)
+            printf(", %s", label);
+        json_array_append_new(labels, json_string(label));
+    }
+    if (print && json_array_size(labels) > 0) printf("\n");
+    return labels;
 }
 
 static json_t *rows_json(const lb_compare_row *rows, size_t n) {
@@ -122,8 +147,7 @@ int lb_cmd_compare(int argc, char **argv) {
     for (size_t g = 0; st == LB_OK && g < A.n_groups; g++) {
         const lb_run_group *ga = &A.groups[g], *gb = NULL;
         if (A.sweep && B.sweep) {
-            for (size_t k = 0; k < B.n_groups; k++)
-                if (strcmp(B.groups[k].label, ga->label) == 0) gb = &B.groups[k];
+            gb = find_cell(&B, ga->label);
             if (gb == NULL) continue;
         } else {
             gb = &B.groups[0];
@@ -143,7 +167,7 @@ int lb_cmd_compare(int argc, char **argv) {
             else
                 printf("%s: A = %s, B = %s\n", ga->runs[0]->kind, ga->label, gb->label);
             if (differ[0]) printf("  different benchmarks: %s\n", differ);
-            print_rows(rows, n, p.conf);
+            print_rows(rows, n);
         }
         json_array_append_new(groups,
                               json_pack("{s:s, s:o, s:o, s:o, s:o}", "label", ga->label, "a_runs",
@@ -153,15 +177,20 @@ int lb_cmd_compare(int argc, char **argv) {
     if (st == LB_OK && compared == 0)
         st = lb_fail(&err, LB_ERR_USAGE, "sweeps '%s' and '%s' share no cell", a.pos[0], a.pos[1]);
     if (st == LB_OK) {
+        json_t *only_a = cells_only_in(&A, "A", &B, !a.common.json);
+        json_t *only_b = cells_only_in(&B, "B", &A, !a.common.json);
         if (a.common.json) {
-            json_t *doc = json_pack("{s:s, s:s, s:f, s:f, s:b, s:o}", "a", a.pos[0], "b", a.pos[1],
-                                    "alpha", p.alpha, "threshold_pct", p.threshold_pct,
-                                    "regression", regression, "groups", groups);
+            json_t *doc =
+                json_pack("{s:s, s:s, s:f, s:f, s:b, s:o, s:o, s:o}", "a", a.pos[0], "b", a.pos[1],
+                          "alpha", p.alpha, "threshold_pct", p.threshold_pct, "regression",
+                          regression, "groups", groups, "only_in_a", only_a, "only_in_b", only_b);
             json_dumpf(doc, stdout, JSON_INDENT(2));
             printf("\n");
             json_decref(doc);
             groups = NULL;
         } else {
+            json_decref(only_a);
+            json_decref(only_b);
             printf("%s\n", regression ? "regression: B is worse than A beyond the threshold"
                                       : "no regression");
         }

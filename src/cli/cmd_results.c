@@ -5,7 +5,8 @@
  * themselves come out through export). export [ID...]: runs with every raw sample as JSON
  * or CSV (store/store.h defines both), on stdout or into a file that appears whole or not
  * at all (temporary file, fsync, rename). import FILE: stores a result that a run kept in
- * a file when its final write failed (store.h's lb_store_keep_aside). Exit codes: 2 for
+ * a file when its final write failed (store.h's lb_store_keep_aside), once: a result
+ * imported before is named, not stored again (unless --again). Exit codes: 2 for
  * bad usage (unknown subcommand or option, a malformed or missing ID), 1 when a run is
  * not found or the database cannot be read, 0 otherwise. list, show and export open the
  * database read-only: they never create, upgrade or write it. */
@@ -22,6 +23,7 @@
 #include "cli/output.h"
 #include "core/clock.h"
 #include "core/file.h"
+#include "history/bench.h"
 #include "history/openmetrics.h"
 #include "store/store.h"
 
@@ -465,9 +467,29 @@ static int results_export(int argc, char **argv) {
 
 /* ---- import ---- */
 
+/* The tag an imported result carries: "imported:" and 16 hex digits of the FNV-1a 64 hash
+ * of the document in one canonical form (compact, keys sorted), so that the same result is
+ * known again whatever file it comes from and however that file is laid out. */
+static lb_status import_tag(const json_t *doc, const char *path, char *tag, size_t cap,
+                            lb_err *err) {
+    char *canonical = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+    if (canonical == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to read %s", path);
+    snprintf(tag, cap, "imported:%016llx",
+             (unsigned long long)lb_bench_fnv(LB_FNV_OFFSET, canonical));
+    free(canonical);
+    return LB_OK;
+}
+
 /* Stores the result in path (a file kept aside by a run whose finish failed, or any
- * document of lb_result_to_json's shape) as a new run; *id receives its id. */
-static lb_status import_file(lb_store *s, const char *path, int64_t *id, lb_err *err) {
+ * document of lb_result_to_json's shape) as a new run tagged with its import_tag; *id
+ * receives its id and *stored is true. When a run already carries that tag and again is
+ * false, nothing is written: *id is that run (the newest such) and *stored is false. The
+ * tag is written with the run's finish, so a run whose finish failed never counts as
+ * imported: that run is marked failed, never left `running`. */
+static lb_status import_file(lb_store *s, const char *path, bool again, int64_t *id, bool *stored,
+                             lb_err *err) {
+    *id = -1;
+    *stored = false;
     char *text = NULL;
     size_t n = 0;
     LB_TRY(lb_file_read(path, &text, &n, err));
@@ -476,29 +498,66 @@ static lb_status import_file(lb_store *s, const char *path, int64_t *id, lb_err 
     free(text);
     if (doc == NULL)
         return lb_fail(err, LB_ERR_USAGE, "%s: line %d: not JSON: %s", path, jerr.line, jerr.text);
+    char tag[32];
     lb_result *r = NULL;
     lb_status st = lb_result_from_json(doc, path, &r, err);
+    if (st == LB_OK) st = import_tag(doc, path, tag, sizeof tag, err);
     json_decref(doc);
     if (st == LB_ERR_FORMAT) st = LB_ERR_USAGE;
     if (st == LB_OK && r->status == LB_RUN_RUNNING)
         st = lb_fail(err, LB_ERR_USAGE, "%s holds a run that never ended (status running)", path);
+    lb_store_run_info *found = NULL;
+    size_t n_found = 0;
+    lb_store_filter f = lb_store_default_filter();
+    f.tag = tag;
+    f.limit = 1;
+    if (st == LB_OK && !again) st = lb_store_list(s, &f, &found, &n_found, err);
+    if (n_found > 0) {
+        *id = found[0].id;
+        free(found);
+        lb_result_free(r);
+        return LB_OK;
+    }
     if (st == LB_OK) st = lb_store_run_begin(s, r, id, err);
+    if (st == LB_OK && json_array_append_new(r->tags, json_string(tag)) != 0)
+        st = lb_fail(err, LB_ERR_NOMEM, "no memory to tag the run imported from %s", path);
     if (st == LB_OK) st = lb_store_run_finish(s, *id, r, err);
+    if (st != LB_OK && *id > 0) {
+        char why[LB_ERR_MSG_BYTES], reason[2 * LB_ERR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err->msg);
+        snprintf(reason, sizeof reason, "import of %s was not written: %s", path, why);
+        lb_err mark_err = {{0}};
+        if (lb_store_run_mark(s, *id, LB_RUN_FAILED, reason, &mark_err) == LB_OK)
+            lb_fail(err, st, "%s was not stored (run %lld is marked failed): %s", path,
+                    (long long)*id, why);
+        else
+            lb_fail(err, st, "%s was not stored: %s; run %lld is left running: %s", path, why,
+                    (long long)*id, mark_err.msg);
+    }
+    *stored = st == LB_OK;
     lb_result_free(r);
     return st;
 }
 
 static int results_import(int argc, char **argv) {
+    bool again = false;
+    const lb_arg_spec specs[] = {
+        {"--again", LB_ARG_FLAG, &again, NULL,
+         "store FILE's result even when it was imported before (as another run)", 0, 0},
+    };
     const lb_cli_command cmd = {
         .command = "results import",
         .uses_db = true,
         .usage = "FILE [options]",
         .summary = "Stores a result kept in FILE as a new run: the file a run writes beside the "
                    "database (or in $XDG_STATE_HOME/llmbench) when its final write failed, as "
-                   "its error message says. Prints the new run's id. Exit code 2 when FILE "
-                   "cannot be read or is not a result, 1 when the database refuses it.",
-        .specs = NULL,
-        .n_specs = 0,
+                   "its error message says. Prints the new run's id. A result imported before (the "
+                   "same document, from "
+                   "any file) is not stored again: the run that holds it is named, exit 0; "
+                   "--again stores it once more. The run is tagged imported:HASH. Exit code 2 "
+                   "when FILE cannot be read or is not a result, 1 when the database refuses "
+                   "it (the run begun for it is then marked failed).",
+        LB_ARG_SPECS(specs),
         .min_positional = 1,
         .max_positional = 1,
     };
@@ -509,18 +568,24 @@ static int results_import(int argc, char **argv) {
     lb_err err = {{0}};
     lb_status st = lb_store_open(a.common.db_path, &s, &err);
     int64_t id = -1;
-    if (st == LB_OK) st = import_file(s, a.pos[0], &id, &err);
+    bool stored = false;
+    if (st == LB_OK) st = import_file(s, a.pos[0], again, &id, &stored, &err);
     if (st != LB_OK) {
         lb_store_close(s);
         return report_failure(cmd.command, st, &err);
     }
     if (a.common.json) {
-        json_t *doc = json_pack("{s:I, s:s}", "id", (json_int_t)id, "db", lb_store_path(s));
+        json_t *doc = json_pack("{s:I, s:s, s:b}", "id", (json_int_t)id, "db", lb_store_path(s),
+                                "stored", stored);
         json_dumpf(doc, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(doc);
-    } else
+    } else if (stored)
         printf("stored %s as run %" PRId64 " in %s\n", a.pos[0], id, lb_store_path(s));
+    else
+        printf("%s was imported before, as run %" PRId64 " in %s: not stored again (--again "
+               "stores it once more)\n",
+               a.pos[0], id, lb_store_path(s));
     lb_store_close(s);
     return 0;
 }
@@ -531,7 +596,7 @@ static void print_overview(void) {
     printf("usage: llmbench results list [--kind K] [--status S] [--limit N] [--json]\n"
            "       llmbench results show ID [--json]\n"
            "       llmbench results export [ID...] [--format json|csv|openmetrics] [--out FILE]\n"
-           "       llmbench results import FILE\n\n"
+           "       llmbench results import FILE [--again]\n\n"
            "Reads the results store (--db PATH, else $LLMBENCH_DB, else "
            "$XDG_DATA_HOME/llmbench/results.db,\nelse ~/.local/share/llmbench/results.db).\n"
            "'llmbench results <subcommand> --help' describes each. Exit codes: 0 ok, 1 run not\n"

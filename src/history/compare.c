@@ -66,7 +66,9 @@ static lb_status compare_one(lb_result *const *a, size_t na, lb_result *const *b
     row->lo_pct = row->hi_pct = row->p = NAN;
     row->verdict = LB_VERDICT_UNTESTED;
     row->word = "untested";
-    bool testable = series ? n_a >= 2 && n_b >= 2 : n_a >= 3 && n_b >= 3;
+    /* too few values to reach alpha is untested, not "no change" */
+    bool testable = (series ? n_a >= 2 && n_b >= 2 : n_a >= 3 && n_b >= 3) &&
+                    lb_stattest_mwu_min_p(n_a, n_b) < p->alpha;
     if (*found && testable) {
         lb_mwu_result r;
         lb_status st = lb_stattest_mwu(va, n_a, vb, n_b, p->conf, &r, err);

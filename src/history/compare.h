@@ -4,7 +4,9 @@
  * raw series (step_ms, ttft_ms ...), the samples of every run of a side are pooled and
  * the Mann-Whitney U test (stattest.h) decides, with the Hodges-Lehmann shift and its
  * interval as the change (in percent of A's median); otherwise the runs' values are the
- * samples, tested when each side has at least 3 runs and shown untested below that. A
+ * samples, tested when each side has at least 3 runs and shown untested below that. Either
+ * way a metric with too few values for the test to reach alpha at all
+ * (lb_stattest_mwu_min_p: at alpha 0.01, 5 against 6) is untested, never "no change". A
  * change counts only when it is significant (p < alpha) and at least threshold_pct large:
  * a real but tiny change is "no change". A worse change of a performance metric is a
  * regression. Pooling treats the steps of several runs as one sample: variation between

@@ -59,6 +59,13 @@ static size_t thin(double *s, size_t n) {
     return LB_HL_MAX_N;
 }
 
+double lb_stattest_mwu_min_p(size_t n_a, size_t n_b) {
+    double na = (double)n_a, nb = (double)n_b;
+    double sd = sqrt(na * nb * (na + nb + 1.0) / 12.0);
+    if (sd == 0.0) return 1.0;
+    return fmin(1.0, 2.0 * lb_stattest_normal_sf((na * nb / 2.0 - 0.5) / sd));
+}
+
 lb_status lb_stattest_mwu(const double *a, size_t n_a, const double *b, size_t n_b, double conf,
                           lb_mwu_result *out, lb_err *err) {
     memset(out, 0, sizeof *out);
