@@ -2,16 +2,21 @@
  * (serve/engine_source.h) with the CPU engine, through real HTTP on 127.0.0.1. */
 #include <curl/curl.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
+#include "core/clock.h"
 #include "engine/engine.h"
 #include "model/config.h"
 #include "model/hf_tokenizer.h"
@@ -45,22 +50,21 @@ typedef struct {
     int port;
 } fixture;
 
-/* llama-tiny (a vocabulary of 128 ids) on the CPU behind GPT-2's tokenizer: every prompt
- * of ordinary text has ids the engine refuses once the request has been accepted. */
-static void start(fixture *f) {
+/* The engine behind the server: cfg with w's weights on the CPU, tok_file's tokenizer,
+ * end-of-sequence ids eos[0..n_eos). */
+static void start_engine(fixture *f, const lb_weights *w, int64_t kv_tokens, const char *tok_file,
+                         const int32_t *eos, int n_eos) {
     memset(f, 0, sizeof *f);
     lb_err err = {{0}};
-    lb_weights w = {.seed = 1};
-    assert_int_equal(lb_model_config_preset("llama-tiny", &w.cfg, &err), LB_OK);
     lb_engine_params p = lb_engine_default_params();
     p.device = LB_ENGINE_CPU;
     p.max_seqs = 4;
     p.step_tokens = 64;
-    assert_int_equal(lb_engine_open(&f->engine, &p, &w, &err), LB_OK);
-    assert_int_equal(
-        lb_hf_tokenizer_load(&f->tok, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, &err),
-        LB_OK);
-    lb_engine_source_params ep = {.engine = f->engine, .tok = f->tok, .bos_id = -1};
+    p.kv_tokens = kv_tokens;
+    assert_int_equal(lb_engine_open(&f->engine, &p, w, &err), LB_OK);
+    assert_int_equal(lb_hf_tokenizer_load(&f->tok, tok_file, NULL, &err), LB_OK);
+    lb_engine_source_params ep = {
+        .engine = f->engine, .tok = f->tok, .bos_id = -1, .eos_ids = eos, .n_eos = n_eos};
     assert_int_equal(lb_engine_source_init(&ep, &f->src, &err), LB_OK);
     lb_server_params sp = lb_server_default_params();
     sp.port = 0;
@@ -68,6 +72,48 @@ static void start(fixture *f) {
     if (lb_server_start(&sp, &f->src, &f->srv, &err) != LB_OK)
         fail_msg("server did not start: %s", err.msg);
     f->port = lb_server_port(f->srv);
+}
+
+/* llama-tiny (a vocabulary of 128 ids) on the CPU behind GPT-2's tokenizer: every prompt
+ * of ordinary text has ids the engine refuses once the request has been accepted. */
+static void start(fixture *f) {
+    lb_err err = {{0}};
+    lb_weights w = {.seed = 1};
+    assert_int_equal(lb_model_config_preset("llama-tiny", &w.cfg, &err), LB_OK);
+    start_engine(f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, 0);
+}
+
+/* Weights that make the engine answer every prompt with one token, over and over: every
+ * embedding is all ones and the layers add nothing (zero matrices), so the final norm
+ * gives all ones whatever came before, and only the head's row of that token is not zero. */
+typedef struct {
+    int32_t token;
+} one_token;
+
+static void read_one_token(void *ctx, const lb_param_tensor *t, lb_gpu_dtype dt, void *dst) {
+    assert_int_equal(dt, LB_DT_F32);
+    const one_token *o = ctx;
+    float *x = dst;
+    bool ones = t->ndim == 1 || strcmp(t->name, "wte") == 0;
+    for (int64_t i = 0; i < t->numel; i++)
+        x[i] = ones ? 1.0f : 0.0f;
+    if (strcmp(t->name, "lm_head") == 0)
+        for (int64_t c = 0; c < t->shape[1]; c++)
+            x[o->token * t->shape[1] + c] = 1.0f;
+}
+
+/* llama-tiny's shape, scaled by `scale` (wider, deeper, a longer context), with GPT-2's
+ * vocabulary, saying `token` after every prompt. */
+static lb_weights one_token_weights(one_token *o, int scale) {
+    lb_err err = {{0}};
+    lb_weights w = {.ctx = o, .read = read_one_token};
+    assert_int_equal(lb_model_config_preset("llama-tiny", &w.cfg, &err), LB_OK);
+    w.cfg.vocab_size = 50257;
+    w.cfg.d_model *= scale;
+    w.cfg.d_ff *= scale;
+    w.cfg.n_layer *= scale;
+    w.cfg.max_seq *= scale * scale * scale;
+    return w;
 }
 
 static void stop(fixture *f) {
@@ -118,11 +164,143 @@ static void test_serve_engine_refused_request_whole_is_500(void **state) {
     stop(&f);
 }
 
+/* The text of token id under f's tokenizer (caller frees). */
+static char *token_text(const fixture *f, uint32_t id, size_t *len) {
+    char *text = NULL;
+    lb_err err;
+    assert_int_equal(lb_tokenizer_decode(f->tok, &id, 1, &text, len, &err), LB_OK);
+    return text;
+}
+
+/* GPT-2's id 35496 is 128 bytes of text, twice what one pull of the token source held:
+ * the rest came as a token of its own at the end (completion_tokens max_tokens + 1, an
+ * event after the one saying "length"), and a run of such tokens lost text. */
+static void test_serve_engine_long_token_text_is_whole_and_counted_once(void **state) {
+    (void)state;
+    one_token o = {35496};
+    lb_weights w = one_token_weights(&o, 1);
+    fixture f;
+    start_engine(&f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, 0);
+    size_t len = 0;
+    char *one = token_text(&f, 35496, &len);
+    assert_int_equal(len, 128);
+    char want[8 * 128 + 1];
+    for (int i = 0; i < 8; i++)
+        memcpy(want + (size_t)i * len, one, len);
+    want[8 * len] = '\0';
+    free(one);
+
+    lb_test_body t;
+    assert_int_equal(post(f.port, "{\"prompt\":\"hello\",\"max_tokens\":8}", &t), 200);
+    json_t *j = json_loads(t.p, 0, NULL);
+    assert_non_null(j);
+    json_t *choice = json_array_get(json_object_get(j, "choices"), 0);
+    assert_string_equal(json_string_value(json_object_get(choice, "text")), want);
+    assert_string_equal(json_string_value(json_object_get(choice, "finish_reason")), "length");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")), 8);
+    json_decref(j);
+    free(t.p);
+
+    assert_int_equal(post(f.port,
+                          "{\"prompt\":\"hello\",\"max_tokens\":8,\"stream\":true,"
+                          "\"stream_options\":{\"include_usage\":true}}",
+                          &t),
+                     200);
+    size_t got_len = 0, events = 0;
+    char got[sizeof want];
+    for (const char *ev = strstr(t.p, "data: {"); ev != NULL; ev = strstr(ev + 1, "data: {")) {
+        json_t *e = json_loads(ev + 6, JSON_DISABLE_EOF_CHECK, NULL);
+        assert_non_null(e);
+        json_t *c = json_array_get(json_object_get(e, "choices"), 0);
+        if (c != NULL) {
+            const char *x = json_string_value(json_object_get(c, "text"));
+            assert_true(got_len + strlen(x) < sizeof got);
+            memcpy(got + got_len, x, strlen(x));
+            got_len += strlen(x);
+            events++;
+        } else {
+            assert_int_equal(json_integer_value(
+                                 json_object_get(json_object_get(e, "usage"), "completion_tokens")),
+                             8);
+        }
+        json_decref(e);
+    }
+    got[got_len] = '\0';
+    assert_string_equal(got, want);
+    assert_int_equal(events, 8);
+    free(t.p);
+    stop(&f);
+}
+
+/* A streamed request on a thread of its own: first_bytes is set once its first event is
+ * in. */
+typedef struct {
+    int port;
+    atomic_bool first_bytes;
+    lb_test_body body;
+    CURLcode rc;
+} streamer;
+
+static size_t keep_and_flag(char *p, size_t size, size_t n, void *arg) {
+    streamer *s = arg;
+    atomic_store(&s->first_bytes, true);
+    return lb_test_keep(p, size, n, &s->body);
+}
+
+static void *stream_request(void *arg) {
+    streamer *s = arg;
+    char url[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", s->port);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_and_flag);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 600000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS,
+                     "{\"prompt\":\"hello\",\"max_tokens\":4000,\"stream\":true}");
+    s->rc = curl_easy_perform(c);
+    curl_easy_cleanup(c);
+    return NULL;
+}
+
+/* Ctrl-C with a long request in flight: the server's drain asked the engine source again
+ * and again (spinning) until the engine had generated every token, minutes past --drain.
+ * Past the deadline that lb_engine_source_drain gives, the request fails at once. */
+static void test_serve_engine_drain_ends_unfinished_requests_at_the_deadline(void **state) {
+    (void)state;
+    one_token o = {11};
+    lb_weights w = one_token_weights(&o, 4); /* 4000 tokens: a minute or more on the CPU */
+    fixture f;
+    start_engine(&f, &w, 4096, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, 0);
+    streamer s = {.port = f.port};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stream_request, &s), 0);
+    for (int64_t until = lb_clock_now_ns() + 60000000000LL;
+         !atomic_load(&s.first_bytes) && lb_clock_now_ns() < until;)
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+    assert_true(atomic_load(&s.first_bytes));
+    const int64_t t0 = lb_clock_now_ns();
+    lb_engine_source_drain(&f.src, t0 + 100000000LL);
+    lb_server_shutdown(f.srv, 30.0);
+    const double took_s = (double)(lb_clock_now_ns() - t0) / 1e9;
+    pthread_join(th, NULL);
+    assert_int_equal(s.rc, CURLE_OK);
+    if (took_s > 10.0) fail_msg("the drain took %.1f s", took_s);
+    assert_non_null(strstr(s.body.p, "the server shut down before the request finished"));
+    assert_null(strstr(s.body.p, "[DONE]"));
+    free(s.body.p);
+    stop(&f);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_serve_engine_refused_request_streams_an_error),
         cmocka_unit_test(test_serve_engine_refused_request_whole_is_500),
+        cmocka_unit_test(test_serve_engine_long_token_text_is_whole_and_counted_once),
+        cmocka_unit_test(test_serve_engine_drain_ends_unfinished_requests_at_the_deadline),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

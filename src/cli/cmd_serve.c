@@ -28,6 +28,8 @@
 /* Descriptors the server needs besides its connections: standard streams, the listening
  * socket, each worker's wake-up channel, the timer's and the guard's, with room to spare. */
 #define RESERVED_FDS 64
+/* Seconds the engine's requests failed at the end of the drain get to send their error. */
+#define FAILED_REPLY_S 2.0
 
 /* Each connection is a descriptor: allow as many as the hard limit does. Returns how many
  * connections the limit leaves room for. */
@@ -159,7 +161,9 @@ int lb_cmd_serve(int argc, char **argv) {
         {"--seed", LB_ARG_INT, &seed, "S", "seed of the token text and the fault draw (default 1)",
          0, 0, NULL},
         {"--drain", LB_ARG_DOUBLE, &drain_s, "S",
-         "on SIGINT/SIGTERM, seconds in-flight requests get to finish (default 5)", 0, 3600, NULL},
+         "on SIGINT/SIGTERM, seconds in-flight requests get to finish; the engine's unfinished "
+         "ones then fail (default 5)",
+         0, 3600, NULL},
         {"--idle-timeout", LB_ARG_DOUBLE, &sp.idle_timeout_s, "S",
          "close a connection that sends no request for S seconds; 0 = never (default 30)", 0, 86400,
          NULL},
@@ -291,7 +295,11 @@ int lb_cmd_serve(int argc, char **argv) {
     while (!lb_signals_interrupted())
         nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
     LB_INFO("serve: signal %d: draining", lb_signals_received());
-    lb_server_shutdown(srv, drain_s);
+    /* what the engine has not finished by the end of the drain fails then, rather than
+     * keeping the server's threads until it is done; its error replies get a moment more
+     * (the engine ends them after the step it is in) */
+    if (!synthetic) lb_engine_source_drain(&src, lb_clock_now_ns() + (int64_t)(drain_s * 1e9));
+    lb_server_shutdown(srv, synthetic ? drain_s : drain_s + FAILED_REPLY_S);
     lb_server_stats stats;
     lb_server_get_stats(srv, &stats);
     print_stats(&stats, url, (double)(lb_clock_now_ns() - t0) / 1e9, a.common.json);

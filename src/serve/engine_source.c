@@ -9,14 +9,16 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/utf8text.h"
 #include "model/hf_tokenizer.h"
 
-#define MAX_EOS 8
-#define POLL_NS 1000000LL
+#define MAX_EOS   8
+#define POLL_NS   1000000LL
+#define SHUT_DOWN "the server shut down before the request finished"
 
 typedef struct ereq {
     int32_t *prompt; /* freed once submitted */
@@ -40,13 +42,14 @@ typedef struct {
     ereq **active;
     int32_t n_active, cap_active;
     bool stop;
+    int64_t deadline_ns; /* lb_engine_source_drain's; 0: none */
     pthread_t th;
 } esrc;
 
 typedef struct {
     ereq *r;
     int32_t n_read;
-    char pend[4 * LB_TOKEN_TEXT_MAX_BYTES];
+    char pend[2 * LB_TOKEN_TEXT_MAX_BYTES];
     size_t pend_len;
 } stream_state;
 
@@ -80,21 +83,22 @@ static void *engine_thread(void *arg) {
     while (!s->stop) {
         ereq *fresh = s->new_head;
         s->new_head = s->new_tail = NULL;
-        /* cancel what was abandoned */
+        /* cancel what was abandoned; past the drain deadline, everything (unfinished) */
+        const bool late = s->deadline_ns > 0 && lb_clock_now_ns() >= s->deadline_ns;
         for (int32_t k = 0; k < s->n_active;) {
             ereq *r = s->active[k];
-            if (r->abandoned) {
+            if (r->abandoned || late) {
                 lb_engine_cancel(s->p.engine, r->id);
                 drop_active(s, k);
-                free_req(r);
+                end_req(r, SHUT_DOWN);
             } else {
                 k++;
             }
         }
         for (ereq *r = fresh, *nx; r != NULL; r = nx) {
             nx = r->next;
-            if (r->abandoned) {
-                free_req(r);
+            if (r->abandoned || late) {
+                end_req(r, SHUT_DOWN);
                 continue;
             }
             lb_engine_request rq = {.sampling = s->p.sampling,
@@ -268,8 +272,9 @@ static lb_token_state src_next(void *ctx, void *stream, int64_t now_ns, char *te
         if (ended && ss->pend_len > 0 && (*len = take_utf8(ss, text, true)) > 0)
             return LB_TOKEN_READY;
         if (ended) return LB_TOKEN_END;
-        int64_t now = now_ns == INT64_MAX ? lb_clock_now_ns() : now_ns;
-        *due_ns = now + POLL_NS;
+        /* a draining server asks again at once: a nap keeps it from spinning */
+        if (now_ns == INT64_MAX) nanosleep(&(struct timespec){.tv_nsec = POLL_NS}, NULL);
+        *due_ns = (now_ns == INT64_MAX ? lb_clock_now_ns() : now_ns) + POLL_NS;
         return LB_TOKEN_LATER;
     }
     /* one READY per token, its text possibly empty (part of a character, or the
@@ -330,6 +335,14 @@ lb_status lb_engine_source_init(const lb_engine_source_params *p, lb_token_sourc
                              .next = src_next,
                              .done = src_done};
     return LB_OK;
+}
+
+void lb_engine_source_drain(lb_token_source *src, int64_t deadline_ns) {
+    esrc *s = src->ctx;
+    pthread_mutex_lock(&s->mu);
+    s->deadline_ns = deadline_ns > 0 ? deadline_ns : 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void lb_engine_source_free(lb_token_source *src) {

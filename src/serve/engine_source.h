@@ -40,6 +40,10 @@ typedef struct {
  * the engine is closed). */
 lb_status lb_engine_source_init(const lb_engine_source_params *p, lb_token_source *src,
                                 lb_err *err);
+/* Before the server drains (serve/server.h's lb_server_shutdown): requests still queued
+ * or generating at deadline_ns (lb_clock_now_ns) end as LB_TOKEN_FAILED, "the server shut
+ * down before the request finished", so that no request outlives the drain. */
+void lb_engine_source_drain(lb_token_source *src, int64_t deadline_ns);
 void lb_engine_source_free(lb_token_source *src); /* stops the thread; accepts zeroed */
 
 #endif

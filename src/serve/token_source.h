@@ -24,8 +24,10 @@
 
 #include "core/status.h"
 
-/* Longest token text a source may return, bytes (the server's buffers are sized by it). */
-#define LB_TOKEN_TEXT_MAX_BYTES 64
+/* Longest token text a source may return, bytes (the server's buffers are sized by it):
+ * the longest token of Llama 3's and GPT-2's vocabularies is 128 bytes, three times that
+ * when each of its bytes is shown as U+FFFD, with room to spare. */
+#define LB_TOKEN_TEXT_MAX_BYTES 512
 
 typedef struct {
     const char *prompt; /* prompt text; valid during start() only; not NUL-terminated */
@@ -53,7 +55,9 @@ typedef struct {
     /* The next token as of now_ns (monotonic ns; INT64_MAX means "everything is due"):
      * LB_TOKEN_READY with text[0..*len) (at most LB_TOKEN_TEXT_MAX_BYTES, no NUL),
      * LB_TOKEN_LATER with *due_ns, LB_TOKEN_END, or LB_TOKEN_FAILED with the reason in
-     * text[0..*len) (same limits) after the tokens it could give. Never blocks. */
+     * text[0..*len) (same limits) after the tokens it could give. Never blocks, but for a
+     * moment (a millisecond) while the server drains (now_ns INT64_MAX: it asks again at
+     * once), so that a source whose tokens take time does not make it spin. */
     lb_token_state (*next)(void *ctx, void *stream, int64_t now_ns, char *text, size_t *len,
                            int64_t *due_ns);
     /* Ends a request, finished or abandoned; releases what start() took. */
