@@ -261,6 +261,36 @@ static void test_serve_prompt_arrays_count_every_part(void **state) {
     assert_int_equal(get_int(j, "usage", "prompt_tokens"), 4);
     json_decref(j);
     reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":[[1,2],[3]],\"max_tokens\":1}", &r);
+    j = parse(r.body);
+    assert_int_equal(json_array_size(json_object_get(j, "choices")), 2);
+    assert_int_equal(get_int(j, "usage", "prompt_tokens"), 3);
+    json_decref(j);
+    reply_free(&r);
+    stop(&f);
+}
+
+/* Token ids went to the source as decimal text, so an id no vocabulary has (negative,
+ * past 2^31) or an empty id array was served as a prompt; each is a 400 now, the first
+ * two naming the id. */
+static void test_serve_prompt_ids_must_be_token_ids(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    static const struct {
+        const char *body, *says;
+    } cases[] = {
+        {"{\"prompt\":[1,-1,3]}", "'prompt' holds -1, which is not a token id"},
+        {"{\"prompt\":[[1],[2147483648]]}", "'prompt' holds 2147483648, which is not a token id"},
+        {"{\"prompt\":[[1],[]]}", "a token id array in 'prompt' must not be empty"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        reply r;
+        post(f.port, "/v1/completions", cases[i].body, &r);
+        if (r.status != 400 || strstr(r.body, cases[i].says) == NULL)
+            fail_msg("%s: status %ld, %s", cases[i].body, r.status, r.body);
+        reply_free(&r);
+    }
     stop(&f);
 }
 
@@ -1158,6 +1188,7 @@ int main(void) {
         cmocka_unit_test(test_serve_chat_body_has_message_and_usage),
         cmocka_unit_test(test_serve_max_tokens_defaults_to_16_and_is_capped),
         cmocka_unit_test(test_serve_prompt_arrays_count_every_part),
+        cmocka_unit_test(test_serve_prompt_ids_must_be_token_ids),
         cmocka_unit_test(test_serve_stop_sequences_end_the_answer),
         cmocka_unit_test(test_serve_stream_ended_by_the_source_finishes_with_stop),
         cmocka_unit_test(test_serve_prompt_batch_gets_one_choice_a_prompt),

@@ -164,6 +164,110 @@ static void test_serve_engine_refused_request_whole_is_500(void **state) {
     stop(&f);
 }
 
+/* The usage count `name` of an answer. */
+static json_int_t usage_of(const json_t *j, const char *name) {
+    return json_integer_value(json_object_get(json_object_get(j, "usage"), name));
+}
+
+/* A prompt of token ids reached the engine as the text "1 2 3 ", tokenized again: other
+ * tokens (GPT-2's ids of digits and spaces, which llama-tiny's 128-id vocabulary refuses:
+ * a 500) and other counts. The ids go to the engine as they are, one choice per id array
+ * of a batch; an id outside the model's vocabulary is a 400 naming it. */
+static void test_serve_engine_token_id_prompt_reaches_the_engine_as_ids(void **state) {
+    (void)state;
+    fixture f;
+    start(&f);
+    lb_test_body t;
+    assert_int_equal(post(f.port, "{\"prompt\":[1,2,3],\"max_tokens\":2}", &t), 200);
+    json_t *j = json_loads(t.p, 0, NULL);
+    if (j == NULL) fail_msg("not JSON: %s", t.p);
+    assert_int_equal(usage_of(j, "prompt_tokens"), 3);
+    assert_int_equal(usage_of(j, "completion_tokens"), 2);
+    json_decref(j);
+    free(t.p);
+
+    assert_int_equal(post(f.port, "{\"prompt\":[[1,2],[3]],\"max_tokens\":2}", &t), 200);
+    j = json_loads(t.p, 0, NULL);
+    if (j == NULL) fail_msg("not JSON: %s", t.p);
+    assert_int_equal(json_array_size(json_object_get(j, "choices")), 2);
+    assert_int_equal(usage_of(j, "prompt_tokens"), 3);
+    assert_int_equal(usage_of(j, "completion_tokens"), 4);
+    json_decref(j);
+    free(t.p);
+
+    assert_int_equal(post(f.port, "{\"prompt\":[1,128,3],\"max_tokens\":2}", &t), 400);
+    if (strstr(t.p, "token id 128 (position 1 of the prompt)") == NULL)
+        fail_msg("the id is not named: %s", t.p);
+    free(t.p);
+    assert_int_equal(post(f.port, "{\"prompt\":[[1,2],[3,200]],\"max_tokens\":2}", &t), 400);
+    if (strstr(t.p, "'prompt'[1]: token id 200 (position 1 of the prompt)") == NULL)
+        fail_msg("the id is not named: %s", t.p);
+    free(t.p);
+    stop(&f);
+}
+
+/* The choices of answer j (whole or one event) that say finish_reason `why`. */
+static int finishing(const json_t *j, const char *why) {
+    int n = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(j, "choices"), i, c) {
+        const char *fr = json_string_value(json_object_get(c, "finish_reason"));
+        n += fr != NULL && strcmp(fr, why) == 0;
+    }
+    return n;
+}
+
+/* An end-of-sequence token that came as the last token max_tokens allowed ended the
+ * answer with finish_reason "length"; generation ended on the end of sequence: "stop", as
+ * OpenAI and vLLM say, whole and streamed, the token counted. */
+static void test_serve_engine_eos_as_the_last_allowed_token_finishes_with_stop(void **state) {
+    (void)state;
+    one_token o = {50256}; /* GPT-2's <|endoftext|> */
+    lb_weights w = one_token_weights(&o, 1);
+    fixture f;
+    const int32_t eos = 50256;
+    start_engine(&f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", &eos, 1);
+    static const char *const whole[] = {"{\"prompt\":\"hello\",\"max_tokens\":1}",
+                                        "{\"prompt\":\"hello\",\"max_tokens\":3}"};
+    for (int k = 0; k < 2; k++) {
+        lb_test_body t;
+        assert_int_equal(post(f.port, whole[k], &t), 200);
+        json_t *j = json_loads(t.p, 0, NULL);
+        if (j == NULL) fail_msg("not JSON: %s", t.p);
+        if (finishing(j, "stop") != 1) fail_msg("not finished by \"stop\": %s", t.p);
+        assert_string_equal(json_string_value(json_object_get(
+                                json_array_get(json_object_get(j, "choices"), 0), "text")),
+                            "");
+        assert_int_equal(usage_of(j, "completion_tokens"), 1);
+        json_decref(j);
+        free(t.p);
+    }
+    static const char *const streamed[] = {"{\"prompt\":\"hello\",\"max_tokens\":1,\"stream\":true,"
+                                           "\"stream_options\":{\"include_usage\":true}}",
+                                           "{\"prompt\":\"hello\",\"max_tokens\":3,\"stream\":true,"
+                                           "\"stream_options\":{\"include_usage\":true}}"};
+    for (int k = 0; k < 2; k++) {
+        lb_test_body t;
+        assert_int_equal(post(f.port, streamed[k], &t), 200);
+        int stops = 0, lengths = 0;
+        json_int_t completion = -1;
+        for (const char *ev = strstr(t.p, "data: {"); ev != NULL; ev = strstr(ev + 1, "data: {")) {
+            json_t *e = json_loads(ev + 6, JSON_DISABLE_EOF_CHECK, NULL);
+            assert_non_null(e);
+            stops += finishing(e, "stop");
+            lengths += finishing(e, "length");
+            if (json_object_get(e, "usage") != NULL) completion = usage_of(e, "completion_tokens");
+            json_decref(e);
+        }
+        if (stops != 1 || lengths != 0) fail_msg("not finished by \"stop\": %s", t.p);
+        assert_int_equal(completion, 1);
+        assert_non_null(strstr(t.p, "data: [DONE]"));
+        free(t.p);
+    }
+    stop(&f);
+}
+
 /* The text of token id under f's tokenizer (caller frees). */
 static char *token_text(const fixture *f, uint32_t id, size_t *len) {
     char *text = NULL;
@@ -299,6 +403,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_serve_engine_refused_request_streams_an_error),
         cmocka_unit_test(test_serve_engine_refused_request_whole_is_500),
+        cmocka_unit_test(test_serve_engine_token_id_prompt_reaches_the_engine_as_ids),
+        cmocka_unit_test(test_serve_engine_eos_as_the_last_allowed_token_finishes_with_stop),
         cmocka_unit_test(test_serve_engine_long_token_text_is_whole_and_counted_once),
         cmocka_unit_test(test_serve_engine_drain_ends_unfinished_requests_at_the_deadline),
     };

@@ -179,18 +179,28 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
                            int64_t *prompt_tokens, lb_err *err) {
     esrc *s = ctx;
     stream_state *ss = stream;
-    char *text = NULL;
-    size_t len = req->prompt_len;
-    if (req->chat) {
-        lb_chat_message m = {"user", req->prompt, req->prompt_len};
-        LB_TRY(lb_hf_tokenizer_chat_llama3(&m, 1, &text, &len, err));
+    uint32_t *ids = NULL; /* the text's tokens; a prompt of ids is taken as it is */
+    size_t n = req->n_ids;
+    if (req->ids != NULL) {
+        const int32_t vocab = lb_engine_config(s->p.engine)->vocab_size;
+        for (size_t i = 0; i < n; i++)
+            if (req->ids[i] < 0 || req->ids[i] >= vocab)
+                return lb_fail(err, LB_ERR_USAGE,
+                               "token id %d (position %zu of the prompt) is not in the model's "
+                               "vocabulary (ids 0..%d)",
+                               req->ids[i], i, vocab - 1);
+    } else {
+        char *text = NULL;
+        size_t len = req->prompt_len;
+        if (req->chat) {
+            lb_chat_message m = {"user", req->prompt, req->prompt_len};
+            LB_TRY(lb_hf_tokenizer_chat_llama3(&m, 1, &text, &len, err));
+        }
+        lb_status st = lb_tokenizer_encode(s->p.tok, text ? text : req->prompt, len, &ids, &n, err);
+        free(text);
+        if (st != LB_OK) return st;
     }
-    uint32_t *ids = NULL;
-    size_t n = 0;
-    lb_status st = lb_tokenizer_encode(s->p.tok, text ? text : req->prompt, len, &ids, &n, err);
-    free(text);
-    if (st != LB_OK) return st;
-    bool bos = s->p.bos_id >= 0 && !req->chat;
+    bool bos = s->p.bos_id >= 0 && !req->chat && req->ids == NULL;
     size_t total = n + bos;
     const lb_engine_info *info = lb_engine_get_info(s->p.engine);
     int64_t limit = info->max_ctx < info->kv_tokens ? info->max_ctx : info->kv_tokens;
@@ -210,7 +220,7 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
     }
     if (bos) r->prompt[r->n_prompt++] = s->p.bos_id;
     for (size_t i = 0; i < n; i++)
-        r->prompt[r->n_prompt++] = (int32_t)ids[i];
+        r->prompt[r->n_prompt++] = req->ids ? req->ids[i] : (int32_t)ids[i];
     free(ids);
     r->max_tokens = (int32_t)req->max_tokens;
     r->id = -1;
@@ -277,9 +287,12 @@ static lb_token_state src_next(void *ctx, void *stream, int64_t now_ns, char *te
         *due_ns = (now_ns == INT64_MAX ? lb_clock_now_ns() : now_ns) + POLL_NS;
         return LB_TOKEN_LATER;
     }
-    /* one READY per token, its text possibly empty (part of a character, or the
-     * end-of-sequence token), so the server's count of tokens stays exact */
-    if (!(last && fin == LB_FINISH_STOP && is_eos(s, tok))) {
+    /* one READY per token, its text possibly empty (part of a character), so the server's
+     * count of tokens stays exact; the end-of-sequence token that ended the request is a
+     * STOP with the text still pending, so that the server says "stop" even when it came
+     * as the last token max_tokens allows */
+    const bool eos = last && fin == LB_FINISH_STOP && is_eos(s, tok);
+    if (!eos) {
         char *piece = NULL;
         size_t plen = 0;
         lb_err err;
@@ -292,7 +305,7 @@ static lb_token_state src_next(void *ctx, void *stream, int64_t now_ns, char *te
         free(piece);
     }
     *len = take_utf8(ss, text, last);
-    return LB_TOKEN_READY;
+    return eos ? LB_TOKEN_STOP : LB_TOKEN_READY;
 }
 
 static void src_done(void *ctx, void *stream) {

@@ -3,18 +3,19 @@
  *
  * The engine runs on a thread of its own: start() tokenizes the prompt (Llama 3's chat
  * format for chat requests, the contents as one user message; the bos id before a plain
- * prompt), checks it against the engine's context and cache (a request that can never fit
- * is LB_ERR_USAGE naming the limit: the server answers 400) and queues it; the engine
- * thread admits queued requests between steps and appends each step's tokens to their
- * requests. next() never waits for the engine: it hands over the text of the tokens that
- * are there, one token a call (whole UTF-8 characters, an invalid byte as U+FFFD, at
- * most LB_TOKEN_TEXT_MAX_BYTES at a time, possibly none when a character continues in
- * the next token; the end-of-sequence token's text is not sent), or asks to be called
- * again in a millisecond. A request the engine refuses or that a failed step ends is
- * LB_TOKEN_FAILED after the tokens it got (the server sends an error, never a complete
- * answer). done() on an unfinished request cancels it in the engine, freeing its
- * blocks. Sampling is the same for every request (the server passes no sampling fields
- * yet). */
+ * prompt) or takes a prompt of token ids as it is (no bos; an id outside the model's
+ * vocabulary is LB_ERR_USAGE naming it), checks it against the engine's context and cache
+ * (a request that can never fit is LB_ERR_USAGE naming the limit: the server answers 400)
+ * and queues it; the engine thread admits queued requests between steps and appends each
+ * step's tokens to their requests. next() never waits for the engine: it hands over the
+ * text of the tokens that are there, one token a call (whole UTF-8 characters, an invalid
+ * byte as U+FFFD, at most LB_TOKEN_TEXT_MAX_BYTES at a time, possibly none when a
+ * character continues in the next token; the end-of-sequence token that ends a request
+ * is LB_TOKEN_STOP, its own text not sent), or asks to be called again in a millisecond.
+ * A request the engine refuses or that a failed step ends is LB_TOKEN_FAILED after the
+ * tokens it got (the server sends an error, never a complete answer). done() on an
+ * unfinished request cancels it in the engine, freeing its blocks. Sampling is the same
+ * for every request (the server passes no sampling fields yet). */
 #ifndef LB_SERVE_ENGINE_SOURCE_H
 #define LB_SERVE_ENGINE_SOURCE_H
 
@@ -28,7 +29,7 @@
 
 typedef struct {
     lb_engine *engine;       /* driven only by the source's thread from init to free */
-    const lb_tokenizer *tok; /* required: requests are text */
+    const lb_tokenizer *tok; /* required: prompts and answers are text */
     int32_t bos_id;          /* -1: none */
     const int32_t *eos_ids;  /* [n_eos], copied */
     int n_eos;

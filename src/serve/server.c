@@ -120,6 +120,12 @@ struct lb_server {
     lb_server_latency duration, ttft; /* serve/server_metrics.h */
 };
 
+/* One prompt of a request: text in the request's body or token ids in its ids. */
+typedef struct {
+    size_t at, len; /* where it starts and its length: bytes of body, or ids */
+    bool ids;       /* token ids */
+} prompt_part;
+
 typedef struct {
     lb_server *srv;
     struct MHD_Connection *conn;
@@ -138,11 +144,14 @@ typedef struct {
     int64_t max_tokens, prompt_tokens, sent, fault_at;
     int64_t choice_sent;   /* tokens of the current choice */
     int n_prompts, choice; /* a batch of prompts: one choice each, answered in turn */
-    size_t *parts;         /* batch: start and length of each prompt in body (2 a prompt) */
+    prompt_part one;       /* the prompt, when there is one */
+    prompt_part *parts;    /* a batch's [n_prompts] prompts; NULL: one */
+    int32_t *ids;          /* the token ids of the prompts given as ids */
+    size_t n_ids;
     char stop[STOP_MAX][STOP_MAX_BYTES];
     uint8_t stop_len[STOP_MAX];
     uint8_t n_stop, held_len;
-    bool stopped;              /* a stop sequence ended the current choice */
+    bool stopped; /* a stop sequence or the source (end of sequence) ended the current choice */
     char held[STOP_MAX_BYTES]; /* text held back: it may begin a stop sequence */
     size_t drop_at;       /* drop fault, whole body: bytes sent before the connection is closed */
     size_t body_reserved; /* bytes of the server's body budget this request holds */
@@ -469,6 +478,7 @@ static void request_release(void *cls) {
     sbuf_free(&r->body);
     sbuf_free(&r->resp);
     free(r->parts);
+    free(r->ids);
     free(r);
     atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
 }
@@ -528,59 +538,66 @@ static bool is_set(const json_t *v) {
     return v && !json_is_null(v);
 }
 
-/* Appends one prompt part to the prompt text, newline-separated. */
+/* Appends one message part to the prompt text, newline-separated. */
 static bool prompt_add(request *r, const char *s, size_t n) {
     if (r->body.len > 0 && !sbuf_append(&r->body, "\n", 1)) return false;
     return sbuf_append(&r->body, s, n);
 }
 
-/* Appends token ids as decimal text, space-separated (how ids reach the source). */
-static const char *ids_add(request *r, const json_t *ids) {
+/* A prompt of text: appended to r->body, *part says where. */
+static const char *text_add(request *r, const json_t *text, prompt_part *part) {
+    *part = (prompt_part){.at = r->body.len, .len = json_string_length(text)};
+    return sbuf_append(&r->body, json_string_value(text), part->len) ? NULL : "out of memory";
+}
+
+/* A prompt of token ids (a non-empty JSON array of ids in 0..INT32_MAX): appended to
+ * r->ids, *part says where. */
+static const char *ids_add(request *r, const json_t *ids, prompt_part *part) {
+    size_t n = json_array_size(ids);
+    if (n == 0) return "a token id array in 'prompt' must not be empty";
+    int32_t *grown = realloc(r->ids, (r->n_ids + n) * sizeof *grown);
+    if (grown == NULL) return "out of memory";
+    r->ids = grown;
+    *part = (prompt_part){.at = r->n_ids, .len = n, .ids = true};
     size_t i;
     json_t *v;
     json_array_foreach(ids, i, v) {
         if (!json_is_integer(v)) return "'prompt' array must hold only strings or only token ids";
-        char tmp[24];
-        int n = snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
-        if (!sbuf_append(&r->body, tmp, (size_t)n) || !sbuf_append(&r->body, " ", 1))
-            return "out of memory";
+        json_int_t id = json_integer_value(v);
+        if (id < 0 || id > INT32_MAX) {
+            snprintf(r->head, sizeof r->head,
+                     "'prompt' holds %lld, which is not a token id (0..2147483647)", (long long)id);
+            return r->head;
+        }
+        r->ids[r->n_ids++] = (int32_t)id;
     }
     return NULL;
 }
 
-/* Collects the prompt of a completion request into r->body: a string or an array of
- * token ids is one prompt; an array of strings or of id arrays is a batch (one choice a
- * prompt), whose parts are recorded in r->parts. */
+/* Collects the prompt of a completion request: a string or an array of token ids is one
+ * prompt (r->one); an array of strings or of id arrays is a batch (one choice a prompt,
+ * r->parts). Text goes to r->body, ids to r->ids. */
 static const char *read_prompt(request *r, const json_t *prompt) {
     if (!prompt) return "missing field 'prompt'";
     r->n_prompts = 1;
-    if (json_is_string(prompt))
-        return prompt_add(r, json_string_value(prompt), json_string_length(prompt))
-                   ? NULL
-                   : "out of memory";
+    if (json_is_string(prompt)) return text_add(r, prompt, &r->one);
     if (!json_is_array(prompt) || json_array_size(prompt) == 0)
         return "'prompt' must be a string, an array of token ids, or a non-empty array of "
                "prompts (strings or token id arrays)";
-    if (json_is_integer(json_array_get(prompt, 0))) return ids_add(r, prompt);
+    if (json_is_integer(json_array_get(prompt, 0))) return ids_add(r, prompt, &r->one);
     size_t n = json_array_size(prompt);
     if (n > BATCH_MAX) return "'prompt' holds more than 128 prompts";
-    r->parts = malloc(2 * n * sizeof *r->parts);
+    r->parts = malloc(n * sizeof *r->parts);
     if (r->parts == NULL) return "out of memory";
     size_t i;
     json_t *v;
     json_array_foreach(prompt, i, v) {
-        r->parts[2 * i] = r->body.len;
-        const char *why = NULL;
-        if (json_is_string(v))
-            why = sbuf_append(&r->body, json_string_value(v), json_string_length(v))
-                      ? NULL
-                      : "out of memory";
-        else if (json_is_array(v))
-            why = ids_add(r, v);
-        else
-            why = "'prompt' array must hold only strings, only token ids or only id arrays";
+        const char *why = json_is_string(v) ? text_add(r, v, &r->parts[i])
+                          : json_is_array(v)
+                              ? ids_add(r, v, &r->parts[i])
+                              : "'prompt' array must hold only strings, only token ids or only "
+                                "id arrays";
         if (why) return why;
-        r->parts[2 * i + 1] = r->body.len - r->parts[2 * i];
     }
     r->n_prompts = (int)n;
     return NULL;
@@ -737,7 +754,10 @@ static const char *read_request(request *r, const json_t *root) {
     const char *why = r->chat ? read_messages(r, json_object_get(root, "messages"))
                               : read_prompt(r, json_object_get(root, "prompt"));
     if (why) return why;
-    if (r->chat) r->n_prompts = 1;
+    if (r->chat) {
+        r->n_prompts = 1;
+        r->one = (prompt_part){.len = r->body.len};
+    }
     if (r->n_prompts > 1 && r->stream)
         return "a batch of prompts is answered whole only: set 'stream' false or send one "
                "prompt per request";
@@ -917,7 +937,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                 now = INT64_MAX; /* draining: everything is due */
                 continue;
             }
-            size_t plen = stop_filter(r, tok, len, r->sent + 1 == r->max_tokens, piece);
+            const bool eos = st == LB_TOKEN_STOP;
+            size_t plen = stop_filter(r, tok, len, eos || r->sent + 1 == r->max_tokens, piece);
+            r->stopped |= eos;
             n = write_token_event(r, w, piece, plen);
             if (r->sent == 0)
                 lb_server_metrics_observe(&s->ttft, lb_clock_now_ns() - r->arrival_ns);
@@ -1002,10 +1024,12 @@ static enum MHD_Result finish_whole(request *r) {
  * its prompt tokens add to the request's. */
 static lb_status start_choice(request *r, int k, lb_err *err) {
     lb_server *s = r->srv;
-    bool batch = r->parts != NULL;
+    const prompt_part *pp = r->parts ? &r->parts[k] : &r->one;
     lb_token_request tr = {
-        .prompt = r->body.p + (batch ? r->parts[2 * k] : 0),
-        .prompt_len = batch ? r->parts[2 * k + 1] : r->body.len,
+        .prompt = pp->ids ? NULL : r->body.p + pp->at,
+        .prompt_len = pp->ids ? 0 : pp->len,
+        .ids = pp->ids ? r->ids + pp->at : NULL,
+        .n_ids = pp->ids ? pp->len : 0,
         .max_tokens = r->max_tokens,
         .arrival_ns = r->arrival_ns,
         .chat = r->chat,
@@ -1023,9 +1047,9 @@ static lb_status start_choice(request *r, int k, lb_err *err) {
 /* A batch: closes the choice just generated and starts the next one, whose tokens are
  * due on the same clock (from the request's arrival), so the choices take the time of
  * one. */
-static bool next_choice(request *r) {
+static lb_status next_choice(request *r, lb_err *err) {
     lb_server *s = r->srv;
-    if (!sbuf_reserve(&r->resp, 96)) return false;
+    if (!sbuf_reserve(&r->resp, 96)) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
     char *p = r->resp.p + r->resp.len;
     p = PUT_LIT(p, "\",\"logprobs\":null,\"finish_reason\":");
     p = !r->stopped && r->choice_sent == r->max_tokens ? PUT_LIT(p, "\"length\"},")
@@ -1035,13 +1059,9 @@ static bool next_choice(request *r) {
     p = PUT_LIT(p, ",\"text\":\"");
     r->resp.len = (size_t)(p - r->resp.p);
     if (s->src->done) s->src->done(s->src->ctx, r->stream_state);
-    lb_err err;
-    if (start_choice(r, r->choice + 1, &err) != LB_OK) {
-        r->parsed = false; /* nothing started to end */
-        LB_WARN("serve: the token source failed: %s", err.msg);
-        return false;
-    }
-    return true;
+    lb_status st = start_choice(r, r->choice + 1, err);
+    if (st != LB_OK) r->parsed = false; /* nothing started to end */
+    return st;
 }
 
 /* Pulls every due token into the body; parks the connection until the next one is due
@@ -1074,10 +1094,20 @@ static enum MHD_Result generate_whole(request *r) {
             size_t plen = stop_filter(r, "", 0, true, piece); /* what was held */
             r->resp.len = (size_t)(put_json(r->resp.p + r->resp.len, piece, plen) - r->resp.p);
             if (r->choice + 1 >= r->n_prompts) break;
-            if (!next_choice(r)) return MHD_NO;
+            lb_err err = {{0}};
+            lb_status started = next_choice(r, &err);
+            if (started == LB_ERR_USAGE) /* a prompt the source can never serve */
+                return reply_request_error(r, MHD_HTTP_BAD_REQUEST, "'prompt'[%d]: %s",
+                                           r->choice + 1, err.msg);
+            if (started != LB_OK) {
+                LB_WARN("serve: the token source failed: %s", err.msg);
+                return MHD_NO;
+            }
             continue;
         }
-        size_t plen = stop_filter(r, tok, len, r->choice_sent + 1 == r->max_tokens, piece);
+        const bool eos = st == LB_TOKEN_STOP;
+        size_t plen = stop_filter(r, tok, len, eos || r->choice_sent + 1 == r->max_tokens, piece);
+        r->stopped |= eos;
         r->resp.len = (size_t)(put_json(r->resp.p + r->resp.len, piece, plen) - r->resp.p);
         r->sent++;
         r->choice_sent++;

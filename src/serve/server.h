@@ -5,7 +5,9 @@
  * or, when the scraper accepts it, OpenMetrics: serve/server_metrics.h). A completion request is
  * answered whole (one JSON body with usage) or, with "stream": true, as server-sent events in
  * OpenAI's chunk format: one chunk per token (and, when the source ends before max_tokens,
- * one more with finish_reason "stop"), a usage chunk with empty choices when
+ * one more with finish_reason "stop"; a token the source marks as ending the request, the
+ * end-of-sequence token, says "stop" itself, even as the last one max_tokens allows), a
+ * usage chunk with empty choices when
  * stream_options.include_usage is true, then "data: [DONE]". The output length is the request's
  * max_tokens (chat: max_completion_tokens first), 16 when absent, capped by params.max_tokens; the
  * token source (serve/token_source.h) counts prompt tokens and times every token.
@@ -26,8 +28,10 @@
  * body_memory_bytes (a request that would pass it is answered 503 before its body is
  * read), each body by 64 MiB (413).
  *
- * It does not batch prompts (a prompt array is one prompt), honour n > 1 (refused),
- * stop sequences, logprobs or sampling parameters (accepted and ignored), nor TLS. */
+ * A completion prompt is a string, an array of token ids (handed to the source as ids,
+ * never as text), or a batch: an array of strings or id arrays, one choice each, answered
+ * whole only. It does not honour n > 1, logprobs, echo, best_of or suffix (refused), nor
+ * sampling parameters (accepted and ignored), nor TLS. */
 #ifndef LB_SERVE_SERVER_H
 #define LB_SERVE_SERVER_H
 

@@ -55,10 +55,12 @@ static lb_status synth_start(void *ctx, const lb_token_request *req, void *strea
     (void)err;
     const synth_ctx *c = ctx;
     synth_stream *s = stream;
-    /* FNV-1a over the prompt, started from the server seed. */
+    /* FNV-1a over the prompt's bytes (its text, or its ids), started from the server seed. */
+    const unsigned char *b = req->ids ? (const void *)req->ids : (const void *)req->prompt;
+    size_t n = req->ids ? req->n_ids * sizeof *req->ids : req->prompt_len;
     uint64_t h = 1469598103934665603ULL ^ c->seed;
-    for (size_t i = 0; i < req->prompt_len; i++)
-        h = (h ^ (unsigned char)req->prompt[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
     lb_rng_seed(&s->rng, h);
     int64_t begin = req->arrival_ns;
     if (c->n_slots > 0) { /* the slot that frees first; the request holds it to its end */
@@ -76,7 +78,8 @@ static lb_status synth_start(void *ctx, const lb_token_request *req, void *strea
     s->tpot_ns = c->tpot_ns;
     s->next = 0;
     s->n = req->max_tokens;
-    *prompt_tokens = lb_synthetic_count_words(req->prompt, req->prompt_len);
+    *prompt_tokens =
+        req->ids ? (int64_t)req->n_ids : lb_synthetic_count_words(req->prompt, req->prompt_len);
     return LB_OK;
 }
 

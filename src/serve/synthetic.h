@@ -6,7 +6,8 @@
  * 100000) drawn from a generator seeded by the server seed and a hash of the prompt: the
  * same prompt gives the same completion, streamed or not, in every run. Every token is
  * exactly one whitespace-separated word. Prompt tokens are counted as whitespace-separated
- * words of the prompt (space, tab, newline, carriage return, form feed, vertical tab).
+ * words of the prompt (space, tab, newline, carriage return, form feed, vertical tab), or
+ * as its ids when it came as token ids.
  *
  * With `slots` N > 0 it models a server that generates for at most N requests at once: a
  * request waits (first come, first served) for the slot that frees first, and its clock

@@ -12,9 +12,10 @@
  * Threads: start, next and done for one request run on one server thread at a time, but
  * different requests run concurrently: ctx must be safe to share.
  *
- * Not covered yet: prompts as token ids reach the source as their decimal ids separated
- * by spaces, and chat messages as their contents joined by newlines (roles are dropped);
- * an engine that needs ids or roles will widen lb_token_request. */
+ * A completion prompt comes as text or, when the client sent token ids, as those ids
+ * (ids >= 0 and < 2^31; whether they are in the vocabulary is the source's to check).
+ * Not covered yet: chat messages reach the source as their contents joined by newlines
+ * (roles are dropped); an engine that needs roles will widen lb_token_request. */
 #ifndef LB_SERVE_TOKEN_SOURCE_H
 #define LB_SERVE_TOKEN_SOURCE_H
 
@@ -32,6 +33,9 @@
 typedef struct {
     const char *prompt; /* prompt text; valid during start() only; not NUL-terminated */
     size_t prompt_len;  /* bytes */
+    const int32_t *ids; /* the prompt as token ids [n_ids], valid during start() only;
+                           NULL: the prompt is text */
+    size_t n_ids;       /* >= 1 when ids is set */
     int64_t max_tokens; /* output tokens to generate, >= 1 */
     int64_t arrival_ns; /* lb_clock_now_ns() when the request arrived */
     bool chat;          /* /v1/chat/completions (prompt = message contents) */
@@ -39,6 +43,9 @@ typedef struct {
 
 typedef enum {
     LB_TOKEN_READY,  /* the next token's text was written */
+    LB_TOKEN_STOP,   /* the last token's text was written: it ended the request as an
+                        end-of-sequence token does (finish_reason "stop"), whatever the
+                        token budget; no more tokens */
     LB_TOKEN_LATER,  /* the next token is not due yet: *due_ns says when to ask again */
     LB_TOKEN_END,    /* no more tokens: the request is complete */
     LB_TOKEN_FAILED, /* no more tokens, the request is not complete: text says why */
@@ -49,12 +56,13 @@ typedef struct {
     void *ctx;           /* the source's shared state, passed to every callback */
     size_t stream_bytes; /* per-request state the server provides to start(), bytes */
     /* Begins a request: initialises the state in stream and counts the prompt's tokens
-     * into *prompt_tokens. On failure writes err and returns its status. */
+     * into *prompt_tokens. On failure writes err and returns its status: LB_ERR_USAGE for
+     * a request the source can never serve (the server answers 400 with err's text). */
     lb_status (*start)(void *ctx, const lb_token_request *req, void *stream, int64_t *prompt_tokens,
                        lb_err *err);
     /* The next token as of now_ns (monotonic ns; INT64_MAX means "everything is due"):
-     * LB_TOKEN_READY with text[0..*len) (at most LB_TOKEN_TEXT_MAX_BYTES, no NUL),
-     * LB_TOKEN_LATER with *due_ns, LB_TOKEN_END, or LB_TOKEN_FAILED with the reason in
+     * LB_TOKEN_READY or LB_TOKEN_STOP with text[0..*len) (at most LB_TOKEN_TEXT_MAX_BYTES,
+     * no NUL), LB_TOKEN_LATER with *due_ns, LB_TOKEN_END, or LB_TOKEN_FAILED with the reason in
      * text[0..*len) (same limits) after the tokens it could give. Never blocks, but for a
      * moment (a millisecond) while the server drains (now_ns INT64_MAX: it asks again at
      * once), so that a source whose tokens take time does not make it spin. */
