@@ -498,6 +498,86 @@ static void test_cli_results_import_whose_write_fails_leaves_no_running_run(void
     assert_int_equal(count_runs(LB_RUN_RUNNING), running);
 }
 
+/* Stored run id of the database at path (the caller frees it). */
+static lb_result *load_run(const char *path, int64_t id) {
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open_read(path, &s, &e), LB_OK);
+    lb_result *r = NULL;
+    assert_int_equal(lb_store_run_load(s, id, &r, &e), LB_OK);
+    lb_store_close(s);
+    return r;
+}
+
+/* Runs leave one database through `results export --format json` and enter a fresh one
+ * through `results import`, each element of the export one run with the same metrics and
+ * samples; importing the file again stores nothing and names the runs that hold them. */
+static void test_cli_results_import_of_an_export_moves_its_runs_once(void **state) {
+    (void)state;
+    /* a second finished run beside ok_id (the one left running cannot move: it never ended) */
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    lb_result *r = lb_result_new("comm", "all-reduce");
+    lb_result_set_metric(r, "avg_busbw", 40.5, "GB/s");
+    lb_result_set_metric(r, "wrong_total", 0, "count");
+    int64_t second = -1;
+    assert_int_equal(lb_store_run_begin(s, r, &second, &e), LB_OK);
+    r->status = LB_RUN_OK;
+    assert_int_equal(lb_store_run_finish(s, second, r, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+
+    char path[320], fresh[320], a[24], b[24];
+    snprintf(path, sizeof path, "%s/moved.json", dir);
+    snprintf(fresh, sizeof fresh, "%s/fresh.db", dir);
+    snprintf(a, sizeof a, "%lld", (long long)ok_id);
+    snprintf(b, sizeof b, "%lld", (long long)second);
+    assert_int_equal(run((const char *[]){"results", "export", a, b, "--out", path, NULL}), 0);
+    int rc = run((const char *[]){"results", "import", path, "--db", fresh, "--json", NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_int_equal(json_array_size(doc), 2);
+    const int64_t source[2] = {ok_id, second};
+    int64_t moved[2];
+    for (size_t i = 0; i < 2; i++) {
+        json_t *one = json_array_get(doc, i);
+        assert_true(json_is_true(json_object_get(one, "stored")));
+        moved[i] = json_integer_value(json_object_get(one, "id"));
+        lb_result *was = load_run(db, source[i]), *is = load_run(fresh, moved[i]);
+        assert_string_equal(is->name, was->name);
+        assert_int_equal(is->status, LB_RUN_OK);
+        assert_int_equal(is->n_metrics, was->n_metrics);
+        for (size_t k = 0; k < was->n_metrics; k++)
+            assert_float_equal(lb_result_metric(is, was->metrics[k].name), was->metrics[k].value,
+                               0.0);
+        assert_int_equal(is->n_series, was->n_series);
+        for (size_t k = 0; k < was->n_series; k++)
+            assert_int_equal(lb_result_find_series(is, was->series[k].name)->n, was->series[k].n);
+        lb_result_free(was);
+        lb_result_free(is);
+    }
+    json_decref(doc);
+
+    rc = run((const char *[]){"results", "import", path, "--db", fresh, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    for (size_t i = 0; i < 2; i++) {
+        char want[512];
+        snprintf(want, sizeof want, "run %lld of %s was imported before, as run %lld in ",
+                 (long long)source[i], path, (long long)moved[i]);
+        if (strstr(out, want) == NULL) fail_msg("stdout lacks '%s': %s", want, out);
+    }
+    assert_true(strncmp(out, "stored ", 7) != 0 && strstr(out, "\nstored ") == NULL);
+    assert_int_equal(lb_store_open_read(fresh, &s, &e), LB_OK);
+    lb_store_filter f = lb_store_default_filter();
+    lb_store_run_info *list = NULL;
+    size_t n = 0;
+    assert_int_equal(lb_store_list(s, &f, &list, &n, &e), LB_OK);
+    assert_int_equal(n, 2);
+    free(list);
+    lb_store_close(s);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -525,6 +605,7 @@ int main(void) {
         T(test_cli_results_list_with_no_match_names_the_filter),
         T(test_cli_results_import_of_the_same_result_twice_stores_it_once),
         T(test_cli_results_import_whose_write_fails_leaves_no_running_run),
+        T(test_cli_results_import_of_an_export_moves_its_runs_once),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -670,6 +670,69 @@ static void test_compare_with_too_few_values_to_test_says_untested(void **state)
     json_decref(doc);
 }
 
+/* Six comm runs a side, wrong_total 0 in every run of A and about 5 in B's: no percentage
+ * is of 0, so compare words the change as history does, "+5 from 0" (it said "+inf%"),
+ * with a null change_pct and the change itself in JSON; a change from 0 counts whatever the
+ * threshold (busbw's +10% does not pass 1000%), and one run a side shows it untested in the
+ * same words. Own database. */
+static void test_compare_change_from_zero_is_said_as_history_says_it(void **state) {
+    (void)state;
+    enum { N = 6 };
+    static const int wrong_b[N] = {4, 5, 5, 6, 5, 5};
+    char db[160], a[128] = "", b[128] = "";
+    snprintf(db, sizeof db, "%s/compare-from-zero.db", g_dir);
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    for (int i = 0; i < 2 * N; i++) {
+        lb_result *r = lb_result_new("comm", "collectives");
+        json_object_set_new(r->config, "collectives", json_string("all_reduce"));
+        json_object_set_new(r->provenance, "hostname", json_string("testhost"));
+        r->start_wall_s = 9e9 + i;
+        int64_t id = -1;
+        assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+        lb_result_set_metric(r, "avg_busbw", (i < N ? 40.0 : 44.0) + 0.1 * (i % N), "GB/s");
+        lb_result_set_metric(r, "wrong_total", i < N ? 0 : wrong_b[i - N], "count");
+        r->status = LB_RUN_OK;
+        r->end_wall_s = r->start_wall_s + 1;
+        assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+        lb_result_free(r);
+        char *side = i < N ? a : b;
+        sprintf(side + strlen(side), "%s%lld", side[0] ? "," : "", (long long)id);
+    }
+    lb_store_close(s);
+
+    int rc = run((const char *[]){"compare", a, b, "--db", db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    const char *row = strstr(out, "  wrong_total ");
+    if (row == NULL || strstr(row, " +5 from 0 ") == NULL || strstr(out, "inf") != NULL)
+        fail_msg("compare: %s", out);
+    rc = run((const char *[]){"compare", a, b, "--threshold", "1000", "--json", "--db", db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *m = find_metric(doc, "wrong_total");
+    assert_non_null(m);
+    assert_true(json_is_null(json_object_get(m, "change_pct")));
+    assert_true(json_is_null(json_object_get(m, "lo_pct")));
+    assert_float_equal(json_number_value(json_object_get(m, "change")), 5.0, 1e-9);
+    assert_string_equal(json_string_value(json_object_get(m, "verdict")), "more");
+    assert_true(json_is_false(json_object_get(m, "regression")));
+    /* the same threshold holds back busbw's change, which has a percentage (+10%) */
+    m = find_metric(doc, "avg_busbw");
+    assert_string_equal(json_string_value(json_object_get(m, "verdict")), "no change");
+    json_decref(doc);
+
+    /* one run a side: untested, in the same words */
+    *strchr(a, ',') = '\0';
+    *strchr(b, ',') = '\0';
+    rc = run((const char *[]){"compare", a, b, "--db", db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    row = strstr(out, "  wrong_total ");
+    if (row == NULL || strstr(row, " +4 from 0 ") == NULL || strstr(out, "inf") != NULL)
+        fail_msg("compare: %s", out);
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -690,6 +753,7 @@ int main(void) {
         cmocka_unit_test(test_history_change_from_zero_is_not_an_infinite_percentage),
         cmocka_unit_test(test_compare_of_sweeps_names_the_cells_only_one_side_has),
         cmocka_unit_test(test_compare_with_too_few_values_to_test_says_untested),
+        cmocka_unit_test(test_compare_change_from_zero_is_said_as_history_says_it),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

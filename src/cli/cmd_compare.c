@@ -12,6 +12,7 @@
 #include "core/result.h"
 #include "history/bench.h"
 #include "history/compare.h"
+#include "history/history.h"
 #include "history/select.h"
 #include "store/store.h"
 
@@ -24,18 +25,26 @@ static json_t *ids_json(const lb_run_group *g) {
     return a;
 }
 
+/* The change of row r as history words it (lb_history_change_text): "+8.0%", or from a
+ * median of 0 the change itself, "+5 from 0". Returns buf. */
+static const char *change_text(const lb_compare_row *r, char *buf, size_t cap) {
+    const lb_history_change h = {
+        .before = r->a, .after = r->a + r->change, .change_pct = r->change_pct};
+    return lb_history_change_text(&h, buf, cap);
+}
+
 static void print_rows(const lb_compare_row *rows, size_t n) {
-    printf("  %-20s %-8s %6s %6s %12s %12s %9s %21s %9s  %s\n", "metric", "unit", "n A", "n B",
+    printf("  %-20s %-8s %6s %6s %12s %12s %12s %21s %9s  %s\n", "metric", "unit", "n A", "n B",
            "A median", "B median", "change", "interval", "p", "verdict");
     for (size_t i = 0; i < n; i++) {
         const lb_compare_row *r = &rows[i];
-        char interval[48] = "-", p[16] = "-";
+        char interval[48] = "-", p[16] = "-", change[32];
         if (isfinite(r->lo_pct))
             snprintf(interval, sizeof interval, "[%+.1f%%, %+.1f%%]", r->lo_pct, r->hi_pct);
         if (isfinite(r->p)) snprintf(p, sizeof p, "%.2g", r->p);
-        printf("  %-20s %-8s %6zu %6zu %12.5g %12.5g %+8.1f%% %21s %9s  %s%s\n", r->metric, r->unit,
-               r->n_a, r->n_b, r->a, r->b, r->change_pct, interval, p, r->word,
-               r->regression ? " (regression)" : "");
+        printf("  %-20s %-8s %6zu %6zu %12.5g %12.5g %12s %21s %9s  %s%s\n", r->metric, r->unit,
+               r->n_a, r->n_b, r->a, r->b, change_text(r, change, sizeof change), interval, p,
+               r->word, r->regression ? " (regression)" : "");
     }
 }
 
@@ -92,13 +101,14 @@ static json_t *rows_json(const lb_compare_row *rows, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const lb_compare_row *r = &rows[i];
         json_array_append_new(
-            a, json_pack(
-                   "{s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b}", "metric",
-                   r->metric, "unit", r->unit, "n_a", (json_int_t)r->n_a, "n_b", (json_int_t)r->n_b,
-                   "a", lb_result_json_number(r->a), "b", lb_result_json_number(r->b), "change_pct",
-                   lb_result_json_number(r->change_pct), "lo_pct", lb_result_json_number(r->lo_pct),
-                   "hi_pct", lb_result_json_number(r->hi_pct), "p", lb_result_json_number(r->p),
-                   "verdict", r->word, "regression", r->regression));
+            a, json_pack("{s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b}",
+                         "metric", r->metric, "unit", r->unit, "n_a", (json_int_t)r->n_a, "n_b",
+                         (json_int_t)r->n_b, "a", lb_result_json_number(r->a), "b",
+                         lb_result_json_number(r->b), "change", lb_result_json_number(r->change),
+                         "change_pct", lb_result_json_number(r->change_pct), "lo_pct",
+                         lb_result_json_number(r->lo_pct), "hi_pct",
+                         lb_result_json_number(r->hi_pct), "p", lb_result_json_number(r->p),
+                         "verdict", r->word, "regression", r->regression));
     }
     return a;
 }
@@ -120,7 +130,9 @@ int lb_cmd_compare(int argc, char **argv) {
                    "Each key metric with raw samples (step times, latencies) is decided by a "
                    "Mann-Whitney U test on the pooled samples, its change given as the "
                    "Hodges-Lehmann shift with a 95% interval; a change counts when p < alpha and "
-                   "it is at least --threshold percent. Exit 1 when a performance metric got "
+                   "it is at least --threshold percent (from A's median of 0, which no "
+                   "percentage is of, any change counts, shown as '+5 from 0'). Exit 1 when a "
+                   "performance metric got "
                    "worse (a regression), 0 otherwise, 2 when a run does not exist or the runs "
                    "share no metric.",
         LB_ARG_SPECS(specs),

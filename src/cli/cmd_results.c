@@ -5,11 +5,11 @@
  * themselves come out through export). export [ID...]: runs with every raw sample as JSON
  * or CSV (store/store.h defines both), on stdout or into a file that appears whole or not
  * at all (temporary file, fsync, rename). import FILE: stores a result that a run kept in
- * a file when its final write failed (store.h's lb_store_keep_aside), once: a result
- * imported before is named, not stored again (unless --again). Exit codes: 2 for
- * bad usage (unknown subcommand or option, a malformed or missing ID), 1 when a run is
- * not found or the database cannot be read, 0 otherwise. list, show and export open the
- * database read-only: they never create, upgrade or write it. */
+ * a file when its final write failed (store.h's lb_store_keep_aside), or each run of a JSON
+ * export, once: a result imported before is named, not stored again (unless --again). Exit codes: 2
+ * for bad usage (unknown subcommand or option, a malformed or missing ID), 1 when a run is not
+ * found or the database cannot be read, 0 otherwise. list, show and export open the database
+ * read-only: they never create, upgrade or write it. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -470,93 +470,143 @@ static int results_export(int argc, char **argv) {
 /* The tag an imported result carries: "imported:" and 16 hex digits of the FNV-1a 64 hash
  * of the document in one canonical form (compact, keys sorted), so that the same result is
  * known again whatever file it comes from and however that file is laid out. */
-static lb_status import_tag(const json_t *doc, const char *path, char *tag, size_t cap,
+static lb_status import_tag(const json_t *doc, const char *what, char *tag, size_t cap,
                             lb_err *err) {
     char *canonical = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
-    if (canonical == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to read %s", path);
+    if (canonical == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to read %s", what);
     snprintf(tag, cap, "imported:%016llx",
              (unsigned long long)lb_bench_fnv(LB_FNV_OFFSET, canonical));
     free(canonical);
     return LB_OK;
 }
 
-/* Stores the result in path (a file kept aside by a run whose finish failed, or any
- * document of lb_result_to_json's shape) as a new run tagged with its import_tag; *id
- * receives its id and *stored is true. When a run already carries that tag and again is
- * false, nothing is written: *id is that run (the newest such) and *stored is false. The
- * tag is written with the run's finish, so a run whose finish failed never counts as
- * imported: that run is marked failed, never left `running`. */
-static lb_status import_file(lb_store *s, const char *path, bool again, int64_t *id, bool *stored,
-                             lb_err *err) {
+/* One run of an import file, read and ready to store: its result (owned, NULL until read),
+ * its import_tag, and what names it in messages ("FILE", or "run 3 of FILE" for an element
+ * of an export's array). */
+typedef struct {
+    lb_result *r;
+    char tag[32];
+    char what[LB_ERR_MSG_BYTES / 2];
+} import_run;
+
+/* Reads doc, one document of lb_result_to_json's shape, into run->r and run->tag. A
+ * document that is not a finished result is LB_ERR_USAGE naming run->what. */
+static lb_status import_read(const json_t *doc, import_run *run, lb_err *err) {
+    lb_status st = lb_result_from_json(doc, run->what, &run->r, err);
+    if (st == LB_OK) st = import_tag(doc, run->what, run->tag, sizeof run->tag, err);
+    if (st == LB_ERR_FORMAT) st = LB_ERR_USAGE;
+    if (st == LB_OK && run->r->status == LB_RUN_RUNNING)
+        st = lb_fail(err, LB_ERR_USAGE, "%s holds a run that never ended (status running)",
+                     run->what);
+    return st;
+}
+
+/* Stores run->r as a new run tagged with run->tag; *id receives its id and *stored is true.
+ * When a run already carries that tag and again is false, nothing is written: *id is that
+ * run (the newest such) and *stored is false. The tag is written with the run's finish, so
+ * a run whose finish failed never counts as imported: that run is marked failed, never left
+ * `running`. */
+static lb_status import_store(lb_store *s, import_run *run, bool again, int64_t *id, bool *stored,
+                              lb_err *err) {
     *id = -1;
     *stored = false;
-    char *text = NULL;
-    size_t n = 0;
-    LB_TRY(lb_file_read(path, &text, &n, err));
-    json_error_t jerr;
-    json_t *doc = json_loadb(text, n, 0, &jerr);
-    free(text);
-    if (doc == NULL)
-        return lb_fail(err, LB_ERR_USAGE, "%s: line %d: not JSON: %s", path, jerr.line, jerr.text);
-    char tag[32];
-    lb_result *r = NULL;
-    lb_status st = lb_result_from_json(doc, path, &r, err);
-    if (st == LB_OK) st = import_tag(doc, path, tag, sizeof tag, err);
-    json_decref(doc);
-    if (st == LB_ERR_FORMAT) st = LB_ERR_USAGE;
-    if (st == LB_OK && r->status == LB_RUN_RUNNING)
-        st = lb_fail(err, LB_ERR_USAGE, "%s holds a run that never ended (status running)", path);
     lb_store_run_info *found = NULL;
     size_t n_found = 0;
     lb_store_filter f = lb_store_default_filter();
-    f.tag = tag;
+    f.tag = run->tag;
     f.limit = 1;
-    if (st == LB_OK && !again) st = lb_store_list(s, &f, &found, &n_found, err);
+    lb_status st = again ? LB_OK : lb_store_list(s, &f, &found, &n_found, err);
     if (n_found > 0) {
         *id = found[0].id;
         free(found);
-        lb_result_free(r);
         return LB_OK;
     }
-    if (st == LB_OK) st = lb_store_run_begin(s, r, id, err);
-    if (st == LB_OK && json_array_append_new(r->tags, json_string(tag)) != 0)
-        st = lb_fail(err, LB_ERR_NOMEM, "no memory to tag the run imported from %s", path);
-    if (st == LB_OK) st = lb_store_run_finish(s, *id, r, err);
+    if (st == LB_OK) st = lb_store_run_begin(s, run->r, id, err);
+    if (st == LB_OK && json_array_append_new(run->r->tags, json_string(run->tag)) != 0)
+        st = lb_fail(err, LB_ERR_NOMEM, "no memory to tag the run imported from %s", run->what);
+    if (st == LB_OK) st = lb_store_run_finish(s, *id, run->r, err);
     if (st != LB_OK && *id > 0) {
         char why[LB_ERR_MSG_BYTES], reason[2 * LB_ERR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err->msg);
-        snprintf(reason, sizeof reason, "import of %s was not written: %s", path, why);
+        snprintf(reason, sizeof reason, "import of %s was not written: %s", run->what, why);
         lb_err mark_err = {{0}};
         if (lb_store_run_mark(s, *id, LB_RUN_FAILED, reason, &mark_err) == LB_OK)
-            lb_fail(err, st, "%s was not stored (run %lld is marked failed): %s", path,
+            lb_fail(err, st, "%s was not stored (run %lld is marked failed): %s", run->what,
                     (long long)*id, why);
         else
-            lb_fail(err, st, "%s was not stored: %s; run %lld is left running: %s", path, why,
+            lb_fail(err, st, "%s was not stored: %s; run %lld is left running: %s", run->what, why,
                     (long long)*id, mark_err.msg);
     }
     *stored = st == LB_OK;
-    lb_result_free(r);
     return st;
+}
+
+/* The runs in the file at path: one document (a kept-aside result) or an array of them (an
+ * export's JSON, each element carrying the id it had there). *runs (n of them; free each
+ * r, then the array) is every run read, or NULL on failure: a file with one bad run stores
+ * none. *is_array tells which of the two the file holds. */
+static lb_status import_read_file(const char *path, import_run **runs, size_t *n, bool *is_array,
+                                  lb_err *err) {
+    *runs = NULL;
+    *n = 0;
+    char *text = NULL;
+    size_t len = 0;
+    LB_TRY(lb_file_read(path, &text, &len, err));
+    json_error_t jerr;
+    json_t *doc = json_loadb(text, len, 0, &jerr);
+    free(text);
+    if (doc == NULL)
+        return lb_fail(err, LB_ERR_USAGE, "%s: line %d: not JSON: %s", path, jerr.line, jerr.text);
+    *is_array = json_is_array(doc);
+    size_t count = *is_array ? json_array_size(doc) : 1;
+    import_run *all = calloc(count ? count : 1, sizeof *all);
+    lb_status st = all ? LB_OK : lb_fail(err, LB_ERR_NOMEM, "no memory to read %s", path);
+    for (size_t i = 0; st == LB_OK && i < count; i++) {
+        const json_t *el = *is_array ? json_array_get(doc, i) : doc;
+        json_int_t source_id = json_integer_value(json_object_get(el, "id"));
+        if (!*is_array)
+            snprintf(all[i].what, sizeof all[i].what, "%s", path);
+        else if (source_id > 0)
+            snprintf(all[i].what, sizeof all[i].what, "run %" JSON_INTEGER_FORMAT " of %s",
+                     source_id, path);
+        else
+            snprintf(all[i].what, sizeof all[i].what, "element %zu of %s", i + 1, path);
+        st = import_read(el, &all[i], err);
+    }
+    json_decref(doc);
+    if (st != LB_OK) {
+        for (size_t i = 0; all && i < count; i++)
+            lb_result_free(all[i].r);
+        free(all);
+        return st;
+    }
+    *runs = all;
+    *n = count;
+    return LB_OK;
 }
 
 static int results_import(int argc, char **argv) {
     bool again = false;
     const lb_arg_spec specs[] = {
         {"--again", LB_ARG_FLAG, &again, NULL,
-         "store FILE's result even when it was imported before (as another run)", 0, 0},
+         "store FILE's runs even when they were imported before (as more runs)", 0, 0},
     };
     const lb_cli_command cmd = {
         .command = "results import",
         .uses_db = true,
         .usage = "FILE [options]",
-        .summary = "Stores a result kept in FILE as a new run: the file a run writes beside the "
+        .summary = "Stores the runs in FILE as new runs: a result a run wrote beside the "
                    "database (or in $XDG_STATE_HOME/llmbench) when its final write failed, as "
-                   "its error message says. Prints the new run's id. A result imported before (the "
-                   "same document, from "
-                   "any file) is not stored again: the run that holds it is named, exit 0; "
-                   "--again stores it once more. The run is tagged imported:HASH. Exit code 2 "
-                   "when FILE cannot be read or is not a result, 1 when the database refuses "
-                   "it (the run begun for it is then marked failed).",
+                   "its error message says, or the array of runs that 'llmbench results export "
+                   "--format json' writes (each element one run), so runs move between "
+                   "databases. Prints one line per run with its new id (--json: {id, db, "
+                   "stored} for one result, an array of {id, stored} for an export). A run "
+                   "imported before (the same document, from any file) is not stored again: "
+                   "the run that holds it is named; --again stores it once more. Each run is "
+                   "tagged imported:HASH. Exit code 0 when every run was stored or already "
+                   "there, 2 when FILE cannot be read or one of its runs is not a result "
+                   "(nothing is stored then), 1 when the database refuses a run (the run begun "
+                   "for it is then marked failed, and the runs after it are not tried).",
         LB_ARG_SPECS(specs),
         .min_positional = 1,
         .max_positional = 1,
@@ -566,28 +616,50 @@ static int results_import(int argc, char **argv) {
     if (rc != LB_ARGS_GO_ON) return rc;
     lb_store *s = NULL;
     lb_err err = {{0}};
-    lb_status st = lb_store_open(a.common.db_path, &s, &err);
-    int64_t id = -1;
-    bool stored = false;
-    if (st == LB_OK) st = import_file(s, a.pos[0], again, &id, &stored, &err);
-    if (st != LB_OK) {
-        lb_store_close(s);
-        return report_failure(cmd.command, st, &err);
+    import_run *runs = NULL;
+    size_t n = 0, done = 0;
+    bool is_array = false;
+    lb_status st = import_read_file(a.pos[0], &runs, &n, &is_array, &err);
+    if (st == LB_OK) st = lb_store_open(a.common.db_path, &s, &err);
+    bool opened = st == LB_OK;
+    json_t *report = json_array();
+    for (; st == LB_OK && done < n; done++) {
+        int64_t id = -1;
+        bool stored = false;
+        st = import_store(s, &runs[done], again, &id, &stored, &err);
+        if (st != LB_OK) break;
+        json_array_append_new(report,
+                              json_pack("{s:I, s:b}", "id", (json_int_t)id, "stored", stored));
+        if (!a.common.json && stored)
+            printf("stored %s as run %" PRId64 " in %s\n", runs[done].what, id, lb_store_path(s));
+        else if (!a.common.json)
+            printf("%s was imported before, as run %" PRId64 " in %s: not stored again "
+                   "(--again stores it once more)\n",
+                   runs[done].what, id, lb_store_path(s));
     }
-    if (a.common.json) {
-        json_t *doc = json_pack("{s:I, s:s, s:b}", "id", (json_int_t)id, "db", lb_store_path(s),
-                                "stored", stored);
+    if (st == LB_OK && n == 0 && !a.common.json)
+        printf("%s holds no runs: nothing stored in %s\n", a.pos[0], lb_store_path(s));
+    if (st != LB_OK && opened && done + 1 < n) {
+        char why[LB_ERR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err.msg);
+        lb_fail(&err, st, "%s; the runs after it (%zu) were not tried", why, n - done - 1);
+    }
+    /* the runs handled before a refusal are in the database: their ids still come out */
+    if (a.common.json && (st == LB_OK || (is_array && opened))) {
+        json_t *doc = report;
+        if (!is_array) {
+            doc = json_array_get(report, 0);
+            json_object_set_new(doc, "db", json_string(lb_store_path(s)));
+        }
         json_dumpf(doc, stdout, JSON_INDENT(2));
         printf("\n");
-        json_decref(doc);
-    } else if (stored)
-        printf("stored %s as run %" PRId64 " in %s\n", a.pos[0], id, lb_store_path(s));
-    else
-        printf("%s was imported before, as run %" PRId64 " in %s: not stored again (--again "
-               "stores it once more)\n",
-               a.pos[0], id, lb_store_path(s));
+    }
+    json_decref(report);
+    for (size_t i = 0; i < n; i++)
+        lb_result_free(runs[i].r);
+    free(runs);
     lb_store_close(s);
-    return 0;
+    return st == LB_OK ? 0 : report_failure(cmd.command, st, &err);
 }
 
 /* ---- dispatch ---- */

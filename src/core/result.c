@@ -175,9 +175,11 @@ lb_status lb_result_from_json(const json_t *doc, const char *what, lb_result **o
     json_t *tags = json_object_get(doc, "tags"), *config = json_object_get(doc, "config");
     json_t *prov = json_object_get(doc, "provenance"), *metrics = json_object_get(doc, "metrics");
     json_t *series = json_object_get(doc, "series");
-    const char *bad = !json_is_object(doc) ? "the document (not an object)"
-                      : kind == NULL       ? "\"kind\""
-                      : name == NULL       ? "\"name\""
+    if (!json_is_object(doc))
+        return lb_fail(err, LB_ERR_FORMAT, "%s is not a stored result: it is not a JSON object",
+                       what);
+    const char *bad = kind == NULL                                           ? "\"kind\""
+                      : name == NULL                                         ? "\"name\""
                       : status == NULL || lb_result_status_parse(status) < 0 ? "\"status\""
                       : failure == NULL                                      ? "\"failure\""
                       : !json_is_array(tags)                                 ? "\"tags\""

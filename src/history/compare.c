@@ -62,7 +62,9 @@ static lb_status compare_one(lb_result *const *a, size_t na, lb_result *const *b
     row->n_b = n_b;
     row->a = lb_stats_median(va, n_a);
     row->b = lb_stats_median(vb, n_b);
-    row->change_pct = 100.0 * (row->b - row->a) / row->a;
+    row->change = row->b - row->a;
+    /* from a median of 0 no percentage exists (NaN, not inf): the change speaks for itself */
+    row->change_pct = row->a != 0 ? 100.0 * row->change / row->a : NAN;
     row->lo_pct = row->hi_pct = row->p = NAN;
     row->verdict = LB_VERDICT_UNTESTED;
     row->word = "untested";
@@ -76,12 +78,15 @@ static lb_status compare_one(lb_result *const *a, size_t na, lb_result *const *b
             free(va), free(vb);
             return st;
         }
-        row->change_pct = 100.0 * r.shift / fabs(r.median_a);
-        row->lo_pct = 100.0 * r.lo / fabs(r.median_a);
-        row->hi_pct = 100.0 * r.hi / fabs(r.median_a);
+        bool from_zero = r.median_a == 0;
+        row->change = r.shift;
+        row->change_pct = from_zero ? NAN : 100.0 * r.shift / fabs(r.median_a);
+        row->lo_pct = from_zero ? NAN : 100.0 * r.lo / fabs(r.median_a);
+        row->hi_pct = from_zero ? NAN : 100.0 * r.hi / fabs(r.median_a);
         row->p = r.p;
-        bool changed = r.p < p->alpha && fabs(row->change_pct) >= p->threshold_pct;
-        bool up = row->change_pct > 0;
+        bool big = from_zero ? r.shift != 0 : fabs(row->change_pct) >= p->threshold_pct;
+        bool changed = r.p < p->alpha && big;
+        bool up = row->change > 0;
         row->verdict = !changed                    ? LB_VERDICT_NONE
                        : up == k->higher_is_better ? LB_VERDICT_BETTER
                                                    : LB_VERDICT_WORSE;

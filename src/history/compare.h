@@ -8,9 +8,14 @@
  * way a metric with too few values for the test to reach alpha at all
  * (lb_stattest_mwu_min_p: at alpha 0.01, 5 against 6) is untested, never "no change". A
  * change counts only when it is significant (p < alpha) and at least threshold_pct large:
- * a real but tiny change is "no change". A worse change of a performance metric is a
- * regression. Pooling treats the steps of several runs as one sample: variation between
- * runs is not modelled (repeats make it visible in the sweep table). */
+ * a real but tiny change is "no change". From a median of 0 in A (no failed queries, no
+ * wrong elements) no percentage exists: change_pct and its interval are NaN, the change is
+ * given in the metric's unit (as history's "+5 from 0"), and any change other than 0
+ * counts as past the threshold, however small (0 failures to 5 is a real change; a
+ * percentage threshold cannot scale a change from nothing), still only when significant
+ * where tested. A worse change of a performance metric is a regression. Pooling treats the steps of
+ * several runs as one sample: variation between runs is not modelled (repeats make it visible in
+ * the sweep table). */
 #ifndef LB_HISTORY_COMPARE_H
 #define LB_HISTORY_COMPARE_H
 
@@ -40,8 +45,9 @@ typedef struct {
     char unit[LB_UNIT_BYTES];
     size_t n_a, n_b;       /* values compared a side */
     double a, b;           /* medians */
-    double change_pct;     /* (B - A) / A in percent: the shift estimate when tested */
-    double lo_pct, hi_pct; /* its interval (NaN when untested) */
+    double change;         /* B - A in the metric's unit: the shift estimate when tested */
+    double change_pct;     /* change in percent of A's median; NaN when that is 0 */
+    double lo_pct, hi_pct; /* its interval (NaN when untested or A's median is 0) */
     double p;              /* NaN when untested */
     lb_verdict verdict;
     const char *word; /* "faster", "slower", "no change", "untested" */

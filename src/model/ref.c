@@ -4,12 +4,29 @@
  * results sit within a few float ulps of a float64 computation. OpenMP parallelizes the
  * outer loops of the matmuls and attention over independent outputs only, so no two
  * threads ever write the same element and the results do not depend on the thread count.
+ * The few ops that need scratch (rows of doubles) get it from scratch(), which stops the
+ * process with a message when memory is out: these functions return nothing and run inside
+ * OpenMP loops, where no failure can be passed up, and writing through NULL is worse.
  * Not here: blocking, vectorization tricks, reduced precision. */
 #include "model/ref.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* n zeroed doubles for op's scratch (caller frees); aborts with a message naming op when
+ * there is no memory for them. */
+static double *scratch(size_t n, const char *op) {
+    double *p = calloc(n ? n : 1, sizeof *p);
+    if (p == NULL) {
+        fprintf(stderr,
+                "llmbench: no memory for %zu doubles of scratch in the CPU reference's %s\n", n,
+                op);
+        abort();
+    }
+    return p;
+}
 
 /* --- embeddings --------------------------------------------------------------------- */
 
@@ -193,7 +210,7 @@ void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
 #pragma omp parallel for schedule(static)
         for (int64_t task = 0; task < n_tasks; task++) {
             const int64_t i0 = task * MM_ROWS, i1 = i0 + MM_ROWS < N ? i0 + MM_ROWS : N;
-            double *acc = calloc((size_t)MM_ROWS * C, sizeof(double));
+            double *acc = scratch((size_t)MM_ROWS * C, "matmul backward");
             for (int o = 0; o < OC; o++) {
                 const float *w = weight + (int64_t)o * C;
                 for (int64_t i = i0; i < i1; i++) {
@@ -214,7 +231,7 @@ void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
         /* dweight[o,:] += sum_i dout[i,o] inp[i,:]; dbias[o] += sum_i dout[i,o] */
 #pragma omp parallel for schedule(static)
     for (int o = 0; o < OC; o++) {
-        double *acc = calloc((size_t)C, sizeof(double)), bacc = 0.0;
+        double *acc = scratch((size_t)C, "matmul backward"), bacc = 0.0;
         for (int64_t i = 0; i < N; i++) {
             const double d = dout[i * OC + o];
             const float *x = inp + i * C;
@@ -309,7 +326,7 @@ void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, i
                 const float *q = qkv + ((int64_t)b * T + t) * QW + h * HD;
                 float *a = att + (((int64_t)b * NH + h) * T + t) * T;
                 /* scores, then a stable softmax over t2 <= t, in double */
-                double *e = malloc((size_t)(t + 1) * sizeof(double));
+                double *e = scratch((size_t)t + 1, "attention forward");
                 double mx = -INFINITY, sum = 0.0;
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float *k = qkv + ((int64_t)b * T + t2) * QW + (NH + kvh) * HD;
@@ -349,7 +366,7 @@ void lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int kvh = 0; kvh < NKV; kvh++) {
-            double *dpre = malloc((size_t)T * sizeof(double));
+            double *dpre = scratch((size_t)T, "attention backward");
             for (int h = kvh * group; h < (kvh + 1) * group; h++)
                 for (int t = 0; t < T; t++) {
                     const float *a = att + (((int64_t)b * NH + h) * T + t) * T;
@@ -465,7 +482,7 @@ void lb_ref_paged_attention(float *out, const float *qkv, const float *k_cache,
             const int kvh = h / group, len = pos[i] + 1;
             const int32_t *bt = block_table + (int64_t)seq_of[i] * max_blocks;
             const float *q = qkv + (int64_t)i * QW + h * HD;
-            double *e = malloc((size_t)len * sizeof(double));
+            double *e = scratch((size_t)len, "paged attention");
             double mx = -INFINITY, sum = 0.0;
             for (int t = 0; t < len; t++) {
                 int64_t slot = (int64_t)bt[t / block_size] * block_size + t % block_size;

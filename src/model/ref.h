@@ -12,6 +12,9 @@
  * - Optional pointers (bias, dbias, dinp) may be NULL where the comment says so.
  * - Reductions accumulate in double so the reference sits close to a float64 result.
  * - Weights are [out, in] (PyTorch nn.Linear): out = inp W^T + bias.
+ * - Nothing returns a status: the ops that need scratch memory (matmul backward, attention
+ *   forward and backward, paged attention) abort with a message on stderr when there is
+ *   none, never write through NULL.
  * Not here: mixed precision, fused kernels, anything model-level (model.h). */
 #ifndef LB_MODEL_REF_H
 #define LB_MODEL_REF_H
