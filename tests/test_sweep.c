@@ -452,19 +452,26 @@ static void test_sweep_one_letter_keys_are_short_options(void **state) {
 /* load cells against `serve --synthetic`: each cell a stored load run; a cell that
  * completes with an INVALID verdict (exit 3: the 1 ms TTFT bound is missed) is stored ok
  * and counts as done. */
-static void test_sweep_of_load_cells_against_a_synthetic_server(void **state) {
-    (void)state;
+/* Writes g_dir/name from format (its one %s: the URL of a `serve --synthetic` started for
+ * it), runs `sweep FILE --json` on g_db and stops the server; the sweep's exit code. */
+static int sweep_against_a_server(const char *name, const char *format) {
     char path[160], text[512], url[64];
-    snprintf(path, sizeof path, "%s/load.yaml", g_dir);
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
     pid_t pid = start_server(url, sizeof url);
-    snprintf(text, sizeof text,
-             "name: rates\ncommand: load\noptions: {endpoint: \"%s\", model: synthetic, "
-             "synthetic: 20, max-tokens: 4}\naxes: {qps: [20, 40], ttft-limit-ms: [1, 5000]}\n",
-             url);
+    snprintf(text, sizeof text, format, url);
     assert_true(lb_test_write_file(path, text));
     int rc = run((const char *[]){"sweep", path, "--json", "--db", g_db, NULL});
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    return rc;
+}
+
+static void test_sweep_of_load_cells_against_a_synthetic_server(void **state) {
+    (void)state;
+    int rc = sweep_against_a_server(
+        "load.yaml",
+        "name: rates\ncommand: load\noptions: {endpoint: \"%s\", model: synthetic, synthetic: "
+        "20, max-tokens: 4}\naxes: {qps: [20, 40], ttft-limit-ms: [1, 5000]}\n");
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     json_t *table = json_loads(out, 0, NULL);
     assert_non_null(table);
@@ -482,18 +489,11 @@ static void test_sweep_of_load_cells_against_a_synthetic_server(void **state) {
 
 static void test_sweep_failed_cell_does_not_stop_the_others(void **state) {
     (void)state;
-    char path[160], text[512], url[64];
-    snprintf(path, sizeof path, "%s/fail.yaml", g_dir);
-    pid_t pid = start_server(url, sizeof url);
     /* nothing listens on port 1: that cell fails when it runs, the other one runs */
-    snprintf(text, sizeof text,
-             "name: failing\ncommand: load\noptions: {model: synthetic, synthetic: 4, "
-             "max-tokens: 2, qps: 20}\naxes: {endpoint: [\"http://127.0.0.1:1\", \"%s\"]}\n",
-             url);
-    assert_true(lb_test_write_file(path, text));
-    int rc = run((const char *[]){"sweep", path, "--json", "--db", g_db, NULL});
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    int rc = sweep_against_a_server(
+        "fail.yaml",
+        "name: failing\ncommand: load\noptions: {model: synthetic, synthetic: 4, "
+        "max-tokens: 2, qps: 20}\naxes: {endpoint: [\"http://127.0.0.1:1\", \"%s\"]}\n");
     if (rc != 1) fail_msg("exit %d: %s", rc, err);
     json_t *table = json_loads(out, 0, NULL);
     assert_non_null(table);
