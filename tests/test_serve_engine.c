@@ -268,6 +268,29 @@ static void test_serve_engine_eos_as_the_last_allowed_token_finishes_with_stop(v
     stop(&f);
 }
 
+/* A special token the model generates (here GPT-2's <|endoftext|> where it is not the
+ * end of the sequence) counts as a completion token and writes no text, as vLLM's
+ * skip_special_tokens does by default. */
+static void test_serve_engine_special_tokens_count_but_write_no_text(void **state) {
+    (void)state;
+    one_token o = {50256};
+    lb_weights w = one_token_weights(&o, 1);
+    fixture f;
+    start_engine(&f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, 0);
+    lb_test_body t;
+    assert_int_equal(post(f.port, "{\"prompt\":\"hello\",\"max_tokens\":3}", &t), 200);
+    json_t *j = json_loads(t.p, 0, NULL);
+    if (j == NULL) fail_msg("not JSON: %s", t.p);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(j, "choices"), 0), "text")),
+                        "");
+    assert_int_equal(usage_of(j, "completion_tokens"), 3);
+    assert_int_equal(finishing(j, "length"), 1);
+    json_decref(j);
+    free(t.p);
+    stop(&f);
+}
+
 /* The text of token id under f's tokenizer (caller frees). */
 static char *token_text(const fixture *f, uint32_t id, size_t *len) {
     char *text = NULL;
@@ -405,6 +428,7 @@ int main(void) {
         cmocka_unit_test(test_serve_engine_refused_request_whole_is_500),
         cmocka_unit_test(test_serve_engine_token_id_prompt_reaches_the_engine_as_ids),
         cmocka_unit_test(test_serve_engine_eos_as_the_last_allowed_token_finishes_with_stop),
+        cmocka_unit_test(test_serve_engine_special_tokens_count_but_write_no_text),
         cmocka_unit_test(test_serve_engine_long_token_text_is_whole_and_counted_once),
         cmocka_unit_test(test_serve_engine_drain_ends_unfinished_requests_at_the_deadline),
     };

@@ -552,6 +552,11 @@ static void test_tokenizer_reads_hugging_face_tokenizer_json(void **state) {
     for (size_t k = 0; k < n_ids; k++)
         if (ids[k] != want[k]) fail_msg("id %zu is %u, expected %u", k, ids[k], want[k]);
     free(ids);
+    /* the specials are told apart from the ranks, for decoders that skip them */
+    assert_true(lb_tokenizer_is_special(hf, 50256));
+    assert_true(lb_tokenizer_is_special(hf, 50259));
+    assert_false(lb_tokenizer_is_special(hf, 64));
+    assert_false(lb_tokenizer_is_special(hf, 60000));
     lb_tokenizer_free(hf);
     unlink(path_added);
     json_array_remove(added, 3);

@@ -113,8 +113,9 @@ static void make_utf8(char *t, size_t *len) {
 }
 
 /* The generated ids as text (a trailing end-of-sequence id left out), token by token, made
- * UTF-8 (make_utf8): an id the tokenizer lacks (a model's unused rows) adds nothing.
- * Without a tokenizer, "". */
+ * UTF-8 (make_utf8): an id the tokenizer lacks (a model's unused rows) and a special token
+ * add nothing, as MLPerf's evaluation decodes with skip_special_tokens. Without a
+ * tokenizer, "". */
 static char *decode_text(const engine_sut *E, const uint32_t *ids, size_t n, size_t *len) {
     const lb_infer_params *p = E->p;
     for (int k = 0; n > 0 && k < p->n_eos && !p->lg.request.ignore_eos; k++)
@@ -130,7 +131,9 @@ static char *decode_text(const engine_sut *E, const uint32_t *ids, size_t n, siz
         char *piece = NULL;
         size_t pl = 0;
         lb_err ignored;
-        if (lb_tokenizer_decode(p->tok, &ids[k], 1, &piece, &pl, &ignored) != LB_OK) continue;
+        if (lb_tokenizer_is_special(p->tok, ids[k]) ||
+            lb_tokenizer_decode(p->tok, &ids[k], 1, &piece, &pl, &ignored) != LB_OK)
+            continue;
         if (*len + pl + 1 > cap) {
             while (*len + pl + 1 > cap)
                 cap *= 2;

@@ -486,6 +486,11 @@ static const tok_entry *entry_of_id(const lb_tokenizer *t, uint32_t id) {
     return NULL;
 }
 
+bool lb_tokenizer_is_special(const lb_tokenizer *tok, uint32_t id) {
+    const tok_entry *e = entry_of_id(tok, id);
+    return e != NULL && (size_t)(e - tok->entries) >= tok->info.n_ranks; /* specials follow */
+}
+
 static lb_status build(lb_tokenizer *t, const char *bytes, size_t n, const char *name,
                        const lb_tokenizer_params *params, uint32_t **line_of, lb_err *err) {
     LB_TRY(parse_ranks(t, bytes, n, name, line_of, err));

@@ -20,6 +20,7 @@
 #ifndef LB_MODEL_TOKENIZER_H
 #define LB_MODEL_TOKENIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -97,6 +98,11 @@ lb_status lb_tokenizer_count(const lb_tokenizer *tok, const char *text, size_t l
 /* The ids of text[0..len): *ids is malloc'd (NULL when *n_ids is 0), the caller frees it. */
 lb_status lb_tokenizer_encode(const lb_tokenizer *tok, const char *text, size_t len, uint32_t **ids,
                               size_t *n_ids, lb_err *err);
+
+/* Whether id is one of the vocabulary's special tokens (<|eot_id|>, a tokenizer.json's added
+ * tokens): what a decoder that skips them, as Hugging Face's skip_special_tokens does,
+ * leaves out of a text. */
+bool lb_tokenizer_is_special(const lb_tokenizer *tok, uint32_t id);
 
 /* The bytes of ids[0..n_ids) joined: *text is malloc'd and NUL-terminated (the bytes may hold
  * other NULs; *len is their count), the caller frees it. An id outside the vocabulary is a

@@ -292,7 +292,9 @@ static lb_token_state src_next(void *ctx, void *stream, int64_t now_ns, char *te
      * STOP with the text still pending, so that the server says "stop" even when it came
      * as the last token max_tokens allows */
     const bool eos = last && fin == LB_FINISH_STOP && is_eos(s, tok);
-    if (!eos) {
+    /* a special token (<|eot_id|>, a reserved one) counts but writes no text, as vLLM's
+     * skip_special_tokens does by default */
+    if (!eos && !lb_tokenizer_is_special(s->p.tok, (uint32_t)tok)) {
         char *piece = NULL;
         size_t plen = 0;
         lb_err err;

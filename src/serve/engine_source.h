@@ -11,7 +11,9 @@
  * text of the tokens that are there, one token a call (whole UTF-8 characters, an invalid
  * byte as U+FFFD, at most LB_TOKEN_TEXT_MAX_BYTES at a time, possibly none when a
  * character continues in the next token; the end-of-sequence token that ends a request
- * is LB_TOKEN_STOP, its own text not sent), or asks to be called again in a millisecond.
+ * is LB_TOKEN_STOP, its own text not sent; a special token of the vocabulary is a token
+ * without text, as vLLM's skip_special_tokens), or asks to be called again in a
+ * millisecond.
  * A request the engine refuses or that a failed step ends is LB_TOKEN_FAILED after the
  * tokens it got (the server sends an error, never a complete answer). done() on an
  * unfinished request cancels it in the engine, freeing its blocks. Sampling is the same
