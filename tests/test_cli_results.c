@@ -343,9 +343,6 @@ static void test_cli_results_list_escapes_control_characters_in_names(void **sta
 static void
 test_cli_results_show_escapes_control_characters_in_config_and_provenance(void **state) {
     (void)state;
-    lb_store *s = NULL;
-    lb_err e = {{0}};
-    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
     lb_result *r = lb_result_new("train", "plain");
     json_object_set_new(r->config, "data\x1b[1m", json_string("x\x1b[2Jy"));
     json_object_set_new(r->provenance, "hostname", json_string("node\r\x1b[K"));
@@ -355,12 +352,8 @@ test_cli_results_show_escapes_control_characters_in_config_and_provenance(void *
     lb_result_set_metric(r, "evil\x1b[31m", 1.0, "u\x1b");
     lb_series *ser = lb_result_series(r, "s\x1b[0m", "ms\x1b");
     lb_result_series_push(ser, 1.0);
-    int64_t id = 0;
-    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
-    r->status = LB_RUN_OK;
-    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
-    lb_result_free(r);
-    lb_store_close(s);
+    int64_t id = lb_test_store_ok(db, r);
+    assert_true(id > 0);
     char id_text[24];
     snprintf(id_text, sizeof id_text, "%lld", (long long)id);
     assert_int_equal(run((const char *[]){"results", "show", id_text, NULL}), 0);
@@ -373,19 +366,12 @@ test_cli_results_show_escapes_control_characters_in_config_and_provenance(void *
 
 static void test_cli_results_show_prints_numbers_for_people(void **state) {
     (void)state;
-    lb_store *s = NULL;
-    lb_err e = {{0}};
-    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
     lb_result *r = lb_result_new("train", "numbers");
     json_object_set_new(r->config, "lr", json_real(0.0003));
     lb_result_set_metric(r, "peak_host_mem_bytes", 173175000, "bytes");
     lb_result_set_metric(r, "achieved_gflops", 482964.79, "GFLOP/s");
-    int64_t id = 0;
-    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
-    r->status = LB_RUN_OK;
-    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
-    lb_result_free(r);
-    lb_store_close(s);
+    int64_t id = lb_test_store_ok(db, r);
+    assert_true(id > 0);
     char id_text[24];
     snprintf(id_text, sizeof id_text, "%lld", (long long)id);
     assert_int_equal(run((const char *[]){"results", "show", id_text, NULL}), 0);
@@ -515,18 +501,11 @@ static lb_result *load_run(const char *path, int64_t id) {
 static void test_cli_results_import_of_an_export_moves_its_runs_once(void **state) {
     (void)state;
     /* a second finished run beside ok_id (the one left running cannot move: it never ended) */
-    lb_store *s = NULL;
-    lb_err e = {{0}};
-    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
     lb_result *r = lb_result_new("comm", "all-reduce");
     lb_result_set_metric(r, "avg_busbw", 40.5, "GB/s");
     lb_result_set_metric(r, "wrong_total", 0, "count");
-    int64_t second = -1;
-    assert_int_equal(lb_store_run_begin(s, r, &second, &e), LB_OK);
-    r->status = LB_RUN_OK;
-    assert_int_equal(lb_store_run_finish(s, second, r, &e), LB_OK);
-    lb_result_free(r);
-    lb_store_close(s);
+    int64_t second = lb_test_store_ok(db, r);
+    assert_true(second > 0);
 
     char path[320], fresh[320], a[24], b[24];
     snprintf(path, sizeof path, "%s/moved.json", dir);
@@ -568,6 +547,8 @@ static void test_cli_results_import_of_an_export_moves_its_runs_once(void **stat
         if (strstr(out, want) == NULL) fail_msg("stdout lacks '%s': %s", want, out);
     }
     assert_true(strncmp(out, "stored ", 7) != 0 && strstr(out, "\nstored ") == NULL);
+    lb_store *s = NULL;
+    lb_err e = {{0}};
     assert_int_equal(lb_store_open_read(fresh, &s, &e), LB_OK);
     lb_store_filter f = lb_store_default_filter();
     lb_store_run_info *list = NULL;

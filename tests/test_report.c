@@ -265,18 +265,11 @@ static void test_report_markdown_shows_names_as_text(void **state) {
     snprintf(db, sizeof db, "%s/names.db", g_dir);
     snprintf(dir, sizeof dir, "%s/names", g_dir);
     snprintf(md_path, sizeof md_path, "%s/report.md", dir);
-    lb_store *s = NULL;
-    lb_err e = {{0}};
-    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
     lb_result *r = lb_result_new(
         "train", "a|b\n<script>alert(1)</script> &amp; `x` \\ *e* _u_ snake_case [t](u) [k]");
     lb_result_set_metric(r, "tokens_per_s", 10.0, "tok/s");
-    int64_t id = 0;
-    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
-    r->status = LB_RUN_OK;
-    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
-    lb_result_free(r);
-    lb_store_close(s);
+    int64_t id = lb_test_store_ok(db, r);
+    assert_true(id > 0);
     char id_text[24];
     snprintf(id_text, sizeof id_text, "%lld", (long long)id);
     int rc = run(
@@ -301,17 +294,10 @@ static void test_report_counts_a_run_named_twice_once(void **state) {
     snprintf(db, sizeof db, "%s/twice.db", g_dir);
     snprintf(dir, sizeof dir, "%s/twice", g_dir);
     snprintf(md_path, sizeof md_path, "%s/report.md", dir);
-    lb_store *s = NULL;
-    lb_err e = {{0}};
-    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
     lb_result *r = lb_result_new("train", "once");
     lb_result_set_metric(r, "tokens_per_s", 10.0, "tok/s");
-    int64_t id = 0;
-    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
-    r->status = LB_RUN_OK;
-    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
-    lb_result_free(r);
-    lb_store_close(s);
+    int64_t id = lb_test_store_ok(db, r);
+    assert_true(id > 0);
     char one[24], two[48];
     snprintf(one, sizeof one, "%lld", (long long)id);
     snprintf(two, sizeof two, "%lld,%lld", (long long)id, (long long)id);
@@ -331,19 +317,12 @@ static void test_report_counts_a_run_named_twice_once(void **state) {
  * rank count out. Returns its id. */
 static int64_t store_train(const char *db, const char *name, int batch, int ranks,
                            double tok_per_s) {
-    lb_store *s = NULL;
-    lb_err e = {{0}};
-    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
     lb_result *r = lb_result_new("train", name);
     json_object_set_new(r->config, "batch", json_integer(batch));
     if (ranks > 0) json_object_set_new(r->config, "ranks", json_integer(ranks));
     lb_result_set_metric(r, "tokens_per_s", tok_per_s, "tok/s");
-    int64_t id = 0;
-    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
-    r->status = LB_RUN_OK;
-    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
-    lb_result_free(r);
-    lb_store_close(s);
+    int64_t id = lb_test_store_ok(db, r);
+    assert_true(id > 0);
     return id;
 }
 

@@ -20,7 +20,22 @@
 #include "core/rng.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "store/store.h"
 #include "train/data.h"
+
+/* Stores r as an ok run in the database at db (NULL: the default place) and frees r; the
+ * run's id, or -1 when the store refused it. */
+static inline int64_t lb_test_store_ok(const char *db, lb_result *r) {
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    int64_t id = -1;
+    bool ok = lb_store_open(db, &s, &e) == LB_OK && lb_store_run_begin(s, r, &id, &e) == LB_OK;
+    r->status = LB_RUN_OK;
+    ok = ok && lb_store_run_finish(s, id, r, &e) == LB_OK;
+    lb_result_free(r);
+    lb_store_close(s);
+    return ok ? id : -1;
+}
 
 /* Called in a forked child that runs a server: it is killed when the test program ends,
  * also when a failed assertion skipped the test's own clean-up (a server left running
