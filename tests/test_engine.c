@@ -2,8 +2,10 @@
  * chunked prefill, preemption, every block free at the end), the logits of a paged
  * forward against model.h's reference forward, greedy generation against recomputing
  * the whole sequence each token, the same output alone and inside a large mixed batch
- * under a small cache, a cache of more blocks than it counts refused, and the sampler's
- * distributions (greedy at a temperature too small to divide by). */
+ * under a small cache, a cache of more blocks than it counts refused, the logits of a
+ * whole context, and the sampler's distributions (greedy at a temperature too small to
+ * divide by, a NaN logit never chosen by it or the CPU's greedy, top_p keeping at least
+ * the likeliest token). */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -255,6 +257,38 @@ static void test_engine_logits_match_the_reference_forward(void **state) {
     lb_model_free(&r.m);
 }
 
+/* lb_engine_logits takes up to max_ctx tokens, as it says: a prompt filling the whole
+ * context has logits at every position (it was refused as max_ctx + 1 tokens, counting a
+ * token to generate that it never samples). */
+static void test_engine_logits_of_a_whole_context(void **state) {
+    (void)state;
+    ref r;
+    ref_init(&r, 64);
+    lb_engine_params p = cpu_params(); /* max_ctx 64 */
+    p.max_seqs = 64;
+    p.step_tokens = 64;
+    lb_engine *e;
+    lb_err err;
+    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_OK);
+    enum { T = 64, V = 128 };
+    int32_t tok[T];
+    for (int i = 0; i < T; i++)
+        tok[i] = (i * 29 + 3) % V;
+    float *got = malloc((size_t)T * V * sizeof *got);
+    lb_status st = lb_engine_logits(e, tok, T, got, &err);
+    if (st != LB_OK) fail_msg("%s", err.msg);
+    lb_model_forward(&r.m, tok, NULL, 1, T, NULL);
+    for (int i = 0; i < T * V; i++)
+        assert_true(fabs(got[i] - r.m.acts.logits[i]) <= 1e-4 + 1e-4 * fabs(r.m.acts.logits[i]));
+    assert_int_equal(lb_engine_logits(e, tok, T - 1, got, &err), LB_OK);
+    int32_t nf, nt;
+    lb_engine_kv_blocks(e, &nf, &nt);
+    assert_int_equal(nf, nt);
+    free(got);
+    lb_engine_close(e);
+    lb_model_free(&r.m);
+}
+
 /* Greedy tokens by recomputing the whole sequence with the reference each step. */
 static void reference_greedy(ref *r, const int32_t *prompt, int n, int n_new, int32_t *out) {
     int32_t seq[64];
@@ -498,6 +532,90 @@ static void test_sample_a_subnormal_temperature_is_greedy(void **state) {
     }
 }
 
+/* A NaN logit (an overflowed model) is never chosen: sampling draws from the other tokens
+ * as if it were -inf (where the NaN in the sort and sums drew the least likely token every
+ * time), and greedy takes the largest number even when the NaN comes first. */
+static void test_sample_never_chooses_a_nan_logit(void **state) {
+    (void)state;
+    const float rows[2][4] = {{1.0f, NAN, 3.0f, 2.0f}, {NAN, 1.0f, 3.0f, 2.0f}};
+    const float finite[4] = {1.0f, 0.0f, 3.0f, 2.0f}; /* index 1 unused in row 0 */
+    float scratch[8];
+    lb_rng rng;
+    lb_rng_seed(&rng, 7);
+    const int N = 20000;
+    for (int r = 0; r < 2; r++) {
+        const int nan_at = r == 0 ? 1 : 0;
+        assert_int_equal(lb_sample_argmax(rows[r], 4), 2);
+        double z = 0, prob[4] = {0};
+        for (int i = 0; i < 4; i++)
+            if (i != nan_at) z += exp(r == 0 ? finite[i] : rows[r][i]);
+        for (int i = 0; i < 4; i++)
+            if (i != nan_at) prob[i] = exp(r == 0 ? finite[i] : rows[r][i]) / z;
+        for (int k = 0; k < 2; k++) {
+            lb_sampling s = {.temperature = 1.0f, .top_k = k ? 2 : 0, .top_p = 1.0f};
+            int count[4] = {0};
+            for (int i = 0; i < N; i++)
+                count[lb_sample_token(rows[r], 4, &s, &rng, scratch)]++;
+            assert_int_equal(count[nan_at], 0);
+            const double p2 = k ? exp(3.0) / (exp(3.0) + exp(2.0)) : prob[2];
+            if (fabs((double)count[2] / N - p2) > 5 * sqrt(p2 * (1 - p2) / N))
+                fail_msg("row %d top_k %d: token 2 drawn %.4f, expected %.4f", r, s.top_k,
+                         (double)count[2] / N, p2);
+        }
+    }
+}
+
+/* top_p keeps the smallest set reaching it, and never less than the likeliest token: a
+ * top_p of 0 (or below the top token's share) draws that token, not what lies before the
+ * candidates (the old loop kept none and returned candidate -1). */
+static void test_sample_top_p_keeps_at_least_the_likeliest(void **state) {
+    (void)state;
+    const float logits[4] = {0.5f, 2.0f, 1.0f, -1.0f};
+    /* the scratch sits after two floats that read as a candidate of id 77 */
+    float buf[2 + 8];
+    const int32_t poison = 77;
+    buf[0] = 10.0f;
+    memcpy(&buf[1], &poison, sizeof poison);
+    lb_rng rng;
+    lb_rng_seed(&rng, 1);
+    const float ps[] = {0.0f, -1.0f, 1e-7f, 0.3f};
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        lb_sampling s = {.temperature = 1.0f, .top_k = 0, .top_p = ps[k]};
+        for (int i = 0; i < 20; i++)
+            assert_int_equal(lb_sample_token(logits, 4, &s, &rng, buf + 2), 1);
+    }
+}
+
+/* The CPU backend's greedy choice skips a NaN logit like the sampler's: with the head's
+ * row of token 0 NaN, greedy generation is the reference's largest number each step (the
+ * backend's own argmax stayed on the NaN at index 0 and generated token 0 every time). */
+static void test_engine_greedy_skips_a_nan_logit(void **state) {
+    (void)state;
+    ref r;
+    ref_init(&r, 64);
+    const int C = r.m.cfg.d_model;
+    for (int i = 0; i < C; i++) /* lm_head row 0 */
+        r.m.params[r.m.off.lm_head + i] = NAN;
+    lb_engine_params p = cpu_params();
+    lb_engine *e;
+    lb_err err;
+    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_OK);
+    int32_t prompt[5] = {3, 17, 9, 44, 2}, got[40], seq[64];
+    int n = 5, n_new = 6;
+    run_all(e, 1, (const int32_t(*)[40])prompt, &n, &n_new, (int32_t(*)[40])got);
+    memcpy(seq, prompt, sizeof prompt);
+    for (int k = 0; k < n_new; k++) {
+        lb_model_forward(&r.m, seq, NULL, 1, n + k, NULL);
+        const float *row = r.m.acts.logits + (size_t)(n + k - 1) * 128;
+        assert_true(isnan(row[0]));
+        seq[n + k] = lb_sample_argmax(row, 128);
+        assert_int_not_equal(seq[n + k], 0);
+        assert_int_equal(got[k], seq[n + k]);
+    }
+    lb_engine_close(e);
+    lb_model_free(&r.m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_blocks_hand_out_each_block_once),
@@ -505,12 +623,16 @@ int main(void) {
         cmocka_unit_test(test_sched_admits_whole_prompts_first_fit),
         cmocka_unit_test(test_sched_preempts_the_newest_when_blocks_run_out),
         cmocka_unit_test(test_engine_logits_match_the_reference_forward),
+        cmocka_unit_test(test_engine_logits_of_a_whole_context),
         cmocka_unit_test(test_engine_greedy_equals_recomputing_and_alone_equals_batched),
         cmocka_unit_test(test_engine_stops_at_eos_unless_told_to_ignore_it),
         cmocka_unit_test(test_engine_counts_steps_by_kind_and_warms_up_only_idle),
         cmocka_unit_test(test_engine_refuses_a_cache_of_more_blocks_than_it_counts),
         cmocka_unit_test(test_sample_follows_temperature_top_k_and_top_p),
         cmocka_unit_test(test_sample_a_subnormal_temperature_is_greedy),
+        cmocka_unit_test(test_sample_never_chooses_a_nan_logit),
+        cmocka_unit_test(test_sample_top_p_keeps_at_least_the_likeliest),
+        cmocka_unit_test(test_engine_greedy_skips_a_nan_logit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

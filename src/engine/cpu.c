@@ -110,10 +110,7 @@ static lb_status cpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *
                                P + c->off.normf_w, 1, 1, C, cfg->norm_eps);
         float *dst = bt->out_full[o] ? logits + (int64_t)o * V : c->row;
         lb_ref_matmul_forward(dst, c->nrow, P + c->off.lm_head, NULL, 1, 1, C, (int)V);
-        int32_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (dst[v] > dst[best]) best = (int32_t)v;
-        argmax[o] = best;
+        argmax[o] = lb_sample_argmax(dst, (int32_t)V); /* as sampling's greedy: NaN last */
     }
     return LB_OK;
 }

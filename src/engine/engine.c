@@ -332,7 +332,7 @@ lb_status lb_engine_logits(lb_engine *e, const int32_t *prompt, int32_t n, float
                        "%d tokens exceed one step of %d, the context of %d or the %d rows of "
                        "logits a step returns",
                        n, e->p.step_tokens, e->p.max_ctx, e->p.max_seqs);
-    lb_seq q = {.id = -1, .n_prompt = n, .max_new = 1};
+    lb_seq q = {.id = -1, .n_prompt = n, .max_new = 0}; /* nothing sampled: n may be max_ctx */
     lb_status st = LB_OK;
     for (int32_t i = 0; i < n && st == LB_OK; i++)
         st = lb_sched_seq_push(&q, prompt[i], err);

@@ -1,6 +1,8 @@
 /* sample.c: the sampler of sample.h. Candidates are sorted by logit (ties by id), so the
  * top-k and top-p cuts are prefixes of one order; sums run in double. A temperature too
- * small for the logits over it to stay finite decodes greedily. */
+ * small for the logits over it to stay finite decodes greedily. A NaN logit (a model that
+ * overflowed) counts as -inf: never chosen while any other token is a number, where a NaN
+ * in the sort and the sums would pick the least likely token every time. */
 #include "engine/sample.h"
 
 #include <math.h>
@@ -13,7 +15,7 @@ lb_sampling lb_sample_default(void) {
 int32_t lb_sample_argmax(const float *x, int32_t n) {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
+        if (x[i] > x[best] || (isnan(x[best]) && !isnan(x[i]))) best = i;
     return best;
 }
 
@@ -32,8 +34,10 @@ int32_t lb_sample_token(const float *logits, int32_t V, const lb_sampling *s, lb
                         void *scratch) {
     if (lb_sampling_greedy(s)) return lb_sample_argmax(logits, V);
     cand *c = scratch;
-    for (int32_t i = 0; i < V; i++)
-        c[i] = (cand){logits[i] / s->temperature, i};
+    for (int32_t i = 0; i < V; i++) {
+        const float v = logits[i] / s->temperature;
+        c[i] = (cand){isnan(v) ? -INFINITY : v, i};
+    }
     qsort(c, (size_t)V, sizeof *c, cmp_cand);
     /* A temperature so small (1e-40, subnormal) that the largest logit over it overflows
      * puts all the mass on that logit: greedy, where exp(inf - inf) would draw from NaNs. */
@@ -45,8 +49,9 @@ int32_t lb_sample_token(const float *logits, int32_t V, const lb_sampling *s, lb
     if (s->top_p < 1.0f) {
         double acc = 0.0;
         int32_t keep = 0;
-        while (keep < n && acc < s->top_p * sum)
+        do /* the likeliest token at least, whatever top_p (0 would keep none) */
             acc += exp(c[keep++].v - mx);
+        while (keep < n && acc < s->top_p * sum);
         n = keep;
         sum = acc;
     }
