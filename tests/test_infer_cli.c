@@ -459,6 +459,24 @@ static void test_infer_cli_refuses_options_that_cannot_work_together(void **stat
     expect_refused_before_running(tiny, fresh, "--top-k cuts what sampling draws from");
 }
 
+/* --percentiles with a trailing comma or a level given twice is a usage error naming
+ * the option and the text, before anything runs (it used to pass as "75"). */
+static void test_infer_cli_refuses_percentiles_with_an_empty_or_repeated_level(void **state) {
+    (void)state;
+    char fresh[128];
+    snprintf(fresh, sizeof fresh, "%s/pctl.db", dir);
+    const char *const trailing[] = {"infer", "--model",     dir,   "--device",
+                                    "cpu",   "--synthetic", "2",   "--percentiles",
+                                    "75,",   "--db",        fresh, NULL};
+    expect_refused_before_running(trailing, fresh,
+                                  "--percentiles expects up to 8 different levels between 0 and "
+                                  "100 separated by commas (\"75,99.5\"), got '75,'");
+    const char *const twice[] = {"infer",      "--model",     dir,   "--device",
+                                 "cpu",        "--synthetic", "2",   "--percentiles",
+                                 "75,99.5,75", "--db",        fresh, NULL};
+    expect_refused_before_running(twice, fresh, "got '75,99.5,75'");
+}
+
 #ifndef LB_HAVE_CUDA
 /* The engine on a GPU, the default, in a build without CUDA: a usage error saying what to
  * use instead, before anything is read (a CUDA build has no such case). */
@@ -554,6 +572,7 @@ int main(void) {
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
         cmocka_unit_test(test_infer_cli_refuses_samples_that_cannot_fit_before_running),
         cmocka_unit_test(test_infer_cli_refuses_options_that_cannot_work_together),
+        cmocka_unit_test(test_infer_cli_refuses_percentiles_with_an_empty_or_repeated_level),
 #ifndef LB_HAVE_CUDA
         cmocka_unit_test(test_infer_cli_gpu_without_cuda_is_a_usage_error),
 #endif

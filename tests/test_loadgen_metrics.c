@@ -163,6 +163,30 @@ static void test_metrics_server_follows_loadgens_percentile_and_final_query(void
     assert_true(s.perf_ok);
 }
 
+/* Both of the Server summary's "Completed tokens per second" lines are LoadGen's
+ * token_count / final_query_all_samples_done_time (results.cc LogSummary): one figure,
+ * not the headline's and another over the last completion of any query. */
+static void test_metrics_server_summary_completed_tokens_lines_agree(void **state) {
+    (void)state;
+    enum { N = 100 };
+    lb_query q[N];
+    for (int i = 0; i < N; i++)
+        q[i] = done_query(i * 10, i * 10000, i * 10 + 5, i * 10 + 55, 6);
+    q[40].done_ns = 5000 * MS; /* ends after the last-scheduled query (done at 1.045 s) */
+    lb_loadgen_summary s = setup(LB_SCENARIO_SERVER);
+    assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
+    assert_float_equal(s.mlperf_tok_per_s, 600 / 1.045, 1e-9);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    lb_loadgen_summary_write(f, &s, "t");
+    fclose(f);
+    assert_non_null(strstr(text, "Completed tokens per second: 574.16\n"));
+    assert_non_null(strstr(text, "Completed tokens per second                 : 574.16\n"));
+    assert_null(strstr(text, "Completed tokens per second                 : 120.00\n"));
+    free(text);
+}
+
 /* Every query failed: no completed samples a second, not a negative count. */
 static void test_metrics_no_completion_is_zero_a_second(void **state) {
     (void)state;
@@ -393,6 +417,7 @@ int main(void) {
         cmocka_unit_test(test_metrics_unknown_token_counts_make_token_rates_unknown),
         cmocka_unit_test(test_metrics_server_bound_exceeded_is_invalid_with_reason),
         cmocka_unit_test(test_metrics_server_follows_loadgens_percentile_and_final_query),
+        cmocka_unit_test(test_metrics_server_summary_completed_tokens_lines_agree),
         cmocka_unit_test(test_metrics_no_completion_is_zero_a_second),
         cmocka_unit_test(test_metrics_closed_loop_needs_what_its_estimate_needs),
         cmocka_unit_test(test_metrics_server_run_long_enough_is_valid),

@@ -184,6 +184,33 @@ static void test_mlperf_detail_log_reads_back_with_loadgen_keys(void **state) {
     free(text);
 }
 
+/* LoadGen logs target_latency_percentile as the fraction its settings hold (0.99, 0.9),
+ * and MLPerf's tools read it so: the percentile key they look up is
+ * "result_%.2f_percentile_latency_ns" of the value times 100. */
+static void test_mlperf_detail_log_percentile_is_a_fraction(void **state) {
+    (void)state;
+    lb_loadgen_summary s = a_summary();
+    s.scenario = LB_SCENARIO_SINGLE_STREAM;
+    s.constraints.percentile = 90;
+    lb_mlperf_detail_info info = {.sut_name = "sut", .version = "test", .start_wall_s = 1e9};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    lb_mlperf_log_detail_write(f, &s, &info);
+    fclose(f);
+    int messages = 0;
+    json_t *kv = parse_detail(text, &messages);
+    double eff = json_number_value(json_object_get(kv, "effective_target_latency_percentile"));
+    assert_float_equal(eff, 0.9, 1e-12);
+    assert_float_equal(
+        json_number_value(json_object_get(kv, "requested_target_latency_percentile")), 0.9, 1e-12);
+    char key[64];
+    snprintf(key, sizeof key, "result_%.2f_percentile_latency_ns", eff * 100);
+    assert_float_equal(json_number_value(json_object_get(kv, key)), 21000000, 0);
+    json_decref(kv);
+    free(text);
+}
+
 static void test_mlperf_accuracy_log_holds_token_ids_in_hex(void **state) {
     (void)state;
     uint32_t a_ids[] = {1, 128000, 0xDEADBEEF}, b_ids[] = {42};
@@ -254,6 +281,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlperf_conf_lookup_order_and_override),
         cmocka_unit_test(test_mlperf_detail_log_reads_back_with_loadgen_keys),
+        cmocka_unit_test(test_mlperf_detail_log_percentile_is_a_fraction),
         cmocka_unit_test(test_mlperf_accuracy_log_holds_token_ids_in_hex),
         cmocka_unit_test(test_mlperf_summary_lines_are_key_colon_value),
     };

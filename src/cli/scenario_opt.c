@@ -11,7 +11,8 @@
 #include "loadgen/early_stop.h"
 #include "loadgen/mlperf_log.h"
 
-/* --percentiles 75,99.5: levels strictly between 0 and 100, at most LB_MAX_USER_PCTL. */
+/* --percentiles 75,99.5: levels strictly between 0 and 100, at most LB_MAX_USER_PCTL,
+ * each once, no empty item (a trailing comma). */
 static lb_status parse_percentiles(const char *command, const char *text, lb_loadgen_params *p) {
     const char *s = text;
     p->n_user_pctl = 0;
@@ -19,11 +20,14 @@ static lb_status parse_percentiles(const char *command, const char *text, lb_loa
         char *end;
         errno = 0;
         double v = strtod(s, &end);
+        bool repeated = false;
+        for (int i = 0; i < p->n_user_pctl; i++)
+            repeated = repeated || p->user_pctl[i] == v;
         if (end == s || errno != 0 || !(v > 0 && v < 100) || (*end != ',' && *end != '\0') ||
-            p->n_user_pctl == LB_MAX_USER_PCTL)
+            (*end == ',' && end[1] == '\0') || repeated || p->n_user_pctl == LB_MAX_USER_PCTL)
             return lb_args_usage_error(command,
-                                       "--percentiles expects up to %d levels between 0 and 100 "
-                                       "separated by commas (\"75,99.5\"), got '%s'",
+                                       "--percentiles expects up to %d different levels between "
+                                       "0 and 100 separated by commas (\"75,99.5\"), got '%s'",
                                        LB_MAX_USER_PCTL, text);
         p->user_pctl[p->n_user_pctl++] = v;
         s = *end ? end + 1 : end;

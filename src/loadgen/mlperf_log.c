@@ -234,7 +234,8 @@ void lb_mlperf_log_detail_write(FILE *f, const lb_loadgen_summary *s,
         put_int(&l, KEY("min_query_count"), (long long)s->min_queries);
         put_int(&l, KEY("max_async_queries"),
                 (long long)(s->concurrency ? s->concurrency : s->max_inflight));
-        put_num(&l, KEY("target_latency_percentile"), c->percentile);
+        /* a fraction, as LoadGen's settings hold it (0.99), not a percentage */
+        put_num(&l, KEY("target_latency_percentile"), c->percentile / 100.0);
         put_ns(&l, KEY("ttft_latency"), c->ttft_limit_ms);
         put_ns(&l, KEY("tpot_latency"), c->tpot_limit_ms);
         put_u64(&l, KEY("qsl_rng_seed"), in->qsl_seed);
