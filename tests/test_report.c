@@ -287,7 +287,8 @@ static void test_report_markdown_shows_names_as_text(void **state) {
 }
 
 /* A run named twice, as an id, in a list of repeats and through --since, is reported once:
- * one configuration of one run, one provenance row. */
+ * one configuration of one run, one provenance row; a list naming it twice is labelled by
+ * the run once. */
 static void test_report_counts_a_run_named_twice_once(void **state) {
     (void)state;
     char db[160], dir[160], md_path[200];
@@ -310,6 +311,14 @@ static void test_report_counts_a_run_named_twice_once(void **state) {
     snprintf(row, sizeof row, "\n| %s | train | once |", one);
     if (strstr(md, "\n1 runs in 1 configurations;") == NULL || count(md, row) != 1)
         fail_msg("report.md: %s", md);
+    free(md);
+    /* the list of repeats alone: its configuration is named by the one run it kept */
+    rc = run((const char *[]){"report", two, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    snprintf(row, sizeof row, "\n| %s | 1 |", one);
+    if (strstr(md, row) == NULL || strstr(md, two) != NULL) fail_msg("report.md: %s", md);
     free(md);
 }
 

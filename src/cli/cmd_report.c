@@ -14,9 +14,20 @@
 #include "report/report.h"
 #include "store/store.h"
 
+/* A group named by its ids ("12,13,12") named again by those it kept ("12,13"). */
+static void relabel_ids(lb_run_group *grp) {
+    if (strspn(grp->label, "0123456789,") != strlen(grp->label)) return; /* a cell, a bench */
+    size_t len = 0;
+    grp->label[0] = '\0';
+    for (size_t i = 0; i < grp->n && len < sizeof grp->label; i++)
+        len += (size_t)snprintf(grp->label + len, sizeof grp->label - len, "%s%lld", i ? "," : "",
+                                (long long)grp->ids[i]);
+}
+
 /* Each run once: a run named twice ("12 12", "12,12", or an id and a --since window that
  * holds it) would count twice in its configuration's median and in the page's run count.
- * Its first mention keeps it; a group left with no run goes. */
+ * Its first mention keeps it; a group left with no run goes, one named by ids is named by
+ * those it kept. */
 static void drop_repeats(lb_run_set *set) {
     size_t n_groups = 0;
     for (size_t g = 0; g < set->n_groups; g++) {
@@ -36,7 +47,10 @@ static void drop_repeats(lb_run_set *set) {
             grp->runs[kept] = grp->runs[i];
             grp->ids[kept++] = grp->ids[i];
         }
-        grp->n = kept;
+        if (kept < grp->n) {
+            grp->n = kept;
+            relabel_ids(grp);
+        }
         if (kept == 0) {
             free(grp->runs);
             free(grp->ids);
