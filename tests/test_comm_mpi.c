@@ -6,14 +6,19 @@
  * mpirun (argv[1] = "--mpi-worker SCENARIO") or as forked ranks with torchrun variables,
  * and checks what the ranks printed and how they ended. Expected values are computed here
  * from the inputs' formula, independently of commbench's checker. */
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -312,6 +317,8 @@ static int stop_worker(lb_boot *boot, int me, int n) {
 static int torchrun_worker(void) {
     lb_boot *boot = NULL;
     lb_err err = {{0}};
+    if (getenv("LB_TEST_SIGNALS") != NULL) lb_signals_install(); /* as llmbench's commands */
+    if (getenv("LB_TEST_UNSET") != NULL) unsetenv(getenv("LB_TEST_UNSET"));
     double timeout = atof(getenv("LB_TEST_BOOT_TIMEOUT") ? getenv("LB_TEST_BOOT_TIMEOUT") : "20");
     lb_status st = lb_boot_init(timeout, &boot, &err);
     if (st != LB_OK) {
@@ -324,8 +331,9 @@ static int torchrun_worker(void) {
     char id[128];
     for (int i = 0; i < 128; i++)
         id[i] = (char)(me == 0 ? i * 3 + 1 : 0);
-    int bad = lb_boot_source_of(boot) !=
-              (getenv("SLURM_PROCID") != NULL ? LB_BOOT_SLURM : LB_BOOT_TORCHRUN);
+    int bad = lb_boot_source_of(boot) != (getenv("RANK") == NULL && getenv("SLURM_PROCID") != NULL
+                                              ? LB_BOOT_SLURM
+                                              : LB_BOOT_TORCHRUN);
     bad |= lb_boot_bcast(boot, id, sizeof id, &err) != LB_OK;
     for (int i = 0; i < 128; i++)
         bad |= id[i] != (char)(i * 3 + 1);
@@ -405,8 +413,8 @@ static int nameless_file(void) {
 
 /* One rank of a job joined through the torchrun variables, or Slurm's (slurm: srun's
  * SLURM_PROCID and SLURM_STEP_NUM_TASKS, rank 0's address in SLURM_LAUNCH_NODE_IPADDR). */
-static void spawn_rank(bool slurm, int rank, int world, int port, const char *timeout, pid_t *pid,
-                       int *out_fd) {
+static void spawn_rank_env(bool slurm, int rank, int world, int port, const char *timeout,
+                           const char *const *env, pid_t *pid, int *out_fd) {
     *out_fd = nameless_file();
     *pid = fork();
     if (*pid == 0) {
@@ -421,9 +429,29 @@ static void spawn_rank(bool slurm, int rank, int world, int port, const char *ti
         setenv("MASTER_PORT", v, 1);
         setenv(slurm ? "SLURM_LAUNCH_NODE_IPADDR" : "MASTER_ADDR", "127.0.0.1", 1);
         setenv("LB_TEST_BOOT_TIMEOUT", timeout, 1);
+        for (int i = 0; env != NULL && env[i] != NULL; i++)
+            putenv((char *)env[i]);
         execl(self_path, self_path, "--torchrun-worker", (char *)NULL);
         _exit(127);
     }
+}
+
+static void spawn_rank(bool slurm, int rank, int world, int port, const char *timeout, pid_t *pid,
+                       int *out_fd) {
+    spawn_rank_env(slurm, rank, world, port, timeout, NULL, pid, out_fd);
+}
+
+/* The exit code of pid if it ends within s seconds; else it is killed and -1. */
+static int wait_code_within(pid_t pid, double s) {
+    int status = 0;
+    for (int64_t end = lb_clock_now_ns() + (int64_t)(s * 1e9); lb_clock_now_ns() < end;) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        usleep(20 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
 }
 
 static int wait_code(pid_t pid) {
@@ -509,6 +537,131 @@ static void test_comm_stop_on_one_rank_stops_every_rank_over_tcp(void **state) {
         snprintf(want, sizeof want, "rank %d stopped at step %d by rank 2", r, step);
         if (strstr(out, want) == NULL) fail_msg("no '%s' in: %s", want, out);
     }
+}
+
+/* torchrun started by srun (`srun -N 2 torchrun --nproc-per-node 2`): every worker also has
+ * srun's SLURM_PROCID (its node's task, 0 or 1) and SLURM_STEP_NUM_TASKS (2). RANK and
+ * WORLD_SIZE, the nearer launcher's, decide; Slurm's gave rank 0 twice in a world of 2. */
+static void test_comm_torchrun_variables_under_srun_win_over_slurms(void **state) {
+    (void)state;
+    int port = lb_launch_free_port();
+    pid_t pids[NP];
+    int fds[NP];
+    static char env[NP][3][48];
+    for (int r = 0; r < NP; r++) {
+        snprintf(env[r][0], sizeof env[r][0], "SLURM_PROCID=%d", r / 2);
+        snprintf(env[r][1], sizeof env[r][1], "SLURM_STEP_NUM_TASKS=%d", NP / 2);
+        snprintf(env[r][2], sizeof env[r][2], "SLURM_LAUNCH_NODE_IPADDR=127.0.0.1");
+        const char *e[] = {env[r][0], env[r][1], env[r][2], NULL};
+        spawn_rank_env(false, r, NP, port, "10", e, &pids[r], &fds[r]);
+    }
+    for (int r = 0; r < NP; r++) {
+        char out[512];
+        int rc = wait_code_within(pids[r], 30);
+        read_all(fds[r], out, sizeof out);
+        if (rc != 0) fail_msg("rank %d ended with %d: %s", r, rc, out);
+        char want[32];
+        snprintf(want, sizeof want, "rank %d of %d: ok", r, NP);
+        if (strstr(out, want) == NULL) fail_msg("rank %d said: %s", r, out);
+    }
+}
+
+/* A Ctrl-C during the rendezvous ends it at once, on a rank still connecting, on a rank
+ * waiting for rank 0's answer and on rank 0 waiting for the rest, not after
+ * --setup-timeout. */
+static void test_comm_signal_during_rendezvous_ends_it_at_once(void **state) {
+    (void)state;
+    int port = lb_launch_free_port(), nobody = lb_launch_free_port();
+    const char *env[] = {"LB_TEST_SIGNALS=1", NULL};
+    pid_t pids[3];
+    int fds[3];
+    spawn_rank_env(false, 0, 3, port, "30", env, &pids[0], &fds[0]); /* rank 2 never comes */
+    spawn_rank_env(false, 1, 3, port, "30", env, &pids[1], &fds[1]);
+    spawn_rank_env(false, 1, 2, nobody, "30", env, &pids[2], &fds[2]); /* no rank 0 at all */
+    usleep(800 * 1000);
+    for (int i = 0; i < 3; i++)
+        kill(pids[i], SIGINT);
+    for (int i = 0; i < 3; i++) {
+        char out[1024];
+        int rc = wait_code_within(pids[i], 5);
+        read_all(fds[i], out, sizeof out);
+        if (rc != 130 || strstr(out, "interrupted by a signal before every rank joined") == NULL)
+            fail_msg("process %d ended with %d: %s", i, rc, out);
+    }
+}
+
+/* A rank 0 address that never answers a connection (a firewall that drops, a host that is
+ * down; here a listener whose accept queue is full) fails at the deadline, not after the
+ * kernel's SYN retries (some two minutes). */
+static void test_comm_master_that_never_answers_fails_at_the_deadline(void **state) {
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 0), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &len), 0);
+    assert_int_equal(connect(cfd, (struct sockaddr *)&a, sizeof a), 0); /* the queue is full */
+    pid_t p;
+    int f;
+    spawn_rank(false, 1, 2, ntohs(a.sin_port), "1", &p, &f);
+    char out[1024], want[64];
+    int rc = wait_code_within(p, 8);
+    read_all(f, out, sizeof out);
+    close(cfd);
+    close(lfd);
+    snprintf(want, sizeof want, "MASTER_PORT=%d within 1 s", ntohs(a.sin_port));
+    if (rc != 2 || strstr(out, want) == NULL) fail_msg("ended with %d: %s", rc, out);
+}
+
+/* A connection to rank 0's port that never says hello (a TCP health check, a port scanner)
+ * is dropped after a few seconds; the ranks queued behind it still meet well before the
+ * deadline, which it used to use up. */
+static void test_comm_silent_connection_does_not_hold_up_the_rendezvous(void **state) {
+    (void)state;
+    int port = lb_launch_free_port();
+    pid_t pids[NP];
+    int fds[NP];
+    spawn_rank(false, 0, NP, port, "12", &pids[0], &fds[0]);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int silent = -1;
+    for (int i = 0; i < 100 && silent < 0; i++) {
+        silent = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(silent, (struct sockaddr *)&a, sizeof a) != 0) {
+            close(silent);
+            silent = -1;
+            usleep(50 * 1000);
+        }
+    }
+    assert_true(silent >= 0);
+    usleep(100 * 1000);
+    int64_t t0 = lb_clock_now_ns();
+    for (int r = 1; r < NP; r++)
+        spawn_rank(false, r, NP, port, "12", &pids[r], &fds[r]);
+    for (int r = 0; r < NP; r++) {
+        char out[512];
+        int rc = wait_code_within(pids[r], 20);
+        read_all(fds[r], out, sizeof out);
+        if (rc != 0) fail_msg("rank %d ended with %d: %s", r, rc, out);
+    }
+    close(silent);
+    assert_true((double)(lb_clock_now_ns() - t0) / 1e9 < 9);
+}
+
+/* One Slurm task alone (SLURM_STEP_NUM_TASKS=1) meets nobody: no rank 0 address is needed,
+ * where it used to be refused for the want of one. */
+static void test_comm_one_slurm_task_needs_no_master_address(void **state) {
+    (void)state;
+    const char *env[] = {"LB_TEST_UNSET=SLURM_LAUNCH_NODE_IPADDR", NULL};
+    pid_t p;
+    int f;
+    spawn_rank_env(true, 0, 1, 29500, "5", env, &p, &f);
+    char out[512];
+    int rc = wait_code_within(p, 10);
+    read_all(f, out, sizeof out);
+    if (rc != 0 || strstr(out, "rank 0 of 1: ok") == NULL) fail_msg("ended with %d: %s", rc, out);
 }
 
 static void test_comm_mismatched_world_size_is_a_usage_error(void **state) {
@@ -815,6 +968,59 @@ static void test_comm_cli_int_max_checks_every_element(void **state) {
     assert_null(strstr(out, "oop.time_us"));
 }
 
+/* Ranks started with different options (an MPMD command line, a script that differs per
+ * node) are refused before anything runs, naming the option and both values; with
+ * different -n they used to meet in the wrong calls and wait out --comm-timeout. */
+static void test_comm_cli_ranks_with_different_options_are_refused(void **state) {
+    (void)state;
+    static char out[1 << 16];
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    const char *argv[64];
+    int n = 0;
+    for (int half = 0; half < 2; half++) {
+        if (half == 1)
+            argv[n++] = ":";
+        else
+            argv[n++] = "mpirun";
+        argv[n++] = "-np";
+        argv[n++] = "2";
+        if (half == 0) argv[n++] = "--oversubscribe";
+        if (half == 0 && as_root()) argv[n++] = "--allow-run-as-root";
+        const char *rest[] = {LB_TEST_BIN,
+                              "comm",
+                              "all_reduce",
+                              "-b",
+                              half ? "1K" : "1024",
+                              "-e",
+                              "4K",
+                              "-n",
+                              half ? "4" : "3",
+                              "-w",
+                              "1",
+                              "--backend",
+                              "mpi",
+                              "--comm-timeout",
+                              "20",
+                              "--db",
+                              db,
+                              NULL};
+        for (int i = 0; rest[i] != NULL; i++)
+            argv[n++] = rest[i];
+    }
+    argv[n] = NULL;
+    double seconds = 0;
+    int rc = lb_test_run_argv(argv, out, sizeof out, &seconds);
+    bool stored = access(db, F_OK) == 0;
+    lb_test_rmtree(dir);
+    if (rc != 2 || seconds > 15 || stored ||
+        count(out, "llmbench comm: rank 2 was started with -n 4 where rank 0 has -n 3: every rank "
+                   "needs the same options\n") != 1 ||
+        strstr(out, "started with -b") != NULL)
+        fail_msg("exit %d after %.0f s, stored %d:\n%s", rc, seconds, stored, out);
+}
+
 static void test_comm_cli_bad_input_exits_2(void **state) {
     (void)state;
     char err[2048];
@@ -897,6 +1103,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_slurm_variables_without_mpi_rendezvous_over_tcp),
         cmocka_unit_test(test_comm_ranks_gone_are_named_by_their_closed_connections),
         cmocka_unit_test(test_comm_stop_on_one_rank_stops_every_rank_over_tcp),
+        cmocka_unit_test(test_comm_torchrun_variables_under_srun_win_over_slurms),
+        cmocka_unit_test(test_comm_signal_during_rendezvous_ends_it_at_once),
+        cmocka_unit_test(test_comm_master_that_never_answers_fails_at_the_deadline),
+        cmocka_unit_test(test_comm_silent_connection_does_not_hold_up_the_rendezvous),
+        cmocka_unit_test(test_comm_one_slurm_task_needs_no_master_address),
         cmocka_unit_test(test_comm_mismatched_world_size_is_a_usage_error),
         cmocka_unit_test(test_comm_unreachable_master_is_named_with_its_port),
         cmocka_unit_test(test_comm_local_launcher_starts_ranks_that_meet),
@@ -910,6 +1121,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_check_counts_what_a_call_did_not_write),
         cmocka_unit_test(test_comm_cli_what_did_not_run_shows_as_na),
         cmocka_unit_test(test_comm_cli_int_max_checks_every_element),
+        cmocka_unit_test(test_comm_cli_ranks_with_different_options_are_refused),
         cmocka_unit_test(test_comm_cli_bad_input_exits_2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -141,6 +141,67 @@ static void print_matrix(const lb_result *r) {
     }
 }
 
+/* This rank's options that every rank must share, one "OPTION VALUE" a line, values as
+ * parsed (-b 1K and -b 1024 agree). --setup-timeout, --db and the output options are rank 0's
+ * or the rank's own. */
+static void options_text(const lb_commbench_params *p, const char *backend, char *buf, size_t cap) {
+    char colls[256] = "", matrix[32] = "(none)";
+    size_t used = 0;
+    for (int k = 0; k < LB_BENCH_N_COLLS && used < sizeof colls; k++)
+        if (p->colls[k])
+            used += (size_t)snprintf(colls + used, sizeof colls - used, "%s%s", used ? "," : "",
+                                     lb_commbench_coll_name((lb_bench_coll)k));
+    if (p->matrix) snprintf(matrix, sizeof matrix, "%lld", (long long)p->matrix_bytes);
+    const char *place = p->place == LB_PLACE_OUT_OF_PLACE ? "out"
+                        : p->place == LB_PLACE_IN_PLACE   ? "in"
+                                                          : "both";
+    snprintf(buf, cap,
+             "collectives %s\n-b %lld\n-e %lld\n-f %.17g\n-d %s\n-o %s\n-r %d\n-w %lld\n"
+             "-n %lld\n-c %d\n--place %s\n--backend %s\n--matrix %s\n--comm-timeout %.17g\n",
+             colls, (long long)p->min_bytes, (long long)p->max_bytes, p->factor,
+             lb_comm_dtype_name(p->dtype), lb_comm_op_name(p->op), p->root, (long long)p->warmup,
+             (long long)p->iters, p->check ? 1 : 0, place, backend, matrix, p->comm.op_timeout_s);
+}
+
+/* Rank 0: the first line of theirs that differs from mine (options_text's), as a sentence. */
+static lb_status judge_options(const char *mine, const char *theirs, int rank, lb_err *err) {
+    const char *b = theirs;
+    for (const char *a = mine; *a != '\0'; a += strcspn(a, "\n") + 1) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        if (la != lb || memcmp(a, b, la) != 0)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "rank %d was started with %.*s where rank 0 has %.*s: every rank needs "
+                           "the same options",
+                           rank, (int)lb, b, (int)la, a);
+        b += b[lb] == '\n' ? lb + 1 : lb;
+    }
+    return LB_OK;
+}
+
+/* Every rank runs the same rows with the same calls, or the collectives of one row meet
+ * another's and the job waits until --comm-timeout, then blames a rank that did nothing
+ * wrong: rank 0 compares every rank's options with its own before anything runs, and the
+ * first that differs stops every rank, named with its value on both ranks. */
+static lb_status agree_options(lb_boot *boot, const char *mine, lb_err *err) {
+    int n = lb_boot_size(boot);
+    if (n == 1) return LB_OK;
+    char **all = NULL;
+    LB_TRY(lb_boot_gather_text(boot, mine, &all, err));
+    struct {
+        int32_t status;
+        char msg[LB_ERR_MSG_BYTES];
+    } verdict = {0};
+    for (int q = 1; all != NULL && q < n && verdict.status == LB_OK; q++) {
+        lb_err v = {{0}};
+        verdict.status = (int32_t)judge_options(mine, all[q], q, &v);
+        memcpy(verdict.msg, v.msg, sizeof verdict.msg);
+    }
+    lb_boot_strings_free(all, n);
+    LB_TRY(lb_boot_bcast(boot, &verdict, sizeof verdict, err));
+    if (verdict.status == LB_OK) return LB_OK;
+    return lb_fail(err, (lb_status)verdict.status, "%s", verdict.msg);
+}
+
 int lb_cmd_comm(int argc, char **argv) {
     const char *min_s = "8", *max_s = "128M", *dtype_s = "float", *op_s = "sum";
     const char *place_s = "both", *backend_s = "auto", *matrix_s = NULL;
@@ -247,9 +308,12 @@ int lb_cmd_comm(int argc, char **argv) {
         return lb_status_exit_code(st);
     }
     int rank = lb_boot_rank(ctx.boot);
+    char options[1024];
+    options_text(p, backend_s, options, sizeof options);
+    st = agree_options(ctx.boot, options, &err);
     /* refusals every rank reaches alike, before anything is stored */
     lb_comm_backend usable = LB_COMM_BACKEND_MPI;
-    st = lb_comm_pick_backend(ctx.boot, &usable, &err);
+    if (st == LB_OK) st = lb_comm_pick_backend(ctx.boot, &usable, &err);
     p->comm.backend = strcmp(backend_s, "auto") == 0   ? usable
                       : strcmp(backend_s, "nccl") == 0 ? LB_COMM_BACKEND_NCCL
                                                        : LB_COMM_BACKEND_MPI;

@@ -5,6 +5,7 @@
 #include "comm/boot.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -22,10 +23,12 @@
 #endif
 
 #include "core/clock.h"
+#include "core/signals.h"
 
 #define BOOT_MAGIC        0x6c62626fu /* "lbbo" */
 #define BOOT_DEFAULT_PORT 29500
-#define BOOT_STOP_TAG     0x6c62 /* MPI: a rank's stop notice to rank 0 */
+#define BOOT_STOP_TAG     0x6c62             /* MPI: a rank's stop notice to rank 0 */
+#define BOOT_HELLO_NS     (5 * 1000000000LL) /* rank 0 waits this long for a peer's hello */
 /* TCP: what a peer sends rank 0 after the rendezvous starts with one of these bytes */
 #define BOOT_DATA 'D' /* a gather's bytes follow */
 #define BOOT_STOP 'S' /* a stop notice, alone */
@@ -37,7 +40,8 @@ typedef struct {
 } hello_msg;
 
 typedef struct {
-    int32_t ok; /* 1, or 0 with why */
+    int32_t ok;     /* 1, or 0 with status and why */
+    int32_t status; /* rank 0's lb_status: a rendezvous that failed, or a signal, ends alike */
     int32_t local_rank, local_size;
     char why[256];
 } reply_msg;
@@ -86,11 +90,21 @@ static int env_int(const char *name) {
     return (int)x;
 }
 
-/* Writes or reads exactly n bytes before the deadline. */
-static lb_status io_all(int fd, void *buf, size_t n, bool writing, int64_t deadline,
-                        const char *what, lb_err *err) {
+/* The rendezvous gives way to SIGINT/SIGTERM (core/signals.h): nothing of the job has run
+ * yet, so a Ctrl-C ends it at once rather than after --setup-timeout. Later control-plane
+ * calls do not: they are how the ranks agree to stop after a signal. */
+static lb_status interrupted(const char *what, lb_err *err) {
+    return lb_fail(err, LB_ERR_INTERRUPTED, "%s: interrupted by a signal before every rank joined",
+                   what);
+}
+
+/* Writes or reads exactly n bytes before the deadline (joining: during the rendezvous, which
+ * a signal ends). */
+static lb_status io_wait(int fd, void *buf, size_t n, bool writing, int64_t deadline, bool joining,
+                         const char *what, lb_err *err) {
     char *p = buf;
     while (n > 0) {
+        if (joining && lb_signals_interrupted()) return interrupted(what, err);
         struct pollfd pfd = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
         int ms = ms_left(deadline);
         int pr = poll(&pfd, 1, ms);
@@ -109,6 +123,11 @@ static lb_status io_all(int fd, void *buf, size_t n, bool writing, int64_t deadl
         n -= (size_t)k;
     }
     return LB_OK;
+}
+
+static lb_status io_all(int fd, void *buf, size_t n, bool writing, int64_t deadline,
+                        const char *what, lb_err *err) {
+    return io_wait(fd, buf, n, writing, deadline, false, what, err);
 }
 
 /* ---- TCP rendezvous ---- */
@@ -140,28 +159,62 @@ static int listen_on(int port, char *why, size_t why_len) {
     return -1;
 }
 
-/* Connects to addr:port, retrying until the deadline. */
+/* One connection attempt to ai before the deadline: a connect that the far side never
+ * answers (a firewall that drops, a host that is down, a full accept queue) would block for
+ * the kernel's SYN retries, minutes past the deadline. -1 with why, -2 on a signal. */
+static int connect_one(const struct addrinfo *ai, int64_t deadline, char *why, size_t why_len) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0) {
+        snprintf(why, why_len, "%s", strerror(errno));
+        return -1;
+    }
+    int rc = connect(fd, ai->ai_addr, ai->ai_addrlen), e = rc == 0 ? 0 : errno;
+    while (e == EINPROGRESS || e == EINTR) {
+        if (lb_signals_interrupted()) {
+            close(fd);
+            return -2;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int ms = ms_left(deadline);
+        int pr = poll(&pfd, 1, ms);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr == 0) {
+            if (ms > 0) continue;
+            e = ETIMEDOUT;
+            break;
+        }
+        socklen_t len = sizeof e;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0) e = errno;
+    }
+    if (e != 0) {
+        snprintf(why, why_len, "%s", strerror(e));
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* Connects to addr:port, retrying until the deadline; -2 on a signal. */
 static int connect_to(const char *addr, int port, int64_t deadline, char *why, size_t why_len) {
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", port);
     snprintf(why, why_len, "no attempt made");
     for (;;) {
+        if (lb_signals_interrupted()) return -2;
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
         int gai = getaddrinfo(addr, port_s, &hints, &res);
         if (gai != 0) {
             snprintf(why, why_len, "%s", gai_strerror(gai));
         } else {
             for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-                int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-                if (fd < 0) continue;
-                if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+                int fd = connect_one(ai, deadline, why, why_len);
+                if (fd >= 0 || fd == -2) {
                     freeaddrinfo(res);
-                    int one = 1;
-                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
                     return fd;
                 }
-                snprintf(why, why_len, "%s", strerror(errno));
-                close(fd);
             }
             freeaddrinfo(res);
         }
@@ -180,6 +233,11 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
         b->fds[i] = -1;
     if (b->rank != 0) {
         int fd = connect_to(addr, port, deadline, why, sizeof why);
+        char what[160];
+        snprintf(what, sizeof what,
+                 "rank %d: rendezvous with rank 0 at MASTER_ADDR=%s MASTER_PORT=%d", b->rank, addr,
+                 port);
+        if (fd == -2) return interrupted(what, err);
         if (fd < 0)
             return lb_fail(err, LB_ERR_USAGE,
                            "rank %d could not reach rank 0 at MASTER_ADDR=%s MASTER_PORT=%d within "
@@ -188,12 +246,12 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
         b->fds[0] = fd;
         hello_msg h = {.magic = BOOT_MAGIC, .rank = b->rank, .world = b->size};
         snprintf(h.host, sizeof h.host, "%s", b->host);
-        char what[160];
-        snprintf(what, sizeof what, "rendezvous with rank 0 at %s:%d", addr, port);
-        LB_TRY(io_all(fd, &h, sizeof h, true, deadline, what, err));
+        LB_TRY(io_wait(fd, &h, sizeof h, true, deadline, true, what, err));
         reply_msg r;
-        LB_TRY(io_all(fd, &r, sizeof r, false, deadline, what, err));
-        if (!r.ok) return lb_fail(err, LB_ERR_USAGE, "%s", r.why);
+        LB_TRY(io_wait(fd, &r, sizeof r, false, deadline, true, what, err));
+        r.why[sizeof r.why - 1] = '\0';
+        if (!r.ok)
+            return lb_fail(err, r.status > 0 ? (lb_status)r.status : LB_ERR_USAGE, "%s", r.why);
         b->local_rank = r.local_rank;
         b->local_size = r.local_size;
         return LB_OK;
@@ -213,6 +271,13 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
     while (joined < b->size && st == LB_OK) {
         struct pollfd pfd = {.fd = lfd, .events = POLLIN};
         int ms = ms_left(deadline);
+        if (lb_signals_interrupted()) {
+            char what[160];
+            snprintf(what, sizeof what, "rank 0 (MASTER_PORT=%d on %s, %d of %d ranks joined)",
+                     port, b->host, joined, b->size);
+            st = interrupted(what, err);
+            break;
+        }
         if (ms == 0) {
             char missing[160] = "";
             size_t used = 0;
@@ -233,7 +298,12 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         hello_msg h;
         lb_err ignored;
-        if (io_all(fd, &h, sizeof h, false, deadline, "hello", &ignored) != LB_OK ||
+        /* a rank says hello as soon as it connects; a connection that says nothing (a health
+         * check, a port scanner) is dropped soon rather than keep the ranks queued behind it
+         * waiting until the deadline */
+        int64_t hello_by = lb_clock_now_ns() + BOOT_HELLO_NS;
+        if (io_wait(fd, &h, sizeof h, false, hello_by < deadline ? hello_by : deadline, true,
+                    "hello", &ignored) != LB_OK ||
             h.magic != BOOT_MAGIC) {
             close(fd); /* not one of ours: a port scanner, a stale peer */
             continue;
@@ -250,7 +320,7 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
                      h.host, h.rank <= 0 || h.rank >= b->size ? "out of range" : "taken twice",
                      b->size - 1);
         if (bad[0] != '\0') {
-            reply_msg r = {.ok = 0};
+            reply_msg r = {.ok = 0, .status = LB_ERR_USAGE};
             snprintf(r.why, sizeof r.why, "%s", bad);
             io_all(fd, &r, sizeof r, true, deadline, "reply", &ignored);
             close(fd);
@@ -275,7 +345,7 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
             continue;
         }
         if (b->fds[r] < 0) continue;
-        reply_msg m = {.ok = st == LB_OK, .local_rank = lr, .local_size = ls};
+        reply_msg m = {.ok = st == LB_OK, .status = st, .local_rank = lr, .local_size = ls};
         if (st != LB_OK) snprintf(m.why, sizeof m.why, "%.255s", bad[0] ? bad : err->msg);
         lb_err ignored;
         io_all(b->fds[r], &m, sizeof m, true, deadline, "reply", &ignored);
@@ -289,6 +359,14 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
 static bool launched_by_mpi(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
            getenv("PMIX_RANK") != NULL;
+}
+
+/* RANK and WORLD_SIZE both set: they come from the launcher nearest this process, so they
+ * win over Slurm's. Under `srun torchrun --nproc-per-node 8`, SLURM_PROCID counts srun's
+ * tasks (one a node) while RANK counts torchrun's workers; the `--gpus N` workers of a Slurm
+ * task likewise. */
+static bool torchrun_set(void) {
+    return env_or("RANK", NULL) != NULL && env_or("WORLD_SIZE", NULL) != NULL;
 }
 
 #ifdef LB_HAVE_MPI
@@ -383,18 +461,19 @@ lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err) {
                      "started by an MPI launcher, but this llmbench was built without MPI; "
                      "rebuild with Open MPI (libopenmpi-dev) or start it with torchrun variables");
 #endif
-    } else if (getenv("SLURM_PROCID") != NULL && getenv("SLURM_STEP_NUM_TASKS") != NULL) {
+    } else if (!torchrun_set() && getenv("SLURM_PROCID") != NULL &&
+               getenv("SLURM_STEP_NUM_TASKS") != NULL) {
         b->source = LB_BOOT_SLURM;
         b->rank = env_int("SLURM_PROCID");
         b->size = env_int("SLURM_STEP_NUM_TASKS");
-        addr = env_or("MASTER_ADDR", getenv("SLURM_LAUNCH_NODE_IPADDR"));
+        addr = env_or("MASTER_ADDR", env_or("SLURM_LAUNCH_NODE_IPADDR", NULL));
         port = getenv("MASTER_PORT") ? env_int("MASTER_PORT") : BOOT_DEFAULT_PORT;
         if (b->rank < 0 || b->size < 1 || b->rank >= b->size)
             st = lb_fail(err, LB_ERR_USAGE,
                          "SLURM_PROCID=%s and SLURM_STEP_NUM_TASKS=%s: expected 0 <= PROCID < "
                          "NUM_TASKS",
                          env_or("SLURM_PROCID", ""), env_or("SLURM_STEP_NUM_TASKS", ""));
-        else if (addr == NULL)
+        else if (addr == NULL && b->size > 1) /* one task alone meets nobody */
             st = lb_fail(err, LB_ERR_USAGE,
                          "under Slurm without MPI, MASTER_ADDR (or SLURM_LAUNCH_NODE_IPADDR) must "
                          "name the host of rank 0");

@@ -4,18 +4,23 @@
  *   1. MPI, when the process was started by mpirun, mpiexec or `srun --mpi=pmix` (their
  *      variables OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK are seen) and llmbench was built
  *      with MPI: MPI_Init, and the control plane is MPI_COMM_WORLD;
- *   2. Slurm's variables without MPI (SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID),
- *      for Slurm builds without PMIx: the rendezvous is at MASTER_ADDR (default
- *      SLURM_LAUNCH_NODE_IPADDR, the node srun ran on) and MASTER_PORT (default 29500);
- *   3. the torchrun variables RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT that
+ *   2. the torchrun variables RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT that
  *      torchrun, Kubernetes Indexed Jobs, JobSet and PyTorchJob set (and `--gpus N`, which
- *      starts its workers with them: comm/launch.h);
- *   4. otherwise one rank alone.
+ *      starts its workers with them: comm/launch.h), when RANK and WORLD_SIZE are both set:
+ *      they are the nearer launcher's (`srun torchrun ...` gives every worker srun's
+ *      SLURM_PROCID too, which counts nodes, not workers);
+ *   3. Slurm's variables without MPI (SLURM_PROCID, SLURM_STEP_NUM_TASKS), for Slurm builds
+ *      without PMIx: the rendezvous is at MASTER_ADDR (default SLURM_LAUNCH_NODE_IPADDR,
+ *      the node srun ran on) and MASTER_PORT (default 29500);
+ *   4. otherwise one rank alone (RANK or WORLD_SIZE alone is refused, naming both).
  * Without MPI the control plane is TCP: rank 0 listens on MASTER_PORT, every other rank
  * connects to MASTER_ADDR:MASTER_PORT (retrying until the deadline, since rank 0 may start
  * last) and says its rank and world size; rank 0 answers once all have come. A world size
  * that differs between ranks, a rank twice, or an address that cannot be reached before
- * the deadline is a usage error naming the address, the port and the ranks concerned.
+ * the deadline is a usage error naming the address, the port and the ranks concerned. A
+ * connection attempt never outlives the deadline (one that is never answered included); a
+ * connection that says nothing for 5 s is dropped by rank 0; SIGINT/SIGTERM (core/signals.h)
+ * ends the rendezvous at once with LB_ERR_INTERRUPTED, on every rank that rank 0 answers.
  *
  * The control plane carries small messages (NCCL's unique id, every rank's results and
  * node facts) from and to rank 0, the coordinator; it is not for bulk data (comm/comm.h).
