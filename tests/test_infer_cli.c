@@ -477,6 +477,155 @@ static void test_infer_cli_refuses_percentiles_with_an_empty_or_repeated_level(v
     expect_refused_before_running(twice, fresh, "got '75,99.5,75'");
 }
 
+/* --slo with a key given twice is refused (the last value used to win silently); a long
+ * --slo is read whole (it was cut at 127 bytes: ttft_ms=0..01.5 became 1). */
+static void test_infer_cli_refuses_a_repeated_slo_key_and_reads_a_long_one_whole(void **state) {
+    (void)state;
+    char fresh[128];
+    snprintf(fresh, sizeof fresh, "%s/slo.db", dir);
+    const char *const twice[] = {"infer",
+                                 "--model",
+                                 dir,
+                                 "--device",
+                                 "cpu",
+                                 "--synthetic",
+                                 "2",
+                                 "--input-len",
+                                 "fixed:4",
+                                 "--max-tokens",
+                                 "2",
+                                 "--slo",
+                                 "ttft_ms=1,ttft_ms=3",
+                                 "--db",
+                                 fresh,
+                                 NULL};
+    expect_refused_before_running(twice, fresh, "--slo 'ttft_ms=1,ttft_ms=3' gives ttft_ms twice");
+    char slo[200] = "ttft_ms=";
+    memset(slo + 8, '0', 118);
+    snprintf(slo + 126, sizeof slo - 126, "1.5,tpot_ms=2");
+    const char *const lng[] = {"infer",       "--model", dir,           "--device", "cpu",
+                               "--synthetic", "2",       "--input-len", "fixed:4",  "--max-tokens",
+                               "2",           "--slo",   slo,           "--db",     db,
+                               "--json",      NULL};
+    json_t *j = run_json(lng, 0);
+    json_t *c = json_object_get(json_object_get(j, "config"), "constraints");
+    assert_float_equal(json_number_value(json_object_get(c, "slo_ttft_ms")), 1.5, 0);
+    assert_float_equal(json_number_value(json_object_get(c, "slo_tpot_ms")), 2, 0);
+    json_decref(j);
+}
+
+/* A --percentiles level whose metric name is a fixed level's (99.0000001 is p99) or another
+ * given level's is refused: its figures overwrote ttft_p99_ms and the like. */
+static void test_infer_cli_refuses_percentiles_whose_name_is_taken(void **state) {
+    (void)state;
+    char fresh[128];
+    snprintf(fresh, sizeof fresh, "%s/pname.db", dir);
+    const char *const fixed[] = {"infer",      "--model",      dir,   "--device",
+                                 "cpu",        "--synthetic",  "2",   "--input-len",
+                                 "fixed:4",    "--max-tokens", "2",   "--percentiles",
+                                 "99.0000001", "--db",         fresh, NULL};
+    expect_refused_before_running(fixed, fresh,
+                                  "--percentiles '99.0000001': 99.0000001 is reported as p99, the "
+                                  "name of the fixed level 99");
+    const char *const given[] = {"infer",         "--model",      dir,   "--device",
+                                 "cpu",           "--synthetic",  "2",   "--input-len",
+                                 "fixed:4",       "--max-tokens", "2",   "--percentiles",
+                                 "75,75.0000001", "--db",         fresh, NULL};
+    expect_refused_before_running(given, fresh,
+                                  "is reported as p75, the name of the given level 75");
+}
+
+/* A plan of more queries than one run may hold is refused at once, naming the options
+ * (it filled memory, then said "out of memory for the query schedule"). */
+static void test_infer_cli_refuses_a_schedule_too_big_to_hold(void **state) {
+    (void)state;
+    char fresh[128];
+    snprintf(fresh, sizeof fresh, "%s/plan.db", dir);
+    const char *const timed[] = {
+        "infer", "--model",        dir,       "--device",     "cpu", "--synthetic",
+        "2",     "--input-len",    "fixed:4", "--max-tokens", "2",   "--qps",
+        "1e6",   "--min-duration", "1e6",     "--db",         fresh, NULL};
+    expect_refused_before_running(timed, fresh,
+                                  "--qps 1e+06 x --min-duration 1e+06 s plans about 1e+12 "
+                                  "queries, more than the 100000000 one run may hold in memory");
+    const char *const counted[] = {"infer",     "--model",      dir,   "--device",
+                                   "cpu",       "--synthetic",  "2",   "--input-len",
+                                   "fixed:4",   "--max-tokens", "2",   "--min-queries",
+                                   "200000000", "--db",         fresh, NULL};
+    expect_refused_before_running(counted, fresh,
+                                  "--min-queries 200000000 plans more queries than the 100000000");
+}
+
+/* The seeds of the config files are the ones mlperf_log_summary.txt's "Test Parameters
+ * Used" shows (qsl_rng_seed was 0 whatever was used), as the detail log does. */
+static void test_infer_cli_summary_carries_the_config_files_seeds(void **state) {
+    (void)state;
+    char conf[160], out_dir[160], path[220];
+    snprintf(conf, sizeof conf, "%s/seeds.conf", dir);
+    snprintf(out_dir, sizeof out_dir, "%s/seeds", dir);
+    assert_true(lb_test_write_file(conf, "*.*.qsl_rng_seed = 42\n"
+                                         "*.*.sample_index_rng_seed = 43\n"
+                                         "*.*.schedule_rng_seed = 44\n"));
+    const char *const args[] = {
+        "infer",   "--model",      dir, "--device",    "cpu", "--synthetic", "2",     "--input-len",
+        "fixed:4", "--max-tokens", "2", "--user-conf", conf,  "--out",       out_dir, "--db",
+        db,        "--json",       NULL};
+    json_decref(run_json(args, 0));
+    snprintf(path, sizeof path, "%s/mlperf_log_summary.txt", out_dir);
+    char *text = lb_test_read_file(path, NULL);
+    assert_non_null(text);
+    if (strstr(text, "\nqsl_rng_seed : 42\n") == NULL ||
+        strstr(text, "\nsample_index_rng_seed : 43\n") == NULL ||
+        strstr(text, "\nschedule_rng_seed : 44\n") == NULL)
+        fail_msg("%s", text);
+    free(text);
+}
+
+/* performance_sample_count_override is LoadGen's performance sample set: performance mode
+ * draws from that many samples (chosen with the QSL seed), and the summary says so. */
+static void test_infer_cli_performance_sample_count_override_sets_the_sample_set(void **state) {
+    (void)state;
+    char conf[160], out_dir[160], path[220];
+    snprintf(conf, sizeof conf, "%s/count.conf", dir);
+    snprintf(out_dir, sizeof out_dir, "%s/count", dir);
+    assert_true(lb_test_write_file(conf, "*.*.performance_sample_count_override = 2\n"));
+    const char *const args[] = {
+        "infer", "--model",       dir,  "--device",    "cpu",     "--synthetic",
+        "6",     "--min-queries", "8",  "--input-len", "fixed:4", "--max-tokens",
+        "2",     "--user-conf",   conf, "--out",       out_dir,   "--db",
+        db,      "--json",        NULL};
+    json_t *j = run_json(args, 0);
+    assert_int_equal(json_integer_value(
+                         json_object_get(json_object_get(j, "config"), "performance_sample_count")),
+                     2);
+    assert_true(metric(j, "completed") == 8);
+    json_decref(j);
+    snprintf(path, sizeof path, "%s/requests.jsonl", out_dir);
+    char *text = lb_test_read_file(path, NULL);
+    assert_non_null(text);
+    bool seen[6] = {false};
+    int lines = 0, distinct = 0;
+    for (char *line = text; *line; lines++) {
+        json_t *q = json_loads(line, JSON_DISABLE_EOF_CHECK, NULL);
+        assert_non_null(q);
+        int k = (int)json_number_value(json_object_get(q, "sample"));
+        assert_true(k >= 0 && k < 6);
+        distinct += !seen[k];
+        seen[k] = true;
+        json_decref(q);
+        line = strchr(line, '\n');
+        assert_non_null(line);
+        line++;
+    }
+    free(text);
+    assert_int_equal(lines, 8);
+    assert_int_equal(distinct, 2);
+    snprintf(path, sizeof path, "%s/mlperf_log_summary.txt", out_dir);
+    text = lb_test_read_file(path, NULL);
+    assert_non_null(strstr(text, "\nperformance_sample_count : 2\n"));
+    free(text);
+}
+
 #ifndef LB_HAVE_CUDA
 /* The engine on a GPU, the default, in a build without CUDA: a usage error saying what to
  * use instead, before anything is read (a CUDA build has no such case). */
@@ -573,6 +722,11 @@ int main(void) {
         cmocka_unit_test(test_infer_cli_refuses_samples_that_cannot_fit_before_running),
         cmocka_unit_test(test_infer_cli_refuses_options_that_cannot_work_together),
         cmocka_unit_test(test_infer_cli_refuses_percentiles_with_an_empty_or_repeated_level),
+        cmocka_unit_test(test_infer_cli_refuses_a_repeated_slo_key_and_reads_a_long_one_whole),
+        cmocka_unit_test(test_infer_cli_refuses_percentiles_whose_name_is_taken),
+        cmocka_unit_test(test_infer_cli_refuses_a_schedule_too_big_to_hold),
+        cmocka_unit_test(test_infer_cli_summary_carries_the_config_files_seeds),
+        cmocka_unit_test(test_infer_cli_performance_sample_count_override_sets_the_sample_set),
 #ifndef LB_HAVE_CUDA
         cmocka_unit_test(test_infer_cli_gpu_without_cuda_is_a_usage_error),
 #endif

@@ -85,6 +85,7 @@ static lb_loadgen_summary a_summary(void) {
     s.min_queries = 13368;
     s.sample_seed = LB_MLPERF_SAMPLE_INDEX_SEED;
     s.schedule_seed = LB_MLPERF_SCHEDULE_SEED;
+    s.qsl_seed = LB_MLPERF_QSL_SEED;
     s.n_samples = 13368;
     s.issued = s.completed = 5000;
     s.valid = false;
@@ -137,10 +138,8 @@ static json_t *parse_detail(const char *text, int *n_messages) {
 static void test_mlperf_detail_log_reads_back_with_loadgen_keys(void **state) {
     (void)state;
     lb_loadgen_summary s = a_summary();
-    lb_mlperf_detail_info info = {.sut_name = "http://gpu1:8000, model \"m\"",
-                                  .version = "test",
-                                  .start_wall_s = 1e9,
-                                  .qsl_seed = LB_MLPERF_QSL_SEED};
+    lb_mlperf_detail_info info = {
+        .sut_name = "http://gpu1:8000, model \"m\"", .version = "test", .start_wall_s = 1e9};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -277,6 +276,24 @@ static void test_mlperf_summary_lines_are_key_colon_value(void **state) {
     free(text);
 }
 
+/* "Test Parameters Used" carries the seeds the run used, the QSL's included (it printed
+ * 0 whatever the seed), and the performance set's size. */
+static void test_mlperf_summary_carries_the_seeds_used(void **state) {
+    (void)state;
+    lb_loadgen_summary s = a_summary();
+    s.sample_seed = 43;
+    s.schedule_seed = 44;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    lb_loadgen_summary_write(f, &s, "sut");
+    fclose(f);
+    assert_non_null(strstr(text, "\nqsl_rng_seed : 1780908523862526354\n"));
+    assert_non_null(strstr(text, "\nsample_index_rng_seed : 43\n"));
+    assert_non_null(strstr(text, "\nschedule_rng_seed : 44\n"));
+    free(text);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlperf_conf_lookup_order_and_override),
@@ -284,6 +301,7 @@ int main(void) {
         cmocka_unit_test(test_mlperf_detail_log_percentile_is_a_fraction),
         cmocka_unit_test(test_mlperf_accuracy_log_holds_token_ids_in_hex),
         cmocka_unit_test(test_mlperf_summary_lines_are_key_colon_value),
+        cmocka_unit_test(test_mlperf_summary_carries_the_seeds_used),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

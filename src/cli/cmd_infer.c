@@ -115,8 +115,7 @@ int lb_cmd_infer(int argc, char **argv) {
     lb_args a;
     int rc = lb_args_parse(&cmd, argc, argv, &a);
     if (rc != LB_ARGS_GO_ON) return rc;
-    uint64_t qsl_seed;
-    lb_status st = lb_scenario_opt_apply("infer", &so, p, &qsl_seed);
+    lb_status st = lb_scenario_opt_apply("infer", &so, p);
     if (st != LB_OK) return lb_status_exit_code(st);
     if (strcmp(so.format, "sharegpt-turns") == 0)
         return lb_status_exit_code(lb_args_usage_error(
@@ -187,7 +186,6 @@ int lb_cmd_infer(int argc, char **argv) {
                             .run = do_infer,
                             .run_user = &w,
                             .sut_name = es.name,
-                            .qsl_seed = qsl_seed,
                             .tok = NULL}; /* the engine gives its own ids */
     lb_loadrun_opts_apply(&so.run, run_name, &lp);
     int code = lb_loadrun(&lp);

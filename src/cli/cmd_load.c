@@ -138,9 +138,7 @@ int lb_cmd_load(int argc, char **argv) {
         return lb_status_exit_code(lb_args_usage_error(
             "load", "--prefix-count %lld counts shared prefixes: give --prefix-len N with it",
             (long long)prefix_count));
-    uint64_t qsl_seed;
-    if ((st = lb_scenario_opt_apply("load", &so, &p, &qsl_seed)) != LB_OK)
-        return lb_status_exit_code(st);
+    if ((st = lb_scenario_opt_apply("load", &so, &p)) != LB_OK) return lb_status_exit_code(st);
     if (max_inflight != DEFAULT_MAX_INFLIGHT && p.scenario != LB_SCENARIO_OFFLINE &&
         p.scenario != LB_SCENARIO_SERVER)
         return lb_status_exit_code(lb_args_usage_error(
@@ -225,7 +223,6 @@ int lb_cmd_load(int argc, char **argv) {
                             .run = do_load,
                             .run_user = &w,
                             .sut_name = sut,
-                            .qsl_seed = qsl_seed,
                             .tok = tok};
     lb_loadrun_opts_apply(&so.run, model ? model : "load", &lp);
     int code = lb_loadrun(&lp);

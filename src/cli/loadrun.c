@@ -477,8 +477,7 @@ int lb_loadrun(const lb_loadrun_params *lp) {
                 snprintf(dir, sizeof dir, grouped ? "%s/qps%g" : "%s", lp->out_dir, rate);
                 lb_mlperf_detail_info info = {.sut_name = lp->sut_name,
                                               .version = lb_version_string,
-                                              .start_wall_s = r->start_wall_s,
-                                              .qsl_seed = lp->qsl_seed};
+                                              .start_wall_s = r->start_wall_s};
                 if (st != LB_ERR_IO &&
                     write_out(dir, r, run_id, &w.rep, lp->ds, &info, lp->tok) != LB_OK &&
                     st == LB_OK)

@@ -38,7 +38,6 @@ typedef struct {
     int n_tags;
     const char *sut_name;    /* for the summary and mlperf_log_detail.txt */
     const char *out_dir;     /* --out, checked before (lb_loadrun_check_out_dir); NULL: none */
-    uint64_t qsl_seed;       /* for mlperf_log_detail.txt */
     const lb_tokenizer *tok; /* the accuracy log's ids where the SUT gives none; NULL: none */
     const double *rates;     /* --sweep-qps: [n_rates]; NULL: one run at p->qps */
     size_t n_rates;

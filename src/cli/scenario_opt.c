@@ -12,7 +12,12 @@
 #include "loadgen/mlperf_log.h"
 
 /* --percentiles 75,99.5: levels strictly between 0 and 100, at most LB_MAX_USER_PCTL,
- * each once, no empty item (a trailing comma). */
+ * each once, no empty item (a trailing comma). A level's metric names carry its tag
+ * (lb_loadgen_pctl_tag: six significant digits, p99_5), so a level whose tag is a fixed
+ * level's (99.0000001 is p99) or another given level's is refused: its figures would be
+ * stored under the other level's names. Refused rather than tagged exactly, so that the
+ * stored names stay short and the same from run to run; six digits tell apart any two
+ * levels that a latency sample can. */
 static lb_status parse_percentiles(const char *command, const char *text, lb_loadgen_params *p) {
     const char *s = text;
     p->n_user_pctl = 0;
@@ -29,30 +34,92 @@ static lb_status parse_percentiles(const char *command, const char *text, lb_loa
                                        "--percentiles expects up to %d different levels between "
                                        "0 and 100 separated by commas (\"75,99.5\"), got '%s'",
                                        LB_MAX_USER_PCTL, text);
+        char tag[24], other[24];
+        lb_loadgen_pctl_tag(v, tag, sizeof tag);
+        for (int i = 0; i < LB_N_PCTL + p->n_user_pctl; i++) {
+            double w = i < LB_N_PCTL ? lb_loadgen_pctl_levels[i] : p->user_pctl[i - LB_N_PCTL];
+            lb_loadgen_pctl_tag(w, other, sizeof other);
+            if (strcmp(tag, other) == 0)
+                return lb_args_usage_error(
+                    command,
+                    "--percentiles '%s': %.*s is reported as %s, the name of %s level %g; give "
+                    "levels that differ from each other and from 50, 90, 95, 97, 99 and 99.9 "
+                    "(always reported) within six significant digits",
+                    text, (int)(end - s), s, tag, i < LB_N_PCTL ? "the fixed" : "the given", w);
+        }
         p->user_pctl[p->n_user_pctl++] = v;
         s = *end ? end + 1 : end;
     }
     return LB_OK;
 }
 
+/* --slo ttft_ms=X,tpot_ms=Y: each key at most once, the whole text whatever its length. */
 static lb_status parse_slo(const char *command, const char *text, lb_constraints *c) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", text);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+    char *buf = strdup(text);
+    if (buf == NULL) {
+        fprintf(stderr, "llmbench %s: out of memory\n", command);
+        return LB_ERR_NOMEM;
+    }
+    lb_status st = LB_OK;
+    double ttft = 0, tpot = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && st == LB_OK;
          tok = strtok_r(NULL, ",", &save)) {
         double v;
         char key[16], tail;
         if (sscanf(tok, "%15[a-z_]=%lf%c", key, &v, &tail) != 2 || !(v > 0) ||
             (strcmp(key, "ttft_ms") != 0 && strcmp(key, "tpot_ms") != 0))
-            return lb_args_usage_error(command,
-                                       "--slo expects ttft_ms=X,tpot_ms=Y with positive "
-                                       "milliseconds, got '%s'",
-                                       text);
-        if (strcmp(key, "ttft_ms") == 0)
-            c->slo_ttft_ms = v;
+            st = lb_args_usage_error(command,
+                                     "--slo expects ttft_ms=X,tpot_ms=Y with positive "
+                                     "milliseconds, got '%s'",
+                                     text);
+        else if ((strcmp(key, "ttft_ms") == 0 ? ttft : tpot) > 0)
+            st = lb_args_usage_error(command,
+                                     "--slo '%s' gives %s twice: give each of ttft_ms and tpot_ms "
+                                     "at most once",
+                                     text, key);
         else
-            c->slo_tpot_ms = v;
+            *(strcmp(key, "ttft_ms") == 0 ? &ttft : &tpot) = v;
     }
+    free(buf);
+    if (st != LB_OK) return st;
+    if (ttft > 0) c->slo_ttft_ms = ttft;
+    if (tpot > 0) c->slo_tpot_ms = tpot;
+    return LB_OK;
+}
+
+/* The queries a run plans up front (Offline, Server: the whole schedule) are held in
+ * memory with 32-bit indices: a plan over LB_LOADGEN_MAX_QUERIES is refused before
+ * anything runs, naming where its rate, duration and count came from. Server plans
+ * about qps x min_duration arrivals (fewer by qps x ramp_up / 2 with a ramp-up), at least
+ * min_queries; a sweep's highest rate counts, and a search's start rate (a trial at a
+ * higher rate over the limit fails then, in lb_loadgen_run_sut). */
+static lb_status check_plan_size(const char *command, const lb_scenario_opt *o,
+                                 const lb_loadgen_params *p) {
+    if (p->scenario != LB_SCENARIO_OFFLINE && p->scenario != LB_SCENARIO_SERVER) return LB_OK;
+    if (p->mode == LB_MODE_ACCURACY) return LB_OK; /* every sample once */
+    double rate = p->qps, d = p->min_duration_s, r = p->ramp_up_s;
+    const char *rate_opt = o->qps > 0 ? "--qps" : "target_qps (config files)";
+    for (size_t i = 0; i < o->run.n_rates; i++)
+        if (o->run.rates[i] > rate) rate = o->run.rates[i], rate_opt = "--sweep-qps";
+    if (o->run.search_qps > 0) rate = o->run.search_qps, rate_opt = "--search-qps";
+    double timed = 0;
+    if (p->scenario == LB_SCENARIO_SERVER)
+        timed = rate * (r <= 0 ? d : d >= r ? d - r / 2 : d * d / (2 * r));
+    const double max = (double)LB_LOADGEN_MAX_QUERIES;
+    if (timed > max && timed >= (double)p->min_queries)
+        return lb_args_usage_error(
+            command,
+            "%s %g x %s %g s plans about %.3g queries, more than the %.0f one run may hold in "
+            "memory: give a lower rate or a shorter duration (rate x seconds at most %.0f)",
+            rate_opt, rate, o->min_duration >= 0 ? "--min-duration" : "min_duration (config files)",
+            d, timed, max, max);
+    if ((double)p->min_queries > max)
+        return lb_args_usage_error(
+            command,
+            "%s %lld plans more queries than the %.0f one run may hold in memory: give "
+            "at most %.0f",
+            o->min_queries > 0 ? "--min-queries" : "min_query_count (config files)",
+            (long long)p->min_queries, max, max);
     return LB_OK;
 }
 
@@ -100,8 +167,7 @@ static lb_status read_conf_files(const char *command, const char *mlperf_conf,
     return LB_OK;
 }
 
-lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_loadgen_params *p,
-                                uint64_t *qsl_seed) {
+lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_loadgen_params *p) {
     lb_status st;
     if ((o->dataset == NULL) == (o->synthetic == 0))
         return lb_args_usage_error(command, "give exactly one of --dataset FILE and --synthetic N");
@@ -163,7 +229,8 @@ lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_load
         p->sample_seed = conf.has_sample_seed ? conf.sample_seed : LB_MLPERF_SAMPLE_INDEX_SEED;
         p->schedule_seed = conf.has_schedule_seed ? conf.schedule_seed : LB_MLPERF_SCHEDULE_SEED;
     }
-    *qsl_seed = conf.has_qsl_seed ? conf.qsl_seed : LB_MLPERF_QSL_SEED;
+    p->qsl_seed = conf.has_qsl_seed ? conf.qsl_seed : LB_MLPERF_QSL_SEED;
+    p->performance_sample_count = conf.has_sample_count ? conf.sample_count : 0;
     p->max_tokens = (int32_t)o->max_tokens;
     p->drain_s = o->drain_s;
     if (o->model_key &&
@@ -178,6 +245,7 @@ lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_load
     if (o->tpot_limit >= 0) p->constraints.tpot_limit_ms = o->tpot_limit;
     if (o->slo && (st = parse_slo(command, o->slo, &p->constraints)) != LB_OK) return st;
     if (o->percentiles && (st = parse_percentiles(command, o->percentiles, p)) != LB_OK) return st;
+    LB_TRY(check_plan_size(command, o, p));
     warn_short_search(command, o, p);
     p->model_key = o->model_key;
     p->request.ignore_eos = o->ignore_eos;

@@ -89,8 +89,8 @@ typedef struct {
      "Server p99 TPOT bound (overrides)", 0, 1e9, NULL},                                      \
     {"--mlperf-conf", LB_ARG_STRING, &(o)->mlperf_conf, "FILE",                              \
      "LoadGen's mlperf.conf: min_duration, min_query_count, target_qps, ttft_latency, "       \
-     "tpot_latency, target_latency_percentile and the seeds for --model-key and the "         \
-     "scenario (options given here override)", 0, 0, NULL},                                   \
+     "tpot_latency, target_latency_percentile, performance_sample_count_override and the "   \
+     "seeds for --model-key and the scenario (options given here override)", 0, 0, NULL},      \
     {"--user-conf", LB_ARG_STRING, &(o)->user_conf, "FILE",                                  \
      "LoadGen's user.conf, read after --mlperf-conf (its values win)", 0, 0, NULL},           \
     {"--percentiles", LB_ARG_STRING, &(o)->percentiles, "P1,P2,..",                          \
@@ -108,11 +108,13 @@ typedef struct {
 /* clang-format on */
 
 /* Checks the options against each other and fills p's scenario, mode, rates, minimums,
- * seeds, constraints, percentiles, request.ignore_eos and request.temperature, reading the
- * config files; *qsl_seed gets the QSL seed for the detail log. A usage error (printed,
- * LB_ERR_USAGE) names the options. */
-lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_loadgen_params *p,
-                                uint64_t *qsl_seed);
+ * seeds (qsl_seed too), performance_sample_count
+ * (the config files' performance_sample_count_override), constraints, percentiles,
+ * request.ignore_eos and request.temperature, reading the config files. Refused (a usage
+ * error, printed, LB_ERR_USAGE, naming the options): a repeated --slo key, a --percentiles
+ * level whose name (p99_5) is a fixed or another given level's, a plan of more than
+ * LB_LOADGEN_MAX_QUERIES queries. */
+lb_status lb_scenario_opt_apply(const char *command, lb_scenario_opt *o, lb_loadgen_params *p);
 
 /* The data: --synthetic (its lengths in tokens of tok when given; a shared prefix of
  * prefix_len words or tokens, n_prefixes of them) or --dataset, prompts counted with tok

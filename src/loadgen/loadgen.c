@@ -65,6 +65,8 @@ typedef struct {
      * first turns) */
     uint32_t *order;
     size_t n_order, order_pos;
+    int64_t set_queries; /* the queries the samples of order start (their turns) */
+    bool subset;         /* order holds performance_sample_count of them, not all */
     lb_rng sample_rng;
     /* attempts that failed and were sent again: query index and reason, in time order */
     uint32_t *rs_query;
@@ -93,6 +95,7 @@ lb_loadgen_params lb_loadgen_default_params(void) {
     p.preconnect = -1;
     p.sample_seed = 1;
     p.schedule_seed = 2;
+    p.qsl_seed = 3;
     p.max_tokens = 128;
     p.constraints = lb_loadgen_constraints_default();
     p.drain_s = 10.0;
@@ -150,7 +153,7 @@ static uint32_t next_sample(run *R) {
 
 static int64_t queries_wanted(const run *R) {
     if (R->p->mode == LB_MODE_ACCURACY) return (int64_t)R->ds->n;
-    return R->p->min_queries > 0 ? R->p->min_queries : (int64_t)R->ds->n;
+    return R->p->min_queries > 0 ? R->p->min_queries : R->set_queries;
 }
 
 /* The next Server gap at the full rate (s): exponential of mean 1/qps, or with burstiness
@@ -193,6 +196,7 @@ static lb_status plan_open_loop(run *R, uint64_t seed) {
     for (;;) {
         if (turns >= want && (!timed || (n > 0 && (double)R->q[n - 1].scheduled_ns >= min_ns)))
             break;
+        if (n == LB_LOADGEN_MAX_QUERIES) return LB_ERR_USAGE;
         LB_TRY(reserve_queries(R, n + 1));
         lb_query *x = &R->q[n];
         memset(x, 0, sizeof *x);
@@ -559,12 +563,31 @@ static bool run_step(run *R) {
     return stopping;
 }
 
-/* The samples that start something (every sample, or conversations' first turns). */
+/* The samples that start something (every sample, or conversations' first turns). In
+ * performance mode with performance_sample_count below their number, only that many of
+ * them, drawn with qsl_seed (LoadGen loads such a set with its qsl_rng_seed). */
 static lb_status make_order(run *R, lb_err *err) {
     R->order = malloc(R->ds->n * sizeof *R->order);
     if (R->order == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory for the sample order");
     for (size_t i = 0; i < R->ds->n; i++)
         if (!R->ds->samples[i].follow_up) R->order[R->n_order++] = (uint32_t)i;
+    int64_t k = R->p->performance_sample_count;
+    if (R->p->mode == LB_MODE_PERFORMANCE && k > 0 && (size_t)k < R->n_order) {
+        lb_rng rng;
+        lb_rng_seed(&rng, R->p->qsl_seed);
+        for (size_t i = 0; i < (size_t)k; i++) { /* the first k of a seeded permutation */
+            size_t j = i + (size_t)lb_rng_below(&rng, R->n_order - i);
+            uint32_t t = R->order[i];
+            R->order[i] = R->order[j];
+            R->order[j] = t;
+        }
+        R->n_order = (size_t)k;
+        R->subset = true;
+        for (size_t i = 0; i < R->n_order; i++)
+            R->set_queries += turns_from(R, R->order[i]);
+    } else {
+        R->set_queries = (int64_t)R->ds->n;
+    }
     return LB_OK;
 }
 
@@ -725,11 +748,13 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
     const lb_constraints *c = &p->constraints;
     /* The seeds are unsigned 64-bit (MLPerf's exceed INT64_MAX) and JSON integers here are
      * signed: decimal text keeps them exact, as the summary prints them. */
-    char sample_seed[24], schedule_seed[24];
+    char sample_seed[24], schedule_seed[24], qsl_seed[24];
     snprintf(sample_seed, sizeof sample_seed, "%" PRIu64, p->sample_seed);
     snprintf(schedule_seed, sizeof schedule_seed, "%" PRIu64, p->schedule_seed);
+    snprintf(qsl_seed, sizeof qsl_seed, "%" PRIu64, p->qsl_seed);
     return json_pack(
-        "{s:s, s:s, s:f, s:f, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:i, s:{s:f, s:f, "
+        "{s:s, s:s, s:f, s:f, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:I, s:i, "
+        "s:{s:f, s:f, "
         "s:f, s:f, "
         "s:f, s:f},"
         " s:f, s:s, s:o, s:b, s:b, s:f, s:o, s:I, s:I, s:I, s:o, s:o, s:{s:o, s:s, s:I},"
@@ -740,6 +765,7 @@ json_t *lb_loadgen_config_json(const lb_loadgen_params *p, const lb_dataset *ds)
         (json_int_t)p->min_queries, "max_inflight", (json_int_t)p->max_inflight, "max_failed",
         (json_int_t)p->max_failed, "warmup_queries", (json_int_t)p->warmup_queries, "preconnect",
         (json_int_t)p->preconnect, "sample_seed", sample_seed, "schedule_seed", schedule_seed,
+        "qsl_seed", qsl_seed, "performance_sample_count", (json_int_t)p->performance_sample_count,
         "max_tokens", (int)p->max_tokens, "constraints", "ttft_limit_ms", c->ttft_limit_ms,
         "tpot_limit_ms", c->tpot_limit_ms, "percentile", c->percentile, "confidence", c->confidence,
         "slo_ttft_ms", c->slo_ttft_ms, "slo_tpot_ms", c->slo_tpot_ms, "drain_s", p->drain_s, "api",
@@ -892,7 +918,13 @@ lb_status lb_loadgen_run_sut(const lb_loadgen_params *p, const lb_dataset *ds, c
     R.slots = p->scenario == LB_SCENARIO_SINGLE_STREAM ? 1 : p->concurrency;
     R.target_qps = p->scenario == LB_SCENARIO_SERVER ? p->qps : 0;
     lb_rng_seed(&R.sample_rng, p->sample_seed);
-    if (st == LB_OK && R.open_loop && plan_open_loop(&R, p->schedule_seed) != LB_OK)
+    lb_status planned = st == LB_OK && R.open_loop ? plan_open_loop(&R, p->schedule_seed) : LB_OK;
+    if (planned == LB_ERR_USAGE)
+        st = lb_fail(err, LB_ERR_USAGE,
+                     "the schedule would hold more than %d queries, the most one run may hold in "
+                     "memory: give a lower --qps, a shorter --min-duration or fewer --min-queries",
+                     LB_LOADGEN_MAX_QUERIES);
+    else if (planned != LB_OK)
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory for the query schedule");
     int64_t preconnected = 0;
     if (st == LB_OK && p->preconnect != 0 && sut->ops->preconnect != NULL)
@@ -935,7 +967,9 @@ lb_status lb_loadgen_run_sut(const lb_loadgen_params *p, const lb_dataset *ds, c
     s->preconnected = preconnected;
     s->sample_seed = p->sample_seed;
     s->schedule_seed = p->schedule_seed;
-    s->n_samples = ds->n;
+    s->qsl_seed = p->qsl_seed;
+    s->n_total_samples = ds->n;
+    s->n_samples = R.subset ? R.n_order : ds->n;
     /* The run's own counts: what the replicas did in the warm-up is subtracted. */
     const lb_replica *reps = sut->ops->replicas(sut->self, &s->n_replicas);
     memcpy(s->replicas, reps, s->n_replicas * sizeof *reps);

@@ -52,6 +52,12 @@ typedef struct {
                                            lb_loadgen_connection_room() */
     uint64_t sample_seed;               /* sample order */
     uint64_t schedule_seed;             /* Poisson arrivals */
+    uint64_t qsl_seed;                  /* which samples form the performance set
+                                           (LoadGen's qsl_rng_seed) */
+    int64_t performance_sample_count;   /* performance mode draws from this many samples
+                                           (conversations), chosen with qsl_seed: LoadGen's
+                                           performance_sample_count_override; 0 or at least
+                                           the data set's: every sample */
     int32_t max_tokens;                 /* output tokens when the sample does not say */
     lb_constraints constraints;         /* Server latency bounds, SLO, early stopping */
     double user_pctl[LB_MAX_USER_PCTL]; /* percentiles reported beside the fixed ones */
@@ -73,6 +79,10 @@ typedef struct {
 lb_loadgen_params lb_loadgen_default_params(void);
 
 #define LB_LOADGEN_MAX_PRECONNECT 65536
+
+/* The most queries one Offline or Server run plans: about 10 GB of query records and
+ * stored series (query indices are 32-bit). A bigger plan is LB_ERR_USAGE. */
+#define LB_LOADGEN_MAX_QUERIES 100000000
 
 /* How many connections may be opened before a run: what the open-file limit leaves room
  * for (less 64 for everything else), at most LB_LOADGEN_MAX_PRECONNECT. */

@@ -127,8 +127,11 @@ typedef struct {
     double user_pctl[LB_MAX_USER_PCTL]; /* --percentiles levels (0 < level < 100) */
     int n_user_pctl;
     int64_t preconnected; /* connections opened (and answered) before the first step */
-    uint64_t sample_seed, schedule_seed;
-    size_t n_samples; /* dataset size (MLPerf's performance_sample_count) */
+    uint64_t sample_seed, schedule_seed, qsl_seed;
+    size_t n_samples;       /* samples performance mode draws from (MLPerf's
+                               performance_sample_count): the data set's, or fewer */
+    size_t n_total_samples; /* the data set's (MLPerf's qsl_reported_total_count); 0: as
+                               n_samples */
     lb_replica replicas[LB_POOL_MAX_REPLICAS];
     size_t n_replicas;
     /* measured */

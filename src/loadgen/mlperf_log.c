@@ -221,7 +221,8 @@ void lb_mlperf_log_detail_write(FILE *f, const lb_loadgen_summary *s,
     put_str(&l, "loadgen_version", in->version);
     put_str(&l, "test_datetime", when);
     put_str(&l, "sut_name", in->sut_name);
-    put_int(&l, "qsl_reported_total_count", (long long)s->n_samples);
+    put_int(&l, "qsl_reported_total_count",
+            (long long)(s->n_total_samples ? s->n_total_samples : s->n_samples));
     put_int(&l, "qsl_reported_performance_count", (long long)s->n_samples);
     const char *scenario = lb_loadgen_scenario_name(s->scenario);
     for (int pass = 0; pass < 2; pass++) {
@@ -238,7 +239,7 @@ void lb_mlperf_log_detail_write(FILE *f, const lb_loadgen_summary *s,
         put_num(&l, KEY("target_latency_percentile"), c->percentile / 100.0);
         put_ns(&l, KEY("ttft_latency"), c->ttft_limit_ms);
         put_ns(&l, KEY("tpot_latency"), c->tpot_limit_ms);
-        put_u64(&l, KEY("qsl_rng_seed"), in->qsl_seed);
+        put_u64(&l, KEY("qsl_rng_seed"), s->qsl_seed);
         put_u64(&l, KEY("sample_index_rng_seed"), s->sample_seed);
         put_u64(&l, KEY("schedule_rng_seed"), s->schedule_seed);
         put_int(&l, KEY("performance_sample_count"), (long long)s->n_samples);

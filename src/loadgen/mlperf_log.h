@@ -58,7 +58,6 @@ typedef struct {
     const char *sut_name;
     const char *version; /* llmbench's version, as loadgen_version */
     double start_wall_s; /* test_datetime */
-    uint64_t qsl_seed;   /* effective_qsl_rng_seed */
 } lb_mlperf_detail_info;
 
 /* Writes mlperf_log_detail.txt's lines for summary s to f. */

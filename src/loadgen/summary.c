@@ -240,7 +240,7 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "max_duration (ms): 0\n");
     fprintf(f, "min_query_count : %lld\n", (long long)s->min_queries);
     fprintf(f, "max_query_count : 0\n");
-    fprintf(f, "qsl_rng_seed : 0\n");
+    fprintf(f, "qsl_rng_seed : %llu\n", (unsigned long long)s->qsl_seed);
     fprintf(f, "sample_index_rng_seed : %llu\n", (unsigned long long)s->sample_seed);
     fprintf(f, "schedule_rng_seed : %llu\n", (unsigned long long)s->schedule_seed);
     fprintf(f, "accuracy_log_rng_seed : 0\n");
