@@ -5,7 +5,8 @@
  * under a small cache, a cache of more blocks than it counts refused, the logits of a
  * whole context, and the sampler's distributions (greedy at a temperature too small to
  * divide by, a NaN logit never chosen by it or the CPU's greedy, top_p keeping at least
- * the likeliest token). */
+ * the likeliest token, every mode's draws against a reference that sorts, ties at the
+ * cuts' edges included, and no sort of a large vocabulary). */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -586,6 +587,133 @@ static void test_sample_top_p_keeps_at_least_the_likeliest(void **state) {
     }
 }
 
+/* ---- the sampler against a reference that sorts the whole vocabulary ---- */
+
+typedef struct {
+    double v;
+    int32_t id;
+} ref_cand;
+
+static int ref_cmp(const void *a, const void *b) {
+    const ref_cand *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return x->id < y->id ? -1 : 1;
+}
+
+/* sample.h's distribution by its definition: sort (ties by id), cut to top_k, softmax,
+ * cut to the smallest prefix reaching top_p, renormalise. prob[V] gets each token's. */
+static void reference_probs(const float *logits, int32_t V, const lb_sampling *s, double *prob) {
+    ref_cand *c = malloc((size_t)V * sizeof *c);
+    assert_non_null(c);
+    for (int32_t i = 0; i < V; i++)
+        c[i] = (ref_cand){(double)(logits[i] / s->temperature), i};
+    qsort(c, (size_t)V, sizeof *c, ref_cmp);
+    int32_t n = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+    double z = 0;
+    for (int32_t i = 0; i < n; i++)
+        z += exp(c[i].v - c[0].v);
+    if (s->top_p < 1.0f) {
+        double acc = 0;
+        int32_t keep = 0;
+        do
+            acc += exp(c[keep++].v - c[0].v) / z;
+        while (keep < n && acc < s->top_p);
+        n = keep;
+    }
+    double zk = 0;
+    for (int32_t i = 0; i < n; i++)
+        zk += exp(c[i].v - c[0].v);
+    memset(prob, 0, (size_t)V * sizeof *prob);
+    for (int32_t i = 0; i < n; i++)
+        prob[c[i].id] = exp(c[i].v - c[0].v) / zk;
+    free(c);
+}
+
+/* Draws n tokens and checks them against reference_probs: a token the reference never
+ * draws is never drawn; each token of probability above 1% and the rest lumped together
+ * are within 5 standard deviations. */
+static void check_draws(const char *what, const float *logits, int32_t V, const lb_sampling *s,
+                        int n) {
+    double *prob = malloc((size_t)V * sizeof *prob);
+    int *count = calloc((size_t)V, sizeof *count);
+    void *scratch = malloc((size_t)V * 2 * sizeof(float));
+    assert_true(prob && count && scratch);
+    reference_probs(logits, V, s, prob);
+    lb_rng rng;
+    lb_rng_seed(&rng, s->seed);
+    for (int i = 0; i < n; i++) {
+        int32_t t = lb_sample_token(logits, V, s, &rng, scratch);
+        assert_true(t >= 0 && t < V);
+        if (prob[t] == 0) fail_msg("%s: drew token %d, which is cut", what, t);
+        count[t]++;
+    }
+    double rest_p = 0;
+    int rest_n = 0;
+    for (int32_t i = 0; i < V; i++) {
+        if (prob[i] <= 0.01) {
+            rest_p += prob[i];
+            rest_n += count[i];
+            continue;
+        }
+        const double sd = sqrt(prob[i] * (1 - prob[i]) / n);
+        if (fabs((double)count[i] / n - prob[i]) > 5 * sd + 1e-12)
+            fail_msg("%s: token %d drawn %.4f, expected %.4f", what, i, (double)count[i] / n,
+                     prob[i]);
+    }
+    const double sd = sqrt(rest_p * (1 - rest_p) / n);
+    if (fabs((double)rest_n / n - rest_p) > 5 * sd + 1e-12)
+        fail_msg("%s: the tokens below 1%% drawn %.4f, expected %.4f", what, (double)rest_n / n,
+                 rest_p);
+    free(prob);
+    free(count);
+    free(scratch);
+}
+
+/* Each way of cutting (none, top_k by a heap or by selection, top_p over the vocabulary or
+ * within top_k) draws the distribution of the definition, with ties at the cut's edge
+ * broken by id, on a vocabulary larger than the heap's limit. */
+static void test_sample_distribution_matches_the_definition_in_every_mode(void **state) {
+    (void)state;
+    enum { V = 1200 };
+    static float lg[V];
+    /* heavy tokens, three tied at ln 2 (ids 17, 600, 1150), over a tail of 1,195 */
+    for (int i = 0; i < V; i++)
+        lg[i] = -6.0f - (float)(i % 7) * 0.5f;
+    lg[1000] = logf(4.0f);
+    lg[17] = lg[600] = lg[1150] = logf(2.0f);
+    lg[300] = 0.0f;
+    const struct {
+        const char *what;
+        lb_sampling s;
+    } modes[] = {
+        {"temperature 1", {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 1}},
+        {"temperature 0.7", {.temperature = 0.7f, .top_k = 0, .top_p = 1.0f, .seed = 2}},
+        {"top_k 3 (a tie at the edge)",
+         {.temperature = 1.0f, .top_k = 3, .top_p = 1.0f, .seed = 3}},
+        {"top_k 50", {.temperature = 1.0f, .top_k = 50, .top_p = 1.0f, .seed = 4}},
+        {"top_k 1100", {.temperature = 1.0f, .top_k = 1100, .top_p = 1.0f, .seed = 5}},
+        {"top_p 0.75 (a tie at the edge)",
+         {.temperature = 1.0f, .top_k = 0, .top_p = 0.75f, .seed = 6}},
+        {"top_p 0.9", {.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .seed = 7}},
+        {"top_p 0.99", {.temperature = 0.5f, .top_k = 0, .top_p = 0.99f, .seed = 8}},
+        {"top_k 3 + top_p 0.6", {.temperature = 1.0f, .top_k = 3, .top_p = 0.6f, .seed = 9}},
+        {"top_k 50 + top_p 0.9", {.temperature = 1.0f, .top_k = 50, .top_p = 0.9f, .seed = 10}},
+        {"top_k 1150 + top_p 0.75",
+         {.temperature = 1.0f, .top_k = 1150, .top_p = 0.75f, .seed = 11}},
+    };
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
+        check_draws(modes[m].what, lg, V, &modes[m].s, 10000);
+
+    /* top_k by selection with a tie of 1,199 at its edge: the smaller ids are kept */
+    for (int i = 0; i < V; i++)
+        lg[i] = 0.0f;
+    lg[1000] = 3.0f;
+    const lb_sampling s = {.temperature = 1.0f, .top_k = 1100, .top_p = 1.0f, .seed = 12};
+    check_draws("top_k 1100 of a tie", lg, V, &s, 10000);
+    const lb_sampling p = {.temperature = 1.0f, .top_k = 0, .top_p = 0.5f, .seed = 13};
+    check_draws("top_p 0.5 of a tie", lg, V, &p, 10000);
+}
+
 /* The CPU backend's greedy choice skips a NaN logit like the sampler's: with the head's
  * row of token 0 NaN, greedy generation is the reference's largest number each step (the
  * backend's own argmax stayed on the NaN at index 0 and generated token 0 every time). */
@@ -632,6 +760,7 @@ int main(void) {
         cmocka_unit_test(test_sample_a_subnormal_temperature_is_greedy),
         cmocka_unit_test(test_sample_never_chooses_a_nan_logit),
         cmocka_unit_test(test_sample_top_p_keeps_at_least_the_likeliest),
+        cmocka_unit_test(test_sample_distribution_matches_the_definition_in_every_mode),
         cmocka_unit_test(test_engine_greedy_skips_a_nan_logit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

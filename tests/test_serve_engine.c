@@ -1,5 +1,7 @@
 /* test_serve_engine.c: the server over the built-in engine's token source
- * (serve/engine_source.h) with the CPU engine, through real HTTP on 127.0.0.1. */
+ * (serve/engine_source.h) with the CPU engine, through real HTTP on 127.0.0.1: refused
+ * requests, id prompts, end of sequence, special and long tokens, the drain, and the
+ * request's sampling fields (checked, used, seeded per request). */
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -63,8 +65,13 @@ static void start_engine(fixture *f, const lb_weights *w, int64_t kv_tokens, con
     p.kv_tokens = kv_tokens;
     assert_int_equal(lb_engine_open(&f->engine, &p, w, &err), LB_OK);
     assert_int_equal(lb_hf_tokenizer_load(&f->tok, tok_file, NULL, &err), LB_OK);
-    lb_engine_source_params ep = {
-        .engine = f->engine, .tok = f->tok, .bos_id = -1, .eos_ids = eos, .n_eos = n_eos};
+    lb_engine_source_params ep = {.engine = f->engine,
+                                  .tok = f->tok,
+                                  .bos_id = -1,
+                                  .eos_ids = eos,
+                                  .n_eos = n_eos,
+                                  .sampling = lb_sample_default()}; /* greedy */
+    ep.sampling.seed = 1;
     assert_int_equal(lb_engine_source_init(&ep, &f->src, &err), LB_OK);
     lb_server_params sp = lb_server_default_params();
     sp.port = 0;
@@ -360,6 +367,147 @@ static void test_serve_engine_long_token_text_is_whole_and_counted_once(void **s
     stop(&f);
 }
 
+/* The text and completion tokens of answer t (whole, one choice); frees t. */
+static char *answer_text(lb_test_body *t, json_int_t *completion) {
+    json_t *j = json_loads(t->p, 0, NULL);
+    if (j == NULL) fail_msg("not JSON: %s", t->p);
+    const char *x = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+    assert_non_null(x);
+    char *out = strdup(x);
+    if (completion) *completion = usage_of(j, "completion_tokens");
+    json_decref(j);
+    free(t->p);
+    return out;
+}
+
+/* llama-tiny's answer to the prompt of ids 1 2 3 with the given sampling fields. */
+static char *sampled(const fixture *f, const char *fields) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"prompt\":[1,2,3],\"max_tokens\":24%s}", fields);
+    lb_test_body t;
+    assert_int_equal(post(f->port, body, &t), 200);
+    return answer_text(&t, NULL);
+}
+
+/* Every request was sampled with the server's own options (greedy here) and seed: a
+ * request's temperature and seed changed nothing, and identical prompts without a seed
+ * got identical text. Now the request's fields are used; without a seed, request k of
+ * the server draws from its seed + k, so a fresh server repeats the same run. */
+static void test_serve_engine_samples_with_the_request_fields(void **state) {
+    (void)state;
+    char *first[2];
+    for (int run = 0; run < 2; run++) {
+        fixture f;
+        start(&f);
+        char *a = sampled(&f, ",\"temperature\":1.0,\"seed\":11");
+        char *b = sampled(&f, ",\"temperature\":1.0,\"seed\":12");
+        char *a2 = sampled(&f, ",\"temperature\":1,\"seed\":11,\"top_k\":-1,\"top_p\":1");
+        if (strcmp(a, b) == 0) fail_msg("seeds 11 and 12 gave the same text: %s", a);
+        assert_string_equal(a, a2);
+        /* top_k 1 is greedy whatever the temperature and seed */
+        char *g = sampled(&f, "");
+        char *k1 = sampled(&f, ",\"temperature\":1.5,\"top_k\":1,\"seed\":5");
+        assert_string_equal(g, k1);
+        if (strcmp(a, g) == 0 && strcmp(b, g) == 0) fail_msg("temperature 1 decoded greedily");
+        /* no seed: each request its own, the same for the same order on a fresh server */
+        char *n1 = sampled(&f, ",\"temperature\":1.0,\"seed\":null");
+        char *n2 = sampled(&f, ",\"temperature\":1.0");
+        if (strcmp(n1, n2) == 0) fail_msg("two requests without a seed gave the same text: %s", n1);
+        if (run == 0) {
+            first[0] = n1;
+            first[1] = n2;
+        } else {
+            assert_string_equal(first[0], n1);
+            assert_string_equal(first[1], n2);
+            free(first[0]);
+            free(first[1]);
+            free(n1);
+            free(n2);
+        }
+        free(a);
+        free(b);
+        free(a2);
+        free(g);
+        free(k1);
+        stop(&f);
+    }
+}
+
+/* A request's ignore_eos (what `llmbench load --ignore-eos` sends) was ignored unless the
+ * server had --ignore-eos: the answer stopped at the end-of-sequence token. */
+static void test_serve_engine_request_ignore_eos_generates_max_tokens(void **state) {
+    (void)state;
+    one_token o = {50256};
+    lb_weights w = one_token_weights(&o, 1);
+    fixture f;
+    const int32_t eos = 50256;
+    start_engine(&f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", &eos, 1);
+    lb_test_body t;
+    json_int_t n = 0;
+    assert_int_equal(post(f.port, "{\"prompt\":\"hello\",\"max_tokens\":5}", &t), 200);
+    free(answer_text(&t, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(
+        post(f.port, "{\"prompt\":\"hello\",\"max_tokens\":5,\"ignore_eos\":true}", &t), 200);
+    free(answer_text(&t, &n));
+    assert_int_equal(n, 5);
+    assert_int_equal(
+        post(f.port, "{\"prompt\":\"hello\",\"max_tokens\":5,\"ignore_eos\":false,\"seed\":3}", &t),
+        200);
+    free(answer_text(&t, &n));
+    assert_int_equal(n, 1);
+    stop(&f);
+}
+
+/* Sampling fields of the wrong type or out of range were accepted (and ignored): each is
+ * a 400 naming the field and what it may be. */
+static void test_serve_engine_refuses_bad_sampling_fields(void **state) {
+    (void)state;
+    fixture f;
+    start(&f);
+    static const struct {
+        const char *field, *want;
+    } bad[] = {
+        {"\"temperature\":-1", "'temperature' must be a number >= 0"},
+        {"\"temperature\":\"hot\"", "'temperature' must be a number >= 0"},
+        {"\"temperature\":true", "'temperature' must be a number >= 0"},
+        {"\"top_p\":0", "'top_p' must be a number in (0, 1]"},
+        {"\"top_p\":1.5", "'top_p' must be a number in (0, 1]"},
+        {"\"top_p\":[0.5]", "'top_p' must be a number in (0, 1]"},
+        {"\"top_k\":\"x\"", "'top_k' must be an integer: -1 or 0 (no cut) or >= 1"},
+        {"\"top_k\":-2", "'top_k' must be an integer: -1 or 0 (no cut) or >= 1"},
+        {"\"top_k\":2.5", "'top_k' must be an integer: -1 or 0 (no cut) or >= 1"},
+        {"\"seed\":1.5", "'seed' must be an integer"},
+        {"\"seed\":\"3\"", "'seed' must be an integer"},
+        {"\"ignore_eos\":1", "'ignore_eos' must be true or false"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"prompt\":[1,2,3],\"max_tokens\":2,%s}", bad[i].field);
+        lb_test_body t;
+        const long status = post(f.port, body, &t);
+        if (status != 400 || t.p == NULL || strstr(t.p, bad[i].want) == NULL)
+            fail_msg("%s: %ld %s", bad[i].field, status, t.p ? t.p : "");
+        free(t.p);
+    }
+    /* the edges of the ranges, and null, are accepted */
+    static const char *const good[] = {"\"temperature\":0,\"top_p\":1,\"top_k\":0",
+                                       "\"temperature\":2.5,\"top_p\":1e-9,\"top_k\":1",
+                                       "\"temperature\":null,\"top_p\":null,\"top_k\":null,"
+                                       "\"seed\":null,\"ignore_eos\":null",
+                                       "\"seed\":-7,\"top_k\":10000000000"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"prompt\":[1,2,3],\"max_tokens\":2,%s}", good[i]);
+        lb_test_body t;
+        const long status = post(f.port, body, &t);
+        if (status != 200) fail_msg("%s: %ld %s", good[i], status, t.p ? t.p : "");
+        free(t.p);
+    }
+    stop(&f);
+}
+
 /* A streamed request on a thread of its own: first_bytes is set once its first event is
  * in. */
 typedef struct {
@@ -430,6 +578,9 @@ int main(void) {
         cmocka_unit_test(test_serve_engine_eos_as_the_last_allowed_token_finishes_with_stop),
         cmocka_unit_test(test_serve_engine_special_tokens_count_but_write_no_text),
         cmocka_unit_test(test_serve_engine_long_token_text_is_whole_and_counted_once),
+        cmocka_unit_test(test_serve_engine_samples_with_the_request_fields),
+        cmocka_unit_test(test_serve_engine_request_ignore_eos_generates_max_tokens),
+        cmocka_unit_test(test_serve_engine_refuses_bad_sampling_fields),
         cmocka_unit_test(test_serve_engine_drain_ends_unfinished_requests_at_the_deadline),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

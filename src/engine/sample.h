@@ -1,12 +1,22 @@
 /* sample.h: choosing the next token from a row of logits.
  *
  * Greedy (temperature 0) is the first largest logit; so is a temperature so small that the
- * largest logit divided by it overflows (a subnormal one). Otherwise the logits are divided
- * by the temperature, cut to the top_k largest (0: all), softmaxed, cut to the smallest set
- * of most likely tokens whose probability reaches top_p (1: all), renormalised, and one
- * token is drawn with the request's own generator, so a seed gives the same text
- * whatever else is in the batch. Not here: repetition or frequency penalties, min_p,
- * logit bias. */
+ * largest logit divided by it overflows (a subnormal one), and a row with no logit above
+ * -inf. Otherwise the logits are divided by the temperature, cut to the top_k largest (0:
+ * all), softmaxed, cut to the smallest set of most likely tokens whose probability reaches
+ * top_p (1: all; the likeliest token at least, whatever top_p), renormalised, and one
+ * token is drawn with the request's own generator. Both cuts follow one order: the scaled
+ * logit, larger first, ties by the smaller id, so they are exact among equal logits. A
+ * NaN logit counts as -inf: never chosen while any other is a number. The cost is
+ * proportional to the vocabulary (no sort of it; sample.c).
+ *
+ * What a seed reproduces: the same seed, the same logits (bit for bit) and the same
+ * parameters draw the same tokens with this build, whatever else is in the batch (each
+ * request has its own generator and draws once a token). Not promised: the same tokens
+ * across llmbench versions (the order in which the kept tokens are walked is the
+ * implementation's), nor where the logits themselves differ in their last bits (another
+ * device, another batch shape on the GPU). Not here: repetition or frequency penalties,
+ * min_p, logit bias. */
 #ifndef LB_ENGINE_SAMPLE_H
 #define LB_ENGINE_SAMPLE_H
 

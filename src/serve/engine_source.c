@@ -23,6 +23,8 @@
 typedef struct ereq {
     int32_t *prompt; /* freed once submitted */
     int32_t n_prompt, max_tokens;
+    lb_sampling sampling; /* the request's fields over the server's */
+    bool ignore_eos;
     int64_t id; /* the engine's, once submitted */
     int32_t *toks;
     int32_t n_toks, cap_toks;
@@ -43,6 +45,7 @@ typedef struct {
     int32_t n_active, cap_active;
     bool stop;
     int64_t deadline_ns; /* lb_engine_source_drain's; 0: none */
+    uint64_t n_queued;   /* requests queued so far: the next one's seed offset */
     pthread_t th;
 } esrc;
 
@@ -101,9 +104,9 @@ static void *engine_thread(void *arg) {
                 end_req(r, SHUT_DOWN);
                 continue;
             }
-            lb_engine_request rq = {.sampling = s->p.sampling,
+            lb_engine_request rq = {.sampling = r->sampling,
                                     .max_tokens = r->max_tokens,
-                                    .ignore_eos = s->p.ignore_eos,
+                                    .ignore_eos = r->ignore_eos,
                                     .eos_ids = s->eos,
                                     .n_eos = s->p.n_eos};
             lb_err err;
@@ -223,11 +226,21 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
         r->prompt[r->n_prompt++] = req->ids ? req->ids[i] : (int32_t)ids[i];
     free(ids);
     r->max_tokens = (int32_t)req->max_tokens;
+    const lb_token_sampling *q = &req->sampling;
+    r->sampling = s->p.sampling;
+    if (q->has_temperature) r->sampling.temperature = q->temperature;
+    if (q->has_top_p) r->sampling.top_p = q->top_p;
+    if (q->has_top_k) r->sampling.top_k = q->top_k > 0 ? q->top_k : 0;
+    r->ignore_eos = q->has_ignore_eos ? q->ignore_eos : s->p.ignore_eos;
     r->id = -1;
     memset(ss, 0, sizeof *ss);
     ss->r = r;
     *prompt_tokens = r->n_prompt;
     pthread_mutex_lock(&s->mu);
+    /* without a seed of its own, request k in queue order draws from seed + k, as infer's
+     * queries do: a run repeats for the same arrival order */
+    r->sampling.seed = q->has_seed ? q->seed : s->p.sampling.seed + s->n_queued;
+    s->n_queued++;
     if (s->new_tail)
         s->new_tail->next = r;
     else

@@ -16,8 +16,14 @@
  * millisecond.
  * A request the engine refuses or that a failed step ends is LB_TOKEN_FAILED after the
  * tokens it got (the server sends an error, never a complete answer). done() on an
- * unfinished request cancels it in the engine, freeing its blocks. Sampling is the same
- * for every request (the server passes no sampling fields yet). */
+ * unfinished request cancels it in the engine, freeing its blocks.
+ *
+ * Sampling: a request's temperature, top_p, top_k (-1 or 0: no cut), seed and ignore_eos
+ * (lb_token_request's sampling) are its own; a field it leaves out is the params' (the
+ * server's command line). A request without a seed draws from params.sampling.seed + k,
+ * k counting the requests (each prompt of a batch) in the order they were queued from 0,
+ * as infer's queries draw from seed + their index: the same arrival order repeats the run,
+ * and identical prompts still get different samples. */
 #ifndef LB_SERVE_ENGINE_SOURCE_H
 #define LB_SERVE_ENGINE_SOURCE_H
 
@@ -35,8 +41,8 @@ typedef struct {
     int32_t bos_id;          /* -1: none */
     const int32_t *eos_ids;  /* [n_eos], copied */
     int n_eos;
-    lb_sampling sampling;
-    bool ignore_eos;
+    lb_sampling sampling; /* of a request that names none; seed: see above */
+    bool ignore_eos;      /* of a request that does not say */
 } lb_engine_source_params;
 
 /* Starts the engine thread and fills *src. Release with lb_engine_source_free (before

@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <jansson.h>
 #include <linux/tcp.h>
 #include <math.h>
@@ -142,6 +143,8 @@ typedef struct {
     int64_t arrival_ns;
     uint64_t index;
     int64_t max_tokens, prompt_tokens, sent, fault_at;
+    /* the request's sampling fields, checked */
+    lb_token_sampling sampling;
     int64_t choice_sent;   /* tokens of the current choice */
     int n_prompts, choice; /* a batch of prompts: one choice each, answered in turn */
     prompt_part one;       /* the prompt, when there is one */
@@ -634,8 +637,9 @@ static const char *read_messages(request *r, const json_t *messages) {
 
 /* Reads a request's fields into r and formats its JSON head. Returns NULL or why the
  * request is malformed. */
-/* The fields a request may carry; any other is refused by name. Sampling fields are
- * accepted: the synthetic text does not depend on them (an engine source will). */
+/* The fields a request may carry; any other is refused by name. temperature, top_p,
+ * top_k, seed and ignore_eos are checked and handed to the source (read_sampling); the
+ * penalties, min_p, logit_bias and user are accepted and not used. */
 static const char *const known_fields[] = {
     "model",
     "prompt",
@@ -715,6 +719,52 @@ static const char *read_stop(request *r, const json_t *v) {
     return NULL;
 }
 
+/* The sampling fields the source gets (lb_token_sampling), in vLLM's ranges: temperature
+ * >= 0 with no upper bound (OpenAI documents 0 to 2; vLLM takes more), top_p in (0, 1],
+ * top_k -1 or 0 (no cut) or >= 1, seed any integer, ignore_eos a boolean. A field that is
+ * absent or null is left to the source; a wrong type or value is refused naming the field
+ * and its range. */
+static const char *read_sampling(request *r, const json_t *root) {
+    lb_token_sampling *q = &r->sampling;
+    const json_t *v = json_object_get(root, "temperature");
+    if (is_set(v)) {
+        const double t = json_number_value(v);
+        if (!json_is_number(v) || !(t >= 0))
+            return "'temperature' must be a number >= 0 (0 is greedy)";
+        q->temperature = t > FLT_MAX ? FLT_MAX : (float)t;
+        q->has_temperature = true;
+    }
+    v = json_object_get(root, "top_p");
+    if (is_set(v)) {
+        const double p = json_number_value(v);
+        if (!json_is_number(v) || !(p > 0 && p <= 1))
+            return "'top_p' must be a number in (0, 1] (1: no cut)";
+        q->top_p = (float)p;
+        q->has_top_p = true;
+    }
+    v = json_object_get(root, "top_k");
+    if (is_set(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < -1)
+            return "'top_k' must be an integer: -1 or 0 (no cut) or >= 1";
+        const json_int_t k = json_integer_value(v);
+        q->top_k = k > INT32_MAX ? INT32_MAX : (int32_t)k;
+        q->has_top_k = true;
+    }
+    v = json_object_get(root, "seed");
+    if (is_set(v)) {
+        if (!json_is_integer(v)) return "'seed' must be an integer (-2^63 to 2^63 - 1)";
+        q->seed = (uint64_t)json_integer_value(v);
+        q->has_seed = true;
+    }
+    v = json_object_get(root, "ignore_eos");
+    if (is_set(v)) {
+        if (!json_is_boolean(v)) return "'ignore_eos' must be true or false";
+        q->ignore_eos = json_is_true(v);
+        q->has_ignore_eos = true;
+    }
+    return NULL;
+}
+
 static const char *read_request(request *r, const json_t *root) {
     const lb_server *s = r->srv;
     if (!json_is_object(root)) return "the request body must be a JSON object";
@@ -739,6 +789,7 @@ static const char *read_request(request *r, const json_t *root) {
         r->max_tokens = json_integer_value(v);
     }
     if (r->max_tokens > s->p.max_tokens) r->max_tokens = s->p.max_tokens;
+    if ((bad = read_sampling(r, root)) != NULL) return bad;
     v = json_object_get(root, "n");
     if (is_set(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
         return "only 'n' = 1 is supported";
@@ -1033,6 +1084,7 @@ static lb_status start_choice(request *r, int k, lb_err *err) {
         .max_tokens = r->max_tokens,
         .arrival_ns = r->arrival_ns,
         .chat = r->chat,
+        .sampling = r->sampling,
     };
     int64_t tokens = 0;
     LB_TRY(s->src->start(s->src->ctx, &tr, r->stream_state, &tokens, err));

@@ -30,8 +30,10 @@
  *
  * A completion prompt is a string, an array of token ids (handed to the source as ids,
  * never as text), or a batch: an array of strings or id arrays, one choice each, answered
- * whole only. It does not honour n > 1, logprobs, echo, best_of or suffix (refused), nor
- * sampling parameters (accepted and ignored), nor TLS. */
+ * whole only. Sampling fields (temperature, top_p, top_k, seed, ignore_eos) are checked
+ * and handed to the token source (the engine's uses them, the synthetic one ignores them).
+ * It does not honour n > 1, logprobs, echo, best_of or suffix (refused), other sampling
+ * fields (min_p, penalties, logit_bias: accepted and ignored), nor TLS. */
 #ifndef LB_SERVE_SERVER_H
 #define LB_SERVE_SERVER_H
 

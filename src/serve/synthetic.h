@@ -14,7 +14,10 @@
  * starts there, so TTFT grows with the load once arrivals outpace N slots (a known
  * capacity: N / (ttft + (max_tokens - 1) * tpot) requests a second).
  *
- * It always generates exactly max_tokens tokens; it does not model stop sequences or EOS. */
+ * It always generates exactly max_tokens tokens; it does not model stop sequences or EOS.
+ * It ignores the request's sampling fields (lb_token_request's sampling: temperature,
+ * top_p, top_k, seed, ignore_eos): the text depends on the prompt and the server seed
+ * only. */
 #ifndef LB_SERVE_SYNTHETIC_H
 #define LB_SERVE_SYNTHETIC_H
 

@@ -14,6 +14,10 @@
  *
  * A completion prompt comes as text or, when the client sent token ids, as those ids
  * (ids >= 0 and < 2^31; whether they are in the vocabulary is the source's to check).
+ * The request's sampling fields (temperature, top_p, top_k, seed, ignore_eos) come checked
+ * by the server, each with whether the request set it: a field left out (or null) is the
+ * source's own default. The synthetic source ignores them (its text depends on the prompt
+ * and --seed only); the engine source samples with them.
  * Not covered yet: chat messages reach the source as their contents joined by newlines
  * (roles are dropped); an engine that needs roles will widen lb_token_request. */
 #ifndef LB_SERVE_TOKEN_SOURCE_H
@@ -30,6 +34,17 @@
  * when each of its bytes is shown as U+FFFD, with room to spare. */
 #define LB_TOKEN_TEXT_MAX_BYTES 512
 
+/* A request's sampling fields, in the ranges the server accepts (vLLM's). */
+typedef struct {
+    /* which fields the request set */
+    bool has_temperature, has_top_p, has_top_k, has_seed, has_ignore_eos;
+    float temperature; /* >= 0; 0: greedy */
+    float top_p;       /* in (0, 1]; 1: no cut */
+    int32_t top_k;     /* >= 1, or 0 or -1: no cut */
+    uint64_t seed;     /* the request's integer, two's complement when negative */
+    bool ignore_eos;   /* generate max_tokens whatever the end-of-sequence token says */
+} lb_token_sampling;
+
 typedef struct {
     const char *prompt; /* prompt text; valid during start() only; not NUL-terminated */
     size_t prompt_len;  /* bytes */
@@ -39,6 +54,8 @@ typedef struct {
     int64_t max_tokens; /* output tokens to generate, >= 1 */
     int64_t arrival_ns; /* lb_clock_now_ns() when the request arrived */
     bool chat;          /* /v1/chat/completions (prompt = message contents) */
+    /* the request's sampling fields */
+    lb_token_sampling sampling;
 } lb_token_request;
 
 typedef enum {
