@@ -808,6 +808,62 @@ static void test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm(void
  * the others end within their grace, as at the same step they do; a worker left running
  * past it (a second Ctrl-C ends a worker at once, with no word to the others) is named
  * then, and the workers left are ended as for any failure. */
+/* --polling-worker: checks for a signal every 10 ms for 10 s (exit 0); on one it takes
+ * 0.3 s (a run being stored, when a second signal would end it at once), then says which
+ * signal stopped it and exits 130. */
+static int polling_worker(void) {
+    lb_signals_install();
+    printf("rank %s polling\n", getenv("RANK"));
+    fflush(stdout);
+    for (int i = 0; i < 1000 && !lb_signals_interrupted(); i++)
+        usleep(10 * 1000);
+    if (!lb_signals_interrupted()) return 0;
+    usleep(300 * 1000);
+    printf("rank %s stopped on signal %d\n", getenv("RANK"), lb_signals_received());
+    fflush(stdout);
+    return 130;
+}
+
+/* Two --polling-worker workers under a launcher in a process group of its own (signals
+ * installed, as llmbench's main does); once rank 0 polls, signo goes to the launcher alone
+ * or to its whole group. Rank 0's output into out; returns the launcher's exit code. */
+static int signal_launcher(int signo, bool group, char *out, size_t cap) {
+    int fd = nameless_file();
+    pid_t pid = fork();
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        setpgid(0, 0);
+        lb_signals_install();
+        char *const argv[] = {self_path, "--polling-worker", NULL};
+        lb_launch_params lp = {.n = 2, .argv = argv, .rank0_stdout = fd, .grace_s = 5};
+        lb_err err = {{0}};
+        _exit(lb_launch_local(&lp, &err) & 0xff);
+    }
+    char seen[256] = "";
+    for (int i = 0; i < 500 && strstr(seen, "rank 0 polling") == NULL; i++) {
+        usleep(10 * 1000);
+        ssize_t n = pread(fd, seen, sizeof seen - 1, 0);
+        seen[n > 0 ? n : 0] = '\0';
+    }
+    kill(group ? -pid : pid, signo);
+    int rc = wait_code_within(pid, 5);
+    read_all(fd, out, cap);
+    return rc;
+}
+
+/* A SIGTERM to the launcher alone (kill PID, a container's stop) reaches the workers: they
+ * stop as on their own signal (they ran on for 10 s, their runs left running); a Ctrl-C to
+ * the whole group reaches each worker twice (its own and the launcher's copy) and is still
+ * one signal: the worker stops in its own time (a second would have ended it at once). */
+static void test_comm_launcher_passes_on_a_signal_once(void **state) {
+    (void)state;
+    char out[512];
+    assert_int_equal(signal_launcher(SIGTERM, false, out, sizeof out), 130);
+    assert_non_null(strstr(out, "rank 0 stopped on signal 15"));
+    assert_int_equal(signal_launcher(SIGINT, true, out, sizeof out), 130);
+    assert_non_null(strstr(out, "rank 0 stopped on signal 2"));
+}
+
 static void test_comm_launcher_leaves_an_interrupted_worker_to_say_so(void **state) {
     (void)state;
     char out[512], errout[512];
@@ -1092,6 +1148,7 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--mpi-worker") == 0) return mpi_worker(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "--torchrun-worker") == 0) return torchrun_worker();
     if (argc >= 2 && strcmp(argv[1], "--stuck-worker") == 0) return stuck_worker();
+    if (argc >= 2 && strcmp(argv[1], "--polling-worker") == 0) return polling_worker();
     if (argc >= 2 && strcmp(argv[1], "--lost-gather-worker") == 0) return lost_gather_worker();
     if (argc >= 5 && strcmp(argv[1], "--interrupt-rank") == 0)
         return lb_test_exec_interrupting_rank(atoi(argv[2]), atof(argv[3]), argv + 4);
@@ -1115,6 +1172,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_launcher_reports_the_first_failure),
         cmocka_unit_test(test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm),
         cmocka_unit_test(test_comm_launcher_leaves_an_interrupted_worker_to_say_so),
+        cmocka_unit_test(test_comm_launcher_passes_on_a_signal_once),
         cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),
         cmocka_unit_test(test_comm_cli_database_rank_0_cannot_open_stops_every_rank),
         cmocka_unit_test(test_comm_cli_signal_to_one_rank_interrupts_every_rank),

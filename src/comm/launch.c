@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/signals.h"
 
 /* A TCP port free on the loopback now (the kernel's choice for port 0). */
 /* Whether port p on 127.0.0.1 can be bound now (p = 0: any; *got: the one bound). */
@@ -145,7 +146,16 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
     int sent = 0; /* signals sent to the workers left: SIGTERM, SIGTERM again, SIGKILL */
     int quiet_r = -1, quiet_status = 0; /* an interrupted worker's end, said if the others
                                          * outlive their grace */
+    bool passed_on = false;
     while (left > 0) {
+        /* a signal that reached the launcher alone (kill PID, a container's stop) would
+         * leave the workers running and their stored run `running`: passed on once, as a
+         * copy that a worker the same signal reached (a Ctrl-C) takes as nothing more */
+        if (!passed_on && lb_signals_interrupted()) {
+            for (int r = 0; r < p->n; r++)
+                if (pids[r] > 0) lb_signals_pass_on(pids[r]);
+            passed_on = true;
+        }
         for (int r = 0; r < p->n; r++) {
             int status = 0;
             if (pids[r] <= 0 || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;

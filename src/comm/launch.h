@@ -10,8 +10,9 @@
  * grace_s to end on their own (their deadlines name the failure), then SIGTERM, a second
  * SIGTERM 2 s later (a worker stuck outside its step loop then runs its last words, which
  * mark its stored run: core/signals.h), then SIGKILL 2 s after that. Workers die with the
- * launcher. Not a cluster launcher: across nodes use mpirun, srun or torchrun
- * (docs/LAUNCHING.md). */
+ * launcher. A SIGINT/SIGTERM that reaches the launcher is passed on to the workers once
+ * (lb_signals_pass_on: a worker that a Ctrl-C reached too takes it as one signal). Not a cluster
+ * launcher: across nodes use mpirun, srun or torchrun (docs/LAUNCHING.md). */
 #ifndef LB_COMM_LAUNCH_H
 #define LB_COMM_LAUNCH_H
 

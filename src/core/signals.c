@@ -17,11 +17,14 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static void (*g_last_words)(void *ctx, int signo);
 static void *g_last_words_ctx;
 
-static void on_signal(int signo) {
+static void on_signal(int signo, siginfo_t *si, void *context) {
+    (void)context;
     if (g_signal == 0) {
         g_signal = signo;
         return;
     }
+    /* the parent's copy of a signal that may have reached us too (lb_signals_pass_on) */
+    if (si != NULL && si->si_code == SI_QUEUE && si->si_pid == getppid()) return;
     if (!g_watching) _exit(128 + signo);
     g_second = signo;
     sem_post(&g_wake);
@@ -53,9 +56,9 @@ void lb_signals_install(void) {
     }
     sem_destroy(&started);
     struct sigaction sa;
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;
+    sa.sa_flags = SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGPIPE, &sa, NULL);
@@ -82,4 +85,8 @@ void lb_signals_reset(void) {
 
 void lb_signals_raise(int signo) {
     g_signal = signo;
+}
+
+void lb_signals_pass_on(int pid) {
+    if (g_signal != 0) sigqueue((pid_t)pid, (int)g_signal, (union sigval){.sival_int = 0});
 }
