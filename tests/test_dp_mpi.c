@@ -444,6 +444,30 @@ static void test_train_cli_4_ranks_store_one_run_with_every_rank(void **state) {
                              "comm_exposed_ms_median", "tokens_per_s_per_gpu"};
     for (size_t i = 0; i < sizeof metrics / sizeof metrics[0]; i++)
         if (isnan(metric_of(run, metrics[i]))) fail_msg("no metric %s", metrics[i]);
+    /* the figures from the slowest rank's own time: 4 ranks x 4 sequences x 16 tokens a step
+     * over the largest of the ranks' sums of their 3 timed steps */
+    double s = 0;
+    for (int q = 0; q < NP; q++) {
+        char name[32];
+        snprintf(name, sizeof name, "step_ms.r%d", q);
+        double own = 0;
+        for (size_t i = 0; i < 3; i++)
+            own += json_real_value(json_array_get(series_values(run, name), i)) / 1e3;
+        s = own > s ? own : s;
+    }
+    double tok = metric_of(run, "tokens_per_s"), samples = metric_of(run, "samples_per_s");
+    assert_float_equal(tok, NP * 4.0 * 16 * 3 / s, 1e-9 * tok);
+    assert_float_equal(metric_of(run, "tokens_per_s_per_gpu"), tok / NP, 1e-9 * tok);
+    assert_float_equal(samples, tok / 16, 1e-9 * samples);
+    assert_float_equal(metric_of(run, "scaling_efficiency"), tok / (NP * 1000.0), 1e-12);
+    assert_float_equal(metric_of(run, "cost_per_1k_samples"), 2.0 / 3600 / samples * 1e3, 1e-12);
+    assert_float_equal(metric_of(run, "cost_per_1m_tokens"), 2.0 / 3600 / tok * 1e6, 1e-12);
+    /* stage 2, 2 micro-batches: the gradients reduce-scattered twice, the parameters
+     * gathered once (one bucket of P fp32 values, no padding on 4 ranks), and the loss and
+     * the norm all-reduced, 8 bytes each */
+    double P = json_integer_value(json_object_get(cfg, "params")), f = (NP - 1.0) / NP;
+    assert_float_equal(metric_of(run, "sent_bytes_per_step"), 3 * f * 4 * P + 2 * 2 * f * 8, 1e-6);
+    assert_float_equal(metric_of(run, "sent_bytes_formula"), 2 * f * 4 * P, 1e-6);
     /* every rank ended with the same parameters */
     assert_true(metric_of(run, "replicas_identical") == 1);
     json_decref(runs);

@@ -378,6 +378,25 @@ static void test_train_missing_gpu_is_named(void **state) {
     if (strstr(err.msg, want) == NULL) fail_msg("'%s' lacks '%s'", err.msg, want);
 }
 
+/* Two ranks whose delays alternate (10 then 20 ms, and 20 then 10): each step's slowest
+ * rank took 20 ms, but each rank's steps took 30 ms in all, and so did the run: S is 0.03 s,
+ * where the sum of the per-step maxima said 0.04. One rank, or no per-rank series: the sum
+ * of step_ms. */
+static void test_train_timed_seconds_are_the_slowest_ranks_own(void **state) {
+    (void)state;
+    lb_result *r = lb_result_new("train", "ranks");
+    const double r0[] = {10, 20}, r1[] = {20, 10};
+    for (int i = 0; i < 2; i++) {
+        lb_result_series_push(lb_result_series(r, "step_ms", "ms"), 20);
+        lb_result_series_push(lb_result_series(r, "step_ms.r0", "ms"), r0[i]);
+        lb_result_series_push(lb_result_series(r, "step_ms.r1", "ms"), r1[i]);
+    }
+    assert_float_equal(lb_train_timed_seconds(r, 2), 0.030, 1e-12);
+    assert_float_equal(lb_train_timed_seconds(r, 1), 0.040, 1e-12);
+    assert_float_equal(lb_train_timed_seconds(r, 3), 0.040, 1e-12); /* no step_ms.r2 */
+    lb_result_free(r);
+}
+
 static void test_train_summary_is_computed_from_the_series(void **state) {
     (void)state;
     lb_train_params p = tiny_params("gpt2-tiny");
@@ -401,6 +420,10 @@ static void test_train_summary_is_computed_from_the_series(void **state) {
     lb_model_config_preset("gpt2-tiny", &cfg, NULL);
     double fpt = lb_model_train_flops_per_token(&cfg, 16);
     assert_float_equal(lb_result_metric(r, "flops_per_token"), fpt, 0);
+    /* a figure per token carries its per-token unit */
+    for (size_t i = 0; i < r->n_metrics; i++)
+        if (strcmp(r->metrics[i].name, "flops_per_token") == 0)
+            assert_string_equal(r->metrics[i].unit, "FLOP/token");
     assert_float_equal(lb_result_metric(r, "achieved_gflops"),
                        fpt * lb_result_metric(r, "tokens_per_s") / 1e9, 1e-9);
     assert_true(lb_result_metric(r, "peak_host_mem_bytes") > 1e6);
@@ -492,6 +515,7 @@ int main(void) {
         cmocka_unit_test(test_train_save_params_writes_the_trained_model),
         cmocka_unit_test(test_train_out_of_memory_names_what_would_fit),
         cmocka_unit_test(test_train_missing_gpu_is_named),
+        cmocka_unit_test(test_train_timed_seconds_are_the_slowest_ranks_own),
         cmocka_unit_test(test_train_summary_is_computed_from_the_series),
         cmocka_unit_test(test_train_gpu_hour_price_prices_the_gpus),
         cmocka_unit_test(test_train_summary_reports_step_time_drift),

@@ -755,14 +755,30 @@ static lb_status summarize_ranks(const lb_train_params *p, const lb_model_config
     return LB_OK;
 }
 
+double lb_train_timed_seconds(const lb_result *r, int ranks) {
+    const lb_series *ms = lb_result_find_series(r, "step_ms");
+    double total = 0.0, slowest = 0.0;
+    for (size_t i = 0; ms != NULL && i < ms->n; i++)
+        total += ms->values[i];
+    for (int q = 0; q < ranks && ranks > 1; q++) {
+        char name[LB_NAME_BYTES];
+        snprintf(name, sizeof name, "step_ms.r%d", q);
+        const lb_series *own = lb_result_find_series(r, name);
+        if (own == NULL || ms == NULL || own->n != ms->n) return total / 1e3;
+        double sum = 0.0;
+        for (size_t i = 0; i < own->n; i++)
+            sum += own->values[i];
+        if (sum > slowest) slowest = sum;
+    }
+    return (ranks > 1 ? slowest : total) / 1e3;
+}
+
 lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cfg, lb_result *r) {
     const lb_series *ms = lb_result_find_series(r, "step_ms");
     const lb_series *loss = lb_result_find_series(r, "loss");
     if (ms == NULL || ms->n == 0) return LB_OK;
-    double total_s = 0.0;
-    for (size_t i = 0; i < ms->n; i++)
-        total_s += ms->values[i] / 1e3;
     const double ranks = lb_train_ranks(p);
+    const double total_s = lb_train_timed_seconds(r, (int)ranks);
     double tokens = (double)p->batch * ranks * (double)p->seq * (double)ms->n;
     double tok_per_s = tokens / total_s;
     double samples_per_s = (double)p->batch * ranks * (double)ms->n / total_s;
@@ -803,7 +819,7 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
     }
     if (loss != NULL && loss->n > 0)
         LB_TRY(lb_result_set_metric(r, "final_loss", loss->values[loss->n - 1], "nats"));
-    LB_TRY(lb_result_set_metric(r, "flops_per_token", flops_per_token, "FLOP"));
+    LB_TRY(lb_result_set_metric(r, "flops_per_token", flops_per_token, "FLOP/token"));
     double trainable = (double)lb_train_trainable_params(p, cfg);
     LB_TRY(lb_result_set_metric(r, "trainable_params", trainable, "count"));
     LB_TRY(lb_result_set_metric(r, "grad_bytes_per_step", 4 * trainable, "bytes"));

@@ -5,7 +5,7 @@
  * (--batch sequences per rank, split into grad_accum micro-batches; train/data.h gives
  * rank r of N rows [r B/N, (r + 1) B/N) of the batch one rank would read, so N ranks with
  * batch B read what one rank with batch N x B reads) under ZeRO stage `zero`
- * (train/dp.h on the CPU reference, stages 0-3; train/dp_cuda.h on GPUs, stage 0), and
+ * (train/dp.h on the CPU reference, train/dp_cuda.h on GPUs, stages 0-3 on both), and
  * rank 0's result receives every rank's per-step series.
  *
  * lb_train_run() resolves the model (a preset, or a Hugging Face directory whose weights
@@ -154,6 +154,12 @@ double lb_train_cost_per_1m_tokens(double hour_cost, double tok_per_s);
 /* The rank whose median step time is the largest, and how much above the fastest rank's
  * median it is, in percent: 100 (slowest - fastest) / fastest. */
 int lb_train_slowest_rank(const double *median_ms, int ranks, double *pct_over_fastest);
+/* S, the seconds of r's timed steps that its rates divide by: with ranks > 1 the largest
+ * of the ranks' own sums (series step_ms.rQ), as the slowest rank saw the run; else, or
+ * without those series, the sum of step_ms. The sum of the per-step maxima would count a
+ * delay twice where it moves from one rank's step to another's (a rank late at the end of
+ * step i holds the others inside step i + 1). */
+double lb_train_timed_seconds(const lb_result *r, int ranks);
 
 /* Computes the summary metrics from r's series (shared by the CPU and CUDA paths). */
 lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cfg, lb_result *r);
