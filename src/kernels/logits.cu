@@ -21,9 +21,12 @@ static __global__ void gather_rows_kernel(T *out, const T *in, const int32_t *id
 #define ARGMAX_THREADS 512
 
 /* The better of (v, i) and (ov, oi) into (v, i): the larger value, the smaller index on
- * ties; index V is none. */
+ * ties; index V is none. A NaN is below every number (-inf too), as lb_sample_argmax
+ * has it: chosen only from a row of NaNs, the first then. */
 static __device__ __forceinline__ void argmax_keep(float &v, int &i, float ov, int oi, int V) {
-    if (oi < V && (i == V || ov > v || (ov == v && oi < i))) v = ov, i = oi;
+    const bool on = isnan(ov), vn = isnan(v);
+    const bool better = on == vn ? ov > v || ((ov == v || on) && oi < i) : vn;
+    if (oi < V && (i == V || better)) v = ov, i = oi;
 }
 
 /* The block's best of its threads' (best, bi) into (sv[0], si[0]). */

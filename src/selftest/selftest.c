@@ -1728,9 +1728,11 @@ static void check_rope_positions(ctx *c, const prec_t *pr, int N, int NH, int NK
     free(x), free(out), free(freq), free(pos), free(slot);
 }
 
-/* Greedy choice of rows of logits, ties to the first index; with scratch (rows of at most
- * LB_ARGMAX_SPLIT_ROWS over many blocks each) twice, the logits negated the second time
- * (wrong where the first call left the scratch's counters dirty). */
+/* Greedy choice of rows of logits, ties to the first index, a NaN never chosen over a
+ * number (one in each row, at index 0 in every other row; the last row all NaN, whose
+ * choice is index 0); with scratch (rows of at most LB_ARGMAX_SPLIT_ROWS over many blocks
+ * each) twice, the logits negated the second time (wrong where the first call left the
+ * scratch's counters dirty). */
 static void check_argmax(ctx *c, int n, int V, bool scratch) {
     char shape[56];
     snprintf(shape, sizeof shape, "rows%d V%d%s", n, V, scratch ? " scratch" : "");
@@ -1739,7 +1741,11 @@ static void check_argmax(ctx *c, int n, int V, bool scratch) {
     for (int r = 0; r < n; r++) { /* a tie: the first of two equal maxima wins */
         int a = (int)lb_rng_below(&c->rng, (uint64_t)V / 2);
         x[(size_t)r * V + a] = x[(size_t)r * V + V - 1 - a] = 100.0f;
+        const int mid = V / 2 + (V / 2 == V - 1 - a); /* neither maximum */
+        x[(size_t)r * V + (r % 2 == 0 && a != 0 ? 0 : mid)] = NAN;
     }
+    for (int v = 0; n > 1 && v < V; v++)
+        x[(size_t)(n - 1) * V + v] = NAN;
     float *d_x = dev(c, (size_t)n * V * 4);
     void *d_s = scratch ? dev(c, LB_ARGMAX_SCRATCH_BYTES) : NULL; /* zero */
     int32_t *d_o = dev(c, (size_t)n * 4), *o = malloc((size_t)n * 4);
