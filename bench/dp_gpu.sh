@@ -208,20 +208,27 @@ for key in rows:
             print(f"{name:>28} {rel:>13.2e} {TOL[prec]:>6.0e} {ok:>4} {metric(r, 'replicas_identical'):>8.0f} "
                   f"{metric(r, 'skipped_steps'):>7.0f}  {compare(pz, p0) if z != '0' else '-'} | {compare(pz, p1)}")
 # throughput
+def max_sum_tok(r, tok):
+    """tokens/s over the sum of the per-step maxima (step_ms), the rate's divisor before
+    lb_train_timed_seconds: tok x S / that sum"""
+    ms = r["series"].get("step_ms", {}).get("values", [])
+    own = [sum(r["series"][k]["values"]) for k in r["series"] if k.startswith("step_ms.r")]
+    return tok * (max(own) if own else sum(ms)) / sum(ms) if ms else float("nan")
 def perf_row(name, r, base):
     g = r["config"].get("ranks", 1)
     tok = metric(r, "tokens_per_s")
     eff = tok / (g * base) if base == base and base > 0 else float("nan")
-    return (f"{name:>18} {g:>4} {r['config'].get('zero', 0):>4} {tok:>10.0f} {tok / g:>10.0f} {eff:>6.3f} "
+    eff_max = max_sum_tok(r, tok) / (g * base) if base == base and base > 0 else float("nan")
+    return (f"{name:>18} {g:>4} {r['config'].get('zero', 0):>4} {tok:>10.0f} {tok / g:>10.0f} {eff:>6.3f} {eff_max:>6.3f} "
             f"{metric(r, 'step_ms_median'):>8.2f} {metric(r, 'mfu'):>5.3f} {metric(r, 'peak_device_bytes') / gib:>8.2f} "
             f"{metric(r, 'zero_state_bytes_formula') / gib:>8.2f} {metric(r, 'comm_ms_median'):>7.2f} "
             f"{metric(r, 'comm_exposed_ms_median'):>7.2f} {metric(r, 'sent_bytes_per_step') / 1e6:>8.1f} "
             f"{metric(r, 'sent_bytes_formula') / 1e6:>8.1f}")
-head = (f"{'run':>18} {'gpus':>4} {'zero':>4} {'tok/s':>10} {'tok/s/gpu':>10} {'eff':>6} {'step ms':>8} {'mfu':>5} "
+head = (f"{'run':>18} {'gpus':>4} {'zero':>4} {'tok/s':>10} {'tok/s/gpu':>10} {'eff':>6} {'eff Σmax':>6} {'step ms':>8} {'mfu':>5} "
         f"{'mem GiB':>8} {'formula':>8} {'comm ms':>7} {'exposed':>7} {'sent MB':>8} {'formula':>8}")
 perf = sorted(glob.glob(os.path.join(d, "p-*.json")))
 if perf:
-    print("\n== GPT-2 124M bf16 16 x 1024 per GPU (eff: against 1 GPU at ZeRO 0; mem: arena per rank; formula: ZeRO's state bytes) ==")
+    print("\n== GPT-2 124M bf16 16 x 1024 per GPU (eff: against 1 GPU at ZeRO 0; eff Σmax: the same over the sum of the per-step maxima; mem: arena per rank; formula: ZeRO's state bytes) ==")
     print(head)
     base = metric(load("p-1g-z0"), "tokens_per_s")
     for n in ["1"] + gpus:
