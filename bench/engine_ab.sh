@@ -17,8 +17,11 @@
 #     leaves it out, BASE then runs first in round 1), then ROUNDS rounds (T_INFER each
 #     run) of SingleStream (N_SS queries of 778 tokens, 128 out; the builds SS_BUILDS, of
 #     a (this one), b (BASE) and c (ALT): a and b unless named) and Offline (N_OFF queries,
-#     normal:778:256, 128 out, eos ignored; OFF_BUILDS, all three unless named), the order
-#     of the builds reversed every round
+#     normal:778:256, 128 out, eos ignored; OFF_BUILDS, all three unless named), and with
+#     SRV_QPS=R a Server run at R queries/s (N_SRV queries of the Offline shape, at least
+#     SQ queries and SD seconds, step budget STEP, MODEL_KEY's bounds; SRV_BUILDS, a and b
+#     unless named: TTFT and TPOT p99, VALID or not), the order of the builds reversed every
+#     round
 #  4. with PROBE_B, bench/engine_probe at those batches (T_PROBE): where a decode step and
 #     a prefill step go
 #  5. the table: each build's figures per round and their medians
@@ -66,7 +69,7 @@ if [ -n "$SEARCH" ]; then
     tail -n 2 $O/search.txt
 fi
 
-# one run: ss|off, build (a|b|c), round; its log appended to runs.txt, figures to figs.txt
+# one run: ss|off|srv, build (a|b|c), round; its log appended to runs.txt, figures to figs.txt
 : > $O/runs.txt
 : > $O/figs.txt
 one() {
@@ -81,13 +84,23 @@ one() {
         tpot=$(awk '/50.00 percentile time to output token/ {print $NF/1e6}' $O/r.txt)
         ttft=$(awk '/50.00 percentile first token latency/ {print $NF/1e6}' $O/r.txt)
         echo "ss $2 $3 ${tpot:-NA} ${ttft:-NA}" | tee -a $O/figs.txt
-    else
+    elif [ "$1" = off ]; then
         timeout ${T_INFER:-50} $X infer --random llama3.1-8b --synthetic ${N_OFF:-250} \
             --input-len normal:778:256 --max-tokens 128 --ignore-eos --db $DB -v > $O/r.txt 2>&1
         local sps
         sps=$(grep -E "Samples per second" $O/r.txt | head -1 | grep -oE '[0-9]+(\.[0-9]+)?' | tail -1)
         echo "off $2 $3 ${sps:-NA}" | tee -a $O/figs.txt
         grep -E "engine steps|warm-up|Result is|Failed" $O/r.txt
+    elif [ "$1" = srv ]; then
+        timeout ${T_INFER:-50} $X infer --random llama3.1-8b --scenario server --qps $SRV_QPS \
+            --synthetic ${N_SRV:-1000} --step-tokens ${STEP:-2048} --input-len normal:778:256 \
+            --max-tokens 128 --ignore-eos --min-queries ${SQ:-500} --min-duration ${SD:-20} \
+            --model-key ${MODEL_KEY:-llama3.1-8b-interactive} --db $DB -v > $O/r.txt 2>&1
+        local ttft tpot valid
+        ttft=$(awk '/99.00 percentile first token latency/ {print $NF/1e6}' $O/r.txt)
+        tpot=$(awk '/99.00 percentile time to output token/ {print $NF/1e6}' $O/r.txt)
+        valid=$(grep -qE "Result is : VALID" $O/r.txt && echo 1 || echo 0)
+        echo "srv $2 $3 ${ttft:-NA} ${tpot:-NA} $valid" | tee -a $O/figs.txt
     fi
     echo "==== $1 $2 round $3" >> $O/runs.txt
     cat $O/r.txt >> $O/runs.txt
@@ -102,6 +115,7 @@ for R in $(seq 1 ${ROUNDS:-3}); do
     if [ $((R % 2)) = 1 ]; then order="b ${C:+c }a"; else order="a ${C:+c }b"; fi
     for X in $order; do [[ " ${SS_BUILDS:-a b} " == *" $X "* ]] && one ss $X $R; done
     for X in $order; do [[ " ${OFF_BUILDS:-a b c} " == *" $X "* ]] && one off $X $R; done
+    [ -n "${SRV_QPS:-}" ] && for X in $order; do [[ " ${SRV_BUILDS:-a b} " == *" $X "* ]] && one srv $X $R; done
 done
 if [ -n "$PROBE_B" ]; then
     echo "== probe"
@@ -122,7 +136,8 @@ for line in open(sys.argv[1]):
         if v != "NA":
             runs.setdefault((f[0], i, f[1]), []).append(float(v))
 names = {("ss", 0): "SingleStream TPOT p50 ms", ("ss", 1): "SingleStream TTFT p50 ms",
-         ("off", 0): "Offline samples/s"}
+         ("off", 0): "Offline samples/s", ("srv", 0): "Server TTFT p99 ms",
+         ("srv", 1): "Server TPOT p99 ms", ("srv", 2): "Server VALID (1) or not (0)"}
 builds = "abc" if any(k[2] == "c" for k in runs) else "ab"
 label = {"a": "a (this build)", "b": "b (base)", "c": "c (alt)"}
 print("| figure | " + " | ".join(label[b] + ": runs, median" for b in builds) + " |")

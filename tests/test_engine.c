@@ -1,12 +1,14 @@
 /* The engine on the CPU backend: the KV block pool, the scheduler (join and leave,
- * chunked prefill, preemption, every block free at the end), the logits of a paged
- * forward against model.h's reference forward, greedy generation against recomputing
- * the whole sequence each token, the same output alone and inside a large mixed batch
- * under a small cache, a cache of more blocks than it counts refused, the logits of a
- * whole context, and the sampler's distributions (greedy at a temperature too small to
- * divide by, a NaN logit never chosen by it or the CPU's greedy, top_p keeping at least
- * the likeliest token, every mode's draws against a reference that sorts, ties at the
- * cuts' edges included, and no sort of a large vocabulary). */
+ * chunked prefill, preemption, every block free at the end, a prompt passed over by
+ * shorter ones in one step at most, a Server-like mixed stream served with bounded waits
+ * and every block free at the end), the logits of a paged forward against model.h's
+ * reference forward, greedy generation against recomputing the whole sequence each token,
+ * the same output alone and inside a large mixed batch under a small cache, a cache of
+ * more blocks than it counts refused, the logits of a whole context, and the sampler's
+ * distributions (greedy at a temperature too small to divide by, a NaN logit never chosen
+ * by it or the CPU's greedy, top_p keeping at least the likeliest token, every mode's
+ * draws against a reference that sorts, ties at the cuts' edges included, and no sort of
+ * a large vocabulary). */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -180,6 +182,143 @@ static void test_sched_preempts_the_newest_when_blocks_run_out(void **state) {
     assert_int_equal(s.kv.n_free, 4);
     lb_sched_seq_free(&a);
     lb_sched_seq_free(&b);
+    lb_sched_free(&s);
+}
+
+/* Drives requests through the scheduler alone, a step at a time: request i (id i) is
+ * added at step arrive[i] (in index order within a step); a planned sequence that has
+ * computed all its tokens "samples" one and ends after max_new. first[i] gets the step of
+ * request i's first token. Checks that no request is admitted ahead of a waiting one that
+ * was passed over in an earlier step. Returns the steps run until every request ended, -1
+ * if the scheduler planned nothing while some were pending. */
+static int64_t run_stream(lb_sched *s, lb_seq *seq, const int64_t *arrive, int64_t *first, int n) {
+    lb_err err;
+    int added = 0, done = 0;
+    int64_t t = 0;
+    for (int i = 0; i < n; i++)
+        first[i] = -1;
+    for (; done < n; t++) {
+        while (added < n && arrive[added] <= t)
+            assert_int_equal(lb_sched_add(s, &seq[added++], &err), LB_OK);
+        /* the queue before the step: nothing may be admitted ahead of one passed over */
+        static lb_seq *queue[4096];
+        static bool was_passed[4096];
+        const int32_t n_queue = s->n_waiting < 4096 ? s->n_waiting : 4096;
+        for (int32_t k = 0; k < n_queue; k++) {
+            queue[k] = s->waiting[(s->head + k) % s->cap_waiting];
+            was_passed[k] = queue[k]->passed;
+        }
+        if (lb_sched_plan(s) == 0 && added == n) return -1;
+        bool blocked = false;
+        for (int32_t k = 0; k < n_queue; k++) {
+            if (queue[k]->state == LB_SEQ_RUNNING) assert_false(blocked);
+            blocked |= was_passed[k] && queue[k]->state == LB_SEQ_WAITING;
+        }
+        lb_sched_advance(s);
+        const int32_t n_step = s->n_step;
+        lb_seq *planned[64];
+        assert_true(n_step <= 64);
+        memcpy(planned, s->step_seq, (size_t)n_step * sizeof *planned);
+        for (int32_t k = 0; k < n_step; k++) {
+            lb_seq *q = planned[k];
+            if (q->n_computed != q->n_tokens) continue;
+            assert_int_equal(lb_sched_seq_push(q, 1, &err), LB_OK);
+            if (first[q->id] < 0) first[q->id] = t;
+            if (q->n_tokens - q->n_prompt == q->max_new) {
+                lb_sched_finish(s, q);
+                done++;
+            }
+        }
+    }
+    return t;
+}
+
+/* A prompt that fits a step but not what the decodes leave, under a steady stream of
+ * short prompts that do: passed over once, it is admitted (cut to what is left) the next
+ * step, however long the stream. */
+static void test_sched_a_passed_over_prompt_waits_a_bounded_time(void **state) {
+    (void)state;
+    const int lens[2] = {100, 1000};
+    for (int r = 0; r < 2; r++) {
+        const int n = lens[r] + 1, at = 10; /* the long prompt is request `at` */
+        lb_sched s;
+        lb_err err;
+        lb_sched_params p = {.max_seqs = 16, .step_tokens = 16, .max_ctx = 64};
+        assert_int_equal(lb_sched_init(&s, &p, 256, 4, &err), LB_OK);
+        lb_seq *seq = calloc((size_t)n, sizeof *seq);
+        int64_t *arrive = calloc((size_t)n, sizeof *arrive);
+        int64_t *first = calloc((size_t)n, sizeof *first);
+        assert_non_null(seq);
+        assert_non_null(arrive);
+        assert_non_null(first);
+        /* a short prompt (4 tokens, 4 to generate) each step: 3 decodes run beside each
+         * one, leaving 13 tokens; the long one (14) arrives at step 10, before that step's
+         * short one */
+        for (int i = 0; i < n; i++) {
+            seq_init(&seq[i], i, i == at ? 14 : 4, i == at ? 2 : 4);
+            arrive[i] = i <= at ? i : i - 1;
+        }
+        int64_t steps = run_stream(&s, seq, arrive, first, n);
+        assert_true(steps > 0);
+        print_message("      %d short prompts: the long one's first token %lld steps after it "
+                      "arrived; %lld steps in all\n",
+                      lens[r], (long long)(first[at] - arrive[at]), (long long)steps);
+        assert_in_range(first[at] - arrive[at], 1, 3);
+        assert_int_equal(s.kv.n_free, 256);
+        for (int i = 0; i < n; i++)
+            lb_sched_seq_free(&seq[i]);
+        free(seq);
+        free(arrive);
+        free(first);
+        lb_sched_free(&s);
+    }
+}
+
+/* Server-like load: a request each step, mixed prompts (a fifth of them 28 to 31 tokens,
+ * near the step's budget of 32), a cache small enough to preempt. Every request is served
+ * within a bounded time of its arrival, all end soon after the last arrives, and every
+ * block is free. */
+static void test_sched_mixed_stream_serves_every_request_and_frees_every_block(void **state) {
+    (void)state;
+    const int n = 2000;
+    lb_sched s;
+    lb_err err;
+    lb_sched_params p = {.max_seqs = 8, .step_tokens = 32, .max_ctx = 64};
+    assert_int_equal(lb_sched_init(&s, &p, 40, 4, &err), LB_OK);
+    lb_seq *seq = calloc((size_t)n, sizeof *seq);
+    int64_t *arrive = calloc((size_t)n, sizeof *arrive);
+    int64_t *first = calloc((size_t)n, sizeof *first);
+    assert_non_null(seq);
+    assert_non_null(arrive);
+    assert_non_null(first);
+    uint32_t x = 12345;
+    for (int i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        int32_t prompt = i % 5 == 4 ? 28 + (int32_t)(x >> 28) % 4 : 2 + (int32_t)(x >> 24) % 8;
+        seq_init(&seq[i], i, prompt, 1 + (int32_t)(x >> 16) % 12);
+        arrive[i] = i;
+    }
+    int64_t steps = run_stream(&s, seq, arrive, first, n);
+    int64_t worst = 0;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(seq[i].state, LB_SEQ_DONE);
+        assert_int_equal(seq[i].n_tokens - seq[i].n_prompt, seq[i].max_new);
+        if (first[i] - arrive[i] > worst) worst = first[i] - arrive[i];
+    }
+    print_message("      %d requests: %lld steps, the longest wait for a first token %lld steps, "
+                  "%lld preemptions\n",
+                  n, (long long)steps, (long long)worst, (long long)s.preemptions);
+    assert_in_range(steps, n, n + 20);
+    assert_in_range(worst, 0, 20);
+    assert_true(s.preemptions > 0);
+    assert_int_equal(s.n_running, 0);
+    assert_int_equal(s.n_waiting, 0);
+    assert_int_equal(s.kv.n_free, 40);
+    for (int i = 0; i < n; i++)
+        lb_sched_seq_free(&seq[i]);
+    free(seq);
+    free(arrive);
+    free(first);
     lb_sched_free(&s);
 }
 
@@ -750,6 +889,8 @@ int main(void) {
         cmocka_unit_test(test_sched_chunks_prefill_and_puts_decodes_first),
         cmocka_unit_test(test_sched_admits_whole_prompts_first_fit),
         cmocka_unit_test(test_sched_preempts_the_newest_when_blocks_run_out),
+        cmocka_unit_test(test_sched_a_passed_over_prompt_waits_a_bounded_time),
+        cmocka_unit_test(test_sched_mixed_stream_serves_every_request_and_frees_every_block),
         cmocka_unit_test(test_engine_logits_match_the_reference_forward),
         cmocka_unit_test(test_engine_logits_of_a_whole_context),
         cmocka_unit_test(test_engine_greedy_equals_recomputing_and_alone_equals_batched),

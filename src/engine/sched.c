@@ -68,6 +68,7 @@ lb_status lb_sched_add(lb_sched *s, lb_seq *q, lb_err *err) {
     if (waiting_grow(s) != LB_OK) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
     q->state = LB_SEQ_WAITING;
     q->n_computed = 0;
+    q->passed = false;
     s->waiting[(s->head + s->n_waiting++) % s->cap_waiting] = q;
     return LB_OK;
 }
@@ -171,18 +172,21 @@ static bool plan_running(lb_sched *s, lb_seq *q, int32_t take, int32_t *budget) 
 }
 
 /* The waiting sequence to admit next with `budget` tokens left in a step, or -1: the
- * head when it fits whole; else the first later one that does (a prompt cut at the step's
- * end would run its rest in the next step through the paged kernel, attending over the
- * cache, slower than a whole prompt's attention); else the head cut to the budget when
- * it could never fit a step whole, or when the step holds no prompt tokens yet (so every
- * prompt progresses); else none (the rest of the budget stays unused). */
+ * head when it fits whole, or cut to the budget when a later prompt was admitted ahead of
+ * it in an earlier step (so no prompt is passed over in two steps); else the first later
+ * one that fits whole, looking no further than one already passed over (a prompt cut at
+ * the step's end would run its rest in the next step through the paged kernel, attending
+ * over the cache, slower than a whole prompt's attention); else the head cut to the budget
+ * when it could never fit a step whole, or when the step holds no prompt tokens yet (so
+ * every prompt progresses); else none (the rest of the budget stays unused). */
 static int32_t next_waiting(const lb_sched *s, int32_t budget, bool has_prompt) {
     const lb_seq *h = waiting_at(s, 0);
     const int32_t left = h->n_tokens - h->n_computed;
-    if (left <= budget) return 0;
+    if (left <= budget || h->passed) return 0;
     for (int32_t i = 1; i < s->n_waiting; i++) {
         const lb_seq *q = waiting_at(s, i);
         if (q->n_tokens - q->n_computed <= budget) return i;
+        if (q->passed) break;
     }
     return left > s->p.step_tokens || !has_prompt ? 0 : -1;
 }
@@ -206,6 +210,7 @@ int32_t lb_sched_plan(lb_sched *s) {
             else
                 has_prompt |= pass == 1;
         }
+    int32_t n_passed = 0; /* the waiting sequences a later one went ahead of this step */
     while (budget > 0 && s->n_waiting > 0 && s->n_running < s->p.max_seqs) {
         const int32_t at = next_waiting(s, budget, has_prompt);
         if (at < 0) break;
@@ -223,7 +228,11 @@ int32_t lb_sched_plan(lb_sched *s) {
         s->step_take[s->n_step++] = take;
         budget -= take;
         has_prompt = true;
+        n_passed = at >= n_passed ? at : n_passed - 1; /* those before q stay in front */
     }
+    /* they stay at the front of the queue; from the next step on none is passed again */
+    for (int32_t i = 0; i < n_passed; i++)
+        waiting_at(s, i)->passed = true;
     return s->n_step;
 }
 

@@ -8,9 +8,13 @@
  * leaves: chunked prefill), then admits waiting sequences in arrival order while the
  * budget, the batch size and the free blocks allow. A waiting prompt is cut to the budget
  * left only when it could never fit a step whole or the step holds no prompt tokens yet;
- * otherwise a later one that fits whole is admitted before it (first fit), or none. A
- * sequence whose n_computed reaches n_tokens in a step gets its next token sampled from
- * that step's logits.
+ * otherwise a later one that fits whole is admitted before it (first fit), or none. But a
+ * prompt is passed over in one step at most: once a later one went ahead of it, it is
+ * marked (lb_seq.passed), nothing is admitted ahead of it again, and at the head of the
+ * queue it is admitted first in the next step, whole or cut to the budget left (so the
+ * step stays full), or, when the blocks it needs are not free, nothing is. So a prompt's
+ * wait is bounded under any stream of later, shorter ones. A sequence whose n_computed
+ * reaches n_tokens in a step gets its next token sampled from that step's logits.
  *
  * When a running sequence needs a block and none is free, the most recently admitted
  * running sequence is preempted: its blocks are freed, n_computed goes back to 0 and it
@@ -42,6 +46,7 @@ typedef struct {
     int32_t n_blocks, cap_blocks;
     lb_seq_state state;
     int32_t preempted; /* times this sequence was preempted */
+    bool passed;       /* a later sequence was admitted ahead of it: none will be again */
     void *user;        /* the engine's request */
 } lb_seq;
 
