@@ -2,6 +2,7 @@
  * and a line naming it before anything is stored; a real run is stored with its raw
  * samples; Ctrl-C stores an interrupted run that keeps the steps measured. */
 #include <jansson.h>
+#include <math.h>
 #include <poll.h>
 #include <pty.h>
 #include <regex.h>
@@ -11,12 +12,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "core/clock.h"
 #include "test_util.h"
+#include "train/train.h"
 
 static char g_dir[64], g_db[128];
 static char out[1 << 20], err[1 << 16];
@@ -100,10 +104,97 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
                                   "--save-params", g_dir, "--db", g_db, NULL},
                  "is a folder: give a file name");
+    /* --scaling's list is judged before the machine is asked (this one may have no GPU),
+     * and in a sweep's check of its inputs too */
+    expect_usage(
+        (const char *[]){"train", "--model", "gpt2-tiny", "--scaling", "1,,2", "--db", g_db, NULL},
+        "--scaling 1,,2: expected a number at each comma");
+    expect_usage(
+        (const char *[]){"train", "--model", "gpt2-tiny", "--scaling", "1,2,2", "--db", g_db, NULL},
+        "--scaling 1,2,2: each count must be above the one before");
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--scaling", "1,2", "--device",
+                                  "cpu", "--db", g_db, NULL},
+                 "--scaling 1,2 starts one worker per GPU and --device cpu uses none");
+    setenv("LLMBENCH_CHECK_ARGS", "inputs", 1);
+    expect_usage(
+        (const char *[]){"train", "--model", "gpt2-tiny", "--scaling", "0,2", "--db", g_db, NULL},
+        "--scaling 0,2: a GPU count must be between 1 and 4096");
+    unsetenv("LLMBENCH_CHECK_ARGS");
     /* nothing was stored for any of them: not even a database was made */
     assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 1);
     assert_non_null(strstr(err, "no results database"));
 }
+
+/* --lora-alpha set through the library's params: a value that is not a positive number
+ * is refused, with or without a rank (it was taken for "unset" and became 16). */
+static void test_cli_train_lora_alpha_not_positive_is_refused(void **state) {
+    (void)state;
+    lb_model_config cfg;
+    lb_err e = {{0}};
+    assert_int_equal(lb_model_config_preset("llama-tiny", &cfg, &e), LB_OK);
+    const double bad[] = {-1.0, NAN};
+    for (int i = 0; i < 2; i++) {
+        lb_train_params p = lb_train_default_params();
+        p.device = LB_DEVICE_CPU, p.seq = 16, p.lora_alpha = bad[i];
+        assert_int_equal(lb_train_validate(&p, &cfg, &e), LB_ERR_USAGE);
+        assert_non_null(strstr(e.msg, "--lora-alpha needs --lora-rank R"));
+        p.lora_rank = 4;
+        assert_int_equal(lb_train_validate(&p, &cfg, &e), LB_ERR_USAGE);
+        assert_non_null(strstr(e.msg, "--lora-alpha must be a positive number"));
+    }
+}
+
+/* A model that fits nowhere: the advice offers --recompute only where it is not on yet. */
+static void test_cli_train_fit_advice_leaves_out_what_is_given(void **state) {
+    (void)state;
+    lb_model_config cfg;
+    lb_err e = {{0}};
+    assert_int_equal(lb_model_config_preset("llama3.1-8b", &cfg, &e), LB_OK);
+    lb_train_params p = lb_train_default_params();
+    p.device = LB_DEVICE_CUDA, p.precision = LB_PREC_BF16, p.seq = 1024, p.batch = 64;
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 2, 1e9, &e), LB_ERR_USAGE);
+    assert_non_null(strstr(e.msg, "no stage fits on up to 4096 GPUs: try a smaller --batch or "
+                                  "--recompute"));
+    p.recompute = true;
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 2, 1e9, &e), LB_ERR_USAGE);
+    assert_null(strstr(e.msg, "--recompute"));
+    assert_non_null(strstr(e.msg, "try a smaller --batch"));
+    assert_null(strchr(e.msg, '\n'));
+}
+
+#ifdef LB_HAVE_MPI
+/* An option that only a later rank was given (its key absent from rank 0's configuration)
+ * stops every rank before anything runs, named: rank 0 alone was compared, and the ranks
+ * went on to train different things. */
+static void test_cli_train_option_given_on_one_rank_only_stops_the_job(void **state) {
+    (void)state;
+    char db[160];
+    snprintf(db, sizeof db, "%s/agree.db", g_dir);
+    const char *argv[64] = {"mpirun", "--oversubscribe"};
+    int n = 2;
+    if (getuid() == 0) argv[n++] = "--allow-run-as-root";
+    const char *rest[] = {
+        "-np",        "1",           LB_TEST_BIN, "train",    "--device", "cpu",
+        "--model",    "llama-tiny",  "--seq",     "16",       "--steps",  "1",
+        "--warmup",   "0",           "--db",      db,         ":",        "-np",
+        "1",          LB_TEST_BIN,   "train",     "--device", "cpu",      "--model",
+        "llama-tiny", "--seq",       "16",        "--steps",  "1",        "--warmup",
+        "0",          "--lora-rank", "4",         "--db",     db,         NULL};
+    for (int i = 0; rest[i] != NULL; i++)
+        argv[n++] = rest[i];
+    argv[n] = NULL;
+    /* as CTest runs test_dp_mpi: Open MPI's own allocations at exit are not llmbench's leaks */
+    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 0);
+    setenv("LSAN_OPTIONS",
+           "suppressions=" LB_TEST_FIXTURES "/../lsan-mpi.supp:print_suppressions=0", 0);
+    int rc = lb_test_run_argv(argv, out, sizeof out, NULL);
+    if (rc != 2 || strstr(out, "llmbench train: rank 1 was started with --lora-rank 4 where rank 0 "
+                               "has (none): every rank needs the same options\n") == NULL)
+        fail_msg("exit %d: %.2000s", rc, out);
+    assert_int_equal(run((const char *[]){"results", "list", "--db", db, NULL}), 1);
+    assert_non_null(strstr(err, "no results database"));
+}
+#endif
 
 static void test_cli_train_tiny_model_runs_with_its_defaults(void **state) {
     (void)state;
@@ -448,6 +539,11 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_train_bad_input_exits_2_naming_it),
+        cmocka_unit_test(test_cli_train_lora_alpha_not_positive_is_refused),
+        cmocka_unit_test(test_cli_train_fit_advice_leaves_out_what_is_given),
+#ifdef LB_HAVE_MPI
+        cmocka_unit_test(test_cli_train_option_given_on_one_rank_only_stops_the_job),
+#endif
         cmocka_unit_test(test_cli_train_stores_run_with_raw_samples),
         cmocka_unit_test(test_cli_train_qlora_run_is_stored_with_its_figures),
         cmocka_unit_test(test_cli_train_sigint_stores_interrupted_run),

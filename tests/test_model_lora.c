@@ -87,7 +87,9 @@ static void test_lora_targets_parse_and_refuse(void **state) {
     assert_int_equal(targets("all", LB_FAMILY_LLAMA), 0x7f);
     assert_int_equal(targets("all", LB_FAMILY_GPT2), 0x7f & ~(1u << LB_LORA_GATE));
     expect_target_error("q,qq", LB_FAMILY_LLAMA, "unknown projection 'qq'");
-    expect_target_error("q,,v", LB_FAMILY_LLAMA, "unknown projection ''");
+    expect_target_error("q,,v", LB_FAMILY_LLAMA, "--lora-targets 'q,,v': an empty item");
+    expect_target_error(",", LB_FAMILY_LLAMA, "an empty item");
+    expect_target_error("all,q", LB_FAMILY_LLAMA, "all stands alone, not in a list");
     expect_target_error("v,k,v", LB_FAMILY_LLAMA, "'v' is named twice");
     expect_target_error("gate", LB_FAMILY_GPT2, "no gate projection");
     char buf[64];
@@ -113,7 +115,12 @@ static void test_lora_rank_is_checked_against_projections(void **state) {
     expect_check_error((lb_lora_config){33, 16.0f, 0x7f, LB_QUANT_NONE},
                        "--lora-rank 33 is larger than projection k of model llama-tiny (32 x 64)");
     expect_check_error((lb_lora_config){65, 16.0f, 1u << LB_LORA_Q, LB_QUANT_NONE}, "projection q");
+    /* the bound said is the narrowest target's, even where a wider one comes first */
+    expect_check_error((lb_lora_config){100000, 16.0f, 0x7f, LB_QUANT_NONE},
+                       "projection k of model llama-tiny (32 x 64): the rank must be at most 32");
     expect_check_error((lb_lora_config){4, 0.0f, 0x7f, LB_QUANT_NONE}, "--lora-alpha");
+    expect_check_error((lb_lora_config){4, INFINITY, 0x7f, LB_QUANT_NONE},
+                       "--lora-alpha must be a positive number, got inf");
 }
 
 static void tokens(const lb_model_config *cfg, int32_t *in, int32_t *tg) {

@@ -60,25 +60,36 @@ static double json_metric(const json_t *run, const char *name) {
     return NAN;
 }
 
-/* Parses "1,2,4": GPU counts from 1, increasing, each at most `present`; 0 on success. */
-static int parse_counts(const char *list, int present, int *n_out, int *counts, int max) {
+#define SCALING_MAX_GPUS 4096 /* as --gpus */
+
+/* Parses "1,2,4": GPU counts from 1, increasing, at most SCALING_MAX_GPUS, at most `max` of
+ * them; 0 on success, else 2 after the usage line. Checks the list alone, not this machine:
+ * run_scaling holds the counts against the GPUs present. */
+static int parse_counts(const char *list, int *n_out, int *counts, int max) {
     int n = 0;
     for (const char *c = list; *c != '\0';) {
         char *end = NULL;
         long v = strtol(c, &end, 10);
-        if (end == c || v < 1 || v > present || (n == 0 && v != 1) || (n > 0 && v <= counts[n - 1]))
-            return lb_args_usage_error(
-                "train",
-                "--scaling %s: expected GPU counts from 1 upwards, increasing, each at most the "
-                "%d GPU(s) here, such as 1,2,4",
-                list, present);
+        const char *why = end == c || *c < '0' || *c > '9' ? "expected a number at each comma"
+                          : v < 1 || v > SCALING_MAX_GPUS ? "a GPU count must be between 1 and 4096"
+                          : n == 0 && v != 1              ? "the first count must be 1, the base"
+                          : n > 0 && v <= counts[n - 1] ? "each count must be above the one before"
+                                                        : NULL;
+        if (why != NULL)
+            return lb_status_exit_code(lb_args_usage_error(
+                "train", "--scaling %s: %s; give increasing GPU counts from 1, such as 1,2,4", list,
+                why));
         if (n == max)
-            return lb_args_usage_error("train", "--scaling %s: at most %d GPU counts", list, max);
+            return lb_status_exit_code(
+                lb_args_usage_error("train", "--scaling %s: at most %d GPU counts", list, max));
         counts[n++] = (int)v;
         c = *end == ',' ? end + 1 : end;
         if ((*end != ',' && *end != '\0') || (*end == ',' && *c == '\0'))
-            return lb_args_usage_error("train",
-                                       "--scaling %s: expected numbers separated by commas", list);
+            return lb_status_exit_code(lb_args_usage_error(
+                "train",
+                "--scaling %s: expected a number at each comma; give increasing GPU "
+                "counts from 1, such as 1,2,4",
+                list));
     }
     *n_out = n;
     return 0;
@@ -111,10 +122,16 @@ int lb_cli_train_scaling_child(int argc, char **argv, const char *group, const c
  * Prints a line per count (with --json, every run's document in one array). */
 static int run_scaling(const char *list, int argc, char **argv, bool json_out, double grace_s) {
     int counts[16], n = 0, present = lb_devinfo_cuda_device_count();
+    if (parse_counts(list, &n, counts, 16) != 0) return 2;
     if (present == 0)
         return lb_status_exit_code(lb_args_usage_error(
             "train", "--scaling %s runs on GPUs and this machine has no usable GPU", list));
-    if (parse_counts(list, present, &n, counts, 16) != 0) return 2;
+    if (counts[n - 1] > present)
+        return lb_status_exit_code(
+            lb_args_usage_error("train",
+                                "--scaling %s: %d GPUs asked but this machine has %d: give counts "
+                                "of at most %d",
+                                list, counts[n - 1], present, present));
     char group[64], base[32] = "";
     snprintf(group, sizeof group, "scaling-%lld", (long long)time(NULL));
     char **child = calloc((size_t)argc + 8, sizeof *child);
@@ -323,6 +340,16 @@ int lb_cmd_train(int argc, char **argv) {
     if (scaling != NULL && gpus > 0 && !lb_cli_is_worker())
         return lb_status_exit_code(lb_args_usage_error(
             "train", "--scaling %s chooses the GPU counts: give it without --gpus", scaling));
+    if (scaling != NULL && !lb_cli_is_worker()) { /* the list, before the machine is asked */
+        int counts[16], n = 0;
+        if (parse_counts(scaling, &n, counts, 16) != 0) return 2;
+        if (p->device == LB_DEVICE_CPU)
+            return lb_status_exit_code(lb_args_usage_error(
+                "train",
+                "--scaling %s starts one worker per GPU and --device cpu uses none: on CPUs "
+                "start the ranks with mpirun -np N",
+                scaling));
+    }
     if (lb_args_checking_inputs()) {
         lb_err err = {{0}};
         lb_status st = lb_train_check_inputs(p, &err);

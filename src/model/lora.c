@@ -55,6 +55,11 @@ lb_status lb_lora_targets_parse(const char *s, lb_model_family family, unsigned 
         int found = -1;
         for (int t = 0; t < LB_LORA_N_TARGETS; t++)
             if (strlen(target_names[t]) == len && strncmp(p, target_names[t], len) == 0) found = t;
+        if (found < 0 && (len == 0 || (len == 3 && strncmp(p, "all", 3) == 0)))
+            return lb_fail(err, LB_ERR_USAGE,
+                           "--lora-targets '%s': %s; give all alone or a comma-separated list of "
+                           "q, k, v, o, gate, up, down",
+                           s, len == 0 ? "an empty item" : "all stands alone, not in a list");
         if (found < 0)
             return lb_fail(err, LB_ERR_USAGE,
                            "--lora-targets: unknown projection '%.*s' in '%s': expected a "
@@ -112,23 +117,27 @@ int64_t lb_lora_base_offset(const lb_param_offsets *o, const lb_lora_proj *p) {
 lb_status lb_lora_config_check(const lb_lora_config *lc, const lb_model_config *cfg, lb_err *err) {
     if (lc->rank < 1)
         return lb_fail(err, LB_ERR_USAGE, "--lora-rank must be at least 1, got %d", lc->rank);
-    if (!(lc->alpha > 0.0f))
-        return lb_fail(err, LB_ERR_USAGE, "--lora-alpha must be positive, got %g",
+    if (!(lc->alpha > 0.0f && isfinite(lc->alpha)))
+        return lb_fail(err, LB_ERR_USAGE, "--lora-alpha must be a positive number, got %g",
                        (double)lc->alpha);
     if ((lc->targets & lb_lora_all_targets(cfg->family)) == 0 ||
         (lc->targets & ~lb_lora_all_targets(cfg->family)))
         return lb_fail(err, LB_ERR_USAGE, "--lora-targets names no projection model %s has",
                        cfg->name);
+    /* the narrowest target bounds the rank: name it, so the bound said is the one that holds */
+    int least = -1, lim = 0;
+    lb_lora_proj at = {0};
     for (int t = 0; t < LB_LORA_N_TARGETS; t++) {
         if (!(lc->targets & (1u << t))) continue;
         lb_lora_proj p = lb_lora_projection(cfg, (lb_lora_target)t);
-        int lim = p.in < p.out ? p.in : p.out;
-        if (lc->rank > lim)
-            return lb_fail(err, LB_ERR_USAGE,
-                           "--lora-rank %d is larger than projection %s of model %s (%d x %d): "
-                           "the rank must be at most %d",
-                           lc->rank, target_names[t], cfg->name, p.out, p.in, lim);
+        int l = p.in < p.out ? p.in : p.out;
+        if (least < 0 || l < lim) least = t, lim = l, at = p;
     }
+    if (lc->rank > lim)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--lora-rank %d is larger than projection %s of model %s (%d x %d): "
+                       "the rank must be at most %d",
+                       lc->rank, target_names[least], cfg->name, at.out, at.in, lim);
     return LB_OK;
 }
 

@@ -81,7 +81,7 @@ lb_status lb_train_lora_config(const lb_train_params *p, const lb_model_config *
                        (long long)p->lora_rank);
     *out =
         (lb_lora_config){.rank = (int)p->lora_rank,
-                         .alpha = (float)(p->lora_alpha > 0 ? p->lora_alpha : LORA_DEFAULT_ALPHA),
+                         .alpha = (float)(p->lora_alpha == 0 ? LORA_DEFAULT_ALPHA : p->lora_alpha),
                          .quant = p->quant};
     LB_TRY(lb_lora_targets_parse(p->lora_targets ? p->lora_targets : "all", cfg->family,
                                  &out->targets, err));
@@ -145,7 +145,7 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
                        "--fp32-matmul %s applies to --precision fp32 only: %s products "
                        "already run on tensor cores",
                        lb_blas_fp32_mode_name(p->fp32_matmul), lb_precision_name(p->precision));
-    if (p->lora_rank == 0 && (p->lora_alpha > 0 || p->lora_targets || p->quant != LB_QUANT_NONE))
+    if (p->lora_rank == 0 && (p->lora_alpha != 0 || p->lora_targets || p->quant != LB_QUANT_NONE))
         return lb_fail(err, LB_ERR_USAGE,
                        "%s needs --lora-rank R: it applies to fine-tuning with adapters only",
                        p->quant != LB_QUANT_NONE ? "--quant nf4"
@@ -263,8 +263,34 @@ static void show_values(const json_t *v, const json_t *w, char **a, char **b) {
     }
 }
 
+/* Rank q's configuration key `key` against rank 0's: LB_OK when they agree, else the
+ * sentence naming the option (a key one of them lacks, such as --lora-rank given on one
+ * rank only, shows as "(none)" there). */
+static lb_status compare_key(const char *key, const json_t *mine, const json_t *theirs, int q,
+                             lb_err *err) {
+    const json_t *v = json_object_get(mine, key), *w = json_object_get(theirs, key);
+    if (rank_local_key(key) || (v != NULL && w != NULL && json_equal(v, w))) return LB_OK;
+    char *a = NULL, *b = NULL;
+    if (v != NULL)
+        show_values(v, w, &a, &b);
+    else
+        show_values(w, NULL, &b, &a);
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", key);
+    for (char *c = opt; *c; c++)
+        if (*c == '_') *c = '-';
+    lb_status st = lb_fail(err, LB_ERR_USAGE,
+                           "rank %d was started with %s %s where rank 0 has %s: every rank needs "
+                           "the same options",
+                           q, opt, b ? b : "(none)", a ? a : "(none)");
+    free(a);
+    free(b);
+    return st;
+}
+
 /* Rank 0: the verdict on every rank's "STATUS\nTEXT" (TEXT: the error sentence, or the
- * configuration as JSON). */
+ * configuration as JSON). Every key of either side is compared: rank 0's, then those only
+ * rank q has. */
 static lb_status judge(char **all, int ranks, lb_err *err) {
     json_t *mine = json_loads(strchr(all[0], '\n') + 1, 0, NULL);
     lb_status st = LB_OK;
@@ -275,26 +301,19 @@ static lb_status judge(char **all, int ranks, lb_err *err) {
             st = lb_fail(err, (lb_status)code, "rank %d: %s", q, text);
             break;
         }
-        json_t *theirs = q == 0 ? NULL : json_loads(text, 0, NULL);
+        if (q == 0) continue;
+        json_t *theirs = json_loads(text, 0, NULL);
         const char *key;
         json_t *v;
         json_object_foreach(mine, key, v) {
-            if (q == 0 || rank_local_key(key)) continue;
-            json_t *w = json_object_get(theirs, key);
-            if (w != NULL && json_equal(v, w)) continue;
-            char *a = NULL, *b = NULL;
-            show_values(v, w, &a, &b);
-            char opt[64];
-            snprintf(opt, sizeof opt, "--%s", key);
-            for (char *c = opt; *c; c++)
-                if (*c == '_') *c = '-';
-            st = lb_fail(err, LB_ERR_USAGE,
-                         "rank %d was started with %s %s where rank 0 has %s: every rank needs the "
-                         "same options",
-                         q, opt, b ? b : "(none)", a ? a : "?");
-            free(a);
-            free(b);
-            break;
+            if ((st = compare_key(key, mine, theirs, q, err)) != LB_OK) break;
+        }
+        if (st == LB_OK && json_is_object(theirs)) {
+            json_object_foreach(theirs, key, v) {
+                if (json_object_get(mine, key) == NULL &&
+                    (st = compare_key(key, mine, theirs, q, err)) != LB_OK)
+                    break;
+            }
         }
         json_decref(theirs);
     }
@@ -457,8 +476,8 @@ lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cf
     static const char *formula[2][4] = {{"16P", "4P + 12P/N", "2P + 14P/N", "16P/N"},
                                         {"16P", "8P + 8P/N", "4P + 12P/N", "16P/N"}};
     char advice[160];
-    snprintf(advice, sizeof advice,
-             "no stage fits on up to %d GPUs: try a smaller --batch or --recompute", FIT_MAX_GPUS);
+    snprintf(advice, sizeof advice, "no stage fits on up to %d GPUs: try a smaller --batch%s",
+             FIT_MAX_GPUS, p->recompute ? "" : " or --recompute");
     bool found = false;
     for (int n = ranks; n <= FIT_MAX_GPUS && !found; n++)
         for (int s = LB_ZERO_0; s <= LB_ZERO_3 && !found; s++) {
