@@ -7,8 +7,7 @@
  * more blocks than it counts refused, the logits of a whole context, and the sampler's
  * distributions (greedy at a temperature too small to divide by, a NaN logit never chosen
  * by it or the CPU's greedy, top_p keeping at least the likeliest token, every mode's
- * draws against a reference that sorts, ties at the cuts' edges included, and no sort of
- * a large vocabulary). */
+ * draws against a reference that sorts, ties at the cuts' edges included). */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>

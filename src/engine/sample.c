@@ -13,7 +13,8 @@
  *   bits (order-preserving buckets); from the top, the bucket where the mass reaches
  *   top_p is the only one whose candidates are ordered (select_mass), and the draw walks
  *   the vocabulary in id order up to the last token kept;
- * - a larger top_k: quickselect (partition around a median of three) moves the k best to
+ * - a larger top_k: quickselect (partition around a median of three; what is left after
+ *   2 log2 V partitions is sorted, partition_budget) moves the k best to
  *   the front, unordered, and a top_p cut among them is select_mass: partition, keep the
  *   part before the pivot whole when its mass does not reach what is missing, else look
  *   inside it.
@@ -100,10 +101,22 @@ static int32_t partition(cand *c, int32_t lo, int32_t hi) {
     return p;
 }
 
+/* How many partitions a range of n may take before what is left is sorted instead:
+ * quickselect is linear on average, but structured logits (a valley, ascending runs, equal
+ * values in id order) make the median of three a poor pivot again and again, quadratic
+ * (seconds a token at Llama 3's vocabulary); past 2 log2 n partitions qsort's n log n
+ * bounds it. */
+static int partition_budget(int32_t n) {
+    int depth = 0;
+    for (; n > 1; n >>= 1)
+        depth++;
+    return 2 * depth;
+}
+
 /* Moves the k best of c[0..n) to c[0..k), unordered (0 < k < n). */
 static void select_k(cand *c, int32_t n, int32_t k) {
     int32_t lo = 0, hi = n;
-    while (hi - lo >= SMALL_RANGE) {
+    for (int left = partition_budget(n); hi - lo >= SMALL_RANGE && left > 0; left--) {
         const int32_t p = partition(c, lo, hi);
         if (p == k || p == k - 1) return;
         if (p < k)
@@ -151,7 +164,7 @@ static int32_t select_mass(cand *c, int32_t n, double mx, double before_mass, do
                            double *mass) {
     int32_t lo = 0, hi = n; /* c[0..lo) are kept, of mass acc < target; the end is in (lo, hi] */
     double acc = before_mass;
-    while (hi - lo >= SMALL_RANGE) {
+    for (int left = partition_budget(n); hi - lo >= SMALL_RANGE && left > 0; left--) {
         const int32_t p = partition(c, lo, hi);
         double upper = 0.0;
         for (int32_t i = lo; i < p; i++)
