@@ -7,6 +7,7 @@
  * and checks what the ranks printed and how they ended. Expected values are computed here
  * from the inputs' formula, independently of commbench's checker. */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -441,6 +442,22 @@ static void spawn_rank(bool slurm, int rank, int world, int port, const char *ti
     spawn_rank_env(slurm, rank, world, port, timeout, NULL, pid, out_fd);
 }
 
+/* Waits up to s seconds until process pid catches signal sig (its handler installed, as
+ * /proc/PID/status's SigCgt mask shows); a signal sent before would end it by default. */
+static void wait_caught(pid_t pid, int sig, double s) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    for (int64_t end = lb_clock_now_ns() + (int64_t)(s * 1e9); lb_clock_now_ns() < end;) {
+        FILE *f = fopen(path, "r");
+        unsigned long long mask = 0;
+        while (f != NULL && fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "SigCgt: %llx", &mask) == 1) break;
+        if (f != NULL) fclose(f);
+        if (mask & (1ull << (sig - 1))) return;
+        usleep(10 * 1000);
+    }
+}
+
 /* The exit code of pid if it ends within s seconds; else it is killed and -1. */
 static int wait_code_within(pid_t pid, double s) {
     int status = 0;
@@ -572,13 +589,17 @@ static void test_comm_torchrun_variables_under_srun_win_over_slurms(void **state
 static void test_comm_signal_during_rendezvous_ends_it_at_once(void **state) {
     (void)state;
     int port = lb_launch_free_port(), nobody = lb_launch_free_port();
+    while (nobody == port)
+        nobody = lb_launch_free_port();
     const char *env[] = {"LB_TEST_SIGNALS=1", NULL};
     pid_t pids[3];
     int fds[3];
     spawn_rank_env(false, 0, 3, port, "30", env, &pids[0], &fds[0]); /* rank 2 never comes */
     spawn_rank_env(false, 1, 3, port, "30", env, &pids[1], &fds[1]);
     spawn_rank_env(false, 1, 2, nobody, "30", env, &pids[2], &fds[2]); /* no rank 0 at all */
-    usleep(800 * 1000);
+    for (int i = 0; i < 3; i++)
+        wait_caught(pids[i], SIGINT, 10);
+    usleep(300 * 1000); /* into the rendezvous (a signal before it is seen there too) */
     for (int i = 0; i < 3; i++)
         kill(pids[i], SIGINT);
     for (int i = 0; i < 3; i++) {
@@ -815,6 +836,9 @@ static int polling_worker(void) {
     lb_signals_install();
     printf("rank %s polling\n", getenv("RANK"));
     fflush(stdout);
+    char ready[256]; /* the test's sign that this rank's handlers are in place */
+    snprintf(ready, sizeof ready, "%s/%s", getenv("LB_TEST_READY_DIR"), getenv("RANK"));
+    close(open(ready, O_CREAT | O_WRONLY, 0600));
     for (int i = 0; i < 1000 && !lb_signals_interrupted(); i++)
         usleep(10 * 1000);
     if (!lb_signals_interrupted()) return 0;
@@ -825,29 +849,34 @@ static int polling_worker(void) {
 }
 
 /* Two --polling-worker workers under a launcher in a process group of its own (signals
- * installed, as llmbench's main does); once rank 0 polls, signo goes to the launcher alone
+ * installed, as llmbench's main does); once both poll, signo goes to the launcher alone
  * or to its whole group. Rank 0's output into out; returns the launcher's exit code. */
 static int signal_launcher(int signo, bool group, char *out, size_t cap) {
     int fd = nameless_file();
+    char dir[] = "/tmp/lbtest-readyXXXXXX", env_dir[64], f0[96], f1[96];
+    assert_non_null(mkdtemp(dir));
+    snprintf(env_dir, sizeof env_dir, "LB_TEST_READY_DIR=%s", dir);
+    snprintf(f0, sizeof f0, "%s/0", dir);
+    snprintf(f1, sizeof f1, "%s/1", dir);
     pid_t pid = fork();
     if (pid == 0) {
         lb_test_die_with_parent();
         setpgid(0, 0);
         lb_signals_install();
         char *const argv[] = {self_path, "--polling-worker", NULL};
-        lb_launch_params lp = {.n = 2, .argv = argv, .rank0_stdout = fd, .grace_s = 5};
+        const char *env[] = {env_dir, NULL};
+        lb_launch_params lp = {.n = 2, .argv = argv, .env = env, .rank0_stdout = fd, .grace_s = 5};
         lb_err err = {{0}};
         _exit(lb_launch_local(&lp, &err) & 0xff);
     }
-    char seen[256] = "";
-    for (int i = 0; i < 500 && strstr(seen, "rank 0 polling") == NULL; i++) {
+    for (int i = 0; i < 1000 && (access(f0, F_OK) != 0 || access(f1, F_OK) != 0); i++)
         usleep(10 * 1000);
-        ssize_t n = pread(fd, seen, sizeof seen - 1, 0);
-        seen[n > 0 ? n : 0] = '\0';
-    }
     kill(group ? -pid : pid, signo);
     int rc = wait_code_within(pid, 5);
     read_all(fd, out, cap);
+    unlink(f0);
+    unlink(f1);
+    rmdir(dir);
     return rc;
 }
 

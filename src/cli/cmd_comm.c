@@ -175,6 +175,19 @@ static lb_status judge_options(const char *mine, const char *theirs, int rank, l
                            rank, (int)lb, b, (int)la, a);
         b += b[lb] == '\n' ? lb + 1 : lb;
     }
+    if (*b != '\0') /* a line rank 0 lacks: another build of llmbench */
+        return lb_fail(err, LB_ERR_USAGE,
+                       "rank %d was started with %.*s, an option rank 0 does not have: every "
+                       "rank needs the same llmbench and options",
+                       rank, (int)strcspn(b, "\n"), b);
+    return LB_OK;
+}
+
+/* lb_boot_judge: the first rank whose options differ from rank 0's. */
+static lb_status judge_ranks_options(char *const *all, int n, void *ctx, lb_err *err) {
+    (void)ctx;
+    for (int q = 1; q < n; q++)
+        LB_TRY(judge_options(all[0], all[q], q, err));
     return LB_OK;
 }
 
@@ -183,23 +196,8 @@ static lb_status judge_options(const char *mine, const char *theirs, int rank, l
  * wrong: rank 0 compares every rank's options with its own before anything runs, and the
  * first that differs stops every rank, named with its value on both ranks. */
 static lb_status agree_options(lb_boot *boot, const char *mine, lb_err *err) {
-    int n = lb_boot_size(boot);
-    if (n == 1) return LB_OK;
-    char **all = NULL;
-    LB_TRY(lb_boot_gather_text(boot, mine, &all, err));
-    struct {
-        int32_t status;
-        char msg[LB_ERR_MSG_BYTES];
-    } verdict = {0};
-    for (int q = 1; all != NULL && q < n && verdict.status == LB_OK; q++) {
-        lb_err v = {{0}};
-        verdict.status = (int32_t)judge_options(mine, all[q], q, &v);
-        memcpy(verdict.msg, v.msg, sizeof verdict.msg);
-    }
-    lb_boot_strings_free(all, n);
-    LB_TRY(lb_boot_bcast(boot, &verdict, sizeof verdict, err));
-    if (verdict.status == LB_OK) return LB_OK;
-    return lb_fail(err, (lb_status)verdict.status, "%s", verdict.msg);
+    if (lb_boot_size(boot) == 1) return LB_OK;
+    return lb_boot_agree(boot, mine, judge_ranks_options, NULL, err);
 }
 
 int lb_cmd_comm(int argc, char **argv) {

@@ -25,10 +25,11 @@
 #include "core/clock.h"
 #include "core/signals.h"
 
-#define BOOT_MAGIC        0x6c62626fu /* "lbbo" */
+#define BOOT_MAGIC        0x6c62626cu /* "lbbl": its reply_msg carries a status */
 #define BOOT_DEFAULT_PORT 29500
 #define BOOT_STOP_TAG     0x6c62             /* MPI: a rank's stop notice to rank 0 */
 #define BOOT_HELLO_NS     (5 * 1000000000LL) /* rank 0 waits this long for a peer's hello */
+#define BOOT_ATTEMPT_NS   (5 * 1000000000LL) /* one connection attempt to one address */
 /* TCP: what a peer sends rank 0 after the rendezvous starts with one of these bytes */
 #define BOOT_DATA 'D' /* a gather's bytes follow */
 #define BOOT_STOP 'S' /* a stop notice, alone */
@@ -177,7 +178,11 @@ static int connect_one(const struct addrinfo *ai, int64_t deadline, char *why, s
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
         int ms = ms_left(deadline);
         int pr = poll(&pfd, 1, ms);
-        if (pr < 0 && errno == EINTR) continue;
+        if (pr < 0) {
+            e = errno;
+            if (e == EINTR) continue;
+            break;
+        }
         if (pr == 0) {
             if (ms > 0) continue;
             e = ETIMEDOUT;
@@ -210,7 +215,10 @@ static int connect_to(const char *addr, int port, int64_t deadline, char *why, s
             snprintf(why, why_len, "%s", gai_strerror(gai));
         } else {
             for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-                int fd = connect_one(ai, deadline, why, why_len);
+                /* an attempt gets BOOT_ATTEMPT_NS at most: an address that never answers
+                 * (filtered IPv6 of a dual-stack host) leaves time for the next one */
+                int64_t by = lb_clock_now_ns() + BOOT_ATTEMPT_NS;
+                int fd = connect_one(ai, by < deadline ? by : deadline, why, why_len);
                 if (fd >= 0 || fd == -2) {
                     freeaddrinfo(res);
                     return fd;
@@ -709,6 +717,26 @@ lb_status lb_boot_gather_text(lb_boot *b, const char *mine, char ***all, lb_err 
     free(flat);
     free(lens);
     return st;
+}
+
+lb_status lb_boot_agree(lb_boot *b, const char *mine, lb_boot_judge judge, void *ctx, lb_err *err) {
+    char **all = NULL;
+    lb_err gerr = {{0}};
+    lb_status st = lb_boot_gather_text(b, mine, &all, &gerr);
+    struct {
+        int32_t status;
+        char msg[LB_ERR_MSG_BYTES];
+    } verdict = {0};
+    if (st == LB_OK && all != NULL) {
+        lb_err v = {{0}};
+        verdict.status = (int32_t)judge(all, b->size, ctx, &v);
+        memcpy(verdict.msg, v.msg, sizeof verdict.msg);
+    }
+    lb_boot_strings_free(all, b->size);
+    if (st == LB_OK) st = lb_boot_bcast(b, &verdict, sizeof verdict, &gerr);
+    if (st != LB_OK) return lb_fail(err, st, "%s", gerr.msg);
+    if (verdict.status == LB_OK) return LB_OK;
+    return lb_fail(err, (lb_status)verdict.status, "%s", verdict.msg);
 }
 
 lb_status lb_boot_barrier(lb_boot *b, lb_err *err) {

@@ -12,7 +12,8 @@
  *   3. Slurm's variables without MPI (SLURM_PROCID, SLURM_STEP_NUM_TASKS), for Slurm builds
  *      without PMIx: the rendezvous is at MASTER_ADDR (default SLURM_LAUNCH_NODE_IPADDR,
  *      the node srun ran on) and MASTER_PORT (default 29500);
- *   4. otherwise one rank alone (RANK or WORLD_SIZE alone is refused, naming both).
+ *   4. otherwise one rank alone (RANK or WORLD_SIZE alone, without Slurm's variables, is
+ *      refused, naming both).
  * Without MPI the control plane is TCP: rank 0 listens on MASTER_PORT, every other rank
  * connects to MASTER_ADDR:MASTER_PORT (retrying until the deadline, since rank 0 may start
  * last) and says its rank and world size; rank 0 answers once all have come. A world size
@@ -79,6 +80,12 @@ lb_status lb_boot_gather(lb_boot *b, const void *mine, size_t bytes, void *all, 
  * copies of each rank's text), which it frees with lb_boot_strings_free; NULL elsewhere. */
 lb_status lb_boot_gather_text(lb_boot *b, const char *mine, char ***all, lb_err *err);
 void lb_boot_strings_free(char **all, int n);
+/* Rank 0's judgement of every rank's text, on every rank: the texts are gathered, judge
+ * runs on rank 0 over all of them (all[q] is rank q's; its status and err's message are
+ * the verdict), and the verdict is broadcast; every rank returns it (LB_OK: the ranks
+ * agree), or the gather's or broadcast's failure. Collective. */
+typedef lb_status (*lb_boot_judge)(char *const *all, int n, void *ctx, lb_err *err);
+lb_status lb_boot_agree(lb_boot *b, const char *mine, lb_boot_judge judge, void *ctx, lb_err *err);
 /* Every rank has reached it. */
 lb_status lb_boot_barrier(lb_boot *b, lb_err *err);
 

@@ -88,5 +88,6 @@ void lb_signals_raise(int signo) {
 }
 
 void lb_signals_pass_on(int pid) {
-    if (g_signal != 0) sigqueue((pid_t)pid, (int)g_signal, (union sigval){.sival_int = 0});
+    if (g_signal == SIGINT || g_signal == SIGTERM) /* a SIGPIPE is this process's own output */
+        sigqueue((pid_t)pid, (int)g_signal, (union sigval){.sival_int = 0});
 }

@@ -23,7 +23,8 @@ bool lb_signals_interrupted(void);
 int lb_signals_received(void);    /* the signal received, 0 if none */
 void lb_signals_reset(void);      /* for tests */
 void lb_signals_raise(int signo); /* sets the flag as if signo arrived (tests, drivers) */
-/* Sends the signal received (none: nothing) to child process pid as a copy: its handler
+/* Sends the SIGINT or SIGTERM received (another, or none: nothing; a SIGPIPE concerns this
+ * process's own output) to child process pid as a copy: its handler
  * takes it as a first signal, never as the second that exits at once, since the child may
  * have received the same signal itself (a Ctrl-C reaches a terminal's whole process group;
  * `kill PID` or a container's stop only the one process). A launcher passes on what

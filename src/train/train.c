@@ -288,10 +288,11 @@ static lb_status compare_key(const char *key, const json_t *mine, const json_t *
     return st;
 }
 
-/* Rank 0: the verdict on every rank's "STATUS\nTEXT" (TEXT: the error sentence, or the
- * configuration as JSON). Every key of either side is compared: rank 0's, then those only
- * rank q has. */
-static lb_status judge(char **all, int ranks, lb_err *err) {
+/* lb_boot_judge on rank 0: the verdict on every rank's "STATUS\nTEXT" (TEXT: the error
+ * sentence, or the configuration as JSON). Every key of either side is compared: rank 0's,
+ * then those only rank q has. */
+static lb_status judge(char *const *all, int ranks, void *ctx, lb_err *err) {
+    (void)ctx;
     json_t *mine = json_loads(strchr(all[0], '\n') + 1, 0, NULL);
     lb_status st = LB_OK;
     for (int q = 0; q < ranks && st == LB_OK; q++) {
@@ -341,24 +342,9 @@ lb_status lb_train_agree(const lb_train_params *p, const lb_model_config *cfg, l
     snprintf(text, cap, "%d\n%s", (int)local,
              local == LB_OK ? (cfg_text ? cfg_text : "{}") : err->msg);
     free(cfg_text);
-    char **all = NULL;
-    lb_err gerr = {{0}};
-    lb_status st = lb_boot_gather_text(p->boot, text, &all, &gerr);
+    lb_status st = lb_boot_agree(p->boot, text, judge, NULL, err);
     free(text);
-    struct {
-        int32_t status;
-        char msg[LB_ERR_MSG_BYTES];
-    } verdict = {0};
-    if (st == LB_OK && all != NULL) {
-        lb_err v = {{0}};
-        verdict.status = (int32_t)judge(all, ranks, &v);
-        memcpy(verdict.msg, v.msg, sizeof verdict.msg);
-    }
-    lb_boot_strings_free(all, ranks);
-    if (st == LB_OK) st = lb_boot_bcast(p->boot, &verdict, sizeof verdict, &gerr);
-    if (st != LB_OK) return lb_fail(err, st, "%s", gerr.msg);
-    if (verdict.status == LB_OK) return LB_OK;
-    return lb_fail(err, (lb_status)verdict.status, "%s", verdict.msg);
+    return st;
 }
 
 /* Rank 0: the series of `ranks` ranks' records rec[q][step][LB_REC_N]. */
