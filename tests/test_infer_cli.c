@@ -477,7 +477,8 @@ static void test_infer_cli_refuses_percentiles_with_an_empty_or_repeated_level(v
     expect_refused_before_running(twice, fresh, "got '75,99.5,75'");
 }
 
-/* --slo with a key given twice is refused (the last value used to win silently); a long
+/* --slo with a key given twice or an empty item is refused (the last value used to win
+ * silently; "ttft_ms=1," passed); a long
  * --slo is read whole (it was cut at 127 bytes: ttft_ms=0..01.5 became 1). */
 static void test_infer_cli_refuses_a_repeated_slo_key_and_reads_a_long_one_whole(void **state) {
     (void)state;
@@ -500,6 +501,9 @@ static void test_infer_cli_refuses_a_repeated_slo_key_and_reads_a_long_one_whole
                                  fresh,
                                  NULL};
     expect_refused_before_running(twice, fresh, "--slo 'ttft_ms=1,ttft_ms=3' gives ttft_ms twice");
+    const char *const empty[] = {"infer", "--model", dir,          "--device", "cpu", "--synthetic",
+                                 "2",     "--slo",   "ttft_ms=1,", "--db",     fresh, NULL};
+    expect_refused_before_running(empty, fresh, "without empty items, got 'ttft_ms=1,'");
     char slo[200] = "ttft_ms=";
     memset(slo + 8, '0', 118);
     snprintf(slo + 126, sizeof slo - 126, "1.5,tpot_ms=2");

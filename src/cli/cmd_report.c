@@ -16,7 +16,7 @@
 
 /* A group named by its ids ("12,13,12") named again by those it kept ("12,13"). */
 static void relabel_ids(lb_run_group *grp) {
-    if (strspn(grp->label, "0123456789,") != strlen(grp->label)) return; /* a cell, a bench */
+    if (!grp->by_ids) return; /* a sweep's cell, a benchmark */
     size_t len = 0;
     grp->label[0] = '\0';
     for (size_t i = 0; i < grp->n && len < sizeof grp->label; i++)

@@ -53,8 +53,15 @@ static lb_status parse_percentiles(const char *command, const char *text, lb_loa
     return LB_OK;
 }
 
-/* --slo ttft_ms=X,tpot_ms=Y: each key at most once, the whole text whatever its length. */
+/* --slo ttft_ms=X,tpot_ms=Y: each key at most once, no empty item, the whole text whatever
+ * its length. */
 static lb_status parse_slo(const char *command, const char *text, lb_constraints *c) {
+    const size_t len = strlen(text);
+    if (len == 0 || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,") != NULL)
+        return lb_args_usage_error(command,
+                                   "--slo expects ttft_ms=X,tpot_ms=Y without empty items, got "
+                                   "'%s'",
+                                   text);
     char *buf = strdup(text);
     if (buf == NULL) {
         fprintf(stderr, "llmbench %s: out of memory\n", command);

@@ -43,6 +43,7 @@ static bool all_ids(const char *spec) {
 static lb_status select_ids(lb_store *s, const char *spec, lb_run_set *out, lb_err *err) {
     lb_run_group *g = add_group(out, spec);
     if (g == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to load runs");
+    g->by_ids = true;
     for (const char *p = spec; *p;) {
         char *end = NULL;
         errno = 0;

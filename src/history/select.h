@@ -17,6 +17,7 @@
 
 typedef struct {
     char label[256]; /* the cell's label for a sweep, "12,13" for ids */
+    bool by_ids;     /* named by its ids (the label is the spec "12,13") */
     lb_result **runs;
     int64_t *ids;
     size_t n;

@@ -969,7 +969,7 @@ lb_status lb_loadgen_run_sut(const lb_loadgen_params *p, const lb_dataset *ds, c
     s->schedule_seed = p->schedule_seed;
     s->qsl_seed = p->qsl_seed;
     s->n_total_samples = ds->n;
-    s->n_samples = R.subset ? R.n_order : ds->n;
+    s->n_samples = R.subset ? (size_t)R.set_queries : ds->n; /* samples (turns) both ways */
     /* The run's own counts: what the replicas did in the warm-up is subtracted. */
     const lb_replica *reps = sut->ops->replicas(sut->self, &s->n_replicas);
     memcpy(s->replicas, reps, s->n_replicas * sizeof *reps);
