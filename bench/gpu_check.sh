@@ -65,7 +65,7 @@ for part in $PARTS; do
     comm)
         [ "$n_gpus" -ge 2 ] || continue
         timeout 120 "$X" comm all --gpus 2 -c 1 --db "$O/comm.db" >"$O/comm.txt" 2>&1
-        note "comm all --gpus 2 exit $?: wrong column sum $(awk '/wrong/{next} {w+=$(NF)} END{print w+0}' "$O/comm.txt")" ;;
+        note "comm all --gpus 2 exit $?: $(grep -h "Out of bounds values" "$O/comm.txt" | tr -s ' ' | tr '\n' ';')" ;;
     serve)
         serve_start
         timeout 120 "$X" load --endpoint "http://127.0.0.1:$port" --synthetic 64 --qps 20 --max-tokens 64 \

@@ -183,10 +183,6 @@ static void test_cli_train_option_given_on_one_rank_only_stops_the_job(void **st
     for (int i = 0; rest[i] != NULL; i++)
         argv[n++] = rest[i];
     argv[n] = NULL;
-    /* as CTest runs test_dp_mpi: Open MPI's own allocations at exit are not llmbench's leaks */
-    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 0);
-    setenv("LSAN_OPTIONS",
-           "suppressions=" LB_TEST_FIXTURES "/../lsan-mpi.supp:print_suppressions=0", 0);
     int rc = lb_test_run_argv(argv, out, sizeof out, NULL);
     if (rc != 2 || strstr(out, "llmbench train: rank 1 was started with --lora-rank 4 where rank 0 "
                                "has (none): every rank needs the same options\n") == NULL)

@@ -1087,7 +1087,7 @@ static void test_comm_cli_ranks_with_different_options_are_refused(void **state)
                               "--backend",
                               "mpi",
                               "--comm-timeout",
-                              "20",
+                              "120",
                               "--db",
                               db,
                               NULL};
@@ -1099,7 +1099,9 @@ static void test_comm_cli_ranks_with_different_options_are_refused(void **state)
     int rc = lb_test_run_argv(argv, out, sizeof out, &seconds);
     bool stored = access(db, F_OK) == 0;
     lb_test_rmtree(dir);
-    if (rc != 2 || seconds > 15 || stored ||
+    /* before anything runs: well within the 120 s the old meeting in wrong calls took (four
+     * ranks start in 18 s under AddressSanitizer on two busy cores) */
+    if (rc != 2 || seconds > 60 || stored ||
         count(out, "llmbench comm: rank 2 was started with -n 4 where rank 0 has -n 3: every rank "
                    "needs the same options\n") != 1 ||
         strstr(out, "started with -b") != NULL)

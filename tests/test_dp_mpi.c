@@ -814,7 +814,7 @@ static void hang(int sig) {
 }
 
 /* One rank of the job of test_train_cli_hung_rank_fails_the_run_naming_it, with the
- * options its llmbench ranks were given: trains with them, and after five seconds stops in the
+ * options its llmbench ranks were given: trains with them, and after 15 seconds stops in the
  * middle of whatever step it is in, as a rank whose node hangs. */
 static int hang_worker(void) {
     lb_boot *boot = NULL;
@@ -836,7 +836,7 @@ static int hang_worker(void) {
         return 1;
     }
     signal(SIGALRM, hang);
-    alarm(5);
+    alarm(15); /* steps first, even under AddressSanitizer on two busy cores */
     lb_result *r = lb_result_new("train", "hang");
     lb_train_run(&p, r, &err);
     return 1; /* not reached: the others' deadline ends the job */
