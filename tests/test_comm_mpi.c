@@ -685,22 +685,55 @@ static void test_comm_one_slurm_task_needs_no_master_address(void **state) {
     if (rc != 0 || strstr(out, "rank 0 of 1: ok") == NULL) fail_msg("ended with %d: %s", rc, out);
 }
 
+/* A world size or rank that does not fit is named by the variable it was read from:
+ * Slurm's were named as torchrun's RANK and WORLD_SIZE. */
 static void test_comm_mismatched_world_size_is_a_usage_error(void **state) {
     (void)state;
+    for (int slurm = 0; slurm < 2; slurm++) {
+        int port = lb_launch_free_port();
+        pid_t p0, p1;
+        int f0, f1;
+        spawn_rank(slurm, 0, 2, port, "10", &p0, &f0);
+        usleep(200 * 1000);
+        spawn_rank(slurm, 1, 3, port, "10", &p1, &f1);
+        char out0[1024], out1[1024], want1[64], want0[64];
+        int rc0 = wait_code(p0), rc1 = wait_code(p1);
+        read_all(f0, out0, sizeof out0);
+        read_all(f1, out1, sizeof out1);
+        const char *world = slurm ? "SLURM_STEP_NUM_TASKS" : "WORLD_SIZE";
+        snprintf(want1, sizeof want1, "has %s=3, rank 0 on", world);
+        snprintf(want0, sizeof want0, "has %s=2;", world);
+        assert_int_equal(rc0, 2);
+        assert_int_equal(rc1, 2);
+        for (int r = 0; r < 2; r++) {
+            const char *out = r ? out1 : out0;
+            if (strstr(out, "the world size differs between ranks: rank 1 on") == NULL ||
+                strstr(out, want1) == NULL || strstr(out, want0) == NULL ||
+                (slurm && strstr(out, "WORLD_SIZE") != NULL))
+                fail_msg("rank %d (%s): %s", r, slurm ? "slurm" : "torchrun", out);
+        }
+    }
+}
+
+static void test_comm_slurm_rank_taken_twice_is_named_as_slurm_procid(void **state) {
+    (void)state;
     int port = lb_launch_free_port();
-    pid_t p0, p1;
-    int f0, f1;
-    spawn_rank(false, 0, 2, port, "10", &p0, &f0);
+    pid_t p[3];
+    int f[3];
+    spawn_rank(true, 0, 3, port, "10", &p[0], &f[0]);
     usleep(200 * 1000);
-    spawn_rank(false, 1, 3, port, "10", &p1, &f1);
-    char out0[1024], out1[1024];
-    int rc0 = wait_code(p0), rc1 = wait_code(p1);
-    read_all(f0, out0, sizeof out0);
-    read_all(f1, out1, sizeof out1);
+    spawn_rank(true, 1, 3, port, "10", &p[1], &f[1]);
+    usleep(200 * 1000);
+    spawn_rank(true, 1, 3, port, "10", &p[2], &f[2]);
+    char out[1024];
+    int rc0 = wait_code(p[0]);
+    read_all(f[0], out, sizeof out);
+    for (int r = 1; r < 3; r++)
+        wait_code(p[r]);
     assert_int_equal(rc0, 2);
-    assert_int_equal(rc1, 2);
-    assert_non_null(strstr(out0, "WORLD_SIZE differs between ranks: rank 1"));
-    assert_non_null(strstr(out1, "says 3, rank 0"));
+    if (strstr(out, "SLURM_PROCID=1 (from ") == NULL || strstr(out, "is taken twice") == NULL ||
+        strstr(out, "RANK") != NULL)
+        fail_msg("%s", out);
 }
 
 static void test_comm_unreachable_master_is_named_with_its_port(void **state) {
@@ -1197,6 +1230,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_silent_connection_does_not_hold_up_the_rendezvous),
         cmocka_unit_test(test_comm_one_slurm_task_needs_no_master_address),
         cmocka_unit_test(test_comm_mismatched_world_size_is_a_usage_error),
+        cmocka_unit_test(test_comm_slurm_rank_taken_twice_is_named_as_slurm_procid),
         cmocka_unit_test(test_comm_unreachable_master_is_named_with_its_port),
         cmocka_unit_test(test_comm_local_launcher_starts_ranks_that_meet),
         cmocka_unit_test(test_comm_free_port_is_below_the_ephemeral_range),

@@ -46,7 +46,7 @@ static void test_dataset_cnn_bad_field_names_file_record_and_field(void **state)
     const char *text = "[{\"input\": \"ok\"}, {\"input\": 42}]";
     assert_int_equal(parse(lb_dataset_parse_cnn, text, &ds, &err), LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "data.json"));
-    assert_non_null(strstr(err.msg, "record 1"));
+    assert_non_null(strstr(err.msg, "record 2"));
     assert_non_null(strstr(err.msg, "\"input\""));
     assert_non_null(strstr(err.msg, "an integer"));
     assert_int_equal(ds.n, 0);
@@ -59,7 +59,7 @@ static void test_dataset_cnn_bad_field_names_file_record_and_field(void **state)
     assert_int_equal(
         parse(lb_dataset_parse_cnn, "[{\"input\": \"x\", \"tok_input\": []}]", &ds, &err),
         LB_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "record 0: field \"tok_input\" must be a non-empty array"));
+    assert_non_null(strstr(err.msg, "record 1: field \"tok_input\" must be a non-empty array"));
     assert_int_equal(parse(lb_dataset_parse_cnn, "{\"input\": \"x\"}", &ds, &err), LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "array"));
     assert_int_equal(parse(lb_dataset_parse_cnn, "[{\"input\": \"x\"", &ds, &err), LB_ERR_FORMAT);
@@ -134,23 +134,51 @@ static void test_dataset_text_with_nul_is_refused_by_name(void **state) {
                            "[{\"input\": \"a\"}, {\"input\": \"\\u0000b\", \"output\": \"c\"}]",
                            &ds, &err),
                      LB_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "record 1: field \"input\""));
+    assert_non_null(strstr(err.msg, "record 2: field \"input\""));
     assert_int_equal(
         parse(lb_dataset_parse_cnn, "[{\"input\": \"a\", \"output\": \"c\\u0000\"}]", &ds, &err),
         LB_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "record 0: field \"output\""));
+    assert_non_null(strstr(err.msg, "record 1: field \"output\""));
     assert_int_equal(parse(lb_dataset_parse_sharegpt,
                            "[{\"conversations\": [{\"from\": \"human\", \"value\": \"Q\"},"
                            " {\"from\": \"gpt\", \"value\": \"A\\u0000\"}]}]",
                            &ds, &err),
                      LB_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "record 0: turn 1: field \"value\""));
+    assert_non_null(strstr(err.msg, "record 1: turn 2: field \"value\""));
     assert_non_null(strstr(err.msg, "NUL"));
     /* A NUL-free text still parses. */
     assert_int_equal(parse(lb_dataset_parse_jsonl, "{\"prompt\": \"Hi\\u0001there\"}", &ds, &err),
                      LB_OK);
     assert_int_equal(strlen(ds.samples[0].prompt), 8);
     lb_dataset_free(&ds);
+}
+
+/* The third record is record 3 in every format, as the third JSONL line is line 3: the
+ * JSON arrays counted their records (and ShareGPT its turns) from 0. */
+static void test_dataset_errors_count_records_from_1_as_jsonl_lines(void **state) {
+    (void)state;
+    lb_dataset ds;
+    lb_err err = {""};
+    assert_int_equal(parse(lb_dataset_parse_jsonl,
+                           "{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n{\"prompt\": 3}\n", &ds,
+                           &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "data.json: line 3: field \"prompt\" must be a string"));
+    assert_int_equal(
+        parse(lb_dataset_parse_cnn, "[{\"input\": \"a\"}, {\"input\": \"b\"}, 3]", &ds, &err),
+        LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "data.json: record 3 must be an object, got an integer"));
+    assert_int_equal(parse(lb_dataset_parse_sharegpt,
+                           "[{\"conversations\": []}, {\"conversations\": []},"
+                           " {\"conversations\": 3}]",
+                           &ds, &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "data.json: record 3: field \"conversations\""));
+    assert_int_equal(parse(lb_dataset_parse_sharegpt_turns,
+                           "[{\"conversations\": [{\"from\": \"human\", \"value\": 1}]}]", &ds,
+                           &err),
+                     LB_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "data.json: record 1: turn 1: field \"value\""));
 }
 
 static void test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones(void **state) {
@@ -176,7 +204,7 @@ static void test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones(void
                            "[{\"conversations\": [{\"from\": \"human\", \"value\": 3}]}]", &ds,
                            &err),
                      LB_ERR_FORMAT);
-    assert_non_null(strstr(err.msg, "record 0: turn 0"));
+    assert_non_null(strstr(err.msg, "record 1: turn 1"));
     assert_int_equal(parse(lb_dataset_parse_sharegpt, "[{\"id\": 1}]", &ds, &err), LB_ERR_FORMAT);
     assert_non_null(strstr(err.msg, "conversations"));
 }
@@ -420,6 +448,7 @@ int main(void) {
         cmocka_unit_test(test_dataset_jsonl_reads_prompt_reference_and_max_tokens),
         cmocka_unit_test(test_dataset_jsonl_bad_line_is_named),
         cmocka_unit_test(test_dataset_text_with_nul_is_refused_by_name),
+        cmocka_unit_test(test_dataset_errors_count_records_from_1_as_jsonl_lines),
         cmocka_unit_test(test_dataset_sharegpt_takes_first_exchange_and_skips_short_ones),
         cmocka_unit_test(test_dataset_sharegpt_turns_chain_a_conversation),
         cmocka_unit_test(test_dataset_synthetic_is_seeded_and_follows_lengths),

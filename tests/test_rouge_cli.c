@@ -211,7 +211,7 @@ static void test_rouge_cli_malformed_jsonl_names_file_and_line(void **state) {
         rouge(write_tmp("nofield.jsonl", "\"a\"\n{\"summary\": \"b\"}\n\"c\"\n"), r, NULL), 2);
     expect_one_line_error("nofield.jsonl:2: object has none of the fields \"prediction\"");
     assert_int_equal(rouge(write_tmp("num.jsonl", "{\"text\": 5}\n\"b\"\n\"c\"\n"), r, NULL), 2);
-    expect_one_line_error("num.jsonl:1: field \"text\" is a number, expected a string");
+    expect_one_line_error("num.jsonl:1: field \"text\" is an integer, expected a string");
     assert_int_equal(rouge(write_tmp("arr.jsonl", "\"a\"\n[1]\n\"c\"\n"), r, NULL), 2);
     expect_one_line_error("arr.jsonl:2: a record must be a JSON string or object, got an array");
     assert_int_equal(rouge(r, write_tmp("arr.json", "[\"a\", 7, \"c\"]"), NULL), 2);

@@ -1148,6 +1148,53 @@ static void test_serve_refuses_logprobs_echo_and_unknown_fields(void **state) {
     stop(&f);
 }
 
+/* A field refused for its value names the value it got: a number or true/false as sent,
+ * anything else by its type. max_completion_tokens is refused under its own name. */
+static void test_serve_refusals_name_the_value_given(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    static const struct {
+        const char *path, *body, *want;
+    } cases[] = {
+        {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":0}",
+         "'max_tokens' must be an integer >= 1, got 0"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":\"9\"}",
+         "'max_tokens' must be an integer >= 1, got a string"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_completion_tokens\":-3}",
+         "'max_completion_tokens' must be an integer >= 1, got -3"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"n\":2}", "only 'n' = 1 is supported, got 2"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"best_of\":3}",
+         "only 'best_of' = 1 is supported, got 3"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"stream\":\"yes\"}",
+         "'stream' must be true or false, got a string"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"stream_options\":[]}",
+         "'stream_options' must be an object, got an array"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"model\":5}", "'model' must be a string, got 5"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"stop\":false}",
+         "'stop' must be a string or an array of strings, got false"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"stop\":[\"x\",7]}",
+         "every 'stop' sequence must be a string of 1 to 32 bytes, got 7"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"stop\":\"\"}",
+         "every 'stop' sequence must be a string of 1 to 32 bytes, got 0 bytes"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"stop\":\"123456789012345678901234567890123\"}",
+         "every 'stop' sequence must be a string of 1 to 32 bytes, got 33 bytes"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        reply r;
+        post(f.port, cases[i].path, cases[i].body, &r);
+        json_t *j = parse(r.body);
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        if (r.status != 400 || msg == NULL || strcmp(msg, cases[i].want) != 0)
+            fail_msg("%s: %ld %s", cases[i].body, r.status, r.body);
+        json_decref(j);
+        reply_free(&r);
+    }
+    stop(&f);
+}
+
 /* An error body that quotes the request stays JSON a strict client reads: the raw bytes
  * 0xff 0xfe of a path are '?', and an unknown field's name is cut between characters. */
 static void test_serve_error_bodies_are_utf8_json(void **state) {
@@ -1193,6 +1240,7 @@ int main(void) {
         cmocka_unit_test(test_serve_stream_ended_by_the_source_finishes_with_stop),
         cmocka_unit_test(test_serve_prompt_batch_gets_one_choice_a_prompt),
         cmocka_unit_test(test_serve_refuses_logprobs_echo_and_unknown_fields),
+        cmocka_unit_test(test_serve_refusals_name_the_value_given),
         cmocka_unit_test(test_serve_error_bodies_are_utf8_json),
         cmocka_unit_test(test_serve_large_prompt_counts_every_word),
         cmocka_unit_test(test_serve_stream_sends_one_chunk_per_token_then_usage_then_done),

@@ -461,7 +461,7 @@ static void test_serve_engine_request_ignore_eos_generates_max_tokens(void **sta
 }
 
 /* Sampling fields of the wrong type or out of range were accepted (and ignored): each is
- * a 400 naming the field and what it may be. */
+ * a 400 naming the field, what it may be and the value it got. */
 static void test_serve_engine_refuses_bad_sampling_fields(void **state) {
     (void)state;
     fixture f;
@@ -469,18 +469,23 @@ static void test_serve_engine_refuses_bad_sampling_fields(void **state) {
     static const struct {
         const char *field, *want;
     } bad[] = {
-        {"\"temperature\":-1", "'temperature' must be a number >= 0"},
-        {"\"temperature\":\"hot\"", "'temperature' must be a number >= 0"},
-        {"\"temperature\":true", "'temperature' must be a number >= 0"},
-        {"\"top_p\":0", "'top_p' must be a number in (0, 1]"},
-        {"\"top_p\":1.5", "'top_p' must be a number in (0, 1]"},
-        {"\"top_p\":[0.5]", "'top_p' must be a number in (0, 1]"},
-        {"\"top_k\":\"x\"", "'top_k' must be an integer: -1 or 0 (no cut) or >= 1"},
-        {"\"top_k\":-2", "'top_k' must be an integer: -1 or 0 (no cut) or >= 1"},
-        {"\"top_k\":2.5", "'top_k' must be an integer: -1 or 0 (no cut) or >= 1"},
-        {"\"seed\":1.5", "'seed' must be an integer"},
-        {"\"seed\":\"3\"", "'seed' must be an integer"},
-        {"\"ignore_eos\":1", "'ignore_eos' must be true or false"},
+        {"\"temperature\":-1", "'temperature' must be a number >= 0 (0 is greedy), got -1"},
+        {"\"temperature\":-0.25", "'temperature' must be a number >= 0 (0 is greedy), got -0.25"},
+        {"\"temperature\":\"hot\"",
+         "'temperature' must be a number >= 0 (0 is greedy), got a string"},
+        {"\"temperature\":true", "'temperature' must be a number >= 0 (0 is greedy), got true"},
+        {"\"top_p\":0", "'top_p' must be a number in (0, 1] (1: no cut), got 0"},
+        {"\"top_p\":1.5", "'top_p' must be a number in (0, 1] (1: no cut), got 1.5"},
+        {"\"top_p\":1.0000000000000002",
+         "'top_p' must be a number in (0, 1] (1: no cut), got 1.0000000000000002"},
+        {"\"top_p\":[0.5]", "'top_p' must be a number in (0, 1] (1: no cut), got an array"},
+        {"\"top_k\":\"x\"", "'top_k' must be an integer: -1 or 0 (no cut) or >= 1, got a string"},
+        {"\"top_k\":-2", "'top_k' must be an integer: -1 or 0 (no cut) or >= 1, got -2"},
+        {"\"top_k\":2.5", "'top_k' must be an integer: -1 or 0 (no cut) or >= 1, got 2.5"},
+        {"\"seed\":1.5", "'seed' must be an integer (-2^63 to 2^63 - 1), got 1.5"},
+        {"\"seed\":\"3\"", "'seed' must be an integer (-2^63 to 2^63 - 1), got a string"},
+        {"\"seed\":{}", "'seed' must be an integer (-2^63 to 2^63 - 1), got an object"},
+        {"\"ignore_eos\":1", "'ignore_eos' must be true or false, got 1"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char body[256];

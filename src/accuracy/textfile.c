@@ -10,6 +10,7 @@
 
 #include "accuracy/utf8.h"
 #include "core/file.h"
+#include "core/result.h"
 
 static const char *const pred_fields[] = {"prediction", "text", "output"};
 static const char *const ref_fields[] = {"reference", "text", "output"};
@@ -30,20 +31,6 @@ static lb_status push(lb_textfile *f, size_t *cap, const char *s, size_t len, lb
     return LB_OK;
 }
 
-static const char *json_type_name(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "a value";
-}
-
 /* The text of one JSON record; on a bad record writes why into why[] and returns NULL. */
 static const char *record_text(const json_t *rec, lb_textfile_role role, size_t *len, char *why,
                                size_t why_cap) {
@@ -53,7 +40,7 @@ static const char *record_text(const json_t *rec, lb_textfile_role role, size_t 
     }
     if (!json_is_object(rec)) {
         snprintf(why, why_cap, "a record must be a JSON string or object, got %s",
-                 json_type_name(rec));
+                 lb_result_json_kind(rec));
         return NULL;
     }
     const char *const *fields = role == LB_TEXTFILE_PREDICTIONS ? pred_fields : ref_fields;
@@ -62,7 +49,7 @@ static const char *record_text(const json_t *rec, lb_textfile_role role, size_t 
         if (v == NULL) continue;
         if (!json_is_string(v)) {
             snprintf(why, why_cap, "field \"%s\" is %s, expected a string", fields[i],
-                     json_type_name(v));
+                     lb_result_json_kind(v));
             return NULL;
         }
         *len = json_string_length(v);
@@ -120,7 +107,7 @@ static lb_status read_json_array(const char *path, const char *buf, size_t n, lb
     lb_status st = LB_OK;
     if (!json_is_array(doc))
         st = lb_fail(err, LB_ERR_USAGE, "%s: expected a JSON array of records, got %s", path,
-                     json_type_name(doc));
+                     lb_result_json_kind(doc));
     for (size_t i = 0; st == LB_OK && i < json_array_size(doc); i++) {
         char why[160];
         size_t text_len = 0;

@@ -37,6 +37,7 @@
 typedef struct {
     uint32_t magic;
     int32_t rank, world;
+    int32_t source; /* lb_boot_source: the variables rank and world were read from */
     char host[64];
 } hello_msg;
 
@@ -232,6 +233,15 @@ static int connect_to(const char *addr, int port, int64_t deadline, char *why, s
     }
 }
 
+/* The variables a rank's number and the world size were read from: Slurm's, or those of
+ * torchrun and of the --gpus launcher's workers. */
+static const char *rank_var(int32_t source) {
+    return source == LB_BOOT_SLURM ? "SLURM_PROCID" : "RANK";
+}
+static const char *world_var(int32_t source) {
+    return source == LB_BOOT_SLURM ? "SLURM_STEP_NUM_TASKS" : "WORLD_SIZE";
+}
+
 static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *err) {
     int64_t deadline = deadline_after(b->timeout_s);
     char why[128] = "";
@@ -252,7 +262,7 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
                            "%.0f s (%s); MASTER_ADDR must name the host of rank 0",
                            b->rank, addr, port, b->timeout_s, why);
         b->fds[0] = fd;
-        hello_msg h = {.magic = BOOT_MAGIC, .rank = b->rank, .world = b->size};
+        hello_msg h = {.magic = BOOT_MAGIC, .rank = b->rank, .world = b->size, .source = b->source};
         snprintf(h.host, sizeof h.host, "%s", b->host);
         LB_TRY(io_wait(fd, &h, sizeof h, true, deadline, true, what, err));
         reply_msg r;
@@ -274,7 +284,7 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
     }
     snprintf(hosts[0], sizeof hosts[0], "%s", b->host);
     lb_status st = LB_OK;
-    char bad[256] = "";
+    char bad[384] = ""; /* a peer is sent its first 255 bytes */
     int joined = 1;
     while (joined < b->size && st == LB_OK) {
         struct pollfd pfd = {.fd = lfd, .events = POLLIN};
@@ -319,17 +329,18 @@ static lb_status tcp_rendezvous(lb_boot *b, const char *addr, int port, lb_err *
         h.host[sizeof h.host - 1] = '\0';
         if (h.world != b->size)
             snprintf(bad, sizeof bad,
-                     "WORLD_SIZE differs between ranks: rank %d on %s says %d, rank 0 on %s says "
-                     "%d; every rank must be started with the same WORLD_SIZE",
-                     (int)h.rank, h.host, (int)h.world, b->host, b->size);
+                     "the world size differs between ranks: rank %d on %s has %s=%d, rank 0 on %s "
+                     "has %s=%d; every rank must be started with the same world size",
+                     (int)h.rank, h.host, world_var(h.source), (int)h.world, b->host,
+                     world_var(b->source), b->size);
         else if (h.rank <= 0 || h.rank >= b->size || b->fds[h.rank] >= 0)
-            snprintf(bad, sizeof bad,
-                     "RANK %d (from %s) is %s; each rank from 1 to %d must join once", (int)h.rank,
-                     h.host, h.rank <= 0 || h.rank >= b->size ? "out of range" : "taken twice",
-                     b->size - 1);
+            snprintf(
+                bad, sizeof bad, "%s=%d (from %s) is %s; each rank from 1 to %d must join once",
+                rank_var(h.source), (int)h.rank, h.host,
+                h.rank <= 0 || h.rank >= b->size ? "out of range" : "taken twice", b->size - 1);
         if (bad[0] != '\0') {
             reply_msg r = {.ok = 0, .status = LB_ERR_USAGE};
-            snprintf(r.why, sizeof r.why, "%s", bad);
+            snprintf(r.why, sizeof r.why, "%.255s", bad);
             io_all(fd, &r, sizeof r, true, deadline, "reply", &ignored);
             close(fd);
             st = lb_fail(err, LB_ERR_USAGE, "%s", bad);

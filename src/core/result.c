@@ -130,6 +130,20 @@ json_t *lb_result_json_number(double v) {
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+const char *lb_result_json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "a value";
+}
+
 json_t *lb_result_to_json(const lb_result *r) {
     json_t *metrics = json_array();
     for (size_t i = 0; i < r->n_metrics; i++)

@@ -81,6 +81,10 @@ int lb_result_status_parse(const char *name);
 /* v as a JSON number (new reference); JSON has no NaN or infinity, so such a value is null. */
 json_t *lb_result_json_number(double v);
 
+/* What kind of JSON value v is, in words for a message: "an object", "an array", "a string",
+ * "an integer", "a real number", "a boolean" or "null". */
+const char *lb_result_json_kind(const json_t *v);
+
 /* The whole result as JSON (new reference): kind, name, tags, status, failure, start and
  * end times, config, provenance, metrics [{name,value,unit}], series {name:{unit,values}}. */
 json_t *lb_result_to_json(const lb_result *r);

@@ -4,7 +4,8 @@
  * way through a ten-hour run is worse than one refused at once. Records are copied out of
  * the jansson tree so the tree can be freed right after parsing. Texts become C strings,
  * so a string with a NUL inside ("\u0000") is refused by name instead of being cut short
- * (jansson parses with JSON_ALLOW_NUL only so that the error can name the field). */
+ * (jansson parses with JSON_ALLOW_NUL only so that the error can name the field). An error
+ * counts records, turns and JSONL lines from 1, as an editor counts lines. */
 #include "loadgen/dataset.h"
 
 #include <errno.h>
@@ -16,20 +17,7 @@
 #include <string.h>
 
 #include "core/file.h"
-
-static const char *json_kind(const json_t *v) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "unknown";
-}
+#include "core/result.h"
 
 static lb_status push_sample(lb_dataset *d, size_t *cap, lb_sample s) {
     if (d->n == *cap) {
@@ -115,7 +103,7 @@ static lb_status load_array(const char *buf, size_t len, const char *name, json_
     if (!json_is_array(root)) {
         lb_status st = lb_fail(err, LB_ERR_FORMAT,
                                "dataset %s: the top level must be an array of records, got %s",
-                               name, json_kind(root));
+                               name, lb_result_json_kind(root));
         json_decref(root);
         return st;
     }
@@ -141,7 +129,7 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
     json_array_foreach(root, i, rec) {
         if (!json_is_object(rec)) {
             st = lb_fail(err, LB_ERR_FORMAT, "dataset %s: record %zu must be an object, got %s",
-                         name, i, json_kind(rec));
+                         name, i + 1, lb_result_json_kind(rec));
             break;
         }
         json_t *input = json_object_get(rec, "input");
@@ -150,13 +138,13 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
         if (!json_is_string(input)) {
             st = lb_fail(err, LB_ERR_FORMAT,
                          "dataset %s: record %zu: field \"input\" must be a string, got %s", name,
-                         i, input ? json_kind(input) : "nothing");
+                         i + 1, input ? lb_result_json_kind(input) : "nothing");
             break;
         }
         if (output != NULL && !json_is_string(output)) {
             st = lb_fail(err, LB_ERR_FORMAT,
                          "dataset %s: record %zu: field \"output\" must be a string, got %s", name,
-                         i, json_kind(output));
+                         i + 1, lb_result_json_kind(output));
             break;
         }
         const char *nul_field = NULL;
@@ -166,7 +154,7 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
             st = lb_fail(err, LB_ERR_FORMAT,
                          "dataset %s: record %zu: field \"%s\" contains a NUL character "
                          "(\\u0000): texts must be free of NUL",
-                         name, i, nul_field);
+                         name, i + 1, nul_field);
             break;
         }
         int32_t n_tok = -1;
@@ -179,7 +167,7 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
                 st = lb_fail(err, LB_ERR_FORMAT,
                              "dataset %s: record %zu: field \"tok_input\" must be a non-empty "
                              "array of integers (the prompt's token ids)",
-                             name, i);
+                             name, i + 1);
                 break;
             }
             n_tok = (int32_t)json_array_size(tok);
@@ -191,7 +179,7 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
         if (s.prompt == NULL || (output && s.reference == NULL) ||
             push_sample(out, &cap, s) != LB_OK) {
             sample_free(&s);
-            st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at record %zu", name, i);
+            st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at record %zu", name, i + 1);
             break;
         }
     }
@@ -213,15 +201,15 @@ static lb_status jsonl_record(const char *line, size_t n, size_t line_no, const 
     json_t *maxt = json_object_get(rec, "max_tokens");
     if (!json_is_object(rec))
         st = lb_fail(err, LB_ERR_FORMAT, "dataset %s: line %zu must be a JSON object, got %s", name,
-                     line_no, json_kind(rec));
+                     line_no, lb_result_json_kind(rec));
     else if (!json_is_string(prompt))
         st = lb_fail(err, LB_ERR_FORMAT,
                      "dataset %s: line %zu: field \"prompt\" must be a string, got %s", name,
-                     line_no, prompt ? json_kind(prompt) : "nothing");
+                     line_no, prompt ? lb_result_json_kind(prompt) : "nothing");
     else if (ref != NULL && !json_is_string(ref))
         st = lb_fail(err, LB_ERR_FORMAT,
                      "dataset %s: line %zu: field \"reference\" must be a string, got %s", name,
-                     line_no, json_kind(ref));
+                     line_no, lb_result_json_kind(ref));
     else if (maxt != NULL && (!json_is_integer(maxt) || json_integer_value(maxt) < 1 ||
                               json_integer_value(maxt) > 1000000))
         st = lb_fail(err, LB_ERR_FORMAT,
@@ -330,10 +318,10 @@ static lb_status parse_sharegpt(const char *buf, size_t len, const char *name, b
             st = lb_fail(err, LB_ERR_FORMAT,
                          "dataset %s: record %zu: field \"conversations\" must be an array of "
                          "turns, got %s",
-                         name, i,
-                         conv                  ? json_kind(conv)
+                         name, i + 1,
+                         conv                  ? lb_result_json_kind(conv)
                          : json_is_object(rec) ? "nothing"
-                                               : json_kind(rec));
+                                               : lb_result_json_kind(rec));
             break;
         }
         size_t k;
@@ -343,14 +331,14 @@ static lb_status parse_sharegpt(const char *buf, size_t len, const char *name, b
             if (!json_is_string(value)) {
                 st = lb_fail(err, LB_ERR_FORMAT,
                              "dataset %s: record %zu: turn %zu: field \"value\" must be a string",
-                             name, i, k);
+                             name, i + 1, k + 1);
                 break;
             }
             if (has_nul(value)) {
                 st = lb_fail(err, LB_ERR_FORMAT,
                              "dataset %s: record %zu: turn %zu: field \"value\" contains a NUL "
                              "character (\\u0000): texts must be free of NUL",
-                             name, i, k);
+                             name, i + 1, k + 1);
                 break;
             }
         }
@@ -367,7 +355,8 @@ static lb_status parse_sharegpt(const char *buf, size_t len, const char *name, b
         }
         for (size_t t = 0; t < pairs && st == LB_OK; t++)
             if (push_turn(out, &cap, conv, t, first) != LB_OK)
-                st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at record %zu", name, i);
+                st = lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at record %zu", name,
+                             i + 1);
         if (st != LB_OK) break;
     }
     json_decref(root);

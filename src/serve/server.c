@@ -44,6 +44,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/result.h"
 #include "core/rng.h"
 #include "core/utf8text.h"
 #include "serve/http_head.h"
@@ -541,6 +542,25 @@ static bool is_set(const json_t *v) {
     return v && !json_is_null(v);
 }
 
+/* Refuses a field's value: r->head gets `rule`, then ", got " and the value, a number or
+ * true/false as sent, anything else by its type. Returns r->head. */
+static const char *refuse_value(request *r, const char *rule, const json_t *v) {
+    char got[32];
+    switch (json_typeof(v)) {
+    case JSON_INTEGER: snprintf(got, sizeof got, "%lld", (long long)json_integer_value(v)); break;
+    case JSON_REAL: /* %.15g reads as people write; %.17g where that is not the same number */
+        snprintf(got, sizeof got, "%.15g", json_real_value(v));
+        if (strtod(got, NULL) != json_real_value(v))
+            snprintf(got, sizeof got, "%.17g", json_real_value(v));
+        break;
+    case JSON_TRUE: snprintf(got, sizeof got, "true"); break;
+    case JSON_FALSE: snprintf(got, sizeof got, "false"); break;
+    default: snprintf(got, sizeof got, "%s", lb_result_json_kind(v)); break;
+    }
+    snprintf(r->head, sizeof r->head, "%s, got %s", rule, got);
+    return r->head;
+}
+
 /* Appends one message part to the prompt text, newline-separated. */
 static bool prompt_add(request *r, const char *s, size_t n) {
     if (r->body.len > 0 && !sbuf_append(&r->body, "\n", 1)) return false;
@@ -693,7 +713,7 @@ static const char *check_fields(request *r, const json_t *root) {
         return "'echo' is not supported: the prompt is not returned with the completion";
     v = json_object_get(root, "best_of");
     if (is_set(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
-        return "only 'best_of' = 1 is supported";
+        return refuse_value(r, "only 'best_of' = 1 is supported", v);
     if (is_set(json_object_get(root, "suffix"))) return "'suffix' (fill-in) is not supported";
     return NULL;
 }
@@ -705,13 +725,16 @@ static const char *read_stop(request *r, const json_t *v) {
     const json_t *one[1] = {v};
     size_t n = json_is_array(v) ? json_array_size(v) : 1;
     if (!json_is_string(v) && !json_is_array(v))
-        return "'stop' must be a string or an array of strings";
+        return refuse_value(r, "'stop' must be a string or an array of strings", v);
     if (n > STOP_MAX) return "'stop' holds more than 4 sequences";
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_is_array(v) ? json_array_get(v, i) : one[0];
-        if (!json_is_string(x) || json_string_length(x) == 0 ||
-            json_string_length(x) > STOP_MAX_BYTES)
-            return "every 'stop' sequence must be a string of 1 to 32 bytes";
+        static const char rule[] = "every 'stop' sequence must be a string of 1 to 32 bytes";
+        if (!json_is_string(x)) return refuse_value(r, rule, x);
+        if (json_string_length(x) == 0 || json_string_length(x) > STOP_MAX_BYTES) {
+            snprintf(r->head, sizeof r->head, "%s, got %zu bytes", rule, json_string_length(x));
+            return r->head;
+        }
         memcpy(r->stop[i], json_string_value(x), json_string_length(x));
         r->stop_len[i] = (uint8_t)json_string_length(x);
     }
@@ -722,15 +745,15 @@ static const char *read_stop(request *r, const json_t *v) {
 /* The sampling fields the source gets (lb_token_sampling), in vLLM's ranges: temperature
  * >= 0 with no upper bound (OpenAI documents 0 to 2; vLLM takes more), top_p in (0, 1],
  * top_k -1 or 0 (no cut) or >= 1, seed any integer, ignore_eos a boolean. A field that is
- * absent or null is left to the source; a wrong type or value is refused naming the field
- * and its range. */
+ * absent or null is left to the source; a wrong type or value is refused naming the field,
+ * its range and the value given. */
 static const char *read_sampling(request *r, const json_t *root) {
     lb_token_sampling *q = &r->sampling;
     const json_t *v = json_object_get(root, "temperature");
     if (is_set(v)) {
         const double t = json_number_value(v);
         if (!json_is_number(v) || !(t >= 0))
-            return "'temperature' must be a number >= 0 (0 is greedy)";
+            return refuse_value(r, "'temperature' must be a number >= 0 (0 is greedy)", v);
         q->temperature = t > FLT_MAX ? FLT_MAX : (float)t;
         q->has_temperature = true;
     }
@@ -738,27 +761,28 @@ static const char *read_sampling(request *r, const json_t *root) {
     if (is_set(v)) {
         const double p = json_number_value(v);
         if (!json_is_number(v) || !(p > 0 && p <= 1))
-            return "'top_p' must be a number in (0, 1] (1: no cut)";
+            return refuse_value(r, "'top_p' must be a number in (0, 1] (1: no cut)", v);
         q->top_p = (float)p;
         q->has_top_p = true;
     }
     v = json_object_get(root, "top_k");
     if (is_set(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < -1)
-            return "'top_k' must be an integer: -1 or 0 (no cut) or >= 1";
+            return refuse_value(r, "'top_k' must be an integer: -1 or 0 (no cut) or >= 1", v);
         const json_int_t k = json_integer_value(v);
         q->top_k = k > INT32_MAX ? INT32_MAX : (int32_t)k;
         q->has_top_k = true;
     }
     v = json_object_get(root, "seed");
     if (is_set(v)) {
-        if (!json_is_integer(v)) return "'seed' must be an integer (-2^63 to 2^63 - 1)";
+        if (!json_is_integer(v))
+            return refuse_value(r, "'seed' must be an integer (-2^63 to 2^63 - 1)", v);
         q->seed = (uint64_t)json_integer_value(v);
         q->has_seed = true;
     }
     v = json_object_get(root, "ignore_eos");
     if (is_set(v)) {
-        if (!json_is_boolean(v)) return "'ignore_eos' must be true or false";
+        if (!json_is_boolean(v)) return refuse_value(r, "'ignore_eos' must be true or false", v);
         q->ignore_eos = json_is_true(v);
         q->has_ignore_eos = true;
     }
@@ -775,30 +799,34 @@ static const char *read_request(request *r, const json_t *root) {
     size_t model_len = strlen(model);
     const json_t *v = json_object_get(root, "model");
     if (is_set(v)) {
-        if (!json_is_string(v)) return "'model' must be a string";
+        if (!json_is_string(v)) return refuse_value(r, "'model' must be a string", v);
         model = json_string_value(v);
         model_len = json_string_length(v);
         if (model_len > MODEL_MAX_BYTES) return "'model' is longer than 256 bytes";
     }
     r->max_tokens = s->p.default_max_tokens;
     v = r->chat ? json_object_get(root, "max_completion_tokens") : NULL;
-    if (!is_set(v)) v = json_object_get(root, "max_tokens");
+    const char *max_rule = "'max_completion_tokens' must be an integer >= 1";
+    if (!is_set(v)) {
+        v = json_object_get(root, "max_tokens");
+        max_rule = "'max_tokens' must be an integer >= 1";
+    }
     if (is_set(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1)
-            return "'max_tokens' must be an integer >= 1";
+        if (!json_is_integer(v) || json_integer_value(v) < 1) return refuse_value(r, max_rule, v);
         r->max_tokens = json_integer_value(v);
     }
     if (r->max_tokens > s->p.max_tokens) r->max_tokens = s->p.max_tokens;
     if ((bad = read_sampling(r, root)) != NULL) return bad;
     v = json_object_get(root, "n");
     if (is_set(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
-        return "only 'n' = 1 is supported";
+        return refuse_value(r, "only 'n' = 1 is supported", v);
     v = json_object_get(root, "stream");
-    if (is_set(v) && !json_is_boolean(v)) return "'stream' must be true or false";
+    if (is_set(v) && !json_is_boolean(v))
+        return refuse_value(r, "'stream' must be true or false", v);
     r->stream = json_is_true(v);
     v = json_object_get(root, "stream_options");
     if (is_set(v)) {
-        if (!json_is_object(v)) return "'stream_options' must be an object";
+        if (!json_is_object(v)) return refuse_value(r, "'stream_options' must be an object", v);
         r->include_usage = json_is_true(json_object_get(v, "include_usage"));
     }
     r->body.len = 0; /* the raw body is parsed: its buffer now collects the prompt */
