@@ -360,6 +360,58 @@ static void test_train_out_of_memory_names_what_would_fit(void **state) {
     assert_int_equal(lb_train_check_fit(&p, &cfg, 2, formula_total(&p, &cfg, 2, 2), &err), LB_OK);
 }
 
+/* Mistral-7B with rank-16 adapters on all projections, 8 x 512 (docs/PERFORMANCE.md's
+ * "LoRA and QLoRA fine-tuning") on a 24 GB GPU: the bf16 base does not fit, an NF4 base
+ * with --recompute does. The refusal is one usage sentence naming needed (the formula's
+ * total) against free and the base's part, and advises what would fit and was not given:
+ * an NF4 base, --recompute, alone or together, else a smaller batch. */
+static void test_train_lora_out_of_memory_advises_nf4(void **state) {
+    (void)state;
+    lb_model_config cfg;
+    lb_err err = {{0}};
+    assert_int_equal(lb_model_config_preset("mistral-7b", &cfg, &err), LB_OK);
+    lb_train_params p = tiny_params("mistral-7b");
+    p.device = LB_DEVICE_CUDA, p.precision = LB_PREC_BF16, p.batch = 8, p.seq = 512;
+    p.lora_rank = 16, p.warmup = 3, p.steps = 10;
+    const double gpu24 = 24e9;
+    const double bf16 = formula_total(&p, &cfg, 0, 1);
+    lb_train_params q = p;
+    q.quant = LB_QUANT_NF4;
+    const double nf4 = formula_total(&q, &cfg, 0, 1);
+    q.recompute = true;
+    const double nf4_recompute = formula_total(&q, &cfg, 0, 1);
+    assert_true(bf16 > gpu24 && nf4 > gpu24 && nf4_recompute < gpu24);
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 1, gpu24, &err), LB_ERR_USAGE);
+    char needed[64], advice[96];
+    snprintf(needed, sizeof needed, "needs %.1f GB a GPU: the base 14.5 GB", bf16 / 1e9);
+    snprintf(advice, sizeof advice, "free: --quant nf4 with --recompute (%.1f GB a GPU) would fit",
+             nf4_recompute / 1e9);
+    const char *parts[] = {"--model mistral-7b with rank-16 adapters on a frozen bf16 base at "
+                           "--zero 0 on 1 GPU ",
+                           needed, "cuda:0 has 24.0 GB free", advice};
+    for (int i = 0; i < 4; i++)
+        if (strstr(err.msg, parts[i]) == NULL) fail_msg("'%s' lacks '%s'", err.msg, parts[i]);
+    assert_null(strchr(err.msg, '\n'));
+    /* room for either alone: both named */
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 1, 30e9, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "free: --quant nf4 ("));
+    assert_non_null(strstr(err.msg, ") or --recompute ("));
+    /* --quant nf4 given: only --recompute is advised */
+    p.quant = LB_QUANT_NF4;
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 1, gpu24, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "frozen NF4 base"));
+    assert_non_null(strstr(err.msg, "free: --recompute ("));
+    assert_null(strstr(err.msg, "--quant"));
+    /* both given and too little memory: a smaller batch, naming neither */
+    p.recompute = true;
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 1, 10e9, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "no stage fits on up to 4096 GPUs: try a smaller --batch"));
+    assert_null(strstr(err.msg, "--recompute"));
+    assert_null(strstr(err.msg, "--quant"));
+    /* enough memory: nothing to say */
+    assert_int_equal(lb_train_check_fit(&p, &cfg, 1, gpu24, &err), LB_OK);
+}
+
 /* --device cuda names what is visible: no GPU at all (CI), or the valid indices */
 static void test_train_missing_gpu_is_named(void **state) {
     (void)state;
@@ -514,6 +566,7 @@ int main(void) {
         cmocka_unit_test(test_train_gpu_zero_stages_and_accumulation_are_validated),
         cmocka_unit_test(test_train_save_params_writes_the_trained_model),
         cmocka_unit_test(test_train_out_of_memory_names_what_would_fit),
+        cmocka_unit_test(test_train_lora_out_of_memory_advises_nf4),
         cmocka_unit_test(test_train_missing_gpu_is_named),
         cmocka_unit_test(test_train_timed_seconds_are_the_slowest_ranks_own),
         cmocka_unit_test(test_train_summary_is_computed_from_the_series),

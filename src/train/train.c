@@ -452,27 +452,93 @@ static lb_status formula_at(const lb_train_params *p, const lb_model_config *cfg
     return lb_train_memory_formula(&q, cfg, n, m, err);
 }
 
+/* The fewest GPUs from `ranks` up to FIT_MAX_GPUS, with the lowest stage there, on which p
+ * fits free_bytes, as advice (cap bytes); *found false (advice untouched) where none does. */
+static lb_status fewest_gpus(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                             double free_bytes, char *advice, size_t cap, bool *found,
+                             lb_err *err) {
+    lb_train_memory f;
+    *found = false;
+    for (int n = ranks; n <= FIT_MAX_GPUS; n++)
+        for (int s = LB_ZERO_0; s <= LB_ZERO_3; s++) {
+            LB_TRY(formula_at(p, cfg, s, n, &f, err));
+            if (f.total > free_bytes) continue;
+            *found = true;
+            snprintf(advice, cap, "--zero %d on %d GPU%s would fit (%.1f GB a GPU)", s, n,
+                     n == 1 ? "" : "s", f.total / 1e9);
+            return LB_OK;
+        }
+    return LB_OK;
+}
+
+/* Adapters that do not fit free_bytes on `ranks` GPUs: as advice (cap bytes) the options not
+ * given that would fit, --quant nf4 (a 16-bit run's NF4 base) and --recompute, each alone,
+ * else the two together; else the fewest GPUs with the lowest stage there (ZeRO shards the
+ * adapters, not the base or the activations); else a smaller batch. */
+static lb_status adapter_advice(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                                double free_bytes, char *advice, size_t cap, lb_err *err) {
+    const bool nf4 = p->quant != LB_QUANT_NF4 && p->precision != LB_PREC_FP32;
+    static const struct {
+        bool nf4, recompute;
+        const char *name;
+    } options[] = {{true, false, "--quant nf4"},
+                   {false, true, "--recompute"},
+                   {true, true, "--quant nf4 with --recompute"}};
+    size_t len = 0;
+    for (int i = 0; i < 3; i++) {
+        if ((options[i].nf4 && !nf4) || (options[i].recompute && p->recompute) ||
+            (i == 2 && len > 0))
+            continue;
+        lb_train_params q = *p;
+        if (options[i].nf4) q.quant = LB_QUANT_NF4;
+        q.recompute = q.recompute || options[i].recompute;
+        lb_train_memory f;
+        LB_TRY(lb_train_memory_formula(&q, cfg, ranks, &f, err));
+        if (f.total <= free_bytes)
+            len += (size_t)snprintf(advice + len, cap - len, "%s%s (%.1f GB a GPU)",
+                                    len > 0 ? " or " : "", options[i].name, f.total / 1e9);
+    }
+    if (len > 0) {
+        snprintf(advice + len, cap - len, " would fit");
+        return LB_OK;
+    }
+    bool found;
+    LB_TRY(fewest_gpus(p, cfg, ranks, free_bytes, advice, cap, &found, err));
+    if (!found)
+        snprintf(advice, cap, "no stage fits on up to %d GPUs: try a smaller --batch%s%s",
+                 FIT_MAX_GPUS, p->recompute ? "" : " or --recompute", nf4 ? " or --quant nf4" : "");
+    return LB_OK;
+}
+
 lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cfg, int ranks,
                              double free_bytes, lb_err *err) {
     const double P = (double)lb_model_param_count(cfg), GB = 1e9;
     const int z = (int)p->zero;
-    lb_train_memory m, f;
+    lb_train_memory m;
     LB_TRY(formula_at(p, cfg, z, ranks, &m, err));
     if (m.total <= free_bytes) return LB_OK;
+    char advice[200];
+    if (p->lora_rank > 0) {
+        LB_TRY(adapter_advice(p, cfg, ranks, free_bytes, advice, sizeof advice, err));
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--model %s with rank-%lld adapters on a frozen %s base at --zero %d on %d "
+                       "GPU%s needs %.1f GB a GPU: the base %.1f GB, %.2f GB of the adapters' "
+                       "weights, gradients, optimizer state and communication buffers, and %.1f "
+                       "GB of activations and workspace, but cuda:%d has %.1f GB free: %s",
+                       cfg->name, (long long)p->lora_rank,
+                       p->quant == LB_QUANT_NF4 ? "NF4" : lb_precision_name(p->precision), z, ranks,
+                       ranks == 1 ? "" : "s", m.total / GB, m.base / GB,
+                       (m.model_state + m.shard_state + m.buffers) / GB,
+                       (m.activations + m.workspace) / GB, p->device_index, free_bytes / GB,
+                       advice);
+    }
     static const char *formula[2][4] = {{"16P", "4P + 12P/N", "2P + 14P/N", "16P/N"},
                                         {"16P", "8P + 8P/N", "4P + 12P/N", "16P/N"}};
-    char advice[160];
-    snprintf(advice, sizeof advice, "no stage fits on up to %d GPUs: try a smaller --batch%s",
-             FIT_MAX_GPUS, p->recompute ? "" : " or --recompute");
-    bool found = false;
-    for (int n = ranks; n <= FIT_MAX_GPUS && !found; n++)
-        for (int s = LB_ZERO_0; s <= LB_ZERO_3 && !found; s++) {
-            LB_TRY(formula_at(p, cfg, s, n, &f, err));
-            if (f.total > free_bytes) continue;
-            found = true;
-            snprintf(advice, sizeof advice, "--zero %d on %d GPU%s would fit (%.1f GB a GPU)", s, n,
-                     n == 1 ? "" : "s", f.total / GB);
-        }
+    bool found;
+    LB_TRY(fewest_gpus(p, cfg, ranks, free_bytes, advice, sizeof advice, &found, err));
+    if (!found)
+        snprintf(advice, sizeof advice, "no stage fits on up to %d GPUs: try a smaller --batch%s",
+                 FIT_MAX_GPUS, p->recompute ? "" : " or --recompute");
     const double kept = m.model_state + m.shard_state + m.buffers - m.zero_state;
     return lb_fail(err, LB_ERR_USAGE,
                    "--model %s at --zero %d on %d GPU%s needs %.1f GB a GPU: ZeRO's %s for %.2f B "
@@ -679,13 +745,23 @@ int lb_train_slowest_rank(const double *median_ms, int ranks, double *pct_over_f
 
 lb_status lb_train_memory_metrics(const lb_train_params *p, const lb_model_config *cfg,
                                   lb_result *r, lb_err *err) {
-    if (p->lora_rank > 0) return LB_OK; /* the adapters' state: adapter/optimizer_bytes */
+    /* adapters: no ZeRO formula of their state (adapter_bytes, optimizer_bytes hold it), and
+     * the CPU reference's memory is the host's */
+    const bool lora = p->lora_rank > 0;
+    if (lora && p->device != LB_DEVICE_CUDA) return LB_OK;
     lb_train_memory m;
     LB_TRY(lb_train_memory_formula(p, cfg, lb_train_ranks(p), &m, err));
-    LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula", m.zero_state, "bytes"));
+    if (!lora) LB_TRY(lb_result_set_metric(r, "zero_state_bytes_formula", m.zero_state, "bytes"));
     if (p->device != LB_DEVICE_CUDA) return LB_OK;
-    LB_TRY(lb_result_set_metric(r, "zero_extra_bytes_formula",
-                                m.model_state + m.shard_state + m.buffers - m.zero_state, "bytes"));
+    if (lora) {
+        LB_TRY(lb_result_set_metric(r, "base_bytes_formula", m.base, "bytes"));
+        LB_TRY(lb_result_set_metric(r, "adapter_state_bytes_formula",
+                                    m.model_state + m.shard_state + m.buffers, "bytes"));
+    } else {
+        LB_TRY(lb_result_set_metric(r, "zero_extra_bytes_formula",
+                                    m.model_state + m.shard_state + m.buffers - m.zero_state,
+                                    "bytes"));
+    }
     LB_TRY(
         lb_result_set_metric(r, "activation_bytes_formula", m.activations + m.workspace, "bytes"));
     LB_TRY(lb_result_set_metric(r, "memory_formula_bytes", m.total, "bytes"));

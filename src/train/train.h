@@ -137,7 +137,10 @@ int lb_train_rank(const lb_train_params *p);
  * holds on `ranks` GPUs (train/memory.h's formula: ZeRO's state for the stage and
  * precision, what this code keeps beyond it, activations and workspace) exceed free_bytes
  * (one GPU's free memory), in one sentence naming needed against free, ZeRO's part of it,
- * and the fewest GPUs, with the lowest stage there, that would fit; LB_OK when it fits. */
+ * and the fewest GPUs, with the lowest stage there, that would fit; LB_OK when it fits.
+ * With adapters (--lora-rank) the sentence names the frozen base's part and the adapters'
+ * instead of ZeRO's, and advises the options not given that would fit (--quant nf4 in
+ * 16-bit runs, --recompute, alone or together) before more GPUs. */
 lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cfg, int ranks,
                              double free_bytes, lb_err *err);
 

@@ -178,7 +178,6 @@ static lb_model_gpu_params model_params(const lb_train_params *p, int64_t total)
 
 lb_status lb_train_cuda_check_fit(const lb_train_params *p, const lb_model_config *cfg,
                                   lb_err *err) {
-    if (p->lora_rank > 0) return LB_OK;
     size_t free_bytes = 0, total_bytes = 0;
     LB_CUDA_TRY(err, cudaSetDevice(p->device_index));
     LB_CUDA_TRY(err, cudaMemGetInfo(&free_bytes, &total_bytes));

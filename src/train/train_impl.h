@@ -46,8 +46,9 @@ lb_status lb_train_check_interrupt(const lb_train_params *p, int64_t step, int64
 
 /* Memory per rank by formula (train/memory.h) into r: zero_state_bytes_formula and, in a
  * GPU run (after its peak_device_bytes, which it is set beside), zero_extra_bytes_formula,
- * activation_bytes_formula, memory_formula_bytes and peak_over_memory_formula. Nothing
- * with adapters. err may be NULL. */
+ * activation_bytes_formula, memory_formula_bytes and peak_over_memory_formula. With
+ * adapters (GPU runs only): base_bytes_formula and adapter_state_bytes_formula in place of
+ * the two ZeRO terms. err may be NULL. */
 lb_status lb_train_memory_metrics(const lb_train_params *p, const lb_model_config *cfg,
                                   lb_result *r, lb_err *err);
 
