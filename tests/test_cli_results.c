@@ -455,10 +455,10 @@ static void test_cli_results_import_of_the_same_result_twice_stores_it_once(void
     assert_int_equal(count_runs(-1), before + 1);
 }
 
-/* When the database refuses the import's final write (a trigger stands in for a full
- * disk), the run begun for it is marked failed, never left `running`, and does not count
- * as imported: once the database takes writes again, the import stores it. */
-static void test_cli_results_import_whose_write_fails_leaves_no_running_run(void **state) {
+/* When the database refuses the import's write (a trigger stands in for a full disk),
+ * nothing of the run is left, neither `running` nor `failed`, and it does not count as
+ * imported: once the database takes writes again, the import stores it. */
+static void test_cli_results_import_whose_write_fails_leaves_no_run(void **state) {
     (void)state;
     char path[320];
     write_result_file("kept.json", 0, path, sizeof path);
@@ -469,19 +469,86 @@ static void test_cli_results_import_whose_write_fails_leaves_no_running_run(void
                                   "RAISE(ABORT, 'database or disk is full'); END",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
-    size_t running = count_runs(LB_RUN_RUNNING);
-    expect_error((const char *[]){"results", "import", path, NULL}, 1, "marked failed");
+    size_t before = count_runs(-1);
+    expect_error((const char *[]){"results", "import", path, NULL}, 1, "was not stored");
     assert_non_null(strstr(err, path));
     assert_non_null(strstr(err, "disk is full"));
-    assert_int_equal(count_runs(LB_RUN_RUNNING), running);
-    assert_int_equal(count_runs(LB_RUN_FAILED), 1);
+    assert_int_equal(count_runs(-1), before);
     assert_string_equal(out, "");
 
     assert_int_equal(sqlite3_exec(h, "DROP TRIGGER full", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(h);
     assert_int_equal(run((const char *[]){"results", "import", path, NULL}), 0);
     assert_non_null(strstr(out, "stored "));
-    assert_int_equal(count_runs(LB_RUN_RUNNING), running);
+    assert_int_equal(count_runs(-1), before + 1);
+}
+
+/* Several `results import` of one file at the same moment, into a database of their own,
+ * in rounds: the importers of a round wait on one pipe and start together when it closes.
+ * In every round exactly one of them stores the result and the others name the run that
+ * holds it. */
+static void test_cli_results_imports_at_once_store_the_result_once(void **state) {
+    (void)state;
+    enum { ROUNDS = 40, IMPORTERS = 4 };
+    char path[320];
+    write_result_file("kept.json", 0, path, sizeof path);
+    for (int round = 0; round < ROUNDS; round++) {
+        char race_db[320];
+        snprintf(race_db, sizeof race_db, "%s/race-%d.db", dir, round);
+        lb_store *s = NULL;
+        lb_err e = {{0}};
+        assert_int_equal(lb_store_open(race_db, &s, &e), LB_OK);
+        lb_store_close(s);
+        int gate[2];
+        assert_int_equal(pipe(gate), 0);
+        pid_t pid[IMPORTERS];
+        int out_fd[IMPORTERS];
+        for (int k = 0; k < IMPORTERS; k++) {
+            int pipe_out[2];
+            assert_int_equal(pipe(pipe_out), 0);
+            pid[k] = fork();
+            assert_true(pid[k] >= 0);
+            if (pid[k] == 0) {
+                lb_test_die_with_parent();
+                dup2(pipe_out[1], 1);
+                close(pipe_out[0]);
+                close(gate[1]);
+                char c;
+                (void)!read(gate[0], &c, 1);
+                execl(LB_TEST_BIN, LB_TEST_BIN, "results", "import", path, "--db", race_db,
+                      (char *)NULL);
+                _exit(127);
+            }
+            close(pipe_out[1]);
+            out_fd[k] = pipe_out[0];
+        }
+        close(gate[0]);
+        close(gate[1]);
+        char said[IMPORTERS][1024];
+        long long stored_as = 0, named[IMPORTERS];
+        int n_stored = 0, n_named = 0;
+        for (int k = 0; k < IMPORTERS; k++) {
+            lb_test_slurp(out_fd[k], said[k], sizeof said[k]);
+            close(out_fd[k]);
+            int status = 0;
+            assert_int_equal(waitpid(pid[k], &status, 0), pid[k]);
+            assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            const char *as = strstr(said[k], "as run ");
+            assert_non_null(as);
+            if (strncmp(said[k], "stored ", 7) == 0) {
+                n_stored++;
+                assert_int_equal(sscanf(as, "as run %lld", &stored_as), 1);
+            } else {
+                assert_non_null(strstr(said[k], "was imported before, as run "));
+                assert_int_equal(sscanf(as, "as run %lld", &named[n_named++]), 1);
+            }
+        }
+        if (n_stored != 1)
+            fail_msg("round %d: %d of %d imports stored the result; the first said: %s", round,
+                     n_stored, IMPORTERS, said[0]);
+        for (int k = 0; k < n_named; k++)
+            assert_int_equal(named[k], stored_as);
+    }
 }
 
 /* Stored run id of the database at path (the caller frees it). */
@@ -585,7 +652,8 @@ int main(void) {
         T(test_cli_results_show_prints_numbers_for_people),
         T(test_cli_results_list_with_no_match_names_the_filter),
         T(test_cli_results_import_of_the_same_result_twice_stores_it_once),
-        T(test_cli_results_import_whose_write_fails_leaves_no_running_run),
+        T(test_cli_results_import_whose_write_fails_leaves_no_run),
+        T(test_cli_results_imports_at_once_store_the_result_once),
         T(test_cli_results_import_of_an_export_moves_its_runs_once),
     };
 #undef T

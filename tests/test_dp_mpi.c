@@ -144,8 +144,8 @@ static void train_alone(const char *model, bool lora, int K, outcome *out) {
         for (int k = 0; k < K; k++) {
             float l = 0;
             lb_data_next(data, in, tg);
-            lb_model_forward(&m, in, tg, B, SEQ, &l);
-            lb_model_backward(&m);
+            assert_int_equal(lb_model_forward(&m, in, tg, B, SEQ, &l, NULL), LB_OK);
+            assert_int_equal(lb_model_backward(&m, NULL), LB_OK);
             loss += l;
         }
         for (int64_t i = 0; i < n_params; i++)

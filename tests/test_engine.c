@@ -381,7 +381,7 @@ static void test_engine_logits_match_the_reference_forward(void **state) {
     const int V = 128;
     float *got = malloc((size_t)T * V * sizeof *got);
     assert_int_equal(lb_engine_logits(e, tok, T, got, &err), LB_OK);
-    lb_model_forward(&r.m, tok, NULL, 1, T, NULL);
+    assert_int_equal(lb_model_forward(&r.m, tok, NULL, 1, T, NULL, NULL), LB_OK);
     double worst = 0;
     for (int i = 0; i < T * V; i++) {
         double d = fabs(got[i] - r.m.acts.logits[i]) / (1e-4 + 1e-4 * fabs(r.m.acts.logits[i]));
@@ -416,7 +416,7 @@ static void test_engine_logits_of_a_whole_context(void **state) {
     float *got = malloc((size_t)T * V * sizeof *got);
     lb_status st = lb_engine_logits(e, tok, T, got, &err);
     if (st != LB_OK) fail_msg("%s", err.msg);
-    lb_model_forward(&r.m, tok, NULL, 1, T, NULL);
+    assert_int_equal(lb_model_forward(&r.m, tok, NULL, 1, T, NULL, NULL), LB_OK);
     for (int i = 0; i < T * V; i++)
         assert_true(fabs(got[i] - r.m.acts.logits[i]) <= 1e-4 + 1e-4 * fabs(r.m.acts.logits[i]));
     assert_int_equal(lb_engine_logits(e, tok, T - 1, got, &err), LB_OK);
@@ -433,7 +433,7 @@ static void reference_greedy(ref *r, const int32_t *prompt, int n, int n_new, in
     int32_t seq[64];
     memcpy(seq, prompt, (size_t)n * sizeof *seq);
     for (int k = 0; k < n_new; k++) {
-        lb_model_forward(&r->m, seq, NULL, 1, n + k, NULL);
+        assert_int_equal(lb_model_forward(&r->m, seq, NULL, 1, n + k, NULL, NULL), LB_OK);
         const float *row = r->m.acts.logits + (size_t)(n + k - 1) * 128;
         int32_t best = 0;
         for (int v = 1; v < 128; v++)
@@ -871,7 +871,7 @@ static void test_engine_greedy_skips_a_nan_logit(void **state) {
     run_all(e, 1, (const int32_t(*)[40])prompt, &n, &n_new, (int32_t(*)[40])got);
     memcpy(seq, prompt, sizeof prompt);
     for (int k = 0; k < n_new; k++) {
-        lb_model_forward(&r.m, seq, NULL, 1, n + k, NULL);
+        assert_int_equal(lb_model_forward(&r.m, seq, NULL, 1, n + k, NULL, NULL), LB_OK);
         const float *row = r.m.acts.logits + (size_t)(n + k - 1) * 128;
         assert_true(isnan(row[0]));
         seq[n + k] = lb_sample_argmax(row, 128);

@@ -164,13 +164,13 @@ static void step0_equals_base(const char *name) {
     tokens(&m.cfg, in, tg);
     const size_t nl = (size_t)B * T * m.cfg.vocab_size;
     float *base = malloc(nl * sizeof(float)), base_loss, lora_loss;
-    lb_model_forward(&m, in, tg, B, T, &base_loss);
+    assert_int_equal(lb_model_forward(&m, in, tg, B, T, &base_loss, NULL), LB_OK);
     memcpy(base, m.acts.logits, nl * sizeof(float));
     lb_err err;
     assert_int_equal(lb_model_attach_lora(&m, &l, &err), LB_OK);
     assert_null(m.grads);
     assert_null(m.m);
-    lb_model_forward(&m, in, tg, B, T, &lora_loss);
+    assert_int_equal(lb_model_forward(&m, in, tg, B, T, &lora_loss, NULL), LB_OK);
     assert_memory_equal(m.acts.logits, base, nl * sizeof(float));
     assert_float_equal(lora_loss, base_loss, 0.0f);
     free(base);
@@ -196,10 +196,10 @@ static void merged_equals_adapted(const char *name) {
     int32_t in[B * T], tg[B * T];
     tokens(&m.cfg, in, tg);
     float la, lm, lbase;
-    lb_model_forward(&m, in, tg, B, T, &lbase);
+    assert_int_equal(lb_model_forward(&m, in, tg, B, T, &lbase, NULL), LB_OK);
     assert_int_equal(lb_model_attach_lora(&m, &l, &err), LB_OK);
-    lb_model_forward(&m, in, tg, B, T, &la);
-    lb_model_forward(&merged, in, tg, B, T, &lm);
+    assert_int_equal(lb_model_forward(&m, in, tg, B, T, &la, NULL), LB_OK);
+    assert_int_equal(lb_model_forward(&merged, in, tg, B, T, &lm, NULL), LB_OK);
     const int64_t nl = (int64_t)B * T * m.cfg.vocab_size;
     double worst = 0.0;
     for (int64_t i = 0; i < nl; i++)
@@ -234,8 +234,8 @@ static void gradcheck(const char *name) {
     tokens(&m.cfg, in, tg);
     float loss;
     lb_model_zero_grad(&m);
-    lb_model_forward(&m, in, tg, B, T, &loss);
-    lb_model_backward(&m);
+    assert_int_equal(lb_model_forward(&m, in, tg, B, T, &loss, NULL), LB_OK);
+    assert_int_equal(lb_model_backward(&m, NULL), LB_OK);
     const float h = 3e-3f;
     double worst = 0.0;
     int checked = 0;
@@ -251,9 +251,9 @@ static void gradcheck(const char *name) {
                 float saved = l.params[best];
                 float lp, lm;
                 l.params[best] = saved + h;
-                lb_model_forward(&m, in, tg, B, T, &lp);
+                assert_int_equal(lb_model_forward(&m, in, tg, B, T, &lp, NULL), LB_OK);
                 l.params[best] = saved - h;
-                lb_model_forward(&m, in, tg, B, T, &lm);
+                assert_int_equal(lb_model_forward(&m, in, tg, B, T, &lm, NULL), LB_OK);
                 l.params[best] = saved;
                 double fd = ((double)lp - lm) / (2.0 * h), an = l.grads[best];
                 double excess = fabs(fd - an) / (2e-4 + 2e-2 * fabs(an));
@@ -294,9 +294,9 @@ static void test_lora_adamw_moves_adapters_only(void **state) {
     int32_t in[B * T], tg[B * T];
     tokens(&m.cfg, in, tg);
     float loss, norm = 0.0f;
-    lb_model_forward(&m, in, tg, B, T, &loss);
+    assert_int_equal(lb_model_forward(&m, in, tg, B, T, &loss, NULL), LB_OK);
     lb_model_zero_grad(&m);
-    lb_model_backward(&m);
+    assert_int_equal(lb_model_backward(&m, NULL), LB_OK);
     lb_adamw_params p = lb_model_adamw_default_params();
     p.weight_decay = 0.0f;
     lb_model_adamw_step(&m, &p, 1, &norm);

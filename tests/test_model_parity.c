@@ -17,9 +17,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "model/model.h"
+#include "model/ref.h"
 #include "model/safetensors.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+/* Under AddressSanitizer an allocation that cannot be served returns NULL, as glibc's does,
+ * instead of ending the program: test_ref_scratch_out_of_memory_is_reported makes one. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) {
+    return "allocator_may_return_null=1";
+}
+#endif
 
 #define RTOL      1e-4
 #define LOSS_ATOL 1e-5
@@ -91,8 +103,8 @@ static void check_step1(const char *preset) {
     const lb_model_config *c = &f.m.cfg;
     float loss;
     lb_model_zero_grad(&f.m);
-    lb_model_forward(&f.m, f.inputs, f.targets, f.B, f.T, &loss);
-    lb_model_backward(&f.m);
+    assert_int_equal(lb_model_forward(&f.m, f.inputs, f.targets, f.B, f.T, &loss, NULL), LB_OK);
+    assert_int_equal(lb_model_backward(&f.m, NULL), LB_OK);
 
     const double ref_loss = *(const double *)need(&f, "loss", LB_ST_F64, 1)->data;
     assert_true(fabs(loss - ref_loss) <= LOSS_ATOL);
@@ -135,8 +147,8 @@ static void check_adamw(const char *preset) {
     for (int s = 1; s <= steps; s++) {
         float loss, norm;
         lb_model_zero_grad(&f.m);
-        lb_model_forward(&f.m, f.inputs, f.targets, f.B, f.T, &loss);
-        lb_model_backward(&f.m);
+        assert_int_equal(lb_model_forward(&f.m, f.inputs, f.targets, f.B, f.T, &loss, NULL), LB_OK);
+        assert_int_equal(lb_model_backward(&f.m, NULL), LB_OK);
         lb_model_adamw_step(&f.m, &p, s, &norm);
         double dl = fabs(loss - ref_loss[s - 1]), dn = fabs(norm - ref_norm[s - 1]);
         if (dl > worst_loss) worst_loss = dl;
@@ -193,6 +205,38 @@ static void test_model_load_weights_refuses_wrong_model(void **state) {
     lb_model_free(&m);
 }
 
+/* A matmul backward whose scratch (8 rows of C doubles, 4 GiB) cannot be had under an
+ * address-space limit 256 MiB above what the process maps with its (untouched, 768 MiB)
+ * operands: LB_ERR_NOMEM naming the op comes back, the process lives on, and dinp is not
+ * written. */
+static void test_ref_scratch_out_of_memory_is_reported(void **state) {
+    (void)state;
+    const int C = 1 << 26;
+    float *dinp = calloc((size_t)C, sizeof *dinp), *inp = calloc((size_t)C, sizeof *inp);
+    float *weight = calloc((size_t)C, sizeof *weight), dout = 1.0f;
+    assert_true(dinp && inp && weight);
+    long pages = 0;
+    FILE *statm = fopen("/proc/self/statm", "r");
+    assert_non_null(statm);
+    assert_int_equal(fscanf(statm, "%ld", &pages), 1);
+    fclose(statm);
+    struct rlimit was, low;
+    assert_int_equal(getrlimit(RLIMIT_AS, &was), 0);
+    low = was;
+    low.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)256 << 20);
+    if (was.rlim_cur != RLIM_INFINITY && was.rlim_cur < low.rlim_cur) low.rlim_cur = was.rlim_cur;
+    assert_int_equal(setrlimit(RLIMIT_AS, &low), 0);
+    lb_err err = {{0}};
+    lb_status st = lb_ref_matmul_backward(dinp, NULL, NULL, &dout, inp, weight, 1, 1, C, 1, &err);
+    assert_int_equal(setrlimit(RLIMIT_AS, &was), 0);
+    assert_int_equal(st, LB_ERR_NOMEM);
+    assert_non_null(strstr(err.msg, "matmul backward"));
+    assert_true(dinp[0] == 0.0f && dinp[C - 1] == 0.0f);
+    free(dinp);
+    free(inp);
+    free(weight);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_gpt2_logits_and_grads_match_pytorch),
@@ -200,6 +244,7 @@ int main(void) {
         cmocka_unit_test(test_model_gpt2_adamw_losses_match_pytorch),
         cmocka_unit_test(test_model_llama_adamw_losses_match_pytorch),
         cmocka_unit_test(test_model_load_weights_refuses_wrong_model),
+        cmocka_unit_test(test_ref_scratch_out_of_memory_is_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -501,43 +501,23 @@ static lb_status import_read(const json_t *doc, import_run *run, lb_err *err) {
     return st;
 }
 
-/* Stores run->r as a new run tagged with run->tag; *id receives its id and *stored is true.
- * When a run already carries that tag and again is false, nothing is written: *id is that
- * run (the newest such) and *stored is false. The tag is written with the run's finish, so
- * a run whose finish failed never counts as imported: that run is marked failed, never left
- * `running`. */
+/* Stores run->r as a new run tagged with run->tag (lb_store_run_import); *id receives its id
+ * and *stored is true. When a run already carries that tag and again is false, nothing is
+ * written: *id is that run (the newest such) and *stored is false. The look-up and the
+ * write are one transaction, so of two imports of one result at the same moment one stores
+ * it and the other names it; a write that fails leaves no run behind. */
 static lb_status import_store(lb_store *s, import_run *run, bool again, int64_t *id, bool *stored,
                               lb_err *err) {
     *id = -1;
     *stored = false;
-    lb_store_run_info *found = NULL;
-    size_t n_found = 0;
-    lb_store_filter f = lb_store_default_filter();
-    f.tag = run->tag;
-    f.limit = 1;
-    lb_status st = again ? LB_OK : lb_store_list(s, &f, &found, &n_found, err);
-    if (n_found > 0) {
-        *id = found[0].id;
-        free(found);
-        return LB_OK;
-    }
-    if (st == LB_OK) st = lb_store_run_begin(s, run->r, id, err);
-    if (st == LB_OK && json_array_append_new(run->r->tags, json_string(run->tag)) != 0)
-        st = lb_fail(err, LB_ERR_NOMEM, "no memory to tag the run imported from %s", run->what);
-    if (st == LB_OK) st = lb_store_run_finish(s, *id, run->r, err);
-    if (st != LB_OK && *id > 0) {
-        char why[LB_ERR_MSG_BYTES], reason[2 * LB_ERR_MSG_BYTES];
+    if (json_array_append_new(run->r->tags, json_string(run->tag)) != 0)
+        return lb_fail(err, LB_ERR_NOMEM, "no memory to tag the run imported from %s", run->what);
+    lb_status st = lb_store_run_import(s, run->r, again ? NULL : run->tag, id, stored, err);
+    if (st != LB_OK) {
+        char why[LB_ERR_MSG_BYTES];
         snprintf(why, sizeof why, "%s", err->msg);
-        snprintf(reason, sizeof reason, "import of %s was not written: %s", run->what, why);
-        lb_err mark_err = {{0}};
-        if (lb_store_run_mark(s, *id, LB_RUN_FAILED, reason, &mark_err) == LB_OK)
-            lb_fail(err, st, "%s was not stored (run %lld is marked failed): %s", run->what,
-                    (long long)*id, why);
-        else
-            lb_fail(err, st, "%s was not stored: %s; run %lld is left running: %s", run->what, why,
-                    (long long)*id, mark_err.msg);
+        lb_fail(err, st, "%s was not stored: %s", run->what, why);
     }
-    *stored = st == LB_OK;
     return st;
 }
 
@@ -605,8 +585,8 @@ static int results_import(int argc, char **argv) {
                    "the run that holds it is named; --again stores it once more. Each run is "
                    "tagged imported:HASH. Exit code 0 when every run was stored or already "
                    "there, 2 when FILE cannot be read or one of its runs is not a result "
-                   "(nothing is stored then), 1 when the database refuses a run (the run begun "
-                   "for it is then marked failed, and the runs after it are not tried).",
+                   "(nothing is stored then), 1 when the database refuses a run (nothing of "
+                   "that run is stored, and the runs after it are not tried).",
         LB_ARG_SPECS(specs),
         .min_positional = 1,
         .max_positional = 1,

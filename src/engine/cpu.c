@@ -68,7 +68,6 @@ static void cpu_read(lb_backend *b, const lb_param_tensor *t, lb_gpu_dtype dt, v
 
 static lb_status cpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *argmax,
                              float *logits, lb_err *err) {
-    (void)err;
     cpu_backend *c = (cpu_backend *)b;
     const lb_model_config *cfg = &c->cfg;
     const int N = bt->n_tokens, C = cfg->d_model, NH = cfg->n_head, NKV = cfg->n_kv_head;
@@ -93,8 +92,8 @@ static lb_status cpu_forward(lb_backend *b, const lb_engine_batch *bt, int32_t *
             memcpy(kc + c->slot[i] * kv_row, r + NH * HD, (size_t)kv_row * sizeof(float));
             memcpy(vc + c->slot[i] * kv_row, r + (NH + NKV) * HD, (size_t)kv_row * sizeof(float));
         }
-        lb_ref_paged_attention(c->att, c->qkv, kc, vc, bt->block_table, bt->max_blocks, bt->seq_of,
-                               bt->pos, N, NH, NKV, HD, c->block_size);
+        LB_TRY(lb_ref_paged_attention(c->att, c->qkv, kc, vc, bt->block_table, bt->max_blocks,
+                                      bt->seq_of, bt->pos, N, NH, NKV, HD, c->block_size, err));
         lb_ref_matmul_forward(c->br, c->att, L + c->off.layer.attn_out_w, NULL, 1, N, C, C);
         lb_ref_residual_forward(c->x, c->x, c->br, (int64_t)N * C);
         lb_ref_rmsnorm_forward(c->n, c->rstd, c->x, L + c->off.layer.norm2_w, 1, N, C,

@@ -296,8 +296,8 @@ static layer_acts layer_at(const lb_model *m, int l) {
     return r;
 }
 
-void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
-                      float *loss_out) {
+lb_status lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                           float *loss_out, lb_err *err) {
     const lb_model_config *c = &m->cfg;
     const lb_param_offsets *o = &m->off;
     const int C = c->d_model, Q = lb_model_qkv_dim(c), F = lb_model_mlp_in_dim(c);
@@ -333,7 +333,7 @@ void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets
         lora_forward(m, l, LB_LORA_IN_QKV, x.qkv, x.norm1, BT);
         if (c->family == LB_FAMILY_LLAMA)
             lb_ref_rope_forward(x.qkv, x.qkv, m->inv_freq, B, T, NH, NKV, HD);
-        lb_ref_attention_forward(x.atty, x.att, x.qkv, B, T, NH, NKV, HD);
+        LB_TRY(lb_ref_attention_forward(x.atty, x.att, x.qkv, B, T, NH, NKV, HD, err));
         lb_ref_matmul_forward(a->branch, x.atty, lp + lo->attn_out_w, at(lp, lo->attn_out_b), B, T,
                               C, C);
         lora_forward(m, l, LB_LORA_IN_ATTN_OUT, a->branch, x.atty, BT);
@@ -361,7 +361,7 @@ void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets
 
     m->have_targets = targets != NULL;
     hook(m, LB_MODEL_FORWARD_END, c->n_layer + 1);
-    if (!targets) return;
+    if (!targets) return LB_OK;
     memcpy(m->targets, targets, (size_t)BT * sizeof(int32_t));
     lb_ref_softmax_crossentropy_forward(a->losses, a->probs, a->logits, targets, B, T, V);
     double sum = 0.0;
@@ -369,6 +369,7 @@ void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets
         sum += a->losses[i];
     m->mean_loss = (float)(sum / (double)BT);
     if (loss_out) *loss_out = m->mean_loss;
+    return LB_OK;
 }
 
 void lb_model_zero_grad(lb_model *m) {
@@ -376,7 +377,7 @@ void lb_model_zero_grad(lb_model *m) {
     if (m->lora) memset(m->lora->grads, 0, (size_t)m->lora->off.total * sizeof(float));
 }
 
-void lb_model_backward(lb_model *m) {
+lb_status lb_model_backward(lb_model *m, lb_err *err) {
     assert(m->have_targets);
     const lb_model_config *c = &m->cfg;
     const lb_param_offsets *o = &m->off;
@@ -395,8 +396,8 @@ void lb_model_backward(lb_model *m) {
     lb_ref_softmax_crossentropy_backward(d->dlogits, a->probs, m->targets,
                                          (float)(1.0 / (double)BT), B, T, V);
     ZERO(d->dnorm, BT * C);
-    lb_ref_matmul_backward(d->dnorm, grad_at(m, -1, o->lm_head), NULL, d->dlogits, a->normf,
-                           p + o->lm_head, B, T, C, V);
+    LB_TRY(lb_ref_matmul_backward(d->dnorm, grad_at(m, -1, o->lm_head), NULL, d->dlogits, a->normf,
+                                  p + o->lm_head, B, T, C, V, err));
     ZERO(d->dresidual, BT * C);
     norm_backward(m, d->dresidual, grad_at(m, -1, o->normf_w), grad_at(m, -1, o->normf_b), d->dnorm,
                   layer_at(m, c->n_layer - 1).residual3, p + o->normf_w, a->normf_mean,
@@ -410,9 +411,9 @@ void lb_model_backward(lb_model *m) {
         const lb_layer_offsets *lo = &o->layer;
         /* MLP branch: d(branch) = dresidual, which also flows straight to residual2. */
         ZERO(d->dmlp_act, BT * H);
-        lb_ref_matmul_backward(d->dmlp_act, grad_at(m, l, lo->mlp_out_w),
-                               grad_at(m, l, lo->mlp_out_b), d->dresidual, x.mlp_act,
-                               lp + lo->mlp_out_w, B, T, H, C);
+        LB_TRY(lb_ref_matmul_backward(d->dmlp_act, grad_at(m, l, lo->mlp_out_w),
+                                      grad_at(m, l, lo->mlp_out_b), d->dresidual, x.mlp_act,
+                                      lp + lo->mlp_out_w, B, T, H, C, err));
         lora_backward(m, l, LB_LORA_IN_MLP_OUT, d->dmlp_act, d->dresidual, x.mlp_act, BT);
         ZERO(d->dmlp_in, BT * F);
         if (c->family == LB_FAMILY_GPT2)
@@ -420,30 +421,31 @@ void lb_model_backward(lb_model *m) {
         else
             lb_ref_swiglu_backward(d->dmlp_in, d->dmlp_act, x.mlp_in, B, T, H);
         ZERO(d->dnorm, BT * C);
-        lb_ref_matmul_backward(d->dnorm, grad_at(m, l, lo->mlp_in_w), grad_at(m, l, lo->mlp_in_b),
-                               d->dmlp_in, x.norm2, lp + lo->mlp_in_w, B, T, C, F);
+        LB_TRY(lb_ref_matmul_backward(d->dnorm, grad_at(m, l, lo->mlp_in_w),
+                                      grad_at(m, l, lo->mlp_in_b), d->dmlp_in, x.norm2,
+                                      lp + lo->mlp_in_w, B, T, C, F, err));
         lora_backward(m, l, LB_LORA_IN_MLP_IN, d->dnorm, d->dmlp_in, x.norm2, BT);
         norm_backward(m, d->dresidual, grad_at(m, l, lo->norm2_w), grad_at(m, l, lo->norm2_b),
                       d->dnorm, x.residual2, lp + lo->norm2_w, x.norm2_mean, x.norm2_rstd, B, T);
         /* Attention branch, likewise from residual2 back to the layer input. */
         ZERO(d->datty, BT * C);
-        lb_ref_matmul_backward(d->datty, grad_at(m, l, lo->attn_out_w),
-                               grad_at(m, l, lo->attn_out_b), d->dresidual, x.atty,
-                               lp + lo->attn_out_w, B, T, C, C);
+        LB_TRY(lb_ref_matmul_backward(d->datty, grad_at(m, l, lo->attn_out_w),
+                                      grad_at(m, l, lo->attn_out_b), d->dresidual, x.atty,
+                                      lp + lo->attn_out_w, B, T, C, C, err));
         lora_backward(m, l, LB_LORA_IN_ATTN_OUT, d->datty, d->dresidual, x.atty, BT);
         ZERO(d->dqkv, BT * Q);
-        lb_ref_attention_backward(d->dqkv, d->datty, x.qkv, x.att, B, T, NH, NKV, HD);
+        LB_TRY(lb_ref_attention_backward(d->dqkv, d->datty, x.qkv, x.att, B, T, NH, NKV, HD, err));
         if (c->family == LB_FAMILY_LLAMA)
             lb_ref_rope_backward(d->dqkv, d->dqkv, m->inv_freq, B, T, NH, NKV, HD);
         ZERO(d->dnorm, BT * C);
-        lb_ref_matmul_backward(d->dnorm, grad_at(m, l, lo->qkv_w), grad_at(m, l, lo->qkv_b),
-                               d->dqkv, x.norm1, lp + lo->qkv_w, B, T, C, Q);
+        LB_TRY(lb_ref_matmul_backward(d->dnorm, grad_at(m, l, lo->qkv_w), grad_at(m, l, lo->qkv_b),
+                                      d->dqkv, x.norm1, lp + lo->qkv_w, B, T, C, Q, err));
         lora_backward(m, l, LB_LORA_IN_QKV, d->dnorm, d->dqkv, x.norm1, BT);
         norm_backward(m, d->dresidual, grad_at(m, l, lo->norm1_w), grad_at(m, l, lo->norm1_b),
                       d->dnorm, x.input, lp + lo->norm1_w, x.norm1_mean, x.norm1_rstd, B, T);
         hook(m, LB_MODEL_BACKWARD_END, 1 + l);
     }
-    if (!m->grads) return; /* frozen base: no embedding gradient */
+    if (!m->grads) return LB_OK; /* frozen base: no embedding gradient */
     hook(m, LB_MODEL_BACKWARD_BEGIN, 0);
     if (c->family == LB_FAMILY_GPT2)
         lb_ref_encoder_backward(m->grads + o->wte, m->grads + o->wpe, d->dresidual, m->inputs, B, T,
@@ -452,6 +454,7 @@ void lb_model_backward(lb_model *m) {
         lb_ref_embedding_backward(m->grads + o->wte, d->dresidual, m->inputs, B, T, C);
     hook(m, LB_MODEL_BACKWARD_END, 0);
 #undef ZERO
+    return LB_OK;
 }
 
 void lb_model_adamw_step(lb_model *m, const lb_adamw_params *p, int step, float *grad_norm_out) {

@@ -145,14 +145,17 @@ lb_status lb_model_load_weights(lb_model *m, const char *path, lb_err *err);
  * the caller checks these; they are asserted here). With targets [B,T] it also computes
  * the per-position losses and writes their mean to *loss_out (loss_out may be NULL);
  * targets may be NULL (inference: logits only, *loss_out untouched). Logits are in
- * m->acts.logits, laid out [B,T,V] for this call's B and T. */
-void lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
-                      float *loss_out);
+ * m->acts.logits, laid out [B,T,V] for this call's B and T. LB_ERR_NOMEM when an op finds
+ * no memory for its scratch (ref.h). */
+lb_status lb_model_forward(lb_model *m, const int32_t *inputs, const int32_t *targets, int B, int T,
+                           float *loss_out, lb_err *err);
 /* Zeroes the gradients (the adapters' when attached). */
 void lb_model_zero_grad(lb_model *m);
 /* Accumulates d(mean loss)/d(params) of the last forward (which must have had targets)
- * into m->grads, or with adapters attached d(mean loss)/d(adapters) into lora->grads. */
-void lb_model_backward(lb_model *m);
+ * into m->grads, or with adapters attached d(mean loss)/d(adapters) into lora->grads.
+ * LB_ERR_NOMEM when an op finds no memory for its scratch (the gradients are then
+ * partly accumulated). */
+lb_status lb_model_backward(lb_model *m, lb_err *err);
 /* Freezes the base and attaches adapters l (made for this config, holding at least B*T
  * tokens of intermediates; l outlives the attachment): m->grads, m->m and m->v are released.
  * LB_ERR_USAGE when l holds too few tokens. */

@@ -4,28 +4,27 @@
  * results sit within a few float ulps of a float64 computation. OpenMP parallelizes the
  * outer loops of the matmuls and attention over independent outputs only, so no two
  * threads ever write the same element and the results do not depend on the thread count.
- * The few ops that need scratch (rows of doubles) get it from scratch(), which stops the
- * process with a message when memory is out: these functions return nothing and run inside
- * OpenMP loops, where no failure can be passed up, and writing through NULL is worse.
- * Not here: blocking, vectorization tricks, reduced precision. */
+ * The few ops that need scratch (rows of doubles) take it inside their OpenMP loops, one
+ * row per task; a task that gets none marks the op short of memory and does nothing more,
+ * since no failure can leave an OpenMP loop, and the op returns LB_ERR_NOMEM once the loop
+ * is over. Not here: blocking, vectorization tricks, reduced precision. */
 #include "model/ref.h"
 
 #include <math.h>
-#include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* n zeroed doubles for op's scratch (caller frees); aborts with a message naming op when
- * there is no memory for them. */
-static double *scratch(size_t n, const char *op) {
-    double *p = calloc(n ? n : 1, sizeof *p);
-    if (p == NULL) {
-        fprintf(stderr,
-                "llmbench: no memory for %zu doubles of scratch in the CPU reference's %s\n", n,
-                op);
-        abort();
-    }
-    return p;
+/* n zeroed doubles of scratch (the caller frees them), NULL when there is no memory. */
+static double *scratch(size_t n) {
+    return calloc(n ? n : 1, sizeof(double));
+}
+
+/* What an op returns once its loop is over: LB_ERR_NOMEM naming op when a task of it found
+ * no memory for its scratch (the op's outputs are then partly written). */
+static lb_status scratch_status(bool short_of_memory, const char *op, lb_err *err) {
+    if (!short_of_memory) return LB_OK;
+    return lb_fail(err, LB_ERR_NOMEM, "no memory for the scratch of the CPU reference's %s", op);
 }
 
 /* --- embeddings --------------------------------------------------------------------- */
@@ -202,15 +201,22 @@ void lb_ref_matmul_forward(float *out, const float *inp, const float *weight, co
     }
 }
 
-void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                            const float *inp, const float *weight, int B, int T, int C, int OC) {
+lb_status lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, int B, int T, int C, int OC,
+                                 lb_err *err) {
     const int64_t N = (int64_t)B * T, n_tasks = (N + MM_ROWS - 1) / MM_ROWS;
+    bool short_of_memory = false;
     if (dinp) {
         /* dinp[i,:] += sum_o dout[i,o] W[o,:], MM_ROWS rows per task */
 #pragma omp parallel for schedule(static)
         for (int64_t task = 0; task < n_tasks; task++) {
             const int64_t i0 = task * MM_ROWS, i1 = i0 + MM_ROWS < N ? i0 + MM_ROWS : N;
-            double *acc = scratch((size_t)MM_ROWS * C, "matmul backward");
+            double *acc = scratch((size_t)MM_ROWS * C);
+            if (acc == NULL) {
+#pragma omp atomic write
+                short_of_memory = true;
+                continue;
+            }
             for (int o = 0; o < OC; o++) {
                 const float *w = weight + (int64_t)o * C;
                 for (int64_t i = i0; i < i1; i++) {
@@ -227,11 +233,17 @@ void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
             free(acc);
         }
     }
-    if (!dweight && !dbias) return;
+    if (short_of_memory || (!dweight && !dbias))
+        return scratch_status(short_of_memory, "matmul backward", err);
         /* dweight[o,:] += sum_i dout[i,o] inp[i,:]; dbias[o] += sum_i dout[i,o] */
 #pragma omp parallel for schedule(static)
     for (int o = 0; o < OC; o++) {
-        double *acc = scratch((size_t)C, "matmul backward"), bacc = 0.0;
+        double *acc = scratch((size_t)C), bacc = 0.0;
+        if (acc == NULL) {
+#pragma omp atomic write
+            short_of_memory = true;
+            continue;
+        }
         for (int64_t i = 0; i < N; i++) {
             const double d = dout[i * OC + o];
             const float *x = inp + i * C;
@@ -246,6 +258,7 @@ void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const flo
         if (dbias) dbias[o] += (float)bacc;
         free(acc);
     }
+    return scratch_status(short_of_memory, "matmul backward", err);
 }
 
 /* --- LoRA adapter ------------------------------------------------------------------- */
@@ -314,10 +327,11 @@ void lb_ref_lora_backward(float *dx, float *dA, float *dBm, float *du, const flo
 
 /* --- attention ---------------------------------------------------------------------- */
 
-void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
-                              int NKV, int HD) {
+lb_status lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+                                   int NKV, int HD, lb_err *err) {
     const int QW = (NH + 2 * NKV) * HD, group = NH / NKV;
     const double scale = 1.0 / sqrt((double)HD);
+    bool short_of_memory = false;
 #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
@@ -326,7 +340,12 @@ void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, i
                 const float *q = qkv + ((int64_t)b * T + t) * QW + h * HD;
                 float *a = att + (((int64_t)b * NH + h) * T + t) * T;
                 /* scores, then a stable softmax over t2 <= t, in double */
-                double *e = scratch((size_t)t + 1, "attention forward");
+                double *e = scratch((size_t)t + 1);
+                if (e == NULL) {
+#pragma omp atomic write
+                    short_of_memory = true;
+                    continue;
+                }
                 double mx = -INFINITY, sum = 0.0;
                 for (int t2 = 0; t2 <= t; t2++) {
                     const float *k = qkv + ((int64_t)b * T + t2) * QW + (NH + kvh) * HD;
@@ -355,18 +374,26 @@ void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, i
                 }
                 free(e);
             }
+    return scratch_status(short_of_memory, "attention forward", err);
 }
 
-void lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
-                               int B, int T, int NH, int NKV, int HD) {
+lb_status lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                    const float *att, int B, int T, int NH, int NKV, int HD,
+                                    lb_err *err) {
     const int QW = (NH + 2 * NKV) * HD, group = NH / NKV;
     const double scale = 1.0 / sqrt((double)HD);
+    bool short_of_memory = false;
     /* One task per (batch, kv head): it owns the k and v gradients of that kv head and the
      * q gradients of the query heads that read it, so tasks never write the same element. */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int kvh = 0; kvh < NKV; kvh++) {
-            double *dpre = scratch((size_t)T, "attention backward");
+            double *dpre = scratch((size_t)T);
+            if (dpre == NULL) {
+#pragma omp atomic write
+                short_of_memory = true;
+                continue;
+            }
             for (int h = kvh * group; h < (kvh + 1) * group; h++)
                 for (int t = 0; t < T; t++) {
                     const float *a = att + (((int64_t)b * NH + h) * T + t) * T;
@@ -401,6 +428,7 @@ void lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
                 }
             free(dpre);
         }
+    return scratch_status(short_of_memory, "attention backward", err);
 }
 
 /* --- rope --------------------------------------------------------------------------- */
@@ -470,19 +498,25 @@ void lb_ref_rope_positions(float *qkv, const int32_t *pos, const float *inv_freq
 
 /* --- paged attention ---------------------------------------------------------------- */
 
-void lb_ref_paged_attention(float *out, const float *qkv, const float *k_cache,
-                            const float *v_cache, const int32_t *block_table, int max_blocks,
-                            const int32_t *seq_of, const int32_t *pos, int N, int NH, int NKV,
-                            int HD, int block_size) {
+lb_status lb_ref_paged_attention(float *out, const float *qkv, const float *k_cache,
+                                 const float *v_cache, const int32_t *block_table, int max_blocks,
+                                 const int32_t *seq_of, const int32_t *pos, int N, int NH, int NKV,
+                                 int HD, int block_size, lb_err *err) {
     const int QW = (NH + 2 * NKV) * HD, group = NH / NKV;
     const double scale = 1.0 / sqrt((double)HD);
+    bool short_of_memory = false;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int i = 0; i < N; i++)
         for (int h = 0; h < NH; h++) {
             const int kvh = h / group, len = pos[i] + 1;
             const int32_t *bt = block_table + (int64_t)seq_of[i] * max_blocks;
             const float *q = qkv + (int64_t)i * QW + h * HD;
-            double *e = scratch((size_t)len, "paged attention");
+            double *e = scratch((size_t)len);
+            if (e == NULL) {
+#pragma omp atomic write
+                short_of_memory = true;
+                continue;
+            }
             double mx = -INFINITY, sum = 0.0;
             for (int t = 0; t < len; t++) {
                 int64_t slot = (int64_t)bt[t / block_size] * block_size + t % block_size;
@@ -508,6 +542,7 @@ void lb_ref_paged_attention(float *out, const float *qkv, const float *k_cache,
             }
             free(e);
         }
+    return scratch_status(short_of_memory, "paged attention", err);
 }
 
 /* --- activations -------------------------------------------------------------------- */

@@ -12,15 +12,16 @@
  * - Optional pointers (bias, dbias, dinp) may be NULL where the comment says so.
  * - Reductions accumulate in double so the reference sits close to a float64 result.
  * - Weights are [out, in] (PyTorch nn.Linear): out = inp W^T + bias.
- * - Nothing returns a status: the ops that need scratch memory (matmul backward, attention
- *   forward and backward, paged attention) abort with a message on stderr when there is
- *   none, never write through NULL.
+ * - Only the ops that need scratch memory (matmul backward, attention forward and
+ *   backward, paged attention) can fail: they return LB_ERR_NOMEM with a sentence in err
+ *   when there is none, their outputs then partly written. The others return nothing.
  * Not here: mixed precision, fused kernels, anything model-level (model.h). */
 #ifndef LB_MODEL_REF_H
 #define LB_MODEL_REF_H
 
 #include <stdint.h>
 
+#include "core/status.h"
 #include "model/config.h"
 
 /* --- embeddings --------------------------------------------------------------------- */
@@ -66,8 +67,9 @@ void lb_ref_matmul_forward(float *out, const float *inp, const float *weight, co
                            int B, int T, int C, int OC);
 /* dinp[B,T,C] += dout W; dweight[OC,C] += dout^T inp; dbias[OC] += sum of dout rows.
  * dinp, dweight and dbias may be NULL (dweight NULL: a frozen weight). */
-void lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
-                            const float *inp, const float *weight, int B, int T, int C, int OC);
+lb_status lb_ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, int B, int T, int C, int OC,
+                                 lb_err *err);
 
 /* --- LoRA adapter (model/lora.h) --------------------------------------------------- */
 /* u[N,r] = x[N,in] A[r,in]^T, then y[i, 0..out-1] += s u[i,:] Bm[out,r]^T, where row i of
@@ -88,12 +90,13 @@ void lb_ref_lora_backward(float *dx, float *dA, float *dBm, float *du, const flo
  * reads kv head h / (NH / NKV). Scores are scaled by 1/sqrt(HD).
  * out [B,T,NH*HD]: head h at columns h*HD .. h*HD+HD-1.
  * att [B,NH,T,T]: softmax probabilities; att[b,h,t,t2] = 0 for t2 > t. Kept for backward. */
-void lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
-                              int NKV, int HD);
+lb_status lb_ref_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+                                   int NKV, int HD, lb_err *err);
 /* dqkv [B,T,(NH+2*NKV)*HD] += gradient of q, k and v given dout [B,T,NH*HD], the forward
  * qkv and att. */
-void lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *att,
-                               int B, int T, int NH, int NKV, int HD);
+lb_status lb_ref_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                    const float *att, int B, int T, int NH, int NKV, int HD,
+                                    lb_err *err);
 
 /* --- rope --------------------------------------------------------------------------- */
 /* inv_freq[HD/2]: theta^(-2i/HD), i = 0..HD/2-1, then llama3 scaling when
@@ -123,10 +126,10 @@ void lb_ref_rope_positions(float *qkv, const int32_t *pos, const float *inv_freq
  * sequence (which the cache must hold, its own included). q is read from qkv [N, (NH +
  * 2*NKV)*HD] (the first NH*HD columns of each row); query head h reads kv head h / (NH /
  * NKV); scores scaled by 1/sqrt(HD). out [N, NH*HD]. */
-void lb_ref_paged_attention(float *out, const float *qkv, const float *k_cache,
-                            const float *v_cache, const int32_t *block_table, int max_blocks,
-                            const int32_t *seq_of, const int32_t *pos, int N, int NH, int NKV,
-                            int HD, int block_size);
+lb_status lb_ref_paged_attention(float *out, const float *qkv, const float *k_cache,
+                                 const float *v_cache, const int32_t *block_table, int max_blocks,
+                                 const int32_t *seq_of, const int32_t *pos, int N, int NH, int NKV,
+                                 int HD, int block_size, lb_err *err);
 
 /* --- activations -------------------------------------------------------------------- */
 /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). N elements. */

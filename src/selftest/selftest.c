@@ -519,7 +519,7 @@ static void check_matmul(ctx *c, const prec_t *pr, lb_blas *blas, int N, int IC,
         check(c, lb_blas_gemm_run(blas, &g, NULL, c->err));
         down(c, out, d_out, no, pr->dt);
         compare(c, "matmul.fwd+bias", shape, pr, out, ref, no);
-        lb_ref_matmul_backward(dx, dw, db, dout, x, w, 1, N, IC, OC);
+        check(c, lb_ref_matmul_backward(dx, dw, db, dout, x, w, 1, N, IC, OC, c->err));
         lb_blas_gemm gi = {.m = N,
                            .n = IC,
                            .k = OC,
@@ -883,7 +883,7 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
         if (dnn)
             check_cuda(c, cudaMemset(d_scr, 0xff, lb_cudnn_attn_workspace_bytes(dnn)),
                        "poison workspace");
-        lb_ref_attention_forward(ref, att, qkv, B, T, NH, NKV, HD);
+        check(c, lb_ref_attention_forward(ref, att, qkv, B, T, NH, NKV, HD, c->err));
         if (dnn)
             check(c, lb_cudnn_attn_forward(dnn, d_out, d_lse, d_qkv, d_scr, 0, c->err));
         else
@@ -900,7 +900,7 @@ static void check_attention(ctx *c, const prec_t *pr, int B, int T, int NH, int 
             down(c, lse_own, d_lse_own, nl, LB_DT_F32);
             compare(c, "attention.lse", shape, pr, lse, lse_own, nl);
         }
-        lb_ref_attention_backward(dqkv, dout, qkv, att, B, T, NH, NKV, HD);
+        check(c, lb_ref_attention_backward(dqkv, dout, qkv, att, B, T, NH, NKV, HD, c->err));
         if (dnn)
             check(c, lb_cudnn_attn_backward(dnn, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_scr, 0,
                                             c->err));
@@ -1264,10 +1264,10 @@ static void check_adamw(ctx *c, const prec_t *pr, int64_t n, bool dense16) {
 static void forward_backward_both(ctx *c, lb_model *cpu, lb_model_gpu *gm, const int32_t *in,
                                   const int32_t *tg, int B, int T, float *ref_loss, float *gloss,
                                   lb_gpu_optstate *st) {
-    lb_model_forward(cpu, in, tg, B, T, ref_loss);
+    check(c, lb_model_forward(cpu, in, tg, B, T, ref_loss, c->err));
     lb_model_zero_grad(cpu);
-    lb_model_backward(cpu);
-    check(c, lb_model_gpu_forward_backward(gm, in, tg, 0, c->err));
+    if (c->st == LB_OK) check(c, lb_model_backward(cpu, c->err));
+    if (c->st == LB_OK) check(c, lb_model_gpu_forward_backward(gm, in, tg, 0, c->err));
     if (c->st == LB_OK) check(c, lb_model_gpu_read_optstate(gm, st, c->err));
     if (c->st == LB_OK) check(c, lb_model_gpu_read_losses(gm, gloss, 1, c->err));
 }
@@ -1288,10 +1288,10 @@ static int train_both(ctx *c, lb_model *cpu, lb_model_gpu *gm, const int32_t *in
                                .grad_clip = ap.grad_clip};
     int taken = 0, skipped = 0;
     for (int s = 0; s < n && c->st == LB_OK; s++) {
-        lb_model_forward(cpu, in, tg, B, T, &rloss[s]);
+        check(c, lb_model_forward(cpu, in, tg, B, T, &rloss[s], c->err));
         lb_model_zero_grad(cpu);
-        lb_model_backward(cpu);
-        check(c, lb_model_gpu_train_step(gm, in, tg, s + 1, &gap, c->err));
+        if (c->st == LB_OK) check(c, lb_model_backward(cpu, c->err));
+        if (c->st == LB_OK) check(c, lb_model_gpu_train_step(gm, in, tg, s + 1, &gap, c->err));
         lb_gpu_optstate st;
         if (c->st == LB_OK) check(c, lb_model_gpu_read_optstate(gm, &st, c->err));
         if (c->st != LB_OK) break;
@@ -1538,8 +1538,8 @@ static void check_paged(ctx *c, const prec_t *pr, int NH, int NKV, int HD, int b
             memcpy(kc + (size_t)slot[i] * row, qkv + (size_t)i * QW + NH * HD, row * 4);
             memcpy(vc + (size_t)slot[i] * row, qkv + (size_t)i * QW + (NH + NKV) * HD, row * 4);
         }
-        lb_ref_paged_attention(ref, qkv, kc, vc, table, max_blocks, seq_of, pos, n_tok, NH, NKV, HD,
-                               bs);
+        check(c, lb_ref_paged_attention(ref, qkv, kc, vc, table, max_blocks, seq_of, pos, n_tok, NH,
+                                        NKV, HD, bs, c->err));
         check(c, lb_paged_kv_store(d_k, d_v, d_qkv, d_cs, d_pos, d_slot, n_tok, NH, NKV, HD, pr->dt,
                                    0, c->err));
         check(c, lb_paged_attention(d_out, d_scr, n_split, d_qkv, d_k, d_v, d_table, max_blocks,

@@ -500,32 +500,56 @@ static bool is_busy(const lb_store *s) {
     return code == SQLITE_BUSY || code == SQLITE_LOCKED;
 }
 
-static lb_status finish_once(lb_store *s, int64_t run_id, const lb_result *r, bool *busy,
-                             lb_err *err) {
-    lb_status status = exec(s, "BEGIN IMMEDIATE", err);
-    if (status == LB_OK) status = check_running(s, run_id, err);
-    if (status == LB_OK) status = write_series(s, run_id, r, err);
-    if (status == LB_OK) status = write_metrics(s, run_id, r, err);
-    if (status == LB_OK) status = write_outcome(s, run_id, r, err);
-    if (status == LB_OK) status = exec(s, "COMMIT", err);
-    *busy = status != LB_OK && is_busy(s);
-    if (status != LB_OK) rollback(s);
-    return status;
+/* One final write: what write_with_wait runs inside its transaction. */
+typedef struct {
+    const lb_result *r;
+    int64_t run_id;       /* finish: the run begun; import: the run stored or found */
+    const char *once_tag; /* import: the tag that a stored copy carries; NULL: none looked for */
+    bool stored;          /* import: r was written (no run carried once_tag) */
+} final_write;
+
+static lb_status finish_body(lb_store *s, final_write *w, lb_err *err) {
+    LB_TRY(check_running(s, w->run_id, err));
+    LB_TRY(write_series(s, w->run_id, w->r, err));
+    LB_TRY(write_metrics(s, w->run_id, w->r, err));
+    return write_outcome(s, w->run_id, w->r, err);
 }
 
-lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {
-    if (r->status == LB_RUN_RUNNING || lb_result_status_parse(lb_result_status_name(r->status)) < 0)
-        return lb_fail(err, LB_ERR_RUNTIME,
-                       "run %lld cannot be finished with status '%s': expected ok, failed or "
-                       "interrupted",
-                       (long long)run_id, lb_result_status_name(r->status));
-    /* Each attempt waits out the busy timeout; a lock held longer (a long export, another
-     * run's finish, a backup) is waited for again until the bounded wait is over. */
+static lb_status import_body(lb_store *s, final_write *w, lb_err *err) {
+    w->stored = false;
+    w->run_id = -1;
+    if (w->once_tag) {
+        lb_store_filter f = lb_store_default_filter();
+        f.tag = w->once_tag;
+        f.limit = 1;
+        lb_store_run_info *found = NULL;
+        size_t n_found = 0;
+        LB_TRY(lb_store_list(s, &f, &found, &n_found, err));
+        if (n_found > 0) w->run_id = found[0].id;
+        free(found);
+        if (n_found > 0) return LB_OK;
+    }
+    LB_TRY(lb_store_run_begin(s, w->r, &w->run_id, err));
+    LB_TRY(finish_body(s, w, err));
+    w->stored = true;
+    return LB_OK;
+}
+
+/* Runs body in one BEGIN IMMEDIATE transaction. Each attempt waits out the busy timeout; a
+ * lock held longer (a long export, another run's finish, a backup) is waited for again
+ * until s->write_wait_s is over. */
+static lb_status write_with_wait(lb_store *s,
+                                 lb_status (*body)(lb_store *, final_write *, lb_err *),
+                                 final_write *w, lb_err *err) {
     int64_t deadline = lb_clock_now_ns() + (int64_t)(s->write_wait_s * 1e9);
     for (int attempt = 1;; attempt++) {
-        bool busy = false;
-        lb_status status = finish_once(s, run_id, r, &busy, err);
-        if (status == LB_OK || !busy) return status;
+        lb_status status = exec(s, "BEGIN IMMEDIATE", err);
+        if (status == LB_OK) status = body(s, w, err);
+        if (status == LB_OK) status = exec(s, "COMMIT", err);
+        if (status == LB_OK) return LB_OK;
+        bool busy = is_busy(s);
+        rollback(s);
+        if (!busy) return status;
         if (lb_clock_now_ns() >= deadline)
             return lb_fail(err, LB_ERR_DB,
                            "results database %s stayed locked by another process for %.0f s "
@@ -533,6 +557,36 @@ lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, l
                            s->path, s->write_wait_s, attempt);
         nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
     }
+}
+
+/* LB_OK when r may end a run: ok, failed or interrupted. */
+static lb_status check_final_status(const lb_result *r, const char *what, lb_err *err) {
+    if (r->status != LB_RUN_RUNNING &&
+        lb_result_status_parse(lb_result_status_name(r->status)) >= 0)
+        return LB_OK;
+    return lb_fail(err, LB_ERR_RUNTIME,
+                   "%s cannot be finished with status '%s': expected ok, failed or interrupted",
+                   what, lb_result_status_name(r->status));
+}
+
+lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {
+    char what[64];
+    snprintf(what, sizeof what, "run %lld", (long long)run_id);
+    LB_TRY(check_final_status(r, what, err));
+    final_write w = {.r = r, .run_id = run_id};
+    return write_with_wait(s, finish_body, &w, err);
+}
+
+lb_status lb_store_run_import(lb_store *s, const lb_result *r, const char *once_tag,
+                              int64_t *run_id, bool *stored, lb_err *err) {
+    *run_id = -1;
+    *stored = false;
+    LB_TRY(check_final_status(r, "an imported run", err));
+    final_write w = {.r = r, .once_tag = once_tag};
+    LB_TRY(write_with_wait(s, import_body, &w, err));
+    *run_id = w.run_id;
+    *stored = w.stored;
+    return LB_OK;
 }
 
 lb_status lb_store_run_mark(lb_store *s, int64_t run_id, lb_run_status run_status,

@@ -66,6 +66,17 @@ lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, l
  * seconds (default 120) in all; then it fails naming the wait. */
 lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err);
 
+/* Stores r, a result that has ended (ok, failed or interrupted), as a new run: its begin
+ * and its finish in one transaction, so no reader sees it running and a failed write
+ * leaves nothing. When once_tag is not NULL and a stored run carries that tag, nothing is
+ * written: *run_id is that run (the newest such) and *stored false; else *run_id is the new
+ * run and *stored true. r should carry once_tag among its tags, so that it is found next
+ * time. The look-up and the write hold the write lock together: of several processes
+ * storing results with the same once_tag, exactly one stores. Waits for the lock as
+ * lb_store_run_finish does. */
+lb_status lb_store_run_import(lb_store *s, const lb_result *r, const char *once_tag,
+                              int64_t *run_id, bool *stored, lb_err *err);
+
 /* Ends a `running` run with run_status (failed or interrupted), reason and the end time
  * now, nothing else: what is left to do when its finish could not be written (a full disk
  * may still take a one-row update) or its process must exit at once (a second Ctrl-C). */

@@ -305,8 +305,8 @@ lb_status lb_dp_step(lb_dp *d, const int32_t *inputs, const int32_t *targets, in
         size_t off = (size_t)k * (size_t)B * (size_t)T;
         float l = 0.0f;
         d->last_micro = k == K - 1;
-        lb_model_forward(m, inputs + off, targets + off, B, T, &l);
-        if (d->st == LB_OK) lb_model_backward(m);
+        keep(d, lb_model_forward(m, inputs + off, targets + off, B, T, &l, &d->err));
+        if (d->st == LB_OK) keep(d, lb_model_backward(m, &d->err));
         loss += l;
     }
     if (d->st != LB_OK) {
