@@ -1255,11 +1255,14 @@ static lb_status backward(lb_model_gpu *m, lb_err *err) {
             LB_TRY(lb_norm_recompute(ln1, C, x, W(m, lo(m, l, o->norm1_w)),
                                      W(m, lo(m, l, o->norm1_b)), ln1_mean, ln1_rstd, m->BT, C,
                                      m->dt, m->stream, err));
-        LB_TRY(lora_bwd(m, l, LB_LORA_IN_QKV, m->dc, &add, m->dqkv, m->Q, ln1, C, err));
-        LB_TRY(linear_bwd(m, m->dc, add, m->dqkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w),
+        /* under adapters the embedding is frozen: the first layer's input gradient has no use */
+        void *dln1 = l > 0 || !m->lora ? m->dc : NULL;
+        LB_TRY(lora_bwd(m, l, LB_LORA_IN_QKV, dln1, &add, m->dqkv, m->Q, ln1, C, err));
+        LB_TRY(linear_bwd(m, dln1, add, m->dqkv, m->Q, ln1, C, 0, C, m->Q, lo(m, l, o->qkv_w),
                           qkv_bias_fused ? -1 : lo(m, l, o->qkv_b), err));
-        LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w), lo(m, l, o->norm1_b),
-                        l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));
+        if (dln1 != NULL)
+            LB_TRY(norm_bwd(m, m->dc, x, ln1_mean, ln1_rstd, lo(m, l, o->norm1_w),
+                            lo(m, l, o->norm1_b), l > 0 ? lo(m, l - 1, o->mlp_out_b) : -1, err));
         LB_TRY(grad_done(m, 1 + l, err));
     }
     if (m->lora) return LB_OK; /* a frozen embedding */
