@@ -13,9 +13,11 @@
 
 #include <cmocka.h>
 
+#include "core/clock.h"
 #include "core/rng.h"
 #include "core/stats.h"
 #include "history/bench.h"
+#include "history/select.h"
 #include "store/store.h"
 #include "test_util.h"
 
@@ -176,6 +178,29 @@ static void test_compare_refuses_missing_runs_and_no_common_metric(void **state)
     assert_non_null(strstr(err, "'nosuchsweep' is neither a run id nor the name of a sweep"));
 }
 
+/* A side's runs are pooled as repeats of one benchmark: a run of another kind or another
+ * configuration among them is refused naming the side, the runs and the difference, on
+ * side A as on side B (A's extra load run was once dropped unsaid). */
+static void test_compare_refuses_a_side_mixing_benchmarks(void **state) {
+    (void)state;
+    int64_t t = store_run("train", 60, 10.0, 40, 41, 2e9);
+    int64_t l = store_run("load", 60, 10.0, 40, 42, 2e9 + 1);
+    int64_t t61 = store_run("train", 61, 10.0, 40, 43, 2e9 + 2);
+    int64_t u = store_run("train", 60, 10.0, 40, 44, 2e9 + 3);
+    char ab[48], b[24];
+    snprintf(ab, sizeof ab, "%lld,%lld", (long long)t, (long long)l);
+    assert_int_equal(run((const char *[]){"compare", ab, id_text(u, b), "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "A ("));
+    assert_non_null(strstr(err, "a train run and a load run"));
+    assert_int_equal(run((const char *[]){"compare", id_text(u, b), ab, "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "B ("));
+    snprintf(ab, sizeof ab, "%lld,%lld", (long long)t, (long long)t61);
+    assert_int_equal(run((const char *[]){"compare", ab, id_text(u, b), "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "are different benchmarks (batch 60 -> 61)"));
+    snprintf(ab, sizeof ab, "%lld,%lld", (long long)t, (long long)u);
+    assert_int_equal(run((const char *[]){"compare", ab, ab, "--db", g_db, NULL}), 0);
+}
+
 static void test_history_finds_the_one_step_and_marks_regression(void **state) {
     (void)state;
     enum { N = 30, STEP = 20 };
@@ -249,6 +274,62 @@ static void test_history_one_bad_night_is_not_a_change(void **state) {
         run((const char *[]){"history", id_text(first, x), "--metric", "nope", "--db", g_db, NULL}),
         2);
     assert_non_null(strstr(err, "'nope' is not a key metric of train runs"));
+}
+
+/* A history follows the runs' starts, not their ids: runs imported from another database
+ * get new ids with their old starts. Here the ten slow nights are stored first (lower ids)
+ * but started last, so the benchmark got slower: a regression, and the newest run is the
+ * last slow night. A report --since keeps the recent run stored before an old one. */
+static void test_history_is_in_start_order_not_id_order(void **state) {
+    (void)state;
+    enum { N = 10 };
+    int64_t slow[N];
+    lb_rng rng;
+    lb_rng_seed(&rng, 29);
+    for (int i = 0; i < N; i++) /* nights 10..19, 20% slower */
+        slow[i] = store_run("train", 48, 12.0 * (1 + 0.005 * lb_rng_normal(&rng)), 50,
+                            500 + (uint64_t)i, 5e9 + 86400.0 * (N + i));
+    for (int i = 0; i < N; i++) /* nights 0..9, stored after */
+        store_run("train", 48, 10.0 * (1 + 0.005 * lb_rng_normal(&rng)), 50, 600 + (uint64_t)i,
+                  5e9 + 86400.0 * i);
+    char x[24];
+    int rc = run((const char *[]){"history", id_text(slow[0], x), "--json", "--db", g_db, NULL});
+    if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *points = json_object_get(doc, "points");
+    assert_int_equal(json_array_size(points), 2 * N);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(points, N), "id")), slow[0]);
+    json_t *cp = json_array_get(json_object_get(doc, "change_points"), 0);
+    assert_int_equal(json_integer_value(json_object_get(cp, "run")), slow[0]);
+    assert_string_equal(json_string_value(json_object_get(cp, "verdict")), "slower");
+    json_decref(doc);
+    assert_int_equal(run((const char *[]){"history", "--json", "--db", g_db, NULL}), 0);
+    doc = json_loads(out, 0, NULL);
+    json_t *b;
+    size_t i;
+    int64_t last = -1;
+    json_array_foreach(doc, i, b) {
+        if (strstr(json_string_value(json_object_get(b, "identity")), "batch=48"))
+            last = json_integer_value(json_object_get(b, "last_id"));
+    }
+    assert_int_equal(last, slow[N - 1]);
+    json_decref(doc);
+
+    int64_t recent = store_run("train", 56, 10.0, 20, 700, lb_clock_wall_s() - 3600.0);
+    store_run("train", 56, 10.0, 20, 701, 1e9); /* imported: a new id, an old start */
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    lb_run_set set = {0};
+    assert_int_equal(lb_store_open_read(g_db, &s, &e), LB_OK);
+    assert_int_equal(lb_select_since(s, lb_clock_wall_s() - 86400.0, &set, &e), LB_OK);
+    lb_store_close(s);
+    size_t found = 0;
+    for (size_t g = 0; g < set.n_groups; g++)
+        for (size_t k = 0; k < set.groups[g].n; k++)
+            found += set.groups[g].ids[k] == recent;
+    lb_select_free(&set);
+    assert_int_equal(found, 1);
 }
 
 /* Histories read runs without their samples: the summary load has metrics, no series. */
@@ -740,8 +821,10 @@ int main(void) {
         cmocka_unit_test(test_bench_identity_of_train_runs),
         cmocka_unit_test(test_compare_finds_planted_slowdown_and_none_between_equals),
         cmocka_unit_test(test_compare_refuses_missing_runs_and_no_common_metric),
+        cmocka_unit_test(test_compare_refuses_a_side_mixing_benchmarks),
         cmocka_unit_test(test_history_finds_the_one_step_and_marks_regression),
         cmocka_unit_test(test_history_one_bad_night_is_not_a_change),
+        cmocka_unit_test(test_history_is_in_start_order_not_id_order),
         cmocka_unit_test(test_openmetrics_export_labels_newest_values_and_regressions),
         cmocka_unit_test(test_store_summary_load_skips_samples),
         cmocka_unit_test(test_report_scaling_efficiency_from_rank_counts),

@@ -128,6 +128,35 @@ static void test_history_change_from_zero_reads_as_the_change_itself(void **stat
     assert_string_equal(ch[0].word, "fewer");
 }
 
+/* With more change points than room, the newest are kept: the newest says whether the
+ * benchmark regressed (history, the schedule's check, the OpenMetrics gauge). */
+static void test_history_changes_beyond_room_keep_the_newest(void **state) {
+    (void)state;
+    enum { N = 30 };
+    lb_history_point pts[N];
+    lb_rng rng;
+    lb_rng_seed(&rng, 5);
+    for (size_t i = 0; i < N; i++) /* 200, then 150 from run 10, then 100 from run 20 */
+        pts[i] = (lb_history_point){(int64_t)i + 1, 86400.0 * (double)i,
+                                    (i < 10   ? 200.0
+                                     : i < 20 ? 150.0
+                                              : 100.0) *
+                                        (1 + 0.005 * lb_rng_normal(&rng))};
+    const lb_key_metric *k = lb_history_metric("train", NULL);
+    lb_changepoint_params cp = lb_changepoint_default_params();
+    lb_history_change ch[2];
+    size_t n = 0;
+    lb_err e = {{0}};
+    assert_int_equal(lb_history_changes(pts, N, k, 3.0, &cp, ch, &n, 2, &e), LB_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ch[1].index, 20);
+    assert_int_equal(lb_history_changes(pts, N, k, 3.0, &cp, ch, &n, 1, &e), LB_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ch[0].index, 20);
+    assert_true(ch[0].regression);
+    assert_float_equal(ch[0].before, 150.0, 3.0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mwu_matches_hand_computed_values),
@@ -135,6 +164,7 @@ int main(void) {
         cmocka_unit_test(test_changepoint_finds_the_one_step_and_no_other),
         cmocka_unit_test(test_changepoint_ignores_noise_and_one_outlier),
         cmocka_unit_test(test_history_change_from_zero_reads_as_the_change_itself),
+        cmocka_unit_test(test_history_changes_beyond_room_keep_the_newest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

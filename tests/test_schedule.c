@@ -554,6 +554,32 @@ static void test_schedule_exec_refuses_a_name_add_refuses(void **state) {
     }
 }
 
+/* A crontab -l that fails other than by finding no table (here it prints the table and is
+ * killed, as Ctrl-C kills it) is an error: the table is left whole, never replaced by one
+ * holding only the new entry. */
+static void test_schedule_add_keeps_the_table_when_crontab_cannot_read_it(void **state) {
+    (void)state;
+    char table[200], script[200], text[600];
+    snprintf(table, sizeof table, "%s/fake.crontab", g_dir);
+    snprintf(script, sizeof script, "%s/fakebin/crontab", g_dir);
+    char *fake = lb_test_read_file(script, NULL);
+    assert_non_null(fake);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\nF=%s\nif [ \"$1\" = -l ]; then cat $F; kill -9 $$; fi\ncat > $F\n", table);
+    assert_true(lb_test_write_file(script, text));
+    assert_true(lb_test_write_file(table, "5 4 * * * my-own-job\n"));
+    int rc = run((const char *[]){"schedule", "add", "lbtest-lost", "--at", "03:00", "--db", g_db,
+                                  "--", "train", NULL});
+    char *after = lb_test_read_file(table, NULL);
+    assert_true(lb_test_write_file(script, fake));
+    free(fake);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "crontab -l failed (signal 9)"));
+    assert_non_null(after);
+    assert_string_equal(after, "5 4 * * * my-own-job\n");
+    free(after);
+}
+
 /* `schedule remove` takes the marker line and the job line under it, but not a line of the
  * user's where the job line was deleted or edited away, nor another entry's marker. */
 static void test_schedule_remove_keeps_the_users_line_after_an_edited_entry(void **state) {
@@ -676,6 +702,7 @@ int main(void) {
         cmocka_unit_test(test_schedule_control_characters_are_refused),
         cmocka_unit_test(test_schedule_exec_refuses_a_name_add_refuses),
         cmocka_unit_test(test_schedule_remove_keeps_the_users_line_after_an_edited_entry),
+        cmocka_unit_test(test_schedule_add_keeps_the_table_when_crontab_cannot_read_it),
         cmocka_unit_test(test_schedule_exec_of_a_sweep_checks_and_reports_its_cells),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -70,6 +70,26 @@ static json_t *differences(const lb_result *a, const lb_result *b, char *text, s
     return out;
 }
 
+/* LB_ERR_USAGE when the runs of group g (side A or B) are not all one benchmark: their
+ * samples are pooled as repeats of one configuration, and runs of two would be compared as
+ * one bimodal sample. */
+static lb_status check_repeats(const lb_run_group *g, const char *side, lb_err *err) {
+    for (size_t i = 1; i < g->n; i++) {
+        char differ[512];
+        json_decref(differences(g->runs[0], g->runs[i], differ, sizeof differ));
+        if (strcmp(g->runs[0]->kind, g->runs[i]->kind) != 0)
+            snprintf(differ, sizeof differ, "a %s run and a %s run", g->runs[0]->kind,
+                     g->runs[i]->kind);
+        if (differ[0])
+            return lb_fail(err, LB_ERR_USAGE,
+                           "%s (%s): runs %lld and %lld are different benchmarks (%s), and a "
+                           "side's runs are pooled as repeats of one: compare one configuration "
+                           "at a time",
+                           side, g->label, (long long)g->ids[0], (long long)g->ids[i], differ);
+    }
+    return LB_OK;
+}
+
 /* The group of set labelled label (a sweep's cell), NULL when it has none. */
 static const lb_run_group *find_cell(const lb_run_set *set, const char *label) {
     for (size_t k = 0; k < set->n_groups; k++)
@@ -126,15 +146,16 @@ int lb_cmd_compare(int argc, char **argv) {
         .uses_db = true,
         .usage = "A B [options]",
         .summary = "Compares runs B with runs A. A and B are each a run id (12), a list of ids of "
-                   "repeats (12,13,14) or a sweep's name (two sweeps are compared cell by cell). "
+                   "repeats of one benchmark (12,13,14) or a sweep's name (two sweeps are "
+                   "compared cell by cell). "
                    "Each key metric with raw samples (step times, latencies) is decided by a "
                    "Mann-Whitney U test on the pooled samples, its change given as the "
                    "Hodges-Lehmann shift with a 95% interval; a change counts when p < alpha and "
                    "it is at least --threshold percent (from A's median of 0, which no "
                    "percentage is of, any change counts, shown as '+5 from 0'). Exit 1 when a "
                    "performance metric got "
-                   "worse (a regression), 0 otherwise, 2 when a run does not exist or the runs "
-                   "share no metric.",
+                   "worse (a regression), 0 otherwise, 2 when a run does not exist, a side's runs "
+                   "are different benchmarks or the runs share no metric.",
         LB_ARG_SPECS(specs),
         .min_positional = 2,
         .max_positional = 2,
@@ -166,7 +187,10 @@ int lb_cmd_compare(int argc, char **argv) {
         }
         lb_compare_row rows[MAX_ROWS];
         size_t n = 0;
-        st = lb_compare_runs(ga->runs, ga->n, gb->runs, gb->n, &p, rows, &n, MAX_ROWS, &err);
+        st = check_repeats(ga, "A", &err);
+        if (st == LB_OK) st = check_repeats(gb, "B", &err);
+        if (st == LB_OK)
+            st = lb_compare_runs(ga->runs, ga->n, gb->runs, gb->n, &p, rows, &n, MAX_ROWS, &err);
         if (st != LB_OK) break;
         compared++;
         for (size_t i = 0; i < n; i++)

@@ -105,10 +105,12 @@ lb_status lb_compare_runs(lb_result *const *a, size_t na, lb_result *const *b, s
     *n_rows = 0;
     if (na == 0 || nb == 0)
         return lb_fail(err, LB_ERR_USAGE, "nothing to compare: a side has no run");
-    for (size_t i = 0; i < nb; i++)
-        if (strcmp(a[0]->kind, b[i]->kind) != 0)
+    for (size_t i = 0; i < na + nb; i++) {
+        const lb_result *r = i < na ? a[i] : b[i - na];
+        if (strcmp(a[0]->kind, r->kind) != 0)
             return lb_fail(err, LB_ERR_USAGE, "runs of different kinds (%s and %s) share no metric",
-                           a[0]->kind, b[i]->kind);
+                           a[0]->kind, r->kind);
+    }
     size_t n_keys = 0;
     const lb_key_metric *keys = lb_bench_key_metrics(a[0]->kind, &n_keys);
     for (size_t k = 0; k < n_keys && *n_rows < cap; k++) {

@@ -12,12 +12,21 @@
 typedef lb_status (*visit_fn)(void *ctx, const lb_store_run_info *info, const lb_result *r,
                               const char *identity, const char *key, lb_err *err);
 
+/* Newest start first, the higher id first among runs that started together. */
+static int started_later_first(const void *x, const void *y) {
+    const lb_store_run_info *a = x, *b = y;
+    if (a->start_wall_s != b->start_wall_s) return a->start_wall_s < b->start_wall_s ? 1 : -1;
+    return (a->id < b->id) - (a->id > b->id);
+}
+
 static lb_status visit_runs(lb_store *s, visit_fn fn, void *ctx, lb_err *err) {
     lb_store_filter f = lb_store_default_filter();
     f.status = LB_RUN_OK;
     lb_store_run_info *list = NULL;
     size_t n = 0;
     LB_TRY(lb_store_list(s, &f, &list, &n, err));
+    /* the store lists by id; an imported run has a new id and its old start */
+    if (n > 1) qsort(list, n, sizeof *list, started_later_first);
     lb_status st = LB_OK;
     static char identity[LB_BENCH_ID_BYTES];
     for (size_t i = n; i-- > 0 && st == LB_OK;) {
@@ -181,7 +190,8 @@ lb_status lb_history_changes(const lb_history_point *pts, size_t n, const lb_key
         x[i] = pts[i].value;
     size_t n_cps = 0;
     lb_status st = lb_changepoint_find(x, n, cp, cps, &n_cps, n ? n : 1, err);
-    for (size_t c = 0; st == LB_OK && c < n_cps && *n_out < cap; c++) {
+    /* the newest cap of them: the newest decides whether the benchmark regressed */
+    for (size_t c = n_cps > cap ? n_cps - cap : 0; st == LB_OK && c < n_cps; c++) {
         size_t from = c == 0 ? 0 : cps[c - 1], at = cps[c], to = c + 1 < n_cps ? cps[c + 1] : n;
         lb_history_change *h = &out[(*n_out)++];
         h->index = at;

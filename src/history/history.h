@@ -58,6 +58,8 @@ typedef struct {
     const char *word;  /* the key metric's better/worse word, or "small change" */
 } lb_history_change;
 
+/* The change points of pts[0..n-1] on metric k, oldest first, into out: the newest cap of
+ * them when there are more (the newest decides whether the benchmark regressed). */
 lb_status lb_history_changes(const lb_history_point *pts, size_t n, const lb_key_metric *k,
                              double threshold_pct, const lb_changepoint_params *cp,
                              lb_history_change *out, size_t *n_out, size_t cap, lb_err *err);

@@ -144,9 +144,9 @@ lb_status lb_select_since(lb_store *s, double since_wall_s, lb_run_set *out, lb_
     lb_store_run_info *list = NULL;
     size_t n = 0;
     LB_TRY(lb_store_list(s, &f, &list, &n, err));
-    size_t keep = 0;
-    while (keep < n && list[keep].start_wall_s >= since_wall_s)
-        keep++; /* newest first: the recent ones lead */
+    size_t keep = 0; /* in id order, which an imported run's old start does not follow */
+    for (size_t i = 0; i < n; i++)
+        if (list[i].start_wall_s >= since_wall_s) list[keep++] = list[i];
     lb_status st = group_runs(s, list, keep, false, out, err);
     free(list);
     return st;

@@ -14,6 +14,7 @@
 
 #include "core/file.h"
 #include "core/proc.h"
+#include "core/signals.h"
 
 #define MARKER "# llmbench schedule "
 
@@ -247,7 +248,7 @@ static lb_status run_crontab(const char *const *args, const char *text, char **o
         unlink(in_path), unlink(out_path);
         return lb_fail(err, LB_ERR_RUNTIME, "cannot run crontab: %s", strerror(errno));
     }
-    *code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    *code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     lb_status st = LB_OK;
     if (*code == 127)
         st = lb_fail(err, LB_ERR_UNSUPPORTED,
@@ -258,13 +259,27 @@ static lb_status run_crontab(const char *const *args, const char *text, char **o
     return st;
 }
 
-/* The current crontab (empty when there is none), malloc'd. */
+/* The current crontab, malloc'd: empty when there is none (crontab -l exits 1, printing
+ * nothing on stdout and "no crontab for USER" on stderr). Any other failure, a crontab -l
+ * killed by Ctrl-C among them, is an error and never an empty table: the table written
+ * from it would lose every line of the user's. */
 static lb_status crontab_read(char **text, lb_err *err) {
     const char *args[] = {"crontab", "-l", NULL};
     int code = 0;
     LB_TRY(run_crontab(args, NULL, text, &code, err));
-    if (code != 0) (*text)[0] = '\0'; /* "no crontab for USER" */
-    return LB_OK;
+    lb_status st = LB_OK;
+    if (lb_signals_interrupted())
+        st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted: the crontab is left as it was");
+    else if (code != 0 && !(code == 1 && (*text)[0] == '\0'))
+        st = lb_fail(err, LB_ERR_RUNTIME,
+                     "crontab -l failed (%s %d): the table could not be read, so it is left "
+                     "as it was",
+                     code > 128 ? "signal" : "exit", code > 128 ? code - 128 : code);
+    if (st != LB_OK) {
+        free(*text);
+        *text = NULL;
+    }
+    return st;
 }
 
 static lb_status crontab_write(const char *text, lb_err *err) {
