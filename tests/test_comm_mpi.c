@@ -276,6 +276,33 @@ static int lost_gather_worker(void) {
     return 0;
 }
 
+/* all_reduce where rank 1 alone cannot allocate its buffers (it asks for 1 PiB, the others
+ * for 64 bytes); rank 0 prints whether the run's error is rank 1's own sentence with its
+ * host, as a job of many nodes needs it (rank 1's stderr is on another host there). */
+static int failing_rank_worker(void) {
+    lb_boot *boot = NULL;
+    lb_err err = {{0}};
+    if (lb_boot_init(30, &boot, &err) != LB_OK) {
+        fprintf(stderr, "boot: %s\n", err.msg);
+        return 1;
+    }
+    lb_commbench_params p = lb_commbench_default_params();
+    p.min_bytes = 8;
+    p.max_bytes = lb_boot_rank(boot) == 1 ? (int64_t)1 << 50 : 64;
+    p.comm.backend = LB_COMM_BACKEND_MPI;
+    lb_result *r = lb_boot_rank(boot) == 0 ? lb_result_new("comm", "failing") : NULL;
+    lb_status st = lb_commbench_run(boot, &p, r, &err);
+    if (r != NULL) {
+        char want[512];
+        snprintf(want, sizeof want, "rank 1 (%s): out of host memory for ", lb_boot_host(boot));
+        printf("status %s, %s: %s\n", lb_status_name(st),
+               strncmp(err.msg, want, strlen(want)) == 0 ? "named" : "NOT NAMED", err.msg);
+    }
+    lb_result_free(r);
+    lb_boot_free(boot);
+    return 0;
+}
+
 /* ---- torchrun variables: the TCP rendezvous ---- */
 
 /* Rank 0 sees no rank gone while all wait in a barrier, then, once the others exited after
@@ -947,7 +974,7 @@ static void test_comm_cli_end_to_end_under_mpirun(void **state) {
     char dir[64], db[96];
     lb_test_tmpdir(dir, sizeof dir);
     snprintf(db, sizeof db, "%s/r.db", dir);
-    const char *args[] = {"comm", "all", "-b", "2", "-e",        "2K",  "-f",   "4", "-d", "bf16",
+    const char *args[] = {"comm", "all", "-b", "8", "-e",        "2K",  "-f",   "4", "-d", "bf16",
                           "-n",   "3",   "-w", "1", "--backend", "mpi", "--db", db,  NULL};
     int rc = mpirun(LB_TEST_BIN, args, out, sizeof out, NULL);
     if (rc != 0) fprintf(stderr, "%s\n", out);
@@ -1040,6 +1067,81 @@ static void test_comm_check_counts_what_a_call_did_not_write(void **state) {
     assert_int_equal(rc, 0);
     if (strstr(out, "status runtime, out-of-place wrong 0, in-place wrong 768") == NULL)
         fail_msg("output: %s", out);
+}
+
+/* A rank's failure reaches rank 0 as that rank's own sentence with its host, not as "rank
+ * 1 failed (its error is on its stderr)". */
+static void test_comm_failure_of_another_rank_is_its_own_sentence(void **state) {
+    (void)state;
+    char out[8192], opts[512];
+    const char *was = getenv("ASAN_OPTIONS");
+    /* AddressSanitizer: the 1 PiB malloc returns NULL as glibc's does */
+    snprintf(opts, sizeof opts, "%s%sallocator_may_return_null=1", was ? was : "", was ? ":" : "");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("ASAN_OPTIONS", opts, 1);
+    const char *args[] = {"--failing-rank-worker", NULL};
+    int rc = mpirun(self_path, args, out, sizeof out, NULL);
+    if (saved != NULL)
+        setenv("ASAN_OPTIONS", saved, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    free(saved);
+    if (rc != 0 || strstr(out, "status out-of-memory, named: rank 1 (") == NULL)
+        fail_msg("exit %d: %s", rc, out);
+}
+
+/* Nothing to measure is refused before anything runs or is stored: sendrecv in place only
+ * (every row would be N/A), an all_gather whose smallest size holds less than one element a
+ * rank (its rows were left out, and the run stored as ok). */
+static void test_comm_cli_nothing_to_measure_is_refused(void **state) {
+    (void)state;
+    static char out[1 << 14];
+    char err[2048], dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    const char *in[] = {"comm", "sendrecv", "--place", "in", "-b", "8",
+                        "-e",   "32",       "--db",    db,   NULL};
+    assert_int_equal(lb_test_run(in, NULL, 0, err, sizeof err), 2);
+    assert_non_null(
+        strstr(err, "--place in: sendrecv has no in-place form; use --place out or both"));
+    const char *small[] = {"comm", "all_gather", "-b",   "4", "-e",        "4",   "-n", "1",
+                           "-w",   "0",          "--db", db,  "--backend", "mpi", NULL};
+    int rc = mpirun(LB_TEST_BIN, small, out, sizeof out, NULL);
+    bool stored = access(db, F_OK) == 0;
+    lb_test_rmtree(dir);
+    if (rc != 2 || stored ||
+        count(out, "llmbench comm: -e 4: all_gather over 4 ranks needs at least 16 bytes (one "
+                   "float per rank)\n") != 1)
+        fail_msg("exit %d, stored %d: %s", rc, stored, out);
+}
+
+/* nccl-tests' count column for the collectives that split the buffer is the per-rank count
+ * (per peer for alltoall), and sizes that round to the same per-rank count make one row:
+ * 16 and 20 bytes over 4 ranks are both one float a rank; 4 to 12 bytes, less than one,
+ * make none. */
+static void test_comm_cli_split_collectives_show_the_per_rank_count_once(void **state) {
+    (void)state;
+    static char out[1 << 15];
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    const char *args[] = {"comm",     "all_gather", "reduce_scatter",
+                          "alltoall", "-b",         "4",
+                          "-e",       "20",         "-f",
+                          "1.2",      "-n",         "3",
+                          "-w",       "0",          "--backend",
+                          "mpi",      "--db",       db,
+                          NULL};
+    int rc = mpirun(LB_TEST_BIN, args, out, sizeof out, NULL);
+    if (rc != 0 || count(out, "\n          16             1     float") != 3 ||
+        count(out, "\n          16 ") != 3)
+        fail_msg("exit %d: %s", rc, out);
+    /* one row: each rank's series holds -n 3 times, not those of two rows */
+    const char *show[] = {"results", "export", "1", "--format", "csv", "--db", db, NULL};
+    static char csv[1 << 16];
+    assert_int_equal(lb_test_run(show, csv, sizeof csv, NULL, 0), 0);
+    lb_test_rmtree(dir);
+    if (count(csv, "all_gather.16.oop.r2,") != 3) fail_msg("export: %.4000s", csv);
 }
 
 /* What did not run says N/A, not 0 or OK: with --place in, the out-of-place columns, p50
@@ -1214,6 +1316,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--stuck-worker") == 0) return stuck_worker();
     if (argc >= 2 && strcmp(argv[1], "--polling-worker") == 0) return polling_worker();
     if (argc >= 2 && strcmp(argv[1], "--lost-gather-worker") == 0) return lost_gather_worker();
+    if (argc >= 2 && strcmp(argv[1], "--failing-rank-worker") == 0) return failing_rank_worker();
     if (argc >= 5 && strcmp(argv[1], "--interrupt-rank") == 0)
         return lb_test_exec_interrupting_rank(atoi(argv[2]), atof(argv[3]), argv + 4);
     const struct CMUnitTest tests[] = {
@@ -1242,6 +1345,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_cli_database_rank_0_cannot_open_stops_every_rank),
         cmocka_unit_test(test_comm_cli_signal_to_one_rank_interrupts_every_rank),
         cmocka_unit_test(test_comm_check_counts_what_a_call_did_not_write),
+        cmocka_unit_test(test_comm_failure_of_another_rank_is_its_own_sentence),
+        cmocka_unit_test(test_comm_cli_nothing_to_measure_is_refused),
+        cmocka_unit_test(test_comm_cli_split_collectives_show_the_per_rank_count_once),
         cmocka_unit_test(test_comm_cli_what_did_not_run_shows_as_na),
         cmocka_unit_test(test_comm_cli_int_max_checks_every_element),
         cmocka_unit_test(test_comm_cli_ranks_with_different_options_are_refused),

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "comm/launch.h"
 #include "doctor/doctor.h"
 #include "doctor/facts.h"
 #include "doctor/ladder.h"
@@ -249,20 +250,122 @@ static void test_doctor_compares_ranks(void **state) {
     json_decref(b);
 }
 
+/* A CPU-only rank 0 (a head node) is named once as such; the GPU ranks are compared with
+ * the first of them, every one that differs, including a rank whose CUDA sees no GPU but
+ * whose NVML lists one (a driver too old for the runtime). */
+static void test_doctor_compares_gpu_ranks_past_a_head_node(void **state) {
+    (void)state;
+    json_t *f[4] = {
+        json_pack("{s:s, s:s, s:i, s:[]}", "host", "head", "nccl", "2.28.9", "cuda_devices", 0,
+                  "gpus"),
+        json_pack("{s:s, s:s, s:s, s:s, s:i, s:[{s:s}]}", "host", "gpu1", "driver", "580.1",
+                  "cuda_driver", "13.0", "nccl", "2.28.9", "cuda_devices", 1, "gpus", "name",
+                  "H100"),
+        json_pack("{s:s, s:s, s:s, s:s, s:i, s:[{s:s}]}", "host", "gpu2", "driver", "535.2",
+                  "cuda_driver", "12.2", "nccl", "2.28.9", "cuda_devices", 0, "gpus", "name",
+                  "A100"),
+        json_pack("{s:s, s:s, s:s, s:s, s:i, s:[{s:s}]}", "host", "gpu3", "driver", "570.9",
+                  "cuda_driver", "13.0", "nccl", "2.28.9", "cuda_devices", 1, "gpus", "name",
+                  "H100"),
+    };
+    json_t *m = lb_doctor_compare(f, 4);
+    const char *want[] = {
+        "rank 0 (head) has no GPU: left out of the driver, CUDA and GPU model comparisons",
+        "driver differs: rank 1 (gpu1) has 580.1, rank 2 (gpu2) has 535.2",
+        "driver differs: rank 1 (gpu1) has 580.1, rank 3 (gpu3) has 570.9",
+        "cuda_driver differs: rank 1 (gpu1) has 13.0, rank 2 (gpu2) has 12.2",
+        "GPU models differ: rank 1 has H100 x1, rank 2 has A100 x1",
+    };
+    size_t n_want = sizeof want / sizeof want[0];
+    for (size_t i = 0; i < json_array_size(m) || i < n_want; i++)
+        if (i >= n_want || i >= json_array_size(m) ||
+            strcmp(json_string_value(json_array_get(m, i)), want[i]) != 0)
+            fail_msg("sentence %zu: %s (want %s)", i, json_string_value(json_array_get(m, i)),
+                     i < n_want ? want[i] : "none");
+    json_decref(m);
+    for (int r = 0; r < 4; r++)
+        json_decref(f[r]);
+}
+
+/* The probe job's ranks are the GPU ranks' indices among themselves, so a gap (a rank
+ * without a GPU) gives the next GPU rank the next probe rank, within the probe job's size. */
+static void test_doctor_probe_ranks_skip_ranks_without_a_gpu(void **state) {
+    (void)state;
+    json_t *gpu = json_pack("{s:i}", "cuda_devices", 1),
+           *none = json_pack("{s:i}", "cuda_devices", 0);
+    json_t *f[5] = {gpu, gpu, none, gpu, none};
+    int32_t pr[5];
+    assert_int_equal(lb_doctor_probe_ranks(f, 5, pr), 3);
+    const int32_t want[5] = {0, 1, -1, 2, -1};
+    for (int r = 0; r < 5; r++)
+        assert_int_equal(pr[r], want[r]);
+    json_t *head[3] = {none, gpu, gpu};
+    assert_int_equal(lb_doctor_probe_ranks(head, 3, pr), 2);
+    assert_int_equal(pr[0], -1);
+    assert_int_equal(pr[1], 0);
+    assert_int_equal(pr[2], 1);
+    json_decref(gpu);
+    json_decref(none);
+}
+
 static void test_doctor_good_bandwidth_follows_the_links(void **state) {
     (void)state;
     json_t *nv = json_pack("{s:[{s:[s,s,s,s]}, {s:[s,s]}]}", "gpus", "nvlinks", "a", "b", "c", "d",
                            "nvlinks", "a", "b");
-    assert_true(fabs(lb_doctor_good_gbps(nv, false) - 5.0) < 1e-9); /* 2 links x 25 / 10 */
+    assert_true(fabs(lb_doctor_good_gbps(nv, false, 2) - 5.0) < 1e-9); /* 2 links x 25 / 10 */
     json_t *pcie =
         json_pack("{s:[{s:[], s:{s:i, s:i}}]}", "gpus", "nvlinks", "pcie", "gen", 4, "width", 16);
-    assert_true(fabs(lb_doctor_good_gbps(pcie, false) - 0.985 * 2 * 16 / 10) < 1e-9);
+    assert_true(fabs(lb_doctor_good_gbps(pcie, false, 2) - 0.985 * 2 * 16 / 10) < 1e-9);
     json_t *net = lb_doctor_read_net(NODE1), *ib = lb_doctor_read_ib(NODE1);
     json_t *nodes = json_pack("{s:o, s:o}", "net", net, "ib", ib);
-    assert_true(fabs(lb_doctor_good_gbps(nodes, true) - 1.25) < 1e-9); /* 100 Gb/s: 12.5 GB/s */
+    assert_true(fabs(lb_doctor_good_gbps(nodes, true, 2) - 1.25) < 1e-9); /* 100 Gb/s: 12.5 GB/s */
     json_decref(nv);
     json_decref(pcie);
     json_decref(nodes);
+}
+
+/* An idle GPU's link trains down (gen1 while idle): the bar follows the link's maximum. */
+static void test_doctor_good_bandwidth_uses_the_pcie_maximum(void **state) {
+    (void)state;
+    json_t *idle = json_pack("{s:[{s:[], s:{s:i, s:i, s:i, s:i}}]}", "gpus", "nvlinks", "pcie",
+                             "gen", 1, "width", 16, "max_gen", 4, "max_width", 16);
+    assert_true(fabs(lb_doctor_good_gbps(idle, false, 2) - 0.985 * 2 * 16 / 10) < 1e-9);
+    json_decref(idle);
+}
+
+static lb_status one_gpu_probe(void *ctx, const lb_doctor_rung *r, lb_doctor_probe *out,
+                               lb_err *err) {
+    (void)r;
+    (void)err;
+    (*(int *)ctx)++;
+    out->ok = true;
+    out->busbw_gbps = 0; /* one rank: busbw factor 2(n-1)/n = 0 */
+    return LB_OK;
+}
+
+/* One GPU's all_reduce moves nothing, so its bus bandwidth is 0: success alone is judged,
+ * and a working NCCL is "works as found" after one probe, not "slow" after every rung. */
+static void test_doctor_one_gpu_is_judged_by_success_alone(void **state) {
+    (void)state;
+    json_t *f = json_pack("{s:[{s:[], s:{s:i, s:i, s:i, s:i}}], s:[{s:s, s:s, s:b, s:[s]}], "
+                          "s:[], s:{}, s:[]}",
+                          "gpus", "nvlinks", "pcie", "gen", 4, "width", 16, "max_gen", 4,
+                          "max_width", 16, "net", "name", "eth0", "operstate", "up", "loopback",
+                          false, "addresses", "10.0.0.2", "ib", "env", "env_problems");
+    double good = lb_doctor_good_gbps(f, false, 1);
+    assert_true(good == 0);
+    lb_doctor_rung r[LB_LADDER_MAX];
+    lb_doctor_probe res[LB_LADDER_MAX];
+    int n = lb_doctor_ladder(f, false, r, LB_LADDER_MAX), chosen, calls = 0;
+    assert_true(n > 1);
+    lb_doctor_verdict v;
+    lb_err err;
+    assert_int_equal(lb_doctor_climb(r, n, good, one_gpu_probe, &calls, res, &chosen, &v, &err),
+                     LB_OK);
+    assert_int_equal(v, LB_DOCTOR_WORKS_AS_FOUND);
+    assert_int_equal(chosen, 0);
+    assert_int_equal(calls, 1);
+    json_decref(f);
 }
 
 static void test_doctor_command_on_this_machine(void **state) {
@@ -283,9 +386,39 @@ static void test_doctor_command_on_this_machine(void **state) {
         assert_int_equal(rc, 0);
     }
     json_decref(rep);
+    /* one rank: nothing to compare, and the report says so rather than that ranks agree */
+    const char *plain[] = {"doctor", "--no-progress", NULL};
+    lb_test_run(plain, out, sizeof out, err, sizeof err);
+    assert_non_null(strstr(out, "one rank: no other to compare"));
+    assert_null(strstr(out, "ranks agree"));
     const char *bad[] = {"doctor", "--ladder", NULL};
     assert_int_equal(lb_test_run(bad, NULL, 0, err, sizeof err), 2);
     assert_non_null(strstr(err, "unknown option '--ladder'"));
+}
+
+/* --json prints one JSON document even when the job never forms (here: rank 1 of 2 whose
+ * rank 0 never answers), with the error and the exit code. */
+static void test_doctor_json_reports_a_job_that_never_forms(void **state) {
+    (void)state;
+    static char out[1 << 14];
+    char err[4096], port[16];
+    snprintf(port, sizeof port, "%d", lb_launch_free_port());
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+    const char *args[] = {"doctor", "--json", "--setup-timeout", "1", NULL};
+    int rc = lb_test_run(args, out, sizeof out, err, sizeof err);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    json_t *rep = json_loads(out, 0, NULL);
+    if (rep == NULL) fail_msg("exit %d, stdout: %s, stderr: %s", rc, out, err);
+    assert_int_not_equal(rc, 0);
+    assert_int_equal(json_integer_value(json_object_get(rep, "exit_code")), rc);
+    assert_non_null(strstr(json_string_value(json_object_get(rep, "error")), port));
+    json_decref(rep);
 }
 
 static void test_doctor_under_mpirun_compares_and_checks_over_mpi(void **state) {
@@ -330,8 +463,13 @@ int main(void) {
         cmocka_unit_test(test_doctor_ladder_from_facts),
         cmocka_unit_test(test_doctor_climb_stops_at_the_first_good_rung),
         cmocka_unit_test(test_doctor_compares_ranks),
+        cmocka_unit_test(test_doctor_compares_gpu_ranks_past_a_head_node),
+        cmocka_unit_test(test_doctor_probe_ranks_skip_ranks_without_a_gpu),
         cmocka_unit_test(test_doctor_good_bandwidth_follows_the_links),
+        cmocka_unit_test(test_doctor_good_bandwidth_uses_the_pcie_maximum),
+        cmocka_unit_test(test_doctor_one_gpu_is_judged_by_success_alone),
         cmocka_unit_test(test_doctor_command_on_this_machine),
+        cmocka_unit_test(test_doctor_json_reports_a_job_that_never_forms),
         cmocka_unit_test(test_doctor_under_mpirun_compares_and_checks_over_mpi),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

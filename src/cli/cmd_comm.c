@@ -239,7 +239,8 @@ int lb_cmd_comm(int argc, char **argv) {
             "(all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv; "
             "default all_reduce; 'all' for every one) and each size from -b to -e by -f, the "
             "time, algbw and busbw (nccl-tests' factors), #wrong (every element checked) and "
-            "the p50/p99 of the timed calls, out-of-place and in-place, in nccl-tests' columns. "
+            "the p50/p99 of the timed calls, out-of-place and in-place, in nccl-tests' columns "
+            "(all_gather, reduce_scatter and alltoall from one element per rank up). "
             "Runs on every rank of an mpirun, srun or torchrun job, or on N local GPUs with "
             "--gpus N. Rank 0 prints and stores one run holding every rank's times.",
         LB_ARG_SPECS(specs),
@@ -253,9 +254,11 @@ int lb_cmd_comm(int argc, char **argv) {
     comm_ctx ctx = {.params = lb_commbench_default_params()};
     lb_commbench_params *p = &ctx.params;
     if (a.n_pos > 0) p->colls[LB_BENCH_ALL_REDUCE] = false;
+    bool all = false;
     for (int i = 0; i < a.n_pos; i++) {
         lb_bench_coll c;
         if (strcmp(a.pos[i], "all") == 0) {
+            all = true;
             for (int k = 0; k < LB_BENCH_N_COLLS; k++)
                 p->colls[k] = true;
         } else if (lb_commbench_coll_parse(a.pos[i], &c) == 0) {
@@ -290,6 +293,8 @@ int lb_cmd_comm(int argc, char **argv) {
     p->place = strcmp(place_s, "out") == 0  ? LB_PLACE_OUT_OF_PLACE
                : strcmp(place_s, "in") == 0 ? LB_PLACE_IN_PLACE
                                             : LB_PLACE_BOTH;
+    /* 'all' in place: every collective that has an in-place form */
+    if (all && p->place == LB_PLACE_IN_PLACE) p->colls[LB_BENCH_SENDRECV] = false;
     p->comm.op_timeout_s = comm_timeout;
     p->comm.setup_timeout_s = setup_timeout;
     lb_err err = {{0}};
@@ -326,9 +331,9 @@ int lb_cmd_comm(int argc, char **argv) {
         st = lb_fail(&err, LB_ERR_USAGE,
                      "no GPU here, and the MPI backend (host buffers) needs ranks started by "
                      "mpirun or srun --mpi=pmix: run `mpirun -np N llmbench comm ...`");
-    else if (st == LB_OK && p->root >= lb_boot_size(ctx.boot))
-        st = lb_fail(&err, LB_ERR_USAGE, "-r %d: the root must be a rank below %d", p->root,
-                     lb_boot_size(ctx.boot));
+    int members = 0;
+    if (st == LB_OK) st = lb_commbench_members(ctx.boot, p, NULL, &members, &err);
+    if (st == LB_OK) st = lb_commbench_validate_ranks(p, members, &err);
     if (st == LB_OK && lb_boot_size(ctx.boot) > 1) {
         /* the results database rank 0 will write, checked now: a path it cannot use stops
          * every rank here, not rank 0 alone while the others wait for it in the benchmark */

@@ -84,7 +84,9 @@ static void print_report(const json_t *rep) {
     }
     json_array_foreach(json_object_get(rep, "problems"), i, o)
         printf("problem: %s\n", json_string_value(o));
-    if (json_array_size(json_object_get(rep, "mismatches")) == 0)
+    if (json_array_size(json_object_get(rep, "ranks")) == 1)
+        printf("one rank: no other to compare its driver, CUDA, NCCL and GPU models with\n");
+    else if (json_array_size(json_object_get(rep, "mismatches")) == 0)
         printf("ranks agree on driver, CUDA, NCCL and GPU models\n");
     json_array_foreach(json_object_get(rep, "mismatches"), i, o)
         printf("mismatch: %s\n", json_string_value(o));
@@ -100,11 +102,14 @@ static void print_report(const json_t *rep) {
         printf("\n");
         return;
     }
-    printf("check: NCCL all_reduce of %lld bytes on %lld GPU(s); good above %.1f GB/s bus "
-           "bandwidth (a tenth of what the links allow)\n",
-           (long long)json_integer_value(json_object_get(check, "bytes")),
-           (long long)json_integer_value(json_object_get(check, "gpus")),
-           json_real_value(json_object_get(check, "good_gbps")));
+    long long gpus = json_integer_value(json_object_get(check, "gpus"));
+    printf("check: NCCL all_reduce of %lld bytes on %lld GPU(s); ",
+           (long long)json_integer_value(json_object_get(check, "bytes")), gpus);
+    if (gpus < 2)
+        printf("judged by success alone (one GPU moves nothing: its bus bandwidth is 0)\n");
+    else
+        printf("good above %.1f GB/s bus bandwidth (a tenth of what the links allow)\n",
+               json_real_value(json_object_get(check, "good_gbps")));
     printf("  %-52s %-8s %12s %8s\n", "setting", "result", "busbw GB/s", "time s");
     json_array_foreach(rungs, i, o) {
         if (!json_is_true(json_object_get(o, "ran"))) continue;
@@ -121,6 +126,14 @@ static void print_report(const json_t *rep) {
         const json_t *r = json_array_get(rungs, (size_t)chosen);
         printf("use: %s\n", str_or(r, "export", ""));
     }
+}
+
+/* --json where no report was made (the job could not start or gather): the error alone. */
+static void print_json_error(const char *msg, int exit_code) {
+    json_t *o = json_pack("{s:s, s:i}", "error", msg, "exit_code", exit_code);
+    json_dumpf(o, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(o);
 }
 
 int lb_cmd_doctor(int argc, char **argv) {
@@ -165,6 +178,7 @@ int lb_cmd_doctor(int argc, char **argv) {
     lb_status st = lb_boot_init(p.setup_timeout_s, &boot, &err);
     if (st != LB_OK) {
         if (!probe) fprintf(stderr, "llmbench doctor: %s\n", err.msg);
+        if (!probe && a.common.json) print_json_error(err.msg, lb_status_exit_code(st));
         return lb_status_exit_code(st);
     }
     if (probe) {
@@ -175,21 +189,21 @@ int lb_cmd_doctor(int argc, char **argv) {
     json_t *report = NULL;
     lb_doctor_verdict verdict = LB_DOCTOR_BROKEN;
     st = lb_doctor_run(boot, &p, &report, &verdict, &err);
-    if (report != NULL) {
-        if (a.common.json) {
-            json_object_set_new(
-                report, "exit_code",
-                json_integer(st == LB_OK && verdict == LB_DOCTOR_WORKS_AS_FOUND ? 0 : 1));
-            json_dumpf(report, stdout, JSON_INDENT(2));
-            printf("\n");
-        } else {
-            print_report(report);
-        }
-        json_decref(report);
-    }
-    if (st != LB_OK) fprintf(stderr, "llmbench doctor: rank %d: %s\n", lb_boot_rank(boot), err.msg);
     int rank = lb_boot_rank(boot);
+    int code = st != LB_OK ? (lb_status_exit_code(st) == 2 ? 2 : 1)
+               : rank == 0 && verdict != LB_DOCTOR_WORKS_AS_FOUND ? 1
+                                                                  : 0;
+    if (report != NULL && a.common.json) {
+        json_object_set_new(report, "exit_code", json_integer(code));
+        json_dumpf(report, stdout, JSON_INDENT(2));
+        printf("\n");
+    } else if (report != NULL) {
+        print_report(report);
+    } else if (st != LB_OK && rank == 0 && a.common.json) {
+        print_json_error(err.msg, code);
+    }
+    json_decref(report);
+    if (st != LB_OK) fprintf(stderr, "llmbench doctor: rank %d: %s\n", rank, err.msg);
     lb_boot_free(boot);
-    if (st != LB_OK) return lb_status_exit_code(st) == 2 ? 2 : 1;
-    return rank == 0 && verdict != LB_DOCTOR_WORKS_AS_FOUND ? 1 : 0;
+    return code;
 }

@@ -85,6 +85,9 @@ lb_status lb_commbench_validate(const lb_commbench_params *p, lb_err *err) {
                        "-b %lld -e %lld: sizes must be whole %s elements (multiples of %zu bytes)",
                        (long long)p->min_bytes, (long long)p->max_bytes,
                        lb_comm_dtype_name(p->dtype), es);
+    if (p->colls[LB_BENCH_SENDRECV] && p->place == LB_PLACE_IN_PLACE)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--place in: sendrecv has no in-place form; use --place out or both");
     if (!(p->factor > 1) && p->min_bytes != p->max_bytes)
         return lb_fail(err, LB_ERR_USAGE, "-f %g: the size factor must be above 1", p->factor);
     if (p->matrix_bytes % (int64_t)es != 0 || p->matrix_bytes < (int64_t)es)
@@ -222,20 +225,23 @@ static shape shape_of(lb_bench_coll c, size_t total, int n, size_t es) {
     case LB_BENCH_ALL_GATHER:
         s.unit = total / (size_t)n;
         s.send_n = s.unit;
-        s.recv_n = s.shown_count = s.unit * (size_t)n;
+        s.recv_n = s.unit * (size_t)n;
         break;
     case LB_BENCH_REDUCE_SCATTER:
         s.unit = total / (size_t)n;
-        s.send_n = s.shown_count = s.unit * (size_t)n;
+        s.send_n = s.unit * (size_t)n;
         s.recv_n = s.unit;
         break;
     case LB_BENCH_ALLTOALL:
         s.unit = total / (size_t)n;
-        s.send_n = s.recv_n = s.shown_count = s.unit * (size_t)n;
+        s.send_n = s.recv_n = s.unit * (size_t)n;
         break;
-    default: s.unit = s.send_n = s.recv_n = s.shown_count = total; break;
+    default: s.unit = s.send_n = s.recv_n = total; break;
     }
-    s.bytes = s.shown_count * es;
+    /* nccl-tests' size is the larger buffer, its count the call's count (per rank, or per
+     * peer for alltoall) */
+    s.shown_count = s.unit;
+    s.bytes = (s.send_n > s.recv_n ? s.send_n : s.recv_n) * es;
     return s;
 }
 
@@ -437,33 +443,43 @@ static void fill_cell(const lb_commbench_params *p, int nb, const double *all, c
 }
 
 /* Every rank's status after a step: LB_OK everywhere, or the failure (this rank's own
- * sentence, or one naming the first rank that failed). Keeps all ranks on the same path. */
+ * sentence, or the first failed rank's, gathered from it with its host: on a job of many
+ * nodes its stderr is elsewhere). Keeps all ranks on the same path. */
 static lb_status agree(lb_boot *boot, lb_status mine, lb_err *err) {
-    int nb = lb_boot_size(boot);
-    int32_t code = (int32_t)mine, *all = lb_boot_rank(boot) == 0 ? calloc((size_t)nb, 4) : NULL;
+    int nb = lb_boot_size(boot), me = lb_boot_rank(boot);
+    int32_t code = (int32_t)mine, *all = me == 0 ? calloc((size_t)nb, 4) : NULL;
     int32_t verdict[2] = {0, -1}; /* status, first failed rank */
-    lb_err gather_err = {{0}};
-    lb_status st = lb_boot_gather(boot, &code, sizeof code, all, mine != LB_OK ? &gather_err : err);
+    lb_err plane_err = {{0}};     /* a failed rank's control-plane error, apart from its own */
+    lb_err *plane = mine != LB_OK ? &plane_err : err;
+    lb_status st = lb_boot_gather(boot, &code, sizeof code, all, plane);
     for (int q = 0; st == LB_OK && all != NULL && q < nb; q++)
         if (all[q] != LB_OK && verdict[1] < 0) {
             verdict[0] = all[q];
             verdict[1] = q;
         }
     free(all);
-    if (st == LB_OK)
-        st = lb_boot_bcast(boot, verdict, sizeof verdict, mine != LB_OK ? &gather_err : err);
+    if (st == LB_OK) st = lb_boot_bcast(boot, verdict, sizeof verdict, plane);
+    char said[LB_ERR_MSG_BYTES] = "";
+    if (st == LB_OK && verdict[0] != LB_OK) {
+        char text[LB_ERR_MSG_BYTES + 320] = "", **texts = NULL;
+        if (mine != LB_OK)
+            snprintf(text, sizeof text, "rank %d (%.255s): %s", me, lb_boot_host(boot), err->msg);
+        st = lb_boot_gather_text(boot, text, &texts, plane);
+        if (st == LB_OK && texts != NULL) snprintf(said, sizeof said, "%s", texts[verdict[1]]);
+        lb_boot_strings_free(texts, texts != NULL ? nb : 0);
+        if (st == LB_OK) st = lb_boot_bcast(boot, said, sizeof said, plane);
+    }
     if (mine != LB_OK) {
         /* a rank that died shows here: its control-plane connection is closed */
         size_t used = strlen(err->msg);
         if (st != LB_OK && used + 8 < sizeof err->msg)
             snprintf(err->msg + used, sizeof err->msg - used, "; then %.*s",
-                     (int)(sizeof err->msg - used - 8), gather_err.msg);
+                     (int)(sizeof err->msg - used - 8), plane_err.msg);
         return mine;
     }
     if (st != LB_OK) return st;
     if (verdict[0] == LB_OK) return LB_OK;
-    return lb_fail(err, (lb_status)verdict[0], "rank %d failed (its error is on its stderr)",
-                   verdict[1]);
+    return lb_fail(err, (lb_status)verdict[0], "%s", said);
 }
 
 /* One placement of one row on every rank; rank 0 gathers. */
@@ -525,6 +541,9 @@ static lb_status run_rows(bench *B, lb_boot *boot, const int32_t *member, lb_res
     for (int ci = 0; ci < LB_BENCH_N_COLLS; ci++) {
         if (!p->colls[ci]) continue;
         lb_bench_coll coll = (lb_bench_coll)ci;
+        /* sizes that round to the same per-rank count make one row; those below one element
+         * per rank (all_gather, reduce_scatter, alltoall) round to 0 bytes and make none */
+        size_t last_bytes = 0;
         for (int64_t size = p->min_bytes; size <= p->max_bytes;
              size = next_size(size, p->factor, es)) {
             int who = -1;
@@ -537,7 +556,8 @@ static lb_status run_rows(bench *B, lb_boot *boot, const int32_t *member, lb_res
                 return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted before %s of %lld bytes",
                                lb_commbench_coll_name(coll), (long long)size);
             shape s = shape_of(coll, (size_t)size / es, B->n, es);
-            if (s.unit == 0) continue;
+            if (s.bytes == last_bytes) continue;
+            last_bytes = s.bytes;
             lb_bench_row row = {.coll = coll,
                                 .bytes = s.bytes,
                                 .count = s.shown_count,
@@ -654,29 +674,55 @@ static lb_status run_matrix(bench *B, lb_boot *boot, const int32_t *member, lb_r
     return st;
 }
 
+lb_status lb_commbench_members(lb_boot *boot, const lb_commbench_params *p, int32_t *member, int *n,
+                               lb_err *err) {
+    int nb = lb_boot_size(boot);
+    int32_t me = p->comm.backend != LB_COMM_BACKEND_NCCL || lb_devinfo_cuda_device_count() > 0;
+    int32_t *all = member != NULL ? member : calloc((size_t)nb, sizeof *all);
+    if (all == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    lb_status st = lb_boot_gather(boot, &me, sizeof me, all, err);
+    if (st == LB_OK) st = lb_boot_bcast(boot, all, (size_t)nb * sizeof *all, err);
+    *n = 0;
+    for (int q = 0; st == LB_OK && q < nb; q++)
+        *n += all[q] != 0;
+    if (all != member) free(all);
+    return st;
+}
+
+lb_status lb_commbench_validate_ranks(const lb_commbench_params *p, int n, lb_err *err) {
+    if (p->root >= n)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "-r %d: the root must be one of the %d ranks that take part", p->root, n);
+    size_t es = lb_comm_dtype_bytes(p->dtype);
+    static const lb_bench_coll split[] = {LB_BENCH_ALL_GATHER, LB_BENCH_REDUCE_SCATTER,
+                                          LB_BENCH_ALLTOALL};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+        if (p->colls[split[i]] && (size_t)p->max_bytes / es < (size_t)n)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "-e %lld: %s over %d ranks needs at least %zu bytes (one %s per rank)",
+                           (long long)p->max_bytes, coll_names[split[i]], n, es * (size_t)n,
+                           lb_comm_dtype_name(p->dtype));
+    return LB_OK;
+}
+
 lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_result *r, lb_err *err) {
     LB_TRY(lb_commbench_validate(p, err));
     bool nccl = p->comm.backend == LB_COMM_BACKEND_NCCL;
-    bool join = !nccl || lb_devinfo_cuda_device_count() > 0;
+    int nb = lb_boot_size(boot), n = 0;
+    int32_t *member = calloc((size_t)nb, sizeof *member);
+    if (member == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    lb_status st = lb_commbench_members(boot, p, member, &n, err);
+    if (st == LB_OK) st = lb_commbench_validate_ranks(p, n, err);
     lb_comm *c = NULL;
-    LB_TRY(lb_comm_init(boot, &p->comm, join, &c, err));
-    int nb = lb_boot_size(boot);
-    int32_t *member = calloc((size_t)nb, sizeof *member), me = c != NULL;
-    if (member == NULL) {
-        lb_comm_free(c);
-        return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    if (st == LB_OK) st = lb_comm_init(boot, &p->comm, member[lb_boot_rank(boot)] != 0, &c, err);
+    if (st != LB_OK) {
+        free(member);
+        return st;
     }
-    lb_status st = lb_boot_gather(boot, &me, sizeof me, member, err);
-    if (st == LB_OK) st = lb_boot_bcast(boot, member, (size_t)nb * sizeof *member, err);
-    bench B = {.c = c, .p = p, .rank = c ? lb_comm_rank(c) : -1};
-    for (int q = 0; q < nb; q++)
-        B.n += member[q] != 0;
-    if (st == LB_OK && p->root >= B.n)
-        st = lb_fail(err, LB_ERR_USAGE, "-r %d: the root must be a rank of the %d that take part",
-                     p->root, B.n);
-    if (st == LB_OK && r != NULL) set_config(r, p, boot, B.n);
+    bench B = {.c = c, .p = p, .rank = c ? lb_comm_rank(c) : -1, .n = n};
+    if (r != NULL) set_config(r, p, boot, B.n);
     lb_status alloc = LB_OK;
-    if (st == LB_OK && c != NULL) {
+    if (c != NULL) {
 #ifdef LB_HAVE_CUDA
         if (nccl) cudaSetDevice(lb_comm_device(c));
 #endif
@@ -685,7 +731,7 @@ lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_resul
                        lb_comm_dtype_bytes(p->dtype);
         alloc = bufs_init(&B.b, nccl, bytes, (int)p->iters + 1, err);
     }
-    if (st == LB_OK) st = agree(boot, alloc, err);
+    st = agree(boot, alloc, err);
     double bw_sum = 0;
     int bw_n = 0;
     int64_t wrong_total = 0;

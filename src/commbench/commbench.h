@@ -6,14 +6,16 @@
  * whose every output element is compared with the value it must have (#wrong). Sizes
  * follow nccl-tests: the size of a row is the whole buffer (all_gather: what each rank receives;
  * reduce_scatter: what each rank sends; alltoall: each buffer), rounded down to a whole number of
- * elements per rank where the collective splits it. algbw = size / time; busbw = algbw x
- * nccl-tests' factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather, alltoall (n-1)/n; broadcast,
- * reduce, sendrecv 1). A row's time is the slowest rank's mean; p50 and p99 are over iterations of
- * the slowest rank's time of that iteration. GPU work is timed with CUDA events on the
- * benchmark's stream, host buffers (MPI) with the monotonic clock.
+ * elements per rank where the collective splits it (a size that rounds to the previous row's
+ * makes no second row); its count is the call's (per rank, per peer for alltoall). algbw = size /
+ * time; busbw = algbw x nccl-tests' factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather,
+ * alltoall (n-1)/n; broadcast, reduce, sendrecv 1). A row's time is the slowest rank's mean; p50
+ * and p99 are over iterations of the slowest rank's time of that iteration. GPU work is timed with
+ * CUDA events on the benchmark's stream, host buffers (MPI) with the monotonic clock.
  *
  * Rank 0 coordinates: it gathers every rank's per-iteration times and wrong counts over
- * the control plane and alone fills the result (one series per rank, row and placement;
+ * the control plane (and, when a rank fails, that rank's sentence with its host, which every
+ * rank then returns) and alone fills the result (one series per rank, row and placement;
  * metrics per row). Under NCCL a rank without a GPU does not join the communicator and only
  * coordinates. With `matrix`, each ordered pair of ranks also sends matrix_bytes from one to
  * the other while the rest wait, and each rank reports how many NVLinks join its GPU to each
@@ -65,7 +67,8 @@ typedef struct {
 
 typedef struct {
     lb_bench_coll coll;
-    size_t bytes, count; /* count: elements of the size, nccl-tests' "count" column */
+    size_t bytes, count; /* count: the call's count (all_gather, reduce_scatter: per rank;
+                            alltoall: per peer), nccl-tests' "count" column */
     lb_comm_dtype dtype;
     lb_comm_op op;
     int root;
@@ -93,8 +96,20 @@ typedef struct {
 lb_commbench_params lb_commbench_default_params(void);
 
 /* Refuses what can be refused before anything runs (sizes not a multiple of the element
- * size, min above max, factor <= 1, no collective): LB_ERR_USAGE naming the option. */
+ * size, min above max, factor <= 1, no collective, sendrecv in place only): LB_ERR_USAGE
+ * naming the option. */
 lb_status lb_commbench_validate(const lb_commbench_params *p, lb_err *err);
+
+/* Which ranks of boot take part (collective, over the control plane): every rank under
+ * MPI; under NCCL those that see a GPU (the others only coordinate). member (lb_boot_size
+ * entries, or NULL) receives 1 for each rank that does, on every rank; *n how many do. */
+lb_status lb_commbench_members(lb_boot *boot, const lb_commbench_params *p, int32_t *member, int *n,
+                               lb_err *err);
+
+/* Refuses what the number of ranks taking part (n) decides: a root that is none of them, a
+ * largest size that leaves all_gather, reduce_scatter or alltoall less than one element per
+ * rank (their smaller sizes are skipped: run_rows). LB_ERR_USAGE naming the option. */
+lb_status lb_commbench_validate_ranks(const lb_commbench_params *p, int n, lb_err *err);
 
 /* Runs the benchmark on every rank of boot (a collective call). On rank 0, r receives the
  * config, series and metrics; elsewhere r may be NULL. Returns LB_ERR_INTERRUPTED on

@@ -26,7 +26,8 @@ lb_doctor_params lb_doctor_default_params(void) {
         .setup_timeout_s = 20, .op_timeout_s = 10, .probe_bytes = 32 << 20, .progress = true};
 }
 
-double lb_doctor_good_gbps(const json_t *facts, bool multi_node) {
+double lb_doctor_good_gbps(const json_t *facts, bool multi_node, int gpus) {
+    if (gpus < 2) return 0;
     double best = 0;
     size_t i;
     json_t *o;
@@ -49,14 +50,25 @@ double lb_doctor_good_gbps(const json_t *facts, bool multi_node) {
         if (links > 0)
             gbps = 25.0 * (double)links;
         else if (pcie != NULL) {
-            /* per lane after encoding: gen3 0.985, gen4 1.97, gen5 3.94 GB/s */
-            int gen = (int)json_integer_value(json_object_get(pcie, "gen"));
-            gbps = 0.985 * pow(2, gen - 3) *
-                   (double)json_integer_value(json_object_get(pcie, "width"));
+            /* per lane after encoding: gen3 0.985, gen4 1.97, gen5 3.94 GB/s; the current
+             * generation of an idle GPU is often gen1 */
+            json_int_t gen = json_integer_value(json_object_get(pcie, "max_gen"));
+            json_int_t width = json_integer_value(json_object_get(pcie, "max_width"));
+            if (gen <= 0) gen = json_integer_value(json_object_get(pcie, "gen"));
+            if (width <= 0) width = json_integer_value(json_object_get(pcie, "width"));
+            gbps = 0.985 * pow(2, (double)gen - 3) * (double)width;
         }
         if (gbps > 0) slowest = fmin(slowest, gbps);
     }
     return isfinite(slowest) ? slowest / 10 : 0;
+}
+
+int lb_doctor_probe_ranks(json_t *const *facts, int n, int32_t *probe_rank) {
+    int k = 0;
+    for (int r = 0; r < n; r++)
+        probe_rank[r] =
+            json_integer_value(json_object_get(facts[r], "cuda_devices")) > 0 ? k++ : -1;
+    return k;
 }
 
 /* ---- the probe worker ---- */
@@ -94,6 +106,7 @@ typedef struct {
     lb_boot *boot;
     const lb_doctor_params *p;
     int first_gpu_rank, gpu_ranks; /* multi-rank jobs: who starts a worker */
+    int probe_rank;                /* this rank's rank in the probe job (-1: no GPU) */
     int local_gpus;
     char master[256];
     lb_progress prog; /* rank 0: the rung being probed (each may take up to its deadlines) */
@@ -109,8 +122,7 @@ typedef struct {
 /* This rank's part of a probe: start the workers with the rung's environment, wait. */
 static void probe_here(probe_ctx *c, const lb_doctor_rung *rung, int port, probe_msg *out) {
     memset(out, 0, sizeof *out);
-    int me = lb_boot_rank(c->boot), size = lb_boot_size(c->boot);
-    bool single = size == 1;
+    bool single = lb_boot_size(c->boot) == 1;
     if (!single && c->local_gpus == 0) return;
     char *env[LB_RUNG_MAX_CHANGES + 2];
     int ne = 0;
@@ -140,7 +152,7 @@ static void probe_here(probe_ctx *c, const lb_doctor_rung *rung, int port, probe
         .unset = unset,
         .rank0_stdout = fd,
         .grace_s = 2,
-        .first_rank = single ? 0 : me - c->first_gpu_rank,
+        .first_rank = single ? 0 : c->probe_rank,
         .world = single ? 0 : c->gpu_ranks,
         .master_addr = c->master,
         .master_port = port,
@@ -256,44 +268,50 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
     json_decref(facts);
     if (st != LB_OK) return st;
 
-    /* who has GPUs, and where the probe job's rank 0 runs */
+    /* who has GPUs, each one's rank in the probe job, and where its rank 0 runs */
     probe_ctx c = {.boot = boot, .p = p, .first_gpu_rank = -1, .local_gpus = local_gpus};
     json_t *ranks = json_array();
+    json_t **fv = me == 0 ? calloc((size_t)n, sizeof *fv) : NULL; /* borrowed from ranks */
+    int32_t *probe_rank = calloc((size_t)n, sizeof *probe_rank);
     char hosts_differ = 0;
+    if (probe_rank == NULL || (me == 0 && fv == NULL)) {
+        lb_boot_strings_free(all, me == 0 ? n : 0);
+        json_decref(ranks);
+        free(fv);
+        free(probe_rank);
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    }
     if (me == 0) {
         for (int r = 0; r < n; r++) {
             json_t *f = json_loads(all[r], 0, NULL);
             json_array_append_new(ranks, f ? f : json_object());
+            fv[r] = json_array_get(ranks, (size_t)r);
         }
-        const char *h0 = json_string_value(json_object_get(json_array_get(ranks, 0), "host"));
+        lb_doctor_probe_ranks(fv, n, probe_rank);
+        const char *h0 = json_string_value(json_object_get(fv[0], "host"));
         for (int r = 0; r < n; r++) {
-            json_t *f = json_array_get(ranks, (size_t)r);
-            const char *h = json_string_value(json_object_get(f, "host"));
+            const char *h = json_string_value(json_object_get(fv[r], "host"));
             if (h0 && h && strcmp(h0, h) != 0) hosts_differ = 1;
-            if (json_integer_value(json_object_get(f, "cuda_devices")) > 0) {
-                if (c.first_gpu_rank < 0) {
-                    c.first_gpu_rank = r;
-                    snprintf(c.master, sizeof c.master, "%s", h ? h : "127.0.0.1");
-                }
-                c.gpu_ranks++;
-            }
+            if (probe_rank[r] == 0) snprintf(c.master, sizeof c.master, "%s", h ? h : "127.0.0.1");
         }
         if (!hosts_differ) snprintf(c.master, sizeof c.master, "127.0.0.1");
     }
     lb_boot_strings_free(all, me == 0 ? n : 0);
-    struct {
-        int32_t first, count;
-        char master[256];
-    } plan = {c.first_gpu_rank, c.gpu_ranks, ""};
-    memcpy(plan.master, c.master, sizeof plan.master);
-    st = lb_boot_bcast(boot, &plan, sizeof plan, err);
+    st = lb_boot_bcast(boot, c.master, sizeof c.master, err);
+    if (st == LB_OK) st = lb_boot_bcast(boot, probe_rank, (size_t)n * sizeof *probe_rank, err);
     if (st != LB_OK) {
         json_decref(ranks);
+        free(fv);
+        free(probe_rank);
         return st;
     }
-    c.first_gpu_rank = plan.first;
-    c.gpu_ranks = plan.count;
-    memcpy(c.master, plan.master, sizeof c.master);
+    for (int r = 0; r < n; r++)
+        if (probe_rank[r] >= 0) {
+            if (c.first_gpu_rank < 0) c.first_gpu_rank = r;
+            c.gpu_ranks++;
+        }
+    c.probe_rank = probe_rank[me];
+    free(probe_rank);
 
     lb_doctor_verdict v = LB_DOCTOR_WORKS_AS_FOUND;
     json_t *check = NULL;
@@ -314,7 +332,8 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
         lb_doctor_rung rungs[LB_LADDER_MAX];
         lb_doctor_probe results[LB_LADDER_MAX];
         int nr = lb_doctor_ladder(f0, multi, rungs, LB_LADDER_MAX), chosen = -1;
-        double good = lb_doctor_good_gbps(f0, multi);
+        int gpus = n == 1 ? local_gpus : c.gpu_ranks;
+        double good = lb_doctor_good_gbps(f0, multi, gpus);
         lb_progress_init(&c.prog, p->progress);
         st = lb_doctor_climb(rungs, nr, good, probe_all, &c, results, &chosen, &v, err);
         lb_progress_done(&c.prog);
@@ -337,7 +356,6 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
         }
         char line[1024] = "";
         if (chosen >= 0) lb_doctor_export_line(&rungs[chosen], line, sizeof line);
-        int gpus = n == 1 ? local_gpus : c.gpu_ranks;
         check =
             json_pack("{s:s, s:i, s:I, s:f, s:o, s:i, s:s, s:s}", "how", "nccl all_reduce", "gpus",
                       gpus, "bytes", (json_int_t)p->probe_bytes, "good_gbps", good, "rungs", tried,
@@ -361,10 +379,7 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
             json_array_append_new(problems, json_string(msg));
         }
     }
-    json_t **fv = calloc((size_t)n, sizeof *fv);
-    for (int r = 0; fv != NULL && r < n; r++)
-        fv[r] = json_array_get(ranks, (size_t)r);
-    json_t *mismatches = fv ? lb_doctor_compare(fv, n) : json_array();
+    json_t *mismatches = lb_doctor_compare(fv, n);
     free(fv);
     if (check != NULL && json_object_get(check, "verdict") == NULL)
         json_object_set_new(check, "verdict", json_string(verdict_name(v)));

@@ -6,9 +6,9 @@
  * GPU: `llmbench doctor --probe`, started with comm/launch.h, each with the rung's
  * environment, since NCCL reads most settings once per process), with deadlines; if it
  * fails or its bus bandwidth is below a tenth of what the links allow (NVLink count x 25
- * GB/s, else the PCIe link, else the fastest network port), the ladder (doctor/ladder.h)
- * is climbed. Without GPUs, ranks started by MPI run the all_reduce over the MPI backend;
- * with neither, nothing is checked (verdict "not checked").
+ * GB/s, else the PCIe link at its maximum, else the fastest network port; with one GPU only
+ * success counts), the ladder (doctor/ladder.h) is climbed. Without GPUs, ranks started by MPI run
+ * the all_reduce over the MPI backend; with neither, nothing is checked (verdict "not checked").
  *
  * The report is one JSON object on rank 0 ("ranks": each rank's facts, "mismatches",
  * "problems", "check": {how, good_gbps, rungs: [...], chosen, verdict, export}); rank 0
@@ -41,7 +41,15 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
  * among the ranks of boot; rank 0 prints {"ok", "busbw_gbps", "error"} as one line. */
 lb_status lb_doctor_probe_worker(lb_boot *boot, const lb_doctor_params *p, lb_err *err);
 
-/* A tenth of the bandwidth the links of a node's facts allow (GB/s), 0 when unknown. */
-double lb_doctor_good_gbps(const json_t *facts, bool multi_node);
+/* The bar of a probe over gpus GPUs (GB/s): a tenth of the bandwidth the links of a node's
+ * facts allow, PCIe at its maximum generation and width (an idle link trains down); 0 when
+ * unknown, and for one GPU, whose all_reduce moves nothing (busbw factor 0): then success
+ * alone is judged. */
+double lb_doctor_good_gbps(const json_t *facts, bool multi_node, int gpus);
+
+/* The probe job's ranks from every rank's facts: probe_rank[r] is rank r's index among the
+ * ranks whose "cuda_devices" is above 0 (-1 for a rank without a GPU, which starts no
+ * worker). Returns the probe job's size. */
+int lb_doctor_probe_ranks(json_t *const *facts, int n, int32_t *probe_rank);
 
 #endif

@@ -364,35 +364,62 @@ static void gpu_models(const json_t *f, char *buf, size_t cap) {
         snprintf(buf + used, cap - used, "%s%s x%d", used ? ", " : "", last, run);
 }
 
+/* Whether a node's facts show a GPU: CUDA sees one, or NVML lists one (a driver too old for
+ * the CUDA runtime leaves CUDA seeing none, and that node must be compared). */
+static bool has_gpu(const json_t *f) {
+    return json_integer_value(json_object_get(f, "cuda_devices")) > 0 ||
+           json_array_size(json_object_get(f, "gpus")) > 0;
+}
+
+static const char *host_of(const json_t *f) {
+    const char *h = json_string_value(json_object_get(f, "host"));
+    return h ? h : "?";
+}
+
 json_t *lb_doctor_compare(json_t *const *facts, int n) {
     json_t *out = json_array();
-    static const char *const keys[] = {"driver", "cuda_driver", "cuda_runtime", "nccl"};
+    char msg[1200];
+    /* GPU facts are compared with the first rank that has a GPU; a rank without one (a
+     * CPU-only head node) has none to compare */
+    int ref = -1;
+    for (int r = 0; r < n && ref < 0; r++)
+        if (has_gpu(facts[r])) ref = r;
+    for (int r = 0; ref >= 0 && r < n; r++)
+        if (!has_gpu(facts[r])) {
+            snprintf(msg, sizeof msg,
+                     "rank %d (%s) has no GPU: left out of the driver, CUDA and GPU model "
+                     "comparisons",
+                     r, host_of(facts[r]));
+            json_array_append_new(out, json_string(msg));
+        }
+    static const struct {
+        const char *key;
+        bool gpu; /* a fact of the GPU's node: GPU ranks only */
+    } keys[] = {{"driver", true}, {"cuda_driver", true}, {"cuda_runtime", true}, {"nccl", false}};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        const char *first = json_string_value(json_object_get(facts[0], keys[k]));
-        for (int r = 1; r < n; r++) {
-            const char *v = json_string_value(json_object_get(facts[r], keys[k]));
-            if ((first == NULL) != (v == NULL) || (first && v && strcmp(first, v) != 0)) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "%s differs: rank 0 (%s) has %s, rank %d (%s) has %s",
-                         keys[k], json_string_value(json_object_get(facts[0], "host")),
-                         first ? first : "none", r,
-                         json_string_value(json_object_get(facts[r], "host")), v ? v : "none");
-                json_array_append_new(out, json_string(msg));
-                break;
-            }
+        int base = ref >= 0 ? ref : keys[k].gpu ? -1 : 0;
+        if (base < 0) continue;
+        const char *first = json_string_value(json_object_get(facts[base], keys[k].key));
+        for (int r = 0; r < n; r++) {
+            if (r == base || (keys[k].gpu && !has_gpu(facts[r]))) continue;
+            const char *v = json_string_value(json_object_get(facts[r], keys[k].key));
+            if ((first == NULL) == (v == NULL) && (first == NULL || strcmp(first, v) == 0))
+                continue;
+            snprintf(msg, sizeof msg, "%s differs: rank %d (%s) has %s, rank %d (%s) has %s",
+                     keys[k].key, base, host_of(facts[base]), first ? first : "none", r,
+                     host_of(facts[r]), v ? v : "none");
+            json_array_append_new(out, json_string(msg));
         }
     }
     char m0[512], mr[512];
-    gpu_models(facts[0], m0, sizeof m0);
-    for (int r = 1; r < n; r++) {
+    if (ref >= 0) gpu_models(facts[ref], m0, sizeof m0);
+    for (int r = 0; ref >= 0 && r < n; r++) {
+        if (r == ref || !has_gpu(facts[r])) continue;
         gpu_models(facts[r], mr, sizeof mr);
-        if (m0[0] != '\0' && mr[0] != '\0' && strcmp(m0, mr) != 0) {
-            char msg[1200];
-            snprintf(msg, sizeof msg, "GPU models differ: rank 0 has %s, rank %d has %s", m0, r,
-                     mr);
-            json_array_append_new(out, json_string(msg));
-            break;
-        }
+        if (strcmp(m0, mr) == 0) continue;
+        snprintf(msg, sizeof msg, "GPU models differ: rank %d has %s, rank %d has %s", ref,
+                 m0[0] ? m0 : "none", r, mr[0] ? mr : "none");
+        json_array_append_new(out, json_string(msg));
     }
     return out;
 }
