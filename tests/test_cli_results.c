@@ -82,6 +82,9 @@ static void test_cli_results_malformed_id_exits_2_naming_it(void **state) {
     expect_error((const char *[]){"results", "show", "12x", NULL}, 2, "'12x'");
     expect_error((const char *[]){"results", "show", "0", NULL}, 2, "positive integer");
     expect_error((const char *[]){"results", "export", "1", "two", NULL}, 2, "'two'");
+    expect_error((const char *[]){"results", "show", "99999999999999999999", NULL}, 2,
+                 "run ID '99999999999999999999' is out of range: IDs are at most "
+                 "9223372036854775807");
 }
 
 static void test_cli_results_show_without_id_exits_2(void **state) {
@@ -147,7 +150,60 @@ static void test_cli_results_list_says_limit_cut_it_only_when_it_did(void **stat
     json_t *doc = json_loads(out, 0, NULL);
     assert_non_null(doc);
     assert_int_equal(json_array_size(json_object_get(doc, "runs")), 1);
+    assert_true(json_is_true(json_object_get(doc, "more")));
     json_decref(doc);
+    assert_int_equal(run((const char *[]){"results", "list", "--limit", "2", "--json", NULL}), 0);
+    doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(json_object_get(doc, "runs")), 2);
+    assert_true(json_is_false(json_object_get(doc, "more")));
+    json_decref(doc);
+}
+
+/* lb_store_list keeps 255 bytes of a run's tags; a sweep's and a schedule's tags together
+ * are longer: list still gives every tag, whole. */
+static void test_cli_results_list_gives_long_tags_whole(void **state) {
+    (void)state;
+    char tags[3][128];
+    lb_result *r = lb_result_new("train", "tagged");
+    for (int i = 0; i < 3; i++) {
+        snprintf(tags[i], sizeof tags[i], "sweep-run:%d/%0100d", i, i);
+        json_array_append_new(r->tags, json_string(tags[i]));
+    }
+    assert_true(lb_test_store_ok(db, r) > 0);
+    assert_int_equal(run((const char *[]){"results", "list", "--json", NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *got = json_object_get(json_array_get(json_object_get(doc, "runs"), 0), "tags");
+    assert_int_equal(json_array_size(got), 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(json_string_value(json_array_get(got, i)), tags[i]);
+    json_decref(doc);
+    assert_int_equal(run((const char *[]){"results", "list", NULL}), 0);
+    char want[512];
+    snprintf(want, sizeof want, " tagged [\"%s\",\"%s\",\"%s\"]\n", tags[0], tags[1], tags[2]);
+    if (strstr(out, want) == NULL) fail_msg("stdout lacks %s: %s", want, out);
+}
+
+/* Output that stdout does not take whole (here a full device) is a failure, not exit 0
+ * with part of a list. */
+static void test_cli_results_output_that_cannot_be_written_exits_1(void **state) {
+    (void)state;
+    char id[24], errpath[320];
+    snprintf(id, sizeof id, "%lld", (long long)ok_id);
+    snprintf(errpath, sizeof errpath, "%s/stderr", dir);
+    const char *commands[] = {"list", "list --json", "show", "show --json"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        bool show = strncmp(commands[i], "show", 4) == 0;
+        assert_int_equal(lb_test_shell("%s results %s %s >/dev/full 2>%s", LB_TEST_BIN, commands[i],
+                                       show ? id : "", errpath),
+                         1);
+        char *text = lb_test_read_file(errpath, NULL);
+        assert_non_null(text);
+        if (strstr(text, "cannot write the output: No space left on device\n") == NULL)
+            fail_msg("%s: stderr '%s'", commands[i], text);
+        free(text);
+    }
 }
 
 static void test_cli_results_show_prints_metrics_and_series(void **state) {
@@ -222,6 +278,28 @@ static void test_cli_results_export_out_that_cannot_be_a_file_exits_2(void **sta
     expect_error((const char *[]){"results", "export", "--out", missing, NULL}, 2,
                  "cannot create a file in folder");
     assert_string_equal(out, "");
+}
+
+/* The rename that puts an export in place would replace the database itself. */
+static void test_cli_results_export_out_refuses_the_database(void **state) {
+    (void)state;
+    const char *formats[] = {"json", "csv", "openmetrics"};
+    for (size_t i = 0; i < 3; i++) {
+        expect_error(
+            (const char *[]){"results", "export", "--format", formats[i], "--out", db, NULL}, 2,
+            "is the results database");
+        assert_non_null(strstr(err, "--out"));
+    }
+    char link[320];
+    snprintf(link, sizeof link, "%s/link.db", dir);
+    assert_int_equal(symlink(db, link), 0);
+    expect_error((const char *[]){"results", "export", "--db", link, "--out", db, NULL}, 2,
+                 "is the results database");
+    assert_int_equal(run((const char *[]){"results", "list", "--json", NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(json_object_get(doc, "runs")), 2);
+    json_decref(doc);
 }
 
 static void test_cli_results_export_csv_to_stdout(void **state) {
@@ -638,9 +716,12 @@ int main(void) {
         T(test_cli_results_bad_list_options_exit_2),
         T(test_cli_results_list_shows_running_run_first),
         T(test_cli_results_list_says_limit_cut_it_only_when_it_did),
+        T(test_cli_results_list_gives_long_tags_whole),
+        T(test_cli_results_output_that_cannot_be_written_exits_1),
         T(test_cli_results_show_prints_metrics_and_series),
         T(test_cli_results_export_out_replaces_file_whole),
         T(test_cli_results_export_out_that_cannot_be_a_file_exits_2),
+        T(test_cli_results_export_out_refuses_the_database),
         T(test_cli_results_export_csv_to_stdout),
         T(test_cli_results_export_json_is_format_json_and_refused_with_another),
         T(test_cli_results_export_of_an_id_given_twice_has_it_once),

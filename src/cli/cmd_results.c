@@ -8,15 +8,17 @@
  * a file when its final write failed (store.h's lb_store_keep_aside), or each run of a JSON
  * export, once: a result imported before is named, not stored again (unless --again). Exit codes: 2
  * for bad usage (unknown subcommand or option, a malformed or missing ID), 1 when a run is not
- * found or the database cannot be read, 0 otherwise. list, show and export open the database
- * read-only: they never create, upgrade or write it. */
+ * found, the database cannot be read or the output cannot be written, 0 otherwise. list, show and
+ * export open the database read-only: they never create, upgrade or write it. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -35,11 +37,22 @@ static int report_failure(const char *command, lb_status status, const lb_err *e
     return lb_status_exit_code(status);
 }
 
+/* code, unless it is 0 and stdout did not take all that was printed (a full disk, a closed
+ * pipe): then 1, with a line on stderr, so that no one takes part of the output for all. */
+static int check_stdout(const char *command, int code) {
+    if (code != 0 || (fflush(stdout) == 0 && !ferror(stdout))) return code;
+    fprintf(stderr, "llmbench %s: cannot write the output: %s\n", command, strerror(errno));
+    return 1;
+}
+
 /* A run id is a positive decimal integer; anything else is a usage error naming it. */
 static lb_status parse_id(const char *command, const char *text, int64_t *id) {
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);
+    if (isdigit((unsigned char)text[0]) && *end == '\0' && errno == ERANGE)
+        return lb_args_usage_error(command, "run ID '%s' is out of range: IDs are at most %lld",
+                                   text, LLONG_MAX);
     if (!isdigit((unsigned char)text[0]) || errno != 0 || *end != '\0' || v <= 0)
         return lb_args_usage_error(command,
                                    "malformed run ID '%s': expected a positive integer such as "
@@ -105,13 +118,21 @@ static lb_status open_store(const char *command, const lb_cli_common *common, lb
 
 /* ---- list ---- */
 
-/* The stored tags text as JSON (an empty array when it does not parse, e.g. cut short). */
-static json_t *tags_json(const char *text) {
-    json_t *j = json_loads(text, 0, NULL);
+/* A listed run's tags (a new reference): lb_store_list keeps the first 255 bytes of their
+ * text, so where that does not parse (cut short), the run's stored array is read whole; an
+ * empty array when that cannot be read either. */
+static json_t *tags_json(lb_store *s, const lb_store_run_info *run) {
+    json_t *j = json_loads(run->tags, 0, NULL);
+    if (j != NULL) return j;
+    lb_result *r = NULL;
+    lb_err err = {{0}};
+    if (lb_store_run_load_summary(s, run->id, &r, &err) == LB_OK) j = json_incref(r->tags);
+    lb_result_free(r);
     return j != NULL ? j : json_array();
 }
 
-static void print_list_json(const lb_store *s, const lb_store_run_info *runs, size_t n) {
+/* more: the store holds more runs than the n listed (--limit cut them). */
+static void print_list_json(lb_store *s, const lb_store_run_info *runs, size_t n, bool more) {
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(
@@ -121,16 +142,16 @@ static void print_list_json(const lb_store *s, const lb_store_run_info *runs, si
                            runs[i].valid < 0 ? json_null() : json_boolean(runs[i].valid), "failure",
                            runs[i].failure, "start_wall_s", json_time(runs[i].start_wall_s),
                            "end_wall_s", json_time(runs[i].end_wall_s), "n_samples",
-                           (json_int_t)runs[i].n_samples, "tags", tags_json(runs[i].tags)));
-    json_t *doc = json_pack("{s:s, s:o}", "db", lb_store_path(s), "runs", arr);
+                           (json_int_t)runs[i].n_samples, "tags", tags_json(s, &runs[i])));
+    json_t *doc = json_pack("{s:s, s:o, s:b}", "db", lb_store_path(s), "runs", arr, "more", more);
     json_dumpf(doc, stdout, JSON_INDENT(2));
     printf("\n");
     json_decref(doc);
 }
 
 /* more: the store holds more runs than the n listed (--limit cut them). */
-static void print_list_table(const lb_store *s, const lb_store_filter *f,
-                             const lb_store_run_info *runs, size_t n, bool more) {
+static void print_list_table(lb_store *s, const lb_store_filter *f, const lb_store_run_info *runs,
+                             size_t n, bool more) {
     if (n == 0 && (f->kind != NULL || f->status >= 0)) {
         char kind[64 * 4];
         printf("no runs%s%s%s%s%s in %s\n", f->kind ? " of kind '" : "",
@@ -147,16 +168,23 @@ static void print_list_table(const lb_store *s, const lb_store_filter *f,
     printf("%-6s %-11s %-8s %-8s %-24s %10s %9s  %s\n", "ID", "STATUS", "RESULT", "KIND", "START",
            "DURATION", "SAMPLES", "NAME");
     for (size_t i = 0; i < n; i++) {
-        char start[40], duration[32], kind[sizeof runs[i].kind * 4], name[sizeof runs[i].name * 4],
-            tags[sizeof runs[i].tags * 4];
+        char start[40], duration[32], kind[sizeof runs[i].kind * 4], name[sizeof runs[i].name * 4];
         format_time(runs[i].start_wall_s, start, sizeof start);
         format_duration(runs[i].start_wall_s, runs[i].end_wall_s, duration, sizeof duration);
         const char *verdict = runs[i].valid < 0 ? "-" : runs[i].valid ? "VALID" : "INVALID";
-        printf("%-6" PRId64 " %-11s %-8s %-8s %-24s %10s %9" PRId64 "  %s%s%s\n", runs[i].id,
+        printf("%-6" PRId64 " %-11s %-8s %-8s %-24s %10s %9" PRId64 "  %s", runs[i].id,
                lb_result_status_name(runs[i].status), verdict,
                printable(runs[i].kind, kind, sizeof kind), start, duration, runs[i].n_samples,
-               printable(runs[i].name, name, sizeof name), strcmp(runs[i].tags, "[]") ? " " : "",
-               strcmp(runs[i].tags, "[]") ? printable(runs[i].tags, tags, sizeof tags) : "");
+               printable(runs[i].name, name, sizeof name));
+        json_t *tags = tags_json(s, &runs[i]);
+        char *text = json_array_size(tags) ? json_dumps(tags, JSON_COMPACT) : NULL;
+        if (text != NULL) {
+            printf(" ");
+            put_printable(text);
+        }
+        printf("\n");
+        free(text);
+        json_decref(tags);
     }
     if (more) printf("(the %zu newest runs; --limit 0 lists all)\n", n);
 }
@@ -169,8 +197,10 @@ static int results_list(int argc, char **argv) {
          NULL},
         {"--status", LB_ARG_CHOICE, &status, NULL, "only runs with this status", 0, 0,
          "running|ok|failed|interrupted"},
-        {"--limit", LB_ARG_INT, &limit, "N", "at most N runs, newest first; 0: all (default 50)", 0,
-         1e12, NULL},
+        {"--limit", LB_ARG_INT, &limit, "N",
+         "at most N runs, newest first; 0: all (default 50); with --json, \"more\" is true when "
+         "it left runs out",
+         0, 1e12, NULL},
     };
     const lb_cli_command cmd = {
         .command = "results list",
@@ -202,12 +232,12 @@ static int results_list(int argc, char **argv) {
     if (st != LB_OK)
         code = report_failure(cmd.command, st, &err);
     else if (a.common.json)
-        print_list_json(s, runs, n);
+        print_list_json(s, runs, n, more);
     else
         print_list_table(s, &filter, runs, n, more);
     free(runs);
     lb_store_close(s);
-    return code;
+    return check_stdout(cmd.command, code);
 }
 
 /* ---- show ---- */
@@ -357,7 +387,7 @@ static int results_show(int argc, char **argv) {
         print_show_text(id, r);
     lb_result_free(r);
     lb_store_close(s);
-    return code;
+    return check_stdout(cmd.command, code);
 }
 
 /* ---- export ---- */
@@ -399,6 +429,28 @@ static lb_status export_to_stdout(export_job *j, lb_err *err) {
     return st;
 }
 
+/* LB_ERR_USAGE when --out names the database or a file SQLite keeps beside it (-wal, -shm,
+ * -journal): the rename that puts the export in place would replace it. A link given as
+ * --out is not followed (the rename replaces the link, not its target); the database's
+ * path is, as SQLite opens what it points to. */
+static lb_status check_out_is_not_db(const char *out_path, const lb_store *s, lb_err *err) {
+    struct stat out_st;
+    if (lstat(out_path, &out_st) != 0) return LB_OK;
+    static const char *const companions[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++) {
+        char file[LB_STORE_PATH_BYTES + 16];
+        snprintf(file, sizeof file, "%s%s", lb_store_path(s), companions[i]);
+        struct stat db_st;
+        if (stat(file, &db_st) == 0 && db_st.st_dev == out_st.st_dev &&
+            db_st.st_ino == out_st.st_ino)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "--out %s is the results database%s %s: the export would replace "
+                           "it; give another file",
+                           out_path, i ? "'s file" : "", file);
+    }
+    return LB_OK;
+}
+
 static int results_export(int argc, char **argv) {
     const char *format = "json", *out_path = NULL;
     const lb_arg_spec specs[] = {
@@ -420,8 +472,8 @@ static int results_export(int argc, char **argv) {
                    "identity, and llmbench_regression per benchmark, for Prometheus' textfile "
                    "collector (with --out the file is replaced atomically). An ID given twice "
                    "is exported once. Exit code 2 for a malformed ID or an --out FILE that is a "
-                   "folder or whose folder is missing, 1 when an ID is not found (nothing is "
-                   "written then). --json is --format json.",
+                   "folder, whose folder is missing or that is the database itself, 1 when an "
+                   "ID is not found (nothing is written then). --json is --format json.",
         LB_ARG_SPECS(specs),
         .max_positional = MAX_EXPORT_IDS,
     };
@@ -458,8 +510,10 @@ static int results_export(int argc, char **argv) {
     if (open_store(cmd.command, &a.common, &s, &code) != LB_OK) return code;
     lb_store_format fmt = strcmp(format, "csv") == 0 ? LB_STORE_FORMAT_CSV : LB_STORE_FORMAT_JSON;
     export_job job = {.s = s, .ids = ids, .n_ids = n_ids, .format = fmt, .openmetrics = om};
-    st = out_path ? lb_file_write_atomic_with(out_path, write_export, &job, &err)
-                  : export_to_stdout(&job, &err);
+    st = out_path ? check_out_is_not_db(out_path, s, &err) : LB_OK;
+    if (st == LB_OK)
+        st = out_path ? lb_file_write_atomic_with(out_path, write_export, &job, &err)
+                      : export_to_stdout(&job, &err);
     if (st != LB_OK) code = report_failure(cmd.command, st, &err);
     lb_store_close(s);
     return code;
@@ -639,7 +693,7 @@ static int results_import(int argc, char **argv) {
         lb_result_free(runs[i].r);
     free(runs);
     lb_store_close(s);
-    return st == LB_OK ? 0 : report_failure(cmd.command, st, &err);
+    return st == LB_OK ? check_stdout(cmd.command, 0) : report_failure(cmd.command, st, &err);
 }
 
 /* ---- dispatch ---- */
@@ -652,7 +706,8 @@ static void print_overview(void) {
            "Reads the results store (--db PATH, else $LLMBENCH_DB, else "
            "$XDG_DATA_HOME/llmbench/results.db,\nelse ~/.local/share/llmbench/results.db).\n"
            "'llmbench results <subcommand> --help' describes each. Exit codes: 0 ok, 1 run not\n"
-           "found or database unreadable, 2 bad usage (including a malformed ID).\n");
+           "found, database unreadable or output unwritable, 2 bad usage (including a malformed\n"
+           "ID).\n");
 }
 
 int lb_cmd_results(int argc, char **argv) {
