@@ -1,8 +1,9 @@
 /* test_compare_history.c: `llmbench compare` and `llmbench history` on stored runs whose
  * answer is known: a planted 10% slowdown is found (exit 1), two runs drawn from one
  * distribution show no change (exit 0), a history with one step finds that step and no
- * other, one bad night is not a change point, and runs that do not exist or share no
- * metric are refused with exit 2. The runs are written through the store's own API with
+ * other, one bad night is not a change point, runs that do not exist, are not ok or share
+ * no metric are refused with exit 2, and a metric whose raw samples a run lacks is compared
+ * on the runs' values, said so. The runs are written through the store's own API with
  * seeded random step times, so the test does not depend on this machine's noise. */
 #include <jansson.h>
 #include <setjmp.h>
@@ -814,6 +815,95 @@ static void test_compare_change_from_zero_is_said_as_history_says_it(void **stat
         fail_msg("compare: %s", out);
 }
 
+/* Stores a train run of batch 5 (store_run's benchmark) as a run imported without its raw
+ * samples is: summary metrics (step_ms_median = step_ms) and no step_ms series, ended with
+ * status (LB_RUN_RUNNING: begun only, as a crash leaves it). */
+static int64_t store_summary_run(double step_ms, lb_run_status status, double start_s) {
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open(g_db, &s, &e), LB_OK);
+    lb_result *r = lb_result_new("train", "synthetic");
+    json_object_set_new(r->config, "model", json_string("gpt2-tiny"));
+    json_object_set_new(r->config, "batch", json_integer(5));
+    json_object_set_new(r->provenance, "hostname", json_string("testhost"));
+    json_object_set_new(r->provenance, "gpus", json_array());
+    r->start_wall_s = start_s;
+    int64_t id = -1;
+    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+    lb_result_set_metric(r, "tokens_per_s", 1000.0 * 5 / step_ms, "tok/s");
+    lb_result_set_metric(r, "step_ms_median", step_ms, "ms");
+    r->status = status;
+    r->end_wall_s = start_s + 1;
+    if (status != LB_RUN_RUNNING) assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+    return id;
+}
+
+/* Six runs a side, B's imported without step_ms samples and 10% slower: step_ms is not
+ * dropped (it was, unsaid) but compared on the runs' step_ms_median values, and the row
+ * says so (missing_series in JSON, a note on the line). */
+static void test_compare_without_raw_samples_uses_the_runs_values_and_says_so(void **state) {
+    (void)state;
+    enum { N = 6 };
+    char a[128] = "", b[128] = "";
+    for (int i = 0; i < N; i++) {
+        sprintf(a + strlen(a), "%s%lld", i ? "," : "",
+                (long long)store_run("train", 5, 10.0, 50, 80 + (uint64_t)i, 3e10 + i));
+        sprintf(b + strlen(b), "%s%lld", i ? "," : "",
+                (long long)store_summary_run(11.0 + 0.01 * i, LB_RUN_OK, 3e10 + 10 + i));
+    }
+    int rc = run((const char *[]){"compare", a, b, "--json", "--db", g_db, NULL});
+    if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_null(find_metric(doc, "step_ms"));
+    json_t *m = find_metric(doc, "step_ms_median");
+    if (m == NULL) fail_msg("no step_ms_median row: %s", out);
+    assert_string_equal(json_string_value(json_object_get(m, "missing_series")), "step_ms");
+    assert_int_equal(json_integer_value(json_object_get(m, "n_a")), N);
+    assert_int_equal(json_integer_value(json_object_get(m, "n_b")), N);
+    assert_string_equal(json_string_value(json_object_get(m, "verdict")), "slower");
+    assert_float_equal(json_number_value(json_object_get(m, "change_pct")), 10.0, 1.0);
+    assert_true(json_is_null(json_object_get(find_metric(doc, "tokens_per_s"), "missing_series")));
+    json_decref(doc);
+    rc = run((const char *[]){"compare", a, b, "--db", g_db, NULL});
+    if (rc != 1) fail_msg("exit %d: %s %s", rc, out, err);
+    const char *row = strstr(out, "  step_ms_median ");
+    if (row == NULL ||
+        !line_ends_with(row,
+                        "slower (regression) (the runs' values: a run has no step_ms samples)"))
+        fail_msg("compare: %s", out);
+}
+
+/* A failed, interrupted or still running run named by id is refused (exit 2) with one line
+ * naming it and its status, on either side and within a list: its figures are partial. */
+static void test_compare_refuses_runs_that_are_not_ok(void **state) {
+    (void)state;
+    int64_t ok = store_run("train", 5, 10.0, 50, 90, 4e10);
+    const struct {
+        lb_run_status status;
+        const char *name;
+    } cases[] = {{LB_RUN_FAILED, "failed"},
+                 {LB_RUN_INTERRUPTED, "interrupted"},
+                 {LB_RUN_RUNNING, "running"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t bad = store_summary_run(10.0, cases[i].status, 4e10 + 1 + (double)i);
+        char x[24], y[24], list[56], want[96];
+        snprintf(list, sizeof list, "%lld,%lld", (long long)ok, (long long)bad);
+        snprintf(want, sizeof want,
+                 "llmbench compare: run %lld is %s, not ok: compare takes ok runs only\n",
+                 (long long)bad, cases[i].name);
+        const char *const sides[][2] = {
+            {id_text(ok, x), id_text(bad, y)}, {id_text(bad, y), id_text(ok, x)}, {list, x}};
+        for (size_t k = 0; k < 3; k++) {
+            int rc = run((const char *[]){"compare", sides[k][0], sides[k][1], "--db", g_db, NULL});
+            if (rc != 2 || strcmp(err, want) != 0)
+                fail_msg("%s, case %zu: exit %d: %s", cases[i].name, k, rc, err);
+        }
+    }
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -837,6 +927,8 @@ int main(void) {
         cmocka_unit_test(test_compare_of_sweeps_names_the_cells_only_one_side_has),
         cmocka_unit_test(test_compare_with_too_few_values_to_test_says_untested),
         cmocka_unit_test(test_compare_change_from_zero_is_said_as_history_says_it),
+        cmocka_unit_test(test_compare_without_raw_samples_uses_the_runs_values_and_says_so),
+        cmocka_unit_test(test_compare_refuses_runs_that_are_not_ok),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

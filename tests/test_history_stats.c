@@ -1,8 +1,8 @@
 /* test_history_stats.c: the rank test and the change-point search on data whose answer is
  * known: hand-computed U and p, a planted shift found with its size inside the interval,
  * no shift found between samples of one distribution, one step in a series found at its
- * place and nowhere else, a single outlier not taken for a change, and a change from 0
- * told without a percentage. */
+ * place and nowhere else, a level that changes and comes back found at both steps, a single
+ * outlier not taken for a change, and a change from 0 told without a percentage. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,6 +97,36 @@ static void test_changepoint_ignores_noise_and_one_outlier(void **state) {
     assert_int_equal(n, 0);
 }
 
+/* A level that changes and comes back, 100 -> 200 -> 100 ten nights each: the search over
+ * the right side's end finds both steps (a search over splits whose right side runs to the
+ * end gave p = 0.055 and no change point), and the newest nights' halving is a regression. */
+static void test_changepoint_finds_a_change_that_is_undone(void **state) {
+    (void)state;
+    enum { N = 30 };
+    double x[N];
+    lb_history_point pts[N];
+    for (size_t i = 0; i < N; i++) {
+        x[i] = i >= 10 && i < 20 ? 200.0 : 100.0;
+        pts[i] = (lb_history_point){(int64_t)i + 1, 86400.0 * (double)i, x[i]};
+    }
+    lb_changepoint_params p = lb_changepoint_default_params();
+    size_t cps[N], n = 0;
+    lb_err e = {{0}};
+    assert_int_equal(lb_changepoint_find(x, N, &p, cps, &n, N, &e), LB_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(cps[0], 10);
+    assert_int_equal(cps[1], 20);
+    lb_history_change ch[4];
+    assert_int_equal(
+        lb_history_changes(pts, N, lb_history_metric("train", NULL), 3.0, &p, ch, &n, 4, &e),
+        LB_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ch[1].index, 20);
+    assert_float_equal(ch[1].change_pct, -50.0, 1e-12);
+    assert_true(ch[1].regression);
+    assert_string_equal(ch[1].word, "slower");
+}
+
 /* A change from 0 (no wrong results, then some) has no percentage: the change is NaN
  * (JSON null), not inf, and reads as the change itself; it is still a big change, "more". */
 static void test_history_change_from_zero_reads_as_the_change_itself(void **state) {
@@ -163,6 +193,7 @@ int main(void) {
         cmocka_unit_test(test_mwu_finds_planted_10pct_slowdown_and_no_change_in_same_config),
         cmocka_unit_test(test_changepoint_finds_the_one_step_and_no_other),
         cmocka_unit_test(test_changepoint_ignores_noise_and_one_outlier),
+        cmocka_unit_test(test_changepoint_finds_a_change_that_is_undone),
         cmocka_unit_test(test_history_change_from_zero_reads_as_the_change_itself),
         cmocka_unit_test(test_history_changes_beyond_room_keep_the_newest),
     };

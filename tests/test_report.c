@@ -4,6 +4,7 @@
  * one bar per configuration, and every loss curve has one point per timed step. Bad input
  * (no runs, unknown runs, no --out) is refused with exit 2. Without Chromium the browser
  * part is skipped and says so; the files are still checked. */
+#include <dirent.h>
 #include <jansson.h>
 #include <regex.h>
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <cmocka.h>
 
@@ -372,6 +374,127 @@ static void test_report_findings_never_divide_by_a_zero_median(void **state) {
     free(md);
 }
 
+/* A list of ids of two benchmarks (batch 1 and batch 2) is one configuration whose figures
+ * pool both: a finding says so, naming the runs and what differs. */
+static void test_report_says_when_a_configuration_mixes_benchmarks(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200], ids[64], want[256];
+    snprintf(db, sizeof db, "%s/mixed.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/mixed", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    long long a = (long long)store_train(db, "small", 1, 0, 10.0);
+    long long b = (long long)store_train(db, "large", 2, 0, 20.0);
+    snprintf(ids, sizeof ids, "%lld,%lld", a, b);
+    int rc = run((const char *[]){"report", ids, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    snprintf(want, sizeof want,
+             "- Configuration %s mixes benchmarks: runs %lld and %lld differ in batch 1 against "
+             "2; its figures pool them.\n",
+             ids, a, b);
+    if (strstr(md, want) == NULL) fail_msg("report.md lacks '%s': %s", want, md);
+    free(md);
+    /* repeats of one benchmark are not called mixed */
+    snprintf(ids, sizeof ids, "%lld,%lld", a, (long long)store_train(db, "small", 1, 0, 11.0));
+    rc = run((const char *[]){"report", ids, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    if (strstr(md, "mixes benchmarks") != NULL) fail_msg("report.md: %s", md);
+    free(md);
+}
+
+/* Stores an ok train run of sweep's cell label (its two tags) with batch and tok_per_s. */
+static void store_cell(const char *db, const char *sweep, const char *label, int batch,
+                       double tok_per_s) {
+    lb_result *r = lb_result_new("train", sweep);
+    char tag[64];
+    snprintf(tag, sizeof tag, "sweep:%s", sweep);
+    json_array_append_new(r->tags, json_string(tag));
+    snprintf(tag, sizeof tag, "sweep-cell:%s", label);
+    json_array_append_new(r->tags, json_string(tag));
+    json_object_set_new(r->config, "batch", json_integer(batch));
+    lb_result_set_metric(r, "tokens_per_s", tok_per_s, "tok/s");
+    assert_true(lb_test_store_ok(db, r) > 0);
+}
+
+/* Two sweeps with the same cells in one report: each configuration is named by its sweep,
+ * and an axis' effect is computed within one sweep, never from a cell of the other. One
+ * sweep alone keeps its cells' labels. */
+static void test_report_of_two_sweeps_names_cells_by_sweep(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    snprintf(db, sizeof db, "%s/two.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/two", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    store_cell(db, "mon", "batch=1", 1, 100.0);
+    store_cell(db, "mon", "batch=2", 2, 200.0);
+    store_cell(db, "tue", "batch=1", 1, 400.0);
+    store_cell(db, "tue", "batch=2", 2, 400.0);
+    int rc = run((const char *[]){"report", "mon", "tue", "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    const char *rows[] = {"\n| mon: batch=1 | 1 |", "\n| mon: batch=2 | 1 |",
+                          "\n| tue: batch=1 | 1 |", "\n| tue: batch=2 | 1 |"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (strstr(md, rows[i]) == NULL) fail_msg("report.md lacks '%s': %s", rows[i], md);
+    /* mon's batch=2 against mon's batch=1 alone: 2x, not over tue's cells too */
+    if (strstr(md, "- mon: batch=2 gives 2.00x the tokens_per_s of mon: batch=1 (geometric mean "
+                   "over 1 matched configurations).\n") == NULL)
+        fail_msg("report.md: %s", md);
+    free(md);
+    rc = run((const char *[]){"report", "mon", "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    if (strstr(md, "\n| batch=1 | 1 |") == NULL || strstr(md, "mon: ") != NULL)
+        fail_msg("report.md: %s", md);
+    free(md);
+}
+
+/* A report that cannot be written whole fails and leaves the folder's earlier report as it
+ * was: no new Markdown beside the old page, and no staging folder left behind. Here a title
+ * of 30,000 characters (once in report.md, twice in report.html) under a file size limit of
+ * 45,000 bytes: report.md could be written, the page not. */
+static void test_report_failed_write_leaves_the_earlier_report(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200], html_path[200], id[24];
+    static char title[30001];
+    snprintf(db, sizeof db, "%s/half.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/half", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    snprintf(html_path, sizeof html_path, "%s/report.html", dir);
+    snprintf(id, sizeof id, "%lld", (long long)store_train(db, "half", 1, 0, 10.0));
+    int rc = run((const char *[]){"report", id, "--out", dir, "--db", db, "--title", "old", NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *old_md = lb_test_read_file(md_path, NULL), *old_html = lb_test_read_file(html_path, NULL);
+    assert_non_null(old_md);
+    assert_non_null(old_html);
+    memset(title, 'x', sizeof title - 1);
+    struct rlimit was, limit = {.rlim_cur = 45000};
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &was), 0);
+    limit.rlim_max = was.rlim_max;
+    void (*xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &limit), 0);
+    rc = run((const char *[]){"report", id, "--out", dir, "--db", db, "--title", title, NULL});
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &was), 0);
+    signal(SIGXFSZ, xfsz);
+    if (rc != 1 || strstr(err, "File too large") == NULL) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL), *html = lb_test_read_file(html_path, NULL);
+    assert_non_null(md);
+    assert_non_null(html);
+    assert_string_equal(md, old_md);
+    assert_string_equal(html, old_html);
+    free(md), free(html), free(old_md), free(old_html);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strncmp(e->d_name, ".report-", 8) == 0) fail_msg("%s/%s left behind", dir, e->d_name);
+    closedir(d);
+}
+
 /* The chart of lines as SVG text in buf; the alarm fails the test (SIGALRM) where drawing
  * never ends. */
 static void draw_lines(char *buf, size_t cap, const lb_svg_line *line) {
@@ -437,6 +560,9 @@ int main(void) {
         cmocka_unit_test(test_report_chart_with_control_characters_is_xml),
         cmocka_unit_test(test_report_counts_a_run_named_twice_once),
         cmocka_unit_test(test_report_findings_never_divide_by_a_zero_median),
+        cmocka_unit_test(test_report_says_when_a_configuration_mixes_benchmarks),
+        cmocka_unit_test(test_report_failed_write_leaves_the_earlier_report),
+        cmocka_unit_test(test_report_of_two_sweeps_names_cells_by_sweep),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,8 +6,11 @@
  * `systemd-analyze verify`, then removed; the Kubernetes CronJob parses as YAML (libyaml)
  * with its command, variable and GPU request, every value from the user a string; `schedule
  * exec` tags its run, writes a report, and does not start while another scheduled run
- * holds the lock; bad input (a control character, a name add refuses) exits 2; remove
- * keeps a user's line after an entry whose job line was edited away. */
+ * holds the lock; bad input (a control character, a name add refuses, --at other than
+ * two-digit HH:MM) exits 2; remove keeps a user's line after an entry whose job line was
+ * edited away; words with '\', '%' and quotes reach the command as given through cron's
+ * reading of the line and /bin/sh; a timer that cannot be written leaves the service as it
+ * was. */
 #include <errno.h>
 #include <jansson.h>
 #include <setjmp.h>
@@ -444,7 +447,7 @@ static void test_schedule_add_refuses_a_command_its_parser_refuses(void **state)
 static void test_schedule_json_is_json_or_refused(void **state) {
     (void)state;
     int rc =
-        run((const char *[]){"schedule", "add", "k8s", "--at", "7:5", "--backend", "kubernetes",
+        run((const char *[]){"schedule", "add", "k8s", "--at", "07:05", "--backend", "kubernetes",
                              "--json", "--", "train", "--model", "gpt2-tiny", NULL});
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
     json_t *doc = json_loads(out, 0, NULL);
@@ -532,6 +535,145 @@ static void test_schedule_control_characters_are_refused(void **state) {
     assert_non_null(strstr(t, "'a\tb'"));
     free(t);
     assert_int_equal(run((const char *[]){"schedule", "remove", "tabbed", NULL}), 0);
+}
+
+/* --at is HH:MM, two digits each, in range: 00:00, 23:59 and 07:05 are taken as they read;
+ * a sign, a space, one digit or a value out of range is refused (07:+5 was read as 07:05). */
+static void test_schedule_at_takes_two_digit_hh_mm_only(void **state) {
+    (void)state;
+    const char *good[] = {"00:00", "23:59", "07:05"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int rc = run((const char *[]){"schedule", "add", "at", "--at", good[i], "--backend",
+                                      "kubernetes", "--json", "--", "train", NULL});
+        if (rc != 0) fail_msg("%s: exit %d: %s", good[i], rc, err);
+        json_t *doc = json_loads(out, 0, NULL);
+        assert_non_null(doc);
+        assert_string_equal(json_string_value(json_object_get(doc, "at")), good[i]);
+        json_decref(doc);
+    }
+    const char *bad[] = {"07:+5", "+7:05", "7:05",  "07:5",     "7:5",  " 7:05", "07: 5", "07:05 ",
+                         "24:00", "07:60", "-1:00", "07:05:00", "0705", "07-05", "1e:00"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = run((const char *[]){"schedule", "add", "at", "--at", bad[i], "--backend",
+                                      "kubernetes", "--", "train", NULL});
+        if (rc != 2 || strstr(err, "--at expects HH:MM, two digits each") == NULL)
+            fail_msg("'%s': exit %d: %s%s", bad[i], rc, out, err);
+    }
+}
+
+/* The command cron hands to sh for a crontab line (after its five time fields), as cron
+ * reads it: a backslash escapes the character after it ('\%' becomes '%', any other pair is
+ * kept as it is), and an unescaped '%' ends the command, the rest going to its stdin (into
+ * *rest, NULL when there is none). Returns a malloc'd string. */
+static char *cron_command(const char *line, const char **rest) {
+    for (int field = 0; field < 5; field++)
+        line = strchr(line, ' ') + 1;
+    char *cmd = malloc(strlen(line) + 1), *c = cmd;
+    bool escaped = false;
+    *rest = NULL;
+    for (const char *p = line; *p && *p != '\n'; p++) {
+        if (escaped) {
+            if (*p != '%') *c++ = '\\';
+            *c++ = *p;
+            escaped = false;
+        } else if (*p == '\\') {
+            escaped = true;
+        } else if (*p == '%') {
+            *rest = p + 1;
+            break;
+        } else {
+            *c++ = *p;
+        }
+    }
+    if (escaped) *c++ = '\\';
+    *c = '\0';
+    return cmd;
+}
+
+/* Words with '\', '%', '\%', quotes, spaces and sh's own characters go through the crontab
+ * line, cron's reading of it and /bin/sh, and come out as they went in ('a\%b' was written
+ * 'a\\%b', whose '%' cron took for the end of the command). */
+static void test_schedule_cron_words_reach_the_command_as_given(void **state) {
+    (void)state;
+    const char *words[] = {"a\\%b",      "100%",    "%",     "\\%",       "\\\\%",
+                           "\\",         "%\\",     "\\'%",  "it's 50%%", "\"dq\" 'sq'",
+                           "two  words", "\\\\\\%", "$HOME", "`id`",      "a\\b\\%c%"};
+    enum { NW = sizeof words / sizeof words[0] };
+    const char *args[16 + 2 * NW] = {"schedule", "add", "lbtest-words", "--at", "03:00",
+                                     "--db",     g_db,  "--",           "train"};
+    size_t n = 9;
+    for (size_t i = 0; i < NW; i++) {
+        args[n++] = "--tag";
+        args[n++] = words[i];
+    }
+    args[n] = NULL;
+    int rc = run(args);
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    char table_path[200], script[200];
+    snprintf(table_path, sizeof table_path, "%s/fake.crontab", g_dir);
+    char *table = lb_test_read_file(table_path, NULL);
+    assert_non_null(table);
+    const char *line = strstr(table, "# llmbench schedule lbtest-words\n");
+    assert_non_null(line);
+    const char *rest = NULL;
+    char *cmd = cron_command(strchr(line, '\n') + 1, &rest);
+    if (rest != NULL) fail_msg("cron ends the command at an unescaped %%: %s", cmd);
+    /* sh sets the words as its arguments and prints them one a line */
+    snprintf(script, sizeof script, "%s/words.sh", g_dir);
+    char *text = malloc(strlen(cmd) + 64);
+    sprintf(text, "set -- %s\nprintf '%%s\\n' \"$@\"\n", cmd);
+    assert_true(lb_test_write_file(script, text));
+    char sh[256];
+    snprintf(sh, sizeof sh, "/bin/sh %s", script);
+    FILE *p = popen(sh, "r");
+    assert_non_null(p);
+    static char got[8192];
+    size_t len = fread(got, 1, sizeof got - 1, p);
+    got[len] = '\0';
+    assert_int_equal(pclose(p), 0);
+    char *w = strstr(got, "\n--\ntrain\n");
+    if (w == NULL) fail_msg("sh read: %s", got);
+    w += strlen("\n--\ntrain\n");
+    for (size_t i = 0; i < NW; i++) {
+        char *tag = strsep(&w, "\n"), *word = tag ? strsep(&w, "\n") : NULL;
+        if (tag == NULL || strcmp(tag, "--tag") != 0 || word == NULL || strcmp(word, words[i]) != 0)
+            fail_msg("word %zu '%s': sh read '%s' from %s", i, words[i], word ? word : "", cmd);
+    }
+    assert_string_equal(w, "");
+    free(text);
+    free(cmd);
+    free(table);
+    assert_int_equal(run((const char *[]){"schedule", "remove", "lbtest-words", NULL}), 0);
+}
+
+/* When the timer cannot be written (a folder stands at its path), the service written before
+ * it is not left behind: a new entry leaves no service, a replaced one its old service. */
+static void test_schedule_systemd_failed_timer_leaves_the_service_as_it_was(void **state) {
+    (void)state;
+    char cfg[160], dir[200], timer[256], service[256];
+    snprintf(cfg, sizeof cfg, "%s/sd-fail", g_dir);
+    snprintf(dir, sizeof dir, "%s/systemd/user", cfg);
+    snprintf(timer, sizeof timer, "%s/llmbench-lbtest-fail.timer", dir);
+    snprintf(service, sizeof service, "%s/llmbench-lbtest-fail.service", dir);
+    char mk[300];
+    snprintf(mk, sizeof mk, "mkdir -p %s", timer);
+    assert_int_equal(system(mk), 0);
+    setenv("XDG_CONFIG_HOME", cfg, 1);
+    const char *add[] = {"schedule", "add",  "lbtest-fail", "--at", "01:00", "--backend",
+                         "systemd",  "--db", g_db,          "--",   "train", NULL};
+    int rc_new = run(add);
+    bool left_new = access(service, F_OK) == 0;
+    const char *old = "[Service]\nExecStart=/bin/true\n";
+    assert_true(lb_test_write_file(service, old));
+    int rc_replace = run(add);
+    char *kept = lb_test_read_file(service, NULL);
+    unsetenv("XDG_CONFIG_HOME");
+    if (rc_new == 0 || rc_new == 2) fail_msg("new entry: exit %d: %s", rc_new, err);
+    assert_false(left_new);
+    if (rc_replace == 0 || rc_replace == 2) fail_msg("replacing: exit %d: %s", rc_replace, err);
+    assert_non_null(kept);
+    assert_string_equal(kept, old);
+    free(kept);
 }
 
 /* `schedule exec` takes the names `schedule add` takes: a longer one would tag its runs
@@ -694,6 +836,9 @@ int main(void) {
         cmocka_unit_test(test_schedule_exec_tags_reports_and_locks),
         cmocka_unit_test(test_schedule_exec_interrupted_exits_130),
         cmocka_unit_test(test_schedule_bad_input_exits_2),
+        cmocka_unit_test(test_schedule_at_takes_two_digit_hh_mm_only),
+        cmocka_unit_test(test_schedule_cron_words_reach_the_command_as_given),
+        cmocka_unit_test(test_schedule_systemd_failed_timer_leaves_the_service_as_it_was),
         cmocka_unit_test(test_schedule_long_days_and_commands_are_refused),
         cmocka_unit_test(test_schedule_kubernetes_name_must_be_a_kubernetes_name),
         cmocka_unit_test(test_schedule_add_refuses_a_command_its_parser_refuses),

@@ -131,6 +131,16 @@ static void test_sweep_matrix_faults_name_line_and_key(void **state) {
     parse_fails(text, "m.yaml:3: key 'axes': over 64 axes");
 }
 
+/* A key given twice is refused whichever it is (the second repeats was taken silently), and
+ * YAML's null is no name or command. */
+static void test_sweep_matrix_refuses_repeats_twice_and_a_null_name(void **state) {
+    (void)state;
+    parse_fails("name: a\ncommand: train\nrepeats: 2\nrepeats: 3\n",
+                "m.yaml:4: key 'repeats': given twice");
+    parse_fails("name: ~\ncommand: train\n", "m.yaml:1: key 'name': expected a non-empty word");
+    parse_fails("name: a\ncommand: null\n", "m.yaml:2: key 'command': expected a non-empty word");
+}
+
 static size_t count_runs(void) {
     if (access(g_db, F_OK) != 0) return 0; /* no database: `results list` never makes one */
     assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 0);
@@ -573,6 +583,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sweep_matrix_crosses_axes_last_fastest),
         cmocka_unit_test(test_sweep_matrix_faults_name_line_and_key),
+        cmocka_unit_test(test_sweep_matrix_refuses_repeats_twice_and_a_null_name),
         cmocka_unit_test(test_sweep_bad_file_exits_2_and_runs_nothing),
         cmocka_unit_test(test_sweep_resumes_after_sigint_running_only_missing_cells),
         cmocka_unit_test(test_sweep_log_file_has_no_name_while_cells_run),

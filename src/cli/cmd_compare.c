@@ -1,8 +1,9 @@
 /* cmd_compare.c: `llmbench compare A B`: two runs, two sets of repeats or two sweeps
  * (cell by cell), metric by metric, with a rank test on the raw samples
  * (history/compare.h). Exit 1 when a performance metric got worse beyond the threshold,
- * so cron and CI can act on it; 2 when the runs do not exist or share no metric. The
- * database is opened read-only: a mistyped --db is an error, never a new empty file. */
+ * so cron and CI can act on it; 2 when the runs do not exist, are not ok or share no
+ * metric. The database is opened read-only: a mistyped --db is an error, never a new empty
+ * file. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,9 +43,12 @@ static void print_rows(const lb_compare_row *rows, size_t n) {
         if (isfinite(r->lo_pct))
             snprintf(interval, sizeof interval, "[%+.1f%%, %+.1f%%]", r->lo_pct, r->hi_pct);
         if (isfinite(r->p)) snprintf(p, sizeof p, "%.2g", r->p);
-        printf("  %-20s %-8s %6zu %6zu %12.5g %12.5g %12s %21s %9s  %s%s\n", r->metric, r->unit,
+        printf("  %-20s %-8s %6zu %6zu %12.5g %12.5g %12s %21s %9s  %s%s", r->metric, r->unit,
                r->n_a, r->n_b, r->a, r->b, change_text(r, change, sizeof change), interval, p,
                r->word, r->regression ? " (regression)" : "");
+        if (r->missing_series[0])
+            printf(" (the runs' values: a run has no %s samples)", r->missing_series);
+        printf("\n");
     }
 }
 
@@ -90,6 +94,20 @@ static lb_status check_repeats(const lb_run_group *g, const char *side, lb_err *
     return LB_OK;
 }
 
+/* LB_ERR_USAGE naming the first run of set that is not ok (failed, interrupted or still
+ * running): its figures are partial or none, so it is no side of a comparison. */
+static lb_status check_ok(const lb_run_set *set, lb_err *err) {
+    for (size_t g = 0; g < set->n_groups; g++)
+        for (size_t i = 0; i < set->groups[g].n; i++) {
+            lb_run_status status = set->groups[g].runs[i]->status;
+            if (status != LB_RUN_OK)
+                return lb_fail(err, LB_ERR_USAGE,
+                               "run %lld is %s, not ok: compare takes ok runs only",
+                               (long long)set->groups[g].ids[i], lb_result_status_name(status));
+        }
+    return LB_OK;
+}
+
 /* The group of set labelled label (a sweep's cell), NULL when it has none. */
 static const lb_run_group *find_cell(const lb_run_set *set, const char *label) {
     for (size_t k = 0; k < set->n_groups; k++)
@@ -121,11 +139,13 @@ static json_t *rows_json(const lb_compare_row *rows, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const lb_compare_row *r = &rows[i];
         json_array_append_new(
-            a, json_pack("{s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b}",
-                         "metric", r->metric, "unit", r->unit, "n_a", (json_int_t)r->n_a, "n_b",
-                         (json_int_t)r->n_b, "a", lb_result_json_number(r->a), "b",
-                         lb_result_json_number(r->b), "change", lb_result_json_number(r->change),
-                         "change_pct", lb_result_json_number(r->change_pct), "lo_pct",
+            a, json_pack("{s:s, s:s, s:o, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:b}",
+                         "metric", r->metric, "unit", r->unit, "missing_series",
+                         r->missing_series[0] ? json_string(r->missing_series) : json_null(), "n_a",
+                         (json_int_t)r->n_a, "n_b", (json_int_t)r->n_b, "a",
+                         lb_result_json_number(r->a), "b", lb_result_json_number(r->b), "change",
+                         lb_result_json_number(r->change), "change_pct",
+                         lb_result_json_number(r->change_pct), "lo_pct",
                          lb_result_json_number(r->lo_pct), "hi_pct",
                          lb_result_json_number(r->hi_pct), "p", lb_result_json_number(r->p),
                          "verdict", r->word, "regression", r->regression));
@@ -150,12 +170,15 @@ int lb_cmd_compare(int argc, char **argv) {
                    "compared cell by cell). "
                    "Each key metric with raw samples (step times, latencies) is decided by a "
                    "Mann-Whitney U test on the pooled samples, its change given as the "
-                   "Hodges-Lehmann shift with a 95% interval; a change counts when p < alpha and "
+                   "Hodges-Lehmann shift with a 95% interval (when a run has no samples of it, "
+                   "the runs' values are tested instead, and the line says so); other metrics "
+                   "on the runs' values. A change counts when p < alpha and "
                    "it is at least --threshold percent (from A's median of 0, which no "
                    "percentage is of, any change counts, shown as '+5 from 0'). Exit 1 when a "
                    "performance metric got "
-                   "worse (a regression), 0 otherwise, 2 when a run does not exist, a side's runs "
-                   "are different benchmarks or the runs share no metric.",
+                   "worse (a regression), 0 otherwise, 2 when a run does not exist or is not ok "
+                   "(failed, interrupted, still running), a side's runs are different benchmarks "
+                   "or the runs share no metric.",
         LB_ARG_SPECS(specs),
         .min_positional = 2,
         .max_positional = 2,
@@ -169,6 +192,8 @@ int lb_cmd_compare(int argc, char **argv) {
     lb_status st = lb_store_open_read(a.common.db_path, &s, &err);
     if (st == LB_OK) st = lb_select_runs(s, a.pos[0], &A, &err);
     if (st == LB_OK) st = lb_select_runs(s, a.pos[1], &B, &err);
+    if (st == LB_OK) st = check_ok(&A, &err);
+    if (st == LB_OK) st = check_ok(&B, &err);
     if (st == LB_OK && A.sweep != B.sweep && (A.n_groups > 1 || B.n_groups > 1))
         st = lb_fail(&err, LB_ERR_USAGE,
                      "compare a sweep with a sweep (cell by cell) or runs with runs; '%s' is a "

@@ -81,10 +81,10 @@ int lb_cmd_history(int argc, char **argv) {
             "Without an argument: the benchmarks of the store (a benchmark is the command, the "
             "options that shape the work, the GPU model and count, and the host), each with its "
             "key. With a run id or a key: that benchmark's ok runs, oldest first, and the change "
-            "points of one metric found by E-divisive means (a level that moved and stayed, not "
-            "one noisy night), each with the means before and after. Exit 1 when the newest "
-            "change point is a regression of at least --threshold percent, 0 otherwise, 2 for an "
-            "unknown run, key or metric.",
+            "points of one metric found by E-divisive means (a level that moved for 3 runs or "
+            "more, also one that came back later, not one noisy night), each with the means "
+            "before and after. Exit 1 when the newest change point is a regression of at least "
+            "--threshold percent, 0 otherwise, 2 for an unknown run, key or metric.",
         LB_ARG_SPECS(specs),
         .max_positional = 1,
     };

@@ -24,6 +24,17 @@ static void relabel_ids(lb_run_group *grp) {
                                 (long long)grp->ids[i]);
 }
 
+/* A sweep's cells named by their sweep ("mon: batch=8"): two sweeps of one report have cells
+ * of the same label, which the tables and findings would not tell apart. */
+static void name_cells_by_sweep(lb_run_set *set) {
+    for (size_t g = 0; set->sweep && g < set->n_groups; g++) {
+        lb_run_group *grp = &set->groups[g];
+        char label[sizeof grp->label];
+        snprintf(label, sizeof label, "%s", grp->label);
+        snprintf(grp->label, sizeof grp->label, "%.127s: %.120s", set->name, label);
+    }
+}
+
 /* Each run once: a run named twice ("12 12", "12,12", or an id and a --since window that
  * holds it) would count twice in its configuration's median and in the page's run count.
  * Its first mention keeps it; a group left with no run goes, one named by ids is named by
@@ -80,7 +91,8 @@ int lb_cmd_report(int argc, char **argv) {
         .summary = "Writes a report of stored runs: report.html (self-contained: charts as inline "
                    "SVG, no scripts or network), report.md with the same tables, and each chart "
                    "as chart-N.svg. A SPEC is a run id (12), a list of repeats (12,13,14) or a "
-                   "sweep's name (one configuration per cell). The page holds an executive "
+                   "sweep's name (one configuration per cell; 'NAME: cell' beside other SPECs). "
+                   "The page holds an executive "
                    "summary of findings computed from the runs, key metrics per configuration, "
                    "charts (throughput with the spread of repeats, loss and step times, latency "
                    "CDFs, TTFT/TPOT against QPS, GPU use, scaling, each benchmark's history with "
@@ -107,6 +119,7 @@ int lb_cmd_report(int argc, char **argv) {
     lb_status st = lb_store_open_read(a.common.db_path, &s, &err);
     for (int i = 0; st == LB_OK && i < a.n_pos; i++) {
         st = lb_select_runs(s, a.pos[i], &one, &err);
+        if (a.n_pos + (since_h > 0) > 1) name_cells_by_sweep(&one);
         if (st == LB_OK) st = lb_select_take(&all, &one, &err);
         lb_select_free(&one);
     }

@@ -92,8 +92,8 @@ static int cmd_add(int argc, char **argv) {
     int64_t gpus = e.gpus;
     const lb_arg_spec specs[] = {
         {"--at", LB_ARG_STRING, &at, "HH:MM",
-         "time of day to run, this machine's local time (UTC for kubernetes: the CronJob's "
-         "timeZone is Etc/UTC) (required)"},
+         "time of day to run, two digits each (07:05), this machine's local time (UTC for "
+         "kubernetes: the CronJob's timeZone is Etc/UTC) (required)"},
         {"--days", LB_ARG_STRING, &e.days, "DAYS",
          "daily (default), weekdays, weekends or day names: mon,wed,fri"},
         {"--backend", LB_ARG_CHOICE, &backend, NULL,

@@ -1,12 +1,15 @@
 /* changepoint.h: where a benchmark's history changed level, and not where it was noisy.
  *
  * E-divisive with means (Matteson and James, 2014; the method Apache Otava, formerly
- * Hunter, applies to performance histories): the split of a segment that maximises the
- * energy distance between its two sides, scaled by m k / (m + k), is a candidate; it is
- * kept when it is significant against permutations of the values within their segments
- * (fixed seed, so the same history always gives the same answer); segments are split
- * again until no candidate is significant. A segment is never shorter than min_size, so
- * one noisy night cannot form a segment of its own. O(n^2) per candidate search. */
+ * Hunter, applies to performance histories): in a segment, the split tau and the end kappa
+ * of its right side that maximise the energy distance between x[start..tau-1] and
+ * x[tau..kappa-1], scaled by m k / (m + k), give a candidate split at tau (searching kappa
+ * too finds a level that changed and came back: 100, then 200, then 100 again); it is kept
+ * when it is significant against permutations of the values within their segments, each
+ * permutation searched the same way (fixed seed, so the same history always gives the same
+ * answer); segments are split again until no candidate is significant. A side is never
+ * shorter than min_size, so one noisy night cannot form a segment of its own. O(n^2) per
+ * candidate search. */
 #ifndef LB_HISTORY_CHANGEPOINT_H
 #define LB_HISTORY_CHANGEPOINT_H
 

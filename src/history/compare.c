@@ -13,21 +13,28 @@ lb_compare_params lb_compare_default_params(void) {
     return (lb_compare_params){.alpha = 0.01, .threshold_pct = 3.0, .conf = 0.95};
 }
 
-/* The pooled values of one side: the series' samples, or one metric value per run. */
+/* Whether every run of runs[0..n-1] holds raw samples of k's series. */
+static bool all_have_series(lb_result *const *runs, size_t n, const lb_key_metric *k) {
+    for (size_t i = 0; i < n; i++) {
+        const lb_series *s = lb_result_find_series(runs[i], k->series);
+        if (s == NULL || s->n == 0) return false;
+    }
+    return true;
+}
+
+/* The pooled values of one side: the series' samples (every run has them: all_have_series),
+ * or one metric value per run. */
 static double *pool(lb_result *const *runs, size_t n, const lb_key_metric *k, bool series,
                     size_t *out_n, const char **unit) {
     size_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        const lb_series *s = series ? lb_result_find_series(runs[i], k->series) : NULL;
-        total += series ? (s ? s->n : 0) : 1;
-    }
+    for (size_t i = 0; i < n; i++)
+        total += series ? lb_result_find_series(runs[i], k->series)->n : 1;
     double *v = malloc((total ? total : 1) * sizeof *v);
     if (v == NULL) return NULL;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (series) {
             const lb_series *s = lb_result_find_series(runs[i], k->series);
-            if (s == NULL) continue;
             for (size_t j = 0; j < s->n; j++)
                 if (isfinite(s->values[j])) v[m++] = s->values[j];
             *unit = s->unit;
@@ -46,7 +53,8 @@ static double *pool(lb_result *const *runs, size_t n, const lb_key_metric *k, bo
 static lb_status compare_one(lb_result *const *a, size_t na, lb_result *const *b, size_t nb,
                              const lb_key_metric *k, const lb_compare_params *p,
                              lb_compare_row *row, bool *found, lb_err *err) {
-    bool series = k->series != NULL;
+    /* a run without the series' samples (imported without them): every run's value instead */
+    bool series = k->series != NULL && all_have_series(a, na, k) && all_have_series(b, nb, k);
     size_t n_a = 0, n_b = 0;
     const char *unit = "";
     double *va = pool(a, na, k, series, &n_a, &unit), *vb = pool(b, nb, k, series, &n_b, &unit);
@@ -58,6 +66,8 @@ static lb_status compare_one(lb_result *const *a, size_t na, lb_result *const *b
     memset(row, 0, sizeof *row);
     snprintf(row->metric, sizeof row->metric, "%s", series ? k->series : k->metric);
     snprintf(row->unit, sizeof row->unit, "%s", unit);
+    if (k->series != NULL && !series)
+        snprintf(row->missing_series, sizeof row->missing_series, "%s", k->series);
     row->n_a = n_a;
     row->n_b = n_b;
     row->a = lb_stats_median(va, n_a);

@@ -1,10 +1,12 @@
 /* compare.h: runs A against runs B, metric by metric, deciding better / worse / no change.
  *
  * For each key metric of the kind (bench.h) that both sides have: when the metric has a
- * raw series (step_ms, ttft_ms ...), the samples of every run of a side are pooled and
- * the Mann-Whitney U test (stattest.h) decides, with the Hodges-Lehmann shift and its
- * interval as the change (in percent of A's median); otherwise the runs' values are the
- * samples, tested when each side has at least 3 runs and shown untested below that. Either
+ * raw series (step_ms, ttft_ms ...) and every run of both sides holds its samples, the
+ * samples of every run of a side are pooled and the Mann-Whitney U test (stattest.h)
+ * decides, with the Hodges-Lehmann shift and its interval as the change (in percent of A's
+ * median); otherwise (no series, or a run without its samples, such as a run imported
+ * without them: the row names that series) the runs' values are the samples, tested when
+ * each side has at least 3 runs and shown untested below that. Either
  * way a metric with too few values for the test to reach alpha at all
  * (lb_stattest_mwu_min_p: at alpha 0.01, 5 against 6) is untested, never "no change". A
  * change counts only when it is significant (p < alpha) and at least threshold_pct large:
@@ -52,6 +54,9 @@ typedef struct {
     lb_verdict verdict;
     const char *word; /* "faster", "slower", "no change", "untested" */
     bool regression;
+    /* the series a run had no samples of, so the runs' values were compared instead; "" when
+     * the samples were compared or the metric has no series */
+    char missing_series[LB_NAME_BYTES];
 } lb_compare_row;
 
 /* Compares a[0..na-1] with b[0..nb-1] (runs of one kind). Writes up to cap rows. No

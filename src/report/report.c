@@ -1,8 +1,8 @@
 /* report.c: the HTML and Markdown report (report.h).
  *
- * Both documents are built in memory (open_memstream) section by section, then written
- * to temporary files and renamed into place. Findings are sentences computed from the
- * same numbers the tables show. */
+ * Both documents are built in memory (open_memstream) section by section; they and the
+ * charts are written into a staging folder and renamed into place only when all are whole.
+ * Findings are sentences computed from the same numbers the tables show. */
 #include "report/report.h"
 
 #include <ctype.h>
@@ -478,6 +478,42 @@ static void kind_findings(doc *d, const lb_run_set *set, const char *kind) {
     axis_findings(d, set, kind);
 }
 
+/* A configuration is repeats of one benchmark (history/bench.h); one whose runs are of
+ * several (a list of ids of two models, a sweep's cell run before and after its file
+ * changed) pools them in every figure: a finding names the first two runs that differ and
+ * how. */
+static void mixed_findings(doc *d, const lb_run_set *set) {
+    for (size_t g = 0; g < set->n_groups; g++) {
+        const lb_run_group *grp = &set->groups[g];
+        for (size_t i = 1; i < grp->n; i++) {
+            const lb_result *a = grp->runs[0], *b = grp->runs[i];
+            char differ[600] = "";
+            if (strcmp(a->kind, b->kind) != 0) {
+                snprintf(differ, sizeof differ, "a %s run and a %s run", a->kind, b->kind);
+            } else {
+                lb_bench_field f[2][LB_BENCH_MAX_FIELDS];
+                size_t n[2] = {lb_bench_fields(a, f[0]), lb_bench_fields(b, f[1])};
+                for (size_t s = 0; s < 2 && differ[0] == '\0'; s++) /* a's fields, then b's */
+                    for (size_t k = 0; k < n[s] && differ[0] == '\0'; k++) {
+                        const char *other = "(none)";
+                        for (size_t j = 0; j < n[1 - s]; j++)
+                            if (strcmp(f[1 - s][j].key, f[s][k].key) == 0)
+                                other = f[1 - s][j].value;
+                        if (strcmp(other, f[s][k].value) != 0)
+                            snprintf(differ, sizeof differ, "%s %s against %s", f[s][k].key,
+                                     s ? other : f[s][k].value, s ? f[s][k].value : other);
+                    }
+            }
+            if (differ[0] == '\0') continue;
+            finding(d,
+                    "Configuration %s mixes benchmarks: runs %lld and %lld differ in %s; its "
+                    "figures pool them.",
+                    grp->label, (long long)grp->ids[0], (long long)grp->ids[i], differ);
+            break;
+        }
+    }
+}
+
 /* p99 TTFT and TPOT against QPS from runs with per-rate metrics (load --sweep-qps) or one
  * Server-scenario rate each. */
 static void qps_chart(doc *d, const lb_run_set *set) {
@@ -737,6 +773,27 @@ static void provenance_table(doc *d, const lb_run_set *set) {
     fputs("\n", d->md);
 }
 
+/* Moves the staged files (chart-1.svg .. chart-N.svg, report.md, report.html, each written
+ * whole) from stage into dir when st is LB_OK, the page last; removes what stays in stage,
+ * and stage. A report that failed to be written leaves dir as it was. */
+static lb_status publish(const char *stage, const char *dir, int n_charts, lb_status st,
+                         lb_err *err) {
+    for (int k = 1; k <= n_charts + 2; k++) {
+        char name[32], from[4200], to[4200];
+        if (k <= n_charts)
+            snprintf(name, sizeof name, "chart-%d.svg", k);
+        else
+            snprintf(name, sizeof name, "%s", k == n_charts + 1 ? "report.md" : "report.html");
+        snprintf(from, sizeof from, "%s/%s", stage, name);
+        snprintf(to, sizeof to, "%s/%s", dir, name);
+        if (st == LB_OK && rename(from, to) != 0)
+            st = lb_fail(err, LB_ERR_IO, "cannot rename %s to %s: %s", from, to, strerror(errno));
+        unlink(from);
+    }
+    rmdir(stage);
+    return st;
+}
+
 static const char *const css =
     "body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}"
     "table{border-collapse:collapse;margin:1em 0;font-size:13px}"
@@ -751,14 +808,23 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
         n_runs += set->groups[g].n;
     if (n_runs == 0) return lb_fail(err, LB_ERR_USAGE, "no run to report on");
     LB_TRY(lb_file_mkdirs(p->out_dir, 0755, err));
-    doc d = {.dir = p->out_dir, .st = LB_OK, .err = err};
+    char stage[4096];
+    if (snprintf(stage, sizeof stage, "%s/.report-XXXXXX", p->out_dir) >= (int)sizeof stage)
+        return lb_fail(err, LB_ERR_USAGE, "--out %s: a path too long", p->out_dir);
+    if (mkdtemp(stage) == NULL)
+        return lb_fail(err, LB_ERR_IO, "cannot make a folder in %s: %s", p->out_dir,
+                       strerror(errno));
+    doc d = {.dir = stage, .st = LB_OK, .err = err};
     d.html = open_memstream(&d.html_buf, &d.html_len);
     d.md = open_memstream(&d.md_buf, &d.md_len);
     d.find_html = open_memstream(&d.find_html_buf, &d.find_html_len);
     d.find_md = open_memstream(&d.find_md_buf, &d.find_md_len);
-    if (!d.html || !d.md || !d.find_html || !d.find_md)
+    if (!d.html || !d.md || !d.find_html || !d.find_md) {
+        rmdir(stage);
         return lb_fail(err, LB_ERR_NOMEM, "no memory for the report");
+    }
 
+    mixed_findings(&d, set);
     const char *const *kinds = lb_bench_kinds;
     for (size_t k = 0; kinds[k] != NULL; k++) {
         bool any = false;
@@ -837,8 +903,9 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
     lb_status st = d.st;
     if (st == LB_OK && (page == NULL || md == NULL))
         st = lb_fail(err, LB_ERR_NOMEM, "no memory for the report");
-    if (st == LB_OK) st = write_in(p->out_dir, "report.md", md, md_len, err);
-    if (st == LB_OK) st = write_in(p->out_dir, "report.html", page, page_len, err);
+    if (st == LB_OK) st = write_in(stage, "report.md", md, md_len, err);
+    if (st == LB_OK) st = write_in(stage, "report.html", page, page_len, err);
+    st = publish(stage, p->out_dir, d.n_charts, st, err);
     /* an older, longer report's charts beyond this one's: it links none of them */
     for (int k = d.n_charts + 1; st == LB_OK; k++) {
         char stale[4200];

@@ -14,9 +14,11 @@
  * the runs measured them; throughput per GPU against GPU count where runs differ in it;
  * each benchmark's history over time with its change points (history/history.h) marked.
  * A CDF is drawn through at most 500 quantiles and a series longer than 5,000 values
- * through every k-th one, so a page stays small. Every file is written under a temporary
- * name and renamed, so a folder never holds a
- * half-written report. Not here: choosing the runs (the CLI), the GPU. */
+ * through every k-th one, so a page stays small. Every file is written whole into a staging
+ * folder inside the output folder, then renamed into place, the page last: a report that
+ * fails leaves the folder's earlier report as it was. A configuration whose runs are different
+ * benchmarks (history/bench.h) is named in a finding. Not here: choosing the runs (the CLI),
+ * the GPU. */
 #ifndef LB_REPORT_REPORT_H
 #define LB_REPORT_REPORT_H
 

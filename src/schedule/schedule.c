@@ -27,10 +27,18 @@ lb_schedule_entry lb_schedule_default_entry(void) {
 }
 
 lb_status lb_schedule_parse_at(const char *text, int *hour, int *minute, lb_err *err) {
-    int h = -1, m = -1, used = 0;
-    if (sscanf(text, "%d:%d%n", &h, &m, &used) != 2 || text[used] != '\0' || h < 0 || h > 23 ||
-        m < 0 || m > 59 || !isdigit((unsigned char)text[0]))
-        return lb_fail(err, LB_ERR_USAGE, "--at expects HH:MM from 00:00 to 23:59, got '%s'", text);
+    bool shape = strlen(text) == 5 && text[2] == ':';
+    for (int i = 0; shape && i < 5; i++)
+        shape = i == 2 || isdigit((unsigned char)text[i]);
+    int h = shape ? 10 * (text[0] - '0') + (text[1] - '0') : -1;
+    int m = shape ? 10 * (text[3] - '0') + (text[4] - '0') : -1;
+    if (!shape || h > 23 || m > 59) {
+        char shown[LB_ERR_MSG_BYTES];
+        snprintf(shown, sizeof shown, "%s", text);
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--at expects HH:MM, two digits each, from 00:00 to 23:59; got '%s'",
+                       lb_status_printable(shown));
+    }
     *hour = h;
     *minute = m;
     return LB_OK;
@@ -149,14 +157,19 @@ lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, l
 
 /* ---- quoting ---- */
 
-/* One shell word in single quotes; in a crontab '%' must also be escaped. */
+/* One shell word in single quotes; in a crontab '%' must also be escaped. cron reads the
+ * line before sh does: '\%' becomes '%', any other backslash escapes the character after it
+ * (both are kept), and an unescaped '%' ends the command. A backslash of the word right
+ * before a '%' would pair with the '\' written for it and leave the '%' unescaped, so the
+ * quotes are closed and opened again ('') between the two: sh joins the pieces into one
+ * word. */
 static void sh_quote(FILE *f, const char *s, bool crontab) {
     fputc('\'', f);
     for (const char *p = s; *p; p++) {
         if (*p == '\'')
             fputs("'\\''", f);
         else if (*p == '%' && crontab)
-            fputs("\\%", f);
+            fputs(p > s && p[-1] == '\\' ? "''\\%" : "\\%", f);
         else
             fputc(*p, f);
     }
@@ -417,10 +430,18 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
     }
     fputs("\n", f);
     fclose(f);
-    snprintf(path, sizeof path, "%s/llmbench-%s.service", dir, e->name);
-    lb_status st = lb_file_write_atomic(path, text, len, err);
+    char service[4200], *before = NULL;
+    size_t before_len = 0;
+    snprintf(service, sizeof service, "%s/llmbench-%s.service", dir, e->name);
+    /* the service this one replaces, put back should the timer not be written */
+    lb_status st =
+        access(service, F_OK) == 0 ? lb_file_read(service, &before, &before_len, err) : LB_OK;
+    if (st == LB_OK) st = lb_file_write_atomic(service, text, len, err);
     free(text);
-    LB_TRY(st);
+    if (st != LB_OK) {
+        free(before);
+        return st;
+    }
     char timer[1024];
     snprintf(
         timer, sizeof timer,
@@ -429,7 +450,14 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
         "Unit=llmbench-%s.service\n\n[Install]\nWantedBy=timers.target\n",
         e->name, e->name, sd_days, sd_days[0] ? " " : "", e->hour, e->minute, e->name);
     snprintf(path, sizeof path, "%s/llmbench-%s.timer", dir, e->name);
-    LB_TRY(lb_file_write_atomic(path, timer, strlen(timer), err));
+    st = lb_file_write_atomic(path, timer, strlen(timer), err);
+    if (st != LB_OK) { /* the service as it was: the one replaced, or none */
+        if (before == NULL || lb_file_write_atomic(service, before, before_len, NULL) != LB_OK)
+            unlink(service);
+        free(before);
+        return st;
+    }
+    free(before);
     char unit[128];
     snprintf(unit, sizeof unit, "llmbench-%s.timer", e->name);
     bool enabled = systemctl_user("daemon-reload", NULL) && systemctl_user("enable", unit) &&

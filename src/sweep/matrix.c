@@ -156,7 +156,7 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
         return lb_fail(R->err, LB_ERR_USAGE,
                        "%s:%d: expected a mapping with name, command, options, axes, repeats",
                        R->path, line_of(root));
-    const yaml_node_t *name_node = NULL, *command_node = NULL;
+    const yaml_node_t *name_node = NULL, *command_node = NULL, *repeats_node = NULL;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
          p++) {
         yaml_node_t *k = yaml_document_get_node(R->doc, p->key);
@@ -164,7 +164,8 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
         if (k->type != YAML_SCALAR_NODE) return bad(R, k, "?", "a key must be a word");
         const char *key = scalar(k);
         if (strcmp(key, "name") == 0 || strcmp(key, "command") == 0) {
-            if (v->type != YAML_SCALAR_NODE || scalar(v)[0] == '\0')
+            if (v->type != YAML_SCALAR_NODE || scalar(v)[0] == '\0' ||
+                (plain(v) && (strcmp(scalar(v), "~") == 0 || strcmp(scalar(v), "null") == 0)))
                 return bad(R, v, key, "expected a non-empty word");
             char **slot = key[0] == 'n' ? &m->name : &m->command;
             if (*slot != NULL) return bad(R, k, key, "given twice");
@@ -191,6 +192,8 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
             if ((*slot = strdup(scalar(v))) == NULL)
                 return lb_fail(R->err, LB_ERR_NOMEM, "no memory to read %s", R->path);
         } else if (strcmp(key, "repeats") == 0) {
+            if (repeats_node != NULL) return bad(R, k, key, "given twice");
+            repeats_node = v;
             char *end = NULL;
             errno = 0;
             long long r = v->type == YAML_SCALAR_NODE ? strtoll(scalar(v), &end, 10) : 0;
