@@ -29,6 +29,11 @@ static int run(const char *const *args) {
     return lb_test_run(args, out, sizeof out, err, sizeof err);
 }
 
+/* A configuration key (and its integer value) the runs stored next carry beside the others;
+ * NULL: none. */
+static const char *g_extra_key;
+static int g_extra_value;
+
 /* Stores an ok train run of batch `batch` with n step times around step_ms (1% noise),
  * tagged with tags[0..] (NULL-terminated; NULL: none). */
 static int64_t store_tagged_run(const char *kind, int batch, double step_ms, size_t n,
@@ -39,6 +44,8 @@ static int64_t store_tagged_run(const char *kind, int batch, double step_ms, siz
     lb_result *r = lb_result_new(kind, "synthetic");
     json_object_set_new(r->config, "model", json_string("gpt2-tiny"));
     json_object_set_new(r->config, "batch", json_integer(batch));
+    if (g_extra_key != NULL)
+        json_object_set_new(r->config, g_extra_key, json_integer(g_extra_value));
     json_object_set_new(r->provenance, "hostname", json_string("testhost"));
     json_object_set_new(r->provenance, "gpus", json_array());
     for (size_t i = 0; tags && tags[i]; i++)
@@ -198,6 +205,16 @@ static void test_compare_refuses_a_side_mixing_benchmarks(void **state) {
     snprintf(ab, sizeof ab, "%lld,%lld", (long long)t, (long long)t61);
     assert_int_equal(run((const char *[]){"compare", ab, id_text(u, b), "--db", g_db, NULL}), 2);
     assert_non_null(strstr(err, "are different benchmarks (batch 60 -> 61)"));
+    /* a key only the later run has (adapters' options) is a difference too, either order */
+    g_extra_key = "lora_rank", g_extra_value = 8;
+    int64_t lora = store_run("train", 60, 10.0, 40, 45, 2e9 + 4);
+    g_extra_key = NULL;
+    snprintf(ab, sizeof ab, "%lld,%lld", (long long)t, (long long)lora);
+    assert_int_equal(run((const char *[]){"compare", ab, id_text(u, b), "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "are different benchmarks (lora_rank (none) -> 8)"));
+    snprintf(ab, sizeof ab, "%lld,%lld", (long long)lora, (long long)t);
+    assert_int_equal(run((const char *[]){"compare", ab, id_text(u, b), "--db", g_db, NULL}), 2);
+    assert_non_null(strstr(err, "are different benchmarks (lora_rank 8 -> (none))"));
     snprintf(ab, sizeof ab, "%lld,%lld", (long long)t, (long long)u);
     assert_int_equal(run((const char *[]){"compare", ab, ab, "--db", g_db, NULL}), 0);
 }

@@ -256,8 +256,7 @@ static void test_doctor_compares_ranks(void **state) {
 static void test_doctor_compares_gpu_ranks_past_a_head_node(void **state) {
     (void)state;
     json_t *f[4] = {
-        json_pack("{s:s, s:s, s:i, s:[]}", "host", "head", "nccl", "2.28.9", "cuda_devices", 0,
-                  "gpus"),
+        json_pack("{s:s, s:i, s:[]}", "host", "head", "cuda_devices", 0, "gpus"), /* no NCCL */
         json_pack("{s:s, s:s, s:s, s:s, s:i, s:[{s:s}]}", "host", "gpu1", "driver", "580.1",
                   "cuda_driver", "13.0", "nccl", "2.28.9", "cuda_devices", 1, "gpus", "name",
                   "H100"),
@@ -270,7 +269,7 @@ static void test_doctor_compares_gpu_ranks_past_a_head_node(void **state) {
     };
     json_t *m = lb_doctor_compare(f, 4);
     const char *want[] = {
-        "rank 0 (head) has no GPU: left out of the driver, CUDA and GPU model comparisons",
+        "rank 0 (head) has no GPU: left out of the driver, CUDA, NCCL and GPU model comparisons",
         "driver differs: rank 1 (gpu1) has 580.1, rank 2 (gpu2) has 535.2",
         "driver differs: rank 1 (gpu1) has 580.1, rank 3 (gpu3) has 570.9",
         "cuda_driver differs: rank 1 (gpu1) has 13.0, rank 2 (gpu2) has 12.2",

@@ -71,6 +71,17 @@ static json_t *differences(const lb_result *a, const lb_result *b, char *text, s
             len += (size_t)snprintf(text + len, cap - len, "%s%s %s -> %s", len ? ", " : "",
                                     fa[i].key, fa[i].value, other ? other : "(none)");
     }
+    for (size_t j = 0; j < nb; j++) { /* keys B has and A has not (adapters' options) */
+        bool in_a = false;
+        for (size_t i = 0; i < na && !in_a; i++)
+            in_a = strcmp(fa[i].key, fb[j].key) == 0;
+        if (in_a) continue;
+        json_array_append_new(out, json_pack("{s:s, s:o, s:s}", "key", fb[j].key, "a", json_null(),
+                                             "b", fb[j].value));
+        if (len < cap)
+            len += (size_t)snprintf(text + len, cap - len, "%s%s (none) -> %s", len ? ", " : "",
+                                    fb[j].key, fb[j].value);
+    }
     return out;
 }
 

@@ -25,7 +25,7 @@
 #include "core/clock.h"
 #include "core/signals.h"
 
-#define BOOT_MAGIC        0x6c62626cu /* "lbbl": its reply_msg carries a status */
+#define BOOT_MAGIC        0x6c62626du /* "lbbm": its hello names where rank and world came from */
 #define BOOT_DEFAULT_PORT 29500
 #define BOOT_STOP_TAG     0x6c62             /* MPI: a rank's stop notice to rank 0 */
 #define BOOT_HELLO_NS     (5 * 1000000000LL) /* rank 0 waits this long for a peer's hello */

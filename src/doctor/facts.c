@@ -387,26 +387,22 @@ json_t *lb_doctor_compare(json_t *const *facts, int n) {
     for (int r = 0; ref >= 0 && r < n; r++)
         if (!has_gpu(facts[r])) {
             snprintf(msg, sizeof msg,
-                     "rank %d (%s) has no GPU: left out of the driver, CUDA and GPU model "
+                     "rank %d (%s) has no GPU: left out of the driver, CUDA, NCCL and GPU model "
                      "comparisons",
                      r, host_of(facts[r]));
             json_array_append_new(out, json_string(msg));
         }
-    static const struct {
-        const char *key;
-        bool gpu; /* a fact of the GPU's node: GPU ranks only */
-    } keys[] = {{"driver", true}, {"cuda_driver", true}, {"cuda_runtime", true}, {"nccl", false}};
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        int base = ref >= 0 ? ref : keys[k].gpu ? -1 : 0;
-        if (base < 0) continue;
-        const char *first = json_string_value(json_object_get(facts[base], keys[k].key));
+    /* facts of a GPU's node (a head node only coordinates: it loads no NCCL of the job's) */
+    static const char *const keys[] = {"driver", "cuda_driver", "cuda_runtime", "nccl"};
+    for (size_t k = 0; ref >= 0 && k < sizeof keys / sizeof keys[0]; k++) {
+        const char *first = json_string_value(json_object_get(facts[ref], keys[k]));
         for (int r = 0; r < n; r++) {
-            if (r == base || (keys[k].gpu && !has_gpu(facts[r]))) continue;
-            const char *v = json_string_value(json_object_get(facts[r], keys[k].key));
+            if (r == ref || !has_gpu(facts[r])) continue;
+            const char *v = json_string_value(json_object_get(facts[r], keys[k]));
             if ((first == NULL) == (v == NULL) && (first == NULL || strcmp(first, v) == 0))
                 continue;
             snprintf(msg, sizeof msg, "%s differs: rank %d (%s) has %s, rank %d (%s) has %s",
-                     keys[k].key, base, host_of(facts[base]), first ? first : "none", r,
+                     keys[k], ref, host_of(facts[ref]), first ? first : "none", r,
                      host_of(facts[r]), v ? v : "none");
             json_array_append_new(out, json_string(msg));
         }

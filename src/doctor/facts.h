@@ -29,10 +29,10 @@ json_t *lb_doctor_env_problems(const json_t *net, const json_t *ib, const char *
                                const char *ib_hca);
 /* This node's facts (the object described above; the caller owns it). */
 json_t *lb_doctor_node_facts(void);
-/* Sentences naming each rank whose facts differ from the reference rank's: driver, CUDA and
- * GPU models against the first rank with a GPU (CUDA's or NVML's), among ranks with one;
- * NCCL against the same rank (rank 0 when none has a GPU), among all. Each rank without a GPU
- * is named once as such when another has one. An empty array when all agree. */
+/* Sentences naming each rank whose facts differ from the reference rank's: driver, CUDA,
+ * NCCL and GPU models against the first rank with a GPU (CUDA's or NVML's), among ranks with
+ * one. Each rank without a GPU is named once as such when another has one. An empty array
+ * when all agree (or none has a GPU). */
 json_t *lb_doctor_compare(json_t *const *facts, int n);
 
 #endif

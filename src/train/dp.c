@@ -305,8 +305,12 @@ lb_status lb_dp_step(lb_dp *d, const int32_t *inputs, const int32_t *targets, in
         size_t off = (size_t)k * (size_t)B * (size_t)T;
         float l = 0.0f;
         d->last_micro = k == K - 1;
-        keep(d, lb_model_forward(m, inputs + off, targets + off, B, T, &l, &d->err));
-        if (d->st == LB_OK) keep(d, lb_model_backward(m, &d->err));
+        /* the model's own failure (the reference's scratch) is kept only when no hook of
+         * this step failed first: a hook's status and sentence go together */
+        lb_err own = {{0}};
+        lb_status ms = lb_model_forward(m, inputs + off, targets + off, B, T, &l, &own);
+        if (ms == LB_OK && d->st == LB_OK) ms = lb_model_backward(m, &own);
+        if (ms != LB_OK && d->st == LB_OK) d->st = ms, d->err = own;
         loss += l;
     }
     if (d->st != LB_OK) {

@@ -20,8 +20,8 @@ lb_status lb_train_cuda_run(const lb_train_params *p, const lb_model_config *cfg
 
 /* Before anything is allocated: whether a rank's device bytes by the memory formula at p's
  * stage and rank count (train/memory.h) fit the free memory of GPU p->device_index
- * (lb_train_check_fit's sentence when not). LB_OK in a build without CUDA and for adapters
- * on a frozen base. */
+ * (lb_train_check_fit's sentence when not), adapters on a frozen base included. LB_OK in a
+ * build without CUDA. */
 lb_status lb_train_cuda_check_fit(const lb_train_params *p, const lb_model_config *cfg,
                                   lb_err *err);
 
