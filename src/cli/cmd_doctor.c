@@ -178,7 +178,9 @@ int lb_cmd_doctor(int argc, char **argv) {
     lb_status st = lb_boot_init(p.setup_timeout_s, &boot, &err);
     if (st != LB_OK) {
         if (!probe) fprintf(stderr, "llmbench doctor: %s\n", err.msg);
-        if (!probe && a.common.json) print_json_error(err.msg, lb_status_exit_code(st));
+        /* one document for the job: the process its launcher calls rank 0 prints it */
+        if (!probe && a.common.json && lb_boot_env_rank() <= 0)
+            print_json_error(err.msg, lb_status_exit_code(st));
         return lb_status_exit_code(st);
     }
     if (probe) {

@@ -388,6 +388,16 @@ static bool torchrun_set(void) {
     return env_or("RANK", NULL) != NULL && env_or("WORLD_SIZE", NULL) != NULL;
 }
 
+int lb_boot_env_rank(void) {
+    const char *v = launched_by_mpi() ? env_or("OMPI_COMM_WORLD_RANK",
+                                               env_or("PMIX_RANK", env_or("PMI_RANK", NULL)))
+                    : torchrun_set()  ? getenv("RANK")
+                                      : getenv("SLURM_PROCID");
+    char *end = NULL;
+    long r = v != NULL ? strtol(v, &end, 10) : -1;
+    return v != NULL && end != v && *end == '\0' && r >= 0 && r <= INT32_MAX ? (int)r : -1;
+}
+
 #ifdef LB_HAVE_MPI
 static lb_status mpi_join(lb_boot *b, lb_err *err) {
     int inited = 0, provided = 0;

@@ -46,6 +46,10 @@ typedef struct lb_boot lb_boot;
 /* Detects the launcher and joins the job; timeout_s bounds the rendezvous and every later
  * control-plane call. *out is owned by the caller (lb_boot_free). */
 lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err);
+/* The rank this process's launcher names in the environment, as lb_boot_init reads it, before
+ * any joining; -1 when none does (one process alone). For what only one process of a job that
+ * never formed should print. */
+int lb_boot_env_rank(void);
 /* Leaves the job: MPI_Finalize, or MPI_Abort when lb_boot_mark_broken was called (a
  * collective that never completed would make MPI_Finalize wait forever). NULL is fine. */
 void lb_boot_free(lb_boot *b);
