@@ -37,6 +37,39 @@ static void test_cli_unknown_option_exits_2_naming_it(void **state) {
     expect_usage_error((const char *[]){"env", "--bogus", NULL}, "'--bogus'");
 }
 
+/* "-1" names no option: where a command takes arguments it is one, and the command says
+ * what is wrong with it; an option still takes a negative value. */
+static void test_cli_negative_number_is_an_argument_not_an_option(void **state) {
+    (void)state;
+    expect_usage_error((const char *[]){"results", "show", "-1", NULL}, "malformed run ID '-1'");
+    expect_usage_error((const char *[]){"env", "-1", NULL},
+                       "unexpected argument '-1': it takes options only");
+    expect_usage_error((const char *[]){"results", "list", "--limit", "-3", NULL},
+                       "option --limit must be between 0 and");
+}
+
+/* An argument past the most a command takes is refused naming that most. */
+static void test_cli_too_many_arguments_name_the_limit(void **state) {
+    (void)state;
+    char path[] = "/tmp/lbtest-errXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(lb_test_shell("%s results export $(seq 1 %d) 2>%s", LB_TEST_BIN,
+                                   LB_ARGS_MAX_POSITIONAL + 1, path),
+                     2);
+    char *text = lb_test_read_file(path, NULL);
+    assert_non_null(text);
+    char want[96];
+    snprintf(want, sizeof want, "unexpected argument '%d': it takes at most %d arguments",
+             LB_ARGS_MAX_POSITIONAL + 1, LB_ARGS_MAX_POSITIONAL);
+    if (strstr(text, want) == NULL) fail_msg("stderr '%s' lacks '%s'", text, want);
+    free(text);
+    unlink(path);
+    expect_usage_error((const char *[]){"results", "show", "1", "2", NULL},
+                       "unexpected argument '2': it takes at most 1 argument (");
+}
+
 static void test_cli_no_command_prints_help_and_exits_0(void **state) {
     (void)state;
     assert_int_equal(run((const char *[]){NULL}), 0);
@@ -302,6 +335,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_unknown_command_exits_2_naming_it),
         cmocka_unit_test(test_cli_unknown_option_exits_2_naming_it),
+        cmocka_unit_test(test_cli_negative_number_is_an_argument_not_an_option),
+        cmocka_unit_test(test_cli_too_many_arguments_name_the_limit),
         cmocka_unit_test(test_cli_no_command_prints_help_and_exits_0),
         cmocka_unit_test(test_cli_version_names_version_and_commit),
         cmocka_unit_test(test_cli_env_table_reads_memory_in_gib),

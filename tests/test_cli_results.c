@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include "store/store.h"
 #include "test_util.h"
@@ -160,8 +161,7 @@ static void test_cli_results_list_says_limit_cut_it_only_when_it_did(void **stat
     json_decref(doc);
 }
 
-/* lb_store_list keeps 255 bytes of a run's tags; a sweep's and a schedule's tags together
- * are longer: list still gives every tag, whole. */
+/* A sweep's and a schedule's tags together pass 255 bytes: list gives every tag, whole. */
 static void test_cli_results_list_gives_long_tags_whole(void **state) {
     (void)state;
     char tags[3][128];
@@ -269,6 +269,32 @@ static void test_cli_results_export_out_replaces_file_whole(void **state) {
     free(text);
 }
 
+/* The file --out replaces keeps its permissions: under umask 077 a textfile collector's
+ * 0644 file stays readable by the collector. A new file gets 0666 less the umask. */
+static void test_cli_results_export_out_keeps_the_replaced_file_s_mode(void **state) {
+    (void)state;
+    char path[320], fresh[320];
+    snprintf(path, sizeof path, "%s/llmbench.prom", dir);
+    snprintf(fresh, sizeof fresh, "%s/new.prom", dir);
+    assert_true(lb_test_write_file(path, "old contents"));
+    assert_int_equal(chmod(path, 0644), 0);
+    mode_t mask = umask(077);
+    int rc =
+        run((const char *[]){"results", "export", "--format", "openmetrics", "--out", path, NULL});
+    int rc_fresh = run((const char *[]){"results", "export", "--out", fresh, NULL});
+    umask(mask);
+    assert_int_equal(rc, 0);
+    assert_int_equal(rc_fresh, 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    char *text = lb_test_read_file(path, NULL);
+    assert_non_null(strstr(text, "# EOF"));
+    free(text);
+    assert_int_equal(stat(fresh, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+}
+
 static void test_cli_results_export_out_that_cannot_be_a_file_exits_2(void **state) {
     (void)state;
     expect_error((const char *[]){"results", "export", "--out", dir, NULL}, 2, "is a folder");
@@ -295,6 +321,14 @@ static void test_cli_results_export_out_refuses_the_database(void **state) {
     assert_int_equal(symlink(db, link), 0);
     expect_error((const char *[]){"results", "export", "--db", link, "--out", db, NULL}, 2,
                  "is the results database");
+    /* through the link, the side files are those beside the database it names */
+    char wal[340];
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    bool made = access(wal, F_OK) != 0;
+    if (made) fclose(fopen(wal, "w"));
+    expect_error((const char *[]){"results", "export", "--db", link, "--out", wal, NULL}, 2,
+                 "is the results database's file");
+    if (made) unlink(wal);
     assert_int_equal(run((const char *[]){"results", "list", "--json", NULL}), 0);
     json_t *doc = json_loads(out, 0, NULL);
     assert_non_null(doc);
@@ -497,6 +531,41 @@ static size_t count_runs(int status) {
     free(list);
     lb_store_close(s);
     return n;
+}
+
+/* A run whose start or end is null cannot be placed in history (stored with the import's
+ * time, an old run would pass for the newest): the import is refused, exit 2, naming the
+ * file and the field, and nothing is stored. */
+static void test_cli_results_import_of_a_run_without_its_times_exits_2(void **state) {
+    (void)state;
+    const char *fields[] = {"start_wall_s", "end_wall_s"};
+    for (size_t i = 0; i < 2; i++) {
+        char path[320], want[64];
+        write_result_file("undated.json", 0, path, sizeof path);
+        json_t *doc = json_load_file(path, 0, NULL);
+        assert_non_null(doc);
+        json_object_set_new(doc, fields[i], json_null());
+        assert_int_equal(json_dump_file(doc, path, JSON_COMPACT), 0);
+        json_decref(doc);
+        size_t before = count_runs(-1);
+        expect_error((const char *[]){"results", "import", path, NULL}, 2, path);
+        snprintf(want, sizeof want, "\"%s\" is null", fields[i]);
+        if (strstr(err, want) == NULL) fail_msg("stderr '%s' lacks '%s'", err, want);
+        assert_int_equal(count_runs(-1), before);
+    }
+    /* an array whose second run has no start stores none of it, its first run included */
+    char one[320], arr[352];
+    write_result_file("dated.json", 0, one, sizeof one);
+    json_t *a = json_load_file(one, 0, NULL), *b = json_deep_copy(a);
+    assert_true(a && b);
+    json_object_set_new(b, "start_wall_s", json_null());
+    json_t *both = json_pack("[o, o]", a, b);
+    snprintf(arr, sizeof arr, "%s.array", one);
+    assert_int_equal(json_dump_file(both, arr, JSON_COMPACT), 0);
+    json_decref(both);
+    size_t before = count_runs(-1);
+    expect_error((const char *[]){"results", "import", arr, NULL}, 2, "element 2 of");
+    assert_int_equal(count_runs(-1), before);
 }
 
 /* Importing the same result twice (the same file, or a copy laid out otherwise) stores it
@@ -720,6 +789,7 @@ int main(void) {
         T(test_cli_results_output_that_cannot_be_written_exits_1),
         T(test_cli_results_show_prints_metrics_and_series),
         T(test_cli_results_export_out_replaces_file_whole),
+        T(test_cli_results_export_out_keeps_the_replaced_file_s_mode),
         T(test_cli_results_export_out_that_cannot_be_a_file_exits_2),
         T(test_cli_results_export_out_refuses_the_database),
         T(test_cli_results_export_csv_to_stdout),
@@ -734,6 +804,7 @@ int main(void) {
         T(test_cli_results_list_with_no_match_names_the_filter),
         T(test_cli_results_import_of_the_same_result_twice_stores_it_once),
         T(test_cli_results_import_whose_write_fails_leaves_no_run),
+        T(test_cli_results_import_of_a_run_without_its_times_exits_2),
         T(test_cli_results_imports_at_once_store_the_result_once),
         T(test_cli_results_import_of_an_export_moves_its_runs_once),
     };

@@ -525,6 +525,64 @@ static void test_store_csv_quotes_names_with_commas(void **state) {
     lb_result_free(a);
 }
 
+/* An infinite value has no CSV form that reads back as itself in every tool: the CSV
+ * export leaves its field empty, as it does NaN's and as the JSON export writes null. */
+static void test_store_csv_writes_non_finite_values_as_empty_fields(void **state) {
+    fixture *f = *state;
+    lb_result *a = lb_result_new("train", "overflow");
+    lb_result_set_metric(a, "up", INFINITY, "");
+    lb_result_set_metric(a, "down", -INFINITY, "");
+    lb_result_set_metric(a, "missing", NAN, "");
+    lb_result_series_push(lb_result_series(a, "loss", "nats"), INFINITY);
+    int64_t id = store_run(f->store, a, LB_RUN_OK);
+    char *text = export_text(f->store, NULL, 0, LB_STORE_FORMAT_CSV, LB_OK);
+    const char *rows[] = {",metric,up,,,\n", ",metric,down,,,\n", ",metric,missing,,,\n",
+                          ",sample,loss,0,,nats\n"};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (strstr(text, rows[i]) == NULL) fail_msg("CSV lacks '%s': %s", rows[i], text);
+    assert_null(strstr(text, "inf"));
+    free(text);
+    int64_t one[] = {id};
+    text = export_text(f->store, one, 1, LB_STORE_FORMAT_JSON, LB_OK);
+    json_t *doc = json_loads(text, 0, NULL);
+    assert_non_null(doc);
+    json_t *metrics = json_object_get(json_array_get(doc, 0), "metrics");
+    for (size_t i = 0; i < 3; i++)
+        assert_true(json_is_null(json_object_get(json_array_get(metrics, i), "value")));
+    json_decref(doc);
+    free(text);
+    lb_result_free(a);
+}
+
+/* A run's tags come back whole from the list, however long: a sweep's and a schedule's
+ * tags together pass 255 bytes. */
+static void test_store_list_gives_long_tags_whole(void **state) {
+    fixture *f = *state;
+    char *want[3];
+    for (int i = 0; i < 3; i++) {
+        lb_result *r = lb_result_new("train", "tagged");
+        for (int k = 0; k < 10 * i; k++) {
+            char tag[128];
+            snprintf(tag, sizeof tag, "sweep-run:%d/%0100d", k, k);
+            json_array_append_new(r->tags, json_string(tag));
+        }
+        store_run(f->store, r, LB_RUN_OK);
+        want[i] = json_dumps(r->tags, JSON_COMPACT);
+        lb_result_free(r);
+    }
+    lb_store_run_info *runs = NULL;
+    size_t n = 0;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_list(f->store, NULL, &runs, &n, &err), LB_OK);
+    assert_int_equal(n, 3);
+    assert_true(strlen(want[2]) > 2000);
+    for (int i = 0; i < 3; i++) {
+        assert_string_equal(runs[2 - i].tags, want[i]);
+        free(want[i]);
+    }
+    free(runs);
+}
+
 /* Writers in separate processes share one file: every run of every writer is stored
  * whole (the busy timeout and BEGIN IMMEDIATE serialize them). */
 static void test_store_concurrent_writers_lose_no_run(void **state) {
@@ -592,6 +650,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_store_csv_export_has_every_sample_and_metric, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_csv_quotes_names_with_commas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_csv_writes_non_finite_values_as_empty_fields,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_list_gives_long_tags_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_concurrent_writers_lose_no_run, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* args.c: the table-driven option parser behind args.h. */
 #include "cli/args.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -109,6 +110,16 @@ void lb_args_print_help(const lb_cli_command *cmd) {
     printf("  %-28s %s\n", "-h, --help", "show this help");
 }
 
+/* An argument past the command's max_positional, refused naming the limit. */
+static lb_status refuse_argument(const lb_cli_command *cmd, const char *arg) {
+    if (cmd->max_positional == 0)
+        return lb_args_usage_error(cmd->command, "unexpected argument '%s': it takes options only",
+                                   arg);
+    return lb_args_usage_error(cmd->command,
+                               "unexpected argument '%s': it takes at most %d argument%s", arg,
+                               cmd->max_positional, cmd->max_positional == 1 ? "" : "s");
+}
+
 /* The parser proper; *help_shown is set when --help was printed. */
 static lb_status parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_common *common,
                        const char **positional, int *n_positional, bool *help_shown) {
@@ -120,9 +131,12 @@ static lb_status parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_
     bool only_positional = false;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (only_positional || arg[0] != '-' || strcmp(arg, "-") == 0) {
-            if (*n_positional >= cmd->max_positional)
-                return lb_args_usage_error(cmd->command, "unexpected argument '%s'", arg);
+        /* No option is named by a digit, so "-1" here is an argument (an option's own value,
+         * as in --limit -3, was taken with the option): the command says what is wrong with
+         * it, where "unknown option" would mislead. */
+        bool negative_number = arg[0] == '-' && isdigit((unsigned char)arg[1]);
+        if (only_positional || arg[0] != '-' || strcmp(arg, "-") == 0 || negative_number) {
+            if (*n_positional >= cmd->max_positional) return refuse_argument(cmd, arg);
             positional[(*n_positional)++] = arg;
             continue;
         }

@@ -2,11 +2,13 @@
  *
  * A command lists its options once, in an lb_arg_spec table; the same table parses argv,
  * checks values (type and range) and prints --help, so the help text can never drift from
- * what the code accepts. Options take "--name value" or "--name=value". The options every
- * command shares (-v, -q, --json, --help) are handled here, and --db for the commands that
- * use the results database (a command that stores nothing refuses it). A bad argument is one
- * line on stderr naming the command, the option, what was given and what is expected;
- * the parser then returns LB_ERR_USAGE (exit 2). */
+ * what the code accepts. Options take "--name value" or "--name=value"; a word of a dash
+ * and a digit ("-1") is an argument, never an option (no option is named so), and an
+ * argument past max_positional is refused naming that limit. The options every command
+ * shares (-v, -q, --json, --help) are handled here, and --db for the commands that use the
+ * results database (a command that stores nothing refuses it). A bad argument is one line
+ * on stderr naming the command, the option, what was given and what is expected; the
+ * parser then returns LB_ERR_USAGE (exit 2). */
 #ifndef LB_CLI_ARGS_H
 #define LB_CLI_ARGS_H
 

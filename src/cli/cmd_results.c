@@ -40,8 +40,13 @@ static int report_failure(const char *command, lb_status status, const lb_err *e
 /* code, unless it is 0 and stdout did not take all that was printed (a full disk, a closed
  * pipe): then 1, with a line on stderr, so that no one takes part of the output for all. */
 static int check_stdout(const char *command, int code) {
-    if (code != 0 || (fflush(stdout) == 0 && !ferror(stdout))) return code;
-    fprintf(stderr, "llmbench %s: cannot write the output: %s\n", command, strerror(errno));
+    if (code != 0) return code;
+    errno = 0;
+    const bool flushed = fflush(stdout) == 0;
+    if (flushed && !ferror(stdout)) return code;
+    /* the flush's own errno; an earlier write's error was not kept */
+    fprintf(stderr, "llmbench %s: cannot write the output%s%s\n", command,
+            !flushed && errno ? ": " : "", !flushed && errno ? strerror(errno) : "");
     return 1;
 }
 
@@ -118,21 +123,14 @@ static lb_status open_store(const char *command, const lb_cli_common *common, lb
 
 /* ---- list ---- */
 
-/* A listed run's tags (a new reference): lb_store_list keeps the first 255 bytes of their
- * text, so where that does not parse (cut short), the run's stored array is read whole; an
- * empty array when that cannot be read either. */
-static json_t *tags_json(lb_store *s, const lb_store_run_info *run) {
-    json_t *j = json_loads(run->tags, 0, NULL);
-    if (j != NULL) return j;
-    lb_result *r = NULL;
-    lb_err err = {{0}};
-    if (lb_store_run_load_summary(s, run->id, &r, &err) == LB_OK) j = json_incref(r->tags);
-    lb_result_free(r);
+/* The stored tags text as JSON (an empty array where it does not parse). */
+static json_t *tags_json(const char *text) {
+    json_t *j = json_loads(text, 0, NULL);
     return j != NULL ? j : json_array();
 }
 
 /* more: the store holds more runs than the n listed (--limit cut them). */
-static void print_list_json(lb_store *s, const lb_store_run_info *runs, size_t n, bool more) {
+static void print_list_json(const lb_store *s, const lb_store_run_info *runs, size_t n, bool more) {
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(
@@ -142,7 +140,7 @@ static void print_list_json(lb_store *s, const lb_store_run_info *runs, size_t n
                            runs[i].valid < 0 ? json_null() : json_boolean(runs[i].valid), "failure",
                            runs[i].failure, "start_wall_s", json_time(runs[i].start_wall_s),
                            "end_wall_s", json_time(runs[i].end_wall_s), "n_samples",
-                           (json_int_t)runs[i].n_samples, "tags", tags_json(s, &runs[i])));
+                           (json_int_t)runs[i].n_samples, "tags", tags_json(runs[i].tags)));
     json_t *doc = json_pack("{s:s, s:o, s:b}", "db", lb_store_path(s), "runs", arr, "more", more);
     json_dumpf(doc, stdout, JSON_INDENT(2));
     printf("\n");
@@ -150,8 +148,8 @@ static void print_list_json(lb_store *s, const lb_store_run_info *runs, size_t n
 }
 
 /* more: the store holds more runs than the n listed (--limit cut them). */
-static void print_list_table(lb_store *s, const lb_store_filter *f, const lb_store_run_info *runs,
-                             size_t n, bool more) {
+static void print_list_table(const lb_store *s, const lb_store_filter *f,
+                             const lb_store_run_info *runs, size_t n, bool more) {
     if (n == 0 && (f->kind != NULL || f->status >= 0)) {
         char kind[64 * 4];
         printf("no runs%s%s%s%s%s in %s\n", f->kind ? " of kind '" : "",
@@ -176,15 +174,11 @@ static void print_list_table(lb_store *s, const lb_store_filter *f, const lb_sto
                lb_result_status_name(runs[i].status), verdict,
                printable(runs[i].kind, kind, sizeof kind), start, duration, runs[i].n_samples,
                printable(runs[i].name, name, sizeof name));
-        json_t *tags = tags_json(s, &runs[i]);
-        char *text = json_array_size(tags) ? json_dumps(tags, JSON_COMPACT) : NULL;
-        if (text != NULL) {
+        if (strcmp(runs[i].tags, "[]") != 0) {
             printf(" ");
-            put_printable(text);
+            put_printable(runs[i].tags);
         }
         printf("\n");
-        free(text);
-        json_decref(tags);
     }
     if (more) printf("(the %zu newest runs; --limit 0 lists all)\n", n);
 }
@@ -436,10 +430,13 @@ static lb_status export_to_stdout(export_job *j, lb_err *err) {
 static lb_status check_out_is_not_db(const char *out_path, const lb_store *s, lb_err *err) {
     struct stat out_st;
     if (lstat(out_path, &out_st) != 0) return LB_OK;
+    /* SQLite keeps its side files beside the database's real path, a link followed */
+    char real[PATH_MAX];
+    const char *db = realpath(lb_store_path(s), real) != NULL ? real : lb_store_path(s);
     static const char *const companions[] = {"", "-wal", "-shm", "-journal"};
     for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++) {
-        char file[LB_STORE_PATH_BYTES + 16];
-        snprintf(file, sizeof file, "%s%s", lb_store_path(s), companions[i]);
+        char file[PATH_MAX + 16];
+        snprintf(file, sizeof file, "%s%s", db, companions[i]);
         struct stat db_st;
         if (stat(file, &db_st) == 0 && db_st.st_dev == out_st.st_dev &&
             db_st.st_ino == out_st.st_ino)
@@ -552,6 +549,11 @@ static lb_status import_read(const json_t *doc, import_run *run, lb_err *err) {
     if (st == LB_OK && run->r->status == LB_RUN_RUNNING)
         st = lb_fail(err, LB_ERR_USAGE, "%s holds a run that never ended (status running)",
                      run->what);
+    if (st == LB_OK && lb_store_check_times(run->r, err) != LB_OK) {
+        char why[LB_ERR_MSG_BYTES];
+        snprintf(why, sizeof why, "%s", err->msg);
+        st = lb_fail(err, LB_ERR_USAGE, "%s: %s", run->what, why);
+    }
     return st;
 }
 

@@ -47,9 +47,12 @@ lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void
     if (fd < 0)
         return lb_fail(err, LB_ERR_IO, "cannot create a file next to %s: %s", path,
                        strerror(errno));
+    /* A file it replaces keeps its permissions (a collector that reads it as another user
+     * still can); a new one gets those a plain new file would. */
+    struct stat old;
     mode_t mask = umask(0);
     umask(mask);
-    fchmod(fd, 0666 & ~mask); /* the permissions a plain new file would get */
+    fchmod(fd, stat(path, &old) == 0 ? old.st_mode & 0777 : 0666 & ~mask);
     FILE *out = fdopen(fd, "w");
     if (out == NULL) {
         close(fd);

@@ -20,8 +20,9 @@ lb_status lb_file_read(const char *path, char **buf, size_t *n, lb_err *err);
 
 /* Writes path through write(out, ctx, err) into a temporary file beside it, then fsync and
  * rename: on any failure (the callback's, a write error, a full disk) path is untouched
- * and the temporary file removed. The file gets the permissions a new file would (0666
- * less the umask). A failure of the file itself is LB_ERR_IO naming the path. */
+ * and the temporary file removed. A file replaced keeps its permissions; a new one gets
+ * those a new file would (0666 less the umask). A failure of the file itself is LB_ERR_IO
+ * naming the path. */
 typedef lb_status (*lb_file_writer)(FILE *out, void *ctx, lb_err *err);
 lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void *ctx, lb_err *err);
 

@@ -577,11 +577,29 @@ lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, l
     return write_with_wait(s, finish_body, &w, err);
 }
 
+lb_status lb_store_check_times(const lb_result *r, lb_err *err) {
+    const struct {
+        const char *field;
+        double wall_s;
+    } times[] = {{"start_wall_s", r->start_wall_s}, {"end_wall_s", r->end_wall_s}};
+    for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
+        if (isfinite(times[i].wall_s) && times[i].wall_s > 0) continue;
+        char given[32] = "null";
+        if (!isnan(times[i].wall_s)) snprintf(given, sizeof given, "%.17g", times[i].wall_s);
+        return lb_fail(err, LB_ERR_USAGE,
+                       "\"%s\" is %s: a run without its start and end (seconds since the "
+                       "epoch) cannot be placed in history",
+                       times[i].field, given);
+    }
+    return LB_OK;
+}
+
 lb_status lb_store_run_import(lb_store *s, const lb_result *r, const char *once_tag,
                               int64_t *run_id, bool *stored, lb_err *err) {
     *run_id = -1;
     *stored = false;
     LB_TRY(check_final_status(r, "an imported run", err));
+    LB_TRY(lb_store_check_times(r, err));
     final_write w = {.r = r, .once_tag = once_tag};
     LB_TRY(write_with_wait(s, import_body, &w, err));
     *run_id = w.run_id;
@@ -661,6 +679,35 @@ lb_store_filter lb_store_default_filter(void) {
     return (lb_store_filter){.kind = NULL, .status = -1, .limit = 0};
 }
 
+/* Frees the tags of list[0..n-1] while each is a string of its own (lb_store_list's rows
+ * before pack_tags). */
+static void free_row_tags(lb_store_run_info *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        free((char *)list[i].tags);
+}
+
+/* Replaces *list (n rows, each with tags of its own) with one block holding the rows and
+ * then their tags' text, so that one free() releases the list. */
+static lb_status pack_tags(lb_store_run_info **list, size_t n, lb_err *err) {
+    size_t text_bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        text_bytes += strlen((*list)[i].tags) + 1;
+    lb_store_run_info *block = malloc(n * sizeof *block + text_bytes);
+    if (block == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to list runs");
+    memcpy(block, *list, n * sizeof *block);
+    char *text = (char *)(block + n);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(block[i].tags) + 1;
+        memcpy(text, block[i].tags, len);
+        block[i].tags = text;
+        text += len;
+    }
+    free_row_tags(*list, n);
+    free(*list);
+    *list = block;
+    return LB_OK;
+}
+
 lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info **out, size_t *n,
                         lb_err *err) {
     *out = NULL;
@@ -713,11 +760,14 @@ lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info
         info->n_samples = sqlite3_column_int64(st, 7);
         info->valid =
             sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 8) != 0;
-        copy_text(info->tags, sizeof info->tags, column_text(st, 9));
+        info->tags = strdup(column_text(st, 9));
+        if (info->tags == NULL) status = lb_fail(err, LB_ERR_NOMEM, "no memory to list runs");
     }
     if (status == LB_OK && rc != SQLITE_DONE) status = db_fail(s, err, "cannot list runs");
     sqlite3_finalize(st);
+    if (status == LB_OK && *n > 0) status = pack_tags(out, *n, err);
     if (status != LB_OK) {
+        free_row_tags(*out, *n);
         free(*out);
         *out = NULL;
         *n = 0;
@@ -880,9 +930,10 @@ lb_status lb_store_run_load_summary(lb_store *s, int64_t id, lb_result **out, lb
 
 /* ---- export ---- */
 
-/* Shortest of %.15g, %.16g, %.17g that reads back as the same double; "" for NaN. */
+/* Shortest of %.15g, %.16g, %.17g that reads back as the same double; "" for NaN and the
+ * infinities, as the JSON export writes them null. */
 static void format_exact(char *buf, size_t cap, double v) {
-    if (isnan(v)) {
+    if (!isfinite(v)) {
         buf[0] = '\0';
         return;
     }

@@ -66,14 +66,21 @@ lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, l
  * seconds (default 120) in all; then it fails naming the wait. */
 lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err);
 
+/* LB_OK when r gives its start and end (start_wall_s and end_wall_s, seconds since the
+ * epoch, above 0), else LB_ERR_USAGE naming the field: a begin or finish without a time
+ * takes now, which for a run stored later would make it the newest of its history. */
+lb_status lb_store_check_times(const lb_result *r, lb_err *err);
+
 /* Stores r, a result that has ended (ok, failed or interrupted), as a new run: its begin
  * and its finish in one transaction, so no reader sees it running and a failed write
  * leaves nothing. When once_tag is not NULL and a stored run carries that tag, nothing is
  * written: *run_id is that run (the newest such) and *stored false; else *run_id is the new
  * run and *stored true. r should carry once_tag among its tags, so that it is found next
- * time. The look-up and the write hold the write lock together: of several processes
- * storing results with the same once_tag, exactly one stores. Waits for the lock as
- * lb_store_run_finish does. */
+ * time. r must give its start and end (r->start_wall_s and r->end_wall_s, seconds since
+ * the epoch, above 0): where it does not, nothing is written and the result is LB_ERR_USAGE
+ * naming the field, as a run of unknown date cannot take its place in history. The look-up
+ * and the write hold the write lock together: of several processes storing results with the
+ * same once_tag, exactly one stores. Waits for the lock as lb_store_run_finish does. */
 lb_status lb_store_run_import(lb_store *s, const lb_result *r, const char *once_tag,
                               int64_t *run_id, bool *stored, lb_err *err);
 
@@ -113,11 +120,12 @@ typedef struct {
     double end_wall_s;   /* seconds since the epoch; NaN while running */
     int64_t n_samples;   /* raw samples over every series */
     int valid;           /* its `valid` metric (an MLPerf-style verdict): 1, 0; -1 none */
-    char tags[256];      /* its tags as compact JSON ("[]" when none), cut at 255 bytes */
+    const char *tags;    /* its tags as compact JSON ("[]" when none), whole; in the list's
+                          * allocation, so valid as long as the list */
 } lb_store_run_info;
 
-/* Runs matching f (NULL: every run), newest first. *out is a malloc'd array the caller
- * frees with free() (NULL when *n is 0). */
+/* Runs matching f (NULL: every run), newest first. *out is one malloc'd block, the array
+ * followed by the tags' text, that the caller frees with free() (NULL when *n is 0). */
 lb_status lb_store_list(lb_store *s, const lb_store_filter *f, lb_store_run_info **out, size_t *n,
                         lb_err *err);
 
