@@ -48,6 +48,18 @@ static void test_cli_negative_number_is_an_argument_not_an_option(void **state) 
                        "option --limit must be between 0 and");
 }
 
+/* A single-value option given twice with two values is refused (which counts would be a
+ * guess); the same value twice, and a list option repeated, are fine. */
+static void test_cli_option_given_twice_with_two_values_is_refused(void **state) {
+    (void)state;
+    expect_usage_error((const char *[]){"results", "list", "--limit", "3", "--limit=4", NULL},
+                       "option --limit given twice ('3', then '4'): give it once");
+    assert_int_equal(run((const char *[]){"results", "list", "--limit", "3", "--limit", "3", "--db",
+                                          "/nonexistent/x.db", NULL}),
+                     1); /* parsed; the missing database is the error */
+    assert_null(strstr(err, "given twice"));
+}
+
 /* An argument past the most a command takes is refused naming that most. */
 static void test_cli_too_many_arguments_name_the_limit(void **state) {
     (void)state;
@@ -336,6 +348,7 @@ int main(void) {
         cmocka_unit_test(test_cli_unknown_command_exits_2_naming_it),
         cmocka_unit_test(test_cli_unknown_option_exits_2_naming_it),
         cmocka_unit_test(test_cli_negative_number_is_an_argument_not_an_option),
+        cmocka_unit_test(test_cli_option_given_twice_with_two_values_is_refused),
         cmocka_unit_test(test_cli_too_many_arguments_name_the_limit),
         cmocka_unit_test(test_cli_no_command_prints_help_and_exits_0),
         cmocka_unit_test(test_cli_version_names_version_and_commit),

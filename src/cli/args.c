@@ -129,6 +129,11 @@ static lb_status parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_
     common->db_path = NULL;
     common->verbosity = 0;
     bool only_positional = false;
+    /* each single-value option's value as given, to refuse a second, different one (a
+     * composed command line, a sweep's options: which one counts would be a guess) */
+    const char *given[LB_ARGS_MAX_SPECS] = {0};
+    if (cmd->n_specs > LB_ARGS_MAX_SPECS)
+        return lb_args_usage_error(cmd->command, "more than %d options defined", LB_ARGS_MAX_SPECS);
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         /* No option is named by a digit, so "-1" here is an argument (an option's own value,
@@ -208,6 +213,12 @@ static lb_status parse(const lb_cli_command *cmd, int argc, char **argv, lb_cli_
                                                                        : "VALUE");
             value = argv[++i];
         }
+        const int k = (int)(spec - cmd->specs);
+        if (spec->type != LB_ARG_LIST && given[k] != NULL && strcmp(given[k], value) != 0)
+            return lb_args_usage_error(cmd->command,
+                                       "option %s given twice ('%s', then '%s'): give it once",
+                                       spec->name, given[k], value);
+        given[k] = value;
         LB_TRY(set_value(cmd, spec, value));
     }
     if (*n_positional < cmd->min_positional)

@@ -4,7 +4,9 @@
  * checks values (type and range) and prints --help, so the help text can never drift from
  * what the code accepts. Options take "--name value" or "--name=value"; a word of a dash
  * and a digit ("-1") is an argument, never an option (no option is named so), and an
- * argument past max_positional is refused naming that limit. The options every command
+ * argument past max_positional is refused naming that limit. An option that takes one value,
+given twice with two different values, is refused (a list option repeats by design; the
+same value twice is one). The options every command
  * shares (-v, -q, --json, --help) are handled here, and --db for the commands that use the
  * results database (a command that stores nothing refuses it). A bad argument is one line
  * on stderr naming the command, the option, what was given and what is expected; the
@@ -26,7 +28,8 @@ typedef enum {
     LB_ARG_LIST,   /* lb_arg_list*: the option may repeat; each value is kept */
 } lb_arg_type;
 
-#define LB_ARG_LIST_MAX 64
+#define LB_ARG_LIST_MAX   64
+#define LB_ARGS_MAX_SPECS 256 /* options one command may define */
 
 typedef struct {
     int n;
