@@ -10,13 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "cli/runctl.h"
 #include "core/stats.h"
 #include "store/store.h"
 #include "sweep/matrix.h"
+#include "sweep/sweep.h"
 #include "test_util.h"
 
 /* Steps of the resume test's cells: long enough that the sweep is still running cells
@@ -141,6 +144,47 @@ static void test_sweep_matrix_refuses_repeats_twice_and_a_null_name(void **state
     parse_fails("name: a\ncommand: null\n", "m.yaml:2: key 'command': expected a non-empty word");
 }
 
+/* An axis value with ',' or '=' would make its cell's label ambiguous (report reads the
+ * values back from "a=1,b=2"), and a line break would split the label's tag in two; under
+ * options, which no label shows, such a value is taken. */
+static void test_sweep_matrix_refuses_axis_values_a_label_cannot_hold(void **state) {
+    (void)state;
+    parse_fails("name: a\ncommand: train\naxes:\n  lora-targets: [\"q,v\", all]\n",
+                "m.yaml:4: key 'axes.lora-targets': a ',' in an axis value");
+    parse_fails("name: a\ncommand: load\naxes: {slo: [ttft_ms=2000, ttft_ms=500]}\n",
+                "m.yaml:3: key 'axes.slo': a '=' in an axis value");
+    parse_fails("name: a\ncommand: train\naxes: {tag: [a, \"b\\nc\"]}\n",
+                "m.yaml:3: key 'axes.tag': a control character in an axis value");
+    const char *text = "name: a\ncommand: train\noptions: {lora-targets: \"q,v\"}\n"
+                       "axes: {lora-rank: [4, 8]}\n";
+    lb_sweep_matrix m;
+    lb_err e = {{0}};
+    assert_int_equal(lb_sweep_matrix_parse(text, strlen(text), "m.yaml", &m, &e), LB_OK);
+    assert_string_equal(m.options[0].values[0].text, "q,v");
+    lb_sweep_matrix_free(&m);
+}
+
+/* 1, 01 and 1.0 are one number to the commands' parsers: their two cells would run the
+ * same thing, and are refused as a value given twice is. */
+static void test_sweep_matrix_refuses_one_number_written_twice(void **state) {
+    (void)state;
+    parse_fails(
+        "name: a\ncommand: train\naxes:\n  batch: [1, 2,\n    01]\n",
+        "m.yaml:5: key 'axes.batch': a value given twice: '01' is '1' (line 4) as a number");
+    parse_fails("name: a\ncommand: train\naxes: {lr: [0.001, 1e-3]}\n",
+                "m.yaml:3: key 'axes.lr': a value given twice: '1e-3' is '0.001' (line 3)");
+    parse_fails("name: a\ncommand: train\naxes: {batch: [1, \"1.0\"]}\n",
+                "m.yaml:3: key 'axes.batch': a value given twice: '1.0' is '1'");
+    /* integers beyond a double's precision, and words, stay apart */
+    const char *text = "name: a\ncommand: train\naxes: {seed: [9007199254740992, "
+                       "9007199254740993], model: [gpt2-tiny, llama-tiny], b: [1K, 1k, 1024]}\n";
+    lb_sweep_matrix m;
+    lb_err e = {{0}};
+    if (lb_sweep_matrix_parse(text, strlen(text), "m.yaml", &m, &e) != LB_OK) fail_msg("%s", e.msg);
+    assert_int_equal(m.n_cells, 12);
+    lb_sweep_matrix_free(&m);
+}
+
 static size_t count_runs(void) {
     if (access(g_db, F_OK) != 0) return 0; /* no database: `results list` never makes one */
     assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 0);
@@ -166,6 +210,8 @@ static void test_sweep_bad_file_exits_2_and_runs_nothing(void **state) {
          "key 'axes.precision': option --precision expects one of fp32|fp16|bf16, got 'fp7'"},
         {"name: b\ncommand: train\noptions: {recompute: 3}\n", "key 'options.recompute'"},
         {"name: b\ncommand: trian\n", "bad.yaml:2: key 'command'"},
+        {"name: b\ncommand: train\naxes:\n  lora-targets: [\"q,v\", all]\n",
+         "bad.yaml:4: key 'axes.lora-targets': a ',' in an axis value"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_true(lb_test_write_file(path, cases[i].text));
@@ -518,6 +564,67 @@ static void test_sweep_failed_cell_does_not_stop_the_others(void **state) {
     assert_null(strstr(err, "run -1"));
 }
 
+/* A cell x repeat is credited only with a run its own process began: run again, a cell
+ * whose process now stores nothing (refused for an option, exit 2) is failed with that
+ * process's sentence, not with the run and reason its earlier attempt stored. */
+static void test_sweep_cell_storing_nothing_is_not_credited_with_an_earlier_run(void **state) {
+    (void)state;
+    char db[160], log[160], refuse[160], text[512];
+    snprintf(db, sizeof db, "%s/earlier.db", g_dir);
+    snprintf(log, sizeof log, "%s/earlier.log", g_dir);
+    snprintf(refuse, sizeof refuse, "%s/refuse.sh", g_dir);
+    /* the cell's command line with an option its command refuses before storing a run */
+    snprintf(text, sizeof text, "#!/bin/sh\nexec %s \"$@\" --no-such-option\n", LB_TEST_BIN);
+    assert_true(lb_test_write_file(refuse, text));
+    assert_int_equal(chmod(refuse, 0700), 0);
+    /* nothing listens on port 1: the first attempt stores a failed run */
+    const char *yaml = "name: earlier\ncommand: load\noptions: {endpoint: \"http://127.0.0.1:1\", "
+                       "model: synthetic, synthetic: 4, max-tokens: 2, qps: 20}\n";
+    lb_sweep_matrix m;
+    lb_err e = {{0}};
+    assert_int_equal(lb_sweep_matrix_parse(yaml, strlen(yaml), "earlier.yaml", &m, &e), LB_OK);
+    lb_store *store = NULL;
+    assert_int_equal(lb_store_open(db, &store, &e), LB_OK);
+    lb_sweep_params p = lb_sweep_default_params();
+    p.db_path = db;
+    p.tags_env = LB_RUNCTL_TAGS_ENV;
+    p.log_path = log;
+    p.progress = false;
+    const char *exe[2] = {LB_TEST_BIN, refuse};
+    json_t *failed[2];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        p.exe = exe[attempt];
+        lb_result *agg = lb_result_new("sweep", m.name);
+        assert_non_null(agg);
+        assert_int_equal(lb_sweep_run(&m, &p, store, agg, &e), LB_ERR_RUNTIME);
+        json_t *cell = json_array_get(json_object_get(agg->config, "cells"), 0);
+        assert_int_equal(json_array_size(json_object_get(cell, "failed")), 1);
+        failed[attempt] = json_incref(json_array_get(json_object_get(cell, "failed"), 0));
+        lb_result_free(agg);
+    }
+    assert_true(json_is_integer(json_object_get(failed[0], "run")));
+    const char *first = json_string_value(json_object_get(failed[0], "reason"));
+    if (strstr(first, "connect") == NULL) fail_msg("reason '%s' is not the connection's", first);
+    const char *second = json_string_value(json_object_get(failed[1], "reason"));
+    if (!json_is_null(json_object_get(failed[1], "run")) ||
+        strstr(second, "unknown option '--no-such-option'") == NULL)
+        fail_msg("the second attempt is credited with run %lld, '%s'",
+                 (long long)json_integer_value(json_object_get(failed[1], "run")), second);
+    /* the first attempt's run is the only one */
+    lb_store_filter f = lb_store_default_filter();
+    f.tag = "sweep:earlier";
+    lb_store_run_info *list = NULL;
+    size_t n = 0;
+    assert_int_equal(lb_store_list(store, &f, &list, &n, &e), LB_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].id, json_integer_value(json_object_get(failed[0], "run")));
+    free(list);
+    json_decref(failed[0]);
+    json_decref(failed[1]);
+    lb_store_close(store);
+    lb_sweep_matrix_free(&m);
+}
+
 /* What the parser cannot judge from one value alone is checked per cell before anything
  * runs: a model's name, options that contradict each other, a missing data file. */
 static void test_sweep_cells_are_checked_before_anything_runs(void **state) {
@@ -584,6 +691,8 @@ int main(void) {
         cmocka_unit_test(test_sweep_matrix_crosses_axes_last_fastest),
         cmocka_unit_test(test_sweep_matrix_faults_name_line_and_key),
         cmocka_unit_test(test_sweep_matrix_refuses_repeats_twice_and_a_null_name),
+        cmocka_unit_test(test_sweep_matrix_refuses_axis_values_a_label_cannot_hold),
+        cmocka_unit_test(test_sweep_matrix_refuses_one_number_written_twice),
         cmocka_unit_test(test_sweep_bad_file_exits_2_and_runs_nothing),
         cmocka_unit_test(test_sweep_resumes_after_sigint_running_only_missing_cells),
         cmocka_unit_test(test_sweep_log_file_has_no_name_while_cells_run),
@@ -593,6 +702,7 @@ int main(void) {
         cmocka_unit_test(test_sweep_one_letter_keys_are_short_options),
         cmocka_unit_test(test_sweep_of_load_cells_against_a_synthetic_server),
         cmocka_unit_test(test_sweep_failed_cell_does_not_stop_the_others),
+        cmocka_unit_test(test_sweep_cell_storing_nothing_is_not_credited_with_an_earlier_run),
         cmocka_unit_test(test_sweep_cells_are_checked_before_anything_runs),
         cmocka_unit_test(test_sweep_dry_run_creates_no_database),
     };

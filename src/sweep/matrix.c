@@ -3,6 +3,7 @@
 #include "sweep/matrix.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,57 @@ static lb_status read_value(const reader *R, const yaml_node_t *n, const char *k
     return v->text ? LB_OK : lb_fail(R->err, LB_ERR_NOMEM, "no memory to read %s", R->path);
 }
 
+/* Whether a and b read as one number (1, 01, 1.0, 1e0), as the commands' parsers read
+ * them: base-10 integers compared as integers (two beyond a double's 53 bits stay apart),
+ * else finite numbers of strtod. */
+static bool same_number(const char *a, const char *b) {
+    char *end_a = NULL, *end_b = NULL;
+    errno = 0;
+    long long ia = strtoll(a, &end_a, 10), ib = strtoll(b, &end_b, 10);
+    if (errno == 0 && end_a != a && *end_a == '\0' && end_b != b && *end_b == '\0') return ia == ib;
+    double da = strtod(a, &end_a), db = strtod(b, &end_b);
+    return end_a != a && *end_a == '\0' && end_b != b && *end_b == '\0' && isfinite(da) && da == db;
+}
+
+/* The first character of an axis value that a cell's label cannot hold, or '\0': report
+ * reads the values back from "a=1,b=2", and the label is one line of its runs' tags. */
+static char label_breaker(const char *text) {
+    for (const char *c = text; *c; c++)
+        if (*c == ',' || *c == '=' || (unsigned char)*c < 0x20 || *c == 0x7f) return *c;
+    return '\0';
+}
+
+/* An axis' new value v (values[0..n-1] before it): refused when its cell's label would be
+ * ambiguous or when it is an earlier value again, as text or as a number. */
+static lb_status check_axis_value(const reader *R, const yaml_node_t *n, const char *key,
+                                  const lb_sweep_value *values, size_t n_values,
+                                  const lb_sweep_value *v) {
+    char what[512], c = label_breaker(v->text);
+    if (c == ',' || c == '=') {
+        snprintf(what, sizeof what,
+                 "a '%c' in an axis value: the cell's label (axis=value,axis=value) would not "
+                 "tell its values apart; give such a value under options, a sweep for each",
+                 c);
+        return bad(R, n, key, what);
+    }
+    if (c != '\0')
+        return bad(R, n, key, "a control character in an axis value: a cell's label is one line");
+    for (size_t i = 0; i < n_values; i++) {
+        if (strcmp(values[i].text, v->text) == 0)
+            return bad(R, n, key,
+                       "a value given twice: the two cells would be one (give repeats for more "
+                       "runs of a cell)");
+        if (same_number(values[i].text, v->text)) {
+            snprintf(what, sizeof what,
+                     "a value given twice: '%.100s' is '%.100s' (line %d) as a number, so the two "
+                     "cells would be one (give repeats for more runs of a cell)",
+                     v->text, values[i].text, values[i].line);
+            return bad(R, n, key, what);
+        }
+    }
+    return LB_OK;
+}
+
 /* A mapping of option names to a value (options) or to a list of values (axes). */
 static lb_status read_keys(const reader *R, const yaml_node_t *map, const char *section, bool axes,
                            lb_sweep_key **out, size_t *n_out) {
@@ -119,12 +171,9 @@ static lb_status read_keys(const reader *R, const yaml_node_t *map, const char *
                  it < v->data.sequence.items.top; it++) {
                 const yaml_node_t *item = yaml_document_get_node(R->doc, *it);
                 LB_TRY(read_value(R, item, full, &key->values[key->n_values++]));
-                const char *text = key->values[key->n_values - 1].text;
-                for (size_t i = 0; axes && i + 1 < key->n_values; i++)
-                    if (strcmp(key->values[i].text, text) == 0)
-                        return bad(R, item, full,
-                                   "a value given twice: the two cells would be one (give "
-                                   "repeats for more runs of a cell)");
+                if (axes)
+                    LB_TRY(check_axis_value(R, item, full, key->values, key->n_values - 1,
+                                            &key->values[key->n_values - 1]));
             }
         } else if (axes) {
             return bad(R, v, full, "an axis is a list of values, for example [1, 2, 4]");

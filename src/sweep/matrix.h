@@ -13,10 +13,11 @@
  * one-letter key is a short option: b is -b, as comm's sizes). A scalar becomes
  * "--key value"; true becomes the bare flag "--key" and false leaves it out; a
  * list under options repeats the option. The reader checks the file's shape (one document;
- * keys, types, a name of at most 127 characters, empty axes, a value twice in
- * an axis, the command); whether the command takes each option and value is for the
- * command's own parser to say (sweep.h). Every error is LB_ERR_USAGE with one sentence
- * "FILE:LINE: key 'K': what is wrong". */
+ * keys, types, a name of at most 127 characters, empty axes, a value twice in an axis,
+ * written alike or as one number (1, 01, 1.0), an axis value with ',', '=' or a control
+ * character, which its cell's label could not hold, the command); whether the command
+ * takes each option and value is for the command's own parser to say (sweep.h). Every error is
+ * LB_ERR_USAGE with one sentence "FILE:LINE: key 'K': what is wrong". */
 #ifndef LB_SWEEP_MATRIX_H
 #define LB_SWEEP_MATRIX_H
 
@@ -75,7 +76,8 @@ void lb_sweep_matrix_free(lb_sweep_matrix *m);
 /* Cell `cell` (0 .. n_cells-1): the value index of each axis in idx[0..n_axes-1]. */
 void lb_sweep_cell_index(const lb_sweep_matrix *m, size_t cell, size_t *idx);
 
-/* The cell's label, "zero=1,precision=fp16" ("all" without axes), into out. */
+/* The cell's label, "zero=1,precision=fp16" ("all" without axes), into out: no axis value
+ * holds ',' or '=', so report reads each value back from it. */
 void lb_sweep_cell_label(const lb_sweep_matrix *m, size_t cell, char *out, size_t out_bytes);
 
 /* The cell's option arguments ("--batch", "4", "--zero", "1", ...): the fixed options

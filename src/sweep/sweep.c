@@ -121,9 +121,23 @@ static void run_tag(const lb_sweep_matrix *m, size_t cell, int64_t repeat, char 
              lb_sweep_cell_fingerprint(m, cell), repeat);
 }
 
-/* The newest run carrying tag (status -1: any) and started at since_wall_s or later, or
- * id -1. */
-static lb_status newest_tagged(lb_store *store, const char *tag, int status, double since_wall_s,
+/* The id of the newest run in the store, 0 when it holds none. Run ids are autoincrement
+ * (docs/STORE.md): a run begun later, by any process, has a larger one, whatever the clock
+ * does meanwhile. */
+static lb_status last_run_id(lb_store *store, int64_t *id, lb_err *err) {
+    lb_store_filter f = lb_store_default_filter();
+    f.limit = 1;
+    lb_store_run_info *list = NULL;
+    size_t n = 0;
+    LB_TRY(lb_store_list(store, &f, &list, &n, err));
+    *id = n > 0 ? list[0].id : 0;
+    free(list);
+    return LB_OK;
+}
+
+/* The newest run carrying tag (status -1: any) if it was begun after run after_id (0: any
+ * run), or id -1. */
+static lb_status newest_tagged(lb_store *store, const char *tag, int status, int64_t after_id,
                                lb_store_run_info *info, lb_err *err) {
     lb_store_filter f = lb_store_default_filter();
     f.tag = tag;
@@ -133,12 +147,14 @@ static lb_status newest_tagged(lb_store *store, const char *tag, int status, dou
     size_t n = 0;
     LB_TRY(lb_store_list(store, &f, &list, &n, err));
     info->id = -1;
-    if (n > 0 && list[0].start_wall_s >= since_wall_s) *info = list[0];
+    if (n > 0 && list[0].id > after_id) *info = list[0];
     free(list);
     return LB_OK;
 }
 
-/* Runs one cell x repeat; *ok false with reason when it failed. */
+/* Runs one cell x repeat; *ok false with reason when it failed. Only a run begun after the
+ * child started is its own: one that stores nothing (refused, killed, no database) is
+ * failed with its last line or exit code, never credited with an earlier attempt's run. */
 static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_store *store,
                          size_t cell, int64_t repeat, const char *label, const char *tag,
                          lb_store_run_info *info, bool *ok, char *reason, size_t reason_cap,
@@ -152,6 +168,8 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     if (len < 0 || (size_t)len >= sizeof tags)
         return lb_fail(err, LB_ERR_USAGE, "the tags of cell %s are longer than %zu bytes", label,
                        sizeof tags - 1);
+    int64_t before = 0;
+    LB_TRY(last_run_id(store, &before, err));
     const char **argv = NULL;
     char **cell_argv = NULL;
     LB_TRY(cell_command(m, p, cell, &argv, &cell_argv, err));
@@ -163,7 +181,7 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     free(argv);
     free(cell_argv);
     LB_TRY(st);
-    LB_TRY(newest_tagged(store, tag, -1, 0, info, err));
+    LB_TRY(newest_tagged(store, tag, -1, before, info, err));
     /* exit 3: completed and stored ok, but its MLPerf-style verdict is INVALID */
     *ok = (code == 0 || code == 3) && info->id >= 0 && info->status == LB_RUN_OK;
     if (code == 130 || lb_signals_interrupted()) return LB_ERR_INTERRUPTED;
@@ -172,7 +190,9 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
         snprintf(reason, reason_cap, "%s", info->failure);
     else
         child_sentence(p->log_path, m->command, reason, reason_cap);
-    if (reason[0] == '\0') snprintf(reason, reason_cap, "exit code %d", code);
+    if (reason[0] == '\0')
+        snprintf(reason, reason_cap, "exit code %d%s", code,
+                 info->id >= 0 ? "" : " without a stored run");
     return LB_OK;
 }
 
@@ -216,8 +236,8 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
     json_t *failures = json_array();
     if (failures == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep");
     size_t total = m->n_cells * (size_t)m->repeats, k = 0;
-    const double started = lb_clock_wall_s(); /* --again: the table holds runs from here on */
-    lb_status st = LB_OK;
+    int64_t before = 0; /* --again: the table holds the runs begun after this one */
+    lb_status st = last_run_id(store, &before, err);
     for (size_t cell = 0; cell < m->n_cells && st == LB_OK; cell++) {
         char label[256];
         lb_sweep_cell_label(m, cell, label, sizeof label);
@@ -271,7 +291,7 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
                                                 "reason", reason));
         }
     }
-    if (st == LB_OK) st = lb_sweep_aggregate(m, store, p->again ? started : 0, failures, agg, err);
+    if (st == LB_OK) st = lb_sweep_aggregate(m, store, p->again ? before : 0, failures, agg, err);
     json_decref(failures);
     if (st == LB_OK && agg->status != LB_RUN_OK)
         st = lb_fail(err, LB_ERR_RUNTIME, "%s", agg->failure);
@@ -333,7 +353,7 @@ static lb_status add_cell_stats(lb_result *agg, size_t cell, lb_result *const *r
     return LB_OK;
 }
 
-lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, double since_wall_s,
+lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, int64_t after_id,
                              json_t *failures, lb_result *agg, lb_err *err) {
     lb_result **runs = calloc((size_t)m->repeats, sizeof *runs);
     if (runs == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep's table");
@@ -363,8 +383,7 @@ lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, double s
             char tag[320];
             run_tag(m, cell, r, tag, sizeof tag);
             lb_store_run_info info;
-            if ((st = newest_tagged(store, tag, LB_RUN_OK, since_wall_s, &info, err)) != LB_OK)
-                break;
+            if ((st = newest_tagged(store, tag, LB_RUN_OK, after_id, &info, err)) != LB_OK) break;
             if (info.id < 0) {
                 missing++;
                 continue;

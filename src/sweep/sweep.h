@@ -15,8 +15,11 @@
  *
  * Resume: a cell x repeat whose sweep-run tag is already on a stored `ok` run is not run
  * again; the fingerprint covers the command and every option of the cell, so an edited
- * file does not reuse runs of other options. A failed cell x repeat is recorded and the
- * sweep goes on. An interrupt stops after the running child has stored its run.
+ * file does not reuse runs of other options. A cell x repeat is credited only with a run
+ * begun after its process started (a larger run id than the store's newest then), so a
+ * process that stores nothing is failed with its own last line or exit code. A failed cell x
+ * repeat is recorded and the sweep goes on. An interrupt stops after the running child has stored
+ * its run.
  *
  * The aggregate fills an lb_result of kind "sweep" (the CLI stores it as a run): config holds the
  * matrix and, per cell, its label, axis values, fingerprint, the ok run ids and the failures;
@@ -66,12 +69,12 @@ lb_status lb_sweep_plan(const lb_sweep_matrix *m, lb_store *store, json_t **out,
 lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_store *store,
                        lb_result *agg, lb_err *err);
 
-/* Aggregates the ok runs of m already stored (the newest of each cell x repeat, started at
- * since_wall_s or later: 0 takes any) into agg, without running anything (the end of
- * lb_sweep_run; with --again only its round's runs count). failures is a JSON array of
- * {"cell": K, "repeat": R, "run": id or null, "reason": text}, copied into the cells'
- * "failed" lists. */
-lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, double since_wall_s,
+/* Aggregates the ok runs of m already stored (the newest of each cell x repeat, begun after
+ * run after_id, an id being larger the later its run began: 0 takes any) into agg, without
+ * running anything (the end of lb_sweep_run; with --again only its round's runs count).
+ * failures is a JSON array of {"cell": K, "repeat": R, "run": id or null, "reason": text},
+ * copied into the cells' "failed" lists. */
+lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, int64_t after_id,
                              json_t *failures, lb_result *agg, lb_err *err);
 
 #endif
