@@ -3,8 +3,11 @@
  * shards, F32 and BF16, an index of more than 1024 shard files), every kind of bad
  * directory is refused with a sentence naming the file and tensor (a layer count the
  * weights disagree with, a bos id outside the vocabulary, an index that is not JSON with
- * its line and column included), the model is named in whole UTF-8 characters, tokenizer.json
- * encodes as the equivalent tiktoken ranks file, and the chat format is Llama 3's. */
+ * its line and column included, a tensor in two shards or not where the index says, a
+ * llama3 rope scaling without its fields, a field of the wrong type), the model is named in
+ * whole UTF-8 characters, tokenizer.json encodes as the equivalent tiktoken ranks file (added
+ * tokens verbatim with their special flag; steps it cannot follow refused), and the chat
+ * format is Llama 3's. */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +16,7 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +219,47 @@ static void test_hf_model_reads_an_index_of_more_than_1024_shard_files(void **st
     unmake(&f);
 }
 
+/* A tensor that two shards hold, or that the index places in a shard without it, is
+ * refused naming the files: the first shard's copy used to be read whatever the index
+ * said. */
+static void test_hf_model_refuses_a_tensor_in_two_shards_or_not_where_the_index_says(void **state) {
+    (void)state;
+    fixture f;
+    make(&f, false, true);
+    lb_fixture_tensor t[64];
+    int n = lb_fixture_tensors(&f.cfg, f.m.params, t), half = n / 2;
+    char path[256];
+    /* shard 2 holds shard 1's last tensor as well */
+    lb_fixture_tensor two[64];
+    memcpy(two, t + half - 1, (size_t)(n - half + 1) * sizeof *two);
+    snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", f.dir);
+    lb_fixture_write_safetensors(path, two, n - half + 1, false);
+    lb_hf_model hf;
+    lb_err err = {{0}};
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_ERR_USAGE);
+    char want[256];
+    snprintf(want, sizeof want, "tensor '%s' is in %s/model-0000", t[half - 1].name, f.dir);
+    if (strstr(err.msg, want) == NULL || strstr(err.msg, "one shard") == NULL)
+        fail_msg("%s", err.msg);
+    lb_fixture_write_safetensors(path, t + half, n - half, false);
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_OK);
+    lb_hf_model_close(&hf);
+    /* the index places the embedding in shard 2, which lacks it */
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", f.dir);
+    size_t bytes = 0;
+    char *idx = lb_test_read_file(path, &bytes);
+    char *at = strstr(idx, "\"model.embed_tokens.weight\":\"model-00001");
+    assert_non_null(at);
+    at[strlen("\"model.embed_tokens.weight\":\"model-0000")] = '2';
+    assert_true(lb_test_write_file(path, idx));
+    free(idx);
+    assert_int_equal(lb_hf_model_open(&hf, f.dir, &err), LB_ERR_USAGE);
+    if (strstr(err.msg, "model.safetensors.index.json: weight_map puts 'model.embed_tokens.weight' "
+                        "in model-00002-of-00002.safetensors, which does not hold it") == NULL)
+        fail_msg("%s", err.msg);
+    unmake(&f);
+}
+
 /* An index that is not JSON says so, with jansson's line and column, rather than that it
  * has no weight_map. */
 static void test_hf_model_refuses_an_index_that_is_not_json(void **state) {
@@ -354,6 +399,154 @@ static void test_hf_config_reads_llama31_fields(void **state) {
     assert_non_null(strstr(err.msg, "head_dim 64"));
 }
 
+/* config.json read as transformers reads it: a llama3 rope scaling without one of its four
+ * fields is refused (factor 8, low 1 and high 4 used to stand in, so Llama 3.2's factor 32
+ * left out gave wrong positions), a boolean written as anything else is refused rather than
+ * read as false, an activation other than silu is refused, and a scaling of type "default"
+ * is none. */
+static void test_hf_config_refuses_llama3_scaling_without_its_fields_and_wrong_types(void **state) {
+    (void)state;
+    static const char head[] =
+        "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":256,\"intermediate_size\":"
+        "512,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":320,";
+    static const struct {
+        const char *rest, *want; /* want NULL: read */
+    } cases[] = {
+        {"\"rope_scaling\":{\"rope_type\":\"llama3\",\"low_freq_factor\":1.0,\"high_freq_factor\""
+         ":4.0,\"original_max_position_embeddings\":8192}}",
+         "c.json: rope_scaling of type llama3 has no \"factor\""},
+        {"\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":32.0,\"high_freq_factor\":4.0,"
+         "\"original_max_position_embeddings\":8192}}",
+         "has no \"low_freq_factor\""},
+        {"\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":5e5,\"factor\":32.0,"
+         "\"low_freq_factor\":1.0,\"high_freq_factor\":null,"
+         "\"original_max_position_embeddings\":8192}}",
+         "rope_parameters of type llama3 has no \"high_freq_factor\""},
+        {"\"tie_word_embeddings\":\"true\"}",
+         "c.json: \"tie_word_embeddings\" must be true or false"},
+        {"\"attention_bias\":1}", "\"attention_bias\" must be true or false"},
+        {"\"hidden_act\":\"gelu\"}", "c.json: hidden_act gelu is not supported"},
+        {"\"hidden_act\":\"silu\",\"tie_word_embeddings\":true,\"rope_scaling\":"
+         "{\"rope_type\":\"default\"}}",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char js[1024];
+        snprintf(js, sizeof js, "%s%s", head, cases[i].rest);
+        lb_model_config got;
+        lb_err err = {{0}};
+        lb_status st = lb_hf_model_config_parse(js, strlen(js), "c.json", &got, &err);
+        if (cases[i].want == NULL) {
+            if (st != LB_OK) fail_msg("case %zu: %s", i, err.msg);
+            assert_false(got.rope_scaling.enabled);
+            assert_int_equal(got.tied_embeddings, 1);
+        } else if (st != LB_ERR_USAGE || strstr(err.msg, cases[i].want) == NULL) {
+            fail_msg("case %zu: '%s' does not say '%s'", i, err.msg, cases[i].want);
+        }
+    }
+}
+
+/* Added tokens are matched where they stand even when model.vocab holds them too (GPT-2's
+ * own file lists <|endoftext|> in both; it used to stay a rank, cut into "<|", "end"...
+ * and not special), and only those marked special are special: a decoder that skips special
+ * tokens keeps the others (they were all reported special). */
+static void
+test_hf_tokenizer_added_tokens_match_verbatim_and_keep_their_special_flag(void **state) {
+    (void)state;
+    char dir[64], path[256];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    lb_fixture_write_tokenizer_json(path);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    assert_non_null(doc);
+    json_object_set_new(json_object_get(json_object_get(doc, "model"), "vocab"), "<|eot_id|>",
+                        json_integer(314));
+    json_array_append_new(
+        json_object_get(doc, "added_tokens"),
+        json_pack("{s:i, s:s, s:b}", "id", 315, "content", "<think>", "special", 0));
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    if (lb_hf_tokenizer_parse(&tok, text, strlen(text), "t.json", &err) != LB_OK)
+        fail_msg("%s", err.msg);
+    free(text);
+    const char *s = "hello<|eot_id|><think>hello";
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    assert_int_equal(lb_tokenizer_encode(tok, s, strlen(s), &ids, &n, &err), LB_OK);
+    const uint32_t want[] = {259, 314, 315, 259};
+    assert_int_equal(n, 4);
+    for (size_t k = 0; k < n; k++)
+        if (ids[k] != want[k]) fail_msg("id %zu is %u, expected %u", k, ids[k], want[k]);
+    free(ids);
+    assert_true(lb_tokenizer_is_special(tok, 314));
+    assert_true(lb_tokenizer_is_special(tok, 310));
+    assert_false(lb_tokenizer_is_special(tok, 315));
+    assert_false(lb_tokenizer_is_special(tok, 259));
+    lb_tokenizer_free(tok);
+    lb_test_rmtree(dir);
+}
+
+/* A pre-tokenizer step or normalizer that changes how the text is cut (StarCoder's Digits
+ * beside ByteLevel, add_prefix_space, NFC, a second expression) is refused naming it: such
+ * steps used to be skipped, so the ids differed from Hugging Face's without a word. A
+ * ByteLevel that does not say use_regex uses it (tokenizers' default), and an empty
+ * normalizer Sequence is none. */
+static void test_hf_tokenizer_refuses_steps_it_cannot_follow(void **state) {
+    (void)state;
+    char dir[64], path[256];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    lb_fixture_write_tokenizer_json(path);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    assert_non_null(doc);
+    json_t *split = json_deep_copy(
+        json_array_get(json_object_get(json_object_get(doc, "pre_tokenizer"), "pretokenizers"), 0));
+    static const struct {
+        const char *pre, *norm, *want; /* pre "split": the fixture's Llama 3 Split */
+    } cases[] = {
+        {"{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\","
+         "\"individual_digits\":true},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+         "\"use_regex\":true}]}",
+         "null", "t.json: pre_tokenizer step Digits is not supported"},
+        {"{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"use_regex\":true}", "null",
+         "step ByteLevel with add_prefix_space"},
+        {"{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}",
+         "{\"type\":\"NFC\"}", "t.json: normalizer NFC is not supported"},
+        {"split", "null", "splits with two expressions in turn"},
+        {"{\"type\":\"ByteLevel\",\"add_prefix_space\":false}",
+         "{\"type\":\"Sequence\",\"normalizers\":[]}", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *pre;
+        if (strcmp(cases[i].pre, "split") == 0)
+            pre = json_pack("{s:s, s:[O, {s:s, s:b, s:b}]}", "type", "Sequence", "pretokenizers",
+                            split, "type", "ByteLevel", "add_prefix_space", 0, "use_regex", 1);
+        else
+            pre = json_loads(cases[i].pre, 0, &je);
+        json_object_set_new(doc, "pre_tokenizer", pre);
+        json_object_set_new(doc, "normalizer", json_loads(cases[i].norm, JSON_DECODE_ANY, &je));
+        char *text = json_dumps(doc, JSON_COMPACT);
+        lb_tokenizer *tok = NULL;
+        lb_err err = {{0}};
+        lb_status st = lb_hf_tokenizer_parse(&tok, text, strlen(text), "t.json", &err);
+        free(text);
+        if (cases[i].want == NULL) {
+            if (st != LB_OK) fail_msg("case %zu: %s", i, err.msg);
+            assert_int_equal(lb_tokenizer_get_info(tok)->pattern, LB_TOK_PATTERN_GPT2);
+            lb_tokenizer_free(tok);
+        } else if (st != LB_ERR_USAGE || strstr(err.msg, cases[i].want) == NULL) {
+            fail_msg("case %zu: '%s' does not say '%s'", i, err.msg, cases[i].want);
+        }
+    }
+    json_decref(split);
+    json_decref(doc);
+    lb_test_rmtree(dir);
+}
+
 static void test_hf_tokenizer_json_encodes_as_the_ranks_file(void **state) {
     (void)state;
     char dir[64], path[256];
@@ -462,10 +655,14 @@ int main(void) {
         cmocka_unit_test(test_hf_model_refuses_wrong_tensors_naming_them),
         cmocka_unit_test(test_hf_model_reads_an_index_of_more_than_1024_shard_files),
         cmocka_unit_test(test_hf_model_refuses_an_index_that_is_not_json),
+        cmocka_unit_test(test_hf_model_refuses_a_tensor_in_two_shards_or_not_where_the_index_says),
         cmocka_unit_test(test_hf_model_refuses_a_layer_count_the_weights_disagree_with),
         cmocka_unit_test(test_hf_model_refuses_a_bos_id_outside_the_vocabulary),
         cmocka_unit_test(test_hf_model_names_the_model_in_whole_utf8_characters),
         cmocka_unit_test(test_hf_config_reads_llama31_fields),
+        cmocka_unit_test(test_hf_config_refuses_llama3_scaling_without_its_fields_and_wrong_types),
+        cmocka_unit_test(test_hf_tokenizer_added_tokens_match_verbatim_and_keep_their_special_flag),
+        cmocka_unit_test(test_hf_tokenizer_refuses_steps_it_cannot_follow),
         cmocka_unit_test(test_hf_tokenizer_json_encodes_as_the_ranks_file),
         cmocka_unit_test(test_chat_format_is_llama3s),
     };

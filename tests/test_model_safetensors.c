@@ -103,6 +103,37 @@ static void test_model_safetensors_refuses_malformed_headers(void **state) {
     expect_format_error("{\"__metadata__\":{\"a\":1}}", 0, "not a string");
 }
 
+/* A name given twice (the last entry used to win without a word) and byte ranges that
+ * overlap, leave a gap or stop short of the data (once accepted: two tensors could alias
+ * the same bytes) are refused naming the tensors; ranges in any header order that cover the
+ * data exactly are read. */
+static void test_model_safetensors_refuses_twice_named_and_untiled_tensors(void **state) {
+    (void)state;
+    expect_format_error("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                        "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                        8, "names a tensor twice (duplicate object key near '\"x\"'");
+    expect_format_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                        "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                        8, "tensor 'b' (data_offsets [4, 8]) overlaps tensor 'a' (ending at 8)");
+    expect_format_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                        "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                        12, "data bytes [4, 8) before tensor 'b' belong to no tensor");
+    expect_format_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8,
+                        "data bytes [4, 8) after the last tensor belong to no tensor");
+    _Alignas(8) unsigned char buf[256];
+    const unsigned char data[12] = {0};
+    size_t n = image(buf,
+                     "{\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]},"
+                     "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+                     "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                     data, sizeof data);
+    lb_safetensors st;
+    lb_err err;
+    if (parse(buf, n, &st, &err) != LB_OK) fail_msg("%s", err.msg);
+    assert_int_equal(st.n_tensors, 3);
+    lb_safetensors_close(&st);
+}
+
 static void test_model_safetensors_refuses_misaligned_data(void **state) {
     (void)state;
     _Alignas(8) unsigned char buf[128];
@@ -177,6 +208,7 @@ int main(void) {
         cmocka_unit_test(test_model_safetensors_refuses_malformed_headers),
         cmocka_unit_test(test_model_safetensors_refuses_truncated_files),
         cmocka_unit_test(test_model_safetensors_refuses_misaligned_data),
+        cmocka_unit_test(test_model_safetensors_refuses_twice_named_and_untiled_tensors),
         cmocka_unit_test(test_model_safetensors_writes_parameters_it_reads_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -513,10 +513,13 @@ static void test_tokenizer_reads_hugging_face_tokenizer_json(void **state) {
         json_object_set_new(vocab, key, json_integer(rank));
     }
     fclose(in);
-    /* GPT-2's own file: <|endoftext|> an added token, the pre-tokenizer ByteLevel */
-    json_t *doc = json_pack("{s:{s:s, s:o, s:[]}, s:[{s:i, s:s}], s:{s:s, s:b}}", "model", "type",
-                            "BPE", "vocab", vocab, "merges", "added_tokens", "id", 50256, "content",
-                            "<|endoftext|>", "pre_tokenizer", "type", "ByteLevel", "use_regex", 1);
+    /* GPT-2's own file: <|endoftext|> in the vocabulary and a special added token, the
+     * pre-tokenizer ByteLevel */
+    json_object_set_new(vocab, "<|endoftext|>", json_integer(50256));
+    json_t *doc =
+        json_pack("{s:{s:s, s:o, s:[]}, s:[{s:i, s:s, s:b}], s:{s:s, s:b}}", "model", "type", "BPE",
+                  "vocab", vocab, "merges", "added_tokens", "id", 50256, "content", "<|endoftext|>",
+                  "special", 1, "pre_tokenizer", "type", "ByteLevel", "use_regex", 1);
     char path[] = "/tmp/lb_tok_hf_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -535,7 +538,8 @@ static void test_tokenizer_reads_hugging_face_tokenizer_json(void **state) {
     json_t *added = json_object_get(doc, "added_tokens");
     const char *more[] = {"<fim_prefix>", "<s>", "<s>x"};
     for (int k = 0; k < 3; k++)
-        json_array_append_new(added, json_pack("{s:i, s:s}", "id", 50257 + k, "content", more[k]));
+        json_array_append_new(
+            added, json_pack("{s:i, s:s, s:b}", "id", 50257 + k, "content", more[k], "special", 1));
     char path_added[] = "/tmp/lb_tok_hf_XXXXXX";
     fd = mkstemp(path_added);
     assert_true(fd >= 0);

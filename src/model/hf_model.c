@@ -2,8 +2,9 @@
  *
  * Every layout tensor is made of one to three HF tensors stacked by rows (qkv: q, k, v;
  * mlp_in: gate, up), so one table walk (parts_of) serves both the check at open and the
- * copy at read. The index file's weight_map is trusted only for where a tensor lives: the
- * shard it names must hold it, with the shape and dtype the configuration needs. */
+ * copy at read. The index file's weight_map must tell where each tensor lives: the shard it
+ * names must hold it, and no tensor may be in two shards, so a lookup by name across the
+ * shards finds the one copy; its shape and dtype are then checked against the configuration. */
 #include "model/hf_model.h"
 
 #include <jansson.h>
@@ -151,8 +152,14 @@ static lb_status get_num(json_t *root, const char *key, const char *name, double
     return LB_OK;
 }
 
-static bool get_bool(json_t *root, const char *key) {
-    return json_is_true(json_object_get(root, key));
+/* A true/false field, false when absent or null; any other value is refused, not read as
+ * false. */
+static lb_status get_bool(json_t *root, const char *key, const char *name, bool *out, lb_err *err) {
+    json_t *v = json_object_get(root, key);
+    if (v != NULL && !json_is_null(v) && !json_is_boolean(v))
+        return lb_fail(err, LB_ERR_USAGE, "%s: \"%s\" must be true or false", name, key);
+    *out = json_is_true(v);
+    return LB_OK;
 }
 
 lb_status lb_hf_model_config_parse(const char *text, size_t len, const char *name,
@@ -198,9 +205,19 @@ lb_status lb_hf_model_config_parse(const char *text, size_t len, const char *nam
                      "%s: head_dim %d times %d heads is not hidden_size %d; only models whose "
                      "attention width is hidden_size are supported",
                      name, hd, cfg->n_head, cfg->d_model);
-    if (st == LB_OK && (get_bool(root, "attention_bias") || get_bool(root, "mlp_bias")))
+    bool attn_bias = false, mlp_bias = false, tied = false;
+    if (st == LB_OK) st = get_bool(root, "attention_bias", name, &attn_bias, err);
+    if (st == LB_OK) st = get_bool(root, "mlp_bias", name, &mlp_bias, err);
+    if (st == LB_OK) st = get_bool(root, "tie_word_embeddings", name, &tied, err);
+    if (st == LB_OK && (attn_bias || mlp_bias))
         st = lb_fail(err, LB_ERR_USAGE,
                      "%s: attention_bias and mlp_bias must be false (Llama has no biases)", name);
+    /* LlamaConfig's and MistralConfig's default activation is silu (SwiGLU) */
+    json_t *act = json_object_get(root, "hidden_act");
+    if (st == LB_OK && act != NULL && !json_is_null(act) &&
+        (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
+        st = lb_fail(err, LB_ERR_USAGE, "%s: hidden_act %s is not supported; \"silu\" (SwiGLU) is",
+                     name, json_is_string(act) ? json_string_value(act) : "(not a string)");
     json_t *sw = json_object_get(root, "sliding_window");
     if (st == LB_OK && sw != NULL && !json_is_null(sw) && json_integer_value(sw) < cfg->max_seq)
         st = lb_fail(err, LB_ERR_USAGE,
@@ -210,17 +227,29 @@ lb_status lb_hf_model_config_parse(const char *text, size_t len, const char *nam
     json_t *rs = rp ? rp : json_object_get(root, "rope_scaling");
     const char *type = json_string_value(json_object_get(rs, "rope_type"));
     if (type == NULL) type = json_string_value(json_object_get(rs, "type"));
-    if (rp != NULL && (type == NULL || strcmp(type, "default") == 0)) rs = NULL;
+    if ((rp != NULL && type == NULL) || (type != NULL && strcmp(type, "default") == 0)) rs = NULL;
     if (st == LB_OK && rs != NULL && !json_is_null(rs)) {
+        /* transformers refuses a llama3 scaling without one of these: no default stands in */
+        static const char *const need[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                           "original_max_position_embeddings"};
         double f = 0, lo = 0, hi = 0;
         int orig = 0;
         if (type == NULL || strcmp(type, "llama3") != 0)
             st = lb_fail(err, LB_ERR_USAGE,
                          "%s: rope_scaling type \"%s\" is not supported; \"llama3\" or null is",
                          name, type ? type : "(none)");
-        if (st == LB_OK) st = get_num(rs, "factor", name, 8.0, &f, err);
-        if (st == LB_OK) st = get_num(rs, "low_freq_factor", name, 1.0, &lo, err);
-        if (st == LB_OK) st = get_num(rs, "high_freq_factor", name, 4.0, &hi, err);
+        for (size_t k = 0; k < sizeof need / sizeof need[0] && st == LB_OK; k++) {
+            json_t *v = json_object_get(rs, need[k]);
+            if (v == NULL || json_is_null(v))
+                st = lb_fail(err, LB_ERR_USAGE,
+                             "%s: %s of type llama3 has no \"%s\"; it needs factor, "
+                             "low_freq_factor, high_freq_factor and "
+                             "original_max_position_embeddings",
+                             name, rp ? "rope_parameters" : "rope_scaling", need[k]);
+        }
+        if (st == LB_OK) st = get_num(rs, "factor", name, 0, &f, err);
+        if (st == LB_OK) st = get_num(rs, "low_freq_factor", name, 0, &lo, err);
+        if (st == LB_OK) st = get_num(rs, "high_freq_factor", name, 0, &hi, err);
         if (st == LB_OK)
             st = get_int(rs, "original_max_position_embeddings", name, true, 0, &orig, err);
         if (st == LB_OK && !(hi > lo))
@@ -230,7 +259,7 @@ lb_status lb_hf_model_config_parse(const char *text, size_t len, const char *nam
     }
     cfg->norm_eps = (float)eps;
     cfg->rope_theta = (float)theta;
-    cfg->tied_embeddings = get_bool(root, "tie_word_embeddings");
+    cfg->tied_embeddings = tied;
     json_decref(root);
     lb_err why;
     if (st == LB_OK && lb_model_config_check(cfg, &why) != LB_OK)
@@ -242,6 +271,37 @@ lb_status lb_hf_model_config_parse(const char *text, size_t len, const char *nam
 
 static bool exists(const char *path) {
     return access(path, R_OK) == 0;
+}
+
+typedef struct {
+    const char *name;
+    size_t shard;
+} held_tensor;
+
+static int cmp_held(const void *a, const void *b) {
+    return strcmp(((const held_tensor *)a)->name, ((const held_tensor *)b)->name);
+}
+
+/* No tensor in two shards: which copy a read would take is not for the file order to say. */
+static lb_status check_unique(const lb_hf_model *m, lb_err *err) {
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_shards; i++)
+        n += m->shards[i].n_tensors;
+    held_tensor *h = malloc((n + 1) * sizeof *h);
+    if (h == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+    n = 0;
+    for (size_t i = 0; i < m->n_shards; i++)
+        for (size_t k = 0; k < m->shards[i].n_tensors; k++)
+            h[n++] = (held_tensor){m->shards[i].tensors[k].name, i};
+    qsort(h, n, sizeof *h, cmp_held);
+    lb_status st = LB_OK;
+    for (size_t i = 1; i < n && st == LB_OK; i++)
+        if (strcmp(h[i - 1].name, h[i].name) == 0)
+            st = lb_fail(err, LB_ERR_USAGE,
+                         "%s: tensor '%s' is in %s too; a tensor belongs to one shard",
+                         m->shards[h[i].shard].path, h[i].name, m->shards[h[i - 1].shard].path);
+    free(h);
+    return st;
 }
 
 /* Shard files: the index's weight_map values, each once, or model.safetensors. */
@@ -305,7 +365,19 @@ static lb_status open_shards(lb_hf_model *m, lb_err *err) {
         else
             st = LB_ERR_USAGE;
     }
+    /* the shard weight_map names holds the tensor (m->shards[k] is files[k]) */
+    json_object_foreach(wm, key, val) {
+        if (st != LB_OK) break;
+        size_t k = 0;
+        while (strcmp(files[k], json_string_value(val)) != 0)
+            k++;
+        if (lb_safetensors_find(&m->shards[k], key) == NULL)
+            st =
+                lb_fail(err, LB_ERR_USAGE, "%s: weight_map puts '%s' in %s, which does not hold it",
+                        path, key, files[k]);
+    }
     free(files);
+    if (st == LB_OK) st = check_unique(m, err);
     json_decref(root);
     return st;
 }

@@ -6,8 +6,11 @@
  * generation_config.json (eos and bos ids), and optionally a tokenizer: tokenizer.json,
  * else the tiktoken ranks file original/tokenizer.model (what generating text needs;
  * training on token ids does not). Opening reads config.json into an
- * lb_model_config, maps every shard (model/safetensors.h) and checks every tensor the
- * configuration needs, by name, shape and dtype (bf16, fp16 or fp32, one dtype for all),
+ * lb_model_config (fields of the wrong type refused, not defaulted; a llama3 rope scaling
+ * needs all four of its fields, as transformers does), maps every shard
+ * (model/safetensors.h; each tensor in the shard the index names and in no other) and
+ * checks every tensor the configuration needs, by name, shape and dtype (bf16, fp16 or
+ * fp32, one dtype for all),
  * and that the weights hold no layer beyond num_hidden_layers, before any weight is
  * copied, so a bad directory is refused with one sentence naming the file and the tensor.
  * The eos and bos ids must lie below vocab_size. Weights stay in the mappings until read.

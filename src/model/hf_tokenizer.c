@@ -70,43 +70,62 @@ static size_t b64_encode(const uint8_t *in, size_t n, char *out) {
     return o;
 }
 
-/* Llama 3's Split or GPT-2's ByteLevel(use_regex) anywhere in the pre-tokenizer. */
-static lb_status pre_split(json_t *pt, lb_tok_pattern *pat, bool *found) {
-    if (!json_is_object(pt)) return LB_OK;
+/* Reads the pre-tokenizer into one of tokenizer.h's expressions. A step is Llama 3's Split
+ * (Isolated, not inverted), GPT-2's ByteLevel with use_regex (tokenizers' default when the
+ * field is absent), a ByteLevel without it (a byte mapping, no split), or a Sequence of
+ * steps; ByteLevel's add_prefix_space must be false. *n_found counts the expressions met.
+ * Any other step cuts or changes the text in a way no expression here does: false, with
+ * *step naming it. */
+static bool pre_split(json_t *pt, lb_tok_pattern *pat, int *n_found, const char **step) {
     const char *type = json_string_value(json_object_get(pt, "type"));
-    if (type == NULL) return LB_OK;
+    *step = type ? type : "(no type)";
+    if (type == NULL) return false;
     if (strcmp(type, "Sequence") == 0) {
+        json_t *steps = json_object_get(pt, "pretokenizers"), *v;
         size_t i;
-        json_t *v;
-        json_array_foreach(json_object_get(pt, "pretokenizers"), i, v) pre_split(v, pat, found);
-    } else if (strcmp(type, "Split") == 0) {
+        if (!json_is_array(steps)) return false;
+        json_array_foreach(steps, i, v) if (!pre_split(v, pat, n_found, step)) return false;
+        return true;
+    }
+    if (strcmp(type, "Split") == 0) {
         const char *re =
             json_string_value(json_object_get(json_object_get(pt, "pattern"), "Regex"));
-        if (re != NULL && strcmp(re, llama3_split) == 0) {
-            *pat = LB_TOK_PATTERN_LLAMA3;
-            *found = true;
-        }
-    } else if (strcmp(type, "ByteLevel") == 0 && json_is_true(json_object_get(pt, "use_regex"))) {
-        *pat = LB_TOK_PATTERN_GPT2;
-        *found = true;
+        const char *behavior = json_string_value(json_object_get(pt, "behavior"));
+        *step = "Split (with another expression, behavior or invert)";
+        if (re == NULL || strcmp(re, llama3_split) != 0 ||
+            json_is_true(json_object_get(pt, "invert")) ||
+            (behavior != NULL && strcmp(behavior, "Isolated") != 0))
+            return false;
+        *pat = LB_TOK_PATTERN_LLAMA3;
+        ++*n_found;
+        return true;
     }
-    return LB_OK;
+    if (strcmp(type, "ByteLevel") == 0) {
+        *step = "ByteLevel with add_prefix_space";
+        if (json_is_true(json_object_get(pt, "add_prefix_space"))) return false;
+        if (!json_is_false(json_object_get(pt, "use_regex"))) {
+            *pat = LB_TOK_PATTERN_GPT2;
+            ++*n_found;
+        }
+        return true;
+    }
+    return false;
 }
 
 typedef struct {
     const char *key;
     uint32_t id;
+    bool added; /* an added token as well: matched verbatim, not ranked */
 } vocab_item;
 
 static int cmp_key(const void *a, const void *b) {
     return strcmp(((const vocab_item *)a)->key, ((const vocab_item *)b)->key);
 }
 
-/* The id of a vocabulary string (items sorted by key), or -1. */
-static int64_t id_of(const vocab_item *v, size_t n, const char *key) {
-    vocab_item k = {key, 0};
-    const vocab_item *f = bsearch(&k, v, n, sizeof *v, cmp_key);
-    return f ? (int64_t)f->id : -1;
+/* The item of a vocabulary string (items sorted by key), or NULL. */
+static vocab_item *item_of(vocab_item *v, size_t n, const char *key) {
+    vocab_item k = {.key = key};
+    return bsearch(&k, v, n, sizeof *v, cmp_key);
 }
 
 /* Merge k ("a b" or ["a", "b"]) joined, into buf. */
@@ -134,14 +153,18 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
     const char *mtype = json_string_value(json_object_get(model, "type"));
     lb_status st = LB_OK;
     lb_tokenizer_params tp = lb_tokenizer_default_params();
-    bool found = false;
-    pre_split(json_object_get(root, "pre_tokenizer"), &tp.pattern, &found);
+    int n_found = 0;
+    const char *step = NULL;
+    json_t *pt = json_object_get(root, "pre_tokenizer"),
+           *norm = json_object_get(root, "normalizer");
+    bool understood = pt == NULL || json_is_null(pt) || pre_split(pt, &tp.pattern, &n_found, &step);
     size_t nv = json_object_size(vocab), na = json_array_size(added);
     vocab_item *items = calloc(nv + 1, sizeof *items);
     const char **sp_text = calloc(na + 1, sizeof *sp_text);
     uint32_t *sp_id = calloc(na + 1, sizeof *sp_id);
+    bool *sp_flag = calloc(na + 1, sizeof *sp_flag);
     char *ranks = NULL;
-    if (items == NULL || sp_text == NULL || sp_id == NULL)
+    if (items == NULL || sp_text == NULL || sp_id == NULL || sp_flag == NULL)
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", name);
     if (st == LB_OK && (mtype == NULL || strcmp(mtype, "BPE") != 0 || !json_is_object(vocab)))
         st = lb_fail(err, LB_ERR_USAGE, "%s: model.type must be \"BPE\" with a model.vocab object",
@@ -151,11 +174,27 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
                      "%s: a byte_fallback (SentencePiece) BPE is not supported; a byte-level one "
                      "(Llama 3, GPT-2) is",
                      name);
-    if (st == LB_OK && !found)
+    /* a normalizer changes the text before it is split; an empty Sequence is none */
+    const char *ntype = json_string_value(json_object_get(norm, "type"));
+    bool no_norm = norm == NULL || json_is_null(norm) ||
+                   (ntype != NULL && strcmp(ntype, "Sequence") == 0 &&
+                    json_array_size(json_object_get(norm, "normalizers")) == 0);
+    if (st == LB_OK && !no_norm)
         st = lb_fail(err, LB_ERR_USAGE,
-                     "%s: pre_tokenizer is neither Llama 3's Split expression nor GPT-2's "
-                     "ByteLevel with use_regex; those are supported",
-                     name);
+                     "%s: normalizer %s is not supported; a byte-level BPE (Llama 3, GPT-2) has "
+                     "none",
+                     name, ntype ? ntype : "(no type)");
+    if (st == LB_OK && !understood)
+        st = lb_fail(err, LB_ERR_USAGE,
+                     "%s: pre_tokenizer step %s is not supported; Llama 3's Split expression and "
+                     "GPT-2's ByteLevel are",
+                     name, step);
+    if (st == LB_OK && n_found != 1)
+        st = lb_fail(err, LB_ERR_USAGE,
+                     "%s: pre_tokenizer %s; one of Llama 3's Split expression and GPT-2's "
+                     "ByteLevel with use_regex is supported",
+                     name,
+                     n_found ? "splits with two expressions in turn" : "has no split expression");
     size_t n = 0;
     const char *key;
     json_t *val;
@@ -174,7 +213,9 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
     json_t *m;
     if (st == LB_OK) json_array_foreach(merges, i, m) {
             char joined[1024];
-            int64_t id = merge_text(m, joined, sizeof joined) ? id_of(items, n, joined) : -1;
+            const vocab_item *it =
+                merge_text(m, joined, sizeof joined) ? item_of(items, n, joined) : NULL;
+            int64_t id = it ? (int64_t)it->id : -1;
             if (id < 0) {
                 st = lb_fail(err, LB_ERR_USAGE,
                              "%s: model.merges[%zu] is not two tokens whose "
@@ -191,6 +232,24 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
             }
             last = id;
         }
+    /* Added tokens are matched verbatim before the text is split (Hugging Face's added
+     * vocabulary), also one that is in model.vocab (GPT-2's <|endoftext|>), which therefore
+     * leaves the ranks; "special" is kept for decoders that skip special tokens. */
+    size_t ns = 0;
+    if (st == LB_OK) json_array_foreach(added, i, m) {
+            json_t *id = json_object_get(m, "id");
+            const char *content = json_string_value(json_object_get(m, "content"));
+            if (!json_is_integer(id) || json_integer_value(id) < 0 || content == NULL) {
+                st = lb_fail(err, LB_ERR_USAGE, "%s: added_tokens[%zu] needs an id and a content",
+                             name, i);
+                break;
+            }
+            vocab_item *it = item_of(items, n, content);
+            if (it != NULL && it->id == json_integer_value(id)) it->added = true;
+            sp_text[ns] = content;
+            sp_flag[ns] = json_is_true(json_object_get(m, "special"));
+            sp_id[ns++] = (uint32_t)json_integer_value(id);
+        }
     /* The ranks text: at most 4/3 of 3 bytes per code point, plus the id. */
     size_t cap = 0;
     for (size_t k = 0; k < n; k++)
@@ -199,6 +258,7 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", name);
     size_t pos = 0;
     for (size_t k = 0; k < n && st == LB_OK; k++) {
+        if (items[k].added) continue;
         uint8_t bytes[768];
         int nb = vocab_bytes(items[k].key, bytes, (int)sizeof bytes);
         if (nb <= 0) {
@@ -210,23 +270,11 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
         pos += b64_encode(bytes, (size_t)nb, ranks + pos);
         pos += (size_t)sprintf(ranks + pos, " %u\n", items[k].id);
     }
-    size_t ns = 0;
-    if (st == LB_OK) json_array_foreach(added, i, m) {
-            json_t *id = json_object_get(m, "id");
-            const char *content = json_string_value(json_object_get(m, "content"));
-            if (!json_is_integer(id) || json_integer_value(id) < 0 || content == NULL) {
-                st = lb_fail(err, LB_ERR_USAGE, "%s: added_tokens[%zu] needs an id and a content",
-                             name, i);
-                break;
-            }
-            if (id_of(items, n, content) == json_integer_value(id)) continue; /* in vocab */
-            sp_text[ns] = content;
-            sp_id[ns++] = (uint32_t)json_integer_value(id);
-        }
     if (st == LB_OK) {
         tp.special = LB_TOK_SPECIAL_LIST;
         tp.special_texts = sp_text;
         tp.special_ids = sp_id;
+        tp.special_flags = sp_flag;
         tp.n_special_list = ns;
         st = lb_tokenizer_parse(out, ranks, pos, name, &tp, err);
         if (st != LB_OK) st = LB_ERR_USAGE;
@@ -235,6 +283,7 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
     free(items);
     free(sp_text);
     free(sp_id);
+    free(sp_flag);
     json_decref(root);
     return st;
 }

@@ -6,9 +6,12 @@
  * tokenizer.h's BPE. That BPE merges by the rank of the merged token, which equals HF's
  * merge order exactly when every merge "a b" yields a token whose id grows with the
  * merge's position: this is checked, and a tokenizer.json that breaks it is refused. The
- * pre-tokenizer must be Llama 3's Split expression or GPT-2's ByteLevel with use_regex;
- * added_tokens become special tokens matched verbatim. Not here: SentencePiece (Llama 2,
- * Mistral v0.x) vocabularies, normalizers, byte fallback, WordPiece, Unigram. */
+ * pre-tokenizer must be Llama 3's Split expression or GPT-2's ByteLevel with use_regex (with
+ * at most ByteLevel byte mappings beside it, add_prefix_space false); any other step, and
+ * any normalizer, is refused by name rather than skipped. added_tokens are matched verbatim
+ * (also one model.vocab holds), and tokenizer.h's lb_tokenizer_is_special is true of those
+ * marked "special" only. Not here: SentencePiece (Llama 2, Mistral v0.x) vocabularies,
+ * normalizers, byte fallback, WordPiece, Unigram. */
 #ifndef LB_MODEL_HF_TOKENIZER_H
 #define LB_MODEL_HF_TOKENIZER_H
 

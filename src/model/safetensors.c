@@ -1,10 +1,10 @@
 /* safetensors.c: map a safetensors file and validate its header (safetensors.h).
  *
- * The JSON header is parsed with jansson; each entry is checked (dtype known or skipped,
- * non-negative shape whose product times the dtype size equals end - begin, begin <= end
- * <= data size, data aligned to the element size so it can be read through a typed
- * pointer) before any tensor pointer is handed out; and the one writer, a model's fp32
- * parameters. */
+ * The JSON header is parsed with jansson (a name given twice refused); each entry is checked
+ * (dtype known, non-negative shape whose product times the dtype size equals end - begin,
+ * begin <= end <= data size, data aligned to the element size so it can be read through a
+ * typed pointer), and then the entries together must cover the data exactly, before any
+ * tensor pointer is handed out; and the one writer, a model's fp32 parameters. */
 #include "model/safetensors.h"
 
 #include <fcntl.h>
@@ -101,6 +101,48 @@ static void free_parsed(lb_safetensors *st) {
     st->n_tensors = 0;
 }
 
+static int cmp_by_data(const void *a, const void *b) {
+    const lb_st_tensor *x = *(const lb_st_tensor *const *)a, *y = *(const lb_st_tensor *const *)b;
+    if (x->data != y->data)
+        return (const unsigned char *)x->data < (const unsigned char *)y->data ? -1 : 1;
+    return (x->bytes > y->bytes) - (x->bytes < y->bytes);
+}
+
+/* The tensors' byte ranges, in offset order, must cover data[0..data_bytes) exactly, each
+ * byte once, as the safetensors library requires: an overlap would alias two tensors and a
+ * gap or a tail is bytes no tensor accounts for. */
+static lb_status check_tiling(const lb_safetensors *st, const unsigned char *data,
+                              size_t data_bytes, lb_err *err) {
+    const lb_st_tensor **by = malloc((st->n_tensors + 1) * sizeof *by);
+    if (!by) return lb_fail(err, LB_ERR_NOMEM, "%s: out of memory", st->path);
+    for (size_t i = 0; i < st->n_tensors; i++)
+        by[i] = &st->tensors[i];
+    qsort(by, st->n_tensors, sizeof *by, cmp_by_data);
+    lb_status rc = LB_OK;
+    size_t at = 0; /* the end of the bytes covered so far */
+    for (size_t i = 0; i < st->n_tensors && rc == LB_OK; i++) {
+        size_t begin = (size_t)((const unsigned char *)by[i]->data - data);
+        if (begin < at)
+            rc = lb_fail(err, LB_ERR_FORMAT,
+                         "%s: tensor '%s' (data_offsets [%zu, %zu]) overlaps tensor '%s' (ending "
+                         "at %zu); each tensor has bytes of its own",
+                         st->path, by[i]->name, begin, begin + by[i]->bytes, by[i - 1]->name, at);
+        else if (begin > at)
+            rc = lb_fail(err, LB_ERR_FORMAT,
+                         "%s: data bytes [%zu, %zu) before tensor '%s' belong to no tensor; the "
+                         "tensors must cover the data exactly",
+                         st->path, at, begin, by[i]->name);
+        at = begin + by[i]->bytes;
+    }
+    if (rc == LB_OK && at != data_bytes)
+        rc = lb_fail(err, LB_ERR_FORMAT,
+                     "%s: data bytes [%zu, %zu) after the last tensor belong to no tensor; the "
+                     "tensors must cover the data exactly",
+                     st->path, at, data_bytes);
+    free(by);
+    return rc;
+}
+
 lb_status lb_safetensors_parse(lb_safetensors *st, const void *bytes, size_t n, lb_err *err) {
     const unsigned char *u = bytes;
     st->tensors = NULL;
@@ -118,7 +160,11 @@ lb_status lb_safetensors_parse(lb_safetensors *st, const void *bytes, size_t n, 
                        "%s: header length %llu runs past the end of the file (%zu bytes)", p,
                        (unsigned long long)hlen, n);
     json_error_t jerr;
-    json_t *root = json_loadb((const char *)u + 8, (size_t)hlen, 0, &jerr);
+    json_t *root = json_loadb((const char *)u + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root && json_error_code(&jerr) == json_error_duplicate_key)
+        return lb_fail(err, LB_ERR_FORMAT,
+                       "%s: header names a tensor twice (%s at byte %d); each name is one tensor",
+                       p, jerr.text, jerr.position + 8);
     if (!root || !json_is_object(root)) {
         json_decref(root);
         return lb_fail(err, LB_ERR_FORMAT, "%s: header is not a JSON object (%s at byte %d)", p,
@@ -162,6 +208,7 @@ lb_status lb_safetensors_parse(lb_safetensors *st, const void *bytes, size_t n, 
         st->n_tensors++;
     }
     json_decref(root);
+    if (rc == LB_OK) rc = check_tiling(st, data, data_bytes, err);
     if (rc != LB_OK) free_parsed(st);
     return rc;
 }

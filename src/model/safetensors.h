@@ -6,7 +6,9 @@
  * strings to strings), then the data. The file is mapped read-only; tensors point into the
  * mapping, so they stay valid until lb_safetensors_close. Every offset, shape and dtype
  * is checked against the file size on open, so a truncated or malformed file is an error,
- * never an out-of-bounds read; tensor data must be aligned to its element size (writers pad
+ * never an out-of-bounds read; as the safetensors library requires, no tensor name comes
+ * twice and the tensors' byte ranges cover the data exactly, none overlapping another, no
+ * byte left over; tensor data must be aligned to its element size (writers pad
  * the header to a multiple of 8 bytes), so it can be read through a typed pointer. Data are
  * little-endian as written (this build assumes a little-endian host). Writing is one case
  * only: a model's fp32 parameter array, one tensor per entry of its layout

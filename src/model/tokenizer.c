@@ -91,7 +91,9 @@ struct lb_tokenizer {
     tok_entry *entries;
     size_t n_entries, cap_entries;
     tok_map ranks, special;
-    uint32_t *by_id; /* entry numbers sorted by id */
+    uint32_t *by_id;    /* entry numbers sorted by id */
+    bool *special_flag; /* [n_special] lb_tokenizer_is_special of each special entry, in entry
+                           order; NULL: true for all */
     uint32_t byte_rank[256];
     /* find_special's filters, so that a byte that could start a special token costs a
      * lookup only where one may stand there */
@@ -365,31 +367,37 @@ static lb_status add_special(lb_tokenizer *t, const char *name, uint32_t id, lb_
 }
 
 static lb_status add_specials(lb_tokenizer *t, const lb_tokenizer_params *params,
-                              lb_tok_special kind, uint32_t first, lb_err *err) {
+                              lb_tok_special kind, uint32_t first, const char *name, lb_err *err) {
     size_t n = kind == LB_TOK_SPECIAL_LLAMA3 ? LLAMA3_N_SPECIAL
                : kind == LB_TOK_SPECIAL_GPT2 ? 1
                : kind == LB_TOK_SPECIAL_LIST ? params->n_special_list
                                              : 0;
     LB_TRY(map_init(&t->special, n, err));
+    if (kind == LB_TOK_SPECIAL_LIST && params->special_flags != NULL) {
+        t->special_flag = malloc((n + 1) * sizeof *t->special_flag);
+        if (t->special_flag == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+        memcpy(t->special_flag, params->special_flags, n * sizeof *t->special_flag);
+    }
     if (kind == LB_TOK_SPECIAL_LIST) {
         for (size_t i = 0; i < n; i++) {
             const char *s = params->special_texts[i];
             uint32_t e = 0;
             LB_TRY(add_entry(t, (const uint8_t *)s, strlen(s), params->special_ids[i], &e, err));
             if (t->entries[e].len == 0 || map_insert(t, &t->special, e) != NULL)
-                return lb_fail(err, LB_ERR_FORMAT, "special token \"%s\" is empty or repeated", s);
+                return lb_fail(err, LB_ERR_FORMAT, "%s: special token \"%s\" is empty or repeated",
+                               name, s);
         }
         return LB_OK;
     }
     if (kind == LB_TOK_SPECIAL_GPT2) return add_special(t, "endoftext", first, err);
     size_t named = sizeof llama3_specials / sizeof *llama3_specials;
     for (size_t i = 0; i < n; i++) {
-        char name[48];
+        char text[48];
         if (i < named)
-            snprintf(name, sizeof name, "%s", llama3_specials[i]);
+            snprintf(text, sizeof text, "%s", llama3_specials[i]);
         else
-            snprintf(name, sizeof name, "reserved_special_token_%zu", i - named + 3);
-        LB_TRY(add_special(t, name, first + (uint32_t)i, err));
+            snprintf(text, sizeof text, "reserved_special_token_%zu", i - named + 3);
+        LB_TRY(add_special(t, text, first + (uint32_t)i, err));
     }
     return LB_OK;
 }
@@ -465,6 +473,7 @@ void lb_tokenizer_free(lb_tokenizer *tok) {
     if (tok == NULL) return;
     pcre2_code_free(tok->re);
     free(tok->by_id);
+    free(tok->special_flag);
     free(tok->ranks.slots);
     free(tok->special.slots);
     free(tok->entries);
@@ -488,7 +497,8 @@ static const tok_entry *entry_of_id(const lb_tokenizer *t, uint32_t id) {
 
 bool lb_tokenizer_is_special(const lb_tokenizer *tok, uint32_t id) {
     const tok_entry *e = entry_of_id(tok, id);
-    return e != NULL && (size_t)(e - tok->entries) >= tok->info.n_ranks; /* specials follow */
+    if (e == NULL || (size_t)(e - tok->entries) < tok->info.n_ranks) return false; /* a rank */
+    return tok->special_flag == NULL || tok->special_flag[e - tok->entries - tok->info.n_ranks];
 }
 
 static lb_status build(lb_tokenizer *t, const char *bytes, size_t n, const char *name,
@@ -536,7 +546,7 @@ static lb_status build(lb_tokenizer *t, const char *bytes, size_t n, const char 
                           : gpt2 ? LB_TOK_SPECIAL_GPT2
                                  : LB_TOK_SPECIAL_NONE;
     }
-    LB_TRY(add_specials(t, params, t->info.special, next_id, err));
+    LB_TRY(add_specials(t, params, t->info.special, next_id, name, err));
     t->info.n_special = t->n_entries - t->info.n_ranks;
     index_special_starts(t);
     t->info.max_id = next_id - 1 + (uint32_t)t->info.n_special;

@@ -53,6 +53,9 @@ typedef struct {
     lb_tok_special special;           /* special tokens (default AUTO) */
     const char *const *special_texts; /* LIST: [n_special_list] texts, matched verbatim */
     const uint32_t *special_ids;      /* LIST: [n_special_list] their ids, none a rank */
+    const bool *special_flags;        /* LIST: [n_special_list] whether each is special in
+                                         Hugging Face's sense (added tokens may not be);
+                                         NULL: every one is */
     size_t n_special_list;
 } lb_tokenizer_params;
 
@@ -100,7 +103,8 @@ lb_status lb_tokenizer_encode(const lb_tokenizer *tok, const char *text, size_t 
                               size_t *n_ids, lb_err *err);
 
 /* Whether id is one of the vocabulary's special tokens (<|eot_id|>, a tokenizer.json's added
- * tokens): what a decoder that skips them, as Hugging Face's skip_special_tokens does,
+ * tokens marked special; an added token that is not is matched verbatim but is no special
+ * token here): what a decoder that skips them, as Hugging Face's skip_special_tokens does,
  * leaves out of a text. */
 bool lb_tokenizer_is_special(const lb_tokenizer *tok, uint32_t id);
 
