@@ -3,7 +3,8 @@
  * IDLE_CLOSE_MS, as many servers do. The client keeps the sockets of idle connections in
  * its epoll set; these tests check that kept-alive connections are reused, that idle
  * connections the server closes cost the client no CPU time, and that the next requests
- * succeed on new connections. */
+ * succeed on new connections. A second server sends streams that end without their
+ * last blank line. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -189,9 +190,156 @@ static void test_http_idle_connections_closed_by_the_server_cost_no_cpu(void **s
     waitpid(pid, NULL, 0);
 }
 
+/* ---- streams that end without their last blank line ---- */
+
+#define TOKEN_EVENT "data: {\"choices\":[{\"text\":\"tok \"}]}\n\n"
+#define USAGE_EVENT                                                                                \
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\n\n"
+
+/* The streams served by path: each ends its body cleanly (Content-Length, then close). */
+static const struct {
+    const char *path, *body;
+} streams[] = {
+    {"/no-blank-line", TOKEN_EVENT TOKEN_EVENT USAGE_EVENT "data: [DONE]\n"},
+    {"/no-line-end", TOKEN_EVENT TOKEN_EVENT USAGE_EVENT "data: [DONE]"},
+    {"/crlf-no-blank-line", TOKEN_EVENT TOKEN_EVENT USAGE_EVENT "data: [DONE]\r\n"},
+    {"/last-token-no-blank-line", TOKEN_EVENT USAGE_EVENT "data: {\"choices\":[{\"text\":\"x\"}]}"},
+    {"/cut-mid-event", TOKEN_EVENT TOKEN_EVENT "data: {\"choi"},
+    {"/no-done", TOKEN_EVENT TOKEN_EVENT USAGE_EVENT},
+};
+
+/* The server child: one request per connection, answered with the stream its path names. */
+static void serve_streams(int lfd) {
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue;
+        /* the whole request is read: closing with input unread would reset the connection */
+        conn c = {.fd = fd};
+        char *end = NULL;
+        size_t want = sizeof c.buf - 1;
+        while (c.len < want) {
+            ssize_t r = read(fd, c.buf + c.len, sizeof c.buf - 1 - c.len);
+            if (r <= 0) break;
+            c.len += (size_t)r;
+            c.buf[c.len] = '\0';
+            if (end == NULL && (end = strstr(c.buf, "\r\n\r\n")) != NULL) {
+                char *cl = strcasestr(c.buf, "content-length:");
+                want =
+                    (size_t)(end + 4 - c.buf) + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
+            }
+        }
+        const char *body = "";
+        for (size_t i = 0; end != NULL && i < sizeof streams / sizeof streams[0]; i++) {
+            size_t n = strlen(streams[i].path);
+            if (strncmp(c.buf + 5, streams[i].path, n) == 0 && c.buf[5 + n] == ' ')
+                body = streams[i].body;
+        }
+        char out[2048];
+        int n = snprintf(out, sizeof out,
+                         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         strlen(body), body);
+        if (write(fd, out, (size_t)n) != n) _exit(1);
+        close(fd);
+    }
+}
+
+typedef struct {
+    lb_qerr error;
+    int64_t completion_tokens;
+    int32_t n_chunks, tokens_heard;
+    char detail[160];
+} stream_seen;
+
+static void stream_on_token(void *user, uint64_t tag, int64_t t_ns) {
+    (void)tag, (void)t_ns;
+    ((stream_seen *)user)->tokens_heard++;
+}
+
+static void stream_on_done(void *user, const lb_http_outcome *o) {
+    stream_seen *s = user;
+    s->error = o->error;
+    s->completion_tokens = o->completion_tokens;
+    s->n_chunks = o->n_chunks;
+    snprintf(s->detail, sizeof s->detail, "%s", o->detail);
+}
+
+static stream_seen fetch_stream(lb_http_client *c, stream_seen *seen, const char *base,
+                                const char *path) {
+    char url[128];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    *seen = (stream_seen){.error = LB_QERR_COUNT};
+    lb_http_request req = {.body = "{}", .body_len = 2};
+    lb_err err;
+    assert_int_equal(lb_http_submit(c, url, &req, &err), LB_OK);
+    int64_t give_up = lb_clock_now_ns() + 5000000000LL;
+    while (lb_http_inflight(c) > 0 && lb_clock_now_ns() < give_up)
+        lb_http_run(c, lb_clock_now_ns() + 10000000);
+    assert_int_equal(lb_http_inflight(c), 0);
+    return *seen;
+}
+
+/* A stream whose body ends cleanly right after its last event, without the blank line
+ * that would dispatch it ("data: [DONE]\n", or no line end at all), is complete: its
+ * [DONE], usage and last token count. Data cut mid-line is bad JSON; a stream with every
+ * event whole but no [DONE] is still truncated. */
+static void test_http_stream_ending_without_its_last_blank_line_completes(void **state) {
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 16), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        serve_streams(lfd);
+        _exit(0);
+    }
+    close(lfd);
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    lb_http_params p = lb_http_default_params();
+    p.timeout_ms = 5000;
+    p.max_connections = 4;
+    stream_seen seen;
+    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
+    lb_http_client *c = NULL;
+    lb_err err;
+    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
+
+    const char *complete[] = {"/no-blank-line", "/no-line-end", "/crlf-no-blank-line"};
+    for (size_t i = 0; i < 3; i++) {
+        stream_seen s = fetch_stream(c, &seen, base, complete[i]);
+        if (s.error != LB_QERR_NONE) fail_msg("%s: %s", complete[i], s.detail);
+        assert_int_equal(s.completion_tokens, 2);
+        assert_int_equal(s.n_chunks, 2);
+        assert_int_equal(s.tokens_heard, 2);
+    }
+    /* the last token's event is dispatched (and heard) before the stream is judged */
+    stream_seen s = fetch_stream(c, &seen, base, "/last-token-no-blank-line");
+    assert_int_equal(s.error, LB_QERR_TRUNCATED);
+    assert_int_equal(s.n_chunks, 2);
+    assert_int_equal(s.tokens_heard, 2);
+    s = fetch_stream(c, &seen, base, "/cut-mid-event");
+    assert_int_equal(s.error, LB_QERR_BAD_JSON);
+    assert_non_null(strstr(s.detail, "{\"choi"));
+    s = fetch_stream(c, &seen, base, "/no-done");
+    assert_int_equal(s.error, LB_QERR_TRUNCATED);
+    assert_int_equal(s.n_chunks, 2);
+
+    lb_http_free(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_http_idle_connections_closed_by_the_server_cost_no_cpu),
+        cmocka_unit_test(test_http_stream_ending_without_its_last_blank_line_completes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -599,6 +599,56 @@ static void test_load_cli_masks_url_userinfo_everywhere_and_refuses_other_protoc
     stop_server(&s);
 }
 
+/* An endpoint that is not a usable URL is refused before the run, exit 2, with one line
+ * that names it; nothing listens on the ports, so a run would fail instead. A valid IPv6
+ * literal is taken. */
+static void test_load_cli_refuses_malformed_endpoints_naming_them(void **state) {
+    (void)state;
+    char dir[] = "/tmp/lb_load_badurl_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char long_url[700];
+    int n = snprintf(long_url, sizeof long_url, "http://127.0.0.1:9/");
+    memset(long_url + n, 'p', 600);
+    long_url[n + 600] = '\0';
+    const struct {
+        const char *url, *why;
+    } bad[] = {
+        {"http://", "is not a valid URL"},
+        {"http://127.0.0.1:99999", "is not a valid URL"},
+        {"http://127.0.0.1:port", "is not a valid URL"},
+        {"http://[::1", "is not a valid URL"},
+        {"http://127.0.0.1:0", "has port 0"},
+        {"http://127.0.0.1:9?model=x", "has a query or fragment"},
+        {"http://127.0.0.1:9/v1#frag", "has a query or fragment"},
+        {"localhost:8000", "is not an http:// or https:// URL"},
+        {long_url, "is too long"},
+    };
+    char cmd[2048], path[512];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s load --endpoint http://127.0.0.1:9 --endpoint '%s' --synthetic 1 "
+                 "--retries 0 --preconnect 0 --timeout 2 --db %s/r.db 2> %s/err.txt",
+                 LB_TEST_BIN, bad[i].url, dir, dir);
+        assert_refused(cmd, dir, bad[i].why);
+        snprintf(path, sizeof path, "%s/err.txt", dir);
+        char *errtext = slurp(path), named[64];
+        snprintf(named, sizeof named, "--endpoint '%.40s", bad[i].url);
+        assert_non_null(strstr(errtext, named));
+        char *nl = strchr(errtext, '\n');
+        assert_true(nl != NULL && nl[1] == '\0'); /* one line */
+        free(errtext);
+    }
+    /* an IPv6 literal passes the check: the run fails on the connection (exit 1) */
+    snprintf(cmd, sizeof cmd,
+             "%s load --endpoint 'http://[::1]:9' --synthetic 1 --retries 0 --preconnect 0 "
+             "--timeout 2 --db %s/r.db -q 2> %s/err.txt",
+             LB_TEST_BIN, dir, dir);
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* A bad --out is refused before the run: nothing is sent (the endpoint is a closed port,
  * so a run would fail, and slowly). */
 static void test_load_cli_checks_out_before_the_run(void **state) {
@@ -1694,6 +1744,37 @@ static void test_pool_ejects_only_after_failures_in_a_row(void **state) {
     stop_server(&fine);
 }
 
+/* Attempts ended by the run stopping (SIGINT's drain ran out) are no failure of their
+ * replica: six in flight on two replicas, all aborted, take neither out of rotation (with
+ * eject_after 2, three in a row would) and are not sent again. */
+static void test_pool_interrupted_attempts_eject_no_replica(void **state) {
+    (void)state;
+    const char *slow[] = {"--ttft-ms", "60000", NULL};
+    server a = start_server(slow), b = start_server(slow);
+    const char *urls[] = {a.url, b.url};
+    pool_log log = {0};
+    lb_pool *pool = pool_of(urls, 2, 2, 2, &log);
+    lb_err err;
+    for (uint64_t t = 0; t < 6; t++)
+        assert_int_equal(lb_pool_submit(pool, t, pool_body, sizeof pool_body - 1, &err), LB_OK);
+    lb_pool_run(pool, lb_clock_now_ns() + 100000000);
+    lb_pool_abort_all(pool, LB_QERR_INTERRUPTED);
+    assert_int_equal(lb_pool_inflight(pool), 0);
+    for (int t = 0; t < 6; t++) {
+        assert_true(log.done[t]);
+        assert_int_equal(log.error[t], LB_QERR_INTERRUPTED);
+    }
+    size_t n;
+    const lb_replica *reps = lb_pool_replicas(pool, &n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(reps[i].sent, 3);
+        if (reps[i].ejected) fail_msg("replica %zu taken out: %s", i, reps[i].eject_reason);
+    }
+    lb_pool_free(pool);
+    stop_server(&a);
+    stop_server(&b);
+}
+
 /* --max-inflight N: at no moment are N + 1 queries between hand-over and done. */
 static void test_loadgen_max_inflight_is_never_exceeded(void **state) {
     (void)state;
@@ -1814,6 +1895,7 @@ int main(void) {
         cmocka_unit_test(test_loadgen_sigint_drains_then_marks_the_rest_interrupted),
         cmocka_unit_test(test_load_cli_writes_out_dir_and_never_records_the_key),
         cmocka_unit_test(test_load_cli_masks_url_userinfo_everywhere_and_refuses_other_protocols),
+        cmocka_unit_test(test_load_cli_refuses_malformed_endpoints_naming_them),
         cmocka_unit_test(test_load_cli_checks_out_before_the_run),
         cmocka_unit_test(test_load_cli_preconnect_is_capped_and_interruptible),
         cmocka_unit_test(test_load_cli_with_tokenizer_prefers_usage_and_refuses_bad_ranks),
@@ -1830,6 +1912,7 @@ int main(void) {
         cmocka_unit_test(test_loadgen_ramp_up_and_burstiness_shape_the_arrivals),
         cmocka_unit_test(test_pool_picks_the_least_loaded_replica),
         cmocka_unit_test(test_pool_ejects_only_after_failures_in_a_row),
+        cmocka_unit_test(test_pool_interrupted_attempts_eject_no_replica),
         cmocka_unit_test(test_loadgen_max_inflight_is_never_exceeded),
         cmocka_unit_test(test_loadgen_retried_attempt_gaps_stay_out_of_itl),
         cmocka_unit_test(test_loadgen_conversation_turns_follow_each_other),

@@ -64,6 +64,35 @@ static void test_sse_same_events_for_every_split_point(void **state) {
     }
 }
 
+/* A stream may open with a UTF-8 byte order mark (the format says to drop it): the first
+ * event is still a data event, wherever the pieces are cut. */
+static void test_sse_leading_byte_order_mark_is_dropped(void **state) {
+    (void)state;
+    static const char bom_stream[] = "\xEF\xBB\xBF"
+                                     "data: {\"choices\":[{\"text\":\"Hel\"}]}\n\n"
+                                     "data: [DONE]\n\n";
+    size_t n = strlen(bom_stream);
+    for (size_t cut1 = 0; cut1 <= n; cut1++) {
+        for (size_t cut2 = cut1; cut2 <= n; cut2++) {
+            lb_sse_parser p;
+            lb_sse_init(&p, 1 << 16);
+            collected c = {.n = 0};
+            assert_int_equal(lb_sse_feed(&p, bom_stream, cut1, collect, &c), 0);
+            assert_int_equal(lb_sse_feed(&p, bom_stream + cut1, cut2 - cut1, collect, &c), 0);
+            assert_int_equal(lb_sse_feed(&p, bom_stream + cut2, n - cut2, collect, &c), 0);
+            assert_int_equal(c.n, 2);
+            assert_string_equal(c.events[0], "{\"choices\":[{\"text\":\"Hel\"}]}");
+            assert_string_equal(c.events[1], "[DONE]");
+            /* only the stream's first bytes: a reset starts a new stream */
+            lb_sse_reset(&p);
+            c.n = 0;
+            assert_int_equal(lb_sse_feed(&p, bom_stream, n, collect, &c), 0);
+            assert_int_equal(c.n, 2);
+            lb_sse_free(&p);
+        }
+    }
+}
+
 static void test_sse_byte_by_byte(void **state) {
     (void)state;
     lb_sse_parser p;
@@ -223,6 +252,7 @@ static void test_openai_body_asks_for_usage_when_streaming(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sse_same_events_for_every_split_point),
+        cmocka_unit_test(test_sse_leading_byte_order_mark_is_dropped),
         cmocka_unit_test(test_sse_byte_by_byte),
         cmocka_unit_test(test_sse_cut_stream_leaves_pending_bytes),
         cmocka_unit_test(test_sse_event_over_limit_is_an_error),

@@ -1,17 +1,15 @@
 /* cmd_load.c: `llmbench load`: MLPerf-style load against OpenAI-compatible servers.
  *
- * Turns options into lb_loadgen_params and a dataset, runs lb_loadgen_run, prints the
- * MLPerf-style summary (or JSON with --json), and with --out DIR writes summary.txt,
- * detail.json and, in accuracy mode, generated.jsonl. The progress line is drawn here
- * through core/progress.h. The API key is read from the environment variable named by
- * --api-key-env and handed to the HTTP client only; the recorded config holds the
- * variable's name. */
+ * Turns options into lb_loadgen_params and a dataset (endpoints checked with
+ * lb_pool_check_endpoint before anything runs) and hands them to cli/loadrun.h, which runs
+ * lb_loadgen_run, stores, prints and writes --out. The API key is read from the environment
+ * variable named by --api-key-env and handed to the HTTP client only; the recorded config
+ * holds the variable's name. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -34,6 +32,7 @@
 #include "loadgen/loadgen.h"
 #include "loadgen/mlperf_log.h"
 #include "loadgen/summary.h"
+#include "sut/pool.h"
 
 /* --max-inflight's default: queries in flight at most, Offline and Server. */
 #define DEFAULT_MAX_INFLIGHT 1024
@@ -68,7 +67,9 @@ int lb_cmd_load(int argc, char **argv) {
     lb_tokenizer_opt topt = LB_TOKENIZER_OPT_DEFAULT;
     const lb_arg_spec specs[] = {
         {"--endpoint", LB_ARG_LIST, &endpoints, "URL",
-         "server base URL (http://host:8000); repeat for replicas", 0, 0, NULL},
+         "server base URL (http://host:8000, https://[::1]:8443) or an API's full URL "
+         "(.../v1/completions); repeat for replicas",
+         0, 0, NULL},
         {"--api", LB_ARG_CHOICE, &api, NULL, "OpenAI API (default completions)", 0, 0,
          "completions|chat"},
         {"--model", LB_ARG_STRING, &model, "NAME", "model name sent in each request", 0, 0, NULL},
@@ -119,14 +120,13 @@ int lb_cmd_load(int argc, char **argv) {
     if (endpoints.n == 0)
         return lb_status_exit_code(lb_args_usage_error("load", "give at least one --endpoint URL"));
     for (int i = 0; i < endpoints.n; i++) {
-        const char *e = endpoints.items[i];
-        if (strncasecmp(e, "http://", 7) != 0 && strncasecmp(e, "https://", 8) != 0) {
+        lb_err why;
+        if ((st = lb_pool_check_endpoint(endpoints.items[i], &why)) != LB_OK) {
             char shown[1024];
-            lb_provenance_mask_url(e, shown, sizeof shown);
-            return lb_status_exit_code(lb_args_usage_error(
-                "load",
-                "--endpoint '%s' is not an http:// or https:// URL (such as http://host:8000)",
-                shown));
+            lb_provenance_mask_url(endpoints.items[i], shown, sizeof shown);
+            bool cut = strlen(shown) > 200; /* the reason must fit on the line */
+            return lb_status_exit_code(lb_args_usage_error("load", "--endpoint '%.200s%s' %s",
+                                                           shown, cut ? "..." : "", why.msg));
         }
     }
     if (topt.path == NULL &&

@@ -219,6 +219,13 @@ static void look_at_headers(xfer *x) {
     }
 }
 
+/* Records the parser's own failure (lb_sse_feed's or lb_sse_finish's rc); on_event records
+ * its own. */
+static void sse_failed(xfer *x, int rc) {
+    if (rc == LB_SSE_TOO_LARGE) set_parse_error(x, LB_QERR_BAD_SSE, "event over 4 MiB%s", "", 0);
+    if (rc == LB_SSE_NOMEM) set_parse_error(x, LB_QERR_OTHER, "out of memory%s", "", 0);
+}
+
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
     xfer *x = ud;
     size_t n = size * nmemb;
@@ -241,8 +248,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
     }
     x->event_ns = lb_clock_now_ns();
     int rc = lb_sse_feed(&x->sse, ptr, n, on_event, x);
-    if (rc == LB_SSE_TOO_LARGE) set_parse_error(x, LB_QERR_BAD_SSE, "event over 4 MiB%s", "", 0);
-    if (rc == LB_SSE_NOMEM) set_parse_error(x, LB_QERR_OTHER, "out of memory%s", "", 0);
+    sse_failed(x, rc);
     return rc == 0 ? n : 0;
 }
 
@@ -368,11 +374,17 @@ static void classify(xfer *x, CURLcode rc, lb_http_outcome *o) {
         return;
     }
     if (!x->as_body) {
-        if (!x->saw_done) {
+        x->event_ns = o->done_ns;
+        /* a last event without its blank line (on_event may report a token, timed at
+         * the end) */
+        sse_failed(x, lb_sse_finish(&x->sse, on_event, x));
+        if (x->parse_error != LB_QERR_NONE) {
+            o->error = x->parse_error;
+            snprintf(o->detail, sizeof o->detail, "%s", x->parse_detail);
+        } else if (!x->saw_done) {
             o->error = LB_QERR_TRUNCATED;
             snprintf(o->detail, sizeof o->detail,
-                     "stream ended without [DONE] after %d text events%s", x->n_chunks,
-                     lb_sse_pending(&x->sse) ? " and inside an event" : "");
+                     "stream ended without [DONE] after %d text events", x->n_chunks);
         }
         return;
     }

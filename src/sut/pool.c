@@ -1,6 +1,7 @@
 /* pool.c: replica choice, retries and ejection on top of one http client (pool.h). */
 #include "sut/pool.h"
 
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,12 +41,46 @@ static size_t base_len(const char *endpoint) {
     return n;
 }
 
-void lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t buf_len) {
-    if (strstr(endpoint, "/v1/") != NULL) {
-        snprintf(buf, buf_len, "%s", endpoint);
-        return;
-    }
-    snprintf(buf, buf_len, "%.*s%s", (int)base_len(endpoint), endpoint, lb_openai_api_path(api));
+size_t lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t buf_len) {
+    int n = strstr(endpoint, "/v1/") != NULL
+                ? snprintf(buf, buf_len, "%s", endpoint)
+                : snprintf(buf, buf_len, "%.*s%s", (int)base_len(endpoint), endpoint,
+                           lb_openai_api_path(api));
+    return n < 0 ? buf_len : (size_t)n;
+}
+
+#define ENDPOINT_EXAMPLE "such as http://127.0.0.1:8000 or https://[::1]:8443/v1"
+
+lb_status lb_pool_check_endpoint(const char *endpoint, lb_err *err) {
+    char url[sizeof((lb_replica *)NULL)->url];
+    if (lb_pool_endpoint_url(endpoint, LB_API_CHAT, url, sizeof url) >= sizeof url)
+        return lb_fail(err, LB_ERR_USAGE, "is too long: requests go to URLs under %zu bytes",
+                       sizeof url);
+    CURLU *h = curl_url();
+    if (h == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory checking a URL");
+    lb_status st = LB_OK;
+    char *scheme = NULL, *port = NULL, *query = NULL, *fragment = NULL;
+    CURLUcode rc = curl_url_set(h, CURLUPART_URL, endpoint, 0);
+    if (rc == CURLUE_OK) curl_url_get(h, CURLUPART_SCHEME, &scheme, 0);
+    if (rc == CURLUE_UNSUPPORTED_SCHEME ||
+        (rc == CURLUE_OK && strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0))
+        st = lb_fail(err, LB_ERR_USAGE, "is not an http:// or https:// URL (" ENDPOINT_EXAMPLE ")");
+    else if (rc != CURLUE_OK)
+        st = lb_fail(err, LB_ERR_USAGE, "is not a valid URL: %s (" ENDPOINT_EXAMPLE ")",
+                     curl_url_strerror(rc));
+    else if (curl_url_get(h, CURLUPART_PORT, &port, 0) == CURLUE_OK && strtol(port, NULL, 10) == 0)
+        st = lb_fail(err, LB_ERR_USAGE, "has port 0: a server's port is 1 to 65535");
+    else if (curl_url_get(h, CURLUPART_QUERY, &query, 0) == CURLUE_OK ||
+             curl_url_get(h, CURLUPART_FRAGMENT, &fragment, 0) == CURLUE_OK)
+        st = lb_fail(err, LB_ERR_USAGE,
+                     "has a query or fragment ('?', '#'), which the API path cannot follow: give "
+                     "the server's base URL or the API's full path (" ENDPOINT_EXAMPLE ")");
+    curl_free(scheme);
+    curl_free(port);
+    curl_free(query);
+    curl_free(fragment);
+    curl_url_cleanup(h);
+    return st;
 }
 
 static size_t in_rotation(const lb_pool *pool) {
@@ -109,7 +144,8 @@ static void on_done(void *user, const lb_http_outcome *o) {
         return;
     }
     r->failed++;
-    r->consecutive_failures++;
+    /* the run stopped, not the replica: no count against it */
+    if (o->error != LB_QERR_INTERRUPTED) r->consecutive_failures++;
     if (pool->p.eject_after > 0 && !r->ejected && r->consecutive_failures >= pool->p.eject_after &&
         in_rotation(pool) > 1) {
         r->ejected = true;
@@ -153,6 +189,14 @@ lb_status lb_pool_init(lb_pool **out, const lb_pool_params *p, const lb_pool_cal
     pool->replicas = reps;
     pool->n = p->n_endpoints;
     for (size_t i = 0; i < pool->n; i++) {
+        lb_err why;
+        lb_status st = lb_pool_check_endpoint(p->endpoints[i], &why);
+        if (st != LB_OK) {
+            char shown[sizeof reps[i].shown];
+            lb_provenance_mask_url(p->endpoints[i], shown, sizeof shown);
+            lb_pool_free(pool);
+            return lb_fail(err, st, "endpoint '%s' %s", shown, why.msg);
+        }
         lb_pool_endpoint_url(p->endpoints[i], p->http.api, reps[i].url, sizeof reps[i].url);
         lb_provenance_mask_url(reps[i].url, reps[i].shown, sizeof reps[i].shown);
     }

@@ -4,11 +4,11 @@
  * go round-robin), so a slow GPU simply gets fewer requests than a fast one. A request
  * that fails is sent again, to a replica it has not tried yet when there is one, up to
  * `retries` more times; its owner hears of every retry (to restart its token clock) and
- * of exactly one final outcome. A replica that fails `eject_after` requests in a row is
- * taken out of rotation and the reason kept for the summary; the last replica in
- * rotation is never taken out, so a run against one broken server still ends with every
- * sample failed with its own reason instead of "no replica". Nothing is re-admitted
- * during a run. */
+ * of exactly one final outcome. A replica that fails `eject_after` requests in a row
+ * (attempts ended by lb_pool_abort_all with LB_QERR_INTERRUPTED not counted) is taken out
+ * of rotation and the reason kept for the summary; the last replica in rotation is never
+ * taken out, so a run against one broken server still ends with every sample failed with
+ * its own reason instead of "no replica". Nothing is re-admitted during a run. */
 #ifndef LB_SUT_POOL_H
 #define LB_SUT_POOL_H
 
@@ -73,7 +73,15 @@ void lb_pool_abort_all(lb_pool *pool, lb_qerr why);
 const lb_replica *lb_pool_replicas(const lb_pool *pool, size_t *n);
 
 /* The URL a request is posted to: an endpoint that names a path (contains "/v1/") is kept,
- * otherwise the API path is appended (a trailing "/v1" or "/" is dropped first). */
-void lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t buf_len);
+ * otherwise the API path is appended (a trailing "/v1" or "/" is dropped first). Returns
+ * the URL's length; buf_len or more means it was cut. */
+size_t lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t buf_len);
+
+/* Checks an endpoint before a run: an http:// or https:// URL with a host, a port (when
+ * given) from 1 to 65535, no query or fragment (the API path goes after the endpoint's),
+ * and short enough for lb_replica.url with the API path. LB_ERR_USAGE with what is wrong
+ * in err, which does not repeat the URL (it may hold a password). lb_pool_init checks
+ * every endpoint with it. */
+lb_status lb_pool_check_endpoint(const char *endpoint, lb_err *err);
 
 #endif

@@ -10,6 +10,7 @@
 void lb_sse_init(lb_sse_parser *p, size_t max_bytes) {
     memset(p, 0, sizeof *p);
     p->max_bytes = max_bytes;
+    p->at_start = true;
 }
 
 void lb_sse_reset(lb_sse_parser *p) {
@@ -17,6 +18,7 @@ void lb_sse_reset(lb_sse_parser *p) {
     p->data_len = 0;
     p->has_data = false;
     p->skip_lf = false;
+    p->at_start = true;
 }
 
 void lb_sse_free(lb_sse_parser *p) {
@@ -44,6 +46,13 @@ static int reserve(char **buf, size_t *cap, size_t need) {
 
 /* One complete line (without its end). An empty line dispatches the event. */
 static int on_line(lb_sse_parser *p, const char *s, size_t n, lb_sse_event_fn fn, void *user) {
+    if (p->at_start) {
+        p->at_start = false;
+        if (n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) {
+            s += 3;
+            n -= 3;
+        }
+    }
     if (n == 0) {
         if (!p->has_data) return 0;
         p->has_data = false;
@@ -120,4 +129,12 @@ int lb_sse_feed(lb_sse_parser *p, const char *bytes, size_t n, lb_sse_event_fn f
         if (rc) return rc;
     }
     return 0;
+}
+
+int lb_sse_finish(lb_sse_parser *p, lb_sse_event_fn fn, void *user) {
+    p->skip_lf = false;
+    size_t len = p->line_len;
+    p->line_len = 0;
+    int rc = len > 0 ? on_line(p, p->line, len, fn, user) : 0;
+    return rc ? rc : on_line(p, "", 0, fn, user);
 }
