@@ -83,6 +83,23 @@ static void test_changepoint_finds_the_one_step_and_no_other(void **state) {
     assert_int_equal(cps[0], 25);
 }
 
+/* With segments of one value allowed, a split whose right side is one value is searched
+ * too: the last value, far from the rest, is a change point of its own. */
+static void test_changepoint_min_size_one_splits_off_the_last_value(void **state) {
+    (void)state;
+    enum { N = 9 };
+    const double x[N] = {0, 0, 0, 0, 0, 0, 0, 0, 5};
+    lb_changepoint_params p = lb_changepoint_default_params();
+    p.min_size = 1, p.permutations = 9, p.significance = 1.0;
+    size_t cps[N], n = 0;
+    lb_err e = {{0}};
+    assert_int_equal(lb_changepoint_find(x, N, &p, cps, &n, N, &e), LB_OK);
+    bool found = false;
+    for (size_t i = 0; i < n; i++)
+        found = found || cps[i] == N - 1;
+    assert_true(found);
+}
+
 static void test_changepoint_ignores_noise_and_one_outlier(void **state) {
     (void)state;
     enum { N = 40 };
@@ -192,6 +209,7 @@ int main(void) {
         cmocka_unit_test(test_mwu_matches_hand_computed_values),
         cmocka_unit_test(test_mwu_finds_planted_10pct_slowdown_and_no_change_in_same_config),
         cmocka_unit_test(test_changepoint_finds_the_one_step_and_no_other),
+        cmocka_unit_test(test_changepoint_min_size_one_splits_off_the_last_value),
         cmocka_unit_test(test_changepoint_ignores_noise_and_one_outlier),
         cmocka_unit_test(test_changepoint_finds_a_change_that_is_undone),
         cmocka_unit_test(test_history_change_from_zero_reads_as_the_change_itself),

@@ -389,10 +389,13 @@ static bool torchrun_set(void) {
 }
 
 int lb_boot_env_rank(void) {
+    /* lb_boot_init's order: MPI, then Slurm unless torchrun's pair is set, then torchrun */
     const char *v = launched_by_mpi() ? env_or("OMPI_COMM_WORLD_RANK",
                                                env_or("PMIX_RANK", env_or("PMI_RANK", NULL)))
-                    : torchrun_set()  ? getenv("RANK")
-                                      : getenv("SLURM_PROCID");
+                    : !torchrun_set() && getenv("SLURM_PROCID") != NULL &&
+                            getenv("SLURM_STEP_NUM_TASKS") != NULL
+                        ? getenv("SLURM_PROCID")
+                        : getenv("RANK");
     char *end = NULL;
     long r = v != NULL ? strtol(v, &end, 10) : -1;
     return v != NULL && end != v && *end == '\0' && r >= 0 && r <= INT32_MAX ? (int)r : -1;

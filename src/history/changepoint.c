@@ -40,9 +40,11 @@ static double best_split(const double *x, size_t L, size_t min_size, double *w0,
         double v = x[kappa - 1], add = 0.0, least = INFINITY;
         size_t at = 0;
         col[kappa - 1] = 0.0;
-        for (size_t tau = kappa - 1; tau-- > 0;) {
-            add += fabs(x[tau] - v);
-            col[tau] += add;
+        for (size_t tau = kappa; tau-- > 0;) { /* tau = kappa - 1: a right side of one value */
+            if (tau < kappa - 1) {
+                add += fabs(x[tau] - v);
+                col[tau] += add;
+            }
             if (tau < min_size || tau + min_size > kappa) continue;
             double m = (double)tau, k = (double)(kappa - tau);
             double cost =

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/file.h"
+#include "core/log.h"
 #include "core/proc.h"
 #include "core/signals.h"
 
@@ -430,16 +431,22 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
     }
     fputs("\n", f);
     fclose(f);
-    char service[4200], *before = NULL;
-    size_t before_len = 0;
+    char service[4200], kept[4224];
     snprintf(service, sizeof service, "%s/llmbench-%s.service", dir, e->name);
-    /* the service this one replaces, put back should the timer not be written */
-    lb_status st =
-        access(service, F_OK) == 0 ? lb_file_read(service, &before, &before_len, err) : LB_OK;
+    /* the service this one replaces, kept as a second name and renamed back should the
+     * timer not be written: a rename needs no room, where a rewrite would on a full disk */
+    snprintf(kept, sizeof kept, "%s.replaced", service);
+    const bool had = access(service, F_OK) == 0;
+    unlink(kept);
+    lb_status st = LB_OK;
+    if (had && link(service, kept) != 0)
+        st =
+            lb_fail(err, LB_ERR_IO, "cannot link %s to %s, which keeps it while it is replaced: %s",
+                    service, kept, strerror(errno));
     if (st == LB_OK) st = lb_file_write_atomic(service, text, len, err);
     free(text);
     if (st != LB_OK) {
-        free(before);
+        if (had) unlink(kept);
         return st;
     }
     char timer[1024];
@@ -452,12 +459,11 @@ static lb_status systemd_add(const lb_schedule_entry *e, char *note, size_t note
     snprintf(path, sizeof path, "%s/llmbench-%s.timer", dir, e->name);
     st = lb_file_write_atomic(path, timer, strlen(timer), err);
     if (st != LB_OK) { /* the service as it was: the one replaced, or none */
-        if (before == NULL || lb_file_write_atomic(service, before, before_len, NULL) != LB_OK)
-            unlink(service);
-        free(before);
+        if (had ? rename(kept, service) != 0 : unlink(service) != 0)
+            LB_WARN("could not put back %s as it was", service);
         return st;
     }
-    free(before);
+    if (had) unlink(kept);
     char unit[128];
     snprintf(unit, sizeof unit, "llmbench-%s.timer", e->name);
     bool enabled = systemctl_user("daemon-reload", NULL) && systemctl_user("enable", unit) &&

@@ -147,7 +147,10 @@ static lb_status newest_tagged(lb_store *store, const char *tag, int status, int
     size_t n = 0;
     LB_TRY(lb_store_list(store, &f, &list, &n, err));
     info->id = -1;
-    if (n > 0 && list[0].id > after_id) *info = list[0];
+    if (n > 0 && list[0].id > after_id) {
+        *info = list[0];
+        info->tags = NULL; /* the text lives in the list's block, freed next */
+    }
     free(list);
     return LB_OK;
 }
