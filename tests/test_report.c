@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -390,8 +391,8 @@ static void test_report_says_when_a_configuration_mixes_benchmarks(void **state)
     char *md = lb_test_read_file(md_path, NULL);
     assert_non_null(md);
     snprintf(want, sizeof want,
-             "- Configuration %s mixes benchmarks: runs %lld and %lld differ in batch 1 against "
-             "2; its figures pool them.\n",
+             "- Configuration %s mixes benchmarks: runs %lld and %lld differ in batch 1 -> 2; "
+             "its figures pool them.\n",
              ids, a, b);
     if (strstr(md, want) == NULL) fail_msg("report.md lacks '%s': %s", want, md);
     free(md);
@@ -420,8 +421,8 @@ static void store_cell(const char *db, const char *sweep, const char *label, int
 }
 
 /* Two sweeps with the same cells in one report: each configuration is named by its sweep,
- * and an axis' effect is computed within one sweep, never from a cell of the other. One
- * sweep alone keeps its cells' labels. */
+ * and an axis' effect is computed for each sweep within it, never from a cell of the other.
+ * One sweep alone keeps its cells' labels. */
 static void test_report_of_two_sweeps_names_cells_by_sweep(void **state) {
     (void)state;
     char db[160], dir[160], md_path[200];
@@ -430,7 +431,7 @@ static void test_report_of_two_sweeps_names_cells_by_sweep(void **state) {
     snprintf(md_path, sizeof md_path, "%s/report.md", dir);
     store_cell(db, "mon", "batch=1", 1, 100.0);
     store_cell(db, "mon", "batch=2", 2, 200.0);
-    store_cell(db, "tue", "batch=1", 1, 400.0);
+    store_cell(db, "tue", "batch=1", 1, 100.0);
     store_cell(db, "tue", "batch=2", 2, 400.0);
     int rc = run((const char *[]){"report", "mon", "tue", "--out", dir, "--db", db, NULL});
     if (rc != 0) fail_msg("report exit %d: %s", rc, err);
@@ -444,6 +445,10 @@ static void test_report_of_two_sweeps_names_cells_by_sweep(void **state) {
     if (strstr(md, "- mon: batch=2 gives 2.00x the tokens_per_s of mon: batch=1 (geometric mean "
                    "over 1 matched configurations).\n") == NULL)
         fail_msg("report.md: %s", md);
+    /* and tue's within tue */
+    if (strstr(md, "- tue: batch=2 gives 4.00x the tokens_per_s of tue: batch=1 (geometric mean "
+                   "over 1 matched configurations).\n") == NULL)
+        fail_msg("report.md: %s", md);
     free(md);
     rc = run((const char *[]){"report", "mon", "--out", dir, "--db", db, NULL});
     if (rc != 0) fail_msg("report exit %d: %s", rc, err);
@@ -452,6 +457,15 @@ static void test_report_of_two_sweeps_names_cells_by_sweep(void **state) {
     if (strstr(md, "\n| batch=1 | 1 |") == NULL || strstr(md, "mon: ") != NULL)
         fail_msg("report.md: %s", md);
     free(md);
+}
+
+/* No staging folder (.report-*) is left in dir. */
+static void assert_no_staging_folder(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strncmp(e->d_name, ".report-", 8) == 0) fail_msg("%s/%s left behind", dir, e->d_name);
+    closedir(d);
 }
 
 /* A report that cannot be written whole fails and leaves the folder's earlier report as it
@@ -488,11 +502,61 @@ static void test_report_failed_write_leaves_the_earlier_report(void **state) {
     assert_string_equal(md, old_md);
     assert_string_equal(html, old_html);
     free(md), free(html), free(old_md), free(old_html);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (strncmp(e->d_name, ".report-", 8) == 0) fail_msg("%s/%s left behind", dir, e->d_name);
-    closedir(d);
+    assert_no_staging_folder(dir);
+}
+
+/* A folder named report.html in the output folder, which no page can be renamed over: the
+ * report fails before it moves any file, so the earlier charts and report.md stay as they
+ * were, and no staging folder is left behind. */
+static void test_report_refuses_a_folder_in_place_of_its_page(void **state) {
+    (void)state;
+    char db[160], dir[160], chart_path[200], md_path[200], html_path[200], id[24];
+    snprintf(db, sizeof db, "%s/blocked.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/blocked", g_dir);
+    snprintf(chart_path, sizeof chart_path, "%s/chart-1.svg", dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    snprintf(html_path, sizeof html_path, "%s/report.html", dir);
+    snprintf(id, sizeof id, "%lld", (long long)store_train(db, "old", 1, 0, 10.0));
+    int rc = run((const char *[]){"report", id, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *old_chart = lb_test_read_file(chart_path, NULL),
+         *old_md = lb_test_read_file(md_path, NULL);
+    assert_non_null(old_chart);
+    assert_non_null(old_md);
+    assert_int_equal(unlink(html_path), 0);
+    assert_int_equal(mkdir(html_path, 0755), 0);
+    snprintf(id, sizeof id, "%lld", (long long)store_train(db, "new", 2, 0, 20.0));
+    rc = run((const char *[]){"report", id, "--out", dir, "--db", db, NULL});
+    if (rc == 0 || strstr(err, "report.html is a folder") == NULL || count(err, "\n") != 1)
+        fail_msg("report exit %d: %s", rc, err);
+    char *chart = lb_test_read_file(chart_path, NULL), *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(chart);
+    assert_non_null(md);
+    assert_string_equal(chart, old_chart);
+    assert_string_equal(md, old_md);
+    free(chart), free(md), free(old_chart), free(old_md);
+    assert_no_staging_folder(dir);
+}
+
+/* A report written over an earlier one keeps its files' permissions: a page made readable by
+ * all stays so under a umask of 077, which a new file would get 0600 from. */
+static void test_report_replaced_page_keeps_its_mode(void **state) {
+    (void)state;
+    char db[160], dir[160], html_path[200], id[24];
+    snprintf(db, sizeof db, "%s/mode.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/mode", g_dir);
+    snprintf(html_path, sizeof html_path, "%s/report.html", dir);
+    snprintf(id, sizeof id, "%lld", (long long)store_train(db, "mode", 1, 0, 10.0));
+    mode_t was = umask(077);
+    int rc = run((const char *[]){"report", id, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    assert_int_equal(chmod(html_path, 0644), 0);
+    rc = run((const char *[]){"report", id, "--out", dir, "--db", db, NULL});
+    umask(was);
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    struct stat st;
+    assert_int_equal(stat(html_path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
 }
 
 /* The chart of lines as SVG text in buf; the alarm fails the test (SIGALRM) where drawing
@@ -563,6 +627,8 @@ int main(void) {
         cmocka_unit_test(test_report_says_when_a_configuration_mixes_benchmarks),
         cmocka_unit_test(test_report_failed_write_leaves_the_earlier_report),
         cmocka_unit_test(test_report_of_two_sweeps_names_cells_by_sweep),
+        cmocka_unit_test(test_report_refuses_a_folder_in_place_of_its_page),
+        cmocka_unit_test(test_report_replaced_page_keeps_its_mode),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

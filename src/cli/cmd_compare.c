@@ -52,46 +52,13 @@ static void print_rows(const lb_compare_row *rows, size_t n) {
     }
 }
 
-/* Where B's benchmark identity (history/bench.h) differs from A's, both told by their first
- * runs: "batch 4 -> 8, gpu_count 1 -> 2" into text (empty when they are one benchmark), and
- * the same as a new JSON array of {"key", "a", "b"}. */
-static json_t *differences(const lb_result *a, const lb_result *b, char *text, size_t cap) {
-    lb_bench_field fa[LB_BENCH_MAX_FIELDS], fb[LB_BENCH_MAX_FIELDS];
-    size_t na = lb_bench_fields(a, fa), nb = lb_bench_fields(b, fb), len = 0;
-    json_t *out = json_array();
-    text[0] = '\0';
-    for (size_t i = 0; i < na; i++) {
-        const char *other = NULL;
-        for (size_t j = 0; j < nb && other == NULL; j++)
-            if (strcmp(fa[i].key, fb[j].key) == 0) other = fb[j].value;
-        if (other != NULL && strcmp(other, fa[i].value) == 0) continue;
-        json_array_append_new(out, json_pack("{s:s, s:s, s:o}", "key", fa[i].key, "a", fa[i].value,
-                                             "b", other ? json_string(other) : json_null()));
-        if (len < cap)
-            len += (size_t)snprintf(text + len, cap - len, "%s%s %s -> %s", len ? ", " : "",
-                                    fa[i].key, fa[i].value, other ? other : "(none)");
-    }
-    for (size_t j = 0; j < nb; j++) { /* keys B has and A has not (adapters' options) */
-        bool in_a = false;
-        for (size_t i = 0; i < na && !in_a; i++)
-            in_a = strcmp(fa[i].key, fb[j].key) == 0;
-        if (in_a) continue;
-        json_array_append_new(out, json_pack("{s:s, s:o, s:s}", "key", fb[j].key, "a", json_null(),
-                                             "b", fb[j].value));
-        if (len < cap)
-            len += (size_t)snprintf(text + len, cap - len, "%s%s (none) -> %s", len ? ", " : "",
-                                    fb[j].key, fb[j].value);
-    }
-    return out;
-}
-
 /* LB_ERR_USAGE when the runs of group g (side A or B) are not all one benchmark: their
  * samples are pooled as repeats of one configuration, and runs of two would be compared as
  * one bimodal sample. */
 static lb_status check_repeats(const lb_run_group *g, const char *side, lb_err *err) {
     for (size_t i = 1; i < g->n; i++) {
         char differ[512];
-        json_decref(differences(g->runs[0], g->runs[i], differ, sizeof differ));
+        lb_bench_differences(g->runs[0], g->runs[i], differ, sizeof differ, NULL);
         if (strcmp(g->runs[0]->kind, g->runs[i]->kind) != 0)
             snprintf(differ, sizeof differ, "a %s run and a %s run", g->runs[0]->kind,
                      g->runs[i]->kind);
@@ -232,7 +199,8 @@ int lb_cmd_compare(int argc, char **argv) {
         for (size_t i = 0; i < n; i++)
             regression |= rows[i].regression;
         char differ[512];
-        json_t *diff_json = differences(ga->runs[0], gb->runs[0], differ, sizeof differ);
+        json_t *diff_json = json_array(); /* where B's benchmark differs from A's */
+        lb_bench_differences(ga->runs[0], gb->runs[0], differ, sizeof differ, diff_json);
         if (!a.common.json) {
             if (A.sweep && B.sweep)
                 printf("cell %s (A = sweep %s, B = sweep %s)\n", ga->label, A.name, B.name);

@@ -24,22 +24,23 @@ static void relabel_ids(lb_run_group *grp) {
                                 (long long)grp->ids[i]);
 }
 
-/* A sweep's cells named by their sweep ("mon: batch=8"): two sweeps of one report have cells
- * of the same label, which the tables and findings would not tell apart. */
-static void name_cells_by_sweep(lb_run_set *set) {
-    for (size_t g = 0; set->sweep && g < set->n_groups; g++) {
-        lb_run_group *grp = &set->groups[g];
-        char label[sizeof grp->label];
-        snprintf(label, sizeof label, "%s", grp->label);
-        snprintf(grp->label, sizeof grp->label, "%.127s: %.120s", set->name, label);
-    }
+/* Grows *sweep_of (one entry per group of set) to set's groups, the new ones cells of sweep
+ * (NULL: none). */
+static lb_status name_new_cells(const char ***sweep_of, const lb_run_set *set, size_t n_had,
+                                const char *sweep, lb_err *err) {
+    const char **names = realloc(*sweep_of, (set->n_groups + 1) * sizeof *names);
+    if (names == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to load runs");
+    *sweep_of = names;
+    for (size_t g = n_had; g < set->n_groups; g++)
+        names[g] = sweep;
+    return LB_OK;
 }
 
 /* Each run once: a run named twice ("12 12", "12,12", or an id and a --since window that
  * holds it) would count twice in its configuration's median and in the page's run count.
  * Its first mention keeps it; a group left with no run goes, one named by ids is named by
- * those it kept. */
-static void drop_repeats(lb_run_set *set) {
+ * those it kept; sweep_of (per group) follows the groups. */
+static void drop_repeats(lb_run_set *set, const char **sweep_of) {
     size_t n_groups = 0;
     for (size_t g = 0; g < set->n_groups; g++) {
         lb_run_group *grp = &set->groups[g];
@@ -65,8 +66,10 @@ static void drop_repeats(lb_run_set *set) {
         if (kept == 0) {
             free(grp->runs);
             free(grp->ids);
-        } else
+        } else {
+            sweep_of[n_groups] = sweep_of[g];
             set->groups[n_groups++] = *grp;
+        }
     }
     set->n_groups = n_groups;
 }
@@ -116,25 +119,33 @@ int lb_cmd_report(int argc, char **argv) {
     lb_err err = {{0}};
     lb_store *s = NULL;
     lb_run_set all = {0}, one = {0};
+    const char **sweep_of = NULL; /* per group of all: the sweep it is a cell of, or NULL */
+    bool several = a.n_pos + (since_h > 0) > 1; /* cells named by their sweep */
     lb_status st = lb_store_open_read(a.common.db_path, &s, &err);
     for (int i = 0; st == LB_OK && i < a.n_pos; i++) {
+        size_t n_had = all.n_groups;
         st = lb_select_runs(s, a.pos[i], &one, &err);
-        if (a.n_pos + (since_h > 0) > 1) name_cells_by_sweep(&one);
+        bool cells = st == LB_OK && one.sweep && several;
         if (st == LB_OK) st = lb_select_take(&all, &one, &err);
+        if (st == LB_OK) st = name_new_cells(&sweep_of, &all, n_had, cells ? a.pos[i] : NULL, &err);
         lb_select_free(&one);
     }
     if (st == LB_OK && since_h > 0) {
+        size_t n_had = all.n_groups;
         st = lb_select_since(s, lb_clock_wall_s() - since_h * 3600.0, &one, &err);
         if (st == LB_OK) st = lb_select_take(&all, &one, &err);
+        if (st == LB_OK) st = name_new_cells(&sweep_of, &all, n_had, NULL, &err);
         lb_select_free(&one);
     }
-    drop_repeats(&all);
+    if (st == LB_OK) drop_repeats(&all, sweep_of);
+    p.sweep_of = sweep_of;
     if (st == LB_OK && all.n_groups == 0)
         st = lb_fail(&err, LB_ERR_USAGE, "no ok run in the last %g hours in %s", since_h,
                      lb_store_path(s));
     char html[4200];
     if (st == LB_OK) st = lb_report_write(s, &all, &p, html, sizeof html, &err);
     lb_select_free(&all);
+    free(sweep_of);
     lb_store_close(s);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench report: %s\n", err.msg);

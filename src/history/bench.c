@@ -96,6 +96,42 @@ size_t lb_bench_fields(const lb_result *r, lb_bench_field *out) {
     return n;
 }
 
+/* One difference of lb_bench_differences: key's values on side a and b, NULL for none. */
+static void differ(const char *key, const char *va, const char *vb, char *text, size_t cap,
+                   size_t *len, json_t *json) {
+    if (json != NULL)
+        json_array_append_new(json, json_pack("{s:s, s:o, s:o}", "key", key, "a",
+                                              va ? json_string(va) : json_null(), "b",
+                                              vb ? json_string(vb) : json_null()));
+    if (*len < cap)
+        *len += (size_t)snprintf(text + *len, cap - *len, "%s%s %s -> %s", *len ? ", " : "", key,
+                                 va ? va : "(none)", vb ? vb : "(none)");
+}
+
+size_t lb_bench_differences(const lb_result *a, const lb_result *b, char *text, size_t cap,
+                            json_t *json) {
+    lb_bench_field fa[LB_BENCH_MAX_FIELDS], fb[LB_BENCH_MAX_FIELDS];
+    size_t na = lb_bench_fields(a, fa), nb = lb_bench_fields(b, fb), len = 0, n = 0;
+    text[0] = '\0';
+    for (size_t i = 0; i < na; i++) {
+        const char *other = NULL;
+        for (size_t j = 0; j < nb && other == NULL; j++)
+            if (strcmp(fa[i].key, fb[j].key) == 0) other = fb[j].value;
+        if (other != NULL && strcmp(other, fa[i].value) == 0) continue;
+        differ(fa[i].key, fa[i].value, other, text, cap, &len, json);
+        n++;
+    }
+    for (size_t j = 0; j < nb; j++) { /* keys b has and a has not */
+        bool in_a = false;
+        for (size_t i = 0; i < na && !in_a; i++)
+            in_a = strcmp(fa[i].key, fb[j].key) == 0;
+        if (in_a) continue;
+        differ(fb[j].key, NULL, fb[j].value, text, cap, &len, json);
+        n++;
+    }
+    return n;
+}
+
 void lb_bench_identity(const lb_result *r, char *out, size_t out_bytes) {
     lb_bench_field f[LB_BENCH_MAX_FIELDS];
     size_t n = lb_bench_fields(r, f);

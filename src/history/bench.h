@@ -48,6 +48,14 @@ typedef struct {
 /* The parts of r's identity after its kind, in a fixed order; returns how many. */
 size_t lb_bench_fields(const lb_result *r, lb_bench_field *out);
 
+/* Where b's identity differs from a's (kinds aside), a's keys first, then the keys only b has
+ * (adapters' options): "batch 4 -> 8, lora_rank (none) -> 8" into text (empty when they are
+ * one benchmark, cut to cap), and when json is not NULL an object {"key", "a", "b"} per
+ * difference appended to that array (null for the side without the key). Returns how many
+ * differ. */
+size_t lb_bench_differences(const lb_result *a, const lb_result *b, char *text, size_t cap,
+                            json_t *json);
+
 /* The identity of r as canonical text, "train model=gpt2-tiny batch=4 ... gpu=none gpu_count=0
  * host=node1", into out. */
 void lb_bench_identity(const lb_result *r, char *out, size_t out_bytes);

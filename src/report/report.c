@@ -37,6 +37,8 @@ typedef struct {
     char *html_buf, *md_buf, *find_html_buf, *find_md_buf;
     size_t html_len, md_len, find_html_len, find_md_len;
     const char *dir;
+    const char *const *sweep_of; /* lb_report_params' */
+    char (*names)[256];          /* per group: its label as shown, "mon: batch=8" for a cell */
     int n_charts;
     size_t n_findings;
     lb_status st;
@@ -188,7 +190,7 @@ static bool bars_of(doc *d, const lb_run_set *set, const char *kind, const char 
         if (strcmp(group_kind(&set->groups[g]), kind) != 0) continue;
         gstat s = group_stat(&set->groups[g], metric);
         if (s.n == 0) continue;
-        labels[n] = set->groups[g].label;
+        labels[n] = d->names[g];
         v[n] = s.median, lo[n] = s.min, hi[n] = s.max;
         unit = s.unit;
         n++;
@@ -251,7 +253,7 @@ static void series_lines(doc *d, const lb_run_set *set, const char *kind, const 
             m = k;
         }
         unit = s->unit;
-        lines[n] = (lb_svg_line){grp->label, xs[n], ys[n], m};
+        lines[n] = (lb_svg_line){d->names[g], xs[n], ys[n], m};
         n++;
     }
     if (n > 0) {
@@ -298,10 +300,10 @@ static void metrics_table(doc *d, const lb_run_set *set, const char *kind) {
         const lb_run_group *grp = &set->groups[g];
         if (strcmp(group_kind(grp), kind) != 0) continue;
         fputs("<tr><td>", d->html);
-        esc(d->html, grp->label);
+        esc(d->html, d->names[g]);
         fprintf(d->html, "</td><td>%zu</td>", grp->n);
         fputs("| ", d->md);
-        md_text(d->md, grp->label);
+        md_text(d->md, d->names[g]);
         fprintf(d->md, " | %zu |", grp->n);
         for (size_t k = 0; k < n_keys; k++) {
             gstat s = group_stat(grp, keys[k].metric);
@@ -357,15 +359,24 @@ static void label_without(const char *label, const char *axis, char *out, size_t
     }
 }
 
-/* Sweep findings: for each axis and each of its values after the first, the geometric
- * mean ratio of the first key metric over cells that differ only in that axis, and the
- * change of peak memory. */
-static void axis_findings(doc *d, const lb_run_set *set, const char *kind) {
-    const lb_key_metric *m = lb_history_metric(kind, NULL);
-    if (m == NULL || !set->sweep) return;
-    char axes[16][64];
+/* The sweep group g is a cell of (lb_report_params' sweep_of), NULL for none. */
+static const char *sweep_of(const doc *d, size_t g) {
+    return d->sweep_of ? d->sweep_of[g] : NULL;
+}
+
+static bool same_sweep(const doc *d, size_t g, size_t h) {
+    const char *a = sweep_of(d, g), *b = sweep_of(d, h);
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The findings of axis_findings for the sweep whose first cell is group f: its axes are
+ * those of f's label, their first values f's, and only its own cells are paired. */
+static void sweep_axis_findings(doc *d, const lb_run_set *set, const lb_key_metric *m,
+                                const char *kind, size_t f) {
+    char axes[16][64], pre[140] = ""; /* pre: "mon: " before an axis, as the cells are shown */
+    if (sweep_of(d, f)) snprintf(pre, sizeof pre, "%.127s: ", sweep_of(d, f));
     size_t n_axes = 0;
-    const char *first = set->groups[0].label;
+    const char *first = set->groups[f].label;
     for (const char *p = first; p && *p && n_axes < 16;) {
         const char *eq = strchr(p, '=');
         if (eq == NULL) break;
@@ -379,9 +390,10 @@ static void axis_findings(doc *d, const lb_run_set *set, const char *kind) {
         if (!label_value(first, axes[a], base, sizeof base)) continue;
         char seen[16][128];
         size_t n_seen = 0;
-        for (size_t g = 0; g < set->n_groups; g++) {
+        for (size_t g = f; g < set->n_groups; g++) {
             char v[128];
-            if (!label_value(set->groups[g].label, axes[a], v, sizeof v) || strcmp(v, base) == 0)
+            if (!same_sweep(d, g, f) || !label_value(set->groups[g].label, axes[a], v, sizeof v) ||
+                strcmp(v, base) == 0)
                 continue;
             bool dup = false;
             for (size_t s = 0; s < n_seen; s++)
@@ -392,12 +404,14 @@ static void axis_findings(doc *d, const lb_run_set *set, const char *kind) {
             size_t pairs = 0, mem_pairs = 0;
             for (size_t x = 0; x < set->n_groups; x++) {
                 char vx[128], rest_x[256];
-                if (!label_value(set->groups[x].label, axes[a], vx, sizeof vx) || strcmp(vx, v))
+                if (!same_sweep(d, x, f) ||
+                    !label_value(set->groups[x].label, axes[a], vx, sizeof vx) || strcmp(vx, v))
                     continue;
                 label_without(set->groups[x].label, axes[a], rest_x, sizeof rest_x);
                 for (size_t y = 0; y < set->n_groups; y++) {
                     char vy[128], rest_y[256];
-                    if (!label_value(set->groups[y].label, axes[a], vy, sizeof vy) ||
+                    if (!same_sweep(d, y, f) ||
+                        !label_value(set->groups[y].label, axes[a], vy, sizeof vy) ||
                         strcmp(vy, base))
                         continue;
                     label_without(set->groups[y].label, axes[a], rest_y, sizeof rest_y);
@@ -428,23 +442,36 @@ static void axis_findings(doc *d, const lb_run_set *set, const char *kind) {
             }
             if ((ratio >= 1.0) == m->higher_is_better)
                 finding(d,
-                        "%s=%s gives %.2fx the %s of %s=%s%s (geometric mean over %zu matched "
-                        "configurations).",
-                        axes[a], v, ratio, m->metric, axes[a], base, memtext, pairs);
+                        "%s%s=%s gives %.2fx the %s of %s%s=%s%s (geometric mean over %zu "
+                        "matched configurations).",
+                        pre, axes[a], v, ratio, m->metric, pre, axes[a], base, memtext, pairs);
             else
                 finding(d,
-                        "%s=%s costs %.0f%% %s against %s=%s%s (geometric mean over %zu "
+                        "%s%s=%s costs %.0f%% %s against %s%s=%s%s (geometric mean over %zu "
                         "matched configurations).",
-                        axes[a], v, 100.0 * fabs(1.0 - ratio), m->metric, axes[a], base, memtext,
-                        pairs);
+                        pre, axes[a], v, 100.0 * fabs(1.0 - ratio), m->metric, pre, axes[a], base,
+                        memtext, pairs);
         }
+    }
+}
+
+/* Sweep findings, per sweep of the set: for each axis and each of its values after the
+ * first, the geometric mean ratio of the first key metric over cells that differ only in
+ * that axis, and the change of peak memory. */
+static void axis_findings(doc *d, const lb_run_set *set, const char *kind) {
+    const lb_key_metric *m = lb_history_metric(kind, NULL);
+    for (size_t f = 0; m != NULL && set->sweep && f < set->n_groups; f++) {
+        bool first = true; /* f is its sweep's first cell */
+        for (size_t g = 0; g < f && first; g++)
+            first = !same_sweep(d, g, f);
+        if (first) sweep_axis_findings(d, set, m, kind, f);
     }
 }
 
 static void kind_findings(doc *d, const lb_run_set *set, const char *kind) {
     const lb_key_metric *m = lb_history_metric(kind, NULL);
     if (m == NULL) return;
-    const lb_run_group *best = NULL, *worst = NULL;
+    const char *best = NULL, *worst = NULL;
     double bv = NAN, wv = NAN, noisiest = 0;
     const char *noisy_label = NULL, *unit = "";
     for (size_t g = 0; g < set->n_groups; g++) {
@@ -454,10 +481,10 @@ static void kind_findings(doc *d, const lb_run_set *set, const char *kind) {
         unit = s.unit;
         bool better = best == NULL || (m->higher_is_better ? s.median > bv : s.median < bv);
         bool worse = worst == NULL || (m->higher_is_better ? s.median < wv : s.median > wv);
-        if (better) best = &set->groups[g], bv = s.median;
-        if (worse) worst = &set->groups[g], wv = s.median;
+        if (better) best = d->names[g], bv = s.median;
+        if (worse) worst = d->names[g], wv = s.median;
         if (s.n > 1 && s.median > 0 && s.std / s.median > noisiest) /* no ratio to a zero */
-            noisiest = s.std / s.median, noisy_label = set->groups[g].label;
+            noisiest = s.std / s.median, noisy_label = d->names[g];
     }
     if (best == NULL) return;
     char a[48], b[48];
@@ -465,13 +492,12 @@ static void kind_findings(doc *d, const lb_run_set *set, const char *kind) {
     fmt_value(b, sizeof b, wv, unit);
     double below = m->higher_is_better ? wv : bv; /* the ratio's denominator */
     if (best != worst && below > 0)
-        finding(d, "Best %s: %s at %s, %.2fx the worst (%s at %s).", m->metric, best->label, a,
-                m->higher_is_better ? bv / wv : wv / bv, worst->label, b);
+        finding(d, "Best %s: %s at %s, %.2fx the worst (%s at %s).", m->metric, best, a,
+                m->higher_is_better ? bv / wv : wv / bv, worst, b);
     else if (best != worst)
-        finding(d, "Best %s: %s at %s; the worst: %s at %s.", m->metric, best->label, a,
-                worst->label, b);
+        finding(d, "Best %s: %s at %s; the worst: %s at %s.", m->metric, best, a, worst, b);
     else
-        finding(d, "%s: %s at %s.", m->metric, best->label, a);
+        finding(d, "%s: %s at %s.", m->metric, best, a);
     if (noisy_label)
         finding(d, "Repeats vary by up to %.1f%% (std over median of %s, %s).", 100.0 * noisiest,
                 m->metric, noisy_label);
@@ -487,28 +513,16 @@ static void mixed_findings(doc *d, const lb_run_set *set) {
         const lb_run_group *grp = &set->groups[g];
         for (size_t i = 1; i < grp->n; i++) {
             const lb_result *a = grp->runs[0], *b = grp->runs[i];
-            char differ[600] = "";
-            if (strcmp(a->kind, b->kind) != 0) {
+            char differ[600];
+            if (strcmp(a->kind, b->kind) != 0)
                 snprintf(differ, sizeof differ, "a %s run and a %s run", a->kind, b->kind);
-            } else {
-                lb_bench_field f[2][LB_BENCH_MAX_FIELDS];
-                size_t n[2] = {lb_bench_fields(a, f[0]), lb_bench_fields(b, f[1])};
-                for (size_t s = 0; s < 2 && differ[0] == '\0'; s++) /* a's fields, then b's */
-                    for (size_t k = 0; k < n[s] && differ[0] == '\0'; k++) {
-                        const char *other = "(none)";
-                        for (size_t j = 0; j < n[1 - s]; j++)
-                            if (strcmp(f[1 - s][j].key, f[s][k].key) == 0)
-                                other = f[1 - s][j].value;
-                        if (strcmp(other, f[s][k].value) != 0)
-                            snprintf(differ, sizeof differ, "%s %s against %s", f[s][k].key,
-                                     s ? other : f[s][k].value, s ? f[s][k].value : other);
-                    }
-            }
+            else
+                lb_bench_differences(a, b, differ, sizeof differ, NULL);
             if (differ[0] == '\0') continue;
             finding(d,
                     "Configuration %s mixes benchmarks: runs %lld and %lld differ in %s; its "
                     "figures pool them.",
-                    grp->label, (long long)grp->ids[0], (long long)grp->ids[i], differ);
+                    d->names[g], (long long)grp->ids[0], (long long)grp->ids[i], differ);
             break;
         }
     }
@@ -773,17 +787,37 @@ static void provenance_table(doc *d, const lb_run_set *set) {
     fputs("\n", d->md);
 }
 
-/* Moves the staged files (chart-1.svg .. chart-N.svg, report.md, report.html, each written
- * whole) from stage into dir when st is LB_OK, the page last; removes what stays in stage,
- * and stage. A report that failed to be written leaves dir as it was. */
+/* The name of the k-th staged file (1-based): chart-1.svg .. chart-N.svg, report.md,
+ * report.html. */
+static void staged_name(int k, int n_charts, char *name, size_t cap) {
+    if (k <= n_charts)
+        snprintf(name, cap, "chart-%d.svg", k);
+    else
+        snprintf(name, cap, "%s", k == n_charts + 1 ? "report.md" : "report.html");
+}
+
+/* Moves the staged files (each written whole) from stage into dir when st is LB_OK, the page
+ * last; removes what stays in stage, and stage. Before the first move every target is
+ * checked: one that is a folder, which no file can be renamed over, fails the report with dir
+ * untouched. A file replaced keeps its permissions, as lb_file_write_atomic's do. A report
+ * that failed to be written leaves dir as it was. */
 static lb_status publish(const char *stage, const char *dir, int n_charts, lb_status st,
                          lb_err *err) {
+    char name[32], from[4200], to[4200];
+    for (int k = 1; st == LB_OK && k <= n_charts + 2; k++) {
+        staged_name(k, n_charts, name, sizeof name);
+        snprintf(from, sizeof from, "%s/%s", stage, name);
+        snprintf(to, sizeof to, "%s/%s", dir, name);
+        struct stat old;
+        if (lstat(to, &old) == 0 && S_ISDIR(old.st_mode))
+            st = lb_fail(err, LB_ERR_USAGE,
+                         "--out %s: %s is a folder where the report writes a file: move it away",
+                         dir, to);
+        else if (stat(to, &old) == 0 && chmod(from, old.st_mode & 0777) != 0)
+            st = lb_fail(err, LB_ERR_IO, "cannot set the mode of %s: %s", from, strerror(errno));
+    }
     for (int k = 1; k <= n_charts + 2; k++) {
-        char name[32], from[4200], to[4200];
-        if (k <= n_charts)
-            snprintf(name, sizeof name, "chart-%d.svg", k);
-        else
-            snprintf(name, sizeof name, "%s", k == n_charts + 1 ? "report.md" : "report.html");
+        staged_name(k, n_charts, name, sizeof name);
         snprintf(from, sizeof from, "%s/%s", stage, name);
         snprintf(to, sizeof to, "%s/%s", dir, name);
         if (st == LB_OK && rename(from, to) != 0)
@@ -814,15 +848,23 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
     if (mkdtemp(stage) == NULL)
         return lb_fail(err, LB_ERR_IO, "cannot make a folder in %s: %s", p->out_dir,
                        strerror(errno));
-    doc d = {.dir = stage, .st = LB_OK, .err = err};
+    doc d = {.dir = stage, .sweep_of = p->sweep_of, .st = LB_OK, .err = err};
+    d.names = malloc((set->n_groups + 1) * sizeof *d.names);
     d.html = open_memstream(&d.html_buf, &d.html_len);
     d.md = open_memstream(&d.md_buf, &d.md_len);
     d.find_html = open_memstream(&d.find_html_buf, &d.find_html_len);
     d.find_md = open_memstream(&d.find_md_buf, &d.find_md_len);
-    if (!d.html || !d.md || !d.find_html || !d.find_md) {
+    if (!d.html || !d.md || !d.find_html || !d.find_md || !d.names) {
+        free(d.names);
         rmdir(stage);
         return lb_fail(err, LB_ERR_NOMEM, "no memory for the report");
     }
+    for (size_t g = 0; g < set->n_groups; g++)
+        if (sweep_of(&d, g))
+            snprintf(d.names[g], sizeof d.names[g], "%.127s: %.120s", sweep_of(&d, g),
+                     set->groups[g].label);
+        else
+            snprintf(d.names[g], sizeof d.names[g], "%s", set->groups[g].label);
 
     mixed_findings(&d, set);
     const char *const *kinds = lb_bench_kinds;
@@ -913,7 +955,7 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
         if (unlink(stale) != 0) break;
     }
     if (st == LB_OK) snprintf(html_path, html_path_bytes, "%s/report.html", p->out_dir);
-    free(page), free(md), free(d.html_buf), free(d.md_buf), free(d.find_html_buf),
+    free(page), free(md), free(d.names), free(d.html_buf), free(d.md_buf), free(d.find_html_buf),
         free(d.find_md_buf);
     return st;
 }

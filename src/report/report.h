@@ -16,9 +16,10 @@
  * A CDF is drawn through at most 500 quantiles and a series longer than 5,000 values
  * through every k-th one, so a page stays small. Every file is written whole into a staging
  * folder inside the output folder, then renamed into place, the page last: a report that
- * fails leaves the folder's earlier report as it was. A configuration whose runs are different
- * benchmarks (history/bench.h) is named in a finding. Not here: choosing the runs (the CLI),
- * the GPU. */
+ * fails, or finds a folder where one of its files goes (refused before any file moves), leaves
+ * the folder's earlier report as it was; a file replaced keeps its permissions. A configuration
+ * whose runs are different benchmarks (history/bench.h) is named in a finding. Not here: choosing
+ * the runs (the CLI), the GPU. */
 #ifndef LB_REPORT_REPORT_H
 #define LB_REPORT_REPORT_H
 
@@ -29,9 +30,11 @@
 #include "store/store.h"
 
 typedef struct {
-    const char *out_dir;  /* the folder (created when missing) */
-    const char *title;    /* the page's title */
-    double threshold_pct; /* smallest history change called a regression (default 3) */
+    const char *out_dir;         /* the folder (created when missing) */
+    const char *title;           /* the page's title */
+    double threshold_pct;        /* smallest history change called a regression (default 3) */
+    const char *const *sweep_of; /* per group of the set: the sweep it is a cell of, shown
+                                    before its label ("mon: batch=8"), or NULL; NULL: none */
 } lb_report_params;
 
 lb_report_params lb_report_default_params(void);
