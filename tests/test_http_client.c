@@ -128,6 +128,28 @@ static void send_round(lb_http_client *c, const char *url, tally *t) {
     assert_int_equal(lb_http_inflight(c), 0);
 }
 
+/* A child process serving the listening loopback socket with serve; *port is its port.
+ * The caller kills the child when done. */
+static pid_t start_server(void (*serve)(int lfd), int *port) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 64), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        serve(lfd);
+        _exit(0);
+    }
+    close(lfd);
+    return pid;
+}
+
 static int64_t thread_cpu_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -136,23 +158,10 @@ static int64_t thread_cpu_ns(void) {
 
 static void test_http_idle_connections_closed_by_the_server_cost_no_cpu(void **state) {
     (void)state;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(lfd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof a;
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(lfd, 64), 0);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        lb_test_die_with_parent();
-        serve_closing_idle(lfd);
-        _exit(0);
-    }
-    close(lfd);
+    int port = 0;
+    pid_t pid = start_server(serve_closing_idle, &port);
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", ntohs(a.sin_port));
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", port);
 
     lb_http_params p = lb_http_default_params();
     p.stream = false;
@@ -285,23 +294,10 @@ static stream_seen fetch_stream(lb_http_client *c, stream_seen *seen, const char
  * event whole but no [DONE] is still truncated. */
 static void test_http_stream_ending_without_its_last_blank_line_completes(void **state) {
     (void)state;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(lfd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof a;
-    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(lfd, 16), 0);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        lb_test_die_with_parent();
-        serve_streams(lfd);
-        _exit(0);
-    }
-    close(lfd);
+    int port = 0;
+    pid_t pid = start_server(serve_streams, &port);
     char base[64];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
     lb_http_params p = lb_http_default_params();
     p.timeout_ms = 5000;
     p.max_connections = 4;
