@@ -489,6 +489,57 @@ test_hf_tokenizer_added_tokens_match_verbatim_and_keep_their_special_flag(void *
     lb_test_rmtree(dir);
 }
 
+/* An added token that absorbs the whitespace beside it (lstrip, rstrip) or matches whole
+ * words only (single_word) is refused naming it and the flag: the flags used to be ignored,
+ * so " <think>" kept its space where Hugging Face drops it. The three false is read. */
+static void test_hf_tokenizer_refuses_added_tokens_with_strip_or_word_flags(void **state) {
+    (void)state;
+    char dir[64], path[256];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    lb_fixture_write_tokenizer_json(path);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    assert_non_null(doc);
+    json_t *added = json_object_get(doc, "added_tokens");
+    size_t k = json_array_size(added);
+    static const char *const flags[] = {"lstrip", "rstrip", "single_word", NULL};
+    for (size_t f = 0; f < 4; f++) {
+        json_t *t = json_pack("{s:i, s:s, s:b, s:b, s:b, s:b}", "id", 315, "content", "<think>",
+                              "special", 0, "lstrip", 0, "rstrip", 0, "single_word", 0);
+        if (flags[f] != NULL) json_object_set_new(t, flags[f], json_true());
+        if (json_array_size(added) == k)
+            json_array_append_new(added, t);
+        else
+            json_array_set_new(added, k, t);
+        char *text = json_dumps(doc, JSON_COMPACT);
+        lb_tokenizer *tok = NULL;
+        lb_err err = {{0}};
+        lb_status st = lb_hf_tokenizer_parse(&tok, text, strlen(text), "t.json", &err);
+        free(text);
+        if (flags[f] == NULL) {
+            if (st != LB_OK) fail_msg("%s", err.msg);
+            uint32_t *ids = NULL;
+            size_t n = 0;
+            assert_int_equal(lb_tokenizer_encode(tok, "hello<think>", 12, &ids, &n, &err), LB_OK);
+            assert_int_equal(n, 2);
+            assert_int_equal(ids[1], 315);
+            free(ids);
+            lb_tokenizer_free(tok);
+            continue;
+        }
+        char want[160];
+        snprintf(want, sizeof want,
+                 "t.json: added_tokens[%zu] \"<think>\" sets %s, which is not supported", k,
+                 flags[f]);
+        assert_int_equal(st, LB_ERR_USAGE);
+        if (strncmp(err.msg, want, strlen(want)) != 0) fail_msg("'%s' is not '%s'", err.msg, want);
+        assert_null(strchr(err.msg, '\n'));
+    }
+    json_decref(doc);
+    lb_test_rmtree(dir);
+}
+
 /* A pre-tokenizer step or normalizer that changes how the text is cut (StarCoder's Digits
  * beside ByteLevel, add_prefix_space, NFC, a second expression) is refused naming it: such
  * steps used to be skipped, so the ids differed from Hugging Face's without a word. A
@@ -663,6 +714,7 @@ int main(void) {
         cmocka_unit_test(test_hf_config_refuses_llama3_scaling_without_its_fields_and_wrong_types),
         cmocka_unit_test(test_hf_tokenizer_added_tokens_match_verbatim_and_keep_their_special_flag),
         cmocka_unit_test(test_hf_tokenizer_refuses_steps_it_cannot_follow),
+        cmocka_unit_test(test_hf_tokenizer_refuses_added_tokens_with_strip_or_word_flags),
         cmocka_unit_test(test_hf_tokenizer_json_encodes_as_the_ranks_file),
         cmocka_unit_test(test_chat_format_is_llama3s),
     };

@@ -4,7 +4,7 @@
  * its epoll set; these tests check that kept-alive connections are reused, that idle
  * connections the server closes cost the client no CPU time, and that the next requests
  * succeed on new connections. A second server sends streams that end without their
- * last blank line. */
+ * last blank line; a third sends [DONE] and then holds the stream open. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -258,6 +258,9 @@ typedef struct {
     int64_t completion_tokens;
     int32_t n_chunks, tokens_heard;
     char detail[160];
+    bool new_connection;
+    int64_t latency_ns;  /* done_ns - start_ns */
+    int64_t reported_ns; /* on_done's call - done_ns */
 } stream_seen;
 
 static void stream_on_token(void *user, uint64_t tag, int64_t t_ns) {
@@ -271,6 +274,9 @@ static void stream_on_done(void *user, const lb_http_outcome *o) {
     s->completion_tokens = o->completion_tokens;
     s->n_chunks = o->n_chunks;
     snprintf(s->detail, sizeof s->detail, "%s", o->detail);
+    s->new_connection = o->new_connection;
+    s->latency_ns = o->done_ns - o->start_ns;
+    s->reported_ns = lb_clock_now_ns() - o->done_ns;
 }
 
 static stream_seen fetch_stream(lb_http_client *c, stream_seen *seen, const char *base,
@@ -332,10 +338,102 @@ static void test_http_stream_ending_without_its_last_blank_line_completes(void *
     waitpid(pid, NULL, 0);
 }
 
+/* ---- a stream held open after [DONE] ---- */
+
+#define DONE_STREAM TOKEN_EVENT TOKEN_EVENT USAGE_EVENT "data: [DONE]\n\n"
+
+/* The server child: keep-alive HTTP/1.1, one connection at a time, every request answered
+ * with DONE_STREAM as one chunk. On /whole the chunked body's end follows in the same
+ * write; on /hold it never comes, and the connection stays open until the client closes
+ * it. */
+static void serve_done_then_hold(int lfd) {
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue;
+        conn c = {.fd = fd};
+        for (;;) {
+            char *end = NULL;
+            while ((end = strstr(c.buf, "\r\n\r\n")) == NULL) {
+                ssize_t r = read(fd, c.buf + c.len, sizeof c.buf - 1 - c.len);
+                if (r <= 0) break;
+                c.len += (size_t)r;
+                c.buf[c.len] = '\0';
+            }
+            if (end == NULL) break; /* the client closed the connection */
+            char *cl = strcasestr(c.buf, "content-length:");
+            size_t total =
+                (size_t)(end + 4 - c.buf) + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
+            while (c.len < total) {
+                ssize_t r = read(fd, c.buf + c.len, sizeof c.buf - 1 - c.len);
+                if (r <= 0) _exit(1);
+                c.len += (size_t)r;
+            }
+            bool hold = strncmp(c.buf, "POST /hold ", 11) == 0;
+            memmove(c.buf, c.buf + total, c.len - total);
+            c.len -= total;
+            c.buf[c.len] = '\0';
+            char out[2048];
+            int n = snprintf(out, sizeof out,
+                             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n%s",
+                             strlen(DONE_STREAM), DONE_STREAM, hold ? "" : "0\r\n\r\n");
+            if (write(fd, out, (size_t)n) != n) break;
+        }
+        close(fd);
+    }
+}
+
+/* [DONE] ends the answer: a server that sends it and then holds the stream open (the
+ * request used to wait for its timeout and fail as one) has the query complete after the
+ * client's short grace for the body's end (100 ms), timed at [DONE], its connection closed
+ * by the client; a stream whose end comes with [DONE] keeps its connection. */
+static void test_http_stream_held_open_after_done_completes_at_done(void **state) {
+    (void)state;
+    int port = 0;
+    pid_t pid = start_server(serve_done_then_hold, &port);
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
+    lb_http_params p = lb_http_default_params();
+    p.timeout_ms = 2000;
+    p.max_connections = 4;
+    stream_seen seen;
+    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
+    lb_http_client *c = NULL;
+    lb_err err;
+    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
+
+    for (int i = 0; i < 2; i++) {
+        int64_t t0 = lb_clock_now_ns();
+        stream_seen s = fetch_stream(c, &seen, base, "/hold");
+        if (s.error != LB_QERR_NONE) fail_msg("/hold: %s", s.detail);
+        assert_true(lb_clock_now_ns() - t0 < 1000000000LL);
+        assert_true(s.latency_ns > 0 && s.latency_ns < 1000000000LL);
+        assert_true(s.reported_ns >= 90000000LL); /* timed at [DONE], not at the end */
+        assert_int_equal(s.completion_tokens, 2);
+        assert_int_equal(s.n_chunks, 2);
+        assert_int_equal(s.tokens_heard, 2);
+        /* the held connection was closed: the next request needs a new one (the server
+         * takes one connection at a time, so this one is only answered once it is) */
+        assert_true(s.new_connection);
+    }
+    stream_seen s = fetch_stream(c, &seen, base, "/whole");
+    if (s.error != LB_QERR_NONE) fail_msg("/whole: %s", s.detail);
+    assert_int_equal(s.completion_tokens, 2);
+    s = fetch_stream(c, &seen, base, "/whole");
+    if (s.error != LB_QERR_NONE) fail_msg("/whole: %s", s.detail);
+    assert_int_equal(s.n_chunks, 2);
+    assert_false(s.new_connection);
+
+    lb_http_free(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_http_idle_connections_closed_by_the_server_cost_no_cpu),
         cmocka_unit_test(test_http_stream_ending_without_its_last_blank_line_completes),
+        cmocka_unit_test(test_http_stream_held_open_after_done_completes_at_done),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

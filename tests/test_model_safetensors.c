@@ -111,7 +111,7 @@ static void test_model_safetensors_refuses_twice_named_and_untiled_tensors(void 
     (void)state;
     expect_format_error("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                         "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
-                        8, "names a tensor twice (duplicate object key near '\"x\"'");
+                        8, "mem: header gives the key \"x\" twice (at byte 65)");
     expect_format_error("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
                         8, "tensor 'b' (data_offsets [4, 8]) overlaps tensor 'a' (ending at 8)");
@@ -132,6 +132,59 @@ static void test_model_safetensors_refuses_twice_named_and_untiled_tensors(void 
     if (parse(buf, n, &st, &err) != LB_OK) fail_msg("%s", err.msg);
     assert_int_equal(st.n_tensors, 3);
     lb_safetensors_close(&st);
+}
+
+/* The key given twice is named wherever it is (the message said "a tensor" for any key, and
+ * named none longer than 20 bytes): a long tensor name, one with an escaped quote, a key of
+ * __metadata__, a field of a tensor's entry. */
+static void test_model_safetensors_twice_given_key_is_named(void **state) {
+    (void)state;
+    expect_format_error(
+        "{\"model.layers.0.self_attn.q_proj.weight\":{\"dtype\":\"F32\",\"shape\":"
+        "[1],\"data_offsets\":[0,4]},\"model.layers.0.self_attn.q_proj.weight\":{}}",
+        4, "header gives the key \"model.layers.0.self_attn.q_proj.weight\" twice");
+    expect_format_error("{\"a\\\\\\\"b\":{},\"a\\\\\\\"b\":{}}", 0,
+                        "header gives the key \"a\\\\\\\"b\" twice (at byte 29)");
+    expect_format_error("{\"__metadata__\":{\"model\":\"a\",\"model\":\"b\"}}", 0,
+                        "header gives the key \"model\" twice");
+    expect_format_error("{\"x\":{\"dtype\":\"F32\",\"dtype\":\"F16\",\"shape\":[1],"
+                        "\"data_offsets\":[0,4]}}",
+                        4, "header gives the key \"dtype\" twice");
+}
+
+/* A header length beyond the bound is refused before anything is read or allocated, naming
+ * the file, the length and the bound: 2^40 in a small image, and a length one past the bound
+ * in a (sparse) file long enough to hold it, which used to be parsed. */
+static void test_model_safetensors_refuses_a_header_beyond_the_bound(void **state) {
+    (void)state;
+    unsigned char buf[64] = {0};
+    buf[5] = 1; /* 2^40 */
+    lb_safetensors st;
+    lb_err err;
+    assert_int_equal(parse(buf, sizeof buf, &st, &err), LB_ERR_FORMAT);
+    assert_string_equal(err.msg, "mem: header length 1099511627776 is more than the 100000000 "
+                                 "bytes a safetensors header may have; the file is damaged or not "
+                                 "safetensors");
+    char dir[64], path[128];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/big.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t hlen = LB_ST_MAX_HEADER_BYTES + 1;
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(hlen >> (8 * i));
+    assert_int_equal(fwrite(buf, 1, 8, f), 8);
+    assert_int_equal(fwrite("{}", 1, 2, f), 2);
+    assert_int_equal(fseek(f, (long)(8 + hlen + 7), SEEK_SET), 0);
+    assert_int_equal(fputc(0, f), 0);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(lb_safetensors_open(&st, path, &err), LB_ERR_FORMAT);
+    char want[256];
+    snprintf(want, sizeof want, "%s: header length 100000001 is more than the 100000000 bytes",
+             path);
+    if (strncmp(err.msg, want, strlen(want)) != 0) fail_msg("message '%s'", err.msg);
+    assert_null(st.map);
+    lb_test_rmtree(dir);
 }
 
 static void test_model_safetensors_refuses_misaligned_data(void **state) {
@@ -210,6 +263,8 @@ int main(void) {
         cmocka_unit_test(test_model_safetensors_refuses_misaligned_data),
         cmocka_unit_test(test_model_safetensors_refuses_twice_named_and_untiled_tensors),
         cmocka_unit_test(test_model_safetensors_writes_parameters_it_reads_back),
+        cmocka_unit_test(test_model_safetensors_twice_given_key_is_named),
+        cmocka_unit_test(test_model_safetensors_refuses_a_header_beyond_the_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -234,7 +234,10 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
         }
     /* Added tokens are matched verbatim before the text is split (Hugging Face's added
      * vocabulary), also one that is in model.vocab (GPT-2's <|endoftext|>), which therefore
-     * leaves the ranks; "special" is kept for decoders that skip special tokens. */
+     * leaves the ranks; "special" is kept for decoders that skip special tokens. A token
+     * that absorbs the whitespace beside it (lstrip, rstrip) or matches whole words only
+     * (single_word) would be matched otherwise than Hugging Face matches it: refused. */
+    static const char *const flags[] = {"lstrip", "rstrip", "single_word"};
     size_t ns = 0;
     if (st == LB_OK) json_array_foreach(added, i, m) {
             json_t *id = json_object_get(m, "id");
@@ -244,6 +247,14 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
                              name, i);
                 break;
             }
+            for (size_t f = 0; f < sizeof flags / sizeof *flags && st == LB_OK; f++)
+                if (json_is_true(json_object_get(m, flags[f])))
+                    st = lb_fail(err, LB_ERR_USAGE,
+                                 "%s: added_tokens[%zu] \"%.100s\" sets %s, which is not "
+                                 "supported; an added token matched verbatim (lstrip, rstrip and "
+                                 "single_word false) is",
+                                 name, i, content, flags[f]);
+            if (st != LB_OK) break;
             vocab_item *it = item_of(items, n, content);
             if (it != NULL && it->id == json_integer_value(id)) it->added = true;
             sp_text[ns] = content;

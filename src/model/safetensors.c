@@ -143,6 +143,22 @@ static lb_status check_tiling(const lb_safetensors *st, const unsigned char *dat
     return rc;
 }
 
+/* The length of the quoted key, as written, that ends at header[end - 1] when jansson
+ * refuses it as a duplicate (its error's position is just past the key; its own text names
+ * only keys of up to 20 bytes), or 0 when no key ends there. Inside a JSON string each quote
+ * follows an odd run of backslashes; the opening quote follows none. */
+static int duplicate_key_length(const char *header, int end) {
+    if (end < 2 || header[end - 1] != '"') return 0;
+    for (int i = end - 2; i >= 0; i--) {
+        if (header[i] != '"') continue;
+        int slashes = 0;
+        while (i - 1 - slashes >= 0 && header[i - 1 - slashes] == '\\')
+            slashes++;
+        if (slashes % 2 == 0) return end - i;
+    }
+    return 0;
+}
+
 lb_status lb_safetensors_parse(lb_safetensors *st, const void *bytes, size_t n, lb_err *err) {
     const unsigned char *u = bytes;
     st->tensors = NULL;
@@ -155,16 +171,26 @@ lb_status lb_safetensors_parse(lb_safetensors *st, const void *bytes, size_t n, 
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = (hlen << 8) | u[i];
+    if (hlen > LB_ST_MAX_HEADER_BYTES)
+        return lb_fail(err, LB_ERR_FORMAT,
+                       "%s: header length %llu is more than the %d bytes a safetensors header may "
+                       "have; the file is damaged or not safetensors",
+                       p, (unsigned long long)hlen, LB_ST_MAX_HEADER_BYTES);
     if (hlen > n - 8)
         return lb_fail(err, LB_ERR_FORMAT,
                        "%s: header length %llu runs past the end of the file (%zu bytes)", p,
                        (unsigned long long)hlen, n);
     json_error_t jerr;
     json_t *root = json_loadb((const char *)u + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root && json_error_code(&jerr) == json_error_duplicate_key)
+    if (!root && json_error_code(&jerr) == json_error_duplicate_key) {
+        int len = duplicate_key_length((const char *)u + 8, jerr.position);
+        const char *key = len > 0 ? (const char *)u + 8 + jerr.position - len : jerr.text;
+        if (len <= 0) len = (int)strlen(jerr.text);
         return lb_fail(err, LB_ERR_FORMAT,
-                       "%s: header names a tensor twice (%s at byte %d); each name is one tensor",
-                       p, jerr.text, jerr.position + 8);
+                       "%s: header gives the key %.*s twice (at byte %d); each key of a JSON "
+                       "object comes once",
+                       p, len < 200 ? len : 200, key, jerr.position + 8);
+    }
     if (!root || !json_is_object(root)) {
         json_decref(root);
         return lb_fail(err, LB_ERR_FORMAT, "%s: header is not a JSON object (%s at byte %d)", p,

@@ -3,13 +3,14 @@
  * Format (huggingface/safetensors): an 8-byte little-endian header length N, N bytes of
  * JSON mapping each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (byte
  * offsets into the data that follows the header; an optional "__metadata__" object maps
- * strings to strings), then the data. The file is mapped read-only; tensors point into the
- * mapping, so they stay valid until lb_safetensors_close. Every offset, shape and dtype
- * is checked against the file size on open, so a truncated or malformed file is an error,
- * never an out-of-bounds read; as the safetensors library requires, no tensor name comes
- * twice and the tensors' byte ranges cover the data exactly, none overlapping another, no
- * byte left over; tensor data must be aligned to its element size (writers pad
- * the header to a multiple of 8 bytes), so it can be read through a typed pointer. Data are
+ * strings to strings), then the data. A header longer than LB_ST_MAX_HEADER_BYTES is
+ * refused before it is read, as the safetensors library does. The file is mapped
+ * read-only; tensors point into the mapping, so they stay valid until lb_safetensors_close.
+ * Every offset, shape and dtype is checked against the file size on open, so a truncated
+ * or malformed file is an error, never an out-of-bounds read; as the safetensors library
+ * requires, no tensor name comes twice and the tensors' byte ranges cover the data exactly, none
+ * overlapping another, no byte left over; tensor data must be aligned to its element size (writers
+ * pad the header to a multiple of 8 bytes), so it can be read through a typed pointer. Data are
  * little-endian as written (this build assumes a little-endian host). Writing is one case
  * only: a model's fp32 parameter array, one tensor per entry of its layout
  * (lb_safetensors_write_params). Not here: dtype conversion, big-endian hosts. */
@@ -32,7 +33,8 @@ typedef enum {
     LB_ST_OTHER, /* any other dtype: listed, its bytes checked, never interpreted */
 } lb_st_dtype;
 
-#define LB_ST_MAX_DIMS 8
+#define LB_ST_MAX_DIMS         8
+#define LB_ST_MAX_HEADER_BYTES 100000000 /* the safetensors library's bound on N */
 
 typedef struct {
     char *name; /* owned by the lb_safetensors */

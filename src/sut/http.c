@@ -52,6 +52,7 @@
 #define MAX_KEYS          64          /* replicas told apart when choosing a shard */
 #define TIMER_TAG         UINT64_MAX  /* epoll data of the timerfd */
 #define MAX_EVENTS        64          /* taken from epoll at a time */
+#define DONE_GRACE_NS     100000000LL /* after [DONE], for the body's end to come */
 
 typedef struct lb_http_client lb_http_client;
 
@@ -77,12 +78,15 @@ typedef struct xfer {
     shard *sh; /* where it runs while in use */
     int key;   /* its replica, for the shard's load */
     struct xfer *next_free;
+    struct xfer *next_done; /* in the client's list of transfers that saw [DONE] */
     bool in_use;
     lb_http_request req;
     int64_t start_ns, first_ns, event_ns;
+    int64_t done_ns;   /* when [DONE] arrived */
     bool headers_seen; /* status and content type looked at */
     bool as_body;      /* collect the answer as a body (not streamed, or an error) */
     bool saw_done;
+    bool listed_done; /* in the client's list of transfers that saw [DONE] */
     lb_qerr parse_error;
     char parse_detail[120];
     int http_status;
@@ -115,6 +119,7 @@ struct lb_http_client {
     xfer **all; /* every xfer ever made */
     size_t n_all, cap_all;
     xfer *free_list;
+    xfer *done_list; /* saw [DONE]; may still be running (end_after_done) */
     size_t inflight;
     int finished;
     CURL **openers; /* lb_http_preconnect's transfers still running (NULL: ended) */
@@ -197,6 +202,12 @@ static int on_event(void *ud, const char *data, size_t len) {
     }
     if (piece.done) {
         x->saw_done = true;
+        x->done_ns = x->event_ns;
+        if (!x->listed_done) {
+            x->listed_done = true;
+            x->next_done = x->c->done_list;
+            x->c->done_list = x;
+        }
         return 0;
     }
     int stop = take_piece(x, &piece);
@@ -436,6 +447,7 @@ static void finish(xfer *x, CURLcode rc) {
     x->sh->load[x->key]--;
     c->inflight--;
     c->finished++;
+    if (x->saw_done) o.done_ns = x->done_ns;
     o.first_ns = x->first_ns ? x->first_ns : o.done_ns;
     o.prompt_tokens = x->prompt_tokens;
     o.completion_tokens = x->completion_tokens;
@@ -470,6 +482,30 @@ static void drain_done(shard *sh) {
         }
         finish(x, m->data.result);
     }
+}
+
+/* [DONE] is the answer's end: a transfer that saw it and that libcurl has not ended
+ * DONE_GRACE_NS later (the server holds the stream open) completes then, timed at [DONE],
+ * and removing it closes its connection. The grace lets the body's end, which servers
+ * often write after [DONE] on its own, end the transfer cleanly and keep the connection.
+ * Returns the earliest end still to come, -1 when none. */
+static int64_t end_after_done(lb_http_client *c) {
+    int64_t next = -1, now = lb_clock_now_ns();
+    xfer **link = &c->done_list;
+    while (*link != NULL) {
+        xfer *x = *link;
+        bool running = x->in_use && x->saw_done;
+        int64_t at = x->done_ns + DONE_GRACE_NS;
+        if (running && now < at) {
+            if (next < 0 || at < next) next = at;
+            link = &x->next_done;
+            continue;
+        }
+        *link = x->next_done;
+        x->listed_done = false;
+        if (running) finish(x, CURLE_OK);
+    }
+    return next;
 }
 
 lb_status lb_http_init(lb_http_client **out, const lb_http_params *p, const lb_http_callbacks *cb,
@@ -613,7 +649,7 @@ lb_status lb_http_submit(lb_http_client *c, const char *url, const lb_http_reque
         return lb_fail(err, LB_ERR_NOMEM, "out of memory for a new HTTP transfer");
     x->in_use = true;
     x->req = *req;
-    x->first_ns = x->event_ns = 0;
+    x->first_ns = x->event_ns = x->done_ns = 0;
     x->headers_seen = x->as_body = x->saw_done = false;
     x->parse_error = LB_QERR_NONE;
     x->parse_detail[0] = '\0';
@@ -670,7 +706,8 @@ static int64_t run_timers(lb_http_client *c) {
 int lb_http_run(lb_http_client *c, int64_t until_ns) {
     c->finished = 0;
     for (;;) {
-        int64_t timer_ns = run_timers(c);
+        int64_t timer_ns = run_timers(c), held_ns = end_after_done(c);
+        if (held_ns >= 0 && (timer_ns < 0 || held_ns < timer_ns)) timer_ns = held_ns;
         int64_t now = lb_clock_now_ns();
         if (c->finished > 0 || now >= until_ns) return c->finished;
         if (c->ev_next == c->ev_n) {
