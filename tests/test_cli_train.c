@@ -115,10 +115,24 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--scaling", "1,2", "--device",
                                   "cpu", "--db", g_db, NULL},
                  "--scaling 1,2 starts one worker per GPU and --device cpu uses none");
+    /* --scaling measures the base itself: a base given too reached each later count's run
+     * twice, refused there after the one-GPU run had been stored */
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--scaling", "1,2",
+                                  "--base-tok-per-s", "1000", "--db", g_db, NULL},
+                 "--scaling 1,2 measures the one-GPU tokens/s its runs scale against: give it "
+                 "without --base-tok-per-s");
+    /* a GPU's peak for MFU on the CPU, which reports none: refused like the other CUDA-only
+     * options, not ignored */
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--seq", "16", "--device", "cpu",
+                                  "--peak-tflops", "5", "--db", g_db, NULL},
+                 "--peak-tflops applies to --device cuda only");
     setenv("LLMBENCH_CHECK_ARGS", "inputs", 1);
     expect_usage(
         (const char *[]){"train", "--model", "gpt2-tiny", "--scaling", "0,2", "--db", g_db, NULL},
         "--scaling 0,2: a GPU count must be between 1 and 4096");
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--scaling", "1,2",
+                                  "--base-tok-per-s", "1000", "--db", g_db, NULL},
+                 "give it without --base-tok-per-s");
     unsetenv("LLMBENCH_CHECK_ARGS");
     /* nothing was stored for any of them: not even a database was made */
     assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", g_db, NULL}), 1);
@@ -190,7 +204,41 @@ static void test_cli_train_option_given_on_one_rank_only_stops_the_job(void **st
     assert_int_equal(run((const char *[]){"results", "list", "--db", db, NULL}), 1);
     assert_non_null(strstr(err, "no results database"));
 }
+
+/* Ranks that differ in an option whose config key is spelt otherwise are told the option
+ * they can type: --bucket-mb (its key is bucket_mib). */
+static void test_cli_train_ranks_that_differ_are_told_the_option_name(void **state) {
+    (void)state;
+    char db[160];
+    snprintf(db, sizeof db, "%s/bucket.db", g_dir);
+    const char *argv[64] = {"mpirun", "--oversubscribe"};
+    int n = 2;
+    if (getuid() == 0) argv[n++] = "--allow-run-as-root";
+    const char *rest[] = {
+        "-np",         "1",          LB_TEST_BIN, "train",    "--device", "cpu",
+        "--model",     "llama-tiny", "--seq",     "16",       "--steps",  "1",
+        "--bucket-mb", "10",         "--db",      db,         ":",        "-np",
+        "1",           LB_TEST_BIN,  "train",     "--device", "cpu",      "--model",
+        "llama-tiny",  "--seq",      "16",        "--steps",  "1",        "--bucket-mb",
+        "20",          "--db",       db,          NULL};
+    for (int i = 0; rest[i] != NULL; i++)
+        argv[n++] = rest[i];
+    argv[n] = NULL;
+    int rc = lb_test_run_argv(argv, out, sizeof out, NULL);
+    if (rc != 2 || strstr(out, "llmbench train: rank 1 was started with --bucket-mb 20.0 where "
+                               "rank 0 has 10.0: every rank needs the same options\n") == NULL)
+        fail_msg("exit %d: %.2000s", rc, out);
+}
 #endif
+
+/* --help says what name a run on several ranks gets by default: MODEL-DEVICE-PRECISION
+ * followed by -xN-zeroSTAGE. */
+static void test_cli_train_help_names_the_default_run_name_on_ranks(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"train", "--help", NULL}), 0);
+    assert_non_null(strstr(out, "(default MODEL-DEVICE-PRECISION, on N ranks with -xN-zeroSTAGE "
+                                "after it)"));
+}
 
 static void test_cli_train_tiny_model_runs_with_its_defaults(void **state) {
     (void)state;
@@ -539,7 +587,9 @@ int main(void) {
         cmocka_unit_test(test_cli_train_fit_advice_leaves_out_what_is_given),
 #ifdef LB_HAVE_MPI
         cmocka_unit_test(test_cli_train_option_given_on_one_rank_only_stops_the_job),
+        cmocka_unit_test(test_cli_train_ranks_that_differ_are_told_the_option_name),
 #endif
+        cmocka_unit_test(test_cli_train_help_names_the_default_run_name_on_ranks),
         cmocka_unit_test(test_cli_train_stores_run_with_raw_samples),
         cmocka_unit_test(test_cli_train_qlora_run_is_stored_with_its_figures),
         cmocka_unit_test(test_cli_train_sigint_stores_interrupted_run),

@@ -556,6 +556,35 @@ static void test_train_interrupt_keeps_steps_measured(void **state) {
     lb_result_free(r);
 }
 
+/* The CPU path holds the records of the steps it ran, grown as they go: a run past the first
+ * block of records keeps every step, and a run of more steps than memory could hold records
+ * for (one meant to run until Ctrl-C) starts and is interrupted, not refused for memory. */
+static void test_train_records_grow_with_the_steps_run(void **state) {
+    (void)state;
+    lb_train_params p = tiny_params("gpt2-tiny");
+    p.batch = 1, p.seq = 4, p.steps = 1100, p.warmup = 2, p.data = "synthetic";
+    lb_result *r = lb_result_new("train", "records");
+    lb_err err = {{0}};
+    assert_int_equal(lb_train_run(&p, r, &err), LB_OK);
+    const lb_series *ms = lb_result_find_series(r, "step_ms");
+    const lb_series *loss = lb_result_find_series(r, "loss");
+    assert_int_equal(ms->n, 1100);
+    assert_int_equal(loss->n, 1100);
+    assert_int_equal(lb_result_find_series(r, "warmup_step_ms")->n, 2);
+    for (size_t i = 0; i < ms->n; i++) {
+        assert_true(ms->values[i] > 0);
+        assert_true(isfinite(loss->values[i]) && loss->values[i] > 0);
+    }
+    lb_result_free(r);
+    p.steps = 1000000000000000; /* 48 PB of records at once */
+    lb_signals_raise(2);
+    r = lb_result_new("train", "endless");
+    assert_int_equal(lb_train_run(&p, r, &err), LB_ERR_INTERRUPTED);
+    assert_non_null(strstr(err.msg, "interrupted after 0 of 1000000000000002 steps"));
+    lb_signals_reset();
+    lb_result_free(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_gpt2_loss_falls_on_repeated_batch),
@@ -573,6 +602,7 @@ int main(void) {
         cmocka_unit_test(test_train_gpu_hour_price_prices_the_gpus),
         cmocka_unit_test(test_train_summary_reports_step_time_drift),
         cmocka_unit_test(test_train_interrupt_keeps_steps_measured),
+        cmocka_unit_test(test_train_records_grow_with_the_steps_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -295,7 +295,8 @@ int lb_cmd_train(int argc, char **argv) {
          "run of --scaling its own); instead of --hour-cost",
          1e-9, 1e9},
         {"--name", LB_ARG_STRING, &name, "NAME",
-         "name of the stored run (default MODEL-DEVICE-PRECISION)"},
+         "name of the stored run (default MODEL-DEVICE-PRECISION, on N ranks with "
+         "-xN-zeroSTAGE after it)"},
         {"--tag", LB_ARG_LIST, &tags, "TAG", "a tag for the stored run (repeatable)"},
         {"--no-progress", LB_ARG_FLAG, &no_progress, NULL, "no progress line on stderr"},
     };
@@ -343,6 +344,12 @@ int lb_cmd_train(int argc, char **argv) {
     if (scaling != NULL && !lb_cli_is_worker()) { /* the list, before the machine is asked */
         int counts[16], n = 0;
         if (parse_counts(scaling, &n, counts, 16) != 0) return 2;
+        if (p->base_tok_per_s > 0)
+            return lb_status_exit_code(lb_args_usage_error(
+                "train",
+                "--scaling %s measures the one-GPU tokens/s its runs scale against: give it "
+                "without --base-tok-per-s",
+                scaling));
         if (p->device == LB_DEVICE_CPU)
             return lb_status_exit_code(lb_args_usage_error(
                 "train",

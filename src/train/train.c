@@ -132,6 +132,10 @@ lb_status lb_train_validate(const lb_train_params *p, const lb_model_config *cfg
     if (p->device == LB_DEVICE_CPU && (p->recompute || p->gemm_heuristic_only))
         return lb_fail(err, LB_ERR_USAGE, "%s applies to --device cuda only",
                        p->recompute ? "--recompute" : "--gemm-heuristic-only");
+    if (p->device == LB_DEVICE_CPU && p->peak_tflops > 0)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--peak-tflops applies to --device cuda only: it is the GPU's peak that "
+                       "MFU divides by, and a CPU run reports no MFU");
     if (p->device == LB_DEVICE_CPU && p->attention != LB_GPU_ATTN_AUTO)
         return lb_fail(err, LB_ERR_USAGE, "--attention %s applies to --device cuda only",
                        lb_gpu_attn_choice_name(p->attention));
@@ -250,6 +254,15 @@ static bool rank_local_key(const char *key) {
     return strcmp(key, "launcher") == 0 || strcmp(key, "device_index") == 0;
 }
 
+/* The option (without its dashes) that sets config key `key`: the key's own name but for
+ * those whose option is spelt otherwise. */
+static const char *option_of(const char *key) {
+    static const char *const renamed[][2] = {{"bucket_mib", "bucket-mb"}, {"model_dir", "model"}};
+    for (size_t i = 0; i < sizeof renamed / sizeof renamed[0]; i++)
+        if (strcmp(key, renamed[i][0]) == 0) return renamed[i][1];
+    return key;
+}
+
 /* Two values of an option that differ between ranks as a user would type them: numbers
  * with 15 digits (3e-4 is "0.0003", not its binary value's 17), all 17 where that is what
  * tells them apart. *a and *b are malloc'd (NULL: no value, or out of memory). */
@@ -276,7 +289,7 @@ static lb_status compare_key(const char *key, const json_t *mine, const json_t *
     else
         show_values(w, NULL, &b, &a);
     char opt[64];
-    snprintf(opt, sizeof opt, "--%s", key);
+    snprintf(opt, sizeof opt, "--%s", option_of(key));
     for (char *c = opt; *c; c++)
         if (*c == '_') *c = '-';
     lb_status st = lb_fail(err, LB_ERR_USAGE,
@@ -593,6 +606,23 @@ static lb_status cpu_lora_memory(const lb_train_params *p, const lb_model *m, lb
         4 * ((double)m->act_floats + u + (double)lora->max_tokens * lora->lc.rank), "bytes");
 }
 
+#define RECORDS_FIRST 1024 /* steps whose records the CPU path holds before it grows them */
+
+/* The step records rec (*held steps of them) grown to hold the next steps: doubled, up to
+ * the run's total. Held as the steps go, so a run of very many steps (one meant to end at
+ * Ctrl-C) costs the memory of the steps it measured, not of all it could. */
+static lb_status grow_records(double **rec, int64_t *held, int64_t total, lb_err *err) {
+    int64_t want = *held == 0 ? RECORDS_FIRST : 2 * *held;
+    if (want > total) want = total;
+    double *more = realloc(*rec, (size_t)want * LB_REC_N * sizeof *more);
+    if (more == NULL)
+        return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the records of %lld steps",
+                       (long long)want);
+    *rec = more;
+    *held = want;
+    return LB_OK;
+}
+
 static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
                            const lb_hf_model *hf, lb_data_loader *data, lb_result *r, lb_err *err) {
     const int ranks = lb_train_ranks(p), rank = lb_train_rank(p);
@@ -627,10 +657,12 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     if (st == LB_OK && p->lora_rank > 0 && rank == 0) st = cpu_lora_memory(p, &m, &lora, dp, r);
     int32_t *inputs = malloc(tokens * sizeof *inputs);
     int32_t *targets = malloc(tokens * sizeof *targets);
-    double *rec = calloc((size_t)total * LB_REC_N, sizeof *rec);
-    if (st == LB_OK && (!inputs || !targets || !rec))
+    double *rec = NULL;
+    int64_t rec_steps = 0;
+    if (st == LB_OK && (!inputs || !targets))
         st = lb_fail(err, LB_ERR_NOMEM, "out of host memory for a batch of %d x %d x %d tokens", K,
                      B, T);
+    if (st == LB_OK) st = grow_records(&rec, &rec_steps, total, err);
     lb_adamw_params opt = {
         .lr = (float)p->lr,
         .beta1 = (float)p->beta1,
@@ -645,6 +677,7 @@ static lb_status train_cpu(const lb_train_params *p, const lb_model_config *cfg,
     double steps_ms = 0; /* the steps' times so far: their mean rate gives the ETA */
     for (int64_t step = 0; st == LB_OK && step < total; step++) {
         if ((st = lb_train_check_interrupt(p, step, total, err)) != LB_OK) break;
+        if (step == rec_steps && (st = grow_records(&rec, &rec_steps, total, err)) != LB_OK) break;
         for (int k = 0; k < K; k++)
             lb_data_next_part(data, rank, ranks, inputs + (size_t)k * B * T,
                               targets + (size_t)k * B * T);
