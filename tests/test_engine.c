@@ -26,6 +26,16 @@
 #include "engine/sched.h"
 #include "model/model.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+/* Under AddressSanitizer an allocation that cannot be served returns NULL, as glibc's does,
+ * instead of ending the program: test_engine_a_cpu_cache_too_big_for_memory_is_named makes
+ * one. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) {
+    return "allocator_may_return_null=1";
+}
+#endif
+
 static void test_kv_blocks_hand_out_each_block_once(void **state) {
     (void)state;
     lb_kv_blocks kv;
@@ -560,6 +570,32 @@ static void test_engine_stops_at_eos_unless_told_to_ignore_it(void **state) {
     lb_model_free(&r.m);
 }
 
+/* A request naming more end-of-sequence ids than the engine keeps is refused, not cut to
+ * the first ones (it went on past the ninth). */
+static void test_engine_refuses_more_eos_ids_than_it_keeps(void **state) {
+    (void)state;
+    ref r;
+    lb_err err;
+    lb_engine *e = open_cpu_engine(&r);
+    int32_t prompt[3] = {1, 2, 3}, eos[LB_ENGINE_MAX_EOS + 1];
+    for (int i = 0; i <= LB_ENGINE_MAX_EOS; i++)
+        eos[i] = 100 + i;
+    lb_engine_request rq = {.sampling = lb_sample_default(),
+                            .max_tokens = 4,
+                            .eos_ids = eos,
+                            .n_eos = LB_ENGINE_MAX_EOS + 1};
+    int64_t id;
+    assert_int_equal(lb_engine_submit(e, prompt, 3, &rq, &id, &err), LB_ERR_USAGE);
+    if (strstr(err.msg, "names 9 end-of-sequence ids; the engine takes 0 to 8") == NULL)
+        fail_msg("%s", err.msg);
+    assert_int_equal(lb_engine_pending(e), 0);
+    rq.n_eos = LB_ENGINE_MAX_EOS;
+    assert_int_equal(lb_engine_submit(e, prompt, 3, &rq, &id, &err), LB_OK);
+    assert_int_equal(lb_engine_pending(e), 1);
+    lb_engine_close(e);
+    lb_model_free(&r.m);
+}
+
 /* Steps are counted by kind (with prompt tokens, decodes only) and timed; warming up an
  * idle engine changes nothing it generates, a busy one refuses. */
 static void test_engine_counts_steps_by_kind_and_warms_up_only_idle(void **state) {
@@ -604,6 +640,25 @@ static void test_engine_refuses_a_cache_of_more_blocks_than_it_counts(void **sta
     assert_null(e);
     if (strstr(err.msg, "a KV cache of 17179869188 tokens") == NULL ||
         strstr(err.msg, "--block-size") == NULL)
+        fail_msg("%s", err.msg);
+    lb_model_free(&r.m);
+}
+
+/* A cache the host cannot hold is LB_ERR_NOMEM naming its size and the option that sets it
+ * (the sizes were read from the backend after it was freed). */
+static void test_engine_a_cpu_cache_too_big_for_memory_is_named(void **state) {
+    (void)state;
+    ref r;
+    ref_init(&r, 64);
+    lb_engine_params p = cpu_params();
+    p.block_size = 4096;
+    p.kv_tokens = (int64_t)1 << 42; /* 2^30 blocks: 2 PiB of keys and values */
+    lb_engine *e = NULL;
+    lb_err err;
+    assert_int_equal(lb_engine_open(&e, &p, &r.w, &err), LB_ERR_NOMEM);
+    assert_null(e);
+    if (strstr(err.msg, "2097152.0 GiB of cache for 4398046511104 tokens") == NULL ||
+        strstr(err.msg, "--kv-tokens") == NULL)
         fail_msg("%s", err.msg);
     lb_model_free(&r.m);
 }
@@ -894,8 +949,10 @@ int main(void) {
         cmocka_unit_test(test_engine_logits_of_a_whole_context),
         cmocka_unit_test(test_engine_greedy_equals_recomputing_and_alone_equals_batched),
         cmocka_unit_test(test_engine_stops_at_eos_unless_told_to_ignore_it),
+        cmocka_unit_test(test_engine_refuses_more_eos_ids_than_it_keeps),
         cmocka_unit_test(test_engine_counts_steps_by_kind_and_warms_up_only_idle),
         cmocka_unit_test(test_engine_refuses_a_cache_of_more_blocks_than_it_counts),
+        cmocka_unit_test(test_engine_a_cpu_cache_too_big_for_memory_is_named),
         cmocka_unit_test(test_sample_follows_temperature_top_k_and_top_p),
         cmocka_unit_test(test_sample_a_subnormal_temperature_is_greedy),
         cmocka_unit_test(test_sample_never_chooses_a_nan_logit),

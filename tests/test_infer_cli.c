@@ -304,6 +304,28 @@ static void test_infer_cli_json_names_paths_that_are_not_utf8(void **state) {
     json_decref(j);
 }
 
+/* The engine's counters are the timed queries' alone: an Offline run of 4 prompts of 5
+ * tokens and 3 tokens each is one prefill step and two decode steps, with or without 3
+ * warm-up queries before it (their 3 steps were counted too). */
+static void test_infer_cli_engine_steps_leave_the_warmup_out(void **state) {
+    (void)state;
+    const char *const args[] = {"infer",    "--model",
+                                dir,        "--device",
+                                "cpu",      "--synthetic",
+                                "4",        "--input-len",
+                                "fixed:5",  "--max-tokens",
+                                "3",        "--ignore-eos",
+                                "--warmup", "3",
+                                "--db",     db,
+                                "--json",   NULL};
+    json_t *j = run_json(args, 0);
+    assert_true(metric(j, "completed") == 4);
+    assert_true(metric(j, "engine_steps") == 3);
+    assert_true(metric(j, "engine_prefill_steps") == 1);
+    assert_true(metric(j, "engine_decode_steps") == 2);
+    json_decref(j);
+}
+
 /* --search-qps is load's search (cli/loadrun.h) with the engine answering: every trial is
  * a stored Server run of one "search:" group, and the document names the answer. */
 static void test_infer_cli_search_runs_trials_as_one_group(void **state) {
@@ -409,6 +431,35 @@ static void test_infer_cli_refuses_samples_that_cannot_fit_before_running(void *
     assert_int_not_equal(stat(fresh, &st), 0); /* nothing ran, nothing was stored */
 }
 
+/* The engine puts the bos id before each tokenized prompt: 60 tokens and 4 to generate
+ * cannot fit the context of 64 (every query failed at its turn, exit 1), 59 and 4 do. */
+static void test_infer_cli_counts_the_bos_id_in_what_must_fit(void **state) {
+    (void)state;
+    char fresh[128], out[4096], err[4096];
+    snprintf(fresh, sizeof fresh, "%s/bos.db", dir);
+    const char *const over[] = {"infer",       "--model", dir,           "--device", "cpu",
+                                "--synthetic", "3",       "--input-len", "fixed:60", "--max-tokens",
+                                "4",           "--db",    fresh,         NULL};
+    assert_int_equal(lb_test_run(over, out, sizeof out, err, sizeof err), 2);
+    if (!strstr(err, "3 of 3 samples cannot fit the engine's context of 64 tokens (sample 0: a "
+                     "prompt of 61 with the bos id and 4 to generate)"))
+        fail_msg("stderr: %s", err);
+    struct stat st;
+    assert_int_not_equal(stat(fresh, &st), 0);
+    const char *const fits[] = {"infer",    "--model",
+                                dir,        "--device",
+                                "cpu",      "--synthetic",
+                                "3",        "--input-len",
+                                "fixed:59", "--max-tokens",
+                                "4",        "--ignore-eos",
+                                "--db",     db,
+                                "--json",   NULL};
+    json_t *j = run_json(fits, 0);
+    assert_true(metric(j, "completed") == 3);
+    assert_true(metric(j, "failed") == 0);
+    json_decref(j);
+}
+
 /* Runs args with a fresh database; expects exit 2, one line on stderr containing want,
  * nothing on stdout and nothing stored (the database never made). */
 static void expect_refused_before_running(const char *const *args, const char *fresh,
@@ -437,7 +488,8 @@ static void test_infer_cli_refuses_options_that_cannot_work_together(void **stat
         "fixed:20", "--max-tokens", "4", "--kv-tokens", "16",  "--db",        fresh, NULL};
     expect_refused_before_running(cache, fresh,
                                   "3 of 3 samples cannot fit the engine's whole KV cache of 16 "
-                                  "tokens (sample 0: a prompt of 20 and 4 to generate): give a "
+                                  "tokens (sample 0: a prompt of 21 with the bos id and 4 to "
+                                  "generate): give a "
                                   "smaller --max-tokens or --output-len, shorter prompts, or a "
                                   "larger --kv-tokens");
     const char *const chat[] = {"infer", "--random", "llama-tiny", "--device", "cpu", "--synthetic",
@@ -722,8 +774,10 @@ int main(void) {
         cmocka_unit_test(test_infer_cli_generated_text_is_utf8_on_every_line),
         cmocka_unit_test(test_infer_cli_json_names_paths_that_are_not_utf8),
         cmocka_unit_test(test_infer_cli_search_runs_trials_as_one_group),
+        cmocka_unit_test(test_infer_cli_engine_steps_leave_the_warmup_out),
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
         cmocka_unit_test(test_infer_cli_refuses_samples_that_cannot_fit_before_running),
+        cmocka_unit_test(test_infer_cli_counts_the_bos_id_in_what_must_fit),
         cmocka_unit_test(test_infer_cli_refuses_options_that_cannot_work_together),
         cmocka_unit_test(test_infer_cli_refuses_percentiles_with_an_empty_or_repeated_level),
         cmocka_unit_test(test_infer_cli_refuses_a_repeated_slo_key_and_reads_a_long_one_whole),

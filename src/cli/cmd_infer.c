@@ -28,10 +28,12 @@ static lb_status do_infer(void *ctx, lb_result *r, lb_loadgen_report *rep, lb_er
 /* A sample whose prompt and output can never fit the engine's context, or its whole KV
  * cache when that is smaller, fails at its turn, after the run has begun: more such
  * samples than --max-failed allows are a usage error before anything runs, naming the
- * first. The prompt counts its known tokens (one when unknown): what bos or --chat adds is
- * the engine's to refuse. */
+ * first. The prompt counts its known tokens (one when unknown) and the bos id the engine
+ * puts before it (bos: 1, else 0; a cnn_eval file's tok_input holds it already); what
+ * --chat adds is the engine's to refuse. */
 static lb_status check_fits(const lb_dataset *ds, int32_t default_max_tokens,
-                            const lb_engine_info *info, int64_t max_failed) {
+                            const lb_engine_info *info, int64_t max_failed, int32_t bos) {
+    if (strcmp(ds->format, "cnn") == 0) bos = 0;
     const bool by_cache = info->kv_tokens < info->max_ctx;
     const int64_t limit = by_cache ? info->kv_tokens : info->max_ctx;
     size_t n_unfit = 0, first = 0;
@@ -39,18 +41,19 @@ static lb_status check_fits(const lb_dataset *ds, int32_t default_max_tokens,
     for (size_t i = 0; i < ds->n; i++) {
         const lb_sample *s = &ds->samples[i];
         int64_t out = s->max_tokens > 0 ? s->max_tokens : default_max_tokens;
-        int64_t in = s->input_tokens > 0 ? s->input_tokens : 1;
+        int64_t in = (s->input_tokens > 0 ? s->input_tokens : 1) + bos;
         if (in + out <= limit) continue;
         if (n_unfit++ == 0) first = i, first_in = in, first_out = out;
     }
     if (n_unfit == 0 || (int64_t)n_unfit <= max_failed) return LB_OK;
     return lb_args_usage_error("infer",
                                "%zu of %zu samples cannot fit the engine's %s of %lld tokens "
-                               "(sample %zu: a prompt of %lld and %lld to generate): give a "
+                               "(sample %zu: a prompt of %lld%s and %lld to generate): give a "
                                "smaller --max-tokens or --output-len, shorter prompts, or a "
                                "larger %s",
                                n_unfit, ds->n, by_cache ? "whole KV cache" : "context",
-                               (long long)limit, first, (long long)first_in, (long long)first_out,
+                               (long long)limit, first, (long long)first_in,
+                               bos ? " with the bos id" : "", (long long)first_out,
                                by_cache ? "--kv-tokens" : "--max-ctx");
 }
 
@@ -167,7 +170,8 @@ int lb_cmd_infer(int argc, char **argv) {
     else if (es.tok != NULL && (st = lb_dataset_count_tokens(&ds, es.tok, &err)) != LB_OK)
         fprintf(stderr, "llmbench infer: %s\n", err.msg);
     if (st == LB_OK)
-        st = check_fits(&ds, p->max_tokens, lb_engine_get_info(es.engine), p->max_failed);
+        st = check_fits(&ds, p->max_tokens, lb_engine_get_info(es.engine), p->max_failed,
+                        es.tok != NULL && es.bos_id >= 0 && !chat);
     if (st != LB_OK) {
         lb_engine_opt_close(&es);
         lb_dataset_free(&ds);

@@ -154,10 +154,12 @@ lb_status lb_engine_cpu_open(lb_backend **out, const lb_weights *w, const lb_eng
     if (!c->layout || !c->params || !c->k_cache || !c->v_cache || !c->x || !c->n || !c->qkv ||
         !c->att || !c->br || !c->h || !c->a || !c->rstd || !c->row || !c->nrow || !c->slot ||
         !c->inv_freq) {
+        const double weight_gib = (double)c->off.total * 4 / (1 << 30);
         cpu_close(&c->base);
         return lb_fail(err, LB_ERR_NOMEM,
-                       "out of memory for the CPU engine (%.1f GiB of weights, %.1f GiB of cache)",
-                       (double)c->off.total * 4 / (1 << 30), 2.0 * cache * 4 / (1 << 30));
+                       "out of memory for the CPU engine (%.1f GiB of weights, %.1f GiB of cache "
+                       "for %lld tokens): give a smaller --kv-tokens",
+                       weight_gib, 2.0 * cache * 4 / (1 << 30), (long long)p->kv_tokens);
     }
     lb_model_param_layout(cfg, c->layout, c->n_tensors);
     for (int i = 0; i < c->n_tensors; i++) {

@@ -16,13 +16,11 @@
 #include "engine/engine_impl.h"
 #include "engine/sched.h"
 
-#define MAX_EOS 8
-
 typedef struct {
     lb_seq seq;
     lb_sampling sampling;
     lb_rng rng;
-    int32_t eos[MAX_EOS];
+    int32_t eos[LB_ENGINE_MAX_EOS];
     int n_eos;
     bool ignore_eos;
 } request;
@@ -178,6 +176,10 @@ void lb_engine_kv_blocks(const lb_engine *e, int32_t *n_free, int32_t *n_total) 
 lb_status lb_engine_submit(lb_engine *e, const int32_t *prompt, int32_t n,
                            const lb_engine_request *r, int64_t *id, lb_err *err) {
     if (r->max_tokens < 1) return lb_fail(err, LB_ERR_USAGE, "max_tokens must be at least 1");
+    if (r->n_eos < 0 || r->n_eos > LB_ENGINE_MAX_EOS)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "a request names %d end-of-sequence ids; the engine takes 0 to %d", r->n_eos,
+                       LB_ENGINE_MAX_EOS);
     for (int32_t i = 0; i < n; i++)
         if (prompt[i] < 0 || prompt[i] >= e->cfg.vocab_size)
             return lb_fail(err, LB_ERR_USAGE,
@@ -199,7 +201,7 @@ lb_status lb_engine_submit(lb_engine *e, const int32_t *prompt, int32_t n,
     q->sampling = r->sampling;
     lb_rng_seed(&q->rng, r->sampling.seed);
     q->ignore_eos = r->ignore_eos;
-    for (int i = 0; i < r->n_eos && i < MAX_EOS; i++)
+    for (int i = 0; i < r->n_eos; i++)
         q->eos[q->n_eos++] = r->eos_ids[i];
     lb_status st = LB_OK;
     for (int32_t i = 0; i < n && st == LB_OK; i++)

@@ -67,12 +67,14 @@ typedef struct {
     lb_finish done; /* whether the request ended with this token */
 } lb_engine_event;
 
+#define LB_ENGINE_MAX_EOS 8 /* end-of-sequence ids a request may name */
+
 typedef struct {
     lb_sampling sampling;
     int32_t max_tokens;     /* tokens to generate, >= 1 */
     bool ignore_eos;        /* generate max_tokens whatever comes */
     const int32_t *eos_ids; /* [n_eos] end-of-sequence ids (copied at submit) */
-    int n_eos;
+    int n_eos;              /* at most LB_ENGINE_MAX_EOS */
 } lb_engine_request;
 
 /* What an engine is, for reports. */
@@ -109,7 +111,8 @@ const lb_model_config *lb_engine_config(const lb_engine *e);
 lb_status lb_engine_warmup(lb_engine *e, int32_t max_prompt, lb_err *err);
 
 /* Queues a request (prompt[0..n) copied). *id names it in events. A request that could
- * never fit (context, whole cache) is LB_ERR_USAGE naming the limit. */
+ * never fit (context, whole cache) or names more than LB_ENGINE_MAX_EOS end-of-sequence ids
+ * is LB_ERR_USAGE naming the limit. */
 lb_status lb_engine_submit(lb_engine *e, const int32_t *prompt, int32_t n,
                            const lb_engine_request *r, int64_t *id, lb_err *err);
 /* Ends a request early (its blocks are freed); unknown ids are ignored. */

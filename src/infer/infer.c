@@ -44,7 +44,8 @@ typedef struct {
     lb_replica rep;
     bool keep_text;
     char broken[160];       /* an engine step failed: every query after fails with this */
-    lb_engine_info at_open; /* the engine's counts when this run began */
+    int64_t warmup_left;    /* warm-up queries (the first submitted) not submitted yet */
+    lb_engine_info at_open; /* the engine's counts when the first timed query came */
 } engine_sut;
 
 /* Token ids of every sample before t0. */
@@ -212,6 +213,7 @@ static lb_status engine_open(void *self, const lb_loadgen_params *lg, const lb_d
         if (E->prompts[i].n > longest) longest = E->prompts[i].n;
     LB_TRY(lb_engine_warmup(E->p->engine, longest, err));
     E->at_open = *lb_engine_get_info(E->p->engine);
+    E->warmup_left = lg->warmup_queries;
     return LB_OK;
 }
 
@@ -229,6 +231,8 @@ static lb_status engine_submit(void *self, uint64_t tag, uint32_t sample, lb_err
                             .eos_ids = p->eos_ids,
                             .n_eos = p->n_eos};
     rq.sampling.seed = p->sampling.seed + tag;
+    /* the warm-up queries all ended before the first timed one: their steps are not the run's */
+    if (E->warmup_left-- == 0) E->at_open = *lb_engine_get_info(p->engine);
     live refused = {.tag = tag, .sample = sample, .active = true, .start_ns = lb_clock_now_ns()};
     E->rep.sent++;
     E->rep.inflight++;

@@ -46,7 +46,7 @@ typedef struct {
 
 /* Runs the scenario. Fills out and *report as lb_loadgen_run does, and adds the engine's
  * description to the config and its counters (KV capacity, weight bytes, preemptions,
- * steps) to the metrics. */
+ * steps: those of the timed queries, not the warm-up's) to the metrics. */
 lb_status lb_infer_run(const lb_infer_params *p, const lb_dataset *ds, lb_result *out,
                        lb_loadgen_report *report, lb_err *err);
 
