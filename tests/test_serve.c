@@ -542,6 +542,57 @@ static void test_serve_lists_models_and_reports_health(void **state) {
     stop(&f);
 }
 
+/* A model id that is not UTF-8 (a Latin-1 "caf\xe9") is served as '?': /v1/models and
+ * the completions stay JSON a strict client reads. */
+static void test_serve_model_id_that_is_not_utf8_is_served_as_json(void **state) {
+    (void)state;
+    lb_synthetic_params sp = lb_synthetic_default_params();
+    lb_err err = {{0}};
+    fixture f;
+    assert_int_equal(lb_synthetic_init(&sp, &f.src, &err), LB_OK);
+    lb_server_params p = lb_server_default_params();
+    p.port = 0;
+    p.threads = 1;
+    p.model = "caf\xe9";
+    if (lb_server_start(&p, &f.src, &f.srv, &err) != LB_OK) fail_msg("start: %s", err.msg);
+    f.port = lb_server_port(f.srv);
+    reply r;
+    http(f.port, "GET", "/v1/models", NULL, &r, 5000);
+    assert_int_equal(r.status, 200);
+    json_t *j = parse(r.body);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(json_object_get(j, "data"), 0), "id")),
+        "caf?");
+    json_decref(j);
+    reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":2}", &r);
+    assert_int_equal(r.status, 200);
+    j = parse(r.body);
+    assert_string_equal(json_string_value(json_object_get(j, "model")), "caf?");
+    json_decref(j);
+    reply_free(&r);
+    stop(&f);
+}
+
+/* A GET that carries a body (some clients send "{}") is answered, not dropped unanswered. */
+static void test_serve_answers_gets_that_carry_a_body(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    static const char *const paths[] = {"/health", "/v1/models", "/metrics"};
+    static const char *const want[] = {"{\"status\":\"ok\"}", "\"id\":\"synthetic\"",
+                                       "serve_requests_total"};
+    for (int i = 0; i < 3; i++) {
+        reply r;
+        http(f.port, "GET", paths[i], "{}", &r, 5000);
+        if (r.rc != CURLE_OK || r.status != 200 || r.body == NULL || !strstr(r.body, want[i]))
+            fail_msg("GET %s with a body: curl %d, status %ld, body '%s'", paths[i], (int)r.rc,
+                     r.status, r.body ? r.body : "");
+        reply_free(&r);
+    }
+    stop(&f);
+}
+
 static void test_serve_keeps_connections_alive(void **state) {
     (void)state;
     fixture f;
@@ -617,6 +668,79 @@ static lb_token_state holding_next(void *ctx, void *stream, int64_t now_ns, char
 static void holding_done(void *ctx, void *stream) {
     const lb_token_source *inner = ctx;
     inner->done(inner->ctx, stream);
+}
+
+/* A source that wraps the synthetic one and, for a prompt starting with "fail", fails the
+ * request after FAIL_AFTER tokens, as the engine does one it ends at a shutdown. */
+#define FAIL_AFTER 3
+typedef struct {
+    int64_t given;
+    bool fail;
+    max_align_t inner[];
+} failing_stream;
+static lb_status failing_start(void *ctx, const lb_token_request *req, void *stream,
+                               int64_t *prompt_tokens, lb_err *err) {
+    const lb_token_source *inner = ctx;
+    failing_stream *fs = stream;
+    fs->fail = req->prompt_len >= 4 && memcmp(req->prompt, "fail", 4) == 0;
+    return inner->start(inner->ctx, req, fs->inner, prompt_tokens, err);
+}
+static lb_token_state failing_next(void *ctx, void *stream, int64_t now_ns, char *text, size_t *len,
+                                   int64_t *due_ns) {
+    const lb_token_source *inner = ctx;
+    failing_stream *fs = stream;
+    if (fs->fail && fs->given == FAIL_AFTER) {
+        *len = strlen("the source failed");
+        memcpy(text, "the source failed", *len);
+        return LB_TOKEN_FAILED;
+    }
+    lb_token_state st = inner->next(inner->ctx, fs->inner, now_ns, text, len, due_ns);
+    if (st == LB_TOKEN_READY) fs->given++;
+    return st;
+}
+static void failing_done(void *ctx, void *stream) {
+    const lb_token_source *inner = ctx;
+    inner->done(inner->ctx, ((failing_stream *)stream)->inner);
+}
+
+/* serve_output_tokens counts the tokens sent: a whole answer that became an error (500)
+ * sent none of those generated before, a stream sent each in its event. */
+static void test_serve_tokens_count_only_what_was_sent(void **state) {
+    (void)state;
+    fixture f;
+    lb_synthetic_params sp = lb_synthetic_default_params();
+    lb_err err = {{0}};
+    assert_int_equal(lb_synthetic_init(&sp, &f.src, &err), LB_OK);
+    lb_token_source failing = {.name = "failing",
+                               .ctx = &f.src,
+                               .stream_bytes = sizeof(failing_stream) + f.src.stream_bytes,
+                               .start = failing_start,
+                               .next = failing_next,
+                               .done = failing_done};
+    lb_server_params p = lb_server_default_params();
+    p.port = 0;
+    p.threads = 1;
+    if (lb_server_start(&p, &failing, &f.srv, &err) != LB_OK)
+        fail_msg("server did not start: %s", err.msg);
+    f.port = lb_server_port(f.srv);
+    reply r;
+    post(f.port, "/v1/completions", "{\"prompt\":\"fail\",\"max_tokens\":8}", &r);
+    assert_int_equal(r.status, 500);
+    reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":\"fail\",\"max_tokens\":8,\"stream\":true}", &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.n_events, FAIL_AFTER + 1); /* the tokens, then the error */
+    reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":\"ok\",\"max_tokens\":5}", &r);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    lb_server_shutdown(f.srv, 1.0); /* every request has ended */
+    lb_server_stats st;
+    lb_server_get_stats(f.srv, &st);
+    assert_int_equal(st.aborted, 2);
+    assert_int_equal(st.completed, 1);
+    assert_int_equal(st.tokens, FAIL_AFTER + 5);
+    stop(&f);
 }
 
 static int connect_to(int port) {
@@ -941,6 +1065,42 @@ static void test_serve_shutdown_finishes_inflight_streams(void **state) {
     stop(&f);
 }
 
+/* A request that was all sent before the shutdown began is answered, on a connection that
+ * has just been accepted or on one kept alive after an earlier request: its head may still
+ * wait for the acceptor's look, or be with libmicrohttpd and not yet read. Both were closed
+ * unanswered. */
+static void test_serve_shutdown_answers_requests_sent_before_it(void **state) {
+    (void)state;
+    for (int round = 0; round < 100; round++) {
+        fixture f;
+        start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+        int fd = connect_to(f.port);
+        char buf[4096];
+        if (round % 2 == 1) { /* a first request, so that the second finds the connection kept */
+            send_post(fd, "{\"prompt\":\"x\",\"max_tokens\":2}");
+            ssize_t got = read(fd, buf, sizeof buf - 1);
+            assert_true(got > 0);
+            buf[got] = '\0';
+            assert_non_null(strstr(buf, "HTTP/1.1 200"));
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 10000000L}, NULL); /* accepted or watched */
+        send_post(fd, "{\"prompt\":\"y\",\"max_tokens\":2}");
+        lb_server_shutdown(f.srv, 5.0);
+        size_t n = 0;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        while (n + 1 < sizeof buf && poll(&pf, 1, 2000) > 0) {
+            ssize_t got = read(fd, buf + n, sizeof buf - 1 - n);
+            if (got <= 0) break;
+            n += (size_t)got;
+        }
+        buf[n] = '\0';
+        if (strstr(buf, "HTTP/1.1 200") == NULL || strstr(buf, "\"completion_tokens\":2") == NULL)
+            fail_msg("round %d: the request sent before the shutdown got '%s'", round, buf);
+        close(fd);
+        stop(&f);
+    }
+}
+
 static const char *choice_text(json_t *j, size_t i) {
     return json_string_value(
         json_object_get(json_array_get(json_object_get(j, "choices"), i), "text"));
@@ -1165,12 +1325,26 @@ static void test_serve_refusals_name_the_value_given(void **state) {
          "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_completion_tokens\":-3}",
          "'max_completion_tokens' must be an integer >= 1, got -3"},
         {"/v1/completions", "{\"prompt\":\"a\",\"n\":2}", "only 'n' = 1 is supported, got 2"},
+        /* a number with a fraction is not the integer it equals: said as sent */
+        {"/v1/completions", "{\"prompt\":\"a\",\"n\":1.0}", "only 'n' = 1 is supported, got 1.0"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":16.0}",
+         "'max_tokens' must be an integer >= 1, got 16.0"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":-2.0}",
+         "'max_tokens' must be an integer >= 1, got -2.0"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":1e20}",
+         "'max_tokens' must be an integer >= 1, got 1e+20"},
         {"/v1/completions", "{\"prompt\":\"a\",\"best_of\":3}",
          "only 'best_of' = 1 is supported, got 3"},
         {"/v1/completions", "{\"prompt\":\"a\",\"stream\":\"yes\"}",
          "'stream' must be true or false, got a string"},
         {"/v1/completions", "{\"prompt\":\"a\",\"stream_options\":[]}",
          "'stream_options' must be an object, got an array"},
+        {"/v1/completions",
+         "{\"prompt\":\"a\",\"stream\":true,\"stream_options\":{\"include_usage\":\"true\"}}",
+         "'stream_options.include_usage' must be true or false, got a string"},
+        {"/v1/completions",
+         "{\"prompt\":\"a\",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
+         "'stream_options.include_usage' must be true or false, got 1"},
         {"/v1/completions", "{\"prompt\":\"a\",\"model\":5}", "'model' must be a string, got 5"},
         {"/v1/completions", "{\"prompt\":\"a\",\"stop\":false}",
          "'stop' must be a string or an array of strings, got false"},
@@ -1249,8 +1423,11 @@ int main(void) {
         cmocka_unit_test(test_serve_delays_do_not_block_threads),
         cmocka_unit_test(test_serve_rejects_malformed_requests_with_openai_errors),
         cmocka_unit_test(test_serve_lists_models_and_reports_health),
+        cmocka_unit_test(test_serve_answers_gets_that_carry_a_body),
+        cmocka_unit_test(test_serve_model_id_that_is_not_utf8_is_served_as_json),
         cmocka_unit_test(test_serve_keeps_connections_alive),
         cmocka_unit_test(test_serve_answers_128_requests_that_arrive_together),
+        cmocka_unit_test(test_serve_tokens_count_only_what_was_sent),
         cmocka_unit_test(test_serve_echoes_the_longest_model_name),
         cmocka_unit_test(test_serve_fault_drop_cuts_the_connection),
         cmocka_unit_test(test_serve_fault_stall_holds_the_connection_until_shutdown),
@@ -1260,6 +1437,7 @@ int main(void) {
         cmocka_unit_test(test_serve_fault_rate_picks_a_repeatable_fraction),
         cmocka_unit_test(test_serve_survives_clients_leaving_midstream),
         cmocka_unit_test(test_serve_shutdown_finishes_inflight_streams),
+        cmocka_unit_test(test_serve_shutdown_answers_requests_sent_before_it),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -373,6 +373,34 @@ static void test_serve_cli_generates_with_the_engine_on_a_model_directory(void *
     lb_test_rmtree(dir);
 }
 
+/* --help says what the code does: a request without max_tokens gets 16 or the smaller
+ * --max-tokens; a connection past --max-connections gets a 503 before it is closed. */
+static void test_serve_cli_help_matches_the_defaults_served(void **state) {
+    (void)state;
+    char out[16384], err[1024];
+    const char *const help[] = {"serve", "--help", NULL};
+    assert_int_equal(lb_test_run(help, out, sizeof out, err, sizeof err), 0);
+    if (strstr(out, "a request without max_tokens gets 16, or N when N is less") == NULL ||
+        strstr(out, "one more is answered 503 and closed") == NULL)
+        fail_msg("--help: %s", out);
+    const char *const args[] = {LB_TEST_BIN, "serve", "--synthetic",  "--port", "0",
+                                "--threads", "1",     "--max-tokens", "8",      NULL};
+    child ch;
+    int port = start_serve(&ch, args, false);
+    lb_test_body b = {0};
+    assert_int_equal(post_keep(port, "/v1/completions", "{\"prompt\":\"a\"}", &b), 200);
+    json_t *j = json_loads(b.p, 0, NULL);
+    assert_non_null(j);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")), 8);
+    json_decref(j);
+    free(b.p);
+    kill(ch.pid, SIGTERM);
+    assert_int_equal(wait_exit(ch.pid, 10000), 0);
+    close(ch.out_fd);
+    close(ch.err_fd);
+}
+
 static void test_serve_cli_rejects_bad_options_with_exit_2(void **state) {
     (void)state;
     const char *const fault[] = {LB_TEST_BIN, "serve", "--synthetic", "--fault", "explode", NULL};
@@ -381,6 +409,17 @@ static void test_serve_cli_rejects_bad_options_with_exit_2(void **state) {
     check_usage_error(rate, "--fault-rate");
     const char *const port[] = {LB_TEST_BIN, "serve", "--synthetic", "--port", "70000", NULL};
     check_usage_error(port, "--port");
+    /* a model id too long to serve is refused by its option, before anything starts */
+    char id[301];
+    memset(id, 'm', 300);
+    id[300] = '\0';
+    const char *const model[] = {LB_TEST_BIN, "serve", "--synthetic", "--port", "0",
+                                 "--model",   id,      NULL};
+    check_usage_error(model, "--model is 300 bytes long, and a model id is at most 256");
+    const char *const served[] = {LB_TEST_BIN,     "serve", "--random",    "llama3.2-1b",
+                                  "--device",      "cpu",   "--tokenizer", "/nonexistent",
+                                  "--served-name", id,      NULL};
+    check_usage_error(served, "--served-name is 300 bytes long");
 }
 
 int main(void) {
@@ -394,6 +433,7 @@ int main(void) {
         cmocka_unit_test(test_serve_cli_without_a_token_source_says_which_and_exits_2),
         cmocka_unit_test(test_serve_cli_generates_with_the_engine_on_a_model_directory),
         cmocka_unit_test(test_serve_cli_rejects_bad_options_with_exit_2),
+        cmocka_unit_test(test_serve_cli_help_matches_the_defaults_served),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -151,8 +151,8 @@ int lb_cmd_serve(int argc, char **argv) {
          "0: no limit)",
          0, 1e6, NULL},
         {"--max-tokens", LB_ARG_INT, &max_tokens, "N",
-         "cap on output tokens per request; a request without max_tokens gets 16 "
-         "(default 4096)",
+         "cap on output tokens per request; a request without max_tokens gets 16, or N when "
+         "N is less (default 4096)",
          1, 1e7, NULL},
         {"--threads", LB_ARG_INT, &threads, "N", "worker threads (default: online cores)", 0, 4096,
          NULL},
@@ -177,8 +177,8 @@ int lb_cmd_serve(int argc, char **argv) {
          "0 = never (default 30)",
          0, 86400, NULL},
         {"--max-connections", LB_ARG_INT, &max_connections, "N",
-         "open connections at most; more are closed at once (default: what the open-file limit "
-         "leaves room for, at most 65536)",
+         "open connections at most; one more is answered 503 and closed (default: what the "
+         "open-file limit leaves room for, at most 65536)",
          1, 65536, NULL},
         {"--max-body-memory", LB_ARG_INT, &body_mib, "MIB",
          "request bodies held at once, over all connections, in MiB; a request that would pass "
@@ -227,6 +227,12 @@ int lb_cmd_serve(int argc, char **argv) {
             "give --synthetic",
             other, other));
     /* Checked before the engine is opened, which may take a while. */
+    const char *id_opt = synthetic ? "--model" : "--served-name";
+    const char *id = synthetic ? eo.model_dir : served_name;
+    if (id != NULL && strlen(id) > LB_SERVER_MODEL_MAX_BYTES)
+        return lb_status_exit_code(lb_args_usage_error(
+            "serve", "%s is %zu bytes long, and a model id is at most %d: give a shorter %s",
+            id_opt, strlen(id), LB_SERVER_MODEL_MAX_BYTES, id_opt));
     if (eo.random != NULL && tokenizer == NULL)
         return lb_status_exit_code(lb_args_usage_error(
             "serve",

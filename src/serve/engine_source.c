@@ -16,7 +16,6 @@
 #include "core/utf8text.h"
 #include "model/hf_tokenizer.h"
 
-#define MAX_EOS   8
 #define POLL_NS   1000000LL
 #define SHUT_DOWN "the server shut down before the request finished"
 
@@ -37,7 +36,7 @@ typedef struct ereq {
 
 typedef struct {
     lb_engine_source_params p;
-    int32_t eos[MAX_EOS];
+    int32_t eos[LB_ENGINE_MAX_EOS];
     pthread_mutex_t mu;
     pthread_cond_t cv;
     ereq *new_head, *new_tail;
@@ -346,7 +345,7 @@ lb_status lb_engine_source_init(const lb_engine_source_params *p, lb_token_sourc
     esrc *s = calloc(1, sizeof *s);
     if (s == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
     s->p = *p;
-    s->p.n_eos = p->n_eos < MAX_EOS ? p->n_eos : MAX_EOS;
+    s->p.n_eos = p->n_eos < LB_ENGINE_MAX_EOS ? p->n_eos : LB_ENGINE_MAX_EOS;
     if (s->p.n_eos > 0) memcpy(s->eos, p->eos_ids, (size_t)s->p.n_eos * sizeof *s->eos);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);

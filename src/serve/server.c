@@ -55,7 +55,7 @@
 
 #define BODY_INLINE_BYTES 4096
 #define BODY_MAX_BYTES    LB_HTTP_BODY_MAX
-#define MODEL_MAX_BYTES   256
+#define MODEL_MAX_BYTES   LB_SERVER_MODEL_MAX_BYTES
 /* The head's fixed part is at most 111 bytes ("chatcmpl-" + 20-digit index, the longest
  * object name, a 20-character time); the model name escapes to at most 6 bytes a byte. */
 #define HEAD_FIXED_MAX_BYTES 111
@@ -118,6 +118,10 @@ struct lb_server {
     atomic_uint_fast64_t next_index;
     atomic_uint_fast64_t requests, streamed, completed, faults, client_errors, aborted, tokens,
         in_flight, busy;
+    /* Requests a shutdown waits for besides those in flight, whose heads the acceptor found:
+     * on connections handed to libmicrohttpd and not yet started there, or on started ones
+     * (head_due) that have not read them yet. */
+    atomic_uint_fast64_t handed, mhd_started, heads_due;
     atomic_size_t body_bytes;         /* request bodies held (reserved) now */
     lb_server_latency duration, ttft; /* serve/server_metrics.h */
 };
@@ -333,12 +337,24 @@ typedef struct {
     bool http10;          /* the current request is HTTP/1.0 */
     bool first_call;      /* the access handler's first call for the current request */
     bool closing;         /* the answer queued ends the connection */
+    bool head_due;        /* the acceptor found a request head that has not been read yet */
 } conn_ctx;
 
 static conn_ctx *conn_of(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
+}
+
+/* Counts (due) or uncounts the request head the acceptor found on cc: a shutdown waits for
+ * these requests as for those in flight. */
+static void head_due(lb_server *s, conn_ctx *cc, bool due) {
+    if (cc == NULL || cc->head_due == due) return;
+    cc->head_due = due;
+    if (due)
+        atomic_fetch_add(&s->heads_due, 1);
+    else
+        atomic_fetch_sub(&s->heads_due, 1);
 }
 
 /* The connection's deadline record. */
@@ -520,7 +536,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     } else {
         count(&s->aborted, 1);
     }
-    count(&s->tokens, (uint64_t)r->sent);
+    if (r->stream) count(&s->tokens, (uint64_t)r->sent); /* whole: counted when queued */
     request_release(r);
 }
 
@@ -552,6 +568,8 @@ static const char *refuse_value(request *r, const char *rule, const json_t *v) {
         snprintf(got, sizeof got, "%.15g", json_real_value(v));
         if (strtod(got, NULL) != json_real_value(v))
             snprintf(got, sizeof got, "%.17g", json_real_value(v));
+        if (strspn(got, "-0123456789") == strlen(got)) /* 1.0 is not the integer 1 */
+            strcat(got, ".0");
         break;
     case JSON_TRUE: snprintf(got, sizeof got, "true"); break;
     case JSON_FALSE: snprintf(got, sizeof got, "false"); break;
@@ -827,7 +845,10 @@ static const char *read_request(request *r, const json_t *root) {
     v = json_object_get(root, "stream_options");
     if (is_set(v)) {
         if (!json_is_object(v)) return refuse_value(r, "'stream_options' must be an object", v);
-        r->include_usage = json_is_true(json_object_get(v, "include_usage"));
+        const json_t *u = json_object_get(v, "include_usage");
+        if (is_set(u) && !json_is_boolean(u))
+            return refuse_value(r, "'stream_options.include_usage' must be true or false", u);
+        r->include_usage = json_is_true(u);
     }
     r->body.len = 0; /* the raw body is parsed: its buffer now collects the prompt */
     const char *why = r->chat ? read_messages(r, json_object_get(root, "messages"))
@@ -1085,6 +1106,7 @@ static enum MHD_Result finish_whole(request *r) {
     }
     r->resp.len = (size_t)(p - r->resp.p);
     r->ok = !r->faulted;
+    count(&s->tokens, (uint64_t)r->sent); /* a body that says no error carries them */
     struct MHD_Response *resp;
     if (r->faulted && s->p.fault == LB_FAULT_DROP) {
         r->drop_at = r->resp.len / 2;
@@ -1292,16 +1314,20 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode code) {
     lb_server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        /* counted as started only once its head is counted as due (lb_server_shutdown) */
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         conn_ctx *cc = ci ? calloc(1, sizeof *cc) : NULL;
         if (cc) {
             cc->fd = ci->connect_fd;
             cc->guard = lb_server_guard_open(s->guard, cc->fd);
+            head_due(s, cc, true); /* the acceptor hands over a connection with its head */
         }
         *socket_context = cc;
+        atomic_fetch_add(&s->mhd_started, 1);
     } else if (*socket_context) {
         conn_ctx *cc = *socket_context;
+        head_due(s, cc, false);
         lb_server_guard_close(s->guard, cc->guard);
         free(cc);
         *socket_context = NULL;
@@ -1389,6 +1415,39 @@ static enum MHD_Result take_body(request *r, const char *data, size_t n) {
     return sbuf_append(&r->body, data, n) ? MHD_YES : MHD_NO;
 }
 
+/* The first call of a request, its head read: answers it or says what comes next. */
+static enum MHD_Result route_request(lb_server *s, struct MHD_Connection *c, const char *url,
+                                     const char *method, void **con_cls) {
+    route rt = route_of(url);
+    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+    bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    switch (rt) {
+    case ROUTE_NONE:
+        return reply_error(s, c, MHD_HTTP_NOT_FOUND, NULL,
+                           "no such endpoint: %s %s (served: POST /v1/completions, POST "
+                           "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics)",
+                           method, url);
+    case ROUTE_MODELS:
+    case ROUTE_HEALTH:
+    case ROUTE_METRICS:
+        /* HEAD: libmicrohttpd sends the GET answer's head without its body. */
+        if (!get && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+            return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET, HEAD",
+                               "%s %s is not allowed: use GET", method, url);
+        *con_cls = rt == ROUTE_MODELS   ? (void *)&models_pending
+                   : rt == ROUTE_HEALTH ? (void *)&health_pending
+                                        : (void *)&metrics_pending;
+        return MHD_YES;
+    case ROUTE_COMPLETIONS:
+    case ROUTE_CHAT:
+        if (!post)
+            return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST",
+                               "%s %s is not allowed: use POST", method, url);
+        return accept_completion(s, c, rt == ROUTE_CHAT, con_cls);
+    }
+    return MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -1398,12 +1457,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cc->http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
         cc->first_call = *con_cls == NULL;
     }
+    const bool pending_get =
+        *con_cls == &metrics_pending || *con_cls == &models_pending || *con_cls == &health_pending;
+    if (pending_get && *upload_data_size > 0) { /* a GET's body means nothing: read away */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
     if (*con_cls == &metrics_pending) {
         *con_cls = NULL;
         lb_server_guard_phase(s->guard, guarded(c), LB_CONN_ANSWERING);
         return reply_metrics(s, c);
     }
-    if (*con_cls == &models_pending || *con_cls == &health_pending) {
+    if (pending_get) {
         struct MHD_Response *const *resp =
             *con_cls == &models_pending ? s->models_resp : s->health_resp;
         *con_cls = NULL;
@@ -1412,34 +1477,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     request *r = *con_cls;
     if (!r) {
-        route rt = route_of(url);
-        bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
-        bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-        switch (rt) {
-        case ROUTE_NONE:
-            return reply_error(s, c, MHD_HTTP_NOT_FOUND, NULL,
-                               "no such endpoint: %s %s (served: POST /v1/completions, POST "
-                               "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics)",
-                               method, url);
-        case ROUTE_MODELS:
-        case ROUTE_HEALTH:
-        case ROUTE_METRICS:
-            /* HEAD: libmicrohttpd sends the GET answer's head without its body. */
-            if (!get && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-                return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET, HEAD",
-                                   "%s %s is not allowed: use GET", method, url);
-            *con_cls = rt == ROUTE_MODELS   ? (void *)&models_pending
-                       : rt == ROUTE_HEALTH ? (void *)&health_pending
-                                            : (void *)&metrics_pending;
-            return MHD_YES;
-        case ROUTE_COMPLETIONS:
-        case ROUTE_CHAT:
-            if (!post)
-                return reply_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST",
-                                   "%s %s is not allowed: use POST", method, url);
-            return accept_completion(s, c, rt == ROUTE_CHAT, con_cls);
-        }
-        return MHD_NO;
+        enum MHD_Result ret = route_request(s, c, url, method, con_cls);
+        head_due(s, cc, false); /* read, and counted in flight when it is a completion */
+        return ret;
     }
     if (*upload_data_size > 0) {
         enum MHD_Result ret = take_body(r, upload_data, *upload_data_size);
@@ -1507,13 +1547,16 @@ static int open_listener(const struct addrinfo *ai) {
 static void resume_watched(void *ctx, void *conn) {
     lb_server *s = ctx;
     lb_server_guard_phase(s->guard, guarded(conn), LB_CONN_WAITING);
+    head_due(s, conn_of(conn), true);
     MHD_resume_connection(conn);
 }
 
 /* The acceptor's hand-over: libmicrohttpd closes fd itself when it refuses it. */
 static bool hand_to_mhd(void *ctx, int fd, const struct sockaddr *addr, socklen_t addr_len) {
     lb_server *s = ctx;
-    return MHD_add_connection(s->daemon, fd, addr, addr_len) == MHD_YES;
+    if (MHD_add_connection(s->daemon, fd, addr, addr_len) != MHD_YES) return false;
+    atomic_fetch_add(&s->handed, 1);
+    return true;
 }
 
 static unsigned open_connections(void *ctx) {
@@ -1553,6 +1596,7 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
     }
     s->p = *params;
     memcpy(s->model, params->model, strlen(params->model) + 1);
+    lb_utf8text_repair(s->model); /* a name from a Latin-1 terminal or file name */
     s->p.model = s->model;
     s->p.host = NULL; /* not kept */
     s->src = src;
@@ -1673,7 +1717,11 @@ void lb_server_shutdown(lb_server *s, double drain_s) {
         atomic_store(&s->draining, true);
         lb_server_timer_drain(s->timer);
         int64_t deadline = lb_clock_now_ns() + (int64_t)(drain_s * 1e9);
-        while (atomic_load(&s->in_flight) > 0 && lb_clock_now_ns() < deadline)
+        /* A request moves from handed to due to in flight, counted in the next place before
+         * it leaves the last: looked at in that order, none is missed. */
+        while ((atomic_load(&s->mhd_started) < atomic_load(&s->handed) ||
+                atomic_load(&s->heads_due) > 0 || atomic_load(&s->in_flight) > 0) &&
+               lb_clock_now_ns() < deadline)
             nanosleep(&(struct timespec){.tv_nsec = DRAIN_POLL_NS}, NULL);
         MHD_stop_daemon(s->daemon);
         s->daemon = NULL;

@@ -56,13 +56,18 @@ const char *lb_server_fault_mode_name(lb_fault_mode mode);
 /* The mode of that name, or -1. */
 int lb_server_fault_mode_parse(const char *name);
 
+/* The longest model id served (params.model, a request's "model"), bytes. */
+#define LB_SERVER_MODEL_MAX_BYTES 256
+
 typedef struct {
     const char *host;           /* address to listen on: "127.0.0.1", "0.0.0.0", "::1" */
     int port;                   /* TCP port; 0 picks a free one (see lb_server_port) */
     int threads;                /* worker threads; 0 = online CPU cores */
     int64_t max_tokens;         /* cap on output tokens per request, tokens */
     int64_t default_max_tokens; /* output tokens when a request names none, tokens */
-    const char *model;          /* id listed by /v1/models, echoed when a request has none */
+    const char *model;          /* id listed by /v1/models, echoed when a request has none:
+                                   1 to LB_SERVER_MODEL_MAX_BYTES bytes; bytes that are not
+                                   UTF-8 are served as '?' (the answers are JSON) */
     lb_fault_mode fault;        /* LB_FAULT_NONE for a well-behaved server */
     double fault_rate;          /* fraction of completion requests that fail, 0..1 */
     uint64_t seed;              /* which requests fail: request k fails iff a generator
@@ -85,7 +90,8 @@ typedef struct {
     uint64_t faults;        /* given the configured fault */
     uint64_t client_errors; /* answered 4xx (malformed), on any path */
     uint64_t aborted;       /* ended early otherwise (client gone, shutdown, server error) */
-    uint64_t tokens;        /* output tokens sent, over all completion requests */
+    uint64_t tokens;        /* output tokens sent, over all completion requests (none of a
+                               whole answer that ended in an error instead) */
     uint64_t in_flight;     /* completion requests not yet ended */
     uint64_t idle_closed;   /* connections closed after idle_timeout_s without a request */
     uint64_t slow_closed;   /* connections closed for a request not in after read_timeout_s */
@@ -108,7 +114,9 @@ void lb_server_get_stats(const lb_server *s, lb_server_stats *out);
 
 /* Stops accepting connections, sends every in-flight request's remaining tokens at once
  * (stalled ones are closed), waits up to drain_s seconds for them to end, then closes
- * every connection and stops the threads. The counters stay readable. Idempotent. */
+ * every connection and stops the threads. In flight are also the requests whose head had
+ * arrived whole (on a new connection or a kept-alive one): they are answered; a connection
+ * without one is closed. The counters stay readable. Idempotent. */
 void lb_server_shutdown(lb_server *s, double drain_s);
 
 /* Shuts down (drain 0 s) if still running and frees. Accepts NULL. */

@@ -94,6 +94,18 @@ static void refuse(lb_server_acceptor *a, pending *c, int status, const char *wh
     (void)a;
 }
 
+/* A connection whose request head is all in goes to libmicrohttpd: a new one handed over,
+ * a watched one given back. */
+static void hand_over(lb_server_acceptor *a, pending *c) {
+    epoll_ctl(a->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    unlink_pending(a, c);
+    if (c->conn != NULL)
+        a->p.resume(a->p.ctx, c->conn);
+    else
+        a->p.hand(a->p.ctx, c->fd, (const struct sockaddr *)&c->addr, c->addr_len);
+    free(c);
+}
+
 static void on_readable(lb_server_acceptor *a, pending *c, bool peer_done) {
     if (c->closing_until_ns > 0) { /* discard until EOF */
         char sink[4096];
@@ -126,13 +138,7 @@ static void on_readable(lb_server_acceptor *a, pending *c, bool peer_done) {
         on_readable(a, c, peer_done); /* what the client already sent is read away now */
         return;
     }
-    epoll_ctl(a->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    unlink_pending(a, c);
-    if (c->conn != NULL)
-        a->p.resume(a->p.ctx, c->conn);
-    else
-        a->p.hand(a->p.ctx, c->fd, (const struct sockaddr *)&c->addr, c->addr_len);
-    free(c);
+    hand_over(a, c);
 }
 
 static void accept_all(lb_server_acceptor *a) {
@@ -305,8 +311,20 @@ void lb_server_accept_stop(lb_server_acceptor *a) {
     uint64_t one = 1;
     (void)!write(a->stopfd, &one, sizeof one);
     pthread_join(a->thread, NULL);
-    while (a->head)
-        close_pending(a, a->head);
+    /* A request whose head is all in was sent before the stop: it is served (the caller
+     * drains it); the rest are closed. */
+    while (a->head) {
+        pending *c = a->head;
+        ssize_t n = c->closing_until_ns > 0
+                        ? -1
+                        : recv(c->fd, a->peek, sizeof a->peek, MSG_PEEK | MSG_DONTWAIT);
+        size_t head_len = 0;
+        const char *why = NULL;
+        if (n > 0 && lb_http_head_check(a->peek, (size_t)n, &head_len, &why) == LB_HTTP_HEAD_OK)
+            hand_over(a, c);
+        else
+            close_pending(a, c);
+    }
     close(a->p.listen_fd);
 }
 

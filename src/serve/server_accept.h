@@ -60,8 +60,9 @@ bool lb_server_accept_watch(lb_server_acceptor *a, int fd, void *conn);
  * stopped (fd is left to the caller). */
 bool lb_server_accept_linger(lb_server_acceptor *a, int fd);
 
-/* Stops accepting and watching: closes the listening socket and every connection not yet
- * handed over, gives every watched connection back closed, joins the thread. Accepts NULL. */
+/* Stops accepting and watching: joins the thread, closes the listening socket, hands over
+ * (or gives back) every connection whose request head is all in, closes every other one
+ * not yet handed over and gives every other watched one back closed. Accepts NULL. */
 void lb_server_accept_stop(lb_server_acceptor *a);
 /* Frees a stopped acceptor once nothing calls lb_server_accept_watch. Accepts NULL. */
 void lb_server_accept_free(lb_server_acceptor *a);
