@@ -1775,6 +1775,51 @@ static void test_pool_interrupted_attempts_eject_no_replica(void **state) {
     stop_server(&b);
 }
 
+/* A request the server refuses as such (400: a field out of range) is final at once and no
+ * failure of its replica: with two retries and eject_after 2, six refused requests are
+ * each sent once and take no replica out. A replica that answers 404 (a path it does not
+ * serve) is the replica's failure: it is taken out after 2, its requests sent again. */
+static void test_pool_refused_requests_are_neither_retried_nor_counted(void **state) {
+    (void)state;
+    server a = start_server(NULL), b = start_server(NULL);
+    const char *urls[] = {a.url, b.url};
+    pool_log log = {0};
+    lb_pool *pool = pool_of(urls, 2, 2, 2, &log);
+    static const char refused[] = "{\"prompt\":\"a b\",\"max_tokens\":0}";
+    lb_err err;
+    for (uint64_t t = 0; t < 6; t++) {
+        assert_int_equal(lb_pool_submit(pool, t, refused, sizeof refused - 1, &err), LB_OK);
+        int64_t give_up = lb_clock_now_ns() + 10000000000LL;
+        while (!log.done[t] && lb_clock_now_ns() < give_up)
+            lb_pool_run(pool, lb_clock_now_ns() + 50000000);
+        assert_true(log.done[t]);
+        assert_int_equal(log.error[t], LB_QERR_HTTP_4XX);
+    }
+    size_t n;
+    const lb_replica *reps = lb_pool_replicas(pool, &n);
+    assert_int_equal(reps[0].sent + reps[1].sent, 6);
+    for (size_t i = 0; i < n; i++)
+        if (reps[i].ejected) fail_msg("replica %zu taken out: %s", i, reps[i].eject_reason);
+    lb_pool_free(pool);
+
+    char wrong[96];
+    snprintf(wrong, sizeof wrong, "%s/elsewhere/v1/", a.url);
+    const char *urls2[] = {wrong, b.url};
+    pool_log log2 = {0};
+    pool = pool_of(urls2, 2, 2, 2, &log2);
+    for (uint64_t t = 0; t < 6; t++) {
+        pool_send_and_wait(pool, &log2, t);
+        assert_int_equal(log2.error[t], LB_QERR_NONE);
+    }
+    reps = lb_pool_replicas(pool, &n);
+    assert_true(reps[0].ejected);
+    assert_int_equal(reps[0].failed, 2);
+    assert_int_equal(reps[1].completed, 6);
+    lb_pool_free(pool);
+    stop_server(&a);
+    stop_server(&b);
+}
+
 /* --max-inflight N: at no moment are N + 1 queries between hand-over and done. */
 static void test_loadgen_max_inflight_is_never_exceeded(void **state) {
     (void)state;
@@ -1913,6 +1958,7 @@ int main(void) {
         cmocka_unit_test(test_pool_picks_the_least_loaded_replica),
         cmocka_unit_test(test_pool_ejects_only_after_failures_in_a_row),
         cmocka_unit_test(test_pool_interrupted_attempts_eject_no_replica),
+        cmocka_unit_test(test_pool_refused_requests_are_neither_retried_nor_counted),
         cmocka_unit_test(test_loadgen_max_inflight_is_never_exceeded),
         cmocka_unit_test(test_loadgen_retried_attempt_gaps_stay_out_of_itl),
         cmocka_unit_test(test_loadgen_conversation_turns_follow_each_other),

@@ -133,6 +133,15 @@ static void on_token(void *user, uint64_t tag, int64_t t_ns) {
     if (pool->cb.on_token) pool->cb.on_token(pool->user, tag, t_ns);
 }
 
+/* Whether the answer refuses the request itself (400 bad request, 413 too large, 422
+ * unprocessable: a prompt too long for the model, a field out of range), which every
+ * replica of one model refuses alike. Other 4xx answers (401/403 a key the replica does
+ * not take, 404 a path or model it does not serve, 429 its limit) are the replica's. */
+static bool refuses_request(const lb_http_outcome *o) {
+    return o->error == LB_QERR_HTTP_4XX &&
+           (o->http_status == 400 || o->http_status == 413 || o->http_status == 422);
+}
+
 static void on_done(void *user, const lb_http_outcome *o) {
     lb_pool *pool = user;
     lb_replica *r = &pool->replicas[o->req.replica];
@@ -144,6 +153,12 @@ static void on_done(void *user, const lb_http_outcome *o) {
         return;
     }
     r->failed++;
+    /* the request refused, not the replica failing: neither counted against it nor sent
+     * again (another replica would refuse it too) */
+    if (refuses_request(o)) {
+        pool->cb.on_done(pool->user, o);
+        return;
+    }
     /* the run stopped, not the replica: no count against it */
     if (o->error != LB_QERR_INTERRUPTED) r->consecutive_failures++;
     if (pool->p.eject_after > 0 && !r->ejected && r->consecutive_failures >= pool->p.eject_after &&

@@ -4,8 +4,10 @@
  * go round-robin), so a slow GPU simply gets fewer requests than a fast one. A request
  * that fails is sent again, to a replica it has not tried yet when there is one, up to
  * `retries` more times; its owner hears of every retry (to restart its token clock) and
- * of exactly one final outcome. A replica that fails `eject_after` requests in a row
- * (attempts ended by lb_pool_abort_all with LB_QERR_INTERRUPTED not counted) is taken out
+ * of exactly one final outcome. An answer that refuses the request itself (HTTP 400, 413,
+ * 422: every replica of the model would) is final at once and no failure of its replica.
+ * A replica that fails `eject_after` requests in a row (those refusals and attempts ended
+ * by lb_pool_abort_all with LB_QERR_INTERRUPTED not counted) is taken out
  * of rotation and the reason kept for the summary; the last replica in rotation is never
  * taken out, so a run against one broken server still ends with every sample failed with
  * its own reason instead of "no replica". Nothing is re-admitted during a run. */
