@@ -10,8 +10,9 @@
  * at most ByteLevel byte mappings beside it, add_prefix_space false); any other step, and
  * any normalizer, is refused by name rather than skipped. added_tokens are matched verbatim
  * (also one model.vocab holds; one that sets lstrip, rstrip or single_word is refused), and
- * tokenizer.h's lb_tokenizer_is_special is true of those marked "special" only. Not here: SentencePiece (Llama 2, Mistral v0.x) vocabularies,
- * normalizers, byte fallback, WordPiece, Unigram. */
+ * tokenizer.h's lb_tokenizer_is_special is true of those marked "special" only. Not here:
+ * SentencePiece (Llama 2, Mistral v0.x) vocabularies, normalizers, byte fallback, WordPiece,
+ * Unigram. */
 #ifndef LB_MODEL_HF_TOKENIZER_H
 #define LB_MODEL_HF_TOKENIZER_H
 
