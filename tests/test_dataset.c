@@ -392,6 +392,15 @@ static void test_len_dist_parse_rejects_bad_specs(void **state) {
     assert_int_equal(lb_dataset_len_dist_parse("fixed:0", &d, &err), LB_ERR_USAGE);
     assert_int_equal(lb_dataset_len_dist_parse("normal:10", &d, &err), LB_ERR_USAGE);
     assert_non_null(strstr(err.msg, "normal:10"));
+    /* text after fixed's number is refused as it is after the others' (it was dropped:
+     * "fixed:128x" ran as 128, "fixed:64:" as 64) */
+    assert_int_equal(lb_dataset_len_dist_parse("fixed:128x", &d, &err), LB_ERR_USAGE);
+    assert_non_null(strstr(err.msg, "fixed:128x"));
+    assert_int_equal(lb_dataset_len_dist_parse("fixed:64:", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_dataset_len_dist_parse("fixed:64 tokens", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_dataset_len_dist_parse("uniform:1:5x", &d, &err), LB_ERR_USAGE);
+    assert_int_equal(lb_dataset_len_dist_parse("uniform:1:5", &d, &err), LB_OK);
+    assert_float_equal(d.b, 5, 0);
 }
 
 static void test_dataset_load_detects_format_from_file(void **state) {

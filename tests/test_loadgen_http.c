@@ -452,6 +452,73 @@ static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **st
     stop_server(&s);
 }
 
+/* Ctrl-C during --warmup stops it as it stops a run: the warm-up requests get the drain,
+ * then are ended, and the run ends interrupted at once (it waited for each stalled
+ * warm-up request's HTTP timeout, 600 s by default). */
+static void test_loadgen_sigint_during_warmup_drains_then_stops(void **state) {
+    (void)state;
+    const char *args[] = {"--fault", "stall", NULL};
+    server s = start_server(args);
+    const char *urls[] = {s.url};
+    lb_loadgen_params p = params_for(urls, 1);
+    p.scenario = LB_SCENARIO_SERVER;
+    p.qps = 20;
+    p.min_queries = 10;
+    p.warmup_queries = 4;
+    p.drain_s = 0.2;
+    lb_dataset ds = small_dataset(4, 6);
+    lb_signals_reset();
+    lb_signals_install();
+    pid_t parent = getpid(), killer = fork();
+    if (killer == 0) {
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+        kill(parent, SIGINT);
+        _exit(0);
+    }
+    int64_t t0 = lb_clock_now_ns();
+    outcome o = run(&p, &ds);
+    double took_s = (double)(lb_clock_now_ns() - t0) / 1e9;
+    waitpid(killer, NULL, 0);
+    lb_signals_reset();
+    print_message("the run ended %.2f s after its start\n", took_s);
+    assert_int_equal(o.st, LB_ERR_INTERRUPTED);
+    assert_true(took_s < 2.0); /* 0.3 s to the signal, 0.2 s of drain; the timeout is 5 s */
+    assert_int_equal(o.rep.summary.issued, 0);
+    outcome_free(&o);
+    lb_dataset_free(&ds);
+    stop_server(&s);
+}
+
+/* SingleStream and concurrency with --min-duration: the loop issues until a query goes out
+ * at or after it, as LoadGen's does, so the duration the verdict checks (the last query's
+ * issue time) reaches it. The loop stopped issuing just before, and every such run was
+ * INVALID ("ran 0.3 s of the 0.3 s minimum"). */
+static void test_loadgen_closed_loops_issue_past_min_duration(void **state) {
+    (void)state;
+    const char *args[] = {"--ttft-ms", "5", "--tpot-ms", "1", NULL};
+    server s = start_server(args);
+    const char *urls[] = {s.url};
+    lb_dataset ds = small_dataset(4, 3);
+    for (int k = 0; k < 2; k++) {
+        lb_loadgen_params p = params_for(urls, 1);
+        p.scenario = k == 0 ? LB_SCENARIO_SINGLE_STREAM : LB_SCENARIO_CONCURRENCY;
+        p.concurrency = 3;
+        p.min_queries = 1;
+        p.min_duration_s = 0.3;
+        outcome o = run(&p, &ds);
+        const lb_loadgen_summary *sm = &o.rep.summary;
+        assert_int_equal(o.st, LB_OK);
+        assert_true(sm->final_issued_s >= 0.3);
+        assert_true(sm->final_issued_s < 0.6);
+        assert_true(sm->min_duration_ok);
+        assert_null(strstr(sm->reasons, "minimum"));
+        outcome_free(&o);
+    }
+    lb_dataset_free(&ds);
+    stop_server(&s);
+}
+
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (f == NULL) return NULL;
@@ -1485,6 +1552,23 @@ static void test_load_cli_sweep_rates_outside_the_qps_range_are_refused(void **s
                  LB_TEST_BIN, rates[i], dir, dir);
         assert_refused(cmd, dir, "--sweep-qps expects up to 32 rates from 1e-06 to 1e+09");
     }
+    /* A rate given twice (or twice within %g's six digits) wrote its --out folder twice,
+     * the first run's files lost; a trailing comma was dropped unsaid. */
+    static const struct {
+        const char *rates, *needle;
+    } twice[] = {
+        {"1,2,1", "gives the rate 1 twice (its runs would share one --out folder, qps1)"},
+        {"0.1,0.1000001", "gives the rate 0.1 twice"},
+        {"1,2,", "--sweep-qps expects up to 32 rates"},
+    };
+    for (size_t i = 0; i < sizeof twice / sizeof twice[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "%s load --endpoint http://127.0.0.1:9 --synthetic 2 --sweep-qps %s --out "
+                 "%s/out --db %s/r.db 2> %s/err.txt",
+                 LB_TEST_BIN, twice[i].rates, dir, dir, dir);
+        assert_refused(cmd, dir, twice[i].needle);
+    }
     lb_test_shell("rm -rf %s", dir);
 }
 
@@ -1938,6 +2022,8 @@ int main(void) {
         cmocka_unit_test(test_loadgen_answers_without_usage_count_tokens_as_unknown),
         cmocka_unit_test(test_loadgen_answers_without_usage_are_counted_with_the_tokenizer),
         cmocka_unit_test(test_loadgen_sigint_drains_then_marks_the_rest_interrupted),
+        cmocka_unit_test(test_loadgen_sigint_during_warmup_drains_then_stops),
+        cmocka_unit_test(test_loadgen_closed_loops_issue_past_min_duration),
         cmocka_unit_test(test_load_cli_writes_out_dir_and_never_records_the_key),
         cmocka_unit_test(test_load_cli_masks_url_userinfo_everywhere_and_refuses_other_protocols),
         cmocka_unit_test(test_load_cli_refuses_malformed_endpoints_naming_them),

@@ -346,6 +346,43 @@ static void test_metrics_no_stream_latencies_are_not_measured(void **state) {
     free(q);
 }
 
+/* Whole answers have no TTFT or TPOT, so the summary's early stopping results on them say
+ * so: SingleStream printed "Would discard -1 highest latency queries" and an estimate of
+ * -1 ns for TTFT, and Server "Run successful." under an early stopping it had failed. */
+static void test_metrics_no_stream_early_stopping_results_say_not_measured(void **state) {
+    (void)state;
+    enum { N = 100 };
+    lb_query *q = calloc(N, sizeof *q);
+    for (int i = 0; i < N; i++)
+        q[i] = done_query(i * 10, i * 10000, i * 10 + 2, i * 10 + 7, 5);
+    for (int k = 0; k < 2; k++) {
+        lb_loadgen_summary s = setup(k == 0 ? LB_SCENARIO_SINGLE_STREAM : LB_SCENARIO_SERVER);
+        s.streamed = false;
+        s.constraints.percentile = k == 0 ? 90 : 99;
+        s.constraints.ttft_limit_ms = 2000;
+        s.constraints.tpot_limit_ms = 100;
+        assert_int_equal(lb_loadgen_summarize(q, N, NULL, NULL, 0, &s), LB_OK);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        lb_loadgen_summary_write(f, &s, "t");
+        fclose(f);
+        const char *ttft = strstr(text, "TTFT Early Stopping Result:\n");
+        assert_non_null(ttft);
+        assert_non_null(strstr(ttft, "Result:\n * Not measured: whole answers (--no-stream)"));
+        assert_null(strstr(text, "Would discard -1"));
+        assert_null(strstr(text, "estimate: -1"));
+        assert_null(strstr(text, "Run successful."));
+        if (k == 0) /* the latency estimate is measured all the same */
+            assert_non_null(strstr(text, "Early Stopping Result:\n * Processed at least 64"));
+        else
+            assert_non_null(
+                strstr(text, "TPOT Early Stopping Result:\n * Not measured: whole answers"));
+        free(text);
+    }
+    free(q);
+}
+
 /* Goodput with a TPOT objective: a one-token answer has no TPOT, so only its TTFT judges
  * it; a two-token answer over the TPOT bound is not good. */
 static void test_metrics_goodput_with_tpot_slo_and_one_token_answers(void **state) {
@@ -423,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_metrics_server_run_long_enough_is_valid),
         cmocka_unit_test(test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks),
         cmocka_unit_test(test_metrics_no_stream_latencies_are_not_measured),
+        cmocka_unit_test(test_metrics_no_stream_early_stopping_results_say_not_measured),
         cmocka_unit_test(test_metrics_goodput_with_tpot_slo_and_one_token_answers),
         cmocka_unit_test(test_metrics_lag_and_resent_attempts_are_warnings),
         cmocka_unit_test(test_metrics_unknown_model_key_lists_known_ones),

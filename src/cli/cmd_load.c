@@ -91,7 +91,9 @@ int lb_cmd_load(int argc, char **argv) {
         {"--timeout", LB_ARG_DOUBLE, &timeout_s, "S", "per request (default 600)", 0.001, 1e6,
          NULL},
         {"--retries", LB_ARG_INT, &retries, "N",
-         "resend a failed request up to N times (default 2)", 0, 100, NULL},
+         "resend a failed request up to N times (default 2; one refused as such, HTTP 400, "
+         "413 or 422, is not resent)",
+         0, 100, NULL},
         {"--eject-after", LB_ARG_INT, &eject_after, "N",
          "take a replica out after N failures in a row; 0 never (default 5)", 0, 1e9, NULL},
         {"--no-stream", LB_ARG_FLAG, &no_stream, NULL, "ask for whole answers instead of SSE", 0, 0,

@@ -62,11 +62,24 @@ static lb_status parse_rates(const char *command, const char *text, double *rate
         errno = 0;
         double v = strtod(s, &end);
         if (end == s || errno != 0 || !(v >= RATE_MIN && v <= RATE_MAX) ||
-            (*end != ',' && *end != '\0') || *n == LB_LOADRUN_MAX_RATES)
+            (*end != ',' && *end != '\0') || (*end == ',' && end[1] == '\0') ||
+            *n == LB_LOADRUN_MAX_RATES)
             return lb_args_usage_error(command,
                                        "--sweep-qps expects up to %d rates from %g to %g "
                                        "queries/s separated by commas (\"1,2,4\"), got '%s'",
                                        LB_LOADRUN_MAX_RATES, RATE_MIN, RATE_MAX, text);
+        /* each rate names its --out folder (qps%g) and its table row: once each */
+        char name[32], other[32];
+        snprintf(name, sizeof name, "%g", v);
+        for (size_t i = 0; i < *n; i++) {
+            snprintf(other, sizeof other, "%g", rates[i]);
+            if (strcmp(name, other) == 0)
+                return lb_args_usage_error(command,
+                                           "--sweep-qps '%s' gives the rate %s twice (its runs "
+                                           "would share one --out folder, qps%s): give each rate "
+                                           "once, differing within six significant digits",
+                                           text, name, name);
+        }
         rates[(*n)++] = v;
         s = *end ? end + 1 : end;
     }

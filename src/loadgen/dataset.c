@@ -384,8 +384,9 @@ lb_status lb_dataset_len_dist_parse(const char *text, lb_len_dist *out, lb_err *
         a = bare;
     } else {
         char tail;
-        int n = sscanf(text, "%15[a-z]:%lf:%lf%c", kind, &a, &b, &tail);
-        if (n < 2 || n > 3) kind[0] = '\0';
+        int used = 0; /* bytes read up to the first number: all of a fixed:N */
+        int n = sscanf(text, "%15[a-z]:%lf%n:%lf%c", kind, &a, &used, &b, &tail);
+        if (n < 2 || n > 3 || (n == 2 && text[used] != '\0')) kind[0] = '\0';
         if ((strcmp(kind, "fixed") == 0) != (n == 2)) kind[0] = '\0';
     }
     bool whole_a = a == floor(a), whole_b = isnan(b) || b == floor(b);

@@ -51,7 +51,8 @@ typedef struct {
     size_t n_planned;  /* open loop: schedule length */
     size_t next;       /* open loop: next planned query to issue; closed loop: n_q */
     int64_t n_issued;
-    int64_t planned_turns; /* open loop: queries the schedule's conversations hold */
+    int64_t last_issued_ns; /* when the latest query was issued (ns since t0) */
+    int64_t planned_turns;  /* open loop: queries the schedule's conversations hold */
     /* conversations: samples whose turn before ended, to send next (a FIFO) */
     uint32_t *pend;
     size_t pend_head, pend_n, pend_cap;
@@ -214,12 +215,14 @@ static lb_status plan_open_loop(run *R, uint64_t seed) {
     return LB_OK;
 }
 
-/* Closed loop: is another query (a new conversation's first) wanted at t (ns since t0)?
- * Queries issued and queued follow-ups count against the minimum. */
-static bool closed_loop_wants(const run *R, int64_t t) {
+/* Closed loop: is another query (a new conversation's first) wanted? Queries issued and
+ * queued follow-ups count against the minimum; the duration is met once a query has been
+ * issued at or after min_duration (LoadGen's rule: its verdict checks the final query's
+ * issue time, so the loop stops only after issuing one that late). */
+static bool closed_loop_wants(const run *R) {
     int64_t issued = R->n_issued + (int64_t)R->pend_n;
     if (R->p->mode == LB_MODE_ACCURACY) return R->order_pos < R->n_order;
-    return issued < queries_wanted(R) || (double)t < R->p->min_duration_s * 1e9;
+    return issued < queries_wanted(R) || (double)R->last_issued_ns < R->p->min_duration_s * 1e9;
 }
 
 /* Sends query i; one not on a schedule is due now. */
@@ -232,6 +235,7 @@ static void issue(run *R, size_t i, int64_t now_rel) {
     if (!x->scheduled_send) x->scheduled_ns = now_rel;
     R->inflight++;
     R->n_issued++;
+    R->last_issued_ns = now_rel;
     lb_err err;
     if (R->sut->ops->submit(R->sut->self, i, x->sample, &err) != LB_OK) {
         /* the SUT refused at once: count it as a failure of this query and go on. */
@@ -455,10 +459,11 @@ static lb_status preconnect(run *R, int64_t *opened, lb_err *err) {
 
 /* Sends warmup_queries unrecorded requests, as many at once as the step may have in
  * flight, so the server is warm before the step's t0 (the connections are opened by
- * preconnect). */
+ * preconnect). SIGINT stops it as it stops the run: nothing more is sent, the requests
+ * in flight get drain_s, then the rest are ended. */
 static void warm_up(run *R) {
     const lb_loadgen_params *p = R->p;
-    int64_t n = p->warmup_queries, sent = 0;
+    int64_t n = p->warmup_queries, sent = 0, drain_deadline = -1;
     int64_t slots = R->open_loop ? (p->max_inflight > 0 ? p->max_inflight : n) : R->slots;
     R->warm_inflight = 0;
     while ((sent < n && !lb_signals_interrupted()) || R->warm_inflight > 0) {
@@ -470,7 +475,16 @@ static void warm_up(run *R) {
             R->warm_inflight++;
             sent++;
         }
-        R->sut->ops->serve(R->sut->self, lb_clock_now_ns() + PROGRESS_NS);
+        int64_t now = lb_clock_now_ns(), wake = now + PROGRESS_NS;
+        if (lb_signals_interrupted()) {
+            if (drain_deadline < 0) drain_deadline = now + (int64_t)(p->drain_s * 1e9);
+            if (now >= drain_deadline) {
+                R->sut->ops->abort_all(R->sut->self, LB_QERR_INTERRUPTED);
+                return;
+            }
+            if (drain_deadline < wake) wake = drain_deadline;
+        }
+        R->sut->ops->serve(R->sut->self, wake);
     }
 }
 
@@ -529,7 +543,7 @@ static bool run_step(run *R) {
                        (p->max_inflight <= 0 || R->inflight < p->max_inflight))
                     issue(R, R->next++, now);
             } else {
-                while (R->inflight < R->slots && R->pend_n == 0 && closed_loop_wants(R, now)) {
+                while (R->inflight < R->slots && R->pend_n == 0 && closed_loop_wants(R)) {
                     if (reserve_queries(R, R->n_q + 1) != LB_OK) {
                         R->oom = LB_ERR_NOMEM;
                         break;
@@ -544,7 +558,7 @@ static bool run_step(run *R) {
         }
         bool more =
             !stopping && R->oom == LB_OK &&
-            (R->pend_n > 0 || (R->open_loop ? R->next < R->n_planned : closed_loop_wants(R, now)));
+            (R->pend_n > 0 || (R->open_loop ? R->next < R->n_planned : closed_loop_wants(R)));
         if (!more && R->inflight == 0) break;
         if (stopping && now >= drain_deadline) {
             R->sut->ops->abort_all(R->sut->self, LB_QERR_INTERRUPTED);

@@ -118,16 +118,27 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     fprintf(f, "  Early stopping satisfied: %s\n", yes(s->early_stop_ok));
     fprintf(f, "  Every query completed : %s\n", yes(s->no_failures));
     if (!s->valid) fprintf(f, "Recommendations:\n * %s\n", s->reasons);
+    /* whole answers have no TTFT or TPOT: no early stopping result on them either */
+    const char *unmeasured = " * Not measured: whole answers (--no-stream) have no TTFT or TPOT.\n";
     if (server && s->mode == LB_MODE_PERFORMANCE) {
         fprintf(f, "TTFT Early Stopping Result:\n");
-        early_stop_server(f, &s->es_ttft);
+        if (s->streamed)
+            early_stop_server(f, &s->es_ttft);
+        else
+            fputs(unmeasured, f);
         fprintf(f, "TPOT Early Stopping Result:\n");
-        early_stop_server(f, &s->es_tpot);
+        if (s->streamed)
+            early_stop_server(f, &s->es_tpot);
+        else
+            fputs(unmeasured, f);
     } else if (!offline && s->mode == LB_MODE_PERFORMANCE) {
         fprintf(f, "Early Stopping Result:\n");
         early_stop_estimate(f, &s->es_latency, c->percentile);
         fprintf(f, "TTFT Early Stopping Result:\n");
-        early_stop_estimate(f, &s->es_ttft, c->percentile);
+        if (s->streamed)
+            early_stop_estimate(f, &s->es_ttft, c->percentile);
+        else
+            fputs(unmeasured, f);
     }
 
     fprintf(f, "\n" RULE "Additional Stats\n" RULE);
