@@ -185,6 +185,46 @@ static void test_rouge_acc_means_f_measures_times_100(void **state) {
     lb_rouge_acc_free(NULL);
 }
 
+/* The mean is np.mean's: 13,368 F-measures (MLPerf's sample count) of 1, 2/3, 2/5 and 1/3
+ * summed pairwise in 8192-value blocks give 56.666666666666664 x 100 as numpy does; a
+ * running sum gives a different last bit, and so does one pairwise sum over all values. */
+static void test_rouge_acc_mean_is_numpy_mean(void **state) {
+    (void)state;
+    /* "a" against "a" and m more words: rouge1 F = 2 / (m + 2), m = i * i % 6 in {0, 1, 3, 4} */
+    static const char *const refs[] = {"a", "a b", "a b c", "a b c d", "a b c d e", "a b c d e f"};
+    lb_rouge_params p = lb_rouge_default_params();
+    lb_rouge_acc acc;
+    lb_rouge_acc_init(&acc, &p);
+    for (int i = 0; i < 13368; i++)
+        assert_int_equal(lb_rouge_acc_add(&acc, "a", refs[i * i % 6], NULL, NULL), LB_OK);
+    lb_rouge_summary sum = lb_rouge_acc_finish(&acc);
+    if (sum.score[LB_ROUGE_1] != 56.666666666666664)
+        fail_msg("rouge1 %.17g, np.mean gives 56.666666666666664", sum.score[LB_ROUGE_1]);
+    lb_rouge_acc_free(&acc);
+}
+
+/* MLPerf rounds with round() on a numpy float64: numpy's scale, round half to even, scale
+ * back. 15.74845 * 10^4 is 157484.5 in doubles, so it rounds down to 15.7484, below rouge2's
+ * limit 15.748425, although its exact binary value lies above the half (Python's round of a
+ * float, and printf, give 15.7485). */
+static void test_rouge_check_rounds_like_numpy(void **state) {
+    (void)state;
+    assert_true(lb_rouge_round(59.68535) == 59.6854);
+    assert_true(lb_rouge_round(15.74845) == 15.7484);
+    assert_true(lb_rouge_round(0.78125) == 0.7812); /* an exact half goes to even */
+    assert_true(lb_rouge_round(38.39145000001) == 38.3915);
+    lb_rouge_targets t = lb_rouge_targets_mlperf_llama31_8b();
+    lb_rouge_summary s = {.gen_num = 13368,
+                          .gen_len = 8167644,
+                          .score[LB_ROUGE_1] = 38.8,
+                          .score[LB_ROUGE_2] = 15.74845,
+                          .score[LB_ROUGE_L] = 24.5,
+                          .score[LB_ROUGE_LSUM] = 35.8};
+    lb_rouge_verdict v = lb_rouge_check(&s, &t);
+    assert_false(v.score_ok[LB_ROUGE_2]);
+    assert_false(v.pass);
+}
+
 /* MLPerf's limits: 99% of each reference score (compared after rounding to 4 decimals),
  * gen_len in [0.9, 1.1] x 8,167,644. */
 static void test_rouge_check_applies_mlperf_targets(void **state) {
@@ -308,7 +348,9 @@ int main(void) {
         cmocka_unit_test(test_rouge_tokenizer_follows_python_lower),
         cmocka_unit_test(test_rouge_pred_chars_count_postprocessed_code_points),
         cmocka_unit_test(test_rouge_acc_means_f_measures_times_100),
+        cmocka_unit_test(test_rouge_acc_mean_is_numpy_mean),
         cmocka_unit_test(test_rouge_check_applies_mlperf_targets),
+        cmocka_unit_test(test_rouge_check_rounds_like_numpy),
         cmocka_unit_test(test_rouge_matches_oracle_exactly),
         cmocka_unit_test(test_rouge_random_bytes_stay_in_range),
     };

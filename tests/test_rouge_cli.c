@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "accuracy/rouge.h"
+#include "accuracy/textfile.h"
 #include "test_util.h"
 
 static char out[1 << 16], err[1 << 16];
@@ -186,6 +187,11 @@ static void test_rouge_cli_table_names_metrics_and_verdict(void **state) {
     assert_non_null(strstr(out, "rougeLsum"));
     assert_non_null(strstr(out, "gen_len"));
     assert_non_null(strstr(out, "accuracy: FAIL")); /* gen_len 23 of ~8.2 million */
+    /* the limits as compared: a rouge1 printed as 38.3914 is below 38.391408 */
+    assert_non_null(strstr(out, ">= 38.391408 "));
+    assert_non_null(strstr(out, ">= 15.748425 "));
+    assert_non_null(strstr(out, ">= 35.43507 "));
+    assert_non_null(strstr(out, "7350880 .. 8984408"));
     assert_int_equal(rouge(p, p, "--check"), 1);
 }
 
@@ -217,6 +223,16 @@ static void test_rouge_cli_malformed_jsonl_names_file_and_line(void **state) {
     assert_int_equal(rouge(r, write_tmp("arr.json", "[\"a\", 7, \"c\"]"), NULL), 2);
     expect_one_line_error("--ref: ");
     expect_one_line_error("arr.json: record 2 of the array: a record must be");
+    /* jansson quotes the bytes it stopped at: an escape or a newline of the file is '?' */
+    assert_int_equal(
+        rouge(write_tmp("esc.jsonl", "{\"text\": \"a\"} \x1b[31m\n\"b\"\n\"c\"\n"), r, NULL), 2);
+    expect_one_line_error("esc.jsonl:1: not valid JSON");
+    assert_null(strchr(err, '\x1b'));
+    char nl_path[160];
+    snprintf(nl_path, sizeof nl_path, "%s/no\nsuch.txt", dir);
+    assert_int_equal(rouge(r, nl_path, NULL), 2);
+    expect_one_line_error("--ref: cannot read");
+    expect_one_line_error("no?such.txt");
 }
 
 static void test_rouge_cli_invalid_utf8_names_line(void **state) {
@@ -224,6 +240,32 @@ static void test_rouge_cli_invalid_utf8_names_line(void **state) {
     const char *r = write_tmp("r2.txt", "a\nb\n");
     assert_int_equal(rouge(write_tmp("latin1.txt", "ok\ncaf\xe9\n"), r, NULL), 2);
     expect_one_line_error("latin1.txt:2: invalid UTF-8 at byte 4");
+}
+
+/* A JSON Lines line of NUL bytes (a file cut short by a crash) is refused, not skipped as
+ * blank, and so is a NUL after a record. */
+static void test_rouge_cli_nul_bytes_in_json_lines_are_refused(void **state) {
+    (void)state;
+    static const char nul_line[] = "\"a\"\n\0\0\n\"b\"\n";
+    lb_textfile f;
+    lb_err e = {{0}};
+    assert_int_equal(lb_textfile_parse(nul_line, sizeof nul_line - 1, "cut.jsonl",
+                                       LB_TEXTFILE_PREDICTIONS, &f, &e),
+                     LB_ERR_USAGE);
+    assert_string_equal(e.msg, "cut.jsonl:2: NUL byte at byte 1 of the line (texts must be UTF-8)");
+    assert_int_equal(f.n, 0);
+    static const char nul_after[] = "{\"text\": \"a\"}\0\n";
+    assert_int_equal(lb_textfile_parse(nul_after, sizeof nul_after - 1, "tail.jsonl",
+                                       LB_TEXTFILE_REFERENCES, &f, &e),
+                     LB_ERR_USAGE);
+    assert_string_equal(e.msg,
+                        "tail.jsonl:1: NUL byte at byte 14 of the line (texts must be UTF-8)");
+    static const char blank[] = "\"a\"\n \t\r\n\"b\"\n";
+    assert_int_equal(
+        lb_textfile_parse(blank, sizeof blank - 1, "blank.jsonl", LB_TEXTFILE_PREDICTIONS, &f, &e),
+        LB_OK);
+    assert_int_equal(f.n, 2);
+    lb_textfile_free(&f);
 }
 
 static void test_rouge_cli_usage_errors_exit_2(void **state) {
@@ -258,6 +300,7 @@ int main(void) {
         cmocka_unit_test(test_rouge_cli_count_mismatch_names_both_files),
         cmocka_unit_test(test_rouge_cli_malformed_jsonl_names_file_and_line),
         cmocka_unit_test(test_rouge_cli_invalid_utf8_names_line),
+        cmocka_unit_test(test_rouge_cli_nul_bytes_in_json_lines_are_refused),
         cmocka_unit_test(test_rouge_cli_usage_errors_exit_2),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

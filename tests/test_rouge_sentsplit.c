@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -71,6 +72,33 @@ static void test_sentsplit_keeps_line_breaks_inside_sentences(void **state) {
     expect_lines("a.b.c x", "a.b.c x"); /* no whitespace after the periods */
 }
 
+/* Words separated by no-break spaces make one ASCII word as long as the text: the look-back
+ * before each '.' is bounded, so 300 KB split at once (reading back to the start at every
+ * period took seconds, hours for a few MB), and every period still ends its sentence. */
+static void test_sentsplit_text_without_ascii_spaces_is_split_in_linear_time(void **state) {
+    (void)state;
+    static const char unit[] = "ab.\u00a0";
+    const size_t reps = 60000, len = sizeof unit - 1;
+    char *text = malloc(reps * len + 1);
+    assert_non_null(text);
+    for (size_t i = 0; i < reps; i++)
+        memcpy(text + i * len, unit, len);
+    text[reps * len] = '\0';
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    size_t n = 0;
+    char *got = lb_sentsplit_lines(text, reps * len, &n);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_non_null(got);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (s > 2.0) fail_msg("splitting %zu bytes took %.1f s", reps * len, s);
+    assert_int_equal(n, reps * 4 - 1); /* "ab.\n" each, the last without its "\n" */
+    for (size_t i = 0; i < reps; i++)
+        assert_memory_equal(got + i * 4, i + 1 < reps ? "ab.\n" : "ab.", i + 1 < reps ? 4 : 3);
+    free(got);
+    free(text);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sentsplit_strips_and_ends_at_periods),
@@ -79,6 +107,7 @@ int main(void) {
         cmocka_unit_test(test_sentsplit_abbreviations_and_initials_do_not_end),
         cmocka_unit_test(test_sentsplit_numbers_and_ellipses_look_at_the_next_word),
         cmocka_unit_test(test_sentsplit_keeps_line_breaks_inside_sentences),
+        cmocka_unit_test(test_sentsplit_text_without_ascii_spaces_is_split_in_linear_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -401,6 +401,13 @@ static void test_tokenizer_cli_prints_ids_counts_and_refuses_a_bad_file(void **s
     const char *bad[] = {"tokenize", "--tokenizer", path, path, NULL};
     assert_int_equal(lb_test_run(bad, out, sizeof out, errbuf, sizeof errbuf), 2);
     assert_non_null(strstr(errbuf, "t.txt:1: \"Hello\" is not base64"));
+    /* a text file's path with a newline: the error stays one line */
+    char missing[160];
+    snprintf(missing, sizeof missing, "%s/no\nsuch.txt", dir);
+    const char *gone[] = {"tokenize", "--tokenizer", FIX "gpt2.tiktoken", missing, NULL};
+    assert_int_equal(lb_test_run(gone, out, sizeof out, errbuf, sizeof errbuf), 2);
+    assert_non_null(strstr(errbuf, "no?such.txt"));
+    assert_ptr_equal(strchr(errbuf, '\n'), errbuf + strlen(errbuf) - 1);
     lb_test_rmtree(dir);
 }
 

@@ -12,6 +12,7 @@
  * then 2*P*R / (P+R)), so per-pair scores are bit-identical to it. */
 #include "accuracy/rouge.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,6 @@
 #include "accuracy/sentsplit.h"
 #include "accuracy/stem.h"
 #include "accuracy/utf8.h"
-#include "core/stats.h"
 
 static const char *const type_names[LB_ROUGE_N_TYPES] = {"rouge1", "rouge2", "rougeL", "rougeLsum"};
 
@@ -510,10 +510,45 @@ lb_status lb_rouge_acc_add(lb_rouge_acc *acc, const char *pred, const char *ref,
     return LB_OK;
 }
 
+/* numpy's pairwise summation of one block (pairwise_sum in its loops_utils.h): below 8
+ * values in order, up to 128 in eight interleaved partial sums, above that two halves
+ * split at a multiple of 8. */
+static double pairwise_sum(const double *x, size_t n) {
+    if (n < 8) {
+        double s = -0.0;
+        for (size_t i = 0; i < n; i++)
+            s += x[i];
+        return s;
+    }
+    if (n <= 128) {
+        double r[8];
+        memcpy(r, x, sizeof r);
+        size_t i = 8;
+        for (; i < n - n % 8; i += 8)
+            for (int k = 0; k < 8; k++)
+                r[k] += x[i + k];
+        double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            s += x[i];
+        return s;
+    }
+    size_t half = n / 2 - (n / 2) % 8;
+    return pairwise_sum(x, half) + pairwise_sum(x + half, n - half);
+}
+
+/* np.mean of a float64 array, as evaluation.py takes it: the reduction runs over blocks of
+ * numpy's 8192-element buffer, each summed pairwise, the block sums added in order. */
+static double numpy_mean(const double *x, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i += 8192)
+        s += pairwise_sum(x + i, n - i < 8192 ? n - i : 8192);
+    return s / (double)n;
+}
+
 lb_rouge_summary lb_rouge_acc_finish(const lb_rouge_acc *acc) {
     lb_rouge_summary s = {.gen_num = (int64_t)acc->n, .gen_len = acc->gen_len};
     for (int t = 0; t < LB_ROUGE_N_TYPES; t++)
-        s.score[t] = acc->n ? lb_stats_mean(acc->f[t], acc->n) * 100.0 : 0.0;
+        s.score[t] = acc->n ? numpy_mean(acc->f[t], acc->n) * 100.0 : 0.0;
     return s;
 }
 
@@ -526,18 +561,17 @@ lb_rouge_targets lb_rouge_targets_mlperf_llama31_8b(void) {
     };
 }
 
-/* Python's round(x, 4): the decimal nearest to x's exact binary value, which is what
- * printf's %.4f produces too. */
-static double round4(double x) {
-    char buf[64];
-    snprintf(buf, sizeof buf, "%.4f", x);
-    return strtod(buf, NULL);
+/* round() on a numpy float64 is numpy's around: scale by 10^4, round half to even, scale
+ * back. It differs from Python's round on a float (and printf's %.4f), which round the
+ * exact binary value, where x * 10^4 lands on a half: 59.68535 gives 59.6854, not 59.6853. */
+double lb_rouge_round(double score) {
+    return rint(score * 10000.0) / 10000.0;
 }
 
 lb_rouge_verdict lb_rouge_check(const lb_rouge_summary *summary, const lb_rouge_targets *targets) {
     lb_rouge_verdict v = {.pass = true};
     for (int t = 0; t < LB_ROUGE_N_TYPES; t++) {
-        v.score_ok[t] = round4(summary->score[t]) >= targets->score_min[t];
+        v.score_ok[t] = lb_rouge_round(summary->score[t]) >= targets->score_min[t];
         v.pass &= v.score_ok[t];
     }
     double gen_len = (double)summary->gen_len;

@@ -69,7 +69,8 @@ lb_status lb_rouge_score_pair(const lb_rouge_params *params, const char *pred, c
 typedef struct {
     int64_t gen_num;                /* samples added */
     int64_t gen_len;                /* characters (code points) of all scored predictions */
-    double score[LB_ROUGE_N_TYPES]; /* mean F-measure x 100 over samples; 0 when empty */
+    double score[LB_ROUGE_N_TYPES]; /* mean F-measure x 100 over samples, summed as np.mean
+                                       sums (pairwise, in 8192-value blocks); 0 when empty */
 } lb_rouge_summary;
 
 /* Accumulates per-sample scores. Owns its arrays; lb_rouge_acc_free releases them. */
@@ -104,7 +105,11 @@ typedef struct {
     bool gen_len_ok;
 } lb_rouge_verdict;
 
-/* Compares the scores rounded to 4 decimals (as evaluation.py prints them) with targets. */
+/* score rounded to 4 decimals as evaluation.py prints it: round(np.mean(v) * 100, 4) on a
+ * numpy float64, numpy's scaled round-half-to-even, not Python's round of a float. */
+double lb_rouge_round(double score);
+
+/* Compares the scores rounded by lb_rouge_round with targets. */
 lb_rouge_verdict lb_rouge_check(const lb_rouge_summary *summary, const lb_rouge_targets *targets);
 
 /* Adds the metrics rouge1, rouge2, rougeL, rougeLsum (unit "score"), gen_len ("chars"),

@@ -2,7 +2,9 @@
  *
  * One forward pass copies the stripped text; only at a candidate sentence end does it look
  * back at the word before the punctuation (bounded by ASCII whitespace, as Punkt's
- * "word before" is) and forward at the next word. */
+ * "word before" is) and forward at the next word. The look-back stops after MAX_WORD_BYTES:
+ * text whose words are separated by other whitespace (no-break spaces) would otherwise be
+ * read back to its start at every period. */
 #include "accuracy/sentsplit.h"
 
 #include <stdbool.h>
@@ -27,6 +29,10 @@ static const char *const sentence_starters[] = {
     "that", "there", "his", "her", "their", "its", "after", "when", "while", "if",
     "a",    "an",    "and", "as",  "at",    "on",  "for",   "some", "many",  "one",
 };
+
+/* A longer word before a '.' is an ordinary word: every abbreviation, initial, dotted
+ * abbreviation and number of real text is shorter. */
+#define MAX_WORD_BYTES 64
 
 static bool in_list(const char *const *list, size_t n, const char *word) {
     for (size_t i = 0; i < n; i++)
@@ -97,9 +103,10 @@ static bool ends_sentence(const char *t, size_t b, size_t p, size_t run_len, boo
                           size_t w, size_t e) {
     if (question) return true;
     if (run_len >= 2) return is_upper(t[w]);
-    size_t ps = p;
-    while (ps > b && !is_ascii_space(t[ps - 1]))
+    size_t ps = p, lo = p - b > MAX_WORD_BYTES ? p - MAX_WORD_BYTES : b;
+    while (ps > lo && !is_ascii_space(t[ps - 1]))
         ps--;
+    if (ps > b && !is_ascii_space(t[ps - 1])) return true; /* longer than MAX_WORD_BYTES */
     while (ps < p && strchr("\"'([{`", t[ps]) != NULL)
         ps++;
     size_t n = p - ps;

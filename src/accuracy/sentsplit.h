@@ -11,7 +11,7 @@
  *     "No." only counts as an abbreviation before a number;
  *   - after an initial (one letter): never ends;
  *   - after a number: ends unless the next word starts in lower case;
- *   - after any other word: ends.
+ *   - after any other word, and after a word of more than 64 bytes: ends.
  * At an end, the whitespace run becomes one "\n", as joining Punkt's sentences does; all
  * other characters (line breaks inside a sentence too) are kept.
  *

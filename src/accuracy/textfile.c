@@ -76,6 +76,11 @@ static lb_status read_jsonl(const char *path, const char *buf, size_t n, lb_text
     const char *line;
     size_t len, pos = 0;
     for (size_t line_no = 1; next_line(buf, n, &pos, &line, &len); line_no++) {
+        const char *nul = memchr(line, '\0', len);
+        if (nul != NULL)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "%s:%zu: NUL byte at byte %zu of the line (texts must be UTF-8)", path,
+                           line_no, (size_t)(nul - line) + 1);
         size_t k = 0;
         while (k < len && strchr(" \t\r\f\v", line[k]) != NULL)
             k++;

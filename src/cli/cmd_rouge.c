@@ -25,9 +25,9 @@ static void print_table(const char *pred_path, const lb_rouge_summary *s, const 
     printf("  %-10s %14s   %-28s %s\n", "metric", "value", "MLPerf llama3.1-8b target", "check");
     for (int i = 0; i < LB_ROUGE_N_TYPES; i++) {
         char target[40];
-        snprintf(target, sizeof target, ">= %.4f", t->score_min[i]);
-        printf("  %-10s %14.4f   %-28s %s\n", lb_rouge_type_name((lb_rouge_type)i), s->score[i],
-               target, v->score_ok[i] ? "ok" : "FAIL");
+        snprintf(target, sizeof target, ">= %.10g", t->score_min[i]);
+        printf("  %-10s %14.4f   %-28s %s\n", lb_rouge_type_name((lb_rouge_type)i),
+               lb_rouge_round(s->score[i]), target, v->score_ok[i] ? "ok" : "FAIL");
     }
     char range[40];
     snprintf(range, sizeof range, "%.0f .. %.0f", t->gen_len_min, t->gen_len_max);
@@ -111,16 +111,18 @@ int lb_cmd_rouge(int argc, char **argv) {
             "rouge", "--check judges MLPerf's scoring, which stems and splits sentences: drop %s",
             no_stemmer ? "--no-stemmer" : "--no-split"));
 
+    /* A message may quote the file's bytes or a path's: a newline or an escape there would
+     * break the one line. */
     lb_textfile preds, refs;
     lb_err err = {{0}};
     lb_status st = lb_textfile_read(pred_path, LB_TEXTFILE_PREDICTIONS, &preds, &err);
     if (st != LB_OK) {
-        fprintf(stderr, "llmbench rouge: --pred: %s\n", err.msg);
+        fprintf(stderr, "llmbench rouge: --pred: %s\n", lb_status_printable(err.msg));
         return lb_status_exit_code(st);
     }
     st = lb_textfile_read(ref_path, LB_TEXTFILE_REFERENCES, &refs, &err);
     if (st != LB_OK) {
-        fprintf(stderr, "llmbench rouge: --ref: %s\n", err.msg);
+        fprintf(stderr, "llmbench rouge: --ref: %s\n", lb_status_printable(err.msg));
         lb_textfile_free(&preds);
         return lb_status_exit_code(st);
     }

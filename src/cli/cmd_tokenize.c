@@ -151,6 +151,7 @@ int lb_cmd_tokenize(int argc, char **argv) {
     }
     json_decref(doc);
     lb_tokenizer_free(tok);
-    if (st != LB_OK) fprintf(stderr, "llmbench tokenize: %s\n", err.msg);
+    /* the message names a file, whose path may hold a newline */
+    if (st != LB_OK) fprintf(stderr, "llmbench tokenize: %s\n", lb_status_printable(err.msg));
     return lb_status_exit_code(st);
 }

@@ -36,7 +36,8 @@ typedef struct {
 /* Loads what opt names; opt->path must be set. */
 lb_status lb_tokenizer_opt_open(const lb_tokenizer_opt *opt, lb_tokenizer **out, lb_err *err);
 
-/* One line for people: "FILE: 128000 ranks + 256 special, pattern llama3, JIT". */
+/* One line for people: "FILE: 128000 ranks + 256 special (llama3), pattern llama3 (PCRE2
+ * JIT)". */
 void lb_tokenizer_opt_describe(const lb_tokenizer_opt *opt, const lb_tokenizer *tok, char *buf,
                                size_t cap);
 

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "accuracy/rouge.h"
+
 #define RULE "================================================\n"
 
 static long long ns_of(double ms) {
@@ -205,16 +207,16 @@ void lb_loadgen_summary_write(FILE *f, const lb_loadgen_summary *s, const char *
     else if (c->slo_ttft_ms > 0 || c->slo_tpot_ms > 0)
         fprintf(f, "Goodput : not measured (the SLO bounds TTFT or TPOT)\n");
     if (s->has_rouge)
-        fprintf(f,
-                "ROUGE (F x 100) : rouge1 %.4f, rouge2 %.4f, rougeL %.4f, rougeLsum %.4f\n"
-                "gen_len : %lld characters, gen_num : %lld\nAccuracy targets (MLPerf llama3.1-8b) "
-                ": %s\n",
-                s->rouge[0], s->rouge[1], s->rouge[2], s->rouge[3], (long long)s->gen_len,
-                (long long)s->gen_num,
-                !s->rouge_checked
-                    ? "not applied (they hold for the full 13,368-sample cnn_eval set)"
-                : s->rouge_pass ? "PASS"
-                                : "FAIL");
+        fprintf(
+            f,
+            "ROUGE (F x 100) : rouge1 %.4f, rouge2 %.4f, rougeL %.4f, rougeLsum %.4f\n"
+            "gen_len : %lld characters, gen_num : %lld\nAccuracy targets (MLPerf llama3.1-8b) "
+            ": %s\n",
+            lb_rouge_round(s->rouge[0]), lb_rouge_round(s->rouge[1]), lb_rouge_round(s->rouge[2]),
+            lb_rouge_round(s->rouge[3]), (long long)s->gen_len, (long long)s->gen_num,
+            !s->rouge_checked ? "not applied (they hold for the full 13,368-sample cnn_eval set)"
+            : s->rouge_pass   ? "PASS"
+                              : "FAIL");
     request_table(f, s);
     fprintf(f, "\n");
     dist_ns(f, &s->itl_ms, "Min inter-token latency (ns)    ", "Max inter-token latency (ns)    ",
