@@ -139,6 +139,39 @@ static void test_cli_train_bad_input_exits_2_naming_it(void **state) {
     assert_non_null(strstr(err, "no results database"));
 }
 
+/* Checking its inputs (a sweep's check of its cells), `train` holds a token shard to the
+ * ranks its command line starts, --gpus N's or --scaling's largest count, with --batch per
+ * rank: a shard one rank can read but not N is refused naming N, as the run would be. */
+static void test_cli_train_input_check_holds_the_shard_to_every_rank(void **state) {
+    (void)state;
+    char shard[160];
+    snprintf(shard, sizeof shard, "%s/ranks.bin", g_dir);
+    assert_int_equal(lb_test_write_shard(shard, 40, 128, 0, 3), 0); /* 2 ranks x 2 x 8 + 1 = 33 */
+    setenv("LLMBENCH_CHECK_ARGS", "inputs", 1);
+    const char *one[] = {"train", "--model", "gpt2-tiny", "--batch", "2",  "--seq",
+                         "8",     "--data",  shard,       "--db",    g_db, NULL};
+    int rc = run(one);
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    const char *two[] = {"train",  "--model", "gpt2-tiny", "--batch", "2",    "--seq", "8",
+                         "--data", shard,     "--gpus",    "2",       "--db", g_db,    NULL};
+    rc = run(two);
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--batch", "2", "--seq", "8",
+                                  "--data", shard, "--gpus", "4", "--db", g_db, NULL},
+                 "has 40 tokens, fewer than one batch reads: 8 sequences (4 ranks x 2, a rank's "
+                 "micro-batch) x 8 tokens + 1 = 65");
+    expect_usage((const char *[]){"train", "--model", "gpt2-tiny", "--batch", "4", "--grad-accum",
+                                  "2", "--seq", "8", "--data", shard, "--scaling", "1,2,4", "--db",
+                                  g_db, NULL},
+                 "(4 ranks x 2, a rank's micro-batch)");
+}
+
+/* The input-checking mode ends with its test, failed or not. */
+static int leave_input_check(void **state) {
+    (void)state;
+    return unsetenv("LLMBENCH_CHECK_ARGS");
+}
+
 /* --lora-alpha set through the library's params: a value that is not a positive number
  * is refused, with or without a rank (it was taken for "unset" and became 16). */
 static void test_cli_train_lora_alpha_not_positive_is_refused(void **state) {
@@ -583,6 +616,8 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_train_bad_input_exits_2_naming_it),
+        cmocka_unit_test_teardown(test_cli_train_input_check_holds_the_shard_to_every_rank,
+                                  leave_input_check),
         cmocka_unit_test(test_cli_train_lora_alpha_not_positive_is_refused),
         cmocka_unit_test(test_cli_train_fit_advice_leaves_out_what_is_given),
 #ifdef LB_HAVE_MPI

@@ -155,6 +155,30 @@ static void test_data_shard_shorter_than_a_batch_says_what_a_batch_reads(void **
     lb_data_close(d);
 }
 
+/* Opened for N ranks, a shard must hold every rank's micro-batch together (N x B x T + 1
+ * tokens): one token short is refused naming the rank count, not just one rank's batch. */
+static void test_data_shard_too_short_for_the_ranks_names_their_count(void **state) {
+    (void)state;
+    uint16_t tokens[40] = {0};
+    char path[128];
+    shard_path(path, sizeof path, "ranks.bin");
+    write_shard(path, LB_SHARD_MAGIC, LB_SHARD_VERSION, 33, tokens, 33);
+    lb_data_loader *d = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_data_open_ranks(path, 50, 2, 2, 8, 1, &d, &err), LB_OK); /* 2x2x8+1 */
+    lb_data_close(d);
+    write_shard(path, LB_SHARD_MAGIC, LB_SHARD_VERSION, 32, tokens, 32);
+    assert_int_equal(lb_data_open_ranks(path, 50, 2, 1, 8, 1, &d, &err), LB_OK);
+    lb_data_close(d);
+    d = NULL;
+    assert_int_equal(lb_data_open_ranks(path, 50, 2, 2, 8, 1, &d, &err), LB_ERR_USAGE);
+    assert_null(d);
+    const char *want = "has 32 tokens, fewer than one batch reads: 4 sequences (2 ranks x 2, a "
+                       "rank's micro-batch) x 8 tokens + 1 = 33; it holds 3 sequences of 8 tokens "
+                       "(+ 1): give a longer shard, fewer ranks, or a smaller --batch or --seq";
+    if (strstr(err.msg, want) == NULL) fail_msg("'%s' lacks '%s'", err.msg, want);
+}
+
 /* llm.c's Llama 3 shards hold uint32 ids (a Llama 3 vocabulary has 128256): read whole,
  * batches as from a GPT-2 shard, an id outside the vocabulary named at its byte offset. */
 static void test_data_llama3_shard_reads_ids_past_65535(void **state) {
@@ -291,6 +315,7 @@ int main(void) {
         cmocka_unit_test(test_data_shard_with_negative_count_is_refused),
         cmocka_unit_test(test_data_token_outside_vocabulary_names_offset),
         cmocka_unit_test(test_data_shard_shorter_than_a_batch_says_what_a_batch_reads),
+        cmocka_unit_test(test_data_shard_too_short_for_the_ranks_names_their_count),
         cmocka_unit_test(test_data_llama3_shard_reads_ids_past_65535),
         cmocka_unit_test(test_data_missing_file_is_an_io_error),
         cmocka_unit_test(test_data_repeat_returns_the_same_batch),

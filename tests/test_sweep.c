@@ -669,12 +669,27 @@ static void test_sweep_cells_are_checked_before_anything_runs(void **state) {
             fail_msg("case %zu: stderr '%s' lacks '%s'", i, err, cases[i].needle);
         assert_null(strchr(err, '\n') == err + strlen(err) - 1 ? NULL : "more than one line");
     }
+    /* a cell's ranks read a token shard together: the gpus=4 cell needs 4 x 2 x 8 + 1 tokens
+     * where one rank needs 17, and is refused before the gpus=1 cell runs */
+    char shard[160], text[320];
+    snprintf(shard, sizeof shard, "%s/cells.bin", g_dir);
+    assert_int_equal(lb_test_write_shard(shard, 40, 128, 0, 9), 0);
+    snprintf(text, sizeof text,
+             "name: c\ncommand: train\noptions: {model: gpt2-tiny, batch: 2, seq: 8, steps: 1, "
+             "data: %s}\naxes: {gpus: [1, 4]}\n",
+             shard);
+    assert_true(lb_test_write_file(path, text));
+    int rc = run((const char *[]){"sweep", path, "--db", g_db, NULL});
+    if (rc != 2) fail_msg("exit %d, stderr %s", rc, err);
+    const char *want = "cell gpus=4: token shard";
+    if (strstr(err, want) == NULL || strstr(err, "(4 ranks x 2, a rank's micro-batch)") == NULL)
+        fail_msg("stderr '%s' lacks '%s' and the rank count", err, want);
     assert_int_equal(count_runs(), 0);
     /* a cell on the GPU is not refused where there is none, by a build that has CUDA: the
      * sweep may run elsewhere */
     assert_true(lb_test_write_file(path, "name: c\ncommand: train\noptions: {device: cuda, "
                                          "model: gpt2-tiny, precision: bf16, steps: 1}\n"));
-    int rc = run((const char *[]){"sweep", path, "--dry-run", "--db", g_db, NULL});
+    rc = run((const char *[]){"sweep", path, "--dry-run", "--db", g_db, NULL});
 #ifdef LB_HAVE_CUDA
     if (rc != 0) fail_msg("exit %d: %s", rc, err);
 #else

@@ -7,7 +7,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -244,6 +248,61 @@ static void test_train_impossible_configs_are_refused(void **state) {
         p.zero = z;
         assert_int_equal(lb_train_validate(&p, &cfg, &err), LB_OK);
     }
+}
+
+/* A command line's inputs are checked for the ranks it will start: N ranks read N x one
+ * rank's micro-batch (--batch / --grad-accum) of a token shard, so a shard that feeds one
+ * rank and not N is refused naming N, before any of them starts. */
+static void test_train_check_inputs_holds_the_shard_to_every_rank(void **state) {
+    (void)state;
+    char dir[64], path[128];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/tokens.bin", dir);
+    assert_int_equal(lb_test_write_shard(path, 33, 128, 0, 5), 0); /* 2 ranks x 2 x 8 + 1 */
+    lb_train_params p = tiny_params("gpt2-tiny");
+    p.batch = 4, p.grad_accum = 2, p.seq = 8, p.data = path;
+    lb_err err = {{0}};
+    assert_int_equal(lb_train_check_inputs(&p, 1, &err), LB_OK);
+    assert_int_equal(lb_train_check_inputs(&p, 2, &err), LB_OK);
+    assert_int_equal(lb_train_check_inputs(&p, 3, &err), LB_ERR_USAGE);
+    const char *want = "has 33 tokens, fewer than one batch reads: 6 sequences (3 ranks x 2, a "
+                       "rank's micro-batch) x 8 tokens + 1 = 49";
+    if (strstr(err.msg, want) == NULL) fail_msg("'%s' lacks '%s'", err.msg, want);
+    p.data = "synthetic"; /* generated, never short */
+    assert_int_equal(lb_train_check_inputs(&p, 3, &err), LB_OK);
+}
+
+/* Two --scaling invocations started in the same second get different group tags (their runs
+ * would be mixed in reports otherwise): the tag carries the process id after the time. */
+static void test_train_scaling_groups_of_two_processes_differ(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        char group[64];
+        lb_train_scaling_group(group, sizeof group);
+        _exit(write(fds[1], group, strlen(group) + 1) > 0 ? 0 : 1);
+    }
+    int64_t before = (int64_t)time(NULL);
+    char mine[64], theirs[64] = "";
+    lb_train_scaling_group(mine, sizeof mine);
+    close(fds[1]);
+    assert_true(read(fds[0], theirs, sizeof theirs - 1) > 0);
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    long long when = 0;
+    long pid = 0;
+    int used = 0;
+    assert_int_equal(sscanf(mine, "scaling-%lld-%ld%n", &when, &pid, &used), 2);
+    assert_int_equal(used, (int)strlen(mine));
+    assert_int_equal(pid, (long)getpid());
+    assert_true(when >= before && when <= before + 1);
+    assert_int_equal(sscanf(theirs, "scaling-%lld-%ld", &when, &pid), 2);
+    assert_int_equal(pid, (long)child);
+    assert_string_not_equal(mine, theirs);
 }
 
 /* GPUs run ZeRO 0-3 and gradient accumulation, with adapters too; what does not split is
@@ -592,6 +651,8 @@ int main(void) {
         cmocka_unit_test(test_train_lora_loss_falls_on_repeated_batch),
         cmocka_unit_test(test_train_model_dir_trains_its_weights),
         cmocka_unit_test(test_train_impossible_configs_are_refused),
+        cmocka_unit_test(test_train_check_inputs_holds_the_shard_to_every_rank),
+        cmocka_unit_test(test_train_scaling_groups_of_two_processes_differ),
         cmocka_unit_test(test_train_gpu_zero_stages_and_accumulation_are_validated),
         cmocka_unit_test(test_train_save_params_writes_the_trained_model),
         cmocka_unit_test(test_train_out_of_memory_names_what_would_fit),

@@ -133,7 +133,7 @@ static int run_scaling(const char *list, int argc, char **argv, bool json_out, d
                                 "of at most %d",
                                 list, counts[n - 1], present, present));
     char group[64], base[32] = "";
-    snprintf(group, sizeof group, "scaling-%lld", (long long)time(NULL));
+    lb_train_scaling_group(group, sizeof group);
     char **child = calloc((size_t)argc + 8, sizeof *child);
     if (child == NULL) return 1;
     if (json_out)
@@ -341,9 +341,11 @@ int lb_cmd_train(int argc, char **argv) {
     if (scaling != NULL && gpus > 0 && !lb_cli_is_worker())
         return lb_status_exit_code(lb_args_usage_error(
             "train", "--scaling %s chooses the GPU counts: give it without --gpus", scaling));
+    int ranks = gpus > 0 ? (int)gpus : 1;         /* the ranks this command line starts */
     if (scaling != NULL && !lb_cli_is_worker()) { /* the list, before the machine is asked */
         int counts[16], n = 0;
         if (parse_counts(scaling, &n, counts, 16) != 0) return 2;
+        ranks = counts[n - 1];
         if (p->base_tok_per_s > 0)
             return lb_status_exit_code(lb_args_usage_error(
                 "train",
@@ -359,7 +361,7 @@ int lb_cmd_train(int argc, char **argv) {
     }
     if (lb_args_checking_inputs()) {
         lb_err err = {{0}};
-        lb_status st = lb_train_check_inputs(p, &err);
+        lb_status st = lb_train_check_inputs(p, ranks, &err);
         if (st == LB_OK) return 0;
         fprintf(stderr, "llmbench train: %s\n", err.msg);
         return st == LB_ERR_NOMEM ? 1 : 2; /* whatever refused, it is the input */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@ struct lb_data_loader {
     source_kind kind;
     int32_t vocab_size;
     int64_t batch, seq;
+    int ranks; /* the data-parallel ranks the batch is cut for, named when a shard is short */
     lb_rng rng;
     int32_t *fixed;     /* SRC_REPEAT: the one batch of batch*seq+1 tokens */
     int32_t *drawn;     /* SRC_SYNTHETIC: 2 batch*seq, the whole batch a part is cut from */
@@ -138,24 +140,34 @@ static lb_status open_shard(lb_data_loader *d, const char *path, lb_err *err) {
                            path, t, header_bytes + (size_t)i * d->token_bytes, d->vocab_size);
     }
     int64_t need = d->batch * d->seq + 1, spare = n > 0 ? n - 1 : 0;
-    if (n < need) /* in sequences: --batch is a rank's, and ranks and --grad-accum divide */
-        return lb_fail(err, LB_ERR_USAGE,
-                       "token shard %s has %lld tokens, fewer than one batch reads: %lld "
-                       "sequences (every rank's micro-batch together) x %lld tokens + 1 = %lld; "
-                       "it holds %lld sequences of %lld tokens (+ 1): give a longer shard, or a "
-                       "smaller --batch or --seq",
-                       path, (long long)n, (long long)d->batch, (long long)d->seq, (long long)need,
-                       (long long)(spare / d->seq), (long long)d->seq);
-    return LB_OK;
+    if (n >= need) return LB_OK;
+    char parts[80] = "every rank's micro-batch together"; /* lb_data_open: maybe several ranks. */
+    if (d->ranks > 1)
+        snprintf(parts, sizeof parts, "%d ranks x %lld, a rank's micro-batch", d->ranks,
+                 (long long)(d->batch / d->ranks));
+    return lb_fail(err, LB_ERR_USAGE,
+                   "token shard %s has %lld tokens, fewer than one batch reads: %lld sequences "
+                   "(%s) x %lld tokens + 1 = %lld; it holds %lld sequences of %lld tokens (+ 1): "
+                   "give a longer shard, %sor a smaller --batch or --seq",
+                   path, (long long)n, (long long)d->batch, parts, (long long)d->seq,
+                   (long long)need, (long long)(spare / d->seq), (long long)d->seq,
+                   d->ranks > 1 ? "fewer ranks, " : "");
 }
 
 lb_status lb_data_open(const char *spec, int32_t vocab_size, int64_t batch, int64_t seq,
                        uint64_t seed, lb_data_loader **out, lb_err *err) {
+    return lb_data_open_ranks(spec, vocab_size, batch, 1, seq, seed, out, err);
+}
+
+lb_status lb_data_open_ranks(const char *spec, int32_t vocab_size, int64_t rank_batch, int ranks,
+                             int64_t seq, uint64_t seed, lb_data_loader **out, lb_err *err) {
     *out = NULL;
+    int64_t batch = rank_batch * ranks;
     lb_data_loader *d = calloc(1, sizeof *d);
     if (d == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of host memory for the data loader");
     d->vocab_size = vocab_size;
     d->batch = batch;
+    d->ranks = ranks;
     d->seq = seq;
     lb_rng_seed(&d->rng, seed);
     lb_status st = LB_OK;

@@ -35,9 +35,14 @@
 
 typedef struct lb_data_loader lb_data_loader;
 
-/* spec: "synthetic", "repeat" or a path to a .bin shard. Caller frees with lb_data_close. */
+/* spec: "synthetic", "repeat" or a path to a .bin shard. Caller frees with lb_data_close. A
+ * shard shorter than batch * seq + 1 tokens is LB_ERR_USAGE. */
 lb_status lb_data_open(const char *spec, int32_t vocab_size, int64_t batch, int64_t seq,
                        uint64_t seed, lb_data_loader **out, lb_err *err);
+/* lb_data_open for `ranks` data-parallel ranks of rank_batch sequences each: the batch is
+ * ranks x rank_batch, and a shard too short for it is refused naming the rank count. */
+lb_status lb_data_open_ranks(const char *spec, int32_t vocab_size, int64_t rank_batch, int ranks,
+                             int64_t seq, uint64_t seed, lb_data_loader **out, lb_err *err);
 /* Fills inputs and targets, each batch*seq token ids. */
 void lb_data_next(lb_data_loader *d, int32_t *inputs, int32_t *targets);
 /* Advances by one batch and fills inputs and targets with its sequences [part * batch /

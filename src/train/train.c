@@ -12,9 +12,12 @@
 #include "train/train.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/file.h"
@@ -754,6 +757,10 @@ double lb_train_scaling_efficiency(double tok_per_s, int ranks, double base_tok_
     return tok_per_s / ((double)ranks * base_tok_per_s);
 }
 
+void lb_train_scaling_group(char *out, size_t cap) {
+    snprintf(out, cap, "scaling-%lld-%ld", (long long)time(NULL), (long)getpid());
+}
+
 double lb_train_hour_cost(const lb_train_params *p) {
     return p->hour_cost > 0 ? p->hour_cost : p->gpu_hour_price * lb_train_ranks(p);
 }
@@ -942,11 +949,6 @@ lb_status lb_train_summarize(const lb_train_params *p, const lb_model_config *cf
     return summarize_ranks(p, cfg, r, tok_per_s, samples_per_s);
 }
 
-/* Sequences every rank's micro-batches hold together: what the data loader cuts parts of. */
-static int64_t global_micro_batch(const lb_train_params *p) {
-    return p->batch / p->grad_accum * lb_train_ranks(p);
-}
-
 bool lb_train_model_is_dir(const lb_train_params *p) {
     struct stat st;
     return p->model != NULL && stat(p->model, &st) == 0 && S_ISDIR(st.st_mode);
@@ -977,21 +979,30 @@ static lb_status resolve_model_and_seq(lb_train_params *p, lb_model_config *cfg,
     return LB_OK;
 }
 
-/* Opens the data once, to refuse a file that cannot feed this model and batch. */
-static lb_status check_data(const lb_train_params *p, const lb_model_config *cfg, lb_err *err) {
+/* The data loader for `ranks` ranks: every rank's micro-batch together is what it cuts parts
+ * of. */
+static lb_status open_data(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                           lb_data_loader **data, lb_err *err) {
+    return lb_data_open_ranks(p->data, cfg->vocab_size, p->batch / p->grad_accum, ranks, p->seq,
+                              p->seed, data, err);
+}
+
+/* Opens the data once, to refuse a file that cannot feed this model and batch on `ranks`
+ * ranks. */
+static lb_status check_data(const lb_train_params *p, const lb_model_config *cfg, int ranks,
+                            lb_err *err) {
     lb_data_loader *data = NULL;
-    LB_TRY(
-        lb_data_open(p->data, cfg->vocab_size, global_micro_batch(p), p->seq, p->seed, &data, err));
+    LB_TRY(open_data(p, cfg, ranks, &data, err));
     lb_data_close(data);
     return LB_OK;
 }
 
-lb_status lb_train_check_inputs(const lb_train_params *params, lb_err *err) {
+lb_status lb_train_check_inputs(const lb_train_params *params, int ranks, lb_err *err) {
     lb_train_params p = *params;
     lb_model_config cfg;
     LB_TRY(resolve_model_and_seq(&p, &cfg, err));
     LB_TRY(lb_train_validate(&p, &cfg, err));
-    return check_data(&p, &cfg, err);
+    return check_data(&p, &cfg, ranks, err);
 }
 
 lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err) {
@@ -1038,7 +1049,7 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
                        "--device cuda was asked but this llmbench was built without CUDA");
 #endif
     }
-    return check_data(p, cfg, err);
+    return check_data(p, cfg, lb_train_ranks(p), err);
 }
 
 lb_status lb_train_run(const lb_train_params *params, lb_result *r, lb_err *err) {
@@ -1050,8 +1061,7 @@ lb_status lb_train_run(const lb_train_params *params, lb_result *r, lb_err *err)
     bool dir = lb_train_model_is_dir(&p);
     if (dir) LB_TRY(lb_hf_model_open(&hf, p.model, err));
     lb_data_loader *data = NULL;
-    lb_status st =
-        lb_data_open(p.data, cfg.vocab_size, global_micro_batch(&p), p.seq, p.seed, &data, err);
+    lb_status st = open_data(&p, &cfg, lb_train_ranks(&p), &data, err);
     if (st != LB_OK) {
         lb_hf_model_close(&hf);
         return st;

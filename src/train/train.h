@@ -20,6 +20,7 @@
 #define LB_TRAIN_TRAIN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "comm/boot.h"
@@ -103,9 +104,10 @@ lb_status lb_train_resolve(lb_train_params *p, lb_model_config *cfg, lb_err *err
 
 /* The part of lb_train_resolve that does not depend on the machine's GPUs: the model, the
  * parameters as given (LB_DEVICE_AUTO left undecided, so no device's own rules apply) and
- * the data. p is not changed. For checking a command line before it runs elsewhere or
- * later (a sweep's cells). */
-lb_status lb_train_check_inputs(const lb_train_params *p, lb_err *err);
+ * the data, which must hold a micro-batch of every one of `ranks` ranks (the job the command
+ * line will start; p->boot is not asked). p is not changed. For checking a command line
+ * before it runs elsewhere or later (a sweep's cells). */
+lb_status lb_train_check_inputs(const lb_train_params *p, int ranks, lb_err *err);
 
 /* Writes the run's configuration (options, model shape) into r->config; p and cfg as
  * lb_train_resolve left them. Called before the run is stored as begun, so a run that
@@ -147,6 +149,10 @@ lb_status lb_train_check_fit(const lb_train_params *p, const lb_model_config *cf
 /* Metrics of data-parallel runs (docs/METRICS.md). Scaling efficiency: tokens/s on n ranks
  * over n times one rank's, tok_n / (n tok_1). */
 double lb_train_scaling_efficiency(double tok_per_s, int ranks, double base_tok_per_s);
+/* The tag that groups the runs of one `--scaling` invocation, into out (cap bytes):
+ * "scaling-<unix time>-<process id>", so that invocations started in the same second into
+ * one database stay apart. */
+void lb_train_scaling_group(char *out, size_t cap);
 /* The run's price per hour: hour_cost, else gpu_hour_price x its ranks (one GPU each);
  * 0 when neither is given. */
 double lb_train_hour_cost(const lb_train_params *p);
