@@ -1,6 +1,7 @@
 /* test_cli.c: the command line's contract: exit codes and one-line errors that name the
  * bad input. */
 #include <jansson.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/output.h"
+#include "core/proc.h"
+#include "core/signals.h"
 #include "test_util.h"
 
 static char out[1 << 16], err[1 << 16];
@@ -103,6 +107,18 @@ static void test_cli_env_table_reads_memory_in_gib(void **state) {
     assert_non_null(mem);
     const char *gib = strstr(mem, " GiB)\n");
     if (gib == NULL || strchr(mem, '\n') < gib) fail_msg("env: %s", out);
+}
+
+/* A recorded environment variable's control characters are shown as '?': a newline broke
+ * the table into a line of its own and an escape reached the terminal. */
+static void test_cli_env_table_shows_control_characters_as_question_marks(void **state) {
+    (void)state;
+    setenv("NCCL_DEBUG", "INFO\x1b[2J\nWARN", 1);
+    int rc = run((const char *[]){"env", NULL});
+    unsetenv("NCCL_DEBUG");
+    assert_int_equal(rc, 0);
+    if (strstr(out, "  NCCL_DEBUG         INFO?[2J?WARN\n") == NULL) fail_msg("env: %s", out);
+    assert_null(strchr(out, '\x1b'));
 }
 
 static void test_cli_env_json_is_one_document(void **state) {
@@ -343,6 +359,113 @@ static void test_cli_unreadable_files_name_their_option(void **state) {
                        "--mlperf-conf: cannot read /nonexistent/m.conf");
 }
 
+/* Output that stdout does not take whole (a full disk, a closed stdout) is a failure, said
+ * on stderr: `env --json > /dev/full` exited 0 with no output written. */
+static void test_cli_output_stdout_cannot_take_exits_1(void **state) {
+    (void)state;
+    char path[] = "/tmp/lbtest-errXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(lb_test_shell("%s env --json > /dev/full 2>%s", LB_TEST_BIN, path), 1);
+    char *text = lb_test_read_file(path, NULL);
+    assert_non_null(text);
+    if (strstr(text, "llmbench env: cannot write the output: No space left on device\n") == NULL)
+        fail_msg("stderr: %s", text);
+    free(text);
+    assert_int_equal(lb_test_shell("%s --version >&- 2>%s", LB_TEST_BIN, path), 1);
+    text = lb_test_read_file(path, NULL);
+    assert_non_null(text);
+    if (strstr(text, "llmbench --version: cannot write the output") == NULL)
+        fail_msg("stderr: %s", text);
+    free(text);
+    unlink(path);
+    assert_int_equal(lb_test_shell("%s env > /dev/null", LB_TEST_BIN), 0);
+}
+
+/* `llmbench help COMMAND` is that command's --help (it printed the list of commands, and
+ * exited 0 for a command that does not exist); an option before the command is named as an
+ * option. */
+static void test_cli_help_command_prints_the_commands_help(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"help", "run", NULL}), 0);
+    assert_non_null(strstr(out, "usage: llmbench run [options]"));
+    assert_non_null(strstr(out, "--cpu-only"));
+    assert_null(strstr(out, "commands:"));
+    expect_usage_error((const char *[]){"help", "frobnicate", NULL},
+                       "unknown command 'frobnicate'");
+    expect_usage_error((const char *[]){"help", "run", "env", NULL},
+                       "unexpected argument 'env': it takes one command name");
+    expect_usage_error((const char *[]){"--json", "env", NULL},
+                       "unknown option '--json': options go after the command");
+    assert_int_equal(run((const char *[]){"help", NULL}), 0);
+    assert_non_null(strstr(out, "commands:"));
+}
+
+/* SIGTERM to this process alone, once the child has opened its database (its run is about
+ * to be stored as running), the way `kill PID` reaches `llmbench run` and not its child. */
+static void *terminate_when_stored(void *db) {
+    for (int i = 0; i < 1200 && access(db, F_OK) != 0; i++)
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+    nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
+    kill(getpid(), SIGTERM);
+    return NULL;
+}
+
+/* A step that `run` starts as a child (core/proc.h) gets the signal that reached `run`
+ * alone, and `run` waits for it: `run`'s own waitpid, interrupted by the signal, returned at
+ * once, and the child went on benchmarking on its own, its stored run `running`. */
+static void test_cli_run_child_gets_the_signal_and_is_waited_for(void **state) {
+    (void)state;
+    char dir[64], db[96];
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/r.db", dir);
+    const char *args[] = {LB_TEST_BIN,     "train", "--model", "gpt2-tiny", "--steps", "2000",
+                          "--no-progress", "-q",    "--db",    db,          NULL};
+    lb_signals_install();
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, terminate_when_stored, db), 0);
+    lb_proc_spec spec = {.argv = args, .stdout_to_stderr = true};
+    int code = 0;
+    lb_err why;
+    assert_int_equal(lb_proc_run(&spec, &code, &why), LB_OK);
+    pthread_join(t, NULL);
+    assert_true(lb_signals_interrupted());
+    lb_signals_reset();
+    assert_int_equal(code, 130);
+    assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", db, NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    if (doc == NULL) fail_msg("not JSON: %s", out);
+    json_t *runs = json_object_get(doc, "runs");
+    assert_int_equal(json_array_size(runs), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(runs, 0), "status")),
+                        "interrupted");
+    json_decref(doc);
+    lb_test_rmtree(dir);
+}
+
+static void expect_shown(double value, const char *unit, const char *want) {
+    char buf[64];
+    lb_output_format_value(buf, sizeof buf, value, unit);
+    assert_string_equal(buf, want);
+}
+
+/* A value just below a unit's step is shown in the next unit, as it rounds: 1048575 bytes
+ * read "1024.00 KiB" and 999.999 GFLOP/s "1000.00 GFLOP/s". */
+static void test_cli_output_values_that_round_up_take_the_next_unit(void **state) {
+    (void)state;
+    expect_shown(1048575, "bytes", "1.00 MiB");
+    expect_shown(1023.7, "bytes", "1.00 KiB");
+    expect_shown(1023.4, "bytes", "1023 B");
+    expect_shown(1048064, "bytes", "1023.50 KiB");
+    expect_shown(999.999, "GFLOP/s", "1.00 TFLOP/s");
+    expect_shown(999.99, "GFLOP/s", "999.99 GFLOP/s");
+    expect_shown(0.999, "GFLOP/s", "999.00 MFLOP/s");
+    expect_shown(0.9999, "GFLOP/s", "999.90 MFLOP/s");
+    expect_shown(0.999999, "GFLOP/s", "1.00 GFLOP/s");
+    expect_shown(0.0, "bytes", "0 B");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_unknown_command_exits_2_naming_it),
@@ -354,6 +477,7 @@ int main(void) {
         cmocka_unit_test(test_cli_version_names_version_and_commit),
         cmocka_unit_test(test_cli_env_table_reads_memory_in_gib),
         cmocka_unit_test(test_cli_env_json_is_one_document),
+        cmocka_unit_test(test_cli_env_table_shows_control_characters_as_question_marks),
         cmocka_unit_test(test_cli_command_help_lists_its_options),
         cmocka_unit_test(test_cli_commands_that_store_nothing_refuse_db),
         cmocka_unit_test(test_cli_run_scaling_child_command),
@@ -367,6 +491,10 @@ int main(void) {
         cmocka_unit_test(test_cli_unreadable_files_name_their_option),
         cmocka_unit_test(test_cli_selftest_refuses_options_that_check_nothing),
         cmocka_unit_test(test_cli_selftest_takes_back_the_seed_it_printed),
+        cmocka_unit_test(test_cli_output_stdout_cannot_take_exits_1),
+        cmocka_unit_test(test_cli_help_command_prints_the_commands_help),
+        cmocka_unit_test(test_cli_output_values_that_round_up_take_the_next_unit),
+        cmocka_unit_test(test_cli_run_child_gets_the_signal_and_is_waited_for),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,6 +162,34 @@ static void test_runctl_signal_after_work_marks_interrupted(void **state) {
     lb_result_free(r);
 }
 
+/* A failure whose sentence quotes bytes that are not UTF-8 (a Latin-1 file name, a server's
+ * reply) or is cut inside a character: the result still has its JSON (train --json printed
+ * an empty line for it, and run --json left the run out), the bytes as '?'. */
+static lb_status fail_naming_latin1_file(void *ctx, lb_result *r, lb_err *err) {
+    (void)ctx;
+    (void)r;
+    return lb_fail(err, LB_ERR_IO, "cannot read /data/caf\xe9.bin: the reply was \xc3");
+}
+
+static void test_runctl_failure_not_utf8_keeps_the_result_json(void **state) {
+    fixture *f = *state;
+    int64_t id = -1;
+    lb_err err = {{0}};
+    lb_result *r = lb_result_new("train", "toy");
+    assert_int_equal(
+        lb_runctl_run(&f->common, 0, NULL, r, fail_naming_latin1_file, NULL, &id, &err), LB_ERR_IO);
+    assert_string_equal(r->failure, "cannot read /data/caf?.bin: the reply was ?");
+    json_t *doc = lb_result_to_json(r);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "failure")), r->failure);
+    json_decref(doc);
+    lb_result_free(r);
+    r = load(f, id);
+    assert_int_equal(r->status, LB_RUN_FAILED);
+    assert_string_equal(r->failure, "cannot read /data/caf?.bin: the reply was ?");
+    lb_result_free(r);
+}
+
 static void test_runctl_unusable_store_runs_nothing(void **state) {
     fixture *f = *state;
     char path[320];
@@ -437,6 +465,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_runctl_signal_after_work_marks_interrupted, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_runctl_unusable_store_runs_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_failure_not_utf8_keeps_the_result_json, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_runctl_secrets_never_reach_the_database_or_exports,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(

@@ -8,10 +8,11 @@
 #include "cli/commands.h"
 #include "comm/comminfo.h"
 #include "core/provenance.h"
+#include "core/status.h"
 #include "gpu/devinfo.h"
 
 /* One key: an object or a list of objects (each GPU) as an indented block, a byte count
- * with its GiB beside it, anything else as its JSON text. */
+ * with its GiB beside it, a string as its text, anything else as its JSON text. */
 static void print_value(const char *key, json_t *v, int indent) {
     if (json_is_object(v)) {
         printf("%*s%s:\n", indent, "", key);
@@ -36,8 +37,11 @@ static void print_value(const char *key, json_t *v, int indent) {
                (double)json_integer_value(v) / (1024.0 * 1024.0 * 1024.0));
         return;
     }
-    char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    printf("%*s%-18s %s\n", indent, "", key, text ? text : json_string_value(v));
+    /* a string as it is, its control characters as '?' (an environment variable's newline
+     * or terminal escape would break the table or reach the terminal) */
+    char *text = json_is_string(v) ? strdup(json_string_value(v))
+                                   : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    printf("%*s%-18s %s\n", indent, "", key, text ? lb_status_printable(text) : "");
     free(text);
 }
 

@@ -37,19 +37,6 @@ static int report_failure(const char *command, lb_status status, const lb_err *e
     return lb_status_exit_code(status);
 }
 
-/* code, unless it is 0 and stdout did not take all that was printed (a full disk, a closed
- * pipe): then 1, with a line on stderr, so that no one takes part of the output for all. */
-static int check_stdout(const char *command, int code) {
-    if (code != 0) return code;
-    errno = 0;
-    const bool flushed = fflush(stdout) == 0;
-    if (flushed && !ferror(stdout)) return code;
-    /* the flush's own errno; an earlier write's error was not kept */
-    fprintf(stderr, "llmbench %s: cannot write the output%s%s\n", command,
-            !flushed && errno ? ": " : "", !flushed && errno ? strerror(errno) : "");
-    return 1;
-}
-
 /* A run id is a positive decimal integer; anything else is a usage error naming it. */
 static lb_status parse_id(const char *command, const char *text, int64_t *id) {
     char *end = NULL;
@@ -231,7 +218,7 @@ static int results_list(int argc, char **argv) {
         print_list_table(s, &filter, runs, n, more);
     free(runs);
     lb_store_close(s);
-    return check_stdout(cmd.command, code);
+    return code;
 }
 
 /* ---- show ---- */
@@ -381,7 +368,7 @@ static int results_show(int argc, char **argv) {
         print_show_text(id, r);
     lb_result_free(r);
     lb_store_close(s);
-    return check_stdout(cmd.command, code);
+    return code;
 }
 
 /* ---- export ---- */
@@ -695,7 +682,7 @@ static int results_import(int argc, char **argv) {
         lb_result_free(runs[i].r);
     free(runs);
     lb_store_close(s);
-    return st == LB_OK ? check_stdout(cmd.command, 0) : report_failure(cmd.command, st, &err);
+    return st == LB_OK ? 0 : report_failure(cmd.command, st, &err);
 }
 
 /* ---- dispatch ---- */

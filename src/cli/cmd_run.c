@@ -16,8 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -25,6 +23,7 @@
 #include "cli/output.h"
 #include "cli/runctl.h"
 #include "core/file.h"
+#include "core/proc.h"
 #include "core/signals.h"
 #include "gpu/devinfo.h"
 #include "history/bench.h"
@@ -110,22 +109,6 @@ int lb_cli_run_scaling_args(int gpus, int64_t steps, const char *db, const char 
     if (db != NULL) argv[n++] = "--db", argv[n++] = (char *)db;
     argv[n] = NULL;
     return n;
-}
-
-/* Runs this program with args (NULL-terminated) as a child, its stdout on our stderr when
- * quiet_stdout (stdout then holds only our JSON); returns its exit code. */
-static int run_self(char *const *args, bool quiet_stdout) {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (quiet_stdout) dup2(2, 1);
-        execv("/proc/self/exe", args);
-        _exit(127);
-    }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) return 1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 typedef struct {
@@ -254,6 +237,30 @@ static void cell(char *buf, size_t cap, const char *fmt, double v) {
         snprintf(buf, cap, "n/a");
 }
 
+/* Runs this program with args (args[0] stands for its path; NULL-terminated) as a child
+ * (core/proc.h: a signal that reached us is passed on, the child waited for), its stdout on
+ * our stderr when quiet_stdout (stdout then holds only our JSON); returns its exit code. */
+static int run_self(char **args, bool quiet_stdout) {
+    char exe[4096];
+    lb_err err;
+    int code = 1;
+    lb_status st = lb_proc_self_exe(exe, sizeof exe, &err);
+    if (st == LB_OK) {
+        char *name = args[0];
+        args[0] = exe;
+        lb_proc_spec spec = {.argv = (const char *const *)args, .stdout_to_stderr = quiet_stdout};
+        st = lb_proc_run(&spec, &code, &err);
+        args[0] = name;
+    }
+    if (st != LB_OK) fprintf(stderr, "llmbench run: %s\n", err.msg);
+    return st == LB_OK ? code : 1;
+}
+
+/* A step run as a child, by its exit code: ok, interrupted (130) or `failed`. */
+static const char *child_status(int code, const char *failed) {
+    return code == 0 ? "ok" : code == 130 ? "interrupted" : failed;
+}
+
 int lb_cmd_run(int argc, char **argv) {
     bool cpu_only = false, no_report = false, no_progress = false;
     const char *report_dir = NULL;
@@ -363,9 +370,14 @@ int lb_cmd_run(int argc, char **argv) {
         }
         comm_args[k] = NULL;
         comm_code = run_self(comm_args, a.common.json);
-        char *doctor_args[] = {"llmbench", "doctor", NULL};
-        doctor_code = run_self(doctor_args, a.common.json);
-        if (comm_code > 0 || doctor_code > 0 || scaling_code > 0)
+        if (comm_code == 130 || lb_signals_interrupted()) {
+            exit_code = 130; /* and no doctor after an interrupted comm */
+        } else {
+            char *doctor_args[] = {"llmbench", "doctor", NULL};
+            doctor_code = run_self(doctor_args, a.common.json);
+            if (doctor_code == 130 || lb_signals_interrupted()) exit_code = 130;
+        }
+        if (exit_code != 130 && (comm_code > 0 || doctor_code > 0 || scaling_code > 0))
             exit_code = exit_code ? exit_code : 1;
     }
 
@@ -399,11 +411,11 @@ int lb_cmd_run(int argc, char **argv) {
         }
         if (scaling_code >= 0)
             printf("%-6s %-24s %-12s\n", "-", "train --scaling (ZeRO 1)",
-                   scaling_code == 0 ? "ok" : "failed");
+                   child_status(scaling_code, "failed"));
         if (comm_code >= 0)
-            printf("%-6s %-24s %-12s\n%-6s %-24s %-12s\n", "-", "comm all_reduce",
-                   comm_code == 0 ? "ok" : "failed", "-", "doctor",
-                   doctor_code == 0 ? "ok" : "needs a fix");
+            printf("%-6s %-24s %-12s\n", "-", "comm all_reduce", child_status(comm_code, "failed"));
+        if (doctor_code >= 0)
+            printf("%-6s %-24s %-12s\n", "-", "doctor", child_status(doctor_code, "needs a fix"));
         printf("\nEach run's raw samples: llmbench results show ID; all of them: llmbench results "
                "export --format json\n");
     }

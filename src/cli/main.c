@@ -1,7 +1,10 @@
 /* main.c: llmbench's entry point: dispatch to a subcommand, --help and --version.
  *
- * Only this file and the cmd_*.c files decide exit codes. Signals are installed here so
- * that every long-running command sees SIGINT/SIGTERM as a flag (core/signals.h). */
+ * Only this file and the cmd_*.c files decide exit codes; a command that ends well but whose
+ * output stdout did not take whole (a full disk, a closed pipe) exits 1 here. Signals are installed
+ * here so that every long-running command sees SIGINT/SIGTERM as a flag (core/signals.h). */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,26 +52,58 @@ static void print_help(void) {
            lb_version_string);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         printf("  %-10s %s\n", commands[i].name, commands[i].summary);
-    printf("\noptions:\n  --help     this help\n  --version  version and git commit\n");
+    printf("\noptions:\n  --help     this help (llmbench help <command>: that command's)\n"
+           "  --version  version and git commit\n");
+}
+
+/* code, unless it is 0 and stdout did not take all that was printed (a full disk, a closed
+ * pipe): then 1, with a line on stderr, so that no one takes part of the output for all. */
+static int check_stdout(const char *name, int code) {
+    if (code != 0) return code;
+    errno = 0;
+    const bool flushed = fflush(stdout) == 0;
+    if (flushed && !ferror(stdout)) return code;
+    /* the flush's own errno; an earlier write's error was not kept */
+    fprintf(stderr, "llmbench %s: cannot write the output%s%s\n", name,
+            !flushed && errno ? ": " : "", !flushed && errno ? strerror(errno) : "");
+    return 1;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
+        (strcmp(argv[1], "help") == 0 && argc == 2)) {
         print_help();
-        return 0;
+        return check_stdout("--help", 0);
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("llmbench %s (commit %s)\n", lb_version_string, lb_version_commit);
-        return 0;
+        return check_stdout("--version", 0);
+    }
+    /* `llmbench help COMMAND` is `llmbench COMMAND --help` */
+    int sub_argc = argc - 1;
+    char **sub_argv = argv + 1; /* a command may read sub_argv[-1]: the whole command line */
+    char *help_argv[] = {argv[0], argc > 2 ? argv[2] : NULL, "--help", NULL};
+    if (strcmp(argv[1], "help") == 0) {
+        if (argc > 3) {
+            fprintf(stderr, "llmbench help: unexpected argument '%s': it takes one command name\n",
+                    argv[3]);
+            return 2;
+        }
+        sub_argc = 2, sub_argv = help_argv + 1;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        if (strcmp(argv[1], commands[i].name) == 0) {
+        if (strcmp(sub_argv[0], commands[i].name) == 0) {
             lb_signals_install();
-            return commands[i].fn(argc - 1, argv + 1);
+            return check_stdout(commands[i].name, commands[i].fn(sub_argc, sub_argv));
         }
     }
-    fprintf(stderr, "llmbench: unknown command '%s' (see 'llmbench --help' for the list)\n",
-            argv[1]);
+    if (sub_argv[0][0] == '-')
+        fprintf(stderr,
+                "llmbench: unknown option '%s': options go after the command "
+                "(llmbench <command> [options]; see 'llmbench --help')\n",
+                sub_argv[0]);
+    else
+        fprintf(stderr, "llmbench: unknown command '%s' (see 'llmbench --help' for the list)\n",
+                sub_argv[0]);
     return 2;
 }

@@ -12,7 +12,8 @@ void lb_output_format_value(char *buf, size_t cap, double value, const char *uni
     if (strcmp(unit, "bytes") == 0) {
         static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
         int k = 0;
-        while (fabs(value) >= 1024.0 && k < 4) {
+        /* a value that rounds to 1024 as printed ("%.0f", then "%.2f") takes the next unit */
+        while (fabs(value) >= (k == 0 ? 1023.5 : 1023.995) && k < 4) {
             value /= 1024.0;
             k++;
         }
@@ -26,11 +27,12 @@ void lb_output_format_value(char *buf, size_t cap, double value, const char *uni
         const char *at = ulen == 7 ? strchr(prefixes + 1, unit[0]) : prefixes;
         if (at != NULL) {
             int k = (int)(at - prefixes);
-            while (fabs(value) >= 1000.0 && k < 6) {
+            /* as printed ("%.2f"): 999.996 would read 1000.00 in this prefix, 1.00 in the next */
+            while (fabs(value) >= 999.995 && k < 6) {
                 value /= 1000.0;
                 k++;
             }
-            while (value != 0.0 && fabs(value) < 1.0 && k > 0) {
+            while (value != 0.0 && fabs(value) < 0.999995 && k > 0) {
                 value *= 1000.0;
                 k--;
             }

@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/provenance.h"
 #include "core/signals.h"
+#include "core/utf8text.h"
 #include "gpu/devinfo.h"
 #include "store/store.h"
 
@@ -61,6 +62,9 @@ static void set_outcome(lb_result *r, lb_status work_status, const lb_err *work_
         r->status = LB_RUN_OK;
         r->failure[0] = '\0';
     }
+    /* the sentence may quote outside bytes (a file name, a server's reply) or end cut inside a
+     * character; the result's JSON (--json, an export) takes UTF-8 only */
+    lb_utf8text_repair(r->failure);
 }
 
 /* The finish could not be written: the whole result goes to a side file, the row is marked

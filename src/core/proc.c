@@ -41,6 +41,7 @@ static void child(const lb_proc_spec *spec, pid_t parent) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     if (!redirect(1, spec->stdout_path) || !redirect(2, spec->stderr_path)) _exit(127);
+    if (spec->stdout_to_stderr && dup2(2, 1) < 0) _exit(127);
     for (size_t i = 0; spec->env != NULL && spec->env[i] != NULL; i++)
         putenv((char *)spec->env[i]);
     execv(spec->argv[0], (char *const *)spec->argv);

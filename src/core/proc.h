@@ -9,6 +9,7 @@
 #ifndef LB_CORE_PROC_H
 #define LB_CORE_PROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/status.h"
@@ -22,6 +23,8 @@ typedef struct {
     const char *const *env;  /* "NAME=VALUE" set in the child only; NULL-terminated or NULL */
     const char *stdout_path; /* the child's stdout goes to this file (truncated); NULL: ours */
     const char *stderr_path; /* the same for stderr; NULL: ours */
+    bool stdout_to_stderr;   /* the child's stdout goes where its stderr goes (stdout_path
+                              * NULL): our stdout keeps only our own output */
 } lb_proc_spec;
 
 /* Starts the child, waits for it, and writes its exit code (128 + signal when a signal
