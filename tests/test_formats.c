@@ -1,5 +1,5 @@
-/* test_formats.c: how figures read for people: the time left on a progress line and FLOP
- * rates with the SI prefix that keeps them below 1000. */
+/* test_formats.c: how figures read for people: the time left on a progress line, the line
+ * on a narrow terminal, and FLOP rates with the SI prefix that keeps them below 1000. */
 /* cmocka.h needs these four first. */
 /* clang-format off */
 #include <setjmp.h>
@@ -9,8 +9,12 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include <fcntl.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "cli/output.h"
 #include "core/progress.h"
@@ -46,6 +50,53 @@ static void test_progress_eta_reads_in_hours_minutes_and_seconds(void **state) {
     expect_eta(-1, "?");
 }
 
+static void test_progress_eta_beyond_10000_hours_reads_as_such(void **state) {
+    (void)state;
+    expect_eta(1e20, "> 10000 h"); /* what a rate near 0 gives at the start */
+    expect_eta(35999940, "9999 h 59 min");
+    expect_eta(36000000, "> 10000 h");
+    expect_eta(INFINITY, "?");
+}
+
+/* What lb_progress_update draws on a terminal `cols` columns wide (a pseudo-terminal as
+ * stderr), into out. */
+static void draw_on_terminal(unsigned short cols, const char *text, char *out, size_t cap) {
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    assert_true(master >= 0);
+    assert_int_equal(grantpt(master), 0);
+    assert_int_equal(unlockpt(master), 0);
+    int slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+    assert_true(slave >= 0);
+    assert_int_equal(ioctl(slave, TIOCSWINSZ, &(struct winsize){.ws_row = 24, .ws_col = cols}), 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(slave, STDERR_FILENO);
+    lb_progress p;
+    lb_progress_init(&p, true);
+    lb_progress_update(&p, true, "%s", text);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(slave);
+    assert_true(p.tty);
+    ssize_t n = read(master, out, cap - 1);
+    close(master);
+    out[n > 0 ? n : 0] = '\0';
+}
+
+static void test_progress_line_is_cut_short_of_the_terminal_width(void **state) {
+    (void)state;
+    char shown[512];
+    draw_on_terminal(20, "load: 1200/5000 done, 3 failed, 12 in flight, ETA 3 min 02 s", shown,
+                     sizeof shown);
+    assert_string_equal(shown, "\rload: 1200/5000 don");
+    /* a character is kept whole or dropped whole: \u00e9 is two bytes */
+    draw_on_terminal(6, "abcd\u00e9f", shown, sizeof shown);
+    assert_string_equal(shown, "\rabcd");
+    draw_on_terminal(80, "step 3/10", shown, sizeof shown);
+    assert_string_equal(shown, "\rstep 3/10");
+}
+
 static void expect_shown(double value, const char *unit, const char *want) {
     char buf[64];
     lb_output_format_value(buf, sizeof buf, value, unit);
@@ -72,6 +123,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_progress_eta_is_what_is_left_over_the_rate),
         cmocka_unit_test(test_progress_eta_reads_in_hours_minutes_and_seconds),
+        cmocka_unit_test(test_progress_eta_beyond_10000_hours_reads_as_such),
+        cmocka_unit_test(test_progress_line_is_cut_short_of_the_terminal_width),
         cmocka_unit_test(test_output_flop_rates_take_the_prefix_that_keeps_them_below_1000),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,8 @@
 /* clock.c: thin wrappers over clock_gettime. */
 #include "core/clock.h"
 
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -17,11 +19,17 @@ double lb_clock_wall_s(void) {
 }
 
 void lb_clock_format_iso(double wall_s, char *buf, size_t buf_len) {
-    time_t secs = (time_t)wall_s;
-    int ms = (int)((wall_s - (double)secs) * 1000.0);
+    /* rounded to the millisecond as a whole: the fraction of a double near 1.7e9 s holds
+     * .123 as .12299990654, which truncation would print as .122 */
+    double ms_total = nearbyint(wall_s * 1000.0);
+    bool shown = fabs(ms_total) < 1e17; /* false for NaN and infinities too */
+    time_t secs = shown ? (time_t)floor(ms_total / 1000.0) : 0;
     struct tm tm;
-    gmtime_r(&secs, &tm);
-    char date[24];
+    if (!shown || gmtime_r(&secs, &tm) == NULL) {
+        snprintf(buf, buf_len, "-");
+        return;
+    }
+    char date[48];
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, buf_len, "%s.%03dZ", date, ms);
+    snprintf(buf, buf_len, "%s.%03dZ", date, (int)(ms_total - (double)secs * 1000.0));
 }

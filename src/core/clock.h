@@ -8,7 +8,8 @@
 
 int64_t lb_clock_now_ns(void); /* CLOCK_MONOTONIC, ns */
 double lb_clock_wall_s(void);  /* CLOCK_REALTIME, seconds since the epoch */
-/* Formats wall-clock seconds as "2026-11-21T07:08:09.123Z" into buf (>= 32 bytes). */
+/* Formats wall-clock seconds, rounded to the millisecond, as "2026-11-21T07:08:09.123Z"
+ * into buf (>= 32 bytes); "-" for a time that is not finite or no calendar can show. */
 void lb_clock_format_iso(double wall_s, char *buf, size_t buf_len);
 
 #endif

@@ -94,8 +94,10 @@ void lb_file_last_line(const char *path, char *out, size_t cap) {
     if (lb_file_read(path, &text, &len, NULL) != LB_OK) return;
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
         text[--len] = '\0';
-    const char *line = strrchr(text, '\n');
-    snprintf(out, cap, "%s", line ? line + 1 : text);
+    /* from the end by length: a NUL byte before it (a crash's garbage) ends no search */
+    const char *nl = memrchr(text, '\n', len);
+    const char *line = nl ? nl + 1 : text;
+    snprintf(out, cap, "%.*s", (int)(text + len - line), line);
     free(text);
 }
 

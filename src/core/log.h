@@ -1,7 +1,8 @@
 /* log.h: leveled logging to stderr.
  *
  * One global level set by the CLI (-q, -v, -vv). Messages are single lines prefixed with
- * the level; stdout stays clean for tables and --json. Not thread-buffered: each call is
+ * the level (control bytes in the text, newlines included, are written as '?'); stdout
+ * stays clean for tables and --json. Not thread-buffered: each call is
  * one fprintf, which stdio keeps whole. */
 #ifndef LB_CORE_LOG_H
 #define LB_CORE_LOG_H

@@ -1,7 +1,9 @@
 /* metrics_text.c: the exposition text behind metrics_text.h. */
 #include "core/metrics_text.h"
 
+#include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *lb_metrics_text_content_type(lb_metrics_text_format format) {
@@ -45,6 +47,18 @@ void lb_metrics_text_family(FILE *f, lb_metrics_text_format format, const char *
     fprintf(f, "%s %s\n", total ? "_total" : "", help);
 }
 
+/* v as the formats write a number: the shorter of %.15g and %.17g that reads back as v
+ * (%g's six digits make 1234567 and 1234568 the same bound), NaN and infinities as
+ * NaN, +Inf and -Inf. */
+static void format_number(char *out, size_t cap, double v) {
+    if (isnan(v) || isinf(v)) {
+        snprintf(out, cap, "%s", isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+        return;
+    }
+    snprintf(out, cap, "%.15g", v);
+    if (strtod(out, NULL) != v) snprintf(out, cap, "%.17g", v);
+}
+
 void lb_metrics_text_histogram(FILE *f, const char *name, const char *labels, const double *bounds,
                                const uint64_t *counts, size_t n, double sum) {
     const char *sep = labels[0] ? "," : "";
@@ -54,16 +68,18 @@ void lb_metrics_text_histogram(FILE *f, const char *name, const char *labels, co
         /* le as OpenMetrics wants a number written (and Prometheus reads): 0.005, 1.0 */
         char le[32] = "+Inf";
         if (i < n) {
-            snprintf(le, sizeof le, "%g", bounds[i]);
-            if (strpbrk(le, ".en") == NULL) strcat(le, ".0");
+            format_number(le, sizeof le, bounds[i]);
+            if (strpbrk(le, ".eIN") == NULL) strcat(le, ".0");
         }
         lb_metrics_text_name(f, name);
         fprintf(f, "_bucket{%s%sle=\"%s\"} %llu\n", labels, sep, le,
                 (unsigned long long)cumulative);
     }
     const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
+    char sum_text[32];
+    format_number(sum_text, sizeof sum_text, sum);
     lb_metrics_text_name(f, name);
-    fprintf(f, "_sum%s%s%s %.9g\n", open, labels, close, sum);
+    fprintf(f, "_sum%s%s%s %s\n", open, labels, close, sum_text);
     lb_metrics_text_name(f, name);
     fprintf(f, "_count%s%s%s %llu\n", open, labels, close, (unsigned long long)cumulative);
 }

@@ -36,7 +36,8 @@ void lb_metrics_text_family(FILE *f, lb_metrics_text_format format, const char *
 /* A histogram's samples: llmbench_<name>_bucket{labels,le="B"} for each upper bound of
  * bounds[0..n) and +Inf, then _sum and _count. counts[i] holds the observations in
  * (bounds[i-1], bounds[i]], counts[n] those above the last bound; labels is the text
- * inside the braces (already escaped), "" for none. */
+ * inside the braces (already escaped), "" for none. Bounds and the sum are written with
+ * the digits that read back as the same double (NaN, +Inf, -Inf where not finite). */
 void lb_metrics_text_histogram(FILE *f, const char *name, const char *labels, const double *bounds,
                                const uint64_t *counts, size_t n, double sum);
 

@@ -1,10 +1,13 @@
 /* proc.c: fork, exec and wait behind proc.h. The wait polls every 20 ms so that an
- * interrupt flag set by the signal handler is seen even when waitpid is restarted. */
+ * interrupt flag set by the signal handler is seen even when waitpid is restarted. A
+ * child that fails before its program runs says why on a close-on-exec pipe, so that the
+ * caller gets the reason rather than an exit code 127 that the program might return too. */
 #include "core/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,29 +37,78 @@ static int redirect(int fd, const char *path) {
     return ok;
 }
 
-static void child(const lb_proc_spec *spec, pid_t parent) {
+/* What the child failed at before its program ran, sent to the parent on the report pipe
+ * with errno (an exec that succeeds closes the pipe, and the parent reads nothing). */
+typedef enum { START_STDOUT = 1, START_STDERR, START_EXEC } start_step;
+
+static _Noreturn void child_failed(int report, start_step step) {
+    int msg[2] = {(int)step, errno};
+    ssize_t n;
+    do {
+        n = write(report, msg, sizeof msg);
+    } while (n < 0 && errno == EINTR);
+    _exit(127);
+}
+
+static void child(const lb_proc_spec *spec, pid_t parent, int report) {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    if (!redirect(1, spec->stdout_path) || !redirect(2, spec->stderr_path)) _exit(127);
-    if (spec->stdout_to_stderr && dup2(2, 1) < 0) _exit(127);
+    if (!redirect(1, spec->stdout_path)) child_failed(report, START_STDOUT);
+    if (!redirect(2, spec->stderr_path)) child_failed(report, START_STDERR);
+    if (spec->stdout_to_stderr && dup2(2, 1) < 0) child_failed(report, START_STDOUT);
     for (size_t i = 0; spec->env != NULL && spec->env[i] != NULL; i++)
         putenv((char *)spec->env[i]);
     execv(spec->argv[0], (char *const *)spec->argv);
-    fprintf(stderr, "llmbench: cannot start %s: %s\n", spec->argv[0], strerror(errno));
-    _exit(127);
+    child_failed(report, START_EXEC);
+}
+
+/* Reads the child's report of a failed start; true (and its message in err) when there
+ * is one. */
+static bool start_failed(const lb_proc_spec *spec, pid_t pid, int report, lb_err *err) {
+    int msg[2];
+    size_t got = 0;
+    while (got < sizeof msg) {
+        ssize_t n = read(report, (char *)msg + got, sizeof msg - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    if (got < sizeof msg) return false;
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    if (msg[0] == START_EXEC)
+        lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0], strerror(msg[1]));
+    else
+        lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: cannot write its %s to %s: %s",
+                spec->argv[0], msg[0] == START_STDOUT ? "output" : "errors",
+                msg[0] == START_STDOUT ? (spec->stdout_path ? spec->stdout_path : "its stderr")
+                                       : spec->stderr_path,
+                strerror(msg[1]));
+    return true;
 }
 
 lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
     pid_t parent = getpid();
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0)
+        return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0], strerror(errno));
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0)
-        return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0], strerror(errno));
-    if (pid == 0) child(spec, parent);
+    if (pid < 0) {
+        int e = errno;
+        close(report[0]);
+        close(report[1]);
+        return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0], strerror(e));
+    }
+    if (pid == 0) child(spec, parent, report[1]);
     setpgid(pid, pid); /* both sides set it: whichever runs first wins the race */
+    close(report[1]);
+    bool failed = start_failed(spec, pid, report[0], err);
+    close(report[0]);
+    if (failed) return LB_ERR_RUNTIME;
     bool forwarded = false;
     int status = 0;
     for (;;) {

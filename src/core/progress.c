@@ -4,13 +4,16 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/utf8text.h"
 
 #define TTY_INTERVAL_NS  200000000LL
 #define FILE_INTERVAL_NS 5000000000LL
+#define ETA_MAX_H        10000
 
 void lb_progress_init(lb_progress *p, bool enabled) {
     p->enabled = enabled && lb_log_get_level() > LB_LOG_ERROR;
@@ -35,9 +38,18 @@ void lb_progress_update(lb_progress *p, bool force, const char *fmt, ...) {
     va_start(ap, fmt);
     int len = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (len > (int)sizeof line - 1) len = (int)sizeof line - 1;
+    if (len < 0) return;
     if (p->tty) {
-        int pad = p->last_len > len ? p->last_len - len : 0;
+        /* a line wider than the terminal wraps, and the carriage return then redraws only
+         * its last row: cut it short of the last column, between characters */
+        struct winsize ws;
+        size_t max = sizeof line - 1;
+        if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 && ws.ws_col - 1u < max)
+            max = ws.ws_col - 1u;
+        len = (int)lb_utf8text_cut_len(line, max);
+        line[len] = '\0';
+        int wide = p->last_len < (int)max ? p->last_len : (int)max; /* a narrowed terminal */
+        int pad = wide > len ? wide - len : 0;
         fprintf(stderr, "\r%s%*s", line, pad, "");
         p->last_len = len;
     } else {
@@ -61,6 +73,10 @@ double lb_progress_eta_s(double left, double rate_per_s) {
 void lb_progress_format_eta(char *buf, size_t cap, double eta_s) {
     if (!isfinite(eta_s) || eta_s < 0) {
         snprintf(buf, cap, "?");
+        return;
+    }
+    if (eta_s >= ETA_MAX_H * 3600.0) {
+        snprintf(buf, cap, "> %d h", ETA_MAX_H);
         return;
     }
     long long s = llround(eta_s);

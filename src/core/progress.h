@@ -1,9 +1,10 @@
 /* progress.h: one progress line on stderr for anything that takes more than a moment.
  *
- * On a terminal the line is redrawn in place (carriage return) at most every 200 ms; when
- * stderr is a file or pipe, a full line is written at most every 5 s, so logs stay
- * readable. Quiet mode (-q) or a disabled progress prints nothing. The caller formats the
- * text; this module only rate-limits, draws and clears it. */
+ * On a terminal the line is redrawn in place (carriage return) at most every 200 ms, cut
+ * short of the terminal's last column so that it never wraps; when stderr is a file or
+ * pipe, a full line is written at most every 5 s, so logs stay readable. Quiet mode (-q) or
+ * a disabled progress prints nothing. The caller formats the text; this module only
+ * rate-limits, draws and clears it. */
 #ifndef LB_CORE_PROGRESS_H
 #define LB_CORE_PROGRESS_H
 
@@ -28,7 +29,8 @@ void lb_progress_done(lb_progress *p);
 /* Seconds until `left` items are done at rate_per_s items a second (0 when none are left);
  * NaN when the rate is not known (not positive, not finite). */
 double lb_progress_eta_s(double left, double rate_per_s);
-/* The time left for people: "42 s", "12 min 05 s", "3 h 07 min"; "?" when eta_s is NaN. */
+/* The time left for people: "42 s", "12 min 05 s", "3 h 07 min"; "> 10000 h" beyond that;
+ * "?" when eta_s is NaN, infinite or negative. */
 void lb_progress_format_eta(char *buf, size_t cap, double eta_s);
 
 #endif
