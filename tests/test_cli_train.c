@@ -172,6 +172,56 @@ static int leave_input_check(void **state) {
     return unsetenv("LLMBENCH_CHECK_ARGS");
 }
 
+static const char *const launcher_vars[] = {"OMPI_COMM_WORLD_RANK",
+                                            "OMPI_COMM_WORLD_SIZE",
+                                            "SLURM_PROCID",
+                                            "SLURM_STEP_NUM_TASKS",
+                                            "RANK",
+                                            "WORLD_SIZE"};
+
+/* The launcher's variables and the input-checking mode end with their test. */
+static int leave_launcher(void **state) {
+    for (size_t i = 0; i < sizeof launcher_vars / sizeof *launcher_vars; i++)
+        unsetenv(launcher_vars[i]);
+    return leave_input_check(state);
+}
+
+/* Under a launcher (mpirun's, Slurm's or torchrun's variables) and without --gpus or
+ * --scaling, the input check holds a token shard to the world size the environment names,
+ * in lb_boot_init's order: a shard 2 ranks can read but not 4 is refused naming 4 ranks
+ * (one rank was counted). --gpus N still counts N. */
+static void test_cli_train_input_check_counts_the_launchers_ranks(void **state) {
+    (void)state;
+    char shard[160];
+    snprintf(shard, sizeof shard, "%s/world.bin", g_dir);
+    assert_int_equal(lb_test_write_shard(shard, 40, 128, 0, 3), 0); /* 2 ranks x 2 x 8 + 1 = 33 */
+    setenv("LLMBENCH_CHECK_ARGS", "inputs", 1);
+    const char *args[] = {"train", "--model", "gpt2-tiny", "--batch", "2",  "--seq",
+                          "8",     "--data",  shard,       "--db",    g_db, NULL};
+    const char *want = "has 40 tokens, fewer than one batch reads: 8 sequences (4 ranks x 2, a "
+                       "rank's micro-batch) x 8 tokens + 1 = 65";
+    for (size_t l = 0; l < 6; l += 2) { /* mpirun, Slurm, torchrun: rank then size */
+        setenv(launcher_vars[l], "0", 1);
+        setenv(launcher_vars[l + 1], "2", 1);
+        int rc = run(args);
+        if (rc != 0) fail_msg("%s=2: exit %d: %s", launcher_vars[l + 1], rc, err);
+        setenv(launcher_vars[l + 1], "4", 1);
+        expect_usage(args, want);
+        unsetenv(launcher_vars[l]);
+        unsetenv(launcher_vars[l + 1]);
+    }
+    /* torchrun's pair under srun: the nearer launcher's world, as the job would form */
+    setenv("SLURM_PROCID", "0", 1);
+    setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    expect_usage(args, want);
+    const char *gpus[] = {"train",  "--model", "gpt2-tiny", "--batch", "2",    "--seq", "8",
+                          "--data", shard,     "--gpus",    "2",       "--db", g_db,    NULL};
+    int rc = run(gpus);
+    if (rc != 0) fail_msg("--gpus 2 under WORLD_SIZE=4: exit %d: %s", rc, err);
+}
+
 /* --lora-alpha set through the library's params: a value that is not a positive number
  * is refused, with or without a rank (it was taken for "unset" and became 16). */
 static void test_cli_train_lora_alpha_not_positive_is_refused(void **state) {
@@ -618,6 +668,8 @@ int main(void) {
         cmocka_unit_test(test_cli_train_bad_input_exits_2_naming_it),
         cmocka_unit_test_teardown(test_cli_train_input_check_holds_the_shard_to_every_rank,
                                   leave_input_check),
+        cmocka_unit_test_teardown(test_cli_train_input_check_counts_the_launchers_ranks,
+                                  leave_launcher),
         cmocka_unit_test(test_cli_train_lora_alpha_not_positive_is_refused),
         cmocka_unit_test(test_cli_train_fit_advice_leaves_out_what_is_given),
 #ifdef LB_HAVE_MPI

@@ -1308,6 +1308,69 @@ static void test_comm_values_round_like_the_hardware(void **state) {
     assert_int_equal(lb_comm_dtype_parse("float16", &t), -1);
 }
 
+static const char *const launcher_vars[] = {"OMPI_COMM_WORLD_SIZE",
+                                            "OMPI_COMM_WORLD_RANK",
+                                            "PMI_SIZE",
+                                            "PMI_RANK",
+                                            "PMIX_RANK",
+                                            "SLURM_PROCID",
+                                            "SLURM_NTASKS",
+                                            "SLURM_NPROCS",
+                                            "SLURM_STEP_NUM_TASKS",
+                                            "RANK",
+                                            "WORLD_SIZE"};
+
+static int unset_launcher_vars(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof launcher_vars / sizeof *launcher_vars; i++)
+        unsetenv(launcher_vars[i]);
+    return 0;
+}
+
+/* The world size in the environment, before any joining, is read from the launcher that
+ * lb_boot_init would follow (MPI, then Slurm unless torchrun's pair is set, then torchrun),
+ * as the rank is; one process alone, or a count that is not one, is a world of 1. */
+static void test_comm_env_world_size_follows_the_launcher_order(void **state) {
+    unset_launcher_vars(state);
+    assert_int_equal(lb_boot_env_size(), 1);
+    assert_int_equal(lb_boot_env_rank(), -1);
+    setenv("WORLD_SIZE", "3", 1);
+    setenv("RANK", "2", 1);
+    assert_int_equal(lb_boot_env_size(), 3);
+    assert_int_equal(lb_boot_env_rank(), 2);
+    setenv("SLURM_PROCID", "1", 1); /* `srun torchrun`: torchrun's pair is the nearer */
+    setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+    assert_int_equal(lb_boot_env_size(), 3);
+    assert_int_equal(lb_boot_env_rank(), 2);
+    unsetenv("RANK"); /* WORLD_SIZE alone: Slurm's */
+    assert_int_equal(lb_boot_env_size(), 2);
+    assert_int_equal(lb_boot_env_rank(), 1);
+    setenv("PMIX_RANK", "5", 1); /* `srun --mpi=pmix`: MPI, counted by Slurm */
+    setenv("SLURM_STEP_NUM_TASKS", "6", 1);
+    setenv("SLURM_NTASKS", "12", 1);
+    assert_int_equal(lb_boot_env_size(), 6);
+    unsetenv("SLURM_STEP_NUM_TASKS");
+    assert_int_equal(lb_boot_env_size(), 12);
+    unsetenv("SLURM_NTASKS");
+    setenv("SLURM_NPROCS", "7", 1);
+    assert_int_equal(lb_boot_env_size(), 7);
+    assert_int_equal(lb_boot_env_rank(), 5);
+    setenv("PMI_SIZE", "8", 1);
+    assert_int_equal(lb_boot_env_size(), 8);
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1); /* mpirun */
+    setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+    assert_int_equal(lb_boot_env_size(), 4);
+    assert_int_equal(lb_boot_env_rank(), 3);
+    setenv("OMPI_COMM_WORLD_SIZE", "four", 1);
+    assert_int_equal(lb_boot_env_size(), 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "0", 1);
+    assert_int_equal(lb_boot_env_size(), 1);
+    unset_launcher_vars(state);
+    setenv("SLURM_NTASKS", "16", 1); /* an allocation's count without a step: one process */
+    setenv("SLURM_PROCID", "0", 1);
+    assert_int_equal(lb_boot_env_size(), 1);
+}
+
 int main(int argc, char **argv) {
     ssize_t len = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
     self_path[len > 0 ? len : 0] = '\0';
@@ -1321,6 +1384,8 @@ int main(int argc, char **argv) {
         return lb_test_exec_interrupting_rank(atoi(argv[2]), atof(argv[3]), argv + 4);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_comm_values_round_like_the_hardware),
+        cmocka_unit_test_teardown(test_comm_env_world_size_follows_the_launcher_order,
+                                  unset_launcher_vars),
         cmocka_unit_test(test_comm_mpi_every_collective_dtype_and_op_matches),
         cmocka_unit_test(test_comm_mpi_rank_that_never_arrives_is_named_within_the_deadline),
         cmocka_unit_test(test_comm_torchrun_variables_rendezvous_over_tcp),

@@ -68,6 +68,38 @@ static void test_dataset_cnn_bad_field_names_file_record_and_field(void **state)
     assert_non_null(strstr(err.msg, "no usable records"));
 }
 
+/* tok_input holds token ids: a negative, fractional, too large or non-numeric one is
+ * refused naming the file, the record, the element and the value, not counted as a token. */
+static void test_dataset_cnn_tok_input_that_is_no_token_id_is_named(void **state) {
+    (void)state;
+    lb_dataset ds;
+    lb_err err = {""};
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"[{\"input\": \"a\", \"tok_input\": [1]}, {\"input\": \"b\", \"tok_input\": [7, -5]}]",
+         "dataset data.json: record 2: field \"tok_input\" element 2 is -5: token ids are "
+         "integers from 0 to 2147483647"},
+        {"[{\"input\": \"a\", \"tok_input\": [1.5]}]",
+         "record 1: field \"tok_input\" element 1 is 1.5: token ids"},
+        {"[{\"input\": \"a\", \"tok_input\": [2147483648]}]", "element 1 is 2147483648:"},
+        {"[{\"input\": \"a\", \"tok_input\": [1, \"a\"]}]", "element 2 is \"a\":"},
+        {"[{\"input\": \"a\", \"tok_input\": "
+         "[\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]}]",
+         "element 1 is \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...: token ids"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(parse(lb_dataset_parse_cnn, bad[i].text, &ds, &err), LB_ERR_FORMAT);
+        if (strstr(err.msg, bad[i].msg) == NULL) fail_msg("'%s' lacks '%s'", err.msg, bad[i].msg);
+        assert_null(strchr(err.msg, '\n'));
+        assert_int_equal(ds.n, 0);
+    }
+    const char *ok = "[{\"input\": \"a\", \"tok_input\": [0, 2147483647, 3]}]";
+    assert_int_equal(parse(lb_dataset_parse_cnn, ok, &ds, &err), LB_OK);
+    assert_int_equal(ds.samples[0].input_tokens, 3);
+    lb_dataset_free(&ds);
+}
+
 static void test_dataset_jsonl_reads_prompt_reference_and_max_tokens(void **state) {
     (void)state;
     lb_dataset ds;
@@ -428,6 +460,31 @@ static void test_dataset_load_detects_format_from_file(void **state) {
     assert_string_equal(ds.format, "sharegpt");
     lb_dataset_free(&ds);
     unlink(path);
+    /* ShareGPT by its first record's keys, however long the fields before
+     * "conversations" (one of 5000 bytes pushed it past what was looked at: read as
+     * cnn_eval, refused for want of "input") */
+    f = fopen(path, "w");
+    fputs("[{\"id\": \"", f);
+    for (int i = 0; i < 5000; i++)
+        fputc('x', f);
+    fputs("\", \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, "
+          "{\"from\": \"gpt\", \"value\": \"a\"}]}]",
+          f);
+    fclose(f);
+    if (lb_dataset_load(path, "auto", &ds, &err) != LB_OK) fail_msg("%s", err.msg);
+    assert_string_equal(ds.format, "sharegpt");
+    assert_int_equal(ds.n, 1);
+    assert_string_equal(ds.samples[0].prompt, "q");
+    lb_dataset_free(&ds);
+    /* a "conversations" key inside a cnn_eval record's field is not ShareGPT's */
+    f = fopen(path, "w");
+    fputs("[{\"meta\": {\"conversations\": [\"}\"]}, \"input\": \"An article.\"}]", f);
+    fclose(f);
+    if (lb_dataset_load(path, "auto", &ds, &err) != LB_OK) fail_msg("%s", err.msg);
+    assert_string_equal(ds.format, "cnn");
+    assert_int_equal(ds.n, 1);
+    lb_dataset_free(&ds);
+    unlink(path);
     /* A UTF-8 byte order mark before the JSON (Notepad, PowerShell) is skipped, in the
      * format's detection too. */
     f = fopen(path, "w");
@@ -454,6 +511,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dataset_cnn_applies_mlperf_template),
         cmocka_unit_test(test_dataset_cnn_bad_field_names_file_record_and_field),
+        cmocka_unit_test(test_dataset_cnn_tok_input_that_is_no_token_id_is_named),
         cmocka_unit_test(test_dataset_jsonl_reads_prompt_reference_and_max_tokens),
         cmocka_unit_test(test_dataset_jsonl_bad_line_is_named),
         cmocka_unit_test(test_dataset_text_with_nul_is_refused_by_name),

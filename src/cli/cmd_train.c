@@ -341,7 +341,8 @@ int lb_cmd_train(int argc, char **argv) {
     if (scaling != NULL && gpus > 0 && !lb_cli_is_worker())
         return lb_status_exit_code(lb_args_usage_error(
             "train", "--scaling %s chooses the GPU counts: give it without --gpus", scaling));
-    int ranks = gpus > 0 ? (int)gpus : 1;         /* the ranks this command line starts */
+    /* the ranks this command line starts, else those its launcher's environment names */
+    int ranks = gpus > 0 ? (int)gpus : lb_boot_env_size();
     if (scaling != NULL && !lb_cli_is_worker()) { /* the list, before the machine is asked */
         int counts[16], n = 0;
         if (parse_counts(scaling, &n, counts, 16) != 0) return 2;

@@ -81,15 +81,18 @@ static const char *env_or(const char *name, const char *fallback) {
     return v != NULL && v[0] != '\0' ? v : fallback;
 }
 
-/* Parses a non-negative decimal int from an environment variable; -1 when absent, -2 when
- * not a number. */
-static int env_int(const char *name) {
-    const char *v = getenv(name);
+/* Parses a non-negative decimal int (at most 2^24) from a variable's value; -1 when absent,
+ * -2 when not such a number. */
+static int parse_int(const char *v) {
     if (v == NULL || v[0] == '\0') return -1;
     char *end = NULL;
     long x = strtol(v, &end, 10);
     if (*end != '\0' || x < 0 || x > 1 << 24) return -2;
     return (int)x;
+}
+
+static int env_int(const char *name) {
+    return parse_int(getenv(name));
 }
 
 /* The rendezvous gives way to SIGINT/SIGTERM (core/signals.h): nothing of the job has run
@@ -388,17 +391,32 @@ static bool torchrun_set(void) {
     return env_or("RANK", NULL) != NULL && env_or("WORLD_SIZE", NULL) != NULL;
 }
 
+/* Slurm's rank and task count, and not torchrun's pair: lb_boot_init's third way. */
+static bool slurm_set(void) {
+    return !torchrun_set() && getenv("SLURM_PROCID") != NULL &&
+           getenv("SLURM_STEP_NUM_TASKS") != NULL;
+}
+
+/* Of one value read three ways, the one lb_boot_init would read, in its order: MPI's, then
+ * Slurm's unless torchrun's pair is set, then torchrun's. */
+static const char *by_launcher(const char *mpi, const char *slurm, const char *torchrun) {
+    return launched_by_mpi() ? mpi : slurm_set() ? slurm : torchrun;
+}
+
 int lb_boot_env_rank(void) {
-    /* lb_boot_init's order: MPI, then Slurm unless torchrun's pair is set, then torchrun */
-    const char *v = launched_by_mpi() ? env_or("OMPI_COMM_WORLD_RANK",
-                                               env_or("PMIX_RANK", env_or("PMI_RANK", NULL)))
-                    : !torchrun_set() && getenv("SLURM_PROCID") != NULL &&
-                            getenv("SLURM_STEP_NUM_TASKS") != NULL
-                        ? getenv("SLURM_PROCID")
-                        : getenv("RANK");
-    char *end = NULL;
-    long r = v != NULL ? strtol(v, &end, 10) : -1;
-    return v != NULL && end != v && *end == '\0' && r >= 0 && r <= INT32_MAX ? (int)r : -1;
+    int r = parse_int(
+        by_launcher(env_or("OMPI_COMM_WORLD_RANK", env_or("PMIX_RANK", env_or("PMI_RANK", NULL))),
+                    getenv("SLURM_PROCID"), getenv("RANK")));
+    return r >= 0 ? r : -1;
+}
+
+int lb_boot_env_size(void) {
+    /* under `srun --mpi=pmix` the tasks are counted by Slurm's variables alone */
+    const char *slurm =
+        env_or("SLURM_STEP_NUM_TASKS", env_or("SLURM_NTASKS", env_or("SLURM_NPROCS", NULL)));
+    int n = parse_int(by_launcher(env_or("OMPI_COMM_WORLD_SIZE", env_or("PMI_SIZE", slurm)),
+                                  getenv("SLURM_STEP_NUM_TASKS"), getenv("WORLD_SIZE")));
+    return n >= 1 ? n : 1;
 }
 
 #ifdef LB_HAVE_MPI
@@ -493,8 +511,7 @@ lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err) {
                      "started by an MPI launcher, but this llmbench was built without MPI; "
                      "rebuild with Open MPI (libopenmpi-dev) or start it with torchrun variables");
 #endif
-    } else if (!torchrun_set() && getenv("SLURM_PROCID") != NULL &&
-               getenv("SLURM_STEP_NUM_TASKS") != NULL) {
+    } else if (slurm_set()) {
         b->source = LB_BOOT_SLURM;
         b->rank = env_int("SLURM_PROCID");
         b->size = env_int("SLURM_STEP_NUM_TASKS");

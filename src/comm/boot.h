@@ -50,6 +50,11 @@ lb_status lb_boot_init(double timeout_s, lb_boot **out, lb_err *err);
  * any joining; -1 when none does (one process alone). For what only one process of a job that
  * never formed should print. */
 int lb_boot_env_rank(void);
+/* The world size this process's launcher names in the environment, read as lb_boot_env_rank
+ * reads the rank (under `srun --mpi=pmix`, Slurm's task count); 1 when none does, or names
+ * no count from 1 to 2^24. For what is checked before the job forms, such as a token shard
+ * every rank reads from. */
+int lb_boot_env_size(void);
 /* Leaves the job: MPI_Finalize, or MPI_Abort when lb_boot_mark_broken was called (a
  * collective that never completed would make MPI_Finalize wait forever). NULL is fine. */
 void lb_boot_free(lb_boot *b);

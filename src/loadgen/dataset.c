@@ -118,6 +118,28 @@ static lb_status finish(lb_dataset *out, const char *name, lb_status st, lb_err 
     return st;
 }
 
+/* Every element of a record's tok_input array (record i, from 0) is a token id: an integer
+ * from 0 to INT32_MAX. The first that is not is named with its value, in JSON cut short. */
+static lb_status check_token_ids(const json_t *tok, const char *name, size_t i, lb_err *err) {
+    size_t k;
+    json_t *t;
+    json_array_foreach(tok, k, t) {
+        if (json_is_integer(t) && json_integer_value(t) >= 0 && json_integer_value(t) <= INT32_MAX)
+            continue;
+        char *text = json_dumps(t, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
+        if (text == NULL)
+            return lb_fail(err, LB_ERR_NOMEM, "dataset %s: out of memory at record %zu", name,
+                           i + 1);
+        lb_status st = lb_fail(err, LB_ERR_FORMAT,
+                               "dataset %s: record %zu: field \"tok_input\" element %zu is "
+                               "%.40s%s: token ids are integers from 0 to %d",
+                               name, i + 1, k + 1, text, strlen(text) > 40 ? "..." : "", INT32_MAX);
+        free(text);
+        return st;
+    }
+    return LB_OK;
+}
+
 lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb_dataset *out,
                                lb_err *err) {
     dataset_start(out, "cnn");
@@ -159,17 +181,14 @@ lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb
         }
         int32_t n_tok = -1;
         if (tok != NULL) {
-            size_t k;
-            json_t *t;
-            bool ok = json_is_array(tok) && json_array_size(tok) > 0;
-            if (ok) json_array_foreach(tok, k, t) ok = ok && json_is_integer(t);
-            if (!ok) {
+            if (!json_is_array(tok) || json_array_size(tok) == 0) {
                 st = lb_fail(err, LB_ERR_FORMAT,
                              "dataset %s: record %zu: field \"tok_input\" must be a non-empty "
                              "array of integers (the prompt's token ids)",
                              name, i + 1);
                 break;
             }
+            if ((st = check_token_ids(tok, name, i, err)) != LB_OK) break;
             n_tok = (int32_t)json_array_size(tok);
         }
         lb_sample s = {.prompt = apply_cnn_template(input),
@@ -553,15 +572,49 @@ lb_status lb_dataset_synthetic(const lb_dataset_synthetic_params *p, lb_dataset 
     return LB_OK;
 }
 
-/* Guesses the format of a JSON array from its first record. */
+/* The index of the first byte from i on that is not JSON white space (len when none). */
+static size_t skip_space(const char *buf, size_t len, size_t i) {
+    while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t'))
+        i++;
+    return i;
+}
+
+/* One past the bracket that closes the object or array opening at buf[i], strings skipped
+ * whole; len when it never closes. */
+static size_t value_end(const char *buf, size_t len, size_t i) {
+    size_t depth = 0;
+    for (bool in_string = false; i < len; i++) {
+        char c = buf[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return len;
+}
+
+/* Guesses the format: JSONL by its name or a record at the top level, else ShareGPT when the
+ * array's first record has a "conversations" key, however long the fields before it, else
+ * cnn_eval (whose parser names what a record lacks). Only the first record is parsed. */
 static const char *sniff(const char *path, const char *buf, size_t len) {
     size_t plen = strlen(path);
     if (plen >= 6 && strcmp(path + plen - 6, ".jsonl") == 0) return "jsonl";
-    size_t i = 0;
-    while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t'))
-        i++;
+    size_t i = skip_space(buf, len, 0);
     if (i < len && buf[i] == '{') return "jsonl";
-    const char *conv = memmem(buf, len < 4096 ? len : 4096, "\"conversations\"", 15);
+    if (i == len || buf[i] != '[') return "cnn";
+    i = skip_space(buf, len, i + 1);
+    if (i == len || buf[i] != '{') return "cnn";
+    json_t *first = json_loadb(buf + i, value_end(buf, len, i) - i, JSON_ALLOW_NUL, NULL);
+    bool conv = json_object_get(first, "conversations") != NULL;
+    json_decref(first);
     return conv ? "sharegpt" : "cnn";
 }
 

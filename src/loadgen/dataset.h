@@ -52,7 +52,9 @@ typedef struct {
 #define LB_CNN_MAX_TOKENS 128
 
 /* Parsers of a whole file held in buf[0..len). `name` labels errors (the file path).
- * On success *out owns its samples (lb_dataset_free); on failure *out is empty. */
+ * On success *out owns its samples (lb_dataset_free); on failure *out is empty. cnn_eval's
+ * tok_input holds token ids: a value that is not an integer from 0 to INT32_MAX is refused
+ * with the record, its place in the array and the value. */
 lb_status lb_dataset_parse_cnn(const char *buf, size_t len, const char *name, lb_dataset *out,
                                lb_err *err);
 lb_status lb_dataset_parse_jsonl(const char *buf, size_t len, const char *name, lb_dataset *out,
@@ -100,9 +102,9 @@ lb_dataset_synthetic_params lb_dataset_synthetic_default_params(void);
 lb_status lb_dataset_synthetic(const lb_dataset_synthetic_params *p, lb_dataset *out, lb_err *err);
 
 /* Reads a file and parses it as `format` ("cnn", "jsonl", "sharegpt", "sharegpt-turns", or
- * "auto": .jsonl
- * is JSONL; a JSON array whose first record has "conversations" is ShareGPT, one with
- * "input" is cnn_eval). */
+ * "auto": .jsonl, or a record at the top level, is JSONL; a JSON array whose first record
+ * has a "conversations" key, wherever it stands in the record, is ShareGPT; any other is
+ * read as cnn_eval). */
 lb_status lb_dataset_load(const char *path, const char *format, lb_dataset *out, lb_err *err);
 
 /* Counts every prompt with tok where the dataset carries no token count (JSONL, ShareGPT,

@@ -105,7 +105,7 @@ lb_status lb_mlperf_log_conf_apply(const char *text, const char *path, const cha
         errno = 0;
         bool seed = k == K_QSL_SEED || k == K_SAMPLE_SEED || k == K_SCHEDULE_SEED;
         bool count = k == K_MIN_QUERY_COUNT || k == K_SAMPLE_COUNT; /* int64_t: below 2^63 */
-        bool pct = k == K_PERCENTILE; /* LoadGen takes it as a fraction in [0, 1) */
+        bool pct = k == K_PERCENTILE; /* a percentage (99): LoadGen multiplies it by 0.01 */
         uint64_t u = seed ? strtoull(value[k], &end, 10) : 0;
         double v = seed ? 0.0 : strtod(value[k], &end);
         /* strtoull and strtod skip blanks that trim() keeps ('\v', '\f'): the sign after them */
