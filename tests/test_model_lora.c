@@ -59,6 +59,16 @@ static void test_lora_trainable_parameters_of_7b_presets(void **state) {
     }
 }
 
+/* With a frozen base, 4 N covers the base's matmuls only: llama3.1-8b's untied wte is a
+ * lookup, left out as in full training (7,504,924,672 of 8,030,261,248). */
+static void test_lora_flops_leave_out_the_input_embedding(void **state) {
+    (void)state;
+    lb_model_config cfg = preset("llama3.1-8b");
+    lb_lora_config lc = {16, 32.0f, targets("all", cfg.family), LB_QUANT_NONE};
+    assert_true(lb_lora_train_flops_per_token(&cfg, &lc, 8192) ==
+                4.0 * 7504924672.0 + 6.0 * 41943040 + 6.0 * 32 * 4096 * 8192);
+}
+
 /* NF4 base of mistral-7b: every projection in NF4, embeddings, norms and head in 2 bytes. */
 static void test_lora_nf4_base_bytes_of_mistral(void **state) {
     (void)state;
@@ -91,7 +101,8 @@ static void test_lora_targets_parse_and_refuse(void **state) {
     expect_target_error(",", LB_FAMILY_LLAMA, "an empty item");
     expect_target_error("all,q", LB_FAMILY_LLAMA, "all stands alone, not in a list");
     expect_target_error("v,k,v", LB_FAMILY_LLAMA, "'v' is named twice");
-    expect_target_error("gate", LB_FAMILY_GPT2, "no gate projection");
+    expect_target_error("q,gate", LB_FAMILY_GPT2,
+                        "--lora-targets 'q,gate': GPT-2 models have no gate projection");
     char buf[64];
     lb_lora_targets_format(targets("down,q,up", LB_FAMILY_LLAMA), buf, sizeof buf);
     assert_string_equal(buf, "q,up,down");
@@ -279,6 +290,28 @@ static void test_lora_gpt2_adapter_gradients_match_finite_differences(void **sta
     gradcheck("gpt2-tiny");
 }
 
+/* Adapters made for another model (llama-tiny's on gpt2-tiny: d 64 against 32, another
+ * layout) are refused at attach, before a forward reads past them; the model keeps its
+ * gradients and moments. */
+static void test_lora_attach_refuses_adapters_of_another_model(void **state) {
+    (void)state;
+    lb_model m, other;
+    lb_lora l;
+    lb_err err = {{0}};
+    setup("llama-tiny", &m, &l, 0);
+    lb_model_config gpt2 = preset("gpt2-tiny");
+    assert_int_equal(lb_model_init(&other, &gpt2, B, T, 7, &err), LB_OK);
+    assert_int_equal(lb_model_attach_lora(&other, &l, &err), LB_ERR_USAGE);
+    if (!strstr(err.msg, "were made for another model: model 'gpt2-tiny' needs"))
+        fail_msg("%s", err.msg);
+    assert_null(other.lora);
+    assert_non_null(other.grads);
+    assert_int_equal(lb_model_attach_lora(&m, &l, &err), LB_OK);
+    lb_model_free(&other);
+    lb_model_free(&m);
+    lb_lora_free(&l);
+}
+
 /* At step 0 only B moves (A's gradient is zero while B is); the base stays bit-equal. */
 static void test_lora_adamw_moves_adapters_only(void **state) {
     (void)state;
@@ -355,6 +388,7 @@ static void test_lora_nf4_base_replaces_projections_only(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lora_trainable_parameters_of_7b_presets),
+        cmocka_unit_test(test_lora_flops_leave_out_the_input_embedding),
         cmocka_unit_test(test_lora_nf4_base_bytes_of_mistral),
         cmocka_unit_test(test_lora_targets_parse_and_refuse),
         cmocka_unit_test(test_lora_rank_is_checked_against_projections),
@@ -362,6 +396,7 @@ int main(void) {
         cmocka_unit_test(test_lora_merged_weights_give_the_adapter_path_outputs),
         cmocka_unit_test(test_lora_llama_adapter_gradients_match_finite_differences),
         cmocka_unit_test(test_lora_gpt2_adapter_gradients_match_finite_differences),
+        cmocka_unit_test(test_lora_attach_refuses_adapters_of_another_model),
         cmocka_unit_test(test_lora_adamw_moves_adapters_only),
         cmocka_unit_test(test_lora_nf4_base_replaces_projections_only),
     };

@@ -133,6 +133,28 @@ static void test_nf4_round_trip_stays_within_its_bound(void **state) {
     free(back);
 }
 
+/* A block whose absmax is below 2^-128 (its reciprocal is infinite in float): its zeros
+ * come back as zeros and its other weights as themselves, not as -absmax and +-absmax. */
+static void test_nf4_tiny_block_keeps_its_zeros_and_signs(void **state) {
+    (void)state;
+    float w[LB_NF4_BLOCK], back[LB_NF4_BLOCK];
+    for (int i = 0; i < LB_NF4_BLOCK; i++)
+        w[i] = i % 4 == 0 ? 0.0f : 1e-39f * lb_nf4_code[i % 16];
+    w[1] = 1e-39f; /* the absmax */
+    lb_nf4_tensor q;
+    lb_nf4_alloc(&q, LB_NF4_BLOCK);
+    assert_non_null(q.codes);
+    lb_nf4_quantize(&q, w);
+    lb_nf4_dequantize(&q, back);
+    for (int i = 0; i < LB_NF4_BLOCK; i++) {
+        int c = (i % 2 == 0) ? q.codes[i / 2] >> 4 : q.codes[i / 2] & 15;
+        int want = i % 4 == 0 ? 7 : i == 1 ? 15 : i % 16;
+        if (c != want || back[i] != 1e-39f * lb_nf4_code[want])
+            fail_msg("weight %d: %g coded %d (want %d), back as %g", i, w[i], c, want, back[i]);
+    }
+    lb_nf4_free(&q);
+}
+
 /* A 4096 x 4096 projection: 8,388,608 code bytes + 262,144 absmax bytes + 1,024 scales of
  * 4 bytes + the mean: 8,654,852 bytes, 4.127 bits a weight. */
 static void test_nf4_storage_bytes(void **state) {
@@ -148,6 +170,7 @@ int main(void) {
         cmocka_unit_test(test_nf4_nearest_splits_at_midpoints),
         cmocka_unit_test(test_nf4_round_trip_is_exact_on_code_values),
         cmocka_unit_test(test_nf4_round_trip_stays_within_its_bound),
+        cmocka_unit_test(test_nf4_tiny_block_keeps_its_zeros_and_signs),
         cmocka_unit_test(test_nf4_storage_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

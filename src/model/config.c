@@ -6,6 +6,7 @@
  * never disagree. Not here: weights, validation of user-written configs beyond ranges. */
 #include "model/config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -120,36 +121,11 @@ lb_status lb_model_config_preset(const char *name, lb_model_config *out, lb_err 
                    name ? name : "(null)", list);
 }
 
-lb_status lb_model_config_check(const lb_model_config *c, lb_err *err) {
-    if (c->vocab_size < 1 || c->max_seq < 1 || c->n_layer < 1 || c->n_head < 1 ||
-        c->n_kv_head < 1 || c->d_model < 1 || c->d_ff < 1)
-        return lb_fail(err, LB_ERR_USAGE,
-                       "model '%s': vocab_size, max_seq, n_layer, n_head, n_kv_head, d_model "
-                       "and d_ff must all be positive",
-                       c->name);
-    if (c->d_model % c->n_head != 0)
-        return lb_fail(err, LB_ERR_USAGE, "model '%s': d_model %d is not a multiple of n_head %d",
-                       c->name, c->d_model, c->n_head);
-    if (c->n_head % c->n_kv_head != 0)
-        return lb_fail(err, LB_ERR_USAGE, "model '%s': n_head %d is not a multiple of n_kv_head %d",
-                       c->name, c->n_head, c->n_kv_head);
-    if (c->family == LB_FAMILY_LLAMA && lb_model_head_dim(c) % 2 != 0)
-        return lb_fail(err, LB_ERR_USAGE, "model '%s': RoPE needs an even head_dim, got %d",
-                       c->name, lb_model_head_dim(c));
-    if (!(c->norm_eps > 0.0f))
-        return lb_fail(err, LB_ERR_USAGE, "model '%s': norm_eps must be positive", c->name);
-    if (c->family == LB_FAMILY_LLAMA && !(c->rope_theta > 0.0f))
-        return lb_fail(err, LB_ERR_USAGE, "model '%s': rope_theta must be positive", c->name);
-    const lb_rope_scaling *s = &c->rope_scaling;
-    if (c->family == LB_FAMILY_LLAMA && s->enabled &&
-        (!(s->factor > 0.0f) || !(s->high_freq_factor > s->low_freq_factor) ||
-         !(s->low_freq_factor > 0.0f) || s->original_max_pos < 1))
-        return lb_fail(err, LB_ERR_USAGE,
-                       "model '%s': rope scaling needs factor > 0, high_freq_factor > "
-                       "low_freq_factor > 0 and original_max_pos >= 1",
-                       c->name);
-    return LB_OK;
-}
+/* Widest dimension a config may have: sums and small multiples of widths (the qkv width,
+ * a matmul's column tiles) then still fit an int. */
+#define MAX_WIDTH (1 << 30)
+/* Most parameters: params, gradients and both AdamW moments in fp32 stay addressable. */
+#define MAX_PARAMS (INT64_MAX / 16)
 
 /* Calls visit for every tensor in storage order; returns the total element count. */
 typedef void (*layout_visit)(void *ctx, const char *name, int layer, int64_t offset, int ndim,
@@ -193,6 +169,83 @@ static int64_t layout_walk(const lb_model_config *c, layout_visit visit, void *c
 #undef EMIT_L
 #undef EMIT
     return at;
+}
+
+lb_status lb_model_config_check(const lb_model_config *c, lb_err *err) {
+    const struct {
+        const char *name;
+        int value;
+    } counts[] = {{"vocab_size", c->vocab_size},
+                  {"max_seq", c->max_seq},
+                  {"n_layer", c->n_layer},
+                  {"n_head", c->n_head},
+                  {"n_kv_head", c->n_kv_head},
+                  {"d_model", c->d_model},
+                  {"d_ff", c->d_ff}};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (counts[i].value < 1)
+            return lb_fail(err, LB_ERR_USAGE, "model '%s': %s is %d; it must be at least 1",
+                           c->name, counts[i].name, counts[i].value);
+    if (c->family != LB_FAMILY_GPT2 && c->family != LB_FAMILY_LLAMA)
+        return lb_fail(err, LB_ERR_USAGE, "model '%s': family %d is neither GPT-2 nor Llama",
+                       c->name, (int)c->family);
+    if (c->d_model % c->n_head != 0)
+        return lb_fail(err, LB_ERR_USAGE, "model '%s': d_model %d is not a multiple of n_head %d",
+                       c->name, c->d_model, c->n_head);
+    if (c->n_head % c->n_kv_head != 0)
+        return lb_fail(err, LB_ERR_USAGE, "model '%s': n_head %d is not a multiple of n_kv_head %d",
+                       c->name, c->n_head, c->n_kv_head);
+    const struct {
+        const char *name;
+        int64_t value;
+    } widths[] = {
+        {"vocab_size", c->vocab_size},
+        {"max_seq", c->max_seq},
+        {"d_model", c->d_model},
+        {"d_ff", c->d_ff},
+        {"the qkv width (n_head + 2 n_kv_head) x head_dim",
+         ((int64_t)c->n_head + 2 * (int64_t)c->n_kv_head) * (c->d_model / c->n_head)},
+        {"the mlp_in width", (c->family == LB_FAMILY_LLAMA ? 2 : 1) * (int64_t)c->d_ff},
+    };
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i].value > MAX_WIDTH)
+            return lb_fail(err, LB_ERR_USAGE, "model '%s': %s is %lld; at most %d is supported",
+                           c->name, widths[i].name, (long long)widths[i].value, MAX_WIDTH);
+    /* the global tensors and one layer, so that a billion layers are not walked */
+    lb_model_config part = *c;
+    part.n_layer = 0;
+    const int64_t global = layout_walk(&part, NULL, NULL);
+    part.n_layer = 1;
+    const int64_t layer = layout_walk(&part, NULL, NULL) - global;
+    if (global > MAX_PARAMS || layer > (MAX_PARAMS - global) / c->n_layer)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "model '%s': n_layer %d, d_model %d, d_ff %d and vocab_size %d make more "
+                       "than %lld parameters, which this tool cannot address",
+                       c->name, c->n_layer, c->d_model, c->d_ff, c->vocab_size,
+                       (long long)MAX_PARAMS);
+    if (c->family == LB_FAMILY_LLAMA && lb_model_head_dim(c) % 2 != 0)
+        return lb_fail(err, LB_ERR_USAGE, "model '%s': RoPE needs an even head_dim, got %d",
+                       c->name, lb_model_head_dim(c));
+    if (!(c->norm_eps > 0.0f && isfinite(c->norm_eps)))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "model '%s': norm_eps is %g; it must be a positive finite number", c->name,
+                       (double)c->norm_eps);
+    if (c->family == LB_FAMILY_LLAMA && !(c->rope_theta > 0.0f && isfinite(c->rope_theta)))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "model '%s': rope_theta is %g; it must be a positive finite number", c->name,
+                       (double)c->rope_theta);
+    const lb_rope_scaling *s = &c->rope_scaling;
+    if (c->family == LB_FAMILY_LLAMA && s->enabled &&
+        (!(s->factor >= 1.0f && isfinite(s->factor)) ||
+         !(s->high_freq_factor > s->low_freq_factor) || !(s->low_freq_factor > 0.0f) ||
+         !isfinite(s->high_freq_factor) || s->original_max_pos < 1))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "model '%s': rope scaling factor %g, low_freq_factor %g, high_freq_factor "
+                       "%g, original_max_pos %d: it needs a finite factor >= 1, finite "
+                       "high_freq_factor > low_freq_factor > 0 and original_max_pos >= 1",
+                       c->name, (double)s->factor, (double)s->low_freq_factor,
+                       (double)s->high_freq_factor, s->original_max_pos);
+    return LB_OK;
 }
 
 typedef struct {
@@ -308,7 +361,14 @@ int64_t lb_model_param_count(const lb_model_config *cfg) {
     return layout_walk(cfg, NULL, NULL);
 }
 
+int64_t lb_model_matmul_param_count(const lb_model_config *cfg) {
+    const int64_t d = cfg->d_model;
+    int64_t lookups = cfg->family == LB_FAMILY_GPT2 ? cfg->max_seq * d : 0; /* wpe */
+    if (!cfg->tied_embeddings) lookups += cfg->vocab_size * d;              /* wte */
+    return lb_model_param_count(cfg) - lookups;
+}
+
 double lb_model_train_flops_per_token(const lb_model_config *cfg, int64_t seq_len) {
-    return 6.0 * (double)lb_model_param_count(cfg) +
+    return 6.0 * (double)lb_model_matmul_param_count(cfg) +
            6.0 * cfg->n_layer * (double)cfg->d_model * (double)seq_len;
 }

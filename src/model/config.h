@@ -84,8 +84,11 @@ typedef struct {
 lb_status lb_model_config_preset(const char *name, lb_model_config *out, lb_err *err);
 /* NULL-terminated list of preset names (static storage). */
 const char *const *lb_model_preset_names(void);
-/* LB_ERR_USAGE when a field is out of range (d_model not divisible by n_head, n_head not
- * divisible by n_kv_head, odd head_dim for RoPE, ...). */
+/* LB_ERR_USAGE naming the field and its value when one is out of range (d_model not
+ * divisible by n_head, n_head not divisible by n_kv_head, odd head_dim for RoPE, an eps,
+ * theta or rope factor that is not finite, a rope factor below 1, ...), when a width (the
+ * qkv width, 2 d_ff of SwiGLU, ...) passes 2^30 or the parameter count 2^59: past those the
+ * int widths and int64 element counts used everywhere would overflow. */
 lb_status lb_model_config_check(const lb_model_config *cfg, lb_err *err);
 
 static inline int lb_model_head_dim(const lb_model_config *cfg) {
@@ -102,8 +105,13 @@ static inline int lb_model_mlp_in_dim(const lb_model_config *cfg) {
 
 /* Total trainable parameters (a tied head counted once). */
 int64_t lb_model_param_count(const lb_model_config *cfg);
+/* The parameters a token multiplies: lb_model_param_count less the lookup tables, which
+ * take no FLOPs (wpe, and wte when the output head is a separate lm_head; a tied wte is
+ * the head's matmul and counts). */
+int64_t lb_model_matmul_param_count(const lb_model_config *cfg);
 /* Training FLOPs per token at sequence length seq_len: 6 N + 6 L d T
- * (N = lb_model_param_count, L = n_layer, d = d_model, T = seq_len). docs/METRICS.md. */
+ * (N = lb_model_matmul_param_count, L = n_layer, d = d_model, T = seq_len).
+ * docs/METRICS.md. */
 double lb_model_train_flops_per_token(const lb_model_config *cfg, int64_t seq_len);
 
 /* Element offsets of every tensor in the flat parameter array. A per-layer offset is

@@ -70,8 +70,9 @@ lb_status lb_lora_targets_parse(const char *s, lb_model_family family, unsigned 
                            target_names[found], s);
         if (!(lb_lora_all_targets(family) & (1u << found)))
             return lb_fail(err, LB_ERR_USAGE,
-                           "--lora-targets: GPT-2 models have no gate projection (their MLP is "
-                           "up and down)");
+                           "--lora-targets '%s': GPT-2 models have no gate projection (their MLP "
+                           "is up and down); name q, k, v, o, up or down",
+                           s);
         mask |= 1u << found;
         if (p[len] == '\0') break;
         p += len + 1;
@@ -179,7 +180,8 @@ int64_t lb_lora_base_bytes(const lb_model_config *cfg, lb_quant_kind quant, int 
 
 double lb_lora_train_flops_per_token(const lb_model_config *cfg, const lb_lora_config *lc,
                                      int64_t seq_len) {
-    return 4.0 * (double)lb_model_param_count(cfg) + 6.0 * (double)lb_lora_param_count(cfg, lc) +
+    return 4.0 * (double)lb_model_matmul_param_count(cfg) +
+           6.0 * (double)lb_lora_param_count(cfg, lc) +
            6.0 * cfg->n_layer * (double)cfg->d_model * (double)seq_len;
 }
 

@@ -106,7 +106,8 @@ int64_t lb_lora_param_count(const lb_model_config *cfg, const lb_lora_config *lc
  * says so. */
 int64_t lb_lora_base_bytes(const lb_model_config *cfg, lb_quant_kind quant, int elt_bytes);
 /* Training FLOPs per token of a frozen base with adapters (docs/METRICS.md):
- * 4 N + 6 N_adapters + 6 L d T (no base weight gradients: 2 N forward, 2 N backward). */
+ * 4 N + 6 N_adapters + 6 L d T, N = lb_model_matmul_param_count (no base weight gradients:
+ * 2 N forward, 2 N backward). */
 double lb_lora_train_flops_per_token(const lb_model_config *cfg, const lb_lora_config *lc,
                                      int64_t seq_len);
 

@@ -182,6 +182,13 @@ lb_status lb_model_load_weights(lb_model *m, const char *path, lb_err *err) {
 }
 
 lb_status lb_model_attach_lora(lb_model *m, lb_lora *l, lb_err *err) {
+    lb_lora_offsets want;
+    lb_lora_offsets_compute(&m->cfg, &l->lc, &want);
+    if (memcmp(&want, &l->off, sizeof want) != 0)
+        return lb_fail(err, LB_ERR_USAGE,
+                       "adapters of %lld elements were made for another model: model '%s' needs "
+                       "%lld at rank %d",
+                       (long long)l->off.total, m->cfg.name, (long long)want.total, l->lc.rank);
     if (l->max_tokens < (int64_t)m->B * m->T)
         return lb_fail(err, LB_ERR_USAGE,
                        "adapters hold %lld tokens of intermediates, model '%s' runs %d x %d",

@@ -158,7 +158,7 @@ void lb_model_zero_grad(lb_model *m);
 lb_status lb_model_backward(lb_model *m, lb_err *err);
 /* Freezes the base and attaches adapters l (made for this config, holding at least B*T
  * tokens of intermediates; l outlives the attachment): m->grads, m->m and m->v are released.
- * LB_ERR_USAGE when l holds too few tokens. */
+ * LB_ERR_USAGE when l holds too few tokens or its layout is not this config's. */
 lb_status lb_model_attach_lora(lb_model *m, lb_lora *l, lb_err *err);
 /* Sets the hook that forward and backward call at each unit (NULL: none). */
 void lb_model_set_hook(lb_model *m, lb_model_hook fn, void *ctx);

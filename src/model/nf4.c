@@ -60,9 +60,11 @@ void lb_nf4_quantize(lb_nf4_tensor *q, const float *w) {
     double sum = 0.0;
     for (int64_t j = 0; j < nb; j++) {
         int64_t i0 = j * LB_NF4_BLOCK, i1 = i0 + LB_NF4_BLOCK < n ? i0 + LB_NF4_BLOCK : n;
-        float a = block_absmax(w, n, j), inv = a > 0.0f ? 1.0f / a : 0.0f;
+        /* times 1 / a, as the GPU quantiser does, so the codes agree bit for bit; below
+         * 2^-128 that reciprocal is infinite (0 x inf = NaN), so there divide instead */
+        const float a = block_absmax(w, n, j), inv = a > 0.0f ? 1.0f / a : 0.0f;
         for (int64_t i = i0; i < i1; i++) {
-            uint8_t c = (uint8_t)lb_nf4_nearest(w[i] * inv);
+            uint8_t c = (uint8_t)lb_nf4_nearest(isinf(inv) ? w[i] / a : w[i] * inv);
             uint8_t *byte = &q->codes[i / 2];
             *byte = i % 2 == 0 ? (uint8_t)(c << 4) : (uint8_t)(*byte | c);
         }
