@@ -19,7 +19,9 @@ int lb_cmd_selftest(int argc, char **argv) {
         {"--seed", LB_ARG_INT, &seed, "S",
          "seed of the random inputs, as a run prints it (default: from the clock)", 1, 9e18, NULL},
         {"--only", LB_ARG_STRING, &only, "OP",
-         "only ops whose name starts with OP (attention, model, ...)", 0, 0, NULL},
+         "only ops whose name starts with OP (attention, rope.fwd, nf4_quantize, ...; "
+         "engine.llama3.1-8b: the engine at that size)",
+         0, 0, NULL},
         {"--no-model", LB_ARG_FLAG, &no_model, NULL, "skip the whole-step and 10-step checks", 0, 0,
          NULL},
         {"--no-kernels", LB_ARG_FLAG, &no_kernels, NULL, "skip the per-kernel checks", 0, 0, NULL},
@@ -101,6 +103,8 @@ int lb_cmd_selftest(int argc, char **argv) {
     if (st != LB_OK) fprintf(stderr, "llmbench selftest: %s\n", err.msg);
     int failed = rep.n_failed;
     lb_selftest_report_free(&rep);
-    if (st != LB_OK) return lb_status_exit_code(st == LB_ERR_USAGE ? st : LB_ERR_RUNTIME);
+    if (st != LB_OK)
+        return lb_status_exit_code(st == LB_ERR_USAGE || st == LB_ERR_INTERRUPTED ? st
+                                                                                  : LB_ERR_RUNTIME);
     return failed > 0 ? 1 : 0;
 }

@@ -30,9 +30,11 @@ static __global__ void nf4_quantize_kernel(uint8_t *codes, float *absmax, const 
     if (blk * NF4_BLOCK >= n) return;
     float a = i < n ? w[i] : 0.0f, b = i + 1 < n ? w[i + 1] : 0.0f;
     float m = lb_warp_max(fmaxf(fabsf(a), fabsf(b)));
+    /* below 2^-128 the reciprocal is infinite (0 x inf = NaN): there divide, as model/nf4.c */
     float inv = m > 0.0f ? 1.0f / m : 0.0f;
+    float x = isinf(inv) ? a / m : a * inv, y = isinf(inv) ? b / m : b * inv;
     if (i < n) {
-        int hi = nf4_nearest(a * inv, code), lo = i + 1 < n ? nf4_nearest(b * inv, code) : 0;
+        int hi = nf4_nearest(x, code), lo = i + 1 < n ? nf4_nearest(y, code) : 0;
         codes[i / 2] = (uint8_t)(hi << 4 | lo);
     }
     if (lane == 0) absmax[blk] = m;
