@@ -400,6 +400,12 @@ static void test_cli_help_command_prints_the_commands_help(void **state) {
                        "unknown option '--json': options go after the command");
     assert_int_equal(run((const char *[]){"help", NULL}), 0);
     assert_non_null(strstr(out, "commands:"));
+    /* help about help is the commands' list */
+    const char *itself[] = {"help", "--help", "-h"};
+    for (size_t i = 0; i < sizeof itself / sizeof itself[0]; i++) {
+        assert_int_equal(run((const char *[]){"help", itself[i], NULL}), 0);
+        assert_non_null(strstr(out, "commands:"));
+    }
 }
 
 /* SIGTERM to this process alone, once the child has opened its database (its run is about

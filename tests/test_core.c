@@ -10,6 +10,8 @@
 /* clang-format on */
 
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/file.h"
@@ -57,6 +59,30 @@ static void test_proc_a_program_s_own_exit_code_127_is_its_exit_code(void **stat
     lb_err e = {{0}};
     assert_int_equal(lb_proc_run(&spec, &code, &e), LB_OK);
     assert_int_equal(code, 127);
+}
+
+/* With this process's stdout and stderr closed, the pipe that reports a failed start would
+ * take fd 1 or 2, which the child's redirections replace: a child whose stdout goes to its
+ * stderr then wrote its output into the report (read as a failed start) or filled it (a
+ * hang). Run in a child of the test, which closes both and exits 0 when the program ran. */
+static void test_proc_runs_with_stdout_and_stderr_closed(void **state) {
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        close(1);
+        close(2);
+        const char *argv[] = {"/bin/sh", "-c", "head -c 200000 /dev/zero; exit 5", NULL};
+        lb_proc_spec spec = {.argv = argv, .stdout_to_stderr = true};
+        int code = -1;
+        lb_err e = {{0}};
+        _exit(lb_proc_run(&spec, &code, &e) == LB_OK && code == 5 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 static void expect_iso(double wall_s, const char *want) {
@@ -148,6 +174,7 @@ int main(void) {
         cmocka_unit_test(test_proc_a_program_that_cannot_start_is_an_error_with_the_reason),
         cmocka_unit_test(test_proc_an_output_file_that_cannot_be_made_is_an_error),
         cmocka_unit_test(test_proc_a_program_s_own_exit_code_127_is_its_exit_code),
+        cmocka_unit_test(test_proc_runs_with_stdout_and_stderr_closed),
         cmocka_unit_test(test_clock_iso_times_round_to_the_millisecond),
         cmocka_unit_test(test_file_last_line_is_found_past_a_nul_byte),
         cmocka_unit_test(test_log_writes_one_line_whatever_the_text_holds),

@@ -237,21 +237,18 @@ static void cell(char *buf, size_t cap, const char *fmt, double v) {
         snprintf(buf, cap, "n/a");
 }
 
-/* Runs this program with args (args[0] stands for its path; NULL-terminated) as a child
+/* Runs this program with args (args[0] stands for it; NULL-terminated) as a child
  * (core/proc.h: a signal that reached us is passed on, the child waited for), its stdout on
- * our stderr when quiet_stdout (stdout then holds only our JSON); returns its exit code. */
+ * our stderr when quiet_stdout (stdout then holds only our JSON); returns its exit code.
+ * /proc/self/exe starts this very program even when its file was replaced since. */
 static int run_self(char **args, bool quiet_stdout) {
-    char exe[4096];
-    lb_err err;
+    char *name = args[0];
+    args[0] = "/proc/self/exe";
+    lb_proc_spec spec = {.argv = (const char *const *)args, .stdout_to_stderr = quiet_stdout};
     int code = 1;
-    lb_status st = lb_proc_self_exe(exe, sizeof exe, &err);
-    if (st == LB_OK) {
-        char *name = args[0];
-        args[0] = exe;
-        lb_proc_spec spec = {.argv = (const char *const *)args, .stdout_to_stderr = quiet_stdout};
-        st = lb_proc_run(&spec, &code, &err);
-        args[0] = name;
-    }
+    lb_err err;
+    lb_status st = lb_proc_run(&spec, &code, &err);
+    args[0] = name;
     if (st != LB_OK) fprintf(stderr, "llmbench run: %s\n", err.msg);
     return st == LB_OK ? code : 1;
 }

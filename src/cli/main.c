@@ -70,8 +70,12 @@ static int check_stdout(const char *name, int code) {
 }
 
 int main(int argc, char **argv) {
+    /* `llmbench help`, `help help`, `help --help`: the commands */
+    bool help_itself = argc == 3 && strcmp(argv[1], "help") == 0 &&
+                       (strcmp(argv[2], "help") == 0 || strcmp(argv[2], "--help") == 0 ||
+                        strcmp(argv[2], "-h") == 0);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        (strcmp(argv[1], "help") == 0 && argc == 2)) {
+        (strcmp(argv[1], "help") == 0 && argc == 2) || help_itself) {
         print_help();
         return check_stdout("--help", 0);
     }

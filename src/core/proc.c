@@ -58,7 +58,11 @@ static void child(const lb_proc_spec *spec, pid_t parent, int report) {
     signal(SIGTERM, SIG_DFL);
     if (!redirect(1, spec->stdout_path)) child_failed(report, START_STDOUT);
     if (!redirect(2, spec->stderr_path)) child_failed(report, START_STDERR);
-    if (spec->stdout_to_stderr && dup2(2, 1) < 0) child_failed(report, START_STDOUT);
+    /* stdout where stderr goes: nowhere when stderr is closed */
+    if (spec->stdout_to_stderr && dup2(2, 1) < 0) {
+        if (errno != EBADF) child_failed(report, START_STDOUT);
+        close(1);
+    }
     for (size_t i = 0; spec->env != NULL && spec->env[i] != NULL; i++)
         putenv((char *)spec->env[i]);
     execv(spec->argv[0], (char *const *)spec->argv);
@@ -95,6 +99,21 @@ lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
     int report[2];
     if (pipe2(report, O_CLOEXEC) != 0)
         return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0], strerror(errno));
+    /* with our stdout or stderr closed the pipe may take fd 1 or 2, which the child's
+     * redirections replace: keep both ends at 3 or above */
+    for (int k = 0; k < 2; k++)
+        if (report[k] < 3) {
+            int moved = fcntl(report[k], F_DUPFD_CLOEXEC, 3);
+            if (moved < 0) {
+                int e = errno;
+                close(report[0]);
+                close(report[1]);
+                return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0],
+                               strerror(e));
+            }
+            close(report[k]);
+            report[k] = moved;
+        }
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
