@@ -761,6 +761,52 @@ static void send_post(int fd, const char *body) {
     assert_int_equal(write(fd, req, (size_t)n), n);
 }
 
+/* Connections opened together past --max-connections each get an answer (200, or 503 past
+ * the limit), and the server then shuts down: the acceptor let them in before
+ * libmicrohttpd counted the ones handed to it, libmicrohttpd refused one at its own limit
+ * and its thread hung (no answer, and shutdown waited on it forever). */
+static void test_serve_answers_connections_that_come_together_past_its_limit(void **state) {
+    (void)state;
+    enum { N = 6 };
+    const int threads[] = {1, 4}, limits[] = {1, 4};
+    for (int k = 0; k < 2; k++) {
+        lb_synthetic_params sp = lb_synthetic_default_params();
+        lb_err err = {{0}};
+        fixture f;
+        assert_int_equal(lb_synthetic_init(&sp, &f.src, &err), LB_OK);
+        lb_server_params p = lb_server_default_params();
+        p.port = 0;
+        p.threads = threads[k];
+        p.connection_limit = (unsigned)limits[k];
+        if (lb_server_start(&p, &f.src, &f.srv, &err) != LB_OK) fail_msg("start: %s", err.msg);
+        f.port = lb_server_port(f.srv);
+        int fds[N];
+        for (int i = 0; i < N; i++)
+            fds[i] = connect_to(f.port);
+        static const char req[] = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+        for (int i = 0; i < N; i++)
+            (void)!write(fds[i], req, sizeof req - 1);
+        int ok = 0, answered = 0;
+        for (int i = 0; i < N; i++) {
+            struct timeval tv = {.tv_sec = 5};
+            setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+            char buf[512];
+            ssize_t n = read(fds[i], buf, sizeof buf - 1);
+            buf[n > 0 ? n : 0] = '\0';
+            ok += strncmp(buf, "HTTP/1.1 200", 12) == 0;
+            answered +=
+                strncmp(buf, "HTTP/1.1 200", 12) == 0 || strncmp(buf, "HTTP/1.1 503", 12) == 0;
+            close(fds[i]);
+        }
+        if (answered != N || ok < limits[k])
+            fail_msg("%d threads, limit %d: %d of %d answered, %d with 200", threads[k], limits[k],
+                     answered, N, ok);
+        int64_t t0 = lb_clock_now_ns();
+        stop(&f);
+        assert_true(lb_clock_now_ns() - t0 < 10000000000LL);
+    }
+}
+
 /* 128 requests that arrive together on 128 open connections to one worker thread are all
  * answered at once. libmicrohttpd's epoll loop takes 128 events a call and, after a full
  * batch, waits again with the blocking timeout: a worker that found exactly 128 ready
@@ -1426,6 +1472,7 @@ int main(void) {
         cmocka_unit_test(test_serve_answers_gets_that_carry_a_body),
         cmocka_unit_test(test_serve_model_id_that_is_not_utf8_is_served_as_json),
         cmocka_unit_test(test_serve_keeps_connections_alive),
+        cmocka_unit_test(test_serve_answers_connections_that_come_together_past_its_limit),
         cmocka_unit_test(test_serve_answers_128_requests_that_arrive_together),
         cmocka_unit_test(test_serve_tokens_count_only_what_was_sent),
         cmocka_unit_test(test_serve_echoes_the_longest_model_name),

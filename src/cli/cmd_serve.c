@@ -177,8 +177,9 @@ int lb_cmd_serve(int argc, char **argv) {
          "0 = never (default 30)",
          0, 86400, NULL},
         {"--max-connections", LB_ARG_INT, &max_connections, "N",
-         "open connections at most; one more is answered 503 and closed (default: what the "
-         "open-file limit leaves room for, at most 65536)",
+         "open connections at most; one more is answered 503 and closed (connections that "
+         "arrive together may pass it by those not yet taken up; default: what the open-file "
+         "limit leaves room for, at most 65536)",
          1, 65536, NULL},
         {"--max-body-memory", LB_ARG_INT, &body_mib, "MIB",
          "request bodies held at once, over all connections, in MiB; a request that would pass "

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <float.h>
 #include <jansson.h>
+#include <limits.h>
 #include <linux/tcp.h>
 #include <math.h>
 #include <microhttpd.h>
@@ -1627,6 +1628,15 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
         {threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, (intptr_t)threads, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
+    /* The acceptor holds the connections to connection_limit (503 past it), but counts a
+     * handed-over connection only once libmicrohttpd has taken it, so connections that
+     * come together may pass it; libmicrohttpd, which splits its own limit over its
+     * threads, would refuse one of those, and 0.9.75 then hangs that thread. Its limit
+     * leaves room for them. */
+    const unsigned n_threads = threads > 1 ? (unsigned)threads : 1u;
+    const unsigned mhd_limit = params->connection_limit > (UINT_MAX - 1024) / (2 * n_threads)
+                                   ? UINT_MAX
+                                   : 2 * n_threads * params->connection_limit + 1024;
     int listen_fd = open_listener(ai);
     int listen_errno = errno;
     freeaddrinfo(ai);
@@ -1640,13 +1650,12 @@ lb_status lb_server_start(const lb_server_params *params, const lb_token_source 
                                                     "--port 1024 or above, or 0 for a free one)"
                                                   : "");
     }
-    s->daemon =
-        MHD_start_daemon(flags | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC, 0, NULL, NULL, on_request,
-                         s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_ARRAY, pool,
-                         MHD_OPTION_CONNECTION_LIMIT, params->connection_limit,
-                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-                         on_connection, s, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
-                         MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(
+        flags | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC, 0, NULL, NULL, on_request, s,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_ARRAY, pool,
+        MHD_OPTION_CONNECTION_LIMIT, mhd_limit, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_URI_LOG_CALLBACK,
+        on_request_line, s, MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout, MHD_OPTION_END);
     if (!s->daemon) {
         close(listen_fd);
         lb_server_free(s);

@@ -90,8 +90,11 @@ typedef struct {
     uint64_t faults;        /* given the configured fault */
     uint64_t client_errors; /* answered 4xx (malformed), on any path */
     uint64_t aborted;       /* ended early otherwise (client gone, shutdown, server error) */
-    uint64_t tokens;        /* output tokens sent, over all completion requests (none of a
-                               whole answer that ended in an error instead) */
+    uint64_t tokens;        /* output tokens, over all completion requests: a stream's as
+                               sent, a whole answer's when its body is queued (one cut by a
+                               drop or bad-json fault, or whose client left during the
+                               write, counted all the same; none of one that ended in an
+                               error instead) */
     uint64_t in_flight;     /* completion requests not yet ended */
     uint64_t idle_closed;   /* connections closed after idle_timeout_s without a request */
     uint64_t slow_closed;   /* connections closed for a request not in after read_timeout_s */

@@ -73,12 +73,8 @@ static lb_status read_value(const reader *R, const yaml_node_t *n, const char *k
 
 /* Whether a and b read as one number (1, 01, 1.0, 1e0), as the commands' parsers read
  * them: base-10 integers compared as integers (two beyond a double's 53 bits stay apart),
- * else finite numbers of strtod. Only decimal numbers (digits, sign, '.', 'e') are
- * compared: a value in any other form (0x10, 0x1p4, inf) is text, which strtod
- * alone would read as a number too. */
+ * else finite numbers of strtod. */
 static bool same_number(const char *a, const char *b) {
-    static const char decimal[] = "0123456789+-.eE";
-    if (a[strspn(a, decimal)] != '\0' || b[strspn(b, decimal)] != '\0') return false;
     char *end_a = NULL, *end_b = NULL;
     errno = 0;
     long long ia = strtoll(a, &end_a, 10), ib = strtoll(b, &end_b, 10);
