@@ -12,7 +12,6 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/output.h"
 #include "core/proc.h"
 #include "core/signals.h"
 #include "test_util.h"
@@ -450,28 +449,6 @@ static void test_cli_run_child_gets_the_signal_and_is_waited_for(void **state) {
     lb_test_rmtree(dir);
 }
 
-static void expect_shown(double value, const char *unit, const char *want) {
-    char buf[64];
-    lb_output_format_value(buf, sizeof buf, value, unit);
-    assert_string_equal(buf, want);
-}
-
-/* A value just below a unit's step is shown in the next unit, as it rounds: 1048575 bytes
- * read "1024.00 KiB" and 999.999 GFLOP/s "1000.00 GFLOP/s". */
-static void test_cli_output_values_that_round_up_take_the_next_unit(void **state) {
-    (void)state;
-    expect_shown(1048575, "bytes", "1.00 MiB");
-    expect_shown(1023.7, "bytes", "1.00 KiB");
-    expect_shown(1023.4, "bytes", "1023 B");
-    expect_shown(1048064, "bytes", "1023.50 KiB");
-    expect_shown(999.999, "GFLOP/s", "1.00 TFLOP/s");
-    expect_shown(999.99, "GFLOP/s", "999.99 GFLOP/s");
-    expect_shown(0.999, "GFLOP/s", "999.00 MFLOP/s");
-    expect_shown(0.9999, "GFLOP/s", "999.90 MFLOP/s");
-    expect_shown(0.999999, "GFLOP/s", "1.00 GFLOP/s");
-    expect_shown(0.0, "bytes", "0 B");
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cli_unknown_command_exits_2_naming_it),
@@ -499,7 +476,6 @@ int main(void) {
         cmocka_unit_test(test_cli_selftest_takes_back_the_seed_it_printed),
         cmocka_unit_test(test_cli_output_stdout_cannot_take_exits_1),
         cmocka_unit_test(test_cli_help_command_prints_the_commands_help),
-        cmocka_unit_test(test_cli_output_values_that_round_up_take_the_next_unit),
         cmocka_unit_test(test_cli_run_child_gets_the_signal_and_is_waited_for),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

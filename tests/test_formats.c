@@ -103,6 +103,22 @@ static void expect_shown(double value, const char *unit, const char *want) {
     assert_string_equal(buf, want);
 }
 
+/* A value just below a unit's step is shown in the next unit, as it rounds: 1048575 bytes
+ * read "1024.00 KiB" and 999.999 GFLOP/s "1000.00 GFLOP/s". */
+static void test_output_values_that_round_up_take_the_next_unit(void **state) {
+    (void)state;
+    expect_shown(1048575, "bytes", "1.00 MiB");
+    expect_shown(1023.7, "bytes", "1.00 KiB");
+    expect_shown(1023.4, "bytes", "1023 B");
+    expect_shown(1048064, "bytes", "1023.50 KiB");
+    expect_shown(999.999, "GFLOP/s", "1.00 TFLOP/s");
+    expect_shown(999.99, "GFLOP/s", "999.99 GFLOP/s");
+    expect_shown(0.999, "GFLOP/s", "999.00 MFLOP/s");
+    expect_shown(0.9999, "GFLOP/s", "999.90 MFLOP/s");
+    expect_shown(0.999999, "GFLOP/s", "1.00 GFLOP/s");
+    expect_shown(0.0, "bytes", "0 B");
+}
+
 static void test_output_flop_rates_take_the_prefix_that_keeps_them_below_1000(void **state) {
     (void)state;
     expect_shown(482964.79, "GFLOP/s", "482.96 TFLOP/s");
@@ -125,6 +141,7 @@ int main(void) {
         cmocka_unit_test(test_progress_eta_reads_in_hours_minutes_and_seconds),
         cmocka_unit_test(test_progress_eta_beyond_10000_hours_reads_as_such),
         cmocka_unit_test(test_progress_line_is_cut_short_of_the_terminal_width),
+        cmocka_unit_test(test_output_values_that_round_up_take_the_next_unit),
         cmocka_unit_test(test_output_flop_rates_take_the_prefix_that_keeps_them_below_1000),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -416,6 +416,18 @@ static void test_loadgen_answers_without_usage_are_counted_with_the_tokenizer(vo
     lb_tokenizer_free(tok);
 }
 
+/* A child that sends SIGINT to this process 300 ms from now (the caller reaps it). */
+static pid_t sigint_after_300_ms(void) {
+    pid_t parent = getpid(), killer = fork();
+    if (killer == 0) {
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+        kill(parent, SIGINT);
+        _exit(0);
+    }
+    return killer;
+}
+
 static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **state) {
     (void)state;
     const char *args[] = {"--fault", "stall", NULL};
@@ -430,13 +442,7 @@ static void test_loadgen_sigint_drains_then_marks_the_rest_interrupted(void **st
     lb_dataset ds = small_dataset(4, 6);
     lb_signals_reset();
     lb_signals_install();
-    pid_t parent = getpid(), killer = fork();
-    if (killer == 0) {
-        struct timespec ts = {0, 300000000};
-        nanosleep(&ts, NULL);
-        kill(parent, SIGINT);
-        _exit(0);
-    }
+    pid_t killer = sigint_after_300_ms();
     outcome o = run(&p, &ds);
     waitpid(killer, NULL, 0);
     assert_int_equal(o.st, LB_ERR_INTERRUPTED);
@@ -469,13 +475,7 @@ static void test_loadgen_sigint_during_warmup_drains_then_stops(void **state) {
     lb_dataset ds = small_dataset(4, 6);
     lb_signals_reset();
     lb_signals_install();
-    pid_t parent = getpid(), killer = fork();
-    if (killer == 0) {
-        struct timespec ts = {0, 300000000};
-        nanosleep(&ts, NULL);
-        kill(parent, SIGINT);
-        _exit(0);
-    }
+    pid_t killer = sigint_after_300_ms();
     int64_t t0 = lb_clock_now_ns();
     outcome o = run(&p, &ds);
     double took_s = (double)(lb_clock_now_ns() - t0) / 1e9;
