@@ -4,6 +4,7 @@
  * the command on this machine (alone and under mpirun). */
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "comm/launch.h"
+#include "core/signals.h"
 #include "doctor/doctor.h"
 #include "doctor/facts.h"
 #include "doctor/ladder.h"
@@ -227,6 +229,138 @@ static void test_doctor_climb_stops_at_the_first_good_rung(void **state) {
     assert_int_equal(fk.calls, 1);
     json_decref(healthy);
     json_decref(f);
+}
+
+/* Each switch found off is named alone when it is the first removed; a *_DISABLE=0 switches
+ * nothing off, so no rung removes it (it would probe the environment as found again). */
+static void test_doctor_ladder_names_only_the_switches_it_removed(void **state) {
+    (void)state;
+    json_t *f =
+        json_pack("{s:{s:s, s:s, s:s}, s:[], s:[], s:[]}", "env", "NCCL_P2P_DISABLE", "0",
+                  "NCCL_SHM_DISABLE", "1", "NCCL_IB_DISABLE", "1", "env_problems", "net", "ib");
+    lb_doctor_rung r[LB_LADDER_MAX];
+    int n = lb_doctor_ladder(f, false, r, LB_LADDER_MAX);
+    const char *want[] = {"as found", "NCCL_SHM_DISABLE removed",
+                          "NCCL_IB_DISABLE removed (and the above)", "NCCL_P2P_DISABLE=1",
+                          "NCCL_NET_GDR_LEVEL=0"};
+    assert_int_equal(n, 5);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(r[i].name, want[i]);
+    assert_int_equal(r[1].n_unset, 1);
+    assert_string_equal(r[1].unset[0], "NCCL_SHM_DISABLE");
+    assert_int_equal(r[2].n_unset, 2);
+    json_decref(f);
+}
+
+/* A probe during which a Ctrl-C arrived: its workers got the signal too and failed. */
+static lb_status interrupted_probe(void *ctx, const lb_doctor_rung *r, lb_doctor_probe *out,
+                                   lb_err *err) {
+    (void)r;
+    (void)err;
+    if (++*(int *)ctx == 2) lb_signals_raise(SIGINT);
+    out->ok = false;
+    snprintf(out->error, sizeof out->error, "the probe workers ended with exit code 130");
+    return LB_OK;
+}
+
+/* A signal stops the climb: no later rung is probed and the interrupted one is not counted
+ * as failed, so no "nothing works" verdict comes of a Ctrl-C. */
+static void test_doctor_climb_stops_when_interrupted(void **state) {
+    (void)state;
+    json_t *f = broken_facts();
+    lb_doctor_rung r[LB_LADDER_MAX];
+    lb_doctor_probe res[LB_LADDER_MAX];
+    int n = lb_doctor_ladder(f, false, r, LB_LADDER_MAX), chosen, calls = 0;
+    lb_doctor_verdict v;
+    lb_err err = {{0}};
+    lb_status st = lb_doctor_climb(r, n, 45, interrupted_probe, &calls, res, &chosen, &v, &err);
+    lb_signals_reset();
+    assert_int_equal(st, LB_ERR_INTERRUPTED);
+    assert_int_equal(calls, 2);
+    assert_true(res[0].ran);
+    assert_false(res[1].ran);
+    assert_false(res[2].ran);
+    assert_string_equal(err.msg, "interrupted during the probe of \"without the settings that "
+                                 "name nothing here\"");
+    /* a signal before the climb: nothing is probed */
+    lb_signals_raise(SIGINT);
+    calls = 0;
+    st = lb_doctor_climb(r, n, 45, interrupted_probe, &calls, res, &chosen, &v, &err);
+    lb_signals_reset();
+    assert_int_equal(st, LB_ERR_INTERRUPTED);
+    assert_int_equal(calls, 0);
+    json_decref(f);
+}
+
+/* The probe worker's stdout also holds NCCL's own lines (NCCL_DEBUG=INFO writes there):
+ * its result line is found among them. */
+static void test_doctor_reads_the_probe_line_among_nccl_debug_output(void **state) {
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    fprintf(f, "node1:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+               "node1:4242:4242 [0] NCCL INFO NCCL version 2.28.9+cuda13.0\n"
+               "{\"ok\": true, \"busbw_gbps\": 123.5, \"error\": \"\"}\n"
+               "node1:4242:4250 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 - Destroy COMPLETE\n");
+    rewind(f);
+    lb_doctor_probe p = {.seconds = 2.5};
+    assert_true(lb_doctor_read_probe(f, &p));
+    assert_true(p.ok);
+    assert_true(p.busbw_gbps == 123.5);
+    assert_string_equal(p.error, "");
+    assert_true(p.seconds == 2.5);
+    fclose(f);
+
+    f = tmpfile();
+    fprintf(f, "node1:4242:4242 [0] NCCL INFO {not the probe's line}\n{\"other\": 1}\n"
+               "{\"ok\": false, \"busbw_gbps\": 0, \"error\": \"NCCL timed out\"}\n");
+    rewind(f);
+    p = (lb_doctor_probe){.ok = true};
+    assert_true(lb_doctor_read_probe(f, &p));
+    assert_false(p.ok);
+    assert_string_equal(p.error, "NCCL timed out");
+    fclose(f);
+
+    f = tmpfile();
+    fprintf(f, "node1:4242:4242 [0] NCCL WARN Bootstrap : no socket interface found\n");
+    rewind(f);
+    p = (lb_doctor_probe){.busbw_gbps = 7};
+    assert_false(lb_doctor_read_probe(f, &p));
+    assert_true(p.busbw_gbps == 7);
+    fclose(f);
+}
+
+/* A setting that names nothing on another GPU node is removed from the rungs everywhere
+ * (the ladder is built from the first GPU rank's facts); a rank without a GPU starts no
+ * worker, so its settings do not shape the ladder. */
+static void test_doctor_ladder_removes_a_setting_wrong_on_another_node(void **state) {
+    (void)state;
+    json_t *f[3] = {
+        json_pack("{s:s, s:i, s:{s:s}, s:[s], s:[], s:[]}", "host", "head", "cuda_devices", 0,
+                  "env", "NCCL_IB_HCA", "mlx9", "env_problems",
+                  "NCCL_IB_HCA=mlx9 selects no InfiniBand/RoCE device here (devices: none)", "net",
+                  "ib"),
+        json_pack("{s:s, s:i, s:{s:s}, s:[], s:[], s:[]}", "host", "node-a", "cuda_devices", 1,
+                  "env", "NCCL_SOCKET_IFNAME", "=veth-a", "env_problems", "net", "ib"),
+        json_pack("{s:s, s:i, s:{s:s}, s:[s], s:[], s:[]}", "host", "node-b", "cuda_devices", 1,
+                  "env", "NCCL_SOCKET_IFNAME", "=veth-a", "env_problems",
+                  "NCCL_SOCKET_IFNAME==veth-a selects no network interface here (interfaces: "
+                  "veth-b, lo)",
+                  "net", "ib"),
+    };
+    json_t *lf = lb_doctor_ladder_facts(f, 3, 1);
+    assert_string_equal(json_string_value(json_object_get(lf, "host")), "node-a");
+    assert_int_equal(json_array_size(json_object_get(lf, "env_problems")), 1);
+    assert_int_equal(json_array_size(json_object_get(f[1], "env_problems")), 0);
+    lb_doctor_rung r[LB_LADDER_MAX];
+    int n = lb_doctor_ladder(lf, true, r, LB_LADDER_MAX);
+    assert_true(n > 2);
+    assert_string_equal(r[1].name, "without the settings that name nothing here");
+    assert_int_equal(r[1].n_unset, 1);
+    assert_string_equal(r[1].unset[0], "NCCL_SOCKET_IFNAME");
+    json_decref(lf);
+    for (int i = 0; i < 3; i++)
+        json_decref(f[i]);
 }
 
 static void test_doctor_compares_ranks(void **state) {
@@ -473,6 +607,10 @@ int main(void) {
         cmocka_unit_test(test_doctor_flags_settings_that_name_nothing),
         cmocka_unit_test(test_doctor_ladder_from_facts),
         cmocka_unit_test(test_doctor_climb_stops_at_the_first_good_rung),
+        cmocka_unit_test(test_doctor_ladder_names_only_the_switches_it_removed),
+        cmocka_unit_test(test_doctor_climb_stops_when_interrupted),
+        cmocka_unit_test(test_doctor_reads_the_probe_line_among_nccl_debug_output),
+        cmocka_unit_test(test_doctor_ladder_removes_a_setting_wrong_on_another_node),
         cmocka_unit_test(test_doctor_compares_ranks),
         cmocka_unit_test(test_doctor_compares_gpu_ranks_past_a_head_node),
         cmocka_unit_test(test_doctor_probe_ranks_skip_ranks_without_a_gpu),

@@ -1,7 +1,7 @@
 /* cmd_doctor.c: `llmbench doctor`: node facts, cross-rank comparison, the all_reduce check
  * and the ladder of NCCL settings (doctor/doctor.h); prints the report or --json. Exit 0
  * when NCCL works as found (or there is nothing to check: no GPU and no MPI ranks), 1 when
- * only a changed setting works or nothing does, 2 usage. */
+ * only a changed setting works or nothing does, 2 usage, 130 interrupted. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +162,7 @@ int lb_cmd_doctor(int argc, char **argv) {
             "is far below what the links allow, a ladder of NCCL settings, each in fresh "
             "processes, and prints the first that works and the export line to use. Exit 0: "
             "works as found (or nothing to check: no GPU and no MPI ranks); 1: only a changed "
-            "setting works, or nothing does.",
+            "setting works, or nothing does; 2: bad usage; 130: interrupted.",
         LB_ARG_SPECS(specs),
     };
     lb_args a;
@@ -186,13 +186,13 @@ int lb_cmd_doctor(int argc, char **argv) {
     if (probe) {
         st = lb_doctor_probe_worker(boot, &p, &err);
         lb_boot_free(boot);
-        return st == LB_OK ? 0 : 1;
+        return lb_status_exit_code(st);
     }
     json_t *report = NULL;
     lb_doctor_verdict verdict = LB_DOCTOR_BROKEN;
     st = lb_doctor_run(boot, &p, &report, &verdict, &err);
     int rank = lb_boot_rank(boot);
-    int code = st != LB_OK ? (lb_status_exit_code(st) == 2 ? 2 : 1)
+    int code = st != LB_OK                                        ? lb_status_exit_code(st)
                : rank == 0 && verdict != LB_DOCTOR_WORKS_AS_FOUND ? 1
                                                                   : 0;
     if (report != NULL && a.common.json) {

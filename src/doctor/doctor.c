@@ -71,6 +71,16 @@ int lb_doctor_probe_ranks(json_t *const *facts, int n, int32_t *probe_rank) {
     return k;
 }
 
+json_t *lb_doctor_ladder_facts(json_t *const *facts, int n, int ref) {
+    json_t *out = json_copy(facts[ref]);
+    json_t *problems = json_array();
+    for (int r = 0; r < n; r++)
+        if (json_integer_value(json_object_get(facts[r], "cuda_devices")) > 0)
+            json_array_extend(problems, json_object_get(facts[r], "env_problems"));
+    json_object_set_new(out, "env_problems", problems);
+    return out;
+}
+
 /* ---- the probe worker ---- */
 
 lb_status lb_doctor_probe_worker(lb_boot *boot, const lb_doctor_params *p, lb_err *err) {
@@ -98,6 +108,26 @@ lb_status lb_doctor_probe_worker(lb_boot *boot, const lb_doctor_params *p, lb_er
         lb_result_free(r);
     }
     return st;
+}
+
+bool lb_doctor_read_probe(FILE *f, lb_doctor_probe *out) {
+    char *line = NULL;
+    size_t cap = 0;
+    bool found = false;
+    while (getline(&line, &cap, f) >= 0) {
+        if (line[0] != '{') continue;
+        json_t *j = json_loads(line, JSON_DISABLE_EOF_CHECK, NULL);
+        if (json_is_boolean(json_object_get(j, "ok"))) {
+            out->ok = json_is_true(json_object_get(j, "ok"));
+            out->busbw_gbps = json_number_value(json_object_get(j, "busbw_gbps"));
+            snprintf(out->error, sizeof out->error, "%s",
+                     json_string_value(json_object_get(j, "error")) ?: "");
+            found = true;
+        }
+        json_decref(j);
+    }
+    free(line);
+    return found;
 }
 
 /* ---- probes from the ladder ---- */
@@ -163,20 +193,14 @@ static void probe_here(probe_ctx *c, const lb_doctor_rung *rung, int port, probe
     out->code = lb_launch_local(&lp, &err);
     out->result.seconds = (double)(lb_clock_now_ns() - t0) / 1e9;
     if (out->code < 0) snprintf(out->result.error, sizeof out->result.error, "%s", err.msg);
-    char line[2048] = "";
-    if (fd >= 0) {
-        lseek(fd, 0, SEEK_SET);
-        ssize_t k = read(fd, line, sizeof line - 1);
-        line[k > 0 ? k : 0] = '\0';
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (f != NULL) {
+        rewind(f);
+        if (lb_doctor_read_probe(f, &out->result))
+            out->result.ok = out->result.ok && out->code == 0;
+        fclose(f);
+    } else if (fd >= 0) {
         close(fd);
-    }
-    json_t *j = json_loads(line, JSON_DISABLE_EOF_CHECK, NULL);
-    if (j != NULL) {
-        out->result.ok = json_is_true(json_object_get(j, "ok")) && out->code == 0;
-        out->result.busbw_gbps = json_real_value(json_object_get(j, "busbw_gbps"));
-        snprintf(out->result.error, sizeof out->result.error, "%s",
-                 json_string_value(json_object_get(j, "error")) ?: "");
-        json_decref(j);
     }
     if (!out->result.ok && out->result.error[0] == '\0')
         snprintf(out->result.error, sizeof out->result.error,
@@ -328,10 +352,12 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
         st = follow(&c, err);
     } else {
         json_t *f0 = json_array_get(ranks, (size_t)c.first_gpu_rank);
+        json_t *lf = lb_doctor_ladder_facts(fv, n, c.first_gpu_rank);
         bool multi = hosts_differ;
         lb_doctor_rung rungs[LB_LADDER_MAX];
         lb_doctor_probe results[LB_LADDER_MAX];
-        int nr = lb_doctor_ladder(f0, multi, rungs, LB_LADDER_MAX), chosen = -1;
+        int nr = lb_doctor_ladder(lf, multi, rungs, LB_LADDER_MAX), chosen = -1;
+        json_decref(lf);
         int gpus = n == 1 ? local_gpus : c.gpu_ranks;
         double good = lb_doctor_good_gbps(f0, multi, gpus);
         lb_progress_init(&c.prog, p->progress);
@@ -354,12 +380,15 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
             }
             json_array_append_new(tried, o);
         }
+        /* a climb that stopped (a signal, a rank lost) judged nothing */
+        if (st != LB_OK) chosen = -1;
         char line[1024] = "";
         if (chosen >= 0) lb_doctor_export_line(&rungs[chosen], line, sizeof line);
-        check =
-            json_pack("{s:s, s:i, s:I, s:f, s:o, s:i, s:s, s:s}", "how", "nccl all_reduce", "gpus",
-                      gpus, "bytes", (json_int_t)p->probe_bytes, "good_gbps", good, "rungs", tried,
-                      "chosen", chosen, "verdict", verdict_name(v), "export", line);
+        check = json_pack("{s:s, s:i, s:I, s:f, s:o, s:i, s:s, s:s}", "how", "nccl all_reduce",
+                          "gpus", gpus, "bytes", (json_int_t)p->probe_bytes, "good_gbps", good,
+                          "rungs", tried, "chosen", chosen, "verdict",
+                          st == LB_OK ? verdict_name(v) : "not judged", "export", line);
+        if (st != LB_OK) json_object_set_new(check, "error", json_string(err->msg));
     }
     if (me != 0) {
         json_decref(ranks);

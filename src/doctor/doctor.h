@@ -12,12 +12,14 @@
  *
  * The report is one JSON object on rank 0 ("ranks": each rank's facts, "mismatches",
  * "problems", "check": {how, good_gbps, rungs: [...], chosen, verdict, export}); rank 0
- * prints it. */
+ * prints it. A climb stopped by a signal or a lost rank judges nothing: verdict "not
+ * judged", chosen -1, and the check's "error" says why. */
 #ifndef LB_DOCTOR_DOCTOR_H
 #define LB_DOCTOR_DOCTOR_H
 
 #include <jansson.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "comm/boot.h"
 #include "core/status.h"
@@ -40,6 +42,16 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
 /* The probe worker (`llmbench doctor --probe`): one all_reduce of p->probe_bytes over NCCL
  * among the ranks of boot; rank 0 prints {"ok", "busbw_gbps", "error"} as one line. */
 lb_status lb_doctor_probe_worker(lb_boot *boot, const lb_doctor_params *p, lb_err *err);
+
+/* Reads the probe worker's line from its stdout f, which holds whatever else it printed
+ * (NCCL_DEBUG writes there): the last line that is a JSON object with a boolean "ok" sets
+ * out's ok, busbw_gbps and error. False, out untouched, when there is none. */
+bool lb_doctor_read_probe(FILE *f, lb_doctor_probe *out);
+
+/* The facts the ladder is built from: a copy of facts[ref] (caller frees) whose
+ * "env_problems" holds those of every rank with a GPU, so that a setting naming nothing on
+ * any node that starts a probe worker is removed from the rungs on every node. */
+json_t *lb_doctor_ladder_facts(json_t *const *facts, int n, int ref);
 
 /* The bar of a probe over gpus GPUs (GB/s): a tenth of the bandwidth the links of a node's
  * facts allow, PCIe at its maximum generation and width (an idle link trains down); 0 when

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/signals.h"
 #include "doctor/facts.h"
 
 static void add_set(lb_doctor_rung *r, const char *name, const char *value) {
@@ -58,16 +59,21 @@ int lb_doctor_ladder(const json_t *facts, bool multi_node, lb_doctor_rung *rungs
             fixed = true;
         }
     if (fixed) push(rungs, &n, max, &base, "%swithout the settings that name nothing here", "");
-    /* transports switched off by hand, switched back on one by one */
+    /* transports switched off by hand, switched back on one by one (a *_DISABLE=0 switches
+     * nothing off: removing it would probe the same settings again) */
     lb_doctor_rung undo = base;
     static const char *const offs[] = {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NET_GDR_LEVEL",
                                        "NCCL_IB_DISABLE"};
+    int removed = 0;
     for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
-        if (!env_is(env, offs[i], NULL)) continue;
+        if (!env_is(env, offs[i], NULL) ||
+            (strstr(offs[i], "_DISABLE") != NULL && env_is(env, offs[i], "0")))
+            continue;
         add_unset(&undo, offs[i]);
         lb_doctor_rung *r = push(rungs, &n, max, &undo, "%s", "");
         if (r == NULL) break;
-        snprintf(r->name, sizeof r->name, "%s removed%s", offs[i], i > 0 ? " (and the above)" : "");
+        snprintf(r->name, sizeof r->name, "%s removed%s", offs[i],
+                 removed++ > 0 ? " (and the above)" : "");
     }
     /* InfiniBand / RoCE */
     size_t i;
@@ -129,7 +135,16 @@ lb_status lb_doctor_climb(const lb_doctor_rung *rungs, int n, double good_gbps,
     *verdict = LB_DOCTOR_BROKEN;
     memset(results, 0, (size_t)n * sizeof *results);
     for (int i = 0; i < n; i++) {
+        if (lb_signals_interrupted())
+            return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted before the probe of \"%s\"",
+                           rungs[i].name);
         LB_TRY(probe(ctx, &rungs[i], &results[i], err));
+        /* a signal ends the probe's workers too: what they reported says nothing of NCCL */
+        if (lb_signals_interrupted()) {
+            memset(&results[i], 0, sizeof results[i]);
+            return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted during the probe of \"%s\"",
+                           rungs[i].name);
+        }
         results[i].ran = true;
         if (!results[i].ok) continue;
         if (results[i].busbw_gbps >= good_gbps) {

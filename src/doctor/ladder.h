@@ -2,8 +2,9 @@
  *
  * A rung is a change to the environment as found: variables to set and variables to
  * remove. The ladder, from a node's facts (doctor/facts.h): the environment as found; the
- * same without settings that name nothing here (the base of every later rung); each
- * P2P_DISABLE and SHM_DISABLE found set, removed in turn (cumulatively); on RoCE ports
+ * same without settings that name nothing here (the base of every later rung); each of
+ * P2P_DISABLE, SHM_DISABLE, NET_GDR_LEVEL and IB_DISABLE found set (a *_DISABLE to other
+ * than 0), removed in turn (cumulatively); on RoCE ports
  * NCCL_IB_GID_INDEX from the GID table; NCCL_CROSS_NIC=0; InfiniBand off with each
  * candidate socket interface; P2P off; shared memory off; NCCL_NET_GDR_LEVEL=0.
  *
@@ -54,7 +55,9 @@ typedef lb_status (*lb_doctor_probe_fn)(void *ctx, const lb_doctor_rung *rung, l
 
 /* Probes rungs in order as described above; results[i] says what rung i gave (ran false
  * for rungs not tried); *chosen is the rung to use (-1 when none worked). A probe that
- * returns an error stops the climb with it (the transport itself failed). */
+ * returns an error stops the climb with it (the transport itself failed); a signal
+ * (core/signals.h) before or during a probe stops it with LB_ERR_INTERRUPTED, that probe
+ * not counted as ran. */
 lb_status lb_doctor_climb(const lb_doctor_rung *rungs, int n, double good_gbps,
                           lb_doctor_probe_fn probe, void *ctx, lb_doctor_probe *results,
                           int *chosen, lb_doctor_verdict *verdict, lb_err *err);
