@@ -246,9 +246,9 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
 }
 #endif
 
-/* all_gather of 1 KiB of floats, out of place then in place, where the in-place calls lose
+/* all_gather of 1 KiB of `dtype`, out of place then in place, where the in-place calls lose
  * their data; rank 0 prints the run's status and each placement's #wrong. */
-static int lost_gather_worker(void) {
+static int lost_gather_worker(const char *dtype) {
     lb_boot *boot = NULL;
     lb_err err = {{0}};
     if (lb_boot_init(30, &boot, &err) != LB_OK) {
@@ -265,6 +265,7 @@ static int lost_gather_worker(void) {
     p.warmup = 0;
     p.iters = 1;
     p.comm.backend = LB_COMM_BACKEND_MPI;
+    lb_comm_dtype_parse(dtype, &p.dtype);
     lb_result *r = lb_boot_rank(boot) == 0 ? lb_result_new("comm", "lost") : NULL;
     lb_status st = lb_commbench_run(boot, &p, r, &err);
     if (r != NULL)
@@ -298,6 +299,41 @@ static int failing_rank_worker(void) {
         printf("status %s, %s: %s\n", lb_status_name(st),
                strncmp(err.msg, want, strlen(want)) == 0 ? "named" : "NOT NAMED", err.msg);
     }
+    lb_result_free(r);
+    lb_boot_free(boot);
+    return 0;
+}
+
+/* all_reduce of 8 bytes, then the pair matrix; rank 0's flag says a signal arrived once the
+ * row is done (on_row), so the ranks must stop before the matrix. Rank 0 prints the status,
+ * whether the row and the matrix were stored, and the sentence. */
+static void signal_after_row(void *ctx, const lb_bench_row *row) {
+    (void)ctx, (void)row;
+    lb_signals_raise(SIGINT);
+}
+
+static int interrupted_matrix_worker(void) {
+    lb_boot *boot = NULL;
+    lb_err err = {{0}};
+    if (lb_boot_init(30, &boot, &err) != LB_OK) {
+        fprintf(stderr, "boot: %s\n", err.msg);
+        return 1;
+    }
+    lb_commbench_params p = lb_commbench_default_params();
+    p.min_bytes = p.max_bytes = 8;
+    p.warmup = 0;
+    p.iters = 1;
+    p.matrix = true;
+    p.matrix_bytes = 1024;
+    p.comm.backend = LB_COMM_BACKEND_MPI;
+    p.on_row = signal_after_row;
+    lb_result *r = lb_boot_rank(boot) == 0 ? lb_result_new("comm", "stopped") : NULL;
+    lb_status st = lb_commbench_run(boot, &p, r, &err);
+    if (r != NULL)
+        printf("status %s, row %s, matrix %s: %s\n", lb_status_name(st),
+               isnan(lb_result_metric(r, "all_reduce.8.oop.time_us")) ? "missing" : "stored",
+               isnan(lb_result_metric(r, "matrix.0.0.nvlinks")) ? "not measured" : "measured",
+               err.msg);
     lb_result_free(r);
     lb_boot_free(boot);
     return 0;
@@ -1013,7 +1049,8 @@ static void test_comm_cli_database_rank_0_cannot_open_stops_every_rank(void **st
 }
 
 /* A Ctrl-C that reaches one rank only (not rank 0) ends every rank at the same row; the
- * run is stored as interrupted, naming that rank, and rank 0 says so. */
+ * run is stored as interrupted, naming that rank, and rank 0 says so; the pair matrix,
+ * never reached, is not printed (it used to print as one rank's empty table). */
 static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state) {
     (void)state;
     static char out[1 << 18];
@@ -1038,6 +1075,8 @@ static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state)
                           "1",
                           "--backend",
                           "mpi",
+                          "--matrix",
+                          "64",
                           "--db",
                           db,
                           NULL};
@@ -1045,7 +1084,10 @@ static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state)
     int rc = mpirun(self_path, args, out, sizeof out, &seconds);
     assert_int_equal(rc, 130);
     assert_true(seconds < 30);
-    if (strstr(out, "llmbench comm: rank 0: interrupted (a signal reached rank 2) before ") == NULL)
+    if (strstr(out,
+               "llmbench comm: rank 0: interrupted (a signal reached rank 2) before all_reduce "
+               "of ") == NULL ||
+        strstr(out, "# send/recv of each pair") != NULL)
         fail_msg("output: %.3000s", out);
     const char *show[] = {"results", "show", "1", "--db", db, "--json", NULL};
     static char json[1 << 20];
@@ -1061,12 +1103,39 @@ static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state)
 static void test_comm_check_counts_what_a_call_did_not_write(void **state) {
     (void)state;
     char out[4096];
-    const char *args[] = {"--lost-gather-worker", NULL};
+    const char *args[] = {"--lost-gather-worker", "float", NULL};
     int rc = mpirun(self_path, args, out, sizeof out, NULL);
     if (rc != 0) fprintf(stderr, "%s\n", out);
     assert_int_equal(rc, 0);
     if (strstr(out, "status runtime, out-of-place wrong 0, in-place wrong 768") == NULL)
         fail_msg("output: %s", out);
+}
+
+/* The same in signed integers, where 0xff bytes are -1, the expected value of some 1 in 11
+ * elements: each of the 768 elements that were not written is still counted (it was 698). */
+static void test_comm_check_counts_what_a_call_did_not_write_in_signed_integers(void **state) {
+    (void)state;
+    char out[4096];
+    const char *args[] = {"--lost-gather-worker", "int32", NULL};
+    int rc = mpirun(self_path, args, out, sizeof out, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+    if (strstr(out, "status runtime, out-of-place wrong 0, in-place wrong 768") == NULL)
+        fail_msg("output: %s", out);
+}
+
+/* A signal that arrives after the last row stops the ranks before the pair matrix (of some
+ * n^2 transfers: minutes on a large job), with the rows stored; the matrix used to run to
+ * its end and the run ended as if nothing had arrived. */
+static void test_comm_signal_before_the_pair_matrix_stops_it(void **state) {
+    (void)state;
+    char out[4096];
+    const char *args[] = {"--interrupted-matrix-worker", NULL};
+    int rc = mpirun(self_path, args, out, sizeof out, NULL);
+    if (rc != 0 ||
+        strstr(out, "status interrupted, row stored, matrix not measured: interrupted (a signal "
+                    "reached rank 0) before the pair matrix's sends from rank 0\n") == NULL)
+        fail_msg("exit %d: %s", rc, out);
 }
 
 /* A rank's failure reaches rank 0 as that rank's own sentence with its host, not as "rank
@@ -1378,7 +1447,10 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--torchrun-worker") == 0) return torchrun_worker();
     if (argc >= 2 && strcmp(argv[1], "--stuck-worker") == 0) return stuck_worker();
     if (argc >= 2 && strcmp(argv[1], "--polling-worker") == 0) return polling_worker();
-    if (argc >= 2 && strcmp(argv[1], "--lost-gather-worker") == 0) return lost_gather_worker();
+    if (argc >= 3 && strcmp(argv[1], "--lost-gather-worker") == 0)
+        return lost_gather_worker(argv[2]);
+    if (argc >= 2 && strcmp(argv[1], "--interrupted-matrix-worker") == 0)
+        return interrupted_matrix_worker();
     if (argc >= 2 && strcmp(argv[1], "--failing-rank-worker") == 0) return failing_rank_worker();
     if (argc >= 5 && strcmp(argv[1], "--interrupt-rank") == 0)
         return lb_test_exec_interrupting_rank(atoi(argv[2]), atof(argv[3]), argv + 4);
@@ -1410,6 +1482,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_cli_database_rank_0_cannot_open_stops_every_rank),
         cmocka_unit_test(test_comm_cli_signal_to_one_rank_interrupts_every_rank),
         cmocka_unit_test(test_comm_check_counts_what_a_call_did_not_write),
+        cmocka_unit_test(test_comm_check_counts_what_a_call_did_not_write_in_signed_integers),
+        cmocka_unit_test(test_comm_signal_before_the_pair_matrix_stops_it),
         cmocka_unit_test(test_comm_failure_of_another_rank_is_its_own_sentence),
         cmocka_unit_test(test_comm_cli_nothing_to_measure_is_refused),
         cmocka_unit_test(test_comm_cli_split_collectives_show_the_per_rank_count_once),

@@ -105,8 +105,10 @@ static void print_row(void *ctx, const lb_bench_row *row) {
     fflush(stdout);
 }
 
-/* The pair matrix from r's metrics: each pair's GB/s (receiver's clock) and its link. */
+/* The pair matrix from r's metrics: each pair's GB/s (receiver's clock) and its link; nothing
+ * when it was not measured (a run interrupted or failed before it). */
 static void print_matrix(const lb_result *r) {
+    if (isnan(lb_result_metric(r, "matrix.0.0.nvlinks"))) return;
     char name[64];
     int n;
     for (n = 1;; n++) {

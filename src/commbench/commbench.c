@@ -207,9 +207,13 @@ static lb_status between(bufs *b, int i, double *us, lb_err *err) {
 
 /* ---- one call of a collective ---- */
 
+static bool is_unsigned(lb_comm_dtype t) {
+    return t == LB_COMM_UINT8 || t == LB_COMM_UINT32 || t == LB_COMM_UINT64;
+}
+
 static int64_t pattern(int rank, size_t i, lb_comm_dtype t) {
     int64_t v = (int64_t)((i * 7 + (size_t)rank * 13 + 3) % 11);
-    return t == LB_COMM_UINT8 || t == LB_COMM_UINT32 || t == LB_COMM_UINT64 ? v : v - 5;
+    return is_unsigned(t) ? v : v - 5;
 }
 
 /* Element counts of one row: what each rank sends and receives, and the per-rank unit. */
@@ -336,10 +340,13 @@ static lb_status check(bench *B, lb_bench_coll coll, const shape *s, bool inplac
     size_t es = lb_comm_dtype_bytes(t);
     void *send, *recv;
     pointers(B, coll, s, inplace, &send, &recv);
-    /* recv is first filled with 0xff bytes (NaN in floats, -1 or the largest value in
-     * integers): it may still hold the right answer from an earlier call, which a call that
-     * writes nothing (an in-place all_gather's other blocks) would pass off as its own */
-    memset(B->b.host, 0xff, s->recv_n * es);
+    /* recv is first filled with a value no output element may have (0xff bytes: NaN in
+     * floats, the largest unsigned integer; 0x7f bytes in signed integers, where 0xff bytes are
+     * -1, an input value): it may still hold the right answer from an earlier call, which a
+     * call that writes nothing (an in-place all_gather's other blocks) would pass off as its
+     * own */
+    bool signed_int = !lb_comm_dtype_is_float(t) && !is_unsigned(t);
+    memset(B->b.host, signed_int ? 0x7f : 0xff, s->recv_n * es);
     LB_TRY(copy(&B->b, recv, B->b.host, s->recv_n * es, err));
     /* the send buffer holds this rank's pattern (in place it lies inside recv) */
     for (size_t i = 0; i < s->send_n; i++)
@@ -534,6 +541,18 @@ static int64_t next_size(int64_t size, double factor, size_t es) {
     return next > size ? next : size + (int64_t)es;
 }
 
+/* Whether a signal reached any rank (collective over the control plane, every rank gets
+ * the same answer): LB_ERR_INTERRUPTED naming that rank and what was to run next. */
+static lb_status stop_if_interrupted(lb_boot *boot, const char *next, lb_err *err) {
+    int who = -1;
+    LB_TRY(lb_boot_agree_stop(boot, lb_signals_interrupted(), &who, err));
+    if (who >= 0 && lb_boot_size(boot) > 1)
+        return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted (a signal reached rank %d) before %s",
+                       who, next);
+    if (who >= 0) return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted before %s", next);
+    return LB_OK;
+}
+
 static lb_status run_rows(bench *B, lb_boot *boot, const int32_t *member, lb_result *r,
                           double *bw_sum, int *bw_n, int64_t *wrong_total, lb_err *err) {
     const lb_commbench_params *p = B->p;
@@ -546,15 +565,10 @@ static lb_status run_rows(bench *B, lb_boot *boot, const int32_t *member, lb_res
         size_t last_bytes = 0;
         for (int64_t size = p->min_bytes; size <= p->max_bytes;
              size = next_size(size, p->factor, es)) {
-            int who = -1;
-            LB_TRY(lb_boot_agree_stop(boot, lb_signals_interrupted(), &who, err));
-            if (who >= 0 && lb_boot_size(boot) > 1)
-                return lb_fail(err, LB_ERR_INTERRUPTED,
-                               "interrupted (a signal reached rank %d) before %s of %lld bytes",
-                               who, lb_commbench_coll_name(coll), (long long)size);
-            if (who >= 0)
-                return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted before %s of %lld bytes",
-                               lb_commbench_coll_name(coll), (long long)size);
+            char next[64];
+            snprintf(next, sizeof next, "%s of %lld bytes", lb_commbench_coll_name(coll),
+                     (long long)size);
+            LB_TRY(stop_if_interrupted(boot, next, err));
             shape s = shape_of(coll, (size_t)size / es, B->n, es);
             if (s.bytes == last_bytes) continue;
             last_bytes = s.bytes;
@@ -617,7 +631,8 @@ static lb_status nvlinks_to_peers(bench *B, lb_boot *boot, const int32_t *member
 
 /* Each ordered pair (a, b) of members: a sends matrix_bytes to b `warmup` times, then
  * `iters` times while the others wait; b times the latter. Rank 0 stores matrix.A.B.gbps and
- * matrix.A.B.nvlinks. */
+ * matrix.A.B.nvlinks. Before each sender's pairs the ranks agree whether to go on, as before
+ * each row. */
 static lb_status run_matrix(bench *B, lb_boot *boot, const int32_t *member, lb_result *r,
                             lb_err *err) {
     const lb_commbench_params *p = B->p;
@@ -631,8 +646,12 @@ static lb_status run_matrix(bench *B, lb_boot *boot, const int32_t *member, lb_r
         return lb_fail(err, LB_ERR_NOMEM, "out of memory");
     }
     lb_status st = LB_OK;
-    for (int a = 0; st == LB_OK && B->c != NULL && a < n; a++)
-        for (int b = 0; st == LB_OK && b < n; b++) {
+    for (int a = 0; st == LB_OK && a < n; a++) {
+        char next[64];
+        snprintf(next, sizeof next, "the pair matrix's sends from rank %d", a);
+        st = stop_if_interrupted(boot, next, err);
+        if (st != LB_OK) break;
+        for (int b = 0; st == LB_OK && B->c != NULL && b < n; b++) {
             if (a == b) continue;
             st = lb_comm_barrier(B->c, B->b.stream, err);
             if (st != LB_OK || (B->rank != a && B->rank != b)) continue;
@@ -652,7 +671,8 @@ static lb_status run_matrix(bench *B, lb_boot *boot, const int32_t *member, lb_r
                 mine[a] =
                     (double)count * lb_comm_dtype_bytes(p->dtype) * (double)p->iters / (us * 1e3);
         }
-    st = agree(boot, st, err);
+        st = agree(boot, st, err);
+    }
     if (st == LB_OK) st = nvlinks_to_peers(B, boot, member, mine + n, err);
     if (st == LB_OK) st = lb_boot_gather(boot, mine, k * sizeof *mine, all, err);
     for (int q = 0, to = 0; st == LB_OK && r != NULL && q < nb; q++) {

@@ -2,16 +2,17 @@
  *
  * For each collective and each size from min_bytes to max_bytes (times factor), every
  * rank runs warm-up calls, then `iters` timed calls back to back, out-of-place and
- * in-place, then one more call on fresh inputs, into outputs first filled with 0xff bytes,
- * whose every output element is compared with the value it must have (#wrong). Sizes
- * follow nccl-tests: the size of a row is the whole buffer (all_gather: what each rank receives;
- * reduce_scatter: what each rank sends; alltoall: each buffer), rounded down to a whole number of
- * elements per rank where the collective splits it (a size that rounds to the previous row's
- * makes no second row); its count is the call's (per rank, per peer for alltoall). algbw = size /
- * time; busbw = algbw x nccl-tests' factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather,
- * alltoall (n-1)/n; broadcast, reduce, sendrecv 1). A row's time is the slowest rank's mean; p50
- * and p99 are over iterations of the slowest rank's time of that iteration. GPU work is timed with
- * CUDA events on the benchmark's stream, host buffers (MPI) with the monotonic clock.
+ * in-place, then one more call on fresh inputs, into outputs first filled with a value no
+ * output may hold (0xff bytes; 0x7f bytes in signed integers), whose every output element is
+ * compared with the value it must have (#wrong). Sizes follow nccl-tests: the size of a row is the
+ * whole buffer (all_gather: what each rank receives; reduce_scatter: what each rank sends;
+ * alltoall: each buffer), rounded down to a whole number of elements per rank where the collective
+ * splits it (a size that rounds to the previous row's makes no second row); its count is the call's
+ * (per rank, per peer for alltoall). algbw = size / time; busbw = algbw x nccl-tests' factor
+ * (all_reduce 2(n-1)/n; reduce_scatter, all_gather, alltoall (n-1)/n; broadcast, reduce, sendrecv
+ * 1). A row's time is the slowest rank's mean; p50 and p99 are over iterations of the slowest
+ * rank's time of that iteration. GPU work is timed with CUDA events on the benchmark's stream, host
+ * buffers (MPI) with the monotonic clock.
  *
  * Rank 0 coordinates: it gathers every rank's per-iteration times and wrong counts over
  * the control plane (and, when a rank fails, that rank's sentence with its host, which every
@@ -113,7 +114,8 @@ lb_status lb_commbench_validate_ranks(const lb_commbench_params *p, int n, lb_er
 
 /* Runs the benchmark on every rank of boot (a collective call). On rank 0, r receives the
  * config, series and metrics; elsewhere r may be NULL. Returns LB_ERR_INTERRUPTED on
- * SIGINT with the rows done so far in r. */
+ * SIGINT (on any rank: checked before each row and each sender of the pair matrix) with the
+ * rows done so far in r. */
 lb_status lb_commbench_run(lb_boot *boot, const lb_commbench_params *p, lb_result *r, lb_err *err);
 
 #endif
