@@ -4,7 +4,9 @@
  * its epoll set; these tests check that kept-alive connections are reused, that idle
  * connections the server closes cost the client no CPU time, and that the next requests
  * succeed on new connections. A second server sends streams that end without their
- * last blank line; a third sends [DONE] and then holds the stream open. */
+ * last blank line; a third sends [DONE] and then holds the stream open or closes the
+ * connection; a fourth streams a reasoning model's thinking before its answer. Listeners
+ * that never accept time out connects and requests. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -260,7 +262,9 @@ typedef struct {
     char detail[160];
     bool new_connection;
     int64_t latency_ns;  /* done_ns - start_ns */
+    int64_t first_ns;    /* first_ns - start_ns */
     int64_t reported_ns; /* on_done's call - done_ns */
+    char text[64];       /* the kept text, when the client keeps it */
 } stream_seen;
 
 static void stream_on_token(void *user, uint64_t tag, int64_t t_ns) {
@@ -276,6 +280,9 @@ static void stream_on_done(void *user, const lb_http_outcome *o) {
     snprintf(s->detail, sizeof s->detail, "%s", o->detail);
     s->new_connection = o->new_connection;
     s->latency_ns = o->done_ns - o->start_ns;
+    s->first_ns = o->first_ns - o->start_ns;
+    snprintf(s->text, sizeof s->text, "%.*s", o->text ? (int)o->text_len : 0,
+             o->text ? o->text : "");
     s->reported_ns = lb_clock_now_ns() - o->done_ns;
 }
 
@@ -345,7 +352,7 @@ static void test_http_stream_ending_without_its_last_blank_line_completes(void *
 /* The server child: keep-alive HTTP/1.1, one connection at a time, every request answered
  * with DONE_STREAM as one chunk. On /whole the chunked body's end follows in the same
  * write; on /hold it never comes, and the connection stays open until the client closes
- * it. */
+ * it; on /drop it never comes either, and the server closes the connection at once. */
 static void serve_done_then_hold(int lfd) {
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
@@ -369,6 +376,7 @@ static void serve_done_then_hold(int lfd) {
                 c.len += (size_t)r;
             }
             bool hold = strncmp(c.buf, "POST /hold ", 11) == 0;
+            bool drop = strncmp(c.buf, "POST /drop ", 11) == 0;
             memmove(c.buf, c.buf + total, c.len - total);
             c.len -= total;
             c.buf[c.len] = '\0';
@@ -376,8 +384,8 @@ static void serve_done_then_hold(int lfd) {
             int n = snprintf(out, sizeof out,
                              "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                              "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n%s",
-                             strlen(DONE_STREAM), DONE_STREAM, hold ? "" : "0\r\n\r\n");
-            if (write(fd, out, (size_t)n) != n) break;
+                             strlen(DONE_STREAM), DONE_STREAM, hold || drop ? "" : "0\r\n\r\n");
+            if (write(fd, out, (size_t)n) != n || drop) break;
         }
         close(fd);
     }
@@ -429,11 +437,176 @@ static void test_http_stream_held_open_after_done_completes_at_done(void **state
     waitpid(pid, NULL, 0);
 }
 
+/* A server that sends [DONE] and then closes the connection without the chunked body's
+ * end has sent the whole answer: the query completes, its tokens and usage counted (it
+ * used to fail as dropped). */
+static void test_http_stream_dropped_after_done_completes(void **state) {
+    (void)state;
+    int port = 0;
+    pid_t pid = start_server(serve_done_then_hold, &port);
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
+    lb_http_params p = lb_http_default_params();
+    p.timeout_ms = 2000;
+    p.max_connections = 4;
+    stream_seen seen;
+    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
+    lb_http_client *c = NULL;
+    lb_err err;
+    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
+    for (int i = 0; i < 2; i++) {
+        stream_seen s = fetch_stream(c, &seen, base, "/drop");
+        if (s.error != LB_QERR_NONE) fail_msg("/drop: %s", s.detail);
+        assert_int_equal(s.completion_tokens, 2);
+        assert_int_equal(s.n_chunks, 2);
+        assert_int_equal(s.tokens_heard, 2);
+        assert_true(s.new_connection);
+    }
+    lb_http_free(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* ---- connections not made in time ---- */
+
+/* A loopback listener that never accepts, on *port: with `fill` connections made to it
+ * first its queue is full, and the kernel ignores the next connect (it never completes);
+ * with none, connects complete and requests are never answered. */
+static int silent_listener(int backlog, int fill, int *port, int *filled) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, backlog), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+    *port = ntohs(a.sin_port);
+    for (int i = 0; i < fill; i++) {
+        filled[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        assert_true(filled[i] >= 0);
+        connect(filled[i], (struct sockaddr *)&a, sizeof a);
+    }
+    usleep(100000); /* the handshakes of those that the queue takes */
+    return lfd;
+}
+
+/* A connect that does not complete within the connect timeout fails as "connect" (the
+ * server was not reached; it used to say "timeout", which names --timeout); a request
+ * sent on a connection and not answered in time is still a timeout. */
+static void test_http_connect_not_made_in_time_is_a_connect_failure(void **state) {
+    (void)state;
+    int full_port = 0, mute_port = 0, filled[4];
+    int full = silent_listener(0, 4, &full_port, filled);
+    int mute = silent_listener(8, 0, &mute_port, NULL);
+    lb_http_params p = lb_http_default_params();
+    p.connect_timeout_ms = 300;
+    p.timeout_ms = 600;
+    p.max_connections = 4;
+    stream_seen seen;
+    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
+    lb_http_client *c = NULL;
+    lb_err err;
+    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", full_port);
+    stream_seen s = fetch_stream(c, &seen, base, "/v1/completions");
+    if (s.error != LB_QERR_CONNECT) fail_msg("%s: %s", lb_http_qerr_name(s.error), s.detail);
+    assert_true(s.latency_ns < 550000000LL); /* the connect timeout, not the request's */
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", mute_port);
+    s = fetch_stream(c, &seen, base, "/v1/completions");
+    if (s.error != LB_QERR_TIMEOUT) fail_msg("%s: %s", lb_http_qerr_name(s.error), s.detail);
+    assert_true(s.latency_ns >= 550000000LL);
+    lb_http_free(c);
+    for (int i = 0; i < 4; i++)
+        close(filled[i]);
+    close(full);
+    close(mute);
+}
+
+/* ---- a reasoning model's stream ---- */
+
+#define REASONING_MS 300 /* the server thinks this long before the answer */
+
+/* The server child: each request answered (Connection: close) with two chat chunks of
+ * reasoning, as vLLM sends a reasoning model's thinking, then after REASONING_MS two of
+ * the answer, the usage and [DONE]. */
+static void serve_reasoning(int lfd) {
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue;
+        conn c = {.fd = fd};
+        char *end = NULL;
+        while ((end = strstr(c.buf, "\r\n\r\n")) == NULL) {
+            ssize_t r = read(fd, c.buf + c.len, sizeof c.buf - 1 - c.len);
+            if (r <= 0) break;
+            c.len += (size_t)r;
+            c.buf[c.len] = '\0';
+        }
+        char *cl = end ? strcasestr(c.buf, "content-length:") : NULL;
+        size_t total =
+            end ? (size_t)(end + 4 - c.buf) + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0) : 0;
+        while (c.len < total) {
+            ssize_t r = read(fd, c.buf + c.len, sizeof c.buf - 1 - c.len);
+            if (r <= 0) break;
+            c.len += (size_t)r;
+        }
+        static const char head[] =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"Hmm\"}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"reasoning\":\", yes\",\"content\":null}}]}\n\n";
+        static const char tail[] =
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Paris\"}}]}\n\n"
+            "data: {\"choices\":[{\"delta\":{\"content\":\".\"}}]}\n\n"
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\n"
+            "data: [DONE]\n\n";
+        if (write(fd, head, sizeof head - 1) != (ssize_t)(sizeof head - 1)) _exit(1);
+        usleep(REASONING_MS * 1000);
+        if (write(fd, tail, sizeof tail - 1) != (ssize_t)(sizeof tail - 1)) _exit(1);
+        close(fd);
+    }
+}
+
+/* A reasoning model's thinking is generated text: its first piece is the first token
+ * (it used to be the answer's, REASONING_MS later) and every piece is heard and counted;
+ * the kept text is the answer alone. */
+static void test_http_reasoning_pieces_are_tokens_but_not_the_answer(void **state) {
+    (void)state;
+    int port = 0;
+    pid_t pid = start_server(serve_reasoning, &port);
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
+    lb_http_params p = lb_http_default_params();
+    p.api = LB_API_CHAT;
+    p.keep_text = true;
+    p.timeout_ms = 5000;
+    p.max_connections = 4;
+    stream_seen seen;
+    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
+    lb_http_client *c = NULL;
+    lb_err err;
+    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
+    stream_seen s = fetch_stream(c, &seen, base, "/v1/chat/completions");
+    if (s.error != LB_QERR_NONE) fail_msg("%s", s.detail);
+    assert_int_equal(s.tokens_heard, 4);
+    assert_int_equal(s.n_chunks, 4);
+    assert_int_equal(s.completion_tokens, 4);
+    assert_string_equal(s.text, "Paris.");
+    assert_true(s.latency_ns >= REASONING_MS * 1000000LL);
+    assert_true(s.first_ns > 0 && s.first_ns < REASONING_MS * 1000000LL);
+    lb_http_free(c);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_http_idle_connections_closed_by_the_server_cost_no_cpu),
         cmocka_unit_test(test_http_stream_ending_without_its_last_blank_line_completes),
         cmocka_unit_test(test_http_stream_held_open_after_done_completes_at_done),
+        cmocka_unit_test(test_http_stream_dropped_after_done_completes),
+        cmocka_unit_test(test_http_reasoning_pieces_are_tokens_but_not_the_answer),
+        cmocka_unit_test(test_http_connect_not_made_in_time_is_a_connect_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1904,6 +1904,45 @@ static void test_pool_refused_requests_are_neither_retried_nor_counted(void **st
     stop_server(&b);
 }
 
+/* A base URL with "/v1/" at its end ("http://host:8000/v1/", as OpenAI clients write
+ * theirs) gets the API path like "/v1" does; it used to be taken for a full URL and every
+ * request posted to "/v1/". A URL that names the API's path is kept. */
+static void test_pool_endpoint_url_appends_the_api_path_to_a_base(void **state) {
+    (void)state;
+    static const struct {
+        const char *endpoint;
+        lb_api api;
+        const char *url;
+    } cases[] = {
+        {"http://h:8000", LB_API_COMPLETIONS, "http://h:8000/v1/completions"},
+        {"http://h:8000/", LB_API_COMPLETIONS, "http://h:8000/v1/completions"},
+        {"http://h:8000/v1", LB_API_CHAT, "http://h:8000/v1/chat/completions"},
+        {"http://h:8000/v1/", LB_API_COMPLETIONS, "http://h:8000/v1/completions"},
+        {"http://h:8000/v1//", LB_API_CHAT, "http://h:8000/v1/chat/completions"},
+        {"https://[::1]:8443/proxy/v1/", LB_API_CHAT,
+         "https://[::1]:8443/proxy/v1/chat/completions"},
+        {"http://h:8000/v1/completions", LB_API_CHAT, "http://h:8000/v1/completions"},
+        {"http://h/p/v1/chat/completions/", LB_API_COMPLETIONS, "http://h/p/v1/chat/completions/"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char url[128];
+        size_t n = lb_pool_endpoint_url(cases[i].endpoint, cases[i].api, url, sizeof url);
+        assert_int_equal(n, strlen(cases[i].url));
+        assert_string_equal(url, cases[i].url);
+    }
+    /* and a run against one answers: requests reach the server's API */
+    server a = start_server(NULL);
+    char base[96];
+    snprintf(base, sizeof base, "%s/v1/", a.url);
+    const char *urls[] = {base};
+    pool_log log = {0};
+    lb_pool *pool = pool_of(urls, 1, 0, 0, &log);
+    pool_send_and_wait(pool, &log, 0);
+    assert_int_equal(log.error[0], LB_QERR_NONE);
+    lb_pool_free(pool);
+    stop_server(&a);
+}
+
 /* --max-inflight N: at no moment are N + 1 queries between hand-over and done. */
 static void test_loadgen_max_inflight_is_never_exceeded(void **state) {
     (void)state;
@@ -2045,6 +2084,7 @@ int main(void) {
         cmocka_unit_test(test_pool_ejects_only_after_failures_in_a_row),
         cmocka_unit_test(test_pool_interrupted_attempts_eject_no_replica),
         cmocka_unit_test(test_pool_refused_requests_are_neither_retried_nor_counted),
+        cmocka_unit_test(test_pool_endpoint_url_appends_the_api_path_to_a_base),
         cmocka_unit_test(test_loadgen_max_inflight_is_never_exceeded),
         cmocka_unit_test(test_loadgen_retried_attempt_gaps_stay_out_of_itl),
         cmocka_unit_test(test_loadgen_conversation_turns_follow_each_other),

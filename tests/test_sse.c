@@ -221,6 +221,82 @@ static void test_openai_parses_completion_chat_usage_done_and_errors(void **stat
     lb_openai_piece_clear(&piece);
 }
 
+/* Text as a JSON escape: a surrogate pair is one character; a lone surrogate (a server that
+ * cut a text between the halves of a pair) is U+FFFD, the rest of the piece kept, where it
+ * used to fail the whole request as bad JSON. */
+static void test_openai_surrogate_pairs_and_lone_surrogates(void **state) {
+    (void)state;
+    static const struct {
+        const char *data, *text;
+    } cases[] = {
+        {"{\"choices\":[{\"text\":\"\\ud83d\\ude00\"}]}", "\xF0\x9F\x98\x80"},
+        {"{\"choices\":[{\"text\":\"\\uD83D\"}]}", "\xEF\xBF\xBD"},
+        {"{\"choices\":[{\"text\":\"\\ude00x\"}]}", "\xEF\xBF\xBDx"},
+        {"{\"choices\":[{\"text\":\"a\\ud83d\\ud83d\\ude00\"}]}", "a\xEF\xBF\xBD\xF0\x9F\x98\x80"},
+        /* an escaped backslash before "ud83d" is no escape of a surrogate */
+        {"{\"choices\":[{\"text\":\"\\\\ud83d\\ud83d\"}]}", "\\ud83d\xEF\xBF\xBD"},
+        {"{\"choices\":[{\"text\":\"\\ud83d\"}],\"usage\":{\"prompt_tokens\":1,"
+         "\"completion_tokens\":1}}",
+         "\xEF\xBF\xBD"},
+    };
+    lb_openai_piece piece;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *d = cases[i].data;
+        if (lb_openai_parse(LB_API_COMPLETIONS, true, d, strlen(d), &piece) != LB_OK)
+            fail_msg("refused: %s", d);
+        assert_int_equal(piece.text_len, strlen(cases[i].text));
+        assert_memory_equal(piece.text, cases[i].text, piece.text_len);
+        lb_openai_piece_clear(&piece);
+    }
+    const char *chat = "{\"choices\":[{\"delta\":{\"content\":\"\\udbff\"}}]}";
+    assert_int_equal(lb_openai_parse(LB_API_CHAT, true, chat, strlen(chat), &piece), LB_OK);
+    assert_string_equal(piece.text, "\xEF\xBF\xBD");
+    lb_openai_piece_clear(&piece);
+    /* still no JSON without its closing brace */
+    const char *cut = "{\"choices\":[{\"text\":\"\\ud83d\"}]";
+    assert_int_equal(lb_openai_parse(LB_API_COMPLETIONS, true, cut, strlen(cut), &piece),
+                     LB_ERR_FORMAT);
+    assert_null(piece.root);
+}
+
+/* A streamed chat piece of a reasoning model's thinking (vLLM's and SGLang's
+ * reasoning_content, newer vLLM's reasoning) says how much it carries, apart from the
+ * answer's text; the completions API and whole answers have none. */
+static void test_openai_reasoning_is_counted_apart_from_the_answer(void **state) {
+    (void)state;
+    static const struct {
+        lb_api api;
+        bool streamed;
+        const char *data;
+        size_t reasoning_len;
+        const char *text;
+    } cases[] = {
+        {LB_API_CHAT, true, "{\"choices\":[{\"delta\":{\"reasoning_content\":\"Let me\"}}]}", 6,
+         ""},
+        {LB_API_CHAT, true, "{\"choices\":[{\"delta\":{\"reasoning\":\"so\",\"content\":null}}]}",
+         2, ""},
+        {LB_API_CHAT, true,
+         "{\"choices\":[{\"delta\":{\"reasoning_content\":null,\"reasoning\":\"x\",\"content\":"
+         "\"A\"}}]}",
+         1, "A"},
+        {LB_API_CHAT, true, "{\"choices\":[{\"delta\":{\"content\":\"A\"}}]}", 0, "A"},
+        {LB_API_COMPLETIONS, true, "{\"choices\":[{\"text\":\"A\",\"reasoning_content\":\"x\"}]}",
+         0, "A"},
+        {LB_API_CHAT, false,
+         "{\"choices\":[{\"message\":{\"reasoning_content\":\"think\",\"content\":\"A\"}}]}", 0,
+         "A"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_openai_piece piece;
+        const char *d = cases[i].data;
+        if (lb_openai_parse(cases[i].api, cases[i].streamed, d, strlen(d), &piece) != LB_OK)
+            fail_msg("refused: %s", d);
+        assert_int_equal(piece.reasoning_len, cases[i].reasoning_len);
+        assert_string_equal(piece.text, cases[i].text);
+        lb_openai_piece_clear(&piece);
+    }
+}
+
 static void test_openai_body_asks_for_usage_when_streaming(void **state) {
     (void)state;
     lb_openai_request req = {.api = LB_API_CHAT, .model = "m", .stream = true, .temperature = 0};
@@ -258,6 +334,8 @@ int main(void) {
         cmocka_unit_test(test_sse_event_over_limit_is_an_error),
         cmocka_unit_test(test_sse_callback_can_stop_parsing),
         cmocka_unit_test(test_openai_parses_completion_chat_usage_done_and_errors),
+        cmocka_unit_test(test_openai_surrogate_pairs_and_lone_surrogates),
+        cmocka_unit_test(test_openai_reasoning_is_counted_apart_from_the_answer),
         cmocka_unit_test(test_openai_body_asks_for_usage_when_streaming),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -178,10 +178,10 @@ static int take_piece(xfer *x, const lb_openai_piece *piece) {
     }
     if (piece->prompt_tokens >= 0) x->prompt_tokens = piece->prompt_tokens;
     if (piece->completion_tokens >= 0) x->completion_tokens = piece->completion_tokens;
-    if (piece->text_len > 0) {
+    if (piece->text_len > 0 || piece->reasoning_len > 0) {
         x->n_chunks++;
         if (x->first_ns == 0) x->first_ns = x->event_ns;
-        if (x->c->p.keep_text) {
+        if (x->c->p.keep_text && piece->text_len > 0) {
             if (grow(&x->text, &x->text_cap, x->text_len + piece->text_len + 1) != 0) return 1;
             memcpy(x->text + x->text_len, piece->text, piece->text_len);
             x->text_len += piece->text_len;
@@ -211,7 +211,7 @@ static int on_event(void *ud, const char *data, size_t len) {
         return 0;
     }
     int stop = take_piece(x, &piece);
-    bool token = piece.text_len > 0;
+    bool token = piece.text_len > 0 || piece.reasoning_len > 0;
     lb_openai_piece_clear(&piece);
     if (!stop && token && x->c->cb.on_token) x->c->cb.on_token(x->c->user, x->req.tag, x->event_ns);
     return stop;
@@ -368,8 +368,18 @@ static void classify(xfer *x, CURLcode rc, lb_http_outcome *o) {
         snprintf(o->detail, sizeof o->detail, "%s", x->parse_detail);
         return;
     }
-    if (rc != CURLE_OK) {
+    /* after [DONE] the answer is whole: a connection that breaks or a timeout that strikes
+     * before the body's end takes nothing from it */
+    if (rc != CURLE_OK && !x->saw_done) {
         o->error = map_curl(rc);
+        /* libcurl times out a connect that does not finish in time alike: with the request
+         * never sent, the server was not reached */
+        if (o->error == LB_QERR_TIMEOUT && o->sent_ns == o->start_ns) {
+            o->error = LB_QERR_CONNECT;
+            snprintf(o->detail, sizeof o->detail, "no connection in time: %s",
+                     curl_easy_strerror(rc));
+            return;
+        }
         snprintf(o->detail, sizeof o->detail, "%s", curl_easy_strerror(rc));
         return;
     }

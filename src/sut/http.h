@@ -12,9 +12,10 @@
  * Every transfer ends in exactly one on_done call with an outcome: completed, or failed
  * with one reason from lb_qerr (HTTP status, refused connection, timeout, dropped or
  * truncated stream, malformed SSE or JSON). Streamed responses are parsed as they arrive
- * (sse.h, openai.h) and every piece of generated text is reported with its
- * arrival time. This module knows nothing of replicas or retries (pool.h) nor of
- * scenarios (loadgen/). The API key is sent as a header and never logged. */
+ * (sse.h, openai.h) and every piece of generated text (a reasoning model's thinking
+ * included: its tokens are generated like the answer's) is reported with its arrival
+ * time. This module knows nothing of replicas or retries (pool.h) nor of scenarios
+ * (loadgen/). The API key is sent as a header and never logged. */
 #ifndef LB_SUT_HTTP_H
 #define LB_SUT_HTTP_H
 
@@ -27,8 +28,8 @@
 
 typedef enum {
     LB_QERR_NONE = 0,
-    LB_QERR_CONNECT,      /* connection refused or unreachable */
-    LB_QERR_TIMEOUT,      /* no complete answer within --timeout */
+    LB_QERR_CONNECT,      /* connection refused, unreachable or not made in time */
+    LB_QERR_TIMEOUT,      /* no complete answer within --timeout of a request sent */
     LB_QERR_DROPPED,      /* the connection closed or broke before the answer was complete */
     LB_QERR_TRUNCATED,    /* the answer ended cleanly but short: a stream without [DONE] */
     LB_QERR_BAD_SSE,      /* not an event stream, or an event over the size limit */
@@ -79,9 +80,10 @@ typedef struct {
     int64_t done_ns;           /* transfer finished */
     int64_t prompt_tokens;     /* usage; -1 when the server did not say */
     int64_t completion_tokens; /* usage; -1 when the server did not say */
-    int32_t n_chunks;          /* streamed pieces that carried text */
+    int32_t n_chunks;          /* streamed pieces that carried text (answer or reasoning) */
     bool new_connection;       /* the transfer had to open a connection (none was idle) */
-    const char *text;          /* generated text when keep_text, else NULL; valid in on_done */
+    const char *text; /* generated text (the answer, without reasoning) when keep_text, else
+                         NULL; valid in on_done */
     size_t text_len;
     const uint32_t *token_ids; /* the generated token ids where the SUT has them (an
                                   in-process engine), else NULL; valid in on_done */

@@ -50,6 +50,58 @@ void lb_openai_piece_clear(lb_openai_piece *p) {
     *p = (lb_openai_piece){.text = "", .prompt_tokens = -1, .completion_tokens = -1};
 }
 
+/* The value of the four hex digits at s, -1 when they are not. */
+static long hex4(const char *s) {
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = s[i], d = c >= '0' && c <= '9'   ? c - '0'
+                          : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                          : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* Replaces each \u escape of a lone UTF-16 surrogate in s[0..len) by \ufffd (of the same length):
+ * JSON's grammar allows them (a server that cuts a text between the halves of a pair sends
+ * one per piece) but jansson refuses the whole document. Returns whether one was. */
+static bool replace_lone_surrogates(char *s, size_t len) {
+    bool replaced = false;
+    for (size_t i = 0; i + 6 <= len; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] != 'u') { /* another escape (\\, \n, ...): its second byte is skipped */
+            i++;
+            continue;
+        }
+        long u = hex4(s + i + 2);
+        if (u < 0xD800 || u > 0xDFFF) continue;
+        long next = i + 12 <= len && s[i + 6] == '\\' && s[i + 7] == 'u' ? hex4(s + i + 8) : -1;
+        if (u <= 0xDBFF && next >= 0xDC00 && next <= 0xDFFF) { /* a whole pair */
+            i += 11;
+            continue;
+        }
+        memcpy(s + i + 2, "fffd", 4);
+        replaced = true;
+        i += 5;
+    }
+    return replaced;
+}
+
+/* Parses data as JSON, a NUL byte (\u0000) kept in strings with their length (a token may
+ * decode to one) and a lone surrogate read as U+FFFD. NULL when it is no JSON. */
+static json_t *load_json(const char *data, size_t len) {
+    json_t *root = json_loadb(data, len, JSON_ALLOW_NUL, NULL);
+    if (root != NULL || memmem(data, len, "\\u", 2) == NULL) return root;
+    char *copy = malloc(len);
+    if (copy == NULL) return NULL;
+    memcpy(copy, data, len);
+    if (replace_lone_surrogates(copy, len)) root = json_loadb(copy, len, JSON_ALLOW_NUL, NULL);
+    free(copy);
+    return root;
+}
+
 static int64_t usage_count(json_t *usage, const char *key) {
     json_t *v = json_object_get(usage, key);
     return json_is_integer(v) && json_integer_value(v) >= 0 ? (int64_t)json_integer_value(v) : -1;
@@ -62,9 +114,7 @@ lb_status lb_openai_parse(lb_api api, bool streamed, const char *data, size_t le
         out->done = true;
         return LB_OK;
     }
-    /* a token may decode to a NUL byte, which servers send as \u0000: the text is kept with
-     * its length */
-    json_t *root = json_loadb(data, len, JSON_ALLOW_NUL, NULL);
+    json_t *root = load_json(data, len);
     if (!json_is_object(root)) {
         json_decref(root);
         return LB_ERR_FORMAT;
@@ -94,9 +144,14 @@ lb_status lb_openai_parse(lb_api api, bool streamed, const char *data, size_t le
         return LB_ERR_FORMAT;
     }
     json_t *text;
-    if (api == LB_API_CHAT)
-        text = json_object_get(json_object_get(c0, streamed ? "delta" : "message"), "content");
-    else
+    if (api == LB_API_CHAT) {
+        json_t *msg = json_object_get(c0, streamed ? "delta" : "message");
+        text = json_object_get(msg, "content");
+        json_t *reasoning = json_object_get(msg, "reasoning_content");
+        if (!json_is_string(reasoning)) reasoning = json_object_get(msg, "reasoning");
+        if (streamed && json_is_string(reasoning))
+            out->reasoning_len = json_string_length(reasoning);
+    } else
         text = json_object_get(c0, "text");
     if (json_is_string(text)) {
         out->text = json_string_value(text);

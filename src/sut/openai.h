@@ -3,7 +3,8 @@
  * body or of one streamed event's data.
  *
  * A streamed completion is a sequence of events whose data is a JSON object with
- * choices[0].text (completions) or choices[0].delta.content (chat), then, when
+ * choices[0].text (completions) or choices[0].delta.content (chat; a reasoning model's
+ * thinking comes first, in delta.reasoning_content or delta.reasoning), then, when
  * stream_options.include_usage was asked, one event with "usage" {prompt_tokens,
  * completion_tokens}, then the event "[DONE]". A server error arrives as {"error":
  * {"message": ...}}. Parsing takes a buffer, so it can be unit-tested and fuzzed; it does
@@ -48,6 +49,9 @@ typedef struct {
     bool done;        /* the "[DONE]" event */
     const char *text; /* generated text in this piece ("" when none); points into root */
     size_t text_len;
+    size_t reasoning_len;      /* bytes of a streamed chat piece's reasoning text (delta's
+                                  reasoning_content or reasoning, as vLLM, SGLang and llama.cpp
+                                  send a reasoning model's thinking): generated, not the answer */
     int64_t prompt_tokens;     /* from usage; -1 when absent */
     int64_t completion_tokens; /* from usage; -1 when absent */
     const char *error;         /* the server's error message, NULL when none; points into root */

@@ -29,10 +29,19 @@ lb_pool_params lb_pool_default_params(void) {
     };
 }
 
-/* Length of the endpoint's base ("http://host:8000"): up to "/v1/" when it names a path,
- * else without a trailing "/" or "/v1". */
+/* Where the path the endpoint names starts ("/v1/" followed by more than slashes, as in
+ * ".../v1/completions"), NULL when it names none ("http://host:8000/v1/" is a base). */
+static const char *named_path(const char *endpoint) {
+    size_t n = strlen(endpoint);
+    while (n > 0 && endpoint[n - 1] == '/')
+        n--;
+    return memmem(endpoint, n, "/v1/", 4);
+}
+
+/* Length of the endpoint's base ("http://host:8000"): up to the path it names, else
+ * without trailing "/" and a last "/v1". */
 static size_t base_len(const char *endpoint) {
-    const char *v1 = strstr(endpoint, "/v1/");
+    const char *v1 = named_path(endpoint);
     if (v1 != NULL) return (size_t)(v1 - endpoint);
     size_t n = strlen(endpoint);
     while (n > 0 && endpoint[n - 1] == '/')
@@ -42,10 +51,9 @@ static size_t base_len(const char *endpoint) {
 }
 
 size_t lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t buf_len) {
-    int n = strstr(endpoint, "/v1/") != NULL
-                ? snprintf(buf, buf_len, "%s", endpoint)
-                : snprintf(buf, buf_len, "%.*s%s", (int)base_len(endpoint), endpoint,
-                           lb_openai_api_path(api));
+    int n = named_path(endpoint) != NULL ? snprintf(buf, buf_len, "%s", endpoint)
+                                         : snprintf(buf, buf_len, "%.*s%s", (int)base_len(endpoint),
+                                                    endpoint, lb_openai_api_path(api));
     return n < 0 ? buf_len : (size_t)n;
 }
 

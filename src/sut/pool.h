@@ -74,9 +74,11 @@ void lb_pool_abort_all(lb_pool *pool, lb_qerr why);
 
 const lb_replica *lb_pool_replicas(const lb_pool *pool, size_t *n);
 
-/* The URL a request is posted to: an endpoint that names a path (contains "/v1/") is kept,
- * otherwise the API path is appended (a trailing "/v1" or "/" is dropped first). Returns
- * the URL's length; buf_len or more means it was cut. */
+/* The URL a request is posted to: an endpoint that names a path (contains "/v1/" with more
+ * than slashes after it, ".../v1/completions") is kept, otherwise the API path is appended
+ * (trailing "/" and a last "/v1" are dropped first: "http://host:8000/v1/" posts to
+ * http://host:8000/v1/completions). Returns the URL's length; buf_len or more means it
+ * was cut. */
 size_t lb_pool_endpoint_url(const char *endpoint, lb_api api, char *buf, size_t buf_len);
 
 /* Checks an endpoint before a run: an http:// or https:// URL with a host, a port (when
