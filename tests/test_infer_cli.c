@@ -4,9 +4,11 @@
  * in UTF-8 whatever bytes the model made; paths that are not UTF-8 still give a --json
  * result; --search-qps runs
  * load's search with the engine answering; a request longer than the context fails alone;
- * more such samples than --max-failed allows are refused before the run, and so are
+ * more such samples than --max-failed allows are refused before the run (the bos id
+ * counted where llmbench tokenizes, cnn_eval records without tok_input too), and so are
  * options that cannot work together; a bad directory is refused with exit 2 naming the
- * file. */
+ * file; the sampling options are recorded as given; a signal before t0 stops the
+ * preparation. */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,8 +27,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/engine_opt.h"
+#include "core/signals.h"
 #include "core/utf8text.h"
 #include "hf_fixture.h"
+#include "infer/infer.h"
+#include "loadgen/dataset.h"
 #include "model/hf_tokenizer.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -460,6 +466,98 @@ static void test_infer_cli_counts_the_bos_id_in_what_must_fit(void **state) {
     json_decref(j);
 }
 
+/* The cnn template around article, tokenized by tok: the bos id and the prompt's ids into
+ * ids[0..cap), their count returned. */
+static size_t cnn_prompt_ids(const lb_tokenizer *tok, const char *article, int32_t *ids,
+                             size_t cap) {
+    char prompt[1024];
+    const char *t = LB_CNN_PROMPT_TEMPLATE, *at = strstr(t, "{input}");
+    snprintf(prompt, sizeof prompt, "%.*s%s%s", (int)(at - t), t, article, at + 7);
+    uint32_t *enc = NULL;
+    size_t n = 0;
+    lb_err err;
+    assert_int_equal(lb_tokenizer_encode(tok, prompt, strlen(prompt), &enc, &n, &err), LB_OK);
+    assert_true(n + 1 <= cap);
+    ids[0] = LB_FIXTURE_FIRST_SPECIAL; /* <|begin_of_text|>, the fixture's bos id */
+    for (size_t k = 0; k < n; k++)
+        ids[k + 1] = (int32_t)enc[k];
+    free(enc);
+    return n + 1;
+}
+
+/* A cnn_eval record: the article and, when ids is not NULL, tok_input ids[0..n). */
+static void cnn_record(FILE *f, const char *article, const int32_t *ids, size_t n) {
+    fprintf(f, "{\"input\":\"%s\"", article);
+    if (ids != NULL) {
+        fprintf(f, ",\"tok_input\":[");
+        for (size_t k = 0; k < n; k++)
+            fprintf(f, "%s%d", k ? "," : "", ids[k]);
+        fprintf(f, "]");
+    }
+    fprintf(f, ",\"output\":\"hello\"}");
+}
+
+/* A cnn_eval record without tok_input is tokenized by llmbench, which puts the bos id
+ * before it; one with tok_input counts its ids, the bos id among them. With a model whose
+ * context is the cnn template around "hello world" with the bos id and 128 to generate, a
+ * record of that text fits beside one whose tok_input is as long, and one token more
+ * (" worldx") is refused before the run, not failed at its turn (exit 1). */
+static void test_infer_cli_counts_the_bos_id_of_cnn_records_without_tok_input(void **state) {
+    (void)state;
+    char path[256], ctx_dir[160], fresh[160], fit[160], over[160], err[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    lb_tokenizer *tok = NULL;
+    lb_err lerr;
+    assert_int_equal(lb_hf_tokenizer_load(&tok, path, NULL, &lerr), LB_OK);
+    int32_t ids[512], longer[512];
+    size_t n = cnn_prompt_ids(tok, "hello world", ids, 512);
+    assert_int_equal(cnn_prompt_ids(tok, "hello worldx", longer, 512), n + 1);
+    lb_tokenizer_free(tok);
+    snprintf(ctx_dir, sizeof ctx_dir, "%s/cnn-ctx", dir);
+    assert_int_equal(mkdir(ctx_dir, 0700), 0);
+    lb_model_config cfg = lb_fixture_config();
+    cfg.max_seq = (int32_t)n + LB_CNN_MAX_TOKENS; /* just the fitting record */
+    lb_model m;
+    assert_int_equal(lb_model_init(&m, &cfg, 1, 1, 3, NULL), LB_OK);
+    lb_fixture_write_dir(ctx_dir, &cfg, m.params, false, false);
+    lb_model_free(&m);
+    snprintf(fit, sizeof fit, "%s/cnn-fit.json", dir);
+    snprintf(over, sizeof over, "%s/cnn-over.json", dir);
+    FILE *f = fopen(fit, "w");
+    fprintf(f, "[");
+    cnn_record(f, "hello world", ids, n);
+    fprintf(f, ",");
+    cnn_record(f, "hello world", NULL, 0);
+    fprintf(f, "]");
+    fclose(f);
+    f = fopen(over, "w");
+    fprintf(f, "[");
+    cnn_record(f, "hello world", ids, n);
+    fprintf(f, ",");
+    cnn_record(f, "hello worldx", NULL, 0);
+    fprintf(f, "]");
+    fclose(f);
+    snprintf(fresh, sizeof fresh, "%s/cnn-bos.db", dir);
+    const char *const refused[] = {"infer",     "--model", ctx_dir, "--device", "cpu",
+                                   "--dataset", over,      "--db",  fresh,      NULL};
+    assert_int_equal(lb_test_run(refused, NULL, 0, err, sizeof err), 2);
+    char want[256];
+    snprintf(want, sizeof want,
+             "1 of 2 samples cannot fit the engine's context of %d tokens (sample 1: a prompt of "
+             "%zu with the bos id and %d to generate)",
+             cfg.max_seq, n + 1, LB_CNN_MAX_TOKENS);
+    if (strstr(err, want) == NULL) fail_msg("stderr: %s", err);
+    struct stat st;
+    assert_int_not_equal(stat(fresh, &st), 0);
+    const char *const fits[] = {"infer", "--model",      ctx_dir, "--device", "cpu",    "--dataset",
+                                fit,     "--ignore-eos", "--db",  db,         "--json", NULL};
+    json_t *j = run_json(fits, 0);
+    assert_true(metric(j, "completed") == 2);
+    assert_true(metric(j, "failed") == 0);
+    assert_true(metric(j, "output_tokens") == 2 * LB_CNN_MAX_TOKENS);
+    json_decref(j);
+}
+
 /* Runs args with a fresh database; expects exit 2, one line on stderr containing want,
  * nothing on stdout and nothing stored (the database never made). */
 static void expect_refused_before_running(const char *const *args, const char *fresh,
@@ -765,6 +863,60 @@ static void test_infer_cli_sigint_drains_and_stores_an_interrupted_run(void **st
     json_decref(all);
 }
 
+/* The engine's sampling options are recorded as given: --top-p 0.9 and --temperature 0.7
+ * read 0.9 and 0.7 in the config, as the load generator's temperature does (they read
+ * 0.8999999761581421 and 0.699999988079071, the sampler's floats widened). */
+static void test_infer_cli_records_sampling_options_as_given(void **state) {
+    (void)state;
+    const char *const args[] = {
+        "infer",   "--model",      dir, "--device",      "cpu", "--synthetic", "2",   "--input-len",
+        "fixed:4", "--max-tokens", "2", "--temperature", "0.7", "--top-p",     "0.9", "--top-k",
+        "5",       "--db",         db,  "--json",        NULL};
+    json_t *j = run_json(args, 0);
+    json_t *config = json_object_get(j, "config"), *engine = json_object_get(config, "engine");
+    assert_true(json_number_value(json_object_get(engine, "top_p")) == 0.9);
+    assert_true(json_number_value(json_object_get(engine, "temperature")) == 0.7);
+    assert_true(json_number_value(json_object_get(config, "temperature")) == 0.7);
+    assert_int_equal(json_integer_value(json_object_get(engine, "top_k")), 5);
+    json_decref(j);
+}
+
+/* A signal that came before t0 (while the engine loaded, say) stops lb_infer_run before
+ * it makes the prompts and warms the engine up: interrupted, with that reason and nothing
+ * summarized (it prepared everything, then summarized a run of no query). */
+static void test_infer_cli_signal_before_the_run_stops_the_preparation(void **state) {
+    (void)state;
+    lb_engine_opt eo = LB_ENGINE_OPT_DEFAULT;
+    eo.model_dir = dir;
+    eo.device = "cpu";
+    lb_engine_setup es;
+    lb_err err = {""};
+    assert_int_equal(lb_engine_opt_open(&eo, NULL, &es, &err), LB_OK);
+    const char data[] = "{\"prompt\":\"hello world\"}\n";
+    lb_dataset ds;
+    assert_int_equal(lb_dataset_parse_jsonl(data, sizeof data - 1, "data", &ds, &err), LB_OK);
+    lb_infer_params ip = {.lg = lb_loadgen_default_params(),
+                          .engine = es.engine,
+                          .tok = es.tok,
+                          .bos_id = es.bos_id,
+                          .eos_ids = es.eos_ids,
+                          .n_eos = es.n_eos,
+                          .sampling = {.top_p = 1, .seed = 1}};
+    ip.lg.max_tokens = 2;
+    lb_result *r = lb_result_new("infer", "early");
+    lb_loadgen_report rep;
+    lb_signals_raise(SIGINT);
+    lb_status st = lb_infer_run(&ip, &ds, r, &rep, &err);
+    lb_signals_reset();
+    assert_int_equal(st, LB_ERR_INTERRUPTED);
+    assert_false(rep.summarized);
+    assert_string_equal(err.msg, "interrupted before the run began");
+    lb_loadgen_report_free(&rep);
+    lb_result_free(r);
+    lb_dataset_free(&ds);
+    lb_engine_opt_close(&es);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_infer_cli_offline_completes_every_query),
@@ -778,6 +930,7 @@ int main(void) {
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
         cmocka_unit_test(test_infer_cli_refuses_samples_that_cannot_fit_before_running),
         cmocka_unit_test(test_infer_cli_counts_the_bos_id_in_what_must_fit),
+        cmocka_unit_test(test_infer_cli_counts_the_bos_id_of_cnn_records_without_tok_input),
         cmocka_unit_test(test_infer_cli_refuses_options_that_cannot_work_together),
         cmocka_unit_test(test_infer_cli_refuses_percentiles_with_an_empty_or_repeated_level),
         cmocka_unit_test(test_infer_cli_refuses_a_repeated_slo_key_and_reads_a_long_one_whole),
@@ -790,6 +943,8 @@ int main(void) {
 #endif
         cmocka_unit_test(test_infer_cli_refuses_a_bad_directory_with_exit_2),
         cmocka_unit_test(test_infer_cli_sigint_drains_and_stores_an_interrupted_run),
+        cmocka_unit_test(test_infer_cli_records_sampling_options_as_given),
+        cmocka_unit_test(test_infer_cli_signal_before_the_run_stops_the_preparation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

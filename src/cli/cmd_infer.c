@@ -28,22 +28,25 @@ static lb_status do_infer(void *ctx, lb_result *r, lb_loadgen_report *rep, lb_er
 /* A sample whose prompt and output can never fit the engine's context, or its whole KV
  * cache when that is smaller, fails at its turn, after the run has begun: more such
  * samples than --max-failed allows are a usage error before anything runs, naming the
- * first. The prompt counts its known tokens (one when unknown) and the bos id the engine
- * puts before it (bos: 1, else 0; a cnn_eval file's tok_input holds it already); what
- * --chat adds is the engine's to refuse. */
+ * first. The prompt counts its known tokens (one when unknown) and, where the engine puts
+ * it before them (bos: a tokenizer, a bos id and no --chat), the bos id, except in a count
+ * that holds it already (in_file[i]: a cnn_eval record's tok_input; in_file NULL: none);
+ * what --chat adds is the engine's to refuse. */
 static lb_status check_fits(const lb_dataset *ds, int32_t default_max_tokens,
-                            const lb_engine_info *info, int64_t max_failed, int32_t bos) {
-    if (strcmp(ds->format, "cnn") == 0) bos = 0;
+                            const lb_engine_info *info, int64_t max_failed, bool bos,
+                            const bool *in_file) {
     const bool by_cache = info->kv_tokens < info->max_ctx;
     const int64_t limit = by_cache ? info->kv_tokens : info->max_ctx;
     size_t n_unfit = 0, first = 0;
     int64_t first_in = 0, first_out = 0;
+    bool first_bos = false;
     for (size_t i = 0; i < ds->n; i++) {
         const lb_sample *s = &ds->samples[i];
+        const bool add_bos = bos && !(in_file != NULL && in_file[i]);
         int64_t out = s->max_tokens > 0 ? s->max_tokens : default_max_tokens;
-        int64_t in = (s->input_tokens > 0 ? s->input_tokens : 1) + bos;
+        int64_t in = (s->input_tokens > 0 ? s->input_tokens : 1) + add_bos;
         if (in + out <= limit) continue;
-        if (n_unfit++ == 0) first = i, first_in = in, first_out = out;
+        if (n_unfit++ == 0) first = i, first_in = in, first_out = out, first_bos = add_bos;
     }
     if (n_unfit == 0 || (int64_t)n_unfit <= max_failed) return LB_OK;
     return lb_args_usage_error("infer",
@@ -53,8 +56,24 @@ static lb_status check_fits(const lb_dataset *ds, int32_t default_max_tokens,
                                "larger %s",
                                n_unfit, ds->n, by_cache ? "whole KV cache" : "context",
                                (long long)limit, first, (long long)first_in,
-                               bos ? " with the bos id" : "", (long long)first_out,
+                               first_bos ? " with the bos id" : "", (long long)first_out,
                                by_cache ? "--kv-tokens" : "--max-ctx");
+}
+
+/* The samples whose token count is the data file's own ((*out)[i]), read before
+ * lb_dataset_count_tokens counts the others: a cnn_eval record's tok_input, MLPerf's ids of
+ * the whole prompt, the bos id first. *out (the caller frees it) is NULL for a format that
+ * carries no counts. */
+static lb_status counts_in_file(const lb_dataset *ds, bool **out, lb_err *err) {
+    *out = NULL;
+    if (strcmp(ds->format, "cnn") != 0) return LB_OK;
+    bool *in_file = calloc(ds->n ? ds->n : 1, sizeof *in_file);
+    if (in_file == NULL)
+        return lb_fail(err, LB_ERR_NOMEM, "out of memory for the samples' token counts");
+    for (size_t i = 0; i < ds->n; i++)
+        in_file[i] = ds->samples[i].input_tokens >= 0;
+    *out = in_file;
+    return LB_OK;
 }
 
 /* Without a tokenizer (--random, no --tokenizer) a prompt is random ids of its sample's
@@ -165,13 +184,16 @@ int lb_cmd_infer(int argc, char **argv) {
     ip.eos_ids = es.eos_ids;
     ip.n_eos = es.n_eos;
     ip.sut_name = es.name;
+    bool *in_file = NULL;
     if (so.synthetic > 0)
         st = lb_scenario_opt_dataset("infer", &so, es.tok, 0, 0, p, &ds);
-    else if (es.tok != NULL && (st = lb_dataset_count_tokens(&ds, es.tok, &err)) != LB_OK)
+    else if (es.tok != NULL && ((st = counts_in_file(&ds, &in_file, &err)) != LB_OK ||
+                                (st = lb_dataset_count_tokens(&ds, es.tok, &err)) != LB_OK))
         fprintf(stderr, "llmbench infer: %s\n", err.msg);
     if (st == LB_OK)
         st = check_fits(&ds, p->max_tokens, lb_engine_get_info(es.engine), p->max_failed,
-                        es.tok != NULL && es.bos_id >= 0 && !chat);
+                        es.tok != NULL && es.bos_id >= 0 && !chat, in_file);
+    free(in_file);
     if (st != LB_OK) {
         lb_engine_opt_close(&es);
         lb_dataset_free(&ds);

@@ -16,6 +16,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/signals.h"
 #include "core/utf8text.h"
 #include "model/hf_tokenizer.h"
 
@@ -48,6 +49,13 @@ typedef struct {
     lb_engine_info at_open; /* the engine's counts when the first timed query came */
 } engine_sut;
 
+/* A signal before t0 (while the engine loaded, the prompts were made or the engine warmed
+ * up) ends the preparation there: the run is stored interrupted with nothing measured. */
+static lb_status stop_if_interrupted(lb_err *err) {
+    if (!lb_signals_interrupted()) return LB_OK;
+    return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted before the run began");
+}
+
 /* Token ids of every sample before t0. */
 static lb_status make_prompts(engine_sut *E, lb_err *err) {
     const lb_infer_params *p = E->p;
@@ -56,6 +64,7 @@ static lb_status make_prompts(engine_sut *E, lb_err *err) {
     if (E->prompts == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory for the prompts");
     int32_t vocab = lb_engine_config(p->engine)->vocab_size;
     for (size_t i = 0; i < ds->n; i++) {
+        LB_TRY(stop_if_interrupted(err));
         const lb_sample *s = &ds->samples[i];
         prompt *pr = &E->prompts[i];
         if (p->tok == NULL) {
@@ -211,6 +220,7 @@ static lb_status engine_open(void *self, const lb_loadgen_params *lg, const lb_d
     int32_t longest = 0;
     for (size_t i = 0; i < ds->n; i++)
         if (E->prompts[i].n > longest) longest = E->prompts[i].n;
+    LB_TRY(stop_if_interrupted(err));
     LB_TRY(lb_engine_warmup(E->p->engine, longest, err));
     E->at_open = *lb_engine_get_info(E->p->engine);
     E->warmup_left = lg->warmup_queries;
@@ -337,6 +347,18 @@ static const lb_sut_ops engine_ops = {.open = engine_open,
                                       .replicas = engine_replicas,
                                       .close = engine_close};
 
+/* The sampler's float f as the shortest decimal that reads back as f: --top-p 0.9 is 0.9
+ * in the record, as the options give it, not the widened float's 0.8999999761581421. */
+static double as_given(float f) {
+    char text[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)f);
+        double d = strtod(text, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
+}
+
 lb_status lb_infer_run(const lb_infer_params *p, const lb_dataset *ds, lb_result *out,
                        lb_loadgen_report *report, lb_err *err) {
     engine_sut E;
@@ -353,8 +375,8 @@ lb_status lb_infer_run(const lb_infer_params *p, const lb_dataset *ds, lb_result
                   info->backend, "weight_bytes", (json_int_t)info->weight_bytes, "kv_tokens",
                   (json_int_t)info->kv_tokens, "kv_bytes", (json_int_t)info->kv_bytes, "block_size",
                   info->block_size, "max_seqs", info->max_seqs, "step_tokens", info->step_tokens,
-                  "max_ctx", info->max_ctx, "top_p", (double)p->sampling.top_p, "top_k",
-                  p->sampling.top_k, "temperature", (double)p->sampling.temperature, "chat",
+                  "max_ctx", info->max_ctx, "top_p", as_given(p->sampling.top_p), "top_k",
+                  p->sampling.top_k, "temperature", as_given(p->sampling.temperature), "chat",
                   p->chat));
     lb_result_set_metric(out, "engine_kv_tokens", (double)info->kv_tokens, "tokens");
     lb_result_set_metric(out, "engine_weight_bytes", (double)info->weight_bytes, "bytes");

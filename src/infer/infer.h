@@ -15,7 +15,9 @@
  * ids, seeded: the shape of the work without its text. A request the engine refuses
  * (longer than its context or cache) fails at once as http_4xx with the engine's reason;
  * the others go on. After SIGINT no query is issued, those in flight run for up to
- * drain_s, and the run is marked interrupted with what it measured. */
+ * drain_s, and the run is marked interrupted with what it measured; a signal that came
+ * before t0 stops the preparation (the prompts, the engine's warm-up) and the run is
+ * marked interrupted with nothing measured. */
 #ifndef LB_INFER_INFER_H
 #define LB_INFER_INFER_H
 
