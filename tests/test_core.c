@@ -1,5 +1,6 @@
 /* test_core.c: the utilities under every command: child processes, wall-clock times in
- * ISO form, the last line of a child's log, log lines and the metrics exposition text. */
+ * ISO form, whole files in and out, log lines around the progress line and the metrics
+ * exposition text. */
 /* cmocka.h needs these four first. */
 /* clang-format off */
 #include <setjmp.h>
@@ -9,7 +10,12 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +24,8 @@
 #include "core/log.h"
 #include "core/metrics_text.h"
 #include "core/proc.h"
+#include "core/progress.h"
+#include "core/signals.h"
 #include "test_util.h"
 
 static char dir[64], unused_db[128];
@@ -85,6 +93,55 @@ static void test_proc_runs_with_stdout_and_stderr_closed(void **state) {
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+static atomic_bool g_spinning;
+
+static void *change_environment(void *arg) {
+    (void)arg;
+    for (unsigned i = 0; atomic_load(&g_spinning); i++)
+        setenv("LB_TEST_SPIN", i & 1 ? "a" : "b", 1);
+    return NULL;
+}
+
+/* setenv or putenv in the child waits for the environment's lock, which another thread of
+ * the parent may hold at the fork: the child then never ran its program (here the test's
+ * child hung until its alarm). The environment given reaches the program, in place of ours
+ * where the name is the same, and what else we have is kept. */
+static void test_proc_env_reaches_the_child_while_another_thread_changes_ours(void **state) {
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        setenv("LB_TEST_SPIN", "a", 1);
+        setenv("LB_TEST_KEPT", "kept", 1);
+        setenv("LB_TEST_SET", "old", 1);
+        atomic_store(&g_spinning, true);
+        pthread_t spinner;
+        if (pthread_create(&spinner, NULL, change_environment, NULL) != 0) _exit(3);
+        const char *argv[] = {
+            "/bin/sh", "-c",
+            "[ \"$LB_TEST_SET\" = new ] && [ \"$LB_TEST_ADDED\" = 1 ] && [ \"$LB_TEST_KEPT\" = "
+            "kept ] && [ -z \"${LB_TEST_GONE+x}\" ]",
+            NULL};
+        const char *env[] = {"LB_TEST_SET=new", "LB_TEST_ADDED=0", "LB_TEST_ADDED=1",
+                             "LB_TEST_GONE=1",  "LB_TEST_GONE",    NULL};
+        lb_proc_spec spec = {.argv = argv, .env = env};
+        int failed = 0;
+        for (int i = 0; i < 100; i++) {
+            int code = -1;
+            lb_err e = {{0}};
+            if (lb_proc_run(&spec, &code, &e) != LB_OK || code != 0) failed++;
+        }
+        atomic_store(&g_spinning, false);
+        pthread_join(spinner, NULL);
+        _exit(failed == 0 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void expect_iso(double wall_s, const char *want) {
     char buf[40];
     lb_clock_format_iso(wall_s, buf, sizeof buf);
@@ -114,6 +171,153 @@ static void test_file_last_line_is_found_past_a_nul_byte(void **state) {
     assert_string_equal(line, "llmbench train: out of memory");
 }
 
+/* A write to a symbolic link replaced the link with a file: the file it points to is
+ * replaced (through a chain of links, a relative one included), and the links stay. */
+static void test_file_write_through_a_link_replaces_the_file_it_points_to(void **state) {
+    (void)state;
+    char real[128], link1[128], link2[128], buf[64];
+    snprintf(real, sizeof real, "%s/target.txt", dir);
+    snprintf(link1, sizeof link1, "%s/link1", dir);
+    snprintf(link2, sizeof link2, "%s/link2", dir);
+    lb_err e = {{0}};
+    assert_int_equal(lb_file_write_atomic(real, "old\n", 4, &e), LB_OK);
+    assert_int_equal(chmod(real, 0640), 0);
+    assert_int_equal(symlink("target.txt", link1), 0);
+    assert_int_equal(symlink(link1, link2), 0);
+    assert_int_equal(lb_file_write_atomic(link2, "new\n", 4, &e), LB_OK);
+    struct stat st;
+    assert_int_equal(lstat(link2, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(lstat(link1, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(lstat(real, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0640);
+    char *text = lb_test_read_file(real, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "new\n");
+    free(text);
+    /* a link to a file not there yet: that file is made */
+    char dangling[128], later[128];
+    snprintf(dangling, sizeof dangling, "%s/dangling", dir);
+    snprintf(later, sizeof later, "%s/later.txt", dir);
+    assert_int_equal(symlink(later, dangling), 0);
+    assert_int_equal(lb_file_write_atomic(dangling, "x", 1, &e), LB_OK);
+    assert_int_equal(lstat(dangling, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    text = lb_test_read_file(later, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "x");
+    free(text);
+    /* a loop of links is an error, and nothing is left beside it */
+    char loop[128];
+    snprintf(loop, sizeof loop, "%s/loop", dir);
+    assert_int_equal(symlink("loop", loop), 0);
+    assert_int_equal(lb_file_write_atomic(loop, "x", 1, &e), LB_ERR_IO);
+    assert_non_null(strstr(e.msg, loop));
+    assert_int_equal(readlink(loop, buf, sizeof buf), 4);
+    /* the check before a long job looks where the file will be made: the link's target */
+    char into_missing[128], missing_target[160];
+    snprintf(into_missing, sizeof into_missing, "%s/into-missing", dir);
+    snprintf(missing_target, sizeof missing_target, "%s/no folder/params.bin", dir);
+    assert_int_equal(symlink(missing_target, into_missing), 0);
+    assert_int_equal(lb_file_check_writable("--save-params", into_missing, &e), LB_ERR_USAGE);
+    assert_non_null(strstr(e.msg, "cannot create a file in folder"));
+    assert_non_null(strstr(e.msg, "/no folder"));
+    assert_int_equal(lb_file_check_writable("--save-params", link2, &e), LB_OK);
+}
+
+static void on_alarm(int signo) {
+    (void)signo;
+}
+
+static void on_alarm_interrupt(int signo) {
+    (void)signo;
+    lb_signals_raise(SIGINT);
+}
+
+/* lb_file_read of a pipe whose writer sends "first ", waits 300 ms and sends "second",
+ * with handler run on a SIGALRM 100 ms in (without SA_RESTART: the blocked read fails
+ * with EINTR); *buf and *n as read, the status returned. */
+static lb_status read_pipe_with_signal(void (*handler)(int), char **buf, size_t *n, lb_err *e) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        if (write(fds[1], "first ", 6) != 6) _exit(1);
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 300 * 1000 * 1000}, NULL);
+        if (write(fds[1], "second", 6) != 6) _exit(1);
+        _exit(0);
+    }
+    close(fds[1]);
+    struct sigaction sa = {.sa_handler = handler}, old_sa;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGALRM, &sa, &old_sa), 0);
+    struct itimerval t = {.it_value = {.tv_sec = 0, .tv_usec = 100 * 1000}};
+    assert_int_equal(setitimer(ITIMER_REAL, &t, NULL), 0);
+    char path[64];
+    snprintf(path, sizeof path, "/dev/fd/%d", fds[0]);
+    lb_status st = lb_file_read(path, buf, n, e);
+    sigaction(SIGALRM, &old_sa, NULL);
+    close(fds[0]);
+    waitpid(pid, NULL, 0);
+    return st;
+}
+
+/* A signal that arrives while a pipe has nothing yet stopped the read with EINTR, which
+ * was reported as the user's input at fault: the read goes on and gets all of it; where
+ * the signal is an interrupt, the read ends as interrupted. */
+static void test_file_read_of_a_pipe_goes_on_after_a_signal(void **state) {
+    (void)state;
+    char *buf = NULL;
+    size_t n = 0;
+    lb_err e = {{0}};
+    assert_int_equal(read_pipe_with_signal(on_alarm, &buf, &n, &e), LB_OK);
+    assert_int_equal(n, 12);
+    assert_string_equal(buf, "first second");
+    free(buf);
+    assert_int_equal(read_pipe_with_signal(on_alarm_interrupt, &buf, &n, &e), LB_ERR_INTERRUPTED);
+    lb_signals_reset();
+    assert_null(buf);
+    assert_non_null(strstr(e.msg, "interrupted while reading /dev/fd/"));
+}
+
+/* A read that fails once the file is open is no fault of the user's input: LB_ERR_IO
+ * (exit 1), where it was LB_ERR_USAGE; a folder still is the user's, with its own reason. */
+static void test_file_read_error_is_an_io_error_and_a_folder_a_usage_error(void **state) {
+    (void)state;
+    char *buf = NULL;
+    size_t n = 0;
+    lb_err e = {{0}};
+    /* address 0 is not mapped: reading this process's memory there fails with EIO */
+    assert_int_equal(lb_file_read("/proc/self/mem", &buf, &n, &e), LB_ERR_IO);
+    assert_null(buf);
+    assert_non_null(strstr(e.msg, "/proc/self/mem"));
+    assert_non_null(strstr(e.msg, strerror(EIO)));
+    assert_int_equal(lb_file_read(dir, &buf, &n, &e), LB_ERR_USAGE);
+    assert_null(buf);
+    assert_non_null(strstr(e.msg, "is a folder"));
+}
+
+/* The command line's view of the same: a --user-conf that opens but cannot be read fails
+ * the run (exit 1, no "see --help"); a folder given for it is a usage error (exit 2). */
+static void test_file_a_config_that_cannot_be_read_fails_the_run_not_the_usage(void **state) {
+    (void)state;
+    char db[128], err[1024];
+    snprintf(db, sizeof db, "%s/load.db", dir);
+    const char *io[] = {"load", "--user-conf", "/proc/self/mem",     "--synthetic",
+                        "4",    "--endpoint",  "http://127.0.0.1:9", "--db",
+                        db,     NULL};
+    assert_int_equal(lb_test_run(io, NULL, 0, err, sizeof err), 1);
+    assert_string_equal(err, "llmbench load: --user-conf: cannot read /proc/self/mem: "
+                             "Input/output error\n");
+    io[2] = dir;
+    assert_int_equal(lb_test_run(io, NULL, 0, err, sizeof err), 2);
+    assert_non_null(strstr(err, "is a folder"));
+}
+
 static void test_log_writes_one_line_whatever_the_text_holds(void **state) {
     (void)state;
     char path[128];
@@ -132,6 +336,40 @@ static void test_log_writes_one_line_whatever_the_text_holds(void **state) {
     assert_non_null(text);
     assert_string_equal(
         text, "llmbench: warning: query 3 failed: HTTP 500:?llmbench: error: forged?[2J\n");
+    free(text);
+}
+
+/* A log line written while the progress line is live on a terminal went onto it: the
+ * progress line is blanked, the message starts at the line's start, and the progress line
+ * is drawn again below it; once the progress is done, a message is written as it is. */
+static void test_log_line_clears_the_live_progress_line_and_draws_it_again(void **state) {
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/progress", dir);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(saved >= 0 && fd >= 0);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    lb_progress p;
+    lb_progress_init(&p, true);
+    p.tty = true; /* as on a terminal, which the test's stderr is not */
+    lb_progress_update(&p, true, "step 3/10");
+    lb_log(LB_LOG_WARN, "slow step");
+    lb_progress_update(&p, true, "step 4/10");
+    lb_progress_done(&p);
+    lb_log(LB_LOG_WARN, "done");
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    char *text = lb_test_read_file(path, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "\rstep 3/10"
+                              "\r         \rllmbench: warning: slow step\n"
+                              "step 3/10"
+                              "\rstep 4/10\n"
+                              "llmbench: warning: done\n");
     free(text);
 }
 
@@ -175,9 +413,15 @@ int main(void) {
         cmocka_unit_test(test_proc_an_output_file_that_cannot_be_made_is_an_error),
         cmocka_unit_test(test_proc_a_program_s_own_exit_code_127_is_its_exit_code),
         cmocka_unit_test(test_proc_runs_with_stdout_and_stderr_closed),
+        cmocka_unit_test(test_proc_env_reaches_the_child_while_another_thread_changes_ours),
         cmocka_unit_test(test_clock_iso_times_round_to_the_millisecond),
         cmocka_unit_test(test_file_last_line_is_found_past_a_nul_byte),
+        cmocka_unit_test(test_file_write_through_a_link_replaces_the_file_it_points_to),
+        cmocka_unit_test(test_file_read_of_a_pipe_goes_on_after_a_signal),
+        cmocka_unit_test(test_file_read_error_is_an_io_error_and_a_folder_a_usage_error),
+        cmocka_unit_test(test_file_a_config_that_cannot_be_read_fails_the_run_not_the_usage),
         cmocka_unit_test(test_log_writes_one_line_whatever_the_text_holds),
+        cmocka_unit_test(test_log_line_clears_the_live_progress_line_and_draws_it_again),
         cmocka_unit_test(test_metrics_histogram_numbers_read_back_as_the_same_double),
         cmocka_unit_test(test_metrics_histogram_sum_not_finite_is_spelt_as_the_format_wants),
     };

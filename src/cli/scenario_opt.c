@@ -167,9 +167,13 @@ static lb_status read_conf_files(const char *command, const char *mlperf_conf,
         if (st == LB_OK)
             st = lb_mlperf_log_conf_apply(text, paths[i], model_key ? model : NULL, sc, out, &err);
         free(text);
-        if (st != LB_OK)
-            return lb_args_usage_error(command, "%s: %s", i == 0 ? "--mlperf-conf" : "--user-conf",
-                                       err.msg);
+        const char *option = i == 0 ? "--mlperf-conf" : "--user-conf";
+        /* a file that was there but could not be read fails the run, not the command line */
+        if (st == LB_ERR_IO || st == LB_ERR_NOMEM) {
+            fprintf(stderr, "llmbench %s: %s: %s\n", command, option, err.msg);
+            return st;
+        }
+        if (st != LB_OK) return lb_args_usage_error(command, "%s: %s", option, err.msg);
     }
     return LB_OK;
 }

@@ -10,27 +10,47 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/signals.h"
+
 lb_status lb_file_read(const char *path, char **buf, size_t *n, lb_err *err) {
     *buf = NULL;
     *n = 0;
     FILE *f = fopen(path, "rb");
     if (f == NULL) return lb_fail(err, LB_ERR_USAGE, "cannot read %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return lb_fail(err, LB_ERR_USAGE, "cannot read %s: it is a folder; give a file", path);
+    }
     size_t cap = 1 << 16, len = 0;
     char *b = malloc(cap);
+    int read_errno = 0;
     while (b != NULL) {
+        errno = 0;
         len += fread(b + len, 1, cap - 1 - len, f);
+        if (ferror(f)) {
+            /* a signal that arrived while a pipe or terminal had nothing yet: read on, unless
+             * it was an interrupt (core/signals.h) */
+            if (errno == EINTR && !lb_signals_interrupted()) {
+                clearerr(f);
+                continue;
+            }
+            read_errno = errno;
+            break;
+        }
         if (len < cap - 1) break;
         char *bigger = realloc(b, cap * 2);
         if (bigger == NULL) free(b);
         b = bigger;
         cap *= 2;
     }
-    int read_errno = ferror(f) ? errno : 0;
     fclose(f);
     if (b == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", path);
     if (read_errno != 0) {
         free(b);
-        return lb_fail(err, LB_ERR_USAGE, "cannot read %s: %s", path, strerror(read_errno));
+        if (read_errno == EINTR)
+            return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted while reading %s", path);
+        return lb_fail(err, LB_ERR_IO, "cannot read %s: %s", path, strerror(read_errno));
     }
     b[len] = '\0';
     *buf = b;
@@ -38,10 +58,35 @@ lb_status lb_file_read(const char *path, char **buf, size_t *n, lb_err *err) {
     return LB_OK;
 }
 
+/* Where a write to path lands: path, or the file its chain of symbolic links ends at (a
+ * link's relative target is taken from the link's folder), into out. A link that points
+ * nowhere yet gives the path it points to. LB_ERR_IO for a loop of links. */
+static lb_status follow_links(const char *path, char *out, size_t cap, lb_err *err) {
+    if (snprintf(out, cap, "%s", path) >= (int)cap)
+        return lb_fail(err, LB_ERR_USAGE, "output path '%s' is too long", path);
+    for (int hops = 0;; hops++) {
+        char target[4096];
+        ssize_t n = readlink(out, target, sizeof target - 1);
+        if (n < 0) return LB_OK; /* not a link (or nothing there): the write says what is wrong */
+        if (hops == 40)
+            return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(ELOOP));
+        target[n] = '\0';
+        const char *slash = strrchr(out, '/');
+        int dir_len = target[0] == '/' || slash == NULL ? 0 : (int)(slash - out) + 1;
+        char next[4096];
+        if (snprintf(next, sizeof next, "%.*s%s", dir_len, out, target) >= (int)sizeof next ||
+            snprintf(out, cap, "%s", next) >= (int)cap)
+            return lb_fail(err, LB_ERR_USAGE, "output path '%s' (a link to %s) is too long", path,
+                           target);
+    }
+}
+
 lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void *ctx,
                                     lb_err *err) {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
+    /* a link is written through: the file it points to is replaced, the link stays */
+    char target[4096], tmp[4200];
+    LB_TRY(follow_links(path, target, sizeof target, err));
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", target) >= (int)sizeof tmp)
         return lb_fail(err, LB_ERR_USAGE, "output path '%s' is too long", path);
     int fd = mkstemp(tmp);
     if (fd < 0)
@@ -64,8 +109,8 @@ lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void
         st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (fclose(out) != 0 && st == LB_OK)
         st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (st == LB_OK && rename(tmp, path) != 0)
-        st = lb_fail(err, LB_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (st == LB_OK && rename(tmp, target) != 0)
+        st = lb_fail(err, LB_ERR_IO, "cannot rename %s to %s: %s", tmp, target, strerror(errno));
     if (st != LB_OK) unlink(tmp);
     return st;
 }
@@ -102,9 +147,11 @@ void lb_file_last_line(const char *path, char *out, size_t cap) {
 }
 
 lb_status lb_file_check_writable(const char *option, const char *path, lb_err *err) {
+    /* the folder that takes the new file is the one of the file a link points to */
     char dir[4096];
-    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
-        return lb_fail(err, LB_ERR_USAGE, "%s %s: the path is too long", option, path);
+    lb_err why = {{0}};
+    if (follow_links(path, dir, sizeof dir, &why) != LB_OK)
+        return lb_fail(err, LB_ERR_USAGE, "%s %s: %s", option, path, why.msg);
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return lb_fail(err, LB_ERR_USAGE, "%s %s is a folder: give a file name", option, path);

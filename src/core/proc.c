@@ -1,7 +1,9 @@
 /* proc.c: fork, exec and wait behind proc.h. The wait polls every 20 ms so that an
  * interrupt flag set by the signal handler is seen even when waitpid is restarted. A
  * child that fails before its program runs says why on a close-on-exec pipe, so that the
- * caller gets the reason rather than an exit code 127 that the program might return too. */
+ * caller gets the reason rather than an exit code 127 that the program might return too.
+ * Between fork and exec the child calls only async-signal-safe functions: its environment
+ * is made before the fork. */
 #include "core/proc.h"
 
 #include <errno.h>
@@ -17,6 +19,8 @@
 #include <unistd.h>
 
 #include "core/signals.h"
+
+extern char **environ;
 
 lb_status lb_proc_self_exe(char *out, size_t out_bytes, lb_err *err) {
     ssize_t n = readlink("/proc/self/exe", out, out_bytes - 1);
@@ -50,7 +54,7 @@ static _Noreturn void child_failed(int report, start_step step) {
     _exit(127);
 }
 
-static void child(const lb_proc_spec *spec, pid_t parent, int report) {
+static void child(const lb_proc_spec *spec, char *const *envp, pid_t parent, int report) {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
@@ -63,10 +67,44 @@ static void child(const lb_proc_spec *spec, pid_t parent, int report) {
         if (errno != EBADF) child_failed(report, START_STDOUT);
         close(1);
     }
-    for (size_t i = 0; spec->env != NULL && spec->env[i] != NULL; i++)
-        putenv((char *)spec->env[i]);
-    execv(spec->argv[0], (char *const *)spec->argv);
+    execve(spec->argv[0], (char *const *)spec->argv, envp);
     child_failed(report, START_EXEC);
+}
+
+/* a and b ("NAME=VALUE" or a bare "NAME") name the same variable */
+static bool same_name(const char *a, const char *b) {
+    size_t n = strcspn(a, "=");
+    return n == strcspn(b, "=") && memcmp(a, b, n) == 0;
+}
+
+/* The child's environment, made before fork: setenv and putenv take a lock that another
+ * thread of ours may hold at the fork, and the child would wait for it forever. Ours with
+ * env's entries in place of those of the same name; a later entry of env wins over an
+ * earlier one, a bare NAME removes the variable. The array is malloc'd, its strings are
+ * environ's and env's: the caller frees the array only. NULL when out of memory. */
+static char **child_environment(const char *const *env) {
+    size_t n_ours = 0, n_env = 0;
+    while (environ != NULL && environ[n_ours] != NULL)
+        n_ours++;
+    while (env != NULL && env[n_env] != NULL)
+        n_env++;
+    char **envp = malloc((n_ours + n_env + 1) * sizeof *envp);
+    if (envp == NULL) return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < n_ours; i++) {
+        bool replaced = false;
+        for (size_t j = 0; j < n_env && !replaced; j++)
+            replaced = same_name(environ[i], env[j]);
+        if (!replaced) envp[n++] = environ[i];
+    }
+    for (size_t j = 0; j < n_env; j++) {
+        bool overridden = strchr(env[j], '=') == NULL;
+        for (size_t k = j + 1; k < n_env && !overridden; k++)
+            overridden = same_name(env[j], env[k]);
+        if (!overridden) envp[n++] = (char *)env[j];
+    }
+    envp[n] = NULL;
+    return envp;
 }
 
 /* Reads the child's report of a failed start; true (and its message in err) when there
@@ -96,9 +134,15 @@ static bool start_failed(const lb_proc_spec *spec, pid_t pid, int report, lb_err
 
 lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
     pid_t parent = getpid();
+    char **envp = child_environment(spec->env);
+    if (envp == NULL)
+        return lb_fail(err, LB_ERR_NOMEM, "cannot start %s: out of memory", spec->argv[0]);
     int report[2];
-    if (pipe2(report, O_CLOEXEC) != 0)
-        return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0], strerror(errno));
+    if (pipe2(report, O_CLOEXEC) != 0) {
+        int e = errno;
+        free(envp);
+        return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0], strerror(e));
+    }
     /* with our stdout or stderr closed the pipe may take fd 1 or 2, which the child's
      * redirections replace: keep both ends at 3 or above */
     for (int k = 0; k < 2; k++)
@@ -108,6 +152,7 @@ lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
                 int e = errno;
                 close(report[0]);
                 close(report[1]);
+                free(envp);
                 return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0],
                                strerror(e));
             }
@@ -116,13 +161,15 @@ lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
         }
     fflush(NULL);
     pid_t pid = fork();
+    int fork_errno = errno;
+    if (pid != 0) free(envp);
     if (pid < 0) {
-        int e = errno;
         close(report[0]);
         close(report[1]);
-        return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0], strerror(e));
+        return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0],
+                       strerror(fork_errno));
     }
-    if (pid == 0) child(spec, parent, report[1]);
+    if (pid == 0) child(spec, envp, parent, report[1]);
     setpgid(pid, pid); /* both sides set it: whichever runs first wins the race */
     close(report[1]);
     bool failed = start_failed(spec, pid, report[0], err);

@@ -20,7 +20,8 @@ lb_status lb_proc_self_exe(char *out, size_t out_bytes, lb_err *err);
 /* What a child is started with. */
 typedef struct {
     const char *const *argv; /* argv[0] is the program's path; NULL-terminated */
-    const char *const *env;  /* "NAME=VALUE" set in the child only; NULL-terminated or NULL */
+    const char *const *env;  /* "NAME=VALUE" set in the child only (a bare "NAME" removes
+                              * NAME); NULL-terminated or NULL */
     const char *stdout_path; /* the child's stdout goes to this file (truncated); NULL: ours */
     const char *stderr_path; /* the same for stderr; NULL: ours */
     bool stdout_to_stderr;   /* the child's stdout goes where its stderr goes (stdout_path

@@ -50,7 +50,10 @@ void lb_progress_update(lb_progress *p, bool force, const char *fmt, ...) {
         line[len] = '\0';
         int wide = p->last_len < (int)max ? p->last_len : (int)max; /* a narrowed terminal */
         int pad = wide > len ? wide - len : 0;
+        flockfile(stderr);
         fprintf(stderr, "\r%s%*s", line, pad, "");
+        lb_log_set_live_line(line); /* a log line now clears it and draws it again */
+        funlockfile(stderr);
         p->last_len = len;
     } else {
         fprintf(stderr, "%s\n", line);
@@ -60,7 +63,10 @@ void lb_progress_update(lb_progress *p, bool force, const char *fmt, ...) {
 
 void lb_progress_done(lb_progress *p) {
     if (p->enabled && p->tty && p->last_len > 0) {
+        flockfile(stderr);
         fprintf(stderr, "\n");
+        lb_log_set_live_line(NULL);
+        funlockfile(stderr);
         p->last_len = 0;
     }
 }

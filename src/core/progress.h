@@ -4,7 +4,8 @@
  * short of the terminal's last column so that it never wraps; when stderr is a file or
  * pipe, a full line is written at most every 5 s, so logs stay readable. Quiet mode (-q) or
  * a disabled progress prints nothing. The caller formats the text; this module only
- * rate-limits, draws and clears it. */
+ * rate-limits, draws and clears it. On a terminal the line drawn is registered with
+ * core/log.h, which clears it around a log message and draws it again after. */
 #ifndef LB_CORE_PROGRESS_H
 #define LB_CORE_PROGRESS_H
 
