@@ -321,9 +321,6 @@ static void test_cli_results_export_out_refuses_the_database(void **state) {
     assert_int_equal(symlink(db, link), 0);
     expect_error((const char *[]){"results", "export", "--db", link, "--out", db, NULL}, 2,
                  "is the results database");
-    /* an export follows a link given as --out, so a link to the database is the database */
-    expect_error((const char *[]){"results", "export", "--out", link, NULL}, 2,
-                 "is the results database");
     /* through the link, the side files are those beside the database it names */
     char wal[340];
     snprintf(wal, sizeof wal, "%s-wal", db);

@@ -411,12 +411,12 @@ static lb_status export_to_stdout(export_job *j, lb_err *err) {
 }
 
 /* LB_ERR_USAGE when --out names the database or a file SQLite keeps beside it (-wal, -shm,
- * -journal): the rename that puts the export in place would replace it. Links are
- * followed on both sides: the export replaces the file a link given as --out names, and
- * SQLite opens what the database's path points to. */
+ * -journal): the rename that puts the export in place would replace it. A link given as
+ * --out is not followed (the rename replaces the link, not its target); the database's
+ * path is, as SQLite opens what it points to. */
 static lb_status check_out_is_not_db(const char *out_path, const lb_store *s, lb_err *err) {
     struct stat out_st;
-    if (stat(out_path, &out_st) != 0) return LB_OK;
+    if (lstat(out_path, &out_st) != 0) return LB_OK;
     /* SQLite keeps its side files beside the database's real path, a link followed */
     char real[PATH_MAX];
     const char *db = realpath(lb_store_path(s), real) != NULL ? real : lb_store_path(s);

@@ -197,7 +197,7 @@ int lb_cmd_sweep(int argc, char **argv) {
     if (st != LB_OK) {
         fprintf(stderr, "llmbench sweep: %s\n", err.msg);
         lb_sweep_matrix_free(&m);
-        return st == LB_ERR_NOMEM ? 1 : 2;
+        return st == LB_ERR_USAGE || st == LB_ERR_FORMAT ? 2 : lb_status_exit_code(st);
     }
     char exe[4096], db[LB_STORE_PATH_BYTES], log_name[] = "/tmp/llmbench-sweep-XXXXXX";
     char log_path[32];

@@ -169,7 +169,7 @@ static lb_status read_conf_files(const char *command, const char *mlperf_conf,
         free(text);
         const char *option = i == 0 ? "--mlperf-conf" : "--user-conf";
         /* a file that was there but could not be read fails the run, not the command line */
-        if (st == LB_ERR_IO || st == LB_ERR_NOMEM) {
+        if (st == LB_ERR_IO || st == LB_ERR_NOMEM || st == LB_ERR_INTERRUPTED) {
             fprintf(stderr, "llmbench %s: %s: %s\n", command, option, err.msg);
             return st;
         }

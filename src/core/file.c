@@ -58,35 +58,10 @@ lb_status lb_file_read(const char *path, char **buf, size_t *n, lb_err *err) {
     return LB_OK;
 }
 
-/* Where a write to path lands: path, or the file its chain of symbolic links ends at (a
- * link's relative target is taken from the link's folder), into out. A link that points
- * nowhere yet gives the path it points to. LB_ERR_IO for a loop of links. */
-static lb_status follow_links(const char *path, char *out, size_t cap, lb_err *err) {
-    if (snprintf(out, cap, "%s", path) >= (int)cap)
-        return lb_fail(err, LB_ERR_USAGE, "output path '%s' is too long", path);
-    for (int hops = 0;; hops++) {
-        char target[4096];
-        ssize_t n = readlink(out, target, sizeof target - 1);
-        if (n < 0) return LB_OK; /* not a link (or nothing there): the write says what is wrong */
-        if (hops == 40)
-            return lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(ELOOP));
-        target[n] = '\0';
-        const char *slash = strrchr(out, '/');
-        int dir_len = target[0] == '/' || slash == NULL ? 0 : (int)(slash - out) + 1;
-        char next[4096];
-        if (snprintf(next, sizeof next, "%.*s%s", dir_len, out, target) >= (int)sizeof next ||
-            snprintf(out, cap, "%s", next) >= (int)cap)
-            return lb_fail(err, LB_ERR_USAGE, "output path '%s' (a link to %s) is too long", path,
-                           target);
-    }
-}
-
 lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void *ctx,
                                     lb_err *err) {
-    /* a link is written through: the file it points to is replaced, the link stays */
-    char target[4096], tmp[4200];
-    LB_TRY(follow_links(path, target, sizeof target, err));
-    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", target) >= (int)sizeof tmp)
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp)
         return lb_fail(err, LB_ERR_USAGE, "output path '%s' is too long", path);
     int fd = mkstemp(tmp);
     if (fd < 0)
@@ -109,8 +84,8 @@ lb_status lb_file_write_atomic_with(const char *path, lb_file_writer write, void
         st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (fclose(out) != 0 && st == LB_OK)
         st = lb_fail(err, LB_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (st == LB_OK && rename(tmp, target) != 0)
-        st = lb_fail(err, LB_ERR_IO, "cannot rename %s to %s: %s", tmp, target, strerror(errno));
+    if (st == LB_OK && rename(tmp, path) != 0)
+        st = lb_fail(err, LB_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     if (st != LB_OK) unlink(tmp);
     return st;
 }
@@ -147,11 +122,9 @@ void lb_file_last_line(const char *path, char *out, size_t cap) {
 }
 
 lb_status lb_file_check_writable(const char *option, const char *path, lb_err *err) {
-    /* the folder that takes the new file is the one of the file a link points to */
     char dir[4096];
-    lb_err why = {{0}};
-    if (follow_links(path, dir, sizeof dir, &why) != LB_OK)
-        return lb_fail(err, LB_ERR_USAGE, "%s %s: %s", option, path, why.msg);
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+        return lb_fail(err, LB_ERR_USAGE, "%s %s: the path is too long", option, path);
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return lb_fail(err, LB_ERR_USAGE, "%s %s is a folder: give a file name", option, path);

@@ -7,8 +7,9 @@
  * LB_ERR_IO; one stopped by a signal is read on, or ends as LB_ERR_INTERRUPTED where the
  * signal was an interrupt (core/signals.h). Writing goes to a temporary file beside the
  * target, flushed to disk, then renamed over it: a full disk, a failed write or Ctrl-C
- * leaves the old file (or none), never a truncated one. A symbolic link is written through:
- * the file it points to is replaced, the link stays. Not here: mapping, streaming. */
+ * leaves the old file (or none), never a truncated one. A symbolic link at the path is
+ * replaced, not written through (a link planted in a shared folder cannot aim a write at
+ * another file). Not here: mapping, streaming. */
 #ifndef LB_CORE_FILE_H
 #define LB_CORE_FILE_H
 
@@ -23,9 +24,7 @@ lb_status lb_file_read(const char *path, char **buf, size_t *n, lb_err *err);
 
 /* Writes path through write(out, ctx, err) into a temporary file beside it, then fsync and
  * rename: on any failure (the callback's, a write error, a full disk) path is untouched
- * and the temporary file removed. Where path is a symbolic link (or a chain of them), the
- * temporary file goes beside the file it ends at and replaces that one (created where the
- * link points nowhere yet); a loop of links is LB_ERR_IO. A file replaced keeps its
+ * and the temporary file removed. A file replaced keeps its
  * permissions; a new one gets those a new file would (0666 less the umask). A failure of
  * the file itself is LB_ERR_IO naming the path. */
 typedef lb_status (*lb_file_writer)(FILE *out, void *ctx, lb_err *err);
@@ -39,8 +38,7 @@ lb_status lb_file_write_atomic(const char *path, const char *data, size_t len, l
 void lb_file_last_line(const char *path, char *out, size_t cap);
 
 /* Before a long job whose end writes path (as lb_file_write_atomic does: a new file beside
- * it, renamed over it): path is not a folder, and its folder (for a link, that of the file
- * it points to) exists and takes new files.
+ * it, renamed over it): path is not a folder, and its folder exists and takes new files.
  * LB_ERR_USAGE naming `option` (such as "--save-params") and path otherwise. */
 lb_status lb_file_check_writable(const char *option, const char *path, lb_err *err);
 
