@@ -464,14 +464,16 @@ test_cli_results_show_escapes_control_characters_in_config_and_provenance(void *
     lb_result_set_metric(r, "evil\x1b[31m", 1.0, "u\x1b");
     lb_series *ser = lb_result_series(r, "s\x1b[0m", "ms\x1b");
     lb_result_series_push(ser, 1.0);
+    json_array_append_new(r->tags, json_string("tag\x7f"));
     int64_t id = lb_test_store_ok(db, r);
     assert_true(id > 0);
     char id_text[24];
     snprintf(id_text, sizeof id_text, "%lld", (long long)id);
     assert_int_equal(run((const char *[]){"results", "show", id_text, NULL}), 0);
-    if (strpbrk(out, "\x1b\x07\r") != NULL) fail_msg("stdout: %s", out);
-    const char *want[] = {"data\\x1b[1m",        "x\\x1b[2Jy",    "node\\r\\x1b[K", "H100\\x1b[8m",
-                          " \\x1b]0;title\\x07", "evil\\x1b[31m", "s\\x1b[0m"};
+    if (strpbrk(out, "\x1b\x07\r\x7f") != NULL) fail_msg("stdout: %s", out);
+    const char *want[] = {"data\\x1b[1m", "x\\x1b[2Jy",          "node\\r\\x1b[K",
+                          "H100\\x1b[8m", " \\x1b]0;title\\x07", "evil\\x1b[31m",
+                          "s\\x1b[0m",    "[\"tag\\x7f\"]"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (strstr(out, want[i]) == NULL) fail_msg("stdout lacks %s: %s", want[i], out);
 }
@@ -773,6 +775,32 @@ static void test_cli_results_import_of_an_export_moves_its_runs_once(void **stat
     lb_store_close(s);
 }
 
+/* A database whose path is not UTF-8 (a Latin-1 folder name): list --json and import
+ * --json print a whole document, the path's odd byte as '?'. */
+static void test_cli_results_json_names_a_database_path_that_is_not_utf8(void **state) {
+    (void)state;
+    char latin[320];
+    snprintf(latin, sizeof latin, "%s/r\xe9sults.db", dir);
+    assert_int_equal(rename(db, latin), 0);
+    char want[320];
+    snprintf(want, sizeof want, "%s/r?sults.db", dir);
+    assert_int_equal(run((const char *[]){"results", "list", "--json", "--db", latin, NULL}), 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    if (doc == NULL) fail_msg("not JSON: '%s'", out);
+    assert_string_equal(json_string_value(json_object_get(doc, "db")), want);
+    assert_int_equal(json_array_size(json_object_get(doc, "runs")), 2);
+    json_decref(doc);
+    char path[320];
+    write_result_file("kept.json", 0, path, sizeof path);
+    assert_int_equal(
+        run((const char *[]){"results", "import", path, "--json", "--db", latin, NULL}), 0);
+    doc = json_loads(out, 0, NULL);
+    if (doc == NULL) fail_msg("not JSON: '%s'", out);
+    assert_string_equal(json_string_value(json_object_get(doc, "db")), want);
+    assert_true(json_is_true(json_object_get(doc, "stored")));
+    json_decref(doc);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -807,6 +835,7 @@ int main(void) {
         T(test_cli_results_import_of_a_run_without_its_times_exits_2),
         T(test_cli_results_imports_at_once_store_the_result_once),
         T(test_cli_results_import_of_an_export_moves_its_runs_once),
+        T(test_cli_results_json_names_a_database_path_that_is_not_utf8),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* test_core.c: the utilities under every command: child processes, wall-clock times in
- * ISO form, whole files in and out, log lines around the progress line and the metrics
- * exposition text. */
+ * ISO form, whole files in and out, log lines around the progress line, the metrics
+ * exposition text, the random generator's gamma draws and the result's metric and series
+ * names. */
 /* cmocka.h needs these four first. */
 /* clang-format off */
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -25,6 +27,8 @@
 #include "core/metrics_text.h"
 #include "core/proc.h"
 #include "core/progress.h"
+#include "core/result.h"
+#include "core/rng.h"
 #include "core/signals.h"
 #include "test_util.h"
 
@@ -385,6 +389,62 @@ static void test_metrics_histogram_sum_not_finite_is_spelt_as_the_format_wants(v
     free(text);
 }
 
+/* A shape with no gamma distribution (NaN, not positive, infinite) is NaN at once with
+ * nothing drawn: a huge negative shape (or -inf) recursed until the stack ran out, -0.5
+ * gave a positive draw and 0 gave 0. A valid shape keeps its mean. */
+static void test_rng_gamma_of_a_shape_with_no_distribution_is_nan(void **state) {
+    (void)state;
+    const double bad[] = {NAN, 0.0, -0.5, -1e18, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        lb_rng rng, before;
+        lb_rng_seed(&rng, 7);
+        before = rng;
+        double v = lb_rng_gamma(&rng, bad[i]);
+        if (!isnan(v)) fail_msg("shape %g gave %g, not NaN", bad[i], v);
+        assert_memory_equal(&rng, &before, sizeof rng);
+    }
+    lb_rng rng;
+    lb_rng_seed(&rng, 7);
+    const double shapes[] = {0.25, 2.5};
+    for (size_t k = 0; k < 2; k++) {
+        double sum = 0;
+        for (int i = 0; i < 20000; i++)
+            sum += lb_rng_gamma(&rng, shapes[k]);
+        assert_float_equal(sum / 20000, shapes[k], 0.05 * (1 + shapes[k]));
+    }
+}
+
+/* A metric or series name longer than a stored name (or not UTF-8) is stored cut (or
+ * repaired); given again, the same name finds that entry instead of adding a second one. */
+static void test_result_a_name_stored_cut_is_found_again(void **state) {
+    (void)state;
+    char name[LB_NAME_BYTES + 40];
+    memset(name, 'm', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    const char *latin1 = "lat\xe9ncia";
+    lb_result *r = lb_result_new("load", "names");
+    assert_non_null(r);
+    assert_int_equal(lb_result_set_metric(r, name, 1.0, "s"), LB_OK);
+    assert_int_equal(lb_result_set_metric(r, name, 2.0, "ms"), LB_OK);
+    assert_int_equal(lb_result_set_metric(r, latin1, 3.0, "s"), LB_OK);
+    assert_int_equal(lb_result_set_metric(r, latin1, 4.0, "s"), LB_OK);
+    assert_int_equal(r->n_metrics, 2);
+    assert_int_equal(strlen(r->metrics[0].name), LB_NAME_BYTES - 1);
+    assert_string_equal(r->metrics[0].unit, "ms");
+    assert_float_equal(lb_result_metric(r, name), 2.0, 0);
+    assert_string_equal(r->metrics[1].name, "lat?ncia");
+    assert_float_equal(lb_result_metric(r, latin1), 4.0, 0);
+    lb_series *s = lb_result_series(r, name, "s");
+    assert_non_null(s);
+    assert_int_equal(lb_result_series_push(s, 5.0), LB_OK);
+    assert_ptr_equal(lb_result_series(r, name, "s"), s);
+    assert_int_equal(r->n_series, 1);
+    const lb_series *found = lb_result_find_series(r, name);
+    assert_ptr_equal(found, s);
+    assert_int_equal(found->n, 1);
+    lb_result_free(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proc_a_program_that_cannot_start_is_an_error_with_the_reason),
@@ -402,6 +462,8 @@ int main(void) {
         cmocka_unit_test(test_log_line_clears_the_live_progress_line_and_draws_it_again),
         cmocka_unit_test(test_metrics_histogram_numbers_read_back_as_the_same_double),
         cmocka_unit_test(test_metrics_histogram_sum_not_finite_is_spelt_as_the_format_wants),
+        cmocka_unit_test(test_rng_gamma_of_a_shape_with_no_distribution_is_nan),
+        cmocka_unit_test(test_result_a_name_stored_cut_is_found_again),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,6 +6,7 @@
  * part is skipped and says so; the files are still checked. */
 #include <dirent.h>
 #include <jansson.h>
+#include <math.h>
 #include <regex.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,10 @@
 
 #include <cmocka.h>
 
+#include "core/signals.h"
+#include "core/utf8text.h"
+#include "history/select.h"
+#include "report/report.h"
 #include "report/svg.h"
 #include "store/store.h"
 #include "test_util.h"
@@ -610,6 +615,216 @@ static void test_report_chart_with_control_characters_is_xml(void **state) {
     free(svg);
 }
 
+/* The text of each tick label of the chart in svg whose <text> carries anchor (the y axis'
+ * "end", the x axis' "middle"): up to cap labels into labels. Returns their number. */
+static size_t tick_labels(const char *svg, const char *anchor, char labels[][32], size_t cap) {
+    char needle[64];
+    snprintf(needle, sizeof needle, "text-anchor=\"%s\">", anchor);
+    size_t n = 0;
+    for (const char *p = svg; (p = strstr(p, needle)) != NULL && n < cap; p++) {
+        const char *t = p + strlen(needle), *end = strchr(t, '<');
+        if (end - t < 32) snprintf(labels[n++], 32, "%.*s", (int)(end - t), t);
+    }
+    return n;
+}
+
+/* Ticks a few hundred apart on values near 1.2 million, and x ticks that step across zero:
+ * each tick label differs from the others (not five times "1.2e+06"), and the tick at zero
+ * reads 0, not a rounding error such as -2.78e-17. */
+static void test_report_tick_labels_tell_ticks_apart(void **state) {
+    (void)state;
+    static char svg[1 << 16];
+    double x[] = {-0.3, 0.3}, y[] = {1200000.0, 1200400.0};
+    const lb_svg_line line = {"near", x, y, 2};
+    draw_lines(svg, sizeof svg, &line);
+    char labels[16][32];
+    const char *anchors[] = {"end", "middle"};
+    for (size_t a = 0; a < 2; a++) {
+        size_t n = tick_labels(svg, anchors[a], labels, 16);
+        if (a == 1) n--; /* the x axis' own label */
+        assert_true(n >= 3);
+        for (size_t i = 0; i < n; i++) {
+            if (strchr(labels[i], 'e') != NULL && strstr(labels[i], "e+06") == NULL)
+                fail_msg("tick label '%s': %s", labels[i], svg);
+            for (size_t j = 0; j < i; j++)
+                if (strcmp(labels[i], labels[j]) == 0)
+                    fail_msg("two ticks labelled '%s': %s", labels[i], svg);
+        }
+    }
+    assert_non_null(strstr(svg, "text-anchor=\"middle\">0</text>"));
+}
+
+/* A bar of a negative value hangs from the zero line (SVG has no negative height: a
+ * browser draws no such bar and logs an error), and a positive one stands on it. */
+static void test_report_negative_bar_hangs_below_zero(void **state) {
+    (void)state;
+    char *svg = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&svg, &len);
+    assert_non_null(f);
+    const char *labels[] = {"down", "up"};
+    const double v[] = {-5.0, 10.0}, lo[] = {-6.0, 9.0}, hi[] = {-4.0, 11.0};
+    lb_svg_bars(f, "t", "y", labels, v, lo, hi, 2);
+    assert_int_equal(fclose(f), 0);
+    assert_null(strstr(svg, "height=\"-"));
+    double y[2], h[2];
+    const char *p = svg;
+    for (size_t i = 0; i < 2; i++) {
+        p = strstr(p, "<rect class=\"bar\"");
+        assert_non_null(p);
+        assert_int_equal(sscanf(p,
+                                "<rect class=\"bar\" x=\"%*f\" y=\"%lf\" width=\"%*f\" "
+                                "height=\"%lf\"",
+                                y + i, h + i),
+                         2);
+        p++;
+    }
+    assert_true(fabs(y[0] - (y[1] + h[1])) < 0.11); /* down starts where up ends: zero */
+    assert_true(fabs(h[0] * 2 - h[1]) < 0.11);
+    assert_true(y[0] + h[0] < 340 - 76); /* above the chart's bottom edge */
+}
+
+/* A line of one point (one timed step, one query) shows a dot, which its polyline alone
+ * does not, in the middle of the x axis; a value of 0 gets an axis around it of round
+ * ticks, not of +-1e-09. */
+static void test_report_line_of_one_point_shows_a_dot(void **state) {
+    (void)state;
+    static char svg[1 << 16];
+    double x[] = {0.0}, y[] = {0.0};
+    const lb_svg_line line = {"one", x, y, 1};
+    draw_lines(svg, sizeof svg, &line);
+    assert_int_equal(count(svg, "class=\"point\""), 1);
+    double cx = 0;
+    assert_int_equal(sscanf(strstr(svg, "class=\"point\""), "class=\"point\" cx=\"%lf\"", &cx), 1);
+    assert_true(fabs(cx - (78 + (760 - 78 - 24) / 2.0)) < 0.11);
+    assert_null(strstr(svg, "e-09"));
+    double two_x[] = {0.0, 1.0}, two_y[] = {1.0, 2.0};
+    const lb_svg_line two = {"two", two_x, two_y, 2};
+    draw_lines(svg, sizeof svg, &two);
+    assert_int_equal(count(svg, "class=\"point\""), 0);
+}
+
+/* A label that is not UTF-8 (a Latin-1 name, a name cut inside a character) leaves the
+ * chart well-formed XML: each byte that starts no character is '?', whole characters stay. */
+static void test_report_chart_text_is_utf8(void **state) {
+    (void)state;
+    char *svg = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&svg, &len);
+    assert_non_null(f);
+    const char *labels[] = {"caf\xe9 \xe6\xa8\xa1\xe5\x9e"};
+    const double v[] = {1.0};
+    lb_svg_bars(f, "t", "y", labels, v, NULL, NULL, 1);
+    assert_int_equal(fclose(f), 0);
+    for (size_t i = 0; i < len;) {
+        int k = lb_utf8text_char_len(svg + i, len - i);
+        if (k <= 0) fail_msg("not UTF-8 at byte %zu: %s", i, svg + i);
+        i += (size_t)k;
+    }
+    assert_non_null(strstr(svg, ">caf? \xe6\xa8\xa1?\?</text>"));
+    free(svg);
+}
+
+/* A configuration of more than 256 repeats (a month of nightly runs through --since): its
+ * figures count every run, the last one's maximum included. */
+static void test_report_figures_count_every_repeat(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    static char ids[300 * 12];
+    snprintf(db, sizeof db, "%s/many.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/many", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    size_t len = 0;
+    for (int i = 0; i < 300; i++)
+        len += (size_t)snprintf(ids + len, sizeof ids - len, "%s%lld", i ? "," : "",
+                                (long long)store_train(db, "many", 1, 0, i == 299 ? 20.0 : 10.0));
+    int rc = run((const char *[]){"report", ids, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    if (strstr(md, " | 300 | 10 tok/s (10 tok/s - 20 tok/s) |") == NULL)
+        fail_msg("report.md: %s", md);
+    free(md);
+}
+
+/* A Ctrl-C while the report is made (the history of a large database takes a while) stops
+ * it: LB_ERR_INTERRUPTED, the folder's earlier report as it was, no staging folder left. */
+static void test_report_interrupted_leaves_the_earlier_report(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200], id[24];
+    snprintf(db, sizeof db, "%s/intr.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/intr", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    snprintf(id, sizeof id, "%lld", (long long)store_train(db, "intr", 1, 0, 10.0));
+    int rc = run((const char *[]){"report", id, "--out", dir, "--db", db, "--title", "old", NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *old_md = lb_test_read_file(md_path, NULL);
+    assert_non_null(old_md);
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    lb_run_set set = {0};
+    assert_int_equal(lb_store_open_read(db, &s, &e), LB_OK);
+    assert_int_equal(lb_select_runs(s, id, &set, &e), LB_OK);
+    lb_report_params p = lb_report_default_params();
+    p.out_dir = dir;
+    p.title = "new";
+    char html[256] = "";
+    lb_signals_raise(SIGINT);
+    lb_status st = lb_report_write(s, &set, &p, html, sizeof html, &e);
+    lb_signals_reset();
+    lb_select_free(&set);
+    lb_store_close(s);
+    assert_int_equal(st, LB_ERR_INTERRUPTED);
+    assert_non_null(strstr(e.msg, "interrupted"));
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    assert_string_equal(md, old_md);
+    free(md), free(old_md);
+    assert_no_staging_folder(dir);
+}
+
+/* Runs that failed or were interrupted, named by id: the finding says which and how they
+ * ended, and the provenance table gives each run's status. */
+static void test_report_names_the_runs_that_did_not_end_ok(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200], ids[80], want[160];
+    snprintf(db, sizeof db, "%s/failed.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/failed", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    long long ok = (long long)store_train(db, "good", 1, 0, 10.0), bad[2];
+    const lb_run_status ends[] = {LB_RUN_FAILED, LB_RUN_INTERRUPTED};
+    for (size_t i = 0; i < 2; i++) {
+        lb_result *r = lb_result_new("train", "bad");
+        lb_result_set_metric(r, "tokens_per_s", 5.0, "tok/s");
+        lb_store *s = NULL;
+        lb_err e = {{0}};
+        int64_t id = -1;
+        assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+        assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+        r->status = ends[i];
+        assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+        lb_result_free(r);
+        lb_store_close(s);
+        bad[i] = (long long)id;
+    }
+    snprintf(ids, sizeof ids, "%lld", ok);
+    char one[24], two[24];
+    snprintf(one, sizeof one, "%lld", bad[0]);
+    snprintf(two, sizeof two, "%lld", bad[1]);
+    int rc = run((const char *[]){"report", ids, one, two, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    snprintf(want, sizeof want, "- 2 of 3 runs did not end ok (run %lld failed, %lld interrupted)",
+             bad[0], bad[1]);
+    if (strstr(md, want) == NULL) fail_msg("report.md lacks '%s': %s", want, md);
+    snprintf(want, sizeof want, "\n| %lld | train | bad | failed | ", bad[0]);
+    if (strstr(md, want) == NULL) fail_msg("report.md lacks '%s': %s", want, md);
+    snprintf(want, sizeof want, "\n| %lld | train | good | ok | ", ok);
+    if (strstr(md, want) == NULL) fail_msg("report.md lacks '%s': %s", want, md);
+    free(md);
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -629,6 +844,13 @@ int main(void) {
         cmocka_unit_test(test_report_of_two_sweeps_names_cells_by_sweep),
         cmocka_unit_test(test_report_refuses_a_folder_in_place_of_its_page),
         cmocka_unit_test(test_report_replaced_page_keeps_its_mode),
+        cmocka_unit_test(test_report_tick_labels_tell_ticks_apart),
+        cmocka_unit_test(test_report_negative_bar_hangs_below_zero),
+        cmocka_unit_test(test_report_line_of_one_point_shows_a_dot),
+        cmocka_unit_test(test_report_chart_text_is_utf8),
+        cmocka_unit_test(test_report_figures_count_every_repeat),
+        cmocka_unit_test(test_report_interrupted_leaves_the_earlier_report),
+        cmocka_unit_test(test_report_names_the_runs_that_did_not_end_ok),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

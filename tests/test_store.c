@@ -303,6 +303,18 @@ static void test_store_newer_schema_is_refused(void **state) {
     assert_non_null(strstr(err.msg, f->db));
 }
 
+/* journal_mode of the database at path, as SQLite reports it. */
+static void expect_journal_mode(const char *path, const char *want) {
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), want);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
 static void test_store_old_schema_is_migrated(void **state) {
     fixture *f = *state;
     lb_store_close(f->store);
@@ -321,11 +333,8 @@ static void test_store_old_schema_is_migrated(void **state) {
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(st, 0), LB_STORE_SCHEMA_VERSION);
     sqlite3_finalize(st);
-    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
-    sqlite3_finalize(st);
     sqlite3_close(db);
+    expect_journal_mode(path, "wal");
 }
 
 static void test_store_rejects_a_file_that_is_not_a_database(void **state) {
@@ -338,6 +347,39 @@ static void test_store_rejects_a_file_that_is_not_a_database(void **state) {
     assert_int_equal(lb_store_open(path, &s, &err), LB_ERR_DB);
     assert_null(s);
     assert_non_null(strstr(err.msg, path));
+}
+
+/* --db naming another program's SQLite file (schema version 0 with tables of its own): it
+ * is refused, and neither gets llmbench's tables nor is switched to WAL. */
+static void test_store_another_program_s_database_is_refused_untouched(void **state) {
+    fixture *f = *state;
+    char path[320];
+    snprintf(path, sizeof path, "%s/places.sqlite", f->dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE TABLE bookmarks (url TEXT);"
+                                  "INSERT INTO bookmarks VALUES ('https://example.org/')",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    lb_err err = {{0}};
+    lb_store *s = NULL;
+    assert_int_equal(lb_store_open(path, &s, &err), LB_ERR_DB);
+    assert_null(s);
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "not an llmbench results database"));
+    assert_non_null(strstr(err.msg, "--db"));
+    expect_journal_mode(path, "delete");
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT group_concat(name) FROM sqlite_master", -1, &st, NULL),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "bookmarks");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
 }
 
 static void test_store_path_follows_db_env_then_xdg_then_home(void **state) {
@@ -642,6 +684,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_store_old_schema_is_migrated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_rejects_a_file_that_is_not_a_database, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_store_another_program_s_database_is_refused_untouched,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_path_follows_db_env_then_xdg_then_home, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_json_export_round_trips, setup, teardown),

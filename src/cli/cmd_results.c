@@ -1,4 +1,5 @@
-/* cmd_results.c: `llmbench results list|show|export`: read the results store.
+/* cmd_results.c: `llmbench results list|show|export|import`: read the results store, and add
+ * results exported elsewhere.
  *
  * list: stored runs, newest first, filtered by kind and status. show ID: one run's
  * config, provenance summary, metrics and series (names and sample counts; the samples
@@ -25,6 +26,7 @@
 #include "cli/output.h"
 #include "core/clock.h"
 #include "core/file.h"
+#include "core/utf8text.h"
 #include "history/bench.h"
 #include "history/openmetrics.h"
 #include "store/store.h"
@@ -100,6 +102,15 @@ static json_t *json_time(double wall_s) {
     return isnan(wall_s) ? json_null() : json_real(wall_s);
 }
 
+/* The database's path as a JSON string. A path is bytes and JSON text is UTF-8 (jansson
+ * makes no string of other bytes, and the document holding it would not be printed at
+ * all): each byte that starts no UTF-8 character reads '?', as in stored names. */
+static json_t *json_db_path(const lb_store *s) {
+    char path[LB_STORE_PATH_BYTES];
+    snprintf(path, sizeof path, "%s", lb_store_path(s));
+    return json_string(lb_utf8text_repair(path));
+}
+
 static lb_status open_store(const char *command, const lb_cli_common *common, lb_store **s,
                             int *exit_code) {
     lb_err err = {{0}};
@@ -128,7 +139,7 @@ static void print_list_json(const lb_store *s, const lb_store_run_info *runs, si
                            runs[i].failure, "start_wall_s", json_time(runs[i].start_wall_s),
                            "end_wall_s", json_time(runs[i].end_wall_s), "n_samples",
                            (json_int_t)runs[i].n_samples, "tags", tags_json(runs[i].tags)));
-    json_t *doc = json_pack("{s:s, s:o, s:b}", "db", lb_store_path(s), "runs", arr, "more", more);
+    json_t *doc = json_pack("{s:o, s:o, s:b}", "db", json_db_path(s), "runs", arr, "more", more);
     json_dumpf(doc, stdout, JSON_INDENT(2));
     printf("\n");
     json_decref(doc);
@@ -287,8 +298,10 @@ static void print_show_text(int64_t id, const lb_result *r) {
         printf("  %-20s %s\n", "failure", printable(r->failure, failure, sizeof failure));
     printf("  %-20s %s\n  %-20s %s\n  %-20s %s\n", "started", start, "ended", end, "duration",
            duration);
-    char *tags = json_dumps(r->tags, JSON_COMPACT);
-    printf("  %-20s %s\n", "tags", tags ? tags : "[]");
+    char *tags = json_dumps(r->tags, JSON_COMPACT); /* escapes all control characters but DEL */
+    printf("  %-20s ", "tags");
+    put_printable(tags ? tags : "[]");
+    printf("\n");
     free(tags);
 
     printf("config:\n");
@@ -672,7 +685,7 @@ static int results_import(int argc, char **argv) {
         json_t *doc = report;
         if (!is_array) {
             doc = json_array_get(report, 0);
-            json_object_set_new(doc, "db", json_string(lb_store_path(s)));
+            json_object_set_new(doc, "db", json_db_path(s));
         }
         json_dumpf(doc, stdout, JSON_INDENT(2));
         printf("\n");

@@ -148,8 +148,9 @@ static json_t *recorded_env(void) {
         if (!lb_provenance_env_is_recorded(name)) continue;
         char value[4096];
         lb_provenance_mask_url(eq + 1, value, sizeof value);
-        json_object_set_new(env, name,
-                            json_string(lb_provenance_env_is_secret(name) ? "***" : value));
+        /* a name or value that is not UTF-8 would be left out: JSON holds no such string */
+        const char *kept = lb_provenance_env_is_secret(name) ? "***" : lb_utf8text_repair(value);
+        json_object_set_new(env, lb_utf8text_repair(name), json_string(kept));
     }
     return env;
 }
@@ -158,19 +159,20 @@ json_t *lb_provenance_collect(int argc, char **argv) {
     json_t *p = json_object();
     char host[256] = "unknown";
     gethostname(host, sizeof host - 1);
-    json_object_set_new(p, "hostname", json_string(host));
+    /* what the host says of itself is not always UTF-8, and jansson makes no string of it */
+    json_object_set_new(p, "hostname", json_string(lb_utf8text_repair(host)));
 
     char os[256] = "unknown";
     read_keyed_line("/etc/os-release", "PRETTY_NAME", '=', os, sizeof os);
-    json_object_set_new(p, "os", json_string(os));
+    json_object_set_new(p, "os", json_string(lb_utf8text_repair(os)));
     struct utsname u;
     if (uname(&u) == 0) {
-        json_object_set_new(p, "kernel", json_string(u.release));
-        json_object_set_new(p, "arch", json_string(u.machine));
+        json_object_set_new(p, "kernel", json_string(lb_utf8text_repair(u.release)));
+        json_object_set_new(p, "arch", json_string(lb_utf8text_repair(u.machine)));
     }
     char cpu[256] = "unknown";
     read_keyed_line("/proc/cpuinfo", "model name", ':', cpu, sizeof cpu);
-    json_object_set_new(p, "cpu_model", json_string(cpu));
+    json_object_set_new(p, "cpu_model", json_string(lb_utf8text_repair(cpu)));
     json_object_set_new(p, "cpu_cores", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
     json_object_set_new(p, "host_mem_bytes", json_integer(lb_provenance_host_mem_bytes()));
     json_object_set_new(p, "llmbench_version", json_string(lb_version_string));

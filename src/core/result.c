@@ -51,9 +51,13 @@ void lb_result_free(lb_result *r) {
     free(r);
 }
 
+/* Metrics and series are looked up by the name as stored (cut and repaired as copy_name
+ * makes it), so that the same name given twice finds what it stored the first time. */
 lb_status lb_result_set_metric(lb_result *r, const char *name, double value, const char *unit) {
+    char key[LB_NAME_BYTES];
+    copy_name(key, sizeof key, name);
     for (size_t i = 0; i < r->n_metrics; i++) {
-        if (strcmp(r->metrics[i].name, name) == 0) {
+        if (strcmp(r->metrics[i].name, key) == 0) {
             r->metrics[i].value = value;
             copy_name(r->metrics[i].unit, LB_UNIT_BYTES, unit);
             return LB_OK;
@@ -74,14 +78,18 @@ lb_status lb_result_set_metric(lb_result *r, const char *name, double value, con
 }
 
 double lb_result_metric(const lb_result *r, const char *name) {
+    char key[LB_NAME_BYTES];
+    copy_name(key, sizeof key, name);
     for (size_t i = 0; i < r->n_metrics; i++)
-        if (strcmp(r->metrics[i].name, name) == 0) return r->metrics[i].value;
+        if (strcmp(r->metrics[i].name, key) == 0) return r->metrics[i].value;
     return NAN;
 }
 
 const lb_series *lb_result_find_series(const lb_result *r, const char *name) {
+    char key[LB_NAME_BYTES];
+    copy_name(key, sizeof key, name);
     for (size_t i = 0; i < r->n_series; i++)
-        if (strcmp(r->series[i].name, name) == 0) return &r->series[i];
+        if (strcmp(r->series[i].name, key) == 0) return &r->series[i];
     return NULL;
 }
 

@@ -63,6 +63,11 @@ void lb_result_free(lb_result *r);
 /* Appends the len bytes at tag to r's tags, made UTF-8 as names are. LB_ERR_NOMEM. */
 lb_status lb_result_add_tag(lb_result *r, const char *tag, size_t len);
 
+/* Metric and series names (and units) are stored as kind and name are: cut to fit
+ * LB_NAME_BYTES (LB_UNIT_BYTES) between characters and made UTF-8. Every lookup below cuts
+ * and repairs the name it is given the same way, so a name finds what it stored even when
+ * it was cut, and names that agree up to the cut are one metric or series. */
+
 /* Adds or replaces a summary metric. */
 lb_status lb_result_set_metric(lb_result *r, const char *name, double value, const char *unit);
 /* The metric's value, or NaN when absent. */

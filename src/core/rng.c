@@ -55,6 +55,7 @@ double lb_rng_normal(lb_rng *rng) {
 }
 
 double lb_rng_gamma(lb_rng *rng, double shape) {
+    if (!(shape > 0) || isinf(shape)) return NAN; /* no such distribution: nothing is drawn */
     if (shape < 1.0) {
         double u = lb_rng_uniform(rng);
         return lb_rng_gamma(rng, shape + 1.0) * pow(u > 0 ? u : 0x1.0p-53, 1.0 / shape);

@@ -16,7 +16,8 @@ double lb_rng_uniform(lb_rng *rng);             /* [0,1) */
 uint64_t lb_rng_below(lb_rng *rng, uint64_t n); /* [0,n), unbiased */
 double lb_rng_normal(lb_rng *rng);              /* standard normal (Box-Muller) */
 /* Gamma(shape, 1) (Marsaglia and Tsang; shape < 1 through Gamma(shape + 1) U^(1/shape)):
- * mean shape, variance shape. */
+ * mean shape, variance shape. A shape that is not a positive finite number (0, negative,
+ * infinite, NaN) has no such distribution: NaN, and rng is left as it was. */
 double lb_rng_gamma(lb_rng *rng, double shape);
 
 #endif

@@ -19,6 +19,7 @@
 
 #include "core/clock.h"
 #include "core/file.h"
+#include "core/signals.h"
 #include "core/stats.h"
 #include "history/bench.h"
 #include "history/history.h"
@@ -111,16 +112,18 @@ typedef struct {
 
 static gstat group_stat(const lb_run_group *g, const char *metric) {
     gstat s = {NAN, NAN, NAN, NAN, 0, ""};
-    double v[256];
-    for (size_t i = 0; i < g->n && s.n < 256; i++) {
+    double *v = malloc((g->n ? g->n : 1) * sizeof *v);
+    for (size_t i = 0; v != NULL && i < g->n; i++) {
         double x = lb_result_metric(g->runs[i], metric);
         if (!isfinite(x)) continue;
         v[s.n++] = x;
         s.unit = metric_unit(g->runs[i], metric);
     }
-    if (s.n == 0) return s;
-    lb_stats_summary sum = lb_stats_summarize(v, s.n);
-    s.median = sum.median, s.min = sum.min, s.max = sum.max, s.std = sum.std;
+    if (s.n > 0) {
+        lb_stats_summary sum = lb_stats_summarize(v, s.n);
+        s.median = sum.median, s.min = sum.min, s.max = sum.max, s.std = sum.std;
+    }
+    free(v);
     return s;
 }
 
@@ -681,7 +684,7 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
         if (!dup) snprintf(keys[n_keys++], 13, "%s", key);
     }
     size_t regressions = 0, shown = 0;
-    for (size_t k = 0; k < n_keys && d->st == LB_OK; k++) {
+    for (size_t k = 0; k < n_keys && d->st == LB_OK && !lb_signals_interrupted(); k++) {
         lb_history_bench bench;
         lb_history_point *pts = NULL;
         size_t n = 0;
@@ -740,11 +743,12 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
 }
 
 static void provenance_table(doc *d, const lb_run_set *set) {
-    fputs("<table><tr><th>run</th><th>kind</th><th>name</th><th>started (UTC)</th><th>host</th>"
-          "<th>CPU</th><th>GPUs</th><th>llmbench</th><th>command</th></tr>\n",
-          d->html);
-    fputs("| run | kind | name | started (UTC) | host | GPUs | llmbench | command |\n"
-          "|---|---|---|---|---|---|---|---|\n",
+    fputs(
+        "<table><tr><th>run</th><th>kind</th><th>name</th><th>status</th><th>started "
+        "(UTC)</th><th>host</th><th>CPU</th><th>GPUs</th><th>llmbench</th><th>command</th></tr>\n",
+        d->html);
+    fputs("| run | kind | name | status | started (UTC) | host | GPUs | llmbench | command |\n"
+          "|---|---|---|---|---|---|---|---|---|\n",
           d->md);
     for (size_t g = 0; g < set->n_groups; g++)
         for (size_t i = 0; i < set->groups[g].n; i++) {
@@ -767,15 +771,22 @@ static void provenance_table(doc *d, const lb_run_set *set) {
             snprintf(ver, sizeof ver, "%s %s", version ? version : "?", commit ? commit : "");
             const char *host = json_string_value(json_object_get(p, "hostname"));
             const char *cpu = json_string_value(json_object_get(p, "cpu_model"));
-            const char *cells[] = {r->kind,         r->name, when, host ? host : "?",
-                                   cpu ? cpu : "?", gpus,    ver,  cmd};
+            const char *cells[] = {r->kind,
+                                   r->name,
+                                   lb_result_status_name(r->status),
+                                   when,
+                                   host ? host : "?",
+                                   cpu ? cpu : "?",
+                                   gpus,
+                                   ver,
+                                   cmd};
             fprintf(d->html, "<tr><td>%lld</td>", (long long)set->groups[g].ids[i]);
             fprintf(d->md, "| %lld |", (long long)set->groups[g].ids[i]);
             for (size_t c = 0; c < sizeof cells / sizeof cells[0]; c++) {
-                fputs(c == 7 ? "<td><code>" : "<td>", d->html);
+                fputs(c == 8 ? "<td><code>" : "<td>", d->html);
                 esc(d->html, cells[c]);
-                fputs(c == 7 ? "</code></td>" : "</td>", d->html);
-                if (c == 4) continue; /* the CPU model: the page only */
+                fputs(c == 8 ? "</code></td>" : "</td>", d->html);
+                if (c == 5) continue; /* the CPU model: the page only */
                 fputs(" ", d->md);
                 md_text(d->md, cells[c]);
                 fputs(" |", d->md);
@@ -908,11 +919,23 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
     history_charts(&d, s, set, p->threshold_pct);
     section(&d, "Provenance");
     provenance_table(&d, set);
-    size_t failed = 0;
+    size_t failed = 0, len = 0;
+    char which[512] = ""; /* "12 failed, 14 interrupted" */
     for (size_t g = 0; g < set->n_groups; g++)
-        for (size_t i = 0; i < set->groups[g].n; i++)
-            failed += set->groups[g].runs[i]->status != LB_RUN_OK;
-    if (failed) finding(&d, "%zu of %zu runs did not end ok.", failed, n_runs);
+        for (size_t i = 0; i < set->groups[g].n; i++) {
+            lb_run_status rs = set->groups[g].runs[i]->status;
+            if (rs == LB_RUN_OK) continue;
+            if (len < sizeof which)
+                len += (size_t)snprintf(which + len, sizeof which - len, "%s%lld %s",
+                                        failed ? ", " : "", (long long)set->groups[g].ids[i],
+                                        lb_result_status_name(rs));
+            failed++;
+        }
+    if (failed)
+        finding(&d,
+                "%zu of %zu runs did not end ok (run %s); what they measured counts in the "
+                "tables and charts.",
+                failed, n_runs, which);
     fclose(d.html);
     fclose(d.md);
     fclose(d.find_html);
@@ -943,6 +966,9 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
     if (f) fclose(f);
     if (g) fclose(g);
     lb_status st = d.st;
+    if (st == LB_OK && lb_signals_interrupted())
+        st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted: no report written; %s is as it was",
+                     p->out_dir);
     if (st == LB_OK && (page == NULL || md == NULL))
         st = lb_fail(err, LB_ERR_NOMEM, "no memory for the report");
     if (st == LB_OK) st = write_in(stage, "report.md", md, md_len, err);

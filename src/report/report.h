@@ -11,13 +11,16 @@
  * Charts: the first key metric per configuration with the spread of repeats (bars with
  * min-max whiskers); loss and step time per step for training; TTFT and latency CDFs and
  * p99 TTFT/TPOT against QPS for load runs; GPU utilisation, power and device memory where
- * the runs measured them; throughput per GPU against GPU count where runs differ in it;
+ * the runs measured them; throughput per rank against the rank count (a train run's config
+ * "ranks") where runs differ in it;
  * each benchmark's history over time with its change points (history/history.h) marked.
  * A CDF is drawn through at most 500 quantiles and a series longer than 5,000 values
  * through every k-th one, so a page stays small. Every file is written whole into a staging
  * folder inside the output folder, then renamed into place, the page last: a report that
- * fails, or finds a folder where one of its files goes (refused before any file moves), leaves
- * the folder's earlier report as it was; a file replaced keeps its permissions. A configuration
+ * fails, is interrupted (SIGINT/SIGTERM: LB_ERR_INTERRUPTED), or finds a folder where one of
+ * its files goes (refused before any file moves), leaves the folder's earlier report as it
+ * was; a file replaced keeps its permissions. Runs that did not end ok are named with their
+ * status in a finding and in the provenance table. A configuration
  * whose runs are different benchmarks (history/bench.h) is named in a finding. Not here: choosing
  * the runs (the CLI), the GPU. */
 #ifndef LB_REPORT_REPORT_H

@@ -5,21 +5,34 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/utf8text.h"
+
 enum { W = 760, H = 340, ML = 78, MR = 24, MT = 34, MB = 76 };
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                       "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
 void lb_svg_escape(FILE *f, const char *text) {
-    for (const char *p = text ? text : ""; *p; p++) {
+    const char *p = text ? text : "";
+    for (size_t left = strlen(p); left > 0;) {
+        int len = lb_utf8text_char_len(p, left);
+        if (len > 1) { /* a character of several bytes, whole */
+            fwrite(p, 1, (size_t)len, f);
+            p += len, left -= (size_t)len;
+            continue;
+        }
         switch (*p) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
-        /* XML 1.0 has no form of the other control characters: chart-N.svg would not parse */
-        default: fputc((unsigned char)*p < 0x20 && strchr("\t\n\r", *p) == NULL ? '?' : *p, f);
+        /* XML 1.0 has no form of the other control characters, nor of bytes that start no
+         * UTF-8 character (a name cut inside one): chart-N.svg would not parse */
+        default:
+            fputc(len <= 0 || ((unsigned char)*p < 0x20 && strchr("\t\n\r", *p) == NULL) ? '?' : *p,
+                  f);
         }
+        p++, left--;
     }
 }
 
@@ -39,12 +52,21 @@ static double least_span(double lo, double hi) {
     return fmax(fabs(lo), fabs(hi)) * 1e-12;
 }
 
-static void fmt_num(char *buf, size_t cap, double v) {
+/* v with at least digits significant digits, three for a very large or small one, six
+ * otherwise. */
+static void fmt_num(char *buf, size_t cap, double v, int digits) {
     double a = fabs(v);
-    if (a != 0 && (a >= 1e6 || a < 1e-3))
-        snprintf(buf, cap, "%.3g", v);
-    else
-        snprintf(buf, cap, "%.6g", v);
+    int p = a != 0 && (a >= 1e6 || a < 1e-3) ? 3 : 6;
+    snprintf(buf, cap, "%.*g", p > digits ? p : digits, v);
+}
+
+/* The label of tick t of an axis whose ticks are step apart: digits enough to tell it from
+ * its neighbours (1200000 and 1200200 would both read 1.2e+06), and 0 for a tick that
+ * adding steps left one rounding off zero. */
+static void fmt_tick(char *buf, size_t cap, double t, double step) {
+    if (fabs(t) < step * 1e-9) t = 0.0;
+    double ratio = fabs(t) / step;
+    fmt_num(buf, cap, t, ratio > 1 && isfinite(ratio) ? (int)ceil(log10(ratio)) + 1 : 1);
 }
 
 static void open_chart(FILE *f, const char *kind, size_t n, const char *title) {
@@ -62,10 +84,11 @@ static void open_chart(FILE *f, const char *kind, size_t n, const char *title) {
 /* Horizontal grid lines and y tick labels over [lo, hi]. */
 static void y_axis(FILE *f, double lo, double hi, const char *label) {
     double step = tick_step(lo, hi);
-    for (double t = ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) {
+    double first = ceil(lo / step) * step, t;
+    for (int i = 0; (t = first + i * step) <= hi + step * 1e-9; i++) {
         double y = MT + (H - MT - MB) * (1.0 - (t - lo) / (hi - lo));
         char buf[32];
-        fmt_num(buf, sizeof buf, fabs(t) < step * 1e-9 ? 0.0 : t);
+        fmt_tick(buf, sizeof buf, t, step);
         fprintf(f,
                 "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                 "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
@@ -78,58 +101,62 @@ static void y_axis(FILE *f, double lo, double hi, const char *label) {
             MT, H - MB);
 }
 
+/* The bars stand on zero: the axis spans zero and every value and whisker end, so a
+ * negative value hangs below the zero line. */
 void lb_svg_bars(FILE *f, const char *title, const char *y_label, const char *const *labels,
                  const double *value, const double *lo, const double *hi, size_t n) {
-    double top = 0.0;
+    double bottom = 0.0, top = 0.0;
     for (size_t i = 0; i < n; i++) {
-        if (isfinite(value[i]) && value[i] > top) top = value[i];
-        if (hi && isfinite(hi[i]) && hi[i] > top) top = hi[i];
+        const double ends[] = {value[i], lo ? lo[i] : NAN, hi ? hi[i] : NAN};
+        for (size_t k = 0; k < 3; k++)
+            if (isfinite(ends[k])) bottom = fmin(bottom, ends[k]), top = fmax(top, ends[k]);
     }
-    if (!(top > 0)) top = 1.0;
-    top *= 1.08;
+    if (!(top > bottom)) top = 1.0;
+    top *= 1.08, bottom *= 1.08;
     open_chart(f, "bar", n, title);
-    y_axis(f, 0.0, top, y_label);
+    y_axis(f, bottom, top, y_label);
     double slot = (double)(W - ML - MR) / (double)(n ? n : 1);
     double bw = slot * 0.6 < 80 ? slot * 0.6 : 80;
+    double scale = (H - MT - MB) / (top - bottom), zero = H - MB + bottom * scale;
     for (size_t i = 0; i < n; i++) {
         double cx = ML + slot * ((double)i + 0.5);
-        double scale = (H - MT - MB) / top;
         if (isfinite(value[i])) {
-            double h = value[i] * scale;
+            double h = fabs(value[i]) * scale;
             char buf[32];
-            fmt_num(buf, sizeof buf, value[i]);
+            fmt_num(buf, sizeof buf, value[i], 0);
             fprintf(f,
                     "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
                     "fill=\"%s\"><title>",
-                    cx - bw / 2, H - MB - h, bw, h, palette[0]);
+                    cx - bw / 2, value[i] < 0 ? zero : zero - h, bw, h, palette[0]);
             lb_svg_escape(f, labels[i]);
             fprintf(f, ": %s</title></rect>\n", buf);
         }
-        if (lo && hi && isfinite(lo[i]) && isfinite(hi[i]))
+        if (lo && hi && isfinite(lo[i]) && isfinite(hi[i])) {
+            double y_lo = zero - lo[i] * scale, y_hi = zero - hi[i] * scale;
             fprintf(f,
                     "<path class=\"whisker\" d=\"M%.1f %.1fV%.1fM%.1f %.1fH%.1fM%.1f %.1fH%.1f\" "
                     "stroke=\"#222\" fill=\"none\"/>\n",
-                    cx, H - MB - lo[i] * scale, H - MB - hi[i] * scale, cx - 6,
-                    H - MB - lo[i] * scale, cx + 6, cx - 6, H - MB - hi[i] * scale, cx + 6);
+                    cx, y_lo, y_hi, cx - 6, y_lo, cx + 6, cx - 6, y_hi, cx + 6);
+        }
         fprintf(f,
                 "<text x=\"%.1f\" y=\"%d\" text-anchor=\"end\" transform=\"rotate(-25 %.1f %d)\">",
                 cx, H - MB + 16, cx, H - MB + 16);
         lb_svg_escape(f, labels[i]);
         fputs("</text>\n", f);
     }
-    fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#333\"/>\n</svg>\n", ML,
-            W - MR, H - MB, H - MB);
+    fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n</svg>\n", ML,
+            W - MR, zero, zero);
 }
 
 /* Dates on an axis of days or more, hours and minutes on a shorter one. */
-static void x_label_text(char *buf, size_t cap, double x, bool time_axis, bool days) {
+static void x_label_text(char *buf, size_t cap, double x, double step, bool time_axis, bool days) {
     if (time_axis) {
         time_t t = (time_t)x;
         struct tm tm;
         gmtime_r(&t, &tm);
         strftime(buf, cap, days ? "%Y-%m-%d" : "%H:%M:%S", &tm);
     } else {
-        fmt_num(buf, cap, x);
+        fmt_tick(buf, cap, x, step);
     }
 }
 
@@ -146,9 +173,12 @@ void lb_svg_lines(FILE *f, const char *title, const char *x_label, const char *y
             total++;
         }
     if (total == 0) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-    if (!(x1 - x0 > least_span(x0, x1))) x1 = x0 + fmax(1.0, fabs(x0) * 1e-6);
+    if (!(x1 - x0 > least_span(x0, x1))) { /* one x: in the middle */
+        double w = fmax(1.0, fabs(x0) * 1e-6);
+        x0 -= w / 2, x1 = x0 + w;
+    }
     double pad = (y1 - y0) * 0.08;
-    if (!(pad > least_span(y0, y1))) pad = fabs(y0) * 0.05 + 1e-9;
+    if (!(pad > least_span(y0, y1))) pad = y0 != 0 ? fabs(y0) * 0.05 : 1.0;
     y0 -= pad, y1 += pad;
     open_chart(f, "line", n_lines, title);
     y_axis(f, y0, y1, y_label);
@@ -157,9 +187,10 @@ void lb_svg_lines(FILE *f, const char *title, const char *x_label, const char *y
     double step = days        ? 86400.0 * ceil(tick_step(x0, x1) / 86400.0)
                   : x_is_time ? fmax(1.0, tick_step(x0, x1)) /* whole seconds */
                               : tick_step(x0, x1);
-    for (double t = ceil(x0 / step) * step; t <= x1 + step * 1e-9; t += step) {
+    double first = ceil(x0 / step) * step, t;
+    for (int i = 0; (t = first + i * step) <= x1 + step * 1e-9; i++) {
         char buf[32];
-        x_label_text(buf, sizeof buf, t, x_is_time, days);
+        x_label_text(buf, sizeof buf, t, step, x_is_time, days);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
                 ML + (t - x0) * sx, H - MB + 16, buf);
     }
@@ -192,6 +223,11 @@ void lb_svg_lines(FILE *f, const char *title, const char *x_label, const char *y
                 fprintf(f, "%.1f,%.1f ", ML + (lines[l].x[i] - x0) * sx,
                         H - MB - (lines[l].y[i] - y0) * sy);
         fputs("\"/>\n", f);
+        for (size_t i = 0; n == 1 && i < lines[l].n; i++) /* a line of one point draws none */
+            if (isfinite(lines[l].x[i]) && isfinite(lines[l].y[i]))
+                fprintf(f,
+                        "<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                        ML + (lines[l].x[i] - x0) * sx, H - MB - (lines[l].y[i] - y0) * sy, color);
         if (n_lines > 1) {
             fprintf(f, "<text x=\"%d\" y=\"%zu\" fill=\"%s\" text-anchor=\"end\">", W - MR - 4,
                     (size_t)MT + 14 + 14 * l, color);

@@ -249,6 +249,29 @@ static lb_status refuse_newer(const lb_store *s, int version, lb_err *err) {
                    s->path, version, lb_version_string, LB_STORE_SCHEMA_VERSION);
 }
 
+/* LB_ERR_DB when a file of schema version 0 holds tables or indexes: it is another
+ * program's SQLite database (a migration adds llmbench's tables and its version together),
+ * which gets no llmbench tables and keeps its journal mode. One statement, so the version
+ * and the schema are read from one snapshot while another process may be migrating. */
+static lb_status refuse_foreign(lb_store *s, lb_err *err) {
+    sqlite3_stmt *st;
+    LB_TRY(prepare(s,
+                   "SELECT user_version, (SELECT count(*) FROM sqlite_master) "
+                   "FROM pragma_user_version",
+                   &st, err));
+    int rc = sqlite3_step(st);
+    int version = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    int64_t n_objects = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) return db_fail(s, err, "cannot read the schema");
+    if (version != 0 || n_objects == 0) return LB_OK;
+    return lb_fail(err, LB_ERR_DB,
+                   "%s is not an llmbench results database: it is another program's SQLite "
+                   "database (%lld tables and indexes, schema version 0), and llmbench writes "
+                   "nothing into it (choose another file with --db)",
+                   s->path, (long long)n_objects);
+}
+
 /* Brings the schema to LB_STORE_SCHEMA_VERSION, one step per transaction. The version is
  * re-read under the write lock, so two processes opening an old file migrate it once. */
 static lb_status migrate(lb_store *s, lb_err *err) {
@@ -298,6 +321,7 @@ lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err) {
     int version = 0;
     st = read_user_version(s, &version, err);
     if (st == LB_OK && version > LB_STORE_SCHEMA_VERSION) st = refuse_newer(s, version, err);
+    if (st == LB_OK && version == 0) st = refuse_foreign(s, err);
     if (st == LB_OK)
         st = exec(s,
                   "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; "

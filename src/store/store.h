@@ -44,7 +44,9 @@ lb_status lb_store_resolve_path(const char *path_or_null, char *out, size_t out_
 lb_status lb_store_check_path(const char *path_or_null, lb_err *err);
 
 /* Opens (creating it and its parent folders when missing) and upgrades the database at
- * lb_store_resolve_path(path_or_null). *out is owned by the caller: lb_store_close. */
+ * lb_store_resolve_path(path_or_null). Another program's SQLite file (schema version 0
+ * with tables) is LB_ERR_DB naming the path, left as it was. *out is owned by the caller:
+ * lb_store_close. */
 lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err);
 /* Opens the database read-only, for commands that only read: nothing is created,
  * upgraded or written (no folders, no WAL switch), and a database left in WAL mode with
