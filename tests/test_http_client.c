@@ -265,6 +265,7 @@ typedef struct {
     int64_t first_ns;    /* first_ns - start_ns */
     int64_t reported_ns; /* on_done's call - done_ns */
     char text[64];       /* the kept text, when the client keeps it */
+    char reasoning[64];  /* the kept reasoning text, when the client keeps it */
 } stream_seen;
 
 static void stream_on_token(void *user, uint64_t tag, int64_t t_ns) {
@@ -283,6 +284,8 @@ static void stream_on_done(void *user, const lb_http_outcome *o) {
     s->first_ns = o->first_ns - o->start_ns;
     snprintf(s->text, sizeof s->text, "%.*s", o->text ? (int)o->text_len : 0,
              o->text ? o->text : "");
+    snprintf(s->reasoning, sizeof s->reasoning, "%.*s", o->reasoning ? (int)o->reasoning_len : 0,
+             o->reasoning ? o->reasoning : "");
     s->reported_ns = lb_clock_now_ns() - o->done_ns;
 }
 
@@ -569,7 +572,8 @@ static void serve_reasoning(int lfd) {
 
 /* A reasoning model's thinking is generated text: its first piece is the first token
  * (it used to be the answer's, REASONING_MS later) and every piece is heard and counted;
- * the kept text is the answer alone. */
+ * the kept text is the answer alone, the thinking kept beside it (for a tokenizer to count),
+ * afresh for each request. */
 static void test_http_reasoning_pieces_are_tokens_but_not_the_answer(void **state) {
     (void)state;
     int port = 0;
@@ -592,8 +596,13 @@ static void test_http_reasoning_pieces_are_tokens_but_not_the_answer(void **stat
     assert_int_equal(s.n_chunks, 4);
     assert_int_equal(s.completion_tokens, 4);
     assert_string_equal(s.text, "Paris.");
+    assert_string_equal(s.reasoning, "Hmm, yes");
     assert_true(s.latency_ns >= REASONING_MS * 1000000LL);
     assert_true(s.first_ns > 0 && s.first_ns < REASONING_MS * 1000000LL);
+    s = fetch_stream(c, &seen, base, "/v1/chat/completions");
+    if (s.error != LB_QERR_NONE) fail_msg("%s", s.detail);
+    assert_string_equal(s.text, "Paris.");
+    assert_string_equal(s.reasoning, "Hmm, yes");
     lb_http_free(c);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);

@@ -281,19 +281,24 @@ static void test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks(voi
         q[i] = done_query(0, 0, 10, 20, 0);
         q[i].n_chunks = 5;
     }
-    assert_int_equal(lb_loadgen_query_count_output(&q[0], 7, true, tok, text, len, &err), LB_OK);
+    assert_int_equal(lb_loadgen_query_count_output(&q[0], 7, true, tok, text, len, NULL, 0, &err),
+                     LB_OK);
     assert_int_equal(q[0].output_tokens, 7);
     assert_int_equal(q[0].counted, LB_TOKENS_USAGE);
     /* Hello| world|!| The| answer| is| 42|. */
-    assert_int_equal(lb_loadgen_query_count_output(&q[1], -1, false, tok, text, len, &err), LB_OK);
+    assert_int_equal(lb_loadgen_query_count_output(&q[1], -1, false, tok, text, len, NULL, 0, &err),
+                     LB_OK);
     assert_int_equal(q[1].output_tokens, 8);
     assert_int_equal(q[1].counted, LB_TOKENS_TOKENIZER);
-    assert_int_equal(lb_loadgen_query_count_output(&q[2], -1, true, NULL, text, len, &err), LB_OK);
+    assert_int_equal(lb_loadgen_query_count_output(&q[2], -1, true, NULL, text, len, NULL, 0, &err),
+                     LB_OK);
     assert_int_equal(q[2].output_tokens, 5);
     assert_int_equal(q[2].counted, LB_TOKENS_CHUNKS);
-    assert_int_equal(lb_loadgen_query_count_output(&q[3], -1, true, tok, NULL, 0, &err), LB_OK);
+    assert_int_equal(lb_loadgen_query_count_output(&q[3], -1, true, tok, NULL, 0, NULL, 0, &err),
+                     LB_OK);
     assert_int_equal(q[3].counted, LB_TOKENS_CHUNKS);
-    assert_int_equal(lb_loadgen_query_count_output(&q[4], -1, false, NULL, text, len, &err), LB_OK);
+    assert_int_equal(
+        lb_loadgen_query_count_output(&q[4], -1, false, NULL, text, len, NULL, 0, &err), LB_OK);
     assert_int_equal(q[4].output_tokens, -1);
     assert_int_equal(q[4].counted, LB_TOKENS_UNKNOWN);
 
@@ -305,6 +310,41 @@ static void test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks(voi
     assert_true(isfinite(s.output_tok_per_s));
     assert_int_equal(lb_loadgen_summarize(&q[1], 1, NULL, NULL, 0, &s), LB_OK);
     assert_string_equal(s.token_source, "tokenizer");
+    lb_tokenizer_free(tok);
+}
+
+/* A reasoning model's thinking is generated: the tokenizer counts it with the answer, so
+ * TPOT is the time per token of both, and an answer that is all thinking is not 0 tokens;
+ * without a tokenizer the streamed pieces (thinking included) count. */
+static void test_metrics_tokenizer_counts_the_thinking_with_the_answer(void **state) {
+    (void)state;
+    lb_tokenizer *tok = lb_test_gpt2_tokenizer();
+    assert_non_null(tok);
+    lb_err err = {{0}};
+    const char *answer = "Hello world!", *thinking = "The answer is 42.";
+    lb_query q[3];
+    for (int i = 0; i < 3; i++) {
+        q[i] = done_query(0, 0, 10, 80, 0);
+        q[i].n_chunks = 6;
+    }
+    /* Hello| world|! and The| answer| is| 42|. */
+    assert_int_equal(lb_loadgen_query_count_output(&q[0], -1, true, tok, answer, strlen(answer),
+                                                   thinking, strlen(thinking), &err),
+                     LB_OK);
+    assert_int_equal(q[0].output_tokens, 3 + 5);
+    assert_int_equal(q[0].counted, LB_TOKENS_TOKENIZER);
+    assert_int_equal(lb_loadgen_query_count_output(&q[1], -1, true, tok, "", 0, thinking,
+                                                   strlen(thinking), &err),
+                     LB_OK);
+    assert_int_equal(q[1].output_tokens, 5);
+    assert_int_equal(lb_loadgen_query_count_output(&q[2], -1, true, NULL, answer, strlen(answer),
+                                                   thinking, strlen(thinking), &err),
+                     LB_OK);
+    assert_int_equal(q[2].output_tokens, 6);
+    assert_int_equal(q[2].counted, LB_TOKENS_CHUNKS);
+    lb_loadgen_summary s = setup(LB_SCENARIO_OFFLINE);
+    assert_int_equal(lb_loadgen_summarize(q, 1, NULL, NULL, 0, &s), LB_OK);
+    assert_float_equal(s.tpot_ms.mean, (80.0 - 10.0) / (8 - 1), 1e-9); /* not 70 / 2 */
     lb_tokenizer_free(tok);
 }
 
@@ -459,6 +499,7 @@ int main(void) {
         cmocka_unit_test(test_metrics_closed_loop_needs_what_its_estimate_needs),
         cmocka_unit_test(test_metrics_server_run_long_enough_is_valid),
         cmocka_unit_test(test_metrics_output_tokens_from_usage_else_tokenizer_else_chunks),
+        cmocka_unit_test(test_metrics_tokenizer_counts_the_thinking_with_the_answer),
         cmocka_unit_test(test_metrics_no_stream_latencies_are_not_measured),
         cmocka_unit_test(test_metrics_no_stream_early_stopping_results_say_not_measured),
         cmocka_unit_test(test_metrics_goodput_with_tpot_slo_and_one_token_answers),

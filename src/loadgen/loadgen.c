@@ -354,7 +354,8 @@ static void on_done(void *user, const lb_http_outcome *o) {
     x->n_chunks = o->n_chunks;
     lb_err cerr;
     if (lb_loadgen_query_count_output(x, o->completion_tokens, R->p->request.stream,
-                                      R->p->tokenizer, o->text, o->text_len, &cerr) != LB_OK) {
+                                      R->p->tokenizer, o->text, o->text_len, o->reasoning,
+                                      o->reasoning_len, &cerr) != LB_OK) {
         R->oom = LB_ERR_NOMEM; /* the only way a count fails */
         return;
     }

@@ -149,14 +149,18 @@ const char *lb_loadgen_token_count_name(lb_token_count c) {
 
 lb_status lb_loadgen_query_count_output(lb_query *q, int64_t usage_tokens, bool streamed,
                                         const lb_tokenizer *tok, const char *text, size_t text_len,
-                                        lb_err *err) {
+                                        const char *reasoning, size_t reasoning_len, lb_err *err) {
     int64_t n = -1;
     lb_token_count c = LB_TOKENS_UNKNOWN;
     if (usage_tokens >= 0) {
         n = usage_tokens;
         c = LB_TOKENS_USAGE;
     } else if (tok != NULL && text != NULL) {
+        int64_t thinking = 0;
         LB_TRY(lb_tokenizer_count(tok, text, text_len, &n, err));
+        if (reasoning != NULL)
+            LB_TRY(lb_tokenizer_count(tok, reasoning, reasoning_len, &thinking, err));
+        n += thinking;
         c = LB_TOKENS_TOKENIZER;
     } else if (streamed) {
         n = q->n_chunks;

@@ -186,11 +186,13 @@ typedef struct {
 
 /* Sets q->output_tokens and q->counted for a completed query whose n_chunks is set: the
  * server's usage when it gave one (usage_tokens >= 0), else tok's count of the generated
- * text[0..text_len) when tok and text are not NULL, else the streamed pieces when the
- * answer was streamed, else unknown (-1). Fails only when the tokenizer does (memory). */
+ * text, the answer text[0..text_len) and the reasoning model's thinking
+ * reasoning[0..reasoning_len) (NULL when none), when tok and text are not NULL, else the
+ * streamed pieces (thinking included) when the answer was streamed, else unknown (-1).
+ * Fails only when the tokenizer does (memory). */
 lb_status lb_loadgen_query_count_output(lb_query *q, int64_t usage_tokens, bool streamed,
                                         const lb_tokenizer *tok, const char *text, size_t text_len,
-                                        lb_err *err);
+                                        const char *reasoning, size_t reasoning_len, lb_err *err);
 
 /* Fills the measured part of s from queries q[0..n), the run's inter-token gaps
  * gaps_ms (query i's are gaps_ms[q[i].gap0 ..][0 .. q[i].n_gaps)) and the reasons of the

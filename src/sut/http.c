@@ -97,6 +97,8 @@ typedef struct xfer {
     size_t len, cap;
     char *text; /* generated text (keep_text) */
     size_t text_len, text_cap;
+    char *reasoning; /* generated reasoning text (keep_text) */
+    size_t reasoning_len, reasoning_cap;
 } xfer;
 
 struct lb_http_client {
@@ -158,6 +160,15 @@ static int grow(char **buf, size_t *cap, size_t need) {
     return 0;
 }
 
+/* Appends s[0..n) to the NUL-terminated text buf[0..*len). Returns non-zero on no memory. */
+static int append_text(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (grow(buf, cap, *len + n + 1) != 0) return -1;
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return 0;
+}
+
 static void set_parse_error(xfer *x, lb_qerr e, const char *fmt, const char *data, size_t len) {
     if (x->parse_error != LB_QERR_NONE) return;
     x->parse_error = e;
@@ -181,12 +192,11 @@ static int take_piece(xfer *x, const lb_openai_piece *piece) {
     if (piece->text_len > 0 || piece->reasoning_len > 0) {
         x->n_chunks++;
         if (x->first_ns == 0) x->first_ns = x->event_ns;
-        if (x->c->p.keep_text && piece->text_len > 0) {
-            if (grow(&x->text, &x->text_cap, x->text_len + piece->text_len + 1) != 0) return 1;
-            memcpy(x->text + x->text_len, piece->text, piece->text_len);
-            x->text_len += piece->text_len;
-            x->text[x->text_len] = '\0';
-        }
+        if (x->c->p.keep_text &&
+            (append_text(&x->text, &x->text_len, &x->text_cap, piece->text, piece->text_len) != 0 ||
+             append_text(&x->reasoning, &x->reasoning_len, &x->reasoning_cap, piece->reasoning,
+                         piece->reasoning_len) != 0))
+            return 1;
     }
     return 0;
 }
@@ -249,12 +259,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
             set_parse_error(x, LB_QERR_BAD_JSON, "answer larger than 64 MiB%s", "", 0);
             return 0;
         }
-        if (take > 0) {
-            if (grow(&x->buf, &x->cap, x->len + take + 1) != 0) return 0;
-            memcpy(x->buf + x->len, ptr, take);
-            x->len += take;
-            x->buf[x->len] = '\0';
-        }
+        if (take > 0 && append_text(&x->buf, &x->len, &x->cap, ptr, take) != 0) return 0;
         return n;
     }
     x->event_ns = lb_clock_now_ns();
@@ -464,6 +469,8 @@ static void finish(xfer *x, CURLcode rc) {
     o.n_chunks = x->n_chunks;
     o.text = c->p.keep_text ? (x->text ? x->text : "") : NULL;
     o.text_len = x->text_len;
+    o.reasoning = c->p.keep_text ? (x->reasoning ? x->reasoning : "") : NULL;
+    o.reasoning_len = x->reasoning_len;
     /* The callback may submit a retry: this xfer goes back to the pool only afterwards,
      * so o.text stays valid during the call. */
     c->cb.on_done(c->user, &o);
@@ -586,6 +593,7 @@ void lb_http_free(lb_http_client *c) {
         lb_sse_free(&x->sse);
         free(x->buf);
         free(x->text);
+        free(x->reasoning);
         free(x);
     }
     free(c->all);
@@ -667,7 +675,7 @@ lb_status lb_http_submit(lb_http_client *c, const char *url, const lb_http_reque
     x->prompt_tokens = x->completion_tokens = -1;
     x->n_chunks = 0;
     x->len = 0;
-    x->text_len = 0;
+    x->text_len = x->reasoning_len = 0;
     lb_sse_reset(&x->sse);
     curl_easy_setopt(x->easy, CURLOPT_URL, url);
     curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, req->body);

@@ -49,7 +49,8 @@ const char *lb_http_qerr_name(lb_qerr e);
 typedef struct {
     lb_api api;
     bool stream;        /* SSE streaming with usage */
-    bool keep_text;     /* collect the generated text (accuracy mode) */
+    bool keep_text;     /* collect the generated text: the answer (accuracy mode) and the
+                           reasoning beside it (to count the tokens of both) */
     int64_t timeout_ms; /* per request, 0 = none */
     int64_t connect_timeout_ms;
     const char *api_key;     /* sent as "Authorization: Bearer ..."; NULL for none */
@@ -85,6 +86,9 @@ typedef struct {
     const char *text; /* generated text (the answer, without reasoning) when keep_text, else
                          NULL; valid in on_done */
     size_t text_len;
+    const char *reasoning; /* the reasoning model's thinking (streamed chat pieces) when
+                              keep_text, else NULL; valid in on_done */
+    size_t reasoning_len;
     const uint32_t *token_ids; /* the generated token ids where the SUT has them (an
                                   in-process engine), else NULL; valid in on_done */
     size_t n_token_ids;

@@ -47,7 +47,8 @@ char *lb_openai_body(const lb_openai_request *req, const char *const *history, s
 
 void lb_openai_piece_clear(lb_openai_piece *p) {
     json_decref(p->root);
-    *p = (lb_openai_piece){.text = "", .prompt_tokens = -1, .completion_tokens = -1};
+    *p = (lb_openai_piece){
+        .text = "", .reasoning = "", .prompt_tokens = -1, .completion_tokens = -1};
 }
 
 /* The value of the four hex digits at s, -1 when they are not. */
@@ -109,7 +110,8 @@ static int64_t usage_count(json_t *usage, const char *key) {
 
 lb_status lb_openai_parse(lb_api api, bool streamed, const char *data, size_t len,
                           lb_openai_piece *out) {
-    *out = (lb_openai_piece){.text = "", .prompt_tokens = -1, .completion_tokens = -1};
+    *out = (lb_openai_piece){
+        .text = "", .reasoning = "", .prompt_tokens = -1, .completion_tokens = -1};
     if (streamed && len == 6 && memcmp(data, "[DONE]", 6) == 0) {
         out->done = true;
         return LB_OK;
@@ -149,8 +151,10 @@ lb_status lb_openai_parse(lb_api api, bool streamed, const char *data, size_t le
         text = json_object_get(msg, "content");
         json_t *reasoning = json_object_get(msg, "reasoning_content");
         if (!json_is_string(reasoning)) reasoning = json_object_get(msg, "reasoning");
-        if (streamed && json_is_string(reasoning))
+        if (streamed && json_is_string(reasoning)) {
+            out->reasoning = json_string_value(reasoning);
             out->reasoning_len = json_string_length(reasoning);
+        }
     } else
         text = json_object_get(c0, "text");
     if (json_is_string(text)) {

@@ -49,9 +49,11 @@ typedef struct {
     bool done;        /* the "[DONE]" event */
     const char *text; /* generated text in this piece ("" when none); points into root */
     size_t text_len;
-    size_t reasoning_len;      /* bytes of a streamed chat piece's reasoning text (delta's
-                                  reasoning_content or reasoning, as vLLM, SGLang and llama.cpp
-                                  send a reasoning model's thinking): generated, not the answer */
+    const char *reasoning; /* a streamed chat piece's reasoning text (delta's
+                              reasoning_content or reasoning, as vLLM, SGLang and llama.cpp
+                              send a reasoning model's thinking): generated, not the answer;
+                              "" when none; points into root */
+    size_t reasoning_len;
     int64_t prompt_tokens;     /* from usage; -1 when absent */
     int64_t completion_tokens; /* from usage; -1 when absent */
     const char *error;         /* the server's error message, NULL when none; points into root */
