@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,10 +19,14 @@
 
 #include <cmocka.h>
 
+#include "cli/commands.h"
 #include "core/clock.h"
+#include "core/signals.h"
 #include "engine/engine.h"
+#include "hf_fixture.h"
 #include "model/config.h"
 #include "model/hf_tokenizer.h"
+#include "model/model.h"
 #include "serve/engine_source.h"
 #include "serve/server.h"
 #include "test_util.h"
@@ -574,6 +579,59 @@ static void test_serve_engine_drain_ends_unfinished_requests_at_the_deadline(voi
     stop(&f);
 }
 
+/* A request past the context was refused naming the limit only: the client could not tell
+ * how many tokens it may ask for, nor that a prompt alone was too long. The 400 says what
+ * would fit (llama-tiny: a context of 64 tokens). */
+static void test_serve_engine_refusal_past_the_context_says_what_fits(void **state) {
+    (void)state;
+    fixture f;
+    start(&f);
+    lb_test_body t;
+    assert_int_equal(post(f.port, "{\"prompt\":[1,2,3],\"max_tokens\":62}", &t), 400);
+    if (strstr(t.p, "the prompt's 3 tokens and max_tokens 62 exceed the engine's limit of 64 "
+                    "tokens: ask for at most 61 tokens or shorten the prompt") == NULL)
+        fail_msg("no room named: %s", t.p);
+    free(t.p);
+    json_int_t n = 0;
+    assert_int_equal(post(f.port, "{\"prompt\":[1,2,3],\"max_tokens\":61}", &t), 200);
+    free(answer_text(&t, &n));
+    assert_int_equal(n, 61);
+    char body[512];
+    int o = snprintf(body, sizeof body, "{\"prompt\":[1");
+    for (int i = 1; i < 64; i++)
+        o += snprintf(body + o, sizeof body - (size_t)o, ",%d", i % 100);
+    snprintf(body + o, sizeof body - (size_t)o, "],\"max_tokens\":1}");
+    assert_int_equal(post(f.port, body, &t), 400);
+    if (strstr(t.p, "the prompt's 64 tokens leave no room for output within the engine's limit "
+                    "of 64 tokens (prompt and max_tokens together): shorten the prompt to at "
+                    "most 63 tokens") == NULL)
+        fail_msg("the prompt is not named too long: %s", t.p);
+    free(t.p);
+    stop(&f);
+}
+
+/* A Ctrl-C while the engine loaded (minutes for a large model on a GPU) was kept until the
+ * load ended; then the server opened its port, printed "listening" and drained at once,
+ * exit 0, as if it had served. It stops before the port opens: exit 130. */
+static void test_serve_engine_signal_while_loading_stops_before_the_port_opens(void **state) {
+    (void)state;
+    char dir[64];
+    lb_test_tmpdir(dir, sizeof dir);
+    lb_model_config cfg = lb_fixture_config();
+    lb_model m;
+    lb_err err;
+    assert_int_equal(lb_model_init(&m, &cfg, 1, 1, 5, &err), LB_OK);
+    lb_fixture_write_dir(dir, &cfg, m.params, true, false);
+    lb_model_free(&m);
+    char *argv[] = {"serve",  "--model", dir,       "--device", "cpu",
+                    "--port", "0",       "--drain", "0",        NULL};
+    lb_signals_raise(SIGINT);
+    const int rc = lb_cmd_serve((int)(sizeof argv / sizeof argv[0]) - 1, argv);
+    lb_signals_reset();
+    assert_int_equal(rc, 130);
+    lb_test_rmtree(dir);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
@@ -587,6 +645,8 @@ int main(void) {
         cmocka_unit_test(test_serve_engine_request_ignore_eos_generates_max_tokens),
         cmocka_unit_test(test_serve_engine_refuses_bad_sampling_fields),
         cmocka_unit_test(test_serve_engine_drain_ends_unfinished_requests_at_the_deadline),
+        cmocka_unit_test(test_serve_engine_refusal_past_the_context_says_what_fits),
+        cmocka_unit_test(test_serve_engine_signal_while_loading_stops_before_the_port_opens),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -5,7 +5,8 @@
  * (serve/engine_source.h, opened by cli/engine_opt.h). The first line on stdout (on stderr
  * with --json) is "listening on http://HOST:PORT" (flushed), so scripts and tests can start
  * it on port 0 and read the port. It serves until SIGINT or SIGTERM, then drains and exits
- * 0; the counters go to stderr, or with --json as the one JSON document on stdout. */
+ * 0; the counters go to stderr, or with --json as the one JSON document on stdout. A
+ * signal that comes while the engine loads ends it before the port opens: exit 130. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -196,8 +197,8 @@ int lb_cmd_serve(int argc, char **argv) {
         "--synthetic the tokens are pseudo-words timed by --ttft-ms and --tpot-ms: the peer "
         "for testing 'llmbench load' and measuring its capacity. Prints 'listening on "
         "http://HOST:PORT' first (on stderr with --json: stdout then holds one JSON document, "
-        "the counters and URL at exit); runs until SIGINT or SIGTERM; prints its counters on "
-        "exit.";
+        "the counters and URL at exit); runs until SIGINT or SIGTERM (one that comes while the "
+        "engine loads ends it before the port opens: exit 130); prints its counters on exit.";
     const lb_cli_command cmd = {
         .command = "serve",
         .usage = "(--model DIR | --random PRESET | --synthetic) [options]",
@@ -282,6 +283,10 @@ int lb_cmd_serve(int argc, char **argv) {
         if (st == LB_OK) st = lb_engine_source_init(&ep, &src, &err);
         sp.model = served_name ? served_name : es.model_name;
     }
+    /* a Ctrl-C while the engine loaded or warmed up (minutes on a GPU) stops here, before
+     * the port opens and "listening" is printed */
+    if (st == LB_OK && lb_signals_interrupted())
+        st = lb_fail(&err, LB_ERR_INTERRUPTED, "interrupted before the server started");
     if (st == LB_OK) st = lb_server_start(&sp, &src, &srv, &err);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench serve: %s\n", err.msg);

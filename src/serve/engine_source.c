@@ -206,13 +206,25 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
     size_t total = n + bos;
     const lb_engine_info *info = lb_engine_get_info(s->p.engine);
     int64_t limit = info->max_ctx < info->kv_tokens ? info->max_ctx : info->kv_tokens;
-    if ((int64_t)total + req->max_tokens > limit || total == 0) {
+    if (total == 0) {
+        free(ids);
+        return lb_fail(err, LB_ERR_USAGE, "the prompt has no tokens: give a prompt of some text");
+    }
+    if ((int64_t)total >= limit) {
         free(ids);
         return lb_fail(err, LB_ERR_USAGE,
-                       total == 0 ? "the prompt has no tokens"
-                                  : "the prompt's %zu tokens and max_tokens %lld exceed the "
-                                    "engine's limit of %lld tokens",
-                       total, (long long)req->max_tokens, (long long)limit);
+                       "the prompt's %zu tokens leave no room for output within the engine's "
+                       "limit of %lld tokens (prompt and max_tokens together): shorten the prompt "
+                       "to at most %lld tokens",
+                       total, (long long)limit, (long long)limit - 1);
+    }
+    if ((int64_t)total + req->max_tokens > limit) {
+        free(ids);
+        return lb_fail(err, LB_ERR_USAGE,
+                       "the prompt's %zu tokens and max_tokens %lld exceed the engine's limit of "
+                       "%lld tokens: ask for at most %lld tokens or shorten the prompt",
+                       total, (long long)req->max_tokens, (long long)limit,
+                       (long long)(limit - (int64_t)total));
     }
     ereq *r = calloc(1, sizeof *r);
     if (r == NULL || (r->prompt = malloc(total * sizeof *r->prompt)) == NULL) {
