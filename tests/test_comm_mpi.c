@@ -10,9 +10,11 @@
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -989,6 +991,83 @@ static void test_comm_launcher_passes_on_a_signal_once(void **state) {
     assert_non_null(strstr(out, "rank 0 stopped on signal 2"));
 }
 
+/* --env-worker: one line with what its environment says. */
+static int env_worker(void) {
+    const char *gone = getenv("LB_TEST_GONE");
+    printf("rank %s local %s of %s extra %s gone %s\n", getenv("RANK"), getenv("LOCAL_RANK"),
+           getenv("WORLD_SIZE"), getenv("LB_TEST_EXTRA"), gone ? gone : "(unset)");
+    return 0;
+}
+
+static atomic_bool churning;
+
+/* Another thread of the launcher's process changing its environment all the while: it
+ * holds the environment's lock most of the time, at the forks too. */
+static void *churn(void *arg) {
+    (void)arg;
+    char v[32];
+    for (unsigned i = 0; atomic_load(&churning); i++) {
+        snprintf(v, sizeof v, "%u", i % 1000);
+        setenv("LB_TEST_CHURN", v, 1);
+    }
+    return NULL;
+}
+
+/* The workers' environment is made before each fork: a lock held by another thread at the
+ * fork does not hang a worker (alarm: the test ends instead of waiting forever), and each
+ * worker has its own ranks, the launcher's extra variables, and not those it removed. */
+static void
+test_comm_launcher_workers_start_while_another_thread_changes_the_environment(void **state) {
+    (void)state;
+    setenv("LB_TEST_CHURN", "0", 1);
+    setenv("LB_TEST_GONE", "still here", 1);
+    setenv("RANK", "99", 1);
+    atomic_store(&churning, true);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, churn, NULL), 0);
+    alarm(60);
+    char *const argv[] = {self_path, "--env-worker", NULL};
+    const char *env[] = {"LB_TEST_EXTRA=seven", NULL};
+    const char *unset[] = {"LB_TEST_GONE", NULL};
+    lb_launch_params lp = {.n = 4,
+                           .argv = argv,
+                           .env = env,
+                           .unset = unset,
+                           .rank0_stdout = -1,
+                           .grace_s = 5,
+                           .first_rank = 2,
+                           .world = 8};
+    int codes[20];
+    static char out[20][1024];
+    for (int i = 0; i < 20; i++) {
+        int fd = nameless_file();
+        fflush(stdout);
+        int saved = dup(1);
+        dup2(fd, 1);
+        lb_err err = {{0}};
+        codes[i] = lb_launch_local(&lp, &err);
+        dup2(saved, 1);
+        close(saved);
+        read_all(fd, out[i], sizeof out[i]);
+    }
+    alarm(0);
+    atomic_store(&churning, false);
+    pthread_join(t, NULL);
+    unsetenv("LB_TEST_CHURN");
+    unsetenv("LB_TEST_GONE");
+    unsetenv("RANK");
+    for (int i = 0; i < 20; i++) {
+        assert_int_equal(codes[i], 0);
+        for (int r = 0; r < 4; r++) {
+            char want[128];
+            snprintf(want, sizeof want, "rank %d local %d of 8 extra seven gone (unset)\n", 2 + r,
+                     r);
+            if (strstr(out[i], want) == NULL)
+                fail_msg("launch %d: no '%s' in:\n%s", i, want, out[i]);
+        }
+    }
+}
+
 static void test_comm_launcher_leaves_an_interrupted_worker_to_say_so(void **state) {
     (void)state;
     char out[512], errout[512];
@@ -1447,6 +1526,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--torchrun-worker") == 0) return torchrun_worker();
     if (argc >= 2 && strcmp(argv[1], "--stuck-worker") == 0) return stuck_worker();
     if (argc >= 2 && strcmp(argv[1], "--polling-worker") == 0) return polling_worker();
+    if (argc >= 2 && strcmp(argv[1], "--env-worker") == 0) return env_worker();
     if (argc >= 3 && strcmp(argv[1], "--lost-gather-worker") == 0)
         return lost_gather_worker(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "--interrupted-matrix-worker") == 0)
@@ -1477,6 +1557,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_launcher_reports_the_first_failure),
         cmocka_unit_test(test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm),
         cmocka_unit_test(test_comm_launcher_leaves_an_interrupted_worker_to_say_so),
+        cmocka_unit_test(
+            test_comm_launcher_workers_start_while_another_thread_changes_the_environment),
         cmocka_unit_test(test_comm_launcher_passes_on_a_signal_once),
         cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),
         cmocka_unit_test(test_comm_cli_database_rank_0_cannot_open_stops_every_rank),

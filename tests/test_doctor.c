@@ -10,9 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "comm/boot.h"
 #include "comm/launch.h"
 #include "core/signals.h"
 #include "doctor/doctor.h"
@@ -290,6 +293,101 @@ static void test_doctor_climb_stops_when_interrupted(void **state) {
     assert_int_equal(st, LB_ERR_INTERRUPTED);
     assert_int_equal(calls, 0);
     json_decref(f);
+}
+
+/* One rank's part of a probe across ranks: slow but working, except that a signal reaches
+ * rank signal_rank during its second part (and its workers, passed the signal, end 130). */
+typedef struct {
+    int rank, signal_rank, parts;
+} part_ctx;
+
+static bool signalled_part(void *ctx, const lb_doctor_rung *r, int port, lb_doctor_probe *out,
+                           int *code) {
+    (void)r;
+    (void)port;
+    part_ctx *pc = ctx;
+    bool hit = ++pc->parts == 2 && pc->rank == pc->signal_rank;
+    if (hit) lb_signals_raise(SIGINT);
+    out->ok = !hit;
+    out->busbw_gbps = hit ? 0 : 3;
+    *code = hit ? 130 : 0;
+    return true;
+}
+
+/* Rank `rank` of two over TCP climbing the broken ladder with signalled_part; one line on
+ * fd: its status, its parts, the rungs it counts as ran, its error. */
+static _Noreturn void climb_as(int rank, int signal_rank, int port, int fd) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", rank);
+    setenv("RANK", v, 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    snprintf(v, sizeof v, "%d", port);
+    setenv("MASTER_PORT", v, 1);
+    lb_boot *boot = NULL;
+    lb_err err = {{0}};
+    if (lb_boot_init(10, &boot, &err) != LB_OK) {
+        dprintf(fd, "rank %d: %s\n", rank, err.msg);
+        _exit(1);
+    }
+    json_t *f = broken_facts();
+    lb_doctor_rung r[LB_LADDER_MAX];
+    lb_doctor_probe res[LB_LADDER_MAX] = {0};
+    int n = lb_doctor_ladder(f, false, r, LB_LADDER_MAX), chosen = 0;
+    lb_doctor_verdict verdict;
+    part_ctx pc = {.rank = rank, .signal_rank = signal_rank};
+    lb_status st = lb_doctor_climb_across(boot, 0, signalled_part, &pc, r, n, 45, res, &chosen,
+                                          &verdict, &err);
+    int ran = 0;
+    for (int i = 0; i < n; i++)
+        ran += res[i].ran;
+    dprintf(fd, "rank %d: status %d, %d parts, %d ran, chosen %d: %s\n", rank, (int)st, pc.parts,
+            ran, chosen, err.msg);
+    lb_boot_free(boot);
+    _exit(0);
+}
+
+/* Both ranks' lines when a signal reaches signal_rank during the second probe. */
+static void climb_two_ranks(int signal_rank, char *out, size_t cap) {
+    char path[] = "/tmp/lbtest-climbXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    int port = lb_launch_free_port();
+    pid_t pids[2];
+    for (int rank = 0; rank < 2; rank++)
+        if ((pids[rank] = fork()) == 0) {
+            lb_test_die_with_parent();
+            climb_as(rank, signal_rank, port, fd);
+        }
+    alarm(60);
+    for (int rank = 0; rank < 2; rank++)
+        waitpid(pids[rank], NULL, 0);
+    alarm(0);
+    lseek(fd, 0, SEEK_SET);
+    lb_test_slurp(fd, out, cap);
+    close(fd);
+}
+
+/* A signal that reaches one rank only (kill -INT of rank 1 of an mpirun doctor) stops the
+ * climb on every rank: no later rung is probed anywhere, the probe it came during is not
+ * counted, and every rank ends interrupted, naming the rank it reached. */
+static void test_doctor_signal_on_any_rank_stops_the_climb_on_every_rank(void **state) {
+    (void)state;
+    char out[2048], want[512];
+    for (int signal_rank = 0; signal_rank < 2; signal_rank++) {
+        climb_two_ranks(signal_rank, out, sizeof out);
+        snprintf(want, sizeof want,
+                 "rank 0: status %d, 2 parts, 1 ran, chosen -1: interrupted (a signal reached "
+                 "rank %d) during the probe of \"without the settings that name nothing here\"\n",
+                 (int)LB_ERR_INTERRUPTED, signal_rank);
+        if (strstr(out, want) == NULL) fail_msg("no '%s' in:\n%s", want, out);
+        snprintf(want, sizeof want,
+                 "rank 1: status %d, 2 parts, 0 ran, chosen 0: interrupted (a signal reached "
+                 "rank %d): the climb stopped\n",
+                 (int)LB_ERR_INTERRUPTED, signal_rank);
+        if (strstr(out, want) == NULL) fail_msg("no '%s' in:\n%s", want, out);
+    }
 }
 
 /* The probe worker's stdout also holds NCCL's own lines (NCCL_DEBUG=INFO writes there):
@@ -609,6 +707,7 @@ int main(void) {
         cmocka_unit_test(test_doctor_climb_stops_at_the_first_good_rung),
         cmocka_unit_test(test_doctor_ladder_names_only_the_switches_it_removed),
         cmocka_unit_test(test_doctor_climb_stops_when_interrupted),
+        cmocka_unit_test(test_doctor_signal_on_any_rank_stops_the_climb_on_every_rank),
         cmocka_unit_test(test_doctor_reads_the_probe_line_among_nccl_debug_output),
         cmocka_unit_test(test_doctor_ladder_removes_a_setting_wrong_on_another_node),
         cmocka_unit_test(test_doctor_compares_ranks),

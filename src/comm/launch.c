@@ -1,7 +1,11 @@
-/* launch.c: fork/exec of local workers with torchrun variables, and the wait for them. */
+/* launch.c: fork/exec of local workers with torchrun variables, and the wait for them.
+ * Each worker's environment is made before its fork and the child calls only
+ * async-signal-safe functions until its execve; one that cannot exec says why on a
+ * close-on-exec pipe. */
 #include "comm/launch.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -16,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/proc.h"
 #include "core/signals.h"
 
 /* A TCP port free on the loopback now (the kernel's choice for port 0). */
@@ -78,6 +83,65 @@ int lb_launch_free_port(void) {
     return free_port();
 }
 
+/* Ends the workers started so far (pids[0..n-1]) and frees pids. */
+static void end_started(pid_t *pids, int n) {
+    for (int q = 0; q < n; q++)
+        kill(pids[q], SIGTERM);
+    for (int q = 0; q < n; q++)
+        while (waitpid(pids[q], NULL, 0) < 0 && errno == EINTR) {
+        }
+    free(pids);
+}
+
+/* The variables every worker's environment is made with, in the order applied (a later
+ * entry wins, a bare NAME removes it): the job's, the MPI and Slurm ones removed (the
+ * workers meet by the job's variables even when the launcher is an MPI or Slurm rank),
+ * p->unset removed, p->env. rank and local_rank are written for each worker in turn. */
+typedef struct {
+    char world[32], local_world[32], port[32], rank[32], local_rank[32];
+    char *addr;        /* "MASTER_ADDR=...", malloc'd */
+    const char **list; /* NULL-terminated, malloc'd; its strings are these and p's */
+} worker_vars;
+
+static void vars_free(worker_vars *v) {
+    free(v->addr);
+    free(v->list);
+}
+
+/* false when out of memory (v freed) */
+static bool vars_init(worker_vars *v, const lb_launch_params *p, int port) {
+    static const char *const mpi_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                                           "SLURM_PROCID"};
+    enum { N_MPI = sizeof mpi_vars / sizeof mpi_vars[0], N_JOB = 6 };
+    int n_unset = 0, n_env = 0;
+    while (p->unset != NULL && p->unset[n_unset] != NULL)
+        n_unset++;
+    while (p->env != NULL && p->env[n_env] != NULL)
+        n_env++;
+    const char *addr = p->master_addr ? p->master_addr : "127.0.0.1";
+    v->addr = malloc(sizeof "MASTER_ADDR=" + strlen(addr));
+    v->list = calloc((size_t)(N_JOB + N_MPI + n_unset + n_env + 1), sizeof *v->list);
+    if (v->addr == NULL || v->list == NULL) {
+        vars_free(v);
+        return false;
+    }
+    sprintf(v->addr, "MASTER_ADDR=%s", addr);
+    snprintf(v->world, sizeof v->world, "WORLD_SIZE=%d", p->world > 0 ? p->world : p->n);
+    snprintf(v->local_world, sizeof v->local_world, "LOCAL_WORLD_SIZE=%d", p->n);
+    snprintf(v->port, sizeof v->port, "MASTER_PORT=%d", port);
+    int k = 0;
+    const char *job[N_JOB] = {v->rank, v->local_rank, v->world, v->local_world, v->port, v->addr};
+    for (int i = 0; i < N_JOB; i++)
+        v->list[k++] = job[i];
+    for (int i = 0; i < N_MPI; i++)
+        v->list[k++] = mpi_vars[i];
+    for (int i = 0; i < n_unset; i++)
+        v->list[k++] = p->unset[i];
+    for (int i = 0; i < n_env; i++)
+        v->list[k++] = p->env[i];
+    return true;
+}
+
 int lb_launch_local(const lb_launch_params *p, lb_err *err) {
     int port = p->master_port > 0 ? p->master_port : free_port();
     if (port < 0) {
@@ -92,54 +156,81 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
     }
     exe[len] = '\0';
     pid_t *pids = calloc((size_t)p->n, sizeof *pids);
-    if (pids == NULL) {
+    worker_vars vars = {0};
+    if (pids == NULL || !vars_init(&vars, p, port)) {
+        free(pids);
         lb_fail(err, LB_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    /* a worker that cannot exec says why on this close-on-exec pipe ({worker, errno}); an
+     * exec that succeeds closes it. Its write end at 3 or above, which rank 0's stdout
+     * leaves in place. */
+    int report[2] = {-1, -1};
+    if (pipe2(report, O_CLOEXEC) == 0 && report[1] < 3) {
+        int moved = fcntl(report[1], F_DUPFD_CLOEXEC, 3);
+        int e = errno;
+        close(report[1]);
+        report[1] = moved;
+        errno = e;
+    }
+    if (report[1] < 0) {
+        lb_fail(err, LB_ERR_RUNTIME, "cannot start the workers: %s", strerror(errno));
+        if (report[0] >= 0) close(report[0]);
+        free(pids);
+        vars_free(&vars);
         return -1;
     }
     pid_t parent = getpid();
     fflush(stdout);
     fflush(stderr);
+    int started = 0;
     for (int r = 0; r < p->n; r++) {
-        pid_t pid = fork();
-        if (pid < 0) {
-            lb_fail(err, LB_ERR_RUNTIME, "fork of worker %d failed: %s", r, strerror(errno));
-            for (int q = 0; q < r; q++)
-                kill(pids[q], SIGTERM);
-            for (int q = 0; q < r; q++)
-                waitpid(pids[q], NULL, 0);
-            free(pids);
-            return -1;
+        snprintf(vars.rank, sizeof vars.rank, "RANK=%d", p->first_rank + r);
+        snprintf(vars.local_rank, sizeof vars.local_rank, "LOCAL_RANK=%d", r);
+        char **envp = lb_proc_environment(vars.list);
+        if (envp == NULL) {
+            lb_fail(err, LB_ERR_NOMEM, "out of memory");
+            break;
         }
+        pid_t pid = fork();
         if (pid == 0) {
             prctl(PR_SET_PDEATHSIG, SIGTERM);
             if (getppid() != parent) _exit(1);
             if (r == 0 && p->rank0_stdout >= 0) dup2(p->rank0_stdout, 1);
-            char v[32];
-            snprintf(v, sizeof v, "%d", p->first_rank + r);
-            setenv("RANK", v, 1);
-            snprintf(v, sizeof v, "%d", r);
-            setenv("LOCAL_RANK", v, 1);
-            snprintf(v, sizeof v, "%d", p->world > 0 ? p->world : p->n);
-            setenv("WORLD_SIZE", v, 1);
-            snprintf(v, sizeof v, "%d", p->n);
-            setenv("LOCAL_WORLD_SIZE", v, 1);
-            snprintf(v, sizeof v, "%d", port);
-            setenv("MASTER_PORT", v, 1);
-            setenv("MASTER_ADDR", p->master_addr ? p->master_addr : "127.0.0.1", 1);
-            /* the workers meet by these variables even when the launcher is an MPI or Slurm rank */
-            static const char *const mpi_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
-                                                   "SLURM_PROCID"};
-            for (size_t i = 0; i < sizeof mpi_vars / sizeof mpi_vars[0]; i++)
-                unsetenv(mpi_vars[i]);
-            for (int i = 0; p->unset != NULL && p->unset[i] != NULL; i++)
-                unsetenv(p->unset[i]);
-            for (int i = 0; p->env != NULL && p->env[i] != NULL; i++)
-                putenv((char *)p->env[i]);
-            execv(exe, p->argv);
-            fprintf(stderr, "llmbench: cannot start worker %d (%s): %s\n", r, exe, strerror(errno));
+            execve(exe, p->argv, envp);
+            int msg[2] = {r, errno};
+            ssize_t n;
+            do {
+                n = write(report[1], msg, sizeof msg);
+            } while (n < 0 && errno == EINTR);
             _exit(127);
         }
+        int fork_errno = errno;
+        free(envp);
+        if (pid < 0) {
+            lb_fail(err, LB_ERR_RUNTIME, "fork of worker %d failed: %s", r, strerror(fork_errno));
+            break;
+        }
         pids[r] = pid;
+        started++;
+    }
+    vars_free(&vars);
+    close(report[1]);
+    int msg[2];
+    size_t got = 0;
+    while (got < sizeof msg) {
+        ssize_t n = read(report[0], (char *)msg + got, sizeof msg - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(report[0]);
+    if (got == sizeof msg)
+        lb_fail(err, LB_ERR_RUNTIME, "cannot start worker %d (%s): %s", msg[0], exe,
+                strerror(msg[1]));
+    if (got == sizeof msg || started < p->n) {
+        end_started(pids, started);
+        return -1;
     }
     int code = 0, left = p->n;
     int64_t kill_at = 0;

@@ -35,7 +35,7 @@ typedef struct {
 
 /* Runs the workers to the end. Returns their exit code: 0 when all succeeded, else the code
  * of the first to fail (a worker killed by signal S counts as 128 + S); -1 with err set when
- * they could not be started. */
+ * they could not be started (one that cannot exec included: those started are ended). */
 int lb_launch_local(const lb_launch_params *p, lb_err *err);
 /* A TCP port free on 127.0.0.1 now (-1 when none), for a rendezvous about to start: below
  * the kernel's ephemeral range where there is room, so no outgoing connection takes it first. */

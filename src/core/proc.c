@@ -77,12 +77,7 @@ static bool same_name(const char *a, const char *b) {
     return n == strcspn(b, "=") && memcmp(a, b, n) == 0;
 }
 
-/* The child's environment, made before fork: setenv and putenv take a lock that another
- * thread of ours may hold at the fork, and the child would wait for it forever. Ours with
- * env's entries in place of those of the same name; a later entry of env wins over an
- * earlier one, a bare NAME removes the variable. The array is malloc'd, its strings are
- * environ's and env's: the caller frees the array only. NULL when out of memory. */
-static char **child_environment(const char *const *env) {
+char **lb_proc_environment(const char *const *env) {
     size_t n_ours = 0, n_env = 0;
     while (environ != NULL && environ[n_ours] != NULL)
         n_ours++;
@@ -134,7 +129,7 @@ static bool start_failed(const lb_proc_spec *spec, pid_t pid, int report, lb_err
 
 lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
     pid_t parent = getpid();
-    char **envp = child_environment(spec->env);
+    char **envp = lb_proc_environment(spec->env);
     if (envp == NULL)
         return lb_fail(err, LB_ERR_NOMEM, "cannot start %s: out of memory", spec->argv[0]);
     int report[2];

@@ -28,6 +28,15 @@ typedef struct {
                               * NULL): our stdout keeps only our own output */
 } lb_proc_spec;
 
+/* A child's environment, made before fork (between fork and exec a child may call only
+ * async-signal-safe functions: setenv and putenv take a lock that another thread may hold
+ * at the fork, and the child would wait for it forever): ours with env's entries in place
+ * of those of the same name, a later entry of env winning over an earlier one, a bare
+ * "NAME" removing NAME. env is NULL-terminated, or NULL. The array is malloc'd and the
+ * caller frees it (free(), the array only); its strings are environ's and env's, borrowed
+ * (env must outlive it). NULL when out of memory. */
+char **lb_proc_environment(const char *const *env);
+
 /* Starts the child, waits for it, and writes its exit code (128 + signal when a signal
  * ended it) into *exit_code. While it runs, an interrupt seen by this process
  * (core/signals.h) is passed on to it once as SIGINT. A child that cannot be started is

@@ -1,8 +1,9 @@
 /* doctor.c: facts across ranks, the all_reduce check and the ladder (doctor.h).
  *
- * Rank 0 drives the climb; before each probe it sends every rank the rung (a fixed-size
- * struct) over the control plane, each rank with a GPU starts its worker with that
- * environment, and rank 0 gathers each rank's outcome. The probe workers form their own
+ * Rank 0 drives the climb; before each probe the ranks agree whether a signal reached any
+ * of them, rank 0 sends every rank the rung (a fixed-size struct) over the control plane,
+ * each rank with a GPU starts its worker with that environment, and rank 0 gathers each
+ * rank's outcome (with whether a signal came during it). The probe workers form their own
  * job through the torchrun variables: rank 0 of it runs where the first rank with a GPU
  * runs (127.0.0.1 when every rank shares one host). */
 #include "doctor/doctor.h"
@@ -18,6 +19,7 @@
 #include "commbench/commbench.h"
 #include "core/clock.h"
 #include "core/progress.h"
+#include "core/signals.h"
 #include "doctor/facts.h"
 #include "gpu/devinfo.h"
 
@@ -143,17 +145,15 @@ typedef struct {
     int tried;
 } probe_ctx;
 
-/* What a rank tells rank 0 after its part of a probe. */
-typedef struct {
-    int32_t started, code;
-    lb_doctor_probe result; /* from the first GPU rank's worker 0 */
-} probe_msg;
-
-/* This rank's part of a probe: start the workers with the rung's environment, wait. */
-static void probe_here(probe_ctx *c, const lb_doctor_rung *rung, int port, probe_msg *out) {
-    memset(out, 0, sizeof *out);
+/* This rank's part of a probe (lb_doctor_part_fn): start the workers with the rung's
+ * environment, wait. */
+static bool probe_here(void *ctx, const lb_doctor_rung *rung, int port, lb_doctor_probe *res,
+                       int *code) {
+    probe_ctx *c = ctx;
+    if (lb_boot_rank(c->boot) == 0)
+        lb_progress_update(&c->prog, true, "doctor: probe %d, %s", ++c->tried, rung->name);
     bool single = lb_boot_size(c->boot) == 1;
-    if (!single && c->local_gpus == 0) return;
+    if (!single && c->local_gpus == 0) return false;
     char *env[LB_RUNG_MAX_CHANGES + 2];
     int ne = 0;
     env[ne++] = "LLMBENCH_WORKER=1";
@@ -189,44 +189,103 @@ static void probe_here(probe_ctx *c, const lb_doctor_rung *rung, int port, probe
     };
     lb_err err = {{0}};
     int64_t t0 = lb_clock_now_ns();
-    out->started = 1;
-    out->code = lb_launch_local(&lp, &err);
-    out->result.seconds = (double)(lb_clock_now_ns() - t0) / 1e9;
-    if (out->code < 0) snprintf(out->result.error, sizeof out->result.error, "%s", err.msg);
+    *code = lb_launch_local(&lp, &err);
+    res->seconds = (double)(lb_clock_now_ns() - t0) / 1e9;
+    if (*code < 0) snprintf(res->error, sizeof res->error, "%s", err.msg);
     FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (f != NULL) {
         rewind(f);
-        if (lb_doctor_read_probe(f, &out->result))
-            out->result.ok = out->result.ok && out->code == 0;
+        if (lb_doctor_read_probe(f, res)) res->ok = res->ok && *code == 0;
         fclose(f);
     } else if (fd >= 0) {
         close(fd);
     }
-    if (!out->result.ok && out->result.error[0] == '\0')
-        snprintf(out->result.error, sizeof out->result.error,
-                 "the probe workers ended with exit code %d before reporting", out->code);
+    if (!res->ok && res->error[0] == '\0')
+        snprintf(res->error, sizeof res->error,
+                 "the probe workers ended with exit code %d before reporting", *code);
+    return true;
 }
 
-/* What rank 0 sends before each probe: the rung, or the end of the climb. */
+/* ---- the climb across ranks ---- */
+
+/* What a rank tells rank 0 after its part of a probe. */
 typedef struct {
-    int32_t go, port;
+    int32_t started, code, interrupted;
+    lb_doctor_probe result;
+} part_msg;
+
+/* What rank 0 sends before each probe: the rung, the end of the climb, or that a signal
+ * reached rank `stop` (then every rank stops). */
+typedef struct {
+    int32_t go, port, stop;
     lb_doctor_rung rung;
 } probe_cmd;
 
+typedef struct {
+    lb_boot *boot;
+    int result_rank;
+    lb_doctor_part_fn part;
+    void *ctx;
+    int stopped_by; /* rank 0: a rank whose signal a probe's gather reported, -1 */
+    bool told_end;  /* rank 0: the others know the climb is over */
+} across;
+
+/* LB_ERR_INTERRUPTED before or during (when) the probe of rung, naming the rank the signal
+ * reached when there are several. */
+static lb_status interrupted(const across *a, int who, const char *when, const lb_doctor_rung *rung,
+                             lb_err *err) {
+    if (lb_boot_size(a->boot) > 1)
+        return lb_fail(err, LB_ERR_INTERRUPTED,
+                       "interrupted (a signal reached rank %d) %s the probe of \"%s\"", who, when,
+                       rung->name);
+    return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted %s the probe of \"%s\"", when, rung->name);
+}
+
+/* Every rank, before each probe and at the end of the climb: whether a signal reached any
+ * rank (agreed as commbench does before each row, and from the last probe's gather), then
+ * rank 0's word (cmd, on rank 0 filled here but for the rung). */
+static lb_status agree_next(across *a, probe_cmd *cmd, lb_err *err) {
+    int who = -1;
+    LB_TRY(lb_boot_agree_stop(a->boot, lb_signals_interrupted(), &who, err));
+    if (lb_boot_rank(a->boot) == 0) {
+        cmd->stop = who >= 0 ? who : a->stopped_by;
+        if (cmd->stop >= 0) cmd->go = 0;
+        if (cmd->go) cmd->port = lb_launch_free_port();
+    }
+    LB_TRY(lb_boot_bcast(a->boot, cmd, sizeof *cmd, err));
+    if (cmd->stop >= 0 || !cmd->go) a->told_end = true;
+    if (cmd->stop >= 0)
+        return lb_fail(err, LB_ERR_INTERRUPTED,
+                       "interrupted (a signal reached rank %d): the climb stopped", cmd->stop);
+    return LB_OK;
+}
+
+/* This rank's part of the probe of cmd's rung; all parts into all on rank 0. */
+static lb_status probe_part(across *a, const probe_cmd *cmd, part_msg *all, lb_err *err) {
+    part_msg mine = {0};
+    mine.started = a->part(a->ctx, &cmd->rung, cmd->port, &mine.result, &mine.code);
+    mine.interrupted = lb_signals_interrupted();
+    return lb_boot_gather(a->boot, &mine, sizeof mine, all, err);
+}
+
+/* Rank 0's probe (lb_doctor_probe_fn): every rank's part, the probe failed where any
+ * rank's workers failed; a signal on any rank before or during it stops the climb. */
 static lb_status probe_all(void *ctx, const lb_doctor_rung *rung, lb_doctor_probe *out,
                            lb_err *err) {
-    probe_ctx *c = ctx;
-    lb_progress_update(&c->prog, true, "doctor: probe %d, %s", ++c->tried, rung->name);
-    probe_cmd cmd = {.go = 1, .port = lb_launch_free_port(), .rung = *rung};
-    LB_TRY(lb_boot_bcast(c->boot, &cmd, sizeof cmd, err));
-    probe_msg mine;
-    probe_here(c, rung, cmd.port, &mine);
-    int n = lb_boot_size(c->boot);
-    probe_msg *all = calloc((size_t)n, sizeof *all);
+    across *a = ctx;
+    probe_cmd cmd = {.go = 1, .rung = *rung};
+    lb_status st = agree_next(a, &cmd, err);
+    if (st == LB_ERR_INTERRUPTED) return interrupted(a, cmd.stop, "before", rung, err);
+    LB_TRY(st);
+    int n = lb_boot_size(a->boot);
+    part_msg *all = calloc((size_t)n, sizeof *all);
     if (all == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
-    lb_status st = lb_boot_gather(c->boot, &mine, sizeof mine, all, err);
+    st = probe_part(a, &cmd, all, err);
+    for (int r = 0; r < n && st == LB_OK && a->stopped_by < 0; r++)
+        if (all[r].interrupted) a->stopped_by = r;
+    if (st == LB_OK && a->stopped_by >= 0) st = interrupted(a, a->stopped_by, "during", rung, err);
     if (st == LB_OK) {
-        *out = all[n == 1 ? 0 : c->first_gpu_rank].result;
+        *out = all[a->result_rank].result;
         for (int r = 0; r < n && out->ok; r++)
             if (all[r].started && all[r].code != 0) {
                 out->ok = false;
@@ -238,16 +297,31 @@ static lb_status probe_all(void *ctx, const lb_doctor_rung *rung, lb_doctor_prob
     return st;
 }
 
-/* Ranks other than 0 follow rank 0's probes until it says the climb is over. */
-static lb_status follow(probe_ctx *c, lb_err *err) {
-    for (;;) {
-        probe_cmd cmd;
-        LB_TRY(lb_boot_bcast(c->boot, &cmd, sizeof cmd, err));
-        if (!cmd.go) return LB_OK;
-        probe_msg mine;
-        probe_here(c, &cmd.rung, cmd.port, &mine);
-        LB_TRY(lb_boot_gather(c->boot, &mine, sizeof mine, NULL, err));
+lb_status lb_doctor_climb_across(lb_boot *boot, int result_rank, lb_doctor_part_fn part, void *ctx,
+                                 const lb_doctor_rung *rungs, int n, double good_gbps,
+                                 lb_doctor_probe *results, int *chosen, lb_doctor_verdict *verdict,
+                                 lb_err *err) {
+    across a = {
+        .boot = boot, .result_rank = result_rank, .part = part, .ctx = ctx, .stopped_by = -1};
+    if (lb_boot_rank(boot) != 0) {
+        for (;;) {
+            probe_cmd cmd;
+            LB_TRY(agree_next(&a, &cmd, err));
+            if (!cmd.go) return LB_OK;
+            LB_TRY(probe_part(&a, &cmd, NULL, err));
+        }
     }
+    lb_status st =
+        lb_doctor_climb(rungs, n, good_gbps, probe_all, &a, results, chosen, verdict, err);
+    /* the others wait for the next word: the end, or that a signal stopped the climb */
+    if (!a.told_end) {
+        probe_cmd done = {.go = 0};
+        lb_err end_err = {{0}};
+        lb_status end = agree_next(&a, &done, &end_err);
+        if (st == LB_OK && end != LB_OK) st = lb_fail(err, end, "%s", end_err.msg);
+    }
+    if (st == LB_ERR_INTERRUPTED) *chosen = -1; /* nothing judged */
+    return st;
 }
 
 /* ---- the check without GPUs: an all_reduce over MPI ---- */
@@ -349,7 +423,9 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
                               "verdict", "not checked");
         }
     } else if (me != 0) {
-        st = follow(&c, err);
+        int chosen;
+        st = lb_doctor_climb_across(boot, c.first_gpu_rank, probe_here, &c, NULL, 0, 0, NULL,
+                                    &chosen, &v, err);
     } else {
         json_t *f0 = json_array_get(ranks, (size_t)c.first_gpu_rank);
         json_t *lf = lb_doctor_ladder_facts(fv, n, c.first_gpu_rank);
@@ -361,11 +437,9 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
         int gpus = n == 1 ? local_gpus : c.gpu_ranks;
         double good = lb_doctor_good_gbps(f0, multi, gpus);
         lb_progress_init(&c.prog, p->progress);
-        st = lb_doctor_climb(rungs, nr, good, probe_all, &c, results, &chosen, &v, err);
+        st = lb_doctor_climb_across(boot, n == 1 ? 0 : c.first_gpu_rank, probe_here, &c, rungs, nr,
+                                    good, results, &chosen, &v, err);
         lb_progress_done(&c.prog);
-        probe_cmd done = {.go = 0};
-        lb_err ignored;
-        lb_boot_bcast(boot, &done, sizeof done, st == LB_OK ? err : &ignored);
         json_t *tried = json_array();
         for (int i = 0; i < nr; i++) {
             char line[1024];

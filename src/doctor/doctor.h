@@ -39,6 +39,26 @@ lb_doctor_params lb_doctor_default_params(void);
 lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **report,
                         lb_doctor_verdict *verdict, lb_err *err);
 
+/* One rank's part of a probe across ranks (in llmbench: its probe workers, with the rung's
+ * environment, meeting on port): what it gave into *out and its workers' exit code into
+ * *code. Returns false when this rank started none (a rank without a GPU). */
+typedef bool (*lb_doctor_part_fn)(void *ctx, const lb_doctor_rung *rung, int port,
+                                  lb_doctor_probe *out, int *code);
+
+/* The climb (ladder.h) across the ranks of boot, called by every rank. Rank 0 climbs rungs
+ * (n of them, results, *chosen, *verdict as lb_doctor_climb); before each probe it sends
+ * every rank the rung, each rank runs its part and rank 0 gathers them: a probe's outcome
+ * is result_rank's part, failed where any rank's workers failed. The other ranks follow
+ * (their rungs, results, chosen and verdict are not used) and return LB_OK at the end. A
+ * signal on any rank (core/signals.h) before or during a probe stops the climb on every
+ * rank with LB_ERR_INTERRUPTED (the ranks agree before each probe, as commbench does before
+ * each row, and each part's gather says whether one came during it): that probe is not
+ * counted as ran and nothing is judged (*chosen -1). */
+lb_status lb_doctor_climb_across(lb_boot *boot, int result_rank, lb_doctor_part_fn part, void *ctx,
+                                 const lb_doctor_rung *rungs, int n, double good_gbps,
+                                 lb_doctor_probe *results, int *chosen, lb_doctor_verdict *verdict,
+                                 lb_err *err);
+
 /* The probe worker (`llmbench doctor --probe`): one all_reduce of p->probe_bytes over NCCL
  * among the ranks of boot; rank 0 prints {"ok", "busbw_gbps", "error"} as one line. */
 lb_status lb_doctor_probe_worker(lb_boot *boot, const lb_doctor_params *p, lb_err *err);
