@@ -1370,6 +1370,24 @@ static void test_serve_refusals_name_the_value_given(void **state) {
         {"/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_completion_tokens\":-3}",
          "'max_completion_tokens' must be an integer >= 1, got -3"},
+        /* a chat message's role is one a chat template knows, as OpenAI's and vLLM's */
+        {"/v1/chat/completions", "{\"messages\":[{\"content\":\"a\"}]}",
+         "'messages'[0] has no 'role': the accepted roles are 'system', 'user' and 'assistant'"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"tool\",\"content\":"
+         "\"b\"}]}",
+         "'messages'[1] has the role 'tool': the accepted roles are 'system', 'user' and "
+         "'assistant'"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"system\",\"content\":\"a\"},{\"role\":\"user\"},"
+         "{\"role\":\"banana\",\"content\":\"b\"}]}",
+         "'messages'[2] has the role 'banana': the accepted roles are 'system', 'user' and "
+         "'assistant'"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":5,\"content\":\"a\"}]}",
+         "'messages'[0] has a 'role' that is an integer: the accepted roles are 'system', "
+         "'user' and 'assistant'"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":null,\"content\":\"a\"}]}",
+         "'messages'[0] has no 'role': the accepted roles are 'system', 'user' and 'assistant'"},
         {"/v1/completions", "{\"prompt\":\"a\",\"n\":2}", "only 'n' = 1 is supported, got 2"},
         /* a number with a fraction is not the integer it equals: said as sent */
         {"/v1/completions", "{\"prompt\":\"a\",\"n\":1.0}", "only 'n' = 1 is supported, got 1.0"},

@@ -1,7 +1,7 @@
 /* test_serve_engine.c: the server over the built-in engine's token source
  * (serve/engine_source.h) with the CPU engine, through real HTTP on 127.0.0.1: refused
- * requests, id prompts, end of sequence, special and long tokens, the drain, and the
- * request's sampling fields (checked, used, seeded per request). */
+ * requests, id prompts, chat roles, end of sequence, special and long tokens, the drain, and
+ * the request's sampling fields (checked, used, seeded per request). */
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -31,9 +31,10 @@
 #include "serve/server.h"
 #include "test_util.h"
 
-static long post(int port, const char *body, lb_test_body *out) {
+/* POSTs body to path; returns the status, out gets the response body. */
+static long post_to(int port, const char *path, const char *body, lb_test_body *out) {
     char url[96];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
     memset(out, 0, sizeof *out);
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url);
@@ -47,6 +48,10 @@ static long post(int port, const char *body, lb_test_body *out) {
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
     return status;
+}
+
+static long post(int port, const char *body, lb_test_body *out) {
+    return post_to(port, "/v1/completions", body, out);
 }
 
 typedef struct {
@@ -610,6 +615,63 @@ static void test_serve_engine_refusal_past_the_context_says_what_fits(void **sta
     stop(&f);
 }
 
+/* The prompt tokens of msgs[0..n) in Llama 3's chat format under f's tokenizer. */
+static json_int_t chat_tokens(const fixture *f, const lb_chat_message *msgs, size_t n) {
+    char *text = NULL;
+    size_t len = 0, n_ids = 0;
+    uint32_t *ids = NULL;
+    lb_err err;
+    assert_int_equal(lb_hf_tokenizer_chat_llama3(msgs, n, &text, &len, &err), LB_OK);
+    assert_int_equal(lb_tokenizer_encode(f->tok, text, len, &ids, &n_ids, &err), LB_OK);
+    free(text);
+    free(ids);
+    return (json_int_t)n_ids;
+}
+
+/* The messages of a chat request reached the engine as one user message of their contents
+ * joined by newlines: a system prompt and an assistant turn were read as the user's text,
+ * and the prompt's tokens were not those vLLM builds for the same messages. Each message
+ * is now under its own role's header. */
+static void test_serve_engine_chat_messages_keep_their_roles(void **state) {
+    (void)state;
+    one_token o = {1000};
+    lb_weights w = one_token_weights(&o, 2);
+    fixture f;
+    start_engine(&f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, 0);
+    const lb_chat_message two[] = {{"system", "be brief", 8}, {"user", "hello there", 11}};
+    const lb_chat_message four[] = {{"system", "be brief", 8},
+                                    {"user", "hi", 2},
+                                    {"assistant", "hello", 5},
+                                    {"user", "again", 5}};
+    const struct {
+        const char *body;
+        const lb_chat_message *msgs;
+        size_t n;
+    } cases[] = {
+        {"{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+         "{\"role\":\"user\",\"content\":\"hello there\"}],\"max_tokens\":1}",
+         two, 2},
+        {"{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+         "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]},"
+         "{\"role\":\"assistant\",\"content\":\"hello\"},"
+         "{\"role\":\"user\",\"content\":\"again\"}],\"max_tokens\":1}",
+         four, 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_test_body t;
+        assert_int_equal(post_to(f.port, "/v1/chat/completions", cases[i].body, &t), 200);
+        json_t *j = json_loads(t.p, 0, NULL);
+        if (j == NULL) fail_msg("not JSON: %s", t.p);
+        assert_int_equal(usage_of(j, "prompt_tokens"), chat_tokens(&f, cases[i].msgs, cases[i].n));
+        json_decref(j);
+        free(t.p);
+    }
+    /* the joined contents as one user message: what the old prompt was, and not the same */
+    const lb_chat_message joined = {"user", "be brief\nhello there", 20};
+    assert_true(chat_tokens(&f, two, 2) != chat_tokens(&f, &joined, 1));
+    stop(&f);
+}
+
 /* A Ctrl-C while the engine loaded (minutes for a large model on a GPU) was kept until the
  * load ended; then the server opened its port, printed "listening" and drained at once,
  * exit 0, as if it had served. It stops before the port opens: exit 130. */
@@ -646,6 +708,7 @@ int main(void) {
         cmocka_unit_test(test_serve_engine_refuses_bad_sampling_fields),
         cmocka_unit_test(test_serve_engine_drain_ends_unfinished_requests_at_the_deadline),
         cmocka_unit_test(test_serve_engine_refusal_past_the_context_says_what_fits),
+        cmocka_unit_test(test_serve_engine_chat_messages_keep_their_roles),
         cmocka_unit_test(test_serve_engine_signal_while_loading_stops_before_the_port_opens),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -177,6 +177,19 @@ static void *engine_thread(void *arg) {
     return NULL;
 }
 
+/* A chat request's prompt in Llama 3's chat format, each message under its own role's
+ * header; *text is malloc'd (caller frees). */
+static lb_status chat_text(const lb_token_request *req, char **text, size_t *len, lb_err *err) {
+    lb_chat_message *m = malloc(req->n_messages * sizeof *m);
+    if (m == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory for a chat prompt");
+    for (size_t i = 0; i < req->n_messages; i++)
+        m[i] = (lb_chat_message){req->messages[i].role, req->messages[i].content,
+                                 req->messages[i].content_len};
+    lb_status st = lb_hf_tokenizer_chat_llama3(m, req->n_messages, text, len, err);
+    free(m);
+    return st;
+}
+
 static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
                            int64_t *prompt_tokens, lb_err *err) {
     esrc *s = ctx;
@@ -194,10 +207,7 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
     } else {
         char *text = NULL;
         size_t len = req->prompt_len;
-        if (req->chat) {
-            lb_chat_message m = {"user", req->prompt, req->prompt_len};
-            LB_TRY(lb_hf_tokenizer_chat_llama3(&m, 1, &text, &len, err));
-        }
+        if (req->chat) LB_TRY(chat_text(req, &text, &len, err));
         lb_status st = lb_tokenizer_encode(s->p.tok, text ? text : req->prompt, len, &ids, &n, err);
         free(text);
         if (st != LB_OK) return st;

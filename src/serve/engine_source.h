@@ -2,13 +2,13 @@
  * server (serve/token_source.h).
  *
  * The engine runs on a thread of its own: start() tokenizes the prompt (Llama 3's chat
- * format for chat requests, the contents as one user message; the bos id before a plain
- * prompt) or takes a prompt of token ids as it is (no bos; an id outside the model's
- * vocabulary is LB_ERR_USAGE naming it), checks it against the engine's context and cache
- * (a request that can never fit is LB_ERR_USAGE naming the limit and what would fit: the
- * server answers 400)
- * and queues it; the engine thread admits queued requests between steps and appends each
- * step's tokens to their requests. next() never waits for the engine: it hands over the
+ * format for chat requests, each message under its own role's header, then the assistant's
+ * header; the bos id before a plain prompt) or takes a prompt of token ids as it is (no
+ * bos; an id outside the model's vocabulary is LB_ERR_USAGE naming it), checks it against
+ * the engine's context and cache (a request that can never fit is LB_ERR_USAGE naming the
+ * limit and what would fit: the server answers 400) and queues it; the engine thread
+ * admits queued requests between steps and appends each step's tokens to their requests.
+ * next() never waits for the engine: it hands over the
  * text of the tokens that are there, one token a call (whole UTF-8 characters, an invalid
  * byte as U+FFFD, at most LB_TOKEN_TEXT_MAX_BYTES at a time, possibly none when a
  * character continues in the next token; the end-of-sequence token that ends a request

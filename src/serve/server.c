@@ -157,6 +157,8 @@ typedef struct {
     prompt_part *parts;    /* a batch's [n_prompts] prompts; NULL: one */
     int32_t *ids;          /* the token ids of the prompts given as ids */
     size_t n_ids;
+    lb_token_message *msgs; /* a chat's [n_msgs] messages, contents in body */
+    size_t n_msgs;
     char stop[STOP_MAX][STOP_MAX_BYTES];
     uint8_t stop_len[STOP_MAX];
     uint8_t n_stop, held_len;
@@ -499,6 +501,7 @@ static void request_release(void *cls) {
     sbuf_free(&r->body);
     sbuf_free(&r->resp);
     free(r->parts);
+    free(r->msgs);
     free(r->ids);
     free(r);
     atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
@@ -580,12 +583,6 @@ static const char *refuse_value(request *r, const char *rule, const json_t *v) {
     return r->head;
 }
 
-/* Appends one message part to the prompt text, newline-separated. */
-static bool prompt_add(request *r, const char *s, size_t n) {
-    if (r->body.len > 0 && !sbuf_append(&r->body, "\n", 1)) return false;
-    return sbuf_append(&r->body, s, n);
-}
-
 /* A prompt of text: appended to r->body, *part says where. */
 static const char *text_add(request *r, const json_t *text, prompt_part *part) {
     *part = (prompt_part){.at = r->body.len, .len = json_string_length(text)};
@@ -645,31 +642,70 @@ static const char *read_prompt(request *r, const json_t *prompt) {
     return NULL;
 }
 
-/* Collects the message contents of a chat request into r->body. */
+/* The role of message i of a chat request, one of those a chat template knows; NULL with
+ * why in r->head for none or another. */
+static const char *read_role(request *r, size_t i, const json_t *role) {
+    static const char *const roles[] = {"system", "user", "assistant"};
+    static const char accepted[] = "the accepted roles are 'system', 'user' and 'assistant'";
+    if (!is_set(role)) {
+        snprintf(r->head, sizeof r->head, "'messages'[%zu] has no 'role': %s", i, accepted);
+        return NULL;
+    }
+    if (!json_is_string(role)) {
+        snprintf(r->head, sizeof r->head, "'messages'[%zu] has a 'role' that is %s: %s", i,
+                 lb_result_json_kind(role), accepted);
+        return NULL;
+    }
+    for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++)
+        if (strcmp(json_string_value(role), roles[k]) == 0) return roles[k];
+    const char *v = json_string_value(role);
+    snprintf(r->head, sizeof r->head, "'messages'[%zu] has the role '%.*s': %s", i,
+             (int)lb_utf8text_cut_len(v, 64), v, accepted);
+    return NULL;
+}
+
+/* Collects the messages of a chat request: their contents into r->body, one newline
+ * between messages and between the text parts of one, and each with its role into
+ * r->msgs. */
 static const char *read_messages(request *r, const json_t *messages) {
     if (!messages) return "missing field 'messages'";
     if (!json_is_array(messages) || json_array_size(messages) == 0)
         return "'messages' must be a non-empty array of message objects";
+    r->n_msgs = json_array_size(messages);
+    r->msgs = malloc(r->n_msgs * sizeof *r->msgs);
+    if (r->msgs == NULL) return "out of memory";
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
         if (!json_is_object(m)) return "every entry of 'messages' must be an object";
+        const char *role = read_role(r, i, json_object_get(m, "role"));
+        if (role == NULL) return r->head;
+        if (i > 0 && !sbuf_append(&r->body, "\n", 1)) return "out of memory";
+        const size_t at = r->body.len;
         const json_t *content = json_object_get(m, "content");
         if (json_is_string(content)) {
-            if (!prompt_add(r, json_string_value(content), json_string_length(content)))
+            if (!sbuf_append(&r->body, json_string_value(content), json_string_length(content)))
                 return "out of memory";
         } else if (json_is_array(content)) {
-            size_t k;
+            size_t k, n_text = 0;
             json_t *part;
             json_array_foreach(content, k, part) {
                 const json_t *text = json_object_get(part, "text");
-                if (json_is_string(text) &&
-                    !prompt_add(r, json_string_value(text), json_string_length(text)))
+                if (!json_is_string(text)) continue;
+                if ((n_text++ > 0 && !sbuf_append(&r->body, "\n", 1)) ||
+                    !sbuf_append(&r->body, json_string_value(text), json_string_length(text)))
                     return "out of memory";
             }
         } else if (is_set(content)) {
             return "message 'content' must be a string or an array of content parts";
         }
+        r->msgs[i] = (lb_token_message){.role = role, .content_len = r->body.len - at};
+    }
+    /* the body holds every content now: one newline apart */
+    size_t at = 0;
+    for (size_t k = 0; k < r->n_msgs; k++) {
+        r->msgs[k].content = r->body.p + at;
+        at += r->msgs[k].content_len + 1;
     }
     return NULL;
 }
@@ -1135,6 +1171,8 @@ static lb_status start_choice(request *r, int k, lb_err *err) {
         .max_tokens = r->max_tokens,
         .arrival_ns = r->arrival_ns,
         .chat = r->chat,
+        .messages = r->msgs,
+        .n_messages = r->n_msgs,
         .sampling = r->sampling,
     };
     int64_t tokens = 0;

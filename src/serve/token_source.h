@@ -18,8 +18,9 @@
  * by the server, each with whether the request set it: a field left out (or null) is the
  * source's own default. The synthetic source ignores them (its text depends on the prompt
  * and --seed only); the engine source samples with them.
- * Not covered yet: chat messages reach the source as their contents joined by newlines
- * (roles are dropped); an engine that needs roles will widen lb_token_request. */
+ * A chat request's messages come in order with their roles (system, user or assistant: the
+ * server refuses any other, and a message without one); its prompt is their contents
+ * joined by newlines, for a source that needs only the text (the synthetic one). */
 #ifndef LB_SERVE_TOKEN_SOURCE_H
 #define LB_SERVE_TOKEN_SOURCE_H
 
@@ -45,6 +46,13 @@ typedef struct {
     bool ignore_eos;   /* generate max_tokens whatever the end-of-sequence token says */
 } lb_token_sampling;
 
+/* One message of a chat request. */
+typedef struct {
+    const char *role;    /* "system", "user" or "assistant"; static */
+    const char *content; /* its text (text parts joined by newlines); not NUL-terminated */
+    size_t content_len;  /* bytes */
+} lb_token_message;
+
 typedef struct {
     const char *prompt; /* prompt text; valid during start() only; not NUL-terminated */
     size_t prompt_len;  /* bytes */
@@ -54,6 +62,9 @@ typedef struct {
     int64_t max_tokens; /* output tokens to generate, >= 1 */
     int64_t arrival_ns; /* lb_clock_now_ns() when the request arrived */
     bool chat;          /* /v1/chat/completions (prompt = message contents) */
+    const lb_token_message *messages; /* a chat's [n_messages] in order, valid during start()
+                                         only; NULL when not chat */
+    size_t n_messages;                /* >= 1 when chat */
     /* the request's sampling fields */
     lb_token_sampling sampling;
 } lb_token_request;
