@@ -863,7 +863,8 @@ static void test_comm_launcher_reports_the_first_failure(void **state) {
 
 /* --stuck-worker: rank 1 fails at once (exit 3, or LB_TEST_EXIT); rank 0 ends 0.1 s later with
  * LB_TEST_RANK0_EXIT when that is set, else sleeps through the first
- * SIGTERM (a flag nobody polls) and says its last words on the second. */
+ * SIGTERM (a flag nobody polls) and says its last words on the second, or with
+ * LB_TEST_IGNORE_TERM set ignores SIGTERM (only SIGKILL ends it). */
 static void stuck_last_words(void *ctx, int signo) {
     (void)ctx;
     printf("last words on signal %d\n", signo);
@@ -877,8 +878,12 @@ static int stuck_worker(void) {
         usleep(100 * 1000);
         return atoi(getenv("LB_TEST_RANK0_EXIT"));
     }
-    lb_signals_install();
-    lb_signals_set_last_words(stuck_last_words, NULL);
+    if (getenv("LB_TEST_IGNORE_TERM") != NULL) {
+        signal(SIGTERM, SIG_IGN);
+    } else {
+        lb_signals_install();
+        lb_signals_set_last_words(stuck_last_words, NULL);
+    }
     printf("rank 0 stuck\n");
     fflush(stdout);
     for (int i = 0; i < 600; i++)
@@ -886,18 +891,24 @@ static int stuck_worker(void) {
     return 0;
 }
 
-/* Two --stuck-worker workers with env (NULL-terminated) and a grace of 0.5 s; rank 0's
- * stdout into out, the launcher's own stderr into errout, the time taken into *s. */
-static int launch_stuck(const char **env, char *out, char *errout, size_t cap, double *s) {
+/* Two --stuck-worker workers with env (NULL-terminated), a grace of 0.5 s and the launch's
+ * deadline_s; rank 0's stdout into out, the launcher's own stderr into errout, its err
+ * into *err, the time taken into *s. */
+static int launch_stuck_within(const char **env, double deadline_s, char *out, char *errout,
+                               size_t cap, double *s, lb_err *err) {
     int fd = nameless_file(), efd = nameless_file();
     char *const argv[] = {self_path, "--stuck-worker", NULL};
-    lb_launch_params lp = {.n = 2, .argv = argv, .env = env, .rank0_stdout = fd, .grace_s = 0.5};
-    lb_err err = {{0}};
+    lb_launch_params lp = {.n = 2,
+                           .argv = argv,
+                           .env = env,
+                           .rank0_stdout = fd,
+                           .grace_s = 0.5,
+                           .deadline_s = deadline_s};
     fflush(stderr);
     int saved = dup(2);
     dup2(efd, 2);
     int64_t t0 = lb_clock_now_ns();
-    int rc = lb_launch_local(&lp, &err);
+    int rc = lb_launch_local(&lp, err);
     *s = (double)(lb_clock_now_ns() - t0) / 1e9;
     fflush(stderr);
     dup2(saved, 2);
@@ -907,6 +918,12 @@ static int launch_stuck(const char **env, char *out, char *errout, size_t cap, d
     close(fd);
     close(efd);
     return rc;
+}
+
+/* launch_stuck_within without a deadline. */
+static int launch_stuck(const char **env, char *out, char *errout, size_t cap, double *s) {
+    lb_err err = {{0}};
+    return launch_stuck_within(env, 0, out, errout, cap, s, &err);
 }
 
 static void test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm(void **state) {
@@ -921,6 +938,42 @@ static void test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm(void
     assert_non_null(strstr(errout, "worker 1 of 2 (rank 1) exited with status 3; the 1 left get "
                                    "0.5 s to end on their own"));
     assert_true(s > 2 && s < 10); /* grace, SIGTERM, 2 s, SIGTERM: ended there */
+}
+
+/* Workers that no deadline of their own reaches (rank 1 ended well, rank 0 sleeps on) are
+ * ended at the launch's deadline as after a failure: SIGTERM, a second one 2 s later (its
+ * last words), SIGKILL 2 s after that for one that ignores SIGTERM; the launch says so in
+ * err, naming the one still running, and prints no failure line. */
+static void test_comm_launcher_ends_workers_past_its_deadline(void **state) {
+    (void)state;
+    char out[512], errout[512];
+    double s = 0;
+    lb_err err = {{0}};
+    const char *ignoring[] = {"LB_TEST_EXIT=0", "LB_TEST_IGNORE_TERM=1", NULL};
+    int rc = launch_stuck_within(ignoring, 1, out, errout, sizeof out, &s, &err);
+    assert_int_equal(rc, LB_LAUNCH_DEADLINE_PASSED);
+    assert_string_equal(err.msg, "the launch's deadline of 1 s passed with 1 of 2 workers still "
+                                 "running (worker 0 (rank 0)): they were ended with SIGTERM, "
+                                 "then SIGKILL");
+    assert_non_null(strstr(out, "rank 0 stuck"));
+    assert_string_equal(errout, "");
+    assert_true(s > 1 + 4 && s < 1 + 4 + 1.5); /* deadline, SIGTERM, 2 s, SIGTERM, 2 s, SIGKILL */
+
+    const char *stuck[] = {"LB_TEST_EXIT=0", NULL};
+    err = (lb_err){{0}};
+    rc = launch_stuck_within(stuck, 1, out, errout, sizeof out, &s, &err);
+    assert_int_equal(rc, LB_LAUNCH_DEADLINE_PASSED);
+    assert_non_null(strstr(err.msg, "deadline of 1 s passed with 1 of 2 workers"));
+    assert_non_null(strstr(out, "last words on signal 15"));
+    assert_true(s > 1 + 2 && s < 1 + 2 + 1.5); /* deadline, SIGTERM, 2 s, SIGTERM: ended */
+
+    /* a failure before the deadline is the launch's outcome, as without one */
+    const char *failing[] = {NULL};
+    err = (lb_err){{0}};
+    rc = launch_stuck_within(failing, 30, out, errout, sizeof out, &s, &err);
+    assert_int_equal(rc, 3);
+    assert_string_equal(err.msg, "");
+    assert_true(s < 10);
 }
 
 /* A worker that ends interrupted (exit 130) said why itself: the launcher adds no line while
@@ -1556,6 +1609,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_free_port_is_below_the_ephemeral_range),
         cmocka_unit_test(test_comm_launcher_reports_the_first_failure),
         cmocka_unit_test(test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm),
+        cmocka_unit_test(test_comm_launcher_ends_workers_past_its_deadline),
         cmocka_unit_test(test_comm_launcher_leaves_an_interrupted_worker_to_say_so),
         cmocka_unit_test(
             test_comm_launcher_workers_start_while_another_thread_changes_the_environment),

@@ -296,10 +296,13 @@ static void test_doctor_climb_stops_when_interrupted(void **state) {
 }
 
 /* One rank's part of a probe across ranks: slow but working, except that a signal reaches
- * rank signal_rank during its second part (and its workers, passed the signal, end 130). */
+ * rank signal_rank during its second part (and its workers, passed the signal, end 130), and
+ * that rank overrun_rank's workers overrun the launch's deadline in its first part. */
 typedef struct {
-    int rank, signal_rank, parts;
+    int rank, signal_rank, overrun_rank, parts;
 } part_ctx;
+
+#define OVERRUN_MSG "the launch's deadline of 110 s passed with 1 of 1 workers still running"
 
 static bool signalled_part(void *ctx, const lb_doctor_rung *r, int port, lb_doctor_probe *out,
                            int *code) {
@@ -308,6 +311,12 @@ static bool signalled_part(void *ctx, const lb_doctor_rung *r, int port, lb_doct
     part_ctx *pc = ctx;
     bool hit = ++pc->parts == 2 && pc->rank == pc->signal_rank;
     if (hit) lb_signals_raise(SIGINT);
+    if (pc->parts == 1 && pc->rank == pc->overrun_rank) {
+        out->ok = false;
+        snprintf(out->error, sizeof out->error, "%s", OVERRUN_MSG);
+        *code = LB_LAUNCH_DEADLINE_PASSED;
+        return true;
+    }
     out->ok = !hit;
     out->busbw_gbps = hit ? 0 : 3;
     *code = hit ? 130 : 0;
@@ -315,8 +324,9 @@ static bool signalled_part(void *ctx, const lb_doctor_rung *r, int port, lb_doct
 }
 
 /* Rank `rank` of two over TCP climbing the broken ladder with signalled_part; one line on
- * fd: its status, its parts, the rungs it counts as ran, its error. */
-static _Noreturn void climb_as(int rank, int signal_rank, int port, int fd) {
+ * fd: its status, its parts, the rungs it counts as ran, its error; rank 0 a second: the
+ * first rung's outcome. */
+static _Noreturn void climb_as(int rank, int signal_rank, int overrun_rank, int port, int fd) {
     char v[16];
     snprintf(v, sizeof v, "%d", rank);
     setenv("RANK", v, 1);
@@ -335,7 +345,7 @@ static _Noreturn void climb_as(int rank, int signal_rank, int port, int fd) {
     lb_doctor_probe res[LB_LADDER_MAX] = {0};
     int n = lb_doctor_ladder(f, false, r, LB_LADDER_MAX), chosen = 0;
     lb_doctor_verdict verdict;
-    part_ctx pc = {.rank = rank, .signal_rank = signal_rank};
+    part_ctx pc = {.rank = rank, .signal_rank = signal_rank, .overrun_rank = overrun_rank};
     lb_status st = lb_doctor_climb_across(boot, 0, signalled_part, &pc, r, n, 45, res, &chosen,
                                           &verdict, &err);
     int ran = 0;
@@ -343,12 +353,14 @@ static _Noreturn void climb_as(int rank, int signal_rank, int port, int fd) {
         ran += res[i].ran;
     dprintf(fd, "rank %d: status %d, %d parts, %d ran, chosen %d: %s\n", rank, (int)st, pc.parts,
             ran, chosen, err.msg);
+    if (rank == 0) dprintf(fd, "first rung: ok %d: %s\n", res[0].ok, res[0].error);
     lb_boot_free(boot);
     _exit(0);
 }
 
-/* Both ranks' lines when a signal reaches signal_rank during the second probe. */
-static void climb_two_ranks(int signal_rank, char *out, size_t cap) {
+/* Both ranks' lines when a signal reaches signal_rank during the second probe and
+ * overrun_rank's workers overrun their deadline in the first (-1: none). */
+static void climb_two_ranks(int signal_rank, int overrun_rank, char *out, size_t cap) {
     char path[] = "/tmp/lbtest-climbXXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -358,7 +370,7 @@ static void climb_two_ranks(int signal_rank, char *out, size_t cap) {
     for (int rank = 0; rank < 2; rank++)
         if ((pids[rank] = fork()) == 0) {
             lb_test_die_with_parent();
-            climb_as(rank, signal_rank, port, fd);
+            climb_as(rank, signal_rank, overrun_rank, port, fd);
         }
     alarm(60);
     for (int rank = 0; rank < 2; rank++)
@@ -376,7 +388,7 @@ static void test_doctor_signal_on_any_rank_stops_the_climb_on_every_rank(void **
     (void)state;
     char out[2048], want[512];
     for (int signal_rank = 0; signal_rank < 2; signal_rank++) {
-        climb_two_ranks(signal_rank, out, sizeof out);
+        climb_two_ranks(signal_rank, -1, out, sizeof out);
         snprintf(want, sizeof want,
                  "rank 0: status %d, 2 parts, 1 ran, chosen -1: interrupted (a signal reached "
                  "rank %d) during the probe of \"without the settings that name nothing here\"\n",
@@ -388,6 +400,32 @@ static void test_doctor_signal_on_any_rank_stops_the_climb_on_every_rank(void **
                  (int)LB_ERR_INTERRUPTED, signal_rank);
         if (strstr(out, want) == NULL) fail_msg("no '%s' in:\n%s", want, out);
     }
+}
+
+/* A probe whose workers on rank 1 overran the launch's deadline is a failed rung with the
+ * launcher's reason, naming the rank; the climb goes on to the next rungs. */
+static void test_doctor_probe_that_overran_its_deadline_fails_its_rung(void **state) {
+    (void)state;
+    char out[2048];
+    climb_two_ranks(-1, 1, out, sizeof out);
+    int parts = 0, ran = 0;
+    const char *line = strstr(out, "rank 0: status 0, ");
+    if (line == NULL || sscanf(line, "rank 0: status 0, %d parts, %d ran", &parts, &ran) != 2)
+        fail_msg("no rank 0 line in:\n%s", out);
+    assert_true(parts > 1);
+    assert_int_equal(ran, parts);
+    if (strstr(out, "first rung: ok 0: rank 1: " OVERRUN_MSG "\n") == NULL)
+        fail_msg("no overrun in:\n%s", out);
+}
+
+/* The doctor's bound on one probe's workers: their own deadlines and 30 s for start-up. */
+static void test_doctor_probe_deadline_follows_the_probe_deadlines(void **state) {
+    (void)state;
+    lb_doctor_params p = lb_doctor_default_params();
+    assert_true(lb_doctor_probe_deadline_s(&p) == 3 * 20 + 2 * 10 + 30);
+    p.setup_timeout_s = 1;
+    p.op_timeout_s = 0.5;
+    assert_true(lb_doctor_probe_deadline_s(&p) == 3 + 1 + 30);
 }
 
 /* The probe worker's stdout also holds NCCL's own lines (NCCL_DEBUG=INFO writes there):
@@ -715,6 +753,8 @@ int main(void) {
         cmocka_unit_test(test_doctor_probe_ranks_skip_ranks_without_a_gpu),
         cmocka_unit_test(test_doctor_good_bandwidth_follows_the_links),
         cmocka_unit_test(test_doctor_good_bandwidth_uses_the_pcie_maximum),
+        cmocka_unit_test(test_doctor_probe_that_overran_its_deadline_fails_its_rung),
+        cmocka_unit_test(test_doctor_probe_deadline_follows_the_probe_deadlines),
         cmocka_unit_test(test_doctor_one_gpu_is_judged_by_success_alone),
         cmocka_unit_test(test_doctor_command_on_this_machine),
         cmocka_unit_test(test_doctor_json_reports_a_job_that_never_forms),

@@ -160,7 +160,9 @@ int lb_cmd_doctor(int argc, char **argv) {
             "InfiniBand/RoCE ports with their GID tables, NCCL settings that name nothing; "
             "compares the ranks; runs one small all_reduce with a deadline and, if it fails or "
             "is far below what the links allow, a ladder of NCCL settings, each in fresh "
-            "processes, and prints the first that works and the export line to use. Exit 0: "
+            "processes (ended, as a failed rung, after 3 x --setup-timeout + 2 x "
+            "--comm-timeout + 30 s), and prints the first that works and the export line to "
+            "use. Exit 0: "
             "works as found (or nothing to check: no GPU and no MPI ranks); 1: only a changed "
             "setting works, or nothing does; 2: bad usage; 130: interrupted.",
         LB_ARG_SPECS(specs),

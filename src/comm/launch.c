@@ -79,6 +79,20 @@ static void report_failure(const lb_launch_params *p, int r, int status, int lef
     fflush(stderr);
 }
 
+/* err: the deadline passed with the workers in pids (0: ended) still running. */
+static void name_running(const lb_launch_params *p, const pid_t *pids, int left, lb_err *err) {
+    char list[256] = "";
+    size_t used = 0;
+    for (int r = 0; r < p->n && used < sizeof list; r++)
+        if (pids[r] > 0)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%sworker %d (rank %d)",
+                                     used > 0 ? ", " : "", r, p->first_rank + r);
+    lb_fail(err, LB_ERR_RUNTIME,
+            "the launch's deadline of %g s passed with %d of %d workers still running (%s): "
+            "they were ended with SIGTERM, then SIGKILL",
+            p->deadline_s, left, p->n, list);
+}
+
 int lb_launch_free_port(void) {
     return free_port();
 }
@@ -234,6 +248,9 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
     }
     int code = 0, left = p->n;
     int64_t kill_at = 0;
+    int64_t deadline =
+        p->deadline_s > 0 ? lb_clock_now_ns() + (int64_t)(p->deadline_s * 1e9) : INT64_MAX;
+    bool overran = false;
     int sent = 0; /* signals sent to the workers left: SIGTERM, SIGTERM again, SIGKILL */
     int quiet_r = -1, quiet_status = 0; /* an interrupted worker's end, said if the others
                                          * outlive their grace */
@@ -252,7 +269,7 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
             if (pids[r] <= 0 || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
             pids[r] = 0;
             left--;
-            if (code == 0 && code_of(status) != 0) {
+            if (!overran && code == 0 && code_of(status) != 0) {
                 code = code_of(status);
                 kill_at = lb_clock_now_ns() + (int64_t)(p->grace_s * 1e9);
                 /* a worker that ended interrupted said so itself, and the others stop at
@@ -264,6 +281,11 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
                 else
                     report_failure(p, r, status, left, false);
             }
+        }
+        if (!overran && code == 0 && left > 0 && lb_clock_now_ns() > deadline) {
+            overran = true;
+            name_running(p, pids, left, err);
+            kill_at = deadline;
         }
         if (kill_at != 0 && lb_clock_now_ns() > kill_at) {
             if (sent == 0 && quiet_r >= 0) report_failure(p, quiet_r, quiet_status, left, true);
@@ -278,5 +300,5 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
         nanosleep(&ts, NULL);
     }
     free(pids);
-    return code;
+    return overran ? LB_LAUNCH_DEADLINE_PASSED : code;
 }

@@ -28,6 +28,10 @@ lb_doctor_params lb_doctor_default_params(void) {
         .setup_timeout_s = 20, .op_timeout_s = 10, .probe_bytes = 32 << 20, .progress = true};
 }
 
+double lb_doctor_probe_deadline_s(const lb_doctor_params *p) {
+    return 3 * p->setup_timeout_s + 2 * p->op_timeout_s + 30;
+}
+
 double lb_doctor_good_gbps(const json_t *facts, bool multi_node, int gpus) {
     if (gpus < 2) return 0;
     double best = 0;
@@ -182,6 +186,7 @@ static bool probe_here(void *ctx, const lb_doctor_rung *rung, int port, lb_docto
         .unset = unset,
         .rank0_stdout = fd,
         .grace_s = 2,
+        .deadline_s = lb_doctor_probe_deadline_s(c->p),
         .first_rank = single ? 0 : c->probe_rank,
         .world = single ? 0 : c->gpu_ranks,
         .master_addr = c->master,
@@ -191,7 +196,6 @@ static bool probe_here(void *ctx, const lb_doctor_rung *rung, int port, lb_docto
     int64_t t0 = lb_clock_now_ns();
     *code = lb_launch_local(&lp, &err);
     res->seconds = (double)(lb_clock_now_ns() - t0) / 1e9;
-    if (*code < 0) snprintf(res->error, sizeof res->error, "%s", err.msg);
     FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (f != NULL) {
         rewind(f);
@@ -200,6 +204,8 @@ static bool probe_here(void *ctx, const lb_doctor_rung *rung, int port, lb_docto
     } else if (fd >= 0) {
         close(fd);
     }
+    /* not started, or overran its deadline (after its line, perhaps): the launcher's reason */
+    if (*code < 0) snprintf(res->error, sizeof res->error, "%s", err.msg);
     if (!res->ok && res->error[0] == '\0')
         snprintf(res->error, sizeof res->error,
                  "the probe workers ended with exit code %d before reporting", *code);
@@ -287,7 +293,10 @@ static lb_status probe_all(void *ctx, const lb_doctor_rung *rung, lb_doctor_prob
     if (st == LB_OK) {
         *out = all[a->result_rank].result;
         for (int r = 0; r < n && out->ok; r++)
-            if (all[r].started && all[r].code != 0) {
+            if (all[r].started && all[r].code < 0) {
+                out->ok = false;
+                snprintf(out->error, sizeof out->error, "rank %d: %s", r, all[r].result.error);
+            } else if (all[r].started && all[r].code != 0) {
                 out->ok = false;
                 snprintf(out->error, sizeof out->error, "rank %d's probe worker ended with code %d",
                          r, all[r].code);

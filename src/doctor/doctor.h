@@ -34,6 +34,12 @@ typedef struct {
 
 lb_doctor_params lb_doctor_default_params(void);
 
+/* The overall deadline of one probe's workers (comm/launch.h's deadline_s), s: what their own
+ * deadlines allow (the rendezvous, the communicator's creation and its end: setup_timeout_s
+ * each; the all_reduce: op_timeout_s, twice) and 30 s for what none of them covers (process
+ * and CUDA start-up). A rung whose workers overran it failed, with that reason. */
+double lb_doctor_probe_deadline_s(const lb_doctor_params *p);
+
 /* Runs the doctor on every rank of boot (collective). On rank 0 *report receives the
  * report (caller frees) and *verdict the check's outcome; NULL elsewhere. */
 lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **report,
