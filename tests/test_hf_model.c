@@ -698,6 +698,28 @@ static void test_chat_format_is_llama3s(void **state) {
     free(text);
 }
 
+static void test_chat_format_trims_each_content_as_the_template_does(void **state) {
+    (void)state;
+    /* ASCII, U+00A0, U+3000, U+2028 and \x1c around the text, whitespace inside kept,
+     * U+00E9 (a 2-byte character that is no whitespace) at the end kept, and a message
+     * of whitespace only becomes empty */
+    const char a[] = " \t\n\xc2\xa0\xe3\x80\x80"
+                     "Be  brief.\r\n\xe2\x80\xa8\x1c";
+    const char b[] = "caf\xc3\xa9 \n";
+    lb_chat_message m[3] = {
+        {"system", a, sizeof a - 1}, {"user", b, sizeof b - 1}, {"user", " \n\xc2\x85", 4}};
+    char *text = NULL;
+    size_t len = 0;
+    lb_err err;
+    assert_int_equal(lb_hf_tokenizer_chat_llama3(m, 3, &text, &len, &err), LB_OK);
+    assert_string_equal(text, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                              "Be  brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+                              "caf\xc3\xa9<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+                              "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    assert_int_equal(len, strlen(text));
+    free(text);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hf_model_reads_a_single_file_in_fp32),
@@ -717,6 +739,7 @@ int main(void) {
         cmocka_unit_test(test_hf_tokenizer_refuses_added_tokens_with_strip_or_word_flags),
         cmocka_unit_test(test_hf_tokenizer_json_encodes_as_the_ranks_file),
         cmocka_unit_test(test_chat_format_is_llama3s),
+        cmocka_unit_test(test_chat_format_trims_each_content_as_the_template_does),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

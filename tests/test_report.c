@@ -747,6 +747,79 @@ static void test_report_figures_count_every_repeat(void **state) {
     free(md);
 }
 
+/* A chart that leaves configurations out says how many it drew, in both documents: 260
+ * configurations in the bar chart (256 drawn), 18 with a loss curve (8 lines drawn), 9
+ * scaling families (8 drawn, every one a finding). */
+static void test_report_chart_says_how_many_configurations_it_drew(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200], html_path[200];
+    snprintf(db, sizeof db, "%s/crowd.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/crowd", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    snprintf(html_path, sizeof html_path, "%s/report.html", dir);
+    for (int i = 0; i < 260; i++) {
+        int family = i / 2 + 1, ranks = i % 2 + 1;
+        lb_result *r = lb_result_new("train", "crowd");
+        json_object_set_new(r->config, "batch", json_integer(family));
+        if (i < 18)
+            json_object_set_new(r->config, "ranks", json_integer(ranks));
+        else
+            json_object_set_new(r->config, "seq", json_integer(i));
+        lb_result_set_metric(r, "tokens_per_s", 10.0 * ranks, "tok/s");
+        if (i < 18) {
+            lb_series *loss = lb_result_series(r, "loss", "");
+            for (int k = 0; k < 3; k++)
+                assert_int_equal(lb_result_series_push(loss, 3.0 - k), LB_OK);
+        }
+        assert_true(lb_test_store_ok(db, r) > 0);
+    }
+    int rc = run((const char *[]){"report", "--since", "1", "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    const char *captions[] = {"256 of 260 configurations drawn.", "8 of 18 configurations drawn.",
+                              "8 of 9 configurations drawn."};
+    char *md = lb_test_read_file(md_path, NULL), *html = lb_test_read_file(html_path, NULL);
+    assert_non_null(md);
+    assert_non_null(html);
+    for (int c = 0; c < 3; c++) {
+        char fig[96];
+        snprintf(fig, sizeof fig, "<figcaption>%s</figcaption>", captions[c]);
+        if (count(md, captions[c]) != 1 || count(html, fig) != 1)
+            fail_msg("no caption '%s' in report.md: %s", captions[c], md);
+    }
+    assert_int_equal(count(md, ": 2 ranks scale at 100% of 1 rank's throughput per rank."), 9);
+    free(md);
+    free(html);
+}
+
+/* A sweep of more rates than the QPS chart draws says how many it drew. */
+static void test_report_qps_chart_says_how_many_rates_it_drew(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    snprintf(db, sizeof db, "%s/rates.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/rates", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    lb_result *r = lb_result_new("load", "rates");
+    for (int i = 0; i < 300; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "qps%d/target_qps", i);
+        lb_result_set_metric(r, name, i + 1.0, "queries/s");
+        snprintf(name, sizeof name, "qps%d/ttft_p99_ms", i);
+        lb_result_set_metric(r, name, 10.0 + i, "ms");
+        snprintf(name, sizeof name, "qps%d/tpot_p99_ms", i);
+        lb_result_set_metric(r, name, 5.0, "ms");
+    }
+    int64_t id = lb_test_store_ok(db, r);
+    assert_true(id > 0);
+    char one[24];
+    snprintf(one, sizeof one, "%lld", (long long)id);
+    int rc = run((const char *[]){"report", one, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    if (count(md, "\n256 of 300 rates drawn.\n") != 1) fail_msg("report.md: %s", md);
+    free(md);
+}
+
 /* A Ctrl-C while the report is made (the history of a large database takes a while) stops
  * it: LB_ERR_INTERRUPTED, the folder's earlier report as it was, no staging folder left. */
 static void test_report_interrupted_leaves_the_earlier_report(void **state) {
@@ -851,6 +924,8 @@ int main(void) {
         cmocka_unit_test(test_report_figures_count_every_repeat),
         cmocka_unit_test(test_report_interrupted_leaves_the_earlier_report),
         cmocka_unit_test(test_report_names_the_runs_that_did_not_end_ok),
+        cmocka_unit_test(test_report_chart_says_how_many_configurations_it_drew),
+        cmocka_unit_test(test_report_qps_chart_says_how_many_rates_it_drew),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -911,6 +911,11 @@ lb_status lb_loadgen_run_sut(const lb_loadgen_params *p, const lb_dataset *ds, c
     if (ds->n == 0) return lb_fail(err, LB_ERR_USAGE, "the dataset has no samples");
     if (p->scenario == LB_SCENARIO_SERVER && !(p->qps > 0))
         return lb_fail(err, LB_ERR_USAGE, "the Server scenario needs --qps > 0");
+    if (!(p->burstiness >= 0.001 && p->burstiness <= 1000))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--burstiness %g is no gamma shape to draw arrival gaps with: give one "
+                       "from 0.001 to 1000 (1 = Poisson)",
+                       p->burstiness);
     if (p->scenario == LB_SCENARIO_CONCURRENCY && p->concurrency < 1)
         return lb_fail(err, LB_ERR_USAGE, "--concurrency must be at least 1");
     run R;

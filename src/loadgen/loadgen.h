@@ -37,7 +37,8 @@ typedef struct {
     lb_mode mode;
     double qps;                         /* Server: mean arrival rate, queries/s */
     double burstiness;                  /* Server: gaps ~ Gamma(burstiness) of mean 1/qps; 1 =
-                                           Poisson, < 1 burstier, > 1 more even */
+                                           Poisson, < 1 burstier, > 1 more even; 0.001 to
+                                           1000 */
     double ramp_up_s;                   /* Server: the rate rises linearly from 0 to qps over
                                            this many seconds; 0 = none */
     int64_t concurrency;                /* CONCURRENCY: queries in flight */

@@ -324,6 +324,38 @@ lb_status lb_hf_tokenizer_load(lb_tokenizer **out, const char *path,
     return st;
 }
 
+/* The bytes of the character at s[0..n) when it is whitespace to Python's str.strip()
+ * (str.isspace(): ASCII \t..\r, \x1c..\x1f and space; U+0085, U+00A0, U+1680,
+ * U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000), else 0. */
+static size_t space_len(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    if (u[0] == ' ' || (u[0] >= 0x09 && u[0] <= 0x0d) || (u[0] >= 0x1c && u[0] <= 0x1f)) return 1;
+    if (n >= 2 && u[0] == 0xc2 && (u[1] == 0x85 || u[1] == 0xa0)) return 2;
+    if (n < 3) return 0;
+    if ((u[0] & 0xf0) != 0xe0 || (u[1] & 0xc0) != 0x80 || (u[2] & 0xc0) != 0x80) return 0;
+    uint32_t cp = (uint32_t)(u[0] & 0x0f) << 12 | (uint32_t)(u[1] & 0x3f) << 6 | (u[2] & 0x3f);
+    bool ws = cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
+              cp == 0x202f || cp == 0x205f || cp == 0x3000;
+    return ws ? 3 : 0;
+}
+
+/* Jinja's trim (Python's str.strip()) on s[0..*n): returns the first byte kept and sets *n
+ * to the bytes kept. */
+static const char *trim(const char *s, size_t *n) {
+    size_t b = 0, e = *n, k;
+    while (b < e && (k = space_len(s + b, e - b)) > 0)
+        b += k;
+    while (e > b) {
+        size_t start = e - 1; /* the lead byte of the last character */
+        while (start > b && e - start < 3 && ((unsigned char)s[start] & 0xc0) == 0x80)
+            start--;
+        if (space_len(s + start, e - start) != e - start) break;
+        e = start;
+    }
+    *n = e - b;
+    return s + b;
+}
+
 lb_status lb_hf_tokenizer_chat_llama3(const lb_chat_message *msgs, size_t n, char **text,
                                       size_t *len, lb_err *err) {
     static const char bot[] = "<|begin_of_text|>", sh[] = "<|start_header_id|>",
@@ -336,8 +368,10 @@ lb_status lb_hf_tokenizer_chat_llama3(const lb_chat_message *msgs, size_t n, cha
     size_t o = (size_t)sprintf(s, "%s", bot);
     for (size_t i = 0; i < n; i++) {
         o += (size_t)sprintf(s + o, "%s%s%s", sh, msgs[i].role, eh);
-        memcpy(s + o, msgs[i].content, msgs[i].content_len);
-        o += msgs[i].content_len;
+        size_t n_content = msgs[i].content_len;
+        const char *content = trim(msgs[i].content, &n_content);
+        memcpy(s + o, content, n_content);
+        o += n_content;
         o += (size_t)sprintf(s + o, "%s", eot);
     }
     o += (size_t)sprintf(s + o, "%sassistant%s", sh, eh);

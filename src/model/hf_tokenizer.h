@@ -43,7 +43,9 @@ typedef struct {
 
 /* Llama 3's chat prompt: <|begin_of_text|>, then per message
  * <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>, then the assistant's
- * header that the reply follows. *text is malloc'd and NUL-terminated (caller frees);
+ * header that the reply follows. CONTENT is the message's content trimmed as the
+ * template's `message['content'] | trim` does (Python's str.strip(): leading and trailing
+ * whitespace, Unicode's included). *text is malloc'd and NUL-terminated (caller frees);
  * *len its bytes. */
 lb_status lb_hf_tokenizer_chat_llama3(const lb_chat_message *msgs, size_t n, char **text,
                                       size_t *len, lb_err *err);

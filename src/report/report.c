@@ -25,8 +25,10 @@
 #include "history/history.h"
 #include "report/svg.h"
 
-#define MAX_LINES 8
-#define MAX_BENCH 4
+#define MAX_LINES  8   /* lines in one chart */
+#define MAX_BARS   256 /* bars in one chart */
+#define MAX_POINTS 256 /* rates on the QPS chart */
+#define MAX_BENCH  4
 
 lb_report_params lb_report_default_params(void) {
     return (lb_report_params){
@@ -155,15 +157,22 @@ static FILE *chart_open(char **buf, size_t *len) {
     return open_memstream(buf, len);
 }
 
-/* Closes f (the memstream over *bufp, *lenp) and places its chart. */
-static void chart_close(doc *d, FILE *f, char **bufp, size_t *lenp, const char *title) {
+/* Closes f (the memstream over *bufp, *lenp) and places its chart. A chart that draws
+ * `drawn` of `total` items (configurations, rates) gets a caption line saying so under it. */
+static void chart_close(doc *d, FILE *f, char **bufp, size_t *lenp, const char *title, size_t drawn,
+                        size_t total, const char *items) {
     fclose(f);
     char *buf = *bufp;
     size_t len = *lenp;
-    char name[32];
+    char name[32], caption[128] = "";
     snprintf(name, sizeof name, "chart-%d.svg", ++d->n_charts);
-    fprintf(d->html, "<figure>\n%s</figure>\n", buf ? buf : "");
+    if (drawn < total)
+        snprintf(caption, sizeof caption, "%zu of %zu %s drawn.", drawn, total, items);
+    fprintf(d->html, "<figure>\n%s", buf ? buf : "");
+    if (caption[0]) fprintf(d->html, "<figcaption>%s</figcaption>\n", caption);
+    fputs("</figure>\n", d->html);
     fprintf(d->md, "![%s](%s)\n\n", title, name);
+    if (caption[0]) fprintf(d->md, "%s\n\n", caption);
     if (d->st == LB_OK) d->st = write_in(d->dir, name, buf ? buf : "", len, d->err);
     free(buf);
 }
@@ -185,14 +194,14 @@ static void para(doc *d, const char *text) {
 /* Bars of metric per group of kind, whiskers min..max. Returns false when no group has it. */
 static bool bars_of(doc *d, const lb_run_set *set, const char *kind, const char *metric,
                     const char *what) {
-    size_t n = 0;
-    const char *labels[256];
-    double v[256], lo[256], hi[256];
+    size_t n = 0, total = 0;
+    const char *labels[MAX_BARS];
+    double v[MAX_BARS], lo[MAX_BARS], hi[MAX_BARS];
     const char *unit = "";
-    for (size_t g = 0; g < set->n_groups && n < 256; g++) {
+    for (size_t g = 0; g < set->n_groups; g++) {
         if (strcmp(group_kind(&set->groups[g]), kind) != 0) continue;
         gstat s = group_stat(&set->groups[g], metric);
-        if (s.n == 0) continue;
+        if (s.n == 0 || total++ >= MAX_BARS) continue;
         labels[n] = d->names[g];
         v[n] = s.median, lo[n] = s.min, hi[n] = s.max;
         unit = s.unit;
@@ -207,7 +216,7 @@ static bool bars_of(doc *d, const lb_run_set *set, const char *kind, const char 
     size_t len;
     FILE *f = chart_open(&buf, &len);
     lb_svg_bars(f, title, ylab, labels, v, lo, hi, n);
-    chart_close(d, f, &buf, &len, title);
+    chart_close(d, f, &buf, &len, title, n, total, "configurations");
     return true;
 }
 
@@ -224,13 +233,13 @@ static void series_lines(doc *d, const lb_run_set *set, const char *kind, const 
                          const char *title, const char *x_label, bool cdf) {
     lb_svg_line lines[MAX_LINES];
     double *xs[MAX_LINES] = {0}, *ys[MAX_LINES] = {0};
-    size_t n = 0;
+    size_t n = 0, total = 0;
     const char *unit = "";
-    for (size_t g = 0; g < set->n_groups && n < MAX_LINES; g++) {
+    for (size_t g = 0; g < set->n_groups; g++) {
         const lb_run_group *grp = &set->groups[g];
         if (strcmp(group_kind(grp), kind) != 0) continue;
         const lb_series *s = lb_result_find_series(grp->runs[0], series);
-        if (s == NULL || s->n == 0) continue;
+        if (s == NULL || s->n == 0 || total++ >= MAX_LINES) continue;
         xs[n] = malloc(s->n * sizeof(double));
         ys[n] = malloc(s->n * sizeof(double));
         if (xs[n] == NULL || ys[n] == NULL) {
@@ -267,7 +276,7 @@ static void series_lines(doc *d, const lb_run_set *set, const char *kind, const 
         size_t len;
         FILE *f = chart_open(&buf, &len);
         lb_svg_lines(f, title, xlab, ylab, lines, n, NULL, 0, false);
-        chart_close(d, f, &buf, &len, title);
+        chart_close(d, f, &buf, &len, title, n, total, "configurations");
     }
     for (size_t i = 0; i < n; i++)
         free(xs[i]), free(ys[i]);
@@ -534,8 +543,8 @@ static void mixed_findings(doc *d, const lb_run_set *set) {
 /* p99 TTFT and TPOT against QPS from runs with per-rate metrics (load --sweep-qps) or one
  * Server-scenario rate each. */
 static void qps_chart(doc *d, const lb_run_set *set) {
-    double q[256], ttft[256], tpot[256], limit = NAN;
-    size_t n = 0;
+    double q[MAX_POINTS], ttft[MAX_POINTS], tpot[MAX_POINTS], limit = NAN;
+    size_t n = 0, total = 0;
     for (size_t g = 0; g < set->n_groups; g++)
         for (size_t i = 0; i < set->groups[g].n; i++) {
             const lb_result *r = set->groups[g].runs[i];
@@ -543,9 +552,11 @@ static void qps_chart(doc *d, const lb_run_set *set) {
             json_t *c = json_object_get(r->config, "constraints");
             double lim = json_number_value(json_object_get(c, "ttft_limit_ms"));
             if (lim > 0) limit = lim;
-            for (size_t k = 0; k < r->n_metrics && n < 256; k++) {
+            for (size_t k = 0; k < r->n_metrics; k++) {
                 const char *name = r->metrics[k].name;
-                if (strncmp(name, "qps", 3) != 0 || strstr(name, "/target_qps") == NULL) continue;
+                if (strncmp(name, "qps", 3) != 0 || strstr(name, "/target_qps") == NULL ||
+                    total++ >= MAX_POINTS)
+                    continue;
                 char prefix[LB_NAME_BYTES], full[LB_NAME_BYTES * 2];
                 snprintf(prefix, sizeof prefix, "%.*s", (int)(strchr(name, '/') - name), name);
                 q[n] = r->metrics[k].value;
@@ -556,8 +567,8 @@ static void qps_chart(doc *d, const lb_run_set *set) {
             }
             const char *scen = json_string_value(json_object_get(r->config, "scenario"));
             double qps = json_number_value(json_object_get(r->config, "qps"));
-            if (scen && strcasecmp(scen, "server") == 0 && qps > 0 && n < 256 &&
-                isfinite(lb_result_metric(r, "ttft_p99_ms"))) {
+            if (scen && strcasecmp(scen, "server") == 0 && qps > 0 &&
+                isfinite(lb_result_metric(r, "ttft_p99_ms")) && total++ < MAX_POINTS) {
                 q[n] = qps;
                 ttft[n] = lb_result_metric(r, "ttft_p99_ms");
                 tpot[n++] = lb_result_metric(r, "tpot_p99_ms");
@@ -577,7 +588,7 @@ static void qps_chart(doc *d, const lb_run_set *set) {
     size_t len;
     FILE *f = chart_open(&buf, &len);
     lb_svg_lines(f, title, "target QPS", "ms", lines, 2, NULL, 0, false);
-    chart_close(d, f, &buf, &len, title);
+    chart_close(d, f, &buf, &len, title, n, total, "rates");
     if (isfinite(limit)) {
         size_t i = 0;
         while (i < n && !(ttft[i] > limit))
@@ -593,8 +604,7 @@ static void qps_chart(doc *d, const lb_run_set *set) {
     }
 }
 
-#define MAX_FAMILIES 8  /* scaling lines in one chart */
-#define MAX_COUNTS   32 /* rank counts on one line */
+#define MAX_COUNTS 32 /* rank counts on one line */
 
 /* A train run's identity (history/bench.h) but its rank count: the runs of one scaling. */
 static void family_key(const lb_result *r, char *out, size_t cap) {
@@ -606,16 +616,28 @@ static void family_key(const lb_result *r, char *out, size_t cap) {
             len += (size_t)snprintf(out + len, cap - len, " %s=%s", f[i].key, f[i].value);
 }
 
+/* The runs of one scaling: its rank counts in order with their throughput. */
+typedef struct {
+    char key[LB_BENCH_ID_BYTES];
+    const char *name; /* the smallest count's run */
+    double ranks[MAX_COUNTS], eff[MAX_COUNTS];
+    size_t n;
+} family;
+
 /* Training throughput per rank (one GPU a rank on GPUs) against the rank count train stores
  * in its config ("ranks"): a line for each configuration whose runs differ only in it,
- * against that configuration's smallest count. */
+ * against that configuration's smallest count; a finding for each, the chart draws the
+ * first MAX_LINES. */
 static void scaling_chart(doc *d, const lb_run_set *set) {
     const lb_key_metric *m = lb_history_metric("train", NULL);
-    char fam[MAX_FAMILIES][LB_BENCH_ID_BYTES];
-    const char *name[MAX_FAMILIES];
-    double ranks[MAX_FAMILIES][MAX_COUNTS], eff[MAX_FAMILIES][MAX_COUNTS];
-    size_t nf = 0, np[MAX_FAMILIES] = {0};
-    for (size_t g = 0; m != NULL && g < set->n_groups; g++) {
+    if (m == NULL || set->n_groups == 0) return;
+    family *fam = malloc(set->n_groups * sizeof *fam);
+    if (fam == NULL) {
+        if (d->st == LB_OK) d->st = lb_fail(d->err, LB_ERR_NOMEM, "no memory for the report");
+        return;
+    }
+    size_t nf = 0;
+    for (size_t g = 0; g < set->n_groups; g++) {
         const lb_run_group *grp = &set->groups[g];
         if (strcmp(group_kind(grp), "train") != 0) continue;
         double count = json_number_value(json_object_get(grp->runs[0]->config, "ranks"));
@@ -624,47 +646,50 @@ static void scaling_chart(doc *d, const lb_run_set *set) {
         char key[LB_BENCH_ID_BYTES];
         family_key(grp->runs[0], key, sizeof key);
         size_t f = 0;
-        while (f < nf && strcmp(fam[f], key) != 0)
+        while (f < nf && strcmp(fam[f].key, key) != 0)
             f++;
         if (f == nf) {
-            if (nf == MAX_FAMILIES) continue;
-            snprintf(fam[nf++], sizeof fam[0], "%s", key);
-            name[f] = grp->runs[0]->name;
+            snprintf(fam[nf].key, sizeof fam[nf].key, "%s", key);
+            fam[nf++].n = 0;
         }
-        if (np[f] == MAX_COUNTS) continue;
-        size_t at = np[f]++; /* in rank order */
-        for (; at > 0 && ranks[f][at - 1] > count; at--)
-            ranks[f][at] = ranks[f][at - 1], eff[f][at] = eff[f][at - 1];
-        ranks[f][at] = count, eff[f][at] = s.median;
-        if (at == 0) name[f] = grp->runs[0]->name; /* the smallest count's run names it */
+        family *y = &fam[f];
+        if (y->n == MAX_COUNTS) continue;
+        size_t at = y->n++; /* in rank order */
+        for (; at > 0 && y->ranks[at - 1] > count; at--)
+            y->ranks[at] = y->ranks[at - 1], y->eff[at] = y->eff[at - 1];
+        y->ranks[at] = count, y->eff[at] = s.median;
+        if (at == 0) y->name = grp->runs[0]->name;
     }
-    lb_svg_line lines[MAX_FAMILIES];
-    size_t nl = 0;
+    lb_svg_line lines[MAX_LINES];
+    size_t nl = 0, total = 0;
     for (size_t f = 0; f < nf; f++) {
-        if (np[f] < 2 || ranks[f][np[f] - 1] == ranks[f][0]) continue;
-        if (!(eff[f][0] > 0)) { /* no efficiency against nothing */
-            finding(d, "%s: no scaling efficiency, as %.0f rank%s measured a %s of 0.", name[f],
-                    ranks[f][0], ranks[f][0] == 1 ? "" : "s", m->metric);
+        family *y = &fam[f];
+        if (y->n < 2 || y->ranks[y->n - 1] == y->ranks[0]) continue;
+        if (!(y->eff[0] > 0)) { /* no efficiency against nothing */
+            finding(d, "%s: no scaling efficiency, as %.0f rank%s measured a %s of 0.", y->name,
+                    y->ranks[0], y->ranks[0] == 1 ? "" : "s", m->metric);
             continue;
         }
-        double base = eff[f][0] / ranks[f][0];
-        for (size_t i = 0; i < np[f]; i++)
-            eff[f][i] = 100.0 * eff[f][i] / (ranks[f][i] * base);
-        for (size_t i = 1; i < np[f]; i++)
-            if (ranks[f][i] != ranks[f][0])
+        double base = y->eff[0] / y->ranks[0];
+        for (size_t i = 0; i < y->n; i++)
+            y->eff[i] = 100.0 * y->eff[i] / (y->ranks[i] * base);
+        for (size_t i = 1; i < y->n; i++)
+            if (y->ranks[i] != y->ranks[0])
                 finding(d, "%s: %.0f ranks scale at %.0f%% of %.0f rank%s throughput per rank.",
-                        name[f], ranks[f][i], eff[f][i], ranks[f][0],
-                        ranks[f][0] == 1 ? "'s" : "s'");
-        lines[nl++] = (lb_svg_line){name[f], ranks[f], eff[f], np[f]};
+                        y->name, y->ranks[i], y->eff[i], y->ranks[0],
+                        y->ranks[0] == 1 ? "'s" : "s'");
+        if (total++ < MAX_LINES) lines[nl++] = (lb_svg_line){y->name, y->ranks, y->eff, y->n};
     }
-    if (nl == 0) return;
-    const char *title = "scaling efficiency: throughput per rank against the smallest count";
-    char *buf;
-    size_t len;
-    FILE *f = chart_open(&buf, &len);
-    lb_svg_lines(f, title, "ranks (one GPU each on GPUs)", "% of per-rank throughput", lines, nl,
-                 NULL, 0, false);
-    chart_close(d, f, &buf, &len, title);
+    if (nl > 0) {
+        const char *title = "scaling efficiency: throughput per rank against the smallest count";
+        char *buf;
+        size_t len;
+        FILE *f = chart_open(&buf, &len);
+        lb_svg_lines(f, title, "ranks (one GPU each on GPUs)", "% of per-rank throughput", lines,
+                     nl, NULL, 0, false);
+        chart_close(d, f, &buf, &len, title, nl, total, "configurations");
+    }
+    free(fam);
 }
 
 /* Each benchmark of the set (at most MAX_BENCH): its history with change points. */
@@ -729,7 +754,7 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
             size_t len;
             FILE *f = chart_open(&buf, &len);
             lb_svg_lines(f, title, "run start (UTC)", m->metric, &line, 1, marks, n_ch, true);
-            chart_close(d, f, &buf, &len, title);
+            chart_close(d, f, &buf, &len, title, 1, 1, "histories");
             shown++;
         }
         free(x), free(y), free(pts);
