@@ -304,48 +304,66 @@ static stream_seen fetch_stream(lb_http_client *c, stream_seen *seen, const char
     return *seen;
 }
 
+/* A client whose callbacks fill seen, against the server serve runs in a child (none when
+ * serve is NULL), with params p; rig_close ends both. */
+typedef struct {
+    pid_t pid;
+    char base[64];
+    lb_http_client *c;
+    stream_seen seen;
+} stream_rig;
+
+static void rig_open(stream_rig *r, void (*serve)(int lfd), const lb_http_params *p) {
+    int port = 0;
+    r->pid = serve != NULL ? start_server(serve, &port) : -1;
+    snprintf(r->base, sizeof r->base, "http://127.0.0.1:%d", port);
+    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
+    r->c = NULL;
+    lb_err err;
+    assert_int_equal(lb_http_init(&r->c, p, &cb, &r->seen, &err), LB_OK);
+}
+
+static void rig_close(stream_rig *r) {
+    lb_http_free(r->c);
+    if (r->pid > 0) {
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, NULL, 0);
+    }
+}
+
 /* A stream whose body ends cleanly right after its last event, without the blank line
  * that would dispatch it ("data: [DONE]\n", or no line end at all), is complete: its
  * [DONE], usage and last token count. Data cut mid-line is bad JSON; a stream with every
  * event whole but no [DONE] is still truncated. */
 static void test_http_stream_ending_without_its_last_blank_line_completes(void **state) {
     (void)state;
-    int port = 0;
-    pid_t pid = start_server(serve_streams, &port);
-    char base[64];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
     lb_http_params p = lb_http_default_params();
     p.timeout_ms = 5000;
     p.max_connections = 4;
-    stream_seen seen;
-    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
-    lb_http_client *c = NULL;
-    lb_err err;
-    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
+    stream_rig r;
+    rig_open(&r, serve_streams, &p);
 
     const char *complete[] = {"/no-blank-line", "/no-line-end", "/crlf-no-blank-line"};
     for (size_t i = 0; i < 3; i++) {
-        stream_seen s = fetch_stream(c, &seen, base, complete[i]);
+        stream_seen s = fetch_stream(r.c, &r.seen, r.base, complete[i]);
         if (s.error != LB_QERR_NONE) fail_msg("%s: %s", complete[i], s.detail);
         assert_int_equal(s.completion_tokens, 2);
         assert_int_equal(s.n_chunks, 2);
         assert_int_equal(s.tokens_heard, 2);
     }
     /* the last token's event is dispatched (and heard) before the stream is judged */
-    stream_seen s = fetch_stream(c, &seen, base, "/last-token-no-blank-line");
+    stream_seen s = fetch_stream(r.c, &r.seen, r.base, "/last-token-no-blank-line");
     assert_int_equal(s.error, LB_QERR_TRUNCATED);
     assert_int_equal(s.n_chunks, 2);
     assert_int_equal(s.tokens_heard, 2);
-    s = fetch_stream(c, &seen, base, "/cut-mid-event");
+    s = fetch_stream(r.c, &r.seen, r.base, "/cut-mid-event");
     assert_int_equal(s.error, LB_QERR_BAD_JSON);
     assert_non_null(strstr(s.detail, "{\"choi"));
-    s = fetch_stream(c, &seen, base, "/no-done");
+    s = fetch_stream(r.c, &r.seen, r.base, "/no-done");
     assert_int_equal(s.error, LB_QERR_TRUNCATED);
     assert_int_equal(s.n_chunks, 2);
 
-    lb_http_free(c);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    rig_close(&r);
 }
 
 /* ---- a stream held open after [DONE] ---- */
@@ -400,22 +418,15 @@ static void serve_done_then_hold(int lfd) {
  * by the client; a stream whose end comes with [DONE] keeps its connection. */
 static void test_http_stream_held_open_after_done_completes_at_done(void **state) {
     (void)state;
-    int port = 0;
-    pid_t pid = start_server(serve_done_then_hold, &port);
-    char base[64];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
     lb_http_params p = lb_http_default_params();
     p.timeout_ms = 2000;
     p.max_connections = 4;
-    stream_seen seen;
-    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
-    lb_http_client *c = NULL;
-    lb_err err;
-    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
+    stream_rig r;
+    rig_open(&r, serve_done_then_hold, &p);
 
     for (int i = 0; i < 2; i++) {
         int64_t t0 = lb_clock_now_ns();
-        stream_seen s = fetch_stream(c, &seen, base, "/hold");
+        stream_seen s = fetch_stream(r.c, &r.seen, r.base, "/hold");
         if (s.error != LB_QERR_NONE) fail_msg("/hold: %s", s.detail);
         assert_true(lb_clock_now_ns() - t0 < 1000000000LL);
         assert_true(s.latency_ns > 0 && s.latency_ns < 1000000000LL);
@@ -427,17 +438,15 @@ static void test_http_stream_held_open_after_done_completes_at_done(void **state
          * takes one connection at a time, so this one is only answered once it is) */
         assert_true(s.new_connection);
     }
-    stream_seen s = fetch_stream(c, &seen, base, "/whole");
+    stream_seen s = fetch_stream(r.c, &r.seen, r.base, "/whole");
     if (s.error != LB_QERR_NONE) fail_msg("/whole: %s", s.detail);
     assert_int_equal(s.completion_tokens, 2);
-    s = fetch_stream(c, &seen, base, "/whole");
+    s = fetch_stream(r.c, &r.seen, r.base, "/whole");
     if (s.error != LB_QERR_NONE) fail_msg("/whole: %s", s.detail);
     assert_int_equal(s.n_chunks, 2);
     assert_false(s.new_connection);
 
-    lb_http_free(c);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    rig_close(&r);
 }
 
 /* A server that sends [DONE] and then closes the connection without the chunked body's
@@ -445,29 +454,20 @@ static void test_http_stream_held_open_after_done_completes_at_done(void **state
  * used to fail as dropped). */
 static void test_http_stream_dropped_after_done_completes(void **state) {
     (void)state;
-    int port = 0;
-    pid_t pid = start_server(serve_done_then_hold, &port);
-    char base[64];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
     lb_http_params p = lb_http_default_params();
     p.timeout_ms = 2000;
     p.max_connections = 4;
-    stream_seen seen;
-    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
-    lb_http_client *c = NULL;
-    lb_err err;
-    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
+    stream_rig r;
+    rig_open(&r, serve_done_then_hold, &p);
     for (int i = 0; i < 2; i++) {
-        stream_seen s = fetch_stream(c, &seen, base, "/drop");
+        stream_seen s = fetch_stream(r.c, &r.seen, r.base, "/drop");
         if (s.error != LB_QERR_NONE) fail_msg("/drop: %s", s.detail);
         assert_int_equal(s.completion_tokens, 2);
         assert_int_equal(s.n_chunks, 2);
         assert_int_equal(s.tokens_heard, 2);
         assert_true(s.new_connection);
     }
-    lb_http_free(c);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    rig_close(&r);
 }
 
 /* ---- connections not made in time ---- */
@@ -505,21 +505,17 @@ static void test_http_connect_not_made_in_time_is_a_connect_failure(void **state
     p.connect_timeout_ms = 300;
     p.timeout_ms = 600;
     p.max_connections = 4;
-    stream_seen seen;
-    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
-    lb_http_client *c = NULL;
-    lb_err err;
-    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
-    char base[64];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", full_port);
-    stream_seen s = fetch_stream(c, &seen, base, "/v1/completions");
+    stream_rig r;
+    rig_open(&r, NULL, &p);
+    snprintf(r.base, sizeof r.base, "http://127.0.0.1:%d", full_port);
+    stream_seen s = fetch_stream(r.c, &r.seen, r.base, "/v1/completions");
     if (s.error != LB_QERR_CONNECT) fail_msg("%s: %s", lb_http_qerr_name(s.error), s.detail);
     assert_true(s.latency_ns < 550000000LL); /* the connect timeout, not the request's */
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", mute_port);
-    s = fetch_stream(c, &seen, base, "/v1/completions");
+    snprintf(r.base, sizeof r.base, "http://127.0.0.1:%d", mute_port);
+    s = fetch_stream(r.c, &r.seen, r.base, "/v1/completions");
     if (s.error != LB_QERR_TIMEOUT) fail_msg("%s: %s", lb_http_qerr_name(s.error), s.detail);
     assert_true(s.latency_ns >= 550000000LL);
-    lb_http_free(c);
+    rig_close(&r);
     for (int i = 0; i < 4; i++)
         close(filled[i]);
     close(full);
@@ -576,21 +572,14 @@ static void serve_reasoning(int lfd) {
  * afresh for each request. */
 static void test_http_reasoning_pieces_are_tokens_but_not_the_answer(void **state) {
     (void)state;
-    int port = 0;
-    pid_t pid = start_server(serve_reasoning, &port);
-    char base[64];
-    snprintf(base, sizeof base, "http://127.0.0.1:%d", port);
     lb_http_params p = lb_http_default_params();
     p.api = LB_API_CHAT;
     p.keep_text = true;
     p.timeout_ms = 5000;
     p.max_connections = 4;
-    stream_seen seen;
-    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
-    lb_http_client *c = NULL;
-    lb_err err;
-    assert_int_equal(lb_http_init(&c, &p, &cb, &seen, &err), LB_OK);
-    stream_seen s = fetch_stream(c, &seen, base, "/v1/chat/completions");
+    stream_rig r;
+    rig_open(&r, serve_reasoning, &p);
+    stream_seen s = fetch_stream(r.c, &r.seen, r.base, "/v1/chat/completions");
     if (s.error != LB_QERR_NONE) fail_msg("%s", s.detail);
     assert_int_equal(s.tokens_heard, 4);
     assert_int_equal(s.n_chunks, 4);
@@ -599,13 +588,11 @@ static void test_http_reasoning_pieces_are_tokens_but_not_the_answer(void **stat
     assert_string_equal(s.reasoning, "Hmm, yes");
     assert_true(s.latency_ns >= REASONING_MS * 1000000LL);
     assert_true(s.first_ns > 0 && s.first_ns < REASONING_MS * 1000000LL);
-    s = fetch_stream(c, &seen, base, "/v1/chat/completions");
+    s = fetch_stream(r.c, &r.seen, r.base, "/v1/chat/completions");
     if (s.error != LB_QERR_NONE) fail_msg("%s", s.detail);
     assert_string_equal(s.text, "Paris.");
     assert_string_equal(s.reasoning, "Hmm, yes");
-    lb_http_free(c);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    rig_close(&r);
 }
 
 int main(void) {
