@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -296,10 +297,11 @@ static void test_doctor_climb_stops_when_interrupted(void **state) {
 }
 
 /* One rank's part of a probe across ranks: slow but working, except that a signal reaches
- * rank signal_rank during its second part (and its workers, passed the signal, end 130), and
- * that rank overrun_rank's workers overrun the launch's deadline in its first part. */
+ * rank signal_rank during its second part (and its workers, passed the signal, end 130),
+ * that rank overrun_rank's workers overrun the launch's deadline in its first part, and that
+ * rank slow_rank's first part takes 1.5 s. */
 typedef struct {
-    int rank, signal_rank, overrun_rank, parts;
+    int rank, signal_rank, overrun_rank, slow_rank, parts;
 } part_ctx;
 
 #define OVERRUN_MSG "the launch's deadline of 110 s passed with 1 of 1 workers still running"
@@ -310,6 +312,8 @@ static bool signalled_part(void *ctx, const lb_doctor_rung *r, int port, lb_doct
     (void)port;
     part_ctx *pc = ctx;
     bool hit = ++pc->parts == 2 && pc->rank == pc->signal_rank;
+    if (pc->parts == 1 && pc->rank == pc->slow_rank)
+        nanosleep(&(struct timespec){.tv_sec = 1, .tv_nsec = 500 * 1000 * 1000}, NULL);
     if (hit) lb_signals_raise(SIGINT);
     if (pc->parts == 1 && pc->rank == pc->overrun_rank) {
         out->ok = false;
@@ -323,10 +327,10 @@ static bool signalled_part(void *ctx, const lb_doctor_rung *r, int port, lb_doct
     return true;
 }
 
-/* Rank `rank` of two over TCP climbing the broken ladder with signalled_part; one line on
- * fd: its status, its parts, the rungs it counts as ran, its error; rank 0 a second: the
- * first rung's outcome. */
-static _Noreturn void climb_as(int rank, int signal_rank, int overrun_rank, int port, int fd) {
+/* Rank `rank` of two over TCP climbing the broken ladder with signalled_part (pc's rank
+ * set here), a control plane of 1 s and parts of up to 3 s; one line on fd: its status, its
+ * parts, the rungs it counts as ran, its error; rank 0 a second: the first rung's outcome. */
+static _Noreturn void climb_as(int rank, part_ctx pc, int port, int fd) {
     char v[16];
     snprintf(v, sizeof v, "%d", rank);
     setenv("RANK", v, 1);
@@ -340,13 +344,14 @@ static _Noreturn void climb_as(int rank, int signal_rank, int overrun_rank, int 
         dprintf(fd, "rank %d: %s\n", rank, err.msg);
         _exit(1);
     }
+    lb_boot_set_timeout_s(boot, 1);
     json_t *f = broken_facts();
     lb_doctor_rung r[LB_LADDER_MAX];
     lb_doctor_probe res[LB_LADDER_MAX] = {0};
     int n = lb_doctor_ladder(f, false, r, LB_LADDER_MAX), chosen = 0;
     lb_doctor_verdict verdict;
-    part_ctx pc = {.rank = rank, .signal_rank = signal_rank, .overrun_rank = overrun_rank};
-    lb_status st = lb_doctor_climb_across(boot, 0, signalled_part, &pc, r, n, 45, res, &chosen,
+    pc.rank = rank;
+    lb_status st = lb_doctor_climb_across(boot, 0, signalled_part, &pc, 3, r, n, 45, res, &chosen,
                                           &verdict, &err);
     int ran = 0;
     for (int i = 0; i < n; i++)
@@ -358,9 +363,8 @@ static _Noreturn void climb_as(int rank, int signal_rank, int overrun_rank, int 
     _exit(0);
 }
 
-/* Both ranks' lines when a signal reaches signal_rank during the second probe and
- * overrun_rank's workers overrun their deadline in the first (-1: none). */
-static void climb_two_ranks(int signal_rank, int overrun_rank, char *out, size_t cap) {
+/* Both ranks' lines for the parts pc describes (-1: no such rank). */
+static void climb_two_ranks(part_ctx pc, char *out, size_t cap) {
     char path[] = "/tmp/lbtest-climbXXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -370,7 +374,7 @@ static void climb_two_ranks(int signal_rank, int overrun_rank, char *out, size_t
     for (int rank = 0; rank < 2; rank++)
         if ((pids[rank] = fork()) == 0) {
             lb_test_die_with_parent();
-            climb_as(rank, signal_rank, overrun_rank, port, fd);
+            climb_as(rank, pc, port, fd);
         }
     alarm(60);
     for (int rank = 0; rank < 2; rank++)
@@ -388,7 +392,8 @@ static void test_doctor_signal_on_any_rank_stops_the_climb_on_every_rank(void **
     (void)state;
     char out[2048], want[512];
     for (int signal_rank = 0; signal_rank < 2; signal_rank++) {
-        climb_two_ranks(signal_rank, -1, out, sizeof out);
+        climb_two_ranks((part_ctx){.signal_rank = signal_rank, .overrun_rank = -1, .slow_rank = -1},
+                        out, sizeof out);
         snprintf(want, sizeof want,
                  "rank 0: status %d, 2 parts, 1 ran, chosen -1: interrupted (a signal reached "
                  "rank %d) during the probe of \"without the settings that name nothing here\"\n",
@@ -407,7 +412,8 @@ static void test_doctor_signal_on_any_rank_stops_the_climb_on_every_rank(void **
 static void test_doctor_probe_that_overran_its_deadline_fails_its_rung(void **state) {
     (void)state;
     char out[2048];
-    climb_two_ranks(-1, 1, out, sizeof out);
+    climb_two_ranks((part_ctx){.signal_rank = -1, .overrun_rank = 1, .slow_rank = -1}, out,
+                    sizeof out);
     int parts = 0, ran = 0;
     const char *line = strstr(out, "rank 0: status 0, ");
     if (line == NULL || sscanf(line, "rank 0: status 0, %d parts, %d ran", &parts, &ran) != 2)
@@ -416,6 +422,23 @@ static void test_doctor_probe_that_overran_its_deadline_fails_its_rung(void **st
     assert_int_equal(ran, parts);
     if (strstr(out, "first rung: ok 0: rank 1: " OVERRUN_MSG "\n") == NULL)
         fail_msg("no overrun in:\n%s", out);
+}
+
+/* A part that takes longer than the control plane's deadline (rank 1's workers running up
+ * to their own deadline) is waited for: the climb is judged, not stopped by rank 0's
+ * gather giving up on rank 1. */
+static void test_doctor_climb_waits_for_a_part_longer_than_the_control_deadline(void **state) {
+    (void)state;
+    char out[2048];
+    climb_two_ranks((part_ctx){.signal_rank = -1, .overrun_rank = -1, .slow_rank = 1}, out,
+                    sizeof out);
+    int parts = 0, ran = 0;
+    const char *line = strstr(out, "rank 0: status 0, ");
+    if (line == NULL || sscanf(line, "rank 0: status 0, %d parts, %d ran", &parts, &ran) != 2)
+        fail_msg("no rank 0 line in:\n%s", out);
+    assert_true(parts >= 1);
+    assert_int_equal(ran, parts);
+    if (strstr(out, "rank 1: status 0, ") == NULL) fail_msg("no rank 1 line in:\n%s", out);
 }
 
 /* The doctor's bound on one probe's workers: their own deadlines and 30 s for start-up. */
@@ -754,6 +777,7 @@ int main(void) {
         cmocka_unit_test(test_doctor_good_bandwidth_follows_the_links),
         cmocka_unit_test(test_doctor_good_bandwidth_uses_the_pcie_maximum),
         cmocka_unit_test(test_doctor_probe_that_overran_its_deadline_fails_its_rung),
+        cmocka_unit_test(test_doctor_climb_waits_for_a_part_longer_than_the_control_deadline),
         cmocka_unit_test(test_doctor_probe_deadline_follows_the_probe_deadlines),
         cmocka_unit_test(test_doctor_one_gpu_is_judged_by_success_alone),
         cmocka_unit_test(test_doctor_command_on_this_machine),

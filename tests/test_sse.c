@@ -259,9 +259,9 @@ static void test_openai_surrogate_pairs_and_lone_surrogates(void **state) {
     assert_null(piece.root);
 }
 
-/* A streamed chat piece of a reasoning model's thinking (vLLM's and SGLang's
- * reasoning_content, newer vLLM's reasoning) says how much it carries, apart from the
- * answer's text; the completions API and whole answers have none. */
+/* A chat piece of a reasoning model's thinking (vLLM's and SGLang's reasoning_content, newer
+ * vLLM's reasoning; in a stream's delta or a whole answer's message) says how much it
+ * carries, apart from the answer's text; the completions API has none. */
 static void test_openai_reasoning_is_counted_apart_from_the_answer(void **state) {
     (void)state;
     static const struct {
@@ -283,7 +283,7 @@ static void test_openai_reasoning_is_counted_apart_from_the_answer(void **state)
         {LB_API_COMPLETIONS, true, "{\"choices\":[{\"text\":\"A\",\"reasoning_content\":\"x\"}]}",
          0, "A"},
         {LB_API_CHAT, false,
-         "{\"choices\":[{\"message\":{\"reasoning_content\":\"think\",\"content\":\"A\"}}]}", 0,
+         "{\"choices\":[{\"message\":{\"reasoning_content\":\"think\",\"content\":\"A\"}}]}", 5,
          "A"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

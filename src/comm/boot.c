@@ -631,6 +631,10 @@ const char *lb_boot_host(const lb_boot *b) {
 double lb_boot_timeout_s(const lb_boot *b) {
     return b->timeout_s;
 }
+
+void lb_boot_set_timeout_s(lb_boot *b, double timeout_s) {
+    b->timeout_s = timeout_s;
+}
 /* The peer behind fd closed its end: a hang-up, or end of stream with nothing unread. */
 static bool closed(int fd) {
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};

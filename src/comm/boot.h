@@ -72,6 +72,9 @@ int lb_boot_local_size(const lb_boot *b);
 const char *lb_boot_host(const lb_boot *b);
 /* The control plane's deadline, s. */
 double lb_boot_timeout_s(const lb_boot *b);
+/* Sets the deadline of the control-plane calls after it, s: for a phase where a rank may
+ * wait on another's longer work (the doctor's probes). */
+void lb_boot_set_timeout_s(lb_boot *b, double timeout_s);
 /* A communicator of this job failed: leave it with MPI_Abort rather than MPI_Finalize. */
 void lb_boot_mark_broken(lb_boot *b);
 /* The ranks whose process is gone, as far as this rank can see without waiting: over TCP a

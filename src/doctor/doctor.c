@@ -306,19 +306,29 @@ static lb_status probe_all(void *ctx, const lb_doctor_rung *rung, lb_doctor_prob
     return st;
 }
 
+/* A rank other than 0: each rung's part, until rank 0's word says the climb ended. */
+static lb_status follow(across *a, lb_err *err) {
+    for (;;) {
+        probe_cmd cmd;
+        LB_TRY(agree_next(a, &cmd, err));
+        if (!cmd.go) return LB_OK;
+        LB_TRY(probe_part(a, &cmd, NULL, err));
+    }
+}
+
 lb_status lb_doctor_climb_across(lb_boot *boot, int result_rank, lb_doctor_part_fn part, void *ctx,
-                                 const lb_doctor_rung *rungs, int n, double good_gbps,
-                                 lb_doctor_probe *results, int *chosen, lb_doctor_verdict *verdict,
-                                 lb_err *err) {
+                                 double part_s, const lb_doctor_rung *rungs, int n,
+                                 double good_gbps, lb_doctor_probe *results, int *chosen,
+                                 lb_doctor_verdict *verdict, lb_err *err) {
     across a = {
         .boot = boot, .result_rank = result_rank, .part = part, .ctx = ctx, .stopped_by = -1};
+    /* every rank waits at each gather and word for the slowest part */
+    const double control_s = lb_boot_timeout_s(boot);
+    lb_boot_set_timeout_s(boot, control_s + part_s);
     if (lb_boot_rank(boot) != 0) {
-        for (;;) {
-            probe_cmd cmd;
-            LB_TRY(agree_next(&a, &cmd, err));
-            if (!cmd.go) return LB_OK;
-            LB_TRY(probe_part(&a, &cmd, NULL, err));
-        }
+        lb_status st = follow(&a, err);
+        lb_boot_set_timeout_s(boot, control_s);
+        return st;
     }
     lb_status st =
         lb_doctor_climb(rungs, n, good_gbps, probe_all, &a, results, chosen, verdict, err);
@@ -330,6 +340,7 @@ lb_status lb_doctor_climb_across(lb_boot *boot, int result_rank, lb_doctor_part_
         if (st == LB_OK && end != LB_OK) st = lb_fail(err, end, "%s", end_err.msg);
     }
     if (st == LB_ERR_INTERRUPTED) *chosen = -1; /* nothing judged */
+    lb_boot_set_timeout_s(boot, control_s);
     return st;
 }
 
@@ -433,8 +444,9 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
         }
     } else if (me != 0) {
         int chosen;
-        st = lb_doctor_climb_across(boot, c.first_gpu_rank, probe_here, &c, NULL, 0, 0, NULL,
-                                    &chosen, &v, err);
+        st = lb_doctor_climb_across(boot, c.first_gpu_rank, probe_here, &c,
+                                    lb_doctor_probe_deadline_s(p), NULL, 0, 0, NULL, &chosen, &v,
+                                    err);
     } else {
         json_t *f0 = json_array_get(ranks, (size_t)c.first_gpu_rank);
         json_t *lf = lb_doctor_ladder_facts(fv, n, c.first_gpu_rank);
@@ -446,8 +458,9 @@ lb_status lb_doctor_run(lb_boot *boot, const lb_doctor_params *p, json_t **repor
         int gpus = n == 1 ? local_gpus : c.gpu_ranks;
         double good = lb_doctor_good_gbps(f0, multi, gpus);
         lb_progress_init(&c.prog, p->progress);
-        st = lb_doctor_climb_across(boot, n == 1 ? 0 : c.first_gpu_rank, probe_here, &c, rungs, nr,
-                                    good, results, &chosen, &v, err);
+        st = lb_doctor_climb_across(boot, n == 1 ? 0 : c.first_gpu_rank, probe_here, &c,
+                                    lb_doctor_probe_deadline_s(p), rungs, nr, good, results,
+                                    &chosen, &v, err);
         lb_progress_done(&c.prog);
         json_t *tried = json_array();
         for (int i = 0; i < nr; i++) {

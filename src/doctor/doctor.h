@@ -59,11 +59,13 @@ typedef bool (*lb_doctor_part_fn)(void *ctx, const lb_doctor_rung *rung, int por
  * signal on any rank (core/signals.h) before or during a probe stops the climb on every
  * rank with LB_ERR_INTERRUPTED (the ranks agree before each probe, as commbench does before
  * each row, and each part's gather says whether one came during it): that probe is not
- * counted as ran and nothing is judged (*chosen -1). */
+ * counted as ran and nothing is judged (*chosen -1). part_s is the longest one rank's part
+ * may take (its workers' deadline): during the climb the control plane's deadline grows by
+ * it, as each gather and word waits for the slowest part. */
 lb_status lb_doctor_climb_across(lb_boot *boot, int result_rank, lb_doctor_part_fn part, void *ctx,
-                                 const lb_doctor_rung *rungs, int n, double good_gbps,
-                                 lb_doctor_probe *results, int *chosen, lb_doctor_verdict *verdict,
-                                 lb_err *err);
+                                 double part_s, const lb_doctor_rung *rungs, int n,
+                                 double good_gbps, lb_doctor_probe *results, int *chosen,
+                                 lb_doctor_verdict *verdict, lb_err *err);
 
 /* The probe worker (`llmbench doctor --probe`): one all_reduce of p->probe_bytes over NCCL
  * among the ranks of boot; rank 0 prints {"ok", "busbw_gbps", "error"} as one line. */

@@ -86,8 +86,8 @@ typedef struct {
     const char *text; /* generated text (the answer, without reasoning) when keep_text, else
                          NULL; valid in on_done */
     size_t text_len;
-    const char *reasoning; /* the reasoning model's thinking (streamed chat pieces) when
-                              keep_text, else NULL; valid in on_done */
+    const char *reasoning; /* a reasoning model's thinking (chat pieces' or a whole chat
+                              answer's) when keep_text, else NULL; valid in on_done */
     size_t reasoning_len;
     const uint32_t *token_ids; /* the generated token ids where the SUT has them (an
                                   in-process engine), else NULL; valid in on_done */

@@ -151,7 +151,7 @@ lb_status lb_openai_parse(lb_api api, bool streamed, const char *data, size_t le
         text = json_object_get(msg, "content");
         json_t *reasoning = json_object_get(msg, "reasoning_content");
         if (!json_is_string(reasoning)) reasoning = json_object_get(msg, "reasoning");
-        if (streamed && json_is_string(reasoning)) {
+        if (json_is_string(reasoning)) {
             out->reasoning = json_string_value(reasoning);
             out->reasoning_len = json_string_length(reasoning);
         }

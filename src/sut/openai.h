@@ -49,10 +49,10 @@ typedef struct {
     bool done;        /* the "[DONE]" event */
     const char *text; /* generated text in this piece ("" when none); points into root */
     size_t text_len;
-    const char *reasoning; /* a streamed chat piece's reasoning text (delta's
-                              reasoning_content or reasoning, as vLLM, SGLang and llama.cpp
-                              send a reasoning model's thinking): generated, not the answer;
-                              "" when none; points into root */
+    const char *reasoning; /* a chat piece's reasoning text (the delta's or a whole answer's
+                              message's reasoning_content or reasoning, as vLLM, SGLang and
+                              llama.cpp send a reasoning model's thinking): generated, not
+                              the answer; "" when none; points into root */
     size_t reasoning_len;
     int64_t prompt_tokens;     /* from usage; -1 when absent */
     int64_t completion_tokens; /* from usage; -1 when absent */
