@@ -295,7 +295,7 @@ static lb_status probe_all(void *ctx, const lb_doctor_rung *rung, lb_doctor_prob
         for (int r = 0; r < n && out->ok; r++)
             if (all[r].started && all[r].code < 0) {
                 out->ok = false;
-                snprintf(out->error, sizeof out->error, "rank %d: %s", r, all[r].result.error);
+                snprintf(out->error, sizeof out->error, "rank %d: %.480s", r, all[r].result.error);
             } else if (all[r].started && all[r].code != 0) {
                 out->ok = false;
                 snprintf(out->error, sizeof out->error, "rank %d's probe worker ended with code %d",
