@@ -682,6 +682,7 @@ static void test_report_negative_bar_hangs_below_zero(void **state) {
     assert_true(fabs(y[0] - (y[1] + h[1])) < 0.11); /* down starts where up ends: zero */
     assert_true(fabs(h[0] * 2 - h[1]) < 0.11);
     assert_true(y[0] + h[0] < 340 - 76); /* above the chart's bottom edge */
+    free(svg);
 }
 
 /* A line of one point (one timed step, one query) shows a dot, which its polyline alone
