@@ -4,11 +4,11 @@
  * in UTF-8 whatever bytes the model made; paths that are not UTF-8 still give a --json
  * result; --search-qps runs
  * load's search with the engine answering; a request longer than the context fails alone;
- * more such samples than --max-failed allows are refused before the run (the bos id
- * counted where llmbench tokenizes, cnn_eval records without tok_input too), and so are
- * options that cannot work together; a bad directory is refused with exit 2 naming the
- * file; the sampling options are recorded as given; a signal before t0 stops the
- * preparation. */
+ * samples whose queries are sure to fail more than --max-failed allows, or every query, are
+ * refused before the run (the bos id counted where llmbench tokenizes, cnn_eval records
+ * without tok_input too), and so are options that cannot work together; a bad directory is
+ * refused with exit 2 naming the file; the sampling options are recorded as given; a signal before
+ * t0 stops the preparation, and one during the warm-up stores none of its engine steps. */
 /* clang-format off */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -571,6 +571,52 @@ static void expect_refused_before_running(const char *const *args, const char *f
     assert_int_not_equal(stat(fresh, &st), 0);
 }
 
+/* --max-failed counts queries, and a sample that cannot fit fails every query made of it:
+ * 1 of 4 samples too long, sent twice by --min-queries 8, fails 2 queries, more than
+ * --max-failed 1, so the run is refused before it begins (it ran, and failed at the end:
+ * the check compared the 1 sample with 1); --max-failed 2 lets it run, its 2 queries failed.
+ * A run whose every sample is too long is refused whatever --max-failed allows (it ran and
+ * completed none). */
+static void test_infer_cli_max_failed_counts_the_queries_unfit_samples_become(void **state) {
+    (void)state;
+    char data[128], fresh[128];
+    snprintf(data, sizeof data, "%s/one-unfit.jsonl", dir);
+    snprintf(fresh, sizeof fresh, "%s/unfit-queries.db", dir);
+    assert_true(lb_test_write_file(data, "{\"prompt\":\"hello world\"}\n"
+                                         "{\"prompt\":\"the world\"}\n"
+                                         "{\"prompt\":\"hello\"}\n"
+                                         "{\"prompt\":\"world\",\"max_tokens\":100}\n"));
+    const char *const twice[] = {
+        "infer", "--model",      dir,    "--device",      "cpu", "--dataset",
+        data,    "--max-tokens", "3",    "--min-queries", "8",   "--max-failed",
+        "1",     "--ignore-eos", "--db", fresh,           NULL};
+    expect_refused_before_running(twice, fresh,
+                                  "1 of 4 samples cannot fit the engine's context of 64 tokens "
+                                  "(sample 3: a prompt of 4 with the bos id and 100 to generate), "
+                                  "so at least 2 of the run's queries would fail, more than "
+                                  "--max-failed 1: give");
+    const char *const allowed[] = {"infer",  "--model",
+                                   dir,      "--device",
+                                   "cpu",    "--dataset",
+                                   data,     "--max-tokens",
+                                   "3",      "--min-queries",
+                                   "8",      "--max-failed",
+                                   "2",      "--ignore-eos",
+                                   "--db",   db,
+                                   "--json", NULL};
+    json_t *j = run_json(allowed, 3); /* completed, INVALID: failed queries */
+    assert_true(metric(j, "completed") == 6);
+    assert_true(metric(j, "failed") == 2);
+    json_decref(j);
+    const char *const none[] = {
+        "infer",    "--model",      dir, "--device",     "cpu", "--synthetic", "3",   "--input-len",
+        "fixed:60", "--max-tokens", "4", "--max-failed", "3",   "--db",        fresh, NULL};
+    expect_refused_before_running(none, fresh,
+                                  "3 of 3 samples cannot fit the engine's context of 64 tokens "
+                                  "(sample 0: a prompt of 61 with the bos id and 4 to generate), "
+                                  "so no query could complete");
+}
+
 /* Options that cannot work together are refused before anything runs: prompts longer
  * than a KV cache smaller than the context (every query would fail at its turn), --chat
  * or a data file without token counts when --random has no tokenizer, and --top-k or
@@ -587,7 +633,7 @@ static void test_infer_cli_refuses_options_that_cannot_work_together(void **stat
     expect_refused_before_running(cache, fresh,
                                   "3 of 3 samples cannot fit the engine's whole KV cache of 16 "
                                   "tokens (sample 0: a prompt of 21 with the bos id and 4 to "
-                                  "generate): give a "
+                                  "generate), so no query could complete: give a "
                                   "smaller --max-tokens or --output-len, shorter prompts, or a "
                                   "larger --kv-tokens");
     const char *const chat[] = {"infer", "--random", "llama-tiny", "--device", "cpu", "--synthetic",
@@ -863,6 +909,42 @@ static void test_infer_cli_sigint_drains_and_stores_an_interrupted_run(void **st
     json_decref(all);
 }
 
+/* A signal during --warmup ends the run before any timed query: it is stored interrupted
+ * with no engine step of its own (the warm-up queries' steps were stored as the run's). */
+static void test_infer_cli_sigint_in_the_warmup_stores_no_warmup_steps(void **state) {
+    (void)state;
+    char out_path[160], fresh[160];
+    snprintf(out_path, sizeof out_path, "%s/warmup-stdout", dir);
+    snprintf(fresh, sizeof fresh, "%s/warmup-sigint.db", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "infer", "--model", dir, "--device", "cpu", "--scenario",
+              "singlestream", "--synthetic", "4", "--input-len", "fixed:2", "--max-tokens", "16",
+              "--ignore-eos", "--warmup", "1000000", "--drain", "30", "--db", fresh, (char *)NULL);
+        _exit(127);
+    }
+    usleep(2500 * 1000);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    const char *const args[] = {"results", "export", "--format", "json", "--db", fresh, NULL};
+    json_t *all = run_json(args, 0);
+    assert_int_equal(json_array_size(all), 1);
+    json_t *r = json_array_get(all, 0);
+    assert_string_equal(json_string_value(json_object_get(r, "status")), "interrupted");
+    assert_true(metric(r, "completed") == 0);
+    assert_true(metric(r, "engine_steps") == 0);
+    assert_true(metric(r, "engine_prefill_steps") == 0);
+    assert_true(metric(r, "engine_decode_steps") == 0);
+    assert_true(metric(r, "engine_decode_seconds") == 0);
+    json_decref(all);
+}
+
 /* The engine's sampling options are recorded as given: --top-p 0.9 and --temperature 0.7
  * read 0.9 and 0.7 in the config, as the load generator's temperature does (they read
  * 0.8999999761581421 and 0.699999988079071, the sampler's floats widened). */
@@ -929,6 +1011,7 @@ int main(void) {
         cmocka_unit_test(test_infer_cli_engine_steps_leave_the_warmup_out),
         cmocka_unit_test(test_infer_cli_a_request_too_long_fails_alone),
         cmocka_unit_test(test_infer_cli_refuses_samples_that_cannot_fit_before_running),
+        cmocka_unit_test(test_infer_cli_max_failed_counts_the_queries_unfit_samples_become),
         cmocka_unit_test(test_infer_cli_counts_the_bos_id_in_what_must_fit),
         cmocka_unit_test(test_infer_cli_counts_the_bos_id_of_cnn_records_without_tok_input),
         cmocka_unit_test(test_infer_cli_refuses_options_that_cannot_work_together),
@@ -943,6 +1026,7 @@ int main(void) {
 #endif
         cmocka_unit_test(test_infer_cli_refuses_a_bad_directory_with_exit_2),
         cmocka_unit_test(test_infer_cli_sigint_drains_and_stores_an_interrupted_run),
+        cmocka_unit_test(test_infer_cli_sigint_in_the_warmup_stores_no_warmup_steps),
         cmocka_unit_test(test_infer_cli_records_sampling_options_as_given),
         cmocka_unit_test(test_infer_cli_signal_before_the_run_stops_the_preparation),
     };

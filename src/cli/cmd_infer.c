@@ -25,16 +25,36 @@ static lb_status do_infer(void *ctx, lb_result *r, lb_loadgen_report *rep, lb_er
     return lb_infer_run(w->p, w->ds, r, rep, err);
 }
 
+/* The fewest queries that n_unfit of the n samples become in the run p describes,
+ * whatever order its seeds draw (loadgen.c): accuracy mode sends every sample once; a
+ * performance run sends --min-queries queries or more (default: one per sample of its set),
+ * each pass over its set of samples (performance_sample_count of them, drawn by qsl_seed,
+ * else all) sending every one once and a pass cut short sending the unfit ones last at
+ * best. *every: every sample the run may send is unfit, so no query can complete. */
+static int64_t unfit_queries(const lb_loadgen_params *p, size_t n, size_t n_unfit, bool *every) {
+    int64_t set = (int64_t)n;
+    if (p->mode == LB_MODE_PERFORMANCE && p->performance_sample_count > 0 &&
+        p->performance_sample_count < set)
+        set = p->performance_sample_count;
+    const int64_t in_set = (int64_t)n_unfit - ((int64_t)n - set); /* unfit for sure in the set */
+    *every = in_set == set;
+    if (in_set <= 0) return 0;
+    if (p->mode == LB_MODE_ACCURACY) return in_set;
+    const int64_t want = p->min_queries > 0 ? p->min_queries : set;
+    const int64_t last = want % set - (set - in_set);
+    return want / set * in_set + (last > 0 ? last : 0);
+}
+
 /* A sample whose prompt and output can never fit the engine's context, or its whole KV
- * cache when that is smaller, fails at its turn, after the run has begun: more such
- * samples than --max-failed allows are a usage error before anything runs, naming the
- * first. The prompt counts its known tokens (one when unknown) and, where the engine puts
- * it before them (bos: a tokenizer, a bos id and no --chat), the bos id, except in a count
- * that holds it already (in_file[i]: a cnn_eval record's tok_input; in_file NULL: none);
- * what --chat adds is the engine's to refuse. */
-static lb_status check_fits(const lb_dataset *ds, int32_t default_max_tokens,
-                            const lb_engine_info *info, int64_t max_failed, bool bos,
-                            const bool *in_file) {
+ * cache when that is smaller, fails at its turn, after the run has begun, each query made
+ * of it: when the queries they become are sure to be more than --max-failed allows, or
+ * every query would fail, the run is a usage error before anything runs, naming the first
+ * such sample. The prompt counts its known tokens (one when unknown) and, where the engine
+ * puts it before them (bos: a tokenizer, a bos id and no --chat), the bos id, except in a
+ * count that holds it already (in_file[i]: a cnn_eval record's tok_input; in_file NULL:
+ * none); what --chat adds is the engine's to refuse. */
+static lb_status check_fits(const lb_dataset *ds, const lb_loadgen_params *p,
+                            const lb_engine_info *info, bool bos, const bool *in_file) {
     const bool by_cache = info->kv_tokens < info->max_ctx;
     const int64_t limit = by_cache ? info->kv_tokens : info->max_ctx;
     size_t n_unfit = 0, first = 0;
@@ -43,20 +63,30 @@ static lb_status check_fits(const lb_dataset *ds, int32_t default_max_tokens,
     for (size_t i = 0; i < ds->n; i++) {
         const lb_sample *s = &ds->samples[i];
         const bool add_bos = bos && !(in_file != NULL && in_file[i]);
-        int64_t out = s->max_tokens > 0 ? s->max_tokens : default_max_tokens;
+        int64_t out = s->max_tokens > 0 ? s->max_tokens : p->max_tokens;
         int64_t in = (s->input_tokens > 0 ? s->input_tokens : 1) + add_bos;
         if (in + out <= limit) continue;
         if (n_unfit++ == 0) first = i, first_in = in, first_out = out, first_bos = add_bos;
     }
-    if (n_unfit == 0 || (int64_t)n_unfit <= max_failed) return LB_OK;
+    if (n_unfit == 0) return LB_OK;
+    bool every = false;
+    const int64_t failing = unfit_queries(p, ds->n, n_unfit, &every);
+    if (!every && failing <= p->max_failed) return LB_OK;
+    char why[160];
+    if (every)
+        snprintf(why, sizeof why, "so no query could complete");
+    else
+        snprintf(why, sizeof why,
+                 "so at least %lld of the run's queries would fail, more than --max-failed %lld",
+                 (long long)failing, (long long)p->max_failed);
     return lb_args_usage_error("infer",
                                "%zu of %zu samples cannot fit the engine's %s of %lld tokens "
-                               "(sample %zu: a prompt of %lld%s and %lld to generate): give a "
-                               "smaller --max-tokens or --output-len, shorter prompts, or a "
+                               "(sample %zu: a prompt of %lld%s and %lld to generate), %s: give "
+                               "a smaller --max-tokens or --output-len, shorter prompts, or a "
                                "larger %s",
                                n_unfit, ds->n, by_cache ? "whole KV cache" : "context",
                                (long long)limit, first, (long long)first_in,
-                               first_bos ? " with the bos id" : "", (long long)first_out,
+                               first_bos ? " with the bos id" : "", (long long)first_out, why,
                                by_cache ? "--kv-tokens" : "--max-ctx");
 }
 
@@ -191,7 +221,7 @@ int lb_cmd_infer(int argc, char **argv) {
                                 (st = lb_dataset_count_tokens(&ds, es.tok, &err)) != LB_OK))
         fprintf(stderr, "llmbench infer: %s\n", err.msg);
     if (st == LB_OK)
-        st = check_fits(&ds, p->max_tokens, lb_engine_get_info(es.engine), p->max_failed,
+        st = check_fits(&ds, p, lb_engine_get_info(es.engine),
                         es.tok != NULL && es.bos_id >= 0 && !chat, in_file);
     free(in_file);
     if (st != LB_OK) {

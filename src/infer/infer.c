@@ -45,7 +45,8 @@ typedef struct {
     lb_replica rep;
     bool keep_text;
     char broken[160];       /* an engine step failed: every query after fails with this */
-    int64_t warmup_left;    /* warm-up queries (the first submitted) not submitted yet */
+    int64_t warmup_left;    /* warm-up queries (the first submitted) not submitted yet;
+                               -1 once a timed query came */
     lb_engine_info at_open; /* the engine's counts when the first timed query came */
 } engine_sut;
 
@@ -222,6 +223,7 @@ static lb_status engine_open(void *self, const lb_loadgen_params *lg, const lb_d
         if (E->prompts[i].n > longest) longest = E->prompts[i].n;
     LB_TRY(stop_if_interrupted(err));
     LB_TRY(lb_engine_warmup(E->p->engine, longest, err));
+    LB_TRY(stop_if_interrupted(err)); /* a GPU's warm-up takes seconds */
     E->at_open = *lb_engine_get_info(E->p->engine);
     E->warmup_left = lg->warmup_queries;
     return LB_OK;
@@ -380,7 +382,9 @@ lb_status lb_infer_run(const lb_infer_params *p, const lb_dataset *ds, lb_result
                   p->chat));
     lb_result_set_metric(out, "engine_kv_tokens", (double)info->kv_tokens, "tokens");
     lb_result_set_metric(out, "engine_weight_bytes", (double)info->weight_bytes, "bytes");
-    /* this run's steps (a QPS search runs one engine through several) */
+    /* this run's steps (a QPS search runs one engine through several); a run that no timed
+     * query reached (a signal during the warm-up) has none, the warm-up's left out */
+    if (E.warmup_left >= 0) E.at_open = *info;
     const lb_engine_info *b = &E.at_open;
     lb_result_set_metric(out, "engine_preemptions", (double)(info->preemptions - b->preemptions),
                          "count");
