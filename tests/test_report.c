@@ -343,6 +343,20 @@ static int64_t store_train(const char *db, const char *name, int batch, int rank
     return id;
 }
 
+/* Stores r as a run that ended with status; frees r. Returns its id. */
+static int64_t store_ended(const char *db, lb_result *r, lb_run_status status) {
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    int64_t id = -1;
+    assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
+    assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
+    r->status = status;
+    assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
+    lb_result_free(r);
+    lb_store_close(s);
+    return id;
+}
+
 /* Configurations whose median throughput is 0 (every request failed, a stalled rank) get
  * findings with the values themselves, never a ratio to zero ("infx", "inf%"). */
 static void test_report_findings_never_divide_by_a_zero_median(void **state) {
@@ -870,16 +884,7 @@ static void test_report_names_the_runs_that_did_not_end_ok(void **state) {
     for (size_t i = 0; i < 2; i++) {
         lb_result *r = lb_result_new("train", "bad");
         lb_result_set_metric(r, "tokens_per_s", 5.0, "tok/s");
-        lb_store *s = NULL;
-        lb_err e = {{0}};
-        int64_t id = -1;
-        assert_int_equal(lb_store_open(db, &s, &e), LB_OK);
-        assert_int_equal(lb_store_run_begin(s, r, &id, &e), LB_OK);
-        r->status = ends[i];
-        assert_int_equal(lb_store_run_finish(s, id, r, &e), LB_OK);
-        lb_result_free(r);
-        lb_store_close(s);
-        bad[i] = (long long)id;
+        bad[i] = (long long)store_ended(db, r, ends[i]);
     }
     snprintf(ids, sizeof ids, "%lld", ok);
     char one[24], two[24];
@@ -897,6 +902,191 @@ static void test_report_names_the_runs_that_did_not_end_ok(void **state) {
     snprintf(want, sizeof want, "\n| %lld | train | good | ok | ", ok);
     if (strstr(md, want) == NULL) fail_msg("report.md lacks '%s': %s", want, md);
     free(md);
+}
+
+/* A run that failed or was interrupted is left out of its configuration's figures: repeats
+ * "failed,ok" show the ok run's throughput and loss curve only, with the runs column saying
+ * how many were ok; a configuration with no ok run says so in place of figures. */
+static void test_report_figures_leave_out_runs_that_did_not_end_ok(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200], html_path[200], pair[48], lone[24], want[160];
+    snprintf(db, sizeof db, "%s/okonly.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/okonly", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    snprintf(html_path, sizeof html_path, "%s/report.html", dir);
+    int64_t ids[3];
+    const double tok[] = {1000.0, 10.0, 7.0};
+    const size_t steps[] = {2, 3, 4};
+    const lb_run_status ends[] = {LB_RUN_FAILED, LB_RUN_OK, LB_RUN_INTERRUPTED};
+    for (int i = 0; i < 3; i++) {
+        lb_result *r = lb_result_new("train", i < 2 ? "pair" : "lone");
+        json_object_set_new(r->config, "batch", json_integer(i < 2 ? 1 : 2));
+        lb_result_set_metric(r, "tokens_per_s", tok[i], "tok/s");
+        lb_series *loss = lb_result_series(r, "loss", "");
+        for (size_t k = 0; k < steps[i]; k++)
+            assert_int_equal(lb_result_series_push(loss, 3.0 - (double)k), LB_OK);
+        ids[i] = store_ended(db, r, ends[i]);
+    }
+    snprintf(pair, sizeof pair, "%lld,%lld", (long long)ids[0], (long long)ids[1]);
+    snprintf(lone, sizeof lone, "%lld", (long long)ids[2]);
+    int rc = run((const char *[]){"report", pair, lone, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL), *html = lb_test_read_file(html_path, NULL);
+    assert_non_null(md);
+    assert_non_null(html);
+    snprintf(want, sizeof want, "\n| %s | 2 (1 ok) | 10 tok/s |", pair);
+    if (strstr(md, want) == NULL) fail_msg("report.md lacks '%s': %s", want, md);
+    snprintf(want, sizeof want, "\n| %s | 1 (0 ok) | no ok run |", lone);
+    if (strstr(md, want) == NULL) fail_msg("report.md lacks '%s': %s", want, md);
+    assert_non_null(strstr(md, "what they measured is left out of the tables and charts."));
+    assert_null(strstr(md, "1000 tok/s"));
+    snprintf(want, sizeof want, "\n- tokens_per_s: %s at 10 tok/s.\n", pair);
+    if (strstr(md, want) == NULL) fail_msg("report.md lacks '%s': %s", want, md);
+    /* one loss curve: the ok run's three steps */
+    assert_int_equal(check_lines(html, "training loss per step", 3), 1);
+    free(md), free(html);
+}
+
+/* More runs that did not end ok than the finding can name: it names the first ones whole and
+ * says how many more there are. */
+static void test_report_counts_the_failed_runs_it_does_not_name(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    static char ids[40 * 12];
+    snprintf(db, sizeof db, "%s/manyfail.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/manyfail", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    size_t len = 0;
+    for (int i = 0; i < 40; i++) {
+        lb_result *r = lb_result_new("train", "manyfail");
+        lb_result_set_metric(r, "tokens_per_s", 5.0, "tok/s");
+        len += (size_t)snprintf(ids + len, sizeof ids - len, "%s%lld", i ? "," : "",
+                                (long long)store_ended(db, r, LB_RUN_INTERRUPTED));
+    }
+    int rc = run((const char *[]){"report", ids, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    const char *f = strstr(md, "- 40 of 40 runs did not end ok (run ");
+    assert_non_null(f);
+    const char *more = strstr(f, " more); what they measured is left out");
+    if (more == NULL) fail_msg("report.md: %s", md);
+    const char *and = more;
+    while (and > f && strncmp(and, " and ", 5) != 0)
+        and--;
+    size_t n_more = (size_t)strtoul(and+5, NULL, 10);
+    size_t named = 0;
+    for (const char *p = f; p < and; p++)
+        named += strncmp(p, " interrupted", 12) == 0;
+    assert_true(n_more > 0);
+    assert_int_equal(named + n_more, 40);
+    free(md);
+}
+
+/* A family of scaling runs with more rank counts than a line holds: a finding says how many
+ * configurations it shows, those of the fewest ranks, and each of them gets its finding. */
+static void test_report_scaling_says_how_many_rank_counts_it_shows(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    snprintf(db, sizeof db, "%s/wide.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/wide", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    for (int ranks = 34; ranks >= 1; ranks--) /* the smallest counts come last */
+        store_train(db, "wide", 1, ranks, 10.0 * ranks);
+    int rc = run((const char *[]){"report", "--since", "1", "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    if (strstr(md, "- wide: 32 of its 34 configurations shown, those of the fewest ranks (up to "
+                   "32).\n") == NULL)
+        fail_msg("report.md: %s", md);
+    assert_int_equal(count(md, "ranks scale at 100% of 1 rank's throughput per rank."), 31);
+    assert_non_null(strstr(md, "- wide: 32 ranks scale"));
+    assert_null(strstr(md, "- wide: 33 ranks scale"));
+    free(md);
+}
+
+/* Runs of more benchmarks than the report looks up histories for: a line says how many of
+ * them it drew. */
+static void test_report_says_how_many_histories_it_drew(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    snprintf(db, sizeof db, "%s/benches.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/benches", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    for (int batch = 1; batch <= 5; batch++)
+        for (int i = 0; i < 2; i++)
+            store_train(db, "bench", batch, 0, 10.0 * batch);
+    int rc = run((const char *[]){"report", "--since", "1", "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    if (strstr(md, "\nHistory drawn for the first 4 of the 5 benchmarks of these runs.\n") == NULL)
+        fail_msg("report.md: %s", md);
+    assert_int_equal(count(md, "](chart-"), 1 + 4); /* the bars, 4 histories */
+    free(md);
+}
+
+/* A series drawn through fewer points than it has says how many: a loss curve of 12,000
+ * steps (every 3rd of them) and a TTFT CDF of 1,000 values (500 quantiles). */
+static void test_report_thinned_lines_say_how_many_points_they_draw(void **state) {
+    (void)state;
+    char db[160], dir[160], md_path[200];
+    snprintf(db, sizeof db, "%s/long.db", g_dir);
+    snprintf(dir, sizeof dir, "%s/long", g_dir);
+    snprintf(md_path, sizeof md_path, "%s/report.md", dir);
+    lb_result *r = lb_result_new("train", "long");
+    lb_result_set_metric(r, "tokens_per_s", 10.0, "tok/s");
+    lb_series *loss = lb_result_series(r, "loss", "");
+    for (int k = 0; k < 12000; k++)
+        assert_int_equal(lb_result_series_push(loss, 3.0 - k * 1e-4), LB_OK);
+    int64_t train_id = lb_test_store_ok(db, r);
+    r = lb_result_new("load", "cdf");
+    lb_result_set_metric(r, "output_tok_per_s", 10.0, "tok/s");
+    lb_series *ttft = lb_result_series(r, "ttft_ms", "ms");
+    for (int k = 0; k < 1000; k++)
+        assert_int_equal(lb_result_series_push(ttft, 1.0 + k), LB_OK);
+    int64_t load_id = lb_test_store_ok(db, r);
+    char a[24], b[24];
+    snprintf(a, sizeof a, "%lld", (long long)train_id);
+    snprintf(b, sizeof b, "%lld", (long long)load_id);
+    int rc = run((const char *[]){"report", a, b, "--out", dir, "--db", db, NULL});
+    if (rc != 0) fail_msg("report exit %d: %s", rc, err);
+    char *md = lb_test_read_file(md_path, NULL);
+    assert_non_null(md);
+    if (count(md, "\nThe longest line: 4000 of its 12000 values drawn (every k-th).\n") != 1 ||
+        count(md, "\nThe largest CDF: 500 of its 1000 values drawn (as quantiles).\n") != 1)
+        fail_msg("report.md: %s", md);
+    free(md);
+}
+
+/* --out naming a file that exists: a one-line usage error (exit 2) naming it and what to
+ * give instead, the file as it was; --out naming a folder no file can be made in: a
+ * one-line error naming it (exit 1), nothing written. */
+static void test_report_out_that_cannot_hold_a_report_is_one_line(void **state) {
+    (void)state;
+    char db[160], file[160], id[24];
+    snprintf(db, sizeof db, "%s/outs.db", g_dir);
+    snprintf(file, sizeof file, "%s/report.html", g_dir);
+    snprintf(id, sizeof id, "%lld", (long long)store_train(db, "outs", 1, 0, 10.0));
+    assert_true(lb_test_write_file(file, "mine"));
+    int rc = run((const char *[]){"report", id, "--out", file, "--db", db, NULL});
+    char want[300];
+    snprintf(want, sizeof want,
+             "llmbench report: --out %s is a file, not a folder: name a folder (created when "
+             "missing) for report.html, report.md and the charts\n",
+             file);
+    if (rc != 2 || strcmp(err, want) != 0) fail_msg("report exit %d: %s", rc, err);
+    char *kept = lb_test_read_file(file, NULL);
+    assert_non_null(kept);
+    assert_string_equal(kept, "mine");
+    free(kept);
+    rc = run((const char *[]){"report", id, "--out", "/sys", "--db", db, NULL}); /* even root */
+    if (rc != 1 || count(err, "\n") != 1 ||
+        strncmp(err, "llmbench report: --out /sys: cannot write a report there (", 58) != 0)
+        fail_msg("report exit %d: %s", rc, err);
+    struct stat st;
+    assert_int_not_equal(stat("/sys/report.html", &st), 0);
 }
 
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
@@ -927,6 +1117,12 @@ int main(void) {
         cmocka_unit_test(test_report_names_the_runs_that_did_not_end_ok),
         cmocka_unit_test(test_report_chart_says_how_many_configurations_it_drew),
         cmocka_unit_test(test_report_qps_chart_says_how_many_rates_it_drew),
+        cmocka_unit_test(test_report_figures_leave_out_runs_that_did_not_end_ok),
+        cmocka_unit_test(test_report_counts_the_failed_runs_it_does_not_name),
+        cmocka_unit_test(test_report_scaling_says_how_many_rank_counts_it_shows),
+        cmocka_unit_test(test_report_says_how_many_histories_it_drew),
+        cmocka_unit_test(test_report_thinned_lines_say_how_many_points_they_draw),
+        cmocka_unit_test(test_report_out_that_cannot_hold_a_report_is_one_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -668,6 +668,36 @@ static void test_store_concurrent_writers_lose_no_run(void **state) {
     free(runs);
 }
 
+/* Opening a database whose schema is current takes no write lock: while another connection
+ * holds a write transaction longer than the busy timeout (0.2 s here), a second open for
+ * writing succeeds at once and can read, so one run's long finish never fails another's
+ * start. */
+static void test_store_open_of_a_current_schema_takes_no_write_lock(void **state) {
+    fixture *f = *state;
+    sqlite3 *holder;
+    assert_int_equal(sqlite3_open(f->db, &holder), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(holder,
+                                  "BEGIN IMMEDIATE; INSERT INTO runs (kind, name, tags, "
+                                  "start_wall_s, status, config, provenance) VALUES ('train', "
+                                  "'held', '[]', 1, 'running', '{}', '{}')",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    setenv("LLMBENCH_DB_WAIT_S", "0.2", 1);
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    lb_status st = lb_store_open(f->db, &s, &err);
+    unsetenv("LLMBENCH_DB_WAIT_S");
+    if (st != LB_OK) fail_msg("open while another connection writes: %s", err.msg);
+    lb_store_run_info *runs = NULL;
+    size_t n = 7;
+    assert_int_equal(lb_store_list(s, NULL, &runs, &n, &err), LB_OK);
+    assert_int_equal(n, 0); /* the held insert is not committed */
+    free(runs);
+    lb_store_close(s);
+    assert_int_equal(sqlite3_exec(holder, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(holder);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_store_round_trip_keeps_values_exact, setup, teardown),
@@ -698,6 +728,8 @@ int main(void) {
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_list_gives_long_tags_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_concurrent_writers_lose_no_run, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_open_of_a_current_schema_takes_no_write_lock,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -105,7 +105,9 @@ static const char *metric_unit(const lb_result *r, const char *name) {
     return "";
 }
 
-/* Median, min and max of metric over the group's runs; n = runs that have it. */
+/* Median, min and max of metric over the group's ok runs; n = ok runs that have it. A run
+ * that failed or was interrupted measured part of its work, or a broken one: it is named in
+ * a finding and left out of every figure. */
 typedef struct {
     double median, min, max, std;
     size_t n;
@@ -116,6 +118,7 @@ static gstat group_stat(const lb_run_group *g, const char *metric) {
     gstat s = {NAN, NAN, NAN, NAN, 0, ""};
     double *v = malloc((g->n ? g->n : 1) * sizeof *v);
     for (size_t i = 0; v != NULL && i < g->n; i++) {
+        if (g->runs[i]->status != LB_RUN_OK) continue;
         double x = lb_result_metric(g->runs[i], metric);
         if (!isfinite(x)) continue;
         v[s.n++] = x;
@@ -131,6 +134,20 @@ static gstat group_stat(const lb_run_group *g, const char *metric) {
 
 static const char *group_kind(const lb_run_group *g) {
     return g->n ? g->runs[0]->kind : "";
+}
+
+static size_t ok_runs(const lb_run_group *g) {
+    size_t n = 0;
+    for (size_t i = 0; i < g->n; i++)
+        n += g->runs[i]->status == LB_RUN_OK;
+    return n;
+}
+
+/* The group's first run that ended ok, or NULL. */
+static const lb_result *first_ok(const lb_run_group *g) {
+    for (size_t i = 0; i < g->n; i++)
+        if (g->runs[i]->status == LB_RUN_OK) return g->runs[i];
+    return NULL;
 }
 
 /* ---- findings and charts ---- */
@@ -158,16 +175,20 @@ static FILE *chart_open(char **buf, size_t *len) {
 }
 
 /* Closes f (the memstream over *bufp, *lenp) and places its chart. A chart that draws
- * `drawn` of `total` items (configurations, rates) gets a caption line saying so under it. */
+ * `drawn` of `total` items (configurations, rates) gets a caption line saying so under it;
+ * note (NULL: none), a sentence on what else it leaves out, follows in the same line. */
 static void chart_close(doc *d, FILE *f, char **bufp, size_t *lenp, const char *title, size_t drawn,
-                        size_t total, const char *items) {
+                        size_t total, const char *items, const char *note) {
     fclose(f);
     char *buf = *bufp;
     size_t len = *lenp;
-    char name[32], caption[128] = "";
+    char name[32], caption[512] = "";
     snprintf(name, sizeof name, "chart-%d.svg", ++d->n_charts);
     if (drawn < total)
         snprintf(caption, sizeof caption, "%zu of %zu %s drawn.", drawn, total, items);
+    if (note && note[0])
+        snprintf(caption + strlen(caption), sizeof caption - strlen(caption), "%s%s",
+                 caption[0] ? " " : "", note);
     fprintf(d->html, "<figure>\n%s", buf ? buf : "");
     if (caption[0]) fprintf(d->html, "<figcaption>%s</figcaption>\n", caption);
     fputs("</figure>\n", d->html);
@@ -216,7 +237,7 @@ static bool bars_of(doc *d, const lb_run_set *set, const char *kind, const char 
     size_t len;
     FILE *f = chart_open(&buf, &len);
     lb_svg_bars(f, title, ylab, labels, v, lo, hi, n);
-    chart_close(d, f, &buf, &len, title, n, total, "configurations");
+    chart_close(d, f, &buf, &len, title, n, total, "configurations", NULL);
     return true;
 }
 
@@ -228,17 +249,18 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* One line per group (its first run) of series name against its index, or its CDF. */
+/* One line per group (its first ok run) of series name against its index, or its CDF. A
+ * caption says how much of the longest series thinning left out. */
 static void series_lines(doc *d, const lb_run_set *set, const char *kind, const char *series,
                          const char *title, const char *x_label, bool cdf) {
     lb_svg_line lines[MAX_LINES];
     double *xs[MAX_LINES] = {0}, *ys[MAX_LINES] = {0};
-    size_t n = 0, total = 0;
+    size_t n = 0, total = 0, longest = 0, longest_drawn = 0;
     const char *unit = "";
     for (size_t g = 0; g < set->n_groups; g++) {
         const lb_run_group *grp = &set->groups[g];
-        if (strcmp(group_kind(grp), kind) != 0) continue;
-        const lb_series *s = lb_result_find_series(grp->runs[0], series);
+        if (strcmp(group_kind(grp), kind) != 0 || first_ok(grp) == NULL) continue;
+        const lb_series *s = lb_result_find_series(first_ok(grp), series);
         if (s == NULL || s->n == 0 || total++ >= MAX_LINES) continue;
         xs[n] = malloc(s->n * sizeof(double));
         ys[n] = malloc(s->n * sizeof(double));
@@ -264,6 +286,7 @@ static void series_lines(doc *d, const lb_run_set *set, const char *kind, const 
             }
             m = k;
         }
+        if (m < s->n && s->n > longest) longest = s->n, longest_drawn = m;
         unit = s->unit;
         lines[n] = (lb_svg_line){d->names[g], xs[n], ys[n], m};
         n++;
@@ -272,11 +295,16 @@ static void series_lines(doc *d, const lb_run_set *set, const char *kind, const 
         char ylab[128], xlab[128];
         snprintf(ylab, sizeof ylab, cdf ? "fraction of queries" : "%s (%s)", series, unit);
         snprintf(xlab, sizeof xlab, cdf ? "%s (%s)" : "%s", cdf ? series : x_label, unit);
+        char note[160] = "";
+        if (longest > 0)
+            snprintf(note, sizeof note, "%s: %zu of its %zu values drawn%s.",
+                     cdf ? "The largest CDF" : "The longest line", longest_drawn, longest,
+                     cdf ? " (as quantiles)" : " (every k-th)");
         char *buf;
         size_t len;
         FILE *f = chart_open(&buf, &len);
         lb_svg_lines(f, title, xlab, ylab, lines, n, NULL, 0, false);
-        chart_close(d, f, &buf, &len, title, n, total, "configurations");
+        chart_close(d, f, &buf, &len, title, n, total, "configurations", note);
     }
     for (size_t i = 0; i < n; i++)
         free(xs[i]), free(ys[i]);
@@ -290,12 +318,18 @@ static bool any_has(const lb_run_set *set, const char *kind, const char *metric)
     return false;
 }
 
-/* Key metrics table of one kind: the columns some configuration has. */
+/* Key metrics table of one kind: the columns some configuration has. The runs column counts
+ * every run and, where some did not end ok, the ok ones the figures are of; a configuration
+ * with no ok run says so in place of figures. */
 static void metrics_table(doc *d, const lb_run_set *set, const char *kind) {
     size_t n_all = 0, n_keys = 0;
     const lb_key_metric *all = lb_bench_key_metrics(kind, &n_all);
-    lb_key_metric keys[16];
-    for (size_t k = 0; k < n_all && n_keys < 16; k++)
+    lb_key_metric *keys = malloc((n_all ? n_all : 1) * sizeof *keys);
+    if (keys == NULL) {
+        if (d->st == LB_OK) d->st = lb_fail(d->err, LB_ERR_NOMEM, "no memory for the report");
+        return;
+    }
+    for (size_t k = 0; k < n_all; k++)
         if (any_has(set, kind, all[k].metric)) keys[n_keys++] = all[k];
     fputs("<table><tr><th>configuration</th><th>runs</th>", d->html);
     fputs("| configuration | runs |", d->md);
@@ -311,19 +345,27 @@ static void metrics_table(doc *d, const lb_run_set *set, const char *kind) {
     for (size_t g = 0; g < set->n_groups; g++) {
         const lb_run_group *grp = &set->groups[g];
         if (strcmp(group_kind(grp), kind) != 0) continue;
+        size_t ok = ok_runs(grp);
+        char runs[64];
+        if (ok == grp->n)
+            snprintf(runs, sizeof runs, "%zu", grp->n);
+        else
+            snprintf(runs, sizeof runs, "%zu (%zu ok)", grp->n, ok);
         fputs("<tr><td>", d->html);
         esc(d->html, d->names[g]);
-        fprintf(d->html, "</td><td>%zu</td>", grp->n);
+        fprintf(d->html, "</td><td>%s</td>", runs);
         fputs("| ", d->md);
         md_text(d->md, d->names[g]);
-        fprintf(d->md, " | %zu |", grp->n);
+        fprintf(d->md, " | %s |", runs);
         for (size_t k = 0; k < n_keys; k++) {
             gstat s = group_stat(grp, keys[k].metric);
             char med[48], lo[48], hi[48], cell[160];
             fmt_value(med, sizeof med, s.median, s.unit);
             fmt_value(lo, sizeof lo, s.min, s.unit);
             fmt_value(hi, sizeof hi, s.max, s.unit);
-            if (s.n > 1)
+            if (ok == 0)
+                snprintf(cell, sizeof cell, "no ok run");
+            else if (s.n > 1)
                 snprintf(cell, sizeof cell, "%s (%s - %s)", med, lo, hi);
             else
                 snprintf(cell, sizeof cell, "%s", med);
@@ -339,6 +381,7 @@ static void metrics_table(doc *d, const lb_run_set *set, const char *kind) {
     }
     fputs("</table>\n", d->html);
     fputs("\n", d->md);
+    free(keys);
 }
 
 /* "a=1,b=2": the value of axis in a cell label into out; false when absent. */
@@ -540,7 +583,7 @@ static void mixed_findings(doc *d, const lb_run_set *set) {
     }
 }
 
-/* p99 TTFT and TPOT against QPS from runs with per-rate metrics (load --sweep-qps) or one
+/* p99 TTFT and TPOT against QPS from ok runs with per-rate metrics (load --sweep-qps) or one
  * Server-scenario rate each. */
 static void qps_chart(doc *d, const lb_run_set *set) {
     double q[MAX_POINTS], ttft[MAX_POINTS], tpot[MAX_POINTS], limit = NAN;
@@ -548,7 +591,7 @@ static void qps_chart(doc *d, const lb_run_set *set) {
     for (size_t g = 0; g < set->n_groups; g++)
         for (size_t i = 0; i < set->groups[g].n; i++) {
             const lb_result *r = set->groups[g].runs[i];
-            if (strcmp(r->kind, "load") != 0) continue;
+            if (strcmp(r->kind, "load") != 0 || r->status != LB_RUN_OK) continue;
             json_t *c = json_object_get(r->config, "constraints");
             double lim = json_number_value(json_object_get(c, "ttft_limit_ms"));
             if (lim > 0) limit = lim;
@@ -588,7 +631,7 @@ static void qps_chart(doc *d, const lb_run_set *set) {
     size_t len;
     FILE *f = chart_open(&buf, &len);
     lb_svg_lines(f, title, "target QPS", "ms", lines, 2, NULL, 0, false);
-    chart_close(d, f, &buf, &len, title, n, total, "rates");
+    chart_close(d, f, &buf, &len, title, n, total, "rates", NULL);
     if (isfinite(limit)) {
         size_t i = 0;
         while (i < n && !(ttft[i] > limit))
@@ -616,18 +659,20 @@ static void family_key(const lb_result *r, char *out, size_t cap) {
             len += (size_t)snprintf(out + len, cap - len, " %s=%s", f[i].key, f[i].value);
 }
 
-/* The runs of one scaling: its rank counts in order with their throughput. */
+/* The runs of one scaling: its smallest MAX_COUNTS rank counts in order with their
+ * throughput, of total configurations. */
 typedef struct {
     char key[LB_BENCH_ID_BYTES];
     const char *name; /* the smallest count's run */
     double ranks[MAX_COUNTS], eff[MAX_COUNTS];
-    size_t n;
+    size_t n, total;
 } family;
 
 /* Training throughput per rank (one GPU a rank on GPUs) against the rank count train stores
  * in its config ("ranks"): a line for each configuration whose runs differ only in it,
  * against that configuration's smallest count; a finding for each, the chart draws the
- * first MAX_LINES. */
+ * first MAX_LINES. A family of more than MAX_COUNTS configurations keeps its smallest counts
+ * and a finding says how many it shows. */
 static void scaling_chart(doc *d, const lb_run_set *set) {
     const lb_key_metric *m = lb_history_metric("train", NULL);
     if (m == NULL || set->n_groups == 0) return;
@@ -650,11 +695,14 @@ static void scaling_chart(doc *d, const lb_run_set *set) {
             f++;
         if (f == nf) {
             snprintf(fam[nf].key, sizeof fam[nf].key, "%s", key);
+            fam[nf].total = 0;
             fam[nf++].n = 0;
         }
         family *y = &fam[f];
-        if (y->n == MAX_COUNTS) continue;
-        size_t at = y->n++; /* in rank order */
+        y->total++;
+        if (y->n == MAX_COUNTS && count >= y->ranks[MAX_COUNTS - 1]) continue;
+        if (y->n == MAX_COUNTS) y->n--; /* the largest gives way */
+        size_t at = y->n++;             /* in rank order */
         for (; at > 0 && y->ranks[at - 1] > count; at--)
             y->ranks[at] = y->ranks[at - 1], y->eff[at] = y->eff[at - 1];
         y->ranks[at] = count, y->eff[at] = s.median;
@@ -678,6 +726,11 @@ static void scaling_chart(doc *d, const lb_run_set *set) {
                 finding(d, "%s: %.0f ranks scale at %.0f%% of %.0f rank%s throughput per rank.",
                         y->name, y->ranks[i], y->eff[i], y->ranks[0],
                         y->ranks[0] == 1 ? "'s" : "s'");
+        if (y->n < y->total)
+            finding(d,
+                    "%s: %zu of its %zu configurations shown, those of the fewest ranks (up "
+                    "to %.0f).",
+                    y->name, y->n, y->total, y->ranks[y->n - 1]);
         if (total++ < MAX_LINES) lines[nl++] = (lb_svg_line){y->name, y->ranks, y->eff, y->n};
     }
     if (nl > 0) {
@@ -687,17 +740,22 @@ static void scaling_chart(doc *d, const lb_run_set *set) {
         FILE *f = chart_open(&buf, &len);
         lb_svg_lines(f, title, "ranks (one GPU each on GPUs)", "% of per-rank throughput", lines,
                      nl, NULL, 0, false);
-        chart_close(d, f, &buf, &len, title, nl, total, "configurations");
+        chart_close(d, f, &buf, &len, title, nl, total, "configurations", NULL);
     }
     free(fam);
 }
 
-/* Each benchmark of the set (at most MAX_BENCH): its history with change points. */
+/* Each benchmark of the set (the first MAX_BENCH, as each reads the store's runs; a line says
+ * how many of how many): its history with every change point. */
 static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double threshold_pct) {
-    char keys[MAX_BENCH][13];
+    char(*keys)[13] = malloc((set->n_groups ? set->n_groups : 1) * sizeof *keys);
+    if (keys == NULL) {
+        if (d->st == LB_OK) d->st = lb_fail(d->err, LB_ERR_NOMEM, "no memory for the report");
+        return;
+    }
     size_t n_keys = 0;
     static char identity[LB_BENCH_ID_BYTES];
-    for (size_t g = 0; g < set->n_groups && n_keys < MAX_BENCH; g++) {
+    for (size_t g = 0; g < set->n_groups; g++) {
         const lb_result *r = set->groups[g].runs[0];
         if (lb_history_metric(r->kind, NULL) == NULL) continue;
         char key[13];
@@ -709,7 +767,8 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
         if (!dup) snprintf(keys[n_keys++], 13, "%s", key);
     }
     size_t regressions = 0, shown = 0;
-    for (size_t k = 0; k < n_keys && d->st == LB_OK && !lb_signals_interrupted(); k++) {
+    for (size_t k = 0; k < n_keys && k < MAX_BENCH && d->st == LB_OK && !lb_signals_interrupted();
+         k++) {
         lb_history_bench bench;
         lb_history_point *pts = NULL;
         size_t n = 0;
@@ -719,14 +778,15 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
             continue;
         }
         const lb_key_metric *m = lb_history_metric(bench.kind, NULL);
-        lb_history_change ch[32];
         size_t n_ch = 0;
         lb_changepoint_params cp = lb_changepoint_default_params();
-        lb_history_changes(pts, n, m, threshold_pct, &cp, ch, &n_ch, 32, &err);
         double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-        lb_svg_marker marks[32];
-        char mark_text[32][48];
-        if (x && y) {
+        lb_history_change *ch = malloc(n * sizeof *ch); /* a point starts at most one */
+        lb_svg_marker *marks = malloc(n * sizeof *marks);
+        char(*mark_text)[48] = malloc(n * sizeof *mark_text);
+        if (ch && marks && mark_text)
+            lb_history_changes(pts, n, m, threshold_pct, &cp, ch, &n_ch, n, &err);
+        if (x && y && ch && marks && mark_text) {
             for (size_t i = 0; i < n; i++)
                 x[i] = pts[i].start_wall_s, y[i] = pts[i].value;
             for (size_t c = 0; c < n_ch; c++) {
@@ -754,11 +814,21 @@ static void history_charts(doc *d, lb_store *s, const lb_run_set *set, double th
             size_t len;
             FILE *f = chart_open(&buf, &len);
             lb_svg_lines(f, title, "run start (UTC)", m->metric, &line, 1, marks, n_ch, true);
-            chart_close(d, f, &buf, &len, title, 1, 1, "histories");
+            chart_close(d, f, &buf, &len, title, 1, 1, "histories", NULL);
             shown++;
+        } else if (d->st == LB_OK) {
+            d->st = lb_fail(d->err, LB_ERR_NOMEM, "no memory for the report");
         }
-        free(x), free(y), free(pts);
+        free(x), free(y), free(ch), free(marks), free(mark_text), free(pts);
     }
+    if (n_keys > MAX_BENCH) {
+        char text[160];
+        snprintf(text, sizeof text,
+                 "History drawn for the first %d of the %zu benchmarks of these runs.", MAX_BENCH,
+                 n_keys);
+        para(d, text);
+    }
+    free(keys);
     if (shown && regressions == 0)
         finding(d,
                 "No regression in the history of the %zu benchmark%s shown (change points by "
@@ -877,13 +947,20 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
     for (size_t g = 0; g < set->n_groups; g++)
         n_runs += set->groups[g].n;
     if (n_runs == 0) return lb_fail(err, LB_ERR_USAGE, "no run to report on");
+    struct stat out_st;
+    if (stat(p->out_dir, &out_st) == 0 && !S_ISDIR(out_st.st_mode))
+        return lb_fail(err, LB_ERR_USAGE,
+                       "--out %s is a file, not a folder: name a folder (created when missing) "
+                       "for report.html, report.md and the charts",
+                       p->out_dir);
     LB_TRY(lb_file_mkdirs(p->out_dir, 0755, err));
     char stage[4096];
     if (snprintf(stage, sizeof stage, "%s/.report-XXXXXX", p->out_dir) >= (int)sizeof stage)
         return lb_fail(err, LB_ERR_USAGE, "--out %s: a path too long", p->out_dir);
     if (mkdtemp(stage) == NULL)
-        return lb_fail(err, LB_ERR_IO, "cannot make a folder in %s: %s", p->out_dir,
-                       strerror(errno));
+        return lb_fail(err, LB_ERR_IO,
+                       "--out %s: cannot write a report there (%s): choose a folder you can write",
+                       p->out_dir, strerror(errno));
     doc d = {.dir = stage, .sweep_of = p->sweep_of, .st = LB_OK, .err = err};
     d.names = malloc((set->n_groups + 1) * sizeof *d.names);
     d.html = open_memstream(&d.html_buf, &d.html_len);
@@ -944,21 +1021,25 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
     history_charts(&d, s, set, p->threshold_pct);
     section(&d, "Provenance");
     provenance_table(&d, set);
-    size_t failed = 0, len = 0;
+    size_t failed = 0, named = 0, len = 0;
     char which[512] = ""; /* "12 failed, 14 interrupted" */
     for (size_t g = 0; g < set->n_groups; g++)
         for (size_t i = 0; i < set->groups[g].n; i++) {
             lb_run_status rs = set->groups[g].runs[i]->status;
             if (rs == LB_RUN_OK) continue;
-            if (len < sizeof which)
-                len += (size_t)snprintf(which + len, sizeof which - len, "%s%lld %s",
-                                        failed ? ", " : "", (long long)set->groups[g].ids[i],
-                                        lb_result_status_name(rs));
+            char one[64];
+            int n = snprintf(one, sizeof one, "%s%lld %s", failed ? ", " : "",
+                             (long long)set->groups[g].ids[i], lb_result_status_name(rs));
             failed++;
+            if (named + 1 < failed || len + (size_t)n >= sizeof which - 24) continue;
+            memcpy(which + len, one, (size_t)n + 1);
+            len += (size_t)n;
+            named++;
         }
+    if (failed > named) snprintf(which + len, sizeof which - len, " and %zu more", failed - named);
     if (failed)
         finding(&d,
-                "%zu of %zu runs did not end ok (run %s); what they measured counts in the "
+                "%zu of %zu runs did not end ok (run %s); what they measured is left out of the "
                 "tables and charts.",
                 failed, n_runs, which);
     fclose(d.html);

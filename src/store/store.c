@@ -273,10 +273,15 @@ static lb_status refuse_foreign(lb_store *s, lb_err *err) {
 }
 
 /* Brings the schema to LB_STORE_SCHEMA_VERSION, one step per transaction. The version is
- * re-read under the write lock, so two processes opening an old file migrate it once. */
+ * read first without a lock: a current schema takes no write lock, so opening never waits
+ * on a writer (a finish that holds the lock longer than the busy timeout would fail another
+ * run's start). An older one is re-read under the write lock, so two processes opening an
+ * old file migrate it once. */
 static lb_status migrate(lb_store *s, lb_err *err) {
+    int version;
+    LB_TRY(read_user_version(s, &version, err));
+    if (version == LB_STORE_SCHEMA_VERSION) return LB_OK;
     for (;;) {
-        int version;
         LB_TRY(exec(s, "BEGIN IMMEDIATE", err));
         lb_status st = read_user_version(s, &version, err);
         if (st == LB_OK && version > LB_STORE_SCHEMA_VERSION) st = refuse_newer(s, version, err);
