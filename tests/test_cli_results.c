@@ -429,6 +429,59 @@ static void test_cli_results_export_that_fails_midway_prints_nothing(void **stat
     assert_string_equal(out, "");
 }
 
+/* The overview and the help of the subcommands that stop at a Ctrl-C name exit code 130, as
+ * every other command's help does. */
+static void test_cli_results_help_names_the_interrupted_exit_code(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"results", "--help", NULL}), 0);
+    if (strstr(out, "130 interrupted") == NULL) fail_msg("results --help:\n%s", out);
+    const char *subs[] = {"export", "import"};
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(run((const char *[]){"results", subs[i], "--help", NULL}), 0);
+        for (char *c = out; *c; c++) /* the summary is wrapped */
+            if (*c == '\n') *c = ' ';
+        if (strstr(out, "130 when interrupted") == NULL)
+            fail_msg("results %s --help:\n%s", subs[i], out);
+    }
+}
+
+/* An import waiting for its FILE (a FIFO) stops at a Ctrl-C with 130, as its help says,
+ * and stores nothing. */
+static void test_cli_results_import_interrupted_while_reading_exits_130(void **state) {
+    (void)state;
+    char fifo[320];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    const char *argv[] = {LB_TEST_BIN, "results", "import", fifo, NULL};
+    int out_fd = -1, err_fd = -1;
+    pid_t pid = lb_test_spawn(LB_TEST_BIN, argv, &out_fd, &err_fd);
+    assert_true(pid > 0);
+    int w = open(fifo, O_WRONLY); /* returns once the import opened it */
+    assert_true(w >= 0);
+    char wchan_path[64], wchan[64] = "";
+    snprintf(wchan_path, sizeof wchan_path, "/proc/%d/wchan", (int)pid);
+    for (int i = 0; i < 200 && strstr(wchan, "pipe") == NULL; i++) {
+        usleep(10 * 1000);
+        FILE *f = fopen(wchan_path, "r");
+        if (f != NULL) {
+            if (fgets(wchan, sizeof wchan, f) == NULL) wchan[0] = '\0';
+            fclose(f);
+        }
+    }
+    kill(pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(w);
+    lb_test_slurp(err_fd, err, sizeof err);
+    close(out_fd);
+    close(err_fd);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    if (strstr(err, "interrupted while reading") == NULL) fail_msg("stderr: %s", err);
+    assert_int_equal(run((const char *[]){"results", "list", NULL}), 0);
+    assert_null(strstr(out, "imported"));
+}
+
 static void test_cli_results_list_escapes_control_characters_in_names(void **state) {
     (void)state;
     lb_store *s = NULL;
@@ -826,6 +879,8 @@ int main(void) {
         T(test_cli_results_newer_database_exits_1_saying_so),
         T(test_cli_results_read_commands_never_create_a_database),
         T(test_cli_results_export_that_fails_midway_prints_nothing),
+        T(test_cli_results_help_names_the_interrupted_exit_code),
+        T(test_cli_results_import_interrupted_while_reading_exits_130),
         T(test_cli_results_list_escapes_control_characters_in_names),
         T(test_cli_results_show_escapes_control_characters_in_config_and_provenance),
         T(test_cli_results_show_prints_numbers_for_people),

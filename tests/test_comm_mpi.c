@@ -7,6 +7,7 @@
  * and checks what the ranks printed and how they ended. Expected values are computed here
  * from the inputs' formula, independently of commbench's checker. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -1136,6 +1137,110 @@ static void test_comm_launcher_leaves_an_interrupted_worker_to_say_so(void **sta
         fail_msg("launcher said: %s", errout);
 }
 
+/* A launcher whose caller ignores SIGCHLD (an ignored signal stays ignored through exec, so
+ * some supervisors pass it on) still waits for its workers and gives the first failure's
+ * code, where the kernel reaped them and the launch waited for ever (alarm: the test ends
+ * instead); the caller's disposition is back afterwards. */
+static void test_comm_launcher_waits_for_workers_when_sigchld_is_ignored(void **state) {
+    (void)state;
+    struct sigaction ignore = {.sa_handler = SIG_IGN}, saved, after;
+    sigaction(SIGCHLD, &ignore, &saved);
+    alarm(30);
+    char out[512], errout[512];
+    double s = 0;
+    const char *env[] = {"LB_TEST_RANK0_EXIT=0", NULL};
+    int rc = launch_stuck(env, out, errout, sizeof out, &s);
+    alarm(0);
+    sigaction(SIGCHLD, &saved, &after);
+    assert_int_equal(rc, 3);
+    assert_non_null(strstr(errout, "worker 1 of 2 (rank 1) exited with status 3"));
+    assert_true(after.sa_handler == SIG_IGN);
+}
+
+/* --padded-worker: alone (LOCAL_WORLD_SIZE 1) it ends at once; one of several says it runs
+ * and sleeps 30 s (the test makes it ignore SIGTERM from its start). */
+static int padded_worker(void) {
+    if (strcmp(getenv("LOCAL_WORLD_SIZE"), "1") == 0) return 0;
+    printf("rank %s runs\n", getenv("RANK"));
+    fflush(stdout);
+    for (int i = 0; i < 300; i++)
+        usleep(100 * 1000);
+    return 0;
+}
+
+/* n --padded-worker workers with ranks from 9, on a fixed port, their environment grown by
+ * pad bytes of LB_TEST_PADk variables; rank 9's stdout into out_fd. */
+static int launch_padded(int n, size_t pad, int out_fd, lb_err *err) {
+    enum { CHUNK = 100000, MAX_CHUNKS = 400 };
+    static const char *env[MAX_CHUNKS + 1];
+    char *text = malloc(pad + MAX_CHUNKS * 32);
+    assert_non_null(text);
+    size_t k = 0, used = 0;
+    for (size_t left = pad; left > 0 && k < MAX_CHUNKS; k++) {
+        size_t take = left < CHUNK ? left : CHUNK;
+        env[k] = text + used;
+        used += (size_t)sprintf(text + used, "LB_TEST_PAD%zu=", k);
+        memset(text + used, 'x', take);
+        used += take;
+        text[used++] = '\0';
+        left -= take;
+    }
+    env[k] = NULL;
+    char *const argv[] = {self_path, "--padded-worker", NULL};
+    lb_launch_params lp = {.n = n,
+                           .argv = argv,
+                           .env = env,
+                           .rank0_stdout = out_fd,
+                           .grace_s = 0.5,
+                           .first_rank = 9,
+                           .master_port = 29500};
+    int rc = lb_launch_local(&lp, err);
+    free(text);
+    return rc;
+}
+
+/* A worker that cannot exec while another runs and ignores SIGTERM: the one running is ended
+ * as after a failure (SIGTERM, SIGTERM 2 s later, SIGKILL 2 s after that), where the launch
+ * used to wait for it for ever. Only worker 1 cannot exec: the environment is grown to the
+ * largest that execs with RANK=9, and worker 1's RANK=10 is one byte more (E2BIG). */
+static void test_comm_launcher_ends_started_workers_when_one_cannot_exec(void **state) {
+    (void)state;
+    int fd = nameless_file();
+    lb_err err = {{0}};
+    size_t fits = 0, too_big = 1 << 16;
+    while (launch_padded(1, too_big, fd, &err) == 0) {
+        fits = too_big;
+        too_big *= 2;
+        if (too_big > (size_t)30 << 20) skip();
+    }
+    assert_non_null(strstr(err.msg, strerror(E2BIG)));
+    while (too_big - fits > 1) {
+        size_t mid = fits + (too_big - fits) / 2;
+        err = (lb_err){{0}};
+        if (launch_padded(1, mid, fd, &err) == 0) {
+            fits = mid;
+        } else {
+            assert_non_null(strstr(err.msg, strerror(E2BIG)));
+            too_big = mid;
+        }
+    }
+    struct sigaction ignore = {.sa_handler = SIG_IGN}, saved;
+    sigaction(SIGTERM, &ignore, &saved); /* the workers inherit it at their fork */
+    err = (lb_err){{0}};
+    int64_t t0 = lb_clock_now_ns();
+    int rc = launch_padded(2, fits, fd, &err);
+    double s = (double)(lb_clock_now_ns() - t0) / 1e9;
+    sigaction(SIGTERM, &saved, NULL);
+    char out[256];
+    read_all(fd, out, sizeof out);
+    assert_int_equal(rc, -1);
+    char want[sizeof self_path + 64];
+    snprintf(want, sizeof want, "cannot start worker 1 (%s): %s", self_path, strerror(E2BIG));
+    assert_string_equal(err.msg, want);
+    assert_non_null(strstr(out, "rank 9 runs"));
+    assert_true(s > 4 && s < 4 + 1.5); /* SIGTERM, 2 s, SIGTERM, 2 s, SIGKILL */
+}
+
 static void test_comm_cli_end_to_end_under_mpirun(void **state) {
     (void)state;
     static char out[1 << 17];
@@ -1232,6 +1337,32 @@ static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state)
 /* The check fills the output with values no call leaves before it runs: an in-place
  * all_gather that moves nothing leaves the right answer of the out-of-place check before it
  * in every block, and must still count the 3 blocks of 64 floats on each of 4 ranks. */
+/* Over 64 ranks a uint8 sum passes 255: NCCL's sum wraps in the type and its integer avg
+ * divides that wrapped sum, truncating; the check expects the same (it used to expect the
+ * exact sum, and counted every right answer of a large job wrong). Computed here in the
+ * types' own arithmetic from commbench.h's input formula. */
+static void test_comm_check_expects_sums_wrapped_as_the_integer_type_does(void **state) {
+    (void)state;
+    enum { N = 64 };
+    for (size_t i = 0; i < 11; i++) {
+        uint8_t u = 0;
+        int8_t s = 0;
+        for (int r = 0; r < N; r++) {
+            int v = (int)((i * 7 + (size_t)r * 13 + 3) % 11);
+            u = (uint8_t)(u + v);
+            s = (int8_t)(s + v - 5);
+        }
+        assert_true(lb_commbench_reduce_pattern(LB_COMM_UINT8, LB_COMM_SUM, N, i) == u);
+        assert_true(lb_commbench_reduce_pattern(LB_COMM_UINT8, LB_COMM_AVG, N, i) == u / N);
+        assert_true(lb_commbench_reduce_pattern(LB_COMM_INT8, LB_COMM_SUM, N, i) == s);
+        assert_true(lb_commbench_reduce_pattern(LB_COMM_INT8, LB_COMM_AVG, N, i) == s / N);
+    }
+    /* one element's sums in full: 328 in uint8 is 72, avg 1 (not 5) */
+    assert_true(lb_commbench_reduce_pattern(LB_COMM_UINT32, LB_COMM_SUM, N, 8) == 328);
+    assert_true(lb_commbench_reduce_pattern(LB_COMM_UINT8, LB_COMM_SUM, N, 8) == 72);
+    assert_true(lb_commbench_reduce_pattern(LB_COMM_UINT8, LB_COMM_AVG, N, 8) == 1);
+}
+
 static void test_comm_check_counts_what_a_call_did_not_write(void **state) {
     (void)state;
     char out[4096];
@@ -1580,6 +1711,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "--stuck-worker") == 0) return stuck_worker();
     if (argc >= 2 && strcmp(argv[1], "--polling-worker") == 0) return polling_worker();
     if (argc >= 2 && strcmp(argv[1], "--env-worker") == 0) return env_worker();
+    if (argc >= 2 && strcmp(argv[1], "--padded-worker") == 0) return padded_worker();
     if (argc >= 3 && strcmp(argv[1], "--lost-gather-worker") == 0)
         return lost_gather_worker(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "--interrupted-matrix-worker") == 0)
@@ -1611,12 +1743,15 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_comm_launcher_reaches_a_stuck_worker_with_a_second_sigterm),
         cmocka_unit_test(test_comm_launcher_ends_workers_past_its_deadline),
         cmocka_unit_test(test_comm_launcher_leaves_an_interrupted_worker_to_say_so),
+        cmocka_unit_test(test_comm_launcher_ends_started_workers_when_one_cannot_exec),
+        cmocka_unit_test(test_comm_launcher_waits_for_workers_when_sigchld_is_ignored),
         cmocka_unit_test(
             test_comm_launcher_workers_start_while_another_thread_changes_the_environment),
         cmocka_unit_test(test_comm_launcher_passes_on_a_signal_once),
         cmocka_unit_test(test_comm_cli_end_to_end_under_mpirun),
         cmocka_unit_test(test_comm_cli_database_rank_0_cannot_open_stops_every_rank),
         cmocka_unit_test(test_comm_cli_signal_to_one_rank_interrupts_every_rank),
+        cmocka_unit_test(test_comm_check_expects_sums_wrapped_as_the_integer_type_does),
         cmocka_unit_test(test_comm_check_counts_what_a_call_did_not_write),
         cmocka_unit_test(test_comm_check_counts_what_a_call_did_not_write_in_signed_integers),
         cmocka_unit_test(test_comm_signal_before_the_pair_matrix_stops_it),

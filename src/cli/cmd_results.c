@@ -9,8 +9,11 @@
  * a file when its final write failed (store.h's lb_store_keep_aside), or each run of a JSON
  * export, once: a result imported before is named, not stored again (unless --again). Exit codes: 2
  * for bad usage (unknown subcommand or option, a malformed or missing ID), 1 when a run is not
- * found, the database cannot be read or the output cannot be written, 0 otherwise. list, show and
- * export open the database read-only: they never create, upgrade or write it. */
+ * found, the database cannot be read or the output cannot be written, 130 when interrupted (an
+ * export stops between runs and writes nothing, an import stops while waiting for FILE's
+ * content and stores nothing; core/signals.h: a second signal ends any subcommand at once), 0
+ * otherwise. list, show and export open the database read-only: they never create, upgrade or
+ * write it. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -470,7 +473,8 @@ static int results_export(int argc, char **argv) {
                    "collector (with --out the file is replaced atomically). An ID given twice "
                    "is exported once. Exit code 2 for a malformed ID or an --out FILE that is a "
                    "folder, whose folder is missing or that is the database itself, 1 when an "
-                   "ID is not found (nothing is written then). --json is --format json.",
+                   "ID is not found (nothing is written then), 130 when interrupted (nothing is "
+                   "written then either). --json is --format json.",
         LB_ARG_SPECS(specs),
         .max_positional = MAX_EXPORT_IDS,
     };
@@ -642,7 +646,9 @@ static int results_import(int argc, char **argv) {
                    "tagged imported:HASH. Exit code 0 when every run was stored or already "
                    "there, 2 when FILE cannot be read or one of its runs is not a result "
                    "(nothing is stored then), 1 when the database refuses a run (nothing of "
-                   "that run is stored, and the runs after it are not tried).",
+                   "that run is stored, and the runs after it are not tried), 130 when "
+                   "interrupted while waiting for FILE's content (a pipe or FIFO: nothing is "
+                   "stored then).",
         LB_ARG_SPECS(specs),
         .min_positional = 1,
         .max_positional = 1,
@@ -709,7 +715,9 @@ static void print_overview(void) {
            "$XDG_DATA_HOME/llmbench/results.db,\nelse ~/.local/share/llmbench/results.db).\n"
            "'llmbench results <subcommand> --help' describes each. Exit codes: 0 ok, 1 run not\n"
            "found, database unreadable or output unwritable, 2 bad usage (including a malformed\n"
-           "ID).\n");
+           "ID), 130 interrupted (an export stops at the first Ctrl-C and writes nothing, an\n"
+           "import while it waits for FILE's content; a second Ctrl-C ends any subcommand at\n"
+           "once).\n");
 }
 
 int lb_cmd_results(int argc, char **argv) {

@@ -97,16 +97,6 @@ int lb_launch_free_port(void) {
     return free_port();
 }
 
-/* Ends the workers started so far (pids[0..n-1]) and frees pids. */
-static void end_started(pid_t *pids, int n) {
-    for (int q = 0; q < n; q++)
-        kill(pids[q], SIGTERM);
-    for (int q = 0; q < n; q++)
-        while (waitpid(pids[q], NULL, 0) < 0 && errno == EINTR) {
-        }
-    free(pids);
-}
-
 /* The variables every worker's environment is made with, in the order applied (a later
  * entry wins, a bare NAME removes it): the job's, the MPI and Slurm ones removed (the
  * workers meet by the job's variables even when the launcher is an MPI or Slurm rank),
@@ -194,6 +184,13 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
         vars_free(&vars);
         return -1;
     }
+    /* a caller that ignores SIGCHLD (inherited through exec from some supervisors) would have
+     * the kernel reap the workers, their statuses lost to the wait below: SIGCHLD is the
+     * default until they ended */
+    struct sigaction caller, dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGCHLD, NULL, &caller);
+    bool reaped = caller.sa_handler == SIG_IGN || (caller.sa_flags & SA_NOCLDWAIT);
+    if (reaped) sigaction(SIGCHLD, &dfl, NULL);
     pid_t parent = getpid();
     fflush(stdout);
     fflush(stderr);
@@ -242,12 +239,11 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
     if (got == sizeof msg)
         lb_fail(err, LB_ERR_RUNTIME, "cannot start worker %d (%s): %s", msg[0], exe,
                 strerror(msg[1]));
-    if (got == sizeof msg || started < p->n) {
-        end_started(pids, started);
-        return -1;
-    }
-    int code = 0, left = p->n;
-    int64_t kill_at = 0;
+    /* when not every worker started, those that did are ended at once as after a failure
+     * (SIGTERM, SIGTERM, SIGKILL): one that ignores SIGTERM does not hold the launch */
+    bool not_started = got == sizeof msg || started < p->n;
+    int code = not_started ? -1 : 0, left = started;
+    int64_t kill_at = not_started ? lb_clock_now_ns() : 0;
     int64_t deadline =
         p->deadline_s > 0 ? lb_clock_now_ns() + (int64_t)(p->deadline_s * 1e9) : INT64_MAX;
     bool overran = false;
@@ -300,5 +296,6 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
         nanosleep(&ts, NULL);
     }
     free(pids);
+    if (reaped) sigaction(SIGCHLD, &caller, NULL);
     return overran ? LB_LAUNCH_DEADLINE_PASSED : code;
 }

@@ -44,9 +44,11 @@ typedef struct {
 /* What lb_launch_local returns when p->deadline_s passed with workers still running. */
 enum { LB_LAUNCH_DEADLINE_PASSED = -2 };
 
-/* Runs the workers to the end. Returns their exit code: 0 when all succeeded, else the code
- * of the first to fail (a worker killed by signal S counts as 128 + S); -1 with err set when
- * they could not be started (one that cannot exec included: those started are ended);
+/* Runs the workers to the end (SIGCHLD, when the caller ignores it, is the default meanwhile,
+ * so that their statuses are there to wait for). Returns their exit code: 0 when all succeeded,
+ * else the code of the first to fail (a worker killed by signal S counts as 128 + S); -1 with err
+ * set when they could not be started (one that cannot exec included: those started are ended at
+ * once as after a failure, SIGTERM, SIGTERM 2 s later, SIGKILL 2 s after that);
  * LB_LAUNCH_DEADLINE_PASSED with err set when p->deadline_s passed first (the workers then
  * ended: it returns at most 4 s and a moment after the deadline). */
 int lb_launch_local(const lb_launch_params *p, lb_err *err);

@@ -3,7 +3,9 @@
  * Inputs follow one pattern known to every rank: element i of rank r's logical input is
  * ((7i + 13r + 3) mod 11), minus 5 for signed and floating types, so sums over up to 25
  * ranks are exact in every type (bf16 included) and each output element's expected value
- * can be computed on the host from its index alone. Before each row the ranks agree whether
+ * can be computed on the host from its index alone; an integer sum beyond its type's range
+ * (uint8 from 51 ranks) wraps, as NCCL's does, and so does the expected value
+ * (lb_commbench_reduce_pattern). Before each row the ranks agree whether
  * to go on (comm/boot.h's lb_boot_agree_stop), so a run interrupted on any one rank ends on
  * every rank at the same row. */
 #include "commbench/commbench.h"
@@ -299,6 +301,35 @@ static lb_status call(bench *B, lb_bench_coll coll, const shape *s, void *send, 
     }
 }
 
+/* acc as an integer of type t holds it: modulo 2^bits, read signed in the signed types. */
+static int64_t wrap(lb_comm_dtype t, int64_t acc) {
+    size_t bits = 8 * lb_comm_dtype_bytes(t);
+    if (bits >= 64) return acc;
+    uint64_t u = (uint64_t)acc & ((UINT64_C(1) << bits) - 1);
+    if (!is_unsigned(t) && u >> (bits - 1)) return (int64_t)u - (INT64_C(1) << bits);
+    return (int64_t)u;
+}
+
+double lb_commbench_reduce_pattern(lb_comm_dtype t, lb_comm_op op, int n, size_t i) {
+    if (lb_comm_dtype_is_float(t)) {
+        double acc = (double)pattern(0, i, t);
+        for (int r = 1; r < n; r++) {
+            double v = (double)pattern(r, i, t);
+            acc = op == LB_COMM_MAX ? fmax(acc, v) : op == LB_COMM_MIN ? fmin(acc, v) : acc + v;
+        }
+        return op == LB_COMM_AVG ? acc / n : acc;
+    }
+    int64_t acc = pattern(0, i, t);
+    for (int r = 1; r < n; r++) {
+        int64_t v = pattern(r, i, t);
+        acc = op == LB_COMM_MAX   ? (v > acc ? v : acc)
+              : op == LB_COMM_MIN ? (v < acc ? v : acc)
+                                  : acc + v;
+    }
+    acc = wrap(t, acc);
+    return (double)(op == LB_COMM_AVG ? acc / n : acc);
+}
+
 /* The value element i of this rank's output must hold. */
 static double expected(bench *B, lb_bench_coll coll, const shape *s, size_t i) {
     const lb_commbench_params *p = B->p;
@@ -314,13 +345,7 @@ static double expected(bench *B, lb_bench_coll coll, const shape *s, size_t i) {
     case LB_BENCH_REDUCE_SCATTER: src_i = (size_t)B->rank * s->unit + i; break;
     default: break;
     }
-    double acc = (double)pattern(0, src_i, t);
-    for (int r = 1; r < n; r++) {
-        double v = (double)pattern(r, src_i, t);
-        acc = p->op == LB_COMM_MAX ? fmax(acc, v) : p->op == LB_COMM_MIN ? fmin(acc, v) : acc + v;
-    }
-    if (p->op == LB_COMM_AVG) acc = lb_comm_dtype_is_float(t) ? acc / n : trunc(acc / n);
-    return acc;
+    return lb_commbench_reduce_pattern(t, p->op, n, src_i);
 }
 
 static double tolerance(const lb_commbench_params *p, int n, double want) {

@@ -112,6 +112,14 @@ lb_status lb_commbench_members(lb_boot *boot, const lb_commbench_params *p, int3
  * rank (their smaller sizes are skipped: run_rows). LB_ERR_USAGE naming the option. */
 lb_status lb_commbench_validate_ranks(const lb_commbench_params *p, int n, lb_err *err);
 
+/* Element i of the n ranks' inputs (commbench.c's pattern) reduced with op as NCCL computes
+ * it in type t, which the check expects of a reducing collective's output: in the integer
+ * types a sum wraps modulo 2^bits as the type does, and avg is that sum, read signed in the
+ * signed types, divided by n with the quotient truncated toward zero (NCCL's ncclAvg on
+ * integers; comm.h's MPI backend gives the same); in the float types the exact value, avg the
+ * exact sum over n. */
+double lb_commbench_reduce_pattern(lb_comm_dtype t, lb_comm_op op, int n, size_t i);
+
 /* Runs the benchmark on every rank of boot (a collective call). On rank 0, r receives the
  * config, series and metrics; elsewhere r may be NULL. Returns LB_ERR_INTERRUPTED on
  * SIGINT (on any rank: checked before each row and each sender of the pair matrix) with the
