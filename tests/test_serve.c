@@ -228,7 +228,10 @@ static void test_serve_chat_body_has_message_and_usage(void **state) {
     stop(&f);
 }
 
-static void test_serve_max_tokens_defaults_to_16_and_is_capped(void **state) {
+/* A max_tokens above the server's limit was cut to it without a word: the client took an
+ * answer of 64 tokens, finish_reason "length", for the 1000 it asked for. It is refused
+ * (400) saying what the limit is, as OpenAI and vLLM refuse more than fits. */
+static void test_serve_max_tokens_defaults_to_16_and_more_than_the_limit_is_refused(void **state) {
     (void)state;
     fixture f;
     start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
@@ -238,10 +241,22 @@ static void test_serve_max_tokens_defaults_to_16_and_is_capped(void **state) {
     assert_int_equal(get_int(j, "usage", "completion_tokens"), 16);
     json_decref(j);
     reply_free(&r);
-    post(f.port, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1000}", &r);
+    post(f.port, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":64}", &r);
     j = parse(r.body);
-    assert_int_equal(get_int(j, "usage", "completion_tokens"), 64); /* the fixture's cap */
+    assert_int_equal(get_int(j, "usage", "completion_tokens"), 64); /* the fixture's limit */
     json_decref(j);
+    reply_free(&r);
+    post(f.port, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1000}", &r);
+    assert_int_equal(r.status, 400);
+    if (strstr(r.body, "'max_tokens' is 1000, more than the 64 output tokens this server allows "
+                       "a request (serve --max-tokens): ask for at most 64") == NULL)
+        fail_msg("the limit is not named: %s", r.body);
+    reply_free(&r);
+    post(f.port, "/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":65}", &r);
+    assert_int_equal(r.status, 400);
+    if (strstr(r.body, "'max_completion_tokens' is 65, more than the 64") == NULL)
+        fail_msg("the field is not named: %s", r.body);
     reply_free(&r);
     stop(&f);
 }
@@ -1147,6 +1162,54 @@ static void test_serve_shutdown_answers_requests_sent_before_it(void **state) {
     }
 }
 
+/* The answer to one raw request on a connection of its own (Connection: close), into buf. */
+static void raw_request(int port, const char *req, char *buf, size_t cap) {
+    int fd = connect_to(port);
+    assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    size_t n = 0;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    while (n + 1 < cap && poll(&pf, 1, 5000) > 0) {
+        ssize_t got = read(fd, buf + n, cap - 1 - n);
+        if (got <= 0) break;
+        n += (size_t)got;
+    }
+    buf[n] = '\0';
+    close(fd);
+}
+
+/* A request target in absolute form ("POST http://HOST:PORT/v1/completions HTTP/1.1"), which
+ * RFC 9112 section 3.2.2 says a server must accept, got 404: it is served by its path (of
+ * the http scheme only). */
+static void test_serve_absolute_form_target_is_served_by_its_path(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, 0, 0, LB_FAULT_NONE, 0, 1);
+    char req[512], buf[4096];
+    const char body[] = "{\"prompt\":\"x\",\"max_tokens\":3}";
+    snprintf(req, sizeof req,
+             "POST http://127.0.0.1:%d/v1/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+             "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+             f.port, f.port, strlen(body), body);
+    raw_request(f.port, req, buf, sizeof buf);
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || strstr(buf, "\"completion_tokens\":3") == NULL)
+        fail_msg("absolute-form POST: '%s'", buf);
+    raw_request(f.port,
+                "GET HTTP://example.com/health HTTP/1.1\r\nHost: example.com\r\n"
+                "Connection: close\r\n\r\n",
+                buf, sizeof buf);
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0) fail_msg("absolute-form GET: '%s'", buf);
+    /* no path: "/", which is no endpoint; another scheme: not this server's */
+    const char *const not_found[] = {"GET http://example.com HTTP/1.1\r\nHost: example.com\r\n"
+                                     "Connection: close\r\n\r\n",
+                                     "GET https://example.com/health HTTP/1.1\r\nHost: "
+                                     "example.com\r\nConnection: close\r\n\r\n"};
+    for (size_t i = 0; i < 2; i++) {
+        raw_request(f.port, not_found[i], buf, sizeof buf);
+        if (strncmp(buf, "HTTP/1.1 404", 12) != 0) fail_msg("'%s' got '%s'", not_found[i], buf);
+    }
+    stop(&f);
+}
+
 static const char *choice_text(json_t *j, size_t i) {
     return json_string_value(
         json_object_get(json_array_get(json_object_get(j, "choices"), i), "text"));
@@ -1471,7 +1534,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_serve_completion_body_has_text_and_usage),
         cmocka_unit_test(test_serve_chat_body_has_message_and_usage),
-        cmocka_unit_test(test_serve_max_tokens_defaults_to_16_and_is_capped),
+        cmocka_unit_test(test_serve_max_tokens_defaults_to_16_and_more_than_the_limit_is_refused),
+        cmocka_unit_test(test_serve_absolute_form_target_is_served_by_its_path),
         cmocka_unit_test(test_serve_prompt_arrays_count_every_part),
         cmocka_unit_test(test_serve_prompt_ids_must_be_token_ids),
         cmocka_unit_test(test_serve_stop_sequences_end_the_answer),

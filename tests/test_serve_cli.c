@@ -373,6 +373,58 @@ static void test_serve_cli_generates_with_the_engine_on_a_model_directory(void *
     lb_test_rmtree(dir);
 }
 
+/* The engine's requests were cut to --max-tokens (default 4096) whatever its context: with
+ * a context of 8192, a max_tokens of 9000 got 4096 tokens and "length", where vLLM answers
+ * 400 for more than fits. Without --max-tokens the engine's context is the only limit, and
+ * a request past it is refused saying what fits. */
+static void test_serve_cli_engine_max_tokens_is_limited_by_the_context_only(void **state) {
+    (void)state;
+    char dir[64];
+    lb_test_tmpdir(dir, sizeof dir);
+    lb_model_config cfg = lb_fixture_config();
+    cfg.max_seq = 8192;
+    lb_model m;
+    lb_err err;
+    assert_int_equal(lb_model_init(&m, &cfg, 1, 1, 5, &err), LB_OK);
+    lb_fixture_write_dir(dir, &cfg, m.params, true, false);
+    lb_model_free(&m);
+    const char *const args[] = {LB_TEST_BIN,     "serve",  "--model",     dir,          "--device",
+                                "cpu",           "--port", "0",           "--max-seqs", "1",
+                                "--step-tokens", "32",     "--kv-tokens", "8192",       NULL};
+    child ch;
+    int port = start_serve(&ch, args, false);
+    lb_test_body b = {0};
+    assert_int_equal(
+        post_keep(port, "/v1/completions", "{\"prompt\":\"hello\",\"max_tokens\":9000}", &b), 400);
+    if (strstr(b.p, "the prompt's 2 tokens (the bos token included) and max_tokens 9000 exceed "
+                    "the engine's limit of 8192 tokens: ask for at most 8190 tokens") == NULL)
+        fail_msg("not refused by the context: %s", b.p);
+    free(b.p);
+    kill(ch.pid, SIGTERM);
+    assert_int_equal(wait_exit(ch.pid, 20000), 0);
+    close(ch.out_fd);
+    close(ch.err_fd);
+
+    /* --max-tokens below the context is a limit of its own, refused by the server */
+    const char *const capped[] = {
+        LB_TEST_BIN,  "serve", "--model",       dir,  "--device",    "cpu",  "--port",       "0",
+        "--max-seqs", "1",     "--step-tokens", "32", "--kv-tokens", "8192", "--max-tokens", "100",
+        NULL};
+    port = start_serve(&ch, capped, false);
+    b = (lb_test_body){0};
+    assert_int_equal(
+        post_keep(port, "/v1/completions", "{\"prompt\":\"hello\",\"max_tokens\":101}", &b), 400);
+    if (strstr(b.p, "'max_tokens' is 101, more than the 100 output tokens this server allows") ==
+        NULL)
+        fail_msg("not refused by --max-tokens: %s", b.p);
+    free(b.p);
+    kill(ch.pid, SIGTERM);
+    assert_int_equal(wait_exit(ch.pid, 20000), 0);
+    close(ch.out_fd);
+    close(ch.err_fd);
+    lb_test_rmtree(dir);
+}
+
 /* --help says what the code does: a request without max_tokens gets 16 or the smaller
  * --max-tokens; a connection past --max-connections gets a 503 before it is closed. */
 static void test_serve_cli_help_matches_the_defaults_served(void **state) {
@@ -432,6 +484,7 @@ int main(void) {
         cmocka_unit_test(test_serve_cli_metrics_count_requests_tokens_and_latencies),
         cmocka_unit_test(test_serve_cli_without_a_token_source_says_which_and_exits_2),
         cmocka_unit_test(test_serve_cli_generates_with_the_engine_on_a_model_directory),
+        cmocka_unit_test(test_serve_cli_engine_max_tokens_is_limited_by_the_context_only),
         cmocka_unit_test(test_serve_cli_rejects_bad_options_with_exit_2),
         cmocka_unit_test(test_serve_cli_help_matches_the_defaults_served),
     };

@@ -1,7 +1,8 @@
 /* test_serve_engine.c: the server over the built-in engine's token source
  * (serve/engine_source.h) with the CPU engine, through real HTTP on 127.0.0.1: refused
- * requests, id prompts, chat roles, end of sequence, special and long tokens, the drain, and
- * the request's sampling fields (checked, used, seeded per request). */
+ * requests, id prompts, chat roles, end of sequence, special and long tokens, the drain, the
+ * request's sampling fields (checked, used, seeded per request), the advice of a refusal, a
+ * random preset's special ids, and waiting streams woken rather than polled. */
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -63,9 +64,9 @@ typedef struct {
 } fixture;
 
 /* The engine behind the server: cfg with w's weights on the CPU, tok_file's tokenizer,
- * end-of-sequence ids eos[0..n_eos). */
-static void start_engine(fixture *f, const lb_weights *w, int64_t kv_tokens, const char *tok_file,
-                         const int32_t *eos, int n_eos) {
+ * end-of-sequence ids eos[0..n_eos), bos_id before a text prompt (-1: none). */
+static void start_engine_bos(fixture *f, const lb_weights *w, int64_t kv_tokens,
+                             const char *tok_file, const int32_t *eos, int n_eos, int32_t bos_id) {
     memset(f, 0, sizeof *f);
     lb_err err = {{0}};
     lb_engine_params p = lb_engine_default_params();
@@ -77,7 +78,7 @@ static void start_engine(fixture *f, const lb_weights *w, int64_t kv_tokens, con
     assert_int_equal(lb_hf_tokenizer_load(&f->tok, tok_file, NULL, &err), LB_OK);
     lb_engine_source_params ep = {.engine = f->engine,
                                   .tok = f->tok,
-                                  .bos_id = -1,
+                                  .bos_id = bos_id,
                                   .eos_ids = eos,
                                   .n_eos = n_eos,
                                   .sampling = lb_sample_default()}; /* greedy */
@@ -89,6 +90,11 @@ static void start_engine(fixture *f, const lb_weights *w, int64_t kv_tokens, con
     if (lb_server_start(&sp, &f->src, &f->srv, &err) != LB_OK)
         fail_msg("server did not start: %s", err.msg);
     f->port = lb_server_port(f->srv);
+}
+
+static void start_engine(fixture *f, const lb_weights *w, int64_t kv_tokens, const char *tok_file,
+                         const int32_t *eos, int n_eos) {
+    start_engine_bos(f, w, kv_tokens, tok_file, eos, n_eos, -1);
 }
 
 /* llama-tiny (a vocabulary of 128 ids) on the CPU behind GPT-2's tokenizer: every prompt
@@ -594,7 +600,8 @@ static void test_serve_engine_refusal_past_the_context_says_what_fits(void **sta
     lb_test_body t;
     assert_int_equal(post(f.port, "{\"prompt\":[1,2,3],\"max_tokens\":62}", &t), 400);
     if (strstr(t.p, "the prompt's 3 tokens and max_tokens 62 exceed the engine's limit of 64 "
-                    "tokens: ask for at most 61 tokens or shorten the prompt") == NULL)
+                    "tokens: ask for at most 61 tokens or shorten the prompt by at least 1 "
+                    "token\"") == NULL)
         fail_msg("no room named: %s", t.p);
     free(t.p);
     json_int_t n = 0;
@@ -608,10 +615,200 @@ static void test_serve_engine_refusal_past_the_context_says_what_fits(void **sta
     snprintf(body + o, sizeof body - (size_t)o, "],\"max_tokens\":1}");
     assert_int_equal(post(f.port, body, &t), 400);
     if (strstr(t.p, "the prompt's 64 tokens leave no room for output within the engine's limit "
-                    "of 64 tokens (prompt and max_tokens together): shorten the prompt to at "
-                    "most 63 tokens") == NULL)
+                    "of 64 tokens (prompt and max_tokens together): shorten the prompt by at "
+                    "least 1 token\"") == NULL)
         fail_msg("the prompt is not named too long: %s", t.p);
     free(t.p);
+    stop(&f);
+}
+
+/* The cut a 400's message advises ("shorten the prompt by at least K tokens"). */
+static long advised_cut(const char *body) {
+    const char *at = strstr(body, "shorten the prompt by at least ");
+    if (at == NULL) fail_msg("no cut of the prompt advised: %s", body);
+    return strtol(at + strlen("shorten the prompt by at least "), NULL, 10);
+}
+
+/* n_words words "w" as one text, one GPT-2 token each, into buf. */
+static const char *words(char *buf, size_t cap, long n_words) {
+    size_t o = 0;
+    for (long i = 0; i < n_words && o + 3 < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, i ? " w" : "w");
+    buf[o] = '\0';
+    return buf;
+}
+
+/* The refusal of a prompt too long said "shorten the prompt to at most N tokens" with N
+ * counting the bos token and the chat format's tokens, which the client does not write: a
+ * client that cut its text to N tokens still did not fit. The advice is now a cut of the
+ * client's own text, and a prompt cut by it fits (llama-tiny's context of 64 tokens with a
+ * bos; eight times that for a chat). */
+static void test_serve_engine_advised_cut_of_a_long_prompt_fits(void **state) {
+    (void)state;
+    one_token o = {1000};
+    lb_weights w = one_token_weights(&o, 1);
+    fixture f;
+    start_engine_bos(&f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, 0, 50256);
+    char text[8192], body[9000];
+    int64_t n = 0;
+    lb_err err;
+    words(text, sizeof text, 70);
+    assert_int_equal(lb_tokenizer_count(f.tok, text, strlen(text), &n, &err), LB_OK);
+    assert_int_equal(n, 70);
+    lb_test_body t;
+    /* the prompt alone: 70 words and the bos */
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":1}", text);
+    assert_int_equal(post(f.port, body, &t), 400);
+    if (strstr(t.p, "the prompt's 71 tokens (the bos token included) leave no room") == NULL)
+        fail_msg("the bos token is not said to count: %s", t.p);
+    long cut = advised_cut(t.p);
+    free(t.p);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":1}",
+             words(text, sizeof text, 70 - cut));
+    if (post(f.port, body, &t) != 200) fail_msg("cut by %ld, still refused: %s", cut, t.p);
+    free(t.p);
+    /* the prompt and max_tokens together: 10 words, the bos and 60 */
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":60}",
+             words(text, sizeof text, 10));
+    assert_int_equal(post(f.port, body, &t), 400);
+    cut = advised_cut(t.p);
+    free(t.p);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":60}",
+             words(text, sizeof text, 10 - cut));
+    if (post(f.port, body, &t) != 200) fail_msg("cut by %ld, still refused: %s", cut, t.p);
+    free(t.p);
+    stop(&f);
+
+    w = one_token_weights(&o, 2);
+    start_engine(&f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, 0);
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":1}",
+             words(text, sizeof text, 600));
+    assert_int_equal(post_to(f.port, "/v1/chat/completions", body, &t), 400);
+    if (strstr(t.p, "(the chat format's tokens included) leave no room") == NULL)
+        fail_msg("the chat format's tokens are not said to count: %s", t.p);
+    cut = advised_cut(t.p);
+    free(t.p);
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":1}",
+             words(text, sizeof text, 600 - cut));
+    if (post_to(f.port, "/v1/chat/completions", body, &t) != 200)
+        fail_msg("cut by %ld, still refused: %s", cut, t.p);
+    free(t.p);
+    stop(&f);
+}
+
+/* `serve --random PRESET` served with no bos and no end-of-sequence ids: prompts lacked the
+ * bos every Llama 3 prompt starts with, and generation never stopped at <|eot_id|>. A
+ * preset with text (a tokenizer) gets its family's ids where its vocabulary holds them. */
+static void test_serve_engine_random_preset_has_its_familys_special_ids(void **state) {
+    (void)state;
+    const struct {
+        const char *preset;
+        int32_t bos;
+        int n_eos;
+        int32_t eos[3];
+    } cases[] = {
+        {"llama3.1-8b", 128000, 3, {128001, 128008, 128009}},
+        {"llama3.2-1b", 128000, 3, {128001, 128008, 128009}},
+        {"gpt2-124m", -1, 0, {0}},  /* a family the engine does not run */
+        {"mistral-7b", -1, 0, {0}}, /* 32000 ids: Llama 3's are not among them */
+        {"llama-tiny", -1, 0, {0}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_model_config cfg;
+        lb_err err;
+        assert_int_equal(lb_model_config_preset(cases[i].preset, &cfg, &err), LB_OK);
+        int32_t bos = 7, eos[LB_ENGINE_MAX_EOS];
+        int n_eos = 7;
+        lb_engine_family_ids(&cfg, &bos, eos, &n_eos);
+        assert_int_equal(bos, cases[i].bos);
+        assert_int_equal(n_eos, cases[i].n_eos);
+        for (int k = 0; k < n_eos; k++)
+            assert_int_equal(eos[k], cases[i].eos[k]);
+    }
+}
+
+/* A token source that counts the next() calls of the one it stands for. */
+typedef struct {
+    lb_token_source inner;
+    atomic_long calls;
+} counting_source;
+
+static lb_status counting_start(void *ctx, const lb_token_request *req, void *stream,
+                                int64_t *prompt_tokens, lb_err *err) {
+    counting_source *c = ctx;
+    return c->inner.start(c->inner.ctx, req, stream, prompt_tokens, err);
+}
+
+static lb_token_state counting_next(void *ctx, void *stream, int64_t now_ns, char *text,
+                                    size_t *len, int64_t *due_ns) {
+    counting_source *c = ctx;
+    atomic_fetch_add(&c->calls, 1);
+    return c->inner.next(c->inner.ctx, stream, now_ns, text, len, due_ns);
+}
+
+static void counting_done(void *ctx, void *stream) {
+    counting_source *c = ctx;
+    c->inner.done(c->inner.ctx, stream);
+}
+
+typedef struct {
+    int port;
+    const char *body;
+    long status;
+    json_int_t tokens;
+} waiting_job;
+
+static void *waiting_post(void *arg) {
+    waiting_job *j = arg;
+    lb_test_body t;
+    j->status = post(j->port, j->body, &t);
+    free(answer_text(&t, &j->tokens));
+    return NULL;
+}
+
+/* A request waiting for its next token, in the engine's queue or between steps, asked the
+ * engine source again every millisecond: 60 waiting streams cost a core. The engine thread
+ * now wakes a stream when it has something, so the source is asked about twice a token (the
+ * token, then the wait), however long the steps take. Six requests on an engine of four
+ * sequences: two wait in the queue and are still served. */
+static void test_serve_engine_waiting_requests_are_woken_not_polled(void **state) {
+    (void)state;
+    one_token o = {1000};
+    lb_weights w = one_token_weights(&o, 2);
+    fixture f;
+    start_engine(&f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, 0);
+    lb_server_free(f.srv);
+    counting_source c = {.inner = f.src};
+    lb_token_source wrapped = f.src;
+    wrapped.ctx = &c;
+    wrapped.start = counting_start;
+    wrapped.next = counting_next;
+    wrapped.done = counting_done;
+    lb_server_params sp = lb_server_default_params();
+    sp.port = 0;
+    sp.threads = 2;
+    lb_err err;
+    if (lb_server_start(&sp, &wrapped, &f.srv, &err) != LB_OK) fail_msg("%s", err.msg);
+    enum { N = 6, TOKENS = 12 };
+    waiting_job jobs[N];
+    pthread_t th[N];
+    int64_t t0 = lb_clock_now_ns();
+    for (int i = 0; i < N; i++) {
+        jobs[i] = (waiting_job){.port = lb_server_port(f.srv),
+                                .body = "{\"prompt\":[1,2,3],\"max_tokens\":12}"};
+        assert_int_equal(pthread_create(&th[i], NULL, waiting_post, &jobs[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(jobs[i].status, 200);
+        assert_int_equal(jobs[i].tokens, TOKENS);
+    }
+    double ms = (double)(lb_clock_now_ns() - t0) / 1e6;
+    long calls = atomic_load(&c.calls);
+    if (calls > 3 * N * TOKENS + 4 * N)
+        fail_msg("%ld next() calls for %d tokens in %.0f ms", calls, N * TOKENS, ms);
     stop(&f);
 }
 
@@ -708,6 +905,9 @@ int main(void) {
         cmocka_unit_test(test_serve_engine_refuses_bad_sampling_fields),
         cmocka_unit_test(test_serve_engine_drain_ends_unfinished_requests_at_the_deadline),
         cmocka_unit_test(test_serve_engine_refusal_past_the_context_says_what_fits),
+        cmocka_unit_test(test_serve_engine_advised_cut_of_a_long_prompt_fits),
+        cmocka_unit_test(test_serve_engine_random_preset_has_its_familys_special_ids),
+        cmocka_unit_test(test_serve_engine_waiting_requests_are_woken_not_polled),
         cmocka_unit_test(test_serve_engine_chat_messages_keep_their_roles),
         cmocka_unit_test(test_serve_engine_signal_while_loading_stops_before_the_port_opens),
     };

@@ -111,7 +111,7 @@ int lb_cmd_serve(int argc, char **argv) {
     double temperature = 0, top_p = 1;
     int64_t top_k = 0;
     const char *fault = "none";
-    int64_t port = sp.port, threads = 0, max_tokens = sp.max_tokens, seed = 1;
+    int64_t port = sp.port, threads = 0, max_tokens = 0, seed = 1; /* max_tokens 0: not given */
     double drain_s = 5.0;
     int64_t max_connections = 0, body_mib = (int64_t)(sp.body_memory_bytes >> 20);
     const lb_arg_spec specs[] = {
@@ -152,8 +152,9 @@ int lb_cmd_serve(int argc, char **argv) {
          "0: no limit)",
          0, 1e6, NULL},
         {"--max-tokens", LB_ARG_INT, &max_tokens, "N",
-         "cap on output tokens per request; a request without max_tokens gets 16, or N when "
-         "N is less (default 4096)",
+         "most output tokens a request may ask for, more is refused (400); a request without "
+         "max_tokens gets 16, or N when N is less (default: the engine's context, which refuses "
+         "a prompt and max_tokens past it; --synthetic 4096)",
          1, 1e7, NULL},
         {"--threads", LB_ARG_INT, &threads, "N", "worker threads (default: online cores)", 0, 4096,
          NULL},
@@ -253,7 +254,9 @@ int lb_cmd_serve(int argc, char **argv) {
     sp.body_memory_bytes = (size_t)body_mib << 20;
     sp.port = (int)port;
     sp.threads = (int)threads;
-    sp.max_tokens = max_tokens;
+    /* the engine's own limit is its context: it refuses a prompt and max_tokens past it
+     * (400 saying what fits, as vLLM), so it needs no cap of the server's below that */
+    if (max_tokens > 0 || !synthetic) sp.max_tokens = max_tokens > 0 ? max_tokens : INT32_MAX;
     sp.fault = (lb_fault_mode)lb_server_fault_mode_parse(fault);
     sp.seed = (uint64_t)seed;
     syn.seed = (uint64_t)seed;

@@ -61,6 +61,9 @@ lb_status lb_engine_opt_open(const lb_engine_opt *o, const char *tokenizer_path,
     } else {
         LB_TRY(lb_model_config_preset(o->random, &w.cfg, err));
         snprintf(s->model_name, sizeof s->model_name, "%s", o->random);
+        /* a preset's weights name no special ids: its family's, where there is text (a
+         * tokenizer) for a bos to start and an eos to end; random prompt ids get none */
+        if (tokenizer_path != NULL) lb_engine_family_ids(&w.cfg, &s->bos_id, s->eos_ids, &s->n_eos);
     }
     const char *tp = tokenizer_path ? tokenizer_path : o->model_dir ? s->hf.tokenizer_path : NULL;
     lb_status st = LB_OK;

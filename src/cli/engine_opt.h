@@ -73,8 +73,9 @@ typedef struct {
 
 /* Opens what o names (exactly one of --model and --random, else LB_ERR_USAGE).
  * tokenizer_path, when not NULL, replaces the model's tokenizer (and is the only one
- * --random has). Bad input is LB_ERR_USAGE with err naming it, checked before anything is
- * read: --gpu and --gpu-memory-fraction with --device cpu are refused, not ignored. */
+ * --random has; with it a Llama 3 preset gets its family's bos and eos ids,
+ * engine.h's lb_engine_family_ids). Bad input is LB_ERR_USAGE with err naming it, checked before
+ * anything is read: --gpu and --gpu-memory-fraction with --device cpu are refused, not ignored. */
 lb_status lb_engine_opt_open(const lb_engine_opt *o, const char *tokenizer_path, lb_engine_setup *s,
                              lb_err *err);
 void lb_engine_opt_close(lb_engine_setup *s);

@@ -43,6 +43,18 @@ struct lb_engine {
     lb_engine_event *events;
 };
 
+void lb_engine_family_ids(const lb_model_config *cfg, int32_t *bos_id, int32_t *eos_ids,
+                          int *n_eos) {
+    static const int32_t llama3_eos[] = {128001, 128008, 128009};
+    *bos_id = -1;
+    *n_eos = 0;
+    if (cfg->family == LB_FAMILY_LLAMA && cfg->vocab_size > 128009) {
+        *bos_id = 128000;
+        for (size_t i = 0; i < sizeof llama3_eos / sizeof llama3_eos[0]; i++)
+            eos_ids[(*n_eos)++] = llama3_eos[i];
+    }
+}
+
 lb_engine_params lb_engine_default_params(void) {
     return (lb_engine_params){.device = LB_ENGINE_GPU,
                               .block_size = 16,

@@ -77,6 +77,15 @@ typedef struct {
     int n_eos;              /* at most LB_ENGINE_MAX_EOS */
 } lb_engine_request;
 
+/* The bos and end-of-sequence ids of cfg's family where its vocabulary holds them, for
+ * weights that name none (random weights of a preset's shape): a Llama model's are Llama 3's,
+ * bos <|begin_of_text|> 128000, eos <|end_of_text|>, <|eom_id|> and <|eot_id|> (128001,
+ * 128008, 128009, as Llama 3.1 Instruct's generation_config.json: <|eot_id|> ends a chat
+ * turn). Otherwise (a smaller vocabulary: mistral-7b, the tiny presets; GPT-2, which the
+ * engine does not run) *bos_id is -1 and *n_eos 0. eos_ids holds LB_ENGINE_MAX_EOS ids. */
+void lb_engine_family_ids(const lb_model_config *cfg, int32_t *bos_id, int32_t *eos_ids,
+                          int *n_eos);
+
 /* What an engine is, for reports. */
 typedef struct {
     const char *backend;  /* "cpu" or "gpu" */

@@ -7,6 +7,7 @@
 #include "serve/engine_source.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,8 +17,8 @@
 #include "core/utf8text.h"
 #include "model/hf_tokenizer.h"
 
-#define POLL_NS   1000000LL
-#define SHUT_DOWN "the server shut down before the request finished"
+#define DRAIN_NAP_NS 1000000LL
+#define SHUT_DOWN    "the server shut down before the request finished"
 
 typedef struct ereq {
     int32_t *prompt; /* freed once submitted */
@@ -28,9 +29,11 @@ typedef struct ereq {
     int32_t *toks;
     int32_t n_toks, cap_toks;
     lb_finish fin;
-    const char *failed; /* why the engine ended it unfinished; NULL when it finished */
-    bool ended;         /* finished or failed: no more tokens */
-    bool abandoned;     /* done() came first */
+    const char *failed;   /* why the engine ended it unfinished; NULL when it finished */
+    bool ended;           /* finished or failed: no more tokens */
+    bool abandoned;       /* done() came first */
+    void (*wake)(void *); /* the server's, called under mu until done() */
+    void *wake_ctx;
     struct ereq *next;
 } ereq;
 
@@ -68,11 +71,14 @@ static bool is_eos(const esrc *s, int32_t t) {
 }
 
 /* Under mu: ends r, finished (why NULL) or failed (it leaves the active list by the
- * caller's hand). */
+ * caller's hand), and wakes its stream. */
 static void end_req(ereq *r, const char *why) {
     r->failed = why;
     r->ended = true;
-    if (r->abandoned) free_req(r);
+    if (r->abandoned)
+        free_req(r);
+    else
+        r->wake(r->wake_ctx);
 }
 
 static void drop_active(esrc *s, int32_t k) {
@@ -170,6 +176,8 @@ static void *engine_thread(void *arg) {
                 r->fin = ev[e].done;
                 drop_active(s, k);
                 end_req(r, NULL);
+            } else {
+                r->wake(r->wake_ctx);
             }
         }
     }
@@ -220,21 +228,31 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
         free(ids);
         return lb_fail(err, LB_ERR_USAGE, "the prompt has no tokens: give a prompt of some text");
     }
+    /* what the client did not write counts too, so the advice is a cut of its own text */
+    const char *counted = req->chat ? " (the chat format's tokens included)"
+                          : bos     ? " (the bos token included)"
+                                    : "";
     if ((int64_t)total >= limit) {
         free(ids);
+        long long cut = (long long)total - limit + 1;
         return lb_fail(err, LB_ERR_USAGE,
-                       "the prompt's %zu tokens leave no room for output within the engine's "
+                       "the prompt's %zu tokens%s leave no room for output within the engine's "
                        "limit of %lld tokens (prompt and max_tokens together): shorten the prompt "
-                       "to at most %lld tokens",
-                       total, (long long)limit, (long long)limit - 1);
+                       "by at least %lld token%s",
+                       total, counted, (long long)limit, cut, cut == 1 ? "" : "s");
     }
     if ((int64_t)total + req->max_tokens > limit) {
         free(ids);
+        long long cut = (long long)total + req->max_tokens - limit;
+        char shorten[80] = "";
+        if (cut < (long long)total)
+            snprintf(shorten, sizeof shorten, " or shorten the prompt by at least %lld token%s",
+                     cut, cut == 1 ? "" : "s");
         return lb_fail(err, LB_ERR_USAGE,
-                       "the prompt's %zu tokens and max_tokens %lld exceed the engine's limit of "
-                       "%lld tokens: ask for at most %lld tokens or shorten the prompt",
-                       total, (long long)req->max_tokens, (long long)limit,
-                       (long long)(limit - (int64_t)total));
+                       "the prompt's %zu tokens%s and max_tokens %lld exceed the engine's limit "
+                       "of %lld tokens: ask for at most %lld tokens%s",
+                       total, counted, (long long)req->max_tokens, (long long)limit,
+                       (long long)(limit - (int64_t)total), shorten);
     }
     ereq *r = calloc(1, sizeof *r);
     if (r == NULL || (r->prompt = malloc(total * sizeof *r->prompt)) == NULL) {
@@ -253,6 +271,8 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
     if (q->has_top_p) r->sampling.top_p = q->top_p;
     if (q->has_top_k) r->sampling.top_k = q->top_k > 0 ? q->top_k : 0;
     r->ignore_eos = q->has_ignore_eos ? q->ignore_eos : s->p.ignore_eos;
+    r->wake = req->wake;
+    r->wake_ctx = req->wake_ctx;
     r->id = -1;
     memset(ss, 0, sizeof *ss);
     ss->r = r;
@@ -316,9 +336,13 @@ static lb_token_state src_next(void *ctx, void *stream, int64_t now_ns, char *te
         if (ended && ss->pend_len > 0 && (*len = take_utf8(ss, text, true)) > 0)
             return LB_TOKEN_READY;
         if (ended) return LB_TOKEN_END;
-        /* a draining server asks again at once: a nap keeps it from spinning */
-        if (now_ns == INT64_MAX) nanosleep(&(struct timespec){.tv_nsec = POLL_NS}, NULL);
-        *due_ns = (now_ns == INT64_MAX ? lb_clock_now_ns() : now_ns) + POLL_NS;
+        /* the engine thread wakes the stream when its next token or its end is there; a
+         * draining server asks again at once: a nap keeps it from spinning */
+        *due_ns = INT64_MAX;
+        if (now_ns == INT64_MAX) {
+            nanosleep(&(struct timespec){.tv_nsec = DRAIN_NAP_NS}, NULL);
+            *due_ns = lb_clock_now_ns() + DRAIN_NAP_NS;
+        }
         return LB_TOKEN_LATER;
     }
     /* one READY per token, its text possibly empty (part of a character), so the server's

@@ -13,8 +13,9 @@
  * byte as U+FFFD, at most LB_TOKEN_TEXT_MAX_BYTES at a time, possibly none when a
  * character continues in the next token; the end-of-sequence token that ends a request
  * is LB_TOKEN_STOP, its own text not sent; a special token of the vocabulary is a token
- * without text, as vLLM's skip_special_tokens), or asks to be called again in a
- * millisecond.
+ * without text, as vLLM's skip_special_tokens), or answers LB_TOKEN_LATER "when woken":
+ * the engine thread calls the request's wake (token_source.h) after each step that gave it
+ * a token and when it ends, so a request waiting in the queue costs nothing until then.
  * A request the engine refuses or that a failed step ends is LB_TOKEN_FAILED after the
  * tokens it got (the server sends an error, never a complete answer). done() on an
  * unfinished request cancels it in the engine, freeing its blocks.

@@ -146,6 +146,7 @@ typedef struct {
     bool ok;           /* answered in full, as asked */
     bool client_error; /* answered 4xx */
     out_state out;
+    lb_server_timer_waker waker; /* the source's wake-ups (token_source.h's wake) */
     int64_t arrival_ns;
     uint64_t index;
     int64_t max_tokens, prompt_tokens, sent, fault_at;
@@ -859,18 +860,30 @@ static const char *read_request(request *r, const json_t *root) {
         model_len = json_string_length(v);
         if (model_len > MODEL_MAX_BYTES) return "'model' is longer than 256 bytes";
     }
-    r->max_tokens = s->p.default_max_tokens;
+    r->max_tokens =
+        s->p.default_max_tokens < s->p.max_tokens ? s->p.default_max_tokens : s->p.max_tokens;
     v = r->chat ? json_object_get(root, "max_completion_tokens") : NULL;
+    const char *max_name = "max_completion_tokens";
     const char *max_rule = "'max_completion_tokens' must be an integer >= 1";
     if (!is_set(v)) {
         v = json_object_get(root, "max_tokens");
+        max_name = "max_tokens";
         max_rule = "'max_tokens' must be an integer >= 1";
     }
     if (is_set(v)) {
         if (!json_is_integer(v) || json_integer_value(v) < 1) return refuse_value(r, max_rule, v);
         r->max_tokens = json_integer_value(v);
     }
-    if (r->max_tokens > s->p.max_tokens) r->max_tokens = s->p.max_tokens;
+    /* more than the server allows is refused, as OpenAI and vLLM refuse more than fits, not
+     * cut short: a client would take the shorter answer for the one it asked for */
+    if (r->max_tokens > s->p.max_tokens) {
+        snprintf(r->head, sizeof r->head,
+                 "'%s' is %lld, more than the %lld output tokens this server allows a request "
+                 "(serve --max-tokens): ask for at most %lld",
+                 max_name, (long long)r->max_tokens, (long long)s->p.max_tokens,
+                 (long long)s->p.max_tokens);
+        return r->head;
+    }
     if ((bad = read_sampling(r, root)) != NULL) return bad;
     v = json_object_get(root, "n");
     if (is_set(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
@@ -1004,6 +1017,20 @@ static size_t write_error_event(char *w, const char *why, size_t len) {
     return (size_t)(p - w);
 }
 
+/* token_source.h's wake of a request. */
+static void wake_request(void *ctx) {
+    request *r = ctx;
+    lb_server_timer_wake(r->srv->timer, &r->waker);
+}
+
+/* Parks the request's connection until due_ns, or until the source wakes it when due_ns
+ * is INT64_MAX (LB_TOKEN_LATER's answer). */
+static lb_server_timer_park park_until(request *r, int64_t due_ns) {
+    if (due_ns == INT64_MAX) return lb_server_timer_wait(r->srv->timer, r->conn, &r->waker);
+    return lb_server_timer_suspend(r->srv->timer, r->conn, due_ns) ? LB_SERVER_TIMER_PARKED
+                                                                   : LB_SERVER_TIMER_DRAINING;
+}
+
 /* The bad-json fault: an event whose data stops in the middle of the object. */
 static size_t write_bad_event(const request *r, char *w) {
     char *p = PUT_LIT(w, "data: ");
@@ -1070,8 +1097,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             }
             if (st == LB_TOKEN_LATER) {
                 if (used > 0) return (ssize_t)used;
-                if (lb_server_timer_suspend(s->timer, r->conn, due)) return 0;
-                now = INT64_MAX; /* draining: everything is due */
+                lb_server_timer_park parked = park_until(r, due);
+                if (parked == LB_SERVER_TIMER_PARKED) return 0;
+                if (parked == LB_SERVER_TIMER_DRAINING) now = INT64_MAX; /* everything is due */
                 continue;
             }
             const bool eos = st == LB_TOKEN_STOP;
@@ -1174,6 +1202,8 @@ static lb_status start_choice(request *r, int k, lb_err *err) {
         .messages = r->msgs,
         .n_messages = r->n_msgs,
         .sampling = r->sampling,
+        .wake = wake_request,
+        .wake_ctx = r,
     };
     int64_t tokens = 0;
     LB_TRY(s->src->start(s->src->ctx, &tr, r->stream_state, &tokens, err));
@@ -1224,8 +1254,9 @@ static enum MHD_Result generate_whole(request *r) {
         lb_token_state st =
             r->stopped ? LB_TOKEN_END : src->next(src->ctx, r->stream_state, now, tok, &len, &due);
         if (st == LB_TOKEN_LATER) {
-            if (lb_server_timer_suspend(s->timer, r->conn, due)) return MHD_YES;
-            now = INT64_MAX;
+            lb_server_timer_park parked = park_until(r, due);
+            if (parked == LB_SERVER_TIMER_PARKED) return MHD_YES;
+            if (parked == LB_SERVER_TIMER_DRAINING) now = INT64_MAX;
             continue;
         }
         if (st == LB_TOKEN_FAILED)
@@ -1306,7 +1337,17 @@ static enum MHD_Result begin(request *r) {
 
 /* ---- routing ---- */
 
-static route route_of(const char *url) {
+/* The path of a request target: of an absolute-form target ("http://HOST:PORT/PATH", RFC
+ * 9112 section 3.2.2, which a server must accept), its path ("/" when it has none); an
+ * origin-form target is its path. Another scheme is no target of this server. */
+static const char *target_path(const char *url) {
+    if (strncasecmp(url, "http://", 7) != 0) return url;
+    const char *path = strchr(url + 7, '/');
+    return path != NULL ? path : "/";
+}
+
+static route route_of(const char *target) {
+    const char *url = target_path(target);
     if (strcmp(url, "/v1/completions") == 0) return ROUTE_COMPLETIONS;
     if (strcmp(url, "/v1/chat/completions") == 0) return ROUTE_CHAT;
     if (strcmp(url, "/v1/models") == 0) return ROUTE_MODELS;

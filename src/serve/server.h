@@ -9,8 +9,9 @@
  * end-of-sequence token, says "stop" itself, even as the last one max_tokens allows), a
  * usage chunk with empty choices when
  * stream_options.include_usage is true, then "data: [DONE]". The output length is the request's
- * max_tokens (chat: max_completion_tokens first), 16 when absent, capped by params.max_tokens; the
- * token source (serve/token_source.h) counts prompt tokens and times every token.
+ * max_tokens (chat: max_completion_tokens first), 16 when absent (params.max_tokens if less); a
+ * max_tokens above params.max_tokens is refused (400), never cut short; the token source
+ * (serve/token_source.h) counts prompt tokens and times every token.
  *
  * Design: libmicrohttpd with a pool of poll() worker threads. A token that is not due yet
  * never blocks a thread: the connection is suspended and a timer thread resumes it when
@@ -63,7 +64,7 @@ typedef struct {
     const char *host;           /* address to listen on: "127.0.0.1", "0.0.0.0", "::1" */
     int port;                   /* TCP port; 0 picks a free one (see lb_server_port) */
     int threads;                /* worker threads; 0 = online CPU cores */
-    int64_t max_tokens;         /* cap on output tokens per request, tokens */
+    int64_t max_tokens;         /* most output tokens a request may ask for, tokens */
     int64_t default_max_tokens; /* output tokens when a request names none, tokens */
     const char *model;          /* id listed by /v1/models, echoed when a request has none:
                                    1 to LB_SERVER_MODEL_MAX_BYTES bytes; bytes that are not

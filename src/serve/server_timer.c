@@ -5,7 +5,9 @@
  * before it is suspended. The thread pops every due entry under the mutex and resumes
  * them after releasing it (MHD_resume_connection takes libmicrohttpd's own lock), so the
  * two locks are never held together in the opposite order. The thread is woken only when
- * a new entry becomes due earlier than the time it sleeps until. */
+ * a new entry becomes due earlier than the time it sleeps until. A wait is an entry due at
+ * INT64_MAX that knows its waker; a wake finds it by a look through the heap (the
+ * connections parked, a few hundred) and makes it due now. */
 #include "serve/server_timer.h"
 
 #include <microhttpd.h>
@@ -20,6 +22,7 @@
 typedef struct {
     int64_t due_ns;
     struct MHD_Connection *conn;
+    lb_server_timer_waker *waker; /* a wait's; NULL: a due time's */
 } entry;
 
 struct lb_server_timer {
@@ -60,6 +63,7 @@ static void sift_down(entry *h, size_t n, size_t i) {
 
 static struct MHD_Connection *pop(lb_server_timer *t) {
     struct MHD_Connection *c = t->heap[0].conn;
+    if (t->heap[0].waker != NULL) t->heap[0].waker->parked = false;
     t->heap[0] = t->heap[--t->n];
     if (t->n > 0) sift_down(t->heap, t->n, 0);
     return c;
@@ -126,28 +130,68 @@ lb_status lb_server_timer_init(lb_server_timer **out, lb_err *err) {
     return LB_OK;
 }
 
-bool lb_server_timer_suspend(lb_server_timer *t, struct MHD_Connection *conn, int64_t due_ns) {
-    pthread_mutex_lock(&t->mu);
-    if (t->draining) {
-        pthread_mutex_unlock(&t->mu);
-        return false;
-    }
+/* Under mu: suspends conn and enters it at due_ns; false when draining or out of memory.
+ * Sets *wake when the thread must be woken. */
+static bool park(lb_server_timer *t, struct MHD_Connection *conn, int64_t due_ns,
+                 lb_server_timer_waker *w, bool *wake) {
+    *wake = false;
+    if (t->draining) return false;
     if (t->n == t->cap) {
         entry *grown = realloc(t->heap, 2 * t->cap * sizeof *grown);
-        if (!grown) {
-            pthread_mutex_unlock(&t->mu);
-            return false;
-        }
+        if (!grown) return false;
         t->heap = grown;
         t->cap *= 2;
     }
     MHD_suspend_connection(conn);
-    t->heap[t->n] = (entry){.due_ns = due_ns, .conn = conn};
+    t->heap[t->n] = (entry){.due_ns = due_ns, .conn = conn, .waker = w};
     sift_up(t->heap, t->n++);
-    bool wake = t->heap[0].conn == conn && due_ns < t->sleep_until_ns;
+    *wake = t->heap[0].conn == conn && due_ns < t->sleep_until_ns;
+    return true;
+}
+
+bool lb_server_timer_suspend(lb_server_timer *t, struct MHD_Connection *conn, int64_t due_ns) {
+    bool wake;
+    pthread_mutex_lock(&t->mu);
+    bool parked = park(t, conn, due_ns, NULL, &wake);
     pthread_mutex_unlock(&t->mu);
     if (wake) pthread_cond_signal(&t->cv);
-    return true;
+    return parked;
+}
+
+lb_server_timer_park lb_server_timer_wait(lb_server_timer *t, struct MHD_Connection *conn,
+                                          lb_server_timer_waker *w) {
+    lb_server_timer_park out = LB_SERVER_TIMER_WOKEN;
+    bool wake = false;
+    pthread_mutex_lock(&t->mu);
+    if (w->pending) {
+        w->pending = false;
+    } else if (park(t, conn, INT64_MAX, w, &wake)) {
+        w->parked = true;
+        out = LB_SERVER_TIMER_PARKED;
+    } else {
+        out = LB_SERVER_TIMER_DRAINING;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (wake) pthread_cond_signal(&t->cv);
+    return out;
+}
+
+void lb_server_timer_wake(lb_server_timer *t, lb_server_timer_waker *w) {
+    bool wake = false;
+    pthread_mutex_lock(&t->mu);
+    if (!w->parked) {
+        w->pending = true;
+    } else {
+        /* due now: to the top of the heap, where the thread finds it */
+        size_t i = 0;
+        while (t->heap[i].waker != w)
+            i++;
+        t->heap[i].due_ns = 0;
+        sift_up(t->heap, i);
+        wake = t->sleep_until_ns != 0;
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (wake) pthread_cond_signal(&t->cv);
 }
 
 void lb_server_timer_drain(lb_server_timer *t) {

@@ -3,8 +3,9 @@
  * The HTTP server (serve/server.h) knows nothing about models: for every completion request
  * it asks a token source to start a stream, then pulls tokens one at a time. A pull never
  * blocks: the source either hands over the next token (it is due now), or says when the
- * next one will be due, and the server parks the connection until then without holding a
- * thread (serve/server_timer.h). The synthetic source (serve/synthetic.h) is the first
+ * next one will be due (or that it will wake the request then: lb_token_request's wake),
+ * and the server parks the connection until then without holding a thread
+ * (serve/server_timer.h). The synthetic source (serve/synthetic.h) is the first
  * implementation; the built-in inference engine plugs in through the same callbacks.
  *
  * Memory: the server gives every request stream_bytes of zeroed, max_align_t-aligned
@@ -67,6 +68,13 @@ typedef struct {
     size_t n_messages;                /* >= 1 when chat */
     /* the request's sampling fields */
     lb_token_sampling sampling;
+    /* For a source whose tokens come from another thread (the engine's): next() may answer
+     * LB_TOKEN_LATER with *due_ns INT64_MAX, "when woken", and the source then calls
+     * wake(wake_ctx), from any thread, once next() has something to say (a token, the end,
+     * a failure). A wake that finds nothing waiting is kept for the next wait; none may
+     * come after done(). Set by the server. */
+    void (*wake)(void *wake_ctx);
+    void *wake_ctx;
 } lb_token_request;
 
 typedef enum {
@@ -90,7 +98,8 @@ typedef struct {
                        lb_err *err);
     /* The next token as of now_ns (monotonic ns; INT64_MAX means "everything is due"):
      * LB_TOKEN_READY or LB_TOKEN_STOP with text[0..*len) (at most LB_TOKEN_TEXT_MAX_BYTES,
-     * no NUL), LB_TOKEN_LATER with *due_ns, LB_TOKEN_END, or LB_TOKEN_FAILED with the reason in
+     * no NUL), LB_TOKEN_LATER with *due_ns (INT64_MAX: when the source calls the request's
+     * wake), LB_TOKEN_END, or LB_TOKEN_FAILED with the reason in
      * text[0..*len) (same limits) after the tokens it could give. Never blocks, but for a
      * moment (a millisecond) while the server drains (now_ns INT64_MAX: it asks again at
      * once), so that a source whose tokens take time does not make it spin. */
