@@ -5,8 +5,10 @@
  * no metric are refused with exit 2, and a metric whose raw samples a run lacks is compared
  * on the runs' values, said so. The runs are written through the store's own API with
  * seeded random step times, so the test does not depend on this machine's noise. */
+#include <ctype.h>
 #include <jansson.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,8 +18,10 @@
 
 #include "core/clock.h"
 #include "core/rng.h"
+#include "core/signals.h"
 #include "core/stats.h"
 #include "history/bench.h"
+#include "history/history.h"
 #include "history/select.h"
 #include "store/store.h"
 #include "test_util.h"
@@ -921,6 +925,131 @@ static void test_compare_refuses_runs_that_are_not_ok(void **state) {
     }
 }
 
+/* A side's runs are pooled: a run named twice would count its samples twice and make a
+ * change look more significant than it is. */
+static void test_compare_refuses_a_run_named_twice_in_a_side(void **state) {
+    (void)state;
+    int64_t a = store_run("train", 21, 10.0, 40, 501, 5e9);
+    int64_t b = store_run("train", 21, 10.0, 40, 502, 5e9 + 10);
+    char list[64], y[24], want[300];
+    snprintf(list, sizeof list, "%lld,%lld", (long long)a, (long long)a);
+    snprintf(want, sizeof want,
+             "llmbench compare: '%s' names run %lld twice: a side's runs are pooled, so a run "
+             "named twice would count its samples twice; name each run once\n",
+             list, (long long)a);
+    int rc = run((const char *[]){"compare", list, id_text(b, y), "--db", g_db, NULL});
+    if (rc != 2 || strcmp(err, want) != 0) fail_msg("exit %d: %s", rc, err);
+}
+
+/* Ctrl-C while runs load or histories are searched ends the work as interrupted (exit
+ * 130), never with a result computed from part of the runs. */
+static void test_loading_runs_stops_on_ctrl_c(void **state) {
+    (void)state;
+    int64_t a = store_run("train", 22, 10.0, 40, 503, 5e9 + 20);
+    char x[24];
+    lb_store *s = NULL;
+    lb_err e = {{0}};
+    assert_int_equal(lb_store_open_read(g_db, &s, &e), LB_OK);
+    lb_signals_raise(SIGINT);
+    lb_run_set set;
+    lb_status st_ids = lb_select_runs(s, id_text(a, x), &set, &e);
+    lb_select_free(&set);
+    lb_history_bench *b = NULL;
+    size_t n = 0;
+    lb_status st_hist = lb_history_benchmarks(s, &b, &n, &e);
+    if (st_hist == LB_OK) free(b);
+    lb_signals_reset();
+    lb_store_close(s);
+    assert_int_equal(st_ids, LB_ERR_INTERRUPTED);
+    assert_int_equal(st_hist, LB_ERR_INTERRUPTED);
+    assert_int_equal(lb_status_exit_code(st_hist), 130);
+}
+
+/* A benchmark key is 12 hex digits: a longer argument is no key (it was cut to 12 and
+ * showed that benchmark's history), and an upper-case key is the same key. */
+static void test_history_takes_a_whole_key_only(void **state) {
+    (void)state;
+    int64_t a = store_run("train", 23, 10.0, 40, 504, 5e9 + 30);
+    char x[24], key[13], longer[24], upper[13];
+    int rc = run((const char *[]){"history", id_text(a, x), "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    snprintf(key, sizeof key, "%s", json_string_value(json_object_get(doc, "key")));
+    json_decref(doc);
+    assert_int_equal(strlen(key), 12);
+    snprintf(longer, sizeof longer, "%s0", key);
+    char want[300];
+    snprintf(want, sizeof want,
+             "llmbench history: '%s' is neither a run id nor a benchmark key: give a run id (12) "
+             "or a key of 12 hex digits as 'llmbench history' lists them\n",
+             longer);
+    rc = run((const char *[]){"history", longer, "--db", g_db, NULL});
+    if (rc != 2 || strcmp(err, want) != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    for (size_t i = 0; i < sizeof upper; i++)
+        upper[i] = (char)toupper((unsigned char)key[i]);
+    rc = run((const char *[]){"history", upper, "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "key")), key);
+    json_decref(doc);
+}
+
+/* A long value with characters of several bytes is cut between characters, so the
+ * identity stays UTF-8: history --json writes it (jansson writes no string that is not). */
+static void test_bench_identity_is_cut_between_characters(void **state) {
+    (void)state;
+    char value[400] = "/x";
+    for (int i = 0; i < 150; i++) /* 2 + 300 bytes: a cut at 255 falls inside an e-acute */
+        strcat(value, "\xc3\xa9");
+    lb_result *r = lb_result_new("train", "t");
+    json_object_set_new(r->config, "data", json_string(value));
+    lb_bench_field f[LB_BENCH_MAX_FIELDS];
+    size_t n = lb_bench_fields(r, f);
+    assert_true(n > 0);
+    assert_string_equal(f[0].key, "data");
+    assert_int_equal(strlen(f[0].value), 2 + 2 * 126);
+    json_t *j = json_string(f[0].value);
+    assert_non_null(j);
+    json_decref(j);
+    /* longer than the identity: cut between characters too */
+    json_object_set_new(r->config, "model", json_string(value));
+    json_object_set_new(r->config, "quant", json_string(value));
+    json_object_set_new(r->config, "lora_targets", json_string(value));
+    json_object_set_new(r->config, "attention", json_string(value + 1));
+    char id[LB_BENCH_ID_BYTES];
+    lb_bench_identity(r, id, sizeof id);
+    assert_true(strlen(id) >= sizeof id - 2);
+    j = json_string(id);
+    assert_non_null(j);
+    json_decref(j);
+    lb_result_free(r);
+}
+
+/* A sweep cell's label longer than a label holds is cut between characters: compare
+ * --json writes the cell (it was left out, its label no longer UTF-8). */
+static void test_compare_of_sweeps_with_a_long_cell_label_is_json(void **state) {
+    (void)state;
+    char cell[400] = "sweep-cell:xy";
+    for (int i = 0; i < 150; i++) /* 2 + 300 bytes: a cut at 255 falls inside an e-acute */
+        strcat(cell, "\xc3\xa9");
+    const char *tags_a[] = {"sweep:utf-a", cell, NULL}, *tags_b[] = {"sweep:utf-b", cell, NULL};
+    store_tagged_run("train", 24, 10.0, 40, 505, 5e9 + 40, tags_a);
+    store_tagged_run("train", 24, 10.0, 40, 506, 5e9 + 50, tags_b);
+    int rc = run((const char *[]){"compare", "utf-a", "utf-b", "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s %s", rc, out, err);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *groups = json_object_get(doc, "groups");
+    assert_int_equal(json_array_size(groups), 1);
+    const char *label = json_string_value(json_object_get(json_array_get(groups, 0), "label"));
+    assert_non_null(label);
+    assert_int_equal(strlen(label), 2 + 2 * 126);
+    assert_memory_equal(label, cell + 11, strlen(label));
+    json_decref(doc);
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -946,6 +1075,11 @@ int main(void) {
         cmocka_unit_test(test_compare_change_from_zero_is_said_as_history_says_it),
         cmocka_unit_test(test_compare_without_raw_samples_uses_the_runs_values_and_says_so),
         cmocka_unit_test(test_compare_refuses_runs_that_are_not_ok),
+        cmocka_unit_test(test_compare_refuses_a_run_named_twice_in_a_side),
+        cmocka_unit_test(test_loading_runs_stops_on_ctrl_c),
+        cmocka_unit_test(test_history_takes_a_whole_key_only),
+        cmocka_unit_test(test_bench_identity_is_cut_between_characters),
+        cmocka_unit_test(test_compare_of_sweeps_with_a_long_cell_label_is_json),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

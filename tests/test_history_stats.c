@@ -5,6 +5,7 @@
  * outlier not taken for a change, and a change from 0 told without a percentage. */
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
+#include "core/signals.h"
 #include "core/stats.h"
 #include "history/changepoint.h"
 #include "history/history.h"
@@ -81,6 +83,27 @@ static void test_changepoint_finds_the_one_step_and_no_other(void **state) {
     assert_int_equal(lb_changepoint_find(x, N, &p, cps, &n, N, &e), LB_OK);
     assert_int_equal(n, 1);
     assert_int_equal(cps[0], 25);
+}
+
+/* Ctrl-C during the permutation search ends it as interrupted, with no change point (a
+ * long history's search took minutes and answered anyway). */
+static void test_changepoint_search_stops_on_ctrl_c(void **state) {
+    (void)state;
+    enum { N = 40 };
+    double x[N];
+    noisy(x, N, 100.0, 0.01, 11);
+    for (size_t i = 25; i < N; i++)
+        x[i] *= 0.93;
+    lb_changepoint_params p = lb_changepoint_default_params();
+    size_t cps[N], n = 7;
+    lb_err e = {{0}};
+    lb_signals_raise(SIGINT);
+    lb_status st = lb_changepoint_find(x, N, &p, cps, &n, N, &e);
+    lb_signals_reset();
+    assert_int_equal(st, LB_ERR_INTERRUPTED);
+    assert_int_equal(n, 0);
+    assert_int_equal(lb_changepoint_find(x, N, &p, cps, &n, N, &e), LB_OK);
+    assert_int_equal(n, 1);
 }
 
 /* With segments of one value allowed, a split whose right side is one value is searched
@@ -209,6 +232,7 @@ int main(void) {
         cmocka_unit_test(test_mwu_matches_hand_computed_values),
         cmocka_unit_test(test_mwu_finds_planted_10pct_slowdown_and_no_change_in_same_config),
         cmocka_unit_test(test_changepoint_finds_the_one_step_and_no_other),
+        cmocka_unit_test(test_changepoint_search_stops_on_ctrl_c),
         cmocka_unit_test(test_changepoint_min_size_one_splits_off_the_last_value),
         cmocka_unit_test(test_changepoint_ignores_noise_and_one_outlier),
         cmocka_unit_test(test_changepoint_finds_a_change_that_is_undone),

@@ -827,6 +827,92 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* A CronJob is YAML, which is UTF-8: a value in another encoding is refused with one line
+ * (its --json was empty and its YAML not YAML). */
+static void test_schedule_kubernetes_refuses_text_that_is_not_utf8(void **state) {
+    (void)state;
+    int rc = run((const char *[]){"schedule", "add", "k8s", "--at", "07:05", "--backend",
+                                  "kubernetes", "--image", "img\xe9", "--json", "--", "train",
+                                  "--model", "gpt2-tiny", NULL});
+    assert_int_equal(rc, 2);
+    assert_string_equal(out, "");
+    assert_string_equal(err, "llmbench schedule add: --image 'img?' is not UTF-8 text (its other "
+                             "bytes shown as '?'), which a CronJob's YAML must be: give it in "
+                             "UTF-8\n");
+    rc =
+        run((const char *[]){"schedule", "add", "k8s", "--at", "07:05", "--backend", "kubernetes",
+                             "--", "train", "--model", "gpt2-tiny", "--name", "caf\xc3\xa9", NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    assert_non_null(strstr(out, "\"caf\xc3\xa9\""));
+}
+
+/* A cron entry whose command holds a word in another encoding (a Latin-1 file name, which
+ * cron passes on as it is) is listed by list --json with that byte as '?', not left out. */
+static void test_schedule_list_json_keeps_an_entry_that_is_not_utf8(void **state) {
+    (void)state;
+    int rc =
+        run((const char *[]){"schedule", "add", "lbtest-latin1", "--at", "03:00", "--db", g_db,
+                             "--", "train", "--model", "gpt2-tiny", "--name", "caf\xe9", NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    rc = run((const char *[]){"schedule", "list", "--json", NULL});
+    json_t *doc = json_loads(out, 0, NULL);
+    int rc_remove = run((const char *[]){"schedule", "remove", "lbtest-latin1", NULL});
+    assert_int_equal(rc, 0);
+    assert_int_equal(rc_remove, 0);
+    assert_non_null(doc);
+    const char *entry = NULL;
+    size_t i;
+    json_t *e;
+    json_array_foreach(doc, i, e) {
+        if (strcmp(json_string_value(json_object_get(e, "name")), "lbtest-latin1") == 0)
+            entry = json_string_value(json_object_get(e, "entry"));
+    }
+    assert_non_null(entry);
+    assert_non_null(strstr(entry, "'--name' 'caf?'"));
+    json_decref(doc);
+}
+
+/* remove takes the names add takes: another is refused with one line naming it. */
+static void test_schedule_remove_refuses_a_name_add_refuses(void **state) {
+    (void)state;
+    for (int b = 0; b < 2; b++) {
+        int rc = run((const char *[]){"schedule", "remove", "a\nb", "--backend",
+                                      b ? "systemd" : "cron", NULL});
+        assert_int_equal(rc, 2);
+        assert_string_equal(err, "llmbench schedule remove: schedule name 'a?b' must be 1 to 64 "
+                                 "letters, digits, '-' or '_'\n");
+    }
+}
+
+/* add --json says where the units went: a folder named in another encoding is written
+ * with its bytes as '?', and the answer is JSON still (it was empty). */
+static void test_schedule_add_json_with_a_folder_that_is_not_utf8(void **state) {
+    (void)state;
+    char cfg[160], old[160];
+    snprintf(old, sizeof old, "%s", getenv("XDG_CONFIG_HOME") ? getenv("XDG_CONFIG_HOME") : "");
+    snprintf(cfg, sizeof cfg, "%s/conf\xe9", g_dir);
+    setenv("XDG_CONFIG_HOME", cfg, 1);
+    int rc = run((const char *[]){"schedule", "add", "lbtest-latin1", "--at", "07:05", "--backend",
+                                  "systemd", "--json", "--db", g_db, "--", "train", "--model",
+                                  "gpt2-tiny", NULL});
+    json_t *doc = json_loads(out, 0, NULL);
+    int rc_remove =
+        run((const char *[]){"schedule", "remove", "lbtest-latin1", "--backend", "systemd", NULL});
+    if (old[0])
+        setenv("XDG_CONFIG_HOME", old, 1);
+    else
+        unsetenv("XDG_CONFIG_HOME");
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    assert_int_equal(rc_remove, 0);
+    assert_non_null(doc);
+    const char *note = json_string_value(json_object_get(doc, "note"));
+    assert_non_null(note);
+    /* without a user manager the note names the timer's path; with one, the timer */
+    assert_true(strstr(note, "/conf?/systemd/user/llmbench-lbtest-latin1.timer") != NULL ||
+                strcmp(note, "enabled llmbench-lbtest-latin1.timer") == 0);
+    json_decref(doc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_cron_line_added_listed_and_removed),
@@ -849,6 +935,10 @@ int main(void) {
         cmocka_unit_test(test_schedule_remove_keeps_the_users_line_after_an_edited_entry),
         cmocka_unit_test(test_schedule_add_keeps_the_table_when_crontab_cannot_read_it),
         cmocka_unit_test(test_schedule_exec_of_a_sweep_checks_and_reports_its_cells),
+        cmocka_unit_test(test_schedule_kubernetes_refuses_text_that_is_not_utf8),
+        cmocka_unit_test(test_schedule_list_json_keeps_an_entry_that_is_not_utf8),
+        cmocka_unit_test(test_schedule_remove_refuses_a_name_add_refuses),
+        cmocka_unit_test(test_schedule_add_json_with_a_folder_that_is_not_utf8),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

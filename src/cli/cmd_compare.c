@@ -72,6 +72,20 @@ static lb_status check_repeats(const lb_run_group *g, const char *side, lb_err *
     return LB_OK;
 }
 
+/* LB_ERR_USAGE when a list of ids names a run twice: a side's runs are pooled, and a run
+ * named twice would count its samples twice, making a change look more significant. */
+static lb_status check_once(const lb_run_set *set, lb_err *err) {
+    for (size_t g = 0; g < set->n_groups; g++)
+        for (size_t i = 0; i < set->groups[g].n; i++)
+            for (size_t j = 0; j < i; j++)
+                if (set->groups[g].ids[i] == set->groups[g].ids[j])
+                    return lb_fail(err, LB_ERR_USAGE,
+                                   "'%s' names run %lld twice: a side's runs are pooled, so a run "
+                                   "named twice would count its samples twice; name each run once",
+                                   set->name, (long long)set->groups[g].ids[i]);
+    return LB_OK;
+}
+
 /* LB_ERR_USAGE naming the first run of set that is not ok (failed, interrupted or still
  * running): its figures are partial or none, so it is no side of a comparison. */
 static lb_status check_ok(const lb_run_set *set, lb_err *err) {
@@ -155,8 +169,9 @@ int lb_cmd_compare(int argc, char **argv) {
                    "percentage is of, any change counts, shown as '+5 from 0'). Exit 1 when a "
                    "performance metric got "
                    "worse (a regression), 0 otherwise, 2 when a run does not exist or is not ok "
-                   "(failed, interrupted, still running), a side's runs are different benchmarks "
-                   "or the runs share no metric.",
+                   "(failed, interrupted, still running), a side names a run twice or its runs "
+                   "are different benchmarks, or the runs share no metric, 130 when interrupted "
+                   "(Ctrl-C: nothing printed).",
         LB_ARG_SPECS(specs),
         .min_positional = 2,
         .max_positional = 2,
@@ -170,6 +185,8 @@ int lb_cmd_compare(int argc, char **argv) {
     lb_status st = lb_store_open_read(a.common.db_path, &s, &err);
     if (st == LB_OK) st = lb_select_runs(s, a.pos[0], &A, &err);
     if (st == LB_OK) st = lb_select_runs(s, a.pos[1], &B, &err);
+    if (st == LB_OK) st = check_once(&A, &err);
+    if (st == LB_OK) st = check_once(&B, &err);
     if (st == LB_OK) st = check_ok(&A, &err);
     if (st == LB_OK) st = check_ok(&B, &err);
     if (st == LB_OK && A.sweep != B.sweep && (A.n_groups > 1 || B.n_groups > 1))

@@ -19,9 +19,10 @@ static int list_benchmarks(lb_store *s, bool json) {
     lb_history_bench *b = NULL;
     size_t n = 0;
     lb_err err = {{0}};
-    if (lb_history_benchmarks(s, &b, &n, &err) != LB_OK) {
+    lb_status st = lb_history_benchmarks(s, &b, &n, &err);
+    if (st != LB_OK) {
         fprintf(stderr, "llmbench history: %s\n", err.msg);
-        return 1;
+        return lb_status_exit_code(st);
     }
     json_t *arr = json_array();
     if (!json && n == 0)
@@ -69,7 +70,8 @@ int lb_cmd_history(int argc, char **argv) {
     double threshold = 3.0;
     const lb_arg_spec specs[] = {
         {"--metric", LB_ARG_STRING, &metric, "NAME",
-         "key metric to follow (default the kind's first: tokens_per_s, output_tok_per_s)"},
+         "key metric to follow (default the kind's first: tokens_per_s for train, "
+         "output_tok_per_s for load and infer, avg_busbw for comm)"},
         {"--threshold", LB_ARG_DOUBLE, &threshold, "PCT",
          "smallest change that counts as a regression, in percent (default 3)", 0, 1000},
     };
@@ -84,7 +86,8 @@ int lb_cmd_history(int argc, char **argv) {
             "points of one metric found by E-divisive means (a level that moved for 3 runs or "
             "more, also one that came back later, not one noisy night), each with the means "
             "before and after. Exit 1 when the newest change point is a regression of at least "
-            "--threshold percent, 0 otherwise, 2 for an unknown run, key or metric.",
+            "--threshold percent, 0 otherwise, 2 for an unknown run, key or metric, 130 when "
+            "interrupted (Ctrl-C: nothing printed).",
         LB_ARG_SPECS(specs),
         .max_positional = 1,
     };
@@ -104,12 +107,23 @@ int lb_cmd_history(int argc, char **argv) {
     }
     char key[13];
     const char *arg = a.pos[0];
-    bool is_id = arg[0] != '\0' && strspn(arg, "0123456789") == strlen(arg) && strlen(arg) < 12;
+    size_t len = strlen(arg);
+    bool is_id = len > 0 && strspn(arg, "0123456789") == len && len < 12;
+    bool is_key = len == 12 && strspn(arg, "0123456789abcdefABCDEF") == len;
     lb_status st = LB_OK;
-    if (is_id)
+    if (is_id) {
         st = lb_history_key_of_run(s, strtoll(arg, NULL, 10), key, &err);
-    else
-        snprintf(key, sizeof key, "%s", arg);
+    } else if (is_key) {
+        for (size_t i = 0; i <= len; i++)
+            key[i] = (char)tolower((unsigned char)arg[i]);
+    } else {
+        char shown[LB_ERR_MSG_BYTES];
+        snprintf(shown, sizeof shown, "%s", arg);
+        st = lb_fail(&err, LB_ERR_USAGE,
+                     "'%s' is neither a run id nor a benchmark key: give a run id (12) or a key "
+                     "of 12 hex digits as 'llmbench history' lists them",
+                     lb_status_printable(shown));
+    }
     lb_history_bench bench;
     lb_history_point *pts = NULL;
     size_t n = 0;

@@ -13,6 +13,7 @@
 #include "cli/runctl.h"
 #include "core/file.h"
 #include "core/proc.h"
+#include "core/utf8text.h"
 #include "schedule/job.h"
 #include "schedule/schedule.h"
 #include "store/store.h"
@@ -161,8 +162,9 @@ static int cmd_add(int argc, char **argv) {
     if (a.common.json) {
         char hhmm[8];
         snprintf(hhmm, sizeof hhmm, "%02d:%02d", e.hour, e.minute);
+        /* the note names the unit's path, which may be in another encoding than JSON's */
         json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", e.name, "backend", backend,
-                                "at", hhmm, "days", e.days, "note", note);
+                                "at", hhmm, "days", e.days, "note", lb_utf8text_repair(note));
         json_dumpf(doc, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(doc);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8text.h"
+
 static const lb_key_metric train_metrics[] = {
     {"tokens_per_s", NULL, true, true, "faster", "slower"},
     {"step_ms_median", "step_ms", false, true, "faster", "slower"},
@@ -63,12 +65,16 @@ static void field(lb_bench_field *f, const char *key, const json_t *v) {
     snprintf(f->key, sizeof f->key, "%s", key);
     if (json_is_object(v) && json_is_string(json_object_get(v, "path")))
         v = json_object_get(v, "path"); /* a dataset: its file */
+    /* cut between characters: the identity is a JSON string in history --json */
     if (json_is_string(v)) {
-        snprintf(f->value, sizeof f->value, "%s", json_string_value(v));
+        const char *text = json_string_value(v);
+        snprintf(f->value, sizeof f->value, "%.*s",
+                 (int)lb_utf8text_cut_len(text, sizeof f->value - 1), text);
         return;
     }
     char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    snprintf(f->value, sizeof f->value, "%s", text ? text : "?");
+    snprintf(f->value, sizeof f->value, "%.*s",
+             (int)lb_utf8text_cut_len(text ? text : "?", sizeof f->value - 1), text ? text : "?");
     free(text);
 }
 
@@ -136,8 +142,18 @@ void lb_bench_identity(const lb_result *r, char *out, size_t out_bytes) {
     lb_bench_field f[LB_BENCH_MAX_FIELDS];
     size_t n = lb_bench_fields(r, f);
     size_t len = (size_t)snprintf(out, out_bytes, "%s", r->kind);
-    for (size_t i = 0; i < n && len < out_bytes; i++)
-        len += (size_t)snprintf(out + len, out_bytes - len, " %s=%s", f[i].key, f[i].value);
+    for (size_t i = 0; i < n && len + 1 < out_bytes; i++) { /* cut between characters */
+        size_t head = (size_t)snprintf(out + len, out_bytes - len, " %s=", f[i].key);
+        if (len + head >= out_bytes) {
+            out[len] = '\0';
+            break;
+        }
+        len += head;
+        size_t take = lb_utf8text_cut_len(f[i].value, out_bytes - 1 - len);
+        memcpy(out + len, f[i].value, take);
+        out[len += take] = '\0';
+        if (f[i].value[take] != '\0') break;
+    }
 }
 
 uint64_t lb_bench_fnv(uint64_t h, const char *text) {

@@ -57,7 +57,8 @@ size_t lb_bench_differences(const lb_result *a, const lb_result *b, char *text, 
                             json_t *json);
 
 /* The identity of r as canonical text, "train model=gpt2-tiny batch=4 ... gpu=none gpu_count=0
- * host=node1", into out. */
+ * host=node1", into out; a value longer than a field (or text longer than out) is cut
+ * between UTF-8 characters. */
 void lb_bench_identity(const lb_result *r, char *out, size_t out_bytes);
 
 /* A short stable key for an identity: 12 hex digits of its FNV-1a 64 hash. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/signals.h"
 #include "core/stats.h"
 
 lb_changepoint_params lb_changepoint_default_params(void) {
@@ -107,12 +108,19 @@ lb_status lb_changepoint_find(const double *x, size_t n, const lb_changepoint_pa
     bounds[1] = n;
     lb_rng rng;
     lb_rng_seed(&rng, p->seed);
+    lb_status st = LB_OK;
     for (;;) {
         size_t seg = 0, t = 0;
         double observed = best_over_segments(x, bounds, nb, p->min_size, w0, col, inv, &seg, &t);
         if (t == 0 || *n_cps >= cap) break;
         int at_least = 0;
         for (int r = 0; r < p->permutations; r++) {
+            /* a long history's search takes a while: Ctrl-C ends it with no answer */
+            if (lb_signals_interrupted()) {
+                st = lb_fail(err, LB_ERR_INTERRUPTED,
+                             "interrupted: the change points of %zu values were not found", n);
+                break;
+            }
             memcpy(perm, x, n * sizeof *perm);
             for (size_t s = 0; s + 1 < nb; s++) /* shuffle within each segment */
                 for (size_t i = bounds[s + 1] - 1; i > bounds[s]; i--) {
@@ -127,12 +135,13 @@ lb_status lb_changepoint_find(const double *x, size_t n, const lb_changepoint_pa
                 at_least++;
         }
         double pvalue = (at_least + 1.0) / (p->permutations + 1.0);
-        if (pvalue > p->significance) break;
+        if (st != LB_OK || pvalue > p->significance) break;
         bounds[nb++] = t;
         qsort(bounds, nb, sizeof *bounds, cmp_size);
         cps[(*n_cps)++] = t;
     }
+    if (st != LB_OK) *n_cps = 0;
     qsort(cps, *n_cps, sizeof *cps, cmp_size);
     free(bounds), free(w0), free(col), free(inv), free(perm);
-    return LB_OK;
+    return st;
 }

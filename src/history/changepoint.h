@@ -28,7 +28,8 @@ typedef struct {
 lb_changepoint_params lb_changepoint_default_params(void);
 
 /* Change points of x[0..n-1] (no NaN): each the index where a new segment starts,
- * ascending, written to cps (room for cap; n / min_size is always enough). */
+ * ascending, written to cps (room for cap; n / min_size is always enough). A Ctrl-C
+ * (core/signals.h) during the search is LB_ERR_INTERRUPTED, with no change point. */
 lb_status lb_changepoint_find(const double *x, size_t n, const lb_changepoint_params *p,
                               size_t *cps, size_t *n_cps, size_t cap, lb_err *err);
 

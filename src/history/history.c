@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/signals.h"
 #include "core/stats.h"
 
 /* Calls fn for every ok run with key metrics, oldest first, with its identity and key. */
@@ -33,6 +34,10 @@ static lb_status visit_runs(lb_store *s, visit_fn fn, void *ctx, lb_err *err) {
         size_t n_keys = 0;
         lb_bench_key_metrics(list[i].kind, &n_keys);
         if (n_keys == 0) continue;
+        if (lb_signals_interrupted()) {
+            st = lb_fail(err, LB_ERR_INTERRUPTED, "interrupted while reading the store's runs");
+            break;
+        }
         lb_result *r = NULL;
         if ((st = lb_store_run_load_summary(s, list[i].id, &r, err)) != LB_OK) break;
         char key[13];

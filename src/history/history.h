@@ -5,7 +5,8 @@
  * finds its change points (changepoint.h) and says, for each, the mean before and after
  * (over the neighbouring segments) and whether the change is a regression: worse by at
  * least threshold_pct on a performance metric. Every ok run's row and metrics (not its
- * raw samples) are read to compute its identity, so a call reads the store's runs once. */
+ * raw samples) are read to compute its identity, so a call reads the store's runs once.
+ * A Ctrl-C while the runs are read or the change points searched is LB_ERR_INTERRUPTED. */
 #ifndef LB_HISTORY_HISTORY_H
 #define LB_HISTORY_HISTORY_H
 

@@ -7,7 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/signals.h"
+#include "core/utf8text.h"
 #include "history/bench.h"
+
+/* LB_ERR_INTERRUPTED once Ctrl-C came: loading many runs with their samples takes a while. */
+static lb_status check_interrupted(lb_err *err) {
+    return lb_signals_interrupted()
+               ? lb_fail(err, LB_ERR_INTERRUPTED, "interrupted while loading the runs")
+               : LB_OK;
+}
 
 /* Appends run r (taking it over; freed here when it cannot be kept). */
 static lb_status append(lb_run_group *g, lb_result *r, int64_t id, lb_err *err) {
@@ -51,6 +60,7 @@ static lb_status select_ids(lb_store *s, const char *spec, lb_run_set *out, lb_e
         if (end == p || errno != 0 || id <= 0)
             return lb_fail(err, LB_ERR_USAGE,
                            "'%s' is not a run id, a list of ids (12,13) or a sweep name", spec);
+        LB_TRY(check_interrupted(err));
         bool exists = false;
         LB_TRY(lb_store_run_exists(s, id, &exists, err));
         if (!exists)
@@ -93,11 +103,14 @@ static lb_status group_runs(lb_store *s, const lb_store_run_info *list, size_t n
     static char identity[LB_BENCH_ID_BYTES];
     for (size_t i = n; i-- > 0;) {
         if (strcmp(list[i].kind, "sweep") == 0) continue;
+        LB_TRY(check_interrupted(err));
         lb_result *r = NULL;
         LB_TRY(lb_store_run_load(s, list[i].id, &r, err));
         char label[256], key[13];
-        if (by_cell) {
-            snprintf(label, sizeof label, "%s", cell_of(r));
+        if (by_cell) { /* cut between characters: a label is a JSON string in compare --json */
+            const char *cell = cell_of(r);
+            snprintf(label, sizeof label, "%.*s", (int)lb_utf8text_cut_len(cell, sizeof label - 1),
+                     cell);
         } else {
             lb_bench_identity(r, identity, sizeof identity);
             lb_bench_key(identity, key);

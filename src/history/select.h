@@ -3,7 +3,8 @@
  * A spec is a run id ("12"), a comma-separated list of ids ("12,13,14": repeats of one
  * configuration), or a sweep's name (its ok runs, one group per cell, in the order the
  * cells were first run). Runs of kind "sweep" (a sweep's own table) are never selected.
- * A missing id or a name that matches no sweep is LB_ERR_USAGE naming it. */
+ * A missing id or a name that matches no sweep is LB_ERR_USAGE naming it; a Ctrl-C while
+ * the runs load is LB_ERR_INTERRUPTED. */
 #ifndef LB_HISTORY_SELECT_H
 #define LB_HISTORY_SELECT_H
 

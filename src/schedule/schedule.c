@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/proc.h"
 #include "core/signals.h"
+#include "core/utf8text.h"
 
 #define MARKER "# llmbench schedule "
 
@@ -107,18 +108,27 @@ lb_status lb_schedule_check_name(const char *n, lb_schedule_backend b, lb_err *e
 /* LB_ERR_USAGE when text (NULL: not given) holds a control character other than a tab: a
  * newline or a carriage return would end the crontab line or the unit's ExecStart line
  * there, and the others are no part of a path or an option (a tab, inside the quotes every
- * word gets, is kept as it is). */
-static lb_status check_text(const char *what, const char *text, lb_err *err) {
+ * word gets, is kept as it is). With utf8 (a CronJob, which is YAML), also when text is
+ * not UTF-8: YAML is, and a byte of another encoding has no escape that keeps it. */
+static lb_status check_text(const char *what, const char *text, bool utf8, lb_err *err) {
+    char shown[LB_ERR_MSG_BYTES];
+    snprintf(shown, sizeof shown, "%s", text ? text : "");
     for (const char *p = text; p && *p; p++)
-        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f) {
-            char shown[LB_ERR_MSG_BYTES];
-            snprintf(shown, sizeof shown, "%s", text);
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
             return lb_fail(err, LB_ERR_USAGE,
                            "%s '%s' holds a control character (shown as '?'), which would break "
                            "the schedule's entry: give it without newlines or other control "
                            "characters",
                            what, lb_status_printable(shown));
-        }
+    for (size_t i = 0, n = text && utf8 ? strlen(text) : 0; i < n;) {
+        int k = lb_utf8text_char_len(text + i, n - i);
+        if (k <= 0)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "%s '%s' is not UTF-8 text (its other bytes shown as '?'), which a "
+                           "CronJob's YAML must be: give it in UTF-8",
+                           what, lb_utf8text_repair(shown));
+        i += (size_t)k;
+    }
     return LB_OK;
 }
 
@@ -134,15 +144,16 @@ lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, l
         return lb_fail(err, LB_ERR_USAGE,
                        "the command to schedule has %zu words; a schedule holds at most %d",
                        e->argc, LB_SCHEDULE_MAX_ARGS);
-    LB_TRY(check_text("llmbench's path", e->exe, err));
-    LB_TRY(check_text("the database path", e->db_path, err));
-    LB_TRY(check_text("--report", e->report_dir, err));
-    LB_TRY(check_text("--image", e->image, err));
-    LB_TRY(check_text("--pvc", e->pvc, err));
+    const bool yaml = b == LB_SCHEDULE_KUBERNETES;
+    LB_TRY(check_text("llmbench's path", e->exe, yaml, err));
+    LB_TRY(check_text("the database path", e->db_path, yaml, err));
+    LB_TRY(check_text("--report", e->report_dir, yaml, err));
+    LB_TRY(check_text("--image", e->image, yaml, err));
+    LB_TRY(check_text("--pvc", e->pvc, yaml, err));
     for (size_t i = 0; i < e->argc; i++) {
         char what[48];
         snprintf(what, sizeof what, "the command's word %zu", i + 1);
-        LB_TRY(check_text(what, e->argv[i], err));
+        LB_TRY(check_text(what, e->argv[i], yaml, err));
     }
     if (strcmp(e->argv[0], "sweep") == 0) {
         bool again = false;
@@ -510,6 +521,8 @@ lb_status lb_schedule_add(const lb_schedule_entry *e, lb_schedule_backend b, cha
 }
 
 lb_status lb_schedule_remove(const char *name, lb_schedule_backend b, lb_err *err) {
+    /* a name add refuses is no entry: said as one line, never a path built from it */
+    LB_TRY(lb_schedule_check_name(name, LB_SCHEDULE_CRON, err));
     if (b == LB_SCHEDULE_CRON) return cron_remove(name, err);
     if (b == LB_SCHEDULE_SYSTEMD) return systemd_remove(name, err);
     return lb_fail(err, LB_ERR_USAGE,
@@ -533,10 +546,18 @@ lb_status lb_schedule_list(FILE *f, bool json, lb_err *err) {
             snprintf(name, sizeof name, "%.*s", (int)(n - strlen(MARKER)), p + strlen(MARKER));
             const char *line = nl + 1, *end = strchr(line, '\n');
             size_t ln = end ? (size_t)(end - line) : strlen(line);
-            if (arr)
-                json_array_append_new(arr, json_pack("{s:s, s:s, s:s%}", "backend", "cron", "name",
-                                                     name, "entry", line, ln));
-            else
+            if (arr) { /* JSON is UTF-8: the bytes of a path in another encoding as '?' */
+                char *entry = strndup(line, ln);
+                if (entry == NULL) {
+                    free(text);
+                    json_decref(arr);
+                    return lb_fail(err, LB_ERR_NOMEM, "no memory to list the schedules");
+                }
+                json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "backend", "cron", "name",
+                                                     lb_utf8text_repair(name), "entry",
+                                                     lb_utf8text_repair(entry)));
+                free(entry);
+            } else
                 fprintf(f, "cron     %-20s %.*s\n", name, (int)ln, line);
         }
         p = nl ? nl + 1 : p + n;
@@ -560,7 +581,8 @@ lb_status lb_schedule_list(FILE *f, bool json, lb_err *err) {
         }
         if (arr)
             json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "backend", "systemd", "name",
-                                                 name, "entry", calendar));
+                                                 lb_utf8text_repair(name), "entry",
+                                                 lb_utf8text_repair(calendar)));
         else
             fprintf(f, "systemd  %-20s OnCalendar=%s\n", name, calendar);
     }

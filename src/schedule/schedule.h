@@ -63,8 +63,8 @@ lb_status lb_schedule_check_name(const char *name, lb_schedule_backend b, lb_err
 /* Checks the name (lb_schedule_check_name), a days value (each day once), the command (at
  * most LB_SCHEDULE_MAX_ARGS words; a sweep must run with --again, or it would run only
  * once) and that no word, path or value of e holds a control character (a newline would
- * end the crontab line or the unit file's line; NULL ones are not checked); LB_ERR_USAGE
- * naming what is wrong. */
+ * end the crontab line or the unit file's line; NULL ones are not checked) and, for
+ * Kubernetes, that each is UTF-8 (the CronJob is YAML); LB_ERR_USAGE naming what is wrong. */
 lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, lb_err *err);
 
 /* Installs e (replacing an entry of the same name). The systemd backend writes the units,
@@ -73,11 +73,13 @@ lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, l
 lb_status lb_schedule_add(const lb_schedule_entry *e, lb_schedule_backend b, char *note,
                           size_t note_bytes, lb_err *err);
 
-/* Removes entry name from the backend; LB_ERR_USAGE when there is none. */
+/* Removes entry name from the backend; LB_ERR_USAGE when there is none or name is one add
+ * refuses (lb_schedule_check_name). */
 lb_status lb_schedule_remove(const char *name, lb_schedule_backend b, lb_err *err);
 
 /* Lists the entries of the crontab and of the systemd user folder: "cron NAME line" and
- * "systemd NAME OnCalendar", one a line, to f. */
+ * "systemd NAME OnCalendar", one a line, to f; with json an array whose texts are made
+ * UTF-8 (a byte of a path in another encoding as '?'). */
 lb_status lb_schedule_list(FILE *f, bool json, lb_err *err);
 
 /* Prints e as a Kubernetes CronJob manifest; every value from e but the GPU count is a
