@@ -456,7 +456,10 @@ static void test_cli_results_import_interrupted_while_reading_exits_130(void **s
     int out_fd = -1, err_fd = -1;
     pid_t pid = lb_test_spawn(LB_TEST_BIN, argv, &out_fd, &err_fd);
     assert_true(pid > 0);
-    int w = open(fifo, O_WRONLY); /* returns once the import opened it */
+    int w = -1; /* opens once the import opened it (no reader yet: ENXIO) */
+    for (int i = 0; i < 3000 && w < 0; i++)
+        if ((w = open(fifo, O_WRONLY | O_NONBLOCK)) < 0) usleep(10 * 1000);
+    if (w < 0) kill(pid, SIGKILL);
     assert_true(w >= 0);
     char wchan_path[64], wchan[64] = "";
     snprintf(wchan_path, sizeof wchan_path, "/proc/%d/wchan", (int)pid);

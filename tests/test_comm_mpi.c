@@ -1334,10 +1334,7 @@ static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state)
     lb_test_rmtree(dir);
 }
 
-/* The check fills the output with values no call leaves before it runs: an in-place
- * all_gather that moves nothing leaves the right answer of the out-of-place check before it
- * in every block, and must still count the 3 blocks of 64 floats on each of 4 ranks. */
-/* Over 64 ranks a uint8 sum passes 255: NCCL's sum wraps in the type and its integer avg
+/* Over 64 ranks a uint8 sum passes 255 (from 51 ranks on): NCCL's sum wraps in the type and its integer avg
  * divides that wrapped sum, truncating; the check expects the same (it used to expect the
  * exact sum, and counted every right answer of a large job wrong). Computed here in the
  * types' own arithmetic from commbench.h's input formula. */
@@ -1363,6 +1360,9 @@ static void test_comm_check_expects_sums_wrapped_as_the_integer_type_does(void *
     assert_true(lb_commbench_reduce_pattern(LB_COMM_UINT8, LB_COMM_AVG, N, 8) == 1);
 }
 
+/* The check fills the output with values no call leaves before it runs: an in-place
+ * all_gather that moves nothing leaves the right answer of the out-of-place check before it
+ * in every block, and must still count the 3 blocks of 64 floats on each of 4 ranks. */
 static void test_comm_check_counts_what_a_call_did_not_write(void **state) {
     (void)state;
     char out[4096];

@@ -926,7 +926,18 @@ static void test_infer_cli_sigint_in_the_warmup_stores_no_warmup_steps(void **st
               "--ignore-eos", "--warmup", "1000000", "--drain", "30", "--db", fresh, (char *)NULL);
         _exit(127);
     }
-    usleep(2500 * 1000);
+    /* the run is begun once the engine and the prompts are ready; the warm-up follows */
+    const char *const list[] = {"results", "list", "--db", fresh, "--json", NULL};
+    static char listed[1 << 16];
+    bool begun = false;
+    for (int i = 0; i < 600 && !begun; i++) {
+        usleep(100 * 1000);
+        begun = access(fresh, F_OK) == 0 &&
+                lb_test_run(list, listed, sizeof listed, NULL, 0) == 0 &&
+                strstr(listed, "\"running\"") != NULL;
+    }
+    assert_true(begun);
+    usleep(500 * 1000);
     assert_int_equal(kill(pid, SIGINT), 0);
     int status = 0;
     waitpid(pid, &status, 0);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -476,6 +477,58 @@ static void test_serve_engine_request_ignore_eos_generates_max_tokens(void **sta
     stop(&f);
 }
 
+/* The wake-ups a request got, and those after its done(). */
+typedef struct {
+    atomic_int woken, after_done;
+    atomic_bool done;
+} wake_count;
+
+static void count_wake(void *ctx) {
+    wake_count *w = ctx;
+    atomic_fetch_add(&w->woken, 1);
+    if (atomic_load(&w->done)) atomic_fetch_add(&w->after_done, 1);
+}
+
+/* A request the server ends while the engine has steps of it left (a stop string, a client
+ * gone): done() came while the engine thread stepped, and the step's token woke the request
+ * the server had freed (the sanitizer build caught the use after free). After done() no
+ * wake may come (token_source.h). */
+static void test_serve_engine_no_wake_after_done(void **state) {
+    (void)state;
+    one_token o = {1000};
+    lb_weights w = one_token_weights(&o, 2);
+    fixture f;
+    start_engine(&f, &w, 0, LB_TEST_FIXTURES "/tokenizer/gpt2.tiktoken", NULL, 0);
+    for (int i = 0; i < 4; i++) {
+        wake_count wc = {0};
+        void *stream = calloc(1, f.src.stream_bytes);
+        lb_token_request req = {.prompt = "hello",
+                                .prompt_len = 5,
+                                .max_tokens = 400,
+                                .arrival_ns = lb_clock_now_ns(),
+                                .wake = count_wake,
+                                .wake_ctx = &wc};
+        int64_t prompt_tokens = 0;
+        lb_err err;
+        assert_int_equal(f.src.start(f.src.ctx, &req, stream, &prompt_tokens, &err), LB_OK);
+        char text[LB_TOKEN_TEXT_MAX_BYTES];
+        size_t len = 0;
+        int64_t due = 0;
+        lb_token_state st;
+        while ((st = f.src.next(f.src.ctx, stream, lb_clock_now_ns(), text, &len, &due)) ==
+               LB_TOKEN_LATER)
+            usleep(100);
+        assert_int_equal(st, LB_TOKEN_READY); /* the first token; the engine steps on */
+        f.src.done(f.src.ctx, stream);
+        atomic_store(&wc.done, true);
+        usleep(200 * 1000); /* the engine's step under way (20-45 ms unoptimized), its cancel */
+        assert_true(atomic_load(&wc.woken) >= 1);
+        assert_int_equal(atomic_load(&wc.after_done), 0);
+        free(stream);
+    }
+    stop(&f);
+}
+
 /* Sampling fields of the wrong type or out of range were accepted (and ignored): each is
  * a 400 naming the field, what it may be and the value it got. */
 static void test_serve_engine_refuses_bad_sampling_fields(void **state) {
@@ -695,6 +748,23 @@ static void test_serve_engine_advised_cut_of_a_long_prompt_fits(void **state) {
     if (post_to(f.port, "/v1/chat/completions", body, &t) != 200)
         fail_msg("cut by %ld, still refused: %s", cut, t.p);
     free(t.p);
+    /* a cut past the client's own 3 tokens (the rest is the format's) is no advice */
+    const char *three = "{\"messages\":[{\"role\":\"user\",\"content\":\"w w w\"}],"
+                        "\"max_tokens\":%d}";
+    snprintf(body, sizeof body, three, 1);
+    assert_int_equal(post_to(f.port, "/v1/chat/completions", body, &t), 200);
+    json_t *j = json_loads(t.p, 0, NULL);
+    const json_int_t total = usage_of(j, "prompt_tokens");
+    json_decref(j);
+    free(t.p);
+    assert_true(total > 3);
+    snprintf(body, sizeof body, three, (int)(512 - total + 5));
+    assert_int_equal(post_to(f.port, "/v1/chat/completions", body, &t), 400);
+    char ask[64];
+    snprintf(ask, sizeof ask, "ask for at most %d tokens", (int)(512 - total));
+    if (strstr(t.p, ask) == NULL || strstr(t.p, "shorten") != NULL)
+        fail_msg("not only a smaller max_tokens advised: %s", t.p);
+    free(t.p);
     stop(&f);
 }
 
@@ -910,6 +980,7 @@ int main(void) {
         cmocka_unit_test(test_serve_engine_waiting_requests_are_woken_not_polled),
         cmocka_unit_test(test_serve_engine_chat_messages_keep_their_roles),
         cmocka_unit_test(test_serve_engine_signal_while_loading_stops_before_the_port_opens),
+        cmocka_unit_test(test_serve_engine_no_wake_after_done),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -46,7 +46,7 @@ typedef struct {
     bool keep_text;
     char broken[160];       /* an engine step failed: every query after fails with this */
     int64_t warmup_left;    /* warm-up queries (the first submitted) not submitted yet;
-                               -1 once a timed query came */
+                               below 0 once a timed query came */
     lb_engine_info at_open; /* the engine's counts when the first timed query came */
 } engine_sut;
 

@@ -1031,6 +1031,7 @@ lb_status lb_report_write(lb_store *s, const lb_run_set *set, const lb_report_pa
             int n = snprintf(one, sizeof one, "%s%lld %s", failed ? ", " : "",
                              (long long)set->groups[g].ids[i], lb_result_status_name(rs));
             failed++;
+            if (n >= (int)sizeof one) n = (int)sizeof one - 1; /* cut: copy what is there */
             if (named + 1 < failed || len + (size_t)n >= sizeof which - 24) continue;
             memcpy(which + len, one, (size_t)n + 1);
             len += (size_t)n;

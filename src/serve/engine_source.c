@@ -176,7 +176,7 @@ static void *engine_thread(void *arg) {
                 r->fin = ev[e].done;
                 drop_active(s, k);
                 end_req(r, NULL);
-            } else {
+            } else if (!r->abandoned) { /* after done() the server's request is gone */
                 r->wake(r->wake_ctx);
             }
         }
@@ -196,6 +196,28 @@ static lb_status chat_text(const lb_token_request *req, char **text, size_t *len
     lb_status st = lb_hf_tokenizer_chat_llama3(m, req->n_messages, text, len, err);
     free(m);
     return st;
+}
+
+/* The tokens the chat format adds to req's messages (their headers and the assistant's),
+ * found by encoding the messages emptied; 0 when that fails. */
+static long long format_tokens(const esrc *s, const lb_token_request *req) {
+    lb_token_message *empty = calloc(req->n_messages, sizeof *empty);
+    if (empty == NULL) return 0;
+    for (size_t i = 0; i < req->n_messages; i++)
+        empty[i] = (lb_token_message){.role = req->messages[i].role, .content = ""};
+    lb_token_request q = *req;
+    q.messages = empty;
+    char *text = NULL;
+    size_t len = 0, n = 0;
+    uint32_t *ids = NULL;
+    lb_err err;
+    if (chat_text(&q, &text, &len, &err) != LB_OK ||
+        lb_tokenizer_encode(s->p.tok, text, len, &ids, &n, &err) != LB_OK)
+        n = 0;
+    free(ids);
+    free(text);
+    free(empty);
+    return (long long)n;
 }
 
 static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
@@ -232,9 +254,18 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
     const char *counted = req->chat ? " (the chat format's tokens included)"
                           : bos     ? " (the bos token included)"
                                     : "";
+    const bool too_long = (int64_t)total >= limit || (int64_t)total + req->max_tokens > limit;
+    long long own = (long long)n; /* the client's tokens: a cut of more is no advice */
+    if (too_long && req->chat) own -= format_tokens(s, req);
     if ((int64_t)total >= limit) {
         free(ids);
         long long cut = (long long)total - limit + 1;
+        if (cut > own)
+            return lb_fail(err, LB_ERR_USAGE,
+                           "the chat format's own %lld tokens leave no room for output within "
+                           "the engine's limit of %lld tokens: serve a model with a longer "
+                           "context",
+                           (long long)total - own, (long long)limit);
         return lb_fail(err, LB_ERR_USAGE,
                        "the prompt's %zu tokens%s leave no room for output within the engine's "
                        "limit of %lld tokens (prompt and max_tokens together): shorten the prompt "
@@ -245,7 +276,7 @@ static lb_status src_start(void *ctx, const lb_token_request *req, void *stream,
         free(ids);
         long long cut = (long long)total + req->max_tokens - limit;
         char shorten[80] = "";
-        if (cut < (long long)total)
+        if (cut <= own)
             snprintf(shorten, sizeof shorten, " or shorten the prompt by at least %lld token%s",
                      cut, cut == 1 ? "" : "s");
         return lb_fail(err, LB_ERR_USAGE,
