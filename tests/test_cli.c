@@ -173,6 +173,67 @@ static void test_cli_command_help_lists_its_options(void **state) {
     assert_non_null(strstr(out, "|double|bfloat16|fp32|fp16|bf16|fp64 "));
 }
 
+/* comm --help listed no exit codes: it states those the command returns. */
+static void test_cli_comm_help_states_its_exit_codes(void **state) {
+    (void)state;
+    assert_int_equal(run((const char *[]){"comm", "--help", NULL}), 0);
+    const char *codes[] = {"Exit status: 0 every row ran and no element was wrong",
+                           "1 failed (#wrong above 0 on any row", "2 bad usage", "130 interrupted"};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (strstr(out, codes[i]) == NULL) fail_msg("comm --help lacks '%s':\n%s", codes[i], out);
+    /* the sizes' one form is said where the options are */
+    assert_non_null(strstr(out, "digits, then optionally K, M or G (x1024), then optionally B"));
+}
+
+/* comm's sizes are digits, then optionally K, M or G (either case), then optionally B, and
+ * nothing else: "0x10", "1e3", " 8" and "1.5K" were read as other sizes (strtod) while "8B"
+ * was refused beside "8KB". Accepted values are read back from the check that -b is not
+ * above -e, which names both in bytes. */
+static void test_cli_comm_sizes_take_one_form(void **state) {
+    (void)state;
+    const struct {
+        const char *size, *bytes;
+    } ok[] = {{"8", "8"},
+              {"8B", "8"},
+              {"8K", "8192"},
+              {"8KB", "8192"},
+              {"8k", "8192"},
+              {"2M", "2097152"},
+              {"2mB", "2097152"},
+              {"1G", "1073741824"},
+              {"1GB", "1073741824"},
+              {"1024G", "1099511627776"}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char want[96];
+        snprintf(want, sizeof want, "-b %s -e 4: expected 1 <= minimum size", ok[i].bytes);
+        expect_usage_error((const char *[]){"comm", "-b", ok[i].size, "-e", "4", NULL}, want);
+        if (strcmp(ok[i].size, "1024G") == 0) continue; /* -e as large as -b would run */
+        snprintf(want, sizeof want, "-b 1099511627776 -e %s: expected", ok[i].bytes);
+        expect_usage_error((const char *[]){"comm", "-b", "1024G", "-e", ok[i].size, NULL}, want);
+    }
+    expect_usage_error((const char *[]){"comm", "--matrix", "6B", NULL},
+                       "--matrix 6: expected whole float elements");
+    const char *bad[] = {"0x10", "1e3",  " 8", "8 ",   "1.5K", "+8",   "K",
+                         "B",    "8KiB", "8b", "8KBB", "8T",   "1,024"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *options[] = {"-b", "-e", "--matrix"};
+        for (size_t k = 0; k < 3; k++) {
+            char want[128];
+            snprintf(want, sizeof want,
+                     "option %s expects a size in bytes (digits, then optionally K, M or G",
+                     options[k]);
+            expect_usage_error((const char *[]){"comm", options[k], bad[i], NULL}, want);
+            snprintf(want, sizeof want, "got '%s'", bad[i]);
+            if (strstr(err, want) == NULL) fail_msg("stderr '%s' lacks '%s'", err, want);
+        }
+    }
+    /* past the largest, however many digits */
+    expect_usage_error((const char *[]){"comm", "-e", "1025G", NULL},
+                       "option -e must be at most 1024G, got '1025G'");
+    expect_usage_error((const char *[]){"comm", "-e", "99999999999999999999999", NULL},
+                       "option -e must be at most 1024G");
+}
+
 /* `llmbench run` on two or more GPUs adds the scaling run: GPT-2 124M on 1 and all GPUs
  * at ZeRO 1 through train --scaling, with the suite's steps and database, its runs tagged
  * so that the suite's table and report take them in */
@@ -462,6 +523,8 @@ int main(void) {
         cmocka_unit_test(test_cli_env_json_is_one_document),
         cmocka_unit_test(test_cli_env_table_shows_control_characters_as_question_marks),
         cmocka_unit_test(test_cli_command_help_lists_its_options),
+        cmocka_unit_test(test_cli_comm_help_states_its_exit_codes),
+        cmocka_unit_test(test_cli_comm_sizes_take_one_form),
         cmocka_unit_test(test_cli_commands_that_store_nothing_refuse_db),
         cmocka_unit_test(test_cli_run_scaling_child_command),
         cmocka_unit_test(test_cli_train_scaling_runs_after_the_first_get_the_base),

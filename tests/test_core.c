@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -71,6 +72,32 @@ static void test_proc_a_program_s_own_exit_code_127_is_its_exit_code(void **stat
     lb_err e = {{0}};
     assert_int_equal(lb_proc_run(&spec, &code, &e), LB_OK);
     assert_int_equal(code, 127);
+}
+
+/* A caller that ignores SIGCHLD (SIG_IGN, or SA_NOCLDWAIT; both stay through exec from a
+ * parent) had the kernel reap the child: waitpid failed with ECHILD and the run was "cannot
+ * wait for /bin/sh: No child processes" instead of the child's exit code (alarm: a wait
+ * that hangs ends the test). The caller's disposition is back afterwards. */
+static void test_proc_a_caller_ignoring_sigchld_gets_the_exit_code(void **state) {
+    (void)state;
+    const struct sigaction ignoring[] = {{.sa_handler = SIG_IGN},
+                                         {.sa_handler = SIG_DFL, .sa_flags = SA_NOCLDWAIT}};
+    for (size_t i = 0; i < 2; i++) {
+        struct sigaction saved, after;
+        assert_int_equal(sigaction(SIGCHLD, &ignoring[i], &saved), 0);
+        alarm(20);
+        const char *argv[] = {"/bin/sh", "-c", "sleep 0.1; exit 7", NULL};
+        lb_proc_spec spec = {.argv = argv};
+        int code = -1;
+        lb_err e = {{0}};
+        lb_status st = lb_proc_run(&spec, &code, &e);
+        alarm(0);
+        sigaction(SIGCHLD, &saved, &after);
+        if (st != LB_OK) fail_msg("SIGCHLD case %zu: %s", i, e.msg);
+        assert_int_equal(code, 7);
+        assert_true(after.sa_handler == ignoring[i].sa_handler);
+        assert_int_equal(after.sa_flags & SA_NOCLDWAIT, ignoring[i].sa_flags & SA_NOCLDWAIT);
+    }
 }
 
 /* With this process's stdout and stderr closed, the pipe that reports a failed start would
@@ -450,6 +477,7 @@ int main(void) {
         cmocka_unit_test(test_proc_a_program_that_cannot_start_is_an_error_with_the_reason),
         cmocka_unit_test(test_proc_an_output_file_that_cannot_be_made_is_an_error),
         cmocka_unit_test(test_proc_a_program_s_own_exit_code_127_is_its_exit_code),
+        cmocka_unit_test(test_proc_a_caller_ignoring_sigchld_gets_the_exit_code),
         cmocka_unit_test(test_proc_runs_with_stdout_and_stderr_closed),
         cmocka_unit_test(test_proc_env_reaches_the_child_while_another_thread_changes_ours),
         cmocka_unit_test(test_clock_iso_times_round_to_the_millisecond),

@@ -698,6 +698,29 @@ static void test_store_open_of_a_current_schema_takes_no_write_lock(void **state
     sqlite3_close(holder);
 }
 
+/* --db naming a folder: one line that says it is a folder and which file to give, not
+ * SQLite's "unable to open database file"; nothing is created inside it. */
+static void test_store_open_of_a_folder_names_it_and_the_file_to_give(void **state) {
+    fixture *f = *state;
+    char folder[320];
+    snprintf(folder, sizeof folder, "%s/runs", f->dir);
+    assert_int_equal(mkdir(folder, 0700), 0);
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_open(folder, &s, &err), LB_ERR_IO);
+    assert_null(s);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "results database %s is a folder: give --db the path of a file, such as "
+             "%s/results.db",
+             folder, folder);
+    assert_string_equal(err.msg, want);
+    char inside[400];
+    snprintf(inside, sizeof inside, "%s/results.db", folder);
+    struct stat sb;
+    assert_int_equal(stat(inside, &sb), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_store_round_trip_keeps_values_exact, setup, teardown),
@@ -729,6 +752,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_store_list_gives_long_tags_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_concurrent_writers_lose_no_run, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_open_of_a_current_schema_takes_no_write_lock,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_open_of_a_folder_names_it_and_the_file_to_give,
                                         setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -374,13 +374,90 @@ typedef struct {
     pthread_t thread;
 } locked_work;
 
+/* Starts h on a thread of its own and returns once it holds the lock (or failed to). */
+static void start_holding(lock_holder *h, pthread_t *thread) {
+    pthread_create(thread, NULL, hold_lock, h);
+    while (h->locked == 0)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+}
+
 static lb_status toy_then_lock(void *ctx, lb_result *r, lb_err *err) {
     locked_work *w = ctx;
     LB_TRY(toy_run(&w->toy, r, err));
-    pthread_create(&w->thread, NULL, hold_lock, &w->holder);
-    while (w->holder.locked == 0)
-        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    start_holding(&w->holder, &w->thread);
     return LB_OK;
+}
+
+/* Creates the fixture's database, as a run before the writer's would have. */
+static void create_store(const fixture *f) {
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_open(f->db, &s, &err), LB_OK);
+    lb_store_close(s);
+}
+
+/* Another process holds the write lock longer than one busy timeout (10 s): the start of a
+ * run waits for it, as a finish does, instead of failing with "database is locked". */
+static void test_store_run_begin_waits_for_a_lock_held_longer_than_the_busy_timeout(void **state) {
+    fixture *f = *state;
+    create_store(f);
+    setenv("LLMBENCH_DB_WAIT_S", "60", 1);
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_open(f->db, &s, &err), LB_OK);
+    unsetenv("LLMBENCH_DB_WAIT_S");
+    lock_holder holder = {.db = f->db, .hold_s = 10.5};
+    pthread_t thread;
+    start_holding(&holder, &thread);
+    assert_int_equal(holder.locked, 1);
+    lb_result *r = lb_result_new("train", "toy");
+    int64_t id = -1;
+    int64_t t0 = lb_clock_now_ns();
+    lb_status st = lb_store_run_begin(s, r, &id, &err);
+    double waited_s = (lb_clock_now_ns() - t0) * 1e-9;
+    pthread_join(thread, NULL);
+    if (st != LB_OK) fail_msg("begin under a lock held 10.5 s: %s", err.msg);
+    assert_true(id > 0);
+    assert_true(waited_s > 10.0);
+    lb_store_close(s);
+    lb_result_free(r);
+    r = load(f, id);
+    assert_int_equal(r->status, LB_RUN_RUNNING);
+    assert_string_equal(r->name, "toy");
+    lb_result_free(r);
+}
+
+/* A lock held past the whole wait: nothing runs, no run is stored, and the one-line error
+ * names the database, the wait and what to do. */
+static void test_runctl_start_under_a_lock_held_past_the_wait_runs_nothing(void **state) {
+    fixture *f = *state;
+    create_store(f);
+    setenv("LLMBENCH_DB_WAIT_S", "0.3", 1);
+    lock_holder holder = {.db = f->db, .hold_s = 2};
+    pthread_t thread;
+    start_holding(&holder, &thread);
+    toy_work w = {.steps = 3, .fail_at = -1, .interrupt_at = -1};
+    int64_t id = 0;
+    lb_err err = {{0}};
+    lb_status st = run_toy(f, &w, 0, NULL, &id, &err);
+    unsetenv("LLMBENCH_DB_WAIT_S");
+    pthread_join(thread, NULL);
+    assert_int_equal(holder.locked, 1);
+    assert_int_equal(st, LB_ERR_DB);
+    assert_int_equal(w.calls, 0);
+    assert_int_equal(id, -1);
+    assert_non_null(strstr(err.msg, f->db));
+    assert_non_null(strstr(err.msg, "stayed locked by another process for 0.3 s (1 attempt)"));
+    assert_non_null(strstr(err.msg, "LLMBENCH_DB_WAIT_S to wait longer"));
+    assert_null(strchr(err.msg, '\n'));
+    lb_store *s = NULL;
+    assert_int_equal(lb_store_open(f->db, &s, &err), LB_OK);
+    lb_store_run_info *runs = NULL;
+    size_t n = 7;
+    assert_int_equal(lb_store_list(s, NULL, &runs, &n, &err), LB_OK);
+    assert_int_equal(n, 0);
+    free(runs);
+    lb_store_close(s);
 }
 
 static void
@@ -481,6 +558,11 @@ int main(void) {
             teardown),
         cmocka_unit_test_setup_teardown(test_cli_results_import_refuses_a_file_that_is_not_a_result,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_store_run_begin_waits_for_a_lock_held_longer_than_the_busy_timeout, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            test_runctl_start_under_a_lock_held_past_the_wait_runs_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

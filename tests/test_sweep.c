@@ -58,11 +58,15 @@ static void test_sweep_matrix_crosses_axes_last_fastest(void **state) {
     assert_int_equal(lb_sweep_matrix_parse(text, strlen(text), "m.yaml", &m, &e), LB_OK);
     assert_int_equal(m.n_cells, 6);
     assert_int_equal(m.repeats, 3);
-    char label[128];
-    lb_sweep_cell_label(&m, 0, label, sizeof label);
+    char label[128], small[8];
+    assert_int_equal(lb_sweep_cell_label(&m, 0, label, sizeof label), 21);
     assert_string_equal(label, "zero=0,precision=fp16");
     lb_sweep_cell_label(&m, 3, label, sizeof label);
     assert_string_equal(label, "zero=1,precision=fp32");
+    /* a buffer too small holds the start, and the length says how much it needs */
+    assert_int_equal(lb_sweep_cell_label(&m, 3, small, sizeof small), 21);
+    assert_string_equal(small, "zero=1,");
+    assert_int_equal(lb_sweep_cell_label(&m, 3, NULL, 0), 21);
     char **argv = NULL;
     size_t argc = 0;
     assert_int_equal(lb_sweep_cell_args(&m, 5, &argv, &argc, &e), LB_OK);
@@ -258,15 +262,16 @@ static size_t count_lines(const char *text, const char *needle) {
     return n;
 }
 
-/* `llmbench sweep PATH` on g_db as a child of this test, its stdout and stderr into log. */
-static pid_t start_sweep(const char *path, const char *log) {
+/* `llmbench sweep PATH` on g_db (and flag, unless NULL) as a child of this test, its stdout
+ * and stderr into log. */
+static pid_t start_sweep(const char *path, const char *log, const char *flag) {
     pid_t pid = fork();
     if (pid == 0) {
         lb_test_die_with_parent();
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 1);
         dup2(fd, 2);
-        execl(LB_TEST_BIN, LB_TEST_BIN, "sweep", path, "--db", g_db, (char *)NULL);
+        execl(LB_TEST_BIN, LB_TEST_BIN, "sweep", path, "--db", g_db, flag, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -282,7 +287,7 @@ static void test_sweep_resumes_after_sigint_running_only_missing_cells(void **st
         "name: resume\ncommand: train\nrepeats: 2\n"
         "options: {model: gpt2-tiny, device: cpu, seq: 16, steps: " RESUME_STEPS ", warmup: 1}\n"
         "axes: {batch: [1, 2]}\n"));
-    pid_t pid = start_sweep(path, log);
+    pid_t pid = start_sweep(path, log, NULL);
     /* interrupt once the first cell x repeat is stored */
     for (int i = 0; i < 50000 && train_runs_tagged("sweep:resume", LB_RUN_OK) == 0; i++)
         usleep(10 * 1000);
@@ -370,7 +375,7 @@ static void test_sweep_log_file_has_no_name_while_cells_run(void **state) {
     snprintf(log, sizeof log, "%s/twice.log", g_dir);
     assert_true(lb_test_write_file(path, "name: twice\ncommand: train\noptions: {model: gpt2-tiny, "
                                          "device: cpu, seq: 16, steps: 1000000}\n"));
-    pid_t pid = start_sweep(path, log);
+    pid_t pid = start_sweep(path, log, NULL);
     /* the cell's run is stored as running, its stderr on the sweep's log */
     for (int i = 0; i < 6000 && train_runs_tagged("sweep:twice", LB_RUN_RUNNING) == 0; i++)
         usleep(10 * 1000);
@@ -709,6 +714,253 @@ static void test_sweep_dry_run_creates_no_database(void **state) {
     assert_int_equal(access(folder, F_OK), -1);
 }
 
+/* A NUL ("\0" in a quoted YAML string) would end its argument there: the command took "a"
+ * for "a\0b", and two axis values that differ after it read as one value given twice. */
+static void test_sweep_matrix_refuses_a_nul_in_a_key_or_value(void **state) {
+    (void)state;
+    parse_fails("name: a\ncommand: train\noptions: {tag: \"a\\0b\"}\n",
+                "m.yaml:3: key 'options.tag': a NUL character (\\0) in a value");
+    parse_fails("name: a\ncommand: train\naxes: {tag: [\"x\\0y\", x]}\n",
+                "m.yaml:3: key 'axes.tag': a NUL character (\\0) in a value");
+    parse_fails("name: a\ncommand: train\noptions: {\"tag\\0x\": a}\n",
+                "m.yaml:3: key 'options.tag': an option name is written as in --help");
+    parse_fails("name: a\ncommand: train\n\"repeats\\0\": 2\n", "m.yaml:3: key '?': a key must be");
+}
+
+/* --help in a cell printed the help and stored nothing: every cell failed after the
+ * checks had passed it. */
+static void test_sweep_matrix_refuses_help_as_an_option(void **state) {
+    (void)state;
+    parse_fails("name: a\ncommand: train\noptions: {model: gpt2-tiny, help: true}\n",
+                "m.yaml:3: key 'options.help': a cell would print its command's help");
+    parse_fails("name: a\ncommand: comm\naxes:\n  h: [true, false]\n",
+                "m.yaml:4: key 'axes.h': a cell would print its command's help");
+}
+
+/* While a sweep runs, a second one of its name on its database would run the same cells
+ * and mix its runs into the first one's table: it is refused at once with one line (exit 1)
+ * and stores nothing. A sweep of another name runs beside it, and the lock ends with the
+ * sweep, stopped or killed. */
+static void test_sweep_second_of_one_name_is_refused_while_the_first_runs(void **state) {
+    (void)state;
+    char slow[160], quick[160], other[160], log[160];
+    snprintf(slow, sizeof slow, "%s/busy-slow.yaml", g_dir);
+    snprintf(quick, sizeof quick, "%s/busy-quick.yaml", g_dir);
+    snprintf(other, sizeof other, "%s/beside.yaml", g_dir);
+    snprintf(log, sizeof log, "%s/busy.log", g_dir);
+    assert_true(lb_test_write_file(slow, "name: busy\ncommand: train\noptions: {model: gpt2-tiny, "
+                                         "device: cpu, seq: 16, steps: 1000000}\n"));
+    assert_true(lb_test_write_file(quick, "name: busy\ncommand: train\noptions: {model: gpt2-tiny, "
+                                          "device: cpu, seq: 16, steps: 2}\n"));
+    assert_true(lb_test_write_file(other, "name: beside\ncommand: train\noptions: {model: "
+                                          "gpt2-tiny, device: cpu, seq: 16, steps: 2}\n"));
+    const int stop[] = {SIGINT, SIGKILL};
+    for (int round = 0; round < 2; round++) {
+        pid_t pid = start_sweep(slow, log, NULL);
+        for (int i = 0; i < 6000 && train_runs_tagged("sweep:busy", LB_RUN_RUNNING) == 0; i++)
+            usleep(10 * 1000);
+        assert_int_equal(train_runs_tagged("sweep:busy", LB_RUN_RUNNING), 1);
+        size_t before = count_runs();
+        int rc = run((const char *[]){"sweep", quick, "--db", g_db, NULL});
+        if (rc != 1) fail_msg("round %d: exit %d, stderr %s", round, rc, err);
+        if (strstr(err, "llmbench sweep: sweep 'busy' is already running on ") == NULL)
+            fail_msg("round %d: stderr '%s' does not say the sweep is running", round, err);
+        assert_null(strchr(err, '\n') == err + strlen(err) - 1 ? NULL : "more than one line");
+        assert_int_equal(count_runs(), before);
+        if (round == 0) {
+            rc = run((const char *[]){"sweep", other, "--db", g_db, NULL});
+            if (rc != 0) fail_msg("exit %d beside the running sweep: %s", rc, err);
+        }
+        assert_int_equal(kill(pid, stop[round]), 0);
+        int status = 0;
+        waitpid(pid, &status, 0);
+        rc = run((const char *[]){"sweep", quick, "--db", g_db, NULL});
+        if (rc != 0) fail_msg("round %d: exit %d after the first sweep ended: %s", round, rc, err);
+    }
+}
+
+/* n copies of the two bytes of U+00E9 after prefix, into out. */
+static void e_acute(char *text, const char *prefix, size_t n) {
+    size_t len = (size_t)sprintf(text, "%s", prefix);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(text + len, "\xc3\xa9");
+}
+
+/* A cell's label is whole however long: in its runs' sweep-cell tag, the progress lines,
+ * the plan and the table (cut at 255 bytes, a label split a character, was no JSON string,
+ * and its cell fell out of the plan and the table). A one-line error shows it cut between
+ * characters with "...", so the command's reason still fits. */
+static void test_sweep_long_label_is_whole_and_cut_visibly_in_errors(void **state) {
+    (void)state;
+    char path[160], va[700], vb[700], text[2000], label[800], want[1000];
+    snprintf(path, sizeof path, "%s/long.yaml", g_dir);
+    e_acute(va, "a", 300);
+    e_acute(vb, "b", 300);
+    snprintf(text, sizeof text,
+             "name: long\ncommand: train\noptions: {model: gpt2-tiny, device: cpu, seq: 16, "
+             "steps: 2}\naxes: {tag: [%s, %s]}\n",
+             va, vb);
+    assert_true(lb_test_write_file(path, text));
+    snprintf(label, sizeof label, "tag=%s", va);
+    int rc = run((const char *[]){"sweep", path, "--dry-run", "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    json_t *plan = json_loads(out, 0, NULL);
+    assert_non_null(plan);
+    assert_int_equal(json_array_size(plan), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(plan, 0), "label")),
+                        label);
+    json_decref(plan);
+
+    rc = run((const char *[]){"sweep", path, "--json", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    snprintf(want, sizeof want, "sweep long [1/2] %s repeat 1/1: running\n", label);
+    assert_non_null(strstr(err, want));
+    json_t *table = json_loads(out, 0, NULL);
+    assert_non_null(table);
+    json_t *cells = json_object_get(table, "cells");
+    assert_int_equal(json_array_size(cells), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(cells, 0), "label")),
+                        label);
+    json_decref(table);
+    snprintf(want, sizeof want, "sweep-cell:%s", label);
+    assert_int_equal(train_runs_tagged(want, LB_RUN_OK), 1);
+
+    /* "tag=x" and 77 whole characters are 159 bytes: the 78th would pass 160 */
+    e_acute(va, "x", 300);
+    snprintf(text, sizeof text,
+             "name: long\ncommand: train\noptions: {device: cpu, steps: 1}\n"
+             "axes: {tag: [%s], model: [gtp2-tiny]}\n",
+             va);
+    assert_true(lb_test_write_file(path, text));
+    rc = run((const char *[]){"sweep", path, "--db", g_db, NULL});
+    if (rc != 2) fail_msg("exit %d: %s", rc, err);
+    e_acute(label, "long.yaml: cell tag=x", 77);
+    snprintf(want, sizeof want, "%s...: unknown model 'gtp2-tiny'", label);
+    if (strstr(err, want) == NULL) fail_msg("stderr '%s' lacks '%s'", err, want);
+}
+
+/* A failed cell's reason is its command's last line, which may hold any bytes (a Latin-1
+ * file name) or end inside a character where it was cut: it is made UTF-8, so that the
+ * failure is in the table's JSON (a reason jansson refused left the failure out). */
+static void test_sweep_failure_reason_of_any_bytes_is_in_the_table(void **state) {
+    (void)state;
+    char db[160], log[160], script[160];
+    snprintf(db, sizeof db, "%s/latin.db", g_dir);
+    snprintf(log, sizeof log, "%s/latin.log", g_dir);
+    snprintf(script, sizeof script, "%s/latin.sh", g_dir);
+    assert_true(lb_test_write_file(
+        script, "#!/bin/sh\nprintf 'llmbench load: cannot read caf\\351.txt\\n' >&2\nexit 1\n"));
+    assert_int_equal(chmod(script, 0700), 0);
+    const char *yaml = "name: latin\ncommand: load\noptions: {model: synthetic}\n";
+    lb_sweep_matrix m;
+    lb_err e = {{0}};
+    assert_int_equal(lb_sweep_matrix_parse(yaml, strlen(yaml), "latin.yaml", &m, &e), LB_OK);
+    lb_store *store = NULL;
+    assert_int_equal(lb_store_open(db, &store, &e), LB_OK);
+    lb_sweep_params p = lb_sweep_default_params();
+    p.exe = script;
+    p.db_path = db;
+    p.tags_env = LB_RUNCTL_TAGS_ENV;
+    p.log_path = log;
+    p.progress = false;
+    lb_result *agg = lb_result_new("sweep", m.name);
+    assert_non_null(agg);
+    assert_int_equal(lb_sweep_run(&m, &p, store, agg, &e), LB_ERR_RUNTIME);
+    json_t *cell = json_array_get(json_object_get(agg->config, "cells"), 0);
+    json_t *failed = json_object_get(cell, "failed");
+    assert_int_equal(json_array_size(failed), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(failed, 0), "reason")),
+                        "cannot read caf?.txt");
+    assert_non_null(strstr(agg->failure, "(1 failed in this sweep)"));
+    lb_result_free(agg);
+    lb_store_close(store);
+    lb_sweep_matrix_free(&m);
+}
+
+/* A cell whose process cannot start (here a program that is not there; in a sweep, its
+ * arguments or tags past the system's limits) fails alone with the reason, and the sweep
+ * goes on to its other cells and ends with its table (it stopped there without one). */
+static void test_sweep_cell_that_cannot_start_fails_alone(void **state) {
+    (void)state;
+    char db[160], log[160];
+    snprintf(db, sizeof db, "%s/nostart.db", g_dir);
+    snprintf(log, sizeof log, "%s/nostart.log", g_dir);
+    const char *yaml = "name: nostart\ncommand: load\noptions: {model: synthetic}\n"
+                       "axes: {qps: [1, 2]}\n";
+    lb_sweep_matrix m;
+    lb_err e = {{0}};
+    assert_int_equal(lb_sweep_matrix_parse(yaml, strlen(yaml), "nostart.yaml", &m, &e), LB_OK);
+    lb_store *store = NULL;
+    assert_int_equal(lb_store_open(db, &store, &e), LB_OK);
+    lb_sweep_params p = lb_sweep_default_params();
+    p.exe = "/nonexistent/llmbench";
+    p.db_path = db;
+    p.tags_env = LB_RUNCTL_TAGS_ENV;
+    p.log_path = log;
+    p.progress = false;
+    lb_result *agg = lb_result_new("sweep", m.name);
+    assert_non_null(agg);
+    assert_int_equal(lb_sweep_run(&m, &p, store, agg, &e), LB_ERR_RUNTIME);
+    json_t *cells = json_object_get(agg->config, "cells");
+    assert_int_equal(json_array_size(cells), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *failed = json_object_get(json_array_get(cells, i), "failed");
+        assert_int_equal(json_array_size(failed), 1);
+        const char *reason =
+            json_string_value(json_object_get(json_array_get(failed, 0), "reason"));
+        if (strstr(reason, "cannot start /nonexistent/llmbench") == NULL)
+            fail_msg("cell %zu: reason '%s'", i, reason);
+    }
+    assert_non_null(strstr(agg->failure, "(2 failed in this sweep)"));
+    lb_result_free(agg);
+    lb_store_close(store);
+    lb_sweep_matrix_free(&m);
+}
+
+/* The plan prints each command a cell would run as it can be pasted into a shell: a value
+ * with a blank, a quote or a '$' is one quoted word (it was printed bare, and pasted ran
+ * other arguments than the cell). */
+static void test_sweep_dry_run_quotes_values_for_the_shell(void **state) {
+    (void)state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/quoted.yaml", g_dir);
+    assert_true(lb_test_write_file(path, "name: quoted\ncommand: train\n"
+                                         "options: {model: gpt2-tiny, device: cpu, steps: 2, "
+                                         "tag: [\"a b\", \"it's\", \"$HOME\", x=1]}\n"));
+    int rc = run((const char *[]){"sweep", path, "--dry-run", "--db", g_db, NULL});
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    const char *want = "repeat 1: llmbench train --model gpt2-tiny --device cpu --steps 2 "
+                       "--tag 'a b' --tag 'it'\\''s' --tag '$HOME' --tag x=1\n";
+    if (strstr(out, want) == NULL) fail_msg("stdout '%s' lacks '%s'", out, want);
+}
+
+/* An interrupted round of --again is not resumed by the same command (it runs every cell
+ * anew): the message says so, where it said to run the same command again to resume. */
+static void test_sweep_interrupted_again_round_says_how_to_go_on(void **state) {
+    (void)state;
+    char path[160], log[160];
+    snprintf(path, sizeof path, "%s/again-stop.yaml", g_dir);
+    snprintf(log, sizeof log, "%s/again-stop.log", g_dir);
+    assert_true(lb_test_write_file(path, "name: againstop\ncommand: train\noptions: {model: "
+                                         "gpt2-tiny, device: cpu, seq: 16, steps: 1000000}\n"));
+    pid_t pid = start_sweep(path, log, "--again");
+    for (int i = 0; i < 6000 && train_runs_tagged("sweep:againstop", LB_RUN_RUNNING) == 0; i++)
+        usleep(10 * 1000);
+    assert_int_equal(train_runs_tagged("sweep:againstop", LB_RUN_RUNNING), 1);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    char *text = lb_test_read_file(log, NULL);
+    assert_non_null(text);
+    const char *want = "llmbench sweep: interrupted at cell all repeat 1; run it again without "
+                       "--again to finish with the runs stored (with --again every cell runs "
+                       "anew)\n";
+    if (strstr(text, want) == NULL) fail_msg("log '%s' lacks '%s'", text, want);
+    free(text);
+}
+
 LB_TEST_DIR_DB_FIXTURE(g_dir, g_db)
 
 int main(void) {
@@ -731,6 +983,14 @@ int main(void) {
         cmocka_unit_test(test_sweep_cell_storing_nothing_is_not_credited_with_an_earlier_run),
         cmocka_unit_test(test_sweep_cells_are_checked_before_anything_runs),
         cmocka_unit_test(test_sweep_dry_run_creates_no_database),
+        cmocka_unit_test(test_sweep_matrix_refuses_a_nul_in_a_key_or_value),
+        cmocka_unit_test(test_sweep_matrix_refuses_help_as_an_option),
+        cmocka_unit_test(test_sweep_second_of_one_name_is_refused_while_the_first_runs),
+        cmocka_unit_test(test_sweep_long_label_is_whole_and_cut_visibly_in_errors),
+        cmocka_unit_test(test_sweep_failure_reason_of_any_bytes_is_in_the_table),
+        cmocka_unit_test(test_sweep_cell_that_cannot_start_fails_alone),
+        cmocka_unit_test(test_sweep_dry_run_quotes_values_for_the_shell),
+        cmocka_unit_test(test_sweep_interrupted_again_round_says_how_to_go_on),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,7 +6,6 @@
  * the end) and stores the run; the other ranks print only their own errors. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
@@ -20,26 +19,36 @@
 #include "gpu/devinfo.h"
 #include "store/store.h"
 
-/* "8", "64K", "256M", "1G" (binary multiples, as nccl-tests reads them); -1 when malformed. */
-static int64_t parse_size(const char *s) {
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (end == s || v < 0) return -1;
-    double mult = 1;
-    switch (*end) {
-    case '\0': break;
-    case 'k':
-    case 'K': mult = 1024.0; break;
-    case 'm':
-    case 'M': mult = 1024.0 * 1024; break;
-    case 'g':
-    case 'G': mult = 1024.0 * 1024 * 1024; break;
-    default: return -1;
-    }
-    if (*end != '\0' && end[1] != '\0' && strcmp(end + 1, "B") != 0) return -1;
-    double bytes = v * mult;
-    if (bytes > 1e15 || bytes != (double)(int64_t)bytes) return -1;
-    return (int64_t)bytes;
+/* The one form of -b, -e and --matrix: digits, then optionally K, M or G (either case; binary
+ * multiples, as nccl-tests reads them), then optionally B. Anything else (0x10, 1e3, 1.5K, a
+ * space, a sign) is refused rather than read as some other size. */
+#define SIZE_FORMS                                                                                 \
+    "digits, then optionally K, M or G (x1024, x1024^2, x1024^3), then optionally B: 8, 8B, 64K, " \
+    "64KB, 256M, 1G"
+#define SIZE_MOST_G 1024 /* the largest size, in G: more than any GPU holds */
+
+/* value as bytes into *bytes; a malformed or too large value is a usage error naming option. */
+static lb_status parse_size(const char *option, const char *value, int64_t *bytes) {
+    const int64_t most = (int64_t)SIZE_MOST_G << 30;
+    int64_t n = 0;
+    const char *c = value;
+    for (; *c >= '0' && *c <= '9'; c++)
+        n = n > most ? n : n * 10 + (*c - '0');
+    bool digits = c > value;
+    int shift = *c == 'K' || *c == 'k'   ? 10
+                : *c == 'M' || *c == 'm' ? 20
+                : *c == 'G' || *c == 'g' ? 30
+                                         : 0;
+    if (shift > 0) c++;
+    if (*c == 'B') c++;
+    if (!digits || *c != '\0')
+        return lb_args_usage_error("comm", "option %s expects a size in bytes (%s), got '%s'",
+                                   option, SIZE_FORMS, value);
+    if (n > most >> shift)
+        return lb_args_usage_error("comm", "option %s must be at most %dG, got '%s'", option,
+                                   SIZE_MOST_G, value);
+    *bytes = n << shift;
+    return LB_OK;
 }
 
 typedef struct {
@@ -208,7 +217,9 @@ int lb_cmd_comm(int argc, char **argv) {
     int64_t root = 0, warmup = 5, iters = 20, check = 1, gpus = 0;
     double factor = 2, comm_timeout = 300, setup_timeout = 120;
     const lb_arg_spec specs[] = {
-        {"-b", LB_ARG_STRING, &min_s, "SIZE", "smallest size in bytes, with K, M, G (default 8)"},
+        {"-b", LB_ARG_STRING, &min_s, "SIZE",
+         "smallest size in bytes: digits, then optionally K, M or G (x1024), then optionally B "
+         "(default 8)"},
         {"-e", LB_ARG_STRING, &max_s, "SIZE", "largest size (default 128M)"},
         {"-f", LB_ARG_DOUBLE, &factor, "F", "size factor between rows (default 2)", 1, 1024},
         {"-d", LB_ARG_CHOICE, &dtype_s, NULL, "element type (default float)", 0, 0,
@@ -244,7 +255,10 @@ int lb_cmd_comm(int argc, char **argv) {
             "the p50/p99 of the timed calls, out-of-place and in-place, in nccl-tests' columns "
             "(all_gather, reduce_scatter and alltoall from one element per rank up). "
             "Runs on every rank of an mpirun, srun or torchrun job, or on N local GPUs with "
-            "--gpus N. Rank 0 prints and stores one run holding every rank's times.",
+            "--gpus N. Rank 0 prints and stores one run holding every rank's times. Exit status: "
+            "0 every row ran and no element was wrong, 1 failed (#wrong above 0 on any row, a "
+            "rank's error, a collective past --comm-timeout), 2 bad usage (ranks started with "
+            "different options included), 130 interrupted.",
         LB_ARG_SPECS(specs),
         .min_positional = 0,
         .max_positional = LB_BENCH_N_COLLS + 1,
@@ -273,18 +287,13 @@ int lb_cmd_comm(int argc, char **argv) {
                 a.pos[i]));
         }
     }
-    p->min_bytes = parse_size(min_s);
-    p->max_bytes = parse_size(max_s);
-    if (p->min_bytes < 0 || p->max_bytes < 0)
-        return lb_status_exit_code(lb_args_usage_error(
-            "comm", "-b %s -e %s: expected sizes in bytes such as 8, 64K, 256M, 1G", min_s, max_s));
-    if (matrix_s != NULL) {
+    lb_status st = parse_size("-b", min_s, &p->min_bytes);
+    if (st == LB_OK) st = parse_size("-e", max_s, &p->max_bytes);
+    if (st == LB_OK && matrix_s != NULL) {
         p->matrix = true;
-        p->matrix_bytes = parse_size(matrix_s);
-        if (p->matrix_bytes <= 0)
-            return lb_status_exit_code(lb_args_usage_error(
-                "comm", "--matrix %s: expected a size in bytes such as 64M", matrix_s));
+        st = parse_size("--matrix", matrix_s, &p->matrix_bytes);
     }
+    if (st != LB_OK) return lb_status_exit_code(st);
     lb_comm_dtype_parse(dtype_s, &p->dtype);
     lb_comm_op_parse(op_s, &p->op);
     p->factor = factor;
@@ -307,7 +316,7 @@ int lb_cmd_comm(int argc, char **argv) {
         /* main passes argv + 1: argv - 1 is the program's whole command line */
         return lb_cli_run_workers("comm", gpus, argv - 1, -1, comm_timeout + 5);
 
-    lb_status st = lb_boot_init(setup_timeout, &ctx.boot, &err);
+    st = lb_boot_init(setup_timeout, &ctx.boot, &err);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench comm: %s\n", err.msg);
         return lb_status_exit_code(st);

@@ -113,6 +113,25 @@ static void print_json(const lb_result *r, int64_t run_id) {
     json_decref(doc);
 }
 
+/* One argument of a planned command line as a shell word, after a blank: as it is when no
+ * shell reads anything special in it, else in single quotes (a ' written '\''), so that the
+ * line runs what the cell runs when pasted. */
+static void print_word(const char *word) {
+    const char *plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-";
+    if (word[0] != '\0' && strspn(word, plain) == strlen(word)) {
+        printf(" %s", word);
+        return;
+    }
+    fputs(" '", stdout);
+    for (const char *c = word; *c; c++) {
+        if (*c == '\'')
+            fputs("'\\''", stdout);
+        else
+            putchar(*c);
+    }
+    putchar('\'');
+}
+
 /* --dry-run: the plan, as lines or JSON; returns the exit code. The database (NULL: none
  * taken as done, --again) is only read (a missing one holds no run yet): a dry run creates
  * and writes nothing. */
@@ -143,7 +162,7 @@ static int print_plan(const lb_sweep_matrix *m, const char *db, bool json, lb_er
         size_t k;
         json_t *arg;
         json_array_foreach(json_object_get(item, "args"), k, arg)
-            printf(" %s", json_string_value(arg));
+            print_word(json_string_value(arg));
         printf("\n");
     }
     if (!json) printf("%zu of %zu to run\n", todo, json_array_size(plan));
@@ -174,9 +193,13 @@ int lb_cmd_sweep(int argc, char **argv) {
             "(with --again every one runs). A "
             "failed cell does not stop the others. Ends with one table of median, std, min and "
             "max over the repeats of each key metric per cell, stored as a run of kind sweep. "
-            "Exit 0 when every cell x repeat is ok, 1 when some failed, 2 for a bad file or a "
+            "One sweep of a name runs on a database at a time: a second one is refused at once "
+            "(the lock DB.sweep-NAME.lock beside the database). "
+            "Exit 0 when every cell x repeat is ok, 1 when some failed or the same sweep is "
+            "already running, 2 for a bad file or a "
             "cell whose command line its command refuses (nothing runs), 130 when interrupted (run "
-            "it again to resume).\n\n"
+            "it again to resume; a round of --again goes on without --again, with the runs "
+            "stored).\n\n"
             "example (YAML):\n"
             "  name: zero-x-precision\n"
             "  command: train\n"
@@ -224,9 +247,13 @@ int lb_cmd_sweep(int argc, char **argv) {
     ctx.params.log_path = log_path;
     ctx.params.progress = !quiet_cells && a.common.verbosity >= 0;
     ctx.params.again = again;
-    st = lb_sweep_check(&m, &ctx.params, &err);
+    /* a dry run writes nothing and may look while the sweep runs */
+    int lock = -1;
+    st = dry_run ? LB_OK : lb_sweep_lock(&m, db, &lock, &err);
+    if (st == LB_OK) st = lb_sweep_check(&m, &ctx.params, &err);
     if (st != LB_OK) {
         fprintf(stderr, "llmbench sweep: %s\n", err.msg);
+        lb_sweep_unlock(lock);
         close(log_fd);
         lb_sweep_matrix_free(&m);
         return lb_status_exit_code(st);
@@ -241,6 +268,7 @@ int lb_cmd_sweep(int argc, char **argv) {
     lb_result *r = lb_result_new("sweep", m.name);
     if (r == NULL) {
         fprintf(stderr, "llmbench sweep: out of memory\n");
+        lb_sweep_unlock(lock);
         close(log_fd);
         lb_sweep_matrix_free(&m);
         return 1;
@@ -255,6 +283,7 @@ int lb_cmd_sweep(int argc, char **argv) {
             print_table(r, run_id);
     }
     if (st != LB_OK) fprintf(stderr, "llmbench sweep: %s\n", err.msg);
+    lb_sweep_unlock(lock);
     close(log_fd);
     lb_result_free(r);
     lb_sweep_matrix_free(&m);

@@ -184,13 +184,10 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
         vars_free(&vars);
         return -1;
     }
-    /* a caller that ignores SIGCHLD (inherited through exec from some supervisors) would have
-     * the kernel reap the workers, their statuses lost to the wait below: SIGCHLD is the
-     * default until they ended */
-    struct sigaction caller, dfl = {.sa_handler = SIG_DFL};
-    sigaction(SIGCHLD, NULL, &caller);
-    bool reaped = caller.sa_handler == SIG_IGN || (caller.sa_flags & SA_NOCLDWAIT);
-    if (reaped) sigaction(SIGCHLD, &dfl, NULL);
+    /* a caller that ignores SIGCHLD would have the kernel reap the workers, their statuses
+     * lost to the wait below */
+    lb_proc_sigchld caller;
+    lb_proc_sigchld_reset(&caller);
     pid_t parent = getpid();
     fflush(stdout);
     fflush(stderr);
@@ -296,6 +293,6 @@ int lb_launch_local(const lb_launch_params *p, lb_err *err) {
         nanosleep(&ts, NULL);
     }
     free(pids);
-    if (reaped) sigaction(SIGCHLD, &caller, NULL);
+    lb_proc_sigchld_restore(&caller);
     return overran ? LB_LAUNCH_DEADLINE_PASSED : code;
 }

@@ -3,7 +3,8 @@
  * child that fails before its program runs says why on a close-on-exec pipe, so that the
  * caller gets the reason rather than an exit code 127 that the program might return too.
  * Between fork and exec the child calls only async-signal-safe functions: its environment
- * is made before the fork. */
+ * is made before the fork. SIGCHLD is the default while the child lives, so that a caller
+ * that ignores it still gets the child's status. */
 #include "core/proc.h"
 
 #include <errno.h>
@@ -127,6 +128,46 @@ static bool start_failed(const lb_proc_spec *spec, pid_t pid, int report, lb_err
     return true;
 }
 
+void lb_proc_sigchld_reset(lb_proc_sigchld *saved) {
+    sigaction(SIGCHLD, NULL, &saved->caller);
+    bool ignored = !(saved->caller.sa_flags & SA_SIGINFO) && saved->caller.sa_handler == SIG_IGN;
+    saved->changed = ignored || (saved->caller.sa_flags & SA_NOCLDWAIT);
+    if (!saved->changed) return;
+    struct sigaction mine = saved->caller;
+    mine.sa_flags &= ~SA_NOCLDWAIT;
+    if (ignored) mine.sa_handler = SIG_DFL;
+    sigaction(SIGCHLD, &mine, NULL);
+}
+
+void lb_proc_sigchld_restore(const lb_proc_sigchld *saved) {
+    if (saved->changed) sigaction(SIGCHLD, &saved->caller, NULL);
+}
+
+/* Waits for the started child pid (report: the read end of its report pipe, closed here). */
+static lb_status wait_child(const lb_proc_spec *spec, pid_t pid, int report, int *exit_code,
+                            lb_err *err) {
+    bool failed = start_failed(spec, pid, report, err);
+    close(report);
+    if (failed) return LB_ERR_RUNTIME;
+    bool forwarded = false;
+    int status = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) {
+            return lb_fail(err, LB_ERR_RUNTIME, "cannot wait for %s: %s", spec->argv[0],
+                           strerror(errno));
+        }
+        if (!forwarded && lb_signals_interrupted()) {
+            kill(pid, SIGINT);
+            forwarded = true;
+        }
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 20 * 1000 * 1000}, NULL);
+    }
+    *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return LB_OK;
+}
+
 lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
     pid_t parent = getpid();
     char **envp = lb_proc_environment(spec->env);
@@ -154,11 +195,14 @@ lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
             close(report[k]);
             report[k] = moved;
         }
+    lb_proc_sigchld sigchld;
+    lb_proc_sigchld_reset(&sigchld);
     fflush(NULL);
     pid_t pid = fork();
     int fork_errno = errno;
     if (pid != 0) free(envp);
     if (pid < 0) {
+        lb_proc_sigchld_restore(&sigchld);
         close(report[0]);
         close(report[1]);
         return lb_fail(err, LB_ERR_RUNTIME, "cannot start %s: %s", spec->argv[0],
@@ -167,24 +211,7 @@ lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
     if (pid == 0) child(spec, envp, parent, report[1]);
     setpgid(pid, pid); /* both sides set it: whichever runs first wins the race */
     close(report[1]);
-    bool failed = start_failed(spec, pid, report[0], err);
-    close(report[0]);
-    if (failed) return LB_ERR_RUNTIME;
-    bool forwarded = false;
-    int status = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
-        if (w < 0 && errno != EINTR) {
-            return lb_fail(err, LB_ERR_RUNTIME, "cannot wait for %s: %s", spec->argv[0],
-                           strerror(errno));
-        }
-        if (!forwarded && lb_signals_interrupted()) {
-            kill(pid, SIGINT);
-            forwarded = true;
-        }
-        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 20 * 1000 * 1000}, NULL);
-    }
-    *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return LB_OK;
+    lb_status st = wait_child(spec, pid, report[0], exit_code, err);
+    lb_proc_sigchld_restore(&sigchld);
+    return st;
 }

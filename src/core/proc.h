@@ -9,6 +9,7 @@
 #ifndef LB_CORE_PROC_H
 #define LB_CORE_PROC_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -37,10 +38,27 @@ typedef struct {
  * (env must outlive it). NULL when out of memory. */
 char **lb_proc_environment(const char *const *env);
 
+/* SIGCHLD as the caller had it, kept while children are waited for. */
+typedef struct {
+    struct sigaction caller;
+    bool changed; /* whether lb_proc_sigchld_reset changed it */
+} lb_proc_sigchld;
+
+/* A process that ignores SIGCHLD (SIG_IGN, or SA_NOCLDWAIT; an ignored SIGCHLD stays
+ * ignored through exec, so some supervisors hand it on) has its children reaped by the
+ * kernel: waitpid never gets their statuses (ECHILD). Call this before starting children to
+ * be waited for: it keeps the caller's disposition in *saved and makes SIGCHLD the default
+ * (a handler of the caller's stays, without SA_NOCLDWAIT); the children inherit that. Call
+ * lb_proc_sigchld_restore(saved) once they were waited for. Process-wide: two threads
+ * that start children at once must not interleave these pairs. */
+void lb_proc_sigchld_reset(lb_proc_sigchld *saved);
+void lb_proc_sigchld_restore(const lb_proc_sigchld *saved);
+
 /* Starts the child, waits for it, and writes its exit code (128 + signal when a signal
- * ended it) into *exit_code. While it runs, an interrupt seen by this process
- * (core/signals.h) is passed on to it once as SIGINT. A child that cannot be started is
- * LB_ERR_RUNTIME with the reason. */
+ * ended it) into *exit_code; a caller that ignores SIGCHLD gets it too (SIGCHLD is the
+ * default while the child lives, lb_proc_sigchld_reset). While it runs, an interrupt seen by
+ * this process (core/signals.h) is passed on to it once as SIGINT. A child that cannot be
+ * started is LB_ERR_RUNTIME with the reason. */
 lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err);
 
 #endif

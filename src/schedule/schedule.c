@@ -259,6 +259,8 @@ static lb_status run_crontab(const char *const *args, const char *text, char **o
     }
     close(in_fd);
     close(out_fd);
+    lb_proc_sigchld caller; /* a caller ignoring SIGCHLD would lose crontab's status */
+    lb_proc_sigchld_reset(&caller);
     pid_t pid = fork();
     if (pid == 0) {
         if (freopen(in_path, "r", stdin) == NULL || freopen(out_path, "w", stdout) == NULL)
@@ -269,7 +271,12 @@ static lb_status run_crontab(const char *const *args, const char *text, char **o
         _exit(127);
     }
     int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+    pid_t waited = pid;
+    if (pid > 0)
+        while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+        }
+    lb_proc_sigchld_restore(&caller);
+    if (pid < 0 || waited < 0) {
         unlink(in_path), unlink(out_path);
         return lb_fail(err, LB_ERR_RUNTIME, "cannot run crontab: %s", strerror(errno));
     }

@@ -223,11 +223,20 @@ lb_status lb_store_check_path(const char *path_or_null, lb_err *err) {
         slash[slash == dir ? 1 : 0] = '\0'; /* "/x" keeps "/" */
     struct stat st;
     bool exists = stat(path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode))
+        return lb_fail(err, LB_ERR_IO,
+                       "results database %s is a folder: give --db the path of a file, such as "
+                       "%s/results.db",
+                       path, path);
     if (exists && !S_ISREG(st.st_mode))
-        return lb_fail(err, LB_ERR_IO, "%s is not a results database file", path);
+        return lb_fail(err, LB_ERR_IO,
+                       "results database %s is not a regular file: give --db the path of a file",
+                       path);
     if (access(dir, W_OK | X_OK) != 0 || (exists && access(path, R_OK | W_OK) != 0))
-        return lb_fail(err, LB_ERR_IO, "cannot write the results database %s: %s", path,
-                       strerror(errno));
+        return lb_fail(err, LB_ERR_IO,
+                       "cannot write the results database %s: %s (choose a writable place with "
+                       "--db)",
+                       path, strerror(errno));
     return LB_OK;
 }
 
@@ -306,7 +315,9 @@ lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err) {
     lb_store *s = calloc(1, sizeof *s);
     if (s == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory to open the results database");
     lb_status st = lb_store_resolve_path(path_or_null, s->path, sizeof s->path, err);
-    if (st == LB_OK) st = make_parents(s->path, err);
+    /* A folder, or a file or folder that cannot be written (a read-only mount), is named as
+     * such here; SQLite would say "unable to open database file" at the first read. */
+    if (st == LB_OK) st = lb_store_check_path(s->path, err);
     if (st != LB_OK) {
         free(s);
         return st;
@@ -403,8 +414,8 @@ const char *lb_store_path(const lb_store *s) {
 
 /* ---- writing ---- */
 
-lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, lb_err *err) {
-    *run_id = -1;
+/* The INSERT of a new `running` run, inside the caller's transaction. */
+static lb_status insert_run(lb_store *s, const lb_result *r, int64_t *run_id, lb_err *err) {
     run_json j;
     LB_TRY(run_json_encode(r, &j, err));
     sqlite3_stmt *st = NULL;
@@ -529,13 +540,17 @@ static bool is_busy(const lb_store *s) {
     return code == SQLITE_BUSY || code == SQLITE_LOCKED;
 }
 
-/* One final write: what write_with_wait runs inside its transaction. */
+/* One write of a run: what write_with_wait runs inside its transaction. */
 typedef struct {
     const lb_result *r;
-    int64_t run_id;       /* finish: the run begun; import: the run stored or found */
+    int64_t run_id;       /* begin: the new run; finish: the run begun; import: stored or found */
     const char *once_tag; /* import: the tag that a stored copy carries; NULL: none looked for */
     bool stored;          /* import: r was written (no run carried once_tag) */
 } final_write;
+
+static lb_status begin_body(lb_store *s, final_write *w, lb_err *err) {
+    return insert_run(s, w->r, &w->run_id, err);
+}
 
 static lb_status finish_body(lb_store *s, final_write *w, lb_err *err) {
     LB_TRY(check_running(s, w->run_id, err));
@@ -558,15 +573,16 @@ static lb_status import_body(lb_store *s, final_write *w, lb_err *err) {
         free(found);
         if (n_found > 0) return LB_OK;
     }
-    LB_TRY(lb_store_run_begin(s, w->r, &w->run_id, err));
+    LB_TRY(insert_run(s, w->r, &w->run_id, err));
     LB_TRY(finish_body(s, w, err));
     w->stored = true;
     return LB_OK;
 }
 
-/* Runs body in one BEGIN IMMEDIATE transaction. Each attempt waits out the busy timeout; a
- * lock held longer (a long export, another run's finish, a backup) is waited for again
- * until s->write_wait_s is over. */
+/* Runs body in one BEGIN IMMEDIATE transaction, so a body that failed for the lock is
+ * rolled back whole and run again. Each attempt waits out the busy timeout; a lock held
+ * longer (another run's finish or import, a backup) is waited for again until
+ * s->write_wait_s is over. */
 static lb_status write_with_wait(lb_store *s,
                                  lb_status (*body)(lb_store *, final_write *, lb_err *),
                                  final_write *w, lb_err *err) {
@@ -581,9 +597,10 @@ static lb_status write_with_wait(lb_store *s,
         if (!busy) return status;
         if (lb_clock_now_ns() >= deadline)
             return lb_fail(err, LB_ERR_DB,
-                           "results database %s stayed locked by another process for %.0f s "
-                           "(%d attempts; LLMBENCH_DB_WAIT_S sets the wait)",
-                           s->path, s->write_wait_s, attempt);
+                           "results database %s stayed locked by another process for %g s "
+                           "(%d attempt%s): try again once that process is done, or set "
+                           "LLMBENCH_DB_WAIT_S to wait longer",
+                           s->path, s->write_wait_s, attempt, attempt == 1 ? "" : "s");
         nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
     }
 }
@@ -596,6 +613,13 @@ static lb_status check_final_status(const lb_result *r, const char *what, lb_err
     return lb_fail(err, LB_ERR_RUNTIME,
                    "%s cannot be finished with status '%s': expected ok, failed or interrupted",
                    what, lb_result_status_name(r->status));
+}
+
+lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, lb_err *err) {
+    final_write w = {.r = r, .run_id = -1};
+    lb_status status = write_with_wait(s, begin_body, &w, err);
+    *run_id = status == LB_OK ? w.run_id : -1;
+    return status;
 }
 
 lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err) {

@@ -44,9 +44,10 @@ lb_status lb_store_resolve_path(const char *path_or_null, char *out, size_t out_
 lb_status lb_store_check_path(const char *path_or_null, lb_err *err);
 
 /* Opens (creating it and its parent folders when missing) and upgrades the database at
- * lb_store_resolve_path(path_or_null). Another program's SQLite file (schema version 0
- * with tables) is LB_ERR_DB naming the path, left as it was. *out is owned by the caller:
- * lb_store_close. */
+ * lb_store_resolve_path(path_or_null). A path lb_store_check_path refuses (a folder, a
+ * read-only file, folder or mount) is its LB_ERR_IO. Another program's SQLite file (schema
+ * version 0 with tables) is LB_ERR_DB naming the path, left as it was. *out is owned by the
+ * caller: lb_store_close. */
 lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err);
 /* Opens the database read-only, for commands that only read: nothing is created,
  * upgraded or written (no folders, no WAL switch), and a database left in WAL mode with
@@ -57,7 +58,8 @@ void lb_store_close(lb_store *s); /* accepts NULL */
 const char *lb_store_path(const lb_store *s);
 
 /* Records r as a new `running` run: kind, name, tags, config, provenance and start time
- * (r->start_wall_s, or now when it is 0). Writes the new id into *run_id. */
+ * (r->start_wall_s, or now when it is 0). Writes the new id into *run_id (-1 on failure).
+ * Waits for the write lock as lb_store_run_finish does. */
 lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, lb_err *err);
 
 /* Completes a run begun with lb_store_run_begin, in one transaction: every series with

@@ -43,6 +43,12 @@ static bool plain(const yaml_node_t *n) {
     return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 }
 
+/* Whether a scalar holds a NUL ("\0" in a quoted YAML string): its text would end there,
+ * and an option would take the part before it without a word. */
+static bool holds_nul(const yaml_node_t *n) {
+    return strlen(scalar(n)) != n->data.scalar.length;
+}
+
 static char *dup_or_null(const char *s) {
     return s ? strdup(s) : NULL;
 }
@@ -53,6 +59,8 @@ static lb_status read_value(const reader *R, const yaml_node_t *n, const char *k
     if (n->type != YAML_SCALAR_NODE)
         return bad(R, n, key, "expected a single value (a number, a word or true/false)");
     const char *t = scalar(n);
+    if (holds_nul(n))
+        return bad(R, n, key, "a NUL character (\\0) in a value: a command's argument ends there");
     static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "on", "On"};
     static const char *const no[] = {"false", "False", "FALSE", "no", "No", "off", "Off"};
     v->kind = LB_SWEEP_VALUE_TEXT;
@@ -141,13 +149,17 @@ static lb_status read_keys(const reader *R, const yaml_node_t *map, const char *
         if (k->type != YAML_SCALAR_NODE) return bad(R, k, section, "a key must be an option name");
         snprintf(full, sizeof full, "%s.%s", section, scalar(k));
         const char *name = scalar(k);
-        if (name[0] == '\0' || name[0] == '-' ||
+        if (name[0] == '\0' || name[0] == '-' || holds_nul(k) ||
             strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(name))
             return bad(R, k, full,
                        "an option name is written as in --help without the leading dashes "
                        "(lower-case letters, digits, '-')");
         if (strcmp(name, "db") == 0 || strcmp(name, "json") == 0)
             return bad(R, k, full, "the sweep sets this option itself (give --db to the sweep)");
+        if (strcmp(name, "help") == 0 || strcmp(name, "h") == 0)
+            return bad(R, k, full,
+                       "a cell would print its command's help and store no run (see "
+                       "'llmbench COMMAND --help' for its options)");
         for (size_t i = 0; i < *n_out; i++)
             if (strcmp((*out)[i].key, name) == 0) return bad(R, k, full, "given twice");
         lb_sweep_key *key = &(*out)[(*n_out)++];
@@ -210,10 +222,11 @@ static lb_status read_top(const reader *R, const yaml_node_t *root, lb_sweep_mat
          p++) {
         yaml_node_t *k = yaml_document_get_node(R->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(R->doc, p->value);
-        if (k->type != YAML_SCALAR_NODE) return bad(R, k, "?", "a key must be a word");
+        if (k->type != YAML_SCALAR_NODE || holds_nul(k))
+            return bad(R, k, "?", "a key must be a word");
         const char *key = scalar(k);
         if (strcmp(key, "name") == 0 || strcmp(key, "command") == 0) {
-            if (v->type != YAML_SCALAR_NODE || scalar(v)[0] == '\0' ||
+            if (v->type != YAML_SCALAR_NODE || scalar(v)[0] == '\0' || holds_nul(v) ||
                 (plain(v) && (strcmp(scalar(v), "~") == 0 || strcmp(scalar(v), "null") == 0)))
                 return bad(R, v, key, "expected a non-empty word");
             char **slot = key[0] == 'n' ? &m->name : &m->command;
@@ -367,18 +380,17 @@ void lb_sweep_cell_index(const lb_sweep_matrix *m, size_t cell, size_t *idx) {
     }
 }
 
-void lb_sweep_cell_label(const lb_sweep_matrix *m, size_t cell, char *out, size_t out_bytes) {
-    size_t idx[LB_SWEEP_MAX_AXES];
-    if (m->n_axes == 0) {
-        snprintf(out, out_bytes, "all");
-        return;
-    }
+size_t lb_sweep_cell_label(const lb_sweep_matrix *m, size_t cell, char *out, size_t out_bytes) {
+    if (m->n_axes == 0) return (size_t)snprintf(out, out_bytes, "all");
+    size_t idx[LB_SWEEP_MAX_AXES], len = 0;
     lb_sweep_cell_index(m, cell, idx);
-    size_t len = 0;
-    out[0] = '\0';
-    for (size_t a = 0; a < m->n_axes && len < out_bytes; a++)
-        len += (size_t)snprintf(out + len, out_bytes - len, "%s%s=%s", a ? "," : "", m->axes[a].key,
-                                m->axes[a].values[idx[a]].text);
+    if (out_bytes > 0) out[0] = '\0';
+    for (size_t a = 0; a < m->n_axes; a++) {
+        bool room = len < out_bytes;
+        len += (size_t)snprintf(room ? out + len : NULL, room ? out_bytes - len : 0, "%s%s=%s",
+                                a ? "," : "", m->axes[a].key, m->axes[a].values[idx[a]].text);
+    }
+    return len;
 }
 
 static size_t push_value(const char **argv, size_t n, const lb_sweep_key *k,

@@ -15,7 +15,9 @@
  * list under options repeats the option. The reader checks the file's shape (one document;
  * keys, types, a name of at most 127 characters, empty axes, a value twice in an axis,
  * written alike or as one number (1, 01, 1.0), an axis value with ',', '=' or a control
- * character, which its cell's label could not hold, the command); whether the command
+ * character, which its cell's label could not hold, a NUL ("\0") in a key or value, which
+ * no argument can hold, the options the sweep sets (db, json) or that run nothing (help, h),
+ * the command); whether the command
  * takes each option and value is for the command's own parser to say (sweep.h). Every error is
  * LB_ERR_USAGE with one sentence "FILE:LINE: key 'K': what is wrong". */
 #ifndef LB_SWEEP_MATRIX_H
@@ -76,9 +78,11 @@ void lb_sweep_matrix_free(lb_sweep_matrix *m);
 /* Cell `cell` (0 .. n_cells-1): the value index of each axis in idx[0..n_axes-1]. */
 void lb_sweep_cell_index(const lb_sweep_matrix *m, size_t cell, size_t *idx);
 
-/* The cell's label, "zero=1,precision=fp16" ("all" without axes), into out: no axis value
- * holds ',' or '=', so report reads each value back from it. */
-void lb_sweep_cell_label(const lb_sweep_matrix *m, size_t cell, char *out, size_t out_bytes);
+/* The cell's label, "zero=1,precision=fp16" ("all" without axes), into out as snprintf
+ * writes (out may be NULL when out_bytes is 0): no axis value holds ',' or '=', so report
+ * reads each value back from it. Returns its whole length, which may pass out_bytes - 1:
+ * size out with it (a cut label names no cell). */
+size_t lb_sweep_cell_label(const lb_sweep_matrix *m, size_t cell, char *out, size_t out_bytes);
 
 /* The cell's option arguments ("--batch", "4", "--zero", "1", ...): the fixed options
  * first, then the axes, in file order. *argv is a malloc'd NULL-terminated array (the

@@ -1,18 +1,32 @@
 /* sweep.c: checking, running, resuming and aggregating a matrix (sweep.h). */
 #include "sweep/sweep.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/file.h"
 #include "core/proc.h"
 #include "core/signals.h"
 #include "core/stats.h"
+#include "core/utf8text.h"
 #include "history/bench.h"
+
+/* The most bytes of a cell's label a one-line message shows: the rest of the sentence (the
+ * repeat, the command's reason) must still fit the error buffer. */
+#define SHOWN_LABEL_BYTES 160
+
+/* printf arguments "%.*s%s" of a label in a message: cut between characters, with "..." */
+#define SHOWN_LABEL(label)                                                                         \
+    (int)lb_utf8text_cut_len(label, SHOWN_LABEL_BYTES), label,                                     \
+        strlen(label) > SHOWN_LABEL_BYTES ? "..." : ""
 
 lb_sweep_params lb_sweep_default_params(void) {
     return (lb_sweep_params){.exe = NULL,
@@ -23,7 +37,9 @@ lb_sweep_params lb_sweep_default_params(void) {
                              .progress = true};
 }
 
-/* The first line of the child's stderr without "llmbench CMD: " and the " (see ...)" tail. */
+/* The last line of the child's stderr without "llmbench CMD: " and the " (see ...)" tail,
+ * cut between characters and made UTF-8: it goes into the sweep's JSON (a failure's reason),
+ * which holds no other text. */
 static void child_sentence(const char *log_path, const char *command, char *out, size_t cap) {
     /* the last non-empty line: the command's final word on why it stopped */
     char text[LB_ERR_MSG_BYTES];
@@ -33,7 +49,46 @@ static void child_sentence(const char *log_path, const char *command, char *out,
     if (strncmp(line, prefix, strlen(prefix)) == 0) line += strlen(prefix);
     char *see = strstr(line, " (see 'llmbench");
     if (see) *see = '\0';
-    snprintf(out, cap, "%s", line);
+    snprintf(out, cap, "%.*s", (int)lb_utf8text_cut_len(line, cap - 1), line);
+    lb_utf8text_repair(out);
+}
+
+/* The cell's whole label: a new string the caller frees, NULL when out of memory. */
+static char *cell_label(const lb_sweep_matrix *m, size_t cell) {
+    size_t bytes = lb_sweep_cell_label(m, cell, NULL, 0) + 1;
+    char *label = malloc(bytes);
+    if (label != NULL) lb_sweep_cell_label(m, cell, label, bytes);
+    return label;
+}
+
+lb_status lb_sweep_lock(const lb_sweep_matrix *m, const char *db_path, int *fd, lb_err *err) {
+    *fd = -1;
+    LB_TRY(lb_store_check_path(db_path, err));
+    size_t bytes = strlen(db_path) + strlen(m->name) + sizeof ".sweep-.lock";
+    char *path = malloc(bytes);
+    if (path == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep's lock");
+    snprintf(path, bytes, "%s.sweep-%s.lock", db_path, m->name);
+    int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    lb_status st = LB_OK;
+    if (lock < 0)
+        st = lb_fail(err, LB_ERR_IO, "cannot open the lock %s: %s", path, strerror(errno));
+    else if (flock(lock, LOCK_EX | LOCK_NB) != 0) {
+        st = errno == EWOULDBLOCK
+                 ? lb_fail(err, LB_ERR_RUNTIME,
+                           "sweep '%s' is already running on %s (another process holds %s): "
+                           "wait for it to end, then run this again to resume",
+                           m->name, db_path, path)
+                 : lb_fail(err, LB_ERR_IO, "cannot lock %s: %s", path, strerror(errno));
+        close(lock);
+    } else {
+        *fd = lock;
+    }
+    free(path);
+    return st;
+}
+
+void lb_sweep_unlock(int fd) {
+    if (fd >= 0) close(fd);
 }
 
 static lb_status check_value(const lb_sweep_matrix *m, const lb_sweep_params *p,
@@ -97,11 +152,14 @@ static lb_status check_cell(const lb_sweep_matrix *m, const lb_sweep_params *p, 
     if (lb_signals_interrupted())
         return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted while checking %s", m->path);
     if (code == 0) return LB_OK;
-    char why[LB_ERR_MSG_BYTES], label[256];
+    char why[LB_ERR_MSG_BYTES], *label = cell_label(m, cell);
+    if (label == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for a cell's label");
     child_sentence(p->log_path, m->command, why, sizeof why);
-    lb_sweep_cell_label(m, cell, label, sizeof label);
-    return lb_fail(err, code == 2 ? LB_ERR_USAGE : LB_ERR_RUNTIME, "%s: cell %s: %s", m->path,
-                   label, why[0] ? why : "refused by the command (exit code without a message)");
+    st = lb_fail(err, code == 2 ? LB_ERR_USAGE : LB_ERR_RUNTIME, "%s: cell %.*s%s: %s", m->path,
+                 SHOWN_LABEL(label),
+                 why[0] ? why : "refused by the command (exit code without a message)");
+    free(label);
+    return st;
 }
 
 lb_status lb_sweep_check(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_err *err) {
@@ -164,25 +222,38 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
                          lb_err *err) {
     /* the sweep's own tags (a schedule's) go on to its cells, after the sweep's three */
     const char *inherited = p->tags_env ? getenv(p->tags_env) : NULL;
-    char tags[2048];
-    int len =
-        snprintf(tags, sizeof tags, "%s=sweep:%s\nsweep-cell:%s\n%s%s%s", p->tags_env, m->name,
-                 label, tag, inherited && inherited[0] ? "\n" : "", inherited ? inherited : "");
-    if (len < 0 || (size_t)len >= sizeof tags)
-        return lb_fail(err, LB_ERR_USAGE, "the tags of cell %s are longer than %zu bytes", label,
-                       sizeof tags - 1);
+    if (inherited == NULL) inherited = "";
+    size_t bytes = strlen(p->tags_env) + strlen(m->name) + strlen(label) + strlen(tag) +
+                   strlen(inherited) + sizeof "=sweep:\nsweep-cell:\n\n";
+    char *tags = malloc(bytes);
+    if (tags == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the tags of a cell");
+    snprintf(tags, bytes, "%s=sweep:%s\nsweep-cell:%s\n%s%s%s", p->tags_env, m->name, label, tag,
+             inherited[0] ? "\n" : "", inherited);
     int64_t before = 0;
-    LB_TRY(last_run_id(store, &before, err));
     const char **argv = NULL;
     char **cell_argv = NULL;
-    LB_TRY(cell_command(m, p, cell, &argv, &cell_argv, err));
+    lb_status st = last_run_id(store, &before, err);
+    if (st == LB_OK) st = cell_command(m, p, cell, &argv, &cell_argv, err);
     const char *env[] = {tags, NULL};
     lb_proc_spec spec = {
         .argv = argv, .env = env, .stdout_path = "/dev/null", .stderr_path = p->log_path};
     int code = 0;
-    lb_status st = lb_proc_run(&spec, &code, err);
+    lb_err why = {{0}};
+    bool tried = st == LB_OK;
+    if (tried && (st = lb_proc_run(&spec, &code, &why)) != LB_OK && st != LB_ERR_RUNTIME)
+        lb_fail(err, st, "%s", why.msg);
     free(argv);
     free(cell_argv);
+    free(tags);
+    /* a process that does not start (its arguments or tags past the system's limits) fails
+     * its cell alone, as one that stops does */
+    if (tried && st == LB_ERR_RUNTIME) {
+        *ok = false;
+        snprintf(reason, reason_cap, "%.*s", (int)lb_utf8text_cut_len(why.msg, reason_cap - 1),
+                 why.msg);
+        lb_utf8text_repair(reason);
+        return lb_signals_interrupted() ? LB_ERR_INTERRUPTED : LB_OK;
+    }
     LB_TRY(st);
     LB_TRY(newest_tagged(store, tag, -1, before, info, err));
     /* exit 3: completed and stored ok, but its MLPerf-style verdict is INVALID */
@@ -190,7 +261,8 @@ static lb_status run_one(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_
     if (code == 130 || lb_signals_interrupted()) return LB_ERR_INTERRUPTED;
     if (*ok) return LB_OK;
     if (info->id >= 0 && info->failure[0])
-        snprintf(reason, reason_cap, "%s", info->failure);
+        snprintf(reason, reason_cap, "%.*s",
+                 (int)lb_utf8text_cut_len(info->failure, reason_cap - 1), info->failure);
     else
         child_sentence(p->log_path, m->command, reason, reason_cap);
     if (reason[0] == '\0')
@@ -203,11 +275,10 @@ lb_status lb_sweep_plan(const lb_sweep_matrix *m, lb_store *store, json_t **out,
     *out = json_array();
     if (*out == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the plan");
     for (size_t cell = 0; cell < m->n_cells; cell++) {
-        char label[256];
-        lb_sweep_cell_label(m, cell, label, sizeof label);
-        char **argv = NULL;
+        char *label = cell_label(m, cell), **argv = NULL;
         size_t argc = 0;
-        lb_status st = lb_sweep_cell_args(m, cell, &argv, &argc, err);
+        lb_status st = label ? lb_sweep_cell_args(m, cell, &argv, &argc, err)
+                             : lb_fail(err, LB_ERR_NOMEM, "no memory for a cell's label");
         json_t *args = json_array();
         for (size_t i = 0; st == LB_OK && i < argc; i++)
             json_array_append_new(args, json_string(argv[i]));
@@ -225,6 +296,7 @@ lb_status lb_sweep_plan(const lb_sweep_matrix *m, lb_store *store, json_t **out,
                               info.id >= 0 ? json_integer(info.id) : json_null(), "args", args));
         }
         json_decref(args);
+        free(label);
         if (st != LB_OK) {
             json_decref(*out);
             *out = NULL;
@@ -240,10 +312,14 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
     if (failures == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep");
     size_t total = m->n_cells * (size_t)m->repeats, k = 0;
     int64_t before = 0; /* --again: the table holds the runs begun after this one */
+    /* a round of --again is not resumed: run again, --again starts every cell anew */
+    const char *resume = p->again ? "run it again without --again to finish with the runs "
+                                    "stored (with --again every cell runs anew)"
+                                  : "run the same command again to resume";
     lb_status st = last_run_id(store, &before, err);
     for (size_t cell = 0; cell < m->n_cells && st == LB_OK; cell++) {
-        char label[256];
-        lb_sweep_cell_label(m, cell, label, sizeof label);
+        char *label = cell_label(m, cell);
+        if (label == NULL) st = lb_fail(err, LB_ERR_NOMEM, "no memory for a cell's label");
         for (int64_t r = 1; r <= m->repeats && st == LB_OK; r++) {
             k++;
             char tag[320];
@@ -261,9 +337,8 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
             }
             if (lb_signals_interrupted()) {
                 st = lb_fail(err, LB_ERR_INTERRUPTED,
-                             "interrupted before cell %s repeat %" PRId64
-                             "; run the same command again to resume",
-                             label, r);
+                             "interrupted before cell %.*s%s repeat %" PRId64 "; %s",
+                             SHOWN_LABEL(label), r, resume);
                 break;
             }
             if (p->progress)
@@ -274,10 +349,8 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
             char reason[LB_ERR_MSG_BYTES] = "";
             st = run_one(m, p, store, cell, r, label, tag, &info, &ok, reason, sizeof reason, err);
             if (st == LB_ERR_INTERRUPTED)
-                lb_fail(err, st,
-                        "interrupted at cell %s repeat %" PRId64 "; run the same command "
-                        "again to resume",
-                        label, r);
+                lb_fail(err, st, "interrupted at cell %.*s%s repeat %" PRId64 "; %s",
+                        SHOWN_LABEL(label), r, resume);
             if (st != LB_OK) break;
             if (p->progress) {
                 char stored[48] = "no run stored";
@@ -293,6 +366,7 @@ lb_status lb_sweep_run(const lb_sweep_matrix *m, const lb_sweep_params *p, lb_st
                                                 info.id >= 0 ? json_integer(info.id) : json_null(),
                                                 "reason", reason));
         }
+        free(label);
     }
     if (st == LB_OK) st = lb_sweep_aggregate(m, store, p->again ? before : 0, failures, agg, err);
     json_decref(failures);
@@ -374,8 +448,11 @@ lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, int64_t 
     lb_status st = LB_OK;
     size_t idx[LB_SWEEP_MAX_AXES];
     for (size_t cell = 0; cell < m->n_cells && st == LB_OK; cell++) {
-        char label[256], fp[17];
-        lb_sweep_cell_label(m, cell, label, sizeof label);
+        char fp[17], *label = cell_label(m, cell);
+        if (label == NULL) {
+            st = lb_fail(err, LB_ERR_NOMEM, "no memory for a cell's label");
+            break;
+        }
         snprintf(fp, sizeof fp, "%016" PRIx64, lb_sweep_cell_fingerprint(m, cell));
         json_t *axes = json_object(), *ids = json_array(), *failed = json_array();
         lb_sweep_cell_index(m, cell, idx);
@@ -404,6 +481,7 @@ lb_status lb_sweep_aggregate(const lb_sweep_matrix *m, lb_store *store, int64_t 
         json_array_append_new(cells, json_pack("{s:I, s:s, s:s, s:o, s:o, s:o}", "cell",
                                                (json_int_t)cell, "label", label, "fingerprint", fp,
                                                "axes", axes, "runs", ids, "failed", failed));
+        free(label);
         if (st == LB_OK && add_cell_stats(agg, cell, runs, n_runs, m->command) != LB_OK)
             st = lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep's table");
         for (size_t j = 0; j < n_runs; j++) {

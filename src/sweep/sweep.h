@@ -13,13 +13,16 @@
  * whole command line, so that a value the parser cannot judge alone (a model's name, a
  * data file, options that contradict each other) is refused naming the cell.
  *
+ * One sweep of a name on a database at a time (lb_sweep_lock): a second one started while
+ * the first runs would run the same cells again and mix its runs into the first's table.
+ *
  * Resume: a cell x repeat whose sweep-run tag is already on a stored `ok` run is not run
  * again; the fingerprint covers the command and every option of the cell, so an edited
  * file does not reuse runs of other options. A cell x repeat is credited only with a run
  * begun after its process started (a larger run id than the store's newest then), so a
  * process that stores nothing is failed with its own last line or exit code. A failed cell x
- * repeat is recorded and the sweep goes on. An interrupt stops after the running child has stored
- * its run.
+ * repeat (one whose process cannot start too) is recorded and the sweep goes on. An
+ * interrupt stops after the running child has stored its run.
  *
  * The aggregate fills an lb_result of kind "sweep" (the CLI stores it as a run): config holds the
  * matrix and, per cell, its label, axis values, fingerprint, the ok run ids and the failures;
@@ -49,6 +52,16 @@ typedef struct {
 } lb_sweep_params;
 
 lb_sweep_params lb_sweep_default_params(void);
+
+/* Takes the lock of sweep m on the database db_path (resolved): an exclusive flock on
+ * "DB.sweep-NAME.lock" beside it (the database's folders are made, as lb_store_open would),
+ * held until lb_sweep_unlock or the end of the process, a crash included. *fd is the lock's
+ * descriptor (close-on-exec: the cells do not hold it). LB_ERR_RUNTIME when another process
+ * holds it: "sweep 'NAME' is already running on DB ...", nothing taken; LB_ERR_IO when the
+ * file cannot be made. */
+lb_status lb_sweep_lock(const lb_sweep_matrix *m, const char *db_path, int *fd, lb_err *err);
+/* Releases a lock of lb_sweep_lock (fd < 0: nothing); the lock file stays for the next. */
+void lb_sweep_unlock(int fd);
 
 /* Offers each option value of m to the command's parser in check-only mode, then each
  * cell's whole command line to the command in input-checking mode (params.check_inputs_env:
