@@ -71,8 +71,16 @@ for part in $PARTS; do
         timeout 120 "$X" load --endpoint "http://127.0.0.1:$port" --synthetic 64 --qps 20 --max-tokens 64 \
             --tokenizer "$TOK" --db "$O/load.db" >"$O/load.txt" 2>&1
         note "load of 64 queries exit $?: $(grep -E 'completed|tok/s' "$O/load.txt" | head -n 3 | tr '\n' ';')"
+        # requests a stop string ends at the server while the engine has steps of them left
+        codes=$(for i in $(seq 1 24); do
+            curl -s -o /dev/null -w '%{http_code} ' "http://127.0.0.1:$port/v1/completions" \
+                -H 'Content-Type: application/json' \
+                -d "{\"prompt\":\"hello $i\",\"max_tokens\":300,\"ignore_eos\":true,\"stream\":$([ $((i % 2)) = 0 ] && echo true || echo false),\"stop\":[\"e\",\" \"]}" &
+        done; wait)
+        note "24 requests ended early by a stop string: status $(echo $codes | tr ' ' '\n' | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+        # within the context (8192): more is refused at once, with no request in flight
         curl -s -o "$O/long.txt" "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-            -d '{"model":"m","prompt":"hello","max_tokens":100000,"ignore_eos":true}' &
+            -d '{"model":"m","prompt":"hello","max_tokens":8000,"ignore_eos":true}' &
         cpid=$!
         sleep 2
         t0=$(date +%s%N)
