@@ -28,14 +28,64 @@ static void test_mwu_matches_hand_computed_values(void **state) {
     /* every b above every a: U_b = 25; mean 12.5, var 5*5*11/12; z = 12 / sqrt(22.9167) */
     assert_float_equal(r.u, 25.0, 1e-12);
     assert_float_equal(r.z, 12.0 / sqrt(25.0 * 11.0 / 12.0), 1e-9);
-    assert_float_equal(r.p, 0.0121857, 1e-6); /* 2 * (1 - Phi(2.5067)) */
+    assert_float_equal(r.p, 2.0 / 252, 1e-12); /* exact: 2 of C(10, 5) orderings */
     assert_float_equal(r.shift, 5.0, 1e-12);
-    /* ties: one value shared by both sides gets the average rank */
+    /* ties: one value shared by both sides gets the average rank, and the p-value is the
+     * tie-corrected normal one: var 3*3/12 * (7 - 6/30) = 5.1, z = (4 - 0.5) / sqrt(5.1) */
     const double c[] = {1, 2, 3}, d[] = {3, 4, 5};
     assert_int_equal(lb_stattest_mwu(c, 3, d, 3, 0.95, &r, &e), LB_OK);
     assert_float_equal(r.u, 8.5, 1e-12); /* ranks of d: 3.5 + 5 + 6 = 14.5; 14.5 - 6 */
+    assert_float_equal(r.p, 2.0 * lb_stattest_normal_sf(3.5 / sqrt(5.1)), 1e-12);
+    assert_float_equal(r.p, 0.1212, 1e-4);
     assert_int_equal(lb_stattest_mwu(c, 1, d, 3, 0.95, &r, &e), LB_ERR_USAGE);
     assert_float_equal(lb_stattest_normal_quantile(0.975), 1.959964, 1e-6);
+}
+
+/* Below LB_MWU_EXACT_MAX_MN without ties the p-value is the exact one, as the published
+ * tables give it (the normal approximation gave 0.081 for 3 against 3 apart, where no
+ * ordering can give less than 0.1), and lb_stattest_mwu_min_p is the p of samples apart. */
+static void test_mwu_small_samples_give_the_exact_p_value(void **state) {
+    (void)state;
+    const double x[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    lb_mwu_result r;
+    lb_err e = {{0}};
+    assert_int_equal(lb_stattest_mwu(x, 3, x + 3, 3, 0.95, &r, &e), LB_OK);
+    assert_float_equal(r.p, 2.0 / 20, 1e-12);
+    assert_int_equal(lb_stattest_mwu(x + 4, 4, x, 4, 0.95, &r, &e), LB_OK); /* B below */
+    assert_float_equal(r.u, 0.0, 1e-12);
+    assert_float_equal(r.p, 2.0 / 70, 1e-12);
+    assert_int_equal(lb_stattest_mwu(x, 5, x + 5, 6, 0.95, &r, &e), LB_OK);
+    assert_float_equal(r.p, 0.004329, 1e-6); /* 2 / 462 */
+    /* not apart: U = 15 of 16 for 4 against 4, P(U >= 15) = 2/70 (R's wilcox.test: 0.05714) */
+    const double a[] = {1, 2, 3, 5}, b[] = {4, 6, 7, 8};
+    assert_int_equal(lb_stattest_mwu(a, 4, b, 4, 0.95, &r, &e), LB_OK);
+    assert_float_equal(r.u, 15.0, 1e-12);
+    assert_float_equal(r.p, 4.0 / 70, 1e-12);
+    /* U at its mean: p = 1 */
+    const double c[] = {1, 4, 5, 8}, d[] = {2, 3, 6, 7};
+    assert_int_equal(lb_stattest_mwu(c, 4, d, 4, 0.95, &r, &e), LB_OK);
+    assert_float_equal(r.u, 8.0, 1e-12);
+    assert_float_equal(r.p, 1.0, 1e-12);
+    /* the smallest p of each size is what samples apart give, exact or not */
+    enum { BIG = 51 };
+    static double big[2 * BIG];
+    for (size_t i = 0; i < 2 * BIG; i++)
+        big[i] = (double)i;
+    const size_t sizes[][2] = {{2, 2}, {3, 3}, {4, 5}, {5, 5}, {2, 19}, {50, 50}, {BIG, BIG}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t m = sizes[i][0], n = sizes[i][1];
+        assert_int_equal(lb_stattest_mwu(big, m, big + m, n, 0.95, &r, &e), LB_OK);
+        assert_float_equal(lb_stattest_mwu_min_p(m, n), r.p, 1e-12 * r.p);
+    }
+    assert_float_equal(lb_stattest_mwu_min_p(2, 2), 2.0 / 6, 1e-12);
+    /* at alpha 0.01: 5 against 5, 4 against 6, 3 against 9 and 2 against 19 are enough */
+    assert_true(lb_stattest_mwu_min_p(5, 5) < 0.01 && lb_stattest_mwu_min_p(4, 5) > 0.01);
+    assert_true(lb_stattest_mwu_min_p(4, 6) < 0.01 && lb_stattest_mwu_min_p(3, 8) > 0.01);
+    assert_true(lb_stattest_mwu_min_p(3, 9) < 0.01 && lb_stattest_mwu_min_p(2, 18) > 0.01);
+    assert_true(lb_stattest_mwu_min_p(2, 19) < 0.01);
+    /* past the bound, the normal approximation: z = (51*51/2 - 0.5) / sqrt(51*51*103/12) */
+    double z = (BIG * BIG / 2.0 - 0.5) / sqrt(BIG * BIG * (2.0 * BIG + 1.0) / 12.0);
+    assert_float_equal(lb_stattest_mwu_min_p(BIG, BIG), 2.0 * lb_stattest_normal_sf(z), 1e-25);
 }
 
 static void noisy(double *x, size_t n, double level, double rel_sd, uint64_t seed) {
@@ -230,6 +280,7 @@ static void test_history_changes_beyond_room_keep_the_newest(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mwu_matches_hand_computed_values),
+        cmocka_unit_test(test_mwu_small_samples_give_the_exact_p_value),
         cmocka_unit_test(test_mwu_finds_planted_10pct_slowdown_and_no_change_in_same_config),
         cmocka_unit_test(test_changepoint_finds_the_one_step_and_no_other),
         cmocka_unit_test(test_changepoint_search_stops_on_ctrl_c),

@@ -8,7 +8,7 @@
  * without them: the row names that series) the runs' values are the samples, tested when
  * each side has at least 3 runs and shown untested below that. Either
  * way a metric with too few values for the test to reach alpha at all
- * (lb_stattest_mwu_min_p: at alpha 0.01, 5 against 6) is untested, never "no change". A
+ * (lb_stattest_mwu_min_p: at alpha 0.01, 5 against 5) is untested, never "no change". A
  * change counts only when it is significant (p < alpha) and at least threshold_pct large:
  * a real but tiny change is "no change". From a median of 0 in A (no failed queries, no
  * wrong elements) no percentage exists: change_pct and its interval are NaN, the change is

@@ -59,7 +59,42 @@ static size_t thin(double *s, size_t n) {
     return LB_HL_MAX_N;
 }
 
+/* Two-sided exact p-value of U = u (an integer, no ties) for sizes m and n: twice the
+ * share of orderings of the pooled sample whose U is at least as far from m * n / 2. c holds
+ * for each i <= m the number of orderings of i values of A and j of B giving each U, built
+ * up one j at a time: the largest of them is A's, or B's above all i of A's (U + i).
+ * Returns -1 when out of memory. */
+static double exact_p(size_t m, size_t n, double u) {
+    if (m > n) {
+        size_t t = m;
+        m = n, n = t;
+    }
+    size_t width = m * n + 1;
+    double *c = calloc((m + 1) * width, sizeof *c);
+    if (c == NULL) return -1.0;
+    for (size_t i = 0; i <= m; i++)
+        c[i * width] = 1.0;
+    for (size_t j = 1; j <= n; j++)
+        for (size_t i = 0; i <= m; i++)
+            for (size_t v = width; v-- > 0;)
+                c[i * width + v] =
+                    (v >= i ? c[i * width + v - i] : 0.0) + (i > 0 ? c[(i - 1) * width + v] : 0.0);
+    double far = fmax(u, (double)(m * n) - u), tail = 0.0, total = 0.0;
+    for (size_t v = 0; v < width; v++) {
+        total += c[m * width + v];
+        if ((double)v >= far) tail += c[m * width + v];
+    }
+    free(c);
+    return fmin(1.0, 2.0 * tail / total);
+}
+
 double lb_stattest_mwu_min_p(size_t n_a, size_t n_b) {
+    if (n_a * n_b <= LB_MWU_EXACT_MAX_MN) {
+        double orderings = 1.0; /* C(n_a + n_b, n_a) */
+        for (size_t i = 1; i <= n_a; i++)
+            orderings = orderings * (double)(n_b + i) / (double)i;
+        return fmin(1.0, 2.0 / orderings);
+    }
     double na = (double)n_a, nb = (double)n_b;
     double sd = sqrt(na * nb * (na + nb + 1.0) / 12.0);
     if (sd == 0.0) return 1.0;
@@ -110,7 +145,15 @@ lb_status lb_stattest_mwu(const double *a, size_t n_a, const double *b, size_t n
     double d = out->u - mean;
     double cc = d > 0 ? -0.5 : d < 0 ? 0.5 : 0.0;
     out->z = var > 0 ? (d + cc) / sqrt(var) : 0.0;
-    out->p = var > 0 ? fmin(1.0, 2.0 * lb_stattest_normal_sf(fabs(out->z))) : 1.0;
+    if (ties == 0 && na * nb <= LB_MWU_EXACT_MAX_MN) {
+        out->p = exact_p(na, nb, out->u);
+        if (out->p < 0) {
+            free(sa), free(sb), free(all);
+            return lb_fail(err, LB_ERR_NOMEM, "no memory for the rank test's exact p-value");
+        }
+    } else {
+        out->p = var > 0 ? fmin(1.0, 2.0 * lb_stattest_normal_sf(fabs(out->z))) : 1.0;
+    }
 
     /* Hodges-Lehmann on (thinned) samples */
     size_t ta = thin(sa, na), tb = thin(sb, nb);

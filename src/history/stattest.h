@@ -2,9 +2,13 @@
  *
  * The Mann-Whitney U test (Wilcoxon rank-sum) on two samples of raw measurements (step
  * times, latencies): no normality assumed, robust to the long right tails timings have.
- * Ties get average ranks and the variance its tie correction; the p-value is two-sided
- * from the normal approximation with continuity correction (fine from about 8 values a
- * side; below that it is conservative). The size of the change is the Hodges-Lehmann
+ * Ties get average ranks and the variance its tie correction. The p-value is two-sided:
+ * exact when no value occurs twice and n_a * n_b <= LB_MWU_EXACT_MAX_MN (twice the tail of
+ * U's null distribution, every ordering of the two samples counted; 3 against 3 apart gives
+ * 2/20 = 0.1), from the normal approximation with continuity correction otherwise (with
+ * ties the exact null distribution depends on the tie pattern, and the tie-corrected normal
+ * approximation is used whatever the sizes; with few values it can be below the exact
+ * permutation p-value). The size of the change is the Hodges-Lehmann
  * estimate of the shift (the median of all differences b - a) with its distribution-free
  * confidence interval (the order statistics of those differences at the U test's
  * critical value). Samples longer than LB_HL_MAX_N are thinned to that many evenly spaced
@@ -17,12 +21,14 @@
 #include "core/status.h"
 
 #define LB_HL_MAX_N 1000
+/* The largest n_a * n_b whose p-value is exact (50 against 50; at most about 10^7 steps). */
+#define LB_MWU_EXACT_MAX_MN 2500
 
 typedef struct {
     size_t n_a, n_b;
     double median_a, median_b;
     double u;      /* U statistic of sample B */
-    double z;      /* standardised U; positive when B tends larger */
+    double z;      /* standardised U (normal approximation); positive when B tends larger */
     double p;      /* two-sided p-value */
     double shift;  /* Hodges-Lehmann estimate of b - a */
     double lo, hi; /* its confidence interval at level conf */
@@ -32,10 +38,11 @@ typedef struct {
 lb_status lb_stattest_mwu(const double *a, size_t n_a, const double *b, size_t n_b, double conf,
                           lb_mwu_result *out, lb_err *err);
 
-/* The smallest p-value lb_stattest_mwu can give with n_a and n_b values (the two samples
- * apart, no ties): when it is not below alpha, no data of these sizes can be called a
- * change, and a "no change" verdict would claim what the test cannot see. At alpha 0.01 it
- * takes 5 values against 6 (or 4 against 8). */
+/* The p-value lb_stattest_mwu gives with n_a and n_b values when the two samples are apart
+ * and no value occurs twice (2 / C(n_a + n_b, n_a) where exact): when it is not below alpha,
+ * such data cannot be called a change, and a "no change" verdict would claim what the test
+ * cannot see. At alpha 0.01 it takes 5 values against 5 (or 4 against 6, 3 against 9, 2
+ * against 19). */
 double lb_stattest_mwu_min_p(size_t n_a, size_t n_b);
 
 /* Upper tail of the standard normal, 1 - Phi(z). */
