@@ -272,13 +272,14 @@ static lb_status run_crontab(const char *const *args, const char *text, char **o
     }
     int status = 0;
     pid_t waited = pid;
+    int why = errno; /* fork's, or waitpid's below */
     if (pid > 0)
-        while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+        while ((waited = waitpid(pid, &status, 0)) < 0 && (why = errno) == EINTR) {
         }
     lb_proc_sigchld_restore(&caller);
     if (pid < 0 || waited < 0) {
         unlink(in_path), unlink(out_path);
-        return lb_fail(err, LB_ERR_RUNTIME, "cannot run crontab: %s", strerror(errno));
+        return lb_fail(err, LB_ERR_RUNTIME, "cannot run crontab: %s", strerror(why));
     }
     *code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     lb_status st = LB_OK;

@@ -68,7 +68,8 @@ lb_status lb_sweep_lock(const lb_sweep_matrix *m, const char *db_path, int *fd, 
     char *path = malloc(bytes);
     if (path == NULL) return lb_fail(err, LB_ERR_NOMEM, "no memory for the sweep's lock");
     snprintf(path, bytes, "%s.sweep-%s.lock", db_path, m->name);
-    int lock = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* inherited by the cells: a cell outliving a killed sweep holds it until it ends */
+    int lock = open(path, O_RDWR | O_CREAT, 0644);
     lb_status st = LB_OK;
     if (lock < 0)
         st = lb_fail(err, LB_ERR_IO, "cannot open the lock %s: %s", path, strerror(errno));

@@ -56,7 +56,8 @@ lb_sweep_params lb_sweep_default_params(void);
 /* Takes the lock of sweep m on the database db_path (resolved): an exclusive flock on
  * "DB.sweep-NAME.lock" beside it (the database's folders are made, as lb_store_open would),
  * held until lb_sweep_unlock or the end of the process, a crash included. *fd is the lock's
- * descriptor (close-on-exec: the cells do not hold it). LB_ERR_RUNTIME when another process
+ * descriptor; the cells inherit it, so a cell still ending after its sweep was killed holds
+ * the lock until it has stored its run. LB_ERR_RUNTIME when another process
  * holds it: "sweep 'NAME' is already running on DB ...", nothing taken; LB_ERR_IO when the
  * file cannot be made. */
 lb_status lb_sweep_lock(const lb_sweep_matrix *m, const char *db_path, int *fd, lb_err *err);
