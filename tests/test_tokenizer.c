@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "core/clock.h"
 #include "core/rng.h"
 #include "model/hf_tokenizer.h"
 #include "model/tokenizer.h"
@@ -594,6 +595,187 @@ static void test_tokenizer_reads_hugging_face_tokenizer_json(void **state) {
     unlink(path);
 }
 
+/* A tokenizer.json of a tiny byte-level BPE (ids 0-255 the bytes, 256 "hi", 257 " hi"; GPT-2's
+ * ByteLevel pre-tokenizer) with the added tokens given (a JSON array, taken) and the vocabulary
+ * entries of extra (an object, taken; NULL: none), parsed. */
+static lb_status tiny_hf(json_t *added, json_t *extra, lb_tokenizer **tok, lb_err *err) {
+    json_t *vocab = json_object();
+    for (unsigned b = 0; b < 256; b++) {
+        char key[4];
+        key[byte_level((uint8_t)b, key)] = '\0';
+        json_object_set_new(vocab, key, json_integer(b));
+    }
+    json_object_set_new(vocab, "hi", json_integer(256));
+    json_object_set_new(vocab, "\xC4\xA0hi", json_integer(257));
+    if (extra != NULL) json_object_update(vocab, extra);
+    json_decref(extra);
+    json_t *doc = json_pack("{s:{s:s, s:o, s:[s, s]}, s:o, s:{s:s, s:b}}", "model", "type", "BPE",
+                            "vocab", vocab, "merges", "h i", "\xC4\xA0 hi", "added_tokens", added,
+                            "pre_tokenizer", "type", "ByteLevel", "use_regex", 1);
+    char *text = json_dumps(doc, JSON_COMPACT);
+    lb_status st = lb_hf_tokenizer_parse(tok, text, strlen(text), "tiny.json", err);
+    free(text);
+    json_decref(doc);
+    return st;
+}
+
+/* encode(text) must be want[0..n_want). */
+static void expect_ids(const lb_tokenizer *tok, const char *text, const uint32_t *want,
+                       size_t n_want) {
+    size_t n_ids = 0;
+    uint32_t *ids = encode(tok, text, strlen(text), &n_ids);
+    bool same = n_ids == n_want;
+    for (size_t k = 0; same && k < n_ids; k++)
+        same = ids[k] == want[k];
+    if (!same) {
+        char got[256] = "";
+        for (size_t k = 0, o = 0; k < n_ids && o < sizeof got - 12; k++)
+            o += (size_t)snprintf(got + o, sizeof got - o, " %u", ids[k]);
+        fail_msg("\"%s\" encodes to%s (%zu ids), expected %zu ids", text, got, n_ids, n_want);
+    }
+    assert_int_equal(count(tok, text, strlen(text)), (int64_t)n_want);
+    free(ids);
+}
+
+#define EXPECT_IDS(tok, text, ...)                                                                 \
+    do {                                                                                           \
+        const uint32_t want_[] = {__VA_ARGS__};                                                    \
+        expect_ids(tok, text, want_, sizeof want_ / sizeof want_[0]);                              \
+    } while (0)
+
+/* Added tokens with lstrip, rstrip and single_word match as Hugging Face's tokenizers match
+ * them. The ids are worked out by hand from its rules: the vocabulary has the 256 bytes (id =
+ * byte), "hi" (256) and " hi" (257); the GPT-2 pre-split cuts "hi " into "hi" and " ".
+ * "<l>" (258) takes the whitespace before it (lstrip), "<r>" (259) the whitespace after it
+ * (rstrip), "xy" (260) matches only with no word character beside it (single_word). */
+static void test_tokenizer_json_added_tokens_strip_whitespace_as_hugging_face(void **state) {
+    (void)state;
+    json_t *added =
+        json_pack("[{s:i, s:s, s:b, s:b, s:b, s:b, s:b}, {s:i, s:s, s:b, s:b, s:b, s:b, s:b},"
+                  " {s:i, s:s, s:b, s:b, s:b, s:b, s:b}]",
+                  "id", 258, "content", "<l>", "special", 1, "lstrip", 1, "rstrip", 0,
+                  "single_word", 0, "normalized", 0, "id", 259, "content", "<r>", "special", 1,
+                  "lstrip", 0, "rstrip", 1, "single_word", 0, "normalized", 0, "id", 260, "content",
+                  "xy", "special", 0, "lstrip", 0, "rstrip", 0, "single_word", 1, "normalized", 0);
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    if (tiny_hf(added, NULL, &tok, &err) != LB_OK) fail_msg("%s", err.msg);
+    /* lstrip: the space before "<l>" goes with it, the one after stays: "hi", <l>, " hi" */
+    EXPECT_IDS(tok, "hi <l> hi", 256, 258, 257);
+    /* rstrip: the space after "<r>" goes with it, the one before stays: "hi", " ", <r>, "hi" */
+    EXPECT_IDS(tok, "hi <r> hi", 256, 32, 259, 256);
+    /* a run of whitespace of any kind, U+3000 (3 bytes) included, goes whole */
+    EXPECT_IDS(tok, "hi \t\n<l>", 256, 258);
+    EXPECT_IDS(tok, "<r>\t\xE3\x80\x80hi", 259, 256);
+    /* no whitespace beside: nothing taken; "<r>" took the space, so "<l>" finds none */
+    EXPECT_IDS(tok, "hi<l>hi", 256, 258, 256);
+    EXPECT_IDS(tok, "<r> <l>", 259, 258);
+    /* single_word: "xy" alone is the token; touching a letter ("z", "é": bytes 195 169),
+     * a digit or "_" it is text */
+    EXPECT_IDS(tok, "xy xyz", 260, 32, 120, 121, 122);
+    EXPECT_IDS(tok, "\xC3\xA9xy", 195, 169, 120, 121);
+    EXPECT_IDS(tok, "_xy", 95, 120, 121);
+    EXPECT_IDS(tok, "(xy)", 40, 260, 41);
+    lb_tokenizer_free(tok);
+    /* a flag that is not true or false is refused naming the token and the flag */
+    added = json_pack("[{s:i, s:s, s:s}]", "id", 258, "content", "<l>", "lstrip", "yes");
+    assert_int_equal(tiny_hf(added, NULL, &tok, &err), LB_ERR_USAGE);
+    assert_non_null(
+        strstr(err.msg, "added_tokens[0] \"<l>\" has lstrip that is not true or false"));
+    assert_null(tok);
+}
+
+/* Hugging Face matches the added tokens that are not "normalized" first, over the whole
+ * text, and the "normalized" ones only in what is left between them, so a normalized token
+ * that starts first loses to one of the first pass it overlaps. "<s>" (258, special,
+ * normalized false) and "z<" (259, normalized true): in "z<s>", "<s>" is taken first and "z"
+ * (122) is left; "z<" matches only where no "<s>" overlaps it: "z<x" is "z<", "x" (120). */
+static void test_tokenizer_json_normalized_added_tokens_match_after_the_others(void **state) {
+    (void)state;
+    json_t *added = json_pack("[{s:i, s:s, s:b, s:b}, {s:i, s:s, s:b, s:b}]", "id", 258, "content",
+                              "<s>", "special", 1, "normalized", 0, "id", 259, "content", "z<",
+                              "special", 0, "normalized", 1);
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    if (tiny_hf(added, NULL, &tok, &err) != LB_OK) fail_msg("%s", err.msg);
+    EXPECT_IDS(tok, "z<s>", 122, 258);
+    EXPECT_IDS(tok, "z<x", 259, 120);
+    EXPECT_IDS(tok, "z<s>z<x", 122, 258, 259, 120);
+    lb_tokenizer_free(tok);
+}
+
+/* A tokenizer.json that gives two tokens one id is refused naming both (the ranks text made
+ * from it once named its own lines, which the file has not), and an added token's id past
+ * the largest id is refused (2^32 + 65 was cut to 65, clashing with "A"). */
+static void test_tokenizer_json_duplicate_and_out_of_range_ids_are_named(void **state) {
+    (void)state;
+    lb_tokenizer *tok = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(tiny_hf(json_array(), json_pack("{s:i}", "hj", 97), &tok, &err), LB_ERR_USAGE);
+    assert_string_equal(err.msg, "tiny.json: model.vocab[\"a\"] and model.vocab[\"hj\"] both have "
+                                 "id 97; each token has an id of its own");
+    json_t *added = json_pack("[{s:I, s:s, s:b}]", "id", (json_int_t)4294967361LL, "content",
+                              "<big>", "special", 1);
+    assert_int_equal(tiny_hf(added, NULL, &tok, &err), LB_ERR_USAGE);
+    assert_string_equal(err.msg, "tiny.json: added_tokens[0] needs an id (0 to 1073741823) and a "
+                                 "content");
+    assert_null(tok);
+}
+
+/* Ctrl-C during `tokenize --repeat` stops it with 130 and one line, printing nothing (the
+ * first SIGINT only set the flag, and the counts went on). */
+static void test_tokenizer_cli_stops_at_ctrl_c(void **state) {
+    (void)state;
+    char dir[64], path[128], out[4096] = "", errbuf[1024] = "";
+    lb_test_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t.txt", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 20000; i++)
+        fputs("Hello world, once more. ", f);
+    fclose(f);
+    const char *argv[] = {LB_TEST_BIN, "tokenize", "--tokenizer", FIX "gpt2.tiktoken",
+                          "--repeat",  "1000000",  path,          NULL};
+    int out_fd = -1, err_fd = -1;
+    pid_t pid = lb_test_spawn(LB_TEST_BIN, argv, &out_fd, &err_fd);
+    assert_true(pid > 0);
+    /* the handler is in place (SigCgt), then the counts are under way */
+    char proc[64], line[256];
+    snprintf(proc, sizeof proc, "/proc/%d/status", (int)pid);
+    unsigned long long caught = 0;
+    for (int tries = 0; tries < 1000 && !(caught & (1ull << (SIGINT - 1))); tries++) {
+        FILE *st = fopen(proc, "r");
+        while (st != NULL && fgets(line, sizeof line, st) != NULL)
+            if (sscanf(line, "SigCgt: %llx", &caught) == 1) break;
+        if (st != NULL) fclose(st);
+        usleep(10 * 1000);
+    }
+    usleep(500 * 1000);
+    int64_t t0 = lb_clock_now_ns();
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    pid_t ended = 0;
+    while ((ended = waitpid(pid, &status, WNOHANG)) == 0 && lb_clock_now_ns() - t0 < 5000000000)
+        usleep(10 * 1000);
+    if (ended == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    lb_test_slurp(out_fd, out, sizeof out);
+    lb_test_slurp(err_fd, errbuf, sizeof errbuf);
+    close(out_fd);
+    close(err_fd);
+    if (ended == 0) fail_msg("tokenize went on 5 s after SIGINT; stderr: %s", errbuf);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    char want[256];
+    snprintf(want, sizeof want,
+             "llmbench tokenize: interrupted by a signal at %s; nothing is printed\n", path);
+    assert_string_equal(errbuf, want);
+    assert_string_equal(out, "");
+    lb_test_rmtree(dir);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenizer_gpt2_ids_match_js_tiktoken),
@@ -602,11 +784,15 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_tokenizer_invalid_utf8_passes_bytes_through),
         cmocka_unit_test(test_tokenizer_whitespace_class_is_unicode_white_space),
         cmocka_unit_test(test_tokenizer_reads_hugging_face_tokenizer_json),
+        cmocka_unit_test(test_tokenizer_json_added_tokens_strip_whitespace_as_hugging_face),
+        cmocka_unit_test(test_tokenizer_json_normalized_added_tokens_match_after_the_others),
         cmocka_unit_test(test_tokenizer_malformed_ranks_file_is_refused_with_file_and_line),
         cmocka_unit_test(test_tokenizer_pattern_is_chosen_by_name_or_detected),
         cmocka_unit_test(test_tokenizer_special_tokens_are_optional),
         cmocka_unit_test(test_tokenizer_counts_from_many_threads_at_once),
         cmocka_unit_test(test_tokenizer_cli_prints_ids_counts_and_refuses_a_bad_file),
+        cmocka_unit_test(test_tokenizer_json_duplicate_and_out_of_range_ids_are_named),
+        cmocka_unit_test(test_tokenizer_cli_stops_at_ctrl_c),
     };
     return lb_test_main(tests, sizeof tests / sizeof tests[0], load_texts, free_texts, argc, argv);
 }

@@ -16,6 +16,7 @@
 #include "cli/tokenizer_opt.h"
 #include "core/clock.h"
 #include "core/file.h"
+#include "core/signals.h"
 #include "core/stats.h"
 #include "core/utf8text.h"
 
@@ -39,18 +40,28 @@ static lb_status print_ids(FILE *out, const lb_tokenizer *tok, const char *text,
     return LB_OK;
 }
 
-/* Counts text `repeat` times; writes the count and the median seconds. */
-static lb_status time_count(const lb_tokenizer *tok, const char *text, size_t n, int repeat,
-                            int64_t *tokens, double *median_s, lb_err *err) {
+/* LB_ERR_INTERRUPTED naming path when SIGINT or SIGTERM arrived, else LB_OK. */
+static lb_status check_interrupted(const char *path, lb_err *err) {
+    if (!lb_signals_interrupted()) return LB_OK;
+    return lb_fail(err, LB_ERR_INTERRUPTED, "interrupted by a signal at %s; nothing is printed",
+                   path);
+}
+
+/* Counts text `repeat` times; writes the count and the median seconds. A signal stops it
+ * between two counts (path names the text in the message). */
+static lb_status time_count(const lb_tokenizer *tok, const char *path, const char *text, size_t n,
+                            int repeat, int64_t *tokens, double *median_s, lb_err *err) {
     double *s = malloc((size_t)repeat * sizeof *s);
     if (s == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
     lb_status st = LB_OK;
-    for (int r = 0; r < repeat && st == LB_OK; r++) {
+    int done = 0;
+    while (done < repeat && (st = check_interrupted(path, err)) == LB_OK) {
         int64_t t0 = lb_clock_now_ns();
         st = lb_tokenizer_count(tok, text, n, tokens, err);
-        s[r] = (double)(lb_clock_now_ns() - t0) * 1e-9;
+        s[done++] = (double)(lb_clock_now_ns() - t0) * 1e-9;
+        if (st != LB_OK) break;
     }
-    *median_s = lb_stats_median(s, (size_t)repeat);
+    *median_s = lb_stats_median(s, (size_t)done);
     free(s);
     return st;
 }
@@ -72,7 +83,9 @@ int lb_cmd_tokenize(int argc, char **argv) {
         .summary = "Counts the tokens of each text file (read whole, as one text) with a "
                    "byte-level BPE vocabulary (tiktoken's ranks format or a Hugging Face "
                    "tokenizer.json), as `load --tokenizer` counts generated texts, and reports "
-                   "the count's speed on one thread; --ids prints the ids instead.",
+                   "the count's speed on one thread; --ids prints the ids instead. Exit "
+                   "status: 0, 1 a file that cannot be read, 2 bad usage or a malformed "
+                   "tokenizer file, 130 interrupted (nothing printed).",
         LB_ARG_SPECS(specs),
         .min_positional = 1,
         .max_positional = LB_ARGS_MAX_POSITIONAL,
@@ -109,7 +122,8 @@ int lb_cmd_tokenize(int argc, char **argv) {
     for (int i = 0; i < a.n_pos && st == LB_OK; i++) {
         char *text = NULL;
         size_t n = 0;
-        st = lb_file_read(a.pos[i], &text, &n, &err);
+        st = check_interrupted(a.pos[i], &err);
+        if (st == LB_OK) st = lb_file_read(a.pos[i], &text, &n, &err);
         if (st != LB_OK) break;
         json_t *rec = doc ? json_object() : NULL;
         char *path = rec ? strdup(a.pos[i]) : NULL;
@@ -121,7 +135,7 @@ int lb_cmd_tokenize(int argc, char **argv) {
         } else {
             int64_t tokens = 0;
             double sec = 0;
-            st = time_count(tok, text, n, (int)repeat, &tokens, &sec, &err);
+            st = time_count(tok, a.pos[i], text, n, (int)repeat, &tokens, &sec, &err);
             double tok_per_s = sec > 0 ? (double)tokens / sec : 0;
             if (rec) {
                 json_object_set_new(rec, "tokens", json_integer(tokens));

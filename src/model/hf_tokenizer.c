@@ -13,6 +13,8 @@
 
 #include "core/file.h"
 
+#define MAX_ID 0x3fffffff /* tokenizer.h's largest rank, for added tokens too */
+
 /* Llama 3's pre-split expression as tokenizer.json writes it. */
 static const char llama3_split[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
@@ -122,6 +124,29 @@ static int cmp_key(const void *a, const void *b) {
     return strcmp(((const vocab_item *)a)->key, ((const vocab_item *)b)->key);
 }
 
+static int cmp_id(const void *a, const void *b) {
+    uint32_t x = ((const vocab_item *)a)->id, y = ((const vocab_item *)b)->id;
+    return x != y ? (x > y) - (x < y) : cmp_key(a, b);
+}
+
+/* Refuses two tokens of v[0..n) with one id, naming both (the ranks file made from them
+ * would name its own lines). */
+static lb_status unique_ids(const vocab_item *v, size_t n, const char *name, lb_err *err) {
+    vocab_item *by_id = malloc((n + 1) * sizeof *by_id);
+    if (by_id == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", name);
+    memcpy(by_id, v, n * sizeof *by_id);
+    qsort(by_id, n, sizeof *by_id, cmp_id);
+    lb_status st = LB_OK;
+    for (size_t k = 1; k < n && st == LB_OK; k++)
+        if (by_id[k].id == by_id[k - 1].id)
+            st = lb_fail(err, LB_ERR_USAGE,
+                         "%s: model.vocab[\"%.100s\"] and model.vocab[\"%.100s\"] both have id "
+                         "%u; each token has an id of its own",
+                         name, by_id[k - 1].key, by_id[k].key, by_id[k].id);
+    free(by_id);
+    return st;
+}
+
 /* The item of a vocabulary string (items sorted by key), or NULL. */
 static vocab_item *item_of(vocab_item *v, size_t n, const char *key) {
     vocab_item k = {.key = key};
@@ -163,8 +188,9 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
     const char **sp_text = calloc(na + 1, sizeof *sp_text);
     uint32_t *sp_id = calloc(na + 1, sizeof *sp_id);
     bool *sp_flag = calloc(na + 1, sizeof *sp_flag);
+    unsigned *sp_match = calloc(na + 1, sizeof *sp_match);
     char *ranks = NULL;
-    if (items == NULL || sp_text == NULL || sp_id == NULL || sp_flag == NULL)
+    if (items == NULL || sp_text == NULL || sp_id == NULL || sp_flag == NULL || sp_match == NULL)
         st = lb_fail(err, LB_ERR_NOMEM, "out of memory reading %s", name);
     if (st == LB_OK && (mtype == NULL || strcmp(mtype, "BPE") != 0 || !json_is_object(vocab)))
         st = lb_fail(err, LB_ERR_USAGE, "%s: model.type must be \"BPE\" with a model.vocab object",
@@ -200,13 +226,14 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
     json_t *val;
     if (st == LB_OK) json_object_foreach(vocab, key, val) {
             if (!json_is_integer(val) || json_integer_value(val) < 0 ||
-                json_integer_value(val) > 0x3fffffff) {
+                json_integer_value(val) > MAX_ID) {
                 st = lb_fail(err, LB_ERR_USAGE, "%s: model.vocab[\"%s\"] is not an id", name, key);
                 break;
             }
             items[n++] = (vocab_item){key, (uint32_t)json_integer_value(val)};
         }
     qsort(items, n, sizeof *items, cmp_key);
+    if (st == LB_OK) st = unique_ids(items, n, name, err);
     /* Merge order must be the order of the merged tokens' ids. */
     int64_t last = -1;
     size_t i;
@@ -232,33 +259,47 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
             }
             last = id;
         }
-    /* Added tokens are matched verbatim before the text is split (Hugging Face's added
-     * vocabulary), also one that is in model.vocab (GPT-2's <|endoftext|>), which therefore
-     * leaves the ranks; "special" is kept for decoders that skip special tokens. A token
-     * that absorbs the whitespace beside it (lstrip, rstrip) or matches whole words only
-     * (single_word) would be matched otherwise than Hugging Face matches it: refused. */
-    static const char *const flags[] = {"lstrip", "rstrip", "single_word"};
+    /* Added tokens are matched before the text is split (Hugging Face's added vocabulary),
+     * also one that is in model.vocab (GPT-2's <|endoftext|>), which therefore leaves the
+     * ranks; "special" is kept for decoders that skip special tokens, and lstrip, rstrip,
+     * single_word and normalized say how it matches (tokenizer.h's lb_tok_added_flag; with
+     * no normalizer, "normalized" only puts a token in the second pass). normalized absent
+     * is !special, as tokenizers' AddedToken::from makes it. */
+    static const struct {
+        const char *name;
+        lb_tok_added_flag flag;
+    } ways[] = {{"lstrip", LB_TOK_ADDED_LSTRIP},
+                {"rstrip", LB_TOK_ADDED_RSTRIP},
+                {"single_word", LB_TOK_ADDED_SINGLE_WORD},
+                {"normalized", LB_TOK_ADDED_NORMALIZED}};
     size_t ns = 0;
     if (st == LB_OK) json_array_foreach(added, i, m) {
             json_t *id = json_object_get(m, "id");
             const char *content = json_string_value(json_object_get(m, "content"));
-            if (!json_is_integer(id) || json_integer_value(id) < 0 || content == NULL) {
-                st = lb_fail(err, LB_ERR_USAGE, "%s: added_tokens[%zu] needs an id and a content",
-                             name, i);
+            if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+                json_integer_value(id) > MAX_ID || content == NULL) {
+                st = lb_fail(err, LB_ERR_USAGE,
+                             "%s: added_tokens[%zu] needs an id (0 to %d) and a content", name, i,
+                             MAX_ID);
                 break;
             }
-            for (size_t f = 0; f < sizeof flags / sizeof *flags && st == LB_OK; f++)
-                if (json_is_true(json_object_get(m, flags[f])))
+            sp_flag[ns] = json_is_true(json_object_get(m, "special"));
+            sp_match[ns] = sp_flag[ns] ? 0 : LB_TOK_ADDED_NORMALIZED;
+            for (size_t f = 0; f < sizeof ways / sizeof *ways && st == LB_OK; f++) {
+                json_t *v = json_object_get(m, ways[f].name);
+                if (v != NULL && !json_is_boolean(v))
                     st = lb_fail(err, LB_ERR_USAGE,
-                                 "%s: added_tokens[%zu] \"%.100s\" sets %s, which is not "
-                                 "supported; an added token matched verbatim (lstrip, rstrip and "
-                                 "single_word false) is",
-                                 name, i, content, flags[f]);
+                                 "%s: added_tokens[%zu] \"%.100s\" has %s that is not true or "
+                                 "false",
+                                 name, i, content, ways[f].name);
+                else if (v != NULL)
+                    sp_match[ns] = json_is_true(v) ? sp_match[ns] | ways[f].flag
+                                                   : sp_match[ns] & ~(unsigned)ways[f].flag;
+            }
             if (st != LB_OK) break;
             vocab_item *it = item_of(items, n, content);
             if (it != NULL && it->id == json_integer_value(id)) it->added = true;
             sp_text[ns] = content;
-            sp_flag[ns] = json_is_true(json_object_get(m, "special"));
             sp_id[ns++] = (uint32_t)json_integer_value(id);
         }
     /* The ranks text: at most 4/3 of 3 bytes per code point, plus the id. */
@@ -286,6 +327,7 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
         tp.special_texts = sp_text;
         tp.special_ids = sp_id;
         tp.special_flags = sp_flag;
+        tp.special_match = sp_match;
         tp.n_special_list = ns;
         st = lb_tokenizer_parse(out, ranks, pos, name, &tp, err);
         if (st != LB_OK) st = LB_ERR_USAGE;
@@ -295,6 +337,7 @@ lb_status lb_hf_tokenizer_parse(lb_tokenizer **out, const char *json, size_t len
     free(sp_text);
     free(sp_id);
     free(sp_flag);
+    free(sp_match);
     json_decref(root);
     return st;
 }

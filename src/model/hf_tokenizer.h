@@ -8,9 +8,10 @@
  * merge's position: this is checked, and a tokenizer.json that breaks it is refused. The
  * pre-tokenizer must be Llama 3's Split expression or GPT-2's ByteLevel with use_regex (with
  * at most ByteLevel byte mappings beside it, add_prefix_space false); any other step, and
- * any normalizer, is refused by name rather than skipped. added_tokens are matched verbatim
- * (also one model.vocab holds; one that sets lstrip, rstrip or single_word is refused), and
- * tokenizer.h's lb_tokenizer_is_special is true of those marked "special" only. Not here:
+ * any normalizer, is refused by name rather than skipped. added_tokens are matched as Hugging
+ * Face matches them (also one model.vocab holds), lstrip, rstrip, single_word and normalized
+ * included (tokenizer.h's lb_tok_added_flag), and tokenizer.h's lb_tokenizer_is_special is
+ * true of those marked "special" only. Not here:
  * SentencePiece (Llama 2, Mistral v0.x) vocabularies, normalizers, byte fallback, WordPiece,
  * Unigram. */
 #ifndef LB_MODEL_HF_TOKENIZER_H

@@ -91,9 +91,14 @@ struct lb_tokenizer {
     tok_entry *entries;
     size_t n_entries, cap_entries;
     tok_map ranks, special;
-    uint32_t *by_id;    /* entry numbers sorted by id */
-    bool *special_flag; /* [n_special] lb_tokenizer_is_special of each special entry, in entry
-                           order; NULL: true for all */
+    uint32_t *by_id;        /* entry numbers sorted by id */
+    bool *special_flag;     /* [n_special] lb_tokenizer_is_special of each special entry, in entry
+                               order; NULL: true for all */
+    uint8_t *special_match; /* [n_special] lb_tok_added_flag bits of each special entry, in
+                               entry order; NULL: none */
+    bool second_pass;       /* some special token is LB_TOK_ADDED_NORMALIZED */
+    pcre2_code *re_space;   /* one White_Space character, anchored (lstrip, rstrip); or NULL */
+    pcre2_code *re_word;    /* one \w character, anchored (single_word); or NULL */
     uint32_t byte_rank[256];
     /* find_special's filters, so that a byte that could start a special token costs a
      * lookup only where one may stand there */
@@ -378,6 +383,14 @@ static lb_status add_specials(lb_tokenizer *t, const lb_tokenizer_params *params
         if (t->special_flag == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
         memcpy(t->special_flag, params->special_flags, n * sizeof *t->special_flag);
     }
+    if (kind == LB_TOK_SPECIAL_LIST && params->special_match != NULL) {
+        t->special_match = malloc(n + 1);
+        if (t->special_match == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            t->special_match[i] = (uint8_t)params->special_match[i];
+            t->second_pass |= (params->special_match[i] & LB_TOK_ADDED_NORMALIZED) != 0;
+        }
+    }
     if (kind == LB_TOK_SPECIAL_LIST) {
         for (size_t i = 0; i < n; i++) {
             const char *s = params->special_texts[i];
@@ -416,6 +429,38 @@ static lb_status compile_pattern(lb_tokenizer *t, lb_err *err) {
     }
     /* Without JIT (an unsupported CPU, or a PCRE2 built without it) the interpreter runs. */
     t->info.jit = pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE) == 0;
+    return LB_OK;
+}
+
+/* *out: one character of the class cls (a class's inside), anchored; what names the class
+ * in an error. */
+static lb_status compile_class(const char *cls, const char *what, pcre2_code **out, lb_err *err) {
+    char pat[512];
+    snprintf(pat, sizeof pat, "[%s]", cls);
+    int code;
+    PCRE2_SIZE at;
+    *out = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
+                         PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_ANCHORED, &code,
+                         &at, NULL);
+    if (*out == NULL) {
+        PCRE2_UCHAR msg[160];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return lb_fail(err, LB_ERR_UNSUPPORTED, "this PCRE2 cannot compile the %s class: %s", what,
+                       (const char *)msg);
+    }
+    return LB_OK;
+}
+
+/* The classes that the special tokens' lstrip, rstrip and single_word look at. */
+static lb_status compile_neighbours(lb_tokenizer *t, lb_err *err) {
+    unsigned any = 0;
+    for (size_t i = 0; t->special_match != NULL && i < t->info.n_special; i++)
+        any |= t->special_match[i];
+    if (any & (LB_TOK_ADDED_LSTRIP | LB_TOK_ADDED_RSTRIP))
+        LB_TRY(compile_class(LB_UCD_WHITE_SPACE, "White_Space", &t->re_space, err));
+    if (any & LB_TOK_ADDED_SINGLE_WORD)
+        LB_TRY(compile_class("\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}",
+                             "word-character (\\w)", &t->re_word, err));
     return LB_OK;
 }
 
@@ -472,6 +517,9 @@ const char *lb_tokenizer_special_name(lb_tok_special special) {
 void lb_tokenizer_free(lb_tokenizer *tok) {
     if (tok == NULL) return;
     pcre2_code_free(tok->re);
+    pcre2_code_free(tok->re_space);
+    pcre2_code_free(tok->re_word);
+    free(tok->special_match);
     free(tok->by_id);
     free(tok->special_flag);
     free(tok->ranks.slots);
@@ -565,6 +613,7 @@ static lb_status build(lb_tokenizer *t, const char *bytes, size_t n, const char 
                                name, t->entries[t->by_id[i]].id);
         t->info.max_id = t->entries[t->by_id[t->n_entries - 1]].id;
     }
+    LB_TRY(compile_neighbours(t, err));
     return compile_pattern(t, err);
 }
 
@@ -769,11 +818,18 @@ static lb_status split(const lb_tokenizer *t, work *w, const uint8_t *s, size_t 
     return LB_OK;
 }
 
-/* The first special-token text in s[from..n), the longest one where several start there
- * (Hugging Face's added tokens match leftmost-longest): its start, length and id; false if
- * none. One first byte (GPT-2's and Llama 3's "<|...|>") is found with memchr. */
-static bool find_special(const lb_tokenizer *t, const uint8_t *s, size_t from, size_t n, size_t *at,
-                         size_t *len, uint32_t *id) {
+/* The lb_tok_added_flag bits of the special token id. */
+static unsigned match_of(const lb_tokenizer *t, uint32_t id) {
+    if (t->special_match == NULL) return 0;
+    return t->special_match[entry_of_id(t, id) - t->entries - t->info.n_ranks];
+}
+
+/* The first special-token text of the pass in s[from..n) (pass 1: the
+ * LB_TOK_ADDED_NORMALIZED ones, pass 0 the others), the longest one where several start
+ * there (Hugging Face's added tokens match leftmost-longest): its start, length and id;
+ * false if none. One first byte (GPT-2's and Llama 3's "<|...|>") is found with memchr. */
+static bool find_special(const lb_tokenizer *t, int pass, const uint8_t *s, size_t from, size_t n,
+                         size_t *at, size_t *len, uint32_t *id) {
     for (size_t i = from; i < n; i++) {
         if (t->special_first_byte >= 0) {
             const uint8_t *c = memchr(s + i, t->special_first_byte, n - i);
@@ -787,7 +843,7 @@ static bool find_special(const lb_tokenizer *t, const uint8_t *s, size_t from, s
         for (size_t l = pair ? lim : 1; l > 0; l--) {
             if (l >= 2 ? !special_may(t, l) : !t->special_one[s[i]]) continue;
             uint32_t sid = map_id(t, &t->special, s + i, l);
-            if (sid != NO_RANK) {
+            if (sid != NO_RANK && ((match_of(t, sid) & LB_TOK_ADDED_NORMALIZED) != 0) == pass) {
                 *at = i;
                 *len = l;
                 *id = sid;
@@ -798,21 +854,70 @@ static bool find_special(const lb_tokenizer *t, const uint8_t *s, size_t from, s
     return false;
 }
 
+/* The bytes of the character of class re (compile_class) at s[at..n), or 0. */
+static size_t class_len(const pcre2_code *re, work *w, const uint8_t *s, size_t at, size_t n) {
+    if (at >= n || pcre2_match(re, s, n, at, 0, w->md, NULL) < 0) return 0;
+    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(w->md);
+    return ov[1] - ov[0];
+}
+
+/* Where the last character of s[lo..at) starts (at > lo). */
+static size_t char_before(const uint8_t *s, size_t lo, size_t at) {
+    size_t b = at - 1;
+    while (b > lo && at - b < 4 && (s[b] & 0xc0) == 0x80)
+        b--;
+    return b;
+}
+
+static lb_status encode_span(const lb_tokenizer *t, work *w, int pass, const uint8_t *s, size_t lo,
+                             size_t hi, lb_err *err);
+
+/* s[lo..hi), between two tokens of the pass, through what comes after it. */
+static lb_status encode_gap(const lb_tokenizer *t, work *w, int pass, const uint8_t *s, size_t lo,
+                            size_t hi, lb_err *err) {
+    if (pass == 0 && t->second_pass) return encode_span(t, w, 1, s, lo, hi, err);
+    return split(t, w, s + lo, hi - lo, err);
+}
+
+/* Encodes s[lo..hi): the special tokens of the pass where they match, and what lies between
+ * them through the next pass (pass 0's gaps to pass 1 when there is one) or the pre-split.
+ * As Hugging Face does, a token takes the whitespace beside it that its lstrip and rstrip
+ * ask for, never past s[lo..hi) or into what an earlier token took; a single_word token
+ * touching a word character is text; and the search goes on after the token as found, so a
+ * token may follow inside whitespace the one before it took. */
+static lb_status encode_span(const lb_tokenizer *t, work *w, int pass, const uint8_t *s, size_t lo,
+                             size_t hi, lb_err *err) {
+    size_t from = lo, search = lo;
+    for (;;) {
+        size_t at = hi, sl = 0, k;
+        uint32_t sid = 0;
+        if (t->info.n_special == 0 || !find_special(t, pass, s, search, hi, &at, &sl, &sid))
+            return encode_gap(t, w, pass, s, from, hi, err);
+        size_t start = at, stop = at + sl;
+        search = stop;
+        unsigned how = match_of(t, sid);
+        if ((how & LB_TOK_ADDED_SINGLE_WORD) &&
+            ((at > lo && class_len(t->re_word, w, s, char_before(s, lo, at), at) > 0) ||
+             class_len(t->re_word, w, s, stop, hi) > 0))
+            continue;
+        while ((how & LB_TOK_ADDED_LSTRIP) && start > from) {
+            k = char_before(s, from, start);
+            if (class_len(t->re_space, w, s, k, start) != start - k) break;
+            start = k;
+        }
+        if (how & LB_TOK_ADDED_RSTRIP)
+            while ((k = class_len(t->re_space, w, s, stop, hi)) > 0)
+                stop += k;
+        if (start > from) LB_TRY(encode_gap(t, w, pass, s, from, start, err));
+        LB_TRY(emit(w, sid, err));
+        if (stop > from) from = stop;
+    }
+}
+
 static lb_status run(const lb_tokenizer *t, const char *text, size_t len, work *w, lb_err *err) {
     w->md = pcre2_match_data_create(1, NULL);
     if (w->md == NULL) return lb_fail(err, LB_ERR_NOMEM, "out of memory encoding a text");
-    const uint8_t *s = (const uint8_t *)text;
-    size_t from = 0;
-    while (from < len) {
-        size_t at = len, sl = 0;
-        uint32_t sid = 0;
-        bool special = t->info.n_special > 0 && find_special(t, s, from, len, &at, &sl, &sid);
-        LB_TRY(split(t, w, s + from, at - from, err));
-        if (!special) break;
-        LB_TRY(emit(w, sid, err));
-        from = at + sl;
-    }
-    return LB_OK;
+    return encode_span(t, w, 0, (const uint8_t *)text, 0, len, err);
 }
 
 static void work_free(work *w) {

@@ -6,12 +6,12 @@
  * is its id and its merge priority (a Hugging Face tokenizer.json becomes one in
  * model/hf_tokenizer.h). Encoding: special-token text, when the vocabulary has
  * special tokens, becomes one id each (the leftmost first, the longest of those starting at
- * one byte, as Hugging Face matches added tokens); the rest is cut into pieces by the family's
- * pre-split regular expression (PCRE2, JIT-compiled); a piece that is a token is its id, any other
- * is merged from single bytes, always joining the adjacent pair whose concatenation has the lowest
- * rank (the leftmost of equals), as tiktoken does. Bytes that are not valid UTF-8 match no part of
- * the expression: each run of them is a piece of its own, so every input encodes and decodes back
- * to the same bytes.
+ * one byte, as Hugging Face matches added tokens, lb_tok_added_flag's ways included); the rest is
+ * cut into pieces by the family's pre-split regular expression (PCRE2, JIT-compiled); a piece that
+ * is a token is its id, any other is merged from single bytes, always joining the adjacent pair
+ * whose concatenation has the lowest rank (the leftmost of equals), as tiktoken does. Bytes that
+ * are not valid UTF-8 match no part of the expression: each run of them is a piece of its own, so
+ * every input encodes and decodes back to the same bytes.
  *
  * A loaded tokenizer is read-only: any number of threads may encode, count and decode with
  * it at once. Not here: training, SentencePiece (Llama 2) vocabularies, other pre-split
@@ -48,6 +48,19 @@ typedef enum {
                               added tokens) */
 } lb_tok_special;
 
+/* How a listed special token is matched (tokenizer.json's AddedToken fields), bits of
+ * lb_tokenizer_params.special_match; none set: verbatim, wherever it stands. */
+typedef enum {
+    LB_TOK_ADDED_LSTRIP = 1,      /* also takes the whitespace (White_Space) just before it */
+    LB_TOK_ADDED_RSTRIP = 2,      /* also takes the whitespace just after it */
+    LB_TOK_ADDED_SINGLE_WORD = 4, /* matches only where no word character (Unicode's \w:
+                                     Alphabetic, marks, decimal digits, connector punctuation,
+                                     joiners) touches it on either side */
+    LB_TOK_ADDED_NORMALIZED = 8,  /* matched in a second pass, in the text the others left
+                                     (Hugging Face matches tokens marked "normalized" after
+                                     the others, on the normalized text) */
+} lb_tok_added_flag;
+
 typedef struct {
     lb_tok_pattern pattern;           /* pre-split expression (default AUTO) */
     lb_tok_special special;           /* special tokens (default AUTO) */
@@ -56,6 +69,8 @@ typedef struct {
     const bool *special_flags;        /* LIST: [n_special_list] whether each is special in
                                          Hugging Face's sense (added tokens may not be);
                                          NULL: every one is */
+    const unsigned *special_match;    /* LIST: [n_special_list] lb_tok_added_flag bits of
+                                         each; NULL: none */
     size_t n_special_list;
 } lb_tokenizer_params;
 
