@@ -5,8 +5,10 @@
  * connections the server closes cost the client no CPU time, and that the next requests
  * succeed on new connections. A second server sends streams that end without their
  * last blank line; a third sends [DONE] and then holds the stream open or closes the
- * connection; a fourth streams a reasoning model's thinking before its answer. Listeners
- * that never accept time out connects and requests. */
+ * connection; a fourth streams a reasoning model's thinking before its answer; a fifth
+ * redirects, refuses with Retry-After or compresses a stream unasked; a sixth closes a
+ * kept-alive connection as the next request arrives. Listeners that never accept time out
+ * connects and requests. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -219,26 +221,31 @@ static const struct {
     {"/no-done", TOKEN_EVENT TOKEN_EVENT USAGE_EVENT},
 };
 
+/* Reads the whole request on c->fd into c->buf (closing with input unread would reset
+ * the connection); returns the end of its head, NULL when none came. */
+static char *read_request(conn *c) {
+    char *end = NULL;
+    size_t want = sizeof c->buf - 1;
+    while (c->len < want) {
+        ssize_t r = read(c->fd, c->buf + c->len, sizeof c->buf - 1 - c->len);
+        if (r <= 0) break;
+        c->len += (size_t)r;
+        c->buf[c->len] = '\0';
+        if (end == NULL && (end = strstr(c->buf, "\r\n\r\n")) != NULL) {
+            char *cl = strcasestr(c->buf, "content-length:");
+            want = (size_t)(end + 4 - c->buf) + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
+        }
+    }
+    return end;
+}
+
 /* The server child: one request per connection, answered with the stream its path names. */
 static void serve_streams(int lfd) {
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
         if (fd < 0) continue;
-        /* the whole request is read: closing with input unread would reset the connection */
         conn c = {.fd = fd};
-        char *end = NULL;
-        size_t want = sizeof c.buf - 1;
-        while (c.len < want) {
-            ssize_t r = read(fd, c.buf + c.len, sizeof c.buf - 1 - c.len);
-            if (r <= 0) break;
-            c.len += (size_t)r;
-            c.buf[c.len] = '\0';
-            if (end == NULL && (end = strstr(c.buf, "\r\n\r\n")) != NULL) {
-                char *cl = strcasestr(c.buf, "content-length:");
-                want =
-                    (size_t)(end + 4 - c.buf) + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
-            }
-        }
+        char *end = read_request(&c);
         const char *body = "";
         for (size_t i = 0; end != NULL && i < sizeof streams / sizeof streams[0]; i++) {
             size_t n = strlen(streams[i].path);
@@ -257,6 +264,7 @@ static void serve_streams(int lfd) {
 
 typedef struct {
     lb_qerr error;
+    int http_status;
     int64_t completion_tokens;
     int32_t n_chunks, tokens_heard;
     char detail[160];
@@ -276,6 +284,7 @@ static void stream_on_token(void *user, uint64_t tag, int64_t t_ns) {
 static void stream_on_done(void *user, const lb_http_outcome *o) {
     stream_seen *s = user;
     s->error = o->error;
+    s->http_status = o->http_status;
     s->completion_tokens = o->completion_tokens;
     s->n_chunks = o->n_chunks;
     snprintf(s->detail, sizeof s->detail, "%s", o->detail);
@@ -595,6 +604,153 @@ static void test_http_reasoning_pieces_are_tokens_but_not_the_answer(void **stat
     rig_close(&r);
 }
 
+/* ---- answers a benchmark must not take at face value ---- */
+
+/* DONE_STREAM compressed with gzip (Python's gzip.compress, mtime 0). */
+static const char GZIP_STREAM[] =
+    "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\x4b\x49\x2c\x49\xb4\x52\xa8\x56\x4a\xce\xc8\xcf"
+    "\x4c\x4e\x2d\x56\xb2\x8a\xae\x56\x2a\x49\xad\x28\x51\xb2\x52\x2a\xc9\xcf\x56\x50\xaa\x8d"
+    "\xad\xe5\xe2\x4a\x21\x4f\x51\xac\x8e\x52\x69\x71\x62\x7a\xaa\x92\x55\xb5\x52\x41\x51\x7e"
+    "\x6e\x41\x49\x3c\x50\x79\x6a\x1e\x50\xce\x58\x47\x29\x19\x28\x90\x93\x5a\x92\x99\x9f\x07"
+    "\x17\x35\xaa\x85\x9b\x13\xed\xe2\xef\xe7\x1a\xcb\xc5\x05\x00\x35\xf3\x4d\xfc\xa0\x00\x00"
+    "\x00";
+
+/* The answers served by path: a status line and headers, then the body. */
+static const struct {
+    const char *path, *head, *body;
+    size_t body_len;
+} odd[] = {
+    {"/moved", "HTTP/1.1 308 Permanent Redirect\r\nLocation: /v1/completions/\r\n", "", 0},
+    {"/moved-away",
+     "HTTP/1.1 301 Moved Permanently\r\nContent-Type: text/html\r\n"
+     "Location: http://user:secret@elsewhere.invalid:8000/v1/completions\r\n",
+     "<html>moved</html>", 18},
+    {"/busy", "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\n", "{\"error\":\"slow down\"}",
+     21},
+    {"/gzip", "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\n",
+     GZIP_STREAM, sizeof GZIP_STREAM - 1},
+};
+
+/* The server child: one request per connection, answered as its path says. */
+static void serve_odd(int lfd) {
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue;
+        conn c = {.fd = fd};
+        char *end = read_request(&c);
+        for (size_t i = 0; end != NULL && i < sizeof odd / sizeof odd[0]; i++) {
+            size_t n = strlen(odd[i].path);
+            if (strncmp(c.buf + 5, odd[i].path, n) != 0 || c.buf[5 + n] != ' ') continue;
+            char out[1024];
+            int h = snprintf(out, sizeof out, "%sContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                             odd[i].head, odd[i].body_len);
+            memcpy(out + h, odd[i].body, odd[i].body_len);
+            if (write(fd, out, (size_t)h + odd[i].body_len) != h + (ssize_t)odd[i].body_len)
+                _exit(1);
+        }
+        close(fd);
+    }
+}
+
+/* A redirect is not followed (it would be timed as the query's latency): the query fails
+ * as a redirect that names the status and the absolute Location, its password masked, and
+ * says what to do; a redirect to another host is not taken either (it would fail to
+ * connect: elsewhere.invalid does not resolve). */
+static void test_http_redirect_fails_naming_the_location(void **state) {
+    (void)state;
+    lb_http_params p = lb_http_default_params();
+    p.timeout_ms = 5000;
+    p.max_connections = 4;
+    stream_rig r;
+    rig_open(&r, serve_odd, &p);
+    stream_seen s = fetch_stream(r.c, &r.seen, r.base, "/moved");
+    assert_int_equal(s.error, LB_QERR_REDIRECT);
+    assert_int_equal(s.http_status, 308);
+    char want[160];
+    snprintf(want, sizeof want, "redirected (308) to %s/v1/completions/: give --endpoint that URL",
+             r.base);
+    assert_string_equal(s.detail, want);
+    s = fetch_stream(r.c, &r.seen, r.base, "/moved-away");
+    assert_int_equal(s.error, LB_QERR_REDIRECT);
+    assert_int_equal(s.http_status, 301);
+    assert_string_equal(s.detail, "redirected (301) to http://***@elsewhere.invalid:8000/"
+                                  "v1/completions: give --endpoint that URL");
+    assert_string_equal(lb_http_qerr_name(LB_QERR_REDIRECT), "redirect");
+    /* a refusal that says when to come back says it in the detail */
+    s = fetch_stream(r.c, &r.seen, r.base, "/busy");
+    assert_int_equal(s.error, LB_QERR_HTTP_4XX);
+    assert_string_equal(s.detail, "HTTP 429 (Retry-After 7 s): {\"error\":\"slow down\"}");
+    p.stream = false;
+    lb_http_free(r.c);
+    lb_http_callbacks cb = {.on_token = stream_on_token, .on_done = stream_on_done};
+    lb_err err;
+    assert_int_equal(lb_http_init(&r.c, &p, &cb, &r.seen, &err), LB_OK);
+    s = fetch_stream(r.c, &r.seen, r.base, "/moved");
+    assert_int_equal(s.error, LB_QERR_REDIRECT);
+    assert_string_equal(s.detail, want);
+    rig_close(&r);
+}
+
+/* A server that compresses a stream nobody asked it to compress (Content-Encoding: gzip
+ * without Accept-Encoding) is decoded: the events, tokens and usage come through. */
+static void test_http_compressed_stream_is_decoded(void **state) {
+    (void)state;
+    lb_http_params p = lb_http_default_params();
+    p.timeout_ms = 5000;
+    p.max_connections = 4;
+    stream_rig r;
+    rig_open(&r, serve_odd, &p);
+    stream_seen s = fetch_stream(r.c, &r.seen, r.base, "/gzip");
+    if (s.error != LB_QERR_NONE) fail_msg("%s: %s", lb_http_qerr_name(s.error), s.detail);
+    assert_int_equal(s.completion_tokens, 2);
+    assert_int_equal(s.n_chunks, 2);
+    assert_int_equal(s.tokens_heard, 2);
+    rig_close(&r);
+}
+
+/* The server child: one connection at a time; its first request is answered with
+ * DONE_STREAM and the connection kept alive, and the next one is read and the connection
+ * closed without an answer, as a server whose idle timeout strikes just as a request
+ * arrives does. */
+static void serve_closing_at_the_second_request(int lfd) {
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue;
+        conn c = {.fd = fd};
+        if (read_request(&c) != NULL) {
+            const char *body = DONE_STREAM;
+            char out[1024];
+            int n = snprintf(out, sizeof out,
+                             "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             "Content-Length: %zu\r\n\r\n%s",
+                             strlen(body), body);
+            if (write(fd, out, (size_t)n) != n) _exit(1);
+            c = (conn){.fd = fd};
+            read_request(&c);
+        }
+        close(fd);
+    }
+}
+
+/* A kept-alive connection the server closes as the next request arrives, with no byte of
+ * an answer, costs that request nothing: it is sent again on a new connection. */
+static void test_http_request_on_a_connection_closed_under_it_is_sent_again(void **state) {
+    (void)state;
+    lb_http_params p = lb_http_default_params();
+    p.timeout_ms = 5000;
+    p.max_connections = 4;
+    stream_rig r;
+    rig_open(&r, serve_closing_at_the_second_request, &p);
+    for (int i = 0; i < 3; i++) {
+        stream_seen s = fetch_stream(r.c, &r.seen, r.base, "/v1/completions");
+        if (s.error != LB_QERR_NONE)
+            fail_msg("%d: %s: %s", i, lb_http_qerr_name(s.error), s.detail);
+        assert_int_equal(s.completion_tokens, 2);
+        assert_true(s.new_connection);
+    }
+    rig_close(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_http_idle_connections_closed_by_the_server_cost_no_cpu),
@@ -603,6 +759,9 @@ int main(void) {
         cmocka_unit_test(test_http_stream_dropped_after_done_completes),
         cmocka_unit_test(test_http_reasoning_pieces_are_tokens_but_not_the_answer),
         cmocka_unit_test(test_http_connect_not_made_in_time_is_a_connect_failure),
+        cmocka_unit_test(test_http_redirect_fails_naming_the_location),
+        cmocka_unit_test(test_http_compressed_stream_is_decoded),
+        cmocka_unit_test(test_http_request_on_a_connection_closed_under_it_is_sent_again),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1388,6 +1388,78 @@ static void test_load_cli_nothing_listening_exits_1_and_is_stored_failed(void **
     lb_test_shell("rm -rf %s", dir);
 }
 
+/* A proxy that answers every request, a connection each, with 307 to the same path with a
+ * trailing slash. Runs until killed. */
+static void serve_redirects(int lfd) {
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue;
+        char buf[8192], path[256] = "";
+        size_t len = 0, want = sizeof buf - 1;
+        char *end = NULL;
+        while (len < want) {
+            ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);
+            if (r <= 0) break;
+            len += (size_t)r;
+            buf[len] = '\0';
+            if (end == NULL && (end = strstr(buf, "\r\n\r\n")) != NULL) {
+                char *cl = strcasestr(buf, "content-length:");
+                want = (size_t)(end + 4 - buf) + (cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0);
+            }
+        }
+        sscanf(buf, "%*s %255s", path);
+        char out[512];
+        int n = snprintf(out, sizeof out,
+                         "HTTP/1.1 307 Temporary Redirect\r\nLocation: %s/\r\n"
+                         "Content-Length: 0\r\nConnection: close\r\n\r\n",
+                         path);
+        if (write(fd, out, (size_t)n) != n) _exit(1);
+        close(fd);
+    }
+}
+
+/* A server that redirects is not followed: every query fails as a redirect, the run's one
+ * line of failure says so, and the log names where to point --endpoint. */
+static void test_load_cli_redirected_queries_fail_naming_the_location(void **state) {
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 64), 0);
+    socklen_t alen = sizeof a;
+    getsockname(lfd, (struct sockaddr *)&a, &alen);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        lb_test_die_with_parent();
+        serve_redirects(lfd);
+        _exit(0);
+    }
+    close(lfd);
+    char url[64], dir[] = "/tmp/lb_load_redirect_XXXXXX";
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(lb_test_shell("%s load --endpoint %s --synthetic 4 --retries 0 --db %s/r.db "
+                                   "> %s/out.txt 2> %s/err.txt",
+                                   LB_TEST_BIN, url, dir, dir, dir),
+                     1);
+    char *out = read_file_in(dir, "out.txt"), *err = read_file_in(dir, "err.txt");
+    assert_non_null(strstr(out, "Failed queries : 4\n"));
+    char line[256];
+    snprintf(line, sizeof line, "llmbench load: %s: none of the 4 queries completed (redirect 4)\n",
+             url);
+    if (strstr(err, line) == NULL) fail_msg("no '%s' in: %s", line, err);
+    snprintf(line, sizeof line,
+             "redirect: redirected (307) to %s/v1/completions/: give --endpoint that URL", url);
+    if (strstr(err, line) == NULL) fail_msg("no '%s' in: %s", line, err);
+    free(out);
+    free(err);
+    lb_test_shell("rm -rf %s", dir);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
 /* Dropped answers that a retry recovered are not hidden: the summary counts the resent
  * attempts by reason and warns. */
 static void test_load_cli_resent_attempts_are_reported(void **state) {
@@ -2073,6 +2145,7 @@ int main(void) {
         cmocka_unit_test(test_load_cli_server_run_at_min_duration_5_is_valid),
         cmocka_unit_test(test_loadgen_server_schedule_ends_at_the_first_arrival_past_min_duration),
         cmocka_unit_test(test_load_cli_nothing_listening_exits_1_and_is_stored_failed),
+        cmocka_unit_test(test_load_cli_redirected_queries_fail_naming_the_location),
         cmocka_unit_test(test_load_cli_resent_attempts_are_reported),
         cmocka_unit_test(test_load_cli_sweep_stores_one_run_per_rate_and_prints_a_table),
         cmocka_unit_test(test_load_cli_search_finds_the_highest_valid_rate),

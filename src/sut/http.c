@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/provenance.h"
 #include "core/signals.h"
 #include "sut/sse.h"
 
@@ -131,7 +132,7 @@ struct lb_http_client {
 const char *lb_http_qerr_name(lb_qerr e) {
     static const char *const names[LB_QERR_COUNT] = {
         "none",     "connect",  "timeout",      "dropped",    "truncated",   "bad_sse", "bad_json",
-        "http_4xx", "http_5xx", "server_error", "no_replica", "interrupted", "other"};
+        "http_4xx", "http_5xx", "server_error", "no_replica", "interrupted", "other",   "redirect"};
     return (unsigned)e < LB_QERR_COUNT ? names[e] : "unknown";
 }
 
@@ -362,6 +363,30 @@ static lb_qerr map_curl(CURLcode rc) {
     }
 }
 
+/* A 3xx answer fails the query with where the server sent it (its password masked), so
+ * the user can give that URL as the endpoint. */
+static void describe_redirect(xfer *x, lb_http_outcome *o) {
+    o->error = LB_QERR_REDIRECT;
+    char *to = NULL;
+    if (curl_easy_getinfo(x->easy, CURLINFO_REDIRECT_URL, &to) != CURLE_OK || to == NULL) {
+        snprintf(o->detail, sizeof o->detail, "redirected (%d) without a Location", x->http_status);
+        return;
+    }
+    static const char advice[] = ": give --endpoint that URL";
+    char shown[sizeof o->detail];
+    lb_provenance_mask_url(to, shown, sizeof shown);
+    int room = (int)(sizeof o->detail - sizeof advice) - (int)strlen("redirected (000) to ");
+    size_t n = strlen(shown);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)shown[i] < 32 || (unsigned char)shown[i] >= 127) shown[i] = '?';
+    if (n > (size_t)room) /* cut: the advice would name half a URL */
+        snprintf(o->detail, sizeof o->detail, "redirected (%d) to %.*s...", x->http_status,
+                 (int)sizeof o->detail - 24, shown);
+    else
+        snprintf(o->detail, sizeof o->detail, "redirected (%d) to %s%s", x->http_status, shown,
+                 advice);
+}
+
 /* Decides how the transfer went; fills o. */
 static void classify(xfer *x, CURLcode rc, lb_http_outcome *o) {
     lb_http_client *c = x->c;
@@ -388,6 +413,10 @@ static void classify(xfer *x, CURLcode rc, lb_http_outcome *o) {
         snprintf(o->detail, sizeof o->detail, "%s", curl_easy_strerror(rc));
         return;
     }
+    if (x->http_status >= 300 && x->http_status < 400) {
+        describe_redirect(x, o);
+        return;
+    }
     if (error_status) {
         o->error = x->http_status >= 500   ? LB_QERR_HTTP_5XX
                    : x->http_status >= 400 ? LB_QERR_HTTP_4XX
@@ -395,7 +424,13 @@ static void classify(xfer *x, CURLcode rc, lb_http_outcome *o) {
         size_t n = x->len < 100 ? x->len : 100;
         for (size_t i = 0; i < n; i++)
             if (x->buf[i] < 32 || x->buf[i] >= 127) x->buf[i] = ' ';
-        snprintf(o->detail, sizeof o->detail, "HTTP %d: %.*s", x->http_status, (int)n,
+        /* a server shedding load (429, 503) may say when to come back: not waited for (a
+         * benchmark measures the server as it answers), but said */
+        char after[40] = "";
+        curl_off_t after_s = 0;
+        if (curl_easy_getinfo(x->easy, CURLINFO_RETRY_AFTER, &after_s) == CURLE_OK && after_s > 0)
+            snprintf(after, sizeof after, " (Retry-After %lld s)", (long long)after_s);
+        snprintf(o->detail, sizeof o->detail, "HTTP %d%s: %.*s", x->http_status, after, (int)n,
                  n ? x->buf : "");
         return;
     }
@@ -626,9 +661,16 @@ static void set_transport(lb_http_client *c, CURL *e) {
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, c);
     /* Servers speak HTTP: no other protocol of libcurl's (file://, ftp://, ...) is ever used,
-     * whatever a URL or a redirect says. */
+     * whatever a URL says. */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    /* Redirects are not followed (libcurl's default, said here): the request sent again
+     * would be measured as the query's latency, each time; classify() fails the query with
+     * the Location instead. */
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    /* No compression is asked for (a proxy compressing a stream would hold its pieces
+     * back), but a server that compresses anyway (Content-Encoding: gzip, deflate, br,
+     * zstd) is decoded: without this option libcurl hands over the compressed bytes. */
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "identity");
 }
 
 static xfer *new_xfer(lb_http_client *c) {

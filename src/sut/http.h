@@ -11,10 +11,13 @@
  *
  * Every transfer ends in exactly one on_done call with an outcome: completed, or failed
  * with one reason from lb_qerr (HTTP status, refused connection, timeout, dropped or
- * truncated stream, malformed SSE or JSON). Streamed responses are parsed as they arrive
- * (sse.h, openai.h) and every piece of generated text (a reasoning model's thinking
- * included: its tokens are generated like the answer's) is reported with its arrival
- * time. This module knows nothing of replicas or retries (pool.h) nor of scenarios
+ * truncated stream, malformed SSE or JSON, a redirect). Redirects are never followed: a
+ * second request per query would be measured as the query's latency, and a benchmark
+ * must not move to another server behind the user's back; the failure names the
+ * Location. Streamed responses are parsed as they arrive (sse.h, openai.h) and every
+ * piece of generated text (a reasoning model's thinking included: its tokens are
+ * generated like the answer's) is reported with its arrival time. This module knows
+ * nothing of replicas or retries (pool.h) nor of scenarios
  * (loadgen/). The API key is sent as a header and never logged. */
 #ifndef LB_SUT_HTTP_H
 #define LB_SUT_HTTP_H
@@ -40,6 +43,7 @@ typedef enum {
     LB_QERR_NO_REPLICA,   /* every replica was out of rotation */
     LB_QERR_INTERRUPTED,  /* still in flight when the drain time after SIGINT ran out */
     LB_QERR_OTHER,        /* any other transport failure (detail says which) */
+    LB_QERR_REDIRECT,     /* a 3xx answer: not followed; detail names the status and Location */
     LB_QERR_COUNT
 } lb_qerr;
 
