@@ -14,6 +14,9 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include "cli/commands.h"
+#include "core/clock.h"
+#include "core/signals.h"
 #include "store/store.h"
 #include "test_util.h"
 
@@ -833,6 +836,75 @@ static void test_cli_results_import_of_an_export_moves_its_runs_once(void **stat
 
 /* A database whose path is not UTF-8 (a Latin-1 folder name): list --json and import
  * --json print a whole document, the path's odd byte as '?'. */
+/* An import waiting for another process's write lock (LLMBENCH_DB_WAIT_S=60) stops at a
+ * Ctrl-C at once: exit 130, one line naming the file and saying nothing was stored, and
+ * nothing is. */
+static void test_cli_results_import_waiting_for_the_lock_stops_at_ctrl_c(void **state) {
+    (void)state;
+    char path[320];
+    write_result_file("kept.json", 0, path, sizeof path);
+    size_t before = count_runs(-1);
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    setenv("LLMBENCH_DB_WAIT_S", "60", 1);
+    const char *argv[] = {LB_TEST_BIN, "results", "import", path, NULL};
+    int out_fd = -1, err_fd = -1;
+    pid_t pid = lb_test_spawn(LB_TEST_BIN, argv, &out_fd, &err_fd);
+    unsetenv("LLMBENCH_DB_WAIT_S");
+    assert_true(pid > 0);
+    usleep(500 * 1000);
+    int64_t t0 = lb_clock_now_ns();
+    kill(pid, SIGINT);
+    int status = 0;
+    pid_t ended = 0;
+    while ((ended = waitpid(pid, &status, WNOHANG)) == 0 && lb_clock_now_ns() - t0 < 3000000000)
+        usleep(10 * 1000);
+    double took_s = (lb_clock_now_ns() - t0) * 1e-9;
+    assert_int_equal(sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    if (ended == 0) assert_int_equal(waitpid(pid, &status, 0), pid);
+    lb_test_slurp(out_fd, out, sizeof out);
+    lb_test_slurp(err_fd, err, sizeof err);
+    close(out_fd);
+    close(err_fd);
+    if (took_s >= 2.0) fail_msg("the import ended %.1f s after SIGINT; stderr: %s", took_s, err);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "llmbench results import: %s was not stored: interrupted while waiting for "
+             "results database %s, locked by another process: nothing was stored\n",
+             path, db);
+    assert_string_equal(err, want);
+    assert_string_equal(out, "");
+    assert_int_equal(count_runs(-1), before);
+}
+
+/* A Ctrl-C that came once FILE was read stops the import before its next run (here the
+ * first) with 130, storing nothing; without it the same call stores both runs. */
+static void test_cli_results_import_after_ctrl_c_stores_nothing(void **state) {
+    (void)state;
+    char one[320], arr[352];
+    write_result_file("kept.json", 0, one, sizeof one);
+    json_t *a = json_load_file(one, 0, NULL), *b = json_deep_copy(a);
+    assert_true(a && b);
+    json_object_set_new(b, "name", json_string("other"));
+    json_t *both = json_pack("[o, o]", a, b);
+    snprintf(arr, sizeof arr, "%s.array", one);
+    assert_int_equal(json_dump_file(both, arr, JSON_COMPACT), 0);
+    json_decref(both);
+    size_t before = count_runs(-1);
+    char *args[] = {"results", "import", arr, NULL};
+    lb_signals_raise(SIGINT);
+    int code = lb_cmd_results(3, args);
+    lb_signals_reset();
+    assert_int_equal(code, 130);
+    assert_int_equal(count_runs(-1), before);
+    assert_int_equal(lb_cmd_results(3, args), 0);
+    assert_int_equal(count_runs(-1), before + 2);
+}
+
 static void test_cli_results_json_names_a_database_path_that_is_not_utf8(void **state) {
     (void)state;
     char latin[320];
@@ -894,6 +966,8 @@ int main(void) {
         T(test_cli_results_imports_at_once_store_the_result_once),
         T(test_cli_results_import_of_an_export_moves_its_runs_once),
         T(test_cli_results_json_names_a_database_path_that_is_not_utf8),
+        T(test_cli_results_import_waiting_for_the_lock_stops_at_ctrl_c),
+        T(test_cli_results_import_after_ctrl_c_stores_nothing),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "cli/runctl.h"
@@ -350,7 +351,8 @@ static void test_runctl_million_samples_are_stored_whole(void **state) {
 typedef struct {
     const char *db;
     double hold_s;
-    volatile int locked;
+    atomic_int locked;           /* 1 held, -1 failed to take it */
+    _Atomic int64_t released_ns; /* when it let go (lb_clock_now_ns), 0 before */
 } lock_holder;
 
 static void *hold_lock(void *arg) {
@@ -362,6 +364,7 @@ static void *hold_lock(void *arg) {
     nanosleep(&(struct timespec){.tv_sec = (time_t)h->hold_s,
                                  .tv_nsec = (long)((h->hold_s - (time_t)h->hold_s) * 1e9)},
               NULL);
+    atomic_store(&h->released_ns, lb_clock_now_ns());
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close(db);
     return NULL;
@@ -412,13 +415,12 @@ static void test_store_run_begin_waits_for_a_lock_held_longer_than_the_busy_time
     assert_int_equal(holder.locked, 1);
     lb_result *r = lb_result_new("train", "toy");
     int64_t id = -1;
-    int64_t t0 = lb_clock_now_ns();
     lb_status st = lb_store_run_begin(s, r, &id, &err);
-    double waited_s = (lb_clock_now_ns() - t0) * 1e-9;
+    const int64_t returned_ns = lb_clock_now_ns();
     pthread_join(thread, NULL);
     if (st != LB_OK) fail_msg("begin under a lock held 10.5 s: %s", err.msg);
     assert_true(id > 0);
-    assert_true(waited_s > 10.0);
+    assert_true(returned_ns >= atomic_load(&holder.released_ns));
     lb_store_close(s);
     lb_result_free(r);
     r = load(f, id);
@@ -478,6 +480,139 @@ test_runctl_final_write_waits_for_a_lock_held_longer_than_the_busy_timeout(void 
     r = load(f, id);
     assert_int_equal(r->status, LB_RUN_OK);
     assert_int_equal(lb_result_find_series(r, "loss")->n, 8);
+    lb_result_free(r);
+}
+
+/* A run's start waiting for another process's write lock (LLMBENCH_DB_WAIT_S=60) stops at a
+ * SIGINT at once, neither after SQLite's busy timeout (10 s) nor after the whole wait: exit
+ * 130, one line saying so, nothing run and nothing stored. */
+static void test_runctl_start_waiting_for_the_lock_stops_at_sigint(void **state) {
+    fixture *f = *state;
+    create_store(f);
+    int go[2], said[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(said), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(go[1]);
+        close(said[0]);
+        lb_signals_install();
+        setenv("LLMBENCH_DB_WAIT_S", "60", 1);
+        char c;
+        if (read(go[0], &c, 1) != 1) _exit(99);
+        toy_work w = {.steps = 3, .fail_at = -1, .interrupt_at = -1};
+        int64_t id = 0;
+        lb_err err = {{0}};
+        lb_status st = run_toy(f, &w, 0, NULL, &id, &err);
+        dprintf(said[1], "%d %lld %s", w.calls, (long long)id, err.msg);
+        _exit(lb_status_exit_code(st));
+    }
+    close(go[0]);
+    close(said[1]);
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(f->db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(write(go[1], "x", 1), 1);
+    close(go[1]);
+    usleep(500 * 1000);
+    int64_t t0 = lb_clock_now_ns();
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    pid_t ended = 0;
+    while ((ended = waitpid(pid, &status, WNOHANG)) == 0 && lb_clock_now_ns() - t0 < 3000000000)
+        usleep(10 * 1000);
+    double took_s = (lb_clock_now_ns() - t0) * 1e-9;
+    assert_int_equal(sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    if (ended == 0) assert_int_equal(waitpid(pid, &status, 0), pid);
+    char msg[LB_ERR_MSG_BYTES + 64] = "";
+    lb_test_slurp(said[0], msg, sizeof msg);
+    close(said[0]);
+    print_message("the start ended %.3f s after SIGINT: %s\n", took_s, msg);
+    assert_true(took_s < 2.0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 130);
+    char want[LB_ERR_MSG_BYTES];
+    snprintf(want, sizeof want,
+             "0 -1 interrupted while waiting for results database %s, locked by another "
+             "process: nothing was stored",
+             f->db);
+    assert_string_equal(msg, want);
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_open(f->db, &s, &err), LB_OK);
+    lb_store_run_info *runs = NULL;
+    size_t n = 7;
+    assert_int_equal(lb_store_list(s, NULL, &runs, &n, &err), LB_OK);
+    assert_int_equal(n, 0);
+    free(runs);
+    lb_store_close(s);
+}
+
+/* A finish keeps waiting for the lock after a signal: an interrupted run's samples are
+ * stored once the other process lets go. */
+static void test_store_run_finish_waits_for_the_lock_after_a_signal(void **state) {
+    fixture *f = *state;
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_open(f->db, &s, &err), LB_OK);
+    lb_result *r = lb_result_new("train", "toy");
+    int64_t id = -1;
+    assert_int_equal(lb_store_run_begin(s, r, &id, &err), LB_OK);
+    lb_result_series_push(lb_result_series(r, "loss", "nats"), 2.5);
+    r->status = LB_RUN_INTERRUPTED;
+    lock_holder holder = {.db = f->db, .hold_s = 1.5};
+    pthread_t thread;
+    start_holding(&holder, &thread);
+    assert_int_equal(holder.locked, 1);
+    lb_signals_raise(SIGINT);
+    lb_status st = lb_store_run_finish(s, id, r, &err);
+    const int64_t returned_ns = lb_clock_now_ns();
+    lb_signals_reset();
+    pthread_join(thread, NULL);
+    if (st != LB_OK) fail_msg("finish after a signal under a lock held 1.5 s: %s", err.msg);
+    assert_true(returned_ns >= atomic_load(&holder.released_ns)); /* it waited for the lock */
+    lb_store_close(s);
+    lb_result_free(r);
+    r = load(f, id);
+    assert_int_equal(r->status, LB_RUN_INTERRUPTED);
+    assert_true(lb_result_find_series(r, "loss")->values[0] == 2.5);
+    lb_result_free(r);
+}
+
+/* An import (lb_store_run_import) that a signal reached commits nothing, even with the lock
+ * free: its transaction is rolled back at the commit, the run is neither stored nor found. */
+static void test_store_run_import_after_a_signal_stores_nothing(void **state) {
+    fixture *f = *state;
+    lb_store *s = NULL;
+    lb_err err = {{0}};
+    assert_int_equal(lb_store_open(f->db, &s, &err), LB_OK);
+    lb_result *r = lb_result_new("train", "kept");
+    r->status = LB_RUN_OK;
+    r->start_wall_s = 1.7e9;
+    r->end_wall_s = 1.7e9 + 5;
+    lb_result_series_push(lb_result_series(r, "step_ms", "ms"), 1.0);
+    int64_t id = 0;
+    bool stored = true;
+    lb_signals_raise(SIGINT);
+    lb_status st = lb_store_run_import(s, r, "imported:0123456789abcdef", &id, &stored, &err);
+    lb_signals_reset();
+    assert_int_equal(st, LB_ERR_INTERRUPTED);
+    assert_string_equal(err.msg,
+                        "interrupted before the run was committed: nothing of it was stored");
+    assert_int_equal(id, -1);
+    assert_false(stored);
+    lb_store_run_info *runs = NULL;
+    size_t n = 7;
+    assert_int_equal(lb_store_list(s, NULL, &runs, &n, &err), LB_OK);
+    assert_int_equal(n, 0);
+    free(runs);
+    assert_int_equal(lb_store_run_import(s, r, "imported:0123456789abcdef", &id, &stored, &err),
+                     LB_OK);
+    assert_true(stored);
+    assert_true(id > 0);
+    lb_store_close(s);
     lb_result_free(r);
 }
 
@@ -563,6 +698,12 @@ int main(void) {
             teardown),
         cmocka_unit_test_setup_teardown(
             test_runctl_start_under_a_lock_held_past_the_wait_runs_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_runctl_start_waiting_for_the_lock_stops_at_sigint,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_run_finish_waits_for_the_lock_after_a_signal,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_run_import_after_a_signal_stores_nothing, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,8 +10,9 @@
  * export, once: a result imported before is named, not stored again (unless --again). Exit codes: 2
  * for bad usage (unknown subcommand or option, a malformed or missing ID), 1 when a run is not
  * found, the database cannot be read or the output cannot be written, 130 when interrupted (an
- * export stops between runs and writes nothing, an import stops while waiting for FILE's
- * content and stores nothing; core/signals.h: a second signal ends any subcommand at once), 0
+ * export stops between runs and writes nothing, an import stops before committing the run it
+ * stores, waiting for FILE's content or the write lock included, keeping only the runs stored
+ * before; core/signals.h: a second signal ends any subcommand at once), 0
  * otherwise. list, show and export open the database read-only: they never create, upgrade or
  * write it. */
 #include <ctype.h>
@@ -29,6 +30,7 @@
 #include "cli/output.h"
 #include "core/clock.h"
 #include "core/file.h"
+#include "core/signals.h"
 #include "core/utf8text.h"
 #include "history/bench.h"
 #include "history/openmetrics.h"
@@ -647,8 +649,10 @@ static int results_import(int argc, char **argv) {
                    "there, 2 when FILE cannot be read or one of its runs is not a result "
                    "(nothing is stored then), 1 when the database refuses a run (nothing of "
                    "that run is stored, and the runs after it are not tried), 130 when "
-                   "interrupted while waiting for FILE's content (a pipe or FIFO: nothing is "
-                   "stored then).",
+                   "interrupted: while waiting for FILE's content (a pipe or FIFO) nothing is "
+                   "stored; later the run being stored (waiting for another process's write "
+                   "lock included) is not, nor are the runs after it, and the runs before it "
+                   "stay stored.",
         LB_ARG_SPECS(specs),
         .min_positional = 1,
         .max_positional = 1,
@@ -668,7 +672,9 @@ static int results_import(int argc, char **argv) {
     for (; st == LB_OK && done < n; done++) {
         int64_t id = -1;
         bool stored = false;
-        st = import_store(s, &runs[done], again, &id, &stored, &err);
+        st = lb_signals_interrupted() ? lb_fail(&err, LB_ERR_INTERRUPTED,
+                                                "interrupted: %s was not stored", runs[done].what)
+                                      : import_store(s, &runs[done], again, &id, &stored, &err);
         if (st != LB_OK) break;
         json_array_append_new(report,
                               json_pack("{s:I, s:b}", "id", (json_int_t)id, "stored", stored));
@@ -716,8 +722,8 @@ static void print_overview(void) {
            "'llmbench results <subcommand> --help' describes each. Exit codes: 0 ok, 1 run not\n"
            "found, database unreadable or output unwritable, 2 bad usage (including a malformed\n"
            "ID), 130 interrupted (an export stops at the first Ctrl-C and writes nothing, an\n"
-           "import while it waits for FILE's content; a second Ctrl-C ends any subcommand at\n"
-           "once).\n");
+           "import before the run it stores is committed; a second Ctrl-C ends any\n"
+           "subcommand at once).\n");
 }
 
 int lb_cmd_results(int argc, char **argv) {

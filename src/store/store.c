@@ -29,7 +29,10 @@
 struct lb_store {
     sqlite3 *db;
     char path[LB_STORE_PATH_BYTES];
-    double write_wait_s; /* how long a run's final write waits for the lock, seconds */
+    double write_wait_s;   /* how long a run's final write waits for the lock, seconds */
+    int busy_timeout_ms;   /* how long one statement waits for a lock, milliseconds */
+    int64_t busy_since_ns; /* when the statement now waiting began to wait (lb_clock_now_ns) */
+    bool stop_at_signal;   /* the write under way stops waiting at SIGINT/SIGTERM */
 };
 
 #define BUSY_TIMEOUT_MS    10000
@@ -187,6 +190,26 @@ static double write_wait_s(void) {
     return v && *end == '\0' && w >= 0 && w < 1e6 ? w : DEFAULT_WRITE_WAIT;
 }
 
+/* SQLite's busy handler: waits in steps of at most 10 ms for s->busy_timeout_ms, and no
+ * longer once a signal arrived (core/signals.h) during a write that stops at one, so that
+ * Ctrl-C ends the wait at once rather than after the timeout. */
+static int busy_wait(void *ctx, int n_calls) {
+    lb_store *s = ctx;
+    int64_t now = lb_clock_now_ns();
+    if (n_calls == 0) s->busy_since_ns = now;
+    if (s->stop_at_signal && lb_signals_interrupted()) return 0;
+    int64_t left_ns = (int64_t)s->busy_timeout_ms * 1000000 - (now - s->busy_since_ns);
+    if (left_ns <= 0) return 0;
+    int64_t step_ns = n_calls < 10 ? 1000000 : 10000000;
+    nanosleep(&(struct timespec){.tv_nsec = (long)(left_ns < step_ns ? left_ns : step_ns)}, NULL);
+    return 1;
+}
+
+static void set_busy_timeout(lb_store *s, int timeout_ms) {
+    s->busy_timeout_ms = timeout_ms;
+    sqlite3_busy_handler(s->db, busy_wait, s);
+}
+
 /* mkdir -p of the folder holding path; new folders are private (0700, as XDG asks). */
 static lb_status make_parents(const char *path, lb_err *err) {
     char dir[LB_STORE_PATH_BYTES];
@@ -330,9 +353,8 @@ lb_status lb_store_open(const char *path_or_null, lb_store **out, lb_err *err) {
     }
     sqlite3_extended_result_codes(s->db, 1);
     s->write_wait_s = write_wait_s();
-    sqlite3_busy_timeout(s->db, s->write_wait_s * 1000 < BUSY_TIMEOUT_MS
-                                    ? (int)(s->write_wait_s * 1000)
-                                    : BUSY_TIMEOUT_MS);
+    set_busy_timeout(s, s->write_wait_s * 1000 < BUSY_TIMEOUT_MS ? (int)(s->write_wait_s * 1000)
+                                                                 : BUSY_TIMEOUT_MS);
     /* The version is checked before anything (WAL included) changes the file. */
     int version = 0;
     st = read_user_version(s, &version, err);
@@ -381,7 +403,7 @@ lb_status lb_store_open_read(const char *path_or_null, lb_store **out, lb_err *e
         }
     }
     sqlite3_extended_result_codes(s->db, 1);
-    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    set_busy_timeout(s, BUSY_TIMEOUT_MS);
     int version = 0;
     st = exec(s, "PRAGMA query_only = 1", err);
     if (st == LB_OK) st = read_user_version(s, &version, err);
@@ -575,6 +597,9 @@ static lb_status import_body(lb_store *s, final_write *w, lb_err *err) {
     }
     LB_TRY(insert_run(s, w->r, &w->run_id, err));
     LB_TRY(finish_body(s, w, err));
+    if (lb_signals_interrupted())
+        return lb_fail(err, LB_ERR_INTERRUPTED,
+                       "interrupted before the run was committed: nothing of it was stored");
     w->stored = true;
     return LB_OK;
 }
@@ -582,27 +607,42 @@ static lb_status import_body(lb_store *s, final_write *w, lb_err *err) {
 /* Runs body in one BEGIN IMMEDIATE transaction, so a body that failed for the lock is
  * rolled back whole and run again. Each attempt waits out the busy timeout; a lock held
  * longer (another run's finish or import, a backup) is waited for again until
- * s->write_wait_s is over. */
+ * s->write_wait_s is over. With stop_at_signal, a signal (core/signals.h) ends the wait at
+ * once with LB_ERR_INTERRUPTED and nothing written; without it the wait goes on, as a
+ * finish must store an interrupted run's samples. */
 static lb_status write_with_wait(lb_store *s,
                                  lb_status (*body)(lb_store *, final_write *, lb_err *),
-                                 final_write *w, lb_err *err) {
+                                 final_write *w, bool stop_at_signal, lb_err *err) {
     int64_t deadline = lb_clock_now_ns() + (int64_t)(s->write_wait_s * 1e9);
+    s->stop_at_signal = stop_at_signal;
+    lb_status status;
     for (int attempt = 1;; attempt++) {
-        lb_status status = exec(s, "BEGIN IMMEDIATE", err);
+        status = exec(s, "BEGIN IMMEDIATE", err);
         if (status == LB_OK) status = body(s, w, err);
         if (status == LB_OK) status = exec(s, "COMMIT", err);
-        if (status == LB_OK) return LB_OK;
+        if (status == LB_OK) break;
         bool busy = is_busy(s);
         rollback(s);
-        if (!busy) return status;
-        if (lb_clock_now_ns() >= deadline)
-            return lb_fail(err, LB_ERR_DB,
-                           "results database %s stayed locked by another process for %g s "
-                           "(%d attempt%s): try again once that process is done, or set "
-                           "LLMBENCH_DB_WAIT_S to wait longer",
-                           s->path, s->write_wait_s, attempt, attempt == 1 ? "" : "s");
+        if (!busy) break;
+        if (stop_at_signal && lb_signals_interrupted()) {
+            status = lb_fail(err, LB_ERR_INTERRUPTED,
+                             "interrupted while waiting for results database %s, locked by "
+                             "another process: nothing was stored",
+                             s->path);
+            break;
+        }
+        if (lb_clock_now_ns() >= deadline) {
+            status = lb_fail(err, LB_ERR_DB,
+                             "results database %s stayed locked by another process for %g s "
+                             "(%d attempt%s): try again once that process is done, or set "
+                             "LLMBENCH_DB_WAIT_S to wait longer",
+                             s->path, s->write_wait_s, attempt, attempt == 1 ? "" : "s");
+            break;
+        }
         nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
     }
+    s->stop_at_signal = false;
+    return status;
 }
 
 /* LB_OK when r may end a run: ok, failed or interrupted. */
@@ -617,7 +657,7 @@ static lb_status check_final_status(const lb_result *r, const char *what, lb_err
 
 lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, lb_err *err) {
     final_write w = {.r = r, .run_id = -1};
-    lb_status status = write_with_wait(s, begin_body, &w, err);
+    lb_status status = write_with_wait(s, begin_body, &w, true, err);
     *run_id = status == LB_OK ? w.run_id : -1;
     return status;
 }
@@ -627,7 +667,7 @@ lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, l
     snprintf(what, sizeof what, "run %lld", (long long)run_id);
     LB_TRY(check_final_status(r, what, err));
     final_write w = {.r = r, .run_id = run_id};
-    return write_with_wait(s, finish_body, &w, err);
+    return write_with_wait(s, finish_body, &w, false, err);
 }
 
 lb_status lb_store_check_times(const lb_result *r, lb_err *err) {
@@ -654,7 +694,7 @@ lb_status lb_store_run_import(lb_store *s, const lb_result *r, const char *once_
     LB_TRY(check_final_status(r, "an imported run", err));
     LB_TRY(lb_store_check_times(r, err));
     final_write w = {.r = r, .once_tag = once_tag};
-    LB_TRY(write_with_wait(s, import_body, &w, err));
+    LB_TRY(write_with_wait(s, import_body, &w, true, err));
     *run_id = w.run_id;
     *stored = w.stored;
     return LB_OK;

@@ -59,7 +59,9 @@ const char *lb_store_path(const lb_store *s);
 
 /* Records r as a new `running` run: kind, name, tags, config, provenance and start time
  * (r->start_wall_s, or now when it is 0). Writes the new id into *run_id (-1 on failure).
- * Waits for the write lock as lb_store_run_finish does. */
+ * Waits for the write lock as lb_store_run_finish does, except that SIGINT or SIGTERM
+ * (core/signals.h) ends the wait at once: LB_ERR_INTERRUPTED, nothing stored. A signal that
+ * arrived before does not stop a begin that finds the lock free. */
 lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, lb_err *err);
 
 /* Completes a run begun with lb_store_run_begin, in one transaction: every series with
@@ -67,7 +69,8 @@ lb_status lb_store_run_begin(lb_store *s, const lb_result *r, int64_t *run_id, l
  * r->failure, the end time (r->end_wall_s, or now when it is 0), and the final name, tags,
  * config and provenance. A run that is not `running` any more is refused. While another
  * process holds the write lock the write is tried again, for at most $LLMBENCH_DB_WAIT_S
- * seconds (default 120) in all; then it fails naming the wait. */
+ * seconds (default 120) in all; then it fails naming the wait. A signal does not end this
+ * wait: an interrupted run's samples are stored all the same. */
 lb_status lb_store_run_finish(lb_store *s, int64_t run_id, const lb_result *r, lb_err *err);
 
 /* LB_OK when r gives its start and end (start_wall_s and end_wall_s, seconds since the
@@ -84,7 +87,9 @@ lb_status lb_store_check_times(const lb_result *r, lb_err *err);
  * the epoch, above 0): where it does not, nothing is written and the result is LB_ERR_USAGE
  * naming the field, as a run of unknown date cannot take its place in history. The look-up
  * and the write hold the write lock together: of several processes storing results with the
- * same once_tag, exactly one stores. Waits for the lock as lb_store_run_finish does. */
+ * same once_tag, exactly one stores. Waits for the lock as lb_store_run_begin does: SIGINT or
+ * SIGTERM (core/signals.h) ends the wait, or comes before the commit, as LB_ERR_INTERRUPTED
+ * with nothing written. */
 lb_status lb_store_run_import(lb_store *s, const lb_result *r, const char *once_tag,
                               int64_t *run_id, bool *stored, lb_err *err);
 
