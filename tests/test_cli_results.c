@@ -834,8 +834,24 @@ static void test_cli_results_import_of_an_export_moves_its_runs_once(void **stat
     lb_store_close(s);
 }
 
-/* A database whose path is not UTF-8 (a Latin-1 folder name): list --json and import
- * --json print a whole document, the path's odd byte as '?'. */
+/* Whether process pid has path open (a link of /proc/PID/fd names it). */
+static bool holds_open(pid_t pid, const char *path) {
+    char dir_path[64];
+    snprintf(dir_path, sizeof dir_path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir_path);
+    bool found = false;
+    for (struct dirent *de; d != NULL && !found && (de = readdir(d)) != NULL;) {
+        char link[384], target[4096];
+        snprintf(link, sizeof link, "%s/%s", dir_path, de->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0) continue;
+        target[n] = '\0';
+        found = strcmp(target, path) == 0;
+    }
+    if (d != NULL) closedir(d);
+    return found;
+}
+
 /* An import waiting for another process's write lock (LLMBENCH_DB_WAIT_S=60) stops at a
  * Ctrl-C at once: exit 130, one line naming the file and saying nothing was stored, and
  * nothing is. */
@@ -853,7 +869,15 @@ static void test_cli_results_import_waiting_for_the_lock_stops_at_ctrl_c(void **
     pid_t pid = lb_test_spawn(LB_TEST_BIN, argv, &out_fd, &err_fd);
     unsetenv("LLMBENCH_DB_WAIT_S");
     assert_true(pid > 0);
-    usleep(500 * 1000);
+    /* once the import has the database open (its signal handling long set up), it waits
+     * for the lock: a signal before then would end a process not yet listening */
+    bool opened = false;
+    for (int i = 0; i < 1000 && !opened; i++) {
+        usleep(10 * 1000);
+        opened = holds_open(pid, db);
+    }
+    assert_true(opened);
+    usleep(200 * 1000);
     int64_t t0 = lb_clock_now_ns();
     kill(pid, SIGINT);
     int status = 0;
@@ -905,6 +929,8 @@ static void test_cli_results_import_after_ctrl_c_stores_nothing(void **state) {
     assert_int_equal(count_runs(-1), before + 2);
 }
 
+/* A database whose path is not UTF-8 (a Latin-1 folder name): list --json and import
+ * --json print a whole document, the path's odd byte as '?'. */
 static void test_cli_results_json_names_a_database_path_that_is_not_utf8(void **state) {
     (void)state;
     char latin[320];

@@ -521,7 +521,12 @@ static void test_serve_engine_no_wake_after_done(void **state) {
         assert_int_equal(st, LB_TOKEN_READY); /* the first token; the engine steps on */
         f.src.done(f.src.ctx, stream);
         atomic_store(&wc.done, true);
-        usleep(200 * 1000); /* the engine's step under way (20-45 ms unoptimized), its cancel */
+        /* the step under way when done() came ends (its forward counted, then its tokens
+         * sampled and handed out), and the request is cancelled before the next */
+        const int64_t steps = lb_engine_get_info(f.engine)->steps;
+        for (int k = 0; k < 100 && lb_engine_get_info(f.engine)->steps == steps; k++)
+            usleep(10 * 1000);
+        usleep(100 * 1000);
         assert_true(atomic_load(&wc.woken) >= 1);
         assert_int_equal(atomic_load(&wc.after_done), 0);
         free(stream);

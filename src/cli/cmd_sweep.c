@@ -113,25 +113,6 @@ static void print_json(const lb_result *r, int64_t run_id) {
     json_decref(doc);
 }
 
-/* One argument of a planned command line as a shell word, after a blank: as it is when no
- * shell reads anything special in it, else in single quotes (a ' written '\''), so that the
- * line runs what the cell runs when pasted. */
-static void print_word(const char *word) {
-    const char *plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-";
-    if (word[0] != '\0' && strspn(word, plain) == strlen(word)) {
-        printf(" %s", word);
-        return;
-    }
-    fputs(" '", stdout);
-    for (const char *c = word; *c; c++) {
-        if (*c == '\'')
-            fputs("'\\''", stdout);
-        else
-            putchar(*c);
-    }
-    putchar('\'');
-}
-
 /* --dry-run: the plan, as lines or JSON; returns the exit code. The database (NULL: none
  * taken as done, --again) is only read (a missing one holds no run yet): a dry run creates
  * and writes nothing. */
@@ -161,8 +142,10 @@ static int print_plan(const lb_sweep_matrix *m, const char *db, bool json, lb_er
         printf("llmbench %s", m->command);
         size_t k;
         json_t *arg;
-        json_array_foreach(json_object_get(item, "args"), k, arg)
-            print_word(json_string_value(arg));
+        json_array_foreach(json_object_get(item, "args"), k, arg) {
+            putchar(' '); /* as a shell word, so the line pasted runs what the cell runs */
+            lb_proc_sh_word(stdout, json_string_value(arg), LB_PROC_SH_BARE_PLAIN);
+        }
         printf("\n");
     }
     if (!json) printf("%zu of %zu to run\n", todo, json_array_size(plan));

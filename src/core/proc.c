@@ -215,3 +215,22 @@ lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err) {
     lb_proc_sigchld_restore(&sigchld);
     return st;
 }
+
+void lb_proc_sh_word(FILE *f, const char *word, lb_proc_sh_mode mode) {
+    static const char plain[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-";
+    if (mode == LB_PROC_SH_BARE_PLAIN && word[0] != '\0' && strspn(word, plain) == strlen(word)) {
+        fputs(word, f);
+        return;
+    }
+    fputc('\'', f);
+    for (const char *p = word; *p; p++) {
+        if (*p == '\'')
+            fputs("'\\''", f);
+        else if (*p == '%' && mode == LB_PROC_SH_IN_CRONTAB)
+            fputs(p > word && p[-1] == '\\' ? "''\\%" : "\\%", f);
+        else
+            fputc(*p, f);
+    }
+    fputc('\'', f);
+}

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/status.h"
 
@@ -60,5 +61,19 @@ void lb_proc_sigchld_restore(const lb_proc_sigchld *saved);
  * this process (core/signals.h) is passed on to it once as SIGINT. A child that cannot be
  * started is LB_ERR_RUNTIME with the reason. */
 lb_status lb_proc_run(const lb_proc_spec *spec, int *exit_code, lb_err *err);
+
+/* How lb_proc_sh_word writes a word. */
+typedef enum {
+    LB_PROC_SH_BARE_PLAIN, /* bare when it holds only characters no shell reads specially */
+    LB_PROC_SH_IN_CRONTAB, /* quoted, and each '%' escaped as cron needs before sh reads it */
+} lb_proc_sh_mode;
+
+/* Writes word to f as one word of an sh command line: in single quotes, a ' written '\''
+ * (LB_PROC_SH_BARE_PLAIN: as it is when nothing in it needs quotes). In a crontab line cron
+ * reads first: '\%' becomes '%', any other backslash escapes the character after it (both
+ * kept), and an unescaped '%' ends the command; a backslash of the word right before a '%'
+ * would pair with the '\' written for it, so the quotes are closed and opened again ('')
+ * between the two, and sh joins the pieces into one word. */
+void lb_proc_sh_word(FILE *f, const char *word, lb_proc_sh_mode mode);
 
 #endif

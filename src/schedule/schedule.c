@@ -169,25 +169,6 @@ lb_status lb_schedule_check(const lb_schedule_entry *e, lb_schedule_backend b, l
 
 /* ---- quoting ---- */
 
-/* One shell word in single quotes; in a crontab '%' must also be escaped. cron reads the
- * line before sh does: '\%' becomes '%', any other backslash escapes the character after it
- * (both are kept), and an unescaped '%' ends the command. A backslash of the word right
- * before a '%' would pair with the '\' written for it and leave the '%' unescaped, so the
- * quotes are closed and opened again ('') between the two: sh joins the pieces into one
- * word. */
-static void sh_quote(FILE *f, const char *s, bool crontab) {
-    fputc('\'', f);
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'')
-            fputs("'\\''", f);
-        else if (*p == '%' && crontab)
-            fputs(p > s && p[-1] == '\\' ? "''\\%" : "\\%", f);
-        else
-            fputc(*p, f);
-    }
-    fputc('\'', f);
-}
-
 /* One word of an ExecStart line: double-quoted, with systemd's specifiers escaped. */
 static void sd_quote(FILE *f, const char *s) {
     fputc('"', f);
@@ -380,7 +361,7 @@ static lb_status cron_add(const lb_schedule_entry *e, lb_err *err) {
     size_t n = job_words(e, w, thr, sizeof thr);
     for (size_t i = 0; i < n; i++) {
         fputc(' ', f);
-        sh_quote(f, w[i], true);
+        lb_proc_sh_word(f, w[i], LB_PROC_SH_IN_CRONTAB);
     }
     fputc('\n', f);
     fclose(f);
@@ -545,7 +526,10 @@ lb_status lb_schedule_list(FILE *f, bool json, lb_err *err) {
         st = LB_OK;
         text = NULL;
     }
-    LB_TRY(st);
+    if (st != LB_OK) {
+        json_decref(arr);
+        return st;
+    }
     for (const char *p = text; p && *p;) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
