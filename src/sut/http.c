@@ -372,19 +372,18 @@ static void describe_redirect(xfer *x, lb_http_outcome *o) {
         snprintf(o->detail, sizeof o->detail, "redirected (%d) without a Location", x->http_status);
         return;
     }
-    static const char advice[] = ": give --endpoint that URL";
     char shown[sizeof o->detail];
     lb_provenance_mask_url(to, shown, sizeof shown);
-    int room = (int)(sizeof o->detail - sizeof advice) - (int)strlen("redirected (000) to ");
     size_t n = strlen(shown);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)shown[i] < 32 || (unsigned char)shown[i] >= 127) shown[i] = '?';
-    if (n > (size_t)room) /* cut: the advice would name half a URL */
-        snprintf(o->detail, sizeof o->detail, "redirected (%d) to %.*s...", x->http_status,
-                 (int)sizeof o->detail - 24, shown);
+    /* the URL's room in the detail (160 bytes) beside the rest, the precisions below */
+    if (n > 100) /* cut: the advice would name half a URL */
+        snprintf(o->detail, sizeof o->detail, "redirected (%d) to %.100s...", x->http_status,
+                 shown);
     else
-        snprintf(o->detail, sizeof o->detail, "redirected (%d) to %s%s", x->http_status, shown,
-                 advice);
+        snprintf(o->detail, sizeof o->detail, "redirected (%d) to %.100s: give --endpoint that URL",
+                 x->http_status, shown);
 }
 
 /* Decides how the transfer went; fills o. */
