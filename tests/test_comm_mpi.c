@@ -1334,10 +1334,10 @@ static void test_comm_cli_signal_to_one_rank_interrupts_every_rank(void **state)
     lb_test_rmtree(dir);
 }
 
-/* Over 64 ranks a uint8 sum passes 255 (from 51 ranks on): NCCL's sum wraps in the type and its integer avg
- * divides that wrapped sum, truncating; the check expects the same (it used to expect the
- * exact sum, and counted every right answer of a large job wrong). Computed here in the
- * types' own arithmetic from commbench.h's input formula. */
+/* Over 64 ranks a uint8 sum passes 255 (from 51 ranks on): NCCL's sum wraps in the type and its
+ * integer avg divides that wrapped sum, truncating; the check expects the same (it used to expect
+ * the exact sum, and counted every right answer of a large job wrong). Computed here in the types'
+ * own arithmetic from commbench.h's input formula. */
 static void test_comm_check_expects_sums_wrapped_as_the_integer_type_does(void **state) {
     (void)state;
     enum { N = 64 };

@@ -17,12 +17,12 @@
  * each benchmark's history over time with its change points (history/history.h) marked.
  * A CDF is drawn through at most 500 quantiles and a series longer than 5,000 values
  * through every k-th one, so a page stays small; what a chart or a table leaves out (lines,
- * bars, rates, points, rank counts, benchmarks' histories) is said in a line beside it. Every file is written whole into a staging
- * folder inside the output folder, then renamed into place, the page last: a report that
- * fails, is interrupted (SIGINT/SIGTERM: LB_ERR_INTERRUPTED), or finds a folder where one of
- * its files goes (refused before any file moves), leaves the folder's earlier report as it
- * was; a file replaced keeps its permissions. Runs that did not end ok are named with their
- * status in a finding and in the provenance table, and left out of every figure: a
+ * bars, rates, points, rank counts, benchmarks' histories) is said in a line beside it. Every file
+ * is written whole into a staging folder inside the output folder, then renamed into place, the
+ * page last: a report that fails, is interrupted (SIGINT/SIGTERM: LB_ERR_INTERRUPTED), or finds a
+ * folder where one of its files goes (refused before any file moves), leaves the folder's earlier
+ * report as it was; a file replaced keeps its permissions. Runs that did not end ok are named with
+ * their status in a finding and in the provenance table, and left out of every figure: a
  * configuration's medians are of its ok runs, one with none says so. A configuration
  * whose runs are different benchmarks (history/bench.h) is named in a finding. Not here: choosing
  * the runs (the CLI), the GPU. */
